@@ -1,0 +1,5 @@
+"""`python -m servelab` runs the command-line interface."""
+
+from servelab.cli import main
+
+main()

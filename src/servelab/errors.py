@@ -1,0 +1,115 @@
+"""The one exception tree of servelab.
+
+Every error servelab raises on purpose is a :class:`ServelabError`. Each also inherits the built-in
+exception it resembles, so callers that only know the standard library still catch it. Third-party
+errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary with
+``raise ... from exc``.
+
+::
+
+    ServelabError(Exception)
+    ├── SpecError(ValueError)             bad deployment spec: names the file and the field path
+    ├── DeployError(RuntimeError)         bring-up, restart or stop went wrong
+    │   ├── ServiceStartError             a service's process could not start or exited early
+    │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
+    │   └── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
+    ├── HostError(OSError)                running commands or touching files on a host failed
+    │   └── SSHError(ConnectionError)     the SSH connection itself failed
+    ├── ProbeError(ConnectionError)       an HTTP probe could not reach its endpoint
+    ├── KnobError(ValueError)             unknown service/knob, bad env file line
+    ├── StoreError(RuntimeError)          the ledger could not be read or written
+    │   └── SchemaError                   the ledger's schema is newer than this servelab
+    ├── BenchError(RuntimeError)          a benchmark or A/B could not run
+    ├── CaseError(ValueError)             a case command that does not fit the case's state
+    └── SimError(RuntimeError)            the simulator was misconfigured
+
+The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError`` (bad input) → 2,
+everything else → 1.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BenchError",
+    "CaseError",
+    "CommandTimeout",
+    "DeployError",
+    "HealthTimeout",
+    "HostError",
+    "KnobError",
+    "ProbeError",
+    "SSHError",
+    "SchemaError",
+    "ServelabError",
+    "ServiceStartError",
+    "SimError",
+    "SpecError",
+    "StoreError",
+]
+
+
+class ServelabError(Exception):
+    """Base of every error servelab raises on purpose."""
+
+
+class SpecError(ServelabError, ValueError):
+    """A deployment spec is invalid. ``source`` is the file, ``path`` the field path."""
+
+    def __init__(self, message: str, *, source: str = "<spec>", path: str = "") -> None:
+        self.source = source
+        self.path = path
+        self.reason = message
+        where = f"{source}: {path}: " if path else f"{source}: "
+        super().__init__(where + message)
+
+
+class DeployError(ServelabError, RuntimeError):
+    """Bringing a deployment up, restarting it or stopping it failed."""
+
+
+class ServiceStartError(DeployError):
+    """A service's process could not be started, or exited before it became ready."""
+
+
+class HealthTimeout(DeployError, TimeoutError):
+    """A service did not become ready before its deadline."""
+
+
+class CommandTimeout(DeployError, TimeoutError):
+    """A start/stop command outlived its timeout (the service may still be fine: re-probe it)."""
+
+
+class HostError(ServelabError, OSError):
+    """Running a command or touching a file on a host failed."""
+
+
+class SSHError(HostError, ConnectionError):
+    """The SSH connection to a host failed."""
+
+
+class ProbeError(ServelabError, ConnectionError):
+    """An HTTP probe could not reach its endpoint."""
+
+
+class KnobError(ServelabError, ValueError):
+    """An unknown service or knob, or an env file line that does not parse."""
+
+
+class StoreError(ServelabError, RuntimeError):
+    """The ledger could not be read or written."""
+
+
+class SchemaError(StoreError):
+    """The ledger was written by a newer servelab (its schema version is higher than ours)."""
+
+
+class BenchError(ServelabError, RuntimeError):
+    """A benchmark or an A/B experiment could not run."""
+
+
+class CaseError(ServelabError, ValueError):
+    """A case command that does not fit the case (unknown id, target, or state)."""
+
+
+class SimError(ServelabError, RuntimeError):
+    """The simulator was misconfigured."""

@@ -1,0 +1,88 @@
+"""Finding and loading the deployment spec from disk (the I/O half of :mod:`servelab.core.spec`).
+
+Resolution: an explicit ``-f PATH``; else ``./servelab.toml``; else the embedded default, whose env
+files are created under the state directory on first use (never overwritten: the user edits them).
+Relative paths in a spec (``state_dir``, ``env_file``) are relative to the spec file's directory, or to
+the working directory for the embedded default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.core.spec import (
+    DEFAULT_ENV_FILES,
+    DEFAULT_SPEC_TOML,
+    DeploymentSpec,
+    parse_spec,
+)
+from servelab.errors import SpecError
+
+__all__ = ["LoadedSpec", "load_spec"]
+
+SPEC_FILENAME = "servelab.toml"
+EMBEDDED = "<embedded default>"
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec with where it came from and the directory its relative paths start at."""
+
+    spec: DeploymentSpec
+    source: str
+    base_dir: Path
+
+    @property
+    def embedded(self) -> bool:
+        return self.source == EMBEDDED
+
+    def path(self, relative: str) -> Path:
+        """A spec path (``env_file``, ``state_dir``) resolved against the spec's directory."""
+        candidate = Path(relative).expanduser()
+        return candidate if candidate.is_absolute() else self.base_dir / candidate
+
+    @property
+    def state_dir(self) -> Path:
+        return self.path(self.spec.state_dir)
+
+    def env_file(self, service: str) -> Path | None:
+        env_file = self.spec.service(service).env_file
+        return None if env_file is None else self.path(env_file)
+
+
+def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpec:
+    """Load the spec at ``path``, or ``./servelab.toml``, or the embedded default."""
+    cwd = cwd or Path.cwd()
+    if path is None and (cwd / SPEC_FILENAME).is_file():
+        path = cwd / SPEC_FILENAME
+    if path is None:
+        loaded = LoadedSpec(parse_spec(DEFAULT_SPEC_TOML, source=EMBEDDED), EMBEDDED, cwd)
+        _materialize_default_env(loaded)
+        return loaded
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError(f"cannot read: {exc.strerror}", source=str(path)) from exc
+    loaded = LoadedSpec(parse_spec(text, source=str(path)), str(path), path.resolve().parent)
+    _check_local_env_dirs(loaded)
+    return loaded
+
+
+def _check_local_env_dirs(loaded: LoadedSpec) -> None:
+    for name, svc in loaded.spec.services.items():
+        if svc.env_file is None or not loaded.spec.hosts[svc.host].is_local:
+            continue
+        directory = loaded.path(svc.env_file).parent
+        if not directory.is_dir():
+            raise SpecError(f"directory {directory} does not exist", source=loaded.source,
+                            path=f"services.{name}.env_file")
+
+
+def _materialize_default_env(loaded: LoadedSpec) -> None:
+    for name in loaded.spec.services:
+        env_path = loaded.env_file(name)
+        if env_path is None or env_path.exists():
+            continue
+        env_path.parent.mkdir(parents=True, exist_ok=True)
+        env_path.write_text(DEFAULT_ENV_FILES.get(name, ""), encoding="utf-8")
