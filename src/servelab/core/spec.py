@@ -106,7 +106,9 @@ class ServiceSpec(_Strict):
     def _http_url(cls, value: str) -> str:
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
-            raise ValueError("must be an http URL with an explicit port, e.g. http://127.0.0.1:30000")
+            raise ValueError(
+                "must be an http URL with an explicit port, e.g. http://127.0.0.1:30000"
+            )
         return value.rstrip("/")
 
     @field_validator("knobs", mode="before")
@@ -142,6 +144,15 @@ class DeploymentSpec(_Strict):
     state_dir: str = ".servelab"
     hosts: dict[str, HostSpec] = Field(default_factory=lambda: {"local": HostSpec()})
     services: dict[str, ServiceSpec]
+
+    @field_validator("hosts")
+    @classmethod
+    def _local_always_exists(cls, value: dict[str, HostSpec]) -> dict[str, HostSpec]:
+        if "local" in value:
+            if not value["local"].is_local:
+                raise ValueError('the host name "local" is reserved for this machine')
+            return value
+        return {"local": HostSpec(), **value}
 
     def service(self, name: str) -> ServiceSpec:
         try:
@@ -179,15 +190,19 @@ def _check_semantics(spec: DeploymentSpec, source: str) -> None:
             raise SpecError(f"unknown host {svc.host!r}", source=source, path=f"{where}.host")
         for dep in svc.depends_on:
             if dep not in spec.services:
-                raise SpecError(f"unknown service {dep!r}", source=source, path=f"{where}.depends_on")
+                raise SpecError(
+                    f"unknown service {dep!r}", source=source, path=f"{where}.depends_on"
+                )
             if dep == name:
-                raise SpecError("a service cannot depend on itself", source=source,
-                                path=f"{where}.depends_on")
+                raise SpecError(
+                    "a service cannot depend on itself", source=source, path=f"{where}.depends_on"
+                )
         if svc.role == "prefill" and svc.start == "sim" and svc.bootstrap_port is None:
             raise SpecError("a prefill needs a bootstrap_port", source=source, path=where)
         if svc.start == "router" and svc.role != "router":
-            raise SpecError('start = "router" needs role = "router"', source=source,
-                            path=f"{where}.start")
+            raise SpecError(
+                'start = "router" needs role = "router"', source=source, path=f"{where}.start"
+            )
     _check_ports(spec, source)
     start_order(spec, source=source)
 
@@ -199,12 +214,17 @@ def _check_ports(spec: DeploymentSpec, source: str) -> None:
         if svc.bootstrap_port is not None:
             ports.append(("bootstrap_port", svc.bootstrap_port))
         if svc.start == "router":
-            ports.append(("router.prometheus_port", (svc.router or RouterOptions()).prometheus_port))
+            ports.append(
+                ("router.prometheus_port", (svc.router or RouterOptions()).prometheus_port)
+            )
         for field, port in ports:
             key = (svc.host, port)
             if key in seen:
-                raise SpecError(f"port {port} on host {svc.host!r} is already used by {seen[key]}",
-                                source=source, path=f"services.{name}.{field}")
+                raise SpecError(
+                    f"port {port} on host {svc.host!r} is already used by {seen[key]}",
+                    source=source,
+                    path=f"services.{name}.{field}",
+                )
             seen[key] = f"services.{name}.{field}"
 
 
@@ -220,9 +240,10 @@ def start_order(spec: DeploymentSpec, *, source: str = "<spec>") -> list[str]:
         if state.get(name) == "done":
             return
         if state.get(name) == "active":
-            cycle = " -> ".join([*trail[trail.index(name):], name])
-            raise SpecError(f"dependency cycle: {cycle}", source=source,
-                            path=f"services.{name}.depends_on")
+            cycle = " -> ".join([*trail[trail.index(name) :], name])
+            raise SpecError(
+                f"dependency cycle: {cycle}", source=source, path=f"services.{name}.depends_on"
+            )
         state[name] = "active"
         for dep in spec.services[name].depends_on:
             visit(dep, [*trail, name])

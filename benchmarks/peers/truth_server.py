@@ -1,0 +1,206 @@
+"""A streaming "truth" server for client benchmarks: raw asyncio, HTTP/1.1 keep-alive, chunked SSE.
+
+Every chat completion answers at once with the headers and an empty role chunk, writes its first
+content token ``--prefill-ms`` after the request arrived, then one token every ``--gap-ms`` on an
+ABSOLUTE schedule (token k at first + k·gap, whatever the previous write's lateness), then a usage
+chunk and ``data: [DONE]``. It records its own write times (``perf_counter_ns``) as the truth:
+
+    GET  /truth        → JSON: ttft and per-gap percentiles, tokens written, window, server CPU
+    POST /truth/reset  → forget everything recorded so far
+    GET  /v1/models    → one model, "truth"
+
+Usage: python truth_server.py --port P [--prefill-ms 50] [--gap-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import time
+from time import perf_counter_ns
+
+WORDS = ("kernel", "router", "decode", "prefill", "cache", "token", "batch", "engine")
+GAP_S = 0.02
+PREFILL_S = 0.05
+
+
+class Truth:
+    """What the server actually did, in its own clock."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.ttft_ns: list[int] = []
+        self.gaps_ns: list[int] = []
+        self.tokens = 0
+        self.requests = 0
+        self.first_arrival_ns: int | None = None
+        self.last_write_ns = 0
+        self.cpu0 = time.process_time()
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "requests": self.requests,
+            "tokens": self.tokens,
+            "ttft_ms": _pcts(self.ttft_ns),
+            "gap_ms": _pcts(self.gaps_ns),
+            "first_arrival_ns": self.first_arrival_ns,
+            "last_write_ns": self.last_write_ns,
+            "server_cpu_s": time.process_time() - self.cpu0,
+        }
+
+
+def _pcts(values: list[int]) -> dict[str, float]:
+    ordered = sorted(values)
+    if not ordered:
+        return {}
+
+    def pct(q: float) -> float:
+        pos = (len(ordered) - 1) * q / 100
+        lo = int(pos)
+        hi = min(lo + 1, len(ordered) - 1)
+        return (ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)) / 1e6
+
+    return {"n": len(ordered), "p50": pct(50), "p90": pct(90), "p99": pct(99), "max": pct(100)}
+
+
+TRUTH = Truth()
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+def _event(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _delta(content: str, role: bool = False) -> bytes:
+    delta = {"role": "assistant", "content": content} if role else {"content": content}
+    return _event({"id": "t", "object": "chat.completion.chunk", "model": "truth",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+
+
+TOKEN_CHUNKS = [_chunk(_delta(" " + w)) for w in WORDS]
+HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
+
+
+def _json_response(obj: object) -> bytes:
+    body = json.dumps(obj).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body))
+
+
+class Stream:
+    """One response on an absolute schedule, driven by loop.call_at callbacks (no task)."""
+
+    def __init__(self, conn: Conn, n: int, prompt_tokens: int) -> None:
+        self.conn, self.n, self.prompt_tokens = conn, n, prompt_tokens
+        self.arrival_ns = perf_counter_ns()
+        self.last_ns = 0
+        loop = asyncio.get_running_loop()
+        conn.transport.write(HEAD + _chunk(_delta("", role=True)))
+        self.t_first = loop.time() + PREFILL_S
+        loop.call_at(self.t_first, self.tick, 0)
+        TRUTH.requests += 1
+        if TRUTH.first_arrival_ns is None:
+            TRUTH.first_arrival_ns = self.arrival_ns
+
+    def tick(self, k: int) -> None:
+        transport = self.conn.transport
+        if transport.is_closing():
+            return
+        data = TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)]
+        last = k == self.n - 1
+        if last:
+            usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.n,
+                     "total_tokens": self.prompt_tokens + self.n}
+            tail = _event({"id": "t", "object": "chat.completion.chunk", "model": "truth",
+                           "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+            tail += _event({"id": "t", "object": "chat.completion.chunk", "model": "truth",
+                            "choices": [], "usage": usage}) + b"data: [DONE]\n\n"
+            data += _chunk(tail) + b"0\r\n\r\n"
+        transport.write(data)
+        now = perf_counter_ns()
+        if k == 0:
+            TRUTH.ttft_ns.append(now - self.arrival_ns)
+        else:
+            TRUTH.gaps_ns.append(now - self.last_ns)
+        self.last_ns = now
+        TRUTH.tokens += 1
+        TRUTH.last_write_ns = now
+        if not last:
+            asyncio.get_running_loop().call_at(self.t_first + (k + 1) * GAP_S, self.tick, k + 1)
+
+
+class Conn(asyncio.Protocol):
+    """HTTP/1.1 keep-alive, one request at a time, Content-Length bodies only."""
+
+    transport: asyncio.Transport
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while True:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                return
+            head = self.buf[:end].decode("latin-1")
+            length = 0
+            for line in head.split("\r\n")[1:]:
+                name, _, value = line.partition(":")
+                if name.strip().lower() == "content-length":
+                    length = int(value.strip())
+            if len(self.buf) < end + 4 + length:
+                return
+            body = self.buf[end + 4 : end + 4 + length]
+            self.buf = self.buf[end + 4 + length :]
+            self.handle(head.split(" ", 2), body)
+
+    def handle(self, request_line: list[str], body: bytes) -> None:
+        method, path = request_line[0], request_line[1]
+        if path.startswith("/v1/chat/completions") and method == "POST":
+            req = json.loads(body or b"{}")
+            n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 64)
+            prompt = " ".join(m.get("content", "") for m in req.get("messages", [])
+                              if isinstance(m.get("content"), str))
+            Stream(self, n, len(prompt.split()))
+        elif path == "/v1/models":
+            self.transport.write(_json_response({"object": "list", "data": [
+                {"id": "truth", "object": "model", "owned_by": "servelab"}]}))
+        elif path == "/truth":
+            self.transport.write(_json_response(TRUTH.summary()))
+        elif path == "/truth/reset":
+            TRUTH.reset()
+            self.transport.write(_json_response({"ok": True}))
+        else:
+            self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+
+async def main() -> None:
+    global GAP_S, PREFILL_S
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--gap-ms", type=float, default=20.0)
+    parser.add_argument("--prefill-ms", type=float, default=50.0)
+    args = parser.parse_args()
+    GAP_S, PREFILL_S = args.gap_ms / 1e3, args.prefill_ms / 1e3
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(Conn, "127.0.0.1", args.port, backlog=4096)
+    async with server:
+        await server.serve_forever()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,203 @@
+"""Calibrate the simulator through the REAL router: knob 256 vs 512 at C64/C80/C96.
+
+Brings up sim prefill + decode + the real sglang-router on free loopback ports at a time scale,
+drives a closed loop of streaming chat completions (a minimal aiohttp client that counts token
+events as they arrive), restarts the workers between arms (the knob is read at start-up only),
+and prints measured output tok/s, the 512/256 ratios and the pure model's prediction.
+
+    .venv/bin/python benchmarks/sim_calibration.py --time-scale 0.5 --measure-s 8
+
+Throughput of a run = token events received inside the window [warm-up, warm-up + measure]
+divided by the window, in MODELLED seconds (wall x 1 / time scale), so it is comparable with
+``steady_throughput``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput  # noqa: E402
+from tests.sim.stack import SimStack, start_stack  # noqa: E402
+
+__all__ = ["main"]
+
+KNOB = DEFAULT_PROFILE.knob_name
+TOKEN_MARK = b'"delta":{"content"'
+BANDS = {64: (0.08, 0.18), 80: (-0.02, 0.05), 96: (0.02, 0.10)}
+
+
+@dataclass
+class Window:
+    start: float
+    end: float
+    tokens: int = 0
+    errors: int = 0
+    requests: int = 0
+
+
+async def _user(
+    session: aiohttp.ClientSession,
+    url: str,
+    body_for: object,
+    win: Window,
+    stop_at: float,
+    delay: float,
+) -> None:
+    await asyncio.sleep(delay)
+    n = 0
+    while time.monotonic() < stop_at:
+        body = body_for(n)  # type: ignore[operator]
+        n += 1
+        try:
+            async with session.post(url, json=body) as resp:
+                if resp.status != 200:
+                    win.errors += 1
+                    await resp.read()
+                    continue
+                async for chunk in resp.content.iter_any():
+                    now = time.monotonic()
+                    if win.start <= now <= win.end:
+                        win.tokens += chunk.count(TOKEN_MARK)
+            win.requests += 1
+        except (aiohttp.ClientError, TimeoutError):
+            win.errors += 1
+
+
+async def closed_loop(
+    base: str,
+    concurrency: int,
+    in_len: int,
+    out_len: int,
+    warm_s: float,
+    measure_s: float,
+    ramp_s: float,
+) -> Window:
+    """Run ``concurrency`` users until the window closes; count token events inside it.
+
+    Users start spread evenly over ``ramp_s`` (about one request's duration): users started
+    together finish together and stay in lock-step cohorts whose batch swings from 0 to C.
+    """
+    url = base + "/v1/chat/completions"
+    rng = random.Random(concurrency)
+    words = [f"w{rng.randrange(10_000)}" for _ in range(4096)]
+
+    def body_for(n: int) -> dict[str, object]:
+        start = rng.randrange(len(words) - in_len)
+        prompt = " ".join(words[start : start + in_len])
+        return {
+            "model": "sim",
+            "messages": [{"role": "user", "content": prompt}],
+            "max_tokens": out_len,
+            "stream": True,
+        }
+
+    t0 = time.monotonic()
+    win = Window(t0 + warm_s, t0 + warm_s + measure_s)
+    connector = aiohttp.TCPConnector(limit=0)
+    timeout = aiohttp.ClientTimeout(total=120)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+        users = [
+            _user(session, url, body_for, win, win.end, i * ramp_s / concurrency)
+            for i in range(concurrency)
+        ]
+        await asyncio.wait_for(asyncio.gather(*users), warm_s + measure_s + 120)
+    return win
+
+
+async def _warm(base: str) -> None:
+    body = {"model": "sim", "messages": [{"role": "user", "content": "warm up"}], "max_tokens": 2}
+    async with aiohttp.ClientSession() as s, s.post(base + "/v1/chat/completions", json=body) as r:
+        await r.read()
+
+
+def _measure(stack: SimStack, knob: int, args: argparse.Namespace) -> dict[int, float]:
+    stack.restart_workers(decode_env={KNOB: str(knob)}, prefill_env={KNOB: str(knob)})
+    asyncio.run(_warm(stack.router_url))
+    out: dict[int, float] = {}
+    for c in args.concurrency:
+        ctx = c * (args.in_len + args.out_len // 2)
+        ramp = args.out_len * decode_step_s(DEFAULT_PROFILE, c, ctx, knob) * args.time_scale
+        loop = closed_loop(
+            stack.router_url, c, args.in_len, args.out_len, args.warm_s + ramp, args.measure_s, ramp
+        )
+        win = asyncio.run(loop)
+        modelled_s = args.measure_s / args.time_scale
+        out[c] = win.tokens / modelled_s
+        print(
+            f"  knob={knob} C{c}: {out[c]:8.1f} tok/s (modelled), {win.requests} requests, "
+            f"{win.errors} errors",
+            file=sys.stderr,
+        )
+    return out
+
+
+def _table(args: argparse.Namespace, runs: dict[int, list[dict[int, float]]]) -> tuple[str, bool]:
+    lines = [
+        f"time scale {args.time_scale}, in {args.in_len} / out {args.out_len} tokens, "
+        f"window {args.measure_s} s wall after {args.warm_s} s warm-up, {args.repeats} repeat(s)",
+        f"{'C':>4} {'256 tok/s':>10} {'512 tok/s':>10} {'ratio':>8} {'model':>8} {'band':>14} ok",
+    ]
+    ok_all = True
+    mean = {
+        k: {c: sum(r[c] for r in v) / len(v) for c in args.concurrency} for k, v in runs.items()
+    }
+    for c in args.concurrency:
+        a, b = mean[256][c], mean[512][c]
+        ratio = b / a - 1 if a else float("nan")
+        model = steady_throughput(DEFAULT_PROFILE, c, 512, args.in_len, args.out_len)
+        model /= steady_throughput(DEFAULT_PROFILE, c, 256, args.in_len, args.out_len)
+        lo, hi = BANDS.get(c, (float("-inf"), float("inf")))
+        ok = lo <= ratio <= hi
+        ok_all &= ok
+        band = f"[{lo:+.0%},{hi:+.0%}]"
+        lines.append(
+            f"{c:>4} {a:10.1f} {b:10.1f} {ratio:+8.2%} {model - 1:+8.2%} {band:>14} {'yes' if ok else 'NO'}"
+        )
+    if 80 in args.concurrency and 96 in args.concurrency:
+        anomaly = mean[256][96] < mean[256][80]
+        fixed = mean[512][96] >= mean[512][80]
+        ok_all &= anomaly and fixed
+        lines.append(f"256: thr(C96) < thr(C80): {anomaly};  512: thr(C96) >= thr(C80): {fixed}")
+    return "\n".join(lines), ok_all
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the calibration; exit 0 when every ratio lands in its band."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--time-scale", type=float, default=0.5)
+    p.add_argument("--concurrency", type=int, nargs="+", default=[64, 80, 96])
+    p.add_argument("--in-len", type=int, default=128)
+    p.add_argument("--out-len", type=int, default=64)
+    p.add_argument("--warm-s", type=float, default=3.0, help="wall seconds before the window")
+    p.add_argument("--measure-s", type=float, default=8.0, help="wall seconds of the window")
+    p.add_argument("--repeats", type=int, default=1, help="ABAB repeats of both arms")
+    p.add_argument("--json", action="store_true", help="also print the raw numbers as JSON")
+    args = p.parse_args(argv)
+    stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"})
+    runs: dict[int, list[dict[int, float]]] = {256: [], 512: []}
+    try:
+        for _ in range(args.repeats):
+            for knob in (256, 512):
+                runs[knob].append(_measure(stack, knob, args))
+    finally:
+        stack.stop()
+    text, ok = _table(args, runs)
+    print(text)
+    if args.json:
+        print(json.dumps({str(k): v for k, v in runs.items()}))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

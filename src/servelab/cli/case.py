@@ -1,0 +1,423 @@
+"""``servelab case …``, ``servelab restore``, ``servelab report`` and ``servelab ledger export``.
+
+Every command takes ``--ledger PATH`` (else ``$SERVELAB_LEDGER``, else ``<state_dir>/ledger.db`` of
+the spec) and ``--json``. Bad input (unknown case, bad target, wrong state) exits 2; a revert or
+restore whose verify fails exits 1.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from servelab.cli.common import (
+    EXIT_FAILED,
+    console,
+    err_console,
+    json_option,
+    print_json,
+    run,
+    spec_option,
+)
+from servelab.io.store import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.ops import case as cases
+from servelab.report.docs import (
+    build_docs,
+    describe_conviction,
+    describe_cost,
+    describe_restore_item,
+    describe_timeline_entry,
+)
+
+__all__ = ["register", "write_files"]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _ledger_option(func: F) -> F:
+    return click.option(
+        "--ledger",
+        "ledger_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
+    )(func)
+
+
+def _ledger_file(ledger_path: Path | None, spec_path: Path | None) -> Path:
+    if ledger_path is not None or os.environ.get(LEDGER_ENV, "").strip():
+        return resolve_ledger_path(ledger_path, Path.cwd())
+    from servelab.io.specfile import load_spec
+
+    return resolve_ledger_path(None, load_spec(spec_path).state_dir)
+
+
+def _with_ledger(
+    ledger_path: Path | None,
+    spec_path: Path | None,
+    body: Callable[[Ledger], Coroutine[Any, Any, T]],
+) -> T:
+    async def main() -> T:
+        with Ledger.open(_ledger_file(ledger_path, spec_path)) as ledger:
+            return await body(ledger)
+
+    return run(main())
+
+
+def _progress(message: str) -> None:
+    err_console.print(message, style="dim", markup=False, soft_wrap=True)
+
+
+def _say(text: str) -> None:
+    console.print(text, markup=False, soft_wrap=True)
+
+
+# -- case ------------------------------------------------------------------------------------
+
+
+@click.group("case")
+def case_group() -> None:
+    """Investigate an incident: suspects, evidence, reverts with their cost, verdicts."""
+
+
+@case_group.command("open")
+@click.argument("title")
+@spec_option
+@_ledger_option
+@json_option
+def case_open(title: str, spec_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+    """Open a case; prints its id."""
+
+    async def body(ledger: Ledger) -> int:
+        return cases.open_case(ledger, title)
+
+    cid = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json({"id": cid, "title": title, "status": "open"})
+    else:
+        _say(f"case {cid} opened: {title}")
+
+
+@case_group.command("suspect")
+@click.argument("case_id", type=int)
+@click.argument("target")
+@click.option("--reason", required=True, help="Why it is suspected.")
+@spec_option
+@_ledger_option
+@json_option
+def case_suspect(
+    case_id: int,
+    target: str,
+    reason: str,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Suspect TARGET: knob:SERVICE/NAME or component:NAME (proxy, router, ...)."""
+
+    async def body(ledger: Ledger) -> int:
+        return cases.add_suspect(ledger, case_id, target, reason)
+
+    sid = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json({"id": sid, "case_id": case_id, "target": target.strip(), "reason": reason})
+    else:
+        _say(f"case {case_id}: suspect {target.strip()}")
+
+
+@case_group.command("evidence")
+@click.argument("case_id", type=int)
+@click.option("--run", "run_id", type=int, help="A recorded bench run.")
+@click.option("--verify", "verify_id", type=int, help="A recorded verification.")
+@click.option("--soak", "soak_id", type=int, help="A recorded soak.")
+@click.option("--ab", "ab_id", type=int, help="A recorded A/B experiment.")
+@click.option("--note", help="A note (what someone observed).")
+@spec_option
+@_ledger_option
+@json_option
+def case_evidence(
+    case_id: int,
+    run_id: int | None,
+    verify_id: int | None,
+    soak_id: int | None,
+    ab_id: int | None,
+    note: str | None,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Attach exactly one of --run/--verify/--soak/--ab ID or --note TEXT to the case."""
+    given = {"run": run_id, "verify": verify_id, "soak": soak_id, "ab": ab_id}
+    chosen: list[tuple[str, int | None]] = [(k, v) for k, v in given.items() if v is not None]
+    if note is not None:
+        chosen.append(("note", None))
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --run, --verify, --soak, --ab, --note")
+    kind, ref = chosen[0]
+
+    async def body(ledger: Ledger) -> int:
+        return cases.add_evidence(ledger, case_id, kind, ref, note)
+
+    eid = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json({"id": eid, "case_id": case_id, "kind": kind, "ref_id": ref, "note": note})
+    else:
+        _say(f"case {case_id}: evidence {kind}" + (f" #{ref}" if ref else ""))
+
+
+def _print_preview(preview: cases.RevertPreview) -> None:
+    _say(
+        f"revert {preview.service} {preview.knob} {preview.current} → {preview.revert_to} "
+        f"under case {preview.case_id}"
+    )
+    _say(f"  cost of the revert: {describe_cost(preview.cost)}")
+    _say(f"  {describe_conviction(preview.conviction)}")
+
+
+@case_group.command("revert")
+@click.argument("case_id", type=int)
+@click.argument("target")
+@click.option("--to", "to_value", help="Value to revert to (default: before the last change).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@spec_option
+@_ledger_option
+@json_option
+def case_revert(
+    case_id: int,
+    target: str,
+    to_value: str | None,
+    yes: bool,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Revert a suspect knob: shows its measured cost first, then sets, restarts, verifies."""
+    if as_json and not yes:
+        raise click.UsageError("--json needs --yes (there is no one to confirm)")
+
+    async def body(ledger: Ledger) -> cases.RevertOutcome | None:
+        from servelab.io.specfile import load_spec
+
+        loaded = load_spec(spec_path)
+        current = await cases.current_value(loaded, target)
+        preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)
+        if not as_json:
+            _print_preview(preview)
+        if not yes and not click.confirm("revert it?", default=False, err=True):
+            return None
+        return await cases.revert(loaded, ledger, preview, progress=_progress)
+
+    outcome = _with_ledger(ledger_path, spec_path, body)
+    if outcome is None:
+        err_console.print("not reverted")
+        raise SystemExit(EXIT_FAILED)
+    if as_json:
+        print_json(outcome.to_json())
+    else:
+        word = (
+            "verified live" if outcome.ok else f"NOT verified ({outcome.error or 'verify failed'})"
+        )
+        _say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
+    if not outcome.ok:
+        raise SystemExit(EXIT_FAILED)
+
+
+@case_group.command("resolve")
+@click.argument("case_id", type=int)
+@click.option("--root-cause", required=True, help="What the cause was.")
+@click.option("--exonerate", multiple=True, help="A target cleared of suspicion (repeatable).")
+@click.option("--convict", multiple=True, help="A target found guilty (repeatable).")
+@spec_option
+@_ledger_option
+@json_option
+def case_resolve(
+    case_id: int,
+    root_cause: str,
+    exonerate: tuple[str, ...],
+    convict: tuple[str, ...],
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Resolve the case; prints the restore plan of every exonerated knob."""
+
+    async def body(ledger: Ledger) -> cases.CaseView:
+        return cases.resolve_case(ledger, case_id, root_cause, exonerate, convict)
+
+    view = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json(view.to_json())
+        return
+    _say(f"case {case_id} resolved: {root_cause}")
+    for item in view.plan:
+        _say(f"  restore plan: {describe_restore_item(item)}")
+    if view.plan:
+        _say(f"  apply it with: servelab restore {case_id}")
+
+
+def _print_case(view: cases.CaseView) -> None:
+    case = view.case
+    _say(f"case {case.id}: {case.title} ({case.status}; {view.restore_status})")
+    if case.root_cause:
+        _say(f"root cause: {case.root_cause}")
+    for s in case.suspects:
+        _say(
+            f"  suspect {s.target}: {s.verdict or 'open'}" + (f" — {s.reason}" if s.reason else "")
+        )
+    for entry in view.timeline:
+        _say(f"  {entry.at}  {describe_timeline_entry(entry)}")
+    for item in view.plan:
+        _say(f"  restore plan: {describe_restore_item(item)}")
+
+
+@case_group.command("show")
+@click.argument("case_id", type=int)
+@spec_option
+@_ledger_option
+@json_option
+def case_show(
+    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
+) -> None:
+    """The case's timeline, suspects, verdicts and restore status."""
+
+    async def body(ledger: Ledger) -> cases.CaseView:
+        return cases.view_case(ledger, case_id)
+
+    view = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json(view.to_json())
+    else:
+        _print_case(view)
+
+
+@case_group.command("list")
+@spec_option
+@_ledger_option
+@json_option
+def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+    """Every case with its status."""
+
+    async def body(ledger: Ledger) -> list[cases.CaseView]:
+        return cases.list_cases(ledger)
+
+    views = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json([_brief(v) for v in views])
+        return
+    for v in views:
+        _say(f"{v.case.id:>4}  {v.case.status:<9} {v.restore_status:<22} {v.case.title}")
+
+
+def _brief(view: cases.CaseView) -> dict[str, Any]:
+    c = view.case
+    return {"id": c.id, "title": c.title, "status": c.status, "root_cause": c.root_cause,
+            "opened_at": c.opened_at, "restore_status": view.restore_status}  # fmt: skip
+
+
+# -- restore, report, ledger -----------------------------------------------------------------
+
+
+@click.command("restore")
+@click.argument("case_id", type=int)
+@spec_option
+@_ledger_option
+@json_option
+def restore_cmd(
+    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
+) -> None:
+    """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e."""
+
+    async def body(ledger: Ledger) -> cases.RestoreOutcome:
+        from servelab.io.specfile import load_spec
+
+        loaded = load_spec(spec_path)
+        if not as_json:
+            for item in cases.view_case(ledger, case_id).plan:
+                _say(f"restore: {describe_restore_item(item)}")
+        return await cases.restore(loaded, ledger, case_id, progress=_progress)
+
+    outcome = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json(outcome.to_json())
+    else:
+        _say(f"case {case_id}: {outcome.status}")
+    if not outcome.ok:
+        raise SystemExit(EXIT_FAILED)
+
+
+def write_files(out_dir: Path, files: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
+    """The one writer of generated docs: write each file whose bytes changed (temp + rename).
+
+    Returns ``(written, unchanged)`` relative paths.
+    """
+    written, unchanged = [], []
+    for rel, data in sorted(files.items()):
+        path = out_dir / rel
+        if path.is_file() and path.read_bytes() == data:
+            unchanged.append(rel)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        written.append(rel)
+    return written, unchanged
+
+
+@click.command("report")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+              help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
+@spec_option
+@_ledger_option
+@json_option
+def report_cmd(
+    out_dir: Path | None, spec_path: Path | None, ledger_path: Path | None, as_json: bool
+) -> None:
+    """Write the perf plan, one page per case, plots and an HTML index, from the ledger alone."""
+
+    async def body(ledger: Ledger) -> tuple[Path, list[str], list[str]]:
+        target = out_dir or ledger.path.parent / "report"
+        written, unchanged = write_files(target, build_docs(ledger.export(records=False)))
+        return target, written, unchanged
+
+    target, written, unchanged = _with_ledger(ledger_path, spec_path, body)
+    if as_json:
+        print_json({"out": str(target), "index": str(target / "index.html"),
+                    "written": written, "unchanged": unchanged})  # fmt: skip
+        return
+    _say(f"report in {target}: {len(written)} file(s) written, {len(unchanged)} unchanged")
+    for rel in written:
+        _say(f"  {rel}")
+
+
+@click.group("ledger")
+def ledger_group() -> None:
+    """The evidence ledger itself."""
+
+
+@ledger_group.command("export")
+@click.option("--no-records", is_flag=True, help="Leave out bench runs' per-request records.")
+@spec_option
+@_ledger_option
+@json_option
+def ledger_export(
+    no_records: bool, spec_path: Path | None, ledger_path: Path | None, as_json: bool
+) -> None:
+    """Dump the whole ledger as JSON (the only format; --json is accepted for symmetry)."""
+    del as_json
+
+    async def body(ledger: Ledger) -> dict[str, Any]:
+        return ledger.export(records=not no_records)
+
+    print_json(_with_ledger(ledger_path, spec_path, body))
+
+
+def register(group: click.Group) -> None:
+    """Add ``case``, ``restore``, ``report`` and ``ledger`` to the CLI."""
+    for command in (case_group, restore_cmd, report_cmd, ledger_group):
+        group.add_command(command)

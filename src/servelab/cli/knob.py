@@ -1,0 +1,116 @@
+"""``servelab knob get|set|diff SERVICE NAME[=VALUE]``: a service's declared env knobs.
+
+``set`` edits the env file atomically after a timestamped backup and records the change (with
+``--reason`` and ``--case``); the new value becomes live only after a restart, and ``set`` says so.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from servelab.cli.common import json_option, print_json, run, spec_option
+from servelab.cli.verify import ledger_option
+from servelab.io.specfile import load_spec
+from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob
+from servelab.report.verify import render_knob_change, render_knob_diff, render_knob_value
+
+__all__ = ["register"]
+
+
+@click.group("knob")
+def knob_group() -> None:
+    """Get, set (atomically, with a backup, recorded) and diff a service's declared knobs."""
+
+
+async def _get(spec_path: Path | None, service: str, name: str) -> tuple[str | None, str]:
+    loaded = load_spec(spec_path)
+    value = await get_knob(loaded, service, name)
+    return value, str(loaded.env_file(service))
+
+
+@knob_group.command("get")
+@click.argument("service")
+@click.argument("name")
+@spec_option
+@json_option
+def get_command(service: str, name: str, spec_path: Path | None, as_json: bool) -> None:
+    """Print the knob NAME of SERVICE as its env file sets it."""
+    value, env_file = run(_get(spec_path, service, name))
+    if as_json:
+        print_json({"service": service, "name": name, "value": value, "env_file": env_file})
+    else:
+        click.echo(render_knob_value(service, name, value, env_file), nl=False)
+
+
+async def _set(
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    service: str,
+    name: str,
+    value: str | None,
+    reason: str | None,
+    case_id: int | None,
+) -> KnobChange:
+    loaded = load_spec(spec_path)
+    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
+        return await set_knob(
+            loaded, service, name, value, reason=reason, case_id=case_id, ledger=ledger
+        )
+
+
+@knob_group.command("set")
+@click.argument("service")
+@click.argument("assignment", metavar="NAME=VALUE")
+@click.option("--reason", default=None, help="Why (recorded with the change).")
+@click.option("--case", "case_id", type=int, default=None, help="Case it is made under.")
+@click.option("--unset", is_flag=True, help="Remove NAME from the env file (give NAME alone).")
+@spec_option
+@json_option
+@ledger_option
+def set_command(
+    service: str,
+    assignment: str,
+    reason: str | None,
+    case_id: int | None,
+    unset: bool,
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+) -> None:
+    """Set NAME=VALUE in SERVICE's env file (backup, atomic write, recorded)."""
+    name, sep, value = assignment.partition("=")
+    if unset == bool(sep):
+        raise click.UsageError("give NAME=VALUE, or NAME with --unset")
+    change = run(
+        _set(spec_path, ledger_path, service, name, None if unset else value, reason, case_id)
+    )
+    if as_json:
+        print_json(change.to_json())
+    else:
+        click.echo(render_knob_change(change), nl=False)
+
+
+async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:
+    return await diff_knob(load_spec(spec_path), service, name)
+
+
+@knob_group.command("diff")
+@click.argument("service")
+@click.argument("name")
+@spec_option
+@json_option
+def diff_command(service: str, name: str, spec_path: Path | None, as_json: bool) -> None:
+    """Show NAME's value in SERVICE's env file, the file's last backup and live, side by side."""
+    diff = run(_diff(spec_path, service, name))
+    if as_json:
+        print_json(diff.to_json())
+    else:
+        click.echo(render_knob_diff(diff), nl=False)
+
+
+def register(group: click.Group) -> None:
+    """Add the ``knob`` group to the ``servelab`` command group."""
+    group.add_command(knob_group)

@@ -1,0 +1,119 @@
+"""``servelab sim ...``: run the simulated prefill/decode workers and the faulty proxy.
+
+Knobs and faults are read from the environment once, at start-up (flags win over env).
+SIGTERM/SIGINT stop a worker cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from typing import Any
+
+import click
+
+from servelab.cli.common import err_console, run
+from servelab.sim.app import serve
+from servelab.sim.proxy import serve_proxy
+from servelab.sim.settings import Role, load_settings
+
+__all__ = ["register"]
+
+
+async def _until_signal(main: Any, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await main
+
+
+def _common(func: Any) -> Any:
+    options = [
+        click.option("--host", default="127.0.0.1", show_default=True),
+        click.option("--port", type=int, required=True),
+        click.option(
+            "--time-scale",
+            type=float,
+            default=None,
+            help="Scale of every modelled duration (env SERVELAB_SIM_TIME_SCALE; 1.0 = real time).",
+        ),
+        click.option("--served-model-name", default=None),
+        click.option("--seed", type=int, default=None, help="Default seed of the output text."),
+        click.option(
+            "--warmup-s",
+            type=float,
+            default=None,
+            help="Modelled one-time warm-up of the first request (default 17 s).",
+        ),
+        click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only)."),
+        click.option("--transfer-fail-prob", type=float, default=None),
+        click.option("--abort-wedge", default=None, metavar="N/T"),
+        click.option("--corrupt-under-load", type=int, default=None, metavar="X"),
+        click.option("--slow-start-s", type=float, default=None),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+async def _worker_main(role: Role, opts: dict[str, Any], faults: dict[str, Any]) -> None:
+    settings = load_settings(role, overrides=opts, fault_overrides=faults)
+    err_console.print(
+        f"servelab sim {role} on {settings.host}:{settings.port} "
+        f"({settings.profile.knob_name}={settings.target_ctas}, time scale {settings.time_scale:g})"
+    )
+    stop = asyncio.Event()
+    await _until_signal(serve(settings, stop), stop)
+
+
+def _run_worker(role: Role, opts: dict[str, Any]) -> None:
+    fault_keys = ("transfer_fail_prob", "abort_wedge", "corrupt_under_load", "slow_start_s")
+    faults = {k: opts[k] for k in fault_keys if opts.get(k) is not None}
+    for k in fault_keys:
+        opts.pop(k, None)
+    run(_worker_main(role, opts, faults))
+
+
+def register(group: click.Group) -> None:
+    """Add ``sim prefill``, ``sim decode`` and ``sim proxy``."""
+
+    @group.group("sim")
+    def sim() -> None:
+        """The simulated SGLang-compatible PD engine and the faulty proxy."""
+
+    @sim.command("prefill")
+    @_common
+    @click.option("--bootstrap-port", type=int, required=True)
+    def prefill(**opts: Any) -> None:
+        """A simulated prefill worker with its KV bootstrap server."""
+        _run_worker("prefill", opts)
+
+    @sim.command("decode")
+    @_common
+    @click.option(
+        "--waiting-timeout",
+        "waiting_timeout_s",
+        type=float,
+        default=None,
+        help="Seconds a request may wait for its KV (env SGLANG_DISAGGREGATION_WAITING_TIMEOUT).",
+    )
+    def decode(**opts: Any) -> None:
+        """A simulated decode worker."""
+        _run_worker("decode", opts)
+
+    @sim.command("proxy")
+    @click.option("--host", default="127.0.0.1", show_default=True)
+    @click.option("--port", type=int, required=True)
+    @click.option("--upstream", required=True, help="Base URL to forward to (the router).")
+    @click.option("--stall-reused-after", type=int, default=None, metavar="N")
+    @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
+    def proxy(
+        host: str, port: int, upstream: str, stall_reused_after: int | None, admin: bool
+    ) -> None:
+        """A reverse proxy that can stall reused keep-alive connections."""
+        err_console.print(f"servelab sim proxy on {host}:{port} -> {upstream}")
+        stop = asyncio.Event()
+        main = serve_proxy(
+            host, port, upstream, stop, stall_reused_after=stall_reused_after, admin=admin
+        )
+        run(_until_signal(main, stop))

@@ -1,0 +1,181 @@
+"""``servelab soak``: multi-round agentic sessions, stall detection and hang localization."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import click
+
+from servelab.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    json_option,
+    print_json,
+    run,
+    spec_option,
+)
+from servelab.errors import SpecError
+from servelab.io.specfile import load_spec
+from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops import soak as ops
+from servelab.report import soak as report
+
+__all__ = ["register", "targets_from"]
+
+
+def targets_from(
+    spec_path: Path | None, url: str | None, router_url: str | None
+) -> tuple[ops.Targets, Path]:
+    """Where to soak and which state dir holds the ledger.
+
+    With ``--url`` and no ``-f``: that entry point, ``--router-url`` to compare against, workers
+    discovered from the router's /workers. Otherwise the spec's entry point (proxy, else router),
+    its router and its prefill/decode services (``--url``/``--router-url`` still override).
+    """
+    if url is not None and spec_path is None:
+        router = router_url.rstrip("/") if router_url else None
+        return ops.Targets(url.rstrip("/"), router), Path.cwd() / ".servelab"
+    loaded = load_spec(spec_path)
+    spec = loaded.spec
+    router_name = spec.router_name
+    router = router_url or (spec.service(router_name).url if router_name else None)
+    workers = tuple(
+        ops.WorkerTarget(name, svc.role, svc.url)
+        for name, svc in spec.services.items()
+        if svc.role in ("prefill", "decode")
+    )
+    entry = url or spec.service(spec.entry_point).url
+    router = router.rstrip("/") if router else None
+    name = router_name or "router"
+    return ops.Targets(entry.rstrip("/"), router, workers, name), loaded.state_dir
+
+
+def _saver(
+    ledger_path: Path | None, case_id: int | None, record: bool
+) -> Callable[[ops.SoakResult], None]:
+    def save(result: ops.SoakResult) -> None:
+        if result.interrupted:
+            err_console.print(report.render_soak(result), markup=False, highlight=False)
+        if not record or ledger_path is None:
+            return
+        doc = report.soak_json(result)
+        with Ledger.open(ledger_path) as ledger:
+            soak_id = ledger.record_soak(config=doc["config"], result=doc, findings=doc["findings"])
+            if case_id is not None:
+                note = ", ".join(f["layer"] for f in doc["findings"]) or "no finding"
+                ledger.add_evidence(case_id=case_id, kind="soak", ref_id=soak_id, note=note)
+        result.soak_id = soak_id
+        err_console.print(f"[dim]recorded soak #{soak_id} in {ledger_path}[/]")
+
+    return save
+
+
+def register(group: click.Group) -> None:
+    """Add ``soak`` to the CLI."""
+
+    @group.command("soak")
+    @spec_option
+    @click.option("--sessions", default=4, show_default=True, type=click.IntRange(1, 4096))
+    @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
+    @click.option(
+        "--think-time",
+        default=0.0,
+        show_default=True,
+        type=click.FloatRange(0),
+        help="Seconds an agent waits between rounds.",
+    )
+    @click.option(
+        "--connection",
+        type=click.Choice(["reuse", "fresh"]),
+        default="reuse",
+        show_default=True,
+        help="One keep-alive connection per session, or a new one per request.",
+    )
+    @click.option(
+        "--duration",
+        default=300.0,
+        show_default=True,
+        type=click.FloatRange(1),
+        help="Total deadline of the soak, seconds (localization included).",
+    )
+    @click.option(
+        "--idle-timeout",
+        default=30.0,
+        show_default=True,
+        type=click.FloatRange(0.1),
+        help="Stall threshold: seconds without a byte.",
+    )
+    @click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
+    @click.option("--seed", default=0, show_default=True, type=int)
+    @click.option("--model", default=None, help="Model name (default: the entry's /v1/models).")
+    @click.option("--url", default=None, help="Entry point to soak (any OpenAI-compatible URL).")
+    @click.option("--router-url", default=None, help="The router to compare against.")
+    @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
+    @click.option(
+        "--ledger",
+        "ledger_option",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
+    )
+    @click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
+    @click.option(
+        "--case",
+        "case_id",
+        type=int,
+        default=None,
+        help="Attach the soak to this case as evidence.",
+    )
+    @json_option
+    def soak_command(
+        spec_path: Path | None,
+        sessions: int,
+        rounds: int,
+        think_time: float,
+        connection: str,
+        duration: float,
+        idle_timeout: float,
+        max_tokens: int,
+        seed: int,
+        model: str | None,
+        url: str | None,
+        router_url: str | None,
+        no_localize: bool,
+        ledger_option: Path | None,
+        no_record: bool,
+        case_id: int | None,
+        as_json: bool,
+    ) -> None:
+        """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
+        try:
+            targets, state_dir = targets_from(spec_path, url, router_url)
+        except SpecError as exc:
+            err_console.print(f"[bold red]error:[/] {exc}")
+            raise SystemExit(2) from None
+        config = ops.SoakConfig(
+            sessions=sessions,
+            rounds=rounds,
+            think_time_s=think_time,
+            connection=connection,
+            duration_s=duration,
+            idle_timeout_s=idle_timeout,
+            max_tokens=max_tokens,
+            seed=seed,
+            model=model,
+            localize=not no_localize,
+        )
+        ledger_path = resolve_ledger_path(ledger_option, state_dir)
+        save = _saver(ledger_path, case_id, not no_record)
+
+        def say(message: str) -> None:
+            err_console.print(f"[dim]{message}[/]", highlight=False)
+
+        result = run(ops.soak(config, targets, progress=say, on_result=save))
+        if as_json:
+            print_json(report.soak_json(result))
+        else:
+            console.print(report.render_soak(result), markup=False, highlight=False, end="")
+        raise SystemExit(EXIT_OK if result.ok else EXIT_FAILED)

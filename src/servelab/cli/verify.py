@@ -1,0 +1,112 @@
+"""``servelab verify [SERVICE...]``: layered verification (config, live, health, e2e).
+
+Exit 0 only if every check passes, 1 otherwise, 2 on a bad spec. Every verification is recorded in
+the ledger (``--ledger PATH``, else ``$SERVELAB_LEDGER``, else ``<state_dir>/ledger.db``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from servelab.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    err_console,
+    json_option,
+    print_json,
+    run,
+    spec_option,
+)
+from servelab.io.specfile import load_spec
+from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
+from servelab.report.verify import render_verify
+
+__all__ = ["ledger_option", "register"]
+
+
+def ledger_option(func: click.decorators.FC) -> click.decorators.FC:
+    """``--ledger PATH``: where results are recorded."""
+    return click.option(
+        "--ledger",
+        "ledger_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
+    )(func)
+
+
+def _progress(message: str) -> None:
+    if sys.stderr.isatty():
+        err_console.print(f"[dim]{message}[/]")
+
+
+async def _verify(
+    spec_path: Path | None,
+    services: list[str],
+    layers: tuple[str, ...],
+    ledger_path: Path | None,
+    e2e: E2EOptions,
+) -> VerifyReport:
+    loaded = load_spec(spec_path)
+    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
+        return await verify(
+            loaded, services or None, layers=layers, ledger=ledger, progress=_progress, e2e=e2e
+        )
+
+
+@click.command("verify")
+@click.argument("services", nargs=-1)
+@spec_option
+@json_option
+@ledger_option
+@click.option(
+    "--layer",
+    "layers",
+    multiple=True,
+    type=click.Choice(LAYERS),
+    help="Only these layers (repeatable). Default: all four.",
+)
+@click.option(
+    "--e2e-timeout",
+    type=float,
+    default=120.0,
+    show_default=True,
+    help="Seconds the e2e chat completion may take (a cold first request is slow).",
+)
+@click.option("--e2e-max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
+@click.pass_context
+def verify_command(
+    ctx: click.Context,
+    services: tuple[str, ...],
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+    layers: tuple[str, ...],
+    e2e_timeout: float,
+    e2e_max_tokens: int,
+) -> None:
+    """Verify SERVICE... (default: all) in layers; every failure comes with a reason.
+
+    \b
+    config  each declared knob in the env file vs the spec and the file's last backup
+    live    the running process's environment (/proc/PID/environ) vs the env file
+    health  readiness endpoints (the router's /readiness, the workers' /health)
+    e2e     a streaming chat completion through the router: status, TTFT, cold/warm
+    """
+    e2e = E2EOptions(timeout_s=e2e_timeout, max_tokens=e2e_max_tokens)
+    chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
+    report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
+    if as_json:
+        print_json(report.to_json())
+    else:
+        click.echo(render_verify(report), nl=False)
+    ctx.exit(EXIT_OK if report.ok else EXIT_FAILED)
+
+
+def register(group: click.Group) -> None:
+    """Add ``verify`` to the ``servelab`` command group."""
+    group.add_command(verify_command)

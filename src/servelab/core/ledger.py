@@ -1,0 +1,546 @@
+"""The case model: suspects, evidence, verdicts, the cost of a revert, and restore plans.
+
+Pure: it reads ledger rows (plain dicts, as :mod:`servelab.io.store` returns them) and returns data.
+Wording lives in :mod:`servelab.report.docs`.
+
+A *target* is what a case suspects: ``knob:SERVICE/NAME`` or ``component:NAME``. A knob reverted
+under a case is a knob change recorded with that case's id. When the case is resolved and the knob's
+target is exonerated, every such change comes back as a :class:`RestoreItem` whose cost is read from
+recorded A/B experiments.
+
+The revert cost of going from value ``cur`` back to value ``prev``: an A/B that compared baseline
+``prev`` with candidate ``cur`` gives the ratio ``r = cur/prev`` with a CI ``[lo, hi]``; reverting
+multiplies throughput by ``1/r``, so the cost is ``1/r − 1`` with CI ``[1/hi − 1, 1/lo − 1]`` and
+the verdict flips (a candidate that was "better" makes the revert "worse"). An A/B measured in the
+other direction is used as is (``r − 1``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from servelab.errors import CaseError
+
+__all__ = [
+    "CASE_OPEN",
+    "CASE_RESOLVED",
+    "CONVICTED",
+    "EXONERATED",
+    "RESTORE_FAILED",
+    "RESTORE_NONE",
+    "RESTORE_PENDING",
+    "RESTORE_UNRESOLVED",
+    "RESTORE_VERIFIED",
+    "Case",
+    "CaseEvent",
+    "ConcurrencyCost",
+    "ConvictionTest",
+    "Evidence",
+    "KnobChangeRecord",
+    "RestoreItem",
+    "RevertCost",
+    "Suspect",
+    "Target",
+    "TimelineEntry",
+    "case_from_rows",
+    "check_verdicts",
+    "conviction_test",
+    "flip_verdict",
+    "parse_target",
+    "restore_plan",
+    "restore_status",
+    "revert_cost",
+    "revert_values",
+    "timeline",
+]
+
+CASE_OPEN = "open"
+CASE_RESOLVED = "resolved"
+EXONERATED = "exonerated"
+CONVICTED = "convicted"
+
+RESTORE_UNRESOLVED = "case not resolved"
+RESTORE_NONE = "nothing to restore"
+RESTORE_PENDING = "restore pending"
+RESTORE_FAILED = "restore failed"
+RESTORE_VERIFIED = "restored and verified"
+
+_TARGET = re.compile(
+    r"^(?:knob:(?P<svc>[\w.-]+)/(?P<knob>[A-Za-z_][\w]*)|component:(?P<comp>[\w.-]+))$"
+)
+_FLIP = {"better": "worse", "worse": "better"}
+
+
+# -- targets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """``knob:SERVICE/NAME`` (``service`` set) or ``component:NAME`` (``service`` None)."""
+
+    kind: Literal["knob", "component"]
+    name: str
+    service: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "knob":
+            return f"knob:{self.service}/{self.name}"
+        return f"component:{self.name}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse a target; :class:`CaseError` names the two accepted forms."""
+    match = _TARGET.match(text.strip())
+    if match is None:
+        raise CaseError(
+            f"bad target {text!r}: expected knob:SERVICE/NAME (e.g. knob:decode/"
+            "SGLANG_SM120_MMA_TARGET_CTAS) or component:NAME (e.g. component:proxy)"
+        )
+    if match["comp"] is not None:
+        return Target("component", match["comp"])
+    return Target("knob", match["knob"], match["svc"])
+
+
+def check_verdicts(exonerate: Sequence[str], convict: Sequence[str]) -> dict[str, str]:
+    """Validate resolve's targets into ``{target: verdict}``; a target cannot be both."""
+    verdicts = {str(parse_target(t)): EXONERATED for t in exonerate}
+    for text in convict:
+        target = str(parse_target(text))
+        if target in verdicts:
+            raise CaseError(f"{target} cannot be both exonerated and convicted")
+        verdicts[target] = CONVICTED
+    return verdicts
+
+
+# -- the case ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Suspect:
+    target: str
+    reason: str | None
+    at: str
+    verdict: str | None = None
+    verdict_at: str | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    kind: str
+    ref_id: int | None
+    note: str | None
+    at: str
+
+
+@dataclass(frozen=True)
+class CaseEvent:
+    kind: str
+    at: str
+    detail: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class KnobChangeRecord:
+    id: int
+    at: str
+    service: str
+    name: str
+    old: str | None
+    new: str | None
+    reason: str | None
+    case_id: int | None
+    backup_path: str | None = None
+
+    @property
+    def target(self) -> str:
+        return f"knob:{self.service}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A case with everything recorded under it (oldest first)."""
+
+    id: int
+    title: str
+    opened_at: str
+    status: str
+    root_cause: str | None
+    resolved_at: str | None
+    suspects: tuple[Suspect, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    events: tuple[CaseEvent, ...] = ()
+    changes: tuple[KnobChangeRecord, ...] = ()
+
+    def verdict(self, target: str) -> str | None:
+        return next((s.verdict for s in self.suspects if s.target == target), None)
+
+    def suspect(self, target: str) -> Suspect | None:
+        return next((s for s in self.suspects if s.target == target), None)
+
+
+def _knob_change(row: Mapping[str, Any]) -> KnobChangeRecord:
+    return KnobChangeRecord(
+        id=int(row["id"]),
+        at=str(row["at"]),
+        service=str(row["service"]),
+        name=str(row["name"]),
+        old=row.get("old"),
+        new=row.get("new"),
+        reason=row.get("reason"),
+        case_id=row.get("case_id"),
+        backup_path=row.get("backup_path"),
+    )
+
+
+def case_from_rows(
+    case: Mapping[str, Any],
+    suspects: Sequence[Mapping[str, Any]],
+    evidence: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    changes: Sequence[Mapping[str, Any]],
+) -> Case:
+    """Build a :class:`Case` from the ledger's rows (``changes``: knob changes under this case)."""
+    return Case(
+        id=int(case["id"]),
+        title=str(case["title"]),
+        opened_at=str(case["at"]),
+        status=str(case["status"]),
+        root_cause=case.get("root_cause"),
+        resolved_at=case.get("resolved_at"),
+        suspects=tuple(
+            Suspect(s["target"], s.get("reason"), s["at"], s.get("verdict"), s.get("verdict_at"))
+            for s in suspects
+        ),
+        evidence=tuple(
+            Evidence(e["kind"], e.get("ref_id"), e.get("note"), e["at"]) for e in evidence
+        ),
+        events=tuple(CaseEvent(e["kind"], e["at"], dict(e.get("detail") or {})) for e in events),
+        changes=tuple(_knob_change(c) for c in changes),
+    )
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One thing that happened in a case: ``kind`` and its data (wording is the renderer's)."""
+
+    at: str
+    kind: str
+    data: Mapping[str, Any]
+
+
+def timeline(case: Case) -> list[TimelineEntry]:
+    """Everything in the case in time order (stable for equal timestamps)."""
+    entries = [TimelineEntry(case.opened_at, "opened", {"title": case.title})]
+    entries += [
+        TimelineEntry(s.at, "suspect", {"target": s.target, "reason": s.reason})
+        for s in case.suspects
+    ]
+    entries += [
+        TimelineEntry(e.at, "evidence", {"kind": e.kind, "ref_id": e.ref_id, "note": e.note})
+        for e in case.evidence
+    ]
+    entries += [TimelineEntry(c.at, "knob_change", _change_data(c)) for c in case.changes]
+    entries += [TimelineEntry(e.at, e.kind, e.detail) for e in case.events]
+    if case.resolved_at is not None:
+        verdicts = {s.target: s.verdict for s in case.suspects if s.verdict}
+        data = {"root_cause": case.root_cause, "verdicts": verdicts}
+        entries.append(TimelineEntry(case.resolved_at, "resolved", data))
+    order = {id(e): i for i, e in enumerate(entries)}
+    return sorted(entries, key=lambda e: (e.at, order[id(e)]))
+
+
+def _change_data(change: KnobChangeRecord) -> dict[str, Any]:
+    return {
+        "id": change.id,
+        "service": change.service,
+        "name": change.name,
+        "old": change.old,
+        "new": change.new,
+        "reason": change.reason,
+    }
+
+
+# -- the cost of a revert -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConcurrencyCost:
+    """Throughput change of the revert at one concurrency (fractions: −0.113 is −11.3 %)."""
+
+    concurrency: int
+    change: float | None
+    ci: tuple[float, float] | None
+    verdict: str
+
+
+@dataclass(frozen=True)
+class RevertCost:
+    """The measured cost of setting ``service``'s ``knob`` from ``from_value`` to ``to_value``."""
+
+    service: str
+    knob: str
+    from_value: str | None
+    to_value: str | None
+    ab_id: int | None = None
+    points: tuple[ConcurrencyCost, ...] = ()
+
+    @property
+    def measured(self) -> bool:
+        return self.ab_id is not None and bool(self.points)
+
+    @property
+    def worst(self) -> ConcurrencyCost | None:
+        """The point where the revert loses most, among those judged "worse"."""
+        worse = [p for p in self.points if p.verdict == "worse" and p.change is not None]
+        return min(worse, key=lambda p: p.change or 0.0, default=None)
+
+
+def flip_verdict(verdict: str) -> str:
+    """The verdict of the opposite direction ("better" ↔ "worse"; others unchanged)."""
+    return _FLIP.get(verdict, verdict)
+
+
+def _arm_values(result: Mapping[str, Any]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for arm in result.get("arms") or []:
+        label = str(arm.get("label"))
+        value = arm.get("value", label)
+        out[label] = "" if value is None else str(value)
+    return out
+
+
+def _value_of(label: Any, arms: Mapping[str, str]) -> str:
+    return arms.get(str(label), str(label))
+
+
+def _inverted(comparison: Mapping[str, Any]) -> ConcurrencyCost:
+    ratio = _positive(comparison.get("ratio"))
+    ci = _ci(comparison.get("ci"))
+    change = None if ratio is None else 1.0 / ratio - 1.0
+    inv_ci = None if ci is None else (1.0 / ci[1] - 1.0, 1.0 / ci[0] - 1.0)
+    verdict = flip_verdict(str(comparison.get("verdict", "inconclusive")))
+    return ConcurrencyCost(int(comparison["concurrency"]), change, inv_ci, verdict)
+
+
+def _direct(comparison: Mapping[str, Any]) -> ConcurrencyCost:
+    ratio = _positive(comparison.get("ratio"))
+    ci = _ci(comparison.get("ci"))
+    change = None if ratio is None else ratio - 1.0
+    shifted = None if ci is None else (ci[0] - 1.0, ci[1] - 1.0)
+    verdict = str(comparison.get("verdict", "inconclusive"))
+    return ConcurrencyCost(int(comparison["concurrency"]), change, shifted, verdict)
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _ci(value: Any) -> tuple[float, float] | None:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return None
+    lo, hi = _positive(value[0]), _positive(value[1])
+    return None if lo is None or hi is None else (lo, hi)
+
+
+def _costs_from(result: Mapping[str, Any], from_value: str, to_value: str) -> list[ConcurrencyCost]:
+    arms = _arm_values(result)
+    points: list[ConcurrencyCost] = []
+    for comp in result.get("comparisons") or []:
+        base = _value_of(comp.get("baseline"), arms)
+        cand = _value_of(comp.get("candidate"), arms)
+        if (base, cand) == (to_value, from_value):
+            points.append(_inverted(comp))
+        elif (base, cand) == (from_value, to_value):
+            points.append(_direct(comp))
+    return sorted(points, key=lambda p: p.concurrency)
+
+
+def revert_cost(
+    ab_runs: Sequence[Mapping[str, Any]],
+    service: str,
+    knob: str,
+    from_value: str | None,
+    to_value: str | None,
+) -> RevertCost:
+    """The cost of ``from_value → to_value`` from the newest A/B of this knob comparing both."""
+    empty = RevertCost(service, knob, from_value, to_value)
+    if from_value is None or to_value is None:
+        return empty
+    for run in sorted(ab_runs, key=lambda r: int(r["id"]), reverse=True):
+        if run.get("service") != service or run.get("knob") != knob:
+            continue
+        points = _costs_from(run.get("result") or {}, from_value, to_value)
+        if points:
+            return RevertCost(service, knob, from_value, to_value, int(run["id"]), tuple(points))
+    return empty
+
+
+def revert_values(
+    changes: Sequence[Mapping[str, Any]], service: str, knob: str, to: str | None = None
+) -> tuple[str | None, str | None]:
+    """``(current, revert_to)`` of a knob from its recorded changes (``to`` overrides the target).
+
+    The current value is the last change's ``new``; the revert goes to that change's ``old``.
+    """
+    mine = [c for c in changes if c.get("service") == service and c.get("name") == knob]
+    if not mine:
+        if to is None:
+            raise CaseError(
+                f"no recorded change of {service}/{knob} to revert; say the value with --to"
+            )
+        return None, to
+    last = max(mine, key=lambda c: int(c["id"]))
+    return last.get("new"), (to if to is not None else last.get("old"))
+
+
+# -- conviction ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConvictionTest:
+    """What would convict a knob: a soak failing with ``with_value`` and passing with ``without``.
+
+    ``failing_with``/``passing_without`` are the recorded soaks (ids) that already show it.
+    """
+
+    target: str
+    with_value: str | None
+    without_value: str | None
+    failing_with: tuple[int, ...] = ()
+    passing_without: tuple[int, ...] = ()
+
+    @property
+    def met(self) -> bool:
+        return bool(self.failing_with) and bool(self.passing_without)
+
+
+def _soak_knob(soak: Mapping[str, Any], service: str, knob: str) -> str | None:
+    knobs = (soak.get("config") or {}).get("knobs") or {}
+    value = knobs.get(f"{service}/{knob}", knobs.get(knob))
+    return None if value is None else str(value)
+
+
+def conviction_test(
+    soaks: Sequence[Mapping[str, Any]],
+    service: str,
+    knob: str,
+    with_value: str | None,
+    without_value: str | None,
+) -> ConvictionTest:
+    """Which recorded soaks (their config's ``knobs``) already meet the conviction test."""
+    failing: list[int] = []
+    passing: list[int] = []
+    for soak in soaks:
+        value = _soak_knob(soak, service, knob)
+        if value is not None and value == with_value and soak.get("ok") is False:
+            failing.append(int(soak["id"]))
+        if value is not None and value == without_value and soak.get("ok") is True:
+            passing.append(int(soak["id"]))
+    target = f"knob:{service}/{knob}"
+    return ConvictionTest(target, with_value, without_value, tuple(failing), tuple(passing))
+
+
+# -- restore plans ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreItem:
+    """Set ``service``'s ``knob`` back from ``current`` to ``restore_to`` (what it was before)."""
+
+    service: str
+    knob: str
+    current: str | None
+    restore_to: str | None
+    change_ids: tuple[int, ...]
+    reverted_at: str
+    case_id: int
+    cost: RevertCost = field(default_factory=lambda: RevertCost("", "", None, None))
+    superseded_by: int | None = None
+
+    @property
+    def target(self) -> str:
+        return f"knob:{self.service}/{self.knob}"
+
+
+def restore_plan(
+    case: Case,
+    ab_runs: Sequence[Mapping[str, Any]] = (),
+    later_changes: Sequence[Mapping[str, Any]] = (),
+) -> list[RestoreItem]:
+    """Every knob changed under this case whose target was exonerated, with the revert's cost.
+
+    ``later_changes``: every recorded change of those knobs; a change after the case's own (not
+    under this case) is reported as ``superseded_by`` — the knob moved since, restoring may undo it.
+    """
+    if case.status != CASE_RESOLVED:
+        return []
+    reverts = _revert_changes(case)
+    items: list[RestoreItem] = []
+    for target in dict.fromkeys(c.target for c in reverts):
+        if case.verdict(target) != EXONERATED:
+            continue
+        mine = [c for c in reverts if c.target == target]
+        first, last = mine[0], mine[-1]
+        if first.old == last.new:
+            continue
+        cost = revert_cost(ab_runs, last.service, last.name, first.old, last.new)
+        items.append(
+            RestoreItem(
+                service=last.service,
+                knob=last.name,
+                current=last.new,
+                restore_to=first.old,
+                change_ids=tuple(c.id for c in mine),
+                reverted_at=first.at,
+                case_id=case.id,
+                cost=cost,
+                superseded_by=_superseded(later_changes, last, case.id),
+            )
+        )
+    return items
+
+
+def _revert_changes(case: Case) -> list[KnobChangeRecord]:
+    """The case's knob changes, minus those a ``restore`` event made (its ``change_id``)."""
+    restored = {e.detail.get("change_id") for e in case.events if e.kind == "restore"}
+    return [c for c in case.changes if c.id not in restored]
+
+
+def _superseded(
+    changes: Sequence[Mapping[str, Any]], last: KnobChangeRecord, case_id: int
+) -> int | None:
+    for change in sorted(changes, key=lambda c: int(c["id"])):
+        same = change.get("service") == last.service and change.get("name") == last.name
+        if same and int(change["id"]) > last.id and change.get("case_id") != case_id:
+            return int(change["id"])
+    return None
+
+
+def restore_status(case: Case, plan: Sequence[RestoreItem]) -> str:
+    """Where the case's restore stands: one of the ``RESTORE_*`` strings.
+
+    A plan item counts as restored when a ``restore`` event for its knob says ``ok`` and
+    ``verified`` (the value was proven live and the e2e probe passed), after the revert.
+    """
+    if case.status != CASE_RESOLVED:
+        return RESTORE_UNRESOLVED
+    if not plan:
+        return RESTORE_NONE
+    restores = [e for e in case.events if e.kind == "restore"]
+    states = [_item_state(item, restores) for item in plan]
+    if all(s == "verified" for s in states):
+        return RESTORE_VERIFIED
+    return RESTORE_FAILED if "failed" in states else RESTORE_PENDING
+
+
+def _item_state(item: RestoreItem, restores: Sequence[CaseEvent]) -> str:
+    state = "pending"
+    for event in restores:
+        d = event.detail
+        if d.get("service") != item.service or d.get("knob") != item.knob:
+            continue
+        state = "verified" if d.get("ok") and d.get("verified") else "failed"
+    return state

@@ -1,0 +1,168 @@
+"""The streaming load client: one aiohttp session, every chunk timestamped as it arrives.
+
+The client pumps bytes into the sans-I/O :class:`~servelab.core.sse.SSEDecoder` (one
+``perf_counter_ns()`` per read, taken right after the read returns) and events into a
+:class:`~servelab.core.records.StreamAccumulator`. Every failure is written into the record, never
+raised: HTTP status (+ truncated body), malformed or truncated stream, idle timeout (no bytes for
+``idle_timeout_s``: aiohttp's ``sock_read`` timer, re-armed on every read, no task per read), run
+deadline, connection error. Only cancellation (Ctrl-C) propagates, after marking the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from time import perf_counter_ns
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from servelab.core.records import (
+    REASON_CONNECTION,
+    REASON_DEADLINE,
+    REASON_IDLE,
+    REASON_INTERRUPTED,
+    REASON_TRUNCATED,
+    RequestRecord,
+    StreamAccumulator,
+    http_reason,
+)
+from servelab.core.sse import SSEDecoder
+
+__all__ = ["StreamClient", "chat_body", "completion_body"]
+
+_ERROR_BODY_MAX = 2048
+
+
+def chat_body(model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True) -> bytes:
+    """A streaming ``/v1/chat/completions`` request body, serialised once up front."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return json.dumps(body).encode()
+
+
+def completion_body(model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True) -> bytes:
+    """A streaming ``/v1/completions`` request body."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return json.dumps(body).encode()
+
+
+class StreamClient:
+    """``async with StreamClient(url, concurrency=64) as client: await client.stream(...)``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        concurrency: int,
+        idle_timeout_s: float = 60.0,
+        connect_timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.concurrency = concurrency
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=connect_timeout_s, sock_read=idle_timeout_s
+        )
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> StreamClient:
+        connector = aiohttp.TCPConnector(
+            limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, timeout=self._timeout, auto_decompress=False
+        )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def stream(
+        self, path: str, body: bytes, record: RequestRecord, *, deadline_ns: int | None = None
+    ) -> RequestRecord:
+        """POST ``body`` to ``path`` and stream the answer into ``record`` (also returned)."""
+        if self._session is None:
+            raise RuntimeError("StreamClient used outside 'async with'")
+        loop = asyncio.get_running_loop()
+        when = None
+        if deadline_ns is not None:
+            when = loop.time() + (deadline_ns - perf_counter_ns()) / 1e9
+        try:
+            async with asyncio.timeout_at(when):
+                await self._exchange(self._session, path, body, record)
+        except TimeoutError:
+            record.fail(REASON_DEADLINE, "the run deadline passed mid-request")
+        except asyncio.CancelledError:
+            record.fail(REASON_INTERRUPTED, "cancelled")
+            _close_end(record)
+            raise
+        _close_end(record)
+        return record
+
+    async def _exchange(
+        self, session: aiohttp.ClientSession, path: str, body: bytes, record: RequestRecord
+    ) -> None:
+        record.sent_ns = perf_counter_ns()
+        try:
+            async with session.post(self.base_url + path, data=body, headers=self._headers) as resp:
+                record.first_byte_ns = perf_counter_ns()
+                record.status = resp.status
+                if resp.status >= 300:
+                    text = await resp.content.read(_ERROR_BODY_MAX)
+                    record.fail(http_reason(resp.status), text.decode("utf-8", "replace"))
+                    record.end_ns = perf_counter_ns()
+                    return
+                await _pump(resp, record)
+        except aiohttp.SocketTimeoutError:
+            record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
+        except aiohttp.ClientPayloadError as exc:
+            record.fail(REASON_TRUNCATED, str(exc))
+        except aiohttp.ConnectionTimeoutError as exc:
+            record.fail(REASON_CONNECTION, f"connect timeout: {exc}")
+        except (aiohttp.ClientConnectionError, aiohttp.ClientResponseError, ConnectionError) as exc:
+            record.fail(REASON_CONNECTION, f"{type(exc).__name__}: {exc}")
+
+
+async def _pump(resp: aiohttp.ClientResponse, record: RequestRecord) -> None:
+    decoder = SSEDecoder()
+    acc = StreamAccumulator(record)
+    read = resp.content.readany
+    while True:
+        data = await read()
+        now = perf_counter_ns()
+        if not data:
+            break
+        acc.on_events(decoder.feed(data, now))
+    acc.finish(perf_counter_ns(), decoder.flush(perf_counter_ns()))
+
+
+def _close_end(record: RequestRecord) -> None:
+    if record.end_ns is None:
+        record.end_ns = perf_counter_ns()

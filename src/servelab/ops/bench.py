@@ -1,0 +1,448 @@
+"""The load generator: closed loop at fixed concurrency, or open loop at a rate (no printing).
+
+Latency is measured from each request's SCHEDULED send time (closed loop: the instant its slot
+freed; open loop: t0 + its Poisson offset), so time spent waiting for a slot is never hidden; the
+dispatch delay (actual − scheduled) is reported separately. The client watches itself: event-loop
+lag (a ticker task), CPU seconds (``time.process_time``) per output token, and a ``client_bound``
+flag.
+
+``run_bench(config, progress=..., save=..., stop=...)`` runs every concurrency × repeat, calls
+``save(run)`` after EVERY run (partial runs included), and stops cleanly when ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from time import perf_counter_ns
+from typing import Any
+
+from servelab.core import metrics as m
+from servelab.core.records import RequestRecord, record_to_dict
+from servelab.core.stats import Interval, Summary, summarize, t_interval
+from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
+from servelab.io.httpclient import StreamClient, chat_body, completion_body
+
+__all__ = [
+    "BenchConfig",
+    "BenchResult",
+    "ClientHealth",
+    "LevelSummary",
+    "Progress",
+    "RunResult",
+    "client_health",
+    "run_bench",
+    "run_payload",
+    "summarize_level",
+]
+
+LAG_TICK_S = 0.02
+LAG_LIMIT_MS = 5.0
+CPU_BUSY_LIMIT = 0.7
+DISPATCH_LIMIT_MS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class BenchConfig:
+    """What to run. ``requests`` is per run, warm-up excluded; ``rate`` switches to open loop
+    (Poisson) with the concurrency as the in-flight cap."""
+
+    url: str
+    concurrencies: tuple[int, ...] = (1,)
+    requests: int = 100
+    input_len: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
+    output_len: LengthDist = field(default_factory=lambda: LengthDist("fixed", 64))
+    repeat: int = 1
+    rate: float | None = None
+    warmup: int = 0
+    idle_timeout_s: float = 60.0
+    deadline_s: float | None = None
+    seed: int = 0
+    model: str = "default"
+    label: str = ""
+    endpoint: str = "/v1/chat/completions"
+    slo: m.SLO | None = None
+    shared_prefix_len: int = 0
+    ignore_eos: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.concurrencies or min(self.concurrencies) < 1:
+            raise ValueError("concurrency values must be positive")
+        if self.requests < 1 or self.repeat < 1 or self.warmup < 0:
+            raise ValueError("requests and repeat must be ≥ 1, warmup ≥ 0")
+        if self.rate is not None and self.rate <= 0:
+            raise ValueError("rate must be positive")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict of the configuration."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """One progress report: ``phase`` is "warmup", "run" or "done"."""
+
+    phase: str
+    concurrency: int
+    repeat_index: int
+    done: int
+    total: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClientHealth:
+    """How the client itself fared during one run."""
+
+    cpu_s: float
+    wall_s: float
+    cpu_ms_per_token: float | None
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    dispatch_p99_ms: float
+    client_bound: bool
+    reasons: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class RunResult:
+    """One run at one concurrency: its records (warm-up excluded), metrics and client health."""
+
+    concurrency: int
+    repeat_index: int
+    records: list[RequestRecord]
+    metrics: m.RunMetrics
+    client: ClientHealth
+    interrupted: bool = False
+    deadline_hit: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class LevelSummary:
+    """Everything measured at one concurrency, pooled over its repeats (all times in ms)."""
+
+    concurrency: int
+    n_runs: int
+    n_requests: int
+    n_ok: int
+    failures: dict[str, int]
+    throughput: Summary
+    throughput_ci: Interval
+    request_throughput: Summary
+    goodput: float | None
+    ttft_ms: Summary
+    itl_ms: Summary
+    gap_ms: Summary
+    tpot_ms: Summary
+    e2e_ms: Summary
+    dispatch_ms: Summary
+    output_tokens_usage: bool
+    cpu_ms_per_token: float | None
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    client_bound: bool
+    client_reasons: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class BenchResult:
+    """All runs and their per-concurrency summaries."""
+
+    config: BenchConfig
+    runs: list[RunResult] = field(default_factory=list)
+    levels: list[LevelSummary] = field(default_factory=list)
+    interrupted: bool = False
+
+    @property
+    def n_failed(self) -> int:
+        """Failed requests over every run."""
+        return sum(r.metrics.n_failed for r in self.runs)
+
+
+def _ms(values: Sequence[float]) -> Summary:
+    return summarize([v / 1e6 for v in values])
+
+
+def client_health(
+    records: Sequence[RequestRecord], cpu_s: float, wall_s: float, lag_s: Sequence[float]
+) -> ClientHealth:
+    """Judge whether the client may have been the bottleneck (rules return data)."""
+    tokens = sum(r.output_tokens for r in records)
+    lag = summarize([x * 1e3 for x in lag_s]) if lag_s else summarize([0.0])
+    dispatch = _ms([m.dispatch_delay_ns(r) for r in records if r.sent_ns])
+    reasons = []
+    if lag.p99 > LAG_LIMIT_MS:
+        reasons.append("loop-lag")
+    if wall_s > 0 and cpu_s / wall_s > CPU_BUSY_LIMIT:
+        reasons.append("cpu-busy")
+    if dispatch.n and dispatch.p99 > DISPATCH_LIMIT_MS:
+        reasons.append("dispatch-delay")
+    return ClientHealth(
+        cpu_s=cpu_s,
+        wall_s=wall_s,
+        cpu_ms_per_token=cpu_s * 1e3 / tokens if tokens else None,
+        loop_lag_p99_ms=lag.p99,
+        loop_lag_max_ms=lag.max,
+        dispatch_p99_ms=dispatch.p99 if dispatch.n else 0.0,
+        client_bound=bool(reasons),
+        reasons=tuple(reasons),
+    )
+
+
+def summarize_level(concurrency: int, runs: Sequence[RunResult]) -> LevelSummary:
+    """Pool the runs at one concurrency: per-request distributions, throughput across runs."""
+    records = [r for run in runs for r in run.records]
+    ok = [r for r in records if r.ok]
+    tput = [run.metrics.output_throughput for run in runs]
+    goodputs = [run.metrics.goodput for run in runs if run.metrics.goodput is not None]
+    cpu = [run.client.cpu_ms_per_token for run in runs if run.client.cpu_ms_per_token is not None]
+    reasons = tuple(sorted({x for run in runs for x in run.client.reasons}))
+    return LevelSummary(
+        concurrency=concurrency,
+        n_runs=len(runs),
+        n_requests=len(records),
+        n_ok=len(ok),
+        failures=m.failures_by_reason(records),
+        throughput=summarize(tput),
+        throughput_ci=t_interval(tput),
+        request_throughput=summarize([run.metrics.request_throughput for run in runs]),
+        goodput=sum(goodputs) / len(goodputs) if goodputs else None,
+        ttft_ms=_ms([x for r in ok if (x := m.ttft_ns(r)) is not None]),
+        itl_ms=_ms([y for r in ok if (y := m.itl_ns(r)) is not None]),
+        gap_ms=_ms([g for r in ok for g in m.gaps_ns(r)]),
+        tpot_ms=_ms([z for r in ok if (z := m.tpot_ns(r)) is not None]),
+        e2e_ms=_ms([x for r in ok if (x := m.e2e_ns(r)) is not None]),
+        dispatch_ms=_ms([m.dispatch_delay_ns(r) for r in records if r.sent_ns]),
+        output_tokens_usage=bool(ok) and all(r.tokens_from_usage for r in ok),
+        cpu_ms_per_token=sum(cpu) / len(cpu) if cpu else None,
+        loop_lag_p99_ms=max(run.client.loop_lag_p99_ms for run in runs),
+        loop_lag_max_ms=max(run.client.loop_lag_max_ms for run in runs),
+        client_bound=bool(reasons),
+        client_reasons=reasons,
+    )
+
+
+def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """``(summary, records)`` of one run as JSON-ready data, for the ledger's writer."""
+    summary = {
+        "concurrency": run.concurrency,
+        "repeat_index": run.repeat_index,
+        "interrupted": run.interrupted,
+        "deadline_hit": run.deadline_hit,
+        "metrics": asdict(run.metrics),
+        "client": asdict(run.client),
+        "failures": m.failures_by_reason(run.records),
+        "level": asdict(summarize_level(run.concurrency, [run])),
+    }
+    return summary, [record_to_dict(r) for r in run.records]
+
+
+async def _lag_ticker(samples: list[float]) -> None:
+    loop = asyncio.get_running_loop()
+    due = loop.time() + LAG_TICK_S
+    while True:
+        await asyncio.sleep(max(due - loop.time(), 0.0))
+        now = loop.time()
+        samples.append(max(now - due, 0.0))
+        due = now + LAG_TICK_S
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    index: int
+    input_len: int
+    body: bytes
+
+
+def _jobs(config: BenchConfig, n: int, seed: int) -> list[_Job]:
+    specs = generate_requests(
+        n,
+        input_len=config.input_len,
+        output_len=config.output_len,
+        seed=seed,
+        shared_prefix_len=config.shared_prefix_len,
+    )
+    chat = "chat" in config.endpoint
+    make = chat_body if chat else completion_body
+    eos = config.ignore_eos
+    return [
+        _Job(s.index, s.input_len, make(config.model, s.prompt, s.output_len, ignore_eos=eos))
+        for s in specs
+    ]
+
+
+class _Load:
+    """One run's moving parts: the client, the jobs, the deadline, the records."""
+
+    def __init__(
+        self,
+        client: StreamClient,
+        endpoint: str,
+        on_done: Callable[[RequestRecord], None],
+        deadline_ns: int | None,
+    ) -> None:
+        self.client = client
+        self.endpoint = endpoint
+        self.on_done = on_done
+        self.deadline_ns = deadline_ns
+        self.records: list[RequestRecord] = []
+
+    def _late(self) -> bool:
+        return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
+
+    async def _send(self, job: _Job, scheduled_ns: int, warmup: bool) -> RequestRecord:
+        record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
+        self.records.append(record)
+        await self.client.stream(self.endpoint, job.body, record, deadline_ns=self.deadline_ns)
+        self.on_done(record)
+        return record
+
+    async def closed(self, jobs: list[_Job], concurrency: int, warmup: bool = False) -> None:
+        """Each of ``concurrency`` slots sends its next job the instant its previous one ends."""
+        queue: Iterator[_Job] = iter(jobs)
+        t0 = perf_counter_ns()
+
+        async def slot() -> None:
+            scheduled = t0
+            for job in queue:
+                if self._late():
+                    return
+                record = await self._send(job, scheduled, warmup)
+                scheduled = record.end_ns or perf_counter_ns()
+
+        await asyncio.gather(*(slot() for _ in range(concurrency)))
+
+    async def open(self, jobs: list[_Job], concurrency: int, offsets: list[int]) -> None:
+        """Send job i at t0 + offsets[i]; at most ``concurrency`` in flight (the wait for a
+        slot is dispatch delay, inside the measured latency)."""
+        gate = asyncio.Semaphore(concurrency)
+        tasks: list[asyncio.Task[None]] = []
+        t0 = perf_counter_ns()
+
+        async def one(job: _Job, scheduled: int) -> None:
+            async with gate:
+                await self._send(job, scheduled, False)
+
+        try:
+            for job, offset in zip(jobs, offsets, strict=True):
+                wait = (t0 + offset - perf_counter_ns()) / 1e9
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                if self._late():
+                    break
+                tasks.append(asyncio.create_task(one(job, t0 + offset)))
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+ProgressFn = Callable[[Progress], None]
+SaveFn = Callable[[RunResult], None]
+
+
+async def _until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -> bool:
+    """Await ``work``; if ``stop`` is set first, cancel it. True when stopped."""
+    if stop is None:
+        await work
+        return False
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if work.done():
+        work.result()
+        return False
+    work.cancel()
+    await asyncio.gather(work, return_exceptions=True)
+    return True
+
+
+async def _one_run(
+    client: StreamClient,
+    config: BenchConfig,
+    concurrency: int,
+    repeat_index: int,
+    progress: ProgressFn,
+    stop: asyncio.Event | None,
+) -> RunResult:
+    seed = config.seed + 1000 * repeat_index + concurrency
+    jobs = _jobs(config, config.requests, seed)
+    total = len(jobs)
+
+    def on_done(_record: RequestRecord) -> None:
+        progress(Progress("run", concurrency, repeat_index, len(load.records), total))
+
+    deadline = None
+    if config.deadline_s is not None:
+        deadline = perf_counter_ns() + round(config.deadline_s * 1e9)
+    load = _Load(client, config.endpoint, on_done, deadline)
+    if config.rate is not None:
+        offsets = poisson_offsets_ns(total, config.rate, seed=seed)
+        work = asyncio.create_task(load.open(jobs, concurrency, offsets))
+    else:
+        work = asyncio.create_task(load.closed(jobs, concurrency))
+    lag: list[float] = []
+    ticker = asyncio.create_task(_lag_ticker(lag))
+    cpu0, wall0 = time.process_time(), perf_counter_ns()
+    try:
+        stopped = await _until_stopped(work, stop)
+    finally:
+        ticker.cancel()
+    cpu, wall = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
+    records = load.records
+    return RunResult(
+        concurrency=concurrency,
+        repeat_index=repeat_index,
+        records=records,
+        metrics=m.run_metrics(records, slo=config.slo),
+        client=client_health(records, cpu, wall, lag),
+        interrupted=stopped,
+        deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
+    )
+
+
+async def _warmup(
+    client: StreamClient, config: BenchConfig, concurrency: int, progress: ProgressFn
+) -> None:
+    jobs = _jobs(config, config.warmup, config.seed + 999_983)
+    load = _Load(client, config.endpoint, lambda _r: None, None)
+    progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
+    await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
+
+
+async def run_bench(
+    config: BenchConfig,
+    *,
+    progress: ProgressFn | None = None,
+    save: SaveFn | None = None,
+    stop: asyncio.Event | None = None,
+) -> BenchResult:
+    """Run every concurrency × repeat; ``save(run)`` after each; stop early when ``stop`` is set."""
+    report = progress or (lambda _p: None)
+    result = BenchResult(config)
+    idle = config.idle_timeout_s
+    for concurrency in config.concurrencies:
+        runs: list[RunResult] = []
+        async with StreamClient(config.url, concurrency=concurrency, idle_timeout_s=idle) as client:
+            if config.warmup:
+                warm = asyncio.create_task(_warmup(client, config, concurrency, report))
+                result.interrupted = await _until_stopped(warm, stop)
+            for k in range(config.repeat):
+                if result.interrupted:
+                    break
+                run = await _one_run(client, config, concurrency, k, report, stop)
+                runs.append(run)
+                result.runs.append(run)
+                if save is not None:
+                    save(run)
+                result.interrupted = run.interrupted
+        if runs:
+            result.levels.append(summarize_level(concurrency, runs))
+        if result.interrupted:
+            break
+    report(Progress("done", 0, 0, len(result.runs), len(config.concurrencies) * config.repeat))
+    return result

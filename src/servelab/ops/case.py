@@ -1,0 +1,429 @@
+"""Cases: open one, name suspects, attach evidence, revert a suspect knob, resolve, restore.
+
+Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment: they set the
+knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the affected services in
+start order (``servelab.ops.deploy.restart``), and run a layered verify that proves the value live
+plus an e2e probe (``servelab.ops.verify.verify``). Those modules are imported when used.
+
+No printing here; progress goes through a callback. The CLI shows :func:`revert_preview` (the cost
+of the revert, measured by recorded A/B experiments, and what evidence would convict the knob)
+before it asks to go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from servelab.core.ledger import (
+    CASE_RESOLVED,
+    Case,
+    ConvictionTest,
+    RestoreItem,
+    RevertCost,
+    Target,
+    TimelineEntry,
+    case_from_rows,
+    check_verdicts,
+    conviction_test,
+    parse_target,
+    restore_plan,
+    restore_status,
+    revert_cost,
+    revert_values,
+    timeline,
+)
+from servelab.core.spec import DeploymentSpec, start_order
+from servelab.errors import CaseError, DeployError, ServelabError
+from servelab.io.store import Ledger
+
+if TYPE_CHECKING:
+    from servelab.io.specfile import LoadedSpec
+
+__all__ = [
+    "CaseView",
+    "RestoreOutcome",
+    "RevertOutcome",
+    "RevertPreview",
+    "add_evidence",
+    "add_suspect",
+    "co_restart",
+    "current_value",
+    "list_cases",
+    "load_case",
+    "open_case",
+    "resolve_case",
+    "restore",
+    "revert",
+    "revert_preview",
+    "view_case",
+]
+
+Progress = Callable[[str], None]
+
+_EVIDENCE_LOOKUP = {
+    "run": lambda led, i: led.get_bench_run(i, records=False),
+    "verify": lambda led, i: led.get_verification(i),
+    "soak": lambda led, i: led.get_soak(i),
+    "ab": lambda led, i: led.get_ab(i),
+}
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+# -- reading cases ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseView:
+    """A case with its timeline, its restore plan and where the restore stands."""
+
+    case: Case
+    timeline: list[TimelineEntry]
+    plan: list[RestoreItem]
+    restore_status: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self.case),
+            "timeline": [dataclasses.asdict(e) for e in self.timeline],
+            "restore_plan": [dataclasses.asdict(i) for i in self.plan],
+            "restore_status": self.restore_status,
+        }
+
+
+def load_case(ledger: Ledger, case_id: int) -> Case:
+    """The case with its suspects, evidence, events and the knob changes made under it."""
+    row = ledger.get_case(case_id)
+    if row is None:
+        raise CaseError(f"no case {case_id} in {ledger.path}")
+    return case_from_rows(
+        row,
+        ledger.list_suspects(case_id),
+        ledger.list_evidence(case_id),
+        ledger.list_case_events(case_id),
+        ledger.list_knob_changes(case_id=case_id),
+    )
+
+
+def view_case(ledger: Ledger, case_id: int) -> CaseView:
+    case = load_case(ledger, case_id)
+    plan = restore_plan(case, ledger.list_ab(), _later_changes(ledger, case))
+    return CaseView(case, timeline(case), plan, restore_status(case, plan))
+
+
+def _later_changes(ledger: Ledger, case: Case) -> list[dict[str, Any]]:
+    knobs = {(c.service, c.name) for c in case.changes}
+    return [row for s, n in sorted(knobs) for row in ledger.list_knob_changes(service=s, name=n)]
+
+
+def list_cases(ledger: Ledger) -> list[CaseView]:
+    return [view_case(ledger, int(row["id"])) for row in ledger.list_cases()]
+
+
+# -- writing cases ---------------------------------------------------------------------------
+
+
+def open_case(ledger: Ledger, title: str) -> int:
+    if not title.strip():
+        raise CaseError("a case needs a title")
+    return ledger.create_case(title=title.strip())
+
+
+def add_suspect(ledger: Ledger, case_id: int, target: str, reason: str | None) -> int:
+    parsed = parse_target(target)
+    _open_case(ledger, case_id)
+    return ledger.add_suspect(case_id=case_id, target=str(parsed), reason=reason)
+
+
+def add_evidence(
+    ledger: Ledger, case_id: int, kind: str, ref_id: int | None = None, note: str | None = None
+) -> int:
+    """Attach a recorded ``run``/``verify``/``soak``/``ab`` (by id) or a ``note`` to the case."""
+    load_case(ledger, case_id)
+    if kind == "note":
+        if not note:
+            raise CaseError("a note needs text")
+        return ledger.add_evidence(case_id=case_id, kind="note", ref_id=None, note=note)
+    lookup = _EVIDENCE_LOOKUP.get(kind)
+    if lookup is None:
+        raise CaseError(f"unknown evidence kind {kind!r}")
+    if ref_id is None or lookup(ledger, ref_id) is None:
+        raise CaseError(f"no {kind} {ref_id} recorded in {ledger.path}")
+    return ledger.add_evidence(case_id=case_id, kind=kind, ref_id=ref_id, note=note)
+
+
+def resolve_case(
+    ledger: Ledger,
+    case_id: int,
+    root_cause: str,
+    exonerate: Sequence[str] = (),
+    convict: Sequence[str] = (),
+) -> CaseView:
+    """Record the root cause and verdicts; the returned view holds the restore plan."""
+    if not root_cause.strip():
+        raise CaseError("--root-cause must say what the cause was")
+    verdicts = check_verdicts(exonerate, convict)
+    load_case(ledger, case_id)
+    ledger.resolve_case(case_id=case_id, root_cause=root_cause.strip(), verdicts=verdicts)
+    return view_case(ledger, case_id)
+
+
+def _open_case(ledger: Ledger, case_id: int) -> Case:
+    case = load_case(ledger, case_id)
+    if case.status == CASE_RESOLVED:
+        raise CaseError(f"case {case_id} is resolved; open a new case")
+    return case
+
+
+# -- revert ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RevertPreview:
+    """What a revert would do and cost, and what evidence would convict the knob."""
+
+    case_id: int
+    target: str
+    service: str
+    knob: str
+    current: str | None
+    revert_to: str | None
+    cost: RevertCost
+    conviction: ConvictionTest
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _knob_target(text: str) -> Target:
+    target = parse_target(text)
+    if target.kind != "knob" or target.service is None:
+        raise CaseError(f"only a knob can be reverted, not {target}")
+    return target
+
+
+def revert_preview(
+    ledger: Ledger, case_id: int, target: str, *, current: str | None, to: str | None = None
+) -> RevertPreview:
+    """The revert of ``target`` under an open case in which it is a suspect.
+
+    ``current`` is the knob's value in the env file now; the revert goes to the value before the
+    last recorded change (or ``to``).
+    """
+    parsed = _knob_target(target)
+    service, knob = str(parsed.service), parsed.name
+    case = _open_case(ledger, case_id)
+    if case.suspect(str(parsed)) is None:
+        raise CaseError(
+            f"{parsed} is not a suspect of case {case_id}; first: "
+            f"servelab case suspect {case_id} {parsed} --reason ..."
+        )
+    changes = [
+        c for c in ledger.list_knob_changes(service=service, name=knob) if c["new"] == current
+    ]
+    _last, revert_to = revert_values(changes, service, knob, to)
+    if revert_to == current:
+        raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
+    cost = revert_cost(
+        ledger.list_ab(service=service, knob=knob), service, knob, current, revert_to
+    )
+    test = conviction_test(ledger.list_soaks(), service, knob, current, revert_to)
+    return RevertPreview(case_id, str(parsed), service, knob, current, revert_to, cost, test)
+
+
+@dataclass
+class RevertOutcome:
+    preview: RevertPreview
+    change: dict[str, Any]
+    restart: list[dict[str, Any]]
+    verification: dict[str, Any]
+    live: str | None
+    event_id: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.verification.get("ok")) and self.live == self.preview.revert_to
+
+    @property
+    def error(self) -> str | None:
+        return self.verification.get("error")
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["ok"] = self.ok
+        return out
+
+
+async def current_value(loaded: LoadedSpec, target: str) -> str | None:
+    """The knob's value in the service's env file now."""
+    from servelab.ops.knob import get_knob
+
+    parsed = _knob_target(target)
+    return await get_knob(loaded, str(parsed.service), parsed.name)
+
+
+async def revert(
+    loaded: LoadedSpec,
+    ledger: Ledger,
+    preview: RevertPreview,
+    *,
+    progress: Progress | None = None,
+) -> RevertOutcome:
+    """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
+    say = progress or (lambda _msg: None)
+    reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
+    change, steps, report = await _apply(
+        loaded, ledger, preview.case_id, [(preview.service, preview.knob, preview.revert_to)],
+        reason, say,
+    )  # fmt: skip
+    live = _live_value(report, preview.service, preview.knob)
+    outcome = RevertOutcome(preview, change[0], steps, report, live)
+    outcome.event_id = ledger.record_case_event(
+        case_id=preview.case_id,
+        kind="revert",
+        detail={
+            "service": preview.service, "knob": preview.knob, "from": preview.current,
+            "to": preview.revert_to, "change_id": change[0].get("change_id"),
+            "verification_id": report.get("verification_id"), "ok": outcome.ok,
+            "verified": outcome.ok, "restart": [s.get("outcome") for s in steps],
+            "cost_ab_id": preview.cost.ab_id, "error": report.get("error"),
+        },
+    )  # fmt: skip
+    return outcome
+
+
+# -- restore ---------------------------------------------------------------------------------
+
+
+@dataclass
+class RestoreOutcome:
+    case_id: int
+    items: list[dict[str, Any]]
+    restart: list[dict[str, Any]]
+    verification: dict[str, Any]
+    status: str = ""
+    event_ids: list[int] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.items) and all(i["verified"] for i in self.items)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "ok": self.ok}
+
+
+async def restore(
+    loaded: LoadedSpec, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+) -> RestoreOutcome:
+    """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
+    say = progress or (lambda _msg: None)
+    view = view_case(ledger, case_id)
+    if view.case.status != CASE_RESOLVED:
+        raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
+    if not view.plan:
+        raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
+    wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
+    reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
+    changes, steps, report = await _apply(loaded, ledger, case_id, wanted, reason, say)
+    outcome = RestoreOutcome(case_id, [], steps, report)
+    for item, change in zip(view.plan, changes, strict=True):
+        live = _live_value(report, item.service, item.knob)
+        verified = bool(report.get("ok")) and live == item.restore_to
+        detail = {
+            "service": item.service, "knob": item.knob, "from": item.current,
+            "value": item.restore_to, "live": live, "change_id": change.get("change_id"),
+            "reverted_by": list(item.change_ids), "verification_id": report.get("verification_id"),
+            "ok": verified, "verified": verified, "restart": [s.get("outcome") for s in steps],
+            "error": report.get("error"),
+        }  # fmt: skip
+        outcome.items.append(detail)
+        outcome.event_ids.append(
+            ledger.record_case_event(case_id=case_id, kind="restore", detail=detail)
+        )
+    outcome.status = view_case(ledger, case_id).restore_status
+    return outcome
+
+
+# -- the shared apply step -------------------------------------------------------------------
+
+
+def co_restart(spec: DeploymentSpec, changed: Iterable[str]) -> list[str]:
+    """Services to restart, in start order, after ``changed`` services' env changed.
+
+    A PD worker's change restarts the PD pair (prefill → decode) so their KV bootstrap pairs
+    afresh, and every service that depends on a restarted one (the router, a proxy).
+    """
+    chosen = set(changed)
+    if chosen & set(spec.by_role("prefill") + spec.by_role("decode")):
+        chosen |= set(spec.by_role("prefill") + spec.by_role("decode"))
+    grew = True
+    while grew:
+        extra = {n for n, s in spec.services.items() if set(s.depends_on) & chosen} - chosen
+        chosen |= extra
+        grew = bool(extra)
+    return [name for name in start_order(spec) if name in chosen]
+
+
+async def _apply(
+    loaded: LoadedSpec,
+    ledger: Ledger,
+    case_id: int,
+    wanted: Sequence[tuple[str, str, str | None]],
+    reason: str,
+    say: Progress,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Set the knobs, co-restart, verify. A failed restart or verify is returned, not raised:
+    the knob change is already recorded, so the case event must record how it ended."""
+    from servelab.ops.knob import set_knob
+
+    changes = []
+    for service, knob, value in wanted:
+        say(f"set {service} {knob}={value}")
+        change = await set_knob(
+            loaded, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
+        )
+        changes.append(change.to_json())
+    order = co_restart(loaded.spec, [s for s, _k, _v in wanted])
+    steps: list[dict[str, Any]] = []
+    try:
+        steps = await _restart(loaded, order, say)
+        return changes, steps, await _verify(loaded, ledger, say)
+    except ServelabError as exc:
+        say(f"failed: {exc}")
+        return changes, steps, {"ok": False, "checks": [], "error": str(exc)}
+
+
+async def _restart(loaded: LoadedSpec, order: list[str], say: Progress) -> list[dict[str, Any]]:
+    from servelab.ops.deploy import restart
+
+    say(f"restart {' → '.join(order)}")
+    report = await restart(loaded, order, verify_after=True, rollback=False, progress=say)
+    steps = [_jsonable(step) for step in getattr(report, "steps", [])]
+    failed = [s for s in steps if s.get("outcome") == "failed"]
+    if failed:
+        raise DeployError(f"restart of {failed[0].get('service')} failed")
+    return steps
+
+
+async def _verify(loaded: LoadedSpec, ledger: Ledger, say: Progress) -> dict[str, Any]:
+    from servelab.ops.verify import verify
+
+    say("verify config, live, health, e2e")
+    report = await verify(loaded, ledger=ledger, progress=say)
+    return dict(report.to_json())
+
+
+def _live_value(report: dict[str, Any], service: str, knob: str) -> str | None:
+    for check in report.get("checks", []):
+        mine = (check.get("layer"), check.get("service"), check.get("knob"))
+        if mine == ("live", service, knob):
+            live = check.get("live")
+            return None if live is None else str(live)
+    return None

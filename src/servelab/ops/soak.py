@@ -1,0 +1,584 @@
+"""The multi-round agentic soak: sessions, stall detection, and automatic hang localization.
+
+Each session is one :class:`~servelab.core.agentic.Conversation` driven through the entry point on
+its own aiohttp session (one keep-alive connection, ``limit=1``; ``connection="fresh"`` closes it
+after every request). Bytes are pumped into the sans-I/O SSE decoder, then into the request record
+(:class:`~servelab.core.records.StreamAccumulator`) and the answer assembler. A request that gets
+no byte for ``idle_timeout_s`` (aiohttp's ``sock_read`` timer, head included) is a stall; the
+whole soak ends at ``duration_s``. At the first stall the soak localizes it once (:func:`localize`);
+the pure rules of :mod:`servelab.core.diagnose` turn the evidence into findings. Ctrl-C
+(cancellation) and the deadline end the soak with the partial result, which the caller records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Any
+
+import aiohttp
+
+from servelab.core.agentic import (
+    Answer,
+    AnswerAssembler,
+    Conversation,
+    check_answer,
+    compare_texts,
+    e2e_probe_body,
+    greedy_probe_body,
+    payload_size,
+)
+from servelab.core.diagnose import (
+    CorrectnessIssue,
+    EngineActivity,
+    Evidence,
+    Finding,
+    Observation,
+    Probe,
+    Replay,
+    Stall,
+    diagnose,
+    observations,
+    parse_metrics,
+    parse_workers,
+)
+from servelab.core.records import (
+    REASON_CONNECTION,
+    REASON_IDLE,
+    REASON_TRUNCATED,
+    RequestRecord,
+    StreamAccumulator,
+    http_reason,
+)
+from servelab.core.sse import SSEDecoder
+from servelab.io.probe import probe
+
+__all__ = [
+    "Exchange",
+    "SessionOutcome",
+    "SoakConfig",
+    "SoakResult",
+    "Targets",
+    "WorkerTarget",
+    "discover_workers",
+    "localize",
+    "soak",
+]
+
+Progress = Callable[[str], None]
+_CHAT = "/v1/chat/completions"
+_ERROR_BODY_MAX = 2048
+_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    """An engine to look at: its service name, role (prefill/decode) and base URL."""
+
+    service: str
+    role: str
+    url: str
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the soak sends traffic and what it inspects when something stalls."""
+
+    entry_url: str
+    router_url: str | None = None
+    workers: tuple[WorkerTarget, ...] = ()
+    router_service: str = "router"
+
+    @property
+    def via_proxy(self) -> bool:
+        router = self.router_url
+        return router is not None and router.rstrip("/") != self.entry_url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    """How hard and how long to soak. ``seed`` makes the traffic reproducible."""
+
+    sessions: int = 4
+    rounds: int = 6
+    think_time_s: float = 0.0
+    connection: str = "reuse"  # "reuse" | "fresh"
+    duration_s: float = 300.0
+    idle_timeout_s: float = 30.0
+    max_tokens: int = 24
+    turn_words: int = 48
+    seed: int = 0
+    model: str | None = None
+    localize: bool = True
+    check_determinism: bool = True
+
+    def __post_init__(self) -> None:
+        if self.sessions < 1 or self.rounds < 1:
+            raise ValueError("sessions and rounds must be ≥ 1")
+        if self.connection not in ("reuse", "fresh"):
+            raise ValueError(f"connection must be 'reuse' or 'fresh', got {self.connection!r}")
+        if self.duration_s <= 0 or self.idle_timeout_s <= 0 or self.think_time_s < 0:
+            raise ValueError("duration and idle timeout must be > 0, think time ≥ 0")
+
+
+@dataclass
+class Exchange:
+    """One request of a session: its record, the answer, what was received, where it stalled."""
+
+    record: RequestRecord
+    received_bytes: int = 0
+    received_events: int = 0
+    phase: str = "head"
+    answer: Answer = field(default_factory=lambda: Answer(""))
+
+    @property
+    def stalled(self) -> bool:
+        return self.record.error == REASON_IDLE
+
+
+@dataclass
+class SessionOutcome:
+    """What one session did: rounds completed, whether it stalled, its errors."""
+
+    session: int
+    rounds_done: int = 0
+    requests: int = 0
+    connections: int = 0
+    stalled: bool = False
+    error: str | None = None
+
+
+@dataclass
+class SoakResult:
+    """The soak's result (partial when interrupted or cut by the deadline)."""
+
+    config: SoakConfig
+    targets: Targets
+    model: str = ""
+    elapsed_s: float = 0.0
+    sessions: list[SessionOutcome] = field(default_factory=list)
+    stalls: list[Stall] = field(default_factory=list)
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[CorrectnessIssue] = field(default_factory=list)
+    observations: list[Observation] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    localized: bool = False
+    deadline_hit: bool = False
+    interrupted: bool = False
+    determinism: dict[str, Any] = field(default_factory=dict)
+    soak_id: int | None = None  # set by whoever records the result in the ledger
+
+    @property
+    def ok(self) -> bool:
+        """No stall, no failed request, no correctness issue, no finding, not interrupted."""
+        clean = not (self.stalls or self.errors or self.issues or self.findings)
+        return clean and not self.interrupted
+
+
+# ----------------------------------------------------------------------------------- exchange
+class _Connection:
+    """Which connection a session's next request rides on (aiohttp trace signals)."""
+
+    def __init__(self) -> None:
+        self.opened = 0
+        self.opened_at = time.monotonic()
+        self.carried = 0
+
+    def trace(self) -> aiohttp.TraceConfig:
+        config = aiohttp.TraceConfig()
+        config.on_connection_create_end.append(self._created)
+        return config
+
+    async def _created(self, *_: Any) -> None:
+        self.opened += 1
+        self.opened_at = time.monotonic()
+        self.carried = 0
+
+
+async def _pump(resp: aiohttp.ClientResponse, ex: Exchange) -> None:
+    decoder, acc, asm = SSEDecoder(), StreamAccumulator(ex.record), AnswerAssembler()
+    while True:
+        data = await resp.content.readany()
+        now = perf_counter_ns()
+        if not data:
+            break
+        ex.received_bytes += len(data)
+        events = decoder.feed(data, now)
+        ex.received_events += len(events)
+        acc.on_events(events)
+        asm.on_events(events)
+    tail = decoder.flush(perf_counter_ns())
+    asm.on_events([e for e in tail if e.complete])
+    acc.finish(perf_counter_ns(), tail)
+    ex.answer = asm.answer()
+
+
+async def _exchange(http: aiohttp.ClientSession, url: str, body: bytes, index: int) -> Exchange:
+    """POST one streamed chat request; every failure goes into the record, nothing raises
+    except cancellation (and the caller's deadline, as TimeoutError)."""
+    ex = Exchange(RequestRecord(index=index, scheduled_ns=perf_counter_ns()))
+    record = ex.record
+    record.sent_ns = perf_counter_ns()
+    try:
+        async with http.post(url, data=body, headers=_HEADERS) as resp:
+            ex.phase = "body"
+            record.first_byte_ns = perf_counter_ns()
+            record.status = resp.status
+            if resp.status >= 300:
+                text = await resp.content.read(_ERROR_BODY_MAX)
+                ex.received_bytes = len(text)
+                record.fail(http_reason(resp.status), text.decode("utf-8", "replace"))
+            else:
+                await _pump(resp, ex)
+    except aiohttp.SocketTimeoutError:
+        record.fail(REASON_IDLE, "no bytes within the idle timeout")
+    except aiohttp.ClientPayloadError as exc:
+        record.fail(REASON_TRUNCATED, str(exc))
+    except (aiohttp.ClientError, ConnectionError) as exc:
+        record.fail(REASON_CONNECTION, f"{type(exc).__name__}: {exc}")
+    if record.end_ns is None:
+        record.end_ns = perf_counter_ns()
+    return ex
+
+
+def _http_session(
+    idle_s: float, *, fresh: bool, trace: aiohttp.TraceConfig | None = None
+) -> aiohttp.ClientSession:
+    timeout = aiohttp.ClientTimeout(total=None, connect=min(10.0, idle_s), sock_read=idle_s)
+    connector = aiohttp.TCPConnector(limit=1, force_close=fresh)
+    traces = [trace] if trace is not None else None
+    return aiohttp.ClientSession(connector=connector, timeout=timeout, trace_configs=traces)
+
+
+async def _one_shot(url: str, body: dict[str, Any], idle_s: float) -> Exchange:
+    """One request on a brand-new connection (closed afterwards)."""
+    async with _http_session(idle_s, fresh=True) as http:
+        return await _exchange(http, url + _CHAT, json.dumps(body).encode(), -1)
+
+
+# ------------------------------------------------------------------------------------ sessions
+@dataclass
+class _Run:
+    """Shared state of one soak run."""
+
+    config: SoakConfig
+    targets: Targets
+    result: SoakResult
+    progress: Progress
+    inflight: int = 0
+    first_stall: asyncio.Event = field(default_factory=asyncio.Event)
+    stalled_body: dict[str, Any] | None = None
+    evidence: tuple[list[Replay], list[Probe], list[EngineActivity]] = ([], [], [])
+
+
+async def _session(run: _Run, outcome: SessionOutcome) -> None:
+    cfg = run.config
+    conv = Conversation(outcome.session, seed=cfg.seed, turn_words=cfg.turn_words)
+    conn = _Connection()
+    url = run.targets.entry_url + _CHAT
+    async with _http_session(
+        cfg.idle_timeout_s, fresh=cfg.connection == "fresh", trace=conn.trace()
+    ) as http:
+        for rnd in range(cfg.rounds):
+            body = conv.request_body(model=run.result.model, max_tokens=cfg.max_tokens)
+            raw = json.dumps(body).encode()
+            run.inflight += 1
+            try:
+                ex = await _exchange(http, url, raw, rnd)
+            finally:
+                run.inflight -= 1
+                outcome.requests += 1
+            outcome.connections = conn.opened
+            if not _account(run, outcome, conn, ex, rnd, body):
+                return
+            conn.carried += 1
+            conv.add_answer(ex.answer)
+            outcome.rounds_done += 1
+            if cfg.think_time_s:
+                await asyncio.sleep(cfg.think_time_s)
+
+
+def _account(
+    run: _Run,
+    outcome: SessionOutcome,
+    conn: _Connection,
+    ex: Exchange,
+    rnd: int,
+    body: dict[str, Any],
+) -> bool:
+    """Book one exchange into the result; False when the session cannot go on."""
+    result, record = run.result, ex.record
+    for v in check_answer(ex.answer):
+        result.issues.append(CorrectnessIssue(v.kind, outcome.session, rnd, v.detail))
+    if ex.stalled:
+        carried = conn.carried
+        stall = Stall(
+            session=outcome.session,
+            round=rnd,
+            payload_bytes=payload_size(body),
+            connection_age_s=round(time.monotonic() - conn.opened_at, 3),
+            connection_requests=carried,
+            received_bytes=ex.received_bytes,
+            received_events=ex.received_events,
+            phase=ex.phase,
+            reason=record.error or "",
+        )
+        result.stalls.append(stall)
+        outcome.stalled = True
+        run.progress(
+            f"stall: session {outcome.session} round {rnd} after {carried} requests "
+            f"on its connection ({stall.payload_bytes} B payload, phase {ex.phase})"
+        )
+        if run.stalled_body is None:
+            run.stalled_body = body
+            run.first_stall.set()
+        return False
+    if not record.ok:
+        outcome.error = f"{record.error}: {record.error_detail}"[:300]
+        where = {"session": outcome.session, "round": rnd, "status": record.status}
+        result.errors.append(where | {"error": record.error, "detail": record.error_detail[:300]})
+        return False
+    return True
+
+
+# -------------------------------------------------------------------------------- localization
+async def discover_workers(router_url: str, *, timeout: float = 5.0) -> tuple[WorkerTarget, ...]:
+    """Engines behind a router, from its ``GET /workers``."""
+    res = await probe(router_url.rstrip("/") + "/workers", timeout=timeout)
+    pairs = parse_workers(res.body) if res.ok else []
+    return tuple(WorkerTarget(f"{role}{i}", role, url) for i, (role, url) in enumerate(pairs))
+
+
+async def _get_text(http: aiohttp.ClientSession, url: str) -> str:
+    """The whole body of ``GET url`` ("" on any failure: a missing scrape is not evidence)."""
+    try:
+        async with http.get(url) as resp:
+            return await resp.text() if resp.status == 200 else ""
+    except (aiohttp.ClientError, ConnectionError, TimeoutError, UnicodeDecodeError):
+        return ""
+
+
+async def _scrape(workers: tuple[WorkerTarget, ...], timeout: float) -> list[dict[str, float]]:
+    """Each engine's /metrics, parsed (an empty dict when it could not be read)."""
+    client_timeout = aiohttp.ClientTimeout(total=timeout)
+    async with aiohttp.ClientSession(timeout=client_timeout) as http:
+        texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics") for w in workers))
+    return [parse_metrics(t) for t in texts]
+
+
+async def _replay(path: str, url: str, body: dict[str, Any], idle_s: float) -> Replay:
+    start = time.monotonic()
+    ex = await _one_shot(url, body, idle_s)
+    rec = ex.record
+    outcome = "ok" if rec.ok else "stalled" if ex.stalled else "error"
+    detail = "" if rec.ok else f"{rec.error}: {rec.error_detail}"[:200]
+    return Replay(path, outcome, rec.status, time.monotonic() - start, ex.received_bytes, detail)
+
+
+async def _probes(targets: Targets, timeout: float) -> list[Probe]:
+    jobs: list[tuple[str, str, str, Any]] = []
+    if targets.router_url:
+        base = targets.router_url
+        name = targets.router_service
+        jobs += [
+            (name, "router", "readiness", probe(base + "/readiness", timeout=timeout)),
+            (name, "router", "workers", probe(base + "/workers", timeout=timeout)),
+        ]
+    for w in targets.workers:
+        jobs.append((w.service, w.role, "health", probe(w.url + "/health", timeout=timeout)))
+    results = await asyncio.gather(*(j[3] for j in jobs))
+    return [
+        Probe(s, role, kind, r.ok, r.status, r.elapsed_s, r.describe()[:200])
+        for (s, role, kind, _), r in zip(jobs, results, strict=True)
+    ]
+
+
+async def localize(
+    targets: Targets,
+    body: dict[str, Any],
+    *,
+    model: str,
+    idle_timeout_s: float,
+    progress: Progress | None = None,
+) -> tuple[list[Replay], list[Probe], list[EngineActivity]]:
+    """Replay ``body`` fresh through the entry point and straight to the router, probe the router
+    and every worker, and scrape each engine's /metrics before and after (bounded by the idle
+    timeout plus a few seconds)."""
+    say = progress or (lambda _msg: None)
+    probe_s = min(5.0, idle_timeout_s)
+    say("localizing: replaying the stalled payload on a fresh connection and to the router")
+    t0 = time.monotonic()
+    before = await _scrape(targets.workers, probe_s)
+    jobs = [_replay("fresh_entry", targets.entry_url, body, idle_timeout_s)]
+    if targets.router_url:
+        jobs.append(_replay("direct_router", targets.router_url, body, idle_timeout_s))
+        jobs.append(_replay("e2e", targets.router_url, e2e_probe_body(model=model), idle_timeout_s))
+    replays = list(await asyncio.gather(*jobs))
+    probes = await _probes(targets, probe_s)
+    after = await _scrape(targets.workers, probe_s)
+    interval = time.monotonic() - t0
+    engines = [
+        EngineActivity(w.service, w.role, b, a, interval)
+        for w, b, a in zip(targets.workers, before, after, strict=True)
+        if b or a
+    ]
+    for r in (r for r in replays if r.path == "e2e"):
+        e2e = (r.outcome == "ok", r.status, r.elapsed_s, r.detail or r.outcome)
+        probes.append(Probe(targets.router_service, "router", "e2e", *e2e))
+    return [r for r in replays if r.path != "e2e"], probes, engines
+
+
+# ---------------------------------------------------------------------------------- determinism
+def _probe_body(run: _Run) -> dict[str, Any]:
+    cfg = run.config
+    return greedy_probe_body(model=run.result.model, max_tokens=cfg.max_tokens, seed=cfg.seed)
+
+
+async def _reference(run: _Run) -> str | None:
+    """The greedy probe at concurrency 1, before any session starts."""
+    ref = await _one_shot(run.targets.entry_url, _probe_body(run), run.config.idle_timeout_s)
+    run.result.determinism = {"reference_ok": ref.record.ok}
+    return ref.answer.text if ref.record.ok else None
+
+
+async def _under_load(run: _Run, reference: str) -> None:
+    """The same greedy probe again once the sessions have requests in flight."""
+    cfg = run.config
+    want = min(cfg.sessions, max(2, cfg.sessions // 2))
+    give_up = time.monotonic() + cfg.duration_s / 2
+    while run.inflight < want and time.monotonic() < give_up:
+        await asyncio.sleep(0.02)
+    concurrency = run.inflight + 1
+    loaded = await _one_shot(run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s)
+    run.result.determinism |= {"under_load_ok": loaded.record.ok, "concurrency": concurrency}
+    if not loaded.record.ok:
+        return
+    violation = compare_texts(reference, loaded.answer.text)
+    run.result.determinism["same_text"] = violation is None
+    if violation is not None:
+        run.result.issues.append(CorrectnessIssue(violation.kind, -1, -1, violation.detail))
+
+
+# ---------------------------------------------------------------------------------------- soak
+async def _model(entry_url: str, timeout: float) -> str:
+    res = await probe(entry_url + "/v1/models", timeout=timeout)
+    try:
+        data = json.loads(res.body) if res.ok else {}
+        return str(data["data"][0]["id"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return "default"
+
+
+async def _localize_when_stalled(run: _Run) -> None:
+    await run.first_stall.wait()
+    assert run.stalled_body is not None
+    run.evidence = await localize(
+        run.targets,
+        run.stalled_body,
+        model=run.result.model,
+        idle_timeout_s=run.config.idle_timeout_s,
+        progress=run.progress,
+    )
+    run.result.localized = True
+
+
+def _localize_reserve(cfg: SoakConfig) -> float:
+    """Time kept after the traffic for one localization (replays, probes, two scrapes)."""
+    return min(cfg.idle_timeout_s + 3 * min(5.0, cfg.idle_timeout_s) + 1.0, cfg.duration_s / 2)
+
+
+async def _traffic(run: _Run, reference: str | None) -> None:
+    async with asyncio.TaskGroup() as group:
+        if reference is not None:
+            group.create_task(_under_load(run, reference))
+        for outcome in run.result.sessions:
+            group.create_task(_session(run, outcome))
+
+
+async def _drive(run: _Run, hard_deadline: float) -> None:
+    cfg = run.config
+    run.result.sessions = [SessionOutcome(i) for i in range(cfg.sessions)]
+    reference = await _reference(run) if cfg.check_determinism else None
+    locator = asyncio.create_task(_localize_when_stalled(run)) if cfg.localize else None
+    try:
+        traffic_end = hard_deadline - (_localize_reserve(cfg) if cfg.localize else 0.0)
+        try:
+            async with asyncio.timeout(max(0.1, traffic_end - time.monotonic())):
+                await _traffic(run, reference)
+        except TimeoutError:
+            run.result.deadline_hit = True
+            run.progress("deadline reached: the sessions stop here (partial results kept)")
+        if locator is not None and run.first_stall.is_set():
+            await locator
+    finally:
+        if locator is not None:
+            locator.cancel()
+            await asyncio.gather(locator, return_exceptions=True)
+
+
+def _conclude(run: _Run, start: float) -> None:
+    result = run.result
+    replays, probes, engines = run.evidence
+    evidence = Evidence(
+        via_proxy=run.targets.via_proxy,
+        stalls=tuple(result.stalls),
+        replays=tuple(replays),
+        probes=tuple(probes),
+        engines=tuple(engines),
+        issues=tuple(result.issues),
+    )
+    result.observations = observations(evidence)
+    result.findings = diagnose(evidence)
+    result.elapsed_s = time.monotonic() - start
+
+
+async def _resolve_targets(targets: Targets, timeout: float) -> Targets:
+    if targets.workers or not targets.router_url:
+        return targets
+    workers = await discover_workers(targets.router_url, timeout=timeout)
+    return Targets(targets.entry_url, targets.router_url, workers, targets.router_service)
+
+
+async def soak(
+    config: SoakConfig,
+    targets: Targets,
+    *,
+    progress: Progress | None = None,
+    on_result: Callable[[SoakResult], None] | None = None,
+) -> SoakResult:
+    """Run the soak until every session is done, the deadline passes, or it is cancelled.
+
+    ``on_result`` (the one writer: the CLI records the ledger row there) is called exactly once
+    with the final or partial result, also when Ctrl-C cancels the soak (then it re-raises).
+    """
+    say = progress or (lambda _msg: None)
+    start = time.monotonic()
+    hard_deadline = start + config.duration_s
+    result = SoakResult(config, targets)
+    run = _Run(config, targets, result, say)
+    try:
+        async with asyncio.timeout(config.duration_s):
+            probe_s = min(5.0, config.idle_timeout_s)
+            result.model = config.model or await _model(targets.entry_url, probe_s)
+            run.targets = result.targets = await _resolve_targets(targets, probe_s)
+            say(
+                f"soak: {config.sessions} sessions x {config.rounds} rounds via "
+                f"{targets.entry_url} ({config.connection} connections)"
+            )
+            await _drive(run, hard_deadline)
+    except TimeoutError:
+        result.deadline_hit = True
+    except asyncio.CancelledError:
+        result.interrupted = True
+        _conclude(run, start)
+        if on_result is not None:
+            on_result(result)
+        raise
+    _conclude(run, start)
+    if on_result is not None:
+        on_result(result)
+    return result

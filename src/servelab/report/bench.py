@@ -1,0 +1,195 @@
+"""Bench results as text: a rich table, markdown, CSV, per-request JSONL, a JSON document.
+
+Renderers only return values (``str``, a rich ``Table``, JSON-ready dicts); the CLI writes them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import asdict
+from typing import Any
+
+from rich.table import Table
+
+from servelab.core.records import record_to_dict
+from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
+from servelab.ops.bench import BenchResult, LevelSummary
+
+__all__ = [
+    "CLIENT_REASONS",
+    "client_warnings",
+    "failure_lines",
+    "level_json",
+    "records_jsonl",
+    "result_json",
+    "summary_csv",
+    "summary_markdown",
+    "summary_table",
+]
+
+CLIENT_REASONS = {
+    "loop-lag": "event-loop lag p99 above 5 ms: the client was late reading streams",
+    "cpu-busy": "client CPU above 70% of one core: the client may be the bottleneck",
+    "dispatch-delay": "dispatch delay p99 above 5 ms: requests left later than scheduled",
+}
+
+_DIST = ("ttft_ms", "itl_ms", "gap_ms", "tpot_ms", "e2e_ms", "dispatch_ms")
+
+
+def _f(value: float | None, digits: int = 1) -> str:
+    if value is None or math.isnan(value):
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def _ci(ci: Interval) -> str:
+    if not ci.conclusive:
+        return f"inconclusive (n={ci.n})"
+    return f"[{_f(ci.low)}, {_f(ci.high)}]"
+
+
+def _dist(s: Summary) -> str:
+    return f"{_f(s.mean)} ± {_f(s.std)} | {_f(s.median)} | {_f(s.p90)} | {_f(s.p99)}"
+
+
+def _rows(level: LevelSummary) -> list[tuple[str, str]]:
+    t = level.throughput
+    return [
+        ("output tok/s", f"{_f(t.mean)} ± {_f(t.std)} (n={t.n} runs)"),
+        ("  95% CI (Student-t)", _ci(level.throughput_ci)),
+        ("requests ok / sent", f"{level.n_ok} / {level.n_requests}"),
+        ("TTFT ms", _dist(level.ttft_ms)),
+        ("ITL per-request ms", _dist(level.itl_ms)),
+        ("ITL per-gap ms", _dist(level.gap_ms)),
+        ("TPOT ms", _dist(level.tpot_ms)),
+        ("E2E ms", _dist(level.e2e_ms)),
+        ("dispatch delay ms", _dist(level.dispatch_ms)),
+        ("client CPU ms/token", _f(level.cpu_ms_per_token, 4)),
+        (
+            "loop lag p99 / max ms",
+            f"{_f(level.loop_lag_p99_ms, 2)} / {_f(level.loop_lag_max_ms, 2)}",
+        ),
+    ]
+
+
+def summary_table(result: BenchResult) -> Table:
+    """One column per concurrency; distributions as mean ± σ | median | p90 | p99."""
+    title = f"bench {result.config.label or result.config.url}" + (
+        " (INTERRUPTED, partial)" if result.interrupted else ""
+    )
+    table = Table(title=title, caption=f"percentiles: {PERCENTILE_METHOD}")
+    table.add_column("metric (mean ± σ | median | p90 | p99)")
+    for level in result.levels:
+        table.add_column(f"C{level.concurrency}", justify="right")
+    names = [name for name, _ in _rows(result.levels[0])] if result.levels else []
+    per_level = [dict(_rows(level)) for level in result.levels]
+    for name in names:
+        table.add_row(name, *(cells[name] for cells in per_level))
+    return table
+
+
+def failure_lines(result: BenchResult) -> list[str]:
+    """One line per concurrency with failures: how many and why."""
+    lines = []
+    for level in result.levels:
+        if level.failures:
+            why = ", ".join(f"{n} {reason}" for reason, n in level.failures.items())
+            lines.append(f"C{level.concurrency}: {level.n_requests - level.n_ok} failed ({why})")
+    return lines
+
+
+def client_warnings(result: BenchResult) -> list[str]:
+    """Why the client may have been the bottleneck, per concurrency."""
+    return [
+        f"C{level.concurrency}: {CLIENT_REASONS.get(reason, reason)}"
+        for level in result.levels
+        for reason in level.client_reasons
+    ]
+
+
+def _summary(s: Summary) -> dict[str, float | int | None]:
+    return {
+        k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(s).items()
+    }
+
+
+def level_json(level: LevelSummary) -> dict[str, Any]:
+    """The JSON of one concurrency level (nan becomes null)."""
+    ci = level.throughput_ci
+    data: dict[str, Any] = {
+        "concurrency": level.concurrency,
+        "runs": level.n_runs,
+        "requests": level.n_requests,
+        "ok": level.n_ok,
+        "failed": level.n_requests - level.n_ok,
+        "failures": level.failures,
+        "output_throughput": _summary(level.throughput),
+        "output_throughput_ci": {
+            "low": ci.low if ci.conclusive else None,
+            "high": ci.high if ci.conclusive else None,
+            "confidence": ci.confidence,
+            "method": ci.method,
+            "verdict": "ok" if ci.conclusive else "inconclusive",
+        },
+        "request_throughput": _summary(level.request_throughput),
+        "goodput": level.goodput,
+        "output_tokens_from_usage": level.output_tokens_usage,
+        "client": {
+            "cpu_ms_per_token": level.cpu_ms_per_token,
+            "loop_lag_p99_ms": level.loop_lag_p99_ms,
+            "loop_lag_max_ms": level.loop_lag_max_ms,
+            "client_bound": level.client_bound,
+            "reasons": list(level.client_reasons),
+        },
+    }
+    for name in _DIST:
+        data[name] = _summary(getattr(level, name))
+    return data
+
+
+def result_json(result: BenchResult) -> dict[str, Any]:
+    """The whole result as one JSON-ready document."""
+    return {
+        "config": result.config.to_dict(),
+        "interrupted": result.interrupted,
+        "failed": result.n_failed,
+        "percentile_method": PERCENTILE_METHOD,
+        "levels": [level_json(level) for level in result.levels],
+    }
+
+
+def summary_markdown(result: BenchResult) -> str:
+    """A markdown table, one column per concurrency."""
+    if not result.levels:
+        return "_no runs_\n"
+    head = "| metric | " + " | ".join(f"C{lv.concurrency}" for lv in result.levels) + " |"
+    sep = "|---|" + "---:|" * len(result.levels)
+    rows = [dict(_rows(level)) for level in result.levels]
+    body = [f"| {name} | " + " | ".join(r[name] for r in rows) + " |" for name in rows[0]]
+    return "\n".join([head, sep, *body]) + "\n"
+
+
+def summary_csv(result: BenchResult) -> str:
+    """One CSV row per concurrency: throughput and the p50/p99 of each distribution."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    cols = [f"{name}_{stat}" for name in _DIST for stat in ("mean", "median", "p99")]
+    writer.writerow(["concurrency", "runs", "requests", "ok", "tok_s_mean", "tok_s_std", *cols])
+    for lv in result.levels:
+        stats = [getattr(getattr(lv, n), s) for n in _DIST for s in ("mean", "median", "p99")]
+        t = lv.throughput
+        writer.writerow([lv.concurrency, lv.n_runs, lv.n_requests, lv.n_ok, t.mean, t.std, *stats])
+    return out.getvalue()
+
+
+def records_jsonl(result: BenchResult) -> str:
+    """Every per-request record, one JSON object per line, tagged with its run."""
+    lines = []
+    for run in result.runs:
+        for record in run.records:
+            row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
+            lines.append(json.dumps(row | record_to_dict(record)))
+    return "\n".join(lines) + ("\n" if lines else "")

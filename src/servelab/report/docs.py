@@ -1,0 +1,396 @@
+"""Docs generated from the ledger alone: the perf plan, one page per case, plots, an HTML index.
+
+:func:`build_docs` takes the ledger's export (``Ledger.export()``) and returns ``{relative path:
+bytes}``; the CLI's one writer saves them. Everything here is a pure function of the export, so
+running it again after a verdict changes rewrites exactly the files that depend on that verdict.
+
+The one-line wording of revert costs, restore plans, conviction tests and timeline entries lives
+here too; the CLI prints the same sentences.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from servelab.core.ledger import (
+    Case,
+    ConcurrencyCost,
+    ConvictionTest,
+    RestoreItem,
+    RevertCost,
+    TimelineEntry,
+    case_from_rows,
+    restore_plan,
+    restore_status,
+    timeline,
+)
+from servelab.ops.case import CaseView
+from servelab.report.html import CaseRow, KnobRow, render_index
+from servelab.report.plots import ab_plot, arm_curve
+
+__all__ = [
+    "KnobSummary",
+    "build_docs",
+    "case_markdown",
+    "case_views",
+    "comparison_rows",
+    "describe_conviction",
+    "describe_cost",
+    "describe_point",
+    "describe_restore_item",
+    "describe_timeline_entry",
+    "knob_summaries",
+    "pct",
+    "perf_plan_markdown",
+]
+
+PERF_PLAN = "perf-plan.md"
+INDEX = "index.html"
+_SIGNIFICANT = ("better", "worse")
+
+
+# -- sentences -------------------------------------------------------------------------------
+
+
+def pct(fraction: float) -> str:
+    """``-0.113`` → ``−11.3%`` (a real minus sign), ``0.05`` → ``+5.0%``."""
+    return f"{fraction * 100:+.1f}%".replace("-", "−")
+
+
+def _show(value: str | None) -> str:
+    return "(unset)" if value is None else value
+
+
+def describe_point(point: ConcurrencyCost) -> str:
+    """``−11.3% at C64 (95% CI −13.8% … −9.1%)``, ``n.s. at C80``, ``inconclusive at C96``."""
+    where = f"C{point.concurrency}"
+    if point.verdict == "no significant difference":
+        return f"n.s. at {where}"
+    if point.change is None or point.verdict not in _SIGNIFICANT:
+        return f"inconclusive at {where}"
+    text = f"{pct(point.change)} at {where}"
+    if point.ci is not None:
+        text += f" (95% CI {pct(point.ci[0])} … {pct(point.ci[1])})"
+    return text
+
+
+def describe_cost(cost: RevertCost) -> str:
+    """The measured cost of a revert, biggest loss first; says so when nothing measured it."""
+    if not cost.measured:
+        return (
+            f"not measured (no recorded A/B of {cost.service} {cost.knob} compares "
+            f"{_show(cost.from_value)} with {_show(cost.to_value)})"
+        )
+    sig = [p for p in cost.points if p.verdict in _SIGNIFICANT and p.change is not None]
+    sig.sort(key=lambda p: p.change or 0.0)
+    rest = [p for p in cost.points if p not in sig]
+    parts = [describe_point(p) for p in (*sig, *rest)]
+    return ", ".join(parts) + f" (A/B #{cost.ab_id})"
+
+
+def describe_restore_item(item: RestoreItem) -> str:
+    """``decode K 256 → 512: reverted under case 3 on 2026-…; cost of the revert: …``."""
+    text = (
+        f"{item.service} {item.knob} {_show(item.current)} → {_show(item.restore_to)}: "
+        f"reverted under case {item.case_id} on {item.reverted_at[:10]}; "
+        f"cost of the revert: {describe_cost(item.cost)}"
+    )
+    if item.superseded_by is not None:
+        text += f"; changed again since (change #{item.superseded_by}): check before restoring"
+    return text
+
+
+def describe_conviction(test: ConvictionTest) -> str:
+    """What would convict the knob, and what the ledger already holds of it."""
+    knob = test.target.split("/", 1)[-1]
+    fail = ", ".join(f"#{i}" for i in test.failing_with) or "none"
+    passing = ", ".join(f"#{i}" for i in test.passing_without) or "none"
+    head = (
+        f"to convict {test.target}: a soak that fails with {knob}={_show(test.with_value)} "
+        f"and passes with {knob}={_show(test.without_value)}"
+    )
+    tail = "met" if test.met else "not met"
+    return f"{head}; on record: failing with it {fail}, passing without it {passing} ({tail})"
+
+
+def _outcome(detail: Mapping[str, Any]) -> str:
+    if detail.get("verified"):
+        return "verified live"
+    return "FAILED" + (f" ({detail['error']})" if detail.get("error") else "")
+
+
+def describe_timeline_entry(entry: TimelineEntry) -> str:
+    """One line of a case's timeline."""
+    d = entry.data
+    kind = entry.kind
+    if kind == "opened":
+        return f"case opened: {d.get('title')}"
+    if kind == "suspect":
+        return f"suspect {d.get('target')}" + (f": {d['reason']}" if d.get("reason") else "")
+    if kind == "evidence":
+        if d.get("kind") == "note":
+            return f"note: {d.get('note')}"
+        return f"evidence: {d.get('kind')} #{d.get('ref_id')}"
+    if kind == "knob_change":
+        return (
+            f"knob change #{d.get('id')}: {d.get('service')} {d.get('name')} "
+            f"{_show(d.get('old'))} → {_show(d.get('new'))} ({d.get('reason') or 'no reason'})"
+        )
+    if kind in ("revert", "restore"):
+        value = d.get("to", d.get("value"))
+        return f"{kind} {d.get('service')} {d.get('knob')} → {_show(value)}: {_outcome(d)}"
+    if kind == "resolved":
+        verdicts = ", ".join(f"{t} {v}" for t, v in (d.get("verdicts") or {}).items())
+        return f"resolved: root cause: {d.get('root_cause')}" + (
+            f"; {verdicts}" if verdicts else ""
+        )
+    return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
+
+
+# -- case views from the export ----------------------------------------------------------------
+
+
+def case_views(export: Mapping[str, Any]) -> list[CaseView]:
+    """Every case of the export with its timeline, restore plan and restore status."""
+    changes = list(export.get("knob_changes") or [])
+    ab_runs = list(export.get("ab_runs") or [])
+    views = []
+    for row in export.get("cases") or []:
+        mine = [c for c in changes if c.get("case_id") == row["id"]]
+        case = case_from_rows(row, row.get("suspects", []), row.get("evidence", []),
+                              row.get("events", []), mine)  # fmt: skip
+        plan = restore_plan(case, ab_runs, changes)
+        views.append(CaseView(case, timeline(case), plan, restore_status(case, plan)))
+    return views
+
+
+def _evidence_line(kind: str, ref_id: int | None, export: Mapping[str, Any]) -> str:
+    table = {"run": "bench_runs", "verify": "verifications", "soak": "soak_runs", "ab": "ab_runs"}
+    rows = {r["id"]: r for r in export.get(table.get(kind, ""), []) or []}
+    row = rows.get(ref_id)
+    if row is None:
+        return f"{kind} #{ref_id} (not in this ledger)"
+    if kind == "soak":
+        layers = ", ".join(str(f.get("layer")) for f in row.get("findings") or []) or "none"
+        return f"soak #{ref_id}: {'passed' if row.get('ok') else 'FAILED'}; findings: {layers}"
+    if kind == "verify":
+        failed = [c for c in row.get("checks") or [] if not c.get("ok")]
+        return f"verify #{ref_id}: {'ok' if row.get('ok') else f'{len(failed)} check(s) failed'}"
+    if kind == "ab":
+        return f"A/B #{ref_id}: {row.get('service')} {row.get('knob')}"
+    return f"bench run #{ref_id}: {row.get('label') or 'unlabelled'}"
+
+
+def case_markdown(view: CaseView, export: Mapping[str, Any]) -> str:
+    """One case: status, suspects and verdicts, evidence, timeline, restore plan and status."""
+    case = view.case
+    out = [f"# Case {case.id}: {case.title}", ""]
+    out += [f"- status: **{case.status}**", f"- opened: {case.opened_at}"]
+    if case.root_cause:
+        out.append(f"- root cause: {case.root_cause} (resolved {case.resolved_at})")
+    out += [f"- restore: **{view.restore_status}**", "", "## Suspects", ""]
+    out += _suspect_table(case)
+    out += ["", "## Evidence", ""]
+    out += [
+        f"- {e.at}: " + (f"note: {e.note}" if e.kind == "note" else
+                         _evidence_line(e.kind, e.ref_id, export))
+        for e in case.evidence
+    ] or ["(none)"]  # fmt: skip
+    out += ["", "## Timeline", ""]
+    out += [f"- {e.at} — {describe_timeline_entry(e)}" for e in view.timeline]
+    out += ["", "## Restore plan", ""]
+    out += [f"- {describe_restore_item(i)}" for i in view.plan] or [f"({view.restore_status})"]
+    return "\n".join(out) + "\n"
+
+
+def _suspect_table(case: Case) -> list[str]:
+    if not case.suspects:
+        return ["(none)"]
+    rows = ["| target | reason | verdict |", "|---|---|---|"]
+    rows += [f"| `{s.target}` | {s.reason or ''} | {s.verdict or 'open'} |" for s in case.suspects]
+    return rows
+
+
+# -- the perf plan ---------------------------------------------------------------------------
+
+
+@dataclass
+class KnobSummary:
+    """Everything the ledger knows about one knob."""
+
+    service: str
+    knob: str
+    ab_runs: list[Mapping[str, Any]] = field(default_factory=list)
+    changes: list[Mapping[str, Any]] = field(default_factory=list)
+    live: Mapping[str, Any] | None = None
+    verdicts: list[tuple[int, str, str]] = field(default_factory=list)
+
+    @property
+    def target(self) -> str:
+        return f"knob:{self.service}/{self.knob}"
+
+    @property
+    def file_value(self) -> str | None:
+        return self.changes[-1].get("new") if self.changes else None
+
+
+def knob_summaries(export: Mapping[str, Any], views: Sequence[CaseView]) -> list[KnobSummary]:
+    """One summary per knob that has an A/B or a recorded change, sorted by service and name."""
+    knobs: dict[tuple[str, str], KnobSummary] = {}
+    for ab in export.get("ab_runs") or []:
+        key = (ab["service"], ab["knob"])
+        knobs.setdefault(key, KnobSummary(*key)).ab_runs.append(ab)
+    for change in export.get("knob_changes") or []:
+        key = (change["service"], change["name"])
+        knobs.setdefault(key, KnobSummary(*key)).changes.append(change)
+    for summary in knobs.values():
+        summary.live = _latest_live(export.get("verifications") or [], summary)
+        summary.verdicts = [
+            (v.case.id, v.case.title, verdict)
+            for v in views
+            if (verdict := v.case.verdict(summary.target)) is not None
+        ]
+    return [knobs[k] for k in sorted(knobs)]
+
+
+def _latest_live(verifications: Sequence[Mapping[str, Any]], s: KnobSummary) -> dict[str, Any]:
+    for ver in reversed(list(verifications)):
+        for check in ver.get("checks") or []:
+            mine = (check.get("layer"), check.get("service"), check.get("knob"))
+            if mine == ("live", s.service, s.knob):
+                return {"value": check.get("live"), "verification_id": ver["id"], "at": ver["at"]}
+    return {}
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.1f}"
+
+
+def _arms_table(ab: Mapping[str, Any]) -> list[str]:
+    result = ab.get("result") or {}
+    curves = {str(a.get("value", a.get("label"))): arm_curve(a) for a in result.get("arms") or []}
+    concs = sorted({c for curve in curves.values() for c, *_ in curve})
+    if not concs:
+        return ["(no throughput recorded)"]
+    rows = ["| value | " + " | ".join(f"C{c}" for c in concs) + " |"]
+    rows.append("|---" * (len(concs) + 1) + "|")
+    for value, curve in curves.items():
+        at = {c: (m, s, n) for c, m, s, n in curve}
+        cells = [f"{_fmt(at[c][0])} ± {_fmt(at[c][1])} (n={at[c][2]})" if c in at else "—"
+                 for c in concs]  # fmt: skip
+        rows.append(f"| {value} | " + " | ".join(cells) + " |")
+    return rows
+
+
+_COMPARISON_HEAD = ["concurrency", "baseline → candidate", "ratio", "95% CI", "verdict"]
+
+
+def comparison_rows(ab: Mapping[str, Any]) -> list[list[str]]:
+    """The A/B's comparisons as table cells, by concurrency (no header)."""
+    comps = (ab.get("result") or {}).get("comparisons") or []
+    rows = []
+    for c in sorted(comps, key=lambda c: int(c.get("concurrency", 0))):
+        ratio, ci = c.get("ratio"), c.get("ci")
+        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if isinstance(ratio, (int, float)) else "—"
+        has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci
+        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if has_ci else "—"
+        pair = f"{c.get('baseline')} → {c.get('candidate')}"
+        rows.append([f"C{c.get('concurrency')}", pair, ratio_s, ci_s, str(c.get("verdict"))])
+    return rows
+
+
+def _comparison_table(ab: Mapping[str, Any]) -> list[str]:
+    rows = comparison_rows(ab)
+    if not rows:
+        return ["(no comparisons)"]
+    out = ["| " + " | ".join(_COMPARISON_HEAD) + " |", "|---" * len(_COMPARISON_HEAD) + "|"]
+    return out + ["| " + " | ".join(r) + " |" for r in rows]
+
+
+def _anomaly_lines(ab: Mapping[str, Any]) -> list[str]:
+    out = []
+    for a in (ab.get("result") or {}).get("anomalies") or []:
+        extra = {k: v for k, v in a.items() if k not in {"arm", "concurrency", "kind"}}
+        tail = f" {json.dumps(extra, sort_keys=True, default=str)}" if extra else ""
+        out.append(f"- arm {a.get('arm')}: {a.get('kind')} at C{a.get('concurrency')}{tail}")
+    return out or ["- none"]
+
+
+def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
+    out = [f"## {s.service} `{s.knob}`", ""]
+    if s.live:
+        where = f"verification #{s.live.get('verification_id')}, {s.live.get('at')}"
+        out.append(f"- current live value: **{_show(s.live.get('value'))}** ({where})")
+    else:
+        out.append("- current live value: not verified live yet")
+    out.append(f"- env file value (last recorded change): {_show(s.file_value)}")
+    out += [f"- case {cid} ({title}): **{verdict}**" for cid, title, verdict in s.verdicts]
+    for ab in s.ab_runs:
+        out += ["", f"### A/B #{ab['id']} ({ab.get('at')})", ""]
+        out += [*_arms_table(ab), "", *_comparison_table(ab)]
+        out += ["", "Anomalies:", "", *_anomaly_lines(ab)]
+        if ab["id"] in plots:
+            out += ["", f"![A/B #{ab['id']}]({plots[ab['id']]})"]
+    if s.changes:
+        out += ["", "### Changes", ""]
+        out += [
+            f"- #{c['id']} {c.get('at')}: {_show(c.get('old'))} → {_show(c.get('new'))}"
+            + (f" under case {c['case_id']}" if c.get("case_id") else "")
+            + (f" — {c['reason']}" if c.get("reason") else "")
+            for c in s.changes
+        ]
+    return [*out, ""]
+
+
+def perf_plan_markdown(summaries: Sequence[KnobSummary], plots: Mapping[int, str]) -> str:
+    """Per knob: current live value, verdicts of cases, A/B tables, comparisons, anomalies."""
+    out = ["# Performance plan", "", "Generated by `servelab report` from the ledger.", ""]
+    if not summaries:
+        out.append("No knob has an A/B experiment or a recorded change yet.")
+    for s in summaries:
+        out += _knob_section(s, plots)
+    return "\n".join(out).rstrip() + "\n"
+
+
+# -- the whole set ---------------------------------------------------------------------------
+
+
+def _latest_verdicts(s: KnobSummary) -> str:
+    if not s.ab_runs:
+        return "no A/B"
+    comps = (s.ab_runs[-1].get("result") or {}).get("comparisons") or []
+    return ", ".join(f"C{c.get('concurrency')}: {c.get('verdict')}" for c in comps) or "—"
+
+
+def build_docs(export: Mapping[str, Any]) -> dict[str, bytes]:
+    """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html."""
+    views = case_views(export)
+    summaries = knob_summaries(export, views)
+    files: dict[str, bytes] = {}
+    plots: dict[int, str] = {}
+    for s in summaries:
+        for ab in s.ab_runs:
+            plots[ab["id"]] = f"plots/ab-{ab['id']}.png"
+            files[plots[ab["id"]]] = ab_plot(ab)
+    files[PERF_PLAN] = perf_plan_markdown(summaries, plots).encode()
+    for view in views:
+        files[f"cases/case-{view.case.id}.md"] = case_markdown(view, export).encode()
+    knob_rows = [
+        KnobRow(s.service, s.knob, _show((s.live or {}).get("value")) if s.live else "not verified",
+                _show(s.file_value), _latest_verdicts(s),
+                [plots[a["id"]] for a in s.ab_runs],
+                [(f"A/B #{a['id']}: {s.service} {s.knob}", [_COMPARISON_HEAD, *comparison_rows(a)])
+                 for a in s.ab_runs])
+        for s in summaries
+    ]  # fmt: skip
+    case_rows = [
+        CaseRow(v.case.id, v.case.title, v.case.status, v.restore_status, v.case.root_cause,
+                f"cases/case-{v.case.id}.md", [describe_restore_item(i) for i in v.plan])
+        for v in views
+    ]  # fmt: skip
+    plot_bytes = {path: files[path] for path in plots.values()}
+    files[INDEX] = render_index(knob_rows, case_rows, plot_bytes, PERF_PLAN).encode()
+    return files

@@ -1,0 +1,225 @@
+"""Words for soak results: the ``--json`` document, the console summary, and finding sentences.
+
+The rules in :mod:`servelab.core.diagnose` return data (layer, confidence, observation ids); every
+sentence a person reads is written here. Nothing in this module does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict
+from typing import Any
+
+from servelab.core.diagnose import Finding, Observation
+from servelab.ops.soak import SoakResult
+
+__all__ = [
+    "LAYER_ADVICE",
+    "LAYER_TITLES",
+    "describe_observation",
+    "finding_json",
+    "render_soak",
+    "soak_json",
+]
+
+LAYER_TITLES: dict[str, str] = {
+    "client_proxy": "client / proxy layer (connection reuse)",
+    "router": "router",
+    "prefill": "prefill engine",
+    "decode_transfer": "KV transfer / decode path",
+    "engine_wedge": "engine wedged while its health says 200",
+    "correctness": "correctness under load",
+}
+
+LAYER_ADVICE: dict[str, str] = {
+    "client_proxy": (
+        "The same payload succeeds on a fresh connection and directly at the router: look at "
+        "the proxy or client between the agents and the router (keep-alive reuse) before "
+        "touching the engines or their knobs."
+    ),
+    "router": (
+        "Requests through the router fail while nothing reaches the engines, or the router "
+        "reports unready workers: look at the router (readiness, worker registration, circuit "
+        "breaker) first."
+    ),
+    "prefill": "The prefill engine is unhealthy or stuck: look at the prefill worker first.",
+    "decode_transfer": (
+        "Prefill keeps serving, but decode makes no progress and requests through the router "
+        "hang while every health endpoint says 200: look at the KV transfer / decode path "
+        "(bootstrap, WaitingForInput, abort handling)."
+    ),
+    "engine_wedge": (
+        "An engine holds requests but produces no tokens while its /health says 200: "
+        "the engine's scheduler is wedged."
+    ),
+    "correctness": (
+        "Answers are wrong under load (tool-call arguments that are not JSON, or a greedy "
+        "request whose text changes with concurrency)."
+    ),
+}
+
+
+def _stalls_text(d: Mapping[str, Any]) -> str:
+    return f"{d['count']} request(s) stalled ({d.get('head', 0)} before any response byte)"
+
+
+def _replay_text(o: Observation) -> str:
+    d = o.data
+    where = (
+        "on a fresh connection via the entry point"
+        if o.id.endswith("fresh_entry")
+        else ("directly to the router")
+    )
+    if d["outcome"] == "ok":
+        return f"same payload {where}: HTTP {d['status']} in {d['elapsed_s']} s"
+    return f"same payload {where}: {d['outcome']} after {d['elapsed_s']} s ({d['detail']})"
+
+
+def _metrics_text(o: Observation) -> str:
+    d = o.data
+    state = "moving" if o.healthy else "FROZEN"
+    return (
+        f"{o.subject} ({d['role']}) /metrics over {d['interval_s']} s: running {d['running']}, "
+        f"queued {d['queued']}, +{d['generated_delta']:g} tokens, +{d['requests_delta']:g} "
+        f"requests ({state})"
+    )
+
+
+def describe_observation(o: Observation) -> str:
+    """One sentence for an observation."""
+    d = o.data
+    if o.id == "stalls":
+        return _stalls_text(d)
+    if o.id == "stalls.reused_connection":
+        return (
+            f"{d['count']} stall(s) on reused keep-alive connections "
+            f"(after {d['requests_carried']} request(s) on them)"
+        )
+    if o.id == "stalls.fresh_connection":
+        return f"{d['count']} stall(s) on a connection's first request"
+    if o.id.startswith("replay."):
+        return _replay_text(o)
+    if o.id.startswith("probe."):
+        return f"{o.subject} {d['kind']}: {d['detail'] or d['status']}"
+    if o.id.endswith(".transfer_failed"):
+        return f"{o.subject}: {d['delta']:g} KV transfer(s) failed"
+    if o.id.endswith(".progress"):
+        return _metrics_text(o)
+    if o.id.startswith("correctness."):
+        first = d["examples"][0]["detail"] if d.get("examples") else ""
+        kind = o.id.split(".", 1)[1].replace("_", " ")
+        return f"{d['count']} {kind} violation(s), e.g. {first}"
+    return f"{o.id}: {dict(d)}"
+
+
+def finding_json(finding: Finding, obs: list[Observation]) -> dict[str, Any]:
+    """A finding as JSON: layer, confidence, title, advice, and each piece of evidence."""
+    by_id = {o.id: o for o in obs}
+    evidence = [
+        {"id": i, "supports": supports, "text": describe_observation(by_id[i])}
+        | {"data": dict(by_id[i].data)}
+        for ids, supports in ((finding.supporting, True), (finding.contradicting, False))
+        for i in ids
+        if i in by_id
+    ]
+    return {
+        "layer": finding.layer,
+        "confidence": finding.confidence,
+        "title": LAYER_TITLES.get(finding.layer, finding.layer),
+        "advice": LAYER_ADVICE.get(finding.layer, ""),
+        "evidence": evidence,
+    }
+
+
+def soak_json(result: SoakResult) -> dict[str, Any]:
+    """The ``servelab soak --json`` document (also what the ledger records)."""
+    sessions = result.sessions
+    rounds = result.config.rounds
+    return {
+        "ok": result.ok,
+        "soak_id": result.soak_id,
+        "model": result.model,
+        "elapsed_s": round(result.elapsed_s, 3),
+        "interrupted": result.interrupted,
+        "deadline_hit": result.deadline_hit,
+        "config": asdict(result.config),
+        "targets": asdict(result.targets),
+        "sessions": {
+            "count": len(sessions),
+            "completed": sum(s.rounds_done == rounds for s in sessions),
+            "rounds_done": sum(s.rounds_done for s in sessions),
+            "requests": sum(s.requests for s in sessions),
+            "per_session": [asdict(s) for s in sessions],
+        },
+        "stalls": [asdict(s) for s in result.stalls],
+        "errors": result.errors,
+        "correctness": [asdict(i) for i in result.issues],
+        "determinism": result.determinism,
+        "localized": result.localized,
+        "observations": [asdict(o) for o in result.observations],
+        "findings": [finding_json(f, result.observations) for f in result.findings],
+    }
+
+
+def _header(result: SoakResult) -> list[str]:
+    data = soak_json(result)["sessions"]
+    cfg = result.config
+    verdict = "OK" if result.ok else "PROBLEMS FOUND"
+    lines = [
+        f"soak {verdict}: {data['count']} sessions x {cfg.rounds} rounds "
+        f"({cfg.connection} connections) via {result.targets.entry_url}, "
+        f"{result.elapsed_s:.1f} s",
+        f"  sessions completed {data['completed']}/{data['count']}, "
+        f"rounds done {data['rounds_done']}, requests {data['requests']}",
+    ]
+    if result.deadline_hit:
+        lines.append(f"  the {cfg.duration_s:g} s deadline ended the soak (partial results)")
+    if result.interrupted:
+        lines.append("  interrupted (partial results)")
+    return lines
+
+
+def _stall_lines(result: SoakResult) -> list[str]:
+    lines = [f"stalls ({len(result.stalls)}), idle timeout {result.config.idle_timeout_s:g} s:"]
+    for s in result.stalls[:10]:
+        lines.append(
+            f"  session {s.session} round {s.round}: {s.payload_bytes} B payload, connection "
+            f"age {s.connection_age_s:.1f} s after {s.connection_requests} request(s), "
+            f"received {s.received_bytes} B / {s.received_events} events ({s.phase})"
+        )
+    if len(result.stalls) > 10:
+        lines.append(f"  ... {len(result.stalls) - 10} more")
+    return lines
+
+
+def _finding_lines(rank: int, finding: Finding, obs: list[Observation]) -> list[str]:
+    data = finding_json(finding, obs)
+    lines = [
+        f"{rank}. {data['title']} (confidence {finding.confidence:.2f})",
+        f"   {data['advice']}",
+    ]
+    for item in data["evidence"]:
+        mark = "+" if item["supports"] else "-"
+        lines.append(f"   {mark} {item['text']}")
+    return lines
+
+
+def render_soak(result: SoakResult) -> str:
+    """The console summary: header, stalls, errors, findings (most likely first)."""
+    lines = _header(result)
+    if result.stalls:
+        lines += _stall_lines(result)
+    if result.errors:
+        lines.append(f"failed requests ({len(result.errors)}):")
+        lines += [
+            f"  session {e['session']} round {e['round']}: {e['error']}" for e in result.errors[:10]
+        ]
+    if result.findings:
+        lines.append("findings (most likely first; + supports, - contradicts):")
+        for rank, finding in enumerate(result.findings, 1):
+            lines += _finding_lines(rank, finding, result.observations)
+    elif result.stalls:
+        lines.append("no layer could be singled out from the evidence gathered")
+    else:
+        lines.append("no finding")
+    return "\n".join(lines) + "\n"

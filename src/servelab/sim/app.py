@@ -1,0 +1,271 @@
+"""The aiohttp applications of the simulated prefill and decode workers (SGLang-compatible).
+
+Endpoints (per ``shared/notes/sglang-router-pd.md``): ``/health``, ``/health_generate``,
+``/server_info``, ``/get_server_info``, ``/model_info``, ``/get_model_info``, ``/v1/models``,
+``/get_load``, ``POST /flush_cache``, ``/metrics``, ``/v1/chat/completions``, ``/v1/completions``,
+``/generate``; with ``--admin`` on a loopback bind also ``GET|POST /_servelab/faults``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from servelab.errors import SimError
+from servelab.sim.bootstrap import bootstrap_app
+from servelab.sim.protocol import (
+    Api,
+    GenRequest,
+    RequestError,
+    done_event,
+    final_body,
+    parse_request,
+    stream_finish,
+    stream_start,
+    stream_token,
+    stream_usage,
+)
+from servelab.sim.scheduler import Sequence
+from servelab.sim.settings import WorkerSettings
+from servelab.sim.worker import TransferError, Worker
+
+__all__ = ["WORKER_KEY", "make_app", "serve"]
+
+WORKER_KEY = web.AppKey("worker", Worker)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
+    body = {"error": {"message": message, "type": kind, "code": status}}
+    return web.json_response(body, status=status)
+
+
+def _worker(request: web.Request) -> Worker:
+    return request.app[WORKER_KEY]
+
+
+# ------------------------------------------------------------------------------------ info routes
+async def health(request: web.Request) -> web.Response:
+    if _worker(request).ready_in() > 0:
+        return web.Response(status=503, text="starting")
+    return web.Response(text="")
+
+
+async def server_info(request: web.Request) -> web.Response:
+    worker = _worker(request)
+    s = worker.settings
+    body: dict[str, Any] = {
+        "served_model_name": s.served_model_name,
+        "disaggregation_mode": s.role,
+        "tp_size": 1,
+        "dp_size": 1,
+        "version": "servelab-sim",
+        "servelab": worker.info(),
+    }
+    if s.bootstrap_port is not None:
+        body["disaggregation_bootstrap_port"] = s.bootstrap_port
+    return web.json_response(body)
+
+
+async def model_info(request: web.Request) -> web.Response:
+    body = {
+        "model_type": "deepseek_v3",
+        "architectures": ["DeepseekV3ForCausalLM"],
+        "is_generation": True,
+        "served_model_name": _worker(request).settings.served_model_name,
+    }
+    return web.json_response(body)
+
+
+async def models(request: web.Request) -> web.Response:
+    worker = _worker(request)
+    model: dict[str, Any] = {"id": worker.settings.served_model_name, "object": "model"}
+    model.update({"created": int(worker.started_at), "owned_by": "servelab"})
+    return web.json_response({"object": "list", "data": [model]})
+
+
+async def get_load(request: web.Request) -> web.Response:
+    return web.json_response([{**_worker(request).load(), "num_tokens": 0}])
+
+
+async def flush_cache(_: web.Request) -> web.Response:
+    return web.Response(text="Cache flushed.\n")
+
+
+async def metrics(request: web.Request) -> web.Response:
+    return web.Response(text=_worker(request).metrics.render(), content_type="text/plain")
+
+
+async def faults(request: web.Request) -> web.Response:
+    worker = _worker(request)
+    if request.method == "POST":
+        try:
+            changes = await request.json()
+            if not isinstance(changes, dict):
+                raise SimError("the body must be a JSON object")
+            worker.set_faults(changes)
+        except (ValueError, SimError) as exc:
+            return _error(400, str(exc))
+    return web.json_response({**worker.faults.as_json(), "wedged": worker.is_wedged()})
+
+
+# ------------------------------------------------------------------------------------ generation
+async def _read(request: web.Request, api: Api) -> GenRequest | web.Response:
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "the request body is not valid JSON")
+    parsed = parse_request(api, body, _worker(request).settings.served_model_name)
+    if isinstance(parsed, RequestError):
+        return _error(400, parsed.message)
+    return parsed
+
+
+async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:
+    """Wait for every sequence; False if the client went away first."""
+    for seq in seqs:
+        while not seq.done.is_set():
+            try:
+                await asyncio.wait_for(seq.done.wait(), 0.5)
+            except TimeoutError:
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    return False
+    return True
+
+
+async def _stream(
+    request: web.Request, req: GenRequest, seqs: list[Sequence], rid: str, created: int
+) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    resp.headers["Cache-Control"] = "no-cache"
+    await resp.prepare(request)
+    for item, seq in zip(req.items, seqs, strict=True):
+        await resp.write(stream_start(req, item, rid, created))
+        sent = 0
+        while True:
+            n = seq.n_out
+            if n > sent:
+                events = [stream_token(req, item, seq.out, k, rid, created) for k in range(sent, n)]
+                await resp.write(b"".join(events))
+                sent = n
+            if seq.done.is_set() and sent >= seq.n_out:
+                break
+            await seq.progress()
+        await resp.write(stream_finish(req, item, seq.out, sent, rid, created))
+    n_outs = [s.n_out for s in seqs]
+    await resp.write(stream_usage(req, n_outs, rid, created) + done_event())
+    await resp.write_eof()
+    return resp
+
+
+async def _respond(
+    request: web.Request, worker: Worker, req: GenRequest, seqs: list[Sequence]
+) -> web.StreamResponse:
+    rid = uuid.uuid4().hex
+    created = int(time.time())
+    try:
+        if req.stream:
+            resp = await _stream(request, req, seqs, rid, created)
+        else:
+            if not await _wait_done(request, seqs):
+                raise ConnectionResetError("client went away")
+            outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
+            resp = web.json_response(final_body(req, outs, n_outs, rid, created))
+    except (ConnectionError, asyncio.CancelledError):
+        for seq in seqs:
+            seq.cancelled = True
+        if worker.settings.role == "decode":
+            worker.record_abort()
+        raise
+    worker.finished()
+    return resp
+
+
+def _generation(api: Api) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        worker = _worker(request)
+        parsed = await _read(request, api)
+        if isinstance(parsed, web.Response):
+            return parsed
+        if worker.ready_in() > 0:
+            return _error(503, "the engine is still starting", "service_unavailable")
+        worker.metrics.requests += 1
+        if worker.settings.role == "prefill":
+            return await _respond(request, worker, parsed, await worker.prefill_items(parsed))
+        result = await worker.decode_items(parsed)
+        if isinstance(result, TransferError):
+            return _error(500, result.message, "internal_server_error")
+        return await _respond(request, worker, parsed, result)
+
+    return handler
+
+
+async def health_generate(request: web.Request) -> web.Response:
+    worker = _worker(request)
+    if worker.ready_in() > 0:
+        return web.Response(status=503, text="starting")
+    return web.Response(text="")
+
+
+# ------------------------------------------------------------------------------------ assembly
+def make_app(settings: WorkerSettings) -> web.Application:
+    """The worker app for ``settings.role``; its scheduler starts and stops with the app."""
+    worker = Worker(settings)
+    app = web.Application(client_max_size=64 * 1024**2)
+    app[WORKER_KEY] = worker
+
+    async def lifecycle(_: web.Application) -> Any:
+        await worker.start()
+        yield
+        await worker.stop()
+
+    app.cleanup_ctx.append(lifecycle)
+    for path, handler in (
+        ("/health", health),
+        ("/health_generate", health_generate),
+        ("/server_info", server_info),
+        ("/get_server_info", server_info),
+        ("/model_info", model_info),
+        ("/get_model_info", model_info),
+        ("/v1/models", models),
+        ("/get_load", get_load),
+        ("/metrics", metrics),
+    ):
+        app.router.add_get(path, handler)
+    app.router.add_route("*", "/flush_cache", flush_cache)
+    app.router.add_post("/v1/chat/completions", _generation("chat"))
+    app.router.add_post("/v1/completions", _generation("completions"))
+    app.router.add_route("*", "/generate", _generation("generate"))
+    if settings.admin:
+        app.router.add_route("GET", "/_servelab/faults", faults)
+        app.router.add_route("POST", "/_servelab/faults", faults)
+    return app
+
+
+async def serve(settings: WorkerSettings, stop: asyncio.Event) -> None:
+    """Run the worker (and, for a prefill, its bootstrap server) until ``stop`` is set."""
+    app = make_app(settings)
+    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False)]
+    sites = [(runners[0], settings.host, settings.port)]
+    if settings.role == "prefill" and settings.bootstrap_port is not None:
+        boot = web.AppRunner(bootstrap_app(app[WORKER_KEY].rooms), access_log=None)
+        runners.append(boot)
+        sites.append((boot, settings.host, settings.bootstrap_port))
+    try:
+        for runner, host, port in sites:
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, host, port, backlog=1024).start()
+            except OSError as exc:
+                raise SimError(f"cannot listen on {host}:{port}: {exc}") from exc
+        await stop.wait()
+    finally:
+        for runner in reversed(runners):
+            await runner.cleanup()

@@ -1,0 +1,85 @@
+"""The worker's Prometheus metrics, with SGLang's names. Rendering returns text (no I/O)."""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+
+__all__ = ["TTFT_BUCKETS", "Histogram", "WorkerMetrics"]
+
+# SGLang's TTFT buckets (seconds).
+TTFT_BUCKETS = (
+    0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0, 40.0, 60.0, 80.0,
+    120.0, 160.0,
+)  # fmt: skip
+
+
+@dataclass
+class Histogram:
+    """A cumulative-bucket histogram."""
+
+    buckets: tuple[float, ...] = TTFT_BUCKETS
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.counts:
+            self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        """Add one observation."""
+        self.counts[bisect.bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.n += 1
+
+    def render(self, name: str, labels: str) -> list[str]:
+        """Prometheus exposition lines for this histogram."""
+        lines = [f"# HELP {name} Histogram.", f"# TYPE {name} histogram"]
+        cumulative = 0
+        for bound, count in zip(self.buckets, self.counts, strict=False):
+            cumulative += count
+            lines.append(f'{name}_bucket{{{labels},le="{bound}"}} {cumulative}')
+        lines.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.n}')
+        lines.append(f"{name}_sum{{{labels}}} {self.total}")
+        lines.append(f"{name}_count{{{labels}}} {self.n}")
+        return lines
+
+
+@dataclass
+class WorkerMetrics:
+    """Counters and gauges of one worker; the engine updates them, ``render`` exposes them."""
+
+    model: str = "sim"
+    running: int = 0
+    queued: int = 0
+    gen_throughput: float = 0.0
+    generation_tokens: int = 0
+    prompt_tokens: int = 0
+    requests: int = 0
+    aborted: int = 0
+    transfer_failed: int = 0
+    ttft: Histogram = field(default_factory=Histogram)
+
+    def render(self) -> str:
+        """The ``/metrics`` body."""
+        labels = f'model_name="{self.model}"'
+        gauges = (
+            ("sglang:num_running_reqs", "gauge", self.running),
+            ("sglang:num_queue_reqs", "gauge", self.queued),
+            ("sglang:gen_throughput", "gauge", round(self.gen_throughput, 3)),
+            ("sglang:generation_tokens_total", "counter", self.generation_tokens),
+            ("sglang:prompt_tokens_total", "counter", self.prompt_tokens),
+            ("sglang:num_requests_total", "counter", self.requests),
+            ("sglang:num_aborted_requests_total", "counter", self.aborted),
+            ("sglang:num_transfer_failed_reqs_total", "counter", self.transfer_failed),
+        )
+        lines: list[str] = []
+        for name, kind, value in gauges:
+            lines += [
+                f"# HELP {name} {name}.",
+                f"# TYPE {name} {kind}",
+                f"{name}{{{labels}}} {value}",
+            ]
+        lines += self.ttft.render("sglang:time_to_first_token_seconds", labels)
+        return "\n".join(lines) + "\n"

@@ -1,0 +1,357 @@
+"""Request parsing and response rendering for the OpenAI-compatible and SGLang ``/generate`` APIs.
+
+PURE: parsing returns a :class:`GenRequest` or a :class:`RequestError` (data, never an
+exception); rendering returns bytes or JSON-ready dicts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from servelab.sim.text import Output, count_tokens
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "Api",
+    "GenItem",
+    "GenRequest",
+    "RequestError",
+    "done_event",
+    "final_body",
+    "parse_request",
+    "stream_finish",
+    "stream_start",
+    "stream_token",
+    "stream_usage",
+]
+
+Api = Literal["chat", "completions", "generate"]
+DEFAULT_MAX_TOKENS = 128
+_MAX_TOKENS_CAP = 1_000_000
+_MAX_ITEMS = 1024
+
+
+@dataclass(frozen=True)
+class RequestError:
+    """Why a request body was rejected (the worker answers 400 with it)."""
+
+    message: str
+
+
+@dataclass(frozen=True)
+class GenItem:
+    """One sequence of a (possibly batched) request, with its PD bootstrap coordinates."""
+
+    index: int
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    room: int | None = None
+    bootstrap_host: str | None = None
+    bootstrap_port: int | None = None
+
+
+@dataclass(frozen=True)
+class GenRequest:
+    """A parsed generation request."""
+
+    api: Api
+    model: str
+    stream: bool
+    include_usage: bool
+    seed: int | None
+    tools: tuple[Any, ...]
+    items: tuple[GenItem, ...]
+    batch: bool
+
+
+def _text_of(content: Any) -> str | None:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        if all(isinstance(p, str) for p in parts):
+            return " ".join(parts)
+    return None
+
+
+def _chat_prompt(body: dict[str, Any]) -> str | RequestError:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return RequestError("'messages' must be a non-empty list")
+    lines = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or not isinstance(msg.get("role"), str):
+            return RequestError(f"messages[{i}] must be an object with a 'role'")
+        text = _text_of(msg.get("content"))
+        if text is None:
+            return RequestError(f"messages[{i}].content must be a string or a list of parts")
+        lines.append(f"{msg['role']}: {text}")
+    return "\n".join(lines)
+
+
+def _prompts(api: Api, body: dict[str, Any]) -> list[str] | RequestError:
+    if api == "chat":
+        prompt = _chat_prompt(body)
+        return prompt if isinstance(prompt, RequestError) else [prompt]
+    raw = body.get("prompt") if api == "completions" else body.get("text", body.get("input_ids"))
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list) and raw and all(isinstance(x, int) for x in raw):
+        return [" ".join(f"t{x}" for x in raw)]
+    if isinstance(raw, list) and raw and len(raw) <= _MAX_ITEMS:
+        out = []
+        for x in raw:
+            if isinstance(x, str):
+                out.append(x)
+            elif isinstance(x, list) and all(isinstance(t, int) for t in x):
+                out.append(" ".join(f"t{t}" for t in x))
+            else:
+                return RequestError("each prompt must be a string or a list of token ids")
+        return out
+    field = "prompt" if api == "completions" else "text"
+    return RequestError(f"'{field}' must be a string or a non-empty list")
+
+
+def _int_field(body: dict[str, Any], *names: str) -> int | RequestError | None:
+    for name in names:
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int):
+            return RequestError(f"'{name}' must be an integer")
+        return value
+    return None
+
+
+def _max_tokens(api: Api, body: dict[str, Any]) -> int | RequestError:
+    if api == "generate":
+        params = body.get("sampling_params") or {}
+        if not isinstance(params, dict):
+            return RequestError("'sampling_params' must be an object")
+        value = _int_field(params, "max_new_tokens")
+    else:
+        value = _int_field(body, "max_completion_tokens", "max_tokens")
+    if isinstance(value, RequestError):
+        return value
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    if not 1 <= value <= _MAX_TOKENS_CAP:
+        return RequestError(f"max tokens must be within [1, {_MAX_TOKENS_CAP}], got {value}")
+    return value
+
+
+def _per_item(value: Any, n: int, name: str) -> list[Any] | RequestError:
+    if isinstance(value, list):
+        if len(value) != n:
+            return RequestError(f"'{name}' has {len(value)} entries for {n} sequences")
+        return value
+    return [value] * n
+
+
+def _rooms(body: dict[str, Any], n: int) -> list[tuple[Any, Any, Any]] | RequestError:
+    rooms = _per_item(body.get("bootstrap_room"), n, "bootstrap_room")
+    hosts = _per_item(body.get("bootstrap_host"), n, "bootstrap_host")
+    ports = _per_item(body.get("bootstrap_port"), n, "bootstrap_port")
+    for seq in (rooms, hosts, ports):
+        if isinstance(seq, RequestError):
+            return seq
+    assert isinstance(rooms, list) and isinstance(hosts, list) and isinstance(ports, list)
+    for room, host, port in zip(rooms, hosts, ports, strict=True):
+        if room is not None and (isinstance(room, bool) or not isinstance(room, int)):
+            return RequestError("'bootstrap_room' must be an integer")
+        if host is not None and not isinstance(host, str):
+            return RequestError("'bootstrap_host' must be a string")
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int)):
+            return RequestError("'bootstrap_port' must be an integer")
+    return list(zip(rooms, hosts, ports, strict=True))
+
+
+def _options(api: Api, body: dict[str, Any]) -> tuple[bool, bool, int | None, int] | RequestError:
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        return RequestError("'stream' must be a boolean")
+    opts = body.get("stream_options") or {}
+    if not isinstance(opts, dict):
+        return RequestError("'stream_options' must be an object")
+    seed = _int_field(body, "seed")
+    if api == "generate" and seed is None and isinstance(body.get("sampling_params"), dict):
+        seed = _int_field(body["sampling_params"], "sampling_seed")
+    n = _int_field(body, "n")
+    for value in (seed, n):
+        if isinstance(value, RequestError):
+            return value
+    n_value = 1 if n is None else n
+    if not isinstance(n_value, int) or not 1 <= n_value <= 64:
+        return RequestError("'n' must be within [1, 64]")
+    return stream, bool(opts.get("include_usage")), seed if isinstance(seed, int) else None, n_value
+
+
+def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | RequestError:
+    """Validate a request body and split it into items (one per sequence, each with its room)."""
+    if not isinstance(body, dict):
+        return RequestError("the request body must be a JSON object")
+    prompts = _prompts(api, body)
+    options = _options(api, body)
+    max_tokens = _max_tokens(api, body)
+    for value in (prompts, options, max_tokens):
+        if isinstance(value, RequestError):
+            return value
+    assert isinstance(prompts, list) and isinstance(options, tuple) and isinstance(max_tokens, int)
+    stream, include_usage, seed, n = options
+    raw = body.get("text", body.get("input_ids"))
+    batch = api == "generate" and isinstance(raw, list)
+    batch = batch and isinstance(raw, list) and not all(isinstance(x, int) for x in raw)
+    expanded = [p for p in prompts for _ in range(n)]
+    rooms = _rooms(body, len(expanded))
+    if isinstance(rooms, RequestError):
+        return rooms
+    tools = body.get("tools") or []
+    if not isinstance(tools, list):
+        return RequestError("'tools' must be a list")
+    items = tuple(
+        GenItem(i, p, count_tokens(p), max_tokens, room, host, port)
+        for i, (p, (room, host, port)) in enumerate(zip(expanded, rooms, strict=True))
+    )
+    model = body.get("model")
+    model = model if isinstance(model, str) and model else served_model
+    return GenRequest(api, model, stream, include_usage, seed, tuple(tools), items, batch)
+
+
+# ---------------------------------------------------------------------------------------- render
+def _sse(data: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+
+
+def done_event() -> bytes:
+    """The stream terminator."""
+    return b"data: [DONE]\n\n"
+
+
+def _object(req: GenRequest, stream: bool) -> str:
+    if req.api == "chat":
+        return "chat.completion.chunk" if stream else "chat.completion"
+    return "text_completion"
+
+
+def _envelope(req: GenRequest, rid: str, created: int, choices: list[Any]) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "object": _object(req, True),
+        "created": created,
+        "model": req.model,
+        "choices": choices,
+    }
+
+
+def stream_start(req: GenRequest, item: GenItem, rid: str, created: int) -> bytes:
+    """The first event of a chat stream (the assistant role); empty for other APIs."""
+    if req.api != "chat":
+        return b""
+    choice = {"index": item.index, "delta": {"role": "assistant", "content": ""}}
+    choice["finish_reason"] = None
+    return _sse(_envelope(req, rid, created, [choice]))
+
+
+def _generate_meta(item: GenItem, rid: str, n_out: int, finish: str | None) -> dict[str, Any]:
+    return {
+        "id": rid,
+        "prompt_tokens": item.prompt_tokens,
+        "completion_tokens": n_out,
+        "finish_reason": {"type": finish} if finish else None,
+    }
+
+
+def stream_token(
+    req: GenRequest, item: GenItem, out: Output, k: int, rid: str, created: int
+) -> bytes:
+    """The event carrying output token ``k`` (0-based) of ``item``."""
+    piece = out.pieces[k]
+    if req.api == "generate":
+        text = "".join(out.pieces[: k + 1])
+        meta = _generate_meta(item, rid, k + 1, None)
+        return _sse({"text": text, "meta_info": meta, "index": item.index})
+    if req.api == "completions":
+        choice: dict[str, Any] = {"index": item.index, "text": piece, "finish_reason": None}
+        return _sse(_envelope(req, rid, created, [choice]))
+    delta: dict[str, Any]
+    if out.tool_name is None:
+        delta = {"content": piece}
+    elif k == 0:
+        fn = {"name": out.tool_name, "arguments": piece}
+        delta = {"tool_calls": [{"index": 0, "id": out.tool_call_id, "type": "function"}]}
+        delta["tool_calls"][0]["function"] = fn
+    else:
+        delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+    choice = {"index": item.index, "delta": delta, "finish_reason": None}
+    return _sse(_envelope(req, rid, created, [choice]))
+
+
+def stream_finish(
+    req: GenRequest, item: GenItem, out: Output, n_out: int, rid: str, created: int
+) -> bytes:
+    """The event that closes ``item`` with its finish reason."""
+    if req.api == "generate":
+        text = "".join(out.pieces[:n_out])
+        meta = _generate_meta(item, rid, n_out, out.finish_reason)
+        return _sse({"text": text, "meta_info": meta, "index": item.index})
+    key = "delta" if req.api == "chat" else "text"
+    choice = {"index": item.index, key: {} if key == "delta" else "", "finish_reason": None}
+    choice["finish_reason"] = out.finish_reason
+    return _sse(_envelope(req, rid, created, [choice]))
+
+
+def _usage(req: GenRequest, n_outs: list[int]) -> dict[str, int]:
+    prompt = sum(i.prompt_tokens for i in req.items)
+    completion = sum(n_outs)
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+def stream_usage(req: GenRequest, n_outs: list[int], rid: str, created: int) -> bytes:
+    """The final usage event (``stream_options.include_usage``), OpenAI APIs only."""
+    if req.api == "generate" or not req.include_usage:
+        return b""
+    data = _envelope(req, rid, created, [])
+    data["usage"] = _usage(req, n_outs)
+    return _sse(data)
+
+
+def _choice(req: GenRequest, item: GenItem, out: Output, n_out: int) -> dict[str, Any]:
+    text = "".join(out.pieces[:n_out])
+    if req.api == "completions":
+        return {"index": item.index, "text": text, "finish_reason": out.finish_reason}
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if out.tool_name is not None:
+        fn = {"name": out.tool_name, "arguments": text}
+        call = {"id": out.tool_call_id, "type": "function", "function": fn}
+        message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"index": item.index, "message": message, "finish_reason": out.finish_reason}
+
+
+def final_body(
+    req: GenRequest, outs: list[Output], n_outs: list[int], rid: str, created: int
+) -> Any:
+    """The JSON body of a non-streaming response (always with ``usage``)."""
+    triples = list(zip(req.items, outs, n_outs, strict=True))
+    if req.api == "generate":
+        bodies = [
+            {
+                "text": "".join(o.pieces[:n]),
+                "meta_info": _generate_meta(i, rid, n, o.finish_reason),
+                "index": i.index,
+            }
+            for i, o, n in triples
+        ]
+        return bodies if req.batch else bodies[0]
+    data = _envelope(req, rid, created, [_choice(req, i, o, n) for i, o, n in triples])
+    data["object"] = _object(req, False)
+    data["usage"] = _usage(req, n_outs)
+    return data

@@ -1,0 +1,248 @@
+"""A simulated worker's state and generation logic (prefill or decode), independent of HTTP routing.
+
+The HTTP layer (:mod:`servelab.sim.app`) parses requests and calls :meth:`Worker.prefill_items`
+or :meth:`Worker.decode_items`; both return :class:`Sequence` objects the handler streams from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Any
+
+from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
+from servelab.sim.faults import AbortTracker, Faults
+from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.profile import kv_transfer_s
+from servelab.sim.protocol import GenItem, GenRequest
+from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
+from servelab.sim.settings import WorkerSettings
+from servelab.sim.text import Output, plan_output
+
+__all__ = ["TransferError", "Worker"]
+
+_RECENT_ROOMS = 256
+
+
+@dataclass(frozen=True)
+class TransferError:
+    """Why a decode item could not get its KV (the handler answers 500)."""
+
+    room: int | None
+    state: str
+    message: str
+
+
+class Worker:
+    """One simulated engine process: settings fixed at start-up, faults switchable at run time."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.faults: Faults = settings.faults
+        self.metrics = WorkerMetrics(model=settings.served_model_name)
+        self.aborts = AbortTracker()
+        self.started_at = time.time()
+        self._t0 = time.monotonic()
+        self.requests_served = 0
+        self.recent_rooms: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
+        self.rooms = RoomStore()
+        self._client = BootstrapClient()
+        self._rng = random.Random(settings.seed)
+        self._waiting = 0
+        self._warmup: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self.prefill_sched: PrefillScheduler | None = None
+        self.decode_sched: DecodeScheduler | None = None
+
+    # ------------------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start the scheduler loop of this worker's role."""
+        if self.settings.role == "prefill":
+            self.prefill_sched = PrefillScheduler(self.settings, self.metrics)
+            self._tasks.append(asyncio.create_task(self.prefill_sched.run()))
+        else:
+            self.decode_sched = DecodeScheduler(self.settings, self.metrics, self.is_wedged)
+            self._tasks.append(asyncio.create_task(self.decode_sched.run()))
+
+    async def stop(self) -> None:
+        """Cancel the loops and close the bootstrap client."""
+        for task in [*self._tasks, *([self._warmup] if self._warmup else [])]:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._client.close()
+
+    def ready_in(self) -> float:
+        """Seconds until ``/health`` turns 200 (<= 0 when ready). Uses the current faults."""
+        ready_after = self.settings.scaled(self.settings.profile.startup_s)
+        ready_after += self.faults.slow_start_s
+        return ready_after - (time.monotonic() - self._t0)
+
+    @property
+    def warmed_up(self) -> bool:
+        """Whether the one-time warm-up (the first request's cost) has been paid."""
+        return self._warmup is not None and self._warmup.done()
+
+    async def warmup(self) -> None:
+        """Pay the one-time warm-up (scaled); concurrent callers share it."""
+        if self._warmup is None:
+            seconds = self.settings.scaled(self.settings.warmup_s)
+            self._warmup = asyncio.create_task(asyncio.sleep(seconds))
+        await asyncio.shield(self._warmup)
+
+    # ------------------------------------------------------------------------------ faults
+    def is_wedged(self) -> bool:
+        """Whether the abort wedge has tripped."""
+        return self.aborts.wedged
+
+    def set_faults(self, changes: dict[str, Any]) -> Faults:
+        """Apply fault changes (admin API). Switching ``abort_wedge`` off also unwedges."""
+        self.faults = self.faults.updated(changes)
+        if "abort_wedge" in changes and self.faults.abort_wedge is None:
+            self.aborts.reset()
+            if self.decode_sched is not None:
+                self.decode_sched.unwedged.set()
+        return self.faults
+
+    def record_abort(self) -> None:
+        """A client went away mid-request."""
+        self.metrics.aborted += 1
+        self.aborts.record(time.monotonic(), self.faults.abort_wedge)
+
+    # ------------------------------------------------------------------------------ info
+    def load(self) -> dict[str, int]:
+        """Running and waiting requests (``/get_load``)."""
+        running = self.metrics.running
+        waiting = self.metrics.queued
+        return {"dp_rank": 0, "num_reqs": running + waiting, "num_waiting_reqs": waiting}
+
+    def info(self) -> dict[str, Any]:
+        """The ``servelab`` object of ``/server_info``."""
+        sched = self.prefill_sched or self.decode_sched
+        return {
+            "role": self.settings.role,
+            "pid": os.getpid(),
+            "profile": self.settings.profile.name,
+            "knobs": self.settings.knobs(),
+            "time_scale": self.settings.time_scale,
+            "faults": self.faults.as_json(),
+            "started_at": self.started_at,
+            "ready": self.ready_in() <= 0,
+            "warmed_up": self.warmed_up,
+            "warmup_s": self.settings.warmup_s,
+            "requests_served": self.requests_served,
+            "aborts": self.aborts.total,
+            "wedged": self.is_wedged(),
+            "scheduler": sched.lag.as_json() if sched else {},
+            "recent_rooms": list(self.recent_rooms)[-32:],
+        }
+
+    def _note_room(self, room: int | None, first_token: str, status: str) -> None:
+        if room is not None:
+            self.recent_rooms.append({"room": room, "first_token": first_token, "status": status})
+
+    def _plan(self, req: GenRequest, item: GenItem, corrupt: bool) -> Output:
+        seed = req.seed if req.seed is not None else self.settings.seed
+        tools = list(req.tools) or None
+        return plan_output(seed, item.prompt, item.max_tokens, tools=tools, corrupt=corrupt)
+
+    # ------------------------------------------------------------------------------ prefill
+    async def prefill_items(self, req: GenRequest) -> list[Sequence]:
+        """Prefill every item, publish its room, and return one-token sequences."""
+        assert self.prefill_sched is not None
+        t_start = time.monotonic()
+        self.metrics.prompt_tokens += sum(i.prompt_tokens for i in req.items)
+        outs = [self._plan(req, item, False) for item in req.items]
+        await self.warmup()
+        sched = self.prefill_sched
+        await asyncio.gather(*(sched.prefill(i.prompt_tokens) for i in req.items))
+        seqs = []
+        for item, out in zip(req.items, outs, strict=True):
+            first = out.pieces[0]
+            if item.room is not None:
+                self.rooms.publish(RoomInfo(item.room, first, item.prompt_tokens))
+            self._note_room(item.room, first, "Published")
+            one = replace(out, pieces=(first,), finish_reason="length")
+            seq = Sequence(one, item.prompt_tokens, n_out=1)
+            seq.done.set()
+            seqs.append(seq)
+            self.metrics.ttft.observe(time.monotonic() - t_start)
+        self.metrics.generation_tokens += len(seqs)
+        return seqs
+
+    # ------------------------------------------------------------------------------ decode
+    async def _hang_until(self, deadline: float) -> None:
+        """Stay in WaitingForInput while wedged, until the deadline."""
+        assert self.decode_sched is not None
+        while self.is_wedged() and (left := deadline - time.monotonic()) > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.decode_sched.unwedged.wait(), min(left, 1.0))
+
+    async def _fetch_kv(self, item: GenItem, out: Output, deadline: float) -> RoomInfo | str:
+        state = {"state": "Bootstrapping"}
+        if item.room is None or item.bootstrap_host is None or item.bootstrap_port is None:
+            return RoomInfo(-1, out.pieces[0], item.prompt_tokens)  # direct (non-PD) request
+        got = await self._client.wait_room(
+            item.bootstrap_host, item.bootstrap_port, item.room, deadline, state
+        )
+        return got if got is not None else state["state"]
+
+    async def _acquire(self, item: GenItem, out: Output) -> Sequence | TransferError:
+        assert self.decode_sched is not None
+        t_start = time.monotonic()
+        deadline = t_start + self.settings.waiting_timeout_s
+        self._waiting += 1
+        self.metrics.queued = self._waiting
+        try:
+            await self._hang_until(deadline)
+            kv = await self._fetch_kv(item, out, deadline) if not self.is_wedged() else None
+            await self._hang_until(deadline)
+            if not isinstance(kv, RoomInfo) or self.is_wedged():
+                state = kv if isinstance(kv, str) else "WaitingForInput"
+                timeout = self.settings.waiting_timeout_s
+                msg = f"KV transfer of room {item.room} timed out in {state} after {timeout:g} s"
+                self._note_room(item.room, "", "Failed")
+                return TransferError(item.room, state, msg)
+            await asyncio.sleep(
+                self.settings.scaled(kv_transfer_s(self.settings.profile, kv.prompt_tokens))
+            )
+            if self.faults.transfer_fails(self._rng.random()):
+                self.metrics.transfer_failed += 1
+                self._note_room(item.room, kv.first_token, "Failed")
+                return TransferError(item.room, "Failed", f"KV transfer of room {item.room} failed")
+            await self.warmup()
+            self._note_room(item.room, kv.first_token, "Success")
+            seq = Sequence(replace(out, pieces=(kv.first_token, *out.pieces[1:])), kv.prompt_tokens)
+            self.decode_sched.join(seq)
+            self.metrics.ttft.observe(time.monotonic() - t_start)
+            return seq
+        finally:
+            self._waiting -= 1
+            self.metrics.queued = self._waiting
+
+    async def decode_items(self, req: GenRequest) -> list[Sequence] | TransferError:
+        """Get every item's KV, join the batch; on any failure cancel all and return the error."""
+        assert self.decode_sched is not None
+        self.metrics.prompt_tokens += sum(i.prompt_tokens for i in req.items)
+        corrupt = self.faults.corrupts(self.decode_sched.running + self._waiting)
+        outs = [self._plan(req, item, corrupt) for item in req.items]
+        results = await asyncio.gather(
+            *(self._acquire(i, o) for i, o in zip(req.items, outs, strict=True))
+        )
+        seqs = [r for r in results if isinstance(r, Sequence)]
+        errors = [r for r in results if isinstance(r, TransferError)]
+        if errors:
+            for seq in seqs:
+                seq.cancelled = True
+            return errors[0]
+        return seqs
+
+    def finished(self) -> None:
+        """Count one request served to completion."""
+        self.requests_served += 1

@@ -1,0 +1,97 @@
+"""``python -m servelab bench`` as a real process against a loopback streaming server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sqlite3
+import sys
+from pathlib import Path
+
+from servelab.cli.bench import parse_concurrency, parse_length
+from tests.io.test_httpclient import serve, streaming_app
+from tests.support import REPO, free_port, run_cli
+
+
+async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "servelab", "bench", *args, cwd=cwd,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def _bench_runs(ledger: Path) -> int:
+    with sqlite3.connect(ledger) as conn:
+        return int(conn.execute("SELECT count(*) FROM bench_runs").fetchone()[0])
+
+
+async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
+    runner, url = await serve(streaming_app(gap_s=0.001))
+    try:
+        code, out, err = await _cli(
+            "--url", url, "--concurrency", "2,4", "--requests", "8", "--input-len", "16",
+            "--output-len", "4", "--warmup", "2", "--json", "--ledger", str(tmp_path / "l.db"),
+            "--export", str(tmp_path / "out"), cwd=tmp_path,
+        )
+    finally:
+        await runner.cleanup()
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["config"]["model"] == "sim-model"
+    assert [lv["concurrency"] for lv in doc["levels"]] == [2, 4]
+    level = doc["levels"][0]
+    assert (level["ok"], level["failed"], level["failures"]) == (8, 0, {})
+    assert level["output_throughput"]["mean"] > 0
+    assert level["gap_ms"]["n"] == 8 * 3
+    assert level["client"]["cpu_ms_per_token"] > 0
+    assert _bench_runs(tmp_path / "l.db") == 2
+    for name in ("summary.md", "summary.csv", "records.jsonl", "result.json"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    code, out, err = await _cli("--url", url, "--requests", "3", "--model", "m", "--no-ledger",
+                                cwd=tmp_path)
+    assert code == 1
+    assert "3 failed (3 connection error)" in err
+    assert "C1" in out
+
+
+async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -> None:
+    runner, url = await serve(streaming_app(gap_s=0.5))
+    ledger = tmp_path / "l.db"
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "servelab", "bench", "--url", url, "--concurrency", "2",
+            "--requests", "4", "--output-len", "50", "--ledger", str(ledger), "--json",
+            cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )
+        for _ in range(200):
+            if ledger.exists():
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.8)
+        proc.send_signal(signal.SIGINT)
+        out, err = await asyncio.wait_for(proc.communicate(), 20)
+    finally:
+        await runner.cleanup()
+    assert proc.returncode == 130, err.decode()
+    assert b"Traceback" not in err
+    assert json.loads(out)["interrupted"] is True
+    assert _bench_runs(ledger) == 1
+
+
+def test_bad_input_exits_2() -> None:
+    result = run_cli("bench", "--concurrency", "0,x", "--no-ledger", cwd=REPO)
+    assert result.returncode == 2
+    assert "concurrency" in result.stderr.lower()
+
+
+def test_option_parsers() -> None:
+    assert parse_concurrency("64,80,96") == (64, 80, 96)
+    assert parse_length("uniform:128:32").kind == "uniform"
+    assert parse_length("64").value == 64

@@ -1,0 +1,245 @@
+"""The pure localization rules: each failure picture gives the right layer, with its evidence."""
+
+from __future__ import annotations
+
+import json
+
+import servelab.core.diagnose as diagnose_mod
+from servelab.core.diagnose import (
+    CorrectnessIssue,
+    EngineActivity,
+    Evidence,
+    Probe,
+    Replay,
+    Stall,
+    diagnose,
+    observations,
+    parse_metrics,
+    parse_workers,
+)
+
+RUN, QUEUE = "sglang:num_running_reqs", "sglang:num_queue_reqs"
+GEN, REQ = "sglang:generation_tokens_total", "sglang:num_requests_total"
+
+
+def _stall(carried: int, phase: str = "head") -> Stall:
+    return Stall(0, carried, 2000, 1.5, carried, 0, 0, phase, "idle timeout")
+
+
+def _health(prefill: bool = True, decode: bool = True) -> tuple[Probe, ...]:
+    return (
+        Probe("router", "router", "readiness", True, 200),
+        Probe("router", "router", "workers", True, 200),
+        Probe("prefill", "prefill", "health", prefill, 200 if prefill else 503),
+        Probe("decode", "decode", "health", decode, 200 if decode else 503),
+    )
+
+
+def _engine(role: str, *, running: float, gen: float, req: float) -> EngineActivity:
+    before = {RUN: 0.0, QUEUE: 0.0, GEN: 100.0, REQ: 10.0}
+    after = {RUN: running, QUEUE: 0.0, GEN: 100.0 + gen, REQ: 10.0 + req}
+    return EngineActivity(role, role, before, after, 3.0)
+
+
+def _e2e(ok: bool) -> Probe:
+    return Probe("router", "router", "e2e", ok, 200 if ok else None)
+
+
+def _replays(fresh: str, router: str) -> tuple[Replay, ...]:
+    return (
+        Replay("fresh_entry", fresh, 200 if fresh == "ok" else None, 0.1),
+        Replay("direct_router", router, 200 if router == "ok" else None, 0.1),
+    )
+
+
+def test_public_api_is_explicit() -> None:
+    for name in diagnose_mod.__all__:
+        assert hasattr(diagnose_mod, name), name
+
+
+def test_parse_metrics_sums_label_sets_and_skips_junk() -> None:
+    text = (
+        "# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="a",dp="0"} 3\n'
+        'sglang:num_running_reqs{model_name="a",dp="1"} 2\n'
+        "sglang:generation_tokens_total 1.5e3\n"
+        'weird{le="+Inf"} not-a-number\n\n'
+    )
+    assert parse_metrics(text) == {RUN: 5.0, GEN: 1500.0}
+
+
+def test_parse_workers_reads_the_router_list() -> None:
+    body = json.dumps(
+        {
+            "workers": [
+                {"url": "http://127.0.0.1:1/", "worker_type": "prefill"},
+                {"url": "http://127.0.0.1:2", "worker_type": "decode"},
+                {"no_url": True},
+            ]
+        }
+    )
+    assert parse_workers(body) == [
+        ("prefill", "http://127.0.0.1:1"),
+        ("decode", "http://127.0.0.1:2"),
+    ]
+    assert parse_workers("not json") == []
+
+
+def test_a_clean_soak_gives_no_finding_at_all() -> None:
+    assert diagnose(Evidence(via_proxy=True)) == []
+    assert observations(Evidence(via_proxy=False)) == []
+
+
+def test_reused_connection_stall_points_at_client_proxy() -> None:
+    ev = Evidence(
+        via_proxy=True,
+        stalls=(_stall(2), _stall(2)),
+        replays=_replays("ok", "ok"),
+        probes=(*_health(), _e2e(True)),
+        engines=(
+            _engine("prefill", running=0, gen=3, req=3),
+            _engine("decode", running=0, gen=40, req=3),
+        ),
+    )
+    findings = diagnose(ev)
+    top = findings[0]
+    assert top.layer == "client_proxy"
+    assert {"replay.fresh_entry", "replay.direct_router", "stalls.reused_connection"} <= set(
+        top.supporting
+    )
+    assert top.contradicting == ()
+    assert top.confidence >= 0.9
+    assert len(findings) == 1
+
+
+def test_client_proxy_is_contradicted_when_the_router_also_hangs() -> None:
+    ev = Evidence(
+        via_proxy=True, stalls=(_stall(0),), replays=_replays("ok", "stalled"), probes=_health()
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "client_proxy"
+    assert "replay.direct_router" in top.contradicting
+    assert "stalls.fresh_connection" in top.contradicting
+    assert top.confidence < 0.5
+
+
+def test_abort_wedge_points_at_decode_transfer_while_health_is_200() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0), _stall(1, "head")),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(), _e2e(False)),
+        engines=(
+            _engine("prefill", running=0, gen=3, req=3),
+            _engine("decode", running=2, gen=0, req=3),
+        ),
+    )
+    findings = diagnose(ev)
+    assert findings[0].layer == "decode_transfer"
+    assert {"probe.prefill.health", "probe.decode.health"} <= set(findings[0].supporting)
+    assert "metrics.decode.progress" in findings[0].supporting
+    assert [f.layer for f in findings if f.layer == "client_proxy"] == []
+    wedge = [f for f in findings if f.layer == "engine_wedge"]
+    assert wedge and wedge[0].confidence < findings[0].confidence
+    assert "metrics.prefill.progress" in wedge[0].contradicting
+
+
+def test_failed_transfers_point_at_decode_transfer() -> None:
+    decode = EngineActivity(
+        "decode",
+        "decode",
+        {"sglang:num_transfer_failed_reqs_total": 1},
+        {"sglang:num_transfer_failed_reqs_total": 4},
+        2.0,
+    )
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("error", "error"),
+        probes=(*_health(), _e2e(False)),
+        engines=(decode,),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "decode_transfer"
+    assert "metrics.decode.transfer_failed" in top.supporting
+
+
+def test_a_prefill_frozen_with_health_200_is_an_engine_wedge() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(), _e2e(False)),
+        engines=(
+            _engine("prefill", running=4, gen=0, req=2),
+            _engine("decode", running=0, gen=0, req=2),
+        ),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "engine_wedge"
+    assert "metrics.prefill.progress" in top.supporting
+
+
+def test_router_not_ready_and_nothing_reaching_the_engines_points_at_router() -> None:
+    probes = (
+        Probe("router", "router", "readiness", False, 503),
+        Probe("prefill", "prefill", "health", True, 200),
+        Probe("decode", "decode", "health", True, 200),
+        _e2e(False),
+    )
+    ev = Evidence(
+        via_proxy=True,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=probes,
+        engines=(
+            _engine("prefill", running=0, gen=0, req=0),
+            _engine("decode", running=0, gen=0, req=0),
+        ),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "router"
+    assert "probe.router.readiness" in top.supporting
+
+
+def test_unhealthy_prefill_points_at_prefill() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("error", "error"),
+        probes=(*_health(prefill=False), _e2e(False)),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "prefill"
+    assert top.supporting[0] == "probe.prefill.health"
+
+
+def test_correctness_violations_are_a_finding_of_their_own() -> None:
+    issues = (
+        CorrectnessIssue("tool_call_json", 1, 2, "read_file: broken"),
+        CorrectnessIssue("tool_call_json", 2, 2, "run_command: broken"),
+        CorrectnessIssue("nondeterministic", -1, -1, "differs at char 3"),
+    )
+    findings = diagnose(Evidence(via_proxy=True, issues=issues))
+    assert [f.layer for f in findings] == ["correctness"]
+    assert set(findings[0].supporting) == {
+        "correctness.tool_call_json",
+        "correctness.nondeterministic",
+    }
+    obs = {o.id: o for o in observations(Evidence(via_proxy=True, issues=issues))}
+    assert obs["correctness.tool_call_json"].data["count"] == 2
+
+
+def test_confidence_stays_in_bounds_and_findings_are_sorted() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(prefill=False, decode=False), _e2e(False)),
+        issues=(CorrectnessIssue("tool_call_json", 0, 0, "x"),),
+    )
+    findings = diagnose(ev)
+    assert len(findings) >= 2
+    confidences = [f.confidence for f in findings]
+    assert confidences == sorted(confidences, reverse=True)
+    assert all(0.05 <= c <= 0.99 for c in confidences)

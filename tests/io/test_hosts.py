@@ -1,0 +1,171 @@
+"""Hosts, locally and over a real loopback sshd: run, files, environ, listening pid, URLs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.envfile import parse_environ
+from servelab.core.spec import HostSpec
+from servelab.errors import CommandTimeout, HostError, SSHError
+from servelab.io import hosts as hosts_module
+from servelab.io.hosts import Host, LocalHost, backup_name, host_for, parse_proc_net_tcp
+from servelab.io.probe import probe
+from servelab.io.ssh import SSHHost
+from tests.support import free_port
+from tests.support.sshd import SshdServer, start_sshd
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+def _ssh_spec(server: SshdServer) -> HostSpec:
+    return HostSpec(ssh=server.ssh, port=server.port, identity_file=str(server.identity_file))
+
+
+@pytest.fixture(params=["local", "ssh"])
+async def host(request: pytest.FixtureRequest) -> AsyncIterator[Host]:
+    if request.param == "local":
+        yield host_for("local", HostSpec())
+        return
+    server = request.getfixturevalue("sshd")
+    remote = host_for("remote", _ssh_spec(server))
+    yield remote
+    await remote.aclose()
+
+
+@pytest.fixture
+def http_server() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        env={**os.environ, "SERVELAB_TEST_KNOB": "42"},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 10
+    while LocalHost()._sync_listening(port) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    yield port, proc
+    proc.terminate()
+    proc.wait(timeout=5)
+
+
+async def test_run_output_and_status(host: Host) -> None:
+    result = await host.run("echo out; echo err >&2; exit 3", timeout=10)
+    assert (result.exit_status, result.stdout, result.stderr) == (3, "out\n", "err\n")
+    assert not result.ok
+    fed = await host.run("cat", timeout=10, input=b"stdin data")
+    assert fed.stdout == "stdin data"
+
+
+async def test_run_timeout_raises(host: Host) -> None:
+    start = time.monotonic()
+    with pytest.raises(CommandTimeout) as info:
+        await host.run("sleep 20", timeout=0.5)
+    assert time.monotonic() - start < 5
+    assert "timed out after 0.5s" in str(info.value)
+    assert isinstance(info.value, TimeoutError)
+
+
+async def test_write_atomic_backup_and_read(host: Host, tmp_path: Path) -> None:
+    target = tmp_path / "decode.env"
+    assert await host.write_file_atomic(str(target), b"K=1\n") is None
+    os.chmod(target, 0o640)
+    backup = await host.write_file_atomic(str(target), b"K=2\n")
+    assert backup is not None and backup.startswith(f"{target}.bak-")
+    assert Path(backup).read_bytes() == b"K=1\n"
+    assert await host.read_file(str(target)) == b"K=2\n"
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert await host.write_file_atomic(str(target), b"K=3\n", backup=False) is None
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+
+
+async def test_read_missing_file_is_host_error(host: Host, tmp_path: Path) -> None:
+    with pytest.raises(HostError) as info:
+        await host.read_file(str(tmp_path / "missing"))
+    assert "missing" in str(info.value)
+
+
+async def test_environ_and_listening_pid(
+    host: Host, http_server: tuple[int, subprocess.Popen[bytes]]
+) -> None:
+    port, proc = http_server
+    assert await host.listening_pid(port) == proc.pid
+    assert await host.listening_pid(free_port()) is None
+    environ = parse_environ(await host.read_environ(proc.pid))
+    assert environ["SERVELAB_TEST_KNOB"] == "42"
+
+
+async def test_http_url_reaches_the_service(
+    host: Host, http_server: tuple[int, subprocess.Popen[bytes]]
+) -> None:
+    port, _ = http_server
+    url = await host.http_url(f"http://127.0.0.1:{port}/")
+    assert (url == f"http://127.0.0.1:{port}/") == host.is_local
+    result = await probe(url, timeout=5)
+    assert result.status == 200
+    assert await host.http_url(f"http://127.0.0.1:{port}/") == url  # forward reused
+
+
+async def test_ssh_connection_reused(sshd: SshdServer) -> None:
+    remote = SSHHost("remote", _ssh_spec(sshd))
+    try:
+        results = await asyncio.gather(*(remote.run("echo $$", timeout=10) for _ in range(5)))
+        assert len({r.stdout for r in results}) == 5
+        assert remote._conn is not None
+    finally:
+        await remote.aclose()
+
+
+async def test_ssh_connect_failure_is_ssh_error(tmp_path: Path) -> None:
+    spec = HostSpec(ssh="root@127.0.0.1", port=free_port(), connect_timeout_s=2)
+    remote = host_for("nowhere", spec)
+    with pytest.raises(SSHError) as info:
+        await remote.run("true", timeout=5)
+    assert "nowhere" in str(info.value) and isinstance(info.value, ConnectionError)
+
+
+async def test_ssh_wrong_key_is_ssh_error(sshd: SshdServer, tmp_path: Path) -> None:
+    import asyncssh
+
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(tmp_path / "other"))
+    spec = HostSpec(ssh=sshd.ssh, port=sshd.port, identity_file=str(tmp_path / "other"))
+    remote = host_for("remote", spec)
+    with pytest.raises(SSHError):
+        await remote.run("true", timeout=5)
+
+
+def test_backup_name_and_proc_net_parse() -> None:
+    from datetime import UTC, datetime
+
+    stamp = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    assert backup_name("/e/d.env", stamp) == "/e/d.env.bak-20260102T030405.000006Z"
+    table = (
+        "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  "
+        "timeout inode\n"
+        "   0: 0100007F:7530 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0 "
+        "       0 12345 1 0000000000000000 100 0 0 10 0\n"
+        "   1: 0100007F:7530 0100007F:9999 01 00000000:00000000 00:00000000 00000000     0 "
+        "       0 999 1 0000000000000000 100 0 0 10 0\n"
+    )
+    assert parse_proc_net_tcp(table, 30000) == {"12345"}
+    assert parse_proc_net_tcp(table, 30001) == set()
+
+
+def test_public_api() -> None:
+    for name in hosts_module.__all__:
+        assert hasattr(hosts_module, name)

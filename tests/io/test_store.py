@@ -1,0 +1,247 @@
+"""The ledger against real SQLite files: round trips, migrations, crashes and concurrent writers."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.errors import CaseError, SchemaError, StoreError
+from servelab.io import store
+from servelab.io.migrations import SCHEMA_VERSION, migrate
+from servelab.io.store import Ledger, default_ledger_path, resolve_ledger_path
+
+
+def _fixed_clock() -> float:
+    return 1_790_000_000.0
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    opened = Ledger.open(tmp_path / "state" / "ledger.db", clock=_fixed_clock)
+    yield opened
+    opened.close()
+
+
+def test_public_api() -> None:
+    assert set(store.__all__) >= {"Ledger", "default_ledger_path", "resolve_ledger_path"}
+
+
+def test_open_creates_wal_ledger_at_latest_schema(ledger: Ledger) -> None:
+    assert ledger.path.is_file()
+    assert ledger.schema_version == SCHEMA_VERSION
+    raw = sqlite3.connect(ledger.path)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        raw.close()
+
+
+def test_measurement_round_trips(ledger: Ledger) -> None:
+    dep = ledger.record_deployment(name="pd", spec_hash="abc", action="up", detail={"n": 3})
+    knob = ledger.record_knob_change(
+        service="decode",
+        name="K",
+        old="512",
+        new="256",
+        reason="hang",
+        case_id=None,
+        backup_path="/b",
+    )
+    ver = ledger.record_verification(
+        spec_hash="abc",
+        ok=False,
+        checks=[{"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}],
+    )
+    run = ledger.record_bench_run(
+        label="c64",
+        config={"c": [64]},
+        summary={"64": {"tok_s": 1.5}},
+        records=[{"i": i} for i in range(5)],
+    )
+    ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result={"arms": []})
+    soak = ledger.record_soak(
+        config={"s": 4},
+        result={"ok": False},
+        findings=[{"layer": "client_proxy", "confidence": 0.9, "evidence": ["a"]}],
+    )
+    assert ledger.get_deployment(dep)["detail"] == {"n": 3}
+    assert ledger.get_knob_change(knob)["old"] == "512"
+    assert ledger.get_knob_change(knob)["at"] == "2026-09-21T14:13:20.000Z"
+    checks = ledger.get_verification(ver)["checks"]
+    assert checks == [
+        {"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}
+    ]
+    got = ledger.get_bench_run(run)
+    assert got["n_records"] == 5 and got["records"][4] == {"i": 4}
+    assert "records" not in ledger.list_bench_runs()[0]
+    assert ledger.get_ab(ab)["result"] == {"arms": []}
+    assert ledger.list_ab(service="decode", knob="K")[0]["id"] == ab
+    assert ledger.list_ab(knob="other") == []
+    soak_row = ledger.get_soak(soak)
+    assert soak_row["ok"] is False and soak_row["findings"][0]["layer"] == "client_proxy"
+    assert ledger.get_bench_run(999) is None
+
+
+def test_case_writers_and_verdicts(ledger: Ledger) -> None:
+    cid = ledger.create_case(title="agentic sessions hang")
+    ledger.add_suspect(case_id=cid, target="knob:decode/K", reason="latest change")
+    with pytest.raises(CaseError, match="already a suspect"):
+        ledger.add_suspect(case_id=cid, target="knob:decode/K", reason=None)
+    ledger.add_evidence(case_id=cid, kind="note", ref_id=None, note="fresh connections work")
+    with pytest.raises(CaseError, match="evidence kind"):
+        ledger.add_evidence(case_id=cid, kind="rumour", ref_id=None, note=None)
+    with pytest.raises(CaseError, match="no case 99"):
+        ledger.record_case_event(case_id=99, kind="x", detail={})
+    ledger.resolve_case(
+        case_id=cid,
+        root_cause="proxy",
+        verdicts={"knob:decode/K": "exonerated", "component:proxy": "convicted"},
+    )
+    suspects = {s["target"]: s["verdict"] for s in ledger.list_suspects(cid)}
+    assert suspects == {"knob:decode/K": "exonerated", "component:proxy": "convicted"}
+    assert ledger.get_case(cid)["status"] == "resolved"
+    with pytest.raises(CaseError, match="verdict"):
+        ledger.resolve_case(case_id=cid, root_cause="x", verdicts={"a": "maybe"})
+    assert ledger.get_case(cid)["root_cause"] == "proxy"  # the failed resolve changed nothing
+
+
+def test_value_that_is_not_json_is_refused_and_nothing_written(ledger: Ledger) -> None:
+    with pytest.raises(StoreError, match="not JSON"):
+        ledger.record_ab(service="d", knob="K", config={"x": object()}, result={})
+    assert ledger.list_ab() == []
+
+
+def test_export_holds_every_table(ledger: Ledger) -> None:
+    ledger.record_bench_run(label=None, config={}, summary={}, records=[{"a": 1}])
+    cid = ledger.create_case(title="t")
+    ledger.record_case_event(case_id=cid, kind="revert", detail={"knob": "K"})
+    dump = ledger.export()
+    assert dump["schema_version"] == SCHEMA_VERSION
+    assert dump["bench_runs"][0]["records"] == [{"a": 1}]
+    assert dump["cases"][0]["events"][0]["detail"] == {"knob": "K"}
+    assert {"deployments", "knob_changes", "verifications", "ab_runs", "soak_runs"} <= set(dump)
+
+
+def test_newer_schema_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    raw = sqlite3.connect(path)
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 4}")
+    raw.close()
+    with pytest.raises(SchemaError, match=r"newer than this servelab supports") as info:
+        Ledger.open(path)
+    assert str(SCHEMA_VERSION + 4) in str(info.value) and str(path) in str(info.value)
+
+
+def test_older_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")
+    migrate(raw, source=str(path), upto=1)
+    raw.execute(
+        "INSERT INTO ab_runs (at, service, knob, config, result) VALUES ('t', 'd', 'K', '{}', '{}')"
+    )
+    raw.execute("COMMIT")
+    raw.close()
+    with Ledger.open(path) as ledger:
+        assert ledger.schema_version == SCHEMA_VERSION
+        assert [r["knob"] for r in ledger.list_ab()] == ["K"]
+        assert ledger.create_case(title="after migration") == 1
+
+
+def test_a_file_that_is_not_a_ledger_is_a_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    path.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreError, match=r"not a usable ledger|cannot start a write"):
+        Ledger.open(path)
+
+
+def test_ledger_path_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SERVELAB_LEDGER", raising=False)
+    assert default_ledger_path(tmp_path) == tmp_path / "ledger.db"
+    monkeypatch.setenv("SERVELAB_LEDGER", str(tmp_path / "moved.db"))
+    assert default_ledger_path(tmp_path) == tmp_path / "moved.db"
+    assert resolve_ledger_path(tmp_path / "opt.db", tmp_path) == tmp_path / "opt.db"
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from servelab.io.store import Ledger
+    path, tag, count, n_rec = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    with Ledger.open(path) as ledger:
+        for i in range(count):
+            recs = [{"tag": tag, "i": i, "seq": j, "pad": "x" * 200} for j in range(n_rec)]
+            ledger.record_bench_run(label=f"{tag}-{i}", config={}, summary={}, records=recs)
+            ledger.record_knob_change(service=tag, name="K", old=None, new=str(i), reason=None,
+                                      case_id=None, backup_path=None)
+            print(i, flush=True)
+    """
+)
+
+
+def _spawn_writer(path: Path, tag: str, count: int, n_rec: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), tag, str(count), str(n_rec)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _assert_runs_whole(ledger: Ledger) -> None:
+    raw = sqlite3.connect(ledger.path)
+    try:
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        for run in ledger.list_bench_runs():
+            (n,) = raw.execute(
+                "SELECT count(*) FROM bench_records WHERE run_id = ?", (run["id"],)
+            ).fetchone()
+            assert n == run["n_records"], run["label"]
+    finally:
+        raw.close()
+
+
+def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    Ledger.open(path).close()
+    child = _spawn_writer(path, "k", count=10_000, n_rec=2_000)
+    try:
+        assert child.stdout is not None
+        seen = [child.stdout.readline() for _ in range(3)]
+        assert all(line.strip() for line in seen)
+        time.sleep(0.05)  # likely mid-transaction of a later run
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        if child.stdout is not None:
+            child.stdout.close()
+    assert child.returncode == -9
+    with Ledger.open(path) as ledger:
+        labels = [r["label"] for r in ledger.list_bench_runs()]
+        assert labels[:3] == ["k-0", "k-1", "k-2"]
+        assert len(labels) < 10_000
+        _assert_runs_whole(ledger)
+        assert ledger.record_ab(service="d", knob="K", config={}, result={}) == 1
+
+
+def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.db"
+    writers = [_spawn_writer(path, tag, count=40, n_rec=50) for tag in ("a", "b")]
+    for proc in writers:
+        out, _ = proc.communicate(timeout=90)
+        assert proc.returncode == 0, out
+    with Ledger.open(path) as ledger:
+        runs = ledger.list_bench_runs()
+        assert len(runs) == 80
+        assert len({r["id"] for r in runs}) == 80
+        for tag in ("a", "b"):
+            news = [c["new"] for c in ledger.list_knob_changes(service=tag)]
+            assert news == [str(i) for i in range(40)]
+        _assert_runs_whole(ledger)

@@ -1,0 +1,212 @@
+"""Knob get/set/diff: atomic edits with backups, records, and live values from a real process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.errors import KnobError, SpecError
+from servelab.io.hosts import LocalHost
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger
+from servelab.ops.knob import (
+    LIVE_DIFFERS,
+    LIVE_LOST_ON_RESTART,
+    LIVE_MATCH,
+    LIVE_RESTART_NEEDED,
+    LIVE_UNSET,
+    backup_names,
+    diff_knob,
+    find_process,
+    get_knob,
+    latest_backup,
+    live_verdict,
+    read_env_file,
+    set_knob,
+    tracked_names,
+)
+from tests.support import free_port
+
+KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
+SECRET = "hunter2"
+ENV = f"# decode knobs\n{KNOB}=512\n\nSECRET_TOKEN={SECRET}\n"
+
+
+def _spec(root: Path, port: int) -> LoadedSpec:
+    (root / "env").mkdir(exist_ok=True)
+    (root / "servelab.toml").write_text(
+        f"""
+state_dir = "state"
+[services.decode]
+role = "generic"
+url = "http://127.0.0.1:{port}"
+start = "true"
+env_file = "env/decode.env"
+knobs = ["{KNOB}", "OTHER_KNOB"]
+"""
+    )
+    return load_spec(root / "servelab.toml")
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "decode.env").write_text(ENV)
+    return tmp_path
+
+
+@pytest.fixture
+def server(workdir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """A real process listening on a free port, started with the env file's variables."""
+    port = free_port()
+    env = {**os.environ, KNOB: "512", "SECRET_TOKEN": SECRET}
+    argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.monotonic() + 15
+    while True:
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
+            break
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "http.server did not start"
+            time.sleep(0.05)
+    try:
+        yield port, proc
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def test_live_verdicts() -> None:
+    assert live_verdict("1", "1") == LIVE_MATCH
+    assert live_verdict(None, None) == LIVE_UNSET
+    assert live_verdict("1", None) == LIVE_RESTART_NEEDED
+    assert live_verdict(None, "1") == LIVE_LOST_ON_RESTART
+    assert live_verdict("1", "2") == LIVE_DIFFERS
+
+
+def test_tracked_names_are_declared_then_allow_listed_in_file(workdir: Path) -> None:
+    svc = _spec(workdir, 1).spec.service("decode")
+    in_file = ["SERVELAB_SIM_TIME_SCALE", "SECRET_TOKEN", KNOB]
+    assert tracked_names(svc, in_file) == [KNOB, "OTHER_KNOB", "SERVELAB_SIM_TIME_SCALE"]
+
+
+def test_backup_names_sort_by_time_and_ignore_others() -> None:
+    names = [
+        "decode.env",
+        "decode.env.bak-20260101T000000.000002Z",
+        "decode.env.bak-20251231T235959.999999Z",
+        "decode.env.bak-junk",
+        "prefill.env.bak-20260101T000000.000001Z",
+    ]
+    assert backup_names(names, "decode.env") == [
+        "decode.env.bak-20251231T235959.999999Z",
+        "decode.env.bak-20260101T000000.000002Z",
+    ]
+
+
+async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> None:
+    loaded = _spec(workdir, free_port())
+    path = workdir / "env" / "decode.env"
+    with Ledger.open(workdir / "ledger.db") as ledger:
+        change = await set_knob(
+            loaded, "decode", KNOB, "256", reason="suspect", case_id=None, ledger=ledger
+        )
+        assert change.changed and change.old == "512" and change.new == "256"
+        assert change.backup_path is not None and change.change_id is not None
+        assert Path(change.backup_path).read_text() == ENV
+        assert path.read_text() == ENV.replace("=512", "=256")  # comments and order kept
+        assert not change.running and not change.restart_needed
+        row = ledger.get_knob_change(change.change_id)
+        assert row is not None
+        assert (row["old"], row["new"], row["reason"]) == ("512", "256", "suspect")
+
+        again = await set_knob(loaded, "decode", KNOB, "256", ledger=ledger)
+        assert not again.changed and again.backup_path is None and again.change_id is None
+        assert len(ledger.list_knob_changes(service="decode", name=KNOB)) == 1
+
+        added = await set_knob(loaded, "decode", "OTHER_KNOB", "x y", ledger=ledger)
+        assert added.old is None and await get_knob(loaded, "decode", "OTHER_KNOB") == "x y"
+        removed = await set_knob(loaded, "decode", "OTHER_KNOB", None, ledger=ledger)
+        assert removed.new is None and await get_knob(loaded, "decode", "OTHER_KNOB") is None
+    assert await latest_backup(LocalHost(), str(path)) == removed.backup_path
+    assert len(list((workdir / "env").glob("decode.env.bak-*"))) == 3
+    for db in workdir.glob("ledger.db*"):
+        assert SECRET.encode() not in db.read_bytes()
+
+
+async def test_set_creates_a_missing_env_file_without_backup(tmp_path: Path) -> None:
+    loaded = _spec(tmp_path, free_port())
+    change = await set_knob(loaded, "decode", KNOB, "512")
+    assert change.changed and change.old is None and change.backup_path is None
+    assert (tmp_path / "env" / "decode.env").read_text() == f"{KNOB}=512\n"
+
+
+async def test_only_declared_knobs_are_read_or_written(workdir: Path) -> None:
+    loaded = _spec(workdir, free_port())
+    with pytest.raises(KnobError, match="not a declared knob") as info:
+        await get_knob(loaded, "decode", "SECRET_TOKEN")
+    assert SECRET not in str(info.value)
+    with pytest.raises(KnobError):
+        await set_knob(loaded, "decode", "SECRET_TOKEN", "x")
+    with pytest.raises(KnobError, match="newline"):
+        await set_knob(loaded, "decode", KNOB, "1\nSECRET_TOKEN=x")
+    with pytest.raises(SpecError, match="unknown service"):
+        await get_knob(loaded, "nope", KNOB)
+    assert (workdir / "env" / "decode.env").read_text() == ENV
+
+
+async def test_unparsable_env_file_error_never_echoes_the_line(workdir: Path) -> None:
+    (workdir / "env" / "decode.env").write_text(f"{KNOB}=512\nSECRET_TOKEN {SECRET}\n")
+    with pytest.raises(KnobError, match=r"decode.env:2") as info:
+        await read_env_file(LocalHost(), str(workdir / "env" / "decode.env"))
+    assert SECRET not in str(info.value)
+    assert await read_env_file(LocalHost(), str(workdir / "missing.env")) is None
+
+
+async def test_diff_shows_file_backup_and_live_side_by_side(
+    workdir: Path, server: tuple[int, subprocess.Popen[bytes]]
+) -> None:
+    port, proc = server
+    loaded = _spec(workdir, port)
+    proc_ref = await find_process(loaded, "decode", LocalHost())
+    assert proc_ref.pid == proc.pid and proc_ref.source == f"owner of port {port}"
+
+    before = await diff_knob(loaded, "decode", KNOB)
+    assert (before.file, before.backup, before.live) == ("512", None, "512")
+    assert before.verdict == LIVE_MATCH
+
+    change = await set_knob(loaded, "decode", KNOB, "256", reason="try")
+    assert change.running and change.restart_needed and change.live == "512"
+
+    after = await diff_knob(loaded, "decode", KNOB)
+    assert (after.file, after.backup, after.live) == ("256", "512", "512")
+    assert after.verdict == LIVE_DIFFERS and after.backup_path == change.backup_path
+    assert SECRET not in json.dumps(after.to_json()) + json.dumps(change.to_json())
+
+    back = await set_knob(loaded, "decode", KNOB, "512")
+    assert back.running and not back.restart_needed
+
+
+async def test_backup_identical_to_the_file_is_skipped(workdir: Path) -> None:
+    """A restart copies env files aside; the diff still shows the value before the last change."""
+    from servelab.io.hosts import backup_name
+
+    loaded = _spec(workdir, free_port())
+    change = await set_knob(loaded, "decode", KNOB, "256")
+    path = workdir / "env" / "decode.env"
+    restart_copy = Path(backup_name(str(path)))
+    restart_copy.write_bytes(path.read_bytes())
+    assert await latest_backup(LocalHost(), str(path)) == str(restart_copy)
+    diff = await diff_knob(loaded, "decode", KNOB)
+    assert (diff.file, diff.backup, diff.backup_path) == ("256", "512", change.backup_path)

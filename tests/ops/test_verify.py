@@ -1,0 +1,209 @@
+"""Layered verification against a real stack: sim workers + the real sglang-router, free ports.
+
+The env files the spec names hold what the workers were started with (plus a secret that must
+never surface); the tests then edit them without a restart, restart, and kill the decode.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.spec import DEFAULT_KNOB
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger
+from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
+from servelab.report.verify import render_verify
+from tests.sim.stack import SimStack, start_stack
+
+SECRET = "hunter2"
+FLAG = "SERVELAB_TEST_FLAG"
+SCALE = "0.05"
+
+
+def _env_text(knob: str | None, *, flag: str | None = None) -> str:
+    lines = ["# decode env", f"SERVELAB_SIM_TIME_SCALE={SCALE}", f"SECRET_TOKEN={SECRET}"]
+    if knob is not None:
+        lines.append(f"{DEFAULT_KNOB}={knob}")
+    if flag is not None:
+        lines.append(f"{FLAG}={flag}")
+    return "\n".join(lines) + "\n"
+
+
+def _decode_env(knob: str) -> dict[str, str]:
+    return {DEFAULT_KNOB: knob, "SECRET_TOKEN": SECRET}
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[SimStack]:
+    st = start_stack(time_scale=float(SCALE), decode_env=_decode_env("512"))
+    try:
+        yield st
+    finally:
+        st.stop()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory, stack: SimStack) -> Path:
+    root = tmp_path_factory.mktemp("verify")
+    (root / "env").mkdir()
+    spec = f"""
+name = "verify-test"
+state_dir = "state"
+[services.prefill]
+role = "prefill"
+url = "{stack.prefill_url}"
+start = "sim"
+bootstrap_port = {stack.bootstrap_port}
+env_file = "env/prefill.env"
+[services.decode]
+role = "decode"
+url = "{stack.decode_url}"
+start = "sim"
+env_file = "env/decode.env"
+knobs = ["{DEFAULT_KNOB}", "{FLAG}"]
+depends_on = ["prefill"]
+[services.router]
+role = "router"
+url = "{stack.router_url}"
+start = "router"
+depends_on = ["prefill", "decode"]
+router = {{ prometheus_port = {stack.prometheus_port} }}
+"""
+    (root / "servelab.toml").write_text(spec)
+    (root / "env" / "prefill.env").write_text(f"SERVELAB_SIM_TIME_SCALE={SCALE}\n")
+    (root / "env" / "decode.env").write_text(_env_text("512"))
+    return root
+
+
+@pytest.fixture
+def loaded(workdir: Path) -> LoadedSpec:
+    (workdir / "env" / "decode.env").write_text(_env_text("512"))
+    return load_spec(workdir / "servelab.toml")
+
+
+def _by(report: VerifyReport, layer: str, service: str, knob: str | None = None) -> Check:
+    for check in report.layer(layer):
+        if check.service == service and (knob is None or check.data.get("knob") == knob):
+            return check
+    raise AssertionError(f"no {layer}/{service}/{knob} check in {report.to_json()}")
+
+
+def _assert_no_secret(report: VerifyReport, ledger_dir: Path | None = None) -> None:
+    assert SECRET not in json.dumps(report.to_json())
+    assert SECRET not in render_verify(report)
+    for path in ledger_dir.glob("ledger.db*") if ledger_dir else []:
+        assert SECRET.encode() not in path.read_bytes(), path
+
+
+async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        report = await verify(loaded, ledger=ledger)
+        stored = ledger.get_verification(report.verification_id or -1)
+    assert report.ok, render_verify(report)
+    assert {c.layer for c in report.checks} == set(LAYERS)
+    assert _by(report, "live", "decode", DEFAULT_KNOB).detail == "live 512 = file"
+    assert _by(report, "live", "decode", DEFAULT_KNOB).data["pid_source"].startswith("owner of")
+    assert "/readiness" in _by(report, "health", "router").detail
+    assert "never exercises the KV transfer" in _by(report, "health", "decode").detail
+    e2e = _by(report, "e2e", "router")
+    assert e2e.data["status"] == 200 and e2e.data["completion_tokens"] == 16
+    assert e2e.data["prompt_tokens"] >= 256  # long enough for a real KV transfer
+    assert e2e.data["start"] in ("cold", "warm")
+    assert stored is not None and stored["ok"] and len(stored["checks"]) == len(report.checks)
+    doc = report.to_json()
+    assert doc["ok"] is True
+    assert set(doc["checks"][0]) >= {"layer", "service", "ok", "detail"}
+    _assert_no_secret(report, tmp_path)
+
+
+async def test_file_edit_without_restart_fails_live_layer(
+    loaded: LoadedSpec, stack: SimStack
+) -> None:
+    env_file = loaded.env_file("decode")
+    assert env_file is not None
+    env_file.write_text(_env_text("256", flag="1"))
+    report = await verify(loaded, ["decode"], layers=("config", "live"))
+    assert not report.ok
+    flag = _by(report, "live", "decode", FLAG)
+    assert not flag.ok and flag.detail.startswith("in file but not live: restart needed")
+    knob = _by(report, "live", "decode", DEFAULT_KNOB)
+    assert not knob.ok and knob.detail == "differs: file 256, live 512 (restart needed)"
+    assert _by(report, "config", "decode", DEFAULT_KNOB).ok  # the file itself is fine
+    assert {c.service for c in report.checks} == {"decode"}
+
+    env_file.write_text(_env_text(None))
+    report = await verify(loaded, ["decode"], layers=("live",))
+    lost = _by(report, "live", "decode", DEFAULT_KNOB)
+    assert lost.detail.startswith("live but not in file: lost on next restart")
+    _assert_no_secret(report)
+
+
+async def test_pinned_knob_mismatch_fails_config(workdir: Path) -> None:
+    text = (workdir / "servelab.toml").read_text()
+    pinned = text.replace(
+        f'knobs = ["{DEFAULT_KNOB}", "{FLAG}"]', f'knobs = {{ {DEFAULT_KNOB} = "256" }}'
+    )
+    (workdir / "pinned.toml").write_text(pinned)
+    loaded = load_spec(workdir / "pinned.toml")
+    (workdir / "env" / "decode.env").write_text(_env_text("512"))
+    report = await verify(loaded, ["decode"], layers=("config",))
+    check = _by(report, "config", "decode", DEFAULT_KNOB)
+    assert not check.ok and check.detail == "file 512, spec pins 256"
+
+
+async def test_restart_makes_file_live_and_first_request_is_cold(
+    loaded: LoadedSpec, stack: SimStack
+) -> None:
+    env_file = loaded.env_file("decode")
+    assert env_file is not None
+    env_file.write_text(_env_text("256", flag="1"))
+    stack.restart_workers(decode_env={**_decode_env("256"), FLAG: "1"})
+    first = await verify(loaded)
+    assert first.ok, render_verify(first)
+    assert _by(first, "live", "decode", FLAG).detail == "live 1 = file"
+    cold = _by(first, "e2e", "router")
+    assert cold.data["start"] == "cold" and "second" in cold.data
+    assert cold.data["total_s"] > cold.data["second"]["total_s"]
+    second = await verify(loaded, layers=("e2e",))
+    warm = _by(second, "e2e", "router")
+    assert warm.data["start"] == "warm" and "second" not in warm.data
+
+
+async def test_killed_decode_fails_health_and_e2e_with_reasons(
+    loaded: LoadedSpec, stack: SimStack
+) -> None:
+    stack.stop_workers()
+    try:
+        report = await verify(loaded, e2e=E2EOptions(timeout_s=30))
+    finally:
+        stack.restart_workers(decode_env=_decode_env("512"))
+    assert not report.ok
+    health = _by(report, "health", "decode")
+    assert not health.ok and "/health: unreachable" in health.detail
+    e2e = _by(report, "e2e", "router")
+    assert not e2e.ok and e2e.detail.startswith("chat completion failed")
+    assert not _by(report, "live", "decode").ok
+    assert "no running process" in _by(report, "live", "decode").detail
+
+
+async def test_unknown_service_and_layer_are_refused(loaded: LoadedSpec) -> None:
+    from servelab.errors import SpecError
+
+    with pytest.raises(SpecError, match="unknown service"):
+        await verify(loaded, ["nope"])
+    with pytest.raises(ValueError, match="unknown layer"):
+        await verify(loaded, layers=("bogus",))
+
+
+def test_check_json_shape() -> None:
+    check = Check("live", "decode", False, "why", {"knob": "K", "pid": 3})
+    assert check.to_json() == {
+        "layer": "live", "service": "decode", "ok": False, "detail": "why", "knob": "K", "pid": 3,
+    }  # fmt: skip
+    report = VerifyReport([check], "abc", LAYERS, ["decode"], 0.1)
+    assert report.to_json()["ok"] is False and report.failures == [check]
+    assert VerifyReport([], "abc", LAYERS, [], 0.0).ok

@@ -1,0 +1,145 @@
+"""A real OpenSSH server for the tests, on a free loopback port, in a temp directory.
+
+``start_sshd(directory)`` generates a host key and a client key, authorizes the client key for the
+current user (root login by key only, no passwords), starts ``/usr/sbin/sshd -D -f CONFIG -e`` and
+waits until it accepts connections. ``SshdServer.stop()`` ends it. Tests that need it skip with a
+clear reason when ``/usr/sbin/sshd`` is missing (``bash scripts/sysdeps.sh`` installs it).
+
+Nothing relies on ``PermitUserEnvironment``/``AcceptEnv``: servelab passes a service's environment
+on the command line it runs, from the service's env file.
+
+Use it as a fixture in a test module::
+
+    @pytest.fixture(scope="module")
+    def sshd(tmp_path_factory):
+        server = start_sshd(tmp_path_factory.mktemp("sshd"))
+        yield server
+        server.stop()
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from tests.support import free_port
+
+__all__ = ["SSHD", "SshdServer", "require_sshd", "start_sshd"]
+
+SSHD = Path("/usr/sbin/sshd")
+
+
+@dataclass
+class SshdServer:
+    """A running sshd: where to reach it and which key to use."""
+
+    port: int
+    user: str
+    identity_file: Path
+    directory: Path
+    process: subprocess.Popen[bytes]
+
+    @property
+    def ssh(self) -> str:
+        return f"{self.user}@127.0.0.1"
+
+    def host_toml(self, name: str = "remote") -> str:
+        """The ``[hosts.NAME]`` table of a spec that reaches this server."""
+        return (
+            f'[hosts.{name}]\nssh = "{self.ssh}"\nport = {self.port}\n'
+            f'identity_file = "{self.identity_file}"\nconnect_timeout_s = 10\n'
+        )
+
+    def log(self) -> str:
+        return (self.directory / "sshd.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def require_sshd() -> None:
+    """Skip the calling test when OpenSSH's server is not installed."""
+    if not SSHD.exists():
+        pytest.skip("/usr/sbin/sshd is missing: run `bash scripts/sysdeps.sh` (openssh-server)")
+
+
+def _write_key(path: Path) -> asyncssh.SSHKey:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(path))
+    key.write_public_key(str(path) + ".pub")
+    os.chmod(path, 0o600)
+    return key
+
+
+def _config(directory: Path, port: int) -> str:
+    return "\n".join(
+        [
+            f"Port {port}",
+            "ListenAddress 127.0.0.1",
+            f"HostKey {directory / 'host_key'}",
+            f"PidFile {directory / 'sshd.pid'}",
+            f"AuthorizedKeysFile {directory / 'authorized_keys'}",
+            "PermitRootLogin prohibit-password",
+            "PubkeyAuthentication yes",
+            "PasswordAuthentication no",
+            "KbdInteractiveAuthentication no",
+            "UsePAM no",
+            "StrictModes no",
+            "AllowTcpForwarding yes",
+            "MaxSessions 50",
+            "MaxStartups 50",
+            "LogLevel ERROR",
+            "",
+        ]
+    )
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float) -> None:
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"sshd exited at start-up with status {process.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port} in time")
+
+
+def start_sshd(directory: Path, *, timeout: float = 10.0) -> SshdServer:
+    """Start a real sshd on a free loopback port; skips the test when sshd is missing."""
+    require_sshd()
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_key(directory / "host_key")
+    client = _write_key(directory / "client_key")
+    (directory / "authorized_keys").write_bytes(client.export_public_key())
+    Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
+    port = free_port()
+    config = directory / "sshd_config"
+    config.write_text(_config(directory, port))
+    log = (directory / "sshd.log").open("ab")
+    process = subprocess.Popen(
+        [str(SSHD), "-D", "-f", str(config), "-e"], stdout=log, stderr=log, stdin=subprocess.DEVNULL
+    )
+    log.close()
+    server = SshdServer(port, getpass.getuser(), directory / "client_key", directory, process)
+    try:
+        _wait_listening(port, process, time.monotonic() + timeout)
+    except RuntimeError as exc:
+        server.stop()
+        pytest.fail(f"{exc}; log: {server.log()[-2000:]}")
+    return server
