@@ -27,8 +27,9 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput  # noqa: E402
-from tests.sim.stack import SimStack, start_stack  # noqa: E402
+from tests.sim.stack import SimStack, start_stack
+
+from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
 
 __all__ = ["main"]
 
@@ -161,8 +162,9 @@ def _table(args: argparse.Namespace, runs: dict[int, list[dict[int, float]]]) ->
         ok = lo <= ratio <= hi
         ok_all &= ok
         band = f"[{lo:+.0%},{hi:+.0%}]"
+        verdict = "yes" if ok else "NO"
         lines.append(
-            f"{c:>4} {a:10.1f} {b:10.1f} {ratio:+8.2%} {model - 1:+8.2%} {band:>14} {'yes' if ok else 'NO'}"
+            f"{c:>4} {a:10.1f} {b:10.1f} {ratio:+8.2%} {model - 1:+8.2%} {band:>14} {verdict}"
         )
     if 80 in args.concurrency and 96 in args.concurrency:
         anomaly = mean[256][96] < mean[256][80]

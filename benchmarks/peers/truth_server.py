@@ -80,19 +80,29 @@ def _event(obj: object) -> bytes:
 
 def _delta(content: str, role: bool = False) -> bytes:
     delta = {"role": "assistant", "content": content} if role else {"content": content}
-    return _event({"id": "t", "object": "chat.completion.chunk", "model": "truth",
-                   "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+    return _event(
+        {
+            "id": "t",
+            "object": "chat.completion.chunk",
+            "model": "truth",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": None}],
+        }
+    )
 
 
 TOKEN_CHUNKS = [_chunk(_delta(" " + w)) for w in WORDS]
-HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
+HEAD = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+    b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+)
 
 
 def _json_response(obj: object) -> bytes:
     body = json.dumps(obj).encode()
-    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
-            % (len(body), body))
+    return b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+        len(body),
+        body,
+    )
 
 
 class Stream:
@@ -117,12 +127,31 @@ class Stream:
         data = TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)]
         last = k == self.n - 1
         if last:
-            usage = {"prompt_tokens": self.prompt_tokens, "completion_tokens": self.n,
-                     "total_tokens": self.prompt_tokens + self.n}
-            tail = _event({"id": "t", "object": "chat.completion.chunk", "model": "truth",
-                           "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
-            tail += _event({"id": "t", "object": "chat.completion.chunk", "model": "truth",
-                            "choices": [], "usage": usage}) + b"data: [DONE]\n\n"
+            usage = {
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.n,
+                "total_tokens": self.prompt_tokens + self.n,
+            }
+            tail = _event(
+                {
+                    "id": "t",
+                    "object": "chat.completion.chunk",
+                    "model": "truth",
+                    "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
+                }
+            )
+            tail += (
+                _event(
+                    {
+                        "id": "t",
+                        "object": "chat.completion.chunk",
+                        "model": "truth",
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+                + b"data: [DONE]\n\n"
+            )
             data += _chunk(tail) + b"0\r\n\r\n"
         transport.write(data)
         now = perf_counter_ns()
@@ -173,12 +202,21 @@ class Conn(asyncio.Protocol):
         if path.startswith("/v1/chat/completions") and method == "POST":
             req = json.loads(body or b"{}")
             n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 64)
-            prompt = " ".join(m.get("content", "") for m in req.get("messages", [])
-                              if isinstance(m.get("content"), str))
+            prompt = " ".join(
+                m.get("content", "")
+                for m in req.get("messages", [])
+                if isinstance(m.get("content"), str)
+            )
             Stream(self, n, len(prompt.split()))
         elif path == "/v1/models":
-            self.transport.write(_json_response({"object": "list", "data": [
-                {"id": "truth", "object": "model", "owned_by": "servelab"}]}))
+            self.transport.write(
+                _json_response(
+                    {
+                        "object": "list",
+                        "data": [{"id": "truth", "object": "model", "owned_by": "servelab"}],
+                    }
+                )
+            )
         elif path == "/truth":
             self.transport.write(_json_response(TRUTH.summary()))
         elif path == "/truth/reset":

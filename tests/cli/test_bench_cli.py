@@ -16,8 +16,14 @@ from tests.support import REPO, free_port, run_cli
 
 async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "servelab", "bench", *args, cwd=cwd,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "servelab",
+        "bench",
+        *args,
+        cwd=cwd,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode(), err.decode()
@@ -32,9 +38,24 @@ async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
     runner, url = await serve(streaming_app(gap_s=0.001))
     try:
         code, out, err = await _cli(
-            "--url", url, "--concurrency", "2,4", "--requests", "8", "--input-len", "16",
-            "--output-len", "4", "--warmup", "2", "--json", "--ledger", str(tmp_path / "l.db"),
-            "--export", str(tmp_path / "out"), cwd=tmp_path,
+            "--url",
+            url,
+            "--concurrency",
+            "2,4",
+            "--requests",
+            "8",
+            "--input-len",
+            "16",
+            "--output-len",
+            "4",
+            "--warmup",
+            "2",
+            "--json",
+            "--ledger",
+            str(tmp_path / "l.db"),
+            "--export",
+            str(tmp_path / "out"),
+            cwd=tmp_path,
         )
     finally:
         await runner.cleanup()
@@ -54,8 +75,9 @@ async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
 
 async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}"
-    code, out, err = await _cli("--url", url, "--requests", "3", "--model", "m", "--no-ledger",
-                                cwd=tmp_path)
+    code, out, err = await _cli(
+        "--url", url, "--requests", "3", "--model", "m", "--no-ledger", cwd=tmp_path
+    )
     assert code == 1
     assert "3 failed (3 connection error)" in err
     assert "C1" in out
@@ -66,9 +88,24 @@ async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -
     ledger = tmp_path / "l.db"
     try:
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "servelab", "bench", "--url", url, "--concurrency", "2",
-            "--requests", "4", "--output-len", "50", "--ledger", str(ledger), "--json",
-            cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            sys.executable,
+            "-m",
+            "servelab",
+            "bench",
+            "--url",
+            url,
+            "--concurrency",
+            "2",
+            "--requests",
+            "4",
+            "--output-len",
+            "50",
+            "--ledger",
+            str(ledger),
+            "--json",
+            cwd=tmp_path,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         for _ in range(200):
             if ledger.exists():

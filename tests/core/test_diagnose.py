@@ -243,3 +243,25 @@ def test_confidence_stays_in_bounds_and_findings_are_sorted() -> None:
     confidences = [f.confidence for f in findings]
     assert confidences == sorted(confidences, reverse=True)
     assert all(0.05 <= c <= 0.99 for c in confidences)
+
+
+def test_a_decode_frozen_with_nothing_waiting_for_kv_is_an_engine_wedge() -> None:
+    queues = {
+        "sglang:num_decode_prealloc_queue_reqs": 0.0,
+        "sglang:num_decode_transfer_queue_reqs": 0.0,
+    }
+    decode = _engine("decode", running=3, gen=0, req=2)
+    decode = EngineActivity("decode", "decode", decode.before, {**decode.after, **queues}, 3.0)
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(), _e2e(False)),
+        engines=(_engine("prefill", running=0, gen=2, req=2), decode),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "engine_wedge", diagnose(ev)
+    assert "metrics.decode.progress" in top.supporting
+    assert all(f.layer != "decode_transfer" for f in diagnose(ev))
+    obs = {o.id: o for o in observations(ev)}
+    assert obs["metrics.decode.progress"].data["in_transfer"] == 0.0

@@ -173,16 +173,20 @@ def test_ledger_path_resolution(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 _WRITER = textwrap.dedent(
     """
     import sys
+    import time
     from pathlib import Path
     from servelab.io.store import Ledger
     path, tag, count, n_rec = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with Ledger.open(path) as ledger:
+        print("ready", flush=True)
+        sys.stdin.readline()  # the parent starts every writer at once
         for i in range(count):
             recs = [{"tag": tag, "i": i, "seq": j, "pad": "x" * 200} for j in range(n_rec)]
             ledger.record_bench_run(label=f"{tag}-{i}", config={}, summary={}, records=recs)
             ledger.record_knob_change(service=tag, name="K", old=None, new=str(i), reason=None,
                                       case_id=None, backup_path=None)
-            print(i, flush=True)
+            time.sleep(0.002)  # real writers pause between runs (SQLite's busy wait is unfair)
+    print("done", flush=True)
     """
 )
 
@@ -190,6 +194,7 @@ _WRITER = textwrap.dedent(
 def _spawn_writer(path: Path, tag: str, count: int, n_rec: int) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", _WRITER, str(path), tag, str(count), str(n_rec)],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -208,40 +213,65 @@ def _assert_runs_whole(ledger: Ledger) -> None:
         raw.close()
 
 
+_KILLED_BENCH = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from servelab.io.store import Ledger
+    with Ledger.open(Path(sys.argv[1])) as ledger:
+        for i in range(3):
+            recs = [{"i": i, "seq": j} for j in range(500)]
+            ledger.record_bench_run(label=f"k-{i}", config={}, summary={}, records=recs)
+        big = [{"seq": j, "pad": "x" * 200} for j in range(400_000)]
+        print("writing", flush=True)
+        ledger.record_bench_run(label="big", config={}, summary={}, records=big)
+        print("committed", flush=True)
+    """
+)
+
+
 def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     Ledger.open(path).close()
-    child = _spawn_writer(path, "k", count=10_000, n_rec=2_000)
+    child = subprocess.Popen(
+        [sys.executable, "-c", _KILLED_BENCH, str(path)], stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None
-        seen = [child.stdout.readline() for _ in range(3)]
-        assert all(line.strip() for line in seen)
-        time.sleep(0.05)  # likely mid-transaction of a later run
+        assert child.stdout.readline().strip() == "writing"
+        time.sleep(0.1)  # inside the 400k-record transaction (it takes seconds)
     finally:
         child.kill()
         child.wait(timeout=10)
+        rest = child.stdout.read() if child.stdout is not None else ""
         if child.stdout is not None:
             child.stdout.close()
-    assert child.returncode == -9
+    assert child.returncode == -9 and "committed" not in rest
     with Ledger.open(path) as ledger:
         labels = [r["label"] for r in ledger.list_bench_runs()]
-        assert labels[:3] == ["k-0", "k-1", "k-2"]
-        assert len(labels) < 10_000
+        assert labels == ["k-0", "k-1", "k-2"]
         _assert_runs_whole(ledger)
         assert ledger.record_ab(service="d", knob="K", config={}, result={}) == 1
 
 
 def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
-    writers = [_spawn_writer(path, tag, count=40, n_rec=50) for tag in ("a", "b")]
+    writers = [_spawn_writer(path, tag, count=150, n_rec=50) for tag in ("a", "b")]
+    for proc in writers:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    for proc in writers:
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
     for proc in writers:
         out, _ = proc.communicate(timeout=90)
-        assert proc.returncode == 0, out
+        assert proc.returncode == 0 and out.strip() == "done", out
     with Ledger.open(path) as ledger:
         runs = ledger.list_bench_runs()
-        assert len(runs) == 80
-        assert len({r["id"] for r in runs}) == 80
+        assert len(runs) == 300 and len({r["id"] for r in runs}) == 300
+        tags = "".join(r["label"][0] for r in runs)
+        assert tags.count("ab") + tags.count("ba") >= 2, "the writers did not overlap"
         for tag in ("a", "b"):
             news = [c["new"] for c in ledger.list_knob_changes(service=tag)]
-            assert news == [str(i) for i in range(40)]
+            assert news == [str(i) for i in range(150)]
         _assert_runs_whole(ledger)

@@ -207,3 +207,47 @@ def test_check_json_shape() -> None:
     report = VerifyReport([check], "abc", LAYERS, ["decode"], 0.1)
     assert report.to_json()["ok"] is False and report.failures == [check]
     assert VerifyReport([], "abc", LAYERS, [], 0.0).ok
+
+
+async def test_every_layer_over_ssh(
+    workdir: Path, stack: SimStack, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The same stack seen through a real sshd: files, environ, pids and HTTP all go over SSH."""
+    from tests.support.sshd import start_sshd
+
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    try:
+        text = (
+            (workdir / "servelab.toml").read_text().replace("start = ", 'host = "remote"\nstart = ')
+        )
+        head, _, services = text.partition("[services.prefill]")
+        remote = head + server.host_toml("remote") + "[services.prefill]" + services
+        (workdir / "remote.toml").write_text(remote)
+        loaded = load_spec(workdir / "remote.toml")
+        (workdir / "env" / "decode.env").write_text(_env_text("512", flag="1"))
+        report = await verify(loaded, e2e=E2EOptions(timeout_s=30))
+        assert {c.layer for c in report.checks} == set(LAYERS)
+        flag = _by(report, "live", "decode", FLAG)
+        assert not flag.ok and flag.detail.startswith("in file but not live: restart needed")
+        assert _by(report, "live", "decode", DEFAULT_KNOB).detail == "live 512 = file"
+        assert all(c.ok for c in report.checks if c is not flag), render_verify(report)
+        _assert_no_secret(report)
+    finally:
+        server.stop()
+
+
+async def test_without_env_file_live_is_compared_with_the_spec(workdir: Path) -> None:
+    text = (workdir / "servelab.toml").read_text()
+    text = text.replace('env_file = "env/decode.env"\n', "")
+    pinned = text.replace(f'"{DEFAULT_KNOB}", "{FLAG}"', f'"{FLAG}"').replace(
+        f'knobs = ["{FLAG}"]', f'knobs = {{ {DEFAULT_KNOB} = "512", {FLAG} = "1" }}'
+    )
+    (workdir / "no-env.toml").write_text(pinned)
+    report = await verify(load_spec(workdir / "no-env.toml"), ["decode"], layers=("config", "live"))
+    assert _by(report, "live", "decode", DEFAULT_KNOB).detail == (
+        "live 512, spec pins 512; no env file to compare"
+    )
+    flag = _by(report, "live", "decode", FLAG)
+    assert not flag.ok and flag.detail.startswith("live (unset), spec pins 1")
+    config = _by(report, "config", "decode")
+    assert config.ok and "compared live against the spec only" in config.detail

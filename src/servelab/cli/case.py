@@ -220,7 +220,7 @@ def case_revert(
         print_json(outcome.to_json())
     else:
         word = (
-            "verified live" if outcome.ok else f"NOT verified ({outcome.error or 'verify failed'})"
+            "verified live" if outcome.ok else f"NOT verified: {outcome.error}"
         )
         _say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
     if not outcome.ok:
@@ -345,7 +345,7 @@ def restore_cmd(
     if as_json:
         print_json(outcome.to_json())
     else:
-        _say(f"case {case_id}: {outcome.status}")
+        _say(f"case {case_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else ""))
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
 

@@ -58,7 +58,8 @@ def _saver(
 ) -> Callable[[ops.SoakResult], None]:
     def save(result: ops.SoakResult) -> None:
         if result.interrupted:
-            err_console.print(report.render_soak(result), markup=False, highlight=False)
+            text = report.render_soak(result)
+            err_console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
         if not record or ledger_path is None:
             return
         doc = report.soak_json(result)
@@ -171,11 +172,13 @@ def register(group: click.Group) -> None:
         save = _saver(ledger_path, case_id, not no_record)
 
         def say(message: str) -> None:
-            err_console.print(f"[dim]{message}[/]", highlight=False)
+            err_console.print(f"[dim]{message}[/]", highlight=False, soft_wrap=True)
 
         result = run(ops.soak(config, targets, progress=say, on_result=save))
         if as_json:
             print_json(report.soak_json(result))
         else:
-            console.print(report.render_soak(result), markup=False, highlight=False, end="")
+            console.print(
+                report.render_soak(result), markup=False, highlight=False, end="", soft_wrap=True
+            )
         raise SystemExit(EXIT_OK if result.ok else EXIT_FAILED)

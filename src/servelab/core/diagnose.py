@@ -44,6 +44,8 @@ GENERATED = "sglang:generation_tokens_total"
 PROMPT = "sglang:prompt_tokens_total"
 REQUESTS = "sglang:num_requests_total"
 TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
+#: Real SGLang decode queues before the running batch (absent from engines that lack them).
+TRANSFER_QUEUES = ("sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs")
 
 _SUPPORT_STEP = 0.05
 _CONTRA_STEP = 0.2
@@ -118,6 +120,12 @@ class EngineActivity:
     def received(self) -> bool:
         """New requests or prompt tokens arrived between the scrapes."""
         return self.delta(REQUESTS) > 0 or self.delta(PROMPT) > 0
+
+    @property
+    def in_transfer(self) -> float | None:
+        """Requests waiting for their KV at the second scrape; None when not exported."""
+        found = [self.after[n] for n in TRANSFER_QUEUES if n in self.after]
+        return sum(found) if found else None
 
     @property
     def frozen(self) -> bool:
@@ -281,6 +289,7 @@ def _engine_observations(ev: Evidence) -> list[Observation]:
             "generated_delta": e.delta(GENERATED),
             "requests_delta": e.delta(REQUESTS),
             "prompt_tokens_delta": e.delta(PROMPT),
+            "in_transfer": e.in_transfer,
             "interval_s": round(e.interval_s, 3),
         }
         obs.append(Observation(f"metrics.{e.service}.progress", e.service, not e.frozen, data))
@@ -431,7 +440,7 @@ def _rule_decode_transfer(v: _View) -> Finding | None:
     decode_stuck = [
         v.progress_id(e)
         for e in v.engines("decode")
-        if e.frozen or (e.received and not e.generating)
+        if (e.frozen or (e.received and not e.generating)) and e.in_transfer != 0
     ]
     prefill_done = [v.progress_id(e) for e in v.engines("prefill") if e.received and not e.frozen]
     sick = v.worker_health("decode", False)
@@ -458,7 +467,7 @@ def _rule_engine_wedge(v: _View) -> Finding | None:
     gate = frozen_ids + healthy + _through_router_failed(v)
     # A frozen decode right after a prefill that kept serving points at the transfer path instead.
     prefill_done = [v.progress_id(e) for e in v.engines("prefill") if e.received and not e.frozen]
-    only_decode = all(e.role == "decode" for e in frozen)
+    only_decode = all(e.role == "decode" and e.in_transfer != 0 for e in frozen)
     contra = prefill_done if only_decode else []
     contra += _all_health(v, False)
     return _finding("engine_wedge", 0.45, gate, [], contra)

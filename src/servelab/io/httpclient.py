@@ -3,9 +3,11 @@
 The client pumps bytes into the sans-I/O :class:`~servelab.core.sse.SSEDecoder` (one
 ``perf_counter_ns()`` per read, taken right after the read returns) and events into a
 :class:`~servelab.core.records.StreamAccumulator`. Every failure is written into the record, never
-raised: HTTP status (+ truncated body), malformed or truncated stream, idle timeout (no bytes for
-``idle_timeout_s``: aiohttp's ``sock_read`` timer, re-armed on every read, no task per read), run
-deadline, connection error. Only cancellation (Ctrl-C) propagates, after marking the record.
+raised: HTTP status (+ truncated body), malformed or truncated stream, idle timeout, run deadline,
+connection error. The idle timeout (no byte for ``idle_timeout_s``) is one watchdog task per client
+scanning the in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires the
+stream's own ``asyncio.timeout_at`` scope (the one that also enforces the run deadline). Only
+cancellation (Ctrl-C) propagates, after marking the record.
 """
 
 from __future__ import annotations
@@ -33,6 +35,17 @@ from servelab.core.sse import SSEDecoder
 __all__ = ["StreamClient", "chat_body", "completion_body"]
 
 _ERROR_BODY_MAX = 2048
+
+
+class _Watch:
+    """One in-flight stream as the idle watchdog sees it."""
+
+    __slots__ = ("idle", "last_ns", "scope")
+
+    def __init__(self, now_ns: int) -> None:
+        self.last_ns = now_ns
+        self.idle = False
+        self.scope: asyncio.Timeout | None = None
 
 
 def chat_body(model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True) -> bytes:
@@ -79,11 +92,13 @@ class StreamClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.concurrency = concurrency
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=connect_timeout_s, sock_read=idle_timeout_s
-        )
+        self._timeout = aiohttp.ClientTimeout(total=None, connect=connect_timeout_s)
+        self._idle_ns = round(idle_timeout_s * 1e9)
+        self._tick_s = min(max(idle_timeout_s / 10, 0.01), 0.5)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._session: aiohttp.ClientSession | None = None
+        self._active: set[_Watch] = set()
+        self._watchdog: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> StreamClient:
         connector = aiohttp.TCPConnector(
@@ -92,6 +107,7 @@ class StreamClient:
         self._session = aiohttp.ClientSession(
             connector=connector, timeout=self._timeout, auto_decompress=False
         )
+        self._watchdog = asyncio.create_task(self._watch_idle())
         return self
 
     async def __aexit__(
@@ -100,6 +116,9 @@ class StreamClient:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
         if self._session is not None:
             await self._session.close()
             self._session = None
@@ -114,34 +133,54 @@ class StreamClient:
         when = None
         if deadline_ns is not None:
             when = loop.time() + (deadline_ns - perf_counter_ns()) / 1e9
+        watch = _Watch(perf_counter_ns())
+        self._active.add(watch)
         try:
-            async with asyncio.timeout_at(when):
-                await self._exchange(self._session, path, body, record)
+            async with asyncio.timeout_at(when) as scope:
+                watch.scope = scope
+                await self._exchange(self._session, path, body, record, watch)
         except TimeoutError:
-            record.fail(REASON_DEADLINE, "the run deadline passed mid-request")
+            if watch.idle:
+                record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
+            else:
+                record.fail(REASON_DEADLINE, "the run deadline passed mid-request")
         except asyncio.CancelledError:
             record.fail(REASON_INTERRUPTED, "cancelled")
-            _close_end(record)
             raise
-        _close_end(record)
+        finally:
+            self._active.discard(watch)
+            _close_end(record)
         return record
 
+    async def _watch_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._tick_s)
+            limit = perf_counter_ns() - self._idle_ns
+            for watch in self._active:
+                if watch.last_ns < limit and not watch.idle and watch.scope is not None:
+                    watch.idle = True
+                    watch.scope.reschedule(loop.time())
+
     async def _exchange(
-        self, session: aiohttp.ClientSession, path: str, body: bytes, record: RequestRecord
+        self,
+        session: aiohttp.ClientSession,
+        path: str,
+        body: bytes,
+        record: RequestRecord,
+        watch: _Watch,
     ) -> None:
-        record.sent_ns = perf_counter_ns()
+        record.sent_ns = watch.last_ns = perf_counter_ns()
         try:
             async with session.post(self.base_url + path, data=body, headers=self._headers) as resp:
-                record.first_byte_ns = perf_counter_ns()
+                record.first_byte_ns = watch.last_ns = perf_counter_ns()
                 record.status = resp.status
                 if resp.status >= 300:
                     text = await resp.content.read(_ERROR_BODY_MAX)
                     record.fail(http_reason(resp.status), text.decode("utf-8", "replace"))
                     record.end_ns = perf_counter_ns()
                     return
-                await _pump(resp, record)
-        except aiohttp.SocketTimeoutError:
-            record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
+                await _pump(resp, record, watch)
         except aiohttp.ClientPayloadError as exc:
             record.fail(REASON_TRUNCATED, str(exc))
         except aiohttp.ConnectionTimeoutError as exc:
@@ -150,13 +189,13 @@ class StreamClient:
             record.fail(REASON_CONNECTION, f"{type(exc).__name__}: {exc}")
 
 
-async def _pump(resp: aiohttp.ClientResponse, record: RequestRecord) -> None:
+async def _pump(resp: aiohttp.ClientResponse, record: RequestRecord, watch: _Watch) -> None:
     decoder = SSEDecoder()
     acc = StreamAccumulator(record)
     read = resp.content.readany
     while True:
         data = await read()
-        now = perf_counter_ns()
+        now = watch.last_ns = perf_counter_ns()
         if not data:
             break
         acc.on_events(decoder.feed(data, now))

@@ -165,6 +165,7 @@ def launch_script(
         )
     lines = [f"mkdir -p {shlex.quote(os.path.dirname(log))}"]
     if status_file is not None:
+        lines.append(f"mkdir -p {shlex.quote(os.path.dirname(status_file))}")
         lines.append(f"rm -f {shlex.quote(status_file)}")
     if cwd is not None:
         lines.append(f"cd {shlex.quote(cwd)}")
@@ -201,14 +202,12 @@ async def spawn(
             f"{result.stderr.strip() or result.stdout.strip() or result.exit_status}"
         )
     pid = int(lines[0])
-    stat = None
-    with contextlib.suppress(ValueError, IndexError):
-        stat = parse_proc_stat(lines[1]) if len(lines) > 1 else None
+    stat = await _session_leader_stat(host, pid)
     return PidRecord(
         service=service,
         host=host.name,
         pid=pid,
-        pgid=stat.pgid if stat else pid,
+        pgid=pid,
         starttime=stat.starttime if stat else None,
         log=log,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
@@ -217,6 +216,21 @@ async def spawn(
         status_file=status_file,
         unit=unit,
     )
+
+
+async def _session_leader_stat(host: Host, pid: int) -> ProcStat | None:
+    """The new process's stat once ``setsid`` made it its group's leader (pgid == pid).
+
+    Right after the launch the child may not have called setsid(2) yet: its group is still the
+    launching shell's. The pgid servelab records is the pid itself, which setsid guarantees.
+    """
+    stat = None
+    for _ in range(50):
+        stat = await proc_stat(host, pid)
+        if stat is None or stat.pgid == pid:
+            return stat
+        await asyncio.sleep(0.02)
+    return stat
 
 
 async def command_status(host: Host, record: PidRecord) -> int | None:
@@ -250,25 +264,34 @@ async def _signal_group(host: Host, pgid: int, signal_name: str) -> None:
     await host.run(f"kill -{signal_name} -{pgid} 2>/dev/null || true", timeout=30)
 
 
+async def _running(host: Host, record: PidRecord) -> bool:
+    return await is_alive(host, record) or await _group_exists(host, record.pgid)
+
+
+async def _signal(host: Host, record: PidRecord, signal_name: str) -> None:
+    await _signal_group(host, record.pgid, signal_name)
+    if record.pgid != record.pid and await is_alive(host, record):
+        await host.run(f"kill -{signal_name} {record.pid} 2>/dev/null || true", timeout=30)
+
+
 async def stop_record(host: Host, record: PidRecord, *, grace: float) -> str:
     """Stop the record's process group: SIGTERM, SIGKILL after ``grace``. Idempotent.
 
-    Returns what happened: "not running", "stopped" or "killed".
+    Done when neither the recorded process (same start time) nor any live member of its group
+    remains. Returns what happened: "not running", "stopped" or "killed".
     """
     leader = await is_alive(host, record)
-    if not leader and not await _group_exists(host, record.pgid):
-        return "not running"
-    if not leader and record.pgid != record.pid:
-        return "not running"  # the group belongs to someone else now
-    await _signal_group(host, record.pgid, "TERM")
+    if not leader and (record.pgid != record.pid or not await _group_exists(host, record.pgid)):
+        return "not running"  # gone (a group whose leader died may belong to someone else now)
+    await _signal(host, record, "TERM")
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
-        if not await _group_exists(host, record.pgid):
+        if not await _running(host, record):
             return "stopped"
         await asyncio.sleep(0.1)
-    await _signal_group(host, record.pgid, "KILL")
+    await _signal(host, record, "KILL")
     for _ in range(50):
-        if not await _group_exists(host, record.pgid):
+        if not await _running(host, record):
             break
         await asyncio.sleep(0.1)
     return "killed"

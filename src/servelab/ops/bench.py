@@ -13,6 +13,7 @@ flag.
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -371,6 +372,24 @@ async def _one_run(
 ) -> RunResult:
     seed = config.seed + 1000 * repeat_index + concurrency
     jobs = _jobs(config, config.requests, seed)
+    gc.collect()
+    gc.freeze()  # objects alive now are never rescanned: no long gen-2 pauses mid-run
+    try:
+        return await _measure(client, config, concurrency, repeat_index, jobs, progress, stop, seed)
+    finally:
+        gc.unfreeze()
+
+
+async def _measure(
+    client: StreamClient,
+    config: BenchConfig,
+    concurrency: int,
+    repeat_index: int,
+    jobs: list[_Job],
+    progress: ProgressFn,
+    stop: asyncio.Event | None,
+    seed: int,
+) -> RunResult:
     total = len(jobs)
 
     def on_done(_record: RequestRecord) -> None:

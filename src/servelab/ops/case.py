@@ -59,6 +59,7 @@ __all__ = [
     "revert",
     "revert_preview",
     "view_case",
+    "why_failed",
 ]
 
 Progress = Callable[[str], None]
@@ -253,10 +254,11 @@ class RevertOutcome:
 
     @property
     def error(self) -> str | None:
-        return self.verification.get("error")
+        return None if self.ok else why_failed(self.verification)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
+        out["error"] = self.error
         out["ok"] = self.ok
         return out
 
@@ -293,7 +295,8 @@ async def revert(
             "to": preview.revert_to, "change_id": change[0].get("change_id"),
             "verification_id": report.get("verification_id"), "ok": outcome.ok,
             "verified": outcome.ok, "restart": [s.get("outcome") for s in steps],
-            "cost_ab_id": preview.cost.ab_id, "error": report.get("error"),
+            "cost_ab_id": preview.cost.ab_id, "error": outcome.error,
+            "cost": [dataclasses.asdict(p) for p in preview.cost.points],
         },
     )  # fmt: skip
     return outcome
@@ -315,8 +318,12 @@ class RestoreOutcome:
     def ok(self) -> bool:
         return bool(self.items) and all(i["verified"] for i in self.items)
 
+    @property
+    def error(self) -> str | None:
+        return None if self.ok else why_failed(self.verification)
+
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "ok": self.ok}
+        return {**dataclasses.asdict(self), "ok": self.ok, "error": self.error}
 
 
 async def restore(
@@ -341,7 +348,7 @@ async def restore(
             "value": item.restore_to, "live": live, "change_id": change.get("change_id"),
             "reverted_by": list(item.change_ids), "verification_id": report.get("verification_id"),
             "ok": verified, "verified": verified, "restart": [s.get("outcome") for s in steps],
-            "error": report.get("error"),
+            "error": None if verified else why_failed(report),
         }  # fmt: skip
         outcome.items.append(detail)
         outcome.event_ids.append(
@@ -393,22 +400,27 @@ async def _apply(
     order = co_restart(loaded.spec, [s for s, _k, _v in wanted])
     steps: list[dict[str, Any]] = []
     try:
-        steps = await _restart(loaded, order, say)
+        steps = await _restart(loaded, ledger, order, say)
         return changes, steps, await _verify(loaded, ledger, say)
     except ServelabError as exc:
         say(f"failed: {exc}")
         return changes, steps, {"ok": False, "checks": [], "error": str(exc)}
 
 
-async def _restart(loaded: LoadedSpec, order: list[str], say: Progress) -> list[dict[str, Any]]:
+async def _restart(
+    loaded: LoadedSpec, ledger: Ledger, order: list[str], say: Progress
+) -> list[dict[str, Any]]:
     from servelab.ops.deploy import restart
 
-    say(f"restart {' → '.join(order)}")
-    report = await restart(loaded, order, verify_after=True, rollback=False, progress=say)
-    steps = [_jsonable(step) for step in getattr(report, "steps", [])]
+    say(f"co-restart {' → '.join(order)} (and their dependents)")
+    report = await restart(
+        loaded, order, verify_after=False, rollback=False, progress=say, ledger=ledger
+    )
+    steps = [_jsonable(step) for step in report.steps]
     failed = [s for s in steps if s.get("outcome") == "failed"]
     if failed:
-        raise DeployError(f"restart of {failed[0].get('service')} failed")
+        why = (failed[0].get("evidence") or {}).get("error", "see its log")
+        raise DeployError(f"restart of {failed[0].get('service')} failed: {why}")
     return steps
 
 
@@ -418,6 +430,15 @@ async def _verify(loaded: LoadedSpec, ledger: Ledger, say: Progress) -> dict[str
     say("verify config, live, health, e2e")
     report = await verify(loaded, ledger=ledger, progress=say)
     return dict(report.to_json())
+
+
+def why_failed(verification: dict[str, Any]) -> str:
+    """Why a verification failed: its error, else each failed check's layer, service, detail."""
+    if verification.get("error"):
+        return str(verification["error"])
+    failed = [c for c in verification.get("checks", []) if not c.get("ok")]
+    reasons = [f"{c.get('layer')} {c.get('service')}: {c.get('detail')}" for c in failed]
+    return "; ".join(reasons) or "the knob's live value was not confirmed"
 
 
 def _live_value(report: dict[str, Any], service: str, knob: str) -> str | None:

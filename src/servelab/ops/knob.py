@@ -15,6 +15,7 @@ through the service's :class:`~servelab.io.hosts.Host`, so it works the same ove
 
 from __future__ import annotations
 
+import asyncio
 import os
 import posixpath
 import re
@@ -25,7 +26,7 @@ from typing import Any
 
 from servelab.core.envfile import EnvFile, parse_envfile, parse_environ, select
 from servelab.core.spec import ServiceSpec
-from servelab.errors import HostError, KnobError
+from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts import Host, host_for
 from servelab.io.processes import is_alive, proc_stat, read_pid_record
 from servelab.io.specfile import LoadedSpec
@@ -188,6 +189,8 @@ class HostPool:
     def __init__(self, loaded: LoadedSpec) -> None:
         self._loaded = loaded
         self._hosts: dict[str, Host] = {}
+        self._urls: dict[str, str] = {}
+        self._url_lock = asyncio.Lock()
 
     def for_service(self, service: str) -> Host:
         name = self._loaded.spec.service(service).host
@@ -195,7 +198,16 @@ class HostPool:
             self._hosts[name] = host_for(name, self._loaded.spec.hosts[name])
         return self._hosts[name]
 
+    async def url(self, service: str) -> str:
+        """The service's URL as reachable from here (over SSH: one port forward), cached."""
+        async with self._url_lock:
+            if service not in self._urls:
+                url = self._loaded.spec.service(service).url
+                self._urls[service] = await self.for_service(service).http_url(url)
+            return self._urls[service]
+
     async def aclose(self) -> None:
+        self._urls = {}
         hosts, self._hosts = list(self._hosts.values()), {}
         for host in hosts:
             await host.aclose()
@@ -401,6 +413,8 @@ async def set_knob(
     """
     svc = check_knob_name(loaded, service, name)
     _check_value(name, value)
+    if case_id is not None and ledger is not None and ledger.get_case(case_id) is None:
+        raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
     path = _env_path(loaded, service)
     pool = HostPool(loaded)
     try:

@@ -180,23 +180,16 @@ class SoakResult:
 
 
 # ----------------------------------------------------------------------------------- exchange
+@dataclass
 class _Connection:
-    """Which connection a session's next request rides on (aiohttp trace signals)."""
+    """Which connection a session's next request rides on (aiohttp's connection-created signal)."""
 
-    def __init__(self) -> None:
-        self.opened = 0
-        self.opened_at = time.monotonic()
-        self.carried = 0
+    opened: int = 0
+    opened_at: float = field(default_factory=time.monotonic)
+    carried: int = 0
 
-    def trace(self) -> aiohttp.TraceConfig:
-        config = aiohttp.TraceConfig()
-        config.on_connection_create_end.append(self._created)
-        return config
-
-    async def _created(self, *_: Any) -> None:
-        self.opened += 1
-        self.opened_at = time.monotonic()
-        self.carried = 0
+    async def created(self, *_: Any) -> None:
+        self.opened, self.opened_at, self.carried = self.opened + 1, time.monotonic(), 0
 
 
 async def _pump(resp: aiohttp.ClientResponse, ex: Exchange) -> None:
@@ -270,6 +263,12 @@ class _Run:
     result: SoakResult
     progress: Progress
     inflight: int = 0
+    sessions: list[asyncio.Task[None]] = field(default_factory=list)
+
+    @property
+    def active(self) -> bool:
+        return any(not task.done() for task in self.sessions)
+
     first_stall: asyncio.Event = field(default_factory=asyncio.Event)
     stalled_body: dict[str, Any] | None = None
     evidence: tuple[list[Replay], list[Probe], list[EngineActivity]] = ([], [], [])
@@ -278,10 +277,11 @@ class _Run:
 async def _session(run: _Run, outcome: SessionOutcome) -> None:
     cfg = run.config
     conv = Conversation(outcome.session, seed=cfg.seed, turn_words=cfg.turn_words)
-    conn = _Connection()
+    conn, trace = _Connection(), aiohttp.TraceConfig()
+    trace.on_connection_create_end.append(conn.created)
     url = run.targets.entry_url + _CHAT
     async with _http_session(
-        cfg.idle_timeout_s, fresh=cfg.connection == "fresh", trace=conn.trace()
+        cfg.idle_timeout_s, fresh=cfg.connection == "fresh", trace=trace
     ) as http:
         for rnd in range(cfg.rounds):
             body = conv.request_body(model=run.result.model, max_tokens=cfg.max_tokens)
@@ -293,7 +293,7 @@ async def _session(run: _Run, outcome: SessionOutcome) -> None:
                 run.inflight -= 1
                 outcome.requests += 1
             outcome.connections = conn.opened
-            if not _account(run, outcome, conn, ex, rnd, body):
+            if not _account(run, outcome, conn, ex, body):
                 return
             conn.carried += 1
             conv.add_answer(ex.answer)
@@ -303,39 +303,16 @@ async def _session(run: _Run, outcome: SessionOutcome) -> None:
 
 
 def _account(
-    run: _Run,
-    outcome: SessionOutcome,
-    conn: _Connection,
-    ex: Exchange,
-    rnd: int,
-    body: dict[str, Any],
+    run: _Run, outcome: SessionOutcome, conn: _Connection, ex: Exchange, body: dict[str, Any]
 ) -> bool:
     """Book one exchange into the result; False when the session cannot go on."""
-    result, record = run.result, ex.record
+    result, record, rnd = run.result, ex.record, ex.record.index
     for v in check_answer(ex.answer):
         result.issues.append(CorrectnessIssue(v.kind, outcome.session, rnd, v.detail))
     if ex.stalled:
-        carried = conn.carried
-        stall = Stall(
-            session=outcome.session,
-            round=rnd,
-            payload_bytes=payload_size(body),
-            connection_age_s=round(time.monotonic() - conn.opened_at, 3),
-            connection_requests=carried,
-            received_bytes=ex.received_bytes,
-            received_events=ex.received_events,
-            phase=ex.phase,
-            reason=record.error or "",
-        )
-        result.stalls.append(stall)
+        age = time.monotonic() - conn.opened_at
+        _note_stall(run, outcome.session, rnd, body, ex, age, conn.carried)
         outcome.stalled = True
-        run.progress(
-            f"stall: session {outcome.session} round {rnd} after {carried} requests "
-            f"on its connection ({stall.payload_bytes} B payload, phase {ex.phase})"
-        )
-        if run.stalled_body is None:
-            run.stalled_body = body
-            run.first_stall.set()
         return False
     if not record.ok:
         outcome.error = f"{record.error}: {record.error_detail}"[:300]
@@ -345,11 +322,29 @@ def _account(
     return True
 
 
+def _note_stall(
+    run: _Run, session: int, rnd: int, body: dict[str, Any], ex: Exchange, age: float, carried: int
+) -> None:
+    """Record a stall (session -1: the C1 probe) and wake the localizer at the first one."""
+    size, received = payload_size(body), (ex.received_bytes, ex.received_events, ex.phase)
+    run.result.stalls.append(
+        Stall(session, rnd, size, round(age, 3), carried, *received, ex.record.error or "")
+    )
+    run.progress(
+        f"stall: session {session} round {rnd} after {carried} requests on its "
+        f"connection ({size} B payload, phase {ex.phase})"
+    )
+    if run.stalled_body is None:
+        run.stalled_body = body
+        run.first_stall.set()
+
+
 # -------------------------------------------------------------------------------- localization
 async def discover_workers(router_url: str, *, timeout: float = 5.0) -> tuple[WorkerTarget, ...]:
     """Engines behind a router, from its ``GET /workers``."""
-    res = await probe(router_url.rstrip("/") + "/workers", timeout=timeout)
-    pairs = parse_workers(res.body) if res.ok else []
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
+        body = await _get_text(http, router_url.rstrip("/") + "/workers")
+    pairs = parse_workers(body)
     return tuple(WorkerTarget(f"{role}{i}", role, url) for i, (role, url) in enumerate(pairs))
 
 
@@ -379,22 +374,34 @@ async def _replay(path: str, url: str, body: dict[str, Any], idle_s: float) -> R
     return Replay(path, outcome, rec.status, time.monotonic() - start, ex.received_bytes, detail)
 
 
+async def _workers_probe(targets: Targets, timeout: float) -> Probe:
+    """The router's own list of workers: ok when it lists at least one prefill and one decode."""
+    assert targets.router_url is not None
+    start = time.monotonic()
+    found = await discover_workers(targets.router_url, timeout=timeout)
+    roles = sorted(w.role for w in found)
+    ok = "prefill" in roles and "decode" in roles
+    detail = f"{len(found)} listed ({', '.join(roles) or 'none'})"
+    return Probe(
+        targets.router_service, "router", "workers", ok, None, time.monotonic() - start, detail
+    )
+
+
 async def _probes(targets: Targets, timeout: float) -> list[Probe]:
     jobs: list[tuple[str, str, str, Any]] = []
     if targets.router_url:
-        base = targets.router_url
-        name = targets.router_service
-        jobs += [
-            (name, "router", "readiness", probe(base + "/readiness", timeout=timeout)),
-            (name, "router", "workers", probe(base + "/workers", timeout=timeout)),
-        ]
+        readiness = probe(targets.router_url + "/readiness", timeout=timeout)
+        jobs.append((targets.router_service, "router", "readiness", readiness))
     for w in targets.workers:
         jobs.append((w.service, w.role, "health", probe(w.url + "/health", timeout=timeout)))
     results = await asyncio.gather(*(j[3] for j in jobs))
-    return [
+    probes = [
         Probe(s, role, kind, r.ok, r.status, r.elapsed_s, r.describe()[:200])
         for (s, role, kind, _), r in zip(jobs, results, strict=True)
     ]
+    if targets.router_url:
+        probes.insert(1, await _workers_probe(targets, timeout))
+    return probes
 
 
 async def localize(
@@ -434,14 +441,18 @@ async def localize(
 
 # ---------------------------------------------------------------------------------- determinism
 def _probe_body(run: _Run) -> dict[str, Any]:
-    cfg = run.config
-    return greedy_probe_body(model=run.result.model, max_tokens=cfg.max_tokens, seed=cfg.seed)
+    return greedy_probe_body(
+        model=run.result.model, max_tokens=run.config.max_tokens, seed=run.config.seed
+    )
 
 
 async def _reference(run: _Run) -> str | None:
     """The greedy probe at concurrency 1, before any session starts."""
-    ref = await _one_shot(run.targets.entry_url, _probe_body(run), run.config.idle_timeout_s)
+    body = _probe_body(run)
+    ref = await _one_shot(run.targets.entry_url, body, run.config.idle_timeout_s)
     run.result.determinism = {"reference_ok": ref.record.ok}
+    if ref.stalled:
+        _note_stall(run, -1, -1, body, ref, 0.0, 0)
     return ref.answer.text if ref.record.ok else None
 
 
@@ -450,8 +461,11 @@ async def _under_load(run: _Run, reference: str) -> None:
     cfg = run.config
     want = min(cfg.sessions, max(2, cfg.sessions // 2))
     give_up = time.monotonic() + cfg.duration_s / 2
-    while run.inflight < want and time.monotonic() < give_up:
+    while run.inflight < want and run.active and time.monotonic() < give_up:
         await asyncio.sleep(0.02)
+    if not run.active:
+        run.result.determinism["under_load_ok"] = None  # every session ended first
+        return
     concurrency = run.inflight + 1
     loaded = await _one_shot(run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s)
     run.result.determinism |= {"under_load_ok": loaded.record.ok, "concurrency": concurrency}
@@ -487,24 +501,23 @@ async def _localize_when_stalled(run: _Run) -> None:
 
 
 def _localize_reserve(cfg: SoakConfig) -> float:
-    """Time kept after the traffic for one localization (replays, probes, two scrapes)."""
-    return min(cfg.idle_timeout_s + 3 * min(5.0, cfg.idle_timeout_s) + 1.0, cfg.duration_s / 2)
+    """Time kept after the traffic for one localization (replays, two probe rounds, two scrapes)."""
+    return min(cfg.idle_timeout_s + 4 * min(5.0, cfg.idle_timeout_s) + 1.0, cfg.duration_s / 2)
 
 
 async def _traffic(run: _Run, reference: str | None) -> None:
     async with asyncio.TaskGroup() as group:
+        run.sessions = [group.create_task(_session(run, o)) for o in run.result.sessions]
         if reference is not None:
             group.create_task(_under_load(run, reference))
-        for outcome in run.result.sessions:
-            group.create_task(_session(run, outcome))
 
 
 async def _drive(run: _Run, hard_deadline: float) -> None:
     cfg = run.config
     run.result.sessions = [SessionOutcome(i) for i in range(cfg.sessions)]
-    reference = await _reference(run) if cfg.check_determinism else None
     locator = asyncio.create_task(_localize_when_stalled(run)) if cfg.localize else None
     try:
+        reference = await _reference(run) if cfg.check_determinism else None
         traffic_end = hard_deadline - (_localize_reserve(cfg) if cfg.localize else 0.0)
         try:
             async with asyncio.timeout(max(0.1, traffic_end - time.monotonic())):
@@ -523,13 +536,9 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
 def _conclude(run: _Run, start: float) -> None:
     result = run.result
     replays, probes, engines = run.evidence
+    stalls, issues = tuple(result.stalls), tuple(result.issues)
     evidence = Evidence(
-        via_proxy=run.targets.via_proxy,
-        stalls=tuple(result.stalls),
-        replays=tuple(replays),
-        probes=tuple(probes),
-        engines=tuple(engines),
-        issues=tuple(result.issues),
+        run.targets.via_proxy, stalls, tuple(replays), tuple(probes), tuple(engines), issues
     )
     result.observations = observations(evidence)
     result.findings = diagnose(evidence)
@@ -574,11 +583,9 @@ async def soak(
         result.deadline_hit = True
     except asyncio.CancelledError:
         result.interrupted = True
+        raise
+    finally:
         _conclude(run, start)
         if on_result is not None:
             on_result(result)
-        raise
-    _conclude(run, start)
-    if on_result is not None:
-        on_result(result)
     return result

@@ -29,7 +29,7 @@ import aiohttp
 from servelab.core.envfile import EnvFile
 from servelab.core.records import RequestRecord
 from servelab.core.spec import spec_hash
-from servelab.errors import HostError, KnobError, ServelabError
+from servelab.errors import KnobError, ServelabError
 from servelab.io.hosts import Host
 from servelab.io.httpclient import StreamClient, chat_body
 from servelab.io.probe import probe
@@ -148,7 +148,7 @@ async def verify(
                 _knob_layers(loaded, name, pool.for_service(name), layers, say) for name in names
             ]
         if "health" in layers:
-            jobs += [_health(loaded, name, pool.for_service(name), say) for name in names]
+            jobs += [_health(loaded, name, pool, say) for name in names]
         if "e2e" in layers:
             jobs.append(_e2e(loaded, pool, e2e or E2EOptions(), say))
         results = await asyncio.gather(*jobs)
@@ -228,9 +228,9 @@ def _config_checks(loaded: LoadedSpec, service: str, state: _FileState) -> list[
     svc = loaded.spec.service(service)
     if state.path is None:
         detail = "no env_file in the spec" + (
-            f"; declared knobs {', '.join(svc.knobs)} cannot be checked" if svc.knobs else ""
+            "; declared knobs are compared live against the spec only" if svc.knobs else ""
         )
-        return [Check("config", service, not svc.knobs, detail, {})]
+        return [Check("config", service, True, detail, {})]
     if state.error is not None or state.env is None:
         detail = state.error or "unreadable"
         return [Check("config", service, False, detail, {"env_file": state.path})]
@@ -291,14 +291,15 @@ async def _live_checks(
         return [Check("live", service, False, f"no running process found ({proc.source})", where)]
     file_values = state.env.as_dict() if state.env is not None else {}
     names = tracked_names(svc, file_values)
-    if state.path is None:
-        file_values = {k: v for k, v in svc.knobs.items() if v is not None}
     if not names:
         return [Check("live", service, True, f"pid {proc.pid} ({proc.source}); no declared knobs",
                       where)]  # fmt: skip
     if state.path is not None and state.env is None:
         return [Check("live", service, False, f"pid {proc.pid}: env file unreadable", where)]
     live = await read_live(host, proc.pid, names)
+    if state.path is None:  # no env file (e.g. a unit's Environment=): live against the spec
+        return [_live_vs_spec(service, name, svc.knobs.get(name), live.get(name), where)
+                for name in names]  # fmt: skip
     checks = []
     for name in names:
         file, value = file_values.get(name), live.get(name)
@@ -310,15 +311,24 @@ async def _live_checks(
     return checks
 
 
+def _live_vs_spec(
+    service: str, name: str, pin: str | None, value: str | None, where: dict[str, Any]
+) -> Check:
+    ok = pin is None or value == pin
+    detail = f"live {_show(value)}" + (f", spec pins {pin}" if pin is not None else "")
+    data = {**where, "knob": name, "file": None, "live": value, "spec": pin}
+    return Check("live", service, ok, detail + "; no env file to compare", data)
+
+
 # -- health ------------------------------------------------------------------------------------
 
 
-async def _health(loaded: LoadedSpec, service: str, host: Host, say: Progress) -> list[Check]:
+async def _health(loaded: LoadedSpec, service: str, pool: HostPool, say: Progress) -> list[Check]:
     svc = loaded.spec.service(service)
     path = svc.readiness_path
     say(f"probing {service} {path}")
     try:
-        base = await host.http_url(svc.url)
+        base = await pool.url(service)
     except ServelabError as exc:
         return _failed("health", service, exc)
     result = await probe(base + path, timeout=5.0)
@@ -358,12 +368,9 @@ async def _e2e(loaded: LoadedSpec, pool: HostPool, opts: E2EOptions, say: Progre
     entry = loaded.spec.entry_point
     say(f"e2e probe through {entry}")
     try:
-        base = await pool.for_service(entry).http_url(loaded.spec.service(entry).url)
-        decodes = [
-            await pool.for_service(name).http_url(loaded.spec.service(name).url)
-            for name in loaded.spec.by_role("decode")
-        ]
-    except (HostError, ServelabError) as exc:
+        base = await pool.url(entry)
+        decodes = [await pool.url(name) for name in loaded.spec.by_role("decode")]
+    except ServelabError as exc:
         return _failed("e2e", entry, exc)
     ok, detail, data = await e2e_check(base, decodes, opts)
     return [Check("e2e", entry, ok, detail, data)]

@@ -11,9 +11,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-
 from servelab.core.stats import mean, sample_std
 
 __all__ = ["ab_plot", "arm_curve"]
@@ -35,6 +32,9 @@ def arm_curve(arm: Mapping[str, Any]) -> list[tuple[int, float, float, int]]:
 
 def ab_plot(ab_run: Mapping[str, Any], *, title: str | None = None) -> bytes:
     """Output-token throughput vs concurrency, one line per arm, error bars ± σ; PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
+    from matplotlib.figure import Figure
+
     result = ab_run.get("result") or {}
     fig = Figure(figsize=(6.4, 4.0), dpi=100)
     FigureCanvasAgg(fig)

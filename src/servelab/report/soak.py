@@ -78,10 +78,11 @@ def _replay_text(o: Observation) -> str:
 def _metrics_text(o: Observation) -> str:
     d = o.data
     state = "moving" if o.healthy else "FROZEN"
+    waiting = "" if d.get("in_transfer") is None else f", waiting for KV {d['in_transfer']:g}"
     return (
         f"{o.subject} ({d['role']}) /metrics over {d['interval_s']} s: running {d['running']}, "
-        f"queued {d['queued']}, +{d['generated_delta']:g} tokens, +{d['requests_delta']:g} "
-        f"requests ({state})"
+        f"queued {d['queued']}{waiting}, +{d['generated_delta']:g} tokens, "
+        f"+{d['requests_delta']:g} requests ({state})"
     )
 
 
@@ -93,14 +94,14 @@ def describe_observation(o: Observation) -> str:
     if o.id == "stalls.reused_connection":
         return (
             f"{d['count']} stall(s) on reused keep-alive connections "
-            f"(after {d['requests_carried']} request(s) on them)"
+            f"(after {'/'.join(map(str, d['requests_carried']))} request(s) on them)"
         )
     if o.id == "stalls.fresh_connection":
         return f"{d['count']} stall(s) on a connection's first request"
     if o.id.startswith("replay."):
         return _replay_text(o)
     if o.id.startswith("probe."):
-        return f"{o.subject} {d['kind']}: {d['detail'] or d['status']}"
+        return f"{o.subject} {d['kind']}: {d['detail'] or d['status']}".rstrip()
     if o.id.endswith(".transfer_failed"):
         return f"{o.subject}: {d['delta']:g} KV transfer(s) failed"
     if o.id.endswith(".progress"):
@@ -182,8 +183,9 @@ def _header(result: SoakResult) -> list[str]:
 def _stall_lines(result: SoakResult) -> list[str]:
     lines = [f"stalls ({len(result.stalls)}), idle timeout {result.config.idle_timeout_s:g} s:"]
     for s in result.stalls[:10]:
+        who = f"session {s.session} round {s.round}" if s.session >= 0 else "C1 probe"
         lines.append(
-            f"  session {s.session} round {s.round}: {s.payload_bytes} B payload, connection "
+            f"  {who}: {s.payload_bytes} B payload, connection "
             f"age {s.connection_age_s:.1f} s after {s.connection_requests} request(s), "
             f"received {s.received_bytes} B / {s.received_events} events ({s.phase})"
         )
@@ -220,6 +222,8 @@ def render_soak(result: SoakResult) -> str:
             lines += _finding_lines(rank, finding, result.observations)
     elif result.stalls:
         lines.append("no layer could be singled out from the evidence gathered")
+    elif result.errors:
+        lines.append("no stall to localize; the failed requests above say what went wrong")
     else:
         lines.append("no finding")
     return "\n".join(lines) + "\n"

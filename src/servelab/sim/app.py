@@ -30,6 +30,7 @@ from servelab.sim.protocol import (
     stream_start,
     stream_token,
     stream_usage,
+    token_frame,
 )
 from servelab.sim.scheduler import Sequence
 from servelab.sim.settings import WorkerSettings
@@ -148,11 +149,17 @@ async def _stream(
     await resp.prepare(request)
     for item, seq in zip(req.items, seqs, strict=True):
         await resp.write(stream_start(req, item, rid, created))
+        frame = token_frame(req, item, seq.out, rid, created)
         sent = 0
         while True:
             n = seq.n_out
             if n > sent:
-                events = [stream_token(req, item, seq.out, k, rid, created) for k in range(sent, n)]
+                if frame is not None:
+                    events = [frame.event(p) for p in seq.out.pieces[sent:n]]
+                else:
+                    events = [
+                        stream_token(req, item, seq.out, k, rid, created) for k in range(sent, n)
+                    ]
                 await resp.write(b"".join(events))
                 sent = n
             if seq.done.is_set() and sent >= seq.n_out:

@@ -25,6 +25,7 @@ __all__ = [
     "stream_start",
     "stream_token",
     "stream_usage",
+    "token_frame",
 ]
 
 Api = Literal["chat", "completions", "generate"]
@@ -130,7 +131,8 @@ def _int_field(body: dict[str, Any], *names: str) -> int | RequestError | None:
 
 def _max_tokens(api: Api, body: dict[str, Any]) -> int | RequestError:
     if api == "generate":
-        params = body.get("sampling_params") or {}
+        params = body.get("sampling_params")
+        params = {} if params is None else params
         if not isinstance(params, dict):
             return RequestError("'sampling_params' must be an object")
         value = _int_field(params, "max_new_tokens")
@@ -175,7 +177,8 @@ def _options(api: Api, body: dict[str, Any]) -> tuple[bool, bool, int | None, in
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         return RequestError("'stream' must be a boolean")
-    opts = body.get("stream_options") or {}
+    opts = body.get("stream_options")
+    opts = {} if opts is None else opts
     if not isinstance(opts, dict):
         return RequestError("'stream_options' must be an object")
     seed = _int_field(body, "seed")
@@ -289,6 +292,35 @@ def stream_token(
         delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
     choice = {"index": item.index, "delta": delta, "finish_reason": None}
     return _sse(_envelope(req, rid, created, [choice]))
+
+
+_SENTINEL = "\x00servelab-piece\x00"
+
+
+def token_frame(req: GenRequest, item: GenItem, out: Output, rid: str, created: int) -> TokenFrame:
+    """Pre-rendered bytes around a text token, so a token event costs one ``json.dumps(str)``.
+
+    ``frame.event(piece)`` equals ``stream_token(...)`` for plain-text chat/completions outputs;
+    ``None`` when the output needs the general path (``/generate``, tool calls).
+    """
+    if req.api == "generate" or out.tool_name is not None:
+        return None
+    probe = Output((_SENTINEL,), finish_reason=out.finish_reason)
+    marker = json.dumps(_SENTINEL).encode()
+    prefix, suffix = stream_token(req, item, probe, 0, rid, created).split(marker)
+    return _Frame(prefix, suffix)
+
+
+@dataclass(frozen=True)
+class _Frame:
+    prefix: bytes
+    suffix: bytes
+
+    def event(self, piece: str) -> bytes:
+        return self.prefix + json.dumps(piece).encode() + self.suffix
+
+
+TokenFrame = _Frame | None
 
 
 def stream_finish(

@@ -18,7 +18,7 @@ from typing import Any
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.profile import kv_transfer_s
+from servelab.sim.profile import decode_step_s, kv_transfer_s
 from servelab.sim.protocol import GenItem, GenRequest
 from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
 from servelab.sim.settings import WorkerSettings
@@ -140,7 +140,16 @@ class Worker:
             "aborts": self.aborts.total,
             "wedged": self.is_wedged(),
             "scheduler": sched.lag.as_json() if sched else {},
+            "step_s": self.step_table(),
             "recent_rooms": list(self.recent_rooms)[-32:],
+        }
+
+    def step_table(self) -> dict[str, float]:
+        """Modelled decode step seconds at a few batch sizes (128-token prompts), for the knob
+        in effect: what changes, after a restart only, when the knob changes."""
+        s = self.settings
+        return {
+            str(b): decode_step_s(s.profile, b, b * 160, s.target_ctas) for b in (1, 64, 80, 96)
         }
 
     def _note_room(self, room: int | None, first_token: str, status: str) -> None:

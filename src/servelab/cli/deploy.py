@@ -1,0 +1,172 @@
+"""``servelab up|down|status|restart``: bring the deployment up in order, stop it, show it,
+co-restart it safely.
+
+Exit codes: 0 ok, 1 failed (a service did not start or become ready, verification failed), 2 bad
+spec. ``up``/``down``/``restart`` are recorded in the ledger (``--ledger PATH``, else
+``$SERVELAB_LEDGER``, else ``<state_dir>/ledger.db``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from servelab.cli.common import (
+    EXIT_FAILED,
+    console,
+    err_console,
+    json_option,
+    print_json,
+    run,
+    spec_option,
+)
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops import deploy
+from servelab.report.deploy import render_deploy, render_restart, render_status
+
+__all__ = ["register"]
+
+T = TypeVar("T")
+
+
+def _progress(message: str) -> None:
+    err_console.print(f"[dim]{message}[/]")
+
+
+def _ledger_option(func: Any) -> Any:
+    return click.option(
+        "--ledger",
+        "ledger_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
+    )(func)
+
+
+async def _with_ledger(
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    action: Callable[[LoadedSpec, Ledger], Awaitable[T]],
+) -> T:
+    loaded = load_spec(spec_path)
+    path = resolve_ledger_path(ledger_path, loaded.state_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with Ledger.open(path) as ledger:
+        return await action(loaded, ledger)
+
+
+def _quiet(as_json: bool) -> Callable[[str], None] | None:
+    return None if as_json and not sys.stderr.isatty() else _progress
+
+
+@click.command("up")
+@click.argument("services", nargs=-1)
+@spec_option
+@json_option
+@_ledger_option
+def up_command(
+    services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
+) -> None:
+    """Start SERVICES (default: all) and their dependencies, in order, each gated on readiness."""
+    report = run(
+        _with_ledger(
+            spec_path,
+            ledger_path,
+            lambda loaded, ledger: deploy.up(
+                loaded, list(services) or None, progress=_quiet(as_json), ledger=ledger
+            ),
+        )
+    )
+    _show(report.to_json(), render_deploy(report), as_json, report.ok)
+
+
+@click.command("down")
+@click.argument("services", nargs=-1)
+@spec_option
+@json_option
+@_ledger_option
+def down_command(
+    services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
+) -> None:
+    """Stop SERVICES (default: all) and their dependents, dependents first. Idempotent."""
+    report = run(
+        _with_ledger(
+            spec_path,
+            ledger_path,
+            lambda loaded, ledger: deploy.down(
+                loaded, list(services) or None, progress=_quiet(as_json), ledger=ledger
+            ),
+        )
+    )
+    _show(report.to_json(), render_deploy(report), as_json, report.ok)
+
+
+async def _status(spec_path: Path | None) -> list[deploy.ServiceStatus]:
+    return await deploy.status(load_spec(spec_path))
+
+
+@click.command("status")
+@spec_option
+@json_option
+def status_command(spec_path: Path | None, as_json: bool) -> None:
+    """Each service: pid, url, readiness answer. Exit 1 when one is not ready."""
+    statuses = run(_status(spec_path))
+    ok = all(item.ready for item in statuses)
+    _show([item.to_json() for item in statuses], render_status(statuses), as_json, ok)
+
+
+@click.command("restart")
+@click.argument("services", nargs=-1)
+@spec_option
+@json_option
+@_ledger_option
+@click.option("--no-verify", is_flag=True, help="Do not verify after the restart.")
+@click.option(
+    "--rollback",
+    is_flag=True,
+    help="If the restart or its verification fails, restore the env files from their latest "
+    "backups and restart again.",
+)
+def restart_command(
+    services: tuple[str, ...],
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+    no_verify: bool,
+    rollback: bool,
+) -> None:
+    """Co-restart SERVICES and their dependents (e.g. decode restarts the router too)."""
+    report = run(
+        _with_ledger(
+            spec_path,
+            ledger_path,
+            lambda loaded, ledger: deploy.restart(
+                loaded,
+                list(services) or None,
+                verify_after=not no_verify,
+                rollback=rollback,
+                progress=_quiet(as_json),
+                ledger=ledger,
+            ),
+        )
+    )
+    _show(report.to_json(), render_restart(report), as_json, report.ok)
+
+
+def _show(data: Any, text: str, as_json: bool, ok: bool) -> None:
+    if as_json:
+        print_json(data)
+    else:
+        console.print(text, end="", markup=False, highlight=False)
+    if not ok:
+        raise SystemExit(EXIT_FAILED)
+
+
+def register(group: click.Group) -> None:
+    for command in (up_command, down_command, status_command, restart_command):
+        group.add_command(command)

@@ -1,0 +1,96 @@
+"""Text renderings of up/down/restart reports and of status (returns str, no I/O)."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, RenderableType
+from rich.table import Table
+
+from servelab.ops.deploy import (
+    OUTCOME_FAILED,
+    OUTCOME_TIMED_OUT_HEALTHY,
+    DeployReport,
+    RestartReport,
+    ServiceStatus,
+    Step,
+)
+
+__all__ = ["STATUS_COLUMNS", "render_deploy", "render_restart", "render_status", "status_rows"]
+
+STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness")
+
+
+def _text(*renderables: RenderableType, width: int = 120) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    for renderable in renderables:
+        console.print(renderable)
+    return buffer.getvalue()
+
+
+def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
+    """One row per service: service, role, host, pid (and its source), url, readiness answer."""
+    rows = []
+    for item in statuses:
+        if item.pid is None:
+            pid = "-"
+        else:
+            pid = f"{item.pid}" + ("" if item.alive else " (dead)")
+            if item.pid_source == "port owner":
+                pid += " (port owner)"
+        answer = item.readiness.describe() if item.readiness is not None else "-"
+        rows.append([item.service, item.role, item.host, pid, item.url, answer])
+    return rows
+
+
+def render_status(statuses: list[ServiceStatus]) -> str:
+    table = Table(*STATUS_COLUMNS, title="services")
+    for row in status_rows(statuses):
+        table.add_row(*row)
+    return _text(table)
+
+
+def _step_detail(step: Step) -> str:
+    evidence = step.evidence
+    if step.outcome == OUTCOME_FAILED:
+        return str(evidence.get("error", ""))
+    if step.outcome == OUTCOME_TIMED_OUT_HEALTHY:
+        readiness = evidence.get("readiness") or {}
+        return (
+            f"start command still running after {evidence.get('command_timeout_s')}s; "
+            f"readiness HTTP {readiness.get('status')} after {evidence.get('probes')} probe(s)"
+        )
+    if "stop_command_exit" in evidence:
+        return f"stop command exit {evidence['stop_command_exit']}"
+    return str(evidence.get("log", ""))
+
+
+def _steps_table(title: str, steps: list[Step]) -> Table:
+    table = Table("service", "outcome", "pid", "seconds", "detail", title=title)
+    for step in steps:
+        pid = "-" if step.pid is None else str(step.pid)
+        table.add_row(step.service, step.outcome, pid, f"{step.elapsed_s:.1f}", _step_detail(step))
+    return table
+
+
+def render_deploy(report: DeployReport) -> str:
+    verdict = "ok" if report.ok else "FAILED"
+    return _text(_steps_table(f"{report.action}: {verdict}", report.steps))
+
+
+def render_restart(report: RestartReport) -> str:
+    parts: list[RenderableType] = [
+        _steps_table(f"restart {' -> '.join(report.plan)}", report.steps)
+    ]
+    if report.verification is not None:
+        failed = [c for c in report.verification.get("checks", []) if not c.get("ok")]
+        word = "ok" if report.verification.get("ok") else f"FAILED ({len(failed)} check(s))"
+        parts.append(f"verification: {word}")
+        parts.extend(f"  {c.get('layer')}/{c.get('service')}: {c.get('detail')}" for c in failed)
+    if report.rolled_back:
+        restored = ", ".join(f"{name} <- {path}" for name, path in report.rollback_from.items())
+        parts.append(f"rolled back env files: {restored}")
+        parts.append(_steps_table("rollback restart", report.rollback_steps))
+    parts.append("restart: ok" if report.ok else "restart: FAILED")
+    return _text(*parts)

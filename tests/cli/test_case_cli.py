@@ -1,0 +1,152 @@
+"""``servelab case|restore|report|ledger`` as real processes: real ledger files, a real stack."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger
+from tests.ops.test_case import SECRET, K, seed_history, write_stack_spec
+from tests.support import run_cli
+
+TARGET = f"knob:decode/{K}"
+
+
+def _answering(answer: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI with ``answer`` on stdin (a user at the confirmation prompt)."""
+    return subprocess.run(
+        [sys.executable, "-m", "servelab", *args], input=answer, capture_output=True,
+        text=True, timeout=120, check=False, env=dict(os.environ),
+    )  # fmt: skip
+
+
+def _json(*args: str, code: int = 0, **kw: Any) -> Any:
+    done = run_cli(*args, "--json", **kw)
+    assert done.returncode == code, done.stderr + done.stdout
+    return json.loads(done.stdout)
+
+
+@pytest.fixture
+def ledger_file(tmp_path: Path) -> Path:
+    path = tmp_path / "l" / "ledger.db"
+    with Ledger.open(path) as ledger:
+        seed_history(ledger)
+        ledger.record_soak(config={"knobs": {K: "256"}}, result={"ok": False}, findings=[])
+    return path
+
+
+def test_case_commands_with_json(ledger_file: Path, tmp_path: Path) -> None:
+    led = ("--ledger", str(ledger_file))
+    opened = _json("case", "open", "agentic sessions hang", *led)
+    cid = str(opened["id"])
+    assert opened == {"id": 1, "title": "agentic sessions hang", "status": "open"}
+    assert _json("case", "suspect", cid, TARGET, "--reason", "latest change", *led)["id"] == 1
+    assert _json("case", "evidence", cid, "--soak", "1", *led)["kind"] == "soak"
+    assert _json("case", "evidence", cid, "--note", "fresh connections work", *led)["id"] == 2
+    bad = run_cli("case", "evidence", cid, "--soak", "9", *led)
+    assert bad.returncode == 2 and "no soak 9" in bad.stderr
+    two = run_cli("case", "evidence", cid, "--soak", "1", "--note", "x", *led)
+    assert two.returncode == 2 and "exactly one" in two.stderr
+    resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
+                     "--exonerate", TARGET, "--convict", "component:proxy", *led)  # fmt: skip
+    assert resolved["restore_status"] == "nothing to restore"  # nothing was reverted under it
+    shown = _json("case", "show", cid, *led)
+    assert [e["kind"] for e in shown["timeline"]][:3] == ["opened", "suspect", "evidence"]
+    assert _json("case", "list", *led)[0]["status"] == "resolved"
+    missing = run_cli("case", "show", "77", *led)
+    assert missing.returncode == 2 and "no case 77" in missing.stderr
+    dump = _json("ledger", "export", *led)
+    assert dump["cases"][0]["suspects"][0]["verdict"] == "exonerated"
+    assert dump["ab_runs"][0]["knob"] == K
+
+
+def test_ledger_path_from_environment(ledger_file: Path, tmp_path: Path) -> None:
+    env = {"SERVELAB_LEDGER": str(ledger_file)}
+    assert _json("case", "open", "via env", env=env, cwd=tmp_path)["id"] == 1
+    with Ledger.open(ledger_file) as ledger:
+        assert ledger.get_case(1)["title"] == "via env"
+
+
+def test_report_writes_then_rewrites_only_what_a_verdict_changed(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    led = ("--ledger", str(ledger_file))
+    out = tmp_path / "docs"
+    cid = str(_json("case", "open", "stall", *led)["id"])
+    _json("case", "suspect", cid, TARGET, "--reason", "latest", *led)
+    _json("case", "resolve", cid, "--root-cause", "knob", "--convict", TARGET, *led)
+    first = _json("report", "--out", str(out), *led)
+    assert sorted(first["written"]) == ["cases/case-1.md", "index.html", "perf-plan.md",
+                                        "plots/ab-1.png"]  # fmt: skip
+    assert _json("report", "--out", str(out), *led)["written"] == []
+    _json("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
+    third = _json("report", "--out", str(out), *led)
+    assert sorted(third["written"]) == ["cases/case-1.md", "index.html", "perf-plan.md"]
+    assert "**exonerated**" in (out / "perf-plan.md").read_text()
+
+
+def test_newer_ledger_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    path = tmp_path / "future.db"
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA user_version = 99")
+    raw.close()
+    done = run_cli("case", "list", "--ledger", str(path))
+    assert done.returncode == 1
+    assert "newer than this servelab supports" in done.stderr
+
+
+# -- revert and restore through the CLI, against a real stack ----------------------------------
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
+    from servelab.ops import deploy
+
+    loaded = load_spec(write_stack_spec(tmp_path / "dep"))
+    try:
+        report = asyncio.run(deploy.up(loaded))
+        assert all(step.ok for step in report.steps), report.to_json()
+        yield loaded
+    finally:
+        asyncio.run(deploy.down(loaded))
+
+
+def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_file: Path) -> None:
+    led = ("--ledger", str(ledger_file))
+    spec = ("-f", stack.source)
+    env_file = stack.env_file("decode")
+    assert env_file is not None
+    cid = str(_json("case", "open", "agentic hang", *led)["id"])
+    _json("case", "suspect", cid, TARGET, "--reason", "latest change", *led)
+
+    declined = _answering("n\n", "case", "revert", cid, TARGET, *spec, *led)
+    assert declined.returncode == 1, declined.stderr
+    assert "cost of the revert: −11.3% at C64" in declined.stdout
+    assert "n.s. at C80" in declined.stdout
+    assert f"fails with {K}=512 and passes with {K}=256" in declined.stdout
+    assert f"{K}=512" in env_file.read_text()  # nothing changed
+
+    reverted = _json("case", "revert", cid, TARGET, "--yes", *spec, *led)
+    assert reverted["ok"] and reverted["live"] == "256"
+    assert f"{K}=256" in env_file.read_text()
+
+    resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
+                     "--exonerate", TARGET, "--convict", "component:proxy", *led)  # fmt: skip
+    (item,) = resolved["restore_plan"]
+    assert (item["current"], item["restore_to"]) == ("256", "512")
+
+    restored = _json("restore", cid, *spec, *led)
+    assert restored["ok"] and restored["status"] == "restored and verified"
+    shown = run_cli("case", "show", cid, *led)
+    assert "restored and verified" in shown.stdout
+    assert SECRET.encode() not in ledger_file.read_bytes()

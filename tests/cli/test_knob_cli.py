@@ -1,0 +1,88 @@
+"""``servelab knob get|set|diff`` as a real process: backups, records, restart notice, exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from servelab.io.store import Ledger
+from tests.support import free_port
+from tests.support import run_cli as _run_cli
+
+KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
+SECRET = "hunter2"
+
+
+def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The real CLI, its ledger pinned to the work dir's (whatever the caller's environment)."""
+    return _run_cli(*args, cwd=cwd, env={"SERVELAB_LEDGER": str(cwd / "state" / "ledger.db")})
+
+
+def _workdir(tmp_path: Path) -> Path:
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "decode.env").write_text(f"# d\n{KNOB}=512\nSECRET_TOKEN={SECRET}\n")
+    (tmp_path / "servelab.toml").write_text(
+        f"""
+state_dir = "state"
+[services.decode]
+role = "decode"
+url = "http://127.0.0.1:{free_port()}"
+start = "sim"
+env_file = "env/decode.env"
+knobs = ["{KNOB}"]
+"""
+    )
+    return tmp_path
+
+
+def test_set_get_diff_with_backup_case_and_reason(tmp_path: Path) -> None:
+    root = _workdir(tmp_path)
+    with Ledger.open(root / "state" / "ledger.db") as ledger:
+        case_id = ledger.create_case(title="agentic sessions hang")
+
+    got = run_cli("knob", "get", "decode", KNOB, cwd=root)
+    assert got.returncode == 0 and f"{KNOB}=512" in got.stdout
+
+    done = run_cli(
+        "knob", "set", "decode", f"{KNOB}=256", "--reason", "latest change before the hang",
+        "--case", str(case_id), "--json", cwd=root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    change = json.loads(done.stdout)
+    assert (change["old"], change["new"], change["changed"]) == ("512", "256", True)
+    assert Path(change["backup_path"]).read_text().count(f"{KNOB}=512") == 1
+    assert not change["running"]  # nothing listens on the port: the value is used at next start
+
+    text = run_cli("knob", "set", "decode", f"{KNOB}=128", cwd=root)
+    assert text.returncode == 0 and "256 -> 128" in text.stdout and "backup:" in text.stdout
+    assert "not running" in text.stdout
+
+    diff = run_cli("knob", "diff", "decode", KNOB, cwd=root)
+    assert diff.returncode == 0
+    assert "128" in diff.stdout and "256" in diff.stdout and "(not running)" in diff.stdout
+    diff_json = json.loads(run_cli("knob", "diff", "decode", KNOB, "--json", cwd=root).stdout)
+    assert (diff_json["file"], diff_json["backup"], diff_json["live"]) == ("128", "256", None)
+
+    with Ledger.open(root / "state" / "ledger.db") as ledger:
+        rows = ledger.list_knob_changes(service="decode", name=KNOB)
+    assert [(r["old"], r["new"]) for r in rows] == [("512", "256"), ("256", "128")]
+    assert rows[0]["case_id"] == case_id and rows[0]["reason"] == "latest change before the hang"
+    everything = got.stdout + done.stdout + text.stdout + diff.stdout + json.dumps(diff_json)
+    assert SECRET not in everything
+    for db in (root / "state").glob("ledger.db*"):
+        assert SECRET.encode() not in db.read_bytes()
+
+
+def test_bad_input_exits_2_without_revealing_values(tmp_path: Path) -> None:
+    root = _workdir(tmp_path)
+    secret = run_cli("knob", "get", "decode", "SECRET_TOKEN", cwd=root)
+    assert secret.returncode == 2 and "not a declared knob" in secret.stderr
+    assert SECRET not in secret.stdout + secret.stderr
+    assert run_cli("knob", "set", "decode", KNOB, cwd=root).returncode == 2  # no =VALUE
+    assert run_cli("knob", "get", "nope", KNOB, cwd=root).returncode == 2
+    unknown_case = run_cli("knob", "set", "decode", f"{KNOB}=1", "--case", "999", cwd=root)
+    assert unknown_case.returncode == 2 and "unknown case" in unknown_case.stderr
+    assert (root / "env" / "decode.env").read_text().count(f"{KNOB}=512") == 1
+    unset = run_cli("knob", "set", "decode", KNOB, "--unset", "--json", cwd=root)
+    assert unset.returncode == 0 and json.loads(unset.stdout)["new"] is None

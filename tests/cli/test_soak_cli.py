@@ -1,0 +1,202 @@
+"""``servelab soak`` as a real process against the real stack; results land in a real ledger."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.io.store import Ledger
+from tests.ops.test_soak import set_faults
+from tests.sim.stack import SimStack, sim_stack
+from tests.support import REPO, run_cli
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[SimStack]:
+    with sim_stack(time_scale=0.05, proxy=True) as st:
+        yield st
+
+
+def _spec(st: SimStack, directory: Path) -> Path:
+    text = f"""
+name = "soak-test"
+state_dir = "state"
+
+[services.prefill]
+role = "prefill"
+url = "{st.prefill_url}"
+start = "sim"
+bootstrap_port = {st.bootstrap_port}
+
+[services.decode]
+role = "decode"
+url = "{st.decode_url}"
+start = "sim"
+
+[services.router]
+role = "router"
+url = "{st.router_url}"
+start = "router"
+router = {{ prometheus_port = {st.prometheus_port} }}
+
+[services.proxy]
+role = "proxy"
+url = "{st.proxy_url}"
+start = "sim"
+depends_on = ["router"]
+"""
+    path = directory / "servelab.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _soak(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return run_cli("soak", "--sessions", "2", "--rounds", "4", *args, timeout=timeout)
+
+
+def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    spec = _spec(stack, tmp_path)
+    proc = _soak("-f", str(spec), "--idle-timeout", "5", "--duration", "30", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["ok"] is True and doc["findings"] == [] and doc["stalls"] == []
+    assert doc["targets"]["entry_url"] == stack.proxy_url  # the proxy is the entry point
+    assert doc["targets"]["router_url"] == stack.router_url
+    assert doc["sessions"]["completed"] == 2
+    with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
+        soaks = ledger.list_soaks()
+    assert len(soaks) == 1 and soaks[0]["ok"] is True and soaks[0]["findings"] == []
+    assert soaks[0]["id"] == doc["soak_id"]
+
+
+def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    assert stack.proxy_url is not None
+    ledger_path = tmp_path / "ledger.db"
+    with Ledger.open(ledger_path) as ledger:
+        case_id = ledger.create_case(title="agent sessions hang")
+    set_faults(stack.proxy_url, stall_reused_after=1)
+    try:
+        proc = _soak(
+            "--url",
+            stack.proxy_url,
+            "--router-url",
+            stack.router_url,
+            "--idle-timeout",
+            "2",
+            "--duration",
+            "30",
+            "--ledger",
+            str(ledger_path),
+            "--case",
+            str(case_id),
+            "--json",
+        )
+    finally:
+        set_faults(stack.proxy_url, stall_reused_after=None)
+    assert proc.returncode == 1, proc.stderr
+    doc = json.loads(proc.stdout)
+    top = doc["findings"][0]
+    assert top["layer"] == "client_proxy"
+    support = {e["id"] for e in top["evidence"] if e["supports"]}
+    assert {"replay.fresh_entry", "replay.direct_router"} <= support
+    assert all(e["text"] for e in top["evidence"])
+    assert doc["stalls"][0]["connection_requests"] == 1
+    with Ledger.open(ledger_path) as ledger:
+        soak = ledger.get_soak(doc["soak_id"])
+        evidence = ledger.list_evidence(case_id)
+    assert soak is not None and soak["findings"][0]["layer"] == "client_proxy"
+    assert [(e["kind"], e["ref_id"]) for e in evidence] == [("soak", doc["soak_id"])]
+
+
+def test_human_output_names_the_layer(stack: SimStack, tmp_path: Path) -> None:
+    assert stack.proxy_url is not None
+    set_faults(stack.proxy_url, stall_reused_after=1)
+    try:
+        proc = _soak(
+            "--url",
+            stack.proxy_url,
+            "--router-url",
+            stack.router_url,
+            "--idle-timeout",
+            "2",
+            "--duration",
+            "30",
+            "--no-record",
+        )
+    finally:
+        set_faults(stack.proxy_url, stall_reused_after=None)
+    assert proc.returncode == 1
+    assert "client / proxy layer" in proc.stdout
+    assert "+ same payload on a fresh connection via the entry point: HTTP 200" in proc.stdout
+    assert not (tmp_path / "ledger.db").exists()
+
+
+def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    ledger_path = tmp_path / "ledger.db"
+    argv = [
+        sys.executable,
+        "-m",
+        "servelab",
+        "soak",
+        "--url",
+        stack.router_url,
+        "--sessions",
+        "2",
+        "--rounds",
+        "1000",
+        "--think-time",
+        "0.2",
+        "--duration",
+        "60",
+        "--ledger",
+        str(ledger_path),
+    ]
+    proc = subprocess.Popen(
+        argv,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert proc.stderr is not None
+        seen = ""
+        deadline = time.monotonic() + 60
+        while "soak:" not in seen and time.monotonic() < deadline:  # wait until it soaks
+            ready, _, _ = select.select([proc.stderr], [], [], 0.5)
+            if ready:
+                seen += proc.stderr.readline()
+        assert "soak:" in seen, seen
+        time.sleep(1.5)
+        os.kill(proc.pid, signal.SIGINT)
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=15)
+        assert time.monotonic() - start < 10
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, err
+    with Ledger.open(ledger_path) as ledger:
+        soaks = ledger.list_soaks()
+    assert len(soaks) == 1
+    assert soaks[0]["result"]["interrupted"] is True and soaks[0]["ok"] is False
+    assert soaks[0]["result"]["sessions"]["rounds_done"] > 0
+    with pytest.raises(ProcessLookupError):  # nothing of its process group is left
+        os.killpg(proc.pid, 0)

@@ -1,0 +1,162 @@
+"""``servelab verify`` end to end: the real CLI, sim workers and the real router on free ports.
+
+The drift scenario of the reference incident, locally and over a real loopback sshd: bring the
+stack up, edit the decode's env file without a restart (verify fails the live layer, exit 1),
+``servelab restart decode`` (verify passes, exit 0). Locally also a killed decode (health and e2e
+fail with reasons). A secret in the env file never reaches stdout, stderr, --json or the ledger.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.spec import DEFAULT_KNOB
+from servelab.io.store import Ledger
+from tests.support import free_ports, run_cli
+
+SECRET = "hunter2"
+FLAG = "SERVELAB_TEST_FLAG"
+
+
+def _write(root: Path, host: str = "local", hosts_toml: str = "") -> Path:
+    prefill, bootstrap, decode, router, prom = free_ports(5)
+    (root / "env").mkdir(parents=True)
+    scale = "SERVELAB_SIM_TIME_SCALE=0.05\nSERVELAB_SIM_WARMUP_S=4\n"
+    (root / "env" / "prefill.env").write_text(scale)
+    (root / "env" / "decode.env").write_text(f"{scale}{DEFAULT_KNOB}=512\nSECRET_TOKEN={SECRET}\n")
+    (root / "servelab.toml").write_text(
+        f"""
+name = "verify-cli"
+state_dir = "state"
+{hosts_toml}
+[services.prefill]
+role = "prefill"
+url = "http://127.0.0.1:{prefill}"
+host = "{host}"
+start = "sim"
+bootstrap_port = {bootstrap}
+env_file = "env/prefill.env"
+ready_timeout_s = 30
+[services.decode]
+role = "decode"
+url = "http://127.0.0.1:{decode}"
+host = "{host}"
+start = "sim"
+env_file = "env/decode.env"
+knobs = ["{DEFAULT_KNOB}", "{FLAG}"]
+depends_on = ["prefill"]
+ready_timeout_s = 30
+[services.router]
+role = "router"
+url = "http://127.0.0.1:{router}"
+host = "{host}"
+start = "router"
+depends_on = ["prefill", "decode"]
+ready_timeout_s = 60
+router = {{ prometheus_port = {prom}, health_check_interval_s = 1 }}
+"""
+    )
+    return root
+
+
+@pytest.fixture
+def outputs() -> Iterator[list[str]]:
+    """Every stdout/stderr of the test, checked for the secret at the end."""
+    seen: list[str] = []
+    yield seen
+    assert not [text for text in seen if SECRET in text]
+
+
+def _cli(seen: list[str], root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    ledger = {"SERVELAB_LEDGER": str(root / "state" / "ledger.db")}
+    done = run_cli(*args, cwd=root, timeout=110, env=ledger)
+    seen += [done.stdout, done.stderr]
+    return done
+
+
+def _checks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
+    doc = json.loads(done.stdout)
+    assert doc["ok"] is (done.returncode == 0)
+    return list(doc["checks"])
+
+
+def _drift_then_restart(seen: list[str], root: Path) -> None:
+    first = _cli(seen, root, "verify", "--json")
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert {c["layer"] for c in _checks(first)} == {"config", "live", "health", "e2e"}
+
+    with (root / "env" / "decode.env").open("a") as env_file:
+        env_file.write(f"{FLAG}=1\n")
+    drift = _cli(seen, root, "verify")
+    assert drift.returncode == 1
+    assert "in file but not live: restart needed" in drift.stdout
+    drift_json = _cli(seen, root, "verify", "--json", "decode", "--layer", "live")
+    assert drift_json.returncode == 1
+    failed = [c for c in _checks(drift_json) if not c["ok"]]
+    assert [(c["layer"], c["service"], c["knob"]) for c in failed] == [("live", "decode", FLAG)]
+
+    restart = _cli(seen, root, "restart", "decode")
+    assert restart.returncode == 0, restart.stdout + restart.stderr
+    after = _cli(seen, root, "verify", "--json")
+    assert after.returncode == 0, after.stdout
+    live = [c for c in _checks(after) if c["layer"] == "live" and c.get("knob") == FLAG]
+    assert live[0]["detail"] == "live 1 = file"
+
+
+def _assert_ledger(root: Path, tail: list[bool]) -> None:
+    """Every verification was recorded (``restart`` records its own in between), no secret."""
+    with Ledger.open(root / "state" / "ledger.db") as ledger:
+        oks = [bool(row["ok"]) for row in ledger.list_verifications()]
+    assert oks[:3] == [True, False, False] and oks[-len(tail) :] == tail, oks
+    for db in (root / "state").glob("ledger.db*"):
+        assert SECRET.encode() not in db.read_bytes(), db
+
+
+def test_drift_restart_and_killed_decode(tmp_path: Path, outputs: list[str]) -> None:
+    root = _write(tmp_path)
+    up = _cli(outputs, root, "up")
+    assert up.returncode == 0, up.stdout + up.stderr
+    try:
+        _drift_then_restart(outputs, root)
+        record = json.loads((root / "state" / "run" / "decode.json").read_text())
+        os.killpg(record["pgid"], signal.SIGKILL)
+        dead = _cli(outputs, root, "verify", "--json", "--e2e-timeout", "30")
+        assert dead.returncode == 1
+        reasons = {(c["layer"], c["service"]): c for c in _checks(dead) if not c["ok"]}
+        assert "/health: unreachable" in str(reasons["health", "decode"]["detail"])
+        assert str(reasons["e2e", "router"]["detail"]).startswith("chat completion failed")
+    finally:
+        _cli(outputs, root, "down")
+    _assert_ledger(root, [True, False])
+
+
+def test_drift_over_ssh(tmp_path: Path, outputs: list[str]) -> None:
+    from tests.support.sshd import start_sshd
+
+    server = start_sshd(tmp_path / "sshd")
+    try:
+        root = _write(tmp_path / "deploy", "remote", server.host_toml("remote"))
+        up = _cli(outputs, root, "up")
+        assert up.returncode == 0, up.stdout + up.stderr
+        try:
+            _drift_then_restart(outputs, root)
+        finally:
+            _cli(outputs, root, "down")
+    finally:
+        server.stop()
+    _assert_ledger(root, [True])
+
+
+def test_bad_spec_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "servelab.toml").write_text('[services.x]\nrole = "decode"\nurl = "nope"\n')
+    done = run_cli("verify", cwd=tmp_path)
+    assert done.returncode == 2 and "services.x" in done.stderr
+    unknown = run_cli("verify", "nope", "-f", str(tmp_path / "missing.toml"), cwd=tmp_path)
+    assert unknown.returncode == 2

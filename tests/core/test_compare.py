@@ -1,0 +1,83 @@
+"""A/B verdicts and anomalies on hand-made throughput samples."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from servelab.core.compare import (
+    BETTER,
+    INCONCLUSIVE,
+    NO_DIFFERENCE,
+    WORSE,
+    compare_arms,
+    find_anomalies,
+    revert_cost,
+)
+
+
+def _cmp(base: list[float], cand: list[float]) -> str:
+    (c,) = compare_arms({64: base}, {64: cand}, baseline_label="256", candidate_label="512")
+    return c.verdict
+
+
+def test_clear_win_is_better() -> None:
+    assert _cmp([1000, 1010, 995], [1128, 1135, 1120]) == BETTER
+
+
+def test_clear_loss_is_worse() -> None:
+    assert _cmp([1128, 1135, 1120], [1000, 1010, 995]) == WORSE
+
+
+def test_overlap_is_no_significant_difference() -> None:
+    assert _cmp([1000, 1040, 970], [1012, 980, 1030]) == NO_DIFFERENCE
+
+
+def test_one_repeat_is_inconclusive_never_significant() -> None:
+    (c,) = compare_arms({64: [1000.0]}, {64: [1200.0]}, baseline_label="a", candidate_label="b")
+    assert c.verdict == INCONCLUSIVE
+    assert c.reason
+    assert c.ratio == pytest.approx(1.2)
+
+
+def test_ratio_and_interval_bracket_the_change() -> None:
+    (c,) = compare_arms(
+        {64: [1000, 1010, 990]}, {64: [1128, 1138, 1118]}, baseline_label="a", candidate_label="b"
+    )
+    assert c.ratio == pytest.approx(1.128, abs=1e-3)
+    assert c.ci[0] < c.ratio < c.ci[1]
+    assert c.change == pytest.approx(0.128, abs=1e-3)
+    assert c.to_dict()["ci"] == list(c.ci)
+
+
+def test_only_common_concurrencies_in_order() -> None:
+    out = compare_arms(
+        {96: [1, 1.1], 64: [1, 1.1], 80: [1, 1.1]},
+        {64: [1, 1.1], 96: [1, 1.1]},
+        baseline_label="a",
+        candidate_label="b",
+    )
+    assert [c.concurrency for c in out] == [64, 96]
+
+
+def test_non_monotonic_throughput_is_an_anomaly() -> None:
+    (a,) = find_anomalies("256", {64: [900.0], 80: [1000.0, 1010.0], 96: [970.0, 980.0]})
+    assert (a.arm, a.concurrency, a.previous) == ("256", 96, 80)
+    assert a.drop == pytest.approx(1 - 975 / 1005)
+    assert find_anomalies("512", {64: [900.0], 80: [1000.0], 96: [1010.0]}) == []
+
+
+def test_revert_cost_inverts_ratio_and_interval() -> None:
+    (c,) = compare_arms(
+        {64: [1000, 1010, 990]}, {64: [1128, 1138, 1118]}, baseline_label="a", candidate_label="b"
+    )
+    cost, (lo, hi) = revert_cost(c)
+    assert cost == pytest.approx(1 / c.ratio - 1)
+    assert lo < cost < hi < 0
+
+
+def test_revert_cost_of_unbounded_interval_is_nan() -> None:
+    (c,) = compare_arms({64: [1.0]}, {64: [1.2]}, baseline_label="a", candidate_label="b")
+    _, (lo, hi) = revert_cost(c)
+    assert math.isnan(lo) and math.isnan(hi)

@@ -1,0 +1,239 @@
+"""Cases against a real ledger file, and revert → resolve → restore against a real sim stack.
+
+The stack is brought up by servelab itself (``ops.deploy.up``) from a spec on free loopback ports:
+simulated prefill and decode, the real sglang-router. The decode's env file holds a secret that
+must never reach the ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.ledger import RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.errors import CaseError
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger
+from servelab.ops import case as cases
+from tests.support import free_ports
+
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
+SECRET = "hunter2-ledger"
+AB_RESULT = {
+    "arms": [
+        {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0, 99.0]}},
+        {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0, 112.6]}},
+    ],
+    "comparisons": [
+        {"concurrency": 64, "ratio": 1.128, "ci": [1.10, 1.16], "verdict": "better",
+         "baseline": "256", "candidate": "512"},
+        {"concurrency": 80, "ratio": 1.012, "ci": [0.99, 1.03],
+         "verdict": "no significant difference", "baseline": "256", "candidate": "512"},
+    ],
+    "anomalies": [],
+}  # fmt: skip
+
+
+def write_stack_spec(root: Path, *, knob: str = "512", time_scale: float = 0.02) -> Path:
+    """A PD spec on free ports (sim prefill + decode, the real router) with its env files."""
+    p, d, r, b, m = free_ports(5)
+    env = root / "env"
+    env.mkdir(parents=True, exist_ok=True)
+    scale = f"SERVELAB_SIM_TIME_SCALE={time_scale}\n"
+    (env / "prefill.env").write_text(scale)
+    (env / "decode.env").write_text(f"# decode\n{scale}{K}={knob}\nSECRET_TOKEN={SECRET}\n")
+    (env / "router.env").write_text("")
+    spec = root / "servelab.toml"
+    spec.write_text(
+        f"""name = "ledger-e2e"
+state_dir = "state"
+[hosts.local]
+[services.prefill]
+role = "prefill"
+url = "http://127.0.0.1:{p}"
+start = "sim"
+bootstrap_port = {b}
+env_file = "env/prefill.env"
+ready_timeout_s = 60
+[services.decode]
+role = "decode"
+url = "http://127.0.0.1:{d}"
+start = "sim"
+env_file = "env/decode.env"
+knobs = ["{K}"]
+depends_on = ["prefill"]
+ready_timeout_s = 60
+[services.router]
+role = "router"
+url = "http://127.0.0.1:{r}"
+start = "router"
+env_file = "env/router.env"
+depends_on = ["prefill", "decode"]
+ready_timeout_s = 90
+router = {{ policy = "round_robin", prometheus_port = {m}, health_check_interval_s = 1 }}
+"""
+    )
+    return spec
+
+
+def seed_history(ledger: Ledger) -> None:
+    """The reference history: the A/B that adopted 512, and the change it made."""
+    ledger.record_ab(service="decode", knob=K, config={"repeats": 3}, result=AB_RESULT)
+    ledger.record_knob_change(
+        service="decode", name=K, old="256", new="512", reason="A/B: +12.8% at C64",
+        case_id=None, backup_path=None,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "ledger.db") as opened:
+        yield opened
+
+
+# -- without a stack -------------------------------------------------------------------------
+
+
+def test_case_lifecycle_in_the_ledger(ledger: Ledger) -> None:
+    cid = cases.open_case(ledger, "  agentic sessions hang ")
+    assert cases.load_case(ledger, cid).title == "agentic sessions hang"
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
+    run = ledger.record_bench_run(label="x", config={}, summary={}, records=[])
+    cases.add_evidence(ledger, cid, "run", run)
+    cases.add_evidence(ledger, cid, "note", note="fresh connections work")
+    with pytest.raises(CaseError, match="no soak 5"):
+        cases.add_evidence(ledger, cid, "soak", 5)
+    with pytest.raises(CaseError, match="needs text"):
+        cases.add_evidence(ledger, cid, "note")
+    view = cases.resolve_case(ledger, cid, "proxy", convict=["component:proxy"])
+    assert view.plan == [] and view.case.verdict("component:proxy") == "convicted"
+    with pytest.raises(CaseError, match="resolved"):
+        cases.add_suspect(ledger, cid, "component:router", "late")
+    kinds = [e.kind for e in view.timeline]
+    assert kinds[0] == "opened" and kinds[-1] == "resolved" and kinds.count("evidence") == 2
+    assert [v.case.id for v in cases.list_cases(ledger)] == [cid]
+    with pytest.raises(CaseError, match="no case 42"):
+        cases.view_case(ledger, 42)
+
+
+def test_revert_preview_shows_cost_and_conviction_test(ledger: Ledger) -> None:
+    seed_history(ledger)
+    ledger.record_soak(config={"knobs": {K: "512"}}, result={"ok": False}, findings=[])
+    cid = cases.open_case(ledger, "hang")
+    with pytest.raises(CaseError, match="not a suspect"):
+        cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
+    with pytest.raises(CaseError, match="only a knob"):
+        cases.revert_preview(ledger, cid, "component:proxy", current="512")
+    preview = cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
+    assert (preview.current, preview.revert_to) == ("512", "256")
+    assert preview.cost.measured and preview.cost.points[0].change == pytest.approx(-0.1135, 1e-2)
+    assert preview.conviction.failing_with == (1,) and not preview.conviction.met
+    with pytest.raises(CaseError, match="already 512"):
+        cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512", to="512")
+
+
+def test_co_restart_takes_the_pd_pair_and_dependents(tmp_path: Path) -> None:
+    loaded = load_spec(write_stack_spec(tmp_path))
+    assert cases.co_restart(loaded.spec, ["decode"]) == ["prefill", "decode", "router"]
+    assert cases.co_restart(loaded.spec, ["router"]) == ["router"]
+
+
+async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_path: Path) -> None:
+    loaded = load_spec(write_stack_spec(tmp_path))
+    cid = cases.open_case(ledger, "x")
+    with pytest.raises(CaseError, match="not resolved"):
+        await cases.restore(loaded, ledger, cid)
+    cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"])
+    with pytest.raises(CaseError, match="nothing to restore"):
+        await cases.restore(loaded, ledger, cid)
+
+
+# -- against a real stack --------------------------------------------------------------------
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
+    from servelab.ops import deploy
+
+    loaded = load_spec(write_stack_spec(tmp_path))
+    try:
+        report = await deploy.up(loaded)
+        assert all(step.ok for step in report.steps), report.to_json()
+        yield loaded
+    finally:
+        await deploy.down(loaded)
+
+
+async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Path) -> None:
+    from servelab.ops.knob import diff_knob
+
+    ledger_path = tmp_path / "evidence.db"
+    with Ledger.open(ledger_path) as ledger:
+        seed_history(ledger)
+        cid = cases.open_case(ledger, "agentic sessions hang after several rounds")
+        target = f"knob:decode/{K}"
+        cases.add_suspect(ledger, cid, target, "latest change before the hang")
+        current = await cases.current_value(stack, target)
+        preview = cases.revert_preview(ledger, cid, target, current=current)
+        said: list[str] = []
+        reverted = await cases.revert(stack, ledger, preview, progress=said.append)
+        assert reverted.ok, reverted.to_json()
+        assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
+        assert any("restart" in line for line in said)
+        change = ledger.list_knob_changes(case_id=cid)
+        assert [(c["old"], c["new"]) for c in change] == [("512", "256")]
+
+        view = cases.resolve_case(
+            ledger, cid, "client-side proxy stalls reused connections",
+            exonerate=[target], convict=["component:proxy"],
+        )  # fmt: skip
+        assert view.restore_status == RESTORE_PENDING
+        (item,) = view.plan
+        assert (item.current, item.restore_to) == ("256", "512")
+        assert item.cost.points[0].change == pytest.approx(1 / 1.128 - 1)
+
+        restored = await cases.restore(stack, ledger, cid)
+        assert restored.ok and restored.status == RESTORE_VERIFIED, restored.to_json()
+        assert (await diff_knob(stack, "decode", K)).live == "512"
+        final = cases.view_case(ledger, cid)
+        assert final.restore_status == RESTORE_VERIFIED
+        assert [e.kind for e in final.case.events] == ["revert", "restore"]
+        e2e = [c for c in restored.verification["checks"] if c["layer"] == "e2e"]
+        assert e2e and all(c["ok"] for c in e2e)
+    assert SECRET.encode() not in ledger_path.read_bytes()
+    wal = ledger_path.with_name(ledger_path.name + "-wal")
+    assert not wal.exists() or SECRET.encode() not in wal.read_bytes()
+
+
+async def test_a_failed_restart_is_recorded_not_hidden(ledger: Ledger, tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    (tmp_path / "decode.env").write_text(f"{K}=512\n")
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        f"""state_dir = "state"
+[services.decode]
+role = "generic"
+url = "http://127.0.0.1:{port}"
+start = "exit 3"
+env_file = "decode.env"
+knobs = ["{K}"]
+ready_timeout_s = 3
+start_timeout_s = 3
+"""
+    )
+    loaded = load_spec(spec)
+    seed_history(ledger)
+    cid = cases.open_case(ledger, "hang")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest")
+    preview = cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
+    outcome = await cases.revert(loaded, ledger, preview)
+    assert not outcome.ok
+    assert outcome.error is not None and "decode" in outcome.error
+    (event,) = cases.load_case(ledger, cid).events
+    assert event.kind == "revert" and event.detail["ok"] is False
+    assert event.detail["error"] == outcome.error
+    assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
+    assert [c["new"] for c in ledger.list_knob_changes(case_id=cid)] == ["256"]

@@ -1,0 +1,316 @@
+"""up/down/status/restart for real: simulated workers, the real router, generic services,
+a real loopback sshd. Every stack runs on free ports and is checked for orphans afterwards."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.envfile import parse_envfile, parse_environ
+from servelab.core.spec import DEFAULT_KNOB
+from servelab.errors import HealthTimeout, ServiceStartError
+from servelab.io.hosts import LocalHost
+from servelab.io.processes import read_pid_record
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger
+from servelab.ops import deploy
+from servelab.ops.deploy import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
+from tests.support import free_ports
+from tests.support.sshd import SshdServer, start_sshd
+
+PY = sys.executable
+
+
+def _live_procs_under(directory: Path) -> list[int]:
+    """Live (non-zombie) processes whose working directory is under ``directory``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if cwd.startswith(str(directory)) and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def _no_listeners(ports: list[int]) -> bool:
+    host = LocalHost()
+    return all(host._sync_listening(port) is None for port in ports)
+
+
+def _load(tmp_path: Path, text: str) -> LoadedSpec:
+    path = tmp_path / "servelab.toml"
+    path.write_text(text)
+    (tmp_path / "env").mkdir(exist_ok=True)
+    return load_spec(path)
+
+
+def _sim_stack_toml(
+    ports: list[int], host: str = "local", state_dir: str = "state", env_dir: str = "env"
+) -> str:
+    prefill, boot, decode, router, prom = ports
+    return f"""
+name = "test-stack"
+state_dir = "{state_dir}"
+
+[services.prefill]
+role = "prefill"
+host = "{host}"
+url = "http://127.0.0.1:{prefill}"
+start = "sim"
+bootstrap_port = {boot}
+env_file = "{env_dir}/prefill.env"
+ready_timeout_s = 40
+
+[services.decode]
+role = "decode"
+host = "{host}"
+url = "http://127.0.0.1:{decode}"
+start = "sim"
+env_file = "{env_dir}/decode.env"
+knobs = {{ {DEFAULT_KNOB} = "512" }}
+depends_on = ["prefill"]
+ready_timeout_s = 40
+
+[services.router]
+role = "router"
+host = "{host}"
+url = "http://127.0.0.1:{router}"
+start = "router"
+depends_on = ["prefill", "decode"]
+ready_timeout_s = 60
+router = {{ prometheus_port = {prom}, health_check_interval_s = 1, worker_startup_timeout_s = 40 }}
+"""
+
+
+def _write_sim_env(env_dir: Path) -> None:
+    env_dir.mkdir(parents=True, exist_ok=True)
+    (env_dir / "prefill.env").write_text("SERVELAB_SIM_TIME_SCALE=0.02\n")
+    (env_dir / "decode.env").write_text(
+        f"# decode\nSERVELAB_SIM_TIME_SCALE=0.02\n{DEFAULT_KNOB}=512\n"
+    )
+
+
+def _generic(name: str, port: int, **extra: object) -> str:
+    lines = [f"[services.{name}]", 'role = "generic"', f'url = "http://127.0.0.1:{port}"']
+    if "start" not in extra:
+        # a foreground command: it is waited for until start_timeout_s, then readiness decides
+        extra["start"] = f"exec {PY} -m http.server {port} --bind 127.0.0.1"
+        extra.setdefault("start_timeout_s", 0.5)
+    for key, value in extra.items():
+        lines.append(
+            f"{key} = {value!r}".replace("'", '"')
+            if not isinstance(value, str)
+            else f"{key} = '{value}'"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "ledger.db") as opened:
+        yield opened
+
+
+async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger: Ledger) -> None:
+    ports = free_ports(5)
+    _write_sim_env(tmp_path / "env")
+    loaded = _load(tmp_path, _sim_stack_toml(ports))
+    messages: list[str] = []
+    try:
+        report = await deploy.up(loaded, progress=messages.append, ledger=ledger)
+        assert [s.outcome for s in report.steps] == [OUTCOME_OK] * 3, report.to_json()
+        assert [s.service for s in report.steps] == ["prefill", "decode", "router"]
+        assert any("router: started pid" in m for m in messages)
+        statuses = await deploy.status(loaded)
+        assert all(s.ready and s.alive and s.pid_source == "pid record" for s in statuses)
+        assert '"ready"' in statuses[2].readiness.body  # type: ignore[union-attr]
+        again = await deploy.up(loaded)
+        assert [s.outcome for s in again.steps] == [OUTCOME_ALREADY_UP] * 3
+        decode = read_pid_record(loaded.state_dir, "decode")
+        assert decode is not None
+        live = parse_environ(Path(f"/proc/{decode.pid}/environ").read_bytes())
+        assert live[DEFAULT_KNOB] == "512"
+
+        # a knob edit (with its backup) that verification rejects -> rolled back and restarted
+        env_path = tmp_path / "env" / "decode.env"
+        backup = await LocalHost().write_file_atomic(
+            str(env_path),
+            parse_envfile(env_path.read_text()).set(DEFAULT_KNOB, "256").render().encode(),
+        )
+        assert backup is not None
+        restarted = await deploy.restart(loaded, ["decode"], rollback=True, ledger=ledger)
+        assert restarted.plan == ["decode", "router"]
+        assert [s.outcome for s in restarted.steps] == [OUTCOME_OK, OUTCOME_OK]
+        assert restarted.verification is not None and not restarted.verification["ok"]
+        assert restarted.rolled_back and restarted.rollback_from == {"decode": backup}
+        assert [s.outcome for s in restarted.rollback_steps] == [OUTCOME_OK, OUTCOME_OK]
+        assert not restarted.ok
+        assert parse_envfile(env_path.read_text()).get(DEFAULT_KNOB) == "512"
+        assert Path(restarted.backups["decode"]).read_text().count(f"{DEFAULT_KNOB}=256") == 1
+        decode = read_pid_record(loaded.state_dir, "decode")
+        assert decode is not None
+        live = parse_environ(Path(f"/proc/{decode.pid}/environ").read_bytes())
+        assert live[DEFAULT_KNOB] == "512"
+
+        verified = await deploy.restart(loaded, ["router"], ledger=ledger)
+        assert verified.ok and verified.verification and verified.verification["ok"]
+    finally:
+        stopped = await deploy.down(loaded, ledger=ledger)
+    assert [s.service for s in stopped.steps] == ["router", "decode", "prefill"]
+    assert _live_procs_under(tmp_path) == []
+    assert _no_listeners(ports)
+    assert [s.outcome for s in (await deploy.down(loaded)).steps] == ["not running"] * 3
+    actions = [row["action"] for row in ledger.list_deployments()]
+    assert actions == ["up", "restart", "restart", "down"]
+
+
+async def test_never_ready_names_service_probe_and_log(tmp_path: Path) -> None:
+    good, bad = free_ports(2)
+    text = (
+        'name = "t"\nstate_dir = "state"\n'
+        + _generic("good", good)
+        + _generic("bad", bad, ready_path="/missing", ready_timeout_s=2.0, depends_on=["good"])
+    )
+    loaded = _load(tmp_path, text)
+    started = time.monotonic()
+    with pytest.raises(HealthTimeout) as info:
+        await deploy.up(loaded)
+    message = str(info.value)
+    assert message.startswith("bad: not ready after 2.0s")
+    assert "last probe: HTTP 404" in message
+    assert f"{loaded.state_dir}/logs/bad.log" in message
+    assert time.monotonic() - started < 15
+    assert _live_procs_under(tmp_path) == []
+    assert _no_listeners([good, bad])
+    assert read_pid_record(loaded.state_dir, "good") is None
+
+
+async def test_process_exiting_fails_at_once_with_its_log(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    text = 'name = "t"\nstate_dir = "state"\n' + _generic(
+        "dies", port, start="echo boom-from-service >&2; exit 3", ready_timeout_s=60.0
+    )
+    loaded = _load(tmp_path, text)
+    started = time.monotonic()
+    with pytest.raises(ServiceStartError) as info:
+        await deploy.up(loaded)
+    assert time.monotonic() - started < 10
+    message = str(info.value)
+    assert "dies: the start command exited with status 3" in message
+    assert "boom-from-service" in message and "logs/dies.log" in message
+    assert "no answer" in message
+
+
+async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    start = f'sh -c "{PY} -m http.server {port} --bind 127.0.0.1 & sleep 30"'
+    text = 'name = "t"\nstate_dir = "state"\n' + _generic(
+        "slowcmd", port, start=start, start_timeout_s=1.5, ready_timeout_s=20.0
+    )
+    loaded = _load(tmp_path, text)
+    try:
+        report = await deploy.up(loaded)
+        assert report.steps[0].outcome == OUTCOME_TIMED_OUT_HEALTHY
+        restarted = await deploy.restart(loaded, verify_after=False)
+        step = restarted.steps[0]
+        assert step.outcome == OUTCOME_TIMED_OUT_HEALTHY and step.ok
+        assert step.evidence["command_timeout_s"] == 1.5
+        assert step.evidence["readiness"]["status"] == 200
+        assert step.evidence["command_exit"] is None
+        assert restarted.ok
+    finally:
+        await deploy.down(loaded)
+    assert _live_procs_under(tmp_path) == []  # the `sleep 30` went with its group
+    assert _no_listeners([port])
+
+
+async def test_restart_co_restarts_dependents_only(tmp_path: Path) -> None:
+    a, b, c = free_ports(3)
+    text = (
+        'name = "t"\nstate_dir = "state"\n'
+        + _generic("a", a)
+        + _generic("b", b, depends_on=["a"])
+        + _generic("c", c)
+    )
+    loaded = _load(tmp_path, text)
+    try:
+        await deploy.up(loaded)
+        before = {n: read_pid_record(loaded.state_dir, n) for n in "abc"}
+        report = await deploy.restart(loaded, ["a"], verify_after=False)
+        after = {n: read_pid_record(loaded.state_dir, n) for n in "abc"}
+        assert report.plan == ["a", "b"] and report.ok
+        assert before["a"] != after["a"] and before["b"] != after["b"]
+        assert before["c"] == after["c"]
+    finally:
+        await deploy.down(loaded)
+    assert _live_procs_under(tmp_path) == []
+
+
+async def test_cancel_during_up_stops_what_it_started(tmp_path: Path) -> None:
+    good, slow = free_ports(2)
+    text = (
+        'name = "t"\nstate_dir = "state"\n'
+        + _generic("good", good)
+        + _generic("slow", slow, ready_path="/missing", ready_timeout_s=60.0, depends_on=["good"])
+    )
+    loaded = _load(tmp_path, text)
+    messages: list[str] = []
+    task = asyncio.create_task(deploy.up(loaded, progress=messages.append))
+    for _ in range(200):
+        if any(m.startswith("slow: started") for m in messages):
+            break
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(0.3)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert _live_procs_under(tmp_path) == []
+    assert _no_listeners([good, slow])
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
+    server = start_sshd(tmp_path_factory.mktemp("sshd"))
+    yield server
+    server.stop()
+
+
+async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
+    ports = free_ports(5)
+    _write_sim_env(tmp_path / "env")
+    text = _sim_stack_toml(
+        ports,
+        host="remote",
+        state_dir=str(tmp_path / "remote-state"),
+        env_dir=str(tmp_path / "env"),
+    )
+    loaded = _load(tmp_path, sshd.host_toml("remote") + text)
+    try:
+        report = await deploy.up(loaded)
+        assert report.ok and [s.outcome for s in report.steps] == [OUTCOME_OK] * 3
+        statuses = await deploy.status(loaded)
+        assert all(s.ready and s.host == "remote" for s in statuses)
+        decode = read_pid_record(loaded.state_dir, "decode")
+        assert decode is not None and decode.host == "remote"
+        assert decode.log == f"{tmp_path}/remote-state/logs/decode.log"
+        live = parse_environ(Path(f"/proc/{decode.pid}/environ").read_bytes())
+        assert live[DEFAULT_KNOB] == "512"
+        pids = [read_pid_record(loaded.state_dir, n) for n in ("prefill", "decode", "router")]
+    finally:
+        await deploy.down(loaded)
+    assert _no_listeners(ports)
+    for record in pids:
+        assert record is not None
+        stat = Path(f"/proc/{record.pid}/stat")
+        assert not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] == "Z"

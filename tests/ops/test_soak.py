@@ -1,0 +1,202 @@
+"""The soak against the real stack (simulated workers + the real sglang-router + the faulty proxy).
+
+Each fault must give its finding: the proxy's reused-connection stall → client_proxy (fresh
+connections and direct-to-router work with the same payload); the abort wedge → decode_transfer
+while every health endpoint says 200; tool-call corruption → correctness; a clean run → nothing.
+Every soak must end within its deadline and leave no process behind.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import aiohttp
+import pytest
+
+from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from tests.sim.stack import SimStack, sim_stack
+
+SCALE = 0.05
+
+
+def _targets(st: SimStack, *, workers: bool = True) -> Targets:
+    listed = (
+        (
+            WorkerTarget("prefill", "prefill", st.prefill_url),
+            WorkerTarget("decode", "decode", st.decode_url),
+        )
+        if workers
+        else ()
+    )
+    return Targets(st.proxy_url or st.router_url, st.router_url, listed)
+
+
+def _children() -> set[int]:
+    """Live child processes of this test process (read from /proc)."""
+    me, found = os.getpid(), set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z":
+                found.add(int(entry))
+    return found
+
+
+def _run(config: SoakConfig, targets: Targets) -> SoakResult:
+    before = _children()
+    saved: list[SoakResult] = []
+    start = time.monotonic()
+    result = asyncio.run(soak(config, targets, on_result=saved.append))
+    elapsed = time.monotonic() - start
+    assert elapsed < config.duration_s + 1.0, f"soak overran its deadline: {elapsed:.1f} s"
+    assert saved == [result]
+    assert _children() == before  # the soak itself starts no process and leaves none
+    return result
+
+
+async def _abort_requests(url: str, n: int) -> None:
+    """``n`` streamed requests cut after their first bytes (client aborts, like a mass abort)."""
+    body = {
+        "model": "m",
+        "messages": [{"role": "user", "content": "x"}],
+        "max_tokens": 4000,
+        "stream": True,
+    }
+    async with aiohttp.ClientSession() as http:
+        for _ in range(n):
+            resp = await http.post(url + "/v1/chat/completions", json=body)
+            await resp.content.readany()
+            resp.close()
+        for _ in range(50):
+            async with http.get(url + "/_servelab/faults") as r:
+                if (await r.json()).get("wedged"):
+                    return
+            await asyncio.sleep(0.05)
+    raise AssertionError("the decode never wedged")
+
+
+def set_faults(url: str, **changes: object) -> dict[str, object]:
+    """Switch a sim worker's or the proxy's faults at run time (admin endpoint)."""
+    req = urllib.request.Request(
+        url + "/_servelab/faults",
+        data=json.dumps(changes).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return dict(json.loads(resp.read()))
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[SimStack]:
+    """One stack (workers + router + proxy, no fault on) shared by the module's tests."""
+    with sim_stack(time_scale=SCALE, proxy=True) as st:
+        yield st
+    assert all(proc.poll() is not None for proc in st.procs.values())
+
+
+def _router_targets(st: SimStack, *, workers: bool = True) -> Targets:
+    targets = _targets(st, workers=workers)
+    return Targets(st.router_url, st.router_url, targets.workers)
+
+
+def test_clean_soak_gives_no_finding_and_reuses_one_connection_per_session(
+    stack: SimStack,
+) -> None:
+    cfg = SoakConfig(sessions=3, rounds=4, idle_timeout_s=5, duration_s=30)
+    result = _run(cfg, _router_targets(stack))
+    fresh = _run(
+        SoakConfig(sessions=2, rounds=3, idle_timeout_s=5, duration_s=30, connection="fresh"),
+        _targets(stack, workers=False),
+    )
+    assert result.ok, (result.stalls, result.errors, result.issues)
+    assert result.findings == [] and result.stalls == [] and not result.localized
+    assert [s.rounds_done for s in result.sessions] == [4, 4, 4]
+    assert [s.connections for s in result.sessions] == [1, 1, 1]
+    assert result.determinism["same_text"] is True
+    assert result.determinism["concurrency"] >= 2
+    assert fresh.ok and fresh.findings == [] and [s.connections for s in fresh.sessions] == [3, 3]
+    assert {w.role for w in fresh.targets.workers} == {"prefill", "decode"}  # from /workers
+
+
+def test_proxy_stall_on_reused_connections_is_localized_to_client_proxy(stack: SimStack) -> None:
+    assert stack.proxy_url is not None
+    set_faults(stack.proxy_url, stall_reused_after=2)
+    try:
+        cfg = SoakConfig(sessions=3, rounds=5, idle_timeout_s=2, duration_s=30)
+        result = _run(cfg, _targets(stack))
+        fresh = _run(
+            SoakConfig(sessions=2, rounds=3, idle_timeout_s=2, duration_s=20, connection="fresh"),
+            _targets(stack),
+        )
+    finally:
+        set_faults(stack.proxy_url, stall_reused_after=None)
+    assert not result.ok and result.localized
+    assert result.stalls and all(s.connection_requests == 2 for s in result.stalls)
+    assert all(s.round == 2 and s.phase == "head" and s.payload_bytes > 0 for s in result.stalls)
+    top = result.findings[0]
+    assert top.layer == "client_proxy", result.findings
+    assert {"replay.fresh_entry", "replay.direct_router"} <= set(top.supporting)
+    obs = {o.id: o for o in result.observations}
+    assert obs["replay.fresh_entry"].data["outcome"] == "ok"
+    assert obs["replay.direct_router"].data["outcome"] == "ok"
+    assert top.contradicting == ()
+    assert fresh.ok and fresh.findings == []  # fresh connections get through the same proxy
+
+
+def test_tool_call_corruption_under_load_is_a_correctness_finding(stack: SimStack) -> None:
+    set_faults(stack.decode_url, corrupt_under_load=1)
+    try:
+        cfg = SoakConfig(sessions=4, rounds=4, idle_timeout_s=5, duration_s=30)
+        result = _run(cfg, _targets(stack))
+    finally:
+        set_faults(stack.decode_url, corrupt_under_load=None)
+    assert not result.stalls
+    assert [f.layer for f in result.findings] == ["correctness"]
+    assert any(i.kind == "tool_call_json" for i in result.issues)
+
+
+def test_the_deadline_ends_a_soak_with_partial_results(stack: SimStack) -> None:
+    cfg = SoakConfig(
+        sessions=2,
+        rounds=50,
+        think_time_s=0.5,
+        idle_timeout_s=2,
+        duration_s=3,
+        localize=False,
+        check_determinism=False,
+    )
+    result = _run(cfg, _targets(stack))
+    assert result.deadline_hit and result.findings == []
+    assert 0 < sum(s.rounds_done for s in result.sessions) < 100
+    assert result.elapsed_s < 3.5
+
+
+def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
+    stack: SimStack,
+) -> None:
+    set_faults(stack.decode_url, abort_wedge="2/30")
+    try:
+        asyncio.run(_abort_requests(stack.decode_url, 2))
+        cfg = SoakConfig(sessions=2, rounds=3, idle_timeout_s=2, duration_s=25)
+        result = _run(cfg, _targets(stack))
+    finally:
+        set_faults(stack.decode_url, abort_wedge=None)  # also unwedges
+    assert result.stalls and result.localized
+    assert result.determinism["reference_ok"] is False  # the C1 probe stalled too (fresh conn.)
+    assert {s.session for s in result.stalls} == {-1, 0, 1}
+    assert all(s.connection_requests == 0 for s in result.stalls)
+    assert result.findings[0].layer == "decode_transfer", result.findings
+    health = [o for o in result.observations if o.id.endswith(".health")]
+    assert len(health) == 2 and all(o.healthy and o.data["status"] == 200 for o in health)
+    assert {o.id for o in health} <= set(result.findings[0].supporting)
+    assert all(f.layer != "client_proxy" for f in result.findings)

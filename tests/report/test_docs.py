@@ -1,0 +1,137 @@
+"""Docs from the ledger alone: wording, perf plan, case pages, regeneration after a verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.ledger import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.io.store import Ledger
+from servelab.ops import case as cases
+from servelab.report import docs
+from servelab.report.docs import (
+    build_docs,
+    describe_conviction,
+    describe_cost,
+    describe_point,
+    pct,
+)
+
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
+AB_RESULT = {
+    "arms": [
+        {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0], "96": [90.0, 91.0]}},
+        {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0], "96": [95.1, 96.0]}},
+    ],
+    "comparisons": [
+        {"concurrency": 64, "ratio": 1.128, "ci": [1.10, 1.16], "verdict": "better",
+         "baseline": "256", "candidate": "512"},
+        {"concurrency": 80, "ratio": 1.012, "ci": [0.99, 1.03],
+         "verdict": "no significant difference", "baseline": "256", "candidate": "512"},
+        {"concurrency": 96, "ratio": 1.057, "ci": [1.03, 1.08], "verdict": "better",
+         "baseline": "256", "candidate": "512"},
+    ],
+    "anomalies": [{"arm": "256", "concurrency": 96, "kind": "non_monotonic"}],
+}  # fmt: skip
+
+
+def test_public_api() -> None:
+    for name in docs.__all__:
+        assert hasattr(docs, name), name
+
+
+def test_percent_uses_a_real_minus() -> None:
+    assert pct(-0.113) == "−11.3%" and pct(0.057) == "+5.7%"
+
+
+@pytest.mark.parametrize(
+    ("point", "text"),
+    [
+        (ConcurrencyCost(64, -0.113, (-0.138, -0.091), "worse"),
+         "−11.3% at C64 (95% CI −13.8% … −9.1%)"),
+        (ConcurrencyCost(80, -0.012, (-0.03, 0.01), "no significant difference"), "n.s. at C80"),
+        (ConcurrencyCost(96, None, None, "inconclusive"), "inconclusive at C96"),
+    ],
+)  # fmt: skip
+def test_describe_point(point: ConcurrencyCost, text: str) -> None:
+    assert describe_point(point) == text
+
+
+def test_describe_cost_puts_the_biggest_loss_first_and_says_when_unmeasured() -> None:
+    cost = RevertCost("decode", K, "512", "256", 7, (
+        ConcurrencyCost(64, -0.113, None, "worse"),
+        ConcurrencyCost(80, -0.01, None, "no significant difference"),
+        ConcurrencyCost(96, -0.054, None, "worse"),
+    ))  # fmt: skip
+    assert describe_cost(cost) == "−11.3% at C64, −5.4% at C96, n.s. at C80 (A/B #7)"
+    unmeasured = describe_cost(RevertCost("decode", K, "512", "256"))
+    assert unmeasured.startswith("not measured") and "512 with 256" in unmeasured
+
+
+def test_describe_conviction() -> None:
+    text = describe_conviction(ConvictionTest(f"knob:decode/{K}", "512", "256", (3,), ()))
+    assert f"fails with {K}=512 and passes with {K}=256" in text
+    assert "failing with it #3, passing without it none (not met)" in text
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[Ledger]:
+    with Ledger.open(tmp_path / "ledger.db") as opened:
+        yield opened
+
+
+def _incident(ledger: Ledger) -> int:
+    ledger.record_ab(service="decode", knob=K, config={}, result=AB_RESULT)
+    ledger.record_knob_change(service="decode", name=K, old="256", new="512", reason="A/B",
+                              case_id=None, backup_path=None)  # fmt: skip
+    cid = cases.open_case(ledger, "Agentic sessions stall")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
+    ledger.record_knob_change(service="decode", name=K, old="512", new="256",
+                              reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+    ledger.record_verification(spec_hash="h", ok=True, checks=[
+        {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
+         "live": "256", "file": "256"}])  # fmt: skip
+    return cid
+
+
+def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
+    cid = _incident(ledger)
+    cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
+    files = build_docs(ledger.export())
+    assert set(files) == {"perf-plan.md", f"cases/case-{cid}.md", "plots/ab-1.png", "index.html"}
+    plan = files["perf-plan.md"].decode()
+    assert f"## decode `{K}`" in plan
+    assert "current live value: **256** (verification #1" in plan
+    assert "| C64 | 256 → 512 | 1.128 (+12.8%) | 1.100 … 1.160 | better |" in plan
+    assert "- arm 256: non_monotonic at C96" in plan
+    assert f"case {cid} (Agentic sessions stall): **exonerated**" in plan
+    page = files[f"cases/case-{cid}.md"].decode()
+    assert page.startswith(f"# Case {cid}: Agentic sessions stall")
+    assert "- restore: **restore pending**" in page
+    assert f"decode {K} 256 → 512: reverted under case {cid}" in page
+    assert "cost of the revert: −11.3% at C64" in page
+    index = files["index.html"].decode()
+    assert "Agentic sessions stall" in index and K in index and "data:image/png;base64," in index
+
+
+def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger) -> None:
+    cid = _incident(ledger)
+    cases.resolve_case(ledger, cid, "the knob", convict=[f"knob:decode/{K}"])
+    before = build_docs(ledger.export())
+    assert "Restore plan" in before[f"cases/case-{cid}.md"].decode()
+    assert "nothing to restore" in before[f"cases/case-{cid}.md"].decode()
+    assert build_docs(ledger.export()) == before  # deterministic, plots included
+    cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
+    after = build_docs(ledger.export())
+    changed = {name for name in after if after[name] != before.get(name)}
+    assert changed == {"perf-plan.md", f"cases/case-{cid}.md", "index.html"}
+    assert "**exonerated**" in after["perf-plan.md"].decode()
+    assert "restore pending" in after["index.html"].decode()
+
+
+def test_empty_ledger_still_makes_an_index(ledger: Ledger) -> None:
+    files = build_docs(ledger.export())
+    assert set(files) == {"perf-plan.md", "index.html"}
+    assert "No case recorded" in files["index.html"].decode()

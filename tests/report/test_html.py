@@ -1,0 +1,79 @@
+"""The HTML index rendered by a real headless Chromium (Debian's chromium, scripts/sysdeps.sh)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from servelab.report import html
+from servelab.report.html import CaseRow, KnobRow, render_index
+
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _index() -> str:
+    knobs = [
+        KnobRow("decode", K, "512", "512", "C64: better", [],
+                [("A/B #1: decode", [["concurrency", "verdict"], ["C64", "better"]])]),
+    ]  # fmt: skip
+    cases = [CaseRow(3, "Agentic <sessions> stall", "resolved", "restored and verified",
+                     "client-side proxy", "cases/case-3.md", ["decode K 256 → 512"])]  # fmt: skip
+    return render_index(knobs, cases, {}, "perf-plan.md")
+
+
+def test_public_api() -> None:
+    assert set(html.__all__) == {"CaseRow", "KnobRow", "render_index"}
+
+
+def test_index_is_self_contained_and_escaped() -> None:
+    page = _index()
+    assert "Agentic &lt;sessions&gt; stall" in page
+    assert not re.search(r"<(script|link)\b", page)
+    assert not re.search(r'src="https?:', page)
+
+
+def _ledger_index(tmp_path: Path) -> Path:
+    """The index ``build_docs`` makes from a real ledger file holding a resolved case and an A/B."""
+    from servelab.io.store import Ledger
+    from servelab.ops import case as cases
+    from servelab.report.docs import build_docs
+    from tests.report.test_docs import _incident
+
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        cid = _incident(ledger)
+        cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
+        files = build_docs(ledger.export())
+    index = tmp_path / "index.html"
+    index.write_bytes(files["index.html"])
+    return index
+
+
+def _dump_dom(index: Path, profile: Path) -> str:
+    argv = [
+        str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", "--dump-dom", index.as_uri(),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (bash scripts/sysdeps.sh)")
+def test_headless_chromium_renders_case_title_knob_and_table(tmp_path: Path) -> None:
+    dom = _dump_dom(_ledger_index(tmp_path), tmp_path / "profile")
+    # the parser's own additions prove a browser built this DOM, not our string echoed back
+    assert "<tbody>" in dom
+    cases_table = re.search(r'<table id="cases">.*?</table>', dom, re.S)
+    assert cases_table is not None
+    assert "Agentic sessions stall" in cases_table.group(0)
+    assert "restore pending" in cases_table.group(0)
+    knobs_table = re.search(r'<table id="knobs">.*?</table>', dom, re.S)
+    assert knobs_table is not None and K in knobs_table.group(0)
+    assert re.search(r'<table class="ab">.*?<td>C64</td><td>256 → 512</td>', dom, re.S)
+    assert re.search(r'<img [^>]*src="data:image/png;base64,', dom)

@@ -1,0 +1,39 @@
+"""A/B plots are real, deterministic PNGs."""
+
+from __future__ import annotations
+
+import struct
+
+from servelab.report import plots
+from servelab.report.plots import ab_plot, arm_curve
+
+AB = {
+    "id": 4,
+    "service": "decode",
+    "knob": "K",
+    "result": {
+        "arms": [
+            {"label": "256", "value": "256", "throughput": {"96": [90, 92], "64": [100, 101]}},
+            {"label": "512", "value": "512", "throughput": {"64": [113.0], "96": []}},
+        ]
+    },
+}
+
+
+def test_public_api() -> None:
+    assert set(plots.__all__) == {"ab_plot", "arm_curve"}
+
+
+def test_arm_curve_sorted_with_sigma_and_n() -> None:
+    curve = arm_curve(AB["result"]["arms"][0])
+    assert [(c, m, n) for c, m, _s, n in curve] == [(64, 100.5, 2), (96, 91.0, 2)]
+    assert arm_curve(AB["result"]["arms"][1]) == [(64, 113.0, 0.0, 1)]
+
+
+def test_ab_plot_is_a_deterministic_png() -> None:
+    png = ab_plot(AB)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (640, 400)
+    assert ab_plot(AB) == png
+    assert ab_plot({**AB, "result": {}}) != png

@@ -1,0 +1,166 @@
+"""Pure parts of the simulator: text, protocol parsing/rendering, faults, settings, metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from servelab.errors import SimError
+from servelab.sim.faults import AbortTracker, Faults, parse_wedge
+from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.protocol import (
+    GenRequest,
+    RequestError,
+    final_body,
+    parse_request,
+    stream_token,
+    token_frame,
+)
+from servelab.sim.settings import load_settings
+from servelab.sim.text import count_tokens, plan_output
+
+TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+
+
+def test_tokenizer_counts_words_and_punctuation() -> None:
+    assert count_tokens("Hello, world!") == 4
+    assert count_tokens("") == 0
+
+
+def test_output_is_deterministic_per_seed_and_prompt() -> None:
+    a = plan_output(0, "hi", 16)
+    assert a == plan_output(0, "hi", 16)
+    assert a != plan_output(1, "hi", 16)
+    assert len(a.pieces) == 16
+    assert plan_output(0, "hi", 32).pieces[:16] == a.pieces  # a prefix of a longer answer
+
+
+def test_tool_calls_are_well_formed_some_of_the_time() -> None:
+    outs = [plan_output(0, f"prompt {i}", 64, tools=TOOLS) for i in range(30)]
+    calls = [o for o in outs if o.tool_name is not None]
+    assert 0 < len(calls) < 30
+    for o in calls:
+        assert o.tool_name == "get_weather"
+        assert isinstance(json.loads(o.text), dict)
+        assert o.finish_reason == "tool_calls"
+        assert len(o.pieces) <= 64
+    broken = plan_output(0, calls[0].pieces[0] and "prompt 0", 64, tools=TOOLS, corrupt=True)
+    if broken.tool_name is not None:
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(broken.text)
+
+
+def _chat(**extra: object) -> dict[str, object]:
+    return {"model": "m", "messages": [{"role": "user", "content": "hi there"}], **extra}
+
+
+def test_parse_chat_with_rooms_and_n() -> None:
+    req = parse_request("chat", _chat(n=2, bootstrap_room=[5, 6], bootstrap_port=9), "srv")
+    assert isinstance(req, GenRequest)
+    assert [i.room for i in req.items] == [5, 6]
+    assert [i.bootstrap_port for i in req.items] == [9, 9]
+    assert req.items[0].max_tokens == 128
+
+
+@pytest.mark.parametrize(
+    ("api", "body"),
+    [
+        ("chat", []),
+        ("chat", {"messages": []}),
+        ("chat", {"messages": [{"content": "x"}]}),
+        ("chat", _chat(max_tokens="ten")),
+        ("chat", _chat(max_tokens=0)),
+        ("chat", _chat(stream="yes")),
+        ("chat", _chat(n=2, bootstrap_room=[1])),
+        ("chat", _chat(bootstrap_room="abc")),
+        ("completions", {"prompt": 3}),
+        ("generate", {"text": "x", "sampling_params": []}),
+    ],
+)
+def test_malformed_requests_are_rejected(api: str, body: object) -> None:
+    assert isinstance(parse_request(api, body, "srv"), RequestError)  # type: ignore[arg-type]
+
+
+def test_batch_generate_and_render() -> None:
+    req = parse_request(
+        "generate", {"text": ["a b", "c"], "sampling_params": {"max_new_tokens": 3}}, "m"
+    )
+    assert isinstance(req, GenRequest) and req.batch and len(req.items) == 2
+    outs = [plan_output(0, i.prompt, 3) for i in req.items]
+    body = final_body(req, outs, [3, 3], "rid", 0)
+    assert isinstance(body, list) and body[1]["meta_info"]["completion_tokens"] == 3
+    event = stream_token(req, req.items[0], outs[0], 1, "rid", 0)
+    assert json.loads(event[6:])["text"] == "".join(outs[0].pieces[:2])
+
+
+def test_chat_final_body_has_usage() -> None:
+    req = parse_request("chat", _chat(max_tokens=4), "m")
+    assert isinstance(req, GenRequest)
+    body = final_body(req, [plan_output(0, "x", 4)], [4], "rid", 0)
+    assert body["usage"]["completion_tokens"] == 4
+    assert body["usage"]["prompt_tokens"] == req.items[0].prompt_tokens
+
+
+def test_faults_from_env_and_updates() -> None:
+    f = Faults.from_env(
+        {"SERVELAB_SIM_ABORT_WEDGE": "3/10", "SERVELAB_SIM_TRANSFER_FAIL_PROB": "1"}
+    )
+    assert f.abort_wedge == (3, 10.0) and f.transfer_fails(0.99)
+    assert not Faults().transfer_fails(0.0)
+    assert f.updated({"abort_wedge": None}).abort_wedge is None
+    assert Faults(corrupt_under_load=4).corrupts(5) and not Faults(corrupt_under_load=4).corrupts(4)
+    for bad in ({"nope": 1}, {"transfer_fail_prob": 2}, {"abort_wedge": "x"}):
+        with pytest.raises(SimError):
+            Faults().updated(bad)
+    assert parse_wedge("off") is None
+
+
+def test_abort_tracker_window() -> None:
+    t = AbortTracker()
+    assert not t.record(0.0, (3, 1.0))
+    assert not t.record(5.0, (3, 1.0))
+    assert not t.record(5.5, (3, 1.0))
+    assert t.record(5.9, (3, 1.0))
+    t.reset()
+    assert not t.wedged
+
+
+def test_settings_read_env_once_and_validate() -> None:
+    env = {"SGLANG_SM120_MMA_TARGET_CTAS": "512", "SERVELAB_SIM_TIME_SCALE": "0.1"}
+    s = load_settings("decode", env=env, overrides={"port": 1})
+    assert s.target_ctas == 512 and s.time_scale == 0.1 and s.scaled(2.0) == pytest.approx(0.2)
+    assert load_settings("decode", env={}).target_ctas == 256
+    with pytest.raises(SimError):
+        load_settings("decode", env={"SGLANG_SM120_MMA_TARGET_CTAS": "x"})
+    with pytest.raises(SimError):
+        load_settings("decode", env={}, overrides={"admin": True, "host": "0.0.0.0"})
+    with pytest.raises(SimError):
+        load_settings("prefill", env={})
+
+
+def test_metrics_render_sglang_names() -> None:
+    m = WorkerMetrics(model="m", transfer_failed=2)
+    m.ttft.observe(0.25)
+    text = m.render()
+    assert 'sglang:num_transfer_failed_reqs_total{model_name="m"} 2' in text
+    assert 'sglang:time_to_first_token_seconds_bucket{model_name="m",le="0.3"} 1' in text
+    assert "sglang:num_running_reqs" in text and "sglang:gen_throughput" in text
+
+
+@pytest.mark.parametrize("api", ["chat", "completions"])
+def test_token_frame_matches_the_general_renderer(api: str) -> None:
+    body = _chat() if api == "chat" else {"prompt": "p"}
+    req = parse_request(api, body, "m")  # type: ignore[arg-type]
+    assert isinstance(req, GenRequest)
+    out = plan_output(3, 'quote " and \\ backslash', 8)
+    frame = token_frame(req, req.items[0], out, "rid", 5)
+    assert frame is not None
+    for k, piece in enumerate(out.pieces):
+        assert frame.event(piece) == stream_token(req, req.items[0], out, k, "rid", 5)
+    tool_out = plan_output(0, "x", 8, tools=TOOLS)
+    gen = parse_request("generate", {"text": "x"}, "m")
+    assert isinstance(gen, GenRequest)
+    assert token_frame(gen, gen.items[0], out, "rid", 5) is None
+    if tool_out.tool_name is not None:
+        assert token_frame(req, req.items[0], tool_out, "rid", 5) is None
