@@ -183,7 +183,7 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
             if ready:
                 seen += proc.stderr.readline()
         assert "soak:" in seen, seen
-        time.sleep(1.5)
+        time.sleep(3)  # the stack's first request pays the cold start
         os.kill(proc.pid, signal.SIGINT)
         start = time.monotonic()
         _, err = proc.communicate(timeout=15)
@@ -200,3 +200,11 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
     assert soaks[0]["result"]["sessions"]["rounds_done"] > 0
     with pytest.raises(ProcessLookupError):  # nothing of its process group is left
         os.killpg(proc.pid, 0)
+
+
+def test_an_unknown_case_is_refused_before_soaking(stack: SimStack, tmp_path: Path) -> None:
+    proc = _soak("--url", stack.router_url, "--ledger", str(tmp_path / "l.db"), "--case", "42")
+    assert proc.returncode == 2
+    assert "no case 42" in proc.stderr
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        assert ledger.list_soaks() == []

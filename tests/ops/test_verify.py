@@ -251,3 +251,35 @@ async def test_without_env_file_live_is_compared_with_the_spec(workdir: Path) ->
     assert not flag.ok and flag.detail.startswith("live (unset), spec pins 1")
     config = _by(report, "config", "decode")
     assert config.ok and "compared live against the spec only" in config.detail
+
+
+async def test_config_flags_a_file_edited_outside_servelab(
+    loaded: LoadedSpec, tmp_path: Path
+) -> None:
+    from servelab.ops.knob import set_knob
+
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        change = await set_knob(loaded, "decode", DEFAULT_KNOB, "256", ledger=ledger)
+        clean = await verify(loaded, ["decode"], layers=("config",), ledger=ledger)
+        env_file = loaded.env_file("decode")
+        assert env_file is not None
+        env_file.write_text(env_file.read_text().replace("=256", "=128"))
+        edited = await verify(loaded, ["decode"], layers=("config",), ledger=ledger)
+    check = _by(clean, "config", "decode", DEFAULT_KNOB)
+    assert check.ok and check.detail == "file 256; changed since backup: 512 -> 256"
+    assert check.data["recorded_change_id"] == change.change_id
+    note = _by(edited, "config", "decode", DEFAULT_KNOB).detail
+    assert f"the last recorded change (#{change.change_id}) set 256" in note
+    assert "edited outside servelab?" in note
+
+
+def test_cold_or_warm_without_the_sim_counter_compares_two_probes() -> None:
+    from servelab.ops.verify import _classify
+
+    opts = E2EOptions()
+    assert _classify(None, {"total_s": 17.9}, {"total_s": 1.2}, opts)[0] == "cold"
+    assert _classify(None, {"total_s": 1.3}, {"total_s": 1.2}, opts)[0] == "warm"
+    assert _classify(None, {"total_s": 0.3}, {"total_s": 0.05}, opts)[0] == "warm"  # < 0.5 s apart
+    assert _classify(None, {"total_s": 1.0}, None, opts)[0] == "unknown"
+    assert _classify([0], {"total_s": 0.1}, None, opts)[0] == "cold"
+    assert _classify([3], {"total_s": 9.0}, None, opts)[0] == "warm"

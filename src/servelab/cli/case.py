@@ -219,9 +219,7 @@ def case_revert(
     if as_json:
         print_json(outcome.to_json())
     else:
-        word = (
-            "verified live" if outcome.ok else f"NOT verified: {outcome.error}"
-        )
+        word = "verified live" if outcome.ok else f"NOT verified: {outcome.error}"
         _say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)

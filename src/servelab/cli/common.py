@@ -25,6 +25,7 @@ __all__ = [
     "console",
     "err_console",
     "json_option",
+    "ledger_option",
     "print_json",
     "run",
     "spec_option",
@@ -51,6 +52,17 @@ def spec_option(func: F) -> F:
         type=click.Path(path_type=Path),
         default=None,
         help="Deployment spec (TOML). Default: ./servelab.toml, else the embedded simulated stack.",
+    )(func)
+
+
+def ledger_option(func: F) -> F:
+    """``--ledger PATH``: where results go (else $SERVELAB_LEDGER, else the state dir's)."""
+    return click.option(
+        "--ledger",
+        "ledger_path",
+        type=click.Path(path_type=Path),
+        default=None,
+        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
     )(func)
 
 

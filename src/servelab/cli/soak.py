@@ -10,6 +10,7 @@ import click
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_USAGE,
     console,
     err_console,
     json_option,
@@ -155,7 +156,7 @@ def register(group: click.Group) -> None:
             targets, state_dir = targets_from(spec_path, url, router_url)
         except SpecError as exc:
             err_console.print(f"[bold red]error:[/] {exc}")
-            raise SystemExit(2) from None
+            raise SystemExit(EXIT_USAGE) from None
         config = ops.SoakConfig(
             sessions=sessions,
             rounds=rounds,
@@ -169,6 +170,11 @@ def register(group: click.Group) -> None:
             localize=not no_localize,
         )
         ledger_path = resolve_ledger_path(ledger_option, state_dir)
+        if case_id is not None:
+            with Ledger.open(ledger_path) as ledger:
+                if ledger.get_case(case_id) is None:
+                    err_console.print(f"[bold red]error:[/] no case {case_id} in {ledger_path}")
+                    raise SystemExit(EXIT_USAGE)
         save = _saver(ledger_path, case_id, not no_record)
 
         def say(message: str) -> None:

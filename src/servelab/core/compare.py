@@ -133,8 +133,12 @@ def revert_cost(comparison: Comparison) -> tuple[float, tuple[float, float]]:
     A candidate that is 1.128x the baseline costs ``1/1.128 - 1 = -11.3%`` when reverted.
     """
     low, high = comparison.ci
-    inv = (1.0 / high - 1.0, 1.0 / low - 1.0) if low > 0 and not math.isnan(low) else (
-        math.nan,
-        math.nan,
+    inv = (
+        (1.0 / high - 1.0, 1.0 / low - 1.0)
+        if low > 0 and not math.isnan(low)
+        else (
+            math.nan,
+            math.nan,
+        )
     )
     return 1.0 / comparison.ratio - 1.0, inv

@@ -8,10 +8,11 @@ All times are ``perf_counter_ns()`` values of one process; metrics subtract them
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from servelab.core.sse import Event
+from servelab.core.sse import Event, SSEDecoder
 
 __all__ = [
     "REASON_CONNECTION",
@@ -23,6 +24,7 @@ __all__ = [
     "REASON_TRUNCATED",
     "RequestRecord",
     "StreamAccumulator",
+    "decode_chunks",
     "http_reason",
     "record_from_dict",
     "record_to_dict",
@@ -96,11 +98,12 @@ def _content_of(choice: dict[str, Any]) -> str:
 class StreamAccumulator:
     """Feeds decoded events into a :class:`RequestRecord` (sans-I/O; the client owns the socket)."""
 
-    __slots__ = ("_done", "_usage_seen", "record")
+    __slots__ = ("_broken", "_done", "_usage_seen", "record")
 
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self._done = False
+        self._broken = False
         self._usage_seen = 0
 
     @property
@@ -119,20 +122,22 @@ class StreamAccumulator:
         if data == "[DONE]":
             self._done = True
             return
-        if self.record.error is not None:
+        if self._broken:
             return
         try:
             chunk = json.loads(data)
         except ValueError:
-            self.record.fail(REASON_MALFORMED, data)
-            return
+            chunk = None
         if not isinstance(chunk, dict):
-            self.record.fail(REASON_MALFORMED, data)
-            return
-        if "error" in chunk or chunk.get("object") == "error":
-            self.record.fail(REASON_SERVER_ERROR, data)
-            return
-        self._on_chunk(chunk, event.t_ns)
+            self._break(REASON_MALFORMED, data)
+        elif "error" in chunk or chunk.get("object") == "error":
+            self._break(REASON_SERVER_ERROR, data)
+        else:
+            self._on_chunk(chunk, event.t_ns)
+
+    def _break(self, reason: str, detail: str) -> None:
+        self._broken = True
+        self.record.fail(reason, detail)
 
     def _on_chunk(self, chunk: dict[str, Any], t_ns: int) -> None:
         choices = chunk.get("choices") or []
@@ -165,3 +170,18 @@ class StreamAccumulator:
         if not record.tokens_from_usage:
             record.output_tokens = sum(record.event_tokens)
         return record
+
+
+def decode_chunks(
+    record: RequestRecord, chunks: Iterable[tuple[int, bytes]], end_ns: int
+) -> RequestRecord:
+    """Decode a body captured as ``(perf_counter_ns at read, bytes)`` pairs into ``record``.
+
+    Each event keeps the stamp of the read that completed it, exactly as if it had been decoded
+    on arrival; ``end_ns`` is when the body ended.
+    """
+    decoder = SSEDecoder()
+    acc = StreamAccumulator(record)
+    for t_ns, data in chunks:
+        acc.on_events(decoder.feed(data, t_ns))
+    return acc.finish(end_ns, decoder.flush(end_ns))

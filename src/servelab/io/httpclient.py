@@ -1,8 +1,10 @@
 """The streaming load client: one aiohttp session, every chunk timestamped as it arrives.
 
-The client pumps bytes into the sans-I/O :class:`~servelab.core.sse.SSEDecoder` (one
-``perf_counter_ns()`` per read, taken right after the read returns) and events into a
-:class:`~servelab.core.records.StreamAccumulator`. Every failure is written into the record, never
+The client stamps every read with ``perf_counter_ns()`` right after it returns and keeps the
+``(stamp, bytes)`` pairs; the sans-I/O SSE decoder and chunk interpreter
+(:func:`~servelab.core.records.decode_chunks`) turn them into events carrying their read's stamp —
+at the end of the request, or, when the caller passes its own ``raw`` list, whenever the caller
+chooses (the load generator decodes after the run, so no decoding competes with reading). Every failure is written into the record, never
 raised: HTTP status (+ truncated body), malformed or truncated stream, idle timeout, run deadline,
 connection error. The idle timeout (no byte for ``idle_timeout_s``) is one watchdog task per client
 scanning the in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires the
@@ -27,12 +29,13 @@ from servelab.core.records import (
     REASON_INTERRUPTED,
     REASON_TRUNCATED,
     RequestRecord,
-    StreamAccumulator,
+    decode_chunks,
     http_reason,
 )
-from servelab.core.sse import SSEDecoder
 
-__all__ = ["StreamClient", "chat_body", "completion_body"]
+__all__ = ["Chunks", "StreamClient", "chat_body", "completion_body"]
+
+Chunks = list[tuple[int, bytes]]
 
 _ERROR_BODY_MAX = 2048
 
@@ -124,9 +127,20 @@ class StreamClient:
             self._session = None
 
     async def stream(
-        self, path: str, body: bytes, record: RequestRecord, *, deadline_ns: int | None = None
+        self,
+        path: str,
+        body: bytes,
+        record: RequestRecord,
+        *,
+        deadline_ns: int | None = None,
+        raw: Chunks | None = None,
     ) -> RequestRecord:
-        """POST ``body`` to ``path`` and stream the answer into ``record`` (also returned)."""
+        """POST ``body`` to ``path`` and stream the answer into ``record`` (also returned).
+
+        With ``raw``, the body's stamped reads are left there for the caller to decode later with
+        :func:`~servelab.core.records.decode_chunks` (transport failures are already recorded).
+        """
+        chunks: Chunks = [] if raw is None else raw
         if self._session is None:
             raise RuntimeError("StreamClient used outside 'async with'")
         loop = asyncio.get_running_loop()
@@ -138,7 +152,7 @@ class StreamClient:
         try:
             async with asyncio.timeout_at(when) as scope:
                 watch.scope = scope
-                await self._exchange(self._session, path, body, record, watch)
+                await self._exchange(self._session, path, body, record, watch, chunks)
         except TimeoutError:
             if watch.idle:
                 record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
@@ -150,6 +164,8 @@ class StreamClient:
         finally:
             self._active.discard(watch)
             _close_end(record)
+        if raw is None:
+            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
         return record
 
     async def _watch_idle(self) -> None:
@@ -169,6 +185,7 @@ class StreamClient:
         body: bytes,
         record: RequestRecord,
         watch: _Watch,
+        chunks: Chunks,
     ) -> None:
         record.sent_ns = watch.last_ns = perf_counter_ns()
         try:
@@ -180,7 +197,8 @@ class StreamClient:
                     record.fail(http_reason(resp.status), text.decode("utf-8", "replace"))
                     record.end_ns = perf_counter_ns()
                     return
-                await _pump(resp, record, watch)
+                await _pump(resp, chunks, watch)
+                record.end_ns = perf_counter_ns()
         except aiohttp.ClientPayloadError as exc:
             record.fail(REASON_TRUNCATED, str(exc))
         except aiohttp.ConnectionTimeoutError as exc:
@@ -189,17 +207,15 @@ class StreamClient:
             record.fail(REASON_CONNECTION, f"{type(exc).__name__}: {exc}")
 
 
-async def _pump(resp: aiohttp.ClientResponse, record: RequestRecord, watch: _Watch) -> None:
-    decoder = SSEDecoder()
-    acc = StreamAccumulator(record)
+async def _pump(resp: aiohttp.ClientResponse, chunks: Chunks, watch: _Watch) -> None:
     read = resp.content.readany
+    append = chunks.append
     while True:
         data = await read()
         now = watch.last_ns = perf_counter_ns()
         if not data:
-            break
-        acc.on_events(decoder.feed(data, now))
-    acc.finish(perf_counter_ns(), decoder.flush(perf_counter_ns()))
+            return
+        append((now, data))
 
 
 def _close_end(record: RequestRecord) -> None:

@@ -75,8 +75,11 @@ def _check_local_env_dirs(loaded: LoadedSpec) -> None:
             continue
         directory = loaded.path(svc.env_file).parent
         if not directory.is_dir():
-            raise SpecError(f"directory {directory} does not exist", source=loaded.source,
-                            path=f"services.{name}.env_file")
+            raise SpecError(
+                f"directory {directory} does not exist",
+                source=loaded.source,
+                path=f"services.{name}.env_file",
+            )
 
 
 def _materialize_default_env(loaded: LoadedSpec) -> None:

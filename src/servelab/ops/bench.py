@@ -21,10 +21,10 @@ from time import perf_counter_ns
 from typing import Any
 
 from servelab.core import metrics as m
-from servelab.core.records import RequestRecord, record_to_dict
+from servelab.core.records import RequestRecord, decode_chunks, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
-from servelab.io.httpclient import StreamClient, chat_body, completion_body
+from servelab.io.httpclient import Chunks, StreamClient, chat_body, completion_body
 
 __all__ = [
     "BenchConfig",
@@ -288,6 +288,13 @@ class _Load:
         self.on_done = on_done
         self.deadline_ns = deadline_ns
         self.records: list[RequestRecord] = []
+        self._captured: list[tuple[RequestRecord, Chunks]] = []
+
+    def decode(self) -> None:
+        """Decode every captured body (after the run: no decoding competes with reading)."""
+        for record, chunks in self._captured:
+            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
+        self._captured = []
 
     def _late(self) -> bool:
         return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
@@ -295,7 +302,11 @@ class _Load:
     async def _send(self, job: _Job, scheduled_ns: int, warmup: bool) -> RequestRecord:
         record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
         self.records.append(record)
-        await self.client.stream(self.endpoint, job.body, record, deadline_ns=self.deadline_ns)
+        chunks: Chunks = []
+        self._captured.append((record, chunks))
+        await self.client.stream(
+            self.endpoint, job.body, record, deadline_ns=self.deadline_ns, raw=chunks
+        )
         self.on_done(record)
         return record
 
@@ -411,6 +422,7 @@ async def _measure(
         stopped = await _until_stopped(work, stop)
     finally:
         ticker.cancel()
+    load.decode()
     cpu, wall = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
     records = load.records
     return RunResult(

@@ -147,6 +147,7 @@ class KnobChange:
     live: str | None
     spec_value: str | None
     change_id: int | None
+    live_error: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -396,6 +397,19 @@ async def diff_knob(loaded: LoadedSpec, service: str, name: str) -> KnobDiff:
     )
 
 
+async def _live_value(
+    loaded: LoadedSpec, service: str, name: str, host: Host
+) -> tuple[int | None, str | None, str | None]:
+    """(pid, live value, error): a failure to look is reported, not raised."""
+    try:
+        proc = await find_process(loaded, service, host)
+        if proc.pid is None:
+            return None, None, None
+        return proc.pid, (await read_live(host, proc.pid, [name])).get(name), None
+    except HostError as exc:
+        return None, None, f"{type(exc).__name__}: {exc}"
+
+
 async def set_knob(
     loaded: LoadedSpec,
     service: str,
@@ -408,8 +422,9 @@ async def set_knob(
 ) -> KnobChange:
     """Set (``value=None``: remove) a knob in the env file: backup, atomic write, record.
 
-    Nothing is written or recorded when the file already holds ``value``. ``restart_needed`` is
-    true when the service is running with another value.
+    Nothing is written or recorded when the file already holds ``value``. The change is recorded
+    right after the write. ``restart_needed`` is true when the service runs with another value
+    (or its live value could not be read: ``live_error``).
     """
     svc = check_knob_name(loaded, service, name)
     _check_value(name, value)
@@ -417,6 +432,7 @@ async def set_knob(
         raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
     path = _env_path(loaded, service)
     pool = HostPool(loaded)
+    change_id = None
     try:
         host = pool.for_service(service)
         env = await read_env_file(host, path)
@@ -425,19 +441,16 @@ async def set_knob(
         if old != value:
             base = env if env is not None else parse_envfile("", source=path)
             new_env = base.set(name, value) if value is not None else base.unset(name)
-            backup_path = await host.write_file_atomic(
-                path, new_env.render().encode(), backup=env is not None
-            )
-        proc = await find_process(loaded, service, host)
-        live = (await read_live(host, proc.pid, [name])).get(name) if proc.pid else None
+            data = new_env.render().encode()
+            backup_path = await host.write_file_atomic(path, data, backup=env is not None)
+            if ledger is not None:
+                change_id = ledger.record_knob_change(
+                    service=service, name=name, old=old, new=value, reason=reason,
+                    case_id=case_id, backup_path=backup_path,
+                )  # fmt: skip
+        pid, live, live_error = await _live_value(loaded, service, name, host)
     finally:
         await pool.aclose()
-    change_id = None
-    if old != value and ledger is not None:
-        change_id = ledger.record_knob_change(
-            service=service, name=name, old=old, new=value, reason=reason,
-            case_id=case_id, backup_path=backup_path,
-        )  # fmt: skip
     return KnobChange(
         service=service,
         name=name,
@@ -446,11 +459,12 @@ async def set_knob(
         changed=old != value,
         backup_path=backup_path,
         env_file=path,
-        restart_needed=proc.pid is not None and live != value,
-        running=proc.pid is not None,
+        restart_needed=(pid is not None and live != value) or live_error is not None,
+        running=pid is not None,
         live=live,
         spec_value=svc.knobs.get(name),
         change_id=change_id,
+        live_error=live_error,
     )
 
 

@@ -20,7 +20,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 from typing import Any
 
@@ -119,6 +119,7 @@ class _FileState:
     backup: EnvFile | None = None
     backup_path: str | None = None
     error: str | None = None
+    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 async def verify(
@@ -140,12 +141,14 @@ async def verify(
     names = _selected(loaded, services)
     say = progress or (lambda _msg: None)
     started = time.perf_counter()
+    last = _last_recorded(ledger)
     pool = HostPool(loaded)
     try:
         jobs: list[Awaitable[list[Check]]] = []
         if "config" in layers or "live" in layers:
             jobs += [
-                _knob_layers(loaded, name, pool.for_service(name), layers, say) for name in names
+                _knob_layers(loaded, name, pool.for_service(name), layers, say, last.get(name, {}))
+                for name in names
             ]
         if "health" in layers:
             jobs += [_health(loaded, name, pool, say) for name in names]
@@ -189,12 +192,25 @@ def _failed(layer: str, service: str, exc: ServelabError) -> list[Check]:
 # -- config and live ---------------------------------------------------------------------------
 
 
+def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, dict[str, Any]]]:
+    """service -> knob -> the ledger's last recorded change of it (the last known snapshot)."""
+    last: dict[str, dict[str, dict[str, Any]]] = {}
+    for row in ledger.list_knob_changes() if ledger is not None else []:
+        last.setdefault(row["service"], {})[row["name"]] = row
+    return last
+
+
 async def _knob_layers(
-    loaded: LoadedSpec, service: str, host: Host, layers: tuple[str, ...], say: Progress
+    loaded: LoadedSpec,
+    service: str,
+    host: Host,
+    layers: tuple[str, ...],
+    say: Progress,
+    recorded: dict[str, dict[str, Any]],
 ) -> list[Check]:
     say(f"reading the env file of {service}")
     try:
-        state = await _file_state(loaded, service, host)
+        state = replace(await _file_state(loaded, service, host), recorded=recorded)
     except ServelabError as exc:
         state = _FileState(path=str(loaded.env_file(service)), error=f"{type(exc).__name__}: {exc}")
     checks = _config_checks(loaded, service, state) if "config" in layers else []
@@ -258,6 +274,14 @@ def _config_check(service: str, name: str, pin: str | None, state: _FileState) -
         detail += "; same as backup"
     data = {"knob": name, "file": value, "spec": pin, "backup": backup,
             "backup_path": state.backup_path, "env_file": state.path}  # fmt: skip
+    row = state.recorded.get(name)
+    if row is not None:
+        data.update(recorded=row["new"], recorded_change_id=row["id"])
+        if row["new"] != value:
+            detail += (
+                f"; the last recorded change (#{row['id']}) set {_show(row['new'])}: "
+                "edited outside servelab?"
+            )
     return Check("config", service, ok, detail, data)
 
 

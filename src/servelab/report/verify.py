@@ -108,7 +108,12 @@ def render_knob_change(change: KnobChange) -> str:
         lines.append(f"  recorded as knob change #{change.change_id}")
     if change.spec_value is not None and change.new != change.spec_value:
         lines.append(f"  note: the spec pins {change.spec_value}; `servelab verify` will flag it")
-    if change.restart_needed:
+    if change.live_error is not None:
+        lines.append(
+            f"  could not read the live value ({change.live_error}); restart {change.service} "
+            "to be sure the new value is live"
+        )
+    elif change.restart_needed:
         lines.append(
             f"  restart needed: {change.service} runs with {_show(change.live)}; "
             f"the new value becomes live after `servelab restart {change.service}`"

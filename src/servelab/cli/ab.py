@@ -1,0 +1,112 @@
+"""``servelab ab``: knob A/B with live-verified, interleaved arms."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servelab.cli.bench import parse_concurrency, parse_length
+from servelab.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    console,
+    err_console,
+    json_option,
+    ledger_option,
+    print_json,
+    run,
+    spec_option,
+)
+from servelab.core.compare import INCONCLUSIVE
+from servelab.io.specfile import load_spec
+from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops.ab import AbConfig, AbResult, run_ab
+from servelab.ops.bench import BenchConfig
+from servelab.report.ab import ab_markdown, ab_png
+
+__all__ = ["parse_knob_arms", "register"]
+
+
+def parse_knob_arms(text: str) -> tuple[str, str, str, str]:
+    """``decode:NAME=256,512`` → (service, name, baseline, candidate)."""
+    try:
+        target, values = text.split("=", 1)
+        service, name = target.split(":", 1)
+        baseline, candidate = (v.strip() for v in values.split(","))
+    except ValueError:
+        raise click.BadParameter("expected SERVICE:NAME=BASELINE,CANDIDATE") from None
+    if not (service and name and baseline and candidate):
+        raise click.BadParameter("expected SERVICE:NAME=BASELINE,CANDIDATE")
+    return service, name, baseline, candidate
+
+
+def _say(message: str) -> None:
+    err_console.print(f"[dim]{message}[/]")
+
+
+async def _ab(spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig) -> AbResult:
+    loaded = load_spec(spec_path)
+    loaded.spec.service(cfg.service)  # unknown service: a SpecError (exit 2) before anything runs
+    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
+        return await run_ab(loaded, cfg, ledger=ledger, progress=_say)
+
+
+def _write(out: Path, result: AbResult) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"ab-{result.ab_id or 'run'}"
+    files = {out / f"{stem}.md": ab_markdown(result).encode(), out / f"{stem}.png": ab_png(result)}
+    for path, data in files.items():
+        path.write_bytes(data)
+    return list(files)
+
+
+@click.command("ab")
+@spec_option
+@click.option("--knob", "knob", required=True, help="SERVICE:NAME=BASELINE,CANDIDATE")
+@click.option("--concurrency", default="64,80,96", show_default=True, help="Comma list.")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Visits/arm.")
+@click.option("--requests", default=192, show_default=True, type=click.IntRange(1), help="Per run.")
+@click.option("--input-len", default="128", show_default=True, help="Prompt tokens (N or a:b).")
+@click.option("--output-len", default="64", show_default=True, help="Output tokens (N or a:b).")
+@click.option("--warmup", default=4, show_default=True, type=click.IntRange(0))
+@click.option("--idle-timeout", default=60.0, show_default=True, type=float)
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--keep", is_flag=True, help="Keep the last arm's value instead of restoring.")
+@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write .md and .png.")
+@ledger_option
+@json_option
+def ab_command(**opts: Any) -> None:
+    """A/B a knob: set, co-restart, verify live, measure; interleaved arms; verdict per C."""
+    service, name, baseline, candidate = parse_knob_arms(opts["knob"])
+    bench = BenchConfig(
+        url="",  # each measurement goes to the router of the spec
+        concurrencies=parse_concurrency(opts["concurrency"]),
+        requests=opts["requests"],
+        input_len=parse_length(opts["input_len"]),
+        output_len=parse_length(opts["output_len"]),
+        warmup=opts["warmup"],
+        idle_timeout_s=opts["idle_timeout"],
+        seed=opts["seed"],
+    )
+    cfg = AbConfig(service, name, baseline, candidate, bench, opts["repeat"], opts["keep"])
+    result = run(_ab(opts["spec_path"], opts["ledger_path"], cfg))
+    files = _write(opts["out"], result) if opts["out"] else []
+    if opts["as_json"]:
+        print_json({**result.to_json(), "files": [str(f) for f in files]})
+    else:
+        console.print(ab_markdown(result))
+        for path in files:
+            console.print(f"wrote {path}")
+    failed = sum(v.failed_requests for v in result.visits)
+    if failed:
+        err_console.print(f"[red]{failed} request(s) failed during the A/B[/]")
+    if any(c.verdict == INCONCLUSIVE for c in result.comparisons):
+        err_console.print("[yellow]some comparisons are inconclusive: add --repeat[/]")
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(ab_command)
