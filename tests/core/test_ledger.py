@@ -262,3 +262,12 @@ def test_timeline_is_in_time_order_with_every_kind() -> None:
     kinds = [e.kind for e in entries]
     assert kinds == ["opened", "suspect", "evidence", "knob_change", "resolved"]
     assert entries[-1].data["verdicts"] == {f"knob:decode/{K}": "exonerated"}
+
+
+def test_nan_from_an_uncomputable_interval_is_not_a_number() -> None:
+    nan = float("nan")
+    result = {"arms": AB_RESULT["arms"], "comparisons": [
+        {"concurrency": 64, "ratio": nan, "ci": [nan, nan], "verdict": "inconclusive",
+         "confidence": 0.9, "baseline": "256", "candidate": "512"}]}  # fmt: skip
+    point = revert_cost([_ab(1, result)], "decode", K, "512", "256").points[0]
+    assert point.change is None and point.ci is None and point.confidence == 0.9

@@ -10,6 +10,7 @@ from servelab.core.records import (
     REASON_TRUNCATED,
     RequestRecord,
     StreamAccumulator,
+    decode_chunks,
     record_from_dict,
     record_to_dict,
 )
@@ -67,3 +68,14 @@ def test_stream_without_done_is_truncated() -> None:
 def test_record_dict_round_trip() -> None:
     record = _run(_chunk("a") + "data: [DONE]\n\n")
     assert record_from_dict(record_to_dict(record)) == record
+
+
+def test_decode_chunks_stamps_events_with_their_completing_read() -> None:
+    raw = (_chunk("", role="assistant") + _chunk("a") + _chunk("b") + "data: [DONE]\n\n").encode()
+    cut = len(_chunk("", role="assistant")) + 5
+    record = decode_chunks(
+        RequestRecord(index=0, scheduled_ns=0), [(10, raw[:cut]), (20, raw[cut:])], 30
+    )
+    assert record.ok
+    assert record.event_ns == [10, 20, 20]
+    assert (record.event_tokens, record.end_ns) == ([0, 1, 1], 30)

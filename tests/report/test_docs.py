@@ -135,3 +135,13 @@ def test_empty_ledger_still_makes_an_index(ledger: Ledger) -> None:
     files = build_docs(ledger.export())
     assert set(files) == {"perf-plan.md", "index.html"}
     assert "No case recorded" in files["index.html"].decode()
+
+
+def test_comparison_rows_show_a_dash_for_nan_and_the_confidence_level() -> None:
+    nan = float("nan")
+    ab = {"result": {"comparisons": [{"concurrency": 64, "ratio": nan, "ci": [nan, nan],
+                                      "verdict": "inconclusive", "baseline": "a",
+                                      "candidate": "b"}]}}  # fmt: skip
+    assert docs.comparison_rows(ab) == [["C64", "a → b", "—", "—", "inconclusive"]]
+    point = ConcurrencyCost(64, -0.1, (-0.2, -0.05), "worse", confidence=0.9)
+    assert describe_point(point) == "−10.0% at C64 (90% CI −20.0% … −5.0%)"

@@ -9,7 +9,7 @@ import click
 __all__ = ["cli", "main"]
 
 # Modules under servelab.cli that define ``register(group)``; each adds its commands.
-_COMMAND_MODULES = ("sim", "deploy", "verify", "knob", "bench", "ab", "soak", "case")
+_COMMAND_MODULES = ("sim", "deploy", "verify", "knob", "bench", "ab", "soak", "case", "demo")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

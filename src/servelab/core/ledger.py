@@ -17,6 +17,7 @@ other direction is used as is (``r − 1``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -274,6 +275,7 @@ class ConcurrencyCost:
     change: float | None
     ci: tuple[float, float] | None
     verdict: str
+    confidence: float = 0.95
 
 
 @dataclass(frozen=True)
@@ -322,7 +324,8 @@ def _inverted(comparison: Mapping[str, Any]) -> ConcurrencyCost:
     change = None if ratio is None else 1.0 / ratio - 1.0
     inv_ci = None if ci is None else (1.0 / ci[1] - 1.0, 1.0 / ci[0] - 1.0)
     verdict = flip_verdict(str(comparison.get("verdict", "inconclusive")))
-    return ConcurrencyCost(int(comparison["concurrency"]), change, inv_ci, verdict)
+    conc = int(comparison["concurrency"])
+    return ConcurrencyCost(conc, change, inv_ci, verdict, _confidence(comparison))
 
 
 def _direct(comparison: Mapping[str, Any]) -> ConcurrencyCost:
@@ -331,11 +334,19 @@ def _direct(comparison: Mapping[str, Any]) -> ConcurrencyCost:
     change = None if ratio is None else ratio - 1.0
     shifted = None if ci is None else (ci[0] - 1.0, ci[1] - 1.0)
     verdict = str(comparison.get("verdict", "inconclusive"))
-    return ConcurrencyCost(int(comparison["concurrency"]), change, shifted, verdict)
+    conc = int(comparison["concurrency"])
+    return ConcurrencyCost(conc, change, shifted, verdict, _confidence(comparison))
+
+
+def _confidence(comparison: Mapping[str, Any]) -> float:
+    value = comparison.get("confidence")
+    return float(value) if isinstance(value, (int, float)) and 0 < value < 1 else 0.95
 
 
 def _positive(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+    """A finite positive number (a ratio or a CI bound), else None (NaN/inf: not computed)."""
+    ok = isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    return float(value) if ok else None
 
 
 def _ci(value: Any) -> tuple[float, float] | None:

@@ -2,14 +2,16 @@
 
 The client stamps every read with ``perf_counter_ns()`` right after it returns and keeps the
 ``(stamp, bytes)`` pairs; the sans-I/O SSE decoder and chunk interpreter
-(:func:`~servelab.core.records.decode_chunks`) turn them into events carrying their read's stamp —
+(:func:`~servelab.core.records.decode_chunks`) turn them into events carrying their read's stamp:
 at the end of the request, or, when the caller passes its own ``raw`` list, whenever the caller
-chooses (the load generator decodes after the run, so no decoding competes with reading). Every failure is written into the record, never
-raised: HTTP status (+ truncated body), malformed or truncated stream, idle timeout, run deadline,
-connection error. The idle timeout (no byte for ``idle_timeout_s``) is one watchdog task per client
-scanning the in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires the
-stream's own ``asyncio.timeout_at`` scope (the one that also enforces the run deadline). Only
-cancellation (Ctrl-C) propagates, after marking the record.
+chooses (the load generator decodes after the run, so no decoding competes with reading).
+
+Every failure is written into the record, never raised: HTTP status (+ truncated body), malformed
+or truncated stream, idle timeout, run deadline, connection error. The idle timeout (no byte for
+``idle_timeout_s``) is one watchdog task per client scanning the in-flight streams' last-read
+stamps, so a read costs no timer re-arm; it expires the stream's own ``asyncio.timeout_at`` scope
+(the one that also enforces the run deadline). Only cancellation (Ctrl-C) propagates, after marking
+the record.
 """
 
 from __future__ import annotations
@@ -108,7 +110,10 @@ class StreamClient:
             limit=self.concurrency, limit_per_host=0, ttl_dns_cache=None
         )
         self._session = aiohttp.ClientSession(
-            connector=connector, timeout=self._timeout, auto_decompress=False
+            connector=connector,
+            timeout=self._timeout,
+            auto_decompress=False,
+            cookie_jar=aiohttp.DummyCookieJar(),
         )
         self._watchdog = asyncio.create_task(self._watch_idle())
         return self

@@ -6,7 +6,9 @@ dispatch delay (actual − scheduled) is reported separately. The client watches
 lag (a ticker task), CPU seconds (``time.process_time``) per output token, and a ``client_bound``
 flag.
 
-``run_bench(config, progress=..., save=..., stop=...)`` runs every concurrency × repeat, calls
+Bodies are captured as stamped reads during a run and decoded right after it (the decode's CPU
+is counted in the client's CPU per token), so no parsing competes with reading while streams are
+live. ``run_bench(config, progress=..., save=..., stop=...)`` runs every concurrency × repeat, calls
 ``save(run)`` after EVERY run (partial runs included), and stops cleanly when ``stop`` is set.
 """
 
@@ -422,8 +424,9 @@ async def _measure(
         stopped = await _until_stopped(work, stop)
     finally:
         ticker.cancel()
-    load.decode()
-    cpu, wall = time.process_time() - cpu0, (perf_counter_ns() - wall0) / 1e9
+    wall = (perf_counter_ns() - wall0) / 1e9
+    load.decode()  # its CPU counts: client CPU per token includes decoding
+    cpu = time.process_time() - cpu0
     records = load.records
     return RunResult(
         concurrency=concurrency,

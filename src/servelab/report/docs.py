@@ -11,6 +11,7 @@ here too; the CLI prints the same sentences.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,7 +74,8 @@ def describe_point(point: ConcurrencyCost) -> str:
         return f"inconclusive at {where}"
     text = f"{pct(point.change)} at {where}"
     if point.ci is not None:
-        text += f" (95% CI {pct(point.ci[0])} … {pct(point.ci[1])})"
+        level = f"{point.confidence * 100:g}%"
+        text += f" ({level} CI {pct(point.ci[0])} … {pct(point.ci[1])})"
     return text
 
 
@@ -288,14 +290,18 @@ def _arms_table(ab: Mapping[str, Any]) -> list[str]:
 _COMPARISON_HEAD = ["concurrency", "baseline → candidate", "ratio", "95% CI", "verdict"]
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
+
+
 def comparison_rows(ab: Mapping[str, Any]) -> list[list[str]]:
     """The A/B's comparisons as table cells, by concurrency (no header)."""
     comps = (ab.get("result") or {}).get("comparisons") or []
     rows = []
     for c in sorted(comps, key=lambda c: int(c.get("concurrency", 0))):
         ratio, ci = c.get("ratio"), c.get("ci")
-        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if isinstance(ratio, (int, float)) else "—"
-        has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and None not in ci
+        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if _finite(ratio) else "—"
+        has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(map(_finite, ci))
         ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if has_ci else "—"
         pair = f"{c.get('baseline')} → {c.get('candidate')}"
         rows.append([f"C{c.get('concurrency')}", pair, ratio_s, ci_s, str(c.get("verdict"))])

@@ -1,0 +1,180 @@
+"""``servelab demo``: the reference incident, told with the real commands on the embedded default.
+
+Every step is a real ``servelab`` command run as its own process, printed before it runs, so the
+demo doubles as a tour of what a user types. The story:
+
+1. bring-up in order (prefill → decode → router), a first chat completion through the router
+   (cold), status, and a layered verify;
+2. an A/B of the decode knob (256 against 512) at C64/C80/C96: the throughput win and the C96 < C80
+   anomaly of the old value;
+3. multi-round agentic sessions hang behind a client-side proxy; a case is opened, the knob (the
+   latest change) is reverted under suspicion with its cost shown; the soak still hangs and
+   localizes the stall to the proxy; the case is resolved, the knob restored and verified live;
+4. the docs are generated from the ledger; everything is torn down, nothing left running.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servelab.cli.common import console, run
+from servelab.core.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
+from servelab.io.probe import probe
+from servelab.io.specfile import load_spec
+
+__all__ = ["proxy_spec_text", "register"]
+
+KNOB_TARGET = f"knob:decode/{DEFAULT_KNOB}"
+PROXY_PORT = 30003
+
+
+def proxy_spec_text(state_dir: Path, stall_after: int) -> str:
+    """The embedded default plus a client-side proxy (the incident's real culprit) in front of the
+    router, with absolute paths so the file can live anywhere."""
+    text = DEFAULT_SPEC_TOML.replace('".servelab', f'"{state_dir}')
+    return text + (
+        "\n[services.proxy]\n"
+        'role = "proxy"\n'
+        f'url = "http://127.0.0.1:{PROXY_PORT}"\n'
+        'start = "sim"\n'
+        f'args = ["--stall-reused-after", "{stall_after}"]\n'
+        'depends_on = ["router"]\n'
+        "ready_timeout_s = 30\n"
+    )
+
+
+class _Story:
+    """Runs the demo's commands, echoing each one, and remembers what must be torn down."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.spec_for_down: list[str] = []
+
+    def chapter(self, title: str) -> None:
+        console.rule(f"[bold]{title}")
+
+    def say(self, text: str) -> None:
+        console.print(f"[cyan]» {text}[/]")
+
+    def cmd(self, *args: str, expect: tuple[int, ...] = (0,), capture: bool = False) -> str:
+        console.print(f"[bold green]$ servelab {' '.join(_quote(a) for a in args)}[/]")
+        proc = subprocess.run(
+            [sys.executable, "-m", "servelab", *args],
+            cwd=self.workdir,
+            stdout=subprocess.PIPE if capture else None,
+            text=True,
+            check=False,
+        )
+        if proc.returncode not in expect:
+            raise click.ClickException(
+                f"`servelab {' '.join(args)}` exited {proc.returncode} (expected {expect})"
+            )
+        return proc.stdout or ""
+
+    def cmd_json(self, *args: str, expect: tuple[int, ...] = (0,)) -> Any:
+        return json.loads(self.cmd(*args, "--json", expect=expect, capture=True))
+
+
+def _quote(arg: str) -> str:
+    return f'"{arg}"' if " " in arg else arg
+
+
+async def _first_probe(router_url: str) -> tuple[int | None, float, str]:
+    body = {
+        "model": "default",
+        "messages": [{"role": "user", "content": "Say hi in one word."}],
+        "max_tokens": 8,
+    }
+    result = await probe(
+        f"{router_url}/v1/chat/completions", timeout=120, method="POST", json_body=body
+    )
+    return result.status, result.elapsed_s, result.error or result.body
+
+
+def _bring_up(story: _Story, router_url: str) -> None:
+    story.chapter("1. Bring-up: prefill → decode → router, each gated on readiness")
+    story.cmd("up")
+    story.spec_for_down = []
+    status, elapsed, detail = run(_first_probe(router_url))
+    console.print(f"[bold]router e2e probe: {status} in {elapsed:.1f} s[/] (first request: cold)")
+    if status != 200:
+        raise click.ClickException(f"the first request through the router failed: {detail}")
+    story.cmd("status")
+    story.chapter("2. Layered verify: config file, live /proc/PID/environ, health, e2e")
+    story.cmd("verify")
+
+
+def _ab(story: _Story, out: Path, repeat: int, requests: int) -> None:
+    story.chapter(f"3. A/B of the decode knob {DEFAULT_KNOB}: 256 against 512")
+    story.say("each arm: set the knob, co-restart decode → router, prove it live, then measure")
+    story.cmd(
+        "ab", "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--concurrency", "64,80,96",
+        "--repeat", str(repeat), "--requests", str(requests), "--out", str(out / "ab"),
+    )  # fmt: skip
+
+
+def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
+    story.chapter("4. The incident: multi-round agentic sessions hang")
+    story.say("agents reach the router through a client-side proxy (it reuses keep-alive links)")
+    story.cmd("up", "-f", str(spec))
+    story.spec_for_down = ["-f", str(spec)]
+    case = story.cmd_json("case", "open", "Multi-round agentic sessions hang after a few rounds")
+    cid = str(case["id"])
+    story.cmd("case", "suspect", cid, KNOB_TARGET, "--reason", "the latest change before the hang")
+    story.say("the knob was the latest change: revert it under suspicion (its cost shows first)")
+    story.cmd("case", "revert", cid, KNOB_TARGET, "--yes", "-f", str(spec))
+    story.say("soak again with the knob reverted: does the hang go away?")
+    story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
+    why = "fresh connections and direct-to-router replays of the stalled payload succeed"
+    story.cmd("case", "suspect", cid, "component:proxy", "--reason", why)
+    story.cmd(
+        "case", "resolve", cid, "--root-cause",
+        "the client-side proxy stops forwarding on reused keep-alive connections",
+        "--exonerate", KNOB_TARGET, "--convict", "component:proxy",
+    )  # fmt: skip
+    story.say("the knob was wrongly blamed: restore it, co-restart in order, prove it live")
+    story.cmd("restore", cid, "-f", str(spec))
+    story.cmd("case", "show", cid)
+
+
+@click.command("demo")
+@click.option("--repeat", default=3, show_default=True, type=click.IntRange(2), help="A/B visits.")
+@click.option("--requests", default=192, show_default=True, type=click.IntRange(8))
+@click.option("--keep-up", is_flag=True, help="Leave the deployment running at the end.")
+def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
+    """Tell the reference incident with real commands on the embedded simulated stack."""
+    workdir = Path.cwd()
+    loaded = load_spec(None)
+    if not loaded.embedded:
+        raise click.UsageError("the demo runs on the embedded default: use a directory without "
+                               "servelab.toml")  # fmt: skip
+    state = loaded.state_dir.resolve()
+    out = state / "demo-report"
+    spec = state / "demo-with-proxy.toml"
+    spec.write_text(proxy_spec_text(state, stall_after=3), encoding="utf-8")
+    story = _Story(workdir)
+    soak_args = ["--sessions", "4", "--rounds", "6", "--idle-timeout", "3", "--duration", "90"]
+    started = time.monotonic()
+    try:
+        _bring_up(story, loaded.spec.services["router"].url)
+        _ab(story, out, repeat, requests)
+        _incident(story, spec, soak_args)
+        story.chapter("5. Docs from the evidence")
+        story.cmd("report", "--out", str(out))
+    finally:
+        if not keep_up:
+            story.chapter("Tear-down")
+            story.cmd("down", *(["-f", str(spec)] if spec.exists() else []), expect=(0, 1))
+    minutes = (time.monotonic() - started) / 60
+    console.print(f"[bold]demo complete[/] in {minutes:.1f} min; report: {out / 'index.html'}")
+
+
+def register(group: click.Group) -> None:
+    group.add_command(demo_command)
