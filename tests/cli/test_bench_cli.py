@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sqlite3
 import sys
@@ -15,6 +16,7 @@ from tests.support import REPO, free_port, run_cli
 
 
 async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "SERVELAB_LEDGER"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -22,6 +24,7 @@ async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
         "bench",
         *args,
         cwd=cwd,
+        env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -71,6 +74,23 @@ async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
     assert _bench_runs(tmp_path / "l.db") == 2
     for name in ("summary.md", "summary.csv", "records.jsonl", "result.json"):
         assert (tmp_path / "out" / name).stat().st_size > 0
+
+
+async def test_spec_entry_point_is_the_target_and_holds_the_ledger(tmp_path: Path) -> None:
+    runner, url = await serve(streaming_app(gap_s=0.001))
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        f'name = "t"\nstate_dir = "state"\n\n[services.router]\nrole = "router"\n'
+        f'url = "{url}"\nstart = "true"\n',
+        encoding="utf-8",
+    )
+    try:
+        code, out, err = await _cli("-f", str(spec), "--requests", "3", "--json", cwd=tmp_path)
+    finally:
+        await runner.cleanup()
+    assert code == 0, err
+    assert json.loads(out)["config"]["url"] == url
+    assert _bench_runs(tmp_path / "state" / "ledger.db") == 1
 
 
 async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from servelab.core.envfile import parse_environ
 from servelab.core.spec import HostSpec
 from servelab.io import processes
 from servelab.io.hosts import Host, host_for
+from servelab.io.probe import probe
 from servelab.io.processes import (
     PidRecord,
     command_status,
@@ -25,7 +26,6 @@ from servelab.io.processes import (
     stop_record,
     write_pid_record,
 )
-from servelab.io.probe import probe
 from tests.support import free_port
 from tests.support.sshd import SshdServer, start_sshd
 

@@ -56,13 +56,17 @@ def _load(tmp_path: Path, text: str) -> LoadedSpec:
 
 
 def _sim_stack_toml(
-    ports: list[int], host: str = "local", state_dir: str = "state", env_dir: str = "env"
+    ports: list[int],
+    host: str = "local",
+    state_dir: str = "state",
+    env_dir: str = "env",
+    hosts_toml: str = "",
 ) -> str:
     prefill, boot, decode, router, prom = ports
     return f"""
 name = "test-stack"
 state_dir = "{state_dir}"
-
+{hosts_toml}
 [services.prefill]
 role = "prefill"
 host = "{host}"
@@ -107,6 +111,8 @@ def _generic(name: str, port: int, **extra: object) -> str:
         # a foreground command: it is waited for until start_timeout_s, then readiness decides
         extra["start"] = f"exec {PY} -m http.server {port} --bind 127.0.0.1"
         extra.setdefault("start_timeout_s", 0.5)
+    extra.setdefault("ready_path", "/")  # http.server has no /health
+    extra.setdefault("ready_timeout_s", 20.0)
     for key, value in extra.items():
         lines.append(
             f"{key} = {value!r}".replace("'", '"')
@@ -209,7 +215,7 @@ async def test_process_exiting_fails_at_once_with_its_log(tmp_path: Path) -> Non
     message = str(info.value)
     assert "dies: the start command exited with status 3" in message
     assert "boom-from-service" in message and "logs/dies.log" in message
-    assert "no answer" in message
+    assert "last probe: " in message
 
 
 async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
@@ -294,8 +300,9 @@ async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
         host="remote",
         state_dir=str(tmp_path / "remote-state"),
         env_dir=str(tmp_path / "env"),
+        hosts_toml=sshd.host_toml("remote"),
     )
-    loaded = _load(tmp_path, sshd.host_toml("remote") + text)
+    loaded = _load(tmp_path, text)
     try:
         report = await deploy.up(loaded)
         assert report.ok and [s.outcome for s in report.steps] == [OUTCOME_OK] * 3

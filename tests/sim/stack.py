@@ -203,7 +203,17 @@ def start_stack(
     """
     ports = free_ports(6)
     logs = log_dir or Path(tempfile.mkdtemp(prefix="servelab-sim-"))
-    stack = SimStack(*ports[:5], ports[5] if proxy else None, logs, time_scale, dict(env or {}))
+    stack = SimStack(
+        prefill_port=ports[0],
+        bootstrap_port=ports[1],
+        decode_port=ports[2],
+        router_port=ports[3],
+        prometheus_port=ports[4],
+        proxy_port=ports[5] if proxy else None,
+        log_dir=logs,
+        time_scale=time_scale,
+        env=dict(env or {}),
+    )
     try:
         stack.start_workers(prefill_env, decode_env, decode_args)
         if router or proxy:

@@ -19,6 +19,7 @@ from servelab.cli.common import (
     console,
     err_console,
     json_option,
+    ledger_option,
     print_json,
     run,
     spec_option,
@@ -37,16 +38,6 @@ __all__ = ["register", "write_files"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _ledger_option(func: F) -> F:
-    return click.option(
-        "--ledger",
-        "ledger_path",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
-    )(func)
 
 
 def _ledger_file(ledger_path: Path | None, spec_path: Path | None) -> Path:
@@ -88,7 +79,7 @@ def case_group() -> None:
 @case_group.command("open")
 @click.argument("title")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_open(title: str, spec_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
     """Open a case; prints its id."""
@@ -108,7 +99,7 @@ def case_open(title: str, spec_path: Path | None, ledger_path: Path | None, as_j
 @click.argument("target")
 @click.option("--reason", required=True, help="Why it is suspected.")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_suspect(
     case_id: int,
@@ -138,7 +129,7 @@ def case_suspect(
 @click.option("--ab", "ab_id", type=int, help="A recorded A/B experiment.")
 @click.option("--note", help="A note (what someone observed).")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_evidence(
     case_id: int,
@@ -185,7 +176,7 @@ def _print_preview(preview: cases.RevertPreview) -> None:
 @click.option("--to", "to_value", help="Value to revert to (default: before the last change).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_revert(
     case_id: int,
@@ -231,7 +222,7 @@ def case_revert(
 @click.option("--exonerate", multiple=True, help="A target cleared of suspicion (repeatable).")
 @click.option("--convict", multiple=True, help="A target found guilty (repeatable).")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_resolve(
     case_id: int,
@@ -276,7 +267,7 @@ def _print_case(view: cases.CaseView) -> None:
 @case_group.command("show")
 @click.argument("case_id", type=int)
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_show(
     case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
@@ -295,7 +286,7 @@ def case_show(
 
 @case_group.command("list")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
     """Every case with its status."""
@@ -323,7 +314,7 @@ def _brief(view: cases.CaseView) -> dict[str, Any]:
 @click.command("restore")
 @click.argument("case_id", type=int)
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def restore_cmd(
     case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
@@ -371,7 +362,7 @@ def write_files(out_dir: Path, files: Mapping[str, bytes]) -> tuple[list[str], l
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def report_cmd(
     out_dir: Path | None, spec_path: Path | None, ledger_path: Path | None, as_json: bool
@@ -401,7 +392,7 @@ def ledger_group() -> None:
 @ledger_group.command("export")
 @click.option("--no-records", is_flag=True, help="Leave out bench runs' per-request records.")
 @spec_option
-@_ledger_option
+@ledger_option
 @json_option
 def ledger_export(
     no_records: bool, spec_path: Path | None, ledger_path: Path | None, as_json: bool

@@ -20,6 +20,7 @@ from servelab.cli.common import (
     console,
     err_console,
     json_option,
+    ledger_option,
     print_json,
     run,
     spec_option,
@@ -36,16 +37,6 @@ T = TypeVar("T")
 
 def _progress(message: str) -> None:
     err_console.print(f"[dim]{message}[/]")
-
-
-def _ledger_option(func: Any) -> Any:
-    return click.option(
-        "--ledger",
-        "ledger_path",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
-    )(func)
 
 
 async def _with_ledger(
@@ -68,7 +59,7 @@ def _quiet(as_json: bool) -> Callable[[str], None] | None:
 @click.argument("services", nargs=-1)
 @spec_option
 @json_option
-@_ledger_option
+@ledger_option
 def up_command(
     services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
 ) -> None:
@@ -89,7 +80,7 @@ def up_command(
 @click.argument("services", nargs=-1)
 @spec_option
 @json_option
-@_ledger_option
+@ledger_option
 def down_command(
     services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
 ) -> None:
@@ -124,7 +115,7 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
 @click.argument("services", nargs=-1)
 @spec_option
 @json_option
-@_ledger_option
+@ledger_option
 @click.option("--no-verify", is_flag=True, help="Do not verify after the restart.")
 @click.option(
     "--rollback",

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.common import json_option, print_json, run, spec_option
-from servelab.cli.verify import ledger_option
+from servelab.cli.common import json_option, ledger_option, print_json, run, spec_option
 from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob

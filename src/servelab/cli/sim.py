@@ -35,7 +35,8 @@ def _common(func: Any) -> Any:
             "--time-scale",
             type=float,
             default=None,
-            help="Scale of every modelled duration (env SERVELAB_SIM_TIME_SCALE; 1.0 = real time).",
+            help="Scale of every modelled duration (env SERVELAB_SIM_TIME_SCALE; 1.0 = real "
+            "time). Throughput runs on 2 cores: >= 0.5 (0.25 on a quiet box).",
         ),
         click.option("--served-model-name", default=None),
         click.option("--seed", type=int, default=None, help="Default seed of the output text."),

@@ -14,6 +14,7 @@ from servelab.cli.common import (
     console,
     err_console,
     json_option,
+    ledger_option,
     print_json,
     run,
     spec_option,
@@ -116,13 +117,7 @@ def register(group: click.Group) -> None:
     @click.option("--url", default=None, help="Entry point to soak (any OpenAI-compatible URL).")
     @click.option("--router-url", default=None, help="The router to compare against.")
     @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
-    @click.option(
-        "--ledger",
-        "ledger_option",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
-    )
+    @ledger_option
     @click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
     @click.option(
         "--case",
@@ -146,7 +141,7 @@ def register(group: click.Group) -> None:
         url: str | None,
         router_url: str | None,
         no_localize: bool,
-        ledger_option: Path | None,
+        ledger_path: Path | None,
         no_record: bool,
         case_id: int | None,
         as_json: bool,
@@ -169,13 +164,13 @@ def register(group: click.Group) -> None:
             model=model,
             localize=not no_localize,
         )
-        ledger_path = resolve_ledger_path(ledger_option, state_dir)
+        ledger_file = resolve_ledger_path(ledger_path, state_dir)
         if case_id is not None:
-            with Ledger.open(ledger_path) as ledger:
+            with Ledger.open(ledger_file) as ledger:
                 if ledger.get_case(case_id) is None:
-                    err_console.print(f"[bold red]error:[/] no case {case_id} in {ledger_path}")
+                    err_console.print(f"[bold red]error:[/] no case {case_id} in {ledger_file}")
                     raise SystemExit(EXIT_USAGE)
-        save = _saver(ledger_path, case_id, not no_record)
+        save = _saver(ledger_file, case_id, not no_record)
 
         def say(message: str) -> None:
             err_console.print(f"[dim]{message}[/]", highlight=False, soft_wrap=True)

@@ -16,6 +16,7 @@ from servelab.cli.common import (
     EXIT_OK,
     err_console,
     json_option,
+    ledger_option,
     print_json,
     run,
     spec_option,
@@ -25,18 +26,7 @@ from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
 
-__all__ = ["ledger_option", "register"]
-
-
-def ledger_option(func: click.decorators.FC) -> click.decorators.FC:
-    """``--ledger PATH``: where results are recorded."""
-    return click.option(
-        "--ledger",
-        "ledger_path",
-        type=click.Path(path_type=Path),
-        default=None,
-        help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
-    )(func)
+__all__ = ["register"]
 
 
 def _progress(message: str) -> None:

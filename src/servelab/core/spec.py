@@ -168,7 +168,7 @@ class DeploymentSpec(_Strict):
     def entry_point(self) -> str:
         """The service clients talk to: the proxy when there is one, else the router."""
         for role in ("proxy", "router"):
-            names = self.by_role(role)  # type: ignore[arg-type]
+            names = self.by_role(role)
             if names:
                 return names[0]
         raise SpecError("the deployment has no router or proxy", path="services")

@@ -5,7 +5,15 @@ step time (times the time scale), measured from one t0, so event-loop overhead n
 a late step is followed at once by the next (catch-up) and the lag is recorded.
 
 Emitting a step is cheap: one integer increment and one future resolution per running sequence;
-the request handlers write the bytes.
+the request handlers write the bytes (one pre-rendered frame + ``json.dumps(piece)`` per token).
+
+Smallest practical time scale on a 2-core box (prefill + decode + real router + a streaming
+closed-loop client, 128 in / 64 out, C64..C96, measured with ``benchmarks/sim_calibration.py``):
+0.5 keeps every 512/256 ratio in band and the C96 < C80 anomaly visible, run after run, even with
+other work on the box; 0.25 still lands the ratios on a quiet box, but the ~2.5% anomaly margin
+drowns in noise under load; at 0.1 the decode loop falls seconds behind. Functional tests that do
+not measure throughput run fine at 0.05. ``/server_info`` -> ``servelab.scheduler.max_lag_s``
+tells whether a run kept up.
 """
 
 from __future__ import annotations

@@ -1,0 +1,103 @@
+"""`servelab up|status|restart|down` as real processes; the examples parse, the local one runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from servelab.io.specfile import load_spec
+from tests.support import REPO, free_ports, run_cli
+
+EXAMPLES = sorted((REPO / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_parses(example: Path) -> None:
+    loaded = load_spec(example)
+    assert loaded.spec.router_name == "router"
+    assert set(loaded.spec.services) == {"prefill", "decode", "router"}
+
+
+def test_reference_remote_example_is_the_reference_deployment() -> None:
+    spec = load_spec(REPO / "examples" / "reference-remote.toml").spec
+    assert [spec.service(n).port for n in ("prefill", "decode", "router")] == [30000, 30002, 30001]
+    assert spec.service("prefill").bootstrap_port == 8998
+    assert all(spec.service(n).unit for n in spec.services)
+    assert not spec.hosts["gpu"].is_local
+
+
+def _local_example(tmp_path: Path) -> tuple[Path, list[int]]:
+    """examples/local-sim.toml on free ports, with its state and env files under tmp_path."""
+    text = (REPO / "examples" / "local-sim.toml").read_text()
+    ports = free_ports(5)
+    for old, new in zip(("31000", "31998", "31002", "31001", "31090"), ports, strict=True):
+        text = text.replace(old, str(new))
+    text = re.sub(r'state_dir = ".*"', 'state_dir = "state"', text)
+    text = text.replace("health_check_interval_s = 2", "health_check_interval_s = 1")
+    shutil.copytree(REPO / "examples" / "env", tmp_path / "env")
+    for name in ("prefill.env", "decode.env"):
+        path = tmp_path / "env" / name
+        path.write_text(path.read_text().replace("TIME_SCALE=0.25", "TIME_SCALE=0.02"))
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(text)
+    return spec, ports
+
+
+def _listening(port: int) -> bool:
+    hexport = f":{port:04X} "
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if hexport in f"{fields[1]} " and fields[3] == "0A":
+                return True
+    return False
+
+
+def test_local_example_up_status_restart_down(tmp_path: Path) -> None:
+    spec, ports = _local_example(tmp_path)
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    try:
+        up = run_cli("up", "-f", str(spec), "--json", env=env, timeout=100)
+        assert up.returncode == 0, up.stderr
+        assert [s["outcome"] for s in json.loads(up.stdout)["steps"]] == ["ok"] * 3
+        status = run_cli("status", "-f", str(spec), env=env)
+        assert status.returncode == 0, status.stderr
+        assert "router" in status.stdout and "HTTP 200" in status.stdout
+        restart = run_cli("restart", "decode", "-f", str(spec), "--json", env=env, timeout=100)
+        assert restart.returncode == 0, restart.stdout + restart.stderr
+        report = json.loads(restart.stdout)
+        assert report["plan"] == ["decode", "router"] and report["verification"]["ok"]
+    finally:
+        down = run_cli("down", "-f", str(spec), env=env)
+    assert down.returncode == 0, down.stderr
+    assert "down: ok" in down.stdout
+    assert not any(_listening(port) for port in ports)
+    status = run_cli("status", "-f", str(spec), "--json", env=env)
+    assert status.returncode == 1
+    assert [s["ready"] for s in json.loads(status.stdout)] == [False] * 3
+
+
+def test_failed_up_exits_1_and_names_the_service(tmp_path: Path) -> None:
+    (port,) = free_ports(1)
+    (tmp_path / "servelab.toml").write_text(
+        'name = "t"\nstate_dir = "state"\n[services.web]\nrole = "generic"\n'
+        f'url = "http://127.0.0.1:{port}"\nstart = "exit 7"\n'
+    )
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    result = run_cli("up", env=env, cwd=tmp_path)
+    assert result.returncode == 1
+    assert "web: the start command exited with status 7" in result.stderr
+    assert "logs/web.log" in result.stderr
+
+
+def test_bad_spec_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[services.x]\nrole = "generic"\nurl = "nope"\nstart = "true"\n')
+    result = run_cli("up", "-f", str(bad), env={"SERVELAB_LEDGER": os.devnull})
+    assert result.returncode == 2
+    assert "services.x.url" in result.stderr
