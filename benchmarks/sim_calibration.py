@@ -35,6 +35,7 @@ __all__ = ["main"]
 
 KNOB = DEFAULT_PROFILE.knob_name
 TOKEN_MARK = b'"delta":{"content"'
+MAX_REQUESTS_PER_USER = 10_000  # the loop is bounded in count as well as in time
 BANDS = {64: (0.08, 0.18), 80: (-0.02, 0.05), 96: (0.02, 0.10)}
 
 
@@ -57,7 +58,7 @@ async def _user(
 ) -> None:
     await asyncio.sleep(delay)
     n = 0
-    while time.monotonic() < stop_at:
+    while time.monotonic() < stop_at and n < MAX_REQUESTS_PER_USER:
         body = body_for(n)  # type: ignore[operator]
         n += 1
         try:

@@ -6,6 +6,10 @@ import json
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +105,49 @@ def test_bad_spec_exits_2(tmp_path: Path) -> None:
     result = run_cli("up", "-f", str(bad), env={"SERVELAB_LEDGER": os.devnull})
     assert result.returncode == 2
     assert "services.x.url" in result.stderr
+
+
+def _live_under(directory: Path) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
+        except OSError:
+            continue
+        if cwd.startswith(str(directory)) and state not in ("Z", "X"):
+            found.append(int(entry))
+    return found
+
+
+def test_ctrl_c_during_up_stops_what_it_started(tmp_path: Path) -> None:
+    good, slow = free_ports(2)
+    server = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
+    (tmp_path / "servelab.toml").write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        f'[services.good]\nrole = "generic"\nurl = "http://127.0.0.1:{good}"\n'
+        f"start = '{server.format(port=good)}'\nready_path = \"/\"\nstart_timeout_s = 0.5\n"
+        f'[services.slow]\nrole = "generic"\nurl = "http://127.0.0.1:{slow}"\n'
+        f"start = '{server.format(port=slow)}'\nready_path = \"/missing\"\n"
+        'depends_on = ["good"]\nready_timeout_s = 60\n'
+    )
+    env = {**os.environ, "SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servelab", "up"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "state" / "run" / "slow.json").exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert _live_under(tmp_path) == []
+    assert not _listening(good) and not _listening(slow)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -14,11 +13,10 @@ import pytest
 
 from servelab.core.envfile import parse_environ
 from servelab.core.spec import HostSpec
-from servelab.errors import CommandTimeout, HostError, SSHError
+from servelab.errors import CommandTimeout, HostError
 from servelab.io import hosts as hosts_module
 from servelab.io.hosts import Host, LocalHost, backup_name, host_for, parse_proc_net_tcp
 from servelab.io.probe import probe
-from servelab.io.ssh import SSHHost
 from tests.support import free_port
 from tests.support.sshd import SshdServer, start_sshd
 
@@ -118,35 +116,6 @@ async def test_http_url_reaches_the_service(
     result = await probe(url, timeout=5)
     assert result.status == 200
     assert await host.http_url(f"http://127.0.0.1:{port}/") == url  # forward reused
-
-
-async def test_ssh_connection_reused(sshd: SshdServer) -> None:
-    remote = SSHHost("remote", _ssh_spec(sshd))
-    try:
-        results = await asyncio.gather(*(remote.run("echo $$", timeout=10) for _ in range(5)))
-        assert len({r.stdout for r in results}) == 5
-        assert remote._conn is not None
-    finally:
-        await remote.aclose()
-
-
-async def test_ssh_connect_failure_is_ssh_error(tmp_path: Path) -> None:
-    spec = HostSpec(ssh="root@127.0.0.1", port=free_port(), connect_timeout_s=2)
-    remote = host_for("nowhere", spec)
-    with pytest.raises(SSHError) as info:
-        await remote.run("true", timeout=5)
-    assert "nowhere" in str(info.value) and isinstance(info.value, ConnectionError)
-
-
-async def test_ssh_wrong_key_is_ssh_error(sshd: SshdServer, tmp_path: Path) -> None:
-    import asyncssh
-
-    key = asyncssh.generate_private_key("ssh-ed25519")
-    key.write_private_key(str(tmp_path / "other"))
-    spec = HostSpec(ssh=sshd.ssh, port=sshd.port, identity_file=str(tmp_path / "other"))
-    remote = host_for("remote", spec)
-    with pytest.raises(SSHError):
-        await remote.run("true", timeout=5)
 
 
 def test_backup_name_and_proc_net_parse() -> None:

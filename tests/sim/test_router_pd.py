@@ -18,7 +18,7 @@ KNOB = DEFAULT_PROFILE.knob_name
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[SimStack]:
-    with sim_stack(time_scale=0.05) as st:
+    with sim_stack(time_scale=0.05, env={"SERVELAB_SIM_WARMUP_S": "0"}) as st:
         yield st
 
 
@@ -31,19 +31,20 @@ def rooms(base: str) -> dict[int, str]:
     return {r["room"]: r["first_token"] for r in info["recent_rooms"]}
 
 
-def test_first_request_is_cold_then_warm(stack: SimStack) -> None:
-    before = get_json(stack.decode_url + "/server_info")["servelab"]
-    assert before["warmed_up"] is False and before["requests_served"] == 0
-    t0 = time.monotonic()
-    status, _ = post(stack.router_url + "/v1/chat/completions", chat("cold", max_tokens=4))
-    cold = time.monotonic() - t0
-    t0 = time.monotonic()
-    status2, _ = post(stack.router_url + "/v1/chat/completions", chat("warm", max_tokens=4))
-    warm = time.monotonic() - t0
-    assert status == status2 == 200
-    assert cold >= 17.0 * 0.05 * 0.9 > warm  # the one-time warm-up, scaled
-    after = get_json(stack.decode_url + "/server_info")["servelab"]
-    assert after["warmed_up"] is True and after["requests_served"] == 2
+def test_first_request_is_cold_then_warm() -> None:
+    with sim_stack(time_scale=0.05) as fresh:
+        before = get_json(fresh.decode_url + "/server_info")["servelab"]
+        assert before["warmed_up"] is False and before["requests_served"] == 0
+        t0 = time.monotonic()
+        status, _ = post(fresh.router_url + "/v1/chat/completions", chat("cold", max_tokens=4))
+        cold = time.monotonic() - t0
+        t0 = time.monotonic()
+        status2, _ = post(fresh.router_url + "/v1/chat/completions", chat("warm", max_tokens=4))
+        warm = time.monotonic() - t0
+        assert status == status2 == 200
+        assert cold >= 17.0 * 0.05 * 0.9 > warm  # the one-time warm-up, scaled
+        after = get_json(fresh.decode_url + "/server_info")["servelab"]
+        assert after["warmed_up"] is True and after["requests_served"] == 2
 
 
 def test_non_streaming_chat_starts_with_prefill_token_same_room(stack: SimStack) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -13,25 +14,48 @@ __all__ = ["REPO", "free_port", "free_ports", "run_cli"]
 REPO = Path(__file__).resolve().parents[2]
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports are drawn BELOW the kernel's ephemeral range: a port the OS picked for bind(0) can be handed
+# to an outgoing connection (a router's health check, a client) before the service binds it, which
+# made tests flaky under load. Below the range only explicit binds compete.
+_LOW, _HIGH = 15000, _ephemeral_low() - 1
+_rng = random.Random(os.getpid())
+
+
+def _bindable(port: int) -> socket.socket | None:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        return None
+    return sock
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct free ports, all held open together while chosen so none repeats."""
-    socks = []
+    """``n`` distinct ports on 127.0.0.1 that were free a moment ago, outside the ephemeral range."""
+    held: list[socket.socket] = []
     try:
-        for _ in range(n):
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [int(s.getsockname()[1]) for s in socks]
+        while len(held) < n:
+            sock = _bindable(_rng.randint(_LOW, _HIGH))
+            if sock is not None:
+                held.append(sock)
+        return [int(s.getsockname()[1]) for s in held]
     finally:
-        for sock in socks:
+        for sock in held:
             sock.close()
+
+
+def free_port() -> int:
+    """A port on 127.0.0.1 that was free a moment ago, outside the ephemeral range."""
+    return free_ports(1)[0]
 
 
 def run_cli(

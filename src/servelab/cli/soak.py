@@ -20,9 +20,10 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.errors import SpecError
-from servelab.io.specfile import load_spec
+from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import soak as ops
+from servelab.ops.knob import live_knobs
 from servelab.report import soak as report
 
 __all__ = ["register", "targets_from"]
@@ -30,7 +31,7 @@ __all__ = ["register", "targets_from"]
 
 def targets_from(
     spec_path: Path | None, url: str | None, router_url: str | None
-) -> tuple[ops.Targets, Path]:
+) -> tuple[ops.Targets, Path, LoadedSpec | None]:
     """Where to soak and which state dir holds the ledger.
 
     With ``--url`` and no ``-f``: that entry point, ``--router-url`` to compare against, workers
@@ -39,7 +40,7 @@ def targets_from(
     """
     if url is not None and spec_path is None:
         router = router_url.rstrip("/") if router_url else None
-        return ops.Targets(url.rstrip("/"), router), Path.cwd() / ".servelab"
+        return ops.Targets(url.rstrip("/"), router), Path.cwd() / ".servelab", None
     loaded = load_spec(spec_path)
     spec = loaded.spec
     router_name = spec.router_name
@@ -52,7 +53,7 @@ def targets_from(
     entry = url or spec.service(spec.entry_point).url
     router = router.rstrip("/") if router else None
     name = router_name or "router"
-    return ops.Targets(entry.rstrip("/"), router, workers, name), loaded.state_dir
+    return ops.Targets(entry.rstrip("/"), router, workers, name), loaded.state_dir, loaded
 
 
 def _saver(
@@ -148,7 +149,7 @@ def register(group: click.Group) -> None:
     ) -> None:
         """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
         try:
-            targets, state_dir = targets_from(spec_path, url, router_url)
+            targets, state_dir, loaded = targets_from(spec_path, url, router_url)
         except SpecError as exc:
             err_console.print(f"[bold red]error:[/] {exc}")
             raise SystemExit(EXIT_USAGE) from None
@@ -163,6 +164,7 @@ def register(group: click.Group) -> None:
             seed=seed,
             model=model,
             localize=not no_localize,
+            knobs=run(live_knobs(loaded)) if loaded is not None else {},
         )
         ledger_file = resolve_ledger_path(ledger_path, state_dir)
         if case_id is not None:

@@ -332,11 +332,11 @@ router = {{ policy = "round_robin", prometheus_port = 29000, health_check_interv
 DEFAULT_ENV_FILES: dict[str, str] = {
     "prefill": (
         "# servelab: prefill engine environment (systemd EnvironmentFile syntax)\n"
-        "SERVELAB_SIM_TIME_SCALE=0.25\n"
+        "SERVELAB_SIM_TIME_SCALE=0.5\n"
     ),
     "decode": (
         "# servelab: decode engine environment (systemd EnvironmentFile syntax)\n"
-        "SERVELAB_SIM_TIME_SCALE=0.25\n"
+        "SERVELAB_SIM_TIME_SCALE=0.5\n"
         f"{DEFAULT_KNOB}=512\n"
     ),
     "router": "# servelab: router environment (systemd EnvironmentFile syntax)\n",

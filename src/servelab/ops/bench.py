@@ -375,77 +375,93 @@ async def _until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -
     return True
 
 
-async def _one_run(
-    client: StreamClient,
-    config: BenchConfig,
-    concurrency: int,
-    repeat_index: int,
-    progress: ProgressFn,
-    stop: asyncio.Event | None,
-) -> RunResult:
-    seed = config.seed + 1000 * repeat_index + concurrency
-    jobs = _jobs(config, config.requests, seed)
-    gc.collect()
-    gc.freeze()  # objects alive now are never rescanned: no long gen-2 pauses mid-run
-    try:
-        return await _measure(client, config, concurrency, repeat_index, jobs, progress, stop, seed)
-    finally:
-        gc.unfreeze()
+@dataclass(slots=True)
+class _Bench:
+    """The state of one ``run_bench`` call: where results go, and how it is stopped."""
 
+    config: BenchConfig
+    progress: ProgressFn
+    save: SaveFn | None
+    stop: asyncio.Event | None
+    result: BenchResult
 
-async def _measure(
-    client: StreamClient,
-    config: BenchConfig,
-    concurrency: int,
-    repeat_index: int,
-    jobs: list[_Job],
-    progress: ProgressFn,
-    stop: asyncio.Event | None,
-    seed: int,
-) -> RunResult:
-    total = len(jobs)
+    async def level(self, concurrency: int) -> None:
+        """Warm-up, then every repeat at one concurrency; summarise what ran."""
+        config, runs = self.config, []
+        async with StreamClient(
+            config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
+        ) as client:
+            if config.warmup:
+                warm = asyncio.create_task(self._warmup(client, concurrency))
+                self.result.interrupted = await _until_stopped(warm, self.stop)
+            for k in range(config.repeat):
+                if self.result.interrupted:
+                    break
+                run = await self._run(client, concurrency, k)
+                runs.append(run)
+                self.result.runs.append(run)
+                if self.save is not None:
+                    self.save(run)
+                self.result.interrupted = run.interrupted
+        if runs:
+            self.result.levels.append(summarize_level(concurrency, runs))
 
-    def on_done(_record: RequestRecord) -> None:
-        progress(Progress("run", concurrency, repeat_index, len(load.records), total))
+    async def _warmup(self, client: StreamClient, concurrency: int) -> None:
+        jobs = _jobs(self.config, self.config.warmup, self.config.seed + 999_983)
+        load = _Load(client, self.config.endpoint, lambda _r: None, None)
+        self.progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
+        await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
 
-    deadline = None
-    if config.deadline_s is not None:
-        deadline = perf_counter_ns() + round(config.deadline_s * 1e9)
-    load = _Load(client, config.endpoint, on_done, deadline)
-    if config.rate is not None:
-        offsets = poisson_offsets_ns(total, config.rate, seed=seed)
-        work = asyncio.create_task(load.open(jobs, concurrency, offsets))
-    else:
-        work = asyncio.create_task(load.closed(jobs, concurrency))
-    lag: list[float] = []
-    ticker = asyncio.create_task(_lag_ticker(lag))
-    cpu0, wall0 = time.process_time(), perf_counter_ns()
-    try:
-        stopped = await _until_stopped(work, stop)
-    finally:
-        ticker.cancel()
-    wall = (perf_counter_ns() - wall0) / 1e9
-    load.decode()  # its CPU counts: client CPU per token includes decoding
-    cpu = time.process_time() - cpu0
-    records = load.records
-    return RunResult(
-        concurrency=concurrency,
-        repeat_index=repeat_index,
-        records=records,
-        metrics=m.run_metrics(records, slo=config.slo),
-        client=client_health(records, cpu, wall, lag),
-        interrupted=stopped,
-        deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
-    )
+    async def _run(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
+        gc.collect()
+        gc.freeze()  # objects alive now are never rescanned: no long gen-2 pauses mid-run
+        try:
+            return await self._measure(client, concurrency, k)
+        finally:
+            gc.unfreeze()
 
+    def _start(
+        self, load: _Load, jobs: list[_Job], concurrency: int, seed: int
+    ) -> asyncio.Task[None]:
+        if self.config.rate is None:
+            return asyncio.create_task(load.closed(jobs, concurrency))
+        offsets = poisson_offsets_ns(len(jobs), self.config.rate, seed=seed)
+        return asyncio.create_task(load.open(jobs, concurrency, offsets))
 
-async def _warmup(
-    client: StreamClient, config: BenchConfig, concurrency: int, progress: ProgressFn
-) -> None:
-    jobs = _jobs(config, config.warmup, config.seed + 999_983)
-    load = _Load(client, config.endpoint, lambda _r: None, None)
-    progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
-    await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
+    async def _measure(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
+        config = self.config
+        total = config.requests
+
+        def on_done(_record: RequestRecord) -> None:
+            self.progress(Progress("run", concurrency, k, len(load.records), total))
+
+        deadline = None
+        if config.deadline_s is not None:
+            deadline = perf_counter_ns() + round(config.deadline_s * 1e9)
+        load = _Load(client, config.endpoint, on_done, deadline)
+        seed = config.seed + 1000 * k + concurrency
+        jobs = _jobs(config, total, seed)
+        lag: list[float] = []
+        ticker = asyncio.create_task(_lag_ticker(lag))
+        cpu0, wall0 = time.process_time(), perf_counter_ns()
+        work = self._start(load, jobs, concurrency, seed)
+        try:
+            stopped = await _until_stopped(work, self.stop)
+        finally:
+            ticker.cancel()
+        wall = (perf_counter_ns() - wall0) / 1e9
+        load.decode()  # its CPU counts: client CPU per token includes decoding
+        cpu = time.process_time() - cpu0
+        records = load.records
+        return RunResult(
+            concurrency=concurrency,
+            repeat_index=k,
+            records=records,
+            metrics=m.run_metrics(records, slo=config.slo),
+            client=client_health(records, cpu, wall, lag),
+            interrupted=stopped,
+            deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
+        )
 
 
 async def run_bench(
@@ -455,28 +471,19 @@ async def run_bench(
     save: SaveFn | None = None,
     stop: asyncio.Event | None = None,
 ) -> BenchResult:
-    """Run every concurrency × repeat; ``save(run)`` after each; stop early when ``stop`` is set."""
+    """Run every concurrency × repeat; ``save(run)`` after each; stop early when ``stop`` is set.
+
+    Callable programmatically: ``await run_bench(BenchConfig(url=..., concurrencies=(64, 96),
+    requests=200))``. Cancellation (``stop``) ends the current run, which is returned and saved
+    with ``interrupted=True``.
+    """
     report = progress or (lambda _p: None)
-    result = BenchResult(config)
-    idle = config.idle_timeout_s
+    bench = _Bench(config, report, save, stop, BenchResult(config))
     for concurrency in config.concurrencies:
-        runs: list[RunResult] = []
-        async with StreamClient(config.url, concurrency=concurrency, idle_timeout_s=idle) as client:
-            if config.warmup:
-                warm = asyncio.create_task(_warmup(client, config, concurrency, report))
-                result.interrupted = await _until_stopped(warm, stop)
-            for k in range(config.repeat):
-                if result.interrupted:
-                    break
-                run = await _one_run(client, config, concurrency, k, report, stop)
-                runs.append(run)
-                result.runs.append(run)
-                if save is not None:
-                    save(run)
-                result.interrupted = run.interrupted
-        if runs:
-            result.levels.append(summarize_level(concurrency, runs))
-        if result.interrupted:
+        await bench.level(concurrency)
+        if bench.result.interrupted:
             break
-    report(Progress("done", 0, 0, len(result.runs), len(config.concurrencies) * config.repeat))
-    return result
+    report(
+        Progress("done", 0, 0, len(bench.result.runs), len(config.concurrencies) * config.repeat)
+    )
+    return bench.result

@@ -236,8 +236,14 @@ async def _readiness(ctx: _Context, service: str, timeout: float = _PROBE_TIMEOU
     return await probe(url, timeout=timeout)
 
 
-async def _gate(ctx: _Context, record: PidRecord, say: bool = False) -> tuple[str, dict[str, Any]]:
-    """Wait for the service's readiness (see :func:`~servelab.io.processes.wait_ready`)."""
+async def _gate(
+    ctx: _Context, record: PidRecord, *, fresh: bool = False
+) -> tuple[str, dict[str, Any]]:
+    """Wait for the service's readiness (see :func:`~servelab.io.processes.wait_ready`).
+
+    ``fresh``: the record was just launched (its start command is waited for and progress told);
+    otherwise the service was already running and only its readiness matters.
+    """
     svc = ctx.spec.service(record.service)
     host = ctx.host(record.service)
     url = await host.http_url(svc.url + svc.readiness_path)
@@ -246,8 +252,8 @@ async def _gate(ctx: _Context, record: PidRecord, say: bool = False) -> tuple[st
         record,
         url=url,
         ready_timeout_s=svc.ready_timeout_s,
-        start_timeout_s=svc.start_timeout_s,
-        say=ctx.say if say else None,
+        start_timeout_s=svc.start_timeout_s if fresh else 0.0,
+        say=ctx.say if fresh else None,
     )
     return result.outcome, result.evidence
 
@@ -284,6 +290,18 @@ async def _launch(ctx: _Context, service: str) -> PidRecord:
     return record
 
 
+async def _unit_main_pid(host: Host, unit: str) -> int | None:
+    """The unit's MainPID (None when systemd reports 0 or cannot be asked)."""
+    try:
+        result = await host.run(
+            f"systemctl show -p MainPID --value {shlex.quote(unit)}", timeout=30
+        )
+    except CommandTimeout:
+        return None
+    text = result.stdout.strip()
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
 async def _adopt_service_pid(ctx: _Context, record: PidRecord) -> PidRecord:
     """After a launcher command returned, record the process really serving (unit or port)."""
     if record.command is None:
@@ -291,10 +309,7 @@ async def _adopt_service_pid(ctx: _Context, record: PidRecord) -> PidRecord:
     host = ctx.host(record.service)
     pid = None
     if record.unit is not None:
-        result = await host.run(
-            f"systemctl show -p MainPID --value {shlex.quote(record.unit)}", timeout=30
-        )
-        pid = int(result.stdout.strip()) if result.stdout.strip().isdigit() else None
+        pid = await _unit_main_pid(host, record.unit)
     if not pid:
         pid = await host.listening_pid(ctx.spec.service(record.service).port)
     stat = await proc_stat(host, pid) if pid else None
@@ -310,7 +325,7 @@ async def _start(ctx: _Context, service: str) -> Step:
     started = time.monotonic()
     record = await _launch(ctx, service)
     try:
-        outcome, evidence = await _gate(ctx, record, say=True)
+        outcome, evidence = await _gate(ctx, record, fresh=True)
     except (DeployError, asyncio.CancelledError):
         await _stop_recorded(ctx, service)
         raise
@@ -457,6 +472,10 @@ async def _status_one(ctx: _Context, service: str) -> ServiceStatus:
     pid, source, alive = None, None, False
     if record is not None:
         pid, source, alive = record.pid, "pid record", await is_alive(host, record)
+    if not alive and svc.unit is not None:
+        main_pid = await _unit_main_pid(host, svc.unit)
+        if main_pid:
+            pid, source, alive = main_pid, "systemd MainPID", True
     if not alive:
         owner = await host.listening_pid(svc.port)
         if owner is not None:

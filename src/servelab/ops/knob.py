@@ -49,6 +49,7 @@ __all__ = [
     "find_process",
     "get_knob",
     "latest_backup",
+    "live_knobs",
     "live_verdict",
     "previous_version",
     "read_env_bytes",
@@ -352,6 +353,29 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
 async def read_live(host: Host, pid: int, names: Iterable[str]) -> dict[str, str]:
     """The live values of ``names`` only; every other variable stays inside this function."""
     return select(parse_environ(await host.read_environ(pid)), list(names))
+
+
+async def live_knobs(loaded: LoadedSpec) -> dict[str, str | None]:
+    """Every declared knob of every running service, live, as ``{"service/NAME": value}``.
+
+    What a measurement ran with (soaks record it, so a case can tell whether a soak failed with a
+    knob and passed without it). A service that is not running is left out.
+    """
+    out: dict[str, str | None] = {}
+    pool = HostPool(loaded)
+    try:
+        for name, svc in loaded.spec.services.items():
+            if not svc.knobs:
+                continue
+            host = pool.for_service(name)
+            proc = await find_process(loaded, name, host)
+            if proc.pid is None:
+                continue
+            live = await read_live(host, proc.pid, svc.knobs)
+            out.update({f"{name}/{knob}": live.get(knob) for knob in svc.knobs})
+    finally:
+        await pool.aclose()
+    return out
 
 
 # -- the three operations ----------------------------------------------------------------------

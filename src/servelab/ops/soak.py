@@ -115,6 +115,9 @@ class SoakConfig:
     model: str | None = None
     localize: bool = True
     check_determinism: bool = True
+    #: What the deployment ran with, ``{"service/NAME": value}`` (recorded, not acted on): a case
+    #: reads it to tell whether a soak failed with a knob and passed without it.
+    knobs: dict[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.sessions < 1 or self.rounds < 1:
