@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from servelab.core.compare import (
@@ -13,7 +11,6 @@ from servelab.core.compare import (
     WORSE,
     compare_arms,
     find_anomalies,
-    revert_cost,
 )
 
 
@@ -66,18 +63,3 @@ def test_non_monotonic_throughput_is_an_anomaly() -> None:
     assert (a.arm, a.concurrency, a.previous) == ("256", 96, 80)
     assert a.drop == pytest.approx(1 - 975 / 1005)
     assert find_anomalies("512", {64: [900.0], 80: [1000.0], 96: [1010.0]}) == []
-
-
-def test_revert_cost_inverts_ratio_and_interval() -> None:
-    (c,) = compare_arms(
-        {64: [1000, 1010, 990]}, {64: [1128, 1138, 1118]}, baseline_label="a", candidate_label="b"
-    )
-    cost, (lo, hi) = revert_cost(c)
-    assert cost == pytest.approx(1 / c.ratio - 1)
-    assert lo < cost < hi < 0
-
-
-def test_revert_cost_of_unbounded_interval_is_nan() -> None:
-    (c,) = compare_arms({64: [1.0]}, {64: [1.2]}, baseline_label="a", candidate_label="b")
-    _, (lo, hi) = revert_cost(c)
-    assert math.isnan(lo) and math.isnan(hi)

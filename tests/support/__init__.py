@@ -40,7 +40,7 @@ def _bindable(port: int) -> socket.socket | None:
 
 
 def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports on 127.0.0.1 that were free a moment ago, outside the ephemeral range."""
+    """``n`` distinct ports on 127.0.0.1, free a moment ago, outside the ephemeral range."""
     held: list[socket.socket] = []
     try:
         while len(held) < n:

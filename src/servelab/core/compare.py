@@ -3,8 +3,8 @@
 An A/B experiment measures one knob at two values (a *baseline* and a *candidate*) at several
 concurrencies, each arm repeated. Per concurrency the candidate/baseline ratio of mean output-token
 throughput gets Fieller's confidence interval (:func:`servelab.core.stats.ratio_interval`) and a
-verdict: ``better`` (the whole interval above 1), ``worse`` (below 1), ``no significant difference``
-(the interval holds 1), or ``inconclusive`` (too few repeats, or an interval that cannot be bounded).
+verdict: ``better`` (the whole interval above 1), ``worse`` (below 1), ``no significant
+difference`` (the interval holds 1), or ``inconclusive`` (too few repeats, unbounded interval).
 
 Within one arm, throughput should not fall as concurrency rises; where it does (the reference
 incident's C96 < C80 with the knob at 256, a wave-quantization effect) that is an anomaly.
@@ -12,7 +12,7 @@ incident's C96 < C80 with the knob at 256, a wave-quantization effect) that is a
 
 from __future__ import annotations
 
-import math
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -28,7 +28,6 @@ __all__ = [
     "Comparison",
     "compare_arms",
     "find_anomalies",
-    "revert_cost",
 ]
 
 BETTER = "better"
@@ -122,23 +121,6 @@ def find_anomalies(arm: str, throughput: Mapping[int, Sequence[float]]) -> list[
     means = [(c, summarize(list(v)).mean) for c, v in sorted(throughput.items()) if v]
     return [
         Anomaly(arm, conc, prev_conc, thr, prev_thr)
-        for (prev_conc, prev_thr), (conc, thr) in zip(means, means[1:], strict=False)
+        for (prev_conc, prev_thr), (conc, thr) in itertools.pairwise(means)
         if thr < prev_thr
     ]
-
-
-def revert_cost(comparison: Comparison) -> tuple[float, tuple[float, float]]:
-    """The relative change of going back from candidate to baseline, with the interval inverted.
-
-    A candidate that is 1.128x the baseline costs ``1/1.128 - 1 = -11.3%`` when reverted.
-    """
-    low, high = comparison.ci
-    inv = (
-        (1.0 / high - 1.0, 1.0 / low - 1.0)
-        if low > 0 and not math.isnan(low)
-        else (
-            math.nan,
-            math.nan,
-        )
-    )
-    return 1.0 / comparison.ratio - 1.0, inv

@@ -85,8 +85,8 @@ class ServiceSpec(_Strict):
     url: str
     host: str = "local"
     start: str = Field(
-        description='"sim" (built-in simulated worker or proxy), "router" (the real sglang-router), '
-        "or a shell command line"
+        description='"sim" (built-in simulated worker or proxy), "router" (the real '
+        "sglang-router), or a shell command line"
     )
     stop: str | None = Field(default=None, description="shell command to stop (default: signals)")
     unit: str | None = Field(default=None, description="systemd unit; PID from MainPID")

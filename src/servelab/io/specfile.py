@@ -2,8 +2,8 @@
 
 Resolution: an explicit ``-f PATH``; else ``./servelab.toml``; else the embedded default, whose env
 files are created under the state directory on first use (never overwritten: the user edits them).
-Relative paths in a spec (``state_dir``, ``env_file``) are relative to the spec file's directory, or to
-the working directory for the embedded default.
+Relative paths in a spec (``state_dir``, ``env_file``) are relative to the spec file's directory,
+or to the working directory for the embedded default.
 """
 
 from __future__ import annotations

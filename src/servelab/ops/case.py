@@ -35,7 +35,8 @@ from servelab.core.ledger import (
     revert_values,
     timeline,
 )
-from servelab.core.spec import DeploymentSpec, start_order
+from servelab.core.spec import DeploymentSpec
+from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.store import Ledger
 
@@ -368,14 +369,10 @@ def co_restart(spec: DeploymentSpec, changed: Iterable[str]) -> list[str]:
     afresh, and every service that depends on a restarted one (the router, a proxy).
     """
     chosen = set(changed)
-    if chosen & set(spec.by_role("prefill") + spec.by_role("decode")):
-        chosen |= set(spec.by_role("prefill") + spec.by_role("decode"))
-    grew = True
-    while grew:
-        extra = {n for n, s in spec.services.items() if set(s.depends_on) & chosen} - chosen
-        chosen |= extra
-        grew = bool(extra)
-    return [name for name in start_order(spec) if name in chosen]
+    pair = set(spec.by_role("prefill") + spec.by_role("decode"))
+    if chosen & pair:
+        chosen |= pair
+    return restart_plan(spec, chosen)
 
 
 async def _apply(
