@@ -21,6 +21,7 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from servelab.ops import deploy
 from servelab.ops.deploy import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
+from servelab.report.deploy import render_restart
 from tests.support import free_ports
 from tests.support.sshd import SshdServer, start_sshd
 
@@ -162,6 +163,9 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
         assert restarted.rolled_back and restarted.rollback_from == {"decode": backup}
         assert [s.outcome for s in restarted.rollback_steps] == [OUTCOME_OK, OUTCOME_OK]
         assert not restarted.ok
+        text = render_restart(restarted)
+        assert f"rolled back env files: decode <- {backup}" in text
+        assert "verification: FAILED" in text and text.rstrip().endswith("restart: FAILED")
         assert parse_envfile(env_path.read_text()).get(DEFAULT_KNOB) == "512"
         assert Path(restarted.backups["decode"]).read_text().count(f"{DEFAULT_KNOB}=256") == 1
         decode = read_pid_record(loaded.state_dir, "decode")
@@ -313,6 +317,9 @@ async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
         assert decode.log == f"{tmp_path}/remote-state/logs/decode.log"
         live = parse_environ(Path(f"/proc/{decode.pid}/environ").read_bytes())
         assert live[DEFAULT_KNOB] == "512"
+        restarted = await deploy.restart(loaded, ["decode"], verify_after=False)
+        assert restarted.ok and [s.outcome for s in restarted.steps] == [OUTCOME_OK] * 2
+        assert read_pid_record(loaded.state_dir, "decode") != decode
         pids = [read_pid_record(loaded.state_dir, n) for n in ("prefill", "decode", "router")]
     finally:
         await deploy.down(loaded)

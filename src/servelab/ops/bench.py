@@ -168,16 +168,25 @@ def _ms(values: Sequence[float]) -> Summary:
 
 
 def client_health(
-    records: Sequence[RequestRecord], cpu_s: float, wall_s: float, lag_s: Sequence[float]
+    records: Sequence[RequestRecord],
+    cpu_s: float,
+    wall_s: float,
+    lag_s: Sequence[float],
+    run_cpu_s: float | None = None,
 ) -> ClientHealth:
-    """Judge whether the client may have been the bottleneck (rules return data)."""
+    """Judge whether the client may have been the bottleneck (rules return data).
+
+    ``cpu_s`` (per token) includes decoding after the run; ``run_cpu_s`` is the CPU used while
+    streams were live (default ``cpu_s``), judged against ``wall_s`` only for runs of ≥ 1 s.
+    """
+    busy = cpu_s if run_cpu_s is None else run_cpu_s
     tokens = sum(r.output_tokens for r in records)
     lag = summarize([x * 1e3 for x in lag_s]) if lag_s else summarize([0.0])
     dispatch = _ms([m.dispatch_delay_ns(r) for r in records if r.sent_ns])
     reasons = []
     if lag.p99 > LAG_LIMIT_MS:
         reasons.append("loop-lag")
-    if wall_s > 0 and cpu_s / wall_s > CPU_BUSY_LIMIT:
+    if wall_s >= 1.0 and busy / wall_s > CPU_BUSY_LIMIT:
         reasons.append("cpu-busy")
     if dispatch.n and dispatch.p99 > DISPATCH_LIMIT_MS:
         reasons.append("dispatch-delay")
@@ -449,7 +458,7 @@ class _Bench:
             stopped = await _until_stopped(work, self.stop)
         finally:
             ticker.cancel()
-        wall = (perf_counter_ns() - wall0) / 1e9
+        wall, run_cpu = (perf_counter_ns() - wall0) / 1e9, time.process_time() - cpu0
         load.decode()  # its CPU counts: client CPU per token includes decoding
         cpu = time.process_time() - cpu0
         records = load.records
@@ -458,7 +467,7 @@ class _Bench:
             repeat_index=k,
             records=records,
             metrics=m.run_metrics(records, slo=config.slo),
-            client=client_health(records, cpu, wall, lag),
+            client=client_health(records, cpu, wall, lag, run_cpu),
             interrupted=stopped,
             deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
         )

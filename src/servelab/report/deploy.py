@@ -25,7 +25,7 @@ def _text(*renderables: RenderableType, width: int = 120) -> str:
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, highlight=False)
     for renderable in renderables:
-        console.print(renderable)
+        console.print(renderable, soft_wrap=isinstance(renderable, str))
     return buffer.getvalue()
 
 
