@@ -36,6 +36,11 @@ def _fields() -> list[tuple[str, str]]:
     return [(model.__name__, name) for model in models for name in model.model_fields]
 
 
+def _flag(option: str) -> str:
+    """``--spec`` as a whole flag (not ``--spec-file``, not inside another word)."""
+    return r"(?<![\w-])" + re.escape(option) + r"(?![\w-])"
+
+
 def test_the_walk_finds_commands_and_subcommands() -> None:
     commands = _commands(cli)
     assert "servelab up" in commands
@@ -73,7 +78,7 @@ def test_every_command_option_is_in_commands_md() -> None:
         for param in command.params:
             if isinstance(param, click.Option):
                 longest = max(param.opts, key=len)
-                if longest != "--help" and f"`{longest}" not in text:
+                if longest != "--help" and not re.search(_flag(longest), text):
                     missing.append(f"{path} {longest}")
     assert not missing, f"options not documented in docs/commands.md: {missing}"
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.text import Text
 
 from servelab.errors import CaseError, KnobError, ServelabError, SpecError
 
@@ -24,6 +25,7 @@ __all__ = [
     "EXIT_USAGE",
     "console",
     "err_console",
+    "error",
     "json_option",
     "ledger_option",
     "print_json",
@@ -77,6 +79,11 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def error(exc: BaseException | str) -> None:
+    """Print an error on stderr. Its text is never read as rich markup (``[services]`` stays)."""
+    err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+
+
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine; turn servelab errors into a message and an exit code.
 
@@ -86,10 +93,10 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     try:
         return asyncio.run(coro)
     except (SpecError, KnobError, CaseError) as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        error(exc)
         raise SystemExit(EXIT_USAGE) from None
     except ServelabError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}")
+        error(exc)
         raise SystemExit(EXIT_FAILED) from None
     except KeyboardInterrupt:
         err_console.print("[yellow]interrupted[/]")

@@ -13,6 +13,7 @@ from servelab.cli.common import (
     EXIT_USAGE,
     console,
     err_console,
+    error,
     json_option,
     ledger_option,
     print_json,
@@ -151,7 +152,7 @@ def register(group: click.Group) -> None:
         try:
             targets, state_dir, loaded = targets_from(spec_path, url, router_url)
         except SpecError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}")
+            error(exc)
             raise SystemExit(EXIT_USAGE) from None
         config = ops.SoakConfig(
             sessions=sessions,
