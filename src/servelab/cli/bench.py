@@ -30,9 +30,7 @@ from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import bench as ops
 from servelab.report import bench as report
 
-__all__ = ["DEFAULT_URL", "parse_concurrency", "parse_length", "register"]
-
-DEFAULT_URL = "http://127.0.0.1:30001"
+__all__ = ["parse_concurrency", "parse_length", "register"]
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -77,9 +75,13 @@ async def _model_id(url: str) -> str | None:
 
 
 def _target(url: str | None, spec_path: Path | None) -> tuple[str, Path]:
-    """The URL to load and the state dir the ledger lives in."""
-    if spec_path is None:
-        return (url or DEFAULT_URL), Path.cwd() / ".servelab"
+    """The URL to load and the state dir the ledger lives in.
+
+    ``--url`` alone: that URL. Otherwise the deployment's entry point (proxy, else router) from
+    ``-f``, else ``./servelab.toml``, else the embedded default (``--url`` still overrides).
+    """
+    if url is not None and spec_path is None:
+        return url, Path.cwd() / ".servelab"
     loaded = load_spec(spec_path)
     entry = loaded.spec.service(loaded.spec.entry_point)
     return (url or entry.url), loaded.state_dir
@@ -157,7 +159,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 
 @click.command("bench")
 @click.option(
-    "--url", default=None, help=f"Entry point to load (default: the spec's, else {DEFAULT_URL})."
+    "--url", default=None, help="Entry point to load (default: the spec's proxy, else its router)."
 )
 @spec_option
 @click.option(
