@@ -67,3 +67,23 @@ def test_warmup_records_are_excluded() -> None:
     warm = _record(events=EVENTS)
     warm.warmup = True
     assert m.run_metrics([warm]).n_requests == 0
+
+
+def test_steady_window_is_from_full_concurrency_to_the_last_send() -> None:
+    # C2, 4 requests: sends at 1, 10 (both slots busy from 10), 40, 60 (last send)
+    records = [_record(scheduled=t, sent=t, end=t + 40) for t in (1, 10, 40, 60)]
+    assert m.steady_window_ns(records, 2) == (10 * MS, 60 * MS)
+    assert m.steady_window_ns(records, 3) is None  # fewer than 2*C requests: no steady state
+    assert m.steady_window_ns([], 1) is None
+
+
+def test_steady_throughput_counts_only_tokens_inside_the_window() -> None:
+    a = _record(sent=1, events=((5, 1), (15, 1), (25, 1)), end=30)
+    b = _record(sent=10, events=((20, 1), (30, 1), (62, 5)), end=70)
+    c = _record(sent=40, events=((45, 1), (55, 2)), end=60)
+    d = _record(sent=60, events=((65, 1),), end=70)
+    assert m.tokens_between([a, b, c, d], 10 * MS, 60 * MS) == 1 + 1 + 1 + 1 + 1 + 2
+    run = m.run_metrics([a, b, c, d], concurrency=2)
+    assert run.steady_window_s == pytest.approx(0.050)
+    assert run.steady_throughput == pytest.approx(7 / 0.050)
+    assert m.run_metrics([a, b, c, d]).steady_throughput is None  # open loop: no steady window

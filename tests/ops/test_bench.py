@@ -110,3 +110,22 @@ def test_client_health_rules() -> None:
     assert busy.reasons == ("loop-lag", "cpu-busy") and busy.client_bound
     short = client_health([], cpu_s=0.5, wall_s=0.5, lag_s=[])
     assert not short.client_bound
+
+
+async def test_closed_loop_ramp_staggers_first_sends_and_gives_a_steady_window(
+    server: str,
+) -> None:
+    result = await run_bench(_config(server, concurrencies=(4,), requests=16, ramp_s=0.2))
+    (run,) = result.runs
+    t0 = min(r.scheduled_ns for r in run.records)
+    offsets_ms = [(r.scheduled_ns - t0) / 1e6 for r in run.records]
+    for slot_start in (50, 100, 150):  # slot i's first send is scheduled at i * 200 ms / 4
+        assert any(abs(x - slot_start) < 0.5 for x in offsets_ms), (slot_start, offsets_ms)
+    assert run.metrics.steady_throughput is not None and run.metrics.steady_throughput > 0
+    assert result.levels[0].steady_throughput.n == 1
+
+
+async def test_auto_ramp_comes_from_the_warmup(server: str) -> None:
+    result = await run_bench(_config(server, concurrencies=(4,), requests=8, warmup=4))
+    first = sorted(r.scheduled_ns for r in result.runs[0].records)[:4]
+    assert first[3] > first[0], "slots must not all start at once after a warm-up"

@@ -32,6 +32,8 @@ __all__ = [
     "itl_ns",
     "meets_slo",
     "run_metrics",
+    "steady_window_ns",
+    "tokens_between",
     "tpot_ns",
     "ttft_ns",
 ]
@@ -120,6 +122,9 @@ class RunMetrics:
     output_throughput: float
     request_throughput: float
     goodput: float | None
+    #: Closed loop only: output tokens/s while every slot was busy (see :func:`steady_window_ns`).
+    steady_throughput: float | None = None
+    steady_window_s: float | None = None
 
 
 def _window_ns(records: Sequence[RequestRecord]) -> int:
@@ -128,10 +133,43 @@ def _window_ns(records: Sequence[RequestRecord]) -> int:
     return max(end - start, 1)
 
 
+def steady_window_ns(records: Sequence[RequestRecord], concurrency: int) -> tuple[int, int] | None:
+    """The closed loop's steady state: from the send that made ``concurrency`` requests in flight
+    for the first time to the last send (after it no slot gets new work and the batch drains).
+
+    Ramp-up and drain are where a closed loop's batch is below its concurrency; throughput measured
+    over the whole run mixes them in and biases every comparison between concurrencies. ``None``
+    when the run has fewer than ``2 * concurrency`` requests (no steady state worth the name).
+    """
+    sends = sorted(r.sent_ns for r in records if not r.warmup and r.sent_ns)
+    if concurrency < 1 or len(sends) < 2 * concurrency:
+        return None
+    start, end = sends[concurrency - 1], sends[-1]
+    return (start, end) if end > start else None
+
+
+def tokens_between(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> int:
+    """Content tokens of successful requests whose events were received in ``[start, end)``."""
+    return sum(
+        tokens
+        for r in records
+        if r.ok and not r.warmup
+        for t, tokens in zip(r.event_ns, r.event_tokens, strict=False)
+        if start_ns <= t < end_ns
+    )
+
+
 def run_metrics(
-    records: Sequence[RequestRecord], *, slo: SLO | None = None, window_ns: int | None = None
+    records: Sequence[RequestRecord],
+    *,
+    slo: SLO | None = None,
+    window_ns: int | None = None,
+    concurrency: int | None = None,
 ) -> RunMetrics:
-    """Aggregates of one run; the window defaults to first scheduled send → last end."""
+    """Aggregates of one run; the window defaults to first scheduled send → last end.
+
+    With ``concurrency`` (a closed loop) the steady-state throughput is computed too.
+    """
     measured = [r for r in records if not r.warmup]
     if not measured:
         return RunMetrics(0, 0, 0, 0.0, 0, 0.0, 0.0, None)
@@ -149,4 +187,16 @@ def run_metrics(
         output_throughput=tokens / seconds,
         request_throughput=len(ok) / seconds,
         goodput=good,
+        **_steady(measured, concurrency),
     )
+
+
+def _steady(records: Sequence[RequestRecord], concurrency: int | None) -> dict[str, float]:
+    window = None if concurrency is None else steady_window_ns(records, concurrency)
+    if window is None:
+        return {}
+    seconds = (window[1] - window[0]) / 1e9
+    return {
+        "steady_throughput": tokens_between(records, *window) / seconds,
+        "steady_window_s": seconds,
+    }

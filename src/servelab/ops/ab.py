@@ -158,7 +158,13 @@ async def _measure(
             )
 
     result = await run_bench(bench, progress=bench_progress, save=save)
-    thr = {lvl.concurrency: lvl.throughput.mean for lvl in result.levels}
+    # The steady state (every slot busy) when the run had one; else the whole run.
+    thr = {
+        lvl.concurrency: lvl.steady_throughput.mean
+        if lvl.steady_throughput.n
+        else lvl.throughput.mean
+        for lvl in result.levels
+    }
     return ArmVisit(value, rnd, None, None, thr, result.n_failed, run_ids)
 
 

@@ -69,6 +69,9 @@ class BenchConfig:
     slo: m.SLO | None = None
     shared_prefix_len: int = 0
     ignore_eos: bool = True
+    #: Closed loop: slot i sends its first request ``i * ramp_s / concurrency`` after the start, so
+    #: the users do not move in lockstep. None: the median E2E of this level's warm-up requests.
+    ramp_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.concurrencies or min(self.concurrencies) < 1:
@@ -132,6 +135,7 @@ class LevelSummary:
     failures: dict[str, int]
     throughput: Summary
     throughput_ci: Interval
+    steady_throughput: Summary
     request_throughput: Summary
     goodput: float | None
     ttft_ms: Summary
@@ -218,6 +222,9 @@ def summarize_level(concurrency: int, runs: Sequence[RunResult]) -> LevelSummary
         failures=m.failures_by_reason(records),
         throughput=summarize(tput),
         throughput_ci=t_interval(tput),
+        steady_throughput=summarize(
+            [x for run in runs if (x := run.metrics.steady_throughput) is not None]
+        ),
         request_throughput=summarize([run.metrics.request_throughput for run in runs]),
         goodput=sum(goodputs) / len(goodputs) if goodputs else None,
         ttft_ms=_ms([x for r in ok if (x := m.ttft_ns(r)) is not None]),
@@ -321,20 +328,26 @@ class _Load:
         self.on_done(record)
         return record
 
-    async def closed(self, jobs: list[_Job], concurrency: int, warmup: bool = False) -> None:
-        """Each of ``concurrency`` slots sends its next job the instant its previous one ends."""
+    async def closed(
+        self, jobs: list[_Job], concurrency: int, warmup: bool = False, ramp_ns: int = 0
+    ) -> None:
+        """Each of ``concurrency`` slots sends its next job the instant its previous one ends;
+        slot i starts ``i * ramp_ns / concurrency`` after t0 (its first scheduled send)."""
         queue: Iterator[_Job] = iter(jobs)
         t0 = perf_counter_ns()
 
-        async def slot() -> None:
-            scheduled = t0
+        async def slot(i: int) -> None:
+            scheduled = t0 + i * ramp_ns // concurrency
+            delay = (scheduled - perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
             for job in queue:
                 if self._late():
                     return
                 record = await self._send(job, scheduled, warmup)
                 scheduled = record.end_ns or perf_counter_ns()
 
-        await asyncio.gather(*(slot() for _ in range(concurrency)))
+        await asyncio.gather(*(slot(i) for i in range(concurrency)))
 
     async def open(self, jobs: list[_Job], concurrency: int, offsets: list[int]) -> None:
         """Send job i at t0 + offsets[i]; at most ``concurrency`` in flight (the wait for a
@@ -384,6 +397,14 @@ async def _until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -
     return True
 
 
+def _ramp_ns(ramp_s: float | None, warm: Sequence[RequestRecord]) -> int:
+    """An explicit ramp, else the median E2E of the warm-up requests (0 without any)."""
+    if ramp_s is not None:
+        return round(ramp_s * 1e9)
+    e2e = sorted(x for r in warm if r.ok and (x := m.e2e_ns(r)) is not None)
+    return e2e[len(e2e) // 2] if e2e else 0
+
+
 @dataclass(slots=True)
 class _Bench:
     """The state of one ``run_bench`` call: where results go, and how it is stopped."""
@@ -393,10 +414,12 @@ class _Bench:
     save: SaveFn | None
     stop: asyncio.Event | None
     result: BenchResult
+    ramp_ns: int = 0
 
     async def level(self, concurrency: int) -> None:
         """Warm-up, then every repeat at one concurrency; summarise what ran."""
         config, runs = self.config, []
+        self.ramp_ns = _ramp_ns(config.ramp_s, [])
         async with StreamClient(
             config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
         ) as client:
@@ -420,6 +443,7 @@ class _Bench:
         load = _Load(client, self.config.endpoint, lambda _r: None, None)
         self.progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
         await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
+        self.ramp_ns = _ramp_ns(self.config.ramp_s, load.records)
 
     async def _run(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
         gc.collect()
@@ -433,7 +457,7 @@ class _Bench:
         self, load: _Load, jobs: list[_Job], concurrency: int, seed: int
     ) -> asyncio.Task[None]:
         if self.config.rate is None:
-            return asyncio.create_task(load.closed(jobs, concurrency))
+            return asyncio.create_task(load.closed(jobs, concurrency, ramp_ns=self.ramp_ns))
         offsets = poisson_offsets_ns(len(jobs), self.config.rate, seed=seed)
         return asyncio.create_task(load.open(jobs, concurrency, offsets))
 
@@ -466,7 +490,9 @@ class _Bench:
             concurrency=concurrency,
             repeat_index=k,
             records=records,
-            metrics=m.run_metrics(records, slo=config.slo),
+            metrics=m.run_metrics(
+                records, slo=config.slo, concurrency=concurrency if config.rate is None else None
+            ),
             client=client_health(records, cpu, wall, lag, run_cpu),
             interrupted=stopped,
             deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),

@@ -60,6 +60,7 @@ def _rows(level: LevelSummary) -> list[tuple[str, str]]:
     return [
         ("output tok/s", f"{_f(t.mean)} ± {_f(t.std)} (n={t.n} runs)"),
         ("  95% CI (Student-t)", _ci(level.throughput_ci)),
+        ("steady-state tok/s", _steady(level.steady_throughput)),
         ("requests ok / sent", f"{level.n_ok} / {level.n_requests}"),
         ("TTFT ms", _dist(level.ttft_ms)),
         ("ITL per-request ms", _dist(level.itl_ms)),
@@ -73,6 +74,10 @@ def _rows(level: LevelSummary) -> list[tuple[str, str]]:
             f"{_f(level.loop_lag_p99_ms, 2)} / {_f(level.loop_lag_max_ms, 2)}",
         ),
     ]
+
+
+def _steady(s: Summary) -> str:
+    return f"{_f(s.mean)} ± {_f(s.std)} (n={s.n} runs)" if s.n else "n/a (< 2×C requests)"
 
 
 def summary_table(result: BenchResult) -> Table:
@@ -134,6 +139,7 @@ def level_json(level: LevelSummary) -> dict[str, Any]:
             "method": ci.method,
             "verdict": "ok" if ci.conclusive else "inconclusive",
         },
+        "steady_output_throughput": _summary(level.steady_throughput),
         "request_throughput": _summary(level.request_throughput),
         "goodput": level.goodput,
         "output_tokens_from_usage": level.output_tokens_usage,
