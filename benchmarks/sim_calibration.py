@@ -27,7 +27,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.sim.stack import SimStack, start_stack
+from tests.support.stack import SimStack, start_stack
 
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
 

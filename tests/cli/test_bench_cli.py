@@ -11,13 +11,14 @@ import sys
 from pathlib import Path
 
 from servelab.cli.bench import parse_concurrency, parse_length
-from tests.io.test_httpclient import serve, streaming_app
 from tests.support import REPO, free_port, run_cli
+from tests.support.servers import served, streaming_app
 
 
-async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
+async def _start(*args: str, cwd: Path) -> asyncio.subprocess.Process:
+    """``python -m servelab bench ARGS`` as a real process, its ledger not taken from the env."""
     env = {k: v for k, v in os.environ.items() if k != "SERVELAB_LEDGER"}
-    proc = await asyncio.create_subprocess_exec(
+    return await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
         "servelab",
@@ -28,6 +29,10 @@ async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
+
+
+async def _cli(*args: str, cwd: Path) -> tuple[int, str, str]:
+    proc = await _start(*args, cwd=cwd)
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, out.decode(), err.decode()
 
@@ -38,8 +43,7 @@ def _bench_runs(ledger: Path) -> int:
 
 
 async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
-    runner, url = await serve(streaming_app(gap_s=0.001))
-    try:
+    async with served(streaming_app(gap_s=0.001)) as url:
         code, out, err = await _cli(
             "--url",
             url,
@@ -60,8 +64,6 @@ async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
             str(tmp_path / "out"),
             cwd=tmp_path,
         )
-    finally:
-        await runner.cleanup()
     assert code == 0, err
     doc = json.loads(out)
     assert doc["config"]["model"] == "sim-model"
@@ -77,17 +79,14 @@ async def test_bench_json_export_and_ledger(tmp_path: Path) -> None:
 
 
 async def test_spec_entry_point_is_the_target_and_holds_the_ledger(tmp_path: Path) -> None:
-    runner, url = await serve(streaming_app(gap_s=0.001))
-    spec = tmp_path / "servelab.toml"
-    spec.write_text(
-        f'name = "t"\nstate_dir = "state"\n\n[services.router]\nrole = "router"\n'
-        f'url = "{url}"\nstart = "true"\n',
-        encoding="utf-8",
-    )
-    try:
+    async with served(streaming_app(gap_s=0.001)) as url:
+        spec = tmp_path / "servelab.toml"
+        spec.write_text(
+            f'name = "t"\nstate_dir = "state"\n\n[services.router]\nrole = "router"\n'
+            f'url = "{url}"\nstart = "true"\n',
+            encoding="utf-8",
+        )
         code, out, err = await _cli("-f", str(spec), "--requests", "3", "--json", cwd=tmp_path)
-    finally:
-        await runner.cleanup()
     assert code == 0, err
     assert json.loads(out)["config"]["url"] == url
     assert _bench_runs(tmp_path / "state" / "ledger.db") == 1
@@ -104,14 +103,9 @@ async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:
 
 
 async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -> None:
-    runner, url = await serve(streaming_app(gap_s=0.5))
     ledger = tmp_path / "l.db"
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "servelab",
-            "bench",
+    async with served(streaming_app(gap_s=0.5)) as url:
+        proc = await _start(
             "--url",
             url,
             "--concurrency",
@@ -124,8 +118,6 @@ async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -
             str(ledger),
             "--json",
             cwd=tmp_path,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
         )
         for _ in range(200):
             if ledger.exists():
@@ -134,8 +126,6 @@ async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -
         await asyncio.sleep(0.8)
         proc.send_signal(signal.SIGINT)
         out, err = await asyncio.wait_for(proc.communicate(), 20)
-    finally:
-        await runner.cleanup()
     assert proc.returncode == 130, err.decode()
     assert b"Traceback" not in err
     assert json.loads(out)["interrupted"] is True

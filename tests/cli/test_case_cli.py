@@ -16,8 +16,9 @@ import pytest
 
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
-from tests.ops.test_case import SECRET, K, seed_history, write_stack_spec
 from tests.support import run_cli
+from tests.support.history import K, seed_history
+from tests.support.specs import SECRET, write_pd_spec
 
 TARGET = f"knob:decode/{K}"
 
@@ -112,7 +113,8 @@ def test_newer_ledger_is_refused_with_a_clear_message(tmp_path: Path) -> None:
 def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     from servelab.ops import deploy
 
-    loaded = load_spec(write_stack_spec(tmp_path / "dep"))
+    spec = write_pd_spec(tmp_path / "dep", time_scale=0.02, secret=SECRET, name="ledger-e2e")
+    loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
         assert all(step.ok for step in report.steps), report.to_json()

@@ -16,6 +16,7 @@ import pytest
 
 from servelab.io.specfile import load_spec
 from tests.support import REPO, free_ports, run_cli
+from tests.support.processes import listening, live_procs_under
 
 EXAMPLES = sorted((REPO / "examples").glob("*.toml"))
 
@@ -52,16 +53,6 @@ def _local_example(tmp_path: Path) -> tuple[Path, list[int]]:
     return spec, ports
 
 
-def _listening(port: int) -> bool:
-    hexport = f":{port:04X} "
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if hexport in f"{fields[1]} " and fields[3] == "0A":
-                return True
-    return False
-
-
 def test_local_example_up_status_restart_down(tmp_path: Path) -> None:
     spec, ports = _local_example(tmp_path)
     env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
@@ -80,7 +71,7 @@ def test_local_example_up_status_restart_down(tmp_path: Path) -> None:
         down = run_cli("down", "-f", str(spec), env=env)
     assert down.returncode == 0, down.stderr
     assert "down: ok" in down.stdout
-    assert not any(_listening(port) for port in ports)
+    assert not any(listening(port) for port in ports)
     status = run_cli("status", "-f", str(spec), "--json", env=env)
     assert status.returncode == 1
     assert [s["ready"] for s in json.loads(status.stdout)] == [False] * 3
@@ -105,21 +96,6 @@ def test_bad_spec_exits_2(tmp_path: Path) -> None:
     result = run_cli("up", "-f", str(bad), env={"SERVELAB_LEDGER": os.devnull})
     assert result.returncode == 2
     assert "services.x.url" in result.stderr
-
-
-def _live_under(directory: Path) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if cwd.startswith(str(directory)) and state not in ("Z", "X"):
-            found.append(int(entry))
-    return found
 
 
 def test_ctrl_c_during_up_stops_what_it_started(tmp_path: Path) -> None:
@@ -149,5 +125,5 @@ def test_ctrl_c_during_up_stops_what_it_started(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err
-    assert _live_under(tmp_path) == []
-    assert not _listening(good) and not _listening(slow)
+    assert live_procs_under(tmp_path) == []
+    assert not listening(good) and not listening(slow)

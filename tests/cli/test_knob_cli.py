@@ -9,9 +9,9 @@ from pathlib import Path
 from servelab.io.store import Ledger
 from tests.support import free_port
 from tests.support import run_cli as _run_cli
+from tests.support.specs import SECRET, write_decode_spec
 
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
-SECRET = "hunter2"
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -20,19 +20,8 @@ def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _workdir(tmp_path: Path) -> Path:
-    (tmp_path / "env").mkdir()
-    (tmp_path / "env" / "decode.env").write_text(f"# d\n{KNOB}=512\nSECRET_TOKEN={SECRET}\n")
-    (tmp_path / "servelab.toml").write_text(
-        f"""
-state_dir = "state"
-[services.decode]
-role = "decode"
-url = "http://127.0.0.1:{free_port()}"
-start = "sim"
-env_file = "env/decode.env"
-knobs = ["{KNOB}"]
-"""
-    )
+    env_text = f"# d\n{KNOB}=512\nSECRET_TOKEN={SECRET}\n"
+    write_decode_spec(tmp_path, free_port(), knobs=(KNOB,), env_text=env_text)
     return tmp_path
 
 

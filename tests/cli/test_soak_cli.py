@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from servelab.io.store import Ledger
-from tests.ops.test_soak import set_faults
-from tests.sim.stack import SimStack, sim_stack
 from tests.support import REPO, run_cli
+from tests.support.http import set_faults
+from tests.support.specs import PdPorts, pd_spec_toml
+from tests.support.stack import SimStack, sim_stack
 
 
 @pytest.fixture(scope="module")
@@ -27,33 +28,8 @@ def stack() -> Iterator[SimStack]:
 
 
 def _spec(st: SimStack, directory: Path) -> Path:
-    text = f"""
-name = "soak-test"
-state_dir = "state"
-
-[services.prefill]
-role = "prefill"
-url = "{st.prefill_url}"
-start = "sim"
-bootstrap_port = {st.bootstrap_port}
-
-[services.decode]
-role = "decode"
-url = "{st.decode_url}"
-start = "sim"
-
-[services.router]
-role = "router"
-url = "{st.router_url}"
-start = "router"
-router = {{ prometheus_port = {st.prometheus_port} }}
-
-[services.proxy]
-role = "proxy"
-url = "{st.proxy_url}"
-start = "sim"
-depends_on = ["router"]
-"""
+    """A spec naming the running stack (no env files, no knobs): the proxy is its entry point."""
+    text = pd_spec_toml(PdPorts.of(st), name="soak-test", env_dir=None, knobs=(), proxy_args=[])
     path = directory / "servelab.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -61,6 +37,26 @@ depends_on = ["router"]
 
 def _soak(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return run_cli("soak", "--sessions", "2", "--rounds", "4", *args, timeout=timeout)
+
+
+def _stalled_soak(stack: SimStack, *args: str) -> subprocess.CompletedProcess[str]:
+    """A soak through the proxy while it stalls each connection after its first request."""
+    assert stack.proxy_url is not None
+    set_faults(stack.proxy_url, stall_reused_after=1)
+    try:
+        return _soak(
+            "--url",
+            stack.proxy_url,
+            "--router-url",
+            stack.router_url,
+            "--idle-timeout",
+            "2",
+            "--duration",
+            "30",
+            *args,
+        )
+    finally:
+        set_faults(stack.proxy_url, stall_reused_after=None)
 
 
 def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
@@ -87,25 +83,7 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     ledger_path = tmp_path / "ledger.db"
     with Ledger.open(ledger_path) as ledger:
         case_id = ledger.create_case(title="agent sessions hang")
-    set_faults(stack.proxy_url, stall_reused_after=1)
-    try:
-        proc = _soak(
-            "--url",
-            stack.proxy_url,
-            "--router-url",
-            stack.router_url,
-            "--idle-timeout",
-            "2",
-            "--duration",
-            "30",
-            "--ledger",
-            str(ledger_path),
-            "--case",
-            str(case_id),
-            "--json",
-        )
-    finally:
-        set_faults(stack.proxy_url, stall_reused_after=None)
+    proc = _stalled_soak(stack, "--ledger", str(ledger_path), "--case", str(case_id), "--json")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     top = doc["findings"][0]
@@ -123,21 +101,7 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
 
 def test_human_output_names_the_layer(stack: SimStack, tmp_path: Path) -> None:
     assert stack.proxy_url is not None
-    set_faults(stack.proxy_url, stall_reused_after=1)
-    try:
-        proc = _soak(
-            "--url",
-            stack.proxy_url,
-            "--router-url",
-            stack.router_url,
-            "--idle-timeout",
-            "2",
-            "--duration",
-            "30",
-            "--no-record",
-        )
-    finally:
-        set_faults(stack.proxy_url, stall_reused_after=None)
+    proc = _stalled_soak(stack, "--no-record")
     assert proc.returncode == 1
     assert "client / proxy layer" in proc.stdout
     assert "+ same payload on a fresh connection via the entry point: HTTP 200" in proc.stdout

@@ -19,49 +19,21 @@ import pytest
 
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.io.store import Ledger
-from tests.support import free_ports, run_cli
+from tests.support import run_cli
+from tests.support.specs import SECRET, write_pd_spec
 
-SECRET = "hunter2"
 FLAG = "SERVELAB_TEST_FLAG"
 
 
-def _write(root: Path, host: str = "local", hosts_toml: str = "") -> Path:
-    prefill, bootstrap, decode, router, prom = free_ports(5)
-    (root / "env").mkdir(parents=True)
-    scale = "SERVELAB_SIM_TIME_SCALE=0.05\nSERVELAB_SIM_WARMUP_S=4\n"
-    (root / "env" / "prefill.env").write_text(scale)
-    (root / "env" / "decode.env").write_text(f"{scale}{DEFAULT_KNOB}=512\nSECRET_TOKEN={SECRET}\n")
-    (root / "servelab.toml").write_text(
-        f"""
-name = "verify-cli"
-state_dir = "state"
-{hosts_toml}
-[services.prefill]
-role = "prefill"
-url = "http://127.0.0.1:{prefill}"
-host = "{host}"
-start = "sim"
-bootstrap_port = {bootstrap}
-env_file = "env/prefill.env"
-ready_timeout_s = 30
-[services.decode]
-role = "decode"
-url = "http://127.0.0.1:{decode}"
-host = "{host}"
-start = "sim"
-env_file = "env/decode.env"
-knobs = ["{DEFAULT_KNOB}", "{FLAG}"]
-depends_on = ["prefill"]
-ready_timeout_s = 30
-[services.router]
-role = "router"
-url = "http://127.0.0.1:{router}"
-host = "{host}"
-start = "router"
-depends_on = ["prefill", "decode"]
-ready_timeout_s = 60
-router = {{ prometheus_port = {prom}, health_check_interval_s = 1 }}
-"""
+def _write(root: Path, host: str | None = None, hosts_toml: str = "") -> Path:
+    write_pd_spec(
+        root,
+        worker_env="SERVELAB_SIM_WARMUP_S=4\n",
+        secret=SECRET,
+        name="verify-cli",
+        knobs=(DEFAULT_KNOB, FLAG),
+        host=host,
+        hosts_toml=hosts_toml,
     )
     return root
 

@@ -70,10 +70,12 @@ def test_warmup_records_are_excluded() -> None:
 
 
 def test_steady_window_is_from_full_concurrency_to_the_last_send() -> None:
+    """In flight: 1 from 1, 2 from 10, 3 from 40 (the first ends at 41), ..."""
     # C2, 4 requests: sends at 1, 10 (both slots busy from 10), 40, 60 (last send)
     records = [_record(scheduled=t, sent=t, end=t + 40) for t in (1, 10, 40, 60)]
     assert m.steady_window_ns(records, 2) == (10 * MS, 60 * MS)
-    assert m.steady_window_ns(records, 3) is None  # fewer than 2*C requests: no steady state
+    assert m.steady_window_ns(records, 3) == (40 * MS, 60 * MS)
+    assert m.steady_window_ns(records, 4) is None  # never 4 in flight: no steady state
     assert m.steady_window_ns([], 1) is None
 
 

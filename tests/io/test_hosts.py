@@ -4,60 +4,25 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from servelab.core.envfile import parse_environ
-from servelab.core.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError
 from servelab.io import hosts as hosts_module
-from servelab.io.hosts import Host, LocalHost, backup_name, host_for, parse_proc_net_tcp
+from servelab.io.hosts import Host, backup_name, parse_proc_net_tcp
 from servelab.io.probe import probe
 from tests.support import free_port
-from tests.support.sshd import SshdServer, start_sshd
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
-
-
-def _ssh_spec(server: SshdServer) -> HostSpec:
-    return HostSpec(ssh=server.ssh, port=server.port, identity_file=str(server.identity_file))
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def host(request: pytest.FixtureRequest) -> AsyncIterator[Host]:
-    if request.param == "local":
-        yield host_for("local", HostSpec())
-        return
-    server = request.getfixturevalue("sshd")
-    remote = host_for("remote", _ssh_spec(server))
-    yield remote
-    await remote.aclose()
+from tests.support.processes import http_server as http_server_process
 
 
 @pytest.fixture
 def http_server() -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    port = free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
-        env={**os.environ, "SERVELAB_TEST_KNOB": "42"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 10
-    while LocalHost()._sync_listening(port) is None and time.monotonic() < deadline:
-        time.sleep(0.05)
-    yield port, proc
-    proc.terminate()
-    proc.wait(timeout=5)
+    with http_server_process({"SERVELAB_TEST_KNOB": "42"}) as server:
+        yield server
 
 
 async def test_run_output_and_status(host: Host) -> None:

@@ -1,17 +1,12 @@
-"""The streaming client against real loopback aiohttp servers started here, on free ports.
-
-``streaming_app()`` is also used by ``tests/ops/test_bench.py`` and ``tests/cli/test_bench_cli.py``.
-"""
+"""The streaming client against real loopback aiohttp servers (``tests.support.servers``)."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from time import perf_counter_ns
 
 import pytest
-from aiohttp import web
 
 from servelab.core import metrics
 from servelab.core.records import (
@@ -23,90 +18,13 @@ from servelab.core.records import (
 )
 from servelab.io.httpclient import StreamClient, chat_body
 from tests.support import free_port
-
-__all__ = ["serve", "streaming_app"]
-
-MODEL = "sim-model"
-GAP_S = web.AppKey("gap_s", float)
-
-
-def _sse(obj: object) -> bytes:
-    return b"data: " + json.dumps(obj).encode() + b"\n\n"
-
-
-def _delta(content: str, role: str | None = None) -> bytes:
-    delta = {"content": content} | ({"role": role} if role else {})
-    return _sse({"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]})
-
-
-async def _stream(request: web.Request) -> web.StreamResponse:
-    body = await request.json()
-    n = int(body.get("max_tokens", 8))
-    gap = request.app[GAP_S]
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
-    await resp.write(_delta("", role="assistant"))
-    for i in range(n):
-        await asyncio.sleep(gap)
-        await resp.write(_delta(f" w{i}"))
-    usage = {"prompt_tokens": 3, "completion_tokens": n, "total_tokens": n + 3}
-    await resp.write(_sse({"choices": [], "usage": usage}) + b"data: [DONE]\n\n")
-    await resp.write_eof()
-    return resp
-
-
-async def _stall(request: web.Request) -> web.StreamResponse:
-    await request.read()
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    await resp.prepare(request)
-    await resp.write(_delta("", role="assistant") + _delta("a"))
-    await asyncio.sleep(30)
-    return resp
-
-
-async def _fail(request: web.Request) -> web.Response:
-    await request.read()
-    return web.json_response({"error": {"message": "decode_internal_error " * 200}}, status=500)
-
-
-async def _malformed(request: web.Request) -> web.Response:
-    await request.read()
-    body = _delta("", role="assistant") + b"data: {'error': {'message': 'KV transfer fa"
-    return web.Response(body=body, headers={"Content-Type": "text/event-stream"})
-
-
-async def _models(_request: web.Request) -> web.Response:
-    return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
-
-
-def streaming_app(gap_s: float = 0.002) -> web.Application:
-    """Chat streams at ``/v1/...``; faulty ones at ``/stall``, ``/fail``, ``/malformed``."""
-    app = web.Application()
-    app[GAP_S] = gap_s
-    app.router.add_post("/v1/chat/completions", _stream)
-    app.router.add_get("/v1/models", _models)
-    app.router.add_post("/stall", _stall)
-    app.router.add_post("/fail", _fail)
-    app.router.add_post("/malformed", _malformed)
-    return app
-
-
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    """Start ``app`` on a free loopback port; return the runner and the base URL."""
-    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
-    await runner.setup()
-    port = free_port()
-    await web.TCPSite(runner, "127.0.0.1", port).start()
-    return runner, f"http://127.0.0.1:{port}"
+from tests.support.servers import MODEL, served, streaming_app
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[str]:
-    runner, url = await serve(streaming_app())
-    try:
+    async with served(streaming_app()) as url:
         yield url
-    finally:
-        await runner.cleanup()
 
 
 def _record() -> RequestRecord:
@@ -114,11 +32,8 @@ def _record() -> RequestRecord:
 
 
 async def test_well_behaved_stream() -> None:
-    runner, server = await serve(streaming_app(gap_s=0.02))
-    try:
+    async with served(streaming_app(gap_s=0.02)) as server:
         await _check_well_behaved(server)
-    finally:
-        await runner.cleanup()
 
 
 async def _check_well_behaved(server: str) -> None:

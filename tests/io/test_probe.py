@@ -11,6 +11,7 @@ from aiohttp import web
 from servelab.io import probe as probe_module
 from servelab.io.probe import BODY_LIMIT, probe
 from tests.support import free_port
+from tests.support.servers import served
 
 
 @pytest.fixture
@@ -37,13 +38,8 @@ async def server() -> AsyncIterator[str]:
             web.post("/echo", echo),
         ]
     )
-    runner = web.AppRunner(app)
-    await runner.setup()
-    port = free_port()
-    site = web.TCPSite(runner, "127.0.0.1", port)
-    await site.start()
-    yield f"http://127.0.0.1:{port}"
-    await runner.cleanup()
+    async with served(app) as url:
+        yield url
 
 
 async def test_http_error_status_is_an_answer(server: str) -> None:
@@ -57,6 +53,13 @@ async def test_http_error_status_is_an_answer(server: str) -> None:
 async def test_body_is_truncated(server: str) -> None:
     result = await probe(server + "/big", timeout=5)
     assert result.ok and len(result.body) == BODY_LIMIT
+
+
+async def test_body_limit_is_chosen_or_lifted(server: str) -> None:
+    short = await probe(server + "/big", timeout=5, body_limit=10)
+    assert short.ok and short.body == "x" * 10
+    whole = await probe(server + "/big", timeout=5, body_limit=None)
+    assert whole.ok and whole.body == "x" * 5000
 
 
 async def test_post_json(server: str) -> None:

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import pytest
-
 from servelab.core.envfile import parse_environ
-from servelab.core.spec import HostSpec
 from servelab.io import processes
-from servelab.io.hosts import Host, host_for
+from servelab.io.hosts import Host
 from servelab.io.probe import probe
 from servelab.io.processes import (
     PidRecord,
@@ -27,26 +23,6 @@ from servelab.io.processes import (
     write_pid_record,
 )
 from tests.support import free_port
-from tests.support.sshd import SshdServer, start_sshd
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=["local", "ssh"])
-async def host(request: pytest.FixtureRequest) -> AsyncIterator[Host]:
-    if request.param == "local":
-        yield host_for("local", HostSpec())
-        return
-    server: SshdServer = request.getfixturevalue("sshd")
-    spec = HostSpec(ssh=server.ssh, port=server.port, identity_file=str(server.identity_file))
-    remote = host_for("remote", spec)
-    yield remote
-    await remote.aclose()
 
 
 async def _wait_ready(url: str, limit: float = 10) -> bool:

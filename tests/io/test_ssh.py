@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import asyncssh
@@ -15,22 +14,11 @@ from servelab.io import ssh as ssh_module
 from servelab.io.hosts import host_for
 from servelab.io.ssh import SSHHost
 from tests.support import free_port
-from tests.support.sshd import SshdServer, start_sshd
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
-
-
-def _ssh_spec(server: SshdServer) -> HostSpec:
-    return HostSpec(ssh=server.ssh, port=server.port, identity_file=str(server.identity_file))
+from tests.support.sshd import SshdServer
 
 
 async def test_ssh_connection_reused(sshd: SshdServer) -> None:
-    remote = SSHHost("remote", _ssh_spec(sshd))
+    remote = SSHHost("remote", sshd.host_spec())
     try:
         results = await asyncio.gather(*(remote.run("echo $$", timeout=10) for _ in range(5)))
         assert len({r.stdout for r in results}) == 5
@@ -57,7 +45,7 @@ async def test_ssh_wrong_key_is_ssh_error(sshd: SshdServer, tmp_path: Path) -> N
 
 
 async def test_remote_env_is_passed_on_the_command_line(sshd: SshdServer) -> None:
-    remote = SSHHost("remote", _ssh_spec(sshd))
+    remote = SSHHost("remote", sshd.host_spec())
     try:
         result = await remote.run("env -- KNOB='a b' sh -c 'echo \"$KNOB\"'", timeout=10)
         assert result.stdout == "a b\n"
@@ -68,7 +56,7 @@ async def test_remote_env_is_passed_on_the_command_line(sshd: SshdServer) -> Non
 
 
 async def test_aclose_is_idempotent_and_reconnects(sshd: SshdServer) -> None:
-    remote = SSHHost("remote", _ssh_spec(sshd))
+    remote = SSHHost("remote", sshd.host_spec())
     assert (await remote.run("true", timeout=10)).ok
     await remote.aclose()
     await remote.aclose()

@@ -11,16 +11,13 @@ import pytest
 from servelab.core import metrics
 from servelab.core.workload import LengthDist
 from servelab.ops.bench import BenchConfig, RunResult, run_bench, run_payload
-from tests.io.test_httpclient import serve, streaming_app
+from tests.support.servers import served, streaming_app
 
 
 @pytest.fixture
 async def server() -> AsyncIterator[str]:
-    runner, url = await serve(streaming_app(gap_s=0.002))
-    try:
+    async with served(streaming_app(gap_s=0.002)) as url:
         yield url
-    finally:
-        await runner.cleanup()
 
 
 def _config(url: str, **kw: object) -> BenchConfig:

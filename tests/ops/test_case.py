@@ -18,73 +18,13 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from servelab.ops import case as cases
 from tests.support import free_ports
-
-K = "SGLANG_SM120_MMA_TARGET_CTAS"
-SECRET = "hunter2-ledger"
-AB_RESULT = {
-    "arms": [
-        {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0, 99.0]}},
-        {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0, 112.6]}},
-    ],
-    "comparisons": [
-        {"concurrency": 64, "ratio": 1.128, "ci": [1.10, 1.16], "verdict": "better",
-         "baseline": "256", "candidate": "512"},
-        {"concurrency": 80, "ratio": 1.012, "ci": [0.99, 1.03],
-         "verdict": "no significant difference", "baseline": "256", "candidate": "512"},
-    ],
-    "anomalies": [],
-}  # fmt: skip
+from tests.support.history import K, seed_history
+from tests.support.specs import SECRET, write_pd_spec
 
 
-def write_stack_spec(root: Path, *, knob: str = "512", time_scale: float = 0.02) -> Path:
-    """A PD spec on free ports (sim prefill + decode, the real router) with its env files."""
-    p, d, r, b, m = free_ports(5)
-    env = root / "env"
-    env.mkdir(parents=True, exist_ok=True)
-    scale = f"SERVELAB_SIM_TIME_SCALE={time_scale}\n"
-    (env / "prefill.env").write_text(scale)
-    (env / "decode.env").write_text(f"# decode\n{scale}{K}={knob}\nSECRET_TOKEN={SECRET}\n")
-    (env / "router.env").write_text("")
-    spec = root / "servelab.toml"
-    spec.write_text(
-        f"""name = "ledger-e2e"
-state_dir = "state"
-[hosts.local]
-[services.prefill]
-role = "prefill"
-url = "http://127.0.0.1:{p}"
-start = "sim"
-bootstrap_port = {b}
-env_file = "env/prefill.env"
-ready_timeout_s = 60
-[services.decode]
-role = "decode"
-url = "http://127.0.0.1:{d}"
-start = "sim"
-env_file = "env/decode.env"
-knobs = ["{K}"]
-depends_on = ["prefill"]
-ready_timeout_s = 60
-[services.router]
-role = "router"
-url = "http://127.0.0.1:{r}"
-start = "router"
-env_file = "env/router.env"
-depends_on = ["prefill", "decode"]
-ready_timeout_s = 90
-router = {{ policy = "round_robin", prometheus_port = {m}, health_check_interval_s = 1 }}
-"""
-    )
-    return spec
-
-
-def seed_history(ledger: Ledger) -> None:
-    """The reference history: the A/B that adopted 512, and the change it made."""
-    ledger.record_ab(service="decode", knob=K, config={"repeats": 3}, result=AB_RESULT)
-    ledger.record_knob_change(
-        service="decode", name=K, old="256", new="512", reason="A/B: +12.8% at C64",
-        case_id=None, backup_path=None,
-    )  # fmt: skip
+def _spec(root: Path) -> Path:
+    """The PD stack (sim prefill + decode, the real router) with a secret in the decode's env."""
+    return write_pd_spec(root, time_scale=0.02, secret=SECRET, name="ledger-e2e")
 
 
 @pytest.fixture
@@ -136,13 +76,13 @@ def test_revert_preview_shows_cost_and_conviction_test(ledger: Ledger) -> None:
 
 
 def test_co_restart_takes_the_pd_pair_and_dependents(tmp_path: Path) -> None:
-    loaded = load_spec(write_stack_spec(tmp_path))
+    loaded = load_spec(_spec(tmp_path))
     assert cases.co_restart(loaded.spec, ["decode"]) == ["prefill", "decode", "router"]
     assert cases.co_restart(loaded.spec, ["router"]) == ["router"]
 
 
 async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_path: Path) -> None:
-    loaded = load_spec(write_stack_spec(tmp_path))
+    loaded = load_spec(_spec(tmp_path))
     cid = cases.open_case(ledger, "x")
     with pytest.raises(CaseError, match="not resolved"):
         await cases.restore(loaded, ledger, cid)
@@ -158,7 +98,7 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
 async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     from servelab.ops import deploy
 
-    loaded = load_spec(write_stack_spec(tmp_path))
+    loaded = load_spec(_spec(tmp_path))
     try:
         report = await deploy.up(loaded)
         assert all(step.ok for step in report.steps), report.to_json()

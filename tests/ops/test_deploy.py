@@ -4,7 +4,6 @@ a real loopback sshd. Every stack runs on free ports and is checked for orphans 
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -23,30 +22,16 @@ from servelab.ops import deploy
 from servelab.ops.deploy import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
 from servelab.report.deploy import render_restart
 from tests.support import free_ports
-from tests.support.sshd import SshdServer, start_sshd
+from tests.support.processes import listening, live_procs_under
+from tests.support.specs import PdPorts, write_pd_spec
+from tests.support.sshd import SshdServer
 
 PY = sys.executable
-
-
-def _live_procs_under(directory: Path) -> list[int]:
-    """Live (non-zombie) processes whose working directory is under ``directory``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cwd = os.readlink(f"/proc/{entry}/cwd")
-            state = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()[0]
-        except OSError:
-            continue
-        if cwd.startswith(str(directory)) and state not in ("Z", "X"):
-            found.append(int(entry))
-    return found
+PINNED = {DEFAULT_KNOB: "512"}  # verification fails a restart with any other value
 
 
 def _no_listeners(ports: list[int]) -> bool:
-    host = LocalHost()
-    return all(host._sync_listening(port) is None for port in ports)
+    return not any(listening(port) for port in ports)
 
 
 def _load(tmp_path: Path, text: str) -> LoadedSpec:
@@ -54,56 +39,6 @@ def _load(tmp_path: Path, text: str) -> LoadedSpec:
     path.write_text(text)
     (tmp_path / "env").mkdir(exist_ok=True)
     return load_spec(path)
-
-
-def _sim_stack_toml(
-    ports: list[int],
-    host: str = "local",
-    state_dir: str = "state",
-    env_dir: str = "env",
-    hosts_toml: str = "",
-) -> str:
-    prefill, boot, decode, router, prom = ports
-    return f"""
-name = "test-stack"
-state_dir = "{state_dir}"
-{hosts_toml}
-[services.prefill]
-role = "prefill"
-host = "{host}"
-url = "http://127.0.0.1:{prefill}"
-start = "sim"
-bootstrap_port = {boot}
-env_file = "{env_dir}/prefill.env"
-ready_timeout_s = 40
-
-[services.decode]
-role = "decode"
-host = "{host}"
-url = "http://127.0.0.1:{decode}"
-start = "sim"
-env_file = "{env_dir}/decode.env"
-knobs = {{ {DEFAULT_KNOB} = "512" }}
-depends_on = ["prefill"]
-ready_timeout_s = 40
-
-[services.router]
-role = "router"
-host = "{host}"
-url = "http://127.0.0.1:{router}"
-start = "router"
-depends_on = ["prefill", "decode"]
-ready_timeout_s = 60
-router = {{ prometheus_port = {prom}, health_check_interval_s = 1, worker_startup_timeout_s = 40 }}
-"""
-
-
-def _write_sim_env(env_dir: Path) -> None:
-    env_dir.mkdir(parents=True, exist_ok=True)
-    (env_dir / "prefill.env").write_text("SERVELAB_SIM_TIME_SCALE=0.02\n")
-    (env_dir / "decode.env").write_text(
-        f"# decode\nSERVELAB_SIM_TIME_SCALE=0.02\n{DEFAULT_KNOB}=512\n"
-    )
 
 
 def _generic(name: str, port: int, **extra: object) -> str:
@@ -130,9 +65,8 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger: Ledger) -> None:
-    ports = free_ports(5)
-    _write_sim_env(tmp_path / "env")
-    loaded = _load(tmp_path, _sim_stack_toml(ports))
+    ports = PdPorts.free(proxy=False)
+    loaded = load_spec(write_pd_spec(tmp_path, time_scale=0.02, ports=ports, knobs=PINNED))
     messages: list[str] = []
     try:
         report = await deploy.up(loaded, progress=messages.append, ledger=ledger)
@@ -178,8 +112,8 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
     finally:
         stopped = await deploy.down(loaded, ledger=ledger)
     assert [s.service for s in stopped.steps] == ["router", "decode", "prefill"]
-    assert _live_procs_under(tmp_path) == []
-    assert _no_listeners(ports)
+    assert live_procs_under(tmp_path) == []
+    assert _no_listeners(ports.listened())
     assert [s.outcome for s in (await deploy.down(loaded)).steps] == ["not running"] * 3
     actions = [row["action"] for row in ledger.list_deployments()]
     assert actions == ["up", "restart", "restart", "down"]
@@ -201,7 +135,7 @@ async def test_never_ready_names_service_probe_and_log(tmp_path: Path) -> None:
     assert "last probe: HTTP 404" in message
     assert f"{loaded.state_dir}/logs/bad.log" in message
     assert time.monotonic() - started < 15
-    assert _live_procs_under(tmp_path) == []
+    assert live_procs_under(tmp_path) == []
     assert _no_listeners([good, bad])
     assert read_pid_record(loaded.state_dir, "good") is None
 
@@ -241,7 +175,7 @@ async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
         assert restarted.ok
     finally:
         await deploy.down(loaded)
-    assert _live_procs_under(tmp_path) == []  # the `sleep 30` went with its group
+    assert live_procs_under(tmp_path) == []  # the `sleep 30` went with its group
     assert _no_listeners([port])
 
 
@@ -264,7 +198,7 @@ async def test_restart_co_restarts_dependents_only(tmp_path: Path) -> None:
         assert before["c"] == after["c"]
     finally:
         await deploy.down(loaded)
-    assert _live_procs_under(tmp_path) == []
+    assert live_procs_under(tmp_path) == []
 
 
 async def test_cancel_during_up_stops_what_it_started(tmp_path: Path) -> None:
@@ -285,28 +219,23 @@ async def test_cancel_during_up_stops_what_it_started(tmp_path: Path) -> None:
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert _live_procs_under(tmp_path) == []
+    assert live_procs_under(tmp_path) == []
     assert _no_listeners([good, slow])
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SshdServer]:
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    yield server
-    server.stop()
-
-
 async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
-    ports = free_ports(5)
-    _write_sim_env(tmp_path / "env")
-    text = _sim_stack_toml(
-        ports,
+    ports = PdPorts.free(proxy=False)
+    spec = write_pd_spec(
+        tmp_path,
+        time_scale=0.02,
+        ports=ports,
+        knobs=PINNED,
         host="remote",
+        hosts_toml=sshd.host_toml("remote"),
         state_dir=str(tmp_path / "remote-state"),
         env_dir=str(tmp_path / "env"),
-        hosts_toml=sshd.host_toml("remote"),
     )
-    loaded = _load(tmp_path, text)
+    loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
         assert report.ok and [s.outcome for s in report.steps] == [OUTCOME_OK] * 3
@@ -323,7 +252,7 @@ async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
         pids = [read_pid_record(loaded.state_dir, n) for n in ("prefill", "decode", "router")]
     finally:
         await deploy.down(loaded)
-    assert _no_listeners(ports)
+    assert _no_listeners(ports.listened())
     for record in pids:
         assert record is not None
         stat = Path(f"/proc/{record.pid}/stat")

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,26 +30,16 @@ from servelab.ops.knob import (
     tracked_names,
 )
 from tests.support import free_port
+from tests.support.processes import http_server
+from tests.support.specs import SECRET, write_decode_spec
 
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
-SECRET = "hunter2"
 ENV = f"# decode knobs\n{KNOB}=512\n\nSECRET_TOKEN={SECRET}\n"
 
 
 def _spec(root: Path, port: int) -> LoadedSpec:
-    (root / "env").mkdir(exist_ok=True)
-    (root / "servelab.toml").write_text(
-        f"""
-state_dir = "state"
-[services.decode]
-role = "generic"
-url = "http://127.0.0.1:{port}"
-start = "true"
-env_file = "env/decode.env"
-knobs = ["{KNOB}", "OTHER_KNOB"]
-"""
-    )
-    return load_spec(root / "servelab.toml")
+    spec = write_decode_spec(root, port, role="generic", start="true", knobs=(KNOB, "OTHER_KNOB"))
+    return load_spec(spec)
 
 
 @pytest.fixture
@@ -66,25 +52,8 @@ def workdir(tmp_path: Path) -> Path:
 @pytest.fixture
 def server(workdir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """A real process listening on a free port, started with the env file's variables."""
-    port = free_port()
-    env = {**os.environ, KNOB: "512", "SECRET_TOKEN": SECRET}
-    argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
-    proc = subprocess.Popen(
-        argv, env=env, cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    deadline = time.monotonic() + 15
-    while True:
-        try:
-            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1).close()
-            break
-        except OSError:
-            assert time.monotonic() < deadline and proc.poll() is None, "http.server did not start"
-            time.sleep(0.05)
-    try:
-        yield port, proc
-    finally:
-        proc.terminate()
-        proc.wait(5)
+    with http_server({KNOB: "512", "SECRET_TOKEN": SECRET}, cwd=workdir) as server:
+        yield server
 
 
 def test_live_verdicts() -> None:

@@ -9,17 +9,16 @@ Every soak must end within its deadline and leave no process behind.
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import time
-import urllib.request
 from collections.abc import Iterator
 
 import aiohttp
 import pytest
 
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
-from tests.sim.stack import SimStack, sim_stack
+from tests.support.http import set_faults
+from tests.support.processes import children
+from tests.support.stack import SimStack, sim_stack
 
 SCALE = 0.05
 
@@ -36,30 +35,15 @@ def _targets(st: SimStack, *, workers: bool = True) -> Targets:
     return Targets(st.proxy_url or st.router_url, st.router_url, listed)
 
 
-def _children() -> set[int]:
-    """Live child processes of this test process (read from /proc)."""
-    me, found = os.getpid(), set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    fields = fh.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == me and fields[0] != "Z":
-                found.add(int(entry))
-    return found
-
-
 def _run(config: SoakConfig, targets: Targets) -> SoakResult:
-    before = _children()
+    before = children()
     saved: list[SoakResult] = []
     start = time.monotonic()
     result = asyncio.run(soak(config, targets, on_result=saved.append))
     elapsed = time.monotonic() - start
     assert elapsed < config.duration_s + 1.0, f"soak overran its deadline: {elapsed:.1f} s"
     assert saved == [result]
-    assert _children() == before  # the soak itself starts no process and leaves none
+    assert children() == before  # the soak itself starts no process and leaves none
     return result
 
 
@@ -82,18 +66,6 @@ async def _abort_requests(url: str, n: int) -> None:
                     return
             await asyncio.sleep(0.05)
     raise AssertionError("the decode never wedged")
-
-
-def set_faults(url: str, **changes: object) -> dict[str, object]:
-    """Switch a sim worker's or the proxy's faults at run time (admin endpoint)."""
-    req = urllib.request.Request(
-        url + "/_servelab/faults",
-        data=json.dumps(changes).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(req, timeout=10) as resp:
-        return dict(json.loads(resp.read()))
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ never surface); the tests then edit them without a restart, restart, and kill th
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -17,9 +17,9 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
-from tests.sim.stack import SimStack, start_stack
+from tests.support.specs import SECRET, PdPorts, pd_spec_toml, write_pd_env
+from tests.support.stack import SimStack, start_stack
 
-SECRET = "hunter2"
 FLAG = "SERVELAB_TEST_FLAG"
 SCALE = "0.05"
 
@@ -46,35 +46,22 @@ def stack() -> Iterator[SimStack]:
         st.stop()
 
 
+def _toml(
+    stack: SimStack,
+    knobs: Sequence[str] | Mapping[str, str] = (DEFAULT_KNOB, FLAG),
+    host: str | None = None,
+    hosts_toml: str = "",
+) -> str:
+    """The spec of the module's stack (its decode declares the reference knob and the flag)."""
+    ports = PdPorts.of(stack)
+    return pd_spec_toml(ports, name="verify-test", knobs=knobs, host=host, hosts_toml=hosts_toml)
+
+
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, stack: SimStack) -> Path:
     root = tmp_path_factory.mktemp("verify")
-    (root / "env").mkdir()
-    spec = f"""
-name = "verify-test"
-state_dir = "state"
-[services.prefill]
-role = "prefill"
-url = "{stack.prefill_url}"
-start = "sim"
-bootstrap_port = {stack.bootstrap_port}
-env_file = "env/prefill.env"
-[services.decode]
-role = "decode"
-url = "{stack.decode_url}"
-start = "sim"
-env_file = "env/decode.env"
-knobs = ["{DEFAULT_KNOB}", "{FLAG}"]
-depends_on = ["prefill"]
-[services.router]
-role = "router"
-url = "{stack.router_url}"
-start = "router"
-depends_on = ["prefill", "decode"]
-router = {{ prometheus_port = {stack.prometheus_port} }}
-"""
-    (root / "servelab.toml").write_text(spec)
-    (root / "env" / "prefill.env").write_text(f"SERVELAB_SIM_TIME_SCALE={SCALE}\n")
+    write_pd_env(root / "env", time_scale=float(SCALE))
+    (root / "servelab.toml").write_text(_toml(stack))
     (root / "env" / "decode.env").write_text(_env_text("512"))
     return root
 
@@ -83,6 +70,14 @@ router = {{ prometheus_port = {stack.prometheus_port} }}
 def loaded(workdir: Path) -> LoadedSpec:
     (workdir / "env" / "decode.env").write_text(_env_text("512"))
     return load_spec(workdir / "servelab.toml")
+
+
+def _rewrite_decode_env(loaded: LoadedSpec, text: str) -> Path:
+    """Edit the decode's env file behind the running decode's back."""
+    env_file = loaded.env_file("decode")
+    assert env_file is not None
+    env_file.write_text(text)
+    return env_file
 
 
 def _by(report: VerifyReport, layer: str, service: str, knob: str | None = None) -> Check:
@@ -123,9 +118,7 @@ async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: 
 async def test_file_edit_without_restart_fails_live_layer(
     loaded: LoadedSpec, stack: SimStack
 ) -> None:
-    env_file = loaded.env_file("decode")
-    assert env_file is not None
-    env_file.write_text(_env_text("256", flag="1"))
+    env_file = _rewrite_decode_env(loaded, _env_text("256", flag="1"))
     report = await verify(loaded, ["decode"], layers=("config", "live"))
     assert not report.ok
     flag = _by(report, "live", "decode", FLAG)
@@ -142,12 +135,8 @@ async def test_file_edit_without_restart_fails_live_layer(
     _assert_no_secret(report)
 
 
-async def test_pinned_knob_mismatch_fails_config(workdir: Path) -> None:
-    text = (workdir / "servelab.toml").read_text()
-    pinned = text.replace(
-        f'knobs = ["{DEFAULT_KNOB}", "{FLAG}"]', f'knobs = {{ {DEFAULT_KNOB} = "256" }}'
-    )
-    (workdir / "pinned.toml").write_text(pinned)
+async def test_pinned_knob_mismatch_fails_config(workdir: Path, stack: SimStack) -> None:
+    (workdir / "pinned.toml").write_text(_toml(stack, knobs={DEFAULT_KNOB: "256"}))
     loaded = load_spec(workdir / "pinned.toml")
     (workdir / "env" / "decode.env").write_text(_env_text("512"))
     report = await verify(loaded, ["decode"], layers=("config",))
@@ -158,9 +147,7 @@ async def test_pinned_knob_mismatch_fails_config(workdir: Path) -> None:
 async def test_restart_makes_file_live_and_first_request_is_cold(
     loaded: LoadedSpec, stack: SimStack
 ) -> None:
-    env_file = loaded.env_file("decode")
-    assert env_file is not None
-    env_file.write_text(_env_text("256", flag="1"))
+    _rewrite_decode_env(loaded, _env_text("256", flag="1"))
     stack.restart_workers(decode_env={**_decode_env("256"), FLAG: "1"})
     first = await verify(loaded)
     assert first.ok, render_verify(first)
@@ -217,11 +204,7 @@ async def test_every_layer_over_ssh(
 
     server = start_sshd(tmp_path_factory.mktemp("sshd"))
     try:
-        text = (
-            (workdir / "servelab.toml").read_text().replace("start = ", 'host = "remote"\nstart = ')
-        )
-        head, _, services = text.partition("[services.prefill]")
-        remote = head + server.host_toml("remote") + "[services.prefill]" + services
+        remote = _toml(stack, host="remote", hosts_toml=server.host_toml("remote"))
         (workdir / "remote.toml").write_text(remote)
         loaded = load_spec(workdir / "remote.toml")
         (workdir / "env" / "decode.env").write_text(_env_text("512", flag="1"))
@@ -236,13 +219,11 @@ async def test_every_layer_over_ssh(
         server.stop()
 
 
-async def test_without_env_file_live_is_compared_with_the_spec(workdir: Path) -> None:
-    text = (workdir / "servelab.toml").read_text()
-    text = text.replace('env_file = "env/decode.env"\n', "")
-    pinned = text.replace(f'"{DEFAULT_KNOB}", "{FLAG}"', f'"{FLAG}"').replace(
-        f'knobs = ["{FLAG}"]', f'knobs = {{ {DEFAULT_KNOB} = "512", {FLAG} = "1" }}'
-    )
-    (workdir / "no-env.toml").write_text(pinned)
+async def test_without_env_file_live_is_compared_with_the_spec(
+    workdir: Path, stack: SimStack
+) -> None:
+    pinned = _toml(stack, knobs={DEFAULT_KNOB: "512", FLAG: "1"})
+    (workdir / "no-env.toml").write_text(pinned.replace('env_file = "env/decode.env"\n', ""))
     report = await verify(load_spec(workdir / "no-env.toml"), ["decode"], layers=("config", "live"))
     assert _by(report, "live", "decode", DEFAULT_KNOB).detail == (
         "live 512, spec pins 512; no env file to compare"

@@ -18,23 +18,7 @@ from servelab.report.docs import (
     describe_point,
     pct,
 )
-
-K = "SGLANG_SM120_MMA_TARGET_CTAS"
-AB_RESULT = {
-    "arms": [
-        {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0], "96": [90.0, 91.0]}},
-        {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0], "96": [95.1, 96.0]}},
-    ],
-    "comparisons": [
-        {"concurrency": 64, "ratio": 1.128, "ci": [1.10, 1.16], "verdict": "better",
-         "baseline": "256", "candidate": "512"},
-        {"concurrency": 80, "ratio": 1.012, "ci": [0.99, 1.03],
-         "verdict": "no significant difference", "baseline": "256", "candidate": "512"},
-        {"concurrency": 96, "ratio": 1.057, "ci": [1.03, 1.08], "verdict": "better",
-         "baseline": "256", "candidate": "512"},
-    ],
-    "anomalies": [{"arm": "256", "concurrency": 96, "kind": "non_monotonic"}],
-}  # fmt: skip
+from tests.support.history import K, incident
 
 
 def test_public_api() -> None:
@@ -82,22 +66,8 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
         yield opened
 
 
-def _incident(ledger: Ledger) -> int:
-    ledger.record_ab(service="decode", knob=K, config={}, result=AB_RESULT)
-    ledger.record_knob_change(service="decode", name=K, old="256", new="512", reason="A/B",
-                              case_id=None, backup_path=None)  # fmt: skip
-    cid = cases.open_case(ledger, "Agentic sessions stall")
-    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
-    ledger.record_knob_change(service="decode", name=K, old="512", new="256",
-                              reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
-    ledger.record_verification(spec_hash="h", ok=True, checks=[
-        {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
-         "live": "256", "file": "256"}])  # fmt: skip
-    return cid
-
-
 def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
-    cid = _incident(ledger)
+    cid = incident(ledger)
     cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
     files = build_docs(ledger.export())
     assert set(files) == {"perf-plan.md", f"cases/case-{cid}.md", "plots/ab-1.png", "index.html"}
@@ -117,7 +87,7 @@ def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
 
 
 def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger) -> None:
-    cid = _incident(ledger)
+    cid = incident(ledger)
     cases.resolve_case(ledger, cid, "the knob", convict=[f"knob:decode/{K}"])
     before = build_docs(ledger.export())
     assert "Restore plan" in before[f"cases/case-{cid}.md"].decode()

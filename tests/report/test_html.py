@@ -42,10 +42,10 @@ def _ledger_index(tmp_path: Path) -> Path:
     from servelab.io.store import Ledger
     from servelab.ops import case as cases
     from servelab.report.docs import build_docs
-    from tests.report.test_docs import _incident
+    from tests.support.history import incident
 
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        cid = _incident(ledger)
+        cid = incident(ledger)
         cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
         files = build_docs(ledger.export())
     index = tmp_path / "index.html"

@@ -13,21 +13,15 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.sim.http import get_json, get_status, metric, post
-from tests.sim.stack import SimStack, sim_stack, start_process, stop_process, wait_http
 from tests.support import free_port, free_ports, run_cli
+from tests.support.http import get_json, get_status, metric, post, set_faults
+from tests.support.stack import SimStack, sim_stack, start_process, stop_process, wait_http
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {}}}]
 
 
 def chat(prompt: str, **extra: object) -> dict[str, object]:
     return {"model": "sim", "messages": [{"role": "user", "content": prompt}], **extra}
-
-
-def set_faults(base: str, **changes: object) -> dict[str, object]:
-    status, body = post(base + "/_servelab/faults", changes)
-    assert status == 200, body
-    return json.loads(body)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

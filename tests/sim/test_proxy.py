@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.sim.http import post
-from tests.sim.stack import SimStack, sim_stack
+from tests.support.http import post
+from tests.support.stack import SimStack, sim_stack
 
 BODY = {"model": "sim", "messages": [{"role": "user", "content": "via proxy"}], "max_tokens": 6}
 

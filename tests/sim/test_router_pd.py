@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s
-from tests.sim.http import get_json, metric, post, sse_events
-from tests.sim.stack import SimStack, sim_stack
+from tests.support.http import get_json, metric, post, sse_events
+from tests.support.stack import SimStack, sim_stack
 
 KNOB = DEFAULT_PROFILE.knob_name
 

@@ -2,17 +2,148 @@
 
 ``write_pd_spec`` writes ``servelab.toml`` and its env files under ``root``: simulated prefill and
 decode, the real sglang-router, optionally a simulated proxy in front of the router. Every port is
-picked at run time (below the ephemeral range, see :func:`tests.support.free_ports`).
+picked at run time (below the ephemeral range, see :func:`tests.support.free_ports`), or taken from
+a running :class:`~tests.support.stack.SimStack` (``PdPorts.of(stack)``) for a spec that describes
+a stack the test started itself. ``pd_spec_toml`` is the spec's text alone; ``write_pd_env`` the
+env files alone. ``write_decode_spec`` is the one-service spec of the knob tests.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import astuple, dataclass
 from pathlib import Path
 
 from servelab.core.spec import DEFAULT_KNOB
 from tests.support import free_ports
+from tests.support.stack import SimStack
 
-__all__ = ["write_pd_spec"]
+__all__ = [
+    "SECRET",
+    "PdPorts",
+    "pd_spec_toml",
+    "write_decode_spec",
+    "write_pd_env",
+    "write_pd_spec",
+]
+
+#: A value tests put in an env file (``SECRET_TOKEN``) and then look for where it must not be.
+SECRET = "hunter2"
+
+Knobs = Sequence[str] | Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class PdPorts:
+    """The ports of one PD deployment (``proxy`` is 0 when there is none)."""
+
+    prefill: int
+    bootstrap: int
+    decode: int
+    router: int
+    metrics: int
+    proxy: int = 0
+
+    @classmethod
+    def free(cls, *, proxy: bool = True) -> PdPorts:
+        """Ports free a moment ago (none for the proxy when ``proxy`` is False)."""
+        return cls(*free_ports(6 if proxy else 5))
+
+    @classmethod
+    def of(cls, stack: SimStack) -> PdPorts:
+        """The ports of a running simulated stack."""
+        return cls(
+            stack.prefill_port,
+            stack.bootstrap_port,
+            stack.decode_port,
+            stack.router_port,
+            stack.prometheus_port,
+            stack.proxy_port or 0,
+        )
+
+    def listened(self) -> list[int]:
+        """Every port of the deployment (the proxy's only when it has one)."""
+        return [port for port in astuple(self) if port]
+
+
+def _knobs_toml(knobs: Knobs) -> str:
+    if not knobs:
+        return ""
+    if isinstance(knobs, Mapping):
+        pins = ", ".join(f'{name} = "{value}"' for name, value in knobs.items())
+        return f"knobs = {{ {pins} }}\n"
+    return "knobs = [" + ", ".join(f'"{name}"' for name in knobs) + "]\n"
+
+
+def _service(name: str, port: int, host: str | None, env_dir: str | None, body: str) -> str:
+    """One ``[services.NAME]`` table: role, url, host, start, env file, then ``body``."""
+    start = {"router": "router"}.get(name, "sim")
+    text = f'\n[services.{name}]\nrole = "{name}"\nurl = "http://127.0.0.1:{port}"\n'
+    text += f'host = "{host}"\n' if host is not None else ""
+    text += f'start = "{start}"\n'
+    if env_dir is not None and name != "proxy":
+        text += f'env_file = "{env_dir}/{name}.env"\n'
+    return text + body
+
+
+def pd_spec_toml(
+    ports: PdPorts,
+    *,
+    name: str = "test-pd",
+    state_dir: str = "state",
+    env_dir: str | None = "env",
+    knobs: Knobs = (DEFAULT_KNOB,),
+    host: str | None = None,
+    hosts_toml: str = "",
+    proxy_args: Sequence[str] | None = None,
+) -> str:
+    """The spec's text: prefill, decode, router, and a proxy when ``proxy_args`` is not None.
+
+    ``env_dir`` None: no service names an env file. ``knobs`` a sequence declares the decode's
+    knobs, a mapping pins them. ``host`` puts every service on that host (``hosts_toml`` its table).
+    """
+    text = f'name = "{name}"\nstate_dir = "{state_dir}"\n{hosts_toml}'
+    text += _service(
+        "prefill",
+        ports.prefill,
+        host,
+        env_dir,
+        f"bootstrap_port = {ports.bootstrap}\nready_timeout_s = 60\n",
+    )
+    decode = _knobs_toml(knobs) + 'depends_on = ["prefill"]\nready_timeout_s = 60\n'
+    text += _service("decode", ports.decode, host, env_dir, decode)
+    router = (
+        'depends_on = ["prefill", "decode"]\nready_timeout_s = 90\n'
+        f'router = {{ policy = "round_robin", prometheus_port = {ports.metrics}, '
+        "health_check_interval_s = 1 }\n"
+    )
+    text += _service("router", ports.router, host, env_dir, router)
+    if proxy_args is not None:
+        args = ", ".join(f'"{a}"' for a in proxy_args)
+        proxy = f'args = [{args}]\ndepends_on = ["router"]\nready_timeout_s = 30\n'
+        text += _service("proxy", ports.proxy, host, None, proxy)
+    return text
+
+
+def write_pd_env(
+    env_dir: Path,
+    *,
+    knob: str | None = "512",
+    time_scale: float = 0.05,
+    decode_env: str = "",
+    worker_env: str = "",
+    secret: str | None = None,
+) -> None:
+    """The env files: both workers get the time scale and ``worker_env``; the decode the knob
+    (unless None), ``SECRET_TOKEN={secret}`` (unless None) and ``decode_env``; the router an empty
+    file."""
+    env_dir.mkdir(parents=True, exist_ok=True)
+    common = f"SERVELAB_SIM_TIME_SCALE={time_scale}\n{worker_env}"
+    knob_line = f"{DEFAULT_KNOB}={knob}\n" if knob is not None else ""
+    knob_line += f"SECRET_TOKEN={secret}\n" if secret is not None else ""
+    (env_dir / "prefill.env").write_text(common)
+    (env_dir / "decode.env").write_text(f"# decode\n{common}{knob_line}{decode_env}")
+    (env_dir / "router.env").write_text("")
 
 
 def write_pd_spec(
@@ -21,58 +152,65 @@ def write_pd_spec(
     knob: str | None = "512",
     time_scale: float = 0.05,
     decode_env: str = "",
+    worker_env: str = "",
+    secret: str | None = None,
     proxy_args: list[str] | None = None,
     name: str = "test-pd",
+    ports: PdPorts | None = None,
+    knobs: Knobs = (DEFAULT_KNOB,),
+    host: str | None = None,
+    hosts_toml: str = "",
+    state_dir: str = "state",
+    env_dir: str = "env",
 ) -> Path:
-    """Write a PD spec (prefill, decode, router, and a proxy when ``proxy_args`` is not None)."""
-    p, d, r, b, m, x = free_ports(6)
-    env = root / "env"
-    env.mkdir(parents=True, exist_ok=True)
-    scale = f"SERVELAB_SIM_TIME_SCALE={time_scale}\n"
-    knob_line = f"{DEFAULT_KNOB}={knob}\n" if knob is not None else ""
-    (env / "prefill.env").write_text(scale)
-    (env / "decode.env").write_text(f"# decode\n{scale}{knob_line}{decode_env}")
-    (env / "router.env").write_text("")
-    text = f"""name = "{name}"
-state_dir = "state"
-
-[services.prefill]
-role = "prefill"
-url = "http://127.0.0.1:{p}"
-start = "sim"
-bootstrap_port = {b}
-env_file = "env/prefill.env"
-ready_timeout_s = 60
-
-[services.decode]
-role = "decode"
-url = "http://127.0.0.1:{d}"
-start = "sim"
-env_file = "env/decode.env"
-knobs = ["{DEFAULT_KNOB}"]
-depends_on = ["prefill"]
-ready_timeout_s = 60
-
-[services.router]
-role = "router"
-url = "http://127.0.0.1:{r}"
-start = "router"
-env_file = "env/router.env"
-depends_on = ["prefill", "decode"]
-ready_timeout_s = 90
-router = {{ policy = "round_robin", prometheus_port = {m}, health_check_interval_s = 1 }}
-"""
-    if proxy_args is not None:
-        args = ", ".join(f'"{a}"' for a in proxy_args)
-        text += f"""
-[services.proxy]
-role = "proxy"
-url = "http://127.0.0.1:{x}"
-start = "sim"
-args = [{args}]
-depends_on = ["router"]
-ready_timeout_s = 30
-"""
+    """Write ``root/servelab.toml`` (see :func:`pd_spec_toml`) and its env files (see
+    :func:`write_pd_env`; ``env_dir`` relative to ``root`` or absolute); return the spec's path."""
+    write_pd_env(
+        root / env_dir,
+        knob=knob,
+        time_scale=time_scale,
+        decode_env=decode_env,
+        worker_env=worker_env,
+        secret=secret,
+    )
+    text = pd_spec_toml(
+        ports or PdPorts.free(),
+        name=name,
+        state_dir=state_dir,
+        env_dir=env_dir,
+        knobs=knobs,
+        host=host,
+        hosts_toml=hosts_toml,
+        proxy_args=proxy_args,
+    )
     spec = root / "servelab.toml"
     spec.write_text(text, encoding="utf-8")
+    return spec
+
+
+def write_decode_spec(
+    root: Path,
+    port: int,
+    *,
+    role: str = "decode",
+    start: str = "sim",
+    knobs: Sequence[str] = (DEFAULT_KNOB,),
+    env_text: str | None = None,
+) -> Path:
+    """A spec with one service, ``decode``, whose env file is ``env/decode.env`` (written when
+    ``env_text`` is given)."""
+    (root / "env").mkdir(parents=True, exist_ok=True)
+    if env_text is not None:
+        (root / "env" / "decode.env").write_text(env_text)
+    spec = root / "servelab.toml"
+    spec.write_text(
+        f"""
+state_dir = "state"
+[services.decode]
+role = "{role}"
+url = "http://127.0.0.1:{port}"
+start = "{start}"
+env_file = "env/decode.env"
+{_knobs_toml(knobs)}"""
+    )
     return spec

@@ -8,13 +8,8 @@ clear reason when ``/usr/sbin/sshd`` is missing (``bash scripts/sysdeps.sh`` ins
 Nothing relies on ``PermitUserEnvironment``/``AcceptEnv``: servelab passes a service's environment
 on the command line it runs, from the service's env file.
 
-Use it as a fixture in a test module::
-
-    @pytest.fixture(scope="module")
-    def sshd(tmp_path_factory):
-        server = start_sshd(tmp_path_factory.mktemp("sshd"))
-        yield server
-        server.stop()
+Tests get one per module through the ``sshd`` fixture of ``tests/conftest.py``;
+``SshdServer.host_spec()`` is the :class:`~servelab.core.spec.HostSpec` that reaches it.
 """
 
 from __future__ import annotations
@@ -30,6 +25,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
+from servelab.core.spec import HostSpec
 from tests.support import free_port
 
 __all__ = ["SSHD", "SshdServer", "require_sshd", "start_sshd"]
@@ -50,6 +46,10 @@ class SshdServer:
     @property
     def ssh(self) -> str:
         return f"{self.user}@127.0.0.1"
+
+    def host_spec(self) -> HostSpec:
+        """The host model (user, port, key) that reaches this server."""
+        return HostSpec(ssh=self.ssh, port=self.port, identity_file=str(self.identity_file))
 
     def host_toml(self, name: str = "remote") -> str:
         """The ``[hosts.NAME]`` table of a spec that reaches this server."""

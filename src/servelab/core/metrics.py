@@ -134,18 +134,29 @@ def _window_ns(records: Sequence[RequestRecord]) -> int:
 
 
 def steady_window_ns(records: Sequence[RequestRecord], concurrency: int) -> tuple[int, int] | None:
-    """The closed loop's steady state: from the send that made ``concurrency`` requests in flight
-    for the first time to the last send (after it no slot gets new work and the batch drains).
+    """The closed loop's steady state: from the first moment ``concurrency`` requests are in
+    flight to the last send (after it no slot gets new work and the batch drains).
 
     Ramp-up and drain are where a closed loop's batch is below its concurrency; throughput measured
     over the whole run mixes them in and biases every comparison between concurrencies. ``None``
-    when the run has fewer than ``2 * concurrency`` requests (no steady state worth the name).
+    when the run never had ``concurrency`` requests in flight before its last send.
     """
-    sends = sorted(r.sent_ns for r in records if not r.warmup and r.sent_ns)
-    if concurrency < 1 or len(sends) < 2 * concurrency:
+    measured = [r for r in records if not r.warmup and r.sent_ns]
+    if concurrency < 1 or not measured:
         return None
-    start, end = sends[concurrency - 1], sends[-1]
-    return (start, end) if end > start else None
+    last_send = max(r.sent_ns for r in measured)
+    # Sweep sends (+1) and ends (-1); at equal times an end comes first (a slot's next send
+    # happens the instant its previous request ends).
+    marks = sorted(
+        [(r.sent_ns, 1) for r in measured]
+        + [(r.end_ns, -1) for r in measured if r.end_ns is not None]
+    )
+    in_flight = 0
+    for t, step in marks:
+        in_flight += step
+        if in_flight >= concurrency:
+            return (t, last_send) if last_send > t else None
+    return None
 
 
 def tokens_between(records: Sequence[RequestRecord], start_ns: int, end_ns: int) -> int:

@@ -121,13 +121,15 @@ def _router_url(loaded: LoadedSpec) -> str:
 async def _make_live(
     loaded: LoadedSpec, cfg: AbConfig, value: str, ledger: Ledger | None, say: Say
 ) -> tuple[int | None, str | None]:
-    """Set the knob, co-restart, and prove it live; raise when it is not."""
+    """Set the knob, co-restart, and prove it live end to end; raise when it is not."""
     await set_knob(loaded, cfg.service, cfg.knob, value, reason=f"ab arm {value}", ledger=ledger)
     report = await restart(loaded, [cfg.service], verify_after=False, progress=say, ledger=ledger)
     if not report.ok:
         failed = [s.service for s in report.steps if not s.ok]
         raise BenchError(f"restart for arm {value} failed ({', '.join(failed)}): arm not measured")
-    proof = await verify(loaded, [cfg.service], layers=("config", "live"), ledger=ledger)
+    # e2e too: it proves the KV path works with this value and pays the cold first request, which
+    # would otherwise land in the measurement.
+    proof = await verify(loaded, [cfg.service], layers=("config", "live", "e2e"), ledger=ledger)
     live = (await diff_knob(loaded, cfg.service, cfg.knob)).live
     if not proof.ok or live != value:
         reasons = "; ".join(c.detail for c in proof.checks if not c.ok) or f"live value {live!r}"

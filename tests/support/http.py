@@ -1,4 +1,4 @@
-"""Small blocking HTTP helpers for the sim tests (stdlib only, loopback)."""
+"""Small blocking HTTP helpers for tests against real loopback services (stdlib only)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-__all__ = ["get_json", "get_status", "metric", "post", "sse_events"]
+__all__ = ["get_json", "get_status", "metric", "post", "set_faults", "sse_events"]
 
 
 def post(url: str, body: Any, timeout: float = 30.0, raw: bytes | None = None) -> tuple[int, bytes]:
@@ -19,6 +19,13 @@ def post(url: str, body: Any, timeout: float = 30.0, raw: bytes | None = None) -
             return resp.status, resp.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()
+
+
+def set_faults(base: str, **changes: object) -> dict[str, object]:
+    """Switch a sim worker's or the proxy's faults at run time (its admin endpoint)."""
+    status, body = post(base + "/_servelab/faults", changes)
+    assert status == 200, body
+    return dict(json.loads(body))
 
 
 def get_json(url: str, timeout: float = 10.0) -> Any:

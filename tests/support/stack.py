@@ -3,7 +3,7 @@
 Every piece is a real subprocess on free loopback ports, in its own process group, stopped by
 process group. Usage::
 
-    from tests.sim.stack import sim_stack
+    from tests.support.stack import sim_stack
 
     with sim_stack(time_scale=0.05, decode_env={"SGLANG_SM120_MMA_TARGET_CTAS": "512"}) as st:
         httpx_or_aiohttp.post(st.router_url + "/v1/chat/completions", ...)

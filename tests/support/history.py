@@ -1,0 +1,71 @@
+"""Ledger histories for tests: the reference incident's A/B, knob changes and case.
+
+:func:`seed_history` records the A/B that adopted ``512`` for the decode knob and the change it
+made; :func:`incident` records the docs' version of the story (an A/B with the C96 anomaly, the
+change, a case that reverted the knob on suspicion, and the verification of the revert).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.core.spec import DEFAULT_KNOB as K
+from servelab.io.store import Ledger
+from servelab.ops import case as cases
+
+__all__ = ["AB_RESULT", "INCIDENT_AB_RESULT", "K", "incident", "seed_history"]
+
+_C64_C80 = [
+    {"concurrency": 64, "ratio": 1.128, "ci": [1.10, 1.16], "verdict": "better",
+     "baseline": "256", "candidate": "512"},
+    {"concurrency": 80, "ratio": 1.012, "ci": [0.99, 1.03],
+     "verdict": "no significant difference", "baseline": "256", "candidate": "512"},
+]  # fmt: skip
+
+#: 512 against 256 at C64 and C80, three repeats each.
+AB_RESULT: dict[str, Any] = {
+    "arms": [
+        {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0, 99.0]}},
+        {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0, 112.6]}},
+    ],
+    "comparisons": _C64_C80,
+    "anomalies": [],
+}
+
+#: The same at C64, C80 and C96, with 256's C96 < C80 anomaly.
+INCIDENT_AB_RESULT: dict[str, Any] = {
+    "arms": [
+        {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0], "96": [90.0, 91.0]}},
+        {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0], "96": [95.1, 96.0]}},
+    ],
+    "comparisons": [
+        *_C64_C80,
+        {"concurrency": 96, "ratio": 1.057, "ci": [1.03, 1.08], "verdict": "better",
+         "baseline": "256", "candidate": "512"},
+    ],
+    "anomalies": [{"arm": "256", "concurrency": 96, "kind": "non_monotonic"}],
+}  # fmt: skip
+
+
+def seed_history(ledger: Ledger) -> None:
+    """The reference history: the A/B that adopted 512, and the change it made."""
+    ledger.record_ab(service="decode", knob=K, config={"repeats": 3}, result=AB_RESULT)
+    ledger.record_knob_change(
+        service="decode", name=K, old="256", new="512", reason="A/B: +12.8% at C64",
+        case_id=None, backup_path=None,
+    )  # fmt: skip
+
+
+def incident(ledger: Ledger) -> int:
+    """The A/B, the change, a case that reverted the knob on suspicion; returns the case id."""
+    ledger.record_ab(service="decode", knob=K, config={}, result=INCIDENT_AB_RESULT)
+    ledger.record_knob_change(service="decode", name=K, old="256", new="512", reason="A/B",
+                              case_id=None, backup_path=None)  # fmt: skip
+    cid = cases.open_case(ledger, "Agentic sessions stall")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
+    ledger.record_knob_change(service="decode", name=K, old="512", new="256",
+                              reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+    ledger.record_verification(spec_hash="h", ok=True, checks=[
+        {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
+         "live": "256", "file": "256"}])  # fmt: skip
+    return cid

@@ -1,0 +1,107 @@
+"""Real processes for tests, and what is running, read straight from ``/proc``.
+
+:func:`http_server` runs ``python -m http.server`` with a chosen environment (a process whose
+``/proc/<pid>/environ`` and listening socket the tests inspect). The ``/proc`` readers are
+independent of servelab's own code and prove a test left nothing behind: no live process under a
+directory, no child of the test process, no socket listening on a port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from tests.support import free_port
+
+__all__ = ["children", "http_server", "listening", "live_procs_under"]
+
+_DEAD = ("Z", "X")
+
+
+def _stat_fields(pid: str) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first)."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+
+
+def _pids() -> list[str]:
+    return [entry for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def live_procs_under(directory: Path) -> list[int]:
+    """Live (non-zombie) processes whose working directory is under ``directory``."""
+    found = []
+    for pid in _pids():
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            state = _stat_fields(pid)[0]
+        except OSError:
+            continue
+        if cwd.startswith(str(directory)) and state not in _DEAD:
+            found.append(int(pid))
+    return found
+
+
+def children() -> set[int]:
+    """Live (non-zombie) child processes of this process."""
+    me, found = os.getpid(), set()
+    for pid in _pids():
+        try:
+            fields = _stat_fields(pid)
+        except OSError:
+            continue
+        if int(fields[1]) == me and fields[0] != "Z":
+            found.add(int(pid))
+    return found
+
+
+def listening(port: int) -> bool:
+    """Whether any socket on this machine listens on TCP ``port`` (IPv4 or IPv6)."""
+    hexport = f":{port:04X} "
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if hexport in f"{fields[1]} " and fields[3] == "0A":
+                return True
+    return False
+
+
+@contextlib.contextmanager
+def http_server(
+    env: Mapping[str, str], cwd: Path | None = None, timeout: float = 15.0
+) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
+    """``python -m http.server`` on a free loopback port with ``env`` added to its environment.
+
+    Yields (port, process) once it answers HTTP; fails the test if it does not within
+    ``timeout``; terminates it afterwards.
+    """
+    port = free_port()
+    argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+    proc = subprocess.Popen(
+        argv,
+        env={**os.environ, **env},
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_answering(f"http://127.0.0.1:{port}/", proc, time.monotonic() + timeout)
+        yield port, proc
+    finally:
+        proc.terminate()
+        proc.wait(5)
+
+
+def _wait_answering(url: str, proc: subprocess.Popen[bytes], deadline: float) -> None:
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=1).close()
+            return
+        except OSError:
+            assert time.monotonic() < deadline and proc.poll() is None, "http.server did not start"
+            time.sleep(0.05)

@@ -1,0 +1,51 @@
+"""The test support itself: every spec variant the tests write is a valid PD spec."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servelab.core.spec import DEFAULT_KNOB
+from servelab.io.specfile import load_spec
+from tests.support.processes import http_server, listening
+from tests.support.specs import SECRET, PdPorts, pd_spec_toml, write_decode_spec, write_pd_spec
+
+
+def test_pd_spec_with_proxy_secret_and_worker_env(tmp_path: Path) -> None:
+    ports = PdPorts.free()
+    spec = write_pd_spec(
+        tmp_path, ports=ports, secret=SECRET, worker_env="W=1\n", proxy_args=["--a", "b"]
+    )
+    loaded = load_spec(spec).spec
+    assert list(loaded.services) == ["prefill", "decode", "router", "proxy"]
+    assert loaded.service("proxy").port == ports.proxy and loaded.entry_point == "proxy"
+    assert loaded.service("prefill").bootstrap_port == ports.bootstrap
+    decode = (tmp_path / "env" / "decode.env").read_text()
+    assert decode.splitlines()[1:] == [
+        "SERVELAB_SIM_TIME_SCALE=0.05", "W=1", f"{DEFAULT_KNOB}=512", f"SECRET_TOKEN={SECRET}"
+    ]  # fmt: skip
+    assert (tmp_path / "env" / "prefill.env").read_text() == "SERVELAB_SIM_TIME_SCALE=0.05\nW=1\n"
+    assert len(set(ports.listened())) == 6
+
+
+def test_pinned_knobs_remote_host_and_no_env_files(tmp_path: Path) -> None:
+    ports = PdPorts.free(proxy=False)
+    hosts = '[hosts.gpu]\nssh = "root@127.0.0.1"\n'
+    text = pd_spec_toml(
+        ports, env_dir=None, knobs={DEFAULT_KNOB: "256"}, host="gpu", hosts_toml=hosts
+    )
+    (tmp_path / "servelab.toml").write_text(text)
+    spec = load_spec(tmp_path / "servelab.toml").spec
+    assert all(spec.service(n).host == "gpu" for n in spec.services)
+    assert all(spec.service(n).env_file is None for n in spec.services)
+    assert "proxy" not in spec.services and ports.proxy == 0 and len(ports.listened()) == 5
+    assert f'knobs = {{ {DEFAULT_KNOB} = "256" }}' in text
+
+
+def test_decode_spec_and_http_server(tmp_path: Path) -> None:
+    with http_server({"SERVELAB_X": "1"}) as (port, proc):
+        spec = write_decode_spec(tmp_path, port, knobs=("A", "B"), env_text="A=1\n")
+        decode = load_spec(spec).spec.service("decode")
+        assert decode.port == port and listening(port)
+        assert b"SERVELAB_X=1" in Path(f"/proc/{proc.pid}/environ").read_bytes()
+    assert (tmp_path / "env" / "decode.env").read_text() == "A=1\n"
+    assert proc.poll() is not None
