@@ -17,7 +17,7 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
-from tests.support.specs import SECRET, PdPorts, pd_spec_toml, write_pd_env
+from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack
 
 FLAG = "SERVELAB_TEST_FLAG"
@@ -60,7 +60,7 @@ def _toml(
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory: pytest.TempPathFactory, stack: SimStack) -> Path:
     root = tmp_path_factory.mktemp("verify")
-    write_pd_env(root / "env", time_scale=float(SCALE))
+    PdEnv(time_scale=float(SCALE)).write(root / "env")
     (root / "servelab.toml").write_text(_toml(stack))
     (root / "env" / "decode.env").write_text(_env_text("512"))
     return root

@@ -4,15 +4,16 @@
 decode, the real sglang-router, optionally a simulated proxy in front of the router. Every port is
 picked at run time (below the ephemeral range, see :func:`tests.support.free_ports`), or taken from
 a running :class:`~tests.support.stack.SimStack` (``PdPorts.of(stack)``) for a spec that describes
-a stack the test started itself. ``pd_spec_toml`` is the spec's text alone; ``write_pd_env`` the
-env files alone. ``write_decode_spec`` is the one-service spec of the knob tests.
+a stack the test started itself. ``pd_spec_toml`` is the spec's text alone; ``PdEnv`` the env
+files alone. ``write_decode_spec`` is the one-service spec of the knob tests.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from servelab.core.spec import DEFAULT_KNOB
 from tests.support import free_ports
@@ -20,10 +21,10 @@ from tests.support.stack import SimStack
 
 __all__ = [
     "SECRET",
+    "PdEnv",
     "PdPorts",
     "pd_spec_toml",
     "write_decode_spec",
-    "write_pd_env",
     "write_pd_spec",
 ]
 
@@ -125,64 +126,46 @@ def pd_spec_toml(
     return text
 
 
-def write_pd_env(
-    env_dir: Path,
-    *,
-    knob: str | None = "512",
-    time_scale: float = 0.05,
-    decode_env: str = "",
-    worker_env: str = "",
-    secret: str | None = None,
-) -> None:
+@dataclass(frozen=True)
+class PdEnv:
     """The env files: both workers get the time scale and ``worker_env``; the decode the knob
     (unless None), ``SECRET_TOKEN={secret}`` (unless None) and ``decode_env``; the router an empty
     file."""
-    env_dir.mkdir(parents=True, exist_ok=True)
-    common = f"SERVELAB_SIM_TIME_SCALE={time_scale}\n{worker_env}"
-    knob_line = f"{DEFAULT_KNOB}={knob}\n" if knob is not None else ""
-    knob_line += f"SECRET_TOKEN={secret}\n" if secret is not None else ""
-    (env_dir / "prefill.env").write_text(common)
-    (env_dir / "decode.env").write_text(f"# decode\n{common}{knob_line}{decode_env}")
-    (env_dir / "router.env").write_text("")
+
+    knob: str | None = "512"
+    time_scale: float = 0.05
+    decode_env: str = ""
+    worker_env: str = ""
+    secret: str | None = None
+
+    def write(self, env_dir: Path) -> None:
+        """Write ``prefill.env``, ``decode.env`` and ``router.env`` into ``env_dir``."""
+        env_dir.mkdir(parents=True, exist_ok=True)
+        common = f"SERVELAB_SIM_TIME_SCALE={self.time_scale}\n{self.worker_env}"
+        decode = f"{DEFAULT_KNOB}={self.knob}\n" if self.knob is not None else ""
+        decode += f"SECRET_TOKEN={self.secret}\n" if self.secret is not None else ""
+        (env_dir / "prefill.env").write_text(common)
+        (env_dir / "decode.env").write_text(f"# decode\n{common}{decode}{self.decode_env}")
+        (env_dir / "router.env").write_text("")
+
+
+_ENV_FIELDS = frozenset(f.name for f in fields(PdEnv))
 
 
 def write_pd_spec(
-    root: Path,
-    *,
-    knob: str | None = "512",
-    time_scale: float = 0.05,
-    decode_env: str = "",
-    worker_env: str = "",
-    secret: str | None = None,
-    proxy_args: list[str] | None = None,
-    name: str = "test-pd",
-    ports: PdPorts | None = None,
-    knobs: Knobs = (DEFAULT_KNOB,),
-    host: str | None = None,
-    hosts_toml: str = "",
-    state_dir: str = "state",
-    env_dir: str = "env",
+    root: Path, *, ports: PdPorts | None = None, env_dir: str = "env", **options: Any
 ) -> Path:
-    """Write ``root/servelab.toml`` (see :func:`pd_spec_toml`) and its env files (see
-    :func:`write_pd_env`; ``env_dir`` relative to ``root`` or absolute); return the spec's path."""
-    write_pd_env(
-        root / env_dir,
-        knob=knob,
-        time_scale=time_scale,
-        decode_env=decode_env,
-        worker_env=worker_env,
-        secret=secret,
-    )
-    text = pd_spec_toml(
-        ports or PdPorts.free(),
-        name=name,
-        state_dir=state_dir,
-        env_dir=env_dir,
-        knobs=knobs,
-        host=host,
-        hosts_toml=hosts_toml,
-        proxy_args=proxy_args,
-    )
+    """Write ``root/servelab.toml`` and its env files; return the spec's path.
+
+    ``options`` are :class:`PdEnv`'s fields (``knob``, ``time_scale``, ``decode_env``,
+    ``worker_env``, ``secret``) and :func:`pd_spec_toml`'s keywords (``name``, ``state_dir``,
+    ``knobs``, ``host``, ``hosts_toml``, ``proxy_args``). ``env_dir`` is relative to ``root`` or
+    absolute; ``ports`` default to free ones.
+    """
+    env = {key: value for key, value in options.items() if key in _ENV_FIELDS}
+    PdEnv(**env).write(root / env_dir)
+    toml = {key: value for key, value in options.items() if key not in _ENV_FIELDS}
+    text = pd_spec_toml(ports or PdPorts.free(), env_dir=env_dir, **toml)
     spec = root / "servelab.toml"
     spec.write_text(text, encoding="utf-8")
     return spec

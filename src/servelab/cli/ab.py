@@ -68,7 +68,7 @@ def _write(out: Path, result: AbResult) -> list[Path]:
 @click.option("--knob", "knob", required=True, help="SERVICE:NAME=BASELINE,CANDIDATE")
 @click.option("--concurrency", default="64,80,96", show_default=True, help="Comma list.")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Visits/arm.")
-@click.option("--requests", default=192, show_default=True, type=click.IntRange(1), help="Per run.")
+@click.option("--requests", default=256, show_default=True, type=click.IntRange(1), help="Per run.")
 @click.option("--input-len", default="128", show_default=True, help="Prompt tokens (N or a:b).")
 @click.option("--output-len", default="64", show_default=True, help="Output tokens (N or a:b).")
 @click.option("--warmup", default=4, show_default=True, type=click.IntRange(0))

@@ -146,7 +146,7 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
 
 @click.command("demo")
 @click.option("--repeat", default=3, show_default=True, type=click.IntRange(2), help="A/B visits.")
-@click.option("--requests", default=192, show_default=True, type=click.IntRange(8))
+@click.option("--requests", default=256, show_default=True, type=click.IntRange(8))
 @click.option("--keep-up", is_flag=True, help="Leave the deployment running at the end.")
 def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
     """Tell the reference incident with real commands on the embedded simulated stack."""

@@ -12,7 +12,8 @@ import aiohttp
 
 __all__ = ["BODY_LIMIT", "ProbeResult", "probe"]
 
-#: Bodies are truncated to this many characters (enough for /health, /readiness, error JSON).
+#: Bodies are truncated to this many characters by default (enough for /health, /readiness,
+#: error JSON); ``probe(..., body_limit=None)`` keeps the whole body (a JSON document, /metrics).
 BODY_LIMIT = 500
 
 
@@ -48,8 +49,13 @@ async def probe(
     method: str = "GET",
     json_body: Any = None,
     headers: dict[str, str] | None = None,
+    body_limit: int | None = BODY_LIMIT,
 ) -> ProbeResult:
-    """Send one request to ``url`` and report status, body (truncated) and elapsed time."""
+    """Send one request to ``url`` and report status, body and elapsed time.
+
+    The body is cut to ``body_limit`` characters; None keeps all of it. ``timeout`` bounds the
+    whole exchange, body included.
+    """
     start = time.perf_counter()
     client_timeout = aiohttp.ClientTimeout(total=timeout)
     try:
@@ -57,8 +63,7 @@ async def probe(
             aiohttp.ClientSession(timeout=client_timeout) as session,
             session.request(method, url, json=json_body, headers=headers) as response,
         ):
-            raw = await response.content.read(BODY_LIMIT * 4)
-            body = raw.decode("utf-8", "replace")[:BODY_LIMIT]
+            body = await _read_body(response, body_limit)
             status = response.status
     except TimeoutError:
         return ProbeResult(
@@ -69,6 +74,13 @@ async def probe(
     except (OSError, ValueError) as exc:
         return ProbeResult(url, None, "", time.perf_counter() - start, _describe(exc))
     return ProbeResult(url, status, body, time.perf_counter() - start)
+
+
+async def _read_body(response: aiohttp.ClientResponse, limit: int | None) -> str:
+    if limit is None:
+        return (await response.read()).decode("utf-8", "replace")
+    raw = await response.content.read(limit * 4)
+    return raw.decode("utf-8", "replace")[:limit]
 
 
 def _describe(exc: BaseException) -> str:

@@ -345,26 +345,20 @@ def _note_stall(
 # -------------------------------------------------------------------------------- localization
 async def discover_workers(router_url: str, *, timeout: float = 5.0) -> tuple[WorkerTarget, ...]:
     """Engines behind a router, from its ``GET /workers``."""
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as http:
-        body = await _get_text(http, router_url.rstrip("/") + "/workers")
+    body = await _get_text(router_url.rstrip("/") + "/workers", timeout)
     pairs = parse_workers(body)
     return tuple(WorkerTarget(f"{role}{i}", role, url) for i, (role, url) in enumerate(pairs))
 
 
-async def _get_text(http: aiohttp.ClientSession, url: str) -> str:
+async def _get_text(url: str, timeout: float) -> str:
     """The whole body of ``GET url`` ("" on any failure: a missing scrape is not evidence)."""
-    try:
-        async with http.get(url) as resp:
-            return await resp.text() if resp.status == 200 else ""
-    except (aiohttp.ClientError, ConnectionError, TimeoutError, UnicodeDecodeError):
-        return ""
+    result = await probe(url, timeout=timeout, body_limit=None)
+    return result.body if result.status == 200 else ""
 
 
 async def _scrape(workers: tuple[WorkerTarget, ...], timeout: float) -> list[dict[str, float]]:
     """Each engine's /metrics, parsed (an empty dict when it could not be read)."""
-    client_timeout = aiohttp.ClientTimeout(total=timeout)
-    async with aiohttp.ClientSession(timeout=client_timeout) as http:
-        texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics") for w in workers))
+    texts = await asyncio.gather(*(_get_text(w.url + "/metrics", timeout) for w in workers))
     return [parse_metrics(t) for t in texts]
 
 

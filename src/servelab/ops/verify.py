@@ -24,8 +24,6 @@ from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 from typing import Any
 
-import aiohttp
-
 from servelab.core.envfile import EnvFile
 from servelab.core.records import RequestRecord
 from servelab.core.spec import spec_hash
@@ -485,16 +483,13 @@ async def _requests_served(decode_urls: list[str]) -> list[int] | None:
 
 
 async def _get_json(url: str, timeout: float = 5.0) -> Any:
-    """GET a JSON document in full (``probe`` truncates bodies); None on any failure."""
+    """GET a JSON document in full; None on any failure (no answer, not 200, not JSON)."""
+    result = await probe(url, timeout=timeout, body_limit=None)
+    if result.status != 200:
+        return None
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-            session.get(url) as response,
-        ):
-            if response.status != 200:
-                return None
-            return json.loads(await response.read())
-    except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+        return json.loads(result.body)
+    except ValueError:
         return None
 
 
