@@ -97,7 +97,7 @@ def ab_command(**opts: Any) -> None:
     if opts["as_json"]:
         print_json({**result.to_json(), "files": [str(f) for f in files]})
     else:
-        console.print(ab_markdown(result))
+        console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
         for path in files:
             console.print(f"wrote {path}")
     failed = sum(v.failed_requests for v in result.visits)
