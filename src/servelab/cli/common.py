@@ -38,8 +38,9 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# Piped output (a log, `| tee`) gets 120 columns instead of rich's 80, so tables stay whole.
+console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
+err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 120)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])

@@ -7,9 +7,10 @@ demo doubles as a tour of what a user types. The story:
    (cold), status, and a layered verify;
 2. an A/B of the decode knob (256 against 512) at C64/C80/C96: the throughput win and the C96 < C80
    anomaly of the old value;
-3. multi-round agentic sessions hang behind a client-side proxy; a case is opened, the knob (the
-   latest change) is reverted under suspicion with its cost shown; the soak still hangs and
-   localizes the stall to the proxy; the case is resolved, the knob restored and verified live;
+3. multi-round agentic sessions hang behind a client-side proxy; a case is opened and the hang
+   reproduced by a soak; the knob (the latest change) is reverted under suspicion with its cost
+   shown; the soak still hangs and localizes the stall to the proxy; the case is resolved, the knob
+   restored and verified live;
 4. the docs are generated from the ledger; everything is torn down, nothing left running.
 """
 
@@ -127,10 +128,12 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
     story.spec_for_down = ["-f", str(spec)]
     case = story.cmd_json("case", "open", "Multi-round agentic sessions hang after a few rounds")
     cid = str(case["id"])
+    story.say("reproduce: agent sessions through the proxy, as the users run them")
+    story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     story.cmd("case", "suspect", cid, KNOB_TARGET, "--reason", "the latest change before the hang")
     story.say("the knob was the latest change: revert it under suspicion (its cost shows first)")
     story.cmd("case", "revert", cid, KNOB_TARGET, "--yes", "-f", str(spec))
-    story.say("soak again with the knob reverted: does the hang go away?")
+    story.say("soak again with the knob reverted: does the hang go away? (it does not)")
     story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     why = "fresh connections and direct-to-router replays of the stalled payload succeed"
     story.cmd("case", "suspect", cid, "component:proxy", "--reason", why)
