@@ -15,7 +15,8 @@ from html import escape
 __all__ = ["CaseRow", "KnobRow", "render_index"]
 
 _CSS = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1.5rem; max-width: 70rem; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1.5rem;
+       max-width: 70rem; color: #222; }
 table { border-collapse: collapse; margin: 1rem 0; }
 th, td { border: 1px solid #ccc; padding: .3rem .6rem; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
