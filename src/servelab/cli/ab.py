@@ -24,7 +24,7 @@ from servelab.core.compare import INCONCLUSIVE
 from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.ab import AbConfig, AbResult, run_ab
-from servelab.ops.bench import BenchConfig
+from servelab.ops.bench import BenchConfig, Progress
 from servelab.report.ab import ab_markdown, ab_png
 
 __all__ = ["parse_knob_arms", "register"]
@@ -47,11 +47,19 @@ def _say(message: str) -> None:
     err_console.print(f"[dim]{message}[/]")
 
 
+def _bench_progress(event: Progress) -> None:
+    """One line per measured level (the arms take minutes; say where they are)."""
+    if event.phase == "run" and event.done == event.total:
+        err_console.print(f"[dim]  C{event.concurrency}: {event.total} requests measured[/]")
+
+
 async def _ab(spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig) -> AbResult:
     loaded = load_spec(spec_path)
     loaded.spec.service(cfg.service)  # unknown service: a SpecError (exit 2) before anything runs
     with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
-        return await run_ab(loaded, cfg, ledger=ledger, progress=_say)
+        return await run_ab(
+            loaded, cfg, ledger=ledger, progress=_say, bench_progress=_bench_progress
+        )
 
 
 def _write(out: Path, result: AbResult) -> list[Path]:

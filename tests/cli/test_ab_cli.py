@@ -1,0 +1,55 @@
+"""`servelab ab` as a real process against a real stack (sim workers + the real router): JSON
+shape, files written, the knob restored, and bad input refused before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from servelab.core.spec import DEFAULT_KNOB
+from tests.support import run_cli
+from tests.support.specs import write_pd_spec
+
+
+@pytest.mark.timeout(240)
+def test_ab_json_files_and_restore(tmp_path: Path) -> None:
+    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    ledger = str(tmp_path / "ledger.db")
+    assert run_cli("up", "-f", spec, "--ledger", ledger).returncode == 0
+    try:
+        out = tmp_path / "out"
+        result = run_cli(
+            "ab", "-f", spec, "--ledger", ledger, "--knob", f"decode:{DEFAULT_KNOB}=256,512",
+            "--concurrency", "2,4", "--repeat", "2", "--requests", "12", "--warmup", "2",
+            "--output-len", "8", "--input-len", "32", "--out", str(out), "--json",
+            timeout=200,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        doc = json.loads(result.stdout)
+        assert [arm["value"] for arm in doc["arms"]] == ["256", "512"]
+        assert [c["concurrency"] for c in doc["comparisons"]] == [2, 4]
+        assert all(len(v) == 2 for arm in doc["arms"] for v in arm["throughput"].values())
+        assert doc["restored"] is True and doc["original"] == "512"
+        assert isinstance(doc["anomalies"], list)
+        assert sorted(p.name for p in out.iterdir()) == [
+            f"ab-{doc['ab_id']}.md",
+            f"ab-{doc['ab_id']}.png",
+        ]
+        assert "verified live" in result.stderr
+        knob = run_cli("knob", "diff", "decode", DEFAULT_KNOB, "-f", spec, "--json")
+        assert json.loads(knob.stdout)["live"] == "512"
+    finally:
+        run_cli("down", "-f", spec, "--ledger", ledger)
+
+
+@pytest.mark.parametrize(
+    ("knob", "words"),
+    [("decode-256,512", "SERVICE:NAME=BASELINE,CANDIDATE"), ("ghost:K=1,2", "unknown service")],
+)
+def test_bad_knob_argument_exits_2(tmp_path: Path, knob: str, words: str) -> None:
+    spec = str(write_pd_spec(tmp_path))
+    result = run_cli("ab", "-f", spec, "--knob", knob, "--ledger", str(tmp_path / "l.db"))
+    assert result.returncode == 2
+    assert words in result.stderr
