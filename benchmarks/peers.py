@@ -204,6 +204,8 @@ def servelab_cmd(url: str, conc: int, n: int) -> list[str]:
         str(n),
         "--warmup",
         str(conc),
+        "--ramp",  # all users start together, as aiperf's do: the ideal below counts waves
+        "0",
         "--input-len",
         str(ISL),
         "--output-len",

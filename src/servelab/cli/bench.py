@@ -212,6 +212,13 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     help="Warm-up requests per concurrency, not measured.",
 )
 @click.option(
+    "--ramp",
+    default=None,
+    type=click.FloatRange(0),
+    help="Closed loop: seconds over which the users start (default: the warm-up's median E2E; "
+    "0: all at once).",
+)
+@click.option(
     "--idle-timeout",
     default=60.0,
     show_default=True,
@@ -262,6 +269,7 @@ def bench_command(**opts: Any) -> None:
         repeat=opts["repeat"],
         rate=opts["rate"],
         warmup=opts["warmup"],
+        ramp_s=opts["ramp"],
         idle_timeout_s=opts["idle_timeout"],
         deadline_s=opts["deadline"],
         seed=opts["seed"],
