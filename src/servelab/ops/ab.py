@@ -13,12 +13,13 @@ experiment is recorded in the ledger with the shape the case/restore code reads.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servelab.core.compare import Anomaly, Comparison, compare_arms, find_anomalies
-from servelab.errors import BenchError
+from servelab.errors import BenchError, ServelabError
 from servelab.io.specfile import LoadedSpec
 from servelab.io.store import Ledger
 from servelab.ops.bench import BenchConfig, ProgressFn, RunResult, run_bench, run_payload
@@ -119,10 +120,15 @@ def _router_url(loaded: LoadedSpec) -> str:
 
 
 async def _make_live(
-    loaded: LoadedSpec, cfg: AbConfig, value: str, ledger: Ledger | None, say: Say
+    loaded: LoadedSpec,
+    cfg: AbConfig,
+    value: str | None,
+    ledger: Ledger | None,
+    say: Say,
+    reason: str,
 ) -> tuple[int | None, str | None]:
     """Set the knob, co-restart, and prove it live end to end; raise when it is not."""
-    await set_knob(loaded, cfg.service, cfg.knob, value, reason=f"ab arm {value}", ledger=ledger)
+    await set_knob(loaded, cfg.service, cfg.knob, value, reason=reason, ledger=ledger)
     report = await restart(loaded, [cfg.service], verify_after=False, progress=say, ledger=ledger)
     if not report.ok:
         failed = [s.service for s in report.steps if not s.ok]
@@ -188,21 +194,39 @@ async def run_ab(
         for rnd in range(cfg.repeat):
             for value in (cfg.baseline, cfg.candidate):
                 say(f"round {rnd + 1}/{cfg.repeat}: arm {cfg.knob}={value}")
-                vid, live = await _make_live(loaded, cfg, value, ledger, say)
+                why = f"ab: arm {value}, round {rnd + 1}"
+                vid, live = await _make_live(loaded, cfg, value, ledger, say, why)
                 visit = await _measure(loaded, cfg, value, rnd, ledger, bench_progress)
                 visit.verification_id, visit.live_value = vid, live
                 result.visits.append(visit)
-    finally:
-        if not cfg.keep and original is not None:
-            say(f"restoring {cfg.service} {cfg.knob}={original}")
-            await _make_live(loaded, cfg, original, ledger, say)
-            result.restored = True
+    except BaseException:
+        # Put the original value back, but never hide why the experiment stopped.
+        with contextlib.suppress(ServelabError):
+            await _restore(loaded, cfg, original, ledger, say, result)
+        raise
+    await _restore(loaded, cfg, original, ledger, say, result)
     _conclude(result)
     if ledger is not None:
         result.ab_id = ledger.record_ab(
             service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.to_json()
         )
     return result
+
+
+async def _restore(
+    loaded: LoadedSpec,
+    cfg: AbConfig,
+    original: str | None,
+    ledger: Ledger | None,
+    say: Say,
+    result: AbResult,
+) -> None:
+    if cfg.keep:
+        return
+    shown = "unset" if original is None else f"={original}"
+    say(f"restoring {cfg.service} {cfg.knob} {shown}")
+    await _make_live(loaded, cfg, original, ledger, say, "ab: restore the original value")
+    result.restored = True
 
 
 def _conclude(result: AbResult) -> None:
