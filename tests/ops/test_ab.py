@@ -7,6 +7,7 @@ flagged for 256 only. Each arm is proven live before it is measured; the origina
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -85,3 +86,24 @@ async def test_same_value_on_both_arms_is_refused(tmp_path: Path) -> None:
     cfg = AbConfig("decode", DEFAULT_KNOB, "512", "512", _config(1, (1,), 1).bench)
     with pytest.raises(BenchError, match="same value"):
         await run_ab(loaded, cfg)
+
+
+@pytest.mark.timeout(120)
+async def test_cancelled_ab_restores_the_original_value(tmp_path: Path) -> None:
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        task: asyncio.Task[object] | None = None
+
+        def progress(message: str) -> None:
+            # Ctrl-C while the 256 arm is live and being measured.
+            if "=256 verified live" in message and task is not None:
+                asyncio.get_running_loop().call_later(0.3, task.cancel)
+
+        cfg = _config(1, (2,), 400)
+        task = asyncio.create_task(run_ab(loaded, cfg, progress=progress))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "512"
+    finally:
+        await deploy.down(loaded)
