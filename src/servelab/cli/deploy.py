@@ -55,6 +55,25 @@ def _quiet(as_json: bool) -> Callable[[str], None] | None:
     return None if as_json and not sys.stderr.isatty() else _progress
 
 
+def _up_or_down(
+    action: Callable[..., Awaitable[deploy.DeployReport]],
+    services: tuple[str, ...],
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+) -> None:
+    report = run(
+        _with_ledger(
+            spec_path,
+            ledger_path,
+            lambda loaded, ledger: action(
+                loaded, list(services) or None, progress=_quiet(as_json), ledger=ledger
+            ),
+        )
+    )
+    _show(report.to_json(), render_deploy(report), as_json, report.ok)
+
+
 @click.command("up")
 @click.argument("services", nargs=-1)
 @spec_option
@@ -64,16 +83,7 @@ def up_command(
     services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
 ) -> None:
     """Start SERVICES (default: all) and their dependencies, in order, each gated on readiness."""
-    report = run(
-        _with_ledger(
-            spec_path,
-            ledger_path,
-            lambda loaded, ledger: deploy.up(
-                loaded, list(services) or None, progress=_quiet(as_json), ledger=ledger
-            ),
-        )
-    )
-    _show(report.to_json(), render_deploy(report), as_json, report.ok)
+    _up_or_down(deploy.up, services, spec_path, as_json, ledger_path)
 
 
 @click.command("down")
@@ -85,16 +95,7 @@ def down_command(
     services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
 ) -> None:
     """Stop SERVICES (default: all) and their dependents, dependents first. Idempotent."""
-    report = run(
-        _with_ledger(
-            spec_path,
-            ledger_path,
-            lambda loaded, ledger: deploy.down(
-                loaded, list(services) or None, progress=_quiet(as_json), ledger=ledger
-            ),
-        )
-    )
-    _show(report.to_json(), render_deploy(report), as_json, report.ok)
+    _up_or_down(deploy.down, services, spec_path, as_json, ledger_path)
 
 
 async def _status(spec_path: Path | None) -> list[deploy.ServiceStatus]:
