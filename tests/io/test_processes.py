@@ -75,20 +75,26 @@ async def test_spawn_env_alive_stop(host: Host, tmp_path: Path) -> None:
 
 
 async def test_stop_kills_stubborn_group(host: Host, tmp_path: Path) -> None:
-    script = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
-    command = f"{sys.executable} -c '{script}' & {sys.executable} -c '{script}'"
+    # Each child says "ready" only once SIGTERM is ignored: a SIGTERM sent earlier would kill it
+    # (and the stop would say "stopped"), so the test waits for both to say so.
+    script = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    command = f'{sys.executable} -c "{script}" & {sys.executable} -c "{script}"'
+    log = tmp_path / "s.log"
     record = await spawn(
         host,
         service="stubborn",
-        log=str(tmp_path / "s.log"),
+        log=str(log),
         env={},
         command=command,
         status_file=str(tmp_path / "s.status"),
     )
-    for _ in range(50):
-        if len(await group_members(host, record.pgid)) >= 3:
-            break
-        await asyncio.sleep(0.1)
+    deadline = asyncio.get_running_loop().time() + 30
+    while not log.exists() or log.read_text().count("ready") < 2:
+        assert asyncio.get_running_loop().time() < deadline, "children never said ready"
+        await asyncio.sleep(0.05)
     assert len(await group_members(host, record.pgid)) >= 3
     assert await stop_record(host, record, grace=0.5) == "killed"
     assert await group_members(host, record.pgid) == []
