@@ -109,3 +109,20 @@ def test_core_has_no_io_imports() -> None:
             else:
                 continue
             assert not (mods & banned), f"core/{path.name} imports {mods & banned}"
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_aiohttp_and_asyncssh_only_in_io_and_sim(path: Path) -> None:
+    """Third-party network clients are translated at the io/ boundary (the simulator serves)."""
+    if _layer(path) in ("io", "sim"):
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            mods = {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            mods = {node.module.split(".")[0]}
+        else:
+            continue
+        found = mods & {"aiohttp", "asyncssh"}
+        assert not found, f"{path.relative_to(SRC)}:{node.lineno} imports {sorted(found)}"

@@ -15,7 +15,6 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   └── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
-    ├── ProbeError(ConnectionError)       an HTTP probe could not reach its endpoint
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
     ├── StoreError(RuntimeError)          the ledger could not be read or written
     │   └── SchemaError                   the ledger's schema is newer than this servelab
@@ -37,7 +36,6 @@ __all__ = [
     "HealthTimeout",
     "HostError",
     "KnobError",
-    "ProbeError",
     "SSHError",
     "SchemaError",
     "ServelabError",
@@ -85,10 +83,6 @@ class HostError(ServelabError, OSError):
 
 class SSHError(HostError, ConnectionError):
     """The SSH connection to a host failed."""
-
-
-class ProbeError(ServelabError, ConnectionError):
-    """An HTTP probe could not reach its endpoint."""
 
 
 class KnobError(ServelabError, ValueError):

@@ -14,7 +14,7 @@ from servelab.core.envfile import parse_environ
 from servelab.errors import CommandTimeout, HostError
 from servelab.io import hosts as hosts_module
 from servelab.io.hosts import Host, backup_name, parse_proc_net_tcp
-from servelab.io.probe import probe
+from servelab.io.http import probe
 from tests.support import free_port
 from tests.support.processes import http_server as http_server_process
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from servelab.core.envfile import parse_environ
 from servelab.io import processes
 from servelab.io.hosts import Host
-from servelab.io.probe import probe
+from servelab.io.http import probe
 from servelab.io.processes import (
     PidRecord,
     command_status,

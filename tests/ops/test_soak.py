@@ -9,15 +9,18 @@ Every soak must end within its deadline and leave no process behind.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 
 import aiohttp
 import pytest
+from aiohttp import web
 
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
 from tests.support.http import set_faults
 from tests.support.processes import children
+from tests.support.servers import serve
 from tests.support.stack import SimStack, sim_stack
 
 SCALE = 0.05
@@ -172,3 +175,67 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     assert len(health) == 2 and all(o.healthy and o.data["status"] == 200 for o in health)
     assert {o.id for o in health} <= set(result.findings[0].supporting)
     assert all(f.layer != "client_proxy" for f in result.findings)
+
+
+_MODE = web.AppKey("mode", str)
+
+
+def _half_answer_app() -> web.Application:
+    """A chat endpoint that answers ``?mode``: one event then silence mid-event ("stall"), a
+    malformed event first ("malformed"), or HTTP 503 ("fail"); ``/v1/models`` lists ``m1``."""
+    app = web.Application()
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        mode = request.app[_MODE]
+        if mode == "fail":
+            return web.json_response({"error": {"message": "busy " * 100}}, status=503)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        delta = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": "hi"}}]}
+        await resp.write(b"data: " + json.dumps(delta).encode() + b"\n\n")
+        if mode == "malformed":
+            await resp.write(b"data: {'bad\n\n")
+        await resp.write(b'data: {"choices": [{"index": 0, "delta": {"content": " th')
+        await asyncio.sleep(10)
+        return resp
+
+    async def models(_: web.Request) -> web.Response:
+        return web.json_response({"data": [{"id": "m1"}]})
+
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    return app
+
+
+async def _soak_mode(mode: str) -> SoakResult:
+    app = _half_answer_app()
+    app[_MODE] = mode
+    runner, url = await serve(app)
+    try:
+        cfg = SoakConfig(
+            sessions=1,
+            rounds=2,
+            idle_timeout_s=0.5,
+            duration_s=10,
+            localize=False,
+            check_determinism=False,
+        )
+        return await soak(cfg, Targets(url))
+    finally:
+        await runner.cleanup()
+
+
+def test_body_stall_evidence_and_what_is_not_a_stall() -> None:
+    """Decoded from the stamped reads: a silence mid-body is a body stall with what it got; a
+    malformed event before the silence is an error (as if decoded live); HTTP 503 is an error."""
+    stalled = asyncio.run(_soak_mode("stall"))
+    assert stalled.model == "m1" and len(stalled.stalls) == 1
+    stall = stalled.stalls[0]
+    assert (stall.phase, stall.reason, stall.received_events) == ("body", "idle timeout", 1)
+    assert stall.received_bytes > 80 and stall.connection_requests == 0
+    malformed = asyncio.run(_soak_mode("malformed"))
+    assert malformed.stalls == [] and malformed.errors[0]["error"] == "malformed stream"
+    failed = asyncio.run(_soak_mode("fail"))
+    assert failed.stalls == [] and failed.errors[0]["error"] == "http 503"
+    assert failed.sessions[0].rounds_done == 0 and failed.sessions[0].connections == 1

@@ -24,7 +24,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.core.workload import LengthDist
-from servelab.io.probe import probe
+from servelab.io.http import model_id
 from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import bench as ops
@@ -61,17 +61,6 @@ def _click_parse(
             raise click.BadParameter(str(exc)) from None
 
     return callback
-
-
-async def _model_id(url: str) -> str | None:
-    result = await probe(url.rstrip("/") + "/v1/models", timeout=10.0)
-    if not result.ok:
-        return None
-    try:
-        data = json.loads(result.body)["data"]
-        return str(data[0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
 
 
 def _target(url: str | None, spec_path: Path | None) -> tuple[str, Path]:
@@ -259,7 +248,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 def bench_command(**opts: Any) -> None:
     """Benchmark streaming completions; exit 0 only when no request failed."""
     url, state_dir = _target(opts["url"], opts["spec_path"])
-    model = opts["model"] or run(_model_id(url)) or "default"
+    model = opts["model"] or run(model_id(url, 10.0)) or "default"
     config = ops.BenchConfig(
         url=url,
         concurrencies=opts["concurrency"],

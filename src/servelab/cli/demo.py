@@ -27,7 +27,7 @@ import click
 
 from servelab.cli.common import console, run
 from servelab.core.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
-from servelab.io.probe import probe
+from servelab.io.http import probe
 from servelab.io.specfile import load_spec
 
 __all__ = ["proxy_spec_text", "register"]

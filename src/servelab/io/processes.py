@@ -28,7 +28,7 @@ from typing import Any
 
 from servelab.errors import HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts import Host
-from servelab.io.probe import ProbeResult, probe
+from servelab.io.http import ProbeResult, probe
 
 __all__ = [
     "OUTCOME_OK",

@@ -26,7 +26,7 @@ from servelab.core import metrics as m
 from servelab.core.records import RequestRecord, decode_chunks, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
-from servelab.io.httpclient import Chunks, StreamClient, chat_body, completion_body
+from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
 
 __all__ = [
     "BenchConfig",

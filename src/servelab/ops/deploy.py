@@ -45,7 +45,7 @@ from servelab.errors import (
     ServiceStartError,
 )
 from servelab.io.hosts import Host, backup_name, host_for
-from servelab.io.probe import ProbeResult, probe
+from servelab.io.http import ProbeResult, probe
 from servelab.io.processes import (
     OUTCOME_OK,
     OUTCOME_TIMED_OUT_HEALTHY,

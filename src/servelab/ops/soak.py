@@ -1,10 +1,11 @@
 """The multi-round agentic soak: sessions, stall detection, and automatic hang localization.
 
 Each session is one :class:`~servelab.core.agentic.Conversation` driven through the entry point on
-its own aiohttp session (one keep-alive connection, ``limit=1``; ``connection="fresh"`` closes it
-after every request). Bytes are pumped into the sans-I/O SSE decoder, then into the request record
+its own :class:`~servelab.io.http.StreamClient` (one keep-alive connection, ``concurrency=1``;
+``connection="fresh"`` closes it after every request; its connections traced). Each answer's
+stamped reads go through the sans-I/O SSE decoder into the request record
 (:class:`~servelab.core.records.StreamAccumulator`) and the answer assembler. A request that gets
-no byte for ``idle_timeout_s`` (aiohttp's ``sock_read`` timer, head included) is a stall; the
+no byte for ``idle_timeout_s`` (the client's idle watchdog, head included) is a stall; the
 whole soak ends at ``duration_s``. At the first stall the soak localizes it once (:func:`localize`);
 the pure rules of :mod:`servelab.core.diagnose` turn the evidence into findings. Ctrl-C
 (cancellation) and the deadline end the soak with the partial result, which the caller records.
@@ -19,8 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
-
-import aiohttp
 
 from servelab.core.agentic import (
     Answer,
@@ -46,16 +45,9 @@ from servelab.core.diagnose import (
     parse_metrics,
     parse_workers,
 )
-from servelab.core.records import (
-    REASON_CONNECTION,
-    REASON_IDLE,
-    REASON_TRUNCATED,
-    RequestRecord,
-    StreamAccumulator,
-    http_reason,
-)
+from servelab.core.records import REASON_IDLE, RequestRecord, StreamAccumulator
 from servelab.core.sse import SSEDecoder
-from servelab.io.probe import probe
+from servelab.io.http import Connections, HttpClient, StreamClient, Transfer, using_client
 
 __all__ = [
     "Exchange",
@@ -71,8 +63,6 @@ __all__ = [
 
 Progress = Callable[[str], None]
 _CHAT = "/v1/chat/completions"
-_ERROR_BODY_MAX = 2048
-_HEADERS = {"Content-Type": "application/json"}
 
 
 @dataclass(frozen=True)
@@ -183,77 +173,57 @@ class SoakResult:
 
 
 # ----------------------------------------------------------------------------------- exchange
-@dataclass
-class _Connection:
-    """Which connection a session's next request rides on (aiohttp's connection-created signal)."""
-
-    opened: int = 0
-    opened_at: float = field(default_factory=time.monotonic)
-    carried: int = 0
-
-    async def created(self, *_: Any) -> None:
-        self.opened, self.opened_at, self.carried = self.opened + 1, time.monotonic(), 0
-
-
-async def _pump(resp: aiohttp.ClientResponse, ex: Exchange) -> None:
-    decoder, acc, asm = SSEDecoder(), StreamAccumulator(ex.record), AnswerAssembler()
-    while True:
-        data = await resp.content.readany()
-        now = perf_counter_ns()
-        if not data:
-            break
-        ex.received_bytes += len(data)
-        events = decoder.feed(data, now)
+def _decoded(got: Transfer) -> Exchange:
+    """The answer's stamped reads through the SSE decoder, the record and the answer assembler,
+    exactly as if decoded on arrival: the stream's own failures (malformed, server error) come
+    before a transport failure that cut it, and only a stream that ended is finished."""
+    record = got.record
+    ex = Exchange(record, got.received_bytes, 0, got.phase)
+    if record.status is None or record.status >= 300:
+        return ex
+    cut = None if record.error is None else (record.error, record.error_detail)
+    record.error, record.error_detail = None, ""
+    decoder, acc, asm = SSEDecoder(), StreamAccumulator(record), AnswerAssembler()
+    for t_ns, data in got.chunks:
+        events = decoder.feed(data, t_ns)
         ex.received_events += len(events)
         acc.on_events(events)
         asm.on_events(events)
-    tail = decoder.flush(perf_counter_ns())
+    if cut is not None:
+        record.fail(*cut)
+        return ex
+    end_ns = record.end_ns or perf_counter_ns()
+    tail = decoder.flush(end_ns)
     asm.on_events([e for e in tail if e.complete])
-    acc.finish(perf_counter_ns(), tail)
+    acc.finish(end_ns, tail)
     ex.answer = asm.answer()
-
-
-async def _exchange(http: aiohttp.ClientSession, url: str, body: bytes, index: int) -> Exchange:
-    """POST one streamed chat request; every failure goes into the record, nothing raises
-    except cancellation (and the caller's deadline, as TimeoutError)."""
-    ex = Exchange(RequestRecord(index=index, scheduled_ns=perf_counter_ns()))
-    record = ex.record
-    record.sent_ns = perf_counter_ns()
-    try:
-        async with http.post(url, data=body, headers=_HEADERS) as resp:
-            ex.phase = "body"
-            record.first_byte_ns = perf_counter_ns()
-            record.status = resp.status
-            if resp.status >= 300:
-                text = await resp.content.read(_ERROR_BODY_MAX)
-                ex.received_bytes = len(text)
-                record.fail(http_reason(resp.status), text.decode("utf-8", "replace"))
-            else:
-                await _pump(resp, ex)
-    except aiohttp.SocketTimeoutError:
-        record.fail(REASON_IDLE, "no bytes within the idle timeout")
-    except aiohttp.ClientPayloadError as exc:
-        record.fail(REASON_TRUNCATED, str(exc))
-    except (aiohttp.ClientError, ConnectionError) as exc:
-        record.fail(REASON_CONNECTION, f"{type(exc).__name__}: {exc}")
-    if record.end_ns is None:
-        record.end_ns = perf_counter_ns()
     return ex
 
 
-def _http_session(
-    idle_s: float, *, fresh: bool, trace: aiohttp.TraceConfig | None = None
-) -> aiohttp.ClientSession:
-    timeout = aiohttp.ClientTimeout(total=None, connect=min(10.0, idle_s), sock_read=idle_s)
-    connector = aiohttp.TCPConnector(limit=1, force_close=fresh)
-    traces = [trace] if trace is not None else None
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, trace_configs=traces)
+async def _exchange(client: StreamClient, body: bytes, index: int) -> Exchange:
+    """POST one streamed chat request; every failure goes into the record, nothing raises
+    except cancellation (and the caller's deadline, as TimeoutError)."""
+    record = RequestRecord(index=index, scheduled_ns=perf_counter_ns())
+    return _decoded(await client.transfer(_CHAT, body, record))
+
+
+def _client(url: str, idle_s: float, *, fresh: bool) -> StreamClient:
+    """One session's client: one keep-alive connection (``fresh``: a new one per request)."""
+    connect_s = min(10.0, idle_s)
+    return StreamClient(
+        url,
+        concurrency=1,
+        idle_timeout_s=idle_s,
+        connect_timeout_s=connect_s,
+        force_close=fresh,
+        trace_connections=True,
+    )
 
 
 async def _one_shot(url: str, body: dict[str, Any], idle_s: float) -> Exchange:
     """One request on a brand-new connection (closed afterwards)."""
-    async with _http_session(idle_s, fresh=True) as http:
-        return await _exchange(http, url + _CHAT, json.dumps(body).encode(), -1)
+    async with _client(url, idle_s, fresh=True) as client:
+        return await _exchange(client, json.dumps(body).encode(), -1)
 
 
 # ------------------------------------------------------------------------------------ sessions
@@ -265,6 +235,7 @@ class _Run:
     targets: Targets
     result: SoakResult
     progress: Progress
+    http: HttpClient = field(default_factory=HttpClient)  # probes, scrapes, lookups (not streams)
     inflight: int = 0
     sessions: list[asyncio.Task[None]] = field(default_factory=list)
 
@@ -280,25 +251,21 @@ class _Run:
 async def _session(run: _Run, outcome: SessionOutcome) -> None:
     cfg = run.config
     conv = Conversation(outcome.session, seed=cfg.seed, turn_words=cfg.turn_words)
-    conn, trace = _Connection(), aiohttp.TraceConfig()
-    trace.on_connection_create_end.append(conn.created)
-    url = run.targets.entry_url + _CHAT
-    async with _http_session(
-        cfg.idle_timeout_s, fresh=cfg.connection == "fresh", trace=trace
-    ) as http:
+    client = _client(run.targets.entry_url, cfg.idle_timeout_s, fresh=cfg.connection == "fresh")
+    assert client.connections is not None
+    async with client:
         for rnd in range(cfg.rounds):
             body = conv.request_body(model=run.result.model, max_tokens=cfg.max_tokens)
             raw = json.dumps(body).encode()
             run.inflight += 1
             try:
-                ex = await _exchange(http, url, raw, rnd)
+                ex = await _exchange(client, raw, rnd)
             finally:
                 run.inflight -= 1
                 outcome.requests += 1
-            outcome.connections = conn.opened
-            if not _account(run, outcome, conn, ex, body):
+            outcome.connections = client.connections.opened
+            if not _account(run, outcome, client.connections, ex, body):
                 return
-            conn.carried += 1
             conv.add_answer(ex.answer)
             outcome.rounds_done += 1
             if cfg.think_time_s:
@@ -306,15 +273,14 @@ async def _session(run: _Run, outcome: SessionOutcome) -> None:
 
 
 def _account(
-    run: _Run, outcome: SessionOutcome, conn: _Connection, ex: Exchange, body: dict[str, Any]
+    run: _Run, outcome: SessionOutcome, conn: Connections, ex: Exchange, body: dict[str, Any]
 ) -> bool:
     """Book one exchange into the result; False when the session cannot go on."""
     result, record, rnd = run.result, ex.record, ex.record.index
     for v in check_answer(ex.answer):
         result.issues.append(CorrectnessIssue(v.kind, outcome.session, rnd, v.detail))
     if ex.stalled:
-        age = time.monotonic() - conn.opened_at
-        _note_stall(run, outcome.session, rnd, body, ex, age, conn.carried)
+        _note_stall(run, outcome.session, rnd, body, ex, conn.age_s(), conn.carried)
         outcome.stalled = True
         return False
     if not record.ok:
@@ -343,22 +309,27 @@ def _note_stall(
 
 
 # -------------------------------------------------------------------------------- localization
-async def discover_workers(router_url: str, *, timeout: float = 5.0) -> tuple[WorkerTarget, ...]:
-    """Engines behind a router, from its ``GET /workers``."""
-    body = await _get_text(router_url.rstrip("/") + "/workers", timeout)
+async def discover_workers(
+    router_url: str, *, timeout: float = 5.0, http: HttpClient | None = None
+) -> tuple[WorkerTarget, ...]:
+    """Engines behind a router, from its ``GET /workers`` (on ``http`` when given)."""
+    async with using_client(http) as client:
+        body = await _get_text(client, router_url.rstrip("/") + "/workers", timeout)
     pairs = parse_workers(body)
     return tuple(WorkerTarget(f"{role}{i}", role, url) for i, (role, url) in enumerate(pairs))
 
 
-async def _get_text(url: str, timeout: float) -> str:
+async def _get_text(http: HttpClient, url: str, timeout: float) -> str:
     """The whole body of ``GET url`` ("" on any failure: a missing scrape is not evidence)."""
-    result = await probe(url, timeout=timeout, body_limit=None)
+    result = await http.probe(url, timeout=timeout, body_limit=None)
     return result.body if result.status == 200 else ""
 
 
-async def _scrape(workers: tuple[WorkerTarget, ...], timeout: float) -> list[dict[str, float]]:
+async def _scrape(
+    http: HttpClient, workers: tuple[WorkerTarget, ...], timeout: float
+) -> list[dict[str, float]]:
     """Each engine's /metrics, parsed (an empty dict when it could not be read)."""
-    texts = await asyncio.gather(*(_get_text(w.url + "/metrics", timeout) for w in workers))
+    texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics", timeout) for w in workers))
     return [parse_metrics(t) for t in texts]
 
 
@@ -371,11 +342,11 @@ async def _replay(path: str, url: str, body: dict[str, Any], idle_s: float) -> R
     return Replay(path, outcome, rec.status, time.monotonic() - start, ex.received_bytes, detail)
 
 
-async def _workers_probe(targets: Targets, timeout: float) -> Probe:
+async def _workers_probe(http: HttpClient, targets: Targets, timeout: float) -> Probe:
     """The router's own list of workers: ok when it lists at least one prefill and one decode."""
     assert targets.router_url is not None
     start = time.monotonic()
-    found = await discover_workers(targets.router_url, timeout=timeout)
+    found = await discover_workers(targets.router_url, timeout=timeout, http=http)
     roles = sorted(w.role for w in found)
     ok = "prefill" in roles and "decode" in roles
     detail = f"{len(found)} listed ({', '.join(roles) or 'none'})"
@@ -384,20 +355,20 @@ async def _workers_probe(targets: Targets, timeout: float) -> Probe:
     )
 
 
-async def _probes(targets: Targets, timeout: float) -> list[Probe]:
+async def _probes(http: HttpClient, targets: Targets, timeout: float) -> list[Probe]:
     jobs: list[tuple[str, str, str, Any]] = []
     if targets.router_url:
-        readiness = probe(targets.router_url + "/readiness", timeout=timeout)
+        readiness = http.probe(targets.router_url + "/readiness", timeout=timeout)
         jobs.append((targets.router_service, "router", "readiness", readiness))
     for w in targets.workers:
-        jobs.append((w.service, w.role, "health", probe(w.url + "/health", timeout=timeout)))
+        jobs.append((w.service, w.role, "health", http.probe(w.url + "/health", timeout=timeout)))
     results = await asyncio.gather(*(j[3] for j in jobs))
     probes = [
         Probe(s, role, kind, r.ok, r.status, r.elapsed_s, r.describe()[:200])
         for (s, role, kind, _), r in zip(jobs, results, strict=True)
     ]
     if targets.router_url:
-        probes.insert(1, await _workers_probe(targets, timeout))
+        probes.insert(1, await _workers_probe(http, targets, timeout))
     return probes
 
 
@@ -408,22 +379,30 @@ async def localize(
     model: str,
     idle_timeout_s: float,
     progress: Progress | None = None,
+    http: HttpClient | None = None,
 ) -> tuple[list[Replay], list[Probe], list[EngineActivity]]:
     """Replay ``body`` fresh through the entry point and straight to the router, probe the router
     and every worker, and scrape each engine's /metrics before and after (bounded by the idle
-    timeout plus a few seconds)."""
+    timeout plus a few seconds). Probes and scrapes go on ``http`` when given."""
     say = progress or (lambda _msg: None)
-    probe_s = min(5.0, idle_timeout_s)
     say("localizing: replaying the stalled payload on a fresh connection and to the router")
+    async with using_client(http) as client:
+        return await _evidence(client, targets, body, model, idle_timeout_s)
+
+
+async def _evidence(
+    http: HttpClient, targets: Targets, body: dict[str, Any], model: str, idle_timeout_s: float
+) -> tuple[list[Replay], list[Probe], list[EngineActivity]]:
+    probe_s = min(5.0, idle_timeout_s)
     t0 = time.monotonic()
-    before = await _scrape(targets.workers, probe_s)
+    before = await _scrape(http, targets.workers, probe_s)
     jobs = [_replay("fresh_entry", targets.entry_url, body, idle_timeout_s)]
     if targets.router_url:
         jobs.append(_replay("direct_router", targets.router_url, body, idle_timeout_s))
         jobs.append(_replay("e2e", targets.router_url, e2e_probe_body(model=model), idle_timeout_s))
     replays = list(await asyncio.gather(*jobs))
-    probes = await _probes(targets, probe_s)
-    after = await _scrape(targets.workers, probe_s)
+    probes = await _probes(http, targets, probe_s)
+    after = await _scrape(http, targets.workers, probe_s)
     interval = time.monotonic() - t0
     engines = [
         EngineActivity(w.service, w.role, b, a, interval)
@@ -475,15 +454,6 @@ async def _under_load(run: _Run, reference: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------- soak
-async def _model(entry_url: str, timeout: float) -> str:
-    res = await probe(entry_url + "/v1/models", timeout=timeout)
-    try:
-        data = json.loads(res.body) if res.ok else {}
-        return str(data["data"][0]["id"])
-    except (ValueError, KeyError, IndexError, TypeError):
-        return "default"
-
-
 async def _localize_when_stalled(run: _Run) -> None:
     await run.first_stall.wait()
     assert run.stalled_body is not None
@@ -493,6 +463,7 @@ async def _localize_when_stalled(run: _Run) -> None:
         model=run.result.model,
         idle_timeout_s=run.config.idle_timeout_s,
         progress=run.progress,
+        http=run.http,
     )
     run.result.localized = True
 
@@ -542,10 +513,11 @@ def _conclude(run: _Run, start: float) -> None:
     result.elapsed_s = time.monotonic() - start
 
 
-async def _resolve_targets(targets: Targets, timeout: float) -> Targets:
+async def _resolve_targets(run: _Run, timeout: float) -> Targets:
+    targets = run.targets
     if targets.workers or not targets.router_url:
         return targets
-    workers = await discover_workers(targets.router_url, timeout=timeout)
+    workers = await discover_workers(targets.router_url, timeout=timeout, http=run.http)
     return Targets(targets.entry_url, targets.router_url, workers, targets.router_service)
 
 
@@ -569,8 +541,9 @@ async def soak(
     try:
         async with asyncio.timeout(config.duration_s):
             probe_s = min(5.0, config.idle_timeout_s)
-            result.model = config.model or await _model(targets.entry_url, probe_s)
-            run.targets = result.targets = await _resolve_targets(targets, probe_s)
+            model = config.model or await run.http.model_id(targets.entry_url, probe_s)
+            result.model = model or "default"
+            run.targets = result.targets = await _resolve_targets(run, probe_s)
             say(
                 f"soak: {config.sessions} sessions x {config.rounds} rounds via "
                 f"{targets.entry_url} ({config.connection} connections)"
@@ -582,6 +555,7 @@ async def soak(
         result.interrupted = True
         raise
     finally:
+        await run.http.aclose()
         _conclude(run, start)
         if on_result is not None:
             on_result(result)

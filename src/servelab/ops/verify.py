@@ -29,8 +29,7 @@ from servelab.core.records import RequestRecord
 from servelab.core.spec import spec_hash
 from servelab.errors import KnobError, ServelabError
 from servelab.io.hosts import Host
-from servelab.io.httpclient import StreamClient, chat_body
-from servelab.io.probe import probe
+from servelab.io.http import HttpClient, StreamClient, chat_body, probe
 from servelab.io.specfile import LoadedSpec
 from servelab.io.store import Ledger
 from servelab.ops.knob import (
@@ -450,14 +449,6 @@ def _record_failure(record: RequestRecord) -> str | None:
     return None
 
 
-async def _model_id(base: str) -> str:
-    doc = await _get_json(base + "/v1/models")
-    try:
-        return str(doc["data"][0]["id"])
-    except (KeyError, IndexError, TypeError):
-        return "default"
-
-
 def _served(info: Any) -> int | None:
     """Requests a sim decode served so far; 0 while it has not warmed up; None: unknown."""
     sim = info.get("servelab") if isinstance(info, dict) else None
@@ -471,26 +462,15 @@ def _served(info: Any) -> int | None:
     return None
 
 
-async def _requests_served(decode_urls: list[str]) -> list[int] | None:
+async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int] | None:
     """Each sim decode's requests served so far (None: not a servelab sim, or unknown)."""
     counts = []
     for url in decode_urls:
-        count = _served(await _get_json(url + "/server_info"))
+        count = _served(await http.get_json(url + "/server_info"))
         if count is None:
             return None
         counts.append(count)
     return counts or None
-
-
-async def _get_json(url: str, timeout: float = 5.0) -> Any:
-    """GET a JSON document in full; None on any failure (no answer, not 200, not JSON)."""
-    result = await probe(url, timeout=timeout, body_limit=None)
-    if result.status != 200:
-        return None
-    try:
-        return json.loads(result.body)
-    except ValueError:
-        return None
 
 
 def _classify(
@@ -516,8 +496,9 @@ async def e2e_check(
 
     Returns (ok, detail, data); a failed request's detail names the status and the reason.
     """
-    model = await _model_id(base)
-    before = await _requests_served(decode_urls)
+    async with HttpClient() as http:
+        model = await http.model_id(base, 5.0) or "default"
+        before = await _requests_served(http, decode_urls)
     first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
     first = _timing(first_rec)
     data: dict[str, Any] = {"model": model, **first, "decode_requests_before": before}
