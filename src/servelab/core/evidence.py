@@ -25,11 +25,13 @@ __all__ = [
     "AbRunRecord",
     "BenchRunRecord",
     "CaseEvent",
+    "CaseExport",
     "CaseRecord",
     "CheckRecord",
     "DeploymentRecord",
     "Evidence",
     "KnobChangeRecord",
+    "LedgerExport",
     "SoakRunRecord",
     "Suspect",
     "VerificationRecord",
@@ -434,4 +436,78 @@ class CaseEvent:
             "at": self.at,
             "kind": self.kind,
             "detail": dict(self.detail),
+        }
+
+
+# -- the whole ledger ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseExport:
+    """A case with its suspects, evidence and events, as the export nests them."""
+
+    case: CaseRecord
+    suspects: tuple[Suspect, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    events: tuple[CaseEvent, ...] = ()
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> CaseExport:
+        return cls(
+            CaseRecord.from_row(row),
+            tuple(Suspect.from_row(s) for s in objs(row.get("suspects"))),
+            tuple(Evidence.from_row(e) for e in objs(row.get("evidence"))),
+            tuple(CaseEvent.from_row(e) for e in objs(row.get("events"))),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.case.to_json(),
+            "suspects": [s.to_json() for s in self.suspects],
+            "evidence": [e.to_json() for e in self.evidence],
+            "events": [e.to_json() for e in self.events],
+        }
+
+
+@dataclass(frozen=True)
+class LedgerExport:
+    """Every record of a ledger: ``servelab ledger export``'s document, typed."""
+
+    schema_version: int
+    path: str
+    deployments: tuple[DeploymentRecord, ...] = ()
+    knob_changes: tuple[KnobChangeRecord, ...] = ()
+    verifications: tuple[VerificationRecord, ...] = ()
+    bench_runs: tuple[BenchRunRecord, ...] = ()
+    ab_runs: tuple[AbRunRecord, ...] = ()
+    soak_runs: tuple[SoakRunRecord, ...] = ()
+    cases: tuple[CaseExport, ...] = ()
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> LedgerExport:
+        return cls(
+            schema_version=int(doc.get("schema_version") or 0),
+            path=str(doc.get("path", "")),
+            deployments=tuple(DeploymentRecord.from_row(r) for r in objs(doc.get("deployments"))),
+            knob_changes=tuple(KnobChangeRecord.from_row(r) for r in objs(doc.get("knob_changes"))),
+            verifications=tuple(
+                VerificationRecord.from_row(r) for r in objs(doc.get("verifications"))
+            ),
+            bench_runs=tuple(BenchRunRecord.from_row(r) for r in objs(doc.get("bench_runs"))),
+            ab_runs=tuple(AbRunRecord.from_row(r) for r in objs(doc.get("ab_runs"))),
+            soak_runs=tuple(SoakRunRecord.from_row(r) for r in objs(doc.get("soak_runs"))),
+            cases=tuple(CaseExport.from_json(r) for r in objs(doc.get("cases"))),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "path": self.path,
+            "deployments": [r.to_json() for r in self.deployments],
+            "knob_changes": [r.to_json() for r in self.knob_changes],
+            "verifications": [r.to_json() for r in self.verifications],
+            "bench_runs": [r.to_json() for r in self.bench_runs],
+            "ab_runs": [r.to_json() for r in self.ab_runs],
+            "soak_runs": [r.to_json() for r in self.soak_runs],
+            "cases": [c.to_json() for c in self.cases],
         }

@@ -35,11 +35,13 @@ from servelab.core.evidence import (
     AbRunRecord,
     BenchRunRecord,
     CaseEvent,
+    CaseExport,
     CaseRecord,
     CheckRecord,
     DeploymentRecord,
     Evidence,
     KnobChangeRecord,
+    LedgerExport,
     SoakRunRecord,
     Suspect,
     VerificationRecord,
@@ -473,27 +475,33 @@ class Ledger:
         rows = self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
         return [CaseEvent.from_row(r) for r in rows]
 
-    def export(self, *, records: bool = True) -> dict[str, Any]:
-        """Everything in the ledger as one JSON-ready document (``servelab ledger export``)."""
-        out: dict[str, Any] = {"schema_version": self.schema_version, "path": str(self._path)}
-        out["deployments"] = [r.to_json() for r in self.list_deployments()]
-        out["knob_changes"] = [r.to_json() for r in self.list_knob_changes()]
-        out["verifications"] = [r.to_json() for r in self.list_verifications()]
+    def snapshot(self, *, records: bool = True) -> LedgerExport:
+        """Every record in the ledger (bench runs with their per-request records unless not)."""
         runs = self.list_bench_runs()
         full = [self.get_bench_run(r.id) for r in runs] if records else runs
-        out["bench_runs"] = [r.to_json() for r in full if r is not None]
-        out["ab_runs"] = [r.to_json() for r in self.list_ab()]
-        out["soak_runs"] = [r.to_json() for r in self.list_soaks()]
-        out["cases"] = [self._case_export(c) for c in self.list_cases()]
-        return out
+        return LedgerExport(
+            schema_version=self.schema_version,
+            path=str(self._path),
+            deployments=tuple(self.list_deployments()),
+            knob_changes=tuple(self.list_knob_changes()),
+            verifications=tuple(self.list_verifications()),
+            bench_runs=tuple(r for r in full if r is not None),
+            ab_runs=tuple(self.list_ab()),
+            soak_runs=tuple(self.list_soaks()),
+            cases=tuple(self._case_export(c) for c in self.list_cases()),
+        )
 
-    def _case_export(self, case: CaseRecord) -> dict[str, Any]:
-        return {
-            **case.to_json(),
-            "suspects": [s.to_json() for s in self.list_suspects(case.id)],
-            "evidence": [e.to_json() for e in self.list_evidence(case.id)],
-            "events": [e.to_json() for e in self.list_case_events(case.id)],
-        }
+    def export(self, *, records: bool = True) -> dict[str, Any]:
+        """Everything in the ledger as one JSON-ready document (``servelab ledger export``)."""
+        return self.snapshot(records=records).to_json()
+
+    def _case_export(self, case: CaseRecord) -> CaseExport:
+        return CaseExport(
+            case,
+            tuple(self.list_suspects(case.id)),
+            tuple(self.list_evidence(case.id)),
+            tuple(self.list_case_events(case.id)),
+        )
 
 
 def _check_row(verification_id: int, check: Mapping[str, Any]) -> dict[str, Any]:
