@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.results import AbResultRecord, SoakDocument, SoakFinding
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io import store
 from servelab.io.migrations import SCHEMA_VERSION, migrate
@@ -65,27 +66,35 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
         summary={"64": {"tok_s": 1.5}},
         records=[{"i": i} for i in range(5)],
     )
-    ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result={"arms": []})
+    ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result=AbResultRecord())
     soak = ledger.record_soak(
-        config={"s": 4},
-        result={"ok": False},
-        findings=[{"layer": "client_proxy", "confidence": 0.9, "evidence": ["a"]}],
+        SoakDocument(
+            ok=False,
+            config={"s": 4},
+            findings=(SoakFinding("client_proxy", 0.9, evidence=("a",)),),
+        )
     )
-    assert ledger.get_deployment(dep)["detail"] == {"n": 3}
-    assert ledger.get_knob_change(knob)["old"] == "512"
-    assert ledger.get_knob_change(knob)["at"] == "2026-09-21T14:13:20.000Z"
-    checks = ledger.get_verification(ver)["checks"]
-    assert checks == [
+    dep_row = ledger.get_deployment(dep)
+    assert dep_row is not None and dep_row.detail == {"n": 3}
+    change = ledger.get_knob_change(knob)
+    assert change is not None and change.old == "512"
+    assert change.at == "2026-09-21T14:13:20.000Z"
+    verification = ledger.get_verification(ver)
+    assert verification is not None
+    assert [c.to_json() for c in verification.checks] == [
         {"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}
     ]
     got = ledger.get_bench_run(run)
-    assert got["n_records"] == 5 and got["records"][4] == {"i": 4}
-    assert "records" not in ledger.list_bench_runs()[0]
-    assert ledger.get_ab(ab)["result"] == {"arms": []}
-    assert ledger.list_ab(service="decode", knob="K")[0]["id"] == ab
+    assert got is not None and got.records is not None
+    assert got.n_records == 5 and got.records[4] == {"i": 4}
+    assert ledger.list_bench_runs()[0].records is None
+    ab_row = ledger.get_ab(ab)
+    assert ab_row is not None and ab_row.result.arms == ()
+    assert ledger.list_ab(service="decode", knob="K")[0].id == ab
     assert ledger.list_ab(knob="other") == []
     soak_row = ledger.get_soak(soak)
-    assert soak_row["ok"] is False and soak_row["findings"][0]["layer"] == "client_proxy"
+    assert soak_row is not None
+    assert soak_row.ok is False and soak_row.findings[0].layer == "client_proxy"
     assert ledger.get_bench_run(999) is None
 
 
@@ -104,17 +113,19 @@ def test_case_writers_and_verdicts(ledger: Ledger) -> None:
         root_cause="proxy",
         verdicts={"knob:decode/K": "exonerated", "component:proxy": "convicted"},
     )
-    suspects = {s["target"]: s["verdict"] for s in ledger.list_suspects(cid)}
+    suspects = {s.target: s.verdict for s in ledger.list_suspects(cid)}
     assert suspects == {"knob:decode/K": "exonerated", "component:proxy": "convicted"}
-    assert ledger.get_case(cid)["status"] == "resolved"
+    case = ledger.get_case(cid)
+    assert case is not None and case.status == "resolved"
     with pytest.raises(CaseError, match="verdict"):
         ledger.resolve_case(case_id=cid, root_cause="x", verdicts={"a": "maybe"})
-    assert ledger.get_case(cid)["root_cause"] == "proxy"  # the failed resolve changed nothing
+    case = ledger.get_case(cid)
+    assert case is not None and case.root_cause == "proxy"  # the failed resolve changed nothing
 
 
 def test_value_that_is_not_json_is_refused_and_nothing_written(ledger: Ledger) -> None:
     with pytest.raises(StoreError, match="not JSON"):
-        ledger.record_ab(service="d", knob="K", config={"x": object()}, result={})
+        ledger.record_ab(service="d", knob="K", config={"x": object()}, result=AbResultRecord())
     assert ledger.list_ab() == []
 
 
@@ -151,7 +162,7 @@ def test_older_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     raw.close()
     with Ledger.open(path) as ledger:
         assert ledger.schema_version == SCHEMA_VERSION
-        assert [r["knob"] for r in ledger.list_ab()] == ["K"]
+        assert [r.knob for r in ledger.list_ab()] == ["K"]
         assert ledger.create_case(title="after migration") == 1
 
 
@@ -206,9 +217,9 @@ def _assert_runs_whole(ledger: Ledger) -> None:
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         for run in ledger.list_bench_runs():
             (n,) = raw.execute(
-                "SELECT count(*) FROM bench_records WHERE run_id = ?", (run["id"],)
+                "SELECT count(*) FROM bench_records WHERE run_id = ?", (run.id,)
             ).fetchone()
-            assert n == run["n_records"], run["label"]
+            assert n == run.n_records, run.label
     finally:
         raw.close()
 
@@ -248,10 +259,10 @@ def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> Non
             child.stdout.close()
     assert child.returncode == -9 and "committed" not in rest
     with Ledger.open(path) as ledger:
-        labels = [r["label"] for r in ledger.list_bench_runs()]
+        labels = [r.label for r in ledger.list_bench_runs()]
         assert labels == ["k-0", "k-1", "k-2"]
         _assert_runs_whole(ledger)
-        assert ledger.record_ab(service="d", knob="K", config={}, result={}) == 1
+        assert ledger.record_ab(service="d", knob="K", config={}, result=AbResultRecord()) == 1
 
 
 def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
@@ -268,10 +279,10 @@ def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
         assert proc.returncode == 0 and out.strip() == "done", out
     with Ledger.open(path) as ledger:
         runs = ledger.list_bench_runs()
-        assert len(runs) == 300 and len({r["id"] for r in runs}) == 300
-        tags = "".join(r["label"][0] for r in runs)
+        assert len(runs) == 300 and len({r.id for r in runs}) == 300
+        tags = "".join(str(r.label)[0] for r in runs)
         assert tags.count("ab") + tags.count("ba") >= 2, "the writers did not overlap"
         for tag in ("a", "b"):
-            news = [c["new"] for c in ledger.list_knob_changes(service=tag)]
+            news = [c.new for c in ledger.list_knob_changes(service=tag)]
             assert news == [str(i) for i in range(150)]
         _assert_runs_whole(ledger)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ledger import RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.results import SoakDocument
 from servelab.errors import CaseError
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
@@ -60,7 +61,7 @@ def test_case_lifecycle_in_the_ledger(ledger: Ledger) -> None:
 
 def test_revert_preview_shows_cost_and_conviction_test(ledger: Ledger) -> None:
     seed_history(ledger)
-    ledger.record_soak(config={"knobs": {K: "512"}}, result={"ok": False}, findings=[])
+    ledger.record_soak(SoakDocument(ok=False, config={"knobs": {K: "512"}}))
     cid = cases.open_case(ledger, "hang")
     with pytest.raises(CaseError, match="not a suspect"):
         cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
@@ -124,7 +125,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
         assert any("restart" in line for line in said)
         change = ledger.list_knob_changes(case_id=cid)
-        assert [(c["old"], c["new"]) for c in change] == [("512", "256")]
+        assert [(c.old, c.new) for c in change] == [("512", "256")]
 
         view = cases.resolve_case(
             ledger, cid, "client-side proxy stalls reused connections",
@@ -141,8 +142,9 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         final = cases.view_case(ledger, cid)
         assert final.restore_status == RESTORE_VERIFIED
         assert [e.kind for e in final.case.events] == ["revert", "restore"]
-        e2e = [c for c in restored.verification["checks"] if c["layer"] == "e2e"]
-        assert e2e and all(c["ok"] for c in e2e)
+        assert restored.verification is not None
+        e2e = restored.verification.layer("e2e")
+        assert e2e and all(c.ok for c in e2e)
     assert SECRET.encode() not in ledger_path.read_bytes()
     wal = ledger_path.with_name(ledger_path.name + "-wal")
     assert not wal.exists() or SECRET.encode() not in wal.read_bytes()
@@ -176,4 +178,4 @@ start_timeout_s = 3
     assert event.kind == "revert" and event.detail["ok"] is False
     assert event.detail["error"] == outcome.error
     assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
-    assert [c["new"] for c in ledger.list_knob_changes(case_id=cid)] == ["256"]
+    assert [c.new for c in ledger.list_knob_changes(case_id=cid)] == ["256"]
