@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -12,7 +13,27 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.results import AbResultRecord, SoakDocument, SoakFinding
+from servelab.core.evidence import (
+    AbRunRecord,
+    BenchRunRecord,
+    CaseEvent,
+    CaseRecord,
+    CheckRecord,
+    DeploymentRecord,
+    Evidence,
+    KnobChangeRecord,
+    LedgerExport,
+    SoakRunRecord,
+    Suspect,
+    VerificationRecord,
+)
+from servelab.core.results import (
+    AbArm,
+    AbResultRecord,
+    ComparisonRecord,
+    SoakDocument,
+    SoakFinding,
+)
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io import store
 from servelab.io.migrations import SCHEMA_VERSION, migrate
@@ -286,3 +307,86 @@ def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
             news = [c.new for c in ledger.list_knob_changes(service=tag)]
             assert news == [str(i) for i in range(150)]
         _assert_runs_whole(ledger)
+
+
+# -- typed records through a real file ----------------------------------------------------------
+
+AT = "2026-09-21T14:13:20.000Z"  # _fixed_clock
+
+
+def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
+    path = tmp_path / "typed.db"
+    result = AbResultRecord(
+        service="decode", knob="K", baseline="256", candidate="512", restored=True,
+        arms=(AbArm("256", {"64": (100.0, 101.0)}, (1,)), AbArm("512", {"64": (113.0,)}, (2,))),
+        comparisons=(ComparisonRecord(64, 1.128, (1.1, 1.16), "better", "256", "512", 0.95,
+                                      {"method": "welch"}),),
+    )  # fmt: skip
+    finding = SoakFinding("client_proxy", 0.9, "proxy", "look", ({"id": "stalls"},))
+    doc = SoakDocument(ok=False, config={"knobs": {"decode/K": "512"}}, findings=(finding,))
+    check = {"layer": "live", "service": "decode", "ok": True, "detail": "live", "knob": "K"}
+    with Ledger.open(path, clock=_fixed_clock) as ledger:
+        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail={"n": 1})
+        ledger.record_knob_change(service="decode", name="K", old="256", new="512",
+                                  reason="ab", case_id=None, backup_path=None)  # fmt: skip
+        ledger.record_verification(spec_hash="h", ok=True, checks=[check])
+        ledger.record_bench_run(label="x", config={"c": 1}, summary={"s": 2}, records=[{"i": 0}])
+        ledger.record_ab(service="decode", knob="K", config={"repeats": 1}, result=result)
+        ledger.record_soak(doc)
+        cid = ledger.create_case(title="hang")
+        ledger.add_suspect(case_id=cid, target="knob:decode/K", reason="latest")
+        ledger.add_evidence(case_id=cid, kind="soak", ref_id=1, note="proxy")
+        ledger.record_case_event(case_id=cid, kind="revert", detail={"knob": "K", "ok": True})
+    with Ledger.open(path, clock=_fixed_clock) as ledger:
+        assert ledger.list_deployments() == [DeploymentRecord(1, AT, "pd", "h", "up", {"n": 1})]
+        assert ledger.list_knob_changes() == [
+            KnobChangeRecord(1, AT, "decode", "K", "256", "512", "ab", None, None)
+        ]
+        assert ledger.list_verifications() == [
+            VerificationRecord(1, AT, "h", True, (CheckRecord.from_json(check),))
+        ]
+        assert ledger.get_bench_run(1) == BenchRunRecord(1, AT, "x", {"c": 1}, {"s": 2}, 1,
+                                                         ({"i": 0},))  # fmt: skip
+        assert ledger.get_ab(1) == AbRunRecord(1, AT, "decode", "K", {"repeats": 1}, result)
+        assert ledger.get_soak(1) == SoakRunRecord(1, AT, False, doc.config, doc, (finding,))
+        assert ledger.get_case(cid) == CaseRecord(cid, AT, "hang", "open")
+        assert ledger.list_suspects(cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
+                                                     case_id=cid)]  # fmt: skip
+        assert ledger.list_evidence(cid) == [Evidence("soak", 1, "proxy", AT, id=1, case_id=cid)]
+        assert ledger.list_case_events(cid) == [
+            CaseEvent("revert", AT, {"knob": "K", "ok": True}, id=1, case_id=cid)
+        ]
+        snapshot = ledger.snapshot()
+        assert ledger.export() == snapshot.to_json()
+        assert LedgerExport.from_json(ledger.export()) == snapshot
+
+
+def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) -> None:
+    """Rows written in the old shape (arms with label and value, events with ok and verified)."""
+    path = tmp_path / "old.db"
+    old_result = {"arms": [{"label": "256", "value": "256", "throughput": {"64": [1.0]}},
+                           {"label": "512", "throughput": {"64": [2.0]}}]}  # fmt: skip
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")
+    migrate(raw, source=str(path))
+    raw.execute(
+        "INSERT INTO ab_runs (at, service, knob, config, result) "
+        "VALUES (?, 'decode', 'K', '{}', ?)",
+        (AT, json.dumps(old_result)),
+    )
+    raw.execute("INSERT INTO cases (at, title) VALUES (?, 'hang')", (AT,))
+    for ok, verified in ((True, True), (True, False)):
+        detail = {"knob": "K", "service": "decode", "ok": ok, "verified": verified}
+        raw.execute(
+            "INSERT INTO case_events (case_id, at, kind, detail) VALUES (1, ?, 'restore', ?)",
+            (AT, json.dumps(detail)),
+        )
+    raw.execute("COMMIT")
+    raw.close()
+    with Ledger.open(path) as ledger:
+        ab = ledger.get_ab(1)
+        assert ab is not None and [a.value for a in ab.result.arms] == ["256", "512"]
+        events = ledger.list_case_events(1)
+        assert [e.ok for e in events] == [True, False]
+        dump = json.dumps(ledger.export())
+    assert '"label"' not in dump and '"verified"' not in dump
