@@ -7,17 +7,20 @@ must never reach the ledger.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from servelab.core.ledger import RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.ledger import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.results import SoakDocument
 from servelab.errors import CaseError
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from servelab.ops import case as cases
+from servelab.ops.verify import Check, VerifyReport
 from tests.support import free_ports
 from tests.support.history import K, seed_history
 from tests.support.specs import SECRET, write_pd_spec
@@ -90,6 +93,40 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
     cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"])
     with pytest.raises(CaseError, match="nothing to restore"):
         await cases.restore(loaded, ledger, cid)
+
+
+def test_why_failed_reads_the_typed_report() -> None:
+    bad = Check("live", "decode", False, "live 256 != file 512", {"knob": K, "live": "256"})
+    report = VerifyReport([Check("health", "decode", True, "200"), bad], "h", ("live",), [], 0.1)
+    assert cases.why_failed(report) == "live decode: live 256 != file 512"
+    assert cases.why_failed(None, "restart of decode failed: exit 3") == (
+        "restart of decode failed: exit 3"
+    )
+    assert cases.why_failed(None) == "the knob's live value was not confirmed"
+
+
+def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path) -> None:
+    """Events written before they stored one ``ok``: a restore needed ``ok`` and ``verified``."""
+    path = tmp_path / "old.db"
+    with Ledger.open(path) as ledger:
+        seed_history(ledger)
+        cid = cases.open_case(ledger, "hang")
+        ledger.record_knob_change(service="decode", name=K, old="512", new="256",
+                                  reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+        cases.resolve_case(ledger, cid, "proxy", exonerate=[f"knob:decode/{K}"])
+    raw = sqlite3.connect(path, isolation_level=None)
+    old = {"service": "decode", "knob": K, "value": "512", "ok": True, "verified": False}
+    raw.execute(
+        "INSERT INTO case_events (case_id, at, kind, detail) VALUES (?, '9999', 'restore', ?)",
+        (cid, json.dumps(old)),
+    )
+    raw.close()
+    with Ledger.open(path) as ledger:
+        assert cases.view_case(ledger, cid).restore_status == RESTORE_FAILED
+        ledger.record_case_event(case_id=cid, kind="restore", detail={**old, "verified": True})
+        view = cases.view_case(ledger, cid)
+        assert view.restore_status == RESTORE_VERIFIED
+        assert all("verified" not in e.detail for e in view.case.events)
 
 
 # -- against a real stack --------------------------------------------------------------------
