@@ -79,7 +79,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     ver = ledger.record_verification(
         spec_hash="abc",
         ok=False,
-        checks=[{"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}],
+        checks=[CheckRecord("live", "decode", False, "differs", {"x": 1})],
     )
     run = ledger.record_bench_run(
         label="c64",
@@ -329,7 +329,7 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
         ledger.record_deployment(name="pd", spec_hash="h", action="up", detail={"n": 1})
         ledger.record_knob_change(service="decode", name="K", old="256", new="512",
                                   reason="ab", case_id=None, backup_path=None)  # fmt: skip
-        ledger.record_verification(spec_hash="h", ok=True, checks=[check])
+        ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(check)])
         ledger.record_bench_run(label="x", config={"c": 1}, summary={"s": 2}, records=[{"i": 0}])
         ledger.record_ab(service="decode", knob="K", config={"repeats": 1}, result=result)
         ledger.record_soak(doc)

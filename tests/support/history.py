@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from servelab.core.evidence import CheckRecord
 from servelab.core.results import AbResultRecord
 from servelab.core.spec import DEFAULT_KNOB as K
 from servelab.io.store import Ledger
@@ -70,7 +71,7 @@ def incident(ledger: Ledger) -> int:
     cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
     ledger.record_knob_change(service="decode", name=K, old="512", new="256",
                               reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
-    ledger.record_verification(spec_hash="h", ok=True, checks=[
+    ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(
         {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
-         "live": "256", "file": "256"}])  # fmt: skip
+         "live": "256", "file": "256"})])  # fmt: skip
     return cid

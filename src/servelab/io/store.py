@@ -24,7 +24,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -268,9 +268,9 @@ class Ledger:
             return self._insert(conn, "knob_changes", row)
 
     def record_verification(
-        self, *, spec_hash: str | None, ok: bool, checks: list[dict[str, Any]]
+        self, *, spec_hash: str | None, ok: bool, checks: Sequence[CheckRecord]
     ) -> int:
-        """A layered verification; each check is ``{"layer", "service", "ok", "detail", ...}``."""
+        """A layered verification and each of its checks."""
         with self._write() as conn:
             vid = self._insert(
                 conn, "verifications", {"at": self._now(), "spec_hash": spec_hash, "ok": int(ok)}
@@ -504,15 +504,14 @@ class Ledger:
         )
 
 
-def _check_row(verification_id: int, check: Mapping[str, Any]) -> dict[str, Any]:
-    data = {k: v for k, v in check.items() if k not in {"layer", "service", "ok", "detail"}}
+def _check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
     return {
         "verification_id": verification_id,
-        "layer": str(check.get("layer", "")),
-        "service": check.get("service"),
-        "ok": int(bool(check.get("ok"))),
-        "detail": check.get("detail"),
-        "data": _dumps(data),
+        "layer": check.layer,
+        "service": check.service,
+        "ok": int(check.ok),
+        "detail": check.detail,
+        "data": _dumps(dict(check.data)),
     }
 
 

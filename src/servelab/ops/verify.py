@@ -25,7 +25,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from servelab.core.envfile import EnvFile
-from servelab.core.evidence import KnobChangeRecord
+from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.records import RequestRecord
 from servelab.core.spec import spec_hash
 from servelab.errors import KnobError, ServelabError
@@ -68,6 +68,10 @@ class Check:
     ok: bool
     detail: str
     data: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> CheckRecord:
+        """The check as the ledger records it."""
+        return CheckRecord(self.layer, self.service, self.ok, self.detail, self.data)
 
     def to_json(self) -> dict[str, Any]:
         """``{"layer", "service", "ok", "detail", **data}`` (the ledger's check shape)."""
@@ -162,7 +166,7 @@ async def verify(
     )
     if ledger is not None:
         report.verification_id = ledger.record_verification(
-            spec_hash=report.spec_hash, ok=report.ok, checks=[c.to_json() for c in checks]
+            spec_hash=report.spec_hash, ok=report.ok, checks=[c.record() for c in checks]
         )
     return report
 
