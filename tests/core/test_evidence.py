@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -22,7 +23,7 @@ from servelab.core.evidence import (
     Suspect,
     VerificationRecord,
 )
-from servelab.core.ledger import RestoreEvent, RevertEvent
+from servelab.core.ledger import ConcurrencyCost, RestoreEvent, RevertEvent
 from servelab.core.results import (
     AbArm,
     AbResultRecord,
@@ -193,6 +194,10 @@ def test_revert_and_restore_events_store_one_ok() -> None:
     revert = RevertEvent("decode", "K", "512", "256", 4, 5, True, ("restarted",), None, 7)
     restore = RestoreEvent("decode", "K", "256", "512", "512", 6, 8, False, (4,), (), "e2e")
     assert "verified" not in revert.to_json() and revert.to_json()["ok"] is True
+    costly = RevertEvent("decode", "K", "512", "256", 4, 5, False, (), "e2e", 7,
+                         (ConcurrencyCost(64, -0.11, (-0.14, -0.09), "worse"),))  # fmt: skip
+    assert RevertEvent.from_json(costly.to_json()) == costly
+    assert RevertEvent.from_json(json.loads(json.dumps(revert.to_json()))) == revert
     assert RestoreEvent.from_json(restore.to_json()) == restore
 
 

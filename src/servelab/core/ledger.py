@@ -32,6 +32,7 @@ from servelab.core.evidence import (
     SoakRunRecord,
     Suspect,
 )
+from servelab.core.jsonvalues import opt_float, opt_int, opt_str
 from servelab.core.results import ComparisonRecord
 from servelab.errors import CaseError
 
@@ -381,14 +382,6 @@ def conviction_test(
 # -- what a revert or a restore did (a case event's detail) ----------------------------------------
 
 
-def _opt(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _opt_id(value: Any) -> int | None:
-    return None if value is None else int(value)
-
-
 @dataclass(frozen=True)
 class RevertEvent:
     """A knob reverted under a case: from, to, its change, restart outcomes, proof, cost."""
@@ -405,6 +398,23 @@ class RevertEvent:
     cost_ab_id: int | None = None
     cost: tuple[ConcurrencyCost, ...] = ()
 
+    @classmethod
+    def from_json(cls, detail: Mapping[str, Any]) -> RevertEvent:
+        """From a revert event's detail (read with :class:`~servelab.core.evidence.CaseEvent`)."""
+        return cls(
+            service=str(detail.get("service", "")),
+            knob=str(detail.get("knob", "")),
+            from_value=opt_str(detail.get("from")),
+            to=opt_str(detail.get("to")),
+            change_id=opt_int(detail.get("change_id")),
+            verification_id=opt_int(detail.get("verification_id")),
+            ok=bool(detail.get("ok")),
+            restart=tuple(str(r) for r in detail.get("restart") or ()),
+            error=opt_str(detail.get("error")),
+            cost_ab_id=opt_int(detail.get("cost_ab_id")),
+            cost=tuple(_cost_of(p) for p in detail.get("cost") or () if isinstance(p, Mapping)),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "service": self.service, "knob": self.knob, "from": self.from_value, "to": self.to,
@@ -412,6 +422,14 @@ class RevertEvent:
             "restart": list(self.restart), "cost_ab_id": self.cost_ab_id, "error": self.error,
             "cost": [_cost_json(p) for p in self.cost],
         }  # fmt: skip
+
+
+def _cost_of(point: Mapping[str, Any]) -> ConcurrencyCost:
+    ci = point.get("ci")
+    pair = (float(ci[0]), float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+    conc, verdict = int(point.get("concurrency", 0)), str(point.get("verdict", "inconclusive"))
+    confidence = opt_float(point.get("confidence")) or 0.95
+    return ConcurrencyCost(conc, opt_float(point.get("change")), pair, verdict, confidence)
 
 
 def _cost_json(point: ConcurrencyCost) -> dict[str, Any]:
@@ -442,15 +460,15 @@ class RestoreEvent:
         return cls(
             service=str(detail.get("service", "")),
             knob=str(detail.get("knob", "")),
-            from_value=_opt(detail.get("from")),
-            value=_opt(detail.get("value")),
-            live=_opt(detail.get("live")),
-            change_id=_opt_id(detail.get("change_id")),
-            verification_id=_opt_id(detail.get("verification_id")),
+            from_value=opt_str(detail.get("from")),
+            value=opt_str(detail.get("value")),
+            live=opt_str(detail.get("live")),
+            change_id=opt_int(detail.get("change_id")),
+            verification_id=opt_int(detail.get("verification_id")),
             ok=bool(detail.get("ok")),
             reverted_by=tuple(int(i) for i in detail.get("reverted_by") or ()),
             restart=tuple(str(r) for r in detail.get("restart") or ()),
-            error=_opt(detail.get("error")),
+            error=opt_str(detail.get("error")),
         )
 
     def to_json(self) -> dict[str, Any]:
