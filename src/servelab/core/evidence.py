@@ -406,7 +406,8 @@ def _event_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 class CaseEvent:
     """An action taken under a case (``revert``, ``restore``, ...); ``detail``: what it produced.
 
-    The detail of a revert or a restore is :class:`servelab.core.ledger.KnobEvent`'s JSON.
+    A revert's or a restore's detail is the JSON of :mod:`servelab.core.ledger`'s
+    ``RevertEvent`` or ``RestoreEvent``.
     """
 
     kind: str
