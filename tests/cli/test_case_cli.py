@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.results import SoakDocument
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from tests.support import run_cli
@@ -42,7 +43,7 @@ def ledger_file(tmp_path: Path) -> Path:
     path = tmp_path / "l" / "ledger.db"
     with Ledger.open(path) as ledger:
         seed_history(ledger)
-        ledger.record_soak(config={"knobs": {K: "256"}}, result={"ok": False}, findings=[])
+        ledger.record_soak(SoakDocument(ok=False, config={"knobs": {K: "256"}}))
     return path
 
 
@@ -75,7 +76,8 @@ def test_ledger_path_from_environment(ledger_file: Path, tmp_path: Path) -> None
     env = {"SERVELAB_LEDGER": str(ledger_file)}
     assert _json("case", "open", "via env", env=env, cwd=tmp_path)["id"] == 1
     with Ledger.open(ledger_file) as ledger:
-        assert ledger.get_case(1)["title"] == "via env"
+        case = ledger.get_case(1)
+        assert case is not None and case.title == "via env"
 
 
 def test_report_writes_then_rewrites_only_what_a_verdict_changed(

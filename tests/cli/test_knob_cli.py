@@ -55,8 +55,8 @@ def test_set_get_diff_with_backup_case_and_reason(tmp_path: Path) -> None:
 
     with Ledger.open(root / "state" / "ledger.db") as ledger:
         rows = ledger.list_knob_changes(service="decode", name=KNOB)
-    assert [(r["old"], r["new"]) for r in rows] == [("512", "256"), ("256", "128")]
-    assert rows[0]["case_id"] == case_id and rows[0]["reason"] == "latest change before the hang"
+    assert [(r.old, r.new) for r in rows] == [("512", "256"), ("256", "128")]
+    assert rows[0].case_id == case_id and rows[0].reason == "latest change before the hang"
     everything = got.stdout + done.stdout + text.stdout + diff.stdout + json.dumps(diff_json)
     assert SECRET not in everything
     for db in (root / "state").glob("ledger.db*"):

@@ -72,8 +72,8 @@ def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
     assert doc["sessions"]["completed"] == 2
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
         soaks = ledger.list_soaks()
-    assert len(soaks) == 1 and soaks[0]["ok"] is True and soaks[0]["findings"] == []
-    assert soaks[0]["id"] == doc["soak_id"]
+    assert len(soaks) == 1 and soaks[0].ok is True and soaks[0].findings == ()
+    assert soaks[0].id == doc["soak_id"]
 
 
 def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
@@ -95,8 +95,8 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     with Ledger.open(ledger_path) as ledger:
         soak = ledger.get_soak(doc["soak_id"])
         evidence = ledger.list_evidence(case_id)
-    assert soak is not None and soak["findings"][0]["layer"] == "client_proxy"
-    assert [(e["kind"], e["ref_id"]) for e in evidence] == [("soak", doc["soak_id"])]
+    assert soak is not None and soak.findings[0].layer == "client_proxy"
+    assert [(e.kind, e.ref_id) for e in evidence] == [("soak", doc["soak_id"])]
 
 
 def test_human_output_names_the_layer(stack: SimStack, tmp_path: Path) -> None:
@@ -160,8 +160,8 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
     with Ledger.open(ledger_path) as ledger:
         soaks = ledger.list_soaks()
     assert len(soaks) == 1
-    assert soaks[0]["result"]["interrupted"] is True and soaks[0]["ok"] is False
-    assert soaks[0]["result"]["sessions"]["rounds_done"] > 0
+    assert soaks[0].result.interrupted is True and soaks[0].ok is False
+    assert soaks[0].result.sessions.rounds_done > 0
     with pytest.raises(ProcessLookupError):  # nothing of its process group is left
         os.killpg(proc.pid, 0)
 

@@ -85,7 +85,7 @@ def _drift_then_restart(seen: list[str], root: Path) -> None:
 def _assert_ledger(root: Path, tail: list[bool]) -> None:
     """Every verification was recorded (``restart`` records its own in between), no secret."""
     with Ledger.open(root / "state" / "ledger.db") as ledger:
-        oks = [bool(row["ok"]) for row in ledger.list_verifications()]
+        oks = [row.ok for row in ledger.list_verifications()]
     assert oks[:3] == [True, False, False] and oks[-len(tail) :] == tail, oks
     for db in (root / "state").glob("ledger.db*"):
         assert SECRET.encode() not in db.read_bytes(), db

@@ -7,6 +7,15 @@ from typing import Any
 import pytest
 
 from servelab.core import ledger as model
+from servelab.core.evidence import (
+    AbRunRecord,
+    CaseEvent,
+    CaseRecord,
+    Evidence,
+    KnobChangeRecord,
+    SoakRunRecord,
+    Suspect,
+)
 from servelab.core.ledger import (
     RESTORE_FAILED,
     RESTORE_NONE,
@@ -63,8 +72,17 @@ AB_RESULT: dict[str, Any] = {
 }
 
 
-def _ab(ab_id: int = 7, result: dict[str, Any] | None = None, knob: str = K) -> dict[str, Any]:
-    return {"id": ab_id, "service": "decode", "knob": knob, "result": result or AB_RESULT}
+def _ab(ab_id: int = 7, result: dict[str, Any] | None = None, knob: str = K) -> AbRunRecord:
+    row = {"id": ab_id, "service": "decode", "knob": knob, "result": result or AB_RESULT}
+    return AbRunRecord.from_row({"at": "2026-01-01T00:00:00.000Z", "config": {}, **row})
+
+
+def _changes(*rows: dict[str, Any]) -> list[KnobChangeRecord]:
+    return [KnobChangeRecord.from_row({"at": "2026-01-01T00:00:00.000Z", **r}) for r in rows]
+
+
+def _soaks(*rows: dict[str, Any]) -> list[SoakRunRecord]:
+    return [SoakRunRecord.from_row({"at": "2026-01-01T00:00:00.000Z", **r}) for r in rows]
 
 
 def test_public_api_is_exported() -> None:
@@ -147,10 +165,10 @@ def test_inconclusive_comparison_keeps_no_number() -> None:
 
 
 def test_revert_values_from_recorded_changes() -> None:
-    changes = [
+    changes = _changes(
         {"id": 1, "service": "decode", "name": K, "old": "256", "new": "512"},
         {"id": 2, "service": "prefill", "name": K, "old": None, "new": "1"},
-    ]
+    )
     assert revert_values(changes, "decode", K) == ("512", "256")
     assert revert_values(changes, "decode", K, to="128") == ("512", "128")
     assert revert_values([], "decode", K, to="256") == (None, "256")
@@ -159,14 +177,14 @@ def test_revert_values_from_recorded_changes() -> None:
 
 
 def test_conviction_test_reads_soak_knobs() -> None:
-    soaks = [
+    soaks = _soaks(
         {"id": 1, "ok": False, "config": {"knobs": {f"decode/{K}": "512"}}},
         {"id": 2, "ok": False, "config": {"knobs": {K: "256"}}},
         {"id": 3, "ok": True, "config": {}},
-    ]
+    )
     test = conviction_test(soaks, "decode", K, "512", "256")
     assert test.failing_with == (1,) and test.passing_without == () and not test.met
-    soaks.append({"id": 4, "ok": True, "config": {"knobs": {K: "256"}}})
+    soaks += _soaks({"id": 4, "ok": True, "config": {"knobs": {K: "256"}}})
     assert conviction_test(soaks, "decode", K, "512", "256").met
 
 
@@ -202,7 +220,13 @@ def _case(status: str = "resolved", verdict: str | None = "exonerated", events: 
             "case_id": 3,
         }
     ]
-    return case_from_rows(case_row, suspects, evidence, list(events), changes)
+    return case_from_rows(
+        CaseRecord.from_row(case_row),
+        [Suspect.from_row(r) for r in suspects],
+        [Evidence.from_row(r) for r in evidence],
+        [CaseEvent.from_row(r) for r in events],
+        _changes(*changes),
+    )
 
 
 def test_restore_plan_for_an_exonerated_knob_carries_its_cost() -> None:
@@ -239,7 +263,7 @@ def test_restore_events_move_the_status_and_leave_the_plan() -> None:
             **case.__dict__,
             "changes": (
                 *case.changes,
-                model.KnobChangeRecord(
+                KnobChangeRecord(
                     9, "2026-01-04T00:00:00.000Z", "decode", K, "256", "512", "restore", 3
                 ),
             ),
@@ -252,7 +276,7 @@ def test_restore_events_move_the_status_and_leave_the_plan() -> None:
 
 
 def test_superseded_change_is_flagged() -> None:
-    later = [{"id": 8, "service": "decode", "name": K, "case_id": None}]
+    later = _changes({"id": 8, "service": "decode", "name": K, "case_id": None})
     assert restore_plan(_case(), later_changes=later)[0].superseded_by == 8
     assert restore_plan(_case(), later_changes=[])[0].superseded_by is None
 

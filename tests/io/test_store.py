@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -12,6 +13,27 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.evidence import (
+    AbRunRecord,
+    BenchRunRecord,
+    CaseEvent,
+    CaseRecord,
+    CheckRecord,
+    DeploymentRecord,
+    Evidence,
+    KnobChangeRecord,
+    LedgerExport,
+    SoakRunRecord,
+    Suspect,
+    VerificationRecord,
+)
+from servelab.core.results import (
+    AbArm,
+    AbResultRecord,
+    ComparisonRecord,
+    SoakDocument,
+    SoakFinding,
+)
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io import store
 from servelab.io.migrations import SCHEMA_VERSION, migrate
@@ -57,7 +79,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     ver = ledger.record_verification(
         spec_hash="abc",
         ok=False,
-        checks=[{"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}],
+        checks=[CheckRecord("live", "decode", False, "differs", {"x": 1})],
     )
     run = ledger.record_bench_run(
         label="c64",
@@ -65,27 +87,35 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
         summary={"64": {"tok_s": 1.5}},
         records=[{"i": i} for i in range(5)],
     )
-    ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result={"arms": []})
+    ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result=AbResultRecord())
     soak = ledger.record_soak(
-        config={"s": 4},
-        result={"ok": False},
-        findings=[{"layer": "client_proxy", "confidence": 0.9, "evidence": ["a"]}],
+        SoakDocument(
+            ok=False,
+            config={"s": 4},
+            findings=(SoakFinding("client_proxy", 0.9, evidence=("a",)),),
+        )
     )
-    assert ledger.get_deployment(dep)["detail"] == {"n": 3}
-    assert ledger.get_knob_change(knob)["old"] == "512"
-    assert ledger.get_knob_change(knob)["at"] == "2026-09-21T14:13:20.000Z"
-    checks = ledger.get_verification(ver)["checks"]
-    assert checks == [
+    dep_row = ledger.get_deployment(dep)
+    assert dep_row is not None and dep_row.detail == {"n": 3}
+    change = ledger.get_knob_change(knob)
+    assert change is not None and change.old == "512"
+    assert change.at == "2026-09-21T14:13:20.000Z"
+    verification = ledger.get_verification(ver)
+    assert verification is not None
+    assert [c.to_json() for c in verification.checks] == [
         {"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}
     ]
     got = ledger.get_bench_run(run)
-    assert got["n_records"] == 5 and got["records"][4] == {"i": 4}
-    assert "records" not in ledger.list_bench_runs()[0]
-    assert ledger.get_ab(ab)["result"] == {"arms": []}
-    assert ledger.list_ab(service="decode", knob="K")[0]["id"] == ab
+    assert got is not None and got.records is not None
+    assert got.n_records == 5 and got.records[4] == {"i": 4}
+    assert ledger.list_bench_runs()[0].records is None
+    ab_row = ledger.get_ab(ab)
+    assert ab_row is not None and ab_row.result.arms == ()
+    assert ledger.list_ab(service="decode", knob="K")[0].id == ab
     assert ledger.list_ab(knob="other") == []
     soak_row = ledger.get_soak(soak)
-    assert soak_row["ok"] is False and soak_row["findings"][0]["layer"] == "client_proxy"
+    assert soak_row is not None
+    assert soak_row.ok is False and soak_row.findings[0].layer == "client_proxy"
     assert ledger.get_bench_run(999) is None
 
 
@@ -104,17 +134,19 @@ def test_case_writers_and_verdicts(ledger: Ledger) -> None:
         root_cause="proxy",
         verdicts={"knob:decode/K": "exonerated", "component:proxy": "convicted"},
     )
-    suspects = {s["target"]: s["verdict"] for s in ledger.list_suspects(cid)}
+    suspects = {s.target: s.verdict for s in ledger.list_suspects(cid)}
     assert suspects == {"knob:decode/K": "exonerated", "component:proxy": "convicted"}
-    assert ledger.get_case(cid)["status"] == "resolved"
+    case = ledger.get_case(cid)
+    assert case is not None and case.status == "resolved"
     with pytest.raises(CaseError, match="verdict"):
         ledger.resolve_case(case_id=cid, root_cause="x", verdicts={"a": "maybe"})
-    assert ledger.get_case(cid)["root_cause"] == "proxy"  # the failed resolve changed nothing
+    case = ledger.get_case(cid)
+    assert case is not None and case.root_cause == "proxy"  # the failed resolve changed nothing
 
 
 def test_value_that_is_not_json_is_refused_and_nothing_written(ledger: Ledger) -> None:
     with pytest.raises(StoreError, match="not JSON"):
-        ledger.record_ab(service="d", knob="K", config={"x": object()}, result={})
+        ledger.record_ab(service="d", knob="K", config={"x": object()}, result=AbResultRecord())
     assert ledger.list_ab() == []
 
 
@@ -151,7 +183,7 @@ def test_older_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     raw.close()
     with Ledger.open(path) as ledger:
         assert ledger.schema_version == SCHEMA_VERSION
-        assert [r["knob"] for r in ledger.list_ab()] == ["K"]
+        assert [r.knob for r in ledger.list_ab()] == ["K"]
         assert ledger.create_case(title="after migration") == 1
 
 
@@ -206,9 +238,9 @@ def _assert_runs_whole(ledger: Ledger) -> None:
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         for run in ledger.list_bench_runs():
             (n,) = raw.execute(
-                "SELECT count(*) FROM bench_records WHERE run_id = ?", (run["id"],)
+                "SELECT count(*) FROM bench_records WHERE run_id = ?", (run.id,)
             ).fetchone()
-            assert n == run["n_records"], run["label"]
+            assert n == run.n_records, run.label
     finally:
         raw.close()
 
@@ -248,10 +280,10 @@ def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> Non
             child.stdout.close()
     assert child.returncode == -9 and "committed" not in rest
     with Ledger.open(path) as ledger:
-        labels = [r["label"] for r in ledger.list_bench_runs()]
+        labels = [r.label for r in ledger.list_bench_runs()]
         assert labels == ["k-0", "k-1", "k-2"]
         _assert_runs_whole(ledger)
-        assert ledger.record_ab(service="d", knob="K", config={}, result={}) == 1
+        assert ledger.record_ab(service="d", knob="K", config={}, result=AbResultRecord()) == 1
 
 
 def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
@@ -268,10 +300,93 @@ def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
         assert proc.returncode == 0 and out.strip() == "done", out
     with Ledger.open(path) as ledger:
         runs = ledger.list_bench_runs()
-        assert len(runs) == 300 and len({r["id"] for r in runs}) == 300
-        tags = "".join(r["label"][0] for r in runs)
+        assert len(runs) == 300 and len({r.id for r in runs}) == 300
+        tags = "".join(str(r.label)[0] for r in runs)
         assert tags.count("ab") + tags.count("ba") >= 2, "the writers did not overlap"
         for tag in ("a", "b"):
-            news = [c["new"] for c in ledger.list_knob_changes(service=tag)]
+            news = [c.new for c in ledger.list_knob_changes(service=tag)]
             assert news == [str(i) for i in range(150)]
         _assert_runs_whole(ledger)
+
+
+# -- typed records through a real file ----------------------------------------------------------
+
+AT = "2026-09-21T14:13:20.000Z"  # _fixed_clock
+
+
+def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
+    path = tmp_path / "typed.db"
+    result = AbResultRecord(
+        service="decode", knob="K", baseline="256", candidate="512", restored=True,
+        arms=(AbArm("256", {"64": (100.0, 101.0)}, (1,)), AbArm("512", {"64": (113.0,)}, (2,))),
+        comparisons=(ComparisonRecord(64, 1.128, (1.1, 1.16), "better", "256", "512", 0.95,
+                                      {"method": "welch"}),),
+    )  # fmt: skip
+    finding = SoakFinding("client_proxy", 0.9, "proxy", "look", ({"id": "stalls"},))
+    doc = SoakDocument(ok=False, config={"knobs": {"decode/K": "512"}}, findings=(finding,))
+    check = {"layer": "live", "service": "decode", "ok": True, "detail": "live", "knob": "K"}
+    with Ledger.open(path, clock=_fixed_clock) as ledger:
+        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail={"n": 1})
+        ledger.record_knob_change(service="decode", name="K", old="256", new="512",
+                                  reason="ab", case_id=None, backup_path=None)  # fmt: skip
+        ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(check)])
+        ledger.record_bench_run(label="x", config={"c": 1}, summary={"s": 2}, records=[{"i": 0}])
+        ledger.record_ab(service="decode", knob="K", config={"repeats": 1}, result=result)
+        ledger.record_soak(doc)
+        cid = ledger.create_case(title="hang")
+        ledger.add_suspect(case_id=cid, target="knob:decode/K", reason="latest")
+        ledger.add_evidence(case_id=cid, kind="soak", ref_id=1, note="proxy")
+        ledger.record_case_event(case_id=cid, kind="revert", detail={"knob": "K", "ok": True})
+    with Ledger.open(path, clock=_fixed_clock) as ledger:
+        assert ledger.list_deployments() == [DeploymentRecord(1, AT, "pd", "h", "up", {"n": 1})]
+        assert ledger.list_knob_changes() == [
+            KnobChangeRecord(1, AT, "decode", "K", "256", "512", "ab", None, None)
+        ]
+        assert ledger.list_verifications() == [
+            VerificationRecord(1, AT, "h", True, (CheckRecord.from_json(check),))
+        ]
+        assert ledger.get_bench_run(1) == BenchRunRecord(1, AT, "x", {"c": 1}, {"s": 2}, 1,
+                                                         ({"i": 0},))  # fmt: skip
+        assert ledger.get_ab(1) == AbRunRecord(1, AT, "decode", "K", {"repeats": 1}, result)
+        assert ledger.get_soak(1) == SoakRunRecord(1, AT, False, doc.config, doc, (finding,))
+        assert ledger.get_case(cid) == CaseRecord(cid, AT, "hang", "open")
+        assert ledger.list_suspects(cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
+                                                     case_id=cid)]  # fmt: skip
+        assert ledger.list_evidence(cid) == [Evidence("soak", 1, "proxy", AT, id=1, case_id=cid)]
+        assert ledger.list_case_events(cid) == [
+            CaseEvent("revert", AT, {"knob": "K", "ok": True}, id=1, case_id=cid)
+        ]
+        snapshot = ledger.snapshot()
+        assert ledger.export() == snapshot.to_json()
+        assert LedgerExport.from_json(ledger.export()) == snapshot
+
+
+def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) -> None:
+    """Rows written in the old shape (arms with label and value, events with ok and verified)."""
+    path = tmp_path / "old.db"
+    old_result = {"arms": [{"label": "256", "value": "256", "throughput": {"64": [1.0]}},
+                           {"label": "512", "throughput": {"64": [2.0]}}]}  # fmt: skip
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")
+    migrate(raw, source=str(path))
+    raw.execute(
+        "INSERT INTO ab_runs (at, service, knob, config, result) "
+        "VALUES (?, 'decode', 'K', '{}', ?)",
+        (AT, json.dumps(old_result)),
+    )
+    raw.execute("INSERT INTO cases (at, title) VALUES (?, 'hang')", (AT,))
+    for ok, verified in ((True, True), (True, False)):
+        detail = {"knob": "K", "service": "decode", "ok": ok, "verified": verified}
+        raw.execute(
+            "INSERT INTO case_events (case_id, at, kind, detail) VALUES (1, ?, 'restore', ?)",
+            (AT, json.dumps(detail)),
+        )
+    raw.execute("COMMIT")
+    raw.close()
+    with Ledger.open(path) as ledger:
+        ab = ledger.get_ab(1)
+        assert ab is not None and [a.value for a in ab.result.arms] == ["256", "512"]
+        events = ledger.list_case_events(1)
+        assert [e.ok for e in events] == [True, False]
+        dump = json.dumps(ledger.export())
+    assert '"label"' not in dump and '"verified"' not in dump

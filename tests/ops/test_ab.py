@@ -78,7 +78,7 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     # the original value is back, live
     assert result.restored
     assert (await diff_knob(stack, "decode", DEFAULT_KNOB)).live == "512"
-    assert recorded is not None and recorded["result"]["comparisons"]
+    assert recorded is not None and recorded.result.comparisons
 
 
 async def test_same_value_on_both_arms_is_refused(tmp_path: Path) -> None:

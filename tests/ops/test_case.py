@@ -7,16 +7,20 @@ must never reach the ledger.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
-from servelab.core.ledger import RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.ledger import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.results import SoakDocument
 from servelab.errors import CaseError
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
 from servelab.ops import case as cases
+from servelab.ops.verify import Check, VerifyReport
 from tests.support import free_ports
 from tests.support.history import K, seed_history
 from tests.support.specs import SECRET, write_pd_spec
@@ -60,7 +64,7 @@ def test_case_lifecycle_in_the_ledger(ledger: Ledger) -> None:
 
 def test_revert_preview_shows_cost_and_conviction_test(ledger: Ledger) -> None:
     seed_history(ledger)
-    ledger.record_soak(config={"knobs": {K: "512"}}, result={"ok": False}, findings=[])
+    ledger.record_soak(SoakDocument(ok=False, config={"knobs": {K: "512"}}))
     cid = cases.open_case(ledger, "hang")
     with pytest.raises(CaseError, match="not a suspect"):
         cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
@@ -89,6 +93,40 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
     cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"])
     with pytest.raises(CaseError, match="nothing to restore"):
         await cases.restore(loaded, ledger, cid)
+
+
+def test_why_failed_reads_the_typed_report() -> None:
+    bad = Check("live", "decode", False, "live 256 != file 512", {"knob": K, "live": "256"})
+    report = VerifyReport([Check("health", "decode", True, "200"), bad], "h", ("live",), [], 0.1)
+    assert cases.why_failed(report) == "live decode: live 256 != file 512"
+    assert cases.why_failed(None, "restart of decode failed: exit 3") == (
+        "restart of decode failed: exit 3"
+    )
+    assert cases.why_failed(None) == "the knob's live value was not confirmed"
+
+
+def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path) -> None:
+    """Events written before they stored one ``ok``: a restore needed ``ok`` and ``verified``."""
+    path = tmp_path / "old.db"
+    with Ledger.open(path) as ledger:
+        seed_history(ledger)
+        cid = cases.open_case(ledger, "hang")
+        ledger.record_knob_change(service="decode", name=K, old="512", new="256",
+                                  reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+        cases.resolve_case(ledger, cid, "proxy", exonerate=[f"knob:decode/{K}"])
+    raw = sqlite3.connect(path, isolation_level=None)
+    old = {"service": "decode", "knob": K, "value": "512", "ok": True, "verified": False}
+    raw.execute(
+        "INSERT INTO case_events (case_id, at, kind, detail) VALUES (?, '9999', 'restore', ?)",
+        (cid, json.dumps(old)),
+    )
+    raw.close()
+    with Ledger.open(path) as ledger:
+        assert cases.view_case(ledger, cid).restore_status == RESTORE_FAILED
+        ledger.record_case_event(case_id=cid, kind="restore", detail={**old, "verified": True})
+        view = cases.view_case(ledger, cid)
+        assert view.restore_status == RESTORE_VERIFIED
+        assert all("verified" not in e.detail for e in view.case.events)
 
 
 # -- against a real stack --------------------------------------------------------------------
@@ -124,7 +162,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
         assert any("restart" in line for line in said)
         change = ledger.list_knob_changes(case_id=cid)
-        assert [(c["old"], c["new"]) for c in change] == [("512", "256")]
+        assert [(c.old, c.new) for c in change] == [("512", "256")]
 
         view = cases.resolve_case(
             ledger, cid, "client-side proxy stalls reused connections",
@@ -141,8 +179,9 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         final = cases.view_case(ledger, cid)
         assert final.restore_status == RESTORE_VERIFIED
         assert [e.kind for e in final.case.events] == ["revert", "restore"]
-        e2e = [c for c in restored.verification["checks"] if c["layer"] == "e2e"]
-        assert e2e and all(c["ok"] for c in e2e)
+        assert restored.verification is not None
+        e2e = restored.verification.layer("e2e")
+        assert e2e and all(c.ok for c in e2e)
     assert SECRET.encode() not in ledger_path.read_bytes()
     wal = ledger_path.with_name(ledger_path.name + "-wal")
     assert not wal.exists() or SECRET.encode() not in wal.read_bytes()
@@ -176,4 +215,4 @@ start_timeout_s = 3
     assert event.kind == "revert" and event.detail["ok"] is False
     assert event.detail["error"] == outcome.error
     assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
-    assert [c["new"] for c in ledger.list_knob_changes(case_id=cid)] == ["256"]
+    assert [c.new for c in ledger.list_knob_changes(case_id=cid)] == ["256"]

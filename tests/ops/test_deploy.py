@@ -115,7 +115,7 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
     assert live_procs_under(tmp_path) == []
     assert _no_listeners(ports.listened())
     assert [s.outcome for s in (await deploy.down(loaded)).steps] == ["not running"] * 3
-    actions = [row["action"] for row in ledger.list_deployments()]
+    actions = [row.action for row in ledger.list_deployments()]
     assert actions == ["up", "restart", "restart", "down"]
 
 

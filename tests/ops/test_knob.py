@@ -98,7 +98,7 @@ async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> No
         assert not change.running and not change.restart_needed
         row = ledger.get_knob_change(change.change_id)
         assert row is not None
-        assert (row["old"], row["new"], row["reason"]) == ("512", "256", "suspect")
+        assert row is not None and (row.old, row.new, row.reason) == ("512", "256", "suspect")
 
         again = await set_knob(loaded, "decode", KNOB, "256", ledger=ledger)
         assert not again.changed and again.backup_path is None and again.change_id is None

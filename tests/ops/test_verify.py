@@ -108,7 +108,7 @@ async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: 
     assert e2e.data["status"] == 200 and e2e.data["completion_tokens"] == 16
     assert e2e.data["prompt_tokens"] >= 256  # long enough for a real KV transfer
     assert e2e.data["start"] in ("cold", "warm")
-    assert stored is not None and stored["ok"] and len(stored["checks"]) == len(report.checks)
+    assert stored is not None and stored.ok and len(stored.checks) == len(report.checks)
     doc = report.to_json()
     assert doc["ok"] is True
     assert set(doc["checks"][0]) >= {"layer", "service", "ok", "detail"}

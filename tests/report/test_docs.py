@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ledger import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.results import AbResultRecord
 from servelab.io.store import Ledger
 from servelab.ops import case as cases
 from servelab.report import docs
@@ -109,9 +110,10 @@ def test_empty_ledger_still_makes_an_index(ledger: Ledger) -> None:
 
 def test_comparison_rows_show_a_dash_for_nan_and_the_confidence_level() -> None:
     nan = float("nan")
-    ab = {"result": {"comparisons": [{"concurrency": 64, "ratio": nan, "ci": [nan, nan],
-                                      "verdict": "inconclusive", "baseline": "a",
-                                      "candidate": "b"}]}}  # fmt: skip
+    ab = AbResultRecord.from_json(
+        {"comparisons": [{"concurrency": 64, "ratio": nan, "ci": [nan, nan],
+                          "verdict": "inconclusive", "baseline": "a", "candidate": "b"}]}
+    )  # fmt: skip
     assert docs.comparison_rows(ab) == [["C64", "a → b", "—", "—", "inconclusive"]]
     point = ConcurrencyCost(64, -0.1, (-0.2, -0.05), "worse", confidence=0.9)
     assert describe_point(point) == "−10.0% at C64 (90% CI −20.0% … −5.0%)"

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 
+from servelab.core.evidence import AbRunRecord
+from servelab.core.results import AbResultRecord
 from servelab.report import plots
 from servelab.report.plots import ab_plot, arm_curve
 
-AB = {
-    "id": 4,
-    "service": "decode",
-    "knob": "K",
-    "result": {
-        "arms": [
-            {"label": "256", "value": "256", "throughput": {"96": [90, 92], "64": [100, 101]}},
-            {"label": "512", "value": "512", "throughput": {"64": [113.0], "96": []}},
-        ]
-    },
-}
+AB = AbRunRecord.from_row(
+    {
+        "id": 4,
+        "at": "2026-01-01T00:00:00.000Z",
+        "service": "decode",
+        "knob": "K",
+        "config": {},
+        "result": {
+            "arms": [
+                {"label": "256", "value": "256", "throughput": {"96": [90, 92], "64": [100, 101]}},
+                {"label": "512", "value": "512", "throughput": {"64": [113.0], "96": []}},
+            ]
+        },
+    }
+)
 
 
 def test_public_api() -> None:
@@ -25,9 +32,9 @@ def test_public_api() -> None:
 
 
 def test_arm_curve_sorted_with_sigma_and_n() -> None:
-    curve = arm_curve(AB["result"]["arms"][0])
+    curve = arm_curve(AB.result.arms[0])
     assert [(c, m, n) for c, m, _s, n in curve] == [(64, 100.5, 2), (96, 91.0, 2)]
-    assert arm_curve(AB["result"]["arms"][1]) == [(64, 113.0, 0.0, 1)]
+    assert arm_curve(AB.result.arms[1]) == [(64, 113.0, 0.0, 1)]
 
 
 def test_ab_plot_is_a_deterministic_png() -> None:
@@ -36,4 +43,4 @@ def test_ab_plot_is_a_deterministic_png() -> None:
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (640, 400)
     assert ab_plot(AB) == png
-    assert ab_plot({**AB, "result": {}}) != png
+    assert ab_plot(dataclasses.replace(AB, result=AbResultRecord())) != png

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from servelab.core.evidence import CheckRecord
+from servelab.core.results import AbResultRecord
 from servelab.core.spec import DEFAULT_KNOB as K
 from servelab.io.store import Ledger
 from servelab.ops import case as cases
@@ -49,7 +51,9 @@ INCIDENT_AB_RESULT: dict[str, Any] = {
 
 def seed_history(ledger: Ledger) -> None:
     """The reference history: the A/B that adopted 512, and the change it made."""
-    ledger.record_ab(service="decode", knob=K, config={"repeats": 3}, result=AB_RESULT)
+    ledger.record_ab(
+        service="decode", knob=K, config={"repeats": 3}, result=AbResultRecord.from_json(AB_RESULT)
+    )
     ledger.record_knob_change(
         service="decode", name=K, old="256", new="512", reason="A/B: +12.8% at C64",
         case_id=None, backup_path=None,
@@ -58,14 +62,16 @@ def seed_history(ledger: Ledger) -> None:
 
 def incident(ledger: Ledger) -> int:
     """The A/B, the change, a case that reverted the knob on suspicion; returns the case id."""
-    ledger.record_ab(service="decode", knob=K, config={}, result=INCIDENT_AB_RESULT)
+    ledger.record_ab(
+        service="decode", knob=K, config={}, result=AbResultRecord.from_json(INCIDENT_AB_RESULT)
+    )
     ledger.record_knob_change(service="decode", name=K, old="256", new="512", reason="A/B",
                               case_id=None, backup_path=None)  # fmt: skip
     cid = cases.open_case(ledger, "Agentic sessions stall")
     cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
     ledger.record_knob_change(service="decode", name=K, old="512", new="256",
                               reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
-    ledger.record_verification(spec_hash="h", ok=True, checks=[
+    ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(
         {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
-         "live": "256", "file": "256"}])  # fmt: skip
+         "live": "256", "file": "256"})])  # fmt: skip
     return cid

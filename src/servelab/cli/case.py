@@ -371,7 +371,7 @@ def report_cmd(
 
     async def body(ledger: Ledger) -> tuple[Path, list[str], list[str]]:
         target = out_dir or ledger.path.parent / "report"
-        written, unchanged = write_files(target, build_docs(ledger.export(records=False)))
+        written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
         return target, written, unchanged
 
     target, written, unchanged = _with_ledger(ledger_path, spec_path, body)

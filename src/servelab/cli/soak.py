@@ -66,11 +66,11 @@ def _saver(
             err_console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
         if not record or ledger_path is None:
             return
-        doc = report.soak_json(result)
+        doc = report.soak_record(result)
         with Ledger.open(ledger_path) as ledger:
-            soak_id = ledger.record_soak(config=doc["config"], result=doc, findings=doc["findings"])
+            soak_id = ledger.record_soak(doc)
             if case_id is not None:
-                note = ", ".join(f["layer"] for f in doc["findings"]) or "no finding"
+                note = ", ".join(str(f.layer) for f in doc.findings) or "no finding"
                 ledger.add_evidence(case_id=case_id, kind="soak", ref_id=soak_id, note=note)
         result.soak_id = soak_id
         err_console.print(f"[dim]recorded soak #{soak_id} in {ledger_path}[/]")
@@ -180,7 +180,7 @@ def register(group: click.Group) -> None:
 
         result = run(ops.soak(config, targets, progress=say, on_result=save))
         if as_json:
-            print_json(report.soak_json(result))
+            print_json(report.soak_record(result).to_json())
         else:
             console.print(
                 report.render_soak(result), markup=False, highlight=False, end="", soft_wrap=True

@@ -1,7 +1,7 @@
 """The case model: suspects, evidence, verdicts, the cost of a revert, and restore plans.
 
-Pure: it reads ledger rows (plain dicts, as :mod:`servelab.io.store` returns them) and returns data.
-Wording lives in :mod:`servelab.report.docs`.
+Pure: it reads the typed records of :mod:`servelab.core.evidence` (as :mod:`servelab.io.store`
+returns them) and returns data. Wording lives in :mod:`servelab.report.docs`.
 
 A *target* is what a case suspects: ``knob:SERVICE/NAME`` or ``component:NAME``. A knob reverted
 under a case is a knob change recorded with that case's id. When the case is resolved and the knob's
@@ -23,10 +23,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from servelab.core.evidence import (
+    AbRunRecord,
+    CaseEvent,
+    CaseRecord,
+    Evidence,
+    KnobChangeRecord,
+    SoakRunRecord,
+    Suspect,
+)
+from servelab.core.jsonvalues import opt_float, opt_int, opt_str
+from servelab.core.results import ComparisonRecord
 from servelab.errors import CaseError
 
 __all__ = [
-    "CASE_OPEN",
     "CASE_RESOLVED",
     "CONVICTED",
     "EXONERATED",
@@ -36,14 +46,12 @@ __all__ = [
     "RESTORE_UNRESOLVED",
     "RESTORE_VERIFIED",
     "Case",
-    "CaseEvent",
     "ConcurrencyCost",
     "ConvictionTest",
-    "Evidence",
-    "KnobChangeRecord",
+    "RestoreEvent",
     "RestoreItem",
     "RevertCost",
-    "Suspect",
+    "RevertEvent",
     "Target",
     "TimelineEntry",
     "case_from_rows",
@@ -58,7 +66,6 @@ __all__ = [
     "timeline",
 ]
 
-CASE_OPEN = "open"
 CASE_RESOLVED = "resolved"
 EXONERATED = "exonerated"
 CONVICTED = "convicted"
@@ -120,47 +127,6 @@ def check_verdicts(exonerate: Sequence[str], convict: Sequence[str]) -> dict[str
 
 
 @dataclass(frozen=True)
-class Suspect:
-    target: str
-    reason: str | None
-    at: str
-    verdict: str | None = None
-    verdict_at: str | None = None
-
-
-@dataclass(frozen=True)
-class Evidence:
-    kind: str
-    ref_id: int | None
-    note: str | None
-    at: str
-
-
-@dataclass(frozen=True)
-class CaseEvent:
-    kind: str
-    at: str
-    detail: Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class KnobChangeRecord:
-    id: int
-    at: str
-    service: str
-    name: str
-    old: str | None
-    new: str | None
-    reason: str | None
-    case_id: int | None
-    backup_path: str | None = None
-
-    @property
-    def target(self) -> str:
-        return f"knob:{self.service}/{self.name}"
-
-
-@dataclass(frozen=True)
 class Case:
     """A case with everything recorded under it (oldest first)."""
 
@@ -182,44 +148,25 @@ class Case:
         return next((s for s in self.suspects if s.target == target), None)
 
 
-def _knob_change(row: Mapping[str, Any]) -> KnobChangeRecord:
-    return KnobChangeRecord(
-        id=int(row["id"]),
-        at=str(row["at"]),
-        service=str(row["service"]),
-        name=str(row["name"]),
-        old=row.get("old"),
-        new=row.get("new"),
-        reason=row.get("reason"),
-        case_id=row.get("case_id"),
-        backup_path=row.get("backup_path"),
-    )
-
-
 def case_from_rows(
-    case: Mapping[str, Any],
-    suspects: Sequence[Mapping[str, Any]],
-    evidence: Sequence[Mapping[str, Any]],
-    events: Sequence[Mapping[str, Any]],
-    changes: Sequence[Mapping[str, Any]],
+    case: CaseRecord,
+    suspects: Sequence[Suspect],
+    evidence: Sequence[Evidence],
+    events: Sequence[CaseEvent],
+    changes: Sequence[KnobChangeRecord],
 ) -> Case:
-    """Build a :class:`Case` from the ledger's rows (``changes``: knob changes under this case)."""
+    """Build a :class:`Case` from the ledger's records (``changes``: knob changes under it)."""
     return Case(
-        id=int(case["id"]),
-        title=str(case["title"]),
-        opened_at=str(case["at"]),
-        status=str(case["status"]),
-        root_cause=case.get("root_cause"),
-        resolved_at=case.get("resolved_at"),
-        suspects=tuple(
-            Suspect(s["target"], s.get("reason"), s["at"], s.get("verdict"), s.get("verdict_at"))
-            for s in suspects
-        ),
-        evidence=tuple(
-            Evidence(e["kind"], e.get("ref_id"), e.get("note"), e["at"]) for e in evidence
-        ),
-        events=tuple(CaseEvent(e["kind"], e["at"], dict(e.get("detail") or {})) for e in events),
-        changes=tuple(_knob_change(c) for c in changes),
+        id=case.id,
+        title=case.title,
+        opened_at=case.at,
+        status=case.status,
+        root_cause=case.root_cause,
+        resolved_at=case.resolved_at,
+        suspects=tuple(suspects),
+        evidence=tuple(evidence),
+        events=tuple(events),
+        changes=tuple(changes),
     )
 
 
@@ -305,42 +252,28 @@ def flip_verdict(verdict: str) -> str:
     return _FLIP.get(verdict, verdict)
 
 
-def _arm_values(result: Mapping[str, Any]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for arm in result.get("arms") or []:
-        label = str(arm.get("label"))
-        value = arm.get("value", label)
-        out[label] = "" if value is None else str(value)
-    return out
-
-
-def _value_of(label: Any, arms: Mapping[str, str]) -> str:
-    return arms.get(str(label), str(label))
-
-
-def _inverted(comparison: Mapping[str, Any]) -> ConcurrencyCost:
-    ratio = _positive(comparison.get("ratio"))
-    ci = _ci(comparison.get("ci"))
+def _inverted(comparison: ComparisonRecord) -> ConcurrencyCost:
+    ratio = _positive(comparison.ratio)
+    ci = _ci(comparison.ci)
     change = None if ratio is None else 1.0 / ratio - 1.0
     inv_ci = None if ci is None else (1.0 / ci[1] - 1.0, 1.0 / ci[0] - 1.0)
-    verdict = flip_verdict(str(comparison.get("verdict", "inconclusive")))
-    conc = int(comparison["concurrency"])
+    verdict = flip_verdict(comparison.verdict)
+    conc = comparison.concurrency
     return ConcurrencyCost(conc, change, inv_ci, verdict, _confidence(comparison))
 
 
-def _direct(comparison: Mapping[str, Any]) -> ConcurrencyCost:
-    ratio = _positive(comparison.get("ratio"))
-    ci = _ci(comparison.get("ci"))
+def _direct(comparison: ComparisonRecord) -> ConcurrencyCost:
+    ratio = _positive(comparison.ratio)
+    ci = _ci(comparison.ci)
     change = None if ratio is None else ratio - 1.0
     shifted = None if ci is None else (ci[0] - 1.0, ci[1] - 1.0)
-    verdict = str(comparison.get("verdict", "inconclusive"))
-    conc = int(comparison["concurrency"])
-    return ConcurrencyCost(conc, change, shifted, verdict, _confidence(comparison))
+    conc = comparison.concurrency
+    return ConcurrencyCost(conc, change, shifted, comparison.verdict, _confidence(comparison))
 
 
-def _confidence(comparison: Mapping[str, Any]) -> float:
-    value = comparison.get("confidence")
-    return float(value) if isinstance(value, (int, float)) and 0 < value < 1 else 0.95
+def _confidence(comparison: ComparisonRecord) -> float:
+    value = comparison.confidence
+    return value if value is not None and 0 < value < 1 else 0.95
 
 
 def _positive(value: Any) -> float | None:
@@ -349,28 +282,26 @@ def _positive(value: Any) -> float | None:
     return float(value) if ok else None
 
 
-def _ci(value: Any) -> tuple[float, float] | None:
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
+def _ci(value: tuple[float, float] | None) -> tuple[float, float] | None:
+    if value is None:
         return None
     lo, hi = _positive(value[0]), _positive(value[1])
     return None if lo is None or hi is None else (lo, hi)
 
 
-def _costs_from(result: Mapping[str, Any], from_value: str, to_value: str) -> list[ConcurrencyCost]:
-    arms = _arm_values(result)
+def _costs_from(run: AbRunRecord, from_value: str, to_value: str) -> list[ConcurrencyCost]:
     points: list[ConcurrencyCost] = []
-    for comp in result.get("comparisons") or []:
-        base = _value_of(comp.get("baseline"), arms)
-        cand = _value_of(comp.get("candidate"), arms)
-        if (base, cand) == (to_value, from_value):
+    for comp in run.result.comparisons:
+        pair = (comp.baseline, comp.candidate)
+        if pair == (to_value, from_value):
             points.append(_inverted(comp))
-        elif (base, cand) == (from_value, to_value):
+        elif pair == (from_value, to_value):
             points.append(_direct(comp))
     return sorted(points, key=lambda p: p.concurrency)
 
 
 def revert_cost(
-    ab_runs: Sequence[Mapping[str, Any]],
+    ab_runs: Sequence[AbRunRecord],
     service: str,
     knob: str,
     from_value: str | None,
@@ -380,31 +311,31 @@ def revert_cost(
     empty = RevertCost(service, knob, from_value, to_value)
     if from_value is None or to_value is None:
         return empty
-    for run in sorted(ab_runs, key=lambda r: int(r["id"]), reverse=True):
-        if run.get("service") != service or run.get("knob") != knob:
+    for run in sorted(ab_runs, key=lambda r: r.id, reverse=True):
+        if run.service != service or run.knob != knob:
             continue
-        points = _costs_from(run.get("result") or {}, from_value, to_value)
+        points = _costs_from(run, from_value, to_value)
         if points:
-            return RevertCost(service, knob, from_value, to_value, int(run["id"]), tuple(points))
+            return RevertCost(service, knob, from_value, to_value, run.id, tuple(points))
     return empty
 
 
 def revert_values(
-    changes: Sequence[Mapping[str, Any]], service: str, knob: str, to: str | None = None
+    changes: Sequence[KnobChangeRecord], service: str, knob: str, to: str | None = None
 ) -> tuple[str | None, str | None]:
     """``(current, revert_to)`` of a knob from its recorded changes (``to`` overrides the target).
 
     The current value is the last change's ``new``; the revert goes to that change's ``old``.
     """
-    mine = [c for c in changes if c.get("service") == service and c.get("name") == knob]
+    mine = [c for c in changes if c.service == service and c.name == knob]
     if not mine:
         if to is None:
             raise CaseError(
                 f"no recorded change of {service}/{knob} to revert; say the value with --to"
             )
         return None, to
-    last = max(mine, key=lambda c: int(c["id"]))
-    return last.get("new"), (to if to is not None else last.get("old"))
+    last = max(mine, key=lambda c: c.id)
+    return last.new, (to if to is not None else last.old)
 
 
 # -- conviction ------------------------------------------------------------------------------------
@@ -428,14 +359,8 @@ class ConvictionTest:
         return bool(self.failing_with) and bool(self.passing_without)
 
 
-def _soak_knob(soak: Mapping[str, Any], service: str, knob: str) -> str | None:
-    knobs = (soak.get("config") or {}).get("knobs") or {}
-    value = knobs.get(f"{service}/{knob}", knobs.get(knob))
-    return None if value is None else str(value)
-
-
 def conviction_test(
-    soaks: Sequence[Mapping[str, Any]],
+    soaks: Sequence[SoakRunRecord],
     service: str,
     knob: str,
     with_value: str | None,
@@ -445,13 +370,114 @@ def conviction_test(
     failing: list[int] = []
     passing: list[int] = []
     for soak in soaks:
-        value = _soak_knob(soak, service, knob)
-        if value is not None and value == with_value and soak.get("ok") is False:
-            failing.append(int(soak["id"]))
-        if value is not None and value == without_value and soak.get("ok") is True:
-            passing.append(int(soak["id"]))
+        value = soak.knob(service, knob)
+        if value is not None and value == with_value and soak.ok is False:
+            failing.append(soak.id)
+        if value is not None and value == without_value and soak.ok is True:
+            passing.append(soak.id)
     target = f"knob:{service}/{knob}"
     return ConvictionTest(target, with_value, without_value, tuple(failing), tuple(passing))
+
+
+# -- what a revert or a restore did (a case event's detail) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class RevertEvent:
+    """A knob reverted under a case: from, to, its change, restart outcomes, proof, cost."""
+
+    service: str
+    knob: str
+    from_value: str | None
+    to: str | None
+    change_id: int | None
+    verification_id: int | None
+    ok: bool
+    restart: tuple[str, ...] = ()
+    error: str | None = None
+    cost_ab_id: int | None = None
+    cost: tuple[ConcurrencyCost, ...] = ()
+
+    @classmethod
+    def from_json(cls, detail: Mapping[str, Any]) -> RevertEvent:
+        """From a revert event's detail (read with :class:`~servelab.core.evidence.CaseEvent`)."""
+        return cls(
+            service=str(detail.get("service", "")),
+            knob=str(detail.get("knob", "")),
+            from_value=opt_str(detail.get("from")),
+            to=opt_str(detail.get("to")),
+            change_id=opt_int(detail.get("change_id")),
+            verification_id=opt_int(detail.get("verification_id")),
+            ok=bool(detail.get("ok")),
+            restart=tuple(str(r) for r in detail.get("restart") or ()),
+            error=opt_str(detail.get("error")),
+            cost_ab_id=opt_int(detail.get("cost_ab_id")),
+            cost=tuple(_cost_of(p) for p in detail.get("cost") or () if isinstance(p, Mapping)),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service, "knob": self.knob, "from": self.from_value, "to": self.to,
+            "change_id": self.change_id, "verification_id": self.verification_id, "ok": self.ok,
+            "restart": list(self.restart), "cost_ab_id": self.cost_ab_id, "error": self.error,
+            "cost": [_cost_json(p) for p in self.cost],
+        }  # fmt: skip
+
+
+def _cost_of(point: Mapping[str, Any]) -> ConcurrencyCost:
+    ci = point.get("ci")
+    pair = (float(ci[0]), float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+    conc, verdict = int(point.get("concurrency", 0)), str(point.get("verdict", "inconclusive"))
+    confidence = opt_float(point.get("confidence")) or 0.95
+    return ConcurrencyCost(conc, opt_float(point.get("change")), pair, verdict, confidence)
+
+
+def _cost_json(point: ConcurrencyCost) -> dict[str, Any]:
+    ci = None if point.ci is None else list(point.ci)
+    return {"concurrency": point.concurrency, "change": point.change, "ci": ci,
+            "verdict": point.verdict, "confidence": point.confidence}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RestoreEvent:
+    """A knob restored after its target was exonerated; ``ok``: proven live and e2e passed."""
+
+    service: str
+    knob: str
+    from_value: str | None
+    value: str | None
+    live: str | None
+    change_id: int | None
+    verification_id: int | None
+    ok: bool
+    reverted_by: tuple[int, ...] = ()
+    restart: tuple[str, ...] = ()
+    error: str | None = None
+
+    @classmethod
+    def from_json(cls, detail: Mapping[str, Any]) -> RestoreEvent:
+        """From a restore event's detail (read with :class:`~servelab.core.evidence.CaseEvent`)."""
+        return cls(
+            service=str(detail.get("service", "")),
+            knob=str(detail.get("knob", "")),
+            from_value=opt_str(detail.get("from")),
+            value=opt_str(detail.get("value")),
+            live=opt_str(detail.get("live")),
+            change_id=opt_int(detail.get("change_id")),
+            verification_id=opt_int(detail.get("verification_id")),
+            ok=bool(detail.get("ok")),
+            reverted_by=tuple(int(i) for i in detail.get("reverted_by") or ()),
+            restart=tuple(str(r) for r in detail.get("restart") or ()),
+            error=opt_str(detail.get("error")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service, "knob": self.knob, "from": self.from_value,
+            "value": self.value, "live": self.live, "change_id": self.change_id,
+            "reverted_by": list(self.reverted_by), "verification_id": self.verification_id,
+            "ok": self.ok, "restart": list(self.restart), "error": self.error,
+        }  # fmt: skip
 
 
 # -- restore plans ---------------------------------------------------------------------------------
@@ -478,8 +504,8 @@ class RestoreItem:
 
 def restore_plan(
     case: Case,
-    ab_runs: Sequence[Mapping[str, Any]] = (),
-    later_changes: Sequence[Mapping[str, Any]] = (),
+    ab_runs: Sequence[AbRunRecord] = (),
+    later_changes: Sequence[KnobChangeRecord] = (),
 ) -> list[RestoreItem]:
     """Every knob changed under this case whose target was exonerated, with the revert's cost.
 
@@ -516,25 +542,27 @@ def restore_plan(
 
 def _revert_changes(case: Case) -> list[KnobChangeRecord]:
     """The case's knob changes, minus those a ``restore`` event made (its ``change_id``)."""
-    restored = {e.detail.get("change_id") for e in case.events if e.kind == "restore"}
+    restored = {
+        RestoreEvent.from_json(e.detail).change_id for e in case.events if e.kind == "restore"
+    }
     return [c for c in case.changes if c.id not in restored]
 
 
 def _superseded(
-    changes: Sequence[Mapping[str, Any]], last: KnobChangeRecord, case_id: int
+    changes: Sequence[KnobChangeRecord], last: KnobChangeRecord, case_id: int
 ) -> int | None:
-    for change in sorted(changes, key=lambda c: int(c["id"])):
-        same = change.get("service") == last.service and change.get("name") == last.name
-        if same and int(change["id"]) > last.id and change.get("case_id") != case_id:
-            return int(change["id"])
+    for change in sorted(changes, key=lambda c: c.id):
+        same = change.service == last.service and change.name == last.name
+        if same and change.id > last.id and change.case_id != case_id:
+            return change.id
     return None
 
 
 def restore_status(case: Case, plan: Sequence[RestoreItem]) -> str:
     """Where the case's restore stands: one of the ``RESTORE_*`` strings.
 
-    A plan item counts as restored when a ``restore`` event for its knob says ``ok`` and
-    ``verified`` (the value was proven live and the e2e probe passed), after the revert.
+    A plan item counts as restored when a ``restore`` event for its knob says ``ok`` (the value
+    was proven live and the e2e probe passed), after the revert.
     """
     if case.status != CASE_RESOLVED:
         return RESTORE_UNRESOLVED
@@ -550,8 +578,8 @@ def restore_status(case: Case, plan: Sequence[RestoreItem]) -> str:
 def _item_state(item: RestoreItem, restores: Sequence[CaseEvent]) -> str:
     state = "pending"
     for event in restores:
-        d = event.detail
-        if d.get("service") != item.service or d.get("knob") != item.knob:
+        done = RestoreEvent.from_json(event.detail)
+        if (done.service, done.knob) != (item.service, item.knob):
             continue
-        state = "verified" if d.get("ok") and d.get("verified") else "failed"
+        state = "verified" if done.ok else "failed"
     return state

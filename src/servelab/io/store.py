@@ -11,7 +11,9 @@ migrated on open, newer ones are refused with :class:`~servelab.errors.SchemaErr
 The ledger stores what it is given. Callers pass only declared knob values, never a process
 environment: values of undeclared environment variables must not reach these functions.
 
-Readers return plain JSON-ready dicts (JSON columns decoded), newest last.
+Readers return the typed records of :mod:`servelab.core.evidence`, oldest first; the A/B and soak
+results they hold are typed too, and the writers take them typed. :meth:`Ledger.export` is every
+record's ``to_json()`` in one JSON document.
 """
 
 from __future__ import annotations
@@ -22,13 +24,29 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from servelab.core.evidence import (
+    AbRunRecord,
+    BenchRunRecord,
+    CaseEvent,
+    CaseExport,
+    CaseRecord,
+    CheckRecord,
+    DeploymentRecord,
+    Evidence,
+    KnobChangeRecord,
+    LedgerExport,
+    SoakRunRecord,
+    Suspect,
+    VerificationRecord,
+)
+from servelab.core.results import AbResultRecord, SoakDocument, SoakFinding
 from servelab.errors import CaseError, StoreError
 from servelab.io.migrations import SCHEMA_VERSION, migrate, schema_version
 
@@ -250,9 +268,9 @@ class Ledger:
             return self._insert(conn, "knob_changes", row)
 
     def record_verification(
-        self, *, spec_hash: str | None, ok: bool, checks: list[dict[str, Any]]
+        self, *, spec_hash: str | None, ok: bool, checks: Sequence[CheckRecord]
     ) -> int:
-        """A layered verification; each check is ``{"layer", "service", "ok", "detail", ...}``."""
+        """A layered verification and each of its checks."""
         with self._write() as conn:
             vid = self._insert(
                 conn, "verifications", {"at": self._now(), "spec_hash": spec_hash, "ok": int(ok)}
@@ -281,24 +299,22 @@ class Ledger:
             return run_id
 
     def record_ab(
-        self, *, service: str, knob: str, config: dict[str, Any], result: dict[str, Any]
+        self, *, service: str, knob: str, config: Mapping[str, Any], result: AbResultRecord
     ) -> int:
         """An A/B experiment of ``service``'s ``knob`` (result: arms, comparisons, anomalies)."""
         row = {"at": self._now(), "service": service, "knob": knob}
-        row |= {"config": _dumps(config), "result": _dumps(result)}
+        row |= {"config": _dumps(config), "result": _dumps(result.to_json())}
         with self._write() as conn:
             return self._insert(conn, "ab_runs", row)
 
-    def record_soak(
-        self, *, config: dict[str, Any], result: dict[str, Any], findings: list[dict[str, Any]]
-    ) -> int:
-        """A soak run and its findings (each ``{"layer", "confidence", ...}``)."""
-        ok = result.get("ok")
-        row: dict[str, Any] = {"at": self._now(), "ok": None if ok is None else int(bool(ok))}
-        row |= {"config": _dumps(config), "result": _dumps(result)}
+    def record_soak(self, document: SoakDocument) -> int:
+        """A soak run (its config, the whole document) and each of its findings."""
+        ok = document.ok
+        row: dict[str, Any] = {"at": self._now(), "ok": None if ok is None else int(ok)}
+        row |= {"config": _dumps(document.config), "result": _dumps(document.to_json())}
         with self._write() as conn:
             soak_id = self._insert(conn, "soak_runs", row)
-            for finding in findings:
+            for finding in document.findings:
                 self._insert(conn, "soak_findings", _finding_row(soak_id, finding))
             return soak_id
 
@@ -329,7 +345,7 @@ class Ledger:
             self._require_case(conn, case_id)
             return self._insert(conn, "case_evidence", {**row, "note": note})
 
-    def record_case_event(self, *, case_id: int, kind: str, detail: dict[str, Any]) -> int:
+    def record_case_event(self, *, case_id: int, kind: str, detail: Mapping[str, Any]) -> int:
         """An action taken under a case (``revert``, ``restore``, ...) and what it produced."""
         row = {"case_id": case_id, "at": self._now(), "kind": kind, "detail": _dumps(detail)}
         with self._write() as conn:
@@ -355,14 +371,19 @@ class Ledger:
 
     # -- readers -----------------------------------------------------------------------------
 
-    def get_deployment(self, deployment_id: int) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM deployments WHERE id = ?", (deployment_id,))
+    def get_deployment(self, deployment_id: int) -> DeploymentRecord | None:
+        row = self._one("SELECT * FROM deployments WHERE id = ?", (deployment_id,))
+        return None if row is None else DeploymentRecord.from_row(row)
 
-    def list_deployments(self) -> list[dict[str, Any]]:
-        return self._query("SELECT * FROM deployments ORDER BY id")
+    def list_deployments(self) -> list[DeploymentRecord]:
+        return [
+            DeploymentRecord.from_row(r)
+            for r in self._query("SELECT * FROM deployments ORDER BY id")
+        ]
 
-    def get_knob_change(self, change_id: int) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM knob_changes WHERE id = ?", (change_id,))
+    def get_knob_change(self, change_id: int) -> KnobChangeRecord | None:
+        row = self._one("SELECT * FROM knob_changes WHERE id = ?", (change_id,))
+        return None if row is None else KnobChangeRecord.from_row(row)
 
     def list_knob_changes(
         self,
@@ -370,129 +391,136 @@ class Ledger:
         service: str | None = None,
         name: str | None = None,
         case_id: int | None = None,
-    ) -> list[dict[str, Any]]:
+    ) -> list[KnobChangeRecord]:
         """Knob changes, oldest first, filtered by any of service, knob name and case."""
         where, params = _filters(service=service, name=name, case_id=case_id)
-        return self._query(f"SELECT * FROM knob_changes{where} ORDER BY id", params)
+        rows = self._query(f"SELECT * FROM knob_changes{where} ORDER BY id", params)
+        return [KnobChangeRecord.from_row(r) for r in rows]
 
-    def get_verification(self, verification_id: int) -> dict[str, Any] | None:
+    def get_verification(self, verification_id: int) -> VerificationRecord | None:
         row = self._one("SELECT * FROM verifications WHERE id = ?", (verification_id,))
-        if row is not None:
-            row["checks"] = self._checks(verification_id)
-        return row
+        return None if row is None else self._verification(row)
 
-    def list_verifications(self) -> list[dict[str, Any]]:
-        rows = self._query("SELECT * FROM verifications ORDER BY id")
-        for row in rows:
-            row["checks"] = self._checks(row["id"])
-        return rows
+    def list_verifications(self) -> list[VerificationRecord]:
+        return [
+            self._verification(r) for r in self._query("SELECT * FROM verifications ORDER BY id")
+        ]
 
-    def _checks(self, verification_id: int) -> list[dict[str, Any]]:
-        rows = self._query(
+    def _verification(self, row: dict[str, Any]) -> VerificationRecord:
+        checks = self._query(
             "SELECT layer, service, ok, detail, data FROM verification_checks "
             "WHERE verification_id = ? ORDER BY id",
-            (verification_id,),
+            (row["id"],),
             frozenset({"data"}),
         )
-        return [{**row.pop("data"), **row} for row in rows]
+        got = VerificationRecord.from_row(row)
+        typed = (
+            CheckRecord(c["layer"], c["service"], c["ok"], c["detail"], c["data"]) for c in checks
+        )
+        return dataclasses.replace(got, checks=tuple(typed))
 
-    def get_bench_run(self, run_id: int, *, records: bool = True) -> dict[str, Any] | None:
+    def get_bench_run(self, run_id: int, *, records: bool = True) -> BenchRunRecord | None:
         row = self._one("SELECT * FROM bench_runs WHERE id = ?", (run_id,))
         if row is not None and records:
             recs = self._query(
                 "SELECT record FROM bench_records WHERE run_id = ? ORDER BY seq", (run_id,)
             )
             row["records"] = [r["record"] for r in recs]
-        return row
+        return None if row is None else BenchRunRecord.from_row(row)
 
-    def list_bench_runs(self) -> list[dict[str, Any]]:
+    def list_bench_runs(self) -> list[BenchRunRecord]:
         """Bench runs without their per-request records (see :meth:`get_bench_run`)."""
-        return self._query("SELECT * FROM bench_runs ORDER BY id")
+        return [
+            BenchRunRecord.from_row(r) for r in self._query("SELECT * FROM bench_runs ORDER BY id")
+        ]
 
-    def get_ab(self, ab_id: int) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM ab_runs WHERE id = ?", (ab_id,))
+    def get_ab(self, ab_id: int) -> AbRunRecord | None:
+        row = self._one("SELECT * FROM ab_runs WHERE id = ?", (ab_id,))
+        return None if row is None else AbRunRecord.from_row(row)
 
-    def list_ab(
-        self, *, service: str | None = None, knob: str | None = None
-    ) -> list[dict[str, Any]]:
+    def list_ab(self, *, service: str | None = None, knob: str | None = None) -> list[AbRunRecord]:
         where, params = _filters(service=service, knob=knob)
-        return self._query(f"SELECT * FROM ab_runs{where} ORDER BY id", params)
+        rows = self._query(f"SELECT * FROM ab_runs{where} ORDER BY id", params)
+        return [AbRunRecord.from_row(r) for r in rows]
 
-    def get_soak(self, soak_id: int) -> dict[str, Any] | None:
+    def get_soak(self, soak_id: int) -> SoakRunRecord | None:
         row = self._one("SELECT * FROM soak_runs WHERE id = ?", (soak_id,))
-        if row is not None:
-            row["findings"] = self._findings(soak_id)
-        return row
+        return None if row is None else self._soak(row)
 
-    def list_soaks(self) -> list[dict[str, Any]]:
-        rows = self._query("SELECT * FROM soak_runs ORDER BY id")
-        for row in rows:
-            row["findings"] = self._findings(row["id"])
-        return rows
+    def list_soaks(self) -> list[SoakRunRecord]:
+        return [self._soak(r) for r in self._query("SELECT * FROM soak_runs ORDER BY id")]
 
-    def _findings(self, soak_id: int) -> list[dict[str, Any]]:
-        rows = self._query(
-            "SELECT finding FROM soak_findings WHERE soak_id = ? ORDER BY id", (soak_id,)
+    def _soak(self, row: dict[str, Any]) -> SoakRunRecord:
+        found = self._query(
+            "SELECT finding FROM soak_findings WHERE soak_id = ? ORDER BY id", (row["id"],)
         )
-        return [r["finding"] for r in rows]
+        return SoakRunRecord.from_row({**row, "findings": [r["finding"] for r in found]})
 
-    def get_case(self, case_id: int) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM cases WHERE id = ?", (case_id,))
+    def get_case(self, case_id: int) -> CaseRecord | None:
+        row = self._one("SELECT * FROM cases WHERE id = ?", (case_id,))
+        return None if row is None else CaseRecord.from_row(row)
 
-    def list_cases(self) -> list[dict[str, Any]]:
-        return self._query("SELECT * FROM cases ORDER BY id")
+    def list_cases(self) -> list[CaseRecord]:
+        return [CaseRecord.from_row(r) for r in self._query("SELECT * FROM cases ORDER BY id")]
 
-    def list_suspects(self, case_id: int) -> list[dict[str, Any]]:
-        return self._query("SELECT * FROM case_suspects WHERE case_id = ? ORDER BY id", (case_id,))
+    def list_suspects(self, case_id: int) -> list[Suspect]:
+        rows = self._query("SELECT * FROM case_suspects WHERE case_id = ? ORDER BY id", (case_id,))
+        return [Suspect.from_row(r) for r in rows]
 
-    def list_evidence(self, case_id: int) -> list[dict[str, Any]]:
-        return self._query("SELECT * FROM case_evidence WHERE case_id = ? ORDER BY id", (case_id,))
+    def list_evidence(self, case_id: int) -> list[Evidence]:
+        rows = self._query("SELECT * FROM case_evidence WHERE case_id = ? ORDER BY id", (case_id,))
+        return [Evidence.from_row(r) for r in rows]
 
-    def list_case_events(self, case_id: int) -> list[dict[str, Any]]:
-        return self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
+    def list_case_events(self, case_id: int) -> list[CaseEvent]:
+        rows = self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
+        return [CaseEvent.from_row(r) for r in rows]
+
+    def snapshot(self, *, records: bool = True) -> LedgerExport:
+        """Every record in the ledger (bench runs with their per-request records unless not)."""
+        runs = self.list_bench_runs()
+        full = [self.get_bench_run(r.id) for r in runs] if records else runs
+        return LedgerExport(
+            schema_version=self.schema_version,
+            path=str(self._path),
+            deployments=tuple(self.list_deployments()),
+            knob_changes=tuple(self.list_knob_changes()),
+            verifications=tuple(self.list_verifications()),
+            bench_runs=tuple(r for r in full if r is not None),
+            ab_runs=tuple(self.list_ab()),
+            soak_runs=tuple(self.list_soaks()),
+            cases=tuple(self._case_export(c) for c in self.list_cases()),
+        )
 
     def export(self, *, records: bool = True) -> dict[str, Any]:
         """Everything in the ledger as one JSON-ready document (``servelab ledger export``)."""
-        out: dict[str, Any] = {"schema_version": self.schema_version, "path": str(self._path)}
-        out["deployments"] = self.list_deployments()
-        out["knob_changes"] = self.list_knob_changes()
-        out["verifications"] = self.list_verifications()
-        runs = self.list_bench_runs()
-        out["bench_runs"] = [self.get_bench_run(r["id"]) for r in runs] if records else runs
-        out["ab_runs"] = self.list_ab()
-        out["soak_runs"] = self.list_soaks()
-        out["cases"] = [self._case_export(c) for c in self.list_cases()]
-        return out
+        return self.snapshot(records=records).to_json()
 
-    def _case_export(self, case: dict[str, Any]) -> dict[str, Any]:
-        cid = case["id"]
-        return {
-            **case,
-            "suspects": self.list_suspects(cid),
-            "evidence": self.list_evidence(cid),
-            "events": self.list_case_events(cid),
-        }
+    def _case_export(self, case: CaseRecord) -> CaseExport:
+        return CaseExport(
+            case,
+            tuple(self.list_suspects(case.id)),
+            tuple(self.list_evidence(case.id)),
+            tuple(self.list_case_events(case.id)),
+        )
 
 
-def _check_row(verification_id: int, check: Mapping[str, Any]) -> dict[str, Any]:
-    data = {k: v for k, v in check.items() if k not in {"layer", "service", "ok", "detail"}}
+def _check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
     return {
         "verification_id": verification_id,
-        "layer": str(check.get("layer", "")),
-        "service": check.get("service"),
-        "ok": int(bool(check.get("ok"))),
-        "detail": check.get("detail"),
-        "data": _dumps(data),
+        "layer": check.layer,
+        "service": check.service,
+        "ok": int(check.ok),
+        "detail": check.detail,
+        "data": _dumps(dict(check.data)),
     }
 
 
-def _finding_row(soak_id: int, finding: Mapping[str, Any]) -> dict[str, Any]:
-    confidence = finding.get("confidence")
+def _finding_row(soak_id: int, finding: SoakFinding) -> dict[str, Any]:
     return {
         "soak_id": soak_id,
-        "layer": finding.get("layer"),
-        "confidence": confidence if isinstance(confidence, (int, float)) else None,
-        "finding": _dumps(dict(finding)),
+        "layer": finding.layer,
+        "confidence": finding.confidence,
+        "finding": _dumps(finding.to_json()),
     }
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from servelab.core.compare import Anomaly, Comparison, compare_arms, find_anomalies
+from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
 from servelab.errors import BenchError, ServelabError
 from servelab.io.specfile import LoadedSpec
 from servelab.io.store import Ledger
@@ -90,28 +91,31 @@ class AbResult:
                     out.setdefault(conc, []).append(thr)
         return out
 
+    def record(self) -> AbResultRecord:
+        """The stored shape of this A/B (what the ledger records and ``ab --json`` prints)."""
+        arms = tuple(
+            AbArm(
+                arm,
+                {str(c): tuple(v) for c, v in sorted(self.throughput(arm).items())},
+                tuple(v.verification_id for v in self.visits if v.arm == arm),
+            )
+            for arm in (self.config.baseline, self.config.candidate)
+        )
+        return AbResultRecord(
+            service=self.config.service,
+            knob=self.config.knob,
+            baseline=self.config.baseline,
+            candidate=self.config.candidate,
+            original=self.original,
+            restored=self.restored,
+            arms=arms,
+            comparisons=tuple(ComparisonRecord.from_json(c.to_dict()) for c in self.comparisons),
+            anomalies=tuple(AnomalyRecord.from_json(a.to_dict()) for a in self.anomalies),
+            ab_id=self.ab_id,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        arms = [self.config.baseline, self.config.candidate]
-        return {
-            "service": self.config.service,
-            "knob": self.config.knob,
-            "baseline": self.config.baseline,
-            "candidate": self.config.candidate,
-            "original": self.original,
-            "restored": self.restored,
-            "arms": [
-                {
-                    "label": arm,
-                    "value": arm,
-                    "throughput": {str(c): v for c, v in sorted(self.throughput(arm).items())},
-                    "verifications": [v.verification_id for v in self.visits if v.arm == arm],
-                }
-                for arm in arms
-            ],
-            "comparisons": [c.to_dict() for c in self.comparisons],
-            "anomalies": [a.to_dict() for a in self.anomalies],
-            "ab_id": self.ab_id,
-        }
+        return self.record().to_json()
 
 
 def _router_url(loaded: LoadedSpec) -> str:
@@ -208,7 +212,7 @@ async def run_ab(
     _conclude(result)
     if ledger is not None:
         result.ab_id = ledger.record_ab(
-            service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.to_json()
+            service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.record()
         )
     return result
 

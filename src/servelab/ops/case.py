@@ -3,7 +3,9 @@
 Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment: they set the
 knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the affected services in
 start order (``servelab.ops.deploy.restart``), and run a layered verify that proves the value live
-plus an e2e probe (``servelab.ops.verify.verify``). Those modules are imported when used.
+plus an e2e probe (``servelab.ops.verify.verify``). What they did comes back typed
+(:class:`Applied`: the ``KnobChange``s, the restart ``Step``s, the ``VerifyReport``) and is
+recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.ledger`).
 
 No printing here; progress goes through a callback. The CLI shows :func:`revert_preview` (the cost
 of the revert, measured by recorded A/B experiments, and what evidence would convict the knob)
@@ -17,12 +19,15 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from servelab.core.evidence import KnobChangeRecord
 from servelab.core.ledger import (
     CASE_RESOLVED,
     Case,
     ConvictionTest,
+    RestoreEvent,
     RestoreItem,
     RevertCost,
+    RevertEvent,
     Target,
     TimelineEntry,
     case_from_rows,
@@ -39,11 +44,15 @@ from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.store import Ledger
+from servelab.ops.deploy import Step, restart
+from servelab.ops.knob import KnobChange, get_knob, set_knob
+from servelab.ops.verify import VerifyReport, verify
 
 if TYPE_CHECKING:
     from servelab.io.specfile import LoadedSpec
 
 __all__ = [
+    "Applied",
     "CaseView",
     "RestoreOutcome",
     "RevertOutcome",
@@ -71,12 +80,6 @@ _EVIDENCE_LOOKUP = {
     "soak": lambda led, i: led.get_soak(i),
     "ab": lambda led, i: led.get_ab(i),
 }
-
-
-def _jsonable(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    return value
 
 
 # -- reading cases ---------------------------------------------------------------------------
@@ -120,13 +123,13 @@ def view_case(ledger: Ledger, case_id: int) -> CaseView:
     return CaseView(case, timeline(case), plan, restore_status(case, plan))
 
 
-def _later_changes(ledger: Ledger, case: Case) -> list[dict[str, Any]]:
+def _later_changes(ledger: Ledger, case: Case) -> list[KnobChangeRecord]:
     knobs = {(c.service, c.name) for c in case.changes}
     return [row for s, n in sorted(knobs) for row in ledger.list_knob_changes(service=s, name=n)]
 
 
 def list_cases(ledger: Ledger) -> list[CaseView]:
-    return [view_case(ledger, int(row["id"])) for row in ledger.list_cases()]
+    return [view_case(ledger, row.id) for row in ledger.list_cases()]
 
 
 # -- writing cases ---------------------------------------------------------------------------
@@ -227,9 +230,7 @@ def revert_preview(
             f"{parsed} is not a suspect of case {case_id}; first: "
             f"servelab case suspect {case_id} {parsed} --reason ..."
         )
-    changes = [
-        c for c in ledger.list_knob_changes(service=service, name=knob) if c["new"] == current
-    ]
+    changes = [c for c in ledger.list_knob_changes(service=service, name=knob) if c.new == current]
     _last, revert_to = revert_values(changes, service, knob, to)
     if revert_to == current:
         raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
@@ -243,31 +244,37 @@ def revert_preview(
 @dataclass
 class RevertOutcome:
     preview: RevertPreview
-    change: dict[str, Any]
-    restart: list[dict[str, Any]]
-    verification: dict[str, Any]
+    change: KnobChange
+    restart: list[Step]
+    verification: VerifyReport | None
     live: str | None
     event_id: int | None = None
+    failure: str | None = None  # why the restart or the verify did not complete
 
     @property
     def ok(self) -> bool:
-        return bool(self.verification.get("ok")) and self.live == self.preview.revert_to
+        verified = self.verification is not None and self.verification.ok
+        return verified and self.live == self.preview.revert_to
 
     @property
     def error(self) -> str | None:
-        return None if self.ok else why_failed(self.verification)
+        return None if self.ok else why_failed(self.verification, self.failure)
 
     def to_json(self) -> dict[str, Any]:
-        out = dataclasses.asdict(self)
-        out["error"] = self.error
-        out["ok"] = self.ok
-        return out
+        return {
+            "preview": self.preview.to_json(),
+            "change": self.change.to_json(),
+            "restart": [dataclasses.asdict(s) for s in self.restart],
+            "verification": _verification_json(self.verification, self.failure),
+            "live": self.live,
+            "event_id": self.event_id,
+            "error": self.error,
+            "ok": self.ok,
+        }
 
 
 async def current_value(loaded: LoadedSpec, target: str) -> str | None:
     """The knob's value in the service's env file now."""
-    from servelab.ops.knob import get_knob
-
     parsed = _knob_target(target)
     return await get_knob(loaded, str(parsed.service), parsed.name)
 
@@ -282,24 +289,21 @@ async def revert(
     """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
     say = progress or (lambda _msg: None)
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
-    change, steps, report = await _apply(
-        loaded, ledger, preview.case_id, [(preview.service, preview.knob, preview.revert_to)],
-        reason, say,
+    wanted = [(preview.service, preview.knob, preview.revert_to)]
+    done = await _apply(loaded, ledger, preview.case_id, wanted, reason, say)
+    live = _live_value(done.report, preview.service, preview.knob)
+    outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
+                            failure=done.error)  # fmt: skip
+    event = RevertEvent(
+        service=preview.service, knob=preview.knob, from_value=preview.current,
+        to=preview.revert_to, change_id=done.changes[0].change_id,
+        verification_id=done.verification_id, ok=outcome.ok,
+        restart=tuple(s.outcome for s in done.steps), error=outcome.error,
+        cost_ab_id=preview.cost.ab_id, cost=preview.cost.points,
     )  # fmt: skip
-    live = _live_value(report, preview.service, preview.knob)
-    outcome = RevertOutcome(preview, change[0], steps, report, live)
     outcome.event_id = ledger.record_case_event(
-        case_id=preview.case_id,
-        kind="revert",
-        detail={
-            "service": preview.service, "knob": preview.knob, "from": preview.current,
-            "to": preview.revert_to, "change_id": change[0].get("change_id"),
-            "verification_id": report.get("verification_id"), "ok": outcome.ok,
-            "verified": outcome.ok, "restart": [s.get("outcome") for s in steps],
-            "cost_ab_id": preview.cost.ab_id, "error": outcome.error,
-            "cost": [dataclasses.asdict(p) for p in preview.cost.points],
-        },
-    )  # fmt: skip
+        case_id=preview.case_id, kind="revert", detail=event.to_json()
+    )
     return outcome
 
 
@@ -309,22 +313,32 @@ async def revert(
 @dataclass
 class RestoreOutcome:
     case_id: int
-    items: list[dict[str, Any]]
-    restart: list[dict[str, Any]]
-    verification: dict[str, Any]
+    items: list[RestoreEvent]
+    restart: list[Step]
+    verification: VerifyReport | None
     status: str = ""
     event_ids: list[int] = field(default_factory=list)
+    failure: str | None = None  # why the restart or the verify did not complete
 
     @property
     def ok(self) -> bool:
-        return bool(self.items) and all(i["verified"] for i in self.items)
+        return bool(self.items) and all(i.ok for i in self.items)
 
     @property
     def error(self) -> str | None:
-        return None if self.ok else why_failed(self.verification)
+        return None if self.ok else why_failed(self.verification, self.failure)
 
     def to_json(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "ok": self.ok, "error": self.error}
+        return {
+            "case_id": self.case_id,
+            "items": [{**i.to_json(), "verified": i.ok} for i in self.items],
+            "restart": [dataclasses.asdict(s) for s in self.restart],
+            "verification": _verification_json(self.verification, self.failure),
+            "status": self.status,
+            "event_ids": list(self.event_ids),
+            "ok": self.ok,
+            "error": self.error,
+        }
 
 
 async def restore(
@@ -339,24 +353,27 @@ async def restore(
         raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
-    changes, steps, report = await _apply(loaded, ledger, case_id, wanted, reason, say)
-    outcome = RestoreOutcome(case_id, [], steps, report)
-    for item, change in zip(view.plan, changes, strict=True):
-        live = _live_value(report, item.service, item.knob)
-        verified = bool(report.get("ok")) and live == item.restore_to
-        detail = {
-            "service": item.service, "knob": item.knob, "from": item.current,
-            "value": item.restore_to, "live": live, "change_id": change.get("change_id"),
-            "reverted_by": list(item.change_ids), "verification_id": report.get("verification_id"),
-            "ok": verified, "verified": verified, "restart": [s.get("outcome") for s in steps],
-            "error": None if verified else why_failed(report),
-        }  # fmt: skip
-        outcome.items.append(detail)
+    done = await _apply(loaded, ledger, case_id, wanted, reason, say)
+    outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
+    for item, change in zip(view.plan, done.changes, strict=True):
+        event = _restore_event(item, change, done)
+        outcome.items.append(event)
         outcome.event_ids.append(
-            ledger.record_case_event(case_id=case_id, kind="restore", detail=detail)
+            ledger.record_case_event(case_id=case_id, kind="restore", detail=event.to_json())
         )
     outcome.status = view_case(ledger, case_id).restore_status
     return outcome
+
+
+def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:
+    live = _live_value(done.report, item.service, item.knob)
+    verified = done.report is not None and done.report.ok and live == item.restore_to
+    return RestoreEvent(
+        service=item.service, knob=item.knob, from_value=item.current, value=item.restore_to,
+        live=live, change_id=change.change_id, verification_id=done.verification_id,
+        ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
+        error=None if verified else why_failed(done.report, done.error),
+    )  # fmt: skip
 
 
 # -- the shared apply step -------------------------------------------------------------------
@@ -375,6 +392,23 @@ def co_restart(spec: DeploymentSpec, changed: Iterable[str]) -> list[str]:
     return restart_plan(spec, chosen)
 
 
+@dataclass
+class Applied:
+    """What ``_apply`` did: the knob changes, the restart steps, and the verify report.
+
+    ``report`` is None when the restart or the verify did not complete; ``error`` says why.
+    """
+
+    changes: list[KnobChange]
+    steps: list[Step] = field(default_factory=list)
+    report: VerifyReport | None = None
+    error: str | None = None
+
+    @property
+    def verification_id(self) -> int | None:
+        return None if self.report is None else self.report.verification_id
+
+
 async def _apply(
     loaded: LoadedSpec,
     ledger: Ledger,
@@ -382,66 +416,64 @@ async def _apply(
     wanted: Sequence[tuple[str, str, str | None]],
     reason: str,
     say: Progress,
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+) -> Applied:
     """Set the knobs, co-restart, verify. A failed restart or verify is returned, not raised:
     the knob change is already recorded, so the case event must record how it ended."""
-    from servelab.ops.knob import set_knob
-
-    changes = []
+    done = Applied([])
     for service, knob, value in wanted:
         say(f"set {service} {knob}={value}")
         change = await set_knob(
             loaded, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
         )
-        changes.append(change.to_json())
+        done.changes.append(change)
     order = co_restart(loaded.spec, [s for s, _k, _v in wanted])
-    steps: list[dict[str, Any]] = []
     try:
-        steps = await _restart(loaded, ledger, order, say)
-        return changes, steps, await _verify(loaded, ledger, say)
+        done.steps = await _restart(loaded, ledger, order, say)
+        done.report = await _verify(loaded, ledger, say)
     except ServelabError as exc:
         say(f"failed: {exc}")
-        return changes, steps, {"ok": False, "checks": [], "error": str(exc)}
+        done.error = str(exc)
+    return done
 
 
 async def _restart(
     loaded: LoadedSpec, ledger: Ledger, order: list[str], say: Progress
-) -> list[dict[str, Any]]:
-    from servelab.ops.deploy import restart
-
+) -> list[Step]:
     say(f"co-restart {' → '.join(order)} (and their dependents)")
     report = await restart(
         loaded, order, verify_after=False, rollback=False, progress=say, ledger=ledger
     )
-    steps = [_jsonable(step) for step in report.steps]
-    failed = [s for s in steps if s.get("outcome") == "failed"]
+    failed = [s for s in report.steps if s.outcome == "failed"]
     if failed:
-        why = (failed[0].get("evidence") or {}).get("error", "see its log")
-        raise DeployError(f"restart of {failed[0].get('service')} failed: {why}")
-    return steps
+        why = failed[0].evidence.get("error", "see its log")
+        raise DeployError(f"restart of {failed[0].service} failed: {why}")
+    return list(report.steps)
 
 
-async def _verify(loaded: LoadedSpec, ledger: Ledger, say: Progress) -> dict[str, Any]:
-    from servelab.ops.verify import verify
-
+async def _verify(loaded: LoadedSpec, ledger: Ledger, say: Progress) -> VerifyReport:
     say("verify config, live, health, e2e")
-    report = await verify(loaded, ledger=ledger, progress=say)
-    return dict(report.to_json())
+    return await verify(loaded, ledger=ledger, progress=say)
 
 
-def why_failed(verification: dict[str, Any]) -> str:
-    """Why a verification failed: its error, else each failed check's layer, service, detail."""
-    if verification.get("error"):
-        return str(verification["error"])
-    failed = [c for c in verification.get("checks", []) if not c.get("ok")]
-    reasons = [f"{c.get('layer')} {c.get('service')}: {c.get('detail')}" for c in failed]
+def _verification_json(report: VerifyReport | None, failure: str | None) -> dict[str, Any]:
+    """The verification as ``--json`` shows it (a restart or verify that failed: its error)."""
+    if report is None:
+        return {"ok": False, "checks": [], "error": failure}
+    return report.to_json()
+
+
+def why_failed(verification: VerifyReport | None, failure: str | None = None) -> str:
+    """Why a verification failed: the restart's or verify's error, else each failed check."""
+    if failure:
+        return failure
+    failed = verification.failures if verification is not None else []
+    reasons = [f"{c.layer} {c.service}: {c.detail}" for c in failed]
     return "; ".join(reasons) or "the knob's live value was not confirmed"
 
 
-def _live_value(report: dict[str, Any], service: str, knob: str) -> str | None:
-    for check in report.get("checks", []):
-        mine = (check.get("layer"), check.get("service"), check.get("knob"))
-        if mine == ("live", service, knob):
-            live = check.get("live")
+def _live_value(report: VerifyReport | None, service: str, knob: str) -> str | None:
+    for check in report.layer("live") if report is not None else []:
+        if (check.service, check.data.get("knob")) == (service, knob):
+            live = check.data.get("live")
             return None if live is None else str(live)
     return None

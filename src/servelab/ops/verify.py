@@ -25,6 +25,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from servelab.core.envfile import EnvFile
+from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.records import RequestRecord
 from servelab.core.spec import spec_hash
 from servelab.errors import KnobError, ServelabError
@@ -66,6 +67,10 @@ class Check:
     ok: bool
     detail: str
     data: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> CheckRecord:
+        """The check as the ledger records it."""
+        return CheckRecord(self.layer, self.service, self.ok, self.detail, self.data)
 
     def to_json(self) -> dict[str, Any]:
         """``{"layer", "service", "ok", "detail", **data}`` (the ledger's check shape)."""
@@ -116,7 +121,7 @@ class _FileState:
     backup: EnvFile | None = None
     backup_path: str | None = None
     error: str | None = None
-    recorded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
 
 
 async def verify(
@@ -160,7 +165,7 @@ async def verify(
     )
     if ledger is not None:
         report.verification_id = ledger.record_verification(
-            spec_hash=report.spec_hash, ok=report.ok, checks=[c.to_json() for c in checks]
+            spec_hash=report.spec_hash, ok=report.ok, checks=[c.record() for c in checks]
         )
     return report
 
@@ -189,11 +194,11 @@ def _failed(layer: str, service: str, exc: ServelabError) -> list[Check]:
 # -- config and live ---------------------------------------------------------------------------
 
 
-def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, dict[str, Any]]]:
+def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecord]]:
     """service -> knob -> the ledger's last recorded change of it (the last known snapshot)."""
-    last: dict[str, dict[str, dict[str, Any]]] = {}
+    last: dict[str, dict[str, KnobChangeRecord]] = {}
     for row in ledger.list_knob_changes() if ledger is not None else []:
-        last.setdefault(row["service"], {})[row["name"]] = row
+        last.setdefault(row.service, {})[row.name] = row
     return last
 
 
@@ -203,7 +208,7 @@ async def _knob_layers(
     host: Host,
     layers: tuple[str, ...],
     say: Progress,
-    recorded: dict[str, dict[str, Any]],
+    recorded: dict[str, KnobChangeRecord],
 ) -> list[Check]:
     say(f"reading the env file of {service}")
     try:
@@ -269,14 +274,14 @@ def _config_check(service: str, name: str, pin: str | None, state: _FileState) -
         detail += f"; changed since backup: {_show(backup)} -> {_show(value)}"
     elif state.backup is not None:
         detail += "; same as backup"
-    data = {"knob": name, "file": value, "spec": pin, "backup": backup,
+    data: dict[str, Any] = {"knob": name, "file": value, "spec": pin, "backup": backup,
             "backup_path": state.backup_path, "env_file": state.path}  # fmt: skip
     row = state.recorded.get(name)
     if row is not None:
-        data.update(recorded=row["new"], recorded_change_id=row["id"])
-        if row["new"] != value:
+        data.update(recorded=row.new, recorded_change_id=row.id)
+        if row.new != value:
             detail += (
-                f"; the last recorded change (#{row['id']}) set {_show(row['new'])}: "
+                f"; the last recorded change (#{row.id}) set {_show(row.new)}: "
                 "edited outside servelab?"
             )
     return Check("config", service, ok, detail, data)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Comparison
+from servelab.core.evidence import AbRunRecord
 from servelab.ops.ab import AbResult
 from servelab.report.plots import ab_plot
 
@@ -77,10 +77,6 @@ def ab_markdown(result: AbResult) -> str:
 
 def ab_png(result: AbResult) -> bytes:
     """Throughput against concurrency for both arms (PNG bytes)."""
-    data: dict[str, Any] = {
-        "id": result.ab_id,
-        "service": result.config.service,
-        "knob": result.config.knob,
-        "result": result.to_json(),
-    }
-    return ab_plot(data)
+    cfg = result.config
+    run = AbRunRecord(result.ab_id or 0, "", cfg.service, cfg.knob, cfg.to_dict(), result.record())
+    return ab_plot(run, title=f"A/B #{result.ab_id}: {cfg.service} {cfg.knob}")

@@ -1,7 +1,8 @@
 """Docs generated from the ledger alone: the perf plan, one page per case, plots, an HTML index.
 
-:func:`build_docs` takes the ledger's export (``Ledger.export()``) and returns ``{relative path:
-bytes}``; the CLI's one writer saves them. Everything here is a pure function of the export, so
+:func:`build_docs` takes the ledger's export (``Ledger.export()``'s document, or its typed
+:class:`~servelab.core.evidence.LedgerExport`) and returns ``{relative path: bytes}``; the CLI's
+one writer saves them. Everything here is a pure function of the export, so
 running it again after a verdict changes rewrites exactly the files that depend on that verdict.
 
 The one-line wording of revert costs, restore plans, conviction tests and timeline entries lives
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
 from servelab.core.ledger import (
     Case,
     ConcurrencyCost,
@@ -28,6 +30,7 @@ from servelab.core.ledger import (
     restore_status,
     timeline,
 )
+from servelab.core.results import AbResultRecord
 from servelab.ops.case import CaseView
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.plots import ab_plot, arm_curve
@@ -119,7 +122,7 @@ def describe_conviction(test: ConvictionTest) -> str:
 
 
 def _outcome(detail: Mapping[str, Any]) -> str:
-    if detail.get("verified"):
+    if detail.get("ok"):
         return "verified live"
     return "FAILED" + (f" ({detail['error']})" if detail.get("error") else "")
 
@@ -155,38 +158,35 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
 # -- case views from the export ----------------------------------------------------------------
 
 
-def case_views(export: Mapping[str, Any]) -> list[CaseView]:
+def case_views(export: LedgerExport) -> list[CaseView]:
     """Every case of the export with its timeline, restore plan and restore status."""
-    changes = list(export.get("knob_changes") or [])
-    ab_runs = list(export.get("ab_runs") or [])
     views = []
-    for row in export.get("cases") or []:
-        mine = [c for c in changes if c.get("case_id") == row["id"]]
-        case = case_from_rows(row, row.get("suspects", []), row.get("evidence", []),
-                              row.get("events", []), mine)  # fmt: skip
-        plan = restore_plan(case, ab_runs, changes)
+    for row in export.cases:
+        mine = [c for c in export.knob_changes if c.case_id == row.case.id]
+        case = case_from_rows(row.case, row.suspects, row.evidence, row.events, mine)
+        plan = restore_plan(case, export.ab_runs, export.knob_changes)
         views.append(CaseView(case, timeline(case), plan, restore_status(case, plan)))
     return views
 
 
-def _evidence_line(kind: str, ref_id: int | None, export: Mapping[str, Any]) -> str:
-    table = {"run": "bench_runs", "verify": "verifications", "soak": "soak_runs", "ab": "ab_runs"}
-    rows = {r["id"]: r for r in export.get(table.get(kind, ""), []) or []}
-    row = rows.get(ref_id)
-    if row is None:
-        return f"{kind} #{ref_id} (not in this ledger)"
-    if kind == "soak":
-        layers = ", ".join(str(f.get("layer")) for f in row.get("findings") or []) or "none"
-        return f"soak #{ref_id}: {'passed' if row.get('ok') else 'FAILED'}; findings: {layers}"
-    if kind == "verify":
-        failed = [c for c in row.get("checks") or [] if not c.get("ok")]
-        return f"verify #{ref_id}: {'ok' if row.get('ok') else f'{len(failed)} check(s) failed'}"
-    if kind == "ab":
-        return f"A/B #{ref_id}: {row.get('service')} {row.get('knob')}"
-    return f"bench run #{ref_id}: {row.get('label') or 'unlabelled'}"
+def _evidence_line(kind: str, ref_id: int | None, export: LedgerExport) -> str:
+    found = {
+        "run": {r.id: f"bench run #{r.id}: {r.label or 'unlabelled'}" for r in export.bench_runs},
+        "ab": {r.id: f"A/B #{r.id}: {r.service} {r.knob}" for r in export.ab_runs},
+    }
+    for soak in export.soak_runs:
+        layers = ", ".join(str(f.layer) for f in soak.findings) or "none"
+        word = "passed" if soak.ok else "FAILED"
+        found.setdefault("soak", {})[soak.id] = f"soak #{soak.id}: {word}; findings: {layers}"
+    for ver in export.verifications:
+        failed = [c for c in ver.checks if not c.ok]
+        word = "ok" if ver.ok else f"{len(failed)} check(s) failed"
+        found.setdefault("verify", {})[ver.id] = f"verify #{ver.id}: {word}"
+    line = found.get(kind, {}).get(ref_id) if ref_id is not None else None
+    return line or f"{kind} #{ref_id} (not in this ledger)"
 
 
-def case_markdown(view: CaseView, export: Mapping[str, Any]) -> str:
+def case_markdown(view: CaseView, export: LedgerExport) -> str:
     """One case: status, suspects and verdicts, evidence, timeline, restore plan and status."""
     case = view.case
     out = [f"# Case {case.id}: {case.title}", ""]
@@ -225,8 +225,8 @@ class KnobSummary:
 
     service: str
     knob: str
-    ab_runs: list[Mapping[str, Any]] = field(default_factory=list)
-    changes: list[Mapping[str, Any]] = field(default_factory=list)
+    ab_runs: list[AbRunRecord] = field(default_factory=list)
+    changes: list[KnobChangeRecord] = field(default_factory=list)
     live: Mapping[str, Any] | None = None
     verdicts: list[tuple[int, str, str]] = field(default_factory=list)
 
@@ -236,20 +236,20 @@ class KnobSummary:
 
     @property
     def file_value(self) -> str | None:
-        return self.changes[-1].get("new") if self.changes else None
+        return self.changes[-1].new if self.changes else None
 
 
-def knob_summaries(export: Mapping[str, Any], views: Sequence[CaseView]) -> list[KnobSummary]:
+def knob_summaries(export: LedgerExport, views: Sequence[CaseView]) -> list[KnobSummary]:
     """One summary per knob that has an A/B or a recorded change, sorted by service and name."""
     knobs: dict[tuple[str, str], KnobSummary] = {}
-    for ab in export.get("ab_runs") or []:
-        key = (ab["service"], ab["knob"])
+    for ab in export.ab_runs:
+        key = (ab.service, ab.knob)
         knobs.setdefault(key, KnobSummary(*key)).ab_runs.append(ab)
-    for change in export.get("knob_changes") or []:
-        key = (change["service"], change["name"])
+    for change in export.knob_changes:
+        key = (change.service, change.name)
         knobs.setdefault(key, KnobSummary(*key)).changes.append(change)
     for summary in knobs.values():
-        summary.live = _latest_live(export.get("verifications") or [], summary)
+        summary.live = _latest_live(export, summary)
         summary.verdicts = [
             (v.case.id, v.case.title, verdict)
             for v in views
@@ -258,12 +258,11 @@ def knob_summaries(export: Mapping[str, Any], views: Sequence[CaseView]) -> list
     return [knobs[k] for k in sorted(knobs)]
 
 
-def _latest_live(verifications: Sequence[Mapping[str, Any]], s: KnobSummary) -> dict[str, Any]:
-    for ver in reversed(list(verifications)):
-        for check in ver.get("checks") or []:
-            mine = (check.get("layer"), check.get("service"), check.get("knob"))
-            if mine == ("live", s.service, s.knob):
-                return {"value": check.get("live"), "verification_id": ver["id"], "at": ver["at"]}
+def _latest_live(export: LedgerExport, s: KnobSummary) -> dict[str, Any]:
+    for ver in reversed(export.verifications):
+        for check in ver.checks:
+            if (check.layer, check.service, check.knob) == ("live", s.service, s.knob):
+                return {"value": check.live, "verification_id": ver.id, "at": ver.at}
     return {}
 
 
@@ -271,9 +270,8 @@ def _fmt(x: float) -> str:
     return f"{x:,.1f}"
 
 
-def _arms_table(ab: Mapping[str, Any]) -> list[str]:
-    result = ab.get("result") or {}
-    curves = {str(a.get("value", a.get("label"))): arm_curve(a) for a in result.get("arms") or []}
+def _arms_table(ab: AbRunRecord) -> list[str]:
+    curves = {str(a.value): arm_curve(a) for a in ab.result.arms}
     concs = sorted({c for curve in curves.values() for c, *_ in curve})
     if not concs:
         return ["(no throughput recorded)"]
@@ -294,34 +292,32 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def comparison_rows(ab: Mapping[str, Any]) -> list[list[str]]:
+def comparison_rows(result: AbResultRecord) -> list[list[str]]:
     """The A/B's comparisons as table cells, by concurrency (no header)."""
-    comps = (ab.get("result") or {}).get("comparisons") or []
     rows = []
-    for c in sorted(comps, key=lambda c: int(c.get("concurrency", 0))):
-        ratio, ci = c.get("ratio"), c.get("ci")
-        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if _finite(ratio) else "—"
-        has_ci = isinstance(ci, (list, tuple)) and len(ci) == 2 and all(map(_finite, ci))
-        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if has_ci else "—"
-        pair = f"{c.get('baseline')} → {c.get('candidate')}"
-        rows.append([f"C{c.get('concurrency')}", pair, ratio_s, ci_s, str(c.get("verdict"))])
+    for c in sorted(result.comparisons, key=lambda c: c.concurrency):
+        ratio, ci = c.ratio, c.ci
+        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if ratio is not None and _finite(ratio) else "—"
+        has_ci = ci is not None and all(map(_finite, ci))
+        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if ci is not None and has_ci else "—"
+        pair = f"{c.baseline} → {c.candidate}"
+        rows.append([f"C{c.concurrency}", pair, ratio_s, ci_s, c.verdict])
     return rows
 
 
-def _comparison_table(ab: Mapping[str, Any]) -> list[str]:
-    rows = comparison_rows(ab)
+def _comparison_table(ab: AbRunRecord) -> list[str]:
+    rows = comparison_rows(ab.result)
     if not rows:
         return ["(no comparisons)"]
     out = ["| " + " | ".join(_COMPARISON_HEAD) + " |", "|---" * len(_COMPARISON_HEAD) + "|"]
     return out + ["| " + " | ".join(r) + " |" for r in rows]
 
 
-def _anomaly_lines(ab: Mapping[str, Any]) -> list[str]:
+def _anomaly_lines(ab: AbRunRecord) -> list[str]:
     out = []
-    for a in (ab.get("result") or {}).get("anomalies") or []:
-        extra = {k: v for k, v in a.items() if k not in {"arm", "concurrency", "kind"}}
-        tail = f" {json.dumps(extra, sort_keys=True, default=str)}" if extra else ""
-        out.append(f"- arm {a.get('arm')}: {a.get('kind')} at C{a.get('concurrency')}{tail}")
+    for a in ab.result.anomalies:
+        tail = f" {json.dumps(dict(a.extra), sort_keys=True, default=str)}" if a.extra else ""
+        out.append(f"- arm {a.arm}: {a.kind} at C{a.concurrency}{tail}")
     return out or ["- none"]
 
 
@@ -335,17 +331,17 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     out.append(f"- env file value (last recorded change): {_show(s.file_value)}")
     out += [f"- case {cid} ({title}): **{verdict}**" for cid, title, verdict in s.verdicts]
     for ab in s.ab_runs:
-        out += ["", f"### A/B #{ab['id']} ({ab.get('at')})", ""]
+        out += ["", f"### A/B #{ab.id} ({ab.at})", ""]
         out += [*_arms_table(ab), "", *_comparison_table(ab)]
         out += ["", "Anomalies:", "", *_anomaly_lines(ab)]
-        if ab["id"] in plots:
-            out += ["", f"![A/B #{ab['id']}]({plots[ab['id']]})"]
+        if ab.id in plots:
+            out += ["", f"![A/B #{ab.id}]({plots[ab.id]})"]
     if s.changes:
         out += ["", "### Changes", ""]
         out += [
-            f"- #{c['id']} {c.get('at')}: {_show(c.get('old'))} → {_show(c.get('new'))}"
-            + (f" under case {c['case_id']}" if c.get("case_id") else "")
-            + (f" — {c['reason']}" if c.get("reason") else "")
+            f"- #{c.id} {c.at}: {_show(c.old)} → {_show(c.new)}"
+            + (f" under case {c.case_id}" if c.case_id else "")
+            + (f" — {c.reason}" if c.reason else "")
             for c in s.changes
         ]
     return [*out, ""]
@@ -367,29 +363,30 @@ def perf_plan_markdown(summaries: Sequence[KnobSummary], plots: Mapping[int, str
 def _latest_verdicts(s: KnobSummary) -> str:
     if not s.ab_runs:
         return "no A/B"
-    comps = (s.ab_runs[-1].get("result") or {}).get("comparisons") or []
-    return ", ".join(f"C{c.get('concurrency')}: {c.get('verdict')}" for c in comps) or "—"
+    comps = s.ab_runs[-1].result.comparisons
+    return ", ".join(f"C{c.concurrency}: {c.verdict}" for c in comps) or "—"
 
 
-def build_docs(export: Mapping[str, Any]) -> dict[str, bytes]:
+def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
     """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html."""
+    export = ledger if isinstance(ledger, LedgerExport) else LedgerExport.from_json(ledger)
     views = case_views(export)
     summaries = knob_summaries(export, views)
     files: dict[str, bytes] = {}
     plots: dict[int, str] = {}
     for s in summaries:
         for ab in s.ab_runs:
-            plots[ab["id"]] = f"plots/ab-{ab['id']}.png"
-            files[plots[ab["id"]]] = ab_plot(ab)
+            plots[ab.id] = f"plots/ab-{ab.id}.png"
+            files[plots[ab.id]] = ab_plot(ab)
     files[PERF_PLAN] = perf_plan_markdown(summaries, plots).encode()
     for view in views:
         files[f"cases/case-{view.case.id}.md"] = case_markdown(view, export).encode()
     knob_rows = [
         KnobRow(s.service, s.knob, _show((s.live or {}).get("value")) if s.live else "not verified",
                 _show(s.file_value), _latest_verdicts(s),
-                [plots[a["id"]] for a in s.ab_runs],
-                [(f"A/B #{a['id']}: {s.service} {s.knob}", [_COMPARISON_HEAD, *comparison_rows(a)])
-                 for a in s.ab_runs])
+                [plots[a.id] for a in s.ab_runs],
+                [(f"A/B #{a.id}: {s.service} {s.knob}",
+                  [_COMPARISON_HEAD, *comparison_rows(a.result)]) for a in s.ab_runs])
         for s in summaries
     ]  # fmt: skip
     case_rows = [

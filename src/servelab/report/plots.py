@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping
-from typing import Any
 
+from servelab.core.evidence import AbRunRecord
+from servelab.core.results import AbArm
 from servelab.core.stats import mean, sample_std
 
 __all__ = ["ab_plot", "arm_curve"]
@@ -18,10 +18,10 @@ __all__ = ["ab_plot", "arm_curve"]
 _PNG_METADATA = {"Software": None}
 
 
-def arm_curve(arm: Mapping[str, Any]) -> list[tuple[int, float, float, int]]:
+def arm_curve(arm: AbArm) -> list[tuple[int, float, float, int]]:
     """``(concurrency, mean, σ, n)`` of an arm's throughput repeats, by concurrency (σ 0 if n<2)."""
     points = []
-    for conc, values in (arm.get("throughput") or {}).items():
+    for conc, values in arm.throughput.items():
         nums = [float(v) for v in values or [] if isinstance(v, (int, float))]
         if not nums:
             continue
@@ -30,28 +30,27 @@ def arm_curve(arm: Mapping[str, Any]) -> list[tuple[int, float, float, int]]:
     return sorted(points)
 
 
-def ab_plot(ab_run: Mapping[str, Any], *, title: str | None = None) -> bytes:
+def ab_plot(ab_run: AbRunRecord, *, title: str | None = None) -> bytes:
     """Output-token throughput vs concurrency, one line per arm, error bars ± σ; PNG bytes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
     from matplotlib.figure import Figure
 
-    result = ab_run.get("result") or {}
     fig = Figure(figsize=(6.4, 4.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ticks: set[int] = set()
-    for arm in result.get("arms") or []:
+    for arm in ab_run.result.arms:
         curve = arm_curve(arm)
         if not curve:
             continue
         xs, ys, errs, _ns = zip(*curve, strict=True)
         ticks.update(xs)
-        label = f"{ab_run.get('knob', 'knob')}={arm.get('value', arm.get('label'))}"
+        label = f"{ab_run.knob}={arm.value}"
         ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=label)
     ax.set_xticks(sorted(ticks))
     ax.set_xlabel("concurrency")
     ax.set_ylabel("output tokens/s (mean ± σ)")
-    default = f"A/B #{ab_run.get('id')}: {ab_run.get('service')} {ab_run.get('knob')}"
+    default = f"A/B #{ab_run.id}: {ab_run.service} {ab_run.knob}"
     ax.set_title(title or default, fontsize=10)
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:

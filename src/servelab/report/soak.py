@@ -1,4 +1,7 @@
-"""Words for soak results: the ``--json`` document, the console summary, and finding sentences.
+"""Words for soak results: the console summary, finding sentences, and the worded findings that
+the ``--json`` document and the ledger carry. The document's shape is
+:class:`servelab.core.results.SoakDocument`; :func:`servelab.ops.soakrecord.soak_document` fills
+its numbers, :func:`soak_record` its words.
 
 The rules in :mod:`servelab.core.diagnose` return data (layer, confidence, observation ids); every
 sentence a person reads is written here. Nothing in this module does I/O.
@@ -7,19 +10,20 @@ sentence a person reads is written here. Nothing in this module does I/O.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from typing import Any
 
 from servelab.core.diagnose import Finding, Observation
+from servelab.core.results import SoakDocument, SoakFinding
 from servelab.ops.soak import SoakResult
+from servelab.ops.soakrecord import soak_document
 
 __all__ = [
     "LAYER_ADVICE",
     "LAYER_TITLES",
     "describe_observation",
-    "finding_json",
     "render_soak",
-    "soak_json",
+    "soak_finding",
+    "soak_record",
 ]
 
 LAYER_TITLES: dict[str, str] = {
@@ -113,8 +117,8 @@ def describe_observation(o: Observation) -> str:
     return f"{o.id}: {dict(d)}"
 
 
-def finding_json(finding: Finding, obs: list[Observation]) -> dict[str, Any]:
-    """A finding as JSON: layer, confidence, title, advice, and each piece of evidence."""
+def soak_finding(finding: Finding, obs: list[Observation]) -> SoakFinding:
+    """A finding worded: layer, confidence, title, advice, and each piece of evidence."""
     by_id = {o.id: o for o in obs}
     evidence = [
         {"id": i, "supports": supports, "text": describe_observation(by_id[i])}
@@ -123,55 +127,30 @@ def finding_json(finding: Finding, obs: list[Observation]) -> dict[str, Any]:
         for i in ids
         if i in by_id
     ]
-    return {
-        "layer": finding.layer,
-        "confidence": finding.confidence,
-        "title": LAYER_TITLES.get(finding.layer, finding.layer),
-        "advice": LAYER_ADVICE.get(finding.layer, ""),
-        "evidence": evidence,
-    }
+    return SoakFinding(
+        layer=finding.layer,
+        confidence=finding.confidence,
+        title=LAYER_TITLES.get(finding.layer, finding.layer),
+        advice=LAYER_ADVICE.get(finding.layer, ""),
+        evidence=tuple(evidence),
+    )
 
 
-def soak_json(result: SoakResult) -> dict[str, Any]:
-    """The ``servelab soak --json`` document (also what the ledger records)."""
-    sessions = result.sessions
-    rounds = result.config.rounds
-    return {
-        "ok": result.ok,
-        "soak_id": result.soak_id,
-        "model": result.model,
-        "elapsed_s": round(result.elapsed_s, 3),
-        "interrupted": result.interrupted,
-        "deadline_hit": result.deadline_hit,
-        "config": asdict(result.config),
-        "targets": asdict(result.targets),
-        "sessions": {
-            "count": len(sessions),
-            "completed": sum(s.rounds_done == rounds for s in sessions),
-            "rounds_done": sum(s.rounds_done for s in sessions),
-            "requests": sum(s.requests for s in sessions),
-            "per_session": [asdict(s) for s in sessions],
-        },
-        "stalls": [asdict(s) for s in result.stalls],
-        "errors": result.errors,
-        "correctness": [asdict(i) for i in result.issues],
-        "determinism": result.determinism,
-        "localized": result.localized,
-        "observations": [asdict(o) for o in result.observations],
-        "findings": [finding_json(f, result.observations) for f in result.findings],
-    }
+def soak_record(result: SoakResult) -> SoakDocument:
+    """The ``servelab soak --json`` document (also what the ledger records), findings worded."""
+    return soak_document(result, [soak_finding(f, result.observations) for f in result.findings])
 
 
 def _header(result: SoakResult) -> list[str]:
-    data = soak_json(result)["sessions"]
+    data = soak_record(result).sessions
     cfg = result.config
     verdict = "OK" if result.ok else "PROBLEMS FOUND"
     lines = [
-        f"soak {verdict}: {data['count']} sessions x {cfg.rounds} rounds "
+        f"soak {verdict}: {data.count} sessions x {cfg.rounds} rounds "
         f"({cfg.connection} connections) via {result.targets.entry_url}, "
         f"{result.elapsed_s:.1f} s",
-        f"  sessions completed {data['completed']}/{data['count']}, "
-        f"rounds done {data['rounds_done']}, requests {data['requests']}",
+        f"  sessions completed {data.completed}/{data.count}, "
+        f"rounds done {data.rounds_done}, requests {data.requests}",
     ]
     if result.deadline_hit:
         lines.append(f"  the {cfg.duration_s:g} s deadline ended the soak (partial results)")
@@ -195,12 +174,12 @@ def _stall_lines(result: SoakResult) -> list[str]:
 
 
 def _finding_lines(rank: int, finding: Finding, obs: list[Observation]) -> list[str]:
-    data = finding_json(finding, obs)
+    data = soak_finding(finding, obs)
     lines = [
-        f"{rank}. {data['title']} (confidence {finding.confidence:.2f})",
-        f"   {data['advice']}",
+        f"{rank}. {data.title} (confidence {finding.confidence:.2f})",
+        f"   {data.advice}",
     ]
-    for item in data["evidence"]:
+    for item in data.evidence:
         mark = "+" if item["supports"] else "-"
         lines.append(f"   {mark} {item['text']}")
     return lines

@@ -1,0 +1,49 @@
+"""A soak's result as the ledger stores it: :class:`~servelab.core.results.SoakDocument`.
+
+The numbers come from the :class:`~servelab.ops.soak.SoakResult`; the findings come worded
+(:func:`servelab.report.soak.soak_finding`), because a person reads them in the ledger's docs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict
+
+from servelab.core.results import SoakDocument, SoakFinding, SoakSessions
+from servelab.ops.soak import SoakResult
+
+__all__ = ["soak_document"]
+
+
+def _sessions(result: SoakResult) -> SoakSessions:
+    sessions = result.sessions
+    rounds = result.config.rounds
+    return SoakSessions(
+        count=len(sessions),
+        completed=sum(s.rounds_done == rounds for s in sessions),
+        rounds_done=sum(s.rounds_done for s in sessions),
+        requests=sum(s.requests for s in sessions),
+        per_session=tuple(asdict(s) for s in sessions),
+    )
+
+
+def soak_document(result: SoakResult, findings: Sequence[SoakFinding]) -> SoakDocument:
+    """The ``soak --json`` document and the ledger's record of ``result``."""
+    return SoakDocument(
+        ok=result.ok,
+        soak_id=result.soak_id,
+        model=result.model,
+        elapsed_s=round(result.elapsed_s, 3),
+        interrupted=result.interrupted,
+        deadline_hit=result.deadline_hit,
+        config=asdict(result.config),
+        targets=asdict(result.targets),
+        sessions=_sessions(result),
+        stalls=tuple(asdict(s) for s in result.stalls),
+        errors=tuple(result.errors),
+        correctness=tuple(asdict(i) for i in result.issues),
+        determinism=result.determinism,
+        localized=result.localized,
+        observations=tuple(asdict(o) for o in result.observations),
+        findings=tuple(findings),
+    )
