@@ -9,26 +9,23 @@ from pathlib import Path
 
 import pytest
 
-from servelab.errors import KnobError, SpecError
-from servelab.io.hosts import LocalHost
-from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
-from servelab.ops.knob import (
+from servelab.core.knobs import (
     LIVE_DIFFERS,
     LIVE_LOST_ON_RESTART,
     LIVE_MATCH,
     LIVE_RESTART_NEEDED,
     LIVE_UNSET,
     backup_names,
-    diff_knob,
-    find_process,
-    get_knob,
-    latest_backup,
     live_verdict,
-    read_env_file,
-    set_knob,
     tracked_names,
 )
+from servelab.errors import KnobError, SpecError
+from servelab.io.discovery import find_process
+from servelab.io.envfiles import latest_backup, read_env_file
+from servelab.io.hosts import LocalHost
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.store import Ledger
+from servelab.ops.knob import diff_knob, get_knob, set_knob
 from tests.support import free_port
 from tests.support.processes import http_server
 from tests.support.specs import SECRET, write_decode_spec

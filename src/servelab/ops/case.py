@@ -3,7 +3,8 @@
 Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment: they set the
 knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the affected services in
 start order (``servelab.ops.deploy.restart``), and run a layered verify that proves the value live
-plus an e2e probe (``servelab.ops.verify.verify``). Those modules are imported when used.
+plus an e2e probe (``servelab.ops.verify.verify``), all in one
+:class:`~servelab.ops.context.Operation` (one SSH connection per host).
 
 No printing here; progress goes through a callback. The CLI shows :func:`revert_preview` (the cost
 of the revert, measured by recorded A/B experiments, and what evidence would convict the knob)
@@ -15,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servelab.core.ledger import (
     CASE_RESOLVED,
@@ -39,9 +40,10 @@ from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.store import Ledger
-
-if TYPE_CHECKING:
-    from servelab.io.specfile import LoadedSpec
+from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.deploy import restart as deploy_restart
+from servelab.ops.knob import get_knob, set_knob
+from servelab.ops.verify import verify
 
 __all__ = [
     "CaseView",
@@ -264,28 +266,26 @@ class RevertOutcome:
         return out
 
 
-async def current_value(loaded: LoadedSpec, target: str) -> str | None:
+async def current_value(where: SpecOrOperation, target: str) -> str | None:
     """The knob's value in the service's env file now."""
-    from servelab.ops.knob import get_knob
-
     parsed = _knob_target(target)
-    return await get_knob(loaded, str(parsed.service), parsed.name)
+    return await get_knob(where, str(parsed.service), parsed.name)
 
 
 async def revert(
-    loaded: LoadedSpec,
+    where: SpecOrOperation,
     ledger: Ledger,
     preview: RevertPreview,
     *,
     progress: Progress | None = None,
 ) -> RevertOutcome:
     """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
-    say = progress or (lambda _msg: None)
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
-    change, steps, report = await _apply(
-        loaded, ledger, preview.case_id, [(preview.service, preview.knob, preview.revert_to)],
-        reason, say,
-    )  # fmt: skip
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        change, steps, report = await _apply(
+            op, ledger, preview.case_id, [(preview.service, preview.knob, preview.revert_to)],
+            reason, op.say,
+        )  # fmt: skip
     live = _live_value(report, preview.service, preview.knob)
     outcome = RevertOutcome(preview, change[0], steps, report, live)
     outcome.event_id = ledger.record_case_event(
@@ -328,10 +328,9 @@ class RestoreOutcome:
 
 
 async def restore(
-    loaded: LoadedSpec, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+    where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
 ) -> RestoreOutcome:
     """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
-    say = progress or (lambda _msg: None)
     view = view_case(ledger, case_id)
     if view.case.status != CASE_RESOLVED:
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
@@ -339,7 +338,8 @@ async def restore(
         raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
-    changes, steps, report = await _apply(loaded, ledger, case_id, wanted, reason, say)
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        changes, steps, report = await _apply(op, ledger, case_id, wanted, reason, op.say)
     outcome = RestoreOutcome(case_id, [], steps, report)
     for item, change in zip(view.plan, changes, strict=True):
         live = _live_value(report, item.service, item.knob)
@@ -376,7 +376,7 @@ def co_restart(spec: DeploymentSpec, changed: Iterable[str]) -> list[str]:
 
 
 async def _apply(
-    loaded: LoadedSpec,
+    op: Operation,
     ledger: Ledger,
     case_id: int,
     wanted: Sequence[tuple[str, str, str | None]],
@@ -385,33 +385,29 @@ async def _apply(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Set the knobs, co-restart, verify. A failed restart or verify is returned, not raised:
     the knob change is already recorded, so the case event must record how it ended."""
-    from servelab.ops.knob import set_knob
-
     changes = []
     for service, knob, value in wanted:
         say(f"set {service} {knob}={value}")
         change = await set_knob(
-            loaded, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
+            op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
         )
         changes.append(change.to_json())
-    order = co_restart(loaded.spec, [s for s, _k, _v in wanted])
+    order = co_restart(op.spec, [s for s, _k, _v in wanted])
     steps: list[dict[str, Any]] = []
     try:
-        steps = await _restart(loaded, ledger, order, say)
-        return changes, steps, await _verify(loaded, ledger, say)
+        steps = await _restart(op, ledger, order, say)
+        return changes, steps, await _verify(op, ledger, say)
     except ServelabError as exc:
         say(f"failed: {exc}")
         return changes, steps, {"ok": False, "checks": [], "error": str(exc)}
 
 
 async def _restart(
-    loaded: LoadedSpec, ledger: Ledger, order: list[str], say: Progress
+    op: Operation, ledger: Ledger, order: list[str], say: Progress
 ) -> list[dict[str, Any]]:
-    from servelab.ops.deploy import restart
-
     say(f"co-restart {' → '.join(order)} (and their dependents)")
-    report = await restart(
-        loaded, order, verify_after=False, rollback=False, progress=say, ledger=ledger
+    report = await deploy_restart(
+        op, order, verify_after=False, rollback=False, progress=say, ledger=ledger
     )
     steps = [_jsonable(step) for step in report.steps]
     failed = [s for s in steps if s.get("outcome") == "failed"]
@@ -421,11 +417,9 @@ async def _restart(
     return steps
 
 
-async def _verify(loaded: LoadedSpec, ledger: Ledger, say: Progress) -> dict[str, Any]:
-    from servelab.ops.verify import verify
-
+async def _verify(op: Operation, ledger: Ledger, say: Progress) -> dict[str, Any]:
     say("verify config, live, health, e2e")
-    report = await verify(loaded, ledger=ledger, progress=say)
+    report = await verify(op, ledger=ledger, progress=say)
     return dict(report.to_json())
 
 
