@@ -214,11 +214,7 @@ async def set_knob(
             new_env = base.set(name, value) if value is not None else base.unset(name)
             data = new_env.render().encode()
             backup_path = await op.write_env(service, path, data, backup=env is not None)
-            if op.ledger is not None:
-                change_id = op.ledger.record_knob_change(
-                    service=service, name=name, old=old, new=value, reason=reason,
-                    case_id=case_id, backup_path=backup_path,
-                )  # fmt: skip
+            change_id = _record_change(op, service, name, old, value, reason, case_id, backup_path)
         pid, live, live_error = await _live_value(op, service, name)
     return KnobChange(
         service=service,
@@ -235,6 +231,25 @@ async def set_knob(
         change_id=change_id,
         live_error=live_error,
     )
+
+
+def _record_change(
+    op: Operation,
+    service: str,
+    name: str,
+    old: str | None,
+    new: str | None,
+    reason: str | None,
+    case_id: int | None,
+    backup_path: str | None,
+) -> int | None:
+    """Record the change in the operation's ledger (None: no ledger)."""
+    if op.ledger is None:
+        return None
+    return op.ledger.record_knob_change(
+        service=service, name=name, old=old, new=new, reason=reason, case_id=case_id,
+        backup_path=backup_path,
+    )  # fmt: skip
 
 
 def _check_value(name: str, value: str | None) -> None:
