@@ -62,6 +62,19 @@ async def test_read_missing_file_is_host_error(host: Host, tmp_path: Path) -> No
     assert "missing" in str(info.value)
 
 
+async def test_exists_and_listdir(host: Host, tmp_path: Path) -> None:
+    (tmp_path / "a.env").write_text("K=1\n")
+    (tmp_path / ".hidden").write_text("")
+    (tmp_path / "with space").mkdir()
+    assert await host.exists(str(tmp_path / "a.env"))
+    assert await host.exists(str(tmp_path / "with space"))
+    assert not await host.exists(str(tmp_path / "missing"))
+    assert sorted(await host.listdir(str(tmp_path))) == [".hidden", "a.env", "with space"]
+    with pytest.raises(HostError) as info:
+        await host.listdir(str(tmp_path / "missing"))
+    assert "missing" in str(info.value)
+
+
 async def test_environ_and_listening_pid(
     host: Host, http_server: tuple[int, subprocess.Popen[bytes]]
 ) -> None:

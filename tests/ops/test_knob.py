@@ -9,26 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.knobs import LIVE_DIFFERS, LIVE_MATCH
 from servelab.errors import KnobError, SpecError
+from servelab.io.discovery import find_process
+from servelab.io.envfiles import latest_backup, read_env_file
 from servelab.io.hosts import LocalHost
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.store import Ledger
-from servelab.ops.knob import (
-    LIVE_DIFFERS,
-    LIVE_LOST_ON_RESTART,
-    LIVE_MATCH,
-    LIVE_RESTART_NEEDED,
-    LIVE_UNSET,
-    backup_names,
-    diff_knob,
-    find_process,
-    get_knob,
-    latest_backup,
-    live_verdict,
-    read_env_file,
-    set_knob,
-    tracked_names,
-)
+from servelab.ops.knob import diff_knob, get_knob, set_knob
 from tests.support import free_port
 from tests.support.processes import http_server
 from tests.support.specs import SECRET, write_decode_spec
@@ -54,34 +42,6 @@ def server(workdir: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
     """A real process listening on a free port, started with the env file's variables."""
     with http_server({KNOB: "512", "SECRET_TOKEN": SECRET}, cwd=workdir) as server:
         yield server
-
-
-def test_live_verdicts() -> None:
-    assert live_verdict("1", "1") == LIVE_MATCH
-    assert live_verdict(None, None) == LIVE_UNSET
-    assert live_verdict("1", None) == LIVE_RESTART_NEEDED
-    assert live_verdict(None, "1") == LIVE_LOST_ON_RESTART
-    assert live_verdict("1", "2") == LIVE_DIFFERS
-
-
-def test_tracked_names_are_declared_then_allow_listed_in_file(workdir: Path) -> None:
-    svc = _spec(workdir, 1).spec.service("decode")
-    in_file = ["SERVELAB_SIM_TIME_SCALE", "SECRET_TOKEN", KNOB]
-    assert tracked_names(svc, in_file) == [KNOB, "OTHER_KNOB", "SERVELAB_SIM_TIME_SCALE"]
-
-
-def test_backup_names_sort_by_time_and_ignore_others() -> None:
-    names = [
-        "decode.env",
-        "decode.env.bak-20260101T000000.000002Z",
-        "decode.env.bak-20251231T235959.999999Z",
-        "decode.env.bak-junk",
-        "prefill.env.bak-20260101T000000.000001Z",
-    ]
-    assert backup_names(names, "decode.env") == [
-        "decode.env.bak-20251231T235959.999999Z",
-        "decode.env.bak-20260101T000000.000002Z",
-    ]
 
 
 async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> None:

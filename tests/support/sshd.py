@@ -9,7 +9,8 @@ Nothing relies on ``PermitUserEnvironment``/``AcceptEnv``: servelab passes a ser
 on the command line it runs, from the service's env file.
 
 Tests get one per module through the ``sshd`` fixture of ``tests/conftest.py``;
-``SshdServer.host_spec()`` is the :class:`~servelab.core.spec.HostSpec` that reaches it.
+``SshdServer.host_spec()`` is the :class:`~servelab.core.spec.HostSpec` that reaches it;
+``SshdServer.logins()`` counts the connections it authenticated (from its own log, server side).
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class SshdServer:
     def log(self) -> str:
         return (self.directory / "sshd.log").read_text(errors="replace")
 
+    def logins(self) -> int:
+        """SSH connections this server has authenticated so far (its log's "Accepted" lines)."""
+        return sum(1 for line in self.log().splitlines() if "Accepted publickey for" in line)
+
     def stop(self) -> None:
         if self.process.poll() is None:
             self.process.terminate()
@@ -102,7 +107,7 @@ def _config(directory: Path, port: int) -> str:
             "AllowTcpForwarding yes",
             "MaxSessions 50",
             "MaxStartups 50",
-            "LogLevel ERROR",
+            "LogLevel INFO",  # INFO logs each login ("Accepted publickey"): tests count them
             "",
         ]
     )

@@ -25,6 +25,7 @@ from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.ab import AbConfig, AbResult, run_ab
 from servelab.ops.bench import BenchConfig, Progress
+from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png
 
 __all__ = ["parse_knob_arms", "register"]
@@ -57,9 +58,8 @@ async def _ab(spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig) -
     loaded = load_spec(spec_path)
     loaded.spec.service(cfg.service)  # unknown service: a SpecError (exit 2) before anything runs
     with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
-        return await run_ab(
-            loaded, cfg, ledger=ledger, progress=_say, bench_progress=_bench_progress
-        )
+        async with Operation(loaded, ledger=ledger, progress=_say) as op:
+            return await run_ab(op, cfg, bench_progress=_bench_progress)
 
 
 def _write(out: Path, result: AbResult) -> list[Path]:

@@ -26,6 +26,7 @@ from servelab.cli.common import (
 )
 from servelab.io.store import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.ops import case as cases
+from servelab.ops.context import Operation
 from servelab.report.docs import (
     build_docs,
     describe_conviction,
@@ -195,13 +196,14 @@ def case_revert(
         from servelab.io.specfile import load_spec
 
         loaded = load_spec(spec_path)
-        current = await cases.current_value(loaded, target)
-        preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)
-        if not as_json:
-            _print_preview(preview)
-        if not yes and not click.confirm("revert it?", default=False, err=True):
-            return None
-        return await cases.revert(loaded, ledger, preview, progress=_progress)
+        async with Operation(loaded, ledger=ledger, progress=_progress) as op:
+            current = await cases.current_value(op, target)
+            preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)
+            if not as_json:
+                _print_preview(preview)
+            if not yes and not click.confirm("revert it?", default=False, err=True):
+                return None
+            return await cases.revert(op, ledger, preview)
 
     outcome = _with_ledger(ledger_path, spec_path, body)
     if outcome is None:
@@ -328,7 +330,8 @@ def restore_cmd(
         if not as_json:
             for item in cases.view_case(ledger, case_id).plan:
                 _say(f"restore: {describe_restore_item(item)}")
-        return await cases.restore(loaded, ledger, case_id, progress=_progress)
+        async with Operation(loaded, ledger=ledger, progress=_progress) as op:
+            return await cases.restore(op, ledger, case_id)
 
     outcome = _with_ledger(ledger_path, spec_path, body)
     if as_json:

@@ -25,9 +25,10 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import deploy
+from servelab.ops.context import Operation
 from servelab.report.deploy import render_deploy, render_restart, render_status
 
 __all__ = ["register"]
@@ -42,13 +43,16 @@ def _progress(message: str) -> None:
 async def _with_ledger(
     spec_path: Path | None,
     ledger_path: Path | None,
-    action: Callable[[LoadedSpec, Ledger], Awaitable[T]],
+    action: Callable[[Operation], Awaitable[T]],
+    progress: Callable[[str], None] | None,
 ) -> T:
+    """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command."""
     loaded = load_spec(spec_path)
     path = resolve_ledger_path(ledger_path, loaded.state_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     with Ledger.open(path) as ledger:
-        return await action(loaded, ledger)
+        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+            return await action(op)
 
 
 def _quiet(as_json: bool) -> Callable[[str], None] | None:
@@ -64,11 +68,7 @@ def _up_or_down(
 ) -> None:
     report = run(
         _with_ledger(
-            spec_path,
-            ledger_path,
-            lambda loaded, ledger: action(
-                loaded, list(services) or None, progress=_quiet(as_json), ledger=ledger
-            ),
+            spec_path, ledger_path, lambda op: action(op, list(services) or None), _quiet(as_json)
         )
     )
     _show(report.to_json(), render_deploy(report), as_json, report.ok)
@@ -99,7 +99,8 @@ def down_command(
 
 
 async def _status(spec_path: Path | None) -> list[deploy.ServiceStatus]:
-    return await deploy.status(load_spec(spec_path))
+    async with Operation(load_spec(spec_path)) as op:
+        return await deploy.status(op)
 
 
 @click.command("status")
@@ -137,14 +138,10 @@ def restart_command(
         _with_ledger(
             spec_path,
             ledger_path,
-            lambda loaded, ledger: deploy.restart(
-                loaded,
-                list(services) or None,
-                verify_after=not no_verify,
-                rollback=rollback,
-                progress=_quiet(as_json),
-                ledger=ledger,
+            lambda op: deploy.restart(
+                op, list(services) or None, verify_after=not no_verify, rollback=rollback
             ),
+            _quiet(as_json),
         )
     )
     _show(report.to_json(), render_restart(report), as_json, report.ok)

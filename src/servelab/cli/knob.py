@@ -13,6 +13,7 @@ import click
 from servelab.cli.common import json_option, ledger_option, print_json, run, spec_option
 from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops.context import Operation
 from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob
 from servelab.report.verify import render_knob_change, render_knob_diff, render_knob_value
 
@@ -26,7 +27,8 @@ def knob_group() -> None:
 
 async def _get(spec_path: Path | None, service: str, name: str) -> tuple[str | None, str]:
     loaded = load_spec(spec_path)
-    value = await get_knob(loaded, service, name)
+    async with Operation(loaded) as op:
+        value = await get_knob(op, service, name)
     return value, str(loaded.env_file(service))
 
 
@@ -55,9 +57,8 @@ async def _set(
 ) -> KnobChange:
     loaded = load_spec(spec_path)
     with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
-        return await set_knob(
-            loaded, service, name, value, reason=reason, case_id=case_id, ledger=ledger
-        )
+        async with Operation(loaded, ledger=ledger) as op:
+            return await set_knob(op, service, name, value, reason=reason, case_id=case_id)
 
 
 @knob_group.command("set")
@@ -93,7 +94,8 @@ def set_command(
 
 
 async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:
-    return await diff_knob(load_spec(spec_path), service, name)
+    async with Operation(load_spec(spec_path)) as op:
+        return await diff_knob(op, service, name)
 
 
 @knob_group.command("diff")

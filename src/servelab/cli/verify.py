@@ -23,6 +23,7 @@ from servelab.cli.common import (
 )
 from servelab.io.specfile import load_spec
 from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.ops.context import Operation
 from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
 
@@ -43,9 +44,8 @@ async def _verify(
 ) -> VerifyReport:
     loaded = load_spec(spec_path)
     with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
-        return await verify(
-            loaded, services or None, layers=layers, ledger=ledger, progress=_progress, e2e=e2e
-        )
+        async with Operation(loaded, ledger=ledger, progress=_progress) as op:
+            return await verify(op, services or None, layers=layers, e2e=e2e)
 
 
 @click.command("verify")

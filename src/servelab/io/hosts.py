@@ -1,8 +1,9 @@
 """Hosts: where services run. :class:`LocalHost` is this machine; :class:`~servelab.io.ssh.SSHHost`
 is a machine reached over SSH (one connection per host, reused). Both offer the same coroutines:
-run a shell command with a timeout, read a file, replace a file atomically (with a timestamped
-backup), read a process's raw environment, find the process listening on a TCP port, and give a
-URL this machine can use to reach a service bound on the host's loopback.
+run a shell command with a timeout, read a file, tell whether a path exists, list a directory,
+replace a file atomically (with a timestamped backup), read a process's raw environment, find the
+process listening on a TCP port, and give a URL this machine can use to reach a service bound on
+the host's loopback.
 
 Errors: :class:`~servelab.errors.CommandTimeout` when a command outlives its timeout,
 :class:`~servelab.errors.HostError` (:class:`~servelab.errors.SSHError` for the connection) for the
@@ -60,6 +61,10 @@ class Host(Protocol):
     ) -> CommandResult: ...
 
     async def read_file(self, path: str) -> bytes: ...
+
+    async def exists(self, path: str) -> bool: ...
+
+    async def listdir(self, directory: str) -> list[str]: ...
 
     async def write_file_atomic(
         self, path: str, data: bytes, *, backup: bool = True
@@ -136,6 +141,16 @@ class LocalHost:
         except OSError as exc:
             raise HostError(f"{self.name}: cannot read {path}: {exc.strerror}") from exc
 
+    async def exists(self, path: str) -> bool:
+        return await asyncio.to_thread(os.path.exists, path)
+
+    async def listdir(self, directory: str) -> list[str]:
+        """The names in ``directory`` (without ``.`` and ``..``), unsorted."""
+        try:
+            return await asyncio.to_thread(os.listdir, directory)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot list {directory}: {exc.strerror}") from exc
+
     async def write_file_atomic(self, path: str, data: bytes, *, backup: bool = True) -> str | None:
         try:
             return await asyncio.to_thread(_write_atomic, Path(path), data, backup)
@@ -147,10 +162,6 @@ class LocalHost:
 
     async def listening_pid(self, port: int) -> int | None:
         return await asyncio.to_thread(_local_listening_pid, port)
-
-    def _sync_listening(self, port: int) -> int | None:
-        """Blocking form of :meth:`listening_pid` (for synchronous callers such as tests)."""
-        return _local_listening_pid(port)
 
     async def http_url(self, url: str) -> str:
         return url

@@ -91,8 +91,12 @@ class SSHHost:
         status = result.exit_status if result.exit_status is not None else 255
         return CommandResult(status, _text(result.stdout), _text(result.stderr))
 
+    @property
+    def _file_timeout(self) -> float:
+        return max(30.0, self.spec.connect_timeout_s)
+
     async def _checked(self, cmd: str, what: str, *, input: bytes | None = None) -> CommandResult:
-        result = await self.run(cmd, timeout=max(30.0, self.spec.connect_timeout_s), input=input)
+        result = await self.run(cmd, timeout=self._file_timeout, input=input)
         if not result.ok:
             raise HostError(f"{self.name}: {what}: {result.stderr.strip() or result.exit_status}")
         return result
@@ -107,6 +111,17 @@ class SSHHost:
             raise HostError(f"{self.name}: cannot read {path}: {_text(result.stderr).strip()}")
         out = result.stdout
         return out if isinstance(out, bytes) else (out or "").encode()
+
+    async def exists(self, path: str) -> bool:
+        result = await self.run(f"test -e {shlex.quote(path)}", timeout=self._file_timeout)
+        return result.ok
+
+    async def listdir(self, directory: str) -> list[str]:
+        """The names in ``directory`` (without ``.`` and ``..``), unsorted."""
+        result = await self._checked(
+            f"ls -1A -- {shlex.quote(directory)}", f"cannot list {directory}"
+        )
+        return result.stdout.splitlines()
 
     async def write_file_atomic(self, path: str, data: bytes, *, backup: bool = True) -> str | None:
         target = backup_name(path) if backup else ""

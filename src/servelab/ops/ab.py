@@ -9,6 +9,9 @@ cancels instead of biasing one arm. At the end the original value is restored (u
 Per concurrency the candidate/baseline ratio of output throughput gets a confidence interval and a
 verdict (:mod:`servelab.core.compare`); non-monotonic throughput within an arm is an anomaly. The
 experiment is recorded in the ledger with the shape the case/restore code reads.
+
+The whole experiment is one :class:`~servelab.ops.context.Operation`: every visit's set, restart,
+verify and live read-back go through the same hosts (one SSH connection per host for the run).
 """
 
 from __future__ import annotations
@@ -21,11 +24,11 @@ from typing import Any
 from servelab.core.compare import Anomaly, Comparison, compare_arms, find_anomalies
 from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
 from servelab.errors import BenchError, ServelabError
-from servelab.io.specfile import LoadedSpec
 from servelab.io.store import Ledger
 from servelab.ops.bench import BenchConfig, ProgressFn, RunResult, run_bench, run_payload
+from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import restart
-from servelab.ops.knob import diff_knob, get_knob, set_knob
+from servelab.ops.knob import get_knob, live_knob, set_knob
 from servelab.ops.verify import verify
 
 __all__ = ["AbConfig", "AbResult", "ArmVisit", "run_ab"]
@@ -118,47 +121,38 @@ class AbResult:
         return self.record().to_json()
 
 
-def _router_url(loaded: LoadedSpec) -> str:
-    name = loaded.spec.router_name or loaded.spec.entry_point
-    return loaded.spec.services[name].url
+def _router_url(op: Operation) -> str:
+    name = op.spec.router_name or op.spec.entry_point
+    return op.spec.services[name].url
 
 
 async def _make_live(
-    loaded: LoadedSpec,
-    cfg: AbConfig,
-    value: str | None,
-    ledger: Ledger | None,
-    say: Say,
-    reason: str,
+    op: Operation, cfg: AbConfig, value: str | None, reason: str
 ) -> tuple[int | None, str | None]:
     """Set the knob, co-restart, and prove it live end to end; raise when it is not."""
-    await set_knob(loaded, cfg.service, cfg.knob, value, reason=reason, ledger=ledger)
-    report = await restart(loaded, [cfg.service], verify_after=False, progress=say, ledger=ledger)
+    await set_knob(op, cfg.service, cfg.knob, value, reason=reason)
+    report = await restart(op, [cfg.service], verify_after=False)
     if not report.ok:
         failed = [s.service for s in report.steps if not s.ok]
         raise BenchError(f"restart for arm {value} failed ({', '.join(failed)}): arm not measured")
     # e2e too: it proves the KV path works with this value and pays the cold first request, which
     # would otherwise land in the measurement.
-    proof = await verify(loaded, [cfg.service], layers=("config", "live", "e2e"), ledger=ledger)
-    live = (await diff_knob(loaded, cfg.service, cfg.knob)).live
+    proof = await verify(op.quiet(), [cfg.service], layers=("config", "live", "e2e"))
+    live = await live_knob(op, cfg.service, cfg.knob)  # read back from /proc/PID/environ
     if not proof.ok or live != value:
         reasons = "; ".join(c.detail for c in proof.checks if not c.ok) or f"live value {live!r}"
         raise BenchError(f"arm {cfg.knob}={value} is not live ({reasons}): arm not measured")
-    say(f"{cfg.service} {cfg.knob}={value} verified live (verification {proof.verification_id})")
+    op.say(f"{cfg.service} {cfg.knob}={value} verified live (verification {proof.verification_id})")
     return proof.verification_id, live
 
 
 async def _measure(
-    loaded: LoadedSpec,
-    cfg: AbConfig,
-    value: str,
-    rnd: int,
-    ledger: Ledger | None,
-    bench_progress: ProgressFn | None,
+    op: Operation, cfg: AbConfig, value: str, rnd: int, bench_progress: ProgressFn | None
 ) -> ArmVisit:
     label = f"ab {cfg.service} {cfg.knob}={value} round {rnd + 1}"
-    bench = replace(cfg.bench, url=_router_url(loaded), repeat=1, label=label)
+    bench = replace(cfg.bench, url=_router_url(op), repeat=1, label=label)
     run_ids: list[int] = []
+    ledger = op.ledger
 
     def save(run: RunResult) -> None:
         if ledger is not None:
@@ -181,7 +175,7 @@ async def _measure(
 
 
 async def run_ab(
-    loaded: LoadedSpec,
+    target: SpecOrOperation,
     cfg: AbConfig,
     *,
     ledger: Ledger | None = None,
@@ -189,47 +183,47 @@ async def run_ab(
     bench_progress: ProgressFn | None = None,
 ) -> AbResult:
     """Run the interleaved A/B; restore the original value unless ``cfg.keep``."""
-    say = progress or (lambda _m: None)
     if cfg.baseline == cfg.candidate:
         raise BenchError("the two arms have the same value")
-    original = await get_knob(loaded, cfg.service, cfg.knob)
-    result = AbResult(cfg, original)
-    try:
-        for rnd in range(cfg.repeat):
-            for value in (cfg.baseline, cfg.candidate):
-                say(f"round {rnd + 1}/{cfg.repeat}: arm {cfg.knob}={value}")
-                why = f"ab: arm {value}, round {rnd + 1}"
-                vid, live = await _make_live(loaded, cfg, value, ledger, say, why)
-                visit = await _measure(loaded, cfg, value, rnd, ledger, bench_progress)
-                visit.verification_id, visit.live_value = vid, live
-                result.visits.append(visit)
-    except BaseException:
-        # Put the original value back, but never hide why the experiment stopped.
-        with contextlib.suppress(ServelabError):
-            await _restore(loaded, cfg, original, ledger, say, result)
-        raise
-    await _restore(loaded, cfg, original, ledger, say, result)
-    _conclude(result)
-    if ledger is not None:
-        result.ab_id = ledger.record_ab(
-            service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.record()
-        )
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        original = await get_knob(op, cfg.service, cfg.knob)
+        result = AbResult(cfg, original)
+        try:
+            await _visits(op, cfg, result, bench_progress)
+        except BaseException:
+            # Put the original value back, but never hide why the experiment stopped.
+            with contextlib.suppress(ServelabError):
+                await _restore(op, cfg, original, result)
+            raise
+        await _restore(op, cfg, original, result)
+        _conclude(result)
+        if op.ledger is not None:
+            result.ab_id = op.ledger.record_ab(
+                service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.record()
+            )
     return result
 
 
-async def _restore(
-    loaded: LoadedSpec,
-    cfg: AbConfig,
-    original: str | None,
-    ledger: Ledger | None,
-    say: Say,
-    result: AbResult,
+async def _visits(
+    op: Operation, cfg: AbConfig, result: AbResult, bench_progress: ProgressFn | None
 ) -> None:
+    """Every round: each arm set, proven live, then measured (A B A B ...)."""
+    for rnd in range(cfg.repeat):
+        for value in (cfg.baseline, cfg.candidate):
+            op.say(f"round {rnd + 1}/{cfg.repeat}: arm {cfg.knob}={value}")
+            why = f"ab: arm {value}, round {rnd + 1}"
+            vid, live = await _make_live(op, cfg, value, why)
+            visit = await _measure(op, cfg, value, rnd, bench_progress)
+            visit.verification_id, visit.live_value = vid, live
+            result.visits.append(visit)
+
+
+async def _restore(op: Operation, cfg: AbConfig, original: str | None, result: AbResult) -> None:
     if cfg.keep:
         return
     shown = "unset" if original is None else f"={original}"
-    say(f"restoring {cfg.service} {cfg.knob} {shown}")
-    await _make_live(loaded, cfg, original, ledger, say, "ab: restore the original value")
+    op.say(f"restoring {cfg.service} {cfg.knob} {shown}")
+    await _make_live(op, cfg, original, "ab: restore the original value")
     result.restored = True
 
 

@@ -6,6 +6,7 @@ start order (``servelab.ops.deploy.restart``), and run a layered verify that pro
 plus an e2e probe (``servelab.ops.verify.verify``). What they did comes back typed
 (:class:`Applied`: the ``KnobChange``s, the restart ``Step``s, the ``VerifyReport``) and is
 recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.ledger`).
+All of it runs in one :class:`~servelab.ops.context.Operation` (one SSH connection per host).
 
 No printing here; progress goes through a callback. The CLI shows :func:`revert_preview` (the cost
 of the revert, measured by recorded A/B experiments, and what evidence would convict the knob)
@@ -17,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servelab.core.evidence import KnobChangeRecord
 from servelab.core.ledger import (
@@ -44,12 +45,11 @@ from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.store import Ledger
-from servelab.ops.deploy import Step, restart
+from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.deploy import Step
+from servelab.ops.deploy import restart as deploy_restart
 from servelab.ops.knob import KnobChange, get_knob, set_knob
 from servelab.ops.verify import VerifyReport, verify
-
-if TYPE_CHECKING:
-    from servelab.io.specfile import LoadedSpec
 
 __all__ = [
     "Applied",
@@ -273,24 +273,24 @@ class RevertOutcome:
         }
 
 
-async def current_value(loaded: LoadedSpec, target: str) -> str | None:
+async def current_value(where: SpecOrOperation, target: str) -> str | None:
     """The knob's value in the service's env file now."""
     parsed = _knob_target(target)
-    return await get_knob(loaded, str(parsed.service), parsed.name)
+    return await get_knob(where, str(parsed.service), parsed.name)
 
 
 async def revert(
-    loaded: LoadedSpec,
+    where: SpecOrOperation,
     ledger: Ledger,
     preview: RevertPreview,
     *,
     progress: Progress | None = None,
 ) -> RevertOutcome:
     """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
-    say = progress or (lambda _msg: None)
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
-    done = await _apply(loaded, ledger, preview.case_id, wanted, reason, say)
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        done = await _apply(op, ledger, preview.case_id, wanted, reason, op.say)
     live = _live_value(done.report, preview.service, preview.knob)
     outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
                             failure=done.error)  # fmt: skip
@@ -342,10 +342,9 @@ class RestoreOutcome:
 
 
 async def restore(
-    loaded: LoadedSpec, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+    where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
 ) -> RestoreOutcome:
     """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
-    say = progress or (lambda _msg: None)
     view = view_case(ledger, case_id)
     if view.case.status != CASE_RESOLVED:
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
@@ -353,7 +352,8 @@ async def restore(
         raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
-    done = await _apply(loaded, ledger, case_id, wanted, reason, say)
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        done = await _apply(op, ledger, case_id, wanted, reason, op.say)
     outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
     for item, change in zip(view.plan, done.changes, strict=True):
         event = _restore_event(item, change, done)
@@ -410,7 +410,7 @@ class Applied:
 
 
 async def _apply(
-    loaded: LoadedSpec,
+    op: Operation,
     ledger: Ledger,
     case_id: int,
     wanted: Sequence[tuple[str, str, str | None]],
@@ -423,25 +423,23 @@ async def _apply(
     for service, knob, value in wanted:
         say(f"set {service} {knob}={value}")
         change = await set_knob(
-            loaded, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
+            op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
         )
         done.changes.append(change)
-    order = co_restart(loaded.spec, [s for s, _k, _v in wanted])
+    order = co_restart(op.spec, [s for s, _k, _v in wanted])
     try:
-        done.steps = await _restart(loaded, ledger, order, say)
-        done.report = await _verify(loaded, ledger, say)
+        done.steps = await _restart(op, ledger, order, say)
+        done.report = await _verify(op, ledger, say)
     except ServelabError as exc:
         say(f"failed: {exc}")
         done.error = str(exc)
     return done
 
 
-async def _restart(
-    loaded: LoadedSpec, ledger: Ledger, order: list[str], say: Progress
-) -> list[Step]:
+async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progress) -> list[Step]:
     say(f"co-restart {' → '.join(order)} (and their dependents)")
-    report = await restart(
-        loaded, order, verify_after=False, rollback=False, progress=say, ledger=ledger
+    report = await deploy_restart(
+        op, order, verify_after=False, rollback=False, progress=say, ledger=ledger
     )
     failed = [s for s in report.steps if s.outcome == "failed"]
     if failed:
@@ -450,9 +448,9 @@ async def _restart(
     return list(report.steps)
 
 
-async def _verify(loaded: LoadedSpec, ledger: Ledger, say: Progress) -> VerifyReport:
+async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
     say("verify config, live, health, e2e")
-    return await verify(loaded, ledger=ledger, progress=say)
+    return await verify(op, ledger=ledger, progress=say)
 
 
 def _verification_json(report: VerifyReport | None, failure: str | None) -> dict[str, Any]:

@@ -25,14 +25,12 @@ stayed in the foreground.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shlex
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from servelab.core.envfile import parse_envfile
 from servelab.core.spec import spec_hash
@@ -44,7 +42,9 @@ from servelab.errors import (
     ServelabError,
     ServiceStartError,
 )
-from servelab.io.hosts import Host, backup_name, host_for
+from servelab.io.discovery import find_process, unit_main_pid
+from servelab.io.envfiles import latest_backup
+from servelab.io.hosts import backup_name
 from servelab.io.http import ProbeResult, probe
 from servelab.io.processes import (
     OUTCOME_OK,
@@ -59,10 +59,9 @@ from servelab.io.processes import (
     wait_ready,
     write_pid_record,
 )
-from servelab.io.specfile import LoadedSpec
-
-if TYPE_CHECKING:
-    from servelab.io.store import Ledger
+from servelab.io.store import Ledger
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.verify import verify
 
 __all__ = [
     "OUTCOME_ALREADY_UP",
@@ -78,8 +77,6 @@ __all__ = [
     "status",
     "up",
 ]
-
-Progress = Callable[[str], None]
 
 OUTCOME_ALREADY_UP = "already up"
 OUTCOME_FAILED = "failed"
@@ -195,152 +192,117 @@ class ServiceStatus:
         }
 
 
-class _Context:
-    """One operation's hosts (opened once, closed at the end), progress and paths."""
-
-    def __init__(self, loaded: LoadedSpec, progress: Progress | None) -> None:
-        self.loaded = loaded
-        self.spec = loaded.spec
-        self.say: Progress = progress or (lambda _msg: None)
-        self._hosts: dict[str, Host] = {}
-
-    def host(self, service: str) -> Host:
-        name = self.spec.service(service).host
-        if name not in self._hosts:
-            self._hosts[name] = host_for(name, self.spec.hosts[name])
-        return self._hosts[name]
-
-    def state_dir(self, service: str) -> str:
-        """The state directory on the service's host (remote: absolute, or under the login dir)."""
-        if self.host(service).is_local:
-            return str(self.loaded.state_dir)
-        configured = Path(self.spec.state_dir)
-        return str(configured) if configured.is_absolute() else f".servelab/{self.spec.name}"
-
-    def log_path(self, service: str) -> str:
-        return f"{self.state_dir(service)}/logs/{service}.log"
-
-    def env_path(self, service: str) -> str | None:
-        path = self.loaded.env_file(service)
-        return None if path is None else str(path)
-
-    async def aclose(self) -> None:
-        for host in self._hosts.values():
-            with contextlib.suppress(ServelabError, OSError):
-                await host.aclose()
+def _state_dir(op: Operation, service: str) -> str:
+    """The state directory on the service's host (remote: absolute, or under the login dir)."""
+    if op.host(service).is_local:
+        return str(op.loaded.state_dir)
+    configured = Path(op.spec.state_dir)
+    return str(configured) if configured.is_absolute() else f".servelab/{op.spec.name}"
 
 
-async def _readiness(ctx: _Context, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
-    svc = ctx.spec.service(service)
-    url = await ctx.host(service).http_url(svc.url + svc.readiness_path)
+def _log_path(op: Operation, service: str) -> str:
+    return f"{_state_dir(op, service)}/logs/{service}.log"
+
+
+async def _readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
+    url = await op.url(service, op.spec.service(service).readiness_path)
     return await probe(url, timeout=timeout)
 
 
 async def _gate(
-    ctx: _Context, record: PidRecord, *, fresh: bool = False
+    op: Operation, record: PidRecord, *, fresh: bool = False
 ) -> tuple[str, dict[str, Any]]:
     """Wait for the service's readiness (see :func:`~servelab.io.processes.wait_ready`).
 
     ``fresh``: the record was just launched (its start command is waited for and progress told);
     otherwise the service was already running and only its readiness matters.
     """
-    svc = ctx.spec.service(record.service)
-    host = ctx.host(record.service)
-    url = await host.http_url(svc.url + svc.readiness_path)
+    svc = op.spec.service(record.service)
+    host = op.host(record.service)
+    url = await op.url(record.service, svc.readiness_path)
     result = await wait_ready(
         host,
         record,
         url=url,
         ready_timeout_s=svc.ready_timeout_s,
         start_timeout_s=svc.start_timeout_s if fresh else 0.0,
-        say=ctx.say if fresh else None,
+        say=op.say if fresh else None,
     )
     return result.outcome, result.evidence
 
 
-async def _env(ctx: _Context, service: str) -> dict[str, str]:
-    path = ctx.env_path(service)
+async def _env(op: Operation, service: str) -> dict[str, str]:
+    """The env file's variables, as this operation last wrote the file (``knob set``), else read."""
+    path = op.env_path(service)
     if path is None:
         return {}
     try:
-        raw = await ctx.host(service).read_file(path)
+        raw = op.written_env(service, path) or await op.host(service).read_file(path)
     except HostError as exc:
         raise ServiceStartError(f"{service}: cannot read its env file: {exc}") from exc
     return parse_envfile(raw.decode("utf-8", "replace"), source=path).as_dict()
 
 
-async def _launch(ctx: _Context, service: str) -> PidRecord:
-    svc = ctx.spec.service(service)
-    host = ctx.host(service)
-    argv = service_argv(ctx.spec, service, sys.executable)
-    status_file = None if argv is not None else f"{ctx.state_dir(service)}/run/{service}.status"
+async def _launch(op: Operation, service: str) -> PidRecord:
+    svc = op.spec.service(service)
+    host = op.host(service)
+    argv = service_argv(op.spec, service, sys.executable)
+    status_file = None if argv is not None else f"{_state_dir(op, service)}/run/{service}.status"
     record = await spawn(
         host,
         service=service,
-        log=ctx.log_path(service),
-        env=await _env(ctx, service),
+        log=_log_path(op, service),
+        env=await _env(op, service),
         argv=argv,
         command=None if argv is not None else svc.start,
         status_file=status_file,
-        cwd=str(ctx.loaded.base_dir) if host.is_local else None,
+        cwd=str(op.loaded.base_dir) if host.is_local else None,
         unit=svc.unit,
     )
-    write_pid_record(ctx.loaded.state_dir, record)
-    ctx.say(f"{service}: started pid {record.pid} on {host.name} (log {record.log})")
+    write_pid_record(op.loaded.state_dir, record)
+    op.say(f"{service}: started pid {record.pid} on {host.name} (log {record.log})")
     return record
 
 
-async def _unit_main_pid(host: Host, unit: str) -> int | None:
-    """The unit's MainPID (None when systemd reports 0 or cannot be asked)."""
-    try:
-        result = await host.run(
-            f"systemctl show -p MainPID --value {shlex.quote(unit)}", timeout=30
-        )
-    except CommandTimeout:
-        return None
-    text = result.stdout.strip()
-    return int(text) if text.isdigit() and int(text) > 0 else None
-
-
-async def _adopt_service_pid(ctx: _Context, record: PidRecord) -> PidRecord:
+async def _adopt_service_pid(op: Operation, record: PidRecord) -> PidRecord:
     """After a launcher command returned, record the process really serving (unit or port)."""
     if record.command is None:
         return record
-    host = ctx.host(record.service)
+    host = op.host(record.service)
     pid = None
     if record.unit is not None:
-        pid = await _unit_main_pid(host, record.unit)
+        pid = await unit_main_pid(host, record.unit)
     if not pid:
-        pid = await host.listening_pid(ctx.spec.service(record.service).port)
+        pid = await host.listening_pid(op.spec.service(record.service).port)
     stat = await proc_stat(host, pid) if pid else None
     if stat is None or stat.pgid == record.pgid:
         return record
     served = {"pid": stat.pid, "pgid": stat.pgid, "starttime": stat.starttime}
     adopted = replace(record, extra={**record.extra, "served_by": served})
-    write_pid_record(ctx.loaded.state_dir, adopted)
+    write_pid_record(op.loaded.state_dir, adopted)
     return adopted
 
 
-async def _start(ctx: _Context, service: str) -> Step:
+async def _start(op: Operation, service: str) -> Step:
     started = time.monotonic()
-    record = await _launch(ctx, service)
+    record = await _launch(op, service)
     try:
-        outcome, evidence = await _gate(ctx, record, fresh=True)
+        outcome, evidence = await _gate(op, record, fresh=True)
     except (DeployError, asyncio.CancelledError):
-        await _stop_recorded(ctx, service)
+        await _stop_recorded(op, service)
         raise
-    record = await _adopt_service_pid(ctx, record)
-    ctx.say(f"{service}: {outcome} in {time.monotonic() - started:.1f}s")
+    record = await _adopt_service_pid(op, record)
+    op.say(f"{service}: {outcome} in {time.monotonic() - started:.1f}s")
     return Step(service, outcome, record.pid, time.monotonic() - started, evidence)
 
 
-async def _stop_recorded(ctx: _Context, service: str) -> str:
+async def _stop_recorded(op: Operation, service: str) -> str:
     """Stop the recorded process group (and the adopted serving one); drop the record."""
-    record = read_pid_record(ctx.loaded.state_dir, service)
+    record = read_pid_record(op.loaded.state_dir, service)
     if record is None:
         return "not running"
-    host = ctx.host(service)
-    grace = ctx.spec.service(service).stop_grace_s
+    host = op.host(service)
+    grace = op.spec.service(service).stop_grace_s
     outcome = await stop_record(host, record, grace=grace)
     served = record.extra.get("served_by")
     if isinstance(served, dict):
@@ -349,45 +311,45 @@ async def _stop_recorded(ctx: _Context, service: str) -> str:
         )
         second = await stop_record(host, other, grace=grace)
         outcome = outcome if second == "not running" else second
-    remove_pid_record(ctx.loaded.state_dir, service)
+    remove_pid_record(op.loaded.state_dir, service)
     return outcome
 
 
-async def _stop(ctx: _Context, service: str) -> Step:
-    svc = ctx.spec.service(service)
+async def _stop(op: Operation, service: str) -> Step:
+    svc = op.spec.service(service)
     started = time.monotonic()
     evidence: dict[str, Any] = {}
     command = svc.stop or (f"systemctl stop {shlex.quote(svc.unit)}" if svc.unit else None)
     if command is not None:
         try:
-            result = await ctx.host(service).run(command, timeout=svc.start_timeout_s)
+            result = await op.host(service).run(command, timeout=svc.start_timeout_s)
             evidence["stop_command_exit"] = result.exit_status
         except CommandTimeout as exc:
             evidence["stop_command"] = str(exc)
-    outcome = await _stop_recorded(ctx, service)
+    outcome = await _stop_recorded(op, service)
     if command is not None and outcome == "not running":
         outcome = "stopped"
-    ctx.say(f"{service}: {outcome}")
+    op.say(f"{service}: {outcome}")
     return Step(service, outcome, None, time.monotonic() - started, evidence)
 
 
-async def _already_up(ctx: _Context, service: str) -> Step | None:
+async def _already_up(op: Operation, service: str) -> Step | None:
     """A Step when the service already runs and is ready; raises when its port is taken."""
-    record = read_pid_record(ctx.loaded.state_dir, service)
-    host = ctx.host(service)
+    record = read_pid_record(op.loaded.state_dir, service)
+    host = op.host(service)
     if record is not None and await is_alive(host, record):
-        _outcome, evidence = await _gate(ctx, record)
-        ctx.say(f"{service}: already up (pid {record.pid})")
+        _outcome, evidence = await _gate(op, record)
+        op.say(f"{service}: already up (pid {record.pid})")
         return Step(service, OUTCOME_ALREADY_UP, record.pid, 0.0, evidence)
     if record is not None:
-        await _stop_recorded(ctx, service)  # a stale record (or an orphaned group)
-    svc = ctx.spec.service(service)
+        await _stop_recorded(op, service)  # a stale record (or an orphaned group)
+    svc = op.spec.service(service)
     owner = await host.listening_pid(svc.port)
     if owner is None:
         return None
-    answer = await _readiness(ctx, service)
+    answer = await _readiness(op, service)
     if answer.ok:
-        ctx.say(f"{service}: already up (pid {owner}, not started by servelab)")
+        op.say(f"{service}: already up (pid {owner}, not started by servelab)")
         return Step(
             service,
             OUTCOME_ALREADY_UP,
@@ -401,108 +363,90 @@ async def _already_up(ctx: _Context, service: str) -> Step | None:
     )
 
 
-def _record(
-    ledger: Ledger | None, loaded: LoadedSpec, action: str, detail: dict[str, Any]
-) -> int | None:
-    if ledger is None:
+def _record(op: Operation, action: str, detail: dict[str, Any]) -> int | None:
+    if op.ledger is None:
         return None
-    return ledger.record_deployment(
-        name=loaded.spec.name, spec_hash=spec_hash(loaded.spec), action=action, detail=detail
+    return op.ledger.record_deployment(
+        name=op.spec.name, spec_hash=spec_hash(op.spec), action=action, detail=detail
     )
 
 
 async def up(
-    loaded: LoadedSpec,
+    target: SpecOrOperation,
     services: list[str] | None = None,
     *,
     progress: Progress | None = None,
     ledger: Ledger | None = None,
 ) -> DeployReport:
     """Start ``services`` (default: all) and their dependencies, in order, each gated."""
-    ctx = _Context(loaded, progress)
-    steps: list[Step] = []
-    started: list[str] = []
-    try:
-        for name in up_plan(loaded.spec, services):
-            step = await _already_up(ctx, name)
-            if step is None:
-                step = await _start(ctx, name)
-                started.append(name)
-            steps.append(step)
-    except (ServelabError, asyncio.CancelledError) as exc:
-        ctx.say(f"up failed: {exc}; stopping what this run started")
-        for name in reversed(started):
-            await _stop(ctx, name)
-        _record(
-            ledger,
-            loaded,
-            "up",
-            {"ok": False, "error": str(exc), "steps": [s.to_json() for s in steps]},
-        )
-        raise
-    finally:
-        await ctx.aclose()
-    report = DeployReport("up", steps)
-    report.deployment_id = _record(ledger, loaded, "up", report.to_json())
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        steps = await _up(op, services)
+        report = DeployReport("up", steps)
+        report.deployment_id = _record(op, "up", report.to_json())
     return report
 
 
+async def _up(op: Operation, services: list[str] | None) -> list[Step]:
+    steps: list[Step] = []
+    started: list[str] = []
+    try:
+        for name in up_plan(op.spec, services):
+            step = await _already_up(op, name)
+            if step is None:
+                step = await _start(op, name)
+                started.append(name)
+            steps.append(step)
+    except (ServelabError, asyncio.CancelledError) as exc:
+        op.say(f"up failed: {exc}; stopping what this run started")
+        for name in reversed(started):
+            await _stop(op, name)
+        detail = {"ok": False, "error": str(exc), "steps": [s.to_json() for s in steps]}
+        _record(op, "up", detail)
+        raise
+    return steps
+
+
 async def down(
-    loaded: LoadedSpec,
+    target: SpecOrOperation,
     services: list[str] | None = None,
     *,
     progress: Progress | None = None,
     ledger: Ledger | None = None,
 ) -> DeployReport:
     """Stop ``services`` (default: all) and their dependents, dependents first. Idempotent."""
-    ctx = _Context(loaded, progress)
-    try:
-        steps = [await _stop(ctx, name) for name in down_plan(loaded.spec, services)]
-    finally:
-        await ctx.aclose()
-    report = DeployReport("down", steps)
-    report.deployment_id = _record(ledger, loaded, "down", report.to_json())
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        steps = [await _stop(op, name) for name in down_plan(op.spec, services)]
+        report = DeployReport("down", steps)
+        report.deployment_id = _record(op, "down", report.to_json())
     return report
 
 
-async def _status_one(ctx: _Context, service: str) -> ServiceStatus:
-    svc = ctx.spec.service(service)
-    host = ctx.host(service)
-    record = read_pid_record(ctx.loaded.state_dir, service)
-    pid, source, alive = None, None, False
-    if record is not None:
-        pid, source, alive = record.pid, "pid record", await is_alive(host, record)
-    if not alive and svc.unit is not None:
-        main_pid = await _unit_main_pid(host, svc.unit)
-        if main_pid:
-            pid, source, alive = main_pid, "systemd MainPID", True
-    if not alive:
-        owner = await host.listening_pid(svc.port)
-        if owner is not None:
-            pid, source, alive = owner, "port owner", True
-    readiness = await _readiness(ctx, service, timeout=3.0)
+async def _status_one(op: Operation, service: str) -> ServiceStatus:
+    svc = op.spec.service(service)
+    proc = await find_process(op.loaded, service, op.host(service))
+    pid, alive = proc.pid, proc.pid is not None
+    source: str | None = proc.source if alive else None
+    record = read_pid_record(op.loaded.state_dir, service)
+    if not alive and record is not None:  # recorded, but dead: shown as such
+        pid, source = record.pid, "pid record"
+    readiness = await _readiness(op, service, timeout=3.0)
     return ServiceStatus(service, svc.role, svc.host, svc.url, pid, source, alive, readiness)
 
 
-async def status(loaded: LoadedSpec) -> list[ServiceStatus]:
-    """Every service: pid (record, else port owner), alive, url, readiness answer."""
-    ctx = _Context(loaded, None)
-    try:
-        return list(await asyncio.gather(*(_status_one(ctx, n) for n in loaded.spec.services)))
-    finally:
-        await ctx.aclose()
+async def status(target: SpecOrOperation) -> list[ServiceStatus]:
+    """Every service: its process (:func:`~servelab.io.discovery.find_process`), url, readiness."""
+    async with operation(target) as op:
+        return list(await asyncio.gather(*(_status_one(op, n) for n in op.spec.services)))
 
 
-async def _prepare_rollback(ctx: _Context, plan: list[str], report: RestartReport) -> None:
+async def _prepare_rollback(op: Operation, plan: list[str], report: RestartReport) -> None:
     """Before the restart: copy each env file aside (``PATH.pre-restart-STAMP``) and note the
     backup a rollback restores: the file's latest ``.bak-`` (the state before its last edit)."""
-    from servelab.ops.knob import latest_backup  # the knob commands own the backup naming
-
     for name in plan:
-        path = ctx.env_path(name)
+        path = op.env_path(name)
         if path is None:
             continue
-        host = ctx.host(name)
+        host = op.host(name)
         copy = backup_name(path).replace(".bak-", ".pre-restart-")
         await host.write_file_atomic(copy, await host.read_file(path), backup=False)
         report.backups[name] = copy
@@ -511,26 +455,26 @@ async def _prepare_rollback(ctx: _Context, plan: list[str], report: RestartRepor
             report.rollback_from[name] = previous
 
 
-async def _restore_env_files(ctx: _Context, sources: dict[str, str]) -> None:
+async def _restore_env_files(op: Operation, sources: dict[str, str]) -> None:
     for name, source in sources.items():
-        path = ctx.env_path(name)
+        path = op.env_path(name)
         assert path is not None
-        host = ctx.host(name)
-        await host.write_file_atomic(path, await host.read_file(source), backup=True)
-        ctx.say(f"{name}: env file restored from {source}")
+        data = await op.host(name).read_file(source)
+        await op.write_env(name, path, data, backup=True)
+        op.say(f"{name}: env file restored from {source}")
 
 
-async def _co_restart(ctx: _Context, plan: list[str]) -> list[Step]:
+async def _co_restart(op: Operation, plan: list[str]) -> list[Step]:
     """Stop the plan dependents-first, then start it in order, each gated; stop at a failure."""
     for name in reversed(plan):
-        await _stop(ctx, name)
+        await _stop(op, name)
     steps: list[Step] = []
     for name in plan:
         started = time.monotonic()
         try:
-            steps.append(await _start(ctx, name))
+            steps.append(await _start(op, name))
         except DeployError as exc:
-            ctx.say(f"{name}: failed: {exc}")
+            op.say(f"{name}: failed: {exc}")
             steps.append(
                 Step(name, OUTCOME_FAILED, None, time.monotonic() - started, {"error": str(exc)})
             )
@@ -538,17 +482,8 @@ async def _co_restart(ctx: _Context, plan: list[str]) -> list[Step]:
     return steps
 
 
-async def _verify(
-    loaded: LoadedSpec, plan: list[str], ledger: Ledger | None, progress: Progress | None
-) -> dict[str, Any]:
-    from servelab.ops.verify import verify  # lazily: verify builds on this layer's neighbours
-
-    report = await verify(loaded, plan, ledger=ledger, progress=progress)
-    return report.to_json()
-
-
 async def restart(
-    loaded: LoadedSpec,
+    target: SpecOrOperation,
     services: list[str] | None = None,
     *,
     verify_after: bool = True,
@@ -557,21 +492,18 @@ async def restart(
     ledger: Ledger | None = None,
 ) -> RestartReport:
     """Co-restart ``services`` and their dependents, verify, and roll back when asked."""
-    ctx = _Context(loaded, progress)
-    plan = restart_plan(loaded.spec, services)
-    report = RestartReport(plan, [])
-    try:
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        plan = restart_plan(op.spec, services)
+        report = RestartReport(plan, [])
         if rollback:
-            await _prepare_rollback(ctx, plan, report)
-        ctx.say(f"restart plan: {' -> '.join(plan)}")
-        report.steps = await _co_restart(ctx, plan)
+            await _prepare_rollback(op, plan, report)
+        op.say(f"restart plan: {' -> '.join(plan)}")
+        report.steps = await _co_restart(op, plan)
         if verify_after and all(step.ok for step in report.steps):
-            report.verification = await _verify(loaded, plan, ledger, progress)
+            report.verification = (await verify(op, plan)).to_json()
         if rollback and not report.ok and report.rollback_from:
-            await _restore_env_files(ctx, report.rollback_from)
+            await _restore_env_files(op, report.rollback_from)
             report.rolled_back = True
-            report.rollback_steps = await _co_restart(ctx, plan)
-    finally:
-        await ctx.aclose()
-    report.deployment_id = _record(ledger, loaded, "restart", report.to_json())
+            report.rollback_steps = await _co_restart(op, plan)
+        report.deployment_id = _record(op, "restart", report.to_json())
     return report

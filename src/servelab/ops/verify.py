@@ -19,41 +19,35 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 from typing import Any
 
 from servelab.core.envfile import EnvFile
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
-from servelab.core.records import RequestRecord
-from servelab.core.spec import spec_hash
-from servelab.errors import KnobError, ServelabError
-from servelab.io.hosts import Host
-from servelab.io.http import HttpClient, StreamClient, chat_body, probe
-from servelab.io.specfile import LoadedSpec
-from servelab.io.store import Ledger
-from servelab.ops.knob import (
+from servelab.core.knobs import (
     LIVE_DIFFERS,
     LIVE_LOST_ON_RESTART,
     LIVE_MATCH,
     LIVE_RESTART_NEEDED,
     LIVE_UNSET,
-    HostPool,
-    find_process,
     live_verdict,
-    previous_version,
-    read_env_bytes,
-    read_env_text,
-    read_live,
+    parse_env_bytes,
     tracked_names,
 )
+from servelab.core.records import RequestRecord
+from servelab.core.spec import DeploymentSpec, spec_hash
+from servelab.errors import KnobError, ServelabError
+from servelab.io.discovery import find_process, read_live
+from servelab.io.envfiles import previous_version, read_env_bytes
+from servelab.io.http import HttpClient, StreamClient, chat_body, probe
+from servelab.io.store import Ledger
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 
 __all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
 
 LAYERS: tuple[str, ...] = ("config", "live", "health", "e2e")
-
-Progress = Callable[[str], None]
 
 _WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (see e2e)"
 
@@ -125,7 +119,7 @@ class _FileState:
 
 
 async def verify(
-    loaded: LoadedSpec,
+    target: SpecOrOperation,
     services: list[str] | None = None,
     *,
     layers: tuple[str, ...] = LAYERS,
@@ -133,49 +127,43 @@ async def verify(
     progress: Progress | None = None,
     e2e: E2EOptions | None = None,
 ) -> VerifyReport:
-    """Verify ``services`` (default: all) in ``layers``; record the report when ``ledger`` is given.
+    """Verify ``services`` (default: all) in ``layers``; record the report in the ledger (given,
+    else the operation's, if any).
 
     Checks run concurrently; the report lists them by layer, then in the spec's service order.
     """
     unknown = [name for name in layers if name not in LAYERS]
     if unknown:
         raise ValueError(f"unknown layer(s) {unknown}; choose from {list(LAYERS)}")
-    names = _selected(loaded, services)
-    say = progress or (lambda _msg: None)
+    names = _selected(target.spec, services)
     started = time.perf_counter()
-    last = _last_recorded(ledger)
-    pool = HostPool(loaded)
-    try:
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        last = _last_recorded(op.ledger)
         jobs: list[Awaitable[list[Check]]] = []
         if "config" in layers or "live" in layers:
-            jobs += [
-                _knob_layers(loaded, name, pool.for_service(name), layers, say, last.get(name, {}))
-                for name in names
-            ]
+            jobs += [_knob_layers(op, name, layers, last.get(name, {})) for name in names]
         if "health" in layers:
-            jobs += [_health(loaded, name, pool, say) for name in names]
+            jobs += [_health(op, name) for name in names]
         if "e2e" in layers:
-            jobs.append(_e2e(loaded, pool, e2e or E2EOptions(), say))
+            jobs.append(_e2e(op, e2e or E2EOptions()))
         results = await asyncio.gather(*jobs)
-    finally:
-        await pool.aclose()
-    checks = _ordered([check for group in results for check in group], names)
-    report = VerifyReport(
-        checks, spec_hash(loaded.spec), tuple(layers), names, time.perf_counter() - started
-    )
-    if ledger is not None:
-        report.verification_id = ledger.record_verification(
-            spec_hash=report.spec_hash, ok=report.ok, checks=[c.record() for c in checks]
+        checks = _ordered([check for group in results for check in group], names)
+        report = VerifyReport(
+            checks, spec_hash(op.spec), tuple(layers), names, time.perf_counter() - started
         )
+        if op.ledger is not None:
+            report.verification_id = op.ledger.record_verification(
+                spec_hash=report.spec_hash, ok=report.ok, checks=[c.record() for c in checks]
+            )
     return report
 
 
-def _selected(loaded: LoadedSpec, services: list[str] | None) -> list[str]:
+def _selected(spec: DeploymentSpec, services: list[str] | None) -> list[str]:
     if not services:
-        return list(loaded.spec.services)
+        return list(spec.services)
     for name in services:
-        loaded.spec.service(name)  # SpecError naming the known services
-    return [name for name in loaded.spec.services if name in services]
+        spec.service(name)  # SpecError naming the known services
+    return [name for name in spec.services if name in services]
 
 
 def _ordered(checks: list[Check], names: list[str]) -> list[Check]:
@@ -203,47 +191,44 @@ def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecor
 
 
 async def _knob_layers(
-    loaded: LoadedSpec,
-    service: str,
-    host: Host,
-    layers: tuple[str, ...],
-    say: Progress,
-    recorded: dict[str, KnobChangeRecord],
+    op: Operation, service: str, layers: tuple[str, ...], recorded: dict[str, KnobChangeRecord]
 ) -> list[Check]:
-    say(f"reading the env file of {service}")
+    op.say(f"reading the env file of {service}")
     try:
-        state = replace(await _file_state(loaded, service, host), recorded=recorded)
+        state = replace(await _file_state(op, service), recorded=recorded)
     except ServelabError as exc:
-        state = _FileState(path=str(loaded.env_file(service)), error=f"{type(exc).__name__}: {exc}")
-    checks = _config_checks(loaded, service, state) if "config" in layers else []
+        state = _FileState(path=op.env_path(service), error=f"{type(exc).__name__}: {exc}")
+    checks = _config_checks(op.spec, service, state) if "config" in layers else []
     if "live" in layers:
-        say(f"reading the live environment of {service}")
+        op.say(f"reading the live environment of {service}")
         try:
-            checks += await _live_checks(loaded, service, host, state)
+            checks += await _live_checks(op, service, state)
         except ServelabError as exc:
             checks += _failed("live", service, exc)
     return checks
 
 
-async def _file_state(loaded: LoadedSpec, service: str, host: Host) -> _FileState:
-    path = loaded.env_file(service)
+async def _file_state(op: Operation, service: str) -> _FileState:
+    """The env file as it is on disk now (always read: this is what the config layer proves)."""
+    path = op.env_path(service)
     if path is None:
         return _FileState(path=None)
-    raw = await read_env_bytes(host, str(path))
+    host = op.host(service)
+    raw = await read_env_bytes(host, path)
     if raw is None:
-        return _FileState(path=str(path), error=f"env file {path} does not exist")
+        return _FileState(path=path, error=f"env file {path} does not exist")
     try:
-        env = read_env_text(raw, str(path))
+        env = parse_env_bytes(raw, path)
     except KnobError as exc:
-        return _FileState(path=str(path), error=str(exc))
-    previous = await previous_version(host, str(path), raw)
+        return _FileState(path=path, error=str(exc))
+    previous = await previous_version(host, path, raw)
     if previous is None:
-        return _FileState(str(path), env)
-    return _FileState(str(path), env, previous[1], previous[0])
+        return _FileState(path, env)
+    return _FileState(path, env, previous[1], previous[0])
 
 
-def _config_checks(loaded: LoadedSpec, service: str, state: _FileState) -> list[Check]:
-    svc = loaded.spec.service(service)
+def _config_checks(spec: DeploymentSpec, service: str, state: _FileState) -> list[Check]:
+    svc = spec.service(service)
     if state.path is None:
         detail = "no env_file in the spec" + (
             "; declared knobs are compared live against the spec only" if svc.knobs else ""
@@ -307,11 +292,10 @@ def _live_detail(verdict: str, file: str | None, live: str | None) -> str:
     return f"differs: file {file}, live {live} (restart needed)"
 
 
-async def _live_checks(
-    loaded: LoadedSpec, service: str, host: Host, state: _FileState
-) -> list[Check]:
-    svc = loaded.spec.service(service)
-    proc = await find_process(loaded, service, host)
+async def _live_checks(op: Operation, service: str, state: _FileState) -> list[Check]:
+    svc = op.spec.service(service)
+    host = op.host(service)
+    proc = await find_process(op.loaded, service, host)
     where = {"pid": proc.pid, "pid_source": proc.source}
     if proc.pid is None:
         return [Check("live", service, False, f"no running process found ({proc.source})", where)]
@@ -349,12 +333,12 @@ def _live_vs_spec(
 # -- health ------------------------------------------------------------------------------------
 
 
-async def _health(loaded: LoadedSpec, service: str, pool: HostPool, say: Progress) -> list[Check]:
-    svc = loaded.spec.service(service)
+async def _health(op: Operation, service: str) -> list[Check]:
+    svc = op.spec.service(service)
     path = svc.readiness_path
-    say(f"probing {service} {path}")
+    op.say(f"probing {service} {path}")
     try:
-        base = await pool.url(service)
+        base = await op.url(service)
     except ServelabError as exc:
         return _failed("health", service, exc)
     result = await probe(base + path, timeout=5.0)
@@ -390,12 +374,12 @@ def _workers(body: str) -> dict[str, Any]:
 # -- e2e ---------------------------------------------------------------------------------------
 
 
-async def _e2e(loaded: LoadedSpec, pool: HostPool, opts: E2EOptions, say: Progress) -> list[Check]:
-    entry = loaded.spec.entry_point
-    say(f"e2e probe through {entry}")
+async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
+    entry = op.spec.entry_point
+    op.say(f"e2e probe through {entry}")
     try:
-        base = await pool.url(entry)
-        decodes = [await pool.url(name) for name in loaded.spec.by_role("decode")]
+        base = await op.url(entry)
+        decodes = [await op.url(name) for name in op.spec.by_role("decode")]
     except ServelabError as exc:
         return _failed("e2e", entry, exc)
     ok, detail, data = await e2e_check(base, decodes, opts)

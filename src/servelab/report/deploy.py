@@ -37,7 +37,7 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             pid = "-"
         else:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
-            if item.pid_source == "port owner":
+            if (item.pid_source or "").startswith("owner of port"):
                 pid += " (port owner)"
         answer = item.readiness.describe() if item.readiness is not None else "-"
         rows.append([item.service, item.role, item.host, pid, item.url, answer])

@@ -8,15 +8,14 @@ from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from servelab.ops.knob import (
+from servelab.core.knobs import (
     LIVE_DIFFERS,
     LIVE_LOST_ON_RESTART,
     LIVE_MATCH,
     LIVE_RESTART_NEEDED,
     LIVE_UNSET,
-    KnobChange,
-    KnobDiff,
 )
+from servelab.ops.knob import KnobChange, KnobDiff
 from servelab.ops.verify import LAYERS, Check, VerifyReport
 
 __all__ = [
