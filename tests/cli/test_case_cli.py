@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from servelab.core.results import SoakDocument
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from tests.support import run_cli
 from tests.support.history import K, seed_history
 from tests.support.specs import SECRET, write_pd_spec

@@ -6,7 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from tests.support import free_port
 from tests.support import run_cli as _run_cli
 from tests.support.specs import SECRET, write_decode_spec

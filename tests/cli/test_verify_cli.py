@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.spec import DEFAULT_KNOB
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import SECRET, write_pd_spec
 

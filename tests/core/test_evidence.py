@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from servelab.core import evidence, jsonvalues, results
+from servelab.core.cases import ConcurrencyCost, RestoreEvent, RevertEvent
 from servelab.core.evidence import (
     AbRunRecord,
     BenchRunRecord,
@@ -23,7 +24,6 @@ from servelab.core.evidence import (
     Suspect,
     VerificationRecord,
 )
-from servelab.core.ledger import ConcurrencyCost, RestoreEvent, RevertEvent
 from servelab.core.results import (
     AbArm,
     AbResultRecord,

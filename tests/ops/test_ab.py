@@ -17,8 +17,8 @@ from servelab.core.compare import BETTER
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.core.workload import LengthDist
 from servelab.errors import BenchError
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from servelab.ops import deploy
 from servelab.ops.ab import AbConfig, run_ab
 from servelab.ops.bench import BenchConfig

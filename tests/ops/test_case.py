@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.ledger import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.cases import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.results import SoakDocument
 from servelab.errors import CaseError
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from servelab.ops import case as cases
 from servelab.ops.verify import Check, VerifyReport
 from tests.support import free_ports

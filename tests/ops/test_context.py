@@ -15,8 +15,8 @@ import pytest
 
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.core.workload import LengthDist
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from servelab.ops import deploy
 from servelab.ops.ab import AbConfig, _make_live, run_ab
 from servelab.ops.bench import BenchConfig

@@ -15,9 +15,9 @@ from servelab.core.envfile import parse_envfile, parse_environ
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts import LocalHost
+from servelab.io.ledger import Ledger
 from servelab.io.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from servelab.ops import deploy
 from servelab.ops.deploy import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
 from servelab.report.deploy import render_restart

@@ -14,8 +14,8 @@ from servelab.errors import KnobError, SpecError
 from servelab.io.discovery import find_process
 from servelab.io.envfiles import latest_backup, read_env_file
 from servelab.io.hosts import LocalHost
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from servelab.ops.knob import diff_knob, get_knob, set_knob
 from tests.support import free_port
 from tests.support.processes import http_server

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from servelab.core.diagnose import CorrectnessIssue, Finding, Observation, Stall
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops import soakrecord
 from servelab.ops.soak import SessionOutcome, SoakConfig, SoakResult, Targets
 from servelab.report.soak import LAYER_TITLES, soak_record

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.spec import DEFAULT_KNOB
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger
 from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.ledger import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.cases import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.results import AbResultRecord
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
 from servelab.report import docs
 from servelab.report.docs import (

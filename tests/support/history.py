@@ -12,7 +12,7 @@ from typing import Any
 from servelab.core.evidence import CheckRecord
 from servelab.core.results import AbResultRecord
 from servelab.core.spec import DEFAULT_KNOB as K
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
 
 __all__ = ["AB_RESULT", "INCIDENT_AB_RESULT", "K", "incident", "seed_history"]

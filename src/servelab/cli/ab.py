@@ -21,8 +21,8 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.core.compare import INCONCLUSIVE
+from servelab.io.ledger import Ledger, resolve_ledger_path
 from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.ab import AbConfig, AbResult, run_ab
 from servelab.ops.bench import BenchConfig, Progress
 from servelab.ops.context import Operation

@@ -25,8 +25,8 @@ from servelab.cli.common import (
 )
 from servelab.core.workload import LengthDist
 from servelab.io.http import model_id
+from servelab.io.ledger import Ledger, resolve_ledger_path
 from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import bench as ops
 from servelab.report import bench as report
 

@@ -24,7 +24,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.io.store import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.ops import case as cases
 from servelab.ops.context import Operation
 from servelab.report.docs import (

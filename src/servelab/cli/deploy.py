@@ -25,8 +25,8 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.io.ledger import Ledger, resolve_ledger_path
 from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import deploy
 from servelab.ops.context import Operation
 from servelab.report.deploy import render_deploy, render_restart, render_status

@@ -11,11 +11,11 @@ from pathlib import Path
 import click
 
 from servelab.cli.common import json_option, ledger_option, print_json, run, spec_option
+from servelab.io.ledger import Ledger, resolve_ledger_path
 from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.context import Operation
 from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob
-from servelab.report.verify import render_knob_change, render_knob_diff, render_knob_value
+from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
 
 __all__ = ["register"]
 

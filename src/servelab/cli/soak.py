@@ -21,8 +21,8 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.errors import SpecError
+from servelab.io.ledger import Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops import soak as ops
 from servelab.ops.knob import live_knobs
 from servelab.report import soak as report

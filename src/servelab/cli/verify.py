@@ -21,8 +21,8 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.io.ledger import Ledger, resolve_ledger_path
 from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.context import Operation
 from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify

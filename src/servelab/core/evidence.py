@@ -1,6 +1,6 @@
 """The ledger's records: one typed dataclass per kind of row, and the JSON shapes they store.
 
-Pure. :mod:`servelab.io.store` fetches a row as a mapping (JSON columns decoded, ``ok`` a bool)
+Pure. :mod:`servelab.io.ledger` fetches a row as a mapping (JSON columns decoded, ``ok`` a bool)
 and returns ``Record.from_row(row)``; ``record.to_json()`` is that row in the ledger's export
 (``servelab ledger export``, from which :mod:`servelab.report.docs` builds the docs). The results
 the ledger stores as JSON documents are typed in :mod:`servelab.core.results` (an A/B's result,
@@ -406,7 +406,7 @@ def _event_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
 class CaseEvent:
     """An action taken under a case (``revert``, ``restore``, ...); ``detail``: what it produced.
 
-    A revert's or a restore's detail is the JSON of :mod:`servelab.core.ledger`'s
+    A revert's or a restore's detail is the JSON of :mod:`servelab.core.cases`'s
     ``RevertEvent`` or ``RestoreEvent``.
     """
 

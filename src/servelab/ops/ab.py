@@ -24,7 +24,7 @@ from typing import Any
 from servelab.core.compare import Anomaly, Comparison, compare_arms, find_anomalies
 from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
 from servelab.errors import BenchError, ServelabError
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops.bench import BenchConfig, ProgressFn, RunResult, run_bench, run_payload
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import restart

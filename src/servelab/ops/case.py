@@ -5,7 +5,7 @@ knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the a
 start order (``servelab.ops.deploy.restart``), and run a layered verify that proves the value live
 plus an e2e probe (``servelab.ops.verify.verify``). What they did comes back typed
 (:class:`Applied`: the ``KnobChange``s, the restart ``Step``s, the ``VerifyReport``) and is
-recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.ledger`).
+recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.cases`).
 All of it runs in one :class:`~servelab.ops.context.Operation` (one SSH connection per host).
 
 No printing here; progress goes through a callback. The CLI shows :func:`revert_preview` (the cost
@@ -20,8 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.core.evidence import KnobChangeRecord
-from servelab.core.ledger import (
+from servelab.core.cases import (
     CASE_RESOLVED,
     Case,
     ConvictionTest,
@@ -41,10 +40,11 @@ from servelab.core.ledger import (
     revert_values,
     timeline,
 )
+from servelab.core.evidence import KnobChangeRecord
 from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import Step
 from servelab.ops.deploy import restart as deploy_restart

@@ -27,8 +27,8 @@ from types import TracebackType
 from servelab.core.spec import DeploymentSpec
 from servelab.errors import ServelabError
 from servelab.io.hosts import Host, host_for
+from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
-from servelab.io.store import Ledger
 
 __all__ = ["Operation", "Progress", "SpecOrOperation", "operation", "silent"]
 

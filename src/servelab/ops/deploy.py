@@ -46,6 +46,7 @@ from servelab.io.discovery import find_process, unit_main_pid
 from servelab.io.envfiles import latest_backup
 from servelab.io.hosts import backup_name
 from servelab.io.http import ProbeResult, probe
+from servelab.io.ledger import Ledger
 from servelab.io.processes import (
     OUTCOME_OK,
     OUTCOME_TIMED_OUT_HEALTHY,
@@ -59,7 +60,6 @@ from servelab.io.processes import (
     wait_ready,
     write_pid_record,
 )
-from servelab.io.store import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.verify import verify
 

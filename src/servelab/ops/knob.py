@@ -24,7 +24,7 @@ from servelab.core.knobs import check_knob_name, live_verdict, parse_env_bytes
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.discovery import find_process, read_live
 from servelab.io.envfiles import previous_version, read_env_bytes, read_env_file
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops.context import Operation, SpecOrOperation, operation
 
 __all__ = [

@@ -42,7 +42,7 @@ from servelab.errors import KnobError, ServelabError
 from servelab.io.discovery import find_process, read_live
 from servelab.io.envfiles import previous_version, read_env_bytes
 from servelab.io.http import HttpClient, StreamClient, chat_body, probe
-from servelab.io.store import Ledger
+from servelab.io.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 
 __all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]

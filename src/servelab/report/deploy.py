@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import io
-
-from rich.console import Console, RenderableType
+from rich.console import RenderableType
 from rich.table import Table
 
 from servelab.ops.deploy import (
@@ -15,18 +13,11 @@ from servelab.ops.deploy import (
     ServiceStatus,
     Step,
 )
+from servelab.report.text import plain_text
 
 __all__ = ["STATUS_COLUMNS", "render_deploy", "render_restart", "render_status", "status_rows"]
 
 STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness")
-
-
-def _text(*renderables: RenderableType, width: int = 120) -> str:
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, highlight=False)
-    for renderable in renderables:
-        console.print(renderable, soft_wrap=isinstance(renderable, str))
-    return buffer.getvalue()
 
 
 def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
@@ -48,7 +39,7 @@ def render_status(statuses: list[ServiceStatus]) -> str:
     table = Table(*STATUS_COLUMNS, title="services")
     for row in status_rows(statuses):
         table.add_row(*row)
-    return _text(table)
+    return plain_text(table)
 
 
 def _step_detail(step: Step) -> str:
@@ -76,7 +67,7 @@ def _steps_table(title: str, steps: list[Step]) -> Table:
 
 def render_deploy(report: DeployReport) -> str:
     verdict = "ok" if report.ok else "FAILED"
-    return _text(_steps_table(f"{report.action}: {verdict}", report.steps))
+    return plain_text(_steps_table(f"{report.action}: {verdict}", report.steps))
 
 
 def render_restart(report: RestartReport) -> str:
@@ -93,4 +84,4 @@ def render_restart(report: RestartReport) -> str:
         parts.append(f"rolled back env files: {restored}")
         parts.append(_steps_table("rollback restart", report.rollback_steps))
     parts.append("restart: ok" if report.ok else "restart: FAILED")
-    return _text(*parts)
+    return plain_text(*parts)

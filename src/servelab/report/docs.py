@@ -17,8 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
-from servelab.core.ledger import (
+from servelab.core.cases import (
     Case,
     ConcurrencyCost,
     ConvictionTest,
@@ -30,10 +29,12 @@ from servelab.core.ledger import (
     restore_status,
     timeline,
 )
+from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
 from servelab.core.results import AbResultRecord
 from servelab.ops.case import CaseView
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.plots import ab_plot, arm_curve
+from servelab.report.text import show_value
 
 __all__ = [
     "KnobSummary",
@@ -64,10 +65,6 @@ def pct(fraction: float) -> str:
     return f"{fraction * 100:+.1f}%".replace("-", "−")
 
 
-def _show(value: str | None) -> str:
-    return "(unset)" if value is None else value
-
-
 def describe_point(point: ConcurrencyCost) -> str:
     """``−11.3% at C64 (95% CI −13.8% … −9.1%)``, ``n.s. at C80``, ``inconclusive at C96``."""
     where = f"C{point.concurrency}"
@@ -87,7 +84,7 @@ def describe_cost(cost: RevertCost) -> str:
     if not cost.measured:
         return (
             f"not measured (no recorded A/B of {cost.service} {cost.knob} compares "
-            f"{_show(cost.from_value)} with {_show(cost.to_value)})"
+            f"{show_value(cost.from_value)} with {show_value(cost.to_value)})"
         )
     sig = [p for p in cost.points if p.verdict in _SIGNIFICANT and p.change is not None]
     sig.sort(key=lambda p: p.change or 0.0)
@@ -99,7 +96,7 @@ def describe_cost(cost: RevertCost) -> str:
 def describe_restore_item(item: RestoreItem) -> str:
     """``decode K 256 → 512: reverted under case 3 on 2026-…; cost of the revert: …``."""
     text = (
-        f"{item.service} {item.knob} {_show(item.current)} → {_show(item.restore_to)}: "
+        f"{item.service} {item.knob} {show_value(item.current)} → {show_value(item.restore_to)}: "
         f"reverted under case {item.case_id} on {item.reverted_at[:10]}; "
         f"cost of the revert: {describe_cost(item.cost)}"
     )
@@ -114,8 +111,8 @@ def describe_conviction(test: ConvictionTest) -> str:
     fail = ", ".join(f"#{i}" for i in test.failing_with) or "none"
     passing = ", ".join(f"#{i}" for i in test.passing_without) or "none"
     head = (
-        f"to convict {test.target}: a soak that fails with {knob}={_show(test.with_value)} "
-        f"and passes with {knob}={_show(test.without_value)}"
+        f"to convict {test.target}: a soak that fails with {knob}={show_value(test.with_value)} "
+        f"and passes with {knob}={show_value(test.without_value)}"
     )
     tail = "met" if test.met else "not met"
     return f"{head}; on record: failing with it {fail}, passing without it {passing} ({tail})"
@@ -142,11 +139,12 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
     if kind == "knob_change":
         return (
             f"knob change #{d.get('id')}: {d.get('service')} {d.get('name')} "
-            f"{_show(d.get('old'))} → {_show(d.get('new'))} ({d.get('reason') or 'no reason'})"
+            f"{show_value(d.get('old'))} → {show_value(d.get('new'))} "
+            f"({d.get('reason') or 'no reason'})"
         )
     if kind in ("revert", "restore"):
         value = d.get("to", d.get("value"))
-        return f"{kind} {d.get('service')} {d.get('knob')} → {_show(value)}: {_outcome(d)}"
+        return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == "resolved":
         verdicts = ", ".join(f"{t} {v}" for t, v in (d.get("verdicts") or {}).items())
         return f"resolved: root cause: {d.get('root_cause')}" + (
@@ -325,10 +323,10 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     out = [f"## {s.service} `{s.knob}`", ""]
     if s.live:
         where = f"verification #{s.live.get('verification_id')}, {s.live.get('at')}"
-        out.append(f"- current live value: **{_show(s.live.get('value'))}** ({where})")
+        out.append(f"- current live value: **{show_value(s.live.get('value'))}** ({where})")
     else:
         out.append("- current live value: not verified live yet")
-    out.append(f"- env file value (last recorded change): {_show(s.file_value)}")
+    out.append(f"- env file value (last recorded change): {show_value(s.file_value)}")
     out += [f"- case {cid} ({title}): **{verdict}**" for cid, title, verdict in s.verdicts]
     for ab in s.ab_runs:
         out += ["", f"### A/B #{ab.id} ({ab.at})", ""]
@@ -339,7 +337,7 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     if s.changes:
         out += ["", "### Changes", ""]
         out += [
-            f"- #{c.id} {c.at}: {_show(c.old)} → {_show(c.new)}"
+            f"- #{c.id} {c.at}: {show_value(c.old)} → {show_value(c.new)}"
             + (f" under case {c.case_id}" if c.case_id else "")
             + (f" — {c.reason}" if c.reason else "")
             for c in s.changes
@@ -382,8 +380,9 @@ def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
     for view in views:
         files[f"cases/case-{view.case.id}.md"] = case_markdown(view, export).encode()
     knob_rows = [
-        KnobRow(s.service, s.knob, _show((s.live or {}).get("value")) if s.live else "not verified",
-                _show(s.file_value), _latest_verdicts(s),
+        KnobRow(s.service, s.knob,
+                show_value((s.live or {}).get("value")) if s.live else "not verified",
+                show_value(s.file_value), _latest_verdicts(s),
                 [plots[a.id] for a in s.ab_runs],
                 [(f"A/B #{a.id}: {s.service} {s.knob}",
                   [_COMPARISON_HEAD, *comparison_rows(a.result)]) for a in s.ab_runs])

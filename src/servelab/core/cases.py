@@ -1,6 +1,6 @@
 """The case model: suspects, evidence, verdicts, the cost of a revert, and restore plans.
 
-Pure: it reads the typed records of :mod:`servelab.core.evidence` (as :mod:`servelab.io.store`
+Pure: it reads the typed records of :mod:`servelab.core.evidence` (as :mod:`servelab.io.ledger`
 returns them) and returns data. Wording lives in :mod:`servelab.report.docs`.
 
 A *target* is what a case suspects: ``knob:SERVICE/NAME`` or ``component:NAME``. A knob reverted

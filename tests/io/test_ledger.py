@@ -36,8 +36,8 @@ from servelab.core.results import (
 )
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io import store
+from servelab.io.ledger import Ledger, default_ledger_path, resolve_ledger_path
 from servelab.io.migrations import SCHEMA_VERSION, migrate
-from servelab.io.store import Ledger, default_ledger_path, resolve_ledger_path
 
 
 def _fixed_clock() -> float:
@@ -207,7 +207,7 @@ _WRITER = textwrap.dedent(
     import sys
     import time
     from pathlib import Path
-    from servelab.io.store import Ledger
+    from servelab.io.ledger import Ledger
     path, tag, count, n_rec = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with Ledger.open(path) as ledger:
         print("ready", flush=True)
@@ -249,7 +249,7 @@ _KILLED_BENCH = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from servelab.io.store import Ledger
+    from servelab.io.ledger import Ledger
     with Ledger.open(Path(sys.argv[1])) as ledger:
         for i in range(3):
             recs = [{"i": i, "seq": j} for j in range(500)]

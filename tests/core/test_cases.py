@@ -7,16 +7,7 @@ from typing import Any
 import pytest
 
 from servelab.core import ledger as model
-from servelab.core.evidence import (
-    AbRunRecord,
-    CaseEvent,
-    CaseRecord,
-    Evidence,
-    KnobChangeRecord,
-    SoakRunRecord,
-    Suspect,
-)
-from servelab.core.ledger import (
+from servelab.core.cases import (
     RESTORE_FAILED,
     RESTORE_NONE,
     RESTORE_PENDING,
@@ -32,6 +23,15 @@ from servelab.core.ledger import (
     revert_cost,
     revert_values,
     timeline,
+)
+from servelab.core.evidence import (
+    AbRunRecord,
+    CaseEvent,
+    CaseRecord,
+    Evidence,
+    KnobChangeRecord,
+    SoakRunRecord,
+    Suspect,
 )
 from servelab.errors import CaseError
 

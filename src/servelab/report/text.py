@@ -1,0 +1,24 @@
+"""The few text helpers every renderer shares: rich renderables to plain text, and how an unset
+value reads. Pure: returns str, no I/O."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, RenderableType
+
+__all__ = ["plain_text", "show_value"]
+
+
+def plain_text(*renderables: RenderableType, width: int = 120) -> str:
+    """Render tables and text to plain text (no colour, no highlighting); strings soft-wrap."""
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    for renderable in renderables:
+        console.print(renderable, soft_wrap=isinstance(renderable, str))
+    return buffer.getvalue()
+
+
+def show_value(value: str | None) -> str:
+    """A knob value as the reports show it: ``(unset)`` for None."""
+    return "(unset)" if value is None else value
