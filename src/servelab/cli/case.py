@@ -24,6 +24,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.io.files import write_files
 from servelab.io.store import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.ops import case as cases
 from servelab.report.docs import (
@@ -34,7 +35,7 @@ from servelab.report.docs import (
     describe_timeline_entry,
 )
 
-__all__ = ["register", "write_files"]
+__all__ = ["register"]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -337,25 +338,6 @@ def restore_cmd(
         _say(f"case {case_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else ""))
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
-
-
-def write_files(out_dir: Path, files: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
-    """The one writer of generated docs: write each file whose bytes changed (temp + rename).
-
-    Returns ``(written, unchanged)`` relative paths.
-    """
-    written, unchanged = [], []
-    for rel, data in sorted(files.items()):
-        path = out_dir / rel
-        if path.is_file() and path.read_bytes() == data:
-            unchanged.append(rel)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        written.append(rel)
-    return written, unchanged
 
 
 @click.command("report")
