@@ -172,9 +172,8 @@ async def test_export_is_written_after_every_run_so_a_crash_keeps_run_1(tmp_path
             export(run)
             raise _Crash("the process dies after the first run")
 
-        with Ledger.open(tmp_path / "l.db") as ledger:
-            with pytest.raises(_Crash):
-                await run_bench(config, ledger=ledger, save=save_then_crash)
+        with Ledger.open(tmp_path / "l.db") as ledger, pytest.raises(_Crash):
+            await run_bench(config, ledger=ledger, save=save_then_crash)
     assert _bench_runs(tmp_path / "l.db") == 1
     doc = json.loads((out / "result.json").read_text())
     assert [lv["concurrency"] for lv in doc["levels"]] == [2]

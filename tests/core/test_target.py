@@ -9,8 +9,7 @@ from servelab.core.target import LoadTarget, load_target
 from servelab.errors import SpecError
 
 ROUTER_ONLY = (
-    'name = "t"\n\n[services.router]\nrole = "router"\n'
-    'url = "http://127.0.0.1:9"\nstart = "true"\n'
+    'name = "t"\n\n[services.router]\nrole = "router"\nurl = "http://127.0.0.1:9"\nstart = "true"\n'
 )
 WITH_PROXY = (
     ROUTER_ONLY + '\n[services.proxy]\nrole = "proxy"\nurl = "http://127.0.0.1:8/"\n'

@@ -106,9 +106,7 @@ async def _bench(
     loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
         with bar.bar:
-            return await ops.run_bench(
-                config, progress=bar, ledger=ledger, save=export, stop=stop
-            )
+            return await ops.run_bench(config, progress=bar, ledger=ledger, save=export, stop=stop)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
 

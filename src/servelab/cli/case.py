@@ -8,7 +8,7 @@ restore whose verify fails exits 1.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 

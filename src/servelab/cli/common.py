@@ -28,16 +28,16 @@ from servelab.io.store import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.ops.bench import Progress as BenchProgress
 
 __all__ = [
-    "BenchBar",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "BenchBar",
+    "SpecAndLedger",
+    "bench_levels",
     "console",
     "err_console",
     "error",
-    "SpecAndLedger",
-    "bench_levels",
     "json_option",
     "ledger_option",
     "print_json",

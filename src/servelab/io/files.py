@@ -9,6 +9,7 @@ target as it was.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -29,10 +30,8 @@ def _write_all(fd: int, data: bytes, path: Path) -> None:
 
 
 def _discard(tmp: Path) -> None:
-    try:
+    with contextlib.suppress(OSError):  # never created when its directory could not be made
         tmp.unlink(missing_ok=True)
-    except OSError:
-        pass  # the temp file was never created (its directory could not be made)
 
 
 def write_atomic(path: Path, data: bytes) -> None:
