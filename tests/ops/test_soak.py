@@ -11,11 +11,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 
+from servelab.io.store import Ledger
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.report.soak import soak_json
 from tests.support.http import set_faults
 from tests.support.processes import children
 from tests.support.stack import SimStack, sim_stack
@@ -172,3 +175,35 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     assert len(health) == 2 and all(o.healthy and o.data["status"] == 200 for o in health)
     assert {o.id for o in health} <= set(result.findings[0].supporting)
     assert all(f.layer != "client_proxy" for f in result.findings)
+
+
+def test_the_soak_records_itself_in_the_ledger_before_on_result(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=5, duration_s=30)
+    seen: list[int | None] = []
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        case_id = ledger.create_case(title="t")
+
+        def on_result(result: SoakResult) -> None:
+            seen.append(result.soak_id)
+
+        result = asyncio.run(
+            soak(
+                cfg,
+                _router_targets(stack),
+                ledger=ledger,
+                document=soak_json,
+                case_id=case_id,
+                on_result=on_result,
+            )
+        )
+        row = ledger.get_soak(result.soak_id or 0)
+        evidence = ledger.list_evidence(case_id)
+    assert result.ok and result.soak_id is not None
+    assert seen == [result.soak_id]
+    assert row is not None and row["ok"] is True
+    assert row["result"]["sessions"]["rounds_done"] == 2
+    assert [(e["kind"], e["ref_id"], e["note"]) for e in evidence] == [
+        ("soak", result.soak_id, "no finding")
+    ]

@@ -45,6 +45,7 @@ __all__ = [
     "progress_when",
     "resolve_target",
     "run",
+    "run_with_ledger",
     "say",
     "spec_option",
 ]
@@ -225,3 +226,13 @@ def resolve_target(
         return load_target(None, url), None, Path.cwd() / ".servelab"
     loaded = where.spec()
     return load_target(loaded.spec, url), loaded, loaded.state_dir
+
+
+def run_with_ledger(where: SpecAndLedger, body: Callable[[Ledger], Coroutine[Any, Any, T]]) -> T:
+    """:func:`run` ``body(ledger)`` with the command's ledger open around it."""
+
+    async def main() -> T:
+        with where.ledger() as ledger:
+            return await body(ledger)
+
+    return run(main())

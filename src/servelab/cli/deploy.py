@@ -17,16 +17,17 @@ import click
 
 from servelab.cli.common import (
     EXIT_FAILED,
+    SpecAndLedger,
     console,
-    err_console,
     json_option,
     ledger_option,
     print_json,
+    progress,
     run,
     spec_option,
 )
-from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.io.specfile import LoadedSpec
+from servelab.io.store import Ledger
 from servelab.ops import deploy
 from servelab.report.deploy import render_deploy, render_restart, render_status
 
@@ -35,24 +36,19 @@ __all__ = ["register"]
 T = TypeVar("T")
 
 
-def _progress(message: str) -> None:
-    err_console.print(f"[dim]{message}[/]")
-
-
 async def _with_ledger(
     spec_path: Path | None,
     ledger_path: Path | None,
     action: Callable[[LoadedSpec, Ledger], Awaitable[T]],
 ) -> T:
-    loaded = load_spec(spec_path)
-    path = resolve_ledger_path(ledger_path, loaded.state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with Ledger.open(path) as ledger:
+    where = SpecAndLedger(spec_path, ledger_path)
+    loaded = where.deployment()
+    with where.ledger() as ledger:
         return await action(loaded, ledger)
 
 
 def _quiet(as_json: bool) -> Callable[[str], None] | None:
-    return None if as_json and not sys.stderr.isatty() else _progress
+    return None if as_json and not sys.stderr.isatty() else progress
 
 
 def _up_or_down(
@@ -99,7 +95,7 @@ def down_command(
 
 
 async def _status(spec_path: Path | None) -> list[deploy.ServiceStatus]:
-    return await deploy.status(load_spec(spec_path))
+    return await deploy.status(SpecAndLedger(spec_path).spec())
 
 
 @click.command("status")

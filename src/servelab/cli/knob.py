@@ -10,9 +10,14 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.common import json_option, ledger_option, print_json, run, spec_option
-from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
+from servelab.cli.common import (
+    SpecAndLedger,
+    json_option,
+    ledger_option,
+    print_json,
+    run,
+    spec_option,
+)
 from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob
 from servelab.report.verify import render_knob_change, render_knob_diff, render_knob_value
 
@@ -25,7 +30,7 @@ def knob_group() -> None:
 
 
 async def _get(spec_path: Path | None, service: str, name: str) -> tuple[str | None, str]:
-    loaded = load_spec(spec_path)
+    loaded = SpecAndLedger(spec_path).deployment()
     value = await get_knob(loaded, service, name)
     return value, str(loaded.env_file(service))
 
@@ -53,8 +58,9 @@ async def _set(
     reason: str | None,
     case_id: int | None,
 ) -> KnobChange:
-    loaded = load_spec(spec_path)
-    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
+    where = SpecAndLedger(spec_path, ledger_path)
+    loaded = where.deployment()
+    with where.ledger() as ledger:
         return await set_knob(
             loaded, service, name, value, reason=reason, case_id=case_id, ledger=ledger
         )
@@ -93,7 +99,7 @@ def set_command(
 
 
 async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:
-    return await diff_knob(load_spec(spec_path), service, name)
+    return await diff_knob(SpecAndLedger(spec_path).deployment(), service, name)
 
 
 @knob_group.command("diff")

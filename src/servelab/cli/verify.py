@@ -14,24 +14,18 @@ import click
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    err_console,
+    SpecAndLedger,
     json_option,
     ledger_option,
     print_json,
+    progress_when,
     run,
     spec_option,
 )
-from servelab.io.specfile import load_spec
-from servelab.io.store import Ledger, resolve_ledger_path
 from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
 
 __all__ = ["register"]
-
-
-def _progress(message: str) -> None:
-    if sys.stderr.isatty():
-        err_console.print(f"[dim]{message}[/]")
 
 
 async def _verify(
@@ -41,10 +35,16 @@ async def _verify(
     ledger_path: Path | None,
     e2e: E2EOptions,
 ) -> VerifyReport:
-    loaded = load_spec(spec_path)
-    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
+    where = SpecAndLedger(spec_path, ledger_path)
+    loaded = where.deployment()
+    with where.ledger() as ledger:
         return await verify(
-            loaded, services or None, layers=layers, ledger=ledger, progress=_progress, e2e=e2e
+            loaded,
+            services or None,
+            layers=layers,
+            ledger=ledger,
+            progress=progress_when(sys.stderr.isatty()),
+            e2e=e2e,
         )
 
 

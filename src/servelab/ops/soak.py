@@ -7,7 +7,7 @@ after every request). Bytes are pumped into the sans-I/O SSE decoder, then into 
 no byte for ``idle_timeout_s`` (aiohttp's ``sock_read`` timer, head included) is a stall; the
 whole soak ends at ``duration_s``. At the first stall the soak localizes it once (:func:`localize`);
 the pure rules of :mod:`servelab.core.diagnose` turn the evidence into findings. Ctrl-C
-(cancellation) and the deadline end the soak with the partial result, which the caller records.
+(cancellation) and the deadline end the soak with the partial result, recorded like a full one.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
@@ -56,6 +56,8 @@ from servelab.core.records import (
 )
 from servelab.core.sse import SSEDecoder
 from servelab.io.probe import probe
+from servelab.io.store import Ledger
+from servelab.ops.evidence import record_soak
 
 __all__ = [
     "Exchange",
@@ -554,12 +556,16 @@ async def soak(
     targets: Targets,
     *,
     progress: Progress | None = None,
+    ledger: Ledger | None = None,
+    document: Callable[[SoakResult], Mapping[str, Any]] | None = None,
+    case_id: int | None = None,
     on_result: Callable[[SoakResult], None] | None = None,
 ) -> SoakResult:
     """Run the soak until every session is done, the deadline passes, or it is cancelled.
 
-    ``on_result`` (the one writer: the CLI records the ledger row there) is called exactly once
-    with the final or partial result, also when Ctrl-C cancels the soak (then it re-raises).
+    Once it ends (also when Ctrl-C cancels it; then it re-raises), the result's ``document`` is
+    recorded in ``ledger`` (``soak_id`` set; attached to ``case_id`` as evidence), then
+    ``on_result`` is called with the final or partial result.
     """
     say = progress or (lambda _msg: None)
     start = time.monotonic()
@@ -583,6 +589,8 @@ async def soak(
         raise
     finally:
         _conclude(run, start)
+        if ledger is not None and document is not None:
+            result.soak_id = record_soak(ledger, document(result), case_id)
         if on_result is not None:
             on_result(result)
     return result
