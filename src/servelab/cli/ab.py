@@ -21,6 +21,7 @@ from servelab.cli.common import (
     print_json,
     progress,
     run,
+    say,
     spec_option,
 )
 from servelab.core.compare import INCONCLUSIVE
@@ -99,7 +100,7 @@ def ab_command(**opts: Any) -> None:
     else:
         console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
         for path in files:
-            console.print(f"wrote {path}")
+            say(f"wrote {path}")
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
         err_console.print(f"[red]{failed} request(s) failed during the A/B[/]")

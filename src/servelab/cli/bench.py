@@ -21,6 +21,7 @@ from servelab.cli.common import (
     err_console,
     json_option,
     ledger_option,
+    notice,
     print_json,
     resolve_target,
     run,
@@ -117,9 +118,9 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     else:
         console.print(report.summary_table(result))
     for line in report.client_warnings(result):
-        err_console.print(f"[yellow]client warning:[/] {line}")
+        notice("client warning:", line)
     for line in report.failure_lines(result):
-        err_console.print(f"[bold red]failed:[/] {line}")
+        notice("failed:", line, "bold red")
     if result.interrupted:
         err_console.print("[yellow]interrupted: partial results shown and saved[/]")
         return EXIT_INTERRUPTED

@@ -40,6 +40,7 @@ __all__ = [
     "error",
     "json_option",
     "ledger_option",
+    "notice",
     "print_json",
     "progress",
     "progress_when",
@@ -168,6 +169,11 @@ class BenchBar:
             label = f"{event.phase} C{event.concurrency} #{event.repeat_index + 1}"
             self._tasks[key] = self.bar.add_task(label, total=event.total)
         self.bar.update(self._tasks[key], completed=event.done)
+
+
+def notice(label: str, text: str, style: str = "yellow") -> None:
+    """A labelled warning line on stderr: ``label`` styled, ``text`` printed as plain text."""
+    err_console.print(Text.assemble((label, style), " ", text), soft_wrap=True)
 
 
 def say(text: str) -> None:
