@@ -193,7 +193,7 @@ class SpecAndLedger:
 
     spec_path: Path | None = None
     ledger_option: Path | None = None
-    _loaded: LoadedSpec | None = field(default=None, repr=False)
+    _loaded: LoadedSpec | None = field(default=None, init=False, repr=False)
 
     def spec(self) -> LoadedSpec:
         """The spec as loaded (no file written)."""
