@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 
 from servelab.core.spec import DEFAULT_KNOB
-from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.io.ledger import Ledger
+from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import down, up
 from servelab.ops.verify import LAYERS, verify
 

@@ -8,9 +8,15 @@ import os
 import signal
 import sqlite3
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from servelab.cli.bench import parse_concurrency, parse_length
+import pytest
+
+from servelab.cli.bench import Exporter, parse_concurrency, parse_length
+from servelab.core.workload import LengthDist
+from servelab.io.ledger import Ledger
+from servelab.ops.bench import BenchConfig, RunResult, run_bench
 from tests.support import REPO, free_port, run_cli
 from tests.support.servers import served, streaming_app
 
@@ -142,3 +148,43 @@ def test_option_parsers() -> None:
     assert parse_concurrency("64,80,96") == (64, 80, 96)
     assert parse_length("uniform:128:32").kind == "uniform"
     assert parse_length("64").value == 64
+
+
+class _Crash(Exception):
+    pass
+
+
+async def test_export_is_written_after_every_run_so_a_crash_keeps_run_1(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    config = BenchConfig(
+        url="",
+        concurrencies=(2, 4),
+        requests=6,
+        input_len=LengthDist("fixed", 8),
+        output_len=LengthDist("fixed", 3),
+        model="sim-model",
+    )
+    async with served(streaming_app(gap_s=0.001)) as url:
+        config = replace(config, url=url)
+        export = Exporter(out, config)
+
+        def save_then_crash(run: RunResult) -> None:
+            export(run)
+            raise _Crash("the process dies after the first run")
+
+        with Ledger.open(tmp_path / "l.db") as ledger, pytest.raises(_Crash):
+            await run_bench(config, ledger=ledger, save=save_then_crash)
+    assert _bench_runs(tmp_path / "l.db") == 1
+    doc = json.loads((out / "result.json").read_text())
+    assert [lv["concurrency"] for lv in doc["levels"]] == [2]
+    assert doc["levels"][0]["requests"] == 6
+    records = (out / "records.jsonl").read_text().splitlines()
+    assert len(records) == 6
+    assert "C2" in (out / "summary.md").read_text()
+    assert len((out / "summary.csv").read_text().splitlines()) == 2
+    assert sorted(p.name for p in out.iterdir()) == [
+        "records.jsonl",
+        "result.json",
+        "summary.csv",
+        "summary.md",
+    ]

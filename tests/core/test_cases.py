@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from servelab.core import ledger as model
+from servelab.core import cases as model
 from servelab.core.cases import (
     RESTORE_FAILED,
     RESTORE_NONE,

@@ -35,7 +35,7 @@ from servelab.core.results import (
     SoakFinding,
 )
 from servelab.errors import CaseError, SchemaError, StoreError
-from servelab.io import store
+from servelab.io import ledger as store_module
 from servelab.io.ledger import Ledger, default_ledger_path, resolve_ledger_path
 from servelab.io.migrations import SCHEMA_VERSION, migrate
 
@@ -52,7 +52,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 def test_public_api() -> None:
-    assert set(store.__all__) >= {"Ledger", "default_ledger_path", "resolve_ledger_path"}
+    assert set(store_module.__all__) >= {"Ledger", "default_ledger_path", "resolve_ledger_path"}
 
 
 def test_open_creates_wal_ledger_at_latest_schema(ledger: Ledger) -> None:
@@ -390,3 +390,34 @@ def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) ->
         assert [e.ok for e in events] == [True, False]
         dump = json.dumps(ledger.export())
     assert '"label"' not in dump and '"verified"' not in dump
+
+
+def _soak_doc(ok: bool, layers: list[str]) -> SoakDocument:
+    findings = tuple(SoakFinding(layer, 0.9) for layer in layers)
+    return SoakDocument(ok=ok, config={"knobs": {"decode": {"K": "512"}}}, findings=findings)
+
+
+def test_record_soak_writes_the_row_and_its_findings(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        soak_id = ledger.record_soak(_soak_doc(False, ["client_proxy"]))
+        row = ledger.get_soak(soak_id)
+        assert ledger.list_evidence(ledger.create_case(title="t")) == []
+    assert row is not None
+    assert row.ok is False
+    assert row.config == {"knobs": {"decode": {"K": "512"}}}
+    assert [f.layer for f in row.findings] == ["client_proxy"]
+
+
+def test_record_soak_attaches_it_to_the_case(tmp_path: Path) -> None:
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        case_id = ledger.create_case(title="hang")
+        failing = ledger.record_soak(_soak_doc(False, ["client_proxy", "router"]), case_id=case_id)
+        clean = ledger.record_soak(_soak_doc(True, []), case_id=case_id)
+        evidence = ledger.list_evidence(case_id)
+        with pytest.raises(CaseError):
+            ledger.record_soak(_soak_doc(True, []), case_id=case_id + 99)
+        assert len(ledger.list_soaks()) == 2  # the refused one left no row
+    assert [(e.kind, e.ref_id, e.note) for e in evidence] == [
+        ("soak", failing, "client_proxy, router"),
+        ("soak", clean, "no finding"),
+    ]

@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
 from servelab.core import metrics
 from servelab.core.workload import LengthDist
-from servelab.ops.bench import BenchConfig, RunResult, run_bench, run_payload
+from servelab.io.ledger import Ledger
+from servelab.ops.bench import (
+    BenchConfig,
+    RunResult,
+    record_run,
+    result_so_far,
+    run_bench,
+    run_payload,
+)
 from tests.support.servers import served, streaming_app
 
 
@@ -126,3 +135,37 @@ async def test_auto_ramp_comes_from_the_warmup(server: str) -> None:
     result = await run_bench(_config(server, concurrencies=(4,), requests=8, warmup=4))
     first = sorted(r.scheduled_ns for r in result.runs[0].records)[:4]
     assert first[3] > first[0], "slots must not all start at once after a warm-up"
+
+
+async def test_every_run_is_recorded_in_the_ledger_before_save(server: str, tmp_path: Path) -> None:
+    config = _config(server, concurrencies=(2, 4), label="sweep")
+    seen: list[int] = []
+    with Ledger.open(tmp_path / "l.db") as ledger:
+
+        def save(run: RunResult) -> None:
+            assert run.run_id is not None  # recorded first
+            seen.append(len(ledger.list_bench_runs()))
+
+        result = await run_bench(config, ledger=ledger, save=save)
+        rows = ledger.list_bench_runs()
+    assert seen == [1, 2]
+    assert [r.run_id for r in result.runs] == [row["id"] for row in rows]
+    assert [row["label"] for row in rows] == ["sweep", "sweep"]
+    assert [row["n_records"] for row in rows] == [12, 12]
+
+
+async def test_record_run_and_result_so_far_rebuild_a_partial_sweep(
+    server: str, tmp_path: Path
+) -> None:
+    config = _config(server, concurrencies=(2, 4), repeat=2)
+    result = await run_bench(config)
+    partial = result_so_far(config, result.runs[:3], interrupted=True)
+    assert [(lv.concurrency, lv.n_runs) for lv in partial.levels] == [(2, 2), (4, 1)]
+    assert partial.interrupted and len(partial.runs) == 3
+    whole = result_so_far(config, result.runs)
+    assert whole.levels == result.levels
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        run_id = record_run(ledger, config, result.runs[0])
+        row = ledger.get_bench_run(run_id)
+    assert result.runs[0].run_id == run_id
+    assert row is not None and row["n_records"] == 12

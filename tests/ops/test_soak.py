@@ -12,12 +12,15 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from servelab.io.ledger import Ledger
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.report.soak import soak_record
 from tests.support.http import set_faults
 from tests.support.processes import children
 from tests.support.servers import serve
@@ -239,3 +242,35 @@ def test_body_stall_evidence_and_what_is_not_a_stall() -> None:
     failed = asyncio.run(_soak_mode("fail"))
     assert failed.stalls == [] and failed.errors[0]["error"] == "http 503"
     assert failed.sessions[0].rounds_done == 0 and failed.sessions[0].connections == 1
+
+
+def test_the_soak_records_itself_in_the_ledger_before_on_result(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=5, duration_s=30)
+    seen: list[int | None] = []
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        case_id = ledger.create_case(title="t")
+
+        def on_result(result: SoakResult) -> None:
+            seen.append(result.soak_id)
+
+        result = asyncio.run(
+            soak(
+                cfg,
+                _router_targets(stack),
+                ledger=ledger,
+                document=soak_record,
+                case_id=case_id,
+                on_result=on_result,
+            )
+        )
+        row = ledger.get_soak(result.soak_id or 0)
+        evidence = ledger.list_evidence(case_id)
+    assert result.ok and result.soak_id is not None
+    assert seen == [result.soak_id]
+    assert row is not None and row.ok is True
+    assert row.result.sessions.rounds_done == 2
+    assert [(e.kind, e.ref_id, e.note) for e in evidence] == [
+        ("soak", result.soak_id, "no finding")
+    ]

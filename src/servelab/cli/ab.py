@@ -12,19 +12,22 @@ from servelab.cli.bench import parse_concurrency, parse_length
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    SpecAndLedger,
+    bench_levels,
     console,
     err_console,
     json_option,
     ledger_option,
     print_json,
+    progress,
     run,
+    say,
     spec_option,
 )
 from servelab.core.compare import INCONCLUSIVE
-from servelab.io.ledger import Ledger, resolve_ledger_path
-from servelab.io.specfile import load_spec
+from servelab.io.files import write_atomic
 from servelab.ops.ab import AbConfig, AbResult, run_ab
-from servelab.ops.bench import BenchConfig, Progress
+from servelab.ops.bench import BenchConfig
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png
 
@@ -44,30 +47,20 @@ def parse_knob_arms(text: str) -> tuple[str, str, str, str]:
     return service, name, baseline, candidate
 
 
-def _say(message: str) -> None:
-    err_console.print(f"[dim]{message}[/]")
-
-
-def _bench_progress(event: Progress) -> None:
-    """One line per measured level (the arms take minutes; say where they are)."""
-    if event.phase == "run" and event.done == event.total:
-        err_console.print(f"[dim]  C{event.concurrency}: {event.total} requests measured[/]")
-
-
 async def _ab(spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig) -> AbResult:
-    loaded = load_spec(spec_path)
-    loaded.spec.service(cfg.service)  # unknown service: a SpecError (exit 2) before anything runs
-    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
-        async with Operation(loaded, ledger=ledger, progress=_say) as op:
-            return await run_ab(op, cfg, bench_progress=_bench_progress)
+    where = SpecAndLedger(spec_path, ledger_path)
+    where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
+    loaded = where.deployment()
+    with where.ledger() as ledger:
+        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+            return await run_ab(op, cfg, bench_progress=bench_levels)
 
 
 def _write(out: Path, result: AbResult) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
     stem = f"ab-{result.ab_id or 'run'}"
     files = {out / f"{stem}.md": ab_markdown(result).encode(), out / f"{stem}.png": ab_png(result)}
     for path, data in files.items():
-        path.write_bytes(data)
+        write_atomic(path, data)
     return list(files)
 
 
@@ -107,7 +100,7 @@ def ab_command(**opts: Any) -> None:
     else:
         console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
         for path in files:
-            console.print(f"wrote {path}")
+            say(f"wrote {path}")
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
         err_console.print(f"[red]{failed} request(s) failed during the A/B[/]")

@@ -3,34 +3,37 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import signal
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
+    BenchBar,
+    SpecAndLedger,
     console,
     err_console,
     json_option,
+    ledger_option,
+    notice,
     print_json,
+    resolve_target,
     run,
     spec_option,
 )
 from servelab.core.workload import LengthDist
+from servelab.io.files import write_files
 from servelab.io.http import model_id
-from servelab.io.ledger import Ledger, resolve_ledger_path
-from servelab.io.specfile import load_spec
+from servelab.io.ledger import Ledger
 from servelab.ops import bench as ops
 from servelab.report import bench as report
 
-__all__ = ["parse_concurrency", "parse_length", "register"]
+__all__ = ["Exporter", "parse_concurrency", "parse_length", "register"]
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -63,72 +66,38 @@ def _click_parse(
     return callback
 
 
-def _target(url: str | None, spec_path: Path | None) -> tuple[str, Path]:
-    """The URL to load and the state dir the ledger lives in.
+class Exporter:
+    """``bench --export DIR``: after every finished run, the files of the runs so far.
 
-    ``--url`` alone: that URL. Otherwise the deployment's entry point (proxy, else router) from
-    ``-f``, else ``./servelab.toml``, else the embedded default (``--url`` still overrides).
+    Used as ``run_bench``'s ``save`` callback, so a crash mid-sweep keeps every run done before
+    it; :meth:`write` saves the final result. Every file goes through the one atomic writer.
     """
-    if url is not None and spec_path is None:
-        return url, Path.cwd() / ".servelab"
-    loaded = load_spec(spec_path)
-    entry = loaded.spec.service(loaded.spec.entry_point)
-    return (url or entry.url), loaded.state_dir
+
+    def __init__(self, directory: Path, config: ops.BenchConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self.runs: list[ops.RunResult] = []
+
+    def __call__(self, run_result: ops.RunResult) -> None:
+        self.runs.append(run_result)
+        partial = ops.result_so_far(self.config, self.runs, interrupted=run_result.interrupted)
+        self.write(partial)
+
+    def write(self, result: ops.BenchResult) -> None:
+        write_files(self.directory, report.export_files(result))
 
 
-class _Bar:
-    """The rich progress bar behind the ops progress callback (stderr, so --json stays clean)."""
-
-    def __init__(self, enabled: bool) -> None:
-        self.progress = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=err_console,
-            disable=not enabled,
-            transient=True,
-        )
-        self._tasks: dict[tuple[str, int, int], Any] = {}
-
-    def __call__(self, event: ops.Progress) -> None:
-        key = (event.phase, event.concurrency, event.repeat_index)
-        if event.phase == "done":
-            return
-        if key not in self._tasks:
-            label = f"{event.phase} C{event.concurrency} #{event.repeat_index + 1}"
-            self._tasks[key] = self.progress.add_task(label, total=event.total)
-        self.progress.update(self._tasks[key], completed=event.done)
-
-
-async def _bench(config: ops.BenchConfig, ledger: Ledger | None, bar: _Bar) -> ops.BenchResult:
-    def save(run_result: ops.RunResult) -> None:
-        if ledger is not None:
-            summary, records = ops.run_payload(run_result)
-            ledger.record_bench_run(
-                label=config.label or None,
-                config=config.to_dict(),
-                summary=summary,
-                records=records,
-            )
-
+async def _bench(
+    config: ops.BenchConfig, ledger: Ledger | None, bar: BenchBar, export: Exporter | None
+) -> ops.BenchResult:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
-        with bar.progress:
-            return await ops.run_bench(config, progress=bar, save=save, stop=stop)
+        with bar.bar:
+            return await ops.run_bench(config, progress=bar, ledger=ledger, save=export, stop=stop)
     finally:
         loop.remove_signal_handler(signal.SIGINT)
-
-
-def _export(result: ops.BenchResult, directory: Path) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "summary.md").write_text(report.summary_markdown(result), encoding="utf-8")
-    (directory / "summary.csv").write_text(report.summary_csv(result), encoding="utf-8")
-    (directory / "records.jsonl").write_text(report.records_jsonl(result), encoding="utf-8")
-    text = json.dumps(report.result_json(result), indent=2, default=str)
-    (directory / "result.json").write_text(text + "\n", encoding="utf-8")
 
 
 def _show(result: ops.BenchResult, as_json: bool) -> int:
@@ -137,9 +106,9 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     else:
         console.print(report.summary_table(result))
     for line in report.client_warnings(result):
-        err_console.print(f"[yellow]client warning:[/] {line}")
+        notice("client warning:", line)
     for line in report.failure_lines(result):
-        err_console.print(f"[bold red]failed:[/] {line}")
+        notice("failed:", line, "bold red")
     if result.interrupted:
         err_console.print("[yellow]interrupted: partial results shown and saved[/]")
         return EXIT_INTERRUPTED
@@ -236,20 +205,30 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     type=click.Path(path_type=Path),
     help="Write summary.md, summary.csv, records.jsonl and result.json here.",
 )
-@click.option(
-    "--ledger",
-    "ledger_path",
-    default=None,
-    type=click.Path(path_type=Path),
-    help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
-)
+@ledger_option
 @click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
 @json_option
 def bench_command(**opts: Any) -> None:
     """Benchmark streaming completions; exit 0 only when no request failed."""
-    url, state_dir = _target(opts["url"], opts["spec_path"])
+    where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
+    target, _loaded, state_dir = resolve_target(where, opts["url"])
+    url = target.url
     model = opts["model"] or run(model_id(url, 10.0)) or "default"
-    config = ops.BenchConfig(
+    config = _config(opts, url, model)
+    export = None if opts["export_dir"] is None else Exporter(opts["export_dir"], config)
+    ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
+    try:
+        result = run(_bench(config, ledger, BenchBar(enabled=err_console.is_terminal), export))
+    finally:
+        if ledger is not None:
+            ledger.close()
+    if export is not None:
+        export.write(result)
+    raise SystemExit(_show(result, opts["as_json"]))
+
+
+def _config(opts: dict[str, Any], url: str, model: str) -> ops.BenchConfig:
+    return ops.BenchConfig(
         url=url,
         concurrencies=opts["concurrency"],
         requests=opts["requests"],
@@ -266,17 +245,6 @@ def bench_command(**opts: Any) -> None:
         label=opts["label"],
         endpoint=opts["endpoint"],
     )
-    ledger = None
-    if not opts["no_ledger"]:
-        ledger = Ledger.open(resolve_ledger_path(opts["ledger_path"], state_dir))
-    try:
-        result = run(_bench(config, ledger, _Bar(enabled=err_console.is_terminal)))
-    finally:
-        if ledger is not None:
-            ledger.close()
-    if opts["export_dir"] is not None:
-        _export(result, opts["export_dir"])
-    raise SystemExit(_show(result, opts["as_json"]))
 
 
 def register(group: click.Group) -> None:

@@ -7,24 +7,25 @@ restore whose verify fails exits 1.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from servelab.cli.common import (
     EXIT_FAILED,
-    console,
+    SpecAndLedger,
     err_console,
     json_option,
     ledger_option,
     print_json,
-    run,
+    progress,
+    run_with_ledger,
+    say,
     spec_option,
 )
-from servelab.io.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.files import write_files
+from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
 from servelab.ops.context import Operation
 from servelab.report.docs import (
@@ -35,38 +36,7 @@ from servelab.report.docs import (
     describe_timeline_entry,
 )
 
-__all__ = ["register", "write_files"]
-
-T = TypeVar("T")
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _ledger_file(ledger_path: Path | None, spec_path: Path | None) -> Path:
-    if ledger_path is not None or os.environ.get(LEDGER_ENV, "").strip():
-        return resolve_ledger_path(ledger_path, Path.cwd())
-    from servelab.io.specfile import load_spec
-
-    return resolve_ledger_path(None, load_spec(spec_path).state_dir)
-
-
-def _with_ledger(
-    ledger_path: Path | None,
-    spec_path: Path | None,
-    body: Callable[[Ledger], Coroutine[Any, Any, T]],
-) -> T:
-    async def main() -> T:
-        with Ledger.open(_ledger_file(ledger_path, spec_path)) as ledger:
-            return await body(ledger)
-
-    return run(main())
-
-
-def _progress(message: str) -> None:
-    err_console.print(message, style="dim", markup=False, soft_wrap=True)
-
-
-def _say(text: str) -> None:
-    console.print(text, markup=False, soft_wrap=True)
+__all__ = ["register"]
 
 
 # -- case ------------------------------------------------------------------------------------
@@ -88,11 +58,11 @@ def case_open(title: str, spec_path: Path | None, ledger_path: Path | None, as_j
     async def body(ledger: Ledger) -> int:
         return cases.open_case(ledger, title)
 
-    cid = _with_ledger(ledger_path, spec_path, body)
+    cid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json({"id": cid, "title": title, "status": "open"})
     else:
-        _say(f"case {cid} opened: {title}")
+        say(f"case {cid} opened: {title}")
 
 
 @case_group.command("suspect")
@@ -115,11 +85,11 @@ def case_suspect(
     async def body(ledger: Ledger) -> int:
         return cases.add_suspect(ledger, case_id, target, reason)
 
-    sid = _with_ledger(ledger_path, spec_path, body)
+    sid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json({"id": sid, "case_id": case_id, "target": target.strip(), "reason": reason})
     else:
-        _say(f"case {case_id}: suspect {target.strip()}")
+        say(f"case {case_id}: suspect {target.strip()}")
 
 
 @case_group.command("evidence")
@@ -155,20 +125,20 @@ def case_evidence(
     async def body(ledger: Ledger) -> int:
         return cases.add_evidence(ledger, case_id, kind, ref, note)
 
-    eid = _with_ledger(ledger_path, spec_path, body)
+    eid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json({"id": eid, "case_id": case_id, "kind": kind, "ref_id": ref, "note": note})
     else:
-        _say(f"case {case_id}: evidence {kind}" + (f" #{ref}" if ref else ""))
+        say(f"case {case_id}: evidence {kind}" + (f" #{ref}" if ref else ""))
 
 
 def _print_preview(preview: cases.RevertPreview) -> None:
-    _say(
+    say(
         f"revert {preview.service} {preview.knob} {preview.current} → {preview.revert_to} "
         f"under case {preview.case_id}"
     )
-    _say(f"  cost of the revert: {describe_cost(preview.cost)}")
-    _say(f"  {describe_conviction(preview.conviction)}")
+    say(f"  cost of the revert: {describe_cost(preview.cost)}")
+    say(f"  {describe_conviction(preview.conviction)}")
 
 
 @case_group.command("revert")
@@ -192,11 +162,11 @@ def case_revert(
     if as_json and not yes:
         raise click.UsageError("--json needs --yes (there is no one to confirm)")
 
-    async def body(ledger: Ledger) -> cases.RevertOutcome | None:
-        from servelab.io.specfile import load_spec
+    where = SpecAndLedger(spec_path, ledger_path)
 
-        loaded = load_spec(spec_path)
-        async with Operation(loaded, ledger=ledger, progress=_progress) as op:
+    async def body(ledger: Ledger) -> cases.RevertOutcome | None:
+        loaded = where.deployment()
+        async with Operation(loaded, ledger=ledger, progress=progress) as op:
             current = await cases.current_value(op, target)
             preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)
             if not as_json:
@@ -205,7 +175,7 @@ def case_revert(
                 return None
             return await cases.revert(op, ledger, preview)
 
-    outcome = _with_ledger(ledger_path, spec_path, body)
+    outcome = run_with_ledger(where, body)
     if outcome is None:
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
@@ -213,7 +183,7 @@ def case_revert(
         print_json(outcome.to_json())
     else:
         word = "verified live" if outcome.ok else f"NOT verified: {outcome.error}"
-        _say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
+        say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
 
@@ -240,30 +210,28 @@ def case_resolve(
     async def body(ledger: Ledger) -> cases.CaseView:
         return cases.resolve_case(ledger, case_id, root_cause, exonerate, convict)
 
-    view = _with_ledger(ledger_path, spec_path, body)
+    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json(view.to_json())
         return
-    _say(f"case {case_id} resolved: {root_cause}")
+    say(f"case {case_id} resolved: {root_cause}")
     for item in view.plan:
-        _say(f"  restore plan: {describe_restore_item(item)}")
+        say(f"  restore plan: {describe_restore_item(item)}")
     if view.plan:
-        _say(f"  apply it with: servelab restore {case_id}")
+        say(f"  apply it with: servelab restore {case_id}")
 
 
 def _print_case(view: cases.CaseView) -> None:
     case = view.case
-    _say(f"case {case.id}: {case.title} ({case.status}; {view.restore_status})")
+    say(f"case {case.id}: {case.title} ({case.status}; {view.restore_status})")
     if case.root_cause:
-        _say(f"root cause: {case.root_cause}")
+        say(f"root cause: {case.root_cause}")
     for s in case.suspects:
-        _say(
-            f"  suspect {s.target}: {s.verdict or 'open'}" + (f" — {s.reason}" if s.reason else "")
-        )
+        say(f"  suspect {s.target}: {s.verdict or 'open'}" + (f" — {s.reason}" if s.reason else ""))
     for entry in view.timeline:
-        _say(f"  {entry.at}  {describe_timeline_entry(entry)}")
+        say(f"  {entry.at}  {describe_timeline_entry(entry)}")
     for item in view.plan:
-        _say(f"  restore plan: {describe_restore_item(item)}")
+        say(f"  restore plan: {describe_restore_item(item)}")
 
 
 @case_group.command("show")
@@ -279,7 +247,7 @@ def case_show(
     async def body(ledger: Ledger) -> cases.CaseView:
         return cases.view_case(ledger, case_id)
 
-    view = _with_ledger(ledger_path, spec_path, body)
+    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json(view.to_json())
     else:
@@ -296,12 +264,12 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
     async def body(ledger: Ledger) -> list[cases.CaseView]:
         return cases.list_cases(ledger)
 
-    views = _with_ledger(ledger_path, spec_path, body)
+    views = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json([_brief(v) for v in views])
         return
     for v in views:
-        _say(f"{v.case.id:>4}  {v.case.status:<9} {v.restore_status:<22} {v.case.title}")
+        say(f"{v.case.id:>4}  {v.case.status:<9} {v.restore_status:<22} {v.case.title}")
 
 
 def _brief(view: cases.CaseView) -> dict[str, Any]:
@@ -323,42 +291,23 @@ def restore_cmd(
 ) -> None:
     """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e."""
 
-    async def body(ledger: Ledger) -> cases.RestoreOutcome:
-        from servelab.io.specfile import load_spec
+    where = SpecAndLedger(spec_path, ledger_path)
 
-        loaded = load_spec(spec_path)
+    async def body(ledger: Ledger) -> cases.RestoreOutcome:
+        loaded = where.deployment()
         if not as_json:
             for item in cases.view_case(ledger, case_id).plan:
-                _say(f"restore: {describe_restore_item(item)}")
-        async with Operation(loaded, ledger=ledger, progress=_progress) as op:
+                say(f"restore: {describe_restore_item(item)}")
+        async with Operation(loaded, ledger=ledger, progress=progress) as op:
             return await cases.restore(op, ledger, case_id)
 
-    outcome = _with_ledger(ledger_path, spec_path, body)
+    outcome = run_with_ledger(where, body)
     if as_json:
         print_json(outcome.to_json())
     else:
-        _say(f"case {case_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else ""))
+        say(f"case {case_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else ""))
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
-
-
-def write_files(out_dir: Path, files: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
-    """The one writer of generated docs: write each file whose bytes changed (temp + rename).
-
-    Returns ``(written, unchanged)`` relative paths.
-    """
-    written, unchanged = [], []
-    for rel, data in sorted(files.items()):
-        path = out_dir / rel
-        if path.is_file() and path.read_bytes() == data:
-            unchanged.append(rel)
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-        written.append(rel)
-    return written, unchanged
 
 
 @click.command("report")
@@ -377,14 +326,14 @@ def report_cmd(
         written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
         return target, written, unchanged
 
-    target, written, unchanged = _with_ledger(ledger_path, spec_path, body)
+    target, written, unchanged = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
     if as_json:
         print_json({"out": str(target), "index": str(target / "index.html"),
                     "written": written, "unchanged": unchanged})  # fmt: skip
         return
-    _say(f"report in {target}: {len(written)} file(s) written, {len(unchanged)} unchanged")
+    say(f"report in {target}: {len(written)} file(s) written, {len(unchanged)} unchanged")
     for rel in written:
-        _say(f"  {rel}")
+        say(f"  {rel}")
 
 
 @click.group("ledger")
@@ -406,7 +355,7 @@ def ledger_export(
     async def body(ledger: Ledger) -> dict[str, Any]:
         return ledger.export(records=not no_records)
 
-    print_json(_with_ledger(ledger_path, spec_path, body))
+    print_json(run_with_ledger(SpecAndLedger(spec_path, ledger_path), body))
 
 
 def register(group: click.Group) -> None:

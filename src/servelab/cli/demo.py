@@ -25,10 +25,10 @@ from typing import Any
 
 import click
 
-from servelab.cli.common import console, run
+from servelab.cli.common import SpecAndLedger, console, run
 from servelab.core.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
+from servelab.io.files import write_atomic
 from servelab.io.http import probe
-from servelab.io.specfile import load_spec
 
 __all__ = ["proxy_spec_text", "register"]
 
@@ -154,14 +154,15 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
 def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
     """Tell the reference incident with real commands on the embedded simulated stack."""
     workdir = Path.cwd()
-    loaded = load_spec(None)
-    if not loaded.embedded:
+    where = SpecAndLedger()
+    if not where.spec().embedded:
         raise click.UsageError("the demo runs on the embedded default: use a directory without "
                                "servelab.toml")  # fmt: skip
+    loaded = where.deployment()  # its env files exist before the proxy spec names their dir
     state = loaded.state_dir.resolve()
     out = state / "demo-report"
     spec = state / "demo-with-proxy.toml"
-    spec.write_text(proxy_spec_text(state, stall_after=3), encoding="utf-8")
+    write_atomic(spec, proxy_spec_text(state, stall_after=3).encode())
     story = _Story(workdir)
     soak_args = ["--sessions", "4", "--rounds", "6", "--idle-timeout", "3", "--duration", "90"]
     started = time.monotonic()

@@ -17,16 +17,15 @@ import click
 
 from servelab.cli.common import (
     EXIT_FAILED,
+    SpecAndLedger,
     console,
-    err_console,
     json_option,
     ledger_option,
     print_json,
+    progress,
     run,
     spec_option,
 )
-from servelab.io.ledger import Ledger, resolve_ledger_path
-from servelab.io.specfile import load_spec
 from servelab.ops import deploy
 from servelab.ops.context import Operation
 from servelab.report.deploy import render_deploy, render_restart, render_status
@@ -36,27 +35,22 @@ __all__ = ["register"]
 T = TypeVar("T")
 
 
-def _progress(message: str) -> None:
-    err_console.print(f"[dim]{message}[/]")
-
-
 async def _with_ledger(
     spec_path: Path | None,
     ledger_path: Path | None,
     action: Callable[[Operation], Awaitable[T]],
-    progress: Callable[[str], None] | None,
+    say: Callable[[str], None] | None,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command."""
-    loaded = load_spec(spec_path)
-    path = resolve_ledger_path(ledger_path, loaded.state_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with Ledger.open(path) as ledger:
-        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+    where = SpecAndLedger(spec_path, ledger_path)
+    loaded = where.deployment()
+    with where.ledger() as ledger:
+        async with Operation(loaded, ledger=ledger, progress=say) as op:
             return await action(op)
 
 
 def _quiet(as_json: bool) -> Callable[[str], None] | None:
-    return None if as_json and not sys.stderr.isatty() else _progress
+    return None if as_json and not sys.stderr.isatty() else progress
 
 
 def _up_or_down(
@@ -99,7 +93,7 @@ def down_command(
 
 
 async def _status(spec_path: Path | None) -> list[deploy.ServiceStatus]:
-    async with Operation(load_spec(spec_path)) as op:
+    async with Operation(SpecAndLedger(spec_path).spec()) as op:
         return await deploy.status(op)
 
 

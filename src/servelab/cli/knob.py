@@ -10,9 +10,14 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.common import json_option, ledger_option, print_json, run, spec_option
-from servelab.io.ledger import Ledger, resolve_ledger_path
-from servelab.io.specfile import load_spec
+from servelab.cli.common import (
+    SpecAndLedger,
+    json_option,
+    ledger_option,
+    print_json,
+    run,
+    spec_option,
+)
 from servelab.ops.context import Operation
 from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
@@ -26,7 +31,7 @@ def knob_group() -> None:
 
 
 async def _get(spec_path: Path | None, service: str, name: str) -> tuple[str | None, str]:
-    loaded = load_spec(spec_path)
+    loaded = SpecAndLedger(spec_path).deployment()
     async with Operation(loaded) as op:
         value = await get_knob(op, service, name)
     return value, str(loaded.env_file(service))
@@ -55,8 +60,9 @@ async def _set(
     reason: str | None,
     case_id: int | None,
 ) -> KnobChange:
-    loaded = load_spec(spec_path)
-    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
+    where = SpecAndLedger(spec_path, ledger_path)
+    loaded = where.deployment()
+    with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger) as op:
             return await set_knob(op, service, name, value, reason=reason, case_id=case_id)
 
@@ -94,7 +100,7 @@ def set_command(
 
 
 async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:
-    async with Operation(load_spec(spec_path)) as op:
+    async with Operation(SpecAndLedger(spec_path).deployment()) as op:
         return await diff_knob(op, service, name)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
@@ -11,18 +12,21 @@ from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    SpecAndLedger,
     console,
     err_console,
     error,
     json_option,
     ledger_option,
     print_json,
+    progress,
+    resolve_target,
     run,
     spec_option,
 )
 from servelab.errors import SpecError
-from servelab.io.ledger import Ledger, resolve_ledger_path
-from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.ledger import Ledger
+from servelab.io.specfile import LoadedSpec
 from servelab.ops import soak as ops
 from servelab.ops.knob import live_knobs
 from servelab.report import soak as report
@@ -31,7 +35,7 @@ __all__ = ["register", "targets_from"]
 
 
 def targets_from(
-    spec_path: Path | None, url: str | None, router_url: str | None
+    where: SpecAndLedger, url: str | None, router_url: str | None
 ) -> tuple[ops.Targets, Path, LoadedSpec | None]:
     """Where to soak and which state dir holds the ledger.
 
@@ -39,10 +43,11 @@ def targets_from(
     discovered from the router's /workers. Otherwise the spec's entry point (proxy, else router),
     its router and its prefill/decode services (``--url``/``--router-url`` still override).
     """
-    if url is not None and spec_path is None:
+    target, loaded, state_dir = resolve_target(where, url)
+    if loaded is None:
         router = router_url.rstrip("/") if router_url else None
-        return ops.Targets(url.rstrip("/"), router), Path.cwd() / ".servelab", None
-    loaded = load_spec(spec_path)
+        return ops.Targets(target.url.rstrip("/"), router), state_dir, None
+    loaded = where.deployment()
     spec = loaded.spec
     router_name = spec.router_name
     router = router_url or (spec.service(router_name).url if router_name else None)
@@ -51,31 +56,29 @@ def targets_from(
         for name, svc in spec.services.items()
         if svc.role in ("prefill", "decode")
     )
-    entry = url or spec.service(spec.entry_point).url
     router = router.rstrip("/") if router else None
     name = router_name or "router"
-    return ops.Targets(entry.rstrip("/"), router, workers, name), loaded.state_dir, loaded
+    return ops.Targets(target.url.rstrip("/"), router, workers, name), state_dir, loaded
 
 
-def _saver(
-    ledger_path: Path | None, case_id: int | None, record: bool
-) -> Callable[[ops.SoakResult], None]:
-    def save(result: ops.SoakResult) -> None:
+def _on_result(ledger_path: Path) -> Callable[[ops.SoakResult], None]:
+    def show(result: ops.SoakResult) -> None:
         if result.interrupted:
             text = report.render_soak(result)
             err_console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
-        if not record or ledger_path is None:
-            return
-        doc = report.soak_record(result)
-        with Ledger.open(ledger_path) as ledger:
-            soak_id = ledger.record_soak(doc)
-            if case_id is not None:
-                note = ", ".join(str(f.layer) for f in doc.findings) or "no finding"
-                ledger.add_evidence(case_id=case_id, kind="soak", ref_id=soak_id, note=note)
-        result.soak_id = soak_id
-        err_console.print(f"[dim]recorded soak #{soak_id} in {ledger_path}[/]")
+        if result.soak_id is not None:
+            progress(f"recorded soak #{result.soak_id} in {ledger_path}")
 
-    return save
+    return show
+
+
+def _check_case(ledger_path: Path, case_id: int | None) -> None:
+    if case_id is None:
+        return
+    with Ledger.open(ledger_path) as ledger:
+        if ledger.get_case(case_id) is None:
+            error(f"no case {case_id} in {ledger_path}")
+            raise SystemExit(EXIT_USAGE)
 
 
 def register(group: click.Group) -> None:
@@ -149,8 +152,9 @@ def register(group: click.Group) -> None:
         as_json: bool,
     ) -> None:
         """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
+        where = SpecAndLedger(spec_path, ledger_path)
         try:
-            targets, state_dir, loaded = targets_from(spec_path, url, router_url)
+            targets, state_dir, loaded = targets_from(where, url, router_url)
         except SpecError as exc:
             error(exc)
             raise SystemExit(EXIT_USAGE) from None
@@ -167,18 +171,20 @@ def register(group: click.Group) -> None:
             localize=not no_localize,
             knobs=run(live_knobs(loaded)) if loaded is not None else {},
         )
-        ledger_file = resolve_ledger_path(ledger_path, state_dir)
-        if case_id is not None:
-            with Ledger.open(ledger_file) as ledger:
-                if ledger.get_case(case_id) is None:
-                    err_console.print(f"[bold red]error:[/] no case {case_id} in {ledger_file}")
-                    raise SystemExit(EXIT_USAGE)
-        save = _saver(ledger_file, case_id, not no_record)
-
-        def say(message: str) -> None:
-            err_console.print(f"[dim]{message}[/]", highlight=False, soft_wrap=True)
-
-        result = run(ops.soak(config, targets, progress=say, on_result=save))
+        ledger_file = where.ledger_path(state_dir)
+        _check_case(ledger_file, case_id)
+        with nullcontext(None) if no_record else Ledger.open(ledger_file) as ledger:
+            result = run(
+                ops.soak(
+                    config,
+                    targets,
+                    progress=progress,
+                    ledger=ledger,
+                    document=report.soak_record,
+                    case_id=case_id,
+                    on_result=_on_result(ledger_file),
+                )
+            )
         if as_json:
             print_json(report.soak_record(result).to_json())
         else:

@@ -14,25 +14,19 @@ import click
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    err_console,
+    SpecAndLedger,
     json_option,
     ledger_option,
     print_json,
+    progress_when,
     run,
     spec_option,
 )
-from servelab.io.ledger import Ledger, resolve_ledger_path
-from servelab.io.specfile import load_spec
 from servelab.ops.context import Operation
 from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify
 
 __all__ = ["register"]
-
-
-def _progress(message: str) -> None:
-    if sys.stderr.isatty():
-        err_console.print(f"[dim]{message}[/]")
 
 
 async def _verify(
@@ -42,9 +36,11 @@ async def _verify(
     ledger_path: Path | None,
     e2e: E2EOptions,
 ) -> VerifyReport:
-    loaded = load_spec(spec_path)
-    with Ledger.open(resolve_ledger_path(ledger_path, loaded.state_dir)) as ledger:
-        async with Operation(loaded, ledger=ledger, progress=_progress) as op:
+    where = SpecAndLedger(spec_path, ledger_path)
+    loaded = where.deployment()
+    say = progress_when(sys.stderr.isatty())
+    with where.ledger() as ledger:
+        async with Operation(loaded, ledger=ledger, progress=say) as op:
             return await verify(op, services or None, layers=layers, e2e=e2e)
 
 

@@ -307,15 +307,23 @@ class Ledger:
         with self._write() as conn:
             return self._insert(conn, "ab_runs", row)
 
-    def record_soak(self, document: SoakDocument) -> int:
-        """A soak run (its config, the whole document) and each of its findings."""
+    def record_soak(self, document: SoakDocument, *, case_id: int | None = None) -> int:
+        """A soak run (its config, the whole document) and each of its findings; with
+        ``case_id``, attached to that case as evidence (its note: the findings' layers, or
+        ``no finding``), in the same transaction."""
         ok = document.ok
         row: dict[str, Any] = {"at": self._now(), "ok": None if ok is None else int(ok)}
         row |= {"config": _dumps(document.config), "result": _dumps(document.to_json())}
         with self._write() as conn:
+            if case_id is not None:
+                self._require_case(conn, case_id)
             soak_id = self._insert(conn, "soak_runs", row)
             for finding in document.findings:
                 self._insert(conn, "soak_findings", _finding_row(soak_id, finding))
+            if case_id is not None:
+                note = ", ".join(str(f.layer) for f in document.findings) or "no finding"
+                evidence = {"case_id": case_id, "at": row["at"], "kind": "soak"}
+                self._insert(conn, "case_evidence", {**evidence, "ref_id": soak_id, "note": note})
             return soak_id
 
     # -- writers: cases ----------------------------------------------------------------------

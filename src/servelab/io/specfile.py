@@ -1,7 +1,9 @@
 """Finding and loading the deployment spec from disk (the I/O half of :mod:`servelab.core.spec`).
 
-Resolution: an explicit ``-f PATH``; else ``./servelab.toml``; else the embedded default, whose env
-files are created under the state directory on first use (never overwritten: the user edits them).
+Resolution: an explicit ``-f PATH``; else ``./servelab.toml``; else the embedded default. Loading
+writes nothing: the commands that use the embedded default's env files (up, restart, knob, verify,
+A/B, case revert/restore, soak) create them first with :func:`materialize_default_env`, under the
+state directory, never overwriting one (the user edits them).
 Relative paths in a spec (``state_dir``, ``env_file``) are relative to the spec file's directory,
 or to the working directory for the embedded default.
 """
@@ -18,8 +20,9 @@ from servelab.core.spec import (
     parse_spec,
 )
 from servelab.errors import SpecError
+from servelab.io.files import write_atomic
 
-__all__ = ["LoadedSpec", "load_spec"]
+__all__ = ["LoadedSpec", "load_spec", "materialize_default_env"]
 
 SPEC_FILENAME = "servelab.toml"
 EMBEDDED = "<embedded default>"
@@ -57,9 +60,7 @@ def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpe
     if path is None and (cwd / SPEC_FILENAME).is_file():
         path = cwd / SPEC_FILENAME
     if path is None:
-        loaded = LoadedSpec(parse_spec(DEFAULT_SPEC_TOML, source=EMBEDDED), EMBEDDED, cwd)
-        _materialize_default_env(loaded)
-        return loaded
+        return LoadedSpec(parse_spec(DEFAULT_SPEC_TOML, source=EMBEDDED), EMBEDDED, cwd)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -82,10 +83,19 @@ def _check_local_env_dirs(loaded: LoadedSpec) -> None:
             )
 
 
-def _materialize_default_env(loaded: LoadedSpec) -> None:
+def materialize_default_env(loaded: LoadedSpec) -> list[Path]:
+    """Create the embedded default's missing env files; returns the ones written.
+
+    A spec read from a file is left alone (its env files are the user's); an existing env file is
+    never overwritten.
+    """
+    if not loaded.embedded:
+        return []
+    written = []
     for name in loaded.spec.services:
         env_path = loaded.env_file(name)
         if env_path is None or env_path.exists():
             continue
-        env_path.parent.mkdir(parents=True, exist_ok=True)
-        env_path.write_text(DEFAULT_ENV_FILES.get(name, ""), encoding="utf-8")
+        write_atomic(env_path, DEFAULT_ENV_FILES.get(name, "").encode())
+        written.append(env_path)
+    return written

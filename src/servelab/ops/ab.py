@@ -25,7 +25,7 @@ from servelab.core.compare import Anomaly, Comparison, compare_arms, find_anomal
 from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger import Ledger
-from servelab.ops.bench import BenchConfig, ProgressFn, RunResult, run_bench, run_payload
+from servelab.ops.bench import BenchConfig, ProgressFn, run_bench
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
@@ -151,19 +151,8 @@ async def _measure(
 ) -> ArmVisit:
     label = f"ab {cfg.service} {cfg.knob}={value} round {rnd + 1}"
     bench = replace(cfg.bench, url=_router_url(op), repeat=1, label=label)
-    run_ids: list[int] = []
-    ledger = op.ledger
-
-    def save(run: RunResult) -> None:
-        if ledger is not None:
-            summary, records = run_payload(run)
-            run_ids.append(
-                ledger.record_bench_run(
-                    label=label, config=bench.to_dict(), summary=summary, records=records
-                )
-            )
-
-    result = await run_bench(bench, progress=bench_progress, save=save)
+    result = await run_bench(bench, progress=bench_progress, ledger=op.ledger)
+    run_ids = [r.run_id for r in result.runs if r.run_id is not None]
     # The steady state (every slot busy) when the run had one; else the whole run.
     thr = {
         lvl.concurrency: lvl.steady_throughput.mean

@@ -8,8 +8,9 @@ flag.
 
 Bodies are captured as stamped reads during a run and decoded right after it (the decode's CPU
 is counted in the client's CPU per token), so no parsing competes with reading while streams are
-live. ``run_bench(config, progress=..., save=..., stop=...)`` runs every concurrency × repeat, calls
-``save(run)`` after EVERY run (partial runs included), and stops cleanly when ``stop`` is set.
+live. ``run_bench(config, progress=..., ledger=..., save=..., stop=...)`` runs every concurrency ×
+repeat; after EVERY run (partial runs included) it records the run in the ledger (the one path the
+CLI's bench and the A/B share) and then calls ``save(run)``; it stops cleanly when ``stop`` is set.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from servelab.core.records import RequestRecord, decode_chunks, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
 from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
+from servelab.io.ledger import Ledger
 
 __all__ = [
     "BenchConfig",
@@ -36,6 +38,8 @@ __all__ = [
     "Progress",
     "RunResult",
     "client_health",
+    "record_run",
+    "result_so_far",
     "run_bench",
     "run_payload",
     "summarize_level",
@@ -122,6 +126,7 @@ class RunResult:
     client: ClientHealth
     interrupted: bool = False
     deadline_hit: bool = False
+    run_id: int | None = None  # its ledger row, once recorded
 
 
 @dataclass(frozen=True, slots=True)
@@ -255,6 +260,27 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "level": asdict(summarize_level(run.concurrency, [run])),
     }
     return summary, [record_to_dict(r) for r in run.records]
+
+
+def record_run(ledger: Ledger, config: BenchConfig, run: RunResult) -> int:
+    """Record one run (config, summary, every per-request record) in the ledger; its row id."""
+    summary, records = run_payload(run)
+    run.run_id = ledger.record_bench_run(
+        label=config.label or None, config=config.to_dict(), summary=summary, records=records
+    )
+    return run.run_id
+
+
+def result_so_far(
+    config: BenchConfig, runs: Sequence[RunResult], *, interrupted: bool = False
+) -> BenchResult:
+    """The :class:`BenchResult` of the runs done so far (levels summarized in sweep order)."""
+    levels = []
+    for concurrency in config.concurrencies:
+        at = [r for r in runs if r.concurrency == concurrency]
+        if at:
+            levels.append(summarize_level(concurrency, at))
+    return BenchResult(config, list(runs), levels, interrupted)
 
 
 async def _lag_ticker(samples: list[float]) -> None:
@@ -411,6 +437,7 @@ class _Bench:
 
     config: BenchConfig
     progress: ProgressFn
+    ledger: Ledger | None
     save: SaveFn | None
     stop: asyncio.Event | None
     result: BenchResult
@@ -432,9 +459,11 @@ class _Bench:
                 run = await self._run(client, concurrency, k)
                 runs.append(run)
                 self.result.runs.append(run)
+                self.result.interrupted = run.interrupted
+                if self.ledger is not None:
+                    record_run(self.ledger, config, run)
                 if self.save is not None:
                     self.save(run)
-                self.result.interrupted = run.interrupted
         if runs:
             self.result.levels.append(summarize_level(concurrency, runs))
 
@@ -503,17 +532,19 @@ async def run_bench(
     config: BenchConfig,
     *,
     progress: ProgressFn | None = None,
+    ledger: Ledger | None = None,
     save: SaveFn | None = None,
     stop: asyncio.Event | None = None,
 ) -> BenchResult:
-    """Run every concurrency × repeat; ``save(run)`` after each; stop early when ``stop`` is set.
+    """Run every concurrency × repeat; after each run, record it in ``ledger`` (its ``run_id``
+    set) and call ``save(run)``; stop early when ``stop`` is set.
 
     Callable programmatically: ``await run_bench(BenchConfig(url=..., concurrencies=(64, 96),
-    requests=200))``. Cancellation (``stop``) ends the current run, which is returned and saved
-    with ``interrupted=True``.
+    requests=200))``. Cancellation (``stop``) ends the current run, which is returned, recorded
+    and saved with ``interrupted=True``.
     """
     report = progress or (lambda _p: None)
-    bench = _Bench(config, report, save, stop, BenchResult(config))
+    bench = _Bench(config, report, ledger, save, stop, BenchResult(config))
     for concurrency in config.concurrencies:
         await bench.level(concurrency)
         if bench.result.interrupted:

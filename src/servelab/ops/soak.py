@@ -8,7 +8,7 @@ stamped reads go through the sans-I/O SSE decoder into the request record
 no byte for ``idle_timeout_s`` (the client's idle watchdog, head included) is a stall; the
 whole soak ends at ``duration_s``. At the first stall the soak localizes it once (:func:`localize`);
 the pure rules of :mod:`servelab.core.diagnose` turn the evidence into findings. Ctrl-C
-(cancellation) and the deadline end the soak with the partial result, which the caller records.
+(cancellation) and the deadline end the soak with the partial result, recorded like a full one.
 """
 
 from __future__ import annotations
@@ -46,8 +46,10 @@ from servelab.core.diagnose import (
     parse_workers,
 )
 from servelab.core.records import REASON_IDLE, RequestRecord, StreamAccumulator
+from servelab.core.results import SoakDocument
 from servelab.core.sse import SSEDecoder
 from servelab.io.http import Connections, HttpClient, StreamClient, Transfer, using_client
+from servelab.io.ledger import Ledger
 
 __all__ = [
     "Exchange",
@@ -526,12 +528,16 @@ async def soak(
     targets: Targets,
     *,
     progress: Progress | None = None,
+    ledger: Ledger | None = None,
+    document: Callable[[SoakResult], SoakDocument] | None = None,
+    case_id: int | None = None,
     on_result: Callable[[SoakResult], None] | None = None,
 ) -> SoakResult:
     """Run the soak until every session is done, the deadline passes, or it is cancelled.
 
-    ``on_result`` (the one writer: the CLI records the ledger row there) is called exactly once
-    with the final or partial result, also when Ctrl-C cancels the soak (then it re-raises).
+    Once it ends (also when Ctrl-C cancels it; then it re-raises), the result's ``document`` is
+    recorded in ``ledger`` (``soak_id`` set; attached to ``case_id`` as evidence), then
+    ``on_result`` is called with the final or partial result.
     """
     say = progress or (lambda _msg: None)
     start = time.monotonic()
@@ -557,6 +563,8 @@ async def soak(
     finally:
         await run.http.aclose()
         _conclude(run, start)
+        if ledger is not None and document is not None:
+            result.soak_id = ledger.record_soak(document(result), case_id=case_id)
         if on_result is not None:
             on_result(result)
     return result

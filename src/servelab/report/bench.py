@@ -21,6 +21,7 @@ from servelab.ops.bench import BenchResult, LevelSummary
 __all__ = [
     "CLIENT_REASONS",
     "client_warnings",
+    "export_files",
     "failure_lines",
     "level_json",
     "records_jsonl",
@@ -199,3 +200,15 @@ def records_jsonl(result: BenchResult) -> str:
             row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
             lines.append(json.dumps(row | record_to_dict(record)))
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def export_files(result: BenchResult) -> dict[str, bytes]:
+    """The ``bench --export`` files: ``summary.md``, ``summary.csv``, ``records.jsonl``,
+    ``result.json`` (name -> bytes; the CLI's one writer saves them)."""
+    doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
+    return {
+        "summary.md": summary_markdown(result).encode(),
+        "summary.csv": summary_csv(result).encode(),
+        "records.jsonl": records_jsonl(result).encode(),
+        "result.json": doc.encode(),
+    }

@@ -1,0 +1,80 @@
+"""The CLI's shared seams: the spec+ledger resolver, the target resolver, the progress printer."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from servelab.cli.common import (
+    SpecAndLedger,
+    notice,
+    progress,
+    progress_when,
+    resolve_target,
+    say,
+)
+from servelab.io.ledger import LEDGER_ENV
+
+SPEC = (
+    'name = "t"\nstate_dir = "state"\n\n[services.router]\nrole = "router"\n'
+    'url = "http://127.0.0.1:9"\nstart = "true"\n'
+)
+
+
+@pytest.fixture
+def workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(LEDGER_ENV, raising=False)
+    return tmp_path
+
+
+def test_the_ledger_is_the_option_else_the_env_else_the_spec_state_dir(
+    workdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (workdir / "s.toml").write_text(SPEC, encoding="utf-8")
+    assert SpecAndLedger(workdir / "s.toml").ledger_path() == workdir / "state" / "ledger.db"
+    assert SpecAndLedger(None, Path("x.db")).ledger_path() == Path("x.db")
+    assert SpecAndLedger().ledger_path(workdir / "other") == workdir / "other" / "ledger.db"
+    monkeypatch.setenv(LEDGER_ENV, str(workdir / "env.db"))
+    assert SpecAndLedger(workdir / "s.toml").ledger_path() == workdir / "env.db"
+    assert SpecAndLedger(None, Path("x.db")).ledger_path() == Path("x.db")
+    with SpecAndLedger().ledger() as ledger:
+        assert ledger.path == workdir / "env.db"
+
+
+def test_the_spec_is_read_only_when_needed_and_writes_nothing(workdir: Path) -> None:
+    broken = SpecAndLedger(workdir / "missing.toml", Path("l.db"))
+    assert broken.ledger_path() == Path("l.db")  # the ledger is known: the spec is not read
+    where = SpecAndLedger()
+    assert where.spec() is where.spec() and where.spec().embedded
+    assert list(workdir.iterdir()) == []
+    where.deployment()
+    assert (workdir / ".servelab" / "env" / "decode.env").is_file()
+
+
+def test_resolve_target_reads_no_spec_for_url_alone(workdir: Path) -> None:
+    (workdir / "servelab.toml").write_text(SPEC, encoding="utf-8")
+    target, loaded, state_dir = resolve_target(SpecAndLedger(), "http://h:1")
+    assert (target.url, target.entry_point, loaded) == ("http://h:1", False, None)
+    assert state_dir == workdir / ".servelab"
+    target, loaded, state_dir = resolve_target(SpecAndLedger(workdir / "servelab.toml"), None)
+    assert (target.url, target.entry_point) == ("http://127.0.0.1:9", True)
+    assert loaded is not None and state_dir == workdir / "state"
+    target, _, _ = resolve_target(SpecAndLedger(), None)  # ./servelab.toml when no -f
+    assert target.url == "http://127.0.0.1:9"
+
+
+def test_progress_prints_untrusted_text_as_text(capsys: pytest.CaptureFixture[str]) -> None:
+    progress("[services] [bold]x[/] restarted")
+    progress_when(False)("never shown")
+    progress_when(True)("[red]shown[/]")
+    notice("failed:", "C4: [b]1 failed[/b]")
+    say("[dim]result[/]")
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "[services] [bold]x[/] restarted",
+        "[red]shown[/]",
+        "failed: C4: [b]1 failed[/b]",
+    ]
+    assert out == "[dim]result[/]\n"

@@ -1,0 +1,65 @@
+"""Loading a spec writes nothing; the embedded default's env files are made by one function."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servelab.core.spec import DEFAULT_ENV_FILES, DEFAULT_KNOB
+from servelab.io.specfile import load_spec, materialize_default_env
+from tests.support import run_cli
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_load_spec_writes_nothing(tmp_path: Path) -> None:
+    loaded = load_spec(cwd=tmp_path)
+    assert loaded.embedded
+    assert _tree(tmp_path) == []
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'name = "t"\n\n[services.router]\nrole = "router"\nurl = "http://127.0.0.1:9"\n'
+        'start = "true"\n',
+        encoding="utf-8",
+    )
+    assert not load_spec(spec).embedded
+    assert load_spec(cwd=tmp_path).source == str(tmp_path / "servelab.toml")
+    assert _tree(tmp_path) == ["servelab.toml"]
+
+
+def test_materialize_default_env_creates_missing_files_once(tmp_path: Path) -> None:
+    loaded = load_spec(cwd=tmp_path)
+    written = materialize_default_env(loaded)
+    names = [name for name in loaded.spec.services if loaded.env_file(name) is not None]
+    assert sorted(written) == sorted(p for n in names if (p := loaded.env_file(n)) is not None)
+    decode = loaded.env_file("decode")
+    assert decode is not None and decode.read_text() == DEFAULT_ENV_FILES["decode"]
+    decode.write_text(f"{DEFAULT_KNOB}=1\n")  # the user's edit is never overwritten
+    assert materialize_default_env(loaded) == []
+    assert decode.read_text() == f"{DEFAULT_KNOB}=1\n"
+
+
+def test_a_spec_file_s_env_files_are_left_alone(tmp_path: Path) -> None:
+    (tmp_path / "env").mkdir()
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'name = "t"\n\n[services.decode]\nrole = "decode"\nurl = "http://127.0.0.1:9"\n'
+        'start = "true"\nenv_file = "env/d.env"\n',
+        encoding="utf-8",
+    )
+    assert materialize_default_env(load_spec(spec)) == []
+    assert not (tmp_path / "env" / "d.env").exists()
+
+
+def test_knob_get_on_a_fresh_dir_still_answers_from_the_embedded_default(tmp_path: Path) -> None:
+    env = {"SERVELAB_LEDGER": str(tmp_path / "l.db")}
+    got = run_cli("knob", "get", "decode", DEFAULT_KNOB, "--json", cwd=tmp_path, env=env)
+    assert got.returncode == 0, got.stderr
+    assert (tmp_path / ".servelab" / "env" / "decode.env").is_file()
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    listed = run_cli("case", "list", cwd=fresh, env={"SERVELAB_LEDGER": ""})
+    assert listed.returncode == 0, listed.stderr
+    assert not (fresh / ".servelab" / "env").exists()  # a ledger-only command makes no env file
+    assert (fresh / ".servelab" / "ledger.db").is_file()
