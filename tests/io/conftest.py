@@ -7,7 +7,8 @@ from collections.abc import AsyncIterator
 import pytest
 
 from servelab.core.spec import HostSpec
-from servelab.io.hosts import Host, host_for
+from servelab.io.hosts import Host
+from servelab.io.ssh import host_for
 from tests.support.sshd import SshdServer
 
 __all__ = ["host"]

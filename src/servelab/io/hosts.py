@@ -3,7 +3,7 @@ is a machine reached over SSH (one connection per host, reused). Both offer the 
 run a shell command with a timeout, read a file, tell whether a path exists, list a directory,
 replace a file atomically (with a timestamped backup), read a process's raw environment, find the
 process listening on a TCP port, and give a URL this machine can use to reach a service bound on
-the host's loopback.
+the host's loopback. :func:`~servelab.io.ssh.host_for` gives the host a spec names.
 
 Errors: :class:`~servelab.errors.CommandTimeout` when a command outlives its timeout,
 :class:`~servelab.errors.HostError` (:class:`~servelab.errors.SSHError` for the connection) for the
@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-from servelab.core.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "Host",
     "LocalHost",
     "backup_name",
-    "host_for",
     "parse_proc_net_tcp",
 ]
 
@@ -236,12 +234,3 @@ def _holds_socket(pid: int, targets: set[str]) -> bool:
     except OSError:
         return False
     return False
-
-
-def host_for(name: str, spec: HostSpec) -> Host:
-    """The host a spec's ``[hosts.NAME]`` describes (local when it has no ``ssh``)."""
-    if spec.is_local:
-        return LocalHost(name)
-    from servelab.io.ssh import SSHHost
-
-    return SSHHost(name, spec)

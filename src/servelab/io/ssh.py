@@ -17,9 +17,9 @@ import asyncssh
 
 from servelab.core.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError, SSHError
-from servelab.io.hosts import CommandResult, backup_name, parse_proc_net_tcp
+from servelab.io.hosts import CommandResult, Host, LocalHost, backup_name, parse_proc_net_tcp
 
-__all__ = ["SSHHost"]
+__all__ = ["SSHHost", "host_for"]
 
 # Replaces a file atomically: temp file in the same directory, fsync, keep mode, backup, rename.
 _WRITE_SCRIPT = """set -e
@@ -189,3 +189,11 @@ def _text(data: bytes | str | None) -> str:
 def _describe(exc: BaseException) -> str:
     text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"
+
+
+def host_for(name: str, spec: HostSpec) -> Host:
+    """The host a spec's ``[hosts.NAME]`` describes: this machine when it has no ``ssh``, else
+    an :class:`SSHHost` (one connection, opened on first use)."""
+    if spec.is_local:
+        return LocalHost(name)
+    return SSHHost(name, spec)

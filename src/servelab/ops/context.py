@@ -26,7 +26,8 @@ from types import TracebackType
 
 from servelab.core.spec import DeploymentSpec
 from servelab.errors import ServelabError
-from servelab.io.hosts import Host, host_for
+from servelab.io.hosts import Host
+from servelab.io.ssh import host_for
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 
