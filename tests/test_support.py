@@ -6,6 +6,7 @@ from pathlib import Path
 
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.io.specfile import load_spec
+from tests.support import REFERENCE_PORTS, free_ports
 from tests.support.processes import http_server, listening
 from tests.support.specs import SECRET, PdPorts, pd_spec_toml, write_decode_spec, write_pd_spec
 
@@ -49,3 +50,11 @@ def test_decode_spec_and_http_server(tmp_path: Path) -> None:
         assert b"SERVELAB_X=1" in Path(f"/proc/{proc.pid}/environ").read_bytes()
     assert (tmp_path / "env" / "decode.env").read_text() == "A=1\n"
     assert proc.poll() is not None
+
+
+def test_free_ports_never_draw_a_reference_port() -> None:
+    assert {8998, 29000, 30000, 30001, 30002, 30003} <= REFERENCE_PORTS
+    spare = free_ports(2)
+    proposals = iter([*sorted(REFERENCE_PORTS), 30001, *spare])
+    assert free_ports(2, draw=lambda: next(proposals)) == spare
+    assert not REFERENCE_PORTS & set(free_ports(200))
