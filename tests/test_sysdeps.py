@@ -51,9 +51,8 @@ def _sysdeps(
         (bin_dir / "apt-get").chmod(0o755)
         env["PATH"] = f"{bin_dir}:{env['PATH']}"
     with SCRIPT.open("rb") as script:
-        done = subprocess.run(
-            [*_as(uid), "bash", "-s"], stdin=script, capture_output=True, cwd="/", env=env, timeout=30
-        )
+        argv = [*_as(uid), "bash", "-s"]
+        done = subprocess.run(argv, stdin=script, capture_output=True, cwd="/", env=env, timeout=30)
     return subprocess.CompletedProcess(done.args, done.returncode, "", done.stderr.decode())
 
 
@@ -96,7 +95,7 @@ def test_required_in_ci_or_as_root() -> None:
 
 
 def test_missing_skips_for_a_developer_and_fails_in_ci_or_as_root() -> None:
-    with pytest.raises(pytest.skip.Exception, match="sysdeps.sh"):
+    with pytest.raises(pytest.skip.Exception, match=r"sysdeps\.sh"):
         missing("X is missing", {}, 1000)
     with pytest.raises(pytest.fail.Exception, match="required when CI is set or running as root"):
         missing("X is missing", {"CI": "true"}, 1000)

@@ -19,7 +19,7 @@ from tests.support import REPO, run_cli
 PLANTED = "SERVELAB_TEST_PLANTED_LEDGER"
 
 
-def test_a_cli_test_sees_no_ledger_from_the_environment(tmp_path: Path) -> None:
+def test_a_cli_test_sees_no_outer_ledger(tmp_path: Path) -> None:
     assert LEDGER_ENV not in os.environ
     opened = run_cli("case", "open", "hermetic probe", cwd=tmp_path)
     assert opened.returncode == 0, opened.stderr
@@ -32,7 +32,7 @@ def test_a_cli_test_sees_no_ledger_from_the_environment(tmp_path: Path) -> None:
 def test_an_outer_servelab_ledger_does_not_reach_cli_tests(tmp_path: Path) -> None:
     planted = tmp_path / "outer" / "planted.db"
     env = {**os.environ, LEDGER_ENV: str(planted), PLANTED: str(planted)}
-    inner = f"{Path(__file__).relative_to(REPO)}::test_a_cli_test_sees_no_ledger_from_the_environment"
+    inner = f"{Path(__file__).relative_to(REPO)}::test_a_cli_test_sees_no_outer_ledger"
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", inner]
     argv += ["--basetemp", str(tmp_path / "inner")]
     done = subprocess.run(

@@ -6,7 +6,6 @@ import re
 import subprocess
 from pathlib import Path
 
-
 from servelab.report import html
 from servelab.report.html import CaseRow, KnobRow, render_index
 from tests.support.sysdeps import chromium

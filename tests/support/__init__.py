@@ -50,8 +50,8 @@ def _bindable(port: int) -> socket.socket | None:
 
 
 def free_ports(n: int, *, draw: Callable[[], int] = _draw) -> list[int]:
-    """``n`` distinct ports on 127.0.0.1, free a moment ago, outside the ephemeral range and never
-    one of :data:`REFERENCE_PORTS`; ``draw`` proposes candidates (a seeded random one by default)."""
+    """``n`` distinct ports on 127.0.0.1, free a moment ago, outside the ephemeral range and
+    never one of :data:`REFERENCE_PORTS`; ``draw`` proposes candidates (seeded random ones)."""
     held: list[socket.socket] = []
     try:
         while len(held) < n:

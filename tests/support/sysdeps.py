@@ -32,9 +32,7 @@ def required(env: Mapping[str, str] | None = None, uid: int | None = None) -> bo
     return uid == 0 or env.get("CI", "").strip().lower() not in _NOT_SET
 
 
-def missing(
-    reason: str, env: Mapping[str, str] | None = None, uid: int | None = None
-) -> NoReturn:
+def missing(reason: str, env: Mapping[str, str] | None = None, uid: int | None = None) -> NoReturn:
     """Fail (CI or root) or skip (a developer without root) the calling test: ``reason`` is
     missing."""
     if required(env, uid):
