@@ -1,17 +1,54 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs, once: OpenSSH server (the SSH tests start their
 # own sshd on a loopback port) and Chromium (the HTML report test). Idempotent; needs root to install.
+#
+# Exit status: 0 when everything is there (or installed), and for a developer without root who
+# lacks something (those tests skip, with a reason). Non-zero in CI (CI set) or as root when
+# something is missing and cannot be installed: there the SSH and browser tests must run, and
+# `make test` stops here instead of letting them skip.
+#
+# SYSDEPS_SSHD and SYSDEPS_CHROMIUM name the programs looked for (defaults /usr/sbin/sshd and
+# chromium); tests/test_sysdeps.py uses them.
 set -euo pipefail
-need=()
-[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
-command -v chromium >/dev/null 2>&1 || need+=(chromium)
+sshd=${SYSDEPS_SSHD:-/usr/sbin/sshd}
+chromium=${SYSDEPS_CHROMIUM:-chromium}
+
+missing() {
+  local need=()
+  [ -x "$sshd" ] || need+=(openssh-server)
+  command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+  command -v "$chromium" >/dev/null 2>&1 || need+=(chromium)
+  echo "${need[*]}"
+}
+
+ci_set() {
+  case "$(echo "${CI:-}" | tr '[:upper:]' '[:lower:]')" in
+    "" | 0 | false | no | off) return 1 ;;
+    *) return 0 ;;
+  esac
+}
+
+read -r -a need <<<"$(missing)"
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
+  if ci_set; then
+    echo "sysdeps: missing ${need[*]} and not root: CI is set, so the tests that need them" \
+      "would fail; install them (run this script as root)" >&2
+    exit 1
+  fi
   echo "sysdeps: missing ${need[*]}; run as root or install them (tests that need them skip)" >&2
   exit 0
 fi
 echo "sysdeps: installing ${need[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >/dev/null
-apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+if ! { apt-get update -qq >/dev/null && \
+       apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
+  echo "sysdeps: installing ${need[*]} failed (apt-get); the SSH and browser tests cannot run" >&2
+  exit 1
+fi
+read -r -a still <<<"$(missing)"
+if [ ${#still[@]} -ne 0 ]; then
+  echo "sysdeps: ${still[*]} still missing after the install ($sshd, $chromium);" \
+    "the SSH and browser tests cannot run" >&2
+  exit 1
+fi

@@ -6,9 +6,17 @@ from collections.abc import Iterator
 
 import pytest
 
+from servelab.io.ledger import LEDGER_ENV
 from tests.support.sshd import SshdServer, start_sshd
 
-__all__ = ["sshd"]
+__all__ = ["no_outer_ledger", "sshd"]
+
+
+@pytest.fixture(autouse=True)
+def no_outer_ledger(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hermetic tests: a ``SERVELAB_LEDGER`` of the outer environment never reaches a test (nor
+    the CLI processes it starts, which inherit ``os.environ``). A test that wants one sets it."""
+    monkeypatch.delenv(LEDGER_ENV, raising=False)
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import aiohttp
+
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.io.specfile import load_spec
+from tests.support import REFERENCE_PORTS, free_ports
 from tests.support.processes import http_server, listening
+from tests.support.servers import SEEN, served, streaming_app
 from tests.support.specs import SECRET, PdPorts, pd_spec_toml, write_decode_spec, write_pd_spec
 
 
@@ -49,3 +53,21 @@ def test_decode_spec_and_http_server(tmp_path: Path) -> None:
         assert b"SERVELAB_X=1" in Path(f"/proc/{proc.pid}/environ").read_bytes()
     assert (tmp_path / "env" / "decode.env").read_text() == "A=1\n"
     assert proc.poll() is not None
+
+
+def test_free_ports_never_draw_a_reference_port() -> None:
+    assert {8998, 29000, 30000, 30001, 30002, 30003} <= REFERENCE_PORTS
+    spare = free_ports(2)
+    proposals = iter([*sorted(REFERENCE_PORTS), 30001, *spare])
+    assert free_ports(2, draw=lambda: next(proposals)) == spare
+    assert not REFERENCE_PORTS & set(free_ports(200))
+
+
+async def test_streaming_app_counts_the_streams_it_began() -> None:
+    app = streaming_app(gap_s=0.001)
+    body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 2}
+    async with served(app) as url, aiohttp.ClientSession() as http:
+        assert app[SEEN].streams == 0
+        async with http.post(url + "/v1/chat/completions", json=body) as resp:
+            assert resp.status == 200 and b"[DONE]" in await resp.read()
+        assert app[SEEN].streams == 1

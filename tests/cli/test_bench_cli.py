@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import sqlite3
+import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +21,8 @@ from servelab.core.workload import LengthDist
 from servelab.io.ledger import Ledger
 from servelab.ops.bench import BenchConfig, RunResult, run_bench
 from tests.support import REPO, free_port, run_cli
-from tests.support.servers import served, streaming_app
+from tests.support.servers import SEEN, served, streaming_app
+from tests.support.stack import sim_stack
 
 
 async def _start(*args: str, cwd: Path) -> asyncio.subprocess.Process:
@@ -110,7 +114,8 @@ async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:
 
 async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -> None:
     ledger = tmp_path / "l.db"
-    async with served(streaming_app(gap_s=0.5)) as url:
+    app = streaming_app(gap_s=0.5)
+    async with served(app) as url:
         proc = await _start(
             "--url",
             url,
@@ -125,17 +130,70 @@ async def test_ctrl_c_exits_cleanly_with_partial_results_saved(tmp_path: Path) -
             "--json",
             cwd=tmp_path,
         )
-        for _ in range(200):
-            if ledger.exists():
-                break
+        # both C2 streams begun: the run is under way, so its SIGINT handler is installed (a
+        # SIGINT before it would be a plain KeyboardInterrupt, with nothing saved)
+        deadline = time.monotonic() + 30
+        while app[SEEN].streams < 2:
+            assert time.monotonic() < deadline and proc.returncode is None, "bench never streamed"
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.8)
         proc.send_signal(signal.SIGINT)
         out, err = await asyncio.wait_for(proc.communicate(), 20)
     assert proc.returncode == 130, err.decode()
     assert b"Traceback" not in err
     assert json.loads(out)["interrupted"] is True
     assert _bench_runs(ledger) == 1
+
+
+def _finished_runs(ledger: Path) -> int:
+    """Bench run rows committed so far (0 while the file or its schema is not there yet)."""
+    if not ledger.exists():
+        return 0
+    try:
+        with contextlib.closing(sqlite3.connect(ledger, timeout=5)) as conn:
+            return int(conn.execute("SELECT count(*) FROM bench_runs").fetchone()[0])
+    except sqlite3.OperationalError:  # created, its schema not yet committed
+        return 0
+
+
+def _bench_argv(url: str, ledger: Path, requests: int) -> list[str]:
+    argv = [sys.executable, "-m", "servelab", "bench", "--url", url, "--concurrency", "2,4"]
+    argv += ["--requests", str(requests), "--output-len", "256", "--ledger", str(ledger), "--json"]
+    return argv
+
+
+def test_kill_9_of_the_real_bench_keeps_every_finished_run(tmp_path: Path) -> None:
+    ledger, requests = tmp_path / "l.db", 12
+    with sim_stack(time_scale=0.05) as st, (tmp_path / "bench.err").open("wb") as err:
+        proc = subprocess.Popen(
+            _bench_argv(st.router_url, ledger, requests),
+            cwd=tmp_path,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + 90
+            while _finished_runs(ledger) < 1:  # the C2 run is committed: C4 is under way
+                assert time.monotonic() < deadline and proc.poll() is None, "no run committed"
+                time.sleep(0.02)
+            os.killpg(proc.pid, signal.SIGKILL)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+    assert proc.returncode == -signal.SIGKILL, (tmp_path / "bench.err").read_text()
+    with contextlib.closing(sqlite3.connect(ledger)) as raw:
+        assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        stored = dict(raw.execute("SELECT run_id, count(*) FROM bench_records GROUP BY run_id"))
+    with Ledger.open(ledger) as opened:
+        runs = opened.list_bench_runs()
+        assert [run.summary["concurrency"] for run in runs] in ([2], [2, 4])
+        for run in runs:  # every finished run whole: its row and all its records
+            assert not run.summary["interrupted"]
+            assert run.n_records == requests and stored[run.id] == requests
+            full = opened.get_bench_run(run.id)
+            assert full is not None and full.records is not None
+            assert len(full.records) == requests
 
 
 def test_bad_input_exits_2() -> None:

@@ -118,10 +118,10 @@ def test_ctrl_c_during_up_stops_what_it_started(tmp_path: Path) -> None:
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
-    while not (tmp_path / "state" / "run" / "slow.json").exists():
+    # slow started and listening (its readiness never comes): Ctrl-C lands while it starts
+    while not ((tmp_path / "state" / "run" / "slow.json").exists() and listening(slow)):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
-    time.sleep(0.3)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130, err

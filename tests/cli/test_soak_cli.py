@@ -16,9 +16,12 @@ import pytest
 
 from servelab.io.ledger import Ledger
 from tests.support import REPO, run_cli
-from tests.support.http import set_faults
+from tests.support.http import metric, set_faults
 from tests.support.specs import PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, sim_stack
+
+#: The decode's count of generation requests received (incremented as each one arrives).
+REQUESTS = "sglang:num_requests_total"
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +133,7 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
         "--ledger",
         str(ledger_path),
     ]
+    before = metric(stack.decode_url, REQUESTS)
     proc = subprocess.Popen(
         argv,
         cwd=REPO,
@@ -147,7 +151,12 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
             if ready:
                 seen += proc.stderr.readline()
         assert "soak:" in seen, seen
-        time.sleep(3)  # the stack's first request pays the cold start
+        # a round is done once the decode has seen a fifth request: the C1 reference probe, the
+        # first round of each of the 2 sessions and the probe under load make four; a fifth is a
+        # session's second round, sent only after its first one finished
+        while metric(stack.decode_url, REQUESTS) < before + 5:
+            assert time.monotonic() < deadline and proc.poll() is None, "no round finished"
+            time.sleep(0.05)
         os.kill(proc.pid, signal.SIGINT)
         start = time.monotonic()
         _, err = proc.communicate(timeout=15)

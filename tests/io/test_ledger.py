@@ -271,7 +271,12 @@ def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> Non
     try:
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "writing"
-        time.sleep(0.1)  # inside the 400k-record transaction (it takes seconds)
+        wal = path.with_name(path.name + "-wal")  # holds the 3 committed runs; never shrinks
+        size_at_start = wal.stat().st_size
+        deadline = time.monotonic() + 60
+        while wal.stat().st_size <= size_at_start:  # the 400k-record transaction spills pages
+            assert time.monotonic() < deadline and child.poll() is None, "never wrote the WAL"
+            time.sleep(0.01)
     finally:
         child.kill()
         child.wait(timeout=10)

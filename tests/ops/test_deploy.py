@@ -211,11 +211,11 @@ async def test_cancel_during_up_stops_what_it_started(tmp_path: Path) -> None:
     loaded = _load(tmp_path, text)
     messages: list[str] = []
     task = asyncio.create_task(deploy.up(loaded, progress=messages.append))
-    for _ in range(200):
-        if any(m.startswith("slow: started") for m in messages):
-            break
+    deadline = time.monotonic() + 30
+    # slow started and listening (its readiness never comes): the cancel lands while it starts
+    while not (any(m.startswith("slow: started") for m in messages) and listening(slow)):
+        assert time.monotonic() < deadline and not task.done(), messages
         await asyncio.sleep(0.05)
-    await asyncio.sleep(0.3)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -7,9 +7,10 @@ import random
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["REPO", "free_port", "free_ports", "run_cli"]
+__all__ = ["REFERENCE_PORTS", "REPO", "free_port", "free_ports", "run_cli"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,6 +29,15 @@ def _ephemeral_low() -> int:
 _LOW, _HIGH = 15000, _ephemeral_low() - 1
 _rng = random.Random(os.getpid())
 
+#: The reference deployment's ports (prefill 30000, router 30001, decode 30002, bootstrap 8998, and
+#: their neighbours 29000, 30003): a real deployment on this machine may hold them, so a test never
+#: draws one, even when it is free at the moment.
+REFERENCE_PORTS = frozenset({8998, 29000, 30000, 30001, 30002, 30003})
+
+
+def _draw() -> int:
+    return _rng.randint(_LOW, _HIGH)
+
 
 def _bindable(port: int) -> socket.socket | None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -39,12 +49,16 @@ def _bindable(port: int) -> socket.socket | None:
     return sock
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct ports on 127.0.0.1, free a moment ago, outside the ephemeral range."""
+def free_ports(n: int, *, draw: Callable[[], int] = _draw) -> list[int]:
+    """``n`` distinct ports on 127.0.0.1, free a moment ago, outside the ephemeral range and
+    never one of :data:`REFERENCE_PORTS`; ``draw`` proposes candidates (seeded random ones)."""
     held: list[socket.socket] = []
     try:
         while len(held) < n:
-            sock = _bindable(_rng.randint(_LOW, _HIGH))
+            candidate = draw()
+            if candidate in REFERENCE_PORTS:
+                continue
+            sock = _bindable(candidate)
             if sock is not None:
                 held.append(sock)
         return [int(s.getsockname()[1]) for s in held]
@@ -54,7 +68,8 @@ def free_ports(n: int) -> list[int]:
 
 
 def free_port() -> int:
-    """A port on 127.0.0.1 that was free a moment ago, outside the ephemeral range."""
+    """A port on 127.0.0.1 that was free a moment ago, outside the ephemeral range and the
+    reference ports."""
     return free_ports(1)[0]
 
 

@@ -1,8 +1,9 @@
 """Small real aiohttp servers for tests, on free loopback ports.
 
 ``streaming_app()`` answers OpenAI-style chat streams (and faulty ones at ``/stall``, ``/fail``,
-``/malformed``); :func:`serve` starts any app and returns its runner and base URL; :func:`served`
-is the same as an async context manager that always cleans up.
+``/malformed``), and counts in ``app[SEEN]`` the streams it has begun (tests wait on that, not on
+a sleep); :func:`serve` starts any app and returns its runner and base URL; :func:`served` is the
+same as an async context manager that always cleans up.
 """
 
 from __future__ import annotations
@@ -11,16 +12,27 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 from aiohttp import web
 
 from tests.support import free_port
 
-__all__ = ["MODEL", "serve", "served", "streaming_app"]
+__all__ = ["MODEL", "SEEN", "Seen", "serve", "served", "streaming_app"]
 
 #: The model id ``streaming_app`` lists at ``/v1/models``.
 MODEL = "sim-model"
 GAP_S = web.AppKey("gap_s", float)
+
+
+@dataclass
+class Seen:
+    """What a :func:`streaming_app` has served so far."""
+
+    streams: int = 0  # chat streams begun (their first chunk written)
+
+
+SEEN = web.AppKey("seen", Seen)
 
 
 def _sse(obj: object) -> bytes:
@@ -39,6 +51,7 @@ async def _stream(request: web.Request) -> web.StreamResponse:
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     await resp.write(_delta("", role="assistant"))
+    request.app[SEEN].streams += 1
     for i in range(n):
         await asyncio.sleep(gap)
         await resp.write(_delta(f" w{i}"))
@@ -76,6 +89,7 @@ def streaming_app(gap_s: float = 0.002) -> web.Application:
     """Chat streams at ``/v1/...``; faulty ones at ``/stall``, ``/fail``, ``/malformed``."""
     app = web.Application()
     app[GAP_S] = gap_s
+    app[SEEN] = Seen()
     app.router.add_post("/v1/chat/completions", _stream)
     app.router.add_get("/v1/models", _models)
     app.router.add_post("/stall", _stall)

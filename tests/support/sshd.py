@@ -2,8 +2,9 @@
 
 ``start_sshd(directory)`` generates a host key and a client key, authorizes the client key for the
 current user (root login by key only, no passwords), starts ``/usr/sbin/sshd -D -f CONFIG -e`` and
-waits until it accepts connections. ``SshdServer.stop()`` ends it. Tests that need it skip with a
-clear reason when ``/usr/sbin/sshd`` is missing (``bash scripts/sysdeps.sh`` installs it).
+waits until it accepts connections. ``SshdServer.stop()`` ends it. When ``/usr/sbin/sshd`` is
+missing, tests that need it skip with a clear reason for a developer without root, and fail in CI
+or as root (:func:`tests.support.sysdeps.missing`; ``bash scripts/sysdeps.sh`` installs it).
 
 Nothing relies on ``PermitUserEnvironment``/``AcceptEnv``: servelab passes a service's environment
 on the command line it runs, from the service's env file.
@@ -28,6 +29,7 @@ import pytest
 
 from servelab.core.spec import HostSpec
 from tests.support import free_port
+from tests.support.sysdeps import missing
 
 __all__ = ["SSHD", "SshdServer", "require_sshd", "start_sshd"]
 
@@ -76,10 +78,10 @@ class SshdServer:
                 self.process.wait(timeout=5)
 
 
-def require_sshd() -> None:
-    """Skip the calling test when OpenSSH's server is not installed."""
-    if not SSHD.exists():
-        pytest.skip("/usr/sbin/sshd is missing: run `bash scripts/sysdeps.sh` (openssh-server)")
+def require_sshd(sshd: Path = SSHD) -> None:
+    """Skip (a developer without root) or fail (CI, root) when OpenSSH's server is missing."""
+    if not sshd.exists():
+        missing(f"{sshd} is missing (package openssh-server)")
 
 
 def _write_key(path: Path) -> asyncssh.SSHKey:
@@ -126,7 +128,7 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float
 
 
 def start_sshd(directory: Path, *, timeout: float = 10.0) -> SshdServer:
-    """Start a real sshd on a free loopback port; skips the test when sshd is missing."""
+    """Start a real sshd on a free loopback port; :func:`require_sshd` first."""
     require_sshd()
     directory.mkdir(parents=True, exist_ok=True)
     _write_key(directory / "host_key")
