@@ -135,9 +135,9 @@ async def test_every_run_is_recorded_in_the_ledger_before_save(server: str, tmp_
         result = await run_bench(config, ledger=ledger, save=save)
         rows = ledger.list_bench_runs()
     assert seen == [1, 2]
-    assert [r.run_id for r in result.runs] == [row["id"] for row in rows]
-    assert [row["label"] for row in rows] == ["sweep", "sweep"]
-    assert [row["n_records"] for row in rows] == [12, 12]
+    assert [r.run_id for r in result.runs] == [row.id for row in rows]
+    assert [row.label for row in rows] == ["sweep", "sweep"]
+    assert [row.n_records for row in rows] == [12, 12]
 
 
 async def test_record_run_and_result_so_far_rebuild_a_partial_sweep(
@@ -154,4 +154,4 @@ async def test_record_run_and_result_so_far_rebuild_a_partial_sweep(
         run_id = record_run(ledger, config, result.runs[0])
         row = ledger.get_bench_run(run_id)
     assert result.runs[0].run_id == run_id
-    assert row is not None and row["n_records"] == 12
+    assert row is not None and row.n_records == 12
