@@ -27,7 +27,12 @@ from servelab.core import metrics as m
 from servelab.core.clienthealth import ClientHealth, client_health
 from servelab.core.records import RequestRecord, decode_chunks, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
-from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
+from servelab.core.workload import (
+    LengthDist,
+    closed_loop_ramp_ns,
+    generate_requests,
+    poisson_offsets_ns,
+)
 from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
 from servelab.io.ledger import Ledger
 
@@ -371,14 +376,6 @@ async def _until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -
     return True
 
 
-def _ramp_ns(ramp_s: float | None, warm: Sequence[RequestRecord]) -> int:
-    """An explicit ramp, else the median E2E of the warm-up requests (0 without any)."""
-    if ramp_s is not None:
-        return round(ramp_s * 1e9)
-    e2e = sorted(x for r in warm if r.ok and (x := m.e2e_ns(r)) is not None)
-    return e2e[len(e2e) // 2] if e2e else 0
-
-
 @dataclass(slots=True)
 class _Bench:
     """The state of one ``run_bench`` call: where results go, and how it is stopped."""
@@ -394,7 +391,7 @@ class _Bench:
     async def level(self, concurrency: int) -> None:
         """Warm-up, then every repeat at one concurrency; summarise what ran."""
         config, runs = self.config, []
-        self.ramp_ns = _ramp_ns(config.ramp_s, [])
+        self.ramp_ns = closed_loop_ramp_ns(config.ramp_s, [])
         async with StreamClient(
             config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
         ) as client:
@@ -420,7 +417,7 @@ class _Bench:
         load = _Load(client, self.config.endpoint, lambda _r: None, None)
         self.progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
         await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
-        self.ramp_ns = _ramp_ns(self.config.ramp_s, load.records)
+        self.ramp_ns = closed_loop_ramp_ns(self.config.ramp_s, load.records)
 
     async def _run(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
         gc.collect()
