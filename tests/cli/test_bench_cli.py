@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.cli.bench import Exporter, parse_concurrency, parse_length
+from servelab.cli.bench import Exporter
+from servelab.core.options import parse_concurrency, parse_length
 from servelab.core.workload import LengthDist
 from servelab.io.ledger import Ledger
 from servelab.ops.bench import BenchConfig, RunResult, run_bench

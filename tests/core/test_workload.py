@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
+from servelab.core.records import RequestRecord
+from servelab.core.workload import (
+    LengthDist,
+    closed_loop_ramp_ns,
+    generate_requests,
+    poisson_offsets_ns,
+)
 
 FIXED = LengthDist("fixed", 16)
 
@@ -45,3 +51,17 @@ def test_poisson_offsets_are_seeded_sorted_and_near_the_rate() -> None:
     assert offsets[-1] / 1e9 == pytest.approx(20.0, rel=0.1)
     with pytest.raises(ValueError):
         poisson_offsets_ns(3, 0.0, seed=0)
+
+
+def test_the_closed_loop_ramp_is_given_or_the_warm_up_median_e2e() -> None:
+    def done(e2e_ms: int, error: str | None = None) -> RequestRecord:
+        record = RequestRecord(0, scheduled_ns=0, sent_ns=0, end_ns=e2e_ms * 1_000_000)
+        if error is not None:
+            record.fail(error, "")
+        return record
+
+    assert closed_loop_ramp_ns(0.04, [done(900)]) == 40_000_000
+    assert closed_loop_ramp_ns(None, []) == 0
+    warm = [done(30), done(10), done(20), done(500, "http 500")]  # the failed one is left out
+    assert closed_loop_ramp_ns(None, warm) == 20_000_000
+    assert closed_loop_ramp_ns(None, [done(10), done(30)]) == 30_000_000  # the upper median

@@ -104,20 +104,6 @@ async def test_stop_event_ends_the_run_and_saves_the_partial_result(server: str)
     assert {r.error for r in saved[0].records} == {"interrupted"}
 
 
-def test_client_health_rules() -> None:
-    from servelab.core.records import RequestRecord
-    from servelab.ops.bench import client_health
-
-    late = RequestRecord(0, scheduled_ns=0, sent_ns=9_000_000, output_tokens=100)
-    calm = client_health([late], cpu_s=0.1, wall_s=10.0, lag_s=[0.001] * 50)
-    assert calm.reasons == ("dispatch-delay",)
-    assert calm.cpu_ms_per_token == pytest.approx(1.0)
-    busy = client_health([], cpu_s=9.0, wall_s=10.0, lag_s=[0.001] * 98 + [0.02, 0.03])
-    assert busy.reasons == ("loop-lag", "cpu-busy") and busy.client_bound
-    short = client_health([], cpu_s=0.5, wall_s=0.5, lag_s=[])
-    assert not short.client_bound
-
-
 async def test_closed_loop_ramp_staggers_first_sends_and_gives_a_steady_window(
     server: str,
 ) -> None:

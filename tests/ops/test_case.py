@@ -16,6 +16,7 @@ import pytest
 
 from servelab.core.cases import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.results import SoakDocument
+from servelab.core.topology import restart_plan
 from servelab.errors import CaseError
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -79,10 +80,12 @@ def test_revert_preview_shows_cost_and_conviction_test(ledger: Ledger) -> None:
         cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512", to="512")
 
 
-def test_co_restart_takes_the_pd_pair_and_dependents(tmp_path: Path) -> None:
+def test_a_case_restarts_by_the_one_restart_plan(tmp_path: Path) -> None:
+    """The case's restart is ``restart_plan``: the changed service and its dependents."""
     loaded = load_spec(_spec(tmp_path))
-    assert cases.co_restart(loaded.spec, ["decode"]) == ["prefill", "decode", "router"]
-    assert cases.co_restart(loaded.spec, ["router"]) == ["router"]
+    assert restart_plan(loaded.spec, ["decode"]) == ["decode", "router"]
+    assert restart_plan(loaded.spec, ["prefill"]) == ["prefill", "decode", "router"]
+    assert restart_plan(loaded.spec, ["router"]) == ["router"]
 
 
 async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_path: Path) -> None:
@@ -161,6 +164,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         assert reverted.ok, reverted.to_json()
         assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
         assert any("restart" in line for line in said)
+        assert [s.service for s in reverted.restart] == ["decode", "router"]
         change = ledger.list_knob_changes(case_id=cid)
         assert [(c.old, c.new) for c in change] == [("512", "256")]
 

@@ -93,7 +93,7 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
         restarted = await deploy.restart(loaded, ["decode"], rollback=True, ledger=ledger)
         assert restarted.plan == ["decode", "router"]
         assert [s.outcome for s in restarted.steps] == [OUTCOME_OK, OUTCOME_OK]
-        assert restarted.verification is not None and not restarted.verification["ok"]
+        assert restarted.verification is not None and not restarted.verification.ok
         assert restarted.rolled_back and restarted.rollback_from == {"decode": backup}
         assert [s.outcome for s in restarted.rollback_steps] == [OUTCOME_OK, OUTCOME_OK]
         assert not restarted.ok
@@ -108,7 +108,7 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
         assert live[DEFAULT_KNOB] == "512"
 
         verified = await deploy.restart(loaded, ["router"], ledger=ledger)
-        assert verified.ok and verified.verification and verified.verification["ok"]
+        assert verified.ok and verified.verification and verified.verification.ok
     finally:
         stopped = await deploy.down(loaded, ledger=ledger)
     assert [s.service for s in stopped.steps] == ["router", "decode", "prefill"]

@@ -100,8 +100,8 @@ def test_clean_soak_gives_no_finding_and_reuses_one_connection_per_session(
     assert result.findings == [] and result.stalls == [] and not result.localized
     assert [s.rounds_done for s in result.sessions] == [4, 4, 4]
     assert [s.connections for s in result.sessions] == [1, 1, 1]
-    assert result.determinism["same_text"] is True
-    assert result.determinism["concurrency"] >= 2
+    assert result.determinism.same_text is True
+    assert result.determinism.concurrency is not None and result.determinism.concurrency >= 2
     assert fresh.ok and fresh.findings == [] and [s.connections for s in fresh.sessions] == [3, 3]
     assert {w.role for w in fresh.targets.workers} == {"prefill", "decode"}  # from /workers
 
@@ -170,7 +170,7 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     finally:
         set_faults(stack.decode_url, abort_wedge=None)  # also unwedges
     assert result.stalls and result.localized
-    assert result.determinism["reference_ok"] is False  # the C1 probe stalled too (fresh conn.)
+    assert result.determinism.reference_ok is False  # the C1 probe stalled too (fresh conn.)
     assert {s.session for s in result.stalls} == {-1, 0, 1}
     assert all(s.connection_requests == 0 for s in result.stalls)
     assert result.findings[0].layer == "decode_transfer", result.findings
@@ -238,9 +238,9 @@ def test_body_stall_evidence_and_what_is_not_a_stall() -> None:
     assert (stall.phase, stall.reason, stall.received_events) == ("body", "idle timeout", 1)
     assert stall.received_bytes > 80 and stall.connection_requests == 0
     malformed = asyncio.run(_soak_mode("malformed"))
-    assert malformed.stalls == [] and malformed.errors[0]["error"] == "malformed stream"
+    assert malformed.stalls == [] and malformed.errors[0].error == "malformed stream"
     failed = asyncio.run(_soak_mode("fail"))
-    assert failed.stalls == [] and failed.errors[0]["error"] == "http 503"
+    assert failed.stalls == [] and failed.errors[0].error == "http 503"
     assert failed.sessions[0].rounds_done == 0 and failed.sessions[0].connections == 1
 
 

@@ -7,10 +7,11 @@ import json
 from pathlib import Path
 
 from servelab.core.diagnose import CorrectnessIssue, Finding, Observation, Stall
+from servelab.core.results import Determinism, FailedRequest
 from servelab.io.ledger import Ledger
 from servelab.ops import soakrecord
 from servelab.ops.soak import SessionOutcome, SoakConfig, SoakResult, Targets
-from servelab.report.soak import LAYER_TITLES, soak_record
+from servelab.report.soak import LAYER_TITLES, render_soak, soak_record
 
 #: The keys of ``servelab soak --json`` (and of the ledger's soak ``result``).
 DOC_KEYS = {
@@ -29,6 +30,8 @@ def _result() -> SoakResult:
     result.issues = [CorrectnessIssue("tool_args", 1, 0, "not JSON")]
     result.observations = [Observation("stalls", "entry", False, {"count": 1, "head": 1})]
     result.findings = [Finding("client_proxy", 0.8, ("stalls",), ())]
+    result.errors = [FailedRequest(0, 2, 503, "http 503", "overloaded")]
+    result.determinism = Determinism(reference_ok=True, sessions_ended_first=True)
     return result
 
 
@@ -44,6 +47,10 @@ def test_the_document_holds_the_numbers_and_the_worded_findings() -> None:
         "1 request(s) stalled (1 before any response byte)"
     ]
     assert doc.correctness[0]["kind"] == "tool_args" and doc.stalls[0]["phase"] == "head"
+    assert doc.to_json()["errors"] == [
+        {"session": 0, "round": 2, "status": 503, "error": "http 503", "detail": "overloaded"}
+    ]
+    assert doc.to_json()["determinism"] == {"reference_ok": True, "under_load_ok": None}
 
 
 def test_soak_document_takes_its_findings_as_given() -> None:
@@ -60,3 +67,8 @@ def test_the_recorded_document_reads_back_equal(tmp_path: Path) -> None:
     # the same JSON (the soak's own tuples come back as lists, as from any JSON document)
     assert soak.result.to_json() == json.loads(json.dumps(doc.to_json()))
     assert soak.ok is False and soak.knob("decode", "K") == "512"
+
+
+def test_the_summary_lists_the_typed_failed_requests() -> None:
+    text = render_soak(_result())
+    assert "failed requests (1):" in text and "  session 0 round 2: http 503" in text

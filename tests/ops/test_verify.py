@@ -15,7 +15,15 @@ import pytest
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
+from servelab.ops.verify import (
+    LAYERS,
+    Check,
+    E2EOptions,
+    VerifyReport,
+    _classify,
+    _start_reason,
+    verify,
+)
 from servelab.report.verify import render_verify
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack
@@ -154,10 +162,12 @@ async def test_restart_makes_file_live_and_first_request_is_cold(
     assert _by(first, "live", "decode", FLAG).detail == "live 1 = file"
     cold = _by(first, "e2e", "router")
     assert cold.data["start"] == "cold" and "second" in cold.data
+    assert cold.data["start_reason"] == "first-since-start"
     assert cold.data["total_s"] > cold.data["second"]["total_s"]
     second = await verify(loaded, layers=("e2e",))
     warm = _by(second, "e2e", "router")
     assert warm.data["start"] == "warm" and "second" not in warm.data
+    assert warm.data["start_reason"] == "served-before" and "request(s) before" in warm.detail
 
 
 async def test_killed_decode_fails_health_and_e2e_with_reasons(
@@ -255,12 +265,29 @@ async def test_config_flags_a_file_edited_outside_servelab(
 
 
 def test_cold_or_warm_without_the_sim_counter_compares_two_probes() -> None:
-    from servelab.ops.verify import _classify
-
     opts = E2EOptions()
-    assert _classify(None, {"total_s": 17.9}, {"total_s": 1.2}, opts)[0] == "cold"
-    assert _classify(None, {"total_s": 1.3}, {"total_s": 1.2}, opts)[0] == "warm"
-    assert _classify(None, {"total_s": 0.3}, {"total_s": 0.05}, opts)[0] == "warm"  # < 0.5 s apart
-    assert _classify(None, {"total_s": 1.0}, None, opts)[0] == "unknown"
-    assert _classify([0], {"total_s": 0.1}, None, opts)[0] == "cold"
-    assert _classify([3], {"total_s": 9.0}, None, opts)[0] == "warm"
+    assert _classify(None, {"total_s": 17.9}, {"total_s": 1.2}, opts).start == "cold"
+    assert _classify(None, {"total_s": 1.3}, {"total_s": 1.2}, opts).start == "warm"
+    assert _classify(None, {"total_s": 0.3}, {"total_s": 0.05}, opts).start == "warm"  # < 0.5 s
+    assert _classify(None, {"total_s": 1.0}, None, opts).start == "unknown"
+    assert _classify([0], {"total_s": 0.1}, None, opts).start == "cold"
+    assert _classify([3], {"total_s": 9.0}, None, opts).start == "warm"
+
+
+def test_the_e2e_detail_renders_each_cold_warm_reason() -> None:
+    """The detail's "(why)" is the rule's reason code rendered (the sentences docs/verify shows)."""
+    opts = E2EOptions()
+    why = [
+        _start_reason(_classify([0], {"total_s": 8.6}, {"total_s": 0.09}, opts)),
+        _start_reason(_classify([2], {"total_s": 0.09}, None, opts)),
+        _start_reason(_classify(None, {"total_s": 4.61}, {"total_s": 0.1}, opts)),
+        _start_reason(_classify(None, {"total_s": 0.1}, {"total_s": 0.1}, opts)),
+        _start_reason(_classify(None, {"total_s": 1.0}, None, opts)),
+    ]
+    assert why == [
+        "first request since the decode started",
+        "decode served 2 request(s) before",
+        "46.1x slower than an immediate second probe",
+        "an immediate second probe took 0.10 s",
+        "no second probe to compare with",
+    ]

@@ -8,7 +8,6 @@ from typing import Any
 
 import click
 
-from servelab.cli.bench import parse_concurrency, parse_length
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -25,26 +24,14 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.core.compare import INCONCLUSIVE
+from servelab.core.options import parse_concurrency, parse_knob_arms, parse_length
 from servelab.io.files import write_atomic
 from servelab.ops.ab import AbConfig, AbResult, run_ab
 from servelab.ops.bench import BenchConfig
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png
 
-__all__ = ["parse_knob_arms", "register"]
-
-
-def parse_knob_arms(text: str) -> tuple[str, str, str, str]:
-    """``decode:NAME=256,512`` → (service, name, baseline, candidate)."""
-    try:
-        target, values = text.split("=", 1)
-        service, name = target.split(":", 1)
-        baseline, candidate = (v.strip() for v in values.split(","))
-    except ValueError:
-        raise click.BadParameter("expected SERVICE:NAME=BASELINE,CANDIDATE") from None
-    if not (service and name and baseline and candidate):
-        raise click.BadParameter("expected SERVICE:NAME=BASELINE,CANDIDATE")
-    return service, name, baseline, candidate
+__all__ = ["register"]
 
 
 async def _ab(spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig) -> AbResult:
@@ -81,7 +68,10 @@ def _write(out: Path, result: AbResult) -> list[Path]:
 @json_option
 def ab_command(**opts: Any) -> None:
     """A/B a knob: set, co-restart, verify live, measure; interleaved arms; verdict per C."""
-    service, name, baseline, candidate = parse_knob_arms(opts["knob"])
+    try:
+        arms = parse_knob_arms(opts["knob"])
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
     bench = BenchConfig(
         url="",  # each measurement goes to the router of the spec
         concurrencies=parse_concurrency(opts["concurrency"]),
@@ -92,7 +82,8 @@ def ab_command(**opts: Any) -> None:
         idle_timeout_s=opts["idle_timeout"],
         seed=opts["seed"],
     )
-    cfg = AbConfig(service, name, baseline, candidate, bench, opts["repeat"], opts["keep"])
+    cfg = AbConfig(arms.service, arms.name, arms.baseline, arms.candidate, bench, opts["repeat"],
+                   opts["keep"])  # fmt: skip
     result = run(_ab(opts["spec_path"], opts["ledger_path"], cfg))
     files = _write(opts["out"], result) if opts["out"] else []
     if opts["as_json"]:

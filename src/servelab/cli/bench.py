@@ -26,32 +26,14 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.core.workload import LengthDist
+from servelab.core.options import parse_concurrency, parse_length
 from servelab.io.files import write_files
 from servelab.io.http import model_id
 from servelab.io.ledger import Ledger
 from servelab.ops import bench as ops
 from servelab.report import bench as report
 
-__all__ = ["Exporter", "parse_concurrency", "parse_length", "register"]
-
-
-def parse_concurrency(text: str) -> tuple[int, ...]:
-    """``"64,80,96"`` → ``(64, 80, 96)``; raises ValueError on anything else."""
-    values = tuple(int(part) for part in text.split(",") if part.strip())
-    if not values or min(values) < 1:
-        raise ValueError(f"concurrency must be positive integers, got {text!r}")
-    return values
-
-
-def parse_length(text: str) -> LengthDist:
-    """``"128"`` (fixed), ``"uniform:128:32"`` (128 ± 32), ``"normal:128:16"`` (mean:std)."""
-    parts = text.split(":")
-    if len(parts) == 1:
-        return LengthDist("fixed", int(parts[0]))
-    if len(parts) == 3:
-        return LengthDist(parts[0], float(parts[1]), float(parts[2]))
-    raise ValueError(f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {text!r}")
+__all__ = ["Exporter", "register"]
 
 
 def _click_parse(

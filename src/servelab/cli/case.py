@@ -158,7 +158,10 @@ def case_revert(
     ledger_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Revert a suspect knob: shows its measured cost first, then sets, restarts, verifies."""
+    """Revert a suspect knob: shows its measured cost first, then sets, restarts, verifies.
+
+    The restart is the changed service and its dependents in start order (as ``restart`` plans it).
+    """
     if as_json and not yes:
         raise click.UsageError("--json needs --yes (there is no one to confirm)")
 
@@ -289,7 +292,10 @@ def _brief(view: cases.CaseView) -> dict[str, Any]:
 def restore_cmd(
     case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
 ) -> None:
-    """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e."""
+    """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e.
+
+    The restart is the changed services and their dependents in start order (as ``restart`` plans).
+    """
 
     where = SpecAndLedger(spec_path, ledger_path)
 

@@ -19,6 +19,8 @@ __all__ = [
     "AbResultRecord",
     "AnomalyRecord",
     "ComparisonRecord",
+    "Determinism",
+    "FailedRequest",
     "SoakDocument",
     "SoakFinding",
     "SoakSessions",
@@ -202,6 +204,73 @@ class SoakFinding:
 
 
 @dataclass(frozen=True)
+class FailedRequest:
+    """A soak request that failed (not a stall): where, its HTTP status, the reason and detail."""
+
+    session: int
+    round: int
+    status: int | None
+    error: str | None
+    detail: str = ""
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FailedRequest:
+        return cls(
+            session=int(data.get("session") or 0),
+            round=int(data.get("round") or 0),
+            status=opt_int(data.get("status")),
+            error=opt_str(data.get("error")),
+            detail=str(data.get("detail") or ""),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"session": self.session, "round": self.round, "status": self.status,
+                "error": self.error, "detail": self.detail}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Determinism:
+    """The soak's greedy determinism probe: at concurrency 1 first, then under load.
+
+    A field left None was not measured and is left out of the JSON: ``reference_ok`` (the C1
+    probe ran), ``under_load_ok`` and ``concurrency`` (the probe under load ran, with that many
+    requests in flight), ``same_text`` (both answered, compared). ``sessions_ended_first``: the
+    probe under load was not sent because every session ended first (``"under_load_ok": null``).
+    """
+
+    reference_ok: bool | None = None
+    under_load_ok: bool | None = None
+    concurrency: int | None = None
+    same_text: bool | None = None
+    sessions_ended_first: bool = False
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Determinism:
+        ended = "under_load_ok" in data and data["under_load_ok"] is None
+        return cls(
+            reference_ok=opt_bool(data.get("reference_ok")),
+            under_load_ok=opt_bool(data.get("under_load_ok")),
+            concurrency=opt_int(data.get("concurrency")),
+            same_text=opt_bool(data.get("same_text")),
+            sessions_ended_first=ended,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {}
+        if self.reference_ok is not None:
+            doc["reference_ok"] = self.reference_ok
+        if self.sessions_ended_first:
+            doc["under_load_ok"] = None
+        elif self.under_load_ok is not None:
+            doc["under_load_ok"] = self.under_load_ok
+        if self.concurrency is not None:
+            doc["concurrency"] = self.concurrency
+        if self.same_text is not None:
+            doc["same_text"] = self.same_text
+        return doc
+
+
+@dataclass(frozen=True)
 class SoakSessions:
     count: int = 0
     completed: int = 0
@@ -243,9 +312,9 @@ class SoakDocument:
     targets: Mapping[str, Any] = field(default_factory=dict)
     sessions: SoakSessions = field(default_factory=SoakSessions)
     stalls: tuple[Mapping[str, Any], ...] = ()
-    errors: tuple[Mapping[str, Any], ...] = ()
+    errors: tuple[FailedRequest, ...] = ()
     correctness: tuple[Mapping[str, Any], ...] = ()
-    determinism: Mapping[str, Any] | None = None
+    determinism: Determinism | None = None
     localized: bool = False
     observations: tuple[Mapping[str, Any], ...] = ()
     findings: tuple[SoakFinding, ...] = ()
@@ -269,9 +338,9 @@ class SoakDocument:
             targets=obj(doc.get("targets")),
             sessions=SoakSessions.from_json(obj(doc.get("sessions"))),
             stalls=objs(doc.get("stalls")),
-            errors=objs(doc.get("errors")),
+            errors=tuple(FailedRequest.from_json(e) for e in objs(doc.get("errors"))),
             correctness=objs(doc.get("correctness")),
-            determinism=None if det is None else obj(det),
+            determinism=None if det is None else Determinism.from_json(obj(det)),
             localized=bool(doc.get("localized")),
             observations=objs(doc.get("observations")),
             findings=tuple(SoakFinding.from_json(f) for f in objs(doc.get("findings"))),
@@ -289,9 +358,9 @@ class SoakDocument:
             "targets": dict(self.targets),
             "sessions": self.sessions.to_json(),
             "stalls": [dict(s) for s in self.stalls],
-            "errors": [dict(e) for e in self.errors],
+            "errors": [e.to_json() for e in self.errors],
             "correctness": [dict(c) for c in self.correctness],
-            "determinism": None if self.determinism is None else dict(self.determinism),
+            "determinism": None if self.determinism is None else self.determinism.to_json(),
             "localized": self.localized,
             "observations": [dict(o) for o in self.observations],
             "findings": [f.to_json() for f in self.findings],

@@ -10,12 +10,17 @@ Open-loop schedules are offsets in ns from one t0; a closed loop has no precompu
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from servelab.core.metrics import e2e_ns
+from servelab.core.records import RequestRecord
 
 __all__ = [
     "WORDS",
     "LengthDist",
     "RequestSpec",
+    "closed_loop_ramp_ns",
     "generate_requests",
     "make_prompt",
     "poisson_offsets_ns",
@@ -329,3 +334,15 @@ def poisson_offsets_ns(n: int, rate: float, *, seed: int) -> list[int]:
             t += rng.expovariate(rate)
         offsets.append(round(t * 1e9))
     return offsets
+
+
+def closed_loop_ramp_ns(ramp_s: float | None, warm: Sequence[RequestRecord]) -> int:
+    """A closed loop's ramp: slot i of C sends first ``i * ramp / C`` after the start.
+
+    An explicit ``ramp_s``, else the median E2E of the successful warm-up requests ``warm`` (the
+    upper median of an even count), 0 without any.
+    """
+    if ramp_s is not None:
+        return round(ramp_s * 1e9)
+    e2e = sorted(x for r in warm if r.ok and (x := e2e_ns(r)) is not None)
+    return e2e[len(e2e) // 2] if e2e else 0

@@ -4,7 +4,7 @@ Latency is measured from each request's SCHEDULED send time (closed loop: the in
 freed; open loop: t0 + its Poisson offset), so time spent waiting for a slot is never hidden; the
 dispatch delay (actual − scheduled) is reported separately. The client watches itself: event-loop
 lag (a ticker task), CPU seconds (``time.process_time``) per output token, and a ``client_bound``
-flag.
+flag judged by :func:`servelab.core.clienthealth.client_health`.
 
 Bodies are captured as stamped reads during a run and decoded right after it (the decode's CPU
 is counted in the client's CPU per token), so no parsing competes with reading while streams are
@@ -24,20 +24,24 @@ from time import perf_counter_ns
 from typing import Any
 
 from servelab.core import metrics as m
+from servelab.core.clienthealth import ClientHealth, client_health
 from servelab.core.records import RequestRecord, decode_chunks, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
-from servelab.core.workload import LengthDist, generate_requests, poisson_offsets_ns
+from servelab.core.workload import (
+    LengthDist,
+    closed_loop_ramp_ns,
+    generate_requests,
+    poisson_offsets_ns,
+)
 from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
 from servelab.io.ledger import Ledger
 
 __all__ = [
     "BenchConfig",
     "BenchResult",
-    "ClientHealth",
     "LevelSummary",
     "Progress",
     "RunResult",
-    "client_health",
     "record_run",
     "result_so_far",
     "run_bench",
@@ -45,10 +49,8 @@ __all__ = [
     "summarize_level",
 ]
 
+#: How often the event-loop lag ticker samples (its thresholds: :mod:`servelab.core.clienthealth`).
 LAG_TICK_S = 0.02
-LAG_LIMIT_MS = 5.0
-CPU_BUSY_LIMIT = 0.7
-DISPATCH_LIMIT_MS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,20 +101,6 @@ class Progress:
     repeat_index: int
     done: int
     total: int
-
-
-@dataclass(frozen=True, slots=True)
-class ClientHealth:
-    """How the client itself fared during one run."""
-
-    cpu_s: float
-    wall_s: float
-    cpu_ms_per_token: float | None
-    loop_lag_p99_ms: float
-    loop_lag_max_ms: float
-    dispatch_p99_ms: float
-    client_bound: bool
-    reasons: tuple[str, ...]
 
 
 @dataclass(slots=True)
@@ -174,41 +162,6 @@ class BenchResult:
 
 def _ms(values: Sequence[float]) -> Summary:
     return summarize([v / 1e6 for v in values])
-
-
-def client_health(
-    records: Sequence[RequestRecord],
-    cpu_s: float,
-    wall_s: float,
-    lag_s: Sequence[float],
-    run_cpu_s: float | None = None,
-) -> ClientHealth:
-    """Judge whether the client may have been the bottleneck (rules return data).
-
-    ``cpu_s`` (per token) includes decoding after the run; ``run_cpu_s`` is the CPU used while
-    streams were live (default ``cpu_s``), judged against ``wall_s`` only for runs of ≥ 1 s.
-    """
-    busy = cpu_s if run_cpu_s is None else run_cpu_s
-    tokens = sum(r.output_tokens for r in records)
-    lag = summarize([x * 1e3 for x in lag_s]) if lag_s else summarize([0.0])
-    dispatch = _ms([m.dispatch_delay_ns(r) for r in records if r.sent_ns])
-    reasons = []
-    if lag.p99 > LAG_LIMIT_MS:
-        reasons.append("loop-lag")
-    if wall_s >= 1.0 and busy / wall_s > CPU_BUSY_LIMIT:
-        reasons.append("cpu-busy")
-    if dispatch.n and dispatch.p99 > DISPATCH_LIMIT_MS:
-        reasons.append("dispatch-delay")
-    return ClientHealth(
-        cpu_s=cpu_s,
-        wall_s=wall_s,
-        cpu_ms_per_token=cpu_s * 1e3 / tokens if tokens else None,
-        loop_lag_p99_ms=lag.p99,
-        loop_lag_max_ms=lag.max,
-        dispatch_p99_ms=dispatch.p99 if dispatch.n else 0.0,
-        client_bound=bool(reasons),
-        reasons=tuple(reasons),
-    )
 
 
 def summarize_level(concurrency: int, runs: Sequence[RunResult]) -> LevelSummary:
@@ -423,14 +376,6 @@ async def _until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -
     return True
 
 
-def _ramp_ns(ramp_s: float | None, warm: Sequence[RequestRecord]) -> int:
-    """An explicit ramp, else the median E2E of the warm-up requests (0 without any)."""
-    if ramp_s is not None:
-        return round(ramp_s * 1e9)
-    e2e = sorted(x for r in warm if r.ok and (x := m.e2e_ns(r)) is not None)
-    return e2e[len(e2e) // 2] if e2e else 0
-
-
 @dataclass(slots=True)
 class _Bench:
     """The state of one ``run_bench`` call: where results go, and how it is stopped."""
@@ -446,7 +391,7 @@ class _Bench:
     async def level(self, concurrency: int) -> None:
         """Warm-up, then every repeat at one concurrency; summarise what ran."""
         config, runs = self.config, []
-        self.ramp_ns = _ramp_ns(config.ramp_s, [])
+        self.ramp_ns = closed_loop_ramp_ns(config.ramp_s, [])
         async with StreamClient(
             config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
         ) as client:
@@ -472,7 +417,7 @@ class _Bench:
         load = _Load(client, self.config.endpoint, lambda _r: None, None)
         self.progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
         await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
-        self.ramp_ns = _ramp_ns(self.config.ramp_s, load.records)
+        self.ramp_ns = closed_loop_ramp_ns(self.config.ramp_s, load.records)
 
     async def _run(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
         gc.collect()

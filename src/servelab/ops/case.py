@@ -1,9 +1,11 @@
 """Cases: open one, name suspects, attach evidence, revert a suspect knob, resolve, restore.
 
 Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment: they set the
-knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the affected services in
-start order (``servelab.ops.deploy.restart``), and run a layered verify that proves the value live
-plus an e2e probe (``servelab.ops.verify.verify``). What they did comes back typed
+knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the changed services and
+their dependents in start order (``servelab.ops.deploy.restart`` by
+:func:`servelab.core.topology.restart_plan`, the one restart rule that ``restart`` and the A/B use
+too), and run a layered verify that proves the value live plus an e2e probe
+(``servelab.ops.verify.verify``). What they did comes back typed
 (:class:`Applied`: the ``KnobChange``s, the restart ``Step``s, the ``VerifyReport``) and is
 recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.cases`).
 All of it runs in one :class:`~servelab.ops.context.Operation` (one SSH connection per host).
@@ -16,7 +18,7 @@ before it asks to go on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,7 +43,6 @@ from servelab.core.cases import (
     timeline,
 )
 from servelab.core.evidence import KnobChangeRecord
-from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger import Ledger
@@ -59,7 +60,6 @@ __all__ = [
     "RevertPreview",
     "add_evidence",
     "add_suspect",
-    "co_restart",
     "current_value",
     "list_cases",
     "load_case",
@@ -379,19 +379,6 @@ def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> Rest
 # -- the shared apply step -------------------------------------------------------------------
 
 
-def co_restart(spec: DeploymentSpec, changed: Iterable[str]) -> list[str]:
-    """Services to restart, in start order, after ``changed`` services' env changed.
-
-    A PD worker's change restarts the PD pair (prefill → decode) so their KV bootstrap pairs
-    afresh, and every service that depends on a restarted one (the router, a proxy).
-    """
-    chosen = set(changed)
-    pair = set(spec.by_role("prefill") + spec.by_role("decode"))
-    if chosen & pair:
-        chosen |= pair
-    return restart_plan(spec, chosen)
-
-
 @dataclass
 class Applied:
     """What ``_apply`` did: the knob changes, the restart steps, and the verify report.
@@ -426,7 +413,7 @@ async def _apply(
             op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
         )
         done.changes.append(change)
-    order = co_restart(op.spec, [s for s, _k, _v in wanted])
+    order = restart_plan(op.spec, [s for s, _k, _v in wanted])
     try:
         done.steps = await _restart(op, ledger, order, say)
         done.report = await _verify(op, ledger, say)
@@ -437,7 +424,7 @@ async def _apply(
 
 
 async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progress) -> list[Step]:
-    say(f"co-restart {' → '.join(order)} (and their dependents)")
+    say(f"co-restart {' → '.join(order)} (the changed services and their dependents)")
     report = await deploy_restart(
         op, order, verify_after=False, rollback=False, progress=say, ledger=ledger
     )

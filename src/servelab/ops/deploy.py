@@ -61,7 +61,7 @@ from servelab.io.processes import (
     write_pid_record,
 )
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.verify import verify
+from servelab.ops.verify import VerifyReport, verify
 
 __all__ = [
     "OUTCOME_ALREADY_UP",
@@ -134,7 +134,7 @@ class RestartReport:
 
     plan: list[str]
     steps: list[Step]
-    verification: dict[str, Any] | None = None
+    verification: VerifyReport | None = None
     backups: dict[str, str] = field(default_factory=dict)
     rollback_from: dict[str, str] = field(default_factory=dict)
     rolled_back: bool = False
@@ -143,7 +143,7 @@ class RestartReport:
 
     @property
     def ok(self) -> bool:
-        verified = self.verification is None or bool(self.verification.get("ok"))
+        verified = self.verification is None or self.verification.ok
         return all(step.ok for step in self.steps) and verified and not self.rolled_back
 
     def to_json(self) -> dict[str, Any]:
@@ -152,7 +152,7 @@ class RestartReport:
             "ok": self.ok,
             "plan": self.plan,
             "steps": [s.to_json() for s in self.steps],
-            "verification": self.verification,
+            "verification": None if self.verification is None else self.verification.to_json(),
             "backups": self.backups,
             "rollback_from": self.rollback_from,
             "rolled_back": self.rolled_back,
@@ -500,7 +500,7 @@ async def restart(
         op.say(f"restart plan: {' -> '.join(plan)}")
         report.steps = await _co_restart(op, plan)
         if verify_after and all(step.ok for step in report.steps):
-            report.verification = (await verify(op, plan)).to_json()
+            report.verification = await verify(op, plan)
         if rollback and not report.ok and report.rollback_from:
             await _restore_env_files(op, report.rollback_from)
             report.rolled_back = True

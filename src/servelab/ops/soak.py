@@ -17,7 +17,7 @@ import asyncio
 import json
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 from typing import Any
 
@@ -46,7 +46,7 @@ from servelab.core.diagnose import (
     parse_workers,
 )
 from servelab.core.records import REASON_IDLE, RequestRecord, StreamAccumulator
-from servelab.core.results import SoakDocument
+from servelab.core.results import Determinism, FailedRequest, SoakDocument
 from servelab.core.sse import SSEDecoder
 from servelab.io.http import Connections, HttpClient, StreamClient, Transfer, using_client
 from servelab.io.ledger import Ledger
@@ -157,14 +157,14 @@ class SoakResult:
     elapsed_s: float = 0.0
     sessions: list[SessionOutcome] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[FailedRequest] = field(default_factory=list)
     issues: list[CorrectnessIssue] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     localized: bool = False
     deadline_hit: bool = False
     interrupted: bool = False
-    determinism: dict[str, Any] = field(default_factory=dict)
+    determinism: Determinism = field(default_factory=Determinism)
     soak_id: int | None = None  # set by whoever records the result in the ledger
 
     @property
@@ -287,8 +287,10 @@ def _account(
         return False
     if not record.ok:
         outcome.error = f"{record.error}: {record.error_detail}"[:300]
-        where = {"session": outcome.session, "round": rnd, "status": record.status}
-        result.errors.append(where | {"error": record.error, "detail": record.error_detail[:300]})
+        detail = record.error_detail[:300]
+        result.errors.append(
+            FailedRequest(outcome.session, rnd, record.status, record.error, detail)
+        )
         return False
     return True
 
@@ -428,7 +430,7 @@ async def _reference(run: _Run) -> str | None:
     """The greedy probe at concurrency 1, before any session starts."""
     body = _probe_body(run)
     ref = await _one_shot(run.targets.entry_url, body, run.config.idle_timeout_s)
-    run.result.determinism = {"reference_ok": ref.record.ok}
+    run.result.determinism = Determinism(reference_ok=ref.record.ok)
     if ref.stalled:
         _note_stall(run, -1, -1, body, ref, 0.0, 0)
     return ref.answer.text if ref.record.ok else None
@@ -442,15 +444,17 @@ async def _under_load(run: _Run, reference: str) -> None:
     while run.inflight < want and run.active and time.monotonic() < give_up:
         await asyncio.sleep(0.02)
     if not run.active:
-        run.result.determinism["under_load_ok"] = None  # every session ended first
+        run.result.determinism = replace(run.result.determinism, sessions_ended_first=True)
         return
     concurrency = run.inflight + 1
     loaded = await _one_shot(run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s)
-    run.result.determinism |= {"under_load_ok": loaded.record.ok, "concurrency": concurrency}
+    run.result.determinism = replace(
+        run.result.determinism, under_load_ok=loaded.record.ok, concurrency=concurrency
+    )
     if not loaded.record.ok:
         return
     violation = compare_texts(reference, loaded.answer.text)
-    run.result.determinism["same_text"] = violation is None
+    run.result.determinism = replace(run.result.determinism, same_text=violation is None)
     if violation is not None:
         run.result.issues.append(CorrectnessIssue(violation.kind, -1, -1, violation.detail))
 

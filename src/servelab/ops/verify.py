@@ -24,6 +24,18 @@ from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 from typing import Any
 
+from servelab.core.coldstart import (
+    COLD_MIN_S,
+    COLD_RATIO,
+    REASON_FIRST_SINCE_START,
+    REASON_NO_SECOND_PROBE,
+    REASON_SERVED_BEFORE,
+    REASON_SLOWER_THAN_SECOND,
+    StartClass,
+    classify_start,
+    needs_second_probe,
+    served_count,
+)
 from servelab.core.envfile import EnvFile
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.knobs import (
@@ -391,14 +403,15 @@ class E2EOptions:
     """The e2e probe: prompt size (words ~ tokens), output tokens, timeouts, cold heuristics.
 
     Without the simulator's request counter, a first probe is "cold" when it took more than
-    ``cold_ratio`` times the immediate second probe and at least ``cold_min_s`` longer.
+    ``cold_ratio`` times the immediate second probe and at least ``cold_min_s`` longer (the rule:
+    :func:`servelab.core.coldstart.classify_start`).
     """
 
     prompt_tokens: int = 512
     max_tokens: int = 16
     timeout_s: float = 120.0
-    cold_ratio: float = 3.0
-    cold_min_s: float = 0.5
+    cold_ratio: float = COLD_RATIO
+    cold_min_s: float = COLD_MIN_S
 
 
 def _prompt(words: int, salt: str) -> str:
@@ -438,44 +451,38 @@ def _record_failure(record: RequestRecord) -> str | None:
     return None
 
 
-def _served(info: Any) -> int | None:
-    """Requests a sim decode served so far; 0 while it has not warmed up; None: unknown."""
-    sim = info.get("servelab") if isinstance(info, dict) else None
-    if not isinstance(sim, dict):
-        return None
-    if sim.get("warmed_up") is False:
-        return 0
-    for key in ("requests_total", "requests_served"):
-        if isinstance(sim.get(key), int):
-            return int(sim[key])
-    return None
-
-
 async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int] | None:
     """Each sim decode's requests served so far (None: not a servelab sim, or unknown)."""
     counts = []
     for url in decode_urls:
-        count = _served(await http.get_json(url + "/server_info"))
+        count = served_count(await http.get_json(url + "/server_info"))
         if count is None:
             return None
         counts.append(count)
     return counts or None
 
 
+def _start_reason(start: StartClass) -> str:
+    """The e2e detail's "(why)" for a cold/warm classification (its code, rendered)."""
+    if start.reason == REASON_FIRST_SINCE_START:
+        return "first request since the decode started"
+    if start.reason == REASON_SERVED_BEFORE:
+        return f"decode served {start.served_before} request(s) before"
+    if start.reason == REASON_NO_SECOND_PROBE:
+        return "no second probe to compare with"
+    if start.reason == REASON_SLOWER_THAN_SECOND:
+        return f"{start.ratio:.1f}x slower than an immediate second probe"
+    return f"an immediate second probe took {start.second_s:.2f} s"
+
+
 def _classify(
     before: list[int] | None, first: dict[str, Any], second: dict[str, Any] | None, opts: E2EOptions
-) -> tuple[str, str]:
-    """(``"cold"|"warm"|"unknown"``, why): the sim's counter first, else the second probe."""
-    if before is not None:
-        if all(count == 0 for count in before):
-            return "cold", "first request since the decode started"
-        return "warm", f"decode served {sum(before)} request(s) before"
-    if second is None:
-        return "unknown", "no second probe to compare with"
-    t1, t2 = first["total_s"], second["total_s"]
-    if t1 > opts.cold_ratio * t2 and t1 - t2 >= opts.cold_min_s:
-        return "cold", f"{t1 / max(t2, 1e-6):.1f}x slower than an immediate second probe"
-    return "warm", f"an immediate second probe took {t2:.2f} s"
+) -> StartClass:
+    """Cold, warm or unknown (:func:`~servelab.core.coldstart.classify_start`) from the timings."""
+    second_s = None if second is None else second["total_s"]
+    return classify_start(
+        before, first["total_s"], second_s, ratio=opts.cold_ratio, min_s=opts.cold_min_s
+    )
 
 
 async def e2e_check(
@@ -495,17 +502,17 @@ async def e2e_check(
     if failure is not None:
         return False, f"chat completion failed: {failure}", data
     second = None
-    if before is None or all(count == 0 for count in before):
+    if needs_second_probe(before):
         second_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "b"), opts)
         second = data["second"] = _timing(second_rec)
         failure = _record_failure(second_rec)
         if failure is not None:
             return False, f"first request ok, the second failed: {failure}", data
-    start, why = _classify(before, first, second, opts)
-    data["start"] = start
+    start = _classify(before, first, second, opts)
+    data.update(start=start.start, start_reason=start.reason)
     detail = (
         f"{first['status']} in {first['total_s']:.2f} s, TTFT {first['ttft_s']:.2f} s, "
-        f"{first['completion_tokens']} tokens; {start} ({why})"
+        f"{first['completion_tokens']} tokens; {start.start} ({_start_reason(start)})"
     )
     if second is not None:
         detail += f"; second probe {second['total_s']:.2f} s"

@@ -75,10 +75,10 @@ def render_restart(report: RestartReport) -> str:
         _steps_table(f"restart {' -> '.join(report.plan)}", report.steps)
     ]
     if report.verification is not None:
-        failed = [c for c in report.verification.get("checks", []) if not c.get("ok")]
-        word = "ok" if report.verification.get("ok") else f"FAILED ({len(failed)} check(s))"
+        failed = report.verification.failures
+        word = "ok" if report.verification.ok else f"FAILED ({len(failed)} check(s))"
         parts.append(f"verification: {word}")
-        parts.extend(f"  {c.get('layer')}/{c.get('service')}: {c.get('detail')}" for c in failed)
+        parts.extend(f"  {c.layer}/{c.service}: {c.detail}" for c in failed)
     if report.rolled_back:
         restored = ", ".join(f"{name} <- {path}" for name, path in report.rollback_from.items())
         parts.append(f"rolled back env files: {restored}")

@@ -192,9 +192,7 @@ def render_soak(result: SoakResult) -> str:
         lines += _stall_lines(result)
     if result.errors:
         lines.append(f"failed requests ({len(result.errors)}):")
-        lines += [
-            f"  session {e['session']} round {e['round']}: {e['error']}" for e in result.errors[:10]
-        ]
+        lines += [f"  session {e.session} round {e.round}: {e.error}" for e in result.errors[:10]]
     if result.findings:
         lines.append("findings (most likely first; + supports, - contradicts):")
         for rank, finding in enumerate(result.findings, 1):
