@@ -11,8 +11,7 @@ import pytest
 from servelab.core.spec import HostSpec
 from servelab.errors import HostError, SSHError
 from servelab.io import ssh as ssh_module
-from servelab.io.ssh import host_for
-from servelab.io.ssh import SSHHost
+from servelab.io.ssh import SSHHost, host_for
 from tests.support import free_port
 from tests.support.sshd import SshdServer
 

@@ -27,9 +27,9 @@ from types import TracebackType
 from servelab.core.spec import DeploymentSpec
 from servelab.errors import ServelabError
 from servelab.io.hosts import Host
-from servelab.io.ssh import host_for
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
+from servelab.io.ssh import host_for
 
 __all__ = ["Operation", "Progress", "SpecOrOperation", "operation", "silent"]
 
