@@ -25,7 +25,7 @@ from servelab.core.target import LoadTarget, load_target
 from servelab.errors import CaseError, KnobError, ServelabError, SpecError
 from servelab.io.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
-from servelab.ops.bench import Progress as BenchProgress
+from servelab.ops.bench import BenchProgress
 
 __all__ = [
     "EXIT_FAILED",

@@ -25,7 +25,7 @@ from servelab.core.compare import Anomaly, Comparison, compare_arms, find_anomal
 from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger import Ledger
-from servelab.ops.bench import BenchConfig, ProgressFn, run_bench
+from servelab.ops.bench import BenchConfig, BenchProgressFn, run_bench
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
@@ -147,7 +147,7 @@ async def _make_live(
 
 
 async def _measure(
-    op: Operation, cfg: AbConfig, value: str, rnd: int, bench_progress: ProgressFn | None
+    op: Operation, cfg: AbConfig, value: str, rnd: int, bench_progress: BenchProgressFn | None
 ) -> ArmVisit:
     label = f"ab {cfg.service} {cfg.knob}={value} round {rnd + 1}"
     bench = replace(cfg.bench, url=_router_url(op), repeat=1, label=label)
@@ -169,7 +169,7 @@ async def run_ab(
     *,
     ledger: Ledger | None = None,
     progress: Say | None = None,
-    bench_progress: ProgressFn | None = None,
+    bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
     """Run the interleaved A/B; restore the original value unless ``cfg.keep``."""
     if cfg.baseline == cfg.candidate:
@@ -194,7 +194,7 @@ async def run_ab(
 
 
 async def _visits(
-    op: Operation, cfg: AbConfig, result: AbResult, bench_progress: ProgressFn | None
+    op: Operation, cfg: AbConfig, result: AbResult, bench_progress: BenchProgressFn | None
 ) -> None:
     """Every round: each arm set, proven live, then measured (A B A B ...)."""
     for rnd in range(cfg.repeat):

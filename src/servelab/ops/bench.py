@@ -38,9 +38,9 @@ from servelab.io.ledger import Ledger
 
 __all__ = [
     "BenchConfig",
+    "BenchProgress",
     "BenchResult",
     "LevelSummary",
-    "Progress",
     "RunResult",
     "record_run",
     "result_so_far",
@@ -93,7 +93,7 @@ class BenchConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Progress:
+class BenchProgress:
     """One progress report: ``phase`` is "warmup", "run" or "done"."""
 
     phase: str
@@ -354,7 +354,7 @@ class _Load:
             await asyncio.gather(*tasks, return_exceptions=True)
 
 
-ProgressFn = Callable[[Progress], None]
+BenchProgressFn = Callable[[BenchProgress], None]
 SaveFn = Callable[[RunResult], None]
 
 
@@ -381,7 +381,7 @@ class _Bench:
     """The state of one ``run_bench`` call: where results go, and how it is stopped."""
 
     config: BenchConfig
-    progress: ProgressFn
+    progress: BenchProgressFn
     ledger: Ledger | None
     save: SaveFn | None
     stop: asyncio.Event | None
@@ -415,7 +415,7 @@ class _Bench:
     async def _warmup(self, client: StreamClient, concurrency: int) -> None:
         jobs = _jobs(self.config, self.config.warmup, self.config.seed + 999_983)
         load = _Load(client, self.config.endpoint, lambda _r: None, None)
-        self.progress(Progress("warmup", concurrency, 0, 0, len(jobs)))
+        self.progress(BenchProgress("warmup", concurrency, 0, 0, len(jobs)))
         await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
         self.ramp_ns = closed_loop_ramp_ns(self.config.ramp_s, load.records)
 
@@ -440,7 +440,7 @@ class _Bench:
         total = config.requests
 
         def on_done(_record: RequestRecord) -> None:
-            self.progress(Progress("run", concurrency, k, len(load.records), total))
+            self.progress(BenchProgress("run", concurrency, k, len(load.records), total))
 
         deadline = None
         if config.deadline_s is not None:
@@ -476,7 +476,7 @@ class _Bench:
 async def run_bench(
     config: BenchConfig,
     *,
-    progress: ProgressFn | None = None,
+    progress: BenchProgressFn | None = None,
     ledger: Ledger | None = None,
     save: SaveFn | None = None,
     stop: asyncio.Event | None = None,
@@ -495,6 +495,8 @@ async def run_bench(
         if bench.result.interrupted:
             break
     report(
-        Progress("done", 0, 0, len(bench.result.runs), len(config.concurrencies) * config.repeat)
+        BenchProgress(
+            "done", 0, 0, len(bench.result.runs), len(config.concurrencies) * config.repeat
+        )
     )
     return bench.result
