@@ -172,6 +172,7 @@ def test_no_planted_value_leaks_from_any_command(tmp_path: Path) -> None:
     try:
         scan.run("status", code=1)  # failure: nothing up yet
         _up_restart_verify_knob(scan)
+        _check_no_leak(scan)  # early too: a leak is told before a later step fails for it
         reader = sqlite3.connect(scan.ledger)  # keeps the -wal file from being checkpointed away
         reader.execute("SELECT count(*) FROM sqlite_master").fetchall()
         _measure(scan)
