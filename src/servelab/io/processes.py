@@ -3,9 +3,10 @@
 A service is launched through the host's shell with ``setsid``, so it leads its own session and
 process group (stopping the group stops whatever it forked), with stdout and stderr appended to its
 log file and stdin from /dev/null. Its environment is the host's (``os.environ`` locally, the SSH
-session's remotely) plus the service's env file, passed on the command line so
-``/proc/PID/environ`` shows the knobs. A shell ``start`` command runs under a small wrapper that
-writes its exit status to a file, so servelab can tell "still running" from "exited 0/1".
+session's remotely) plus the service's env file, exported by the launch script, which reaches the
+host's shell on its stdin (``sh -s``): ``/proc/PID/environ`` shows the knobs, no command line
+(``ps``) and no error message holds a value. A shell ``start`` command runs under a small wrapper
+that writes its exit status to a file, so servelab can tell "still running" from "exited 0/1".
 
 Pid records are JSON files in the LOCAL state directory (``run/<service>.json``): pid, pgid,
 the process's start time (field 22 of ``/proc/PID/stat``: a pid is only "alive" when that still
@@ -18,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shlex
 import time
 from collections.abc import Callable
@@ -26,11 +28,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from servelab.errors import HealthTimeout, HostError, ServiceStartError
+from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts import Host
 from servelab.io.http import ProbeResult, probe
 
 __all__ = [
+    "LAUNCHER",
+    "LAUNCH_TIMEOUT_S",
     "OUTCOME_OK",
     "OUTCOME_TIMED_OUT_HEALTHY",
     "PidRecord",
@@ -140,8 +144,19 @@ async def is_alive(host: Host, record: PidRecord) -> bool:
     return record.starttime is None or stat.starttime == record.starttime
 
 
-def _env_words(env: dict[str, str]) -> str:
-    return " ".join(shlex.quote(f"{name}={value}") for name, value in env.items())
+#: Seconds the launcher (``sh -s`` reading :func:`launch_script` on stdin) may take to return.
+LAUNCH_TIMEOUT_S = 30.0
+#: The launcher's whole command line: the script, env values included, arrives on its stdin.
+LAUNCHER = "sh -s"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _exports(env: dict[str, str]) -> str:
+    """``export NAME='value'`` words for the launcher's subshell (names checked, values quoted)."""
+    bad = [name for name in env if not _NAME.match(name)]
+    if bad:
+        raise ServiceStartError(f"not a variable name: {', '.join(map(repr, bad))}")
+    return "".join(f"export {name}={shlex.quote(value)}; " for name, value in env.items())
 
 
 def launch_script(
@@ -153,7 +168,12 @@ def launch_script(
     status_file: str | None,
     cwd: str | None,
 ) -> str:
-    """The POSIX shell script that launches a service detached and prints its pid and stat."""
+    """The POSIX shell script that launches a service detached and prints its pid and stat.
+
+    It holds every env value: it is fed to :data:`LAUNCHER` on stdin, never put on a command line
+    nor in a message. The values are exported in the subshell that becomes the service, so
+    ``/proc/PID/environ`` shows them and ``ps`` does not.
+    """
     if argv is not None:
         program = " ".join(shlex.quote(arg) for arg in argv)
     else:
@@ -172,7 +192,7 @@ def launch_script(
     stamp = f'echo "--- servelab start $(date -u +%Y-%m-%dT%H:%M:%SZ)" >> {shlex.quote(log)}'
     lines.append(stamp)
     lines.append(
-        f"setsid env -- {_env_words(env)} {program} >> {shlex.quote(log)} 2>&1 < /dev/null &"
+        f"( {_exports(env)}exec setsid {program} >> {shlex.quote(log)} 2>&1 < /dev/null ) &"
     )
     lines.append('pid=$!; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null || true')
     return "\n".join(lines) + "\n"
@@ -189,12 +209,24 @@ async def spawn(
     status_file: str | None = None,
     cwd: str | None = None,
     unit: str | None = None,
+    launch_timeout_s: float = LAUNCH_TIMEOUT_S,
 ) -> PidRecord:
-    """Launch ``argv`` (exec'd) or a shell ``command`` (wrapped) detached; return its record."""
+    """Launch ``argv`` (exec'd) or a shell ``command`` (wrapped) detached; return its record.
+
+    The launch script goes to the host's ``sh -s`` on stdin; a launcher that outlives
+    ``launch_timeout_s`` raises :class:`~servelab.errors.CommandTimeout` naming the service and
+    the host only (the script holds the env values).
+    """
     script = launch_script(
         argv=argv, command=command, env=env, log=log, status_file=status_file, cwd=cwd
     )
-    result = await host.run(script, timeout=30)
+    try:
+        result = await host.run(LAUNCHER, timeout=launch_timeout_s, input=script.encode())
+    except CommandTimeout:
+        raise CommandTimeout(
+            f"{service}: the launch on host {host.name} did not return within "
+            f"{launch_timeout_s}s (log {host.name}:{log})"
+        ) from None
     lines = result.stdout.splitlines()
     if result.exit_status != 0 or not lines or not lines[0].strip().isdigit():
         raise ServiceStartError(

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from servelab.core.envfile import parse_envfile
+from servelab.core.knobs import parse_env_bytes
 from servelab.core.spec import spec_hash
 from servelab.core.topology import down_plan, restart_plan, service_argv, up_plan
 from servelab.errors import (
@@ -61,6 +61,7 @@ from servelab.io.processes import (
     write_pid_record,
 )
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.preflight import check_before_start, env_bytes
 from servelab.ops.verify import VerifyReport, verify
 
 __all__ = [
@@ -237,10 +238,10 @@ async def _env(op: Operation, service: str) -> dict[str, str]:
     if path is None:
         return {}
     try:
-        raw = op.written_env(service, path) or await op.host(service).read_file(path)
+        raw = await env_bytes(op, service, path)
     except HostError as exc:
         raise ServiceStartError(f"{service}: cannot read its env file: {exc}") from exc
-    return parse_envfile(raw.decode("utf-8", "replace"), source=path).as_dict()
+    return parse_env_bytes(raw, path).as_dict()
 
 
 async def _launch(op: Operation, service: str) -> PidRecord:
@@ -371,6 +372,15 @@ def _record(op: Operation, action: str, detail: dict[str, Any]) -> int | None:
     )
 
 
+async def _preflight(op: Operation, action: str, plan: list[str]) -> None:
+    """:func:`~servelab.ops.preflight.check_before_start`; a failure is recorded, then raised."""
+    try:
+        await check_before_start(op, plan, restarting=action == "restart")
+    except ServelabError as exc:
+        _record(op, action, {"ok": False, "error": str(exc), "preflight": True, "steps": []})
+        raise
+
+
 async def up(
     target: SpecOrOperation,
     services: list[str] | None = None,
@@ -380,6 +390,7 @@ async def up(
 ) -> DeployReport:
     """Start ``services`` (default: all) and their dependencies, in order, each gated."""
     async with operation(target, ledger=ledger, progress=progress) as op:
+        await _preflight(op, "up", up_plan(op.spec, services))
         steps = await _up(op, services)
         report = DeployReport("up", steps)
         report.deployment_id = _record(op, "up", report.to_json())
@@ -494,6 +505,7 @@ async def restart(
     """Co-restart ``services`` and their dependents, verify, and roll back when asked."""
     async with operation(target, ledger=ledger, progress=progress) as op:
         plan = restart_plan(op.spec, services)
+        await _preflight(op, "restart", plan)
         report = RestartReport(plan, [])
         if rollback:
             await _prepare_rollback(op, plan, report)

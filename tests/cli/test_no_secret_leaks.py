@@ -1,0 +1,188 @@
+"""No env value leaks out of servelab, whatever the command and whichever way it ends.
+
+Secret-looking values are planted under ORDINARY names (no redaction by name can catch them) in
+every env file of a real local simulated deployment (sim prefill and decode, the real
+sglang-router), and also as a malformed line (``NAME VALUE`` without ``=``). Then every command
+runs as a real process, on its success path and on a failure path: up, restart, verify, knob
+get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve, restore, report,
+ledger export. Scanned for every planted value:
+
+- every command's stdout and stderr;
+- the ledger's bytes: the main file AND its ``-wal`` (a reader held open by the test keeps the WAL
+  from being checkpointed away, and the WAL is read after every command);
+- the report files (``report``, ``ab --out``, ``bench --export``);
+- every file servelab wrote under the state directory (pid records, status files, ...).
+
+Not scanned, on purpose: the logs of the services themselves (``<state>/logs/``): they are the
+services' own output (a service may print its environment; servelab only appends a start stamp),
+and the env files and their backups (``NAME.env.bak-*``, ``NAME.env.pre-restart-*``): they are
+the secrets' home. One stack is shared by the whole test, with small requests and a short soak.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from servelab.core.spec import DEFAULT_KNOB
+from tests.support import free_port, run_cli
+from tests.support.processes import live_procs_under
+from tests.support.specs import write_pd_spec
+
+K = DEFAULT_KNOB
+TARGET = f"knob:decode/{K}"
+PLANTED = {
+    "prefill": {"MODEL_CACHE_KEY": "sk-live-7Qm2xZpL9wVb", "WARM_POOL": "pool-8811-zeta"},
+    "decode": {"PATH_HINT": "hf_Yt4kPq8sNcR2", "STORE_URL": "postgres://ops:Kd93vX@db/serve"},
+    "router": {"UPSTREAM_NOTE": "ghp_R7bN2mQx4Lw9", "ROUTE_SALT": "salt-0a9f3c1d"},
+}
+MALFORMED = "hf_malformedZ8v1Ew"  # written as `HF_TOKEN hf_...` (no `=`)
+VALUES = [v for env in PLANTED.values() for v in env.values()] + [MALFORMED]
+_BACKUP = re.compile(r"\.env\.(bak|pre-restart)-")
+
+
+@dataclass
+class Scan:
+    """Everything servelab said or wrote that the test will scan, gathered as the test goes."""
+
+    root: Path
+    ledger: Path
+    said: list[tuple[str, str]] = field(default_factory=list)
+    wal: list[bytes] = field(default_factory=list)
+
+    def run(self, *args: str, code: int = 0, timeout: float = 120) -> str:
+        env = {"SERVELAB_LEDGER": str(self.ledger)}
+        done: subprocess.CompletedProcess[str] = run_cli(
+            *args, cwd=self.root, env=env, timeout=timeout
+        )
+        self.said.append((" ".join(args), done.stdout + done.stderr))
+        wal = self.ledger.with_name(self.ledger.name + "-wal")
+        if wal.exists():
+            self.wal.append(wal.read_bytes())
+        assert done.returncode == code, f"{args}: {done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def written(self) -> Iterator[Path]:
+        """The files to scan: under the state dir (less service logs), and the report dirs."""
+        for path in sorted(self.root.rglob("*")):
+            relative = path.relative_to(self.root).parts
+            if not path.is_file() or _BACKUP.search(path.name):
+                continue
+            if relative[0] == "env" or relative[:2] == ("state", "logs"):
+                continue
+            yield path
+
+
+def _env_text(service: str, extra: str = "") -> str:
+    return "".join(f"{name}={value}\n" for name, value in PLANTED[service].items()) + extra
+
+
+def _plant(root: Path) -> None:
+    env = root / "env"
+    for service in PLANTED:
+        path = env / f"{service}.env"
+        path.write_text(path.read_text() + _env_text(service))
+
+
+def _break(path: Path) -> str:
+    """Add a malformed line holding a secret; return the file's good text."""
+    good = path.read_text()
+    path.write_text(good + f"HF_TOKEN {MALFORMED}\n")
+    return good
+
+
+def _leaks(blob: bytes) -> list[str]:
+    return [value for value in VALUES if value.encode() in blob]
+
+
+def _check_no_leak(scan: Scan) -> None:
+    found = [(what, _leaks(text.encode())) for what, text in scan.said]
+    found += [(f"ledger -wal #{i}", _leaks(data)) for i, data in enumerate(scan.wal)]
+    found += [(str(path), _leaks(path.read_bytes())) for path in scan.written()]
+    leaked = [(where, values) for where, values in found if values]
+    assert leaked == [], leaked
+    assert scan.ledger.exists() and any(True for _ in scan.written())
+
+
+def _up_restart_verify_knob(scan: Scan) -> None:
+    env = scan.root / "env"
+    good = _break(env / "decode.env")
+    scan.run("up", code=2)  # failure: a malformed line (pre-flight, nothing started)
+    (env / "decode.env").write_text(good)
+    scan.run("up", "--json")
+    scan.run("verify", "--e2e-max-tokens", "4")
+    scan.run("knob", "get", "decode", K)
+    scan.run("knob", "get", "decode", "PATH_HINT", code=2)  # failure: not a declared knob
+    scan.run("knob", "set", "decode", "PATH_HINT=x", code=2)
+    scan.run("knob", "set", "decode", f"{K}=256", "--reason", "try 256")
+    scan.run("knob", "diff", "decode", K)
+    scan.run("verify", "decode", "--layer", "config", "--layer", "live", code=1)  # not live yet
+    scan.run("restart", "decode", "--json", timeout=150)
+    scan.run("knob", "set", "decode", f"{K}=512", "--reason", "back to 512")
+    scan.run("restart", "decode", "--rollback", timeout=150)
+    good = _break(env / "router.env")
+    scan.run("restart", "decode", code=2)  # failure: pre-flight, nothing stopped
+    (env / "router.env").write_text(good)
+
+
+def _measure(scan: Scan) -> None:
+    small = ("--requests", "3", "--input-len", "8", "--output-len", "4")
+    scan.run("bench", *small, "--export", str(scan.root / "bench-out"), timeout=120)
+    dead = f"http://127.0.0.1:{free_port()}"
+    scan.run("bench", "--url", dead, *small, "--no-ledger", code=1)  # failure: nothing there
+    scan.run(
+        "ab", "--knob", f"decode:{K}=256,512", "--concurrency", "1", "--repeat", "1",
+        "--requests", "3", "--warmup", "0", "--input-len", "8", "--output-len", "4",
+        "--out", str(scan.root / "ab-out"), timeout=300,
+    )  # fmt: skip
+    scan.run("ab", "--knob", "decode:PATH_HINT=a,b", "--requests", "1", code=2)  # undeclared
+    scan.run(
+        "soak", "--sessions", "1", "--rounds", "2", "--max-tokens", "4", "--duration", "30",
+        "--idle-timeout", "10", timeout=90,
+    )  # fmt: skip
+
+
+def _case(scan: Scan) -> None:
+    opened = json.loads(scan.run("case", "open", "agentic sessions hang", "--json"))
+    cid = str(opened["id"])
+    scan.run("case", "suspect", cid, TARGET, "--reason", "latest change")
+    scan.run("case", "revert", cid, TARGET, "--yes", timeout=150)
+    scan.run("restore", cid, code=2)  # failure: the case is not resolved yet
+    scan.run("case", "resolve", cid, "--root-cause", "client-side proxy", "--exonerate", TARGET)
+    scan.run("restore", cid, timeout=150)
+    scan.run("report", "--out", str(scan.root / "report-out"))
+    scan.run("ledger", "export", "--json")
+    scan.run("case", "show", "999", code=2)  # failure: no such case
+
+
+@pytest.mark.timeout(900)
+def test_no_planted_value_leaks_from_any_command(tmp_path: Path) -> None:
+    root = tmp_path / "dep"
+    write_pd_spec(root, time_scale=0.02, knob="512", name="leak-e2e")
+    _plant(root)
+    scan = Scan(root, root / "state" / "ledger.db")
+    reader: sqlite3.Connection | None = None
+    try:
+        scan.run("status", code=1)  # failure: nothing up yet
+        _up_restart_verify_knob(scan)
+        _check_no_leak(scan)  # early too: a leak is told before a later step fails for it
+        reader = sqlite3.connect(scan.ledger)  # keeps the -wal file from being checkpointed away
+        reader.execute("SELECT count(*) FROM sqlite_master").fetchall()
+        _measure(scan)
+        _case(scan)
+        scan.run("status")
+        assert any(path.name.endswith(".json") for path in (root / "state" / "run").iterdir())
+        scan.wal.append(scan.ledger.with_name("ledger.db-wal").read_bytes())
+    finally:
+        scan.run("down")
+        if reader is not None:
+            reader.close()
+    assert live_procs_under(tmp_path) == []
+    _check_no_leak(scan)
