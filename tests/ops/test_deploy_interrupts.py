@@ -89,7 +89,7 @@ async def test_markup_in_a_service_log_reaches_a_rich_printer_safely(
     tmp_path: Path, ledger: Ledger
 ) -> None:
     """A printer that reads markup (rich's default) raises MarkupError on ``[/x]``: still clean."""
-    loaded, ports = _good_then_bad(tmp_path, start="echo '[/x] [bold]boom' >&2; exit 3")
+    loaded, ports = _good_then_bad(tmp_path, start='echo "[/x] [bold]boom" >&2; exit 3')
     console = Console(file=io.StringIO())
     with pytest.raises(ServiceStartError) as info:
         await deploy.up(loaded, progress=console.print, ledger=ledger)
