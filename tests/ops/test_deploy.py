@@ -157,8 +157,10 @@ async def test_process_exiting_fails_at_once_with_its_log(tmp_path: Path) -> Non
 
 
 async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
+    """The command still runs at start_timeout_s and the service is not ready yet: readiness
+    decides. (Ready while the command runs, before the timeout, is a foreground service.)"""
     (port,) = free_ports(1)
-    start = f'sh -c "{PY} -m http.server {port} --bind 127.0.0.1 & sleep 30"'
+    start = f'sh -c "sleep 2.5; {PY} -m http.server {port} --bind 127.0.0.1 & sleep 30"'
     text = 'name = "t"\nstate_dir = "state"\n' + _generic(
         "slowcmd", port, start=start, start_timeout_s=1.5, ready_timeout_s=20.0
     )

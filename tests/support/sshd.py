@@ -21,6 +21,7 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,7 +93,7 @@ def _write_key(path: Path) -> asyncssh.SSHKey:
     return key
 
 
-def _config(directory: Path, port: int) -> str:
+def _config(directory: Path, port: int, extra: Sequence[str] = ()) -> str:
     return "\n".join(
         [
             f"Port {port}",
@@ -110,6 +111,7 @@ def _config(directory: Path, port: int) -> str:
             "MaxSessions 50",
             "MaxStartups 50",
             "LogLevel INFO",  # INFO logs each login ("Accepted publickey"): tests count them
+            *extra,
             "",
         ]
     )
@@ -127,8 +129,13 @@ def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float
     raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port} in time")
 
 
-def start_sshd(directory: Path, *, timeout: float = 10.0) -> SshdServer:
-    """Start a real sshd on a free loopback port; :func:`require_sshd` first."""
+def start_sshd(
+    directory: Path, *, timeout: float = 10.0, extra_config: Sequence[str] = ()
+) -> SshdServer:
+    """Start a real sshd on a free loopback port; :func:`require_sshd` first.
+
+    ``extra_config``: more ``sshd_config`` lines (e.g. a ``ForceCommand`` that makes some
+    sessions slow)."""
     require_sshd()
     directory.mkdir(parents=True, exist_ok=True)
     _write_key(directory / "host_key")
@@ -137,7 +144,7 @@ def start_sshd(directory: Path, *, timeout: float = 10.0) -> SshdServer:
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
     port = free_port()
     config = directory / "sshd_config"
-    config.write_text(_config(directory, port))
+    config.write_text(_config(directory, port, extra_config))
     log = (directory / "sshd.log").open("ab")
     process = subprocess.Popen(
         [str(SSHD), "-D", "-f", str(config), "-e"], stdout=log, stderr=log, stdin=subprocess.DEVNULL

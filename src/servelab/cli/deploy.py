@@ -19,6 +19,7 @@ from servelab.cli.common import (
     EXIT_FAILED,
     SpecAndLedger,
     console,
+    err_console,
     json_option,
     ledger_option,
     print_json,
@@ -28,7 +29,12 @@ from servelab.cli.common import (
 )
 from servelab.ops import deploy
 from servelab.ops.context import Operation
-from servelab.report.deploy import render_deploy, render_restart, render_status
+from servelab.report.deploy import (
+    render_deploy,
+    render_interruption,
+    render_restart,
+    render_status,
+)
 
 __all__ = ["register"]
 
@@ -46,7 +52,12 @@ async def _with_ledger(
     loaded = where.deployment()
     with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger, progress=say) as op:
-            return await action(op)
+            try:
+                return await action(op)
+            except deploy.DeployInterrupted as exc:  # Ctrl-C: say what is down, then exit 130
+                text = render_interruption(exc.report).rstrip()
+                err_console.print(text, style="yellow", markup=False, soft_wrap=True)
+                raise
 
 
 def _quiet(as_json: bool) -> Callable[[str], None] | None:

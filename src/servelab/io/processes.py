@@ -51,6 +51,7 @@ __all__ = [
     "spawn",
     "stop_record",
     "tail",
+    "wait_answering",
     "wait_ready",
     "write_pid_record",
 ]
@@ -352,6 +353,7 @@ class Readiness:
     outcome: str = OUTCOME_OK
     command_exit: int | None = None
     command_timed_out: bool = False
+    foreground: bool = False
     probes: int = 0
     last: ProbeResult | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -395,10 +397,13 @@ async def wait_ready(
 ) -> Readiness:
     """Probe ``url`` until 2xx or ``ready_timeout_s``; fail at once if the process exits.
 
-    A shell start command is waited for until ``start_timeout_s`` (as an SSH session would be);
-    one that outlives it is not a failure by itself: readiness decides, and the outcome says
-    "command timed out; service healthy". Raises :class:`ServiceStartError` or
-    :class:`HealthTimeout` naming the service, the last probe answer and the log.
+    A shell start command is waited for until ``start_timeout_s`` (as an SSH session would be),
+    but only while the service is not ready: a service ready while its command still runs is a
+    *foreground* service (``foreground`` True; the caller adopts the serving pid), with no wait.
+    A command still running at ``start_timeout_s`` before the service got ready is not a failure
+    by itself: readiness decides, and the outcome says "command timed out; service healthy".
+    Raises :class:`ServiceStartError` or :class:`HealthTimeout` naming the service, the last probe
+    answer and the log.
     """
     started = time.monotonic()
     command_deadline = started + start_timeout_s
@@ -421,13 +426,28 @@ async def wait_ready(
             break
         await asyncio.sleep(min(delay, max(remaining, 0.01)))
         delay = min(delay * 1.5, 1.0)
-    while record.command is not None and state.command_exit is None and not state.command_timed_out:
-        await asyncio.sleep(0.1)
+    if record.command is not None:
         await _poll_command(host, record, state, command_deadline)
     if state.command_exit not in (None, 0):
         what = f"the start command exited with status {state.command_exit}"
         raise ServiceStartError(_failure(record, what, state.last, await tail(host, record.log)))
     return _outcome(record, state, start_timeout_s, say)
+
+
+async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
+    """Probe ``url`` until 2xx or ``ready_timeout_s``, knowing no process (a launch that timed
+    out): the :class:`Readiness` holds the last answer (``last.ok`` tells) and the probe count."""
+    started = time.monotonic()
+    state = Readiness()
+    delay = 0.1
+    while (remaining := ready_timeout_s - (time.monotonic() - started)) > 0:
+        state.last = await probe(url, timeout=min(_PROBE_TIMEOUT_S, remaining))
+        state.probes += 1
+        if state.last.ok:
+            break
+        await asyncio.sleep(min(delay, max(remaining, 0.01)))
+        delay = min(delay * 1.5, 1.0)
+    return state
 
 
 def _outcome(
@@ -440,6 +460,8 @@ def _outcome(
     }
     if record.command is not None:
         state.evidence["command_exit"] = state.command_exit
+        state.foreground = state.command_exit is None and not state.command_timed_out
+        state.evidence["foreground"] = state.foreground
     if state.command_timed_out:
         state.outcome = OUTCOME_TIMED_OUT_HEALTHY
         state.evidence["command_timeout_s"] = start_timeout_s

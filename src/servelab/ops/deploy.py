@@ -2,33 +2,41 @@
 
 - :func:`up` starts services in dependency order, each gated on readiness (its ``readiness_path``
   polled until 200 or ``ready_timeout_s``; a process that exits meanwhile fails at once). Services
-  already up and ready are skipped. On failure (or Ctrl-C) it stops what *it* started, in reverse
-  order, and raises :class:`~servelab.errors.HealthTimeout` or
-  :class:`~servelab.errors.ServiceStartError` naming the service, its last probe answer and its log.
+  already up and ready are skipped. On any failure (a service, Ctrl-C, a progress callback that
+  raises) it stops what *it* started, the one that was starting too, in reverse order, records the
+  failure in the ledger, and re-raises: :class:`~servelab.errors.HealthTimeout` or
+  :class:`~servelab.errors.ServiceStartError` naming the service, its last probe answer and its
+  log; cancelled, :class:`DeployInterrupted` carrying the report (which services it stopped).
 - :func:`down` stops services in reverse dependency order through their process groups
   (SIGTERM, SIGKILL after ``stop_grace_s``), or their ``stop`` command / systemd unit. Idempotent.
 - :func:`status` reports per service: pid (and where it came from), alive, url, readiness answer.
 - :func:`restart` co-restarts the services and their dependents
-  (:func:`~servelab.core.topology.restart_plan`). A shell start command that outlives
-  ``start_timeout_s`` is not a failure by itself:
-  readiness is re-probed until ``ready_timeout_s`` and the step says "command timed out; service
-  healthy" with the evidence. Then it verifies (:func:`servelab.ops.verify.verify`) and, with
-  ``rollback=True``, when the restart or its verification fails, restores each env file from its
-  latest backup taken before the restart (the state before the last ``knob set``; the current file
-  is first copied aside as ``PATH.pre-restart-STAMP``) and restarts again.
+  (:func:`~servelab.core.topology.restart_plan`). A timeout is not a failure by itself: a shell
+  start command that outlives ``start_timeout_s``, or a launch command that times out (an SSH
+  session that would not close), is judged by readiness, re-probed until ``ready_timeout_s``, and
+  the step says "command timed out; service healthy" with the evidence. Then it verifies
+  (:func:`servelab.ops.verify.verify`) and, with ``rollback=True``, when the restart or its
+  verification fails, restores each env file from its latest backup taken before the restart (the
+  state before the last ``knob set``; the current file is first copied aside as
+  ``PATH.pre-restart-STAMP``) and restarts again. Its report (and ledger row) names the services
+  it left down and the command that brings them back (``servelab up -f SPEC``); cancelled, it
+  raises :class:`DeployInterrupted` carrying that report.
 
-A shell ``start`` command is expected to return (``systemctl restart X``, a script that
-daemonizes); its process group is recorded all the same, so ``down`` also stops a command that
-stayed in the foreground.
+A shell ``start`` command may return (``systemctl restart X``, a script that daemonizes) or stay
+in the foreground (``python serve.py``): a service that is ready while its command still runs is
+a foreground service, its serving pid (the port's owner) adopted at once, without waiting for
+``start_timeout_s``. The command's process group is recorded either way, so ``down`` stops it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shlex
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +46,7 @@ from servelab.core.topology import down_plan, restart_plan, service_argv, up_pla
 from servelab.errors import (
     CommandTimeout,
     DeployError,
+    HealthTimeout,
     HostError,
     ServelabError,
     ServiceStartError,
@@ -57,18 +66,29 @@ from servelab.io.processes import (
     remove_pid_record,
     spawn,
     stop_record,
+    wait_answering,
     wait_ready,
     write_pid_record,
 )
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deployresults import (
+    OUTCOME_ALREADY_UP,
+    OUTCOME_FAILED,
+    DeployInterrupted,
+    DeployReport,
+    RestartReport,
+    ServiceStatus,
+    Step,
+)
 from servelab.ops.preflight import check_before_start, env_bytes
-from servelab.ops.verify import VerifyReport, verify
+from servelab.ops.verify import verify
 
 __all__ = [
     "OUTCOME_ALREADY_UP",
     "OUTCOME_FAILED",
     "OUTCOME_OK",
     "OUTCOME_TIMED_OUT_HEALTHY",
+    "DeployInterrupted",
     "DeployReport",
     "RestartReport",
     "ServiceStatus",
@@ -79,118 +99,7 @@ __all__ = [
     "up",
 ]
 
-OUTCOME_ALREADY_UP = "already up"
-OUTCOME_FAILED = "failed"
 _PROBE_TIMEOUT_S = 5.0
-
-
-@dataclass
-class Step:
-    """What happened to one service: outcome, pid, time taken, and the evidence."""
-
-    service: str
-    outcome: str
-    pid: int | None = None
-    elapsed_s: float = 0.0
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return self.outcome != OUTCOME_FAILED
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "service": self.service,
-            "outcome": self.outcome,
-            "pid": self.pid,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "evidence": self.evidence,
-        }
-
-
-@dataclass
-class DeployReport:
-    """The result of ``up`` or ``down``."""
-
-    action: str
-    steps: list[Step]
-    deployment_id: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(step.ok for step in self.steps)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "action": self.action,
-            "ok": self.ok,
-            "deployment_id": self.deployment_id,
-            "steps": [step.to_json() for step in self.steps],
-        }
-
-
-@dataclass
-class RestartReport:
-    """The result of ``restart``: its steps, the verification, and the rollback if one ran."""
-
-    plan: list[str]
-    steps: list[Step]
-    verification: VerifyReport | None = None
-    backups: dict[str, str] = field(default_factory=dict)
-    rollback_from: dict[str, str] = field(default_factory=dict)
-    rolled_back: bool = False
-    rollback_steps: list[Step] = field(default_factory=list)
-    deployment_id: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        verified = self.verification is None or self.verification.ok
-        return all(step.ok for step in self.steps) and verified and not self.rolled_back
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "action": "restart",
-            "ok": self.ok,
-            "plan": self.plan,
-            "steps": [s.to_json() for s in self.steps],
-            "verification": None if self.verification is None else self.verification.to_json(),
-            "backups": self.backups,
-            "rollback_from": self.rollback_from,
-            "rolled_back": self.rolled_back,
-            "rollback_steps": [s.to_json() for s in self.rollback_steps],
-            "deployment_id": self.deployment_id,
-        }
-
-
-@dataclass
-class ServiceStatus:
-    """One service as it is now."""
-
-    service: str
-    role: str
-    host: str
-    url: str
-    pid: int | None
-    pid_source: str | None
-    alive: bool
-    readiness: ProbeResult | None
-
-    @property
-    def ready(self) -> bool:
-        return self.readiness is not None and self.readiness.ok
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "service": self.service,
-            "role": self.role,
-            "host": self.host,
-            "url": self.url,
-            "pid": self.pid,
-            "pid_source": self.pid_source,
-            "alive": self.alive,
-            "ready": self.ready,
-            "readiness": None if self.readiness is None else self.readiness.to_json(),
-        }
 
 
 def _state_dir(op: Operation, service: str) -> str:
@@ -265,8 +174,9 @@ async def _launch(op: Operation, service: str) -> PidRecord:
     return record
 
 
-async def _adopt_service_pid(op: Operation, record: PidRecord) -> PidRecord:
-    """After a launcher command returned, record the process really serving (unit or port)."""
+async def _adopt_service_pid(op: Operation, record: PidRecord, *, foreground: bool) -> PidRecord:
+    """Record the process really serving (unit's MainPID, else the port's owner): one in another
+    group (a launcher that returned), or, for a ``foreground`` command, its child in the group."""
     if record.command is None:
         return record
     host = op.host(record.service)
@@ -274,9 +184,10 @@ async def _adopt_service_pid(op: Operation, record: PidRecord) -> PidRecord:
     if record.unit is not None:
         pid = await unit_main_pid(host, record.unit)
     if not pid:
-        pid = await host.listening_pid(op.spec.service(record.service).port)
+        with contextlib.suppress(CommandTimeout):  # a slow host: keep the launcher's record
+            pid = await host.listening_pid(op.spec.service(record.service).port)
     stat = await proc_stat(host, pid) if pid else None
-    if stat is None or stat.pgid == record.pgid:
+    if stat is None or stat.pid == record.pid or (stat.pgid == record.pgid and not foreground):
         return record
     served = {"pid": stat.pid, "pgid": stat.pgid, "starttime": stat.starttime}
     adopted = replace(record, extra={**record.extra, "served_by": served})
@@ -284,17 +195,66 @@ async def _adopt_service_pid(op: Operation, record: PidRecord) -> PidRecord:
     return adopted
 
 
+def _serving_pid(record: PidRecord) -> int:
+    served = record.extra.get("served_by")
+    return int(served["pid"]) if isinstance(served, dict) else record.pid
+
+
 async def _start(op: Operation, service: str) -> Step:
+    """Launch ``service`` and gate it on readiness. On any failure the caller stops it."""
     started = time.monotonic()
-    record = await _launch(op, service)
     try:
-        outcome, evidence = await _gate(op, record, fresh=True)
-    except (DeployError, asyncio.CancelledError):
-        await _stop_recorded(op, service)
-        raise
-    record = await _adopt_service_pid(op, record)
+        record = await _launch(op, service)
+    except CommandTimeout:
+        return await _launch_timed_out(op, service, started)
+    outcome, evidence = await _gate(op, record, fresh=True)
+    foreground = bool(evidence.get("foreground"))
+    record = await _adopt_service_pid(op, record, foreground=foreground)
     op.say(f"{service}: {outcome} in {time.monotonic() - started:.1f}s")
-    return Step(service, outcome, record.pid, time.monotonic() - started, evidence)
+    return Step(service, outcome, _serving_pid(record), time.monotonic() - started, evidence)
+
+
+async def _launch_timed_out(op: Operation, service: str, started: float) -> Step:
+    """The launch command itself timed out (an SSH session that would not close): readiness
+    decides, as for a start command that outlives ``start_timeout_s``; the port's owner is
+    recorded so ``down`` stops it."""
+    svc = op.spec.service(service)
+    host = op.host(service)
+    url = await op.url(service, svc.readiness_path)
+    op.say(f"{service}: its launch command timed out on {host.name}; probing readiness at {url}")
+    readiness = await wait_answering(url, ready_timeout_s=svc.ready_timeout_s)
+    log = _log_path(op, service)
+    if readiness.last is None or not readiness.last.ok:
+        answer = readiness.last.describe() if readiness.last else "no probe answered"
+        raise HealthTimeout(
+            f"{service}: its launch command timed out and it is not ready after "
+            f"{svc.ready_timeout_s}s at {url}; last probe: {answer}; log: {host.name}:{log}"
+        )
+    owner = await host.listening_pid(svc.port)
+    stat = await proc_stat(host, owner) if owner else None
+    if stat is not None:
+        record = PidRecord(
+            service=service,
+            host=host.name,
+            pid=stat.pid,
+            pgid=stat.pgid,
+            starttime=stat.starttime,
+            log=log,
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            command=svc.start,
+            unit=svc.unit,
+            extra={"adopted": "port owner after the launch command timed out"},
+        )
+        write_pid_record(op.loaded.state_dir, record)
+    evidence = {
+        "readiness": readiness.last.to_json(),
+        "probes": readiness.probes,
+        "log": f"{host.name}:{log}",
+        "launch_timed_out": True,
+    }
+    op.say(f"{service}: {OUTCOME_TIMED_OUT_HEALTHY} in {time.monotonic() - started:.1f}s")
+    pid = stat.pid if stat is not None else None
+    return Step(service, OUTCOME_TIMED_OUT_HEALTHY, pid, time.monotonic() - started, evidence)
 
 
 async def _stop_recorded(op: Operation, service: str) -> str:
@@ -404,17 +364,52 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
         for name in up_plan(op.spec, services):
             step = await _already_up(op, name)
             if step is None:
+                started.append(name)  # before it runs: a failure midway stops it too
                 step = await _start(op, name)
-                started.append(name)
             steps.append(step)
-    except (ServelabError, asyncio.CancelledError) as exc:
-        op.say(f"up failed: {exc}; stopping what this run started")
-        for name in reversed(started):
-            await _stop(op, name)
-        detail = {"ok": False, "error": str(exc), "steps": [s.to_json() for s in steps]}
-        _record(op, "up", detail)
+    except BaseException as exc:  # whatever happened (a progress callback too): stop, record
+        report = await _undo_up(op, steps, started, exc)
+        if isinstance(exc, asyncio.CancelledError):
+            raise DeployInterrupted(report) from exc
         raise
     return steps
+
+
+async def _undo_up(
+    op: Operation, steps: list[Step], started: list[str], exc: BaseException
+) -> DeployReport:
+    """Stop what this ``up`` started (newest first) and record the failure; never raises on the
+    way (a progress callback that raises is ignored here: stopping comes first)."""
+    safe = op.derive(progress=_tolerant(op.say))
+    interrupted = isinstance(exc, asyncio.CancelledError)
+    reason = "interrupted" if interrupted else (str(exc) or type(exc).__name__)
+    what = "up interrupted" if interrupted else f"up failed: {reason}"
+    safe.say(f"{what}; stopping what this run started")
+    stops = [await _stop_safely(safe, name) for name in reversed(started)]
+    report = DeployReport("up", steps, error=reason, interrupted=interrupted)
+    report.stopped = [step.service for step in stops]
+    report.deployment_id = _record(op, "up", report.to_json())
+    return report
+
+
+def _tolerant(say: Progress) -> Progress:
+    """``say``, with any exception it raises swallowed (for cleanup paths)."""
+
+    def tell(message: str) -> None:
+        with contextlib.suppress(Exception):
+            say(message)
+
+    return tell
+
+
+async def _stop_safely(op: Operation, service: str) -> Step:
+    """Stop ``service`` in a cleanup path: an error stopping it becomes its step, not raised."""
+    started = time.monotonic()
+    try:
+        return await _stop(op, service)
+    except Exception as exc:
+        op.say(f"{service}: could not stop: {exc}")
+        return Step(service, OUTCOME_FAILED, None, time.monotonic() - started, {"error": str(exc)})
 
 
 async def down(
@@ -475,22 +470,34 @@ async def _restore_env_files(op: Operation, sources: dict[str, str]) -> None:
         op.say(f"{name}: env file restored from {source}")
 
 
-async def _co_restart(op: Operation, plan: list[str]) -> list[Step]:
-    """Stop the plan dependents-first, then start it in order, each gated; stop at a failure."""
+async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: set[str]) -> None:
+    """Stop the plan dependents-first, then start it in order, each gated; stop at a failure.
+
+    ``steps`` gets each start's step as it ends; ``down`` holds, at every moment, the services
+    stopped (or being stopped) and not yet started again."""
     for name in reversed(plan):
+        down.add(name)
         await _stop(op, name)
-    steps: list[Step] = []
     for name in plan:
         started = time.monotonic()
         try:
-            steps.append(await _start(op, name))
-        except DeployError as exc:
+            step = await _start(op, name)
+        except BaseException as exc:
+            await _stop_safely(op.derive(progress=_tolerant(op.say)), name)
+            if not isinstance(exc, DeployError):
+                raise
             op.say(f"{name}: failed: {exc}")
             steps.append(
                 Step(name, OUTCOME_FAILED, None, time.monotonic() - started, {"error": str(exc)})
             )
-            break
-    return steps
+            return
+        down.discard(name)
+        steps.append(step)
+
+
+def _recovery(op: Operation) -> list[str]:
+    """The command that brings the deployment's stopped services back."""
+    return ["servelab", "up"] + ([] if op.loaded.embedded else ["-f", op.loaded.source])
 
 
 async def restart(
@@ -502,20 +509,46 @@ async def restart(
     progress: Progress | None = None,
     ledger: Ledger | None = None,
 ) -> RestartReport:
-    """Co-restart ``services`` and their dependents, verify, and roll back when asked."""
+    """Co-restart ``services`` and their dependents, verify, and roll back when asked.
+
+    The report (and its ledger row) names the services left down, if any, and the command that
+    brings them back; cancelled (Ctrl-C), it raises :class:`DeployInterrupted` carrying it."""
     async with operation(target, ledger=ledger, progress=progress) as op:
         plan = restart_plan(op.spec, services)
         await _preflight(op, "restart", plan)
         report = RestartReport(plan, [])
-        if rollback:
-            await _prepare_rollback(op, plan, report)
-        op.say(f"restart plan: {' -> '.join(plan)}")
-        report.steps = await _co_restart(op, plan)
-        if verify_after and all(step.ok for step in report.steps):
-            report.verification = await verify(op, plan)
-        if rollback and not report.ok and report.rollback_from:
-            await _restore_env_files(op, report.rollback_from)
-            report.rolled_back = True
-            report.rollback_steps = await _co_restart(op, plan)
+        down: set[str] = set()
+        try:
+            await _restart(op, report, down, verify_after=verify_after, rollback=rollback)
+        except BaseException as exc:
+            report.interrupted = isinstance(exc, asyncio.CancelledError)
+            report.error = "interrupted" if report.interrupted else (str(exc) or type(exc).__name__)
+            _note_down(op, report, down)
+            report.deployment_id = _record(op, "restart", report.to_json())
+            if report.interrupted:
+                raise DeployInterrupted(report) from exc
+            raise
+        _note_down(op, report, down)
         report.deployment_id = _record(op, "restart", report.to_json())
     return report
+
+
+async def _restart(
+    op: Operation, report: RestartReport, down: set[str], *, verify_after: bool, rollback: bool
+) -> None:
+    plan = report.plan
+    if rollback:
+        await _prepare_rollback(op, plan, report)
+    op.say(f"restart plan: {' -> '.join(plan)}")
+    await _co_restart(op, plan, report.steps, down)
+    if verify_after and all(step.ok for step in report.steps):
+        report.verification = await verify(op, plan)
+    if rollback and not report.ok and report.rollback_from:
+        await _restore_env_files(op, report.rollback_from)
+        report.rolled_back = True
+        await _co_restart(op, plan, report.rollback_steps, down)
+
+
+def _note_down(op: Operation, report: RestartReport, down: set[str]) -> None:
+    report.down = [name for name in report.plan if name in down]
+    report.recovery = _recovery(op) if report.down else []

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import RenderableType
 from rich.table import Table
 
@@ -15,7 +17,14 @@ from servelab.ops.deploy import (
 )
 from servelab.report.text import plain_text
 
-__all__ = ["STATUS_COLUMNS", "render_deploy", "render_restart", "render_status", "status_rows"]
+__all__ = [
+    "STATUS_COLUMNS",
+    "render_deploy",
+    "render_interruption",
+    "render_restart",
+    "render_status",
+    "status_rows",
+]
 
 STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness")
 
@@ -48,10 +57,13 @@ def _step_detail(step: Step) -> str:
         return str(evidence.get("error", ""))
     if step.outcome == OUTCOME_TIMED_OUT_HEALTHY:
         readiness = evidence.get("readiness") or {}
-        return (
-            f"start command still running after {evidence.get('command_timeout_s')}s; "
-            f"readiness HTTP {readiness.get('status')} after {evidence.get('probes')} probe(s)"
+        what = (
+            "launch command timed out"
+            if evidence.get("launch_timed_out")
+            else f"start command still running after {evidence.get('command_timeout_s')}s"
         )
+        probes = evidence.get("probes")
+        return f"{what}; readiness HTTP {readiness.get('status')} after {probes} probe(s)"
     if "stop_command_exit" in evidence:
         return f"stop command exit {evidence['stop_command_exit']}"
     return str(evidence.get("log", ""))
@@ -83,5 +95,24 @@ def render_restart(report: RestartReport) -> str:
         restored = ", ".join(f"{name} <- {path}" for name, path in report.rollback_from.items())
         parts.append(f"rolled back env files: {restored}")
         parts.append(_steps_table("rollback restart", report.rollback_steps))
-    parts.append("restart: ok" if report.ok else "restart: FAILED")
+    if report.down:
+        parts.append(_down_line(report))
+    if report.interrupted:
+        parts.append("restart: INTERRUPTED")
+    else:
+        parts.append("restart: ok" if report.ok else "restart: FAILED")
     return plain_text(*parts)
+
+
+def _down_line(report: RestartReport) -> str:
+    return f"down: {', '.join(report.down)}; bring them back with: {shlex.join(report.recovery)}"
+
+
+def render_interruption(report: DeployReport | RestartReport) -> str:
+    """What an interrupted ``up`` stopped, or what an interrupted ``restart`` left down."""
+    if isinstance(report, DeployReport):
+        stopped = ", ".join(report.stopped) or "nothing"
+        return f"{report.action} interrupted; stopped what this run started: {stopped}\n"
+    if not report.down:
+        return "restart interrupted; no service is down\n"
+    return f"restart interrupted; {_down_line(report)}\n"

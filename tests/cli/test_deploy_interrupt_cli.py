@@ -1,0 +1,132 @@
+"""`servelab up|restart` interrupted (SIGINT, as Ctrl-C) or failing with markup in a service's
+log, as real processes: what is down is said and recorded, nothing is left running."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from servelab.io.ledger import Ledger
+from tests.support import free_ports, run_cli
+from tests.support.processes import listening, live_procs_under
+
+SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
+
+
+def _service(name: str, port: int, extra: str = "") -> str:
+    return (
+        f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
+        f"start = '{SERVER.format(port=port)}'\n{extra}"
+    )
+
+
+def _servelab(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "servelab", *args],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
+
+
+def _interrupt_when(proc: subprocess.Popen[bytes], started: Path) -> str:
+    """SIGINT once ``started`` (a pid record) exists; the process's stderr."""
+    deadline = time.monotonic() + 30
+    while not started.exists():
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    return err.decode()
+
+
+def test_ctrl_c_during_up_names_every_service_it_stopped(tmp_path: Path) -> None:
+    good, slow = free_ports(2)
+    (tmp_path / "servelab.toml").write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + _service("good", good, 'ready_path = "/"\n')
+        + _service("slow", slow, 'ready_path = "/missing"\ndepends_on = ["good"]\n')
+    )
+    err = _interrupt_when(_servelab(tmp_path, "up"), tmp_path / "state" / "run" / "slow.json")
+    assert "up failed: ;" not in err
+    assert "up interrupted; stopped what this run started: slow, good" in err
+    assert live_procs_under(tmp_path) == []
+    assert not listening(good) and not listening(slow)
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        row = ledger.list_deployments()[-1]
+    assert row.action == "up" and row.detail["stopped"] == ["slow", "good"]
+
+
+def test_ctrl_c_during_restart_says_what_is_down_and_how_to_bring_it_back(
+    tmp_path: Path,
+) -> None:
+    a, b = free_ports(2)
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + _service("a", a, 'ready_path = "/ready-a"\n')
+        + _service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
+    )
+    marker = tmp_path / "ready-a"
+    marker.write_text("ok")
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    try:
+        assert run_cli("up", "-f", str(spec), env=env).returncode == 0
+        marker.unlink()  # a's next start never gets ready
+        record = tmp_path / "state" / "run" / "a.json"
+        before = record.read_text()
+        proc = _servelab(tmp_path, "restart", "a", "-f", str(spec), "--no-verify")
+        deadline = time.monotonic() + 30
+        while _text(record) in ("", before):  # a's new launch
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        err = _interrupt_when(proc, record)
+        assert f"restart interrupted; down: a, b; bring them back with: servelab up -f {spec}" in (
+            " ".join(err.split())
+        )
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            row = ledger.list_deployments()[-1]
+        assert row.action == "restart" and row.detail["down"] == ["a", "b"]
+        assert row.detail["recovery"] == f"servelab up -f {spec}"
+        assert not listening(a) and not listening(b)
+        marker.write_text("ok")
+        assert run_cli("up", "-f", str(spec), env=env).returncode == 0  # the command said works
+        assert listening(a) and listening(b)
+    finally:
+        run_cli("down", "-f", str(spec), env=env)
+    assert live_procs_under(tmp_path) == []
+
+
+def test_markup_in_a_service_log_is_printed_as_text_and_up_cleans_up(tmp_path: Path) -> None:
+    good, bad = free_ports(2)
+    (tmp_path / "servelab.toml").write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + _service("good", good, 'ready_path = "/"\n')
+        + f'[services.bad]\nrole = "generic"\nurl = "http://127.0.0.1:{bad}"\n'
+        'start = \'echo "[/x] [bold]boom" >&2; exit 3\'\ndepends_on = ["good"]\n'
+    )
+    result = run_cli("up", env={"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "[/x] [bold]boom" in result.stderr
+    assert "MarkupError" not in result.stderr and "Traceback" not in result.stderr
+    assert live_procs_under(tmp_path) == []
+    assert not listening(good) and not listening(bad)
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        row = ledger.list_deployments()[-1]
+    assert row.action == "up" and row.detail["ok"] is False
+    assert row.detail["stopped"] == ["bad", "good"]
