@@ -18,7 +18,7 @@ from servelab.cli.bench import Exporter, parse_concurrency, parse_length
 from servelab.core.workload import LengthDist
 from servelab.io.ledger import Ledger
 from servelab.ops.bench import BenchConfig, RunResult, run_bench
-from tests.support import REPO, free_port, run_cli
+from tests.support import REPO, run_cli
 from tests.support.servers import served, streaming_app
 
 

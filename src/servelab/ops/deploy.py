@@ -397,7 +397,7 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
                 started.append(name)
             steps.append(step)
     except (ServelabError, asyncio.CancelledError) as exc:
-        op.say(f"up failed: {exc}; stopping what this run started")
+        op.say(f"up failed; stopping what this run started: {', '.join(started) or 'nothing'}")
         for name in reversed(started):
             await _stop(op, name)
         detail = {"ok": False, "error": str(exc), "steps": [s.to_json() for s in steps]}
