@@ -246,10 +246,24 @@ def test_up_with_a_bad_env_line_prints_its_json_failure(tmp_path: Path) -> None:
     assert "w.env" in _one_line(result.stderr)
 
 
+#: A server whose every answer is an HTML 404 page and whose every log line is rich markup.
+HTML_404_SERVER = """
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_error(404)
+    def log_message(self, *args):
+        sys.stderr.write("[/x] [bold]boom\\n")
+        sys.stderr.flush()
+http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+"""
+
+
 def test_up_failure_prints_once_as_text_without_raw_html(tmp_path: Path) -> None:
     port = free_port()
-    start = f"echo '[/x] [bold]boom'; exec {sys.executable} -m http.server {port} --bind 127.0.0.1"
-    _generic_spec(tmp_path, port, start, ready_timeout_s="2")
+    (tmp_path / "server.py").write_text(HTML_404_SERVER, encoding="utf-8")
+    start = f"exec {sys.executable} {tmp_path / 'server.py'} {port}"
+    _generic_spec(tmp_path, port, start, ready_timeout_s="2", start_timeout_s="1")
     for json_flag in ((), ("--json",)):
         result = _run("up", *json_flag, "--ledger", "l.db", cwd=tmp_path)
         assert result.returncode == 1, result.stderr
@@ -269,7 +283,7 @@ def test_untrusted_readiness_bodies_print_as_text(tmp_path: Path) -> None:
     www.mkdir()
     (www / "health").write_text("[/x] [bold]ready", encoding="utf-8")
     start = f"exec {sys.executable} -m http.server {port} --bind 127.0.0.1 --directory {www}"
-    _generic_spec(tmp_path, port, start, ready_timeout_s="20")
+    _generic_spec(tmp_path, port, start, ready_timeout_s="20", start_timeout_s="1")
     try:
         up = _run("up", "--ledger", "l.db", cwd=tmp_path)
         assert up.returncode == 0, up.stderr
