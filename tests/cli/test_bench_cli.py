@@ -15,13 +15,14 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from aiohttp import web
 
 from servelab.cli.bench import Exporter
 from servelab.core.options import parse_concurrency, parse_length
 from servelab.core.workload import LengthDist
 from servelab.io.ledger import Ledger
 from servelab.ops.bench import BenchConfig, RunResult, run_bench
-from tests.support import REPO, free_port, run_cli
+from tests.support import REPO, run_cli
 from tests.support.servers import SEEN, served, streaming_app
 from tests.support.stack import sim_stack
 
@@ -103,11 +104,29 @@ async def test_spec_entry_point_is_the_target_and_holds_the_ledger(tmp_path: Pat
     assert _bench_runs(tmp_path / "state" / "ledger.db") == 1
 
 
+def _hanging_up_app() -> web.Application:
+    """Lists a model, then drops every completion's connection without an answer."""
+
+    async def models(_request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "m", "object": "model"}]})
+
+    async def hang_up(request: web.Request) -> web.Response:
+        await request.read()
+        assert request.transport is not None
+        request.transport.close()
+        return web.Response()
+
+    app = web.Application()
+    app.router.add_get("/v1/models", models)
+    app.router.add_post("/v1/chat/completions", hang_up)
+    return app
+
+
 async def test_failed_requests_exit_1_and_say_why(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
-    code, out, err = await _cli(
-        "--url", url, "--requests", "3", "--model", "m", "--no-ledger", cwd=tmp_path
-    )
+    async with served(_hanging_up_app()) as url:
+        code, out, err = await _cli(
+            "--url", url, "--requests", "3", "--model", "m", "--no-ledger", cwd=tmp_path
+        )
     assert code == 1
     assert "3 failed (3 connection error)" in err
     assert "C1" in out

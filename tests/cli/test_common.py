@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import click
 import pytest
+from click.testing import CliRunner
 
 from servelab.cli.common import (
+    DEBUG_ENV,
+    DEBUG_HINT,
+    ServelabGroup,
     SpecAndLedger,
+    json_option,
     notice,
     progress,
     progress_when,
     resolve_target,
     say,
 )
+from servelab.errors import SpecError, StoreError
 from servelab.io.ledger import LEDGER_ENV
 
 SPEC = (
@@ -78,3 +86,82 @@ def test_progress_prints_untrusted_text_as_text(capsys: pytest.CaptureFixture[st
         "failed: C4: [b]1 failed[/b]",
     ]
     assert out == "[dim]result[/]\n"
+
+
+def _guarded() -> click.Group:
+    @click.group(cls=ServelabGroup)
+    def group() -> None:
+        pass
+
+    @group.command("boom")
+    @json_option
+    def boom(as_json: bool) -> None:
+        raise ValueError("boom [/x]")
+
+    @group.command("spec")
+    def spec() -> None:
+        raise SpecError("bad", source="s.toml", path="services")
+
+    @group.command("store")
+    @json_option
+    def store(as_json: bool) -> None:
+        raise StoreError("l.db: locked")
+
+    @group.command("interrupt")
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    @group.command("usage")
+    @json_option
+    def usage(as_json: bool) -> None:
+        raise click.UsageError("give one")
+
+    @group.command("exits")
+    def exits() -> None:
+        raise SystemExit(3)
+
+    return group
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "line"),
+    [
+        (["boom"], 1, f"error: unexpected ValueError: boom [/x] ({DEBUG_HINT})"),
+        (["spec"], 2, "error: s.toml: services: bad"),
+        (["store"], 1, "error: l.db: locked"),
+        (["interrupt"], 130, "interrupted"),
+        (["exits"], 3, None),
+    ],
+)
+def test_every_command_fails_in_one_line_with_its_exit_code(
+    args: list[str], code: int, line: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    result = CliRunner().invoke(_guarded(), args)
+    assert result.exit_code == code, result.output
+    assert result.stdout == ""
+    assert result.stderr.splitlines() == ([line] if line else [])
+
+
+def test_json_commands_print_their_failure_document(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(DEBUG_ENV, raising=False)
+    result = CliRunner().invoke(_guarded(), ["store", "--json"])
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {
+        "command": "store", "ok": False, "error": "l.db: locked", "error_type": "StoreError",
+        "exit_code": 1,
+    }  # fmt: skip
+    assert result.stderr.splitlines() == ["error: l.db: locked"]
+    result = CliRunner().invoke(_guarded(), ["usage", "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.stdout)["error"] == "give one"
+    assert "give one" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_servelab_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(DEBUG_ENV, "1")
+    result = CliRunner().invoke(_guarded(), ["boom"])
+    assert result.exit_code == 1
+    assert "Traceback" in result.stderr and "ValueError: boom [/x]" in result.stderr
+    assert result.stderr.splitlines()[-1] == "error: unexpected ValueError: boom [/x]"

@@ -26,10 +26,12 @@ from servelab.io import http as http_module
 from servelab.io.http import (
     BODY_LIMIT,
     HttpClient,
+    ProbeResult,
     StreamClient,
     chat_body,
     get_json,
     model_id,
+    model_list,
     probe,
     translate,
     using_client,
@@ -194,6 +196,7 @@ def test_public_api() -> None:
         "Chunks",
         "Connections",
         "HttpClient",
+        "ModelList",
         "ProbeResult",
         "StreamClient",
         "Transfer",
@@ -201,6 +204,7 @@ def test_public_api() -> None:
         "completion_body",
         "get_json",
         "model_id",
+        "model_list",
         "probe",
         "translate",
         "using_client",
@@ -276,6 +280,31 @@ async def test_model_id_is_the_first_listed_model_or_none(server: str, peers: st
         assert await http.model_id(server, 5) == MODEL
         assert await http.model_id(peers, 5) is None  # no /v1/models there
     assert await model_id(f"http://127.0.0.1:{free_port()}", 2) is None
+
+
+async def test_model_list_says_what_answered(server: str, peers: str) -> None:
+    listed = await model_list(server + "/", 5)
+    assert listed.ok and listed.models == (MODEL,) and listed.url == server + "/v1/models"
+    assert listed.content_type == "application/json"
+    async with HttpClient() as http:
+        missing = await http.model_list(peers, 5)
+    assert not missing.ok and missing.status == 404 and missing.error is None
+    assert missing.describe().startswith(f"{peers}/v1/models answered HTTP 404")
+    refused = await model_list(f"http://127.0.0.1:{free_port()}", 2)
+    assert not refused.ok and refused.status is None
+    assert "no answer" in refused.describe()
+
+
+def test_html_bodies_are_summarised_not_quoted() -> None:
+    page = "<!DOCTYPE HTML>\n<html><head><title>Error response</title></head><body>x</body></html>"
+    result = ProbeResult("http://h/health", 404, page, 0.1)
+    assert result.describe() == 'HTTP 404 (HTML page "Error response")'
+    assert ProbeResult("u", 502, "<html><body>bad</body></html>", 0.1).describe() == (
+        "HTTP 502 (HTML page)"
+    )
+    assert ProbeResult("u", 503, '{"status":"starting"}', 0.1).describe() == (
+        'HTTP 503 {"status":"starting"}'
+    )
 
 
 async def test_using_client_lends_the_callers_client_or_opens_its_own(peers: str) -> None:

@@ -187,6 +187,18 @@ def test_older_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
         assert ledger.create_case(title="after migration") == 1
 
 
+def test_open_without_create_refuses_a_missing_ledger_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "no" / "dir" / "ledger.db"
+    with pytest.raises(StoreError, match=r"no ledger at .*ledger.db") as info:
+        Ledger.open(missing, create=False)
+    assert str(missing) in str(info.value)
+    assert list(tmp_path.iterdir()) == []
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        ledger.create_case(title="kept")
+    with Ledger.open(tmp_path / "l.db", create=False) as ledger:
+        assert [c.title for c in ledger.list_cases()] == ["kept"]
+
+
 def test_a_file_that_is_not_a_ledger_is_a_store_error(tmp_path: Path) -> None:
     path = tmp_path / "ledger.db"
     path.write_bytes(b"this is not sqlite at all" * 100)

@@ -60,6 +60,11 @@ def test_knob_get_on_a_fresh_dir_still_answers_from_the_embedded_default(tmp_pat
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     listed = run_cli("case", "list", cwd=fresh, env={"SERVELAB_LEDGER": ""})
+    assert listed.returncode == 1 and "no ledger at" in listed.stderr  # read-only: no ledger made
+    assert not (fresh / ".servelab").exists()
+    opened = run_cli("case", "open", "t", cwd=fresh, env={"SERVELAB_LEDGER": ""})
+    assert opened.returncode == 0, opened.stderr
+    listed = run_cli("case", "list", cwd=fresh, env={"SERVELAB_LEDGER": ""})
     assert listed.returncode == 0, listed.stderr
     assert not (fresh / ".servelab" / "env").exists()  # a ledger-only command makes no env file
     assert (fresh / ".servelab" / "ledger.db").is_file()

@@ -6,13 +6,15 @@ import importlib
 
 import click
 
+from servelab.cli.common import ServelabGroup
+
 __all__ = ["cli", "main"]
 
 # Modules under servelab.cli that define ``register(group)``; each adds its commands.
 _COMMAND_MODULES = ("sim", "deploy", "verify", "knob", "bench", "ab", "soak", "case", "demo")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=ServelabGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="servelab")
 def cli() -> None:
     """servelab: bring up, verify, benchmark, soak and investigate PD-disaggregated LLM serving."""

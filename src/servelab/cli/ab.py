@@ -94,9 +94,9 @@ def ab_command(**opts: Any) -> None:
             say(f"wrote {path}")
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
-        err_console.print(f"[red]{failed} request(s) failed during the A/B[/]")
+        err_console.print(f"{failed} request(s) failed during the A/B", style="red")
     if any(c.verdict == INCONCLUSIVE for c in result.comparisons):
-        err_console.print("[yellow]some comparisons are inconclusive: add --repeat[/]")
+        err_console.print("some comparisons are inconclusive: add --repeat", style="yellow")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 

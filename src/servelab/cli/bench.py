@@ -1,4 +1,9 @@
-"""``servelab bench``: closed- or open-loop load against a deployment's entry point."""
+"""``servelab bench``: closed- or open-loop load against a deployment's entry point.
+
+Before any load, ``GET /v1/models`` must answer an OpenAI model list; otherwise one line says what
+answered (status, content type, an HTML page's title) or that nothing did, and nothing is run.
+``--url`` takes a server's base URL or the OpenAI SDK's ``.../v1``.
+"""
 
 from __future__ import annotations
 
@@ -27,8 +32,9 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.core.options import parse_concurrency, parse_length
+from servelab.errors import BenchError
 from servelab.io.files import write_files
-from servelab.io.http import model_id
+from servelab.io.http import model_list
 from servelab.io.ledger import Ledger
 from servelab.ops import bench as ops
 from servelab.report import bench as report
@@ -92,7 +98,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     for line in report.failure_lines(result):
         notice("failed:", line, "bold red")
     if result.interrupted:
-        err_console.print("[yellow]interrupted: partial results shown and saved[/]")
+        err_console.print("interrupted: partial results shown and saved", style="yellow")
         return EXIT_INTERRUPTED
     return EXIT_FAILED if result.n_failed else EXIT_OK
 
@@ -195,7 +201,8 @@ def bench_command(**opts: Any) -> None:
     where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
     target, _loaded, state_dir = resolve_target(where, opts["url"])
     url = target.url
-    model = opts["model"] or run(model_id(url, 10.0)) or "default"
+    first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
+    model = opts["model"] or first_model or "default"
     config = _config(opts, url, model)
     export = None if opts["export_dir"] is None else Exporter(opts["export_dir"], config)
     ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
@@ -207,6 +214,14 @@ def bench_command(**opts: Any) -> None:
     if export is not None:
         export.write(result)
     raise SystemExit(_show(result, opts["as_json"]))
+
+
+def _check_models(url: str) -> str | None:
+    """The first model the server lists; a BenchError when it is not an OpenAI server."""
+    listed = run(model_list(url, 10.0))
+    if not listed.ok:
+        raise BenchError(listed.describe())
+    return listed.models[0] if listed.models else None
 
 
 def _config(opts: dict[str, Any], url: str, model: str) -> ops.BenchConfig:

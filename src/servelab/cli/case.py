@@ -2,7 +2,8 @@
 
 Every command takes ``--ledger PATH`` (else ``$SERVELAB_LEDGER``, else ``<state_dir>/ledger.db`` of
 the spec) and ``--json``. Bad input (unknown case, bad target, wrong state) exits 2; a revert or
-restore whose verify fails exits 1.
+restore whose verify fails exits 1. Only ``case open`` creates a ledger: the others (they read it,
+or need a case already in it) refuse one that does not exist (exit 1) and create nothing.
 """
 
 from __future__ import annotations
@@ -85,7 +86,7 @@ def case_suspect(
     async def body(ledger: Ledger) -> int:
         return cases.add_suspect(ledger, case_id, target, reason)
 
-    sid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
+    sid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
         print_json({"id": sid, "case_id": case_id, "target": target.strip(), "reason": reason})
     else:
@@ -125,7 +126,7 @@ def case_evidence(
     async def body(ledger: Ledger) -> int:
         return cases.add_evidence(ledger, case_id, kind, ref, note)
 
-    eid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
+    eid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
         print_json({"id": eid, "case_id": case_id, "kind": kind, "ref_id": ref, "note": note})
     else:
@@ -178,7 +179,7 @@ def case_revert(
                 return None
             return await cases.revert(op, ledger, preview)
 
-    outcome = run_with_ledger(where, body)
+    outcome = run_with_ledger(where, body, create=False)
     if outcome is None:
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
@@ -213,7 +214,7 @@ def case_resolve(
     async def body(ledger: Ledger) -> cases.CaseView:
         return cases.resolve_case(ledger, case_id, root_cause, exonerate, convict)
 
-    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
+    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
         print_json(view.to_json())
         return
@@ -250,7 +251,7 @@ def case_show(
     async def body(ledger: Ledger) -> cases.CaseView:
         return cases.view_case(ledger, case_id)
 
-    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
+    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
         print_json(view.to_json())
     else:
@@ -267,7 +268,7 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
     async def body(ledger: Ledger) -> list[cases.CaseView]:
         return cases.list_cases(ledger)
 
-    views = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
+    views = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
         print_json([_brief(v) for v in views])
         return
@@ -307,7 +308,7 @@ def restore_cmd(
         async with Operation(loaded, ledger=ledger, progress=progress) as op:
             return await cases.restore(op, ledger, case_id)
 
-    outcome = run_with_ledger(where, body)
+    outcome = run_with_ledger(where, body, create=False)
     if as_json:
         print_json(outcome.to_json())
     else:
@@ -332,7 +333,8 @@ def report_cmd(
         written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
         return target, written, unchanged
 
-    target, written, unchanged = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body)
+    where = SpecAndLedger(spec_path, ledger_path)
+    target, written, unchanged = run_with_ledger(where, body, create=False)
     if as_json:
         print_json({"out": str(target), "index": str(target / "index.html"),
                     "written": written, "unchanged": unchanged})  # fmt: skip
@@ -361,7 +363,7 @@ def ledger_export(
     async def body(ledger: Ledger) -> dict[str, Any]:
         return ledger.export(records=not no_records)
 
-    print_json(run_with_ledger(SpecAndLedger(spec_path, ledger_path), body))
+    print_json(run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False))
 
 
 def register(group: click.Group) -> None:

@@ -1,7 +1,10 @@
 """What every CLI command shares: the console, exit codes, running a coroutine, common options,
-the one spec+ledger resolver, the one target resolver and the one progress printer.
+the one spec+ledger resolver, the one target resolver, the one progress printer, and the one
+failure boundary (:class:`ServelabGroup`).
 
-The CLI is the only layer that prints, picks exit codes and calls ``asyncio.run``.
+The CLI is the only layer that prints, picks exit codes and calls ``asyncio.run``. Both consoles
+read no rich markup: everything printed may hold untrusted text (log tails, HTTP bodies, env
+values); styles are given as ``style=`` or :class:`~rich.text.Text` spans.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import asyncio
 import json
 import os
 import sys
+import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,16 +32,22 @@ from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.ops.bench import BenchProgress
 
 __all__ = [
+    "DEBUG_ENV",
+    "DEBUG_HINT",
     "EXIT_FAILED",
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
     "BenchBar",
+    "ServelabGroup",
     "SpecAndLedger",
+    "base_url",
     "bench_levels",
     "console",
     "err_console",
     "error",
+    "exit_code",
+    "failure_json",
     "json_option",
     "ledger_option",
     "notice",
@@ -56,9 +66,17 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 
+#: Set to 1 to see the traceback of a failure (printed before its one-line message).
+DEBUG_ENV = "SERVELAB_DEBUG"
+DEBUG_HINT = f"re-run with {DEBUG_ENV}=1 for the traceback"
+#: ``ctx.meta`` key (shared by nested contexts): the command path of a ``--json`` invocation.
+_JSON_META = "servelab.json"
+
 # Piped output (a log, `| tee`) gets 120 columns instead of rich's 80, so tables stay whole.
-console = Console(highlight=False, width=None if sys.stdout.isatty() else 120)
-err_console = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 120)
+console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+err_console = Console(
+    stderr=True, highlight=False, markup=False, width=None if sys.stderr.isatty() else 120
+)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -87,9 +105,21 @@ def ledger_option(func: F) -> F:
     )(func)
 
 
+def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    if value:
+        ctx.meta[_JSON_META] = ctx.command_path.partition(" ")[2] or ctx.command_path
+    return value
+
+
 def json_option(func: F) -> F:
-    """``--json``: print one JSON document on stdout instead of tables."""
-    return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(func)
+    """``--json``: print one JSON document on stdout instead of tables (on failure too)."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=_remember_json,
+        help="Print JSON for scripts (on failure: {ok: false, error, ...}).",
+    )(func)
 
 
 def print_json(data: Any) -> None:
@@ -104,22 +134,86 @@ def error(exc: BaseException | str) -> None:
 
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine; turn servelab errors into a message and an exit code.
+    """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); Ctrl-C
+    exits 130 after the coroutine's own cleanup (``asyncio.run`` cancels it, so its ``finally``
+    blocks run)."""
+    return asyncio.run(coro)
 
-    Bad input (spec, knob, case) exits 2; any other servelab error exits 1; Ctrl-C exits 130 after
-    the coroutine's own cleanup (``asyncio.run`` cancels it, so its ``finally`` blocks run).
+
+def exit_code(exc: BaseException) -> int:
+    """The exit code of a failure: 2 bad input (spec, knob, case, usage), 130 Ctrl-C, else 1."""
+    if isinstance(exc, (SpecError, KnobError, CaseError)):
+        return EXIT_USAGE
+    if isinstance(exc, click.ClickException):
+        return exc.exit_code
+    if isinstance(exc, KeyboardInterrupt):
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    if isinstance(exc, click.ClickException):
+        return exc.format_message()
+    if isinstance(exc, ServelabError):
+        return str(exc)
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f"{exc.filename}: " if exc.filename else ""
+        return f"{where}{exc.strerror}"
+    return f"unexpected {type(exc).__name__}: {exc}"
+
+
+def failure_json(command: str, exc: BaseException) -> dict[str, Any]:
+    """The JSON document a ``--json`` command prints when it fails."""
+    return {
+        "command": command,
+        "ok": False,
+        "error": _message(exc),
+        "error_type": type(exc).__name__,
+        "exit_code": exit_code(exc),
+    }
+
+
+def _report_failure(ctx: click.Context, exc: BaseException) -> int:
+    """Print ``exc`` as one line on stderr (and the JSON document under ``--json``)."""
+    command = ctx.meta.get(_JSON_META)
+    if command is not None:
+        print_json(failure_json(command, exc))
+    if isinstance(exc, click.ClickException):
+        return exc.exit_code  # click prints it (usage and all)
+    debug = os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
+    if debug and not isinstance(exc, KeyboardInterrupt):
+        traceback.print_exception(exc, file=sys.stderr)
+    if isinstance(exc, KeyboardInterrupt):
+        err_console.print("interrupted", style="yellow")
+    elif isinstance(exc, (ServelabError, OSError)) or debug:
+        error(_message(exc))
+    else:
+        error(f"{_message(exc)} ({DEBUG_HINT})")
+    return exit_code(exc)
+
+
+class ServelabGroup(click.Group):
+    """The top-level group: the one failure boundary of every command.
+
+    Whatever a command raises (servelab errors, OS errors, anything unexpected, Ctrl-C) becomes
+    one line on stderr and an exit code (:func:`exit_code`); a ``--json`` command prints its
+    failure document (:func:`failure_json`) on stdout as well. ``SERVELAB_DEBUG=1`` prints the
+    traceback too. ``SystemExit`` and click's own exits pass through.
     """
-    try:
-        return asyncio.run(coro)
-    except (SpecError, KnobError, CaseError) as exc:
-        error(exc)
-        raise SystemExit(EXIT_USAGE) from None
-    except ServelabError as exc:
-        error(exc)
-        raise SystemExit(EXIT_FAILED) from None
-    except KeyboardInterrupt:
-        err_console.print("[yellow]interrupted[/]")
-        raise SystemExit(EXIT_INTERRUPTED) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.Abort):
+            raise
+        except click.ClickException as exc:
+            _report_failure(ctx, exc)
+            raise
+        except (Exception, KeyboardInterrupt) as exc:
+            code = _report_failure(ctx, exc)
+            raise SystemExit(code) from None
 
 
 def progress(message: str) -> None:
@@ -128,7 +222,7 @@ def progress(message: str) -> None:
     ``message`` may hold untrusted text (service output, env values, URLs): it is printed as
     text, never read as rich markup (``[services]`` stays).
     """
-    err_console.print(message, style="dim", markup=False, highlight=False, soft_wrap=True)
+    err_console.print(message, style="dim", highlight=False, soft_wrap=True)
 
 
 def _silent(_message: str) -> None:
@@ -178,7 +272,7 @@ def notice(label: str, text: str, style: str = "yellow") -> None:
 
 def say(text: str) -> None:
     """A plain-text result line on stdout (never read as markup)."""
-    console.print(text, markup=False, highlight=False, soft_wrap=True)
+    console.print(text, highlight=False, soft_wrap=True)
 
 
 @dataclass
@@ -214,10 +308,20 @@ class SpecAndLedger:
         return resolve_ledger_path(None, state_dir or self.spec().state_dir)
 
     @contextmanager
-    def ledger(self, state_dir: Path | None = None) -> Iterator[Ledger]:
-        """The ledger, opened (and closed after the block)."""
-        with Ledger.open(self.ledger_path(state_dir)) as ledger:
+    def ledger(self, state_dir: Path | None = None, *, create: bool = True) -> Iterator[Ledger]:
+        """The ledger, opened (and closed after the block).
+
+        ``create=False`` (commands that only read it, or need a case already in it): a ledger
+        that does not exist is refused with a :class:`~servelab.errors.StoreError`, nothing made.
+        """
+        with Ledger.open(self.ledger_path(state_dir), create=create) as ledger:
             yield ledger
+
+
+def base_url(url: str) -> str:
+    """A server's base URL: ``http://h:1/v1/`` (the OpenAI SDK's convention) → ``http://h:1``."""
+    url = url.rstrip("/")
+    return url.removesuffix("/v1") if url.endswith("/v1") else url
 
 
 def resolve_target(
@@ -228,17 +332,24 @@ def resolve_target(
     ``--url`` and no ``-f``: that URL, no spec read, state dir ``./.servelab``. Otherwise the
     spec's entry point (proxy, else router); ``--url`` still overrides the URL.
     """
+    url = None if url is None else base_url(url)
     if url is not None and where.spec_path is None:
         return load_target(None, url), None, Path.cwd() / ".servelab"
     loaded = where.spec()
     return load_target(loaded.spec, url), loaded, loaded.state_dir
 
 
-def run_with_ledger(where: SpecAndLedger, body: Callable[[Ledger], Coroutine[Any, Any, T]]) -> T:
-    """:func:`run` ``body(ledger)`` with the command's ledger open around it."""
+def run_with_ledger(
+    where: SpecAndLedger,
+    body: Callable[[Ledger], Coroutine[Any, Any, T]],
+    *,
+    create: bool = True,
+) -> T:
+    """:func:`run` ``body(ledger)`` with the command's ledger open around it (``create``: see
+    :meth:`SpecAndLedger.ledger`)."""
 
     async def main() -> T:
-        with where.ledger() as ledger:
+        with where.ledger(create=create) as ledger:
             return await body(ledger)
 
     return run(main())

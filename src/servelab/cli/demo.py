@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.text import Text
 
 from servelab.cli.common import SpecAndLedger, console, run
 from servelab.core.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
@@ -59,13 +60,13 @@ class _Story:
         self.spec_for_down: list[str] = []
 
     def chapter(self, title: str) -> None:
-        console.rule(f"[bold]{title}")
+        console.rule(Text(title, style="bold"))
 
     def say(self, text: str) -> None:
-        console.print(f"[cyan]» {text}[/]")
+        console.print(f"» {text}", style="cyan")
 
     def cmd(self, *args: str, expect: tuple[int, ...] = (0,), capture: bool = False) -> str:
-        console.print(f"[bold green]$ servelab {' '.join(_quote(a) for a in args)}[/]")
+        console.print(f"$ servelab {' '.join(_quote(a) for a in args)}", style="bold green")
         proc = subprocess.run(
             [sys.executable, "-m", "servelab", *args],
             cwd=self.workdir,
@@ -104,7 +105,11 @@ def _bring_up(story: _Story, router_url: str) -> None:
     story.cmd("up")
     story.spec_for_down = []
     status, elapsed, detail = run(_first_probe(router_url))
-    console.print(f"[bold]router e2e probe: {status} in {elapsed:.1f} s[/] (first request: cold)")
+    console.print(
+        Text.assemble(
+            (f"router e2e probe: {status} in {elapsed:.1f} s", "bold"), " (first request: cold)"
+        )
+    )
     if status != 200:
         raise click.ClickException(f"the first request through the router failed: {detail}")
     story.cmd("status")
@@ -177,7 +182,11 @@ def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
             story.chapter("Tear-down")
             story.cmd("down", *(["-f", str(spec)] if spec.exists() else []), expect=(0, 1))
     minutes = (time.monotonic() - started) / 60
-    console.print(f"[bold]demo complete[/] in {minutes:.1f} min; report: {out / 'index.html'}")
+    console.print(
+        Text.assemble(
+            ("demo complete", "bold"), f" in {minutes:.1f} min; report: {out / 'index.html'}"
+        )
+    )
 
 
 def register(group: click.Group) -> None:

@@ -11,11 +11,9 @@ import click
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
-    EXIT_USAGE,
     SpecAndLedger,
     console,
     err_console,
-    error,
     json_option,
     ledger_option,
     print_json,
@@ -24,7 +22,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.errors import SpecError
+from servelab.errors import CaseError
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 from servelab.ops import soak as ops
@@ -77,8 +75,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
         return
     with Ledger.open(ledger_path) as ledger:
         if ledger.get_case(case_id) is None:
-            error(f"no case {case_id} in {ledger_path}")
-            raise SystemExit(EXIT_USAGE)
+            raise CaseError(f"no case {case_id} in {ledger_path}")
 
 
 def register(group: click.Group) -> None:
@@ -153,11 +150,7 @@ def register(group: click.Group) -> None:
     ) -> None:
         """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
         where = SpecAndLedger(spec_path, ledger_path)
-        try:
-            targets, state_dir, loaded = targets_from(where, url, router_url)
-        except SpecError as exc:
-            error(exc)
-            raise SystemExit(EXIT_USAGE) from None
+        targets, state_dir, loaded = targets_from(where, url, router_url)
         config = ops.SoakConfig(
             sessions=sessions,
             rounds=rounds,

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from servelab.errors import SpecError
 
@@ -144,6 +144,12 @@ class DeploymentSpec(_Strict):
     state_dir: str = ".servelab"
     hosts: dict[str, HostSpec] = Field(default_factory=lambda: {"local": HostSpec()})
     services: dict[str, ServiceSpec]
+    #: The file the spec was read from (``parse_spec``'s ``source``): every error names it.
+    _source: str = PrivateAttr(default="<spec>")
+
+    @property
+    def source(self) -> str:
+        return self._source
 
     @field_validator("hosts")
     @classmethod
@@ -159,7 +165,9 @@ class DeploymentSpec(_Strict):
             return self.services[name]
         except KeyError:
             known = ", ".join(self.services)
-            raise SpecError(f"unknown service {name!r} (known: {known})", path="services") from None
+            raise SpecError(
+                f"unknown service {name!r} (known: {known})", source=self._source, path="services"
+            ) from None
 
     def by_role(self, role: Role) -> list[str]:
         return [name for name, svc in self.services.items() if svc.role == role]
@@ -171,7 +179,9 @@ class DeploymentSpec(_Strict):
             names = self.by_role(role)
             if names:
                 return names[0]
-        raise SpecError("the deployment has no router or proxy", path="services")
+        raise SpecError(
+            "the deployment has no router or proxy", source=self._source, path="services"
+        )
 
     @property
     def router_name(self) -> str | None:
@@ -283,6 +293,7 @@ def spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> Depl
     if not spec.services:
         raise SpecError("no services defined", source=source, path="services")
     _check_semantics(spec, source)
+    spec._source = source
     return spec
 
 

@@ -4,7 +4,8 @@ sessions.
 One function builds the aiohttp session (:func:`_session`) and one translates aiohttp and OS errors
 (:func:`translate`); nothing outside ``io/`` (and the simulator) touches aiohttp.
 
-- :class:`HttpClient` (probes, :meth:`~HttpClient.get_json`, :meth:`~HttpClient.model_id`): one
+- :class:`HttpClient` (probes, :meth:`~HttpClient.get_json`, :meth:`~HttpClient.model_id`,
+  :meth:`~HttpClient.model_list`: what answered ``GET /v1/models``): one
   keep-alive session a command holds and closes. Probes never raise for HTTP or transport failures
   (refused, reset, timeout, DNS): the :class:`ProbeResult` carries the error. The module-level
   :func:`probe`, :func:`get_json` and :func:`model_id` are for one-off callers (a session each).
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import asdict, dataclass, field
@@ -54,6 +56,7 @@ __all__ = [
     "Chunks",
     "Connections",
     "HttpClient",
+    "ModelList",
     "ProbeResult",
     "StreamClient",
     "Transfer",
@@ -61,6 +64,7 @@ __all__ = [
     "completion_body",
     "get_json",
     "model_id",
+    "model_list",
     "probe",
     "translate",
     "using_client",
@@ -123,6 +127,19 @@ def _session(
 
 
 # ---------------------------------------------------------------------------------- probes
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _html_summary(body: str) -> str | None:
+    """``(HTML page "Title")`` for an HTML body (never quoted raw), else None."""
+    head = body.lstrip()[:200].lower()
+    if not head.startswith(("<!doctype html", "<html")):
+        return None
+    title = _TITLE.search(body)
+    name = " ".join(title.group(1).split())[:80] if title else ""
+    return f'(HTML page "{name}")' if name else "(HTML page)"
+
+
 @dataclass(frozen=True)
 class ProbeResult:
     """The answer to one probe: ``status`` None means no HTTP answer (see ``error``)."""
@@ -141,7 +158,7 @@ class ProbeResult:
         """A one-line summary: ``HTTP 503 {"status":"starting"}`` or ``no answer: <error>``."""
         if self.status is None:
             return f"no answer: {self.error}"
-        snippet = " ".join(self.body.split())[:160]
+        snippet = _html_summary(self.body) or " ".join(self.body.split())[:160]
         return f"HTTP {self.status} {snippet}".rstrip()
 
     def to_json(self) -> dict[str, Any]:
@@ -224,6 +241,48 @@ class HttpClient:
         except (KeyError, IndexError, TypeError):
             return None
 
+    async def model_list(self, base_url: str, timeout: float = 10.0) -> ModelList:
+        """What answered ``GET <base_url>/v1/models``: an OpenAI model list, or what else."""
+        url = base_url.rstrip("/") + "/v1/models"
+        limit = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._open().get(url, timeout=limit) as response:
+                body = await _read_body(response, 64 * 1024)
+                status, content_type = response.status, response.content_type
+        except (*_TRANSPORT_ERRORS, ValueError) as exc:
+            return ModelList(url, None, None, None, translate(exc, timeout_s=timeout)[1])
+        try:
+            doc = json.loads(body)
+            models = tuple(str(item["id"]) for item in doc["data"])
+        except (ValueError, KeyError, TypeError):
+            models = None
+        return ModelList(url, status, content_type, models, None, _html_summary(body))
+
+
+@dataclass(frozen=True)
+class ModelList:
+    """The answer to ``GET /v1/models``: ``models`` is None unless it is an OpenAI model list."""
+
+    url: str
+    status: int | None
+    content_type: str | None
+    models: tuple[str, ...] | None
+    error: str | None = None
+    html: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.models is not None
+
+    def describe(self) -> str:
+        """One line: ``URL answered HTTP 404 text/html (HTML page "Not Found"), not an OpenAI
+        model list`` or ``URL: no answer: <error>``."""
+        if self.status is None:
+            return f"{self.url}: no answer: {self.error}"
+        what = " ".join(x for x in (self.content_type, self.html) if x)
+        verdict = "an OpenAI model list" if self.ok else "not an OpenAI model list"
+        return f"{self.url} answered HTTP {self.status} {what}, {verdict}".replace("  ", " ")
+
 
 @contextlib.asynccontextmanager
 async def using_client(http: HttpClient | None) -> AsyncIterator[HttpClient]:
@@ -273,6 +332,12 @@ async def model_id(base_url: str, timeout: float = 10.0) -> str | None:
     """One model lookup on a client of its own (see :meth:`HttpClient.model_id`)."""
     async with HttpClient(limit=1) as http:
         return await http.model_id(base_url, timeout)
+
+
+async def model_list(base_url: str, timeout: float = 10.0) -> ModelList:
+    """One ``GET /v1/models`` on a client of its own (see :meth:`HttpClient.model_list`)."""
+    async with HttpClient(limit=1) as http:
+        return await http.model_list(base_url, timeout)
 
 
 # --------------------------------------------------------------------------------- streams

@@ -121,14 +121,16 @@ class Ledger:
         *,
         clock: Callable[[], float] | None = None,
         busy_timeout_s: float = 30.0,
+        create: bool = True,
     ) -> Ledger:
-        """Open (creating it and its directory if needed) and migrate the ledger at ``path``."""
+        """Open (creating it and its directory if needed) and migrate the ledger at ``path``.
+
+        ``create=False``: a ledger that does not exist is refused with a
+        :class:`~servelab.errors.StoreError` and nothing is created (no directory, no file).
+        """
         path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(
-                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-            )
+            conn = cls._connect(path, busy_timeout_s, create)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
         ledger = cls(conn, path, clock or time.time)
@@ -138,6 +140,25 @@ class Ledger:
             conn.close()
             raise
         return ledger
+
+    @staticmethod
+    def _connect(path: Path, busy_timeout_s: float, create: bool) -> sqlite3.Connection:
+        if create:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            target: str | Path = path
+        elif not path.is_file():
+            raise StoreError(
+                f"no ledger at {path} (nothing recorded there; check --ledger/{LEDGER_ENV})"
+            )
+        else:  # read-write, never create: a file removed meanwhile is an error, not a new ledger
+            target = f"{path.absolute().as_uri()}?mode=rw"
+        return sqlite3.connect(
+            target,
+            timeout=busy_timeout_s,
+            isolation_level=None,
+            check_same_thread=False,
+            uri=not create,
+        )
 
     def _prepare(self, busy_timeout_s: float) -> None:
         try:

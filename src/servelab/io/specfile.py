@@ -5,11 +5,12 @@ writes nothing: the commands that use the embedded default's env files (up, rest
 A/B, case revert/restore, soak) create them first with :func:`materialize_default_env`, under the
 state directory, never overwriting one (the user edits them).
 Relative paths in a spec (``state_dir``, ``env_file``) are relative to the spec file's directory,
-or to the working directory for the embedded default.
+or to the working directory for the embedded default, and normalised.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,9 +42,12 @@ class LoadedSpec:
         return self.source == EMBEDDED
 
     def path(self, relative: str) -> Path:
-        """A spec path (``env_file``, ``state_dir``) resolved against the spec's directory."""
+        """A spec path (``env_file``, ``state_dir``) resolved against the spec's directory, and
+        normalised (``examples/../.servelab`` is ``.servelab``; lexically, so a remote host's path
+        is never looked up here)."""
         candidate = Path(relative).expanduser()
-        return candidate if candidate.is_absolute() else self.base_dir / candidate
+        joined = candidate if candidate.is_absolute() else self.base_dir / candidate
+        return Path(os.path.normpath(joined))
 
     @property
     def state_dir(self) -> Path:

@@ -383,8 +383,9 @@ async def _undo_up(
     safe = op.derive(progress=_tolerant(op.say))
     interrupted = isinstance(exc, asyncio.CancelledError)
     reason = "interrupted" if interrupted else (str(exc) or type(exc).__name__)
-    what = "up interrupted" if interrupted else f"up failed: {reason}"
-    safe.say(f"{what}; stopping what this run started")
+    # The error itself is told once, by whoever catches it; here only what is being undone.
+    what = "up interrupted" if interrupted else "up failed"
+    safe.say(f"{what}; stopping what this run started: {', '.join(reversed(started)) or 'nothing'}")
     stops = [await _stop_safely(safe, name) for name in reversed(started)]
     report = DeployReport("up", steps, error=reason, interrupted=interrupted)
     report.stopped = [step.service for step in stops]

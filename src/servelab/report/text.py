@@ -13,7 +13,8 @@ __all__ = ["plain_text", "show_value"]
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:
     """Render tables and text to plain text (no colour, no highlighting); strings soft-wrap."""
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, highlight=False)
+    # markup=False: cells hold untrusted text (readiness bodies, log lines, errors) printed as is.
+    console = Console(file=buffer, width=width, color_system=None, highlight=False, markup=False)
     for renderable in renderables:
         console.print(renderable, soft_wrap=isinstance(renderable, str))
     return buffer.getvalue()
