@@ -28,7 +28,7 @@ from servelab.cli.common import (
 )
 from servelab.ops import deploy
 from servelab.ops.context import Operation
-from servelab.report.deploy import render_deploy, render_restart, render_status
+from servelab.report.deploy import render_deploy, render_restart, render_status, restart_json
 
 __all__ = ["register"]
 
@@ -138,7 +138,7 @@ def restart_command(
             _quiet(as_json),
         )
     )
-    _show(report.to_json(), render_restart(report), as_json, report.ok)
+    _show(restart_json(report), render_restart(report), as_json, report.ok)
 
 
 def _show(data: Any, text: str, as_json: bool, ok: bool) -> None:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import RenderableType
 from rich.table import Table
 
+from servelab.core.evidence import CheckRecord
+from servelab.core.jsonvalues import objs
 from servelab.ops.deploy import (
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT_HEALTHY,
@@ -14,8 +18,16 @@ from servelab.ops.deploy import (
     Step,
 )
 from servelab.report.text import plain_text
+from servelab.report.verify import check_detail, with_details
 
-__all__ = ["STATUS_COLUMNS", "render_deploy", "render_restart", "render_status", "status_rows"]
+__all__ = [
+    "STATUS_COLUMNS",
+    "render_deploy",
+    "render_restart",
+    "render_status",
+    "restart_json",
+    "status_rows",
+]
 
 STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness")
 
@@ -75,13 +87,23 @@ def render_restart(report: RestartReport) -> str:
         _steps_table(f"restart {' -> '.join(report.plan)}", report.steps)
     ]
     if report.verification is not None:
-        failed = [c for c in report.verification.get("checks", []) if not c.get("ok")]
+        checks = (CheckRecord.from_json(c) for c in objs(report.verification.get("checks")))
+        failed = [c for c in checks if not c.ok]
         word = "ok" if report.verification.get("ok") else f"FAILED ({len(failed)} check(s))"
         parts.append(f"verification: {word}")
-        parts.extend(f"  {c.get('layer')}/{c.get('service')}: {c.get('detail')}" for c in failed)
+        parts.extend(f"  {c.layer}/{c.service}: {check_detail(c)}" for c in failed)
     if report.rolled_back:
         restored = ", ".join(f"{name} <- {path}" for name, path in report.rollback_from.items())
         parts.append(f"rolled back env files: {restored}")
         parts.append(_steps_table("rollback restart", report.rollback_steps))
     parts.append("restart: ok" if report.ok else "restart: FAILED")
     return plain_text(*parts)
+
+
+def restart_json(report: RestartReport) -> dict[str, Any]:
+    """``restart --json``: the report, its verification's checks each with its reason."""
+    doc = report.to_json()
+    verification = doc.get("verification")
+    if isinstance(verification, dict):
+        doc["verification"] = {**verification, "checks": with_details(verification.get("checks"))}
+    return doc
