@@ -11,7 +11,9 @@ import pytest
 from servelab.core import checks as codes
 from servelab.core.checks import CHECK_CODES
 from servelab.core.evidence import CheckRecord
+from servelab.ops.deploy import RestartReport
 from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, _classify
+from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,
     check_detail,
@@ -179,3 +181,14 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
     text = render_verify(report)
     assert "FAIL live decode: differs: file 1, live 2 (restart needed)" in text
     assert "recorded as verification #9" in text
+
+
+def test_a_restart_shows_its_failed_checks_reasons() -> None:
+    bad = Check("live", "decode", False, codes.CHECK_LIVE_DIFFERS, {"file": "1", "live": "2"})
+    verification = VerifyReport([bad], "h", LAYERS, ["decode"], 0.1).to_json()
+    report = RestartReport(["decode", "router"], [], verification=verification)
+    assert "live/decode: differs: file 1, live 2 (restart needed)" in render_restart(report)
+    assert "FAILED (1 check(s))" in render_restart(report)
+    (shown,) = restart_json(report)["verification"]["checks"]
+    assert (shown["code"], shown["detail"]) == ("live.differs", check_detail(bad))
+    assert restart_json(RestartReport(["decode"], []))["verification"] is None
