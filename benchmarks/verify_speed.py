@@ -26,6 +26,7 @@ from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import down, up
 from servelab.ops.verify import LAYERS, verify
+from servelab.report.verify import check_detail
 
 __all__ = ["main"]
 
@@ -97,7 +98,7 @@ async def _time_verify(
         report = await verify(loaded, layers=layers, ledger=ledger)
         times.append(time.perf_counter() - start)
         if not report.ok:
-            failed = "; ".join(f"{c.layer}/{c.service}: {c.detail}" for c in report.failures)
+            failed = "; ".join(f"{c.layer}/{c.service}: {check_detail(c)}" for c in report.failures)
             raise SystemExit(f"verify failed: {failed}")
     return times
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.evidence import CheckRecord
 from servelab.core.results import SoakDocument
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -67,9 +68,13 @@ def test_case_commands_with_json(ledger_file: Path, tmp_path: Path) -> None:
     assert _json("case", "list", *led)[0]["status"] == "resolved"
     missing = run_cli("case", "show", "77", *led)
     assert missing.returncode == 2 and "no case 77" in missing.stderr
+    with Ledger.open(ledger_file) as ledger:  # a row as ledgers stored it before check codes
+        old = CheckRecord("live", "decode", True, "live 256 = file", {"knob": K})
+        ledger.record_verification(spec_hash="h", ok=True, checks=[old])
     dump = _json("ledger", "export", *led)
     assert dump["cases"][0]["suspects"][0]["verdict"] == "exonerated"
     assert dump["ab_runs"][0]["knob"] == K
+    assert dump["verifications"][-1]["checks"][0]["detail"] == "live 256 = file"
 
 
 def test_ledger_path_from_environment(ledger_file: Path, tmp_path: Path) -> None:
@@ -142,6 +147,11 @@ def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_
 
     reverted = _json("case", "revert", cid, TARGET, "--yes", *spec, *led)
     assert reverted["ok"] and reverted["live"] == "256"
+    assert reverted["error"] is None and reverted["verification"]["ok"]
+    live = [c for c in reverted["verification"]["checks"] if c["layer"] == "live"]
+    assert [(c["code"], c["detail"]) for c in live if c.get("knob") == K] == [
+        ("live.match", "live 256 = file")
+    ]
     assert f"{K}=256" in env_file.read_text()
 
     resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
@@ -151,6 +161,11 @@ def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_
 
     restored = _json("restore", cid, *spec, *led)
     assert restored["ok"] and restored["status"] == "restored and verified"
+    assert restored["error"] is None and [i["error"] for i in restored["items"]] == [None]
+    assert all(c["detail"] and c["code"] for c in restored["verification"]["checks"])
+    dump = _json("ledger", "export", *led)
+    last = dump["verifications"][-1]["checks"]
+    assert all(c["detail"] and c["code"] for c in last), last
     shown = run_cli("case", "show", cid, *led)
     assert "restored and verified" in shown.stdout
     assert SECRET.encode() not in ledger_file.read_bytes()

@@ -67,6 +67,7 @@ def test_local_example_up_status_restart_down(tmp_path: Path) -> None:
         assert restart.returncode == 0, restart.stdout + restart.stderr
         report = json.loads(restart.stdout)
         assert report["plan"] == ["decode", "router"] and report["verification"]["ok"]
+        assert all(c["code"] and c["detail"] for c in report["verification"]["checks"])
     finally:
         down = run_cli("down", "-f", str(spec), env=env)
     assert down.returncode == 0, down.stderr

@@ -73,13 +73,15 @@ def _drift_then_restart(seen: list[str], root: Path) -> None:
     assert drift_json.returncode == 1
     failed = [c for c in _checks(drift_json) if not c["ok"]]
     assert [(c["layer"], c["service"], c["knob"]) for c in failed] == [("live", "decode", FLAG)]
+    assert failed[0]["code"] == "live.restart_needed"
+    assert str(failed[0]["detail"]).startswith("in file but not live: restart needed")
 
     restart = _cli(seen, root, "restart", "decode")
     assert restart.returncode == 0, restart.stdout + restart.stderr
     after = _cli(seen, root, "verify", "--json")
     assert after.returncode == 0, after.stdout
     live = [c for c in _checks(after) if c["layer"] == "live" and c.get("knob") == FLAG]
-    assert live[0]["detail"] == "live 1 = file"
+    assert live[0]["detail"] == "live 1 = file" and live[0]["code"] == "live.match"
 
 
 def _assert_ledger(root: Path, tail: list[bool]) -> None:
@@ -104,6 +106,8 @@ def test_drift_restart_and_killed_decode(tmp_path: Path, outputs: list[str]) -> 
         reasons = {(c["layer"], c["service"]): c for c in _checks(dead) if not c["ok"]}
         assert "/health: unreachable" in str(reasons["health", "decode"]["detail"])
         assert str(reasons["e2e", "router"]["detail"]).startswith("chat completion failed")
+        assert reasons["health", "decode"]["code"] == "health.unreachable"
+        assert reasons["e2e", "router"]["code"] == "e2e.failed"
     finally:
         _cli(outputs, root, "down")
     _assert_ledger(root, [True, False])

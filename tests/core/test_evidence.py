@@ -9,6 +9,7 @@ import pytest
 
 from servelab.core import evidence, jsonvalues, results
 from servelab.core.cases import ConcurrencyCost, RestoreEvent, RevertEvent
+from servelab.core.checks import CHECK_LIVE_DIFFERS, is_check_code
 from servelab.core.evidence import (
     AbRunRecord,
     BenchRunRecord,
@@ -103,7 +104,10 @@ RECORDS: list[Any] = [
         AT,
         "abc",
         False,
-        (CheckRecord("live", "decode", False, "differs", {"knob": "K", "live": "512"}),),
+        (
+            CheckRecord("live", "decode", False, "differs", {"knob": "K", "live": "512"}),
+            CheckRecord("live", "decode", False, None, {"knob": "K"}, CHECK_LIVE_DIFFERS),
+        ),
     ),
     BenchRunRecord(5, AT, "c64", {"c": [64]}, {"64": {"tok_s": 1.5}}, 2, ({"i": 0}, {"i": 1})),
     BenchRunRecord(6, AT, None, {}, {}, 0, None),
@@ -140,7 +144,23 @@ def test_a_check_is_flat_in_json_and_typed_when_read() -> None:
     }
     check = CheckRecord.from_json(flat)
     assert (check.knob, check.live, check.data) == ("K", "512", {"knob": "K", "live": 512})
-    assert check.to_json() == flat
+    assert check.to_json() == {**flat, "code": None}
+
+
+def test_a_check_code_is_told_from_an_older_rows_sentence() -> None:
+    coded = CheckRecord.from_stored("live", "decode", False, CHECK_LIVE_DIFFERS, {"knob": "K"})
+    assert (coded.code, coded.detail, coded.stored) == ("live.differs", None, "live.differs")
+    older = CheckRecord.from_stored("live", "decode", False, "differs: file 1, live 2", {})
+    assert (older.code, older.detail, older.stored) == (
+        None,
+        "differs: file 1, live 2",
+        older.detail,
+    )
+    assert CheckRecord.from_json(coded.to_json()) == coded
+    assert coded.to_json()["code"] == "live.differs" and coded.to_json()["detail"] is None
+    assert (
+        is_check_code("live.differs") and not is_check_code("differs") and not is_check_code(None)
+    )
 
 
 def test_older_ab_arms_with_label_and_value_read_as_value() -> None:
@@ -201,6 +221,18 @@ def test_revert_and_restore_events_store_one_ok() -> None:
     assert RevertEvent.from_json(costly.to_json()) == costly
     assert RevertEvent.from_json(json.loads(json.dumps(revert.to_json()))) == revert
     assert RestoreEvent.from_json(restore.to_json()) == restore
+
+
+def test_events_keep_their_failed_checks_as_codes_and_data() -> None:
+    failed = (
+        CheckRecord("live", "decode", False, None, {"knob": "K", "live": "1"}, "live.differs"),
+    )
+    revert = RevertEvent("decode", "K", "512", "256", 4, 5, False, failed=failed)
+    restore = RestoreEvent("decode", "K", "256", "512", "1", 6, 8, False, failed=failed)
+    assert revert.to_json()["failed_checks"][0]["code"] == "live.differs"
+    assert RevertEvent.from_json(json.loads(json.dumps(revert.to_json()))) == revert
+    assert RestoreEvent.from_json(json.loads(json.dumps(restore.to_json()))) == restore
+    assert RevertEvent.from_json({"ok": False, "error": "older: a sentence"}).failed == ()
 
 
 def test_the_whole_export_round_trips() -> None:

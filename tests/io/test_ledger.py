@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.checks import CHECK_LIVE_RESTART_NEEDED
 from servelab.core.evidence import (
     AbRunRecord,
     BenchRunRecord,
@@ -103,8 +104,9 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     verification = ledger.get_verification(ver)
     assert verification is not None
     assert [c.to_json() for c in verification.checks] == [
-        {"layer": "live", "service": "decode", "ok": False, "detail": "differs", "x": 1}
-    ]
+        {"layer": "live", "service": "decode", "ok": False, "code": None, "detail": "differs",
+         "x": 1}
+    ]  # fmt: skip
     got = ledger.get_bench_run(run)
     assert got is not None and got.records is not None
     assert got.n_records == 5 and got.records[4] == {"i": 4}
@@ -117,6 +119,20 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     assert soak_row is not None
     assert soak_row.ok is False and soak_row.findings[0].layer == "client_proxy"
     assert ledger.get_bench_run(999) is None
+
+
+def test_a_check_stores_its_code_and_an_older_row_its_sentence(ledger: Ledger) -> None:
+    coded = CheckRecord("live", "decode", False, None, {"knob": "K"}, CHECK_LIVE_RESTART_NEEDED)
+    older = CheckRecord("live", "decode", False, "in file but not live: restart needed", {})
+    vid = ledger.record_verification(spec_hash="h", ok=False, checks=[coded, older])
+    got = ledger.get_verification(vid)
+    assert got is not None and got.checks == (coded, older)
+    raw = sqlite3.connect(ledger.path)
+    try:
+        stored = raw.execute("SELECT detail FROM verification_checks ORDER BY id").fetchall()
+    finally:
+        raw.close()
+    assert stored == [("live.restart_needed",), ("in file but not live: restart needed",)]
 
 
 def test_case_writers_and_verdicts(ledger: Ledger) -> None:

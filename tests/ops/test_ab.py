@@ -8,6 +8,7 @@ flagged for 256 only. Each arm is proven live before it is measured; the origina
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from servelab.ops.ab import AbConfig, run_ab
 from servelab.ops.bench import BenchConfig
 from servelab.ops.knob import diff_knob
 from servelab.report.ab import ab_markdown
+from tests.support import free_ports
 from tests.support.specs import write_pd_spec
 
 BANDS = {64: (1.08, 1.18), 80: (0.98, 1.05), 96: (1.02, 1.10)}
@@ -107,3 +109,37 @@ async def test_cancelled_ab_restores_the_original_value(tmp_path: Path) -> None:
         assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "512"
     finally:
         await deploy.down(loaded)
+
+
+@pytest.mark.timeout(120)
+async def test_an_arm_that_is_not_live_names_its_failed_checks_by_code(tmp_path: Path) -> None:
+    """The service drops the knob from its own environment: the arm is never live."""
+    (port,) = free_ports(1)
+    (tmp_path / "svc.env").write_text(f"{DEFAULT_KNOB}=512\n")
+    start = f"exec env -u {DEFAULT_KNOB} {sys.executable} -m http.server {port} --bind 127.0.0.1"
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        f"""state_dir = "state"
+[services.svc]
+role = "proxy"
+url = "http://127.0.0.1:{port}"
+start = "{start}"
+start_timeout_s = 0.5
+ready_path = "/"
+ready_timeout_s = 20
+env_file = "svc.env"
+knobs = ["{DEFAULT_KNOB}"]
+"""
+    )
+    loaded = load_spec(spec)
+    await deploy.up(loaded)
+    try:
+        cfg = AbConfig("svc", DEFAULT_KNOB, "256", "384", _config(1, (1,), 1).bench)
+        with pytest.raises(BenchError) as info:
+            await run_ab(loaded, cfg)
+    finally:
+        await deploy.down(loaded)
+    message = str(info.value)
+    assert message.startswith(f"arm {DEFAULT_KNOB}=256 is not live (")
+    assert message.endswith("): arm not measured")
+    assert "live svc: live.restart_needed" in message and "e2e svc: e2e.failed" in message

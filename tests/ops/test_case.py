@@ -21,7 +21,7 @@ from servelab.errors import CaseError
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops import case as cases
-from servelab.ops.verify import Check, VerifyReport
+from servelab.report.case import event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
 from tests.support.specs import SECRET, write_pd_spec
@@ -96,16 +96,6 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
     cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"])
     with pytest.raises(CaseError, match="nothing to restore"):
         await cases.restore(loaded, ledger, cid)
-
-
-def test_why_failed_reads_the_typed_report() -> None:
-    bad = Check("live", "decode", False, "live 256 != file 512", {"knob": K, "live": "256"})
-    report = VerifyReport([Check("health", "decode", True, "200"), bad], "h", ("live",), [], 0.1)
-    assert cases.why_failed(report) == "live decode: live 256 != file 512"
-    assert cases.why_failed(None, "restart of decode failed: exit 3") == (
-        "restart of decode failed: exit 3"
-    )
-    assert cases.why_failed(None) == "the knob's live value was not confirmed"
 
 
 def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path) -> None:
@@ -214,9 +204,11 @@ start_timeout_s = 3
     preview = cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
     outcome = await cases.revert(loaded, ledger, preview)
     assert not outcome.ok
-    assert outcome.error is not None and "decode" in outcome.error
+    error = revert_error(outcome)
+    assert error is not None and "decode" in error
     (event,) = cases.load_case(ledger, cid).events
     assert event.kind == "revert" and event.detail["ok"] is False
-    assert event.detail["error"] == outcome.error
+    assert event_error(event.detail) == error
+    assert event.detail["error"] == outcome.failure and outcome.failure in error
     assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
     assert [c.new for c in ledger.list_knob_changes(case_id=cid)] == ["256"]

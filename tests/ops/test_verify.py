@@ -12,19 +12,23 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.checks import (
+    CHECK_CONFIG_PIN_MISMATCH,
+    CHECK_E2E_FAILED,
+    CHECK_HEALTH_UNREACHABLE,
+    CHECK_HEALTH_WORKER_READY,
+    CHECK_LIVE_DIFFERS,
+    CHECK_LIVE_FILE_UNREADABLE,
+    CHECK_LIVE_LOST_ON_RESTART,
+    CHECK_LIVE_MATCH,
+    CHECK_LIVE_NO_PROCESS,
+    CHECK_LIVE_RESTART_NEEDED,
+)
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.verify import (
-    LAYERS,
-    Check,
-    E2EOptions,
-    VerifyReport,
-    _classify,
-    _start_reason,
-    verify,
-)
-from servelab.report.verify import render_verify
+from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, _classify, verify
+from servelab.report.verify import check_detail, check_json, render_verify, verify_json
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack
 
@@ -108,18 +112,23 @@ async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: 
         stored = ledger.get_verification(report.verification_id or -1)
     assert report.ok, render_verify(report)
     assert {c.layer for c in report.checks} == set(LAYERS)
-    assert _by(report, "live", "decode", DEFAULT_KNOB).detail == "live 512 = file"
+    assert check_detail(_by(report, "live", "decode", DEFAULT_KNOB)) == "live 512 = file"
     assert _by(report, "live", "decode", DEFAULT_KNOB).data["pid_source"].startswith("owner of")
-    assert "/readiness" in _by(report, "health", "router").detail
-    assert "never exercises the KV transfer" in _by(report, "health", "decode").detail
+    assert "/readiness" in check_detail(_by(report, "health", "router"))
+    assert "never exercises the KV transfer" in check_detail(_by(report, "health", "decode"))
+    assert _by(report, "live", "decode", DEFAULT_KNOB).code == CHECK_LIVE_MATCH
+    assert _by(report, "health", "decode").code == CHECK_HEALTH_WORKER_READY
     e2e = _by(report, "e2e", "router")
     assert e2e.data["status"] == 200 and e2e.data["completion_tokens"] == 16
     assert e2e.data["prompt_tokens"] >= 256  # long enough for a real KV transfer
     assert e2e.data["start"] in ("cold", "warm")
     assert stored is not None and stored.ok and len(stored.checks) == len(report.checks)
-    doc = report.to_json()
+    doc = verify_json(report)
     assert doc["ok"] is True
-    assert set(doc["checks"][0]) >= {"layer", "service", "ok", "detail"}
+    assert set(doc["checks"][0]) >= {"layer", "service", "ok", "code", "detail"}
+    assert [c["detail"] for c in doc["checks"]] == [check_detail(c) for c in report.checks]
+    assert [c.code for c in stored.checks] == [c.code for c in report.checks]
+    assert [check_detail(c) for c in stored.checks] == [check_detail(c) for c in report.checks]
     _assert_no_secret(report, tmp_path)
 
 
@@ -130,16 +139,18 @@ async def test_file_edit_without_restart_fails_live_layer(
     report = await verify(loaded, ["decode"], layers=("config", "live"))
     assert not report.ok
     flag = _by(report, "live", "decode", FLAG)
-    assert not flag.ok and flag.detail.startswith("in file but not live: restart needed")
+    assert not flag.ok and check_detail(flag).startswith("in file but not live: restart needed")
     knob = _by(report, "live", "decode", DEFAULT_KNOB)
-    assert not knob.ok and knob.detail == "differs: file 256, live 512 (restart needed)"
+    assert not knob.ok and check_detail(knob) == "differs: file 256, live 512 (restart needed)"
+    assert (flag.code, knob.code) == (CHECK_LIVE_RESTART_NEEDED, CHECK_LIVE_DIFFERS)
     assert _by(report, "config", "decode", DEFAULT_KNOB).ok  # the file itself is fine
     assert {c.service for c in report.checks} == {"decode"}
 
     env_file.write_text(_env_text(None))
     report = await verify(loaded, ["decode"], layers=("live",))
     lost = _by(report, "live", "decode", DEFAULT_KNOB)
-    assert lost.detail.startswith("live but not in file: lost on next restart")
+    assert check_detail(lost).startswith("live but not in file: lost on next restart")
+    assert lost.code == CHECK_LIVE_LOST_ON_RESTART
     _assert_no_secret(report)
 
 
@@ -149,7 +160,8 @@ async def test_pinned_knob_mismatch_fails_config(workdir: Path, stack: SimStack)
     (workdir / "env" / "decode.env").write_text(_env_text("512"))
     report = await verify(loaded, ["decode"], layers=("config",))
     check = _by(report, "config", "decode", DEFAULT_KNOB)
-    assert not check.ok and check.detail == "file 512, spec pins 256"
+    assert not check.ok and check_detail(check) == "file 512, spec pins 256"
+    assert check.code == CHECK_CONFIG_PIN_MISMATCH
 
 
 async def test_restart_makes_file_live_and_first_request_is_cold(
@@ -159,7 +171,7 @@ async def test_restart_makes_file_live_and_first_request_is_cold(
     stack.restart_workers(decode_env={**_decode_env("256"), FLAG: "1"})
     first = await verify(loaded)
     assert first.ok, render_verify(first)
-    assert _by(first, "live", "decode", FLAG).detail == "live 1 = file"
+    assert check_detail(_by(first, "live", "decode", FLAG)) == "live 1 = file"
     cold = _by(first, "e2e", "router")
     assert cold.data["start"] == "cold" and "second" in cold.data
     assert cold.data["start_reason"] == "first-since-start"
@@ -180,11 +192,13 @@ async def test_killed_decode_fails_health_and_e2e_with_reasons(
         stack.restart_workers(decode_env=_decode_env("512"))
     assert not report.ok
     health = _by(report, "health", "decode")
-    assert not health.ok and "/health: unreachable" in health.detail
+    assert not health.ok and "/health: unreachable" in check_detail(health)
     e2e = _by(report, "e2e", "router")
-    assert not e2e.ok and e2e.detail.startswith("chat completion failed")
+    assert not e2e.ok and check_detail(e2e).startswith("chat completion failed")
+    assert (health.code, e2e.code) == (CHECK_HEALTH_UNREACHABLE, CHECK_E2E_FAILED)
+    assert _by(report, "live", "decode").code == CHECK_LIVE_NO_PROCESS
     assert not _by(report, "live", "decode").ok
-    assert "no running process" in _by(report, "live", "decode").detail
+    assert "no running process" in check_detail(_by(report, "live", "decode"))
 
 
 async def test_unknown_service_and_layer_are_refused(loaded: LoadedSpec) -> None:
@@ -197,10 +211,12 @@ async def test_unknown_service_and_layer_are_refused(loaded: LoadedSpec) -> None
 
 
 def test_check_json_shape() -> None:
-    check = Check("live", "decode", False, "why", {"knob": "K", "pid": 3})
+    check = Check("live", "decode", False, CHECK_LIVE_FILE_UNREADABLE, {"knob": "K", "pid": 3})
     assert check.to_json() == {
-        "layer": "live", "service": "decode", "ok": False, "detail": "why", "knob": "K", "pid": 3,
+        "layer": "live", "service": "decode", "ok": False, "code": "live.env_file_unreadable",
+        "knob": "K", "pid": 3,
     }  # fmt: skip
+    assert check_json(check) == {**check.to_json(), "detail": "pid 3: env file unreadable"}
     report = VerifyReport([check], "abc", LAYERS, ["decode"], 0.1)
     assert report.to_json()["ok"] is False and report.failures == [check]
     assert VerifyReport([], "abc", LAYERS, [], 0.0).ok
@@ -221,8 +237,8 @@ async def test_every_layer_over_ssh(
         report = await verify(loaded, e2e=E2EOptions(timeout_s=30))
         assert {c.layer for c in report.checks} == set(LAYERS)
         flag = _by(report, "live", "decode", FLAG)
-        assert not flag.ok and flag.detail.startswith("in file but not live: restart needed")
-        assert _by(report, "live", "decode", DEFAULT_KNOB).detail == "live 512 = file"
+        assert not flag.ok and check_detail(flag).startswith("in file but not live: restart needed")
+        assert check_detail(_by(report, "live", "decode", DEFAULT_KNOB)) == "live 512 = file"
         assert all(c.ok for c in report.checks if c is not flag), render_verify(report)
         _assert_no_secret(report)
     finally:
@@ -235,13 +251,13 @@ async def test_without_env_file_live_is_compared_with_the_spec(
     pinned = _toml(stack, knobs={DEFAULT_KNOB: "512", FLAG: "1"})
     (workdir / "no-env.toml").write_text(pinned.replace('env_file = "env/decode.env"\n', ""))
     report = await verify(load_spec(workdir / "no-env.toml"), ["decode"], layers=("config", "live"))
-    assert _by(report, "live", "decode", DEFAULT_KNOB).detail == (
+    assert check_detail(_by(report, "live", "decode", DEFAULT_KNOB)) == (
         "live 512, spec pins 512; no env file to compare"
     )
     flag = _by(report, "live", "decode", FLAG)
-    assert not flag.ok and flag.detail.startswith("live (unset), spec pins 1")
+    assert not flag.ok and check_detail(flag).startswith("live (unset), spec pins 1")
     config = _by(report, "config", "decode")
-    assert config.ok and "compared live against the spec only" in config.detail
+    assert config.ok and "compared live against the spec only" in check_detail(config)
 
 
 async def test_config_flags_a_file_edited_outside_servelab(
@@ -257,9 +273,9 @@ async def test_config_flags_a_file_edited_outside_servelab(
         env_file.write_text(env_file.read_text().replace("=256", "=128"))
         edited = await verify(loaded, ["decode"], layers=("config",), ledger=ledger)
     check = _by(clean, "config", "decode", DEFAULT_KNOB)
-    assert check.ok and check.detail == "file 256; changed since backup: 512 -> 256"
+    assert check.ok and check_detail(check) == "file 256; changed since backup: 512 -> 256"
     assert check.data["recorded_change_id"] == change.change_id
-    note = _by(edited, "config", "decode", DEFAULT_KNOB).detail
+    note = check_detail(_by(edited, "config", "decode", DEFAULT_KNOB))
     assert f"the last recorded change (#{change.change_id}) set 256" in note
     assert "edited outside servelab?" in note
 
@@ -277,12 +293,24 @@ def test_cold_or_warm_without_the_sim_counter_compares_two_probes() -> None:
 def test_the_e2e_detail_renders_each_cold_warm_reason() -> None:
     """The detail's "(why)" is the rule's reason code rendered (the sentences docs/verify shows)."""
     opts = E2EOptions()
+
+    def reason(before: list[int] | None, first: float, second: float | None) -> str:
+        second_timing = None if second is None else {"total_s": second}
+        start = _classify(before, {"total_s": first}, second_timing, opts)
+        data = {"status": 200, "total_s": first, "ttft_s": 0.01, "completion_tokens": 16,
+                "decode_requests_before": before, "start": start.start,
+                "start_reason": start.reason}  # fmt: skip
+        if second_timing is not None:
+            data["second"] = second_timing
+        detail = check_detail(Check("e2e", "router", True, "e2e.passed", data))
+        return detail.split(f"; {start.start} (", 1)[1].split(")", 1)[0]
+
     why = [
-        _start_reason(_classify([0], {"total_s": 8.6}, {"total_s": 0.09}, opts)),
-        _start_reason(_classify([2], {"total_s": 0.09}, None, opts)),
-        _start_reason(_classify(None, {"total_s": 4.61}, {"total_s": 0.1}, opts)),
-        _start_reason(_classify(None, {"total_s": 0.1}, {"total_s": 0.1}, opts)),
-        _start_reason(_classify(None, {"total_s": 1.0}, None, opts)),
+        reason([0], 8.6, 0.09),
+        reason([2], 0.09, None),
+        reason(None, 4.61, 0.1),
+        reason(None, 0.1, 0.1),
+        reason(None, 1.0, None),
     ]
     assert why == [
         "first request since the decode started",

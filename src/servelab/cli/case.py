@@ -29,6 +29,7 @@ from servelab.io.files import write_files
 from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
 from servelab.ops.context import Operation
+from servelab.report.case import restore_error, restore_json, revert_error, revert_json
 from servelab.report.docs import (
     build_docs,
     describe_conviction,
@@ -36,6 +37,7 @@ from servelab.report.docs import (
     describe_restore_item,
     describe_timeline_entry,
 )
+from servelab.report.ledger import ledger_json
 
 __all__ = ["register"]
 
@@ -184,9 +186,9 @@ def case_revert(
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
     if as_json:
-        print_json(outcome.to_json())
+        print_json(revert_json(outcome))
     else:
-        word = "verified live" if outcome.ok else f"NOT verified: {outcome.error}"
+        word = "verified live" if outcome.ok else f"NOT verified: {revert_error(outcome)}"
         say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
@@ -310,9 +312,10 @@ def restore_cmd(
 
     outcome = run_with_ledger(where, body, create=False)
     if as_json:
-        print_json(outcome.to_json())
+        print_json(restore_json(outcome))
     else:
-        say(f"case {case_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else ""))
+        error = restore_error(outcome)
+        say(f"case {case_id}: {outcome.status}" + (f" ({error})" if error else ""))
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
 
@@ -361,7 +364,7 @@ def ledger_export(
     del as_json
 
     async def body(ledger: Ledger) -> dict[str, Any]:
-        return ledger.export(records=not no_records)
+        return ledger_json(ledger.snapshot(records=not no_records))
 
     print_json(run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False))
 

@@ -34,6 +34,7 @@ from servelab.report.deploy import (
     render_interruption,
     render_restart,
     render_status,
+    restart_json,
 )
 
 __all__ = ["register"]
@@ -149,7 +150,7 @@ def restart_command(
             _quiet(as_json),
         )
     )
-    _show(report.to_json(), render_restart(report), as_json, report.ok)
+    _show(restart_json(report), render_restart(report), as_json, report.ok)
 
 
 def _show(data: Any, text: str, as_json: bool, ok: bool) -> None:

@@ -24,7 +24,7 @@ from servelab.cli.common import (
 )
 from servelab.ops.context import Operation
 from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
-from servelab.report.verify import render_verify
+from servelab.report.verify import render_verify, verify_json
 
 __all__ = ["register"]
 
@@ -87,7 +87,7 @@ def verify_command(
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
     report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
     if as_json:
-        print_json(report.to_json())
+        print_json(verify_json(report))
     else:
         click.echo(render_verify(report), nl=False)
     ctx.exit(EXIT_OK if report.ok else EXIT_FAILED)

@@ -27,12 +27,13 @@ from servelab.core.evidence import (
     AbRunRecord,
     CaseEvent,
     CaseRecord,
+    CheckRecord,
     Evidence,
     KnobChangeRecord,
     SoakRunRecord,
     Suspect,
 )
-from servelab.core.jsonvalues import opt_float, opt_int, opt_str
+from servelab.core.jsonvalues import objs, opt_float, opt_int, opt_str
 from servelab.core.results import ComparisonRecord
 from servelab.errors import CaseError
 
@@ -384,7 +385,9 @@ def conviction_test(
 
 @dataclass(frozen=True)
 class RevertEvent:
-    """A knob reverted under a case: from, to, its change, restart outcomes, proof, cost."""
+    """A knob reverted under a case: from, to, its change, restart outcomes, proof, cost; if not
+    ``ok``, why: ``error`` (a restart or verify that did not complete; an older event: the sentence)
+    or the ``failed`` checks, worded by :func:`servelab.report.case.event_error`."""
 
     service: str
     knob: str
@@ -397,6 +400,7 @@ class RevertEvent:
     error: str | None = None
     cost_ab_id: int | None = None
     cost: tuple[ConcurrencyCost, ...] = ()
+    failed: tuple[CheckRecord, ...] = ()
 
     @classmethod
     def from_json(cls, detail: Mapping[str, Any]) -> RevertEvent:
@@ -413,6 +417,7 @@ class RevertEvent:
             error=opt_str(detail.get("error")),
             cost_ab_id=opt_int(detail.get("cost_ab_id")),
             cost=tuple(_cost_of(p) for p in detail.get("cost") or () if isinstance(p, Mapping)),
+            failed=_checks_of(detail),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -421,7 +426,12 @@ class RevertEvent:
             "change_id": self.change_id, "verification_id": self.verification_id, "ok": self.ok,
             "restart": list(self.restart), "cost_ab_id": self.cost_ab_id, "error": self.error,
             "cost": [_cost_json(p) for p in self.cost],
+            "failed_checks": [c.to_json() for c in self.failed],
         }  # fmt: skip
+
+
+def _checks_of(detail: Mapping[str, Any]) -> tuple[CheckRecord, ...]:
+    return tuple(CheckRecord.from_json(c) for c in objs(detail.get("failed_checks")))
 
 
 def _cost_of(point: Mapping[str, Any]) -> ConcurrencyCost:
@@ -440,7 +450,8 @@ def _cost_json(point: ConcurrencyCost) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class RestoreEvent:
-    """A knob restored after its target was exonerated; ``ok``: proven live and e2e passed."""
+    """A knob restored after its target was exonerated; ``ok``: proven live and e2e passed
+    (else ``error`` and ``failed`` say why, as in :class:`RevertEvent`)."""
 
     service: str
     knob: str
@@ -453,6 +464,7 @@ class RestoreEvent:
     reverted_by: tuple[int, ...] = ()
     restart: tuple[str, ...] = ()
     error: str | None = None
+    failed: tuple[CheckRecord, ...] = ()
 
     @classmethod
     def from_json(cls, detail: Mapping[str, Any]) -> RestoreEvent:
@@ -469,6 +481,7 @@ class RestoreEvent:
             reverted_by=tuple(int(i) for i in detail.get("reverted_by") or ()),
             restart=tuple(str(r) for r in detail.get("restart") or ()),
             error=opt_str(detail.get("error")),
+            failed=_checks_of(detail),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -477,6 +490,7 @@ class RestoreEvent:
             "value": self.value, "live": self.live, "change_id": self.change_id,
             "reverted_by": list(self.reverted_by), "verification_id": self.verification_id,
             "ok": self.ok, "restart": list(self.restart), "error": self.error,
+            "failed_checks": [c.to_json() for c in self.failed],
         }  # fmt: skip
 
 

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.checks import is_check_code
 from servelab.core.jsonvalues import obj, objs, opt_bool, opt_int, opt_str
 from servelab.core.results import AbResultRecord, SoakDocument, SoakFinding
 
@@ -122,13 +123,19 @@ class KnobChangeRecord:
 
 @dataclass(frozen=True)
 class CheckRecord:
-    """One check of a verification; ``data`` holds its structured facts (``knob``, ``live``...)."""
+    """One check of a verification: its outcome ``code`` (:mod:`servelab.core.checks`) and
+    ``data``, its structured facts (``knob``, ``live``...).
+
+    ``detail`` is the sentence an older ledger stored instead of a code (None for new rows: the
+    reason is rendered from the code and the data by :func:`servelab.report.verify.check_detail`).
+    """
 
     layer: str
     service: str | None
     ok: bool
     detail: str | None
     data: Mapping[str, Any] = field(default_factory=dict)
+    code: str | None = None
 
     @property
     def knob(self) -> str | None:
@@ -138,16 +145,31 @@ class CheckRecord:
     def live(self) -> str | None:
         return opt_str(self.data.get("live"))
 
+    @property
+    def stored(self) -> str | None:
+        """What the ledger's ``detail`` column holds: the code (an older row: its sentence)."""
+        return self.code or self.detail
+
+    @classmethod
+    def from_stored(
+        cls, layer: str, service: str | None, ok: bool, stored: str | None, data: Mapping[str, Any]
+    ) -> CheckRecord:
+        """From a ledger row whose ``detail`` column holds a code, or an older row's sentence."""
+        if is_check_code(stored):
+            return cls(layer, service, ok, None, data, stored)
+        return cls(layer, service, ok, stored, data)
+
     @classmethod
     def from_json(cls, check: Mapping[str, Any]) -> CheckRecord:
-        """From the flat shape ``{"layer", "service", "ok", "detail", **data}``."""
-        data = {k: v for k, v in check.items() if k not in {"layer", "service", "ok", "detail"}}
+        """From the flat shape ``{"layer", "service", "ok", "code", "detail", **data}``."""
+        data = {k: v for k, v in check.items() if k not in _CHECK_KEYS}
         return cls(
             str(check.get("layer", "")),
             check.get("service"),
             bool(check.get("ok")),
-            check.get("detail"),
+            opt_str(check.get("detail")),
             data,
+            opt_str(check.get("code")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -156,8 +178,12 @@ class CheckRecord:
             "layer": self.layer,
             "service": self.service,
             "ok": self.ok,
+            "code": self.code,
             "detail": self.detail,
         }
+
+
+_CHECK_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})
 
 
 @dataclass(frozen=True)

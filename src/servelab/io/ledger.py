@@ -291,7 +291,8 @@ class Ledger:
     def record_verification(
         self, *, spec_hash: str | None, ok: bool, checks: Sequence[CheckRecord]
     ) -> int:
-        """A layered verification and each of its checks."""
+        """A layered verification and each of its checks (a check's ``detail`` column holds its
+        code; rows written before codes hold the sentence)."""
         with self._write() as conn:
             vid = self._insert(
                 conn, "verifications", {"at": self._now(), "spec_hash": spec_hash, "ok": int(ok)}
@@ -444,7 +445,8 @@ class Ledger:
         )
         got = VerificationRecord.from_row(row)
         typed = (
-            CheckRecord(c["layer"], c["service"], c["ok"], c["detail"], c["data"]) for c in checks
+            CheckRecord.from_stored(c["layer"], c["service"], c["ok"], c["detail"], c["data"])
+            for c in checks
         )
         return dataclasses.replace(got, checks=tuple(typed))
 
@@ -539,7 +541,7 @@ def _check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
         "layer": check.layer,
         "service": check.service,
         "ok": int(check.ok),
-        "detail": check.detail,
+        "detail": check.stored,
         "data": _dumps(dict(check.data)),
     }
 

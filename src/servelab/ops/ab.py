@@ -140,7 +140,8 @@ async def _make_live(
     proof = await verify(op.quiet(), [cfg.service], layers=("config", "live", "e2e"))
     live = await live_knob(op, cfg.service, cfg.knob)  # read back from /proc/PID/environ
     if not proof.ok or live != value:
-        reasons = "; ".join(c.detail for c in proof.checks if not c.ok) or f"live value {live!r}"
+        failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
+        reasons = "; ".join(failed) or f"live value {live!r}"
         raise BenchError(f"arm {cfg.knob}={value} is not live ({reasons}): arm not measured")
     op.say(f"{cfg.service} {cfg.knob}={value} verified live (verification {proof.verification_id})")
     return proof.verification_id, live

@@ -10,9 +10,11 @@ too), and run a layered verify that proves the value live plus an e2e probe
 recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.cases`).
 All of it runs in one :class:`~servelab.ops.context.Operation` (one SSH connection per host).
 
-No printing here; progress goes through a callback. The CLI shows :func:`revert_preview` (the cost
-of the revert, measured by recorded A/B experiments, and what evidence would convict the knob)
-before it asks to go on.
+No printing and no wording here; progress goes through a callback. A revert or restore that did not
+verify carries why as data (``failure``: the restart or verify that did not complete; else the
+verification's failed checks); :mod:`servelab.report.case` words it. The CLI shows
+:func:`revert_preview` (the cost of the revert, measured by recorded A/B experiments, and what
+evidence would convict the knob) before it asks to go on.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from servelab.core.cases import (
     revert_values,
     timeline,
 )
-from servelab.core.evidence import KnobChangeRecord
+from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger import Ledger
@@ -50,7 +52,7 @@ from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import Step
 from servelab.ops.deploy import restart as deploy_restart
 from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.verify import VerifyReport, verify
+from servelab.ops.verify import Check, VerifyReport, verify
 
 __all__ = [
     "Applied",
@@ -69,7 +71,6 @@ __all__ = [
     "revert",
     "revert_preview",
     "view_case",
-    "why_failed",
 ]
 
 Progress = Callable[[str], None]
@@ -257,10 +258,11 @@ class RevertOutcome:
         return verified and self.live == self.preview.revert_to
 
     @property
-    def error(self) -> str | None:
-        return None if self.ok else why_failed(self.verification, self.failure)
+    def failed_checks(self) -> list[Check]:
+        return _failed_checks(self.verification)
 
     def to_json(self) -> dict[str, Any]:
+        """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
         return {
             "preview": self.preview.to_json(),
             "change": self.change.to_json(),
@@ -268,7 +270,7 @@ class RevertOutcome:
             "verification": _verification_json(self.verification, self.failure),
             "live": self.live,
             "event_id": self.event_id,
-            "error": self.error,
+            "failure": self.failure,
             "ok": self.ok,
         }
 
@@ -298,8 +300,9 @@ async def revert(
         service=preview.service, knob=preview.knob, from_value=preview.current,
         to=preview.revert_to, change_id=done.changes[0].change_id,
         verification_id=done.verification_id, ok=outcome.ok,
-        restart=tuple(s.outcome for s in done.steps), error=outcome.error,
+        restart=tuple(s.outcome for s in done.steps), error=done.error,
         cost_ab_id=preview.cost.ab_id, cost=preview.cost.points,
+        failed=_records(outcome.failed_checks),
     )  # fmt: skip
     outcome.event_id = ledger.record_case_event(
         case_id=preview.case_id, kind="revert", detail=event.to_json()
@@ -325,10 +328,11 @@ class RestoreOutcome:
         return bool(self.items) and all(i.ok for i in self.items)
 
     @property
-    def error(self) -> str | None:
-        return None if self.ok else why_failed(self.verification, self.failure)
+    def failed_checks(self) -> list[Check]:
+        return _failed_checks(self.verification)
 
     def to_json(self) -> dict[str, Any]:
+        """The outcome's data (``servelab.report.case.restore_json`` adds the ``error``s)."""
         return {
             "case_id": self.case_id,
             "items": [{**i.to_json(), "verified": i.ok} for i in self.items],
@@ -337,7 +341,7 @@ class RestoreOutcome:
             "status": self.status,
             "event_ids": list(self.event_ids),
             "ok": self.ok,
-            "error": self.error,
+            "failure": self.failure,
         }
 
 
@@ -372,7 +376,7 @@ def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> Rest
         service=item.service, knob=item.knob, from_value=item.current, value=item.restore_to,
         live=live, change_id=change.change_id, verification_id=done.verification_id,
         ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
-        error=None if verified else why_failed(done.report, done.error),
+        error=done.error, failed=_records(_failed_checks(done.report)),
     )  # fmt: skip
 
 
@@ -447,13 +451,12 @@ def _verification_json(report: VerifyReport | None, failure: str | None) -> dict
     return report.to_json()
 
 
-def why_failed(verification: VerifyReport | None, failure: str | None = None) -> str:
-    """Why a verification failed: the restart's or verify's error, else each failed check."""
-    if failure:
-        return failure
-    failed = verification.failures if verification is not None else []
-    reasons = [f"{c.layer} {c.service}: {c.detail}" for c in failed]
-    return "; ".join(reasons) or "the knob's live value was not confirmed"
+def _failed_checks(report: VerifyReport | None) -> list[Check]:
+    return [] if report is None else report.failures
+
+
+def _records(checks: list[Check]) -> tuple[CheckRecord, ...]:
+    return tuple(check.record() for check in checks)
 
 
 def _live_value(report: VerifyReport | None, service: str, knob: str) -> str | None:

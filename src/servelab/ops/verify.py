@@ -10,8 +10,9 @@
 - **e2e**: a streaming chat completion through the entry point (proxy, else router), with a prompt
   long enough to need a real KV transfer: status, TTFT, total time, tokens, cold or warm.
 
-Every check carries a reason. Only declared (and allow-listed) variables are ever read into a check.
-The report is recorded in the ledger when one is given.
+Every check carries an outcome code (:mod:`servelab.core.checks`) and the data its reason is made
+of; :func:`servelab.report.verify.check_detail` words it. Only declared (and allow-listed) variables
+are ever read into a check. The report is recorded in the ledger when one is given.
 """
 
 from __future__ import annotations
@@ -24,13 +25,34 @@ from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 from typing import Any
 
+from servelab.core.checks import (
+    CHECK_CONFIG_ERROR,
+    CHECK_CONFIG_MATCHES_SPEC,
+    CHECK_CONFIG_MISSING,
+    CHECK_CONFIG_NO_ENV_FILE,
+    CHECK_CONFIG_NO_KNOBS,
+    CHECK_CONFIG_NOT_PINNED,
+    CHECK_CONFIG_PIN_MISMATCH,
+    CHECK_CONFIG_UNREADABLE,
+    CHECK_E2E_ERROR,
+    CHECK_E2E_FAILED,
+    CHECK_E2E_PASSED,
+    CHECK_E2E_SECOND_FAILED,
+    CHECK_HEALTH_ERROR,
+    CHECK_HEALTH_HTTP_ERROR,
+    CHECK_HEALTH_READY,
+    CHECK_HEALTH_UNREACHABLE,
+    CHECK_HEALTH_WORKER_READY,
+    CHECK_LIVE_ERROR,
+    CHECK_LIVE_FILE_UNREADABLE,
+    CHECK_LIVE_NO_ENV_FILE,
+    CHECK_LIVE_NO_KNOBS,
+    CHECK_LIVE_NO_PROCESS,
+    LIVE_VERDICT_CODES,
+)
 from servelab.core.coldstart import (
     COLD_MIN_S,
     COLD_RATIO,
-    REASON_FIRST_SINCE_START,
-    REASON_NO_SECOND_PROBE,
-    REASON_SERVED_BEFORE,
-    REASON_SLOWER_THAN_SECOND,
     StartClass,
     classify_start,
     needs_second_probe,
@@ -38,16 +60,7 @@ from servelab.core.coldstart import (
 )
 from servelab.core.envfile import EnvFile
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
-from servelab.core.knobs import (
-    LIVE_DIFFERS,
-    LIVE_LOST_ON_RESTART,
-    LIVE_MATCH,
-    LIVE_RESTART_NEEDED,
-    LIVE_UNSET,
-    live_verdict,
-    parse_env_bytes,
-    tracked_names,
-)
+from servelab.core.knobs import LIVE_MATCH, LIVE_UNSET, live_verdict, parse_env_bytes, tracked_names
 from servelab.core.records import RequestRecord
 from servelab.core.spec import DeploymentSpec, spec_hash
 from servelab.errors import KnobError, ServelabError
@@ -61,27 +74,30 @@ __all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify
 
 LAYERS: tuple[str, ...] = ("config", "live", "health", "e2e")
 
-_WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (see e2e)"
+_ERRORS = {"config": CHECK_CONFIG_ERROR, "live": CHECK_LIVE_ERROR, "health": CHECK_HEALTH_ERROR,
+           "e2e": CHECK_E2E_ERROR}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Check:
-    """One verified fact: its layer, the service, pass/fail, a reason, and structured data."""
+    """One verified fact: its layer, the service, pass/fail, its outcome ``code``
+    (:mod:`servelab.core.checks`) and the structured data its reason is rendered from."""
 
     layer: str
     service: str
     ok: bool
-    detail: str
+    code: str
     data: dict[str, Any] = field(default_factory=dict)
 
     def record(self) -> CheckRecord:
         """The check as the ledger records it."""
-        return CheckRecord(self.layer, self.service, self.ok, self.detail, self.data)
+        return CheckRecord(self.layer, self.service, self.ok, None, self.data, self.code)
 
     def to_json(self) -> dict[str, Any]:
-        """``{"layer", "service", "ok", "detail", **data}`` (the ledger's check shape)."""
+        """``{"layer", "service", "ok", "code", **data}`` (the ledger's check shape, without the
+        ``detail`` sentence: :func:`servelab.report.verify.check_json` adds it)."""
         return {**self.data, "layer": self.layer, "service": self.service, "ok": self.ok,
-                "detail": self.detail}  # fmt: skip
+                "code": self.code}  # fmt: skip
 
 
 @dataclass
@@ -126,6 +142,7 @@ class _FileState:
     env: EnvFile | None = None
     backup: EnvFile | None = None
     backup_path: str | None = None
+    problem: str | None = None  # the config code when the file could not be read or parsed
     error: str | None = None
     recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
 
@@ -187,8 +204,12 @@ def _ordered(checks: list[Check], names: list[str]) -> list[Check]:
     return sorted(checks, key=key)
 
 
+def _error(exc: ServelabError) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _failed(layer: str, service: str, exc: ServelabError) -> list[Check]:
-    return [Check(layer, service, False, f"{type(exc).__name__}: {exc}", {})]
+    return [Check(layer, service, False, _ERRORS[layer], {"error": _error(exc)})]
 
 
 # -- config and live ---------------------------------------------------------------------------
@@ -209,7 +230,7 @@ async def _knob_layers(
     try:
         state = replace(await _file_state(op, service), recorded=recorded)
     except ServelabError as exc:
-        state = _FileState(path=op.env_path(service), error=f"{type(exc).__name__}: {exc}")
+        state = _FileState(op.env_path(service), problem=CHECK_CONFIG_ERROR, error=_error(exc))
     checks = _config_checks(op.spec, service, state) if "config" in layers else []
     if "live" in layers:
         op.say(f"reading the live environment of {service}")
@@ -228,11 +249,11 @@ async def _file_state(op: Operation, service: str) -> _FileState:
     host = op.host(service)
     raw = await read_env_bytes(host, path)
     if raw is None:
-        return _FileState(path=path, error=f"env file {path} does not exist")
+        return _FileState(path=path, problem=CHECK_CONFIG_MISSING)
     try:
         env = parse_env_bytes(raw, path)
     except KnobError as exc:
-        return _FileState(path=path, error=str(exc))
+        return _FileState(path=path, problem=CHECK_CONFIG_UNREADABLE, error=str(exc))
     previous = await previous_version(host, path, raw)
     if previous is None:
         return _FileState(path, env)
@@ -242,18 +263,15 @@ async def _file_state(op: Operation, service: str) -> _FileState:
 def _config_checks(spec: DeploymentSpec, service: str, state: _FileState) -> list[Check]:
     svc = spec.service(service)
     if state.path is None:
-        detail = "no env_file in the spec" + (
-            "; declared knobs are compared live against the spec only" if svc.knobs else ""
-        )
-        return [Check("config", service, True, detail, {})]
-    if state.error is not None or state.env is None:
-        detail = state.error or "unreadable"
-        return [Check("config", service, False, detail, {"env_file": state.path})]
-    env = state.env
-    names = tracked_names(svc, env.as_dict())
+        return [
+            Check("config", service, True, CHECK_CONFIG_NO_ENV_FILE, {"knobs": bool(svc.knobs)})
+        ]
+    if state.env is None:
+        data = {"env_file": state.path, "error": state.error}
+        return [Check("config", service, False, state.problem or CHECK_CONFIG_UNREADABLE, data)]
+    names = tracked_names(svc, state.env.as_dict())
     if not names:
-        return [Check("config", service, True, "env file parses; no declared knobs",
-                      {"env_file": state.path})]  # fmt: skip
+        return [Check("config", service, True, CHECK_CONFIG_NO_KNOBS, {"env_file": state.path})]
     return [_config_check(service, name, svc.knobs.get(name), state) for name in names]
 
 
@@ -261,47 +279,20 @@ def _config_check(service: str, name: str, pin: str | None, state: _FileState) -
     assert state.env is not None
     value = state.env.get(name)
     backup = state.backup.get(name) if state.backup is not None else None
-    ok = pin is None or value == pin
-    if not ok:
-        detail = f"file {_show(value)}, spec pins {pin}"
+    if pin is None:
+        ok, code = True, CHECK_CONFIG_NOT_PINNED
     else:
-        detail = f"file {value}" if value is not None else "not set in file (engine default)"
-        detail += "; matches spec" if pin is not None else ""
-    if state.backup is not None and backup != value:
-        detail += f"; changed since backup: {_show(backup)} -> {_show(value)}"
-    elif state.backup is not None:
-        detail += "; same as backup"
+        ok = value == pin
+        code = CHECK_CONFIG_MATCHES_SPEC if ok else CHECK_CONFIG_PIN_MISMATCH
     data: dict[str, Any] = {"knob": name, "file": value, "spec": pin, "backup": backup,
             "backup_path": state.backup_path, "env_file": state.path}  # fmt: skip
     row = state.recorded.get(name)
     if row is not None:
         data.update(recorded=row.new, recorded_change_id=row.id)
-        if row.new != value:
-            detail += (
-                f"; the last recorded change (#{row.id}) set {_show(row.new)}: "
-                "edited outside servelab?"
-            )
-    return Check("config", service, ok, detail, data)
-
-
-def _show(value: str | None) -> str:
-    return "(unset)" if value is None else value
+    return Check("config", service, ok, code, data)
 
 
 _LIVE_OK = {LIVE_MATCH, LIVE_UNSET}
-
-
-def _live_detail(verdict: str, file: str | None, live: str | None) -> str:
-    if verdict == LIVE_MATCH:
-        return f"live {live} = file"
-    if verdict == LIVE_UNSET:
-        return "not set in file or live (engine default)"
-    if verdict == LIVE_RESTART_NEEDED:
-        return f"in file but not live: restart needed (file {file})"
-    if verdict == LIVE_LOST_ON_RESTART:
-        return f"live but not in file: lost on next restart (live {live})"
-    assert verdict == LIVE_DIFFERS
-    return f"differs: file {file}, live {live} (restart needed)"
 
 
 async def _live_checks(op: Operation, service: str, state: _FileState) -> list[Check]:
@@ -310,14 +301,13 @@ async def _live_checks(op: Operation, service: str, state: _FileState) -> list[C
     proc = await find_process(op.loaded, service, host)
     where = {"pid": proc.pid, "pid_source": proc.source}
     if proc.pid is None:
-        return [Check("live", service, False, f"no running process found ({proc.source})", where)]
+        return [Check("live", service, False, CHECK_LIVE_NO_PROCESS, where)]
     file_values = state.env.as_dict() if state.env is not None else {}
     names = tracked_names(svc, file_values)
     if not names:
-        return [Check("live", service, True, f"pid {proc.pid} ({proc.source}); no declared knobs",
-                      where)]  # fmt: skip
+        return [Check("live", service, True, CHECK_LIVE_NO_KNOBS, where)]
     if state.path is not None and state.env is None:
-        return [Check("live", service, False, f"pid {proc.pid}: env file unreadable", where)]
+        return [Check("live", service, False, CHECK_LIVE_FILE_UNREADABLE, where)]
     live = await read_live(host, proc.pid, names)
     if state.path is None:  # no env file (e.g. a unit's Environment=): live against the spec
         return [_live_vs_spec(service, name, svc.knobs.get(name), live.get(name), where)
@@ -328,7 +318,7 @@ async def _live_checks(op: Operation, service: str, state: _FileState) -> list[C
         verdict = live_verdict(file, value)
         data = {**where, "knob": name, "file": file, "live": value, "verdict": verdict}
         checks.append(
-            Check("live", service, verdict in _LIVE_OK, _live_detail(verdict, file, value), data)
+            Check("live", service, verdict in _LIVE_OK, LIVE_VERDICT_CODES[verdict], data)
         )
     return checks
 
@@ -337,9 +327,8 @@ def _live_vs_spec(
     service: str, name: str, pin: str | None, value: str | None, where: dict[str, Any]
 ) -> Check:
     ok = pin is None or value == pin
-    detail = f"live {_show(value)}" + (f", spec pins {pin}" if pin is not None else "")
     data = {**where, "knob": name, "file": None, "live": value, "spec": pin}
-    return Check("live", service, ok, detail + "; no env file to compare", data)
+    return Check("live", service, ok, CHECK_LIVE_NO_ENV_FILE, data)
 
 
 # -- health ------------------------------------------------------------------------------------
@@ -356,21 +345,17 @@ async def _health(op: Operation, service: str) -> list[Check]:
     result = await probe(base + path, timeout=5.0)
     data: dict[str, Any] = {"path": path, "status": result.status,
                             "elapsed_s": round(result.elapsed_s, 4)}  # fmt: skip
-    ok = result.status is not None and 200 <= result.status < 300
     if result.status is None:
-        return [Check("health", service, False, f"{path}: unreachable: {result.error}", data)]
-    if not ok:
-        snippet = " ".join(result.body.split())[:160]
-        return [Check("health", service, False, f"{path}: HTTP {result.status}: {snippet}", data)]
-    detail = f"{path} {result.status} in {result.elapsed_s * 1000:.0f} ms"
+        data["error"] = result.error
+        return [Check("health", service, False, CHECK_HEALTH_UNREACHABLE, data)]
+    if not 200 <= result.status < 300:
+        data["body"] = " ".join(result.body.split())[:160]
+        return [Check("health", service, False, CHECK_HEALTH_HTTP_ERROR, data)]
     if svc.role == "router":
-        workers = _workers(result.body)
-        data.update(workers)
-        if workers:
-            detail += f" ({workers['healthy_workers']}/{workers['total_workers']} workers healthy)"
-    elif svc.role in ("prefill", "decode"):
-        detail += f"; {_WORKER_NOTE}"
-    return [Check("health", service, True, detail, data)]
+        data.update(_workers(result.body))
+    worker = svc.role in ("prefill", "decode")
+    code = CHECK_HEALTH_WORKER_READY if worker else CHECK_HEALTH_READY
+    return [Check("health", service, True, code, data)]
 
 
 def _workers(body: str) -> dict[str, Any]:
@@ -394,8 +379,8 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
         decodes = [await op.url(name) for name in op.spec.by_role("decode")]
     except ServelabError as exc:
         return _failed("e2e", entry, exc)
-    ok, detail, data = await e2e_check(base, decodes, opts)
-    return [Check("e2e", entry, ok, detail, data)]
+    ok, code, data = await e2e_check(base, decodes, opts)
+    return [Check("e2e", entry, ok, code, data)]
 
 
 @dataclass(frozen=True)
@@ -429,9 +414,11 @@ async def _stream_once(base: str, model: str, prompt: str, opts: E2EOptions) -> 
 
 
 def _timing(record: RequestRecord) -> dict[str, Any]:
+    """The request's status, timings, tokens and error (``error_detail``: the first 200
+    characters of what came with the error)."""
     end = record.end_ns or record.sent_ns
     first = next((t for t, n in zip(record.event_ns, record.event_tokens, strict=True) if n), None)
-    return {
+    timing = {
         "status": record.status,
         "ttft_s": None if first is None else round((first - record.sent_ns) / 1e9, 4),
         "total_s": round((end - record.sent_ns) / 1e9, 4),
@@ -439,16 +426,14 @@ def _timing(record: RequestRecord) -> dict[str, Any]:
         "prompt_tokens": record.input_tokens,
         "error": record.error,
     }
-
-
-def _record_failure(record: RequestRecord) -> str | None:
     if record.error is not None:
-        snippet = " ".join(record.error_detail.split())[:200]
-        reason = record.error.replace("http ", "HTTP ", 1)
-        return reason + (f": {snippet}" if snippet else "")
-    if record.output_tokens <= 0:
-        return "no content tokens in the stream"
-    return None
+        timing["error_detail"] = " ".join(record.error_detail.split())[:200]
+    return timing
+
+
+def _record_failed(record: RequestRecord) -> bool:
+    """Failed: an error, or no content token in the stream."""
+    return record.error is not None or record.output_tokens <= 0
 
 
 async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int] | None:
@@ -460,19 +445,6 @@ async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int
             return None
         counts.append(count)
     return counts or None
-
-
-def _start_reason(start: StartClass) -> str:
-    """The e2e detail's "(why)" for a cold/warm classification (its code, rendered)."""
-    if start.reason == REASON_FIRST_SINCE_START:
-        return "first request since the decode started"
-    if start.reason == REASON_SERVED_BEFORE:
-        return f"decode served {start.served_before} request(s) before"
-    if start.reason == REASON_NO_SECOND_PROBE:
-        return "no second probe to compare with"
-    if start.reason == REASON_SLOWER_THAN_SECOND:
-        return f"{start.ratio:.1f}x slower than an immediate second probe"
-    return f"an immediate second probe took {start.second_s:.2f} s"
 
 
 def _classify(
@@ -490,7 +462,7 @@ async def e2e_check(
 ) -> tuple[bool, str, dict[str, Any]]:
     """One streaming chat completion through ``base`` (+ a second when cold or not a sim).
 
-    Returns (ok, detail, data); a failed request's detail names the status and the reason.
+    Returns (ok, code, data); a failed request's data holds its status and its error.
     """
     async with HttpClient() as http:
         model = await http.model_id(base, 5.0) or "default"
@@ -498,22 +470,14 @@ async def e2e_check(
     first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
     first = _timing(first_rec)
     data: dict[str, Any] = {"model": model, **first, "decode_requests_before": before}
-    failure = _record_failure(first_rec)
-    if failure is not None:
-        return False, f"chat completion failed: {failure}", data
+    if _record_failed(first_rec):
+        return False, CHECK_E2E_FAILED, data
     second = None
     if needs_second_probe(before):
         second_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "b"), opts)
         second = data["second"] = _timing(second_rec)
-        failure = _record_failure(second_rec)
-        if failure is not None:
-            return False, f"first request ok, the second failed: {failure}", data
+        if _record_failed(second_rec):
+            return False, CHECK_E2E_SECOND_FAILED, data
     start = _classify(before, first, second, opts)
     data.update(start=start.start, start_reason=start.reason)
-    detail = (
-        f"{first['status']} in {first['total_s']:.2f} s, TTFT {first['ttft_s']:.2f} s, "
-        f"{first['completion_tokens']} tokens; {start.start} ({_start_reason(start)})"
-    )
-    if second is not None:
-        detail += f"; second probe {second['total_s']:.2f} s"
-    return True, detail, data
+    return True, CHECK_E2E_PASSED, data

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -16,6 +17,7 @@ from servelab.ops.deploy import (
     Step,
 )
 from servelab.report.text import plain_text
+from servelab.report.verify import check_detail, with_details
 
 __all__ = [
     "STATUS_COLUMNS",
@@ -23,6 +25,7 @@ __all__ = [
     "render_interruption",
     "render_restart",
     "render_status",
+    "restart_json",
     "status_rows",
 ]
 
@@ -90,7 +93,7 @@ def render_restart(report: RestartReport) -> str:
         failed = report.verification.failures
         word = "ok" if report.verification.ok else f"FAILED ({len(failed)} check(s))"
         parts.append(f"verification: {word}")
-        parts.extend(f"  {c.layer}/{c.service}: {c.detail}" for c in failed)
+        parts.extend(f"  {c.layer}/{c.service}: {check_detail(c)}" for c in failed)
     if report.rolled_back:
         restored = ", ".join(f"{name} <- {path}" for name, path in report.rollback_from.items())
         parts.append(f"rolled back env files: {restored}")
@@ -116,3 +119,12 @@ def render_interruption(report: DeployReport | RestartReport) -> str:
     if not report.down:
         return "restart interrupted; no service is down\n"
     return f"restart interrupted; {_down_line(report)}\n"
+
+
+def restart_json(report: RestartReport) -> dict[str, Any]:
+    """``restart --json``: the report, its verification's checks each with its reason."""
+    doc = report.to_json()
+    verification = doc.get("verification")
+    if isinstance(verification, dict):
+        doc["verification"] = {**verification, "checks": with_details(verification.get("checks"))}
+    return doc

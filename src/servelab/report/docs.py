@@ -32,6 +32,7 @@ from servelab.core.cases import (
 from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
 from servelab.core.results import AbResultRecord
 from servelab.ops.case import CaseView
+from servelab.report.case import event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.plots import ab_plot, arm_curve
 from servelab.report.text import show_value
@@ -119,9 +120,8 @@ def describe_conviction(test: ConvictionTest) -> str:
 
 
 def _outcome(detail: Mapping[str, Any]) -> str:
-    if detail.get("ok"):
-        return "verified live"
-    return "FAILED" + (f" ({detail['error']})" if detail.get("error") else "")
+    error = event_error(detail)
+    return "verified live" if error is None else f"FAILED ({error})"
 
 
 def describe_timeline_entry(entry: TimelineEntry) -> str:
