@@ -151,16 +151,16 @@ def test_restore_of_a_restored_case_restarts_nothing(ledger_file: Path, tmp_path
         f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
     )
     with Ledger.open(ledger_file) as ledger:
-        cid = str(ledger.create_case(title="hang"))
-        ledger.record_knob_change(service="decode", name=K, old="512", new="256",
-                                  reason="suspected", case_id=int(cid), backup_path=None)  # fmt: skip
+        case_id = ledger.create_case(title="hang")
+        change = {"service": "decode", "name": K, "case_id": case_id, "backup_path": None}
+        ledger.record_knob_change(**change, old="512", new="256", reason="suspected")
+    cid = str(case_id)
     led = ("--ledger", str(ledger_file))
     _json("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
     with Ledger.open(ledger_file) as ledger:
-        back = ledger.record_knob_change(service="decode", name=K, old="256", new="512",
-                                         reason="restore", case_id=int(cid), backup_path=None)  # fmt: skip
+        back = ledger.record_knob_change(**change, old="256", new="512", reason="restore")
         detail = {"service": "decode", "knob": K, "value": "512", "ok": True, "change_id": back}
-        ledger.record_case_event(case_id=int(cid), kind="restore", detail=detail)
+        ledger.record_case_event(case_id=case_id, kind="restore", detail=detail)
     again = run_cli("restore", cid, "-f", str(spec), *led)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"case {cid}: nothing to restore: already restored and verified" in again.stdout
