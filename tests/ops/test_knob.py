@@ -68,8 +68,10 @@ async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> No
         assert added.old is None and await get_knob(loaded, "decode", "OTHER_KNOB") == "x y"
         removed = await set_knob(loaded, "decode", "OTHER_KNOB", None, ledger=ledger)
         assert removed.new is None and await get_knob(loaded, "decode", "OTHER_KNOB") is None
-    assert await latest_backup(LocalHost(), str(path)) == removed.backup_path
-    assert len(list((workdir / "env").glob("decode.env.bak-*"))) == 3
+    backups = workdir / "state" / "backups" / "decode"
+    assert await latest_backup(LocalHost(), str(path), str(backups)) == removed.backup_path
+    assert len(list(backups.glob("decode.env.bak-*"))) == 3
+    assert sorted(p.name for p in (workdir / "env").iterdir()) == ["decode.env"]  # none beside
     for db in workdir.glob("ledger.db*"):
         assert SECRET.encode() not in db.read_bytes()
 
@@ -134,8 +136,9 @@ async def test_backup_identical_to_the_file_is_skipped(workdir: Path) -> None:
     loaded = _spec(workdir, free_port())
     change = await set_knob(loaded, "decode", KNOB, "256")
     path = workdir / "env" / "decode.env"
-    restart_copy = Path(backup_name(str(path)))
+    restart_copy = Path(backup_name(str(path)))  # beside the file: an older servelab's copy
     restart_copy.write_bytes(path.read_bytes())
-    assert await latest_backup(LocalHost(), str(path)) == str(restart_copy)
+    backups = str(workdir / "state" / "backups" / "decode")
+    assert await latest_backup(LocalHost(), str(path), backups) == str(restart_copy)
     diff = await diff_knob(loaded, "decode", KNOB)
     assert (diff.file, diff.backup, diff.backup_path) == ("256", "512", change.backup_path)
