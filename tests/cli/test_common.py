@@ -8,13 +8,17 @@ import pytest
 
 from servelab.cli.common import (
     SpecAndLedger,
+    bench_levels,
     notice,
     progress,
     progress_when,
     resolve_target,
     say,
 )
+from servelab.core.workload import LengthDist
 from servelab.io.ledger import LEDGER_ENV
+from servelab.ops.bench import BenchConfig, run_bench
+from tests.support.servers import served, streaming_app
 
 SPEC = (
     'name = "t"\nstate_dir = "state"\n\n[services.router]\nrole = "router"\n'
@@ -78,3 +82,15 @@ def test_progress_prints_untrusted_text_as_text(capsys: pytest.CaptureFixture[st
         "failed: C4: [b]1 failed[/b]",
     ]
     assert out == "[dim]result[/]\n"
+
+
+async def test_bench_levels_says_each_level_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The A/B's progress: one line per level, not one per concurrent user (C8 ×8)."""
+    async with served(streaming_app(gap_s=0.002)) as url:
+        config = BenchConfig(url=url, concurrencies=(2, 8), requests=32, model="sim-model",
+                             input_len=LengthDist("fixed", 8), output_len=LengthDist("fixed", 5),
+                             idle_timeout_s=5.0)  # fmt: skip
+        await run_bench(config, progress=bench_levels)
+    err = capsys.readouterr().err
+    assert err.count("C8: 32 requests measured") == 1, err
+    assert err.count("C2: 32 requests measured") == 1, err
