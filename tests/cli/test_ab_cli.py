@@ -38,6 +38,9 @@ def test_ab_json_files_and_restore(tmp_path: Path) -> None:
             f"ab-{doc['ab_id']}.png",
         ]
         assert "verified live" in result.stderr
+        # one progress line per level and visit (2 arms x 2 repeats), not one per concurrent user
+        assert result.stderr.count("C4: 12 requests measured") == 4, result.stderr
+        assert result.stderr.count("C2: 12 requests measured") == 4, result.stderr
         knob = run_cli("knob", "diff", "decode", DEFAULT_KNOB, "-f", spec, "--json")
         assert json.loads(knob.stdout)["live"] == "512"
     finally:

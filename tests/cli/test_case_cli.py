@@ -18,7 +18,7 @@ from servelab.core.evidence import CheckRecord
 from servelab.core.results import SoakDocument
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from tests.support import run_cli
+from tests.support import free_ports, run_cli
 from tests.support.history import K, seed_history
 from tests.support.specs import SECRET, write_pd_spec
 
@@ -114,6 +114,65 @@ def test_newer_ledger_is_refused_with_a_clear_message(tmp_path: Path) -> None:
 
 
 # -- revert and restore through the CLI, against a real stack ----------------------------------
+
+
+def test_suspect_refuses_a_knob_the_spec_does_not_declare(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    led = ("--ledger", str(ledger_file))
+    spec = ("-f", str(write_pd_spec(tmp_path / "dep", name="suspects")))
+    cid = str(_json("case", "open", "hang", *led)["id"])
+    bad = run_cli("case", "suspect", cid, "knob:decode/NOPE", "--reason", "typo", *spec, *led)
+    assert bad.returncode == 2, bad.stderr
+    assert "'NOPE' is not a declared knob of 'decode'" in bad.stderr
+    assert _json("case", "show", cid, *led)["suspects"] == []
+    assert _json("case", "suspect", cid, TARGET, "--reason", "latest", *spec, *led)["id"] == 1
+
+
+def test_a_second_resolve_says_the_first_is_kept(ledger_file: Path) -> None:
+    led = ("--ledger", str(ledger_file))
+    cid = str(_json("case", "open", "hang", *led)["id"])
+    first = run_cli("case", "resolve", cid, "--root-cause", "the knob", "--convict", TARGET, *led)
+    assert first.returncode == 0 and "kept" not in first.stdout
+    again = run_cli(
+        "case", "resolve", cid, "--root-cause", "the proxy", "--exonerate", TARGET, *led
+    )
+    assert again.returncode == 0, again.stderr
+    assert "resolved again: the proxy" in again.stdout
+    assert "the earlier resolution (the knob) is kept in its timeline" in again.stdout
+    shown = run_cli("case", "show", cid, *led).stdout
+    assert "resolved: root cause: the knob" in shown and "(superseded" in shown
+    assert "resolved: root cause: the proxy" in shown
+
+
+def test_restore_of_a_restored_case_restarts_nothing(ledger_file: Path, tmp_path: Path) -> None:
+    """The spec's only service cannot start: a restart would fail; there must be none."""
+    (port,) = free_ports(1)
+    (tmp_path / "decode.env").write_text(f"{K}=512\n")
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        f'state_dir = "state"\n[services.decode]\nrole = "generic"\n'
+        f'url = "http://127.0.0.1:{port}"\nstart = "exit 3"\nenv_file = "decode.env"\n'
+        f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
+    )
+    with Ledger.open(ledger_file) as ledger:
+        case_id = ledger.create_case(title="hang")
+        change = {"service": "decode", "name": K, "case_id": case_id, "backup_path": None}
+        ledger.record_knob_change(**change, old="512", new="256", reason="suspected")
+    cid = str(case_id)
+    led = ("--ledger", str(ledger_file))
+    _json("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
+    with Ledger.open(ledger_file) as ledger:
+        back = ledger.record_knob_change(**change, old="256", new="512", reason="restore")
+        detail = {"service": "decode", "knob": K, "value": "512", "ok": True, "change_id": back}
+        ledger.record_case_event(case_id=case_id, kind="restore", detail=detail)
+    again = run_cli("restore", cid, "-f", str(spec), *led)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"case {cid}: nothing to restore: already restored and verified" in again.stdout
+    assert "restore: decode" not in again.stdout and "restart" not in again.stderr
+    assert not (tmp_path / "state" / "logs").exists()  # nothing was started
+    doc = _json("restore", cid, "-f", str(spec), *led)
+    assert doc["ok"] and doc["already_restored"] and doc["items"] == [] and doc["restart"] == []
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from servelab.cli.common import (
     DEBUG_HINT,
     ServelabGroup,
     SpecAndLedger,
+    bench_levels,
     json_option,
     notice,
     progress,
@@ -21,8 +22,11 @@ from servelab.cli.common import (
     resolve_target,
     say,
 )
+from servelab.core.workload import LengthDist
 from servelab.errors import SpecError, StoreError
 from servelab.io.ledger import LEDGER_ENV
+from servelab.ops.bench import BenchConfig, run_bench
+from tests.support.servers import served, streaming_app
 
 SPEC = (
     'name = "t"\nstate_dir = "state"\n\n[services.router]\nrole = "router"\n'
@@ -165,3 +169,15 @@ def test_servelab_debug_shows_the_traceback(monkeypatch: pytest.MonkeyPatch) -> 
     assert result.exit_code == 1
     assert "Traceback" in result.stderr and "ValueError: boom [/x]" in result.stderr
     assert result.stderr.splitlines()[-1] == "error: unexpected ValueError: boom [/x]"
+
+
+async def test_bench_levels_says_each_level_once(capsys: pytest.CaptureFixture[str]) -> None:
+    """The A/B's progress: one line per level, not one per concurrent user (C8 ×8)."""
+    async with served(streaming_app(gap_s=0.002)) as url:
+        config = BenchConfig(url=url, concurrencies=(2, 8), requests=32, model="sim-model",
+                             input_len=LengthDist("fixed", 8), output_len=LengthDist("fixed", 5),
+                             idle_timeout_s=5.0)  # fmt: skip
+        await run_bench(config, progress=bench_levels)
+    err = capsys.readouterr().err
+    assert err.count("C8: 32 requests measured") == 1, err
+    assert err.count("C2: 32 requests measured") == 1, err

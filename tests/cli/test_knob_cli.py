@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 from servelab.io.ledger import Ledger
-from tests.support import free_port
+from tests.support import REPO, free_port
 from tests.support import run_cli as _run_cli
 from tests.support.specs import SECRET, write_decode_spec
 
@@ -75,3 +76,24 @@ def test_bad_input_exits_2_without_revealing_values(tmp_path: Path) -> None:
     assert (root / "env" / "decode.env").read_text().count(f"{KNOB}=512") == 1
     unset = run_cli("knob", "set", "decode", KNOB, "--unset", "--json", cwd=root)
     assert unset.returncode == 0 and json.loads(unset.stdout)["new"] is None
+
+
+def test_the_quick_start_example_gets_no_file_beside_its_env_files(tmp_path: Path) -> None:
+    """`knob set`/`diff` on examples/local-sim.toml (a copy): backups go to its state dir."""
+    shutil.copytree(REPO / "examples", tmp_path / "examples")
+    env_dir = tmp_path / "examples" / "env"
+    before = {p.name: p.read_bytes() for p in env_dir.iterdir()}
+    spec = ("-f", str(tmp_path / "examples" / "local-sim.toml"))
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    for value in ("256", "512"):
+        done = _run_cli("knob", "set", *spec, "decode", f"{KNOB}={value}", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        backup = Path(json.loads(done.stdout)["backup_path"])
+        state = tmp_path / ".servelab" / "local-sim"
+        assert backup.parent.resolve() == state / "backups" / "decode"
+        diff = _run_cli("knob", "diff", *spec, "decode", KNOB, "--json", env=env)
+        assert diff.returncode == 0 and json.loads(diff.stdout)["backup_path"] == str(backup)
+    assert {p.name: p.read_bytes() for p in env_dir.iterdir()} == before  # set back: identical
+    assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == sorted(
+        p.name for p in (REPO / "examples").iterdir()
+    )

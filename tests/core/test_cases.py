@@ -295,3 +295,31 @@ def test_nan_from_an_uncomputable_interval_is_not_a_number() -> None:
          "confidence": 0.9, "baseline": "256", "candidate": "512"}]}  # fmt: skip
     point = revert_cost([_ab(1, result)], "decode", K, "512", "256").points[0]
     assert point.change is None and point.ci is None and point.confidence == 0.9
+
+
+def test_a_later_change_that_ended_on_the_same_value_is_not_changed_again_since() -> None:
+    """An A/B after the revert visits other values and restores the original: net, no change."""
+    ab = _changes(
+        {"id": 8, "service": "decode", "name": K, "old": "256", "new": "512", "case_id": None},
+        {"id": 9, "service": "decode", "name": K, "old": "512", "new": "256", "case_id": None},
+    )
+    assert restore_plan(_case(), later_changes=ab)[0].superseded_by is None
+    moved = _changes({"id": 10, "service": "decode", "name": K, "old": "256", "new": "128"})
+    assert restore_plan(_case(), later_changes=[*ab, *moved])[0].superseded_by == 10
+
+
+def test_a_restored_knob_is_compared_with_its_restored_value() -> None:
+    """Restored 256 → 512 (change 6, this case's), then an A/B that ended on 512: not moved."""
+    done = {"kind": "restore", "at": "2026-01-04T00:00:00.000Z",
+            "detail": {"service": "decode", "knob": K, "ok": True, "change_id": 6}}  # fmt: skip
+    case = _case(events=[done])
+    restore = KnobChangeRecord(6, "2026-01-04T00:00:00.000Z", "decode", K, "256", "512", "r", 3)
+    case = model.Case(**{**case.__dict__, "changes": (*case.changes, restore)})
+    ab = _changes(
+        {"id": 7, "service": "decode", "name": K, "old": "512", "new": "256", "case_id": None},
+        {"id": 8, "service": "decode", "name": K, "old": "256", "new": "512", "case_id": None},
+    )
+    (item,) = restore_plan(case, later_changes=[restore, *ab])
+    assert item.superseded_by is None and restore_status(case, [item]) == RESTORE_VERIFIED
+    (item,) = restore_plan(case, later_changes=[restore, *ab[:1]])
+    assert item.superseded_by == 7

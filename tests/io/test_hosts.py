@@ -116,3 +116,17 @@ def test_backup_name_and_proc_net_parse() -> None:
 def test_public_api() -> None:
     for name in hosts_module.__all__:
         assert hasattr(hosts_module, name)
+
+
+async def test_makedirs_and_remove(host: Host, tmp_path: Path) -> None:
+    where = tmp_path / "state" / "backups" / "decode"
+    await host.makedirs(str(where))
+    await host.makedirs(str(where))  # already there: fine
+    assert where.is_dir() and where.stat().st_mode & 0o077 == 0
+    (where / "x").write_text("1")
+    await host.remove(str(where / "x"))
+    await host.remove(str(where / "x"))  # already gone: fine
+    assert not (where / "x").exists()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(HostError):
+        await host.makedirs(str(tmp_path / "file" / "sub"))

@@ -155,3 +155,17 @@ async def test_record_run_and_result_so_far_rebuild_a_partial_sweep(
         row = ledger.get_bench_run(run_id)
     assert result.runs[0].run_id == run_id
     assert row is not None and row.n_records == 12
+
+
+async def test_progress_counts_finished_requests_so_a_level_completes_once(server: str) -> None:
+    """At C8 the last 8 requests end after the last one was sent: each "run" event says how many
+    have finished, so exactly one per run says all of them did."""
+    events: list[tuple[str, int, int, int]] = []
+    config = _config(server, concurrencies=(8,), requests=32, repeat=2)
+    await run_bench(config, progress=lambda p: events.append((p.phase, p.repeat_index, p.done,
+                                                              p.total)))  # fmt: skip
+    runs = [e for e in events if e[0] == "run"]
+    for k in (0, 1):
+        done = [e[2] for e in runs if e[1] == k]
+        assert done == list(range(1, 33))  # one event per finished request, in order
+    assert [e for e in runs if e[2] == e[3]] == [("run", 0, 32, 32), ("run", 1, 32, 32)]

@@ -17,7 +17,7 @@ import pytest
 from servelab.core.cases import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.results import SoakDocument
 from servelab.core.topology import restart_plan
-from servelab.errors import CaseError
+from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops import case as cases
@@ -120,6 +120,95 @@ def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path)
         view = cases.view_case(ledger, cid)
         assert view.restore_status == RESTORE_VERIFIED
         assert all("verified" not in e.detail for e in view.case.events)
+
+
+def test_a_second_resolve_keeps_the_first_in_the_timeline(ledger: Ledger) -> None:
+    target = f"knob:decode/{K}"
+    cid = cases.open_case(ledger, "hang")
+    cases.add_suspect(ledger, cid, target, "latest change")
+    first = cases.resolve_case(ledger, cid, "the knob", convict=[target])
+    assert first.case.verdict(target) == "convicted"
+    again = cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
+    assert again.case.root_cause == "the proxy" and again.case.verdict(target) == "exonerated"
+    resolved = [e for e in again.timeline if e.kind == "resolved"]
+    assert [e.data["root_cause"] for e in resolved] == ["the knob", "the proxy"]
+    assert resolved[0].at == first.case.resolved_at
+    assert resolved[0].data["verdicts"] == {target: "convicted"}
+    assert resolved[0].data["superseded_at"] == again.case.resolved_at
+    assert resolved[1].data["verdicts"] == {target: "exonerated"}
+
+
+def test_a_suspect_knob_must_be_declared_in_the_spec(ledger: Ledger, tmp_path: Path) -> None:
+    spec = load_spec(_spec(tmp_path)).spec
+    cid = cases.open_case(ledger, "hang")
+    with pytest.raises(KnobError, match="'NOPE' is not a declared knob of 'decode'"):
+        cases.add_suspect(ledger, cid, "knob:decode/NOPE", "typo", spec=spec)
+    with pytest.raises(SpecError, match="unknown service"):
+        cases.add_suspect(ledger, cid, f"knob:decoder/{K}", "typo", spec=spec)
+    assert cases.load_case(ledger, cid).suspects == ()
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "declared", spec=spec)
+    cases.add_suspect(ledger, cid, "component:proxy", "not a service of the spec", spec=spec)
+    assert len(cases.load_case(ledger, cid).suspects) == 2
+
+
+def test_a_hand_edited_value_is_named_in_the_refusal(ledger: Ledger) -> None:
+    seed_history(ledger)  # the recorded change: 256 -> 512
+    cid = cases.open_case(ledger, "hang")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
+    with pytest.raises(CaseError) as info:
+        cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="1024")
+    text = str(info.value)
+    assert "no recorded change set decode/" + K + " to its current value 1024" in text
+    assert "the last recorded change (#1) set it to 512" in text and "--to" in text
+    preview = cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="1024", to="512")
+    assert (preview.current, preview.revert_to) == ("1024", "512")
+
+
+def _restored_case(ledger: Ledger) -> int:
+    """A case whose exonerated knob was reverted (512 -> 256) and restored, verified."""
+    seed_history(ledger)
+    cid = cases.open_case(ledger, "hang")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
+    ledger.record_knob_change(service="decode", name=K, old="512", new="256",
+                              reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+    cases.resolve_case(ledger, cid, "proxy", exonerate=[f"knob:decode/{K}"])
+    back = ledger.record_knob_change(service="decode", name=K, old="256", new="512",
+                                     reason="restore", case_id=cid, backup_path=None)  # fmt: skip
+    detail = {"service": "decode", "knob": K, "value": "512", "ok": True, "change_id": back}
+    ledger.record_case_event(case_id=cid, kind="restore", detail=detail)
+    return cid
+
+
+async def test_a_restored_case_has_nothing_to_restore(ledger: Ledger, tmp_path: Path) -> None:
+    loaded = load_spec(_failing_spec(tmp_path))
+    cid = _restored_case(ledger)
+    changes = len(ledger.list_knob_changes())
+    outcome = await cases.restore(loaded, ledger, cid)
+    assert outcome.ok and outcome.already_restored and outcome.status == RESTORE_VERIFIED
+    assert outcome.items == [] and outcome.restart == [] and outcome.verification is None
+    assert len(ledger.list_knob_changes()) == changes  # nothing set
+    assert [e.kind for e in cases.load_case(ledger, cid).events] == ["restore"]
+    assert f"{K}=512" in (tmp_path / "decode.env").read_text()
+
+
+def _failing_spec(root: Path) -> Path:
+    """One ``decode`` service whose start command fails at once (a restart would fail)."""
+    (port,) = free_ports(1)
+    (root / "decode.env").write_text(f"{K}=512\n")
+    spec = root / "servelab.toml"
+    spec.write_text(
+        f"""state_dir = "state"
+[services.decode]
+role = "generic"
+url = "http://127.0.0.1:{port}"
+start = "exit 3"
+env_file = "decode.env"
+knobs = ["{K}"]
+ready_timeout_s = 3
+start_timeout_s = 3
+"""
+    )
+    return spec
 
 
 # -- against a real stack --------------------------------------------------------------------

@@ -16,10 +16,12 @@ from servelab.io.envfiles import latest_backup, read_env_file
 from servelab.io.hosts import LocalHost
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.context import Operation
 from servelab.ops.knob import diff_knob, get_knob, set_knob
 from tests.support import free_port
 from tests.support.processes import http_server
 from tests.support.specs import SECRET, write_decode_spec
+from tests.support.sshd import SshdServer
 
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
 ENV = f"# decode knobs\n{KNOB}=512\n\nSECRET_TOKEN={SECRET}\n"
@@ -68,8 +70,10 @@ async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> No
         assert added.old is None and await get_knob(loaded, "decode", "OTHER_KNOB") == "x y"
         removed = await set_knob(loaded, "decode", "OTHER_KNOB", None, ledger=ledger)
         assert removed.new is None and await get_knob(loaded, "decode", "OTHER_KNOB") is None
-    assert await latest_backup(LocalHost(), str(path)) == removed.backup_path
-    assert len(list((workdir / "env").glob("decode.env.bak-*"))) == 3
+    backups = workdir / "state" / "backups" / "decode"
+    assert await latest_backup(LocalHost(), str(path), str(backups)) == removed.backup_path
+    assert len(list(backups.glob("decode.env.bak-*"))) == 3
+    assert sorted(p.name for p in (workdir / "env").iterdir()) == ["decode.env"]  # none beside
     for db in workdir.glob("ledger.db*"):
         assert SECRET.encode() not in db.read_bytes()
 
@@ -134,8 +138,33 @@ async def test_backup_identical_to_the_file_is_skipped(workdir: Path) -> None:
     loaded = _spec(workdir, free_port())
     change = await set_knob(loaded, "decode", KNOB, "256")
     path = workdir / "env" / "decode.env"
-    restart_copy = Path(backup_name(str(path)))
+    restart_copy = Path(backup_name(str(path)))  # beside the file: an older servelab's copy
     restart_copy.write_bytes(path.read_bytes())
-    assert await latest_backup(LocalHost(), str(path)) == str(restart_copy)
+    backups = str(workdir / "state" / "backups" / "decode")
+    assert await latest_backup(LocalHost(), str(path), backups) == str(restart_copy)
     diff = await diff_knob(loaded, "decode", KNOB)
     assert (diff.file, diff.backup, diff.backup_path) == ("256", "512", change.backup_path)
+
+
+async def test_over_ssh_backups_go_to_the_remote_state_dir(
+    tmp_path: Path, sshd: SshdServer
+) -> None:
+    """The env file on an SSH host: its backups go under the spec's (absolute) state dir there."""
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "decode.env").write_text(ENV)
+    (tmp_path / "servelab.toml").write_text(
+        f'name = "remote-knobs"\nstate_dir = "{tmp_path / "remote-state"}"\n'
+        + sshd.host_toml("remote")
+        + f'[services.decode]\nrole = "generic"\nhost = "remote"\n'
+        f'url = "http://127.0.0.1:{free_port()}"\nstart = "true"\n'
+        f'env_file = "{tmp_path / "env" / "decode.env"}"\nknobs = ["{KNOB}"]\n'
+    )
+    loaded = load_spec(tmp_path / "servelab.toml")
+    async with Operation(loaded) as op:
+        assert op.backup_dir("decode") == str(tmp_path / "remote-state" / "backups" / "decode")
+        change = await set_knob(op, "decode", KNOB, "256")
+        diff = await diff_knob(op, "decode", KNOB)
+    assert change.backup_path is not None
+    assert Path(change.backup_path).parent == tmp_path / "remote-state" / "backups" / "decode"
+    assert (diff.file, diff.backup, diff.backup_path) == ("256", "512", change.backup_path)
+    assert sorted(p.name for p in (tmp_path / "env").iterdir()) == ["decode.env"]

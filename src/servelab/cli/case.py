@@ -25,6 +25,7 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
+from servelab.core.cases import CASE_RESOLVED, Case
 from servelab.io.files import write_files
 from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
@@ -85,10 +86,12 @@ def case_suspect(
 ) -> None:
     """Suspect TARGET: knob:SERVICE/NAME or component:NAME (proxy, router, ...)."""
 
-    async def body(ledger: Ledger) -> int:
-        return cases.add_suspect(ledger, case_id, target, reason)
+    where = SpecAndLedger(spec_path, ledger_path)
 
-    sid = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    async def body(ledger: Ledger) -> int:
+        return cases.add_suspect(ledger, case_id, target, reason, spec=where.spec().spec)
+
+    sid = run_with_ledger(where, body, create=False)
     if as_json:
         print_json({"id": sid, "case_id": case_id, "target": target.strip(), "reason": reason})
     else:
@@ -213,14 +216,19 @@ def case_resolve(
 ) -> None:
     """Resolve the case; prints the restore plan of every exonerated knob."""
 
-    async def body(ledger: Ledger) -> cases.CaseView:
-        return cases.resolve_case(ledger, case_id, root_cause, exonerate, convict)
+    async def body(ledger: Ledger) -> tuple[cases.CaseView, Case]:
+        before = cases.load_case(ledger, case_id)
+        return cases.resolve_case(ledger, case_id, root_cause, exonerate, convict), before
 
-    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    view, before = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
         print_json(view.to_json())
         return
-    say(f"case {case_id} resolved: {root_cause}")
+    if before.status == CASE_RESOLVED:
+        say(f"case {case_id} resolved again: {root_cause}")
+        say(f"  the earlier resolution ({before.root_cause}) is kept in its timeline")
+    else:
+        say(f"case {case_id} resolved: {root_cause}")
     for item in view.plan:
         say(f"  restore plan: {describe_restore_item(item)}")
     if view.plan:
@@ -304,8 +312,9 @@ def restore_cmd(
 
     async def body(ledger: Ledger) -> cases.RestoreOutcome:
         loaded = where.deployment()
-        if not as_json:
-            for item in cases.view_case(ledger, case_id).plan:
+        view = cases.view_case(ledger, case_id)
+        if not as_json and not cases.already_restored(view):
+            for item in view.plan:
                 say(f"restore: {describe_restore_item(item)}")
         async with Operation(loaded, ledger=ledger, progress=progress) as op:
             return await cases.restore(op, ledger, case_id)
@@ -313,6 +322,8 @@ def restore_cmd(
     outcome = run_with_ledger(where, body, create=False)
     if as_json:
         print_json(restore_json(outcome))
+    elif outcome.already_restored:
+        say(f"case {case_id}: nothing to restore: already {outcome.status}")
     else:
         error = restore_error(outcome)
         say(f"case {case_id}: {outcome.status}" + (f" ({error})" if error else ""))

@@ -523,8 +523,10 @@ def restore_plan(
 ) -> list[RestoreItem]:
     """Every knob changed under this case whose target was exonerated, with the revert's cost.
 
-    ``later_changes``: every recorded change of those knobs; a change after the case's own (not
-    under this case) is reported as ``superseded_by`` — the knob moved since, restoring may undo it.
+    ``later_changes``: every recorded change of those knobs. When the newest of them, after the
+    case's own last change of the knob (its restore's included), left another value than that
+    change did, it is the item's ``superseded_by``: the knob moved since, restoring may undo it.
+    Changes that came back to the case's value (an A/B ends on the original) do not count.
     """
     if case.status != CASE_RESOLVED:
         return []
@@ -548,7 +550,7 @@ def restore_plan(
                 reverted_at=first.at,
                 case_id=case.id,
                 cost=cost,
-                superseded_by=_superseded(later_changes, last, case.id),
+                superseded_by=_superseded(later_changes, _own_last(case, last)),
             )
         )
     return items
@@ -562,14 +564,16 @@ def _revert_changes(case: Case) -> list[KnobChangeRecord]:
     return [c for c in case.changes if c.id not in restored]
 
 
-def _superseded(
-    changes: Sequence[KnobChangeRecord], last: KnobChangeRecord, case_id: int
-) -> int | None:
-    for change in sorted(changes, key=lambda c: c.id):
-        same = change.service == last.service and change.name == last.name
-        if same and change.id > last.id and change.case_id != case_id:
-            return change.id
-    return None
+def _own_last(case: Case, last: KnobChangeRecord) -> KnobChangeRecord:
+    """The case's newest change of ``last``'s knob, its restore's included."""
+    same = [c for c in case.changes if (c.service, c.name) == (last.service, last.name)]
+    return max(same, key=lambda c: c.id, default=last)
+
+
+def _superseded(changes: Sequence[KnobChangeRecord], own: KnobChangeRecord) -> int | None:
+    later = [c for c in changes if (c.service, c.name) == (own.service, own.name)]
+    newest = max((c for c in later if c.id > own.id), key=lambda c: c.id, default=None)
+    return None if newest is None or newest.new == own.new else newest.id
 
 
 def restore_status(case: Case, plan: Sequence[RestoreItem]) -> str:

@@ -33,6 +33,7 @@ __all__ = [
     "Evidence",
     "KnobChangeRecord",
     "LedgerExport",
+    "Resolution",
     "SoakRunRecord",
     "Suspect",
     "VerificationRecord",
@@ -463,6 +464,41 @@ class CaseEvent:
             "at": self.at,
             "kind": self.kind,
             "detail": dict(self.detail),
+        }
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """A case's resolution: its root cause and the verdicts it gave, at ``at``.
+
+    Resolving a case again never erases the earlier resolution: it is kept as a ``resolved`` case
+    event (at its own time) with this detail, ``superseded_at`` the time of the new one.
+    """
+
+    root_cause: str | None
+    at: str
+    verdicts: Mapping[str, str] = field(default_factory=dict)
+    superseded_at: str | None = None
+
+    KIND = "resolved"
+
+    @classmethod
+    def from_event(cls, event: CaseEvent) -> Resolution:
+        detail = event.detail
+        verdicts = obj(detail.get("verdicts"))
+        return cls(
+            opt_str(detail.get("root_cause")),
+            event.at,
+            {str(t): str(v) for t, v in verdicts.items()},
+            opt_str(detail.get("superseded_at")),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The event's detail (its time is the event's own ``at``)."""
+        return {
+            "root_cause": self.root_cause,
+            "verdicts": dict(self.verdicts),
+            "superseded_at": self.superseded_at,
         }
 
 

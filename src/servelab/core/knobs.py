@@ -84,9 +84,13 @@ def live_verdict(file: str | None, live: str | None) -> str:
     return LIVE_DIFFERS
 
 
-def backup_names(listing: Iterable[str], base: str) -> list[str]:
-    """The names in ``listing`` that are timestamped backups of ``base``, oldest first."""
-    pattern = re.compile(re.escape(base) + r"\.bak-\d{8}T\d{6}(\.\d+)?Z\Z")
+def backup_names(listing: Iterable[str], base: str, kind: str = "bak") -> list[str]:
+    """The names in ``listing`` that are timestamped copies of ``base``, oldest first.
+
+    ``kind`` ``bak``: the backups taken before each change (``BASE.bak-STAMP``); another kind
+    (``pre-restart``) names the copies a restart takes aside (``BASE.pre-restart-STAMP``).
+    """
+    pattern = re.compile(re.escape(f"{base}.{kind}-") + r"\d{8}T\d{6}(\.\d+)?Z\Z")
     return sorted(name for name in listing if pattern.match(name))
 
 

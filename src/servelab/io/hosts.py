@@ -1,9 +1,11 @@
 """Hosts: where services run. :class:`LocalHost` is this machine; :class:`~servelab.io.ssh.SSHHost`
 is a machine reached over SSH (one connection per host, reused). Both offer the same coroutines:
 run a shell command with a timeout, read a file, tell whether a path exists, list a directory,
-replace a file atomically (with a timestamped backup), read a process's raw environment, find the
-process listening on a TCP port, and give a URL this machine can use to reach a service bound on
-the host's loopback. :func:`~servelab.io.ssh.host_for` gives the host a spec names.
+create a directory, remove a file, replace a file atomically (optionally with a timestamped backup
+beside it; env-file backups go under the state directory instead, :mod:`servelab.io.envfiles`),
+read a process's raw environment, find the process listening on a TCP port, and give a URL this
+machine can use to reach a service bound on the host's loopback.
+:func:`~servelab.io.ssh.host_for` gives the host a spec names.
 
 Errors: :class:`~servelab.errors.CommandTimeout` when a command outlives its timeout,
 :class:`~servelab.errors.HostError` (:class:`~servelab.errors.SSHError` for the connection) for the
@@ -67,6 +69,10 @@ class Host(Protocol):
     async def write_file_atomic(
         self, path: str, data: bytes, *, backup: bool = True
     ) -> str | None: ...
+
+    async def makedirs(self, directory: str) -> None: ...
+
+    async def remove(self, path: str) -> None: ...
 
     async def read_environ(self, pid: int) -> bytes: ...
 
@@ -154,6 +160,20 @@ class LocalHost:
             return await asyncio.to_thread(_write_atomic, Path(path), data, backup)
         except OSError as exc:
             raise HostError(f"{self.name}: cannot write {path}: {exc.strerror}") from exc
+
+    async def makedirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents (owner-only when new); existing ones are fine."""
+        try:
+            await asyncio.to_thread(os.makedirs, directory, 0o700, True)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot create {directory}: {exc.strerror}") from exc
+
+    async def remove(self, path: str) -> None:
+        """Remove the file at ``path``; a file already gone is fine."""
+        try:
+            await asyncio.to_thread(Path(path).unlink, True)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot remove {path}: {exc.strerror}") from exc
 
     async def read_environ(self, pid: int) -> bytes:
         return await self.read_file(f"/proc/{pid}/environ")

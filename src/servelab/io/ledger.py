@@ -42,6 +42,7 @@ from servelab.core.evidence import (
     Evidence,
     KnobChangeRecord,
     LedgerExport,
+    Resolution,
     SoakRunRecord,
     Suspect,
     VerificationRecord,
@@ -383,10 +384,15 @@ class Ledger:
             return self._insert(conn, "case_events", row)
 
     def resolve_case(self, *, case_id: int, root_cause: str, verdicts: Mapping[str, str]) -> None:
-        """Close a case with its root cause; ``verdicts`` maps target → exonerated|convicted."""
+        """Close a case with its root cause; ``verdicts`` maps target → exonerated|convicted.
+
+        A case resolved before keeps its earlier resolution (root cause and verdicts) as a
+        ``resolved`` case event at that resolution's time, in the same transaction.
+        """
         now = self._now()
         with self._write() as conn:
             self._require_case(conn, case_id)
+            self._keep_resolution(conn, case_id, now)
             for target, verdict in verdicts.items():
                 _set_verdict(conn, case_id, target, verdict, now)
             conn.execute(
@@ -394,6 +400,21 @@ class Ledger:
                 "WHERE id = ?",
                 (root_cause, now, case_id),
             )
+
+    def _keep_resolution(self, conn: sqlite3.Connection, case_id: int, now: str) -> None:
+        row = conn.execute(
+            "SELECT status, root_cause, resolved_at FROM cases WHERE id = ?", (case_id,)
+        ).fetchone()
+        if row is None or row[0] != "resolved":
+            return
+        verdicts = conn.execute(
+            "SELECT target, verdict FROM case_suspects WHERE case_id = ? AND verdict IS NOT NULL "
+            "ORDER BY id",
+            (case_id,),
+        ).fetchall()
+        earlier = Resolution(row[1], str(row[2] or now), dict(verdicts), superseded_at=now)
+        event = {"case_id": case_id, "at": earlier.at, "kind": Resolution.KIND}
+        self._insert(conn, "case_events", {**event, "detail": _dumps(earlier.to_json())})
 
     def _require_case(self, conn: sqlite3.Connection, case_id: int) -> None:
         if conn.execute("SELECT 1 FROM cases WHERE id = ?", (case_id,)).fetchone() is None:

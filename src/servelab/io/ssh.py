@@ -132,6 +132,15 @@ class SSHHost:
         written = result.stdout.strip()
         return written or None
 
+    async def makedirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents (owner-only when new); existing ones are fine."""
+        quoted = shlex.quote(directory)
+        await self._checked(f"mkdir -p -m 700 -- {quoted}", f"cannot create {directory}")
+
+    async def remove(self, path: str) -> None:
+        """Remove the file at ``path``; a file already gone is fine."""
+        await self._checked(f"rm -f -- {shlex.quote(path)}", f"cannot remove {path}")
+
     async def read_environ(self, pid: int) -> bytes:
         return await self.read_file(f"/proc/{pid}/environ")
 

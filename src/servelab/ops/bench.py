@@ -94,7 +94,11 @@ class BenchConfig:
 
 @dataclass(frozen=True, slots=True)
 class BenchProgress:
-    """One progress report: ``phase`` is "warmup", "run" or "done"."""
+    """One progress report: ``phase`` is "warmup", "run" or "done".
+
+    In a "run" event ``done`` counts the requests that ended (not those sent), so it reaches
+    ``total`` once per run, whatever the concurrency.
+    """
 
     phase: str
     concurrency: int
@@ -284,7 +288,8 @@ class _Load:
         self.endpoint = endpoint
         self.on_done = on_done
         self.deadline_ns = deadline_ns
-        self.records: list[RequestRecord] = []
+        self.records: list[RequestRecord] = []  # every request sent (appended at its send)
+        self.finished = 0  # requests that ended (what progress reports: it reaches the total once)
         self._captured: list[tuple[RequestRecord, Chunks]] = []
 
     def decode(self) -> None:
@@ -304,6 +309,7 @@ class _Load:
         await self.client.stream(
             self.endpoint, job.body, record, deadline_ns=self.deadline_ns, raw=chunks
         )
+        self.finished += 1
         self.on_done(record)
         return record
 
@@ -440,7 +446,7 @@ class _Bench:
         total = config.requests
 
         def on_done(_record: RequestRecord) -> None:
-            self.progress(BenchProgress("run", concurrency, k, len(load.records), total))
+            self.progress(BenchProgress("run", concurrency, k, load.finished, total))
 
         deadline = None
         if config.deadline_s is not None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from servelab.core.cases import (
     CASE_RESOLVED,
+    RESTORE_VERIFIED,
     Case,
     ConvictionTest,
     RestoreEvent,
@@ -45,6 +46,8 @@ from servelab.core.cases import (
     timeline,
 )
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
+from servelab.core.knobs import check_knob_name
+from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger import Ledger
@@ -62,6 +65,7 @@ __all__ = [
     "RevertPreview",
     "add_evidence",
     "add_suspect",
+    "already_restored",
     "current_value",
     "list_cases",
     "load_case",
@@ -142,8 +146,19 @@ def open_case(ledger: Ledger, title: str) -> int:
     return ledger.create_case(title=title.strip())
 
 
-def add_suspect(ledger: Ledger, case_id: int, target: str, reason: str | None) -> int:
+def add_suspect(
+    ledger: Ledger,
+    case_id: int,
+    target: str,
+    reason: str | None,
+    *,
+    spec: DeploymentSpec | None = None,
+) -> int:
+    """Put ``target`` under suspicion; a knob must be one ``spec`` declares (as ``knob set``
+    demands: :func:`~servelab.core.knobs.check_knob_name`), when a spec is given."""
     parsed = parse_target(target)
+    if spec is not None and parsed.kind == "knob":
+        check_knob_name(spec, str(parsed.service), parsed.name)
     _open_case(ledger, case_id)
     return ledger.add_suspect(case_id=case_id, target=str(parsed), reason=reason)
 
@@ -172,7 +187,10 @@ def resolve_case(
     exonerate: Sequence[str] = (),
     convict: Sequence[str] = (),
 ) -> CaseView:
-    """Record the root cause and verdicts; the returned view holds the restore plan."""
+    """Record the root cause and verdicts; the returned view holds the restore plan.
+
+    A resolved case may be resolved again (a verdict corrected): the earlier resolution stays in
+    its timeline (a ``resolved`` event, :class:`~servelab.core.evidence.Resolution`)."""
     if not root_cause.strip():
         raise CaseError("--root-cause must say what the cause was")
     verdicts = check_verdicts(exonerate, convict)
@@ -231,7 +249,10 @@ def revert_preview(
             f"{parsed} is not a suspect of case {case_id}; first: "
             f"servelab case suspect {case_id} {parsed} --reason ..."
         )
-    changes = [c for c in ledger.list_knob_changes(service=service, name=knob) if c.new == current]
+    recorded = ledger.list_knob_changes(service=service, name=knob)
+    changes = [c for c in recorded if c.new == current]
+    if not changes and recorded and to is None:
+        raise CaseError(_not_set_by_a_change(service, knob, current, recorded))
     _last, revert_to = revert_values(changes, service, knob, to)
     if revert_to == current:
         raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
@@ -240,6 +261,20 @@ def revert_preview(
     )
     test = conviction_test(ledger.list_soaks(), service, knob, current, revert_to)
     return RevertPreview(case_id, str(parsed), service, knob, current, revert_to, cost, test)
+
+
+def _not_set_by_a_change(
+    service: str, knob: str, current: str | None, recorded: Sequence[KnobChangeRecord]
+) -> str:
+    """Changes are recorded, but none set the value the file holds (a hand edit)."""
+    last = max(recorded, key=lambda c: c.id)
+    now = "unset" if current is None else current
+    then = "unset" if last.new is None else last.new
+    return (
+        f"no recorded change set {service}/{knob} to its current value {now} (edited by hand?); "
+        f"the last recorded change (#{last.id}) set it to {then}; say the value to revert to "
+        "with --to"
+    )
 
 
 @dataclass
@@ -325,7 +360,12 @@ class RestoreOutcome:
 
     @property
     def ok(self) -> bool:
-        return bool(self.items) and all(i.ok for i in self.items)
+        return (bool(self.items) or self.already_restored) and all(i.ok for i in self.items)
+
+    @property
+    def already_restored(self) -> bool:
+        """Nothing was done: the case was restored and verified before (no knob moved since)."""
+        return not self.items and self.status == RESTORE_VERIFIED
 
     @property
     def failed_checks(self) -> list[Check]:
@@ -339,6 +379,7 @@ class RestoreOutcome:
             "restart": [dataclasses.asdict(s) for s in self.restart],
             "verification": _verification_json(self.verification, self.failure),
             "status": self.status,
+            "already_restored": self.already_restored,
             "event_ids": list(self.event_ids),
             "ok": self.ok,
             "failure": self.failure,
@@ -354,6 +395,8 @@ async def restore(
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
     if not view.plan:
         raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
+    if already_restored(view):
+        return RestoreOutcome(case_id, [], [], None, status=view.restore_status)
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
     async with operation(where, ledger=ledger, progress=progress) as op:
@@ -367,6 +410,12 @@ async def restore(
         )
     outcome.status = view_case(ledger, case_id).restore_status
     return outcome
+
+
+def already_restored(view: CaseView) -> bool:
+    """Every item restored and verified, and no knob moved since: nothing to set or restart."""
+    moved = any(item.superseded_by is not None for item in view.plan)
+    return view.restore_status == RESTORE_VERIFIED and not moved
 
 
 def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:

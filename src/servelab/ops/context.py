@@ -22,10 +22,12 @@ import contextlib
 import copy
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from types import TracebackType
 
 from servelab.core.spec import DeploymentSpec
 from servelab.errors import ServelabError
+from servelab.io.envfiles import backup_dir, write_env_file
 from servelab.io.hosts import Host
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -91,10 +93,24 @@ class Operation:
         path = self.loaded.env_file(service)
         return None if path is None else str(path)
 
+    def state_dir(self, service: str) -> str:
+        """The state directory on the service's host: locally the spec's; over SSH the spec's
+        when absolute, else ``.servelab/<spec name>`` under the login directory."""
+        if self.host(service).is_local:
+            return str(self.loaded.state_dir)
+        configured = PurePosixPath(self.spec.state_dir)
+        return str(configured) if configured.is_absolute() else f".servelab/{self.spec.name}"
+
+    def backup_dir(self, service: str) -> str:
+        """Where the service's env-file backups live on its host (``<state_dir>/backups/NAME``)."""
+        return backup_dir(self.state_dir(service), service)
+
     async def write_env(self, service: str, path: str, data: bytes, *, backup: bool) -> str | None:
-        """Replace the service's env file atomically (``Host.write_file_atomic``); remember it."""
+        """Replace the service's env file atomically, first backing it up (``backup``) under the
+        state directory (:func:`~servelab.io.envfiles.write_env_file`); remember it."""
         host = self.host(service)
-        backup_path = await host.write_file_atomic(path, data, backup=backup)
+        where = self.backup_dir(service) if backup else None
+        backup_path = await write_env_file(host, path, data, backup_dir=where)
         self._sessions.written[(host.name, path)] = data
         return backup_path
 

@@ -37,7 +37,6 @@ import sys
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from servelab.core.knobs import parse_env_bytes
@@ -52,8 +51,7 @@ from servelab.errors import (
     ServiceStartError,
 )
 from servelab.io.discovery import find_process, unit_main_pid
-from servelab.io.envfiles import latest_backup
-from servelab.io.hosts import backup_name
+from servelab.io.envfiles import latest_backup, save_copy
 from servelab.io.http import ProbeResult, probe
 from servelab.io.ledger import Ledger
 from servelab.io.processes import (
@@ -104,10 +102,7 @@ _PROBE_TIMEOUT_S = 5.0
 
 def _state_dir(op: Operation, service: str) -> str:
     """The state directory on the service's host (remote: absolute, or under the login dir)."""
-    if op.host(service).is_local:
-        return str(op.loaded.state_dir)
-    configured = Path(op.spec.state_dir)
-    return str(configured) if configured.is_absolute() else f".servelab/{op.spec.name}"
+    return op.state_dir(service)
 
 
 def _log_path(op: Operation, service: str) -> str:
@@ -447,17 +442,19 @@ async def status(target: SpecOrOperation) -> list[ServiceStatus]:
 
 
 async def _prepare_rollback(op: Operation, plan: list[str], report: RestartReport) -> None:
-    """Before the restart: copy each env file aside (``PATH.pre-restart-STAMP``) and note the
-    backup a rollback restores: the file's latest ``.bak-`` (the state before its last edit)."""
+    """Before the restart: copy each env file aside (``NAME.pre-restart-STAMP`` in the service's
+    backup directory under the state dir) and note the backup a rollback restores: the file's
+    latest ``.bak-`` (the state before its last edit)."""
     for name in plan:
         path = op.env_path(name)
         if path is None:
             continue
-        host = op.host(name)
-        copy = backup_name(path).replace(".bak-", ".pre-restart-")
-        await host.write_file_atomic(copy, await host.read_file(path), backup=False)
+        host, backups = op.host(name), op.backup_dir(name)
+        copy = await save_copy(host, path, backups, kind="pre-restart")
+        if copy is None:
+            raise HostError(f"{host.name}: cannot read {path}: no such file")
         report.backups[name] = copy
-        previous = await latest_backup(host, path)
+        previous = await latest_backup(host, path, backups)
         if previous is not None:
             report.rollback_from[name] = previous
 

@@ -151,7 +151,7 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
         host = op.host(service)
         raw = await read_env_bytes(host, path)
         env = None if raw is None else parse_env_bytes(raw, path)
-        previous = await previous_version(host, path, raw)
+        previous = await previous_version(host, path, raw, op.backup_dir(service))
         backup_path, backup = previous if previous is not None else (None, None)
         proc = await find_process(op.loaded, service, host)
         live = await read_live(host, proc.pid, [name]) if proc.pid is not None else {}

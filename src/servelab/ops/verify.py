@@ -254,7 +254,7 @@ async def _file_state(op: Operation, service: str) -> _FileState:
         env = parse_env_bytes(raw, path)
     except KnobError as exc:
         return _FileState(path=path, problem=CHECK_CONFIG_UNREADABLE, error=str(exc))
-    previous = await previous_version(host, path, raw)
+    previous = await previous_version(host, path, raw, op.backup_dir(service))
     if previous is None:
         return _FileState(path, env)
     return _FileState(path, env, previous[1], previous[0])

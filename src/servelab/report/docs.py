@@ -147,8 +147,11 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == "resolved":
         verdicts = ", ".join(f"{t} {v}" for t, v in (d.get("verdicts") or {}).items())
-        return f"resolved: root cause: {d.get('root_cause')}" + (
-            f"; {verdicts}" if verdicts else ""
+        later = f" (superseded {d['superseded_at']})" if d.get("superseded_at") else ""
+        return (
+            f"resolved: root cause: {d.get('root_cause')}"
+            + (f"; {verdicts}" if verdicts else "")
+            + later
         )
     return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
 
