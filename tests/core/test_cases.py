@@ -16,12 +16,9 @@ from servelab.core.cases import (
     Target,
     case_from_rows,
     check_verdicts,
-    conviction_test,
     parse_target,
     restore_plan,
     restore_status,
-    revert_cost,
-    revert_values,
     timeline,
 )
 from servelab.core.evidence import (
@@ -33,6 +30,7 @@ from servelab.core.evidence import (
     SoakRunRecord,
     Suspect,
 )
+from servelab.core.revert import conviction_test, revert_cost, revert_values
 from servelab.errors import CaseError
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from servelab.core import evidence, jsonvalues, results
-from servelab.core.cases import ConcurrencyCost, RestoreEvent, RevertEvent
+from servelab.core.cases import RestoreEvent, RevertEvent
 from servelab.core.checks import CHECK_LIVE_DIFFERS, is_check_code
 from servelab.core.evidence import (
     AbRunRecord,
@@ -36,6 +36,7 @@ from servelab.core.results import (
     SoakFinding,
     SoakSessions,
 )
+from servelab.core.revert import ConcurrencyCost
 
 AT = "2026-01-01T00:00:00.000Z"
 

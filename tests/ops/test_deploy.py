@@ -19,7 +19,7 @@ from servelab.io.ledger import Ledger
 from servelab.io.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops import deploy
-from servelab.ops.deploy import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
+from servelab.ops.deployresults import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
 from servelab.report.deploy import render_restart
 from tests.support import free_ports
 from tests.support.processes import listening, live_procs_under

@@ -19,7 +19,7 @@ from servelab.io.ledger import Ledger
 from servelab.io.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec
 from servelab.ops import deploy
-from servelab.ops.deploy import OUTCOME_OK, DeployInterrupted, DeployReport, RestartReport
+from servelab.ops.deployresults import OUTCOME_OK, DeployInterrupted, DeployReport, RestartReport
 from servelab.report.deploy import render_interruption, render_restart
 from tests.ops.test_deploy import _generic, _load, _no_listeners
 from tests.support import free_ports

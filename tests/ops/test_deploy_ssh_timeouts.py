@@ -13,7 +13,7 @@ import pytest
 from servelab.io.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec
 from servelab.ops import deploy
-from servelab.ops.deploy import OUTCOME_TIMED_OUT_HEALTHY
+from servelab.ops.deployresults import OUTCOME_TIMED_OUT_HEALTHY
 from servelab.report.deploy import render_restart
 from tests.ops.test_deploy import _generic, _load, _no_listeners
 from tests.support import free_ports

@@ -16,6 +16,7 @@ from servelab.io.ledger import Ledger
 from servelab.io.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops import deploy
+from servelab.ops.deployresults import OUTCOME_ALREADY_UP
 from tests.support import free_ports, run_cli
 from tests.support.processes import listening, live_procs_under
 from tests.support.specs import PdPorts, write_pd_spec
@@ -157,7 +158,7 @@ async def test_restart_accepts_ports_held_by_the_services_themselves(
     try:
         await deploy.up(loaded, ledger=ledger)
         again = await deploy.up(loaded, ledger=ledger)
-        assert [s.outcome for s in again.steps] == [deploy.OUTCOME_ALREADY_UP] * 2
+        assert [s.outcome for s in again.steps] == [OUTCOME_ALREADY_UP] * 2
         report = await deploy.restart(loaded, ledger=ledger, verify_after=False)
         assert report.ok
     finally:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.core.cases import ConvictionTest, RestoreEvent, RevertCost, RevertEvent, TimelineEntry
+from servelab.core.cases import RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.checks import CHECK_E2E_FAILED, CHECK_HEALTH_READY, CHECK_LIVE_DIFFERS
+from servelab.core.revert import ConvictionTest, RevertCost
 from servelab.io.ledger import Ledger
 from servelab.ops.case import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.ops.knob import KnobChange

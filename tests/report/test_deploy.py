@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servelab.io.processes import OUTCOME_OK
-from servelab.ops.deploy import RestartReport, Step
+from servelab.ops.deployresults import RestartReport, Step
 from servelab.ops.verify import Check, VerifyReport
 from servelab.report.deploy import render_restart
 

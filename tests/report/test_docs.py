@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.cases import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.results import AbResultRecord
+from servelab.core.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
 from servelab.report import docs

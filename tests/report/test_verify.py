@@ -11,7 +11,7 @@ import pytest
 from servelab.core import checks as codes
 from servelab.core.checks import CHECK_CODES
 from servelab.core.evidence import CheckRecord
-from servelab.ops.deploy import RestartReport
+from servelab.ops.deployresults import RestartReport
 from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, _classify
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
@@ -103,21 +103,25 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
      "first request ok, the second failed: HTTP 502: gateway"),
     (codes.CHECK_E2E_PASSED,
      {"status": 200, "total_s": 0.09, "ttft_s": 0.02, "completion_tokens": 16,
-      "decode_requests_before": [2], "start": "warm"},
+      "decode_requests_before": [2], "start": "warm",
+      "start_reason": "served-before"},
      "200 in 0.09 s, TTFT 0.02 s, 16 tokens; warm (decode served 2 request(s) before)"),
     (codes.CHECK_E2E_PASSED,
      {"status": 200, "total_s": 8.59, "ttft_s": 8.52, "completion_tokens": 16,
-      "decode_requests_before": [0], "start": "cold", "second": {"total_s": 0.09}},
+      "decode_requests_before": [0], "start": "cold", "second": {"total_s": 0.09},
+      "start_reason": "first-since-start"},
      "200 in 8.59 s, TTFT 8.52 s, 16 tokens; cold (first request since the decode started); "
      "second probe 0.09 s"),
     (codes.CHECK_E2E_PASSED,
      {"status": 200, "total_s": 4.61, "ttft_s": 4.5, "completion_tokens": 16,
-      "decode_requests_before": None, "start": "cold", "second": {"total_s": 0.1}},
+      "decode_requests_before": None, "start": "cold", "second": {"total_s": 0.1},
+      "start_reason": "slower-than-second"},
      "200 in 4.61 s, TTFT 4.50 s, 16 tokens; cold (46.1x slower than an immediate second probe); "
      "second probe 0.10 s"),
     (codes.CHECK_E2E_PASSED,
      {"status": 200, "total_s": 0.12, "ttft_s": 0.05, "completion_tokens": 16,
-      "decode_requests_before": None, "start": "warm", "second": {"total_s": 0.1}},
+      "decode_requests_before": None, "start": "warm", "second": {"total_s": 0.1},
+      "start_reason": "second-probe"},
      "200 in 0.12 s, TTFT 0.05 s, 16 tokens; warm (an immediate second probe took 0.10 s); "
      "second probe 0.10 s"),
 ]  # fmt: skip
@@ -187,7 +191,7 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
 
 def test_a_restart_shows_its_failed_checks_reasons() -> None:
     bad = Check("live", "decode", False, codes.CHECK_LIVE_DIFFERS, {"file": "1", "live": "2"})
-    verification = VerifyReport([bad], "h", LAYERS, ["decode"], 0.1).to_json()
+    verification = VerifyReport([bad], "h", LAYERS, ["decode"], 0.1)
     report = RestartReport(["decode", "router"], [], verification=verification)
     assert "live/decode: differs: file 1, live 2 (restart needed)" in render_restart(report)
     assert "FAILED (1 check(s))" in render_restart(report)

@@ -29,6 +29,7 @@ from servelab.cli.common import (
 )
 from servelab.ops import deploy
 from servelab.ops.context import Operation
+from servelab.ops.deployresults import DeployInterrupted, DeployReport, ServiceStatus
 from servelab.report.deploy import (
     render_deploy,
     render_interruption,
@@ -55,7 +56,7 @@ async def _with_ledger(
         async with Operation(loaded, ledger=ledger, progress=say) as op:
             try:
                 return await action(op)
-            except deploy.DeployInterrupted as exc:  # Ctrl-C: say what is down, then exit 130
+            except DeployInterrupted as exc:  # Ctrl-C: say what is down, then exit 130
                 text = render_interruption(exc.report).rstrip()
                 err_console.print(text, style="yellow", markup=False, soft_wrap=True)
                 raise
@@ -66,7 +67,7 @@ def _quiet(as_json: bool) -> Callable[[str], None] | None:
 
 
 def _up_or_down(
-    action: Callable[..., Awaitable[deploy.DeployReport]],
+    action: Callable[..., Awaitable[DeployReport]],
     services: tuple[str, ...],
     spec_path: Path | None,
     as_json: bool,
@@ -104,7 +105,7 @@ def down_command(
     _up_or_down(deploy.down, services, spec_path, as_json, ledger_path)
 
 
-async def _status(spec_path: Path | None) -> list[deploy.ServiceStatus]:
+async def _status(spec_path: Path | None) -> list[ServiceStatus]:
     async with Operation(SpecAndLedger(spec_path).spec()) as op:
         return await deploy.status(op)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -29,28 +30,45 @@ def _write_all(fd: int, data: bytes, path: Path) -> None:
     os.fsync(fd)
 
 
-def _discard(tmp: Path) -> None:
-    with contextlib.suppress(OSError):  # never created when its directory could not be made
+def _discard(tmp: Path | None) -> None:
+    if tmp is None:  # never created (its directory could not be made)
+        return
+    with contextlib.suppress(OSError):
         tmp.unlink(missing_ok=True)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
+    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename, and
+    fsync the directory. ``mode``: the file's permission bits (default: the replaced file's,
+    else 0o644)."""
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        if mode is None:
+            mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = Path(name)
         try:
+            os.fchmod(fd, mode)
             _write_all(fd, data, path)
         finally:
             os.close(fd)
         os.replace(tmp, path)
+        _fsync_directory(path.parent)
     except OSError as exc:
         _discard(tmp)
         raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
     except HostError:
         _discard(tmp)
         raise
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_if_changed(path: Path, data: bytes) -> bool:

@@ -18,13 +18,13 @@ import asyncio
 import contextlib
 import os
 import signal
-import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 from servelab.errors import CommandTimeout, HostError
+from servelab.io.files import write_atomic
 
 __all__ = [
     "CommandResult",
@@ -198,32 +198,17 @@ def _kill_group(pid: int) -> None:
 
 
 def _write_atomic(path: Path, data: bytes, backup: bool) -> str | None:
+    """Keep the file's mode (a new file is owner-only: env files hold secrets); with ``backup``,
+    copy the current file aside first; then the one atomic writer (:mod:`servelab.io.files`)."""
     backup_path = None
-    mode = None
+    mode = 0o600
     if path.exists():
         mode = path.stat().st_mode & 0o7777
         if backup:
             backup_path = backup_name(str(path))
             Path(backup_path).write_bytes(path.read_bytes())
             os.chmod(backup_path, mode)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    write_atomic(path, data, mode=mode)
     return backup_path
 
 

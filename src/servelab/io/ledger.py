@@ -19,7 +19,6 @@ record's ``to_json()`` in one JSON document.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sqlite3
 import threading
@@ -47,8 +46,9 @@ from servelab.core.evidence import (
     Suspect,
     VerificationRecord,
 )
-from servelab.core.results import AbResultRecord, SoakDocument, SoakFinding
+from servelab.core.results import AbResultRecord, SoakDocument
 from servelab.errors import CaseError, StoreError
+from servelab.io.ledgerrows import JSON_COLUMNS, check_row, decode_row, dumps, filters, finding_row
 from servelab.io.migrations import SCHEMA_VERSION, migrate, schema_version
 
 __all__ = ["LEDGER_ENV", "SCHEMA_VERSION", "Ledger", "default_ledger_path", "resolve_ledger_path"]
@@ -56,8 +56,6 @@ __all__ = ["LEDGER_ENV", "SCHEMA_VERSION", "Ledger", "default_ledger_path", "res
 #: Environment variable that moves the ledger (``--ledger`` on the command line wins over it).
 LEDGER_ENV = "SERVELAB_LEDGER"
 
-_JSON_COLUMNS = frozenset({"detail", "data", "config", "summary", "result", "finding", "record"})
-_BOOL_COLUMNS = frozenset({"ok"})
 _EVIDENCE_KINDS = frozenset({"run", "verify", "soak", "ab", "note"})
 
 
@@ -70,38 +68,6 @@ def default_ledger_path(state_dir: Path) -> Path:
 def resolve_ledger_path(option: Path | None, state_dir: Path) -> Path:
     """The ledger a command uses: ``--ledger``, else ``$SERVELAB_LEDGER``, else the state dir's."""
     return option.expanduser() if option is not None else default_ledger_path(state_dir)
-
-
-def _json_default(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=str)
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def _dumps(value: Any) -> str:
-    try:
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_json_default)
-    except (TypeError, ValueError) as exc:
-        raise StoreError(f"cannot record a value that is not JSON: {exc}") from exc
-
-
-def _row(
-    cursor: sqlite3.Cursor, raw: tuple[Any, ...], json_columns: frozenset[str]
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for (name, *_), value in zip(cursor.description, raw, strict=True):
-        if name in json_columns and isinstance(value, str):
-            value = json.loads(value)
-        elif name in _BOOL_COLUMNS and value is not None:
-            value = bool(value)
-        out[name] = value
-    return out
 
 
 class Ledger:
@@ -251,11 +217,11 @@ class Ledger:
         self,
         sql: str,
         params: tuple[Any, ...] = (),
-        json_columns: frozenset[str] = _JSON_COLUMNS,
+        json_columns: frozenset[str] = JSON_COLUMNS,
     ) -> list[dict[str, Any]]:
         with self._read() as conn:
             cur = conn.execute(sql, params)
-            return [_row(cur, raw, json_columns) for raw in cur.fetchall()]
+            return [decode_row(cur, raw, json_columns) for raw in cur.fetchall()]
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> dict[str, Any] | None:
         rows = self._query(sql, params)
@@ -269,7 +235,7 @@ class Ledger:
         """A bring-up, restart or stop of a deployment (with the spec's hash)."""
         row = {"at": self._now(), "name": name, "spec_hash": spec_hash, "action": action}
         with self._write() as conn:
-            return self._insert(conn, "deployments", {**row, "detail": _dumps(detail)})
+            return self._insert(conn, "deployments", {**row, "detail": dumps(detail)})
 
     def record_knob_change(
         self,
@@ -299,7 +265,7 @@ class Ledger:
                 conn, "verifications", {"at": self._now(), "spec_hash": spec_hash, "ok": int(ok)}
             )
             for check in checks:
-                self._insert(conn, "verification_checks", _check_row(vid, check))
+                self._insert(conn, "verification_checks", check_row(vid, check))
             return vid
 
     def record_bench_run(
@@ -311,13 +277,13 @@ class Ledger:
         records: list[dict[str, Any]],
     ) -> int:
         """One bench run with its summary and every per-request record, all or nothing."""
-        row: dict[str, Any] = {"at": self._now(), "label": label, "config": _dumps(config)}
-        row |= {"summary": _dumps(summary), "n_records": len(records)}
+        row: dict[str, Any] = {"at": self._now(), "label": label, "config": dumps(config)}
+        row |= {"summary": dumps(summary), "n_records": len(records)}
         with self._write() as conn:
             run_id = self._insert(conn, "bench_runs", row)
             conn.executemany(
                 "INSERT INTO bench_records (run_id, seq, record) VALUES (?, ?, ?)",
-                ((run_id, seq, _dumps(rec)) for seq, rec in enumerate(records)),
+                ((run_id, seq, dumps(rec)) for seq, rec in enumerate(records)),
             )
             return run_id
 
@@ -326,7 +292,7 @@ class Ledger:
     ) -> int:
         """An A/B experiment of ``service``'s ``knob`` (result: arms, comparisons, anomalies)."""
         row = {"at": self._now(), "service": service, "knob": knob}
-        row |= {"config": _dumps(config), "result": _dumps(result.to_json())}
+        row |= {"config": dumps(config), "result": dumps(result.to_json())}
         with self._write() as conn:
             return self._insert(conn, "ab_runs", row)
 
@@ -336,13 +302,13 @@ class Ledger:
         ``no finding``), in the same transaction."""
         ok = document.ok
         row: dict[str, Any] = {"at": self._now(), "ok": None if ok is None else int(ok)}
-        row |= {"config": _dumps(document.config), "result": _dumps(document.to_json())}
+        row |= {"config": dumps(document.config), "result": dumps(document.to_json())}
         with self._write() as conn:
             if case_id is not None:
                 self._require_case(conn, case_id)
             soak_id = self._insert(conn, "soak_runs", row)
             for finding in document.findings:
-                self._insert(conn, "soak_findings", _finding_row(soak_id, finding))
+                self._insert(conn, "soak_findings", finding_row(soak_id, finding))
             if case_id is not None:
                 note = ", ".join(str(f.layer) for f in document.findings) or "no finding"
                 evidence = {"case_id": case_id, "at": row["at"], "kind": "soak"}
@@ -378,7 +344,7 @@ class Ledger:
 
     def record_case_event(self, *, case_id: int, kind: str, detail: Mapping[str, Any]) -> int:
         """An action taken under a case (``revert``, ``restore``, ...) and what it produced."""
-        row = {"case_id": case_id, "at": self._now(), "kind": kind, "detail": _dumps(detail)}
+        row = {"case_id": case_id, "at": self._now(), "kind": kind, "detail": dumps(detail)}
         with self._write() as conn:
             self._require_case(conn, case_id)
             return self._insert(conn, "case_events", row)
@@ -414,7 +380,7 @@ class Ledger:
         ).fetchall()
         earlier = Resolution(row[1], str(row[2] or now), dict(verdicts), superseded_at=now)
         event = {"case_id": case_id, "at": earlier.at, "kind": Resolution.KIND}
-        self._insert(conn, "case_events", {**event, "detail": _dumps(earlier.to_json())})
+        self._insert(conn, "case_events", {**event, "detail": dumps(earlier.to_json())})
 
     def _require_case(self, conn: sqlite3.Connection, case_id: int) -> None:
         if conn.execute("SELECT 1 FROM cases WHERE id = ?", (case_id,)).fetchone() is None:
@@ -444,7 +410,7 @@ class Ledger:
         case_id: int | None = None,
     ) -> list[KnobChangeRecord]:
         """Knob changes, oldest first, filtered by any of service, knob name and case."""
-        where, params = _filters(service=service, name=name, case_id=case_id)
+        where, params = filters(service=service, name=name, case_id=case_id)
         rows = self._query(f"SELECT * FROM knob_changes{where} ORDER BY id", params)
         return [KnobChangeRecord.from_row(r) for r in rows]
 
@@ -491,7 +457,7 @@ class Ledger:
         return None if row is None else AbRunRecord.from_row(row)
 
     def list_ab(self, *, service: str | None = None, knob: str | None = None) -> list[AbRunRecord]:
-        where, params = _filters(service=service, knob=knob)
+        where, params = filters(service=service, knob=knob)
         rows = self._query(f"SELECT * FROM ab_runs{where} ORDER BY id", params)
         return [AbRunRecord.from_row(r) for r in rows]
 
@@ -556,26 +522,6 @@ class Ledger:
         )
 
 
-def _check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
-    return {
-        "verification_id": verification_id,
-        "layer": check.layer,
-        "service": check.service,
-        "ok": int(check.ok),
-        "detail": check.stored,
-        "data": _dumps(dict(check.data)),
-    }
-
-
-def _finding_row(soak_id: int, finding: SoakFinding) -> dict[str, Any]:
-    return {
-        "soak_id": soak_id,
-        "layer": finding.layer,
-        "confidence": finding.confidence,
-        "finding": _dumps(finding.to_json()),
-    }
-
-
 def _set_verdict(
     conn: sqlite3.Connection, case_id: int, target: str, verdict: str, now: str
 ) -> None:
@@ -591,10 +537,3 @@ def _set_verdict(
             "VALUES (?, ?, ?, NULL, ?, ?)",
             (case_id, now, target, verdict, now),
         )
-
-
-def _filters(**columns: Any) -> tuple[str, tuple[Any, ...]]:
-    used = {k: v for k, v in columns.items() if v is not None}
-    if not used:
-        return "", ()
-    return " WHERE " + " AND ".join(f"{k} = ?" for k in used), tuple(used.values())

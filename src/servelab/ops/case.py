@@ -28,32 +28,34 @@ from servelab.core.cases import (
     CASE_RESOLVED,
     RESTORE_VERIFIED,
     Case,
-    ConvictionTest,
     RestoreEvent,
     RestoreItem,
-    RevertCost,
     RevertEvent,
     Target,
     TimelineEntry,
     case_from_rows,
     check_verdicts,
-    conviction_test,
     parse_target,
     restore_plan,
     restore_status,
-    revert_cost,
-    revert_values,
     timeline,
 )
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.knobs import check_knob_name
+from servelab.core.revert import (
+    ConvictionTest,
+    RevertCost,
+    conviction_test,
+    revert_cost,
+    revert_values,
+)
 from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger import Ledger
 from servelab.ops.context import Operation, SpecOrOperation, operation
-from servelab.ops.deploy import Step
 from servelab.ops.deploy import restart as deploy_restart
+from servelab.ops.deployresults import Step
 from servelab.ops.knob import KnobChange, get_knob, set_knob
 from servelab.ops.verify import Check, VerifyReport, verify
 

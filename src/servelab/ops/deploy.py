@@ -55,7 +55,6 @@ from servelab.io.envfiles import latest_backup, save_copy
 from servelab.io.http import ProbeResult, probe
 from servelab.io.ledger import Ledger
 from servelab.io.processes import (
-    OUTCOME_OK,
     OUTCOME_TIMED_OUT_HEALTHY,
     PidRecord,
     is_alive,
@@ -81,21 +80,7 @@ from servelab.ops.deployresults import (
 from servelab.ops.preflight import check_before_start, env_bytes
 from servelab.ops.verify import verify
 
-__all__ = [
-    "OUTCOME_ALREADY_UP",
-    "OUTCOME_FAILED",
-    "OUTCOME_OK",
-    "OUTCOME_TIMED_OUT_HEALTHY",
-    "DeployInterrupted",
-    "DeployReport",
-    "RestartReport",
-    "ServiceStatus",
-    "Step",
-    "down",
-    "restart",
-    "status",
-    "up",
-]
+__all__ = ["down", "restart", "status", "up"]
 
 _PROBE_TIMEOUT_S = 5.0
 

@@ -8,7 +8,7 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.ops.deploy import (
+from servelab.ops.deployresults import (
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT_HEALTHY,
     DeployReport,

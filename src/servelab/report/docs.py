@@ -19,10 +19,7 @@ from typing import Any
 
 from servelab.core.cases import (
     Case,
-    ConcurrencyCost,
-    ConvictionTest,
     RestoreItem,
-    RevertCost,
     TimelineEntry,
     case_from_rows,
     restore_plan,
@@ -31,6 +28,7 @@ from servelab.core.cases import (
 )
 from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
 from servelab.core.results import AbResultRecord
+from servelab.core.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.ops.case import CaseView
 from servelab.report.case import event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
