@@ -64,4 +64,4 @@ async def test_aclose_is_idempotent_and_reconnects(sshd: SshdServer) -> None:
 
 
 def test_public_api() -> None:
-    assert ssh_module.__all__ == ["SSHHost"]
+    assert ssh_module.__all__ == ["SSHHost", "host_for"]

@@ -22,11 +22,12 @@ from tests.support.sshd import SshdServer, start_sshd
 PY = sys.executable
 
 # Runs every command as asked; a servelab launch then keeps its SSH session open for longer than
-# the launch's timeout (a host whose session would not close), while the service comes up.
+# the launch's timeout (a host whose session would not close), while the service comes up. A launch
+# is the one command servelab runs as ``sh -s`` (io.processes.LAUNCHER: the script on stdin).
 LINGER = """#!/bin/sh
 sh -c "$SSH_ORIGINAL_COMMAND"
 status=$?
-case "$SSH_ORIGINAL_COMMAND" in *"servelab start"*) sleep 40 ;; esac
+case "$SSH_ORIGINAL_COMMAND" in "sh -s") sleep 40 ;; esac
 exit $status
 """
 
