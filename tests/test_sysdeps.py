@@ -18,6 +18,7 @@ import pytest
 from tests.support import REPO
 from tests.support.sshd import require_sshd
 from tests.support.sysdeps import chromium, missing, required
+from tests.support.systemd import require_systemd
 
 SCRIPT = REPO / "scripts" / "sysdeps.sh"
 NOBODY = 65534
@@ -41,7 +42,7 @@ def _sysdeps(
 ) -> subprocess.CompletedProcess[str]:
     """``bash scripts/sysdeps.sh`` (read on stdin) as ``uid``, Chromium looked up as ABSENT."""
     env = {k: v for k, v in os.environ.items() if k != "CI"}
-    env |= {"SYSDEPS_CHROMIUM": ABSENT, "SYSDEPS_SSHD": "/bin/sh"}
+    env |= {"SYSDEPS_CHROMIUM": ABSENT, "SYSDEPS_SSHD": "/bin/sh", "SYSDEPS_SYSTEMD": "/bin/sh"}
     if ci is not None:
         env["CI"] = ci
     if apt_exit is not None:
@@ -58,6 +59,7 @@ def _sysdeps(
 
 def test_nothing_missing_is_success_without_installing() -> None:
     env = {**os.environ, "SYSDEPS_CHROMIUM": "sh", "SYSDEPS_SSHD": "/bin/sh"}
+    env["SYSDEPS_SYSTEMD"] = "/bin/sh"
     done = subprocess.run(
         ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30, check=False
     )
@@ -109,3 +111,5 @@ def test_fixtures_follow_the_same_rule(tmp_path: Path, monkeypatch: pytest.Monke
         require_sshd(tmp_path / "sshd")
     with pytest.raises(pytest.fail.Exception, match="Chromium is not installed"):
         chromium((ABSENT,))
+    with pytest.raises(pytest.fail.Exception, match=r"package systemd\).*sysdeps\.sh"):
+        require_systemd(tmp_path / "systemd")

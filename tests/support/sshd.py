@@ -21,7 +21,7 @@ import os
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +32,14 @@ from servelab.core.spec import HostSpec
 from tests.support import free_port
 from tests.support.sysdeps import missing
 
-__all__ = ["SSHD", "SshdServer", "require_sshd", "start_sshd"]
+__all__ = [
+    "SSHD",
+    "SshdServer",
+    "configure_sshd",
+    "require_sshd",
+    "start_sshd",
+    "wait_listening",
+]
 
 SSHD = Path("/usr/sbin/sshd")
 
@@ -117,10 +124,26 @@ def _config(directory: Path, port: int, extra: Sequence[str] = ()) -> str:
     )
 
 
-def _wait_listening(port: int, process: subprocess.Popen[bytes], deadline: float) -> None:
+def configure_sshd(directory: Path, extra_config: Sequence[str] = ()) -> tuple[int, Path]:
+    """Write a host key, a client key (``client_key``, authorized) and ``sshd_config`` for a free
+    loopback port into ``directory``; return the port and the config's path. The server logs to
+    its stderr (``-e``): run it with stderr appended to ``directory / "sshd.log"``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    _write_key(directory / "host_key")
+    client = _write_key(directory / "client_key")
+    (directory / "authorized_keys").write_bytes(client.export_public_key())
+    port = free_port()
+    config = directory / "sshd_config"
+    config.write_text(_config(directory, port, extra_config))
+    return port, config
+
+
+def wait_listening(port: int, alive: Callable[[], bool], deadline: float) -> None:
+    """Wait until 127.0.0.1:``port`` accepts connections; RuntimeError when ``alive()`` turns
+    false or ``deadline`` (a ``time.monotonic()`` value) passes."""
     while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"sshd exited at start-up with status {process.returncode}")
+        if not alive():
+            raise RuntimeError("sshd exited at start-up")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
                 return
@@ -137,14 +160,8 @@ def start_sshd(
     ``extra_config``: more ``sshd_config`` lines (e.g. a ``ForceCommand`` that makes some
     sessions slow)."""
     require_sshd()
-    directory.mkdir(parents=True, exist_ok=True)
-    _write_key(directory / "host_key")
-    client = _write_key(directory / "client_key")
-    (directory / "authorized_keys").write_bytes(client.export_public_key())
+    port, config = configure_sshd(directory, extra_config)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
-    port = free_port()
-    config = directory / "sshd_config"
-    config.write_text(_config(directory, port, extra_config))
     log = (directory / "sshd.log").open("ab")
     process = subprocess.Popen(
         [str(SSHD), "-D", "-f", str(config), "-e"], stdout=log, stderr=log, stdin=subprocess.DEVNULL
@@ -152,8 +169,8 @@ def start_sshd(
     log.close()
     server = SshdServer(port, getpass.getuser(), directory / "client_key", directory, process)
     try:
-        _wait_listening(port, process, time.monotonic() + timeout)
+        wait_listening(port, lambda: process.poll() is None, time.monotonic() + timeout)
     except RuntimeError as exc:
         server.stop()
-        pytest.fail(f"{exc}; log: {server.log()[-2000:]}")
+        pytest.fail(f"{exc} (status {process.returncode}); log: {server.log()[-2000:]}")
     return server
