@@ -304,7 +304,8 @@ def test_the_e2e_detail_renders_each_cold_warm_reason() -> None:
         if second_timing is not None:
             data["second"] = second_timing
         detail = check_detail(Check("e2e", "router", True, "e2e.passed", data))
-        return detail.split(f"; {start.start} (", 1)[1].split(")", 1)[0]
+        why = detail.split(f"; {start.start} (", 1)[1]  # "WHY)" or "WHY); second probe N s"
+        return why.split("); second probe", 1)[0].removesuffix(")")
 
     why = [
         reason([0], 8.6, 0.09),

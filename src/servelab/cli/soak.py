@@ -78,110 +78,123 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
             raise CaseError(f"no case {case_id} in {ledger_path}")
 
 
+@click.command("soak")
+@spec_option
+@click.option("--sessions", default=4, show_default=True, type=click.IntRange(1, 4096))
+@click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
+@click.option(
+    "--think-time",
+    default=0.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds an agent waits between rounds.",
+)
+@click.option(
+    "--connection",
+    type=click.Choice(["reuse", "fresh"]),
+    default="reuse",
+    show_default=True,
+    help="One keep-alive connection per session, or a new one per request.",
+)
+@click.option(
+    "--duration",
+    default=300.0,
+    show_default=True,
+    type=click.FloatRange(1),
+    help="Total deadline of the soak, seconds (localization included).",
+)
+@click.option(
+    "--idle-timeout",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0.1),
+    help="Stall threshold: seconds without a byte.",
+)
+@click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
+@click.option("--seed", default=0, show_default=True, type=int)
+@click.option("--model", default=None, help="Model name (default: the entry's /v1/models).")
+@click.option("--url", default=None, help="Entry point to soak (any OpenAI-compatible URL).")
+@click.option("--router-url", default=None, help="The router to compare against.")
+@click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
+@ledger_option
+@click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
+@click.option(
+    "--case",
+    "case_id",
+    type=int,
+    default=None,
+    help="Attach the soak to this case as evidence.",
+)
+@json_option
+def soak_command(
+    spec_path: Path | None,
+    sessions: int,
+    rounds: int,
+    think_time: float,
+    connection: str,
+    duration: float,
+    idle_timeout: float,
+    max_tokens: int,
+    seed: int,
+    model: str | None,
+    url: str | None,
+    router_url: str | None,
+    no_localize: bool,
+    ledger_path: Path | None,
+    no_record: bool,
+    case_id: int | None,
+    as_json: bool,
+) -> None:
+    """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
+    where = SpecAndLedger(spec_path, ledger_path)
+    targets, state_dir, loaded = targets_from(where, url, router_url)
+    config = ops.SoakConfig(
+        sessions=sessions,
+        rounds=rounds,
+        think_time_s=think_time,
+        connection=connection,
+        duration_s=duration,
+        idle_timeout_s=idle_timeout,
+        max_tokens=max_tokens,
+        seed=seed,
+        model=model,
+        localize=not no_localize,
+        knobs=run(live_knobs(loaded)) if loaded is not None else {},
+    )
+    ledger_file = where.ledger_path(state_dir)
+    _check_case(ledger_file, case_id)
+    result = _soak(config, targets, None if no_record else ledger_file, case_id)
+    _show(result, as_json)
+
+
+def _soak(
+    config: ops.SoakConfig, targets: ops.Targets, ledger_file: Path | None, case_id: int | None
+) -> ops.SoakResult:
+    """Run the soak; ops records it in the ledger (``ledger_file`` None: not recorded)."""
+    with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
+        return run(
+            ops.soak(
+                config,
+                targets,
+                progress=progress,
+                ledger=ledger,
+                document=report.soak_record,
+                case_id=case_id,
+                on_result=_on_result(ledger_file or Path("(not recorded)")),
+            )
+        )
+
+
+def _show(result: ops.SoakResult, as_json: bool) -> None:
+    if as_json:
+        print_json(report.soak_record(result).to_json())
+    else:
+        console.print(
+            report.render_soak(result), markup=False, highlight=False, end="", soft_wrap=True
+        )
+    raise SystemExit(EXIT_OK if result.ok else EXIT_FAILED)
+
+
 def register(group: click.Group) -> None:
     """Add ``soak`` to the CLI."""
-
-    @group.command("soak")
-    @spec_option
-    @click.option("--sessions", default=4, show_default=True, type=click.IntRange(1, 4096))
-    @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
-    @click.option(
-        "--think-time",
-        default=0.0,
-        show_default=True,
-        type=click.FloatRange(0),
-        help="Seconds an agent waits between rounds.",
-    )
-    @click.option(
-        "--connection",
-        type=click.Choice(["reuse", "fresh"]),
-        default="reuse",
-        show_default=True,
-        help="One keep-alive connection per session, or a new one per request.",
-    )
-    @click.option(
-        "--duration",
-        default=300.0,
-        show_default=True,
-        type=click.FloatRange(1),
-        help="Total deadline of the soak, seconds (localization included).",
-    )
-    @click.option(
-        "--idle-timeout",
-        default=30.0,
-        show_default=True,
-        type=click.FloatRange(0.1),
-        help="Stall threshold: seconds without a byte.",
-    )
-    @click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
-    @click.option("--seed", default=0, show_default=True, type=int)
-    @click.option("--model", default=None, help="Model name (default: the entry's /v1/models).")
-    @click.option("--url", default=None, help="Entry point to soak (any OpenAI-compatible URL).")
-    @click.option("--router-url", default=None, help="The router to compare against.")
-    @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
-    @ledger_option
-    @click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
-    @click.option(
-        "--case",
-        "case_id",
-        type=int,
-        default=None,
-        help="Attach the soak to this case as evidence.",
-    )
-    @json_option
-    def soak_command(
-        spec_path: Path | None,
-        sessions: int,
-        rounds: int,
-        think_time: float,
-        connection: str,
-        duration: float,
-        idle_timeout: float,
-        max_tokens: int,
-        seed: int,
-        model: str | None,
-        url: str | None,
-        router_url: str | None,
-        no_localize: bool,
-        ledger_path: Path | None,
-        no_record: bool,
-        case_id: int | None,
-        as_json: bool,
-    ) -> None:
-        """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
-        where = SpecAndLedger(spec_path, ledger_path)
-        targets, state_dir, loaded = targets_from(where, url, router_url)
-        config = ops.SoakConfig(
-            sessions=sessions,
-            rounds=rounds,
-            think_time_s=think_time,
-            connection=connection,
-            duration_s=duration,
-            idle_timeout_s=idle_timeout,
-            max_tokens=max_tokens,
-            seed=seed,
-            model=model,
-            localize=not no_localize,
-            knobs=run(live_knobs(loaded)) if loaded is not None else {},
-        )
-        ledger_file = where.ledger_path(state_dir)
-        _check_case(ledger_file, case_id)
-        with nullcontext(None) if no_record else Ledger.open(ledger_file) as ledger:
-            result = run(
-                ops.soak(
-                    config,
-                    targets,
-                    progress=progress,
-                    ledger=ledger,
-                    document=report.soak_record,
-                    case_id=case_id,
-                    on_result=_on_result(ledger_file),
-                )
-            )
-        if as_json:
-            print_json(report.soak_record(result).to_json())
-        else:
-            console.print(
-                report.render_soak(result), markup=False, highlight=False, end="", soft_wrap=True
-            )
-        raise SystemExit(EXIT_OK if result.ok else EXIT_FAILED)
+    group.add_command(soak_command)
