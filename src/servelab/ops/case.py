@@ -20,7 +20,7 @@ evidence would convict the knob) before it asks to go on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,7 @@ from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger import Ledger
-from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy import restart as deploy_restart
 from servelab.ops.deployresults import Step
 from servelab.ops.knob import KnobChange, get_knob, set_knob
@@ -79,7 +79,6 @@ __all__ = [
     "view_case",
 ]
 
-Progress = Callable[[str], None]
 
 _EVIDENCE_LOOKUP = {
     "run": lambda led, i: led.get_bench_run(i, records=False),

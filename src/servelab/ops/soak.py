@@ -50,6 +50,7 @@ from servelab.core.results import Determinism, FailedRequest, SoakDocument
 from servelab.core.sse import SSEDecoder
 from servelab.io.http import Connections, HttpClient, StreamClient, Transfer, using_client
 from servelab.io.ledger import Ledger
+from servelab.ops.context import Progress
 
 __all__ = [
     "Exchange",
@@ -63,7 +64,6 @@ __all__ = [
     "soak",
 ]
 
-Progress = Callable[[str], None]
 _CHAT = "/v1/chat/completions"
 
 
