@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -89,9 +90,16 @@ def test_corrupt_under_load_breaks_tool_json_only_above_x(stack: SimStack) -> No
     try:
         alone = tool_args([post(url, chat(p, max_tokens=200, tools=TOOLS)) for p in prompts[:4]])
         assert alone and broken(alone) == 0  # C1 is below X: well-formed
-        with ThreadPoolExecutor(16) as pool:
-            load = [pool.submit(post, url, chat(p, max_tokens=200, tools=TOOLS)) for p in prompts]
-            loaded = tool_args([f.result() for f in load])
+        # All 16 are sent together (a barrier), so the later arrivals find more than 4 in flight
+        # however fast the earlier ones would otherwise finish on a quiet or a busy machine.
+        together = threading.Barrier(len(prompts), timeout=30)
+
+        def send(prompt: str) -> tuple[int, bytes]:
+            together.wait()
+            return post(url, chat(prompt, max_tokens=400, tools=TOOLS))
+
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            loaded = tool_args(list(pool.map(send, prompts)))
         assert broken(loaded) > 0
     finally:
         set_faults(stack.decode_url, corrupt_under_load=None)
