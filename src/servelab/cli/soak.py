@@ -59,7 +59,7 @@ def targets_from(
     return ops.Targets(target.url.rstrip("/"), router, workers, name), state_dir, loaded
 
 
-def _on_result(ledger_path: Path) -> Callable[[ops.SoakResult], None]:
+def _on_result(ledger_path: Path | None) -> Callable[[ops.SoakResult], None]:
     def show(result: ops.SoakResult) -> None:
         if result.interrupted:
             text = report.render_soak(result)
@@ -180,7 +180,7 @@ def _soak(
                 ledger=ledger,
                 document=report.soak_record,
                 case_id=case_id,
-                on_result=_on_result(ledger_file or Path("(not recorded)")),
+                on_result=_on_result(ledger_file),
             )
         )
 
