@@ -141,6 +141,13 @@ async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:
     return True
 
 
+async def _until_gone(request: web.Request) -> None:
+    """Hold a stalled request open until its client goes away."""
+    while (transport := request.transport) is not None and not transport.is_closing():
+        await asyncio.sleep(0.25)
+    raise ConnectionResetError("client went away from a stalled request")
+
+
 async def _stream(
     request: web.Request, req: GenRequest, seqs: list[Sequence], rid: str, created: int
 ) -> web.StreamResponse:
@@ -164,6 +171,8 @@ async def _stream(
                 sent = n
             if seq.done.is_set() and sent >= seq.n_out:
                 break
+            if _worker(request).is_stalled(seq):
+                await _until_gone(request)
             await seq.progress()
         await resp.write(stream_finish(req, item, seq.out, sent, rid, created))
     n_outs = [s.n_out for s in seqs]
@@ -188,6 +197,7 @@ async def _respond(
     except (ConnectionError, asyncio.CancelledError):
         for seq in seqs:
             seq.cancelled = True
+        worker.release(seqs)
         if worker.settings.role == "decode":
             worker.record_abort()
         raise

@@ -52,6 +52,7 @@ class WorkerMetrics:
 
     model: str = "sim"
     running: int = 0
+    stalled: int = 0
     queued: int = 0
     gen_throughput: float = 0.0
     generation_tokens: int = 0
@@ -65,7 +66,7 @@ class WorkerMetrics:
         """The ``/metrics`` body."""
         labels = f'model_name="{self.model}"'
         gauges = (
-            ("sglang:num_running_reqs", "gauge", self.running),
+            ("sglang:num_running_reqs", "gauge", self.running + self.stalled),
             ("sglang:num_queue_reqs", "gauge", self.queued),
             ("sglang:gen_throughput", "gauge", round(self.gen_throughput, 3)),
             ("sglang:generation_tokens_total", "counter", self.generation_tokens),

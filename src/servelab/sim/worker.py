@@ -54,6 +54,7 @@ class Worker:
         self._client = BootstrapClient()
         self._rng = random.Random(settings.seed)
         self._waiting = 0
+        self._stalled: set[Sequence] = set()
         self._warmup: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.prefill_sched: PrefillScheduler | None = None
@@ -118,7 +119,7 @@ class Worker:
     # ------------------------------------------------------------------------------ info
     def load(self) -> dict[str, int]:
         """Running and waiting requests (``/get_load``)."""
-        running = self.metrics.running
+        running = self.metrics.running + self.metrics.stalled
         waiting = self.metrics.queued
         return {"dp_rank": 0, "num_reqs": running + waiting, "num_waiting_reqs": waiting}
 
@@ -139,6 +140,7 @@ class Worker:
             "requests_served": self.requests_served,
             "aborts": self.aborts.total,
             "wedged": self.is_wedged(),
+            "stalled": len(self._stalled),
             "scheduler": sched.lag.as_json() if sched else {},
             "step_s": self.step_table(),
             "recent_rooms": list(self.recent_rooms)[-32:],
@@ -228,7 +230,10 @@ class Worker:
             await self.warmup()
             self._note_room(item.room, kv.first_token, "Success")
             seq = Sequence(replace(out, pieces=(kv.first_token, *out.pieces[1:])), kv.prompt_tokens)
-            self.decode_sched.join(seq)
+            if self.settings.decode_stalls(kv.prompt_tokens):
+                self._stall(seq)
+            else:
+                self.decode_sched.join(seq)
             self.metrics.ttft.observe(time.monotonic() - t_start)
             return seq
         finally:
@@ -251,6 +256,20 @@ class Worker:
                 seq.cancelled = True
             return errors[0]
         return seqs
+
+    def _stall(self, seq: Sequence) -> None:
+        """Park ``seq`` in the batch for good: the MLA split-reduce never yields its first token."""
+        self._stalled.add(seq)
+        self.metrics.stalled = len(self._stalled)
+
+    def is_stalled(self, seq: Sequence) -> bool:
+        """Whether ``seq`` is parked by the MLA KV tile (it never emits a token)."""
+        return seq in self._stalled
+
+    def release(self, seqs: list[Sequence]) -> None:
+        """Forget parked sequences whose client went away."""
+        self._stalled.difference_update(seqs)
+        self.metrics.stalled = len(self._stalled)
 
     def finished(self) -> None:
         """Count one request served to completion."""
