@@ -100,7 +100,10 @@ async def flush_cache(_: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(text=_worker(request).metrics.render(), content_type="text/plain")
+    worker = _worker(request)
+    if worker.faults.no_metrics:
+        return web.Response(status=404, text="404: Not Found")
+    return web.Response(text=worker.metrics.render(), content_type="text/plain")
 
 
 async def faults(request: web.Request) -> web.Response:
@@ -113,7 +116,8 @@ async def faults(request: web.Request) -> web.Response:
             worker.set_faults(changes)
         except (ValueError, SimError) as exc:
             return _error(400, str(exc))
-    return web.json_response({**worker.faults.as_json(), "wedged": worker.is_wedged()})
+    state = {"wedged": worker.is_wedged(), "failing_fast": worker.failing_fast()}
+    return web.json_response({**worker.faults.as_json(), **state})
 
 
 # ------------------------------------------------------------------------------------ generation
@@ -205,6 +209,28 @@ async def _respond(
     return resp
 
 
+def _engine_error(status: int, message: str) -> web.Response:
+    """SGLang's answer to an abort with a status (``http_exception_handler``'s ErrorResponse)."""
+    body = {"object": "error", "message": message, "type": str(status), "param": None}
+    return web.json_response({**body, "code": status}, status=status)
+
+
+async def _transfer_failed(
+    request: web.Request, req: GenRequest, err: TransferError
+) -> web.StreamResponse:
+    """Not streaming: 500 with the ErrorResponse. Streaming: like SGLang's chat stream, a 200
+    whose only event is ``{"error": ...}`` (``create_streaming_error_response``), then [DONE]."""
+    if not req.stream:
+        return _engine_error(500, err.message)
+    error = {"object": "error", "message": err.message, "type": "INTERNAL_SERVER_ERROR"}
+    event = json.dumps({"error": {**error, "param": None, "code": 500}})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(f"data: {event}\n\n".encode() + done_event())
+    await resp.write_eof()
+    return resp
+
+
 def _generation(api: Api) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         worker = _worker(request)
@@ -214,11 +240,13 @@ def _generation(api: Api) -> Handler:
         if worker.ready_in() > 0:
             return _error(503, "the engine is still starting", "service_unavailable")
         worker.metrics.requests += 1
+        if worker.failing_fast():
+            return _engine_error(500, "Internal server error: the engine failed the request")
         if worker.settings.role == "prefill":
             return await _respond(request, worker, parsed, await worker.prefill_items(parsed))
         result = await worker.decode_items(parsed)
         if isinstance(result, TransferError):
-            return _error(500, result.message, "internal_server_error")
+            return await _transfer_failed(request, parsed, result)
         return await _respond(request, worker, parsed, result)
 
     return handler
