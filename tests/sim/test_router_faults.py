@@ -22,6 +22,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from tests.support.http import metric, post, set_faults, sse_events
+from tests.support.pd2 import two_decode_stack
 from tests.support.stack import SimStack, start_process, start_stack, stop_process, wait_http
 
 NO_PREFILL = "No available servers: No available prefill workers (all circuits open or unhealthy)"
@@ -164,3 +165,25 @@ def test_fail_fast_decode_opens_the_circuit_breaker() -> None:
             time.sleep(0.5)
     finally:
         st.stop()
+
+
+def _prom_text(url: str, name: str, worker: str) -> float:
+    with urllib.request.urlopen(url, timeout=10) as resp:
+        for line in resp.read().decode().splitlines():
+            if line.startswith(f'{name}{{worker="{worker}"}}'):
+                return float(line.rsplit(" ", 1)[1])
+    raise KeyError(f"{name} for {worker}")
+
+
+def test_one_of_two_decodes_failing_opens_only_its_own_breaker() -> None:
+    router_args = ["--cb-failure-threshold", "3", "--cb-timeout-duration-secs", "60"]
+    with two_decode_stack(router_args=router_args) as st:
+        bad, good = st.decode_urls
+        url = st.router_url + "/v1/chat/completions"
+        set_faults(bad, fail_fast_s=600)
+        statuses = [post(url, chat(f"q{i}", max_tokens=4))[0] for i in range(8)]
+        assert statuses == [200] * 8  # each failed attempt was retried on the other decode
+        cb = {u: _prom_text(st.prometheus_url, "smg_worker_cb_state", u) for u in st.decode_urls}
+        assert cb == {bad: 1.0, good: 0.0}
+        assert _prom_text(st.prometheus_url, "smg_worker_cb_state", st.prefill_url) == 0.0
+        assert metric(good, "sglang:num_requests_total") >= 8
