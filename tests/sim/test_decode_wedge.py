@@ -9,14 +9,18 @@ time lets the hung requests finish.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from tests.support import free_port
 from tests.support.http import get_json, get_status, metric, post, set_faults
 from tests.support.pd2 import two_decode_stack
+from tests.support.stack import start_process, stop_process, wait_http
 
 
 @dataclass(frozen=True)
@@ -74,3 +78,20 @@ def test_unwedging_at_run_time_lets_hung_requests_finish(two: Two) -> None:
         assert _try(two.healthy, 12, 2) is None
     finally:
         set_faults(two.healthy, wedge=False)
+
+
+def test_flags_at_start_win_and_zero_is_a_value(tmp_path: Path) -> None:
+    port = free_port()
+    argv = [sys.executable, "-m", "servelab", "sim", "decode", "--port", str(port), "--admin"]
+    argv += ["--wedge", "--no-metrics", "--transfer-fail-over-tokens", "0", "--fail-fast-s", "0"]
+    env = {"SERVELAB_SIM_TIME_SCALE": "0.05", "SERVELAB_SIM_FAIL_FAST_S": "30"}
+    proc = start_process(argv, tmp_path / "decode.log", env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/health", 30, proc)
+        faults = get_json(base + "/_servelab/faults")
+        assert faults["wedge"] is True and faults["no_metrics"] is True
+        assert faults["transfer_fail_over_tokens"] == 0
+        assert faults["fail_fast_s"] == 0.0 and faults["failing_fast"] is False  # flag beat env
+    finally:
+        stop_process(proc)
