@@ -1,26 +1,31 @@
 #!/usr/bin/env bash
 # Installs the system packages the test suite needs, once: OpenSSH server (the SSH tests start their
-# own sshd on a loopback port), Chromium (the HTML report test) and systemd (the unit tests run a
+# own sshd on a loopback port), Chromium (the HTML report test), Prometheus (the telemetry tests run
+# it as a plain process with their own config, storage and loopback port; no service is enabled)
+# and systemd (the unit tests run a
 # private systemd as PID 1 of its own namespaces, tests/support/systemd.py; nothing is enabled or
 # started on the host). Idempotent; needs root to install.
 #
 # Exit status: 0 when everything is there (or installed), and for a developer without root who
 # lacks something (those tests skip, with a reason). Non-zero in CI (CI set) or as root when
-# something is missing and cannot be installed: there the SSH, browser and systemd tests must run, and
+# something is missing and cannot be installed: there the SSH, browser, Prometheus and systemd tests must run, and
 # `make test` stops here instead of letting them skip.
 #
-# SYSDEPS_SSHD, SYSDEPS_CHROMIUM and SYSDEPS_SYSTEMD name the programs looked for (defaults
-# /usr/sbin/sshd, chromium and /lib/systemd/systemd); tests/test_sysdeps.py uses them.
+# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS and SYSDEPS_SYSTEMD name the programs looked
+# for (defaults /usr/sbin/sshd, chromium, prometheus and /lib/systemd/systemd);
+# tests/test_sysdeps.py uses them.
 set -euo pipefail
 sshd=${SYSDEPS_SSHD:-/usr/sbin/sshd}
 chromium=${SYSDEPS_CHROMIUM:-chromium}
 systemd=${SYSDEPS_SYSTEMD:-/lib/systemd/systemd}
+prometheus=${SYSDEPS_PROMETHEUS:-prometheus}
 
 missing() {
   local need=()
   [ -x "$sshd" ] || need+=(openssh-server)
   command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
   command -v "$chromium" >/dev/null 2>&1 || need+=(chromium)
+  command -v "$prometheus" >/dev/null 2>&1 || need+=(prometheus)
   [ -x "$systemd" ] || need+=(systemd)
   echo "${need[*]}"
 }
@@ -48,12 +53,13 @@ export DEBIAN_FRONTEND=noninteractive
 if ! { apt-get update -qq >/dev/null && \
        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
   echo "sysdeps: installing ${need[*]} failed (apt-get);" \
-    "the SSH, browser and systemd tests cannot run" >&2
+    "the SSH, browser, Prometheus and systemd tests cannot run" >&2
   exit 1
 fi
 read -r -a still <<<"$(missing)"
 if [ ${#still[@]} -ne 0 ]; then
-  echo "sysdeps: ${still[*]} still missing after the install ($sshd, $chromium, $systemd);" \
-    "the SSH, browser and systemd tests cannot run" >&2
+  echo "sysdeps: ${still[*]} still missing after the install" \
+    "($sshd, $chromium, $prometheus, $systemd);" \
+    "the SSH, browser, Prometheus and systemd tests cannot run" >&2
   exit 1
 fi

@@ -12,7 +12,13 @@ import click
 import pytest
 
 from servelab.cli import cli
-from servelab.core.spec import DeploymentSpec, HostSpec, RouterOptions, ServiceSpec
+from servelab.core.spec import (
+    DeploymentSpec,
+    HostSpec,
+    PrometheusSpec,
+    RouterOptions,
+    ServiceSpec,
+)
 from tests.support import REPO
 
 DOCS = REPO / "docs"
@@ -32,7 +38,7 @@ def _commands(group: click.Group, prefix: str = "servelab") -> list[str]:
 
 
 def _fields() -> list[tuple[str, str]]:
-    models = (DeploymentSpec, HostSpec, RouterOptions, ServiceSpec)
+    models = (DeploymentSpec, HostSpec, PrometheusSpec, RouterOptions, ServiceSpec)
     return [(model.__name__, name) for model in models for name in model.model_fields]
 
 

@@ -43,6 +43,7 @@ def _sysdeps(
     """``bash scripts/sysdeps.sh`` (read on stdin) as ``uid``, Chromium looked up as ABSENT."""
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env |= {"SYSDEPS_CHROMIUM": ABSENT, "SYSDEPS_SSHD": "/bin/sh", "SYSDEPS_SYSTEMD": "/bin/sh"}
+    env["SYSDEPS_PROMETHEUS"] = "sh"
     if ci is not None:
         env["CI"] = ci
     if apt_exit is not None:
@@ -60,6 +61,7 @@ def _sysdeps(
 def test_nothing_missing_is_success_without_installing() -> None:
     env = {**os.environ, "SYSDEPS_CHROMIUM": "sh", "SYSDEPS_SSHD": "/bin/sh"}
     env["SYSDEPS_SYSTEMD"] = "/bin/sh"
+    env["SYSDEPS_PROMETHEUS"] = "sh"
     done = subprocess.run(
         ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30, check=False
     )

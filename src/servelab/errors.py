@@ -20,6 +20,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   └── SchemaError                   the ledger's schema is newer than this servelab
     ├── BenchError(RuntimeError)          a benchmark or A/B could not run
     ├── CaseError(ValueError)             a case command that does not fit the case's state
+    ├── MetricsError(ValueError)          a metrics source answered something unreadable
     └── SimError(RuntimeError)            the simulator was misconfigured
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError`` (bad input) → 2,
@@ -36,6 +37,7 @@ __all__ = [
     "HealthTimeout",
     "HostError",
     "KnobError",
+    "MetricsError",
     "SSHError",
     "SchemaError",
     "ServelabError",
@@ -103,6 +105,10 @@ class BenchError(ServelabError, RuntimeError):
 
 class CaseError(ServelabError, ValueError):
     """A case command that does not fit the case (unknown id, target, or state)."""
+
+
+class MetricsError(ServelabError, ValueError):
+    """A metrics source (``/metrics``, a Prometheus server) answered something unreadable."""
 
 
 class SimError(ServelabError, RuntimeError):

@@ -94,12 +94,15 @@ def test_report_writes_then_rewrites_only_what_a_verdict_changed(
     _json("case", "suspect", cid, TARGET, "--reason", "latest", *led)
     _json("case", "resolve", cid, "--root-cause", "knob", "--convict", TARGET, *led)
     first = _json("report", "--out", str(out), *led)
-    assert sorted(first["written"]) == ["cases/case-1.md", "index.html", "perf-plan.md",
-                                        "plots/ab-1.png"]  # fmt: skip
+    assert sorted(first["written"]) == ["ab/ab-1.html", "ab/ab-1.md", "cases/case-1.html",
+                                        "cases/case-1.md", "index.html", "perf-plan.html",
+                                        "perf-plan.md", "plots/ab-1.png", "soaks/soak-1.html",
+                                        "soaks/soak-1.md"]  # fmt: skip
     assert _json("report", "--out", str(out), *led)["written"] == []
     _json("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
     third = _json("report", "--out", str(out), *led)
-    assert sorted(third["written"]) == ["cases/case-1.md", "index.html", "perf-plan.md"]
+    assert sorted(third["written"]) == ["cases/case-1.html", "cases/case-1.md", "index.html",
+                                        "perf-plan.html", "perf-plan.md"]  # fmt: skip
     assert "**exonerated**" in (out / "perf-plan.md").read_text()
 
 

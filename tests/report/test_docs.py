@@ -71,7 +71,11 @@ def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
     cid = incident(ledger)
     cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
     files = build_docs(ledger.export())
-    assert set(files) == {"perf-plan.md", f"cases/case-{cid}.md", "plots/ab-1.png", "index.html"}
+    assert set(files) == {
+        "perf-plan.md", f"cases/case-{cid}.md", "plots/ab-1.png", "index.html",
+        # every markdown page has an HTML twin a browser shows; each A/B has its own page
+        "perf-plan.html", f"cases/case-{cid}.html", "ab/ab-1.md", "ab/ab-1.html",
+    }  # fmt: skip
     plan = files["perf-plan.md"].decode()
     assert f"## decode `{K}`" in plan
     assert "current live value: **256** (verification #1" in plan
@@ -97,14 +101,17 @@ def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger)
     cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
     after = build_docs(ledger.export())
     changed = {name for name in after if after[name] != before.get(name)}
-    assert changed == {"perf-plan.md", f"cases/case-{cid}.md", "index.html"}
+    assert changed == {
+        "perf-plan.md", f"cases/case-{cid}.md", "index.html",
+        "perf-plan.html", f"cases/case-{cid}.html",
+    }  # fmt: skip
     assert "**exonerated**" in after["perf-plan.md"].decode()
     assert "restore pending" in after["index.html"].decode()
 
 
 def test_empty_ledger_still_makes_an_index(ledger: Ledger) -> None:
     files = build_docs(ledger.export())
-    assert set(files) == {"perf-plan.md", "index.html"}
+    assert set(files) == {"perf-plan.md", "perf-plan.html", "index.html"}
     assert "No case recorded" in files["index.html"].decode()
 
 

@@ -157,14 +157,16 @@ class SimStack:
         if "router" in self.procs:
             wait_http(self.router_url + "/readiness", 60, self.procs["router"])
 
-    def start_router(self, timeout: float = 60.0) -> None:
-        """Start the real sglang-router in PD mode and wait for ``/readiness`` 200."""
+    def start_router(self, timeout: float = 60.0, extra: Sequence[str] = ()) -> None:
+        """Start the real sglang-router in PD mode (``extra`` arguments appended) and wait for
+        ``/readiness`` 200."""
         argv = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
         argv += ["--port", str(self.router_port), "--pd-disaggregation"]
         argv += ["--prefill", self.prefill_url, str(self.bootstrap_port)]
         argv += ["--decode", self.decode_url, "--policy", "round_robin"]
         argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port)]
         argv += ["--worker-startup-timeout-secs", "60", "--health-check-interval-secs", "1"]
+        argv += list(extra)
         self.procs["router"] = start_process(argv, self.log_dir / "router.log")
         wait_http(self.router_url + "/readiness", timeout, self.procs["router"])
 
@@ -193,6 +195,7 @@ def start_stack(
     decode_env: Mapping[str, str] | None = None,
     decode_args: Sequence[str] = (),
     router: bool = True,
+    router_args: Sequence[str] = (),
     proxy: bool = False,
     proxy_args: Sequence[str] = (),
     log_dir: Path | None = None,
@@ -217,7 +220,7 @@ def start_stack(
     try:
         stack.start_workers(prefill_env, decode_env, decode_args)
         if router or proxy:
-            stack.start_router()
+            stack.start_router(extra=router_args)
         if proxy:
             stack.start_proxy(proxy_args)
     except BaseException:

@@ -28,6 +28,7 @@ __all__ = [
     "DEFAULT_SPEC_TOML",
     "DeploymentSpec",
     "HostSpec",
+    "PrometheusSpec",
     "RouterOptions",
     "ServiceSpec",
     "parse_spec",
@@ -76,6 +77,25 @@ class RouterOptions(_Strict):
     health_check_interval_s: int = Field(default=5, ge=1)
     request_timeout_s: int | None = Field(default=None, ge=1)
     extra_args: list[str] = Field(default_factory=list)
+
+
+class PrometheusSpec(_Strict):
+    """A Prometheus server that already scrapes the deployment: servelab asks it (range queries
+    over each run's window) instead of scraping the endpoints itself."""
+
+    url: str
+    #: service name -> the ``instance`` label Prometheus gives that service's metrics target;
+    #: by default the ``host:port`` of the service's metrics URL.
+    instances: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http URL, e.g. http://127.0.0.1:9090")
+        return value.rstrip("/")
 
 
 class ServiceSpec(_Strict):
@@ -144,6 +164,7 @@ class DeploymentSpec(_Strict):
     state_dir: str = ".servelab"
     hosts: dict[str, HostSpec] = Field(default_factory=lambda: {"local": HostSpec()})
     services: dict[str, ServiceSpec]
+    prometheus: PrometheusSpec | None = None
     #: The file the spec was read from (``parse_spec``'s ``source``): every error names it.
     _source: str = PrivateAttr(default="<spec>")
 
@@ -212,6 +233,11 @@ def _check_semantics(spec: DeploymentSpec, source: str) -> None:
         if svc.start == "router" and svc.role != "router":
             raise SpecError(
                 'start = "router" needs role = "router"', source=source, path=f"{where}.start"
+            )
+    for name in spec.prometheus.instances if spec.prometheus else {}:
+        if name not in spec.services:
+            raise SpecError(
+                f"unknown service {name!r}", source=source, path=f"prometheus.instances.{name}"
             )
     _check_ports(spec, source)
     start_order(spec, source=source)

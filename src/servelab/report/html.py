@@ -1,8 +1,8 @@
 """The static, self-contained HTML index of the generated docs (one string, no I/O).
 
 Inline CSS, plots embedded as ``data:`` URIs, no script and no external resource, so the file
-renders the same from a file:// URL, an artifact store or an e-mail. It links the perf plan and
-each case's markdown page, which sit next to it.
+renders the same from a file:// URL, an artifact store or an e-mail. It links the perf plan, each
+case, A/B experiment, bench run and soak page (HTML twins of the markdown pages next to it).
 """
 
 from __future__ import annotations
@@ -12,18 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 
-__all__ = ["CaseRow", "KnobRow", "render_index"]
+from servelab.report.pages import PageLink, html_page
 
-_CSS = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1.5rem;
-       max-width: 70rem; color: #222; }
-table { border-collapse: collapse; margin: 1rem 0; }
-th, td { border: 1px solid #ccc; padding: .3rem .6rem; text-align: left; vertical-align: top; }
-th { background: #f3f3f3; }
-code { background: #f6f6f6; padding: 0 .2rem; }
-.ok { color: #176a1d; } .bad { color: #a11; }
-img { max-width: 100%; border: 1px solid #ddd; margin: .5rem 0; }
-"""
+__all__ = ["CaseRow", "KnobRow", "render_index"]
 
 
 @dataclass(frozen=True)
@@ -121,13 +112,30 @@ def _plot_section(knobs: Sequence[KnobRow], plots: Mapping[str, bytes]) -> list[
     return out
 
 
+def _links(sections: Sequence[tuple[str, Sequence[PageLink]]]) -> list[str]:
+    out = []
+    for title, links in sections:
+        out.append(f"<h2>{escape(title)}</h2>")
+        if not links:
+            out.append(f"<p>No {escape(title.lower())} recorded.</p>")
+            continue
+        out.append("<ul>")
+        out += [f'<li><a href="{escape(k.href)}">{escape(k.title)}</a> {escape(k.at)}</li>'
+                for k in links]  # fmt: skip
+        out.append("</ul>")
+    return out
+
+
 def render_index(
     knobs: Sequence[KnobRow],
     cases: Sequence[CaseRow],
     plots: Mapping[str, bytes],
     perf_plan: str,
+    *,
+    sections: Sequence[tuple[str, Sequence[PageLink]]] = (),
 ) -> str:
-    """The index page: knobs (live value, verdicts), cases (status, restore), plans, plots."""
+    """The index page: knobs (live value, verdicts), cases (status, restore), plans, plots, and
+    a link to every page (A/B experiments, bench runs, soaks)."""
     body = [
         "<h1>servelab report</h1>",
         f'<p>Generated from the ledger. Perf plan: <a href="{escape(perf_plan)}">'
@@ -140,9 +148,6 @@ def render_index(
         *_plans(cases),
         "<h2>Plots</h2>",
         *(_plot_section(knobs, plots) or ["<p>No A/B experiment recorded.</p>"]),
+        *_links(sections),
     ]
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        "<title>servelab report</title>"
-        f"<style>{_CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
-    )
+    return html_page("servelab report", "\n".join(body))

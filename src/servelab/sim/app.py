@@ -34,6 +34,7 @@ from servelab.sim.protocol import (
 )
 from servelab.sim.scheduler import Sequence
 from servelab.sim.settings import WorkerSettings
+from servelab.sim.tracing import mark
 from servelab.sim.worker import TransferError, Worker
 
 __all__ = ["WORKER_KEY", "make_app", "serve"]
@@ -172,6 +173,7 @@ async def _stream(
                         stream_token(req, item, seq.out, k, rid, created) for k in range(sent, n)
                     ]
                 await resp.write(b"".join(events))
+                mark(req.marks, "first_token")
                 sent = n
             if seq.done.is_set() and sent >= seq.n_out:
                 break
@@ -181,6 +183,7 @@ async def _stream(
         await resp.write(stream_finish(req, item, seq.out, sent, rid, created))
     n_outs = [s.n_out for s in seqs]
     await resp.write(stream_usage(req, n_outs, rid, created) + done_event())
+    mark(req.marks, "done")
     await resp.write_eof()
     return resp
 
@@ -234,22 +237,39 @@ async def _transfer_failed(
 def _generation(api: Api) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         worker = _worker(request)
+        arrived = time.time_ns()
         parsed = await _read(request, api)
         if isinstance(parsed, web.Response):
             return parsed
-        if worker.ready_in() > 0:
-            return _error(503, "the engine is still starting", "service_unavailable")
-        worker.metrics.requests += 1
-        if worker.failing_fast():
-            return _engine_error(500, "Internal server error: the engine failed the request")
-        if worker.settings.role == "prefill":
-            return await _respond(request, worker, parsed, await worker.prefill_items(parsed))
-        result = await worker.decode_items(parsed)
-        if isinstance(result, TransferError):
-            return await _transfer_failed(request, parsed, result)
-        return await _respond(request, worker, parsed, result)
+        mark(parsed.marks, "arrived", arrived)
+        try:
+            return await _generate(request, worker, parsed)
+        finally:
+            worker.tracer.finish(request.headers, parsed.marks, _span_attrs(parsed))
 
     return handler
+
+
+def _span_attrs(req: GenRequest) -> dict[str, Any]:
+    item = req.items[0] if req.items else None
+    return {
+        "servelab.bootstrap_room": None if item is None or item.room is None else str(item.room),
+        "servelab.prompt_tokens": None if item is None else item.prompt_tokens,
+    }
+
+
+async def _generate(request: web.Request, worker: Worker, parsed: GenRequest) -> web.StreamResponse:
+    if worker.ready_in() > 0:
+        return _error(503, "the engine is still starting", "service_unavailable")
+    worker.metrics.requests += 1
+    if worker.failing_fast():
+        return _engine_error(500, "Internal server error: the engine failed the request")
+    if worker.settings.role == "prefill":
+        return await _respond(request, worker, parsed, await worker.prefill_items(parsed))
+    result = await worker.decode_items(parsed)
+    if isinstance(result, TransferError):
+        return await _transfer_failed(request, parsed, result)
+    return await _respond(request, worker, parsed, result)
 
 
 async def health_generate(request: web.Request) -> web.Response:

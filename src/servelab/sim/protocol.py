@@ -7,7 +7,7 @@ exception); rendering returns bytes or JSON-ready dicts.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from servelab.sim.text import Output, count_tokens
@@ -66,6 +66,8 @@ class GenRequest:
     tools: tuple[Any, ...]
     items: tuple[GenItem, ...]
     batch: bool
+    #: phase marks for tracing (sim/tracing.py): name -> the worker's wall clock, ns
+    marks: dict[str, int] = field(default_factory=dict, compare=False)
 
 
 def _text_of(content: Any) -> str | None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -95,20 +96,21 @@ class PrefillScheduler:
     def __init__(self, settings: WorkerSettings, metrics: WorkerMetrics) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._queue: list[tuple[int, asyncio.Future[None]]] = []
+        self._queue: list[tuple[int, asyncio.Future[int]]] = []
         self._kick: asyncio.Event = asyncio.Event()
         self.lag = _Lag()
 
-    async def prefill(self, tokens: int) -> None:
-        """Wait until ``tokens`` of one sequence were prefilled."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    async def prefill(self, tokens: int) -> int:
+        """Wait until ``tokens`` of one sequence were prefilled; the wall time (ns) its batch
+        started computing."""
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._queue.append((tokens, fut))
         self._metrics.queued = len(self._queue)
         self._kick.set()
-        await fut
+        return await fut
 
-    def _take_batch(self) -> list[tuple[int, asyncio.Future[None]]]:
-        batch: list[tuple[int, asyncio.Future[None]]] = []
+    def _take_batch(self) -> list[tuple[int, asyncio.Future[int]]]:
+        batch: list[tuple[int, asyncio.Future[int]]] = []
         budget = _MAX_PREFILL_BATCH_TOKENS
         while self._queue and (not batch or self._queue[0][0] <= budget):
             item = self._queue.pop(0)
@@ -126,6 +128,7 @@ class PrefillScheduler:
             t_next = loop.time()
             while self._queue:
                 batch = self._take_batch()
+                started_ns = time.time_ns()
                 self._metrics.queued = len(self._queue)
                 self._metrics.running = len(batch)
                 extra = sum(prefill_s(profile, t) - profile.prefill_a_s for t, _ in batch)
@@ -134,7 +137,7 @@ class PrefillScheduler:
                 self.lag.add(max(0.0, loop.time() - t_next))
                 for _, fut in batch:
                     if not fut.done():
-                        fut.set_result(None)
+                        fut.set_result(started_ns)
                 t_next = max(t_next, loop.time() - 0.05)
             self._metrics.running = 0
 

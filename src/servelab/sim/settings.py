@@ -32,6 +32,8 @@ ENV_TIME_SCALE = "SERVELAB_SIM_TIME_SCALE"
 ENV_WAITING_TIMEOUT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 ENV_WARMUP_S = "SERVELAB_SIM_WARMUP_S"
 ENV_SEED = "SERVELAB_SIM_SEED"
+#: OTLP/gRPC ``HOST:PORT`` the worker exports its phase spans to (tracing is off without it).
+ENV_OTLP = "SERVELAB_SIM_OTLP_ENDPOINT"
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class WorkerSettings:
     seed: int = 0
     admin: bool = False
     faults: Faults = field(default_factory=Faults)
+    otlp_endpoint: str | None = None
 
     def scaled(self, modelled_s: float) -> float:
         """Wall seconds for a modelled duration."""
@@ -130,6 +133,7 @@ def load_settings(
         "warmup_s": _number(source, ENV_WARMUP_S, profile.cold_start_s, positive=False),
         "seed": int(_number(source, ENV_SEED, 0, positive=False)),
         "faults": Faults.from_env(source).updated(dict(fault_overrides or {})),
+        "otlp_endpoint": source.get(ENV_OTLP) or None,
     }
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = WorkerSettings(role=role, profile=profile, **values)

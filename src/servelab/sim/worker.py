@@ -24,6 +24,7 @@ from servelab.sim.protocol import GenItem, GenRequest
 from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import Output, plan_output
+from servelab.sim.tracing import SimTracer, mark
 
 __all__ = ["TransferError", "Worker"]
 
@@ -73,6 +74,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self.prefill_sched: PrefillScheduler | None = None
         self.decode_sched: DecodeScheduler | None = None
+        self.tracer = SimTracer(settings.otlp_endpoint, settings.role)
 
     # ------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -92,6 +94,7 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self._client.close()
+        self.tracer.shutdown()
 
     def ready_in(self) -> float:
         """Seconds until ``/health`` turns 200 (<= 0 when ready). Uses the current faults."""
@@ -194,7 +197,9 @@ class Worker:
         outs = [self._plan(req, item, False) for item in req.items]
         await self.warmup()
         sched = self.prefill_sched
-        await asyncio.gather(*(sched.prefill(i.prompt_tokens) for i in req.items))
+        started = await asyncio.gather(*(sched.prefill(i.prompt_tokens) for i in req.items))
+        mark(req.marks, "computing", min(started, default=None))
+        mark(req.marks, "done")
         seqs = []
         for item, out in zip(req.items, outs, strict=True):
             first = out.pieces[0]
@@ -274,6 +279,7 @@ class Worker:
             *(self._acquire(i, o) for i, o in zip(req.items, outs, strict=True))
         )
         seqs = [r for r in results if isinstance(r, Sequence)]
+        mark(req.marks, "kv_ready")
         errors = [r for r in results if isinstance(r, TransferError)]
         if errors:
             for seq in seqs:

@@ -1,0 +1,210 @@
+"""Server spans joined to client records: where one request's time to first token went (pure).
+
+The join, as the real sglang-router 0.3.2 allows it (``../shared/notes/telemetry.md``): the client
+sends its own ``x-request-id``; the router forwards it to both workers, which put it on their spans
+as the ``servelab.request_id`` attribute; the router starts its own trace and passes its
+``traceparent`` to the workers, so their spans are children of the router's ``http_request`` span
+and share its trace id. A request's spans are therefore: the worker spans carrying its request id,
+and the router span of the same trace.
+
+Client times are ``perf_counter_ns`` values; spans carry Unix epoch nanoseconds. A
+:class:`ClockAnchor` (one reading of both clocks, taken by the client) maps one onto the other.
+
+The time to first token decomposes into consecutive phases, each measured between the client's
+and the servers' own timestamps (never estimated):
+
+- ``dispatch``: scheduled send → actual send (the client's own lateness);
+- ``router``: send → the prefill's first span (connection, router, forwarding);
+- ``prefill_queue``, ``prefill``: the prefill's queue and compute spans;
+- ``kv_transfer``: the decode's bootstrap and KV-transfer span, from the prefill's end (the decode
+  leg arrives at once and waits for the room while the prefill computes);
+- ``first_decode_step``: the KV is in → the decode wrote the first token (a cold engine's warm-up
+  is in ``kv_transfer``, where the simulated and the real engine both pay it);
+- ``return``: the first token's write → the client's first content byte (the way back).
+
+A request with no server span is *untraced* (None), never zero. Where spans overlap or leave gaps
+(the decode's bootstrap starts while the prefill still runs), :attr:`TtftBreakdown.gap_ns` names
+what the phases do not account for, so the sum is checked against the client's TTFT, not assumed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "PHASES",
+    "REQUEST_ID_ATTR",
+    "ClockAnchor",
+    "Span",
+    "TtftBreakdown",
+    "decompose",
+    "phase_percentiles",
+    "spans_by_request",
+]
+
+#: The span attribute the simulated workers put the client's ``x-request-id`` in.
+REQUEST_ID_ATTR = "servelab.request_id"
+
+#: The worker span names, in the order a PD request goes through them.
+PHASES = (
+    "dispatch",
+    "router",
+    "prefill_queue",
+    "prefill",
+    "kv_transfer",
+    "first_decode_step",
+    "return",
+)
+_SERVER_SPANS = ("prefill_queue", "prefill", "kv_transfer", "first_decode_step")
+
+
+@dataclass(frozen=True)
+class Span:
+    """One OpenTelemetry span as received (ids as hex, times in Unix epoch nanoseconds)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str
+    name: str
+    service: str
+    start_ns: int
+    end_ns: int
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def request_id(self) -> str | None:
+        value = self.attributes.get(REQUEST_ID_ATTR)
+        return None if value is None else str(value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "trace_id": self.trace_id,
+            "span_id": self.span_id,
+            "parent_id": self.parent_id,
+            "name": self.name,
+            "service": self.service,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "attributes": dict(self.attributes),
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Span:
+        return cls(
+            str(doc["trace_id"]), str(doc["span_id"]), str(doc.get("parent_id", "")),
+            str(doc["name"]), str(doc.get("service", "")), int(doc["start_ns"]),
+            int(doc["end_ns"]), dict(doc.get("attributes") or {}),
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ClockAnchor:
+    """One simultaneous reading of the client's ``perf_counter_ns`` and ``time_ns``."""
+
+    mono_ns: int
+    wall_ns: int
+
+    def to_wall(self, mono_ns: int) -> int:
+        return self.wall_ns + (mono_ns - self.mono_ns)
+
+
+def spans_by_request(spans: Iterable[Span]) -> dict[str, list[Span]]:
+    """Request id → its worker spans and the router spans of the same traces."""
+    spans = list(spans)
+    by_id: dict[str, list[Span]] = {}
+    traces: dict[str, set[str]] = {}
+    for s in spans:
+        rid = s.request_id
+        if rid is not None:
+            by_id.setdefault(rid, []).append(s)
+            traces.setdefault(rid, set()).add(s.trace_id)
+    for s in spans:
+        if s.request_id is None:
+            for rid, ids in traces.items():
+                if s.trace_id in ids:
+                    by_id[rid].append(s)
+    return by_id
+
+
+@dataclass(frozen=True)
+class TtftBreakdown:
+    """One request's TTFT in phases (ns, PHASES order); ``gap_ns`` = TTFT − their sum."""
+
+    request_id: str
+    ttft_ns: int
+    phases: Mapping[str, int]
+    router_span_ns: int | None = None
+
+    @property
+    def gap_ns(self) -> int:
+        return self.ttft_ns - sum(self.phases.values())
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "ttft_ns": self.ttft_ns,
+            "phases": dict(self.phases),
+            "gap_ns": self.gap_ns,
+            "router_span_ns": self.router_span_ns,
+        }
+
+
+def _first(spans: Sequence[Span], name: str) -> Span | None:
+    hits = sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)
+    return hits[0] if hits else None
+
+
+def decompose(
+    request_id: str,
+    scheduled_ns: int,
+    sent_ns: int,
+    first_content_ns: int,
+    anchor: ClockAnchor,
+    spans: Sequence[Span],
+) -> TtftBreakdown | None:
+    """The phases of one request's TTFT (client times in ``perf_counter_ns``); None when no
+    worker span of the request arrived (untraced) or a phase is missing."""
+    found = {name: _first(spans, name) for name in _SERVER_SPANS}
+    if any(s is None for s in found.values()):
+        return None
+    sp = {k: v for k, v in found.items() if v is not None}
+    sent_w, first_w = anchor.to_wall(sent_ns), anchor.to_wall(first_content_ns)
+    kv_start = sp["kv_transfer"].start_ns
+    phases = {
+        "dispatch": sent_ns - scheduled_ns,
+        "router": sp["prefill_queue"].start_ns - sent_w,
+        "prefill_queue": sp["prefill_queue"].end_ns - sp["prefill_queue"].start_ns,
+        "prefill": sp["prefill"].end_ns - sp["prefill"].start_ns,
+        # the decode waits for the room while the prefill runs: its transfer counts from the
+        # later of its own start and the prefill's end
+        "kv_transfer": sp["kv_transfer"].end_ns - max(kv_start, sp["prefill"].end_ns),
+        "first_decode_step": sp["first_decode_step"].end_ns - sp["first_decode_step"].start_ns,
+        "return": first_w - sp["first_decode_step"].end_ns,
+    }  # fmt: skip
+    router = _first(spans, "http_request")
+    router_ns = None if router is None else router.end_ns - router.start_ns
+    return TtftBreakdown(request_id, first_content_ns - scheduled_ns, phases, router_ns)
+
+
+def _percentile(values: Sequence[int], q: float) -> float:
+    ordered = sorted(values)
+    rank = q * (len(ordered) - 1)
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def phase_percentiles(
+    breakdowns: Sequence[TtftBreakdown], qs: Sequence[float] = (0.5, 0.9, 0.99)
+) -> dict[str, dict[str, float]]:
+    """Per phase (and ``gap``): ``{"p50": ms, ...}`` over the traced requests (linear interp.)."""
+    if not breakdowns:
+        return {}
+    columns: dict[str, list[int]] = {p: [b.phases[p] for b in breakdowns] for p in PHASES}
+    columns["gap"] = [b.gap_ns for b in breakdowns]
+    return {
+        name: {f"p{round(q * 100)}": _percentile(vals, q) / 1e6 for q in qs}
+        for name, vals in columns.items()
+    }

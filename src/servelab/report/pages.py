@@ -1,0 +1,230 @@
+"""The report's pages as HTML a browser shows: every markdown page gets a self-contained twin.
+
+:func:`markdown_html` converts the markdown servelab itself writes (headings, paragraphs, lists,
+pipe tables, code spans, bold, links, images) into one HTML page; an image whose path is in
+``images`` is embedded as a ``data:`` URI, and a link to a ``.md`` page points to its ``.html``
+twin. :func:`run_markdown` and :func:`soak_markdown` write the pages of a bench run and a soak from
+their ledger records (pure; no I/O).
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from servelab.core.evidence import BenchRunRecord, SoakRunRecord
+
+__all__ = ["CSS", "PageLink", "html_page", "markdown_html", "run_markdown", "soak_markdown"]
+
+CSS = """
+body { font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1.5rem;
+       max-width: 70rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; }
+th, td { border: 1px solid #ccc; padding: .3rem .6rem; text-align: left; vertical-align: top; }
+th { background: #f3f3f3; }
+code { background: #f6f6f6; padding: 0 .2rem; }
+.ok { color: #176a1d; } .bad { color: #a11; }
+img { max-width: 100%; border: 1px solid #ddd; margin: .5rem 0; }
+"""
+
+
+@dataclass(frozen=True)
+class PageLink:
+    """One page the index lists: its title, its path (relative to the index) and when."""
+
+    title: str
+    href: str
+    at: str = ""
+
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
+_LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
+_CODE = re.compile(r"`([^`]+)`")
+_BOLD = re.compile(r"\*\*([^*]+)\*\*")
+_BLOCK = re.compile(r"(#|\||\s*[-*]\s)")
+
+
+def html_page(title: str, body: str) -> str:
+    """A whole self-contained page: inline CSS, no script, no external resource."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )
+
+
+def _href(target: str) -> str:
+    return target[:-3] + ".html" if target.endswith(".md") and "://" not in target else target
+
+
+def _inline(text: str, images: Mapping[str, bytes]) -> str:
+    """Escape ``text``, then turn code spans, bold, images and links into HTML."""
+    codes: list[str] = []
+
+    def keep_code(m: re.Match[str]) -> str:
+        codes.append(f"<code>{escape(m.group(1))}</code>")
+        return f"\x00{len(codes) - 1}\x00"
+
+    def image(m: re.Match[str]) -> str:
+        alt, src = m.group(1), m.group(2)
+        if src in images:
+            src = "data:image/png;base64," + base64.b64encode(images[src]).decode("ascii")
+        return f'<img alt="{escape(alt)}" src="{escape(src)}">'
+
+    out = escape(_CODE.sub(keep_code, text), quote=False)
+    out = _IMAGE.sub(image, out)
+    out = _LINK.sub(lambda m: f'<a href="{escape(_href(m.group(2)))}">{m.group(1)}</a>', out)
+    out = _BOLD.sub(r"<strong>\1</strong>", out)
+    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def _table(lines: Sequence[str], images: Mapping[str, bytes]) -> list[str]:
+    head, *body = [ln for i, ln in enumerate(lines) if i != 1]  # line 1 is the |---| rule
+    out = ["<table>", "<tr>" + "".join(f"<th>{_inline(c, images)}</th>" for c in _cells(head))]
+    out[-1] += "</tr>"
+    for row in body:
+        out.append(
+            "<tr>" + "".join(f"<td>{_inline(c, images)}</td>" for c in _cells(row)) + "</tr>"
+        )
+    return [*out, "</table>"]
+
+
+def _is_rule(line: str) -> bool:
+    return bool(re.fullmatch(r"\|?\s*:?-{3,}:?\s*(\|\s*:?-{3,}:?\s*)*\|?", line.strip()))
+
+
+def markdown_html(md: str, images: Mapping[str, bytes] | None = None) -> str:
+    """The HTML body of servelab's own markdown (blocks: headings, tables, lists, paragraphs)."""
+    images = images or {}
+    lines, out, i = md.splitlines(), [], 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+        elif m := re.match(r"(#{1,6})\s+(.*)", line):
+            level = len(m.group(1))
+            out.append(f"<h{level}>{_inline(m.group(2), images)}</h{level}>")
+            i += 1
+        elif line.lstrip().startswith("|") and i + 1 < len(lines) and _is_rule(lines[i + 1]):
+            j = i
+            while j < len(lines) and lines[j].lstrip().startswith("|"):
+                j += 1
+            out += _table(lines[i:j], images)
+            i = j
+        elif re.match(r"\s*[-*]\s+", line):
+            out.append("<ul>")
+            while i < len(lines) and re.match(r"\s*[-*]\s+", lines[i]):
+                item = re.sub(r"^\s*[-*]\s+", "", lines[i])
+                out.append(f"<li>{_inline(item, images)}</li>")
+                i += 1
+            out.append("</ul>")
+        else:
+            para = []
+            while i < len(lines) and lines[i].strip() and not _BLOCK.match(lines[i]):
+                para.append(lines[i].strip())
+                i += 1
+            if not para:  # a line no block rule took: keep it as its own paragraph
+                para, i = [line.strip()], i + 1
+            out.append(f"<p>{_inline(' '.join(para), images)}</p>")
+    return "\n".join(out)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    return "—" if not isinstance(value, (int, float)) else f"{value:,.{digits}f}"
+
+
+def _dist(level: Mapping[str, Any], name: str) -> str:
+    d = level.get(name) or {}
+    return f"{_num(d.get('median'))} / {_num(d.get('p99'))}"
+
+
+def _level_rows(level: Mapping[str, Any]) -> list[tuple[str, str]]:
+    thr = level.get("throughput") or {}
+    return [
+        ("requests (ok / all)", f"{level.get('n_ok', '—')} / {level.get('n_requests', '—')}"),
+        ("output tok/s (mean)", _num(thr.get("mean"))),
+        ("steady output tok/s (mean)", _num((level.get("steady_throughput") or {}).get("mean"))),
+        ("TTFT ms (p50 / p99)", _dist(level, "ttft_ms")),
+        ("ITL ms (p50 / p99)", _dist(level, "itl_ms")),
+        ("gap ms (p50 / p99)", _dist(level, "gap_ms")),
+        ("E2E ms (p50 / p99)", _dist(level, "e2e_ms")),
+        ("dispatch delay ms (p50 / p99)", _dist(level, "dispatch_ms")),
+        ("client CPU ms per token", _num(level.get("cpu_ms_per_token"), 4)),
+    ]
+
+
+def _telemetry_lines(telemetry: Mapping[str, Any]) -> list[str]:
+    out = ["## What the router and the engines counted", ""]
+    for source in telemetry.get("sources") or ():
+        name = f"{source.get('service')} ({source.get('kind')})"
+        if source.get("state") != "ok":
+            out += [f"- {name}: unknown ({source.get('reason')})"]
+            continue
+        counters = sorted((source.get("counters") or {}).items())
+        out += [f"### {name}", "", "| counter | delta | per second |", "|---|---:|---:|"]
+        rates = source.get("rates") or {}
+        out += [f"| `{k}` | {_num(v, 0)} | {_num(rates.get(k), 2)} |" for k, v in counters if v]
+        out.append("")
+    return out
+
+
+def _phase_lines(phases: Mapping[str, Any]) -> list[str]:
+    out = ["## Where the time to first token went (traced requests)", ""]
+    out += ["| phase | p50 ms | p90 ms | p99 ms |", "|---|---:|---:|---:|"]
+    for phase, qs in phases.items():
+        if isinstance(qs, Mapping):
+            out.append(f"| {phase} | {_num(qs.get('p50'), 2)} | {_num(qs.get('p90'), 2)} | "
+                       f"{_num(qs.get('p99'), 2)} |")  # fmt: skip
+    return [*out, ""]
+
+
+def run_markdown(run: BenchRunRecord) -> str:
+    """The page of one bench run: its configuration, its level summary, and the server side."""
+    level = run.summary.get("level") or {}
+    conc = level.get("concurrency", run.config.get("concurrency", "?"))
+    out = [f"# Bench run {run.id}: C{conc}" + (f" ({run.label})" if run.label else ""), ""]
+    out += [f"Recorded {run.at}; {run.n_records} per-request record(s) kept.", ""]
+    out += ["| metric | value |", "|---|---:|"]
+    out += [f"| {k} | {v} |" for k, v in _level_rows(level)]
+    out.append("")
+    failures = run.summary.get("failures") or {}
+    if failures:
+        out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in sorted(failures.items())] + [""]
+    if isinstance(run.summary.get("telemetry"), Mapping):
+        out += _telemetry_lines(run.summary["telemetry"])
+    if isinstance(run.summary.get("ttft_phases"), Mapping):
+        out += _phase_lines(run.summary["ttft_phases"])
+    return "\n".join(out) + "\n"
+
+
+def soak_markdown(soak: SoakRunRecord) -> str:
+    """The page of one soak: outcome, sessions, stalls and errors, and each finding."""
+    doc = soak.result
+    outcome = {True: "passed", False: "failed", None: "unknown"}[soak.ok]
+    out = [
+        f"# Soak {soak.id}: {outcome}",
+        "",
+        f"Recorded {soak.at}; ran {doc.elapsed_s:.1f} s.",
+        "",
+    ]
+    s = doc.sessions
+    out += ["| sessions | completed | rounds | requests | stalls | errors |",
+            "|---:|---:|---:|---:|---:|---:|",
+            f"| {s.count} | {s.completed} | {s.rounds_done} | {s.requests} | {len(doc.stalls)} "
+            f"| {len(doc.errors)} |", ""]  # fmt: skip
+    if not soak.findings:
+        out += ["No finding." if doc.localized else "No localization ran.", ""]
+    for rank, f in enumerate(soak.findings, 1):
+        conf = "—" if f.confidence is None else f"{f.confidence:.2f}"
+        out += [f"## Finding {rank}: {f.title or f.layer or 'unknown layer'}", ""]
+        out += [f"- layer: {f.layer or 'unknown'}", f"- confidence: {conf}"]
+        out += [f"- advice: {f.advice}"] if f.advice else []
+        out.append("")
+    return "\n".join(out) + "\n"

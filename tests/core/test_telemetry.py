@@ -1,0 +1,59 @@
+"""A source's scrapes summarized: deltas, rates, quantiles, gauges; unknown is never healthy."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.core import telemetry
+from servelab.core.promtext import parse_exposition
+from servelab.core.telemetry import (
+    MetricsSource,
+    RunTelemetry,
+    Scrape,
+    series_name,
+    summarize,
+)
+
+SRC = MetricsSource("decode", "engine", "http://127.0.0.1:1/metrics", "127.0.0.1:1")
+
+
+def test_public_api() -> None:
+    assert "summarize" in telemetry.__all__ and "RunTelemetry" in telemetry.__all__
+
+
+def test_series_names_sort_labels() -> None:
+    assert series_name("a", ()) == "a"
+    assert series_name("a", (("z", "1"), ("b", "2"))) == 'a{b="2",z="1"}'
+
+
+def test_counters_rates_and_gauges() -> None:
+    scrapes = [
+        Scrape(0.0, parse_exposition('r_total{w="1"} 5\nrunning 0\n')),
+        Scrape(1.0, parse_exposition('r_total{w="1"} 9\nrunning 4\n')),
+        Scrape(2.0, parse_exposition('r_total{w="1"} 15\nrunning 0\n')),
+    ]
+    got = summarize(SRC, scrapes, 2.0)
+    assert got.state == "ok" and got.scrapes == 3
+    assert got.counter("r_total", w="1") == 10.0
+    assert got.counter("r_total") == 10.0
+    assert got.rates['r_total{w="1"}'] == pytest.approx(5.0)
+    assert got.gauges["running"] == [(0.0, 0.0), (1.0, 4.0), (2.0, 0.0)]
+    assert got.counter("absent_total") is None
+
+
+def test_a_source_that_never_answered_is_unknown_with_its_reason() -> None:
+    scrapes = [Scrape(0.0, None, "HTTP 404 Not Found"), Scrape(1.0, None, "HTTP 404 Not Found")]
+    got = summarize(SRC, scrapes, 1.0)
+    assert got.state == "unknown" and got.reason == "HTTP 404 Not Found"
+    assert got.counters == {} and got.counter("sglang:num_requests_total") is None
+    one = summarize(SRC, [Scrape(0.0, parse_exposition("a_total 1\n"))], 1.0)
+    assert one.state == "unknown"  # one answer cannot bound a run
+
+
+def test_round_trip_through_json() -> None:
+    scrapes = [Scrape(0.0, parse_exposition("a_total 1\ng 2\n")),
+               Scrape(1.0, parse_exposition("a_total 4\ng 3\n"))]  # fmt: skip
+    run = RunTelemetry("scrape", 1.0, (summarize(SRC, scrapes, 1.0),))
+    again = RunTelemetry.from_json(run.to_json())
+    assert again == run
+    assert again.source("decode") is not None and again.unknown == []

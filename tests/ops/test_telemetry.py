@@ -1,0 +1,153 @@
+"""The run's metrics through the real sglang-router: scraped directly, and asked of a real
+Prometheus server scraping the same simulated workers and router; both equal what the workers
+counted themselves."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from servelab.core.promtext import parse_exposition
+from servelab.core.spec import PrometheusSpec
+from servelab.core.telemetry import MetricsSource, RunTelemetry
+from servelab.io.http import HttpClient
+from servelab.io.specfile import load_spec
+from servelab.ops.context import Operation
+from servelab.ops.telemetry import MetricsWatch, metrics_sources
+from tests.support.prometheus import prometheus_server
+from tests.support.specs import PdPorts, write_pd_spec
+from tests.support.stack import SimStack, sim_stack
+
+REQUESTS = 6
+COUNTER = "sglang:num_requests_total"
+
+
+def _sources(stack: SimStack) -> list[MetricsSource]:
+    def engine(name: str, port: int) -> MetricsSource:
+        return MetricsSource(
+            name, "engine", f"http://127.0.0.1:{port}/metrics", f"127.0.0.1:{port}"
+        )
+
+    router = f"127.0.0.1:{stack.prometheus_port}"
+    return [
+        engine("prefill", stack.prefill_port),
+        engine("decode", stack.decode_port),
+        MetricsSource("router", "router", f"http://{router}/metrics", router),
+    ]
+
+
+def _counted(url: str) -> float:
+    with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
+        exp = parse_exposition(resp.read().decode())
+    return sum(v for (name, _), v in exp.values().items() if name == COUNTER)
+
+
+async def _load(stack: SimStack, n: int) -> None:
+    body = {"model": "sim", "messages": [{"role": "user", "content": "hi there"}],
+            "max_tokens": 4, "stream": False}  # fmt: skip
+    async with HttpClient() as http:
+        for _ in range(n):
+            got = await http.probe(
+                stack.router_url + "/v1/chat/completions", timeout=30, method="POST",
+                json_body=body,
+            )  # fmt: skip
+            assert got.status == 200, got.describe()
+
+
+async def _watched(stack: SimStack, watch: MetricsWatch) -> RunTelemetry:
+    async with watch:
+        await _load(stack, REQUESTS)
+    assert watch.result is not None
+    return watch.result
+
+
+def _assert_counts(run: RunTelemetry, counted: dict[str, float]) -> None:
+    for name in ("prefill", "decode"):
+        source = run.source(name)
+        assert source is not None and source.state == "ok", source
+        assert source.counter(COUNTER) == counted[name]
+    router = run.source("router")
+    assert router is not None and router.state == "ok", router
+    assert any(k.startswith("smg_") for k in [*router.counters, *router.gauges])
+
+
+@pytest.fixture(scope="module")
+def stack() -> SimStack:
+    with sim_stack(time_scale=0.05) as running:
+        yield running  # type: ignore[misc]
+
+
+async def test_scraped_deltas_equal_what_the_workers_counted(stack: SimStack) -> None:
+    before = {
+        n: _counted(u) for n, u in (("prefill", stack.prefill_url), ("decode", stack.decode_url))
+    }
+    run = await _watched(stack, MetricsWatch(_sources(stack), interval_s=0.2))
+    after = {
+        n: _counted(u) for n, u in (("prefill", stack.prefill_url), ("decode", stack.decode_url))
+    }
+    counted = {n: after[n] - before[n] for n in before}
+    assert counted["decode"] == REQUESTS
+    assert run.via == "scrape"
+    _assert_counts(run, counted)
+    decode = run.source("decode")
+    assert decode is not None and decode.scrapes >= 2
+    assert any(k.startswith("sglang:num_running_reqs") for k in decode.gauges)
+    assert any(k.startswith("sglang:time_to_first_token_seconds") for k in decode.quantiles)
+    assert json.loads(json.dumps(run.to_json()))["sources"][0]["service"] == "prefill"
+
+
+async def test_a_real_prometheus_server_gives_the_same_deltas(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    sources = _sources(stack)
+    jobs = {s.service: [s.instance] for s in sources}
+    with prometheus_server(tmp_path / "prom", jobs, interval_s=0.5) as prom:
+        spec = PrometheusSpec(url=prom.url, timeout_s=20)
+        # a first scrape of every target before the run starts (its "before")
+        await _wait_scraped(prom.url, [s.instance for s in sources])
+        before = {
+            n: _counted(u)
+            for n, u in (("prefill", stack.prefill_url), ("decode", stack.decode_url))
+        }
+        run = await _watched(stack, MetricsWatch(sources, prometheus=spec, interval_s=0.5))
+        after = {
+            n: _counted(u)
+            for n, u in (("prefill", stack.prefill_url), ("decode", stack.decode_url))
+        }
+    assert run.via == "prometheus"
+    _assert_counts(run, {n: after[n] - before[n] for n in before})
+
+
+async def _wait_scraped(url: str, instances: list[str]) -> None:
+    async with HttpClient() as http:
+        for _ in range(200):
+            got = await http.get_json(f"{url}/api/v1/query?query=up")
+            rows = (got or {}).get("data", {}).get("result", [])
+            up = {r["metric"]["instance"] for r in rows if r["value"][1] == "1"}
+            if set(instances) <= up:
+                return
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"Prometheus never scraped all of {instances}")
+
+
+async def test_an_endpoint_that_does_not_answer_is_unknown(stack: SimStack) -> None:
+    gone = MetricsSource("ghost", "engine", "http://127.0.0.1:9/metrics", "127.0.0.1:9")
+    run = await _watched(stack, MetricsWatch([*_sources(stack)[:1], gone], interval_s=0.5))
+    ghost = run.source("ghost")
+    assert ghost is not None and ghost.state == "unknown" and ghost.reason
+    assert run.unknown == ["ghost"]
+
+
+async def test_the_sources_of_a_spec(tmp_path: Path) -> None:
+    ports = PdPorts.free(proxy=False)
+    loaded = load_spec(write_pd_spec(tmp_path, ports=ports))
+    async with Operation(loaded) as op:
+        got = {s.service: s for s in await metrics_sources(op)}
+    assert got["decode"].url == f"http://127.0.0.1:{ports.decode}/metrics"
+    assert got["decode"].instance == f"127.0.0.1:{ports.decode}"
+    assert got["router"].kind == "router"
+    assert got["router"].url == f"http://127.0.0.1:{ports.metrics}/metrics"

@@ -1,0 +1,104 @@
+"""The report's pages as HTML: the markdown converter, and every page (bench run with its server
+side, A/B, case) rendered by a real headless Chromium that finds the numbers on it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from servelab.core.evidence import BenchRunRecord
+from servelab.io.ledger import Ledger
+from servelab.ops import case as cases
+from servelab.report import pages
+from servelab.report.docs import build_docs
+from servelab.report.pages import markdown_html, run_markdown
+from tests.support.history import K, incident
+from tests.support.sysdeps import chromium
+
+PNG = b"\x89PNG\r\n\x1a\n-not-really"
+
+LEVEL = {
+    "concurrency": 64, "n_ok": 99, "n_requests": 100,
+    "throughput": {"mean": 4321.5}, "steady_throughput": {"mean": 4400.25},
+    "ttft_ms": {"median": 51.25, "p99": 97.5}, "itl_ms": {"median": 20.0, "p99": 21.0},
+    "cpu_ms_per_token": 0.0123,
+}  # fmt: skip
+TELEMETRY = {
+    "via": "scrape", "duration_s": 10.0,
+    "sources": [
+        {"service": "decode", "kind": "engine", "url": "u", "state": "ok", "scrapes": 11,
+         "counters": {'sglang:num_requests_total{model_name="sim"}': 100.0},
+         "rates": {'sglang:num_requests_total{model_name="sim"}': 10.0}},
+        {"service": "router", "kind": "router", "url": "r", "state": "unknown",
+         "reason": "HTTP 404 Not Found"},
+    ],
+}  # fmt: skip
+PHASES = {"prefill": {"p50": 6.25, "p90": 7.0, "p99": 9.5}, "kv_transfer": {"p50": 3.5}}
+
+
+def test_public_api() -> None:
+    assert {"markdown_html", "run_markdown", "soak_markdown", "PageLink"} <= set(pages.__all__)
+
+
+def test_markdown_blocks_inline_and_escaping() -> None:
+    md = (
+        "# Title <x>\n\nSome `a<b>` and **bold** and [case](cases/case-1.md).\n\n"
+        "| k | v |\n|---|---:|\n| one | 1 |\n\n- item `code`\n- two\n\n![plot](plots/a.png)\n"
+    )
+    html = markdown_html(md, {"plots/a.png": PNG})
+    assert "<h1>Title &lt;x&gt;</h1>" in html
+    assert "<code>a&lt;b&gt;</code>" in html and "<strong>bold</strong>" in html
+    assert '<a href="cases/case-1.html">case</a>' in html
+    assert "<table>" in html and "<th>k</th>" in html and "<td>1</td>" in html
+    assert "<li>item <code>code</code></li>" in html
+    assert re.search(r'<img alt="plot" src="data:image/png;base64,', html)
+
+
+def test_a_run_page_holds_its_level_telemetry_and_phases() -> None:
+    run = BenchRunRecord(7, "2026-12-01T00:00:00Z", "base", {}, {
+        "level": LEVEL, "telemetry": TELEMETRY, "ttft_phases": PHASES}, 100)  # fmt: skip
+    md = run_markdown(run)
+    assert md.startswith("# Bench run 7: C64 (base)")
+    assert "| output tok/s (mean) | 4,321.5 |" in md
+    assert "| TTFT ms (p50 / p99) | 51.2 / 97.5 |" in md
+    assert '`sglang:num_requests_total{model_name="sim"}` | 100 | 10.00 |' in md
+    assert "router (router): unknown (HTTP 404 Not Found)" in md
+    assert "| prefill | 6.25 | 7.00 | 9.50 |" in md
+
+
+def _dump_dom(page: Path, profile: Path) -> str:
+    argv = [
+        chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+        f"--user-data-dir={profile}", "--dump-dom", page.as_uri(),
+    ]  # fmt: skip
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> None:
+    chromium()  # skips for a developer without it, fails in CI or as root
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        cid = incident(ledger)
+        cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
+        summary = {"level": LEVEL, "telemetry": TELEMETRY, "ttft_phases": PHASES}
+        run_id = ledger.record_bench_run(label="base", config={}, summary=summary, records=[])
+        files = build_docs(ledger.export())
+    out = tmp_path / "report"
+    for name, data in files.items():
+        (out / name).parent.mkdir(parents=True, exist_ok=True)
+        (out / name).write_bytes(data)
+    index = _dump_dom(out / "index.html", tmp_path / "p1")
+    assert f'href="runs/run-{run_id}.html"' in index and 'href="ab/ab-1.html"' in index
+    assert f'href="cases/case-{cid}.html"' in index
+    run = _dump_dom(out / f"runs/run-{run_id}.html", tmp_path / "p2")
+    assert "<tbody>" in run  # the browser's own addition: it parsed the table
+    assert re.search(r"<td>output tok/s \(mean\)</td><td>4,321.5</td>", run)
+    assert re.search(r"<td>prefill</td><td>6.25</td>", run)
+    ab = _dump_dom(out / "ab/ab-1.html", tmp_path / "p3")
+    assert re.search(r"<td>C64</td><td>256 → 512</td>", ab)
+    assert re.search(r'<img [^>]*src="data:image/png;base64,', ab)
+    case = _dump_dom(out / f"cases/case-{cid}.html", tmp_path / "p4")
+    assert "Agentic sessions stall" in case

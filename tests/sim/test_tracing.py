@@ -1,0 +1,79 @@
+"""One request, every hop: the real sglang-router's span and the simulated workers' phase spans,
+received by servelab's OTLP receiver and joined to the client's own timestamps."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from servelab.core.metrics import ttft_ns
+from servelab.core.records import RequestRecord
+from servelab.core.traces import PHASES, ClockAnchor, decompose, phase_percentiles, spans_by_request
+from servelab.io.http import StreamClient, chat_body
+from servelab.io.otlp import OtlpReceiver
+from servelab.sim.settings import ENV_OTLP
+from tests.support.stack import sim_stack
+
+REQUESTS = 5
+#: Clock agreement: no interval between a client and a worker timestamp may be negative by more
+#: than this, and the phases leave at most this much of the client's TTFT unaccounted for.
+TOLERANCE_MS = 1.0
+
+
+async def _one(url: str, rid: str, index: int) -> RequestRecord:
+    body = chat_body("servelab-sim", f"request {index}: " + "word " * 200, 8)
+    async with StreamClient(url, concurrency=1, headers={"x-request-id": rid}) as client:
+        record = RequestRecord(index=index, scheduled_ns=time.perf_counter_ns())
+        return await client.stream("/v1/chat/completions", body, record)
+
+
+async def test_router_and_worker_spans_join_the_client_record_by_request_id() -> None:
+    async with OtlpReceiver() as rx:
+        env = {ENV_OTLP: rx.endpoint}
+        trace = ["--enable-trace", "--otlp-traces-endpoint", rx.endpoint]
+        with sim_stack(time_scale=0.2, env=env, router_args=trace) as stack:
+            anchor = ClockAnchor(time.perf_counter_ns(), time.time_ns())
+            rids = [f"servelab-{uuid.uuid4().hex}" for _ in range(REQUESTS)]
+            records = [await _one(stack.router_url, rid, i) for i, rid in enumerate(rids)]
+
+            def complete(spans: list) -> bool:  # type: ignore[type-arg]
+                got = spans_by_request(spans)
+                return all(
+                    {"prefill", "first_decode_step", "http_request"}
+                    <= {s.name for s in got.get(r, [])}
+                    for r in rids
+                )
+
+            done = await rx.wait_for(complete, timeout=60)
+            got = spans_by_request(rx.spans)
+            assert done, {r[-6:]: sorted(s.name for s in got.get(r, [])) for r in rids}
+    by_request = spans_by_request(rx.spans)
+    breakdowns = []
+    for rid, record in zip(rids, records, strict=True):
+        assert record.ok, record.error
+        spans = by_request[rid]
+        services = {s.service for s in spans}
+        assert {"servelab-sim-prefill", "servelab-sim-decode"} <= services
+        router = next(s for s in spans if s.name == "http_request")
+        # the workers' spans are children of the router's trace (its traceparent)
+        assert all(s.trace_id == router.trace_id for s in spans)
+        first = record.event_ns[0] if record.event_ns else None
+        got_ttft = ttft_ns(record)
+        assert first is not None and got_ttft is not None
+        first_content = record.scheduled_ns + got_ttft
+        b = decompose(rid, record.scheduled_ns, record.sent_ns, first_content, anchor, spans)
+        assert b is not None
+        assert set(b.phases) == set(PHASES)
+        # every interval is causal: the client's and the workers' clocks agree through the anchor
+        assert all(v / 1e6 >= -TOLERANCE_MS for v in b.phases.values()), b.to_json()
+        assert abs(b.gap_ns) / 1e6 <= TOLERANCE_MS, b.to_json()
+        # the router's own span covers the whole exchange it forwarded
+        assert b.router_span_ns is not None and b.router_span_ns >= b.ttft_ns - b.phases["dispatch"]
+        breakdowns.append(b)
+    table = phase_percentiles(breakdowns)
+    assert table["prefill"]["p50"] > 0 and table["kv_transfer"]["p50"] > 0
+
+
+async def test_a_request_without_server_spans_is_untraced_not_zero() -> None:
+    anchor = ClockAnchor(0, 0)
+    assert decompose("r", 0, 1, 10, anchor, []) is None
