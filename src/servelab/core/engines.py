@@ -59,8 +59,7 @@ VLLM_TO_SGLANG_METRICS: Mapping[str, str] = {
     "vllm:generation_tokens_total": "sglang:generation_tokens_total",
     "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
     "vllm:request_success_total": "sglang:num_requests_total",
-    "vllm:num_aborted_requests_total": "sglang:num_aborted_requests_total",
-    "vllm:kv_transfer_failed_total": "sglang:num_transfer_failed_reqs_total",
+    "vllm:nixl_num_failed_transfers": "sglang:num_transfer_failed_reqs_total",
 }
 
 
