@@ -92,6 +92,7 @@ def test_verify_passes_all_four_layers_through_the_vllm_router(deployment: Deplo
     assert live and live[0]["live"] == "512" and live[0]["code"] == "live.match"
     router = [c for c in checks if c["layer"] == "health" and c["service"] == "router"]
     assert router[0]["path"] == "/readiness" and router[0]["status"] == 200
+    assert (router[0]["healthy_workers"], router[0]["total_workers"]) == (2, 2)
     e2e = next(c for c in checks if c["layer"] == "e2e")
     assert e2e["ok"] and e2e["completion_tokens"] > 0 and e2e["prompt_tokens"] > 500
     assert e2e["start"] == "cold" and e2e["decode_requests_before"] == [0]  # via /server_info

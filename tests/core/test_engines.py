@@ -12,6 +12,7 @@ from servelab.core.engines import (
     VLLM_KNOB,
     canonical_metrics,
     engine,
+    readiness_workers,
 )
 from servelab.core.preflight import Requirement, requirements
 from servelab.core.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML, parse_spec
@@ -95,3 +96,14 @@ def test_vllm_metric_names_become_the_names_the_rules_read() -> None:
     }
     sglang = {"sglang:num_running_reqs": 2.0}
     assert canonical_metrics(sglang) == sglang
+
+
+def test_readiness_worker_counts_from_either_router() -> None:
+    sglang = {"status": "ready", "healthy_workers": 2, "total_workers": 2}
+    assert readiness_workers(sglang) == {"healthy_workers": 2, "total_workers": 2}
+    vllm = {"status": "ready", "prefill": {"healthy": 1, "total": 1},
+            "decode": {"healthy": 1, "total": 2}}  # fmt: skip
+    assert readiness_workers(vllm) == {"healthy_workers": 2, "total_workers": 3}
+    assert readiness_workers({"status": "ready"}) == {} == readiness_workers("OK")
+    partial = {"prefill": {"healthy": 1}, "decode": {"healthy": 1, "total": 1}}
+    assert readiness_workers(partial) == {}

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 __all__ = [
     "ENGINES",
@@ -42,6 +42,7 @@ __all__ = [
     "EngineName",
     "canonical_metrics",
     "engine",
+    "readiness_workers",
 ]
 
 EngineName = Literal["sglang", "vllm"]
@@ -119,3 +120,29 @@ def canonical_metrics(values: Mapping[str, float]) -> dict[str, float]:
         key = VLLM_TO_SGLANG_METRICS.get(name, name)
         renamed[key] = renamed.get(key, 0.0) + value
     return renamed
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def readiness_workers(doc: object) -> dict[str, Any]:
+    """``healthy_workers``/``total_workers`` from a router's ``/readiness`` document.
+
+    sglang-router gives them at the top level; vllm-router per role (``{"prefill": {"healthy": h,
+    "total": t}, "decode": {...}}``: summed). Empty when the document has neither.
+    """
+    if not isinstance(doc, dict):
+        return {}
+    if "healthy_workers" in doc:
+        return {key: doc.get(key) for key in ("healthy_workers", "total_workers")}
+    healthy = total = 0
+    for role in ("prefill", "decode"):
+        counts = doc.get(role)
+        if not isinstance(counts, dict):
+            return {}
+        h, t = _count(counts.get("healthy")), _count(counts.get("total"))
+        if h is None or t is None:
+            return {}
+        healthy, total = healthy + h, total + t
+    return {"healthy_workers": healthy, "total_workers": total}
