@@ -142,3 +142,8 @@ def test_the_router_learns_one_engine_per_worker_and_lists_both(stack: VllmStack
     assert kinds == ["decode", "prefill"] and all(w["is_healthy"] for w in workers)
     models = get_json(stack.router_url + "/v1/models")
     assert models["data"][0]["id"] == "servelab-sim"
+
+
+def test_the_load_endpoints_answer_what_the_router_and_vllm_clients_read(stack: VllmStack) -> None:
+    assert get_json(stack.decode_url + "/get_load") == {"load": 0}
+    assert get_json(stack.decode_url + "/load") == {"server_load": 0}

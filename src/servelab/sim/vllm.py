@@ -10,8 +10,9 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
   reads its blocks from the prefill those params name (a failed read answers 500), then joins the
   batch and streams. Without params either worker answers the request itself.
 - ``GET /health`` (503 while starting), ``/v1/models``, ``/load`` (``{"server_load": N}``),
-  ``/get_load``, ``/metrics`` (``vllm:`` names, ``engine="0"``: the router counts ``engine``
-  labels to learn the data-parallel size), ``/server_info`` (vLLM's dev-mode endpoint; here with
+  ``/get_load`` (``{"load": N}``, what the router's power_of_two policy reads), ``/metrics``
+  (``vllm:`` names, ``engine="0"``: the router counts ``engine`` labels to learn the
+  data-parallel size), ``/server_info`` (vLLM's dev-mode endpoint; here with
   the simulator's ``servelab`` object, as the SGLang simulator's), and with ``--admin`` on a
   loopback bind ``GET|POST /_servelab/faults``.
 - The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
@@ -38,7 +39,7 @@ from aiohttp import web
 
 from servelab.core.engines import VLLM_KNOB
 from servelab.errors import SimError
-from servelab.sim.app import WORKER_KEY, _respond, faults, get_load, health
+from servelab.sim.app import WORKER_KEY, _respond, faults, health
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -132,7 +133,13 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def load(request: web.Request) -> web.Response:
+    """vLLM's ``/load``: requests in the engine."""
     return web.json_response({"server_load": request.app[WORKER_KEY].load()["num_reqs"]})
+
+
+async def get_load(request: web.Request) -> web.Response:
+    """What vllm-router's power_of_two policy polls (it reads the ``load`` integer)."""
+    return web.json_response({"load": request.app[WORKER_KEY].load()["num_reqs"]})
 
 
 async def server_info(request: web.Request) -> web.Response:
