@@ -2,12 +2,14 @@
 
 The facts :mod:`servelab.core.engines` encodes: the router does not listen until every worker is
 healthy; then ``/liveness`` is always 200, ``/health`` is 200 only while every worker is healthy,
-``/readiness`` while each role has a healthy worker; both follow its health checker.
+``/readiness`` while each role has a healthy worker (two decodes, one down: 200 with 1/2,
+while ``/health`` is 503); both follow its health checker.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +20,7 @@ import pytest
 
 from servelab.core.engines import VLLM
 from tests.support import free_ports
+from tests.support.stack import start_process, stop_process, wait_http
 from tests.support.vllmstack import VllmStack
 
 
@@ -74,3 +77,38 @@ def test_readiness_liveness_and_health_of_the_real_vllm_router(stack: VllmStack)
     assert _get(stack.router_url + "/liveness") == (200, "OK")  # proves nothing about workers
     stack.start_worker("decode")
     assert _until(stack.router_url + "/readiness", 200)[0] == 200
+
+
+def test_with_two_decodes_one_down_readiness_stays_200_and_health_turns_503(
+    stack: VllmStack,
+) -> None:
+    """/readiness: each role has a healthy worker; /health: every worker is healthy."""
+    (second_port,) = free_ports(1)
+    second = f"http://127.0.0.1:{second_port}"
+    argv = [sys.executable, "-m", "servelab", "sim", "decode", "--engine", "vllm"]
+    argv += ["--port", str(second_port)]
+    env = {"SERVELAB_SIM_TIME_SCALE": "0.05"}
+    extra = start_process(argv, stack.log_dir / "decode2.log", env)
+    try:
+        wait_http(second + "/health", 30, extra)
+        stack.start_worker("prefill")
+        stack.start_worker("decode")
+        router = [sys.executable, "-m", "vllm_router.launch_router", "--host", "127.0.0.1"]
+        router += ["--port", str(stack.router_port), "--vllm-pd-disaggregation"]
+        router += ["--prefill", stack.prefill_url, "--decode", stack.decode_url, "--decode", second]
+        router += ["--worker-startup-check-interval", "1", "--health-check-interval-secs", "1"]
+        router += [
+            "--prometheus-host",
+            "127.0.0.1",
+            "--prometheus-port",
+            str(stack.prometheus_port),
+        ]
+        stack.procs["router"] = start_process(router, stack.log_dir / "router.log")
+        assert _until(stack.router_url + "/readiness", 200, 30)[0] == 200
+        stop_process(extra)
+        status, body = _until(stack.router_url + "/health", 503)
+        assert status == 503 and second in body
+        status, body = _get(stack.router_url + "/readiness")
+        assert status == 200 and json.loads(body)["decode"] == {"healthy": 1, "total": 2}
+    finally:
+        stop_process(extra)
