@@ -118,13 +118,14 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     fault_overrides: Mapping[str, Any] | None = None,
+    profile: HardwareProfile = DEFAULT_PROFILE,
 ) -> WorkerSettings:
     """Settings from ``env`` (default: the process environment, read now) and CLI overrides.
 
-    ``overrides`` are non-None command-line values (they win over the environment).
+    ``overrides`` are non-None command-line values (they win over the environment); ``profile``
+    names the knob read (the vLLM simulator's profile names its own).
     """
     source = os.environ if env is None else env
-    profile = DEFAULT_PROFILE
     values: dict[str, Any] = {
         "target_ctas": _int_knob(source, profile.knob_name, profile.knob_default, 1),
         "mla_kv_tile": _int_knob(source, profile.mla_tile_knob_name, profile.mla_tile_default, 0),
