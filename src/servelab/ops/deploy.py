@@ -80,7 +80,7 @@ from servelab.ops.deployresults import (
 from servelab.ops.preflight import check_before_start, env_bytes
 from servelab.ops.verify import verify
 
-__all__ = ["down", "restart", "status", "up"]
+__all__ = ["down", "restart", "restart_service", "status", "up"]
 
 _PROBE_TIMEOUT_S = 5.0
 
@@ -476,6 +476,16 @@ async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: s
             return
         down.discard(name)
         steps.append(step)
+
+
+async def restart_service(op: Operation, service: str) -> Step:
+    """Stop ``service`` and start it again alone (no dependent, no router), gated on readiness.
+
+    A start that fails (:class:`~servelab.errors.DeployError`) is stopped again and returned as a
+    failed step; the rolling restart (:mod:`servelab.ops.rolling`) uses this for one worker."""
+    steps: list[Step] = []
+    await _co_restart(op, [service], steps, set())
+    return steps[0]
 
 
 def _recovery(op: Operation) -> list[str]:

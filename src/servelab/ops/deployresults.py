@@ -18,6 +18,7 @@ from typing import Any
 
 from servelab.io.http import ProbeResult
 from servelab.io.processes import OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
+from servelab.ops.rollingresults import RollingReport
 from servelab.ops.verify import VerifyReport
 
 __all__ = [
@@ -132,9 +133,10 @@ class RestartReport:
 class DeployInterrupted(asyncio.CancelledError):
     """``up`` or ``restart`` was cancelled (Ctrl-C): a :class:`asyncio.CancelledError` that
     carries the report (what ``up`` stopped; what ``restart`` left down and the command that
-    brings it back), already recorded in the ledger. Catch it as ``CancelledError``."""
+    brings it back; which worker a rolling restart left out of the router), already recorded
+    in the ledger. Catch it as ``CancelledError``."""
 
-    def __init__(self, report: DeployReport | RestartReport) -> None:
+    def __init__(self, report: DeployReport | RestartReport | RollingReport) -> None:
         super().__init__()
         self.report = report
 
