@@ -140,7 +140,7 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
 
 
 async def _server_info(url: str) -> dict[str, Any]:
-    doc = await get_json(url + "/server_info")
+    doc = await get_json(url + "/server_info", timeout=30.0)
     assert isinstance(doc, dict)
     return doc
 

@@ -12,7 +12,8 @@ from servelab.core import checks as codes
 from servelab.core.checks import CHECK_CODES
 from servelab.core.evidence import CheckRecord
 from servelab.ops.deployresults import RestartReport
-from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, _classify
+from servelab.ops.e2e import _classify
+from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,

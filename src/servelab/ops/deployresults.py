@@ -153,6 +153,9 @@ class ServiceStatus:
     pid_source: str | None
     alive: bool
     readiness: ProbeResult | None
+    #: A prefill or decode: whether the router lists it, and healthy (None: not known).
+    in_router: bool | None = None
+    router_healthy: bool | None = None
 
     @property
     def ready(self) -> bool:
@@ -169,4 +172,6 @@ class ServiceStatus:
             "alive": self.alive,
             "ready": self.ready,
             "readiness": None if self.readiness is None else self.readiness.to_json(),
+            "in_router": self.in_router,
+            "router_healthy": self.router_healthy,
         }

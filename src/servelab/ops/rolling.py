@@ -104,7 +104,7 @@ async def _drain(roll: _Roll, target: RollTarget) -> _Outcome:
     url = await roll.op.url(target.service, "/get_load")
 
     async def idle() -> _Outcome:
-        running = running_requests(await roll.http.get_json(url))
+        running = running_requests(await roll.http.get_json(url, timeout=15.0))
         return running == 0, {"running": running}
 
     ok, data = await roll.until(idle, roll.opts.drain_timeout_s)
@@ -130,7 +130,7 @@ async def _add(roll: _Roll, target: RollTarget) -> _Outcome:
 
 async def _served(roll: _Roll, target: RollTarget) -> int | None:
     url = await roll.op.url(target.service, "/server_info")
-    return served_requests(await roll.http.get_json(url))
+    return served_requests(await roll.http.get_json(url, timeout=15.0))
 
 
 async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:

@@ -32,11 +32,12 @@ __all__ = [
     "status_rows",
 ]
 
-STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness")
+STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness", "in router")
 
 
 def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
-    """One row per service: service, role, host, pid (and its source), url, readiness answer."""
+    """One row per service: service, role, host, pid (and its source), url, readiness answer,
+    and, for a worker, whether the router lists it (healthy / unhealthy / missing; - unknown)."""
     rows = []
     for item in statuses:
         if item.pid is None:
@@ -46,8 +47,16 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             if (item.pid_source or "").startswith("owner of port"):
                 pid += " (port owner)"
         answer = item.readiness.describe() if item.readiness is not None else "-"
-        rows.append([item.service, item.role, item.host, pid, item.url, answer])
+        rows.append([item.service, item.role, item.host, pid, item.url, answer, _in_router(item)])
     return rows
+
+
+def _in_router(item: ServiceStatus) -> str:
+    if item.in_router is None:
+        return "-"
+    if not item.in_router:
+        return "missing"
+    return "healthy" if item.router_healthy else "unhealthy"
 
 
 def render_status(statuses: list[ServiceStatus]) -> str:
