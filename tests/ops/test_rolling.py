@@ -20,7 +20,7 @@ from servelab.io.http import StreamClient, chat_body, get_json
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import load_spec
 from servelab.ops import deploy
-from servelab.ops.bench import BenchConfig, BenchResult, run_bench
+from servelab.ops.bench import BenchConfig, BenchProgress, BenchResult, run_bench
 from servelab.ops.context import Operation
 from servelab.ops.knob import set_knob
 from servelab.ops.rolling import rolling_restart
@@ -56,6 +56,8 @@ def _tokens_per_second(
         seconds = range(lo, hi)
         return sum(buckets.get(s, 0) for s in seconds) / max(len(seconds), 1)
 
+    print("completed tokens per second:", [buckets.get(s, 0) for s in range(last + 1)])
+    print(f"roll from second {start} to {end}")
     worst = min((buckets.get(s, 0) for s in range(start, end + 1)), default=0)
     first = min(buckets, default=0) + 1  # the first whole second of traffic
     return _Windows(mean(first, start), mean(start, end + 1), mean(end + 1, last), float(worst))
@@ -71,10 +73,16 @@ async def _bench_during_roll(
         url=router, concurrencies=(8,), requests=6000, model="servelab-sim",
         input_len=LengthDist("fixed", 256), output_len=LengthDist("fixed", 48),
     )  # fmt: skip
-    stop = asyncio.Event()
+    stop, going = asyncio.Event(), asyncio.Event()
+
+    def progress(event: BenchProgress) -> None:
+        if event.phase == "run" and event.done >= 20:
+            going.set()
+
     t0 = perf_counter_ns()
-    bench = asyncio.create_task(run_bench(config, stop=stop))
-    await asyncio.sleep(4.0)
+    bench = asyncio.create_task(run_bench(config, stop=stop, progress=progress))
+    await asyncio.wait_for(going.wait(), 60)
+    await asyncio.sleep(5.0)
     roll_start = perf_counter_ns()
     report = await rolling_restart(op, ["decode"], options=RollOptions(drain_timeout_s=60))
     roll_end = perf_counter_ns()
