@@ -160,29 +160,33 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
     spec_path, _ports = write_2p2d_spec(tmp_path)
     loaded = load_spec(spec_path)
 
-    async def scenario() -> tuple[RollingReport, RollingReport, list[str]]:
+    async def scenario() -> tuple[RollingReport, RollingReport, list[str], list[RequestRecord]]:
         async with Operation(loaded) as op:
             assert (await deploy.up(op)).ok
             try:
-                decode = await op.url("decode-1")
-                # a long request on decode-1 itself: it cannot drain within 0 s
-                async with StreamClient(decode, concurrency=1) as client:
-                    body = chat_body("servelab-sim", "x " * 64, 4000)
-                    record = RequestRecord(index=0, scheduled_ns=perf_counter_ns())
-                    long = asyncio.create_task(client.stream("/v1/chat/completions", body, record))
-                    await asyncio.sleep(0.5)
+                router = await op.url("router")
+                # long streams through the router (round robin: two on each decode); decode-1
+                # cannot drain within 0 s, and its streams still finish after it is removed
+                async with StreamClient(router, concurrency=4) as client:
+                    records = [RequestRecord(i, perf_counter_ns()) for i in range(4)]
+                    body = chat_body("servelab-sim", "x " * 64, 1500)
+                    streams = [
+                        asyncio.create_task(client.stream("/v1/chat/completions", body, r))
+                        for r in records
+                    ]
+                    await asyncio.sleep(1.0)
                     failed = await rolling_restart(
                         op, ["decode-1"], options=RollOptions(drain_timeout_s=0.0)
                     )
-                    long.cancel()
-                    await asyncio.gather(long, return_exceptions=True)
-                listed = [w["url"] for w in await _workers(await op.url("router"))]
+                    listed = [w["url"] for w in await _workers(router)]
+                    await asyncio.gather(*streams)
                 again = await rolling_restart(op, ["decode-1"])
             finally:
                 await deploy.down(op)
-        return failed, again, listed
+        return failed, again, listed, records
 
-    failed, again, listed = asyncio.run(scenario())
+    failed, again, listed, records = asyncio.run(scenario())
+    assert [(r.status, r.error, r.output_tokens) for r in records] == [(200, None, 1500)] * 4
     assert not failed.ok and failed.out == "decode-1" and not failed.down
     assert [p.name for p in failed.workers[0].phases] == ["remove", "drain"]
     assert loaded.spec.service("decode-1").url not in listed  # it really was out
