@@ -8,6 +8,13 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
+from servelab.core.rolling import (
+    PHASE_ADD,
+    PHASE_DRAIN,
+    PHASE_REMOVE,
+    PHASE_RESTART,
+    PHASE_VERIFY,
+)
 from servelab.ops.deployresults import (
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT_HEALTHY,
@@ -165,9 +172,9 @@ _REASONS = {
 def _phase_detail(worker: WorkerRoll, phase: Phase) -> str:
     data = phase.data
     reason = data.get("reason")
-    if not phase.ok and phase.name == "restart":
+    if not phase.ok and phase.name == PHASE_RESTART:
         return str((data.get("step") or {}).get("evidence", {}).get("error", "did not start"))
-    if not phase.ok and phase.name == "verify" and worker.verification is not None:
+    if not phase.ok and phase.name == PHASE_VERIFY and worker.verification is not None:
         failed = worker.verification.failures
         return "; ".join(f"{c.layer}: {check_detail(c)}" for c in failed)
     if not phase.ok and isinstance(reason, str) and reason in _REASONS:
@@ -177,15 +184,15 @@ def _phase_detail(worker: WorkerRoll, phase: Phase) -> str:
 
 def _phase_ok_detail(phase: Phase) -> str:
     data = phase.data
-    if phase.name == "remove":
+    if phase.name == PHASE_REMOVE:
         return "was not in the router" if data.get("already_out") else "removed"
-    if phase.name == "drain":
+    if phase.name == PHASE_DRAIN:
         return f"running {data.get('running')}"
-    if phase.name == "restart":
+    if phase.name == PHASE_RESTART:
         return f"pid {(data.get('step') or {}).get('pid')}"
-    if phase.name == "verify":
+    if phase.name == PHASE_VERIFY:
         return "knobs live, ready"
-    if phase.name == "add":
+    if phase.name == PHASE_ADD:
         return "listed healthy"
     if data.get("served_before") is None:
         return "listed healthy (not a servelab sim: no request counter)"
