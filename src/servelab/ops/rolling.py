@@ -45,7 +45,12 @@ from servelab.core.spec import spec_hash
 from servelab.errors import ServelabError
 from servelab.io.http import HttpClient
 from servelab.io.ledger import Ledger
-from servelab.io.routerworkers import RouterWorker, RouterWorkers, router_workers
+from servelab.io.routerworkers import (
+    RouterApiError,
+    RouterWorker,
+    RouterWorkers,
+    router_workers,
+)
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy import restart_service
 from servelab.ops.deployresults import DeployInterrupted
@@ -217,6 +222,11 @@ async def _run(op: Operation, report: RollingReport, opts: RollOptions) -> None:
     report.router_url = await op.url(report.router)
     async with HttpClient() as http:
         api = router_workers(router_kind(op.spec), report.router_url, http)
+        if not api.can_add:  # it could take a worker out and never put it back: touch nothing
+            raise RouterApiError(
+                f"a rolling restart needs to add workers back to {report.router}, and the "
+                f"{router_kind(op.spec)} router's worker API cannot: use `servelab restart`"
+            )
         roll = _Roll(op, api, http, opts)
         for target in report.plan:
             worker = WorkerRoll(target)
