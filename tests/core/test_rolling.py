@@ -66,6 +66,8 @@ def test_load_and_served_documents() -> None:
     assert running_requests(None) is None
     assert running_requests([{"num_reqs": "3"}]) is None
     assert running_requests([]) is None
+    assert running_requests({"load": 4}) == 4  # what a vLLM worker answers
+    assert running_requests({"load": "4"}) is None
     assert served_requests({"servelab": {"requests_served": 7, "warmed_up": False}}) == 7
     assert served_requests({"served_model_name": "x"}) is None
     assert served_requests({"servelab": {"requests_served": True}}) is None

@@ -85,10 +85,11 @@ class RollOptions:
 
 
 def router_kind(spec: DeploymentSpec) -> str:
-    """Which router's worker API the deployment speaks: ``"sglang"`` (sglang-router 0.3.2).
+    """Which router's worker API the deployment speaks: the spec's ``engine`` (``"sglang"``:
+    sglang-router 0.3.2, ``"vllm"``: vllm-router 0.1.17), ``"sglang"`` for a spec without one.
 
-    The one place that decides it: when the spec gains ``engine = "vllm"``, this returns
-    ``"vllm"`` and :func:`servelab.io.routerworkers.router_workers` picks vllm-router's API.
+    The one place that decides it; :func:`servelab.io.routerworkers.router_workers` picks the
+    router's API from it.
     """
     engine = getattr(spec, "engine", "sglang")
     return str(engine)
@@ -145,9 +146,12 @@ def rolling_plan(spec: DeploymentSpec, selectors: Iterable[str]) -> list[RollTar
 
 
 def running_requests(load: object) -> int | None:
-    """Requests a worker is running or queueing, from its ``/get_load`` answer
-    (``[{"dp_rank", "num_reqs", ...}]``, summed over ranks; a bare object is one rank).
-    None when the document is not that shape."""
+    """Requests a worker is running or queueing, from its ``/get_load`` answer: SGLang's
+    ``[{"dp_rank", "num_reqs", ...}]`` (summed over ranks; a bare object is one rank), or the
+    ``{"load": N}`` vllm-router reads. None when the document is neither shape."""
+    if isinstance(load, dict) and "load" in load and "num_reqs" not in load:
+        value = load["load"]
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
     ranks = load if isinstance(load, list) else [load]
     total = 0
     for rank in ranks:
