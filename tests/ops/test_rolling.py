@@ -18,6 +18,7 @@ from servelab.core.spec import DEFAULT_KNOB
 from servelab.core.workload import LengthDist
 from servelab.io.http import StreamClient, chat_body, get_json
 from servelab.io.ledger import Ledger
+from servelab.io.routerworkers import RouterApiError
 from servelab.io.specfile import load_spec
 from servelab.ops import deploy
 from servelab.ops.bench import BenchConfig, BenchProgress, BenchResult, run_bench
@@ -207,3 +208,24 @@ async def _workers(router: str) -> list[dict[str, Any]]:
     doc = await get_json(router + "/workers")
     assert isinstance(doc, dict)
     return list(doc["workers"])
+
+
+def test_a_vllm_deployment_is_refused_before_any_worker_is_touched(tmp_path: Path) -> None:
+    spec_path, _ports = write_2p2d_spec(tmp_path)
+    spec_path.write_text(
+        spec_path.read_text().replace('name = "local-2p2d"', 'name = "v"\nengine = "vllm"')
+    )
+    loaded = load_spec(spec_path)
+    assert loaded.spec.engine == "vllm"
+
+    async def scenario() -> str:
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            with pytest.raises(RouterApiError, match="the vllm router's worker API cannot") as err:
+                await rolling_restart(loaded, ["decode"], ledger=ledger)
+            rows = [row for row in ledger.list_deployments() if row.action == "restart --rolling"]
+            assert len(rows) == 1 and rows[0].detail["ok"] is False
+            assert rows[0].detail["workers"] == [] and rows[0].detail["out"] is None
+        return str(err.value)
+
+    message = asyncio.run(scenario())
+    assert "use `servelab restart`" in str(message)

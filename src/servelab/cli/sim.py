@@ -7,6 +7,7 @@ SIGTERM/SIGINT stop a worker cleanly.
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 from typing import Any
 
@@ -14,8 +15,10 @@ import click
 
 from servelab.cli.common import err_console, run
 from servelab.sim.app import serve
+from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.proxy import serve_proxy
 from servelab.sim.settings import Role, load_settings
+from servelab.sim.vllm import VLLM_PROFILE, serve_vllm
 
 __all__ = ["register"]
 
@@ -51,6 +54,14 @@ def _common(func: Any) -> Any:
         click.option("--abort-wedge", default=None, metavar="N/T"),
         click.option("--corrupt-under-load", type=int, default=None, metavar="X"),
         click.option("--slow-start-s", type=float, default=None),
+        click.option(
+            "--engine",
+            type=click.Choice(["sglang", "vllm"]),
+            default="sglang",
+            show_default=True,
+            help="Which engine to simulate: SGLang (bootstrap rooms) or vLLM (NIXL "
+            "kv_transfer_params, vllm: metrics, knob VLLM_SM120_MMA_TARGET_CTAS).",
+        ),
     ]
     for option in reversed(options):
         func = option(func)
@@ -58,13 +69,19 @@ def _common(func: Any) -> Any:
 
 
 async def _worker_main(role: Role, opts: dict[str, Any], faults: dict[str, Any]) -> None:
-    settings = load_settings(role, overrides=opts, fault_overrides=faults)
+    engine = opts.pop("engine", "sglang")
+    profile = VLLM_PROFILE if engine == "vllm" else DEFAULT_PROFILE
+    settings = load_settings(role, overrides=opts, fault_overrides=faults, profile=profile)
     err_console.print(
-        f"servelab sim {role} on {settings.host}:{settings.port} "
+        f"servelab sim {role} ({engine}) on {settings.host}:{settings.port} "
         f"({settings.profile.knob_name}={settings.target_ctas}, time scale {settings.time_scale:g})"
     )
     stop = asyncio.Event()
-    await _until_signal(serve(settings, stop), stop)
+    if engine == "vllm":
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+        await _until_signal(serve_vllm(settings, stop), stop)
+    else:
+        await _until_signal(serve(settings, stop), stop)
 
 
 def _run_worker(role: Role, opts: dict[str, Any]) -> None:
@@ -80,13 +97,18 @@ def register(group: click.Group) -> None:
 
     @group.group("sim")
     def sim() -> None:
-        """The simulated SGLang-compatible PD engine and the faulty proxy."""
+        """The simulated PD engine (SGLang- or vLLM-compatible) and the faulty proxy."""
 
     @sim.command("prefill")
     @_common
-    @click.option("--bootstrap-port", type=int, required=True)
+    @click.option(
+        "--bootstrap-port",
+        type=int,
+        required=True,
+        help="The KV bootstrap server's port (vLLM: the NIXL side channel's).",
+    )
     def prefill(**opts: Any) -> None:
-        """A simulated prefill worker with its KV bootstrap server."""
+        """A simulated prefill worker with its KV bootstrap server (vLLM: NIXL side channel)."""
         _run_worker("prefill", opts)
 
     @sim.command("decode")

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from servelab.core.engines import SGLANG, EngineName, engine
 from servelab.core.spec import RouterOptions, ServiceSpec
-from servelab.core.topology import ROUTER_MODULE
 
 __all__ = [
     "PROBLEM_ENV",
@@ -33,7 +33,7 @@ __all__ = [
 ]
 
 #: What to install for ``start = "router"`` (a dependency of servelab; named in the problem).
-ROUTER_PACKAGE = "sglang-router==0.3.2"
+ROUTER_PACKAGE = SGLANG.router_package
 
 PROBLEM_ENV = "env"
 PROBLEM_ENV_UNREADABLE = "env_unreadable"
@@ -103,10 +103,11 @@ def bound_ports(svc: ServiceSpec) -> list[PortClaim]:
     return claims
 
 
-def requirements(svc: ServiceSpec) -> list[Requirement]:
-    """The modules the service's launcher needs (``start = "router"``: the sglang-router)."""
+def requirements(svc: ServiceSpec, engine_name: EngineName = "sglang") -> list[Requirement]:
+    """The modules the service's launcher needs (``start = "router"``: the engine's router)."""
     if svc.start == "router":
-        return [Requirement(ROUTER_MODULE, ROUTER_PACKAGE)]
+        described = engine(engine_name)
+        return [Requirement(described.router_module, described.router_package)]
     return []
 
 

@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from servelab.core.engines import SGLANG_KNOB, EngineName
 from servelab.errors import SpecError
 
 __all__ = [
@@ -38,8 +39,9 @@ __all__ = [
 
 Role = Literal["prefill", "decode", "router", "proxy", "generic"]
 
-#: The reference deployment's decode knob (split-K GEMM target CTAs on SM120).
-DEFAULT_KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
+#: The reference deployment's decode knob (split-K GEMM target CTAs on SM120); a vLLM deployment's
+#: is :data:`servelab.core.engines.VLLM_KNOB`.
+DEFAULT_KNOB = SGLANG_KNOB
 
 
 class _Strict(BaseModel):
@@ -68,7 +70,8 @@ class HostSpec(_Strict):
 
 
 class RouterOptions(_Strict):
-    """Arguments of the real sglang-router, for services started with ``start = "router"``."""
+    """Arguments of the real router (sglang-router or vllm-router, per the deployment's ``engine``),
+    for services started with ``start = "router"``."""
 
     policy: str = "round_robin"
     prometheus_port: int = Field(default=29000, ge=1, le=65535)
@@ -85,8 +88,8 @@ class ServiceSpec(_Strict):
     url: str
     host: str = "local"
     start: str = Field(
-        description='"sim" (built-in simulated worker or proxy), "router" (the real '
-        "sglang-router), or a shell command line"
+        description='"sim" (built-in simulated worker or proxy), "router" (the real router of '
+        "the deployment's engine: sglang-router or vllm-router), or a shell command line"
     )
     stop: str | None = Field(default=None, description="shell command to stop (default: signals)")
     unit: str | None = Field(default=None, description="systemd unit; PID from MainPID")
@@ -131,7 +134,9 @@ class ServiceSpec(_Strict):
 
     @property
     def readiness_path(self) -> str:
-        """The router's /health is always 200 and proves nothing: it is probed on /readiness."""
+        """Routers are probed on /readiness: sglang-router's /health is always 200 and proves
+        nothing; vllm-router's /readiness is 200 while each role has a healthy worker (its /health
+        only while every worker is; see :mod:`servelab.core.engines`)."""
         if self.ready_path is not None:
             return self.ready_path
         return "/readiness" if self.role == "router" else "/health"
@@ -141,6 +146,9 @@ class DeploymentSpec(_Strict):
     """A whole deployment: hosts and services (in the order the file gives them)."""
 
     name: str = "servelab"
+    #: The serving engine of every worker (deployment-wide): which router ``start = "router"``
+    #: runs, which simulator ``start = "sim"`` runs, and which names its metrics have.
+    engine: EngineName = "sglang"
     state_dir: str = ".servelab"
     hosts: dict[str, HostSpec] = Field(default_factory=lambda: {"local": HostSpec()})
     services: dict[str, ServiceSpec]

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from servelab.core.engines import SGLANG, VLLM, engine
 from servelab.core.spec import DeploymentSpec, RouterOptions, ServiceSpec, start_order
 from servelab.errors import SpecError
 
 __all__ = [
     "LOOPBACK",
     "ROUTER_MODULE",
+    "VLLM_ROUTER_MODULE",
+    "VLLM_STARTUP_CHECK_INTERVAL_S",
     "dependencies",
     "dependents",
     "down_plan",
@@ -37,7 +40,11 @@ __all__ = [
 
 #: Where the router's Prometheus endpoint binds (its default, 0.0.0.0, is never what we want).
 LOOPBACK = "127.0.0.1"
-ROUTER_MODULE = "sglang_router.launch_router"
+ROUTER_MODULE = SGLANG.router_module
+VLLM_ROUTER_MODULE = VLLM.router_module
+#: vllm-router probes a worker that is not up yet every this many seconds at start-up (its default,
+#: 30 s, would make every simulated start wait half a minute after the first failed probe).
+VLLM_STARTUP_CHECK_INTERVAL_S = 1
 
 
 def stop_order(spec: DeploymentSpec) -> list[str]:
@@ -116,7 +123,8 @@ def _proxy_upstream(spec: DeploymentSpec, name: str) -> str:
 
 
 def sim_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
-    """``[python, -m, servelab, sim, ROLE, --host, H, --port, P, (--bootstrap-port B), *args]``."""
+    """``[python, -m, servelab, sim, ROLE, --host, H, --port, P, (--bootstrap-port B),
+    (--engine vllm), *args]``."""
     svc = spec.service(name)
     if svc.role not in ("prefill", "decode", "proxy"):
         raise SpecError(
@@ -135,6 +143,8 @@ def sim_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
     ]
     if svc.bootstrap_port is not None:
         argv += ["--bootstrap-port", str(svc.bootstrap_port)]
+    if svc.role != "proxy" and spec.engine != "sglang":
+        argv += ["--engine", spec.engine]
     if svc.role == "proxy" and not _flag_given(svc.args, "--upstream"):
         argv += ["--upstream", _proxy_upstream(spec, name)]
     return [*argv, *svc.args]
@@ -151,24 +161,9 @@ def _workers(spec: DeploymentSpec) -> list[str]:
     return args
 
 
-def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
-    """The real sglang-router in PD mode, with every prefill (and bootstrap port) and decode."""
-    svc: ServiceSpec = spec.service(name)
-    if svc.role != "router":
-        raise SpecError('start = "router" needs role = "router"', path=f"services.{name}.start")
-    opts = svc.router or RouterOptions()
+def _router_common(opts: RouterOptions) -> list[str]:
+    """The options both routers spell the same way."""
     argv = [
-        python,
-        "-m",
-        ROUTER_MODULE,
-        "--host",
-        svc.hostname,
-        "--port",
-        str(svc.port),
-        "--pd-disaggregation",
-        *_workers(spec),
-        "--policy",
-        opts.policy,
         "--prometheus-host",
         LOOPBACK,
         "--prometheus-port",
@@ -180,6 +175,47 @@ def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
     ]
     if opts.request_timeout_s is not None:
         argv += ["--request-timeout-secs", str(opts.request_timeout_s)]
+    return argv
+
+
+def _vllm_workers(spec: DeploymentSpec) -> list[str]:
+    """vllm-router's ``--prefill URL`` (no bootstrap port: NIXL's side channel is named by the
+    prefill's answer) and ``--decode URL``."""
+    args: list[str] = []
+    for worker in spec.by_role("prefill"):
+        args += ["--prefill", spec.service(worker).url]
+    for worker in spec.by_role("decode"):
+        args += ["--decode", spec.service(worker).url]
+    return args
+
+
+def _router_head(spec: DeploymentSpec, svc: ServiceSpec, python: str) -> list[str]:
+    module = engine(spec.engine).router_module
+    head = [python, "-m", module, "--host", svc.hostname, "--port", str(svc.port)]
+    opts = svc.router or RouterOptions()
+    if spec.engine == "vllm":
+        return [
+            *head,
+            "--vllm-pd-disaggregation",
+            *_vllm_workers(spec),
+            "--kv-connector",
+            "nixl",
+            "--policy",
+            opts.policy,
+            "--worker-startup-check-interval",
+            str(VLLM_STARTUP_CHECK_INTERVAL_S),
+        ]
+    return [*head, "--pd-disaggregation", *_workers(spec), "--policy", opts.policy]
+
+
+def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
+    """The engine's real router in PD mode, with every prefill and decode, always with ``--port``
+    (vllm-router's default port, 30000, is the reference prefill's)."""
+    svc: ServiceSpec = spec.service(name)
+    if svc.role != "router":
+        raise SpecError('start = "router" needs role = "router"', path=f"services.{name}.start")
+    opts = svc.router or RouterOptions()
+    argv = [*_router_head(spec, svc, python), *_router_common(opts)]
     return [*argv, *opts.extra_args, *svc.args]
 
 

@@ -101,7 +101,7 @@ def _import_check(need: Requirement) -> str:
 async def _missing(op: Operation, service: str) -> tuple[Requirement, ...]:
     host = op.host(service)
     missing = []
-    for need in requirements(op.spec.service(service)):
+    for need in requirements(op.spec.service(service), op.spec.engine):
         try:
             ok = (await host.run(_import_check(need), timeout=QUERY_TIMEOUT_S)).ok
         except (CommandTimeout, HostError):

@@ -45,6 +45,7 @@ from servelab.core.diagnose import (
     parse_metrics,
     parse_workers,
 )
+from servelab.core.engines import canonical_metrics
 from servelab.core.records import REASON_IDLE, RequestRecord, StreamAccumulator
 from servelab.core.results import Determinism, FailedRequest, SoakDocument
 from servelab.core.sse import SSEDecoder
@@ -334,7 +335,7 @@ async def _scrape(
 ) -> list[dict[str, float]]:
     """Each engine's /metrics, parsed (an empty dict when it could not be read)."""
     texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics", timeout) for w in workers))
-    return [parse_metrics(t) for t in texts]
+    return [canonical_metrics(parse_metrics(t)) for t in texts]  # vLLM names -> SGLang's
 
 
 async def _replay(path: str, url: str, body: dict[str, Any], idle_s: float) -> Replay:

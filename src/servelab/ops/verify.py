@@ -51,6 +51,7 @@ from servelab.core.checks import (
     CHECK_LIVE_NO_PROCESS,
     LIVE_VERDICT_CODES,
 )
+from servelab.core.engines import readiness_workers
 from servelab.core.envfile import EnvFile
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.knobs import LIVE_MATCH, LIVE_UNSET, live_verdict, parse_env_bytes, tracked_names
@@ -384,9 +385,7 @@ def _workers(body: str) -> dict[str, Any]:
         doc = json.loads(body)
     except ValueError:
         return {}
-    if not isinstance(doc, dict) or "healthy_workers" not in doc:
-        return {}
-    return {key: doc.get(key) for key in ("healthy_workers", "total_workers")}
+    return readiness_workers(doc)  # sglang-router's or vllm-router's shape
 
 
 # -- e2e ---------------------------------------------------------------------------------------

@@ -108,13 +108,14 @@ def load_settings(
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
     fault_overrides: Mapping[str, Any] | None = None,
+    profile: HardwareProfile = DEFAULT_PROFILE,
 ) -> WorkerSettings:
     """Settings from ``env`` (default: the process environment, read now) and CLI overrides.
 
-    ``overrides`` are non-None command-line values (they win over the environment).
+    ``overrides`` are non-None command-line values (they win over the environment); ``profile``
+    names the knob read (the vLLM simulator's profile names its own).
     """
     source = os.environ if env is None else env
-    profile = DEFAULT_PROFILE
     values: dict[str, Any] = {
         "target_ctas": _knob(source, profile),
         "time_scale": _number(source, ENV_TIME_SCALE, 1.0, positive=True),

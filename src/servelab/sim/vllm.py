@@ -1,0 +1,291 @@
+"""The simulated vLLM prefill and decode workers: what the real vllm-router drives in PD mode.
+
+The same engine as the SGLang simulator (:class:`~servelab.sim.worker.Worker`: performance model,
+schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the NIXL hand-off of
+:mod:`servelab.sim.nixl`:
+
+- ``POST /v1/chat/completions``, ``/v1/completions``: on a prefill, a leg with
+  ``kv_transfer_params.do_remote_decode`` is prefilled, its blocks held, and answered as JSON with
+  the ``kv_transfer_params`` a decode needs; on a decode, a leg with ``do_remote_prefill`` first
+  reads its blocks from the prefill those params name (a failed read answers 500), then joins the
+  batch and streams. Without params either worker answers the request itself.
+- ``GET /health`` (503 while starting), ``/v1/models``, ``/load`` (``{"server_load": N}``),
+  ``/get_load`` (``{"load": N}``, what the router's power_of_two policy reads), ``/metrics``
+  (``vllm:`` names, ``engine="0"``: the router counts ``engine`` labels to learn the
+  data-parallel size), ``/server_info`` (vLLM's dev-mode endpoint; here with
+  the simulator's ``servelab`` object, as the SGLang simulator's), and with ``--admin`` on a
+  loopback bind ``GET|POST /_servelab/faults``.
+- The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
+  kept in ``/server_info``'s ``servelab.recent_requests``.
+
+The decode knob is :data:`~servelab.core.engines.VLLM_KNOB` (:data:`VLLM_PROFILE`); the prefill's
+bootstrap port is its NIXL side channel (vLLM's ``VLLM_NIXL_SIDE_CHANNEL_PORT``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from aiohttp import web
+
+from servelab.core.engines import VLLM_KNOB
+from servelab.errors import SimError
+from servelab.sim.app import WORKER_KEY, _respond, faults, health
+from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.nixl import (
+    ENV_ABORT_TIMEOUT,
+    BlockStore,
+    KvItem,
+    NixlClient,
+    NixlError,
+    remote_prefill,
+    side_channel_app,
+    transfer_params,
+)
+from servelab.sim.profile import DEFAULT_PROFILE
+from servelab.sim.protocol import Api, GenRequest, RequestError, final_body, parse_request
+from servelab.sim.settings import WorkerSettings
+from servelab.sim.worker import TransferError, Worker
+
+__all__ = ["VLLM_KEY", "VLLM_PROFILE", "VllmState", "make_vllm_app", "render_metrics", "serve_vllm"]
+
+log = logging.getLogger("servelab.sim.vllm")
+
+#: The SGLang simulator's profile with the vLLM decode knob.
+VLLM_PROFILE = replace(DEFAULT_PROFILE, knob_name=VLLM_KNOB)
+_ABORT_TIMEOUT_S = 480.0
+_RECENT = 256
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class VllmState:
+    """What a vLLM worker adds to the engine: its engine id, held blocks, the NIXL client, and
+    the request ids it saw."""
+
+    def __init__(self, settings: WorkerSettings, env: Mapping[str, str]) -> None:
+        self.engine_id = str(uuid.uuid4())
+        raw = env.get(ENV_ABORT_TIMEOUT, "")
+        try:
+            hold_s = float(raw) if raw else _ABORT_TIMEOUT_S
+        except ValueError as exc:
+            raise SimError(f"{ENV_ABORT_TIMEOUT} must be a number, got {raw!r}") from exc
+        self.blocks = BlockStore(self.engine_id, settings.scaled(hold_s))
+        self.nixl = NixlClient()
+        self.recent: deque[dict[str, Any]] = deque(maxlen=_RECENT)
+
+    def note(self, role: str, request_id: str | None, status: int, detail: str = "") -> None:
+        """Log one leg with the router's X-Request-Id."""
+        self.recent.append({"leg": role, "x_request_id": request_id, "status": status})
+        log.info("%s leg X-Request-Id=%s status=%d %s", role, request_id, status, detail)
+
+
+VLLM_KEY = web.AppKey("vllm", VllmState)
+
+
+def _error(status: int, message: str, kind: str) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+    return web.json_response(body, status=status)
+
+
+# ------------------------------------------------------------------------------------ info routes
+def render_metrics(m: WorkerMetrics, served: int) -> str:
+    """The ``/metrics`` body with vLLM's names and ``engine="0"`` on every series."""
+    labels = f'engine="0",model_name="{m.model}"'
+    series = (
+        ("vllm:num_requests_running", "gauge", "", m.running),
+        ("vllm:num_requests_waiting", "gauge", "", m.queued),
+        ("vllm:generation_tokens_total", "counter", "", m.generation_tokens),
+        ("vllm:prompt_tokens_total", "counter", "", m.prompt_tokens),
+        ("vllm:request_success_total", "counter", ',finished_reason="length"', served),
+        ("vllm:request_success_total", "counter", ',finished_reason="abort"', m.aborted),
+        ("vllm:nixl_num_failed_transfers", "counter", "", m.transfer_failed),
+    )
+    lines: list[str] = []
+    for name, kind, extra, value in series:
+        if not lines or not lines[-1].startswith(name + "{"):
+            lines += [f"# HELP {name} {name}.", f"# TYPE {name} {kind}"]
+        lines.append(f"{name}{{{labels}{extra}}} {value}")
+    lines += m.ttft.render("vllm:time_to_first_token_seconds", labels)
+    return "\n".join(lines) + "\n"
+
+
+async def metrics(request: web.Request) -> web.Response:
+    worker = request.app[WORKER_KEY]
+    text = render_metrics(worker.metrics, worker.requests_served)
+    return web.Response(text=text, content_type="text/plain")
+
+
+async def models(request: web.Request) -> web.Response:
+    worker = request.app[WORKER_KEY]
+    name = worker.settings.served_model_name
+    model = {"id": name, "object": "model", "created": int(worker.started_at)}
+    model.update({"owned_by": "vllm", "root": name, "parent": None, "max_model_len": 163840})
+    return web.json_response({"object": "list", "data": [model]})
+
+
+async def load(request: web.Request) -> web.Response:
+    """vLLM's ``/load``: requests in the engine."""
+    return web.json_response({"server_load": request.app[WORKER_KEY].load()["num_reqs"]})
+
+
+async def get_load(request: web.Request) -> web.Response:
+    """What vllm-router's power_of_two policy polls (it reads the ``load`` integer)."""
+    return web.json_response({"load": request.app[WORKER_KEY].load()["num_reqs"]})
+
+
+async def server_info(request: web.Request) -> web.Response:
+    worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
+    s = worker.settings
+    body: dict[str, Any] = {
+        "engine": "vllm",
+        "served_model_name": s.served_model_name,
+        "kv_role": "kv_producer" if s.role == "prefill" else "kv_consumer",
+        "kv_connector": "NixlConnector",
+        "engine_id": state.engine_id,
+        "version": "servelab-sim",
+        "servelab": {**worker.info(), "recent_requests": list(state.recent)[-32:]},
+    }
+    if s.bootstrap_port is not None:
+        body["nixl_side_channel_port"] = s.bootstrap_port
+    return web.json_response(body)
+
+
+# ------------------------------------------------------------------------------------ generation
+async def _read(request: web.Request, api: Api) -> tuple[GenRequest, Any] | web.Response:
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        return _error(400, "the request body is not valid JSON", "BadRequestError")
+    parsed = parse_request(api, body, request.app[WORKER_KEY].settings.served_model_name)
+    if isinstance(parsed, RequestError):
+        return _error(400, parsed.message, "BadRequestError")
+    return parsed, body.get("kv_transfer_params")
+
+
+async def _prefill_leg(request: web.Request, req: GenRequest) -> web.Response:
+    """Prefill, hold the blocks, answer JSON with the ``kv_transfer_params`` to pull them."""
+    worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
+    seqs = await worker.prefill_items(req)
+    items = tuple(KvItem(seq.out.pieces[0], seq.ctx_tokens) for seq in seqs)
+    x_id = request.headers.get("X-Request-Id")
+    held = state.blocks.hold(f"cmpl-{x_id or uuid.uuid4().hex}", items, time.monotonic())
+    created = int(time.time())
+    body = final_body(req, [s.out for s in seqs], [s.n_out for s in seqs], held.request_id, created)
+    side_port = worker.settings.bootstrap_port or worker.settings.port
+    body["kv_transfer_params"] = transfer_params(held, worker.settings.host, side_port)
+    worker.finished()
+    state.note("prefill", x_id, 200, f"blocks={len(held.block_ids)}")
+    return web.json_response(body)
+
+
+async def _pull(
+    request: web.Request, req: GenRequest, params: Mapping[str, Any]
+) -> NixlError | None:
+    """Read the request's blocks from the remote prefill (None when they arrived)."""
+    worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
+    got = await state.nixl.read(params, worker.settings.waiting_timeout_s)
+    if not isinstance(got, NixlError) and len(got) != len(req.items):
+        got = NixlError("block_ids", f"{len(got)} sequences held, {len(req.items)} requested")
+    return got if isinstance(got, NixlError) else None
+
+
+async def _decode_leg(request: web.Request, req: GenRequest, params: Any) -> web.StreamResponse:
+    worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
+    x_id = request.headers.get("X-Request-Id")
+    failed = await _pull(request, req, params) if remote_prefill(params) else None
+    if failed is not None:
+        worker.metrics.transfer_failed += 1
+        state.note("decode", x_id, 500, failed.message)
+        return _error(500, failed.message, "InternalServerError")
+    result = await worker.decode_items(req)
+    if isinstance(result, TransferError):
+        state.note("decode", x_id, 500, result.message)
+        return _error(500, result.message, "InternalServerError")
+    state.note("decode", x_id, 200)
+    return await _respond(request, worker, req, result)
+
+
+def _generation(api: Api) -> Handler:
+    async def handler(request: web.Request) -> web.StreamResponse:
+        worker = request.app[WORKER_KEY]
+        read = await _read(request, api)
+        if isinstance(read, web.Response):
+            return read
+        req, params = read
+        if worker.ready_in() > 0:
+            return _error(503, "the engine is still starting", "ServiceUnavailableError")
+        worker.metrics.requests += 1
+        if worker.settings.role == "decode":
+            return await _decode_leg(request, req, params)
+        wants_pull = isinstance(params, dict) and params.get("do_remote_decode") is True
+        if wants_pull:
+            return await _prefill_leg(request, req)
+        return await _respond(request, worker, req, await worker.prefill_items(req))
+
+    return handler
+
+
+# ------------------------------------------------------------------------------------ assembly
+def make_vllm_app(
+    settings: WorkerSettings, env: Mapping[str, str] | None = None
+) -> web.Application:
+    """The vLLM worker app for ``settings.role``; scheduler and NIXL client live with the app."""
+    worker = Worker(settings)
+    state = VllmState(settings, os.environ if env is None else env)
+    app = web.Application(client_max_size=64 * 1024**2)
+    app[WORKER_KEY] = worker
+    app[VLLM_KEY] = state
+
+    async def lifecycle(_: web.Application) -> Any:
+        await worker.start()
+        yield
+        await worker.stop()
+        await state.nixl.close()
+
+    app.cleanup_ctx.append(lifecycle)
+    for path, handler in (
+        ("/health", health),
+        ("/v1/models", models),
+        ("/load", load),
+        ("/get_load", get_load),
+        ("/metrics", metrics),
+        ("/server_info", server_info),
+    ):
+        app.router.add_get(path, handler)
+    app.router.add_post("/v1/chat/completions", _generation("chat"))
+    app.router.add_post("/v1/completions", _generation("completions"))
+    if settings.admin:
+        app.router.add_route("GET", "/_servelab/faults", faults)
+        app.router.add_route("POST", "/_servelab/faults", faults)
+    return app
+
+
+async def serve_vllm(settings: WorkerSettings, stop: asyncio.Event) -> None:
+    """Run the worker (and, for a prefill, its NIXL side channel) until ``stop`` is set."""
+    app = make_vllm_app(settings)
+    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False)]
+    sites = [(runners[0], settings.host, settings.port)]
+    if settings.role == "prefill" and settings.bootstrap_port is not None:
+        side = web.AppRunner(side_channel_app(app[VLLM_KEY].blocks), access_log=None)
+        runners.append(side)
+        sites.append((side, settings.host, settings.bootstrap_port))
+    try:
+        for runner, host, port in sites:
+            await runner.setup()
+            try:
+                await web.TCPSite(runner, host, port, backlog=1024).start()
+            except OSError as exc:
+                raise SimError(f"cannot listen on {host}:{port}: {exc}") from exc
+        await stop.wait()
+    finally:
+        for runner in reversed(runners):
+            await runner.cleanup()
