@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from servelab.core.records import REASON_INTERRUPTED, RequestRecord
-from servelab.core.rolling import PHASES, RollOptions
+from servelab.core.rolling import PHASES, RollOptions, running_requests
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.core.workload import LengthDist
 from servelab.io.http import StreamClient, chat_body, get_json
@@ -170,12 +170,12 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
                 # cannot drain within 0 s, and its streams still finish after it is removed
                 async with StreamClient(router, concurrency=4) as client:
                     records = [RequestRecord(i, perf_counter_ns()) for i in range(4)]
-                    body = chat_body("servelab-sim", "x " * 64, 1500)
+                    body = chat_body("servelab-sim", "x " * 64, 6000)
                     streams = [
                         asyncio.create_task(client.stream("/v1/chat/completions", body, r))
                         for r in records
                     ]
-                    await asyncio.sleep(1.0)
+                    await _running_on(await op.url("decode-1"))
                     failed = await rolling_restart(
                         op, ["decode-1"], options=RollOptions(drain_timeout_s=0.0)
                     )
@@ -187,7 +187,7 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
         return failed, again, listed, records
 
     failed, again, listed, records = asyncio.run(scenario())
-    assert [(r.status, r.error, r.output_tokens) for r in records] == [(200, None, 1500)] * 4
+    assert [(r.status, r.error, r.output_tokens) for r in records] == [(200, None, 6000)] * 4
     assert not failed.ok and failed.out == "decode-1" and not failed.down
     assert [p.name for p in failed.workers[0].phases] == ["remove", "drain"]
     assert loaded.spec.service("decode-1").url not in listed  # it really was out
@@ -202,6 +202,15 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
     assert "POST" in doc["recovery"][1] and '"worker_type": "decode"' in doc["recovery"][1]
     assert again.ok, render_rolling(again)  # the recovery command put it back
     assert again.workers[0].phases[0].data.get("already_out") is True
+
+
+async def _running_on(decode: str) -> None:
+    """Wait (bounded) until the decode runs a request."""
+    for _ in range(100):
+        if running_requests(await get_json(decode + "/get_load", timeout=10.0)):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"{decode} never ran a request")
 
 
 async def _workers(router: str) -> list[dict[str, Any]]:
