@@ -27,7 +27,8 @@ from servelab.core.checks import (
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, _classify, verify
+from servelab.ops.e2e import _classify
+from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
 from servelab.report.verify import check_detail, check_json, render_verify, verify_json
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack

@@ -12,7 +12,8 @@ from servelab.core import checks as codes
 from servelab.core.checks import CHECK_CODES
 from servelab.core.evidence import CheckRecord
 from servelab.ops.deployresults import RestartReport
-from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport, _classify
+from servelab.ops.e2e import _classify
+from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,
@@ -124,6 +125,25 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
       "start_reason": "second-probe"},
      "200 in 0.12 s, TTFT 0.05 s, 16 tokens; warm (an immediate second probe took 0.10 s); "
      "second probe 0.10 s"),
+    (codes.CHECK_HEALTH_WORKERS_MISSING,
+     {"path": "/readiness", "status": 200, "elapsed_s": 0.009, "healthy_workers": 3,
+      "total_workers": 3, "missing": ["decode-1"],
+      "workers": [{"service": "decode-1", "listed": False, "healthy": False},
+                  {"service": "decode-2", "listed": True, "healthy": True}]},
+     "/readiness 200 in 9 ms (3/3 workers healthy); router lists decode-1 missing, decode-2 "
+     "healthy; but the router does not list decode-1 (out of the router: `servelab restart "
+     "--rolling NAME` puts a worker back)"),
+    (codes.CHECK_E2E_WORKER_REACHED,
+     {"via": "router", "served_before": 4, "served_after": 5, "requests_sent": 3},
+     "reached through router: served requests 4 -> 5 after 3 request(s)"),
+    (codes.CHECK_E2E_WORKER_UNREACHED,
+     {"via": "router", "served_before": 4, "served_after": 4, "requests_sent": 2,
+      "statuses": [200, 200]},
+     "not reached through router: served requests stayed at 4 over 2 request(s) (HTTP 200, 200)"),
+    (codes.CHECK_E2E_WORKER_UNCOUNTED,
+     {"via": "router", "served_before": None, "served_after": None, "requests_sent": 16},
+     "not proven: no served-request counter (not a servelab sim); 16 request(s) went through "
+     "router"),
 ]  # fmt: skip
 
 

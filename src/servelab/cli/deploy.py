@@ -1,5 +1,5 @@
 """``servelab up|down|status|restart``: bring the deployment up in order, stop it, show it,
-co-restart it safely.
+co-restart it safely, or restart workers one at a time (``restart --rolling``).
 
 Exit codes: 0 ok, 1 failed (a service did not start or become ready, verification failed), 2 bad
 spec. ``up``/``down``/``restart`` are recorded in the ledger (``--ledger PATH``, else
@@ -27,15 +27,19 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.core.rolling import RollOptions
 from servelab.ops import deploy
 from servelab.ops.context import Operation
 from servelab.ops.deployresults import DeployInterrupted, DeployReport, ServiceStatus
+from servelab.ops.rolling import rolling_restart
 from servelab.report.deploy import (
     render_deploy,
     render_interruption,
     render_restart,
+    render_rolling,
     render_status,
     restart_json,
+    rolling_json,
 )
 
 __all__ = ["register"]
@@ -132,6 +136,21 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
     help="If the restart or its verification fails, restore the env files from their latest "
     "backups and restart again.",
 )
+@click.option(
+    "--rolling",
+    is_flag=True,
+    help="Restart the workers SERVICES name (roles prefill/decode or service names) one at a "
+    "time: out of the router, drained, restarted alone, verified, back in; the router and the "
+    "other workers keep serving.",
+)
+@click.option(
+    "--drain-timeout",
+    "drain_timeout_s",
+    type=click.FloatRange(min=0),
+    default=RollOptions.drain_timeout_s,
+    show_default=True,
+    help="With --rolling: seconds to wait for a worker's in-flight requests to finish.",
+)
 def restart_command(
     services: tuple[str, ...],
     spec_path: Path | None,
@@ -139,8 +158,14 @@ def restart_command(
     ledger_path: Path | None,
     no_verify: bool,
     rollback: bool,
+    rolling: bool,
+    drain_timeout_s: float,
 ) -> None:
-    """Co-restart SERVICES and their dependents (e.g. decode restarts the router too)."""
+    """Co-restart SERVICES and their dependents (e.g. decode restarts the router too), or, with
+    --rolling, restart workers one at a time without taking the deployment down."""
+    if rolling:
+        _rolling(services, spec_path, as_json, ledger_path, (no_verify, rollback), drain_timeout_s)
+        return
     report = run(
         _with_ledger(
             spec_path,
@@ -152,6 +177,32 @@ def restart_command(
         )
     )
     _show(restart_json(report), render_restart(report), as_json, report.ok)
+
+
+def _rolling(
+    services: tuple[str, ...],
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+    flags: tuple[bool, bool],
+    drain_timeout_s: float,
+) -> None:
+    if any(flags):
+        raise click.UsageError("--rolling verifies each worker itself and has no --rollback")
+    if not services:
+        raise click.UsageError(
+            "--rolling needs ROLE or SERVICE names, e.g. `restart --rolling decode`"
+        )
+    options = RollOptions(drain_timeout_s=drain_timeout_s)
+    report = run(
+        _with_ledger(
+            spec_path,
+            ledger_path,
+            lambda op: rolling_restart(op, list(services), options=options),
+            _quiet(as_json),
+        )
+    )
+    _show(rolling_json(report), render_rolling(report), as_json, report.ok)
 
 
 def _show(data: Any, text: str, as_json: bool, ok: bool) -> None:

@@ -35,10 +35,14 @@ __all__ = [
     "CHECK_E2E_FAILED",
     "CHECK_E2E_PASSED",
     "CHECK_E2E_SECOND_FAILED",
+    "CHECK_E2E_WORKER_REACHED",
+    "CHECK_E2E_WORKER_UNCOUNTED",
+    "CHECK_E2E_WORKER_UNREACHED",
     "CHECK_HEALTH_ERROR",
     "CHECK_HEALTH_HTTP_ERROR",
     "CHECK_HEALTH_READY",
     "CHECK_HEALTH_UNREACHABLE",
+    "CHECK_HEALTH_WORKERS_MISSING",
     "CHECK_HEALTH_WORKER_READY",
     "CHECK_LIVE_DIFFERS",
     "CHECK_LIVE_ERROR",
@@ -104,6 +108,9 @@ CHECK_HEALTH_HTTP_ERROR = "health.http_error"
 CHECK_HEALTH_READY = "health.ready"
 #: A PD worker is ready; its own health never exercises the KV transfer (same data).
 CHECK_HEALTH_WORKER_READY = "health.worker_ready"
+#: The router is ready but does not list some of the spec's workers (data: the ready data +
+#: ``workers``: per worker service, url, role, listed, healthy; ``missing``: their names).
+CHECK_HEALTH_WORKERS_MISSING = "health.workers_missing"
 
 # -- e2e: a streaming chat completion through the entry point -----------------------------------
 #: The entry point's URL could not be reached from here (data: ``error``).
@@ -116,6 +123,13 @@ CHECK_E2E_SECOND_FAILED = "e2e.second_failed"
 #: Passed (data: ``model, status, ttft_s, total_s, completion_tokens, prompt_tokens,
 #: decode_requests_before, start`` + ``second``).
 CHECK_E2E_PASSED = "e2e.passed"
+#: xPyD: a request sent through the router reached this worker (data: ``role, via,
+#: served_before, served_after, requests_sent, statuses``).
+CHECK_E2E_WORKER_REACHED = "e2e.worker_reached"
+#: xPyD: no request sent through the router reached this worker (same data).
+CHECK_E2E_WORKER_UNREACHED = "e2e.worker_unreached"
+#: xPyD: the worker has no served-request counter (not a servelab sim): reach not proven.
+CHECK_E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"
 
 #: A file-vs-live verdict's code.
 LIVE_VERDICT_CODES: dict[str, str] = {

@@ -40,6 +40,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from servelab.core.knobs import parse_env_bytes
+from servelab.core.rolling import router_kind
 from servelab.core.spec import spec_hash
 from servelab.core.topology import down_plan, restart_plan, service_argv, up_plan
 from servelab.errors import (
@@ -52,7 +53,7 @@ from servelab.errors import (
 )
 from servelab.io.discovery import find_process, unit_main_pid
 from servelab.io.envfiles import latest_backup, save_copy
-from servelab.io.http import ProbeResult, probe
+from servelab.io.http import HttpClient, ProbeResult, probe
 from servelab.io.ledger import Ledger
 from servelab.io.processes import (
     OUTCOME_TIMED_OUT_HEALTHY,
@@ -67,6 +68,7 @@ from servelab.io.processes import (
     wait_ready,
     write_pid_record,
 )
+from servelab.io.routerworkers import RouterWorker, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deployresults import (
     OUTCOME_ALREADY_UP,
@@ -80,7 +82,7 @@ from servelab.ops.deployresults import (
 from servelab.ops.preflight import check_before_start, env_bytes
 from servelab.ops.verify import verify
 
-__all__ = ["down", "restart", "status", "up"]
+__all__ = ["down", "restart", "restart_service", "status", "up"]
 
 _PROBE_TIMEOUT_S = 5.0
 
@@ -421,9 +423,32 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
 
 
 async def status(target: SpecOrOperation) -> list[ServiceStatus]:
-    """Every service: its process (:func:`~servelab.io.discovery.find_process`), url, readiness."""
+    """Every service: its process (:func:`~servelab.io.discovery.find_process`), url, readiness;
+    each prefill and decode also whether the router lists it (and healthy), when the router's
+    worker list can be read."""
     async with operation(target) as op:
-        return list(await asyncio.gather(*(_status_one(op, n) for n in op.spec.services)))
+        statuses = list(await asyncio.gather(*(_status_one(op, n) for n in op.spec.services)))
+        listing = await _router_listing(op)
+    if listing is not None:
+        for item in statuses:
+            if item.role in ("prefill", "decode"):
+                seen = listing.get(item.url)
+                item.in_router = seen is not None
+                item.router_healthy = seen is not None and seen.healthy
+    return statuses
+
+
+async def _router_listing(op: Operation) -> dict[str, RouterWorker] | None:
+    """The router's workers by URL; None without a router or when its list cannot be read."""
+    router = op.spec.router_name
+    if router is None:
+        return None
+    async with HttpClient() as http:
+        try:
+            api = router_workers(router_kind(op.spec), await op.url(router), http)
+            return {worker.url: worker for worker in await api.list()}
+        except ServelabError:
+            return None
 
 
 async def _prepare_rollback(op: Operation, plan: list[str], report: RestartReport) -> None:
@@ -476,6 +501,16 @@ async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: s
             return
         down.discard(name)
         steps.append(step)
+
+
+async def restart_service(op: Operation, service: str) -> Step:
+    """Stop ``service`` and start it again alone (no dependent, no router), gated on readiness.
+
+    A start that fails (:class:`~servelab.errors.DeployError`) is stopped again and returned as a
+    failed step; the rolling restart (:mod:`servelab.ops.rolling`) uses this for one worker."""
+    steps: list[Step] = []
+    await _co_restart(op, [service], steps, set())
+    return steps[0]
 
 
 def _recovery(op: Operation) -> list[str]:

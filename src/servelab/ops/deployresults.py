@@ -18,6 +18,7 @@ from typing import Any
 
 from servelab.io.http import ProbeResult
 from servelab.io.processes import OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
+from servelab.ops.rollingresults import RollingReport
 from servelab.ops.verify import VerifyReport
 
 __all__ = [
@@ -132,9 +133,10 @@ class RestartReport:
 class DeployInterrupted(asyncio.CancelledError):
     """``up`` or ``restart`` was cancelled (Ctrl-C): a :class:`asyncio.CancelledError` that
     carries the report (what ``up`` stopped; what ``restart`` left down and the command that
-    brings it back), already recorded in the ledger. Catch it as ``CancelledError``."""
+    brings it back; which worker a rolling restart left out of the router), already recorded
+    in the ledger. Catch it as ``CancelledError``."""
 
-    def __init__(self, report: DeployReport | RestartReport) -> None:
+    def __init__(self, report: DeployReport | RestartReport | RollingReport) -> None:
         super().__init__()
         self.report = report
 
@@ -151,6 +153,9 @@ class ServiceStatus:
     pid_source: str | None
     alive: bool
     readiness: ProbeResult | None
+    #: A prefill or decode: whether the router lists it, and healthy (None: not known).
+    in_router: bool | None = None
+    router_healthy: bool | None = None
 
     @property
     def ready(self) -> bool:
@@ -167,4 +172,6 @@ class ServiceStatus:
             "alive": self.alive,
             "ready": self.ready,
             "readiness": None if self.readiness is None else self.readiness.to_json(),
+            "in_router": self.in_router,
+            "router_healthy": self.router_healthy,
         }

@@ -6,9 +6,13 @@
   ``/proc/PID/environ`` narrowed to the declared knobs, compared with the env file: "in file but not
   live: restart needed", "live but not in file: lost on next restart", "differs".
 - **health**: each service's readiness endpoint (the router's ``/readiness``: its ``/health`` is
-  always 200). A PD worker's own health check never exercises the KV transfer: only e2e does.
-- **e2e**: a streaming chat completion through the entry point (proxy, else router), with a prompt
-  long enough to need a real KV transfer: status, TTFT, total time, tokens, cold or warm.
+  always 200); for the router also its own worker list (``GET /workers``) against the spec's
+  workers, per worker: listed, healthy; a worker it does not list fails the router's check.
+  A PD worker's own health check never exercises the KV transfer: only e2e does.
+- **e2e** (:mod:`servelab.ops.e2e`): a streaming chat completion through the entry point (proxy,
+  else router), with a prompt long enough to need a real KV transfer: status, TTFT, total time,
+  tokens, cold or warm; on an xPyD deployment (two or more workers of a role), then one check per
+  prefill and decode worker: a request sent through the router reached it.
 
 Every check carries an outcome code (:mod:`servelab.core.checks`) and the data its reason is made
 of; :func:`servelab.report.verify.check_detail` words it. Only declared (and allow-listed) variables
@@ -22,7 +26,6 @@ import json
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field, replace
-from time import perf_counter_ns
 from typing import Any
 
 from servelab.core.checks import (
@@ -35,14 +38,12 @@ from servelab.core.checks import (
     CHECK_CONFIG_PIN_MISMATCH,
     CHECK_CONFIG_UNREADABLE,
     CHECK_E2E_ERROR,
-    CHECK_E2E_FAILED,
-    CHECK_E2E_PASSED,
-    CHECK_E2E_SECOND_FAILED,
     CHECK_HEALTH_ERROR,
     CHECK_HEALTH_HTTP_ERROR,
     CHECK_HEALTH_READY,
     CHECK_HEALTH_UNREACHABLE,
     CHECK_HEALTH_WORKER_READY,
+    CHECK_HEALTH_WORKERS_MISSING,
     CHECK_LIVE_ERROR,
     CHECK_LIVE_FILE_UNREADABLE,
     CHECK_LIVE_NO_ENV_FILE,
@@ -50,26 +51,20 @@ from servelab.core.checks import (
     CHECK_LIVE_NO_PROCESS,
     LIVE_VERDICT_CODES,
 )
-from servelab.core.coldstart import (
-    COLD_MIN_S,
-    COLD_RATIO,
-    StartClass,
-    classify_start,
-    needs_second_probe,
-    served_count,
-)
 from servelab.core.engines import readiness_workers
 from servelab.core.envfile import EnvFile
 from servelab.core.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.knobs import LIVE_MATCH, LIVE_UNSET, live_verdict, parse_env_bytes, tracked_names
-from servelab.core.records import RequestRecord
+from servelab.core.rolling import router_kind
 from servelab.core.spec import DeploymentSpec, spec_hash
 from servelab.errors import KnobError, ServelabError
 from servelab.io.discovery import find_process, read_live
 from servelab.io.envfiles import previous_version, read_env_bytes
-from servelab.io.http import HttpClient, StreamClient, chat_body, probe
+from servelab.io.http import HttpClient, probe
 from servelab.io.ledger import Ledger
+from servelab.io.routerworkers import router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.e2e import E2EOptions, e2e_check, reach_outcomes
 
 __all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
 
@@ -354,9 +349,35 @@ async def _health(op: Operation, service: str) -> list[Check]:
         return [Check("health", service, False, CHECK_HEALTH_HTTP_ERROR, data)]
     if svc.role == "router":
         data.update(_workers(result.body))
+        data.update(await _router_view(op, base))
+        if data.get("missing"):
+            return [Check("health", service, False, CHECK_HEALTH_WORKERS_MISSING, data)]
     worker = svc.role in ("prefill", "decode")
     code = CHECK_HEALTH_WORKER_READY if worker else CHECK_HEALTH_READY
     return [Check("health", service, True, code, data)]
+
+
+async def _router_view(op: Operation, base: str) -> dict[str, Any]:
+    """The router's own worker list against the spec's workers: ``workers`` (service, url,
+    role, listed, healthy) and ``missing`` (the spec's workers it does not list); only
+    ``workers_error`` when its worker API cannot be read (another router, or none)."""
+    async with HttpClient() as http:
+        try:
+            listed = await router_workers(router_kind(op.spec), base, http).list()
+        except ServelabError as exc:
+            return {"workers_error": _error(exc)}
+    by_url = {worker.url: worker for worker in listed}
+    rows = []
+    for name in [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]:
+        url = op.spec.service(name).url
+        seen = by_url.get(url)
+        healthy = seen is not None and seen.healthy
+        role = op.spec.service(name).role
+        rows.append(
+            {"service": name, "url": url, "role": role, "listed": seen is not None,
+             "healthy": healthy}
+        )  # fmt: skip
+    return {"workers": rows, "missing": [row["service"] for row in rows if not row["listed"]]}
 
 
 def _workers(body: str) -> dict[str, Any]:
@@ -379,104 +400,11 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
     except ServelabError as exc:
         return _failed("e2e", entry, exc)
     ok, code, data = await e2e_check(base, decodes, opts)
-    return [Check("e2e", entry, ok, code, data)]
-
-
-@dataclass(frozen=True)
-class E2EOptions:
-    """The e2e probe: prompt size (words ~ tokens), output tokens, timeouts, cold heuristics.
-
-    Without the simulator's request counter, a first probe is "cold" when it took more than
-    ``cold_ratio`` times the immediate second probe and at least ``cold_min_s`` longer (the rule:
-    :func:`servelab.core.coldstart.classify_start`).
-    """
-
-    prompt_tokens: int = 512
-    max_tokens: int = 16
-    timeout_s: float = 120.0
-    cold_ratio: float = COLD_RATIO
-    cold_min_s: float = COLD_MIN_S
-
-
-def _prompt(words: int, salt: str) -> str:
-    vocab = ("prefill", "decode", "router", "cache", "page", "token", "transfer", "bootstrap")
-    body = " ".join(vocab[i % len(vocab)] for i in range(max(words - 12, 1)))
-    return f"servelab verify probe {salt}: repeat the last word of this text. {body}"
-
-
-async def _stream_once(base: str, model: str, prompt: str, opts: E2EOptions) -> RequestRecord:
-    record = RequestRecord(index=0, scheduled_ns=perf_counter_ns())
-    body = chat_body(model, prompt, opts.max_tokens)
-    deadline = perf_counter_ns() + int(opts.timeout_s * 1e9)
-    async with StreamClient(base, concurrency=1, idle_timeout_s=opts.timeout_s) as client:
-        return await client.stream("/v1/chat/completions", body, record, deadline_ns=deadline)
-
-
-def _timing(record: RequestRecord) -> dict[str, Any]:
-    """The request's status, timings, tokens and error (``error_detail``: the first 200
-    characters of what came with the error)."""
-    end = record.end_ns or record.sent_ns
-    first = next((t for t, n in zip(record.event_ns, record.event_tokens, strict=True) if n), None)
-    timing = {
-        "status": record.status,
-        "ttft_s": None if first is None else round((first - record.sent_ns) / 1e9, 4),
-        "total_s": round((end - record.sent_ns) / 1e9, 4),
-        "completion_tokens": record.output_tokens,
-        "prompt_tokens": record.input_tokens,
-        "error": record.error,
-    }
-    if record.error is not None:
-        timing["error_detail"] = " ".join(record.error_detail.split())[:200]
-    return timing
-
-
-def _record_failed(record: RequestRecord) -> bool:
-    """Failed: an error, or no content token in the stream."""
-    return record.error is not None or record.output_tokens <= 0
-
-
-async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int] | None:
-    """Each sim decode's requests served so far (None: not a servelab sim, or unknown)."""
-    counts = []
-    for url in decode_urls:
-        count = served_count(await http.get_json(url + "/server_info"))
-        if count is None:
-            return None
-        counts.append(count)
-    return counts or None
-
-
-def _classify(
-    before: list[int] | None, first: dict[str, Any], second: dict[str, Any] | None, opts: E2EOptions
-) -> StartClass:
-    """Cold, warm or unknown (:func:`~servelab.core.coldstart.classify_start`) from the timings."""
-    second_s = None if second is None else second["total_s"]
-    return classify_start(
-        before, first["total_s"], second_s, ratio=opts.cold_ratio, min_s=opts.cold_min_s
-    )
-
-
-async def e2e_check(
-    base: str, decode_urls: list[str], opts: E2EOptions
-) -> tuple[bool, str, dict[str, Any]]:
-    """One streaming chat completion through ``base`` (+ a second when cold or not a sim).
-
-    Returns (ok, code, data); a failed request's data holds its status and its error.
-    """
-    async with HttpClient() as http:
-        model = await http.model_id(base, 5.0) or "default"
-        before = await _requests_served(http, decode_urls)
-    first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
-    first = _timing(first_rec)
-    data: dict[str, Any] = {"model": model, **first, "decode_requests_before": before}
-    if _record_failed(first_rec):
-        return False, CHECK_E2E_FAILED, data
-    second = None
-    if needs_second_probe(before):
-        second_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "b"), opts)
-        second = data["second"] = _timing(second_rec)
-        if _record_failed(second_rec):
-            return False, CHECK_E2E_SECOND_FAILED, data
-    start = _classify(before, first, second, opts)
-    data.update(start=start.start, start_reason=start.reason)
-    return True, CHECK_E2E_PASSED, data
+    checks = [Check("e2e", entry, ok, code, data)]
+    if not ok:
+        return checks
+    try:
+        outcomes = await reach_outcomes(op, opts)
+    except ServelabError as exc:
+        return checks + _failed("e2e", op.spec.router_name or entry, exc)
+    return checks + [Check("e2e", o.service, o.ok, o.code, o.data) for o in outcomes]

@@ -8,6 +8,13 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
+from servelab.core.rolling import (
+    PHASE_ADD,
+    PHASE_DRAIN,
+    PHASE_REMOVE,
+    PHASE_RESTART,
+    PHASE_VERIFY,
+)
 from servelab.ops.deployresults import (
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT_HEALTHY,
@@ -16,6 +23,7 @@ from servelab.ops.deployresults import (
     ServiceStatus,
     Step,
 )
+from servelab.ops.rollingresults import Phase, RollingReport, WorkerRoll
 from servelab.report.text import plain_text
 from servelab.report.verify import check_detail, with_details
 
@@ -24,16 +32,19 @@ __all__ = [
     "render_deploy",
     "render_interruption",
     "render_restart",
+    "render_rolling",
     "render_status",
     "restart_json",
+    "rolling_json",
     "status_rows",
 ]
 
-STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness")
+STATUS_COLUMNS = ("service", "role", "host", "pid", "url", "readiness", "in router")
 
 
 def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
-    """One row per service: service, role, host, pid (and its source), url, readiness answer."""
+    """One row per service: service, role, host, pid (and its source), url, readiness answer,
+    and, for a worker, whether the router lists it (healthy / unhealthy / missing; - unknown)."""
     rows = []
     for item in statuses:
         if item.pid is None:
@@ -43,8 +54,16 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             if (item.pid_source or "").startswith("owner of port"):
                 pid += " (port owner)"
         answer = item.readiness.describe() if item.readiness is not None else "-"
-        rows.append([item.service, item.role, item.host, pid, item.url, answer])
+        rows.append([item.service, item.role, item.host, pid, item.url, answer, _in_router(item)])
     return rows
+
+
+def _in_router(item: ServiceStatus) -> str:
+    if item.in_router is None:
+        return "-"
+    if not item.in_router:
+        return "missing"
+    return "healthy" if item.router_healthy else "unhealthy"
 
 
 def render_status(statuses: list[ServiceStatus]) -> str:
@@ -111,8 +130,13 @@ def _down_line(report: RestartReport) -> str:
     return f"down: {', '.join(report.down)}; bring them back with: {shlex.join(report.recovery)}"
 
 
-def render_interruption(report: DeployReport | RestartReport) -> str:
-    """What an interrupted ``up`` stopped, or what an interrupted ``restart`` left down."""
+def render_interruption(report: DeployReport | RestartReport | RollingReport) -> str:
+    """What an interrupted ``up`` stopped, what an interrupted ``restart`` left down, or which
+    worker an interrupted rolling restart left out of the router."""
+    if isinstance(report, RollingReport):
+        if report.out is None:
+            return "rolling restart interrupted; every worker is in the router\n"
+        return f"rolling restart interrupted; {_out_line(report)}\n"
     if isinstance(report, DeployReport):
         stopped = ", ".join(report.stopped) or "nothing"
         return f"{report.action} interrupted; stopped what this run started: {stopped}\n"
@@ -127,4 +151,100 @@ def restart_json(report: RestartReport) -> dict[str, Any]:
     verification = doc.get("verification")
     if isinstance(verification, dict):
         doc["verification"] = {**verification, "checks": with_details(verification.get("checks"))}
+    return doc
+
+
+# -- rolling restarts ---------------------------------------------------------------------------
+
+_REASONS = {
+    "no_other_worker": "no other healthy {role} worker is in the router: removing it would stop "
+    "the service",
+    "still_listed": "the router still lists it after {timeout_s}s",
+    "not_drained": "{running} request(s) still running after {timeout_s}s",
+    "load_unreadable": "its /get_load answer could not be read (no running-request count)",
+    "not_listed": "the router does not list it healthy after {timeout_s}s",
+    "not_routed": "its served-request counter stayed at {served_before} after {polls} probe "
+    "request(s) through the router in {timeout_s}s",
+    "error": "{error}",
+}
+
+
+def _phase_detail(worker: WorkerRoll, phase: Phase) -> str:
+    data = phase.data
+    reason = data.get("reason")
+    if not phase.ok and phase.name == PHASE_RESTART:
+        return str((data.get("step") or {}).get("evidence", {}).get("error", "did not start"))
+    if not phase.ok and phase.name == PHASE_VERIFY and worker.verification is not None:
+        failed = worker.verification.failures
+        return "; ".join(f"{c.layer}: {check_detail(c)}" for c in failed)
+    if not phase.ok and isinstance(reason, str) and reason in _REASONS:
+        return _REASONS[reason].format_map({"role": worker.target.role, **data})
+    return _phase_ok_detail(phase)
+
+
+def _phase_ok_detail(phase: Phase) -> str:
+    data = phase.data
+    if phase.name == PHASE_REMOVE:
+        return "was not in the router" if data.get("already_out") else "removed"
+    if phase.name == PHASE_DRAIN:
+        return f"running {data.get('running')}"
+    if phase.name == PHASE_RESTART:
+        return f"pid {(data.get('step') or {}).get('pid')}"
+    if phase.name == PHASE_VERIFY:
+        return "knobs live, ready"
+    if phase.name == PHASE_ADD:
+        return "listed healthy"
+    if data.get("served_before") is None:
+        return "listed healthy (not a servelab sim: no request counter)"
+    return f"served requests {data.get('served_before')} -> {data.get('served_after')}"
+
+
+def _rolling_table(report: RollingReport) -> Table:
+    table = Table("worker", "phase", "ok", "seconds", "detail", title="rolling restart")
+    for worker in report.workers:
+        for phase in worker.phases:
+            ok = "ok" if phase.ok else "FAILED"
+            detail = _phase_detail(worker, phase)
+            table.add_row(worker.service, phase.name, ok, f"{phase.elapsed_s:.1f}", detail)
+    return table
+
+
+def _out_line(report: RollingReport) -> str:
+    state = "down and out of the router" if report.down else "out of the router"
+    ways = " ; or: ".join(shlex.join(command) for command in report.recovery)
+    return f"{report.out} is {state}; put it back with: {ways}"
+
+
+def render_rolling(report: RollingReport) -> str:
+    """The phases of every worker, then which worker is out (and how to put it back)."""
+    plan = " -> ".join(target.service for target in report.plan)
+    parts: list[RenderableType] = [f"rolling restart of {plan} through {report.router}"]
+    parts.append(_rolling_table(report))
+    if report.error is not None and not report.interrupted:
+        parts.append(f"error: {report.error}")
+    if report.out is not None:
+        parts.append(_out_line(report))
+    left = [t.service for t in report.plan[len(report.workers) :]]
+    if left and not report.ok:
+        parts.append(f"not rolled: {', '.join(left)}")
+    word = "INTERRUPTED" if report.interrupted else ("ok" if report.ok else "FAILED")
+    parts.append(f"rolling restart: {word}")
+    return plain_text(*parts)
+
+
+def rolling_json(report: RollingReport) -> dict[str, Any]:
+    """``restart --rolling --json``: the report, each failed phase with its reason sentence,
+    each worker's verification checks with theirs."""
+    doc = report.to_json()
+    for worker, item in zip(report.workers, doc["workers"], strict=True):
+        for phase, entry in zip(worker.phases, item["phases"], strict=True):
+            entry["detail"] = _phase_detail(worker, phase)
+        verification = item.get("verification")
+        if isinstance(verification, dict):
+            item["verification"] = {
+                **verification,
+                "checks": with_details(verification.get("checks")),
+            }
+    if report.out is not None:
+        doc["out_detail"] = _out_line(report)
     return doc

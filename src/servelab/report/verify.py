@@ -29,11 +29,15 @@ from servelab.core.checks import (
     CHECK_E2E_FAILED,
     CHECK_E2E_PASSED,
     CHECK_E2E_SECOND_FAILED,
+    CHECK_E2E_WORKER_REACHED,
+    CHECK_E2E_WORKER_UNCOUNTED,
+    CHECK_E2E_WORKER_UNREACHED,
     CHECK_HEALTH_ERROR,
     CHECK_HEALTH_HTTP_ERROR,
     CHECK_HEALTH_READY,
     CHECK_HEALTH_UNREACHABLE,
     CHECK_HEALTH_WORKER_READY,
+    CHECK_HEALTH_WORKERS_MISSING,
     CHECK_LIVE_DIFFERS,
     CHECK_LIVE_ERROR,
     CHECK_LIVE_FILE_UNREADABLE,
@@ -74,7 +78,7 @@ _TITLES = {
     "config": "config: env file vs spec and backup",
     "live": "live: /proc/PID/environ vs env file",
     "health": "health: readiness endpoints",
-    "e2e": "e2e: streaming chat completion through the entry point",
+    "e2e": "e2e: streaming chat completion through the entry point (xPyD: every worker)",
 }
 
 Data = Mapping[str, Any]
@@ -138,7 +142,17 @@ def _health_ready(data: Data) -> str:
     text = f"{data.get('path')} {data.get('status')} in {ms:.0f} ms"
     if "healthy_workers" in data:
         text += f" ({data['healthy_workers']}/{data.get('total_workers')} workers healthy)"
+    rows = data.get("workers")
+    if isinstance(rows, list) and rows:
+        listed = [f"{row.get('service')} {_listed(row)}" for row in rows if isinstance(row, dict)]
+        text += "; router lists " + ", ".join(listed)
     return text
+
+
+def _listed(row: Data) -> str:
+    if not row.get("listed"):
+        return "missing"
+    return "healthy" if row.get("healthy") else "unhealthy"
 
 
 def _request_failure(timing: Data) -> str:
@@ -227,10 +241,27 @@ _RENDERERS: dict[str, Callable[[Data], str]] = {
     ),
     CHECK_HEALTH_READY: _health_ready,
     CHECK_HEALTH_WORKER_READY: lambda d: f"{_health_ready(d)}; {WORKER_NOTE}",
+    CHECK_HEALTH_WORKERS_MISSING: lambda d: (
+        f"{_health_ready(d)}; but the router does not list {', '.join(d.get('missing') or [])} "
+        "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
+    ),
     CHECK_E2E_ERROR: _error,
     CHECK_E2E_FAILED: lambda d: f"chat completion failed: {_request_failure(d)}",
     CHECK_E2E_SECOND_FAILED: _second_failed,
     CHECK_E2E_PASSED: _e2e_passed,
+    CHECK_E2E_WORKER_REACHED: lambda d: (
+        f"reached through {d.get('via')}: served requests {d.get('served_before')} -> "
+        f"{d.get('served_after')} after {d.get('requests_sent')} request(s)"
+    ),
+    CHECK_E2E_WORKER_UNREACHED: lambda d: (
+        f"not reached through {d.get('via')}: served requests stayed at "
+        f"{d.get('served_before')} over {d.get('requests_sent')} request(s) "
+        f"(HTTP {', '.join(str(s) for s in d.get('statuses') or [])})"
+    ),
+    CHECK_E2E_WORKER_UNCOUNTED: lambda d: (
+        "not proven: no served-request counter (not a servelab sim); "
+        f"{d.get('requests_sent')} request(s) went through {d.get('via')}"
+    ),
 }
 
 

@@ -1,0 +1,197 @@
+"""The router's worker API: list, add and remove workers at run time (one implementation per
+router, behind :class:`RouterWorkers`).
+
+sglang-router 0.3.2 (checked by hand, PD mode; see ``docs/commands.md``, "rolling restarts"):
+
+- ``GET /workers`` -> ``{"workers": [{"id", "url", "worker_type", "is_healthy",
+  "bootstrap_port" (prefill), ...}]}``; a worker is listed only once its ``/health`` answered.
+- ``POST /workers {"url", "worker_type", "bootstrap_port"?}`` -> 202 ``{"worker_id", ...}``: the
+  add runs in the background (listed within a second when the worker is up; a worker that does
+  not answer is retried until ``--worker-startup-timeout-secs``, then dropped). Posting a URL the
+  router already has answers 202 too and changes nothing.
+- ``DELETE /workers/{id}`` -> 202 (404 ``WORKER_NOT_FOUND`` for an unknown id): gone from the list
+  at once; requests already sent to it finish normally (streams included), new ones go elsewhere.
+
+vllm-router 0.1.17 (checked by hand, PD mode, ``--vllm-pd-disaggregation``):
+
+- ``GET /workers`` -> ``{"workers": [{"url", "worker_type", "is_healthy", "load", ...}], "total",
+  "stats"}``: no id; a worker is named by its URL.
+- ``DELETE /workers/{URL, percent-encoded}`` -> 200 ``{"success": true, ...}`` (also for a URL it
+  does not have); an unencoded URL in the path answers 405.
+- Adding is **not possible** over HTTP in PD mode: ``POST /workers {"url", "worker_type"}`` and
+  ``POST /add_worker?url=...`` answer 400 ``PD router requires specific add_prefill_server or
+  add_decode_server methods``. So :attr:`VllmRouterWorkers.can_add` is False and a rolling
+  restart refuses a vLLM deployment before it removes anything.
+
+Every exchange goes through :class:`~servelab.io.http.HttpClient` (the one HTTP seam).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from servelab.errors import DeployError
+from servelab.io.http import HttpClient, ProbeResult
+
+__all__ = [
+    "RouterApiError",
+    "RouterWorker",
+    "RouterWorkers",
+    "SglangRouterWorkers",
+    "VllmRouterWorkers",
+    "router_workers",
+]
+
+_TIMEOUT_S = 10.0
+
+
+class RouterApiError(DeployError):
+    """The router's worker API did not answer as expected (status, body in the message)."""
+
+
+@dataclass(frozen=True)
+class RouterWorker:
+    """One worker as the router lists it."""
+
+    id: str
+    url: str
+    role: str
+    healthy: bool
+    bootstrap_port: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "url": self.url, "role": self.role, "healthy": self.healthy,
+                "bootstrap_port": self.bootstrap_port}  # fmt: skip
+
+
+class RouterWorkers(Protocol):
+    """What a rolling restart needs from a router: its workers, and adding/removing one."""
+
+    base_url: str
+    #: Whether :meth:`add` can put a worker back (a rolling restart needs it).
+    can_add: bool
+
+    async def list(self) -> list[RouterWorker]:
+        """Every worker the router has registered now."""
+        ...
+
+    async def add(self, url: str, role: str, bootstrap_port: int | None = None) -> str | None:
+        """Ask the router to add the worker; the id it answers with (None if it gave none)."""
+        ...
+
+    async def remove(self, worker_id: str) -> bool:
+        """Ask the router to drop the worker; False when it did not know the id."""
+        ...
+
+
+def _failure(what: str, result: ProbeResult) -> RouterApiError:
+    return RouterApiError(f"{what}: {result.describe()}")
+
+
+def _worker(item: Any) -> RouterWorker | None:
+    """One listed worker; its id is the router's, else (vllm-router) its URL."""
+    if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+        return None
+    port = item.get("bootstrap_port")
+    worker_id = item.get("id")
+    return RouterWorker(
+        id=worker_id if isinstance(worker_id, str) else str(item["url"]).rstrip("/"),
+        url=str(item.get("url", "")).rstrip("/"),
+        role=str(item.get("worker_type", "")),
+        healthy=bool(item.get("is_healthy")),
+        bootstrap_port=port if isinstance(port, int) else None,
+    )
+
+
+async def _list(http: HttpClient, base_url: str) -> list[RouterWorker]:
+    url = base_url + "/workers"
+    result = await http.probe(url, timeout=_TIMEOUT_S, body_limit=None)
+    if result.status != 200:
+        raise _failure(f"GET {url}", result)
+    try:
+        items = json.loads(result.body)["workers"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise RouterApiError(f"GET {url}: not a worker list: {result.body[:160]}") from exc
+    workers = [_worker(item) for item in items] if isinstance(items, list) else []
+    return [worker for worker in workers if worker is not None]
+
+
+class SglangRouterWorkers:
+    """sglang-router 0.3.2's ``/workers`` API at ``base_url``."""
+
+    can_add = True
+
+    def __init__(self, base_url: str, http: HttpClient) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = http
+
+    async def list(self) -> list[RouterWorker]:
+        return await _list(self._http, self.base_url)
+
+    async def add(self, url: str, role: str, bootstrap_port: int | None = None) -> str | None:
+        body: dict[str, Any] = {"url": url, "worker_type": role}
+        if bootstrap_port is not None:
+            body["bootstrap_port"] = bootstrap_port
+        where = self.base_url + "/workers"
+        result = await self._http.probe(
+            where, timeout=_TIMEOUT_S, method="POST", json_body=body, body_limit=None
+        )
+        if result.status not in (200, 201, 202):
+            raise _failure(f"POST {where} {json.dumps(body)}", result)
+        try:
+            worker_id = json.loads(result.body).get("worker_id")
+        except (ValueError, AttributeError):
+            return None
+        return worker_id if isinstance(worker_id, str) else None
+
+    async def remove(self, worker_id: str) -> bool:
+        where = f"{self.base_url}/workers/{worker_id}"
+        result = await self._http.probe(where, timeout=_TIMEOUT_S, method="DELETE")
+        if result.status == 404:
+            return False
+        if result.status not in (200, 202, 204):
+            raise _failure(f"DELETE {where}", result)
+        return True
+
+
+class VllmRouterWorkers:
+    """vllm-router 0.1.17's ``/workers`` API at ``base_url``: list and remove (by URL); it cannot
+    add a worker in PD mode (:meth:`add` raises)."""
+
+    can_add = False
+
+    def __init__(self, base_url: str, http: HttpClient) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = http
+
+    async def list(self) -> list[RouterWorker]:
+        return await _list(self._http, self.base_url)
+
+    async def add(self, url: str, role: str, bootstrap_port: int | None = None) -> str | None:
+        raise RouterApiError(
+            f"vllm-router cannot add {url} back: in PD mode its POST /workers answers 400 "
+            "(PD router requires specific add_prefill_server or add_decode_server methods); "
+            "restart the router to register it again (`servelab restart ROUTER`)"
+        )
+
+    async def remove(self, worker_id: str) -> bool:
+        where = f"{self.base_url}/workers/{quote(worker_id, safe='')}"
+        result = await self._http.probe(where, timeout=_TIMEOUT_S, method="DELETE")
+        if result.status not in (200, 202, 204):
+            raise _failure(f"DELETE {where}", result)
+        return True
+
+
+def router_workers(kind: str, base_url: str, http: HttpClient) -> RouterWorkers:
+    """The worker API of a ``kind`` router (:func:`servelab.core.rolling.router_kind`)."""
+    if kind == "sglang":
+        return SglangRouterWorkers(base_url, http)
+    if kind == "vllm":
+        return VllmRouterWorkers(base_url, http)
+    raise RouterApiError(
+        f"no worker API is known for the {kind} router "
+        "(a RouterWorkers implementation in servelab.io.routerworkers)"
+    )
