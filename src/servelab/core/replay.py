@@ -157,6 +157,7 @@ def _at(cells: Sequence[Cell], hop: str, payload: str = FAILING) -> list[Cell]:
 
 def _guilty(pairs: list[Cell], role: str) -> str | None:
     """The one worker of ``role`` in every failing pair and in no working pair."""
+
     def of(c: Cell) -> str:
         return c.prefill if role == "prefill" else c.decode
 

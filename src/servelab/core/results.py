@@ -318,6 +318,12 @@ class SoakDocument:
     localized: bool = False
     observations: tuple[Mapping[str, Any], ...] = ()
     findings: tuple[SoakFinding, ...] = ()
+    #: Every failed request with its signature; one localization (replay matrix, sources) per
+    #: distinct signature; the engines' start (cold/warm); why failures gave no finding.
+    failures: tuple[Mapping[str, Any], ...] = ()
+    localizations: tuple[Mapping[str, Any], ...] = ()
+    start: Mapping[str, Any] | None = None
+    undecided: Mapping[str, Any] | None = None
 
     @property
     def knobs(self) -> Mapping[str, Any]:
@@ -344,6 +350,10 @@ class SoakDocument:
             localized=bool(doc.get("localized")),
             observations=objs(doc.get("observations")),
             findings=tuple(SoakFinding.from_json(f) for f in objs(doc.get("findings"))),
+            failures=objs(doc.get("failures")),
+            localizations=objs(doc.get("localizations")),
+            start=None if doc.get("start") is None else obj(doc.get("start")),
+            undecided=None if doc.get("undecided") is None else obj(doc.get("undecided")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -364,4 +374,8 @@ class SoakDocument:
             "localized": self.localized,
             "observations": [dict(o) for o in self.observations],
             "findings": [f.to_json() for f in self.findings],
+            "failures": [dict(f) for f in self.failures],
+            "localizations": [dict(x) for x in self.localizations],
+            "start": None if self.start is None else dict(self.start),
+            "undecided": None if self.undecided is None else dict(self.undecided),
         }
