@@ -176,7 +176,8 @@ def _pair_verdict(pairs: list[Cell], minimal: list[Cell]) -> Located:
     layer = "prefill" if side == "prefill" else "decode_transfer"
     small = [c for c in minimal if c.ok and (not worker or worker in (c.prefill, c.decode))]
     ids = tuple(c.id for c in failing)
-    return Located(layer, worker, HOP_PAIR, REASON_ENGINE_PAIR, ids, (), bool(small))
+    working = tuple(c.id for c in [*pairs, *small] if c.ok)
+    return Located(layer, worker, HOP_PAIR, REASON_ENGINE_PAIR, ids, working, bool(small))
 
 
 def _hop_verdict(cells: Sequence[Cell], hop: str, inner: list[Cell]) -> Located | None:

@@ -173,15 +173,15 @@ async def _session(run: _Run, outcome: SessionOutcome) -> None:
         for rnd in range(cfg.rounds):
             body = conv.request_body(model=run.result.model, max_tokens=cfg.max_tokens)
             raw = json.dumps(body).encode()
-            age, carried = session_client.connections.age_s(), session_client.connections.carried
             run.inflight += 1
             try:
                 ex = await exchange(session_client, raw, rnd)
             finally:
                 run.inflight -= 1
                 outcome.requests += 1
-            outcome.connections = session_client.connections.opened
-            if not _account(run, outcome, (age, carried), ex, body):
+            conns = session_client.connections
+            outcome.connections = conns.opened
+            if not _account(run, outcome, (conns.age_s(), conns.carried), ex, body):
                 return
             conv.add_answer(ex.answer)
             outcome.rounds_done += 1
