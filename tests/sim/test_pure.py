@@ -7,7 +7,7 @@ import json
 import pytest
 
 from servelab.errors import SimError
-from servelab.sim.faults import AbortTracker, Faults, parse_wedge
+from servelab.sim.faults import AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.protocol import (
     GenRequest,
@@ -114,6 +114,26 @@ def test_faults_from_env_and_updates() -> None:
         with pytest.raises(SimError):
             Faults().updated(bad)
     assert parse_wedge("off") is None
+
+
+def test_issue9_fault_switches_from_env_and_updates() -> None:
+    env = {
+        "SERVELAB_SIM_WEDGE": "1",
+        "SERVELAB_SIM_NO_METRICS": "true",
+        "SERVELAB_SIM_TRANSFER_FAIL_OVER_TOKENS": "100",
+        "SERVELAB_SIM_FAIL_FAST_S": "30",
+    }
+    f = Faults.from_env(env)
+    assert f.wedge and f.no_metrics and f.fail_fast_s == 30.0
+    assert f.transfer_fails(0.99, 101) and not f.transfer_fails(0.99, 100)
+    assert Faults(transfer_fail_over_tokens=0).transfer_fails(0.99, 1)
+    off = f.updated({"wedge": False, "no_metrics": None, "fail_fast_s": None})
+    assert not off.wedge and not off.no_metrics and off.fail_fast_s == 0.0
+    assert parse_flag("wedge", "off") is False and parse_flag("wedge", True) is True
+    assert off.as_json()["transfer_fail_over_tokens"] == 100
+    for bad in ({"wedge": "maybe"}, {"fail_fast_s": -1}, {"transfer_fail_over_tokens": -1}):
+        with pytest.raises(SimError):
+            Faults().updated(bad)
 
 
 def test_abort_tracker_window() -> None:
