@@ -12,7 +12,8 @@ model and rule). The hops, innermost first (:data:`HOPS`):
 4. :data:`HOP_REUSED`: through the entry point on a reused connection (as many requests carried
    before as the failed one had), only when the failure was on a reused connection.
 
-Each hop is tried streaming and not. :func:`locate` reads the layer: the first hop, from the
+Each hop is tried streaming and not (the streaming cells decide, as the soak streams; the others
+are read as evidence). :func:`locate` reads the layer: the first hop, from the
 engines outwards, at which the failing payload fails after working at the hop inside it; a pair
 that fails names its worker (the one common to every failing pair and absent from every working
 one). When the minimal payload passes where the failing one fails, the failure depends on size and
@@ -197,8 +198,14 @@ def _hop_verdict(cells: Sequence[Cell], hop: str, inner: list[Cell]) -> Located 
     return Located(layer, None, hop, reason, tuple(c.id for c in failed), working, small)
 
 
-def locate(cells: Sequence[Cell]) -> Located:
-    """The first hop, from the engines outwards, at which the failing payload fails."""
+def locate(cells: Sequence[Cell], *, stream: bool = True) -> Located:
+    """The first hop, from the engines outwards, at which the failing payload fails.
+
+    Only the cells of the soak's own mode decide (``stream``: the soak streams); the others are
+    evidence to read, not to compare: a long answer not streamed gets no byte until its end, so
+    it may pass the idle timeout where the same answer streamed is fine.
+    """
+    cells = [c for c in cells if c.stream is stream]
     pairs = _at(cells, HOP_PAIR)
     if any(not c.ok for c in pairs):
         return _pair_verdict(pairs, _at(cells, HOP_PAIR, MINIMAL))
