@@ -17,6 +17,7 @@ import pytest
 
 from servelab.core.observe import Localization
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.report.soakmatrix import matrix_lines
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support import free_ports
@@ -50,6 +51,7 @@ def _run(config: SoakConfig, targets: Targets, fault: str) -> SoakResult:
             f"reason={m.located.reason} cells={len(m.cells)} matrix_s={m.elapsed_s:.2f} "
             f"localization_s={loc.elapsed_s:.2f} soak_s={elapsed:.2f}"
         )
+        print("\n".join(matrix_lines(loc)))
     return result
 
 

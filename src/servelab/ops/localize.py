@@ -123,12 +123,14 @@ async def _evidence(
     failure: Failure,
     body: dict[str, Any],
     model: str,
-    idle: float,
+    bounds: tuple[float, float | None],
 ) -> Localization:
+    idle, deadline = bounds
     probe_s = min(5.0, idle)
     t0 = time.monotonic()
     before = await _scrape(http, targets.workers, probe_s)
-    matrix = await replay_matrix(targets, failure, body, model=model, idle_s=idle)
+    until = None if deadline is None else deadline - 2 * probe_s
+    matrix = await replay_matrix(targets, failure, body, model=model, idle_s=idle, deadline=until)
     probes, metrics, loads = await asyncio.gather(
         _probes(http, targets, probe_s),
         _router_metrics(http, targets, probe_s),
@@ -154,13 +156,16 @@ async def localize(
     idle_timeout_s: float,
     progress: Progress | None = None,
     http: HttpClient | None = None,
+    deadline: float | None = None,
 ) -> Localization:
     """The replay matrix for ``failure`` (its payload ``body``) and every other source, each
-    request bounded by the idle timeout. Probes and scrapes go on ``http`` when given."""
+    request bounded by the idle timeout; the bisection stops in time for the probes to finish
+    before ``deadline`` (monotonic). Probes and scrapes go on ``http`` when given."""
     say = progress or (lambda _msg: None)
     say(f"localizing {failure.signature}: replaying the payload through every hop")
     async with using_client(http) as client:
-        return await _evidence(client, targets, failure, body, model, idle_timeout_s)
+        bounds = (idle_timeout_s, deadline)
+        return await _evidence(client, targets, failure, body, model, bounds)
 
 
 async def _served(http: HttpClient, targets: Targets) -> list[int] | None:

@@ -186,14 +186,22 @@ async def _bisect_cell(
 
 
 async def _bisect(
-    targets: Targets, loc: Located, cells: list[Cell], failing: dict[str, Any], idle: float
+    targets: Targets,
+    loc: Located,
+    cells: list[Cell],
+    failing: dict[str, Any],
+    bounds: tuple[float, float],
 ) -> Bisection | None:
-    """Bisect the payload size through the located hop (streaming), at most a few steps."""
+    """Bisect the payload size through the located hop (streaming), at most a few steps, each
+    started only while one more idle timeout fits before ``deadline``."""
+    idle, deadline = bounds
     if not loc.size_dependent:
         return None
     ok_bytes, fail_bytes = payload_size(e2e_probe_body(model="m")), payload_size(failing)
     steps: list[Cell] = []
     while (size := bisect_next(ok_bytes, fail_bytes, len(steps))) is not None:
+        if time.monotonic() + idle > deadline:
+            break
         cell = await _bisect_cell(targets, loc, cells, shrink(failing, size), idle)
         if cell is None:
             break
@@ -206,13 +214,21 @@ async def _bisect(
 
 
 async def replay_matrix(
-    targets: Targets, failure: Failure, failing: dict[str, Any], *, model: str, idle_s: float
+    targets: Targets,
+    failure: Failure,
+    failing: dict[str, Any],
+    *,
+    model: str,
+    idle_s: float,
+    deadline: float | None = None,
 ) -> Matrix:
     """Every cell for ``failing`` (and the minimal payload), located; bisected when the failure
-    depends on size. Each request is bounded by ``idle_s``; the cells run concurrently."""
+    depends on size (while time is left before ``deadline``, monotonic). Each request is bounded
+    by ``idle_s``; the cells run concurrently."""
     start = time.monotonic()
     minimal = e2e_probe_body(model=model)
     cells = list(await asyncio.gather(*_jobs(targets, failure, failing, minimal, idle_s)))
     loc = locate(cells)
-    bisection = await _bisect(targets, loc, cells, failing, idle_s)
+    until = start + 5 * idle_s if deadline is None else deadline
+    bisection = await _bisect(targets, loc, cells, failing, (idle_s, until))
     return Matrix(tuple(cells), loc, bisection, time.monotonic() - start)

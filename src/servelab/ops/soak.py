@@ -267,6 +267,7 @@ async def _localize(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
             idle_timeout_s=run.config.idle_timeout_s,
             progress=run.progress,
             http=run.http,
+            deadline=run.deadline,
         )
     run.result.localizations.append(found)
     run.result.localized = True
