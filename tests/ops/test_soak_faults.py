@@ -17,6 +17,7 @@ import pytest
 
 from servelab.core.observe import Localization
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.report.soak import render_soak, soak_record
 from servelab.report.soakmatrix import matrix_lines
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.settings import ENV_WARMUP_S
@@ -209,6 +210,8 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named(
             stop_process(proc)  # type: ignore[arg-type]
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode1"), result.findings
+    assert soak_record(result).findings[0].worker == "decode1"  # stored and worded too
+    assert "worker decode1" in render_soak(result)
     obs = {o.id: o for o in result.observations}
     assert obs["metrics.decode1.progress"].healthy is None  # unknown, not healthy
     assert obs["probe.decode1.health"].healthy is True

@@ -182,6 +182,7 @@ class SoakFinding:
     title: str = ""
     advice: str = ""
     evidence: tuple[Any, ...] = ()
+    worker: str | None = None  # the worker singled out (None: the layer as a whole)
 
     @classmethod
     def from_json(cls, finding: Mapping[str, Any]) -> SoakFinding:
@@ -191,16 +192,20 @@ class SoakFinding:
             str(finding.get("title", "")),
             str(finding.get("advice", "")),
             tuple(finding.get("evidence") or ()),
+            opt_str(finding.get("worker")),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "layer": self.layer,
             "confidence": self.confidence,
             "title": self.title,
             "advice": self.advice,
             "evidence": list(self.evidence),
         }
+        if self.worker is not None:
+            doc["worker"] = self.worker
+        return doc
 
 
 @dataclass(frozen=True)

@@ -138,13 +138,21 @@ def soak_finding(finding: Finding, obs: list[Observation]) -> SoakFinding:
         for i in ids
         if i in by_id
     ]
-    worker = [{"id": "worker", "supports": True, "text": f"worker: {finding.worker}"}]
+    worker = [
+        {
+            "id": "worker",
+            "supports": True,
+            "text": f"worker: {finding.worker}",
+            "data": {"worker": finding.worker},
+        }
+    ]
     return SoakFinding(
         layer=finding.layer,
         confidence=finding.confidence,
         title=LAYER_TITLES.get(finding.layer, finding.layer),
         advice=LAYER_ADVICE.get(finding.layer, ""),
         evidence=tuple((worker if finding.worker else []) + evidence),
+        worker=finding.worker,
     )
 
 
