@@ -120,7 +120,7 @@ def test_the_matrix_is_stored_with_the_soak_and_printed_as_a_table(tmp_path: Pat
     assert "located: a fresh connection gets it through; a reused one fails it -> client_proxy" in (
         text
     )
-    assert "engines at start: warm (served-before" in text
+    assert "engines at start: warm (served-before, 12 served before)" in text
 
 
 def test_no_finding_says_why_and_which_probe_would_tell() -> None:

@@ -95,7 +95,8 @@ def _state(cell: Mapping[str, Any] | Cell) -> str:
         head = "" if c.first_byte_s is None else f", head {c.first_byte_s:.2f} s"
         return f"ok {c.status} in {c.elapsed_s:.2f} s{head}"
     side = f" ({c.side} side)" if c.side else ""
-    return f"{c.outcome.upper()}{side} after {c.elapsed_s:.2f} s: {c.detail[:60]}"
+    detail = c.detail if len(c.detail) <= 60 else c.detail[:59] + "…"
+    return f"{c.outcome.upper()}{side} after {c.elapsed_s:.2f} s: {detail}"
 
 
 def matrix_lines(loc: Localization) -> list[str]:
@@ -128,11 +129,11 @@ def matrix_lines(loc: Localization) -> list[str]:
 
 
 def start_line(start: StartClass) -> str:
-    took = "" if start.first_s is None else f", first request {start.first_s:.2f} s"
-    second = "" if start.second_s is None else f", then {start.second_s:.2f} s"
-    return (
-        f"engines at start: {start.start} ({start.reason}{took}{second}); warmed before measuring"
-    )
+    if start.second_s is None or start.first_s is None:  # the counter told: no request sent
+        served = "" if start.served_before is None else f", {start.served_before} served before"
+        return f"engines at start: {start.start} ({start.reason}{served})"
+    took = f"first request {start.first_s:.2f} s, then {start.second_s:.2f} s"
+    return f"engines at start: {start.start} ({start.reason}, {took}); warmed before measuring"
 
 
 def undecided_lines(why: Undecided) -> list[str]:
@@ -161,7 +162,8 @@ def _matrix_text(o: Observation) -> str:
         return f"payload bisected: works at {d['ok_bytes']} B, fails at {d['fail_bytes']} B"
     mode = "streaming" if d["stream"] else "not streaming"
     hop = HOP_TITLES.get(d["hop"], d["hop"])
-    what = f"{d['payload']} payload ({d['payload_bytes']} B) {hop} {d['target']}, {mode}"
+    where = hop if d["target"] == "entry" else f"{hop} {d['target']}"
+    what = f"{d['payload']} payload ({d['payload_bytes']} B) {where}, {mode}"
     if d["outcome"] == "ok":
         return f"{what}: HTTP {d['status']} in {d['elapsed_s']} s"
     side = f" on the {d['side']} side" if d.get("side") else ""
