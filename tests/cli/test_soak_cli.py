@@ -95,6 +95,13 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     assert {"replay.fresh_entry", "replay.direct_router"} <= support
     assert all(e["text"] for e in top["evidence"])
     assert doc["stalls"][0]["connection_requests"] == 1
+    # the spec gives the prefill's bootstrap port and the router's metrics port: the matrix
+    # replays the pair straight, and the router's own metrics answered
+    (loc,) = doc["localizations"]
+    assert loc["matrix"]["located"]["reason"] == "connection_reuse"
+    assert any(c["hop"] == "pair" and c["outcome"] == "ok" for c in loc["matrix"]["cells"])
+    assert loc["router_metrics"]["known"] is True
+    assert doc["targets"]["metrics_url"] == f"http://127.0.0.1:{stack.prometheus_port}"
     with Ledger.open(ledger_path) as ledger:
         soak = ledger.get_soak(doc["soak_id"])
         evidence = ledger.list_evidence(case_id)
