@@ -12,76 +12,31 @@ import json
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from subprocess import Popen
 
 import pytest
 
-from tests.support import free_ports
+from tests.support import free_port
 from tests.support.http import get_json, get_status, metric, post, set_faults
+from tests.support.pd2 import two_decode_stack
 from tests.support.stack import start_process, stop_process, wait_http
 
-PY = [sys.executable, "-m", "servelab", "sim"]
-BASE_ENV = {"SERVELAB_SIM_TIME_SCALE": "0.05", "SERVELAB_SIM_WARMUP_S": "0"}
 
+@dataclass(frozen=True)
+class Two:
+    """The 1P2D stack's URLs: decode ``wedged`` (started so, no metrics) and ``healthy``."""
 
-@dataclass
-class TwoDecodes:
-    """prefill + decode ``a`` (started wedged, no metrics) + decode ``b`` + the real router."""
-
-    ports: list[int]
-    procs: list[Popen[bytes]] = field(default_factory=list)
-
-    def url(self, i: int) -> str:
-        return f"http://127.0.0.1:{self.ports[i]}"
-
-    @property
-    def prefill(self) -> str:
-        return self.url(0)
-
-    @property
-    def wedged(self) -> str:
-        return self.url(2)
-
-    @property
-    def healthy(self) -> str:
-        return self.url(3)
-
-    @property
-    def router(self) -> str:
-        return self.url(4)
-
-
-def _start(st: TwoDecodes, logs: Path) -> None:
-    p, boot, a, b, router, prom = st.ports
-    wedged_env = {**BASE_ENV, "SERVELAB_SIM_WEDGE": "1", "SERVELAB_SIM_NO_METRICS": "1"}
-    for argv, env, log in (
-        ([*PY, "prefill", "--port", str(p), "--bootstrap-port", str(boot)], BASE_ENV, "p"),
-        ([*PY, "decode", "--port", str(a)], wedged_env, "a"),
-        ([*PY, "decode", "--port", str(b)], BASE_ENV, "b"),
-    ):
-        st.procs.append(start_process([*argv, "--admin"], logs / f"{log}.log", env))
-    for i, proc in zip((0, 2, 3), st.procs, strict=True):
-        wait_http(st.url(i) + "/health", 30, proc)
-    argv = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
-    argv += ["--port", str(router), "--pd-disaggregation", "--prefill", st.prefill, str(boot)]
-    argv += ["--decode", st.wedged, "--decode", st.healthy, "--policy", "round_robin"]
-    argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(prom)]
-    argv += ["--worker-startup-timeout-secs", "60", "--health-check-interval-secs", "1"]
-    st.procs.append(start_process(argv, logs / "router.log"))
-    wait_http(st.router + "/readiness", 60, st.procs[-1])
+    router: str
+    wedged: str
+    healthy: str
 
 
 @pytest.fixture(scope="module")
-def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoDecodes]:
-    st = TwoDecodes(free_ports(6))
-    try:
-        _start(st, tmp_path_factory.mktemp("two-decodes"))
-        yield st
-    finally:
-        for proc in reversed(st.procs):
-            stop_process(proc)
+def two() -> Iterator[Two]:
+    wedged = {"SERVELAB_SIM_WEDGE": "1", "SERVELAB_SIM_NO_METRICS": "1"}
+    with two_decode_stack(decode_envs=(wedged, {})) as st:
+        yield Two(st.router_url, *st.decode_urls)
 
 
 def _chat(i: int) -> dict[str, object]:
@@ -95,7 +50,7 @@ def _try(url: str, i: int, timeout: float) -> int | None:
         return None
 
 
-def test_one_of_two_decodes_wedged_health_200_metrics_404(two: TwoDecodes) -> None:
+def test_one_of_two_decodes_wedged_health_200_metrics_404(two: Two) -> None:
     assert get_status(two.wedged + "/health") == 200
     assert get_status(two.wedged + "/metrics") == 404  # absent: unknown, never healthy
     assert get_status(two.healthy + "/metrics") == 200
@@ -109,7 +64,7 @@ def test_one_of_two_decodes_wedged_health_200_metrics_404(two: TwoDecodes) -> No
     assert metric(two.healthy, "sglang:num_requests_total") >= 2
 
 
-def test_unwedging_at_run_time_lets_hung_requests_finish(two: TwoDecodes) -> None:
+def test_unwedging_at_run_time_lets_hung_requests_finish(two: Two) -> None:
     with ThreadPoolExecutor(1) as pool:
         hung = pool.submit(_try, two.wedged, 10, 20)
         assert _try(two.healthy, 11, 10) == 200
@@ -123,3 +78,20 @@ def test_unwedging_at_run_time_lets_hung_requests_finish(two: TwoDecodes) -> Non
         assert _try(two.healthy, 12, 2) is None
     finally:
         set_faults(two.healthy, wedge=False)
+
+
+def test_flags_at_start_win_and_zero_is_a_value(tmp_path: Path) -> None:
+    port = free_port()
+    argv = [sys.executable, "-m", "servelab", "sim", "decode", "--port", str(port), "--admin"]
+    argv += ["--wedge", "--no-metrics", "--transfer-fail-over-tokens", "0", "--fail-fast-s", "0"]
+    env = {"SERVELAB_SIM_TIME_SCALE": "0.05", "SERVELAB_SIM_FAIL_FAST_S": "30"}
+    proc = start_process(argv, tmp_path / "decode.log", env)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        wait_http(base + "/health", 30, proc)
+        faults = get_json(base + "/_servelab/faults")
+        assert faults["wedge"] is True and faults["no_metrics"] is True
+        assert faults["transfer_fail_over_tokens"] == 0
+        assert faults["fail_fast_s"] == 0.0 and faults["failing_fast"] is False  # flag beat env
+    finally:
+        stop_process(proc)

@@ -47,6 +47,7 @@ def test_room_that_never_arrives_times_out_with_500(tmp_path: Path) -> None:
         assert 0.9 <= elapsed < 5
         info = get_json(base + "/server_info")["servelab"]
         assert info["knobs"]["SGLANG_DISAGGREGATION_WAITING_TIMEOUT"] == 1
+        assert metric(base, "sglang:num_transfer_failed_reqs_total") == 1  # a timeout counts
     finally:
         stop_process(proc)
 

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from servelab.core.knobs import ENV_ALLOW_LIST
+from servelab.core.knobs import ENV_ALLOW_LIST, check_knob_name
+from servelab.core.spec import DEFAULT_SPEC_TOML, parse_spec
 from servelab.sim.profile import DEFAULT_PROFILE, mla_stall_above
 from servelab.sim.settings import load_settings
 from tests.support.http import get_json, get_status, metric, post, sse_events
@@ -31,6 +32,8 @@ def chat(prompt: str, **extra: object) -> dict[str, object]:
 
 def test_the_knob_is_discoverable_and_pure() -> None:
     assert KNOB == "SGLANG_SM120_MLA_KV_TILE" and KNOB in ENV_ALLOW_LIST
+    spec = parse_spec(DEFAULT_SPEC_TOML, source="default")
+    assert check_knob_name(spec, "decode", KNOB) is spec.service("decode")  # knob set can act
     assert mla_stall_above(DEFAULT_PROFILE, 0) is None  # auto never stalls
     assert mla_stall_above(DEFAULT_PROFILE, 32) == 2048
     settings = load_settings("decode", env={KNOB: "32"})

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from servelab.core.knobs import ENV_ALLOW_LIST
 from servelab.errors import SimError
-from servelab.sim.faults import AbortTracker, Faults, parse_flag, parse_wedge
+from servelab.sim.faults import ENV_VARS, AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.protocol import (
     GenRequest,
@@ -17,6 +18,7 @@ from servelab.sim.protocol import (
     stream_token,
     token_frame,
 )
+from servelab.sim.proxyfaults import PROXY_ENV_VARS
 from servelab.sim.settings import load_settings
 from servelab.sim.text import count_tokens, plan_output
 
@@ -134,6 +136,11 @@ def test_issue9_fault_switches_from_env_and_updates() -> None:
     for bad in ({"wedge": "maybe"}, {"fail_fast_s": -1}, {"transfer_fail_over_tokens": -1}):
         with pytest.raises(SimError):
             Faults().updated(bad)
+
+
+def test_every_fault_variable_is_allow_listed() -> None:
+    names = set(ENV_VARS.values()) | set(PROXY_ENV_VARS.values())
+    assert names <= set(ENV_ALLOW_LIST)
 
 
 def test_abort_tracker_window() -> None:

@@ -73,9 +73,14 @@ async def _worker_main(role: Role, opts: dict[str, Any], faults: dict[str, Any])
     await _until_signal(serve(settings, stop), stop)
 
 
+def _given(value: Any) -> bool:
+    """Whether a flag was given: not None, not an unset boolean flag (``0`` is a value)."""
+    return value is not None and value is not False
+
+
 def _run_worker(role: Role, opts: dict[str, Any]) -> None:
     fault_keys = tuple(FAULT_ENV_VARS)  # an unset flag (None, False) leaves the env's value
-    faults = {k: opts[k] for k in fault_keys if opts.get(k) not in (None, False)}
+    faults = {k: opts[k] for k in fault_keys if _given(opts.get(k))}
     for k in fault_keys:
         opts.pop(k, None)
     run(_worker_main(role, opts, faults))
@@ -119,7 +124,7 @@ def register(group: click.Group) -> None:
     @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
     def proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:
         """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""
-        given = {k: v for k, v in flags.items() if v not in (None, False)}
+        given = {k: v for k, v in flags.items() if _given(v)}
         faults = ProxyFaults.from_env().updated(given)
         err_console.print(f"servelab sim proxy on {host}:{port} -> {upstream}")
         stop = asyncio.Event()

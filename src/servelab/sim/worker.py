@@ -240,6 +240,7 @@ class Worker:
                 state = kv if isinstance(kv, str) else "WaitingForInput"
                 timeout = self.settings.waiting_timeout_s
                 reason = f"Request {item.room} timed out after {timeout:g} s in KVPoll.{state}"
+                self.metrics.transfer_failed += 1  # SGLang counts a timed-out poll as failed
                 self._note_room(item.room, "", "Failed")
                 return TransferError.of(item.room, state, reason)
             await asyncio.sleep(
