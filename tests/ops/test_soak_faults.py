@@ -8,10 +8,8 @@ it; the localization's wall time is printed (``LOCTIME ...``) for the closing no
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -21,10 +19,10 @@ from servelab.report.soak import render_soak, soak_record
 from servelab.report.soakmatrix import matrix_lines
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.settings import ENV_WARMUP_S
-from tests.support import free_ports
 from tests.support.http import post, set_faults
+from tests.support.pd2 import two_decode_stack
 from tests.support.processes import children
-from tests.support.stack import SimStack, sim_stack, start_process, stop_process, wait_http
+from tests.support.stack import SimStack, sim_stack, stop_process
 
 SCALE = 0.05
 
@@ -162,52 +160,19 @@ def test_the_guilty_long_context_knob_hangs_long_payloads_in_decode() -> None:
 
 
 # ------------------------------------------------------------------- one of two decodes wedged
-def _start_1p2d(log: Path) -> tuple[dict[str, object], list[object]]:
-    ports = free_ports(6)
-    prefill, boot, d0, d1, router, prom = ports
-    env = {"SERVELAB_SIM_TIME_SCALE": str(SCALE)}
-    py = [sys.executable, "-m", "servelab", "sim"]
-    procs = [
-        start_process([*py, "prefill", "--port", str(prefill), "--bootstrap-port", str(boot),
-                       "--admin"], log / "prefill.log", env),
-        start_process([*py, "decode", "--port", str(d0), "--admin"], log / "d0.log", env),
-        start_process([*py, "decode", "--port", str(d1), "--admin"], log / "d1.log", env),
-    ]  # fmt: skip
-    urls = {"prefill": prefill, "decode0": d0, "decode1": d1}
-    for port in urls.values():
-        wait_http(f"http://127.0.0.1:{port}/health", 30)
-    argv = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
-    argv += ["--port", str(router), "--pd-disaggregation"]
-    argv += ["--prefill", f"http://127.0.0.1:{prefill}", str(boot)]
-    argv += ["--decode", f"http://127.0.0.1:{d0}", "--decode", f"http://127.0.0.1:{d1}"]
-    argv += ["--policy", "round_robin", "--prometheus-host", "127.0.0.1"]
-    argv += ["--prometheus-port", str(prom), "--health-check-interval-secs", "1"]
-    procs.append(start_process(argv, log / "router.log"))
-    wait_http(f"http://127.0.0.1:{router}/readiness", 60)
-    return {"ports": urls, "boot": boot, "router": router, "prom": prom}, procs
-
-
-def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named(
-    tmp_path: Path,
-) -> None:
-    info, procs = _start_1p2d(tmp_path)
-    try:
-        ports = info["ports"]
-        assert isinstance(ports, dict)
-        url = {name: f"http://127.0.0.1:{port}" for name, port in ports.items()}
-        set_faults(url["decode1"], wedge=True, no_metrics=True)
-        router = f"http://127.0.0.1:{info['router']}"
+def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> None:
+    with two_decode_stack() as st:
+        d0, d1 = st.decode_urls
+        set_faults(d1, wedge=True, no_metrics=True)
         workers = (
-            WorkerTarget("prefill", "prefill", url["prefill"], int(str(info["boot"]))),
-            WorkerTarget("decode0", "decode", url["decode0"]),
-            WorkerTarget("decode1", "decode", url["decode1"]),
+            WorkerTarget("prefill", "prefill", st.prefill_url, st.bootstrap_port),
+            WorkerTarget("decode0", "decode", d0),
+            WorkerTarget("decode1", "decode", d1),
         )
-        targets = Targets(router, router, workers, metrics_url=f"http://127.0.0.1:{info['prom']}")
+        router = st.router_url
+        targets = Targets(router, router, workers, metrics_url=st.prometheus_url)
         cfg = SoakConfig(sessions=2, rounds=3, idle_timeout_s=2, duration_s=40)
         result = _run(cfg, targets, "decode1 wedged, no /metrics")
-    finally:
-        for proc in reversed(procs):
-            stop_process(proc)  # type: ignore[arg-type]
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode1"), result.findings
     assert soak_record(result).findings[0].worker == "decode1"  # stored and worded too
