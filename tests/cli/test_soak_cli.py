@@ -72,6 +72,9 @@ def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
     assert doc["ok"] is True and doc["findings"] == [] and doc["stalls"] == []
     assert doc["targets"]["entry_url"] == stack.proxy_url  # the proxy is the entry point
     assert doc["targets"]["router_url"] == stack.router_url
+    # the spec names the router's metrics port and each prefill's bootstrap port
+    assert doc["targets"]["metrics_url"] == f"http://127.0.0.1:{stack.prometheus_port}"
+    assert {w["bootstrap_port"] for w in doc["targets"]["workers"]} == {stack.bootstrap_port, None}
     assert doc["sessions"]["completed"] == 2
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
         soaks = ledger.list_soaks()
@@ -95,6 +98,14 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     assert {"replay.fresh_entry", "replay.direct_router"} <= support
     assert all(e["text"] for e in top["evidence"])
     assert doc["stalls"][0]["connection_requests"] == 1
+    # --url/--router-url: the router's /workers gives the prefill's bootstrap port, so the
+    # matrix replays the pair straight; no metrics URL was given, so its metrics are unknown
+    (loc,) = doc["localizations"]
+    assert loc["matrix"]["located"]["reason"] == "connection_reuse"
+    assert any(c["hop"] == "pair" and c["outcome"] == "ok" for c in loc["matrix"]["cells"])
+    assert loc["router_metrics"]["known"] is False and doc["targets"]["metrics_url"] is None
+    unknown = [o for o in doc["observations"] if o["id"] == "router_metrics"]
+    assert unknown and unknown[0]["healthy"] is None
     with Ledger.open(ledger_path) as ledger:
         soak = ledger.get_soak(doc["soak_id"])
         evidence = ledger.list_evidence(case_id)

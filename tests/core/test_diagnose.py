@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import servelab.core.diagnose as diagnose_mod
+from servelab.core.coldstart import COLD, REASON_FIRST_SINCE_START, StartClass
 from servelab.core.diagnose import (
+    PROBE_SOAK_WARM,
+    UNDECIDED_COLD,
+    UNDECIDED_NOT_REPRODUCED,
     CorrectnessIssue,
     EngineActivity,
     Evidence,
@@ -16,7 +21,11 @@ from servelab.core.diagnose import (
     observations,
     parse_metrics,
     parse_workers,
+    undecided,
 )
+from servelab.core.replay import Cell, Matrix, locate
+from servelab.core.routermetrics import router_metrics
+from servelab.core.signatures import Failure
 
 RUN, QUEUE = "sglang:num_running_reqs", "sglang:num_queue_reqs"
 GEN, REQ = "sglang:generation_tokens_total", "sglang:num_requests_total"
@@ -265,3 +274,89 @@ def test_a_decode_frozen_with_nothing_waiting_for_kv_is_an_engine_wedge() -> Non
     assert all(f.layer != "decode_transfer" for f in diagnose(ev))
     obs = {o.id: o for o in observations(ev)}
     assert obs["metrics.decode.progress"].data["in_transfer"] == 0.0
+
+
+# ------------------------------------------------------------------ the matrix, cold, unknown
+def _matrix(*cells: Cell) -> Matrix:
+    return Matrix(cells, locate(cells))
+
+
+def _cell(hop: str, ok: bool, target: str = "entry", payload: str = "failing") -> Cell:
+    return Cell(hop, target, payload, True, 2000, "ok" if ok else "stalled")
+
+
+def _pair(decode: str, ok: bool) -> Cell:
+    outcome, side = ("ok", "") if ok else ("stalled", "decode")
+    target = f"prefill+{decode}"
+    return Cell("pair", target, "failing", True, 2000, outcome, side=side, prefill="prefill",
+                decode=decode)  # fmt: skip
+
+
+def test_a_cold_first_request_that_does_not_reproduce_convicts_nothing_and_says_why() -> None:
+    c1 = Stall(-1, -1, 300, 0.0, 0, 0, 0, "head", "idle timeout")
+    cold = StartClass(COLD, REASON_FIRST_SINCE_START, 0, 4.2, 0.1)
+    base = Evidence(
+        via_proxy=True, stalls=(c1,), replays=_replays("ok", "ok"), probes=(*_health(), _e2e(True))
+    )
+    assert [f.layer for f in diagnose(replace(base, start=cold))] == []
+    matrix = _matrix(
+        _pair("decode", True), _cell("router", True, "router"), _cell("entry_fresh", True)
+    )
+    failure = Failure("stall_head", -1, -1, 300, 0.0, 0)
+    ev = replace(base, matrix=matrix, start=cold, failures=(failure,))
+    assert diagnose(ev) == []
+    why = undecided(ev, [])
+    assert why is not None and (why.reason, why.probe) == (UNDECIDED_COLD, PROBE_SOAK_WARM)
+    assert "failure.stall_head" in why.conflicting
+    assert "matrix.entry_fresh.entry.failing.stream" in why.conflicting
+    warm = undecided(replace(ev, start=None), [])
+    assert warm is not None and warm.reason == UNDECIDED_NOT_REPRODUCED
+    assert undecided(Evidence(via_proxy=True), []) is None  # nothing failed: nothing to explain
+
+
+def test_a_proxy_failing_fresh_connections_while_the_router_answers_is_the_proxy() -> None:
+    matrix = _matrix(
+        _pair("decode", True), _cell("router", True, "router"), _cell("entry_fresh", False)
+    )
+    failure = Failure("reset", 0, 1, 2000, 0.2, 0, 200, "truncated stream")
+    ev = Evidence(via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix)
+    top = diagnose(ev)[0]
+    assert top.layer == "client_proxy"
+    assert {
+        "matrix.entry_fresh.entry.failing.stream",
+        "matrix.router.router.failing.stream",
+    } <= set(top.supporting)
+
+
+def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> None:
+    probes = (*_health(), Probe("decode1", "decode", "health", True, 200))
+    silent = EngineActivity("decode1", "decode", {}, {}, 3.0)
+    matrix = _matrix(
+        _pair("decode", True), _pair("decode1", False), _cell("router", False, "router")
+    )
+    failure = Failure("stall_head", 1, 2, 2000, 1.0, 1)
+    ev = Evidence(
+        via_proxy=True, probes=probes, engines=(silent,), failures=(failure,), matrix=matrix
+    )
+    top = diagnose(ev)[0]
+    assert (top.layer, top.worker) == ("decode_transfer", "decode1")
+    assert "matrix.pair.prefill+decode1.failing.stream" in top.supporting
+    assert "matrix.pair.prefill+decode.failing.stream" in top.supporting  # works one hop in
+    obs = {o.id: o for o in observations(ev)}
+    assert obs["metrics.decode1.progress"].healthy is None  # unknown, not healthy
+    assert obs["metrics.decode1.progress"].data["unknown"] is True
+
+
+def test_an_open_circuit_breaker_supports_the_router_finding() -> None:
+    matrix = _matrix(
+        _pair("decode", True), _cell("router", False, "router"), _cell("entry_fresh", False)
+    )
+    metrics = router_metrics('smg_worker_cb_state{worker="http://d"} 1\n')
+    failure = Failure("http_5xx", 0, 0, 2000, 0.0, 0, 503, "http 503")
+    ev = Evidence(
+        via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix, router_metrics=metrics
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "router" and "router_metrics.cb_open.http://d" in top.supporting
+    unknown = {o.id: o for o in observations(replace(ev, router_metrics=router_metrics(None)))}
+    assert unknown["router_metrics"].healthy is None

@@ -6,8 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servelab.core.diagnose import CorrectnessIssue, Finding, Observation, Stall
+from servelab.core.coldstart import StartClass
+from servelab.core.diagnose import CorrectnessIssue, Finding, Observation, Stall, Undecided
+from servelab.core.observe import Localization
+from servelab.core.replay import Cell, Matrix, locate
 from servelab.core.results import Determinism, FailedRequest
+from servelab.core.signatures import Failure
 from servelab.io.ledger import Ledger
 from servelab.ops import soakrecord
 from servelab.ops.soak import SessionOutcome, SoakConfig, SoakResult, Targets
@@ -17,7 +21,7 @@ from servelab.report.soak import LAYER_TITLES, render_soak, soak_record
 DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
-    "findings",
+    "findings", "failures", "localizations", "start", "undecided",
 }  # fmt: skip
 
 
@@ -72,3 +76,66 @@ def test_the_recorded_document_reads_back_equal(tmp_path: Path) -> None:
 def test_the_summary_lists_the_typed_failed_requests() -> None:
     text = render_soak(_result())
     assert "failed requests (1):" in text and "  session 0 round 2: http 503" in text
+
+
+def _localized() -> SoakResult:
+    """A result with one localization (a stall on a reused connection) and its matrix."""
+    result = _result()
+    failure = Failure("stall_head", 1, 1, 900, 2.5, 1)
+    cells = (
+        Cell("pair", "prefill+decode", "failing", True, 900, "ok", 200, 0.1, 0.05, 300,
+             prefill="prefill", decode="decode"),
+        Cell("router", "router", "failing", True, 900, "ok", 200, 0.1, 0.05, 300),
+        Cell("entry_fresh", "entry", "failing", True, 900, "ok", 200, 0.1, 0.05, 300),
+        Cell("entry_reused", "entry", "failing", True, 900, "stalled", None, 2.0, None, 0,
+             "idle timeout: no bytes"),
+    )  # fmt: skip
+    matrix = Matrix(cells, locate(cells), None, 2.1)
+    result.failures = [failure]
+    result.localizations = [Localization(failure, matrix, elapsed_s=2.3)]
+    result.start = StartClass("warm", "served-before", 12, 0.0)
+    return result
+
+
+def test_the_matrix_is_stored_with_the_soak_and_printed_as_a_table(tmp_path: Path) -> None:
+    result = _localized()
+    doc = soak_record(result)
+    (loc,) = doc.localizations
+    assert loc["signature"] == "stall_head" and loc["elapsed_s"] == 2.3
+    assert loc["matrix"]["located"]["layer"] == "client_proxy"
+    assert loc["matrix"]["located"]["reason"] == "connection_reuse"
+    assert [c["hop"] for c in loc["matrix"]["cells"]] == [
+        "pair", "router", "entry_fresh", "entry_reused"
+    ]  # fmt: skip
+    assert doc.start is not None and doc.start["start"] == "warm"
+    assert doc.failures[0]["signature"] == "stall_head" and doc.failures[0]["session"] == 1
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        soak = ledger.get_soak(ledger.record_soak(doc))
+    assert soak is not None and soak.result.localizations == tuple(
+        json.loads(json.dumps(doc.to_json()))["localizations"]
+    )
+    text = render_soak(result)
+    assert "replay matrix for stall_head (session 1 round 1, 900 B" in text
+    assert "entry, reused connection" in text and "STALLED after 2.00 s" in text
+    assert "located: a fresh connection gets it through; a reused one fails it -> client_proxy" in (
+        text
+    )
+    assert "engines at start: warm (served-before, 12 served before)" in text
+
+
+def test_no_finding_says_why_and_which_probe_would_tell() -> None:
+    result = _localized()
+    result.findings = []
+    result.undecided = Undecided("not_reproduced", ("failure.stall_head",), ("router_metrics",),
+                                 "replay_under_load")  # fmt: skip
+    text = render_soak(result)
+    assert "no finding: the failure did not reproduce" in text
+    assert "conflicting: failure.stall_head" in text
+    assert "unknown (no answer, not healthy): router_metrics" in text
+    assert "next probe: soak longer or with more sessions" in text
+    assert soak_record(result).undecided == {
+        "reason": "not_reproduced",
+        "conflicting": ("failure.stall_head",),
+        "unknown": ("router_metrics",),
+        "probe": "replay_under_load",
+    }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -22,6 +23,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.core.spec import RouterOptions
 from servelab.errors import CaseError
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -50,13 +52,18 @@ def targets_from(
     router_name = spec.router_name
     router = router_url or (spec.service(router_name).url if router_name else None)
     workers = tuple(
-        ops.WorkerTarget(name, svc.role, svc.url)
+        ops.WorkerTarget(name, svc.role, svc.url, svc.bootstrap_port)
         for name, svc in spec.services.items()
         if svc.role in ("prefill", "decode")
     )
     router = router.rstrip("/") if router else None
     name = router_name or "router"
-    return ops.Targets(target.url.rstrip("/"), router, workers, name), state_dir, loaded
+    metrics = None
+    if router_name and spec.service(router_name).start == "router":
+        svc = spec.service(router_name)
+        metrics = f"http://{svc.hostname}:{(svc.router or RouterOptions()).prometheus_port}"
+    entry = target.url.rstrip("/")
+    return ops.Targets(entry, router, workers, name, metrics), state_dir, loaded
 
 
 def _on_result(ledger_path: Path | None) -> Callable[[ops.SoakResult], None]:
@@ -115,6 +122,11 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 @click.option("--model", default=None, help="Model name (default: the entry's /v1/models).")
 @click.option("--url", default=None, help="Entry point to soak (any OpenAI-compatible URL).")
 @click.option("--router-url", default=None, help="The router to compare against.")
+@click.option(
+    "--router-metrics-url",
+    default=None,
+    help="The router's Prometheus endpoint (http://HOST:PORT; default: from the spec).",
+)
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
 @ledger_option
 @click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
@@ -139,6 +151,7 @@ def soak_command(
     model: str | None,
     url: str | None,
     router_url: str | None,
+    router_metrics_url: str | None,
     no_localize: bool,
     ledger_path: Path | None,
     no_record: bool,
@@ -148,6 +161,8 @@ def soak_command(
     """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
     where = SpecAndLedger(spec_path, ledger_path)
     targets, state_dir, loaded = targets_from(where, url, router_url)
+    if router_metrics_url:
+        targets = replace(targets, metrics_url=router_metrics_url.rstrip("/"))
     config = ops.SoakConfig(
         sessions=sessions,
         rounds=rounds,

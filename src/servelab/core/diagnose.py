@@ -1,27 +1,52 @@
-"""Hang localization: evidence in, findings out (pure rules; wording lives in ``report.soak``).
+"""Localization: evidence in, findings out (pure rules; wording lives in ``report.soak``).
 
-The soak gathers :class:`Evidence` at the first stalls: the stalled requests, replays of the same
-payload on a fresh connection through the entry point and directly to the router, the router's
-readiness and worker list, every worker's health, two scrapes of each engine's ``/metrics`` around
-the replays (are its counters moving?), an e2e probe through the router, and the correctness
-violations seen. :func:`observations` turns that into numbered facts, each judged healthy or not;
-:func:`diagnose` applies one rule per layer and returns :class:`Finding` s, most likely first.
-A finding names the observations that support it and those that contradict it.
+The evidence and its numbered facts are :mod:`servelab.core.observe` (re-exported here);
+:func:`diagnose` applies one rule per layer and returns :class:`Finding` s, most likely first. A
+finding names the observations that support it and those that contradict it, and the worker when
+one is singled out. When the replay matrix (:mod:`servelab.core.replay`) located the failure, its
+layer's finding carries the matrix cells (the first hop at which the same payload goes from
+working to failing); a failure the matrix could not reproduce convicts no proxy. When failures
+were seen and nothing is found, :func:`undecided` says why: the observations that conflict, the
+sources that stayed unknown, and the probe that would tell them apart.
 
 Confidence (a score in [0, 1], not a probability): each rule has a base; every supporting
 observation beyond the ones its gate needs adds ``_SUPPORT_STEP``, every contradicting one removes
-``_CONTRA_STEP``; the result is clipped to [0.05, 0.99]. No stall and no violation: no finding.
+``_CONTRA_STEP``; the result is clipped to [0.05, 0.99]. No failure and no violation: no finding.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from servelab.core.coldstart import COLD
+from servelab.core.observe import (
+    CorrectnessIssue,
+    EngineActivity,
+    Evidence,
+    Observation,
+    Probe,
+    Replay,
+    Stall,
+    observations,
+    parse_metrics,
+    parse_worker_list,
+    parse_workers,
+)
+from servelab.core.replay import REASON_NO_PAIR_REPLAY, REASON_NOT_REPRODUCED
 
 __all__ = [
     "LAYERS",
+    "PROBE_LOCALIZE",
+    "PROBE_PAIR_REPLAY",
+    "PROBE_REPLAY_UNDER_LOAD",
+    "PROBE_SCRAPE",
+    "PROBE_SOAK_WARM",
+    "UNDECIDED_COLD",
+    "UNDECIDED_CONFLICT",
+    "UNDECIDED_NOT_LOCALIZED",
+    "UNDECIDED_NOT_REPRODUCED",
+    "UNDECIDED_NO_PAIR",
     "CorrectnessIssue",
     "EngineActivity",
     "Evidence",
@@ -30,310 +55,55 @@ __all__ = [
     "Probe",
     "Replay",
     "Stall",
+    "Undecided",
     "diagnose",
     "observations",
     "parse_metrics",
+    "parse_worker_list",
     "parse_workers",
+    "undecided",
 ]
 
 LAYERS = ("client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness")
 
-RUNNING = "sglang:num_running_reqs"
-QUEUED = "sglang:num_queue_reqs"
-GENERATED = "sglang:generation_tokens_total"
-PROMPT = "sglang:prompt_tokens_total"
-REQUESTS = "sglang:num_requests_total"
-TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
-#: Real SGLang decode queues before the running batch (absent from engines that lack them).
-TRANSFER_QUEUES = ("sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs")
-
 _SUPPORT_STEP = 0.05
 _CONTRA_STEP = 0.2
+_MATRIX_BASE = 0.75
 
+UNDECIDED_NOT_REPRODUCED = "not_reproduced"  # every replay answered the failing payload
+UNDECIDED_COLD = "cold_start"  # ... and the engines were cold when the soak began
+UNDECIDED_NOT_LOCALIZED = "not_localized"  # no matrix was run (--no-localize, budget, deadline)
+UNDECIDED_NO_PAIR = "no_pair_replay"  # the router fails, no pair could be replayed directly
+UNDECIDED_CONFLICT = "conflict"  # evidence points different ways, no rule's gate holds
 
-@dataclass(frozen=True, slots=True)
-class Stall:
-    """A request that received no byte for the idle timeout (or hit the run deadline)."""
-
-    session: int
-    round: int
-    payload_bytes: int
-    connection_age_s: float
-    connection_requests: int  # requests the connection carried before this one
-    received_bytes: int
-    received_events: int
-    phase: str  # "head" (no response head yet) | "body" (stream started, then silence)
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Replay:
-    """The stalled payload sent again: ``path`` is ``"fresh_entry"`` or ``"direct_router"``."""
-
-    path: str
-    outcome: str  # "ok" | "stalled" | "error"
-    status: int | None = None
-    elapsed_s: float = 0.0
-    received_bytes: int = 0
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """One HTTP look at a service: ``kind`` is health, readiness, workers or e2e."""
-
-    service: str
-    role: str
-    kind: str
-    ok: bool
-    status: int | None = None
-    elapsed_s: float = 0.0
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineActivity:
-    """Two scrapes of an engine's ``/metrics`` (summed over label sets), ``interval_s`` apart."""
-
-    service: str
-    role: str
-    before: Mapping[str, float]
-    after: Mapping[str, float]
-    interval_s: float
-
-    def delta(self, name: str) -> float:
-        """How much a counter moved between the scrapes (0 when either scrape lacks it)."""
-        if name not in self.before or name not in self.after:
-            return 0.0
-        return self.after[name] - self.before[name]
-
-    @property
-    def busy(self) -> bool:
-        """Requests running or queued at the second scrape."""
-        return self.after.get(RUNNING, 0.0) + self.after.get(QUEUED, 0.0) > 0
-
-    @property
-    def generating(self) -> bool:
-        return self.delta(GENERATED) > 0
-
-    @property
-    def received(self) -> bool:
-        """New requests or prompt tokens arrived between the scrapes."""
-        return self.delta(REQUESTS) > 0 or self.delta(PROMPT) > 0
-
-    @property
-    def in_transfer(self) -> float | None:
-        """Requests waiting for their KV at the second scrape; None when not exported."""
-        found = [self.after[n] for n in TRANSFER_QUEUES if n in self.after]
-        return sum(found) if found else None
-
-    @property
-    def frozen(self) -> bool:
-        """Work in hand but no token produced between the scrapes."""
-        return self.busy and not self.generating
-
-
-@dataclass(frozen=True, slots=True)
-class CorrectnessIssue:
-    """A violation: ``kind`` is ``"tool_call_json"`` or ``"nondeterministic"``."""
-
-    kind: str
-    session: int
-    round: int
-    detail: str
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """Everything the soak saw; ``via_proxy`` when the entry point is not the router itself."""
-
-    via_proxy: bool
-    stalls: tuple[Stall, ...] = ()
-    replays: tuple[Replay, ...] = ()
-    probes: tuple[Probe, ...] = ()
-    engines: tuple[EngineActivity, ...] = ()
-    issues: tuple[CorrectnessIssue, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """A numbered fact: ``healthy`` is True, False, or None (neutral / not measured)."""
-
-    id: str
-    subject: str
-    healthy: bool | None
-    data: Mapping[str, Any] = field(default_factory=dict)
+PROBE_REPLAY_UNDER_LOAD = "replay_under_load"  # soak longer / with more sessions, then replay
+PROBE_SOAK_WARM = "soak_again_warm"  # soak again now that the engines are warm
+PROBE_LOCALIZE = "localize"  # soak again with localization on and time for it
+PROBE_PAIR_REPLAY = "pair_replay"  # give the prefills' bootstrap ports so pairs can be replayed
+PROBE_SCRAPE = "scrape_unknown"  # make the unknown sources answer (metrics port, /metrics)
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """A suspected layer with its confidence and the observations for and against it."""
+    """A suspected layer with its confidence, the observations for and against it, and the
+    worker (service name or URL) when one is singled out."""
 
     layer: str
     confidence: float
     supporting: tuple[str, ...]
     contradicting: tuple[str, ...]
+    worker: str | None = None
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition → {metric name: value summed over its label sets}."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name_part, _, rest = line.partition("{") if "{" in line else line.partition(" ")
-        if "{" in line:
-            rest = rest.rpartition("}")[2]
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        name = name_part.strip()
-        values[name] = values.get(name, 0.0) + value
-    return values
+@dataclass(frozen=True, slots=True)
+class Undecided:
+    """Why failures gave no finding: a reason code, the observations that conflict, the sources
+    that stayed unknown, and the probe (code) that would tell them apart."""
 
-
-def parse_workers(body: str) -> list[tuple[str, str]]:
-    """A router's ``GET /workers`` JSON → [(role, url)]; role is prefill, decode or the raw type."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return []
-    items = data.get("workers", data) if isinstance(data, dict) else data
-    found = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
-            continue
-        kind = str(item.get("worker_type") or item.get("type") or item.get("role") or "").lower()
-        role = "prefill" if "prefill" in kind else "decode" if "decode" in kind else kind
-        found.append((role or "worker", item["url"].rstrip("/")))
-    return found
-
-
-# ------------------------------------------------------------------------------- observations
-def _stall_observations(ev: Evidence) -> list[Observation]:
-    if not ev.stalls:
-        return []
-    reused = [s for s in ev.stalls if s.connection_requests > 0]
-    fresh = [s for s in ev.stalls if s.connection_requests == 0]
-    obs = [
-        Observation(
-            "stalls",
-            "entry",
-            False,
-            {"count": len(ev.stalls), "head": sum(s.phase == "head" for s in ev.stalls)},
-        )
-    ]
-    if reused:
-        carried = sorted({s.connection_requests for s in reused})
-        obs.append(
-            Observation(
-                "stalls.reused_connection",
-                "entry",
-                False,
-                {"count": len(reused), "requests_carried": carried},
-            )
-        )
-    if fresh:
-        obs.append(Observation("stalls.fresh_connection", "entry", False, {"count": len(fresh)}))
-    return obs
-
-
-def _replay_observations(ev: Evidence) -> list[Observation]:
-    return [
-        Observation(
-            f"replay.{r.path}",
-            r.path,
-            r.outcome == "ok",
-            {
-                "outcome": r.outcome,
-                "status": r.status,
-                "elapsed_s": round(r.elapsed_s, 3),
-                "received_bytes": r.received_bytes,
-                "detail": r.detail,
-            },
-        )
-        for r in ev.replays
-    ]
-
-
-def _probe_observations(ev: Evidence) -> list[Observation]:
-    return [
-        Observation(
-            f"probe.{p.service}.{p.kind}",
-            p.service,
-            p.ok,
-            {
-                "role": p.role,
-                "kind": p.kind,
-                "status": p.status,
-                "elapsed_s": round(p.elapsed_s, 3),
-                "detail": p.detail,
-            },
-        )
-        for p in ev.probes
-    ]
-
-
-def _engine_observations(ev: Evidence) -> list[Observation]:
-    obs = []
-    for e in ev.engines:
-        data = {
-            "role": e.role,
-            "running": e.after.get(RUNNING),
-            "queued": e.after.get(QUEUED),
-            "generated_delta": e.delta(GENERATED),
-            "requests_delta": e.delta(REQUESTS),
-            "prompt_tokens_delta": e.delta(PROMPT),
-            "in_transfer": e.in_transfer,
-            "interval_s": round(e.interval_s, 3),
-        }
-        obs.append(Observation(f"metrics.{e.service}.progress", e.service, not e.frozen, data))
-        failed = e.delta(TRANSFER_FAILED)
-        if failed > 0:
-            obs.append(
-                Observation(
-                    f"metrics.{e.service}.transfer_failed",
-                    e.service,
-                    False,
-                    {"role": e.role, "delta": failed},
-                )
-            )
-    return obs
-
-
-def _issue_observations(ev: Evidence) -> list[Observation]:
-    obs = []
-    for kind in ("tool_call_json", "nondeterministic"):
-        found = [i for i in ev.issues if i.kind == kind]
-        if found:
-            examples = [
-                {"session": i.session, "round": i.round, "detail": i.detail} for i in found[:3]
-            ]
-            obs.append(
-                Observation(
-                    f"correctness.{kind}",
-                    "answers",
-                    False,
-                    {"count": len(found), "examples": examples},
-                )
-            )
-    return obs
-
-
-def observations(ev: Evidence) -> list[Observation]:
-    """Every fact of ``ev``, with a stable id (``replay.fresh_entry``, ``probe.decode.health``…)."""
-    return [
-        *_stall_observations(ev),
-        *_replay_observations(ev),
-        *_probe_observations(ev),
-        *_engine_observations(ev),
-        *_issue_observations(ev),
-    ]
+    reason: str
+    conflicting: tuple[str, ...]
+    unknown: tuple[str, ...]
+    probe: str
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -359,7 +129,12 @@ class _View:
         ]
 
     def engines(self, role: str) -> list[EngineActivity]:
-        return [e for e in self.ev.engines if e.role == role]
+        return [e for e in self.known if e.role == role]
+
+    @property
+    def known(self) -> list[EngineActivity]:
+        """Engines whose /metrics answered both scrapes (the others are unknown)."""
+        return [e for e in self.ev.engines if e.known]
 
     def progress_id(self, engine: EngineActivity) -> str:
         return f"metrics.{engine.service}.progress"
@@ -378,8 +153,15 @@ def _all_health(v: _View, healthy: bool) -> list[str]:
     return [*v.worker_health("prefill", healthy), *v.worker_health("decode", healthy)]
 
 
+def _cold_first_requests(v: _View) -> bool:
+    """The engines were cold and every stall was a connection's first request."""
+    start = v.ev.start
+    cold = start is not None and start.start == COLD
+    return cold and all(s.connection_requests == 0 for s in v.ev.stalls)
+
+
 def _rule_client_proxy(v: _View) -> Finding | None:
-    if not v.ev.stalls or v.replay("fresh_entry") != "ok":
+    if not v.ev.stalls or v.replay("fresh_entry") != "ok" or _cold_first_requests(v):
         return None
     gate = ["stalls", "replay.fresh_entry"]
     extra = []
@@ -414,13 +196,13 @@ def _rule_router(v: _View) -> Finding | None:
         return None
     readiness = v.ids("probe.", False)
     router_probes = [i for i in readiness if i.endswith((".readiness", ".workers"))]
-    nothing_arrived = bool(v.ev.engines) and not any(e.received for e in v.ev.engines)
-    engines_idle = [v.progress_id(e) for e in v.ev.engines if not e.busy and not e.received]
+    nothing_arrived = bool(v.known) and not any(e.received for e in v.known)
+    engines_idle = [v.progress_id(e) for e in v.known if not e.busy and not e.received]
     if not router_probes and not nothing_arrived:
         return None
     gate = failed + router_probes + (engines_idle if nothing_arrived else [])
     extra = _all_health(v, True)
-    contra = _all_health(v, False) + [v.progress_id(e) for e in v.ev.engines if e.received]
+    contra = _all_health(v, False) + [v.progress_id(e) for e in v.known if e.received]
     return _finding("router", 0.5, gate, extra, contra)
 
 
@@ -459,7 +241,7 @@ def _rule_decode_transfer(v: _View) -> Finding | None:
 
 
 def _rule_engine_wedge(v: _View) -> Finding | None:
-    frozen = [e for e in v.ev.engines if e.frozen]
+    frozen = [e for e in v.known if e.frozen]
     healthy = _all_health(v, True)
     if not frozen or not healthy or not _through_router_failed(v):
         return None
@@ -490,8 +272,122 @@ _RULES: tuple[Callable[[_View], Finding | None], ...] = (
 )
 
 
+def _only(services: list[str]) -> str | None:
+    unique = list(dict.fromkeys(services))
+    return unique[0] if len(unique) == 1 else None
+
+
+def _worker(v: _View, f: Finding) -> str | None:
+    """The one worker a legacy finding points at (None: not one)."""
+    if f.layer == "prefill":
+        return _only([p.service for p in v.ev.probes if p.role == "prefill" and not p.ok])
+    if f.layer == "decode_transfer":
+        ids = set(f.supporting)
+        return _only(
+            [
+                e.service
+                for e in v.engines("decode")
+                if {v.progress_id(e), f"metrics.{e.service}.transfer_failed"} & ids
+            ]
+            + [p.service for p in v.ev.probes if p.role == "decode" and not p.ok]
+        )
+    if f.layer == "engine_wedge":
+        return _only([e.service for e in v.known if e.frozen])
+    return None
+
+
+def _corroboration(v: _View, layer: str, worker: str | None) -> list[str]:
+    """Observations outside the matrix that agree with the matrix's layer (and worker)."""
+    mine = [o for o in v.obs.values() if o.healthy is False and (worker is None or o.subject in
+            (worker, "entry", "router"))]  # fmt: skip
+    if layer == "decode_transfer":
+        keys: tuple[str, ...] = (".transfer_failed", "failure.kv_transfer", ".progress", ".health")
+    elif layer == "prefill":
+        keys = (".health", ".progress")
+    elif layer == "router":
+        keys = ("router_metrics", ".readiness", ".workers", ".e2e")
+    else:
+        keys = ("stalls.reused_connection", "replay.direct_router")
+    found = [o.id for o in mine if any(k in o.id for k in keys)]
+    if layer == "client_proxy":
+        found += v.ids("replay.direct_router", True)
+    return found
+
+
+def _matrix_finding(v: _View) -> Finding | None:
+    matrix = v.ev.matrix
+    if matrix is None or matrix.layer is None:
+        return None
+    loc = matrix.located
+    gate = [*loc.failing, *loc.working]
+    extra = _corroboration(v, loc.layer or "", loc.worker)
+    if matrix.bisection is not None:
+        extra.append("matrix.bisect")
+    f = _finding(loc.layer or "", _MATRIX_BASE, gate, extra, [])
+    return replace(f, worker=loc.worker)
+
+
+def _merge(found: list[Finding], located: Finding) -> list[Finding]:
+    """The matrix's finding joined with the rule of the same layer (supports first)."""
+    same = [f for f in found if f.layer == located.layer]
+    rest = [f for f in found if f.layer != located.layer]
+    for f in same:
+        support = tuple(dict.fromkeys([*f.supporting, *located.supporting]))
+        against = tuple(c for c in f.contradicting if c not in support)
+        located = Finding(
+            located.layer,
+            max(f.confidence, located.confidence),
+            support,
+            against,
+            located.worker or f.worker,
+        )
+    return [*rest, located]
+
+
 def diagnose(ev: Evidence) -> list[Finding]:
     """Apply every rule; findings sorted by confidence (then by the order of :data:`LAYERS`)."""
     view = _View(ev, {o.id: o for o in observations(ev)})
     found = [f for f in (rule(view) for rule in _RULES) if f is not None]
+    found = [replace(f, worker=_worker(view, f)) for f in found]
+    if ev.matrix is not None and ev.matrix.layer is None:
+        # The same payload worked on a fresh connection and everywhere else: nothing reproduced,
+        # so no connection layer is convicted on the fresh replay alone.
+        reused = "stalls.reused_connection" in view.obs
+        found = [f for f in found if f.layer != "client_proxy" or reused]
+    located = _matrix_finding(view)
+    if located is not None:
+        found = _merge(found, located)
     return sorted(found, key=lambda f: (-f.confidence, LAYERS.index(f.layer)))
+
+
+def _failed_ids(v: _View) -> list[str]:
+    return [o.id for o in v.obs.values() if o.id.startswith(("failure.", "stalls"))]
+
+
+def undecided(ev: Evidence, findings: list[Finding]) -> Undecided | None:
+    """Why failures gave no finding (None: there is a finding, or nothing failed)."""
+    if findings or not (ev.failures or ev.stalls):
+        return None
+    v = _View(ev, {o.id: o for o in observations(ev)})
+    failed = _failed_ids(v)
+    unknown = tuple(o.id for o in v.obs.values() if o.data.get("unknown"))
+    if ev.matrix is None:
+        return Undecided(UNDECIDED_NOT_LOCALIZED, tuple(failed), unknown, PROBE_LOCALIZE)
+    worked = [c.id for c in ev.matrix.cells if c.ok]
+    reason = ev.matrix.located.reason
+    if reason == REASON_NOT_REPRODUCED:
+        cold = ev.start is not None and ev.start.start == COLD
+        code, probe = (
+            (UNDECIDED_COLD, PROBE_SOAK_WARM)
+            if cold
+            else (UNDECIDED_NOT_REPRODUCED, PROBE_REPLAY_UNDER_LOAD)
+        )
+        return Undecided(code, tuple(failed + worked), unknown, probe)
+    if reason == REASON_NO_PAIR_REPLAY:
+        return Undecided(
+            UNDECIDED_NO_PAIR, tuple(failed + list(ev.matrix.located.failing)), unknown,
+            PROBE_PAIR_REPLAY,
+        )  # fmt: skip
+    sick = v.ids("", False)
+    probe = PROBE_SCRAPE if unknown else PROBE_REPLAY_UNDER_LOAD
+    return Undecided(UNDECIDED_CONFLICT, tuple(sick + worked), unknown, probe)

@@ -182,6 +182,7 @@ class SoakFinding:
     title: str = ""
     advice: str = ""
     evidence: tuple[Any, ...] = ()
+    worker: str | None = None  # the worker singled out (None: the layer as a whole)
 
     @classmethod
     def from_json(cls, finding: Mapping[str, Any]) -> SoakFinding:
@@ -191,16 +192,20 @@ class SoakFinding:
             str(finding.get("title", "")),
             str(finding.get("advice", "")),
             tuple(finding.get("evidence") or ()),
+            opt_str(finding.get("worker")),
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        doc = {
             "layer": self.layer,
             "confidence": self.confidence,
             "title": self.title,
             "advice": self.advice,
             "evidence": list(self.evidence),
         }
+        if self.worker is not None:
+            doc["worker"] = self.worker
+        return doc
 
 
 @dataclass(frozen=True)
@@ -318,6 +323,12 @@ class SoakDocument:
     localized: bool = False
     observations: tuple[Mapping[str, Any], ...] = ()
     findings: tuple[SoakFinding, ...] = ()
+    #: Every failed request with its signature; one localization (replay matrix, sources) per
+    #: distinct signature; the engines' start (cold/warm); why failures gave no finding.
+    failures: tuple[Mapping[str, Any], ...] = ()
+    localizations: tuple[Mapping[str, Any], ...] = ()
+    start: Mapping[str, Any] | None = None
+    undecided: Mapping[str, Any] | None = None
 
     @property
     def knobs(self) -> Mapping[str, Any]:
@@ -344,6 +355,10 @@ class SoakDocument:
             localized=bool(doc.get("localized")),
             observations=objs(doc.get("observations")),
             findings=tuple(SoakFinding.from_json(f) for f in objs(doc.get("findings"))),
+            failures=objs(doc.get("failures")),
+            localizations=objs(doc.get("localizations")),
+            start=None if doc.get("start") is None else obj(doc.get("start")),
+            undecided=None if doc.get("undecided") is None else obj(doc.get("undecided")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -364,4 +379,8 @@ class SoakDocument:
             "localized": self.localized,
             "observations": [dict(o) for o in self.observations],
             "findings": [f.to_json() for f in self.findings],
+            "failures": [dict(f) for f in self.failures],
+            "localizations": [dict(x) for x in self.localizations],
+            "start": None if self.start is None else dict(self.start),
+            "undecided": None if self.undecided is None else dict(self.undecided),
         }

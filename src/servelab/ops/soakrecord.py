@@ -8,11 +8,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict
+from typing import Any
 
+from servelab.core.observe import Localization
 from servelab.core.results import SoakDocument, SoakFinding, SoakSessions
 from servelab.ops.soak import SoakResult
 
-__all__ = ["soak_document"]
+__all__ = ["localization_json", "soak_document"]
+
+
+def localization_json(loc: Localization) -> dict[str, Any]:
+    """One localization as stored: its signature, failure, matrix (cells, located layer and
+    worker, bisection), the router's metrics, the loads, and its wall time."""
+    return {
+        "signature": loc.signature,
+        "elapsed_s": round(loc.elapsed_s, 3),
+        "failure": asdict(loc.failure),
+        "matrix": asdict(loc.matrix),
+        "router_metrics": None if loc.router_metrics is None else asdict(loc.router_metrics),
+        "loads": [asdict(x) for x in loc.loads],
+    }
 
 
 def _sessions(result: SoakResult) -> SoakSessions:
@@ -46,4 +61,8 @@ def soak_document(result: SoakResult, findings: Sequence[SoakFinding]) -> SoakDo
         localized=result.localized,
         observations=tuple(asdict(o) for o in result.observations),
         findings=tuple(findings),
+        failures=tuple(asdict(f) for f in result.failures),
+        localizations=tuple(localization_json(x) for x in result.localizations),
+        start=None if result.start is None else asdict(result.start),
+        undecided=None if result.undecided is None else asdict(result.undecided),
     )

@@ -16,6 +16,12 @@ from servelab.core.diagnose import Finding, Observation
 from servelab.core.results import SoakDocument, SoakFinding
 from servelab.ops.soak import SoakResult
 from servelab.ops.soakrecord import soak_document
+from servelab.report.soakmatrix import (
+    describe_context,
+    matrix_lines,
+    start_line,
+    undecided_lines,
+)
 
 __all__ = [
     "LAYER_ADVICE",
@@ -27,7 +33,7 @@ __all__ = [
 ]
 
 LAYER_TITLES: dict[str, str] = {
-    "client_proxy": "client / proxy layer (connection reuse)",
+    "client_proxy": "client / proxy layer (connection reuse, or the proxy itself)",
     "router": "router",
     "prefill": "prefill engine",
     "decode_transfer": "KV transfer / decode path",
@@ -109,7 +115,12 @@ def describe_observation(o: Observation) -> str:
     if o.id.endswith(".transfer_failed"):
         return f"{o.subject}: {d['delta']:g} KV transfer(s) failed"
     if o.id.endswith(".progress"):
+        if d.get("unknown"):
+            return f"{o.subject} ({d['role']}) /metrics: UNKNOWN (did not answer; not healthy)"
         return _metrics_text(o)
+    context = describe_context(o)
+    if context is not None:
+        return context
     if o.id.startswith("correctness."):
         first = d["examples"][0]["detail"] if d.get("examples") else ""
         kind = o.id.split(".", 1)[1].replace("_", " ")
@@ -127,12 +138,21 @@ def soak_finding(finding: Finding, obs: list[Observation]) -> SoakFinding:
         for i in ids
         if i in by_id
     ]
+    worker = [
+        {
+            "id": "worker",
+            "supports": True,
+            "text": f"worker: {finding.worker}",
+            "data": {"worker": finding.worker},
+        }
+    ]
     return SoakFinding(
         layer=finding.layer,
         confidence=finding.confidence,
         title=LAYER_TITLES.get(finding.layer, finding.layer),
         advice=LAYER_ADVICE.get(finding.layer, ""),
-        evidence=tuple(evidence),
+        evidence=tuple((worker if finding.worker else []) + evidence),
+        worker=finding.worker,
     )
 
 
@@ -175,8 +195,9 @@ def _stall_lines(result: SoakResult) -> list[str]:
 
 def _finding_lines(rank: int, finding: Finding, obs: list[Observation]) -> list[str]:
     data = soak_finding(finding, obs)
+    worker = f", worker {finding.worker}" if finding.worker else ""
     lines = [
-        f"{rank}. {data.title} (confidence {finding.confidence:.2f})",
+        f"{rank}. {data.title}{worker} (confidence {finding.confidence:.2f})",
         f"   {data.advice}",
     ]
     for item in data.evidence:
@@ -186,17 +207,24 @@ def _finding_lines(rank: int, finding: Finding, obs: list[Observation]) -> list[
 
 
 def render_soak(result: SoakResult) -> str:
-    """The console summary: header, stalls, errors, findings (most likely first)."""
+    """The console summary: header, start, stalls, errors, matrices, findings (most likely
+    first), or why there is none."""
     lines = _header(result)
+    if result.start is not None:
+        lines.append(start_line(result.start))
     if result.stalls:
         lines += _stall_lines(result)
     if result.errors:
         lines.append(f"failed requests ({len(result.errors)}):")
         lines += [f"  session {e.session} round {e.round}: {e.error}" for e in result.errors[:10]]
+    for loc in result.localizations:
+        lines += matrix_lines(loc)
     if result.findings:
         lines.append("findings (most likely first; + supports, - contradicts):")
         for rank, finding in enumerate(result.findings, 1):
             lines += _finding_lines(rank, finding, result.observations)
+    elif result.undecided is not None:
+        lines += undecided_lines(result.undecided)
     elif result.stalls:
         lines.append("no layer could be singled out from the evidence gathered")
     elif result.errors:

@@ -1,0 +1,132 @@
+"""The router's own telemetry, parsed (pure): its Prometheus metrics, ``/workers``, ``/get_loads``.
+
+sglang-router 0.3.2 exports ``smg_*`` series on its Prometheus port: per worker
+``smg_worker_cb_state`` (0 closed, 1 open, 2 half-open) and ``smg_worker_health`` (1/0), the
+in-flight request age gauge ``smg_http_inflight_request_age_count{gt,le}``, and the error counter
+``smg_router_request_errors_total{error_type}``. A series appears once first observed: absent
+means "not observed". A source that did not answer is ``known=False`` — unknown, never healthy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+__all__ = [
+    "CB_OPEN",
+    "RouterMetrics",
+    "WorkerLoad",
+    "parse_labeled",
+    "parse_loads",
+    "router_metrics",
+]
+
+CB_STATE = "smg_worker_cb_state"
+WORKER_HEALTH = "smg_worker_health"
+INFLIGHT_AGE = "smg_http_inflight_request_age_count"
+REQUEST_ERRORS = "smg_router_request_errors_total"
+CB_OPEN = 1.0
+
+Sample = tuple[str, dict[str, str], float]
+
+
+@dataclass(frozen=True, slots=True)
+class RouterMetrics:
+    """What the router's Prometheus port said (``known`` False: it did not answer)."""
+
+    known: bool
+    cb_state: Mapping[str, float] = field(default_factory=dict)  # worker url -> state
+    health: Mapping[str, float] = field(default_factory=dict)  # worker url -> 1/0
+    inflight: float = 0.0  # requests in flight past the smallest age bucket (30 s)
+    errors: Mapping[str, float] = field(default_factory=dict)  # error_type -> count
+
+    @property
+    def open_circuits(self) -> list[str]:
+        return sorted(w for w, state in self.cb_state.items() if state == CB_OPEN)
+
+    @property
+    def unhealthy(self) -> list[str]:
+        return sorted(w for w, up in self.health.items() if up == 0)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    """One worker's load as the router (``/get_loads``) or the engine (``/get_load``) reports it;
+    ``load`` None when the source did not answer."""
+
+    service: str
+    source: str  # "router" | "engine"
+    load: float | None
+
+
+def _labels(text: str) -> dict[str, str]:
+    found: dict[str, str] = {}
+    for part in text.split('",'):
+        key, _, value = part.partition("=")
+        if key.strip():
+            found[key.strip()] = value.strip().strip('"')
+    return found
+
+
+def parse_labeled(text: str) -> list[Sample]:
+    """Prometheus text exposition → ``[(name, labels, value)]`` (junk lines skipped)."""
+    samples: list[Sample] = []
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if "{" in line:
+            name, _, rest = line.partition("{")
+            labels, _, tail = rest.rpartition("}")
+        else:
+            name, _, tail = line.partition(" ")
+            labels = ""
+        fields = tail.split()
+        try:
+            value = float(fields[0]) if fields else None
+        except ValueError:
+            value = None
+        if value is not None:
+            samples.append((name.strip(), _labels(labels), value))
+    return samples
+
+
+def router_metrics(text: str | None) -> RouterMetrics:
+    """The router's exposition (None: the port did not answer) as :class:`RouterMetrics`."""
+    if text is None:
+        return RouterMetrics(known=False)
+    cb: dict[str, float] = {}
+    health: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    inflight = 0.0
+    for name, labels, value in parse_labeled(text):
+        worker = labels.get("worker", "").rstrip("/")
+        if name == CB_STATE and worker:
+            cb[worker] = value
+        elif name == WORKER_HEALTH and worker:
+            health[worker] = value
+        elif name == INFLIGHT_AGE:
+            inflight += value
+        elif name == REQUEST_ERRORS:
+            kind = labels.get("error_type", "")
+            errors[kind] = errors.get(kind, 0.0) + value
+    return RouterMetrics(True, cb, health, inflight, errors)
+
+
+def parse_loads(body: str | None) -> dict[str, float] | None:
+    """A router's ``/get_loads`` → {worker url: load}; None when it did not answer."""
+    if body is None:
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    items = data.get("workers") if isinstance(data, dict) else None
+    loads: dict[str, float] = {}
+    for item in items if isinstance(items, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("worker"), str):
+            load = item.get("load")
+            if isinstance(load, int | float):
+                loads[item["worker"].rstrip("/")] = float(load)
+    return loads
