@@ -274,3 +274,20 @@ def test_the_soak_records_itself_in_the_ledger_before_on_result(
     assert [(e.kind, e.ref_id, e.note) for e in evidence] == [
         ("soak", result.soak_id, "no finding")
     ]
+
+
+def test_a_soak_keeps_what_the_router_and_the_engines_counted(stack: SimStack) -> None:
+    base = _router_targets(stack)
+    metrics = f"http://127.0.0.1:{stack.prometheus_port}"
+    targets = Targets(base.entry_url, base.router_url, base.workers, metrics_url=metrics)
+    cfg = SoakConfig(sessions=2, rounds=3, idle_timeout_s=5, duration_s=30)
+    result = _run(cfg, targets)
+    assert result.ok and result.telemetry is not None and result.telemetry.via == "scrape"
+    decode = result.telemetry.source("decode")
+    assert decode is not None and decode.state == "ok"
+    served = decode.counter("sglang:num_requests_total")
+    assert served is not None and served >= 2 * 3  # every round, plus the soak's own probes
+    router = result.telemetry.source("router")
+    assert router is not None and router.state == "ok"
+    doc = soak_record(result).to_json()
+    assert doc["telemetry"]["sources"][0]["state"] == "ok"

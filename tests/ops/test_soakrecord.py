@@ -21,7 +21,7 @@ from servelab.report.soak import LAYER_TITLES, render_soak, soak_record
 DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
-    "findings", "failures", "localizations", "start", "undecided",
+    "findings", "failures", "localizations", "start", "undecided", "telemetry",
 }  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.core.jsonvalues import obj, objs, opt_bool, opt_float, opt_int, opt_str
+from servelab.core.telemetry import RunTelemetry
 
 __all__ = [
     "AbArm",
@@ -300,6 +301,10 @@ class SoakSessions:
         }
 
 
+def _telemetry(doc: Any) -> RunTelemetry | None:
+    return RunTelemetry.from_json(doc) if isinstance(doc, Mapping) and doc else None
+
+
 @dataclass(frozen=True)
 class SoakDocument:
     """A soak's result: the ``soak --json`` document and what the ledger records.
@@ -329,6 +334,8 @@ class SoakDocument:
     localizations: tuple[Mapping[str, Any], ...] = ()
     start: Mapping[str, Any] | None = None
     undecided: Mapping[str, Any] | None = None
+    #: What the router and the engines counted over the soak (None: not watched, older rows).
+    telemetry: RunTelemetry | None = None
 
     @property
     def knobs(self) -> Mapping[str, Any]:
@@ -359,6 +366,9 @@ class SoakDocument:
             localizations=objs(doc.get("localizations")),
             start=None if doc.get("start") is None else obj(doc.get("start")),
             undecided=None if doc.get("undecided") is None else obj(doc.get("undecided")),
+            telemetry=None
+            if not doc.get("telemetry")
+            else RunTelemetry.from_json(doc["telemetry"]),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -383,4 +393,5 @@ class SoakDocument:
             "localizations": [dict(x) for x in self.localizations],
             "start": None if self.start is None else dict(self.start),
             "undecided": None if self.undecided is None else dict(self.undecided),
+            "telemetry": None if self.telemetry is None else self.telemetry.to_json(),
         }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from servelab.core.promtext import (
     Exposition,
@@ -28,6 +29,7 @@ __all__ = [
     "RunTelemetry",
     "Scrape",
     "SourceTelemetry",
+    "instance_of",
     "series_name",
     "summarize",
 ]
@@ -56,6 +58,12 @@ class Scrape:
     at_s: float
     exposition: Exposition | None
     error: str | None = None
+
+
+def instance_of(url: str) -> str:
+    """``host:port`` of ``url``: how Prometheus names a target it scrapes at that URL."""
+    parts = urlsplit(url)
+    return f"{parts.hostname}:{parts.port}"
 
 
 def series_name(name: str, labels: Sequence[tuple[str, str]]) -> str:

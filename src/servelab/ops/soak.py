@@ -42,12 +42,14 @@ from servelab.core.diagnose import (
 from servelab.core.observe import Localization
 from servelab.core.results import Determinism, FailedRequest, SoakDocument
 from servelab.core.signatures import CORRECTNESS, Failure, classify, to_localize
+from servelab.core.telemetry import MetricsSource, RunTelemetry, instance_of
 from servelab.io.http import HttpClient
 from servelab.io.ledger import Ledger
 from servelab.ops.context import Progress
 from servelab.ops.localize import discover_workers, localize, warm_up
 from servelab.ops.soakclient import Exchange, Targets, WorkerTarget, client, exchange, one_shot
 from servelab.ops.soakverdict import Seen, conclude
+from servelab.ops.telemetry import MetricsWatch
 
 __all__ = [
     "Exchange",
@@ -133,6 +135,8 @@ class SoakResult:
     localizations: list[Localization] = field(default_factory=list)
     start: StartClass | None = None
     undecided: Undecided | None = None
+    #: the router's and the engines' metrics over the soak (ops/telemetry.py)
+    telemetry: RunTelemetry | None = None
 
     @property
     def ok(self) -> bool:
@@ -381,6 +385,30 @@ def _conclude(run: _Run) -> None:
     )  # fmt: skip
 
 
+def metric_sources(targets: Targets) -> list[MetricsSource]:
+    """The soak's metrics sources: every engine's /metrics and the router's Prometheus port."""
+    out = [MetricsSource(w.service, "engine", w.url + "/metrics", instance_of(w.url))
+           for w in targets.workers]  # fmt: skip
+    if targets.metrics_url:
+        url = targets.metrics_url.rstrip("/") + "/metrics"
+        out.append(MetricsSource(targets.router_service, "router", url, instance_of(url)))
+    return out
+
+
+async def _run_until_deadline(run: _Run, hard_deadline: float) -> None:
+    config = run.config
+    try:
+        async with asyncio.timeout(config.duration_s):
+            await _prepare(run)
+            run.progress(
+                f"soak: {config.sessions} sessions x {config.rounds} rounds via "
+                f"{run.targets.entry_url} ({config.connection} connections)"
+            )
+            await _drive(run, hard_deadline)
+    except TimeoutError:
+        run.result.deadline_hit = True
+
+
 async def soak(
     config: SoakConfig,
     targets: Targets,
@@ -402,20 +430,15 @@ async def soak(
     hard_deadline = start + config.duration_s
     result = SoakResult(config, targets)
     run = _Run(config, targets, result, say)
+    watch = MetricsWatch(metric_sources(targets), timeout_s=min(2.0, config.idle_timeout_s))
     try:
-        async with asyncio.timeout(config.duration_s):
-            await _prepare(run)
-            say(
-                f"soak: {config.sessions} sessions x {config.rounds} rounds via "
-                f"{targets.entry_url} ({config.connection} connections)"
-            )
-            await _drive(run, hard_deadline)
-    except TimeoutError:
-        result.deadline_hit = True
+        async with watch:
+            await _run_until_deadline(run, hard_deadline)
     except asyncio.CancelledError:
         result.interrupted = True
         raise
     finally:
+        result.telemetry = watch.result
         await run.http.aclose()
         _conclude(run)
         result.elapsed_s = time.monotonic() - start

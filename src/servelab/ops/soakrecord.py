@@ -65,4 +65,5 @@ def soak_document(result: SoakResult, findings: Sequence[SoakFinding]) -> SoakDo
         localizations=tuple(localization_json(x) for x in result.localizations),
         start=None if result.start is None else asdict(result.start),
         undecided=None if result.undecided is None else asdict(result.undecided),
+        telemetry=result.telemetry,
     )

@@ -14,11 +14,10 @@ import contextlib
 import time
 from collections.abc import Sequence
 from types import TracebackType
-from urllib.parse import urlsplit
 
 from servelab.core.promtext import parse_exposition
 from servelab.core.spec import PrometheusSpec, RouterOptions
-from servelab.core.telemetry import MetricsSource, RunTelemetry, Scrape, summarize
+from servelab.core.telemetry import MetricsSource, RunTelemetry, Scrape, instance_of, summarize
 from servelab.errors import MetricsError
 from servelab.io.http import HttpClient
 from servelab.ops.context import Operation
@@ -27,11 +26,6 @@ from servelab.ops.promquery import PrometheusWindow, prometheus_telemetry
 __all__ = ["MetricsWatch", "metrics_sources", "scrape_once"]
 
 _LOOPBACK = "127.0.0.1"
-
-
-def _instance(url: str) -> str:
-    parts = urlsplit(url)
-    return f"{parts.hostname}:{parts.port}"
 
 
 async def metrics_sources(op: Operation) -> list[MetricsSource]:
@@ -43,10 +37,10 @@ async def metrics_sources(op: Operation) -> list[MetricsSource]:
             port = (svc.router or RouterOptions()).prometheus_port
             seen_there = f"http://{_LOOPBACK}:{port}/metrics"
             url = await op.host(name).http_url(f"http://{_LOOPBACK}:{port}") + "/metrics"
-            out.append(MetricsSource(name, "router", url, named.get(name, _instance(seen_there))))
+            out.append(MetricsSource(name, "router", url, named.get(name, instance_of(seen_there))))
         elif svc.role in ("prefill", "decode"):
             url = await op.url(name, "/metrics")
-            out.append(MetricsSource(name, "engine", url, named.get(name, _instance(svc.url))))
+            out.append(MetricsSource(name, "engine", url, named.get(name, instance_of(svc.url))))
     return out
 
 

@@ -221,6 +221,8 @@ def soak_markdown(soak: SoakRunRecord) -> str:
             f"| {len(doc.errors)} |", ""]  # fmt: skip
     if not soak.findings:
         out += ["No finding." if doc.localized else "No localization ran.", ""]
+    if doc.telemetry is not None:
+        out += _telemetry_lines(doc.telemetry.to_json())
     for rank, f in enumerate(soak.findings, 1):
         conf = "—" if f.confidence is None else f"{f.confidence:.2f}"
         out += [f"## Finding {rank}: {f.title or f.layer or 'unknown layer'}", ""]
