@@ -61,7 +61,8 @@ def test_case_commands_with_json(ledger_file: Path, tmp_path: Path) -> None:
     two = run_cli("case", "evidence", cid, "--soak", "1", "--note", "x", *led)
     assert two.returncode == 2 and "exactly one" in two.stderr
     resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
-                     "--exonerate", TARGET, "--convict", "component:proxy", *led)  # fmt: skip
+                     "--exonerate", TARGET, "--convict", "component:proxy",
+                     "--override", "seen by hand", *led)  # fmt: skip
     assert resolved["restore_status"] == "nothing to restore"  # nothing was reverted under it
     shown = _json("case", "show", cid, *led)
     assert [e["kind"] for e in shown["timeline"]][:3] == ["opened", "suspect", "evidence"]
@@ -92,7 +93,8 @@ def test_report_writes_then_rewrites_only_what_a_verdict_changed(
     out = tmp_path / "docs"
     cid = str(_json("case", "open", "stall", *led)["id"])
     _json("case", "suspect", cid, TARGET, "--reason", "latest", *led)
-    _json("case", "resolve", cid, "--root-cause", "knob", "--convict", TARGET, *led)
+    _json("case", "resolve", cid, "--root-cause", "knob", "--convict", TARGET,
+          "--override", "by hand", *led)  # fmt: skip
     first = _json("report", "--out", str(out), *led)
     assert sorted(first["written"]) == ["cases/case-1.md", "index.html", "perf-plan.md",
                                         "plots/ab-1.png"]  # fmt: skip
@@ -132,7 +134,8 @@ def test_suspect_refuses_a_knob_the_spec_does_not_declare(
 def test_a_second_resolve_says_the_first_is_kept(ledger_file: Path) -> None:
     led = ("--ledger", str(ledger_file))
     cid = str(_json("case", "open", "hang", *led)["id"])
-    first = run_cli("case", "resolve", cid, "--root-cause", "the knob", "--convict", TARGET, *led)
+    first = run_cli("case", "resolve", cid, "--root-cause", "the knob", "--convict", TARGET,
+                    "--override", "by hand", *led)  # fmt: skip
     assert first.returncode == 0 and "kept" not in first.stdout
     again = run_cli(
         "case", "resolve", cid, "--root-cause", "the proxy", "--exonerate", TARGET, *led
@@ -214,7 +217,8 @@ def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_
     assert f"{K}=256" in env_file.read_text()
 
     resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
-                     "--exonerate", TARGET, "--convict", "component:proxy", *led)  # fmt: skip
+                     "--exonerate", TARGET, "--convict", "component:proxy",
+                     "--override", "seen by hand", *led)  # fmt: skip
     (item,) = resolved["restore_plan"]
     assert (item["current"], item["restore_to"]) == ("256", "512")
 

@@ -52,7 +52,9 @@ def test_case_lifecycle_in_the_ledger(ledger: Ledger) -> None:
         cases.add_evidence(ledger, cid, "soak", 5)
     with pytest.raises(CaseError, match="needs text"):
         cases.add_evidence(ledger, cid, "note")
-    view = cases.resolve_case(ledger, cid, "proxy", convict=["component:proxy"])
+    view = cases.resolve_case(
+        ledger, cid, "proxy", convict=["component:proxy"], override="seen by hand"
+    )
     assert view.plan == [] and view.case.verdict("component:proxy") == "convicted"
     with pytest.raises(CaseError, match="resolved"):
         cases.add_suspect(ledger, cid, "component:router", "late")
@@ -93,7 +95,7 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
     cid = cases.open_case(ledger, "x")
     with pytest.raises(CaseError, match="not resolved"):
         await cases.restore(loaded, ledger, cid)
-    cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"])
+    cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"], override="by hand")
     with pytest.raises(CaseError, match="nothing to restore"):
         await cases.restore(loaded, ledger, cid)
 
@@ -126,7 +128,7 @@ def test_a_second_resolve_keeps_the_first_in_the_timeline(ledger: Ledger) -> Non
     target = f"knob:decode/{K}"
     cid = cases.open_case(ledger, "hang")
     cases.add_suspect(ledger, cid, target, "latest change")
-    first = cases.resolve_case(ledger, cid, "the knob", convict=[target])
+    first = cases.resolve_case(ledger, cid, "the knob", convict=[target], override="by hand")
     assert first.case.verdict(target) == "convicted"
     again = cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
     assert again.case.root_cause == "the proxy" and again.case.verdict(target) == "exonerated"
@@ -249,7 +251,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
 
         view = cases.resolve_case(
             ledger, cid, "client-side proxy stalls reused connections",
-            exonerate=[target], convict=["component:proxy"],
+            exonerate=[target], convict=["component:proxy"], override="seen by hand",
         )  # fmt: skip
         assert view.restore_status == RESTORE_PENDING
         (item,) = view.plan
