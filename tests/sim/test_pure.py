@@ -6,8 +6,9 @@ import json
 
 import pytest
 
+from servelab.core.knobs import ENV_ALLOW_LIST
 from servelab.errors import SimError
-from servelab.sim.faults import AbortTracker, Faults, parse_wedge
+from servelab.sim.faults import ENV_VARS, AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.protocol import (
     GenRequest,
@@ -17,6 +18,7 @@ from servelab.sim.protocol import (
     stream_token,
     token_frame,
 )
+from servelab.sim.proxyfaults import PROXY_ENV_VARS
 from servelab.sim.settings import load_settings
 from servelab.sim.text import count_tokens, plan_output
 
@@ -114,6 +116,31 @@ def test_faults_from_env_and_updates() -> None:
         with pytest.raises(SimError):
             Faults().updated(bad)
     assert parse_wedge("off") is None
+
+
+def test_issue9_fault_switches_from_env_and_updates() -> None:
+    env = {
+        "SERVELAB_SIM_WEDGE": "1",
+        "SERVELAB_SIM_NO_METRICS": "true",
+        "SERVELAB_SIM_TRANSFER_FAIL_OVER_TOKENS": "100",
+        "SERVELAB_SIM_FAIL_FAST_S": "30",
+    }
+    f = Faults.from_env(env)
+    assert f.wedge and f.no_metrics and f.fail_fast_s == 30.0
+    assert f.transfer_fails(0.99, 101) and not f.transfer_fails(0.99, 100)
+    assert Faults(transfer_fail_over_tokens=0).transfer_fails(0.99, 1)
+    off = f.updated({"wedge": False, "no_metrics": None, "fail_fast_s": None})
+    assert not off.wedge and not off.no_metrics and off.fail_fast_s == 0.0
+    assert parse_flag("wedge", "off") is False and parse_flag("wedge", True) is True
+    assert off.as_json()["transfer_fail_over_tokens"] == 100
+    for bad in ({"wedge": "maybe"}, {"fail_fast_s": -1}, {"transfer_fail_over_tokens": -1}):
+        with pytest.raises(SimError):
+            Faults().updated(bad)
+
+
+def test_every_fault_variable_is_allow_listed() -> None:
+    names = set(ENV_VARS.values()) | set(PROXY_ENV_VARS.values())
+    assert names <= set(ENV_ALLOW_LIST)
 
 
 def test_abort_tracker_window() -> None:

@@ -14,7 +14,9 @@ import click
 
 from servelab.cli.common import err_console, run
 from servelab.sim.app import serve
+from servelab.sim.faults import ENV_VARS as FAULT_ENV_VARS
 from servelab.sim.proxy import serve_proxy
+from servelab.sim.proxyfaults import ProxyFaults
 from servelab.sim.settings import Role, load_settings
 
 __all__ = ["register"]
@@ -51,6 +53,10 @@ def _common(func: Any) -> Any:
         click.option("--abort-wedge", default=None, metavar="N/T"),
         click.option("--corrupt-under-load", type=int, default=None, metavar="X"),
         click.option("--slow-start-s", type=float, default=None),
+        click.option("--transfer-fail-over-tokens", type=int, default=None, metavar="N"),
+        click.option("--wedge", is_flag=True, help="Start wedged (requests hang, /health 200)."),
+        click.option("--no-metrics", is_flag=True, help="Answer /metrics with 404."),
+        click.option("--fail-fast-s", type=float, default=None, metavar="S"),
     ]
     for option in reversed(options):
         func = option(func)
@@ -67,9 +73,14 @@ async def _worker_main(role: Role, opts: dict[str, Any], faults: dict[str, Any])
     await _until_signal(serve(settings, stop), stop)
 
 
+def _given(value: Any) -> bool:
+    """Whether a flag was given: not None, not an unset boolean flag (``0`` is a value)."""
+    return value is not None and value is not False
+
+
 def _run_worker(role: Role, opts: dict[str, Any]) -> None:
-    fault_keys = ("transfer_fail_prob", "abort_wedge", "corrupt_under_load", "slow_start_s")
-    faults = {k: opts[k] for k in fault_keys if opts.get(k) is not None}
+    fault_keys = tuple(FAULT_ENV_VARS)  # an unset flag (None, False) leaves the env's value
+    faults = {k: opts[k] for k in fault_keys if _given(opts.get(k))}
     for k in fault_keys:
         opts.pop(k, None)
     run(_worker_main(role, opts, faults))
@@ -107,14 +118,15 @@ def register(group: click.Group) -> None:
     @click.option("--port", type=int, required=True)
     @click.option("--upstream", required=True, help="Base URL to forward to (the router).")
     @click.option("--stall-reused-after", type=int, default=None, metavar="N")
+    @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
+    @click.option("--cut-after-bytes", type=int, default=None, metavar="N")
+    @click.option("--chunk-delay-ms", type=float, default=None, metavar="MS")
     @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
-    def proxy(
-        host: str, port: int, upstream: str, stall_reused_after: int | None, admin: bool
-    ) -> None:
-        """A reverse proxy that can stall reused keep-alive connections."""
+    def proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:
+        """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""
+        given = {k: v for k, v in flags.items() if _given(v)}
+        faults = ProxyFaults.from_env().updated(given)
         err_console.print(f"servelab sim proxy on {host}:{port} -> {upstream}")
         stop = asyncio.Event()
-        main = serve_proxy(
-            host, port, upstream, stop, stall_reused_after=stall_reused_after, admin=admin
-        )
+        main = serve_proxy(host, port, upstream, stop, faults=faults, admin=admin)
         run(_until_signal(main, stop))

@@ -100,7 +100,10 @@ async def flush_cache(_: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(text=_worker(request).metrics.render(), content_type="text/plain")
+    worker = _worker(request)
+    if worker.faults.no_metrics:
+        return web.Response(status=404, text="404: Not Found")
+    return web.Response(text=worker.metrics.render(), content_type="text/plain")
 
 
 async def faults(request: web.Request) -> web.Response:
@@ -113,7 +116,8 @@ async def faults(request: web.Request) -> web.Response:
             worker.set_faults(changes)
         except (ValueError, SimError) as exc:
             return _error(400, str(exc))
-    return web.json_response({**worker.faults.as_json(), "wedged": worker.is_wedged()})
+    state = {"wedged": worker.is_wedged(), "failing_fast": worker.failing_fast()}
+    return web.json_response({**worker.faults.as_json(), **state})
 
 
 # ------------------------------------------------------------------------------------ generation
@@ -141,6 +145,13 @@ async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:
     return True
 
 
+async def _until_gone(request: web.Request) -> None:
+    """Hold a stalled request open until its client goes away."""
+    while (transport := request.transport) is not None and not transport.is_closing():
+        await asyncio.sleep(0.25)
+    raise ConnectionResetError("client went away from a stalled request")
+
+
 async def _stream(
     request: web.Request, req: GenRequest, seqs: list[Sequence], rid: str, created: int
 ) -> web.StreamResponse:
@@ -164,6 +175,8 @@ async def _stream(
                 sent = n
             if seq.done.is_set() and sent >= seq.n_out:
                 break
+            if _worker(request).is_stalled(seq):
+                await _until_gone(request)
             await seq.progress()
         await resp.write(stream_finish(req, item, seq.out, sent, rid, created))
     n_outs = [s.n_out for s in seqs]
@@ -188,10 +201,33 @@ async def _respond(
     except (ConnectionError, asyncio.CancelledError):
         for seq in seqs:
             seq.cancelled = True
+        worker.release(seqs)
         if worker.settings.role == "decode":
             worker.record_abort()
         raise
     worker.finished()
+    return resp
+
+
+def _engine_error(status: int, message: str) -> web.Response:
+    """SGLang's answer to an abort with a status (``http_exception_handler``'s ErrorResponse)."""
+    body = {"object": "error", "message": message, "type": str(status), "param": None}
+    return web.json_response({**body, "code": status}, status=status)
+
+
+async def _transfer_failed(
+    request: web.Request, req: GenRequest, err: TransferError
+) -> web.StreamResponse:
+    """Not streaming: 500 with the ErrorResponse. Streaming: like SGLang's chat stream, a 200
+    whose only event is ``{"error": ...}`` (``create_streaming_error_response``), then [DONE]."""
+    if not req.stream:
+        return _engine_error(500, err.message)
+    error = {"object": "error", "message": err.message, "type": "INTERNAL_SERVER_ERROR"}
+    event = json.dumps({"error": {**error, "param": None, "code": 500}})
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    await resp.write(f"data: {event}\n\n".encode() + done_event())
+    await resp.write_eof()
     return resp
 
 
@@ -204,11 +240,13 @@ def _generation(api: Api) -> Handler:
         if worker.ready_in() > 0:
             return _error(503, "the engine is still starting", "service_unavailable")
         worker.metrics.requests += 1
+        if worker.failing_fast():
+            return _engine_error(500, "Internal server error: the engine failed the request")
         if worker.settings.role == "prefill":
             return await _respond(request, worker, parsed, await worker.prefill_items(parsed))
         result = await worker.decode_items(parsed)
         if isinstance(result, TransferError):
-            return _error(500, result.message, "internal_server_error")
+            return await _transfer_failed(request, parsed, result)
         return await _respond(request, worker, parsed, result)
 
     return handler

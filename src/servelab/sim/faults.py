@@ -7,6 +7,12 @@
 - ``corrupt_under_load`` ``X``: above X concurrent decode requests, tool-call arguments come out as
   broken JSON.
 - ``slow_start_s``: ``/health`` answers 503 that many (wall) seconds longer after start.
+- ``transfer_fail_over_tokens`` ``N``: every KV transfer of a prompt over N tokens fails (a
+  deterministic ``transfer_fail_prob``; 0 = every transfer).
+- ``wedge``: the decode is wedged now (like a tripped ``abort_wedge``), until switched off.
+- ``no_metrics``: ``/metrics`` answers 404 (an engine without a metrics endpoint).
+- ``fail_fast_s`` ``S``: for S wall seconds from when it is set (or from start), every generation
+  request is answered 500 at once (what opens the router's circuit breaker for this worker).
 
 Pure data and rules; the clock and the random draws are passed in.
 """
@@ -21,14 +27,33 @@ from typing import Any
 
 from servelab.errors import SimError
 
-__all__ = ["ENV_VARS", "AbortTracker", "Faults", "parse_wedge"]
+__all__ = ["ENV_VARS", "AbortTracker", "Faults", "parse_flag", "parse_wedge"]
 
 ENV_VARS = {
     "transfer_fail_prob": "SERVELAB_SIM_TRANSFER_FAIL_PROB",
     "abort_wedge": "SERVELAB_SIM_ABORT_WEDGE",
     "corrupt_under_load": "SERVELAB_SIM_CORRUPT_UNDER_LOAD",
     "slow_start_s": "SERVELAB_SIM_SLOW_START_S",
+    "transfer_fail_over_tokens": "SERVELAB_SIM_TRANSFER_FAIL_OVER_TOKENS",
+    "wedge": "SERVELAB_SIM_WEDGE",
+    "no_metrics": "SERVELAB_SIM_NO_METRICS",
+    "fail_fast_s": "SERVELAB_SIM_FAIL_FAST_S",
 }
+
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def parse_flag(name: str, value: Any) -> bool:
+    """A boolean switch from JSON (``true``/``false``/``null``) or env text (``1``/``0``, ...)."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise SimError(f"{name} must be true or false, got {value!r}")
 
 
 def parse_wedge(value: Any) -> tuple[int, float] | None:
@@ -68,6 +93,8 @@ def _opt_int(name: str, value: Any) -> int | None:
 
 
 def _non_negative(name: str, value: Any) -> float:
+    if value is None:
+        return 0.0
     try:
         x = float(value)
     except (TypeError, ValueError) as exc:
@@ -85,6 +112,10 @@ class Faults:
     abort_wedge: tuple[int, float] | None = None
     corrupt_under_load: int | None = None
     slow_start_s: float = 0.0
+    transfer_fail_over_tokens: int | None = None
+    wedge: bool = False
+    no_metrics: bool = False
+    fail_fast_s: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Faults:
@@ -107,13 +138,24 @@ class Faults:
             new["corrupt_under_load"] = _opt_int(
                 "corrupt_under_load", changes["corrupt_under_load"]
             )
-        if "slow_start_s" in changes:
-            new["slow_start_s"] = _non_negative("slow_start_s", changes["slow_start_s"])
+        for name in ("slow_start_s", "fail_fast_s"):
+            if name in changes:
+                new[name] = _non_negative(name, changes[name])
+        if "transfer_fail_over_tokens" in changes:
+            over = _opt_int("transfer_fail_over_tokens", changes["transfer_fail_over_tokens"])
+            if over is not None and over < 0:
+                raise SimError(f"transfer_fail_over_tokens must be >= 0, got {over}")
+            new["transfer_fail_over_tokens"] = over
+        for name in ("wedge", "no_metrics"):
+            if name in changes:
+                new[name] = parse_flag(name, changes[name])
         return replace(self, **new)
 
-    def transfer_fails(self, draw: float) -> bool:
-        """Whether a transfer fails, given a uniform draw in [0, 1) from a seeded generator."""
-        return draw < self.transfer_fail_prob
+    def transfer_fails(self, draw: float, prompt_tokens: int = 0) -> bool:
+        """Whether a transfer fails, given a uniform draw in [0, 1) from a seeded generator
+        and the prompt's length (``transfer_fail_over_tokens`` fails it whatever the draw)."""
+        over = self.transfer_fail_over_tokens
+        return draw < self.transfer_fail_prob or (over is not None and prompt_tokens > over)
 
     def corrupts(self, concurrency: int) -> bool:
         """Whether tool-call arguments come out broken at this decode concurrency."""

@@ -52,6 +52,8 @@ class WorkerMetrics:
 
     model: str = "sim"
     running: int = 0
+    stalled: int = 0
+    transfer_queue: int = 0
     queued: int = 0
     gen_throughput: float = 0.0
     generation_tokens: int = 0
@@ -65,8 +67,9 @@ class WorkerMetrics:
         """The ``/metrics`` body."""
         labels = f'model_name="{self.model}"'
         gauges = (
-            ("sglang:num_running_reqs", "gauge", self.running),
+            ("sglang:num_running_reqs", "gauge", self.running + self.stalled),
             ("sglang:num_queue_reqs", "gauge", self.queued),
+            ("sglang:num_decode_transfer_queue_reqs", "gauge", self.transfer_queue),
             ("sglang:gen_throughput", "gauge", round(self.gen_throughput, 3)),
             ("sglang:generation_tokens_total", "counter", self.generation_tokens),
             ("sglang:prompt_tokens_total", "counter", self.prompt_tokens),

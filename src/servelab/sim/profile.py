@@ -34,6 +34,7 @@ __all__ = [
     "ctas",
     "decode_step_s",
     "kv_transfer_s",
+    "mla_stall_above",
     "prefill_s",
     "steady_throughput",
     "wave_efficiency",
@@ -95,6 +96,13 @@ class HardwareProfile:
     # The decode knob: its environment variable and the engine's default value.
     knob_name: str = "SGLANG_SM120_MMA_TARGET_CTAS"
     knob_default: int = 256
+    # The decode attention knob: KV tokens per split tile of the SM120 MLA decode kernel; 0 = auto
+    # (the tile grows with the context). Its split workspace holds ``mla_max_kv_splits`` partials:
+    # a context needing more splits than that makes the split-reduce wait for a partial that is
+    # never written, so the request never gets a token out of decode (see :func:`mla_stall_above`).
+    mla_tile_knob_name: str = "SGLANG_SM120_MLA_KV_TILE"
+    mla_tile_default: int = 0
+    mla_max_kv_splits: int = 64
 
 
 DEFAULT_PROFILE = HardwareProfile()
@@ -139,6 +147,16 @@ def kv_transfer_s(profile: HardwareProfile, tokens: int) -> float:
     return profile.transfer_setup_s + max(tokens, 0) * profile.kv_bytes_per_token / (
         profile.link_bw_bytes_s
     )
+
+
+def mla_stall_above(profile: HardwareProfile, kv_tile: int) -> int | None:
+    """Prompt tokens above which decode stalls with this MLA KV tile (None: never, tile = auto).
+
+    A pinned tile ``T`` covers at most ``T * mla_max_kv_splits`` tokens of context.
+    """
+    if kv_tile <= 0:
+        return None
+    return kv_tile * profile.mla_max_kv_splits
 
 
 def steady_throughput(

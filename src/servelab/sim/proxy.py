@@ -3,8 +3,9 @@
 It forwards every request to ``upstream`` and streams the response back chunk by chunk. With
 ``stall_reused_after=N`` it stops forwarding on a client connection that has already carried N
 requests (keep-alive reuse): the request is accepted and never answered, while fresh connections
-keep working. ``GET|POST /_servelab/faults`` (only with ``admin`` on a loopback bind) reads or
-changes ``stall_reused_after`` at run time.
+keep working. It can also buffer whole responses, cut them after N bytes, or delay every chunk
+(:mod:`servelab.sim.proxyfaults`). ``GET|POST /_servelab/faults`` (only with ``admin`` on a
+loopback bind) reads or changes the switches at run time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import aiohttp
 from aiohttp import web
 
 from servelab.errors import SimError
+from servelab.sim.proxyfaults import ProxyFaults
 from servelab.sim.settings import is_loopback
 
 __all__ = ["PROXY_KEY", "ProxyState", "make_proxy_app", "serve_proxy"]
@@ -40,15 +42,22 @@ _HOP_BY_HOP = frozenset(
 
 @dataclass
 class ProxyState:
-    """The proxy's fault switch and counters."""
+    """The proxy's fault switches (:class:`ProxyFaults`) and counters."""
 
     upstream: str
-    stall_reused_after: int | None = None
+    faults: ProxyFaults = field(default_factory=ProxyFaults)
     forwarded: int = 0
     stalled: int = 0
+    buffered: int = 0
+    cut: int = 0
     per_connection: weakref.WeakKeyDictionary[Any, int] = field(
         default_factory=weakref.WeakKeyDictionary
     )
+
+    @property
+    def stall_reused_after(self) -> int | None:
+        """The reused-connection stall in effect (None: off)."""
+        return self.faults.stall_reused_after
 
     def count(self, conn: Any) -> int:
         """Count one request on ``conn``; returns how many it carried BEFORE this one."""
@@ -58,16 +67,17 @@ class ProxyState:
 
     def stalls(self, carried_before: int) -> bool:
         """Whether a request on a connection that already carried that many is stalled."""
-        n = self.stall_reused_after
-        return n is not None and carried_before >= n
+        return self.faults.stalls(carried_before)
 
     def as_json(self) -> dict[str, Any]:
-        """The admin view."""
+        """The admin view: the upstream, every switch, the counters."""
         return {
             "upstream": self.upstream,
-            "stall_reused_after": self.stall_reused_after,
+            **self.faults.as_json(),
             "forwarded": self.forwarded,
             "stalled": self.stalled,
+            "buffered": self.buffered,
+            "cut": self.cut,
         }
 
 
@@ -82,6 +92,50 @@ async def _stall(request: web.Request) -> web.StreamResponse:
         if transport is None or transport.is_closing():
             raise ConnectionResetError("client closed a stalled connection")
         await asyncio.sleep(0.25)
+
+
+class _Body:
+    """Writes a response body under the faults in force when the response began."""
+
+    def __init__(self, request: web.Request, resp: web.StreamResponse, state: ProxyState) -> None:
+        self.request, self.resp, self.state = request, resp, state
+        self.faults = state.faults
+        self.sent = 0
+
+    async def write(self, chunk: bytes) -> bool:
+        """One chunk: delayed, and cut (the connection closed, False) where the budget ends."""
+        if self.faults.chunk_delay_ms > 0:
+            await asyncio.sleep(self.faults.chunk_delay_ms / 1000)
+        cut = self.faults.cut_after_bytes
+        if cut is not None and self.sent + len(chunk) > cut:
+            await self.resp.write(chunk[: cut - self.sent])
+            self.state.cut += 1
+            transport = self.request.transport
+            if transport is not None:
+                transport.close()  # flushes what was written, then closes: mid-body
+            return False
+        await self.resp.write(chunk)
+        self.sent += len(chunk)
+        return True
+
+
+async def _relay(
+    request: web.Request, resp: web.StreamResponse, up: aiohttp.ClientResponse, state: ProxyState
+) -> bool:
+    """Forward the upstream body: chunk by chunk, or (``buffer``) whole once it finished.
+    False when the body was cut (the connection is closing: no end of body may follow)."""
+    body = _Body(request, resp, state)
+    if body.faults.buffer:
+        whole = await up.read()
+        state.buffered += 1
+        resp.content_length = len(whole)
+        await resp.prepare(request)
+        return await body.write(whole)
+    await resp.prepare(request)
+    async for chunk in up.content.iter_any():
+        if not await body.write(chunk):
+            return False
+    return True
 
 
 async def _forward(request: web.Request) -> web.StreamResponse:
@@ -100,10 +154,8 @@ async def _forward(request: web.Request) -> web.StreamResponse:
             for key, value in up.headers.items():
                 if key.lower() not in _HOP_BY_HOP:
                     resp.headers.add(key, value)
-            await resp.prepare(request)
-            async for chunk in up.content.iter_any():
-                await resp.write(chunk)
-            await resp.write_eof()
+            if await _relay(request, resp, up, state):
+                await resp.write_eof()
             return resp
     except aiohttp.ClientError as exc:
         body_json = {"error": {"message": f"upstream error: {exc}", "type": "bad_gateway"}}
@@ -115,19 +167,20 @@ async def _faults(request: web.Request) -> web.Response:
     if request.method == "POST":
         try:
             changes = await request.json()
-            value = changes["stall_reused_after"]
-            state.stall_reused_after = None if value is None else int(value)
-        except (ValueError, KeyError, TypeError) as exc:
+            if not isinstance(changes, dict):
+                raise SimError("the body must be a JSON object")
+            state.faults = state.faults.updated(changes)
+        except (ValueError, SimError) as exc:
             return web.json_response({"error": {"message": f"bad body: {exc}"}}, status=400)
     return web.json_response(state.as_json())
 
 
 def make_proxy_app(
-    upstream: str, *, stall_reused_after: int | None = None, admin: bool = False
+    upstream: str, *, faults: ProxyFaults | None = None, admin: bool = False
 ) -> web.Application:
     """The proxy app; its upstream client session opens and closes with the app."""
     app = web.Application(client_max_size=64 * 1024**2)
-    app[PROXY_KEY] = ProxyState(upstream, stall_reused_after)
+    app[PROXY_KEY] = ProxyState(upstream, faults or ProxyFaults())
 
     async def session_ctx(a: web.Application) -> Any:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
@@ -150,13 +203,13 @@ async def serve_proxy(
     upstream: str,
     stop: asyncio.Event,
     *,
-    stall_reused_after: int | None = None,
+    faults: ProxyFaults | None = None,
     admin: bool = False,
 ) -> None:
     """Run the proxy until ``stop`` is set."""
     if admin and not is_loopback(host):
         raise SimError("--admin is only allowed on a loopback bind")
-    app = make_proxy_app(upstream, stall_reused_after=stall_reused_after, admin=admin)
+    app = make_proxy_app(upstream, faults=faults, admin=admin)
     runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
     await runner.setup()
     try:

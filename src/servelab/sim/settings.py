@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from servelab.errors import SimError
 from servelab.sim.faults import Faults
-from servelab.sim.profile import DEFAULT_PROFILE, HardwareProfile
+from servelab.sim.profile import DEFAULT_PROFILE, HardwareProfile, mla_stall_above
 
 __all__ = [
     "ENV_SEED",
@@ -45,6 +45,7 @@ class WorkerSettings:
     served_model_name: str = "servelab-sim"
     profile: HardwareProfile = DEFAULT_PROFILE
     target_ctas: int = DEFAULT_PROFILE.knob_default
+    mla_kv_tile: int = DEFAULT_PROFILE.mla_tile_default
     time_scale: float = 1.0
     waiting_timeout_s: float = 300.0
     warmup_s: float = DEFAULT_PROFILE.cold_start_s
@@ -56,10 +57,16 @@ class WorkerSettings:
         """Wall seconds for a modelled duration."""
         return modelled_s * self.time_scale
 
+    def decode_stalls(self, prompt_tokens: int) -> bool:
+        """Whether a prompt this long stalls in decode under the MLA KV tile in force."""
+        above = mla_stall_above(self.profile, self.mla_kv_tile)
+        return above is not None and prompt_tokens > above
+
     def knobs(self) -> dict[str, Any]:
         """The effective knob values (what ``/server_info`` reports)."""
         return {
             self.profile.knob_name: self.target_ctas,
+            self.profile.mla_tile_knob_name: self.mla_kv_tile,
             ENV_TIME_SCALE: self.time_scale,
             ENV_WAITING_TIMEOUT: self.waiting_timeout_s,
             ENV_WARMUP_S: self.warmup_s,
@@ -89,16 +96,16 @@ def _number(env: Mapping[str, str], name: str, default: float, *, positive: bool
     return value
 
 
-def _knob(env: Mapping[str, str], profile: HardwareProfile) -> int:
-    raw = env.get(profile.knob_name, "")
+def _int_knob(env: Mapping[str, str], name: str, default: int, minimum: int) -> int:
+    raw = env.get(name, "")
     if raw == "":
-        return profile.knob_default
+        return default
     try:
         value = int(raw)
     except ValueError as exc:
-        raise SimError(f"{profile.knob_name} must be an integer, got {raw!r}") from exc
-    if value < 1:
-        raise SimError(f"{profile.knob_name} must be >= 1, got {value}")
+        raise SimError(f"{name} must be an integer, got {raw!r}") from exc
+    if value < minimum:
+        raise SimError(f"{name} must be >= {minimum}, got {value}")
     return value
 
 
@@ -116,7 +123,8 @@ def load_settings(
     source = os.environ if env is None else env
     profile = DEFAULT_PROFILE
     values: dict[str, Any] = {
-        "target_ctas": _knob(source, profile),
+        "target_ctas": _int_knob(source, profile.knob_name, profile.knob_default, 1),
+        "mla_kv_tile": _int_knob(source, profile.mla_tile_knob_name, profile.mla_tile_default, 0),
         "time_scale": _number(source, ENV_TIME_SCALE, 1.0, positive=True),
         "waiting_timeout_s": _number(source, ENV_WAITING_TIMEOUT, 300.0, positive=True),
         "warmup_s": _number(source, ENV_WARMUP_S, profile.cold_start_s, positive=False),

@@ -11,6 +11,7 @@ import contextlib
 import os
 import random
 import time
+import uuid
 from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
@@ -31,11 +32,23 @@ _RECENT_ROOMS = 256
 
 @dataclass(frozen=True)
 class TransferError:
-    """Why a decode item could not get its KV (the handler answers 500)."""
+    """Why a decode item could not get its KV (SGLang's abort with status 500: the handler
+    answers 500 unless streaming, then an SSE ``error`` event in a 200 stream)."""
 
     room: int | None
     state: str
     message: str
+
+    @classmethod
+    def of(cls, room: int | None, state: str, reason: str) -> TransferError:
+        """SGLang's wording (``srt/disaggregation/decode.py``, ``pop_transferred``)."""
+        rid = uuid.uuid4().hex
+        message = (
+            f"Decode transfer failed for request rank=0 decode_req.req.rid='{rid}' "
+            f"decode_req.req.bootstrap_room={room} with exception "
+            f"KVTransferError(bootstrap_room={room}): {reason}"
+        )
+        return cls(room, state, message)
 
 
 class Worker:
@@ -54,6 +67,8 @@ class Worker:
         self._client = BootstrapClient()
         self._rng = random.Random(settings.seed)
         self._waiting = 0
+        self._stalled: set[Sequence] = set()
+        self._fail_until = self._t0 + settings.faults.fail_fast_s
         self._warmup: asyncio.Task[None] | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self.prefill_sched: PrefillScheduler | None = None
@@ -98,16 +113,23 @@ class Worker:
 
     # ------------------------------------------------------------------------------ faults
     def is_wedged(self) -> bool:
-        """Whether the abort wedge has tripped."""
-        return self.aborts.wedged
+        """Whether the decode is wedged: the abort wedge tripped, or the ``wedge`` switch."""
+        return self.aborts.wedged or self.faults.wedge
+
+    def failing_fast(self) -> bool:
+        """Whether generation requests are answered 500 at once (``fail_fast_s`` running)."""
+        return time.monotonic() < self._fail_until
 
     def set_faults(self, changes: dict[str, Any]) -> Faults:
-        """Apply fault changes (admin API). Switching ``abort_wedge`` off also unwedges."""
+        """Apply fault changes (admin API). Switching ``abort_wedge`` or ``wedge`` off unwedges
+        (``abort_wedge`` off also forgets the aborts); ``fail_fast_s`` counts from now."""
         self.faults = self.faults.updated(changes)
         if "abort_wedge" in changes and self.faults.abort_wedge is None:
             self.aborts.reset()
-            if self.decode_sched is not None:
-                self.decode_sched.unwedged.set()
+        if "fail_fast_s" in changes:
+            self._fail_until = time.monotonic() + self.faults.fail_fast_s
+        if not self.is_wedged() and self.decode_sched is not None:
+            self.decode_sched.unwedged.set()
         return self.faults
 
     def record_abort(self) -> None:
@@ -118,7 +140,7 @@ class Worker:
     # ------------------------------------------------------------------------------ info
     def load(self) -> dict[str, int]:
         """Running and waiting requests (``/get_load``)."""
-        running = self.metrics.running
+        running = self.metrics.running + self.metrics.stalled
         waiting = self.metrics.queued
         return {"dp_rank": 0, "num_reqs": running + waiting, "num_waiting_reqs": waiting}
 
@@ -139,6 +161,8 @@ class Worker:
             "requests_served": self.requests_served,
             "aborts": self.aborts.total,
             "wedged": self.is_wedged(),
+            "stalled": len(self._stalled),
+            "failing_fast": self.failing_fast(),
             "scheduler": sched.lag.as_json() if sched else {},
             "step_s": self.step_table(),
             "recent_rooms": list(self.recent_rooms)[-32:],
@@ -207,7 +231,7 @@ class Worker:
         t_start = time.monotonic()
         deadline = t_start + self.settings.waiting_timeout_s
         self._waiting += 1
-        self.metrics.queued = self._waiting
+        self.metrics.queued = self.metrics.transfer_queue = self._waiting
         try:
             await self._hang_until(deadline)
             kv = await self._fetch_kv(item, out, deadline) if not self.is_wedged() else None
@@ -215,25 +239,30 @@ class Worker:
             if not isinstance(kv, RoomInfo) or self.is_wedged():
                 state = kv if isinstance(kv, str) else "WaitingForInput"
                 timeout = self.settings.waiting_timeout_s
-                msg = f"KV transfer of room {item.room} timed out in {state} after {timeout:g} s"
+                reason = f"Request {item.room} timed out after {timeout:g} s in KVPoll.{state}"
+                self.metrics.transfer_failed += 1  # SGLang counts a timed-out poll as failed
                 self._note_room(item.room, "", "Failed")
-                return TransferError(item.room, state, msg)
+                return TransferError.of(item.room, state, reason)
             await asyncio.sleep(
                 self.settings.scaled(kv_transfer_s(self.settings.profile, kv.prompt_tokens))
             )
-            if self.faults.transfer_fails(self._rng.random()):
+            if self.faults.transfer_fails(self._rng.random(), kv.prompt_tokens):
                 self.metrics.transfer_failed += 1
                 self._note_room(item.room, kv.first_token, "Failed")
-                return TransferError(item.room, "Failed", f"KV transfer of room {item.room} failed")
+                reason = "Failed to get kvcache from prefill instance, it might be dead"
+                return TransferError.of(item.room, "Failed", reason)
             await self.warmup()
             self._note_room(item.room, kv.first_token, "Success")
             seq = Sequence(replace(out, pieces=(kv.first_token, *out.pieces[1:])), kv.prompt_tokens)
-            self.decode_sched.join(seq)
+            if self.settings.decode_stalls(kv.prompt_tokens):
+                self._stall(seq)
+            else:
+                self.decode_sched.join(seq)
             self.metrics.ttft.observe(time.monotonic() - t_start)
             return seq
         finally:
             self._waiting -= 1
-            self.metrics.queued = self._waiting
+            self.metrics.queued = self.metrics.transfer_queue = self._waiting
 
     async def decode_items(self, req: GenRequest) -> list[Sequence] | TransferError:
         """Get every item's KV, join the batch; on any failure cancel all and return the error."""
@@ -251,6 +280,20 @@ class Worker:
                 seq.cancelled = True
             return errors[0]
         return seqs
+
+    def _stall(self, seq: Sequence) -> None:
+        """Park ``seq`` in the batch for good: the MLA split-reduce never yields its first token."""
+        self._stalled.add(seq)
+        self.metrics.stalled = len(self._stalled)
+
+    def is_stalled(self, seq: Sequence) -> bool:
+        """Whether ``seq`` is parked by the MLA KV tile (it never emits a token)."""
+        return seq in self._stalled
+
+    def release(self, seqs: list[Sequence]) -> None:
+        """Forget parked sequences whose client went away."""
+        self._stalled.difference_update(seqs)
+        self.metrics.stalled = len(self._stalled)
 
     def finished(self) -> None:
         """Count one request served to completion."""
