@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.cases import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
-from servelab.core.results import SoakDocument
+from servelab.core.results import SoakDocument, SoakFinding
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger import Ledger
@@ -249,9 +249,12 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         change = ledger.list_knob_changes(case_id=cid)
         assert [(c.old, c.new) for c in change] == [("512", "256")]
 
+        # the soak that localized the stall to the proxy: what supports its conviction
+        localized = (SoakFinding("client_proxy", 0.8),)
+        ledger.record_soak(SoakDocument(ok=False, findings=localized), case_id=cid)
         view = cases.resolve_case(
             ledger, cid, "client-side proxy stalls reused connections",
-            exonerate=[target], convict=["component:proxy"], override="seen by hand",
+            exonerate=[target], convict=["component:proxy"],
         )  # fmt: skip
         assert view.restore_status == RESTORE_PENDING
         (item,) = view.plan
