@@ -39,6 +39,16 @@ def test_fisher_p_is_scipys_two_sided_exact_test() -> None:
     assert fisher_p(*_arms(4, 4, 4, 4)) == pytest.approx(1.0)
 
 
+def test_fisher_p_equals_scipy_on_every_small_table() -> None:
+    for n1, n2 in ((1, 1), (3, 3), (4, 6), (6, 6), (8, 5)):
+        for a in range(n1 + 1):
+            for b in range(n2 + 1):
+                ours = fisher_p(ArmTally("s", None, n1, a), ArmTally("r", None, n2, b))
+                theirs = fisher_exact([[a, n1 - a], [b, n2 - b]]).pvalue
+                assert ours == pytest.approx(theirs, abs=1e-12), (n1, n2, a, b)
+    assert fisher_p(*_arms(0, 0, 3, 3)) == 1.0  # an empty arm tells nothing
+
+
 def test_wilson_interval_behaves_at_the_edges() -> None:
     lo, hi = wilson_interval(6, 6)
     assert hi == pytest.approx(1.0) and lo == pytest.approx(6 / (6 + 1.959964**2), rel=1e-4)

@@ -4,7 +4,10 @@
 knob's suspected value, or traffic through the component) and without it (arm ``revert``: the
 knob's revert value, or traffic that bypasses the component). Each arm yields sessions that failed
 out of sessions run. The two failure rates are compared with **Fisher's exact test** (two-sided,
-on the 2×2 table failed/passed × suspect/revert; ``scipy.stats.fisher_exact``), and the
+on the 2×2 table failed/passed × suspect/revert: the hypergeometric probabilities of every table
+with the same margins that is no more likely than the one observed, summed — as
+``scipy.stats.fisher_exact`` computes it, which the tests check; computed here with
+:func:`math.comb` so that no command pays for importing ``scipy.stats``), and the
 difference ``d = rate(suspect) − rate(revert)`` gets **Newcombe's hybrid score interval** (method
 10 of Newcombe 1998: the two Wilson score intervals combined; it behaves at 0/n and n/n, where the
 Wald interval collapses).
@@ -27,8 +30,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
-
-from scipy.stats import fisher_exact
 
 from servelab.core.jsonvalues import obj, objs, opt_float, opt_int, opt_str
 
@@ -103,12 +104,21 @@ class ArmTally:
 
 
 def fisher_p(suspect: ArmTally, revert: ArmTally) -> float:
-    """Two-sided p-value of Fisher's exact test on the arms' failed/passed counts."""
-    table = [
-        [suspect.failed, suspect.sessions - suspect.failed],
-        [revert.failed, revert.sessions - revert.failed],
-    ]
-    return float(fisher_exact(table, alternative="two-sided").pvalue)
+    """Two-sided p-value of Fisher's exact test on the arms' failed/passed counts.
+
+    With the margins fixed (``n1``, ``n2`` sessions, ``k`` failures in all), the suspect arm's
+    failures ``x`` are hypergeometric: ``P(x) = C(n1, x) C(n2, k − x) / C(n1 + n2, k)``. The
+    p-value sums ``P(x)`` over every ``x`` no more likely than the observed one (with scipy's
+    relative tolerance of 1e-7 for ties).
+    """
+    n1, n2 = suspect.sessions, revert.sessions
+    k = suspect.failed + revert.failed
+    total = math.comb(n1 + n2, k)
+    if total == 0 or n1 == 0 or n2 == 0:
+        return 1.0
+    probs = [math.comb(n1, x) * math.comb(n2, k - x) / total for x in range(k + 1)]
+    observed = probs[suspect.failed]
+    return min(1.0, sum(p for p in probs if p <= observed * (1 + 1e-7)))
 
 
 def _z(confidence: float) -> float:
