@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from servelab.core.evidence import CheckRecord
+from servelab.core.experiment import ARM_REVERT, ARM_SUSPECT, ArmTally, ExperimentRecord, decide
 from servelab.core.results import SoakDocument
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops import case as cases
+from servelab.report.docs import build_docs
 from tests.support import free_ports, run_cli
 from tests.support.history import K, seed_history
 from tests.support.specs import SECRET, write_pd_spec
@@ -61,7 +64,8 @@ def test_case_commands_with_json(ledger_file: Path, tmp_path: Path) -> None:
     two = run_cli("case", "evidence", cid, "--soak", "1", "--note", "x", *led)
     assert two.returncode == 2 and "exactly one" in two.stderr
     resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
-                     "--exonerate", TARGET, "--convict", "component:proxy", *led)  # fmt: skip
+                     "--exonerate", TARGET, "--convict", "component:proxy",
+                     "--override", "seen by hand", *led)  # fmt: skip
     assert resolved["restore_status"] == "nothing to restore"  # nothing was reverted under it
     shown = _json("case", "show", cid, *led)
     assert [e["kind"] for e in shown["timeline"]][:3] == ["opened", "suspect", "evidence"]
@@ -92,7 +96,8 @@ def test_report_writes_then_rewrites_only_what_a_verdict_changed(
     out = tmp_path / "docs"
     cid = str(_json("case", "open", "stall", *led)["id"])
     _json("case", "suspect", cid, TARGET, "--reason", "latest", *led)
-    _json("case", "resolve", cid, "--root-cause", "knob", "--convict", TARGET, *led)
+    _json("case", "resolve", cid, "--root-cause", "knob", "--convict", TARGET,
+          "--override", "by hand", *led)  # fmt: skip
     first = _json("report", "--out", str(out), *led)
     assert sorted(first["written"]) == ["ab/ab-1.html", "ab/ab-1.md", "cases/case-1.html",
                                         "cases/case-1.md", "index.html", "perf-plan.html",
@@ -132,10 +137,57 @@ def test_suspect_refuses_a_knob_the_spec_does_not_declare(
     assert _json("case", "suspect", cid, TARGET, "--reason", "latest", *spec, *led)["id"] == 1
 
 
+def _record_experiment(ledger_file: Path, cid: int, failed: tuple[int, int]) -> int:
+    """An experiment on the case (as ``case test`` records it): 6 sessions per arm."""
+    suspect = ArmTally(ARM_SUSPECT, "512", 6, failed[0])
+    revert = ArmTally(ARM_REVERT, "256", 6, failed[1])
+    record = ExperimentRecord(cid, TARGET, "512", "256", 2, 1, decide(suspect, revert), suspect,
+                              revert, found="512", left="512")  # fmt: skip
+    with Ledger.open(ledger_file) as ledger:
+        event = ledger.record_case_event(case_id=cid, kind="experiment", detail=record.to_json())
+        return ledger.add_evidence(case_id=cid, kind="experiment", ref_id=event, note="x")
+
+
+@pytest.mark.timeout(300)
+def test_resolve_refuses_what_the_experiment_contradicts_unless_overridden(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    led = ("--ledger", str(ledger_file))
+    with Ledger.open(ledger_file) as ledger:
+        cid = cases.open_case(ledger, "hang")
+        cases.add_suspect(ledger, cid, TARGET, "latest")
+    unsupported = run_cli("case", "resolve", str(cid), "--root-cause", "knob", "--convict", TARGET,
+                          *led)  # fmt: skip
+    assert unsupported.returncode == 2, unsupported.stderr
+    assert "no recorded evidence supports it" in unsupported.stderr
+    eid = _record_experiment(ledger_file, cid, (6, 0))  # the revert cured it: convicted
+    refused = run_cli("case", "resolve", str(cid), "--root-cause", "proxy", "--exonerate", TARGET,
+                      "--json", *led)  # fmt: skip
+    assert refused.returncode == 2
+    doc = json.loads(refused.stdout)
+    assert doc["ok"] is False
+    assert f"{TARGET} exonerated: contradicted by evidence #{eid}" in doc["error"]
+    with Ledger.open(ledger_file) as ledger:
+        assert cases.load_case(ledger, cid).status == "open"  # nothing was resolved
+        view = cases.resolve_case(ledger, cid, "the knob", convict=[TARGET])  # supported
+        assert view.case.verdict(TARGET) == "convicted" and view.plan == []
+    over = run_cli("case", "resolve", str(cid), "--root-cause", "proxy", "--exonerate", TARGET,
+                   "--override", "the experiment ran on the wrong host", *led)  # fmt: skip
+    assert over.returncode == 0, over.stderr
+    shown = run_cli("case", "show", str(cid), *led).stdout
+    assert "override: the experiment ran on the wrong host — against the evidence" in shown
+    assert f"case test {TARGET}: CONVICTED" in shown
+    with Ledger.open(ledger_file) as ledger:
+        page = build_docs(ledger.snapshot(records=False))[f"cases/case-{cid}.md"].decode()
+    assert "override: the experiment ran on the wrong host" in page
+    assert f"(evidence #{eid})" in page and "experiment: x" in page
+
+
 def test_a_second_resolve_says_the_first_is_kept(ledger_file: Path) -> None:
     led = ("--ledger", str(ledger_file))
     cid = str(_json("case", "open", "hang", *led)["id"])
-    first = run_cli("case", "resolve", cid, "--root-cause", "the knob", "--convict", TARGET, *led)
+    first = run_cli("case", "resolve", cid, "--root-cause", "the knob", "--convict", TARGET,
+                    "--override", "by hand", *led)  # fmt: skip
     assert first.returncode == 0 and "kept" not in first.stdout
     again = run_cli(
         "case", "resolve", cid, "--root-cause", "the proxy", "--exonerate", TARGET, *led
@@ -217,7 +269,8 @@ def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_
     assert f"{K}=256" in env_file.read_text()
 
     resolved = _json("case", "resolve", cid, "--root-cause", "client-side proxy",
-                     "--exonerate", TARGET, "--convict", "component:proxy", *led)  # fmt: skip
+                     "--exonerate", TARGET, "--convict", "component:proxy",
+                     "--override", "seen by hand", *led)  # fmt: skip
     (item,) = resolved["restore_plan"]
     assert (item["current"], item["restore_to"]) == ("256", "512")
 

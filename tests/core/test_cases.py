@@ -30,7 +30,7 @@ from servelab.core.evidence import (
     SoakRunRecord,
     Suspect,
 )
-from servelab.core.revert import conviction_test, revert_cost, revert_values
+from servelab.core.revert import conviction_test, experiment_values, revert_cost, revert_values
 from servelab.errors import CaseError
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
@@ -172,6 +172,22 @@ def test_revert_values_from_recorded_changes() -> None:
     assert revert_values([], "decode", K, to="256") == (None, "256")
     with pytest.raises(CaseError, match="--to"):
         revert_values([], "decode", K)
+
+
+def test_experiment_values_compare_the_suspected_value_with_its_revert() -> None:
+    recorded = _changes({"id": 1, "service": "decode", "name": K, "old": "256", "new": "512"})
+    assert experiment_values([], recorded, "decode", K, current="512") == ("512", "256")
+    assert experiment_values([], recorded, "decode", K, current="512", to="128") == ("512", "128")
+    # reverted under the case already: the value before its first revert against its last value
+    mine = _changes(
+        {"id": 2, "service": "decode", "name": K, "old": "512", "new": "256", "case_id": 3},
+        {"id": 3, "service": "decode", "name": K, "old": "256", "new": "128", "case_id": 3},
+    )
+    assert experiment_values(mine, recorded, "decode", K, current="128") == ("512", "128")
+    with pytest.raises(CaseError, match="both arms"):
+        experiment_values([], recorded, "decode", K, current="512", to="512")
+    with pytest.raises(CaseError, match="--to"):
+        experiment_values([], [], "decode", K, current="512")
 
 
 def test_conviction_test_reads_soak_knobs() -> None:

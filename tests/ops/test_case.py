@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.cases import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
-from servelab.core.results import SoakDocument
+from servelab.core.results import SoakDocument, SoakFinding
 from servelab.core.topology import restart_plan
 from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger import Ledger
@@ -52,7 +52,9 @@ def test_case_lifecycle_in_the_ledger(ledger: Ledger) -> None:
         cases.add_evidence(ledger, cid, "soak", 5)
     with pytest.raises(CaseError, match="needs text"):
         cases.add_evidence(ledger, cid, "note")
-    view = cases.resolve_case(ledger, cid, "proxy", convict=["component:proxy"])
+    view = cases.resolve_case(
+        ledger, cid, "proxy", convict=["component:proxy"], override="seen by hand"
+    )
     assert view.plan == [] and view.case.verdict("component:proxy") == "convicted"
     with pytest.raises(CaseError, match="resolved"):
         cases.add_suspect(ledger, cid, "component:router", "late")
@@ -93,7 +95,7 @@ async def test_restore_needs_a_resolved_case_with_a_plan(ledger: Ledger, tmp_pat
     cid = cases.open_case(ledger, "x")
     with pytest.raises(CaseError, match="not resolved"):
         await cases.restore(loaded, ledger, cid)
-    cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"])
+    cases.resolve_case(ledger, cid, "nothing", convict=["component:proxy"], override="by hand")
     with pytest.raises(CaseError, match="nothing to restore"):
         await cases.restore(loaded, ledger, cid)
 
@@ -126,7 +128,7 @@ def test_a_second_resolve_keeps_the_first_in_the_timeline(ledger: Ledger) -> Non
     target = f"knob:decode/{K}"
     cid = cases.open_case(ledger, "hang")
     cases.add_suspect(ledger, cid, target, "latest change")
-    first = cases.resolve_case(ledger, cid, "the knob", convict=[target])
+    first = cases.resolve_case(ledger, cid, "the knob", convict=[target], override="by hand")
     assert first.case.verdict(target) == "convicted"
     again = cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
     assert again.case.root_cause == "the proxy" and again.case.verdict(target) == "exonerated"
@@ -247,6 +249,9 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         change = ledger.list_knob_changes(case_id=cid)
         assert [(c.old, c.new) for c in change] == [("512", "256")]
 
+        # the soak that localized the stall to the proxy: what supports its conviction
+        localized = (SoakFinding("client_proxy", 0.8),)
+        ledger.record_soak(SoakDocument(ok=False, findings=localized), case_id=cid)
         view = cases.resolve_case(
             ledger, cid, "client-side proxy stalls reused connections",
             exonerate=[target], convict=["component:proxy"],

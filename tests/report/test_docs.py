@@ -93,7 +93,7 @@ def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
 
 def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger) -> None:
     cid = incident(ledger)
-    cases.resolve_case(ledger, cid, "the knob", convict=[f"knob:decode/{K}"])
+    cases.resolve_case(ledger, cid, "the knob", convict=[f"knob:decode/{K}"], override="hand")
     before = build_docs(ledger.export())
     assert "Restore plan" in before[f"cases/case-{cid}.md"].decode()
     assert "nothing to restore" in before[f"cases/case-{cid}.md"].decode()

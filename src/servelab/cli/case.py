@@ -29,8 +29,17 @@ from servelab.core.cases import CASE_RESOLVED, Case
 from servelab.io.files import write_files
 from servelab.io.ledger import Ledger
 from servelab.ops import case as cases
+from servelab.ops import casetest
 from servelab.ops.context import Operation
-from servelab.report.case import restore_error, restore_json, revert_error, revert_json
+from servelab.report.case import (
+    describe_experiment,
+    experiment_json,
+    experiment_lines,
+    restore_error,
+    restore_json,
+    revert_error,
+    revert_json,
+)
 from servelab.report.docs import (
     build_docs,
     describe_conviction,
@@ -39,6 +48,7 @@ from servelab.report.docs import (
     describe_timeline_entry,
 )
 from servelab.report.ledger import ledger_json
+from servelab.report.soak import soak_record
 
 __all__ = ["register"]
 
@@ -202,6 +212,8 @@ def case_revert(
 @click.option("--root-cause", required=True, help="What the cause was.")
 @click.option("--exonerate", multiple=True, help="A target cleared of suspicion (repeatable).")
 @click.option("--convict", multiple=True, help="A target found guilty (repeatable).")
+@click.option("--override", "override", default=None, metavar="REASON",
+              help="Give verdicts the evidence refuses; the reason is recorded.")  # fmt: skip
 @spec_option
 @ledger_option
 @json_option
@@ -210,15 +222,24 @@ def case_resolve(
     root_cause: str,
     exonerate: tuple[str, ...],
     convict: tuple[str, ...],
+    override: str | None,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
 ) -> None:
-    """Resolve the case; prints the restore plan of every exonerated knob."""
+    """Resolve the case; prints the restore plan of every exonerated knob.
+
+    A verdict the case's evidence refuses (an exoneration a ``case test`` or a soak pair
+    contradicts, a conviction nothing supports) exits 2 naming the evidence ids, unless
+    ``--override REASON``.
+    """
 
     async def body(ledger: Ledger) -> tuple[cases.CaseView, Case]:
         before = cases.load_case(ledger, case_id)
-        return cases.resolve_case(ledger, case_id, root_cause, exonerate, convict), before
+        view = cases.resolve_case(
+            ledger, case_id, root_cause, exonerate, convict, override=override
+        )
+        return view, before
 
     view, before = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
@@ -233,6 +254,57 @@ def case_resolve(
         say(f"  restore plan: {describe_restore_item(item)}")
     if view.plan:
         say(f"  apply it with: servelab restore {case_id}")
+
+
+@case_group.command("test")
+@click.argument("case_id", type=int)
+@click.argument("target")
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Visits per arm (ABBA order).")  # fmt: skip
+@click.option("--to", "to_value", help="The knob's revert value (default: as case revert).")
+@click.option("--sessions", type=click.IntRange(1, 4096), default=None,
+              help="Sessions per visit (default: the failing soak's).")  # fmt: skip
+@click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
+@click.option("--effect", default=0.5, show_default=True, type=float,
+              help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
+@spec_option
+@ledger_option
+@json_option
+def case_test(
+    case_id: int,
+    target: str,
+    rounds: int,
+    to_value: str | None,
+    sessions: int | None,
+    alpha: float,
+    effect: float,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Decide TARGET's verdict by experiment: the case's failing soak with and without it.
+
+    A knob: its suspected value against its revert value, each visit set, co-restarted and proven
+    live. A component in front of the router (a proxy): through it against straight to the
+    router. Failure rates compared by Fisher's exact test; the outcome is recorded on the case.
+    The knob is left as it was found.
+    """
+    cfg = casetest.CaseTestConfig(case_id, target, rounds, to_value, alpha, effect, sessions)
+    where = SpecAndLedger(spec_path, ledger_path)
+
+    async def body(ledger: Ledger) -> casetest.CaseTestOutcome:
+        loaded = where.deployment()
+        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+            return await casetest.run_case_test(op, ledger, cfg, document=soak_record)
+
+    outcome = run_with_ledger(where, body, create=False)
+    if as_json:
+        print_json(experiment_json(outcome))
+        return
+    say(describe_experiment(outcome.record))
+    for line in experiment_lines(outcome.record):
+        say(line)
+    say(f"  recorded on case {case_id} as evidence #{outcome.evidence_id}")
 
 
 def _print_case(view: cases.CaseView) -> None:

@@ -9,8 +9,10 @@ demo doubles as a tour of what a user types. The story:
    anomaly of the old value;
 3. multi-round agentic sessions hang behind a client-side proxy; a case is opened and the hang
    reproduced by a soak; the knob (the latest change) is reverted under suspicion with its cost
-   shown; the soak still hangs and localizes the stall to the proxy; the case is resolved, the knob
-   restored and verified live;
+   shown; the soak still hangs and localizes the stall to the proxy; ``case test`` decides each
+   suspect by experiment (the knob: the failing soak with 512 and with 256, each arm co-restarted
+   and proven live; the proxy: through it and straight to the router); the case is resolved with
+   the experiments' verdicts (not typed ones), the knob restored and verified live;
 4. the docs are generated from the ledger; everything is torn down, nothing left running.
 """
 
@@ -142,14 +144,33 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
     story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     why = "fresh connections and direct-to-router replays of the stalled payload succeed"
     story.cmd("case", "suspect", cid, "component:proxy", "--reason", why)
+    story.say("let an experiment decide, not a hunch: the failing soak with 512 and with 256")
+    knob = _test(story, spec, cid, KNOB_TARGET)
+    story.say("and the proxy: the same soak through it and straight to the router, bypassing it")
+    proxy = _test(story, spec, cid, "component:proxy")
+    story.say(f"the verdicts are the experiments': {KNOB_TARGET} {knob}, component:proxy {proxy}")
     story.cmd(
         "case", "resolve", cid, "--root-cause",
         "the client-side proxy stops forwarding on reused keep-alive connections",
-        "--exonerate", KNOB_TARGET, "--convict", "component:proxy",
+        *_verdict(KNOB_TARGET, knob), *_verdict("component:proxy", proxy),
     )  # fmt: skip
-    story.say("the knob was wrongly blamed: restore it, co-restart in order, prove it live")
-    story.cmd("restore", cid, "-f", str(spec))
+    if knob == "exonerated":
+        story.say("the knob was wrongly blamed: restore it, co-restart in order, prove it live")
+        story.cmd("restore", cid, "-f", str(spec))
     story.cmd("case", "show", cid)
+
+
+def _test(story: _Story, spec: Path, cid: str, target: str) -> str:
+    """``case test`` of ``target``; its outcome (convicted, exonerated or inconclusive)."""
+    doc = story.cmd_json("case", "test", cid, target, "--rounds", "2", "-f", str(spec))
+    console.print(Text(doc["summary"]))
+    return str(doc["outcome"])
+
+
+def _verdict(target: str, outcome: str) -> list[str]:
+    """The resolve flag of an experiment's outcome (none when it was inconclusive)."""
+    flag = {"convicted": "--convict", "exonerated": "--exonerate"}.get(outcome)
+    return [flag, target] if flag else []
 
 
 @click.command("demo")

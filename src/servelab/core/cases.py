@@ -51,6 +51,7 @@ __all__ = [
     "parse_target",
     "restore_plan",
     "restore_status",
+    "revert_changes",
     "timeline",
 ]
 
@@ -348,7 +349,7 @@ def restore_plan(
     """
     if case.status != CASE_RESOLVED:
         return []
-    reverts = _revert_changes(case)
+    reverts = revert_changes(case)
     items: list[RestoreItem] = []
     for target in dict.fromkeys(c.target for c in reverts):
         if case.verdict(target) != EXONERATED:
@@ -374,7 +375,7 @@ def restore_plan(
     return items
 
 
-def _revert_changes(case: Case) -> list[KnobChangeRecord]:
+def revert_changes(case: Case) -> list[KnobChangeRecord]:
     """The case's knob changes, minus those a ``restore`` event made (its ``change_id``)."""
     restored = {
         RestoreEvent.from_json(e.detail).change_id for e in case.events if e.kind == "restore"

@@ -26,6 +26,7 @@ __all__ = [
     "ConvictionTest",
     "RevertCost",
     "conviction_test",
+    "experiment_values",
     "flip_verdict",
     "revert_cost",
     "revert_values",
@@ -200,3 +201,33 @@ def conviction_test(
             passing.append(soak.id)
     target = f"knob:{service}/{knob}"
     return ConvictionTest(target, with_value, without_value, tuple(failing), tuple(passing))
+
+
+def experiment_values(
+    case_changes: Sequence[KnobChangeRecord],
+    recorded: Sequence[KnobChangeRecord],
+    service: str,
+    knob: str,
+    *,
+    current: str | None,
+    to: str | None = None,
+) -> tuple[str | None, str | None]:
+    """``(suspect, revert)``: the two values a verdict experiment compares for a knob.
+
+    When the case already reverted the knob (``case_changes``, its restores left out), the suspect
+    is the value before the case's first revert and the revert the case's last value; else the
+    suspect is the ``current`` value and the revert the value before the change that set it (as
+    ``case revert`` would go). ``to`` names the revert value instead.
+    """
+    mine = [c for c in case_changes if c.service == service and c.name == knob]
+    if mine:
+        first, last = min(mine, key=lambda c: c.id), max(mine, key=lambda c: c.id)
+        suspect, revert = first.old, last.new
+    else:
+        setting = [c for c in recorded if c.new == current]
+        suspect, revert = current, revert_values(setting, service, knob, to)[1]
+    revert = to if to is not None else revert
+    if suspect == revert:
+        shown = "unset" if suspect is None else suspect
+        raise CaseError(f"both arms of {service}/{knob} would be {shown}; say the other with --to")
+    return suspect, revert

@@ -56,7 +56,7 @@ __all__ = ["LEDGER_ENV", "SCHEMA_VERSION", "Ledger", "default_ledger_path", "res
 #: Environment variable that moves the ledger (``--ledger`` on the command line wins over it).
 LEDGER_ENV = "SERVELAB_LEDGER"
 
-_EVIDENCE_KINDS = frozenset({"run", "verify", "soak", "ab", "note"})
+_EVIDENCE_KINDS = frozenset({"run", "verify", "soak", "ab", "note", "experiment"})
 
 
 def default_ledger_path(state_dir: Path) -> Path:

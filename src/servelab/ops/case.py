@@ -20,7 +20,7 @@ evidence would convict the knob) before it asks to go on.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +51,7 @@ from servelab.core.revert import (
 )
 from servelab.core.spec import DeploymentSpec
 from servelab.core.topology import restart_plan
+from servelab.core.verdicts import Override, Refusal, refusals
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -65,6 +66,7 @@ __all__ = [
     "RestoreOutcome",
     "RevertOutcome",
     "RevertPreview",
+    "VerdictRefused",
     "add_evidence",
     "add_suspect",
     "already_restored",
@@ -76,6 +78,7 @@ __all__ = [
     "restore",
     "revert",
     "revert_preview",
+    "verdict_refusals",
     "view_case",
 ]
 
@@ -181,21 +184,58 @@ def add_evidence(
     return ledger.add_evidence(case_id=case_id, kind=kind, ref_id=ref_id, note=note)
 
 
+class VerdictRefused(CaseError):
+    """Verdicts the case's recorded evidence does not allow (``refused``: which, why, the ids)."""
+
+    def __init__(self, case_id: int, refused: Sequence[Refusal]) -> None:
+        self.case_id = case_id
+        self.refused = tuple(refused)
+        parts = [
+            f"{r.target} {r.verdict}: "
+            + (f"contradicted by evidence {', '.join(f'#{i}' for i in r.evidence_ids)}"
+               if r.evidence_ids else "no recorded evidence supports it")
+            for r in self.refused
+        ]  # fmt: skip
+        super().__init__(
+            f"case {case_id}: refused: {'; '.join(parts)} (run servelab case test {case_id} "
+            'TARGET, or give --override "REASON")'
+        )
+
+
+def verdict_refusals(ledger: Ledger, case: Case, verdicts: Mapping[str, str]) -> list[Refusal]:
+    """The verdicts that the case's recorded evidence refuses (:mod:`servelab.core.verdicts`)."""
+    ids = {e.ref_id for e in case.evidence if e.kind == "soak" and e.ref_id is not None}
+    soaks = {i: s for i in sorted(ids) if (s := ledger.get_soak(i)) is not None}
+    return refusals(verdicts, case.events, case.evidence, soaks)
+
+
 def resolve_case(
     ledger: Ledger,
     case_id: int,
     root_cause: str,
     exonerate: Sequence[str] = (),
     convict: Sequence[str] = (),
+    *,
+    override: str | None = None,
 ) -> CaseView:
     """Record the root cause and verdicts; the returned view holds the restore plan.
 
-    A resolved case may be resolved again (a verdict corrected): the earlier resolution stays in
-    its timeline (a ``resolved`` event, :class:`~servelab.core.evidence.Resolution`)."""
+    A verdict the recorded evidence refuses (:func:`verdict_refusals`) raises
+    :class:`VerdictRefused`, unless ``override`` gives a reason: then it is recorded with the
+    refusals as an ``override`` case event. A resolved case may be resolved again (a verdict
+    corrected): the earlier resolution stays in its timeline (a ``resolved`` event,
+    :class:`~servelab.core.evidence.Resolution`)."""
     if not root_cause.strip():
         raise CaseError("--root-cause must say what the cause was")
+    if override is not None and not override.strip():
+        raise CaseError("--override must say why the evidence is overruled")
     verdicts = check_verdicts(exonerate, convict)
-    load_case(ledger, case_id)
+    refused = verdict_refusals(ledger, load_case(ledger, case_id), verdicts)
+    if refused and override is None:
+        raise VerdictRefused(case_id, refused)
+    if refused and override is not None:
+        detail = Override(override.strip(), tuple(refused)).to_json()
+        ledger.record_case_event(case_id=case_id, kind=Override.KIND, detail=detail)
     ledger.resolve_case(case_id=case_id, root_cause=root_cause.strip(), verdicts=verdicts)
     return view_case(ledger, case_id)
 

@@ -14,14 +14,37 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servelab.core.evidence import CheckRecord
+from servelab.core.experiment import (
+    RULE_BOUND,
+    RULE_NEITHER,
+    RULE_NOT_REPRODUCED,
+    RULE_SIGNIFICANT,
+    ArmTally,
+    Decision,
+    ExperimentRecord,
+)
 from servelab.core.jsonvalues import objs, opt_str
+from servelab.core.verdicts import (
+    WHY_EXPERIMENT_CONTRADICTS,
+    WHY_NO_SUPPORT,
+    WHY_SOAK_PAIR_CONTRADICTS,
+    Override,
+    Refusal,
+)
 from servelab.ops.case import RestoreOutcome, RevertOutcome
+from servelab.ops.casetest import CaseTestOutcome
 from servelab.ops.verify import Check, VerifyReport
+from servelab.report.text import show_value
 from servelab.report.verify import check_detail, with_details
 
 __all__ = [
     "NOT_CONFIRMED",
+    "describe_experiment",
+    "describe_override",
+    "describe_refusal",
     "event_error",
+    "experiment_json",
+    "experiment_lines",
     "restore_error",
     "restore_json",
     "revert_error",
@@ -88,3 +111,83 @@ def restore_json(outcome: RestoreOutcome) -> dict[str, Any]:
     doc["verification"] = _with_reasons(doc["verification"])
     doc["error"] = restore_error(outcome)
     return doc
+
+
+# -- the verdict experiment (``case test``) and verdicts that hold ---------------------------------
+
+_RULES = {
+    RULE_SIGNIFICANT: "p < α and the failure rate drops with the revert",
+    RULE_BOUND: "the interval's upper bound is below the meaningful effect δ",
+    RULE_NOT_REPRODUCED: "the failure did not reproduce with the suspect in place",
+    RULE_NEITHER: "neither significant nor bounded below the meaningful effect",
+}
+
+_WHY = {
+    WHY_EXPERIMENT_CONTRADICTS: "the case's newest decisive experiment says otherwise",
+    WHY_SOAK_PAIR_CONTRADICTS: "a soak failed with one value and passed with another, "
+    "nothing else changed",
+    WHY_NO_SUPPORT: "no recorded evidence supports it",
+}
+
+
+def _arm(arm: ArmTally) -> str:
+    rate = "n/a" if arm.rate is None else f"{arm.rate:.0%}"
+    return f"{arm.failed}/{arm.sessions} sessions failed ({rate})"
+
+
+def describe_experiment(record: ExperimentRecord) -> str:
+    """One line: the outcome, the arms, the p-value and the interval."""
+    d: Decision = record.decision
+    lo, hi = d.interval
+    return (
+        f"case test {record.target}: {d.outcome.upper()} — suspect "
+        f"{show_value(record.suspect_value)}: {_arm(record.suspect)}; revert "
+        f"{show_value(record.revert_value)}: {_arm(record.revert)}; p = {d.p_value:.3g}, "
+        f"difference {d.difference:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+    )
+
+
+def experiment_lines(record: ExperimentRecord) -> list[str]:
+    """The experiment as ``case test`` prints it: visits, the statistic, the rule."""
+    d = record.decision
+    lines = [
+        f"  visit {i + 1}: arm {v.arm} {show_value(v.value)}: {v.failed}/{v.sessions} failed"
+        + (f" (soak #{v.soak_id})" if v.soak_id is not None else "")
+        + f", {v.elapsed_s:.1f} s"
+        for i, v in enumerate(record.visits)
+    ]
+    lines += [
+        f"  test: {d.test}; p = {d.p_value:.3g} (α = {d.alpha:g})",
+        f"  interval: {d.interval_name}, {d.confidence:.0%}: "
+        f"[{d.interval[0]:+.2f}, {d.interval[1]:+.2f}] (δ = {d.effect:g})",
+        f"  rule: {d.outcome} because {_RULES.get(d.rule, d.rule)}",
+    ]
+    if record.found is not None or record.left is not None:
+        lines.append(f"  knob left as found: {show_value(record.left)}")
+    lines.append(f"  took {record.elapsed_s:.1f} s")
+    return lines
+
+
+def experiment_json(outcome: CaseTestOutcome) -> dict[str, Any]:
+    """``case test --json``: the record, its ids, and the rule in words."""
+    doc = outcome.to_json()
+    doc["summary"] = describe_experiment(outcome.record)
+    doc["rule_text"] = _RULES.get(outcome.record.decision.rule, outcome.record.decision.rule)
+    return doc
+
+
+def describe_refusal(refusal: Refusal) -> str:
+    """Why a verdict was refused, naming the evidence ids."""
+    ids = ", ".join(f"#{i}" for i in refusal.evidence_ids)
+    tail = f" (evidence {ids})" if ids else ""
+    return f"{refusal.target} {refusal.verdict}: {_WHY.get(refusal.why, refusal.why)}{tail}"
+
+
+def describe_override(detail: Mapping[str, Any]) -> str:
+    """An ``override`` case event: the reason and what the evidence said."""
+    refused = [
+        describe_refusal(Refusal(str(r.get("target")), str(r.get("verdict")), str(r.get("why")),
+                                 tuple(int(i) for i in r.get("evidence_ids") or ())))
+        for r in objs(detail.get("refused"))
+    ]  # fmt: skip
+    return f"{Override.KIND}: {detail.get('reason')} — against the evidence: " + "; ".join(refused)

@@ -27,10 +27,11 @@ from servelab.core.cases import (
     timeline,
 )
 from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
+from servelab.core.experiment import ExperimentRecord
 from servelab.core.results import AbResultRecord
 from servelab.core.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.ops.case import CaseView
-from servelab.report.case import event_error
+from servelab.report.case import describe_experiment, describe_override, event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve
@@ -144,6 +145,10 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
     if kind in ("revert", "restore"):
         value = d.get("to", d.get("value"))
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
+    if kind == ExperimentRecord.KIND:
+        return describe_experiment(ExperimentRecord.from_json(d))
+    if kind == "override":
+        return describe_override(d)
     if kind == "resolved":
         verdicts = ", ".join(f"{t} {v}" for t, v in (d.get("verdicts") or {}).items())
         later = f" (superseded {d['superseded_at']})" if d.get("superseded_at") else ""
@@ -197,7 +202,7 @@ def case_markdown(view: CaseView, export: LedgerExport) -> str:
     out += _suspect_table(case)
     out += ["", "## Evidence", ""]
     out += [
-        f"- {e.at}: " + (f"note: {e.note}" if e.kind == "note" else
+        f"- {e.at}: " + (f"{e.kind}: {e.note}" if e.kind in ("note", "experiment") else
                          _evidence_line(e.kind, e.ref_id, export))
         for e in case.evidence
     ] or ["(none)"]  # fmt: skip
