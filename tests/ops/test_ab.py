@@ -72,8 +72,9 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     flagged = {(a.arm, a.concurrency) for a in result.anomalies}
     assert ("256", 96) in flagged, table
     assert not any(arm == "512" for arm, _ in flagged), table
-    # every visit was proven live with its own value before it was measured
-    assert [v.live_value for v in result.visits] == ["256", "512"] * 3
+    # every visit was proven live with its own value before it was measured, in ABBA order
+    assert [v.live_value for v in result.visits] == [v.arm for v in result.visits]
+    assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512"]
     assert all(v.verification_id is not None for v in result.visits)
     assert all(v.failed_requests == 0 for v in result.visits)
     assert any("verified live" in m for m in messages)

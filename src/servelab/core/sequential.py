@@ -46,6 +46,7 @@ __all__ = [
     "confidence_sequence",
     "cs_multiplier",
     "decide",
+    "first_decision",
 ]
 
 BETTER = "better"
@@ -124,3 +125,19 @@ def decide(cs: ConfidenceSequence, margin: float | None) -> str:
         if -bound < cs.low and cs.high < bound:
             return EQUIVALENT
     return UNDECIDED
+
+
+def first_decision(
+    values: Sequence[float],
+    margin: float | None,
+    *,
+    alpha: float = 0.05,
+    mixture: float = DEFAULT_MIXTURE,
+) -> tuple[int | None, str]:
+    """The first n at which the sequence over ``values[:n]`` decided, and the decision
+    (``(None, "undecided")`` when it never did)."""
+    for n in range(2, len(values) + 1):
+        decision = decide(confidence_sequence(values[:n], alpha=alpha, mixture=mixture), margin)
+        if decision != UNDECIDED:
+            return n, decision
+    return None, UNDECIDED
