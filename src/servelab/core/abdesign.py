@@ -13,7 +13,9 @@ deviation at most ``σ_d = √2 · s_arm`` (pairing only removes the part the tw
 fixed design's rounds for a two-sided paired t-test at level ``alpha`` to detect a change
 ``effect`` with probability ``power`` is the smallest n with
 ``P(|T| > t_{1−alpha/2, n−1}) >= power``, ``T`` noncentral t with df ``n − 1`` and noncentrality
-``√n · ln(1 + effect) / σ_d`` (``scipy.stats.nct``).
+``√n · ln(1 + effect) / σ_d`` (``scipy.stats.nct``). For ``--until-decided`` the same noise
+drives a seeded simulation of the stopping rule: the rounds by which it decides in ``power`` of
+the simulated A/Bs, and the mean rounds it spends.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 from scipy import stats as scipy_stats
 
+from servelab.core.sequential import first_decision
 from servelab.core.stats import t_quantile
 
 __all__ = [
@@ -34,11 +38,13 @@ __all__ = [
     "DesignCost",
     "Noise",
     "RoundsPlan",
+    "SequentialPlan",
     "VisitCost",
     "fixed_design",
     "pooled_log_noise",
     "round_order",
     "rounds_for_power",
+    "sequential_rounds_for_power",
     "spent",
     "visit_plan",
 ]
@@ -179,3 +185,46 @@ def fixed_design(
         per_c.append(sum(runs) / len(runs) if runs else math.nan)
     minutes = 2 * rounds * (overhead + sum(per_c)) / 60.0
     return DesignCost(rounds, 2 * rounds, minutes, minutes * gpus, True)
+
+
+@dataclass(frozen=True, slots=True)
+class SequentialPlan:
+    """Rounds by which the stopping rule decides a true change ``effect`` in ``power`` of
+    ``sims`` seeded simulated A/Bs (N(ln(1+effect), σ_d) per-round log ratios), and the mean
+    rounds it takes (capped at ``max_rounds``)."""
+
+    concurrency: int
+    effect: float
+    power: float
+    rounds: int | None
+    mean_rounds: float
+    decided_share: float
+    sims: int
+    seed: int
+    method: str = "seeded simulation of the confidence sequence (Lai 1976)"
+
+
+def sequential_rounds_for_power(
+    noise: Noise,
+    *,
+    effect: float,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    margin: float | None = None,
+    max_rounds: int = 20,
+    sims: int = 1000,
+    seed: int = 0,
+) -> SequentialPlan:
+    """Simulate the stopping rule on Gaussian per-round log ratios with the recorded noise."""
+    sd = noise.sd_log_ratio
+    if math.isnan(sd) or sd <= 0:
+        return SequentialPlan(noise.concurrency, effect, power, None, math.nan, 0.0, 0, seed)
+    rng = np.random.default_rng(seed)
+    draws = rng.normal(math.log1p(effect), sd, size=(sims, max_rounds))
+    stops = [first_decision(list(map(float, row)), margin, alpha=alpha)[0] for row in draws]
+    decided = sorted(n for n in stops if n is not None)
+    need = math.ceil(power * sims)
+    rounds = decided[need - 1] if len(decided) >= need else None
+    mean_rounds = sum(n if n is not None else max_rounds for n in stops) / sims
+    return SequentialPlan(noise.concurrency, effect, power, rounds, mean_rounds,
+                          len(decided) / sims, sims, seed)  # fmt: skip
