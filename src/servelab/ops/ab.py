@@ -41,7 +41,7 @@ from servelab.ops.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
 from servelab.ops.verify import verify
 
-__all__ = ["AbConfig", "AbResult", "ArmVisit", "resume_ab", "run_ab"]
+__all__ = ["AbConfig", "AbResult", "ArmVisit", "resume_ab", "run_ab", "undecided_levels"]
 
 Say = Callable[[str], None]
 
@@ -95,7 +95,7 @@ async def _measure(
             visit.throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
 
 
-def _undecided(result: AbResult, rnd: int) -> tuple[int, ...]:
+def undecided_levels(result: AbResult, rnd: int) -> tuple[int, ...]:
     """The concurrencies round ``rnd`` still measures: all of them in the fixed design; with the
     stopping rule, those the rounds before it left undecided."""
     cfg = result.config
@@ -149,7 +149,7 @@ async def _visits(
     for position, (rnd, side) in enumerate(plan):
         if position < len(result.visits):
             continue  # finished before an interruption: kept
-        levels = _undecided(result, rnd)
+        levels = undecided_levels(result, rnd)
         if not levels:
             result.stopped = STOP_DECIDED
             return
@@ -158,7 +158,7 @@ async def _visits(
         if journal is not None and result.session_id is not None:
             journal.add_visit(result.session_id, position, visit.to_json())
     if cfg.until_decided:
-        result.stopped = STOP_DECIDED if not _undecided(result, cfg.rounds) else STOP_MAX_ROUNDS
+        result.stopped = STOP_DECIDED if not undecided_levels(result, cfg.rounds) else STOP_MAX_ROUNDS
 
 
 async def run_ab(
