@@ -30,6 +30,7 @@ from servelab.cli.common import (
 from servelab.core.abdesign import ORDER_ABBA, ORDERS
 from servelab.core.compare import INCONCLUSIVE
 from servelab.core.options import parse_concurrency, parse_knob_arms, parse_length
+from servelab.io.abjournal import FINISHED, AbJournal
 from servelab.io.files import write_atomic
 from servelab.ops.ab import AbConfig, AbResult, resume_ab, run_ab
 from servelab.ops.abconfig import DEFAULT_MAX_ROUNDS
@@ -85,6 +86,20 @@ def _plan(opts: dict[str, Any], service: str, knob: str) -> AbPlan:
             margin=opts["margin"],
             max_rounds=opts["max_rounds"],
             seed=opts["seed"],
+        )
+
+
+def _check_resume(opts: dict[str, Any]) -> None:
+    """Refuse an unknown or finished journal id before anything runs (exit 2)."""
+    where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
+    with where.ledger() as ledger:
+        session = AbJournal(ledger).get(opts["resume"])
+    if session is None:
+        raise click.BadParameter(f"no A/B {opts['resume']} in the journal", param_hint="--resume")
+    if session.status == FINISHED:
+        raise click.BadParameter(
+            f"A/B {opts['resume']} is already finished (ab_runs {session.ab_id})",
+            param_hint="--resume",
         )
 
 
@@ -192,6 +207,8 @@ def ab_command(**opts: Any) -> None:
         else:
             console.print(plan_markdown(plan), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)
+    if opts["resume"] is not None:
+        _check_resume(opts)
     cfg_or_none = None if opts["resume"] is not None else _config(opts)
     result = run(_ab(opts["spec_path"], opts["ledger_path"], cfg_or_none, opts["resume"]))
     _print(opts, result)

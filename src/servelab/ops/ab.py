@@ -158,7 +158,9 @@ async def _visits(
         if journal is not None and result.session_id is not None:
             journal.add_visit(result.session_id, position, visit.to_json())
     if cfg.until_decided:
-        result.stopped = STOP_DECIDED if not undecided_levels(result, cfg.rounds) else STOP_MAX_ROUNDS
+        result.stopped = (
+            STOP_DECIDED if not undecided_levels(result, cfg.rounds) else STOP_MAX_ROUNDS
+        )
 
 
 async def run_ab(
