@@ -23,7 +23,14 @@ from servelab.io.abjournal import FINISHED, INTERRUPTED, AbJournal
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops import deploy
-from servelab.ops.ab import AbConfig, AbResult, ArmVisit, resume_ab, run_ab, undecided_levels
+from servelab.ops.ab import (
+    AbConfig,
+    AbResult,
+    ArmVisit,
+    resume_ab,
+    run_ab,
+    undecided_levels,
+)
 from servelab.ops.abconfig import STOP_DECIDED, STOP_MAX_ROUNDS
 from servelab.ops.bench import BenchConfig
 from servelab.ops.knob import diff_knob

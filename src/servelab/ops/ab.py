@@ -41,7 +41,15 @@ from servelab.ops.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
 from servelab.ops.verify import verify
 
-__all__ = ["AbConfig", "AbResult", "ArmVisit", "resume_ab", "run_ab", "undecided_levels"]
+__all__ = [
+    "AbConfig",
+    "AbResult",
+    "ArmVisit",
+    "conclude",
+    "resume_ab",
+    "run_ab",
+    "undecided_levels",
+]
 
 Say = Callable[[str], None]
 
@@ -227,7 +235,7 @@ async def _run(
                 journal.set_status(result.session_id, INTERRUPTED)
         raise
     await _restore(op, cfg, result.original, result)
-    _conclude(result)
+    conclude(result)
     if op.ledger is not None:
         result.ab_id = op.ledger.record_ab(
             service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.record()
@@ -246,7 +254,8 @@ async def _restore(op: Operation, cfg: AbConfig, original: str | None, result: A
     result.restored = True
 
 
-def _conclude(result: AbResult) -> None:
+def conclude(result: AbResult) -> None:
+    """Comparisons, decisions, anomalies and cost of the visits so far."""
     cfg = result.config
     base, cand = result.throughput(cfg.baseline), result.throughput(cfg.candidate)
     result.comparisons = compare_arms(
