@@ -134,8 +134,9 @@ async def _visit(
 ) -> ArmVisit:
     cfg = result.config
     value = cfg.baseline if side == BASELINE else cfg.candidate
-    first, second = (cfg.baseline, cfg.candidate) if (position % 2 == 0) == (side == BASELINE) \
-        else (cfg.candidate, cfg.baseline)  # fmt: skip
+    # The first visit of a round is its first arm; the second visit's arm is the round's second.
+    baseline_first = (position % 2 == 0) == (side == BASELINE)
+    first, second = (cfg.baseline, cfg.candidate)[:: 1 if baseline_first else -1]
     op.say(f"round {rnd + 1}/{cfg.rounds} ({first}→{second}): arm {cfg.knob}={value}")
     t0 = time.monotonic()
     vid, live = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
