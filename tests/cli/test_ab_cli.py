@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.results import AbArm, AbResultRecord
 from servelab.core.spec import DEFAULT_KNOB
+from servelab.io.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 
@@ -56,3 +58,36 @@ def test_bad_knob_argument_exits_2(tmp_path: Path, knob: str, words: str) -> Non
     result = run_cli("ab", "-f", spec, "--knob", knob, "--ledger", str(tmp_path / "l.db"))
     assert result.returncode == 2
     assert words in result.stderr
+
+
+def test_plan_sizes_an_ab_from_the_recorded_noise(tmp_path: Path) -> None:
+    spec = str(write_pd_spec(tmp_path))
+    ledger_path = tmp_path / "ledger.db"
+    arms = (
+        AbArm("256", {"64": (1000.0, 1012.0, 994.0), "80": (1100.0, 1105.0, 1096.0)}),
+        AbArm("512", {"64": (1128.0, 1120.0, 1135.0), "80": (1110.0, 1102.0, 1117.0)}),
+    )
+    record = AbResultRecord(service="decode", knob=DEFAULT_KNOB, baseline="256", candidate="512",
+                            arms=arms)  # fmt: skip
+    with Ledger.open(ledger_path) as ledger:
+        ledger.record_ab(service="decode", knob=DEFAULT_KNOB, config={}, result=record)
+    args = ("ab", "-f", spec, "--ledger", str(ledger_path), "--knob",
+            f"decode:{DEFAULT_KNOB}=256,512", "--concurrency", "64,80,96", "--plan",
+            "--effect", "2%")  # fmt: skip
+    result = run_cli(*args, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["ab_ids"] == [1] and doc["effect"] == 0.02
+    by_c = {p["concurrency"]: p for p in doc["fixed"]}
+    assert by_c[64]["rounds"] >= 2 and by_c[80]["rounds"] >= 2
+    assert by_c[96]["rounds"] is None  # nothing recorded at C96
+    assert [n["groups"] for n in doc["noise"]] == [2, 2, 0]
+    text = run_cli(*args)
+    assert text.returncode == 0 and "| 96 | 0 | no recorded noise |" in text.stdout
+
+
+def test_resume_of_an_unknown_ab_exits_2(tmp_path: Path) -> None:
+    spec = str(write_pd_spec(tmp_path))
+    result = run_cli("ab", "-f", spec, "--resume", "9", "--ledger", str(tmp_path / "l.db"))
+    assert result.returncode == 2, result.stderr
+    assert "no A/B 9" in result.stderr

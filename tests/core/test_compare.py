@@ -10,6 +10,7 @@ from servelab.core.compare import (
     NO_DIFFERENCE,
     WORSE,
     compare_arms,
+    curve_drops,
     find_anomalies,
 )
 
@@ -63,3 +64,30 @@ def test_non_monotonic_throughput_is_an_anomaly() -> None:
     assert (a.arm, a.concurrency, a.previous) == ("256", 96, 80)
     assert a.drop == pytest.approx(1 - 975 / 1005)
     assert find_anomalies("512", {64: [900.0], 80: [1000.0], 96: [1010.0]}) == []
+
+
+def test_noise_is_not_an_anomaly_but_a_significant_drop_is() -> None:
+    noisy = {80: [1000.0, 1040.0, 970.0], 96: [990.0, 1030.0, 985.0]}
+    assert find_anomalies("512", noisy) == []
+    (drop,) = curve_drops("512", noisy)
+    assert not drop.significant and drop.p_value > 0.05
+    clear = {80: [1891.0, 1885.0, 1897.0], 96: [1837.0, 1840.0, 1831.0]}
+    (a,) = find_anomalies("256", clear)
+    assert a.significant and a.p_value < 0.05
+    assert a.test.startswith("Welch")
+    assert a.drop_ci[0] < a.drop < a.drop_ci[1]
+    assert a.drop_ci[0] > 0  # the whole 90% interval of the drop is above 0
+    assert a.to_dict()["drop_ci"] == list(a.drop_ci)
+
+
+def test_paired_unpaired_and_sequential_side_by_side() -> None:
+    drift = [1000.0, 1100.0, 1200.0, 1300.0]
+    cand = [v * f for v, f in zip(drift, (1.021, 1.019, 1.022, 1.018), strict=True)]
+    (c,) = compare_arms({64: drift}, {64: cand}, baseline_label="a", candidate_label="b")
+    assert c.verdict == BETTER and c.method.startswith("paired t interval")
+    assert c.rounds == 4
+    assert c.unpaired is not None and c.unpaired.verdict == "not significant"
+    assert c.sequential is not None and c.sequential.n == 4
+    doc = c.to_dict()
+    assert doc["paired"]["n"] == 4 and "unpaired" in doc and "sequential" in doc
+    assert doc["decision"] in {"better", "undecided"}

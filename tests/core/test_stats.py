@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from servelab.core import stats
 
@@ -65,3 +67,55 @@ def test_ratio_verdicts() -> None:
 
 def test_median_of_even_sample() -> None:
     assert stats.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+
+
+def test_t_quantile_and_interval_match_scipy() -> None:
+    from_scipy = scipy_stats.t.ppf(0.975, 7)
+    assert stats.t_quantile(0.975, 7) == pytest.approx(from_scipy, rel=1e-12)
+    values = [3.1, 2.9, 3.4, 3.0, 2.7, 3.3]
+    ci = stats.t_interval(values)
+    low, high = scipy_stats.t.interval(
+        0.95, len(values) - 1, loc=np.mean(values), scale=scipy_stats.sem(values)
+    )
+    assert (ci.low, ci.high) == pytest.approx((low, high), rel=1e-12)
+
+
+def test_welch_difference_matches_scipy_ttest() -> None:
+    a, b = [1000.0, 1010.0, 1003.0], [970.0, 981.0, 975.0, 990.0]
+    diff = stats.welch_difference(a, b, confidence=0.90)
+    ref = scipy_stats.ttest_ind(b, a, equal_var=False, alternative="less")
+    assert diff.p_less == pytest.approx(ref.pvalue, rel=1e-9)
+    two = scipy_stats.ttest_ind(b, a, equal_var=False).confidence_interval(0.90)
+    assert (diff.low, diff.high) == pytest.approx((two.low, two.high), rel=1e-9)
+    assert diff.estimate == pytest.approx(np.mean(b) - np.mean(a))
+    assert not stats.welch_difference([1.0], [2.0, 3.0]).conclusive
+    assert not stats.welch_difference([1.0, 1.0], [2.0, 2.0]).conclusive
+
+
+def test_fieller_matches_published_example() -> None:
+    """Fieller's interval solves (a − ρb)² = t² (va + ρ² vb): check the bounds are its roots."""
+    a, b = [112.0, 113.0, 114.0, 111.5], [100.0, 101.0, 99.0, 100.5]
+    ci = stats.ratio_interval(a, b)
+    va, vb = np.var(a, ddof=1) / 4, np.var(b, ddof=1) / 4
+    df = (va + vb) ** 2 / (va**2 / 3 + vb**2 / 3)
+    t = scipy_stats.t.ppf(0.975, df)
+    for rho in (ci.low, ci.high):
+        assert (np.mean(a) - rho * np.mean(b)) ** 2 == pytest.approx(
+            t * t * (va + rho * rho * vb), rel=1e-9
+        )
+
+
+def test_bootstrap_matches_scipy_percentile_bootstrap() -> None:
+    values = [1.0, 2.5, 2.0, 3.5, 2.2, 1.7, 2.9]
+    ours = stats.bootstrap_interval(values, seed=3, resamples=999)
+    ref = scipy_stats.bootstrap(
+        (np.asarray(values),),
+        np.mean,
+        n_resamples=999,
+        method="percentile",
+        rng=np.random.default_rng(3),
+    )
+    assert (ours.low, ours.high) == pytest.approx(
+        (ref.confidence_interval.low, ref.confidence_interval.high), rel=1e-9
+    )
+    assert not stats.bootstrap_interval([2.0, 2.0, 2.0], seed=0).conclusive

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -18,10 +19,19 @@ from servelab.core.compare import BETTER
 from servelab.core.spec import DEFAULT_KNOB
 from servelab.core.workload import LengthDist
 from servelab.errors import BenchError
+from servelab.io.abjournal import FINISHED, INTERRUPTED, AbJournal
 from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops import deploy
-from servelab.ops.ab import AbConfig, run_ab
+from servelab.ops.ab import (
+    AbConfig,
+    AbResult,
+    ArmVisit,
+    resume_ab,
+    run_ab,
+    undecided_levels,
+)
+from servelab.ops.abconfig import STOP_DECIDED, STOP_MAX_ROUNDS
 from servelab.ops.bench import BenchConfig
 from servelab.ops.knob import diff_knob
 from servelab.report.ab import ab_markdown
@@ -72,8 +82,9 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     flagged = {(a.arm, a.concurrency) for a in result.anomalies}
     assert ("256", 96) in flagged, table
     assert not any(arm == "512" for arm, _ in flagged), table
-    # every visit was proven live with its own value before it was measured
-    assert [v.live_value for v in result.visits] == ["256", "512"] * 3
+    # every visit was proven live with its own value before it was measured, in ABBA order
+    assert [v.live_value for v in result.visits] == [v.arm for v in result.visits]
+    assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512"]
     assert all(v.verification_id is not None for v in result.visits)
     assert all(v.failed_requests == 0 for v in result.visits)
     assert any("verified live" in m for m in messages)
@@ -143,3 +154,67 @@ knobs = ["{DEFAULT_KNOB}"]
     assert message.startswith(f"arm {DEFAULT_KNOB}=256 is not live (")
     assert message.endswith("): arm not measured")
     assert "live svc: live.restart_needed" in message and "e2e svc: e2e.failed" in message
+
+
+def _visit(arm: str, rnd: int, thr: dict[int, float]) -> ArmVisit:
+    return ArmVisit(arm, rnd, 1, arm, thr, 0)
+
+
+def test_a_decided_concurrency_leaves_the_experiment() -> None:
+    cfg = replace(_config(1, (64, 80), 1), until_decided=True, max_rounds=8)
+    result = AbResult(cfg, "512")
+    noise = (1.0, 1.004, 0.997)
+    for rnd, e in enumerate(noise):
+        result.visits += [
+            _visit("256", rnd, {64: 1000.0 * e, 80: 1000.0 * e}),
+            _visit("512", rnd, {64: 1128.0 * e * (1 + 0.001 * rnd), 80: 1000.0 / e}),
+        ]
+    assert undecided_levels(result, 2) == (64, 80)  # two rounds: unbounded, nothing decided
+    assert undecided_levels(result, 3) == (80,)  # C64 decided better after three rounds
+    assert undecided_levels(replace(result, config=replace(cfg, until_decided=False)), 3) == (
+        64,
+        80,
+    )
+
+
+@pytest.mark.timeout(400)
+async def test_an_interrupted_ab_resumes_from_the_journal(tmp_path: Path) -> None:
+    """Cancelled while round 2 starts: the knob comes back; the resume keeps round 1's two visits
+    (same bench runs), runs the rest of the ABBA plan, stops at --max-rounds, prices the design."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        cfg = replace(_config(1, (2,), 12), until_decided=True, max_rounds=3)
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            task: asyncio.Task[AbResult] | None = None
+
+            def progress(message: str) -> None:
+                if message.startswith("round 2/") and task is not None:
+                    asyncio.get_running_loop().call_soon(task.cancel)
+
+            task = asyncio.create_task(run_ab(loaded, cfg, ledger=ledger, progress=progress))
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "512"
+            (session,) = [AbJournal(ledger).get(1)]
+            assert session is not None and session.status == INTERRUPTED
+            kept = [v["bench_run_ids"] for v in session.visits]
+            assert [v["arm"] for v in session.visits] == ["256", "512"]
+            result = await resume_ab(loaded, 1, ledger=ledger)
+            recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+            finished = AbJournal(ledger).get(1)
+    finally:
+        await deploy.down(loaded)
+    assert result.resumed and result.restored
+    assert [v.bench_run_ids for v in result.visits[:2]] == kept
+    assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512"]
+    assert [v.order for v in result.visits[:4]] == ["256→512"] * 2 + ["512→256"] * 2
+    assert [v.position for v in result.visits] == list(range(6))
+    assert result.stopped in (STOP_MAX_ROUNDS, STOP_DECIDED)
+    assert result.cost is not None and result.fixed_cost is not None
+    assert result.cost.rounds == 3 and result.fixed_cost.rounds == 3
+    assert finished is not None and finished.status == FINISHED
+    assert finished.ab_id == result.ab_id
+    assert recorded is not None and len(recorded.result.visits) == 6
+    assert recorded.result.design["order"] == "abba"
+    assert "Visits in the order they ran" in ab_markdown(result)

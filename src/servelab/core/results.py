@@ -138,6 +138,10 @@ class AbResultRecord:
     comparisons: tuple[ComparisonRecord, ...] = ()
     anomalies: tuple[AnomalyRecord, ...] = ()
     ab_id: int | None = None
+    #: every visit in the order it ran (arm, round, order, live proof, throughput, timing)
+    visits: tuple[Mapping[str, Any], ...] = ()
+    #: the design: order scheme, rounds, stopping rule, cost against the fixed design
+    design: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, result: Mapping[str, Any]) -> AbResultRecord:
@@ -154,6 +158,8 @@ class AbResultRecord:
             ),
             anomalies=tuple(AnomalyRecord.from_json(a) for a in objs(result.get("anomalies"))),
             ab_id=opt_int(result.get("ab_id")),
+            visits=tuple(objs(result.get("visits"))),
+            design=obj(result.get("design")),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -168,6 +174,8 @@ class AbResultRecord:
             "comparisons": [c.to_json() for c in self.comparisons],
             "anomalies": [a.to_json() for a in self.anomalies],
             "ab_id": self.ab_id,
+            "visits": [dict(v) for v in self.visits],
+            "design": dict(self.design),
         }
 
 

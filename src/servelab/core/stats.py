@@ -4,10 +4,11 @@
   Percentiles use linear interpolation between closest ranks (Hyndman & Fan 1996, type 7;
   numpy's default ``linear`` method).
 - ``t_interval``: Student-t confidence interval for the mean of repeated runs (e.g. throughput of K
-  repeats). The t quantile comes from the regularized incomplete beta function (continued fraction,
-  Numerical Recipes §6.4) inverted by bisection; no SciPy.
+  repeats). The t distribution is ``scipy.stats.t``.
 - ``bootstrap_interval``: percentile bootstrap of a statistic (Efron & Tibshirani 1993, ch. 13),
-  seeded.
+  by ``scipy.stats.bootstrap``, seeded.
+- ``welch_difference``: Welch's t-test for mean(b) − mean(a) of two independent samples
+  (Welch 1947, Welch–Satterthwaite df), with its interval and a one-sided p-value.
 - ``ratio_interval``: Fieller's interval for the ratio of two independent means (Fieller 1954;
   cov = 0, Welch–Satterthwaite degrees of freedom). It is unbounded when the denominator's mean is
   not significantly non-zero; that, or fewer than ``min_n`` samples per side, gives "inconclusive".
@@ -16,13 +17,16 @@
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as scipy_stats
 
 __all__ = [
     "INCONCLUSIVE",
     "PERCENTILE_METHOD",
+    "Difference",
     "Interval",
     "RatioInterval",
     "Summary",
@@ -35,6 +39,8 @@ __all__ = [
     "summarize",
     "t_interval",
     "t_quantile",
+    "t_sf",
+    "welch_difference",
 ]
 
 PERCENTILE_METHOD = "linear interpolation between closest ranks (Hyndman & Fan type 7)"
@@ -86,6 +92,27 @@ class RatioInterval:
     reason: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """``mean(b) − mean(a)`` of two independent samples with its interval, and the one-sided
+    p-value of ``mean(b) < mean(a)`` (Welch's t-test); nan where it cannot be computed."""
+
+    estimate: float
+    low: float
+    high: float
+    confidence: float
+    p_less: float
+    df: float
+    n_a: int
+    n_b: int
+    method: str
+
+    @property
+    def conclusive(self) -> bool:
+        """True when the test could be computed (two values a side, some variance)."""
+        return not math.isnan(self.p_less)
+
+
 def mean(values: Sequence[float]) -> float:
     """Arithmetic mean (``nan`` for an empty sample)."""
     return sum(values) / len(values) if values else math.nan
@@ -131,55 +158,14 @@ def summarize(values: Sequence[float]) -> Summary:
     )
 
 
-def _beta_cf(a: float, b: float, x: float) -> float:
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for num in (
-            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
-        ):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """Regularized incomplete beta I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-    front = math.exp(ln_front + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_cf(a, b, x) / a
-    return 1.0 - front * _beta_cf(b, a, 1.0 - x) / b
-
-
-def _t_cdf(t: float, df: float) -> float:
-    tail = 0.5 * _betainc(df / 2.0, 0.5, df / (df + t * t))
-    return 1.0 - tail if t >= 0 else tail
-
-
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile (0.5 < p < 1) of Student's t with ``df`` degrees of freedom."""
-    lo, hi = 0.0, 1.0
-    while _t_cdf(hi, df) < p:
-        hi *= 2.0
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
-        if hi - lo < 1e-12:
-            break
-    return (lo + hi) / 2.0
+    """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``scipy.stats.t``)."""
+    return float(scipy_stats.t.ppf(p, df))
+
+
+def t_sf(t: float, df: float) -> float:
+    """The upper tail ``P(T > t)`` of Student's t with ``df`` degrees of freedom."""
+    return float(scipy_stats.t.sf(t, df))
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:
@@ -200,15 +186,22 @@ def bootstrap_interval(
     resamples: int = 2000,
     confidence: float = 0.95,
 ) -> Interval:
-    """Percentile bootstrap interval of ``statistic`` (seeded; nan bounds below two values)."""
+    """Percentile bootstrap interval of ``statistic`` (``scipy.stats.bootstrap``, seeded; nan
+    bounds below two values or when every resample gives the same statistic)."""
     n, estimate = len(values), statistic(values) if values else math.nan
     method = f"percentile bootstrap ({resamples} resamples, seed {seed})"
-    if n < 2:
+    if n < 2 or min(values) == max(values):
         return Interval(estimate, math.nan, math.nan, confidence, method, n)
-    rng = random.Random(seed)
-    stats = sorted(statistic(rng.choices(values, k=n)) for _ in range(resamples))
-    alpha = (1.0 - confidence) / 2.0 * 100.0
-    low, high = percentile(stats, alpha), percentile(stats, 100.0 - alpha)
+    res = scipy_stats.bootstrap(
+        (np.asarray(values, dtype=float),),
+        lambda sample: statistic([float(v) for v in sample]),
+        vectorized=False,
+        n_resamples=resamples,
+        confidence_level=confidence,
+        method="percentile",
+        rng=np.random.default_rng(seed),
+    )
+    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
     return Interval(estimate, low, high, confidence, method, n)
 
 
@@ -238,3 +231,28 @@ def ratio_interval(
     verdict = "A>B" if low > 1.0 else "A<B" if high < 1.0 else "not significant"
     method = f"Fieller interval of a ratio of independent means (Welch df={df:.1f})"
     return RatioInterval(ratio, low, high, confidence, verdict, method)
+
+
+def welch_difference(
+    a: Sequence[float], b: Sequence[float], *, confidence: float = 0.90
+) -> Difference:
+    """Welch's t-test of ``mean(b) − mean(a)`` (Welch 1947): the two-sided ``confidence``
+    interval and the one-sided p-value of ``mean(b) < mean(a)``. At 90% the interval's upper
+    end is the one-sided 95% bound, so "upper end below 0" and "p < 0.05" agree."""
+    diff = mean(b) - mean(a) if a and b else math.nan
+    method = "Welch's t-test (one-sided), Welch-Satterthwaite df"
+    nan = Difference(
+        diff, math.nan, math.nan, confidence, math.nan, math.nan, len(a), len(b), method
+    )
+    if len(a) < 2 or len(b) < 2:
+        return nan
+    va, vb = sample_std(a) ** 2 / len(a), sample_std(b) ** 2 / len(b)
+    if va + vb == 0.0:
+        return nan
+    df = (va + vb) ** 2 / (va**2 / (len(a) - 1) + vb**2 / (len(b) - 1))
+    se = math.sqrt(va + vb)
+    half = t_quantile(0.5 + confidence / 2.0, df) * se
+    p_less = float(scipy_stats.t.cdf(diff / se, df))
+    return Difference(
+        diff, diff - half, diff + half, confidence, p_less, df, len(a), len(b), method
+    )

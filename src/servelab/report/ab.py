@@ -1,15 +1,18 @@
-"""Rendering an A/B result: the perf-plan markdown (``+12.8% at C64``), a console table, a plot."""
+"""Rendering an A/B result: the perf-plan markdown (``+12.8% at C64``), the visits in the order
+they ran, paired against unpaired, the stopping rule and its cost, a plot; and ``ab --plan``."""
 
 from __future__ import annotations
 
 import math
 
-from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Comparison
+from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
 from servelab.core.evidence import AbRunRecord
 from servelab.ops.ab import AbResult
+from servelab.ops.abconfig import AbConfig
+from servelab.ops.abplan import AbPlan
 from servelab.report.plots import ab_plot
 
-__all__ = ["ab_markdown", "ab_png", "change_phrase", "headline"]
+__all__ = ["ab_markdown", "ab_png", "change_phrase", "headline", "plan_markdown"]
 
 
 def _pct(x: float) -> str:
@@ -29,11 +32,14 @@ def headline(result: AbResult) -> str:
     return f"{cfg.service} {cfg.knob} {cfg.baseline} → {cfg.candidate}: {phrases}"
 
 
-def _ci(c: Comparison) -> str:
-    lo, hi = c.ci
-    if math.isnan(lo):
+def _interval(lo: float, hi: float) -> str:
+    if math.isnan(lo) or math.isnan(hi) or math.isinf(lo) or math.isinf(hi) or lo <= 0:
         return "unbounded"
     return f"[{_pct(lo - 1)}, {_pct(hi - 1)}]"
+
+
+def _ci(c: Comparison) -> str:
+    return _interval(*c.ci)
 
 
 def _arm_mean(result: AbResult, arm: str, conc: int) -> str:
@@ -41,8 +47,94 @@ def _arm_mean(result: AbResult, arm: str, conc: int) -> str:
     return f"{sum(values) / len(values):.1f} (n={len(values)})" if values else "—"
 
 
+def _order_words(cfg: AbConfig) -> str:
+    if cfg.order == "abba":
+        return (
+            f"ABBA: rounds alternate {cfg.baseline}→{cfg.candidate} and "
+            f"{cfg.candidate}→{cfg.baseline}"
+        )
+    return f"random: each round's order a fair coin (seed {cfg.order_seed})"
+
+
+def _visits_table(result: AbResult) -> list[str]:
+    cfg = result.config
+    levels = list(cfg.bench.concurrencies)
+    lines = [
+        f"Visits in the order they ran ({_order_words(cfg)}):",
+        "",
+        "| # | round | order | arm | verification | " + " | ".join(f"C{c}" for c in levels) + " |",
+        "|---|---|---|---|---|" + "---|" * len(levels),
+    ]
+    for i, v in enumerate(result.visits, 1):
+        thr = " | ".join(f"{v.throughput[c]:.1f}" if c in v.throughput else "—" for c in levels)
+        lines.append(
+            f"| {i} | {v.round + 1} | {v.order} | {cfg.knob}={v.arm} | {v.verification_id} "
+            f"| {thr} |"
+        )
+    return lines
+
+
+def _analyses_table(result: AbResult) -> list[str]:
+    lines = [
+        "What pairing bought (candidate/baseline; the verdict is the paired t interval):",
+        "",
+        "| C | paired: rounds, ratio, 95% t CI | bootstrap 95% CI | unpaired (Fieller) ratio, "
+        "95% CI | confidence sequence (95%, anytime) | stopping rule |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in result.comparisons:
+        p, u, s = c.paired, c.unpaired, c.sequential
+        paired = f"n={p.n}, {_pct(p.ratio - 1)} {_interval(*p.ci)}" if p else "—"
+        boot = _interval(*p.bootstrap_ci) if p and p.bootstrap_ci else "—"
+        unpaired = f"{_pct(u.ratio - 1)} {_interval(u.low, u.high)}" if u else "—"
+        cs = _interval(*s.ratio_ci) if s else "—"
+        rounds, decision = result.decided.get(c.concurrency, (None, c.decision))
+        at = f" at round {rounds}" if rounds else ""
+        lines.append(
+            f"| {c.concurrency} | {paired} | {boot} | {unpaired} | {cs} | {decision}{at} |"
+        )
+    first = next((c.paired for c in result.comparisons if c.paired), None)
+    if first is not None and first.bootstrap_method:
+        lines += ["", f"Bootstrap: {first.bootstrap_method}."]
+    return lines
+
+
+def _stopping(result: AbResult) -> list[str]:
+    cfg, cost, fixed = result.config, result.cost, result.fixed_cost
+    lines = []
+    if cfg.until_decided:
+        margin = f", equivalence margin ±{cfg.margin * 100:g}%" if cfg.margin else ""
+        lines.append(
+            f"Stopping rule: Lai (1976) confidence sequence on the per-round log ratio, 95% at "
+            f"every look{margin}; {result.rounds_run} of at most {cfg.rounds} rounds "
+            f"({result.stopped})."
+        )
+    if cost is not None and fixed is not None and not math.isnan(fixed.minutes):
+        lines.append(
+            f"Cost: {cost.rounds} rounds, {cost.visits} visits, {cost.minutes:.1f} min "
+            f"({cost.gpu_minutes:.1f} GPU-min at {cfg.gpus} GPU); the fixed design of "
+            f"{fixed.rounds} rounds at every concurrency: {fixed.visits} visits, "
+            f"≈{fixed.minutes:.1f} min (≈{fixed.gpu_minutes:.1f} GPU-min, estimated from the "
+            "visits measured)."
+        )
+    return lines
+
+
+def _anomaly_line(cfg: AbConfig, a: Anomaly) -> str:
+    lo, hi = a.drop_ci
+    ci = "n/a" if math.isnan(lo) else f"{lo * 100:.1f}% .. {hi * 100:.1f}%"
+    head = "anomaly" if a.significant else "not flagged (not significant)"
+    return (
+        f"- {head}: with {cfg.knob}={a.arm}, throughput at C{a.concurrency} "
+        f"({a.throughput:.1f} tok/s, n={a.n}) is {a.drop * 100:.1f}% below C{a.previous} "
+        f"({a.previous_throughput:.1f} tok/s, n={a.n_previous}); drop 90% CI {ci}, "
+        f"Welch one-sided p={a.p_value:.3g}"
+    )
+
+
 def ab_markdown(result: AbResult) -> str:
-    """The perf-plan table: per concurrency both arms' mean throughput, change, CI, verdict."""
+    """The perf-plan table: per concurrency both arms' mean throughput, change, CI, verdict;
+    then the visits, the three analyses, the stopping rule's cost and the anomalies."""
     cfg = result.config
     lines = [
         f"## {cfg.service} `{cfg.knob}`: {cfg.baseline} → {cfg.candidate}",
@@ -61,17 +153,54 @@ def ab_markdown(result: AbResult) -> str:
         )
     lines += [
         "",
-        "Ratio of mean output-token throughput, candidate/baseline; "
+        "Steady-state output-token throughput, candidate/baseline; "
         f"{result.comparisons[0].method if result.comparisons else ''}.",
+        "",
+        *_visits_table(result),
+        "",
+        *_analyses_table(result),
+        "",
+        *_stopping(result),
+        "",
     ]
-    for a in result.anomalies:
-        lines.append(
-            f"- anomaly: with {cfg.knob}={a.arm}, throughput at C{a.concurrency} "
-            f"({a.throughput:.1f} tok/s) is {a.drop * 100:.1f}% below C{a.previous} "
-            f"({a.previous_throughput:.1f} tok/s)"
-        )
+    lines += [_anomaly_line(cfg, a) for a in result.drops]
     if not result.anomalies:
-        lines.append("- no anomaly: throughput rises with concurrency in both arms")
+        lines.append(
+            "- no anomaly: no significant drop of throughput with concurrency in either arm"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def plan_markdown(plan: AbPlan) -> str:
+    """``ab --plan``: the noise found and the rounds each design needs."""
+    knob = f" `{plan.knob}`" if plan.knob else ""
+    lines = [
+        f"## A/B plan: {plan.service}{knob}, change {_pct(plan.effect)}, power {plan.power:g}, "
+        f"α {plan.alpha:g}",
+        "",
+        f"Noise from {len(plan.ab_ids)} recorded A/B(s) of {plan.service}: pooled within-arm SD "
+        "of ln throughput across visits; the per-round log ratio's SD is taken as √2 times it.",
+        "",
+        "| C | arms (df) | SD ln thr | fixed design rounds (power) | until-decided rounds for "
+        "that power (mean) |",
+        "|---|---|---|---|---|",
+    ]
+    for noise, fixed, seq in zip(plan.noise, plan.fixed, plan.sequential, strict=True):
+        if math.isnan(noise.sd_log):
+            lines.append(f"| {noise.concurrency} | 0 | no recorded noise | — | — |")
+            continue
+        f_rounds = f"{fixed.rounds} ({fixed.achieved_power:.2f})" if fixed.rounds else "> 200"
+        s_rounds = f"{seq.rounds}" if seq.rounds else f"> {plan.max_rounds}"
+        lines.append(
+            f"| {noise.concurrency} | {noise.groups} ({noise.df}) | {noise.sd_log * 100:.2f}% "
+            f"| {f_rounds} | {s_rounds} ({seq.mean_rounds:.1f}) |"
+        )
+    lines += [
+        "",
+        "Fixed design: two-sided paired t-test on log ratios, power by the noncentral t. "
+        f"Until-decided: {plan.sequential[0].sims if plan.sequential else 0} seeded simulations "
+        f"of the confidence sequence (max {plan.max_rounds} rounds).",
+    ]
     return "\n".join(lines) + "\n"
 
 

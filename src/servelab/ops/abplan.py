@@ -1,0 +1,80 @@
+"""``ab --plan``: how many rounds an A/B needs, from the noise of the A/Bs already recorded.
+
+For each concurrency the noise is the pooled within-arm SD of ln throughput over every arm of the
+earlier A/Bs of the same service in the ledger (:func:`servelab.core.abdesign.pooled_log_noise`);
+from it the fixed design's rounds (noncentral t) and the stopping rule's rounds (seeded
+simulation) for a given change and power. Nothing is run on the deployment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from servelab.core.abdesign import (
+    Noise,
+    RoundsPlan,
+    SequentialPlan,
+    pooled_log_noise,
+    rounds_for_power,
+    sequential_rounds_for_power,
+)
+from servelab.io.ledger import Ledger
+
+__all__ = ["AbPlan", "plan_ab"]
+
+
+@dataclass(frozen=True)
+class AbPlan:
+    """Per concurrency: the recorded noise, the fixed design's and the stopping rule's rounds."""
+
+    service: str
+    knob: str | None
+    effect: float
+    power: float
+    alpha: float
+    margin: float | None
+    max_rounds: int
+    ab_ids: tuple[int, ...]
+    noise: tuple[Noise, ...] = ()
+    fixed: tuple[RoundsPlan, ...] = ()
+    sequential: tuple[SequentialPlan, ...] = field(default_factory=tuple)
+
+
+def plan_ab(
+    ledger: Ledger,
+    *,
+    service: str,
+    knob: str | None,
+    concurrencies: tuple[int, ...],
+    effect: float,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    margin: float | None = None,
+    max_rounds: int = 20,
+    seed: int = 0,
+) -> AbPlan:
+    """The plan for ``effect`` (0.05 for +5%) at ``concurrencies`` from the ledger's A/Bs of
+    ``service`` (of ``knob`` only, when given and recorded; else of any knob)."""
+    runs = ledger.list_ab(service=service, knob=knob) if knob else []
+    runs = runs or ledger.list_ab(service=service)
+    noise = tuple(
+        pooled_log_noise(
+            conc, [arm.throughput.get(str(conc), ()) for run in runs for arm in run.result.arms]
+        )
+        for conc in concurrencies
+    )
+    fixed = tuple(rounds_for_power(n, effect=effect, power=power, alpha=alpha) for n in noise)
+    sequential = tuple(
+        sequential_rounds_for_power(
+            n,
+            effect=effect,
+            power=power,
+            alpha=alpha,
+            margin=margin,
+            max_rounds=max_rounds,
+            seed=seed,
+        )
+        for n in noise
+    )
+    return AbPlan(service, knob, effect, power, alpha, margin, max_rounds,
+                  tuple(r.id for r in runs), noise, fixed, sequential)  # fmt: skip

@@ -1,0 +1,53 @@
+"""The A/B report on a hand-made result: visits in order, the three analyses, cost, anomalies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from servelab.core.abdesign import Noise, rounds_for_power, sequential_rounds_for_power
+from servelab.core.spec import DEFAULT_KNOB
+from servelab.core.workload import LengthDist
+from servelab.ops.ab import AbConfig, AbResult, ArmVisit, conclude
+from servelab.ops.abplan import AbPlan
+from servelab.ops.bench import BenchConfig
+from servelab.report.ab import ab_markdown, plan_markdown
+
+
+def _result() -> AbResult:
+    bench = BenchConfig(url="", concurrencies=(80, 96), input_len=LengthDist("fixed", 8))
+    cfg = AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=3, gpus=8)
+    result = AbResult(replace(cfg, until_decided=True, max_rounds=6, margin=0.03), "512")
+    orders = ["256→512", "512→256", "256→512"]
+    for rnd, e in enumerate((1.0, 1.003, 0.998)):
+        pair = [("256", {80: 1891.0 * e, 96: 1837.0 * e}), ("512", {80: 1912.0 * e, 96: 1990 * e})]
+        for pos, (arm, thr) in enumerate(pair if rnd % 2 == 0 else pair[::-1]):
+            result.visits.append(ArmVisit(arm, rnd, 10 + rnd, arm, thr, 0, [], 2 * rnd + pos,
+                                          orders[rnd], 30.0, {80: 20.0, 96: 20.0}))  # fmt: skip
+    conclude(result)
+    return result
+
+
+def test_the_report_shows_order_pairing_stopping_and_the_tested_anomaly() -> None:
+    text = ab_markdown(_result())
+    assert "Visits in the order they ran (ABBA" in text
+    assert "| 2 | 1 | 256→512 | SGLANG_SM120_MMA_TARGET_CTAS=512 | 10 |" in text
+    assert "| 3 | 2 | 512→256 | SGLANG_SM120_MMA_TARGET_CTAS=512 | 11 |" in text
+    assert "paired t interval on the mean log ratio (n=3 rounds, df=2)" in text
+    assert "What pairing bought" in text and "Fieller" in text
+    assert "Lai (1976) confidence sequence" in text and "equivalence margin ±3%" in text
+    assert "GPU-min at 8 GPU" in text and "the fixed design of 6 rounds" in text
+    assert "- anomaly: with SGLANG_SM120_MMA_TARGET_CTAS=256, throughput at C96" in text
+    assert "Welch one-sided p=" in text
+
+
+def test_the_plan_names_its_noise_and_both_designs() -> None:
+    noise = (Noise(64, 0.01, 6, 4), Noise(96, float("nan"), 0, 0))
+    plan = AbPlan(
+        "decode", DEFAULT_KNOB, 0.05, 0.8, 0.05, None, 8, (1, 2), noise,
+        tuple(rounds_for_power(n, effect=0.05) for n in noise),
+        tuple(sequential_rounds_for_power(n, effect=0.05, max_rounds=8, sims=200) for n in noise),
+    )  # fmt: skip
+    text = plan_markdown(plan)
+    assert "Noise from 2 recorded A/B(s) of decode" in text
+    assert "| 64 | 4 (6) | 1.00% | 3 (" in text
+    assert "| 96 | 0 | no recorded noise | — | — |" in text
