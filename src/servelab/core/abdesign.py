@@ -25,11 +25,8 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-from scipy import stats as scipy_stats
-
 from servelab.core.sequential import first_decision
-from servelab.core.stats import t_quantile
+from servelab.core.stats import numpy_module, scipy_stats, t_quantile
 
 __all__ = [
     "ORDERS",
@@ -48,6 +45,7 @@ __all__ = [
     "spent",
     "visit_plan",
 ]
+
 
 ORDER_ABBA = "abba"
 ORDER_RANDOM = "random"
@@ -121,7 +119,7 @@ class RoundsPlan:
 def _power(n: int, delta: float, alpha: float) -> float:
     crit = t_quantile(1.0 - alpha / 2.0, n - 1)
     nc = delta * math.sqrt(n)
-    dist = scipy_stats.nct(n - 1, nc)
+    dist = scipy_stats().nct(n - 1, nc)
     return float(dist.sf(crit) + dist.cdf(-crit))
 
 
@@ -219,7 +217,7 @@ def sequential_rounds_for_power(
     sd = noise.sd_log_ratio
     if math.isnan(sd) or sd <= 0:
         return SequentialPlan(noise.concurrency, effect, power, None, math.nan, 0.0, 0, seed)
-    rng = np.random.default_rng(seed)
+    rng = numpy_module().random.default_rng(seed)
     draws = rng.normal(math.log1p(effect), sd, size=(sims, max_rounds))
     stops = [first_decision(list(map(float, row)), margin, alpha=alpha)[0] for row in draws]
     decided = sorted(n for n in stops if n is not None)
