@@ -388,6 +388,11 @@ class Ledger(LedgerFile):
             ).fetchall()
         return tuple(str(r[0]) for r in rows)
 
+    def table_columns(self, table: str) -> tuple[str, ...]:
+        """``table``'s columns, in order."""
+        with self._read() as conn:
+            return tuple(str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})"))
+
     def iter_rows(
         self, table: str, *, decode: bool = True, batch: int = READ_BATCH
     ) -> Iterator[dict[str, Any]]:
