@@ -120,15 +120,19 @@ def _varint(out: bytearray, value: int) -> None:
     out.append(zig)
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+def _read_varints(buf: bytes, pos: int, count: int) -> tuple[list[int], int]:
+    out: list[int] = []
     zig = shift = 0
-    while True:
+    while len(out) < count:
         byte = buf[pos]
         pos += 1
         zig |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return (zig >> 1) ^ -(zig & 1), pos
-        shift += 7
+            out.append((zig >> 1) ^ -(zig & 1))
+            zig = shift = 0
+        else:
+            shift += 7
+    return out, pos
 
 
 def _packable(data: Mapping[str, Any]) -> bool:
@@ -141,11 +145,13 @@ def _packable(data: Mapping[str, Any]) -> bool:
     texts = type(data["error_detail"]) is str and (error is None or type(error) is str)
     events, tokens = data["event_ns"], data["event_tokens"]
     lists = type(events) is list and type(tokens) is list and len(events) == len(tokens)
-    return ints and optional and flags and texts and lists and _all_ints(events + tokens)
+    return (
+        ints and optional and flags and texts and lists and _all_ints(events) and _all_ints(tokens)
+    )
 
 
 def _all_ints(values: list[Any]) -> bool:
-    return all(type(v) is int for v in values)
+    return set(map(type, values)) <= {int}  # a bool is not an int here
 
 
 def _flags(data: Mapping[str, Any], wide: bool, uniform: bool) -> int:
@@ -204,14 +210,12 @@ def unpack_record(blob: bytes) -> dict[str, Any]:
     """The :func:`record_to_dict` dict that :func:`pack_record` packed into ``blob``."""
     if not blob or blob[0] != _PACK_VERSION:
         raise ValueError(f"not a packed request record (version byte {blob[:1]!r})")
-    flags, pos, head = blob[1], 2, []
-    for _ in range(10):
-        value, pos = _read_varint(blob, pos)
-        head.append(value)
+    flags = blob[1]
+    head, pos = _read_varints(blob, 2, 10)
     index, scheduled, input_tokens, sent_off, first_off, end_off, status, out_tokens, n, tok = head
     texts = []
     for _ in range(2):
-        size, pos = _read_varint(blob, pos)
+        (size,), pos = _read_varints(blob, pos, 1)
         texts.append(blob[pos : pos + size].decode())
         pos += size
     sent = scheduled + sent_off
