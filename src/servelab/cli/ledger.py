@@ -30,9 +30,9 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
+from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream
 from servelab.io.ledger import Ledger
-from servelab.io.ledgeradmin import LedgerStats, PruneResult, VacuumResult
 from servelab.report.ledger import (
     ExportSummary,
     csv_chunks,

@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from servelab.core.evidence import LedgerExport
+from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
 from servelab.core.records import RequestRecord
-from servelab.io.ledgeradmin import LedgerStats, PruneResult, VacuumResult
 from servelab.report.case import event_error
 from servelab.report.verify import with_details
 
