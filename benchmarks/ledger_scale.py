@@ -5,7 +5,7 @@ For each size it builds a ledger of bench runs of 20,000 records each (the real 
 nanosecond jitter, inserted a run per transaction) plus a case holding the first run as evidence,
 then prints: the file's bytes and bytes per record (stored compact, and as the JSON it used to be),
 and for each export format the wall time and peak resident memory of ``servelab ledger export``
-run as a child process (``ru_maxrss`` of that child alone), the export's bytes, and that the export
+run as a child process (that child's own ``VmHWM``), the export's bytes, and that the export
 was parsed back and held every record; then the wall time of ``servelab report`` and ``servelab
 case show``. Export memory must not grow with the ledger.
 
@@ -85,17 +85,34 @@ class Child:
     stderr: str = field(repr=False, default="")
 
 
+# The child reports its own peak from /proc/self/status at exit: VmHWM belongs to the address
+# space exec made, while ru_maxrss (getrusage, wait4) also counts the parent's pages the child
+# held between fork and exec, i.e. this benchmark's own memory.
+_MEASURED = """
+import atexit, os, sys
+def _peak():
+    with open("/proc/self/status") as status:
+        kb = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    with open(os.environ["LEDGER_SCALE_PEAK"], "w") as out:
+        out.write(str(kb))
+atexit.register(_peak)
+sys.argv = ["servelab", *sys.argv[1:]]
+from servelab.cli import main
+main()
+"""
+
+
 def _child(*args: str) -> Child:
-    """Run ``python -m servelab ARGS`` alone; its wall time and its own peak RSS."""
-    start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "servelab", *args],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)  # fmt: skip
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode()
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    proc.stderr.close()
-    return Child(time.perf_counter() - start, usage.ru_maxrss / 1024, proc.returncode, err)
+    """Run ``servelab ARGS`` as a process of its own; its wall time and its own peak RSS."""
+    with tempfile.NamedTemporaryFile(suffix=".peak") as peak:
+        env = {**os.environ, "LEDGER_SCALE_PEAK": peak.name}
+        start = time.perf_counter()
+        argv = [sys.executable, "-c", _MEASURED, *args]
+        done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              check=False)  # fmt: skip
+        seconds = time.perf_counter() - start
+        kb = int(Path(peak.name).read_text() or 0)
+    return Child(seconds, kb / 1024, done.returncode, done.stderr.decode())
 
 
 def _count(fmt: str, out: Path) -> int:
