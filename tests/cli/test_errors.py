@@ -48,6 +48,9 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "restore": ("restore", "1"),
     "report": ("report",),
     "ledger export": ("ledger", "export"),
+    "ledger prune": ("ledger", "prune", "--keep-records", "1"),
+    "ledger vacuum": ("ledger", "vacuum"),
+    "ledger stats": ("ledger", "stats"),
 }
 
 #: Commands that only read the ledger, or need a case already in it: they never create one.

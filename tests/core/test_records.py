@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from servelab.core.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
@@ -11,8 +13,10 @@ from servelab.core.records import (
     RequestRecord,
     StreamAccumulator,
     decode_chunks,
+    pack_record,
     record_from_dict,
     record_to_dict,
+    unpack_record,
 )
 from servelab.core.sse import SSEDecoder
 
@@ -79,3 +83,55 @@ def test_decode_chunks_stamps_events_with_their_completing_read() -> None:
     assert record.ok
     assert record.event_ns == [10, 20, 20]
     assert (record.event_tokens, record.end_ns) == ([0, 1, 1], 30)
+
+
+# -- the compact form ----------------------------------------------------------------------------
+
+
+def _measured(i: int = 0, events: int = 48, base: int = 250_000_000_000_000) -> RequestRecord:
+    """A record as a real run leaves it: perf_counter_ns stamps, ~20 ms between events."""
+    sent = base + i * 1_000_000 + 37_211
+    first = sent + 412_345_678
+    stamps = [first + k * 21_000_000 + (k * 7919) % 100_003 for k in range(events)]
+    return RequestRecord(
+        index=i, scheduled_ns=base + i * 1_000_000, input_tokens=512, sent_ns=sent,
+        first_byte_ns=first, end_ns=stamps[-1] + 5_000, status=200, output_tokens=events,
+        tokens_from_usage=True, event_ns=stamps, event_tokens=[1] * events,
+    )  # fmt: skip
+
+
+def test_a_packed_record_comes_back_exactly_and_five_times_smaller() -> None:
+    data = record_to_dict(_measured())
+    packed = pack_record(data)
+    assert packed is not None and unpack_record(packed) == data
+    as_json = json.dumps(data, sort_keys=True, separators=(",", ":"))
+    assert len(as_json) / len(packed) >= 5.0, (len(as_json), len(packed))
+
+
+def test_every_field_shape_round_trips() -> None:
+    failed = RequestRecord(index=7, scheduled_ns=-5, sent_ns=-3, status=0, error="http 500",
+                           error_detail="désolé ✗", warmup=True)  # fmt: skip
+    slow = _measured(events=3)
+    slow.event_ns[2] += 10 * 10**9  # a 10 s gap: the deltas no longer fit in 32 bits
+    mixed = _measured(events=4)
+    mixed.event_tokens = [0, 3, 300, 70_000]
+    huge = _measured(events=2)
+    huge.event_tokens = [2**40, -1]
+    empty = RequestRecord(index=0, scheduled_ns=0)
+    for record in (failed, slow, mixed, huge, empty):
+        data = record_to_dict(record)
+        packed = pack_record(data)
+        assert packed is not None and unpack_record(packed) == data
+        assert record_from_dict(unpack_record(packed)) == record
+
+
+def test_what_is_not_a_request_record_is_not_packed() -> None:
+    data = record_to_dict(_measured(events=2))
+    assert pack_record({"a": 1}) is None
+    assert pack_record({**data, "extra": 1}) is None
+    assert pack_record({**data, "warmup": 1}) is None  # an int is not a bool here
+    assert pack_record({**data, "index": True}) is None  # nor a bool an int
+    assert pack_record({**data, "event_ns": [1.5, 2.0]}) is None
+    assert pack_record({**data, "event_tokens": [1]}) is None  # lengths differ
+    with pytest.raises(ValueError, match="not a packed"):
+        unpack_record(b"\x09junk")

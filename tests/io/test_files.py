@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from servelab.errors import HostError
-from servelab.io.files import write_atomic, write_files, write_if_changed
+from servelab.io.files import write_atomic, write_files, write_if_changed, write_stream
 
 
 def test_write_atomic_creates_the_directory_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -82,3 +85,92 @@ def test_a_short_write_raises_host_error_and_keeps_the_old_file(tmp_path: Path) 
     assert "HostError:" in proc.stdout, proc.stdout + proc.stderr
     assert "kept: old" in proc.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin"]
+
+
+# -- streamed writes -------------------------------------------------------------------------------
+
+
+def _pieces(total: int, size: int) -> Iterator[bytes]:
+    for start in range(0, total, size):
+        yield bytes((start // size + i) % 251 for i in range(min(size, total - start)))
+
+
+def test_chunks_stream_through_writes_no_larger_than_the_limit(tmp_path: Path) -> None:
+    target = tmp_path / "big.bin"
+    expected = b"".join(_pieces(100_003, 997))
+    assert write_atomic(target, _pieces(100_003, 997), chunk_bytes=4096) == len(expected)
+    assert target.read_bytes() == expected
+    assert write_atomic(target, expected, chunk_bytes=1) == len(expected)  # one byte per write
+    assert target.read_bytes() == expected
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.bin"]
+
+
+def test_chunks_that_match_the_file_leave_it_untouched(tmp_path: Path) -> None:
+    target = tmp_path / "r.jsonl"
+    assert write_if_changed(target, iter([b"a\n", b"b\n"])) is True
+    mtime = target.stat().st_mtime_ns
+    assert write_if_changed(target, iter([b"a\nb", b"\n"])) is False
+    assert target.stat().st_mtime_ns == mtime
+    assert write_files(tmp_path, {"r.jsonl": iter([b"c\n"])}) == (["r.jsonl"], [])
+    assert target.read_bytes() == b"c\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl"]
+
+
+def test_a_failing_chunk_source_leaves_nothing_behind(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_bytes(b"old")
+
+    def broken() -> Iterator[bytes]:
+        yield b"x" * 10_000
+        raise RuntimeError("the ledger went away")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(target, broken(), chunk_bytes=100)
+    assert target.read_bytes() == b"old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def _small_tmpfs(where: Path, size: str) -> Path:
+    where.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    return where
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 1 MiB file system: writing more than that fails with ENOSPC."""
+    mount = _small_tmpfs(tmp_path / "tiny", "1m")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_a_full_disk_mid_write_raises_and_leaves_no_partial_file(full_disk: Path) -> None:
+    target = full_disk / "export.json"
+    with pytest.raises(HostError, match=r"export.json failed after \d+ bytes: No space left"):
+        write_atomic(target, _pieces(4 << 20, 65536), chunk_bytes=65536)
+    assert list(full_disk.iterdir()) == []  # neither the target nor the temporary file
+    assert shutil.disk_usage(full_disk).used < 64 * 1024
+
+
+def test_a_stream_whose_reader_left_raises(tmp_path: Path) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        with pytest.raises(HostError, match="after 0 bytes: the reader closed the pipe"):
+            write_stream(write_end, _pieces(1 << 20, 4096), name="the pipe")
+    finally:
+        os.close(write_end)
+    read_end, write_end = os.pipe()
+    try:
+        assert write_stream(write_end, [b"ok", b"\n"], chunk_bytes=1) == 3
+        assert os.read(read_end, 10) == b"ok\n"
+    finally:
+        os.close(read_end)
+        os.close(write_end)

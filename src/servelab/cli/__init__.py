@@ -11,7 +11,18 @@ from servelab.cli.common import ServelabGroup
 __all__ = ["cli", "main"]
 
 # Modules under servelab.cli that define ``register(group)``; each adds its commands.
-_COMMAND_MODULES = ("sim", "deploy", "verify", "knob", "bench", "ab", "soak", "case", "demo")
+_COMMAND_MODULES = (
+    "sim",
+    "deploy",
+    "verify",
+    "knob",
+    "bench",
+    "ab",
+    "soak",
+    "case",
+    "ledger",
+    "demo",
+)
 
 
 @click.group(cls=ServelabGroup, context_settings={"help_option_names": ["-h", "--help"]})

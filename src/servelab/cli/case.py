@@ -1,4 +1,4 @@
-"""``servelab case …``, ``servelab restore``, ``servelab report`` and ``servelab ledger export``.
+"""``servelab case …``, ``servelab restore`` and ``servelab report``.
 
 Every command takes ``--ledger PATH`` (else ``$SERVELAB_LEDGER``, else ``<state_dir>/ledger.db`` of
 the spec) and ``--json``. Bad input (unknown case, bad target, wrong state) exits 2; a revert or
@@ -47,7 +47,6 @@ from servelab.report.docs import (
     describe_restore_item,
     describe_timeline_entry,
 )
-from servelab.report.ledger import ledger_json
 from servelab.report.soak import soak_record
 
 __all__ = ["register"]
@@ -430,29 +429,7 @@ def report_cmd(
         say(f"  {rel}")
 
 
-@click.group("ledger")
-def ledger_group() -> None:
-    """The evidence ledger itself."""
-
-
-@ledger_group.command("export")
-@click.option("--no-records", is_flag=True, help="Leave out bench runs' per-request records.")
-@spec_option
-@ledger_option
-@json_option
-def ledger_export(
-    no_records: bool, spec_path: Path | None, ledger_path: Path | None, as_json: bool
-) -> None:
-    """Dump the whole ledger as JSON (the only format; --json is accepted for symmetry)."""
-    del as_json
-
-    async def body(ledger: Ledger) -> dict[str, Any]:
-        return ledger_json(ledger.snapshot(records=not no_records))
-
-    print_json(run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False))
-
-
 def register(group: click.Group) -> None:
-    """Add ``case``, ``restore``, ``report`` and ``ledger`` to the CLI."""
-    for command in (case_group, restore_cmd, report_cmd, ledger_group):
+    """Add ``case``, ``restore`` and ``report`` to the CLI (``ledger``: in cli/ledger.py)."""
+    for command in (case_group, restore_cmd, report_cmd):
         group.add_command(command)

@@ -221,6 +221,7 @@ class BenchRunRecord:
     summary: Mapping[str, Any]
     n_records: int
     records: tuple[Mapping[str, Any], ...] | None = None
+    records_pruned_at: str | None = None  # when ``ledger prune`` removed its records
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> BenchRunRecord:
@@ -233,6 +234,7 @@ class BenchRunRecord:
             obj(row.get("summary")),
             int(row.get("n_records") or 0),
             None if recs is None else objs(recs),
+            row.get("records_pruned_at"),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -244,6 +246,8 @@ class BenchRunRecord:
             "summary": dict(self.summary),
             "n_records": self.n_records,
         }
+        if self.records_pruned_at is not None:
+            out["records_pruned_at"] = self.records_pruned_at
         if self.records is not None:
             out["records"] = [dict(r) for r in self.records]
         return out

@@ -2,65 +2,216 @@
 
 Each file is written whole or not at all: the bytes go to a temporary file in the same directory,
 are flushed to disk (``fsync``), and the temporary file is renamed over the target, so a reader (or
-a crash) never sees half a file. The directory is created when missing. A failed or short write
-raises :class:`~servelab.errors.HostError` (files are touched on the local host) and leaves the
-target as it was.
+a crash) never sees half a file. The directory is created when missing. A file's bytes are given
+whole (``bytes``) or as an iterable of chunks written as they come, so a document larger than
+memory streams through; no ``write()`` call is handed more than ``chunk_bytes`` (1 MiB by default:
+Linux transfers at most 2,147,479,552 bytes in one call), and every call's count is checked. A
+failed or short write raises :class:`~servelab.errors.HostError` (files are touched on the local
+host), removes the temporary file and leaves the target as it was. :func:`write_stream` writes to
+an open descriptor (standard output) with the same checks; a closed pipe is an error there too.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import filecmp
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import TracebackType
 
 from servelab.errors import HostError
 
-__all__ = ["write_atomic", "write_files", "write_if_changed"]
+__all__ = [
+    "CHUNK_BYTES",
+    "AtomicFile",
+    "Data",
+    "write_atomic",
+    "write_files",
+    "write_if_changed",
+    "write_stream",
+]
+
+#: The most bytes handed to one ``write()`` call.
+CHUNK_BYTES = 1 << 20
+
+#: A file's content: its bytes, or chunks of them in order.
+Data = bytes | Iterable[bytes]
 
 
-def _write_all(fd: int, data: bytes, path: Path) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        if written <= 0:
-            raise HostError(f"short write to {path}: {len(data) - len(view)} of {len(data)} bytes")
-        view = view[written:]
-    os.fsync(fd)
+def _chunks(data: Data) -> Iterable[bytes]:
+    return (data,) if isinstance(data, bytes) else data
 
 
-def _discard(tmp: Path | None) -> None:
-    if tmp is None:  # never created (its directory could not be made)
-        return
-    with contextlib.suppress(OSError):
-        tmp.unlink(missing_ok=True)
+class _Sink:
+    """Checked, buffered writes to one descriptor (``name`` is what error messages call it)."""
 
+    def __init__(self, fd: int, name: str, chunk_bytes: int) -> None:
+        if chunk_bytes < 1:
+            raise ValueError(f"chunk_bytes must be positive, not {chunk_bytes}")
+        self._fd = fd
+        self._name = name
+        self._chunk = chunk_bytes
+        self._buffer = bytearray()
+        self.written = 0
 
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename, and
-    fsync the directory. ``mode``: the file's permission bits (default: the replaced file's,
-    else 0o644)."""
-    tmp: Path | None = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if mode is None:
-            mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        tmp = Path(name)
+    def write(self, data: bytes) -> None:
+        self._buffer += data
+        if len(self._buffer) >= self._chunk:
+            self._drain(whole=False)
+
+    def flush(self) -> None:
+        self._drain(whole=True)
+
+    def _drain(self, *, whole: bool) -> None:
+        data = memoryview(bytes(self._buffer))  # immutable: slices of it outlive no resize
+        self._buffer.clear()
+        done, least = 0, 1 if whole else self._chunk
+        while len(data) - done >= least:
+            done += self._write_once(data[done : done + self._chunk])
+        self._buffer += data[done:]
+
+    def _write_once(self, piece: memoryview) -> int:
         try:
+            count = os.write(self._fd, piece)
+        except OSError as exc:
+            why = "the reader closed the pipe" if exc.errno == errno.EPIPE else exc.strerror
+            raise HostError(
+                f"write to {self._name} failed after {self.written} bytes: {why or exc}"
+            ) from exc
+        if count <= 0:
+            raise HostError(f"short write to {self._name}: 0 bytes taken after {self.written}")
+        self.written += count
+        return count
+
+
+class AtomicFile:
+    """One file being written: :meth:`write` chunks, then :meth:`commit` renames it into place;
+    :meth:`discard` (or leaving a ``with`` block by an exception) removes what was written.
+
+    ``unless_same``: :meth:`commit` leaves the target untouched (and returns False) when it
+    already holds exactly these bytes.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        mode: int | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+        unless_same: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self._unless_same = unless_same
+        self._tmp: Path | None = None
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if mode is None:
+                mode = self.path.stat().st_mode & 0o7777 if self.path.exists() else 0o644
+            fd, name = tempfile.mkstemp(
+                prefix=f".{self.path.name}.", suffix=".partial", dir=self.path.parent
+            )
+            self._tmp = Path(name)
             os.fchmod(fd, mode)
-            _write_all(fd, data, path)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        _fsync_directory(path.parent)
-    except OSError as exc:
-        _discard(tmp)
-        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    except HostError:
-        _discard(tmp)
-        raise
+        except OSError as exc:
+            self.discard()
+            raise HostError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        self._fd = fd
+        self._sink = _Sink(fd, str(self.path), chunk_bytes)
+
+    @property
+    def written(self) -> int:
+        """Bytes written to disk so far."""
+        return self._sink.written
+
+    def write(self, data: bytes) -> None:
+        try:
+            self._sink.write(data)
+        except HostError:
+            self.discard()
+            raise
+
+    def commit(self) -> bool:
+        """Flush, fsync, rename over the target, fsync the directory; False when unchanged."""
+        try:
+            self._sink.flush()
+            os.fsync(self._fd)
+            self._close()
+            assert self._tmp is not None
+            if self._unless_same and _same(self._tmp, self.path):
+                self.discard()
+                return False
+            os.replace(self._tmp, self.path)
+            self._tmp = None
+            _fsync_directory(self.path.parent)
+            return True
+        except OSError as exc:
+            self.discard()
+            raise HostError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+        except HostError:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Remove the temporary file (nothing reaches the target)."""
+        self._close()
+        tmp, self._tmp = self._tmp, None
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+
+    def _close(self) -> None:
+        fd, self._fd = getattr(self, "_fd", -1), -1
+        if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> AtomicFile:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()
+        else:
+            self.discard()
+
+
+def _same(a: Path, b: Path) -> bool:
+    return b.is_file() and a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, False)
+
+
+def write_atomic(
+    path: Path, data: Data, *, mode: int | None = None, chunk_bytes: int = CHUNK_BYTES
+) -> int:
+    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename, and
+    fsync the directory; the number of bytes written. ``mode``: the file's permission bits
+    (default: the replaced file's, else 0o644)."""
+    with AtomicFile(path, mode=mode, chunk_bytes=chunk_bytes) as out:
+        for chunk in _chunks(data):
+            out.write(chunk)
+    return out.written
+
+
+def write_stream(
+    fd: int, data: Data, *, name: str = "standard output", chunk_bytes: int = CHUNK_BYTES
+) -> int:
+    """Write ``data`` to the open descriptor ``fd``, every call checked; the bytes written.
+
+    A failure (a full disk, a pipe whose reader went away) raises :class:`HostError` saying how
+    many bytes got out: what the reader holds is partial.
+    """
+    sink = _Sink(fd, name, chunk_bytes)
+    for chunk in _chunks(data):
+        sink.write(chunk)
+    sink.flush()
+    return sink.written
 
 
 def _fsync_directory(directory: Path) -> None:
@@ -71,19 +222,28 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_if_changed(path: Path, data: bytes) -> bool:
+def write_if_changed(path: Path, data: Data) -> bool:
     """Write ``path`` atomically unless it already holds ``data``; True when it was written."""
+    if isinstance(data, bytes):
+        try:
+            if path.is_file() and path.read_bytes() == data:
+                return False
+        except OSError as exc:
+            raise HostError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        write_atomic(path, data)
+        return True
+    out = AtomicFile(path, unless_same=True)
     try:
-        if path.is_file() and path.read_bytes() == data:
-            return False
-    except OSError as exc:
-        raise HostError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    write_atomic(path, data)
-    return True
+        for chunk in data:
+            out.write(chunk)
+    except BaseException:
+        out.discard()
+        raise
+    return out.commit()
 
 
-def write_files(out_dir: Path, files: Mapping[str, bytes]) -> tuple[list[str], list[str]]:
-    """Write each ``relative path -> bytes`` under ``out_dir`` whose bytes changed.
+def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], list[str]]:
+    """Write each ``relative path -> bytes`` (or chunks) under ``out_dir`` whose bytes changed.
 
     Returns ``(written, unchanged)`` relative paths, sorted.
     """

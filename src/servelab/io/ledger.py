@@ -13,21 +13,18 @@ environment: values of undeclared environment variables must not reach these fun
 
 Readers return the typed records of :mod:`servelab.core.evidence`, oldest first; the A/B and soak
 results they hold are typed too, and the writers take them typed. :meth:`Ledger.export` is every
-record's ``to_json()`` in one JSON document.
+record's ``to_json()`` in one JSON document, built in memory: an export of any size streams
+instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
+:meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). Per-request records are stored compactly
+(:func:`servelab.core.records.pack_record`) and decoded when read; :meth:`Ledger.prune_records`,
+:meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size in hand.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import os
 import sqlite3
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from datetime import UTC, datetime
-from pathlib import Path
-from types import TracebackType
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from servelab.core.evidence import (
@@ -48,184 +45,53 @@ from servelab.core.evidence import (
 )
 from servelab.core.results import AbResultRecord, SoakDocument
 from servelab.errors import CaseError, StoreError
-from servelab.io.ledgerrows import JSON_COLUMNS, check_row, decode_row, dumps, filters, finding_row
-from servelab.io.migrations import SCHEMA_VERSION, migrate, schema_version
+from servelab.io.ledgeradmin import (
+    LedgerStats,
+    PruneResult,
+    VacuumResult,
+    compact_batch,
+    file_bytes,
+    prune_records,
+    select_prunable,
+    table_stats,
+    vacuum,
+)
+from servelab.io.ledgerconn import (
+    LEDGER_ENV,
+    LedgerFile,
+    default_ledger_path,
+    resolve_ledger_path,
+)
+from servelab.io.ledgerrows import (
+    JSON_COLUMNS,
+    check_row,
+    decode_record,
+    decode_row,
+    dumps,
+    encode_record,
+    filters,
+    finding_row,
+    set_verdict,
+)
+from servelab.io.migrations import SCHEMA_VERSION
 
-__all__ = ["LEDGER_ENV", "SCHEMA_VERSION", "Ledger", "default_ledger_path", "resolve_ledger_path"]
+__all__ = [
+    "LEDGER_ENV",
+    "READ_BATCH",
+    "SCHEMA_VERSION",
+    "Ledger",
+    "default_ledger_path",
+    "resolve_ledger_path",
+]
 
-#: Environment variable that moves the ledger (``--ledger`` on the command line wins over it).
-LEDGER_ENV = "SERVELAB_LEDGER"
+#: Rows read per query by the streaming readers (:meth:`Ledger.iter_bench_records`, ...).
+READ_BATCH = 2000
 
 _EVIDENCE_KINDS = frozenset({"run", "verify", "soak", "ab", "note", "experiment"})
 
 
-def default_ledger_path(state_dir: Path) -> Path:
-    """``$SERVELAB_LEDGER`` when set, else ``<state_dir>/ledger.db``."""
-    moved = os.environ.get(LEDGER_ENV, "").strip()
-    return Path(moved).expanduser() if moved else Path(state_dir) / "ledger.db"
-
-
-def resolve_ledger_path(option: Path | None, state_dir: Path) -> Path:
-    """The ledger a command uses: ``--ledger``, else ``$SERVELAB_LEDGER``, else the state dir's."""
-    return option.expanduser() if option is not None else default_ledger_path(state_dir)
-
-
-class Ledger:
+class Ledger(LedgerFile):
     """An open ledger file. Use :meth:`open`; close it (or use it as a context manager)."""
-
-    def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], float]) -> None:
-        self._conn = conn
-        self._path = path
-        self._clock = clock
-        self._lock = threading.Lock()
-
-    # -- opening -----------------------------------------------------------------------------
-
-    @classmethod
-    def open(
-        cls,
-        path: Path,
-        *,
-        clock: Callable[[], float] | None = None,
-        busy_timeout_s: float = 30.0,
-        create: bool = True,
-    ) -> Ledger:
-        """Open (creating it and its directory if needed) and migrate the ledger at ``path``.
-
-        ``create=False``: a ledger that does not exist is refused with a
-        :class:`~servelab.errors.StoreError` and nothing is created (no directory, no file).
-        """
-        path = Path(path)
-        try:
-            conn = cls._connect(path, busy_timeout_s, create)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
-        ledger = cls(conn, path, clock or time.time)
-        try:
-            ledger._prepare(busy_timeout_s)
-        except BaseException:
-            conn.close()
-            raise
-        return ledger
-
-    @staticmethod
-    def _connect(path: Path, busy_timeout_s: float, create: bool) -> sqlite3.Connection:
-        if create:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            target: str | Path = path
-        elif not path.is_file():
-            raise StoreError(
-                f"no ledger at {path} (nothing recorded there; check --ledger/{LEDGER_ENV})"
-            )
-        else:  # read-write, never create: a file removed meanwhile is an error, not a new ledger
-            target = f"{path.absolute().as_uri()}?mode=rw"
-        return sqlite3.connect(
-            target,
-            timeout=busy_timeout_s,
-            isolation_level=None,
-            check_same_thread=False,
-            uri=not create,
-        )
-
-    def _prepare(self, busy_timeout_s: float) -> None:
-        try:
-            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000):d}")
-            self._conn.execute("PRAGMA foreign_keys = ON")
-            self._set_wal(busy_timeout_s)
-            self._conn.execute("PRAGMA synchronous = FULL")
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self._path}: not a usable ledger: {exc}") from exc
-        with self._write() as conn:
-            migrate(conn, source=str(self._path))
-
-    def _set_wal(self, busy_timeout_s: float) -> None:
-        deadline = time.monotonic() + busy_timeout_s
-        while True:
-            try:
-                self._conn.execute("PRAGMA journal_mode = WAL")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) or time.monotonic() > deadline:
-                    raise
-                time.sleep(0.01)
-
-    @property
-    def path(self) -> Path:
-        return self._path
-
-    @property
-    def schema_version(self) -> int:
-        with self._read() as conn:
-            return schema_version(conn)
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
-
-    def __enter__(self) -> Ledger:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    # -- transactions ------------------------------------------------------------------------
-
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on any error)."""
-        with self._lock:
-            try:
-                self._conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self._path}: cannot start a write: {exc}") from exc
-            try:
-                yield self._conn
-                self._conn.execute("COMMIT")
-            except BaseException as exc:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.Error):
-                    raise StoreError(f"{self._path}: write failed: {exc}") from exc
-                raise
-
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            try:
-                yield self._conn
-            except sqlite3.Error as exc:
-                raise StoreError(f"{self._path}: read failed: {exc}") from exc
-
-    def _now(self) -> str:
-        stamp = datetime.fromtimestamp(self._clock(), tz=UTC)
-        return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-    def _insert(self, conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> int:
-        names = ", ".join(values)
-        marks = ", ".join("?" for _ in values)
-        cur = conn.execute(
-            f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(values.values())
-        )
-        return int(cur.lastrowid or 0)
-
-    def _query(
-        self,
-        sql: str,
-        params: tuple[Any, ...] = (),
-        json_columns: frozenset[str] = JSON_COLUMNS,
-    ) -> list[dict[str, Any]]:
-        with self._read() as conn:
-            cur = conn.execute(sql, params)
-            return [decode_row(cur, raw, json_columns) for raw in cur.fetchall()]
-
-    def _one(self, sql: str, params: tuple[Any, ...]) -> dict[str, Any] | None:
-        rows = self._query(sql, params)
-        return rows[0] if rows else None
 
     # -- writers: measurements ---------------------------------------------------------------
 
@@ -283,7 +149,7 @@ class Ledger:
             run_id = self._insert(conn, "bench_runs", row)
             conn.executemany(
                 "INSERT INTO bench_records (run_id, seq, record) VALUES (?, ?, ?)",
-                ((run_id, seq, dumps(rec)) for seq, rec in enumerate(records)),
+                ((run_id, seq, encode_record(rec)) for seq, rec in enumerate(records)),
             )
             return run_id
 
@@ -360,7 +226,7 @@ class Ledger:
             self._require_case(conn, case_id)
             self._keep_resolution(conn, case_id, now)
             for target, verdict in verdicts.items():
-                _set_verdict(conn, case_id, target, verdict, now)
+                set_verdict(conn, case_id, target, verdict, now)
             conn.execute(
                 "UPDATE cases SET status = 'resolved', root_cause = ?, resolved_at = ? "
                 "WHERE id = ?",
@@ -493,6 +359,99 @@ class Ledger:
         rows = self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
         return [CaseEvent.from_row(r) for r in rows]
 
+    # -- streaming readers (constant memory whatever the ledger's size) -----------------------
+
+    def iter_bench_records(
+        self, run_id: int, *, batch: int = READ_BATCH
+    ) -> Iterator[dict[str, Any]]:
+        """A run's per-request records in order, read ``batch`` at a time (none once pruned)."""
+        after = -1
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(
+                    "SELECT seq, record FROM bench_records WHERE run_id = ? AND seq > ? "
+                    "ORDER BY seq LIMIT ?",
+                    (run_id, after, batch),
+                ).fetchall()
+            for _seq, value in rows:
+                yield decode_record(value)
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def table_names(self) -> tuple[str, ...]:
+        """The ledger's tables, by name."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' "
+                "AND name NOT LIKE 'sqlite_%' ORDER BY name"
+            ).fetchall()
+        return tuple(str(r[0]) for r in rows)
+
+    def table_columns(self, table: str) -> tuple[str, ...]:
+        """``table``'s columns, in order."""
+        with self._read() as conn:
+            return tuple(str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})"))
+
+    def iter_rows(
+        self, table: str, *, decode: bool = True, batch: int = READ_BATCH
+    ) -> Iterator[dict[str, Any]]:
+        """Every row of ``table`` as stored, in insertion order, ``batch`` at a time. JSON columns
+        are decoded unless ``decode=False``; a per-request record is always a dict."""
+        if table not in self.table_names():
+            raise StoreError(f"{self._path}: no table {table!r}")
+        json_columns = JSON_COLUMNS if decode else frozenset()
+        after = -1
+        while True:
+            with self._read() as conn:
+                cur = conn.execute(
+                    f"SELECT rowid AS _rowid, * FROM {table} WHERE rowid > ? "
+                    "ORDER BY rowid LIMIT ?",
+                    (after, batch),
+                )
+                rows = [decode_row(cur, raw, json_columns) for raw in cur.fetchall()]
+            for row in rows:
+                after = row.pop("_rowid")
+                yield row
+            if len(rows) < batch:
+                return
+
+    # -- retention ---------------------------------------------------------------------------
+
+    def stats(self) -> LedgerStats:
+        """Rows and bytes per table (``servelab ledger stats``)."""
+        with self._read() as conn:
+            return table_stats(conn, self._path)
+
+    def prune_records(
+        self, *, keep_runs: int | None = None, older_than_s: float | None = None
+    ) -> PruneResult:
+        """Drop the per-request records of every bench run but the ``keep_runs`` newest, or of
+        runs older than ``older_than_s`` seconds; summaries, verdicts and cases stay."""
+        if (keep_runs is None) == (older_than_s is None):
+            raise ValueError("prune by exactly one of keep_runs and older_than_s")
+        if keep_runs is not None and keep_runs < 0:
+            raise ValueError(f"keep_runs must be >= 0, not {keep_runs}")
+        before = None if older_than_s is None else self._now(older_than_s)
+        with self._write() as conn:
+            ids, kept = select_prunable(conn, keep_runs=keep_runs, before=before)
+            return prune_records(conn, ids, kept, self._now())
+
+    def vacuum(self, *, batch: int = READ_BATCH) -> VacuumResult:
+        """Rewrite records still stored as JSON compactly, then give free pages back to the
+        file system (``VACUUM``); the file's bytes before and after."""
+        before = file_bytes(self._path)
+        after, compacted = 0, 0
+        while True:
+            with self._write() as conn:
+                after, changed = compact_batch(conn, after, batch)
+            compacted += changed
+            if after == 0:
+                break
+        with self._read() as conn:
+            vacuum(conn)
+        return VacuumResult(before, file_bytes(self._path), compacted)
+
     def snapshot(self, *, records: bool = True) -> LedgerExport:
         """Every record in the ledger (bench runs with their per-request records unless not)."""
         runs = self.list_bench_runs()
@@ -519,21 +478,4 @@ class Ledger:
             tuple(self.list_suspects(case.id)),
             tuple(self.list_evidence(case.id)),
             tuple(self.list_case_events(case.id)),
-        )
-
-
-def _set_verdict(
-    conn: sqlite3.Connection, case_id: int, target: str, verdict: str, now: str
-) -> None:
-    if verdict not in {"exonerated", "convicted"}:
-        raise CaseError(f"unknown verdict {verdict!r} for {target}")
-    cur = conn.execute(
-        "UPDATE case_suspects SET verdict = ?, verdict_at = ? WHERE case_id = ? AND target = ?",
-        (verdict, now, case_id, target),
-    )
-    if cur.rowcount == 0:
-        conn.execute(
-            "INSERT INTO case_suspects (case_id, at, target, reason, verdict, verdict_at) "
-            "VALUES (?, ?, ?, NULL, ?, ?)",
-            (case_id, now, target, verdict, now),
         )

@@ -1,5 +1,7 @@
 """How the ledger's values become SQLite row values and back (JSON columns, booleans, the check
-and finding rows, ``WHERE`` clauses). No connection here: :mod:`servelab.io.ledger` runs the SQL.
+and finding rows, per-request records in their compact form, ``WHERE`` clauses), and the two small
+statements every writer shares (an ``INSERT``, a verdict). :mod:`servelab.io.ledger` opens the
+transactions.
 """
 
 from __future__ import annotations
@@ -7,15 +9,28 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from servelab.core.evidence import CheckRecord
+from servelab.core.records import pack_record, unpack_record
 from servelab.core.results import SoakFinding
-from servelab.errors import StoreError
+from servelab.errors import CaseError, StoreError
 
-__all__ = ["JSON_COLUMNS", "check_row", "decode_row", "dumps", "filters", "finding_row"]
+__all__ = [
+    "JSON_COLUMNS",
+    "check_row",
+    "decode_record",
+    "decode_row",
+    "dumps",
+    "encode_record",
+    "filters",
+    "finding_row",
+    "insert",
+    "set_verdict",
+]
 
 JSON_COLUMNS = frozenset({"detail", "data", "config", "summary", "result", "finding", "record"})
 _BOOL_COLUMNS = frozenset({"ok"})
@@ -40,12 +55,27 @@ def dumps(value: Any) -> str:
         raise StoreError(f"cannot record a value that is not JSON: {exc}") from exc
 
 
+def encode_record(record: Mapping[str, Any]) -> bytes | str:
+    """A per-request record as stored: its compact form (a BLOB), else JSON text."""
+    return pack_record(record) or dumps(record)
+
+
+def decode_record(value: bytes | str) -> Any:
+    """A stored per-request record back: compact (``bytes``) or JSON text (older ledgers)."""
+    try:
+        return unpack_record(value) if isinstance(value, bytes) else json.loads(value)
+    except (ValueError, IndexError, UnicodeDecodeError) as exc:
+        raise StoreError(f"a stored request record is damaged: {exc}") from exc
+
+
 def decode_row(
     cursor: sqlite3.Cursor, raw: tuple[Any, ...], json_columns: frozenset[str]
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (name, *_), value in zip(cursor.description, raw, strict=True):
-        if name in json_columns and isinstance(value, str):
+        if name == "record" and isinstance(value, bytes):
+            value = decode_record(value)
+        elif name in json_columns and isinstance(value, str):
             value = json.loads(value)
         elif name in _BOOL_COLUMNS and value is not None:
             value = bool(value)
@@ -78,3 +108,29 @@ def filters(**columns: Any) -> tuple[str, tuple[Any, ...]]:
     if not used:
         return "", ()
     return " WHERE " + " AND ".join(f"{k} = ?" for k in used), tuple(used.values())
+
+
+def insert(conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> int:
+    """``INSERT`` one row of ``values`` (column -> value); its row id."""
+    names = ", ".join(values)
+    marks = ", ".join("?" for _ in values)
+    cur = conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(values.values()))
+    return int(cur.lastrowid or 0)
+
+
+def set_verdict(
+    conn: sqlite3.Connection, case_id: int, target: str, verdict: str, now: str
+) -> None:
+    """Set ``target``'s verdict in a case (a target not yet a suspect becomes one)."""
+    if verdict not in {"exonerated", "convicted"}:
+        raise CaseError(f"unknown verdict {verdict!r} for {target}")
+    cur = conn.execute(
+        "UPDATE case_suspects SET verdict = ?, verdict_at = ? WHERE case_id = ? AND target = ?",
+        (verdict, now, case_id, target),
+    )
+    if cur.rowcount == 0:
+        conn.execute(
+            "INSERT INTO case_suspects (case_id, at, target, reason, verdict, verdict_at) "
+            "VALUES (?, ?, ?, NULL, ?, ?)",
+            (case_id, now, target, verdict, now),
+        )

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import Any
 
@@ -25,6 +26,7 @@ __all__ = [
     "failure_lines",
     "level_json",
     "records_jsonl",
+    "records_jsonl_chunks",
     "result_json",
     "summary_csv",
     "summary_markdown",
@@ -192,23 +194,27 @@ def summary_csv(result: BenchResult) -> str:
     return out.getvalue()
 
 
-def records_jsonl(result: BenchResult) -> str:
-    """Every per-request record, one JSON object per line, tagged with its run."""
-    lines = []
+def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
+    """Every per-request record, one JSON object per line, tagged with its run, as it goes."""
     for run in result.runs:
         for record in run.records:
             row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
-            lines.append(json.dumps(row | record_to_dict(record)))
-    return "\n".join(lines) + ("\n" if lines else "")
+            yield (json.dumps(row | record_to_dict(record)) + "\n").encode()
 
 
-def export_files(result: BenchResult) -> dict[str, bytes]:
+def records_jsonl(result: BenchResult) -> str:
+    """Every per-request record, one JSON object per line, tagged with its run."""
+    return b"".join(records_jsonl_chunks(result)).decode()
+
+
+def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     """The ``bench --export`` files: ``summary.md``, ``summary.csv``, ``records.jsonl``,
-    ``result.json`` (name -> bytes; the CLI's one writer saves them)."""
+    ``result.json`` (name -> bytes, or chunks streamed as written: ``records.jsonl``; the CLI's
+    one writer saves them, every write checked)."""
     doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
     return {
         "summary.md": summary_markdown(result).encode(),
         "summary.csv": summary_csv(result).encode(),
-        "records.jsonl": records_jsonl(result).encode(),
+        "records.jsonl": records_jsonl_chunks(result),
         "result.json": doc.encode(),
     }

@@ -1,22 +1,54 @@
-"""``servelab ledger export``'s document: every record, each check with its reason (no I/O).
+"""``servelab ledger export``'s document: every record, each check with its reason (no I/O), as
+one JSON document, JSON Lines or CSV, produced in chunks so an export of any size streams.
 
 The ledger stores a check's outcome code and data (:mod:`servelab.core.checks`); the export a person
 reads says why as well: every verification's checks, a ``restart``'s verification in its deployment
 row, and a revert's or restore's failed checks get their ``detail`` sentence
 (:func:`servelab.report.verify.check_detail`), and a failed revert or restore its ``error``
 (:func:`servelab.report.case.event_error`). Rows from older ledgers keep the sentences they stored.
+
+The chunk producers take the per-request records as iterables (the ledger reads them in batches)
+and yield text as they go: nothing here holds more than one record at a time. Every export names
+its format and the ledger's schema version (:data:`EXPORT_VERSION` counts changes of the export's
+own layout).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import csv
+import io
+import json
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from servelab.core.evidence import LedgerExport
+from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
+from servelab.core.records import RequestRecord
 from servelab.report.case import event_error
 from servelab.report.verify import with_details
 
-__all__ = ["ledger_json"]
+__all__ = [
+    "EXPORT_VERSION",
+    "RECORD_COLUMNS",
+    "ExportSummary",
+    "csv_chunks",
+    "export_header",
+    "json_chunks",
+    "jsonl_chunks",
+    "ledger_json",
+    "prune_lines",
+    "stats_json",
+    "stats_lines",
+    "vacuum_line",
+]
+
+#: The layout of the export files themselves (the ledger's schema has its own version).
+EXPORT_VERSION = 2
+#: The columns of ``bench_records.csv``: the run, the record's position, its fields, and
+#: ``extra`` (a record of another shape, as JSON).
+RECORD_COLUMNS = ("run_id", "seq", *(f.name for f in fields(RequestRecord)), "extra")
+_RECORD_FIELDS = frozenset(RECORD_COLUMNS[2:-1])
 
 _CASE_ACTIONS = ("revert", "restore")
 
@@ -52,3 +84,166 @@ def ledger_json(export: LedgerExport) -> dict[str, Any]:
         {**case, "events": [_event(event) for event in case["events"]]} for case in doc["cases"]
     ]
     return doc
+
+
+def export_header(fmt: str, schema_version: int, path: str) -> dict[str, Any]:
+    """What every export says about itself: its format and versions, the ledger it came from."""
+    return {"export_format": fmt, "export_version": EXPORT_VERSION,
+            "schema_version": schema_version, "path": path}  # fmt: skip
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def json_chunks(
+    doc: Mapping[str, Any],
+    records_of: Callable[[int], Iterable[Mapping[str, Any]]] | None,
+) -> Iterator[str]:
+    """:func:`ledger_json`'s document as text, in pieces, with each bench run's ``records`` drawn
+    from ``records_of(run_id)`` as it goes (one record per line); None: no records."""
+    head = {**export_header("json", int(doc.get("schema_version") or 0), str(doc.get("path")))}
+    yield "{\n"
+    for i, (key, value) in enumerate({**head, **doc}.items()):
+        yield ",\n" if i else ""
+        yield f"  {json.dumps(key)}: "
+        if key == "bench_runs" and records_of is not None:
+            yield from _runs_chunks(value, records_of)
+        else:
+            yield json.dumps(value, indent=2, default=str).replace("\n", "\n  ")
+    yield "\n}\n"
+
+
+def _runs_chunks(
+    runs: Iterable[Mapping[str, Any]], records_of: Callable[[int], Iterable[Mapping[str, Any]]]
+) -> Iterator[str]:
+    yield "["
+    for i, run in enumerate(runs):
+        yield ",\n    " if i else "\n    "
+        yield _dump({k: v for k, v in run.items() if k != "records"})[:-1] + ',"records":['
+        for j, record in enumerate(records_of(int(run["id"]))):
+            yield (",\n      " if j else "\n      ") + _dump(record)
+        yield "]}"
+    yield "\n  ]"
+
+
+def jsonl_chunks(
+    header: Mapping[str, Any], tables: Iterable[tuple[str, Iterable[Mapping[str, Any]]]]
+) -> Iterator[str]:
+    """JSON Lines: the header (``"table": "_export"``), then one line per row, each tagged with
+    its ``table`` (a per-request record's row: ``run_id``, ``seq``, ``record``)."""
+    yield _dump({"table": "_export", **header}) + "\n"
+    for table, rows in tables:
+        for row in rows:
+            yield _dump({"table": table, **row}) + "\n"
+
+
+def _csv_line(values: Iterable[Any]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(values)
+    return buffer.getvalue()
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, (dict, list)):
+        return _dump(value)
+    return "" if value is None else value
+
+
+def csv_chunks(
+    table: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]
+) -> Iterator[str]:
+    """One table as CSV: a header line of ``columns``, then a line per row (JSON columns as JSON
+    text). ``bench_records`` gets one column per record field (:data:`RECORD_COLUMNS`)."""
+    if table == "bench_records":
+        yield _csv_line(RECORD_COLUMNS)
+        for row in rows:
+            yield _csv_line(_record_cells(row))
+        return
+    yield _csv_line(columns)
+    for row in rows:
+        yield _csv_line(_cell(row.get(c)) for c in columns)
+
+
+def _record_cells(row: Mapping[str, Any]) -> list[Any]:
+    record = row.get("record")
+    if not isinstance(record, Mapping) or record.keys() != _RECORD_FIELDS:
+        return [row.get("run_id"), row.get("seq"), *[""] * len(_RECORD_FIELDS), _dump(record)]
+    return [
+        row.get("run_id"),
+        row.get("seq"),
+        *(_cell(record[c]) for c in RECORD_COLUMNS[2:-1]),
+        "",
+    ]
+
+
+@dataclass(frozen=True)
+class ExportSummary:
+    """What an export wrote: where (``-``: standard output), the files, bytes, runs, records."""
+
+    format: str
+    out: str
+    files: tuple[str, ...]
+    bytes: int
+    runs: int
+    records: int
+    schema_version: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "files": list(self.files), "export_version": EXPORT_VERSION}
+
+    def line(self) -> str:
+        return (f"exported {self.records:,} record(s) of {self.runs} run(s) to {self.out} "
+                f"({self.format}, {self.bytes:,} bytes, schema {self.schema_version})")  # fmt: skip
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def stats_json(stats: LedgerStats) -> dict[str, Any]:
+    """``ledger stats --json``."""
+    return {**asdict(stats), "tables": [asdict(t) for t in stats.tables]}
+
+
+def stats_lines(stats: LedgerStats) -> list[str]:
+    """``ledger stats``: the file, then rows and bytes per table."""
+    how = "dbstat" if stats.method == "dbstat" else "page counts only: no per-table bytes"
+    pages = f"{stats.pages:,} pages of {stats.page_size} B ({stats.free_pages:,} free; {how})"
+    lines = [f"{stats.path}: {_size(stats.file_bytes)}, schema {stats.schema_version}, {pages}"]
+    width = max((len(t.name) for t in stats.tables), default=5)
+    for table in stats.tables:
+        lines.append(f"  {table.name:<{width}}  {table.rows:>12,} rows  {_size(table.bytes):>9}")
+    if stats.runs_pruned:
+        lines.append(f"{stats.runs_pruned} bench run(s) had their per-request records pruned")
+    if stats.records_legacy:
+        lines.append(f"{stats.records_legacy:,} record(s) stored in the old JSON form "
+                     "(ledger vacuum compacts them)")  # fmt: skip
+    return lines
+
+
+def prune_lines(result: PruneResult) -> list[str]:
+    """``ledger prune``: what went and what stayed."""
+    if not result.run_ids:
+        lines = ["nothing to prune"]
+    else:
+        runs = ", ".join(str(i) for i in result.run_ids)
+        lines = [f"pruned {result.records:,} per-request record(s) of {len(result.run_ids)} "
+                 f"run(s) ({runs}); their summaries stay"]  # fmt: skip
+    if result.kept_as_evidence:
+        kept = ", ".join(str(i) for i in result.kept_as_evidence)
+        lines.append(f"kept the records of run(s) {kept}: case evidence")
+    return lines
+
+
+def vacuum_line(result: VacuumResult) -> str:
+    """``ledger vacuum``: the file before and after."""
+    compacted = (
+        f", {result.records_compacted:,} record(s) compacted" if result.records_compacted else ""
+    )
+    return f"vacuumed: {_size(result.bytes_before)} -> {_size(result.bytes_after)}{compacted}"

@@ -1,0 +1,295 @@
+"""``servelab ledger …``: the evidence ledger itself.
+
+``export`` streams: bench runs' per-request records are read in batches and written as they are
+read, so memory stays flat whatever the ledger's size, and every write is checked (a full disk or
+a reader that went away exits 1 with the byte count reached; an export to a file goes through a
+temporary file removed on failure, so no partial file is left under the name asked for).
+``prune`` drops old per-request records (never summaries, verdicts or cases), ``vacuum`` gives
+the space back, ``stats`` says what each table holds. Each takes ``--json``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+from servelab.cli.common import (
+    SpecAndLedger,
+    json_option,
+    ledger_option,
+    print_json,
+    run_with_ledger,
+    say,
+    spec_option,
+)
+from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
+from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream
+from servelab.io.ledger import Ledger
+from servelab.report.ledger import (
+    ExportSummary,
+    csv_chunks,
+    export_header,
+    json_chunks,
+    jsonl_chunks,
+    ledger_json,
+    prune_lines,
+    stats_json,
+    stats_lines,
+    vacuum_line,
+)
+
+__all__ = ["FORMATS", "parse_age", "register"]
+
+#: ``ledger export --format``: one JSON document, JSON Lines (a line per row), CSV (a file per
+#: table in a directory).
+FORMATS = ("json", "jsonl", "csv")
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_age(text: str) -> float:
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` as seconds."""
+    match = _AGE.match(text.lower())
+    if match is None:
+        raise ValueError(f"{text!r} is not an age (e.g. 30d, 12h, 2w, 90m)")
+    return float(match[1]) * _UNIT_S[match[2]]
+
+
+def _age_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
+    try:
+        return None if value is None else parse_age(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+
+
+class _Counter:
+    """Counts the runs and records an export draws from the ledger as they pass."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.runs = 0
+        self.records = 0
+
+    def records_of(self, run_id: int) -> Iterator[dict[str, Any]]:
+        self.runs += 1
+        for record in self.ledger.iter_bench_records(run_id):
+            self.records += 1
+            yield record
+
+    def rows(self, table: str, *, decode: bool = True) -> Iterator[dict[str, Any]]:
+        for row in self.ledger.iter_rows(table, decode=decode):
+            if table == "bench_records":
+                self.records += 1
+            elif table == "bench_runs":
+                self.runs += 1
+            yield row
+
+
+def _encoded(chunks: Iterable[str]) -> Iterator[bytes]:
+    for chunk in chunks:
+        yield chunk.encode()
+
+
+def _tables(ledger: Ledger, records: bool) -> list[str]:
+    return [t for t in ledger.table_names() if records or t != "bench_records"]
+
+
+def _to(out: str, data: Data, chunk_bytes: int) -> int:
+    if out != "-":
+        return write_atomic(Path(out), data, chunk_bytes=chunk_bytes)
+    sys.stdout.flush()
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, io.UnsupportedOperation):  # stdout is not a file (embedded use)
+        fd = -1
+    if fd >= 0:
+        return write_stream(fd, data, chunk_bytes=chunk_bytes)
+    total = 0
+    for chunk in (data,) if isinstance(data, bytes) else data:
+        total += sys.stdout.buffer.write(chunk)
+    return total
+
+
+def export_stream(
+    ledger: Ledger, fmt: str, out: str, *, records: bool, chunk_bytes: int = CHUNK_BYTES
+) -> ExportSummary:
+    """Write the ledger as ``fmt`` (``json`` or ``jsonl``) to ``out`` (a file, or ``-``)."""
+    counter = _Counter(ledger)
+    if fmt == "json":
+        doc = ledger_json(ledger.snapshot(records=False))
+        chunks = json_chunks(doc, counter.records_of if records else None)
+        runs = len(doc["bench_runs"])
+    else:
+        header = export_header(fmt, ledger.schema_version, str(ledger.path))
+        tables = ((t, counter.rows(t)) for t in _tables(ledger, records))
+        chunks = jsonl_chunks(header, tables)
+        runs = -1
+    written = _to(out, _encoded(chunks), chunk_bytes)
+    runs = counter.runs if runs < 0 else runs
+    files = () if out == "-" else (out,)
+    return ExportSummary(fmt, out, files, written, runs, counter.records, ledger.schema_version)
+
+
+def export_csv(
+    ledger: Ledger, directory: Path, *, records: bool, chunk_bytes: int = CHUNK_BYTES
+) -> ExportSummary:
+    """One CSV file per table in ``directory``, then ``manifest.json`` (format, schema version,
+    rows per file). On any failure the files this export wrote are removed: no manifest, no
+    export."""
+    counter, done, rows = _Counter(ledger), [], {}
+    total = 0
+    try:
+        for table in _tables(ledger, records):
+            target = directory / f"{table}.csv"
+            counting = _CountRows(counter.rows(table, decode=False))
+            chunks = csv_chunks(table, ledger.table_columns(table), counting)
+            total += write_atomic(target, _encoded(chunks), chunk_bytes=chunk_bytes)
+            done.append(target)
+            rows[target.name] = counting.n
+        manifest = {**export_header("csv", ledger.schema_version, str(ledger.path)), "rows": rows}
+        target = directory / "manifest.json"
+        total += write_atomic(target, (json.dumps(manifest, indent=2) + "\n").encode())
+        done.append(target)
+    except BaseException:
+        for path in done:
+            path.unlink(missing_ok=True)
+        raise
+    files = tuple(str(p) for p in done)
+    return ExportSummary(
+        "csv", str(directory), files, total, counter.runs, counter.records, ledger.schema_version
+    )
+
+
+class _CountRows:
+    def __init__(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        self._rows = rows
+        self.n = 0
+
+    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+        for row in self._rows:
+            self.n += 1
+            yield row
+
+
+@click.group("ledger")
+def ledger_group() -> None:
+    """The evidence ledger itself: export, prune, vacuum, stats."""
+
+
+@ledger_group.command("export")
+@click.argument("out", default="-")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
+              help="json: one document; jsonl: a line per row; csv: a file per table (OUT is "
+                   "a directory).")  # fmt: skip
+@click.option("--no-records", is_flag=True, help="Leave out bench runs' per-request records.")
+@click.option("--chunk-bytes", type=click.IntRange(min=1), default=CHUNK_BYTES, hidden=True)
+@spec_option
+@ledger_option
+@json_option
+def ledger_export(
+    out: str,
+    fmt: str,
+    no_records: bool,
+    chunk_bytes: int,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Export the whole ledger to OUT (default ``-``: standard output), streamed.
+
+    With OUT a file and --json, prints what was written (bytes, runs, records)."""
+    if fmt == "csv" and out == "-":
+        raise click.BadParameter(
+            "csv writes one file per table: give a directory", param_hint="OUT"
+        )
+
+    async def body(ledger: Ledger) -> ExportSummary:
+        if fmt == "csv":
+            return export_csv(ledger, Path(out), records=not no_records, chunk_bytes=chunk_bytes)
+        return export_stream(ledger, fmt, out, records=not no_records, chunk_bytes=chunk_bytes)
+
+    summary = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    if out == "-":
+        return
+    if as_json:
+        print_json(summary.to_json())
+    else:
+        say(summary.line())
+
+
+@ledger_group.command("prune")
+@click.option("--keep-records", "keep_runs", type=click.IntRange(min=0), default=None,
+              help="Keep the per-request records of the N newest bench runs only.")  # fmt: skip
+@click.option("--older-than", "older_than_s", callback=_age_option, default=None,
+              help="Drop the per-request records of runs older than AGE (30d, 12h).")  # fmt: skip
+@spec_option
+@ledger_option
+@json_option
+def ledger_prune(
+    keep_runs: int | None,
+    older_than_s: float | None,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Drop old per-request records; summaries, verdicts and cases are never pruned."""
+    if (keep_runs is None) == (older_than_s is None):
+        raise click.UsageError("give exactly one of --keep-records N and --older-than AGE")
+
+    async def body(ledger: Ledger) -> PruneResult:
+        return ledger.prune_records(keep_runs=keep_runs, older_than_s=older_than_s)
+
+    result = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    if as_json:
+        print_json(asdict(result))
+        return
+    for line in prune_lines(result):
+        say(line)
+
+
+@ledger_group.command("vacuum")
+@spec_option
+@ledger_option
+@json_option
+def ledger_vacuum(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+    """Compact records still in the old JSON form and give free space back to the disk."""
+
+    async def body(ledger: Ledger) -> VacuumResult:
+        return ledger.vacuum()
+
+    result = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    if as_json:
+        print_json(asdict(result))
+        return
+    say(vacuum_line(result))
+
+
+@ledger_group.command("stats")
+@spec_option
+@ledger_option
+@json_option
+def ledger_stats(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -> None:
+    """Rows and bytes per table (SQLite's dbstat when it has one, else page counts)."""
+
+    async def body(ledger: Ledger) -> LedgerStats:
+        return ledger.stats()
+
+    stats = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    if as_json:
+        print_json(stats_json(stats))
+        return
+    for line in stats_lines(stats):
+        say(line)
+
+
+def register(group: click.Group) -> None:
+    """Add ``ledger`` to the CLI."""
+    group.add_command(ledger_group)
