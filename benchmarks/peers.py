@@ -120,6 +120,26 @@ def _get(url: str, method: str = "GET") -> dict:
         return json.loads(resp.read())
 
 
+def truth(url: str, *, reset: bool = False) -> dict:
+    """The truth server's record (``reset``: forget it first and return the acknowledgement)."""
+    return _get(url + "/truth/reset", "POST") if reset else _get(url + "/truth")
+
+
+def start_truth(port: int, gap_ms: float, prefill_ms: float, cpu: int) -> subprocess.Popen:
+    """The truth server on ``port``, pinned to ``cpu``, once it answers."""
+    cmd = [sys.executable, str(TRUTH), "--port", str(port), "--gap-ms", str(gap_ms)]
+    server = subprocess.Popen([*cmd, "--prefill-ms", str(prefill_ms)], preexec_fn=_pin(cpu))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            _get(url + "/v1/models")
+            return server
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("the truth server did not start")
+
+
 def _tree_cpu_s(root: int) -> tuple[float, int]:
     """CPU seconds (user+sys, plus reaped children) of ``root`` and its descendants; their count."""
     parents: dict[int, int] = {}

@@ -83,6 +83,10 @@ class ResponseParser:
         if state == _DATA and self._buf == b"" and len(data) < self._left:
             self._left -= len(data)  # the common case: a read inside one chunk
             return data
+        if state == _SIZE and not self._buf:
+            whole = self._whole_chunk(data)
+            if whole is not None:
+                return whole
         if self._buf:
             data, self._buf = self._buf + data, b""
         if state == _HEAD:
@@ -187,6 +191,19 @@ class ResponseParser:
                 self._framing_line(data[pos:end])
                 pos = end + 2
         return out[0] if len(out) == 1 else b"".join(out)
+
+    def _whole_chunk(self, data: bytes) -> bytes | None:
+        """The common case, one read carrying exactly one whole chunk: its data; else None."""
+        end = data.find(b"\r\n")
+        if end < 1 or not data.endswith(b"\r\n") or not data[:end].isalnum():
+            return None
+        try:
+            size = int(data[:end], 16)
+        except ValueError:
+            return None
+        if size and len(data) == end + size + 4:
+            return data[end + 2 : -2]
+        return None
 
     def _keep(self, rest: bytes) -> None:
         if len(rest) > _LINE_MAX:

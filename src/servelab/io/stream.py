@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from types import TracebackType
+from typing import cast
 from urllib.parse import urlsplit
 
 from servelab.core.records import (
@@ -128,9 +129,8 @@ class _Conn(asyncio.Protocol):
 
     # ------------------------------------------------------------------- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
-        sock = transport.get_extra_info("socket")
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = self.transport.get_extra_info("socket")
         if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
