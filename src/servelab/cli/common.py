@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import uvloop
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
@@ -136,8 +137,10 @@ def error(exc: BaseException | str) -> None:
 def run(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); Ctrl-C
     exits 130 after the coroutine's own cleanup (``asyncio.run`` cancels it, so its ``finally``
-    blocks run)."""
-    return asyncio.run(coro)
+    blocks run). The loop is uvloop's: every command's client (bench, soak, A/B) runs on the
+    loop its transport was measured on (docs/bench.md, "The client")."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(coro)
 
 
 def exit_code(exc: BaseException) -> int:
