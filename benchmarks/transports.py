@@ -43,7 +43,8 @@ from servelab.core import metrics  # noqa: E402
 from servelab.core.records import RequestRecord, decode_chunks  # noqa: E402
 from servelab.io.http import StreamClient, chat_body  # noqa: E402
 
-CANDIDATES = [f"{t}/{loop}" for t in ("aiohttp", "httptools", "h1") for loop in ("asyncio", "uvloop")]
+LOOPS = ("asyncio", "uvloop")
+CANDIDATES = [f"{t}/{loop}" for t in ("aiohttp", "httptools", "h1") for loop in LOOPS]
 CLIENT_CPU = 1
 OSL = 64
 Chunks = list[tuple[int, bytes]]
@@ -107,7 +108,8 @@ async def _drive(kind: str, url: str, conc: int, n: int) -> list[RequestRecord]:
     host, port = "127.0.0.1", int(url.rsplit(":", 1)[1])
     captured: list[tuple[RequestRecord, Chunks]] = []
     queue = iter(range(n))
-    session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=conc), auto_decompress=False)
+    connector = aiohttp.TCPConnector(limit=conc)
+    session = aiohttp.ClientSession(connector=connector, auto_decompress=False)
     pool: list[_HtConn] = []
 
     async def user(client: StreamClient) -> None:
@@ -173,14 +175,14 @@ def main() -> None:
     port = free_port()
     server = start_truth(port, 20.0, 50.0, SERVER_CPU)
     url = f"http://127.0.0.1:{port}"
-    print("| transport / loop | CPU ms per token | delivered % of served | gap p99 ms (truth) | load |")
+    print("| transport / loop | CPU ms/token | delivered % of served | gap p99 ms (truth) | load |")
     print("|---|---:|---:|---:|---:|")
+    sizes = ["--conc", str(args.conc), "--requests", str(args.requests)]
     try:
         for name in args.candidates.split(","):
             load = os.getloadavg()[0]
             out = subprocess.run(
-                [sys.executable, __file__, "--child", name, "--url", url]
-                + ["--conc", str(args.conc), "--requests", str(args.requests)],
+                [sys.executable, __file__, "--child", name, "--url", url, *sizes],
                 capture_output=True,
                 text=True,
                 check=True,

@@ -6,6 +6,7 @@ ABSOLUTE schedule (token k at first + k·gap, whatever the previous write's late
 chunk and ``data: [DONE]``. It records its own write times (``perf_counter_ns``) as the truth:
 
     GET  /truth        → JSON: ttft and per-gap percentiles, tokens written, window, server CPU
+    GET  /truth?last=N → the same over the last N requests to arrive (a client's measured ones)
     POST /truth/reset  → forget everything recorded so far
     GET  /v1/models    → one model, "truth"
 
@@ -38,30 +39,32 @@ PREFILL_S = 0.05
 
 
 class Truth:
-    """What the server actually did, in its own clock."""
+    """What the server actually did, in its own clock: one entry per request."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.ttft_ns: list[int] = []
-        self.gaps_ns: list[int] = []
-        self.late_ns: list[int] = []
-        self.tokens = 0
-        self.requests = 0
-        self.first_arrival_ns: int | None = None
-        self.last_write_ns = 0
+        self.streams: list[Stream] = []
         self.cpu0 = time.process_time()
 
-    def summary(self) -> dict[str, object]:
+    def summary(self, last: int | None = None) -> dict[str, object]:
+        """Over the ``last`` requests to arrive (all: None): what the server wrote, and when."""
+        streams = self.streams[-last:] if last else self.streams
+        if not streams:
+            return {"requests": 0, "tokens": 0}
+        first = min(s.arrival_ns for s in streams)
+        end = max(s.last_ns for s in streams)
+        tokens = sum(s.written for s in streams)
         return {
-            "requests": self.requests,
-            "tokens": self.tokens,
-            "ttft_ms": _pcts(self.ttft_ns),
-            "gap_ms": _pcts(self.gaps_ns),
-            "late_ms": _pcts(self.late_ns),
-            "first_arrival_ns": self.first_arrival_ns,
-            "last_write_ns": self.last_write_ns,
+            "requests": len(streams),
+            "tokens": tokens,
+            "served_tok_s": tokens / max(end - first, 1) * 1e9,
+            "ttft_ms": _pcts([s.ttft_ns for s in streams if s.written]),
+            "gap_ms": _pcts([g for s in streams for g in s.gaps_ns]),
+            "late_ms": _pcts([x for s in streams for x in s.late_ns]),
+            "first_arrival_ns": first,
+            "last_write_ns": end,
             "server_cpu_s": time.process_time() - self.cpu0,
         }
 
@@ -137,13 +140,15 @@ class Stream:
         self.conn, self.n, self.prompt_tokens = conn, n, prompt_tokens
         self.arrival_ns = perf_counter_ns()
         self.last_ns = 0
+        self.ttft_ns = 0
+        self.written = 0
+        self.gaps_ns: list[int] = []
+        self.late_ns: list[int] = []
         loop = asyncio.get_running_loop()
         conn.transport.write(HEAD_AND_ROLE)
         self.t_first = loop.time() + PREFILL_S
         loop.call_at(self.t_first, self.tick, 0)
-        TRUTH.requests += 1
-        if TRUTH.first_arrival_ns is None:
-            TRUTH.first_arrival_ns = self.arrival_ns
+        TRUTH.streams.append(self)
 
     def tick(self, k: int) -> None:
         transport = self.conn.transport
@@ -158,13 +163,12 @@ class Stream:
             transport.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)])
         now = perf_counter_ns()
         if k == 0:
-            TRUTH.ttft_ns.append(now - self.arrival_ns)
+            self.ttft_ns = now - self.arrival_ns
         else:
-            TRUTH.gaps_ns.append(now - self.last_ns)
-        TRUTH.late_ns.append(round(late * 1e9))
+            self.gaps_ns.append(now - self.last_ns)
+        self.late_ns.append(round(late * 1e9))
         self.last_ns = now
-        TRUTH.tokens += 1
-        TRUTH.last_write_ns = now
+        self.written += 1
         if not last:
             loop.call_at(self.t_first + (k + 1) * GAP_S, self.tick, k + 1)
 
@@ -219,6 +223,8 @@ class Conn(asyncio.Protocol):
                     }
                 )
             )
+        elif path.startswith("/truth?last="):
+            self.transport.write(_json_response(TRUTH.summary(int(path.partition("=")[2]))))
         elif path == "/truth":
             self.transport.write(_json_response(TRUTH.summary()))
         elif path == "/truth/reset":

@@ -37,7 +37,7 @@ from servelab.ops.benchload import Part, PartResult, run_part
 __all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0"]
 
 #: How far ahead of now the parent sets a run's shared t0 (every worker must have it by then).
-START_AHEAD_S = 0.25
+START_AHEAD_S = 0.5
 
 
 @dataclass(frozen=True, slots=True)
