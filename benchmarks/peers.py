@@ -346,28 +346,33 @@ def ensure_venv(name: str, packages: list[str]) -> Path:
 
 
 def run_guidellm(url: str, conc: int, n: int) -> dict:
-    bin_dir = ensure_venv("guidellm", ["guidellm"])
+    bin_dir = ensure_venv("guidellm", ["guidellm", "tokenizers"])
     out_file = VENVS / "artifacts" / f"guidellm-c{conc}.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
-    data = f"prompt_tokens={ISL},output_tokens={OSL}"
-    cmd = [str(bin_dir / "guidellm"), "benchmark", "run", "--target", url, "--model", "truth"]
-    cmd += ["--profile", "concurrent", "--rate", str(conc), "--max-requests", str(n)]
-    cmd += ["--data", data, "--processor", str(ensure_tokenizer()), "--output-path", str(out_file)]
+    cmd = [str(bin_dir / "guidellm"), "run", "--disable-console-interactive"]
+    cmd += ["--backend", f"kind=openai_http,target={url},model=truth"]
+    cmd += ["--profile", f"kind=concurrent,streams={conc}"]
+    cmd += ["--constraint", f"kind=max_requests,count={n}"]
+    cmd += ["--tokenizer", f"kind=huggingface_auto,model={ensure_tokenizer()}"]
+    cmd += ["--data", f"kind=synthetic_text,prompt_tokens={ISL},output_tokens={OSL}"]
+    cmd += ["--output", f"kind=json,path={out_file}"]
     _out, sampler, wall = run_client(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    bench = json.loads(out_file.read_text())["benchmarks"][0]["metrics"]
+    bench = json.loads(out_file.read_text())["benchmarks"][0]
+    metrics = bench["metrics"]
 
     def p99(name: str) -> float:
-        return float(bench[name]["successful"]["percentiles"]["p99"])
+        return float(metrics[name]["successful"]["percentiles"]["p99"])
 
+    tokens = metrics["output_token_count"]["successful"]["total_sum"]
     return {
-        "tput": bench["output_tokens_per_second"]["successful"]["mean"],
+        "tput": tokens / bench["duration"],
         "gap_p99": p99("inter_token_latency_ms"),
         "ttft_p99": p99("time_to_first_token_ms"),
         "connect": None,
         "self_cpu": None,
         "sampler": sampler,
         "wall": wall,
-        "failed": int(bench["request_totals"]["errored"]),
+        "failed": int(metrics["request_totals"]["errored"]),
     }
 
 

@@ -8,7 +8,7 @@ chunk and ``data: [DONE]``. It records its own write times (``perf_counter_ns``)
     GET  /truth        → JSON: ttft and per-gap percentiles, tokens written, window, server CPU
     GET  /truth?last=N → the same over the last N requests to arrive (a client's measured ones)
     POST /truth/reset  → forget everything recorded so far
-    GET  /v1/models    → one model, "truth"
+    GET  /v1/models    → one model, "truth"; GET /health → 200 (guidellm checks it)
 
 It keeps its schedule cheaply (one core): uvloop when installed, every byte it writes precomputed
 (the token chunks and, per output length, the closing chunk), one ``call_at`` per token. How late
@@ -223,6 +223,8 @@ class Conn(asyncio.Protocol):
                     }
                 )
             )
+        elif path == "/health":
+            self.transport.write(_json_response({}))
         elif path.startswith("/truth?last="):
             self.transport.write(_json_response(TRUTH.summary(int(path.partition("=")[2]))))
         elif path == "/truth":
