@@ -403,8 +403,9 @@ def run_sglang(url: str, conc: int, n: int) -> dict:
 
 #: Peers that do not run here, and why (measured when this was written; see docs/bench.md).
 NOT_RUN: dict[str, str] = {
-    "vllm": "`pip install vllm` brings torch with CUDA wheels (several GB) and `vllm bench serve` "
-    "starts vLLM's platform detection, which needs a GPU or a CPU build of vLLM (not on PyPI)",
+    "vllm": "not attempted: `pip install vllm` pulls torch with its CUDA wheels (several GB; "
+    "SGLang's install, which pulls the same, took 11 GB and an hour of this machine), and whether "
+    "`vllm bench serve` starts without a GPU was not measured",
 }
 
 
