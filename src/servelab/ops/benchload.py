@@ -28,6 +28,7 @@ __all__ = [
     "lag_ticker",
     "merge",
     "run_part",
+    "sleep_until",
     "slot_starts_ns",
     "split",
     "until_stopped",
@@ -45,6 +46,13 @@ async def lag_ticker(samples: list[float]) -> None:
         now = loop.time()
         samples.append(max(now - due, 0.0))
         due = now + LAG_TICK_S
+
+
+async def sleep_until(when_ns: int) -> None:
+    """Sleep until ``perf_counter_ns()`` reaches ``when_ns``, never waking before it (a loop's
+    timers may fire up to a millisecond early)."""
+    while (delay := when_ns - perf_counter_ns()) > 0:
+        await asyncio.sleep(delay / 1e9)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +141,7 @@ class Load:
 
         async def slot(start_ns: int) -> None:
             scheduled = t0 + start_ns
-            delay = (scheduled - perf_counter_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
+            await sleep_until(scheduled)
             for job in queue:
                 if self._late():
                     return
@@ -159,9 +165,7 @@ class Load:
 
         try:
             for job, offset in zip(jobs, offsets, strict=True):
-                wait = (t0 + offset - perf_counter_ns()) / 1e9
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                await sleep_until(t0 + offset)
                 if self._late():
                     break
                 tasks.append(asyncio.create_task(one(job, t0 + offset)))
