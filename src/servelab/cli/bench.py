@@ -214,7 +214,8 @@ def bench_command(**opts: Any) -> None:
     export = None if opts["export_dir"] is None else Exporter(opts["export_dir"], config)
     ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
     try:
-        result = run(_bench(config, ledger, BenchBar(enabled=err_console.is_terminal), export))
+        bar = BenchBar(enabled=err_console.is_terminal)
+        result = run(_bench(config, ledger, bar, export), fast=True)
     finally:
         if ledger is not None:
             ledger.close()

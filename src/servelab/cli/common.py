@@ -134,12 +134,12 @@ def error(exc: BaseException | str) -> None:
     err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
+def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
     """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); Ctrl-C
     exits 130 after the coroutine's own cleanup (``asyncio.run`` cancels it, so its ``finally``
-    blocks run). The loop is uvloop's: every command's client (bench, soak, A/B) runs on the
-    loop its transport was measured on (docs/bench.md, "The client")."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+    blocks run). ``fast``: on uvloop, the loop the bench client was measured on (docs/bench.md,
+    "The client")."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop if fast else None) as runner:
         return runner.run(coro)
 
 
