@@ -1,24 +1,32 @@
-"""servelab's load generator against aiperf, on the same streaming truth server, in one run.
+"""servelab's load generator (1 and N worker processes) against its peers, on one streaming truth
+server, in one run.
 
 The truth server (``benchmarks/peers/truth_server.py``: 128-word prompts, 64 tokens, first token
-50 ms after arrival, then one every 20 ms on an absolute schedule, its own write times recorded)
-is pinned to CPU 0; each client to CPU 1. aiperf is installed by this script into its own venv under
-``.servelab/bench-venvs/aiperf`` (pip, PyPI) and given a tiny word-level tokenizer made offline
-(``tokenizers``: tokenizer.json + tokenizer_config.json), so nothing is downloaded at run time.
+50 ms after arrival, then one every ``--gap-ms`` on an absolute schedule, its own write times and
+their lateness recorded; uvloop, precomputed bytes) is pinned to CPU 0; each client to the other
+CPUs (``--client-cpus``; one core unless given more). Peers are installed by this script into venvs
+of their own under ``.servelab/bench-venvs/`` (pip, PyPI), never into the project's, and given a
+word-level tokenizer made offline (``tokenizers``), so nothing is downloaded at run time:
 
-Per client and concurrency it prints: delivered output tok/s as % of ideal (ideal = N·64 tokens over
-ceil(N/C) waves of one request's server-side duration), client CPU ms per token (the client's whole
-process tree, sampled from /proc, over the server's busy window ÷ tokens the server wrote), per-gap
-p99 and TTFT p99 as the client saw them against the server's truth.
+- aiperf (``aiperf profile``); guidellm (``guidellm benchmark``); SGLang's
+  ``python -m sglang.bench_serving``; vLLM's ``vllm bench serve``: each where it installs and
+  runs offline; the table says why not where it does not.
 
-Usage: .venv/bin/python benchmarks/peers.py [--conc 64,256] [--clients servelab,aiperf]
+Per client and level, against the server's own record of the client's measured requests (the last
+N to arrive, warm-up excluded): delivered output tok/s as % of what the server served in that
+window; client CPU ms per token (the client's whole process tree, sampled from /proc over the
+server's window, ÷ tokens written); TTFT p99 and per-gap p99 as the client reported them, with the
+server's in brackets; the connect phase where the client reports it; processes.
+
+Usage: .venv/bin/python benchmarks/peers.py [--conc 64,256,1024]
+       [--clients servelab,servelab-w2,aiperf,guidellm,sglang,vllm]
+       [--gap-ms 20] [--gap-ms-1024 40]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import socket
@@ -27,6 +35,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,8 +44,9 @@ AIPERF_VENV = VENVS / "aiperf"
 TOKENIZER_DIR = VENVS / "word-tokenizer"
 TRUTH = Path(__file__).resolve().parent / "peers" / "truth_server.py"
 PREFILL_MS, GAP_MS, ISL, OSL = 50.0, 20.0, 128, 64
-REQUESTS = {64: 960, 256: 1280}
-SERVER_CPU, CLIENT_CPU = 0, 1
+REQUESTS = {64: 960, 256: 1280, 1024: 3072}
+SERVER_CPU = 0
+CLIENT_CPUS: set[int] = set()
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -120,6 +130,26 @@ def _get(url: str, method: str = "GET") -> dict:
         return json.loads(resp.read())
 
 
+def truth(url: str, *, reset: bool = False) -> dict:
+    """The truth server's record (``reset``: forget it first and return the acknowledgement)."""
+    return _get(url + "/truth/reset", "POST") if reset else _get(url + "/truth")
+
+
+def start_truth(port: int, gap_ms: float, prefill_ms: float, cpu: int) -> subprocess.Popen:
+    """The truth server on ``port``, pinned to ``cpu``, once it answers."""
+    cmd = [sys.executable, str(TRUTH), "--port", str(port), "--gap-ms", str(gap_ms)]
+    server = subprocess.Popen([*cmd, "--prefill-ms", str(prefill_ms)], preexec_fn=_pin(cpu))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            _get(url + "/v1/models")
+            return server
+        except OSError:
+            time.sleep(0.1)
+    server.kill()
+    raise RuntimeError("the truth server did not start")
+
+
 def _tree_cpu_s(root: int) -> tuple[float, int]:
     """CPU seconds (user+sys, plus reaped children) of ``root`` and its descendants; their count."""
     parents: dict[int, int] = {}
@@ -172,7 +202,7 @@ def run_client(cmd: list[str], env: dict[str, str] | None = None) -> tuple[str, 
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_pin(CLIENT_CPU),
+        preexec_fn=lambda: os.sched_setaffinity(0, CLIENT_CPUS or {1}),
         env=env,
         cwd=REPO,
     )
@@ -190,7 +220,7 @@ def run_client(cmd: list[str], env: dict[str, str] | None = None) -> tuple[str, 
     return out, sampler, time.perf_counter() - start
 
 
-def servelab_cmd(url: str, conc: int, n: int) -> list[str]:
+def servelab_cmd(url: str, conc: int, n: int, workers: int) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -204,7 +234,7 @@ def servelab_cmd(url: str, conc: int, n: int) -> list[str]:
         str(n),
         "--warmup",
         str(conc),
-        "--ramp",  # all users start together, as aiperf's do: the ideal below counts waves
+        "--ramp",  # all users start together, as the peers' do
         "0",
         "--input-len",
         str(ISL),
@@ -212,18 +242,21 @@ def servelab_cmd(url: str, conc: int, n: int) -> list[str]:
         str(OSL),
         "--model",
         "truth",
+        "--workers",
+        str(workers),
         "--json",
         "--no-ledger",
     ]
 
 
-def run_servelab(url: str, conc: int, n: int) -> dict:
-    out, sampler, wall = run_client(servelab_cmd(url, conc, n))
+def run_servelab(url: str, conc: int, n: int, workers: int = 1) -> dict:
+    out, sampler, wall = run_client(servelab_cmd(url, conc, n, workers))
     level = json.loads(out)["levels"][0]
     return {
         "tput": level["output_throughput"]["mean"],
         "gap_p99": level["gap_ms"]["p99"],
         "ttft_p99": level["ttft_ms"]["p99"],
+        "connect": level["connect_ms"],
         "self_cpu": level["client"]["cpu_ms_per_token"],
         "sampler": sampler,
         "wall": wall,
@@ -231,10 +264,8 @@ def run_servelab(url: str, conc: int, n: int) -> dict:
     }
 
 
-def run_aiperf(url: str, conc: int, n: int, exe: Path, tokenizer: Path) -> dict:
-    art = VENVS / "artifacts" / f"aiperf-c{conc}"
-    shutil.rmtree(art, ignore_errors=True)
-    cmd = [
+def _aiperf_cmd(exe: Path, url: str, conc: int, n: int, tokenizer: Path, art: Path) -> list[str]:
+    return [
         str(exe),
         "profile",
         "--model",
@@ -273,15 +304,22 @@ def run_aiperf(url: str, conc: int, n: int, exe: Path, tokenizer: Path) -> dict:
         "--extra-inputs",
         "ignore_eos:true",
     ]
+
+
+def run_aiperf(url: str, conc: int, n: int) -> dict:
+    exe, tokenizer = ensure_aiperf(), ensure_tokenizer()
+    art = VENVS / "artifacts" / f"aiperf-c{conc}"
+    shutil.rmtree(art, ignore_errors=True)
     # Not HF_HUB_OFFLINE=1: aiperf 0.13's offline path resolves every name through the hub cache
     # (snapshot_download) and rejects a local directory (HFValidationError); online, a local
     # directory is loaded by transformers directly and no request leaves the machine.
-    _out, sampler, wall = run_client(cmd)
+    _out, sampler, wall = run_client(_aiperf_cmd(exe, url, conc, n, tokenizer, art))
     data = json.loads((art / "profile_export_aiperf.json").read_text())
     return {
         "tput": data["output_token_throughput"]["avg"],
         "gap_p99": data["inter_chunk_latency"]["p99"],
         "ttft_p99": data["time_to_first_token"]["p99"],
+        "connect": None,
         "self_cpu": None,
         "sampler": sampler,
         "wall": wall,
@@ -289,78 +327,165 @@ def run_aiperf(url: str, conc: int, n: int, exe: Path, tokenizer: Path) -> dict:
     }
 
 
-def ideal_tput(conc: int, n: int) -> float:
-    duration_s = (PREFILL_MS + (OSL - 1) * GAP_MS) / 1e3
-    return n * OSL / (math.ceil(n / conc) * duration_s)
+def ensure_venv(name: str, packages: list[str]) -> Path:
+    """A peer's own venv under VENVS (pip from PyPI, once); its bin directory."""
+    venv = VENVS / name
+    marker = venv / ".installed"
+    if not marker.exists():
+        _log(f"installing {' '.join(packages)} into {venv} (pip, once)")
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        with (VENVS / f"{name}-install.log").open("w") as out:
+            subprocess.run(
+                [str(venv / "bin" / "pip"), "install", *packages],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                check=True,
+            )
+        marker.touch()
+    return venv / "bin"
+
+
+def run_guidellm(url: str, conc: int, n: int) -> dict:
+    bin_dir = ensure_venv("guidellm", ["guidellm", "tokenizers"])
+    out_file = VENVS / "artifacts" / f"guidellm-c{conc}.json"
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [str(bin_dir / "guidellm"), "run", "--disable-console-interactive"]
+    cmd += ["--backend", f"kind=openai_http,target={url},model=truth"]
+    cmd += ["--profile", f"kind=concurrent,streams={conc}"]
+    cmd += ["--constraint", f"kind=max_requests,count={n}"]
+    cmd += ["--tokenizer", f"kind=huggingface_auto,model={ensure_tokenizer()}"]
+    cmd += ["--data", f"kind=synthetic_text,prompt_tokens={ISL},output_tokens={OSL}"]
+    cmd += ["--output", f"kind=json,path={out_file}"]
+    _out, sampler, wall = run_client(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    bench = json.loads(out_file.read_text())["benchmarks"][0]
+    metrics = bench["metrics"]
+
+    def p99(name: str) -> float:
+        return float(metrics[name]["successful"]["percentiles"]["p99"])
+
+    tokens = metrics["output_token_count"]["successful"]["total_sum"]
+    return {
+        "tput": tokens / bench["duration"],
+        "gap_p99": p99("inter_token_latency_ms"),
+        "ttft_p99": p99("time_to_first_token_ms"),
+        "connect": None,
+        "self_cpu": None,
+        "sampler": sampler,
+        "wall": wall,
+        "failed": int(metrics["request_totals"]["errored"]),
+    }
+
+
+def run_sglang(url: str, conc: int, n: int) -> dict:
+    bin_dir = ensure_venv("sglang", ["sglang", "transformers"])
+    out_file = VENVS / "artifacts" / f"sglang-c{conc}.jsonl"
+    out_file.parent.mkdir(parents=True, exist_ok=True)
+    out_file.unlink(missing_ok=True)
+    cmd = [str(bin_dir / "python"), "-m", "sglang.bench_serving", "--backend", "sglang-oai-chat"]
+    cmd += ["--base-url", url, "--model", "truth", "--tokenizer", str(ensure_tokenizer())]
+    cmd += ["--dataset-name", "random-ids", "--random-input-len", str(ISL)]
+    cmd += ["--random-output-len", str(OSL), "--random-range-ratio", "1", "--num-prompts", str(n)]
+    cmd += ["--max-concurrency", str(conc), "--output-file", str(out_file), "--disable-tqdm"]
+    cmd += ["--warmup-requests", "1", "--seed", "0"]
+    _out, sampler, wall = run_client(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    doc = json.loads(out_file.read_text().splitlines()[-1])
+    return {
+        "tput": doc["output_throughput"],
+        "gap_p99": doc["p99_itl_ms"],
+        "ttft_p99": doc["p99_ttft_ms"],
+        "connect": None,
+        "self_cpu": None,
+        "sampler": sampler,
+        "wall": wall,
+        "failed": n - int(doc["completed"]),
+    }
+
+
+#: Peers that do not run here, and why (measured when this was written; see docs/bench.md).
+NOT_RUN: dict[str, str] = {
+    "vllm": "not attempted: `pip install vllm` pulls torch with its CUDA wheels (several GB; "
+    "SGLang's install, which pulls the same, took 11 GB and an hour of this machine), and whether "
+    "`vllm bench serve` starts without a GPU was not measured",
+}
+
+
+def runners() -> dict[str, Callable[[str, int, int], dict]]:
+    found: dict[str, Callable[[str, int, int], dict]] = {
+        "servelab": lambda url, c, n: run_servelab(url, c, n, 1),
+        "aiperf": run_aiperf,
+    }
+    for w in (2, 4, 8):
+        found[f"servelab-w{w}"] = lambda url, c, n, w=w: run_servelab(url, c, n, w)
+    found.update({"guidellm": run_guidellm, "sglang": run_sglang})
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--conc", default="64,256")
-    parser.add_argument("--clients", default="servelab,aiperf")
-    args = parser.parse_args()
-    clients = args.clients.split(",")
-    exe = tok = None
-    if "aiperf" in clients:
-        exe, tok = ensure_aiperf(), None
-        tok = ensure_tokenizer()
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            str(TRUTH),
-            "--port",
-            str(port),
-            "--gap-ms",
-            str(GAP_MS),
-            "--prefill-ms",
-            str(PREFILL_MS),
-        ],
-        preexec_fn=_pin(SERVER_CPU),
+    parser.add_argument("--conc", default="64,256,1024")
+    parser.add_argument("--clients", default="servelab,servelab-w2,aiperf")
+    parser.add_argument("--gap-ms", type=float, default=GAP_MS)
+    parser.add_argument(
+        "--gap-ms-1024", type=float, default=40.0, help="the token interval at C ≥ 1024"
     )
-    url = f"http://127.0.0.1:{port}"
-    rows = []
-    try:
-        for _ in range(100):
-            try:
-                _get(url + "/v1/models")
-                break
-            except OSError:
-                time.sleep(0.1)
-        for conc in (int(c) for c in args.conc.split(",")):
-            n = REQUESTS.get(conc, conc * 5)
-            for client in clients:
-                _get(url + "/truth/reset", "POST")
+    parser.add_argument("--client-cpus", default="1", help="CPUs the client may use, e.g. 1")
+    args = parser.parse_args()
+    CLIENT_CPUS.update(int(c) for c in args.client_cpus.split(","))
+    table_rows, known = [], runners()
+    for conc in (int(c) for c in args.conc.split(",")):
+        gap = args.gap_ms if conc < 1024 else args.gap_ms_1024
+        port = free_port()
+        server = start_truth(port, gap, PREFILL_MS, SERVER_CPU)
+        url = f"http://127.0.0.1:{port}"
+        try:
+            for client in args.clients.split(","):
+                if client in NOT_RUN or client not in known:
+                    _log(f"{client}: {NOT_RUN.get(client, 'unknown client')}")
+                    continue
+                n = REQUESTS.get(conc, conc * 5)
+                truth(url, reset=True)
                 load = os.getloadavg()[0]
-                _log(f"{client} C{conc} N{n} (load avg {load:.2f})")
-                if client == "servelab":
-                    res = run_servelab(url, conc, n)
-                else:
-                    res = run_aiperf(url, conc, n, exe, tok)  # type: ignore[arg-type]
-                truth = _get(url + "/truth")
-                cpu = res["sampler"].between(truth["first_arrival_ns"], truth["last_write_ns"])
-                rows.append((client, conc, n, res, truth, cpu / truth["tokens"] * 1e3, load))
-                _log(table(rows[-1:]).splitlines()[-1])
-    finally:
-        server.terminate()
-        server.wait(10)
-    print(table(rows))
+                _log(f"{client} C{conc} N{n} gap {gap} ms (load avg {load:.2f})")
+                try:
+                    res = known[client](url, conc, n)
+                except (RuntimeError, OSError, KeyError, ValueError) as exc:
+                    _log(f"{client} C{conc} failed: {exc}")
+                    continue
+                served = _get(url + f"/truth?last={n}")
+                cpu = res["sampler"].between(served["first_arrival_ns"], served["last_write_ns"])
+                row = (client, conc, n, gap, res, served, cpu / served["tokens"] * 1e3, load)
+                table_rows.append(row)
+                _log(table([row]).splitlines()[-1])
+        finally:
+            server.terminate()
+            server.wait(10)
+    print(table(table_rows))
+    for name, why in NOT_RUN.items():
+        print(f"- {name}: not run: {why}")
+
+
+def _connect(res: dict) -> str:
+    phase = res.get("connect")
+    if not phase or not phase.get("n"):
+        return "in TTFT"
+    return f"{phase['n']} × p99 {phase['p99']:.2f}"
 
 
 def table(rows: list[tuple]) -> str:
     head = (
-        "| client | C | N | tok/s (% of ideal) | CPU ms/token (tree; self) | per-gap p99 ms "
-        "(truth) | TTFT p99 ms (truth) | failed | procs | load avg |"
+        "| client | C | N | gap ms | % of served tok/s | CPU ms/token (tree; self) | TTFT p99 ms "
+        "(truth) | gap p99 ms (truth) | server late p99 ms | connect phase ms | failed | procs "
+        "| load avg |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for client, conc, n, res, truth, cpu, load in rows:
-        pct = res["tput"] / ideal_tput(conc, n) * 100
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for client, conc, n, gap, res, truth_, cpu, load in rows:
+        pct = res["tput"] / truth_["served_tok_s"] * 100
         own = f"; {res['self_cpu']:.3f}" if res["self_cpu"] is not None else ""
         lines.append(
-            f"| {client} | {conc} | {n} | {res['tput']:,.0f} ({pct:.1f}%) | {cpu:.3f}{own} | "
-            f"{res['gap_p99']:.1f} ({truth['gap_ms']['p99']:.1f}) | {res['ttft_p99']:.1f} "
-            f"({truth['ttft_ms']['p99']:.1f}) | {res['failed']} | {res['sampler'].max_procs} | "
-            f"{load:.1f} |"
+            f"| {client} | {conc} | {n} | {gap:g} | {pct:.1f}% | {cpu:.3f}{own} | "
+            f"{res['ttft_p99']:.1f} ({truth_['ttft_ms']['p99']:.1f}) | {res['gap_p99']:.1f} "
+            f"({truth_['gap_ms']['p99']:.1f}) | {truth_['late_ms']['p99']:.1f} | {_connect(res)} "
+            f"| {res['failed']} | {res['sampler'].max_procs} | {load:.1f} |"
         )
     return "\n".join(lines)
 

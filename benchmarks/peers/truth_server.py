@@ -6,8 +6,14 @@ ABSOLUTE schedule (token k at first + k·gap, whatever the previous write's late
 chunk and ``data: [DONE]``. It records its own write times (``perf_counter_ns``) as the truth:
 
     GET  /truth        → JSON: ttft and per-gap percentiles, tokens written, window, server CPU
+    GET  /truth?last=N → the same over the last N requests to arrive (a client's measured ones)
     POST /truth/reset  → forget everything recorded so far
-    GET  /v1/models    → one model, "truth"
+    GET  /v1/models    → one model, "truth"; GET /health → 200 (guidellm checks it)
+
+It keeps its schedule cheaply (one core): uvloop when installed, every byte it writes precomputed
+(the token chunks and, per output length, the closing chunk), one ``call_at`` per token. How late
+each write was against its schedule is recorded too (``late_ms``): the judge of whether the server
+itself held the schedule at a level.
 
 Usage: python truth_server.py --port P [--prefill-ms 50] [--gap-ms 20]
 """
@@ -19,7 +25,13 @@ import asyncio
 import json
 import socket
 import time
+from functools import cache
 from time import perf_counter_ns
+
+try:
+    import uvloop
+except ImportError:  # pragma: no cover - the project venv has it
+    uvloop = None
 
 WORDS = ("kernel", "router", "decode", "prefill", "cache", "token", "batch", "engine")
 GAP_S = 0.02
@@ -27,28 +39,32 @@ PREFILL_S = 0.05
 
 
 class Truth:
-    """What the server actually did, in its own clock."""
+    """What the server actually did, in its own clock: one entry per request."""
 
     def __init__(self) -> None:
         self.reset()
 
     def reset(self) -> None:
-        self.ttft_ns: list[int] = []
-        self.gaps_ns: list[int] = []
-        self.tokens = 0
-        self.requests = 0
-        self.first_arrival_ns: int | None = None
-        self.last_write_ns = 0
+        self.streams: list[Stream] = []
         self.cpu0 = time.process_time()
 
-    def summary(self) -> dict[str, object]:
+    def summary(self, last: int | None = None) -> dict[str, object]:
+        """Over the ``last`` requests to arrive (all: None): what the server wrote, and when."""
+        streams = self.streams[-last:] if last else self.streams
+        if not streams:
+            return {"requests": 0, "tokens": 0}
+        first = min(s.arrival_ns for s in streams)
+        end = max(s.last_ns for s in streams)
+        tokens = sum(s.written for s in streams)
         return {
-            "requests": self.requests,
-            "tokens": self.tokens,
-            "ttft_ms": _pcts(self.ttft_ns),
-            "gap_ms": _pcts(self.gaps_ns),
-            "first_arrival_ns": self.first_arrival_ns,
-            "last_write_ns": self.last_write_ns,
+            "requests": len(streams),
+            "tokens": tokens,
+            "served_tok_s": tokens / max(end - first, 1) * 1e9,
+            "ttft_ms": _pcts([s.ttft_ns for s in streams if s.written]),
+            "gap_ms": _pcts([g for s in streams for g in s.gaps_ns]),
+            "late_ms": _pcts([x for s in streams for x in s.late_ns]),
+            "first_arrival_ns": first,
+            "last_write_ns": end,
             "server_cpu_s": time.process_time() - self.cpu0,
         }
 
@@ -95,6 +111,7 @@ HEAD = (
     b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
     b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
 )
+HEAD_AND_ROLE = HEAD + _chunk(_delta("", role=True))
 
 
 def _json_response(obj: object) -> bytes:
@@ -105,6 +122,17 @@ def _json_response(obj: object) -> bytes:
     )
 
 
+@cache
+def _tail(prompt_tokens: int, n: int) -> bytes:
+    """The finish chunk, the usage chunk, [DONE] and the chunked terminator (made once per n)."""
+    total = prompt_tokens + n
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": total}
+    base = {"id": "t", "object": "chat.completion.chunk", "model": "truth"}
+    tail = _event({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]})
+    tail += _event({**base, "choices": [], "usage": usage}) + b"data: [DONE]\n\n"
+    return _chunk(tail) + b"0\r\n\r\n"
+
+
 class Stream:
     """One response on an absolute schedule, driven by loop.call_at callbacks (no task)."""
 
@@ -112,58 +140,37 @@ class Stream:
         self.conn, self.n, self.prompt_tokens = conn, n, prompt_tokens
         self.arrival_ns = perf_counter_ns()
         self.last_ns = 0
+        self.ttft_ns = 0
+        self.written = 0
+        self.gaps_ns: list[int] = []
+        self.late_ns: list[int] = []
         loop = asyncio.get_running_loop()
-        conn.transport.write(HEAD + _chunk(_delta("", role=True)))
+        conn.transport.write(HEAD_AND_ROLE)
         self.t_first = loop.time() + PREFILL_S
         loop.call_at(self.t_first, self.tick, 0)
-        TRUTH.requests += 1
-        if TRUTH.first_arrival_ns is None:
-            TRUTH.first_arrival_ns = self.arrival_ns
+        TRUTH.streams.append(self)
 
     def tick(self, k: int) -> None:
         transport = self.conn.transport
         if transport.is_closing():
             return
-        data = TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)]
         last = k == self.n - 1
+        loop = asyncio.get_running_loop()
+        late = loop.time() - (self.t_first + k * GAP_S)
         if last:
-            usage = {
-                "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.n,
-                "total_tokens": self.prompt_tokens + self.n,
-            }
-            tail = _event(
-                {
-                    "id": "t",
-                    "object": "chat.completion.chunk",
-                    "model": "truth",
-                    "choices": [{"index": 0, "delta": {}, "finish_reason": "length"}],
-                }
-            )
-            tail += (
-                _event(
-                    {
-                        "id": "t",
-                        "object": "chat.completion.chunk",
-                        "model": "truth",
-                        "choices": [],
-                        "usage": usage,
-                    }
-                )
-                + b"data: [DONE]\n\n"
-            )
-            data += _chunk(tail) + b"0\r\n\r\n"
-        transport.write(data)
+            transport.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)] + _tail(self.prompt_tokens, self.n))
+        else:
+            transport.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)])
         now = perf_counter_ns()
         if k == 0:
-            TRUTH.ttft_ns.append(now - self.arrival_ns)
+            self.ttft_ns = now - self.arrival_ns
         else:
-            TRUTH.gaps_ns.append(now - self.last_ns)
+            self.gaps_ns.append(now - self.last_ns)
+        self.late_ns.append(round(late * 1e9))
         self.last_ns = now
-        TRUTH.tokens += 1
-        TRUTH.last_write_ns = now
+        self.written += 1
         if not last:
-            asyncio.get_running_loop().call_at(self.t_first + (k + 1) * GAP_S, self.tick, k + 1)
+            loop.call_at(self.t_first + (k + 1) * GAP_S, self.tick, k + 1)
 
 
 class Conn(asyncio.Protocol):
@@ -172,8 +179,7 @@ class Conn(asyncio.Protocol):
     transport: asyncio.Transport
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]
         sock = transport.get_extra_info("socket")
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -217,6 +223,10 @@ class Conn(asyncio.Protocol):
                     }
                 )
             )
+        elif path == "/health":
+            self.transport.write(_json_response({}))
+        elif path.startswith("/truth?last="):
+            self.transport.write(_json_response(TRUTH.summary(int(path.partition("=")[2]))))
         elif path == "/truth":
             self.transport.write(_json_response(TRUTH.summary()))
         elif path == "/truth/reset":
@@ -241,4 +251,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    if uvloop is not None:
+        uvloop.install()
     asyncio.run(main())

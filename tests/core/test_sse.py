@@ -73,3 +73,13 @@ def test_router_malformed_truncated_error_is_returned_incomplete() -> None:
 
 def test_blank_lines_without_data_dispatch_nothing() -> None:
     assert SSEDecoder().feed(b"\n\n\r\n: c\n\n", 1) == []
+
+
+def test_the_one_event_per_read_fast_path_keeps_event_names_and_ids() -> None:
+    decoder = SSEDecoder()
+    assert decoder.feed(b"event: ping\n", 1) == []
+    assert decoder.feed(b"data: x\n\n", 2) == [Event("x", 2, "ping")]
+    assert decoder.feed(b"id: 7\n\n", 3) == []
+    assert decoder.feed(b"data: y\n\n", 4) == [Event("y", 4, "message", "7")]
+    assert decoder.feed(b"data: a\ndata: b\n\n", 5) == [Event("a\nb", 5, "message", "7")]
+    assert decoder.feed(b"data: z\r\n\r\n", 6) == [Event("z", 6, "message", "7")]

@@ -177,6 +177,13 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     type=click.FloatRange(min=0.001),
     help="Cut each run after this many seconds.",
 )
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1),
+    help="Client processes sharing the users on one clock (at most one per user).",
+)
 @click.option("--seed", default=0, show_default=True, type=int, help="Workload seed.")
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
 @click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
@@ -207,7 +214,8 @@ def bench_command(**opts: Any) -> None:
     export = None if opts["export_dir"] is None else Exporter(opts["export_dir"], config)
     ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
     try:
-        result = run(_bench(config, ledger, BenchBar(enabled=err_console.is_terminal), export))
+        bar = BenchBar(enabled=err_console.is_terminal)
+        result = run(_bench(config, ledger, bar, export), fast=True)
     finally:
         if ledger is not None:
             ledger.close()
@@ -241,6 +249,7 @@ def _config(opts: dict[str, Any], url: str, model: str) -> ops.BenchConfig:
         model=model,
         label=opts["label"],
         endpoint=opts["endpoint"],
+        workers=opts["workers"],
     )
 
 

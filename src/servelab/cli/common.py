@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+import uvloop
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
@@ -133,11 +134,13 @@ def error(exc: BaseException | str) -> None:
     err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
 
 
-def run(coro: Coroutine[Any, Any, T]) -> T:
+def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
     """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); Ctrl-C
     exits 130 after the coroutine's own cleanup (``asyncio.run`` cancels it, so its ``finally``
-    blocks run)."""
-    return asyncio.run(coro)
+    blocks run). ``fast``: on uvloop, the loop the bench client was measured on (docs/bench.md,
+    "The client")."""
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop if fast else None) as runner:
+        return runner.run(coro)
 
 
 def exit_code(exc: BaseException) -> int:

@@ -1,55 +1,38 @@
 """The HTTP client for everything servelab sends: probes, JSON GETs, timestamped streams, keep-alive
 sessions.
 
-One function builds the aiohttp session (:func:`_session`) and one translates aiohttp and OS errors
-(:func:`translate`); nothing outside ``io/`` (and the simulator) touches aiohttp.
+One function builds the aiohttp session (:func:`_session`) for probes and JSON GETs; the streams
+go through :class:`~servelab.io.stream.StreamClient` (a raw asyncio protocol, re-exported here:
+this module stays the one HTTP seam callers import); :func:`translate`
+(:mod:`servelab.io.neterrors`) is the one translation of aiohttp and OS errors. Nothing outside
+``io/`` (and the simulator) touches aiohttp.
 
 - :class:`HttpClient` (probes, :meth:`~HttpClient.get_json`, :meth:`~HttpClient.model_id`,
   :meth:`~HttpClient.model_list`: what answered ``GET /v1/models``): one
   keep-alive session a command holds and closes. Probes never raise for HTTP or transport failures
   (refused, reset, timeout, DNS): the :class:`ProbeResult` carries the error. The module-level
   :func:`probe`, :func:`get_json` and :func:`model_id` are for one-off callers (a session each).
-- :class:`StreamClient`: the streaming load client. It stamps every read with ``perf_counter_ns()``
-  right after it returns and keeps the ``(stamp, bytes)`` pairs; the sans-I/O SSE decoder and chunk
-  interpreter (:func:`~servelab.core.records.decode_chunks`) turn them into events carrying their
-  read's stamp: at the end of the request, or, when the caller passes its own ``raw`` list (or asks
-  for the :class:`Transfer`), whenever the caller chooses (the load generator decodes after the run,
-  so no decoding competes with reading). ``force_close`` gives every request a fresh connection;
-  ``trace_connections`` keeps :class:`Connections` (soak's keep-alive sessions, ``concurrency=1``).
-
-Every stream failure is written into the record, never raised: HTTP status (+ truncated body),
-malformed or truncated stream, idle timeout, run deadline, connection error. The idle timeout (no
-byte for ``idle_timeout_s``, response head included) is one watchdog task per client scanning the
-in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires the stream's own
-``asyncio.timeout_at`` scope (the one that also enforces the run deadline). Only cancellation
-(Ctrl-C) propagates, after marking the record.
+- :class:`StreamClient`, :class:`Transfer`, :class:`Connections`, ``Chunks``: the streaming load
+  client (see :mod:`servelab.io.stream`); :func:`chat_body` and :func:`completion_body` build its
+  request bodies.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import re
 import time
 from collections.abc import AsyncIterator
-from dataclasses import asdict, dataclass, field
-from time import perf_counter_ns
+from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 
-from servelab.core.records import (
-    REASON_CONNECTION,
-    REASON_DEADLINE,
-    REASON_IDLE,
-    REASON_INTERRUPTED,
-    REASON_TRUNCATED,
-    RequestRecord,
-    decode_chunks,
-    http_reason,
-)
+from servelab.io.neterrors import TRANSPORT_ERRORS as _TRANSPORT_ERRORS
+from servelab.io.neterrors import translate
+from servelab.io.stream import Chunks, Connections, StreamClient, Transfer
 
 __all__ = [
     "BODY_LIMIT",
@@ -74,55 +57,15 @@ __all__ = [
 #: error JSON); ``probe(..., body_limit=None)`` keeps the whole body (a JSON document, /metrics).
 BODY_LIMIT = 500
 
-Chunks = list[tuple[int, bytes]]
 
-_ERROR_BODY_MAX = 2048
-#: What the client catches and translates (OSError covers refused, reset, DNS and timeouts).
-_TRANSPORT_ERRORS = (aiohttp.ClientError, OSError)
-
-
-# ------------------------------------------------------------------------ the two single places
-def translate(exc: BaseException, *, timeout_s: float | None = None) -> tuple[str, str]:
-    """An aiohttp or OS error as ``(record failure reason, detail)``: the one translation.
-
-    ``timeout_s`` is a probe's whole-exchange timeout (its expiry reads "timed out after Ns");
-    without it a timeout is a stream's connect timeout.
-    """
-    if isinstance(exc, aiohttp.ClientPayloadError):
-        return REASON_TRUNCATED, str(exc)
-    if isinstance(exc, TimeoutError):
-        if timeout_s is not None:
-            return REASON_CONNECTION, f"timed out after {timeout_s}s"
-        return REASON_CONNECTION, f"connect timeout: {exc}"
-    text = str(exc) or type(exc).__name__
-    return REASON_CONNECTION, f"{type(exc).__name__}: {text}"[:300]
-
-
-def _session(
-    limit: int,
-    *,
-    raw: bool = False,
-    force_close: bool = False,
-    connect_s: float | None = None,
-    trace: aiohttp.TraceConfig | None = None,
-) -> aiohttp.ClientSession:
-    """The one place servelab builds an aiohttp session for its outgoing traffic.
-
-    ``raw``: the stream client's bytes as sent (no decompression) and DNS cached for the client's
-    life; ``force_close``: a fresh connection for every request.
-    """
-    connector = aiohttp.TCPConnector(
-        limit=limit,
-        limit_per_host=0,
-        ttl_dns_cache=None if raw else 10,
-        force_close=force_close,
-    )
+# ----------------------------------------------------------------------- the one session
+def _session(limit: int) -> aiohttp.ClientSession:
+    """The one place servelab builds an aiohttp session (probes and JSON GETs)."""
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=10)
     return aiohttp.ClientSession(
         connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None, connect=connect_s),
-        auto_decompress=not raw,
+        timeout=aiohttp.ClientTimeout(total=None),
         cookie_jar=aiohttp.DummyCookieJar(),
-        trace_configs=None if trace is None else [trace],
     )
 
 
@@ -369,225 +312,3 @@ def completion_body(model: str, prompt: str, max_tokens: int, *, ignore_eos: boo
     if ignore_eos:
         body["ignore_eos"] = True
     return json.dumps(body).encode()
-
-
-@dataclass
-class Connections:
-    """The connections a client opened (aiohttp's connection signals): how many, when the current
-    one opened (``time.monotonic()``), and how many requests it carried, the one in flight included.
-    """
-
-    opened: int = 0
-    opened_at: float = field(default_factory=time.monotonic)
-    requests: int = 0
-
-    @property
-    def carried(self) -> int:
-        """Requests the current connection carried before the one in flight."""
-        return max(self.requests - 1, 0)
-
-    def age_s(self) -> float:
-        return time.monotonic() - self.opened_at
-
-    async def _created(self, *_: Any) -> None:
-        self.opened, self.opened_at, self.requests = self.opened + 1, time.monotonic(), 1
-
-    async def _reused(self, *_: Any) -> None:
-        self.requests += 1
-
-    def trace(self) -> aiohttp.TraceConfig:
-        config = aiohttp.TraceConfig()
-        config.on_connection_create_end.append(self._created)
-        config.on_connection_reuseconn.append(self._reused)
-        return config
-
-
-@dataclass
-class Transfer:
-    """What one streamed request received, left undecoded: the stamped body reads, or the
-    (truncated) body of an HTTP error answer. The record holds status, stamps and failures."""
-
-    record: RequestRecord
-    chunks: Chunks = field(default_factory=list)
-    error_body: bytes = b""
-
-    @property
-    def received_bytes(self) -> int:
-        return len(self.error_body) + sum(len(data) for _, data in self.chunks)
-
-    @property
-    def phase(self) -> str:
-        """``"head"`` while no response head arrived, then ``"body"``."""
-        return "head" if self.record.first_byte_ns is None else "body"
-
-
-class _Watch:
-    """One in-flight stream as the idle watchdog sees it."""
-
-    __slots__ = ("idle", "last_ns", "scope")
-
-    def __init__(self, now_ns: int) -> None:
-        self.last_ns = now_ns
-        self.idle = False
-        self.scope: asyncio.Timeout | None = None
-
-
-class StreamClient:
-    """``async with StreamClient(url, concurrency=64) as client: await client.stream(...)``."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        concurrency: int,
-        idle_timeout_s: float = 60.0,
-        connect_timeout_s: float = 10.0,
-        headers: dict[str, str] | None = None,
-        force_close: bool = False,
-        trace_connections: bool = False,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.concurrency = concurrency
-        #: Kept when ``trace_connections`` (which costs a few signals per request).
-        self.connections = Connections() if trace_connections else None
-        self._connect_s = connect_timeout_s
-        self._force_close = force_close
-        self._idle_ns = round(idle_timeout_s * 1e9)
-        self._tick_s = min(max(idle_timeout_s / 10, 0.01), 0.5)
-        self._headers = {"Content-Type": "application/json", **(headers or {})}
-        self._session: aiohttp.ClientSession | None = None
-        self._active: set[_Watch] = set()
-        self._watchdog: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> StreamClient:
-        self._session = _session(
-            self.concurrency,
-            raw=True,
-            force_close=self._force_close,
-            connect_s=self._connect_s,
-            trace=None if self.connections is None else self.connections.trace(),
-        )
-        self._watchdog = asyncio.create_task(self._watch_idle())
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
-            await asyncio.gather(self._watchdog, return_exceptions=True)
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
-
-    async def stream(
-        self,
-        path: str,
-        body: bytes,
-        record: RequestRecord,
-        *,
-        deadline_ns: int | None = None,
-        raw: Chunks | None = None,
-    ) -> RequestRecord:
-        """POST ``body`` to ``path`` and stream the answer into ``record`` (also returned).
-
-        With ``raw``, the body's stamped reads are left there for the caller to decode later with
-        :func:`~servelab.core.records.decode_chunks` (transport failures are already recorded).
-        """
-        got = await self.transfer(path, body, record, deadline_ns=deadline_ns, chunks=raw)
-        if raw is None:
-            decode_chunks(record, got.chunks, record.end_ns or perf_counter_ns())
-        return record
-
-    async def transfer(
-        self,
-        path: str,
-        body: bytes,
-        record: RequestRecord,
-        *,
-        deadline_ns: int | None = None,
-        chunks: Chunks | None = None,
-    ) -> Transfer:
-        """POST ``body`` to ``path``; the answer's reads, undecoded (into ``chunks`` if given).
-
-        Status, stamps and transport failures are in ``record``; nothing is decoded.
-        """
-        if self._session is None:
-            raise RuntimeError("StreamClient used outside 'async with'")
-        got = Transfer(record, [] if chunks is None else chunks)
-        loop = asyncio.get_running_loop()
-        when = None
-        if deadline_ns is not None:
-            when = loop.time() + (deadline_ns - perf_counter_ns()) / 1e9
-        watch = _Watch(perf_counter_ns())
-        self._active.add(watch)
-        try:
-            async with asyncio.timeout_at(when) as scope:
-                watch.scope = scope
-                await self._exchange(self._session, path, body, got, watch)
-        except TimeoutError:
-            if watch.idle:
-                record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
-            else:
-                record.fail(REASON_DEADLINE, "the run deadline passed mid-request")
-        except asyncio.CancelledError:
-            record.fail(REASON_INTERRUPTED, "cancelled")
-            raise
-        finally:
-            self._active.discard(watch)
-            _close_end(record)
-        return got
-
-    async def _watch_idle(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(self._tick_s)
-            limit = perf_counter_ns() - self._idle_ns
-            for watch in self._active:
-                if watch.last_ns < limit and not watch.idle and watch.scope is not None:
-                    watch.idle = True
-                    watch.scope.reschedule(loop.time())
-
-    async def _exchange(
-        self,
-        session: aiohttp.ClientSession,
-        path: str,
-        body: bytes,
-        got: Transfer,
-        watch: _Watch,
-    ) -> None:
-        record = got.record
-        record.sent_ns = watch.last_ns = perf_counter_ns()
-        try:
-            async with session.post(self.base_url + path, data=body, headers=self._headers) as resp:
-                record.first_byte_ns = watch.last_ns = perf_counter_ns()
-                record.status = resp.status
-                if resp.status >= 300:
-                    got.error_body = await resp.content.read(_ERROR_BODY_MAX)
-                    text = got.error_body.decode("utf-8", "replace")
-                    record.fail(http_reason(resp.status), text)
-                    record.end_ns = perf_counter_ns()
-                    return
-                await _pump(resp, got.chunks, watch)
-                record.end_ns = perf_counter_ns()
-        except _TRANSPORT_ERRORS as exc:
-            record.fail(*translate(exc))
-
-
-async def _pump(resp: aiohttp.ClientResponse, chunks: Chunks, watch: _Watch) -> None:
-    read = resp.content.readany
-    append = chunks.append
-    while True:
-        data = await read()
-        now = watch.last_ns = perf_counter_ns()
-        if not data:
-            return
-        append((now, data))
-
-
-def _close_end(record: RequestRecord) -> None:
-    if record.end_ns is None:
-        record.end_ns = perf_counter_ns()

@@ -16,25 +16,35 @@ CLI's bench and the A/B share) and then calls ``save(run)``; it stops cleanly wh
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
-import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
 from servelab.core import metrics as m
 from servelab.core.clienthealth import ClientHealth, client_health
-from servelab.core.records import RequestRecord, decode_chunks, record_to_dict
+from servelab.core.records import RequestRecord, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.workload import (
     LengthDist,
     closed_loop_ramp_ns,
-    generate_requests,
     poisson_offsets_ns,
 )
-from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
+from servelab.io.http import StreamClient
 from servelab.io.ledger import Ledger
+from servelab.ops.benchload import (
+    Job,
+    Part,
+    PartResult,
+    jobs_for,
+    merge,
+    run_part,
+    slot_starts_ns,
+    split,
+)
+from servelab.ops.benchworkers import ClientSpec, Workers, shared_t0
 
 __all__ = [
     "BenchConfig",
@@ -48,9 +58,6 @@ __all__ = [
     "run_payload",
     "summarize_level",
 ]
-
-#: How often the event-loop lag ticker samples (its thresholds: :mod:`servelab.core.clienthealth`).
-LAG_TICK_S = 0.02
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +85,8 @@ class BenchConfig:
     #: Closed loop: slot i sends its first request ``i * ramp_s / concurrency`` after the start, so
     #: the users do not move in lockstep. None: the median E2E of this level's warm-up requests.
     ramp_s: float | None = None
+    #: Client processes sharing the users (``bench --workers``), at most one per user.
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if not self.concurrencies or min(self.concurrencies) < 1:
@@ -86,6 +95,8 @@ class BenchConfig:
             raise ValueError("requests and repeat must be ≥ 1, warmup ≥ 0")
         if self.rate is not None and self.rate <= 0:
             raise ValueError("rate must be positive")
+        if self.workers < 1:
+            raise ValueError("workers must be ≥ 1")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of the configuration."""
@@ -119,6 +130,10 @@ class RunResult:
     interrupted: bool = False
     deadline_hit: bool = False
     run_id: int | None = None  # its ledger row, once recorded
+    #: Connection set-up times (ns) of the connect phase before the run and of any connection
+    #: opened during it: set-up is its own phase, never inside a TTFT.
+    setup_ns: list[int] = field(default_factory=list)
+    workers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +162,8 @@ class LevelSummary:
     loop_lag_max_ms: float
     client_bound: bool
     client_reasons: tuple[str, ...]
+    connect_ms: Summary
+    workers: int
 
 
 @dataclass(slots=True)
@@ -201,6 +218,8 @@ def summarize_level(concurrency: int, runs: Sequence[RunResult]) -> LevelSummary
         loop_lag_max_ms=max(run.client.loop_lag_max_ms for run in runs),
         client_bound=bool(reasons),
         client_reasons=reasons,
+        connect_ms=_ms([x for run in runs for x in run.setup_ns]),
+        workers=max(run.workers for run in runs),
     )
 
 
@@ -240,146 +259,41 @@ def result_so_far(
     return BenchResult(config, list(runs), levels, interrupted)
 
 
-async def _lag_ticker(samples: list[float]) -> None:
-    loop = asyncio.get_running_loop()
-    due = loop.time() + LAG_TICK_S
-    while True:
-        await asyncio.sleep(max(due - loop.time(), 0.0))
-        now = loop.time()
-        samples.append(max(now - due, 0.0))
-        due = now + LAG_TICK_S
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    index: int
-    input_len: int
-    body: bytes
-
-
-def _jobs(config: BenchConfig, n: int, seed: int) -> list[_Job]:
-    specs = generate_requests(
-        n,
-        input_len=config.input_len,
-        output_len=config.output_len,
-        seed=seed,
-        shared_prefix_len=config.shared_prefix_len,
-    )
-    chat = "chat" in config.endpoint
-    make = chat_body if chat else completion_body
-    eos = config.ignore_eos
-    return [
-        _Job(s.index, s.input_len, make(config.model, s.prompt, s.output_len, ignore_eos=eos))
-        for s in specs
-    ]
-
-
-class _Load:
-    """One run's moving parts: the client, the jobs, the deadline, the records."""
-
-    def __init__(
-        self,
-        client: StreamClient,
-        endpoint: str,
-        on_done: Callable[[RequestRecord], None],
-        deadline_ns: int | None,
-    ) -> None:
-        self.client = client
-        self.endpoint = endpoint
-        self.on_done = on_done
-        self.deadline_ns = deadline_ns
-        self.records: list[RequestRecord] = []  # every request sent (appended at its send)
-        self.finished = 0  # requests that ended (what progress reports: it reaches the total once)
-        self._captured: list[tuple[RequestRecord, Chunks]] = []
-
-    def decode(self) -> None:
-        """Decode every captured body (after the run: no decoding competes with reading)."""
-        for record, chunks in self._captured:
-            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
-        self._captured = []
-
-    def _late(self) -> bool:
-        return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
-
-    async def _send(self, job: _Job, scheduled_ns: int, warmup: bool) -> RequestRecord:
-        record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
-        self.records.append(record)
-        chunks: Chunks = []
-        self._captured.append((record, chunks))
-        await self.client.stream(
-            self.endpoint, job.body, record, deadline_ns=self.deadline_ns, raw=chunks
-        )
-        self.finished += 1
-        self.on_done(record)
-        return record
-
-    async def closed(
-        self, jobs: list[_Job], concurrency: int, warmup: bool = False, ramp_ns: int = 0
-    ) -> None:
-        """Each of ``concurrency`` slots sends its next job the instant its previous one ends;
-        slot i starts ``i * ramp_ns / concurrency`` after t0 (its first scheduled send)."""
-        queue: Iterator[_Job] = iter(jobs)
-        t0 = perf_counter_ns()
-
-        async def slot(i: int) -> None:
-            scheduled = t0 + i * ramp_ns // concurrency
-            delay = (scheduled - perf_counter_ns()) / 1e9
-            if delay > 0:
-                await asyncio.sleep(delay)
-            for job in queue:
-                if self._late():
-                    return
-                record = await self._send(job, scheduled, warmup)
-                scheduled = record.end_ns or perf_counter_ns()
-
-        await asyncio.gather(*(slot(i) for i in range(concurrency)))
-
-    async def open(self, jobs: list[_Job], concurrency: int, offsets: list[int]) -> None:
-        """Send job i at t0 + offsets[i]; at most ``concurrency`` in flight (the wait for a
-        slot is dispatch delay, inside the measured latency)."""
-        gate = asyncio.Semaphore(concurrency)
-        tasks: list[asyncio.Task[None]] = []
-        t0 = perf_counter_ns()
-
-        async def one(job: _Job, scheduled: int) -> None:
-            async with gate:
-                await self._send(job, scheduled, False)
-
-        try:
-            for job, offset in zip(jobs, offsets, strict=True):
-                wait = (t0 + offset - perf_counter_ns()) / 1e9
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                if self._late():
-                    break
-                tasks.append(asyncio.create_task(one(job, t0 + offset)))
-            await asyncio.gather(*tasks)
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-
 BenchProgressFn = Callable[[BenchProgress], None]
 SaveFn = Callable[[RunResult], None]
 
 
-async def _until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -> bool:
-    """Await ``work``; if ``stop`` is set first, cancel it. True when stopped."""
-    if stop is None:
-        await work
-        return False
-    stopper = asyncio.create_task(stop.wait())
-    try:
-        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        stopper.cancel()
-    if work.done():
-        work.result()
-        return False
-    work.cancel()
-    await asyncio.gather(work, return_exceptions=True)
-    return True
+class _Local:
+    """One process: the run's part on this loop's client."""
+
+    def __init__(self, client: StreamClient) -> None:
+        self.client = client
+
+    async def connect(self) -> list[int]:
+        return await self.client.connect(self.client.concurrency)
+
+    async def run(
+        self, part: Part, stop: asyncio.Event | None, on_done: Callable[[RequestRecord], None]
+    ) -> PartResult:
+        return await run_part(self.client, part, stop, on_done)
+
+
+class _Spread:
+    """N worker processes: the run's part split N ways on one t0, merged back."""
+
+    def __init__(self, workers: Workers) -> None:
+        self.workers = workers
+
+    async def connect(self) -> list[int]:
+        return await self.workers.connect()
+
+    async def run(
+        self, part: Part, stop: asyncio.Event | None, _on_done: Callable[[RequestRecord], None]
+    ) -> PartResult:
+        return merge(await self.workers.run(split(part, self.workers.n), stop))
+
+
+_Driver = _Local | _Spread
 
 
 @dataclass(slots=True)
@@ -395,19 +309,29 @@ class _Bench:
     ramp_ns: int = 0
 
     async def level(self, concurrency: int) -> None:
-        """Warm-up, then every repeat at one concurrency; summarise what ran."""
+        """Connections, warm-up, then every repeat at one concurrency; summarise what ran."""
         config, runs = self.config, []
         self.ramp_ns = closed_loop_ramp_ns(config.ramp_s, [])
-        async with StreamClient(
-            config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
-        ) as client:
+        workers = min(config.workers, concurrency)
+        async with contextlib.AsyncExitStack() as stack:
+            if workers > 1:
+                spec = ClientSpec(config.url, concurrency, config.idle_timeout_s)
+                pool = await stack.enter_async_context(Workers(workers, spec))
+                driver: _Driver = _Spread(pool)
+                setups = await pool.open()
+            else:
+                client = StreamClient(
+                    config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
+                )
+                driver = _Local(await stack.enter_async_context(client))
+                setups = await driver.connect()
             if config.warmup:
-                warm = asyncio.create_task(self._warmup(client, concurrency))
-                self.result.interrupted = await _until_stopped(warm, self.stop)
+                await self._warmup(driver, concurrency)
             for k in range(config.repeat):
                 if self.result.interrupted:
                     break
-                run = await self._run(client, concurrency, k)
+                run = await self._run(driver, concurrency, k, setups + await driver.connect())
+                setups = []
                 runs.append(run)
                 self.result.runs.append(run)
                 self.result.interrupted = run.interrupted
@@ -418,54 +342,72 @@ class _Bench:
         if runs:
             self.result.levels.append(summarize_level(concurrency, runs))
 
-    async def _warmup(self, client: StreamClient, concurrency: int) -> None:
-        jobs = _jobs(self.config, self.config.warmup, self.config.seed + 999_983)
-        load = _Load(client, self.config.endpoint, lambda _r: None, None)
-        self.progress(BenchProgress("warmup", concurrency, 0, 0, len(jobs)))
-        await load.closed(jobs, min(concurrency, len(jobs)), warmup=True)
-        self.ramp_ns = closed_loop_ramp_ns(self.config.ramp_s, load.records)
+    def _jobs(self, n: int, seed: int) -> list[Job]:
+        c = self.config
+        return jobs_for(
+            n,
+            seed,
+            input_len=c.input_len,
+            output_len=c.output_len,
+            shared_prefix_len=c.shared_prefix_len,
+            model=c.model,
+            endpoint=c.endpoint,
+            ignore_eos=c.ignore_eos,
+        )
 
-    async def _run(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
+    def _t0(self, driver: _Driver) -> int:
+        return shared_t0() if isinstance(driver, _Spread) else perf_counter_ns()
+
+    async def _warmup(self, driver: _Driver, concurrency: int) -> None:
+        jobs = self._jobs(self.config.warmup, self.config.seed + 999_983)
+        self.progress(BenchProgress("warmup", concurrency, 0, 0, len(jobs)))
+        starts = tuple(slot_starts_ns(min(concurrency, len(jobs)), 0))
+        part = Part(jobs, self.config.endpoint, starts, t0_ns=self._t0(driver), warmup=True)
+        warm = await driver.run(part, self.stop, lambda _r: None)
+        self.result.interrupted = warm.stopped
+        self.ramp_ns = closed_loop_ramp_ns(self.config.ramp_s, warm.records)
+
+    async def _run(self, driver: _Driver, concurrency: int, k: int, setups: list[int]) -> RunResult:
         gc.collect()
         gc.freeze()  # objects alive now are never rescanned: no long gen-2 pauses mid-run
         try:
-            return await self._measure(client, concurrency, k)
+            return await self._measure(driver, concurrency, k, setups)
         finally:
             gc.unfreeze()
 
-    def _start(
-        self, load: _Load, jobs: list[_Job], concurrency: int, seed: int
-    ) -> asyncio.Task[None]:
-        if self.config.rate is None:
-            return asyncio.create_task(load.closed(jobs, concurrency, ramp_ns=self.ramp_ns))
-        offsets = poisson_offsets_ns(len(jobs), self.config.rate, seed=seed)
-        return asyncio.create_task(load.open(jobs, concurrency, offsets))
-
-    async def _measure(self, client: StreamClient, concurrency: int, k: int) -> RunResult:
+    def _part(self, jobs: list[Job], concurrency: int, seed: int, t0: int) -> Part:
         config = self.config
-        total = config.requests
+        deadline = None if config.deadline_s is None else t0 + round(config.deadline_s * 1e9)
+        if config.rate is None:
+            starts = tuple(slot_starts_ns(concurrency, self.ramp_ns))
+            return Part(jobs, config.endpoint, starts, t0_ns=t0, deadline_ns=deadline)
+        offsets = tuple(poisson_offsets_ns(len(jobs), config.rate, seed=seed))
+        return Part(
+            jobs,
+            config.endpoint,
+            offsets_ns=offsets,
+            cap=concurrency,
+            t0_ns=t0,
+            deadline_ns=deadline,
+        )
+
+    async def _measure(
+        self, driver: _Driver, concurrency: int, k: int, setups: list[int]
+    ) -> RunResult:
+        config, total = self.config, self.config.requests
+        finished = 0
 
         def on_done(_record: RequestRecord) -> None:
-            self.progress(BenchProgress("run", concurrency, k, load.finished, total))
+            nonlocal finished
+            finished += 1
+            self.progress(BenchProgress("run", concurrency, k, finished, total))
 
-        deadline = None
-        if config.deadline_s is not None:
-            deadline = perf_counter_ns() + round(config.deadline_s * 1e9)
-        load = _Load(client, config.endpoint, on_done, deadline)
         seed = config.seed + 1000 * k + concurrency
-        jobs = _jobs(config, total, seed)
-        lag: list[float] = []
-        ticker = asyncio.create_task(_lag_ticker(lag))
-        cpu0, wall0 = time.process_time(), perf_counter_ns()
-        work = self._start(load, jobs, concurrency, seed)
-        try:
-            stopped = await _until_stopped(work, self.stop)
-        finally:
-            ticker.cancel()
-        wall, run_cpu = (perf_counter_ns() - wall0) / 1e9, time.process_time() - cpu0
-        load.decode()  # its CPU counts: client CPU per token includes decoding
-        cpu = time.process_time() - cpu0
-        records = load.records
+        part = self._part(self._jobs(total, seed), concurrency, seed, self._t0(driver))
+        got = await driver.run(part, self.stop, on_done)
+        if isinstance(driver, _Spread):
+            self.progress(BenchProgress("run", concurrency, k, len(got.records), total))
+        records = got.records
         return RunResult(
             concurrency=concurrency,
             repeat_index=k,
@@ -473,9 +415,11 @@ class _Bench:
             metrics=m.run_metrics(
                 records, slo=config.slo, concurrency=concurrency if config.rate is None else None
             ),
-            client=client_health(records, cpu, wall, lag, run_cpu),
-            interrupted=stopped,
+            client=client_health(records, got.cpu_s, got.wall_s, got.lag_s, got.run_cpu_s),
+            interrupted=got.stopped,
             deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
+            setup_ns=setups + got.setups_ns,
+            workers=driver.workers.n if isinstance(driver, _Spread) else 1,
         )
 
 

@@ -152,7 +152,9 @@ def level_json(level: LevelSummary) -> dict[str, Any]:
             "loop_lag_max_ms": level.loop_lag_max_ms,
             "client_bound": level.client_bound,
             "reasons": list(level.client_reasons),
+            "workers": level.workers,
         },
+        "connect_ms": _summary(level.connect_ms),
     }
     for name in _DIST:
         data[name] = _summary(getattr(level, name))

@@ -1,0 +1,305 @@
+"""The load itself: jobs, one run's closed or open loop on one :class:`StreamClient`, the lag
+ticker, and the stop rule; shared by one process (:mod:`servelab.ops.bench`) and each worker
+process (:mod:`servelab.ops.benchworkers`).
+
+Every loop starts at a given ``t0`` (``perf_counter_ns()``, i.e. ``CLOCK_MONOTONIC``: one clock for
+every process of the machine), so N worker processes can share one schedule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from time import perf_counter_ns
+
+from servelab.core.records import RequestRecord, decode_chunks
+from servelab.core.workload import LengthDist, generate_requests
+from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
+
+__all__ = [
+    "LAG_TICK_S",
+    "Job",
+    "Load",
+    "Part",
+    "PartResult",
+    "jobs_for",
+    "lag_ticker",
+    "merge",
+    "run_part",
+    "sleep_until",
+    "slot_starts_ns",
+    "split",
+    "until_stopped",
+]
+
+#: How often the event-loop lag ticker samples (its thresholds: :mod:`servelab.core.clienthealth`).
+LAG_TICK_S = 0.02
+
+
+async def lag_ticker(samples: list[float]) -> None:
+    loop = asyncio.get_running_loop()
+    due = loop.time() + LAG_TICK_S
+    while True:
+        await asyncio.sleep(max(due - loop.time(), 0.0))
+        now = loop.time()
+        samples.append(max(now - due, 0.0))
+        due = now + LAG_TICK_S
+
+
+async def sleep_until(when_ns: int) -> None:
+    """Sleep until ``perf_counter_ns()`` reaches ``when_ns``, never waking before it (a loop's
+    timers may fire up to a millisecond early)."""
+    while (delay := when_ns - perf_counter_ns()) > 0:
+        await asyncio.sleep(delay / 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    index: int
+    input_len: int
+    body: bytes
+
+
+def jobs_for(
+    n: int,
+    seed: int,
+    *,
+    input_len: LengthDist,
+    output_len: LengthDist,
+    shared_prefix_len: int,
+    model: str,
+    endpoint: str,
+    ignore_eos: bool,
+) -> list[Job]:
+    """The ``n`` requests of one run (or warm-up), bodies serialised once."""
+    specs = generate_requests(
+        n,
+        input_len=input_len,
+        output_len=output_len,
+        seed=seed,
+        shared_prefix_len=shared_prefix_len,
+    )
+    make = chat_body if "chat" in endpoint else completion_body
+    return [
+        Job(s.index, s.input_len, make(model, s.prompt, s.output_len, ignore_eos=ignore_eos))
+        for s in specs
+    ]
+
+
+class Load:
+    """One run's moving parts: the client, the jobs, the deadline, the records."""
+
+    def __init__(
+        self,
+        client: StreamClient,
+        endpoint: str,
+        on_done: Callable[[RequestRecord], None],
+        deadline_ns: int | None,
+    ) -> None:
+        self.client = client
+        self.endpoint = endpoint
+        self.on_done = on_done
+        self.deadline_ns = deadline_ns
+        self.records: list[RequestRecord] = []  # every request sent (appended at its send)
+        self.finished = 0  # requests that ended (what progress reports: it reaches the total once)
+        self._captured: list[tuple[RequestRecord, Chunks]] = []
+
+    def decode(self) -> None:
+        """Decode every captured body (after the run: no decoding competes with reading)."""
+        for record, chunks in self._captured:
+            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
+        self._captured = []
+
+    def _late(self) -> bool:
+        return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
+
+    async def _send(self, job: Job, scheduled_ns: int, warmup: bool) -> RequestRecord:
+        record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
+        self.records.append(record)
+        chunks: Chunks = []
+        self._captured.append((record, chunks))
+        await self.client.stream(
+            self.endpoint, job.body, record, deadline_ns=self.deadline_ns, raw=chunks
+        )
+        self.finished += 1
+        self.on_done(record)
+        return record
+
+    async def closed(
+        self,
+        jobs: list[Job],
+        starts_ns: Sequence[int],
+        warmup: bool = False,
+        t0: int | None = None,
+    ) -> None:
+        """One slot per entry of ``starts_ns``: it sends its first job ``starts_ns[i]`` after
+        ``t0`` (default: now), then its next job the instant its previous one ends."""
+        queue: Iterator[Job] = iter(jobs)
+        t0 = perf_counter_ns() if t0 is None else t0
+
+        async def slot(start_ns: int) -> None:
+            scheduled = t0 + start_ns
+            await sleep_until(scheduled)
+            for job in queue:
+                if self._late():
+                    return
+                record = await self._send(job, scheduled, warmup)
+                scheduled = record.end_ns or perf_counter_ns()
+
+        await asyncio.gather(*(slot(start) for start in starts_ns))
+
+    async def open(
+        self, jobs: list[Job], concurrency: int, offsets: list[int], t0: int | None = None
+    ) -> None:
+        """Send job i at t0 (default: now) + offsets[i]; at most ``concurrency`` in flight (the
+        wait for a slot is dispatch delay, inside the measured latency)."""
+        gate = asyncio.Semaphore(concurrency)
+        tasks: list[asyncio.Task[None]] = []
+        t0 = perf_counter_ns() if t0 is None else t0
+
+        async def one(job: Job, scheduled: int) -> None:
+            async with gate:
+                await self._send(job, scheduled, False)
+
+        try:
+            for job, offset in zip(jobs, offsets, strict=True):
+                await sleep_until(t0 + offset)
+                if self._late():
+                    break
+                tasks.append(asyncio.create_task(one(job, t0 + offset)))
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -> bool:
+    """Await ``work``; if ``stop`` is set first, cancel it. True when stopped."""
+    if stop is None:
+        await work
+        return False
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if work.done():
+        work.result()
+        return False
+    work.cancel()
+    await asyncio.gather(work, return_exceptions=True)
+    return True
+
+
+def slot_starts_ns(concurrency: int, ramp_ns: int) -> list[int]:
+    """Slot i of C sends its first request ``i * ramp_ns / C`` after t0."""
+    return [i * ramp_ns // concurrency for i in range(concurrency)]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """What one process drives in one run: its jobs and when they go.
+
+    Closed loop: one slot per ``starts_ns`` entry (its first send after ``t0_ns``); open loop
+    (``offsets_ns`` set): job i at ``t0_ns + offsets_ns[i]``, at most ``cap`` in flight.
+    ``t0_ns`` None: the part starts when it is run.
+    """
+
+    jobs: list[Job]
+    endpoint: str
+    starts_ns: tuple[int, ...] = ()
+    offsets_ns: tuple[int, ...] | None = None
+    cap: int = 1
+    t0_ns: int | None = None
+    deadline_ns: int | None = None
+    warmup: bool = False
+
+
+@dataclass(slots=True)
+class PartResult:
+    """What one process measured in one run (bodies decoded, the decoding's CPU counted)."""
+
+    records: list[RequestRecord]
+    cpu_s: float
+    run_cpu_s: float
+    wall_s: float
+    lag_s: list[float]
+    stopped: bool
+    setups_ns: list[int]
+
+
+async def run_part(
+    client: StreamClient,
+    part: Part,
+    stop: asyncio.Event | None,
+    on_done: Callable[[RequestRecord], None] | None = None,
+) -> PartResult:
+    """Drive ``part`` on ``client`` until done (or ``stop``), then decode what it received."""
+    load = Load(client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns)
+    lag: list[float] = []
+    ticker = asyncio.create_task(lag_ticker(lag))
+    setups0 = len(client.setups_ns)
+    cpu0, wall0 = time.process_time(), perf_counter_ns()
+    if part.offsets_ns is None:
+        work = load.closed(part.jobs, part.starts_ns, part.warmup, part.t0_ns)
+    else:
+        work = load.open(part.jobs, part.cap, list(part.offsets_ns), part.t0_ns)
+    try:
+        stopped = await until_stopped(asyncio.create_task(work), stop)
+    finally:
+        ticker.cancel()
+    end = perf_counter_ns()
+    run_cpu = time.process_time() - cpu0
+    load.decode()  # its CPU counts: client CPU per token includes decoding
+    start = wall0 if part.t0_ns is None else max(part.t0_ns, wall0)
+    return PartResult(
+        records=load.records,
+        cpu_s=time.process_time() - cpu0,
+        run_cpu_s=run_cpu,
+        wall_s=(end - start) / 1e9,
+        lag_s=lag,
+        stopped=stopped,
+        setups_ns=client.setups_ns[setups0:],
+    )
+
+
+def merge(parts: Sequence[PartResult]) -> PartResult:
+    """The parts of one run as one: records in index order; CPU summed (``run_cpu_s``: the
+    busiest process's, what one core held); the longest wall; every lag sample."""
+    return PartResult(
+        records=sorted((r for p in parts for r in p.records), key=lambda r: r.index),
+        cpu_s=sum(p.cpu_s for p in parts),
+        run_cpu_s=max(p.run_cpu_s for p in parts),
+        wall_s=max(p.wall_s for p in parts),
+        lag_s=[x for p in parts for x in p.lag_s],
+        stopped=any(p.stopped for p in parts),
+        setups_ns=[x for p in parts for x in p.setups_ns],
+    )
+
+
+def split(part: Part, n: int) -> list[Part]:
+    """``part`` dealt to ``n`` processes sharing its ``t0_ns``: closed loop, slot i to process
+    i mod n and job j to the process of slot j mod C (shares in proportion to slots); open loop,
+    job j (and its offset) to process j mod n, the in-flight cap split alike."""
+    if part.offsets_ns is None:
+        slots = len(part.starts_ns)
+        return [
+            replace(
+                part,
+                jobs=[j for k, j in enumerate(part.jobs) if (k % slots) % n == w],
+                starts_ns=part.starts_ns[w::n],
+            )
+            for w in range(n)
+        ]
+    return [
+        replace(
+            part,
+            jobs=part.jobs[w::n],
+            offsets_ns=part.offsets_ns[w::n],
+            cap=part.cap // n + (w < part.cap % n),
+        )
+        for w in range(n)
+    ]
