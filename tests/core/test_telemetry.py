@@ -10,6 +10,8 @@ from servelab.core.telemetry import (
     MetricsSource,
     RunTelemetry,
     Scrape,
+    SourceTelemetry,
+    generated_tokens_per_s,
     series_name,
     summarize,
 )
@@ -57,3 +59,25 @@ def test_round_trip_through_json() -> None:
     again = RunTelemetry.from_json(run.to_json())
     assert again == run
     assert again.source("decode") is not None and again.unknown == []
+
+
+def test_generated_tokens_per_s_sums_the_decodes_own_counters() -> None:
+    def source(name: str, text_before: str, text_after: str) -> SourceTelemetry:
+        scrapes = [
+            Scrape(0.0, parse_exposition(text_before)),
+            Scrape(2.0, parse_exposition(text_after)),
+        ]
+        return summarize(MetricsSource(name, "engine", "u"), scrapes, 2.0)
+
+    d0 = source(
+        "decode", "sglang:generation_tokens_total 10\n", "sglang:generation_tokens_total 210\n"
+    )
+    d1 = source("decode-2", 'vllm:generation_tokens_total{engine="0"} 0\n',
+                'vllm:generation_tokens_total{engine="0"} 100\n')  # fmt: skip
+    prefill = source(
+        "prefill", "sglang:generation_tokens_total 0\n", "sglang:generation_tokens_total 99\n"
+    )
+    gone = SourceTelemetry("decode-3", "engine", "u", "unknown", "HTTP 404")
+    run = RunTelemetry("scrape", 2.0, (d0, d1, prefill, gone))
+    assert generated_tokens_per_s(run, ["decode", "decode-2", "decode-3"]) == pytest.approx(150.0)
+    assert generated_tokens_per_s(run, ["decode-3"]) is None  # unknown, never zero

@@ -71,7 +71,7 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     messages: list[str] = []
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = await run_ab(
-            stack, _config(3, (64, 80, 96), 256), ledger=ledger, progress=messages.append
+            stack, _config(3, (64, 80, 96), 384), ledger=ledger, progress=messages.append
         )
         recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
     table = ab_markdown(result)

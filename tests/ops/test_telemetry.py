@@ -7,17 +7,20 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from servelab.core.promtext import parse_exposition
 from servelab.core.spec import PrometheusSpec
-from servelab.core.telemetry import MetricsSource, RunTelemetry
+from servelab.core.telemetry import MetricsSource, RunTelemetry, generated_tokens_per_s
+from servelab.core.workload import LengthDist
 from servelab.io.http import HttpClient
 from servelab.io.specfile import load_spec
+from servelab.ops.bench import BenchConfig, run_bench, run_payload
 from servelab.ops.context import Operation
-from servelab.ops.telemetry import MetricsWatch, metrics_sources
+from servelab.ops.telemetry import MetricsPlan, MetricsWatch, metrics_sources
 from tests.support.prometheus import prometheus_server
 from tests.support.specs import PdPorts, write_pd_spec
 from tests.support.stack import SimStack, sim_stack
@@ -151,3 +154,25 @@ async def test_the_sources_of_a_spec(tmp_path: Path) -> None:
     assert got["decode"].instance == f"127.0.0.1:{ports.decode}"
     assert got["router"].kind == "router"
     assert got["router"].url == f"http://127.0.0.1:{ports.metrics}/metrics"
+
+
+async def test_every_bench_run_keeps_what_the_servers_counted(stack: SimStack) -> None:
+    requests = 12
+    config = BenchConfig(url=stack.router_url, concurrencies=(2, 4), requests=requests,
+                         input_len=LengthDist("fixed", 16), output_len=LengthDist("fixed", 8),
+                         model="servelab-sim")  # fmt: skip
+    before = _counted(stack.decode_url)
+    result = await run_bench(config, metrics=MetricsPlan(tuple(_sources(stack))))
+    assert result.n_failed == 0 and len(result.runs) == 2
+    for run in result.runs:
+        assert run.telemetry is not None
+        decode = run.telemetry.source("decode")
+        assert decode is not None and decode.counter(COUNTER) == requests
+        rate = generated_tokens_per_s(run.telemetry, ["decode"])
+        assert rate is not None and rate > 0
+        summary, _records = run_payload(run)
+        assert summary["telemetry"]["sources"][1]["service"] == "decode"
+    assert _counted(stack.decode_url) - before == 2 * requests
+    # without a plan nothing is watched: no telemetry, never a zero
+    plain = await run_bench(replace(config, concurrencies=(2,)))
+    assert plain.runs[0].telemetry is None and "telemetry" not in run_payload(plain.runs[0])[0]

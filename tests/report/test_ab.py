@@ -51,3 +51,14 @@ def test_the_plan_names_its_noise_and_both_designs() -> None:
     assert "Noise from 2 recorded A/B(s) of decode" in text
     assert "| 64 | 4 (6) | 1.00% | 3 (" in text
     assert "| 96 | 0 | no recorded noise | — | — |" in text
+
+
+def test_the_servers_view_of_each_arm_sits_next_to_the_clients() -> None:
+    result = _result()
+    assert "What the decodes counted" not in ab_markdown(result)  # no telemetry: no claim
+    for v in result.visits:
+        v.server_throughput[80] = 1000.0 if v.arm == "256" else 1100.0
+    text = ab_markdown(result)
+    assert "What the decodes counted" in text
+    assert "| 80 | +10.0% | +1.1% | 1000.0 | 1100.0 |" in text
+    assert "| 96 |" not in text.split("What the decodes counted")[1].split("What pairing")[0]

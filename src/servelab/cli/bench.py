@@ -8,6 +8,7 @@ answered (status, content type, an HTML page's title) or that nothing did, and n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -36,7 +37,10 @@ from servelab.errors import BenchError
 from servelab.io.files import write_files
 from servelab.io.http import model_list
 from servelab.io.ledger import Ledger
+from servelab.io.specfile import LoadedSpec
 from servelab.ops import bench as ops
+from servelab.ops.context import Operation
+from servelab.ops.telemetry import metrics_plan
 from servelab.report import bench as report
 
 __all__ = ["Exporter", "register"]
@@ -76,14 +80,27 @@ class Exporter:
 
 
 async def _bench(
-    config: ops.BenchConfig, ledger: Ledger | None, bar: BenchBar, export: Exporter | None
+    config: ops.BenchConfig,
+    ledger: Ledger | None,
+    bar: BenchBar,
+    export: Exporter | None,
+    loaded: LoadedSpec | None,
 ) -> ops.BenchResult:
+    """The sweep; with a spec, every run watched through its router's and engines' metrics
+    (the Operation stays open so SSH forwards to them live as long as the runs)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
-        with bar.bar:
-            return await ops.run_bench(config, progress=bar, ledger=ledger, save=export, stop=stop)
+        async with contextlib.AsyncExitStack() as stack:
+            plan = None
+            if loaded is not None:
+                op = await stack.enter_async_context(Operation(loaded))
+                plan = await metrics_plan(op)
+            with bar.bar:
+                return await ops.run_bench(
+                    config, progress=bar, ledger=ledger, save=export, stop=stop, metrics=plan
+                )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
 
@@ -206,7 +223,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 def bench_command(**opts: Any) -> None:
     """Benchmark streaming completions; exit 0 only when no request failed."""
     where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
-    target, _loaded, state_dir = resolve_target(where, opts["url"])
+    target, loaded, state_dir = resolve_target(where, opts["url"])
     url = target.url
     first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
     model = opts["model"] or first_model or "default"
@@ -215,7 +232,7 @@ def bench_command(**opts: Any) -> None:
     ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
     try:
         bar = BenchBar(enabled=err_console.is_terminal)
-        result = run(_bench(config, ledger, bar, export), fast=True)
+        result = run(_bench(config, ledger, bar, export, loaded), fast=True)
     finally:
         if ledger is not None:
             ledger.close()

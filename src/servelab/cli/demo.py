@@ -104,6 +104,11 @@ async def _first_probe(router_url: str) -> tuple[int | None, float, str]:
 
 def _bring_up(story: _Story, router_url: str) -> None:
     story.chapter("1. Bring-up: prefill → decode → router, each gated on readiness")
+    story.say(
+        "the embedded default is SGLang: simulated SGLang workers behind the real sglang-router "
+        "0.3.2 (vLLM behind vllm-router 0.1.17 runs every command but a rolling restart: "
+        "examples/local-vllm.toml; the demo itself is SGLang only)"
+    )
     story.cmd("up")
     story.spec_for_down = []
     status, elapsed, detail = run(_first_probe(router_url))

@@ -24,11 +24,13 @@ from servelab.core.promtext import (
 )
 
 __all__ = [
+    "GENERATED_TOKENS",
     "QUANTILES",
     "MetricsSource",
     "RunTelemetry",
     "Scrape",
     "SourceTelemetry",
+    "generated_tokens_per_s",
     "instance_of",
     "series_name",
     "summarize",
@@ -58,6 +60,24 @@ class Scrape:
     at_s: float
     exposition: Exposition | None
     error: str | None = None
+
+
+#: The engines' output-token counters (SGLang's and vLLM's names).
+GENERATED_TOKENS = ("sglang:generation_tokens_total", "vllm:generation_tokens_total")
+
+
+def generated_tokens_per_s(run: RunTelemetry, services: Sequence[str]) -> float | None:
+    """Output tokens per second the ``services`` (the decodes) counted themselves over the run;
+    None when none of them answered (never zero for "unknown")."""
+    total, seen = 0.0, False
+    for source in run.sources:
+        if source.service not in services or source.state != "ok":
+            continue
+        for name in GENERATED_TOKENS:
+            value = source.counter(name)
+            if value is not None:
+                total, seen = total + value, True
+    return total / run.duration_s if seen and run.duration_s > 0 else None
 
 
 def instance_of(url: str) -> str:

@@ -31,6 +31,7 @@ from servelab.core.abdesign import BASELINE, fixed_design, spent, visit_plan
 from servelab.core.compare import compare_arms, curve_drops
 from servelab.core.paired import log_ratios
 from servelab.core.sequential import UNDECIDED, first_decision
+from servelab.core.telemetry import generated_tokens_per_s
 from servelab.errors import BenchError, ServelabError
 from servelab.io.abjournal import FINISHED, INTERRUPTED, AbJournal
 from servelab.io.ledger import Ledger
@@ -39,6 +40,7 @@ from servelab.ops.bench import BenchProgressFn, run_bench
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
+from servelab.ops.telemetry import metrics_plan
 from servelab.ops.verify import verify
 
 __all__ = [
@@ -89,11 +91,13 @@ async def _measure(
 ) -> None:
     """One bench run per concurrency through the router, each timed."""
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
+    plan = await metrics_plan(op)
+    decodes = op.spec.by_role("decode")
     for conc in levels:
         bench = replace(cfg.bench, url=_router_url(op), concurrencies=(conc,), repeat=1,
                         label=label)  # fmt: skip
         t0 = time.monotonic()
-        result = await run_bench(bench, progress=bench_progress, ledger=op.ledger)
+        result = await run_bench(bench, progress=bench_progress, ledger=op.ledger, metrics=plan)
         visit.bench_s[conc] = time.monotonic() - t0
         visit.bench_run_ids += [r.run_id for r in result.runs if r.run_id is not None]
         visit.failed_requests += result.n_failed
@@ -101,6 +105,9 @@ async def _measure(
             # The steady state (every slot busy) when the run had one; else the whole run.
             steady = lvl.steady_throughput
             visit.throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
+        served = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
+        if served and served[-1] is not None:
+            visit.server_throughput[conc] = served[-1]
 
 
 def undecided_levels(result: AbResult, rnd: int) -> tuple[int, ...]:

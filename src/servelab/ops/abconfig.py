@@ -125,6 +125,8 @@ class ArmVisit:
     order: str = ""
     overhead_s: float = 0.0
     bench_s: dict[int, float] = field(default_factory=dict)
+    #: output tok/s the decodes' own counters gave per concurrency (whole run; absent: unknown)
+    server_throughput: dict[int, float] = field(default_factory=dict)
 
     @property
     def cost(self) -> VisitCost:
@@ -143,6 +145,7 @@ class ArmVisit:
             "bench_run_ids": list(self.bench_run_ids),
             "overhead_s": self.overhead_s,
             "bench_s": {str(c): v for c, v in self.bench_s.items()},
+            "server_throughput": {str(c): v for c, v in self.server_throughput.items()},
         }
 
     @classmethod
@@ -159,6 +162,9 @@ class ArmVisit:
             order=str(data.get("order", "")),
             overhead_s=float(data.get("overhead_s", 0.0)),
             bench_s={int(c): float(v) for c, v in data.get("bench_s", {}).items()},
+            server_throughput={
+                int(c): float(v) for c, v in (data.get("server_throughput") or {}).items()
+            },
         )
 
 

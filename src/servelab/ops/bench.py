@@ -27,6 +27,7 @@ from servelab.core import metrics as m
 from servelab.core.clienthealth import ClientHealth, client_health
 from servelab.core.records import RequestRecord, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
+from servelab.core.telemetry import RunTelemetry
 from servelab.core.workload import (
     LengthDist,
     closed_loop_ramp_ns,
@@ -45,6 +46,7 @@ from servelab.ops.benchload import (
     split,
 )
 from servelab.ops.benchworkers import ClientSpec, Workers, shared_t0
+from servelab.ops.telemetry import MetricsPlan, MetricsWatch
 
 __all__ = [
     "BenchConfig",
@@ -134,6 +136,8 @@ class RunResult:
     #: opened during it: set-up is its own phase, never inside a TTFT.
     setup_ns: list[int] = field(default_factory=list)
     workers: int = 1
+    #: what the router and the engines counted over the run (None: not watched)
+    telemetry: RunTelemetry | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +239,8 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         "failures": m.failures_by_reason(run.records),
         "level": asdict(summarize_level(run.concurrency, [run])),
     }
+    if run.telemetry is not None:
+        summary["telemetry"] = run.telemetry.to_json()
     return summary, [record_to_dict(r) for r in run.records]
 
 
@@ -307,6 +313,7 @@ class _Bench:
     stop: asyncio.Event | None
     result: BenchResult
     ramp_ns: int = 0
+    metrics: MetricsPlan | None = None
 
     async def level(self, concurrency: int) -> None:
         """Connections, warm-up, then every repeat at one concurrency; summarise what ran."""
@@ -330,7 +337,7 @@ class _Bench:
             for k in range(config.repeat):
                 if self.result.interrupted:
                     break
-                run = await self._run(driver, concurrency, k, setups + await driver.connect())
+                run = await self._watched(driver, concurrency, k, setups + await driver.connect())
                 setups = []
                 runs.append(run)
                 self.result.runs.append(run)
@@ -341,6 +348,18 @@ class _Bench:
                     self.save(run)
         if runs:
             self.result.levels.append(summarize_level(concurrency, runs))
+
+    async def _watched(
+        self, driver: _Driver, concurrency: int, k: int, setups: list[int]
+    ) -> RunResult:
+        """One run, with the deployment's metrics watched around it when there is a plan."""
+        if self.metrics is None:
+            return await self._run(driver, concurrency, k, setups)
+        watch = MetricsWatch(self.metrics.sources, prometheus=self.metrics.prometheus)
+        async with watch:
+            run = await self._run(driver, concurrency, k, setups)
+        run.telemetry = watch.result
+        return run
 
     def _jobs(self, n: int, seed: int) -> list[Job]:
         c = self.config
@@ -430,16 +449,18 @@ async def run_bench(
     ledger: Ledger | None = None,
     save: SaveFn | None = None,
     stop: asyncio.Event | None = None,
+    metrics: MetricsPlan | None = None,
 ) -> BenchResult:
     """Run every concurrency × repeat; after each run, record it in ``ledger`` (its ``run_id``
     set) and call ``save(run)``; stop early when ``stop`` is set.
 
     Callable programmatically: ``await run_bench(BenchConfig(url=..., concurrencies=(64, 96),
     requests=200))``. Cancellation (``stop``) ends the current run, which is returned, recorded
-    and saved with ``interrupted=True``.
+    and saved with ``interrupted=True``. With ``metrics``, every run is watched
+    (:class:`~servelab.ops.telemetry.MetricsWatch`) and keeps what the servers counted.
     """
     report = progress or (lambda _p: None)
-    bench = _Bench(config, report, ledger, save, stop, BenchResult(config))
+    bench = _Bench(config, report, ledger, save, stop, BenchResult(config), metrics=metrics)
     for concurrency in config.concurrencies:
         await bench.level(concurrency)
         if bench.result.interrupted:

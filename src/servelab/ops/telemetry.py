@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from types import TracebackType
 
 from servelab.core.promtext import parse_exposition
@@ -23,9 +24,22 @@ from servelab.io.http import HttpClient
 from servelab.ops.context import Operation
 from servelab.ops.promquery import PrometheusWindow, prometheus_telemetry
 
-__all__ = ["MetricsWatch", "metrics_sources", "scrape_once"]
+__all__ = ["MetricsPlan", "MetricsWatch", "metrics_plan", "metrics_sources", "scrape_once"]
 
 _LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class MetricsPlan:
+    """What to watch around each run: the sources, and the Prometheus server to ask if any."""
+
+    sources: tuple[MetricsSource, ...]
+    prometheus: PrometheusSpec | None = None
+
+
+async def metrics_plan(op: Operation) -> MetricsPlan:
+    """Every source of ``op``'s deployment, and its ``[prometheus]`` server if it names one."""
+    return MetricsPlan(tuple(await metrics_sources(op)), op.spec.prometheus)
 
 
 async def metrics_sources(op: Operation) -> list[MetricsSource]:

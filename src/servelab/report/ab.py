@@ -74,6 +74,40 @@ def _visits_table(result: AbResult) -> list[str]:
     return lines
 
 
+def _server_table(result: AbResult) -> list[str]:
+    """The servers' own view of each arm next to the client's, so a client-side artefact cannot
+    pass for a knob effect."""
+    cfg = result.config
+    levels = [
+        c for c in cfg.bench.concurrencies if any(c in v.server_throughput for v in result.visits)
+    ]
+    if not levels:
+        return []
+    lines = [
+        "What the decodes counted (output tok/s from their own counters over each whole run) "
+        "against the client (steady state):",
+        "",
+        "| C | server ratio | client ratio | " + " | ".join(
+            f"{cfg.knob}={arm} server tok/s" for arm in (cfg.baseline, cfg.candidate)) + " |",
+        "|---|---|---|---|---|",
+    ]  # fmt: skip
+    for c in levels:
+        means = {}
+        for arm in (cfg.baseline, cfg.candidate):
+            got = [
+                v.server_throughput[c]
+                for v in result.visits
+                if v.arm == arm and c in v.server_throughput
+            ]
+            means[arm] = sum(got) / len(got) if got else None
+        base, cand = means[cfg.baseline], means[cfg.candidate]
+        server = _pct(cand / base - 1) if base and cand else "—"
+        client = next((_pct(x.change) for x in result.comparisons if x.concurrency == c), "—")
+        cells = " | ".join("—" if v is None else f"{v:.1f}" for v in (base, cand))
+        lines.append(f"| {c} | {server} | {client} | {cells} |")
+    return [*lines, ""]
+
+
 def _analyses_table(result: AbResult) -> list[str]:
     lines = [
         "What pairing bought (candidate/baseline; the verdict is the paired t interval):",
@@ -158,6 +192,7 @@ def ab_markdown(result: AbResult) -> str:
         "",
         *_visits_table(result),
         "",
+        *_server_table(result),
         *_analyses_table(result),
         "",
         *_stopping(result),
