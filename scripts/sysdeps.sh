@@ -2,14 +2,14 @@
 # Installs the system packages the test suite needs, once: OpenSSH server (the SSH tests start their
 # own sshd on a loopback port), Chromium (the HTML report test), Prometheus (the telemetry tests run
 # it as a plain process with their own config, storage and loopback port; no service is enabled)
-# and systemd (the unit tests run a
-# private systemd as PID 1 of its own namespaces, tests/support/systemd.py; nothing is enabled or
-# started on the host). Idempotent; needs root to install.
+# and systemd (the unit tests run a private systemd as PID 1 of its own namespaces,
+# tests/support/systemd.py; nothing is enabled or started on the host). Idempotent; needs root to
+# install.
 #
 # Exit status: 0 when everything is there (or installed), and for a developer without root who
 # lacks something (those tests skip, with a reason). Non-zero in CI (CI set) or as root when
-# something is missing and cannot be installed: there the SSH, browser, Prometheus and systemd tests must run, and
-# `make test` stops here instead of letting them skip.
+# something is missing and cannot be installed: there the SSH, browser, Prometheus and systemd tests
+# must run, and `make test` stops here instead of letting them skip.
 #
 # SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS and SYSDEPS_SYSTEMD name the programs looked
 # for (defaults /usr/sbin/sshd, chromium, prometheus and /lib/systemd/systemd);
