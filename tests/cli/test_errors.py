@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "case evidence": ("case", "evidence", "1", "--note", "n"),
     "case revert": ("case", "revert", "1", "knob:decode/X", "--yes"),
     "case resolve": ("case", "resolve", "1", "--root-cause", "r"),
+    "case test": ("case", "test", "1", "knob:decode/X"),
     "case show": ("case", "show", "1"),
     "case list": ("case", "list"),
     "restore": ("restore", "1"),
