@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 from servelab.report import html
 from servelab.report.html import CaseRow, KnobRow, render_index
+from tests.support.browser import dump_dom
 from tests.support.sysdeps import chromium
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
@@ -50,20 +50,9 @@ def _ledger_index(tmp_path: Path) -> Path:
     return index
 
 
-def _dump_dom(index: Path, profile: Path) -> str:
-    argv = [
-        chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--dump-dom", index.as_uri(),
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 def test_headless_chromium_renders_case_title_knob_and_table(tmp_path: Path) -> None:
     chromium()  # skips for a developer without it, fails in CI or as root
-    dom = _dump_dom(_ledger_index(tmp_path), tmp_path / "profile")
+    dom = dump_dom(_ledger_index(tmp_path), tmp_path / "profile")
     # the parser's own additions prove a browser built this DOM, not our string echoed back
     assert "<tbody>" in dom
     cases_table = re.search(r'<table id="cases">.*?</table>', dom, re.S)

@@ -4,7 +4,6 @@ side, A/B, case) rendered by a real headless Chromium that finds the numbers on 
 from __future__ import annotations
 
 import re
-import subprocess
 from pathlib import Path
 
 from servelab.core.evidence import BenchRunRecord
@@ -13,6 +12,7 @@ from servelab.ops import case as cases
 from servelab.report import pages
 from servelab.report.docs import build_docs
 from servelab.report.pages import markdown_html, run_markdown
+from tests.support.browser import dump_dom
 from tests.support.history import K, incident
 from tests.support.sysdeps import chromium
 
@@ -67,17 +67,6 @@ def test_a_run_page_holds_its_level_telemetry_and_phases() -> None:
     assert "| prefill | 6.25 | 7.00 | 9.50 |" in md
 
 
-def _dump_dom(page: Path, profile: Path) -> str:
-    argv = [
-        chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        f"--user-data-dir={profile}", "--dump-dom", page.as_uri(),
-    ]  # fmt: skip
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=90, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stdout
-
-
 def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> None:
     chromium()  # skips for a developer without it, fails in CI or as root
     with Ledger.open(tmp_path / "ledger.db") as ledger:
@@ -90,15 +79,15 @@ def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> 
     for name, data in files.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)
         (out / name).write_bytes(data)
-    index = _dump_dom(out / "index.html", tmp_path / "p1")
+    index = dump_dom(out / "index.html", tmp_path / "p1")
     assert f'href="runs/run-{run_id}.html"' in index and 'href="ab/ab-1.html"' in index
     assert f'href="cases/case-{cid}.html"' in index
-    run = _dump_dom(out / f"runs/run-{run_id}.html", tmp_path / "p2")
+    run = dump_dom(out / f"runs/run-{run_id}.html", tmp_path / "p2")
     assert "<tbody>" in run  # the browser's own addition: it parsed the table
     assert re.search(r"<td>output tok/s \(mean\)</td><td>4,321.5</td>", run)
     assert re.search(r"<td>prefill</td><td>6.25</td>", run)
-    ab = _dump_dom(out / "ab/ab-1.html", tmp_path / "p3")
+    ab = dump_dom(out / "ab/ab-1.html", tmp_path / "p3")
     assert re.search(r"<td>C64</td><td>256 → 512</td>", ab)
     assert re.search(r'<img [^>]*src="data:image/png;base64,', ab)
-    case = _dump_dom(out / f"cases/case-{cid}.html", tmp_path / "p4")
+    case = dump_dom(out / f"cases/case-{cid}.html", tmp_path / "p4")
     assert "Agentic sessions stall" in case

@@ -37,7 +37,7 @@ from servelab.sim.settings import WorkerSettings
 from servelab.sim.tracing import mark
 from servelab.sim.worker import TransferError, Worker
 
-__all__ = ["WORKER_KEY", "make_app", "serve"]
+__all__ = ["WORKER_KEY", "make_app", "serve", "serve_apps"]
 
 WORKER_KEY = web.AppKey("worker", Worker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -317,12 +317,23 @@ def make_app(settings: WorkerSettings) -> web.Application:
 async def serve(settings: WorkerSettings, stop: asyncio.Event) -> None:
     """Run the worker (and, for a prefill, its bootstrap server) until ``stop`` is set."""
     app = make_app(settings)
+    side = None
+    if settings.role == "prefill" and settings.bootstrap_port is not None:
+        side = bootstrap_app(app[WORKER_KEY].rooms)
+    await serve_apps(settings, app, side, stop)
+
+
+async def serve_apps(
+    settings: WorkerSettings, app: web.Application, side: web.Application | None,
+    stop: asyncio.Event,
+) -> None:  # fmt: skip
+    """Serve ``app`` on the worker's port (and ``side``, a prefill's bootstrap or NIXL side
+    channel, on its bootstrap port) until ``stop`` is set."""
     runners = [web.AppRunner(app, access_log=None, handler_cancellation=False)]
     sites = [(runners[0], settings.host, settings.port)]
-    if settings.role == "prefill" and settings.bootstrap_port is not None:
-        boot = web.AppRunner(bootstrap_app(app[WORKER_KEY].rooms), access_log=None)
-        runners.append(boot)
-        sites.append((boot, settings.host, settings.bootstrap_port))
+    if side is not None and settings.bootstrap_port is not None:
+        runners.append(web.AppRunner(side, access_log=None))
+        sites.append((runners[1], settings.host, settings.bootstrap_port))
     try:
         for runner, host, port in sites:
             await runner.setup()

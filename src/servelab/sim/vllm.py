@@ -39,7 +39,7 @@ from aiohttp import web
 
 from servelab.core.engines import VLLM_KNOB
 from servelab.errors import SimError
-from servelab.sim.app import WORKER_KEY, _respond, faults, health
+from servelab.sim.app import WORKER_KEY, _respond, faults, health, serve_apps
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -272,20 +272,7 @@ def make_vllm_app(
 async def serve_vllm(settings: WorkerSettings, stop: asyncio.Event) -> None:
     """Run the worker (and, for a prefill, its NIXL side channel) until ``stop`` is set."""
     app = make_vllm_app(settings)
-    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False)]
-    sites = [(runners[0], settings.host, settings.port)]
+    side = None
     if settings.role == "prefill" and settings.bootstrap_port is not None:
-        side = web.AppRunner(side_channel_app(app[VLLM_KEY].blocks), access_log=None)
-        runners.append(side)
-        sites.append((side, settings.host, settings.bootstrap_port))
-    try:
-        for runner, host, port in sites:
-            await runner.setup()
-            try:
-                await web.TCPSite(runner, host, port, backlog=1024).start()
-            except OSError as exc:
-                raise SimError(f"cannot listen on {host}:{port}: {exc}") from exc
-        await stop.wait()
-    finally:
-        for runner in reversed(runners):
-            await runner.cleanup()
+        side = side_channel_app(app[VLLM_KEY].blocks)
+    await serve_apps(settings, app, side, stop)
