@@ -34,6 +34,15 @@ from servelab.core.observe import (
     parse_workers,
 )
 from servelab.core.replay import REASON_NO_PAIR_REPLAY, REASON_NOT_REPRODUCED
+from servelab.core.telemetryrules import (
+    FIRED,
+    QUIET,
+    RULE_ROUTER,
+    ServerView,
+    TelemetryEvidence,
+    assess,
+    telemetry_observations,
+)
 
 __all__ = [
     "LAYERS",
@@ -54,6 +63,7 @@ __all__ = [
     "Observation",
     "Probe",
     "Replay",
+    "ServerView",
     "Stall",
     "Undecided",
     "diagnose",
@@ -64,7 +74,15 @@ __all__ = [
     "undecided",
 ]
 
-LAYERS = ("client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness")
+LAYERS = (
+    "client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness",
+    "engine_saturation", "client",
+)  # fmt: skip
+#: the layers router-counted worker errors (``points_at == "workers"``) support
+_ENGINE_LAYERS = ("prefill", "decode_transfer", "engine_wedge")
+#: the layers server-side evidence of a fault contradicts (it is not only the client side)
+_CLIENT_SIDE = ("client_proxy",)
+_TELEMETRY_BASE = 0.5
 
 _SUPPORT_STEP = 0.05
 _CONTRA_STEP = 0.2
@@ -344,9 +362,60 @@ def _merge(found: list[Finding], located: Finding) -> list[Finding]:
     return [*rest, located]
 
 
-def diagnose(ev: Evidence) -> list[Finding]:
-    """Apply every rule; findings sorted by confidence (then by the order of :data:`LAYERS`)."""
-    view = _View(ev, {o.id: o for o in observations(ev)})
+# ------------------------------------------------------------------------------- telemetry
+def _supports(e: TelemetryEvidence, f: Finding) -> bool:
+    if e.state == QUIET:
+        # The router answered and counted no error while the clients failed: the client side.
+        return e.rule == RULE_ROUTER and f.layer in _CLIENT_SIDE
+    if e.worker is not None and f.worker is not None and e.worker != f.worker:
+        return False
+    if e.points_at == "workers":
+        return f.layer in _ENGINE_LAYERS
+    return e.points_at == f.layer or (e.points_at == "client" and f.layer in _CLIENT_SIDE)
+
+
+def _contradicts(e: TelemetryEvidence, f: Finding) -> bool:
+    """Server-side evidence of a fault contradicts a finding that blames only the client side."""
+    return e.state == FIRED and e.points_at != "client" and f.layer in _CLIENT_SIDE
+
+
+def _with_telemetry(f: Finding, evidence: tuple[TelemetryEvidence, ...]) -> Finding:
+    support = [e.id for e in evidence if _supports(e, f) and e.id not in f.supporting]
+    against = [e.id for e in evidence if _contradicts(e, f) and e.id not in f.contradicting]
+    if not support and not against:
+        return f
+    score = f.confidence + _SUPPORT_STEP * len(support) - _CONTRA_STEP * len(against)
+    return replace(
+        f, confidence=round(min(0.99, max(0.05, score)), 2),
+        supporting=(*f.supporting, *support), contradicting=(*f.contradicting, *against),
+    )  # fmt: skip
+
+
+def _telemetry_findings(
+    found: list[Finding], evidence: tuple[TelemetryEvidence, ...], failed: bool
+) -> list[Finding]:
+    """A finding of its own for a fired rule whose layer no other rule found: the client rule
+    always (the client did not see what the servers produced), the others when requests failed."""
+    out: list[Finding] = []
+    for layer in dict.fromkeys(e.points_at for e in evidence if e.state == FIRED):
+        if layer not in LAYERS or any(f.layer == layer for f in [*found, *out]):
+            continue
+        if layer != "client" and not failed:
+            continue
+        ids = [e.id for e in evidence if e.state == FIRED and e.points_at == layer]
+        workers = {e.worker for e in evidence if e.id in ids}
+        f = _finding(layer, _TELEMETRY_BASE, ids[:1], ids[1:], [])
+        out.append(replace(f, worker=next(iter(workers)) if len(workers) == 1 else None))
+    return out
+
+
+def diagnose(ev: Evidence, server: ServerView | None = None) -> list[Finding]:
+    """Apply every rule; findings sorted by confidence (then by the order of :data:`LAYERS`).
+    ``server``: the run's telemetry (:mod:`servelab.core.telemetryrules`) supports or
+    contradicts the findings, and gives findings of its own."""
+    evidence = assess(server)
+    obs = [*observations(ev), *telemetry_observations(evidence)]
+    view = _View(ev, {o.id: o for o in obs})
     found = [f for f in (rule(view) for rule in _RULES) if f is not None]
     found = [replace(f, worker=_worker(view, f)) for f in found]
     if ev.matrix is not None and ev.matrix.layer is None:
@@ -357,6 +426,9 @@ def diagnose(ev: Evidence) -> list[Finding]:
     located = _matrix_finding(view)
     if located is not None:
         found = _merge(found, located)
+    failed = bool(ev.failures or ev.stalls or ev.issues)
+    found += _telemetry_findings(found, evidence, failed)
+    found = [_with_telemetry(f, evidence) for f in found]
     return sorted(found, key=lambda f: (-f.confidence, LAYERS.index(f.layer)))
 
 
@@ -364,13 +436,17 @@ def _failed_ids(v: _View) -> list[str]:
     return [o.id for o in v.obs.values() if o.id.startswith(("failure.", "stalls"))]
 
 
-def undecided(ev: Evidence, findings: list[Finding]) -> Undecided | None:
-    """Why failures gave no finding (None: there is a finding, or nothing failed)."""
+def undecided(
+    ev: Evidence, findings: list[Finding], server: ServerView | None = None
+) -> Undecided | None:
+    """Why failures gave no finding (None: there is a finding, or nothing failed); the unknown
+    sources include the run telemetry's (``server``)."""
     if findings or not (ev.failures or ev.stalls):
         return None
     v = _View(ev, {o.id: o for o in observations(ev)})
     failed = _failed_ids(v)
     unknown = tuple(o.id for o in v.obs.values() if o.data.get("unknown"))
+    unknown += tuple(o.id for o in telemetry_observations(assess(server)) if o.healthy is None)
     if ev.matrix is None:
         return Undecided(UNDECIDED_NOT_LOCALIZED, tuple(failed), unknown, PROBE_LOCALIZE)
     worked = [c.id for c in ev.matrix.cells if c.ok]

@@ -43,6 +43,7 @@ from servelab.core.observe import Localization
 from servelab.core.results import Determinism, FailedRequest, SoakDocument
 from servelab.core.signatures import CORRECTNESS, Failure, classify, to_localize
 from servelab.core.telemetry import MetricsSource, RunTelemetry, instance_of
+from servelab.core.telemetryrules import ClientWindow, ServerView
 from servelab.io.http import HttpClient
 from servelab.io.ledger import Ledger
 from servelab.ops.context import Progress
@@ -137,6 +138,8 @@ class SoakResult:
     undecided: Undecided | None = None
     #: the router's and the engines' metrics over the soak (ops/telemetry.py)
     telemetry: RunTelemetry | None = None
+    #: what the soak's own requests received over the same window (sessions and probes)
+    client: ClientWindow | None = None
 
     @property
     def ok(self) -> bool:
@@ -160,6 +163,17 @@ class _Run:
     locators: list[asyncio.Task[None]] = field(default_factory=list)
     signatures: list[str] = field(default_factory=list)  # localized (or being localized)
     deadline: float = 0.0  # when localizations must be over (monotonic)
+    t0_ns: int = field(default_factory=time.perf_counter_ns)
+    output_tokens: int = 0  # received by the sessions and the probes
+    ttfts: list[tuple[float, float]] = field(default_factory=list)  # (sent after t0 s, TTFT s)
+
+    def tally(self, ex: Exchange) -> None:
+        """Count what one of the soak's own requests received (for the client-vs-server rule)."""
+        rec = ex.record
+        self.output_tokens += rec.output_tokens
+        if rec.event_ns and rec.sent_ns:
+            at = (rec.sent_ns - self.t0_ns) / 1e9
+            self.ttfts.append((at, (rec.event_ns[0] - rec.sent_ns) / 1e9))
 
     @property
     def active(self) -> bool:
@@ -202,6 +216,7 @@ def _account(
 ) -> bool:
     """Book one exchange into the result; False when the session cannot go on."""
     result, record, rnd = run.result, ex.record, ex.record.index
+    run.tally(ex)
     for v in check_answer(ex.answer):
         result.issues.append(CorrectnessIssue(v.kind, outcome.session, rnd, v.detail))
         _fail(run, Failure(CORRECTNESS, outcome.session, rnd, payload_size(body), *conn), body)
@@ -288,6 +303,7 @@ async def _reference(run: _Run) -> str | None:
     """The greedy probe at concurrency 1, before any session starts."""
     body = _probe_body(run)
     ref = await one_shot(run.targets.entry_url, body, run.config.idle_timeout_s)
+    run.tally(ref)
     run.result.determinism = Determinism(reference_ok=ref.record.ok)
     if ref.stalled:
         _note_stall(run, -1, -1, body, ref, (0.0, 0))
@@ -306,6 +322,7 @@ async def _under_load(run: _Run, reference: str) -> None:
         return
     concurrency = run.inflight + 1
     loaded = await one_shot(run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s)
+    run.tally(loaded)
     run.result.determinism = replace(
         run.result.determinism, under_load_ok=loaded.record.ok, concurrency=concurrency
     )
@@ -378,7 +395,13 @@ async def _prepare(run: _Run) -> None:
 
 def _conclude(run: _Run) -> None:
     r = run.result
-    seen = Seen(r.targets.via_proxy, r.start, r.stalls, r.failures, r.issues, r.localizations)
+    # Replays (localizations) send traffic the client does not count: its token count is partial.
+    r.client = ClientWindow(run.output_tokens, tuple(run.ttfts), complete=not r.localizations)
+    roles = {w.service: w.role for w in r.targets.workers}
+    server = ServerView(r.telemetry, roles, r.client)
+    seen = Seen(
+        r.targets.via_proxy, r.start, r.stalls, r.failures, r.issues, r.localizations, server
+    )
     verdict = conclude(seen)
     r.observations, r.findings, r.undecided = (
         verdict.observations, verdict.findings, verdict.undecided

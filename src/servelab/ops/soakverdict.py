@@ -21,6 +21,7 @@ from servelab.core.diagnose import (
     Observation,
     Probe,
     Replay,
+    ServerView,
     Stall,
     Undecided,
     diagnose,
@@ -30,6 +31,7 @@ from servelab.core.diagnose import (
 from servelab.core.observe import Localization
 from servelab.core.replay import FAILING, HOP_FRESH, HOP_ROUTER, MINIMAL, Cell
 from servelab.core.signatures import STALLS, Failure
+from servelab.core.telemetryrules import assess, telemetry_observations
 
 __all__ = ["Seen", "Verdict", "conclude", "legacy_replays"]
 
@@ -44,6 +46,8 @@ class Seen:
     failures: Sequence[Failure]
     issues: Sequence[CorrectnessIssue]
     localizations: Sequence[Localization]
+    #: the soak's run telemetry and the client's view of the same window (None: not watched)
+    server: ServerView | None = None
 
 
 @dataclass(frozen=True)
@@ -126,13 +130,15 @@ def _prefixed(
 
 
 def conclude(result: Seen) -> Verdict:
-    """Diagnose each localization's evidence; merge the findings."""
-    all_obs: list[Observation] = []
+    """Diagnose each localization's evidence; merge the findings. The run's telemetry covers the
+    whole soak: it goes with the first evidence (like the correctness violations), unprefixed."""
+    all_obs: list[Observation] = telemetry_observations(assess(result.server))
     best: dict[tuple[str, str | None], Finding] = {}
     why = None
     for i, ev in enumerate(_evidences(result)):
-        found = diagnose(ev)
-        why = why or undecided(ev, found)
+        server = result.server if i == 0 else None
+        found = diagnose(ev, server)
+        why = why or undecided(ev, found, server)
         prefix = "" if i == 0 else f"{result.localizations[i].signature}:"
         obs, found = _prefixed(observations(ev), found, prefix)
         all_obs += obs
