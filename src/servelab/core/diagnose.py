@@ -36,8 +36,6 @@ from servelab.core.observe import (
 from servelab.core.replay import REASON_NO_PAIR_REPLAY, REASON_NOT_REPRODUCED
 from servelab.core.telemetryrules import (
     FIRED,
-    QUIET,
-    RULE_ROUTER,
     ServerView,
     TelemetryEvidence,
     assess,
@@ -364,9 +362,9 @@ def _merge(found: list[Finding], located: Finding) -> list[Finding]:
 
 # ------------------------------------------------------------------------------- telemetry
 def _supports(e: TelemetryEvidence, f: Finding) -> bool:
-    if e.state == QUIET:
-        # The router answered and counted no error while the clients failed: the client side.
-        return e.rule == RULE_ROUTER and f.layer in _CLIENT_SIDE
+    if e.state != FIRED:
+        # A quiet router proves little: a failure inside a stream passes it as a 200.
+        return False
     if e.worker is not None and f.worker is not None and e.worker != f.worker:
         return False
     if e.points_at == "workers":

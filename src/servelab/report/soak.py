@@ -30,6 +30,8 @@ __all__ = [
     "render_soak",
     "soak_finding",
     "soak_record",
+    "telemetry_lines",
+    "telemetry_text",
 ]
 
 LAYER_TITLES: dict[str, str] = {
@@ -39,6 +41,8 @@ LAYER_TITLES: dict[str, str] = {
     "decode_transfer": "KV transfer / decode path",
     "engine_wedge": "engine wedged while its health says 200",
     "correctness": "correctness under load",
+    "engine_saturation": "engine saturated (queueing), not a network fault",
+    "client": "the client (the load generator, or what sits in front of the router)",
 }
 
 LAYER_ADVICE: dict[str, str] = {
@@ -66,7 +70,53 @@ LAYER_ADVICE: dict[str, str] = {
         "Answers are wrong under load (tool-call arguments that are not JSON, or a greedy "
         "request whose text changes with concurrency)."
     ),
+    "engine_saturation": (
+        "The engine's waiting queue grew while the client's time to first token grew with it: "
+        "the engine is saturated (add capacity or lower the load); the network is not at fault."
+    ),
+    "client": (
+        "The client received a different number of output tokens than the decodes counted "
+        "over the same window: the load generator (or a proxy in front of the router) is not "
+        "seeing what the servers produced; fix the client before reading its numbers."
+    ),
 }
+
+_RULE_WORDS = {
+    "router_errors": "router counters",
+    "engine_transfer": "KV transfer counters",
+    "engine_saturation": "waiting queue and client TTFT",
+    "client_vs_server": "client tokens against the decodes' count",
+}
+_POINTS_WORDS = {
+    "workers": "the router counted its workers failing",
+    "router": "the router refused requests itself",
+    "decode_transfer": "KV transfers failed",
+    "engine_saturation": "the queue and the client's TTFT rose together",
+    "client": "the client and the decodes disagree",
+}
+
+
+def _cite_text(c: Mapping[str, Any]) -> str:
+    value, kind = c["value"], c["kind"]
+    if kind == "delta":
+        return f"{c['series']} +{value:g}"
+    if kind == "rise":
+        return f"{c['series']} rose {value:g}"
+    if kind == "last":
+        return f"{c['series']} = {value:g} at the end"
+    return f"{c['series']} {value:g}"
+
+
+def telemetry_text(o: Observation) -> str:
+    """One sentence for a run-telemetry observation (``telemetry.<rule>.<subject>``)."""
+    d = o.data
+    what = f"{o.subject} {_RULE_WORDS.get(d['rule'], d['rule'])} over the run"
+    if d.get("unknown"):
+        return f"{what}: UNKNOWN ({d.get('reason') or 'no answer'}; not healthy)"
+    cites = "; ".join(_cite_text(c) for c in d.get("cites") or ())
+    if o.healthy:
+        return f"{what}: nothing counted" + (f" ({cites})" if cites else "")
+    return f"{what}: {_POINTS_WORDS.get(d.get('points_at') or '', 'fired')}: {cites}"
 
 
 def _stalls_text(d: Mapping[str, Any]) -> str:
@@ -118,6 +168,8 @@ def describe_observation(o: Observation) -> str:
         if d.get("unknown"):
             return f"{o.subject} ({d['role']}) /metrics: UNKNOWN (did not answer; not healthy)"
         return _metrics_text(o)
+    if o.id.startswith("telemetry."):
+        return telemetry_text(o)
     context = describe_context(o)
     if context is not None:
         return context
@@ -206,6 +258,16 @@ def _finding_lines(rank: int, finding: Finding, obs: list[Observation]) -> list[
     return lines
 
 
+def telemetry_lines(result: SoakResult) -> list[str]:
+    """The run-telemetry rules that fired or stayed unknown (quiet ones are not listed)."""
+    told = [o for o in result.observations if o.id.startswith("telemetry.") and not o.healthy]
+    if result.telemetry is None or not told:
+        return []
+    return ["run telemetry (router and engine metrics over the soak):"] + [
+        f"  {'?' if o.healthy is None else '!'} {telemetry_text(o)}" for o in told
+    ]
+
+
 def render_soak(result: SoakResult) -> str:
     """The console summary: header, start, stalls, errors, matrices, findings (most likely
     first), or why there is none."""
@@ -219,6 +281,7 @@ def render_soak(result: SoakResult) -> str:
         lines += [f"  session {e.session} round {e.round}: {e.error}" for e in result.errors[:10]]
     for loc in result.localizations:
         lines += matrix_lines(loc)
+    lines += telemetry_lines(result)
     if result.findings:
         lines.append("findings (most likely first; + supports, - contradicts):")
         for rank, finding in enumerate(result.findings, 1):
