@@ -13,6 +13,7 @@ from typing import Any
 
 from servelab.core.abdesign import ORDER_ABBA, ORDERS, DesignCost, VisitCost
 from servelab.core.compare import Anomaly, Comparison
+from servelab.core.crosscheck import ServerDisagreement, disagreements, server_ratios
 from servelab.core.metrics import SLO
 from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
 from servelab.core.workload import LengthDist
@@ -199,6 +200,24 @@ class AbResult:
                 for conc, thr in visit.throughput.items():
                     out.setdefault(conc, []).append(thr)
         return out
+
+    def server_throughput(self, arm: str) -> dict[int, list[float]]:
+        """Each concurrency's server-counted tok/s of ``arm``, one value per visit that had one."""
+        out: dict[int, list[float]] = {}
+        for visit in self.visits:
+            if visit.arm == arm:
+                for conc, thr in visit.server_throughput.items():
+                    out.setdefault(conc, []).append(thr)
+        return out
+
+    @property
+    def server_disagreements(self) -> list[ServerDisagreement]:
+        """Where the client's ratio and the servers' disagree (:mod:`servelab.core.crosscheck`)."""
+        cfg = self.config
+        servers = server_ratios(
+            self.server_throughput(cfg.baseline), self.server_throughput(cfg.candidate)
+        )
+        return disagreements({c.concurrency: c.ratio for c in self.comparisons}, servers)
 
     @property
     def rounds_run(self) -> int:

@@ -4,8 +4,10 @@ they ran, paired against unpaired, the stopping rule and its cost, a plot; and `
 from __future__ import annotations
 
 import math
+import statistics
 
 from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
+from servelab.core.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
 from servelab.core.evidence import AbRunRecord
 from servelab.ops.ab import AbResult
 from servelab.ops.abconfig import AbConfig
@@ -74,9 +76,23 @@ def _visits_table(result: AbResult) -> list[str]:
     return lines
 
 
+def _disagreement_line(result: AbResult, flag: ServerDisagreement) -> str:
+    verdict = next(
+        (c.verdict for c in result.comparisons if c.concurrency == flag.concurrency), "—"
+    )
+    return (
+        f"- **client and servers disagree at C{flag.concurrency}** (verdict: {verdict}): the "
+        f"client's ratio is {_pct(flag.client_ratio - 1)}, the decodes' own counters "
+        f"{_pct(flag.server_ratio - 1)}; they differ by {abs(flag.difference) * 100:.1f}%, more "
+        f"than the {flag.tolerance * 100:g}% tolerance. A client-side artefact may be passing "
+        "for a knob effect (or hiding one): do not act on this verdict until they agree."
+    )
+
+
 def _server_table(result: AbResult) -> list[str]:
     """The servers' own view of each arm next to the client's, so a client-side artefact cannot
-    pass for a knob effect."""
+    pass for a knob effect; each concurrency whose two ratios disagree beyond the tolerance
+    (:mod:`servelab.core.crosscheck`) is flagged, with both values and the verdict."""
     cfg = result.config
     levels = [
         c for c in cfg.bench.concurrencies if any(c in v.server_throughput for v in result.visits)
@@ -88,24 +104,25 @@ def _server_table(result: AbResult) -> list[str]:
         "against the client (steady state):",
         "",
         "| C | server ratio | client ratio | " + " | ".join(
-            f"{cfg.knob}={arm} server tok/s" for arm in (cfg.baseline, cfg.candidate)) + " |",
-        "|---|---|---|---|---|",
+            f"{cfg.knob}={arm} server tok/s" for arm in (cfg.baseline, cfg.candidate))
+        + f" | client and servers (±{RATIO_TOLERANCE * 100:g}%) |",
+        "|---|---|---|---|---|---|",
     ]  # fmt: skip
+    flags = {f.concurrency: f for f in result.server_disagreements}
+    base_arm, cand_arm = (
+        result.server_throughput(cfg.baseline),
+        result.server_throughput(cfg.candidate),
+    )
+    ratios = server_ratios(base_arm, cand_arm)
     for c in levels:
-        means = {}
-        for arm in (cfg.baseline, cfg.candidate):
-            got = [
-                v.server_throughput[c]
-                for v in result.visits
-                if v.arm == arm and c in v.server_throughput
-            ]
-            means[arm] = sum(got) / len(got) if got else None
-        base, cand = means[cfg.baseline], means[cfg.candidate]
-        server = _pct(cand / base - 1) if base and cand else "—"
+        means = [statistics.fmean(arm[c]) if arm.get(c) else None for arm in (base_arm, cand_arm)]
+        server = _pct(ratios[c] - 1) if c in ratios else "—"
         client = next((_pct(x.change) for x in result.comparisons if x.concurrency == c), "—")
-        cells = " | ".join("—" if v is None else f"{v:.1f}" for v in (base, cand))
-        lines.append(f"| {c} | {server} | {client} | {cells} |")
-    return [*lines, ""]
+        cells = " | ".join("—" if v is None else f"{v:.1f}" for v in means)
+        agree = "DISAGREE" if c in flags else "agree" if c in ratios and client != "—" else "—"
+        lines.append(f"| {c} | {server} | {client} | {cells} | {agree} |")
+    lines += ["", *(_disagreement_line(result, flags[c]) for c in levels if c in flags)]
+    return [*lines, ""] if flags else lines
 
 
 def _analyses_table(result: AbResult) -> list[str]:
