@@ -176,3 +176,23 @@ async def test_every_bench_run_keeps_what_the_servers_counted(stack: SimStack) -
     # without a plan nothing is watched: no telemetry, never a zero
     plain = await run_bench(replace(config, concurrencies=(2,)))
     assert plain.runs[0].telemetry is None and "telemetry" not in run_payload(plain.runs[0])[0]
+
+
+async def test_a_bench_run_keeps_the_telemetry_rules_reading_of_it(stack: SimStack) -> None:
+    sources = [replace(s, role=s.service) if s.kind == "engine" else s for s in _sources(stack)]
+    config = BenchConfig(url=stack.router_url, concurrencies=(4,), requests=24,
+                         input_len=LengthDist("fixed", 16), output_len=LengthDist("fixed", 8),
+                         model="servelab-sim")  # fmt: skip
+    result = await run_bench(config, metrics=MetricsPlan(tuple(sources)))
+    (run,) = result.runs
+    assert run.telemetry is not None and run.telemetry.source("decode").role == "decode"  # type: ignore[union-attr]
+    summary, _records = run_payload(run)
+    got = {e["rule"] + "." + e["subject"]: e for e in summary["telemetry_evidence"]}
+    client = got["client_vs_server.decodes"]
+    # The client received what the decode counted (8 tokens x 24 requests), within 25%.
+    assert client["state"] == "quiet", client
+    cited = {(c["source"], c["series"]): c["value"] for c in client["cites"]}
+    assert cited[("client", "output_tokens")] == 24 * 8
+    assert cited[("decode", "sglang:generation_tokens_total")] == 24 * 8
+    assert got["router_errors.router"]["state"] == "quiet"
+    assert got["engine_transfer.decode"]["state"] == "quiet"

@@ -51,6 +51,8 @@ class MetricsSource:
     url: str
     #: How a Prometheus server names this target (``host:port`` of the scraped URL).
     instance: str = ""
+    #: The engine's role in the deployment (``prefill``/``decode``; empty: unknown or a router).
+    role: str = ""
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class SourceTelemetry:
     quantiles: Mapping[str, Mapping[str, float | None]] = field(default_factory=dict)
     #: gauge series → [[seconds after start, value], ...]
     gauges: Mapping[str, Sequence[tuple[float, float]]] = field(default_factory=dict)
+    #: the engine's role (``prefill``/``decode``), from its :class:`MetricsSource`
+    role: str = ""
 
     def counter(self, name: str, **labels: str) -> float | None:
         """The delta of one counter series (exact labels), or of the sum of all its label sets
@@ -135,6 +139,7 @@ class SourceTelemetry:
             "rates": dict(self.rates),
             "quantiles": {k: dict(v) for k, v in self.quantiles.items()},
             "gauges": {k: [list(p) for p in v] for k, v in self.gauges.items()},
+            "role": self.role,
         }
 
     @classmethod
@@ -154,6 +159,7 @@ class SourceTelemetry:
                 str(k): [(float(t), float(x)) for t, x in v]
                 for k, v in (doc.get("gauges") or {}).items()
             },
+            role=str(doc.get("role") or ""),
         )
 
 
@@ -206,8 +212,9 @@ def _unknown(
     errors = [s.error for s in scrapes if s.error]
     reason = errors[-1] if errors else "no scrape answered"
     return SourceTelemetry(
-        source.service, source.kind, source.url, "unknown", reason, 0, duration_s
-    )
+        source.service, source.kind, source.url, "unknown", reason, 0, duration_s,
+        role=source.role,
+    )  # fmt: skip
 
 
 def summarize(
@@ -235,5 +242,5 @@ def summarize(
             gauges[series_name(name, labels)] = points
     return SourceTelemetry(
         source.service, source.kind, source.url, "ok", None, len(answered), duration_s,
-        counters, {k: v / span for k, v in counters.items()}, quantiles, gauges,
+        counters, {k: v / span for k, v in counters.items()}, quantiles, gauges, source.role,
     )  # fmt: skip

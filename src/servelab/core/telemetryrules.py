@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from servelab.core.observe import Observation
+from servelab.core.records import RequestRecord
 from servelab.core.telemetry import GENERATED_TOKENS, RunTelemetry, SourceTelemetry
 
 __all__ = [
@@ -60,6 +61,8 @@ __all__ = [
     "ServerView",
     "TelemetryEvidence",
     "assess",
+    "client_window",
+    "run_evidence",
     "telemetry_observations",
 ]
 
@@ -115,7 +118,8 @@ class ClientWindow:
 @dataclass(frozen=True)
 class ServerView:
     """What the diagnosis gets besides the localization's evidence: the run's telemetry, each
-    engine service's role (``prefill``/``decode``), and the client's view of the same window."""
+    engine service's role (``prefill``/``decode``; else the role its source recorded), and the
+    client's view of the same window."""
 
     run: RunTelemetry | None
     roles: Mapping[str, str] = field(default_factory=dict)
@@ -289,6 +293,23 @@ def _rule_client(
     )  # fmt: skip
 
 
+def _role(view: ServerView, src: SourceTelemetry) -> str:
+    return view.roles.get(src.service) or src.role
+
+
+def client_window(records: Sequence[RequestRecord], t0_ns: int | None = None) -> ClientWindow:
+    """A bench run's client view: every record's output tokens, and the TTFT of each that got a
+    first token (at its send time after ``t0_ns``, the earliest send by default)."""
+    sent = [r.sent_ns for r in records if r.sent_ns]
+    start = t0_ns if t0_ns is not None else min(sent, default=0)
+    ttfts = tuple(
+        ((r.sent_ns - start) / 1e9, (r.event_ns[0] - r.sent_ns) / 1e9)
+        for r in records
+        if r.event_ns and r.sent_ns
+    )
+    return ClientWindow(sum(r.output_tokens for r in records), ttfts)
+
+
 def assess(view: ServerView | None) -> tuple[TelemetryEvidence, ...]:
     """Every rule over every source of the run (nothing when no telemetry was recorded)."""
     if view is None or view.run is None:
@@ -298,11 +319,10 @@ def assess(view: ServerView | None) -> tuple[TelemetryEvidence, ...]:
         if src.kind == "router":
             out.append(_rule_router(src))
             continue
-        role = view.roles.get(src.service)
-        if role == "decode":
+        if _role(view, src) == "decode":
             out.append(_rule_transfer(src))
         out.append(_rule_saturation(src, view.client))
-    decodes = [s for s in view.run.sources if view.roles.get(s.service) == "decode"]
+    decodes = [s for s in view.run.sources if _role(view, s) == "decode"]
     out.append(_rule_client(decodes, view.client))
     return tuple(out)
 
@@ -316,3 +336,11 @@ def telemetry_observations(evidence: Sequence[TelemetryEvidence]) -> list[Observ
         data = e.to_json() | ({"unknown": True} if e.state == UNKNOWN else {})
         out.append(Observation(e.id, e.subject, healthy, data))
     return out
+
+
+def run_evidence(
+    run: RunTelemetry, records: Sequence[RequestRecord]
+) -> tuple[TelemetryEvidence, ...]:
+    """The rules over one bench run: its telemetry (roles as its sources recorded them) against
+    its own records."""
+    return assess(ServerView(run, {}, client_window(records)))

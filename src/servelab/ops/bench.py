@@ -28,6 +28,7 @@ from servelab.core.clienthealth import ClientHealth, client_health
 from servelab.core.records import RequestRecord, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.telemetry import RunTelemetry
+from servelab.core.telemetryrules import run_evidence
 from servelab.core.workload import (
     LengthDist,
     closed_loop_ramp_ns,
@@ -241,6 +242,8 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     }
     if run.telemetry is not None:
         summary["telemetry"] = run.telemetry.to_json()
+        evidence = run_evidence(run.telemetry, run.records)
+        summary["telemetry_evidence"] = [e.to_json() for e in evidence]
     return summary, [record_to_dict(r) for r in run.records]
 
 

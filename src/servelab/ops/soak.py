@@ -410,7 +410,7 @@ def _conclude(run: _Run) -> None:
 
 def metric_sources(targets: Targets) -> list[MetricsSource]:
     """The soak's metrics sources: every engine's /metrics and the router's Prometheus port."""
-    out = [MetricsSource(w.service, "engine", w.url + "/metrics", instance_of(w.url))
+    out = [MetricsSource(w.service, "engine", w.url + "/metrics", instance_of(w.url), w.role)
            for w in targets.workers]  # fmt: skip
     if targets.metrics_url:
         url = targets.metrics_url.rstrip("/") + "/metrics"

@@ -54,7 +54,8 @@ async def metrics_sources(op: Operation) -> list[MetricsSource]:
             out.append(MetricsSource(name, "router", url, named.get(name, instance_of(seen_there))))
         elif svc.role in ("prefill", "decode"):
             url = await op.url(name, "/metrics")
-            out.append(MetricsSource(name, "engine", url, named.get(name, instance_of(svc.url))))
+            instance = named.get(name, instance_of(svc.url))
+            out.append(MetricsSource(name, "engine", url, instance, svc.role))
     return out
 
 
