@@ -259,9 +259,18 @@ def _finding_lines(rank: int, finding: Finding, obs: list[Observation]) -> list[
 
 
 def telemetry_lines(result: SoakResult) -> list[str]:
-    """The run-telemetry rules that fired or stayed unknown (quiet ones are not listed)."""
-    told = [o for o in result.observations if o.id.startswith("telemetry.") and not o.healthy]
-    if result.telemetry is None or not told:
+    """The run-telemetry rules that fired, and those whose source did not answer (quiet ones,
+    and those with too little to judge, are in the JSON only)."""
+    if result.telemetry is None:
+        return []
+    silent = set(result.telemetry.unknown)
+    told = [
+        o
+        for o in result.observations
+        if o.id.startswith("telemetry.")
+        and (o.healthy is False or (o.healthy is None and o.subject in silent))
+    ]
+    if not told:
         return []
     return ["run telemetry (router and engine metrics over the soak):"] + [
         f"  {'?' if o.healthy is None else '!'} {telemetry_text(o)}" for o in told
