@@ -395,8 +395,10 @@ async def _prepare(run: _Run) -> None:
 
 def _conclude(run: _Run) -> None:
     r = run.result
-    # Replays (localizations) send traffic the client does not count: its token count is partial.
-    r.client = ClientWindow(run.output_tokens, tuple(run.ttfts), complete=not r.localizations)
+    # Replays (localizations) send traffic the client does not count, and requests cut by the
+    # deadline or Ctrl-C may be generated on after the client stopped reading: a partial count.
+    partial = bool(r.localizations) or r.deadline_hit or r.interrupted
+    r.client = ClientWindow(run.output_tokens, tuple(run.ttfts), complete=not partial)
     roles = {w.service: w.role for w in r.targets.workers}
     server = ServerView(r.telemetry, roles, r.client)
     seen = Seen(
