@@ -11,7 +11,8 @@ sources that stayed unknown, and the probe that would tell them apart.
 
 Confidence (a score in [0, 1], not a probability): each rule has a base; every supporting
 observation beyond the ones its gate needs adds ``_SUPPORT_STEP``, every contradicting one removes
-``_CONTRA_STEP``; the result is clipped to [0.05, 0.99]. No failure and no violation: no finding.
+``_CONTRA_STEP``; the result is clipped to [0.05, 0.99]. No failure and no violation: no finding,
+except the run telemetry's ``client`` rule (the client did not receive what the decodes counted).
 """
 
 from __future__ import annotations
