@@ -26,10 +26,17 @@ GUIDE = ("index.md", "spec.md", "commands.md", "verify.md", "bench.md", "soak.md
          "ledger.md", "sim.md", "architecture.md")  # fmt: skip
 
 
+def _subcommands(group: click.Group) -> dict[str, click.Command]:
+    """A group's commands through click's own API (the top-level group loads its modules lazily)."""
+    ctx = click.Context(group)
+    found = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+    return {name: command for name, command in found.items() if command is not None}
+
+
 def _commands(group: click.Group, prefix: str = "servelab") -> list[str]:
     """Every command path (``servelab case open``), groups included, depth first."""
     found = []
-    for name, command in sorted(group.commands.items()):
+    for name, command in sorted(_subcommands(group).items()):
         path = f"{prefix} {name}"
         found.append(path)
         if isinstance(command, click.Group):
@@ -80,7 +87,7 @@ def test_every_command_option_is_in_commands_md() -> None:
         command: click.Command = cli
         for name in path.split()[1:]:
             assert isinstance(command, click.Group)
-            command = command.commands[name]
+            command = _subcommands(command)[name]
         for param in command.params:
             if isinstance(param, click.Option):
                 longest = max(param.opts, key=len)

@@ -93,9 +93,16 @@ def _failure_doc(stdout: str) -> dict[str, Any]:
     return dict(doc)
 
 
+def _subcommands(group: click.Group) -> dict[str, click.Command]:
+    """A group's commands through click's own API (the top-level group loads its modules lazily)."""
+    ctx = click.Context(group)
+    found = {name: group.get_command(ctx, name) for name in group.list_commands(ctx)}
+    return {name: command for name, command in found.items() if command is not None}
+
+
 def _commands(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
     found: dict[str, click.Command] = {}
-    for name, command in group.commands.items():
+    for name, command in _subcommands(group).items():
         if isinstance(command, click.Group):
             found |= _commands(command, f"{prefix}{name} ")
         else:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import uvloop
@@ -30,7 +30,9 @@ from servelab.core.target import LoadTarget, load_target
 from servelab.errors import CaseError, KnobError, ServelabError, SpecError
 from servelab.io.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
-from servelab.ops.bench import BenchProgress
+
+if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
+    from servelab.ops.bench import BenchProgress
 
 __all__ = [
     "DEBUG_ENV",
