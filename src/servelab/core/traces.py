@@ -33,15 +33,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.metrics import ttft_ns
+from servelab.core.records import RequestRecord
+
 __all__ = [
     "PHASES",
     "REQUEST_ID_ATTR",
     "ClockAnchor",
+    "PhaseQuantiles",
+    "RunTraces",
     "Span",
+    "TraceSummary",
     "TtftBreakdown",
     "decompose",
+    "join_records",
     "phase_percentiles",
+    "request_identity",
     "spans_by_request",
+    "summarize_traces",
+    "traced",
 ]
 
 #: The span attribute the simulated workers put the client's ``x-request-id`` in.
@@ -150,6 +160,17 @@ class TtftBreakdown:
             "router_span_ns": self.router_span_ns,
         }
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> TtftBreakdown:
+        router = doc.get("router_span_ns")
+        phases = {str(k): int(v) for k, v in dict(doc["phases"]).items()}
+        return cls(
+            str(doc["request_id"]),
+            int(doc["ttft_ns"]),
+            phases,
+            None if router is None else int(router),
+        )
+
 
 def _first(spans: Sequence[Span], name: str) -> Span | None:
     hits = sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)
@@ -208,3 +229,128 @@ def phase_percentiles(
         name: {f"p{round(q * 100)}": _percentile(vals, q) / 1e6 for q in qs}
         for name, vals in columns.items()
     }
+
+
+def request_identity(tag: str, index: int) -> tuple[str, str]:
+    """The ``x-request-id`` and W3C ``traceparent`` of request ``index`` of one run part.
+
+    ``tag`` is 16 lowercase hex digits, fresh per run part (the caller draws it): the request id
+    is ``servelab-<tag>-<index>``, the trace id ``<tag><index as 16 hex digits>`` (unique per
+    request, never all zeros), the parent span id ``index + 1`` (never zero), sampled. No
+    randomness per request: two string formats, so the identity costs nothing per token.
+    """
+    return f"servelab-{tag}-{index}", f"00-{tag}{index:016x}-{index + 1:016x}-01"
+
+
+@dataclass(frozen=True)
+class PhaseQuantiles:
+    """One phase's p50/p90/p99 over the traced requests (ms, linear interpolation)."""
+
+    p50: float
+    p90: float
+    p99: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """Where the TTFT went, over a set of requests: ``phases`` holds every name of
+    :data:`PHASES` and ``gap`` (TTFT − the phases' sum). ``n_untraced`` requests had no server
+    span (or a phase missing): they are counted, never taken as zero."""
+
+    n_requests: int
+    n_traced: int
+    n_routed: int
+    phases: Mapping[str, PhaseQuantiles]
+    max_abs_gap_ms: float | None
+
+    @property
+    def n_untraced(self) -> int:
+        return self.n_requests - self.n_traced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n_requests": self.n_requests,
+            "n_traced": self.n_traced,
+            "n_untraced": self.n_untraced,
+            "n_routed": self.n_routed,
+            "max_abs_gap_ms": self.max_abs_gap_ms,
+            "phases_ms": {name: q.to_json() for name, q in self.phases.items()},
+        }
+
+
+def summarize_traces(breakdowns: Sequence[TtftBreakdown], n_requests: int) -> TraceSummary:
+    """The per-phase percentiles of ``breakdowns`` out of ``n_requests`` requests."""
+    table = phase_percentiles(breakdowns)
+    phases = {name: PhaseQuantiles(q["p50"], q["p90"], q["p99"]) for name, q in table.items()}
+    gaps = [abs(b.gap_ns) / 1e6 for b in breakdowns]
+    return TraceSummary(
+        n_requests=n_requests,
+        n_traced=len(breakdowns),
+        n_routed=sum(b.router_span_ns is not None for b in breakdowns),
+        phases=phases,
+        max_abs_gap_ms=max(gaps) if gaps else None,
+    )
+
+
+@dataclass(frozen=True)
+class RunTraces:
+    """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
+    spans arrived, and whether the wait for late spans ended because every request was seen."""
+
+    anchor: ClockAnchor
+    breakdowns: tuple[TtftBreakdown, ...]
+    untraced: tuple[str, ...]
+    n_spans: int
+    complete: bool
+
+    @property
+    def summary(self) -> TraceSummary:
+        return summarize_traces(self.breakdowns, len(self.breakdowns) + len(self.untraced))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "anchor": {"mono_ns": self.anchor.mono_ns, "wall_ns": self.anchor.wall_ns},
+            "n_spans": self.n_spans,
+            "complete": self.complete,
+            "summary": self.summary.to_json(),
+            "untraced": list(self.untraced),
+            "breakdowns": [b.to_json() for b in self.breakdowns],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> RunTraces:
+        anchor = doc["anchor"]
+        return cls(
+            ClockAnchor(int(anchor["mono_ns"]), int(anchor["wall_ns"])),
+            tuple(TtftBreakdown.from_json(b) for b in doc.get("breakdowns") or []),
+            tuple(str(r) for r in doc.get("untraced") or []),
+            int(doc.get("n_spans", 0)),
+            bool(doc.get("complete", False)),
+        )
+
+
+def traced(spans: Sequence[Span]) -> bool:
+    """Whether ``spans`` (the record's own) hold every worker phase its TTFT needs."""
+    return set(_SERVER_SPANS) <= {s.name for s in spans}
+
+
+def join_records(
+    records: Sequence[RequestRecord], anchor: ClockAnchor, spans: Sequence[Span], complete: bool
+) -> RunTraces:
+    """Join every successful record that has a request id to its spans."""
+    by_request = spans_by_request(spans)
+    breakdowns, untraced = [], []
+    for r in records:
+        ttft = ttft_ns(r) if r.ok and r.request_id else None
+        if ttft is None:
+            continue
+        mine = by_request.get(r.request_id, [])
+        b = decompose(r.request_id, r.scheduled_ns, r.sent_ns, r.scheduled_ns + ttft, anchor, mine)
+        if b is None:
+            untraced.append(r.request_id)
+        else:
+            breakdowns.append(b)
+    return RunTraces(anchor, tuple(breakdowns), tuple(untraced), len(spans), complete)

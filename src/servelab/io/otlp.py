@@ -93,6 +93,12 @@ class OtlpReceiver:
     def spans(self) -> list[Span]:
         return list(self._spans)
 
+    def take(self) -> list[Span]:
+        """Every span received so far, forgotten here (the next run starts empty)."""
+        got = list(self._spans)
+        del self._spans[: len(got)]
+        return got
+
     async def __aenter__(self) -> OtlpReceiver:
         server = grpc.aio.server()
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
