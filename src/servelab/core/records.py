@@ -240,7 +240,7 @@ def unpack_record(blob: bytes) -> dict[str, Any]:
         tcode = f"<{n}{chr(blob[pos])}"
         tokens = list(struct.unpack_from(tcode, blob, pos + 1))
         pos += 1 + struct.calcsize(tcode)
-    ids = []
+    ids: list[str] = []
     while pos < len(blob) and len(ids) < 2:
         (size,), pos = _read_varints(blob, pos, 1)
         ids.append(blob[pos : pos + size].decode())

@@ -14,7 +14,8 @@ The time to first token decomposes into consecutive phases, each measured betwee
 and the servers' own timestamps (never estimated):
 
 - ``dispatch``: scheduled send → actual send (the client's own lateness);
-- ``router``: send → the prefill's first span (connection, router, forwarding);
+- ``router``: send → the prefill's first span (connection, router, forwarding), plus, when the
+  decode leg reached the decode only after the prefill had ended, that delay (forwarding too);
 - ``prefill_queue``, ``prefill``: the prefill's queue and compute spans;
 - ``kv_transfer``: the decode's bootstrap and KV-transfer span, from the prefill's end (the decode
   leg arrives at once and waits for the room while the prefill computes);
@@ -22,9 +23,12 @@ and the servers' own timestamps (never estimated):
   is in ``kv_transfer``, where the simulated and the real engine both pay it);
 - ``return``: the first token's write → the client's first content byte (the way back).
 
-A request with no server span is *untraced* (None), never zero. Where spans overlap or leave gaps
-(the decode's bootstrap starts while the prefill still runs), :attr:`TtftBreakdown.gap_ns` names
-what the phases do not account for, so the sum is checked against the client's TTFT, not assumed.
+A request with no server span is *untraced* (None), never zero. The phases tile the interval from
+the scheduled send to the first content byte, so :attr:`TtftBreakdown.gap_ns` (TTFT − their sum)
+is zero for spans of the shape the simulated workers export; it is kept, and checked, so a span
+of another shape shows up as a gap instead of vanishing. What the join must get right is the two
+clocks: a phase between a client and a worker timestamp (``router``, ``return``) comes out
+negative when they disagree.
 """
 
 from __future__ import annotations
@@ -193,9 +197,12 @@ def decompose(
     sp = {k: v for k, v in found.items() if v is not None}
     sent_w, first_w = anchor.to_wall(sent_ns), anchor.to_wall(first_content_ns)
     kv_start = sp["kv_transfer"].start_ns
+    # a decode leg that reached the decode after the prefill had ended spent that time being
+    # forwarded: it counts as router time, not as a gap
+    late_decode = max(kv_start - sp["prefill"].end_ns, 0)
     phases = {
         "dispatch": sent_ns - scheduled_ns,
-        "router": sp["prefill_queue"].start_ns - sent_w,
+        "router": sp["prefill_queue"].start_ns - sent_w + late_decode,
         "prefill_queue": sp["prefill_queue"].end_ns - sp["prefill_queue"].start_ns,
         "prefill": sp["prefill"].end_ns - sp["prefill"].start_ns,
         # the decode waits for the room while the prefill runs: its transfer counts from the

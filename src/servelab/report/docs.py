@@ -430,10 +430,11 @@ def _run_pages(
     runs, soaks, abs_ = [], [], []
     for run in export.bench_runs:
         path = f"runs/run-{run.id}.md"
-        plot, png = f"plots/run-{run.id}-ttft.png", run_phase_plot(run)
+        png = run_phase_plot(run)
         if png is not None:
-            files[plot] = png
-        files[path] = run_markdown(run, None if png is None else f"../{plot}").encode()
+            files[f"plots/run-{run.id}-ttft.png"] = png
+        img = None if png is None else f"../plots/run-{run.id}-ttft.png"
+        files[path] = run_markdown(run, img).encode()
         conc = (run.summary.get("level") or {}).get("concurrency", "?")
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)
