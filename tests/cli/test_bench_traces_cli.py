@@ -39,8 +39,21 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
     assert up.returncode == 0, up.stdout + up.stderr
     try:
         conc = ",".join(map(str, CONCURRENCY))
-        done = _cli(tmp_path, "bench", "--concurrency", conc, "--requests", str(REQUESTS),
-                    "--warmup", "2", "--input-len", "200", "--output-len", "8", "--json")  # fmt: skip
+        done = _cli(
+            tmp_path,
+            "bench",
+            "--concurrency",
+            conc,
+            "--requests",
+            str(REQUESTS),
+            "--warmup",
+            "2",
+            "--input-len",
+            "200",
+            "--output-len",
+            "8",
+            "--json",
+        )
     finally:
         down = _cli(tmp_path, "down")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -73,5 +86,7 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
         assert len(routed) >= ROUTED_SHARE * len(by_id), traces["summary"]
         assert all(b["router_span_ns"] > 0 for b in routed)
         lowest = min(min(b["phases"].values()) for b in by_id.values()) / 1e6
-        print(f"traced {len(by_id)}, routed {len(routed)}, lowest phase {lowest:.3f} ms, "
-              f"largest gap {max(abs(b['gap_ns']) for b in by_id.values()) / 1e6:.3f} ms")  # fmt: skip
+        print(
+            f"traced {len(by_id)}, routed {len(routed)}, lowest phase {lowest:.3f} ms, "
+            f"largest gap {max(abs(b['gap_ns']) for b in by_id.values()) / 1e6:.3f} ms"
+        )
