@@ -14,10 +14,11 @@ once per configuration:
   expositions of ~600 series (the peer serves them) every second, as ``bench -f`` does.
 
 CPU is ``time.process_time`` of the whole child (every thread: gRPC's included) over the run and
-the decode, divided by the output tokens. Printed: a table and each configuration's ratio to
-``plain``.
+the decode, divided by the output tokens. Every configuration runs ``--rounds`` times, the order
+rotated each round; printed: the median CPU per token, each round's, and the median over rounds
+of the ratio to ``plain`` in the same round.
 
-Usage: .venv/bin/python benchmarks/telemetry_overhead.py [--conc 64] [--requests 640]
+Usage: .venv/bin/python benchmarks/telemetry_overhead.py [--conc 64] [--requests 640] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -27,11 +28,17 @@ import asyncio
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from time import perf_counter_ns
+
+from aiohttp import web
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "src"))
@@ -67,11 +74,6 @@ def _exposition() -> str:
 
 async def _peer(otlp: str, metrics_port: int, n_spans: int, duration_s: float) -> None:
     """Serve /metrics and export ``n_spans`` spans evenly over ``duration_s``."""
-    from aiohttp import web  # the peer's own dependencies, not the client's
-    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import BatchSpanProcessor
-
     text = _exposition()
     app = web.Application()
     app.router.add_get("/metrics", lambda _r: web.Response(text=text))
@@ -174,6 +176,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conc", type=int, default=64)
     parser.add_argument("--requests", type=int, default=640)
+    parser.add_argument("--rounds", type=int, default=3, help="each configuration this often")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--url", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--otlp-port", type=int, default=0, help=argparse.SUPPRESS)
@@ -195,24 +198,32 @@ def main() -> None:
     url = f"http://127.0.0.1:{port}"
     sizes = ["--conc", str(args.conc), "--requests", str(args.requests)]
     expect_s = args.requests / args.conc * (0.05 + OSL * 0.02)
-    rows = []
+    cpu: dict[str, list[float]] = {c: [] for c in CONFIGS}
+    loads = []
     try:
-        for config in CONFIGS:
-            rows.append(
-                (config, _measure(config, url, sizes, args.requests, expect_s), os.getloadavg()[0])
-            )
+        for r in range(args.rounds):
+            order = CONFIGS[r % len(CONFIGS) :] + CONFIGS[: r % len(CONFIGS)]  # rotated: no drift
+            for config in order:
+                res = _measure(config, url, sizes, args.requests, expect_s)
+                cpu[config].append(res["cpu_ms_per_token"])
+                loads.append(os.getloadavg()[0])
     finally:
         server.terminate()
         server.wait(10)
-    base = rows[0][1]["cpu_ms_per_token"]
-    print(f"C{args.conc}, {args.requests} requests x {OSL} tokens, truth server 20 ms/token")
-    print("| configuration | CPU ms/token | ratio to plain | tokens | wall s | load |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for config, res, load in rows:
-        cpu = res["cpu_ms_per_token"]
+    print(
+        f"C{args.conc}, {args.requests} requests x {OSL} tokens, truth server 20 ms/token, "
+        f"{args.rounds} rounds (rotated order), load average {min(loads):.1f}-{max(loads):.1f}"
+    )
+    print(
+        "| configuration | CPU ms/token (median) | per round | ratio to plain (median of rounds) |"
+    )
+    print("|---|---:|---|---:|")
+    for config in CONFIGS:
+        ratios = [x / p for x, p in zip(cpu[config], cpu["plain"], strict=True)]
+        rounds = ", ".join(f"{x:.4f}" for x in cpu[config])
         print(
-            f"| {config} | {cpu:.4f} | {cpu / base:.3f} | {res['tokens']} | "
-            f"{res['wall_s']:.1f} | {load:.2f} |"
+            f"| {config} | {statistics.median(cpu[config]):.4f} | {rounds} | "
+            f"{statistics.median(ratios):.3f} |"
         )
 
 

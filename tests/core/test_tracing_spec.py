@@ -79,3 +79,9 @@ def test_a_request_without_spans_is_untraced_and_one_without_an_id_is_not_joined
     summary = got.summary
     assert (summary.n_requests, summary.n_traced, summary.n_untraced) == (1, 0, 1)
     assert summary.max_abs_gap_ms is None and summary.phases == {}
+
+
+def test_a_negative_index_still_gives_a_valid_traceparent() -> None:
+    _rid, tp = request_identity("0123456789abcdef", -1)
+    _v, trace, span, _f = tp.split("-")
+    assert len(trace) == 32 and int(trace, 16) and len(span) == 16 and int(span, 16)

@@ -72,6 +72,7 @@ PHASES = (
     "return",
 )
 _SERVER_SPANS = ("prefill_queue", "prefill", "kv_transfer", "first_decode_step")
+_U64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,8 @@ def request_identity(tag: str, index: int) -> tuple[str, str]:
     request, never all zeros), the parent span id ``index + 1`` (never zero), sampled. No
     randomness per request: two string formats, so the identity costs nothing per token.
     """
-    return f"servelab-{tag}-{index}", f"00-{tag}{index:016x}-{index + 1:016x}-01"
+    i = index & _U64  # a negative index still gives 16 hex digits
+    return f"servelab-{tag}-{index}", f"00-{tag}{i:016x}-{(i + 1) & _U64 or 1:016x}-01"
 
 
 @dataclass(frozen=True)
