@@ -16,7 +16,9 @@ once per configuration:
 CPU is ``time.process_time`` of the whole child (every thread: gRPC's included) over the run and
 the decode, divided by the output tokens. Every configuration runs ``--rounds`` times, the order
 rotated each round; printed: the median CPU per token, each round's, and the median over rounds
-of the ratio to ``plain`` in the same round.
+of the ratio to ``plain`` in the same round. Then (``--micro`` alone) the per-request costs measured
+with ``timeit`` on one core, free of the network and of the machine's load: the request head with
+and without the two headers, the identity, and the receiver's parse of five spans.
 
 Usage: .venv/bin/python benchmarks/telemetry_overhead.py [--conc 64] [--requests 640] [--rounds 3]
 """
@@ -32,11 +34,15 @@ import statistics
 import subprocess
 import sys
 import time
+import timeit
 from pathlib import Path
 from time import perf_counter_ns
 
 from aiohttp import web
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+from opentelemetry.proto.common.v1 import common_pb2
+from opentelemetry.proto.trace.v1 import trace_pb2
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -46,10 +52,12 @@ sys.path.insert(0, str(HERE))
 
 from peers import SERVER_CPU, free_port, start_truth  # noqa: E402
 
+from servelab.core.records import RequestRecord  # noqa: E402
 from servelab.core.telemetry import MetricsSource  # noqa: E402
+from servelab.core.traces import request_identity  # noqa: E402
 from servelab.core.workload import LengthDist  # noqa: E402
 from servelab.io.http import StreamClient  # noqa: E402
-from servelab.io.otlp import OtlpReceiver  # noqa: E402
+from servelab.io.otlp import OtlpReceiver, spans_of  # noqa: E402
 from servelab.ops.benchload import Part, jobs_for, run_part, slot_starts_ns  # noqa: E402
 from servelab.ops.telemetry import MetricsWatch  # noqa: E402
 
@@ -172,6 +180,66 @@ def _measure(config: str, url: str, sizes: list[str], n: int, expect_s: float) -
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
+def _export_request(n: int) -> bytes:
+    """One OTLP export of ``n`` spans shaped as the simulated workers' (serialized)."""
+    req = trace_service_pb2.ExportTraceServiceRequest()
+    rs = req.resource_spans.add()
+    rs.resource.attributes.append(
+        common_pb2.KeyValue(key="service.name", value=common_pb2.AnyValue(string_value="sim"))
+    )
+    scope = rs.scope_spans.add()
+    for i in range(n):
+        span = trace_pb2.Span(
+            trace_id=os.urandom(16),
+            span_id=os.urandom(8),
+            name="prefill",
+            start_time_unix_nano=i,
+            end_time_unix_nano=i + 1,
+        )
+        for key, value in (("servelab.request_id", f"servelab-{i}"), ("servelab.role", "prefill")):
+            span.attributes.append(
+                common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
+            )
+        scope.spans.append(span)
+    return req.SerializeToString()
+
+
+def micro() -> None:
+    """Per-request costs on one core, without the network: the identity and its two headers
+    (``StreamClient._request`` with and without), and the receiver's work for five spans: the
+    parse grpc does on arrival, and the conversion the receiver defers to after the run."""
+    client = StreamClient("http://127.0.0.1:1", concurrency=1)
+    plain, tagged = RequestRecord(0, 0), RequestRecord(0, 0)
+    body = b"x" * 600
+    n = 200_000
+
+    def identity() -> None:
+        tagged.request_id, tagged.traceparent = request_identity("00112233445566aa", 12345)
+
+    identity()
+    t_plain = timeit.timeit(lambda: client._request("/v1/chat/completions", body, plain), number=n)
+    t_tagged = timeit.timeit(
+        lambda: client._request("/v1/chat/completions", body, tagged), number=n
+    )
+    t_id = timeit.timeit(identity, number=n)
+    raw = _export_request(500)
+    parse = trace_service_pb2.ExportTraceServiceRequest.FromString
+    t_parse = timeit.timeit(lambda: parse(raw), number=50) / 50 / 100  # per 5 spans
+    message = parse(raw)
+    t_convert = timeit.timeit(lambda: spans_of(message), number=20) / 20 / 100
+    per = {
+        "request head, no identity": t_plain / n,
+        "request head + x-request-id + traceparent": t_tagged / n,
+        "request_identity()": t_id / n,
+        "receiver, during the run: parse 5 spans (protobuf, C)": t_parse,
+        "receiver, after the run: 5 spans to Span objects": t_convert,
+    }
+    print("| per request | µs | µs per output token (64) |")
+    print("|---|---:|---:|")
+    for name, sec in per.items():
+        print(f"| {name} | {sec * 1e6:.2f} | {sec * 1e6 / OSL:.3f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conc", type=int, default=64)
@@ -182,7 +250,11 @@ def main() -> None:
     parser.add_argument("--otlp-port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--metrics", default="", help=argparse.SUPPRESS)
     parser.add_argument("--peer", nargs=4, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--micro", action="store_true", help="only the per-request costs")
     args = parser.parse_args()
+    if args.micro:
+        micro()
+        return
     if args.peer:
         otlp, mport, n_spans, dur = args.peer
         asyncio.run(_peer(otlp, int(mport), int(n_spans), float(dur)))
@@ -225,6 +297,7 @@ def main() -> None:
             f"| {config} | {statistics.median(cpu[config]):.4f} | {rounds} | "
             f"{statistics.median(ratios):.3f} |"
         )
+    micro()
 
 
 if __name__ == "__main__":
