@@ -35,6 +35,19 @@ TELEMETRY = {
     ],
 }  # fmt: skip
 PHASES = {"prefill": {"p50": 6.25, "p90": 7.0, "p99": 9.5}, "kv_transfer": {"p50": 3.5}}
+#: A run's ``traces`` as ``run_payload`` stores them (the join's summary holds the phases).
+TRACES = {
+    "summary": {
+        "n_requests": 4,
+        "n_traced": 3,
+        "n_untraced": 1,
+        "n_routed": 3,
+        "max_abs_gap_ms": 0.0,
+        "phases_ms": PHASES,
+    },
+    "breakdowns": [],
+    "untraced": ["r"],
+}
 
 
 def test_public_api() -> None:
@@ -57,7 +70,7 @@ def test_markdown_blocks_inline_and_escaping() -> None:
 
 def test_a_run_page_holds_its_level_telemetry_and_phases() -> None:
     run = BenchRunRecord(7, "2026-12-01T00:00:00Z", "base", {}, {
-        "level": LEVEL, "telemetry": TELEMETRY, "ttft_phases": PHASES}, 100)  # fmt: skip
+        "level": LEVEL, "telemetry": TELEMETRY, "traces": TRACES}, 100)  # fmt: skip
     md = run_markdown(run)
     assert md.startswith("# Bench run 7: C64 (base)")
     assert "| output tok/s (mean) | 4,321.5 |" in md
@@ -65,6 +78,7 @@ def test_a_run_page_holds_its_level_telemetry_and_phases() -> None:
     assert '`sglang:num_requests_total{model_name="sim"}` | 100 | 10.00 |' in md
     assert "router (router): unknown (HTTP 404 Not Found)" in md
     assert "| prefill | 6.25 | 7.00 | 9.50 |" in md
+    assert "3 of 4 successful request(s) traced (1 untraced" in md
 
 
 def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> None:
@@ -72,7 +86,7 @@ def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> 
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         cid = incident(ledger)
         cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
-        summary = {"level": LEVEL, "telemetry": TELEMETRY, "ttft_phases": PHASES}
+        summary = {"level": LEVEL, "telemetry": TELEMETRY, "traces": TRACES}
         run_id = ledger.record_bench_run(label="base", config={}, summary=summary, records=[])
         files = build_docs(ledger.export())
     out = tmp_path / "report"

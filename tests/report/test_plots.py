@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from servelab.core.evidence import AbRunRecord
+from servelab.core.evidence import AbRunRecord, BenchRunRecord
 from servelab.core.results import AbResultRecord
 from servelab.report import plots
 from servelab.report.plots import ab_plot, arm_curve
@@ -28,7 +28,20 @@ AB = AbRunRecord.from_row(
 
 
 def test_public_api() -> None:
-    assert set(plots.__all__) == {"ab_plot", "arm_curve"}
+    assert set(plots.__all__) == {"ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot"}
+
+
+def test_the_stacked_phase_plot_is_a_png_and_only_for_a_traced_run() -> None:
+    bars = [("C1", {"router": 1.5, "prefill": 6.0}), ("C2", {"router": 2.0, "prefill": 9.0})]
+    png = plots.ttft_phase_plot(bars, title="t")
+    assert png.startswith(b"\x89PNG") and png == plots.ttft_phase_plot(bars, title="t")
+    untraced = BenchRunRecord(1, "2026-12-01T00:00:00Z", None, {}, {"level": {}}, 0)
+    assert plots.run_phase_plot(untraced) is None
+    phases = {"prefill": {"p50": 6.0, "p90": 7.0, "p99": 8.0}}
+    traced = BenchRunRecord(
+        2, "2026-12-01T00:00:00Z", None, {}, {"traces": {"summary": {"phases_ms": phases}}}, 0
+    )
+    assert (plots.run_phase_plot(traced) or b"").startswith(b"\x89PNG")
 
 
 def test_arm_curve_sorted_with_sigma_and_n() -> None:

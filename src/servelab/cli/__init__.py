@@ -48,7 +48,6 @@ class LazyServelabGroup(ServelabGroup):
         return self.commands.get(cmd_name)
 
 
-
 @click.group(cls=LazyServelabGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="servelab")
 def cli() -> None:

@@ -41,6 +41,7 @@ from servelab.io.specfile import LoadedSpec
 from servelab.ops import bench as ops
 from servelab.ops.context import Operation
 from servelab.ops.telemetry import metrics_plan
+from servelab.ops.tracing import trace_collector
 from servelab.report import bench as report
 
 __all__ = ["Exporter", "register"]
@@ -85,21 +86,30 @@ async def _bench(
     bar: BenchBar,
     export: Exporter | None,
     loaded: LoadedSpec | None,
+    traced: bool = True,
 ) -> ops.BenchResult:
     """The sweep; with a spec, every run watched through its router's and engines' metrics
-    (the Operation stays open so SSH forwards to them live as long as the runs)."""
+    (the Operation stays open so SSH forwards to them live as long as the runs), and with its
+    ``[tracing]`` (unless ``--no-traces``), every request joined to its spans."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
         async with contextlib.AsyncExitStack() as stack:
-            plan = None
+            plan, traces = None, None
             if loaded is not None:
                 op = await stack.enter_async_context(Operation(loaded))
                 plan = await metrics_plan(op)
+                traces = trace_collector(loaded.spec) if traced else None
             with bar.bar:
                 return await ops.run_bench(
-                    config, progress=bar, ledger=ledger, save=export, stop=stop, metrics=plan
+                    config,
+                    progress=bar,
+                    ledger=ledger,
+                    save=export,
+                    stop=stop,
+                    metrics=plan,
+                    traces=traces,
                 )
     finally:
         loop.remove_signal_handler(signal.SIGINT)
@@ -110,6 +120,11 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
         print_json(report.result_json(result))
     else:
         console.print(report.summary_table(result))
+        phases = report.phase_table(result)
+        if phases is not None:
+            console.print(phases)
+    for line in report.phase_lines(result):
+        notice("untraced:", line)
     for line in report.client_warnings(result):
         notice("client warning:", line)
     for line in report.failure_lines(result):
@@ -217,6 +232,13 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     type=click.Path(path_type=Path),
     help="Write summary.md, summary.csv, records.jsonl and result.json here.",
 )
+@click.option(
+    "--traces/--no-traces",
+    default=True,
+    show_default=True,
+    help="With a spec's [tracing]: receive the router's and engines' spans during each run and "
+    "split every request's TTFT into phases.",
+)
 @ledger_option
 @click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
 @json_option
@@ -232,7 +254,7 @@ def bench_command(**opts: Any) -> None:
     ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
     try:
         bar = BenchBar(enabled=err_console.is_terminal)
-        result = run(_bench(config, ledger, bar, export, loaded), fast=True)
+        result = run(_bench(config, ledger, bar, export, loaded, opts["traces"]), fast=True)
     finally:
         if ledger is not None:
             ledger.close()

@@ -61,6 +61,19 @@ def _common(func: Any) -> Any:
         click.option("--no-metrics", is_flag=True, help="Answer /metrics with 404."),
         click.option("--fail-fast-s", type=float, default=None, metavar="S"),
         click.option(
+            "--otlp-traces-endpoint",
+            "otlp_endpoint",
+            default=None,
+            metavar="HOST:PORT",
+            help="Export phase spans over OTLP/gRPC (env SERVELAB_SIM_OTLP_ENDPOINT), as SGLang's "
+            "and vLLM's flag of the same name.",
+        ),
+        click.option(
+            "--enable-trace",
+            is_flag=True,
+            help="Accepted as SGLang's flag is; the endpoint alone switches tracing on.",
+        ),
+        click.option(
             "--engine",
             type=click.Choice(["sglang", "vllm"]),
             default="sglang",
@@ -76,6 +89,7 @@ def _common(func: Any) -> Any:
 
 async def _worker_main(role: Role, opts: dict[str, Any], faults: dict[str, Any]) -> None:
     engine = opts.pop("engine", "sglang")
+    opts.pop("enable_trace", None)
     profile = VLLM_PROFILE if engine == "vllm" else DEFAULT_PROFILE
     settings = load_settings(role, overrides=opts, fault_overrides=faults, profile=profile)
     err_console.print(

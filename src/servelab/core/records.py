@@ -67,6 +67,10 @@ class RequestRecord:
     warmup: bool = False
     event_ns: list[int] = field(default_factory=list)
     event_tokens: list[int] = field(default_factory=list)
+    #: Sent as the request's ``x-request-id`` and W3C ``traceparent`` headers when not empty
+    #: (:func:`servelab.core.traces.request_identity`): how server spans find this record.
+    request_id: str = ""
+    traceparent: str = ""
 
     @property
     def ok(self) -> bool:
@@ -98,7 +102,9 @@ def record_from_dict(data: dict[str, Any]) -> RequestRecord:
 # output_tokens, the event count and (uniform token counts) the one count; then error and
 # error_detail (varint length + UTF-8); then the event times as deltas (the first from sent_ns,
 # each next from the one before) packed as int32 (int64 when one does not fit), then the token
-# counts packed as uint8/uint16/uint32/int64 unless they are all equal. Lossless: every
+# counts packed as uint8/uint16/uint32/int64 unless they are all equal; then, only when either is
+# set, request_id and traceparent (varint length + UTF-8 each; a blob without this tail reads back
+# with both empty, so every blob written before they existed still decodes). Lossless: every
 # nanosecond comes back.
 
 _PACK_VERSION = 1
@@ -143,6 +149,7 @@ def _packable(data: Mapping[str, Any]) -> bool:
     flags = type(data["tokens_from_usage"]) is bool and type(data["warmup"]) is bool
     error = data["error"]
     texts = type(data["error_detail"]) is str and (error is None or type(error) is str)
+    texts = texts and type(data["request_id"]) is str and type(data["traceparent"]) is str
     events, tokens = data["event_ns"], data["event_tokens"]
     lists = type(events) is list and type(tokens) is list and len(events) == len(tokens)
     return (
@@ -203,6 +210,11 @@ def pack_record(data: Mapping[str, Any]) -> bytes | None:
     if not uniform:
         code = _token_code(tokens)
         out += code.encode() + struct.pack(f"<{len(tokens)}{code}", *tokens)
+    if data["request_id"] or data["traceparent"]:
+        for text in (data["request_id"], data["traceparent"]):
+            raw = text.encode()
+            _varint(out, len(raw))
+            out += raw
     return bytes(out)
 
 
@@ -225,7 +237,15 @@ def unpack_record(blob: bytes) -> dict[str, Any]:
     if flags & _F_UNIFORM:
         tokens = [tok] * n
     else:
-        tokens = list(struct.unpack_from(f"<{n}{chr(blob[pos])}", blob, pos + 1))
+        tcode = f"<{n}{chr(blob[pos])}"
+        tokens = list(struct.unpack_from(tcode, blob, pos + 1))
+        pos += 1 + struct.calcsize(tcode)
+    ids: list[str] = []
+    while pos < len(blob) and len(ids) < 2:
+        (size,), pos = _read_varints(blob, pos, 1)
+        ids.append(blob[pos : pos + size].decode())
+        pos += size
+    request_id, traceparent = (*ids, "", "")[:2]
     return {
         "index": index,
         "scheduled_ns": scheduled,
@@ -241,6 +261,8 @@ def unpack_record(blob: bytes) -> dict[str, Any]:
         "warmup": bool(flags & _F_WARMUP),
         "event_ns": list(accumulate(deltas, initial=sent))[1:],
         "event_tokens": tokens,
+        "request_id": request_id,
+        "traceparent": traceparent,
     }
 
 

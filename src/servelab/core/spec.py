@@ -26,12 +26,14 @@ from servelab.errors import SpecError
 __all__ = [
     "DEFAULT_ENV_FILES",
     "DEFAULT_KNOB",
+    "DEFAULT_OTLP_ENDPOINT",
     "DEFAULT_SPEC_TOML",
     "DeploymentSpec",
     "HostSpec",
     "PrometheusSpec",
     "RouterOptions",
     "ServiceSpec",
+    "TracingSpec",
     "parse_spec",
     "spec_from_mapping",
     "spec_hash",
@@ -99,6 +101,35 @@ class PrometheusSpec(_Strict):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError("must be an http URL, e.g. http://127.0.0.1:9090")
         return value.rstrip("/")
+
+
+#: Where spans go when ``[tracing]`` gives no endpoint: OTLP/gRPC's usual port, on loopback.
+DEFAULT_OTLP_ENDPOINT = "127.0.0.1:4317"
+
+
+class TracingSpec(_Strict):
+    """Per-request tracing: the router and the engines export OpenTelemetry spans (OTLP/gRPC) to
+    ``endpoint``, where servelab's receiver listens for the duration of each bench run."""
+
+    endpoint: str = DEFAULT_OTLP_ENDPOINT
+    #: How long a run waits, after its last request, for the spans still in the exporters' batches.
+    wait_s: float = Field(default=10.0, ge=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or "/" in value or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be HOST:PORT (OTLP/gRPC, no scheme), e.g. 127.0.0.1:4317")
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.endpoint.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.endpoint.rpartition(":")[2])
 
 
 class ServiceSpec(_Strict):
@@ -173,6 +204,8 @@ class DeploymentSpec(_Strict):
     hosts: dict[str, HostSpec] = Field(default_factory=lambda: {"local": HostSpec()})
     services: dict[str, ServiceSpec]
     prometheus: PrometheusSpec | None = None
+    #: Per-request tracing (``[tracing]``); None: off.
+    tracing: TracingSpec | None = None
     #: The file the spec was read from (``parse_spec``'s ``source``): every error names it.
     _source: str = PrivateAttr(default="<spec>")
 

@@ -30,8 +30,10 @@ __all__ = [
     "dependencies",
     "dependents",
     "down_plan",
+    "engine_trace_args",
     "restart_plan",
     "router_argv",
+    "router_trace_args",
     "service_argv",
     "sim_argv",
     "stop_order",
@@ -147,7 +149,28 @@ def sim_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
         argv += ["--engine", spec.engine]
     if svc.role == "proxy" and not _flag_given(svc.args, "--upstream"):
         argv += ["--upstream", _proxy_upstream(spec, name)]
+    if svc.role != "proxy" and not _flag_given(svc.args, "--otlp-traces-endpoint"):
+        argv += engine_trace_args(spec)
     return [*argv, *svc.args]
+
+
+def engine_trace_args(spec: DeploymentSpec) -> list[str]:
+    """An engine's tracing switch for the spec's ``[tracing]`` endpoint (none without it), spelt
+    as the real engines spell it, which the simulator accepts too: SGLang's ``--enable-trace
+    --otlp-traces-endpoint HOST:PORT``, vLLM's ``--otlp-traces-endpoint HOST:PORT`` (both
+    OTLP/gRPC). A shell-command engine gets them from its own command line."""
+    if spec.tracing is None:
+        return []
+    endpoint = ["--otlp-traces-endpoint", spec.tracing.endpoint]
+    return endpoint if spec.engine == "vllm" else ["--enable-trace", *endpoint]
+
+
+def router_trace_args(spec: DeploymentSpec) -> list[str]:
+    """sglang-router's ``--enable-trace --otlp-traces-endpoint HOST:PORT`` with ``[tracing]``;
+    vllm-router (0.1.17) has no tracing switch: nothing."""
+    if spec.tracing is None or spec.engine == "vllm":
+        return []
+    return ["--enable-trace", "--otlp-traces-endpoint", spec.tracing.endpoint]
 
 
 def _workers(spec: DeploymentSpec) -> list[str]:
@@ -216,7 +239,10 @@ def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
         raise SpecError('start = "router" needs role = "router"', path=f"services.{name}.start")
     opts = svc.router or RouterOptions()
     argv = [*_router_head(spec, svc, python), *_router_common(opts)]
-    return [*argv, *opts.extra_args, *svc.args]
+    extra = [*opts.extra_args, *svc.args]
+    if not _flag_given(extra, "--otlp-traces-endpoint"):
+        argv += router_trace_args(spec)
+    return [*argv, *extra]
 
 
 def service_argv(spec: DeploymentSpec, name: str, python: str) -> list[str] | None:

@@ -14,7 +14,8 @@ The time to first token decomposes into consecutive phases, each measured betwee
 and the servers' own timestamps (never estimated):
 
 - ``dispatch``: scheduled send → actual send (the client's own lateness);
-- ``router``: send → the prefill's first span (connection, router, forwarding);
+- ``router``: send → the prefill's first span (connection, router, forwarding), plus, when the
+  decode leg reached the decode only after the prefill had ended, that delay (forwarding too);
 - ``prefill_queue``, ``prefill``: the prefill's queue and compute spans;
 - ``kv_transfer``: the decode's bootstrap and KV-transfer span, from the prefill's end (the decode
   leg arrives at once and waits for the room while the prefill computes);
@@ -22,9 +23,12 @@ and the servers' own timestamps (never estimated):
   is in ``kv_transfer``, where the simulated and the real engine both pay it);
 - ``return``: the first token's write → the client's first content byte (the way back).
 
-A request with no server span is *untraced* (None), never zero. Where spans overlap or leave gaps
-(the decode's bootstrap starts while the prefill still runs), :attr:`TtftBreakdown.gap_ns` names
-what the phases do not account for, so the sum is checked against the client's TTFT, not assumed.
+A request with no server span is *untraced* (None), never zero. The phases tile the interval from
+the scheduled send to the first content byte, so :attr:`TtftBreakdown.gap_ns` (TTFT − their sum)
+is zero for spans of the shape the simulated workers export; it is kept, and checked, so a span
+of another shape shows up as a gap instead of vanishing. What the join must get right is the two
+clocks: a phase between a client and a worker timestamp (``router``, ``return``) comes out
+negative when they disagree.
 """
 
 from __future__ import annotations
@@ -33,15 +37,25 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.metrics import ttft_ns
+from servelab.core.records import RequestRecord
+
 __all__ = [
     "PHASES",
     "REQUEST_ID_ATTR",
     "ClockAnchor",
+    "PhaseQuantiles",
+    "RunTraces",
     "Span",
+    "TraceSummary",
     "TtftBreakdown",
     "decompose",
+    "join_records",
     "phase_percentiles",
+    "request_identity",
     "spans_by_request",
+    "summarize_traces",
+    "traced",
 ]
 
 #: The span attribute the simulated workers put the client's ``x-request-id`` in.
@@ -58,6 +72,7 @@ PHASES = (
     "return",
 )
 _SERVER_SPANS = ("prefill_queue", "prefill", "kv_transfer", "first_decode_step")
+_U64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -150,6 +165,17 @@ class TtftBreakdown:
             "router_span_ns": self.router_span_ns,
         }
 
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> TtftBreakdown:
+        router = doc.get("router_span_ns")
+        phases = {str(k): int(v) for k, v in dict(doc["phases"]).items()}
+        return cls(
+            str(doc["request_id"]),
+            int(doc["ttft_ns"]),
+            phases,
+            None if router is None else int(router),
+        )
+
 
 def _first(spans: Sequence[Span], name: str) -> Span | None:
     hits = sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)
@@ -172,9 +198,12 @@ def decompose(
     sp = {k: v for k, v in found.items() if v is not None}
     sent_w, first_w = anchor.to_wall(sent_ns), anchor.to_wall(first_content_ns)
     kv_start = sp["kv_transfer"].start_ns
+    # a decode leg that reached the decode after the prefill had ended spent that time being
+    # forwarded: it counts as router time, not as a gap
+    late_decode = max(kv_start - sp["prefill"].end_ns, 0)
     phases = {
         "dispatch": sent_ns - scheduled_ns,
-        "router": sp["prefill_queue"].start_ns - sent_w,
+        "router": sp["prefill_queue"].start_ns - sent_w + late_decode,
         "prefill_queue": sp["prefill_queue"].end_ns - sp["prefill_queue"].start_ns,
         "prefill": sp["prefill"].end_ns - sp["prefill"].start_ns,
         # the decode waits for the room while the prefill runs: its transfer counts from the
@@ -208,3 +237,129 @@ def phase_percentiles(
         name: {f"p{round(q * 100)}": _percentile(vals, q) / 1e6 for q in qs}
         for name, vals in columns.items()
     }
+
+
+def request_identity(tag: str, index: int) -> tuple[str, str]:
+    """The ``x-request-id`` and W3C ``traceparent`` of request ``index`` of one run part.
+
+    ``tag`` is 16 lowercase hex digits, fresh per run part (the caller draws it): the request id
+    is ``servelab-<tag>-<index>``, the trace id ``<tag><index as 16 hex digits>`` (unique per
+    request, never all zeros), the parent span id ``index + 1`` (never zero), sampled. No
+    randomness per request: two string formats, so the identity costs nothing per token.
+    """
+    i = index & _U64  # a negative index still gives 16 hex digits
+    return f"servelab-{tag}-{index}", f"00-{tag}{i:016x}-{(i + 1) & _U64 or 1:016x}-01"
+
+
+@dataclass(frozen=True)
+class PhaseQuantiles:
+    """One phase's p50/p90/p99 over the traced requests (ms, linear interpolation)."""
+
+    p50: float
+    p90: float
+    p99: float
+
+    def to_json(self) -> dict[str, float]:
+        return {"p50": self.p50, "p90": self.p90, "p99": self.p99}
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """Where the TTFT went, over a set of requests: ``phases`` holds every name of
+    :data:`PHASES` and ``gap`` (TTFT − the phases' sum). ``n_untraced`` requests had no server
+    span (or a phase missing): they are counted, never taken as zero."""
+
+    n_requests: int
+    n_traced: int
+    n_routed: int
+    phases: Mapping[str, PhaseQuantiles]
+    max_abs_gap_ms: float | None
+
+    @property
+    def n_untraced(self) -> int:
+        return self.n_requests - self.n_traced
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "n_requests": self.n_requests,
+            "n_traced": self.n_traced,
+            "n_untraced": self.n_untraced,
+            "n_routed": self.n_routed,
+            "max_abs_gap_ms": self.max_abs_gap_ms,
+            "phases_ms": {name: q.to_json() for name, q in self.phases.items()},
+        }
+
+
+def summarize_traces(breakdowns: Sequence[TtftBreakdown], n_requests: int) -> TraceSummary:
+    """The per-phase percentiles of ``breakdowns`` out of ``n_requests`` requests."""
+    table = phase_percentiles(breakdowns)
+    phases = {name: PhaseQuantiles(q["p50"], q["p90"], q["p99"]) for name, q in table.items()}
+    gaps = [abs(b.gap_ns) / 1e6 for b in breakdowns]
+    return TraceSummary(
+        n_requests=n_requests,
+        n_traced=len(breakdowns),
+        n_routed=sum(b.router_span_ns is not None for b in breakdowns),
+        phases=phases,
+        max_abs_gap_ms=max(gaps) if gaps else None,
+    )
+
+
+@dataclass(frozen=True)
+class RunTraces:
+    """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
+    spans arrived, and whether the wait for late spans ended because every request was seen."""
+
+    anchor: ClockAnchor
+    breakdowns: tuple[TtftBreakdown, ...]
+    untraced: tuple[str, ...]
+    n_spans: int
+    complete: bool
+
+    @property
+    def summary(self) -> TraceSummary:
+        return summarize_traces(self.breakdowns, len(self.breakdowns) + len(self.untraced))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "anchor": {"mono_ns": self.anchor.mono_ns, "wall_ns": self.anchor.wall_ns},
+            "n_spans": self.n_spans,
+            "complete": self.complete,
+            "summary": self.summary.to_json(),
+            "untraced": list(self.untraced),
+            "breakdowns": [b.to_json() for b in self.breakdowns],
+        }
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> RunTraces:
+        anchor = doc["anchor"]
+        return cls(
+            ClockAnchor(int(anchor["mono_ns"]), int(anchor["wall_ns"])),
+            tuple(TtftBreakdown.from_json(b) for b in doc.get("breakdowns") or []),
+            tuple(str(r) for r in doc.get("untraced") or []),
+            int(doc.get("n_spans", 0)),
+            bool(doc.get("complete", False)),
+        )
+
+
+def traced(spans: Sequence[Span]) -> bool:
+    """Whether ``spans`` (the record's own) hold every worker phase its TTFT needs."""
+    return set(_SERVER_SPANS) <= {s.name for s in spans}
+
+
+def join_records(
+    records: Sequence[RequestRecord], anchor: ClockAnchor, spans: Sequence[Span], complete: bool
+) -> RunTraces:
+    """Join every successful record that has a request id to its spans."""
+    by_request = spans_by_request(spans)
+    breakdowns, untraced = [], []
+    for r in records:
+        ttft = ttft_ns(r) if r.ok and r.request_id else None
+        if ttft is None:
+            continue
+        mine = by_request.get(r.request_id, [])
+        b = decompose(r.request_id, r.scheduled_ns, r.sent_ns, r.scheduled_ns + ttft, anchor, mine)
+        if b is None:
+            untraced.append(r.request_id)
+        else:
+            breakdowns.append(b)
+    return RunTraces(anchor, tuple(breakdowns), tuple(untraced), len(spans), complete)

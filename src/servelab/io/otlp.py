@@ -4,6 +4,11 @@
 sglang-router's ``--otlp-traces-endpoint`` and the OpenTelemetry exporters take) and keeps every
 span exported to it as a :class:`~servelab.core.traces.Span`. Built on PyPI's
 ``opentelemetry-proto`` messages and ``grpcio``'s asyncio server; nothing is written to disk.
+
+An export is only kept as it arrived (parsed by protobuf's C code) while a run's load is live;
+turning its spans into :class:`Span` objects (~16 µs each in Python) waits until someone asks
+(:attr:`OtlpReceiver.spans`, :meth:`OtlpReceiver.take`, :meth:`OtlpReceiver.wait_for`), so the
+receiver costs the load generator's loop almost nothing per request.
 """
 
 from __future__ import annotations
@@ -65,13 +70,15 @@ def spans_of(request: trace_service_pb2.ExportTraceServiceRequest) -> list[Span]
 
 
 class _Service(trace_service_pb2_grpc.TraceServiceServicer):
-    def __init__(self, sink: list[Span], arrived: asyncio.Event) -> None:
+    def __init__(
+        self, sink: list[trace_service_pb2.ExportTraceServiceRequest], arrived: asyncio.Event
+    ) -> None:
         self._sink, self._arrived = sink, arrived
 
     async def Export(
         self, request: trace_service_pb2.ExportTraceServiceRequest, context: Any
     ) -> trace_service_pb2.ExportTraceServiceResponse:
-        self._sink.extend(spans_of(request))
+        self._sink.append(request)  # converted when asked for, not on the run's loop now
         self._arrived.set()
         return trace_service_pb2.ExportTraceServiceResponse()
 
@@ -82,6 +89,7 @@ class OtlpReceiver:
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self._host, self._port = host, port
         self._spans: list[Span] = []
+        self._pending: list[trace_service_pb2.ExportTraceServiceRequest] = []
         self._arrived = asyncio.Event()
         self._server: grpc.aio.Server | None = None
 
@@ -89,14 +97,26 @@ class OtlpReceiver:
     def endpoint(self) -> str:
         return f"{self._host}:{self._port}"
 
+    def _convert(self) -> None:
+        pending, self._pending[:] = list(self._pending), []
+        for request in pending:
+            self._spans.extend(spans_of(request))
+
     @property
     def spans(self) -> list[Span]:
+        self._convert()
         return list(self._spans)
+
+    def take(self) -> list[Span]:
+        """Every span received so far, forgotten here (the next run starts empty)."""
+        got = self.spans
+        del self._spans[: len(got)]
+        return got
 
     async def __aenter__(self) -> OtlpReceiver:
         server = grpc.aio.server()
         trace_service_pb2_grpc.add_TraceServiceServicer_to_server(  # type: ignore[no-untyped-call]
-            _Service(self._spans, self._arrived), server
+            _Service(self._pending, self._arrived), server
         )
         bound = server.add_insecure_port(f"{self._host}:{self._port}")
         if bound == 0:

@@ -370,14 +370,19 @@ class StreamClient:
                     watch.idle = True
                     watch.scope.reschedule(loop.time())
 
-    def _request(self, path: str, body: bytes) -> bytes:
-        head = request_head("POST", self._prefix + path, self._authority, self._headers, len(body))
+    def _request(self, path: str, body: bytes, record: RequestRecord) -> bytes:
+        headers = self._headers
+        if record.request_id:  # the record's own identity: x-request-id and W3C traceparent
+            headers = {**headers, "x-request-id": record.request_id}
+            if record.traceparent:
+                headers["traceparent"] = record.traceparent
+        head = request_head("POST", self._prefix + path, self._authority, headers, len(body))
         return head + body
 
     async def _exchange(self, path: str, body: bytes, got: Transfer, watch: _Watch) -> None:
         record = got.record
         record.sent_ns = watch.last_ns = perf_counter_ns()
-        request = self._request(path, body)
+        request = self._request(path, body, record)
         for _attempt in range(2):
             conn = await self._conn(record)
             if conn is None:

@@ -41,6 +41,7 @@ from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
 from servelab.ops.telemetry import metrics_plan
+from servelab.ops.tracing import trace_collector
 from servelab.ops.verify import verify
 
 __all__ = [
@@ -97,7 +98,8 @@ async def _measure(
         bench = replace(cfg.bench, url=_router_url(op), concurrencies=(conc,), repeat=1,
                         label=label)  # fmt: skip
         t0 = time.monotonic()
-        result = await run_bench(bench, progress=bench_progress, ledger=op.ledger, metrics=plan)
+        result = await run_bench(bench, progress=bench_progress, ledger=op.ledger, metrics=plan,
+                                 traces=trace_collector(op.spec))  # fmt: skip
         visit.bench_s[conc] = time.monotonic() - t0
         visit.bench_run_ids += [r.run_id for r in result.runs if r.run_id is not None]
         visit.failed_requests += result.n_failed

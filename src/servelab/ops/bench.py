@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from time import perf_counter_ns
@@ -29,6 +30,7 @@ from servelab.core.records import RequestRecord, record_to_dict
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.telemetry import RunTelemetry
 from servelab.core.telemetryrules import run_evidence
+from servelab.core.traces import RunTraces, TraceSummary, summarize_traces
 from servelab.core.workload import (
     LengthDist,
     closed_loop_ramp_ns,
@@ -48,6 +50,7 @@ from servelab.ops.benchload import (
 )
 from servelab.ops.benchworkers import ClientSpec, Workers, shared_t0
 from servelab.ops.telemetry import MetricsPlan, MetricsWatch
+from servelab.ops.tracing import TraceCollector
 
 __all__ = [
     "BenchConfig",
@@ -139,6 +142,8 @@ class RunResult:
     workers: int = 1
     #: what the router and the engines counted over the run (None: not watched)
     telemetry: RunTelemetry | None = None
+    #: its requests joined to their server spans (None: tracing off)
+    traces: RunTraces | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +174,8 @@ class LevelSummary:
     client_reasons: tuple[str, ...]
     connect_ms: Summary
     workers: int
+    #: where the TTFT went, per phase, over the repeats' traced requests (None: tracing off)
+    traces: TraceSummary | None = None
 
 
 @dataclass(slots=True)
@@ -225,7 +232,16 @@ def summarize_level(concurrency: int, runs: Sequence[RunResult]) -> LevelSummary
         client_reasons=reasons,
         connect_ms=_ms([x for run in runs for x in run.setup_ns]),
         workers=max(run.workers for run in runs),
+        traces=_level_traces(runs),
     )
+
+
+def _level_traces(runs: Sequence[RunResult]) -> TraceSummary | None:
+    joined = [run.traces for run in runs if run.traces is not None]
+    if not joined:
+        return None
+    breakdowns = [b for t in joined for b in t.breakdowns]
+    return summarize_traces(breakdowns, len(breakdowns) + sum(len(t.untraced) for t in joined))
 
 
 def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -244,6 +260,8 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         summary["telemetry"] = run.telemetry.to_json()
         evidence = run_evidence(run.telemetry, run.records)
         summary["telemetry_evidence"] = [e.to_json() for e in evidence]
+    if run.traces is not None:
+        summary["traces"] = run.traces.to_json()
     return summary, [record_to_dict(r) for r in run.records]
 
 
@@ -317,6 +335,7 @@ class _Bench:
     result: BenchResult
     ramp_ns: int = 0
     metrics: MetricsPlan | None = None
+    traces: TraceCollector | None = None
 
     async def level(self, concurrency: int) -> None:
         """Connections, warm-up, then every repeat at one concurrency; summarise what ran."""
@@ -355,13 +374,18 @@ class _Bench:
     async def _watched(
         self, driver: _Driver, concurrency: int, k: int, setups: list[int]
     ) -> RunResult:
-        """One run, with the deployment's metrics watched around it when there is a plan."""
+        """One run, with the deployment's metrics watched around it when there is a plan, and
+        its requests joined to their spans when tracing is on."""
+        anchor = TraceCollector.anchor()
         if self.metrics is None:
-            return await self._run(driver, concurrency, k, setups)
-        watch = MetricsWatch(self.metrics.sources, prometheus=self.metrics.prometheus)
-        async with watch:
             run = await self._run(driver, concurrency, k, setups)
-        run.telemetry = watch.result
+        else:
+            watch = MetricsWatch(self.metrics.sources, prometheus=self.metrics.prometheus)
+            async with watch:
+                run = await self._run(driver, concurrency, k, setups)
+            run.telemetry = watch.result
+        if self.traces is not None:
+            run.traces = await self.traces.collect(run.records, anchor)
         return run
 
     def _jobs(self, n: int, seed: int) -> list[Job]:
@@ -384,7 +408,14 @@ class _Bench:
         jobs = self._jobs(self.config.warmup, self.config.seed + 999_983)
         self.progress(BenchProgress("warmup", concurrency, 0, 0, len(jobs)))
         starts = tuple(slot_starts_ns(min(concurrency, len(jobs)), 0))
-        part = Part(jobs, self.config.endpoint, starts, t0_ns=self._t0(driver), warmup=True)
+        part = Part(
+            jobs,
+            self.config.endpoint,
+            starts,
+            t0_ns=self._t0(driver),
+            warmup=True,
+            trace_tag=secrets.token_hex(8),
+        )
         warm = await driver.run(part, self.stop, lambda _r: None)
         self.result.interrupted = warm.stopped
         self.ramp_ns = closed_loop_ramp_ns(self.config.ramp_s, warm.records)
@@ -400,9 +431,12 @@ class _Bench:
     def _part(self, jobs: list[Job], concurrency: int, seed: int, t0: int) -> Part:
         config = self.config
         deadline = None if config.deadline_s is None else t0 + round(config.deadline_s * 1e9)
+        tag = secrets.token_hex(8)  # every request's x-request-id and traceparent
         if config.rate is None:
             starts = tuple(slot_starts_ns(concurrency, self.ramp_ns))
-            return Part(jobs, config.endpoint, starts, t0_ns=t0, deadline_ns=deadline)
+            return Part(
+                jobs, config.endpoint, starts, t0_ns=t0, deadline_ns=deadline, trace_tag=tag
+            )
         offsets = tuple(poisson_offsets_ns(len(jobs), config.rate, seed=seed))
         return Part(
             jobs,
@@ -411,6 +445,7 @@ class _Bench:
             cap=concurrency,
             t0_ns=t0,
             deadline_ns=deadline,
+            trace_tag=tag,
         )
 
     async def _measure(
@@ -453,6 +488,7 @@ async def run_bench(
     save: SaveFn | None = None,
     stop: asyncio.Event | None = None,
     metrics: MetricsPlan | None = None,
+    traces: TraceCollector | None = None,
 ) -> BenchResult:
     """Run every concurrency × repeat; after each run, record it in ``ledger`` (its ``run_id``
     set) and call ``save(run)``; stop early when ``stop`` is set.
@@ -460,14 +496,19 @@ async def run_bench(
     Callable programmatically: ``await run_bench(BenchConfig(url=..., concurrencies=(64, 96),
     requests=200))``. Cancellation (``stop``) ends the current run, which is returned, recorded
     and saved with ``interrupted=True``. With ``metrics``, every run is watched
-    (:class:`~servelab.ops.telemetry.MetricsWatch`) and keeps what the servers counted.
+    (:class:`~servelab.ops.telemetry.MetricsWatch`) and keeps what the servers counted. With
+    ``traces`` (not yet entered), its receiver listens for the whole sweep and every run's
+    requests are joined to their spans (``run.traces``).
     """
     report = progress or (lambda _p: None)
     bench = _Bench(config, report, ledger, save, stop, BenchResult(config), metrics=metrics)
-    for concurrency in config.concurrencies:
-        await bench.level(concurrency)
-        if bench.result.interrupted:
-            break
+    async with contextlib.AsyncExitStack() as stack:
+        if traces is not None:
+            bench.traces = await stack.enter_async_context(traces)
+        for concurrency in config.concurrencies:
+            await bench.level(concurrency)
+            if bench.result.interrupted:
+                break
     report(
         BenchProgress(
             "done", 0, 0, len(bench.result.runs), len(config.concurrencies) * config.repeat

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from time import perf_counter_ns
 
 from servelab.core.records import RequestRecord, decode_chunks
+from servelab.core.traces import request_identity
 from servelab.core.workload import LengthDist, generate_requests
 from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
 
@@ -97,8 +98,10 @@ class Load:
         endpoint: str,
         on_done: Callable[[RequestRecord], None],
         deadline_ns: int | None,
+        trace_tag: str = "",
     ) -> None:
         self.client = client
+        self.trace_tag = trace_tag
         self.endpoint = endpoint
         self.on_done = on_done
         self.deadline_ns = deadline_ns
@@ -117,6 +120,8 @@ class Load:
 
     async def _send(self, job: Job, scheduled_ns: int, warmup: bool) -> RequestRecord:
         record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
+        if self.trace_tag:
+            record.request_id, record.traceparent = request_identity(self.trace_tag, job.index)
         self.records.append(record)
         chunks: Chunks = []
         self._captured.append((record, chunks))
@@ -216,6 +221,9 @@ class Part:
     t0_ns: int | None = None
     deadline_ns: int | None = None
     warmup: bool = False
+    #: 16 hex digits: every request gets its ``x-request-id`` and ``traceparent`` from it
+    #: (:func:`~servelab.core.traces.request_identity`); empty: no identity headers.
+    trace_tag: str = ""
 
 
 @dataclass(slots=True)
@@ -238,7 +246,9 @@ async def run_part(
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> PartResult:
     """Drive ``part`` on ``client`` until done (or ``stop``), then decode what it received."""
-    load = Load(client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns)
+    load = Load(
+        client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns, part.trace_tag
+    )
     lag: list[float] = []
     ticker = asyncio.create_task(lag_ticker(lag))
     setups0 = len(client.setups_ns)

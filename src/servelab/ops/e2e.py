@@ -15,6 +15,7 @@ them and :mod:`servelab.report.verify` words them.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
@@ -37,6 +38,7 @@ from servelab.core.coldstart import (
 )
 from servelab.core.records import RequestRecord
 from servelab.core.rolling import served_requests
+from servelab.core.traces import request_identity
 from servelab.io.http import HttpClient, StreamClient, chat_body
 from servelab.ops.context import Operation
 
@@ -79,6 +81,7 @@ def _prompt(words: int, salt: str) -> str:
 
 async def _stream_once(base: str, model: str, prompt: str, opts: E2EOptions) -> RequestRecord:
     record = RequestRecord(index=0, scheduled_ns=perf_counter_ns())
+    record.request_id, record.traceparent = request_identity(secrets.token_hex(8), 0)
     body = chat_body(model, prompt, opts.max_tokens)
     deadline = perf_counter_ns() + int(opts.timeout_s * 1e9)
     async with StreamClient(base, concurrency=1, idle_timeout_s=opts.timeout_s) as client:

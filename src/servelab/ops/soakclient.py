@@ -9,6 +9,7 @@ streamed: the JSON body), every failure into the record.
 from __future__ import annotations
 
 import json
+import secrets
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from servelab.core.agentic import Answer, AnswerAssembler
 from servelab.core.records import REASON_IDLE, REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.sse import SSEDecoder
+from servelab.core.traces import request_identity
 from servelab.io.http import StreamClient, Transfer
 
 __all__ = [
@@ -140,6 +142,7 @@ async def exchange(
     """POST one chat request; every failure goes into the record, nothing raises except
     cancellation (and the caller's deadline, as TimeoutError)."""
     record = RequestRecord(index=index, scheduled_ns=perf_counter_ns())
+    record.request_id, record.traceparent = request_identity(secrets.token_hex(8), index)
     got = await client.transfer(CHAT, body, record)
     return _decoded(got) if stream else _plain(got)
 

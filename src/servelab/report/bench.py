@@ -17,7 +17,9 @@ from rich.table import Table
 
 from servelab.core.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
+from servelab.core.traces import TraceSummary
 from servelab.ops.bench import BenchResult, LevelSummary
+from servelab.report.plots import ttft_phase_plot
 
 __all__ = [
     "CLIENT_REASONS",
@@ -25,6 +27,10 @@ __all__ = [
     "export_files",
     "failure_lines",
     "level_json",
+    "phase_lines",
+    "phase_markdown",
+    "phase_plot",
+    "phase_table",
     "records_jsonl",
     "records_jsonl_chunks",
     "result_json",
@@ -155,6 +161,7 @@ def level_json(level: LevelSummary) -> dict[str, Any]:
             "workers": level.workers,
         },
         "connect_ms": _summary(level.connect_ms),
+        "ttft_phases": None if level.traces is None else level.traces.to_json(),
     }
     for name in _DIST:
         data[name] = _summary(getattr(level, name))
@@ -172,6 +179,69 @@ def result_json(result: BenchResult) -> dict[str, Any]:
     }
 
 
+def _traced(result: BenchResult) -> list[tuple[int, TraceSummary]]:
+    return [(lv.concurrency, lv.traces) for lv in result.levels if lv.traces is not None]
+
+
+def _phase_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
+    """Head and rows of the phase table: one row per phase, p50 / p90 / p99 per concurrency."""
+    traced = _traced(result)
+    head = ["TTFT phase ms (p50 / p90 / p99)", *(f"C{c}" for c, _ in traced)]
+    names = list(traced[0][1].phases) if traced else []
+    rows = []
+    for name in names:
+        cells = []
+        for _c, t in traced:
+            q = t.phases.get(name)
+            cells.append("–" if q is None else f"{_f(q.p50, 2)} / {_f(q.p90, 2)} / {_f(q.p99, 2)}")
+        rows.append([name, *cells])
+    rows.append(["traced / untraced", *(f"{t.n_traced} / {t.n_untraced}" for _c, t in traced)])
+    return head, rows
+
+
+def phase_table(result: BenchResult) -> Table | None:
+    """Where the TTFT went, per phase and concurrency; None when no run was traced."""
+    if not _traced(result):
+        return None
+    head, rows = _phase_rows(result)
+    table = Table(title="where the time to first token went (traced requests)")
+    table.add_column(head[0])
+    for name in head[1:]:
+        table.add_column(name, justify="right")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def phase_markdown(result: BenchResult) -> str:
+    """The phase table in markdown (empty when no run was traced)."""
+    if not _traced(result):
+        return ""
+    head, rows = _phase_rows(result)
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)]) + "\n"
+
+
+def phase_lines(result: BenchResult) -> list[str]:
+    """One line per traced concurrency whose requests were not all traced."""
+    return [
+        f"C{c}: {t.n_untraced} of {t.n_requests} successful request(s) untraced "
+        "(no server span arrived in time): left out of the phases, not counted as zero"
+        for c, t in _traced(result)
+        if t.n_untraced
+    ]
+
+
+def phase_plot(result: BenchResult) -> bytes | None:
+    """One stacked bar per traced concurrency (each phase's median); None when none was."""
+    traced = _traced(result)
+    if not traced:
+        return None
+    bars = [(f"C{c}", {n: q.p50 for n, q in t.phases.items()}) for c, t in traced]
+    label = result.config.label or result.config.url
+    return ttft_phase_plot(bars, title=f"bench {label}: where the TTFT went")
+
+
 def summary_markdown(result: BenchResult) -> str:
     """A markdown table, one column per concurrency."""
     if not result.levels:
@@ -180,7 +250,8 @@ def summary_markdown(result: BenchResult) -> str:
     sep = "|---|" + "---:|" * len(result.levels)
     rows = [dict(_rows(level)) for level in result.levels]
     body = [f"| {name} | " + " | ".join(r[name] for r in rows) + " |" for name in rows[0]]
-    return "\n".join([head, sep, *body]) + "\n"
+    phases = phase_markdown(result)
+    return "\n".join([head, sep, *body]) + "\n" + (f"\n{phases}" if phases else "")
 
 
 def summary_csv(result: BenchResult) -> str:
@@ -211,12 +282,17 @@ def records_jsonl(result: BenchResult) -> str:
 
 def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     """The ``bench --export`` files: ``summary.md``, ``summary.csv``, ``records.jsonl``,
-    ``result.json`` (name -> bytes, or chunks streamed as written: ``records.jsonl``; the CLI's
-    one writer saves them, every write checked)."""
+    ``result.json``, and ``ttft_phases.png`` when runs were traced (name -> bytes, or chunks
+    streamed as written: ``records.jsonl``; the CLI's one writer saves them, every write
+    checked)."""
     doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
-    return {
+    files: dict[str, bytes | Iterable[bytes]] = {
         "summary.md": summary_markdown(result).encode(),
         "summary.csv": summary_csv(result).encode(),
         "records.jsonl": records_jsonl_chunks(result),
         "result.json": doc.encode(),
     }
+    plot = phase_plot(result)
+    if plot is not None:
+        files["ttft_phases.png"] = plot
+    return files

@@ -34,7 +34,7 @@ from servelab.ops.case import CaseView
 from servelab.report.case import describe_experiment, describe_override, event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
-from servelab.report.plots import ab_plot, arm_curve
+from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
 from servelab.report.text import show_value
 
 __all__ = [
@@ -410,8 +410,8 @@ def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
                 f"cases/case-{v.case.id}.html", [describe_restore_item(i) for i in v.plan])
         for v in views
     ]  # fmt: skip
-    plot_bytes = {path: files[path] for path in plots.values()}
     sections = _run_pages(export, files, plots)
+    plot_bytes = {path: data for path, data in files.items() if path.startswith("plots/")}
     _html_twins(files, plot_bytes)
     files[INDEX] = render_index(
         knob_rows, case_rows, plot_bytes, _html_name(PERF_PLAN), sections=sections
@@ -430,7 +430,11 @@ def _run_pages(
     runs, soaks, abs_ = [], [], []
     for run in export.bench_runs:
         path = f"runs/run-{run.id}.md"
-        files[path] = run_markdown(run).encode()
+        png = run_phase_plot(run)
+        if png is not None:
+            files[f"plots/run-{run.id}-ttft.png"] = png
+        img = None if png is None else f"../plots/run-{run.id}-ttft.png"
+        files[path] = run_markdown(run, img).encode()
         conc = (run.summary.get("level") or {}).get("concurrency", "?")
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)

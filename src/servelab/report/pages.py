@@ -18,7 +18,15 @@ from typing import Any
 
 from servelab.core.evidence import BenchRunRecord, SoakRunRecord
 
-__all__ = ["CSS", "PageLink", "html_page", "markdown_html", "run_markdown", "soak_markdown"]
+__all__ = [
+    "CSS",
+    "PageLink",
+    "html_page",
+    "markdown_html",
+    "run_markdown",
+    "run_phases",
+    "soak_markdown",
+]
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; padding: 0 1.5rem;
@@ -175,8 +183,26 @@ def _telemetry_lines(telemetry: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def _phase_lines(phases: Mapping[str, Any]) -> list[str]:
-    out = ["## Where the time to first token went (traced requests)", ""]
+def run_phases(run: BenchRunRecord) -> dict[str, dict[str, float]] | None:
+    """The run's per-phase TTFT percentiles (ms) as recorded, or None (tracing was off)."""
+    traces = run.summary.get("traces")
+    summary = traces.get("summary") if isinstance(traces, Mapping) else None
+    phases = summary.get("phases_ms") if isinstance(summary, Mapping) else None
+    return dict(phases) if isinstance(phases, Mapping) else None
+
+
+def _phase_lines(traces: Mapping[str, Any], plot: str | None) -> list[str]:
+    summary = traces.get("summary") or {}
+    phases = summary.get("phases_ms") or {}
+    out = ["## Where the time to first token went", ""]
+    n, untraced = summary.get("n_requests", 0), summary.get("n_untraced", 0)
+    gap = _num(summary.get("max_abs_gap_ms"), 3)
+    out += [f"{summary.get('n_traced', 0)} of {n} successful request(s) traced "
+            f"({untraced} untraced: no server span, not counted as zero); "
+            f"{summary.get('n_routed', 0)} with the router's own span; the phases add up to "
+            f"each traced request's TTFT within {gap} ms.", ""]  # fmt: skip
+    if plot is not None:
+        out += [f"![TTFT phases]({plot})", ""]
     out += ["| phase | p50 ms | p90 ms | p99 ms |", "|---|---:|---:|---:|"]
     for phase, qs in phases.items():
         if isinstance(qs, Mapping):
@@ -185,8 +211,9 @@ def _phase_lines(phases: Mapping[str, Any]) -> list[str]:
     return [*out, ""]
 
 
-def run_markdown(run: BenchRunRecord) -> str:
-    """The page of one bench run: its configuration, its level summary, and the server side."""
+def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
+    """The page of one bench run: its configuration, its level summary, and the server side
+    (metric deltas; the TTFT decomposition, with ``phase_plot`` inline when given)."""
     level = run.summary.get("level") or {}
     conc = level.get("concurrency", run.config.get("concurrency", "?"))
     out = [f"# Bench run {run.id}: C{conc}" + (f" ({run.label})" if run.label else ""), ""]
@@ -199,8 +226,8 @@ def run_markdown(run: BenchRunRecord) -> str:
         out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in sorted(failures.items())] + [""]
     if isinstance(run.summary.get("telemetry"), Mapping):
         out += _telemetry_lines(run.summary["telemetry"])
-    if isinstance(run.summary.get("ttft_phases"), Mapping):
-        out += _phase_lines(run.summary["ttft_phases"])
+    if isinstance(run.summary.get("traces"), Mapping):
+        out += _phase_lines(run.summary["traces"], phase_plot)
     return "\n".join(out) + "\n"
 
 

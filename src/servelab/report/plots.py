@@ -1,4 +1,5 @@
-"""PNG plots of recorded A/B experiments (bytes; the caller saves them).
+"""PNG plots of recorded A/B experiments and of where bench runs' TTFT went (bytes; the caller
+saves them).
 
 matplotlib with the Agg canvas set explicitly on each figure (no pyplot, no GUI, no global backend
 switch at import). Output is deterministic for the same input: no timestamps in the PNG metadata.
@@ -8,12 +9,15 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Mapping, Sequence
 
-from servelab.core.evidence import AbRunRecord
+from servelab.core.evidence import AbRunRecord, BenchRunRecord
 from servelab.core.results import AbArm
 from servelab.core.stats import mean, sample_std
+from servelab.core.traces import PHASES
+from servelab.report.pages import run_phases
 
-__all__ = ["ab_plot", "arm_curve"]
+__all__ = ["ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot"]
 
 _PNG_METADATA = {"Software": None}
 
@@ -59,3 +63,43 @@ def ab_plot(ab_run: AbRunRecord, *, title: str | None = None) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata=_PNG_METADATA)
     return buf.getvalue()
+
+
+def ttft_phase_plot(
+    bars: Sequence[tuple[str, Mapping[str, float]]],
+    *,
+    title: str,
+    phases: Sequence[str] = PHASES,
+) -> bytes:
+    """One stacked bar per ``(label, {phase: ms})`` (a concurrency level or a run), segments in
+    ``phases`` order (their medians: the stack is the median of each phase, not a TTFT); PNG."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(6.4, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot()
+    labels = [label for label, _ in bars]
+    bottoms = [0.0] * len(bars)
+    for phase in phases:
+        heights = [max(float(values.get(phase, 0.0)), 0.0) for _, values in bars]
+        ax.bar(labels, heights, bottom=bottoms, label=phase)
+        bottoms = [b + h for b, h in zip(bottoms, heights, strict=True)]
+    ax.set_ylabel("ms (median of each phase)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata=_PNG_METADATA)
+    return buf.getvalue()
+
+
+def run_phase_plot(run: BenchRunRecord) -> bytes | None:
+    """The stacked bar of one recorded run's phase medians; None when it was not traced."""
+    phases = run_phases(run)
+    if not phases:
+        return None
+    p50 = {name: float(q.get("p50") or 0.0) for name, q in phases.items()}
+    conc = (run.summary.get("level") or {}).get("concurrency", "?")
+    return ttft_phase_plot([(f"C{conc}", p50)], title=f"Bench run #{run.id}: where the TTFT went")

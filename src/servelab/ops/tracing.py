@@ -1,0 +1,93 @@
+"""Per-request traces around bench runs: the OTLP receiver on the spec's ``[tracing]`` endpoint.
+
+``async with TraceCollector(spec.tracing) as traces:`` listens where the router and the engines
+export their spans (``up`` started them with their tracing switches, :mod:`servelab.core.topology`)
+for the whole sweep. Around each run, :meth:`TraceCollector.anchor` reads both clocks before it
+and :meth:`TraceCollector.collect` after it waits (bounded, condition-based) until every successful
+request's worker phases have arrived — exporters batch, so spans come seconds late — then a short
+grace for the router's own spans, and joins the records to their spans
+(:func:`servelab.core.traces.join_records`). A request whose spans did not come is *untraced*.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from types import TracebackType
+
+from servelab.core.records import RequestRecord
+from servelab.core.spec import DeploymentSpec, TracingSpec
+from servelab.core.traces import (
+    ClockAnchor,
+    RunTraces,
+    Span,
+    join_records,
+    spans_by_request,
+    traced,
+)
+from servelab.io.otlp import OtlpReceiver
+
+__all__ = ["ROUTER_GRACE_S", "TraceCollector", "trace_collector"]
+
+#: After every worker phase is in, how long to wait on for the router's ``http_request`` spans
+#: (sglang-router 0.3.2 batches them; it leaves some out altogether, so this never waits long;
+#: vllm-router 0.1.17 exports none: ``router_spans=False`` skips it).
+ROUTER_GRACE_S = 3.0
+
+
+class TraceCollector:
+    """The receiver for one sweep, and the per-run join."""
+
+    def __init__(
+        self, spec: TracingSpec, *, router_spans: bool = True, wait_s: float | None = None
+    ) -> None:
+        self._rx = OtlpReceiver(spec.host, spec.port)
+        self._wait_s = spec.wait_s if wait_s is None else wait_s
+        self._router_grace_s = ROUTER_GRACE_S if router_spans else 0.0
+
+    @property
+    def endpoint(self) -> str:
+        return self._rx.endpoint
+
+    async def __aenter__(self) -> TraceCollector:
+        await self._rx.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self._rx.__aexit__(exc_type, exc, tb)
+
+    @staticmethod
+    def anchor() -> ClockAnchor:
+        """One reading of the client's two clocks (take it just before a run)."""
+        return ClockAnchor(time.perf_counter_ns(), time.time_ns())
+
+    async def collect(self, records: Sequence[RequestRecord], anchor: ClockAnchor) -> RunTraces:
+        """Wait for the run's spans (at most the spec's ``wait_s``), then join them."""
+        wanted = [r.request_id for r in records if r.ok and r.request_id]
+        started = time.monotonic()
+
+        def all_traced(spans: list[Span]) -> bool:
+            got = spans_by_request(spans)
+            return all(traced(got.get(rid, [])) for rid in wanted)
+
+        def all_routed(spans: list[Span]) -> bool:
+            got = spans_by_request(spans)
+            return all(any(s.name == "http_request" for s in got.get(r, [])) for r in wanted)
+
+        complete = await self._rx.wait_for(all_traced, self._wait_s)
+        if complete:
+            left = self._wait_s - (time.monotonic() - started)
+            await self._rx.wait_for(all_routed, max(min(self._router_grace_s, left), 0.0))
+        return join_records(records, anchor, self._rx.take(), complete)
+
+
+def trace_collector(spec: DeploymentSpec) -> TraceCollector | None:
+    """The collector of a spec with ``[tracing]`` (None without), for ``run_bench(traces=...)``."""
+    if spec.tracing is None:
+        return None
+    return TraceCollector(spec.tracing, router_spans=spec.engine != "vllm")
