@@ -66,6 +66,7 @@ def _config(repeat: int, concurrencies: tuple[int, ...], requests: int) -> AbCon
     return AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=repeat)
 
 
+@pytest.mark.solo
 @pytest.mark.timeout(600)
 async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path: Path) -> None:
     messages: list[str] = []

@@ -6,6 +6,8 @@ import asyncio
 import contextlib
 import time
 
+import pytest
+
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s
 from servelab.sim.scheduler import DecodeScheduler, Sequence
@@ -39,6 +41,7 @@ def _expected(knob: int, scale: float, batch: int, steps: int) -> float:
     )
 
 
+@pytest.mark.solo
 async def test_batch_takes_the_modelled_time_and_emits_every_token() -> None:
     elapsed, n_outs = await _run_batch(256, 0.05, 64, 40)
     assert n_outs == [41] * 64  # the prefill token plus one per step
@@ -46,6 +49,7 @@ async def test_batch_takes_the_modelled_time_and_emits_every_token() -> None:
     assert expected * 0.95 <= elapsed <= expected * 1.6
 
 
+@pytest.mark.solo
 async def test_knob_512_is_faster_at_c64_by_the_model_ratio() -> None:
     slow, _ = await _run_batch(256, 0.05, 64, 40)
     fast, _ = await _run_batch(512, 0.05, 64, 40)
