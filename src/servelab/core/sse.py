@@ -38,19 +38,32 @@ class SSEDecoder:
         self._event = ""
         self._id: str | None = None
 
-    def feed(self, data: bytes, t_ns: int) -> list[Event]:
-        """Decode one read; return the events it completed, all stamped ``t_ns``."""
+    def single(self, data: bytes) -> bytes | None:
+        """The common read: when the decoder holds nothing and ``data`` is exactly one whole
+        single-line ``data: ...`` event, that event's data (undecoded bytes), else None.
+
+        ``feed(data, t)`` would return exactly one event whose ``data`` is these bytes decoded
+        (UTF-8, errors replaced), of type ``"message"``, with the last id; a caller that only
+        needs the data may take it here and skip the :class:`Event`.
+        """
         if (
-            not self._buf
+            data[:6] == b"data: "
+            and data[-2:] == b"\n\n"
+            and not self._buf
             and not self._data
             and not self._event
             and not self._skip_lf
-            and data.startswith(b"data: ")
-            and data.endswith(b"\n\n")
             and data.count(b"\n") == 2
             and b"\r" not in data
-        ):  # the common case: one read, one whole single-line event
-            return [Event(data[6:-2].decode("utf-8", "replace"), t_ns, "message", self._id)]
+        ):
+            return data[6:-2]
+        return None
+
+    def feed(self, data: bytes, t_ns: int) -> list[Event]:
+        """Decode one read; return the events it completed, all stamped ``t_ns``."""
+        payload = self.single(data)
+        if payload is not None:  # the common case: one read, one whole single-line event
+            return [Event(payload.decode("utf-8", "replace"), t_ns, "message", self._id)]
         if self._skip_lf and data[:1] == b"\n":
             data = data[1:]
         self._skip_lf = False
