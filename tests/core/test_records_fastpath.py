@@ -99,9 +99,9 @@ ODD = [
     b'{"choices":[{"delta":{"content":5}},"x",null]}',
     b'{"choices":[{"delta":{"content":"a"}}],"choices":[]}',  # duplicate key: the last wins
     b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":1e400}}',
-    b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":123456789012345678901234567890}}',  # noqa: E501
+    b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":123456789012345678901234567890}}',
     b'{"choices":[{"delta":{"content":"a"}}],"usage":{"completion_tokens":true}}',
-    b'{"choices":[],"usage":{"completion_tokens":18446744073709551615,"prompt_tokens":-9223372036854775809}}',  # noqa: E501
+    b'{"choices":[],"usage":{"completion_tokens":18446744073709551615,"prompt_tokens":-9223372036854775809}}',
     b'{"choices":[],"usage":{"completion_tokens":18446744073709551616,"prompt_tokens":2}}',
     b'{"choices":[],"usage":{"completion_tokens":4,"prompt_tokens":1.5}}',
     b'{"choices":[{"delta":{"content":NaN}}]}',  # the standard library accepts NaN
@@ -152,8 +152,8 @@ def test_all_payloads_in_one_stream_mixed_reads() -> None:
     events = _body(ODD)
     reads = [(i, e) for i, e in enumerate(events)]
     _same(reads)
-    _same([(1, b"".join(events[:3]))] + reads[3:])  # a read of three events, then singles
-    _same(reads[:2] + [(5, b": comment\n")] + reads[2:])  # a comment line between events
+    _same([(1, b"".join(events[:3])), *reads[3:]])  # a read of three events, then singles
+    _same([*reads[:2], (5, b": comment\n"), *reads[2:]])  # a comment line between events
 
 
 def test_single_read_forms_that_are_not_one_whole_event() -> None:
@@ -166,7 +166,7 @@ def test_single_read_forms_that_are_not_one_whole_event() -> None:
 
 def test_truncated_and_broken_streams() -> None:
     _same([(i, e) for i, e in enumerate(_body([_TOKEN, _TOKEN], done=False))])
-    _same([(1, b"data: " + _TOKEN + b"\n\n"), (2, b"data: {\"cho")])
+    _same([(1, b"data: " + _TOKEN + b"\n\n"), (2, b'data: {"cho')])
     broken = _body([_TOKEN, b"{bad", _TOKEN, b'{"error":1}'])
     _same([(i, e) for i, e in enumerate(broken)])
 
