@@ -171,8 +171,21 @@ def test_truncated_and_broken_streams() -> None:
     _same([(i, e) for i, e in enumerate(broken)])
 
 
-def test_single_returns_the_data_only_when_the_decoder_is_idle() -> None:
+def test_whole_returns_the_data_only_when_the_decoder_is_idle() -> None:
     decoder = SSEDecoder()
-    assert decoder.single(b"data: x\n\n") == b"x"
+    assert decoder.whole(b"data: x\n\n") == [b"x"]
+    assert decoder.whole(b"data: x\n\ndata: \n\ndata: [DONE]\n\n") == [b"x", b"", b"[DONE]"]
+    assert decoder.whole(b"data: x\n\n\n\n") is None  # a blank line more
+    assert decoder.whole(b"data: x\n\ndata: y\ndata: z\n\n") is None  # a two-line event
+    assert decoder.whole(b"data: x\n\nid: 1\n\n") is None
     assert decoder.feed(b"data: par", 1) == []
-    assert decoder.single(b"data: x\n\n") is None  # an unfinished line is held
+    assert decoder.whole(b"data: x\n\n") is None  # an unfinished line is held
+
+
+def test_runs_of_whole_events_in_one_read() -> None:
+    events = _body(ODD)
+    for size in (2, 3, 5):
+        reads = [(i, b"".join(events[i : i + size])) for i in range(0, len(events), size)]
+        _same(reads)
+    _same([(1, b"".join(events))])
+    _same([(1, b"".join(events[:4]) + b"data: x\n"), (2, b"\n" + b"".join(events[4:]))])

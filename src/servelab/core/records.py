@@ -285,7 +285,7 @@ class StreamAccumulator:
             self._on_parsed(_parse(data), data, event.t_ns)
 
     def on_data(self, data: bytes, t_ns: int) -> None:
-        """Interpret one event given as its undecoded data bytes (:meth:`SSEDecoder.single`):
+        """Interpret one event given as its undecoded data bytes (:meth:`SSEDecoder.whole`):
         exactly what :meth:`on_event` does with ``data`` decoded (UTF-8, errors replaced)."""
         if data == b"[DONE]":
             self._done = True
@@ -363,11 +363,12 @@ def decode_chunks(
     """
     decoder = SSEDecoder()
     acc = StreamAccumulator(record)
-    single, on_data, on_events, feed = decoder.single, acc.on_data, acc.on_events, decoder.feed
+    whole, on_data, on_events, feed = decoder.whole, acc.on_data, acc.on_events, decoder.feed
     for t_ns, data in chunks:
-        payload = single(data)
-        if payload is not None:  # the common read: one whole event, no Event object made
-            on_data(payload, t_ns)
+        payloads = whole(data)
+        if payloads is not None:  # the common read: whole events, no Event object made
+            for payload in payloads:
+                on_data(payload, t_ns)
         else:
             on_events(feed(data, t_ns))
     return acc.finish(end_ns, decoder.flush(end_ns))
