@@ -69,7 +69,8 @@ class SSEDecoder:
         """Decode one read; return the events it completed, all stamped ``t_ns``."""
         payloads = self.whole(data)
         if payloads is not None:  # the common case: whole single-line events
-            return [Event(p.decode("utf-8", "replace"), t_ns, "message", self._id) for p in payloads]
+            ident = self._id
+            return [Event(p.decode("utf-8", "replace"), t_ns, "message", ident) for p in payloads]
         if self._skip_lf and data[:1] == b"\n":
             data = data[1:]
         self._skip_lf = False
