@@ -256,6 +256,7 @@ def run_servelab(url: str, conc: int, n: int, workers: int = 1) -> dict:
         "tput": level["output_throughput"]["mean"],
         "gap_p99": level["gap_ms"]["p99"],
         "ttft_p99": level["ttft_ms"]["p99"],
+        "dispatch_p99": level["dispatch_ms"]["p99"],
         "connect": level["connect_ms"],
         "self_cpu": level["client"]["cpu_ms_per_token"],
         "sampler": sampler,
@@ -474,16 +475,19 @@ def _connect(res: dict) -> str:
 def table(rows: list[tuple]) -> str:
     head = (
         "| client | C | N | gap ms | % of served tok/s | CPU ms/token (tree; self) | TTFT p99 ms "
-        "(truth) | gap p99 ms (truth) | server late p99 ms | connect phase ms | failed | procs "
-        "| load avg |"
+        "(truth) | dispatch p99 ms | gap p99 ms (truth) | server late p99 ms | connect phase ms "
+        "| failed | procs | load avg |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for client, conc, n, gap, res, truth_, cpu, load in rows:
         pct = res["tput"] / truth_["served_tok_s"] * 100
         own = f"; {res['self_cpu']:.3f}" if res["self_cpu"] is not None else ""
+        dispatch = res.get("dispatch_p99")
+        dispatch_text = "—" if dispatch is None else f"{dispatch:.1f}"
         lines.append(
             f"| {client} | {conc} | {n} | {gap:g} | {pct:.1f}% | {cpu:.3f}{own} | "
-            f"{res['ttft_p99']:.1f} ({truth_['ttft_ms']['p99']:.1f}) | {res['gap_p99']:.1f} "
+            f"{res['ttft_p99']:.1f} ({truth_['ttft_ms']['p99']:.1f}) | {dispatch_text} | "
+            f"{res['gap_p99']:.1f} "
             f"({truth_['gap_ms']['p99']:.1f}) | {truth_['late_ms']['p99']:.1f} | {_connect(res)} "
             f"| {res['failed']} | {res['sampler'].max_procs} | {load:.1f} |"
         )
