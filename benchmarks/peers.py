@@ -378,6 +378,13 @@ def run_guidellm(url: str, conc: int, n: int) -> dict:
 
 
 def run_sglang(url: str, conc: int, n: int) -> dict:
+    if not (VENVS / "sglang" / ".installed").exists() and not os.environ.get(
+        "PEERS_INSTALL_SGLANG"
+    ):
+        raise RuntimeError(
+            "not installed here: `pip install sglang transformers` takes 11 GB (torch and CUDA "
+            "wheels); set PEERS_INSTALL_SGLANG=1 to let this script install it"
+        )
     bin_dir = ensure_venv("sglang", ["sglang", "transformers"])
     out_file = VENVS / "artifacts" / f"sglang-c{conc}.jsonl"
     out_file.parent.mkdir(parents=True, exist_ok=True)
