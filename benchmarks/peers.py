@@ -439,7 +439,7 @@ def main() -> None:
     parser.add_argument("--client-cpus", default="1", help="CPUs the client may use, e.g. 1")
     args = parser.parse_args()
     CLIENT_CPUS.update(int(c) for c in args.client_cpus.split(","))
-    table_rows, known = [], runners()
+    table_rows, known, failed = [], runners(), {}
     for conc in (int(c) for c in args.conc.split(",")):
         gap = args.gap_ms if conc < 1024 else args.gap_ms_1024
         port = free_port()
@@ -458,6 +458,7 @@ def main() -> None:
                     res = known[client](url, conc, n)
                 except (RuntimeError, OSError, KeyError, ValueError) as exc:
                     _log(f"{client} C{conc} failed: {exc}")
+                    failed.setdefault(client, str(exc)[:300])
                     continue
                 served = _get(url + f"/truth?last={n}")
                 cpu = res["sampler"].between(served["first_arrival_ns"], served["last_write_ns"])
@@ -468,7 +469,7 @@ def main() -> None:
             server.terminate()
             server.wait(10)
     print(table(table_rows))
-    for name, why in NOT_RUN.items():
+    for name, why in {**NOT_RUN, **failed}.items():
         print(f"- {name}: not run: {why}")
 
 
