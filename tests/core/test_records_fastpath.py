@@ -89,9 +89,40 @@ def _oracle(reads: list[tuple[int, bytes]], end_ns: int) -> RequestRecord:
 
 _TOKEN = b'{"id":"t","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":" w"},"finish_reason":null}]}'  # noqa: E501
 _SGLANG = b'{"id":"a1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":null,"content":"x","reasoning_content":null,"tool_calls":null},"logprobs":null,"finish_reason":null,"matched_stop":null}],"usage":null}'  # noqa: E501
+_VLLM = b'{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1700000000,"model":"m","choices":[{"index":0,"delta":{"content":"y"},"logprobs":null,"finish_reason":null}]}'  # noqa: E501
+
+
+def _tok(content: bytes, head: bytes = b'{"id":"t","object":"chat.completion.chunk",') -> bytes:
+    """The truth server's token chunk with another content (JSON text) or another head."""
+    return (
+        head
+        + b'"model":"m","choices":[{"index":0,"delta":{"content":"%s"},"finish_reason":null}]}'
+        % content
+    )
+
+
 ODD = [
     _TOKEN,
     _SGLANG,
+    _VLLM,
+    _tok(b""),
+    _tok(b'a\\n\\"\\u00e9\\/'),  # escapes
+    _tok(b"\\q"),  # not a JSON escape
+    _tok(b"\\u12"),  # a short \u escape
+    _tok(b"a\tb"),  # a raw control character
+    _tok(b"\xff\xfe ok"),  # not UTF-8
+    _tok(b"\\ud83d\\ude00"),  # a surrogate pair
+    _tok(b"x", b'{"id":"t\\"","object":"chat.completion.chunk",'),  # an escape in the id
+    _tok(b"x", b'{"id":"t","object":"chat.completion.chunk","created":01,'),  # a leading zero
+    _tok(b"x", b'{"id":"t","object":"error",'),
+    _tok(b"x", b'{"error":1,"id":"t","object":"chat.completion.chunk",'),
+    _SGLANG.replace(b'"role":null', b'"role":"assistant"'),
+    _SGLANG.replace(b'"content":"x"', b'"content":""'),
+    _SGLANG.replace(b'"reasoning_content":null', b'"reasoning_content":"r"'),
+    _SGLANG.replace(b'"usage":null', b'"usage":{"completion_tokens":7}'),
+    _SGLANG.replace(b'"index":0', b'"index":-0'),
+    _VLLM.replace(b'"finish_reason":null', b'"finish_reason":"length"'),
+    _VLLM + b" ",
     b'{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}',
     b'{"choices":[{"index":0,"text":" t"}],"object":"text_completion"}',
     b'{"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3}}',

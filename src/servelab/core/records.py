@@ -8,6 +8,7 @@ All times are ``perf_counter_ns()`` values of one process; metrics subtract them
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -289,7 +290,12 @@ class StreamAccumulator:
         exactly what :meth:`on_event` does with ``data`` decoded (UTF-8, errors replaced)."""
         if data == b"[DONE]":
             self._done = True
-        elif not self._broken:
+        elif self._broken:
+            return
+        elif (token := _ONE_TOKEN.fullmatch(data)) is not None:  # one delta, nothing else
+            self.record.event_ns.append(t_ns)
+            self.record.event_tokens.append(1 if token.end(1) > token.start(1) else 0)
+        else:
             try:
                 chunk = orjson.loads(data)
             except orjson.JSONDecodeError:  # not strict JSON, or not UTF-8: the standard way
@@ -375,6 +381,27 @@ def decode_chunks(
 
 
 _NOT_STRICT = object()
+_NUMBER = rb"(?:0|[1-9][0-9]*)"
+_NAME = rb'"[^"\\\x00-\x1f]*"'  # a JSON string without escapes
+#: The engines' common one-token chat chunk (SGLang's, vLLM's, the truth server's): one choice,
+#: a ``content`` string, the other fields null or absent, no ``usage``; group 1 is the content's
+#: JSON text (escapes checked, bytes not UTF-8 allowed: replacing them leaves it non-empty). What
+#: it matches, ``json`` reads as a dict whose one choice carries that content and nothing that
+#: counts besides, so the event is recorded without parsing (1 token, 0 for an empty content).
+_ONE_TOKEN = re.compile(
+    rb'\{"id":'
+    + _NAME
+    + rb',"object":"chat\.completion\.chunk",(?:"created":'
+    + _NUMBER
+    + rb',)?"model":'
+    + _NAME
+    + rb',"choices":\[\{"index":'
+    + _NUMBER
+    + rb',"delta":\{(?:"role":(?:null|"assistant"),)?"content":"((?:[^"\\\x00-\x1f]|'
+    rb'\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)"(?:,"reasoning_content":null)?(?:,"tool_calls":null)?'
+    rb'\},(?:"logprobs":null,)?"finish_reason":null(?:,"matched_stop":null)?\}\]'
+    rb'(?:,"usage":null)?\}'
+)
 
 
 def _inexact(chunk: dict[str, Any]) -> bool:
