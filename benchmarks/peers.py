@@ -256,6 +256,7 @@ def run_servelab(url: str, conc: int, n: int, workers: int = 1) -> dict:
         "tput": level["output_throughput"]["mean"],
         "gap_p99": level["gap_ms"]["p99"],
         "ttft_p99": level["ttft_ms"]["p99"],
+        "dispatch_p99": level["dispatch_ms"]["p99"],
         "connect": level["connect_ms"],
         "self_cpu": level["client"]["cpu_ms_per_token"],
         "sampler": sampler,
@@ -377,6 +378,13 @@ def run_guidellm(url: str, conc: int, n: int) -> dict:
 
 
 def run_sglang(url: str, conc: int, n: int) -> dict:
+    if not (VENVS / "sglang" / ".installed").exists() and not os.environ.get(
+        "PEERS_INSTALL_SGLANG"
+    ):
+        raise RuntimeError(
+            "not installed here: `pip install sglang transformers` takes 11 GB (torch and CUDA "
+            "wheels); set PEERS_INSTALL_SGLANG=1 to let this script install it"
+        )
     bin_dir = ensure_venv("sglang", ["sglang", "transformers"])
     out_file = VENVS / "artifacts" / f"sglang-c{conc}.jsonl"
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -431,7 +439,7 @@ def main() -> None:
     parser.add_argument("--client-cpus", default="1", help="CPUs the client may use, e.g. 1")
     args = parser.parse_args()
     CLIENT_CPUS.update(int(c) for c in args.client_cpus.split(","))
-    table_rows, known = [], runners()
+    table_rows, known, failed = [], runners(), {}
     for conc in (int(c) for c in args.conc.split(",")):
         gap = args.gap_ms if conc < 1024 else args.gap_ms_1024
         port = free_port()
@@ -450,6 +458,7 @@ def main() -> None:
                     res = known[client](url, conc, n)
                 except (RuntimeError, OSError, KeyError, ValueError) as exc:
                     _log(f"{client} C{conc} failed: {exc}")
+                    failed.setdefault(client, str(exc)[:300])
                     continue
                 served = _get(url + f"/truth?last={n}")
                 cpu = res["sampler"].between(served["first_arrival_ns"], served["last_write_ns"])
@@ -460,7 +469,7 @@ def main() -> None:
             server.terminate()
             server.wait(10)
     print(table(table_rows))
-    for name, why in NOT_RUN.items():
+    for name, why in {**NOT_RUN, **failed}.items():
         print(f"- {name}: not run: {why}")
 
 
@@ -474,16 +483,19 @@ def _connect(res: dict) -> str:
 def table(rows: list[tuple]) -> str:
     head = (
         "| client | C | N | gap ms | % of served tok/s | CPU ms/token (tree; self) | TTFT p99 ms "
-        "(truth) | gap p99 ms (truth) | server late p99 ms | connect phase ms | failed | procs "
-        "| load avg |"
+        "(truth) | dispatch p99 ms | gap p99 ms (truth) | server late p99 ms | connect phase ms "
+        "| failed | procs | load avg |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for client, conc, n, gap, res, truth_, cpu, load in rows:
         pct = res["tput"] / truth_["served_tok_s"] * 100
         own = f"; {res['self_cpu']:.3f}" if res["self_cpu"] is not None else ""
+        dispatch = res.get("dispatch_p99")
+        dispatch_text = "—" if dispatch is None else f"{dispatch:.1f}"
         lines.append(
             f"| {client} | {conc} | {n} | {gap:g} | {pct:.1f}% | {cpu:.3f}{own} | "
-            f"{res['ttft_p99']:.1f} ({truth_['ttft_ms']['p99']:.1f}) | {res['gap_p99']:.1f} "
+            f"{res['ttft_p99']:.1f} ({truth_['ttft_ms']['p99']:.1f}) | {dispatch_text} | "
+            f"{res['gap_p99']:.1f} "
             f"({truth_['gap_ms']['p99']:.1f}) | {truth_['late_ms']['p99']:.1f} | {_connect(res)} "
             f"| {res['failed']} | {res['sampler'].max_procs} | {load:.1f} |"
         )

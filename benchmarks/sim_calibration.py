@@ -6,6 +6,12 @@ events as they arrive), restarts the workers between arms (the knob is read at s
 and prints measured output tok/s, the 512/256 ratios and the pure model's prediction.
 
     .venv/bin/python benchmarks/sim_calibration.py --time-scale 0.5 --measure-s 8
+    .venv/bin/python benchmarks/sim_calibration.py --jitter --time-scale 0.25 --concurrency 256
+
+``--jitter``: instead of the A/B, serve each concurrency through the router (knob at its default)
+and report the decode step jitter inside the window: how late each decode step woke against its
+absolute schedule (p50, p99, max; wall ms), from the decode worker's own histogram in
+``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end.
 
 Throughput of a run = token events received inside the window [warm-up, warm-up + measure]
 divided by the window, in MODELLED seconds (wall x 1 / time scale), so it is comparable with
@@ -17,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import random
 import sys
 import time
@@ -30,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.support.stack import SimStack, start_stack
 
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
+from servelab.sim.scheduler import LAG_BUCKET_S
 
 __all__ = ["main"]
 
@@ -117,6 +125,85 @@ async def closed_loop(
     return win
 
 
+def _cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def _sched(
+    session: aiohttp.ClientSession, url: str, at: float
+) -> tuple[dict[int, int], float, float]:
+    """At ``at``: the decode worker's lateness histogram, its CPU seconds, and the time."""
+    await asyncio.sleep(max(at - time.monotonic(), 0.0))
+    async with session.get(url + "/server_info") as resp:
+        info = (await resp.json())["servelab"]
+    hist = {int(k): int(v) for k, v in info["scheduler"]["hist"].items()}
+    return hist, _cpu_s(int(info["pid"])), time.monotonic()
+
+
+def _quantiles(hist: dict[int, int]) -> dict[str, float]:
+    """p50, p99 and max (ms, upper bucket edge) of a lateness histogram; n steps."""
+    total, out, seen = sum(hist.values()), {"n": float(sum(hist.values()))}, 0
+    for bucket in sorted(hist):
+        seen += hist[bucket]
+        for name, q in (("p50", 0.5), ("p99", 0.99), ("max", 1.0)):
+            if name not in out and seen >= q * total:
+                out[name] = (bucket + 1) * LAG_BUCKET_S * 1e3
+    return out
+
+
+async def jitter_run(stack: SimStack, c: int, args: argparse.Namespace) -> dict[str, float]:
+    """C users through the router; the decode steps' lateness inside the window."""
+    ctx = c * (args.in_len + args.out_len // 2)
+    ramp = args.out_len * decode_step_s(DEFAULT_PROFILE, c, ctx, 256) * args.time_scale
+    start = time.monotonic()
+    loop = closed_loop(
+        stack.router_url, c, args.in_len, args.out_len, args.warm_s + ramp, args.measure_s, ramp
+    )
+    async with aiohttp.ClientSession() as session:
+        before = asyncio.create_task(_sched(session, stack.decode_url, start + args.warm_s + ramp))
+        after = asyncio.create_task(
+            _sched(session, stack.decode_url, start + args.warm_s + ramp + args.measure_s)
+        )
+        win = await loop
+        (h0, cpu0, t0), (h1, cpu1, t1) = await before, await after
+    window = {k: v - h0.get(k, 0) for k, v in h1.items() if v > h0.get(k, 0)}
+    return {
+        **_quantiles(window),
+        "tok_s_wall": win.tokens / args.measure_s,
+        "decode_cpu": (cpu1 - cpu0) / (t1 - t0),
+        "model_tok_s": c / (decode_step_s(DEFAULT_PROFILE, c, ctx, 256) * args.time_scale),
+        "errors": float(win.errors),
+    }
+
+
+def jitter_main(args: argparse.Namespace) -> int:
+    """Serve each concurrency, print the decode step jitter; exit 0 when p99 < 2 ms."""
+    stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"})
+    ok = True
+    try:
+        asyncio.run(_warm(stack.router_url))
+        print(
+            f"time scale {args.time_scale}, in {args.in_len} / out {args.out_len}, window "
+            f"{args.measure_s} s; decode step lateness, wall ms (bucket {LAG_BUCKET_S * 1e3} ms)"
+        )
+        print(
+            f"{'C':>5} {'steps':>6} {'p50':>6} {'p99':>6} {'max':>7} {'tok/s wall':>10} "
+            f"{'model tok/s':>10} {'decode CPU':>10} errors load"
+        )
+        for c in args.concurrency:
+            res = asyncio.run(jitter_run(stack, c, args))
+            ok &= res.get("p99", 0.0) < 2.0
+            print(
+                f"{c:>5} {res['n']:6.0f} {res.get('p50', 0):6.2f} {res.get('p99', 0):6.2f} "
+                f"{res.get('max', 0):7.2f} {res['tok_s_wall']:10.0f} {res['model_tok_s']:10.0f} "
+                f"{res['decode_cpu']:10.0%} {res['errors']:.0f} {os.getloadavg()[0]:.1f}"
+            )
+    finally:
+        stack.stop()
+    return 0 if ok else 1
+
+
 async def _warm(base: str) -> None:
     body = {"model": "sim", "messages": [{"role": "user", "content": "warm up"}], "max_tokens": 2}
     async with aiohttp.ClientSession() as s, s.post(base + "/v1/chat/completions", json=body) as r:
@@ -186,7 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measure-s", type=float, default=8.0, help="wall seconds of the window")
     p.add_argument("--repeats", type=int, default=1, help="ABAB repeats of both arms")
     p.add_argument("--json", action="store_true", help="also print the raw numbers as JSON")
+    p.add_argument("--jitter", action="store_true", help="report decode step jitter instead")
     args = p.parse_args(argv)
+    if args.jitter:
+        return jitter_main(args)
     stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"})
     runs: dict[int, list[dict[int, float]]] = {256: [], 512: []}
     try:

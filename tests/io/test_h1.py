@@ -117,3 +117,35 @@ def test_one_whole_chunk_per_read_and_its_lookalikes() -> None:
     assert parser.feed(b"2\r\nab\r\n2\r\ncd\r\n") == b"abcd"  # two chunks in one read
     assert parser.feed(b"4\r\nab\r\n") == b"ab\r\n"  # the CRLF is data here
     assert parser.feed(b"\r\n0\r\n\r\n") == b"" and parser.done
+
+
+def _outcome(pieces: list[bytes]) -> tuple[bytes, bool, str | None]:
+    parser, body = ResponseParser(), b""
+    try:
+        for piece in pieces:
+            body += parser.feed(piece)
+    except H1Error as exc:  # the body read so far depends on the split: the phase does not
+        return b"", parser.done, exc.phase
+    return body, parser.done, None
+
+
+_HEAD = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+_RUNS = [
+    b"3\r\nabc\r\n5\r\nde\r\nf\r\n",  # a CRLF inside the data of the second chunk
+    b"1\r\na\r\n1\r\nb\r\n1\r\nc\r\n0\r\n\r\n",  # whole chunks, then the last one
+    b"2\r\nab\r\n2;e=1\r\ncd\r\n",  # an extension in the second size line
+    b"2\r\nab\r\n2\r\ncdx\r\n",  # no CRLF after the second chunk's data
+    b"2\r\nab\r\nzz\r\ncd\r\n",  # a bad second size
+    b"2\r\nab\r\n2\r\ncd",  # the second chunk unfinished
+    b"2\r\nab\r\n\r\n",  # an empty size line
+    b"a\r\n0123456789\r\n10\r\n0123456789abcdef\r\n",
+    b"2\r\nab\r\n0x2\r\ncd\r\n",
+]
+
+
+@pytest.mark.parametrize("run", _RUNS, ids=range(len(_RUNS)))
+def test_runs_of_whole_chunks_in_one_read_match_the_byte_by_byte_parse(run: bytes) -> None:
+    slow = _outcome([_HEAD, *(bytes([b]) for b in run)])
+    assert _outcome([_HEAD, run]) == slow
+    for cut in range(len(run) + 1):
+        assert _outcome([_HEAD, run[:cut], run[cut:]]) == slow, cut

@@ -10,7 +10,7 @@ import pytest
 
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s
-from servelab.sim.scheduler import DecodeScheduler, Sequence
+from servelab.sim.scheduler import LAG_BUCKET_S, DecodeScheduler, Sequence, _Lag
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import plan_output
 
@@ -56,3 +56,13 @@ async def test_knob_512_is_faster_at_c64_by_the_model_ratio() -> None:
     model = _expected(512, 0.05, 64, 40) / _expected(256, 0.05, 64, 40)
     assert fast < slow
     assert abs(fast / slow - model) < 0.08
+
+
+def test_the_lateness_histogram_counts_each_step_in_its_bucket() -> None:
+    lag = _Lag()
+    for late in (0.0, 0.00005, 0.00015, 0.00215, 5.0):
+        lag.add(late)
+    got = lag.as_json()
+    assert got["steps"] == 5 and got["bucket_s"] == LAG_BUCKET_S
+    assert got["hist"] == {"0": 2, "1": 1, "21": 1, "999": 1}  # the last bucket is open-ended
+    assert got["max_lag_s"] == 5.0

@@ -8,11 +8,14 @@ All times are ``perf_counter_ns()`` values of one process; metrics subtract them
 from __future__ import annotations
 
 import json
+import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from itertools import accumulate
 from typing import Any
+
+import orjson
 
 from servelab.core.sse import Event, SSEDecoder
 
@@ -301,19 +304,42 @@ class StreamAccumulator:
         data = event.data
         if data == "[DONE]":
             self._done = True
+        elif not self._broken:
+            self._on_parsed(_parse(data), data, event.t_ns)
+
+    def on_data(self, data: bytes, t_ns: int) -> None:
+        """Interpret one event given as its undecoded data bytes (:meth:`SSEDecoder.whole`):
+        exactly what :meth:`on_event` does with ``data`` decoded (UTF-8, errors replaced)."""
+        if data == b"[DONE]":
+            self._done = True
+        elif self._broken:
             return
-        if self._broken:
-            return
-        try:
-            chunk = json.loads(data)
-        except ValueError:
-            chunk = None
+        elif (token := _ONE_TOKEN.fullmatch(data)) is not None:  # one delta, nothing else
+            self.record.event_ns.append(t_ns)
+            self.record.event_tokens.append(1 if token.end(1) > token.start(1) else 0)
+        else:
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:  # not strict JSON, or not UTF-8: the standard way
+                chunk = _NOT_STRICT
+            if (
+                type(chunk) is dict
+                and "error" not in chunk
+                and chunk.get("object") != "error"
+                and not _inexact(chunk)
+            ):
+                self._on_chunk(chunk, t_ns)
+            else:
+                text = data.decode("utf-8", "replace")
+                self._on_parsed(_parse(text), text, t_ns)
+
+    def _on_parsed(self, chunk: object, data: str, t_ns: int) -> None:
         if not isinstance(chunk, dict):
             self._break(REASON_MALFORMED, data)
         elif "error" in chunk or chunk.get("object") == "error":
             self._break(REASON_SERVER_ERROR, data)
         else:
-            self._on_chunk(chunk, event.t_ns)
+            self._on_chunk(chunk, t_ns)
 
     def _break(self, reason: str, detail: str) -> None:
         self._broken = True
@@ -321,7 +347,10 @@ class StreamAccumulator:
 
     def _on_chunk(self, chunk: dict[str, Any], t_ns: int) -> None:
         choices = chunk.get("choices") or []
-        tokens = sum(1 for c in choices if isinstance(c, dict) and _content_of(c))
+        tokens = 0
+        for c in choices:
+            if isinstance(c, dict) and _content_of(c):
+                tokens += 1
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             completion = usage["completion_tokens"]
@@ -362,6 +391,62 @@ def decode_chunks(
     """
     decoder = SSEDecoder()
     acc = StreamAccumulator(record)
+    whole, on_data, on_events, feed = decoder.whole, acc.on_data, acc.on_events, decoder.feed
     for t_ns, data in chunks:
-        acc.on_events(decoder.feed(data, t_ns))
+        payloads = whole(data)
+        if payloads is not None:  # the common read: whole events, no Event object made
+            for payload in payloads:
+                on_data(payload, t_ns)
+        else:
+            on_events(feed(data, t_ns))
     return acc.finish(end_ns, decoder.flush(end_ns))
+
+
+_NOT_STRICT = object()
+_NUMBER = rb"(?:0|[1-9][0-9]*)"
+_NAME = rb'"[^"\\\x00-\x1f]*"'  # a JSON string without escapes
+#: The engines' common one-token chat chunk (SGLang's, vLLM's, the truth server's): one choice,
+#: a ``content`` string, the other fields null or absent, no ``usage``; group 1 is the content's
+#: JSON text (escapes checked, bytes not UTF-8 allowed: replacing them leaves it non-empty). What
+#: it matches, ``json`` reads as a dict whose one choice carries that content and nothing that
+#: counts besides, so the event is recorded without parsing (1 token, 0 for an empty content).
+_ONE_TOKEN = re.compile(
+    rb'\{"id":'
+    + _NAME
+    + rb',"object":"chat\.completion\.chunk",(?:"created":'
+    + _NUMBER
+    + rb',)?"model":'
+    + _NAME
+    + rb',"choices":\[\{"index":'
+    + _NUMBER
+    + rb',"delta":\{(?:"role":(?:null|"assistant"),)?"content":"((?:[^"\\\x00-\x1f]|'
+    rb'\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)"(?:,"reasoning_content":null)?(?:,"tool_calls":null)?'
+    rb'\},(?:"logprobs":null,)?"finish_reason":null(?:,"matched_stop":null)?\}\]'
+    rb'(?:,"usage":null)?\}'
+)
+
+
+def _inexact(chunk: dict[str, Any]) -> bool:
+    """orjson reads an integer beyond 64 bits as a float, the standard library as an int: the
+    only difference in what the interpretation reads (the usage counts)."""
+    usage = chunk.get("usage")
+    return type(usage) is dict and (
+        type(usage.get("completion_tokens")) is float or type(usage.get("prompt_tokens")) is float
+    )
+
+
+def _parse(data: str) -> object:
+    """``data`` as the standard library's ``json.loads`` reads it (None when it is not JSON):
+    by orjson where that gives the same, else by ``json`` (NaN, Infinity, lone surrogates, a
+    byte-order mark, integers beyond 64 bits)."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if type(chunk) is not dict or not _inexact(chunk):
+            return chunk
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None

@@ -38,19 +38,39 @@ class SSEDecoder:
         self._event = ""
         self._id: str | None = None
 
+    def whole(self, data: bytes) -> list[bytes] | None:
+        """The common read: when the decoder holds nothing and ``data`` is one or more whole
+        single-line ``data: ...`` events (LF endings), their data (undecoded bytes), else None.
+
+        ``feed(data, t)`` would return exactly these events, their ``data`` the bytes decoded
+        (UTF-8, errors replaced), of type ``"message"``, with the last id, and leave the decoder
+        as idle as it was; a caller that only needs the data may take it here, no
+        :class:`Event` made.
+        """
+        if (
+            data[:6] != b"data: "
+            or data[-2:] != b"\n\n"
+            or self._buf
+            or self._data
+            or self._event
+            or self._skip_lf
+            or b"\r" in data
+        ):
+            return None
+        if data.count(b"\n") == 2:
+            return [data[6:-2]]
+        parts = data[:-2].split(b"\n\n")
+        for part in parts:
+            if part[:6] != b"data: " or b"\n" in part:
+                return None
+        return [part[6:] for part in parts]
+
     def feed(self, data: bytes, t_ns: int) -> list[Event]:
         """Decode one read; return the events it completed, all stamped ``t_ns``."""
-        if (
-            not self._buf
-            and not self._data
-            and not self._event
-            and not self._skip_lf
-            and data.startswith(b"data: ")
-            and data.endswith(b"\n\n")
-            and data.count(b"\n") == 2
-            and b"\r" not in data
-        ):  # the common case: one read, one whole single-line event
-            return [Event(data[6:-2].decode("utf-8", "replace"), t_ns, "message", self._id)]
+        payloads = self.whole(data)
+        if payloads is not None:  # the common case: whole single-line events
+            ident = self._id
+            return [Event(p.decode("utf-8", "replace"), t_ns, "message", ident) for p in payloads]
         if self._skip_lf and data[:1] == b"\n":
             data = data[1:]
         self._skip_lf = False

@@ -193,9 +193,10 @@ class ResponseParser:
         return out[0] if len(out) == 1 else b"".join(out)
 
     def _whole_chunk(self, data: bytes) -> bytes | None:
-        """The common case, one read carrying exactly one whole chunk: its data; else None."""
+        """The common case, one read carrying exactly one or more whole data chunks (not the
+        last, empty one): their data; else None (nothing consumed)."""
         end = data.find(b"\r\n")
-        if end < 1 or not data.endswith(b"\r\n") or not data[:end].isalnum():
+        if end < 1 or data[-2:] != b"\r\n" or not data[:end].isalnum():
             return None
         try:
             size = int(data[:end], 16)
@@ -203,7 +204,27 @@ class ResponseParser:
             return None
         if size and len(data) == end + size + 4:
             return data[end + 2 : -2]
-        return None
+        return self._whole_chunks(data) if size else None
+
+    @staticmethod
+    def _whole_chunks(data: bytes) -> bytes | None:
+        out: list[bytes] = []
+        pos, total = 0, len(data)
+        while pos < total:
+            end = data.find(b"\r\n", pos)
+            line = data[pos:end]
+            if end < 0 or not line or not line.isalnum():
+                return None
+            try:
+                size = int(line, 16)
+            except ValueError:
+                return None
+            stop = end + 2 + size
+            if not size or data[stop : stop + 2] != b"\r\n":
+                return None
+            out.append(data[end + 2 : stop])
+            pos = stop + 2
+        return b"".join(out)
 
     def _keep(self, rest: bytes) -> None:
         if len(rest) > _LINE_MAX:

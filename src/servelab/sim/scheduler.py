@@ -23,13 +23,14 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.profile import decode_step_s, prefill_s
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import Output
 
-__all__ = ["DecodeScheduler", "PrefillScheduler", "Sequence"]
+__all__ = ["LAG_BUCKET_S", "DecodeScheduler", "PrefillScheduler", "Sequence"]
 
 _MAX_PREFILL_BATCH_TOKENS = 16384
 _MAX_RUNNING = 1024
@@ -68,25 +69,40 @@ class Sequence:
             self.waiter = None
 
 
+#: Step lateness is counted in buckets of this width (seconds) up to ``_LAG_BUCKETS`` of them.
+LAG_BUCKET_S = 0.0001
+_LAG_BUCKETS = 1000
+
+
 class _Lag:
-    """How far behind its absolute schedule a loop ran (wall seconds)."""
+    """How far behind its absolute schedule a loop ran (wall seconds): the decode step jitter.
+
+    ``as_json()["hist"]`` maps bucket index (``LAG_BUCKET_S`` wide, the last one open-ended) to
+    the steps that woke that late, cumulative since start: two reads diffed give a window's
+    distribution exactly (``benchmarks/sim_calibration.py --jitter``).
+    """
 
     def __init__(self) -> None:
         self.max_s = 0.0
         self.total_s = 0.0
         self.steps = 0
+        self.hist: dict[int, int] = {}
 
     def add(self, lag: float) -> None:
         self.steps += 1
         self.total_s += lag
         self.max_s = max(self.max_s, lag)
+        bucket = min(int(lag / LAG_BUCKET_S), _LAG_BUCKETS - 1)
+        self.hist[bucket] = self.hist.get(bucket, 0) + 1
 
-    def as_json(self) -> dict[str, float]:
+    def as_json(self) -> dict[str, Any]:
         mean = self.total_s / self.steps if self.steps else 0.0
         return {
             "steps": self.steps,
             "mean_lag_s": round(mean, 6),
             "max_lag_s": round(self.max_s, 6),
+            "bucket_s": LAG_BUCKET_S,
+            "hist": {str(k): v for k, v in sorted(self.hist.items())},
         }
 
 
