@@ -1,5 +1,10 @@
 """``ab --plan``: how many rounds an A/B needs, from the noise of the A/Bs already recorded.
 
+With a margin, the fixed design's rounds to call a concurrency whose true change is 0
+*equivalent* (TOST) are given too: a fixed design that is to deliver a "better" where the change
+is ``effect`` and an "equivalent" where it is 0 needs the larger of the two, at every
+concurrency (``fixed_rounds``) — the fair fixed counterpart of ``--until-decided --margin``.
+
 For each concurrency the noise is the pooled within-arm SD of ln throughput over every arm of the
 earlier A/Bs of the same service in the ledger (:func:`servelab.core.abdesign.pooled_log_noise`);
 from it the fixed design's rounds (noncentral t) and the stopping rule's rounds (seeded
@@ -15,9 +20,11 @@ from servelab.core.abdesign import (
     RoundsPlan,
     SequentialPlan,
     pooled_log_noise,
+    rounds_for_equivalence,
     rounds_for_power,
     sequential_rounds_for_power,
 )
+from servelab.core.sequential import DEFAULT_BOUNDARY
 from servelab.io.ledger import Ledger
 
 __all__ = ["AbPlan", "plan_ab"]
@@ -38,6 +45,17 @@ class AbPlan:
     noise: tuple[Noise, ...] = ()
     fixed: tuple[RoundsPlan, ...] = ()
     sequential: tuple[SequentialPlan, ...] = field(default_factory=tuple)
+    equivalence: tuple[RoundsPlan, ...] = field(default_factory=tuple)
+    boundary: str = DEFAULT_BOUNDARY
+
+    @property
+    def fixed_rounds(self) -> int | None:
+        """One fixed n for the whole A/B: the most any concurrency needs, for detection and
+        (with a margin) for equivalence; None when one of them has no answer."""
+        plans = [*self.fixed, *self.equivalence]
+        if not plans or any(p.rounds is None for p in plans):
+            return None
+        return max(p.rounds for p in plans if p.rounds is not None)
 
 
 def plan_ab(
@@ -52,6 +70,7 @@ def plan_ab(
     margin: float | None = None,
     max_rounds: int = 20,
     seed: int = 0,
+    boundary: str = DEFAULT_BOUNDARY,
 ) -> AbPlan:
     """The plan for ``effect`` (0.05 for +5%) at ``concurrencies`` from the ledger's A/Bs of
     ``service`` (of ``knob`` only, when given and recorded; else of any knob)."""
@@ -73,8 +92,13 @@ def plan_ab(
             margin=margin,
             max_rounds=max_rounds,
             seed=seed,
+            boundary=boundary,
         )
         for n in noise
     )
+    equivalence = tuple(
+        rounds_for_equivalence(n, margin=margin, power=power, alpha=alpha) for n in noise
+    ) if margin else ()  # fmt: skip
     return AbPlan(service, knob, effect, power, alpha, margin, max_rounds,
-                  tuple(r.id for r in runs), noise, fixed, sequential)  # fmt: skip
+                  tuple(r.id for r in runs), noise, fixed, sequential, equivalence,
+                  boundary)  # fmt: skip

@@ -113,7 +113,7 @@ def _analyses_table(result: AbResult) -> list[str]:
         "What pairing bought (candidate/baseline; the verdict is the paired t interval):",
         "",
         "| C | paired: rounds, ratio, 95% t CI | bootstrap 95% CI | unpaired (Fieller) ratio, "
-        "95% CI | confidence sequence (95%, anytime) | stopping rule |",
+        "95% CI | stopping rule's interval (95% at every look) | stopping rule |",
         "|---|---|---|---|---|---|",
     ]
     for c in result.comparisons:
@@ -133,14 +133,23 @@ def _analyses_table(result: AbResult) -> list[str]:
     return lines
 
 
+def _rule_words(cfg: AbConfig) -> str:
+    if cfg.looks is None:
+        return "Lai (1976) confidence sequence (any number of looks)"
+    return (
+        f"Pocock repeated confidence intervals on Student's t (Jennison & Turnbull 1989), "
+        f"looks at rounds 3..{cfg.looks}"
+    )
+
+
 def _stopping(result: AbResult) -> list[str]:
     cfg, cost, fixed = result.config, result.cost, result.fixed_cost
     lines = []
     if cfg.until_decided:
         margin = f", equivalence margin ±{cfg.margin * 100:g}%" if cfg.margin else ""
         lines.append(
-            f"Stopping rule: Lai (1976) confidence sequence on the per-round log ratio, 95% at "
-            f"every look{margin}; {result.rounds_run} of at most {cfg.rounds} rounds "
+            f"Stopping rule: {_rule_words(cfg)} on the per-round log ratio, 95% at every "
+            f"look{margin}; {result.rounds_run} of at most {cfg.rounds} rounds "
             f"({result.stopped})."
         )
     if cost is not None and fixed is not None and not math.isnan(fixed.minutes):
@@ -230,13 +239,30 @@ def plan_markdown(plan: AbPlan) -> str:
             f"| {noise.concurrency} | {noise.groups} ({noise.df}) | {noise.sd_log * 100:.2f}% "
             f"| {f_rounds} | {s_rounds} ({seq.mean_rounds:.1f}) |"
         )
+    lines += _plan_equivalence(plan)
     lines += [
         "",
         "Fixed design: two-sided paired t-test on log ratios, power by the noncentral t. "
         f"Until-decided: {plan.sequential[0].sims if plan.sequential else 0} seeded simulations "
-        f"of the confidence sequence (max {plan.max_rounds} rounds).",
+        f"of the stopping rule ({plan.boundary}, max {plan.max_rounds} rounds).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _plan_equivalence(plan: AbPlan) -> list[str]:
+    if not plan.equivalence or plan.margin is None:
+        return []
+    cells = ", ".join(
+        f"C{e.concurrency} {e.rounds if e.rounds else '> 200'}" for e in plan.equivalence
+    )
+    fixed = plan.fixed_rounds
+    return [
+        "",
+        f"Fixed design rounds to call a true 0 equivalent within ±{plan.margin * 100:g}% "
+        f"(95% t interval inside the margin, TOST) with power {plan.power:g}: {cells}. The fixed "
+        f"design that gives either verdict at every concurrency: "
+        f"{fixed if fixed is not None else 'more than 200'} rounds.",
+    ]
 
 
 def ab_png(result: AbResult) -> bytes:
