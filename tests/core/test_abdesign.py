@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from servelab.core.abdesign import (
     Noise,
@@ -13,6 +15,7 @@ from servelab.core.abdesign import (
     fixed_design,
     pooled_log_noise,
     round_order,
+    rounds_for_equivalence,
     rounds_for_power,
     sequential_rounds_for_power,
     spent,
@@ -70,3 +73,23 @@ def test_cost_of_the_visits_and_of_the_fixed_design() -> None:
     fixed = fixed_design(costs, 5, (64, 80), 8)
     assert (fixed.rounds, fixed.visits, fixed.estimated) == (5, 10, True)
     assert fixed.minutes == pytest.approx(10 * (30 + 20 + 25) / 60)
+
+
+def test_equivalence_rounds_match_a_seeded_simulation_of_the_tost_interval() -> None:
+    """The exact TOST power (normal mean, chi-square variance) against 20000 simulated fixed
+    designs: the share whose 95% paired t interval lies inside ±ln(1.03)."""
+    sd, margin = 0.015, 0.03
+    noise = Noise(80, sd / math.sqrt(2), 10, 3)
+    plan = rounds_for_equivalence(noise, margin=margin, power=0.8)
+    assert plan.rounds is not None and plan.achieved_power >= 0.8
+    n = plan.rounds
+    x = np.random.default_rng(5).normal(0.0, sd, size=(20000, n))
+    half = scipy_stats.t.ppf(0.975, n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    inside = np.abs(x.mean(axis=1)) + half < math.log1p(margin)
+    assert inside.mean() == pytest.approx(plan.achieved_power, abs=0.01)
+    shorter = rounds_for_equivalence(noise, margin=margin, power=0.8, max_rounds=n - 1)
+    assert shorter.rounds is None and shorter.achieved_power < 0.8
+    # a true change near the margin needs more rounds; no margin, no plan
+    near = rounds_for_equivalence(noise, margin=margin, true_effect=0.01)
+    assert near.rounds is not None and near.rounds > n
+    assert rounds_for_equivalence(noise, margin=0.0).rounds is None
