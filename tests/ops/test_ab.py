@@ -94,6 +94,37 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     assert recorded is not None and recorded.result.comparisons
 
 
+@pytest.mark.timeout(600)
+async def test_until_decided_stops_early_on_a_clear_effect(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    """C64's +12.8% through the real router, looked at after every round: Pocock's repeated
+    interval (looks 3..6) decides it before --max-rounds 6, so the A/B records fewer rounds,
+    visits and minutes than its fixed counterpart of 6 rounds, and its estimate is in band."""
+    cfg = replace(_config(1, (64,), 256), until_decided=True, max_rounds=6)
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        result = await run_ab(stack, cfg, ledger=ledger)
+        recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+    table = ab_markdown(result)
+    rounds, decision = result.decided[64]
+    assert decision == BETTER and rounds is not None, table
+    assert result.stopped == STOP_DECIDED, table
+    cost, fixed = result.cost, result.fixed_cost
+    assert cost is not None and fixed is not None
+    assert cost.rounds == rounds == result.rounds_run < fixed.rounds == cfg.max_rounds, table
+    assert cost.visits == 2 * rounds < fixed.visits == 2 * cfg.max_rounds
+    assert cost.minutes < fixed.minutes and cost.gpu_minutes < fixed.gpu_minutes
+    assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512", "512",
+                                              "256", "256", "512"][: 2 * rounds]  # fmt: skip
+    (c64,) = result.comparisons
+    assert BANDS[64][0] <= c64.ratio <= BANDS[64][1], table
+    assert c64.sequential is not None and c64.sequential.looks == cfg.max_rounds
+    assert c64.sequential.ratio_ci[0] > 1.0 and "Pocock" in table
+    assert result.restored
+    assert recorded is not None and recorded.result.design["rounds_run"] == rounds
+    assert recorded.result.design["boundary"] == "pocock"
+
+
 async def test_same_value_on_both_arms_is_refused(tmp_path: Path) -> None:
     loaded = load_spec(write_pd_spec(tmp_path))
     cfg = AbConfig("decode", DEFAULT_KNOB, "512", "512", _config(1, (1,), 1).bench)
