@@ -10,8 +10,9 @@ concurrencies, in rounds: one visit of each arm per round, in a counterbalanced 
 - **unpaired**: Fieller's interval on the ratio of mean throughputs, treating the visits as
   independent (:func:`servelab.core.stats.ratio_interval`): what the analysis would say without
   pairing (and the verdict when fewer than two rounds are complete);
-- **sequential**: Lai's anytime-valid confidence sequence on the mean log ratio
-  (:mod:`servelab.core.sequential`), the stopping rule of ``ab --until-decided``.
+- **sequential**: the stopping rule's interval on the mean log ratio, valid at every look
+  (Pocock's repeated intervals for ``looks`` looks, else Lai's confidence sequence;
+  :mod:`servelab.core.sequential`), the stopping rule of ``ab --until-decided``.
 
 The verdict is ``better`` (the whole interval above 1), ``worse`` (below 1), ``no significant
 difference`` (the interval holds 1), or ``inconclusive`` (too few rounds, zero variance, unbounded).

@@ -1,11 +1,13 @@
-"""The stopping rule of ``ab --until-decided``: a confidence sequence for the mean log ratio (pure).
+"""The stopping rule of ``ab --until-decided``: intervals on the mean log ratio valid at every look.
 
 After every round the per-round log ratios ``d_1..d_n`` (:mod:`servelab.core.paired`) give an
-interval that is valid **at every n simultaneously**: ``P(exists n: mu outside CS_n) <= alpha``,
-so the experiment may look after each round and stop whenever it likes without inflating the
-error rate (a fixed-n t interval checked after every round would not keep its level).
+interval that is valid **at every look simultaneously**: ``P(exists n: mu outside CS_n) <=
+alpha``, so the experiment may look after each round and stop whenever it likes without inflating
+the error rate (a fixed-n t interval checked after every round would not keep its level). Two
+families: Pocock's repeated confidence intervals for at most K looks (the default, narrower) and
+Lai's confidence sequence for any number of looks (``looks=None``).
 
-The method is Lai's confidence sequence for a Gaussian mean with unknown variance (Lai 1976, "On
+**Lai's confidence sequence** is confidence sequence for a Gaussian mean with unknown variance (Lai 1976, "On
 confidence sequences", Ann. Statist. 4(2), Thm 2; revisited by Wang & Ramdas 2023, "Anytime-valid
 t-tests and confidence sequences for Gaussian means with unknown variance"). For a candidate mean
 ``mu0`` the scale-invariant Bayes factor of the t statistic ``t_n = (mean d − mu0) / (s/√n)``
