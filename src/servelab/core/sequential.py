@@ -7,9 +7,9 @@ the error rate (a fixed-n t interval checked after every round would not keep it
 families: Pocock's repeated confidence intervals for at most K looks (the default, narrower) and
 Lai's confidence sequence for any number of looks (``looks=None``).
 
-**Lai's confidence sequence** is confidence sequence for a Gaussian mean with unknown variance (Lai 1976, "On
-confidence sequences", Ann. Statist. 4(2), Thm 2; revisited by Wang & Ramdas 2023, "Anytime-valid
-t-tests and confidence sequences for Gaussian means with unknown variance"). For a candidate mean
+**Lai's confidence sequence** for a Gaussian mean with unknown variance (Lai 1976, "On confidence
+sequences", Ann. Statist. 4(2), Thm 2; revisited by Wang & Ramdas 2023, "Anytime-valid t-tests
+and confidence sequences for Gaussian means with unknown variance"). For a candidate mean
 ``mu0`` the scale-invariant Bayes factor of the t statistic ``t_n = (mean d − mu0) / (s/√n)``
 with a N(0, g) mixture over the standardized effect (Rouder et al. 2009, eq. 1 with fixed g) is
 
