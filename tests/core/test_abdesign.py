@@ -14,6 +14,7 @@ from servelab.core.abdesign import (
     VisitCost,
     fixed_design,
     pooled_log_noise,
+    pooled_log_ratio_sd,
     round_order,
     rounds_for_equivalence,
     rounds_for_power,
@@ -93,3 +94,13 @@ def test_equivalence_rounds_match_a_seeded_simulation_of_the_tost_interval() -> 
     near = rounds_for_equivalence(noise, margin=margin, true_effect=0.01)
     assert near.rounds is not None and near.rounds > n
     assert rounds_for_equivalence(noise, margin=0.0).rounds is None
+
+
+def test_the_per_round_log_ratio_sd_is_measured_when_rounds_were_recorded() -> None:
+    sd, df = pooled_log_ratio_sd([[0.10, 0.12, 0.14], [0.0, 0.02], [0.5]])
+    assert df == 3 and sd == pytest.approx(math.sqrt((0.02**2 * 2 + 0.01**2 * 2) / 3))
+    assert pooled_log_ratio_sd([[0.1]]) == (pytest.approx(math.nan, nan_ok=True), 0)
+    bound = Noise(64, 0.02, 6, 3)
+    assert bound.sd_log_ratio == pytest.approx(math.sqrt(2) * 0.02)
+    assert Noise(64, 0.02, 6, 3, paired_sd=0.01, paired_df=2).sd_log_ratio == 0.01
+    assert Noise(64, 0.02, 6, 3, paired_sd=0.01, paired_df=1).sd_log_ratio == bound.sd_log_ratio

@@ -59,6 +59,7 @@ def test_the_plan_names_its_noise_and_both_designs() -> None:
     assert "Noise from 2 recorded A/B(s) of decode" in text
     assert "| 64 | 4 (6) | 1.00% | 3 (" in text
     assert "| 96 | 0 | no recorded noise | — | — |" in text
+    assert "| 1.41% (√2 bound) |" in text
     assert "Fixed design rounds to call" not in text  # no margin: no equivalence plan
 
 

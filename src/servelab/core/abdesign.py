@@ -47,6 +47,7 @@ __all__ = [
     "VisitCost",
     "fixed_design",
     "pooled_log_noise",
+    "pooled_log_ratio_sd",
     "round_order",
     "rounds_for_equivalence",
     "rounds_for_power",
@@ -90,10 +91,16 @@ class Noise:
     df: int
     groups: int
     method: str = "pooled within-arm SD of ln throughput across visits"
+    #: the per-round log ratios' own pooled SD and its df, when recorded rounds give one
+    paired_sd: float = math.nan
+    paired_df: int = 0
 
     @property
     def sd_log_ratio(self) -> float:
-        """The per-round log ratio's SD, at most √2 · the arm's."""
+        """The per-round log ratio's SD: measured from recorded rounds when they give 2 df or
+        more, else the bound √2 · the arm's (pairing only removes what both visits share)."""
+        if self.paired_df >= 2 and not math.isnan(self.paired_sd):
+            return self.paired_sd
         return math.sqrt(2.0) * self.sd_log
 
 
@@ -109,6 +116,19 @@ def pooled_log_noise(concurrency: int, groups: Sequence[Sequence[float]]) -> Noi
         df += len(logs) - 1
         used += 1
     return Noise(concurrency, math.sqrt(ss / df) if df else math.nan, df, used)
+
+
+def pooled_log_ratio_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """Pool the variance of per-round log ratios over A/Bs (each group one A/B, around its own
+    mean): ``(sd, df)``; ``(nan, 0)`` without two rounds in some A/B."""
+    ss, df = 0.0, 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        m = sum(g) / len(g)
+        ss += sum((x - m) ** 2 for x in g)
+        df += len(g) - 1
+    return (math.sqrt(ss / df), df) if df else (math.nan, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from servelab.core.abdesign import Noise
 from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
 from servelab.core.evidence import AbRunRecord
 from servelab.ops.ab import AbResult
@@ -223,21 +224,22 @@ def plan_markdown(plan: AbPlan) -> str:
         f"α {plan.alpha:g}",
         "",
         f"Noise from {len(plan.ab_ids)} recorded A/B(s) of {plan.service}: pooled within-arm SD "
-        "of ln throughput across visits; the per-round log ratio's SD is taken as √2 times it.",
+        "of ln throughput across visits; the per-round log ratio's SD is the pooled SD of the "
+        "recorded rounds' log ratios where they give 2 df or more, else √2 times the arm's.",
         "",
         "| C | arms (df) | SD ln thr | fixed design rounds (power) | until-decided rounds for "
-        "that power (mean) |",
-        "|---|---|---|---|---|",
+        "that power (mean) | SD per-round log ratio used |",
+        "|---|---|---|---|---|---|",
     ]
     for noise, fixed, seq in zip(plan.noise, plan.fixed, plan.sequential, strict=True):
         if math.isnan(noise.sd_log):
-            lines.append(f"| {noise.concurrency} | 0 | no recorded noise | — | — |")
+            lines.append(f"| {noise.concurrency} | 0 | no recorded noise | — | — | — |")
             continue
         f_rounds = f"{fixed.rounds} ({fixed.achieved_power:.2f})" if fixed.rounds else "> 200"
         s_rounds = f"{seq.rounds}" if seq.rounds else f"> {plan.max_rounds}"
         lines.append(
             f"| {noise.concurrency} | {noise.groups} ({noise.df}) | {noise.sd_log * 100:.2f}% "
-            f"| {f_rounds} | {s_rounds} ({seq.mean_rounds:.1f}) |"
+            f"| {f_rounds} | {s_rounds} ({seq.mean_rounds:.1f}) | {_ratio_sd(noise)} |"
         )
     lines += _plan_equivalence(plan)
     lines += [
@@ -247,6 +249,12 @@ def plan_markdown(plan: AbPlan) -> str:
         f"of the stopping rule ({plan.boundary}, max {plan.max_rounds} rounds).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _ratio_sd(noise: Noise) -> str:
+    if noise.paired_df >= 2 and not math.isnan(noise.paired_sd):
+        return f"{noise.sd_log_ratio * 100:.2f}% (measured, df {noise.paired_df})"
+    return f"{noise.sd_log_ratio * 100:.2f}% (√2 bound)"
 
 
 def _plan_equivalence(plan: AbPlan) -> list[str]:
