@@ -104,3 +104,10 @@ def test_the_per_round_log_ratio_sd_is_measured_when_rounds_were_recorded() -> N
     assert bound.sd_log_ratio == pytest.approx(math.sqrt(2) * 0.02)
     assert Noise(64, 0.02, 6, 3, paired_sd=0.01, paired_df=2).sd_log_ratio == 0.01
     assert Noise(64, 0.02, 6, 3, paired_sd=0.01, paired_df=1).sd_log_ratio == bound.sd_log_ratio
+
+
+def test_a_large_effect_against_small_noise_needs_few_rounds() -> None:
+    """+12.8% against a 1% SD per round: the noncentral t's lower tail is ~0, not nan (scipy's
+    nct.cdf far below a large noncentrality), so 3 rounds already have the power."""
+    plan = rounds_for_power(Noise(64, 0.01 / math.sqrt(2), 10, 3), effect=0.128)
+    assert plan.rounds == 3 and plan.achieved_power > 0.99

@@ -148,8 +148,10 @@ class RoundsPlan:
 def _power(n: int, delta: float, alpha: float) -> float:
     crit = t_quantile(1.0 - alpha / 2.0, n - 1)
     nc = delta * math.sqrt(n)
-    dist = scipy_stats().nct(n - 1, nc)
-    return float(dist.sf(crit) + dist.cdf(-crit))
+    # The lower tail as the upper tail of the mirrored law: scipy's nct.cdf far below a large
+    # noncentrality returns nan (scipy 1.x), the mirrored sf gives its true ~0.
+    stats = scipy_stats()
+    return float(stats.nct(n - 1, nc).sf(crit) + stats.nct(n - 1, -nc).sf(crit))
 
 
 def rounds_for_power(
