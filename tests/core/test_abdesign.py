@@ -108,6 +108,6 @@ def test_the_per_round_log_ratio_sd_is_measured_when_rounds_were_recorded() -> N
 
 def test_a_large_effect_against_small_noise_needs_few_rounds() -> None:
     """+12.8% against a 1% SD per round: the noncentral t's lower tail is ~0, not nan (scipy's
-    nct.cdf far below a large noncentrality), so 3 rounds already have the power."""
+    nct.cdf far below a large noncentrality), so 2 rounds already have the power."""
     plan = rounds_for_power(Noise(64, 0.01 / math.sqrt(2), 10, 3), effect=0.128)
-    assert plan.rounds == 3 and plan.achieved_power > 0.99
+    assert plan.rounds == 2 and 0.8 <= plan.achieved_power < 0.9
