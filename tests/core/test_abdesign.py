@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
+from scipy import stats as scipy_stats
 
 from servelab.core.abdesign import (
     Noise,
     VisitCost,
     fixed_design,
     pooled_log_noise,
+    pooled_log_ratio_sd,
     round_order,
+    rounds_for_equivalence,
     rounds_for_power,
     sequential_rounds_for_power,
     spent,
@@ -70,3 +74,40 @@ def test_cost_of_the_visits_and_of_the_fixed_design() -> None:
     fixed = fixed_design(costs, 5, (64, 80), 8)
     assert (fixed.rounds, fixed.visits, fixed.estimated) == (5, 10, True)
     assert fixed.minutes == pytest.approx(10 * (30 + 20 + 25) / 60)
+
+
+def test_equivalence_rounds_match_a_seeded_simulation_of_the_tost_interval() -> None:
+    """The exact TOST power (normal mean, chi-square variance) against 20000 simulated fixed
+    designs: the share whose 95% paired t interval lies inside ±ln(1.03)."""
+    sd, margin = 0.015, 0.03
+    noise = Noise(80, sd / math.sqrt(2), 10, 3)
+    plan = rounds_for_equivalence(noise, margin=margin, power=0.8)
+    assert plan.rounds is not None and plan.achieved_power >= 0.8
+    n = plan.rounds
+    x = np.random.default_rng(5).normal(0.0, sd, size=(20000, n))
+    half = scipy_stats.t.ppf(0.975, n - 1) * x.std(axis=1, ddof=1) / math.sqrt(n)
+    inside = np.abs(x.mean(axis=1)) + half < math.log1p(margin)
+    assert inside.mean() == pytest.approx(plan.achieved_power, abs=0.01)
+    shorter = rounds_for_equivalence(noise, margin=margin, power=0.8, max_rounds=n - 1)
+    assert shorter.rounds is None and shorter.achieved_power < 0.8
+    # a true change near the margin needs more rounds; no margin, no plan
+    near = rounds_for_equivalence(noise, margin=margin, true_effect=0.01)
+    assert near.rounds is not None and near.rounds > n
+    assert rounds_for_equivalence(noise, margin=0.0).rounds is None
+
+
+def test_the_per_round_log_ratio_sd_is_measured_when_rounds_were_recorded() -> None:
+    sd, df = pooled_log_ratio_sd([[0.10, 0.12, 0.14], [0.0, 0.02], [0.5]])
+    assert df == 3 and sd == pytest.approx(math.sqrt((0.02**2 * 2 + 0.01**2 * 2) / 3))
+    assert pooled_log_ratio_sd([[0.1]]) == (pytest.approx(math.nan, nan_ok=True), 0)
+    bound = Noise(64, 0.02, 6, 3)
+    assert bound.sd_log_ratio == pytest.approx(math.sqrt(2) * 0.02)
+    assert Noise(64, 0.02, 6, 3, paired_sd=0.01, paired_df=2).sd_log_ratio == 0.01
+    assert Noise(64, 0.02, 6, 3, paired_sd=0.01, paired_df=1).sd_log_ratio == bound.sd_log_ratio
+
+
+def test_a_large_effect_against_small_noise_needs_few_rounds() -> None:
+    """+12.8% against a 1% SD per round: the noncentral t's lower tail is ~0, not nan (scipy's
+    nct.cdf far below a large noncentrality), so 2 rounds already have the power."""
+    plan = rounds_for_power(Noise(64, 0.01 / math.sqrt(2), 10, 3), effect=0.128)
+    assert plan.rounds == 2 and 0.8 <= plan.achieved_power < 0.9

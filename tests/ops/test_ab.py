@@ -95,6 +95,44 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     assert recorded is not None and recorded.result.comparisons
 
 
+@pytest.mark.timeout(420)
+async def test_until_decided_stops_early_on_a_clear_effect(tmp_path: Path) -> None:
+    """A clear effect through the real router, looked at after every round: TARGET_CTAS 16
+    against 512 at C2 (a 2-request batch's split-K GEMM launches too few CTAs to fill a wave at
+    16: about +94% in the model). Pocock's repeated interval (looks 3..6) decides it before
+    --max-rounds 6, so the A/B records fewer rounds, visits and minutes than its fixed counterpart
+    of 6 rounds. C2 keeps the CPU light (the C64 effect drowns under a loaded machine's noise)."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.25))
+    await deploy.up(loaded)
+    try:
+        bench = _config(1, (2,), 32).bench
+        cfg = AbConfig("decode", DEFAULT_KNOB, "16", "512", bench, until_decided=True,
+                       max_rounds=6)  # fmt: skip
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            result = await run_ab(loaded, cfg, ledger=ledger)
+            recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+    finally:
+        await deploy.down(loaded)
+    table = ab_markdown(result)
+    rounds, decision = result.decided[2]
+    assert decision == BETTER and rounds is not None, table
+    assert result.stopped == STOP_DECIDED, table
+    cost, fixed = result.cost, result.fixed_cost
+    assert cost is not None and fixed is not None
+    assert cost.rounds == rounds == result.rounds_run < fixed.rounds == cfg.max_rounds, table
+    assert cost.visits == 2 * rounds < fixed.visits == 2 * cfg.max_rounds
+    assert cost.minutes < fixed.minutes and cost.gpu_minutes < fixed.gpu_minutes
+    assert [v.arm for v in result.visits] == ["16", "512", "512", "16", "16", "512", "512", "16",
+                                              "16", "512"][: 2 * rounds]  # fmt: skip
+    (c2,) = result.comparisons
+    assert c2.ratio > 1.3 and c2.verdict == BETTER, table
+    assert c2.sequential is not None and c2.sequential.looks == cfg.max_rounds
+    assert c2.sequential.ratio_ci[0] > 1.0 and "Pocock" in table
+    assert result.restored
+    assert recorded is not None and recorded.result.design["rounds_run"] == rounds
+    assert recorded.result.design["boundary"] == "pocock"
+
+
 async def test_same_value_on_both_arms_is_refused(tmp_path: Path) -> None:
     loaded = load_spec(write_pd_spec(tmp_path))
     cfg = AbConfig("decode", DEFAULT_KNOB, "512", "512", _config(1, (1,), 1).bench)

@@ -30,6 +30,7 @@ from servelab.cli.common import (
 from servelab.core.abdesign import ORDER_ABBA, ORDERS
 from servelab.core.compare import INCONCLUSIVE
 from servelab.core.options import parse_concurrency, parse_knob_arms, parse_length
+from servelab.core.sequential import BOUNDARIES, DEFAULT_BOUNDARY
 from servelab.io.abjournal import FINISHED, AbJournal
 from servelab.io.files import write_atomic
 from servelab.ops.ab import AbConfig, AbResult, resume_ab, run_ab
@@ -86,6 +87,7 @@ def _plan(opts: dict[str, Any], service: str, knob: str) -> AbPlan:
             margin=opts["margin"],
             max_rounds=opts["max_rounds"],
             seed=opts["seed"],
+            boundary=opts["boundary"],
         )
 
 
@@ -130,7 +132,7 @@ def _config(opts: dict[str, Any]) -> AbConfig:
         arms.service, arms.name, arms.baseline, arms.candidate, bench, opts["repeat"],
         opts["keep"], order=opts["order"], order_seed=opts["order_seed"],
         until_decided=opts["until_decided"], max_rounds=opts["max_rounds"],
-        margin=opts["margin"], gpus=opts["gpus"],
+        margin=opts["margin"], gpus=opts["gpus"], boundary=opts["boundary"],
     )  # fmt: skip
 
 
@@ -174,6 +176,13 @@ def _print(opts: dict[str, Any], result: AbResult) -> None:
     help="Most rounds with --until-decided (and for --plan).",
 )
 @click.option("--margin", default=None, callback=_fraction, help="Equivalence margin, e.g. 1%.")
+@click.option(
+    "--boundary",
+    type=click.Choice(BOUNDARIES),
+    default=DEFAULT_BOUNDARY,
+    show_default=True,
+    help="Stopping rule: pocock (repeated intervals, --max-rounds looks) or lai (any looks).",
+)
 @click.option(
     "--gpus",
     default=1,

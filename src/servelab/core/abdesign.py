@@ -16,6 +16,14 @@ fixed design's rounds for a two-sided paired t-test at level ``alpha`` to detect
 ``√n · ln(1 + effect) / σ_d`` (``scipy.stats.nct``). For ``--until-decided`` the same noise
 drives a seeded simulation of the stopping rule: the rounds by which it decides in ``power`` of
 the simulated A/Bs, and the mean rounds it spends.
+
+**Equivalence.** A fixed design that is to call a concurrency *equivalent* within a margin ``m``
+(its 95% paired t interval inside ``±ln(1 + m)``, the same interval as its verdict) needs the
+rounds of two one-sided tests (Schuirmann 1987, TOST) at ``alpha/2`` each: the smallest n with
+``P(|mean d| + t_{1−alpha/2, n−1} · s/√n < ln(1 + m)) >= power`` under the true change
+(0 by default). The probability is exact for Gaussian log ratios: ``mean d`` is normal and
+independent of ``s²``, a scaled chi-square; the expectation over ``s`` is a midpoint rule on
+``chi2.ppf`` at 2000 quantiles (no randomness).
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.core.sequential import first_decision
+from servelab.core.sequential import DEFAULT_BOUNDARY, first_decision, looks_for
 from servelab.core.stats import numpy_module, scipy_stats, t_quantile
 
 __all__ = [
@@ -39,7 +47,9 @@ __all__ = [
     "VisitCost",
     "fixed_design",
     "pooled_log_noise",
+    "pooled_log_ratio_sd",
     "round_order",
+    "rounds_for_equivalence",
     "rounds_for_power",
     "sequential_rounds_for_power",
     "spent",
@@ -81,10 +91,16 @@ class Noise:
     df: int
     groups: int
     method: str = "pooled within-arm SD of ln throughput across visits"
+    #: the per-round log ratios' own pooled SD and its df, when recorded rounds give one
+    paired_sd: float = math.nan
+    paired_df: int = 0
 
     @property
     def sd_log_ratio(self) -> float:
-        """The per-round log ratio's SD, at most √2 · the arm's."""
+        """The per-round log ratio's SD: measured from recorded rounds when they give 2 df or
+        more, else the bound √2 · the arm's (pairing only removes what both visits share)."""
+        if self.paired_df >= 2 and not math.isnan(self.paired_sd):
+            return self.paired_sd
         return math.sqrt(2.0) * self.sd_log
 
 
@@ -100,6 +116,19 @@ def pooled_log_noise(concurrency: int, groups: Sequence[Sequence[float]]) -> Noi
         df += len(logs) - 1
         used += 1
     return Noise(concurrency, math.sqrt(ss / df) if df else math.nan, df, used)
+
+
+def pooled_log_ratio_sd(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """Pool the variance of per-round log ratios over A/Bs (each group one A/B, around its own
+    mean): ``(sd, df)``; ``(nan, 0)`` without two rounds in some A/B."""
+    ss, df = 0.0, 0
+    for g in groups:
+        if len(g) < 2:
+            continue
+        m = sum(g) / len(g)
+        ss += sum((x - m) ** 2 for x in g)
+        df += len(g) - 1
+    return (math.sqrt(ss / df), df) if df else (math.nan, 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +148,10 @@ class RoundsPlan:
 def _power(n: int, delta: float, alpha: float) -> float:
     crit = t_quantile(1.0 - alpha / 2.0, n - 1)
     nc = delta * math.sqrt(n)
-    dist = scipy_stats().nct(n - 1, nc)
-    return float(dist.sf(crit) + dist.cdf(-crit))
+    # The lower tail as the upper tail of the mirrored law: scipy's nct.cdf far below a large
+    # noncentrality returns nan (scipy 1.x), the mirrored sf gives its true ~0.
+    stats = scipy_stats()
+    return float(stats.nct(n - 1, nc).sf(crit) + stats.nct(n - 1, -nc).sf(crit))
 
 
 def rounds_for_power(
@@ -138,6 +169,44 @@ def rounds_for_power(
         if achieved >= power:
             return RoundsPlan(noise.concurrency, effect, power, alpha, sd, n, achieved)
     return RoundsPlan(noise.concurrency, effect, power, alpha, sd, None, achieved)
+
+
+def _equivalence_power(n: int, sd: float, bound: float, true: float, alpha: float) -> float:
+    stats, np = scipy_stats(), numpy_module()
+    nu, crit = n - 1, t_quantile(1.0 - alpha / 2.0, n - 1)
+    se = sd / math.sqrt(n)
+    s = sd * np.sqrt(stats.chi2.ppf((np.arange(_QUANTILES) + 0.5) / _QUANTILES, nu) / nu)
+    half = bound - crit * s / math.sqrt(n)  # the mean must be within ±half of 0
+    inside = stats.norm.cdf((half - true) / se) - stats.norm.cdf((-half - true) / se)
+    return float(np.mean(np.where(half > 0, inside, 0.0)))
+
+
+_QUANTILES = 2000
+
+
+def rounds_for_equivalence(
+    noise: Noise,
+    *,
+    margin: float,
+    power: float = 0.8,
+    alpha: float = 0.05,
+    true_effect: float = 0.0,
+    max_rounds: int = 200,
+) -> RoundsPlan:
+    """The smallest n (2..max_rounds) whose 95% paired t interval falls inside ``±ln(1+margin)``
+    with probability ``power`` when the true change is ``true_effect`` (TOST, Schuirmann 1987)."""
+    sd = noise.sd_log_ratio
+    method = "fixed-n equivalence (TOST at alpha/2 each side), exact power"
+    plan = RoundsPlan(noise.concurrency, margin, power, alpha, sd, None, math.nan, method)
+    if math.isnan(sd) or sd <= 0 or margin <= 0:
+        return plan
+    bound, true = math.log1p(margin), math.log1p(true_effect)
+    achieved = math.nan
+    for n in range(2, max_rounds + 1):
+        achieved = _equivalence_power(n, sd, bound, true, alpha)
+        if achieved >= power:
+            return RoundsPlan(noise.concurrency, margin, power, alpha, sd, n, achieved, method)
+    return RoundsPlan(noise.concurrency, margin, power, alpha, sd, None, achieved, method)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,14 +281,18 @@ def sequential_rounds_for_power(
     max_rounds: int = 20,
     sims: int = 1000,
     seed: int = 0,
+    boundary: str = DEFAULT_BOUNDARY,
 ) -> SequentialPlan:
-    """Simulate the stopping rule on Gaussian per-round log ratios with the recorded noise."""
+    """Simulate the stopping rule (``boundary``, at most ``max_rounds`` looks) on Gaussian
+    per-round log ratios with the recorded noise."""
     sd = noise.sd_log_ratio
     if math.isnan(sd) or sd <= 0:
         return SequentialPlan(noise.concurrency, effect, power, None, math.nan, 0.0, 0, seed)
     rng = numpy_module().random.default_rng(seed)
     draws = rng.normal(math.log1p(effect), sd, size=(sims, max_rounds))
-    stops = [first_decision(list(map(float, row)), margin, alpha=alpha)[0] for row in draws]
+    looks = looks_for(boundary, max_rounds)
+    stops = [first_decision(list(map(float, row)), margin, alpha=alpha, looks=looks)[0]
+             for row in draws]  # fmt: skip
     decided = sorted(n for n in stops if n is not None)
     need = math.ceil(power * sims)
     rounds = decided[need - 1] if len(decided) >= need else None

@@ -10,8 +10,9 @@ concurrencies, in rounds: one visit of each arm per round, in a counterbalanced 
 - **unpaired**: Fieller's interval on the ratio of mean throughputs, treating the visits as
   independent (:func:`servelab.core.stats.ratio_interval`): what the analysis would say without
   pairing (and the verdict when fewer than two rounds are complete);
-- **sequential**: Lai's anytime-valid confidence sequence on the mean log ratio
-  (:mod:`servelab.core.sequential`), the stopping rule of ``ab --until-decided``.
+- **sequential**: the stopping rule's interval on the mean log ratio, valid at every look
+  (Pocock's repeated intervals for ``looks`` looks, else Lai's confidence sequence;
+  :mod:`servelab.core.sequential`), the stopping rule of ``ab --until-decided``.
 
 The verdict is ``better`` (the whole interval above 1), ``worse`` (below 1), ``no significant
 difference`` (the interval holds 1), or ``inconclusive`` (too few rounds, zero variance, unbounded).
@@ -130,11 +131,12 @@ def _compare_one(
     confidence: float,
     margin: float | None,
     seed: int,
+    looks: int | None = None,
 ) -> Comparison:
     unpaired = ratio_interval(c, b, confidence=confidence)
     paired = paired_ratio(b, c, confidence=confidence, seed=seed)
     d = log_ratios(b, c) if all(v > 0 for v in (*b, *c)) else ()
-    cs = confidence_sequence(d, alpha=1.0 - confidence, mixture=DEFAULT_MIXTURE)
+    cs = confidence_sequence(d, alpha=1.0 - confidence, mixture=DEFAULT_MIXTURE, looks=looks)
     ratio, ci, verdict, method, reason = _primary(paired, unpaired)
     return Comparison(
         concurrency=conc,
@@ -164,13 +166,22 @@ def compare_arms(
     confidence: float = 0.95,
     margin: float | None = None,
     seed: int = 0,
+    looks: int | None = None,
 ) -> list[Comparison]:
     """One :class:`Comparison` per concurrency present in both arms, in ascending order. The
-    i-th value of each arm belongs to round i (visits in the order they ran)."""
+    i-th value of each arm belongs to round i (visits in the order they ran); ``looks``: the
+    stopping rule's most looks (Pocock), None for Lai's sequence."""
     labels = (baseline_label, candidate_label)
     return [
         _compare_one(
-            conc, list(baseline[conc]), list(candidate[conc]), labels, confidence, margin, seed
+            conc,
+            list(baseline[conc]),
+            list(candidate[conc]),
+            labels,
+            confidence,
+            margin,
+            seed,
+            looks,
         )
         for conc in sorted(set(baseline) & set(candidate))
     ]

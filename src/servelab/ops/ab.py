@@ -128,7 +128,8 @@ def undecided_levels(result: AbResult, rnd: int) -> tuple[int, ...]:
     return tuple(
         c
         for c in levels
-        if first_decision(log_ratios(base[c], cand[c]), cfg.margin, alpha=alpha)[1] == UNDECIDED
+        if first_decision(log_ratios(base[c], cand[c]), cfg.margin, alpha=alpha, looks=cfg.looks)[1]
+        == UNDECIDED
     )
 
 
@@ -269,10 +270,11 @@ def conclude(result: AbResult) -> None:
     cfg = result.config
     base, cand = result.throughput(cfg.baseline), result.throughput(cfg.candidate)
     result.comparisons = compare_arms(
-        base, cand, baseline_label=cfg.baseline, candidate_label=cfg.candidate, margin=cfg.margin
-    )
+        base, cand, baseline_label=cfg.baseline, candidate_label=cfg.candidate, margin=cfg.margin,
+        looks=cfg.looks,
+    )  # fmt: skip
     result.decided = {
-        c: first_decision(log_ratios(base[c], cand[c]), cfg.margin)
+        c: first_decision(log_ratios(base[c], cand[c]), cfg.margin, looks=cfg.looks)
         for c in sorted(set(base) & set(cand))
     }
     result.drops = curve_drops(cfg.baseline, base) + curve_drops(cfg.candidate, cand)

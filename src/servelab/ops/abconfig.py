@@ -16,6 +16,7 @@ from servelab.core.compare import Anomaly, Comparison
 from servelab.core.crosscheck import ServerDisagreement, disagreements, server_ratios
 from servelab.core.metrics import SLO
 from servelab.core.results import AbArm, AbResultRecord, AnomalyRecord, ComparisonRecord
+from servelab.core.sequential import BOUNDARIES, DEFAULT_BOUNDARY, looks_for
 from servelab.core.workload import LengthDist
 from servelab.ops.bench import BenchConfig
 
@@ -44,7 +45,9 @@ class AbConfig:
     ``repeat`` rounds (one visit of each arm per round) in the ``order`` scheme (``abba`` or
     ``random`` with ``order_seed``); with ``until_decided`` up to ``max_rounds`` rounds, a
     concurrency leaving the experiment once the confidence sequence decides it (``margin``: the
-    equivalence margin, 0.01 for 1%). ``gpus`` prices a minute of the deployment."""
+    equivalence margin, 0.01 for 1%; ``boundary``: ``pocock``, repeated intervals for at most
+    ``max_rounds`` looks, or ``lai``, the anytime confidence sequence). ``gpus`` prices a minute
+    of the deployment."""
 
     service: str
     knob: str
@@ -59,10 +62,18 @@ class AbConfig:
     max_rounds: int = DEFAULT_MAX_ROUNDS
     margin: float | None = None
     gpus: int = 1
+    boundary: str = DEFAULT_BOUNDARY
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
             raise ValueError(f"unknown order {self.order!r}: one of {', '.join(ORDERS)}")
+        if self.boundary not in BOUNDARIES:
+            raise ValueError(f"unknown boundary {self.boundary!r}: one of {', '.join(BOUNDARIES)}")
+
+    @property
+    def looks(self) -> int | None:
+        """The most looks the stopping rule's interval covers (None: any number, Lai's)."""
+        return looks_for(self.boundary, self.rounds)
 
     @property
     def rounds(self) -> int:
@@ -83,6 +94,7 @@ class AbConfig:
             "max_rounds": self.max_rounds,
             "margin": self.margin,
             "gpus": self.gpus,
+            "boundary": self.boundary,
             "bench": self.bench.to_dict(),
         }
 
@@ -231,6 +243,7 @@ class AbResult:
             "until_decided": cfg.until_decided,
             "max_rounds": cfg.rounds,
             "margin": cfg.margin,
+            "boundary": cfg.boundary,
             "rounds_run": self.rounds_run,
             "stopped": self.stopped,
             "decided": {str(c): {"rounds": r, "decision": d} for c, (r, d) in self.decided.items()},

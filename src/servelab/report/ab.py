@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
+from servelab.core.abdesign import Noise
 from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
 from servelab.core.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
 from servelab.core.evidence import AbRunRecord
@@ -130,7 +131,7 @@ def _analyses_table(result: AbResult) -> list[str]:
         "What pairing bought (candidate/baseline; the verdict is the paired t interval):",
         "",
         "| C | paired: rounds, ratio, 95% t CI | bootstrap 95% CI | unpaired (Fieller) ratio, "
-        "95% CI | confidence sequence (95%, anytime) | stopping rule |",
+        "95% CI | stopping rule's interval (95% at every look) | stopping rule |",
         "|---|---|---|---|---|---|",
     ]
     for c in result.comparisons:
@@ -150,14 +151,23 @@ def _analyses_table(result: AbResult) -> list[str]:
     return lines
 
 
+def _rule_words(cfg: AbConfig) -> str:
+    if cfg.looks is None:
+        return "Lai (1976) confidence sequence (any number of looks)"
+    return (
+        f"Pocock repeated confidence intervals on Student's t (Jennison & Turnbull 1989), "
+        f"looks at rounds 3..{cfg.looks}"
+    )
+
+
 def _stopping(result: AbResult) -> list[str]:
     cfg, cost, fixed = result.config, result.cost, result.fixed_cost
     lines = []
     if cfg.until_decided:
         margin = f", equivalence margin ±{cfg.margin * 100:g}%" if cfg.margin else ""
         lines.append(
-            f"Stopping rule: Lai (1976) confidence sequence on the per-round log ratio, 95% at "
-            f"every look{margin}; {result.rounds_run} of at most {cfg.rounds} rounds "
+            f"Stopping rule: {_rule_words(cfg)} on the per-round log ratio, 95% at every "
+            f"look{margin}; {result.rounds_run} of at most {cfg.rounds} rounds "
             f"({result.stopped})."
         )
     if cost is not None and fixed is not None and not math.isnan(fixed.minutes):
@@ -231,29 +241,53 @@ def plan_markdown(plan: AbPlan) -> str:
         f"α {plan.alpha:g}",
         "",
         f"Noise from {len(plan.ab_ids)} recorded A/B(s) of {plan.service}: pooled within-arm SD "
-        "of ln throughput across visits; the per-round log ratio's SD is taken as √2 times it.",
+        "of ln throughput across visits; the per-round log ratio's SD is the pooled SD of the "
+        "recorded rounds' log ratios where they give 2 df or more, else √2 times the arm's.",
         "",
         "| C | arms (df) | SD ln thr | fixed design rounds (power) | until-decided rounds for "
-        "that power (mean) |",
-        "|---|---|---|---|---|",
+        "that power (mean) | SD per-round log ratio used |",
+        "|---|---|---|---|---|---|",
     ]
     for noise, fixed, seq in zip(plan.noise, plan.fixed, plan.sequential, strict=True):
         if math.isnan(noise.sd_log):
-            lines.append(f"| {noise.concurrency} | 0 | no recorded noise | — | — |")
+            lines.append(f"| {noise.concurrency} | 0 | no recorded noise | — | — | — |")
             continue
         f_rounds = f"{fixed.rounds} ({fixed.achieved_power:.2f})" if fixed.rounds else "> 200"
         s_rounds = f"{seq.rounds}" if seq.rounds else f"> {plan.max_rounds}"
         lines.append(
             f"| {noise.concurrency} | {noise.groups} ({noise.df}) | {noise.sd_log * 100:.2f}% "
-            f"| {f_rounds} | {s_rounds} ({seq.mean_rounds:.1f}) |"
+            f"| {f_rounds} | {s_rounds} ({seq.mean_rounds:.1f}) | {_ratio_sd(noise)} |"
         )
+    lines += _plan_equivalence(plan)
     lines += [
         "",
         "Fixed design: two-sided paired t-test on log ratios, power by the noncentral t. "
         f"Until-decided: {plan.sequential[0].sims if plan.sequential else 0} seeded simulations "
-        f"of the confidence sequence (max {plan.max_rounds} rounds).",
+        f"of the stopping rule ({plan.boundary}, max {plan.max_rounds} rounds).",
     ]
     return "\n".join(lines) + "\n"
+
+
+def _ratio_sd(noise: Noise) -> str:
+    if noise.paired_df >= 2 and not math.isnan(noise.paired_sd):
+        return f"{noise.sd_log_ratio * 100:.2f}% (measured, df {noise.paired_df})"
+    return f"{noise.sd_log_ratio * 100:.2f}% (√2 bound)"
+
+
+def _plan_equivalence(plan: AbPlan) -> list[str]:
+    if not plan.equivalence or plan.margin is None:
+        return []
+    cells = ", ".join(
+        f"C{e.concurrency} {e.rounds if e.rounds else '> 200'}" for e in plan.equivalence
+    )
+    fixed = plan.fixed_rounds
+    return [
+        "",
+        f"Fixed design rounds to call a true 0 equivalent within ±{plan.margin * 100:g}% "
+        f"(95% t interval inside the margin, TOST) with power {plan.power:g}: {cells}. The fixed "
+        f"design that gives either verdict at every concurrency: "
+        f"{fixed if fixed is not None else 'more than 200'} rounds.",
+    ]
 
 
 def ab_png(result: AbResult) -> bytes:
