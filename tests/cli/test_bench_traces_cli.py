@@ -21,7 +21,7 @@ CONCURRENCY = (1, 2)
 #: leave more than this of its TTFT unaccounted for, and no phase may be negative by more than
 #: this (the client's and the workers' clocks agree through the client's anchor).
 TOLERANCE_MS = 1.0
-#: sglang-router 0.3.2 leaves its own span out of a run for some requests (8 of 96 in twelve runs
+#: sglang-router 0.3.2 leaves its own span out of a run for some requests (7 of 96 in twelve runs
 #: here; such a span ends only with the router's later traffic, seconds to tens of seconds on, so
 #: no wait catches it: docs/bench.md): at least this share of the sweep's traced requests has it,
 #: pooled over the sweep (per run of 8, a miss rate of one in five would fail it one run in 18).
