@@ -10,7 +10,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from servelab.core.traces import PHASES
+from servelab.core.traces import PHASES, RETURN_HELD_MS
 from servelab.io.ledger import Ledger
 from tests.support import run_cli
 from tests.support.tracing import write_traced_spec
@@ -21,8 +21,10 @@ CONCURRENCY = (1, 2)
 #: leave more than this of its TTFT unaccounted for, and no phase may be negative by more than
 #: this (the client's and the workers' clocks agree through the client's anchor).
 TOLERANCE_MS = 1.0
-#: sglang-router 0.3.2 leaves its own span out of the workers' trace for about one request in
-#: five (docs/bench.md): at least this share of the traced requests has it.
+#: sglang-router 0.3.2 leaves its own span out of a run for some requests (7 of 96 in twelve runs
+#: here; such a span ends only with the router's later traffic, seconds to tens of seconds on, so
+#: no wait catches it: docs/bench.md): at least this share of the sweep's traced requests has it,
+#: pooled over the sweep (per run of 8, a miss rate of one in five would fail it one run in 18).
 ROUTED_SHARE = 0.6
 
 
@@ -61,6 +63,10 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
     doc = json.loads(done.stdout)
     for level in doc["levels"]:
         phases = level["ttft_phases"]
+        # a Nagle-held return (tests/io/test_tcp_nodelay.py) is named the router's, not the engines'
+        held = phases["phases_ms"]["return"]["p50"] >= RETURN_HELD_MS
+        assert (f"C{level['concurrency']}: return (p50" in done.stderr) == held, done.stderr
+        assert f"C{level['concurrency']} run 1: " in done.stderr  # its run-telemetry evidence
         assert phases["n_requests"] == REQUESTS and phases["n_untraced"] == 0, phases
         assert set(phases["phases_ms"]) == {*PHASES, "gap"}
         assert phases["phases_ms"]["prefill"]["p50"] > 0
@@ -68,6 +74,7 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
         runs = [ledger.get_bench_run(r.id) for r in ledger.list_bench_runs()]
     assert len(runs) == len(CONCURRENCY)
+    n_traced = n_routed = 0
     for run in runs:
         assert run is not None and run.records is not None
         traces = run.summary["traces"]
@@ -83,10 +90,12 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
             assert abs(b["gap_ns"]) / 1e6 <= TOLERANCE_MS, b
             assert b["ttft_ns"] == sum(b["phases"].values()) + b["gap_ns"]
         routed = [b for b in by_id.values() if b["router_span_ns"] is not None]
-        assert len(routed) >= ROUTED_SHARE * len(by_id), traces["summary"]
+        n_traced, n_routed = n_traced + len(by_id), n_routed + len(routed)
+        assert routed, traces["summary"]  # every run joins some router spans
         assert all(b["router_span_ns"] > 0 for b in routed)
         lowest = min(min(b["phases"].values()) for b in by_id.values()) / 1e6
         print(
             f"traced {len(by_id)}, routed {len(routed)}, lowest phase {lowest:.3f} ms, "
             f"largest gap {max(abs(b['gap_ns']) for b in by_id.values()) / 1e6:.3f} ms"
         )
+    assert n_routed >= ROUTED_SHARE * n_traced, (n_routed, n_traced)

@@ -125,6 +125,10 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
             console.print(phases)
     for line in report.phase_lines(result):
         notice("untraced:", line)
+    for line in report.return_lines(result):
+        notice("return phase:", line)
+    for line in report.telemetry_lines(result):
+        notice("run telemetry:", line)
     for line in report.client_warnings(result):
         notice("client warning:", line)
     for line in report.failure_lines(result):

@@ -21,7 +21,9 @@ and the servers' own timestamps (never estimated):
   leg arrives at once and waits for the room while the prefill computes);
 - ``first_decode_step``: the KV is in → the decode wrote the first token (a cold engine's warm-up
   is in ``kv_transfer``, where the simulated and the real engine both pay it);
-- ``return``: the first token's write → the client's first content byte (the way back).
+- ``return``: the first token's write → the client's first content byte (the way back: the
+  decode → router → client legs; sglang-router 0.3.2 leaves Nagle on its client connections, so
+  on a kept-alive connection this holds the client's delayed ACK, ≥ 40 ms: ``RETURN_HELD_MS``).
 
 A request with no server span is *untraced* (None), never zero. The phases tile the interval from
 the scheduled send to the first content byte, so :attr:`TtftBreakdown.gap_ns` (TTFT − their sum)
@@ -43,6 +45,7 @@ from servelab.core.records import RequestRecord
 __all__ = [
     "PHASES",
     "REQUEST_ID_ATTR",
+    "RETURN_HELD_MS",
     "ClockAnchor",
     "PhaseQuantiles",
     "RunTraces",
@@ -71,6 +74,11 @@ PHASES = (
     "first_decode_step",
     "return",
 )
+#: A ``return`` median at least this long is a Nagle-held chunk, not a slow path: Linux's delayed
+#: ACK is at least 40 ms, a path without Nagle returns the first token in well under 1 ms
+#: (tests/io/test_tcp_nodelay.py measured 45 ms against 0.2 ms through sglang-router 0.3.2).
+RETURN_HELD_MS = 30.0
+
 _SERVER_SPANS = ("prefill_queue", "prefill", "kv_transfer", "first_decode_step")
 _U64 = (1 << 64) - 1
 

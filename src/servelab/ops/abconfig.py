@@ -281,4 +281,5 @@ class AbResult:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return self.record().to_json()
+        flags = [d.to_json() for d in self.server_disagreements]
+        return self.record().to_json() | {"server_disagreements": flags}

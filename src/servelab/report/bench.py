@@ -17,9 +17,11 @@ from rich.table import Table
 
 from servelab.core.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
+from servelab.core.telemetryrules import run_evidence
 from servelab.core.traces import TraceSummary
 from servelab.ops.bench import BenchResult, LevelSummary
 from servelab.report.plots import ttft_phase_plot
+from servelab.report.runnotes import evidence_lines, return_note
 
 __all__ = [
     "CLIENT_REASONS",
@@ -34,9 +36,11 @@ __all__ = [
     "records_jsonl",
     "records_jsonl_chunks",
     "result_json",
+    "return_lines",
     "summary_csv",
     "summary_markdown",
     "summary_table",
+    "telemetry_lines",
 ]
 
 CLIENT_REASONS = {
@@ -219,7 +223,35 @@ def phase_markdown(result: BenchResult) -> str:
         return ""
     head, rows = _phase_rows(result)
     lines = ["| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
-    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows)]) + "\n"
+    notes = [f"\n{line}" for line in return_lines(result)]
+    return "\n".join([*lines, *("| " + " | ".join(r) + " |" for r in rows), *notes]) + "\n"
+
+
+def return_lines(result: BenchResult) -> list[str]:
+    """Per traced concurrency whose ``return`` median is a Nagle-held chunk: what it is."""
+    out = []
+    for c, t in _traced(result):
+        q = t.phases.get("return")
+        note = return_note(None if q is None else q.p50)
+        if note is not None:
+            out.append(f"C{c}: {note}")
+    return out
+
+
+def telemetry_lines(result: BenchResult) -> list[str]:
+    """Per watched run, the run-telemetry rules that fired or could not judge (each citing its
+    metric and delta), then how many stayed quiet; evidence only, not a verdict."""
+    out = []
+    for run in result.runs:
+        if run.telemetry is None:
+            continue
+        evidence = [e.to_json() for e in run_evidence(run.telemetry, run.records)]
+        told = evidence_lines(evidence, quiet=False)
+        quiet = sum(1 for e in evidence if e["state"] == "quiet")
+        where = f"C{run.concurrency} run {run.repeat_index + 1}"
+        out += [f"{where}: {line}" for line in told]
+        out.append(f"{where}: {quiet} of {len(evidence)} rule reading(s) quiet")
+    return out
 
 
 def phase_lines(result: BenchResult) -> list[str]:

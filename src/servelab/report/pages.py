@@ -17,6 +17,7 @@ from html import escape
 from typing import Any
 
 from servelab.core.evidence import BenchRunRecord, SoakRunRecord
+from servelab.report.runnotes import evidence_rows, return_note
 
 __all__ = [
     "CSS",
@@ -208,6 +209,17 @@ def _phase_lines(traces: Mapping[str, Any], plot: str | None) -> list[str]:
         if isinstance(qs, Mapping):
             out.append(f"| {phase} | {_num(qs.get('p50'), 2)} | {_num(qs.get('p90'), 2)} | "
                        f"{_num(qs.get('p99'), 2)} |")  # fmt: skip
+    ret = phases.get("return")
+    note = return_note(ret.get("p50") if isinstance(ret, Mapping) else None)
+    return [*out, "", *([note[0].upper() + note[1:] + ".", ""] if note else [])]
+
+
+def _evidence_lines(evidence: Sequence[Mapping[str, Any]]) -> list[str]:
+    out = ["## The run's telemetry as evidence", ""]
+    out += ["The run-telemetry rules (docs/soak.md) over this run's own records and metrics: "
+            "evidence only, not a verdict.", ""]  # fmt: skip
+    out += ["| rule | subject | reading | cites (metric and delta) |", "|---|---|---|---|"]
+    out += [f"| {r} | {s} | {st} | {c} |" for r, s, st, c in evidence_rows(evidence)]
     return [*out, ""]
 
 
@@ -226,6 +238,8 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
         out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in sorted(failures.items())] + [""]
     if isinstance(run.summary.get("telemetry"), Mapping):
         out += _telemetry_lines(run.summary["telemetry"])
+    if isinstance(run.summary.get("telemetry_evidence"), list):
+        out += _evidence_lines(run.summary["telemetry_evidence"])
     if isinstance(run.summary.get("traces"), Mapping):
         out += _phase_lines(run.summary["traces"], phase_plot)
     return "\n".join(out) + "\n"

@@ -1,0 +1,72 @@
+"""Notes under a bench run's tables, shared by the console (:mod:`servelab.report.bench`) and the
+run's page (:mod:`servelab.report.pages`): the run-telemetry rules' reading
+(``summary["telemetry_evidence"]``), and what a long ``return`` phase is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from servelab.core.diagnose import Observation
+from servelab.core.traces import RETURN_HELD_MS
+from servelab.report.soak import telemetry_text
+
+__all__ = ["evidence_lines", "evidence_observations", "evidence_rows", "return_note"]
+
+
+def evidence_observations(evidence: Sequence[Mapping[str, Any]]) -> list[Observation]:
+    """The stored evidence (``TelemetryEvidence.to_json()`` each) as the soak's observations:
+    fired unhealthy, quiet healthy, unknown neutral."""
+    out = []
+    for d in evidence:
+        unknown = d.get("state") == "unknown"
+        healthy = None if unknown else d.get("state") == "quiet"
+        data = dict(d) | ({"unknown": True} if unknown else {})
+        oid = f"telemetry.{d['rule']}.{d['subject']}"
+        out.append(Observation(oid, d["subject"], healthy, data))
+    return out
+
+
+def _mark(o: Observation) -> str:
+    return "?" if o.healthy is None else ("!" if o.healthy is False else "·")
+
+
+def evidence_lines(evidence: Sequence[Mapping[str, Any]], *, quiet: bool = True) -> list[str]:
+    """One line per rule reading, marked ``!`` fired, ``?`` unknown, ``·`` quiet, citing each
+    metric and its delta (``quiet=False`` leaves the quiet ones out)."""
+    return [
+        f"{_mark(o)} {telemetry_text(o)}"
+        for o in evidence_observations(evidence)
+        if quiet or o.healthy is not True
+    ]
+
+
+def evidence_rows(evidence: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """``(rule, subject, state, cited series and values)`` per reading, for a page's table
+    (the series in backticks)."""
+    rows = []
+    for d in evidence:
+        cites = "; ".join(
+            f"{c.get('source')}: `{c.get('series')}` {c.get('kind')} {c.get('value'):g}"
+            for c in d.get("cites") or ()
+        )
+        state = str(d.get("state"))
+        if d.get("state") == "fired" and d.get("points_at"):
+            state += f" → {d['points_at']}"
+        if d.get("state") == "unknown" and d.get("reason"):
+            state += f" ({d['reason']})"
+        rows.append((str(d.get("rule")), str(d.get("subject")), state, cites or "–"))
+    return rows
+
+
+def return_note(return_p50_ms: float | None) -> str | None:
+    """Why the ``return`` phase is long, when its median is (None when it is not): it is the
+    router's way back to the client, not time spent in an engine."""
+    if return_p50_ms is None or return_p50_ms < RETURN_HELD_MS:
+        return None
+    return (
+        f"return (p50 {return_p50_ms:.1f} ms) is the router's way back to the client after the "
+        "decode wrote the first token, not engine time: sglang-router 0.3.2 leaves Nagle's "
+        "algorithm on its client connections (no TCP_NODELAY), so on a kept-alive connection "
+        "its first token chunk waits for the client's delayed ACK (at least 40 ms on Linux)"
+    )
