@@ -14,7 +14,7 @@ from servelab.core import metrics
 from servelab.core.workload import LengthDist
 from servelab.ops.bench import BenchConfig, run_bench
 from servelab.ops.benchload import Job, Part, PartResult, merge, slot_starts_ns, split
-from tests.support.servers import served, streaming_app
+from tests.support.servers import SEEN, Seen, served, streaming_app
 
 
 @pytest.fixture
@@ -79,11 +79,24 @@ async def test_open_loop_in_workers(server: str) -> None:
     assert sorted(r.index for r in result.runs[0].records) == list(range(16))
 
 
-async def test_a_stop_ends_every_worker_with_partial_results(server: str) -> None:
+async def _stop_once_streaming(seen: Seen, stop: asyncio.Event, streams: int) -> None:
+    """Set ``stop`` once the server has begun ``streams`` streams (bounded: 120 s at most)."""
+    async with asyncio.timeout(120):
+        while seen.streams < streams:
+            await asyncio.sleep(0.01)
+    stop.set()
+
+
+async def test_a_stop_ends_every_worker_with_partial_results() -> None:
+    app = streaming_app(gap_s=0.01)
     stop = asyncio.Event()
-    asyncio.get_running_loop().call_later(4.0, stop.set)  # after the spawn and the t0 ahead
-    config = _config(server, workers=2, requests=2000, concurrencies=(2,))
-    result = await run_bench(config, stop=stop)
+    async with served(app) as url:
+        # the stop comes once both workers stream (after their spawn and the t0 ahead), however
+        # long a busy machine takes to start them
+        watcher = asyncio.create_task(_stop_once_streaming(app[SEEN], stop, 8))
+        config = _config(url, workers=2, requests=2000, concurrencies=(2,))
+        result = await run_bench(config, stop=stop)
+        await watcher
     assert result.interrupted and 0 < len(result.runs[0].records) < 2000
 
 

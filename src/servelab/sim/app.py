@@ -172,8 +172,10 @@ async def _stream(
                     events = [
                         stream_token(req, item, seq.out, k, rid, created) for k in range(sent, n)
                     ]
-                await resp.write(b"".join(events))
+                # stamped before the write: the write can yield (drain) and the client may read
+                # the token before this coroutine runs again, which made ``return`` negative
                 mark(req.marks, "first_token")
+                await resp.write(b"".join(events))
                 sent = n
             if seq.done.is_set() and sent >= seq.n_out:
                 break
