@@ -315,13 +315,16 @@ def summarize_traces(breakdowns: Sequence[TtftBreakdown], n_requests: int) -> Tr
 @dataclass(frozen=True)
 class RunTraces:
     """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
-    spans arrived, and whether the wait for late spans ended because every request was seen."""
+    spans arrived, and whether the wait for late spans ended because every request was seen.
+    ``spans`` are the spans themselves, as received: the ledger stores them in their own rows
+    (not in :meth:`to_json`), so one read back from a summary has none."""
 
     anchor: ClockAnchor
     breakdowns: tuple[TtftBreakdown, ...]
     untraced: tuple[str, ...]
     n_spans: int
     complete: bool
+    spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def summary(self) -> TraceSummary:
@@ -370,4 +373,4 @@ def join_records(
             untraced.append(r.request_id)
         else:
             breakdowns.append(b)
-    return RunTraces(anchor, tuple(breakdowns), tuple(untraced), len(spans), complete)
+    return RunTraces(anchor, tuple(breakdowns), tuple(untraced), len(spans), complete, tuple(spans))
