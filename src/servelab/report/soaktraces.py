@@ -34,7 +34,7 @@ def phase_line(p: RequestPhases) -> str:
         return head + f"{router}: it never got through the prefill queue, or its spans were lost"
     seen = ", ".join(p.seen)
     if p.first_missing is None:
-        return head + f"spans {seen}: every worker phase ended (it stopped on the way back)"
+        return head + f"spans {seen}: the decode steps ended (it stopped on the way back)"
     return (
         head + f"spans {seen}; none for {p.first_missing}: it stopped in or after "
         f"{PHASE_NAMES[p.last]} ({PHASE_NAMES[p.first_missing]} never ended)"
