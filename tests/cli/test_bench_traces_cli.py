@@ -73,11 +73,15 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
         assert phases["max_abs_gap_ms"] <= TOLERANCE_MS, phases
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
         runs = [ledger.get_bench_run(r.id) for r in ledger.list_bench_runs()]
+        stored = {r.id: ledger.spans(run_id=r.id) for r in ledger.list_bench_runs()}
     assert len(runs) == len(CONCURRENCY)
     n_traced = n_routed = 0
     for run in runs:
         assert run is not None and run.records is not None
         traces = run.summary["traces"]
+        # the spans themselves are in the ledger with their run, every one the receiver got
+        assert len(stored[run.id]) == traces["n_spans"] > 0
+        assert {str(r["request_id"]) for r in run.records} <= {s.request_id for s in stored[run.id]}
         by_id = {b["request_id"]: b for b in traces["breakdowns"]}
         ids = [str(r["request_id"]) for r in run.records]
         # every request had its own id on the wire, and its spans came back under it

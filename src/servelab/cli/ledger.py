@@ -1,6 +1,7 @@
 """``servelab ledger …``: the evidence ledger itself.
 
-``export`` streams: bench runs' per-request records are read in batches and written as they are
+``export`` streams: bench runs' per-request records (and bench runs' and soaks' received spans)
+are read in batches and written as they are
 read, so memory stays flat whatever the ledger's size, and every write is checked (a full disk or
 a reader that went away exits 1 with the byte count reached; an export to a file goes through a
 temporary file removed on failure, so no partial file is left under the name asked for).
@@ -34,6 +35,7 @@ from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream
 from servelab.io.ledger import Ledger
 from servelab.report.ledger import (
+    ChildrenOf,
     ExportSummary,
     csv_chunks,
     export_header,
@@ -84,6 +86,12 @@ class _Counter:
             self.records += 1
             yield record
 
+    def spans_of(self, run_id: int) -> Iterator[dict[str, Any]]:
+        return (s.to_json() for s in self.ledger.iter_spans(run_id=run_id))
+
+    def soak_spans_of(self, soak_id: int) -> Iterator[dict[str, Any]]:
+        return (s.to_json() for s in self.ledger.iter_spans(soak_id=soak_id))
+
     def rows(self, table: str, *, decode: bool = True) -> Iterator[dict[str, Any]]:
         for row in self.ledger.iter_rows(table, decode=decode):
             if table == "bench_records":
@@ -99,7 +107,7 @@ def _encoded(chunks: Iterable[str]) -> Iterator[bytes]:
 
 
 def _tables(ledger: Ledger, records: bool) -> list[str]:
-    return [t for t in ledger.table_names() if records or t != "bench_records"]
+    return [t for t in ledger.table_names() if records or t not in {"bench_records", "spans"}]
 
 
 def _to(out: str, data: Data, chunk_bytes: int) -> int:
@@ -125,7 +133,13 @@ def export_stream(
     counter = _Counter(ledger)
     if fmt == "json":
         doc = ledger_json(ledger.snapshot(records=False))
-        chunks = json_chunks(doc, counter.records_of if records else None)
+        children: dict[str, dict[str, ChildrenOf]] = {
+            "bench_runs": {"spans": counter.spans_of},
+            "soak_runs": {"spans": counter.soak_spans_of},
+        }
+        chunks = json_chunks(
+            doc, counter.records_of if records else None, children if records else None
+        )
         runs = len(doc["bench_runs"])
     else:
         header = export_header(fmt, ledger.schema_version, str(ledger.path))
@@ -189,7 +203,9 @@ def ledger_group() -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="json", show_default=True,
               help="json: one document; jsonl: a line per row; csv: a file per table (OUT is "
                    "a directory).")  # fmt: skip
-@click.option("--no-records", is_flag=True, help="Leave out bench runs' per-request records.")
+@click.option(
+    "--no-records", is_flag=True, help="Leave out per-request records and received spans."
+)
 @click.option("--chunk-bytes", type=click.IntRange(min=1), default=CHUNK_BYTES, hidden=True)
 @spec_option
 @ledger_option

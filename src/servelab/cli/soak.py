@@ -29,6 +29,7 @@ from servelab.io.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 from servelab.ops import soak as ops
 from servelab.ops.knob import live_knobs
+from servelab.ops.tracing import TraceCollector, trace_collector
 from servelab.report import soak as report
 
 __all__ = ["register", "targets_from"]
@@ -178,14 +179,20 @@ def soak_command(
     )
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)
-    result = _soak(config, targets, None if no_record else ledger_file, case_id)
+    traces = None if loaded is None else trace_collector(loaded.spec)
+    result = _soak(config, targets, None if no_record else ledger_file, case_id, traces)
     _show(result, as_json)
 
 
 def _soak(
-    config: ops.SoakConfig, targets: ops.Targets, ledger_file: Path | None, case_id: int | None
+    config: ops.SoakConfig,
+    targets: ops.Targets,
+    ledger_file: Path | None,
+    case_id: int | None,
+    traces: TraceCollector | None = None,
 ) -> ops.SoakResult:
-    """Run the soak; ops records it in the ledger (``ledger_file`` None: not recorded)."""
+    """Run the soak; ops records it in the ledger (``ledger_file`` None: not recorded). With
+    ``traces`` (a spec's ``[tracing]``), the spans received are recorded with it."""
     with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
         return run(
             ops.soak(
@@ -196,6 +203,7 @@ def _soak(
                 document=report.soak_record,
                 case_id=case_id,
                 on_result=_on_result(ledger_file),
+                traces=traces,
             )
         )
 

@@ -46,6 +46,7 @@ class PruneResult:
     records: int
     kept_as_evidence: tuple[int, ...]
     at: str
+    spans: int = 0  # the received spans that went with the runs' records
 
 
 @dataclass(frozen=True)

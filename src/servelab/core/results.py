@@ -344,6 +344,8 @@ class SoakDocument:
     undecided: Mapping[str, Any] | None = None
     #: What the router and the engines counted over the soak (None: not watched, older rows).
     telemetry: RunTelemetry | None = None
+    #: A traced soak: spans received, and each failed request's phases so far (None: untraced).
+    traces: Mapping[str, Any] | None = None
 
     @property
     def knobs(self) -> Mapping[str, Any]:
@@ -377,9 +379,16 @@ class SoakDocument:
             telemetry=None
             if not doc.get("telemetry")
             else RunTelemetry.from_json(doc["telemetry"]),
+            traces=None if doc.get("traces") is None else obj(doc.get("traces")),
         )
 
     def to_json(self) -> dict[str, Any]:
+        out = self._json()
+        if self.traces is not None:
+            out["traces"] = dict(self.traces)
+        return out
+
+    def _json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
             "soak_id": self.soak_id,

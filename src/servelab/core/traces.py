@@ -46,8 +46,10 @@ __all__ = [
     "PHASES",
     "REQUEST_ID_ATTR",
     "RETURN_HELD_MS",
+    "WORKER_PHASES",
     "ClockAnchor",
     "PhaseQuantiles",
+    "RequestPhases",
     "RunTraces",
     "Span",
     "TraceSummary",
@@ -55,6 +57,7 @@ __all__ = [
     "decompose",
     "join_records",
     "phase_percentiles",
+    "phases_so_far",
     "request_identity",
     "spans_by_request",
     "summarize_traces",
@@ -80,6 +83,9 @@ PHASES = (
 RETURN_HELD_MS = 30.0
 
 _SERVER_SPANS = ("prefill_queue", "prefill", "kv_transfer", "first_decode_step")
+#: Every span a PD request's workers export, in the order the request goes through them (the
+#: simulated workers' names, :mod:`servelab.sim.tracing`): ``decode`` is the steps after the first.
+WORKER_PHASES = (*_SERVER_SPANS, "decode")
 _U64 = (1 << 64) - 1
 
 
@@ -315,13 +321,16 @@ def summarize_traces(breakdowns: Sequence[TtftBreakdown], n_requests: int) -> Tr
 @dataclass(frozen=True)
 class RunTraces:
     """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
-    spans arrived, and whether the wait for late spans ended because every request was seen."""
+    spans arrived, and whether the wait for late spans ended because every request was seen.
+    ``spans`` are the spans themselves, as received: the ledger stores them in their own rows
+    (not in :meth:`to_json`), so one read back from a summary has none."""
 
     anchor: ClockAnchor
     breakdowns: tuple[TtftBreakdown, ...]
     untraced: tuple[str, ...]
     n_spans: int
     complete: bool
+    spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
 
     @property
     def summary(self) -> TraceSummary:
@@ -370,4 +379,55 @@ def join_records(
             untraced.append(r.request_id)
         else:
             breakdowns.append(b)
-    return RunTraces(anchor, tuple(breakdowns), tuple(untraced), len(spans), complete)
+    return RunTraces(anchor, tuple(breakdowns), tuple(untraced), len(spans), complete, tuple(spans))
+
+
+@dataclass(frozen=True)
+class RequestPhases:
+    """How far one failed or stalled request got, by the worker spans that came back for it:
+    ``seen`` the worker phases received (:data:`WORKER_PHASES` order), ``n_spans`` every span of
+    its (worker spans and the router's of the same trace). ``session``/``round`` say which
+    request it was (-1: the soak's probe); ``outcome`` is ``stalled`` or ``error``."""
+
+    request_id: str
+    session: int
+    round: int
+    outcome: str
+    seen: tuple[str, ...]
+    n_spans: int
+
+    @property
+    def last(self) -> str | None:
+        """The furthest worker phase received (None: no worker span came back)."""
+        return self.seen[-1] if self.seen else None
+
+    @property
+    def first_missing(self) -> str | None:
+        """The phase after the furthest one received, the first whose span did not come: the
+        request stopped in or after :attr:`last` and this phase never ended (None: no worker
+        span came back, or every phase's did)."""
+        if not self.seen:
+            return None
+        after = WORKER_PHASES.index(self.seen[-1]) + 1
+        return WORKER_PHASES[after] if after < len(WORKER_PHASES) else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "request_id": self.request_id,
+            "session": self.session,
+            "round": self.round,
+            "outcome": self.outcome,
+            "seen": list(self.seen),
+            "n_spans": self.n_spans,
+            "last": self.last,
+            "first_missing": self.first_missing,
+        }
+
+
+def phases_so_far(
+    request_id: str, session: int, rnd: int, outcome: str, spans: Sequence[Span]
+) -> RequestPhases:
+    """The worker phases among ``spans`` (one request's, :func:`spans_by_request`)."""
+    names = {s.name for s in spans}
+    seen = tuple(p for p in WORKER_PHASES if p in names)
+    return RequestPhases(request_id, session, rnd, outcome, seen, len(spans))

@@ -15,9 +15,13 @@ Readers return the typed records of :mod:`servelab.core.evidence`, oldest first;
 results they hold are typed too, and the writers take them typed. :meth:`Ledger.export` is every
 record's ``to_json()`` in one JSON document, built in memory: an export of any size streams
 instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
-:meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). Per-request records are stored compactly
-(:func:`servelab.core.records.pack_record`) and decoded when read; :meth:`Ledger.prune_records`,
-:meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size in hand.
+:meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). The OpenTelemetry spans received
+during a traced bench run or soak are rows of their own (``spans``, written in the run's
+transaction, read back as :class:`~servelab.core.traces.Span` by :meth:`Ledger.spans`; the
+streaming export carries them, :meth:`Ledger.export` does not). Per-request records are stored
+compactly (:func:`servelab.core.records.pack_record`) and decoded when read;
+:meth:`Ledger.prune_records`, :meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size
+in hand.
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ from servelab.core.evidence import (
     VerificationRecord,
 )
 from servelab.core.results import AbResultRecord, SoakDocument
+from servelab.core.traces import Span
 from servelab.errors import CaseError, StoreError
 from servelab.io.ledgeradmin import (
     LedgerStats,
@@ -64,6 +69,7 @@ from servelab.io.ledgerconn import (
 )
 from servelab.io.ledgerrows import (
     JSON_COLUMNS,
+    SPAN_COLUMNS,
     check_row,
     decode_record,
     decode_row,
@@ -71,7 +77,9 @@ from servelab.io.ledgerrows import (
     encode_record,
     filters,
     finding_row,
+    insert_spans,
     set_verdict,
+    span_of_row,
 )
 from servelab.io.migrations import SCHEMA_VERSION
 
@@ -141,8 +149,10 @@ class Ledger(LedgerFile):
         config: dict[str, Any],
         summary: dict[str, Any],
         records: list[dict[str, Any]],
+        spans: Sequence[Span] = (),
     ) -> int:
-        """One bench run with its summary and every per-request record, all or nothing."""
+        """One bench run with its summary, every per-request record and the spans received
+        during it (``spans`` rows), all or nothing."""
         row: dict[str, Any] = {"at": self._now(), "label": label, "config": dumps(config)}
         row |= {"summary": dumps(summary), "n_records": len(records)}
         with self._write() as conn:
@@ -151,6 +161,7 @@ class Ledger(LedgerFile):
                 "INSERT INTO bench_records (run_id, seq, record) VALUES (?, ?, ?)",
                 ((run_id, seq, encode_record(rec)) for seq, rec in enumerate(records)),
             )
+            insert_spans(conn, "run_id", run_id, spans)
             return run_id
 
     def record_ab(
@@ -162,10 +173,17 @@ class Ledger(LedgerFile):
         with self._write() as conn:
             return self._insert(conn, "ab_runs", row)
 
-    def record_soak(self, document: SoakDocument, *, case_id: int | None = None) -> int:
-        """A soak run (its config, the whole document) and each of its findings; with
-        ``case_id``, attached to that case as evidence (its note: the findings' layers, or
-        ``no finding``), in the same transaction."""
+    def record_soak(
+        self,
+        document: SoakDocument,
+        *,
+        case_id: int | None = None,
+        spans: Sequence[Span] = (),
+    ) -> int:
+        """A soak run (its config, the whole document), each of its findings and the spans
+        received during it (``spans`` rows with its ``soak_id``); with ``case_id``, attached to
+        that case as evidence (its note: the findings' layers, or ``no finding``), in the same
+        transaction."""
         ok = document.ok
         row: dict[str, Any] = {"at": self._now(), "ok": None if ok is None else int(ok)}
         row |= {"config": dumps(document.config), "result": dumps(document.to_json())}
@@ -175,6 +193,7 @@ class Ledger(LedgerFile):
             soak_id = self._insert(conn, "soak_runs", row)
             for finding in document.findings:
                 self._insert(conn, "soak_findings", finding_row(soak_id, finding))
+            insert_spans(conn, "soak_id", soak_id, spans)
             if case_id is not None:
                 note = ", ".join(str(f.layer) for f in document.findings) or "no finding"
                 evidence = {"case_id": case_id, "at": row["at"], "kind": "soak"}
@@ -375,6 +394,29 @@ class Ledger(LedgerFile):
                 ).fetchall()
             for _seq, value in rows:
                 yield decode_record(value)
+            if len(rows) < batch:
+                return
+            after = rows[-1][0]
+
+    def spans(self, *, run_id: int | None = None, soak_id: int | None = None) -> list[Span]:
+        """The spans recorded with bench run ``run_id`` or soak ``soak_id``, as received."""
+        return list(self.iter_spans(run_id=run_id, soak_id=soak_id))
+
+    def iter_spans(
+        self, *, run_id: int | None = None, soak_id: int | None = None, batch: int = READ_BATCH
+    ) -> Iterator[Span]:
+        """:meth:`spans`, read ``batch`` at a time (none once the run's records are pruned)."""
+        if (run_id is None) == (soak_id is None):
+            raise ValueError("spans of exactly one of run_id and soak_id")
+        owner, owner_id = ("run_id", run_id) if run_id is not None else ("soak_id", soak_id)
+        sql = (f"SELECT id, {', '.join(SPAN_COLUMNS)} FROM spans WHERE {owner} = ? AND id > ? "
+               "ORDER BY id LIMIT ?")  # fmt: skip
+        after = -1
+        while True:
+            with self._read() as conn:
+                rows = conn.execute(sql, (owner_id, after, batch)).fetchall()
+            for row in rows:
+                yield span_of_row(tuple(row[1:]))
             if len(rows) < batch:
                 return
             after = rows[-1][0]

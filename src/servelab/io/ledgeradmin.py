@@ -1,10 +1,11 @@
 """Keeping a ledger's size in hand: what each table holds (``ledger stats``), dropping old
 per-request records (``ledger prune``) and giving the space back (``ledger vacuum``).
 
-Pruning removes per-request records only: a run keeps its summary and its row count and says when
-its records went (``records_pruned_at``); deployments, knob changes, verifications, A/B and soak
-runs, cases with their suspects, evidence and verdicts are never pruned, and a run attached to a
-case as evidence keeps its records. Each function takes the ledger's connection; the
+Pruning removes a bench run's per-request records and its received spans only: the run keeps its
+summary and its row count and says when its records went (``records_pruned_at``); deployments,
+knob changes, verifications, A/B and soak runs (with a soak's spans), cases with their suspects,
+evidence and verdicts are never pruned, and a run attached to a case as evidence keeps its
+records and spans. Each function takes the ledger's connection; the
 :class:`~servelab.io.ledger.Ledger` opens the transaction (or, for ``VACUUM``, none).
 """
 
@@ -114,13 +115,16 @@ def select_prunable(
 def prune_records(
     conn: sqlite3.Connection, run_ids: list[int], kept: list[int], now: str
 ) -> PruneResult:
-    """Delete the per-request records of ``run_ids`` and mark those runs pruned at ``now``."""
-    removed = 0
+    """Delete the per-request records and spans of ``run_ids`` and mark those runs pruned at
+    ``now``."""
+    removed, spans = 0, 0
     for run_id in run_ids:
         cur = conn.execute("DELETE FROM bench_records WHERE run_id = ?", (run_id,))
         removed += max(cur.rowcount, 0)
+        cur = conn.execute("DELETE FROM spans WHERE run_id = ?", (run_id,))
+        spans += max(cur.rowcount, 0)
         conn.execute("UPDATE bench_runs SET records_pruned_at = ? WHERE id = ?", (now, run_id))
-    return PruneResult(tuple(run_ids), removed, tuple(kept), now)
+    return PruneResult(tuple(run_ids), removed, tuple(kept), now, spans)
 
 
 def compact_batch(conn: sqlite3.Connection, after: int, batch: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -17,10 +17,12 @@ from typing import Any
 from servelab.core.evidence import CheckRecord
 from servelab.core.records import pack_record, unpack_record
 from servelab.core.results import SoakFinding
+from servelab.core.traces import Span
 from servelab.errors import CaseError, StoreError
 
 __all__ = [
     "JSON_COLUMNS",
+    "SPAN_COLUMNS",
     "check_row",
     "decode_record",
     "decode_row",
@@ -29,10 +31,20 @@ __all__ = [
     "filters",
     "finding_row",
     "insert",
+    "insert_spans",
     "set_verdict",
+    "span_of_row",
+    "span_values",
 ]
 
-JSON_COLUMNS = frozenset({"detail", "data", "config", "summary", "result", "finding", "record"})
+JSON_COLUMNS = frozenset(
+    {"detail", "data", "config", "summary", "result", "finding", "record", "attributes"}
+)
+#: A ``spans`` row's columns after its owner (``run_id`` or ``soak_id``), in order.
+SPAN_COLUMNS = (
+    "trace_id", "span_id", "parent_id", "name", "service", "start_ns", "end_ns", "request_id",
+    "attributes",
+)  # fmt: skip
 _BOOL_COLUMNS = frozenset({"ok"})
 
 
@@ -103,6 +115,27 @@ def finding_row(soak_id: int, finding: SoakFinding) -> dict[str, Any]:
     }
 
 
+def span_values(span: Span) -> tuple[Any, ...]:
+    """A span's :data:`SPAN_COLUMNS` values (its attributes as compact JSON)."""
+    return (
+        span.trace_id, span.span_id, span.parent_id, span.name, span.service, span.start_ns,
+        span.end_ns, span.request_id, dumps(dict(span.attributes)),
+    )  # fmt: skip
+
+
+def span_of_row(values: tuple[Any, ...]) -> Span:
+    """A :class:`Span` back from its :data:`SPAN_COLUMNS` values."""
+    trace_id, span_id, parent_id, name, service, start_ns, end_ns, _rid, attributes = values
+    try:
+        attrs = json.loads(attributes)
+    except ValueError as exc:
+        raise StoreError(f"a stored span's attributes are damaged: {exc}") from exc
+    return Span(
+        str(trace_id), str(span_id), str(parent_id), str(name), str(service), int(start_ns),
+        int(end_ns), attrs,
+    )  # fmt: skip
+
+
 def filters(**columns: Any) -> tuple[str, tuple[Any, ...]]:
     used = {k: v for k, v in columns.items() if v is not None}
     if not used:
@@ -116,6 +149,20 @@ def insert(conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> i
     marks = ", ".join("?" for _ in values)
     cur = conn.execute(f"INSERT INTO {table} ({names}) VALUES ({marks})", tuple(values.values()))
     return int(cur.lastrowid or 0)
+
+
+def insert_spans(
+    conn: sqlite3.Connection, owner: str, owner_id: int, spans: Iterable[Span]
+) -> None:
+    """One ``spans`` row per span, owned by ``owner`` (``run_id`` or ``soak_id``) ``owner_id``."""
+    if owner not in {"run_id", "soak_id"}:
+        raise ValueError(f"spans belong to a run_id or a soak_id, not {owner!r}")
+    names = ", ".join((owner, *SPAN_COLUMNS))
+    marks = ", ".join("?" for _ in range(len(SPAN_COLUMNS) + 1))
+    conn.executemany(
+        f"INSERT INTO spans ({names}) VALUES ({marks})",
+        ((owner_id, *span_values(s)) for s in spans),
+    )
 
 
 def set_verdict(

@@ -91,8 +91,29 @@ _V4_RETENTION = """
 ALTER TABLE bench_runs ADD COLUMN records_pruned_at TEXT;
 """
 
+# Version 5: the OpenTelemetry spans received during a traced bench run or soak, one row per span
+# (ids as hex, times as the exporting process's Unix epoch nanoseconds, the ``servelab.request_id``
+# attribute in its own column, every attribute as compact JSON). A span belongs to exactly one
+# bench run (``run_id``) or one soak (``soak_id``) and goes with it; pruning a run's records
+# removes its spans too.
+_V5_SPANS = """
+CREATE TABLE spans (
+    id INTEGER PRIMARY KEY,
+    run_id INTEGER REFERENCES bench_runs(id) ON DELETE CASCADE,
+    soak_id INTEGER REFERENCES soak_runs(id) ON DELETE CASCADE,
+    trace_id TEXT NOT NULL, span_id TEXT NOT NULL, parent_id TEXT NOT NULL,
+    name TEXT NOT NULL, service TEXT NOT NULL,
+    start_ns INTEGER NOT NULL, end_ns INTEGER NOT NULL,
+    request_id TEXT, attributes TEXT NOT NULL,
+    CHECK ((run_id IS NULL) <> (soak_id IS NULL))
+);
+CREATE INDEX spans_by_run ON spans(run_id, id) WHERE run_id IS NOT NULL;
+CREATE INDEX spans_by_soak ON spans(soak_id, id) WHERE soak_id IS NOT NULL;
+CREATE INDEX spans_by_request ON spans(request_id) WHERE request_id IS NOT NULL;
+"""
+
 #: Migration ``i + 1`` is ``MIGRATIONS[i]``.
-MIGRATIONS: tuple[str, ...] = (_V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION)
+MIGRATIONS: tuple[str, ...] = (_V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -266,11 +266,13 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def record_run(ledger: Ledger, config: BenchConfig, run: RunResult) -> int:
-    """Record one run (config, summary, every per-request record) in the ledger; its row id."""
+    """Record one run (config, summary, every per-request record, its received spans) in the
+    ledger; its row id."""
     summary, records = run_payload(run)
     run.run_id = ledger.record_bench_run(
-        label=config.label or None, config=config.to_dict(), summary=summary, records=records
-    )
+        label=config.label or None, config=config.to_dict(), summary=summary, records=records,
+        spans=() if run.traces is None else run.traces.spans,
+    )  # fmt: skip
     return run.run_id
 
 

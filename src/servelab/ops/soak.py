@@ -18,6 +18,7 @@ partial result, recorded like a full one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -44,13 +45,16 @@ from servelab.core.results import Determinism, FailedRequest, SoakDocument
 from servelab.core.signatures import CORRECTNESS, Failure, classify, to_localize
 from servelab.core.telemetry import MetricsSource, RunTelemetry, instance_of
 from servelab.core.telemetryrules import ClientWindow, ServerView
+from servelab.core.traces import RequestPhases, Span
 from servelab.io.http import HttpClient
 from servelab.io.ledger import Ledger
 from servelab.ops.context import Progress
 from servelab.ops.localize import discover_workers, localize, warm_up
 from servelab.ops.soakclient import Exchange, Targets, WorkerTarget, client, exchange, one_shot
+from servelab.ops.soaktraces import FailedId, gather_soak_spans, request_phases
 from servelab.ops.soakverdict import Seen, conclude
 from servelab.ops.telemetry import MetricsWatch
+from servelab.ops.tracing import TraceCollector
 
 __all__ = [
     "Exchange",
@@ -140,6 +144,10 @@ class SoakResult:
     telemetry: RunTelemetry | None = None
     #: what the soak's own requests received over the same window (sessions and probes)
     client: ClientWindow | None = None
+    #: every span received over the soak (tracing on; recorded in the ledger with it)
+    spans: tuple[Span, ...] = ()
+    #: per failed or stalled request, the worker phases its spans reached (None: tracing off)
+    phases: tuple[RequestPhases, ...] | None = None
 
     @property
     def ok(self) -> bool:
@@ -166,6 +174,7 @@ class _Run:
     t0_ns: int = field(default_factory=time.perf_counter_ns)
     output_tokens: int = 0  # received by the sessions and the probes
     ttfts: list[tuple[float, float]] = field(default_factory=list)  # (sent after t0 s, TTFT s)
+    failed_ids: list[FailedId] = field(default_factory=list)  # stalled or failed, by request id
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
@@ -226,6 +235,7 @@ def _account(
         return False
     if not record.ok:
         outcome.error = f"{record.error}: {record.error_detail}"[:300]
+        run.failed_ids.append(FailedId(record.request_id, outcome.session, rnd, "error"))
         detail = record.error_detail[:300]
         result.errors.append(
             FailedRequest(outcome.session, rnd, record.status, record.error, detail)
@@ -253,6 +263,7 @@ def _note_stall(
 ) -> None:
     """Record a stall (session -1: the C1 probe) and localize its signature once."""
     size, received = payload_size(body), (ex.received_bytes, ex.received_events, ex.phase)
+    run.failed_ids.append(FailedId(ex.record.request_id, session, rnd, "stalled"))
     age, carried = round(conn[0], 3), conn[1]
     run.result.stalls.append(
         Stall(session, rnd, size, age, carried, *received, ex.record.error or "")
@@ -443,12 +454,15 @@ async def soak(
     document: Callable[[SoakResult], SoakDocument] | None = None,
     case_id: int | None = None,
     on_result: Callable[[SoakResult], None] | None = None,
+    traces: TraceCollector | None = None,
 ) -> SoakResult:
     """Run the soak until every session is done, the deadline passes, or it is cancelled.
 
     Once it ends (also when Ctrl-C cancels it; then it re-raises), the result's ``document`` is
     recorded in ``ledger`` (``soak_id`` set; attached to ``case_id`` as evidence), then
-    ``on_result`` is called with the final or partial result.
+    ``on_result`` is called with the final or partial result. With ``traces`` (not yet entered),
+    its receiver listens for the whole soak; at the end the spans received (``result.spans``,
+    recorded with the soak) and each failed request's phases so far (``result.phases``).
     """
     say = progress or (lambda _msg: None)
     start = time.monotonic()
@@ -457,8 +471,16 @@ async def soak(
     run = _Run(config, targets, result, say)
     watch = MetricsWatch(metric_sources(targets), timeout_s=min(2.0, config.idle_timeout_s))
     try:
-        async with watch:
-            await _run_until_deadline(run, hard_deadline)
+        async with contextlib.AsyncExitStack() as stack:
+            if traces is not None:
+                await stack.enter_async_context(traces)
+            async with watch:
+                await _run_until_deadline(run, hard_deadline)
+            if traces is not None:
+                spans, result.phases = await gather_soak_spans(
+                    traces, run.failed_ids, hard_deadline
+                )
+                result.spans = tuple(spans)
     except asyncio.CancelledError:
         result.interrupted = True
         raise
@@ -466,9 +488,14 @@ async def soak(
         result.telemetry = watch.result
         await run.http.aclose()
         _conclude(run)
+        if traces is not None and result.phases is None:  # cut short: what came, no wait
+            result.spans = tuple(traces.take())
+            result.phases = request_phases(run.failed_ids, result.spans)
         result.elapsed_s = time.monotonic() - start
         if ledger is not None and document is not None:
-            result.soak_id = ledger.record_soak(document(result), case_id=case_id)
+            result.soak_id = ledger.record_soak(
+                document(result), case_id=case_id, spans=result.spans
+            )
         if on_result is not None:
             on_result(result)
     return result

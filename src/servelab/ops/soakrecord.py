@@ -66,4 +66,11 @@ def soak_document(result: SoakResult, findings: Sequence[SoakFinding]) -> SoakDo
         start=None if result.start is None else asdict(result.start),
         undecided=None if result.undecided is None else asdict(result.undecided),
         telemetry=result.telemetry,
+        traces=_traces(result),
     )
+
+
+def _traces(result: SoakResult) -> dict[str, Any] | None:
+    if result.phases is None:
+        return None
+    return {"n_spans": len(result.spans), "requests": [p.to_json() for p in result.phases]}

@@ -1,4 +1,5 @@
-"""Per-request traces around bench runs: the OTLP receiver on the spec's ``[tracing]`` endpoint.
+"""Per-request traces around bench runs and soaks: the OTLP receiver on the spec's ``[tracing]``
+endpoint.
 
 ``async with TraceCollector(spec.tracing) as traces:`` listens where the router and the engines
 export their spans (``up`` started them with their tracing switches, :mod:`servelab.core.topology`)
@@ -7,10 +8,13 @@ and :meth:`TraceCollector.collect` after it waits (bounded, condition-based) unt
 request's worker phases have arrived — exporters batch, so spans come seconds late — then a short
 grace for the router's own spans, and joins the records to their spans
 (:func:`servelab.core.traces.join_records`). A request whose spans did not come is *untraced*.
+A soak holds the receiver open for its whole run and, at its end, :meth:`TraceCollector.gather`
+takes every span received, once its failed and stalled requests' spans are in (bounded).
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -27,12 +31,22 @@ from servelab.core.traces import (
 )
 from servelab.io.otlp import OtlpReceiver
 
-__all__ = ["ANCHOR_READS", "ROUTER_GRACE_S", "TraceCollector", "read_anchor", "trace_collector"]
+__all__ = [
+    "ANCHOR_READS",
+    "ROUTER_GRACE_S",
+    "SETTLE_S",
+    "TraceCollector",
+    "read_anchor",
+    "trace_collector",
+]
 
 #: After every worker phase is in, how long to wait on for the router's ``http_request`` spans
 #: (sglang-router 0.3.2 batches them; it leaves some out altogether, so this never waits long;
 #: vllm-router 0.1.17 exports none: ``router_spans=False`` skips it).
 ROUTER_GRACE_S = 3.0
+#: Once every request asked for has a span, how long :meth:`TraceCollector.gather` waits on for
+#: the rest of theirs (the other worker's batch: the simulated workers export every 200 ms).
+SETTLE_S = 1.0
 #: Readings of the two clocks per anchor; the tightest is kept (:func:`read_anchor`).
 ANCHOR_READS = 7
 
@@ -67,6 +81,15 @@ class TraceCollector:
     @property
     def endpoint(self) -> str:
         return self._rx.endpoint
+
+    @property
+    def wait_s(self) -> float:
+        """The longest wait for late spans (the spec's ``wait_s``)."""
+        return self._wait_s
+
+    def take(self) -> list[Span]:
+        """Every span received so far, without waiting (forgotten here)."""
+        return self._rx.take()
 
     async def __aenter__(self) -> TraceCollector:
         await self._rx.__aenter__()
@@ -103,6 +126,22 @@ class TraceCollector:
             left = self._wait_s - (time.monotonic() - started)
             await self._rx.wait_for(all_routed, max(min(self._router_grace_s, left), 0.0))
         return join_records(records, anchor, self._rx.take(), complete)
+
+    async def gather(self, wanted: Sequence[str], wait_s: float) -> tuple[list[Span], bool]:
+        """Every span received so far, once each request id of ``wanted`` has at least one (at
+        most ``wait_s``; then :data:`SETTLE_S` more for the rest of theirs); and whether they
+        all did. For a soak: its failed and stalled requests' phases so far."""
+        started = time.monotonic()
+
+        def all_seen(spans: list[Span]) -> bool:
+            got = spans_by_request(spans)
+            return all(got.get(rid) for rid in wanted)
+
+        complete = await self._rx.wait_for(all_seen, wait_s)
+        left = wait_s - (time.monotonic() - started)
+        if complete and wanted and left > 0:
+            await asyncio.sleep(min(SETTLE_S, left))
+        return self._rx.take(), complete
 
 
 def trace_collector(spec: DeploymentSpec) -> TraceCollector | None:

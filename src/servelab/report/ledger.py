@@ -31,6 +31,7 @@ from servelab.report.verify import with_details
 __all__ = [
     "EXPORT_VERSION",
     "RECORD_COLUMNS",
+    "ChildrenOf",
     "ExportSummary",
     "csv_chunks",
     "export_header",
@@ -43,8 +44,9 @@ __all__ = [
     "vacuum_line",
 ]
 
-#: The layout of the export files themselves (the ledger's schema has its own version).
-EXPORT_VERSION = 2
+#: The layout of the export files themselves (the ledger's schema has its own version); 3: a
+#: JSON export's bench and soak runs carry their received ``spans``.
+EXPORT_VERSION = 3
 #: The columns of ``bench_records.csv``: the run, the record's position, its fields, and
 #: ``extra`` (a record of another shape, as JSON).
 RECORD_COLUMNS = ("run_id", "seq", *(f.name for f in fields(RequestRecord)), "extra")
@@ -96,34 +98,47 @@ def _dump(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
+#: Where a run's children come from in a JSON export: ``(run id) -> its rows``.
+ChildrenOf = Callable[[int], Iterable[Mapping[str, Any]]]
+
+
 def json_chunks(
     doc: Mapping[str, Any],
-    records_of: Callable[[int], Iterable[Mapping[str, Any]]] | None,
+    records_of: ChildrenOf | None,
+    children: Mapping[str, Mapping[str, ChildrenOf]] | None = None,
 ) -> Iterator[str]:
     """:func:`ledger_json`'s document as text, in pieces, with each bench run's ``records`` drawn
-    from ``records_of(run_id)`` as it goes (one record per line); None: no records."""
+    from ``records_of(run_id)`` as it goes (one record per line); None: no records. ``children``
+    adds more per-run lists the same way: ``{"bench_runs": {"spans": spans_of}, "soak_runs":
+    {"spans": soak_spans_of}}`` puts each run's received spans in it, streamed."""
     head = {**export_header("json", int(doc.get("schema_version") or 0), str(doc.get("path")))}
+    kinds = {key: dict(value) for key, value in (children or {}).items()}
+    if records_of is not None:
+        kinds["bench_runs"] = {"records": records_of, **kinds.get("bench_runs", {})}
     yield "{\n"
     for i, (key, value) in enumerate({**head, **doc}.items()):
         yield ",\n" if i else ""
         yield f"  {json.dumps(key)}: "
-        if key == "bench_runs" and records_of is not None:
-            yield from _runs_chunks(value, records_of)
+        if kinds.get(key):
+            yield from _runs_chunks(value, kinds[key])
         else:
             yield json.dumps(value, indent=2, default=str).replace("\n", "\n  ")
     yield "\n}\n"
 
 
 def _runs_chunks(
-    runs: Iterable[Mapping[str, Any]], records_of: Callable[[int], Iterable[Mapping[str, Any]]]
+    runs: Iterable[Mapping[str, Any]], children: Mapping[str, ChildrenOf]
 ) -> Iterator[str]:
     yield "["
     for i, run in enumerate(runs):
         yield ",\n    " if i else "\n    "
-        yield _dump({k: v for k, v in run.items() if k != "records"})[:-1] + ',"records":['
-        for j, record in enumerate(records_of(int(run["id"]))):
-            yield (",\n      " if j else "\n      ") + _dump(record)
-        yield "]}"
+        yield _dump({k: v for k, v in run.items() if k not in children})[:-1]
+        for name, rows_of in children.items():
+            yield f',"{name}":['
+            for j, row in enumerate(rows_of(int(run["id"]))):
+                yield (",\n      " if j else "\n      ") + _dump(row)
+            yield "]"
+        yield "}"
     yield "\n  ]"
 
 
@@ -233,8 +248,9 @@ def prune_lines(result: PruneResult) -> list[str]:
         lines = ["nothing to prune"]
     else:
         runs = ", ".join(str(i) for i in result.run_ids)
-        lines = [f"pruned {result.records:,} per-request record(s) of {len(result.run_ids)} "
-                 f"run(s) ({runs}); their summaries stay"]  # fmt: skip
+        spans = f" and {result.spans:,} span(s)" if result.spans else ""
+        lines = [f"pruned {result.records:,} per-request record(s){spans} of "
+                 f"{len(result.run_ids)} run(s) ({runs}); their summaries stay"]  # fmt: skip
     if result.kept_as_evidence:
         kept = ", ".join(str(i) for i in result.kept_as_evidence)
         lines.append(f"kept the records of run(s) {kept}: case evidence")

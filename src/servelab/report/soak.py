@@ -22,6 +22,7 @@ from servelab.report.soakmatrix import (
     start_line,
     undecided_lines,
 )
+from servelab.report.soaktraces import trace_lines
 
 __all__ = [
     "LAYER_ADVICE",
@@ -288,6 +289,7 @@ def render_soak(result: SoakResult) -> str:
     if result.errors:
         lines.append(f"failed requests ({len(result.errors)}):")
         lines += [f"  session {e.session} round {e.round}: {e.error}" for e in result.errors[:10]]
+    lines += trace_lines(result)
     for loc in result.localizations:
         lines += matrix_lines(loc)
     lines += telemetry_lines(result)
