@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import http.client
 import json
 import sys
 import threading
@@ -91,19 +93,44 @@ def test_corrupt_under_load_breaks_tool_json_only_above_x(stack: SimStack) -> No
     try:
         alone = tool_args([post(url, chat(p, max_tokens=200, tools=TOOLS)) for p in prompts[:4]])
         assert alone and broken(alone) == 0  # C1 is below X: well-formed
-        # All 16 are sent together (a barrier), so the later arrivals find more than 4 in flight
-        # however fast the earlier ones would otherwise finish on a quiet or a busy machine.
-        together = threading.Barrier(len(prompts), timeout=30)
+        # Five long streams held open (never read) keep the decode above X, however fast or slow
+        # the machine is; every tool request then arrives with more than 4 in flight.
+        with _held_streams(stack.decode_url, 5):
+            together = threading.Barrier(len(prompts), timeout=30)
 
-        def send(prompt: str) -> tuple[int, bytes]:
-            together.wait()
-            return post(url, chat(prompt, max_tokens=400, tools=TOOLS))
+            def send(prompt: str) -> tuple[int, bytes]:
+                together.wait()
+                return post(url, chat(prompt, max_tokens=400, tools=TOOLS))
 
-        with ThreadPoolExecutor(len(prompts)) as pool:
-            loaded = tool_args(list(pool.map(send, prompts)))
+            with ThreadPoolExecutor(len(prompts)) as pool:
+                loaded = tool_args(list(pool.map(send, prompts)))
         assert broken(loaded) > 0
     finally:
         set_faults(stack.decode_url, corrupt_under_load=None)
+
+
+@contextlib.contextmanager
+def _held_streams(base: str, n: int) -> Iterator[None]:
+    """``n`` long streaming requests to ``base`` that nobody reads until they are all running
+    (bounded: 60 s); read to their end on exit (a client going away would count as an abort)."""
+    port = int(base.rsplit(":", 1)[1])
+    body = json.dumps(chat("hold", max_tokens=4000, stream=True)).encode()
+    conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=60) for _ in range(n)]
+    try:
+        for conn in conns:
+            conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        deadline = time.monotonic() + 60
+        while metric(base, "sglang:num_running_reqs") < n:
+            assert time.monotonic() < deadline, "the held streams never all ran"
+            time.sleep(0.05)
+        yield
+        for conn in conns:
+            response = conn.getresponse()
+            assert response.status == 200
+            response.read()
+    finally:
+        for conn in conns:
+            conn.close()
 
 
 async def _abort_streams(url: str, n: int) -> None:
