@@ -102,3 +102,19 @@ async def test_a_cancelled_closed_loop_leaves_no_request_unmarked(
         await asyncio.gather(work, return_exceptions=True)
     assert load.records and all(r.end_ns is not None for r in load.records)
     assert all(r.ok or r.error for r in load.records)
+
+
+async def test_requests_written_for_tasks_that_never_ran_are_cut(
+    server: tuple[str, list[tuple[str, str]]],
+) -> None:
+    url, _seen = server
+    async with StreamClient(url, concurrency=3) as client:
+        await client.connect(2)  # two first sends written at once, the third left to its task
+        load = Load(client, PATH, lambda _r: None, None)
+        work = asyncio.create_task(load.closed(_jobs(9), slot_starts_ns(3, 0)))
+        await asyncio.sleep(0)  # the scheduler wrote the first sends and made the tasks
+        work.cancel()  # before any of them ran
+        await asyncio.gather(work, return_exceptions=True)
+    assert len(load.records) == 3
+    assert all(r.end_ns is not None and r.error for r in load.records)
+    assert sum(r.sent_ns > 0 for r in load.records) == 2

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from itertools import groupby
 from time import perf_counter_ns
 
-from servelab.core.records import RequestRecord, decode_chunks
+from servelab.core.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
 from servelab.core.traces import request_identity
 from servelab.core.workload import LengthDist, generate_requests
 from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
@@ -188,16 +188,16 @@ class Load:
                 self.client.drop(chain)
 
         tasks: list[asyncio.Task[None]] = []
+        chains: list[Chain] = []
         try:
             for start, same in groupby(sorted(starts_ns)):
                 await sleep_until(t0 + start)
                 firsts = [self._first(following, t0 + start) for _ in same]
+                chains += [chain for chain, _out in firsts]
                 tasks += [asyncio.create_task(slot(*first)) for first in firsts if first[1]]
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._cut(tasks, chains)
 
     async def open(
         self, jobs: list[Job], concurrency: int, offsets: list[int], t0: int | None = None
@@ -207,6 +207,7 @@ class Load:
         is written from this scheduler at its instant, before its task starts."""
         gate = asyncio.Semaphore(concurrency)
         tasks: list[asyncio.Task[None]] = []
+        chains: list[Chain] = []
         self.prepare(jobs)
         t0 = perf_counter_ns() if t0 is None else t0
 
@@ -232,12 +233,24 @@ class Load:
                     await gate.acquire()  # free: no wait
                     sent = (Chain(_no_next), self._outgoing(job, t0 + offset, False))
                     self.client.launch(*sent)
+                    chains.append(sent[0])
                 tasks.append(asyncio.create_task(one(job, t0 + offset, sent)))
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._cut(tasks, chains)
+
+    async def _cut(self, tasks: list[asyncio.Task[None]], chains: list[Chain]) -> None:
+        """The loop ended (done, failed or cancelled): stop every task; a request written for a
+        task that never ran is cut, and any record left open is marked interrupted."""
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for chain in chains:
+            self.client.drop(chain)
+        for record in self.records:
+            if record.end_ns is None:
+                record.fail(REASON_INTERRUPTED, "cancelled before it was sent")
+                record.end_ns = perf_counter_ns()
 
 
 def _no_next(_end_ns: int) -> Outgoing | None:
