@@ -11,7 +11,10 @@ and prints measured output tok/s, the 512/256 ratios and the pure model's predic
 ``--jitter``: instead of the A/B, serve each concurrency through the router (knob at its default)
 and report the decode step jitter inside the window: how late each decode step woke against its
 absolute schedule (p50, p99, max; wall ms), from the decode worker's own histogram in
-``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end.
+``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end, with the decode
+worker's CPU, this client's CPU and the whole machine's busy share over the window.
+``--loops asyncio uvloop``: each on a fresh stack whose workers run on that event loop
+(``SERVELAB_SIM_LOOP``), in turn, ``--repeats`` times.
 
 Throughput of a run = token events received inside the window [warm-up, warm-up + measure]
 divided by the window, in MODELLED seconds (wall x 1 / time scale), so it is comparable with
