@@ -20,7 +20,8 @@ decoding competes with reading). Why this transport, and what it was measured ag
 - A :class:`Chain` (a closed-loop user's next request) is written from the read callback the
   instant the previous request ends on its kept-alive connection, before any task wakes; the
   request's coroutine then adopts the exchange already on the wire (no dispatch queue of task
-  wake-ups when many users finish together). ``sent_ns`` is stamped after the write.
+  wake-ups when many users finish together). ``sent_ns`` is stamped at the write, after the
+  rest of the send path.
 
 Every stream failure is written into the record, never raised: HTTP status (+ truncated body),
 malformed or truncated stream, idle timeout, run deadline, connection error. The idle timeout (no
@@ -237,8 +238,10 @@ class _Conn(asyncio.Protocol):
         if self.lost or self.transport.is_closing():
             self._fail(H1Error("head", "connection closed before the request was sent"))
         else:
-            self.transport.write(request)
+            # stamped at the write, not after it: on loopback the server's receive runs inside
+            # the write, so a later stamp could come after the server saw the request
             got.record.sent_ns = watch.last_ns = perf_counter_ns()
+            self.transport.write(request)
         return done
 
     @property
@@ -475,7 +478,7 @@ class StreamClient:
         started: _Started | None,
     ) -> None:
         record = got.record
-        if started is None:  # stamped again after the write
+        if started is None:  # stamped again at the write
             record.sent_ns = watch.last_ns = perf_counter_ns()
         then = None if chain is None or self._force_close else partial(self._handoff, chain)
         for _attempt in range(2):
@@ -530,7 +533,7 @@ class StreamClient:
 
     def _start_on(self, chain: Chain, conn: _Conn, out: Outgoing) -> None:
         got, watch = Transfer(out.record, out.chunks), _Watch(perf_counter_ns())
-        out.record.sent_ns = watch.last_ns  # stamped again after the write
+        out.record.sent_ns = watch.last_ns  # stamped again at the write
         self._active.add(watch)
         self._traced(conn)
         done = conn.start(out.request, got, watch, partial(self._handoff, chain))
