@@ -11,7 +11,10 @@ and prints measured output tok/s, the 512/256 ratios and the pure model's predic
 ``--jitter``: instead of the A/B, serve each concurrency through the router (knob at its default)
 and report the decode step jitter inside the window: how late each decode step woke against its
 absolute schedule (p50, p99, max; wall ms), from the decode worker's own histogram in
-``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end.
+``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end, with the decode
+worker's CPU, this client's CPU and the whole machine's busy share over the window.
+``--loops asyncio uvloop``: each on a fresh stack whose workers run on that event loop
+(``SERVELAB_SIM_LOOP``), in turn, ``--repeats`` times.
 
 Throughput of a run = token events received inside the window [warm-up, warm-up + measure]
 divided by the window, in MODELLED seconds (wall x 1 / time scale), so it is comparable with
@@ -130,15 +133,35 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def _sched(
-    session: aiohttp.ClientSession, url: str, at: float
-) -> tuple[dict[int, int], float, float]:
-    """At ``at``: the decode worker's lateness histogram, its CPU seconds, and the time."""
+def _machine_busy() -> tuple[float, float]:
+    """The machine's busy and total CPU seconds so far, every core (``/proc/stat``)."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle, iowait
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - idle) / tick, sum(fields) / tick
+
+
+@dataclass
+class Snap:
+    """At one instant: the decode worker's lateness histogram and CPU, this client's CPU, the
+    machine's busy and total CPU seconds, the time."""
+
+    hist: dict[int, int]
+    decode_cpu_s: float
+    client_cpu_s: float
+    busy_s: float
+    total_s: float
+    at: float
+
+
+async def _sched(session: aiohttp.ClientSession, url: str, at: float) -> Snap:
+    """At ``at``: what :class:`Snap` holds."""
     await asyncio.sleep(max(at - time.monotonic(), 0.0))
     async with session.get(url + "/server_info") as resp:
         info = (await resp.json())["servelab"]
     hist = {int(k): int(v) for k, v in info["scheduler"]["hist"].items()}
-    return hist, _cpu_s(int(info["pid"])), time.monotonic()
+    busy, total = _machine_busy()
+    return Snap(hist, _cpu_s(int(info["pid"])), time.process_time(), busy, total, time.monotonic())
 
 
 def _quantiles(hist: dict[int, int]) -> dict[str, float]:
@@ -166,42 +189,58 @@ async def jitter_run(stack: SimStack, c: int, args: argparse.Namespace) -> dict[
             _sched(session, stack.decode_url, start + args.warm_s + ramp + args.measure_s)
         )
         win = await loop
-        (h0, cpu0, t0), (h1, cpu1, t1) = await before, await after
-    window = {k: v - h0.get(k, 0) for k, v in h1.items() if v > h0.get(k, 0)}
+        a, b = await before, await after
+    window = {k: v - a.hist.get(k, 0) for k, v in b.hist.items() if v > a.hist.get(k, 0)}
     return {
         **_quantiles(window),
         "tok_s_wall": win.tokens / args.measure_s,
-        "decode_cpu": (cpu1 - cpu0) / (t1 - t0),
+        "decode_cpu": (b.decode_cpu_s - a.decode_cpu_s) / (b.at - a.at),
+        "client_cpu": (b.client_cpu_s - a.client_cpu_s) / (b.at - a.at),
+        "machine_busy": (b.busy_s - a.busy_s) / max(b.total_s - a.total_s, 1e-9),
         "model_tok_s": c / (decode_step_s(DEFAULT_PROFILE, c, ctx, 256) * args.time_scale),
         "errors": float(win.errors),
     }
 
 
 def jitter_main(args: argparse.Namespace) -> int:
-    """Serve each concurrency, print the decode step jitter; exit 0 when p99 < 2 ms."""
-    stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"})
+    """Serve each concurrency (on each workers' loop), print the decode step jitter; exit 0 when
+    p99 < 2 ms."""
+    print(
+        f"time scale {args.time_scale}, in {args.in_len} / out {args.out_len}, window "
+        f"{args.measure_s} s; decode step lateness, wall ms (bucket {LAG_BUCKET_S * 1e3} ms)"
+    )
+    print(
+        f"{'loop':>7} {'C':>5} {'steps':>6} {'p50':>6} {'p99':>6} {'max':>7} {'tok/s wall':>10} "
+        f"{'model tok/s':>10} {'decode CPU':>10} {'client CPU':>10} {'machine busy':>12} errors "
+        "load"
+    )
+    ok = True
+    for _ in range(args.repeats):
+        for loop in args.loops:
+            ok &= _jitter_stack(args, loop)
+    return 0 if ok else 1
+
+
+def _jitter_stack(args: argparse.Namespace, loop: str) -> bool:
+    env = {"SERVELAB_SIM_WARMUP_S": "0", "SERVELAB_SIM_LOOP": loop}
+    stack = start_stack(time_scale=args.time_scale, env=env)
     ok = True
     try:
         asyncio.run(_warm(stack.router_url))
-        print(
-            f"time scale {args.time_scale}, in {args.in_len} / out {args.out_len}, window "
-            f"{args.measure_s} s; decode step lateness, wall ms (bucket {LAG_BUCKET_S * 1e3} ms)"
-        )
-        print(
-            f"{'C':>5} {'steps':>6} {'p50':>6} {'p99':>6} {'max':>7} {'tok/s wall':>10} "
-            f"{'model tok/s':>10} {'decode CPU':>10} errors load"
-        )
         for c in args.concurrency:
             res = asyncio.run(jitter_run(stack, c, args))
             ok &= res.get("p99", 0.0) < 2.0
             print(
-                f"{c:>5} {res['n']:6.0f} {res.get('p50', 0):6.2f} {res.get('p99', 0):6.2f} "
-                f"{res.get('max', 0):7.2f} {res['tok_s_wall']:10.0f} {res['model_tok_s']:10.0f} "
-                f"{res['decode_cpu']:10.0%} {res['errors']:.0f} {os.getloadavg()[0]:.1f}"
+                f"{loop:>7} {c:>5} {res['n']:6.0f} {res.get('p50', 0):6.2f} "
+                f"{res.get('p99', 0):6.2f} {res.get('max', 0):7.2f} {res['tok_s_wall']:10.0f} "
+                f"{res['model_tok_s']:10.0f} {res['decode_cpu']:10.0%} {res['client_cpu']:10.0%} "
+                f"{res['machine_busy']:12.0%} {res['errors']:.0f} "
+                f"{os.getloadavg()[0]:.1f}",
+                flush=True,
             )
     finally:
         stack.stop()
-    return 0 if ok else 1
+    return ok
 
 
 async def _warm(base: str) -> None:
@@ -274,6 +313,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=1, help="ABAB repeats of both arms")
     p.add_argument("--json", action="store_true", help="also print the raw numbers as JSON")
     p.add_argument("--jitter", action="store_true", help="report decode step jitter instead")
+    p.add_argument(
+        "--loops",
+        nargs="+",
+        default=["asyncio"],
+        choices=["asyncio", "uvloop"],
+        help="--jitter: the workers' event loops to measure, in turn (SERVELAB_SIM_LOOP)",
+    )
     args = p.parse_args(argv)
     if args.jitter:
         return jitter_main(args)

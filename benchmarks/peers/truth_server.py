@@ -10,6 +10,9 @@ chunk and ``data: [DONE]``. It records its own write times (``perf_counter_ns``)
     POST /truth/reset  → forget everything recorded so far
     GET  /v1/models    → one model, "truth"; GET /health → 200 (guidellm checks it)
 
+A request's arrival is stamped when the server's loop reads its bytes, before any parsing, and
+the request is handled after that read batch (``call_soon``): in a burst of requests, the time
+the server takes to handle the others counts in its own TTFT, not in a hidden wait before it.
 It keeps its schedule cheaply (one core): uvloop when installed, every byte it writes precomputed
 (the token chunks and, per output length, the closing chunk), one ``call_at`` per token. How late
 each write was against its schedule is recorded too (``late_ms``): the judge of whether the server
@@ -138,9 +141,11 @@ def _tail(prompt_tokens: int, n: int) -> bytes:
 class Stream:
     """One response on an absolute schedule, driven by loop.call_at callbacks (no task)."""
 
-    def __init__(self, conn: Conn, n: int, prompt_tokens: int) -> None:
+    def __init__(
+        self, conn: Conn, n: int, prompt_tokens: int, arrival_ns: int, arrival_t: float
+    ) -> None:
         self.conn, self.n, self.prompt_tokens = conn, n, prompt_tokens
-        self.arrival_ns = perf_counter_ns()
+        self.arrival_ns = arrival_ns  # when the loop read the request's last bytes
         self.last_ns = 0
         self.ttft_ns = 0
         self.written = 0
@@ -148,7 +153,7 @@ class Stream:
         self.late_ns: list[int] = []
         loop = asyncio.get_running_loop()
         conn.transport.write(HEAD_AND_ROLE)
-        self.t_first = loop.time() + PREFILL_S
+        self.t_first = arrival_t + PREFILL_S
         loop.call_at(self.t_first, self.tick, 0)
         TRUTH.streams.append(self)
 
@@ -188,6 +193,10 @@ class Conn(asyncio.Protocol):
         self.buf = b""
 
     def data_received(self, data: bytes) -> None:
+        # stamped before any parsing, the request handled after this read batch: in a burst of
+        # requests each connection's stamp waits only for the others' buffering, not for their
+        # handling, and that handling's delay counts in the server's own TTFT
+        self.arrival = (perf_counter_ns(), asyncio.get_running_loop().time())
         self.buf += data
         while True:
             end = self.buf.find(b"\r\n\r\n")
@@ -203,11 +212,14 @@ class Conn(asyncio.Protocol):
                 return
             body = self.buf[end + 4 : end + 4 + length]
             self.buf = self.buf[end + 4 + length :]
-            self.handle(head.split(" ", 2), body)
+            line = head.split(" ", 2)
+            if line[1].startswith("/v1/chat/completions") and line[0] == "POST":
+                asyncio.get_running_loop().call_soon(self.chat, body, *self.arrival)
+            else:
+                self.handle(line, body)
 
-    def handle(self, request_line: list[str], body: bytes) -> None:
-        method, path = request_line[0], request_line[1]
-        if path.startswith("/v1/chat/completions") and method == "POST":
+    def chat(self, body: bytes, arrival_ns: int, arrival_t: float) -> None:
+        if not self.transport.is_closing():
             req = json.loads(body or b"{}")
             n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 64)
             prompt = " ".join(
@@ -215,8 +227,11 @@ class Conn(asyncio.Protocol):
                 for m in req.get("messages", [])
                 if isinstance(m.get("content"), str)
             )
-            Stream(self, n, len(prompt.split()))
-        elif path == "/v1/models":
+            Stream(self, n, len(prompt.split()), arrival_ns, arrival_t)
+
+    def handle(self, request_line: list[str], body: bytes) -> None:
+        path = request_line[1]
+        if path == "/v1/models":
             self.transport.write(
                 _json_response(
                     {

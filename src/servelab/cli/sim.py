@@ -1,13 +1,15 @@
 """``servelab sim ...``: run the simulated prefill/decode workers and the faulty proxy.
 
 Knobs and faults are read from the environment once, at start-up (flags win over env).
-SIGTERM/SIGINT stop a worker cleanly.
+SIGTERM/SIGINT stop a worker cleanly. The workers' event loop: ``SERVELAB_SIM_LOOP`` (``uvloop``
+or ``asyncio``, the default; ``benchmarks/sim_calibration.py --jitter --loops`` measures both).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from typing import Any
 
@@ -114,7 +116,15 @@ def _run_worker(role: Role, opts: dict[str, Any]) -> None:
     faults = {k: opts[k] for k in fault_keys if _given(opts.get(k))}
     for k in fault_keys:
         opts.pop(k, None)
-    run(_worker_main(role, opts, faults))
+    run(_worker_main(role, opts, faults), fast=_uvloop())
+
+
+def _uvloop() -> bool:
+    """Whether the workers run on uvloop (``SERVELAB_SIM_LOOP``)."""
+    loop = os.environ.get("SERVELAB_SIM_LOOP", "asyncio")
+    if loop not in ("asyncio", "uvloop"):
+        raise click.BadParameter(f"SERVELAB_SIM_LOOP must be asyncio or uvloop, not {loop!r}")
+    return loop == "uvloop"
 
 
 def register(group: click.Group) -> None:

@@ -17,6 +17,11 @@ decoding competes with reading). Why this transport, and what it was measured ag
   phase (:attr:`StreamClient.setups_ns` keeps every set-up's duration, those opened mid-run too).
 - At most ``concurrency`` requests are in flight; the rest wait for a connection (inside the
   request's deadline).
+- A :class:`Chain` (a closed-loop user's next request) is written from the read callback the
+  instant the previous request ends on its kept-alive connection, before any task wakes; the
+  request's coroutine then adopts the exchange already on the wire (no dispatch queue of task
+  wake-ups when many users finish together). ``sent_ns`` is stamped at the write, after the
+  rest of the send path.
 
 Every stream failure is written into the record, never raised: HTTP status (+ truncated body),
 malformed or truncated stream, idle timeout, run deadline, connection error. The idle timeout (no
@@ -32,7 +37,9 @@ import asyncio
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from time import perf_counter_ns
 from types import TracebackType
 from typing import cast
@@ -51,7 +58,7 @@ from servelab.core.records import (
 from servelab.io.h1 import H1Error, ResponseParser, request_head
 from servelab.io.neterrors import translate
 
-__all__ = ["Chunks", "Connections", "StreamClient", "Transfer"]
+__all__ = ["Chain", "Chunks", "Connections", "Outgoing", "StreamClient", "Transfer"]
 
 Chunks = list[tuple[int, bytes]]
 
@@ -104,6 +111,44 @@ class Transfer:
         return "head" if self.record.first_byte_ns is None else "body"
 
 
+@dataclass(slots=True)
+class Outgoing:
+    """One request ready to go: its path, its whole bytes (head and body, built ahead with
+    :meth:`StreamClient.request_bytes`), its record and the list its stamped reads go to."""
+
+    path: str
+    request: bytes
+    record: RequestRecord
+    chunks: Chunks
+
+
+@dataclass(slots=True)
+class _Started:
+    """An exchange a :class:`Chain` put on the wire, waiting for its coroutine to adopt it."""
+
+    out: Outgoing
+    conn: _Conn
+    got: Transfer
+    watch: _Watch
+    done: asyncio.Future[None]
+
+
+class Chain:
+    """A closed-loop user: ``following(end_ns)`` gives its next request (or None) the instant the
+    previous one ends well on a kept-alive connection; it is written there and then, from the read
+    callback, and :meth:`StreamClient.send` with the same chain adopts it."""
+
+    __slots__ = ("following", "started")
+
+    def __init__(self, following: Callable[[int], Outgoing | None]) -> None:
+        self.following = following
+        self.started: _Started | None = None
+
+    def take(self) -> Outgoing | None:
+        """The request already written for this user, if one is (its send adopts it)."""
+        return None if self.started is None else self.started.out
+
+
 class _Watch:
     """One in-flight stream as the idle watchdog sees it."""
 
@@ -126,6 +171,7 @@ class _Conn(asyncio.Protocol):
         self._got: Transfer | None = None
         self._watch: _Watch | None = None
         self._done: asyncio.Future[None] | None = None
+        self._then: Callable[[_Conn, int], None] | None = None
 
     # ------------------------------------------------------------------- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -158,8 +204,11 @@ class _Conn(asyncio.Protocol):
         elif body:
             got.chunks.append((now, body))
         if parser.done:
-            record.end_ns = perf_counter_ns()
+            record.end_ns = end = perf_counter_ns()
+            then = self._then
             self._finish()
+            if then is not None and record.error is None and self.reusable:
+                then(self, end)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.lost = True
@@ -174,14 +223,24 @@ class _Conn(asyncio.Protocol):
         self._finish()
 
     # ---------------------------------------------------------------------------- exchange
-    def start(self, request: bytes, got: Transfer, watch: _Watch) -> asyncio.Future[None]:
+    def start(
+        self,
+        request: bytes,
+        got: Transfer,
+        watch: _Watch,
+        then: Callable[[_Conn, int], None] | None = None,
+    ) -> asyncio.Future[None]:
+        """Write ``request``; ``then(conn, end_ns)`` runs when its answer ends well."""
         assert self.transport is not None
         self.parser.reset()
-        self._got, self._watch = got, watch
+        self._got, self._watch, self._then = got, watch, then
         self._done = done = asyncio.get_running_loop().create_future()
         if self.lost or self.transport.is_closing():
             self._fail(H1Error("head", "connection closed before the request was sent"))
         else:
+            # stamped at the write, not after it: on loopback the server's receive runs inside
+            # the write, so a later stamp could come after the server saw the request
+            got.record.sent_ns = watch.last_ns = perf_counter_ns()
             self.transport.write(request)
         return done
 
@@ -191,7 +250,7 @@ class _Conn(asyncio.Protocol):
 
     def abandon(self) -> None:
         """The request was cut (timeout, cancel): the connection is in an unknown state."""
-        self._got = self._watch = None
+        self._got = self._watch = self._then = None
         self._close()
 
     def _error_body(self, got: Transfer, body: bytes) -> None:
@@ -219,7 +278,7 @@ class _Conn(asyncio.Protocol):
 
     def _finish(self) -> None:
         done = self._done
-        self._got = self._watch = self._done = None
+        self._got = self._watch = self._done = self._then = None
         if done is not None and not done.done():
             done.set_result(None)
 
@@ -333,19 +392,32 @@ class StreamClient:
 
         Status, stamps and transport failures are in ``record``; nothing is decoded.
         """
+        request = self.request_bytes(path, body, record.request_id, record.traceparent)
+        out = Outgoing(path, request, record, [] if chunks is None else chunks)
+        return await self.send(out, deadline_ns=deadline_ns)
+
+    async def send(
+        self, out: Outgoing, *, deadline_ns: int | None = None, chain: Chain | None = None
+    ) -> Transfer:
+        """Send ``out`` (or adopt it, when ``chain`` already wrote it) and receive the answer,
+        undecoded; with ``chain``, its next request goes out the instant this one ends."""
         if self._slots is None:
             raise RuntimeError("StreamClient used outside 'async with'")
-        got = Transfer(record, [] if chunks is None else chunks)
+        started = None
+        if chain is not None and chain.started is not None and chain.started.out is out:
+            started, chain.started = chain.started, None
+        got = Transfer(out.record, out.chunks) if started is None else started.got
+        watch = _Watch(perf_counter_ns()) if started is None else started.watch
+        record = out.record
         when = None
         if deadline_ns is not None:
             when = asyncio.get_running_loop().time() + (deadline_ns - perf_counter_ns()) / 1e9
-        watch = _Watch(perf_counter_ns())
         self._active.add(watch)
         try:
             async with asyncio.timeout_at(when) as scope:
                 watch.scope = scope
                 async with self._slots:
-                    await self._exchange(path, body, got, watch)
+                    await self._exchange(out.request, got, watch, chain, started)
         except TimeoutError:
             if watch.idle:
                 record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
@@ -360,6 +432,20 @@ class StreamClient:
                 record.end_ns = perf_counter_ns()
         return got
 
+    def drop(self, chain: Chain) -> None:
+        """The user of ``chain`` stopped (cancelled, or failed): the request already written for
+        it is cut (recorded as interrupted unless it had ended) and its connection closed."""
+        started, chain.started = chain.started, None
+        if started is None:
+            return
+        record = started.out.record
+        if not started.done.done():
+            record.fail(REASON_INTERRUPTED, "cancelled")
+        if record.end_ns is None:
+            record.end_ns = perf_counter_ns()
+        self._active.discard(started.watch)
+        started.conn.abandon()
+
     async def _watch_idle(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
@@ -370,37 +456,88 @@ class StreamClient:
                     watch.idle = True
                     watch.scope.reschedule(loop.time())
 
-    def _request(self, path: str, body: bytes, record: RequestRecord) -> bytes:
+    def request_bytes(
+        self, path: str, body: bytes, request_id: str = "", traceparent: str = ""
+    ) -> bytes:
+        """The whole request (head and body) for POSTing ``body`` to ``path``, with the record's
+        identity headers (``x-request-id`` and W3C ``traceparent``) when given."""
         headers = self._headers
-        if record.request_id:  # the record's own identity: x-request-id and W3C traceparent
-            headers = {**headers, "x-request-id": record.request_id}
-            if record.traceparent:
-                headers["traceparent"] = record.traceparent
+        if request_id:
+            headers = {**headers, "x-request-id": request_id}
+            if traceparent:
+                headers["traceparent"] = traceparent
         head = request_head("POST", self._prefix + path, self._authority, headers, len(body))
         return head + body
 
-    async def _exchange(self, path: str, body: bytes, got: Transfer, watch: _Watch) -> None:
+    async def _exchange(
+        self,
+        request: bytes,
+        got: Transfer,
+        watch: _Watch,
+        chain: Chain | None,
+        started: _Started | None,
+    ) -> None:
         record = got.record
-        record.sent_ns = watch.last_ns = perf_counter_ns()
-        request = self._request(path, body, record)
+        if started is None:  # stamped again at the write
+            record.sent_ns = watch.last_ns = perf_counter_ns()
+        then = None if chain is None or self._force_close else partial(self._handoff, chain)
         for _attempt in range(2):
-            conn = await self._conn(record)
-            if conn is None:
-                return
+            if started is not None:
+                conn, done, started = started.conn, started.done, None
+            else:
+                fresh = await self._conn(record)
+                if fresh is None:
+                    return
+                conn, done = fresh, fresh.start(request, got, watch, then)
             reused = conn.uses > 1
             try:
-                await conn.start(request, got, watch)
+                await done
             except BaseException:
                 conn.abandon()
                 raise
-            if conn.reusable and not self._force_close:
-                self._pool.append(conn)
-            else:
-                conn.abandon()
+            self._release(conn, chain)
             if not (reused and _closed_before_answer(record)):
                 return
             # a kept-alive connection the server had closed: once more on a new one
             record.error, record.error_detail, record.end_ns = None, "", None
+
+    def _release(self, conn: _Conn, chain: Chain | None) -> None:
+        """Back to the pool, unless it carries the chain's next request or cannot be reused."""
+        if chain is not None and chain.started is not None and chain.started.conn is conn:
+            return
+        if conn.reusable and not self._force_close:
+            self._pool.append(conn)
+        else:
+            conn.abandon()
+
+    def launch(self, chain: Chain, out: Outgoing) -> None:
+        """Write ``out`` now, from the caller, without a task wake-up, on an idle kept-alive
+        connection if there is one; :meth:`send` with ``chain`` adopts it (and sends it itself
+        when no connection was idle)."""
+        if chain.started is not None or self._force_close:
+            return
+        while self._pool:
+            conn = self._pool.pop()
+            if conn.reusable and conn.transport is not None and not conn.transport.is_closing():
+                self._start_on(chain, conn, out)
+                return
+
+    def _handoff(self, chain: Chain, conn: _Conn, end_ns: int) -> None:
+        """From the read callback: the chain's previous request ended well on ``conn``; write
+        its next one there now (unless the one before is not adopted yet)."""
+        if chain.started is not None:
+            return
+        out = chain.following(end_ns)
+        if out is not None:
+            self._start_on(chain, conn, out)
+
+    def _start_on(self, chain: Chain, conn: _Conn, out: Outgoing) -> None:
+        got, watch = Transfer(out.record, out.chunks), _Watch(perf_counter_ns())
+        out.record.sent_ns = watch.last_ns  # stamped again at the write
+        self._active.add(watch)
+        self._traced(conn)
+        done = conn.start(out.request, got, watch, partial(self._handoff, chain))
+        chain.started = _Started(out, conn, got, watch, done)
 
     async def _conn(self, record: RequestRecord) -> _Conn | None:
         """A kept-alive connection if one is idle, else a new one (None: failure recorded)."""

@@ -14,12 +14,14 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from itertools import groupby
 from time import perf_counter_ns
 
-from servelab.core.records import RequestRecord, decode_chunks
+from servelab.core.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
 from servelab.core.traces import request_identity
 from servelab.core.workload import LengthDist, generate_requests
 from servelab.io.http import Chunks, StreamClient, chat_body, completion_body
+from servelab.io.stream import Chain, Outgoing
 
 __all__ = [
     "LAG_TICK_S",
@@ -110,6 +112,17 @@ class Load:
         self.records: list[RequestRecord] = []  # every request sent (appended at its send)
         self.finished = 0  # requests that ended (what progress reports: it reaches the total once)
         self._captured: list[tuple[RequestRecord, Chunks]] = []
+        self._ready: dict[int, tuple[bytes, str, str]] = {}
+
+    def prepare(self, jobs: Sequence[Job]) -> None:
+        """Build every job's request bytes and identity ahead of the run (before t0), so a send
+        is a write, not a serialisation."""
+        for job in jobs:
+            self._ready[job.index] = self._build(job)
+
+    def _build(self, job: Job) -> tuple[bytes, str, str]:
+        rid, parent = request_identity(self.trace_tag, job.index) if self.trace_tag else ("", "")
+        return self.client.request_bytes(self.endpoint, job.body, rid, parent), rid, parent
 
     def decode(self) -> None:
         """Decode every captured body (after the run: no decoding competes with reading)."""
@@ -120,19 +133,32 @@ class Load:
     def _late(self) -> bool:
         return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
 
-    async def _send(self, job: Job, scheduled_ns: int, warmup: bool) -> RequestRecord:
+    def _outgoing(self, job: Job, scheduled_ns: int, warmup: bool) -> Outgoing:
+        """Job's record (appended at its send) and its prepared bytes."""
         record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
-        if self.trace_tag:
-            record.request_id, record.traceparent = request_identity(self.trace_tag, job.index)
+        ready = self._ready.pop(job.index, None) or self._build(job)
+        request, record.request_id, record.traceparent = ready  # x-request-id, traceparent
         self.records.append(record)
         chunks: Chunks = []
         self._captured.append((record, chunks))
-        await self.client.stream(
-            self.endpoint, job.body, record, deadline_ns=self.deadline_ns, raw=chunks
-        )
+        return Outgoing(self.endpoint, request, record, chunks)
+
+    async def _send(self, out: Outgoing, chain: Chain | None = None) -> RequestRecord:
+        await self.client.send(out, deadline_ns=self.deadline_ns, chain=chain)
         self.finished += 1
-        self.on_done(record)
-        return record
+        self.on_done(out.record)
+        return out.record
+
+    def _first(
+        self, following: Callable[[int], Outgoing | None], scheduled: int
+    ) -> tuple[Chain, Outgoing | None]:
+        """A closed-loop user's first request, written now (every write of one instant goes
+        before any task is created)."""
+        chain = Chain(following)
+        out = following(scheduled)
+        if out is not None:
+            self.client.launch(chain, out)
+        return chain, out
 
     async def closed(
         self,
@@ -142,45 +168,94 @@ class Load:
         t0: int | None = None,
     ) -> None:
         """One slot per entry of ``starts_ns``: it sends its first job ``starts_ns[i]`` after
-        ``t0`` (default: now), then its next job the instant its previous one ends."""
+        ``t0`` (default: now), then its next job the instant its previous one ends. Every send is
+        written without a task wake-up (:class:`~servelab.io.stream.Chain`): the first ones from
+        this scheduler at their instant, the next ones from the read that ended the previous."""
         queue: Iterator[Job] = iter(jobs)
+        self.prepare(jobs)
         t0 = perf_counter_ns() if t0 is None else t0
 
-        async def slot(start_ns: int) -> None:
-            scheduled = t0 + start_ns
-            await sleep_until(scheduled)
-            for job in queue:
-                if self._late():
-                    return
-                record = await self._send(job, scheduled, warmup)
-                scheduled = record.end_ns or perf_counter_ns()
+        def following(end_ns: int) -> Outgoing | None:
+            job = None if self._late() else next(queue, None)
+            return None if job is None else self._outgoing(job, end_ns, warmup)
 
-        await asyncio.gather(*(slot(start) for start in starts_ns))
+        async def slot(chain: Chain, out: Outgoing | None) -> None:
+            try:
+                while out is not None:
+                    record = await self._send(out, chain)
+                    out = chain.take() or following(record.end_ns or perf_counter_ns())
+            finally:
+                self.client.drop(chain)
+
+        tasks: list[asyncio.Task[None]] = []
+        chains: list[Chain] = []
+        try:
+            for start, same in groupby(sorted(starts_ns)):
+                await sleep_until(t0 + start)
+                firsts = [self._first(following, t0 + start) for _ in same]
+                chains += [chain for chain, _out in firsts]
+                tasks += [asyncio.create_task(slot(*first)) for first in firsts if first[1]]
+            await asyncio.gather(*tasks)
+        finally:
+            await self._cut(tasks, chains)
 
     async def open(
         self, jobs: list[Job], concurrency: int, offsets: list[int], t0: int | None = None
     ) -> None:
         """Send job i at t0 (default: now) + offsets[i]; at most ``concurrency`` in flight (the
-        wait for a slot is dispatch delay, inside the measured latency)."""
+        wait for a slot is dispatch delay, inside the measured latency). A job with a free slot
+        is written from this scheduler at its instant, before its task starts."""
         gate = asyncio.Semaphore(concurrency)
         tasks: list[asyncio.Task[None]] = []
+        chains: list[Chain] = []
+        self.prepare(jobs)
         t0 = perf_counter_ns() if t0 is None else t0
 
-        async def one(job: Job, scheduled: int) -> None:
-            async with gate:
-                await self._send(job, scheduled, False)
+        async def one(job: Job, scheduled: int, sent: tuple[Chain, Outgoing] | None) -> None:
+            if sent is None:
+                async with gate:
+                    await self._send(self._outgoing(job, scheduled, False))
+                return
+            chain, out = sent
+            try:
+                await self._send(out, chain)  # adopted if it was written
+            finally:
+                self.client.drop(chain)
+                gate.release()
 
         try:
             for job, offset in zip(jobs, offsets, strict=True):
                 await sleep_until(t0 + offset)
                 if self._late():
                     break
-                tasks.append(asyncio.create_task(one(job, t0 + offset)))
+                sent = None
+                if not gate.locked():
+                    await gate.acquire()  # free: no wait
+                    sent = (Chain(_no_next), self._outgoing(job, t0 + offset, False))
+                    self.client.launch(*sent)
+                    chains.append(sent[0])
+                tasks.append(asyncio.create_task(one(job, t0 + offset, sent)))
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await self._cut(tasks, chains)
+
+    async def _cut(self, tasks: list[asyncio.Task[None]], chains: list[Chain]) -> None:
+        """The loop ended (done, failed or cancelled): stop every task; a request written for a
+        task that never ran is cut, and any record left open is marked interrupted."""
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for chain in chains:
+            self.client.drop(chain)
+        for record in self.records:
+            if record.end_ns is None:
+                record.fail(REASON_INTERRUPTED, "cancelled before it was sent")
+                record.end_ns = perf_counter_ns()
+
+
+def _no_next(_end_ns: int) -> Outgoing | None:
+    """An open-loop request has no follower: the schedule sends the next."""
+    return None
 
 
 async def until_stopped(work: asyncio.Task[None], stop: asyncio.Event | None) -> bool:
