@@ -206,10 +206,10 @@ def _export_request(n: int) -> bytes:
 
 def micro() -> None:
     """Per-request costs on one core, without the network: the identity and its two headers
-    (``StreamClient._request`` with and without), and the receiver's work for five spans: the
+    (``StreamClient.request_bytes`` with and without), and the receiver's work for five spans: the
     parse grpc does on arrival, and the conversion the receiver defers to after the run."""
     client = StreamClient("http://127.0.0.1:1", concurrency=1)
-    plain, tagged = RequestRecord(0, 0), RequestRecord(0, 0)
+    tagged = RequestRecord(0, 0)
     body = b"x" * 600
     n = 200_000
 
@@ -217,9 +217,10 @@ def micro() -> None:
         tagged.request_id, tagged.traceparent = request_identity("00112233445566aa", 12345)
 
     identity()
-    t_plain = timeit.timeit(lambda: client._request("/v1/chat/completions", body, plain), number=n)
+    path = "/v1/chat/completions"
+    t_plain = timeit.timeit(lambda: client.request_bytes(path, body), number=n)
     t_tagged = timeit.timeit(
-        lambda: client._request("/v1/chat/completions", body, tagged), number=n
+        lambda: client.request_bytes(path, body, tagged.request_id, tagged.traceparent), number=n
     )
     t_id = timeit.timeit(identity, number=n)
     raw = _export_request(500)
