@@ -22,18 +22,10 @@ from servelab.sim.settings import ENV_WARMUP_S
 from tests.support.http import post, set_faults
 from tests.support.pd2 import two_decode_stack
 from tests.support.processes import children
+from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack, stop_process
 
 SCALE = 0.05
-
-
-def _targets(st: SimStack) -> Targets:
-    workers = (
-        WorkerTarget("prefill", "prefill", st.prefill_url, st.bootstrap_port),
-        WorkerTarget("decode", "decode", st.decode_url),
-    )
-    metrics = f"http://127.0.0.1:{st.prometheus_port}"
-    return Targets(st.proxy_url or st.router_url, st.router_url, workers, metrics_url=metrics)
 
 
 def _run(config: SoakConfig, targets: Targets, fault: str) -> SoakResult:
@@ -71,7 +63,7 @@ def test_a_proxy_that_cuts_streams_is_the_proxy_while_the_router_answers(
     assert proxied.proxy_url is not None
     set_faults(proxied.proxy_url, cut_after_bytes=200)
     cfg = SoakConfig(sessions=2, rounds=2, idle_timeout_s=3, duration_s=40)
-    result = _run(cfg, _targets(proxied), "proxy cut_after_bytes=200")
+    result = _run(cfg, soak_targets(proxied), "proxy cut_after_bytes=200")
     top = result.findings[0]
     assert top.layer == "client_proxy", result.findings
     loc = _loc(result)
@@ -87,7 +79,7 @@ def test_a_proxy_adding_latency_per_chunk_is_the_proxy(proxied: SimStack) -> Non
     assert proxied.proxy_url is not None
     set_faults(proxied.proxy_url, chunk_delay_ms=2500)
     cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=2, duration_s=40, check_determinism=False)
-    result = _run(cfg, _targets(proxied), "proxy chunk_delay_ms=2500")
+    result = _run(cfg, soak_targets(proxied), "proxy chunk_delay_ms=2500")
     assert result.stalls and result.findings[0].layer == "client_proxy", result.findings
     assert _loc(result).matrix.located.reason == "proxy"
 
@@ -101,7 +93,7 @@ def test_a_proxy_that_buffers_whole_responses_is_the_proxy() -> None:
             sessions=1, rounds=2, idle_timeout_s=1.0, duration_s=60, max_tokens=64,
             check_determinism=False,
         )  # fmt: skip
-        result = _run(cfg, _targets(st), "proxy buffer")
+        result = _run(cfg, soak_targets(st), "proxy buffer")
     assert result.stalls and result.stalls[0].phase == "head"
     assert result.findings and result.findings[0].layer == "client_proxy", result.findings
     cells = {c.id: c for c in _loc(result).matrix.cells}
@@ -111,7 +103,7 @@ def test_a_proxy_that_buffers_whole_responses_is_the_proxy() -> None:
 def test_kv_transfer_failures_over_a_size_are_the_decode_path(proxied: SimStack) -> None:
     set_faults(proxied.decode_url, transfer_fail_over_tokens=1)
     cfg = SoakConfig(sessions=2, rounds=2, idle_timeout_s=3, duration_s=40)
-    result = _run(cfg, _targets(proxied), "transfer_fail_over_tokens=1")
+    result = _run(cfg, soak_targets(proxied), "transfer_fail_over_tokens=1")
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode"), result.findings
     assert _loc(result).matrix.located.reason == "engine_pair"
@@ -120,7 +112,7 @@ def test_kv_transfer_failures_over_a_size_are_the_decode_path(proxied: SimStack)
 def test_prefill_down_is_the_prefill(proxied: SimStack) -> None:
     stop_process(proxied.procs.pop("prefill"))
     cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=3, duration_s=40)
-    result = _run(cfg, _targets(proxied), "prefill down")
+    result = _run(cfg, soak_targets(proxied), "prefill down")
     top = result.findings[0]
     assert (top.layer, top.worker) == ("prefill", "prefill"), result.findings
     loc = _loc(result)
@@ -137,7 +129,7 @@ def test_an_open_circuit_breaker_is_the_router(proxied: SimStack) -> None:
         post(proxied.router_url + "/v1/chat/completions", body)
     time.sleep(3.2)
     cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=3, duration_s=40)
-    result = _run(cfg, _targets(proxied), "circuit breaker open")
+    result = _run(cfg, soak_targets(proxied), "circuit breaker open")
     top = result.findings[0]
     assert top.layer == "router", result.findings
     assert any(".cb_open." in i for i in top.supporting), top.supporting
@@ -148,7 +140,7 @@ def test_the_guilty_long_context_knob_hangs_long_payloads_in_decode() -> None:
     knob = DEFAULT_PROFILE.mla_tile_knob_name
     with sim_stack(time_scale=SCALE, proxy=True, decode_env={knob: "4"}) as st:
         cfg = SoakConfig(sessions=1, rounds=6, idle_timeout_s=2, duration_s=60, turn_words=120)
-        result = _run(cfg, _targets(st), f"{knob}=4")
+        result = _run(cfg, soak_targets(st), f"{knob}=4")
     assert result.stalls, result.failures
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode"), result.findings

@@ -13,22 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.ops.soak import SoakConfig, SoakResult, Targets, soak
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support.http import set_faults
 from tests.support.processes import children
+from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack
 
 SCALE = 0.05
-
-
-def _targets(st: SimStack) -> Targets:
-    workers = (
-        WorkerTarget("prefill", "prefill", st.prefill_url, st.bootstrap_port),
-        WorkerTarget("decode", "decode", st.decode_url),
-    )
-    metrics = f"http://127.0.0.1:{st.prometheus_port}"
-    return Targets(st.proxy_url or st.router_url, st.router_url, workers, metrics_url=metrics)
 
 
 def _run(config: SoakConfig, targets: Targets) -> SoakResult:
@@ -52,7 +44,7 @@ def test_kv_transfer_failures_are_localized_to_the_decode_transfer_path(stack: S
     set_faults(stack.decode_url, transfer_fail_prob=1.0)
     try:
         cfg = SoakConfig(sessions=2, rounds=2, idle_timeout_s=3, duration_s=40)
-        result = _run(cfg, _targets(stack))
+        result = _run(cfg, soak_targets(stack))
     finally:
         set_faults(stack.decode_url, transfer_fail_prob=0.0)
     assert result.errors and not result.stalls
@@ -70,7 +62,7 @@ def test_a_soak_right_after_a_cold_restart_convicts_nothing(stack: SimStack) -> 
     # timeout: the soak must see it as a cold start, not as a hang.
     stack.restart_workers(decode_env={ENV_WARMUP_S: str(4.0 / SCALE)})
     cfg = SoakConfig(sessions=2, rounds=2, idle_timeout_s=3, duration_s=60, connection="fresh")
-    result = _run(cfg, _targets(stack))
+    result = _run(cfg, soak_targets(stack))
     assert result.findings == [], result.findings
     assert all(s.session >= 0 and s.round >= 0 for s in result.stalls)
     assert result.start is not None and result.start.start == "cold"

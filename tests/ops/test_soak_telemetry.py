@@ -14,10 +14,11 @@ from collections.abc import Iterator
 import pytest
 
 from servelab.core.promtext import parse_exposition
-from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.ops.soak import SoakConfig, SoakResult, soak
 from servelab.report.soak import render_soak, soak_record
 from tests.support.http import set_faults
 from tests.support.processes import children
+from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack
 
 FAILED = "sglang:num_transfer_failed_reqs_total"
@@ -29,15 +30,6 @@ def stack() -> Iterator[SimStack]:
         yield st
 
 
-def _targets(st: SimStack) -> Targets:
-    workers = (
-        WorkerTarget("prefill", "prefill", st.prefill_url, st.bootstrap_port),
-        WorkerTarget("decode", "decode", st.decode_url),
-    )
-    metrics = f"http://127.0.0.1:{st.prometheus_port}"
-    return Targets(st.router_url, st.router_url, workers, metrics_url=metrics)
-
-
 def _counted(url: str, name: str) -> float:
     with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
         exp = parse_exposition(resp.read().decode())
@@ -46,7 +38,7 @@ def _counted(url: str, name: str) -> float:
 
 def _soak(st: SimStack, config: SoakConfig) -> SoakResult:
     before = children()
-    result = asyncio.run(soak(config, _targets(st)))
+    result = asyncio.run(soak(config, soak_targets(st)))
     assert children() == before
     return result
 

@@ -15,12 +15,13 @@ import pytest
 
 from servelab.core.spec import TracingSpec
 from servelab.io.ledger import Ledger
-from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.ops.soak import SoakConfig, SoakResult, soak
 from servelab.ops.tracing import ROUTER_GRACE_S, TraceCollector
 from servelab.report.soak import render_soak, soak_record
 from servelab.sim.settings import ENV_OTLP
 from tests.support import free_ports
 from tests.support.http import set_faults
+from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack
 
 SCALE = 0.05
@@ -35,20 +36,11 @@ def traced() -> Iterator[tuple[SimStack, str]]:
         yield st, endpoint
 
 
-def _targets(st: SimStack) -> Targets:
-    workers = (
-        WorkerTarget("prefill", "prefill", st.prefill_url, st.bootstrap_port),
-        WorkerTarget("decode", "decode", st.decode_url),
-    )
-    metrics = f"http://127.0.0.1:{st.prometheus_port}"
-    return Targets(st.router_url, st.router_url, workers, metrics_url=metrics)
-
-
 def _soak(st: SimStack, endpoint: str, ledger: Ledger, config: SoakConfig) -> SoakResult:
     collector = TraceCollector(TracingSpec(endpoint=endpoint, wait_s=20.0))
     started = time.monotonic()
     result = asyncio.run(
-        soak(config, _targets(st), ledger=ledger, document=soak_record, traces=collector)
+        soak(config, soak_targets(st), ledger=ledger, document=soak_record, traces=collector)
     )
     # bounded: the wait for the failed requests' spans ends by the soak's deadline (+ a grace)
     assert time.monotonic() - started < config.duration_s + ROUTER_GRACE_S + 1.0
