@@ -169,3 +169,26 @@ async def test_progress_counts_finished_requests_so_a_level_completes_once(serve
         done = [e[2] for e in runs if e[1] == k]
         assert done == list(range(1, 33))  # one event per finished request, in order
     assert [e for e in runs if e[2] == e[3]] == [("run", 0, 32, 32), ("run", 1, 32, 32)]
+
+
+async def test_a_local_run_starts_after_its_requests_are_prepared(
+    server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first round's scheduled send is after every request's bytes were built: a t0 taken
+    before the preparing counted it in the first round's dispatch delay (18 ms at C256)."""
+    from time import perf_counter_ns
+
+    from servelab.ops.benchload import Load
+
+    prepared: list[int] = []
+    real = Load.prepare
+
+    def prepare(self: Load, jobs: object) -> None:
+        real(self, jobs)  # type: ignore[arg-type]
+        prepared.append(perf_counter_ns())
+
+    monkeypatch.setattr(Load, "prepare", prepare)
+    result = await run_bench(_config(server, concurrencies=(4,), requests=16, warmup=4))
+    (run,) = result.runs
+    assert len(prepared) == 2  # the warm-up's part and the run's
+    assert min(r.scheduled_ns for r in run.records) >= prepared[1]

@@ -403,8 +403,11 @@ class _Bench:
             ignore_eos=c.ignore_eos,
         )
 
-    def _t0(self, driver: _Driver) -> int:
-        return shared_t0() if isinstance(driver, _Spread) else perf_counter_ns()
+    def _t0(self, driver: _Driver) -> int | None:
+        """Worker processes share a t0 a moment ahead (each prepares its share's requests
+        before it); one process starts the part when it has prepared them (None): a t0 taken
+        before that would count the preparing in the first round's dispatch delay."""
+        return shared_t0() if isinstance(driver, _Spread) else None
 
     async def _warmup(self, driver: _Driver, concurrency: int) -> None:
         jobs = self._jobs(self.config.warmup, self.config.seed + 999_983)
@@ -430,9 +433,10 @@ class _Bench:
         finally:
             gc.unfreeze()
 
-    def _part(self, jobs: list[Job], concurrency: int, seed: int, t0: int) -> Part:
+    def _part(self, jobs: list[Job], concurrency: int, seed: int, t0: int | None) -> Part:
         config = self.config
-        deadline = None if config.deadline_s is None else t0 + round(config.deadline_s * 1e9)
+        start = perf_counter_ns() if t0 is None else t0
+        deadline = None if config.deadline_s is None else start + round(config.deadline_s * 1e9)
         tag = secrets.token_hex(8)  # every request's x-request-id and traceparent
         if config.rate is None:
             starts = tuple(slot_starts_ns(concurrency, self.ramp_ns))
