@@ -2,12 +2,17 @@
 server, in one run.
 
 The truth server (``benchmarks/peers/truth_server.py``: 128-word prompts, 64 tokens, first token
-50 ms after arrival, then one every ``--gap-ms`` on an absolute schedule, its own write times and
-their lateness recorded; uvloop, precomputed bytes) is pinned to CPU 0; each client to the other
-CPUs (``--client-cpus``; one core unless given more). Peers are installed by this script into venvs
-of their own under ``.servelab/bench-venvs/`` (pip, PyPI), never into the project's, and given a
-word-level tokenizer made offline (``tokenizers``), so nothing is downloaded at run time:
+50 ms after the request reached its socket (the kernel's receive stamp), then one every
+``--gap-ms`` on an absolute schedule, its own write times and their lateness recorded; uvloop,
+precomputed bytes) is pinned to CPU 0; each client to the other CPUs (``--client-cpus``; one core
+unless given more). Peers are installed by this script into venvs of their own under
+``.servelab/bench-venvs/`` (pip, PyPI), never into the project's, and given a word-level tokenizer
+made offline (``tokenizers``), so nothing is downloaded at run time:
 
+- servelab ``bench`` as a user runs it (after the warm-up the users start spread over one median
+  request, its default ramp): ``servelab``, ``servelab-wN`` (``--workers N``); with every user
+  starting at once after the warm-up, as the peers do (``--ramp 0``): ``servelab-r0``,
+  ``servelab-w2-r0``;
 - aiperf (``aiperf profile``); guidellm (``guidellm benchmark``); SGLang's
   ``python -m sglang.bench_serving``; vLLM's ``vllm bench serve``: each where it installs and
   runs offline; the table says why not where it does not.
@@ -15,12 +20,14 @@ word-level tokenizer made offline (``tokenizers``), so nothing is downloaded at 
 Per client and level, against the server's own record of the client's measured requests (the last
 N to arrive, warm-up excluded): delivered output tok/s as % of what the server served in that
 window; client CPU ms per token (the client's whole process tree, sampled from /proc over the
-server's window, ÷ tokens written); TTFT p99 and per-gap p99 as the client reported them, with the
-server's in brackets; the connect phase where the client reports it; processes.
+server's window, ÷ tokens written; for servelab also its own figure for the run and the decode);
+TTFT p99 and per-gap p99 as the client reported them, with the server's in brackets; how late the
+server wrote against its schedule and how long requests waited in its socket (p99); the connect
+phase where the client reports it; processes.
 
 Usage: .venv/bin/python benchmarks/peers.py [--conc 64,256,1024]
-       [--clients servelab,servelab-w2,aiperf,guidellm,sglang,vllm]
-       [--gap-ms 20] [--gap-ms-1024 40]
+       [--clients servelab,servelab-r0,servelab-w2,aiperf,guidellm,sglang,vllm]
+       [--gap-ms 20] [--gap-ms-1024 80]
 """
 
 from __future__ import annotations
@@ -220,7 +227,9 @@ def run_client(cmd: list[str], env: dict[str, str] | None = None) -> tuple[str, 
     return out, sampler, time.perf_counter() - start
 
 
-def servelab_cmd(url: str, conc: int, n: int, workers: int) -> list[str]:
+def servelab_cmd(url: str, conc: int, n: int, workers: int, ramp0: bool = False) -> list[str]:
+    """``bench`` as a user runs it: after the warm-up the users start spread over one median
+    request (the ramp from the warm-up, the default); ``ramp0``: all together, as the peers do."""
     return [
         sys.executable,
         "-m",
@@ -234,8 +243,7 @@ def servelab_cmd(url: str, conc: int, n: int, workers: int) -> list[str]:
         str(n),
         "--warmup",
         str(conc),
-        "--ramp",  # all users start together, as the peers' do
-        "0",
+        *(["--ramp", "0"] if ramp0 else []),
         "--input-len",
         str(ISL),
         "--output-len",
@@ -249,8 +257,8 @@ def servelab_cmd(url: str, conc: int, n: int, workers: int) -> list[str]:
     ]
 
 
-def run_servelab(url: str, conc: int, n: int, workers: int = 1) -> dict:
-    out, sampler, wall = run_client(servelab_cmd(url, conc, n, workers))
+def run_servelab(url: str, conc: int, n: int, workers: int = 1, ramp0: bool = False) -> dict:
+    out, sampler, wall = run_client(servelab_cmd(url, conc, n, workers, ramp0))
     level = json.loads(out)["levels"][0]
     return {
         "tput": level["output_throughput"]["mean"],
@@ -424,6 +432,8 @@ def runners() -> dict[str, Callable[[str, int, int], dict]]:
     }
     for w in (2, 4, 8):
         found[f"servelab-w{w}"] = lambda url, c, n, w=w: run_servelab(url, c, n, w)
+    found["servelab-r0"] = lambda url, c, n: run_servelab(url, c, n, 1, ramp0=True)
+    found["servelab-w2-r0"] = lambda url, c, n: run_servelab(url, c, n, 2, ramp0=True)
     found.update({"guidellm": run_guidellm, "sglang": run_sglang})
     return found
 
@@ -431,10 +441,14 @@ def runners() -> dict[str, Callable[[str, int, int], dict]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conc", default="64,256,1024")
-    parser.add_argument("--clients", default="servelab,servelab-w2,aiperf")
+    parser.add_argument("--clients", default="servelab,servelab-r0,servelab-w2,aiperf")
     parser.add_argument("--gap-ms", type=float, default=GAP_MS)
     parser.add_argument(
-        "--gap-ms-1024", type=float, default=40.0, help="the token interval at C ≥ 1024"
+        "--gap-ms-1024",
+        type=float,
+        default=80.0,
+        help="the token interval at C ≥ 1024 (80 ms: 12,800 tokens/s, what the truth server "
+        "holds on one core; at 40 ms it fell 42 ms behind at p99)",
     )
     parser.add_argument("--client-cpus", default="1", help="CPUs the client may use, e.g. 1")
     args = parser.parse_args()
@@ -483,10 +497,10 @@ def _connect(res: dict) -> str:
 def table(rows: list[tuple]) -> str:
     head = (
         "| client | C | N | gap ms | % of served tok/s | CPU ms/token (tree; self) | TTFT p99 ms "
-        "(truth) | dispatch p99 ms | gap p99 ms (truth) | server late p99 ms | connect phase ms "
-        "| failed | procs | load avg |"
+        "(truth) | dispatch p99 ms | gap p99 ms (truth) | server late p99 ms | server socket wait "
+        "p99 ms | connect phase ms | failed | procs | load avg |"
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    lines = [head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
     for client, conc, n, gap, res, truth_, cpu, load in rows:
         pct = res["tput"] / truth_["served_tok_s"] * 100
         own = f"; {res['self_cpu']:.3f}" if res["self_cpu"] is not None else ""
@@ -496,7 +510,8 @@ def table(rows: list[tuple]) -> str:
             f"| {client} | {conc} | {n} | {gap:g} | {pct:.1f}% | {cpu:.3f}{own} | "
             f"{res['ttft_p99']:.1f} ({truth_['ttft_ms']['p99']:.1f}) | {dispatch_text} | "
             f"{res['gap_p99']:.1f} "
-            f"({truth_['gap_ms']['p99']:.1f}) | {truth_['late_ms']['p99']:.1f} | {_connect(res)} "
+            f"({truth_['gap_ms']['p99']:.1f}) | {truth_['late_ms']['p99']:.1f} | "
+            f"{truth_['socket_wait_ms']['p99']:.1f} | {_connect(res)} "
             f"| {res['failed']} | {res['sampler'].max_procs} | {load:.1f} |"
         )
     return "\n".join(lines)

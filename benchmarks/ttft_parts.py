@@ -106,7 +106,7 @@ def measure(conc: int, n: int, gap_ms: float = 20.0) -> dict[str, dict[str, floa
         name: {f"p{q}": _pct(values, q) for q in (50, 90, 99, 100)}
         for name, values in parts.items()
     }
-    for name in ("ttft_ms", "gap_ms", "late_ms"):
+    for name in ("ttft_ms", "gap_ms", "late_ms", "socket_wait_ms"):
         got = served[name]
         out[f"server {name}"] = {
             f"p{q}": got[f"p{q}" if q < 100 else "max"] for q in (50, 90, 99, 100)

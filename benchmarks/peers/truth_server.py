@@ -10,13 +10,17 @@ chunk and ``data: [DONE]``. It records its own write times (``perf_counter_ns``)
     POST /truth/reset  → forget everything recorded so far
     GET  /v1/models    → one model, "truth"; GET /health → 200 (guidellm checks it)
 
-A request's arrival is stamped when the server's loop reads its bytes, before any parsing, and
-the request is handled after that read batch (``call_soon``): in a burst of requests, the time
-the server takes to handle the others counts in its own TTFT, not in a hidden wait before it.
-It keeps its schedule cheaply (one core): uvloop when installed, every byte it writes precomputed
-(the token chunks and, per output length, the closing chunk), one ``call_at`` per token. How late
-each write was against its schedule is recorded too (``late_ms``): the judge of whether the server
-itself held the schedule at a level.
+A request's arrival is the kernel's receive time (``SO_TIMESTAMPNS`` on every connection, read
+with ``recvmsg``: the time the request's last segment reached the server's socket), not the
+moment the server's loop got to it: on loopback that is the client's write, so a request waiting
+in its socket while the server is busy with a burst of others counts in the server's own TTFT
+(``socket_wait_ms``: read - kernel arrival; where the kernel gives no stamp, the read is the
+arrival, counted in ``unstamped``). The first token is scheduled from that arrival. It keeps its
+schedule cheaply (one core): uvloop when installed, every byte it writes precomputed (the token
+chunks and, per output length, the closing chunk), one ``call_at`` per token, written straight
+to the socket (buffered only if the socket is full). How late each write was against its
+schedule is recorded too (``late_ms``): the judge of whether the server itself held the schedule
+at a level.
 
 Usage: python truth_server.py --port P [--prefill-ms 50] [--gap-ms 20]
 """
@@ -28,6 +32,7 @@ import asyncio
 import gc
 import json
 import socket
+import struct
 import time
 from functools import cache
 from time import perf_counter_ns
@@ -68,6 +73,8 @@ class Truth:
             "ttft_ms": _pcts([s.ttft_ns for s in streams if s.written]),
             "gap_ms": _pcts([g for s in streams for g in s.gaps_ns]),
             "late_ms": _pcts([x for s in streams for x in s.late_ns]),
+            "socket_wait_ms": _pcts([s.wait_ns for s in streams if s.wait_ns is not None]),
+            "unstamped": sum(s.wait_ns is None for s in streams),
             "first_arrival_ns": first,
             "last_write_ns": end,
             "server_cpu_s": time.process_time() - self.cpu0,
@@ -141,33 +148,32 @@ def _tail(prompt_tokens: int, n: int) -> bytes:
 class Stream:
     """One response on an absolute schedule, driven by loop.call_at callbacks (no task)."""
 
-    def __init__(
-        self, conn: Conn, n: int, prompt_tokens: int, arrival_ns: int, arrival_t: float
-    ) -> None:
+    def __init__(self, conn: Conn, n: int, prompt_tokens: int, arrival: Arrival) -> None:
         self.conn, self.n, self.prompt_tokens = conn, n, prompt_tokens
-        self.arrival_ns = arrival_ns  # when the loop read the request's last bytes
+        self.arrival_ns = arrival.ns  # the kernel's receive time of the request's last bytes
+        self.wait_ns = arrival.wait_ns
         self.last_ns = 0
         self.ttft_ns = 0
         self.written = 0
         self.gaps_ns: list[int] = []
         self.late_ns: list[int] = []
         loop = asyncio.get_running_loop()
-        conn.transport.write(HEAD_AND_ROLE)
-        self.t_first = arrival_t + PREFILL_S
+        conn.write(HEAD_AND_ROLE)
+        self.t_first = arrival.loop_t + PREFILL_S
         loop.call_at(self.t_first, self.tick, 0)
         TRUTH.streams.append(self)
 
     def tick(self, k: int) -> None:
-        transport = self.conn.transport
-        if transport.is_closing():
+        conn = self.conn
+        if conn.closed:
             return
         last = k == self.n - 1
         loop = asyncio.get_running_loop()
         late = loop.time() - (self.t_first + k * GAP_S)
         if last:
-            transport.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)] + _tail(self.prompt_tokens, self.n))
+            conn.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)] + _tail(self.prompt_tokens, self.n))
         else:
-            transport.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)])
+            conn.write(TOKEN_CHUNKS[k % len(TOKEN_CHUNKS)])
         now = perf_counter_ns()
         if k == 0:
             self.ttft_ns = now - self.arrival_ns
@@ -180,23 +186,94 @@ class Stream:
             loop.call_at(self.t_first + (k + 1) * GAP_S, self.tick, k + 1)
 
 
-class Conn(asyncio.Protocol):
-    """HTTP/1.1 keep-alive, one request at a time, Content-Length bodies only."""
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; SCM_TIMESTAMPNS is the same
+ANCILLARY = socket.CMSG_SPACE(16)  # one struct timespec
 
-    transport: asyncio.Transport
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+class Arrival:
+    """When a request arrived: ``ns`` (perf_counter_ns), ``loop_t`` (the loop's clock) and
+    ``wait_ns``, how long it sat in the socket before the server read it (None: no stamp)."""
+
+    __slots__ = ("loop_t", "ns", "wait_ns")
+
+    def __init__(self, anc: list[tuple[int, int, bytes]]) -> None:
+        read_ns, real_ns = perf_counter_ns(), time.time_ns()
+        self.ns, self.wait_ns = read_ns, None
+        for level, kind, value in anc:
+            if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS and len(value) >= 16:
+                sec, nsec = struct.unpack("qq", value[:16])
+                # the stamp is CLOCK_REALTIME: carried over by the two clocks read together
+                self.wait_ns = max(0, real_ns - (sec * 1_000_000_000 + nsec))
+                self.ns = read_ns - self.wait_ns
+        self.loop_t = asyncio.get_running_loop().time() - (read_ns - self.ns) / 1e9
+
+
+class Conn:
+    """HTTP/1.1 keep-alive on a raw non-blocking socket (read with ``recvmsg`` for the kernel's
+    receive stamp), one request at a time, Content-Length bodies only."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        self.sock, self.fd = sock, sock.fileno()
         self.buf = b""
+        self.out = b""  # what the socket did not take yet
+        self.closed = False
+        self.loop = asyncio.get_running_loop()
+        self.loop.add_reader(self.fd, self.readable)
 
-    def data_received(self, data: bytes) -> None:
-        # stamped before any parsing, the request handled after this read batch: in a burst of
-        # requests each connection's stamp waits only for the others' buffering, not for their
-        # handling, and that handling's delay counts in the server's own TTFT
-        self.arrival = (perf_counter_ns(), asyncio.get_running_loop().time())
+    def write(self, data: bytes) -> None:
+        if self.closed:
+            return
+        if self.out:
+            self.out += data
+            return
+        try:
+            sent = self.sock.send(data)
+        except (BlockingIOError, InterruptedError):
+            sent = 0
+        except OSError:
+            self.close()
+            return
+        if sent < len(data):
+            self.out = data[sent:]
+            self.loop.add_writer(self.fd, self._writable)
+
+    def _writable(self) -> None:
+        try:
+            sent = self.sock.send(self.out)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        self.out = self.out[sent:]
+        if not self.out:
+            self.loop.remove_writer(self.fd)
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.loop.remove_reader(self.fd)
+            if self.out:
+                self.loop.remove_writer(self.fd)
+            self.sock.close()
+
+    def readable(self) -> None:
+        try:
+            data, anc, _flags, _addr = self.sock.recvmsg(65536, ANCILLARY)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close()
+            return
+        if not data:
+            self.close()
+            return
+        # the arrival is the kernel's stamp of the last segment read; the request is handled
+        # after this read batch, so the others' handling counts in the server's own TTFT
+        arrival = Arrival(anc)
         self.buf += data
         while True:
             end = self.buf.find(b"\r\n\r\n")
@@ -214,12 +291,12 @@ class Conn(asyncio.Protocol):
             self.buf = self.buf[end + 4 + length :]
             line = head.split(" ", 2)
             if line[1].startswith("/v1/chat/completions") and line[0] == "POST":
-                asyncio.get_running_loop().call_soon(self.chat, body, *self.arrival)
+                self.loop.call_soon(self.chat, body, arrival)
             else:
                 self.handle(line, body)
 
-    def chat(self, body: bytes, arrival_ns: int, arrival_t: float) -> None:
-        if not self.transport.is_closing():
+    def chat(self, body: bytes, arrival: Arrival) -> None:
+        if not self.closed:
             req = json.loads(body or b"{}")
             n = int(req.get("max_completion_tokens") or req.get("max_tokens") or 64)
             prompt = " ".join(
@@ -227,12 +304,12 @@ class Conn(asyncio.Protocol):
                 for m in req.get("messages", [])
                 if isinstance(m.get("content"), str)
             )
-            Stream(self, n, len(prompt.split()), arrival_ns, arrival_t)
+            Stream(self, n, len(prompt.split()), arrival)
 
     def handle(self, request_line: list[str], body: bytes) -> None:
         path = request_line[1]
         if path == "/v1/models":
-            self.transport.write(
+            self.write(
                 _json_response(
                     {
                         "object": "list",
@@ -241,16 +318,25 @@ class Conn(asyncio.Protocol):
                 )
             )
         elif path == "/health":
-            self.transport.write(_json_response({}))
+            self.write(_json_response({}))
         elif path.startswith("/truth?last="):
-            self.transport.write(_json_response(TRUTH.summary(int(path.partition("=")[2]))))
+            self.write(_json_response(TRUTH.summary(int(path.partition("=")[2]))))
         elif path == "/truth":
-            self.transport.write(_json_response(TRUTH.summary()))
+            self.write(_json_response(TRUTH.summary()))
         elif path == "/truth/reset":
             TRUTH.reset()
-            self.transport.write(_json_response({"ok": True}))
+            self.write(_json_response({"ok": True}))
         else:
-            self.transport.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+            self.write(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+
+
+def _accept(listener: socket.socket) -> None:
+    while True:
+        try:
+            sock, _addr = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        Conn(sock)
 
 
 async def main() -> None:
@@ -266,9 +352,13 @@ async def main() -> None:
     # sees; garbage with cycles (a closed connection and its transport) waits for /truth/reset.
     gc.disable()
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(Conn, "127.0.0.1", args.port, backlog=4096)
-    async with server:
-        await server.serve_forever()
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", args.port))
+    listener.listen(4096)
+    listener.setblocking(False)
+    loop.add_reader(listener.fileno(), _accept, listener)
+    await asyncio.Event().wait()  # until terminated
 
 
 if __name__ == "__main__":

@@ -1,0 +1,96 @@
+"""The benchmarks' own parts, run for real: every script starts (``--help``), and the truth server
+the client benchmarks are judged by streams on its schedule and stamps each request's arrival
+with the kernel's receive time. The benchmarks' figures themselves are not checked here (they are
+measurements, docs/bench.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from servelab.core import metrics
+from servelab.core.records import RequestRecord
+from servelab.io.http import StreamClient
+from tests.support import free_port
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+SCRIPTS = sorted(p.name for p in BENCHMARKS.glob("*.py"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_every_benchmark_starts(script: str) -> None:
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage" in done.stdout.lower()
+
+
+def _get(url: str, method: str = "GET") -> dict[str, object]:
+    req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        return json.loads(resp.read())  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def truth_url() -> object:
+    port = free_port()
+    script = BENCHMARKS / "peers" / "truth_server.py"
+    cmd = [sys.executable, str(script), "--port", str(port), "--gap-ms", "5", "--prefill-ms", "30"]
+    server = subprocess.Popen(cmd)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                _get(url + "/v1/models")
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "did not start"
+                time.sleep(0.05)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+async def test_the_truth_server_streams_on_schedule_from_the_kernel_arrival(
+    truth_url: str,
+) -> None:
+    body = json.dumps(
+        {
+            "model": "truth",
+            "stream": True,
+            "max_tokens": 6,
+            "messages": [{"role": "user", "content": "one two three"}],
+        }
+    ).encode()
+    records = []
+    async with StreamClient(truth_url, concurrency=2) as client:
+        for index in range(4):
+            record = RequestRecord(index, time.perf_counter_ns())
+            records.append(await client.stream("/v1/chat/completions", body, record))
+    assert all(r.ok and r.output_tokens == 6 for r in records), [r.error for r in records]
+    got = _get(truth_url + "/truth?last=4")
+    assert got["requests"] == 4 and got["tokens"] == 24
+    assert got["unstamped"] == 0  # every arrival is the kernel's stamp
+    wait = got["socket_wait_ms"]
+    assert isinstance(wait, dict) and wait["n"] == 4 and wait["max"] >= 0
+    ttft = got["ttft_ms"]
+    assert isinstance(ttft, dict) and ttft["p50"] >= 30.0  # the first token after the prefill
+    # the client's TTFT contains the server's (its send precedes the kernel's arrival stamp)
+    client_ttft = sorted((metrics.ttft_ns(r) or 0) / 1e6 for r in records)
+    assert client_ttft[0] >= 30.0 and client_ttft[-1] >= ttft["max"] - 0.001
+    gaps = got["gap_ms"]
+    assert isinstance(gaps, dict) and gaps["n"] == 20 and gaps["p50"] >= 4.0
+    assert _get(truth_url + "/truth/reset", "POST") == {"ok": True}
+    assert _get(truth_url + "/truth")["requests"] == 0
