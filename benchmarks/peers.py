@@ -336,20 +336,23 @@ def run_aiperf(url: str, conc: int, n: int) -> dict:
     }
 
 
-def ensure_venv(name: str, packages: list[str]) -> Path:
-    """A peer's own venv under VENVS (pip from PyPI, once); its bin directory."""
+def ensure_venv(name: str, packages: list[str], then: list[str] | None = None) -> Path:
+    """A peer's own venv under VENVS (pip from PyPI, once; ``then``: a second install after
+    ``packages``); its bin directory."""
     venv = VENVS / name
     marker = venv / ".installed"
     if not marker.exists():
-        _log(f"installing {' '.join(packages)} into {venv} (pip, once)")
+        _log(f"installing {' '.join(packages + (then or []))} into {venv} (pip, once)")
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         with (VENVS / f"{name}-install.log").open("w") as out:
-            subprocess.run(
-                [str(venv / "bin" / "pip"), "install", *packages],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                check=True,
-            )
+            for batch in (packages, then or []):
+                if batch:
+                    subprocess.run(
+                        [str(venv / "bin" / "pip"), "install", *batch],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        check=True,
+                    )
         marker.touch()
     return venv / "bin"
 
@@ -385,15 +388,25 @@ def run_guidellm(url: str, conc: int, n: int) -> dict:
     }
 
 
+#: What ``python -m sglang.bench_serving`` imports, found by running it (sglang installed with
+#: ``--no-deps``: its own requirements pin a GPU stack this client does not use); torchvision
+#: brings torch's CUDA build, about 6 GB in all (the full ``pip install sglang``: 11 GB).
+SGLANG_BENCH_DEPS = [
+    "aiohttp", "numpy", "requests", "tqdm", "transformers", "pybase64", "pillow", "tokenizers",
+    "orjson", "psutil", "torch", "torchvision", "starlette", "msgspec", "pyzmq", "IPython",
+    "datasets", "apache-tvm-ffi", "sentencepiece", "compressed-tensors", "gguf",
+]  # fmt: skip
+
+
 def run_sglang(url: str, conc: int, n: int) -> dict:
     if not (VENVS / "sglang" / ".installed").exists() and not os.environ.get(
         "PEERS_INSTALL_SGLANG"
     ):
         raise RuntimeError(
-            "not installed here: `pip install sglang transformers` takes 11 GB (torch and CUDA "
-            "wheels); set PEERS_INSTALL_SGLANG=1 to let this script install it"
+            "not installed here: its client needs torch and CUDA wheels (about 6 GB); set "
+            "PEERS_INSTALL_SGLANG=1 to let this script install it"
         )
-    bin_dir = ensure_venv("sglang", ["sglang", "transformers"])
+    bin_dir = ensure_venv("sglang", ["--no-deps", "sglang"], then=SGLANG_BENCH_DEPS)
     out_file = VENVS / "artifacts" / f"sglang-c{conc}.jsonl"
     out_file.parent.mkdir(parents=True, exist_ok=True)
     out_file.unlink(missing_ok=True)
@@ -417,12 +430,64 @@ def run_sglang(url: str, conc: int, n: int) -> dict:
     }
 
 
+#: What ``vllm bench serve`` imports beyond SGLang's client venv, found by running it (vllm
+#: installed with ``--no-deps``; torch and the rest come from the SGLang client's venv, read
+#: through a ``.pth`` file, so the 6 GB are not installed twice).
+VLLM_BENCH_DEPS = [
+    "cbor2", "openai-harmony", "openai", "cloudpickle", "cachetools", "uvloop", "py-cpuinfo",
+    "fastapi", "prometheus-client", "partial-json-parser", "uvicorn", "xgrammar", "llguidance",
+    "watchfiles",
+]  # fmt: skip
+
+
+def ensure_vllm() -> Path:
+    """The Python of vLLM's own venv over the SGLang client's packages (installed once)."""
+    venv = VENVS / "vllm"
+    if not (venv / ".installed").exists():
+        sglang_bin = ensure_venv("sglang", ["--no-deps", "sglang"], then=SGLANG_BENCH_DEPS)
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        shared = next((sglang_bin.parent / "lib").glob("python3*/site-packages"))
+        own = next((venv / "lib").glob("python3*/site-packages"))
+        (own / "zz_sglang_client.pth").write_text(f"import sys; sys.path.append({str(shared)!r})\n")
+    return ensure_venv("vllm", ["--no-deps", "vllm"], then=VLLM_BENCH_DEPS) / "python"
+
+
+def run_vllm(url: str, conc: int, n: int) -> dict:
+    if not (VENVS / "vllm" / ".installed").exists() and not os.environ.get("PEERS_INSTALL_SGLANG"):
+        raise RuntimeError(
+            "not installed here: it needs torch (SGLang's client venv, about 6 GB); set "
+            "PEERS_INSTALL_SGLANG=1 to let this script install both"
+        )
+    python = ensure_vllm()
+    art = VENVS / "artifacts"
+    art.mkdir(parents=True, exist_ok=True)
+    name = f"vllm-c{conc}.json"
+    (art / name).unlink(missing_ok=True)
+    cmd = [str(python), "-m", "vllm.entrypoints.cli.main", "bench", "serve"]
+    cmd += ["--backend", "openai-chat", "--base-url", url]
+    cmd += ["--endpoint", "/v1/chat/completions", "--model", "truth"]
+    cmd += ["--tokenizer", str(ensure_tokenizer()), "--dataset-name", "random"]
+    cmd += ["--random-input-len", str(ISL), "--random-output-len", str(OSL)]
+    cmd += ["--random-range-ratio", "0", "--ignore-eos", "--num-prompts", str(n)]
+    cmd += ["--max-concurrency", str(conc), "--num-warmups", str(conc), "--seed", "0"]
+    cmd += ["--percentile-metrics", "ttft,itl", "--metric-percentiles", "99", "--disable-tqdm"]
+    cmd += ["--save-result", "--result-dir", str(art), "--result-filename", name]
+    _out, sampler, wall = run_client(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    doc = json.loads((art / name).read_text())
+    return {
+        "tput": doc["output_throughput"],
+        "gap_p99": doc["p99_itl_ms"],
+        "ttft_p99": doc["p99_ttft_ms"],
+        "connect": None,
+        "self_cpu": None,
+        "sampler": sampler,
+        "wall": wall,
+        "failed": n - int(doc["completed"]),
+    }
+
+
 #: Peers that do not run here, and why (measured when this was written; see docs/bench.md).
-NOT_RUN: dict[str, str] = {
-    "vllm": "not attempted: `pip install vllm` pulls torch with its CUDA wheels (several GB; "
-    "SGLang's install, which pulls the same, took 11 GB and an hour of this machine), and whether "
-    "`vllm bench serve` starts without a GPU was not measured",
-}
+NOT_RUN: dict[str, str] = {}
 
 
 def runners() -> dict[str, Callable[[str, int, int], dict]]:
@@ -434,7 +499,7 @@ def runners() -> dict[str, Callable[[str, int, int], dict]]:
         found[f"servelab-w{w}"] = lambda url, c, n, w=w: run_servelab(url, c, n, w)
     found["servelab-r0"] = lambda url, c, n: run_servelab(url, c, n, 1, ramp0=True)
     found["servelab-w2-r0"] = lambda url, c, n: run_servelab(url, c, n, 2, ramp0=True)
-    found.update({"guidellm": run_guidellm, "sglang": run_sglang})
+    found.update({"guidellm": run_guidellm, "sglang": run_sglang, "vllm": run_vllm})
     return found
 
 
