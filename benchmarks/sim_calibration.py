@@ -14,7 +14,10 @@ absolute schedule (p50, p99, max; wall ms), from the decode worker's own histogr
 ``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end, with the decode
 worker's CPU, this client's CPU and the whole machine's busy share over the window.
 ``--loops asyncio uvloop``: each on a fresh stack whose workers run on that event loop
-(``SERVELAB_SIM_LOOP``), in turn, ``--repeats`` times.
+(``SERVELAB_SIM_LOOP``), in turn, ``--repeats`` times. The jitter's load is servelab's own load
+generator (``--client servelab``, the default: ``bench``'s transport on uvloop, about a third of
+the aiohttp client's CPU per token, which leaves the simulator more of the machine) or the
+A/B's aiohttp client (``--client aiohttp``).
 
 Throughput of a run = token events received inside the window [warm-up, warm-up + measure]
 divided by the window, in MODELLED seconds (wall x 1 / time scale), so it is comparable with
@@ -34,11 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.stack import SimStack, start_stack
 
+from servelab.core.records import REASON_DEADLINE, REASON_INTERRUPTED
+from servelab.core.workload import LengthDist
+from servelab.io.http import StreamClient
+from servelab.ops.benchload import Load, jobs_for, slot_starts_ns
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
 from servelab.sim.scheduler import LAG_BUCKET_S
 
@@ -175,12 +183,57 @@ def _quantiles(hist: dict[int, int]) -> dict[str, float]:
     return out
 
 
+async def servelab_loop(
+    base: str,
+    concurrency: int,
+    in_len: int,
+    out_len: int,
+    warm_s: float,
+    measure_s: float,
+    ramp_s: float,
+) -> Window:
+    """The same closed loop on servelab's own load generator (``bench``'s transport: the raw
+    protocol, requests prepared before the start, a user's next request written from the read
+    that ended its previous one); token events counted inside the window by their read stamps."""
+    path = "/v1/chat/completions"
+    duration = warm_s + measure_s
+    per_user = min(MAX_REQUESTS_PER_USER, int(duration / max(ramp_s, 0.01)) + 3)
+    jobs = jobs_for(
+        concurrency * per_user,
+        concurrency,
+        input_len=LengthDist("fixed", in_len),
+        output_len=LengthDist("fixed", out_len),
+        shared_prefix_len=0,
+        model="sim",
+        endpoint=path,
+        ignore_eos=True,
+    )
+    t0 = time.perf_counter_ns()
+    start_ns, end_ns = t0 + round(warm_s * 1e9), t0 + round(duration * 1e9)
+    async with StreamClient(base, concurrency=concurrency) as client:
+        load = Load(client, path, lambda _r: None, end_ns)
+        starts = slot_starts_ns(concurrency, round(ramp_s * 1e9))
+        await asyncio.wait_for(load.closed(jobs, starts, t0=t0), duration + 120)
+        load.decode()
+    win = Window(warm_s, duration)
+    for record in load.records:
+        win.requests += record.ok
+        win.errors += record.error not in (None, REASON_INTERRUPTED, REASON_DEADLINE)
+        win.tokens += sum(
+            n
+            for at, n in zip(record.event_ns, record.event_tokens, strict=True)
+            if start_ns <= at <= end_ns
+        )
+    return win
+
+
 async def jitter_run(stack: SimStack, c: int, args: argparse.Namespace) -> dict[str, float]:
     """C users through the router; the decode steps' lateness inside the window."""
     ctx = c * (args.in_len + args.out_len // 2)
     ramp = args.out_len * decode_step_s(DEFAULT_PROFILE, c, ctx, 256) * args.time_scale
     start = time.monotonic()
-    loop = closed_loop(
+    users = servelab_loop if args.client == "servelab" else closed_loop
+    loop = users(
         stack.router_url, c, args.in_len, args.out_len, args.warm_s + ramp, args.measure_s, ramp
     )
     async with aiohttp.ClientSession() as session:
@@ -228,7 +281,8 @@ def _jitter_stack(args: argparse.Namespace, loop: str) -> bool:
     try:
         asyncio.run(_warm(stack.router_url))
         for c in args.concurrency:
-            res = asyncio.run(jitter_run(stack, c, args))
+            run = uvloop.run if args.client == "servelab" else asyncio.run
+            res = run(jitter_run(stack, c, args))
             ok &= res.get("p99", 0.0) < 2.0
             print(
                 f"{loop:>7} {c:>5} {res['n']:6.0f} {res.get('p50', 0):6.2f} "
@@ -319,6 +373,13 @@ def main(argv: list[str] | None = None) -> int:
         default=["asyncio"],
         choices=["asyncio", "uvloop"],
         help="--jitter: the workers' event loops to measure, in turn (SERVELAB_SIM_LOOP)",
+    )
+    p.add_argument(
+        "--client",
+        default="servelab",
+        choices=["servelab", "aiohttp"],
+        help="--jitter: the load generator (servelab's own, on uvloop, as `bench` runs; or the "
+        "minimal aiohttp client the A/B calibration uses)",
     )
     args = p.parse_args(argv)
     if args.jitter:
