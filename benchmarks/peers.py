@@ -388,6 +388,21 @@ def run_guidellm(url: str, conc: int, n: int) -> dict:
     }
 
 
+def _serving_result(doc: dict, n: int, sampler: CpuSampler, wall: float) -> dict:
+    """A row from the result file SGLang's ``bench_serving`` and vLLM's ``bench serve`` share
+    (the former grew from the latter)."""
+    return {
+        "tput": doc["output_throughput"],
+        "gap_p99": doc["p99_itl_ms"],
+        "ttft_p99": doc["p99_ttft_ms"],
+        "connect": None,
+        "self_cpu": None,
+        "sampler": sampler,
+        "wall": wall,
+        "failed": n - int(doc["completed"]),
+    }
+
+
 #: What ``python -m sglang.bench_serving`` imports, found by running it (sglang installed with
 #: ``--no-deps``: its own requirements pin a GPU stack this client does not use); torchvision
 #: brings torch's CUDA build, about 6 GB in all (the full ``pip install sglang``: 11 GB).
@@ -418,16 +433,7 @@ def run_sglang(url: str, conc: int, n: int) -> dict:
     cmd += ["--warmup-requests", "1", "--seed", "0"]
     _out, sampler, wall = run_client(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     doc = json.loads(out_file.read_text().splitlines()[-1])
-    return {
-        "tput": doc["output_throughput"],
-        "gap_p99": doc["p99_itl_ms"],
-        "ttft_p99": doc["p99_ttft_ms"],
-        "connect": None,
-        "self_cpu": None,
-        "sampler": sampler,
-        "wall": wall,
-        "failed": n - int(doc["completed"]),
-    }
+    return _serving_result(doc, n, sampler, wall)
 
 
 #: What ``vllm bench serve`` imports beyond SGLang's client venv, found by running it (vllm
@@ -474,16 +480,7 @@ def run_vllm(url: str, conc: int, n: int) -> dict:
     cmd += ["--save-result", "--result-dir", str(art), "--result-filename", name]
     _out, sampler, wall = run_client(cmd, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     doc = json.loads((art / name).read_text())
-    return {
-        "tput": doc["output_throughput"],
-        "gap_p99": doc["p99_itl_ms"],
-        "ttft_p99": doc["p99_ttft_ms"],
-        "connect": None,
-        "self_cpu": None,
-        "sampler": sampler,
-        "wall": wall,
-        "failed": n - int(doc["completed"]),
-    }
+    return _serving_result(doc, n, sampler, wall)
 
 
 #: Peers that do not run here, and why (measured when this was written; see docs/bench.md).
