@@ -86,10 +86,12 @@ async def test_the_truth_server_streams_on_schedule_from_the_kernel_arrival(
     wait = got["socket_wait_ms"]
     assert isinstance(wait, dict) and wait["n"] == 4 and wait["max"] >= 0
     ttft = got["ttft_ms"]
-    assert isinstance(ttft, dict) and ttft["p50"] >= 30.0  # the first token after the prefill
+    # the first token after the prefill: uvloop's timers have millisecond resolution and fire
+    # up to 1 ms early (see ops/benchload.sleep_until), hence the 1 ms tolerance
+    assert isinstance(ttft, dict) and ttft["p50"] >= 29.0
     # the client's TTFT contains the server's (its send precedes the kernel's arrival stamp)
     client_ttft = sorted((metrics.ttft_ns(r) or 0) / 1e6 for r in records)
-    assert client_ttft[0] >= 30.0 and client_ttft[-1] >= ttft["max"] - 0.001
+    assert client_ttft[0] >= 29.0 and client_ttft[-1] >= ttft["max"] - 0.001
     gaps = got["gap_ms"]
     assert isinstance(gaps, dict) and gaps["n"] == 20 and gaps["p50"] >= 4.0
     assert _get(truth_url + "/truth/reset", "POST") == {"ok": True}

@@ -134,7 +134,12 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
     failed = [r for r in ended if not r.ok]
     cut = [r for r in records if r not in ended]
     assert len(ended) > 50 and failed == [], [(r.status, r.error, r.error_detail) for r in failed]
-    assert all(r.error == REASON_INTERRUPTED for r in cut)  # only the stop cut any request
+    # only the stop cut any request; one may still end well between the stop and its taking
+    # effect
+    assert all(
+        r.error == REASON_INTERRUPTED or (r.ok and r.end_ns is not None and r.end_ns > stopped)
+        for r in cut
+    ), [(r.error, r.end_ns, stopped) for r in cut if r.error != REASON_INTERRUPTED]
     doc = rolling_json(report)
     assert doc["ok"] and doc["out"] is None and doc["recovery"] == []
     assert windows.during > 0 and windows.after > 0
