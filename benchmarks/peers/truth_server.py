@@ -354,6 +354,9 @@ async def main() -> None:
     loop = asyncio.get_running_loop()
     listener = socket.socket()
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # on the listener too: the kernel then stamps packets from the start (turning stamping on is
+    # deferred), so a request that arrives before its connection is accepted is stamped as well
+    listener.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     listener.bind(("127.0.0.1", args.port))
     listener.listen(4096)
     listener.setblocking(False)
