@@ -215,7 +215,7 @@ async def servelab_loop(
         starts = slot_starts_ns(concurrency, round(ramp_s * 1e9))
         await asyncio.wait_for(load.closed(jobs, starts, t0=t0), duration + 120)
         load.decode()
-    win = Window(warm_s, duration)
+    win = Window(start_ns / 1e9, end_ns / 1e9)  # perf_counter is time.monotonic's clock here
     for record in load.records:
         win.requests += record.ok
         win.errors += record.error not in (None, REASON_INTERRUPTED, REASON_DEADLINE)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,7 @@ def _get(url: str, method: str = "GET") -> dict[str, object]:
 
 
 @pytest.fixture
-def truth_url() -> object:
+def truth_url() -> Iterator[str]:
     port = free_port()
     script = BENCHMARKS / "peers" / "truth_server.py"
     cmd = [sys.executable, str(script), "--port", str(port), "--gap-ms", "5", "--prefill-ms", "30"]

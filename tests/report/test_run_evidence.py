@@ -11,7 +11,7 @@ from pathlib import Path
 from servelab.core.clienthealth import client_health
 from servelab.core.evidence import BenchRunRecord
 from servelab.core.metrics import run_metrics
-from servelab.core.telemetry import RunTelemetry, SourceTelemetry
+from servelab.core.telemetry import RunTelemetry
 from servelab.core.telemetryrules import run_evidence
 from servelab.core.traces import RETURN_HELD_MS
 from servelab.io.ledger import Ledger
@@ -23,17 +23,7 @@ from servelab.report.runnotes import return_note
 from tests.report.test_pages import LEVEL, TELEMETRY, TRACES
 from tests.support.browser import dump_dom
 from tests.support.sysdeps import chromium
-
-FAILED = 'sglang:num_transfer_failed_reqs_total{model_name="sim"}'
-
-
-def _telemetry() -> RunTelemetry:
-    decode = SourceTelemetry(
-        "decode", "engine", "u", "ok", None, 3, 2.0, {FAILED: 2.0}, role="decode"
-    )
-    prefill = SourceTelemetry("prefill", "engine", "u", "unknown", "HTTP 404", role="prefill")
-    router = SourceTelemetry("router", "router", "u", "ok", None, 3, 2.0)
-    return RunTelemetry("scrape", 2.0, (prefill, decode, router))
+from tests.support.telemetry import FAILED, transfer_failure_telemetry
 
 
 def _run(telemetry: RunTelemetry | None) -> RunResult:
@@ -42,11 +32,13 @@ def _run(telemetry: RunTelemetry | None) -> RunResult:
 
 
 def _evidence() -> list[dict[str, object]]:
-    return [e.to_json() for e in run_evidence(_telemetry(), [])]
+    return [e.to_json() for e in run_evidence(transfer_failure_telemetry(), [])]
 
 
 def test_bench_text_names_each_fired_or_unknown_rule_with_its_metric_and_delta() -> None:
-    lines = report.telemetry_lines(BenchResult(BenchConfig(url="r"), runs=[_run(_telemetry())]))
+    lines = report.telemetry_lines(
+        BenchResult(BenchConfig(url="r"), runs=[_run(transfer_failure_telemetry())])
+    )
     assert (
         f"C1 run 1: ! decode KV transfer counters over the run: KV transfers failed: {FAILED} +2"
         in lines

@@ -3,21 +3,14 @@ silent sources as UNKNOWN, quiet rules not on the console."""
 
 from __future__ import annotations
 
-from servelab.core.telemetry import RunTelemetry, SourceTelemetry
 from servelab.core.telemetryrules import ClientWindow, ServerView, assess, telemetry_observations
 from servelab.ops.soak import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.report.soak import render_soak, telemetry_lines
-
-FAILED = 'sglang:num_transfer_failed_reqs_total{model_name="sim"}'
+from tests.support.telemetry import FAILED, transfer_failure_telemetry
 
 
 def _result() -> SoakResult:
-    decode = SourceTelemetry(
-        "decode", "engine", "u", "ok", None, 3, 2.0, {FAILED: 2.0}, role="decode"
-    )
-    prefill = SourceTelemetry("prefill", "engine", "u", "unknown", "HTTP 404", role="prefill")
-    router = SourceTelemetry("router", "router", "u", "ok", None, 3, 2.0)
-    run = RunTelemetry("scrape", 2.0, (prefill, decode, router))
+    run = transfer_failure_telemetry()
     workers = (
         WorkerTarget("prefill", "prefill", "http://p"),
         WorkerTarget("decode", "decode", "http://d"),
