@@ -10,6 +10,7 @@ then is live in ``/proc/MainPID/environ``; ``servelab down`` stops it with ``sys
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -99,7 +100,9 @@ def test_a_unit_is_started_adopted_restarted_with_a_live_knob_and_stopped(
         UNIT,
         _UNIT_TEXT.format(
             env=tmp_path / "web.env",
-            python=sys.executable,
+            # the interpreter itself, not the venv's link to it: the namespace's /tmp is
+            # private, so a checkout under /tmp (and its venv) is not there
+            python=os.path.realpath(sys.executable),
             port=port,
             root=tmp_path / "www",
             log=tmp_path / "web.log",
