@@ -1,11 +1,12 @@
 """The client's per-token work after the transport, measured: HTTP/1.1 parse and SSE decode.
 
 Replays the truth server's exact bytes (``benchmarks/peers/truth_server.py``: head + role chunk,
-63 token chunks, the closing chunk) through :class:`servelab.io.h1.ResponseParser` read by read,
-then decodes every captured body with :func:`servelab.core.records.decode_chunks`, as ``bench``
-does after a run; ``--group K`` puts K token chunks in one read (what a busy loop reads at high
-concurrency). CPU µs per output token (``time.process_time``, best of 5). ``--against REV`` runs the
-same on the tree at git revision REV (``git archive`` into a temporary directory), side by side.
+63 token chunks, the closing chunk) through :class:`servelab.io.http.h1.ResponseParser` read by
+read, then decodes every captured body with :func:`servelab.core.load.records.decode_chunks`, as
+``bench`` does after a run; ``--group K`` puts K token chunks in one read (what a busy loop reads at
+high concurrency). CPU µs per output token (``time.process_time``, best of 5). ``--against REV``
+runs the same on the tree at git revision REV (``git archive`` into a temporary directory), side by
+side.
 
 Usage: .venv/bin/python benchmarks/decode_speed.py [--against REV] [--streams 1500]
 """
@@ -35,8 +36,8 @@ def measure(root: Path, streams: int) -> None:
     """Print parse and decode µs/token of the tree at ``root``, for 1 and 4 chunks per read."""
     sys.path[:0] = [str(root / "benchmarks" / "peers"), str(root / "src")]
     ts = importlib.import_module("truth_server")  # the tree under test is chosen at run time
-    records = importlib.import_module("servelab.core.records")
-    response_parser = importlib.import_module("servelab.io.h1").ResponseParser
+    records = importlib.import_module("servelab.core.load.records")
+    response_parser = importlib.import_module("servelab.io.http.h1").ResponseParser
 
     for group in (1, 4):
         reads, parse_s, decode_s = _reads(ts, group), [], []

@@ -1,13 +1,13 @@
 """What the ledger costs as it grows: ledgers of 10^4, 10^5 and 10^6 per-request records.
 
 For each size it builds a ledger of bench runs of 20,000 records each (the real record model,
-:class:`~servelab.core.records.RequestRecord`, 48 content events per request at ~20 ms apart with
-nanosecond jitter, inserted a run per transaction) plus a case holding the first run as evidence,
-then prints: the file's bytes and bytes per record (stored compact, and as the JSON it used to be),
-and for each export format the wall time and peak resident memory of ``servelab ledger export``
-run as a child process (that child's own ``VmHWM``), the export's bytes, and that the export
-was parsed back and held every record; then the wall time of ``servelab report`` and ``servelab
-case show``. Export memory must not grow with the ledger.
+:class:`~servelab.core.load.records.RequestRecord`, 48 content events per request at ~20 ms apart
+with nanosecond jitter, inserted a run per transaction) plus a case holding the first run as
+evidence, then prints: the file's bytes and bytes per record (stored compact, and as the JSON it
+used to be), and for each export format the wall time and peak resident memory of ``servelab ledger
+export`` run as a child process (that child's own ``VmHWM``), the export's bytes, and that the
+export was parsed back and held every record; then the wall time of ``servelab report`` and
+``servelab case show``. Export memory must not grow with the ledger.
 
     .venv/bin/python benchmarks/ledger_scale.py --sizes 10000,100000,1000000 --dir /work/scratch
 """
@@ -28,9 +28,9 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from servelab.core.records import RequestRecord
-from servelab.io.ledger import Ledger
-from servelab.io.ledgeradmin import file_bytes
+from servelab.core.load.records import RequestRecord
+from servelab.io.ledger.admin import file_bytes
+from servelab.io.ledger.ledger import Ledger
 
 __all__ = ["build", "main"]
 

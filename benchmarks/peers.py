@@ -105,7 +105,7 @@ def ensure_tokenizer() -> Path:
     """A word-level tokenizer directory over servelab's and the truth server's words (offline)."""
     if not (TOKENIZER_DIR / "tokenizer.json").exists():
         sys.path.insert(0, str(REPO / "src"))
-        from servelab.core.workload import WORDS
+        from servelab.core.load.workload import WORDS
 
         words = ",".join(sorted(set(WORDS)))
         subprocess.run(

@@ -43,10 +43,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.support.stack import SimStack, start_stack
 
-from servelab.core.records import REASON_DEADLINE, REASON_INTERRUPTED
-from servelab.core.workload import LengthDist
-from servelab.io.http import StreamClient
-from servelab.ops.benchload import Load, jobs_for, slot_starts_ns
+from servelab.core.load.records import REASON_DEADLINE, REASON_INTERRUPTED
+from servelab.core.load.workload import LengthDist
+from servelab.io.http.client import StreamClient
+from servelab.ops.bench.load import Load, jobs_for, slot_starts_ns
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
 from servelab.sim.scheduler import LAG_BUCKET_S
 

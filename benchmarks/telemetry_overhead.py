@@ -2,7 +2,7 @@
 
 One closed-loop load (C users, N requests, 64 tokens every 20 ms from the truth server,
 ``benchmarks/peers/truth_server.py``, on CPU 0) is driven by servelab's own run loop
-(:func:`servelab.ops.benchload.run_part`, as ``bench`` runs it) in a child process pinned to CPU 1,
+(:func:`servelab.ops.bench.load.run_part`, as ``bench`` runs it) in a child process pinned to CPU 1,
 once per configuration:
 
 - ``plain``: no identity headers;
@@ -10,7 +10,7 @@ once per configuration:
 - ``ids+receiver``: plus the OTLP receiver (:class:`servelab.io.otlp.OtlpReceiver`) in the client
   process, fed five spans per request over the run by a peer process on CPU 0 (the OpenTelemetry
   SDK's batch exporter, as the simulated workers export);
-- ``ids+receiver+metrics``: plus :class:`servelab.ops.telemetry.MetricsWatch` scraping three
+- ``ids+receiver+metrics``: plus :class:`servelab.ops.telemetry.watch.MetricsWatch` scraping three
   expositions of ~600 series (the peer serves them) every second, as ``bench -f`` does.
 
 CPU is ``time.process_time`` of the whole child (every thread: gRPC's included) over the run and
@@ -52,14 +52,14 @@ sys.path.insert(0, str(HERE))
 
 from peers import SERVER_CPU, free_port, start_truth  # noqa: E402
 
-from servelab.core.records import RequestRecord  # noqa: E402
-from servelab.core.telemetry import MetricsSource  # noqa: E402
-from servelab.core.traces import request_identity  # noqa: E402
-from servelab.core.workload import LengthDist  # noqa: E402
-from servelab.io.http import StreamClient  # noqa: E402
+from servelab.core.load.records import RequestRecord  # noqa: E402
+from servelab.core.load.workload import LengthDist  # noqa: E402
+from servelab.core.telemetry.summary import MetricsSource  # noqa: E402
+from servelab.core.telemetry.traces import request_identity  # noqa: E402
+from servelab.io.http.client import StreamClient  # noqa: E402
 from servelab.io.otlp import OtlpReceiver, spans_of  # noqa: E402
-from servelab.ops.benchload import Part, jobs_for, run_part, slot_starts_ns  # noqa: E402
-from servelab.ops.telemetry import MetricsWatch  # noqa: E402
+from servelab.ops.bench.load import Part, jobs_for, run_part, slot_starts_ns  # noqa: E402
+from servelab.ops.telemetry.watch import MetricsWatch  # noqa: E402
 
 CONFIGS = ("plain", "ids", "ids+receiver", "ids+receiver+metrics")
 CLIENT_CPU = 1

@@ -10,7 +10,8 @@ server wrote in the same window, and gap p99 against the server's own.
 Candidates:
 - ``aiohttp``: ``ClientSession.post`` + ``content.readany()`` (servelab's client before this one);
 - ``h1``: a raw ``asyncio.Protocol`` per connection, stamping in ``data_received``, servelab's own
-  sans-I/O parser (:mod:`servelab.io.h1`): the kept one, :class:`servelab.io.stream.StreamClient`;
+  sans-I/O parser (:mod:`servelab.io.http.h1`): the kept one,
+  :class:`servelab.io.http.stream.StreamClient`;
 - ``httptools``: the same protocol with httptools' C parser (llhttp) and its ``on_body`` callback;
 each on the default asyncio loop and on uvloop.
 
@@ -39,9 +40,9 @@ sys.path.insert(0, str(HERE))
 
 from peers import SERVER_CPU, free_port, start_truth, truth  # noqa: E402
 
-from servelab.core import metrics  # noqa: E402
-from servelab.core.records import RequestRecord, decode_chunks  # noqa: E402
-from servelab.io.http import StreamClient, chat_body  # noqa: E402
+from servelab.core.load import metrics  # noqa: E402
+from servelab.core.load.records import RequestRecord, decode_chunks  # noqa: E402
+from servelab.io.http.client import StreamClient, chat_body  # noqa: E402
 
 LOOPS = ("asyncio", "uvloop")
 CANDIDATES = [f"{t}/{loop}" for t in ("aiohttp", "httptools", "h1") for loop in LOOPS]

@@ -21,11 +21,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from servelab.core.spec import DEFAULT_KNOB
-from servelab.io.ledger import Ledger
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.deploy import down, up
-from servelab.ops.verify import LAYERS, verify
+from servelab.ops.deploy.deploy import down, up
+from servelab.ops.verify.verify import LAYERS, verify
 from servelab.report.verify import check_detail
 
 __all__ = ["main"]

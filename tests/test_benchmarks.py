@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core import metrics
-from servelab.core.records import RequestRecord
-from servelab.io.http import StreamClient
+from servelab.core.load import metrics
+from servelab.core.load.records import RequestRecord
+from servelab.io.http.client import StreamClient
 from tests.support import free_port
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -1,7 +1,7 @@
 """The user guide cannot silently go stale: every command and every spec field is documented.
 
 Cheap: no processes, no network. Walks the click group registered in ``servelab.cli`` and the
-pydantic models of ``servelab.core.spec``.
+pydantic models of ``servelab.core.deploy.spec``.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import click
 import pytest
 
 from servelab.cli import cli
-from servelab.core.spec import (
+from servelab.core.deploy.spec import (
     DeploymentSpec,
     HostSpec,
     PrometheusSpec,

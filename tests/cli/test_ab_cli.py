@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.results import AbArm, AbResultRecord
-from servelab.core.spec import DEFAULT_KNOB
-from servelab.io.ledger import Ledger
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.results import AbArm, AbResultRecord
+from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 

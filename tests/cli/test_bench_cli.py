@@ -18,10 +18,10 @@ import pytest
 from aiohttp import web
 
 from servelab.cli.bench import Exporter
+from servelab.core.load.workload import LengthDist
 from servelab.core.options import parse_concurrency, parse_length
-from servelab.core.workload import LengthDist
-from servelab.io.ledger import Ledger
-from servelab.ops.bench import BenchConfig, RunResult, run_bench
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.bench.bench import BenchConfig, RunResult, run_bench
 from tests.support import REPO, run_cli
 from tests.support.servers import SEEN, served, streaming_app
 from tests.support.stack import sim_stack

@@ -10,8 +10,8 @@ import json
 import subprocess
 from pathlib import Path
 
-from servelab.core.traces import PHASES, RETURN_HELD_MS
-from servelab.io.ledger import Ledger
+from servelab.core.telemetry.traces import PHASES, RETURN_HELD_MS
+from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.tracing import write_traced_spec
 
@@ -63,7 +63,8 @@ def test_bench_joins_every_request_to_its_router_and_worker_spans(tmp_path: Path
     doc = json.loads(done.stdout)
     for level in doc["levels"]:
         phases = level["ttft_phases"]
-        # a Nagle-held return (tests/io/test_tcp_nodelay.py) is named the router's, not the engines'
+        # a Nagle-held return (tests/io/http/test_tcp_nodelay.py) is named the router's, not the
+        # engines'
         held = phases["phases_ms"]["return"]["p50"] >= RETURN_HELD_MS
         assert (f"C{level['concurrency']}: return (p50" in done.stderr) == held, done.stderr
         assert f"C{level['concurrency']} run 1: " in done.stderr  # its run-telemetry evidence

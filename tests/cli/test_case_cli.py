@@ -14,12 +14,18 @@ from typing import Any
 
 import pytest
 
-from servelab.core.evidence import CheckRecord
-from servelab.core.experiment import ARM_REVERT, ARM_SUSPECT, ArmTally, ExperimentRecord, decide
-from servelab.core.results import SoakDocument
-from servelab.io.ledger import Ledger
+from servelab.core.case.experiment import (
+    ARM_REVERT,
+    ARM_SUSPECT,
+    ArmTally,
+    ExperimentRecord,
+    decide,
+)
+from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.ledger.results import SoakDocument
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops import case as cases
+from servelab.ops.case import case as cases
 from servelab.report.docs import build_docs
 from tests.support import free_ports, run_cli
 from tests.support.history import K, seed_history
@@ -232,7 +238,7 @@ def test_restore_of_a_restored_case_restarts_nothing(ledger_file: Path, tmp_path
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
-    from servelab.ops import deploy
+    from servelab.ops.deploy import deploy
 
     spec = write_pd_spec(tmp_path / "dep", time_scale=0.02, secret=SECRET, name="ledger-e2e")
     loaded = load_spec(spec)

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from servelab.core.spec import DEFAULT_KNOB
-from servelab.io.ledger import Ledger
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops import case as cases
+from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knobs
-from servelab.ops.soak import SoakConfig, Targets, soak
-from servelab.report.soak import soak_record
+from servelab.ops.soak.soak import SoakConfig, Targets, soak
+from servelab.report.soak.soak import soak_record
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 
@@ -37,7 +37,7 @@ WORKLOAD = SoakConfig(
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
-    from servelab.ops import deploy
+    from servelab.ops.deploy import deploy
 
     spec = write_pd_spec(
         tmp_path, time_scale=0.02, name="guilty-knob", knobs=(DEFAULT_KNOB, TILE),

@@ -22,10 +22,10 @@ from servelab.cli.common import (
     resolve_target,
     say,
 )
-from servelab.core.workload import LengthDist
+from servelab.core.load.workload import LengthDist
 from servelab.errors import SpecError, StoreError
-from servelab.io.ledger import LEDGER_ENV
-from servelab.ops.bench import BenchConfig, run_bench
+from servelab.io.ledger.ledger import LEDGER_ENV
+from servelab.ops.bench.bench import BenchConfig, run_bench
 from tests.support.servers import served, streaming_app
 
 SPEC = (

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from servelab.io.ledger import Ledger
+from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.processes import listening, live_procs_under
 

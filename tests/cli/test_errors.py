@@ -20,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from servelab.cli import cli
-from servelab.io.ledger import Ledger
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
 from tests.support import REPO, free_port
 from tests.support.servers import served, streaming_app

@@ -7,7 +7,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from servelab.io.ledger import Ledger
+from servelab.io.ledger.ledger import Ledger
 from tests.support import REPO, free_port
 from tests.support import run_cli as _run_cli
 from tests.support.specs import SECRET, write_decode_spec

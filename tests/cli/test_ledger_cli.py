@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.records import RequestRecord, record_to_dict
-from servelab.io.ledger import Ledger
-from servelab.io.migrations import SCHEMA_VERSION
+from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.migrations import SCHEMA_VERSION
 from tests.support import run_cli
 
 RUNS, PER_RUN = 3, 700

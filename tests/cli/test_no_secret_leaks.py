@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.spec import DEFAULT_KNOB
+from servelab.core.deploy.spec import DEFAULT_KNOB
 from tests.support import free_port, run_cli
 from tests.support.processes import live_procs_under
 from tests.support.specs import write_pd_spec

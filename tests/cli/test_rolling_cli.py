@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.spec import DEFAULT_KNOB
+from servelab.core.deploy.spec import DEFAULT_KNOB
 from tests.support import run_cli
 from tests.support.processes import listening
 from tests.support.xpyd import write_2p2d_spec

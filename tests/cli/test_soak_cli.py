@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.io.ledger import Ledger
+from servelab.io.ledger.ledger import Ledger
 from tests.support import REPO, run_cli
 from tests.support.http import metric, set_faults
 from tests.support.specs import PdPorts, pd_spec_toml

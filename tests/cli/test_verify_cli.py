@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.spec import DEFAULT_KNOB
-from servelab.io.ledger import Ledger
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import SECRET, write_pd_spec
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.load.workload import LengthDist
 from servelab.core.options import KnobArms, parse_concurrency, parse_knob_arms, parse_length
-from servelab.core.workload import LengthDist
 
 
 def test_concurrency_lists() -> None:

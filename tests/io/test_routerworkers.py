@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.io.http import HttpClient
+from servelab.io.http.client import HttpClient
 from servelab.io.routerworkers import (
     RouterApiError,
     RouterWorker,
@@ -20,8 +20,8 @@ from servelab.io.routerworkers import (
     router_workers,
 )
 from servelab.io.specfile import load_spec
-from servelab.ops import deploy
 from servelab.ops.context import Operation
+from servelab.ops.deploy import deploy
 from tests.support import free_ports
 from tests.support.stack import start_process, stop_process, wait_http
 from tests.support.xpyd import write_2p2d_spec

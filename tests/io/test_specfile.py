@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.core.spec import DEFAULT_ENV_FILES, DEFAULT_KNOB
+from servelab.core.deploy.spec import DEFAULT_ENV_FILES, DEFAULT_KNOB
 from servelab.io.specfile import load_spec, materialize_default_env
 from tests.support import run_cli
 

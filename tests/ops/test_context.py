@@ -13,16 +13,16 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.spec import DEFAULT_KNOB
-from servelab.core.workload import LengthDist
-from servelab.io.ledger import Ledger
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.load.workload import LengthDist
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops import deploy
-from servelab.ops.ab import AbConfig, _make_live, run_ab
-from servelab.ops.bench import BenchConfig
+from servelab.ops.ab.ab import AbConfig, _make_live, run_ab
+from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation, operation
+from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob, get_knob, live_knob, set_knob
-from servelab.ops.verify import verify
+from servelab.ops.verify.verify import verify
 from tests.support.specs import PdPorts, write_pd_spec
 from tests.support.sshd import SshdServer
 

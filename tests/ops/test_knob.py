@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.knobs import LIVE_DIFFERS, LIVE_MATCH
+from servelab.core.knobs.rules import LIVE_DIFFERS, LIVE_MATCH
 from servelab.errors import KnobError, SpecError
-from servelab.io.discovery import find_process
-from servelab.io.envfiles import latest_backup, read_env_file
-from servelab.io.hosts import LocalHost
-from servelab.io.ledger import Ledger
+from servelab.io.hosts.discovery import find_process
+from servelab.io.hosts.envfiles import latest_backup, read_env_file
+from servelab.io.hosts.host import LocalHost
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.context import Operation
 from servelab.ops.knob import diff_knob, get_knob, set_knob
@@ -133,7 +133,7 @@ async def test_diff_shows_file_backup_and_live_side_by_side(
 
 async def test_backup_identical_to_the_file_is_skipped(workdir: Path) -> None:
     """A restart copies env files aside; the diff still shows the value before the last change."""
-    from servelab.io.hosts import backup_name
+    from servelab.io.hosts.host import backup_name
 
     loaded = _spec(workdir, free_port())
     change = await set_knob(loaded, "decode", KNOB, "256")

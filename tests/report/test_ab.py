@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from servelab.core.abdesign import (
+from servelab.core.ab.design import (
     Noise,
     rounds_for_equivalence,
     rounds_for_power,
     sequential_rounds_for_power,
 )
-from servelab.core.spec import DEFAULT_KNOB
-from servelab.core.workload import LengthDist
-from servelab.ops.ab import AbConfig, AbResult, ArmVisit, conclude
-from servelab.ops.abplan import AbPlan
-from servelab.ops.bench import BenchConfig
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.load.workload import LengthDist
+from servelab.ops.ab.ab import AbConfig, AbResult, ArmVisit, conclude
+from servelab.ops.ab.plan import AbPlan
+from servelab.ops.bench.bench import BenchConfig
 from servelab.report.ab import ab_markdown, plan_markdown
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from servelab.core.crosscheck import RATIO_TOLERANCE
+from servelab.core.ab.crosscheck import RATIO_TOLERANCE
 from tests.report.test_ab import _result
 
 

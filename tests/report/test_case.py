@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from servelab.core.cases import RestoreEvent, RevertEvent, TimelineEntry
-from servelab.core.checks import CHECK_E2E_FAILED, CHECK_HEALTH_READY, CHECK_LIVE_DIFFERS
-from servelab.core.revert import ConvictionTest, RevertCost
-from servelab.io.ledger import Ledger
-from servelab.ops.case import RestoreOutcome, RevertOutcome, RevertPreview
+from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
+from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.verify.checks import CHECK_E2E_FAILED, CHECK_HEALTH_READY, CHECK_LIVE_DIFFERS
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.ops.knob import KnobChange
-from servelab.ops.verify import LAYERS, Check, VerifyReport
+from servelab.ops.verify.verify import LAYERS, Check, VerifyReport
 from servelab.report.case import (
     NOT_CONFIRMED,
     event_error,

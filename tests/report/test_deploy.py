@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from servelab.io.processes import OUTCOME_OK
-from servelab.ops.deployresults import RestartReport, Step
-from servelab.ops.verify import Check, VerifyReport
+from servelab.io.hosts.processes import OUTCOME_OK
+from servelab.ops.deploy.results import RestartReport, Step
+from servelab.ops.verify.verify import Check, VerifyReport
 from servelab.report.deploy import render_restart
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.results import AbResultRecord
-from servelab.core.revert import ConcurrencyCost, ConvictionTest, RevertCost
-from servelab.io.ledger import Ledger
-from servelab.ops import case as cases
+from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.ledger.results import AbResultRecord
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.case import case as cases
 from servelab.report import docs
 from servelab.report.docs import (
     build_docs,

@@ -36,8 +36,8 @@ def test_index_is_self_contained_and_escaped() -> None:
 
 def _ledger_index(tmp_path: Path) -> Path:
     """The index ``build_docs`` makes from a real ledger file holding a resolved case and an A/B."""
-    from servelab.io.ledger import Ledger
-    from servelab.ops import case as cases
+    from servelab.io.ledger.ledger import Ledger
+    from servelab.ops.case import case as cases
     from servelab.report.docs import build_docs
     from tests.support.history import incident
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from servelab.core.evidence import BenchRunRecord
-from servelab.io.ledger import Ledger
-from servelab.ops import case as cases
+from servelab.core.ledger.evidence import BenchRunRecord
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.case import case as cases
 from servelab.report import pages
 from servelab.report.docs import build_docs
 from servelab.report.pages import markdown_html, run_markdown

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import struct
 
-from servelab.core.evidence import AbRunRecord, BenchRunRecord
-from servelab.core.results import AbResultRecord
+from servelab.core.ledger.evidence import AbRunRecord, BenchRunRecord
+from servelab.core.ledger.results import AbResultRecord
 from servelab.report import plots
 from servelab.report.plots import ab_plot, arm_curve
 

@@ -3,8 +3,8 @@ an interruption, the JSON with each phase's reason (pure: reports built by hand)
 
 from __future__ import annotations
 
-from servelab.core.rolling import RollTarget
-from servelab.ops.rollingresults import Phase, RollingReport, WorkerRoll
+from servelab.core.deploy.rolling import RollTarget
+from servelab.ops.deploy.rolling_results import Phase, RollingReport, WorkerRoll
 from servelab.report.deploy import render_interruption, render_rolling, rolling_json
 
 D1 = RollTarget("decode-1", "decode", "http://127.0.0.1:31102")

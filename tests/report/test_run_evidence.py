@@ -1,21 +1,21 @@
 """A bench run's run-telemetry evidence (``summary["telemetry_evidence"]``) shown with the metric
 each reading cites and its delta: in ``bench``'s text output (report/bench.py) and on the run's
 page (report/pages.py, checked in headless Chromium too); and the ``return`` phase named as the
-router's way back, not engine time, when Nagle held it (tests/io/test_tcp_nodelay.py)."""
+router's way back, not engine time, when Nagle held it (tests/io/http/test_tcp_nodelay.py)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from servelab.core.clienthealth import client_health
-from servelab.core.evidence import BenchRunRecord
-from servelab.core.metrics import run_metrics
-from servelab.core.telemetry import RunTelemetry
-from servelab.core.telemetryrules import run_evidence
-from servelab.core.traces import RETURN_HELD_MS
-from servelab.io.ledger import Ledger
-from servelab.ops.bench import BenchConfig, BenchResult, RunResult
+from servelab.core.ledger.evidence import BenchRunRecord
+from servelab.core.load.clienthealth import client_health
+from servelab.core.load.metrics import run_metrics
+from servelab.core.telemetry.rules import run_evidence
+from servelab.core.telemetry.summary import RunTelemetry
+from servelab.core.telemetry.traces import RETURN_HELD_MS
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.bench.bench import BenchConfig, BenchResult, RunResult
 from servelab.report import bench as report
 from servelab.report.docs import build_docs
 from servelab.report.pages import run_markdown

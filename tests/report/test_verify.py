@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from servelab.core import checks as codes
-from servelab.core.checks import CHECK_CODES
-from servelab.core.evidence import CheckRecord
-from servelab.ops.deployresults import RestartReport
-from servelab.ops.e2e import _classify
-from servelab.ops.verify import LAYERS, Check, E2EOptions, VerifyReport
+from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.verify import checks as codes
+from servelab.core.verify.checks import CHECK_CODES
+from servelab.ops.deploy.results import RestartReport
+from servelab.ops.verify.e2e import _classify
+from servelab.ops.verify.verify import LAYERS, Check, E2EOptions, VerifyReport
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from servelab.core.knobs import ENV_ALLOW_LIST
+from servelab.core.knobs.rules import ENV_ALLOW_LIST
 from servelab.errors import SimError
 from servelab.sim.faults import ENV_VARS, AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics

@@ -6,12 +6,18 @@ from __future__ import annotations
 import time
 import uuid
 
-from servelab.core.metrics import ttft_ns
-from servelab.core.records import RequestRecord
-from servelab.core.traces import PHASES, ClockAnchor, decompose, phase_percentiles, spans_by_request
-from servelab.io.http import StreamClient, chat_body
+from servelab.core.load.metrics import ttft_ns
+from servelab.core.load.records import RequestRecord
+from servelab.core.telemetry.traces import (
+    PHASES,
+    ClockAnchor,
+    decompose,
+    phase_percentiles,
+    spans_by_request,
+)
+from servelab.io.http.client import StreamClient, chat_body
 from servelab.io.otlp import OtlpReceiver
-from servelab.ops.tracing import read_anchor
+from servelab.ops.telemetry.tracing import read_anchor
 from servelab.sim.settings import ENV_OTLP
 from tests.support.stack import sim_stack
 
@@ -39,7 +45,7 @@ async def test_router_and_worker_spans_join_the_client_record_by_request_id() ->
         with sim_stack(time_scale=0.2, env=env, router_args=trace) as stack:
             # one request first: it pays the cold start and the router's lazy exporter set-up
             await _one(stack.router_url, f"servelab-warmup-{uuid.uuid4().hex}", -1)
-            anchor = read_anchor()  # the tightest bracketed reading (ops.tracing)
+            anchor = read_anchor()  # the tightest bracketed reading (ops.telemetry.tracing)
             rids = [f"servelab-{uuid.uuid4().hex}" for _ in range(REQUESTS)]
             records = [await _one(stack.router_url, rid, i) for i, rid in enumerate(rids)]
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from servelab.core.evidence import CheckRecord
-from servelab.core.results import AbResultRecord
-from servelab.core.spec import DEFAULT_KNOB as K
-from servelab.io.ledger import Ledger
-from servelab.ops import case as cases
+from servelab.core.deploy.spec import DEFAULT_KNOB as K
+from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.ledger.results import AbResultRecord
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.case import case as cases
 
 __all__ = ["AB_RESULT", "INCIDENT_AB_RESULT", "K", "incident", "seed_history"]
 

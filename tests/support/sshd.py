@@ -10,7 +10,7 @@ Nothing relies on ``PermitUserEnvironment``/``AcceptEnv``: servelab passes a ser
 on the command line it runs, from the service's env file.
 
 Tests get one per module through the ``sshd`` fixture of ``tests/conftest.py``;
-``SshdServer.host_spec()`` is the :class:`~servelab.core.spec.HostSpec` that reaches it;
+``SshdServer.host_spec()`` is the :class:`~servelab.core.deploy.spec.HostSpec` that reaches it;
 ``SshdServer.logins()`` counts the connections it authenticated (from its own log, server side).
 """
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import asyncssh
 import pytest
 
-from servelab.core.spec import HostSpec
+from servelab.core.deploy.spec import HostSpec
 from tests.support import free_port
 from tests.support.sysdeps import missing
 

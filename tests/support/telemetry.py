@@ -3,7 +3,7 @@ metrics did not answer, the router answered."""
 
 from __future__ import annotations
 
-from servelab.core.telemetry import RunTelemetry, SourceTelemetry
+from servelab.core.telemetry.summary import RunTelemetry, SourceTelemetry
 
 __all__ = ["FAILED", "transfer_failure_telemetry"]
 

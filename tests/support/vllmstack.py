@@ -2,7 +2,7 @@
 
 Like :mod:`tests.support.stack` (every piece a real subprocess on free loopback ports, stopped by
 process group), with ``servelab sim ... --engine vllm`` workers (``--admin``) and the router
-started the way :func:`servelab.core.topology.router_argv` starts it.
+started the way :func:`servelab.core.deploy.topology.router_argv` starts it.
 """
 
 from __future__ import annotations

@@ -27,16 +27,16 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
-from servelab.core.abdesign import ORDER_ABBA, ORDERS
-from servelab.core.compare import INCONCLUSIVE
+from servelab.core.ab.compare import INCONCLUSIVE
+from servelab.core.ab.design import ORDER_ABBA, ORDERS
+from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY
 from servelab.core.options import parse_concurrency, parse_knob_arms, parse_length
-from servelab.core.sequential import BOUNDARIES, DEFAULT_BOUNDARY
-from servelab.io.abjournal import FINISHED, AbJournal
 from servelab.io.files import write_atomic
-from servelab.ops.ab import AbConfig, AbResult, resume_ab, run_ab
-from servelab.ops.abconfig import DEFAULT_MAX_ROUNDS
-from servelab.ops.abplan import AbPlan, plan_ab
-from servelab.ops.bench import BenchConfig
+from servelab.io.ledger.journal import FINISHED, AbJournal
+from servelab.ops.ab.ab import AbConfig, AbResult, resume_ab, run_ab
+from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS
+from servelab.ops.ab.plan import AbPlan, plan_ab
+from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
 

@@ -35,13 +35,13 @@ from servelab.cli.common import (
 from servelab.core.options import parse_concurrency, parse_length
 from servelab.errors import BenchError
 from servelab.io.files import write_files
-from servelab.io.http import model_list
-from servelab.io.ledger import Ledger
+from servelab.io.http.client import model_list
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
-from servelab.ops import bench as ops
+from servelab.ops.bench import bench as ops
 from servelab.ops.context import Operation
-from servelab.ops.telemetry import metrics_plan
-from servelab.ops.tracing import trace_collector
+from servelab.ops.telemetry.tracing import trace_collector
+from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
 
 __all__ = ["Exporter", "register"]

@@ -25,11 +25,11 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
-from servelab.core.cases import CASE_RESOLVED, Case
+from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.io.files import write_files
-from servelab.io.ledger import Ledger
-from servelab.ops import case as cases
-from servelab.ops import casetest
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.case import case as cases
+from servelab.ops.case import experiment as casetest
 from servelab.ops.context import Operation
 from servelab.report.case import (
     describe_experiment,
@@ -47,7 +47,7 @@ from servelab.report.docs import (
     describe_restore_item,
     describe_timeline_entry,
 )
-from servelab.report.soak import soak_record
+from servelab.report.soak.soak import soak_record
 
 __all__ = ["register"]
 

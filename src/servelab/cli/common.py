@@ -26,13 +26,13 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
-from servelab.core.target import LoadTarget, load_target
+from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.errors import CaseError, KnobError, ServelabError, SpecError
-from servelab.io.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
-    from servelab.ops.bench import BenchProgress
+    from servelab.ops.bench.bench import BenchProgress
 
 __all__ = [
     "DEBUG_ENV",

@@ -29,9 +29,9 @@ import click
 from rich.text import Text
 
 from servelab.cli.common import SpecAndLedger, console, run
-from servelab.core.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
 from servelab.io.files import write_atomic
-from servelab.io.http import probe
+from servelab.io.http.client import probe
 
 __all__ = ["proxy_spec_text", "register"]
 

@@ -27,11 +27,11 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.core.rolling import RollOptions
-from servelab.ops import deploy
+from servelab.core.deploy.rolling import RollOptions
 from servelab.ops.context import Operation
-from servelab.ops.deployresults import DeployInterrupted, DeployReport, ServiceStatus
-from servelab.ops.rolling import rolling_restart
+from servelab.ops.deploy import deploy
+from servelab.ops.deploy.results import DeployInterrupted, DeployReport, ServiceStatus
+from servelab.ops.deploy.rolling import rolling_restart
 from servelab.report.deploy import (
     render_deploy,
     render_interruption,

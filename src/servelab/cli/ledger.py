@@ -31,9 +31,9 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
-from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
+from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream
-from servelab.io.ledger import Ledger
+from servelab.io.ledger.ledger import Ledger
 from servelab.report.ledger import (
     ChildrenOf,
     ExportSummary,

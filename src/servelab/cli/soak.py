@@ -23,14 +23,14 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.core.spec import RouterOptions
+from servelab.core.deploy.spec import RouterOptions
 from servelab.errors import CaseError
-from servelab.io.ledger import Ledger
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
-from servelab.ops import soak as ops
 from servelab.ops.knob import live_knobs
-from servelab.ops.tracing import TraceCollector, trace_collector
-from servelab.report import soak as report
+from servelab.ops.soak import soak as ops
+from servelab.ops.telemetry.tracing import TraceCollector, trace_collector
+from servelab.report.soak import soak as report
 
 __all__ = ["register", "targets_from"]
 

@@ -23,7 +23,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.ops.context import Operation
-from servelab.ops.verify import LAYERS, E2EOptions, VerifyReport, verify
+from servelab.ops.verify.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify, verify_json
 
 __all__ = ["register"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.core.workload import LengthDist
+from servelab.core.load.workload import LengthDist
 
 __all__ = ["KNOB_ARMS_FORM", "KnobArms", "parse_concurrency", "parse_knob_arms", "parse_length"]
 

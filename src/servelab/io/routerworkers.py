@@ -23,7 +23,7 @@ vllm-router 0.1.17 (checked by hand, PD mode, ``--vllm-pd-disaggregation``):
   add_decode_server methods``. So :attr:`VllmRouterWorkers.can_add` is False and a rolling
   restart refuses a vLLM deployment before it removes anything.
 
-Every exchange goes through :class:`~servelab.io.http.HttpClient` (the one HTTP seam).
+Every exchange goes through :class:`~servelab.io.http.client.HttpClient` (the one HTTP seam).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from urllib.parse import quote
 
 from servelab.errors import DeployError
-from servelab.io.http import HttpClient, ProbeResult
+from servelab.io.http.client import HttpClient, ProbeResult
 
 __all__ = [
     "RouterApiError",
@@ -186,7 +186,7 @@ class VllmRouterWorkers:
 
 
 def router_workers(kind: str, base_url: str, http: HttpClient) -> RouterWorkers:
-    """The worker API of a ``kind`` router (:func:`servelab.core.rolling.router_kind`)."""
+    """The worker API of a ``kind`` router (:func:`servelab.core.deploy.rolling.router_kind`)."""
     if kind == "sglang":
         return SglangRouterWorkers(base_url, http)
     if kind == "vllm":

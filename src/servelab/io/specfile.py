@@ -1,4 +1,5 @@
-"""Finding and loading the deployment spec from disk (the I/O half of :mod:`servelab.core.spec`).
+"""Finding and loading the deployment spec from disk (the I/O half of
+:mod:`servelab.core.deploy.spec`).
 
 Resolution: an explicit ``-f PATH``; else ``./servelab.toml``; else the embedded default. Loading
 writes nothing: the commands that use the embedded default's env files (up, restart, knob, verify,
@@ -14,7 +15,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.core.spec import (
+from servelab.core.deploy.spec import (
     DEFAULT_ENV_FILES,
     DEFAULT_SPEC_TOML,
     DeploymentSpec,

@@ -2,7 +2,7 @@
 
 A command creates one :class:`Operation` (``async with Operation(loaded, ledger=..., progress=...)
 as op``) and passes it down: ``run_ab`` -> ``set_knob`` -> ``restart`` -> ``verify`` all use the
-same :class:`~servelab.io.hosts.Host` objects, so one SSH connection (and one port forward per
+same :class:`~servelab.io.hosts.host.Host` objects, so one SSH connection (and one port forward per
 service URL) serves the whole command. Hosts are opened on first use and closed together when the
 ``async with`` ends.
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import TracebackType
 
-from servelab.core.spec import DeploymentSpec
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.errors import ServelabError
-from servelab.io.envfiles import backup_dir, write_env_file
-from servelab.io.hosts import Host
-from servelab.io.ledger import Ledger
+from servelab.io.hosts.envfiles import backup_dir, write_env_file
+from servelab.io.hosts.host import Host
+from servelab.io.hosts.ssh import host_for
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
-from servelab.io.ssh import host_for
 
 __all__ = ["Operation", "Progress", "SpecOrOperation", "operation", "silent"]
 
@@ -107,7 +107,7 @@ class Operation:
 
     async def write_env(self, service: str, path: str, data: bytes, *, backup: bool) -> str | None:
         """Replace the service's env file atomically, first backing it up (``backup``) under the
-        state directory (:func:`~servelab.io.envfiles.write_env_file`); remember it."""
+        state directory (:func:`~servelab.io.hosts.envfiles.write_env_file`); remember it."""
         host = self.host(service)
         where = self.backup_dir(service) if backup else None
         backup_path = await write_env_file(host, path, data, backup_dir=where)

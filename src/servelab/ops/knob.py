@@ -5,12 +5,12 @@ A knob is an environment variable a service reads at start-up, declared in the s
 backup of that file (what it was before the last change) and the running process's environment
 (``/proc/PID/environ``: what is live now). Editing the file changes nothing live until a restart.
 
-Only declared knobs and the names on :data:`~servelab.core.knobs.ENV_ALLOW_LIST` are ever read into
-results (:func:`~servelab.core.knobs.check_knob_name`); reading the file, its backups and the
-process lives in :mod:`servelab.io.envfiles` and :mod:`servelab.io.discovery`.
+Only declared knobs and the names on :data:`~servelab.core.knobs.rules.ENV_ALLOW_LIST` are ever read
+into results (:func:`~servelab.core.knobs.rules.check_knob_name`); reading the file, its backups and
+the process lives in :mod:`servelab.io.hosts.envfiles` and :mod:`servelab.io.hosts.discovery`.
 
 ``set_knob`` writes the env file atomically (temp file, fsync, rename) after a timestamped backup,
-through the service's :class:`~servelab.io.hosts.Host`, so it works the same over SSH. Every
+through the service's :class:`~servelab.io.hosts.host.Host`, so it works the same over SSH. Every
 operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reused) or a bare spec.
 """
 
@@ -19,12 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from servelab.core.envfile import parse_envfile
-from servelab.core.knobs import check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.knobs.envfile import parse_envfile
+from servelab.core.knobs.rules import check_knob_name, live_verdict, parse_env_bytes
 from servelab.errors import CaseError, HostError, KnobError
-from servelab.io.discovery import find_process, read_live
-from servelab.io.envfiles import previous_version, read_env_bytes, read_env_file
-from servelab.io.ledger import Ledger
+from servelab.io.hosts.discovery import find_process, read_live
+from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
+from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, SpecOrOperation, operation
 
 __all__ = [

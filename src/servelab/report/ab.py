@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 import statistics
 
-from servelab.core.abdesign import Noise
-from servelab.core.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
-from servelab.core.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
-from servelab.core.evidence import AbRunRecord
-from servelab.ops.ab import AbResult
-from servelab.ops.abconfig import AbConfig
-from servelab.ops.abplan import AbPlan
+from servelab.core.ab.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
+from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
+from servelab.core.ab.design import Noise
+from servelab.core.ledger.evidence import AbRunRecord
+from servelab.ops.ab.ab import AbResult
+from servelab.ops.ab.config import AbConfig
+from servelab.ops.ab.plan import AbPlan
 from servelab.report.plots import ab_plot
 
 __all__ = ["ab_markdown", "ab_png", "change_phrase", "headline", "plan_markdown"]
@@ -93,7 +93,7 @@ def _disagreement_line(result: AbResult, flag: ServerDisagreement) -> str:
 def _server_table(result: AbResult) -> list[str]:
     """The servers' own view of each arm next to the client's, so a client-side artefact cannot
     pass for a knob effect; each concurrency whose two ratios disagree beyond the tolerance
-    (:mod:`servelab.core.crosscheck`) is flagged, with both values and the verdict."""
+    (:mod:`servelab.core.ab.crosscheck`) is flagged, with both values and the verdict."""
     cfg = result.config
     levels = [
         c for c in cfg.bench.concurrencies if any(c in v.server_throughput for v in result.visits)

@@ -15,11 +15,11 @@ from typing import Any
 
 from rich.table import Table
 
-from servelab.core.records import record_to_dict
+from servelab.core.load.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
-from servelab.core.telemetryrules import run_evidence
-from servelab.core.traces import TraceSummary
-from servelab.ops.bench import BenchResult, LevelSummary
+from servelab.core.telemetry.rules import run_evidence
+from servelab.core.telemetry.traces import TraceSummary
+from servelab.ops.bench.bench import BenchResult, LevelSummary
 from servelab.report.plots import ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 

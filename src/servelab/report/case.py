@@ -1,8 +1,8 @@
 """Why a revert or a restore did not verify, in words, and their ``--json`` documents (no I/O).
 
-:mod:`servelab.ops.case` returns the failure as data: the message of a restart or verify that did
-not complete (``failure``), else the verification's failed checks; the case event it records holds
-the same (``error``, ``failed_checks``). Here they become one sentence: the message, else
+:mod:`servelab.ops.case.case` returns the failure as data: the message of a restart or verify that
+did not complete (``failure``), else the verification's failed checks; the case event it records
+holds the same (``error``, ``failed_checks``). Here they become one sentence: the message, else
 ``LAYER SERVICE: reason`` per failed check (:func:`servelab.report.verify.check_detail`), else
 that the knob's live value was not confirmed. An older ledger's event stored that sentence as its
 ``error``; it reads as it is.
@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from servelab.core.evidence import CheckRecord
-from servelab.core.experiment import (
+from servelab.core.case.experiment import (
     RULE_BOUND,
     RULE_NEITHER,
     RULE_NOT_REPRODUCED,
@@ -23,17 +22,18 @@ from servelab.core.experiment import (
     Decision,
     ExperimentRecord,
 )
-from servelab.core.jsonvalues import objs, opt_str
-from servelab.core.verdicts import (
+from servelab.core.case.verdicts import (
     WHY_EXPERIMENT_CONTRADICTS,
     WHY_NO_SUPPORT,
     WHY_SOAK_PAIR_CONTRADICTS,
     Override,
     Refusal,
 )
-from servelab.ops.case import RestoreOutcome, RevertOutcome
-from servelab.ops.casetest import CaseTestOutcome
-from servelab.ops.verify import Check, VerifyReport
+from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.ledger.jsonvalues import objs, opt_str
+from servelab.ops.case.case import RestoreOutcome, RevertOutcome
+from servelab.ops.case.experiment import CaseTestOutcome
+from servelab.ops.verify.verify import Check, VerifyReport
 from servelab.report.text import show_value
 from servelab.report.verify import check_detail, with_details
 

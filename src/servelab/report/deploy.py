@@ -8,14 +8,14 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.core.rolling import (
+from servelab.core.deploy.rolling import (
     PHASE_ADD,
     PHASE_DRAIN,
     PHASE_REMOVE,
     PHASE_RESTART,
     PHASE_VERIFY,
 )
-from servelab.ops.deployresults import (
+from servelab.ops.deploy.results import (
     OUTCOME_FAILED,
     OUTCOME_TIMED_OUT_HEALTHY,
     DeployReport,
@@ -23,7 +23,7 @@ from servelab.ops.deployresults import (
     ServiceStatus,
     Step,
 )
-from servelab.ops.rollingresults import Phase, RollingReport, WorkerRoll
+from servelab.ops.deploy.rolling_results import Phase, RollingReport, WorkerRoll
 from servelab.report.text import plain_text
 from servelab.report.verify import check_detail, with_details
 

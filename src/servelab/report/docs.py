@@ -1,8 +1,8 @@
 """Docs generated from the ledger alone: the perf plan, one page per case, plots, an HTML index.
 
 :func:`build_docs` takes the ledger's export (``Ledger.export()``'s document, or its typed
-:class:`~servelab.core.evidence.LedgerExport`) and returns ``{relative path: bytes}``; the CLI's
-one writer saves them. Everything here is a pure function of the export, so
+:class:`~servelab.core.ledger.evidence.LedgerExport`) and returns ``{relative path: bytes}``; the
+CLI's one writer saves them. Everything here is a pure function of the export, so
 running it again after a verdict changes rewrites exactly the files that depend on that verdict.
 
 The one-line wording of revert costs, restore plans, conviction tests and timeline entries lives
@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.core.cases import (
+from servelab.core.case.experiment import ExperimentRecord
+from servelab.core.case.model import (
     Case,
     RestoreItem,
     TimelineEntry,
@@ -26,11 +27,10 @@ from servelab.core.cases import (
     restore_status,
     timeline,
 )
-from servelab.core.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
-from servelab.core.experiment import ExperimentRecord
-from servelab.core.results import AbResultRecord
-from servelab.core.revert import ConcurrencyCost, ConvictionTest, RevertCost
-from servelab.ops.case import CaseView
+from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
+from servelab.core.ledger.results import AbResultRecord
+from servelab.ops.case.case import CaseView
 from servelab.report.case import describe_experiment, describe_override, event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.table import Table
 from rich.text import Text
 
-from servelab.core.knobs import (
+from servelab.core.knobs.rules import (
     LIVE_DIFFERS,
     LIVE_LOST_ON_RESTART,
     LIVE_MATCH,

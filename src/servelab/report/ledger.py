@@ -1,9 +1,9 @@
 """``servelab ledger export``'s document: every record, each check with its reason (no I/O), as
 one JSON document, JSON Lines or CSV, produced in chunks so an export of any size streams.
 
-The ledger stores a check's outcome code and data (:mod:`servelab.core.checks`); the export a person
-reads says why as well: every verification's checks, a ``restart``'s verification in its deployment
-row, and a revert's or restore's failed checks get their ``detail`` sentence
+The ledger stores a check's outcome code and data (:mod:`servelab.core.verify.checks`); the export a
+person reads says why as well: every verification's checks, a ``restart``'s verification in its
+deployment row, and a revert's or restore's failed checks get their ``detail`` sentence
 (:func:`servelab.report.verify.check_detail`), and a failed revert or restore its ``error``
 (:func:`servelab.report.case.event_error`). Rows from older ledgers keep the sentences they stored.
 
@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from servelab.core.evidence import LedgerExport
-from servelab.core.ledgerstats import LedgerStats, PruneResult, VacuumResult
-from servelab.core.records import RequestRecord
+from servelab.core.ledger.evidence import LedgerExport
+from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
+from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error
 from servelab.report.verify import with_details
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from servelab.core.evidence import BenchRunRecord, SoakRunRecord
+from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.report.runnotes import evidence_rows, return_note
 
 __all__ = [

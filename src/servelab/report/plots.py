@@ -11,10 +11,10 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 
-from servelab.core.evidence import AbRunRecord, BenchRunRecord
-from servelab.core.results import AbArm
+from servelab.core.ledger.evidence import AbRunRecord, BenchRunRecord
+from servelab.core.ledger.results import AbArm
 from servelab.core.stats import mean, sample_std
-from servelab.core.traces import PHASES
+from servelab.core.telemetry.traces import PHASES
 from servelab.report.pages import run_phases
 
 __all__ = ["ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot"]

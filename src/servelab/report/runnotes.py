@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from servelab.core.diagnose import Observation
-from servelab.core.traces import RETURN_HELD_MS
-from servelab.report.soak import telemetry_text
+from servelab.core.soak.diagnose import Observation
+from servelab.core.telemetry.traces import RETURN_HELD_MS
+from servelab.report.soak.soak import telemetry_text
 
 __all__ = ["evidence_lines", "evidence_observations", "evidence_rows", "return_note"]
 

@@ -1,11 +1,12 @@
 """Text renderings of verifications: each check's reason, one table per layer and a summary (no I/O,
 returns str).
 
-A check carries an outcome code (:mod:`servelab.core.checks`) and its data; :func:`check_detail`
-words it, for a live :class:`~servelab.ops.verify.Check` and for the ledger's
-:class:`~servelab.core.evidence.CheckRecord` alike (an older ledger's row that stored its sentence
-instead of a code reads that sentence). :func:`check_json` is a check's JSON with that sentence as
-``detail``: what ``verify --json``, ``restart --json`` and ``ledger export`` print.
+A check carries an outcome code (:mod:`servelab.core.verify.checks`) and its data;
+:func:`check_detail` words it, for a live :class:`~servelab.ops.verify.verify.Check` and for the
+ledger's :class:`~servelab.core.ledger.evidence.CheckRecord` alike (an older ledger's row that
+stored its sentence instead of a code reads that sentence). :func:`check_json` is a check's JSON
+with that sentence as ``detail``: what ``verify --json``, ``restart --json`` and ``ledger export``
+print.
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from servelab.core.checks import (
+from servelab.core.knobs.rules import LIVE_LOST_ON_RESTART, LIVE_RESTART_NEEDED, LIVE_UNSET
+from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.verify.checks import (
     CHECK_CONFIG_ERROR,
     CHECK_CONFIG_MATCHES_SPEC,
     CHECK_CONFIG_MISSING,
@@ -49,16 +52,14 @@ from servelab.core.checks import (
     CHECK_LIVE_RESTART_NEEDED,
     CHECK_LIVE_UNSET,
 )
-from servelab.core.coldstart import (
+from servelab.core.verify.coldstart import (
     REASON_FIRST_SINCE_START,
     REASON_NO_SECOND_PROBE,
     REASON_SECOND_PROBE,
     REASON_SERVED_BEFORE,
     REASON_SLOWER_THAN_SECOND,
 )
-from servelab.core.evidence import CheckRecord
-from servelab.core.knobs import LIVE_LOST_ON_RESTART, LIVE_RESTART_NEEDED, LIVE_UNSET
-from servelab.ops.verify import LAYERS, Check, VerifyReport
+from servelab.ops.verify.verify import LAYERS, Check, VerifyReport
 from servelab.report.knob import VERDICT_WORDS
 from servelab.report.text import plain_text, show_value
 
@@ -167,7 +168,7 @@ def _request_failure(timing: Data) -> str:
 
 def _start_reason(data: Data) -> str:
     """Why the first request counts as cold or warm: its reason code
-    (:mod:`servelab.core.coldstart`), rendered with the timings it was judged on."""
+    (:mod:`servelab.core.verify.coldstart`), rendered with the timings it was judged on."""
     reason, before, second = (
         data.get("start_reason"),
         data.get("decode_requests_before"),

@@ -10,8 +10,8 @@ clock as the phase happened:
 
 Each span is a child of the ``traceparent`` the request arrived with (the router's, through
 sglang-router) and carries the client's ``x-request-id`` as ``servelab.request_id``, so a client
-record joins its spans by request id (:mod:`servelab.core.traces`). Without the variable, tracing
-is off and costs nothing.
+record joins its spans by request id (:mod:`servelab.core.telemetry.traces`). Without the variable,
+tracing is off and costs nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from servelab.core.traces import REQUEST_ID_ATTR
+from servelab.core.telemetry.traces import REQUEST_ID_ATTR
 from servelab.sim.settings import ENV_OTLP
 
 __all__ = ["ENV_OTLP", "PHASE_SPANS", "SimTracer", "mark"]

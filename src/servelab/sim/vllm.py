@@ -18,8 +18,8 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
 - The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
   kept in ``/server_info``'s ``servelab.recent_requests``.
 
-The decode knob is :data:`~servelab.core.engines.VLLM_KNOB` (:data:`VLLM_PROFILE`); the prefill's
-bootstrap port is its NIXL side channel (vLLM's ``VLLM_NIXL_SIDE_CHANNEL_PORT``).
+The decode knob is :data:`~servelab.core.deploy.engines.VLLM_KNOB` (:data:`VLLM_PROFILE`); the
+prefill's bootstrap port is its NIXL side channel (vLLM's ``VLLM_NIXL_SIDE_CHANNEL_PORT``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
-from servelab.core.engines import VLLM_KNOB
+from servelab.core.deploy.engines import VLLM_KNOB
 from servelab.errors import SimError
 from servelab.sim.app import WORKER_KEY, _respond, faults, health, serve_apps
 from servelab.sim.metrics import WorkerMetrics

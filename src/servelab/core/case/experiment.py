@@ -1,0 +1,326 @@
+"""The verdict experiment's statistics and its rule (pure).
+
+``case test`` runs the case's failing workload with the suspect in place (arm ``suspect``: the
+knob's suspected value, or traffic through the component) and without it (arm ``revert``: the
+knob's revert value, or traffic that bypasses the component). Each arm yields sessions that failed
+out of sessions run. The two failure rates are compared with **Fisher's exact test** (two-sided,
+on the 2×2 table failed/passed × suspect/revert: the hypergeometric probabilities of every table
+with the same margins that is no more likely than the one observed, summed — as
+``scipy.stats.fisher_exact`` computes it, which the tests check; computed here with
+:func:`math.comb` so that no command pays for importing ``scipy.stats``), and the
+difference ``d = rate(suspect) − rate(revert)`` gets **Newcombe's hybrid score interval** (method
+10 of Newcombe 1998: the two Wilson score intervals combined; it behaves at 0/n and n/n, where the
+Wald interval collapses).
+
+The rule (:func:`decide`), with ``α`` (default 0.05) and a meaningful effect ``δ`` (default 0.5:
+the revert would spare at least half the sessions):
+
+- **convicted** when ``p < α`` and ``d > 0`` (the failure rate drops with the revert);
+- **inconclusive** when the suspect arm never failed (the failure did not reproduce: nothing to
+  explain), or when neither of the other rules holds;
+- **exonerated** when the interval's upper bound is below ``δ``: the experiment excludes the
+  revert curing a meaningful share of the failures (both arms failing alike, with enough
+  sessions, lands here).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from servelab.core.ledger.jsonvalues import obj, objs, opt_float, opt_int, opt_str
+
+__all__ = [
+    "ALPHA",
+    "ARM_REVERT",
+    "ARM_SUSPECT",
+    "CONVICTED",
+    "EFFECT",
+    "EXONERATED",
+    "INCONCLUSIVE",
+    "INTERVAL",
+    "OUTCOMES",
+    "RULE_BOUND",
+    "RULE_NEITHER",
+    "RULE_NOT_REPRODUCED",
+    "RULE_SIGNIFICANT",
+    "TEST",
+    "ArmTally",
+    "Decision",
+    "ExperimentRecord",
+    "ExperimentVisit",
+    "abba_order",
+    "decide",
+    "fisher_p",
+    "newcombe_interval",
+    "tally",
+    "wilson_interval",
+]
+
+CONVICTED = "convicted"
+EXONERATED = "exonerated"
+INCONCLUSIVE = "inconclusive"
+OUTCOMES = (CONVICTED, EXONERATED, INCONCLUSIVE)
+
+ALPHA = 0.05
+EFFECT = 0.5
+TEST = "Fisher's exact test (two-sided)"
+INTERVAL = "Newcombe hybrid score interval (method 10) on rate(suspect) - rate(revert)"
+
+ARM_SUSPECT = "suspect"
+ARM_REVERT = "revert"
+
+#: Why the rule gave its outcome (codes; wording in :mod:`servelab.report.case`).
+RULE_SIGNIFICANT = "p_below_alpha_and_fewer_failures_with_the_revert"
+RULE_BOUND = "upper_bound_below_effect"
+RULE_NOT_REPRODUCED = "suspect_arm_never_failed"
+RULE_NEITHER = "neither_rule_holds"
+
+
+@dataclass(frozen=True)
+class ArmTally:
+    """One arm's sessions: how many ran, how many failed."""
+
+    arm: str
+    value: str | None
+    sessions: int = 0
+    failed: int = 0
+
+    @property
+    def rate(self) -> float | None:
+        return self.failed / self.sessions if self.sessions else None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"arm": self.arm, "value": self.value, "sessions": self.sessions,
+                "failed": self.failed, "rate": self.rate}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ArmTally:
+        sessions, failed = opt_int(doc.get("sessions")) or 0, opt_int(doc.get("failed")) or 0
+        return cls(str(doc.get("arm", "")), opt_str(doc.get("value")), sessions, failed)
+
+
+def fisher_p(suspect: ArmTally, revert: ArmTally) -> float:
+    """Two-sided p-value of Fisher's exact test on the arms' failed/passed counts.
+
+    With the margins fixed (``n1``, ``n2`` sessions, ``k`` failures in all), the suspect arm's
+    failures ``x`` are hypergeometric: ``P(x) = C(n1, x) C(n2, k − x) / C(n1 + n2, k)``. The
+    p-value sums ``P(x)`` over every ``x`` no more likely than the observed one (with scipy's
+    relative tolerance of 1e-7 for ties).
+    """
+    n1, n2 = suspect.sessions, revert.sessions
+    k = suspect.failed + revert.failed
+    total = math.comb(n1 + n2, k)
+    if total == 0 or n1 == 0 or n2 == 0:
+        return 1.0
+    probs = [math.comb(n1, x) * math.comb(n2, k - x) / total for x in range(k + 1)]
+    observed = probs[suspect.failed]
+    return min(1.0, sum(p for p in probs if p <= observed * (1 + 1e-7)))
+
+
+def _z(confidence: float) -> float:
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def wilson_interval(failed: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of a proportion ``failed/n`` (``(0, 1)`` when ``n`` is 0)."""
+    if n <= 0:
+        return 0.0, 1.0
+    z, p = _z(confidence), failed / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def newcombe_interval(
+    suspect: ArmTally, revert: ArmTally, confidence: float = 0.95
+) -> tuple[float, float]:
+    """Newcombe's hybrid score interval of ``rate(suspect) − rate(revert)``."""
+    p1, p2 = suspect.rate or 0.0, revert.rate or 0.0
+    l1, u1 = wilson_interval(suspect.failed, suspect.sessions, confidence)
+    l2, u2 = wilson_interval(revert.failed, revert.sessions, confidence)
+    d = p1 - p2
+    lower = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    upper = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return max(-1.0, lower), min(1.0, upper)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The experiment's outcome, the rule that gave it, and the numbers it read."""
+
+    outcome: str
+    rule: str
+    p_value: float
+    difference: float
+    interval: tuple[float, float]
+    alpha: float = ALPHA
+    effect: float = EFFECT
+    confidence: float = 0.95
+    test: str = TEST
+    interval_name: str = INTERVAL
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome, "rule": self.rule, "p_value": self.p_value,
+            "difference": self.difference, "interval": list(self.interval),
+            "alpha": self.alpha, "effect": self.effect, "confidence": self.confidence,
+            "test": self.test, "interval_name": self.interval_name,
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Decision:
+        raw = doc.get("interval")
+        pair = (float(raw[0]), float(raw[1])) if isinstance(raw, list) and len(raw) == 2 else None
+        return cls(
+            outcome=str(doc.get("outcome", INCONCLUSIVE)),
+            rule=str(doc.get("rule", RULE_NEITHER)),
+            p_value=_num(doc.get("p_value"), 1.0),
+            difference=_num(doc.get("difference"), 0.0),
+            interval=pair or (-1.0, 1.0),
+            alpha=_num(doc.get("alpha"), ALPHA),
+            effect=_num(doc.get("effect"), EFFECT),
+            confidence=_num(doc.get("confidence"), 0.95),
+            test=str(doc.get("test", TEST)),
+            interval_name=str(doc.get("interval_name", INTERVAL)),
+        )
+
+
+def decide(
+    suspect: ArmTally,
+    revert: ArmTally,
+    *,
+    alpha: float = ALPHA,
+    effect: float = EFFECT,
+    confidence: float = 0.95,
+) -> Decision:
+    """Apply the rule of this module's docstring to the two arms."""
+    p = fisher_p(suspect, revert)
+    d = (suspect.rate or 0.0) - (revert.rate or 0.0)
+    ci = newcombe_interval(suspect, revert, confidence)
+    if p < alpha and d > 0:
+        outcome, rule = CONVICTED, RULE_SIGNIFICANT
+    elif suspect.failed == 0:
+        outcome, rule = INCONCLUSIVE, RULE_NOT_REPRODUCED
+    elif ci[1] < effect:
+        outcome, rule = EXONERATED, RULE_BOUND
+    else:
+        outcome, rule = INCONCLUSIVE, RULE_NEITHER
+    return Decision(outcome, rule, p, d, ci, alpha, effect, confidence)
+
+
+def abba_order(rounds: int) -> list[str]:
+    """The arms' order, counterbalanced: suspect revert, revert suspect, suspect revert, ..."""
+    pair = (ARM_SUSPECT, ARM_REVERT)
+    return [arm for r in range(rounds) for arm in (pair if r % 2 == 0 else pair[::-1])]
+
+
+# -- the record --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExperimentVisit:
+    """One visit of one arm: its value, the proof it was live, the soak it ran and its tally."""
+
+    round: int
+    arm: str
+    value: str | None
+    sessions: int
+    failed: int
+    verification_id: int | None = None
+    soak_id: int | None = None
+    elapsed_s: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"round": self.round, "arm": self.arm, "value": self.value,
+                "sessions": self.sessions, "failed": self.failed,
+                "verification_id": self.verification_id, "soak_id": self.soak_id,
+                "elapsed_s": self.elapsed_s}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ExperimentVisit:
+        return cls(
+            round=opt_int(doc.get("round")) or 0,
+            arm=str(doc.get("arm", "")),
+            value=opt_str(doc.get("value")),
+            sessions=opt_int(doc.get("sessions")) or 0,
+            failed=opt_int(doc.get("failed")) or 0,
+            verification_id=opt_int(doc.get("verification_id")),
+            soak_id=opt_int(doc.get("soak_id")),
+            elapsed_s=_num(doc.get("elapsed_s"), 0.0),
+        )
+
+
+def tally(visits: Sequence[ExperimentVisit], arm: str, value: str | None) -> ArmTally:
+    """The sessions and failures of ``arm`` over ``visits``."""
+    mine = [v for v in visits if v.arm == arm]
+    return ArmTally(arm, value, sum(v.sessions for v in mine), sum(v.failed for v in mine))
+
+
+@dataclass(frozen=True)
+class ExperimentRecord:
+    """A ``case test``: what was tested, every visit, the arms' tallies and the decision.
+
+    The case event ``experiment`` stores :meth:`to_json`; ``found`` is the knob's value when the
+    experiment began and ``left`` the value it left (the same: it is put back as found).
+    """
+
+    KIND = "experiment"
+
+    case_id: int
+    target: str
+    suspect_value: str | None
+    revert_value: str | None
+    rounds: int
+    workload_soak_id: int | None
+    decision: Decision
+    suspect: ArmTally
+    revert: ArmTally
+    visits: tuple[ExperimentVisit, ...] = ()
+    found: str | None = None
+    left: str | None = None
+    elapsed_s: float = 0.0
+    workload: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        return self.decision.outcome
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "case_id": self.case_id, "target": self.target,
+            "suspect_value": self.suspect_value, "revert_value": self.revert_value,
+            "rounds": self.rounds, "workload_soak_id": self.workload_soak_id,
+            "decision": self.decision.to_json(), "outcome": self.outcome,
+            "suspect": self.suspect.to_json(), "revert": self.revert.to_json(),
+            "visits": [v.to_json() for v in self.visits], "found": self.found,
+            "left": self.left, "elapsed_s": self.elapsed_s, "workload": dict(self.workload),
+        }  # fmt: skip
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> ExperimentRecord:
+        return cls(
+            case_id=opt_int(doc.get("case_id")) or 0,
+            target=str(doc.get("target", "")),
+            suspect_value=opt_str(doc.get("suspect_value")),
+            revert_value=opt_str(doc.get("revert_value")),
+            rounds=opt_int(doc.get("rounds")) or 0,
+            workload_soak_id=opt_int(doc.get("workload_soak_id")),
+            decision=Decision.from_json(obj(doc.get("decision"))),
+            suspect=ArmTally.from_json(obj(doc.get("suspect"))),
+            revert=ArmTally.from_json(obj(doc.get("revert"))),
+            visits=tuple(ExperimentVisit.from_json(v) for v in objs(doc.get("visits"))),
+            found=opt_str(doc.get("found")),
+            left=opt_str(doc.get("left")),
+            elapsed_s=_num(doc.get("elapsed_s"), 0.0),
+            workload=obj(doc.get("workload")),
+        )
+
+
+def _num(value: Any, default: float) -> float:
+    """A number read back (0.0 stays 0.0), else ``default``."""
+    got = opt_float(value)
+    return default if got is None else got

@@ -1,0 +1,425 @@
+"""The case model: suspects, evidence, verdicts, timelines, and restore plans.
+
+Pure: it reads the typed records of :mod:`servelab.core.ledger.evidence` (as
+:mod:`servelab.io.ledger.ledger` returns them) and returns data. Wording lives in
+:mod:`servelab.report.docs`.
+
+A *target* is what a case suspects: ``knob:SERVICE/NAME`` or ``component:NAME``. A knob reverted
+under a case is a knob change recorded with that case's id. When the case is resolved and the knob's
+target is exonerated, every such change comes back as a :class:`RestoreItem` whose cost is read from
+recorded A/B experiments.
+
+What a revert costs and what would convict the knob: :mod:`servelab.core.case.revert`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from servelab.core.case.revert import ConcurrencyCost, RevertCost, revert_cost
+from servelab.core.ledger.evidence import (
+    AbRunRecord,
+    CaseEvent,
+    CaseRecord,
+    CheckRecord,
+    Evidence,
+    KnobChangeRecord,
+    Suspect,
+)
+from servelab.core.ledger.jsonvalues import objs, opt_float, opt_int, opt_str
+from servelab.errors import CaseError
+
+__all__ = [
+    "CASE_RESOLVED",
+    "CONVICTED",
+    "EXONERATED",
+    "RESTORE_FAILED",
+    "RESTORE_NONE",
+    "RESTORE_PENDING",
+    "RESTORE_UNRESOLVED",
+    "RESTORE_VERIFIED",
+    "Case",
+    "RestoreEvent",
+    "RestoreItem",
+    "RevertEvent",
+    "Target",
+    "TimelineEntry",
+    "case_from_rows",
+    "check_verdicts",
+    "parse_target",
+    "restore_plan",
+    "restore_status",
+    "revert_changes",
+    "timeline",
+]
+
+CASE_RESOLVED = "resolved"
+EXONERATED = "exonerated"
+CONVICTED = "convicted"
+
+RESTORE_UNRESOLVED = "case not resolved"
+RESTORE_NONE = "nothing to restore"
+RESTORE_PENDING = "restore pending"
+RESTORE_FAILED = "restore failed"
+RESTORE_VERIFIED = "restored and verified"
+
+_TARGET = re.compile(
+    r"^(?:knob:(?P<svc>[\w.-]+)/(?P<knob>[A-Za-z_][\w]*)|component:(?P<comp>[\w.-]+))$"
+)
+
+
+# -- targets -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """``knob:SERVICE/NAME`` (``service`` set) or ``component:NAME`` (``service`` None)."""
+
+    kind: Literal["knob", "component"]
+    name: str
+    service: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "knob":
+            return f"knob:{self.service}/{self.name}"
+        return f"component:{self.name}"
+
+
+def parse_target(text: str) -> Target:
+    """Parse a target; :class:`CaseError` names the two accepted forms."""
+    match = _TARGET.match(text.strip())
+    if match is None:
+        raise CaseError(
+            f"bad target {text!r}: expected knob:SERVICE/NAME (e.g. knob:decode/"
+            "SGLANG_SM120_MMA_TARGET_CTAS) or component:NAME (e.g. component:proxy)"
+        )
+    if match["comp"] is not None:
+        return Target("component", match["comp"])
+    return Target("knob", match["knob"], match["svc"])
+
+
+def check_verdicts(exonerate: Sequence[str], convict: Sequence[str]) -> dict[str, str]:
+    """Validate resolve's targets into ``{target: verdict}``; a target cannot be both."""
+    verdicts = {str(parse_target(t)): EXONERATED for t in exonerate}
+    for text in convict:
+        target = str(parse_target(text))
+        if target in verdicts:
+            raise CaseError(f"{target} cannot be both exonerated and convicted")
+        verdicts[target] = CONVICTED
+    return verdicts
+
+
+# -- the case ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """A case with everything recorded under it (oldest first)."""
+
+    id: int
+    title: str
+    opened_at: str
+    status: str
+    root_cause: str | None
+    resolved_at: str | None
+    suspects: tuple[Suspect, ...] = ()
+    evidence: tuple[Evidence, ...] = ()
+    events: tuple[CaseEvent, ...] = ()
+    changes: tuple[KnobChangeRecord, ...] = ()
+
+    def verdict(self, target: str) -> str | None:
+        return next((s.verdict for s in self.suspects if s.target == target), None)
+
+    def suspect(self, target: str) -> Suspect | None:
+        return next((s for s in self.suspects if s.target == target), None)
+
+
+def case_from_rows(
+    case: CaseRecord,
+    suspects: Sequence[Suspect],
+    evidence: Sequence[Evidence],
+    events: Sequence[CaseEvent],
+    changes: Sequence[KnobChangeRecord],
+) -> Case:
+    """Build a :class:`Case` from the ledger's records (``changes``: knob changes under it)."""
+    return Case(
+        id=case.id,
+        title=case.title,
+        opened_at=case.at,
+        status=case.status,
+        root_cause=case.root_cause,
+        resolved_at=case.resolved_at,
+        suspects=tuple(suspects),
+        evidence=tuple(evidence),
+        events=tuple(events),
+        changes=tuple(changes),
+    )
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One thing that happened in a case: ``kind`` and its data (wording is the renderer's)."""
+
+    at: str
+    kind: str
+    data: Mapping[str, Any]
+
+
+def timeline(case: Case) -> list[TimelineEntry]:
+    """Everything in the case in time order (stable for equal timestamps)."""
+    entries = [TimelineEntry(case.opened_at, "opened", {"title": case.title})]
+    entries += [
+        TimelineEntry(s.at, "suspect", {"target": s.target, "reason": s.reason})
+        for s in case.suspects
+    ]
+    entries += [
+        TimelineEntry(e.at, "evidence", {"kind": e.kind, "ref_id": e.ref_id, "note": e.note})
+        for e in case.evidence
+    ]
+    entries += [TimelineEntry(c.at, "knob_change", _change_data(c)) for c in case.changes]
+    entries += [TimelineEntry(e.at, e.kind, e.detail) for e in case.events]
+    if case.resolved_at is not None:
+        verdicts = {s.target: s.verdict for s in case.suspects if s.verdict}
+        data = {"root_cause": case.root_cause, "verdicts": verdicts}
+        entries.append(TimelineEntry(case.resolved_at, "resolved", data))
+    order = {id(e): i for i, e in enumerate(entries)}
+    return sorted(entries, key=lambda e: (e.at, order[id(e)]))
+
+
+def _change_data(change: KnobChangeRecord) -> dict[str, Any]:
+    return {
+        "id": change.id,
+        "service": change.service,
+        "name": change.name,
+        "old": change.old,
+        "new": change.new,
+        "reason": change.reason,
+    }
+
+
+# -- what a revert or a restore did (a case event's detail) ----------------------------------------
+
+
+@dataclass(frozen=True)
+class RevertEvent:
+    """A knob reverted under a case: from, to, its change, restart outcomes, proof, cost; if not
+    ``ok``, why: ``error`` (a restart or verify that did not complete; an older event: the sentence)
+    or the ``failed`` checks, worded by :func:`servelab.report.case.event_error`."""
+
+    service: str
+    knob: str
+    from_value: str | None
+    to: str | None
+    change_id: int | None
+    verification_id: int | None
+    ok: bool
+    restart: tuple[str, ...] = ()
+    error: str | None = None
+    cost_ab_id: int | None = None
+    cost: tuple[ConcurrencyCost, ...] = ()
+    failed: tuple[CheckRecord, ...] = ()
+
+    @classmethod
+    def from_json(cls, detail: Mapping[str, Any]) -> RevertEvent:
+        """From a revert event's detail (read with
+        :class:`~servelab.core.ledger.evidence.CaseEvent`)."""
+        return cls(
+            service=str(detail.get("service", "")),
+            knob=str(detail.get("knob", "")),
+            from_value=opt_str(detail.get("from")),
+            to=opt_str(detail.get("to")),
+            change_id=opt_int(detail.get("change_id")),
+            verification_id=opt_int(detail.get("verification_id")),
+            ok=bool(detail.get("ok")),
+            restart=tuple(str(r) for r in detail.get("restart") or ()),
+            error=opt_str(detail.get("error")),
+            cost_ab_id=opt_int(detail.get("cost_ab_id")),
+            cost=tuple(_cost_of(p) for p in detail.get("cost") or () if isinstance(p, Mapping)),
+            failed=_checks_of(detail),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service, "knob": self.knob, "from": self.from_value, "to": self.to,
+            "change_id": self.change_id, "verification_id": self.verification_id, "ok": self.ok,
+            "restart": list(self.restart), "cost_ab_id": self.cost_ab_id, "error": self.error,
+            "cost": [_cost_json(p) for p in self.cost],
+            "failed_checks": [c.to_json() for c in self.failed],
+        }  # fmt: skip
+
+
+def _checks_of(detail: Mapping[str, Any]) -> tuple[CheckRecord, ...]:
+    return tuple(CheckRecord.from_json(c) for c in objs(detail.get("failed_checks")))
+
+
+def _cost_of(point: Mapping[str, Any]) -> ConcurrencyCost:
+    ci = point.get("ci")
+    pair = (float(ci[0]), float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
+    conc, verdict = int(point.get("concurrency", 0)), str(point.get("verdict", "inconclusive"))
+    confidence = opt_float(point.get("confidence")) or 0.95
+    return ConcurrencyCost(conc, opt_float(point.get("change")), pair, verdict, confidence)
+
+
+def _cost_json(point: ConcurrencyCost) -> dict[str, Any]:
+    ci = None if point.ci is None else list(point.ci)
+    return {"concurrency": point.concurrency, "change": point.change, "ci": ci,
+            "verdict": point.verdict, "confidence": point.confidence}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class RestoreEvent:
+    """A knob restored after its target was exonerated; ``ok``: proven live and e2e passed
+    (else ``error`` and ``failed`` say why, as in :class:`RevertEvent`)."""
+
+    service: str
+    knob: str
+    from_value: str | None
+    value: str | None
+    live: str | None
+    change_id: int | None
+    verification_id: int | None
+    ok: bool
+    reverted_by: tuple[int, ...] = ()
+    restart: tuple[str, ...] = ()
+    error: str | None = None
+    failed: tuple[CheckRecord, ...] = ()
+
+    @classmethod
+    def from_json(cls, detail: Mapping[str, Any]) -> RestoreEvent:
+        """From a restore event's detail (read with
+        :class:`~servelab.core.ledger.evidence.CaseEvent`)."""
+        return cls(
+            service=str(detail.get("service", "")),
+            knob=str(detail.get("knob", "")),
+            from_value=opt_str(detail.get("from")),
+            value=opt_str(detail.get("value")),
+            live=opt_str(detail.get("live")),
+            change_id=opt_int(detail.get("change_id")),
+            verification_id=opt_int(detail.get("verification_id")),
+            ok=bool(detail.get("ok")),
+            reverted_by=tuple(int(i) for i in detail.get("reverted_by") or ()),
+            restart=tuple(str(r) for r in detail.get("restart") or ()),
+            error=opt_str(detail.get("error")),
+            failed=_checks_of(detail),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "service": self.service, "knob": self.knob, "from": self.from_value,
+            "value": self.value, "live": self.live, "change_id": self.change_id,
+            "reverted_by": list(self.reverted_by), "verification_id": self.verification_id,
+            "ok": self.ok, "restart": list(self.restart), "error": self.error,
+            "failed_checks": [c.to_json() for c in self.failed],
+        }  # fmt: skip
+
+
+# -- restore plans ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RestoreItem:
+    """Set ``service``'s ``knob`` back from ``current`` to ``restore_to`` (what it was before)."""
+
+    service: str
+    knob: str
+    current: str | None
+    restore_to: str | None
+    change_ids: tuple[int, ...]
+    reverted_at: str
+    case_id: int
+    cost: RevertCost = field(default_factory=lambda: RevertCost("", "", None, None))
+    superseded_by: int | None = None
+
+    @property
+    def target(self) -> str:
+        return f"knob:{self.service}/{self.knob}"
+
+
+def restore_plan(
+    case: Case,
+    ab_runs: Sequence[AbRunRecord] = (),
+    later_changes: Sequence[KnobChangeRecord] = (),
+) -> list[RestoreItem]:
+    """Every knob changed under this case whose target was exonerated, with the revert's cost.
+
+    ``later_changes``: every recorded change of those knobs. When the newest of them, after the
+    case's own last change of the knob (its restore's included), left another value than that
+    change did, it is the item's ``superseded_by``: the knob moved since, restoring may undo it.
+    Changes that came back to the case's value (an A/B ends on the original) do not count.
+    """
+    if case.status != CASE_RESOLVED:
+        return []
+    reverts = revert_changes(case)
+    items: list[RestoreItem] = []
+    for target in dict.fromkeys(c.target for c in reverts):
+        if case.verdict(target) != EXONERATED:
+            continue
+        mine = [c for c in reverts if c.target == target]
+        first, last = mine[0], mine[-1]
+        if first.old == last.new:
+            continue
+        cost = revert_cost(ab_runs, last.service, last.name, first.old, last.new)
+        items.append(
+            RestoreItem(
+                service=last.service,
+                knob=last.name,
+                current=last.new,
+                restore_to=first.old,
+                change_ids=tuple(c.id for c in mine),
+                reverted_at=first.at,
+                case_id=case.id,
+                cost=cost,
+                superseded_by=_superseded(later_changes, _own_last(case, last)),
+            )
+        )
+    return items
+
+
+def revert_changes(case: Case) -> list[KnobChangeRecord]:
+    """The case's knob changes, minus those a ``restore`` event made (its ``change_id``)."""
+    restored = {
+        RestoreEvent.from_json(e.detail).change_id for e in case.events if e.kind == "restore"
+    }
+    return [c for c in case.changes if c.id not in restored]
+
+
+def _own_last(case: Case, last: KnobChangeRecord) -> KnobChangeRecord:
+    """The case's newest change of ``last``'s knob, its restore's included."""
+    same = [c for c in case.changes if (c.service, c.name) == (last.service, last.name)]
+    return max(same, key=lambda c: c.id, default=last)
+
+
+def _superseded(changes: Sequence[KnobChangeRecord], own: KnobChangeRecord) -> int | None:
+    later = [c for c in changes if (c.service, c.name) == (own.service, own.name)]
+    newest = max((c for c in later if c.id > own.id), key=lambda c: c.id, default=None)
+    return None if newest is None or newest.new == own.new else newest.id
+
+
+def restore_status(case: Case, plan: Sequence[RestoreItem]) -> str:
+    """Where the case's restore stands: one of the ``RESTORE_*`` strings.
+
+    A plan item counts as restored when a ``restore`` event for its knob says ``ok`` (the value
+    was proven live and the e2e probe passed), after the revert.
+    """
+    if case.status != CASE_RESOLVED:
+        return RESTORE_UNRESOLVED
+    if not plan:
+        return RESTORE_NONE
+    restores = [e for e in case.events if e.kind == "restore"]
+    states = [_item_state(item, restores) for item in plan]
+    if all(s == "verified" for s in states):
+        return RESTORE_VERIFIED
+    return RESTORE_FAILED if "failed" in states else RESTORE_PENDING
+
+
+def _item_state(item: RestoreItem, restores: Sequence[CaseEvent]) -> str:
+    state = "pending"
+    for event in restores:
+        done = RestoreEvent.from_json(event.detail)
+        if (done.service, done.knob) != (item.service, item.knob):
+            continue
+        state = "verified" if done.ok else "failed"
+    return state

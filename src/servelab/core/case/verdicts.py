@@ -1,0 +1,189 @@
+"""Verdicts that hold: which recorded evidence a verdict must agree with (pure).
+
+The evidence of a case about one target, newest first:
+
+1. **An experiment** (``case test``, :class:`~servelab.core.case.experiment.ExperimentRecord`) on
+the
+   target that decided (convicted or exonerated). The newest such one is *the* evidence: a
+   conviction it contradicts, or an exoneration it contradicts, is refused.
+2. Without a decisive experiment, **a soak pair** among the case's soaks: one that failed with the
+   knob at one value and one that passed with it at another, nothing else changed (the same
+   workload — sessions, rounds, connection, think time, tokens, words, seed, idle timeout —, the
+   same entry point, every other recorded knob the same). Such a pair incriminates the knob: it
+   contradicts an exoneration and supports a conviction.
+3. For a component (``component:proxy``, ``component:router``, ...), **a localized finding** of
+   one of the case's soaks at the component's layer supports its conviction.
+
+A conviction that nothing supports is refused, and so is an exoneration that incriminating
+evidence contradicts; ``--override REASON`` lets either through, recorded. The codes of why are
+the ``WHY_*`` strings; wording is :mod:`servelab.report.case`'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
+from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+
+__all__ = [
+    "COMPONENT_LAYERS",
+    "WHY_EXPERIMENT_CONTRADICTS",
+    "WHY_NO_SUPPORT",
+    "WHY_SOAK_PAIR_CONTRADICTS",
+    "Override",
+    "Refusal",
+    "experiments_of",
+    "incriminating_pairs",
+    "refusals",
+    "same_workload",
+]
+
+WHY_EXPERIMENT_CONTRADICTS = "experiment_contradicts"
+WHY_SOAK_PAIR_CONTRADICTS = "soak_pair_contradicts"
+WHY_NO_SUPPORT = "no_supporting_evidence"
+
+#: The localization layers (:data:`servelab.core.soak.diagnose.LAYERS`) that stand for a component.
+COMPONENT_LAYERS: Mapping[str, tuple[str, ...]] = {
+    "proxy": ("client_proxy",),
+    "client": ("client_proxy",),
+    "router": ("router",),
+    "prefill": ("prefill",),
+    "decode": ("decode_transfer", "engine_wedge"),
+}
+
+_WORKLOAD = (
+    "sessions", "rounds", "connection", "think_time_s", "max_tokens", "turn_words", "seed",
+    "idle_timeout_s",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A verdict the evidence does not allow: why (``WHY_*``) and the case evidence ids."""
+
+    target: str
+    verdict: str
+    why: str
+    evidence_ids: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return {"target": self.target, "verdict": self.verdict, "why": self.why,
+                "evidence_ids": list(self.evidence_ids)}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Override:
+    """Verdicts given against the evidence, with the reason someone gave (a case event)."""
+
+    KIND = "override"
+
+    reason: str
+    refused: tuple[Refusal, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {"reason": self.reason, "refused": [r.to_json() for r in self.refused]}
+
+
+def experiments_of(
+    events: Sequence[CaseEvent], evidence: Sequence[Evidence]
+) -> list[tuple[int, ExperimentRecord]]:
+    """The case's experiments with the id of the evidence row that names each (oldest first)."""
+    by_event = {e.ref_id: e.id for e in evidence if e.kind == ExperimentRecord.KIND}
+    out: list[tuple[int, ExperimentRecord]] = []
+    for event in events:
+        if event.kind == ExperimentRecord.KIND and event.id in by_event:
+            out.append((by_event[event.id], ExperimentRecord.from_json(event.detail)))
+    return out
+
+
+def _other_knobs(soak: SoakRunRecord, service: str, knob: str) -> dict[str, object]:
+    knobs = dict(soak.config.get("knobs") or {})
+    knobs.pop(f"{service}/{knob}", None)
+    knobs.pop(knob, None)
+    return knobs
+
+
+def same_workload(a: SoakRunRecord, b: SoakRunRecord, service: str, knob: str) -> bool:
+    """Nothing but ``service``'s ``knob`` differs between the two soaks (see the docstring)."""
+    if any(a.config.get(k) != b.config.get(k) for k in _WORKLOAD):
+        return False
+    if a.result.targets.get("entry_url") != b.result.targets.get("entry_url"):
+        return False
+    return _other_knobs(a, service, knob) == _other_knobs(b, service, knob)
+
+
+def incriminating_pairs(
+    soaks: Sequence[tuple[int, SoakRunRecord]], service: str, knob: str
+) -> list[tuple[int, int]]:
+    """``(failing, passing)`` evidence ids: failed with one value, passed with another."""
+    pairs: list[tuple[int, int]] = []
+    for fid, failed in soaks:
+        for pid, passed in soaks:
+            if failed.ok is not False or passed.ok is not True:
+                continue
+            with_v, without = failed.knob(service, knob), passed.knob(service, knob)
+            if with_v == without or not same_workload(failed, passed, service, knob):
+                continue
+            pairs.append((fid, pid))
+    return pairs
+
+
+def _finding_support(target: str, soaks: Sequence[tuple[int, SoakRunRecord]]) -> list[int]:
+    layers = COMPONENT_LAYERS.get(target.removeprefix("component:"), ())
+    return [eid for eid, s in soaks if any(f.layer in layers for f in s.findings)]
+
+
+def _knob_of(target: str) -> tuple[str, str] | None:
+    if not target.startswith("knob:") or "/" not in target:
+        return None
+    service, knob = target.removeprefix("knob:").split("/", 1)
+    return service, knob
+
+
+def _judge(
+    target: str,
+    verdict: str,
+    experiments: Sequence[tuple[int, ExperimentRecord]],
+    soaks: Sequence[tuple[int, SoakRunRecord]],
+) -> Refusal | None:
+    decisive = [(i, x) for i, x in experiments if x.target == target and x.outcome != INCONCLUSIVE]
+    if decisive:
+        eid, newest = decisive[-1]
+        if newest.outcome == verdict:
+            return None
+        return Refusal(target, verdict, WHY_EXPERIMENT_CONTRADICTS, (eid,))
+    knob = _knob_of(target)
+    pairs = incriminating_pairs(soaks, *knob) if knob is not None else []
+    ids = tuple(dict.fromkeys(i for pair in pairs for i in pair))
+    if verdict == EXONERATED:
+        return Refusal(target, verdict, WHY_SOAK_PAIR_CONTRADICTS, ids) if ids else None
+    support = ids if knob is not None else tuple(_finding_support(target, soaks))
+    return None if support else Refusal(target, verdict, WHY_NO_SUPPORT, ())
+
+
+def refusals(
+    verdicts: Mapping[str, str],
+    events: Sequence[CaseEvent],
+    evidence: Sequence[Evidence],
+    soaks: Mapping[int, SoakRunRecord],
+) -> list[Refusal]:
+    """Every verdict of ``verdicts`` (target → exonerated|convicted) the evidence refuses.
+
+    ``soaks``: the recorded soaks by id (those the case's evidence names are read).
+    """
+    experiments = experiments_of(events, evidence)
+    mine = [
+        (e.id, soaks[e.ref_id])
+        for e in evidence
+        if e.kind == "soak" and e.ref_id is not None and e.ref_id in soaks
+    ]
+    out = []
+    for target, verdict in verdicts.items():
+        if verdict not in (CONVICTED, EXONERATED):
+            continue
+        refusal = _judge(target, verdict, experiments, mine)
+        if refusal is not None:
+            out.append(refusal)
+    return out

@@ -1,0 +1,148 @@
+"""The serving engines servelab drives, one description each: SGLang and vLLM.
+
+Everything that differs between the engines above the simulator lives here (DESIGN "Engines"):
+the router's Python module and the package that provides it, the decode knob a fresh spec
+declares, which router endpoint tells the truth about readiness, and the engine's Prometheus
+names. Commands stay engine-blind: they ask :func:`engine` for the description of a spec's
+``engine`` field.
+
+Readiness, observed on the pinned routers (``tests/core/deploy/test_engines.py`` and
+``tests/sim/test_vllm_router.py`` hold the facts):
+
+- sglang-router 0.3.2: ``/health`` is 200 whatever the workers do; ``/readiness`` is the truth.
+- vllm-router 0.1.17: it does not listen at all until every worker's ``/health`` is 200 at
+  start-up. Afterwards ``/liveness`` is always 200 ``OK`` (the process only); ``/health`` is 200
+  ``All servers healthy`` only while EVERY worker is healthy (503 ``Unhealthy servers: [...]``
+  otherwise); ``/readiness`` is 200 ``{"status": "ready", "prefill": {"healthy": h, "total": t},
+  "decode": {...}}`` while at least one worker of EACH role is healthy (503 ``not_ready`` with a
+  ``reason`` otherwise). Both follow the router's own health checker, so they lag a dead worker by
+  up to ``--health-check-interval-secs``. ``/readiness`` says whether it can serve: it gates
+  ``up``, as for sglang-router.
+
+The metric names: :mod:`servelab.core.soak.diagnose` reads SGLang's; :func:`canonical_metrics`
+renames a vLLM engine's scrape into them (summed values, as ``parse_metrics`` returns them).
+
+Pure: data and functions of data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = [
+    "ENGINES",
+    "SGLANG",
+    "SGLANG_KNOB",
+    "VLLM",
+    "VLLM_KNOB",
+    "VLLM_TO_SGLANG_METRICS",
+    "Engine",
+    "EngineName",
+    "canonical_metrics",
+    "engine",
+    "readiness_workers",
+]
+
+EngineName = Literal["sglang", "vllm"]
+
+#: The reference deployment's decode knob (split-K GEMM target CTAs on SM120).
+SGLANG_KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
+#: The simulated vLLM decode's stand-in for it (the same modelled kernel under a vLLM-style name;
+#: vLLM reads ``VLLM_*`` variables from the environment once, at start-up, like this one).
+VLLM_KNOB = "VLLM_SM120_MMA_TARGET_CTAS"
+
+#: vLLM's engine metric names -> the SGLang names servelab's rules read.
+VLLM_TO_SGLANG_METRICS: Mapping[str, str] = {
+    "vllm:num_requests_running": "sglang:num_running_reqs",
+    "vllm:num_requests_waiting": "sglang:num_queue_reqs",
+    "vllm:generation_tokens_total": "sglang:generation_tokens_total",
+    "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
+    "vllm:request_success_total": "sglang:num_requests_total",
+    "vllm:nixl_num_failed_transfers": "sglang:num_transfer_failed_reqs_total",
+}
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One engine: its router launcher, its decode knob, and how its router says "ready"."""
+
+    name: EngineName
+    #: ``python -m MODULE`` starts the router.
+    router_module: str
+    #: What provides the module (pinned; named when the module is missing).
+    router_package: str
+    #: The decode knob a spec of this engine declares by default.
+    knob: str
+    #: The router endpoint that is 200 exactly when it can serve (gates ``up``).
+    router_ready_path: str = "/readiness"
+    #: The router endpoint that is 200 only while every worker is healthy (None: no such one).
+    router_all_healthy_path: str | None = None
+    #: Metric renames into the SGLang names (empty for SGLang itself).
+    metric_names: Mapping[str, str] = field(default_factory=dict)
+
+
+SGLANG = Engine(
+    name="sglang",
+    router_module="sglang_router.launch_router",
+    router_package="sglang-router==0.3.2",
+    knob=SGLANG_KNOB,
+)
+VLLM = Engine(
+    name="vllm",
+    router_module="vllm_router.launch_router",
+    router_package="vllm-router==0.1.17",
+    knob=VLLM_KNOB,
+    router_all_healthy_path="/health",
+    metric_names=VLLM_TO_SGLANG_METRICS,
+)
+ENGINES: Mapping[str, Engine] = {SGLANG.name: SGLANG, VLLM.name: VLLM}
+
+
+def engine(name: str) -> Engine:
+    """The description of engine ``name`` (``"sglang"`` or ``"vllm"``)."""
+    try:
+        return ENGINES[name]
+    except KeyError:
+        known = ", ".join(ENGINES)
+        raise ValueError(f"unknown engine {name!r} (known: {known})") from None
+
+
+def canonical_metrics(values: Mapping[str, float]) -> dict[str, float]:
+    """A parsed scrape with vLLM names renamed to SGLang's (other names unchanged).
+
+    Engine-blind on purpose: a scrape holds one engine's names, so renaming every vLLM name it
+    knows is right for both engines.
+    """
+    renamed: dict[str, float] = {}
+    for name, value in values.items():
+        key = VLLM_TO_SGLANG_METRICS.get(name, name)
+        renamed[key] = renamed.get(key, 0.0) + value
+    return renamed
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def readiness_workers(doc: object) -> dict[str, Any]:
+    """``healthy_workers``/``total_workers`` from a router's ``/readiness`` document.
+
+    sglang-router gives them at the top level; vllm-router per role (``{"prefill": {"healthy": h,
+    "total": t}, "decode": {...}}``: summed). Empty when the document has neither.
+    """
+    if not isinstance(doc, dict):
+        return {}
+    if "healthy_workers" in doc:
+        return {key: doc.get(key) for key in ("healthy_workers", "total_workers")}
+    healthy = total = 0
+    for role in ("prefill", "decode"):
+        counts = doc.get(role)
+        if not isinstance(counts, dict):
+            return {}
+        h, t = _count(counts.get("healthy")), _count(counts.get("total"))
+        if h is None or t is None:
+            return {}
+        healthy, total = healthy + h, total + t
+    return {"healthy_workers": healthy, "total_workers": total}

@@ -1,0 +1,133 @@
+"""Pre-flight rules, pure: what each service needs before ``up`` or ``restart`` starts anything.
+
+Before the first service starts, every service about to start must have an env file that parses,
+every port it will bind free (or held by its own process group, which is stopped first), and, for
+``start = "router"``, the router's Python module importable. :func:`bound_ports` and
+:func:`requirements` say what a service needs; the caller finds the facts on the hosts
+(:class:`ServiceFacts`); :func:`problems` turns them into :class:`Problem` codes, one per unmet
+need, in plan order. Nothing here reads a file or a socket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from servelab.core.deploy.engines import SGLANG, EngineName, engine
+from servelab.core.deploy.spec import RouterOptions, ServiceSpec
+
+__all__ = [
+    "PROBLEM_ENV",
+    "PROBLEM_ENV_UNREADABLE",
+    "PROBLEM_MODULE",
+    "PROBLEM_PORT",
+    "ROUTER_PACKAGE",
+    "PortClaim",
+    "PortState",
+    "Problem",
+    "Requirement",
+    "ServiceFacts",
+    "bound_ports",
+    "problems",
+    "requirements",
+]
+
+#: What to install for ``start = "router"`` (a dependency of servelab; named in the problem).
+ROUTER_PACKAGE = SGLANG.router_package
+
+PROBLEM_ENV = "env"
+PROBLEM_ENV_UNREADABLE = "env_unreadable"
+PROBLEM_PORT = "port"
+PROBLEM_MODULE = "module"
+
+
+@dataclass(frozen=True)
+class PortClaim:
+    """A port a service binds: ``field`` is where the spec says so (``url``, ``bootstrap_port``)."""
+
+    field: str
+    port: int
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """A Python module the service's launcher imports, and the package that provides it."""
+
+    module: str
+    package: str
+
+
+@dataclass(frozen=True)
+class PortState:
+    """Who listens on a claimed port now: ``owner`` None when free; ``own`` when the owner is in
+    the service's own recorded process group (stopped before the service starts again)."""
+
+    claim: PortClaim
+    owner: int | None
+    own: bool = False
+
+
+@dataclass(frozen=True)
+class ServiceFacts:
+    """What the hosts said about one service about to start."""
+
+    service: str
+    host: str
+    env_error: str | None = None
+    env_unreadable: str | None = None
+    ports: tuple[PortState, ...] = ()
+    missing: tuple[Requirement, ...] = ()
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One unmet need: ``kind`` one of the ``PROBLEM_*`` codes, with the fact behind it (the
+    env file's error, the port and its owner, or the missing requirement)."""
+
+    service: str
+    host: str
+    kind: str
+    env_error: str | None = None
+    port: PortState | None = None
+    need: Requirement | None = None
+
+
+def bound_ports(svc: ServiceSpec) -> list[PortClaim]:
+    """Every port the service binds: its URL's, its bootstrap port, the router's metrics port."""
+    claims = [PortClaim("url", svc.port)]
+    if svc.bootstrap_port is not None:
+        claims.append(PortClaim("bootstrap_port", svc.bootstrap_port))
+    if svc.start == "router":
+        metrics = (svc.router or RouterOptions()).prometheus_port
+        claims.append(PortClaim("router.prometheus_port", metrics))
+    return claims
+
+
+def requirements(svc: ServiceSpec, engine_name: EngineName = "sglang") -> list[Requirement]:
+    """The modules the service's launcher needs (``start = "router"``: the engine's router)."""
+    if svc.start == "router":
+        described = engine(engine_name)
+        return [Requirement(described.router_module, described.router_package)]
+    return []
+
+
+def problems(facts: Iterable[ServiceFacts]) -> list[Problem]:
+    """Every unmet need of the services about to start, in their order."""
+    found: list[Problem] = []
+    for fact in facts:
+        if fact.env_error is not None:
+            found.append(Problem(fact.service, fact.host, PROBLEM_ENV, env_error=fact.env_error))
+        if fact.env_unreadable is not None:
+            unreadable = fact.env_unreadable
+            found.append(
+                Problem(fact.service, fact.host, PROBLEM_ENV_UNREADABLE, env_error=unreadable)
+            )
+        found.extend(
+            Problem(fact.service, fact.host, PROBLEM_PORT, port=state)
+            for state in fact.ports
+            if state.owner is not None and not state.own
+        )
+        found.extend(
+            Problem(fact.service, fact.host, PROBLEM_MODULE, need=need) for need in fact.missing
+        )
+    return found

@@ -1,0 +1,421 @@
+"""The deployment spec: the model of a PD deployment, its validation, and the embedded default.
+
+A spec is TOML. It names hosts (local, or SSH) and services (prefill, decode, router, proxy or a
+generic process): where each runs, how it starts, its env file, the knobs it declares, what it
+depends on (start order) and how its readiness is probed. Parsing is pure: :func:`parse_spec`
+takes the text and a source name for messages; reading files lives in :mod:`servelab.io.specfile`.
+
+Every error is a :class:`~servelab.errors.SpecError` naming the source file and the field path,
+e.g. ``servelab.toml: services.decode.url: not a URL``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+
+from servelab.core.deploy.engines import SGLANG_KNOB, EngineName
+from servelab.errors import SpecError
+
+__all__ = [
+    "DEFAULT_ENV_FILES",
+    "DEFAULT_KNOB",
+    "DEFAULT_OTLP_ENDPOINT",
+    "DEFAULT_SPEC_TOML",
+    "DeploymentSpec",
+    "HostSpec",
+    "PrometheusSpec",
+    "RouterOptions",
+    "ServiceSpec",
+    "TracingSpec",
+    "parse_spec",
+    "spec_from_mapping",
+    "spec_hash",
+    "start_order",
+]
+
+Role = Literal["prefill", "decode", "router", "proxy", "generic"]
+
+#: The reference deployment's decode knob (split-K GEMM target CTAs on SM120); a vLLM deployment's
+#: is :data:`servelab.core.deploy.engines.VLLM_KNOB`.
+DEFAULT_KNOB = SGLANG_KNOB
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class HostSpec(_Strict):
+    """Where services run: this machine, or a machine reached over SSH."""
+
+    ssh: str | None = Field(default=None, description="user@host; absent for the local host")
+    port: int = Field(default=22, ge=1, le=65535)
+    identity_file: str | None = None
+    known_hosts: str | None = Field(default=None, description="known_hosts file; none = no check")
+    connect_timeout_s: float = Field(default=10.0, gt=0)
+
+    @property
+    def is_local(self) -> bool:
+        return self.ssh is None
+
+    @field_validator("ssh")
+    @classmethod
+    def _user_at_host(cls, value: str | None) -> str | None:
+        if value is not None and (value.count("@") != 1 or not all(value.split("@"))):
+            raise ValueError("must be user@host")
+        return value
+
+
+class RouterOptions(_Strict):
+    """Arguments of the real router (sglang-router or vllm-router, per the deployment's ``engine``),
+    for services started with ``start = "router"``."""
+
+    policy: str = "round_robin"
+    prometheus_port: int = Field(default=29000, ge=1, le=65535)
+    worker_startup_timeout_s: int = Field(default=60, ge=1)
+    health_check_interval_s: int = Field(default=5, ge=1)
+    request_timeout_s: int | None = Field(default=None, ge=1)
+    extra_args: list[str] = Field(default_factory=list)
+
+
+class PrometheusSpec(_Strict):
+    """A Prometheus server that already scrapes the deployment: servelab asks it (range queries
+    over each run's window) instead of scraping the endpoints itself."""
+
+    url: str
+    #: service name -> the ``instance`` label Prometheus gives that service's metrics target;
+    #: by default the ``host:port`` of the service's metrics URL.
+    instances: dict[str, str] = Field(default_factory=dict)
+    timeout_s: float = Field(default=10.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must be an http URL, e.g. http://127.0.0.1:9090")
+        return value.rstrip("/")
+
+
+#: Where spans go when ``[tracing]`` gives no endpoint: OTLP/gRPC's usual port, on loopback.
+DEFAULT_OTLP_ENDPOINT = "127.0.0.1:4317"
+
+
+class TracingSpec(_Strict):
+    """Per-request tracing: the router and the engines export OpenTelemetry spans (OTLP/gRPC) to
+    ``endpoint``, where servelab's receiver listens for the duration of each bench run."""
+
+    endpoint: str = DEFAULT_OTLP_ENDPOINT
+    #: How long a run waits, after its last request, for the spans still in the exporters' batches.
+    wait_s: float = Field(default=10.0, ge=0)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or "/" in value or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be HOST:PORT (OTLP/gRPC, no scheme), e.g. 127.0.0.1:4317")
+        return value
+
+    @property
+    def host(self) -> str:
+        return self.endpoint.rpartition(":")[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.endpoint.rpartition(":")[2])
+
+
+class ServiceSpec(_Strict):
+    """One process of the deployment."""
+
+    role: Role
+    url: str
+    host: str = "local"
+    start: str = Field(
+        description='"sim" (built-in simulated worker or proxy), "router" (the real router of '
+        "the deployment's engine: sglang-router or vllm-router), or a shell command line"
+    )
+    stop: str | None = Field(default=None, description="shell command to stop (default: signals)")
+    unit: str | None = Field(default=None, description="systemd unit; PID from MainPID")
+    args: list[str] = Field(default_factory=list, description="extra arguments for sim/router")
+    env_file: str | None = None
+    knobs: dict[str, str | None] = Field(default_factory=dict)
+    depends_on: list[str] = Field(default_factory=list)
+    ready_path: str | None = None
+    ready_timeout_s: float = Field(default=120.0, gt=0)
+    start_timeout_s: float = Field(default=60.0, gt=0, description="timeout of the start command")
+    stop_grace_s: float = Field(default=10.0, ge=0)
+    bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
+    router: RouterOptions | None = None
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+            raise ValueError(
+                "must be an http URL with an explicit port, e.g. http://127.0.0.1:30000"
+            )
+        return value.rstrip("/")
+
+    @field_validator("knobs", mode="before")
+    @classmethod
+    def _knob_list(cls, value: Any) -> Any:
+        # `knobs = ["NAME"]` declares a knob without pinning its value.
+        if isinstance(value, list):
+            return dict.fromkeys(value)
+        return value
+
+    @property
+    def hostname(self) -> str:
+        return urlsplit(self.url).hostname or ""
+
+    @property
+    def port(self) -> int:
+        port = urlsplit(self.url).port
+        assert port is not None  # checked by the validator
+        return port
+
+    @property
+    def readiness_path(self) -> str:
+        """Routers are probed on /readiness: sglang-router's /health is always 200 and proves
+        nothing; vllm-router's /readiness is 200 while each role has a healthy worker (its /health
+        only while every worker is; see :mod:`servelab.core.deploy.engines`)."""
+        if self.ready_path is not None:
+            return self.ready_path
+        return "/readiness" if self.role == "router" else "/health"
+
+
+class DeploymentSpec(_Strict):
+    """A whole deployment: hosts and services (in the order the file gives them)."""
+
+    name: str = "servelab"
+    #: The serving engine of every worker (deployment-wide): which router ``start = "router"``
+    #: runs, which simulator ``start = "sim"`` runs, and which names its metrics have.
+    engine: EngineName = "sglang"
+    state_dir: str = ".servelab"
+    hosts: dict[str, HostSpec] = Field(default_factory=lambda: {"local": HostSpec()})
+    services: dict[str, ServiceSpec]
+    prometheus: PrometheusSpec | None = None
+    #: Per-request tracing (``[tracing]``); None: off.
+    tracing: TracingSpec | None = None
+    #: The file the spec was read from (``parse_spec``'s ``source``): every error names it.
+    _source: str = PrivateAttr(default="<spec>")
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @field_validator("hosts")
+    @classmethod
+    def _local_always_exists(cls, value: dict[str, HostSpec]) -> dict[str, HostSpec]:
+        if "local" in value:
+            if not value["local"].is_local:
+                raise ValueError('the host name "local" is reserved for this machine')
+            return value
+        return {"local": HostSpec(), **value}
+
+    def service(self, name: str) -> ServiceSpec:
+        try:
+            return self.services[name]
+        except KeyError:
+            known = ", ".join(self.services)
+            raise SpecError(
+                f"unknown service {name!r} (known: {known})", source=self._source, path="services"
+            ) from None
+
+    def by_role(self, role: Role) -> list[str]:
+        return [name for name, svc in self.services.items() if svc.role == role]
+
+    @property
+    def entry_point(self) -> str:
+        """The service clients talk to: the proxy when there is one, else the router."""
+        for role in ("proxy", "router"):
+            names = self.by_role(role)
+            if names:
+                return names[0]
+        raise SpecError(
+            "the deployment has no router or proxy", source=self._source, path="services"
+        )
+
+    @property
+    def router_name(self) -> str | None:
+        names = self.by_role("router")
+        return names[0] if names else None
+
+
+def _loc(loc: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _check_semantics(spec: DeploymentSpec, source: str) -> None:
+    for name, svc in spec.services.items():
+        where = f"services.{name}"
+        if svc.host not in spec.hosts:
+            raise SpecError(f"unknown host {svc.host!r}", source=source, path=f"{where}.host")
+        for dep in svc.depends_on:
+            if dep not in spec.services:
+                raise SpecError(
+                    f"unknown service {dep!r}", source=source, path=f"{where}.depends_on"
+                )
+            if dep == name:
+                raise SpecError(
+                    "a service cannot depend on itself", source=source, path=f"{where}.depends_on"
+                )
+        if svc.role == "prefill" and svc.start == "sim" and svc.bootstrap_port is None:
+            raise SpecError("a prefill needs a bootstrap_port", source=source, path=where)
+        if svc.start == "router" and svc.role != "router":
+            raise SpecError(
+                'start = "router" needs role = "router"', source=source, path=f"{where}.start"
+            )
+    for name in spec.prometheus.instances if spec.prometheus else {}:
+        if name not in spec.services:
+            raise SpecError(
+                f"unknown service {name!r}", source=source, path=f"prometheus.instances.{name}"
+            )
+    _check_ports(spec, source)
+    start_order(spec, source=source)
+
+
+def _check_ports(spec: DeploymentSpec, source: str) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    for name, svc in spec.services.items():
+        ports = [("url", svc.port)]
+        if svc.bootstrap_port is not None:
+            ports.append(("bootstrap_port", svc.bootstrap_port))
+        if svc.start == "router":
+            ports.append(
+                ("router.prometheus_port", (svc.router or RouterOptions()).prometheus_port)
+            )
+        for field, port in ports:
+            key = (svc.host, port)
+            if key in seen:
+                raise SpecError(
+                    f"port {port} on host {svc.host!r} is already used by {seen[key]}",
+                    source=source,
+                    path=f"services.{name}.{field}",
+                )
+            seen[key] = f"services.{name}.{field}"
+
+
+def start_order(spec: DeploymentSpec, *, source: str = "<spec>") -> list[str]:
+    """Services in dependency order (dependencies first; file order among equals).
+
+    Raises :class:`SpecError` naming the cycle when there is one.
+    """
+    order: list[str] = []
+    state: dict[str, str] = {}
+
+    def visit(name: str, trail: list[str]) -> None:
+        if state.get(name) == "done":
+            return
+        if state.get(name) == "active":
+            cycle = " -> ".join([*trail[trail.index(name) :], name])
+            raise SpecError(
+                f"dependency cycle: {cycle}", source=source, path=f"services.{name}.depends_on"
+            )
+        state[name] = "active"
+        for dep in spec.services[name].depends_on:
+            visit(dep, [*trail, name])
+        state[name] = "done"
+        order.append(name)
+
+    for name in spec.services:
+        visit(name, [])
+    return order
+
+
+def parse_spec(text: str, *, source: str = "<spec>") -> DeploymentSpec:
+    """Parse and validate a TOML spec. Every error names ``source`` and the field path."""
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"not valid TOML: {exc}", source=source) from exc
+    return spec_from_mapping(raw, source=source)
+
+
+def _translate(exc: ValidationError, source: str) -> SpecError:
+    errors = exc.errors()
+    # An unknown key (a typo) explains the "field required" errors that follow it: report it first.
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    message = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
+    return SpecError(message, source=source, path=_loc(first["loc"]))
+
+
+def spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> DeploymentSpec:
+    """Validate an already-parsed mapping (same rules and messages as :func:`parse_spec`)."""
+    if "services" not in raw:
+        raise SpecError("missing table [services]", source=source, path="services")
+    try:
+        spec = DeploymentSpec.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise _translate(exc, source) from exc
+    if not spec.services:
+        raise SpecError("no services defined", source=source, path="services")
+    _check_semantics(spec, source)
+    spec._source = source
+    return spec
+
+
+def spec_hash(spec: DeploymentSpec) -> str:
+    """A short stable hash of the spec's content (recorded with every measurement)."""
+    canon = json.dumps(spec.model_dump(mode="json"), sort_keys=True).encode()
+    return hashlib.sha256(canon).hexdigest()[:16]
+
+
+#: The embedded default: the reference deployment's topology on loopback, simulated workers and
+#: the real router. Env files live under the state directory and are created on first use.
+DEFAULT_SPEC_TOML = f"""\
+name = "reference-pd-sim"
+state_dir = ".servelab"
+
+[hosts.local]
+
+[services.prefill]
+role = "prefill"
+url = "http://127.0.0.1:30000"
+start = "sim"
+bootstrap_port = 8998
+env_file = ".servelab/env/prefill.env"
+ready_timeout_s = 60
+
+[services.decode]
+role = "decode"
+url = "http://127.0.0.1:30002"
+start = "sim"
+env_file = ".servelab/env/decode.env"
+knobs = ["{DEFAULT_KNOB}"]
+depends_on = ["prefill"]
+ready_timeout_s = 60
+
+[services.router]
+role = "router"
+url = "http://127.0.0.1:30001"
+start = "router"
+env_file = ".servelab/env/router.env"
+depends_on = ["prefill", "decode"]
+ready_timeout_s = 90
+router = {{ policy = "round_robin", prometheus_port = 29000, health_check_interval_s = 2 }}
+"""
+
+#: Initial contents of the embedded default's env files (systemd EnvironmentFile syntax). The decode
+#: holds the reference deployment's knob at the value its A/B adopted.
+DEFAULT_ENV_FILES: dict[str, str] = {
+    "prefill": (
+        "# servelab: prefill engine environment (systemd EnvironmentFile syntax)\n"
+        "SERVELAB_SIM_TIME_SCALE=0.5\n"
+    ),
+    "decode": (
+        "# servelab: decode engine environment (systemd EnvironmentFile syntax)\n"
+        "SERVELAB_SIM_TIME_SCALE=0.5\n"
+        f"{DEFAULT_KNOB}=512\n"
+    ),
+    "router": "# servelab: router environment (systemd EnvironmentFile syntax)\n",
+}

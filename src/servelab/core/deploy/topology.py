@@ -1,0 +1,255 @@
+"""The deployment's topology: in which order services start, stop and restart, and the exact
+command line of the services servelab launches itself (``start = "sim"`` and ``start = "router"``).
+
+Pure functions of the spec (and of the python executable to use); no I/O.
+
+Plans:
+
+- ``up``: the requested services and everything they depend on, dependencies first;
+- ``down``: the requested services and everything that depends on them, dependents first;
+- ``restart``: the requested services and, after each, everything that depends on it, in start
+  order. Restarting decode also restarts the router; restarting prefill restarts decode and the
+  router (the reference incident's prefill → decode → router co-restart): a router keeps its
+  worker connections and a decode its bootstrap peers, so a dependent of a restarted service is
+  restarted after it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from servelab.core.deploy.engines import SGLANG, VLLM, engine
+from servelab.core.deploy.spec import DeploymentSpec, RouterOptions, ServiceSpec, start_order
+from servelab.errors import SpecError
+
+__all__ = [
+    "LOOPBACK",
+    "ROUTER_MODULE",
+    "VLLM_ROUTER_MODULE",
+    "VLLM_STARTUP_CHECK_INTERVAL_S",
+    "dependencies",
+    "dependents",
+    "down_plan",
+    "engine_trace_args",
+    "restart_plan",
+    "router_argv",
+    "router_trace_args",
+    "service_argv",
+    "sim_argv",
+    "stop_order",
+    "up_plan",
+]
+
+#: Where the router's Prometheus endpoint binds (its default, 0.0.0.0, is never what we want).
+LOOPBACK = "127.0.0.1"
+ROUTER_MODULE = SGLANG.router_module
+VLLM_ROUTER_MODULE = VLLM.router_module
+#: vllm-router probes a worker that is not up yet every this many seconds at start-up (its default,
+#: 30 s, would make every simulated start wait half a minute after the first failed probe).
+VLLM_STARTUP_CHECK_INTERVAL_S = 1
+
+
+def stop_order(spec: DeploymentSpec) -> list[str]:
+    """Every service, dependents first (the reverse of the start order)."""
+    return list(reversed(start_order(spec)))
+
+
+def _closure(spec: DeploymentSpec, names: Iterable[str], edges: dict[str, list[str]]) -> set[str]:
+    seen: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        spec.service(name)  # unknown names raise SpecError
+        seen.add(name)
+        stack.extend(edges.get(name, []))
+    return seen
+
+
+def _reverse_edges(spec: DeploymentSpec) -> dict[str, list[str]]:
+    edges: dict[str, list[str]] = {name: [] for name in spec.services}
+    for name, svc in spec.services.items():
+        for dep in svc.depends_on:
+            edges[dep].append(name)
+    return edges
+
+
+def dependencies(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
+    """``names`` and everything they depend on, transitively."""
+    forward = {name: list(svc.depends_on) for name, svc in spec.services.items()}
+    return _closure(spec, names, forward)
+
+
+def dependents(spec: DeploymentSpec, names: Iterable[str]) -> set[str]:
+    """``names`` and everything that depends on them, transitively."""
+    return _closure(spec, names, _reverse_edges(spec))
+
+
+def _selected(spec: DeploymentSpec, services: Iterable[str] | None) -> list[str]:
+    return list(spec.services) if services is None else list(services)
+
+
+def up_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> list[str]:
+    """What ``up`` starts: the services and their dependencies, in start order."""
+    wanted = dependencies(spec, _selected(spec, services))
+    return [name for name in start_order(spec) if name in wanted]
+
+
+def down_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> list[str]:
+    """What ``down`` stops: the services and their dependents, dependents first."""
+    wanted = dependents(spec, _selected(spec, services))
+    return [name for name in stop_order(spec) if name in wanted]
+
+
+def restart_plan(spec: DeploymentSpec, services: Iterable[str] | None = None) -> list[str]:
+    """What ``restart`` restarts: the services and their dependents, in start order."""
+    wanted = dependents(spec, _selected(spec, services))
+    return [name for name in start_order(spec) if name in wanted]
+
+
+def _flag_given(args: list[str], flag: str) -> bool:
+    return any(arg == flag or arg.startswith(flag + "=") for arg in args)
+
+
+def _proxy_upstream(spec: DeploymentSpec, name: str) -> str:
+    svc = spec.service(name)
+    candidates = [dep for dep in svc.depends_on if spec.service(dep).role == "router"]
+    upstream = candidates[0] if candidates else spec.router_name
+    if upstream is None:
+        raise SpecError(
+            "a sim proxy needs a router to forward to (or --upstream in args)",
+            path=f"services.{name}",
+        )
+    return spec.service(upstream).url
+
+
+def sim_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
+    """``[python, -m, servelab, sim, ROLE, --host, H, --port, P, (--bootstrap-port B),
+    (--engine vllm), *args]``."""
+    svc = spec.service(name)
+    if svc.role not in ("prefill", "decode", "proxy"):
+        raise SpecError(
+            f'start = "sim" cannot run role {svc.role!r}', path=f"services.{name}.start"
+        )
+    argv = [
+        python,
+        "-m",
+        "servelab",
+        "sim",
+        svc.role,
+        "--host",
+        svc.hostname,
+        "--port",
+        str(svc.port),
+    ]
+    if svc.bootstrap_port is not None:
+        argv += ["--bootstrap-port", str(svc.bootstrap_port)]
+    if svc.role != "proxy" and spec.engine != "sglang":
+        argv += ["--engine", spec.engine]
+    if svc.role == "proxy" and not _flag_given(svc.args, "--upstream"):
+        argv += ["--upstream", _proxy_upstream(spec, name)]
+    if svc.role != "proxy" and not _flag_given(svc.args, "--otlp-traces-endpoint"):
+        argv += engine_trace_args(spec)
+    return [*argv, *svc.args]
+
+
+def engine_trace_args(spec: DeploymentSpec) -> list[str]:
+    """An engine's tracing switch for the spec's ``[tracing]`` endpoint (none without it), spelt
+    as the real engines spell it, which the simulator accepts too: SGLang's ``--enable-trace
+    --otlp-traces-endpoint HOST:PORT``, vLLM's ``--otlp-traces-endpoint HOST:PORT`` (both
+    OTLP/gRPC). A shell-command engine gets them from its own command line."""
+    if spec.tracing is None:
+        return []
+    endpoint = ["--otlp-traces-endpoint", spec.tracing.endpoint]
+    return endpoint if spec.engine == "vllm" else ["--enable-trace", *endpoint]
+
+
+def router_trace_args(spec: DeploymentSpec) -> list[str]:
+    """sglang-router's ``--enable-trace --otlp-traces-endpoint HOST:PORT`` with ``[tracing]``;
+    vllm-router (0.1.17) has no tracing switch: nothing."""
+    if spec.tracing is None or spec.engine == "vllm":
+        return []
+    return ["--enable-trace", "--otlp-traces-endpoint", spec.tracing.endpoint]
+
+
+def _workers(spec: DeploymentSpec) -> list[str]:
+    args: list[str] = []
+    for worker in spec.by_role("prefill"):
+        svc = spec.service(worker)
+        bootstrap = "none" if svc.bootstrap_port is None else str(svc.bootstrap_port)
+        args += ["--prefill", svc.url, bootstrap]
+    for worker in spec.by_role("decode"):
+        args += ["--decode", spec.service(worker).url]
+    return args
+
+
+def _router_common(opts: RouterOptions) -> list[str]:
+    """The options both routers spell the same way."""
+    argv = [
+        "--prometheus-host",
+        LOOPBACK,
+        "--prometheus-port",
+        str(opts.prometheus_port),
+        "--worker-startup-timeout-secs",
+        str(opts.worker_startup_timeout_s),
+        "--health-check-interval-secs",
+        str(opts.health_check_interval_s),
+    ]
+    if opts.request_timeout_s is not None:
+        argv += ["--request-timeout-secs", str(opts.request_timeout_s)]
+    return argv
+
+
+def _vllm_workers(spec: DeploymentSpec) -> list[str]:
+    """vllm-router's ``--prefill URL`` (no bootstrap port: NIXL's side channel is named by the
+    prefill's answer) and ``--decode URL``."""
+    args: list[str] = []
+    for worker in spec.by_role("prefill"):
+        args += ["--prefill", spec.service(worker).url]
+    for worker in spec.by_role("decode"):
+        args += ["--decode", spec.service(worker).url]
+    return args
+
+
+def _router_head(spec: DeploymentSpec, svc: ServiceSpec, python: str) -> list[str]:
+    module = engine(spec.engine).router_module
+    head = [python, "-m", module, "--host", svc.hostname, "--port", str(svc.port)]
+    opts = svc.router or RouterOptions()
+    if spec.engine == "vllm":
+        return [
+            *head,
+            "--vllm-pd-disaggregation",
+            *_vllm_workers(spec),
+            "--kv-connector",
+            "nixl",
+            "--policy",
+            opts.policy,
+            "--worker-startup-check-interval",
+            str(VLLM_STARTUP_CHECK_INTERVAL_S),
+        ]
+    return [*head, "--pd-disaggregation", *_workers(spec), "--policy", opts.policy]
+
+
+def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
+    """The engine's real router in PD mode, with every prefill and decode, always with ``--port``
+    (vllm-router's default port, 30000, is the reference prefill's)."""
+    svc: ServiceSpec = spec.service(name)
+    if svc.role != "router":
+        raise SpecError('start = "router" needs role = "router"', path=f"services.{name}.start")
+    opts = svc.router or RouterOptions()
+    argv = [*_router_head(spec, svc, python), *_router_common(opts)]
+    extra = [*opts.extra_args, *svc.args]
+    if not _flag_given(extra, "--otlp-traces-endpoint"):
+        argv += router_trace_args(spec)
+    return [*argv, *extra]
+
+
+def service_argv(spec: DeploymentSpec, name: str, python: str) -> list[str] | None:
+    """The argv servelab launches for ``sim``/``router`` services; None for a shell command."""
+    start = spec.service(name).start
+    if start == "sim":
+        return sim_argv(spec, name, python)
+    if start == "router":
+        return router_argv(spec, name, python)
+    return None

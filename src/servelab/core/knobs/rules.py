@@ -1,0 +1,114 @@
+"""Knob rules, pure: which variables may be read, how a file value compares with a live one, which
+file names are backups, and parsing an env file without ever echoing a line of it.
+
+Only declared knobs and the names on :data:`ENV_ALLOW_LIST` are ever read out of an env file or a
+process environment into results (:func:`tracked_names`); a parse error names the file and line,
+never the line's content (it may hold a secret).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec
+from servelab.core.knobs.envfile import EnvFile, parse_envfile
+from servelab.errors import KnobError
+
+__all__ = [
+    "ENV_ALLOW_LIST",
+    "LIVE_DIFFERS",
+    "LIVE_LOST_ON_RESTART",
+    "LIVE_MATCH",
+    "LIVE_RESTART_NEEDED",
+    "LIVE_UNSET",
+    "backup_names",
+    "check_knob_name",
+    "live_verdict",
+    "parse_env_bytes",
+    "tracked_names",
+]
+
+#: Variables whose values are safe to show besides the declared knobs (settings, not secrets).
+#: They are compared file-vs-live only when the env file sets them.
+ENV_ALLOW_LIST: tuple[str, ...] = (
+    "SERVELAB_SIM_TIME_SCALE",
+    "SERVELAB_SIM_WARMUP_S",
+    "SERVELAB_SIM_SEED",
+    "SERVELAB_SIM_SLOW_START_S",
+    "SERVELAB_SIM_TRANSFER_FAIL_PROB",
+    "SERVELAB_SIM_ABORT_WEDGE",
+    "SERVELAB_SIM_CORRUPT_UNDER_LOAD",
+    "SERVELAB_SIM_TRANSFER_FAIL_OVER_TOKENS",
+    "SERVELAB_SIM_WEDGE",
+    "SERVELAB_SIM_NO_METRICS",
+    "SERVELAB_SIM_FAIL_FAST_S",
+    "SERVELAB_PROXY_STALL_REUSED_AFTER",
+    "SERVELAB_PROXY_BUFFER",
+    "SERVELAB_PROXY_CUT_AFTER_BYTES",
+    "SERVELAB_PROXY_CHUNK_DELAY_MS",
+    "SGLANG_SM120_MLA_KV_TILE",
+    "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT",
+    "SGLANG_DISAGGREGATION_WAITING_TIMEOUT",
+    "VLLM_NIXL_ABORT_REQUEST_TIMEOUT",
+    "CUDA_VISIBLE_DEVICES",
+)
+
+# Verdicts of a file-vs-live comparison (rules return these codes; wording is in report/verify).
+LIVE_MATCH = "match"
+LIVE_UNSET = "unset"
+LIVE_RESTART_NEEDED = "restart_needed"
+LIVE_LOST_ON_RESTART = "lost_on_restart"
+LIVE_DIFFERS = "differs"
+
+
+def tracked_names(
+    svc: ServiceSpec, file_names: Iterable[str], allow: Iterable[str] = ENV_ALLOW_LIST
+) -> list[str]:
+    """The names whose values may be read: declared knobs, then allow-listed names in the file."""
+    in_file = set(file_names)
+    extra = sorted(n for n in set(allow) if n in in_file and n not in svc.knobs)
+    return [*svc.knobs, *extra]
+
+
+def check_knob_name(spec: DeploymentSpec, service: str, name: str) -> ServiceSpec:
+    """The service's spec if ``name`` is a declared knob of it (or allow-listed), else KnobError."""
+    svc = spec.service(service)
+    if name in svc.knobs or name in ENV_ALLOW_LIST:
+        return svc
+    declared = ", ".join(svc.knobs) or "none"
+    raise KnobError(
+        f"{name!r} is not a declared knob of {service!r} (declared: {declared}); "
+        f"declare it under services.{service}.knobs in the spec"
+    )
+
+
+def live_verdict(file: str | None, live: str | None) -> str:
+    """Compare a knob's env-file value with its live value (one of the ``LIVE_*`` codes)."""
+    if file == live:
+        return LIVE_UNSET if file is None else LIVE_MATCH
+    if live is None:
+        return LIVE_RESTART_NEEDED
+    if file is None:
+        return LIVE_LOST_ON_RESTART
+    return LIVE_DIFFERS
+
+
+def backup_names(listing: Iterable[str], base: str, kind: str = "bak") -> list[str]:
+    """The names in ``listing`` that are timestamped copies of ``base``, oldest first.
+
+    ``kind`` ``bak``: the backups taken before each change (``BASE.bak-STAMP``); another kind
+    (``pre-restart``) names the copies a restart takes aside (``BASE.pre-restart-STAMP``).
+    """
+    pattern = re.compile(re.escape(f"{base}.{kind}-") + r"\d{8}T\d{6}(\.\d+)?Z\Z")
+    return sorted(name for name in listing if pattern.match(name))
+
+
+def parse_env_bytes(raw: bytes, path: str) -> EnvFile:
+    """Parse an env file; a parse error names the file and line but never echoes the line."""
+    try:
+        return parse_envfile(raw.decode("utf-8", "replace"), source=path)
+    except KnobError as exc:
+        where = re.match(r"(.*?:\d+): ", str(exc))
+        place = where.group(1) if where else path
+        raise KnobError(f"{place}: not a NAME=VALUE line (its content is not shown)") from None

@@ -1,0 +1,452 @@
+"""Per-request records with nanosecond timestamps, and the sans-I/O reader that fills them.
+
+All times are ``perf_counter_ns()`` values of one process; metrics subtract them, never mix clocks.
+:class:`StreamAccumulator` interprets decoded SSE events of an OpenAI-compatible streaming response
+(chat or completions): content per event, ``usage``, in-band errors, ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from itertools import accumulate
+from typing import Any
+
+import orjson
+
+from servelab.core.load.sse import Event, SSEDecoder
+
+__all__ = [
+    "REASON_CONNECTION",
+    "REASON_DEADLINE",
+    "REASON_IDLE",
+    "REASON_INTERRUPTED",
+    "REASON_MALFORMED",
+    "REASON_SERVER_ERROR",
+    "REASON_TRUNCATED",
+    "RequestRecord",
+    "StreamAccumulator",
+    "decode_chunks",
+    "http_reason",
+    "pack_record",
+    "record_from_dict",
+    "record_to_dict",
+    "unpack_record",
+]
+
+REASON_MALFORMED = "malformed stream"
+REASON_TRUNCATED = "truncated stream"
+REASON_IDLE = "idle timeout"
+REASON_DEADLINE = "run deadline"
+REASON_CONNECTION = "connection error"
+REASON_SERVER_ERROR = "error in stream"
+REASON_INTERRUPTED = "interrupted"
+_DETAIL_MAX = 300
+
+
+def http_reason(status: int) -> str:
+    """The failure reason of a non-2xx response: ``"http 500"``."""
+    return f"http {status}"
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """What happened to one request. ``event_ns[i]`` carries ``event_tokens[i]`` content tokens."""
+
+    index: int
+    scheduled_ns: int
+    input_tokens: int = 0
+    sent_ns: int = 0
+    first_byte_ns: int | None = None
+    end_ns: int | None = None
+    status: int | None = None
+    error: str | None = None
+    error_detail: str = ""
+    output_tokens: int = 0
+    tokens_from_usage: bool = False
+    warmup: bool = False
+    event_ns: list[int] = field(default_factory=list)
+    event_tokens: list[int] = field(default_factory=list)
+    #: Sent as the request's ``x-request-id`` and W3C ``traceparent`` headers when not empty
+    #: (:func:`servelab.core.telemetry.traces.request_identity`): how server spans find this record.
+    request_id: str = ""
+    traceparent: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True when the request finished without any error."""
+        return self.error is None and self.end_ns is not None
+
+    def fail(self, reason: str, detail: str = "") -> None:
+        """Mark the request failed; the first reason wins."""
+        if self.error is None:
+            self.error = reason
+            self.error_detail = detail[:_DETAIL_MAX]
+
+
+def record_to_dict(record: RequestRecord) -> dict[str, Any]:
+    """A JSON-ready dict of ``record`` (all fields, lists included)."""
+    return asdict(record)
+
+
+def record_from_dict(data: dict[str, Any]) -> RequestRecord:
+    """The inverse of :func:`record_to_dict`."""
+    return RequestRecord(**data)
+
+
+# -- the compact form ----------------------------------------------------------------------------
+#
+# A record as the ledger stores it: one ``bytes`` value instead of ~1.3 kB of JSON. Layout
+# (version 1, little-endian): ``0x01``, a flags byte, then zigzag varints: index, scheduled_ns,
+# input_tokens, sent_ns - scheduled_ns, first_byte_ns - sent_ns, end_ns - sent_ns, status,
+# output_tokens, the event count and (uniform token counts) the one count; then error and
+# error_detail (varint length + UTF-8); then the event times as deltas (the first from sent_ns,
+# each next from the one before) packed as int32 (int64 when one does not fit), then the token
+# counts packed as uint8/uint16/uint32/int64 unless they are all equal; then, only when either is
+# set, request_id and traceparent (varint length + UTF-8 each; a blob without this tail reads back
+# with both empty, so every blob written before they existed still decodes). Lossless: every
+# nanosecond comes back.
+
+_PACK_VERSION = 1
+_F_USAGE, _F_WARMUP, _F_FIRST, _F_END, _F_STATUS, _F_ERROR, _F_WIDE, _F_UNIFORM = (
+    1 << i for i in range(8)
+)
+_FIELD_SET = frozenset(f.name for f in fields(RequestRecord))
+_INT_FIELDS = ("index", "scheduled_ns", "input_tokens", "sent_ns", "output_tokens")
+_OPTIONAL_INTS = ("first_byte_ns", "end_ns", "status")
+_I32 = (-(2**31), 2**31 - 1)
+_TOKEN_CODES = ((0xFF, "B"), (0xFFFF, "H"), (0xFFFFFFFF, "I"))
+
+
+def _varint(out: bytearray, value: int) -> None:
+    zig = value * 2 if value >= 0 else -value * 2 - 1
+    while zig > 0x7F:
+        out.append((zig & 0x7F) | 0x80)
+        zig >>= 7
+    out.append(zig)
+
+
+def _read_varints(buf: bytes, pos: int, count: int) -> tuple[list[int], int]:
+    out: list[int] = []
+    zig = shift = 0
+    while len(out) < count:
+        byte = buf[pos]
+        pos += 1
+        zig |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            out.append((zig >> 1) ^ -(zig & 1))
+            zig = shift = 0
+        else:
+            shift += 7
+    return out, pos
+
+
+def _packable(data: Mapping[str, Any]) -> bool:
+    if data.keys() != _FIELD_SET:
+        return False
+    ints = all(type(data[k]) is int for k in _INT_FIELDS)
+    optional = all(data[k] is None or type(data[k]) is int for k in _OPTIONAL_INTS)
+    flags = type(data["tokens_from_usage"]) is bool and type(data["warmup"]) is bool
+    error = data["error"]
+    texts = type(data["error_detail"]) is str and (error is None or type(error) is str)
+    texts = texts and type(data["request_id"]) is str and type(data["traceparent"]) is str
+    events, tokens = data["event_ns"], data["event_tokens"]
+    lists = type(events) is list and type(tokens) is list and len(events) == len(tokens)
+    return (
+        ints and optional and flags and texts and lists and _all_ints(events) and _all_ints(tokens)
+    )
+
+
+def _all_ints(values: list[Any]) -> bool:
+    return set(map(type, values)) <= {int}  # a bool is not an int here
+
+
+def _flags(data: Mapping[str, Any], wide: bool, uniform: bool) -> int:
+    on = {
+        _F_USAGE: data["tokens_from_usage"],
+        _F_WARMUP: data["warmup"],
+        _F_FIRST: data["first_byte_ns"] is not None,
+        _F_END: data["end_ns"] is not None,
+        _F_STATUS: data["status"] is not None,
+        _F_ERROR: data["error"] is not None,
+        _F_WIDE: wide,
+        _F_UNIFORM: uniform,
+    }
+    return sum(bit for bit, set_ in on.items() if set_)
+
+
+def _token_code(tokens: list[int]) -> str:
+    low = min(tokens, default=0)
+    high = max(tokens, default=0)
+    for limit, code in _TOKEN_CODES:
+        if low >= 0 and high <= limit:
+            return code
+    return "q"
+
+
+def pack_record(data: Mapping[str, Any]) -> bytes | None:
+    """The compact form of a :func:`record_to_dict` dict; None when ``data`` is not one (any
+    other shape, an extra key, a value of another type: the caller stores it as JSON)."""
+    if not _packable(data):
+        return None
+    events: list[int] = data["event_ns"]
+    tokens: list[int] = data["event_tokens"]
+    sent = data["sent_ns"]
+    deltas = [b - a for a, b in zip([sent, *events], events, strict=False)]
+    wide = any(d < _I32[0] or d > _I32[1] for d in deltas)
+    uniform = len(set(tokens)) <= 1
+    out = bytearray((_PACK_VERSION, _flags(data, wide, uniform)))
+    first, end = data["first_byte_ns"], data["end_ns"]
+    head: list[int] = [data["index"], data["scheduled_ns"], data["input_tokens"]]
+    head += [sent - data["scheduled_ns"], 0 if first is None else first - sent]
+    head += [0 if end is None else end - sent, data["status"] or 0, data["output_tokens"]]
+    for value in (*head, len(events), tokens[0] if tokens and uniform else 0):
+        _varint(out, value)
+    for text in (data["error"] or "", data["error_detail"]):
+        raw = text.encode()
+        _varint(out, len(raw))
+        out += raw
+    out += struct.pack(f"<{len(deltas)}{'q' if wide else 'i'}", *deltas)
+    if not uniform:
+        code = _token_code(tokens)
+        out += code.encode() + struct.pack(f"<{len(tokens)}{code}", *tokens)
+    if data["request_id"] or data["traceparent"]:
+        for text in (data["request_id"], data["traceparent"]):
+            raw = text.encode()
+            _varint(out, len(raw))
+            out += raw
+    return bytes(out)
+
+
+def unpack_record(blob: bytes) -> dict[str, Any]:
+    """The :func:`record_to_dict` dict that :func:`pack_record` packed into ``blob``."""
+    if not blob or blob[0] != _PACK_VERSION:
+        raise ValueError(f"not a packed request record (version byte {blob[:1]!r})")
+    flags = blob[1]
+    head, pos = _read_varints(blob, 2, 10)
+    index, scheduled, input_tokens, sent_off, first_off, end_off, status, out_tokens, n, tok = head
+    texts = []
+    for _ in range(2):
+        (size,), pos = _read_varints(blob, pos, 1)
+        texts.append(blob[pos : pos + size].decode())
+        pos += size
+    sent = scheduled + sent_off
+    code = "q" if flags & _F_WIDE else "i"
+    deltas = struct.unpack_from(f"<{n}{code}", blob, pos)
+    pos += struct.calcsize(f"<{n}{code}")
+    if flags & _F_UNIFORM:
+        tokens = [tok] * n
+    else:
+        tcode = f"<{n}{chr(blob[pos])}"
+        tokens = list(struct.unpack_from(tcode, blob, pos + 1))
+        pos += 1 + struct.calcsize(tcode)
+    ids: list[str] = []
+    while pos < len(blob) and len(ids) < 2:
+        (size,), pos = _read_varints(blob, pos, 1)
+        ids.append(blob[pos : pos + size].decode())
+        pos += size
+    request_id, traceparent = (*ids, "", "")[:2]
+    return {
+        "index": index,
+        "scheduled_ns": scheduled,
+        "input_tokens": input_tokens,
+        "sent_ns": sent,
+        "first_byte_ns": sent + first_off if flags & _F_FIRST else None,
+        "end_ns": sent + end_off if flags & _F_END else None,
+        "status": status if flags & _F_STATUS else None,
+        "error": texts[0] if flags & _F_ERROR else None,
+        "error_detail": texts[1],
+        "output_tokens": out_tokens,
+        "tokens_from_usage": bool(flags & _F_USAGE),
+        "warmup": bool(flags & _F_WARMUP),
+        "event_ns": list(accumulate(deltas, initial=sent))[1:],
+        "event_tokens": tokens,
+        "request_id": request_id,
+        "traceparent": traceparent,
+    }
+
+
+def _content_of(choice: dict[str, Any]) -> str:
+    delta = choice.get("delta")
+    if isinstance(delta, dict):
+        text = delta.get("content") or delta.get("reasoning_content") or ""
+        return text if isinstance(text, str) else ""
+    text = choice.get("text") or ""
+    return text if isinstance(text, str) else ""
+
+
+class StreamAccumulator:
+    """Feeds decoded events into a :class:`RequestRecord` (sans-I/O; the client owns the socket)."""
+
+    __slots__ = ("_broken", "_done", "_usage_seen", "record")
+
+    def __init__(self, record: RequestRecord) -> None:
+        self.record = record
+        self._done = False
+        self._broken = False
+        self._usage_seen = 0
+
+    @property
+    def done(self) -> bool:
+        """True once ``data: [DONE]`` was seen."""
+        return self._done
+
+    def on_events(self, events: list[Event]) -> None:
+        """Interpret each event of one read."""
+        for event in events:
+            self.on_event(event)
+
+    def on_event(self, event: Event) -> None:
+        """Interpret one event: count its content tokens, pick up usage, spot errors."""
+        data = event.data
+        if data == "[DONE]":
+            self._done = True
+        elif not self._broken:
+            self._on_parsed(_parse(data), data, event.t_ns)
+
+    def on_data(self, data: bytes, t_ns: int) -> None:
+        """Interpret one event given as its undecoded data bytes (:meth:`SSEDecoder.whole`):
+        exactly what :meth:`on_event` does with ``data`` decoded (UTF-8, errors replaced)."""
+        if data == b"[DONE]":
+            self._done = True
+        elif self._broken:
+            return
+        elif (token := _ONE_TOKEN.fullmatch(data)) is not None:  # one delta, nothing else
+            self.record.event_ns.append(t_ns)
+            self.record.event_tokens.append(1 if token.end(1) > token.start(1) else 0)
+        else:
+            try:
+                chunk = orjson.loads(data)
+            except orjson.JSONDecodeError:  # not strict JSON, or not UTF-8: the standard way
+                chunk = _NOT_STRICT
+            if (
+                type(chunk) is dict
+                and "error" not in chunk
+                and chunk.get("object") != "error"
+                and not _inexact(chunk)
+            ):
+                self._on_chunk(chunk, t_ns)
+            else:
+                text = data.decode("utf-8", "replace")
+                self._on_parsed(_parse(text), text, t_ns)
+
+    def _on_parsed(self, chunk: object, data: str, t_ns: int) -> None:
+        if not isinstance(chunk, dict):
+            self._break(REASON_MALFORMED, data)
+        elif "error" in chunk or chunk.get("object") == "error":
+            self._break(REASON_SERVER_ERROR, data)
+        else:
+            self._on_chunk(chunk, t_ns)
+
+    def _break(self, reason: str, detail: str) -> None:
+        self._broken = True
+        self.record.fail(reason, detail)
+
+    def _on_chunk(self, chunk: dict[str, Any], t_ns: int) -> None:
+        choices = chunk.get("choices") or []
+        tokens = 0
+        for c in choices:
+            if isinstance(c, dict) and _content_of(c):
+                tokens += 1
+        usage = chunk.get("usage")
+        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+            completion = usage["completion_tokens"]
+            if tokens and completion > self._usage_seen:
+                tokens = completion - self._usage_seen
+            self._usage_seen = completion
+            self.record.output_tokens = completion
+            self.record.tokens_from_usage = True
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.record.input_tokens = usage["prompt_tokens"]
+        if tokens or choices:
+            self.record.event_ns.append(t_ns)
+            self.record.event_tokens.append(tokens)
+
+    def finish(self, t_ns: int, tail: list[Event]) -> RequestRecord:
+        """End of body at ``t_ns``; ``tail`` is the decoder's ``flush()``. Returns the record."""
+        record = self.record
+        for event in tail:
+            if event.complete:
+                self.on_event(event)
+            else:
+                record.fail(REASON_MALFORMED, event.data)
+        record.end_ns = t_ns
+        if not self._done:
+            record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")
+        if not record.tokens_from_usage:
+            record.output_tokens = sum(record.event_tokens)
+        return record
+
+
+def decode_chunks(
+    record: RequestRecord, chunks: Iterable[tuple[int, bytes]], end_ns: int
+) -> RequestRecord:
+    """Decode a body captured as ``(perf_counter_ns at read, bytes)`` pairs into ``record``.
+
+    Each event keeps the stamp of the read that completed it, exactly as if it had been decoded
+    on arrival; ``end_ns`` is when the body ended.
+    """
+    decoder = SSEDecoder()
+    acc = StreamAccumulator(record)
+    whole, on_data, on_events, feed = decoder.whole, acc.on_data, acc.on_events, decoder.feed
+    for t_ns, data in chunks:
+        payloads = whole(data)
+        if payloads is not None:  # the common read: whole events, no Event object made
+            for payload in payloads:
+                on_data(payload, t_ns)
+        else:
+            on_events(feed(data, t_ns))
+    return acc.finish(end_ns, decoder.flush(end_ns))
+
+
+_NOT_STRICT = object()
+_NUMBER = rb"(?:0|[1-9][0-9]*)"
+_NAME = rb'"[^"\\\x00-\x1f]*"'  # a JSON string without escapes
+#: The engines' common one-token chat chunk (SGLang's, vLLM's, the truth server's): one choice,
+#: a ``content`` string, the other fields null or absent, no ``usage``; group 1 is the content's
+#: JSON text (escapes checked, bytes not UTF-8 allowed: replacing them leaves it non-empty). What
+#: it matches, ``json`` reads as a dict whose one choice carries that content and nothing that
+#: counts besides, so the event is recorded without parsing (1 token, 0 for an empty content).
+_ONE_TOKEN = re.compile(
+    rb'\{"id":'
+    + _NAME
+    + rb',"object":"chat\.completion\.chunk",(?:"created":'
+    + _NUMBER
+    + rb',)?"model":'
+    + _NAME
+    + rb',"choices":\[\{"index":'
+    + _NUMBER
+    + rb',"delta":\{(?:"role":(?:null|"assistant"),)?"content":"((?:[^"\\\x00-\x1f]|'
+    rb'\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)"(?:,"reasoning_content":null)?(?:,"tool_calls":null)?'
+    rb'\},(?:"logprobs":null,)?"finish_reason":null(?:,"matched_stop":null)?\}\]'
+    rb'(?:,"usage":null)?\}'
+)
+
+
+def _inexact(chunk: dict[str, Any]) -> bool:
+    """orjson reads an integer beyond 64 bits as a float, the standard library as an int: the
+    only difference in what the interpretation reads (the usage counts)."""
+    usage = chunk.get("usage")
+    return type(usage) is dict and (
+        type(usage.get("completion_tokens")) is float or type(usage.get("prompt_tokens")) is float
+    )
+
+
+def _parse(data: str) -> object:
+    """``data`` as the standard library's ``json.loads`` reads it (None when it is not JSON):
+    by orjson where that gives the same, else by ``json`` (NaN, Infinity, lone surrogates, a
+    byte-order mark, integers beyond 64 bits)."""
+    try:
+        chunk = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        pass
+    else:
+        if type(chunk) is not dict or not _inexact(chunk):
+            return chunk
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None

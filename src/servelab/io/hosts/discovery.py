@@ -1,0 +1,80 @@
+"""The process serving a service, and the live values of named variables in its environment.
+
+One lookup for every command (status, verify, knob, restart's adoption of a launcher's server):
+the pid servelab recorded when it is still alive (for a shell start command: the port's owner in
+the recorded process group), else the systemd unit's ``MainPID``, else the owner of the service's
+port. Every remote query shares one timeout, :data:`QUERY_TIMEOUT_S`.
+
+Only the names asked for leave :func:`read_live`: the rest of ``/proc/PID/environ`` (tokens,
+passwords) is narrowed away inside it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from servelab.core.knobs.envfile import parse_environ, select
+from servelab.errors import CommandTimeout
+from servelab.io.hosts.host import Host
+from servelab.io.hosts.processes import is_alive, proc_stat, read_pid_record
+from servelab.io.specfile import LoadedSpec
+
+__all__ = ["QUERY_TIMEOUT_S", "ProcessRef", "find_process", "read_live", "unit_main_pid"]
+
+#: Seconds a query about a process (systemctl, /proc) may take on the service's host.
+QUERY_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class ProcessRef:
+    """The process serving a service: its pid (None: not found) and how it was found."""
+
+    pid: int | None
+    source: str
+
+
+async def unit_main_pid(host: Host, unit: str) -> int | None:
+    """The systemd unit's MainPID; None when systemd reports 0, fails, or does not answer."""
+    try:
+        result = await host.run(
+            f"systemctl show -p MainPID --value {shlex.quote(unit)}", timeout=QUERY_TIMEOUT_S
+        )
+    except CommandTimeout:
+        return None
+    text = result.stdout.strip()
+    return int(text) if result.ok and text.isdigit() and int(text) > 0 else None
+
+
+async def _from_record(loaded: LoadedSpec, service: str, host: Host) -> ProcessRef | None:
+    record = read_pid_record(loaded.state_dir, service)
+    if record is None or not await is_alive(host, record):
+        return None
+    if record.command is not None:  # a shell start command: the server is a child in its group
+        owner = await host.listening_pid(loaded.spec.service(service).port)
+        stat = await proc_stat(host, owner) if owner is not None else None
+        if owner is not None and stat is not None and stat.pgid == record.pgid:
+            return ProcessRef(owner, "port owner in the recorded process group")
+    return ProcessRef(record.pid, "pid record")
+
+
+async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessRef:
+    """The pid servelab recorded (if alive), else the unit's MainPID, else the port's owner."""
+    svc = loaded.spec.service(service)
+    recorded = await _from_record(loaded, service, host)
+    if recorded is not None:
+        return recorded
+    if svc.unit is not None:
+        main_pid = await unit_main_pid(host, svc.unit)
+        if main_pid is not None:
+            return ProcessRef(main_pid, f"systemd unit {svc.unit}")
+    owner = await host.listening_pid(svc.port)
+    if owner is not None:
+        return ProcessRef(owner, f"owner of port {svc.port}")
+    return ProcessRef(None, "no pid record, unit or listener")
+
+
+async def read_live(host: Host, pid: int, names: Iterable[str]) -> dict[str, str]:
+    """The live values of ``names`` only; every other variable stays inside this function."""
+    return select(parse_environ(await host.read_environ(pid)), list(names))

@@ -1,0 +1,153 @@
+"""A service's env file and its timestamped backups, on the service's host (local or SSH).
+
+The env file is what the service's next start uses. Before each change a copy of it is kept as
+``<backup_dir>/<name>.bak-<UTC stamp>``, where the backup directory is
+``<state_dir>/backups/<service>`` on the service's host (:func:`backup_dir`; over SSH the remote
+state directory), never beside the file: the env file may be tracked (``examples/env/``), and
+nothing but its own content may change there. Only the newest :data:`BACKUP_KEEP` backups of a file
+are kept; older ones are removed after each new one. A restart's ``.pre-restart-`` copies live
+there too (:func:`save_copy`), pruned the same way.
+
+Older servelab kept its backups beside the file (``<path>.bak-<stamp>``): they are still read
+(merged with the state directory's, newest first), never pruned or removed.
+
+Everything here goes through the :class:`~servelab.io.hosts.host.Host`, so it reads the same over
+SSH as locally. A file that does not parse raises :class:`~servelab.errors.KnobError` naming the
+file and line, never the line itself (:func:`~servelab.core.knobs.rules.parse_env_bytes`).
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from servelab.core.knobs.envfile import EnvFile
+from servelab.core.knobs.rules import backup_names, parse_env_bytes
+from servelab.errors import HostError, KnobError
+from servelab.io.hosts.host import Host, backup_name
+
+__all__ = [
+    "BACKUP_KEEP",
+    "BACKUP_SCAN",
+    "backup_dir",
+    "latest_backup",
+    "list_backups",
+    "previous_version",
+    "prune_copies",
+    "read_env_bytes",
+    "read_env_file",
+    "save_copy",
+    "write_env_file",
+]
+
+BACKUP_KEEP = 20  # backups (and pre-restart copies) kept per env file; older ones are removed
+BACKUP_SCAN = 20  # backups read at most when looking for the previous version
+
+
+def backup_dir(state_dir: str, service: str) -> str:
+    """Where the service's env-file backups live: ``<state_dir>/backups/<service>``."""
+    return posixpath.join(state_dir, "backups", service)
+
+
+async def read_env_bytes(host: Host, path: str) -> bytes | None:
+    """The raw env file at ``path`` on ``host``; None when it does not exist."""
+    try:
+        return await host.read_file(path)
+    except HostError:
+        if not await host.exists(path):
+            return None
+        raise
+
+
+async def read_env_file(host: Host, path: str) -> EnvFile | None:
+    """The parsed env file at ``path`` on ``host``; None when it does not exist."""
+    raw = await read_env_bytes(host, path)
+    return None if raw is None else parse_env_bytes(raw, path)
+
+
+async def save_copy(host: Host, path: str, directory: str, *, kind: str = "bak") -> str | None:
+    """Copy the file at ``path`` to ``directory/<name>.<kind>-<UTC stamp>`` (owner-only), then
+    prune that kind's copies to the newest :data:`BACKUP_KEEP`; None when there is no file."""
+    current = await read_env_bytes(host, path)
+    if current is None:
+        return None
+    await host.makedirs(directory)
+    stamped = posixpath.basename(backup_name(path))
+    copy = posixpath.join(directory, stamped.replace(".bak-", f".{kind}-", 1))
+    await host.write_file_atomic(copy, current, backup=False)
+    await prune_copies(host, directory, posixpath.basename(path), kind=kind)
+    return copy
+
+
+async def prune_copies(
+    host: Host, directory: str, base: str, *, kind: str = "bak", keep: int = BACKUP_KEEP
+) -> list[str]:
+    """Remove all but the newest ``keep`` copies of ``base`` of ``kind`` in ``directory``."""
+    names = backup_names(await _listing(host, directory), base, kind)
+    gone = [posixpath.join(directory, name) for name in names[: max(len(names) - keep, 0)]]
+    for path in gone:
+        await host.remove(path)
+    return gone
+
+
+async def write_env_file(
+    host: Host, path: str, data: bytes, *, backup_dir: str | None
+) -> str | None:
+    """Replace the env file atomically; first, with ``backup_dir``, back the old file up there.
+
+    Returns the backup's path (None: no backup asked for, or no file to back up).
+    """
+    backup = None if backup_dir is None else await save_copy(host, path, backup_dir)
+    await host.write_file_atomic(path, data, backup=False)
+    return backup
+
+
+async def _listing(host: Host, directory: str) -> list[str]:
+    try:
+        return await host.listdir(directory or ".")
+    except HostError:
+        return []
+
+
+async def list_backups(host: Host, path: str, backup_dir: str | None) -> list[str]:
+    """Paths of the backups of ``path``, newest first: those in ``backup_dir`` and, from older
+    servelab, those beside the file (``<path>.bak-<UTC stamp>``)."""
+    directory, base = posixpath.split(path)
+    places = dict.fromkeys(p for p in (backup_dir, directory or ".") if p is not None)
+    found = [
+        posixpath.join(place, name)
+        for place in places
+        for name in backup_names(await _listing(host, place), base)
+    ]
+    return sorted(found, key=posixpath.basename, reverse=True)
+
+
+async def latest_backup(host: Host, path: str, backup_dir: str | None) -> str | None:
+    """The newest timestamped backup of ``path``, if any."""
+    names = await list_backups(host, path, backup_dir)
+    return names[0] if names else None
+
+
+async def previous_version(
+    host: Host, path: str, current: bytes | None, backup_dir: str | None
+) -> tuple[str, EnvFile | None] | None:
+    """The newest backup whose content differs from ``current`` (the file before its last change).
+
+    Backups identical to the file are skipped; when all of the newest few are identical, the
+    newest is returned. The EnvFile is None if it does not parse.
+    """
+    chosen: tuple[str, bytes] | None = None
+    for name in (await list_backups(host, path, backup_dir))[:BACKUP_SCAN]:
+        try:
+            data = await host.read_file(name)
+        except HostError:
+            continue
+        chosen = chosen or (name, data)
+        if data != current:
+            chosen = (name, data)
+            break
+    if chosen is None:
+        return None
+    try:
+        return chosen[0], parse_env_bytes(chosen[1], chosen[0])
+    except KnobError:
+        return chosen[0], None

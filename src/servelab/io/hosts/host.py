@@ -1,0 +1,241 @@
+"""Hosts: where services run. :class:`LocalHost` is this machine;
+:class:`~servelab.io.hosts.ssh.SSHHost` is a machine reached over SSH (one connection per host,
+reused). Both offer the same coroutines: run a shell command with a timeout, read a file, tell
+whether a path exists, list a directory, create a directory, remove a file, replace a file
+atomically (optionally with a timestamped backup beside it; env-file backups go under the state
+directory instead, :mod:`servelab.io.hosts.envfiles`), read a process's raw environment, find the
+process listening on a TCP port, and give a URL this machine can use to reach a service bound on the
+host's loopback. :func:`~servelab.io.hosts.ssh.host_for` gives the host a spec names.
+
+Errors: :class:`~servelab.errors.CommandTimeout` when a command outlives its timeout,
+:class:`~servelab.errors.HostError` (:class:`~servelab.errors.SSHError` for the connection) for the
+rest. OS and asyncssh errors are translated here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from servelab.errors import CommandTimeout, HostError
+from servelab.io.files import write_atomic
+
+__all__ = [
+    "CommandResult",
+    "Host",
+    "LocalHost",
+    "backup_name",
+    "parse_proc_net_tcp",
+]
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    """What a command left behind: its exit status and its decoded output."""
+
+    exit_status: int
+    stdout: str
+    stderr: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_status == 0
+
+
+class Host(Protocol):
+    """What every host offers (local and SSH)."""
+
+    name: str
+
+    @property
+    def is_local(self) -> bool: ...
+
+    async def run(
+        self, cmd: str, *, timeout: float, input: bytes | None = None
+    ) -> CommandResult: ...
+
+    async def read_file(self, path: str) -> bytes: ...
+
+    async def exists(self, path: str) -> bool: ...
+
+    async def listdir(self, directory: str) -> list[str]: ...
+
+    async def write_file_atomic(
+        self, path: str, data: bytes, *, backup: bool = True
+    ) -> str | None: ...
+
+    async def makedirs(self, directory: str) -> None: ...
+
+    async def remove(self, path: str) -> None: ...
+
+    async def read_environ(self, pid: int) -> bytes: ...
+
+    async def listening_pid(self, port: int) -> int | None: ...
+
+    async def http_url(self, url: str) -> str: ...
+
+    async def aclose(self) -> None: ...
+
+
+def backup_name(path: str, now: datetime | None = None) -> str:
+    """``PATH.bak-YYYYmmddTHHMMSS.ffffffZ`` (UTC): sorts by time, never collides within a run."""
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    return f"{path}.bak-{stamp}"
+
+
+def parse_proc_net_tcp(text: str, port: int) -> set[str]:
+    """Socket inodes LISTENing on ``port`` in a ``/proc/net/tcp`` or ``tcp6`` table."""
+    inodes: set[str] = set()
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 10 or fields[3] != "0A":  # 0A = TCP_LISTEN
+            continue
+        local_port = int(fields[1].rsplit(":", 1)[1], 16)
+        if local_port == port and fields[9] != "0":
+            inodes.add(fields[9])
+    return inodes
+
+
+class LocalHost:
+    """This machine."""
+
+    def __init__(self, name: str = "local") -> None:
+        self.name = name
+
+    @property
+    def is_local(self) -> bool:
+        return True
+
+    async def run(self, cmd: str, *, timeout: float, input: bytes | None = None) -> CommandResult:
+        """Run ``cmd`` with ``/bin/sh`` in its own process group; on timeout the group is killed."""
+        try:
+            proc = await asyncio.create_subprocess_shell(
+                cmd,
+                stdin=asyncio.subprocess.PIPE if input is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot run {cmd!r}: {exc}") from exc
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(input), timeout)
+        except TimeoutError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise CommandTimeout(
+                f"{self.name}: command timed out after {timeout}s: {cmd}"
+            ) from None
+        except asyncio.CancelledError:
+            _kill_group(proc.pid)
+            await proc.wait()
+            raise
+        assert proc.returncode is not None
+        return CommandResult(proc.returncode, _text(out), _text(err))
+
+    async def read_file(self, path: str) -> bytes:
+        try:
+            return await asyncio.to_thread(Path(path).read_bytes)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot read {path}: {exc.strerror}") from exc
+
+    async def exists(self, path: str) -> bool:
+        return await asyncio.to_thread(os.path.exists, path)
+
+    async def listdir(self, directory: str) -> list[str]:
+        """The names in ``directory`` (without ``.`` and ``..``), unsorted."""
+        try:
+            return await asyncio.to_thread(os.listdir, directory)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot list {directory}: {exc.strerror}") from exc
+
+    async def write_file_atomic(self, path: str, data: bytes, *, backup: bool = True) -> str | None:
+        try:
+            return await asyncio.to_thread(_write_atomic, Path(path), data, backup)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot write {path}: {exc.strerror}") from exc
+
+    async def makedirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents (owner-only when new); existing ones are fine."""
+        try:
+            await asyncio.to_thread(os.makedirs, directory, 0o700, True)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot create {directory}: {exc.strerror}") from exc
+
+    async def remove(self, path: str) -> None:
+        """Remove the file at ``path``; a file already gone is fine."""
+        try:
+            await asyncio.to_thread(Path(path).unlink, True)
+        except OSError as exc:
+            raise HostError(f"{self.name}: cannot remove {path}: {exc.strerror}") from exc
+
+    async def read_environ(self, pid: int) -> bytes:
+        return await self.read_file(f"/proc/{pid}/environ")
+
+    async def listening_pid(self, port: int) -> int | None:
+        return await asyncio.to_thread(_local_listening_pid, port)
+
+    async def http_url(self, url: str) -> str:
+        return url
+
+    async def aclose(self) -> None:
+        return None
+
+
+def _text(data: bytes | None) -> str:
+    return (data or b"").decode("utf-8", "replace")
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _write_atomic(path: Path, data: bytes, backup: bool) -> str | None:
+    """Keep the file's mode (a new file is owner-only: env files hold secrets); with ``backup``,
+    copy the current file aside first; then the one atomic writer (:mod:`servelab.io.files`)."""
+    backup_path = None
+    mode = 0o600
+    if path.exists():
+        mode = path.stat().st_mode & 0o7777
+        if backup:
+            backup_path = backup_name(str(path))
+            Path(backup_path).write_bytes(path.read_bytes())
+            os.chmod(backup_path, mode)
+    write_atomic(path, data, mode=mode)
+    return backup_path
+
+
+def _local_listening_pid(port: int) -> int | None:
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            inodes |= parse_proc_net_tcp(Path(table).read_text(), port)
+    if not inodes:
+        return None
+    targets = {f"socket:[{inode}]" for inode in inodes}
+    pids = [pid for pid in _all_pids() if _holds_socket(pid, targets)]
+    return min(pids) if pids else None
+
+
+def _all_pids() -> list[int]:
+    with os.scandir("/proc") as entries:
+        return [int(entry.name) for entry in entries if entry.name.isdigit()]
+
+
+def _holds_socket(pid: int, targets: set[str]) -> bool:
+    try:
+        with os.scandir(f"/proc/{pid}/fd") as fds:
+            for fd in fds:
+                with contextlib.suppress(OSError):
+                    if os.readlink(fd.path) in targets:
+                        return True
+    except OSError:
+        return False
+    return False

@@ -1,0 +1,473 @@
+"""Service processes on a host: spawn detached, remember (pid record), check, stop.
+
+A service is launched through the host's shell with ``setsid``, so it leads its own session and
+process group (stopping the group stops whatever it forked), with stdout and stderr appended to its
+log file and stdin from /dev/null. Its environment is the host's (``os.environ`` locally, the SSH
+session's remotely) plus the service's env file, exported by the launch script, which reaches the
+host's shell on its stdin (``sh -s``): ``/proc/PID/environ`` shows the knobs, no command line
+(``ps``) and no error message holds a value. A shell ``start`` command runs under a small wrapper
+that writes its exit status to a file, so servelab can tell "still running" from "exited 0/1".
+
+Pid records are JSON files in the LOCAL state directory (``run/<service>.json``): pid, pgid,
+the process's start time (field 22 of ``/proc/PID/stat``: a pid is only "alive" when that still
+matches, so a recycled pid is not mistaken for the service), argv or command, log path, host.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shlex
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
+from servelab.io.hosts.host import Host
+from servelab.io.http.client import ProbeResult, probe
+
+__all__ = [
+    "LAUNCHER",
+    "LAUNCH_TIMEOUT_S",
+    "OUTCOME_OK",
+    "OUTCOME_TIMED_OUT_HEALTHY",
+    "PidRecord",
+    "ProcStat",
+    "Readiness",
+    "command_status",
+    "group_members",
+    "is_alive",
+    "launch_script",
+    "parse_proc_stat",
+    "proc_stat",
+    "read_pid_record",
+    "remove_pid_record",
+    "spawn",
+    "stop_record",
+    "tail",
+    "wait_answering",
+    "wait_ready",
+    "write_pid_record",
+]
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of ``/proc/PID/stat`` servelab uses."""
+
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    starttime: int
+
+
+def parse_proc_stat(text: str) -> ProcStat:
+    """Parse ``/proc/PID/stat`` (the command name may hold spaces and parentheses)."""
+    head, _, rest = text.rpartition(")")
+    fields = rest.split()
+    pid = int(head.split("(", 1)[0])
+    return ProcStat(pid, fields[0], int(fields[1]), int(fields[2]), int(fields[19]))
+
+
+@dataclass(frozen=True)
+class PidRecord:
+    """What servelab remembers about a service it started."""
+
+    service: str
+    host: str
+    pid: int
+    pgid: int
+    starttime: int | None
+    log: str
+    started_at: str
+    argv: list[str] | None = None
+    command: str | None = None
+    status_file: str | None = None
+    unit: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _record_path(state_dir: Path, service: str) -> Path:
+    return state_dir / "run" / f"{service}.json"
+
+
+def write_pid_record(state_dir: Path, record: PidRecord) -> Path:
+    path = _record_path(state_dir, record.service)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def read_pid_record(state_dir: Path, service: str) -> PidRecord | None:
+    """The service's pid record, or None (missing or unreadable: treated as not started)."""
+    path = _record_path(state_dir, service)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return PidRecord(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def remove_pid_record(state_dir: Path, service: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        _record_path(state_dir, service).unlink()
+
+
+async def proc_stat(host: Host, pid: int) -> ProcStat | None:
+    """The process's stat, or None when there is no such process."""
+    try:
+        text = (await host.read_file(f"/proc/{pid}/stat")).decode("utf-8", "replace")
+    except HostError:
+        return None
+    try:
+        return parse_proc_stat(text)
+    except (ValueError, IndexError):
+        return None
+
+
+async def is_alive(host: Host, record: PidRecord) -> bool:
+    """The recorded process still runs (same pid AND same start time; zombies count as dead)."""
+    stat = await proc_stat(host, record.pid)
+    if stat is None or stat.state in ("Z", "X"):
+        return False
+    return record.starttime is None or stat.starttime == record.starttime
+
+
+#: Seconds the launcher (``sh -s`` reading :func:`launch_script` on stdin) may take to return.
+LAUNCH_TIMEOUT_S = 30.0
+#: The launcher's whole command line: the script, env values included, arrives on its stdin.
+LAUNCHER = "sh -s"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _exports(env: dict[str, str]) -> str:
+    """``export NAME='value'`` words for the launcher's subshell (names checked, values quoted)."""
+    bad = [name for name in env if not _NAME.match(name)]
+    if bad:
+        raise ServiceStartError(f"not a variable name: {', '.join(map(repr, bad))}")
+    return "".join(f"export {name}={shlex.quote(value)}; " for name, value in env.items())
+
+
+def launch_script(
+    *,
+    argv: list[str] | None,
+    command: str | None,
+    env: dict[str, str],
+    log: str,
+    status_file: str | None,
+    cwd: str | None,
+) -> str:
+    """The POSIX shell script that launches a service detached and prints its pid and stat.
+
+    It holds every env value: it is fed to :data:`LAUNCHER` on stdin, never put on a command line
+    nor in a message. The values are exported in the subshell that becomes the service, so
+    ``/proc/PID/environ`` shows them and ``ps`` does not.
+    """
+    if argv is not None:
+        program = " ".join(shlex.quote(arg) for arg in argv)
+    else:
+        assert command is not None and status_file is not None
+        wrapper = 'sh -c "$1"; echo $? > "$2"'
+        program = " ".join(
+            shlex.quote(word)
+            for word in ("sh", "-c", wrapper, "servelab-start", command, status_file)
+        )
+    lines = [f"mkdir -p {shlex.quote(os.path.dirname(log))}"]
+    if status_file is not None:
+        lines.append(f"mkdir -p {shlex.quote(os.path.dirname(status_file))}")
+        lines.append(f"rm -f {shlex.quote(status_file)}")
+    if cwd is not None:
+        lines.append(f"cd {shlex.quote(cwd)}")
+    stamp = f'echo "--- servelab start $(date -u +%Y-%m-%dT%H:%M:%SZ)" >> {shlex.quote(log)}'
+    lines.append(stamp)
+    lines.append(
+        f"( {_exports(env)}exec setsid {program} >> {shlex.quote(log)} 2>&1 < /dev/null ) &"
+    )
+    lines.append('pid=$!; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null || true')
+    return "\n".join(lines) + "\n"
+
+
+async def spawn(
+    host: Host,
+    *,
+    service: str,
+    log: str,
+    env: dict[str, str],
+    argv: list[str] | None = None,
+    command: str | None = None,
+    status_file: str | None = None,
+    cwd: str | None = None,
+    unit: str | None = None,
+    launch_timeout_s: float = LAUNCH_TIMEOUT_S,
+) -> PidRecord:
+    """Launch ``argv`` (exec'd) or a shell ``command`` (wrapped) detached; return its record.
+
+    The launch script goes to the host's ``sh -s`` on stdin; a launcher that outlives
+    ``launch_timeout_s`` raises :class:`~servelab.errors.CommandTimeout` naming the service and
+    the host only (the script holds the env values).
+    """
+    script = launch_script(
+        argv=argv, command=command, env=env, log=log, status_file=status_file, cwd=cwd
+    )
+    try:
+        result = await host.run(LAUNCHER, timeout=launch_timeout_s, input=script.encode())
+    except CommandTimeout:
+        raise CommandTimeout(
+            f"{service}: the launch on host {host.name} did not return within "
+            f"{launch_timeout_s}s (log {host.name}:{log})"
+        ) from None
+    lines = result.stdout.splitlines()
+    if result.exit_status != 0 or not lines or not lines[0].strip().isdigit():
+        raise ServiceStartError(
+            f"{service}: could not launch on host {host.name}: "
+            f"{result.stderr.strip() or result.stdout.strip() or result.exit_status}"
+        )
+    pid = int(lines[0])
+    stat = await _session_leader_stat(host, pid)
+    return PidRecord(
+        service=service,
+        host=host.name,
+        pid=pid,
+        pgid=pid,
+        starttime=stat.starttime if stat else None,
+        log=log,
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        argv=argv,
+        command=command,
+        status_file=status_file,
+        unit=unit,
+    )
+
+
+async def _session_leader_stat(host: Host, pid: int) -> ProcStat | None:
+    """The new process's stat once ``setsid`` made it its group's leader (pgid == pid).
+
+    Right after the launch the child may not have called setsid(2) yet: its group is still the
+    launching shell's. The pgid servelab records is the pid itself, which setsid guarantees.
+    """
+    stat = None
+    for _ in range(50):
+        stat = await proc_stat(host, pid)
+        if stat is None or stat.pgid == pid:
+            return stat
+        await asyncio.sleep(0.02)
+    return stat
+
+
+async def command_status(host: Host, record: PidRecord) -> int | None:
+    """The exit status a wrapped shell command wrote, or None while it runs (or if unknown)."""
+    if record.status_file is None:
+        return None
+    try:
+        text = (await host.read_file(record.status_file)).decode().strip()
+    except HostError:
+        return None
+    return int(text) if text.lstrip("-").isdigit() else None
+
+
+async def group_members(host: Host, pgid: int) -> list[ProcStat]:
+    """Live (non-zombie) processes of the process group ``pgid`` on the host."""
+    result = await host.run("cat /proc/[0-9]*/stat 2>/dev/null; true", timeout=30)
+    members = []
+    for line in result.stdout.splitlines():
+        with contextlib.suppress(ValueError, IndexError):
+            stat = parse_proc_stat(line)
+            if stat.pgid == pgid and stat.state not in ("Z", "X"):
+                members.append(stat)
+    return members
+
+
+async def _group_exists(host: Host, pgid: int) -> bool:
+    return bool(await group_members(host, pgid))
+
+
+async def _signal_group(host: Host, pgid: int, signal_name: str) -> None:
+    await host.run(f"kill -{signal_name} -{pgid} 2>/dev/null || true", timeout=30)
+
+
+async def _running(host: Host, record: PidRecord) -> bool:
+    return await is_alive(host, record) or await _group_exists(host, record.pgid)
+
+
+async def _signal(host: Host, record: PidRecord, signal_name: str) -> None:
+    await _signal_group(host, record.pgid, signal_name)
+    if record.pgid != record.pid and await is_alive(host, record):
+        await host.run(f"kill -{signal_name} {record.pid} 2>/dev/null || true", timeout=30)
+
+
+async def stop_record(host: Host, record: PidRecord, *, grace: float) -> str:
+    """Stop the record's process group: SIGTERM, SIGKILL after ``grace``. Idempotent.
+
+    Done when neither the recorded process (same start time) nor any live member of its group
+    remains. Returns what happened: "not running", "stopped" or "killed".
+    """
+    leader = await is_alive(host, record)
+    if not leader and (record.pgid != record.pid or not await _group_exists(host, record.pgid)):
+        return "not running"  # gone (a group whose leader died may belong to someone else now)
+    await _signal(host, record, "TERM")
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not await _running(host, record):
+            return "stopped"
+        await asyncio.sleep(0.1)
+    await _signal(host, record, "KILL")
+    for _ in range(50):
+        if not await _running(host, record):
+            break
+        await asyncio.sleep(0.1)
+    return "killed"
+
+
+async def tail(host: Host, path: str, *, max_bytes: int = 1500) -> str:
+    """The last ``max_bytes`` of a (log) file, or "" when it cannot be read."""
+    try:
+        data = await host.read_file(path)
+    except HostError:
+        return ""
+    return data[-max_bytes:].decode("utf-8", "replace")
+
+
+# -- readiness gate -------------------------------------------------------------------------------
+
+OUTCOME_OK = "ok"
+OUTCOME_TIMED_OUT_HEALTHY = "command timed out; service healthy"
+_PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass
+class Readiness:
+    """How a launched service became ready: outcome, and the evidence (probes, command state)."""
+
+    outcome: str = OUTCOME_OK
+    command_exit: int | None = None
+    command_timed_out: bool = False
+    foreground: bool = False
+    probes: int = 0
+    last: ProbeResult | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def _failure(record: PidRecord, what: str, last: ProbeResult | None, log_tail: str) -> str:
+    answer = last.describe() if last is not None else "no probe answered yet"
+    lines = [line for line in log_tail.strip().splitlines() if line.strip()][-5:]
+    snippet = ("\n  " + "\n  ".join(lines)) if lines else ""
+    return (
+        f"{record.service}: {what}; last probe: {answer}; log: {record.host}:{record.log}{snippet}"
+    )
+
+
+async def _poll_command(host: Host, record: PidRecord, state: Readiness, deadline: float) -> None:
+    if state.command_exit is None and not state.command_timed_out:
+        state.command_exit = await command_status(host, record)
+        state.command_timed_out = state.command_exit is None and time.monotonic() > deadline
+
+
+async def _early_exit(
+    host: Host, record: PidRecord, state: Readiness, deadline: float
+) -> str | None:
+    """Why the launch already failed, or None while the service may still come up."""
+    if record.command is None:
+        return None if await is_alive(host, record) else "the process exited before it was ready"
+    await _poll_command(host, record, state, deadline)
+    if state.command_exit not in (None, 0):
+        return f"the start command exited with status {state.command_exit}"
+    return None
+
+
+async def wait_ready(
+    host: Host,
+    record: PidRecord,
+    *,
+    url: str,
+    ready_timeout_s: float,
+    start_timeout_s: float,
+    say: Callable[[str], None] | None = None,
+) -> Readiness:
+    """Probe ``url`` until 2xx or ``ready_timeout_s``; fail at once if the process exits.
+
+    A shell start command is waited for until ``start_timeout_s`` (as an SSH session would be),
+    but only while the service is not ready: a service ready while its command still runs is a
+    *foreground* service (``foreground`` True; the caller adopts the serving pid), with no wait.
+    A command still running at ``start_timeout_s`` before the service got ready is not a failure
+    by itself: readiness decides, and the outcome says "command timed out; service healthy".
+    Raises :class:`ServiceStartError` or :class:`HealthTimeout` naming the service, the last probe
+    answer and the log.
+    """
+    started = time.monotonic()
+    command_deadline = started + start_timeout_s
+    state = Readiness()
+    delay = 0.1
+    while True:
+        failure = await _early_exit(host, record, state, command_deadline)
+        if failure is not None:
+            await asyncio.sleep(0.2)  # let the last words reach the log
+            raise ServiceStartError(
+                _failure(record, failure, state.last, await tail(host, record.log))
+            )
+        remaining = ready_timeout_s - (time.monotonic() - started)
+        if remaining <= 0:
+            what = f"not ready after {ready_timeout_s}s at {url}"
+            raise HealthTimeout(_failure(record, what, state.last, await tail(host, record.log)))
+        state.last = await probe(url, timeout=min(_PROBE_TIMEOUT_S, remaining))
+        state.probes += 1
+        if state.last.ok:
+            break
+        await asyncio.sleep(min(delay, max(remaining, 0.01)))
+        delay = min(delay * 1.5, 1.0)
+    if record.command is not None:
+        await _poll_command(host, record, state, command_deadline)
+    if state.command_exit not in (None, 0):
+        what = f"the start command exited with status {state.command_exit}"
+        raise ServiceStartError(_failure(record, what, state.last, await tail(host, record.log)))
+    return _outcome(record, state, start_timeout_s, say)
+
+
+async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
+    """Probe ``url`` until 2xx or ``ready_timeout_s``, knowing no process (a launch that timed
+    out): the :class:`Readiness` holds the last answer (``last.ok`` tells) and the probe count."""
+    started = time.monotonic()
+    state = Readiness()
+    delay = 0.1
+    while (remaining := ready_timeout_s - (time.monotonic() - started)) > 0:
+        state.last = await probe(url, timeout=min(_PROBE_TIMEOUT_S, remaining))
+        state.probes += 1
+        if state.last.ok:
+            break
+        await asyncio.sleep(min(delay, max(remaining, 0.01)))
+        delay = min(delay * 1.5, 1.0)
+    return state
+
+
+def _outcome(
+    record: PidRecord, state: Readiness, start_timeout_s: float, say: Callable[[str], None] | None
+) -> Readiness:
+    state.evidence = {
+        "readiness": state.last.to_json() if state.last else None,
+        "probes": state.probes,
+        "log": f"{record.host}:{record.log}",
+    }
+    if record.command is not None:
+        state.evidence["command_exit"] = state.command_exit
+        state.foreground = state.command_exit is None and not state.command_timed_out
+        state.evidence["foreground"] = state.foreground
+    if state.command_timed_out:
+        state.outcome = OUTCOME_TIMED_OUT_HEALTHY
+        state.evidence["command_timeout_s"] = start_timeout_s
+        if say is not None:
+            say(
+                f"{record.service}: start command still running after {start_timeout_s}s, "
+                "but the service is ready"
+            )
+    return state

@@ -1,0 +1,208 @@
+"""A host reached over SSH (asyncssh): one connection per host, opened on first use and reused.
+
+Every asyncssh and OS error is translated here: :class:`~servelab.errors.SSHError` for the
+connection, :class:`~servelab.errors.HostError` for a command or file that failed,
+:class:`~servelab.errors.CommandTimeout` for a command that outlived its timeout. Files are read and
+written through plain POSIX shell commands (no SFTP subsystem needed on the server).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncssh
+
+from servelab.core.deploy.spec import HostSpec
+from servelab.errors import CommandTimeout, HostError, SSHError
+from servelab.io.hosts.host import CommandResult, Host, LocalHost, backup_name, parse_proc_net_tcp
+
+__all__ = ["SSHHost", "host_for"]
+
+# Replaces a file atomically: temp file in the same directory, fsync, keep mode, backup, rename.
+_WRITE_SCRIPT = """set -e
+p={path}; b={backup}
+d=$(dirname -- "$p"); t=$(mktemp "$d/.servelab.XXXXXX")
+cat > "$t"
+sync -- "$t" 2>/dev/null || sync
+if [ -e "$p" ]; then chmod --reference="$p" "$t" 2>/dev/null || true; fi
+if [ -e "$p" ] && [ -n "$b" ]; then cp -p -- "$p" "$b"; echo "$b"; fi
+mv -f -- "$t" "$p"
+sync -- "$d" 2>/dev/null || true
+"""
+
+
+class SSHHost:
+    """A machine reached over SSH, per a spec's ``[hosts.NAME]`` with ``ssh = "user@host"``."""
+
+    def __init__(self, name: str, spec: HostSpec) -> None:
+        assert spec.ssh is not None
+        self.name = name
+        self.spec = spec
+        self.user, self.address = spec.ssh.split("@")
+        self._conn: asyncssh.SSHClientConnection | None = None
+        self._lock = asyncio.Lock()
+        self._forwards: dict[tuple[str, int], Any] = {}
+
+    @property
+    def is_local(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"SSHHost({self.name!r}, {self.spec.ssh}:{self.spec.port})"
+
+    async def _connection(self) -> asyncssh.SSHClientConnection:
+        async with self._lock:
+            if self._conn is not None:
+                return self._conn
+            options: dict[str, Any] = {
+                "port": self.spec.port,
+                "username": self.user,
+                "known_hosts": self.spec.known_hosts,
+                "connect_timeout": self.spec.connect_timeout_s,
+            }
+            if self.spec.identity_file is not None:
+                options["client_keys"] = [self.spec.identity_file]
+            try:
+                self._conn = await asyncssh.connect(self.address, **options)
+            except (OSError, asyncssh.Error, TimeoutError) as exc:
+                raise SSHError(
+                    f"{self.name}: cannot connect to {self.spec.ssh} port {self.spec.port}: "
+                    f"{_describe(exc)}"
+                ) from exc
+            return self._conn
+
+    async def run(self, cmd: str, *, timeout: float, input: bytes | None = None) -> CommandResult:
+        conn = await self._connection()
+        try:
+            result = await conn.run(cmd, input=input, timeout=timeout, encoding=None)
+        except asyncssh.TimeoutError as exc:
+            raise CommandTimeout(
+                f"{self.name}: command timed out after {timeout}s over SSH: {cmd}"
+            ) from exc
+        except asyncssh.ChannelOpenError as exc:
+            await self._drop()
+            raise SSHError(f"{self.name}: SSH channel refused: {_describe(exc)}") from exc
+        except (OSError, asyncssh.Error) as exc:
+            await self._drop()
+            raise SSHError(f"{self.name}: SSH command failed: {_describe(exc)}") from exc
+        status = result.exit_status if result.exit_status is not None else 255
+        return CommandResult(status, _text(result.stdout), _text(result.stderr))
+
+    @property
+    def _file_timeout(self) -> float:
+        return max(30.0, self.spec.connect_timeout_s)
+
+    async def _checked(self, cmd: str, what: str, *, input: bytes | None = None) -> CommandResult:
+        result = await self.run(cmd, timeout=self._file_timeout, input=input)
+        if not result.ok:
+            raise HostError(f"{self.name}: {what}: {result.stderr.strip() or result.exit_status}")
+        return result
+
+    async def read_file(self, path: str) -> bytes:
+        conn = await self._connection()
+        try:
+            result = await conn.run(f"cat -- {shlex.quote(path)}", timeout=30, encoding=None)
+        except (OSError, asyncssh.Error) as exc:
+            raise SSHError(f"{self.name}: cannot read {path}: {_describe(exc)}") from exc
+        if result.exit_status != 0:
+            raise HostError(f"{self.name}: cannot read {path}: {_text(result.stderr).strip()}")
+        out = result.stdout
+        return out if isinstance(out, bytes) else (out or "").encode()
+
+    async def exists(self, path: str) -> bool:
+        result = await self.run(f"test -e {shlex.quote(path)}", timeout=self._file_timeout)
+        return result.ok
+
+    async def listdir(self, directory: str) -> list[str]:
+        """The names in ``directory`` (without ``.`` and ``..``), unsorted."""
+        result = await self._checked(
+            f"ls -1A -- {shlex.quote(directory)}", f"cannot list {directory}"
+        )
+        return result.stdout.splitlines()
+
+    async def write_file_atomic(self, path: str, data: bytes, *, backup: bool = True) -> str | None:
+        target = backup_name(path) if backup else ""
+        script = _WRITE_SCRIPT.format(path=shlex.quote(path), backup=shlex.quote(target))
+        result = await self._checked(
+            f"sh -c {shlex.quote(script)}", f"cannot write {path}", input=data
+        )
+        written = result.stdout.strip()
+        return written or None
+
+    async def makedirs(self, directory: str) -> None:
+        """Create ``directory`` and its parents (owner-only when new); existing ones are fine."""
+        quoted = shlex.quote(directory)
+        await self._checked(f"mkdir -p -m 700 -- {quoted}", f"cannot create {directory}")
+
+    async def remove(self, path: str) -> None:
+        """Remove the file at ``path``; a file already gone is fine."""
+        await self._checked(f"rm -f -- {shlex.quote(path)}", f"cannot remove {path}")
+
+    async def read_environ(self, pid: int) -> bytes:
+        return await self.read_file(f"/proc/{pid}/environ")
+
+    async def listening_pid(self, port: int) -> int | None:
+        tables = await self.run("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", timeout=30)
+        # Header lines ("sl local_address ...") never match: their state column is "st".
+        inodes = parse_proc_net_tcp("\n" + tables.stdout, port)
+        if not inodes:
+            return None
+        patterns = " -o ".join(f"-lname 'socket:\\[{inode}\\]'" for inode in sorted(inodes))
+        found = await self.run(f"find /proc/[0-9]*/fd \\( {patterns} \\) 2>/dev/null", timeout=30)
+        pids = []
+        for line in found.stdout.split():
+            parts = line.split("/")
+            if len(parts) > 2 and parts[2].isdigit():
+                pids.append(int(parts[2]))
+        return min(pids) if pids else None
+
+    async def http_url(self, url: str) -> str:
+        """A local URL forwarded (once, then reused) to ``url`` as seen from the remote host."""
+        parts = urlsplit(url)
+        key = (parts.hostname or "127.0.0.1", parts.port or 80)
+        listener = self._forwards.get(key)
+        if listener is None:
+            conn = await self._connection()
+            try:
+                listener = await conn.forward_local_port("127.0.0.1", 0, key[0], key[1])
+            except (OSError, asyncssh.Error) as exc:
+                raise SSHError(f"{self.name}: cannot forward to {url}: {_describe(exc)}") from exc
+            self._forwards[key] = listener
+        netloc = f"127.0.0.1:{listener.get_port()}"
+        return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+    async def _drop(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    async def aclose(self) -> None:
+        for listener in self._forwards.values():
+            listener.close()
+        self._forwards.clear()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+            await conn.wait_closed()
+
+
+def _text(data: bytes | str | None) -> str:
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data or ""
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def host_for(name: str, spec: HostSpec) -> Host:
+    """The host a spec's ``[hosts.NAME]`` describes: this machine when it has no ``ssh``, else
+    an :class:`SSHHost` (one connection, opened on first use)."""
+    if spec.is_local:
+        return LocalHost(name)
+    return SSHHost(name, spec)

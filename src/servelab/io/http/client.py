@@ -1,0 +1,314 @@
+"""The HTTP client for everything servelab sends: probes, JSON GETs, timestamped streams, keep-alive
+sessions.
+
+One function builds the aiohttp session (:func:`_session`) for probes and JSON GETs; the streams
+go through :class:`~servelab.io.http.stream.StreamClient` (a raw asyncio protocol, re-exported here:
+this module stays the one HTTP seam callers import); :func:`translate`
+(:mod:`servelab.io.http.neterrors`) is the one translation of aiohttp and OS errors. Nothing outside
+``io/`` (and the simulator) touches aiohttp.
+
+- :class:`HttpClient` (probes, :meth:`~HttpClient.get_json`, :meth:`~HttpClient.model_id`,
+  :meth:`~HttpClient.model_list`: what answered ``GET /v1/models``): one
+  keep-alive session a command holds and closes. Probes never raise for HTTP or transport failures
+  (refused, reset, timeout, DNS): the :class:`ProbeResult` carries the error. The module-level
+  :func:`probe`, :func:`get_json` and :func:`model_id` are for one-off callers (a session each).
+- :class:`StreamClient`, :class:`Transfer`, :class:`Connections`, ``Chunks``: the streaming load
+  client (see :mod:`servelab.io.http.stream`); :func:`chat_body` and :func:`completion_body` build
+  its request bodies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass
+from types import TracebackType
+from typing import Any
+
+import aiohttp
+
+from servelab.io.http.neterrors import TRANSPORT_ERRORS as _TRANSPORT_ERRORS
+from servelab.io.http.neterrors import translate
+from servelab.io.http.stream import Chunks, Connections, StreamClient, Transfer
+
+__all__ = [
+    "BODY_LIMIT",
+    "Chunks",
+    "Connections",
+    "HttpClient",
+    "ModelList",
+    "ProbeResult",
+    "StreamClient",
+    "Transfer",
+    "chat_body",
+    "completion_body",
+    "get_json",
+    "model_id",
+    "model_list",
+    "probe",
+    "translate",
+    "using_client",
+]
+
+#: Bodies are truncated to this many characters by default (enough for /health, /readiness,
+#: error JSON); ``probe(..., body_limit=None)`` keeps the whole body (a JSON document, /metrics).
+BODY_LIMIT = 500
+
+
+# ----------------------------------------------------------------------- the one session
+def _session(limit: int) -> aiohttp.ClientSession:
+    """The one place servelab builds an aiohttp session (probes and JSON GETs)."""
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=0, ttl_dns_cache=10)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None),
+        cookie_jar=aiohttp.DummyCookieJar(),
+    )
+
+
+# ---------------------------------------------------------------------------------- probes
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+
+
+def _html_summary(body: str) -> str | None:
+    """``(HTML page "Title")`` for an HTML body (never quoted raw), else None."""
+    head = body.lstrip()[:200].lower()
+    if not head.startswith(("<!doctype html", "<html")):
+        return None
+    title = _TITLE.search(body)
+    name = " ".join(title.group(1).split())[:80] if title else ""
+    return f'(HTML page "{name}")' if name else "(HTML page)"
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    """The answer to one probe: ``status`` None means no HTTP answer (see ``error``)."""
+
+    url: str
+    status: int | None
+    body: str
+    elapsed_s: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    def describe(self) -> str:
+        """A one-line summary: ``HTTP 503 {"status":"starting"}`` or ``no answer: <error>``."""
+        if self.status is None:
+            return f"no answer: {self.error}"
+        snippet = _html_summary(self.body) or " ".join(self.body.split())[:160]
+        return f"HTTP {self.status} {snippet}".rstrip()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class HttpClient:
+    """``async with HttpClient() as http: await http.probe(url, timeout=5)``: one keep-alive
+    session for a command's probes and JSON GETs (``aclose()`` when not used with ``async with``).
+    """
+
+    def __init__(self, *, limit: int = 100) -> None:
+        self._limit = limit
+        self._http: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> HttpClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.close()
+            self._http = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        if self._http is None:
+            self._http = _session(self._limit)
+        return self._http
+
+    async def probe(
+        self,
+        url: str,
+        *,
+        timeout: float,
+        method: str = "GET",
+        json_body: Any = None,
+        headers: dict[str, str] | None = None,
+        body_limit: int | None = BODY_LIMIT,
+    ) -> ProbeResult:
+        """Send one request to ``url`` and report status, body and elapsed time.
+
+        The body is cut to ``body_limit`` characters; None keeps all of it. ``timeout`` bounds the
+        whole exchange, body included.
+        """
+        start = time.perf_counter()
+        limit = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._open().request(
+                method, url, json=json_body, headers=headers, timeout=limit
+            ) as response:
+                body = await _read_body(response, body_limit)
+                status = response.status
+        except (*_TRANSPORT_ERRORS, ValueError) as exc:
+            error = translate(exc, timeout_s=timeout)[1]
+            return ProbeResult(url, None, "", time.perf_counter() - start, error)
+        return ProbeResult(url, status, body, time.perf_counter() - start)
+
+    async def get_json(self, url: str, *, timeout: float = 5.0) -> Any:
+        """GET a JSON document in full; None on any failure (no answer, not 200, not JSON)."""
+        result = await self.probe(url, timeout=timeout, body_limit=None)
+        if result.status != 200:
+            return None
+        try:
+            return json.loads(result.body)
+        except ValueError:
+            return None
+
+    async def model_id(self, base_url: str, timeout: float = 10.0) -> str | None:
+        """The first model ``GET /v1/models`` lists; None when it cannot be read."""
+        doc = await self.get_json(base_url.rstrip("/") + "/v1/models", timeout=timeout)
+        try:
+            return str(doc["data"][0]["id"])
+        except (KeyError, IndexError, TypeError):
+            return None
+
+    async def model_list(self, base_url: str, timeout: float = 10.0) -> ModelList:
+        """What answered ``GET <base_url>/v1/models``: an OpenAI model list, or what else."""
+        url = base_url.rstrip("/") + "/v1/models"
+        limit = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._open().get(url, timeout=limit) as response:
+                body = await _read_body(response, 64 * 1024)
+                status, content_type = response.status, response.content_type
+        except (*_TRANSPORT_ERRORS, ValueError) as exc:
+            return ModelList(url, None, None, None, translate(exc, timeout_s=timeout)[1])
+        try:
+            doc = json.loads(body)
+            models = tuple(str(item["id"]) for item in doc["data"])
+        except (ValueError, KeyError, TypeError):
+            models = None
+        return ModelList(url, status, content_type, models, None, _html_summary(body))
+
+
+@dataclass(frozen=True)
+class ModelList:
+    """The answer to ``GET /v1/models``: ``models`` is None unless it is an OpenAI model list."""
+
+    url: str
+    status: int | None
+    content_type: str | None
+    models: tuple[str, ...] | None
+    error: str | None = None
+    html: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 200 and self.models is not None
+
+    def describe(self) -> str:
+        """One line: ``URL answered HTTP 404 text/html (HTML page "Not Found"), not an OpenAI
+        model list`` or ``URL: no answer: <error>``."""
+        if self.status is None:
+            return f"{self.url}: no answer: {self.error}"
+        what = " ".join(x for x in (self.content_type, self.html) if x)
+        verdict = "an OpenAI model list" if self.ok else "not an OpenAI model list"
+        return f"{self.url} answered HTTP {self.status} {what}, {verdict}".replace("  ", " ")
+
+
+@contextlib.asynccontextmanager
+async def using_client(http: HttpClient | None) -> AsyncIterator[HttpClient]:
+    """``http`` itself (its owner closes it), else a client of its own, closed on exit."""
+    if http is not None:
+        yield http
+        return
+    async with HttpClient() as own:
+        yield own
+
+
+async def _read_body(response: aiohttp.ClientResponse, limit: int | None) -> str:
+    if limit is None:
+        return (await response.read()).decode("utf-8", "replace")
+    raw = await response.content.read(limit * 4)
+    return raw.decode("utf-8", "replace")[:limit]
+
+
+async def probe(
+    url: str,
+    *,
+    timeout: float,
+    method: str = "GET",
+    json_body: Any = None,
+    headers: dict[str, str] | None = None,
+    body_limit: int | None = BODY_LIMIT,
+) -> ProbeResult:
+    """One probe on a client of its own (see :meth:`HttpClient.probe`)."""
+    async with HttpClient(limit=1) as http:
+        return await http.probe(
+            url,
+            timeout=timeout,
+            method=method,
+            json_body=json_body,
+            headers=headers,
+            body_limit=body_limit,
+        )
+
+
+async def get_json(url: str, *, timeout: float = 5.0) -> Any:
+    """One JSON GET on a client of its own (see :meth:`HttpClient.get_json`)."""
+    async with HttpClient(limit=1) as http:
+        return await http.get_json(url, timeout=timeout)
+
+
+async def model_id(base_url: str, timeout: float = 10.0) -> str | None:
+    """One model lookup on a client of its own (see :meth:`HttpClient.model_id`)."""
+    async with HttpClient(limit=1) as http:
+        return await http.model_id(base_url, timeout)
+
+
+async def model_list(base_url: str, timeout: float = 10.0) -> ModelList:
+    """One ``GET /v1/models`` on a client of its own (see :meth:`HttpClient.model_list`)."""
+    async with HttpClient(limit=1) as http:
+        return await http.model_list(base_url, timeout)
+
+
+# --------------------------------------------------------------------------------- streams
+def chat_body(model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True) -> bytes:
+    """A streaming ``/v1/chat/completions`` request body, serialised once up front."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return json.dumps(body).encode()
+
+
+def completion_body(model: str, prompt: str, max_tokens: int, *, ignore_eos: bool = True) -> bytes:
+    """A streaming ``/v1/completions`` request body."""
+    body: dict[str, Any] = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "temperature": 0.0,
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True
+    return json.dumps(body).encode()

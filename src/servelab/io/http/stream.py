@@ -1,0 +1,580 @@
+"""The streaming load client: a raw asyncio protocol per connection, a keep-alive pool, a stamp
+per read.
+
+Every read is stamped with ``perf_counter_ns()`` in the protocol's ``data_received`` (no task
+wakes per read: the awaiting request sleeps until its response ends), its transfer framing is
+removed by the sans-I/O :class:`~servelab.io.http.h1.ResponseParser`, and the ``(stamp, bytes)``
+pair is kept; the sans-I/O SSE decoder and chunk interpreter
+(:func:`~servelab.core.load.records.decode_chunks`) turn the pairs into events carrying their read's
+stamp: at the end of the request, or, when the caller passes its own ``raw`` list (or asks for the
+:class:`Transfer`), whenever the caller chooses (the load generator decodes after the run, so no
+decoding competes with reading). Why this transport, and what it was measured against:
+``docs/bench.md`` ("The client").
+
+- ``force_close`` gives every request a fresh connection; ``trace_connections`` keeps
+  :class:`Connections` (soak's keep-alive sessions, ``concurrency=1``).
+- :meth:`StreamClient.connect` opens connections ahead of the load: connection set-up is its own
+  phase (:attr:`StreamClient.setups_ns` keeps every set-up's duration, those opened mid-run too).
+- At most ``concurrency`` requests are in flight; the rest wait for a connection (inside the
+  request's deadline).
+- A :class:`Chain` (a closed-loop user's next request) is written from the read callback the
+  instant the previous request ends on its kept-alive connection, before any task wakes; the
+  request's coroutine then adopts the exchange already on the wire (no dispatch queue of task
+  wake-ups when many users finish together). ``sent_ns`` is stamped at the write, after the
+  rest of the send path.
+
+Every stream failure is written into the record, never raised: HTTP status (+ truncated body),
+malformed or truncated stream, idle timeout, run deadline, connection error. The idle timeout (no
+byte for ``idle_timeout_s``, response head included) is one watchdog task per client scanning the
+in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires the stream's own
+``asyncio.timeout_at`` scope (the one that also enforces the run deadline). Only cancellation
+(Ctrl-C) propagates, after marking the record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from time import perf_counter_ns
+from types import TracebackType
+from typing import cast
+from urllib.parse import urlsplit
+
+from servelab.core.load.records import (
+    REASON_CONNECTION,
+    REASON_DEADLINE,
+    REASON_IDLE,
+    REASON_INTERRUPTED,
+    REASON_TRUNCATED,
+    RequestRecord,
+    decode_chunks,
+    http_reason,
+)
+from servelab.io.http.h1 import H1Error, ResponseParser, request_head
+from servelab.io.http.neterrors import translate
+
+__all__ = ["Chain", "Chunks", "Connections", "Outgoing", "StreamClient", "Transfer"]
+
+Chunks = list[tuple[int, bytes]]
+
+_ERROR_BODY_MAX = 2048
+
+
+@dataclass
+class Connections:
+    """The connections a client opened: how many, when the current one opened
+    (``time.monotonic()``), and how many requests it carried, the one in flight included.
+    """
+
+    opened: int = 0
+    opened_at: float = field(default_factory=time.monotonic)
+    requests: int = 0
+
+    @property
+    def carried(self) -> int:
+        """Requests the current connection carried before the one in flight."""
+        return max(self.requests - 1, 0)
+
+    def age_s(self) -> float:
+        return time.monotonic() - self.opened_at
+
+    def created(self) -> None:
+        """A request went out on a new connection."""
+        self.opened, self.opened_at, self.requests = self.opened + 1, time.monotonic(), 1
+
+    def reused(self) -> None:
+        """A request went out on a kept-alive connection."""
+        self.requests += 1
+
+
+@dataclass
+class Transfer:
+    """What one streamed request received, left undecoded: the stamped body reads, or the
+    (truncated) body of an HTTP error answer. The record holds status, stamps and failures."""
+
+    record: RequestRecord
+    chunks: Chunks = field(default_factory=list)
+    error_body: bytes = b""
+
+    @property
+    def received_bytes(self) -> int:
+        return len(self.error_body) + sum(len(data) for _, data in self.chunks)
+
+    @property
+    def phase(self) -> str:
+        """``"head"`` while no response head arrived, then ``"body"``."""
+        return "head" if self.record.first_byte_ns is None else "body"
+
+
+@dataclass(slots=True)
+class Outgoing:
+    """One request ready to go: its path, its whole bytes (head and body, built ahead with
+    :meth:`StreamClient.request_bytes`), its record and the list its stamped reads go to."""
+
+    path: str
+    request: bytes
+    record: RequestRecord
+    chunks: Chunks
+
+
+@dataclass(slots=True)
+class _Started:
+    """An exchange a :class:`Chain` put on the wire, waiting for its coroutine to adopt it."""
+
+    out: Outgoing
+    conn: _Conn
+    got: Transfer
+    watch: _Watch
+    done: asyncio.Future[None]
+
+
+class Chain:
+    """A closed-loop user: ``following(end_ns)`` gives its next request (or None) the instant the
+    previous one ends well on a kept-alive connection; it is written there and then, from the read
+    callback, and :meth:`StreamClient.send` with the same chain adopts it."""
+
+    __slots__ = ("following", "started")
+
+    def __init__(self, following: Callable[[int], Outgoing | None]) -> None:
+        self.following = following
+        self.started: _Started | None = None
+
+    def take(self) -> Outgoing | None:
+        """The request already written for this user, if one is (its send adopts it)."""
+        return None if self.started is None else self.started.out
+
+
+class _Watch:
+    """One in-flight stream as the idle watchdog sees it."""
+
+    __slots__ = ("idle", "last_ns", "scope")
+
+    def __init__(self, now_ns: int) -> None:
+        self.last_ns = now_ns
+        self.idle = False
+        self.scope: asyncio.Timeout | None = None
+
+
+class _Conn(asyncio.Protocol):
+    """One HTTP/1.1 connection: one exchange at a time, its reads stamped as they arrive."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = ResponseParser()
+        self.lost = False
+        self.uses = 0  # requests it carried, the one in flight included
+        self._got: Transfer | None = None
+        self._watch: _Watch | None = None
+        self._done: asyncio.Future[None] | None = None
+        self._then: Callable[[_Conn, int], None] | None = None
+
+    # ------------------------------------------------------------------- asyncio callbacks
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def data_received(self, data: bytes) -> None:
+        now = perf_counter_ns()
+        got, watch = self._got, self._watch
+        if got is None or watch is None:
+            self._close()  # bytes nobody asked for: this connection cannot be trusted
+            return
+        watch.last_ns = now
+        parser = self.parser
+        had_head = parser.head_done
+        try:
+            body = parser.feed(data)
+        except H1Error as exc:
+            self._fail(exc)
+            return
+        if not parser.head_done:
+            return
+        record = got.record
+        if not had_head:
+            record.first_byte_ns, record.status = now, parser.status
+        if record.status is not None and record.status >= 300:
+            self._error_body(got, body)
+        elif body:
+            got.chunks.append((now, body))
+        if parser.done:
+            record.end_ns = end = perf_counter_ns()
+            then = self._then
+            self._finish()
+            if then is not None and record.error is None and self.reusable:
+                then(self, end)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        if self._got is None:
+            return
+        try:
+            self.parser.eof()
+        except H1Error as error:
+            self._fail(error, exc)
+            return
+        self._got.record.end_ns = perf_counter_ns()
+        self._finish()
+
+    # ---------------------------------------------------------------------------- exchange
+    def start(
+        self,
+        request: bytes,
+        got: Transfer,
+        watch: _Watch,
+        then: Callable[[_Conn, int], None] | None = None,
+    ) -> asyncio.Future[None]:
+        """Write ``request``; ``then(conn, end_ns)`` runs when its answer ends well."""
+        assert self.transport is not None
+        self.parser.reset()
+        self._got, self._watch, self._then = got, watch, then
+        self._done = done = asyncio.get_running_loop().create_future()
+        if self.lost or self.transport.is_closing():
+            self._fail(H1Error("head", "connection closed before the request was sent"))
+        else:
+            # stamped at the write, not after it: on loopback the server's receive runs inside
+            # the write, so a later stamp could come after the server saw the request
+            got.record.sent_ns = watch.last_ns = perf_counter_ns()
+            self.transport.write(request)
+        return done
+
+    @property
+    def reusable(self) -> bool:
+        return not self.lost and self._got is None and self.parser.keep_alive
+
+    def abandon(self) -> None:
+        """The request was cut (timeout, cancel): the connection is in an unknown state."""
+        self._got = self._watch = self._then = None
+        self._close()
+
+    def _error_body(self, got: Transfer, body: bytes) -> None:
+        got.error_body += body[: _ERROR_BODY_MAX - len(got.error_body)]
+        record = got.record
+        if len(got.error_body) >= _ERROR_BODY_MAX or self.parser.done:
+            record.fail(http_reason(record.status or 0), got.error_body.decode("utf-8", "replace"))
+        if len(got.error_body) >= _ERROR_BODY_MAX and not self.parser.done:
+            self.parser.keep_alive = False  # the rest is not read: not reusable
+            record.end_ns = perf_counter_ns()
+            self._finish()
+
+    def _fail(self, error: H1Error, cause: Exception | None = None) -> None:
+        assert self._got is not None
+        record = self._got.record
+        if error.phase == "body":
+            record.fail(REASON_TRUNCATED, str(error))
+        else:
+            detail = f"{error}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
+            record.fail(REASON_CONNECTION, detail)
+        self.parser.keep_alive = False
+        record.end_ns = perf_counter_ns()
+        self._finish()
+        self._close()
+
+    def _finish(self) -> None:
+        done = self._done
+        self._got = self._watch = self._done = self._then = None
+        if done is not None and not done.done():
+            done.set_result(None)
+
+    def _close(self) -> None:
+        self.lost = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+class StreamClient:
+    """``async with StreamClient(url, concurrency=64) as client: await client.stream(...)``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        concurrency: int,
+        idle_timeout_s: float = 60.0,
+        connect_timeout_s: float = 10.0,
+        headers: dict[str, str] | None = None,
+        force_close: bool = False,
+        trace_connections: bool = False,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.concurrency = concurrency
+        #: Kept when ``trace_connections``.
+        self.connections = Connections() if trace_connections else None
+        #: How long each connection this client opened took to set up (ns), in opening order.
+        self.setups_ns: list[int] = []
+        url = urlsplit(self.base_url)
+        self._host, self._tls = url.hostname or "127.0.0.1", url.scheme == "https"
+        self._port = url.port or (443 if self._tls else 80)
+        self._prefix = url.path
+        self._authority = url.netloc.rpartition("@")[2]
+        self._connect_s = connect_timeout_s
+        self._force_close = force_close
+        self._idle_ns = round(idle_timeout_s * 1e9)
+        self._tick_s = min(max(idle_timeout_s / 10, 0.01), 0.5)
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        if force_close:
+            self._headers["Connection"] = "close"
+        self._pool: list[_Conn] = []
+        self._slots: asyncio.Semaphore | None = None
+        self._active: set[_Watch] = set()
+        self._watchdog: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> StreamClient:
+        self._slots = asyncio.Semaphore(self.concurrency)
+        self._watchdog = asyncio.create_task(self._watch_idle())
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            await asyncio.gather(self._watchdog, return_exceptions=True)
+        for conn in self._pool:
+            conn.abandon()
+        if self._pool:
+            await asyncio.sleep(0)  # let the closed transports say goodbye on this loop
+        self._pool = []
+        self._slots = None
+
+    async def connect(self, n: int) -> list[int]:
+        """Open connections until ``n`` (at most ``concurrency``) are idle in the pool; the
+        set-up time of each one opened (ns). Failures are left for the requests to meet."""
+        self._pool = [c for c in self._pool if c.reusable]
+        missing = min(n, self.concurrency) - len(self._pool)
+        if missing <= 0 or self._force_close:
+            return []
+        opened = await asyncio.gather(
+            *(self._open() for _ in range(missing)), return_exceptions=True
+        )
+        conns = [c for c in opened if isinstance(c, _Conn)]
+        self._pool.extend(conns)
+        return self.setups_ns[len(self.setups_ns) - len(conns) :] if conns else []
+
+    async def stream(
+        self,
+        path: str,
+        body: bytes,
+        record: RequestRecord,
+        *,
+        deadline_ns: int | None = None,
+        raw: Chunks | None = None,
+    ) -> RequestRecord:
+        """POST ``body`` to ``path`` and stream the answer into ``record`` (also returned).
+
+        With ``raw``, the body's stamped reads are left there for the caller to decode later with
+        :func:`~servelab.core.load.records.decode_chunks` (transport failures are already recorded).
+        """
+        got = await self.transfer(path, body, record, deadline_ns=deadline_ns, chunks=raw)
+        if raw is None:
+            decode_chunks(record, got.chunks, record.end_ns or perf_counter_ns())
+        return record
+
+    async def transfer(
+        self,
+        path: str,
+        body: bytes,
+        record: RequestRecord,
+        *,
+        deadline_ns: int | None = None,
+        chunks: Chunks | None = None,
+    ) -> Transfer:
+        """POST ``body`` to ``path``; the answer's reads, undecoded (into ``chunks`` if given).
+
+        Status, stamps and transport failures are in ``record``; nothing is decoded.
+        """
+        request = self.request_bytes(path, body, record.request_id, record.traceparent)
+        out = Outgoing(path, request, record, [] if chunks is None else chunks)
+        return await self.send(out, deadline_ns=deadline_ns)
+
+    async def send(
+        self, out: Outgoing, *, deadline_ns: int | None = None, chain: Chain | None = None
+    ) -> Transfer:
+        """Send ``out`` (or adopt it, when ``chain`` already wrote it) and receive the answer,
+        undecoded; with ``chain``, its next request goes out the instant this one ends."""
+        if self._slots is None:
+            raise RuntimeError("StreamClient used outside 'async with'")
+        started = None
+        if chain is not None and chain.started is not None and chain.started.out is out:
+            started, chain.started = chain.started, None
+        got = Transfer(out.record, out.chunks) if started is None else started.got
+        watch = _Watch(perf_counter_ns()) if started is None else started.watch
+        record = out.record
+        when = None
+        if deadline_ns is not None:
+            when = asyncio.get_running_loop().time() + (deadline_ns - perf_counter_ns()) / 1e9
+        self._active.add(watch)
+        try:
+            async with asyncio.timeout_at(when) as scope:
+                watch.scope = scope
+                async with self._slots:
+                    await self._exchange(out.request, got, watch, chain, started)
+        except TimeoutError:
+            if watch.idle:
+                record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
+            else:
+                record.fail(REASON_DEADLINE, "the run deadline passed mid-request")
+        except asyncio.CancelledError:
+            record.fail(REASON_INTERRUPTED, "cancelled")
+            raise
+        finally:
+            self._active.discard(watch)
+            if record.end_ns is None:
+                record.end_ns = perf_counter_ns()
+        return got
+
+    def drop(self, chain: Chain) -> None:
+        """The user of ``chain`` stopped (cancelled, or failed): the request already written for
+        it is cut (recorded as interrupted unless it had ended) and its connection closed."""
+        started, chain.started = chain.started, None
+        if started is None:
+            return
+        record = started.out.record
+        if not started.done.done():
+            record.fail(REASON_INTERRUPTED, "cancelled")
+        if record.end_ns is None:
+            record.end_ns = perf_counter_ns()
+        self._active.discard(started.watch)
+        started.conn.abandon()
+
+    async def _watch_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self._tick_s)
+            limit = perf_counter_ns() - self._idle_ns
+            for watch in self._active:
+                if watch.last_ns < limit and not watch.idle and watch.scope is not None:
+                    watch.idle = True
+                    watch.scope.reschedule(loop.time())
+
+    def request_bytes(
+        self, path: str, body: bytes, request_id: str = "", traceparent: str = ""
+    ) -> bytes:
+        """The whole request (head and body) for POSTing ``body`` to ``path``, with the record's
+        identity headers (``x-request-id`` and W3C ``traceparent``) when given."""
+        headers = self._headers
+        if request_id:
+            headers = {**headers, "x-request-id": request_id}
+            if traceparent:
+                headers["traceparent"] = traceparent
+        head = request_head("POST", self._prefix + path, self._authority, headers, len(body))
+        return head + body
+
+    async def _exchange(
+        self,
+        request: bytes,
+        got: Transfer,
+        watch: _Watch,
+        chain: Chain | None,
+        started: _Started | None,
+    ) -> None:
+        record = got.record
+        if started is None:  # stamped again at the write
+            record.sent_ns = watch.last_ns = perf_counter_ns()
+        then = None if chain is None or self._force_close else partial(self._handoff, chain)
+        for _attempt in range(2):
+            if started is not None:
+                conn, done, started = started.conn, started.done, None
+            else:
+                fresh = await self._conn(record)
+                if fresh is None:
+                    return
+                conn, done = fresh, fresh.start(request, got, watch, then)
+            reused = conn.uses > 1
+            try:
+                await done
+            except BaseException:
+                conn.abandon()
+                raise
+            self._release(conn, chain)
+            if not (reused and _closed_before_answer(record)):
+                return
+            # a kept-alive connection the server had closed: once more on a new one
+            record.error, record.error_detail, record.end_ns = None, "", None
+
+    def _release(self, conn: _Conn, chain: Chain | None) -> None:
+        """Back to the pool, unless it carries the chain's next request or cannot be reused."""
+        if chain is not None and chain.started is not None and chain.started.conn is conn:
+            return
+        if conn.reusable and not self._force_close:
+            self._pool.append(conn)
+        else:
+            conn.abandon()
+
+    def launch(self, chain: Chain, out: Outgoing) -> None:
+        """Write ``out`` now, from the caller, without a task wake-up, on an idle kept-alive
+        connection if there is one; :meth:`send` with ``chain`` adopts it (and sends it itself
+        when no connection was idle)."""
+        if chain.started is not None or self._force_close:
+            return
+        while self._pool:
+            conn = self._pool.pop()
+            if conn.reusable and conn.transport is not None and not conn.transport.is_closing():
+                self._start_on(chain, conn, out)
+                return
+
+    def _handoff(self, chain: Chain, conn: _Conn, end_ns: int) -> None:
+        """From the read callback: the chain's previous request ended well on ``conn``; write
+        its next one there now (unless the one before is not adopted yet)."""
+        if chain.started is not None:
+            return
+        out = chain.following(end_ns)
+        if out is not None:
+            self._start_on(chain, conn, out)
+
+    def _start_on(self, chain: Chain, conn: _Conn, out: Outgoing) -> None:
+        got, watch = Transfer(out.record, out.chunks), _Watch(perf_counter_ns())
+        out.record.sent_ns = watch.last_ns  # stamped again at the write
+        self._active.add(watch)
+        self._traced(conn)
+        done = conn.start(out.request, got, watch, partial(self._handoff, chain))
+        chain.started = _Started(out, conn, got, watch, done)
+
+    async def _conn(self, record: RequestRecord) -> _Conn | None:
+        """A kept-alive connection if one is idle, else a new one (None: failure recorded)."""
+        while self._pool:
+            conn = self._pool.pop()
+            if conn.reusable and conn.transport is not None and not conn.transport.is_closing():
+                self._traced(conn)
+                return conn
+        try:
+            conn = await self._open()
+        except TimeoutError as exc:
+            record.fail(REASON_CONNECTION, f"connect timeout: {exc}")
+            return None
+        except OSError as exc:
+            record.fail(*translate(exc))
+            return None
+        self._traced(conn)
+        return conn
+
+    def _traced(self, conn: _Conn) -> None:
+        conn.uses += 1
+        if self.connections is not None:
+            if conn.uses == 1:
+                self.connections.created()
+            else:
+                self.connections.reused()
+
+    async def _open(self) -> _Conn:
+        loop = asyncio.get_running_loop()
+        start = perf_counter_ns()
+        tls = ssl.create_default_context() if self._tls else None
+        async with asyncio.timeout(self._connect_s):
+            _transport, conn = await loop.create_connection(_Conn, self._host, self._port, ssl=tls)
+        self.setups_ns.append(perf_counter_ns() - start)
+        return conn
+
+
+def _closed_before_answer(record: RequestRecord) -> bool:
+    """The connection closed before any byte of an answer (nothing was lost by retrying)."""
+    return record.error == REASON_CONNECTION and record.first_byte_ns is None

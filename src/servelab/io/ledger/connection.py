@@ -1,0 +1,210 @@
+"""Opening a ledger file: where it is, the SQLite connection, its pragmas (WAL, busy timeout,
+foreign keys, ``synchronous = FULL``), the refusal to create a ledger where one is only read, and
+:class:`LedgerFile`: the open file with its one lock and transactions, which
+:class:`~servelab.io.ledger.ledger.Ledger` builds its readers and writers on.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+from servelab.errors import StoreError
+from servelab.io.ledger.migrations import migrate, schema_version
+from servelab.io.ledger.rows import JSON_COLUMNS, decode_row, insert
+
+__all__ = [
+    "LEDGER_ENV",
+    "LedgerFile",
+    "connect",
+    "default_ledger_path",
+    "prepare",
+    "resolve_ledger_path",
+]
+
+#: Environment variable that moves the ledger (``--ledger`` on the command line wins over it).
+LEDGER_ENV = "SERVELAB_LEDGER"
+
+
+def default_ledger_path(state_dir: Path) -> Path:
+    """``$SERVELAB_LEDGER`` when set, else ``<state_dir>/ledger.db``."""
+    moved = os.environ.get(LEDGER_ENV, "").strip()
+    return Path(moved).expanduser() if moved else Path(state_dir) / "ledger.db"
+
+
+def resolve_ledger_path(option: Path | None, state_dir: Path) -> Path:
+    """The ledger a command uses: ``--ledger``, else ``$SERVELAB_LEDGER``, else the state dir's."""
+    return option.expanduser() if option is not None else default_ledger_path(state_dir)
+
+
+def connect(path: Path, busy_timeout_s: float, create: bool) -> sqlite3.Connection:
+    """A connection to the ledger at ``path`` (autocommit: the ledger opens its transactions).
+
+    ``create=False``: a missing file is a :class:`StoreError`, and nothing is created.
+    """
+    if create:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        target: str | Path = path
+    elif not path.is_file():
+        raise StoreError(
+            f"no ledger at {path} (nothing recorded there; check --ledger/{LEDGER_ENV})"
+        )
+    else:  # read-write, never create: a file removed meanwhile is an error, not a new ledger
+        target = f"{path.absolute().as_uri()}?mode=rw"
+    return sqlite3.connect(
+        target,
+        timeout=busy_timeout_s,
+        isolation_level=None,
+        check_same_thread=False,
+        uri=not create,
+    )
+
+
+def prepare(conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
+    """Busy timeout, foreign keys, WAL and full fsync on ``conn`` (not yet migrated)."""
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000):d}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        _set_wal(conn, busy_timeout_s)
+        conn.execute("PRAGMA synchronous = FULL")
+    except sqlite3.DatabaseError as exc:
+        raise StoreError(f"{path}: not a usable ledger: {exc}") from exc
+
+
+def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
+    deadline = time.monotonic() + busy_timeout_s
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+class LedgerFile:
+    """The open SQLite file under a :class:`~servelab.io.ledger.ledger.Ledger`: opening and
+    migrating,
+    one lock, the write transaction and the read helpers every reader and writer uses."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path, clock: Callable[[], float]) -> None:
+        self._conn = conn
+        self._path = path
+        self._clock = clock
+        self._lock = threading.Lock()
+
+    # -- opening -----------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        path: Path,
+        *,
+        clock: Callable[[], float] | None = None,
+        busy_timeout_s: float = 30.0,
+        create: bool = True,
+    ) -> Self:
+        """Open (creating it and its directory if needed) and migrate the ledger at ``path``.
+
+        ``create=False``: a ledger that does not exist is refused with a
+        :class:`~servelab.errors.StoreError` and nothing is created (no directory, no file).
+        """
+        path = Path(path)
+        try:
+            conn = connect(path, busy_timeout_s, create)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
+        ledger = cls(conn, path, clock or time.time)
+        try:
+            ledger._prepare(busy_timeout_s)
+        except BaseException:
+            conn.close()
+            raise
+        return ledger
+
+    def _prepare(self, busy_timeout_s: float) -> None:
+        prepare(self._conn, self._path, busy_timeout_s)
+        with self._write() as conn:
+            migrate(conn, source=str(self._path))
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def schema_version(self) -> int:
+        with self._read() as conn:
+            return schema_version(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- transactions ------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: ``BEGIN IMMEDIATE`` … ``COMMIT`` (rolled back on any error)."""
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._path}: cannot start a write: {exc}") from exc
+            try:
+                yield self._conn
+                self._conn.execute("COMMIT")
+            except BaseException as exc:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.Error):
+                    raise StoreError(f"{self._path}: write failed: {exc}") from exc
+                raise
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.Error as exc:
+                raise StoreError(f"{self._path}: read failed: {exc}") from exc
+
+    def _now(self, ago_s: float = 0.0) -> str:
+        stamp = datetime.fromtimestamp(self._clock() - ago_s, tz=UTC)
+        return stamp.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+    def _insert(self, conn: sqlite3.Connection, table: str, values: Mapping[str, Any]) -> int:
+        return insert(conn, table, values)
+
+    def _query(
+        self,
+        sql: str,
+        params: tuple[Any, ...] = (),
+        json_columns: frozenset[str] = JSON_COLUMNS,
+    ) -> list[dict[str, Any]]:
+        with self._read() as conn:
+            cur = conn.execute(sql, params)
+            return [decode_row(cur, raw, json_columns) for raw in cur.fetchall()]
+
+    def _one(self, sql: str, params: tuple[Any, ...]) -> dict[str, Any] | None:
+        rows = self._query(sql, params)
+        return rows[0] if rows else None

@@ -1,0 +1,129 @@
+"""The A/B journal: every finished visit of an A/B, saved as it ends, so ``ab --resume ID`` can
+pick an interrupted experiment up (Ctrl-C, a lost SSH link) without measuring a visit twice.
+
+It lives in the ledger's SQLite file, over the :class:`~servelab.io.ledger.ledger.Ledger`'s own
+connection and write transactions, in two tables of its own created on first use (so it needs no
+ledger migration):
+
+- ``ab_sessions``: one row per A/B started (service, knob, the A/B config, the knob's original
+  value, ``status`` running/interrupted/finished, and the ``ab_runs`` id once finished);
+- ``ab_visits``: one row per finished visit (session, position in the visit plan, the visit).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.errors import StoreError
+from servelab.io.ledger.ledger import Ledger
+
+__all__ = [
+    "FINISHED",
+    "INTERRUPTED",
+    "RUNNING",
+    "AbJournal",
+    "AbSession",
+]
+
+RUNNING, INTERRUPTED, FINISHED = "running", "interrupted", "finished"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ab_sessions (
+    id INTEGER PRIMARY KEY, service TEXT NOT NULL, knob TEXT NOT NULL, config TEXT NOT NULL,
+    original TEXT, status TEXT NOT NULL, ab_id INTEGER
+)""",
+    """CREATE TABLE IF NOT EXISTS ab_visits (
+    session_id INTEGER NOT NULL REFERENCES ab_sessions(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, visit TEXT NOT NULL, PRIMARY KEY (session_id, position)
+)""",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class AbSession:
+    """One journalled A/B: its config, the knob's original value, status and finished visits."""
+
+    session_id: int
+    service: str
+    knob: str
+    config: Mapping[str, Any]
+    original: str | None
+    status: str
+    ab_id: int | None
+    visits: tuple[Mapping[str, Any], ...]
+
+
+class AbJournal:
+    """Writes and reads the A/B journal through ``ledger``'s connection."""
+
+    def __init__(self, ledger: Ledger) -> None:
+        self._ledger = ledger
+        with ledger._write() as conn:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+
+    def start(
+        self, *, service: str, knob: str, config: Mapping[str, Any], original: str | None
+    ) -> int:
+        """A new session, ``running``; its id is what ``ab --resume`` takes."""
+        with self._ledger._write() as conn:
+            cur = conn.execute(
+                "INSERT INTO ab_sessions (service, knob, config, original, status) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (service, knob, json.dumps(dict(config)), original, RUNNING),
+            )
+            return int(cur.lastrowid or 0)
+
+    def add_visit(self, session_id: int, position: int, visit: Mapping[str, Any]) -> None:
+        """Save one finished visit (its own transaction: a crash later keeps it)."""
+        with self._ledger._write() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO ab_visits (session_id, position, visit) VALUES (?, ?, ?)",
+                (session_id, position, json.dumps(dict(visit))),
+            )
+
+    def set_status(self, session_id: int, status: str, ab_id: int | None = None) -> None:
+        with self._ledger._write() as conn:
+            conn.execute(
+                "UPDATE ab_sessions SET status = ?, ab_id = COALESCE(?, ab_id) WHERE id = ?",
+                (status, ab_id, session_id),
+            )
+
+    def get(self, session_id: int) -> AbSession | None:
+        """The session and its visits in plan order (None when there is no such session)."""
+        with self._ledger._read() as conn:
+            row = conn.execute(
+                "SELECT id, service, knob, config, original, status, ab_id FROM ab_sessions "
+                "WHERE id = ?",
+                (session_id,),
+            ).fetchone()
+            visits = conn.execute(
+                "SELECT visit FROM ab_visits WHERE session_id = ? ORDER BY position",
+                (session_id,),
+            ).fetchall()
+        if row is None:
+            return None
+        return AbSession(
+            session_id=int(row[0]),
+            service=str(row[1]),
+            knob=str(row[2]),
+            config=_loads(row[3]),
+            original=None if row[4] is None else str(row[4]),
+            status=str(row[5]),
+            ab_id=None if row[6] is None else int(row[6]),
+            visits=tuple(_loads(v[0]) for v in visits),
+        )
+
+
+def _loads(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, sqlite3.Error) as exc:
+        raise StoreError(f"the A/B journal holds a value that is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise StoreError("the A/B journal holds a value that is not an object")
+    return value

@@ -1,0 +1,182 @@
+"""``bench --workers N``: N client processes on one clock, each driving a share of the users.
+
+Every worker is a spawned process with its own event loop (uvloop) and its own
+:class:`~servelab.io.http.stream.StreamClient`; the parent only plans and merges. One run is one
+:class:`~servelab.ops.bench.load.Part` split N ways (:func:`~servelab.ops.bench.load.split`) that
+share one ``t0_ns``: ``perf_counter_ns()`` is ``CLOCK_MONOTONIC``, one clock for every process of
+the machine, so the parent picks a t0 a moment ahead and every worker's records are on the same
+time line, merged exactly (:func:`~servelab.ops.bench.load.merge`). The parent talks to a worker
+over a pipe, one command at a time: ``open`` (a client of ``concurrency`` connections, opened
+ahead: the connect phase), ``part`` (run it, return its decoded records), ``close``. Stopping
+(``stop`` set: Ctrl-C) sends SIGTERM to every worker: each ends its part and returns what it has;
+Ctrl-C at a terminal reaches the workers too, which do the same. No worker outlives
+:class:`Workers`' ``async with``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import multiprocessing
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from time import perf_counter_ns
+from types import TracebackType
+from typing import Any
+
+import uvloop
+
+from servelab.io.http.client import StreamClient
+from servelab.ops.bench.load import Part, PartResult, run_part
+
+__all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0"]
+
+#: How far ahead of now the parent sets a run's shared t0 (every worker must have it by then).
+START_AHEAD_S = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSpec:
+    """How a worker builds its client."""
+
+    url: str
+    concurrency: int
+    idle_timeout_s: float
+
+
+class _Worker:
+    """The worker side: one loop, one client, commands from the pipe until ``close``."""
+
+    def __init__(self, pipe: Connection) -> None:
+        self.pipe = pipe
+        self.runner = asyncio.Runner(loop_factory=uvloop.new_event_loop)
+        self.client: StreamClient | None = None
+        self.stop: asyncio.Event | None = None
+
+    def serve(self) -> None:
+        with self.runner:
+            self.runner.run(self._signals())
+            while True:
+                command, arg = self.pipe.recv()
+                if command == "close":
+                    break
+                self.pipe.send(self.runner.run(self._do(command, arg)))
+            if self.client is not None:
+                self.runner.run(self.client.__aexit__(None, None, None))
+
+    async def _signals(self) -> None:
+        self.stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, self.stop.set)
+
+    async def _do(self, command: str, arg: Any) -> Any:
+        if command == "open":
+            spec: ClientSpec = arg
+            self.client = StreamClient(
+                spec.url, concurrency=spec.concurrency, idle_timeout_s=spec.idle_timeout_s
+            )
+            await self.client.__aenter__()
+            return await self.client.connect(spec.concurrency)
+        assert self.client is not None and self.stop is not None
+        if command == "connect":
+            return await self.client.connect(int(arg))
+        self.stop.clear()
+        gc.collect()
+        gc.freeze()
+        try:
+            return await run_part(self.client, arg, self.stop)
+        finally:
+            gc.unfreeze()
+
+
+def _worker_main(pipe: Connection) -> None:
+    _Worker(pipe).serve()
+
+
+class Workers:
+    """``async with Workers(n, spec) as workers: await workers.run(part, stop)``."""
+
+    def __init__(self, n: int, spec: ClientSpec) -> None:
+        self.n = n
+        self.spec = spec
+        self._procs: list[tuple[BaseProcess, Connection]] = []
+
+    async def __aenter__(self) -> Workers:
+        context = multiprocessing.get_context("spawn")
+        for _ in range(self.n):
+            parent, child = context.Pipe()
+            proc = context.Process(target=_worker_main, args=(child,), daemon=True)
+            proc.start()
+            child.close()
+            self._procs.append((proc, parent))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for _proc, pipe in self._procs:
+            with contextlib.suppress(OSError):
+                pipe.send(("close", None))
+        for proc, pipe in self._procs:
+            await asyncio.to_thread(proc.join, 10)
+            if proc.is_alive():
+                proc.kill()
+                await asyncio.to_thread(proc.join, 5)
+            pipe.close()
+        self._procs = []
+
+    def _shares(self, total: int) -> list[int]:
+        return [total // self.n + (w < total % self.n) for w in range(self.n)]
+
+    async def open(self) -> list[int]:
+        """Every worker opens its client and its share of the connections: their set-up ns."""
+        shares = self._shares(self.spec.concurrency)
+        specs = [ClientSpec(self.spec.url, c, self.spec.idle_timeout_s) for c in shares]
+        replies = await self._ask([("open", s) for s in specs])
+        return [x for reply in replies for x in reply]
+
+    async def connect(self) -> list[int]:
+        """Reopen connections the workers lost (before a run): their set-up ns."""
+        shares = self._shares(self.spec.concurrency)
+        replies = await self._ask([("connect", c) for c in shares])
+        return [x for reply in replies for x in reply]
+
+    async def run(self, parts: Sequence[Part], stop: asyncio.Event | None) -> list[PartResult]:
+        """Run one part per worker; on ``stop``, signal them and collect what they measured."""
+        ask = asyncio.create_task(self._ask([("part", p) for p in parts]))
+        if stop is not None:
+            stopper = asyncio.create_task(stop.wait())
+            await asyncio.wait({ask, stopper}, return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if not ask.done():
+                for proc, _pipe in self._procs:
+                    if proc.pid is not None:
+                        os.kill(proc.pid, signal.SIGTERM)
+        results: list[PartResult] = await ask
+        return results
+
+    async def _ask(self, commands: Sequence[tuple[str, Any]]) -> list[Any]:
+        for (_proc, pipe), command in zip(self._procs, commands, strict=True):
+            pipe.send(command)
+        return list(await asyncio.gather(*(self._reply(pipe) for _p, pipe in self._procs)))
+
+    @staticmethod
+    async def _reply(pipe: Connection) -> Any:
+        try:
+            return await asyncio.to_thread(pipe.recv)
+        except EOFError:
+            raise RuntimeError("a bench worker process died") from None
+
+
+def shared_t0() -> int:
+    """A t0 a moment ahead, for every worker's share of one run."""
+    return perf_counter_ns() + round(START_AHEAD_S * 1e9)

@@ -1,0 +1,558 @@
+"""Cases: open one, name suspects, attach evidence, revert a suspect knob, resolve, restore.
+
+Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment: they set the
+knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the changed services and
+their dependents in start order (``servelab.ops.deploy.deploy.restart`` by
+:func:`servelab.core.deploy.topology.restart_plan`, the one restart rule that ``restart`` and the
+A/B use too), and run a layered verify that proves the value live plus an e2e probe
+(``servelab.ops.verify.verify.verify``). What they did comes back typed
+(:class:`Applied`: the ``KnobChange``s, the restart ``Step``s, the ``VerifyReport``) and is
+recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.case.model`).
+All of it runs in one :class:`~servelab.ops.context.Operation` (one SSH connection per host).
+
+No printing and no wording here; progress goes through a callback. A revert or restore that did not
+verify carries why as data (``failure``: the restart or verify that did not complete; else the
+verification's failed checks); :mod:`servelab.report.case` words it. The CLI shows
+:func:`revert_preview` (the cost of the revert, measured by recorded A/B experiments, and what
+evidence would convict the knob) before it asks to go on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from servelab.core.case.model import (
+    CASE_RESOLVED,
+    RESTORE_VERIFIED,
+    Case,
+    RestoreEvent,
+    RestoreItem,
+    RevertEvent,
+    Target,
+    TimelineEntry,
+    case_from_rows,
+    check_verdicts,
+    parse_target,
+    restore_plan,
+    restore_status,
+    timeline,
+)
+from servelab.core.case.revert import (
+    ConvictionTest,
+    RevertCost,
+    conviction_test,
+    revert_cost,
+    revert_values,
+)
+from servelab.core.case.verdicts import Override, Refusal, refusals
+from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.deploy.topology import restart_plan
+from servelab.core.knobs.rules import check_knob_name
+from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
+from servelab.errors import CaseError, DeployError, ServelabError
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.deploy import restart as deploy_restart
+from servelab.ops.deploy.results import Step
+from servelab.ops.knob import KnobChange, get_knob, set_knob
+from servelab.ops.verify.verify import Check, VerifyReport, verify
+
+__all__ = [
+    "Applied",
+    "CaseView",
+    "RestoreOutcome",
+    "RevertOutcome",
+    "RevertPreview",
+    "VerdictRefused",
+    "add_evidence",
+    "add_suspect",
+    "already_restored",
+    "current_value",
+    "list_cases",
+    "load_case",
+    "open_case",
+    "resolve_case",
+    "restore",
+    "revert",
+    "revert_preview",
+    "verdict_refusals",
+    "view_case",
+]
+
+
+_EVIDENCE_LOOKUP = {
+    "run": lambda led, i: led.get_bench_run(i, records=False),
+    "verify": lambda led, i: led.get_verification(i),
+    "soak": lambda led, i: led.get_soak(i),
+    "ab": lambda led, i: led.get_ab(i),
+}
+
+
+# -- reading cases ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseView:
+    """A case with its timeline, its restore plan and where the restore stands."""
+
+    case: Case
+    timeline: list[TimelineEntry]
+    plan: list[RestoreItem]
+    restore_status: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **dataclasses.asdict(self.case),
+            "timeline": [dataclasses.asdict(e) for e in self.timeline],
+            "restore_plan": [dataclasses.asdict(i) for i in self.plan],
+            "restore_status": self.restore_status,
+        }
+
+
+def load_case(ledger: Ledger, case_id: int) -> Case:
+    """The case with its suspects, evidence, events and the knob changes made under it."""
+    row = ledger.get_case(case_id)
+    if row is None:
+        raise CaseError(f"no case {case_id} in {ledger.path}")
+    return case_from_rows(
+        row,
+        ledger.list_suspects(case_id),
+        ledger.list_evidence(case_id),
+        ledger.list_case_events(case_id),
+        ledger.list_knob_changes(case_id=case_id),
+    )
+
+
+def view_case(ledger: Ledger, case_id: int) -> CaseView:
+    case = load_case(ledger, case_id)
+    plan = restore_plan(case, ledger.list_ab(), _later_changes(ledger, case))
+    return CaseView(case, timeline(case), plan, restore_status(case, plan))
+
+
+def _later_changes(ledger: Ledger, case: Case) -> list[KnobChangeRecord]:
+    knobs = {(c.service, c.name) for c in case.changes}
+    return [row for s, n in sorted(knobs) for row in ledger.list_knob_changes(service=s, name=n)]
+
+
+def list_cases(ledger: Ledger) -> list[CaseView]:
+    return [view_case(ledger, row.id) for row in ledger.list_cases()]
+
+
+# -- writing cases ---------------------------------------------------------------------------
+
+
+def open_case(ledger: Ledger, title: str) -> int:
+    if not title.strip():
+        raise CaseError("a case needs a title")
+    return ledger.create_case(title=title.strip())
+
+
+def add_suspect(
+    ledger: Ledger,
+    case_id: int,
+    target: str,
+    reason: str | None,
+    *,
+    spec: DeploymentSpec | None = None,
+) -> int:
+    """Put ``target`` under suspicion; a knob must be one ``spec`` declares (as ``knob set``
+    demands: :func:`~servelab.core.knobs.rules.check_knob_name`), when a spec is given."""
+    parsed = parse_target(target)
+    if spec is not None and parsed.kind == "knob":
+        check_knob_name(spec, str(parsed.service), parsed.name)
+    _open_case(ledger, case_id)
+    return ledger.add_suspect(case_id=case_id, target=str(parsed), reason=reason)
+
+
+def add_evidence(
+    ledger: Ledger, case_id: int, kind: str, ref_id: int | None = None, note: str | None = None
+) -> int:
+    """Attach a recorded ``run``/``verify``/``soak``/``ab`` (by id) or a ``note`` to the case."""
+    load_case(ledger, case_id)
+    if kind == "note":
+        if not note:
+            raise CaseError("a note needs text")
+        return ledger.add_evidence(case_id=case_id, kind="note", ref_id=None, note=note)
+    lookup = _EVIDENCE_LOOKUP.get(kind)
+    if lookup is None:
+        raise CaseError(f"unknown evidence kind {kind!r}")
+    if ref_id is None or lookup(ledger, ref_id) is None:
+        raise CaseError(f"no {kind} {ref_id} recorded in {ledger.path}")
+    return ledger.add_evidence(case_id=case_id, kind=kind, ref_id=ref_id, note=note)
+
+
+class VerdictRefused(CaseError):
+    """Verdicts the case's recorded evidence does not allow (``refused``: which, why, the ids)."""
+
+    def __init__(self, case_id: int, refused: Sequence[Refusal]) -> None:
+        self.case_id = case_id
+        self.refused = tuple(refused)
+        parts = [
+            f"{r.target} {r.verdict}: "
+            + (f"contradicted by evidence {', '.join(f'#{i}' for i in r.evidence_ids)}"
+               if r.evidence_ids else "no recorded evidence supports it")
+            for r in self.refused
+        ]  # fmt: skip
+        super().__init__(
+            f"case {case_id}: refused: {'; '.join(parts)} (run servelab case test {case_id} "
+            'TARGET, or give --override "REASON")'
+        )
+
+
+def verdict_refusals(ledger: Ledger, case: Case, verdicts: Mapping[str, str]) -> list[Refusal]:
+    """The verdicts that the case's recorded evidence refuses
+    (:mod:`servelab.core.case.verdicts`)."""
+    ids = {e.ref_id for e in case.evidence if e.kind == "soak" and e.ref_id is not None}
+    soaks = {i: s for i in sorted(ids) if (s := ledger.get_soak(i)) is not None}
+    return refusals(verdicts, case.events, case.evidence, soaks)
+
+
+def resolve_case(
+    ledger: Ledger,
+    case_id: int,
+    root_cause: str,
+    exonerate: Sequence[str] = (),
+    convict: Sequence[str] = (),
+    *,
+    override: str | None = None,
+) -> CaseView:
+    """Record the root cause and verdicts; the returned view holds the restore plan.
+
+    A verdict the recorded evidence refuses (:func:`verdict_refusals`) raises
+    :class:`VerdictRefused`, unless ``override`` gives a reason: then it is recorded with the
+    refusals as an ``override`` case event. A resolved case may be resolved again (a verdict
+    corrected): the earlier resolution stays in its timeline (a ``resolved`` event,
+    :class:`~servelab.core.ledger.evidence.Resolution`)."""
+    if not root_cause.strip():
+        raise CaseError("--root-cause must say what the cause was")
+    if override is not None and not override.strip():
+        raise CaseError("--override must say why the evidence is overruled")
+    verdicts = check_verdicts(exonerate, convict)
+    refused = verdict_refusals(ledger, load_case(ledger, case_id), verdicts)
+    if refused and override is None:
+        raise VerdictRefused(case_id, refused)
+    if refused and override is not None:
+        detail = Override(override.strip(), tuple(refused)).to_json()
+        ledger.record_case_event(case_id=case_id, kind=Override.KIND, detail=detail)
+    ledger.resolve_case(case_id=case_id, root_cause=root_cause.strip(), verdicts=verdicts)
+    return view_case(ledger, case_id)
+
+
+def _open_case(ledger: Ledger, case_id: int) -> Case:
+    case = load_case(ledger, case_id)
+    if case.status == CASE_RESOLVED:
+        raise CaseError(f"case {case_id} is resolved; open a new case")
+    return case
+
+
+# -- revert ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RevertPreview:
+    """What a revert would do and cost, and what evidence would convict the knob."""
+
+    case_id: int
+    target: str
+    service: str
+    knob: str
+    current: str | None
+    revert_to: str | None
+    cost: RevertCost
+    conviction: ConvictionTest
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _knob_target(text: str) -> Target:
+    target = parse_target(text)
+    if target.kind != "knob" or target.service is None:
+        raise CaseError(f"only a knob can be reverted, not {target}")
+    return target
+
+
+def revert_preview(
+    ledger: Ledger, case_id: int, target: str, *, current: str | None, to: str | None = None
+) -> RevertPreview:
+    """The revert of ``target`` under an open case in which it is a suspect.
+
+    ``current`` is the knob's value in the env file now; the revert goes to the value before the
+    last recorded change (or ``to``).
+    """
+    parsed = _knob_target(target)
+    service, knob = str(parsed.service), parsed.name
+    case = _open_case(ledger, case_id)
+    if case.suspect(str(parsed)) is None:
+        raise CaseError(
+            f"{parsed} is not a suspect of case {case_id}; first: "
+            f"servelab case suspect {case_id} {parsed} --reason ..."
+        )
+    recorded = ledger.list_knob_changes(service=service, name=knob)
+    changes = [c for c in recorded if c.new == current]
+    if not changes and recorded and to is None:
+        raise CaseError(_not_set_by_a_change(service, knob, current, recorded))
+    _last, revert_to = revert_values(changes, service, knob, to)
+    if revert_to == current:
+        raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
+    cost = revert_cost(
+        ledger.list_ab(service=service, knob=knob), service, knob, current, revert_to
+    )
+    test = conviction_test(ledger.list_soaks(), service, knob, current, revert_to)
+    return RevertPreview(case_id, str(parsed), service, knob, current, revert_to, cost, test)
+
+
+def _not_set_by_a_change(
+    service: str, knob: str, current: str | None, recorded: Sequence[KnobChangeRecord]
+) -> str:
+    """Changes are recorded, but none set the value the file holds (a hand edit)."""
+    last = max(recorded, key=lambda c: c.id)
+    now = "unset" if current is None else current
+    then = "unset" if last.new is None else last.new
+    return (
+        f"no recorded change set {service}/{knob} to its current value {now} (edited by hand?); "
+        f"the last recorded change (#{last.id}) set it to {then}; say the value to revert to "
+        "with --to"
+    )
+
+
+@dataclass
+class RevertOutcome:
+    preview: RevertPreview
+    change: KnobChange
+    restart: list[Step]
+    verification: VerifyReport | None
+    live: str | None
+    event_id: int | None = None
+    failure: str | None = None  # why the restart or the verify did not complete
+
+    @property
+    def ok(self) -> bool:
+        verified = self.verification is not None and self.verification.ok
+        return verified and self.live == self.preview.revert_to
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return _failed_checks(self.verification)
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
+        return {
+            "preview": self.preview.to_json(),
+            "change": self.change.to_json(),
+            "restart": [dataclasses.asdict(s) for s in self.restart],
+            "verification": _verification_json(self.verification, self.failure),
+            "live": self.live,
+            "event_id": self.event_id,
+            "failure": self.failure,
+            "ok": self.ok,
+        }
+
+
+async def current_value(where: SpecOrOperation, target: str) -> str | None:
+    """The knob's value in the service's env file now."""
+    parsed = _knob_target(target)
+    return await get_knob(where, str(parsed.service), parsed.name)
+
+
+async def revert(
+    where: SpecOrOperation,
+    ledger: Ledger,
+    preview: RevertPreview,
+    *,
+    progress: Progress | None = None,
+) -> RevertOutcome:
+    """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
+    reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
+    wanted = [(preview.service, preview.knob, preview.revert_to)]
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        done = await _apply(op, ledger, preview.case_id, wanted, reason, op.say)
+    live = _live_value(done.report, preview.service, preview.knob)
+    outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
+                            failure=done.error)  # fmt: skip
+    event = RevertEvent(
+        service=preview.service, knob=preview.knob, from_value=preview.current,
+        to=preview.revert_to, change_id=done.changes[0].change_id,
+        verification_id=done.verification_id, ok=outcome.ok,
+        restart=tuple(s.outcome for s in done.steps), error=done.error,
+        cost_ab_id=preview.cost.ab_id, cost=preview.cost.points,
+        failed=_records(outcome.failed_checks),
+    )  # fmt: skip
+    outcome.event_id = ledger.record_case_event(
+        case_id=preview.case_id, kind="revert", detail=event.to_json()
+    )
+    return outcome
+
+
+# -- restore ---------------------------------------------------------------------------------
+
+
+@dataclass
+class RestoreOutcome:
+    case_id: int
+    items: list[RestoreEvent]
+    restart: list[Step]
+    verification: VerifyReport | None
+    status: str = ""
+    event_ids: list[int] = field(default_factory=list)
+    failure: str | None = None  # why the restart or the verify did not complete
+
+    @property
+    def ok(self) -> bool:
+        return (bool(self.items) or self.already_restored) and all(i.ok for i in self.items)
+
+    @property
+    def already_restored(self) -> bool:
+        """Nothing was done: the case was restored and verified before (no knob moved since)."""
+        return not self.items and self.status == RESTORE_VERIFIED
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return _failed_checks(self.verification)
+
+    def to_json(self) -> dict[str, Any]:
+        """The outcome's data (``servelab.report.case.restore_json`` adds the ``error``s)."""
+        return {
+            "case_id": self.case_id,
+            "items": [{**i.to_json(), "verified": i.ok} for i in self.items],
+            "restart": [dataclasses.asdict(s) for s in self.restart],
+            "verification": _verification_json(self.verification, self.failure),
+            "status": self.status,
+            "already_restored": self.already_restored,
+            "event_ids": list(self.event_ids),
+            "ok": self.ok,
+            "failure": self.failure,
+        }
+
+
+async def restore(
+    where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+) -> RestoreOutcome:
+    """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
+    view = view_case(ledger, case_id)
+    if view.case.status != CASE_RESOLVED:
+        raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
+    if not view.plan:
+        raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
+    if already_restored(view):
+        return RestoreOutcome(case_id, [], [], None, status=view.restore_status)
+    wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
+    reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        done = await _apply(op, ledger, case_id, wanted, reason, op.say)
+    outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
+    for item, change in zip(view.plan, done.changes, strict=True):
+        event = _restore_event(item, change, done)
+        outcome.items.append(event)
+        outcome.event_ids.append(
+            ledger.record_case_event(case_id=case_id, kind="restore", detail=event.to_json())
+        )
+    outcome.status = view_case(ledger, case_id).restore_status
+    return outcome
+
+
+def already_restored(view: CaseView) -> bool:
+    """Every item restored and verified, and no knob moved since: nothing to set or restart."""
+    moved = any(item.superseded_by is not None for item in view.plan)
+    return view.restore_status == RESTORE_VERIFIED and not moved
+
+
+def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:
+    live = _live_value(done.report, item.service, item.knob)
+    verified = done.report is not None and done.report.ok and live == item.restore_to
+    return RestoreEvent(
+        service=item.service, knob=item.knob, from_value=item.current, value=item.restore_to,
+        live=live, change_id=change.change_id, verification_id=done.verification_id,
+        ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
+        error=done.error, failed=_records(_failed_checks(done.report)),
+    )  # fmt: skip
+
+
+# -- the shared apply step -------------------------------------------------------------------
+
+
+@dataclass
+class Applied:
+    """What ``_apply`` did: the knob changes, the restart steps, and the verify report.
+
+    ``report`` is None when the restart or the verify did not complete; ``error`` says why.
+    """
+
+    changes: list[KnobChange]
+    steps: list[Step] = field(default_factory=list)
+    report: VerifyReport | None = None
+    error: str | None = None
+
+    @property
+    def verification_id(self) -> int | None:
+        return None if self.report is None else self.report.verification_id
+
+
+async def _apply(
+    op: Operation,
+    ledger: Ledger,
+    case_id: int,
+    wanted: Sequence[tuple[str, str, str | None]],
+    reason: str,
+    say: Progress,
+) -> Applied:
+    """Set the knobs, co-restart, verify. A failed restart or verify is returned, not raised:
+    the knob change is already recorded, so the case event must record how it ended."""
+    done = Applied([])
+    for service, knob, value in wanted:
+        say(f"set {service} {knob}={value}")
+        change = await set_knob(
+            op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
+        )
+        done.changes.append(change)
+    order = restart_plan(op.spec, [s for s, _k, _v in wanted])
+    try:
+        done.steps = await _restart(op, ledger, order, say)
+        done.report = await _verify(op, ledger, say)
+    except ServelabError as exc:
+        say(f"failed: {exc}")
+        done.error = str(exc)
+    return done
+
+
+async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progress) -> list[Step]:
+    say(f"co-restart {' → '.join(order)} (the changed services and their dependents)")
+    report = await deploy_restart(
+        op, order, verify_after=False, rollback=False, progress=say, ledger=ledger
+    )
+    failed = [s for s in report.steps if s.outcome == "failed"]
+    if failed:
+        why = failed[0].evidence.get("error", "see its log")
+        raise DeployError(f"restart of {failed[0].service} failed: {why}")
+    return list(report.steps)
+
+
+async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
+    say("verify config, live, health, e2e")
+    return await verify(op, ledger=ledger, progress=say)
+
+
+def _verification_json(report: VerifyReport | None, failure: str | None) -> dict[str, Any]:
+    """The verification as ``--json`` shows it (a restart or verify that failed: its error)."""
+    if report is None:
+        return {"ok": False, "checks": [], "error": failure}
+    return report.to_json()
+
+
+def _failed_checks(report: VerifyReport | None) -> list[Check]:
+    return [] if report is None else report.failures
+
+
+def _records(checks: list[Check]) -> tuple[CheckRecord, ...]:
+    return tuple(check.record() for check in checks)
+
+
+def _live_value(report: VerifyReport | None, service: str, knob: str) -> str | None:
+    for check in report.layer("live") if report is not None else []:
+        if (check.service, check.data.get("knob")) == (service, knob):
+            live = check.data.get("live")
+            return None if live is None else str(live)
+    return None

@@ -1,0 +1,283 @@
+"""``case test``: decide a suspect's verdict by a controlled experiment.
+
+The workload is the case's newest failing soak (its recorded
+:class:`~servelab.ops.soak.soak.SoakConfig`, run without localization or the determinism probe so
+each visit is short). Two arms:
+
+- a **knob** suspect: the knob at its suspected value (arm ``suspect``) and at its revert value
+  (arm ``revert``) (:func:`servelab.core.case.revert.experiment_values`). Every visit sets the knob
+  (``servelab.ops.knob.set_knob``; recorded, but not under the case: the case's restore plan is
+  made of its reverts alone), co-restarts the service and its dependents in start order
+  (``servelab.ops.deploy.deploy.restart`` by :func:`servelab.core.deploy.topology.restart_plan`) and
+  proves the value live (the config, live and e2e layers of ``servelab.ops.verify.verify`` and the
+  value read back from ``/proc/PID/environ``) before the soak runs; an arm that is not live is not
+  measured (the experiment stops, :class:`~servelab.errors.DeployError`);
+- a **component** suspect in front of the router (a proxy): the workload through the entry point
+  (``suspect``) and straight to the router, bypassing it (``revert``); nothing is restarted.
+
+The arms are counterbalanced, ABBA (:func:`~servelab.core.case.experiment.abba_order`), ``rounds``
+visits each. A session fails when it stalled, hit an error, or did not finish its rounds. The
+decision is :func:`servelab.core.case.experiment.decide` (Fisher's exact test, Newcombe's interval).
+The knob is left as it was found (also when the experiment stops early). The experiment is
+recorded as the case event ``experiment`` and attached to the case as evidence of kind
+``experiment`` (its ``ref_id`` the event); each visit's soak is recorded (not attached).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.core.case.experiment import (
+    ALPHA,
+    ARM_REVERT,
+    ARM_SUSPECT,
+    EFFECT,
+    ExperimentRecord,
+    ExperimentVisit,
+    abba_order,
+    decide,
+    tally,
+)
+from servelab.core.case.model import Case, Target, parse_target, revert_changes
+from servelab.core.case.revert import experiment_values
+from servelab.core.deploy.topology import restart_plan
+from servelab.core.ledger.evidence import SoakRunRecord
+from servelab.core.ledger.results import SoakDocument
+from servelab.errors import CaseError, DeployError, ServelabError
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.case.case import load_case
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.deploy import restart as deploy_restart
+from servelab.ops.knob import get_knob, live_knob, live_knobs, set_knob
+from servelab.ops.soak.soak import SoakConfig, SoakResult, Targets, soak
+from servelab.ops.verify.verify import verify
+
+__all__ = ["CaseTestConfig", "CaseTestOutcome", "Document", "failed_sessions", "run_case_test"]
+
+#: Turns a visit's soak result into the document the ledger records
+# (``report.soak.soak.soak_record``).
+Document = Callable[[SoakResult], SoakDocument]
+
+_SOAK_FIELDS = {f.name for f in dataclasses.fields(SoakConfig)} - {"knobs"}
+
+
+@dataclass(frozen=True)
+class CaseTestConfig:
+    """What to test: ``target`` (a suspect of case ``case_id``), ``rounds`` visits per arm."""
+
+    case_id: int
+    target: str
+    rounds: int = 3
+    to: str | None = None
+    alpha: float = ALPHA
+    effect: float = EFFECT
+    sessions: int | None = None  # None: the workload's own
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise CaseError("--rounds must be ≥ 1")
+        if not 0 < self.alpha < 1 or not 0 < self.effect <= 1:
+            raise CaseError("--alpha must be in (0, 1) and --effect in (0, 1]")
+
+
+@dataclass
+class CaseTestOutcome:
+    """The experiment's record, and where it went in the ledger."""
+
+    record: ExperimentRecord
+    event_id: int | None = None
+    evidence_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.record.to_json(), "event_id": self.event_id,
+                "evidence_id": self.evidence_id}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Arms:
+    target: Target
+    suspect: str | None
+    revert: str | None
+    found: str | None
+
+
+def failed_sessions(result: SoakResult) -> int:
+    """Sessions that stalled, hit an error, or did not finish their rounds."""
+    rounds = result.config.rounds
+    return sum(s.stalled or s.error is not None or s.rounds_done < rounds for s in result.sessions)
+
+
+def _workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, SoakConfig]:
+    """The case's newest failing soak and the config to replay it with."""
+    soaks = [ledger.get_soak(e.ref_id) for e in case.evidence if e.kind == "soak" and e.ref_id]
+    failing = [s for s in soaks if isinstance(s, SoakRunRecord) and s.ok is False]
+    if not failing:
+        raise CaseError(
+            f"case {case.id} has no failing soak to replay; attach one: "
+            f"servelab soak --case {case.id} (or case evidence {case.id} --soak ID)"
+        )
+    newest = max(failing, key=lambda s: s.id)
+    known = {k: v for k, v in newest.config.items() if k in _SOAK_FIELDS}
+    config = SoakConfig(**{**known, "localize": False, "check_determinism": False})
+    if sessions is not None:
+        config = dataclasses.replace(config, sessions=sessions)
+    return newest.id, config
+
+
+def _targets(op: Operation) -> Targets:
+    spec = op.spec
+    router = spec.router_name
+    router_url = spec.services[router].url.rstrip("/") if router else None
+    entry = spec.services[spec.entry_point].url.rstrip("/")
+    return Targets(entry, router_url, (), router or "router")
+
+
+async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) -> _Arms:
+    target = parse_target(cfg.target)
+    if case.suspect(str(target)) is None:
+        raise CaseError(
+            f"{target} is not a suspect of case {case.id}; first: "
+            f"servelab case suspect {case.id} {target} --reason ..."
+        )
+    if target.kind == "component":
+        spec, name = op.spec, target.name
+        entry = spec.entry_point
+        if name not in spec.services or name != entry or entry == spec.router_name:
+            raise CaseError(
+                f"{target} cannot be bypassed: only the entry point in front of the router "
+                f"(here: {entry}) is tested by sending the workload straight to the router"
+            )
+        router = _targets(op).router_url
+        return _Arms(target, spec.services[entry].url.rstrip("/"), router, None)
+    service = str(target.service)
+    found = await get_knob(op, service, target.name)
+    recorded = ledger.list_knob_changes(service=service, name=target.name)
+    suspect, revert = experiment_values(
+        revert_changes(case), recorded, service, target.name, current=found, to=cfg.to
+    )
+    return _Arms(target, suspect, revert, found)
+
+
+async def _make_live(op: Operation, target: Target, value: str | None, why: str) -> int | None:
+    """Set the knob, co-restart in order, prove it live (config, live, e2e); its verification."""
+    service = str(target.service)
+    await set_knob(op, service, target.name, value, reason=why)
+    order = restart_plan(op.spec, [service])
+    op.say(f"co-restart {' → '.join(order)}")
+    report = await deploy_restart(op, order, verify_after=False, rollback=False)
+    if not report.ok:
+        failed = ", ".join(s.service for s in report.steps if not s.ok)
+        raise DeployError(f"restart for {target.name}={value} failed ({failed}): arm not measured")
+    proof = await verify(op.quiet(), [service], layers=("config", "live", "e2e"))
+    live = await live_knob(op, service, target.name)
+    if not proof.ok or live != value:
+        reasons = "; ".join(f"{c.layer} {c.service}: {c.code}" for c in proof.failures)
+        raise DeployError(
+            f"{target.name}={value} is not live ({reasons or f'live value {live!r}'}): "
+            "arm not measured"
+        )
+    op.say(f"{service} {target.name}={value} verified live (verification {proof.verification_id})")
+    return proof.verification_id
+
+
+async def _visit(
+    op: Operation, arms: _Arms, cfg: CaseTestConfig, workload: SoakConfig, visit: tuple[int, str],
+    document: Document | None,
+) -> ExperimentVisit:  # fmt: skip
+    rnd, arm = visit
+    value = arms.suspect if arm == ARM_SUSPECT else arms.revert
+    started = time.monotonic()
+    targets = _targets(op)
+    verification_id = None
+    if arms.target.kind == "knob":
+        why = f"case {cfg.case_id}: test of {arms.target}, arm {arm}, round {rnd + 1}"
+        verification_id = await _make_live(op, arms.target, value, why)
+        workload = dataclasses.replace(workload, knobs=await live_knobs(op))
+    else:
+        targets = Targets(str(value), targets.router_url, (), targets.router_service)
+    result = await soak(workload, targets, ledger=op.ledger, document=document)
+    failed = failed_sessions(result)
+    op.say(f"arm {arm} ({value}): {failed}/{len(result.sessions)} sessions failed")
+    return ExperimentVisit(
+        rnd, arm, value, len(result.sessions), failed, verification_id, result.soak_id,
+        round(time.monotonic() - started, 3),
+    )  # fmt: skip
+
+
+async def _leave_as_found(op: Operation, arms: _Arms) -> str | None:
+    """Put the knob back as it was found (nothing to do for a component); the value left."""
+    if arms.target.kind != "knob":
+        return None
+    service = str(arms.target.service)
+    if await get_knob(op, service, arms.target.name) != arms.found:
+        op.say(f"putting {service} {arms.target.name} back as found ({arms.found})")
+        await _make_live(op, arms.target, arms.found, "case test: left as found")
+    return await get_knob(op, service, arms.target.name)
+
+
+async def run_case_test(
+    where: SpecOrOperation,
+    ledger: Ledger,
+    cfg: CaseTestConfig,
+    *,
+    progress: Progress | None = None,
+    document: Document | None = None,
+) -> CaseTestOutcome:
+    """Run the experiment, record it on the case, and return it (see the module docstring)."""
+    started = time.monotonic()
+    case = load_case(ledger, cfg.case_id)
+    soak_id, workload = _workload(ledger, case, cfg.sessions)
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        arms = await _arms(op, ledger, case, cfg)
+        order = abba_order(cfg.rounds)
+        op.say(
+            f"case test {arms.target}: {arms.suspect} against {arms.revert}, {cfg.rounds} "
+            f"round(s) each ({' '.join(a[0].upper() for a in order)}), {workload.sessions} "
+            f"session(s) x {workload.rounds} rounds per visit (the workload of soak #{soak_id})"
+        )
+        visits: list[ExperimentVisit] = []
+        try:
+            for i, arm in enumerate(order):
+                op.say(f"visit {i + 1}/{len(order)}: arm {arm}")
+                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), document))
+        except BaseException:
+            with contextlib.suppress(ServelabError):
+                await _leave_as_found(op, arms)
+            raise
+        left = await _leave_as_found(op, arms)
+    record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started)
+    return _save(ledger, record)
+
+
+def _record(
+    cfg: CaseTestConfig, arms: _Arms, visits: list[ExperimentVisit], soak_id: int,
+    workload: SoakConfig, left: str | None, elapsed: float,
+) -> ExperimentRecord:  # fmt: skip
+    suspect = tally(visits, ARM_SUSPECT, arms.suspect)
+    revert = tally(visits, ARM_REVERT, arms.revert)
+    decision = decide(suspect, revert, alpha=cfg.alpha, effect=cfg.effect)
+    return ExperimentRecord(
+        case_id=cfg.case_id, target=str(arms.target), suspect_value=arms.suspect,
+        revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
+        decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
+        found=arms.found, left=left, elapsed_s=round(elapsed, 3),
+        workload=dataclasses.asdict(workload),
+    )  # fmt: skip
+
+
+def _save(ledger: Ledger, record: ExperimentRecord) -> CaseTestOutcome:
+    cid = record.case_id
+    event_id = ledger.record_case_event(
+        case_id=cid, kind=ExperimentRecord.KIND, detail=record.to_json()
+    )
+    d = record.decision
+    note = f"case test {record.target}: {d.outcome} (p={d.p_value:.3g})"
+    evidence_id = ledger.add_evidence(
+        case_id=cid, kind=ExperimentRecord.KIND, ref_id=event_id, note=note
+    )
+    return CaseTestOutcome(record, event_id, evidence_id)

@@ -1,0 +1,173 @@
+"""The pre-flight of ``up`` and ``restart``: before the first service starts (or stops), check
+every service about to start (rules: :mod:`servelab.core.deploy.preflight`).
+
+- its env file is readable and parses (a bad line is named by file and line, never shown);
+- every port it binds is free on its host, or held by its own recorded process group (which is
+  stopped before it starts again) or, for ``restart``, by a service with a ``stop`` command or
+  systemd unit (which stops it);
+- ``start = "router"``: the router module imports with the Python that will launch it.
+
+For ``up``, a service already up (its recorded process alive, or its port's owner ready) is not
+about to start and is not checked. A failure raises one error naming each service and what it
+lacks (:class:`~servelab.errors.KnobError` when the first problem is an env line that does not
+parse, else :class:`~servelab.errors.ServiceStartError`); nothing has been started or stopped.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from servelab.core.deploy.preflight import (
+    PROBLEM_ENV,
+    PROBLEM_MODULE,
+    PROBLEM_PORT,
+    PortState,
+    Problem,
+    Requirement,
+    ServiceFacts,
+    bound_ports,
+    problems,
+    requirements,
+)
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
+from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
+from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
+from servelab.io.http.client import probe
+from servelab.ops.context import Operation
+
+__all__ = ["check_before_start", "env_bytes", "preflight_message"]
+
+_PROBE_TIMEOUT_S = 5.0
+
+
+async def env_bytes(op: Operation, service: str, path: str) -> bytes:
+    """The env file as this operation last wrote it (``knob set``), else as read from its host."""
+    return op.written_env(service, path) or await op.host(service).read_file(path)
+
+
+async def _env_facts(op: Operation, service: str) -> tuple[str | None, str | None]:
+    """(parse error, read error) of the service's env file; both None when it parses."""
+    path = op.env_path(service)
+    if path is None:
+        return None, None
+    try:
+        raw = await env_bytes(op, service, path)
+    except HostError as exc:
+        return None, f"cannot read its env file: {exc}"
+    try:
+        parse_env_bytes(raw, path)
+    except KnobError as exc:
+        return str(exc), None
+    return None, None
+
+
+def _groups(record: PidRecord | None) -> set[int]:
+    """The process groups servelab recorded for the service (launcher, and adopted server)."""
+    if record is None:
+        return set()
+    groups = {record.pgid}
+    served = record.extra.get("served_by")
+    if isinstance(served, dict) and isinstance(served.get("pgid"), int):
+        groups.add(served["pgid"])
+    return groups
+
+
+async def _port_states(op: Operation, service: str, *, restarting: bool) -> tuple[PortState, ...]:
+    svc = op.spec.service(service)
+    host = op.host(service)
+    groups = _groups(read_pid_record(op.loaded.state_dir, service))
+    stopped_by_command = restarting and (svc.stop is not None or svc.unit is not None)
+    states = []
+    for claim in bound_ports(svc):
+        owner = await host.listening_pid(claim.port)
+        own = stopped_by_command
+        if owner is not None and not own:
+            stat = await proc_stat(host, owner)
+            own = stat is not None and stat.pgid in groups
+        states.append(PortState(claim, owner, own))
+    return tuple(states)
+
+
+def _import_check(need: Requirement) -> str:
+    code = (
+        "import importlib.util, sys; "
+        f"sys.exit(0 if importlib.util.find_spec({need.module!r}) is not None else 1)"
+    )
+    return shlex.join([sys.executable, "-c", code])
+
+
+async def _missing(op: Operation, service: str) -> tuple[Requirement, ...]:
+    host = op.host(service)
+    missing = []
+    for need in requirements(op.spec.service(service), op.spec.engine):
+        try:
+            ok = (await host.run(_import_check(need), timeout=QUERY_TIMEOUT_S)).ok
+        except (CommandTimeout, HostError):
+            ok = False
+        if not ok:
+            missing.append(need)
+    return tuple(missing)
+
+
+async def _facts(op: Operation, service: str, *, restarting: bool) -> ServiceFacts:
+    env_error, env_unreadable = await _env_facts(op, service)
+    return ServiceFacts(
+        service=service,
+        host=op.host(service).name,
+        env_error=env_error,
+        env_unreadable=env_unreadable,
+        ports=await _port_states(op, service, restarting=restarting),
+        missing=await _missing(op, service),
+    )
+
+
+async def _is_up(op: Operation, service: str) -> bool:
+    """``up`` will skip it: its recorded process is alive, or its port's owner is ready."""
+    host = op.host(service)
+    record = read_pid_record(op.loaded.state_dir, service)
+    if record is not None and await is_alive(host, record):
+        return True
+    svc = op.spec.service(service)
+    if await host.listening_pid(svc.port) is None:
+        return False
+    url = await op.url(service, svc.readiness_path)
+    return (await probe(url, timeout=_PROBE_TIMEOUT_S)).ok
+
+
+def _describe(problem: Problem) -> str:
+    if problem.kind == PROBLEM_PORT and problem.port is not None:
+        claim = problem.port.claim
+        return (
+            f"port {claim.port} ({claim.field}) on {problem.host} is held by pid "
+            f"{problem.port.owner}, not by this service"
+        )
+    if problem.kind == PROBLEM_MODULE and problem.need is not None:
+        package = problem.need.package
+        return (
+            f"cannot import {problem.need.module} with {sys.executable} on {problem.host}: "
+            f"install {package} (pip install '{package}')"
+        )
+    return problem.env_error or problem.kind
+
+
+def preflight_message(found: list[Problem]) -> str:
+    """One line: each service and what it lacks, then that nothing was started or stopped."""
+    parts = [f"{problem.service}: {_describe(problem)}" for problem in found]
+    return "; ".join(parts) + " (pre-flight: nothing was started or stopped)"
+
+
+async def check_before_start(op: Operation, plan: list[str], *, restarting: bool) -> None:
+    """Raise when a service of ``plan`` about to start lacks something; see the module doc."""
+    facts = []
+    for service in plan:
+        if not restarting and await _is_up(op, service):
+            continue
+        facts.append(await _facts(op, service, restarting=restarting))
+    found = problems(facts)
+    if not found:
+        return
+    if found[0].kind == PROBLEM_ENV:
+        raise KnobError(preflight_message(found))
+    raise ServiceStartError(preflight_message(found))

@@ -1,0 +1,274 @@
+"""``restart --rolling``: restart workers one at a time, without taking the deployment down.
+
+For each worker of :func:`~servelab.core.deploy.rolling.rolling_plan`, in order (the phases of
+:data:`~servelab.core.deploy.rolling.PHASES`):
+
+1. **remove** it from the router (its id read from the router's worker list; refused when no other
+   healthy worker of its role is listed), and wait until the router no longer lists it;
+2. **drain**: wait until its ``/get_load`` reports no running or queued request (bounded);
+3. **restart** it alone (:func:`servelab.ops.deploy.deploy.restart_service`: no dependent, no
+router),
+   gated on readiness;
+4. **verify** it: verify's live and health layers for this worker (the env file's knobs are live);
+5. **add** it back (with its bootstrap port for a prefill) and wait until it is listed healthy;
+6. **routed**: send small requests through the router until the worker's served-request counter
+   grows (a servelab simulated worker; for another engine, the router's listing is the evidence).
+
+The first phase that fails stops the roll: the report names the worker left out of the router,
+whether it is down, and the commands that put it back. Cancelled (Ctrl-C), it raises
+:class:`~servelab.ops.deploy.results.DeployInterrupted` carrying the report. The roll is recorded
+in the ledger as a ``restart --rolling`` deployment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from servelab.core.deploy.rolling import (
+    PHASE_ADD,
+    PHASE_DRAIN,
+    PHASE_REMOVE,
+    PHASE_RESTART,
+    PHASE_ROUTED,
+    PHASE_VERIFY,
+    RollOptions,
+    RollTarget,
+    rolling_plan,
+    router_kind,
+    running_requests,
+    served_requests,
+)
+from servelab.core.deploy.spec import spec_hash
+from servelab.errors import ServelabError
+from servelab.io.http.client import HttpClient
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.routerworkers import (
+    RouterApiError,
+    RouterWorker,
+    RouterWorkers,
+    router_workers,
+)
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.deploy import restart_service
+from servelab.ops.deploy.preflight import check_before_start
+from servelab.ops.deploy.results import DeployInterrupted
+from servelab.ops.deploy.rolling_results import Phase, RollingReport, WorkerRoll
+from servelab.ops.verify.verify import verify
+
+__all__ = ["rolling_restart"]
+
+_Outcome = tuple[bool, dict[str, Any]]
+
+
+class _Roll:
+    """One rolling restart's shared state: the operation, the router's API, the options."""
+
+    def __init__(self, op: Operation, api: RouterWorkers, http: HttpClient, opts: RollOptions):
+        self.op, self.api, self.http, self.opts = op, api, http, opts
+
+    async def until(
+        self, check: Callable[[], Awaitable[_Outcome]], timeout_s: float
+    ) -> tuple[bool, dict[str, Any]]:
+        """Poll ``check`` until it is ok or ``timeout_s`` passes; its last answer (+ polls)."""
+        deadline = time.monotonic() + timeout_s
+        polls = 0
+        while True:
+            polls += 1
+            ok, data = await check()
+            if ok or time.monotonic() >= deadline:
+                return ok, {**data, "polls": polls, "timeout_s": timeout_s}
+            await asyncio.sleep(self.opts.poll_s)
+
+    async def listed(self, target: RollTarget) -> list[RouterWorker]:
+        return [w for w in await self.api.list() if w.url == target.url.rstrip("/")]
+
+
+async def _remove(roll: _Roll, target: RollTarget) -> _Outcome:
+    workers = await roll.api.list()
+    mine = [w for w in workers if w.url == target.url]
+    others = [w for w in workers if w.role == target.role and w.url != target.url and w.healthy]
+    data: dict[str, Any] = {"worker_ids": [w.id for w in mine], "others": [w.url for w in others]}
+    if not others:
+        return False, {**data, "reason": "no_other_worker"}
+    if not mine:
+        return True, {**data, "already_out": True}
+    for worker in mine:
+        await roll.api.remove(worker.id)
+
+    async def gone() -> _Outcome:
+        return not await roll.listed(target), {}
+
+    ok, waited = await roll.until(gone, roll.opts.router_timeout_s)
+    return ok, {**data, **waited, "reason": None if ok else "still_listed"}
+
+
+async def _drain(roll: _Roll, target: RollTarget) -> _Outcome:
+    url = await roll.op.url(target.service, "/get_load")
+
+    async def idle() -> _Outcome:
+        running = running_requests(await roll.http.get_json(url, timeout=15.0))
+        return running == 0, {"running": running}
+
+    ok, data = await roll.until(idle, roll.opts.drain_timeout_s)
+    reason = None if ok else ("load_unreadable" if data["running"] is None else "not_drained")
+    return ok, {**data, "reason": reason}
+
+
+async def _restart(roll: _Roll, target: RollTarget) -> _Outcome:
+    step = await restart_service(roll.op, target.service)
+    return step.ok, {"step": step.to_json()}
+
+
+async def _add(roll: _Roll, target: RollTarget) -> _Outcome:
+    worker_id = await roll.api.add(target.url, target.role, target.bootstrap_port)
+
+    async def healthy() -> _Outcome:
+        listed = await roll.listed(target)
+        return any(w.healthy for w in listed), {"listed": [w.to_json() for w in listed]}
+
+    ok, data = await roll.until(healthy, roll.opts.router_timeout_s)
+    return ok, {"worker_id": worker_id, **data, "reason": None if ok else "not_listed"}
+
+
+async def _served(roll: _Roll, target: RollTarget) -> int | None:
+    url = await roll.op.url(target.service, "/server_info")
+    return served_requests(await roll.http.get_json(url, timeout=15.0))
+
+
+async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:
+    before = await _served(roll, target)
+    if before is None:
+        return True, {"served_before": None, "evidence": "listed"}
+    model = await roll.http.model_id(router_url, 5.0) or "default"
+    body = {"model": model, "messages": [{"role": "user", "content": "servelab rolling probe"}],
+            "max_tokens": 2, "stream": False}  # fmt: skip
+    sent: list[int | None] = []
+
+    async def grew() -> _Outcome:
+        result = await roll.http.probe(
+            router_url + "/v1/chat/completions", timeout=30.0, method="POST", json_body=body
+        )
+        sent.append(result.status)
+        after = await _served(roll, target)
+        return after is not None and after > before, {"served_after": after}
+
+    ok, data = await roll.until(grew, roll.opts.routed_timeout_s)
+    reason = None if ok else "not_routed"
+    return ok, {"served_before": before, **data, "probe_statuses": sent, "reason": reason}
+
+
+async def _verify(roll: _Roll, worker: WorkerRoll) -> _Outcome:
+    report = await verify(roll.op, [worker.service], layers=("live", "health"))
+    worker.verification = report
+    return report.ok, {"failures": [check.code for check in report.failures]}
+
+
+async def _phase(roll: _Roll, worker: WorkerRoll, name: str, run: Awaitable[_Outcome]) -> bool:
+    roll.op.say(f"{worker.service}: {name}")
+    started = time.monotonic()
+    try:
+        ok, data = await run
+    except ServelabError as exc:
+        ok, data = False, {"reason": "error", "error": f"{type(exc).__name__}: {exc}"}
+    worker.phases.append(Phase(name, ok, time.monotonic() - started, data))
+    if not ok:
+        roll.op.say(f"{worker.service}: {name} failed")
+    return ok
+
+
+async def _roll_one(roll: _Roll, worker: WorkerRoll, router_url: str) -> bool:
+    target = worker.target
+    steps: list[tuple[str, Callable[[], Awaitable[_Outcome]]]] = [
+        (PHASE_REMOVE, lambda: _remove(roll, target)),
+        (PHASE_DRAIN, lambda: _drain(roll, target)),
+        (PHASE_RESTART, lambda: _restart(roll, target)),
+        (PHASE_VERIFY, lambda: _verify(roll, worker)),
+        (PHASE_ADD, lambda: _add(roll, target)),
+        (PHASE_ROUTED, lambda: _routed(roll, target, router_url)),
+    ]
+    for name, run in steps:
+        if not await _phase(roll, worker, name, run()):
+            return False
+    return True
+
+
+def _recovery(op: Operation, report: RollingReport, target: RollTarget) -> list[list[str]]:
+    """Put the worker back: roll it again (restarts it if down, adds it back), or, when it is
+    up, add it to the router by hand."""
+    spec = [] if op.loaded.embedded else ["-f", op.loaded.source]
+    commands = [["servelab", "restart", "--rolling", target.service, *spec]]
+    if not report.down:
+        body: dict[str, Any] = {"url": target.url, "worker_type": target.role}
+        if target.bootstrap_port is not None:
+            body["bootstrap_port"] = target.bootstrap_port
+        router = op.spec.service(report.router).url
+        commands.append(["curl", "-sS", "-X", "POST", f"{router}/workers", "-H",
+                         "Content-Type: application/json", "-d", json.dumps(body)])  # fmt: skip
+    return commands
+
+
+def _note_out(op: Operation, report: RollingReport) -> None:
+    for worker in report.workers:
+        if worker.out_of_router or worker.down:
+            report.out, report.down = worker.service, worker.down
+            report.recovery = _recovery(op, report, worker.target)
+            return
+
+
+async def _run(op: Operation, report: RollingReport, opts: RollOptions) -> None:
+    report.router_url = await op.url(report.router)
+    async with HttpClient() as http:
+        api = router_workers(router_kind(op.spec), report.router_url, http)
+        if not api.can_add:  # it could take a worker out and never put it back: touch nothing
+            raise RouterApiError(
+                f"a rolling restart needs to add workers back to {report.router}, and the "
+                f"{router_kind(op.spec)} router's worker API cannot: use `servelab restart`"
+            )
+        roll = _Roll(op, api, http, opts)
+        for target in report.plan:
+            worker = WorkerRoll(target)
+            report.workers.append(worker)
+            if not await _roll_one(roll, worker, report.router_url):
+                return
+
+
+async def rolling_restart(
+    target: SpecOrOperation,
+    selectors: list[str],
+    *,
+    options: RollOptions | None = None,
+    progress: Progress | None = None,
+    ledger: Ledger | None = None,
+) -> RollingReport:
+    """Restart the workers ``selectors`` name (roles or services) one at a time (module doc)."""
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        plan = rolling_plan(op.spec, selectors)
+        router = op.spec.router_name
+        assert router is not None  # rolling_plan refuses a deployment without one
+        await check_before_start(op, [t.service for t in plan], restarting=True)
+        report = RollingReport(plan, router)
+        op.say(f"rolling restart: {' -> '.join(t.service for t in plan)}")
+        try:
+            await _run(op, report, options or RollOptions())
+        except BaseException as exc:
+            report.interrupted = isinstance(exc, asyncio.CancelledError)
+            report.error = "interrupted" if report.interrupted else (str(exc) or type(exc).__name__)
+            _finish(op, report)
+            if report.interrupted:
+                raise DeployInterrupted(report) from exc
+            raise
+        _finish(op, report)
+    return report
+
+
+def _finish(op: Operation, report: RollingReport) -> None:
+    _note_out(op, report)
+    if op.ledger is not None:
+        report.deployment_id = op.ledger.record_deployment(
+            name=op.spec.name, spec_hash=spec_hash(op.spec), action="restart --rolling",
+            detail=report.to_json(),
+        )  # fmt: skip

@@ -1,0 +1,119 @@
+"""The typed results of ``restart --rolling`` (:mod:`servelab.ops.deploy.rolling`).
+
+- :class:`Phase`: one phase of one worker (:data:`servelab.core.deploy.rolling.PHASES`): ok, time,
+  data.
+- :class:`WorkerRoll`: one worker's phases, its verification, and where it was left.
+- :class:`RollingReport`: the plan, every worker's roll, and, when it stopped, the worker left out
+  of the router (and whether it is down) with the commands that put it back.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from servelab.core.deploy.rolling import PHASE_ADD, PHASE_REMOVE, PHASE_RESTART, PHASES, RollTarget
+from servelab.ops.verify.verify import VerifyReport
+
+__all__ = ["Phase", "RollingReport", "WorkerRoll"]
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One phase of one worker's roll: its name, outcome, time taken and what it saw."""
+
+    name: str
+    ok: bool
+    elapsed_s: float
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"phase": self.name, "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3),
+                **self.data}  # fmt: skip
+
+
+@dataclass
+class WorkerRoll:
+    """One worker: the phases it went through (in order, the last failed when it stopped)."""
+
+    target: RollTarget
+    phases: list[Phase] = field(default_factory=list)
+    verification: VerifyReport | None = None
+
+    @property
+    def service(self) -> str:
+        return self.target.service
+
+    @property
+    def ok(self) -> bool:
+        return len(self.phases) == len(PHASES) and all(phase.ok for phase in self.phases)
+
+    @property
+    def failed(self) -> Phase | None:
+        return next((phase for phase in self.phases if not phase.ok), None)
+
+    def _reached(self, name: str) -> bool:
+        return any(phase.name == name for phase in self.phases)
+
+    @property
+    def out_of_router(self) -> bool:
+        """Removed from the router and not (provably) added back."""
+        added = any(phase.name == PHASE_ADD and phase.ok for phase in self.phases)
+        return self._reached(PHASE_REMOVE) and not added
+
+    @property
+    def down(self) -> bool:
+        """Its restart began and did not end ready."""
+        restart = next((phase for phase in self.phases if phase.name == PHASE_RESTART), None)
+        return restart is not None and not restart.ok
+
+    def to_json(self) -> dict[str, Any]:
+        verification = self.verification
+        return {
+            "service": self.service,
+            "role": self.target.role,
+            "url": self.target.url,
+            "ok": self.ok,
+            "phases": [phase.to_json() for phase in self.phases],
+            "verification": None if verification is None else verification.to_json(),
+        }
+
+
+@dataclass
+class RollingReport:
+    """The result of ``restart --rolling``: each worker's roll, in order; when it stopped, which
+    worker it left out of the router (``out``), whether that worker is ``down``, and ``recovery``:
+    the commands that put it back."""
+
+    plan: list[RollTarget]
+    router: str
+    router_url: str = ""
+    workers: list[WorkerRoll] = field(default_factory=list)
+    error: str | None = None
+    interrupted: bool = False
+    out: str | None = None
+    down: bool = False
+    recovery: list[list[str]] = field(default_factory=list)
+    deployment_id: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        done = len(self.workers) == len(self.plan)
+        return done and all(roll.ok for roll in self.workers) and self.error is None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "action": "restart --rolling",
+            "ok": self.ok,
+            "plan": [target.service for target in self.plan],
+            "router": self.router,
+            "router_url": self.router_url,
+            "workers": [roll.to_json() for roll in self.workers],
+            "error": self.error,
+            "interrupted": self.interrupted,
+            "out": self.out,
+            "down": self.down,
+            "recovery": [shlex.join(command) for command in self.recovery],
+            "deployment_id": self.deployment_id,
+        }

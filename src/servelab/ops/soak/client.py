@@ -1,0 +1,171 @@
+"""What the soak talks to and how one request goes: targets, the exchange, and its decoding.
+
+Every request of the soak and of its localization goes through :class:`~servelab.io.http.client.
+StreamClient` (the one HTTP seam): :func:`exchange` posts one chat request and decodes the
+answer's stamped reads (streamed: the SSE decoder, the record and the answer assembler; not
+streamed: the JSON body), every failure into the record.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Any
+
+from servelab.core.load.records import (
+    REASON_IDLE,
+    REASON_MALFORMED,
+    RequestRecord,
+    StreamAccumulator,
+)
+from servelab.core.load.sse import SSEDecoder
+from servelab.core.soak.agentic import Answer, AnswerAssembler
+from servelab.core.telemetry.traces import request_identity
+from servelab.io.http.client import StreamClient, Transfer
+
+__all__ = [
+    "CHAT",
+    "Exchange",
+    "Targets",
+    "WorkerTarget",
+    "client",
+    "exchange",
+    "one_shot",
+]
+
+CHAT = "/v1/chat/completions"
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    """An engine to look at: its service name, role (prefill/decode), base URL, and (a prefill)
+    its KV bootstrap port (None: unknown, so no pair replay goes straight to it)."""
+
+    service: str
+    role: str
+    url: str
+    bootstrap_port: int | None = None
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the soak sends traffic and what it inspects when something fails.
+
+    ``metrics_url`` is the router's Prometheus endpoint base (``http://HOST:PORT``; None: not
+    known, its metrics are then unknown).
+    """
+
+    entry_url: str
+    router_url: str | None = None
+    workers: tuple[WorkerTarget, ...] = ()
+    router_service: str = "router"
+    metrics_url: str | None = None
+
+    @property
+    def via_proxy(self) -> bool:
+        router = self.router_url
+        return router is not None and router.rstrip("/") != self.entry_url.rstrip("/")
+
+
+@dataclass
+class Exchange:
+    """One request: its record, the answer, what was received, where it stalled."""
+
+    record: RequestRecord
+    received_bytes: int = 0
+    received_events: int = 0
+    phase: str = "head"
+    answer: Answer = field(default_factory=lambda: Answer(""))
+
+    @property
+    def stalled(self) -> bool:
+        return self.record.error == REASON_IDLE
+
+    @property
+    def outcome(self) -> str:
+        return "ok" if self.record.ok else "stalled" if self.stalled else "error"
+
+    @property
+    def detail(self) -> str:
+        rec = self.record
+        return "" if rec.ok else f"{rec.error}: {rec.error_detail}"[:200]
+
+
+def _decoded(got: Transfer) -> Exchange:
+    """The answer's stamped reads through the SSE decoder, the record and the answer assembler,
+    exactly as if decoded on arrival: the stream's own failures (malformed, server error) come
+    before a transport failure that cut it, and only a stream that ended is finished."""
+    record = got.record
+    ex = Exchange(record, got.received_bytes, 0, got.phase)
+    if record.status is None or record.status >= 300:
+        return ex
+    cut = None if record.error is None else (record.error, record.error_detail)
+    record.error, record.error_detail = None, ""
+    decoder, acc, asm = SSEDecoder(), StreamAccumulator(record), AnswerAssembler()
+    for t_ns, data in got.chunks:
+        events = decoder.feed(data, t_ns)
+        ex.received_events += len(events)
+        acc.on_events(events)
+        asm.on_events(events)
+    if cut is not None:
+        record.fail(*cut)
+        return ex
+    end_ns = record.end_ns or perf_counter_ns()
+    tail = decoder.flush(end_ns)
+    asm.on_events([e for e in tail if e.complete])
+    acc.finish(end_ns, tail)
+    ex.answer = asm.answer()
+    return ex
+
+
+def _plain(got: Transfer) -> Exchange:
+    """A non-streamed answer: one JSON document with ``choices`` (else a malformed answer)."""
+    record = got.record
+    ex = Exchange(record, got.received_bytes, 0, got.phase)
+    if record.error is not None:
+        return ex
+    raw = b"".join(data for _, data in got.chunks)
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        doc = None
+    choices = doc.get("choices") if isinstance(doc, dict) else None
+    if not isinstance(choices, list) or not choices:
+        record.fail(REASON_MALFORMED, raw[:200].decode("utf-8", "replace"))
+        return ex
+    message = choices[0].get("message") if isinstance(choices[0], dict) else None
+    text = message.get("content") if isinstance(message, dict) else None
+    ex.answer = Answer(text if isinstance(text, str) else "")
+    return ex
+
+
+async def exchange(
+    client: StreamClient, body: bytes, index: int, *, stream: bool = True
+) -> Exchange:
+    """POST one chat request; every failure goes into the record, nothing raises except
+    cancellation (and the caller's deadline, as TimeoutError)."""
+    record = RequestRecord(index=index, scheduled_ns=perf_counter_ns())
+    record.request_id, record.traceparent = request_identity(secrets.token_hex(8), index)
+    got = await client.transfer(CHAT, body, record)
+    return _decoded(got) if stream else _plain(got)
+
+
+def client(url: str, idle_s: float, *, fresh: bool) -> StreamClient:
+    """One session's client: one keep-alive connection (``fresh``: a new one per request)."""
+    connect_s = min(10.0, idle_s)
+    return StreamClient(
+        url,
+        concurrency=1,
+        idle_timeout_s=idle_s,
+        connect_timeout_s=connect_s,
+        force_close=fresh,
+        trace_connections=True,
+    )
+
+
+async def one_shot(url: str, body: dict[str, Any], idle_s: float) -> Exchange:
+    """One request on a brand-new connection (closed afterwards); streamed as ``body`` says."""
+    async with client(url, idle_s, fresh=True) as c:
+        return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body.get("stream")))

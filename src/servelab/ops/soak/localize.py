@@ -1,0 +1,206 @@
+"""One localization: the replay matrix plus every other source of evidence, and the warm-up.
+
+:func:`localize` runs, for one failure, the replay matrix (:mod:`servelab.ops.soak.replay`) while it
+scrapes each engine's ``/metrics`` before and after, then probes the router (``/readiness``,
+``/workers``), every worker's ``/health``, the router's own Prometheus metrics, ``/get_loads`` and
+each engine's ``/get_load``. A source that does not answer is recorded as unknown (an empty
+scrape, ``known=False``, a load of None), never as healthy.
+
+:func:`warm_up` runs before the soak measures anything: it reads whether the decodes are cold
+(the sim's served-request counter, as ``verify`` does) and, when they are (or when it cannot
+tell), sends one minimal request per decode through the router with a generous bound, then a
+second one, and classifies the start (:func:`servelab.core.verify.coldstart.classify_start`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from servelab.core.deploy.engines import canonical_metrics
+from servelab.core.soak.agentic import e2e_probe_body
+from servelab.core.soak.diagnose import EngineActivity, Probe, parse_metrics, parse_worker_list
+from servelab.core.soak.observe import Localization
+from servelab.core.soak.signatures import Failure
+from servelab.core.telemetry.router import RouterMetrics, WorkerLoad, parse_loads, router_metrics
+from servelab.core.verify.coldstart import (
+    StartClass,
+    classify_start,
+    needs_second_probe,
+    served_count,
+)
+from servelab.io.http.client import HttpClient, using_client
+from servelab.ops.context import Progress
+from servelab.ops.soak.client import Targets, WorkerTarget, one_shot
+from servelab.ops.soak.replay import replay_matrix
+
+__all__ = ["discover_workers", "localize", "warm_up"]
+
+
+async def discover_workers(
+    router_url: str, *, timeout: float = 5.0, http: HttpClient | None = None
+) -> tuple[WorkerTarget, ...]:
+    """Engines behind a router, from its ``GET /workers`` (on ``http`` when given)."""
+    async with using_client(http) as client:
+        body = await _get_text(client, router_url.rstrip("/") + "/workers", timeout)
+    found = parse_worker_list(body or "")
+    return tuple(
+        WorkerTarget(f"{role}{i}", role, url, port) for i, (role, url, port) in enumerate(found)
+    )
+
+
+async def _get_text(http: HttpClient, url: str, timeout: float) -> str | None:
+    """The whole body of ``GET url`` (None on any failure: unknown, not evidence of health)."""
+    result = await http.probe(url, timeout=timeout, body_limit=None)
+    return result.body if result.status == 200 else None
+
+
+async def _scrape(
+    http: HttpClient, workers: tuple[WorkerTarget, ...], timeout: float
+) -> list[dict[str, float]]:
+    """Each engine's /metrics, parsed (an empty dict when it could not be read)."""
+    texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics", timeout) for w in workers))
+    return [canonical_metrics(parse_metrics(t or "")) for t in texts]  # vLLM names -> SGLang's
+
+
+async def _workers_probe(http: HttpClient, targets: Targets, timeout: float) -> Probe:
+    """The router's own list of workers: ok when it lists at least one prefill and one decode."""
+    assert targets.router_url is not None
+    start = time.monotonic()
+    found = await discover_workers(targets.router_url, timeout=timeout, http=http)
+    roles = sorted(w.role for w in found)
+    ok = "prefill" in roles and "decode" in roles
+    detail = f"{len(found)} listed ({', '.join(roles) or 'none'})"
+    return Probe(
+        targets.router_service, "router", "workers", ok, None, time.monotonic() - start, detail
+    )
+
+
+async def _probes(http: HttpClient, targets: Targets, timeout: float) -> list[Probe]:
+    jobs: list[tuple[str, str, str, Any]] = []
+    if targets.router_url:
+        readiness = http.probe(targets.router_url + "/readiness", timeout=timeout)
+        jobs.append((targets.router_service, "router", "readiness", readiness))
+    for w in targets.workers:
+        jobs.append((w.service, w.role, "health", http.probe(w.url + "/health", timeout=timeout)))
+    results = await asyncio.gather(*(j[3] for j in jobs))
+    probes = [
+        Probe(s, role, kind, r.ok, r.status, r.elapsed_s, r.describe()[:200])
+        for (s, role, kind, _), r in zip(jobs, results, strict=True)
+    ]
+    if targets.router_url:
+        probes.insert(1, await _workers_probe(http, targets, timeout))
+    return probes
+
+
+async def _router_metrics(http: HttpClient, targets: Targets, timeout: float) -> RouterMetrics:
+    if not targets.metrics_url:
+        return RouterMetrics(known=False)
+    return router_metrics(await _get_text(http, targets.metrics_url + "/metrics", timeout))
+
+
+def _engine_load(doc: object) -> float | None:
+    """An engine's ``/get_load`` (``[{"num_reqs": ...}]`` per dp rank) summed; None: unknown."""
+    items = doc if isinstance(doc, list) else [doc] if isinstance(doc, dict) else None
+    if not items:
+        return None
+    found = [i.get("num_reqs") for i in items if isinstance(i, dict)]
+    numbers = [float(n) for n in found if isinstance(n, int | float)]
+    return sum(numbers) if numbers else None
+
+
+async def _loads(http: HttpClient, targets: Targets, timeout: float) -> list[WorkerLoad]:
+    docs = await asyncio.gather(*(http.get_json(w.url + "/get_load") for w in targets.workers))
+    loads = [
+        WorkerLoad(w.service, "engine", _engine_load(d))
+        for w, d in zip(targets.workers, docs, strict=True)
+    ]
+    if targets.router_url:
+        text = await _get_text(http, targets.router_url + "/get_loads", timeout)
+        by_url = parse_loads(text) or {}
+        loads += [WorkerLoad(w.service, "router", by_url.get(w.url)) for w in targets.workers]
+    return loads
+
+
+async def _evidence(
+    http: HttpClient,
+    targets: Targets,
+    failure: Failure,
+    body: dict[str, Any],
+    model: str,
+    bounds: tuple[float, float | None],
+) -> Localization:
+    idle, deadline = bounds
+    probe_s = min(5.0, idle)
+    t0 = time.monotonic()
+    before = await _scrape(http, targets.workers, probe_s)
+    until = None if deadline is None else deadline - 2 * probe_s
+    matrix = await replay_matrix(targets, failure, body, model=model, idle_s=idle, deadline=until)
+    probes, metrics, loads = await asyncio.gather(
+        _probes(http, targets, probe_s),
+        _router_metrics(http, targets, probe_s),
+        _loads(http, targets, probe_s),
+    )
+    after = await _scrape(http, targets.workers, probe_s)
+    interval = time.monotonic() - t0
+    engines = tuple(
+        EngineActivity(w.service, w.role, b, a, interval)
+        for w, b, a in zip(targets.workers, before, after, strict=True)
+    )
+    return Localization(
+        failure, matrix, tuple(probes), engines, metrics, tuple(loads), time.monotonic() - t0
+    )
+
+
+async def localize(
+    targets: Targets,
+    failure: Failure,
+    body: dict[str, Any],
+    *,
+    model: str,
+    idle_timeout_s: float,
+    progress: Progress | None = None,
+    http: HttpClient | None = None,
+    deadline: float | None = None,
+) -> Localization:
+    """The replay matrix for ``failure`` (its payload ``body``) and every other source, each
+    request bounded by the idle timeout; the bisection stops in time for the probes to finish
+    before ``deadline`` (monotonic). Probes and scrapes go on ``http`` when given."""
+    say = progress or (lambda _msg: None)
+    say(f"localizing {failure.signature}: replaying the payload through every hop")
+    async with using_client(http) as client:
+        bounds = (idle_timeout_s, deadline)
+        return await _evidence(client, targets, failure, body, model, bounds)
+
+
+async def _served(http: HttpClient, targets: Targets) -> list[int] | None:
+    decodes = [w for w in targets.workers if w.role == "decode"]
+    docs = await asyncio.gather(*(http.get_json(w.url + "/server_info") for w in decodes))
+    counts = [served_count(d) for d in docs]
+    if not counts or any(c is None for c in counts):
+        return None
+    return [c for c in counts if c is not None]
+
+
+async def _timed(url: str, body: dict[str, Any], idle: float) -> float | None:
+    start = time.monotonic()
+    ex = await one_shot(url, body, idle)
+    return time.monotonic() - start if ex.record.ok else None
+
+
+async def warm_up(
+    http: HttpClient, targets: Targets, model: str, *, bound_s: float, idle_s: float
+) -> StartClass:
+    """Cold, warm or unknown; a cold (or unknown) start is paid here, before any measurement."""
+    before = await _served(http, targets)
+    if not needs_second_probe(before):
+        return classify_start(before, 0.0, None)
+    url = targets.router_url or targets.entry_url
+    body = e2e_probe_body(model=model)
+    decodes = max(1, sum(w.role == "decode" for w in targets.workers))
+    firsts = await asyncio.gather(*(_timed(url, body, bound_s) for _ in range(decodes)))
+    done = [t for t in firsts if t is not None]
+    first_s = max(done) if done else bound_s
+    second_s = await _timed(url, body, idle_s)
+    return classify_start(before, first_s, second_s)

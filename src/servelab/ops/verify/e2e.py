@@ -1,0 +1,227 @@
+"""The e2e layer of verification: requests through the deployment, as a client sends them.
+
+- **the probe** (:func:`e2e_check`): one streaming chat completion through the entry point (proxy,
+  else router) with a prompt long enough to need a real KV transfer: status, TTFT, total time,
+  tokens, cold or warm (+ a second probe when the start cannot be told from the sim's counter).
+- **every worker reached** (:func:`reach_outcomes`, xPyD only: a role with two or more workers):
+  each prefill's and decode's served-request counter (a servelab simulated worker's
+  ``/server_info``) is read, small requests are sent through the router until every counter grew
+  (bounded: ``reach_requests``), and each worker gets its own outcome: reached, not reached, or
+  uncounted (not a servelab sim: no per-worker counter to prove it by).
+
+This module returns outcomes (service, ok, code, data); :mod:`servelab.ops.verify.verify` makes
+checks of them and :mod:`servelab.report.verify` words them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+from time import perf_counter_ns
+from typing import Any
+
+from servelab.core.deploy.rolling import served_requests
+from servelab.core.load.records import RequestRecord
+from servelab.core.telemetry.traces import request_identity
+from servelab.core.verify.checks import (
+    CHECK_E2E_FAILED,
+    CHECK_E2E_PASSED,
+    CHECK_E2E_SECOND_FAILED,
+    CHECK_E2E_WORKER_REACHED,
+    CHECK_E2E_WORKER_UNCOUNTED,
+    CHECK_E2E_WORKER_UNREACHED,
+)
+from servelab.core.verify.coldstart import (
+    COLD_MIN_S,
+    COLD_RATIO,
+    StartClass,
+    classify_start,
+    needs_second_probe,
+    served_count,
+)
+from servelab.io.http.client import HttpClient, StreamClient, chat_body
+from servelab.ops.context import Operation
+
+__all__ = ["E2EOptions", "E2EOutcome", "e2e_check", "reach_outcomes"]
+
+
+@dataclass(frozen=True)
+class E2EOptions:
+    """The e2e probe: prompt size (words ~ tokens), output tokens, timeouts, cold heuristics, and
+    at most how many small requests prove every worker of an xPyD deployment reachable.
+
+    Without the simulator's request counter, a first probe is "cold" when it took more than
+    ``cold_ratio`` times the immediate second probe and at least ``cold_min_s`` longer (the rule:
+    :func:`servelab.core.verify.coldstart.classify_start`).
+    """
+
+    prompt_tokens: int = 512
+    max_tokens: int = 16
+    timeout_s: float = 120.0
+    cold_ratio: float = COLD_RATIO
+    cold_min_s: float = COLD_MIN_S
+    reach_requests: int = 16
+
+
+@dataclass(frozen=True)
+class E2EOutcome:
+    """One e2e fact: the service it is about, pass/fail, its code and data."""
+
+    service: str
+    ok: bool
+    code: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+def _prompt(words: int, salt: str) -> str:
+    vocab = ("prefill", "decode", "router", "cache", "page", "token", "transfer", "bootstrap")
+    body = " ".join(vocab[i % len(vocab)] for i in range(max(words - 12, 1)))
+    return f"servelab verify probe {salt}: repeat the last word of this text. {body}"
+
+
+async def _stream_once(base: str, model: str, prompt: str, opts: E2EOptions) -> RequestRecord:
+    record = RequestRecord(index=0, scheduled_ns=perf_counter_ns())
+    record.request_id, record.traceparent = request_identity(secrets.token_hex(8), 0)
+    body = chat_body(model, prompt, opts.max_tokens)
+    deadline = perf_counter_ns() + int(opts.timeout_s * 1e9)
+    async with StreamClient(base, concurrency=1, idle_timeout_s=opts.timeout_s) as client:
+        return await client.stream("/v1/chat/completions", body, record, deadline_ns=deadline)
+
+
+def _timing(record: RequestRecord) -> dict[str, Any]:
+    """The request's status, timings, tokens and error (``error_detail``: the first 200
+    characters of what came with the error)."""
+    end = record.end_ns or record.sent_ns
+    first = next((t for t, n in zip(record.event_ns, record.event_tokens, strict=True) if n), None)
+    timing = {
+        "status": record.status,
+        "ttft_s": None if first is None else round((first - record.sent_ns) / 1e9, 4),
+        "total_s": round((end - record.sent_ns) / 1e9, 4),
+        "completion_tokens": record.output_tokens,
+        "prompt_tokens": record.input_tokens,
+        "error": record.error,
+    }
+    if record.error is not None:
+        timing["error_detail"] = " ".join(record.error_detail.split())[:200]
+    return timing
+
+
+def _record_failed(record: RequestRecord) -> bool:
+    """Failed: an error, or no content token in the stream."""
+    return record.error is not None or record.output_tokens <= 0
+
+
+async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int] | None:
+    """Each sim decode's requests served so far (None: not a servelab sim, or unknown)."""
+    counts = []
+    for url in decode_urls:
+        count = served_count(await http.get_json(url + "/server_info"))
+        if count is None:
+            return None
+        counts.append(count)
+    return counts or None
+
+
+def _classify(
+    before: list[int] | None, first: dict[str, Any], second: dict[str, Any] | None, opts: E2EOptions
+) -> StartClass:
+    """Cold, warm or unknown (:func:`~servelab.core.verify.coldstart.classify_start`) from the
+    timings."""
+    second_s = None if second is None else second["total_s"]
+    return classify_start(
+        before, first["total_s"], second_s, ratio=opts.cold_ratio, min_s=opts.cold_min_s
+    )
+
+
+async def e2e_check(
+    base: str, decode_urls: list[str], opts: E2EOptions
+) -> tuple[bool, str, dict[str, Any]]:
+    """One streaming chat completion through ``base`` (+ a second when cold or not a sim).
+
+    Returns (ok, code, data); a failed request's data holds its status and its error.
+    """
+    async with HttpClient() as http:
+        model = await http.model_id(base, 5.0) or "default"
+        before = await _requests_served(http, decode_urls)
+    first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
+    first = _timing(first_rec)
+    data: dict[str, Any] = {"model": model, **first, "decode_requests_before": before}
+    if _record_failed(first_rec):
+        return False, CHECK_E2E_FAILED, data
+    second = None
+    if needs_second_probe(before):
+        second_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "b"), opts)
+        second = data["second"] = _timing(second_rec)
+        if _record_failed(second_rec):
+            return False, CHECK_E2E_SECOND_FAILED, data
+    start = _classify(before, first, second, opts)
+    data.update(start=start.start, start_reason=start.reason)
+    return True, CHECK_E2E_PASSED, data
+
+
+# -- every worker reached (xPyD) -----------------------------------------------------------------
+
+
+def _xpyd(op: Operation) -> list[str]:
+    """The prefill and decode workers, when a role has two or more of them (else none)."""
+    prefills, decodes = op.spec.by_role("prefill"), op.spec.by_role("decode")
+    if len(prefills) < 2 and len(decodes) < 2:
+        return []
+    return [name for name in op.spec.services if name in prefills or name in decodes]
+
+
+async def _counts(http: HttpClient, urls: dict[str, str]) -> dict[str, int | None]:
+    return {
+        name: served_requests(await http.get_json(url + "/server_info", timeout=15.0))
+        for name, url in urls.items()
+    }
+
+
+async def _send_until_reached(
+    http: HttpClient, router: str, model: str, urls: dict[str, str], opts: E2EOptions
+) -> tuple[dict[str, int | None], dict[str, int | None], list[int | None]]:
+    """Small requests through the router, one at a time, until every counted worker's counter
+    grew or ``reach_requests`` were sent: (before, after, the statuses answered)."""
+    before = await _counts(http, urls)
+    counted = {name: url for name, url in urls.items() if before[name] is not None}
+    after: dict[str, int | None] = dict(before)
+    body = {"model": model, "messages": [{"role": "user", "content": "servelab reach probe"}],
+            "max_tokens": 2, "stream": False}  # fmt: skip
+    statuses: list[int | None] = []
+    while counted and len(statuses) < opts.reach_requests:
+        result = await http.probe(
+            router + "/v1/chat/completions", timeout=opts.timeout_s, method="POST", json_body=body
+        )
+        statuses.append(result.status)
+        after.update(await _counts(http, counted))
+        if all((after[n] or 0) > (before[n] or 0) for n in counted):
+            break
+    return before, after, statuses
+
+
+async def reach_outcomes(op: Operation, opts: E2EOptions) -> list[E2EOutcome]:
+    """One outcome per prefill and decode worker of an xPyD deployment: did a request sent
+    through the router reach it (its served-request counter grew)? None for 1P1D (the probe
+    already went through the only pair)."""
+    names = _xpyd(op)
+    router = op.spec.router_name
+    if not names or router is None:
+        return []
+    op.say(f"e2e: every worker reached through {router}")
+    base = await op.url(router)
+    urls = {name: await op.url(name) for name in names}
+    async with HttpClient() as http:
+        model = await http.model_id(base, 5.0) or "default"
+        before, after, statuses = await _send_until_reached(http, base, model, urls, opts)
+    outcomes = []
+    for name in names:
+        data: dict[str, Any] = {"role": op.spec.service(name).role, "via": router,
+                "served_before": before[name], "served_after": after[name],
+                "requests_sent": len(statuses), "statuses": statuses}  # fmt: skip
+        if before[name] is None:
+            outcomes.append(E2EOutcome(name, True, CHECK_E2E_WORKER_UNCOUNTED, data))
+            continue
+        reached = (after[name] or 0) > (before[name] or 0)
+        code = CHECK_E2E_WORKER_REACHED if reached else CHECK_E2E_WORKER_UNREACHED
+        outcomes.append(E2EOutcome(name, reached, code, data))
+    return outcomes

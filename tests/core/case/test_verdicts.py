@@ -1,0 +1,128 @@
+"""Verdicts that hold: which recorded evidence refuses an exoneration or a conviction."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from servelab.core.case.experiment import (
+    ARM_REVERT,
+    ARM_SUSPECT,
+    ArmTally,
+    ExperimentRecord,
+    decide,
+)
+from servelab.core.case.verdicts import (
+    WHY_EXPERIMENT_CONTRADICTS,
+    WHY_NO_SUPPORT,
+    WHY_SOAK_PAIR_CONTRADICTS,
+    Override,
+    Refusal,
+    experiments_of,
+    incriminating_pairs,
+    refusals,
+    same_workload,
+)
+from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+from servelab.core.ledger.results import SoakDocument, SoakFinding
+
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
+KNOB = f"knob:decode/{K}"
+WORK = {"sessions": 4, "rounds": 6, "connection": "reuse", "idle_timeout_s": 3.0, "seed": 0}
+
+
+def _soak(
+    sid: int, ok: bool, value: str, *, layers: tuple[str, ...] = (), **cfg: Any
+) -> SoakRunRecord:
+    config = {**WORK, **cfg, "knobs": {f"decode/{K}": value, "prefill/OTHER": "1"}}
+    findings = tuple(SoakFinding(layer, 0.8) for layer in layers)
+    doc = SoakDocument(ok=ok, config=config, targets={"entry_url": "http://p"}, findings=findings)
+    return SoakRunRecord(sid, f"t{sid}", ok, config, doc, findings)
+
+
+def _evidence(eid: int, kind: str, ref: int) -> Evidence:
+    return Evidence(kind, ref, None, f"e{eid}", eid, 1)
+
+
+def _experiment(target: str, s: tuple[int, int], r: tuple[int, int]) -> ExperimentRecord:
+    suspect, revert = (
+        ArmTally(ARM_SUSPECT, "512", s[1], s[0]),
+        ArmTally(ARM_REVERT, "256", r[1], r[0]),
+    )
+    return ExperimentRecord(1, target, "512", "256", 2, 1, decide(suspect, revert), suspect, revert)
+
+
+def _event(eid: int, record: ExperimentRecord) -> CaseEvent:
+    return CaseEvent(ExperimentRecord.KIND, f"x{eid}", record.to_json(), eid, 1)
+
+
+def test_a_soak_pair_with_nothing_else_changed_contradicts_an_exoneration() -> None:
+    soaks = {1: _soak(1, False, "512"), 2: _soak(2, True, "256")}
+    evidence = [_evidence(10, "soak", 1), _evidence(11, "soak", 2)]
+    assert incriminating_pairs([(10, soaks[1]), (11, soaks[2])], "decode", K) == [(10, 11)]
+    (refused,) = refusals({KNOB: "exonerated"}, [], evidence, soaks)
+    assert refused == Refusal(KNOB, "exonerated", WHY_SOAK_PAIR_CONTRADICTS, (10, 11))
+    assert refusals({KNOB: "convicted"}, [], evidence, soaks) == []  # and supports a conviction
+
+
+def test_a_pair_that_changed_something_else_is_no_evidence() -> None:
+    base = _soak(1, False, "512")
+    for other in (
+        _soak(2, True, "256", connection="fresh"),
+        _soak(2, True, "256", sessions=8),
+    ):
+        assert not same_workload(base, other, "decode", K)
+    moved = _soak(2, True, "256")
+    moved.config["knobs"]["prefill/OTHER"] = "2"
+    assert not same_workload(base, moved, "decode", K)
+    soaks = {1: base, 2: _soak(2, True, "256", connection="fresh")}
+    evidence = [_evidence(10, "soak", 1), _evidence(11, "soak", 2)]
+    assert refusals({KNOB: "exonerated"}, [], evidence, soaks) == []
+    (refused,) = refusals({KNOB: "convicted"}, [], evidence, soaks)
+    assert refused.why == WHY_NO_SUPPORT and refused.evidence_ids == ()
+
+
+def test_both_failing_convicts_nothing() -> None:
+    soaks = {1: _soak(1, False, "512"), 2: _soak(2, False, "256")}
+    evidence = [_evidence(10, "soak", 1), _evidence(11, "soak", 2)]
+    assert refusals({KNOB: "exonerated"}, [], evidence, soaks) == []
+    assert [r.why for r in refusals({KNOB: "convicted"}, [], evidence, soaks)] == [WHY_NO_SUPPORT]
+
+
+def test_the_newest_decisive_experiment_decides() -> None:
+    convicting = _experiment(KNOB, (6, 6), (0, 6))
+    exonerating = _experiment(KNOB, (6, 6), (6, 6))
+    unclear = _experiment(KNOB, (2, 2), (2, 2))
+    events = [_event(1, convicting), _event(2, exonerating), _event(3, unclear)]
+    evidence = [_evidence(20, "experiment", 1), _evidence(21, "experiment", 2),
+                _evidence(22, "experiment", 3)]  # fmt: skip
+    assert [i for i, _x in experiments_of(events, evidence)] == [20, 21, 22]
+    (refused,) = refusals({KNOB: "convicted"}, events, evidence, {})
+    assert refused == Refusal(KNOB, "convicted", WHY_EXPERIMENT_CONTRADICTS, (21,))
+    assert refusals({KNOB: "exonerated"}, events, evidence, {}) == []
+    # the experiment outweighs a soak pair
+    soaks = {1: _soak(1, False, "512"), 2: _soak(2, True, "256")}
+    pair = [*evidence, _evidence(10, "soak", 1), _evidence(11, "soak", 2)]
+    assert refusals({KNOB: "exonerated"}, events, pair, soaks) == []
+    (refused,) = refusals({KNOB: "exonerated"}, events[:1], [*pair[:1], *pair[3:]], soaks)
+    assert refused.why == WHY_EXPERIMENT_CONTRADICTS and refused.evidence_ids == (20,)
+
+
+def test_a_component_conviction_needs_a_finding_at_its_layer_or_an_experiment() -> None:
+    soaks = {1: _soak(1, False, "512", layers=("client_proxy",))}
+    evidence = [_evidence(10, "soak", 1)]
+    assert refusals({"component:proxy": "convicted"}, [], evidence, soaks) == []
+    (refused,) = refusals({"component:router": "convicted"}, [], evidence, soaks)
+    assert refused.why == WHY_NO_SUPPORT
+    bypass = _experiment("component:router", (6, 6), (0, 6))
+    assert refusals({"component:router": "convicted"}, [_event(5, bypass)],
+                    [*evidence, _evidence(12, "experiment", 5)], soaks) == []  # fmt: skip
+    assert refusals({"component:proxy": "exonerated"}, [], evidence, soaks) == []
+
+
+def test_an_override_carries_the_refusals() -> None:
+    refused = Refusal(KNOB, "exonerated", WHY_EXPERIMENT_CONTRADICTS, (3,))
+    assert Override("the proxy was fixed meanwhile", (refused,)).to_json() == {
+        "reason": "the proxy was fixed meanwhile",
+        "refused": [{"target": KNOB, "verdict": "exonerated", "why": WHY_EXPERIMENT_CONTRADICTS,
+                     "evidence_ids": [3]}],
+    }  # fmt: skip

@@ -1,0 +1,362 @@
+"""The pure localization rules: each failure picture gives the right layer, with its evidence."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import servelab.core.soak.diagnose as diagnose_mod
+from servelab.core.soak.diagnose import (
+    PROBE_SOAK_WARM,
+    UNDECIDED_COLD,
+    UNDECIDED_NOT_REPRODUCED,
+    CorrectnessIssue,
+    EngineActivity,
+    Evidence,
+    Probe,
+    Replay,
+    Stall,
+    diagnose,
+    observations,
+    parse_metrics,
+    parse_workers,
+    undecided,
+)
+from servelab.core.soak.replay import Cell, Matrix, locate
+from servelab.core.soak.signatures import Failure
+from servelab.core.telemetry.router import router_metrics
+from servelab.core.verify.coldstart import COLD, REASON_FIRST_SINCE_START, StartClass
+
+RUN, QUEUE = "sglang:num_running_reqs", "sglang:num_queue_reqs"
+GEN, REQ = "sglang:generation_tokens_total", "sglang:num_requests_total"
+
+
+def _stall(carried: int, phase: str = "head") -> Stall:
+    return Stall(0, carried, 2000, 1.5, carried, 0, 0, phase, "idle timeout")
+
+
+def _health(prefill: bool = True, decode: bool = True) -> tuple[Probe, ...]:
+    return (
+        Probe("router", "router", "readiness", True, 200),
+        Probe("router", "router", "workers", True, 200),
+        Probe("prefill", "prefill", "health", prefill, 200 if prefill else 503),
+        Probe("decode", "decode", "health", decode, 200 if decode else 503),
+    )
+
+
+def _engine(role: str, *, running: float, gen: float, req: float) -> EngineActivity:
+    before = {RUN: 0.0, QUEUE: 0.0, GEN: 100.0, REQ: 10.0}
+    after = {RUN: running, QUEUE: 0.0, GEN: 100.0 + gen, REQ: 10.0 + req}
+    return EngineActivity(role, role, before, after, 3.0)
+
+
+def _e2e(ok: bool) -> Probe:
+    return Probe("router", "router", "e2e", ok, 200 if ok else None)
+
+
+def _replays(fresh: str, router: str) -> tuple[Replay, ...]:
+    return (
+        Replay("fresh_entry", fresh, 200 if fresh == "ok" else None, 0.1),
+        Replay("direct_router", router, 200 if router == "ok" else None, 0.1),
+    )
+
+
+def test_public_api_is_explicit() -> None:
+    for name in diagnose_mod.__all__:
+        assert hasattr(diagnose_mod, name), name
+
+
+def test_parse_metrics_sums_label_sets_and_skips_junk() -> None:
+    text = (
+        "# HELP sglang:num_running_reqs x\n# TYPE sglang:num_running_reqs gauge\n"
+        'sglang:num_running_reqs{model_name="a",dp="0"} 3\n'
+        'sglang:num_running_reqs{model_name="a",dp="1"} 2\n'
+        "sglang:generation_tokens_total 1.5e3\n"
+        'weird{le="+Inf"} not-a-number\n\n'
+    )
+    assert parse_metrics(text) == {RUN: 5.0, GEN: 1500.0}
+
+
+def test_parse_workers_reads_the_router_list() -> None:
+    body = json.dumps(
+        {
+            "workers": [
+                {"url": "http://127.0.0.1:1/", "worker_type": "prefill"},
+                {"url": "http://127.0.0.1:2", "worker_type": "decode"},
+                {"no_url": True},
+            ]
+        }
+    )
+    assert parse_workers(body) == [
+        ("prefill", "http://127.0.0.1:1"),
+        ("decode", "http://127.0.0.1:2"),
+    ]
+    assert parse_workers("not json") == []
+
+
+def test_a_clean_soak_gives_no_finding_at_all() -> None:
+    assert diagnose(Evidence(via_proxy=True)) == []
+    assert observations(Evidence(via_proxy=False)) == []
+
+
+def test_reused_connection_stall_points_at_client_proxy() -> None:
+    ev = Evidence(
+        via_proxy=True,
+        stalls=(_stall(2), _stall(2)),
+        replays=_replays("ok", "ok"),
+        probes=(*_health(), _e2e(True)),
+        engines=(
+            _engine("prefill", running=0, gen=3, req=3),
+            _engine("decode", running=0, gen=40, req=3),
+        ),
+    )
+    findings = diagnose(ev)
+    top = findings[0]
+    assert top.layer == "client_proxy"
+    assert {"replay.fresh_entry", "replay.direct_router", "stalls.reused_connection"} <= set(
+        top.supporting
+    )
+    assert top.contradicting == ()
+    assert top.confidence >= 0.9
+    assert len(findings) == 1
+
+
+def test_client_proxy_is_contradicted_when_the_router_also_hangs() -> None:
+    ev = Evidence(
+        via_proxy=True, stalls=(_stall(0),), replays=_replays("ok", "stalled"), probes=_health()
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "client_proxy"
+    assert "replay.direct_router" in top.contradicting
+    assert "stalls.fresh_connection" in top.contradicting
+    assert top.confidence < 0.5
+
+
+def test_abort_wedge_points_at_decode_transfer_while_health_is_200() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0), _stall(1, "head")),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(), _e2e(False)),
+        engines=(
+            _engine("prefill", running=0, gen=3, req=3),
+            _engine("decode", running=2, gen=0, req=3),
+        ),
+    )
+    findings = diagnose(ev)
+    assert findings[0].layer == "decode_transfer"
+    assert {"probe.prefill.health", "probe.decode.health"} <= set(findings[0].supporting)
+    assert "metrics.decode.progress" in findings[0].supporting
+    assert [f.layer for f in findings if f.layer == "client_proxy"] == []
+    wedge = [f for f in findings if f.layer == "engine_wedge"]
+    assert wedge and wedge[0].confidence < findings[0].confidence
+    assert "metrics.prefill.progress" in wedge[0].contradicting
+
+
+def test_failed_transfers_point_at_decode_transfer() -> None:
+    decode = EngineActivity(
+        "decode",
+        "decode",
+        {"sglang:num_transfer_failed_reqs_total": 1},
+        {"sglang:num_transfer_failed_reqs_total": 4},
+        2.0,
+    )
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("error", "error"),
+        probes=(*_health(), _e2e(False)),
+        engines=(decode,),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "decode_transfer"
+    assert "metrics.decode.transfer_failed" in top.supporting
+
+
+def test_a_prefill_frozen_with_health_200_is_an_engine_wedge() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(), _e2e(False)),
+        engines=(
+            _engine("prefill", running=4, gen=0, req=2),
+            _engine("decode", running=0, gen=0, req=2),
+        ),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "engine_wedge"
+    assert "metrics.prefill.progress" in top.supporting
+
+
+def test_router_not_ready_and_nothing_reaching_the_engines_points_at_router() -> None:
+    probes = (
+        Probe("router", "router", "readiness", False, 503),
+        Probe("prefill", "prefill", "health", True, 200),
+        Probe("decode", "decode", "health", True, 200),
+        _e2e(False),
+    )
+    ev = Evidence(
+        via_proxy=True,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=probes,
+        engines=(
+            _engine("prefill", running=0, gen=0, req=0),
+            _engine("decode", running=0, gen=0, req=0),
+        ),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "router"
+    assert "probe.router.readiness" in top.supporting
+
+
+def test_unhealthy_prefill_points_at_prefill() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("error", "error"),
+        probes=(*_health(prefill=False), _e2e(False)),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "prefill"
+    assert top.supporting[0] == "probe.prefill.health"
+
+
+def test_correctness_violations_are_a_finding_of_their_own() -> None:
+    issues = (
+        CorrectnessIssue("tool_call_json", 1, 2, "read_file: broken"),
+        CorrectnessIssue("tool_call_json", 2, 2, "run_command: broken"),
+        CorrectnessIssue("nondeterministic", -1, -1, "differs at char 3"),
+    )
+    findings = diagnose(Evidence(via_proxy=True, issues=issues))
+    assert [f.layer for f in findings] == ["correctness"]
+    assert set(findings[0].supporting) == {
+        "correctness.tool_call_json",
+        "correctness.nondeterministic",
+    }
+    obs = {o.id: o for o in observations(Evidence(via_proxy=True, issues=issues))}
+    assert obs["correctness.tool_call_json"].data["count"] == 2
+
+
+def test_confidence_stays_in_bounds_and_findings_are_sorted() -> None:
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(prefill=False, decode=False), _e2e(False)),
+        issues=(CorrectnessIssue("tool_call_json", 0, 0, "x"),),
+    )
+    findings = diagnose(ev)
+    assert len(findings) >= 2
+    confidences = [f.confidence for f in findings]
+    assert confidences == sorted(confidences, reverse=True)
+    assert all(0.05 <= c <= 0.99 for c in confidences)
+
+
+def test_a_decode_frozen_with_nothing_waiting_for_kv_is_an_engine_wedge() -> None:
+    queues = {
+        "sglang:num_decode_prealloc_queue_reqs": 0.0,
+        "sglang:num_decode_transfer_queue_reqs": 0.0,
+    }
+    decode = _engine("decode", running=3, gen=0, req=2)
+    decode = EngineActivity("decode", "decode", decode.before, {**decode.after, **queues}, 3.0)
+    ev = Evidence(
+        via_proxy=False,
+        stalls=(_stall(0),),
+        replays=_replays("stalled", "stalled"),
+        probes=(*_health(), _e2e(False)),
+        engines=(_engine("prefill", running=0, gen=2, req=2), decode),
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "engine_wedge", diagnose(ev)
+    assert "metrics.decode.progress" in top.supporting
+    assert all(f.layer != "decode_transfer" for f in diagnose(ev))
+    obs = {o.id: o for o in observations(ev)}
+    assert obs["metrics.decode.progress"].data["in_transfer"] == 0.0
+
+
+# ------------------------------------------------------------------ the matrix, cold, unknown
+def _matrix(*cells: Cell) -> Matrix:
+    return Matrix(cells, locate(cells))
+
+
+def _cell(hop: str, ok: bool, target: str = "entry", payload: str = "failing") -> Cell:
+    return Cell(hop, target, payload, True, 2000, "ok" if ok else "stalled")
+
+
+def _pair(decode: str, ok: bool) -> Cell:
+    outcome, side = ("ok", "") if ok else ("stalled", "decode")
+    target = f"prefill+{decode}"
+    return Cell("pair", target, "failing", True, 2000, outcome, side=side, prefill="prefill",
+                decode=decode)  # fmt: skip
+
+
+def test_a_cold_first_request_that_does_not_reproduce_convicts_nothing_and_says_why() -> None:
+    c1 = Stall(-1, -1, 300, 0.0, 0, 0, 0, "head", "idle timeout")
+    cold = StartClass(COLD, REASON_FIRST_SINCE_START, 0, 4.2, 0.1)
+    base = Evidence(
+        via_proxy=True, stalls=(c1,), replays=_replays("ok", "ok"), probes=(*_health(), _e2e(True))
+    )
+    assert [f.layer for f in diagnose(replace(base, start=cold))] == []
+    matrix = _matrix(
+        _pair("decode", True), _cell("router", True, "router"), _cell("entry_fresh", True)
+    )
+    failure = Failure("stall_head", -1, -1, 300, 0.0, 0)
+    ev = replace(base, matrix=matrix, start=cold, failures=(failure,))
+    assert diagnose(ev) == []
+    why = undecided(ev, [])
+    assert why is not None and (why.reason, why.probe) == (UNDECIDED_COLD, PROBE_SOAK_WARM)
+    assert "failure.stall_head" in why.conflicting
+    assert "matrix.entry_fresh.entry.failing.stream" in why.conflicting
+    warm = undecided(replace(ev, start=None), [])
+    assert warm is not None and warm.reason == UNDECIDED_NOT_REPRODUCED
+    assert undecided(Evidence(via_proxy=True), []) is None  # nothing failed: nothing to explain
+
+
+def test_a_proxy_failing_fresh_connections_while_the_router_answers_is_the_proxy() -> None:
+    matrix = _matrix(
+        _pair("decode", True), _cell("router", True, "router"), _cell("entry_fresh", False)
+    )
+    failure = Failure("reset", 0, 1, 2000, 0.2, 0, 200, "truncated stream")
+    ev = Evidence(via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix)
+    top = diagnose(ev)[0]
+    assert top.layer == "client_proxy"
+    assert {
+        "matrix.entry_fresh.entry.failing.stream",
+        "matrix.router.router.failing.stream",
+    } <= set(top.supporting)
+
+
+def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> None:
+    probes = (*_health(), Probe("decode1", "decode", "health", True, 200))
+    silent = EngineActivity("decode1", "decode", {}, {}, 3.0)
+    matrix = _matrix(
+        _pair("decode", True), _pair("decode1", False), _cell("router", False, "router")
+    )
+    failure = Failure("stall_head", 1, 2, 2000, 1.0, 1)
+    ev = Evidence(
+        via_proxy=True, probes=probes, engines=(silent,), failures=(failure,), matrix=matrix
+    )
+    top = diagnose(ev)[0]
+    assert (top.layer, top.worker) == ("decode_transfer", "decode1")
+    assert "matrix.pair.prefill+decode1.failing.stream" in top.supporting
+    assert "matrix.pair.prefill+decode.failing.stream" in top.supporting  # works one hop in
+    obs = {o.id: o for o in observations(ev)}
+    assert obs["metrics.decode1.progress"].healthy is None  # unknown, not healthy
+    assert obs["metrics.decode1.progress"].data["unknown"] is True
+
+
+def test_an_open_circuit_breaker_supports_the_router_finding() -> None:
+    matrix = _matrix(
+        _pair("decode", True), _cell("router", False, "router"), _cell("entry_fresh", False)
+    )
+    metrics = router_metrics('smg_worker_cb_state{worker="http://d"} 1\n')
+    failure = Failure("http_5xx", 0, 0, 2000, 0.0, 0, 503, "http 503")
+    ev = Evidence(
+        via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix, router_metrics=metrics
+    )
+    top = diagnose(ev)[0]
+    assert top.layer == "router" and "router_metrics.cb_open.http://d" in top.supporting
+    unknown = {o.id: o for o in observations(replace(ev, router_metrics=router_metrics(None)))}
+    assert unknown["router_metrics"].healthy is None

@@ -1,0 +1,37 @@
+"""The router's own Prometheus metrics and loads, parsed; no answer is unknown, never healthy."""
+
+from __future__ import annotations
+
+import servelab.core.telemetry.router as rm_mod
+from servelab.core.telemetry.router import parse_labeled, parse_loads, router_metrics
+
+TEXT = """# TYPE smg_worker_cb_state gauge
+smg_worker_cb_state{worker="http://127.0.0.1:1"} 0
+smg_worker_cb_state{worker="http://127.0.0.1:2"} 1
+smg_worker_health{worker="http://127.0.0.1:1"} 1
+smg_worker_health{worker="http://127.0.0.1:2"} 0
+smg_http_inflight_request_age_count{gt="30",le="60"} 2
+smg_router_request_errors_total{error_type="decode_unavailable"} 3
+smg_router_request_errors_total{error_type="decode_unavailable"} 1
+junk{a="b"} not-a-number
+"""
+
+
+def test_public_api_is_explicit() -> None:
+    for name in rm_mod.__all__:
+        assert hasattr(rm_mod, name), name
+
+
+def test_per_worker_breaker_health_inflight_and_errors() -> None:
+    m = router_metrics(TEXT)
+    assert m.known and m.open_circuits == ["http://127.0.0.1:2"]
+    assert m.unhealthy == ["http://127.0.0.1:2"]
+    assert m.inflight == 2 and m.errors == {"decode_unavailable": 4}
+    assert parse_labeled('a{x="1",y="2"} 3')[0] == ("a", {"x": "1", "y": "2"}, 3.0)
+
+
+def test_a_source_that_does_not_answer_is_unknown() -> None:
+    assert router_metrics(None).known is False
+    assert router_metrics(None).open_circuits == []
+    assert parse_loads(None) is None
+    assert parse_loads('{"workers":[{"worker":"http://h:1/","load":2}]}') == {"http://h:1": 2.0}

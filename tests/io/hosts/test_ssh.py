@@ -1,0 +1,67 @@
+"""SSH specifics against a real loopback sshd: one reused connection, failures translated."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import asyncssh
+import pytest
+
+from servelab.core.deploy.spec import HostSpec
+from servelab.errors import HostError, SSHError
+from servelab.io.hosts import ssh as ssh_module
+from servelab.io.hosts.ssh import SSHHost, host_for
+from tests.support import free_port
+from tests.support.sshd import SshdServer
+
+
+async def test_ssh_connection_reused(sshd: SshdServer) -> None:
+    remote = SSHHost("remote", sshd.host_spec())
+    try:
+        results = await asyncio.gather(*(remote.run("echo $$", timeout=10) for _ in range(5)))
+        assert len({r.stdout for r in results}) == 5
+        assert remote._conn is not None
+    finally:
+        await remote.aclose()
+
+
+async def test_ssh_connect_failure_is_ssh_error(tmp_path: Path) -> None:
+    spec = HostSpec(ssh="root@127.0.0.1", port=free_port(), connect_timeout_s=2)
+    remote = host_for("nowhere", spec)
+    with pytest.raises(SSHError) as info:
+        await remote.run("true", timeout=5)
+    assert "nowhere" in str(info.value) and isinstance(info.value, ConnectionError)
+
+
+async def test_ssh_wrong_key_is_ssh_error(sshd: SshdServer, tmp_path: Path) -> None:
+    key = asyncssh.generate_private_key("ssh-ed25519")
+    key.write_private_key(str(tmp_path / "other"))
+    spec = HostSpec(ssh=sshd.ssh, port=sshd.port, identity_file=str(tmp_path / "other"))
+    remote = host_for("remote", spec)
+    with pytest.raises(SSHError):
+        await remote.run("true", timeout=5)
+
+
+async def test_remote_env_is_passed_on_the_command_line(sshd: SshdServer) -> None:
+    remote = SSHHost("remote", sshd.host_spec())
+    try:
+        result = await remote.run("env -- KNOB='a b' sh -c 'echo \"$KNOB\"'", timeout=10)
+        assert result.stdout == "a b\n"
+        with pytest.raises(HostError):
+            await remote.read_file("/nonexistent/file")
+    finally:
+        await remote.aclose()
+
+
+async def test_aclose_is_idempotent_and_reconnects(sshd: SshdServer) -> None:
+    remote = SSHHost("remote", sshd.host_spec())
+    assert (await remote.run("true", timeout=10)).ok
+    await remote.aclose()
+    await remote.aclose()
+    assert (await remote.run("echo again", timeout=10)).stdout == "again\n"
+    await remote.aclose()
+
+
+def test_public_api() -> None:
+    assert ssh_module.__all__ == ["SSHHost", "host_for"]

@@ -1,0 +1,259 @@
+"""`servelab ab` on the embedded topology through the real router: the simulator tells the story.
+
+512 against 256 for the decode's SGLANG_SM120_MMA_TARGET_CTAS at C64/C80/C96 lands in the bands of
+shared/notes/sim-model.md (C64 +8..+18%, C80 -2..+5%, C96 +2..+10%) and the C96 < C80 anomaly is
+flagged for 256 only. Each arm is proven live before it is measured; the original value comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from servelab.core.ab.compare import BETTER
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.load.workload import LengthDist
+from servelab.errors import BenchError
+from servelab.io.ledger.journal import FINISHED, INTERRUPTED, AbJournal
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.ab.ab import (
+    AbConfig,
+    AbResult,
+    ArmVisit,
+    resume_ab,
+    run_ab,
+    undecided_levels,
+)
+from servelab.ops.ab.config import STOP_DECIDED, STOP_MAX_ROUNDS
+from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.deploy import deploy
+from servelab.ops.knob import diff_knob
+from servelab.report.ab import ab_markdown
+from tests.support import free_ports
+from tests.support.specs import write_pd_spec
+
+BANDS = {64: (1.08, 1.18), 80: (0.98, 1.05), 96: (1.02, 1.10)}
+
+
+@pytest.fixture
+async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
+    # 0.5 is the smallest time scale at which the simulator's ratios are stable on 2 cores
+    # (benchmarks/sim_calibration.py).
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.5))
+    await deploy.up(loaded)
+    try:
+        yield loaded
+    finally:
+        await deploy.down(loaded)
+
+
+def _config(repeat: int, concurrencies: tuple[int, ...], requests: int) -> AbConfig:
+    bench = BenchConfig(
+        url="",
+        concurrencies=concurrencies,
+        requests=requests,
+        input_len=LengthDist("fixed", 128),
+        output_len=LengthDist("fixed", 64),
+        warmup=8,
+        idle_timeout_s=60,
+    )
+    return AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=repeat)
+
+
+@pytest.mark.solo
+@pytest.mark.timeout(600)
+async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path: Path) -> None:
+    messages: list[str] = []
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        result = await run_ab(
+            stack, _config(3, (64, 80, 96), 384), ledger=ledger, progress=messages.append
+        )
+        recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+    table = ab_markdown(result)
+    ratios = {c.concurrency: c.ratio for c in result.comparisons}
+    for conc, (low, high) in BANDS.items():
+        assert low <= ratios[conc] <= high, table
+    assert {c.concurrency: c.verdict for c in result.comparisons}[64] == BETTER, table
+    flagged = {(a.arm, a.concurrency) for a in result.anomalies}
+    assert ("256", 96) in flagged, table
+    assert not any(arm == "512" for arm, _ in flagged), table
+    # every visit was proven live with its own value before it was measured, in ABBA order
+    assert [v.live_value for v in result.visits] == [v.arm for v in result.visits]
+    assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512"]
+    assert all(v.verification_id is not None for v in result.visits)
+    assert all(v.failed_requests == 0 for v in result.visits)
+    assert any("verified live" in m for m in messages)
+    # the original value is back, live
+    assert result.restored
+    assert (await diff_knob(stack, "decode", DEFAULT_KNOB)).live == "512"
+    assert recorded is not None and recorded.result.comparisons
+
+
+@pytest.mark.timeout(420)
+async def test_until_decided_stops_early_on_a_clear_effect(tmp_path: Path) -> None:
+    """A clear effect through the real router, looked at after every round: TARGET_CTAS 16
+    against 512 at C2 (a 2-request batch's split-K GEMM launches too few CTAs to fill a wave at
+    16: about +94% in the model). Pocock's repeated interval (looks 3..6) decides it before
+    --max-rounds 6, so the A/B records fewer rounds, visits and minutes than its fixed counterpart
+    of 6 rounds. C2 keeps the CPU light (the C64 effect drowns under a loaded machine's noise)."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.25))
+    await deploy.up(loaded)
+    try:
+        bench = _config(1, (2,), 32).bench
+        cfg = AbConfig("decode", DEFAULT_KNOB, "16", "512", bench, until_decided=True,
+                       max_rounds=6)  # fmt: skip
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            result = await run_ab(loaded, cfg, ledger=ledger)
+            recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+    finally:
+        await deploy.down(loaded)
+    table = ab_markdown(result)
+    rounds, decision = result.decided[2]
+    assert decision == BETTER and rounds is not None, table
+    assert result.stopped == STOP_DECIDED, table
+    cost, fixed = result.cost, result.fixed_cost
+    assert cost is not None and fixed is not None
+    assert cost.rounds == rounds == result.rounds_run < fixed.rounds == cfg.max_rounds, table
+    assert cost.visits == 2 * rounds < fixed.visits == 2 * cfg.max_rounds
+    assert cost.minutes < fixed.minutes and cost.gpu_minutes < fixed.gpu_minutes
+    assert [v.arm for v in result.visits] == ["16", "512", "512", "16", "16", "512", "512", "16",
+                                              "16", "512"][: 2 * rounds]  # fmt: skip
+    (c2,) = result.comparisons
+    assert c2.ratio > 1.3 and c2.verdict == BETTER, table
+    assert c2.sequential is not None and c2.sequential.looks == cfg.max_rounds
+    assert c2.sequential.ratio_ci[0] > 1.0 and "Pocock" in table
+    assert result.restored
+    assert recorded is not None and recorded.result.design["rounds_run"] == rounds
+    assert recorded.result.design["boundary"] == "pocock"
+
+
+async def test_same_value_on_both_arms_is_refused(tmp_path: Path) -> None:
+    loaded = load_spec(write_pd_spec(tmp_path))
+    cfg = AbConfig("decode", DEFAULT_KNOB, "512", "512", _config(1, (1,), 1).bench)
+    with pytest.raises(BenchError, match="same value"):
+        await run_ab(loaded, cfg)
+
+
+@pytest.mark.timeout(120)
+async def test_cancelled_ab_restores_the_original_value(tmp_path: Path) -> None:
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        task: asyncio.Task[object] | None = None
+
+        def progress(message: str) -> None:
+            # Ctrl-C while the 256 arm is live and being measured.
+            if "=256 verified live" in message and task is not None:
+                asyncio.get_running_loop().call_later(0.3, task.cancel)
+
+        cfg = _config(1, (2,), 400)
+        task = asyncio.create_task(run_ab(loaded, cfg, progress=progress))
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "512"
+    finally:
+        await deploy.down(loaded)
+
+
+@pytest.mark.timeout(120)
+async def test_an_arm_that_is_not_live_names_its_failed_checks_by_code(tmp_path: Path) -> None:
+    """The service drops the knob from its own environment: the arm is never live."""
+    (port,) = free_ports(1)
+    (tmp_path / "svc.env").write_text(f"{DEFAULT_KNOB}=512\n")
+    start = f"exec env -u {DEFAULT_KNOB} {sys.executable} -m http.server {port} --bind 127.0.0.1"
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        f"""state_dir = "state"
+[services.svc]
+role = "proxy"
+url = "http://127.0.0.1:{port}"
+start = "{start}"
+start_timeout_s = 0.5
+ready_path = "/"
+ready_timeout_s = 20
+env_file = "svc.env"
+knobs = ["{DEFAULT_KNOB}"]
+"""
+    )
+    loaded = load_spec(spec)
+    await deploy.up(loaded)
+    try:
+        cfg = AbConfig("svc", DEFAULT_KNOB, "256", "384", _config(1, (1,), 1).bench)
+        with pytest.raises(BenchError) as info:
+            await run_ab(loaded, cfg)
+    finally:
+        await deploy.down(loaded)
+    message = str(info.value)
+    assert message.startswith(f"arm {DEFAULT_KNOB}=256 is not live (")
+    assert message.endswith("): arm not measured")
+    assert "live svc: live.restart_needed" in message and "e2e svc: e2e.failed" in message
+
+
+def _visit(arm: str, rnd: int, thr: dict[int, float]) -> ArmVisit:
+    return ArmVisit(arm, rnd, 1, arm, thr, 0)
+
+
+def test_a_decided_concurrency_leaves_the_experiment() -> None:
+    cfg = replace(_config(1, (64, 80), 1), until_decided=True, max_rounds=8)
+    result = AbResult(cfg, "512")
+    noise = (1.0, 1.004, 0.997)
+    for rnd, e in enumerate(noise):
+        result.visits += [
+            _visit("256", rnd, {64: 1000.0 * e, 80: 1000.0 * e}),
+            _visit("512", rnd, {64: 1128.0 * e * (1 + 0.001 * rnd), 80: 1000.0 / e}),
+        ]
+    assert undecided_levels(result, 2) == (64, 80)  # two rounds: unbounded, nothing decided
+    assert undecided_levels(result, 3) == (80,)  # C64 decided better after three rounds
+    assert undecided_levels(replace(result, config=replace(cfg, until_decided=False)), 3) == (
+        64,
+        80,
+    )
+
+
+@pytest.mark.timeout(400)
+async def test_an_interrupted_ab_resumes_from_the_journal(tmp_path: Path) -> None:
+    """Cancelled while round 2 starts: the knob comes back; the resume keeps round 1's two visits
+    (same bench runs), runs the rest of the ABBA plan, stops at --max-rounds, prices the design."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        cfg = replace(_config(1, (2,), 12), until_decided=True, max_rounds=3)
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            task: asyncio.Task[AbResult] | None = None
+
+            def progress(message: str) -> None:
+                if message.startswith("round 2/") and task is not None:
+                    asyncio.get_running_loop().call_soon(task.cancel)
+
+            task = asyncio.create_task(run_ab(loaded, cfg, ledger=ledger, progress=progress))
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "512"
+            (session,) = [AbJournal(ledger).get(1)]
+            assert session is not None and session.status == INTERRUPTED
+            kept = [v["bench_run_ids"] for v in session.visits]
+            assert [v["arm"] for v in session.visits] == ["256", "512"]
+            result = await resume_ab(loaded, 1, ledger=ledger)
+            recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+            finished = AbJournal(ledger).get(1)
+    finally:
+        await deploy.down(loaded)
+    assert result.resumed and result.restored
+    assert [v.bench_run_ids for v in result.visits[:2]] == kept
+    assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512"]
+    assert [v.order for v in result.visits[:4]] == ["256→512"] * 2 + ["512→256"] * 2
+    assert [v.position for v in result.visits] == list(range(6))
+    assert result.stopped in (STOP_MAX_ROUNDS, STOP_DECIDED)
+    assert result.cost is not None and result.fixed_cost is not None
+    assert result.cost.rounds == 3 and result.fixed_cost.rounds == 3
+    assert finished is not None and finished.status == FINISHED
+    assert finished.ab_id == result.ab_id
+    assert recorded is not None and len(recorded.result.visits) == 6
+    assert recorded.result.design["order"] == "abba"
+    assert "Visits in the order they ran" in ab_markdown(result)
