@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit venv sysdeps clean
+.PHONY: demo test quick lint typecheck unit venv sysdeps clean
 
 venv: $(STAMP)
 
@@ -39,6 +39,12 @@ unit: $(STAMP)
 	test $$a -eq 0 -a $$b -eq 0
 
 test: $(STAMP) sysdeps lint typecheck unit
+
+# The fast tier: the pure tests (tests/core), the house rules and the docs' coverage; no process, no
+# network, no service. Not a substitute for `make test`.
+quick: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/pytest -q -n 2 tests/core tests/test_architecture.py tests/test_docs.py
 
 clean:
 	rm -rf $(VENV) .servelab .pytest_cache .mypy_cache .ruff_cache

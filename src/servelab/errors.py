@@ -12,16 +12,25 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     ├── DeployError(RuntimeError)         bring-up, restart or stop went wrong
     │   ├── ServiceStartError             a service's process could not start or exited early
     │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
-    │   └── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
+    │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
+    │   └── RouterApiError                the router's worker API answered otherwise than expected
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
     ├── StoreError(RuntimeError)          the ledger could not be read or written
-    │   └── SchemaError                   the ledger's schema is newer than this servelab
+    │   ├── SchemaError                   the ledger's schema is newer than this servelab
+    │   └── RecordError(ValueError)       a stored or printed record does not fit its type
     ├── BenchError(RuntimeError)          a benchmark or A/B could not run
     ├── CaseError(ValueError)             a case command that does not fit the case's state
+    │   └── VerdictRefused                verdicts the case's evidence contradicts
+    │                                     (servelab.ops.case.case: it carries the refusals)
     ├── MetricsError(ValueError)          a metrics source answered something unreadable
+    ├── ProtocolError(ValueError)         a server's bytes are not valid HTTP/1.1
     └── SimError(RuntimeError)            the simulator was misconfigured
+
+    asyncio.CancelledError
+    └── DeployInterrupted                 up/restart cancelled; carries the report already
+                                          recorded (servelab.ops.deploy.results)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError`` (bad input) → 2,
 everything else → 1.
@@ -38,6 +47,9 @@ __all__ = [
     "HostError",
     "KnobError",
     "MetricsError",
+    "ProtocolError",
+    "RecordError",
+    "RouterApiError",
     "SSHError",
     "SchemaError",
     "ServelabError",
@@ -79,6 +91,10 @@ class CommandTimeout(DeployError, TimeoutError):
     """A start/stop command outlived its timeout (the service may still be fine: re-probe it)."""
 
 
+class RouterApiError(DeployError):
+    """The router's worker API did not answer as expected (status, body in the message)."""
+
+
 class HostError(ServelabError, OSError):
     """Running a command or touching a file on a host failed."""
 
@@ -99,6 +115,10 @@ class SchemaError(StoreError):
     """The ledger was written by a newer servelab (its schema version is higher than ours)."""
 
 
+class RecordError(StoreError, ValueError):
+    """A stored or printed record does not fit its type (the message names the field)."""
+
+
 class BenchError(ServelabError, RuntimeError):
     """A benchmark or an A/B experiment could not run."""
 
@@ -109,6 +129,14 @@ class CaseError(ServelabError, ValueError):
 
 class MetricsError(ServelabError, ValueError):
     """A metrics source (``/metrics``, a Prometheus server) answered something unreadable."""
+
+
+class ProtocolError(ServelabError, ValueError):
+    """A server's bytes are not a valid HTTP/1.1 response; ``phase`` is "head" or "body"."""
+
+    def __init__(self, phase: str, message: str) -> None:
+        super().__init__(message)
+        self.phase = phase
 
 
 class SimError(ServelabError, RuntimeError):

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.errors import RouterApiError
 from servelab.io.http.client import HttpClient
 from servelab.io.routerworkers import (
-    RouterApiError,
     RouterWorker,
     SglangRouterWorkers,
     VllmRouterWorkers,

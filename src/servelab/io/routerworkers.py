@@ -33,11 +33,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from servelab.errors import DeployError
+from servelab.errors import RouterApiError
 from servelab.io.http.client import HttpClient, ProbeResult
 
 __all__ = [
-    "RouterApiError",
     "RouterWorker",
     "RouterWorkers",
     "SglangRouterWorkers",
@@ -46,10 +45,6 @@ __all__ = [
 ]
 
 _TIMEOUT_S = 10.0
-
-
-class RouterApiError(DeployError):
-    """The router's worker API did not answer as expected (status, body in the message)."""
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.io.http.h1 import H1Error, ResponseParser, request_head
+from servelab.errors import ProtocolError
+from servelab.io.http.h1 import ResponseParser, request_head
 
 BODY = b'data: {"a": 1}\n\ndata: [DONE]\n\n'
 CHUNKED = (
@@ -78,7 +79,7 @@ def test_http10_keep_alive_only_when_asked() -> None:
     ],
 )
 def test_bad_framing_is_an_error_with_its_phase(raw: bytes, phase: str) -> None:
-    with pytest.raises(H1Error) as caught:
+    with pytest.raises(ProtocolError) as caught:
         ResponseParser().feed(raw)
     assert caught.value.phase == phase
 
@@ -86,18 +87,18 @@ def test_bad_framing_is_an_error_with_its_phase(raw: bytes, phase: str) -> None:
 def test_a_close_before_the_end_is_an_error_in_its_phase() -> None:
     head = ResponseParser()
     head.feed(b"HTTP/1.1 200")
-    with pytest.raises(H1Error) as early:
+    with pytest.raises(ProtocolError) as early:
         head.eof()
     assert early.value.phase == "head"
     body = ResponseParser()
     body.feed(LENGTH[:-3])
-    with pytest.raises(H1Error) as late:
+    with pytest.raises(ProtocolError) as late:
         body.eof()
     assert late.value.phase == "body"
 
 
 def test_bytes_after_the_response_are_an_error() -> None:
-    with pytest.raises(H1Error):
+    with pytest.raises(ProtocolError):
         ResponseParser().feed(CHUNKED + b"HTTP/1.1 200 OK\r\n")
 
 
@@ -124,7 +125,7 @@ def _outcome(pieces: list[bytes]) -> tuple[bytes, bool, str | None]:
     try:
         for piece in pieces:
             body += parser.feed(piece)
-    except H1Error as exc:  # the body read so far depends on the split: the phase does not
+    except ProtocolError as exc:  # the body read so far depends on the split: the phase does not
         return b"", parser.done, exc.phase
     return body, parser.done, None
 

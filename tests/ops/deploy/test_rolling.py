@@ -16,9 +16,9 @@ from servelab.core.deploy.rolling import PHASES, RollOptions, running_requests
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
 from servelab.core.load.workload import LengthDist
+from servelab.errors import RouterApiError
 from servelab.io.http.client import StreamClient, chat_body, get_json
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.routerworkers import RouterApiError
 from servelab.io.specfile import load_spec
 from servelab.ops.bench.bench import BenchConfig, BenchProgress, BenchResult, run_bench
 from servelab.ops.context import Operation

@@ -5,27 +5,21 @@ The streaming client (:mod:`servelab.io.http.stream`) feeds it every read as it 
 (``Transfer-Encoding: chunked``, ``Content-Length`` or read-until-close) removed, so the caller can
 stamp them with the read's time. The head (status, headers) is available once
 :attr:`ResponseParser.head_done`; :attr:`ResponseParser.done` is set at the end of the body.
-Informational (1xx) answers are skipped. Framing errors raise :class:`H1Error` with the phase
+Informational (1xx) answers are skipped. Framing errors raise :class:`ProtocolError` with the phase
 (``"head"`` or ``"body"``) they happened in. No I/O, no clock: tested at every split point.
 """
 
 from __future__ import annotations
 
-__all__ = ["H1Error", "ResponseParser", "request_head"]
+from servelab.errors import ProtocolError
+
+__all__ = ["ResponseParser", "request_head"]
 
 _HEAD_MAX = 64 * 1024
 _LINE_MAX = 4096
 
 # body framing states
 _HEAD, _SIZE, _DATA, _DATA_END, _TRAILER, _LENGTH, _EOF, _DONE = range(8)
-
-
-class H1Error(ValueError):
-    """The server's bytes are not a valid HTTP/1.1 response; ``phase`` is "head" or "body"."""
-
-    def __init__(self, phase: str, message: str) -> None:
-        super().__init__(message)
-        self.phase = phase
 
 
 def request_head(
@@ -105,7 +99,7 @@ class ResponseParser:
             self._state = _DONE
         elif self._state != _DONE:
             phase = "body" if self.head_done else "head"
-            raise H1Error(phase, f"connection closed before the response {phase} ended")
+            raise ProtocolError(phase, f"connection closed before the response {phase} ended")
 
     # -------------------------------------------------------------------------------- head
     def _head(self, data: bytes) -> bytes:
@@ -113,7 +107,7 @@ class ResponseParser:
             end = data.find(b"\r\n\r\n")
             if end < 0:
                 if len(data) > _HEAD_MAX:
-                    raise H1Error("head", "response head too long")
+                    raise ProtocolError("head", "response head too long")
                 self._buf = data
                 return b""
             self._parse_head(data[:end])
@@ -130,12 +124,12 @@ class ResponseParser:
         version, _, rest = lines[0].partition(" ")
         code, _, self.reason = rest.partition(" ")
         if not version.startswith("HTTP/1.") or not (code.isdigit() and len(code) == 3):
-            raise H1Error("head", f"bad status line: {lines[0][:100]!r}")
+            raise ProtocolError("head", f"bad status line: {lines[0][:100]!r}")
         self.status = int(code)
         for line in lines[1:]:
             name, sep, value = line.partition(":")
             if not sep or not name or name != name.strip():
-                raise H1Error("head", f"bad header line: {line[:100]!r}")
+                raise ProtocolError("head", f"bad header line: {line[:100]!r}")
             key, value = name.lower(), value.strip()
             self.headers[key] = f"{self.headers[key]}, {value}" if key in self.headers else value
         connection = self.headers.get("connection", "").lower()
@@ -151,7 +145,7 @@ class ResponseParser:
         elif "content-length" in self.headers:
             text = self.headers["content-length"]
             if not text.isdigit():
-                raise H1Error("head", f"bad Content-Length: {text[:40]!r}")
+                raise ProtocolError("head", f"bad Content-Length: {text[:40]!r}")
             self._left = int(text)
             self._state = _LENGTH if self._left else _DONE
         else:
@@ -164,7 +158,7 @@ class ResponseParser:
             self._left -= len(data)
             return data
         if len(data) > self._left:
-            raise H1Error("body", "bytes after the end of the response")
+            raise ProtocolError("body", "bytes after the end of the response")
         self._left = 0
         self._state = _DONE
         return data
@@ -182,7 +176,7 @@ class ResponseParser:
                 if not self._left:
                     self._state = _DATA_END
             elif state == _DONE:
-                raise H1Error("body", "bytes after the end of the response")
+                raise ProtocolError("body", "bytes after the end of the response")
             else:
                 end = data.find(b"\r\n", pos)
                 if end < 0:
@@ -228,23 +222,23 @@ class ResponseParser:
 
     def _keep(self, rest: bytes) -> None:
         if len(rest) > _LINE_MAX:
-            raise H1Error("body", "chunk framing line too long")
+            raise ProtocolError("body", "chunk framing line too long")
         self._buf = rest
 
     def _framing_line(self, line: bytes) -> None:
         state = self._state
         if state == _DATA_END:
             if line:
-                raise H1Error("body", "chunk data not followed by CRLF")
+                raise ProtocolError("body", "chunk data not followed by CRLF")
             self._state = _SIZE
         elif state == _SIZE:
             text = line.split(b";", 1)[0].strip()
             try:
                 self._left = int(text, 16)
             except ValueError:
-                raise H1Error("body", f"bad chunk size: {text[:20]!r}") from None
+                raise ProtocolError("body", f"bad chunk size: {text[:20]!r}") from None
             if self._left < 0 or text[:1] in (b"-", b"+"):
-                raise H1Error("body", f"bad chunk size: {text[:20]!r}")
+                raise ProtocolError("body", f"bad chunk size: {text[:20]!r}")
             self._state = _DATA if self._left else _TRAILER
         elif not line:  # _TRAILER: the blank line ends the response
             self._state = _DONE

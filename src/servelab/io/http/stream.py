@@ -55,7 +55,8 @@ from servelab.core.load.records import (
     decode_chunks,
     http_reason,
 )
-from servelab.io.http.h1 import H1Error, ResponseParser, request_head
+from servelab.errors import ProtocolError
+from servelab.io.http.h1 import ResponseParser, request_head
 from servelab.io.http.neterrors import translate
 
 __all__ = ["Chain", "Chunks", "Connections", "Outgoing", "StreamClient", "Transfer"]
@@ -191,7 +192,7 @@ class _Conn(asyncio.Protocol):
         had_head = parser.head_done
         try:
             body = parser.feed(data)
-        except H1Error as exc:
+        except ProtocolError as exc:
             self._fail(exc)
             return
         if not parser.head_done:
@@ -216,7 +217,7 @@ class _Conn(asyncio.Protocol):
             return
         try:
             self.parser.eof()
-        except H1Error as error:
+        except ProtocolError as error:
             self._fail(error, exc)
             return
         self._got.record.end_ns = perf_counter_ns()
@@ -236,7 +237,7 @@ class _Conn(asyncio.Protocol):
         self._got, self._watch, self._then = got, watch, then
         self._done = done = asyncio.get_running_loop().create_future()
         if self.lost or self.transport.is_closing():
-            self._fail(H1Error("head", "connection closed before the request was sent"))
+            self._fail(ProtocolError("head", "connection closed before the request was sent"))
         else:
             # stamped at the write, not after it: on loopback the server's receive runs inside
             # the write, so a later stamp could come after the server saw the request
@@ -263,7 +264,7 @@ class _Conn(asyncio.Protocol):
             record.end_ns = perf_counter_ns()
             self._finish()
 
-    def _fail(self, error: H1Error, cause: Exception | None = None) -> None:
+    def _fail(self, error: ProtocolError, cause: Exception | None = None) -> None:
         assert self._got is not None
         record = self._got.record
         if error.phase == "body":

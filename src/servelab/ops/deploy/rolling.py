@@ -43,11 +43,10 @@ from servelab.core.deploy.rolling import (
     served_requests,
 )
 from servelab.core.deploy.spec import spec_hash
-from servelab.errors import ServelabError
+from servelab.errors import RouterApiError, ServelabError
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import (
-    RouterApiError,
     RouterWorker,
     RouterWorkers,
     router_workers,
