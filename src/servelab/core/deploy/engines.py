@@ -81,13 +81,34 @@ class Engine:
     router_all_healthy_path: str | None = None
     #: Metric renames into the SGLang names (empty for SGLang itself).
     metric_names: Mapping[str, str] = field(default_factory=dict)
+    #: Boolean arguments not spelt ``--enable-…``/``--disable-…`` (those always are booleans).
+    boolean_flags: frozenset[str] = frozenset()
+    #: A boolean has a ``--no-x`` form, and an absent flag means the engine's default (vLLM's
+    #: ``BooleanOptionalAction``); without it (SGLang's ``store_true``), absent means off.
+    negatable_flags: bool = False
+    #: The parser reads ``--max_num_seqs`` as ``--max-num-seqs`` (and config keys likewise).
+    underscores: bool = False
+    #: ``/server_info`` answers only when the engine was started with this env variable set to 1.
+    server_info_switch: str | None = None
 
+
+#: SGLang's ``store_true`` arguments not named ``--enable-…``/``--disable-…`` (server_args.py).
+_SGLANG_BOOLEANS = frozenset({
+    "--trust-remote-code", "--skip-server-warmup", "--log-requests", "--show-time-cost",
+    "--is-embedding", "--skip-tokenizer-init", "--allow-auto-truncate",
+})  # fmt: skip
+#: vLLM's booleans not named ``--enable-…``/``--disable-…`` (engine/arg_utils.py).
+_VLLM_BOOLEANS = frozenset({
+    "--trust-remote-code", "--enforce-eager", "--async-scheduling", "--disable-log-stats",
+    "--skip-tokenizer-init",
+})  # fmt: skip
 
 SGLANG = Engine(
     name="sglang",
     router_module="sglang_router.launch_router",
     router_package="sglang-router==0.3.2",
     knob=SGLANG_KNOB,
+    boolean_flags=_SGLANG_BOOLEANS,
 )
 VLLM = Engine(
     name="vllm",
@@ -96,6 +117,10 @@ VLLM = Engine(
     knob=VLLM_KNOB,
     router_all_healthy_path="/health",
     metric_names=VLLM_TO_SGLANG_METRICS,
+    boolean_flags=_VLLM_BOOLEANS,
+    negatable_flags=True,
+    underscores=True,
+    server_info_switch="VLLM_SERVER_DEV_MODE",
 )
 ENGINES: Mapping[str, Engine] = {SGLANG.name: SGLANG, VLLM.name: VLLM}
 

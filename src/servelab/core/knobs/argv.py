@@ -1,0 +1,202 @@
+"""A server's command line, read and edited the way its engine's parser reads it (pure).
+
+The engines parse their arguments with argparse (SGLang's ``ServerArgs``, vLLM's
+``FlexibleArgumentParser``; ``../shared/notes/engine-contracts.md`` §2). What that means here:
+
+- ``--x=1`` and ``--x 1`` are the same; a repeated argument ends with its last value;
+- a boolean flag takes no value: present is ``on``; absent is ``off`` for SGLang (``store_true``),
+  and the engine's default for vLLM, where ``--no-x`` is ``off``;
+- vLLM reads ``--max_num_seqs`` as ``--max-num-seqs``; SGLang only knows the dashed form;
+- words before the first ``--`` option (the program, ``serve``, vLLM's positional model) are not
+  arguments. argparse's abbreviations (a unique prefix of a flag) are not expanded.
+
+:func:`arg_values` reads a whole command line (``/proc/PID/cmdline``, or the words of an
+``args_env`` variable); :func:`knob_value` reads one knob out of it; :func:`set_words` edits the
+words so that the engine will read the knob's new value, keeping every other word as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from servelab.core.deploy.engines import Engine
+from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar
+from servelab.errors import KnobError
+
+__all__ = [
+    "arg_values",
+    "canonical_arg",
+    "json_get",
+    "json_set",
+    "knob_json",
+    "knob_value",
+    "set_words",
+]
+
+
+def canonical_arg(arg: str, engine: Engine) -> str:
+    """``arg`` as its engine's parser names it (vLLM: underscores read as dashes)."""
+    return "--" + arg[2:].replace("_", "-") if engine.underscores else arg
+
+
+def _is_boolean(arg: str, engine: Engine) -> bool:
+    return arg in engine.boolean_flags or arg.startswith(("--enable-", "--disable-"))
+
+
+def _negated(arg: str, engine: Engine) -> str | None:
+    """``--x`` for vLLM's ``--no-x`` of a boolean ``--x``; None otherwise."""
+    if not engine.negatable_flags or not arg.startswith("--no-"):
+        return None
+    base = "--" + arg[5:]
+    return base if _is_boolean(base, engine) else None
+
+
+def _takes_value(arg: str, following: str | None, engine: Engine) -> bool:
+    if _is_boolean(arg, engine) or _negated(arg, engine) is not None:
+        return False
+    return following is not None and not following.startswith("--")
+
+
+def _options(words: Sequence[str], engine: Engine) -> list[tuple[int, int, str, str | None]]:
+    """Every option: (first index, word count, canonical name, value; None for a bare flag)."""
+    found: list[tuple[int, int, str, str | None]] = []
+    i = next((k for k, word in enumerate(words) if word.startswith("--")), len(words))
+    while i < len(words):
+        word = words[i]
+        if not word.startswith("--") or word == "--":
+            i += 1
+            continue
+        name, eq, value = word.partition("=")
+        name = canonical_arg(name, engine)
+        if eq:
+            found.append((i, 1, name, value))
+            i += 1
+        elif _takes_value(name, words[i + 1] if i + 1 < len(words) else None, engine):
+            found.append((i, 2, name, words[i + 1]))
+            i += 2
+        else:
+            found.append((i, 1, name, None))
+            i += 1
+    return found
+
+
+def arg_values(words: Sequence[str], engine: Engine) -> dict[str, str]:
+    """Each argument's final value (the last occurrence wins); a bare flag reads ``on`` and
+    vLLM's ``--no-x`` reads ``--x`` ``off``."""
+    values: dict[str, str] = {}
+    for _, _, name, value in _options(words, engine):
+        base = _negated(name, engine)
+        if base is not None:
+            values[base] = OFF
+        else:
+            values[name] = ON if value is None else value
+    return values
+
+
+def json_get(document: Any, keys: Sequence[str]) -> tuple[bool, Any]:
+    """(found, value) of the key path in a decoded JSON object."""
+    node = document
+    for key in keys:
+        if not isinstance(node, dict) or key not in node:
+            return False, None
+        node = node[key]
+    return True, node
+
+
+def json_set(document: Any, keys: Sequence[str], value: object | None) -> dict[str, Any]:
+    """A copy of the JSON object with the key path set to ``value`` (None: the key removed)."""
+    root: dict[str, Any] = dict(document) if isinstance(document, dict) else {}
+    node = root
+    for key in keys[:-1]:
+        child = node.get(key)
+        node[key] = dict(child) if isinstance(child, dict) else {}
+        node = node[key]
+    if value is None:
+        node.pop(keys[-1], None)
+    else:
+        node[keys[-1]] = value
+    return root
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as a knob's string: a string as itself, anything else as its JSON."""
+    return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+
+
+def _json_object(text: str, knob: Knob) -> dict[str, Any]:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        raise KnobError(f"{knob.arg} does not hold JSON, so {knob.name} cannot be read") from None
+    if not isinstance(document, dict):
+        raise KnobError(f"{knob.arg} holds JSON that is not an object: {knob.name} has no key")
+    return document
+
+
+def knob_value(values: Mapping[str, str], knob: Knob, engine: Engine) -> str | None:
+    """The knob's value among ``values`` (:func:`arg_values`); None when the engine's default
+    applies (a flag that is absent reads ``off`` where absent means off)."""
+    assert knob.arg is not None, "an env knob is not an argument"
+    raw = values.get(canonical_arg(knob.arg, engine))
+    if knob.kind is KnobKind.FLAG:
+        if raw is None:
+            return None if engine.negatable_flags else OFF
+        return knob.normalize(raw)
+    if knob.kind is KnobKind.JSON_KEY:
+        if raw is None:
+            return None
+        found, value = json_get(_json_object(raw, knob), knob.keys)
+        return _json_text(value) if found and value is not None else None
+    return raw
+
+
+def _occurrences(words: Sequence[str], knob: Knob, engine: Engine) -> list[tuple[int, int, str]]:
+    assert knob.arg is not None
+    arg = canonical_arg(knob.arg, engine)
+    spans = []
+    for start, count, name, _ in _options(words, engine):
+        if name == arg or _negated(name, engine) == arg:
+            spans.append((start, count, words[start]))
+    return spans
+
+
+def _new_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engine) -> list[str]:
+    """The words that give the knob ``value`` (none: the engine's default or off)."""
+    assert knob.arg is not None
+    if knob.kind is KnobKind.FLAG:
+        if value == ON:
+            return [knob.arg]
+        return [f"--no-{knob.arg[2:]}"] if value == OFF and engine.negatable_flags else []
+    if knob.kind is KnobKind.JSON_KEY:
+        current = knob_json(words, knob, engine)
+        scalar = None if value is None else json_scalar(value)
+        document = json_set(current, knob.keys, scalar)
+        return [knob.arg, json.dumps(document, separators=(",", ":"))] if document else []
+    return [] if value is None else [knob.arg, value]
+
+
+def knob_json(words: Sequence[str], knob: Knob, engine: Engine) -> dict[str, Any]:
+    """The JSON object a JSON-valued argument holds on this command line ({} when absent)."""
+    assert knob.arg is not None
+    raw = arg_values(words, engine).get(canonical_arg(knob.arg, engine))
+    return {} if raw is None else _json_object(raw, knob)
+
+
+def set_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engine) -> list[str]:
+    """``words`` edited so that the engine reads ``value`` for the knob (None: unset it).
+
+    Every occurrence of the argument goes; the new one takes the place of the last (or comes
+    last), in the form the last one used (``--x=v`` or ``--x v``).
+    """
+    value = knob.normalize(value)
+    spans = _occurrences(words, knob, engine)
+    new = _new_words(words, knob, value, engine)
+    if spans and len(new) == 2 and "=" in spans[-1][2]:
+        new = [f"{new[0]}={new[1]}"]
+    at = spans[-1][0] if spans else len(words)
+    drop = {i for start, count, _ in spans for i in range(start, start + count)}
+    head = [w for i, w in enumerate(words[:at]) if i not in drop]
+    tail = [w for i, w in enumerate(words[at:], start=at) if i not in drop]
+    return [*head, *new, *tail]

@@ -1,0 +1,143 @@
+"""An engine's ``--config`` YAML file, read and edited the way its engine reads it (pure).
+
+Both engines read one YAML mapping and turn it into arguments that go BEFORE the command line's,
+so the command line wins over the file and the file over the default
+(``../shared/notes/engine-contracts.md`` §2):
+
+- SGLang turns each key into ``--{key}`` exactly as written (so keys are dashed:
+  ``max-running-requests: 64``); ``true`` gives the bare flag; ``false`` is dropped, so a flag
+  turned off is a key removed; any other value is passed as its ``str()``: a JSON-valued
+  argument must be a JSON string in the file;
+- vLLM takes dashes or underscores; a ``false`` is dropped too, so a flag is turned off with
+  ``no-x: true``; a mapping value is passed as its JSON.
+
+:func:`config_values` gives the arguments a file holds in the form of
+:func:`~servelab.core.knobs.argv.arg_values`, so one reader serves the command line and the file.
+:func:`edit_config` rewrites only the lines of one top-level key (comments and every other line
+stay as written, a plain value's trailing comment too) and checks that the result reads back as
+asked; a value on several lines (a block mapping, a literal block) is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import yaml
+
+from servelab.core.deploy.engines import Engine
+from servelab.core.knobs.argv import canonical_arg, json_set, knob_value
+from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar, same_value
+from servelab.errors import KnobError
+
+__all__ = ["config_values", "edit_config"]
+
+_TOP_KEY = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z0-9][A-Za-z0-9_.-]*)(?P=q)\s*:(?P<rest>\s.*|)$")
+#: A plain (unquoted) scalar's trailing comment, kept when the line is rewritten.
+_COMMENT = re.compile(r"\s+#.*$")
+_NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z")
+
+
+def _document(text: str, source: str) -> dict[str, Any]:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise KnobError(f"{source}: not valid YAML: {exc}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict):
+        raise KnobError(f"{source}: not a mapping of argument names to values")
+    return document
+
+
+def _as_argument(value: Any, engine: Engine) -> str:
+    if isinstance(value, dict) and engine.negatable_flags:
+        return json.dumps(value, separators=(",", ":"))
+    if isinstance(value, list):
+        return " ".join(str(item) for item in value)
+    return str(value)
+
+
+def config_values(text: str, engine: Engine, source: str = "<config>") -> dict[str, str]:
+    """The arguments the file gives its engine: ``{--arg: value}``, a ``true`` flag ``on``, a
+    dropped ``false`` absent, vLLM's ``no-x: true`` as ``--x`` ``off``."""
+    values: dict[str, str] = {}
+    for key, value in _document(text, source).items():
+        arg = canonical_arg(f"--{key}", engine)
+        if value is True:
+            negated = engine.negatable_flags and arg.startswith("--no-")
+            values["--" + arg[5:] if negated else arg] = OFF if negated else ON
+        elif value is not False and value is not None:
+            values[arg] = _as_argument(value, engine)
+    return values
+
+
+def _matches(key: str, knob: Knob, engine: Engine) -> bool:
+    assert knob.arg is not None
+    name = canonical_arg(f"--{key}", engine)
+    target = canonical_arg(knob.arg, engine)
+    return name == target or (engine.negatable_flags and name == f"--no-{target[2:]}")
+
+
+def _key_lines(lines: list[str], knob: Knob, engine: Engine, source: str) -> list[int]:
+    """The indices of the top-level lines that set the knob's argument (single-line values)."""
+    found = []
+    for i, line in enumerate(lines):
+        m = _TOP_KEY.match(line)
+        if m is None or not _matches(m.group("key"), knob, engine):
+            continue
+        rest = m.group("rest").strip()
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if not rest or rest[0] in "|>" or following[:1] in (" ", "\t", "-"):
+            raise KnobError(
+                f"{source}:{i + 1}: {m.group('key')} has a value on several lines; "
+                "servelab edits single-line values only: edit this one by hand"
+            )
+        found.append(i)
+    return found
+
+
+def _scalar(value: str) -> str:
+    return value if _NUMBER.match(value) else json.dumps(value)
+
+
+def _new_lines(text: str, knob: Knob, value: str | None, engine: Engine, source: str) -> list[str]:
+    assert knob.arg is not None
+    key = knob.arg[2:]
+    if knob.kind is KnobKind.FLAG:
+        if value == ON:
+            return [f"{key}: true"]
+        return [f"no-{key}: true"] if value == OFF and engine.negatable_flags else []
+    if knob.kind is KnobKind.JSON_KEY:
+        raw = config_values(text, engine, source).get(canonical_arg(knob.arg, engine))
+        current = json.loads(raw) if raw else {}
+        document = json_set(current, knob.keys, None if value is None else json_scalar(value))
+        if not document:
+            return []
+        quoted = json.dumps(document, separators=(",", ":")).replace("'", "''")
+        return [f"{key}: '{quoted}'"]
+    return [] if value is None else [f"{key}: {_scalar(value)}"]
+
+
+def edit_config(
+    text: str, knob: Knob, value: str | None, engine: Engine, source: str = "<config>"
+) -> str:
+    """``text`` with the knob set to ``value`` (None: the key removed, the engine's default)."""
+    value = knob.normalize(value)
+    lines = text.splitlines()
+    at = _key_lines(lines, knob, engine, source)
+    new = _new_lines(text, knob, value, engine, source)
+    place = at[-1] if at else len(lines)
+    if at and len(new) == 1:
+        rest = lines[place].split(":", 1)[1].strip()
+        comment = _COMMENT.search(rest) if rest[:1] not in "'\"{[" else None
+        new = [new[0] + comment.group(0)] if comment else new
+    kept = [line for i, line in enumerate(lines) if i not in set(at)]
+    place -= sum(1 for i in at if i < place)
+    edited = "\n".join([*kept[:place], *new, *kept[place:]]) + "\n"
+    got = knob_value(config_values(edited, engine, source), knob, engine)
+    flag_default = OFF if knob.kind is KnobKind.FLAG and not engine.negatable_flags else None
+    if not same_value(got, flag_default if value is None else value):
+        raise KnobError(f"{source}: the edit of {knob.name} would read back {got!r}, not {value!r}")
+    return edited

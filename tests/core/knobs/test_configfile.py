@@ -1,0 +1,90 @@
+"""--config YAML files, read and edited as each engine reads them."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.knobs.argv import knob_value
+from servelab.core.knobs.configfile import config_values, edit_config
+from servelab.core.knobs.knob import OFF, ON, parse_knob
+from servelab.errors import KnobError
+
+SG_FILE = """\
+# decode engine settings
+model-path: /models/dsv3
+max-running-requests: 64  # tuned in the A/B
+disable-overlap-schedule: true
+enable-metrics: false
+json-model-override-args: '{"index_topk": 1024}'
+"""
+
+
+def test_sglang_keys_become_arguments_false_is_dropped() -> None:
+    values = config_values(SG_FILE, SGLANG)
+    assert values["--max-running-requests"] == "64"
+    assert values["--disable-overlap-schedule"] == ON
+    assert "--enable-metrics" not in values
+    topk = parse_knob("--json-model-override-args.index_topk")
+    assert knob_value(values, topk, SGLANG) == "1024"
+    assert knob_value(values, parse_knob("--enable-metrics"), SGLANG) == OFF
+
+
+def test_vllm_takes_underscores_and_no_keys() -> None:
+    text = "max_num_seqs: 128\nno-enable-prefix-caching: true\nkv-transfer-config:\n  a: 1\n"
+    values = config_values(text, VLLM)
+    assert values["--max-num-seqs"] == "128"
+    assert values["--enable-prefix-caching"] == OFF
+    assert values["--kv-transfer-config"] == '{"a":1}'
+
+
+def test_an_edit_rewrites_one_key_and_keeps_comments_and_other_lines() -> None:
+    out = edit_config(SG_FILE, parse_knob("--max-running-requests"), "32", SGLANG)
+    assert out == SG_FILE.replace("requests: 64  #", "requests: 32  #")
+    assert yaml.safe_load(out)["max-running-requests"] == 32
+
+
+@pytest.mark.parametrize(
+    ("knob", "value", "engine", "line", "absent"),
+    [
+        ("--disable-overlap-schedule", "off", SGLANG, None, "disable-overlap-schedule"),
+        ("--disable-radix-cache", "on", SGLANG, "disable-radix-cache: true", None),
+        ("--schedule-policy", "lpm", SGLANG, 'schedule-policy: "lpm"', None),
+        ("--max-running-requests", None, SGLANG, None, "max-running-requests"),
+        ("--json-model-override-args.index_topk", "2048", SGLANG,
+         "json-model-override-args: '{\"index_topk\":2048}'", None),
+        ("--enable-prefix-caching", "off", VLLM, "no-enable-prefix-caching: true", None),
+    ],
+)  # fmt: skip
+def test_each_kind_of_knob_is_written_as_its_engine_reads_it(knob, value, engine, line, absent):
+    k = parse_knob(knob, engine)
+    out = edit_config(SG_FILE, k, value, engine)
+    if line is not None:
+        assert line in out.splitlines()
+    if absent is not None:
+        assert not any(x.startswith(absent + ":") for x in out.splitlines())
+    want = k.normalize(value)
+    got = knob_value(config_values(out, engine), k, engine)
+    assert got == want or (want is None and got in (None, OFF))
+
+
+def test_a_multi_line_value_is_refused_naming_the_line() -> None:
+    text = "a: 1\nkv-transfer-config:\n  kv_role: kv_consumer\n"
+    with pytest.raises(
+        KnobError, match=r"decode.yaml:2: kv-transfer-config has a value on several"
+    ):
+        edit_config(
+            text, parse_knob("--kv-transfer-config.kv_role", VLLM), "x", VLLM, "decode.yaml"
+        )
+
+
+def test_a_file_that_is_not_a_mapping_is_refused() -> None:
+    with pytest.raises(KnobError, match=r"c\.yaml: not a mapping"):
+        config_values("- a\n- b\n", SGLANG, "c.yaml")
+    with pytest.raises(KnobError, match=r"c\.yaml: not valid YAML"):
+        config_values("a: [1\n", SGLANG, "c.yaml")
+    assert config_values("", SGLANG) == {}
+    assert edit_config("", parse_knob("--max-running-requests"), "8", SGLANG) == (
+        "max-running-requests: 8\n"
+    )
