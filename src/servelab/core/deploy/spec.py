@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from servelab.core.deploy.engines import SGLANG_KNOB, EngineName
+from servelab.core.knobs.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
 
 __all__ = [
@@ -146,6 +147,14 @@ class ServiceSpec(_Strict):
     unit: str | None = Field(default=None, description="systemd unit; PID from MainPID")
     args: list[str] = Field(default_factory=list, description="extra arguments for sim/router")
     env_file: str | None = None
+    #: The env-file variable that holds the server's arguments, which its start command expands
+    #: (systemd ``EnvironmentFile=`` + ``ExecStart=... $SGLANG_ARGS``; servelab appends it to
+    #: the command line of the ``sim``/``router`` services it launches the same way).
+    args_env: str | None = None
+    #: The YAML file the engine reads with ``--config`` (relative to the spec's directory).
+    config_file: str | None = None
+    #: ``restart`` may run ``systemctl daemon-reload`` when the unit changed on disk.
+    manage_unit: bool = False
     knobs: dict[str, str | None] = Field(default_factory=dict)
     depends_on: list[str] = Field(default_factory=list)
     ready_path: str | None = None
@@ -171,6 +180,20 @@ class ServiceSpec(_Strict):
         # `knobs = ["NAME"]` declares a knob without pinning its value.
         if isinstance(value, list):
             return dict.fromkeys(value)
+        return value
+
+    @field_validator("knobs")
+    @classmethod
+    def _knob_names(cls, value: dict[str, str | None]) -> dict[str, str | None]:
+        for name in value:
+            parse_knob(name)  # a KnobError (a ValueError) names the forms a knob takes
+        return value
+
+    @field_validator("args_env")
+    @classmethod
+    def _variable(cls, value: str | None) -> str | None:
+        if value is not None and parse_knob(value).kind is not KnobKind.ENV:
+            raise ValueError("must be an environment variable name, e.g. SGLANG_ARGS")
         return value
 
     @property
@@ -271,6 +294,12 @@ def _check_semantics(spec: DeploymentSpec, source: str) -> None:
                 )
         if svc.role == "prefill" and svc.start == "sim" and svc.bootstrap_port is None:
             raise SpecError("a prefill needs a bootstrap_port", source=source, path=where)
+        if svc.args_env is not None and svc.env_file is None:
+            raise SpecError(
+                "args_env names a variable of the env file: give env_file too",
+                source=source,
+                path=f"{where}.args_env",
+            )
         if svc.start == "router" and svc.role != "router":
             raise SpecError(
                 'start = "router" needs role = "router"', source=source, path=f"{where}.start"
