@@ -31,8 +31,11 @@ from servelab.errors import KnobError
 __all__ = [
     "PRECEDENCE",
     "FileValue",
+    "LiveSource",
+    "LiveValue",
     "Place",
     "file_value",
+    "live_value",
     "split_args",
     "write_place",
 ]
@@ -104,3 +107,32 @@ def write_place(svc: ServiceSpec, where: str, current: FileValue) -> Place:
         "args_env (a variable of its env file that its start command expands) or a "
         "config_file (the YAML its engine reads with --config)"
     )
+
+
+class LiveSource(StrEnum):
+    """Where a running engine got an argument from: its own command line, or its ``--config``
+    file (as that file reads now: the engine read it at its start), or nowhere (its default)."""
+
+    CMDLINE = "cmdline"
+    CONFIG = "config"
+    DEFAULT = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class LiveValue:
+    """An argument knob's value in the running process, and where the process got it."""
+
+    value: str | None
+    source: LiveSource
+
+
+def live_value(
+    cmdline: Mapping[str, str], config: Mapping[str, str] | None, knob: Knob, engine: Engine
+) -> LiveValue:
+    """The knob's value for a process with these command-line arguments and, when it was started
+    with ``--config``, that file's arguments (merged under the command line, as the engine does)."""
+    if _names(cmdline, knob, engine):
+        return LiveValue(knob_value(cmdline, knob, engine), LiveSource.CMDLINE)
+    if config is not None and _names(config, knob, engine):
+        return LiveValue(knob_value(config, knob, engine), LiveSource.CONFIG)
+    return LiveValue(knob_value({}, knob, engine), LiveSource.DEFAULT)

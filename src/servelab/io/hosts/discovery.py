@@ -12,16 +12,30 @@ passwords) is narrowed away inside it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from servelab.core.deploy.engines import Engine
+from servelab.core.knobs.argv import arg_values
+from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.envfile import parse_environ, select
-from servelab.errors import CommandTimeout
+from servelab.core.knobs.knob import Knob
+from servelab.core.knobs.places import LiveValue, live_value
+from servelab.errors import CommandTimeout, HostError, KnobError
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.processes import is_alive, proc_stat, read_pid_record
 from servelab.io.specfile import LoadedSpec
 
-__all__ = ["QUERY_TIMEOUT_S", "ProcessRef", "find_process", "read_live", "unit_main_pid"]
+__all__ = [
+    "QUERY_TIMEOUT_S",
+    "ProcessRef",
+    "daemon_reload",
+    "find_process",
+    "read_live",
+    "read_live_args",
+    "unit_main_pid",
+    "unit_needs_reload",
+]
 
 #: Seconds a query about a process (systemctl, /proc) may take on the service's host.
 QUERY_TIMEOUT_S = 30.0
@@ -45,6 +59,27 @@ async def unit_main_pid(host: Host, unit: str) -> int | None:
         return None
     text = result.stdout.strip()
     return int(text) if result.ok and text.isdigit() and int(text) > 0 else None
+
+
+async def unit_needs_reload(host: Host, unit: str) -> bool | None:
+    """systemd's ``NeedDaemonReload`` of the unit: its file changed on disk since systemd loaded
+    it, so a restart would run the old unit (old ``ExecStart=`` arguments). None: not answered."""
+    try:
+        result = await host.run(
+            f"systemctl show -p NeedDaemonReload --value {shlex.quote(unit)}",
+            timeout=QUERY_TIMEOUT_S,
+        )
+    except CommandTimeout:
+        return None
+    text = result.stdout.strip()
+    return {"yes": True, "no": False}.get(text) if result.ok else None
+
+
+async def daemon_reload(host: Host) -> None:
+    """``systemctl daemon-reload``: systemd reads every changed unit file again."""
+    result = await host.run("systemctl daemon-reload", timeout=QUERY_TIMEOUT_S)
+    if not result.ok:
+        raise HostError(f"systemctl daemon-reload on {host.name}: {result.stderr.strip()}")
 
 
 async def _from_record(loaded: LoadedSpec, service: str, host: Host) -> ProcessRef | None:
@@ -73,6 +108,32 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
     if owner is not None:
         return ProcessRef(owner, f"owner of port {svc.port}")
     return ProcessRef(None, "no pid record, unit or listener")
+
+
+async def _cmdline(host: Host, pid: int) -> list[str]:
+    """The process's own argv (``/proc/PID/cmdline``: NUL-separated words, as exec'd)."""
+    raw = await host.read_file(f"/proc/{pid}/cmdline")
+    return [word.decode("utf-8", "replace") for word in raw.split(b"\0")[:-1]]
+
+
+async def read_live_args(
+    host: Host, pid: int, knobs: Sequence[Knob], engine: Engine
+) -> dict[str, LiveValue]:
+    """The live values of argument ``knobs`` only (``{knob name: LiveValue}``): the process's
+    command line parsed as its engine parses it, its ``--config`` file (read through
+    ``/proc/PID/cwd`` when relative) merged under it. The other words (an ``--api-key``) stay
+    inside this function. A config file that cannot be read now counts as absent."""
+    words = await _cmdline(host, pid)
+    cmdline = arg_values(words, engine)
+    config = None
+    path = cmdline.get("--config")
+    if path is not None:
+        where = path if path.startswith("/") else f"/proc/{pid}/cwd/{path}"
+        try:
+            config = config_values((await host.read_file(where)).decode("utf-8", "replace"), engine)
+        except (HostError, KnobError):
+            config = None
+    return {knob.name: live_value(cmdline, config, knob, engine) for knob in knobs}
 
 
 async def read_live(host: Host, pid: int, names: Iterable[str]) -> dict[str, str]:

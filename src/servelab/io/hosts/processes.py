@@ -168,15 +168,22 @@ def launch_script(
     log: str,
     status_file: str | None,
     cwd: str | None,
+    args_env: str | None = None,
 ) -> str:
     """The POSIX shell script that launches a service detached and prints its pid and stat.
 
     It holds every env value: it is fed to :data:`LAUNCHER` on stdin, never put on a command line
     nor in a message. The values are exported in the subshell that becomes the service, so
-    ``/proc/PID/environ`` shows them and ``ps`` does not.
+    ``/proc/PID/environ`` shows them and ``ps`` does not. With ``args_env``, an ``argv`` ends with
+    that variable unquoted (``$SGLANG_ARGS``): the subshell splits its value into arguments at
+    white space, as systemd's ``ExecStart=... $SGLANG_ARGS`` does.
     """
     if argv is not None:
         program = " ".join(shlex.quote(arg) for arg in argv)
+        if args_env is not None:
+            if not _NAME.match(args_env):
+                raise ServiceStartError(f"args_env: not a variable name: {args_env!r}")
+            program += f" ${args_env}"
     else:
         assert command is not None and status_file is not None
         wrapper = 'sh -c "$1"; echo $? > "$2"'
@@ -210,6 +217,7 @@ async def spawn(
     status_file: str | None = None,
     cwd: str | None = None,
     unit: str | None = None,
+    args_env: str | None = None,
     launch_timeout_s: float = LAUNCH_TIMEOUT_S,
 ) -> PidRecord:
     """Launch ``argv`` (exec'd) or a shell ``command`` (wrapped) detached; return its record.
@@ -219,7 +227,13 @@ async def spawn(
     the host only (the script holds the env values).
     """
     script = launch_script(
-        argv=argv, command=command, env=env, log=log, status_file=status_file, cwd=cwd
+        argv=argv,
+        command=command,
+        env=env,
+        log=log,
+        status_file=status_file,
+        cwd=cwd,
+        args_env=args_env,
     )
     try:
         result = await host.run(LAUNCHER, timeout=launch_timeout_s, input=script.encode())
