@@ -19,7 +19,7 @@ from pathlib import Path
 
 from tests.support import free_port
 
-__all__ = ["children", "http_server", "listening", "live_procs_under"]
+__all__ = ["children", "http_server", "listening", "live_procs_under", "wait_answering"]
 
 _DEAD = ("Z", "X")
 
@@ -95,6 +95,11 @@ def http_server(
     finally:
         proc.terminate()
         proc.wait(5)
+
+
+def wait_answering(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Until ``url`` answers HTTP; fails the test if ``proc`` exits or ``timeout`` s pass first."""
+    _wait_answering(url, proc, time.monotonic() + timeout)
 
 
 def _wait_answering(url: str, proc: subprocess.Popen[bytes], deadline: float) -> None:

@@ -1,9 +1,12 @@
-"""Knob operations: get, set, diff a service's declared env variable, and read knobs live.
+"""Knob operations: get, set, diff a service's declared knob, and read knobs live.
 
-A knob is an environment variable a service reads at start-up, declared in the spec under
-``knobs``. Its value lives in three places: the env file (what the next start uses), the latest
-backup of that file (what it was before the last change) and the running process's environment
-(``/proc/PID/environ``: what is live now). Editing the file changes nothing live until a restart.
+A knob is an environment variable a service reads at start-up, or a server argument (a value, a
+flag, a key of a JSON-valued argument: :mod:`servelab.core.knobs.knob`), declared in the spec under
+``knobs``. Its value lives in three places: the file (the env file; for an argument, the place
+:mod:`servelab.core.knobs.places` picks: ``args_env``, the spec's own command line, the
+``--config`` file), the latest backup of that file (what it was before the last change) and the
+running process (``/proc/PID/environ``; ``/proc/PID/cmdline``: what is live now). Editing the file
+changes nothing live until a restart. Argument knobs go through :mod:`servelab.ops.arguments`.
 
 Only declared knobs and the names on :data:`~servelab.core.knobs.rules.ENV_ALLOW_LIST` are ever read
 into results (:func:`~servelab.core.knobs.rules.check_knob_name`); reading the file, its backups and
@@ -19,12 +22,23 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from servelab.core.knobs.argv import arg_values, knob_value
+from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.envfile import parse_envfile
+from servelab.core.knobs.knob import Knob, same_value
+from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.rules import check_knob_name, live_verdict, parse_env_bytes
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
 from servelab.io.ledger.ledger import Ledger
+from servelab.ops.arguments import (
+    argument_knob,
+    live_argument,
+    read_places,
+    service_engine,
+    write_argument,
+)
 from servelab.ops.context import Operation, SpecOrOperation, operation
 
 __all__ = [
@@ -58,6 +72,9 @@ class KnobChange:
     spec_value: str | None
     change_id: int | None
     live_error: str | None = None
+    #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
+    #: ``config_file``); ``env_file`` then holds the path of the file written.
+    place: str = "env_file"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -77,6 +94,10 @@ class KnobDiff:
     env_file: str
     pid: int | None
     pid_source: str
+    #: Where the file value comes from: ``env_file``, or an argument's place (None: nowhere, the
+    #: engine's default); and the places whose values it hides (``[place, value]``).
+    place: str | None = "env_file"
+    shadowed: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def running(self) -> bool:
@@ -101,6 +122,24 @@ def _env_path(op: Operation, service: str) -> str:
     return path
 
 
+async def _live_values(
+    op: Operation, service: str, names: list[str]
+) -> tuple[int | None, dict[str, str | None]]:
+    """(pid, live value of each name): env knobs from ``/proc/PID/environ``, argument knobs from
+    ``/proc/PID/cmdline`` (with its ``--config``); (None, {}) when the service is not running."""
+    host = op.host(service)
+    proc = await find_process(op.loaded, service, host)
+    if proc.pid is None:
+        return None, {}
+    env_names = [name for name in names if argument_knob(op, name).is_env]
+    args = [argument_knob(op, name) for name in names if name not in env_names]
+    live: dict[str, str | None] = dict(await read_live(host, proc.pid, env_names))
+    if args:
+        _, values = await live_argument(op, service, args)
+        live.update({name: got.value for name, got in values.items()})
+    return proc.pid, {name: live.get(name) for name in names}
+
+
 async def live_knobs(target: SpecOrOperation) -> dict[str, str | None]:
     """Every declared knob of every running service, live, as ``{"service/NAME": value}``.
 
@@ -112,41 +151,40 @@ async def live_knobs(target: SpecOrOperation) -> dict[str, str | None]:
         for name, svc in op.spec.services.items():
             if not svc.knobs:
                 continue
-            host = op.host(name)
-            proc = await find_process(op.loaded, name, host)
-            if proc.pid is None:
-                continue
-            live = await read_live(host, proc.pid, svc.knobs)
-            out.update({f"{name}/{knob}": live.get(knob) for knob in svc.knobs})
+            pid, live = await _live_values(op, name, list(svc.knobs))
+            if pid is not None:
+                out.update({f"{name}/{knob}": value for knob, value in live.items()})
     return out
 
 
 async def live_knob(target: SpecOrOperation, service: str, name: str) -> str | None:
-    """The knob's value in the running process's environment now (None: unset or not running)."""
+    """The knob's value in the running process now (None: unset or not running)."""
     check_knob_name(target.spec, service, name)
     async with operation(target) as op:
-        host = op.host(service)
-        proc = await find_process(op.loaded, service, host)
-        if proc.pid is None:
-            return None
-        return (await read_live(host, proc.pid, [name])).get(name)
+        return (await _live_values(op, service, [name]))[1].get(name)
 
 
 # -- the three operations ----------------------------------------------------------------------
 
 
 async def get_knob(target: SpecOrOperation, service: str, name: str) -> str | None:
-    """The knob's value in the service's env file (None: not set)."""
+    """The knob's value in the service's file (None: not set, the engine's default)."""
     check_knob_name(target.spec, service, name)
     async with operation(target) as op:
+        knob = argument_knob(op, name)
+        if not knob.is_env:
+            return (await read_places(op, service, knob)).value
         env = await read_env_file(op.host(service), _env_path(op, service))
     return None if env is None else env.get(name)
 
 
 async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDiff:
-    """The knob's value in the env file, its latest backup, and the running process."""
+    """The knob's value in its file, in that file's latest backup, and in the running process."""
     svc = check_knob_name(target.spec, service, name)
     async with operation(target) as op:
+        knob = argument_knob(op, name)
+        if not knob.is_env:
+            return await _diff_argument(op, service, knob)
         path = _env_path(op, service)
         host = op.host(service)
         raw = await read_env_bytes(host, path)
@@ -169,18 +207,84 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
     )
 
 
+async def _backup_value(
+    op: Operation, service: str, knob: Knob, place: Place | None
+) -> tuple[str | None, str | None]:
+    """(backup path, the knob's value in it) of the file of ``place``: the latest backup whose
+    content differs from the file now (the value before the last change)."""
+    svc = op.spec.service(service)
+    path = op.env_path(service) if place is Place.ARGS_ENV else None
+    if place is Place.CONFIG_FILE and svc.config_file is not None:
+        path = str(op.loaded.path(svc.config_file))
+    if path is None:
+        return None, None
+    host = op.host(service)
+    current = await read_env_bytes(host, path)
+    found = await _previous_bytes(op, service, path, current)
+    if found is None:
+        return None, None
+    backup_path, data = found
+    eng = service_engine(op)
+    text = data.decode("utf-8", "replace")
+    if place is Place.ARGS_ENV and svc.args_env is not None:
+        words = split_args(parse_env_bytes(data, backup_path).get(svc.args_env))
+        return backup_path, knob_value(arg_values(words, eng), knob, eng)
+    return backup_path, knob_value(config_values(text, eng, backup_path), knob, eng)
+
+
+async def _previous_bytes(
+    op: Operation, service: str, path: str, current: bytes | None
+) -> tuple[str, bytes] | None:
+    host = op.host(service)
+    previous = await previous_version(host, path, current, op.backup_dir(service))
+    if previous is None:
+        return None
+    try:
+        return previous[0], await host.read_file(previous[0])
+    except HostError:
+        return None
+
+
+async def _diff_argument(op: Operation, service: str, knob: Knob) -> KnobDiff:
+    svc = op.spec.service(service)
+    now = await read_places(op, service, knob)
+    backup_path, backup = await _backup_value(op, service, knob, now.place)
+    pid, live = await _live_values(op, service, [knob.name])
+    proc_source = "not running" if pid is None else "process"
+    return KnobDiff(
+        service=service,
+        name=knob.name,
+        file=now.value,
+        backup=backup,
+        live=live.get(knob.name),
+        spec_value=svc.knobs.get(knob.name),
+        backup_path=backup_path,
+        env_file=_place_path(op, service, now.place),
+        pid=pid,
+        pid_source=proc_source,
+        place=None if now.place is None else str(now.place),
+        shadowed=tuple((str(place), value) for place, value in now.shadowed),
+    )
+
+
+def _place_path(op: Operation, service: str, place: Place | None) -> str:
+    svc = op.spec.service(service)
+    if place is Place.CONFIG_FILE and svc.config_file is not None:
+        return str(op.loaded.path(svc.config_file))
+    if place is Place.SPEC:
+        return f"{op.loaded.source} (services.{service})"
+    return op.env_path(service) or ""
+
+
 async def _live_value(
     op: Operation, service: str, name: str
 ) -> tuple[int | None, str | None, str | None]:
     """(pid, live value, error): a failure to look is reported, not raised."""
-    host = op.host(service)
     try:
-        proc = await find_process(op.loaded, service, host)
-        if proc.pid is None:
-            return None, None, None
-        return proc.pid, (await read_live(host, proc.pid, [name])).get(name), None
+        pid, live = await _live_values(op, service, [name])
     except HostError as exc:
         return None, None, f"{type(exc).__name__}: {exc}"
+    return pid, live.get(name), None
 
 
 async def set_knob(
@@ -193,27 +297,26 @@ async def set_knob(
     case_id: int | None = None,
     ledger: Ledger | None = None,
 ) -> KnobChange:
-    """Set (``value=None``: remove) a knob in the env file: backup, atomic write, record.
+    """Set (``value=None``: remove) a knob in its file: backup, atomic write, record.
 
-    Nothing is written or recorded when the file already holds ``value``. The change is recorded
-    (in ``ledger``, else the operation's) right after the write. ``restart_needed`` is true when
-    the service runs with another value (or its live value could not be read: ``live_error``).
+    An env knob goes in the env file; an argument knob in the place
+    :func:`~servelab.core.knobs.places.write_place` picks (refused before anything is touched when
+    the spec names none). Nothing is written or recorded when the file already holds ``value``.
+    The change is recorded (in ``ledger``, else the operation's) right after the write.
+    ``restart_needed`` is true when the service runs with another value (or its live value could
+    not be read: ``live_error``).
     """
     svc = check_knob_name(target.spec, service, name)
     _check_value(name, value)
     async with operation(target, ledger=ledger) as op:
         if case_id is not None and op.ledger is not None and op.ledger.get_case(case_id) is None:
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
-        path = _env_path(op, service)
-        env = await read_env_file(op.host(service), path)
-        old = None if env is None else env.get(name)
-        backup_path: str | None = None
+        knob = argument_knob(op, name)
+        value = knob.normalize(value)
+        written = await _write(op, service, knob, value)
+        old, path, backup_path, changed, place = written
         change_id = None
-        if old != value:
-            base = env if env is not None else parse_envfile("", source=path)
-            new_env = base.set(name, value) if value is not None else base.unset(name)
-            data = new_env.render().encode()
-            backup_path = await op.write_env(service, path, data, backup=env is not None)
+        if changed:
             change_id = _record_change(op, service, name, old, value, reason, case_id, backup_path)
         pid, live, live_error = await _live_value(op, service, name)
     return KnobChange(
@@ -221,16 +324,35 @@ async def set_knob(
         name=name,
         old=old,
         new=value,
-        changed=old != value,
+        changed=changed,
         backup_path=backup_path,
         env_file=path,
-        restart_needed=(pid is not None and live != value) or live_error is not None,
+        restart_needed=(pid is not None and not same_value(live, value)) or live_error is not None,
         running=pid is not None,
         live=live,
         spec_value=svc.knobs.get(name),
         change_id=change_id,
         live_error=live_error,
+        place=place,
     )
+
+
+async def _write(
+    op: Operation, service: str, knob: Knob, value: str | None
+) -> tuple[str | None, str, str | None, bool, str]:
+    """Write the knob: (old value, file written, its backup, changed, place)."""
+    if not knob.is_env:
+        edit = await write_argument(op, service, knob, value)
+        return edit.before.value, edit.path, edit.backup_path, edit.changed, str(edit.place)
+    path = _env_path(op, service)
+    env = await read_env_file(op.host(service), path)
+    old = None if env is None else env.get(knob.name)
+    if old == value:
+        return old, path, None, False, "env_file"
+    base = env if env is not None else parse_envfile("", source=path)
+    new_env = base.set(knob.name, value) if value is not None else base.unset(knob.name)
+    backup = await op.write_env(service, path, new_env.render().encode(), backup=env is not None)
+    return old, path, backup, True, "env_file"
 
 
 def _record_change(

@@ -1,0 +1,188 @@
+"""Argument knobs, on the service's host: their places (the file layer), an edit of one place, the
+live process's value, and what the engine reports it runs with.
+
+- **Places** (:mod:`servelab.core.knobs.places`): the words of the env-file variable ``args_env``,
+  the command line servelab builds for a ``sim``/``router`` service, the ``--config`` YAML file.
+- **Edit** (:func:`write_argument`): the place :func:`~servelab.core.knobs.places.write_place`
+  picks, atomically, after a timestamped backup in the state directory (the env file's, or the
+  config file's), through the service's host, so it works the same over SSH.
+- **Live** (:func:`live_argument`): ``/proc/PID/cmdline`` parsed as the engine parses it, its
+  ``--config`` merged under it (:func:`~servelab.io.hosts.discovery.read_live_args`).
+- **Engine** (:func:`engine_argument`): ``GET /server_info`` (vLLM: with
+  ``?config_format=json``, answered only under ``VLLM_SERVER_DEV_MODE=1``); a router is not asked
+  (sglang-router's own server info describes a worker, not the router), nor is an engine that does
+  not answer: both are unknown, never a pass.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from servelab.core.deploy.engines import Engine, engine
+from servelab.core.deploy.topology import service_argv
+from servelab.core.knobs.argv import arg_values, set_words
+from servelab.core.knobs.configfile import config_values, edit_config
+from servelab.core.knobs.envfile import EnvFile, parse_envfile
+from servelab.core.knobs.knob import Knob, parse_knob
+from servelab.core.knobs.places import (
+    FileValue,
+    LiveValue,
+    Place,
+    file_value,
+    split_args,
+    write_place,
+)
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.knobs.serverinfo import Reported, reported_value
+from servelab.errors import HostError, KnobError
+from servelab.io.hosts.discovery import find_process, read_live_args
+from servelab.io.hosts.envfiles import read_env_bytes
+from servelab.io.http.client import HttpClient
+from servelab.ops.context import Operation
+
+__all__ = [
+    "ArgumentEdit",
+    "argument_knob",
+    "config_path",
+    "engine_argument",
+    "live_argument",
+    "read_places",
+    "service_engine",
+    "write_argument",
+]
+
+
+def service_engine(op: Operation) -> Engine:
+    """The parser rules of the deployment's engine (a router's arguments read the same way)."""
+    return engine(op.spec.engine)
+
+
+def argument_knob(op: Operation, name: str) -> Knob:
+    """The argument knob ``name`` as the deployment's engine reads it."""
+    return parse_knob(name, service_engine(op))
+
+
+def config_path(op: Operation, service: str) -> str | None:
+    """The service's ``config_file``, resolved against the spec's directory."""
+    relative = op.spec.service(service).config_file
+    return None if relative is None else str(op.loaded.path(relative))
+
+
+@dataclass(frozen=True)
+class _Places:
+    """What each place holds now: its parsed arguments, and the raw file it was read from."""
+
+    values: dict[Place, dict[str, str]]
+    env: EnvFile | None
+    config_text: str | None
+
+
+async def _read(op: Operation, service: str) -> _Places:
+    svc = op.spec.service(service)
+    host = op.host(service)
+    eng = service_engine(op)
+    values: dict[Place, dict[str, str]] = {}
+    env = None
+    if svc.args_env is not None:
+        path = op.env_path(service)
+        raw = None if path is None else await read_env_bytes(host, path)
+        env = None if raw is None or path is None else parse_env_bytes(raw, path)
+        words = split_args(None if env is None else env.get(svc.args_env))
+        values[Place.ARGS_ENV] = arg_values(words, eng)
+    argv = service_argv(op.spec, service, sys.executable)
+    if argv is not None:
+        values[Place.SPEC] = arg_values(argv, eng)
+    text = None
+    path = config_path(op, service)
+    if path is not None:
+        data = await read_env_bytes(host, path)
+        text = None if data is None else data.decode("utf-8", "replace")
+        if text is not None:
+            values[Place.CONFIG_FILE] = config_values(text, eng, path)
+    return _Places(values, env, text)
+
+
+async def read_places(op: Operation, service: str, knob: Knob) -> FileValue:
+    """The knob's file value: the winning place's, and what it shadows."""
+    places = await _read(op, service)
+    return file_value(places.values, knob, service_engine(op))
+
+
+@dataclass(frozen=True)
+class ArgumentEdit:
+    """What :func:`write_argument` did: the value before (its place), where it wrote, the file,
+    its backup (None: no file before, or nothing written)."""
+
+    before: FileValue
+    place: Place
+    path: str
+    backup_path: str | None
+    changed: bool
+
+
+def _args_env_value(words: list[str], knob: Knob) -> str:
+    joined = " ".join(words)
+    if any(any(c.isspace() for c in word) for word in words):
+        raise KnobError(
+            f"{knob.name}: a value with white space cannot go in an args_env variable (it is "
+            "split at white space when the start command expands it)"
+        )
+    return joined
+
+
+async def write_argument(
+    op: Operation, service: str, knob: Knob, value: str | None
+) -> ArgumentEdit:
+    """Give the knob ``value`` (None: the engine's default) in the place a set writes to."""
+    svc = op.spec.service(service)
+    eng = service_engine(op)
+    places = await _read(op, service)
+    before = file_value(places.values, knob, eng)
+    place = write_place(svc, service, before)
+    if place is Place.ARGS_ENV:
+        assert svc.args_env is not None
+        path = op.env_path(service)
+        assert path is not None  # the spec requires env_file with args_env
+        env = places.env if places.env is not None else parse_envfile("", source=path)
+        words = set_words(split_args(env.get(svc.args_env)), knob, value, eng)
+        data = env.set(svc.args_env, _args_env_value(words, knob)).render().encode()
+        exists = places.env is not None
+        old = None if places.env is None else places.env.render().encode()
+    else:
+        path = config_path(op, service) or ""
+        text = places.config_text or ""
+        data = edit_config(text, knob, value, eng, path).encode()
+        exists = places.config_text is not None
+        old = None if places.config_text is None else text.encode()
+    if data == old:
+        return ArgumentEdit(before, place, path, None, changed=False)
+    backup = await op.write_env(service, path, data, backup=exists)
+    return ArgumentEdit(before, place, path, backup, changed=True)
+
+
+async def live_argument(
+    op: Operation, service: str, knobs: list[Knob]
+) -> tuple[int | None, Mapping[str, LiveValue]]:
+    """(pid, the knobs' live values); (None, {}) when the service is not running."""
+    host = op.host(service)
+    proc = await find_process(op.loaded, service, host)
+    if proc.pid is None:
+        return None, {}
+    return proc.pid, await read_live_args(host, proc.pid, knobs, service_engine(op))
+
+
+async def engine_argument(op: Operation, service: str, knob: Knob) -> Reported:
+    """The knob's value in the engine's ``/server_info``; unknown for a router, or when the
+    engine does not answer it (vLLM without ``VLLM_SERVER_DEV_MODE=1``)."""
+    if op.spec.service(service).role not in ("prefill", "decode"):
+        return Reported(False)
+    path = "/server_info?config_format=json" if op.spec.engine == "vllm" else "/server_info"
+    try:
+        url = await op.url(service, path)
+    except HostError:
+        return Reported(False)
+    async with HttpClient(limit=1) as http:
+        info = await http.get_json(url)
+    return reported_value(info, knob) if isinstance(info, dict) else Reported(False)
