@@ -97,3 +97,28 @@ def test_the_quick_start_example_gets_no_file_beside_its_env_files(tmp_path: Pat
     assert sorted(p.name for p in (tmp_path / "examples").iterdir()) == sorted(
         p.name for p in (REPO / "examples").iterdir()
     )
+
+
+def test_an_argument_knob_comes_after_double_dash(tmp_path: Path) -> None:
+    """``knob set decode -- --max-running-requests=128``: the args_env variable is edited, and
+    the output says where; a name that is no knob at all is bad input (exit 2)."""
+    knobs = (KNOB, "--max-running-requests", "--disable-overlap-schedule")
+    env_text = "SGLANG_ARGS=--max-running-requests 64\n"
+    spec = write_decode_spec(tmp_path, free_port(), knobs=knobs, env_text=env_text)
+    spec.write_text(spec.read_text() + 'args_env = "SGLANG_ARGS"\n')
+    done = run_cli("knob", "set", "decode", "--reason", "a/b", "--",
+                   "--max-running-requests=128", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "64 -> 128 in the args_env variable of" in done.stdout
+    got = run_cli("knob", "get", "decode", "--json", "--", "--max-running-requests", cwd=tmp_path)
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout)["value"] == "128"
+    assert json.loads(got.stdout)["place"] == "args_env"
+    flag = run_cli("knob", "set", "decode", "--", "--disable-overlap-schedule=on", cwd=tmp_path)
+    assert flag.returncode == 0, flag.stderr
+    env = (tmp_path / "env" / "decode.env").read_text()
+    assert env == 'SGLANG_ARGS="--max-running-requests 128 --disable-overlap-schedule"\n'
+    bad = run_cli("knob", "set", "decode", "--", "--disable-overlap-schedule=64", cwd=tmp_path)
+    assert bad.returncode == 2 and "on or off" in bad.stderr
+    undeclared = run_cli("knob", "get", "decode", "--", "--schedule-policy", cwd=tmp_path)
+    assert undeclared.returncode == 2 and "not a declared knob" in undeclared.stderr

@@ -1,6 +1,8 @@
-"""``servelab knob get|set|diff SERVICE NAME[=VALUE]``: a service's declared env knobs.
+"""``servelab knob get|set|diff SERVICE NAME[=VALUE]``: a service's declared knobs.
 
-``set`` edits the env file atomically after a timestamped backup and records the change (with
+A knob is an env variable or a server argument. An argument comes after ``--`` so that click does
+not read it as an option: ``servelab knob set decode -- --max-running-requests=64``.
+``set`` edits the file atomically after a timestamped backup and records the change (with
 ``--reason`` and ``--case``); the new value becomes live only after a restart, and ``set`` says so.
 """
 
@@ -19,7 +21,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.ops.context import Operation
-from servelab.ops.knob import KnobChange, KnobDiff, diff_knob, get_knob, set_knob
+from servelab.ops.knob import KnobChange, KnobDiff, KnobValue, diff_knob, read_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
 
 __all__ = ["register"]
@@ -30,11 +32,9 @@ def knob_group() -> None:
     """Get, set (atomically, with a backup, recorded) and diff a service's declared knobs."""
 
 
-async def _get(spec_path: Path | None, service: str, name: str) -> tuple[str | None, str]:
-    loaded = SpecAndLedger(spec_path).deployment()
-    async with Operation(loaded) as op:
-        value = await get_knob(op, service, name)
-    return value, str(loaded.env_file(service))
+async def _get(spec_path: Path | None, service: str, name: str) -> KnobValue:
+    async with Operation(SpecAndLedger(spec_path).deployment()) as op:
+        return await read_knob(op, service, name)
 
 
 @knob_group.command("get")
@@ -43,12 +43,12 @@ async def _get(spec_path: Path | None, service: str, name: str) -> tuple[str | N
 @spec_option
 @json_option
 def get_command(service: str, name: str, spec_path: Path | None, as_json: bool) -> None:
-    """Print the knob NAME of SERVICE as its env file sets it."""
-    value, env_file = run(_get(spec_path, service, name))
+    """Print the knob NAME of SERVICE as its file sets it (an argument after ``--``)."""
+    got = run(_get(spec_path, service, name))
     if as_json:
-        print_json({"service": service, "name": name, "value": value, "env_file": env_file})
+        print_json({**got.to_json(), "env_file": got.path})
     else:
-        click.echo(render_knob_value(service, name, value, env_file), nl=False)
+        click.echo(render_knob_value(got), nl=False)
 
 
 async def _set(
@@ -86,7 +86,10 @@ def set_command(
     as_json: bool,
     ledger_path: Path | None,
 ) -> None:
-    """Set NAME=VALUE in SERVICE's env file (backup, atomic write, recorded)."""
+    """Set NAME=VALUE in SERVICE's file (backup, atomic write, recorded).
+
+    An env knob goes in the env file; an argument (after ``--``: ``-- --max-running-requests=64``,
+    a flag ``-- --disable-overlap-schedule=on``) in its args_env variable or its config file."""
     name, sep, value = assignment.partition("=")
     if unset == bool(sep):
         raise click.UsageError("give NAME=VALUE, or NAME with --unset")
@@ -110,7 +113,7 @@ async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:
 @spec_option
 @json_option
 def diff_command(service: str, name: str, spec_path: Path | None, as_json: bool) -> None:
-    """Show NAME's value in SERVICE's env file, the file's last backup and live, side by side."""
+    """Show NAME's value in SERVICE's file, the file's last backup and live, side by side."""
     diff = run(_diff(spec_path, service, name))
     if as_json:
         print_json(diff.to_json())

@@ -44,10 +44,12 @@ from servelab.ops.context import Operation, SpecOrOperation, operation
 __all__ = [
     "KnobChange",
     "KnobDiff",
+    "KnobValue",
     "diff_knob",
     "get_knob",
     "live_knob",
     "live_knobs",
+    "read_knob",
     "set_knob",
 ]
 
@@ -167,15 +169,40 @@ async def live_knob(target: SpecOrOperation, service: str, name: str) -> str | N
 # -- the three operations ----------------------------------------------------------------------
 
 
-async def get_knob(target: SpecOrOperation, service: str, name: str) -> str | None:
-    """The knob's value in the service's file (None: not set, the engine's default)."""
+@dataclass(frozen=True)
+class KnobValue:
+    """A knob's value in its file, the place it comes from and that place's file (``path``)."""
+
+    service: str
+    name: str
+    value: str | None
+    place: str | None
+    path: str
+    shadowed: tuple[tuple[str, str | None], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobValue:
+    """The knob's value in the service's file, and where it comes from."""
     check_knob_name(target.spec, service, name)
     async with operation(target) as op:
         knob = argument_knob(op, name)
         if not knob.is_env:
-            return (await read_places(op, service, knob)).value
-        env = await read_env_file(op.host(service), _env_path(op, service))
-    return None if env is None else env.get(name)
+            now = await read_places(op, service, knob)
+            place = None if now.place is None else str(now.place)
+            shadowed = tuple((str(where), value) for where, value in now.shadowed)
+            path = _place_path(op, service, now.place)
+            return KnobValue(service, name, now.value, place, path, shadowed)
+        path = _env_path(op, service)
+        env = await read_env_file(op.host(service), path)
+    return KnobValue(service, name, None if env is None else env.get(name), "env_file", path)
+
+
+async def get_knob(target: SpecOrOperation, service: str, name: str) -> str | None:
+    """The knob's value in the service's file (None: not set, the engine's default)."""
+    return (await read_knob(target, service, name)).value
 
 
 async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDiff:

@@ -13,10 +13,16 @@ from servelab.core.knobs.rules import (
     LIVE_RESTART_NEEDED,
     LIVE_UNSET,
 )
-from servelab.ops.knob import KnobChange, KnobDiff
+from servelab.ops.knob import KnobChange, KnobDiff, KnobValue
 from servelab.report.text import plain_text, show_value
 
-__all__ = ["VERDICT_WORDS", "render_knob_change", "render_knob_diff", "render_knob_value"]
+__all__ = [
+    "PLACE_WORDS",
+    "VERDICT_WORDS",
+    "render_knob_change",
+    "render_knob_diff",
+    "render_knob_value",
+]
 
 #: How a file-vs-live verdict reads.
 VERDICT_WORDS = {
@@ -28,10 +34,42 @@ VERDICT_WORDS = {
 }
 
 
-def render_knob_value(service: str, name: str, value: str | None, env_file: str) -> str:
-    """``decode SGLANG_..=512  (in /path/decode.env)``."""
-    shown = f"{name}={value}" if value is not None else f"{name} is not set"
-    return f"{service} {shown}  (in {env_file})\n"
+#: How the place of a knob's file value reads.
+PLACE_WORDS = {
+    "env_file": "in",
+    "args_env": "in the args_env variable of",
+    "config_file": "in the config file",
+    "spec": "on the command line the spec gives,",
+}
+
+
+def _where(place: str | None, path: str) -> str:
+    if place is None:
+        return "set nowhere: the engine's default"
+    return f"{PLACE_WORDS.get(place, place)} {path}"
+
+
+#: A place whose value another one overrides, named in a sentence.
+_OVERRIDDEN = {
+    "args_env": "the args_env variable",
+    "config_file": "the config file",
+    "spec": "the spec's command line",
+}
+
+
+def _shadowed(shadowed: tuple[tuple[str, str | None], ...]) -> list[str]:
+    """A line per place whose value the winning place overrides (the engine never sees it)."""
+    return [
+        f"  overridden: {_OVERRIDDEN.get(place, place)} says {show_value(value)}"
+        for place, value in shadowed
+    ]
+
+
+def render_knob_value(got: KnobValue) -> str:
+    """``decode SGLANG_..=512  (in /path/decode.env)``, and any value it shadows."""
+    shown = f"{got.name}={got.value}" if got.value is not None else f"{got.name} is not set"
+    lines = [f"{got.service} {shown}  ({_where(got.place, got.path)})", *_shadowed(got.shadowed)]
+    return "\n".join(lines) + "\n"
 
 
 def render_knob_change(change: KnobChange) -> str:
@@ -41,7 +79,8 @@ def render_knob_change(change: KnobChange) -> str:
         return (
             f"{where} is already {show_value(change.new)} in {change.env_file}; nothing written\n"
         )
-    lines = [f"{where}: {show_value(change.old)} -> {show_value(change.new)} in {change.env_file}"]
+    into = _where(change.place, change.env_file)
+    lines = [f"{where}: {show_value(change.old)} -> {show_value(change.new)} {into}"]
     lines.append(f"  backup: {change.backup_path or '(none: the file did not exist)'}")
     if change.change_id is not None:
         lines.append(f"  recorded as knob change #{change.change_id}")
@@ -76,7 +115,8 @@ def render_knob_diff(diff: KnobDiff) -> str:
         Text(show_value(diff.backup) if diff.backup_path else "(no backup)"),
         Text(live),
     )
-    notes = [f"file:   {diff.env_file}", f"backup: {diff.backup_path or '(none)'}"]
+    notes = [f"file:   {_where(diff.place, diff.env_file)}", *_shadowed(diff.shadowed)]
+    notes.append(f"backup: {diff.backup_path or '(none)'}")
     notes.append(f"live:   pid {diff.pid} ({diff.pid_source})" if diff.running else "live:   -")
     verdict = diff.verdict
     if verdict is not None:
