@@ -139,6 +139,8 @@ async def _launch(op: Operation, service: str) -> PidRecord:
     svc = op.spec.service(service)
     host = op.host(service)
     argv = service_argv(op.spec, service, sys.executable)
+    if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
+        argv += ["--config", str(op.loaded.path(svc.config_file))]
     status_file = None if argv is not None else f"{_state_dir(op, service)}/run/{service}.status"
     record = await spawn(
         host,
@@ -150,6 +152,7 @@ async def _launch(op: Operation, service: str) -> PidRecord:
         status_file=status_file,
         cwd=str(op.loaded.base_dir) if host.is_local else None,
         unit=svc.unit,
+        args_env=svc.args_env if argv is not None else None,
     )
     write_pid_record(op.loaded.state_dir, record)
     op.say(f"{service}: started pid {record.pid} on {host.name} (log {record.log})")
