@@ -71,8 +71,8 @@ def _json(done: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(done.stdout)
 
 
-def _main_pid(systemd: SystemdHost) -> int:
-    return int(systemd.systemctl("show", "-p", "MainPID", "--value", UNIT).stdout.strip())
+def _main_pid(systemd: SystemdHost, unit: str = UNIT) -> int:
+    return int(systemd.systemctl("show", "-p", "MainPID", "--value", unit).stdout.strip())
 
 
 def _live_env(systemd: SystemdHost, pid: int) -> dict[str, str]:
@@ -163,3 +163,105 @@ def test_the_namespace_keeps_its_hands_off_the_host(systemd: SystemdHost) -> Non
     services = {line.split()[0] for line in loaded.stdout.splitlines()}
     assert "servelab-sshd.service" in services
     assert not {s for s in services if "tmpfiles" in s or "journald" in s or "udev" in s}
+
+
+ARGS_UNIT = "servelab-args.service"
+ARG = "--max-running-requests"
+_SERVE = """import http.server, sys
+port = int(sys.argv[1])
+handler = http.server.SimpleHTTPRequestHandler
+http.server.ThreadingHTTPServer(("127.0.0.1", port), handler).serve_forever()
+"""
+_ARGS_UNIT_TEXT = """[Unit]
+Description=servelab test server with arguments
+[Service]
+EnvironmentFile={env}
+ExecStart={python} {serve} {port} $WEB_ARGS{extra}
+WorkingDirectory={root}
+StandardOutput=append:{log}
+StandardError=append:{log}
+"""
+
+
+def _args_unit(root: Path, port: int, extra: str = "") -> str:
+    return _ARGS_UNIT_TEXT.format(
+        env=root / "args.env", python=os.path.realpath(sys.executable), serve=root / "serve.py",
+        port=port, root=root, log=root / "args.log", extra=extra,
+    )  # fmt: skip
+
+
+def _knob(spec: Path, action: str, argument: str) -> subprocess.CompletedProcess[str]:
+    """``knob ACTION web --json -f SPEC -- ARGUMENT``: options before ``--``, the argument after."""
+    return run_cli("knob", action, "web", "--json", "-f", str(spec), "--", argument,
+                   cwd=spec.parent, timeout=90)  # fmt: skip
+
+
+def _live_arg(spec: Path) -> dict[str, Any]:
+    done = _knob(spec, "diff", ARG)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return dict(_json(done))
+
+
+def _args_spec(root: Path, systemd: SystemdHost, port: int, *, manage: bool) -> Path:
+    spec = root / "args.toml"
+    spec.write_text(
+        f'name = "args"\nstate_dir = "{root}/state"\n'
+        + systemd.sshd.host_toml("box")
+        + f'[services.web]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\nhost = "box"\n'
+        f'start = "systemctl restart {ARGS_UNIT}"\nunit = "{ARGS_UNIT}"\n'
+        f'env_file = "{root}/args.env"\nargs_env = "WEB_ARGS"\nknobs = ["{ARG}"]\n'
+        f'manage_unit = {"true" if manage else "false"}\nready_path = "/"\nready_timeout_s = 20\n'
+    )
+    return spec
+
+
+def test_an_argument_knob_in_a_units_args_env_and_a_unit_changed_without_reload(
+    tmp_path: Path, systemd: SystemdHost
+) -> None:
+    """``ExecStart=... $WEB_ARGS``: the argument is set in the env file, live after a restart in
+    ``/proc/MainPID/cmdline``. A unit file edited on disk without ``daemon-reload`` stops the
+    restart before anything stops (its old command line would run); with ``manage_unit`` servelab
+    reloads it, and the new command line is live."""
+    port = free_port()
+    (tmp_path / "serve.py").write_text(_SERVE)
+    (tmp_path / "args.env").write_text(f"WEB_ARGS={ARG} 32\n")
+    unit_path = systemd.add_unit(ARGS_UNIT, _args_unit(tmp_path, port))
+    spec = _args_spec(tmp_path, systemd, port, manage=False)
+    try:
+        up = _cli(spec, "up", "--json")
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert _live_arg(spec)["live"] == "32"
+        first = _main_pid(systemd, ARGS_UNIT)
+
+        knob = _knob(spec, "set", f"{ARG}=64")
+        assert knob.returncode == 0, knob.stdout + knob.stderr
+        change = _json(knob)
+        assert (change["place"], change["live"], change["restart_needed"]) == (
+            "args_env",
+            "32",
+            True,
+        )
+        restarted = _cli(spec, "restart", "web", "--no-verify", "--json")
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        second = _main_pid(systemd, ARGS_UNIT)
+        assert second != first
+        assert _live_arg(spec)["live"] == "64"
+
+        # the unit changes on disk (a later literal argument wins over $WEB_ARGS), not reloaded
+        unit_path.write_text(_args_unit(tmp_path, port, extra=f" {ARG} 16"))
+        stale = _cli(spec, "restart", "web", "--no-verify")
+        assert stale.returncode == 1
+        assert f"systemd unit {ARGS_UNIT} changed on disk and is not reloaded" in stale.stderr
+        assert "nothing was started or stopped" in stale.stderr
+        assert _main_pid(systemd, ARGS_UNIT) == second
+
+        managed = _args_spec(tmp_path, systemd, port, manage=True)
+        reloaded = _cli(managed, "restart", "web", "--no-verify")
+        assert reloaded.returncode == 0, reloaded.stdout + reloaded.stderr
+        assert "ran systemctl daemon-reload" in reloaded.stdout + reloaded.stderr
+        assert _main_pid(systemd, ARGS_UNIT) != second
+        live = _live_arg(managed)
+        assert (live["file"], live["live"]) == ("64", "16")
+    finally:
+        down = _cli(spec, "down", "--json")
+    assert down.returncode == 0, down.stdout + down.stderr

@@ -1,9 +1,10 @@
 """Pre-flight rules, pure: what each service needs before ``up`` or ``restart`` starts anything.
 
 Before the first service starts, every service about to start must have an env file that parses,
-every port it will bind free (or held by its own process group, which is stopped first), and, for
-``start = "router"``, the router's Python module importable. :func:`bound_ports` and
-:func:`requirements` say what a service needs; the caller finds the facts on the hosts
+every port it will bind free (or held by its own process group, which is stopped first), for
+``start = "router"``, the router's Python module importable, and for a systemd ``unit``, the unit
+file loaded as it is on disk (else a restart would run its old command line). :func:`bound_ports`
+and :func:`requirements` say what a service needs; the caller finds the facts on the hosts
 (:class:`ServiceFacts`); :func:`problems` turns them into :class:`Problem` codes, one per unmet
 need, in plan order. Nothing here reads a file or a socket.
 """
@@ -21,6 +22,7 @@ __all__ = [
     "PROBLEM_ENV_UNREADABLE",
     "PROBLEM_MODULE",
     "PROBLEM_PORT",
+    "PROBLEM_UNIT",
     "ROUTER_PACKAGE",
     "PortClaim",
     "PortState",
@@ -39,6 +41,7 @@ PROBLEM_ENV = "env"
 PROBLEM_ENV_UNREADABLE = "env_unreadable"
 PROBLEM_PORT = "port"
 PROBLEM_MODULE = "module"
+PROBLEM_UNIT = "unit_stale"
 
 
 @dataclass(frozen=True)
@@ -77,12 +80,14 @@ class ServiceFacts:
     env_unreadable: str | None = None
     ports: tuple[PortState, ...] = ()
     missing: tuple[Requirement, ...] = ()
+    #: The systemd unit, when it changed on disk and systemd has not reloaded it.
+    stale_unit: str | None = None
 
 
 @dataclass(frozen=True)
 class Problem:
     """One unmet need: ``kind`` one of the ``PROBLEM_*`` codes, with the fact behind it (the
-    env file's error, the port and its owner, or the missing requirement)."""
+    env file's error, the port and its owner, the missing requirement, or the stale unit)."""
 
     service: str
     host: str
@@ -90,6 +95,7 @@ class Problem:
     env_error: str | None = None
     port: PortState | None = None
     need: Requirement | None = None
+    unit: str | None = None
 
 
 def bound_ports(svc: ServiceSpec) -> list[PortClaim]:
@@ -130,4 +136,6 @@ def problems(facts: Iterable[ServiceFacts]) -> list[Problem]:
         found.extend(
             Problem(fact.service, fact.host, PROBLEM_MODULE, need=need) for need in fact.missing
         )
+        if fact.stale_unit is not None:
+            found.append(Problem(fact.service, fact.host, PROBLEM_UNIT, unit=fact.stale_unit))
     return found

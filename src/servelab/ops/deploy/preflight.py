@@ -5,7 +5,10 @@ every service about to start (rules: :mod:`servelab.core.deploy.preflight`).
 - every port it binds is free on its host, or held by its own recorded process group (which is
   stopped before it starts again) or, for ``restart``, by a service with a ``stop`` command or
   systemd unit (which stops it);
-- ``start = "router"``: the router module imports with the Python that will launch it.
+- ``start = "router"``: the router module imports with the Python that will launch it;
+- a systemd ``unit``: systemd loaded the unit file as it is on disk (``NeedDaemonReload``), else a
+  restart would start the old command line. With ``manage_unit = true`` servelab runs
+  ``systemctl daemon-reload`` itself; otherwise the pre-flight stops, saying what to run.
 
 For ``up``, a service already up (its recorded process alive, or its port's owner ready) is not
 about to start and is not checked. A failure raises one error naming each service and what it
@@ -22,6 +25,7 @@ from servelab.core.deploy.preflight import (
     PROBLEM_ENV,
     PROBLEM_MODULE,
     PROBLEM_PORT,
+    PROBLEM_UNIT,
     PortState,
     Problem,
     Requirement,
@@ -32,7 +36,7 @@ from servelab.core.deploy.preflight import (
 )
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
-from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
+from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_needs_reload
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation
@@ -111,6 +115,21 @@ async def _missing(op: Operation, service: str) -> tuple[Requirement, ...]:
     return tuple(missing)
 
 
+async def _stale_unit(op: Operation, service: str) -> str | None:
+    """The unit when it changed on disk and stays unreloaded (reloaded here with manage_unit)."""
+    svc = op.spec.service(service)
+    if svc.unit is None:
+        return None
+    host = op.host(service)
+    if not await unit_needs_reload(host, svc.unit):
+        return None
+    if not svc.manage_unit:
+        return svc.unit
+    await daemon_reload(host)
+    op.say(f"{service}: systemd unit {svc.unit} changed on disk; ran systemctl daemon-reload")
+    return svc.unit if await unit_needs_reload(host, svc.unit) else None
+
+
 async def _facts(op: Operation, service: str, *, restarting: bool) -> ServiceFacts:
     env_error, env_unreadable = await _env_facts(op, service)
     return ServiceFacts(
@@ -120,6 +139,7 @@ async def _facts(op: Operation, service: str, *, restarting: bool) -> ServiceFac
         env_unreadable=env_unreadable,
         ports=await _port_states(op, service, restarting=restarting),
         missing=await _missing(op, service),
+        stale_unit=await _stale_unit(op, service),
     )
 
 
@@ -148,6 +168,12 @@ def _describe(problem: Problem) -> str:
         return (
             f"cannot import {problem.need.module} with {sys.executable} on {problem.host}: "
             f"install {package} (pip install '{package}')"
+        )
+    if problem.kind == PROBLEM_UNIT:
+        return (
+            f"systemd unit {problem.unit} changed on disk and is not reloaded, so a start would "
+            f"run its old command line: run `systemctl daemon-reload` on {problem.host} (or set "
+            "manage_unit = true in the spec)"
         )
     return problem.env_error or problem.kind
 
