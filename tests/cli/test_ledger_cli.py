@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import stat
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -163,3 +164,26 @@ def test_prune_vacuum_and_stats(ledger_file: Path) -> None:
 def test_csv_needs_a_directory(ledger_file: Path) -> None:
     done = run_cli("ledger", "export", "--format", "csv", "--ledger", str(ledger_file))
     assert done.returncode == 2 and "directory" in done.stderr
+
+
+def test_an_export_writes_where_it_is_told_and_only_there(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    """A link is followed (not replaced), /dev/null stays a device, a shell's ``>(...)`` gets the
+    whole document, and /dev/full fails saying so (issue: the atomic rename replaced them)."""
+    led = ("--no-records", "--ledger", str(ledger_file))
+    target = tmp_path / "kept.json"
+    link = tmp_path / "latest.json"
+    link.symlink_to(target)
+    _ok("ledger", "export", str(link), *led)
+    assert link.is_symlink() and json.loads(target.read_text())["cases"][0]["title"] == "hang"
+    _ok("ledger", "export", "/dev/null", *led)
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    full = run_cli("ledger", "export", "/dev/full", *led)
+    assert full.returncode == 1 and "No space left on device" in full.stderr
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    script = f'"$0" -m servelab ledger export >(cat > {tmp_path}/piped.json) {" ".join(led)}'
+    piped = subprocess.run(["bash", "-c", script + "; wait $!", sys.executable],
+                           capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert piped.returncode == 0, piped.stderr
+    assert json.loads((tmp_path / "piped.json").read_text()) == json.loads(target.read_text())

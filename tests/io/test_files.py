@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from servelab.errors import HostError
-from servelab.io.files import write_atomic, write_files, write_if_changed, write_stream
+from servelab.io.files import (
+    write_atomic,
+    write_files,
+    write_if_changed,
+    write_stream,
+    write_to,
+)
 
 
 def test_write_atomic_creates_the_directory_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -174,3 +182,53 @@ def test_a_stream_whose_reader_left_raises(tmp_path: Path) -> None:
     finally:
         os.close(read_end)
         os.close(write_end)
+
+
+def test_write_to_follows_a_link_and_writes_its_target(tmp_path: Path) -> None:
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert write_to(link, [b"new ", b"bytes"]) == 9
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == b"new bytes"
+    assert write_to(tmp_path / "fresh.json", b"x") == 1 and (tmp_path / "fresh.json").is_file()
+
+
+def test_write_to_streams_into_a_fifo_without_replacing_it(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert write_to(fifo, [b"a" * 70_000, b"b"], chunk_bytes=4096) == 70_001
+    reader.join(10)
+    assert got == [b"a" * 70_000 + b"b"]
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
+def test_write_to_a_character_device_keeps_the_device() -> None:
+    assert write_to(Path("/dev/null"), [b"x" * 10, b"y"]) == 11
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    with pytest.raises(HostError, match=r"write to /dev/full failed after 0 bytes: No space left"):
+        write_to(Path("/dev/full"), b"data")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_write_to_dev_fd_writes_the_open_descriptor() -> None:
+    """``>(gzip > x.gz)``: the shell hands the command ``/dev/fd/N``, the write end of a pipe."""
+    read_end, write_end = os.pipe()
+    try:
+        assert write_to(Path(f"/dev/fd/{write_end}"), b"exported\n") == 9
+        os.close(write_end)
+        write_end = -1
+        assert os.read(read_end, 100) == b"exported\n"
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+
+
+def test_write_to_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(HostError, match="it is a directory"):
+        write_to(tmp_path, b"x")

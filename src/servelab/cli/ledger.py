@@ -32,7 +32,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
-from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream
+from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.ledger import (
     ChildrenOf,
@@ -112,7 +112,7 @@ def _tables(ledger: Ledger, records: bool) -> list[str]:
 
 def _to(out: str, data: Data, chunk_bytes: int) -> int:
     if out != "-":
-        return write_atomic(Path(out), data, chunk_bytes=chunk_bytes)
+        return write_to(Path(out), data, chunk_bytes=chunk_bytes)
     sys.stdout.flush()
     try:
         fd = sys.stdout.fileno()

@@ -9,6 +9,11 @@ Linux transfers at most 2,147,479,552 bytes in one call), and every call's count
 failed or short write raises :class:`~servelab.errors.HostError` (files are touched on the local
 host), removes the temporary file and leaves the target as it was. :func:`write_stream` writes to
 an open descriptor (standard output) with the same checks; a closed pipe is an error there too.
+
+:func:`write_to` writes where a user names (an export's ``-o PATH``), and only there: a regular file
+(or a new one) atomically, at the end of its symbolic links (a link is followed, never replaced);
+anything else that exists (a FIFO, a character device such as ``/dev/null``, ``/dev/fd/N`` of a
+shell's process substitution) is opened and streamed into, never renamed over.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import contextlib
 import errno
 import filecmp
 import os
+import stat
 import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -32,6 +38,7 @@ __all__ = [
     "write_files",
     "write_if_changed",
     "write_stream",
+    "write_to",
 ]
 
 #: The most bytes handed to one ``write()`` call.
@@ -252,3 +259,25 @@ def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], li
     for rel, data in sorted(files.items()):
         (written if write_if_changed(out_dir / rel, data) else unchanged).append(rel)
     return written, unchanged
+
+
+def write_to(path: Path, data: Data, *, chunk_bytes: int = CHUNK_BYTES) -> int:
+    """Write ``data`` where ``path`` names (see the module doc); the number of bytes written."""
+    try:
+        st = os.stat(path)  # follows links: what the path names in the end
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if st is None or stat.S_ISREG(st.st_mode):
+        return write_atomic(Path(os.path.realpath(path)), data, chunk_bytes=chunk_bytes)
+    if stat.S_ISDIR(st.st_mode):
+        raise HostError(f"cannot write {path}: it is a directory")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        return write_stream(fd, data, name=str(path), chunk_bytes=chunk_bytes)
+    finally:
+        os.close(fd)
