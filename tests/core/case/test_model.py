@@ -337,3 +337,12 @@ def test_a_restored_knob_is_compared_with_its_restored_value() -> None:
     assert item.superseded_by is None and restore_status(case, [item]) == RESTORE_VERIFIED
     (item,) = restore_plan(case, later_changes=[restore, *ab[:1]])
     assert item.superseded_by == 7
+
+
+def test_an_argument_knob_is_a_target_too() -> None:
+    for name in ("--disable-overlap-schedule", "--json-model-override-args.index_topk"):
+        target = parse_target(f"knob:decode/{name}")
+        assert (target.kind, target.service, target.name) == ("knob", "decode", name)
+        assert str(target) == f"knob:decode/{name}"
+    with pytest.raises(CaseError, match="knob:decode/--disable-overlap-schedule"):
+        parse_target("knob:decode/-x")

@@ -67,7 +67,8 @@ RESTORE_FAILED = "restore failed"
 RESTORE_VERIFIED = "restored and verified"
 
 _TARGET = re.compile(
-    r"^(?:knob:(?P<svc>[\w.-]+)/(?P<knob>[A-Za-z_][\w]*)|component:(?P<comp>[\w.-]+))$"
+    r"^(?:knob:(?P<svc>[\w.-]+)/(?P<knob>[A-Za-z_]\w*|--[A-Za-z0-9][\w.-]*)"
+    r"|component:(?P<comp>[\w.-]+))$"
 )
 
 
@@ -94,7 +95,8 @@ def parse_target(text: str) -> Target:
     if match is None:
         raise CaseError(
             f"bad target {text!r}: expected knob:SERVICE/NAME (e.g. knob:decode/"
-            "SGLANG_SM120_MMA_TARGET_CTAS) or component:NAME (e.g. component:proxy)"
+            "SGLANG_SM120_MMA_TARGET_CTAS, knob:decode/--disable-overlap-schedule) or "
+            "component:NAME (e.g. component:proxy)"
         )
     if match["comp"] is not None:
         return Target("component", match["comp"])
