@@ -3,22 +3,21 @@
 Walks every command through click's own API (as ``tests/test_docs.py`` does) and compares each
 flag across the commands that take it. A flag that means something else in one command is a
 homonym, listed in :data:`HOMONYMS` with what it means there. A command that needs another
-default says so in its help (``Default here: VALUE (why).``), the only difference allowed.
+default says why at the end of its help (``Default here: WHY.``), the only difference allowed.
 Nothing runs: values are parsed with ``make_context``, and the one end-to-end check per command
 fails while parsing, before its body.
 """
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
-from typing import Any
 
 import click
 import pytest
 from click.testing import CliRunner
 
 from servelab.cli import cli
+from servelab.cli.options import SHARED_OPTIONS
 
 #: (command, flag) → what the flag means in that command, where it is not the shared option.
 #: Commands with the same words share that other meaning (and are compared with each other).
@@ -64,8 +63,8 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--ledger": (("l.db",), ()),
 }
 
-#: A command that needs another default says so at the end of the option's help.
-_OWN_DEFAULT = re.compile(r" Default here: (?P<value>[^(]*?)(?: \((?P<why>.+)\))?\.$")
+#: A command that needs another default says why at the end of the option's help.
+_OWN_DEFAULT = " Default here: "
 
 
 def _leaves(group: click.Group, prefix: str = "") -> dict[str, click.Command]:
@@ -109,13 +108,10 @@ def _uses(flag: str) -> dict[str, click.Option]:
     return FAMILIES[flag, ""]
 
 
-def _split_help(option: click.Option) -> tuple[str, str | None]:
-    """An option's help without its ``Default here`` note, and the default that note names."""
-    text = option.help or ""
-    own = _OWN_DEFAULT.search(text)
-    if own is None:
-        return text, None
-    return text[: own.start()], own["value"]
+def _split_help(option: click.Option) -> tuple[str, bool]:
+    """An option's help without its ``Default here: WHY.`` note, and whether it had one."""
+    shared, own, _why = (option.help or "").partition(_OWN_DEFAULT)
+    return shared, bool(own)
 
 
 def _context(path: str, args: list[str]) -> click.Context:
@@ -152,8 +148,8 @@ def test_every_homonym_is_a_flag_of_its_command() -> None:
 
 @pytest.mark.parametrize("key", sorted(FAMILIES), ids=lambda k: k[0] + ("~" if k[1] else ""))
 def test_a_shared_option_is_declared_alike(key: tuple[str, str]) -> None:
-    """Same destination, type, flags and help everywhere; a default differs only where the
-    command's help says so, and every other command agrees on one."""
+    """Same destination, type (parser), flags and help everywhere; a default differs only where
+    the command's help says why, and every other command agrees on one."""
     uses = FAMILIES[key]
     shape = {
         path: {k: v for k, v in option.to_info_dict().items() if k not in ("default", "help")}
@@ -162,13 +158,7 @@ def test_a_shared_option_is_declared_alike(key: tuple[str, str]) -> None:
     assert len({repr(s) for s in shape.values()}) == 1, f"{key[0]} declared differently: {shape}"
     helps = {path: _split_help(option)[0] for path, option in uses.items()}
     assert len(set(helps.values())) == 1, f"{key[0]}'s help differs: {helps}"
-    plain: dict[str, Any] = {}
-    for path, option in uses.items():
-        stated = _split_help(option)[1]
-        if stated is None:
-            plain[path] = option.default
-        elif option.default is not None:
-            assert stated == str(option.default), f"{path} {key[0]}: help says {stated!r}"
+    plain = {path: o.default for path, o in uses.items() if not _split_help(o)[1]}
     assert len({repr(d) for d in plain.values()}) <= 1, f"{key[0]}'s default differs: {plain}"
 
 
@@ -181,6 +171,12 @@ def test_every_shared_option_has_probes() -> None:
         and not all(path.startswith("sim ") for path in _uses(flag))
     }
     assert valued <= set(PROBES), f"no probes for {sorted(valued - set(PROBES))}"
+
+
+def test_every_declared_shared_option_is_probed_and_shared() -> None:
+    flags = {option.flag for option in SHARED_OPTIONS}
+    assert flags <= set(PROBES), f"no probes for {sorted(flags - set(PROBES))}"
+    assert flags <= set(SHARED), f"taken by one command only: {sorted(flags - set(SHARED))}"
 
 
 PROBED = [flag for flag in PROBES if flag in SHARED]
