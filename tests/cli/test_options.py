@@ -10,6 +10,7 @@ fails while parsing, before its body.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 import click
@@ -18,6 +19,7 @@ from click.testing import CliRunner
 
 from servelab.cli import cli
 from servelab.cli.options import SHARED_OPTIONS
+from tests.support import REPO
 
 #: (command, flag) → what the flag means in that command, where it is not the shared option.
 #: Commands with the same words share that other meaning (and are compared with each other).
@@ -210,3 +212,21 @@ def test_a_refused_value_exits_2_through_the_cli(flag: str) -> None:
         result = CliRunner().invoke(cli, [*path.split(), flag, bad])
         assert result.exit_code == 2, (path, result.output)
         assert f"Invalid value for '{flag}'" in result.stderr, (path, result.stderr)
+
+
+def _documented() -> dict[str, set[str]]:
+    """docs/commands.md's table of shared options: flag → the commands its last column names."""
+    text = (REPO / "docs" / "commands.md").read_text(encoding="utf-8")
+    section = text.split("## Shared options", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `--")]
+    return {re.findall(r"`(--[\w-]+)", row)[0]: set(re.findall(r"`([\w ]+)`", row.split(" | ")[-1]))
+            for row in rows}  # fmt: skip
+
+
+def test_docs_list_each_shared_option_once_with_the_commands_that_take_it() -> None:
+    documented = _documented()
+    assert set(documented) == {option.flag for option in SHARED_OPTIONS}
+    for flag, commands in documented.items():
+        assert commands == set(_uses(flag)), (
+            f"docs/commands.md: {flag} is taken by {sorted(_uses(flag))}"
+        )
