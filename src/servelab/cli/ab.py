@@ -60,10 +60,7 @@ AB_LOAD = {
 }
 
 
-async def _ab(
-    spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig | None, resume: int | None
-) -> AbResult:
-    where = SpecAndLedger(spec_path, ledger_path)
+async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) -> AbResult:
     if cfg is not None:
         where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
     loaded = where.deployment()
@@ -128,7 +125,9 @@ class _Design:
 def _config(
     arms: KnobArms, load: LoadOptions, workload: WorkloadOptions, design: _Design
 ) -> AbConfig:
-    bench = bench_config(load, workload, url="")  # each measurement goes to the spec's router
+    # The template of every measurement: at the spec's router, each level run once per visit
+    # (``load.repeat`` is the rounds).
+    bench = bench_config(dataclasses.replace(load, repeat=1), workload, url="")
     return AbConfig(
         arms.service, arms.name, arms.baseline, arms.candidate, bench, load.repeat, design.keep,
         order=design.order, order_seed=design.order_seed, until_decided=design.until_decided,
@@ -241,7 +240,7 @@ def ab_command(
     if resume is not None:
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, load, workload, design)
-    result = run(_ab(spec_path, ledger_path, cfg, resume))
+    result = run(_ab(where, cfg, resume))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
