@@ -18,7 +18,15 @@ import pytest
 from click.testing import CliRunner
 
 from servelab.cli import cli
-from servelab.cli.options import SHARED_OPTIONS
+from servelab.cli.options import (
+    SHARED_OPTIONS,
+    Default,
+    LoadOptions,
+    WorkloadOptions,
+    load_options,
+    workload_options,
+)
+from servelab.core.load.workload import LengthDist
 from tests.support import REPO
 
 #: (command, flag) → what the flag means in that command, where it is not the shared option.
@@ -230,3 +238,26 @@ def test_docs_list_each_shared_option_once_with_the_commands_that_take_it() -> N
         assert commands == set(_uses(flag)), (
             f"docs/commands.md: {flag} is taken by {sorted(_uses(flag))}"
         )
+
+
+def test_a_group_hands_the_command_one_frozen_dataclass() -> None:
+    seen: list[object] = []
+
+    @click.command()
+    @load_options(requests=Default("7", "a test's own"))
+    @workload_options()
+    def probe(load: LoadOptions, workload: WorkloadOptions) -> None:
+        seen.extend((load, workload))
+
+    result = CliRunner().invoke(probe, ["--concurrency", "2,4", "--input-len", "uniform:64:8"])
+    assert result.exit_code == 0, result.output
+    load, workload = seen
+    assert isinstance(load, LoadOptions) and isinstance(workload, WorkloadOptions)
+    assert (load.concurrencies, load.requests, load.idle_timeout_s) == ((2, 4), 7, 60.0)
+    assert workload.input_len == LengthDist("uniform", 64.0, 8.0)
+    assert "Default here: a test's own." in probe.get_help(click.Context(probe))
+
+
+def test_a_default_for_an_option_the_group_lacks_is_refused() -> None:
+    with pytest.raises(TypeError, match="LoadOptions has no option"):
+        load_options(concurrency=Default("1", "not the field's name: concurrencies"))
