@@ -33,8 +33,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     └── DeployInterrupted                 up/restart cancelled; carries the report already
                                           recorded (servelab.ops.deploy.results)
 
-The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError`` (bad input) → 2,
-everything else → 1; an ``OptionError`` becomes click's usage error naming the option (exit 2).
+The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError`` (bad
+input) → 2, everything else → 1; an ``OptionError`` of a shared option's parser becomes click's
+usage error naming the option.
 """
 
 from __future__ import annotations
