@@ -17,6 +17,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
+    ├── OptionError(ValueError)           a command-line option's text does not parse
     ├── StoreError(RuntimeError)          the ledger could not be read or written
     │   ├── SchemaError                   the ledger's schema is newer than this servelab
     │   └── RecordError(ValueError)       a stored or printed record does not fit its type
@@ -32,8 +33,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     └── DeployInterrupted                 up/restart cancelled; carries the report already
                                           recorded (servelab.ops.deploy.results)
 
-The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError`` (bad input) → 2,
-everything else → 1.
+The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError`` (bad
+input) → 2, everything else → 1; an ``OptionError`` of a shared option's parser becomes click's
+usage error naming the option.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ __all__ = [
     "HostError",
     "KnobError",
     "MetricsError",
+    "OptionError",
     "ProtocolError",
     "RecordError",
     "RouterApiError",
@@ -105,6 +108,10 @@ class SSHError(HostError, ConnectionError):
 
 class KnobError(ServelabError, ValueError):
     """An unknown service or knob, or an env file line that does not parse."""
+
+
+class OptionError(ServelabError, ValueError):
+    """A command-line option's text does not parse (the message says what was expected)."""
 
 
 class StoreError(ServelabError, RuntimeError):

@@ -25,7 +25,7 @@ def test_ab_json_files_and_restore(tmp_path: Path) -> None:
         result = run_cli(
             "ab", "-f", spec, "--ledger", ledger, "--knob", f"decode:{DEFAULT_KNOB}=256,512",
             "--concurrency", "2,4", "--repeat", "2", "--requests", "12", "--warmup", "2",
-            "--output-len", "8", "--input-len", "32", "--out", str(out), "--json",
+            "--output-len", "8", "--input-len", "32", "--export", str(out), "--json",
             timeout=200,
         )  # fmt: skip
         assert result.returncode == 0, result.stderr

@@ -23,7 +23,7 @@ from servelab.cli.common import (
     say,
 )
 from servelab.core.load.workload import LengthDist
-from servelab.errors import SpecError, StoreError
+from servelab.errors import OptionError, SpecError, StoreError
 from servelab.io.ledger.ledger import LEDGER_ENV
 from servelab.ops.bench.bench import BenchConfig, run_bench
 from tests.support.servers import served, streaming_app
@@ -111,6 +111,10 @@ def _guarded() -> click.Group:
     def store(as_json: bool) -> None:
         raise StoreError("l.db: locked")
 
+    @group.command("option")
+    def option() -> None:
+        raise OptionError("expected seconds > 0, got '0'")
+
     @group.command("interrupt")
     def interrupt() -> None:
         raise KeyboardInterrupt
@@ -132,6 +136,7 @@ def _guarded() -> click.Group:
     [
         (["boom"], 1, f"error: unexpected ValueError: boom [/x] ({DEBUG_HINT})"),
         (["spec"], 2, "error: s.toml: services: bad"),
+        (["option"], 2, "error: expected seconds > 0, got '0'"),
         (["store"], 1, "error: l.db: locked"),
         (["interrupt"], 130, "interrupted"),
         (["exits"], 3, None),

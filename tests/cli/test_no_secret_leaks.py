@@ -140,7 +140,7 @@ def _measure(scan: Scan) -> None:
     scan.run(
         "ab", "--knob", f"decode:{K}=256,512", "--concurrency", "1", "--repeat", "1",
         "--requests", "3", "--warmup", "0", "--input-len", "8", "--output-len", "4",
-        "--out", str(scan.root / "ab-out"), timeout=300,
+        "--export", str(scan.root / "ab-out"), timeout=300,
     )  # fmt: skip
     scan.run("ab", "--knob", "decode:PATH_HINT=a,b", "--requests", "1", code=2)  # undeclared
     scan.run(

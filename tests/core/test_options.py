@@ -1,11 +1,31 @@
-"""Command-line option texts parsed by pure rules (the CLI turns their ValueError into exit 2)."""
+"""Command-line option texts parsed by pure rules (the CLI turns their OptionError into exit 2)."""
 
 from __future__ import annotations
 
 import pytest
 
 from servelab.core.load.workload import LengthDist
-from servelab.core.options import KnobArms, parse_concurrency, parse_knob_arms, parse_length
+from servelab.core.options import (
+    ENDPOINTS,
+    MAX_SESSIONS,
+    KnobArms,
+    parse_concurrency,
+    parse_count,
+    parse_directory,
+    parse_endpoint,
+    parse_fraction,
+    parse_knob_arms,
+    parse_length,
+    parse_name,
+    parse_positive,
+    parse_positive_seconds,
+    parse_rate,
+    parse_seconds,
+    parse_seed,
+    parse_sessions,
+    parse_url,
+)
+from servelab.errors import OptionError
 
 
 def test_concurrency_lists() -> None:
@@ -34,3 +54,65 @@ def test_knob_arms() -> None:
     for bad in ("decode-256,512", "decode:K=256", ":K=1,2", "decode:K=1,", "decode:K=1,2,3"):
         with pytest.raises(ValueError, match="expected SERVICE:NAME=BASELINE,CANDIDATE"):
             parse_knob_arms(bad)
+
+
+def test_every_refusal_is_an_option_error() -> None:
+    """The one typed error the CLI turns into a usage error naming the option."""
+    refusals = [
+        (parse_concurrency, "0,x"), (parse_length, "x"), (parse_length, "0"),
+        (parse_length, "uniform:nan:1"), (parse_knob_arms, "k"), (parse_fraction, "x"),
+        (parse_positive, "0"), (parse_count, "-1"), (parse_seed, "1.5"), (parse_sessions, "4097"),
+        (parse_seconds, "-1"), (parse_positive_seconds, "0"), (parse_rate, "inf"),
+        (parse_endpoint, "/v1/embeddings"), (parse_url, "localhost:8000"), (parse_name, " "),
+        (parse_directory, ""),
+    ]  # fmt: skip
+    for parse, text in refusals:
+        with pytest.raises(OptionError):
+            parse(text)
+
+
+def test_whole_numbers() -> None:
+    assert (parse_positive("3"), parse_count("0"), parse_seed("-1")) == (3, 0, -1)
+    assert (parse_sessions("1"), parse_sessions(str(MAX_SESSIONS))) == (1, MAX_SESSIONS)
+    with pytest.raises(OptionError, match=r"expected a whole number ≥ 1, got '0'"):
+        parse_positive("0")
+    with pytest.raises(OptionError, match="from 1 to 4096"):
+        parse_sessions("0")
+
+
+def test_seconds_and_rates_are_finite() -> None:
+    assert (parse_seconds("0"), parse_positive_seconds("0.5"), parse_rate("2")) == (0.0, 0.5, 2.0)
+    for bad in ("nan", "inf", "-inf", "x"):
+        for parse in (parse_seconds, parse_positive_seconds, parse_rate):
+            with pytest.raises(OptionError):
+                parse(bad)
+    with pytest.raises(OptionError, match="expected seconds > 0, got '0'"):
+        parse_positive_seconds("0")
+
+
+def test_a_fixed_length_stays_whole() -> None:
+    """As configs were recorded before: ``{"kind": "fixed", "value": 64, "spread": 0}``."""
+    fixed = parse_length("64")
+    assert (fixed.value, fixed.spread) == (64, 0) and isinstance(fixed.value, int)
+    with pytest.raises(OptionError, match="out of range"):
+        parse_length("uniform:128:-1")
+
+
+def test_urls_endpoints_names_and_directories() -> None:
+    assert parse_url("http://127.0.0.1:8000/v1") == "http://127.0.0.1:8000/v1"
+    assert parse_url("https://[::1]:443") == "https://[::1]:443"
+    for bad in ("127.0.0.1:8000", "ftp://h", "http://", "http://h:0", "http://h:99999"):
+        with pytest.raises(OptionError, match="http:// or https:// URL"):
+            parse_url(bad)
+    assert parse_endpoint(ENDPOINTS[1]) == "/v1/completions"
+    assert parse_name("org/model") == "org/model"
+    assert parse_directory("out") == "out"
+
+
+def test_fractions() -> None:
+    assert parse_fraction("1%") == pytest.approx(0.01)
+    assert parse_fraction(" 0.05 ") == 0.05
+    with pytest.raises(OptionError, match="is not a fraction"):
+        parse_fraction("five")
+    with pytest.raises(OptionError, match=r"out of range \(0% .. 100%\)"):
+        parse_fraction("100%")

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
+from servelab.cli.bench import bench_config
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -19,7 +20,6 @@ from servelab.cli.common import (
     bench_levels,
     console,
     err_console,
-    json_option,
     ledger_option,
     print_json,
     progress,
@@ -27,42 +27,40 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
+from servelab.cli.options import (
+    Default,
+    LoadOptions,
+    OutputOptions,
+    Parsed,
+    WorkloadOptions,
+    load_options,
+    output_options,
+    workload_options,
+)
 from servelab.core.ab.compare import INCONCLUSIVE
 from servelab.core.ab.design import ORDER_ABBA, ORDERS
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY
-from servelab.core.options import parse_concurrency, parse_knob_arms, parse_length
+from servelab.core.options import KNOB_ARMS_FORM, KnobArms, parse_fraction, parse_knob_arms
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import FINISHED, AbJournal
 from servelab.ops.ab.ab import AbConfig, AbResult, resume_ab, run_ab
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS
 from servelab.ops.ab.plan import AbPlan, plan_ab
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
 
-__all__ = ["parse_fraction", "register"]
+__all__ = ["AB_LOAD", "register"]
+
+#: ``ab``'s own defaults of the shared load options.
+AB_LOAD = {
+    "concurrencies": Default("64,80,96", "the reference incident's levels"),
+    "requests": Default("256", "a steady state at C96 needs a few requests per user"),
+    "repeat": Default("3", "a paired interval needs rounds"),
+    "warmup": Default("4", "every visit follows a co-restart, so its first requests are cold"),
+}
 
 
-def parse_fraction(text: str) -> float:
-    """``1%`` or ``0.01`` → 0.01."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise click.BadParameter(f"{text!r} is not a fraction (1% or 0.01)") from None
-    if not 0.0 <= value < 1.0:
-        raise click.BadParameter(f"{text!r} is out of range (0% .. 100%)")
-    return value
-
-
-def _fraction(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
-    return None if value is None else parse_fraction(value)
-
-
-async def _ab(
-    spec_path: Path | None, ledger_path: Path | None, cfg: AbConfig | None, resume: int | None
-) -> AbResult:
-    where = SpecAndLedger(spec_path, ledger_path)
+async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) -> AbResult:
     if cfg is not None:
         where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
     loaded = where.deployment()
@@ -73,35 +71,32 @@ async def _ab(
             return await run_ab(op, cfg, bench_progress=bench_levels)
 
 
-def _plan(opts: dict[str, Any], service: str, knob: str) -> AbPlan:
-    where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
-    where.spec().spec.service(service)
+def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> AbPlan:
+    where.spec().spec.service(cfg.service)
     with where.ledger() as ledger:
         return plan_ab(
             ledger,
-            service=service,
-            knob=knob,
-            concurrencies=parse_concurrency(opts["concurrency"]),
-            effect=opts["effect"],
-            power=opts["power"],
-            margin=opts["margin"],
-            max_rounds=opts["max_rounds"],
-            seed=opts["seed"],
-            boundary=opts["boundary"],
+            service=cfg.service,
+            knob=cfg.knob,
+            concurrencies=cfg.bench.concurrencies,
+            effect=effect,
+            power=power,
+            margin=cfg.margin,
+            max_rounds=cfg.max_rounds,
+            seed=cfg.bench.seed,
+            boundary=cfg.boundary,
         )
 
 
-def _check_resume(opts: dict[str, Any]) -> None:
+def _check_resume(where: SpecAndLedger, resume: int) -> None:
     """Refuse an unknown or finished journal id before anything runs (exit 2)."""
-    where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
     with where.ledger() as ledger:
-        session = AbJournal(ledger).get(opts["resume"])
+        session = AbJournal(ledger).get(resume)
     if session is None:
-        raise click.BadParameter(f"no A/B {opts['resume']} in the journal", param_hint="--resume")
+        raise click.BadParameter(f"no A/B {resume} in the journal", param_hint="--resume")
     if session.status == FINISHED:
         raise click.BadParameter(
-            f"A/B {opts['resume']} is already finished (ab_runs {session.ab_id})",
-            param_hint="--resume",
+            f"A/B {resume} is already finished (ab_runs {session.ab_id})", param_hint="--resume"
         )
 
 
@@ -113,32 +108,37 @@ def _write(out: Path, result: AbResult) -> list[Path]:
     return list(files)
 
 
-def _config(opts: dict[str, Any]) -> AbConfig:
-    try:
-        arms = parse_knob_arms(opts["knob"])
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-    bench = BenchConfig(
-        url="",  # each measurement goes to the router of the spec
-        concurrencies=parse_concurrency(opts["concurrency"]),
-        requests=opts["requests"],
-        input_len=parse_length(opts["input_len"]),
-        output_len=parse_length(opts["output_len"]),
-        warmup=opts["warmup"],
-        idle_timeout_s=opts["idle_timeout"],
-        seed=opts["seed"],
-    )
+@dataclass(frozen=True)
+class _Design:
+    """The A/B's own options: how rounds are ordered, when to stop, what a minute costs."""
+
+    order: str
+    order_seed: int
+    until_decided: bool
+    max_rounds: int
+    margin: float | None
+    boundary: str
+    gpus: int
+    keep: bool
+
+
+def _config(
+    arms: KnobArms, load: LoadOptions, workload: WorkloadOptions, design: _Design
+) -> AbConfig:
+    # The template of every measurement: at the spec's router, each level run once per visit
+    # (``load.repeat`` is the rounds).
+    bench = bench_config(dataclasses.replace(load, repeat=1), workload, url="")
     return AbConfig(
-        arms.service, arms.name, arms.baseline, arms.candidate, bench, opts["repeat"],
-        opts["keep"], order=opts["order"], order_seed=opts["order_seed"],
-        until_decided=opts["until_decided"], max_rounds=opts["max_rounds"],
-        margin=opts["margin"], gpus=opts["gpus"], boundary=opts["boundary"],
+        arms.service, arms.name, arms.baseline, arms.candidate, bench, load.repeat, design.keep,
+        order=design.order, order_seed=design.order_seed, until_decided=design.until_decided,
+        max_rounds=design.max_rounds, margin=design.margin, gpus=design.gpus,
+        boundary=design.boundary,
     )  # fmt: skip
 
 
-def _print(opts: dict[str, Any], result: AbResult) -> None:
-    files = _write(opts["out"], result) if opts["out"] else []
-    if opts["as_json"]:
+def _print(output: OutputOptions, result: AbResult) -> None:
+    files = _write(output.export, result) if output.export else []
+    if output.as_json:
         print_json({**result.to_json(), "files": [str(f) for f in files]})
     else:
         console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
@@ -148,15 +148,12 @@ def _print(opts: dict[str, Any], result: AbResult) -> None:
 
 @click.command("ab")
 @spec_option
-@click.option("--knob", "knob", default=None, help="SERVICE:NAME=BASELINE,CANDIDATE")
-@click.option("--concurrency", default="64,80,96", show_default=True, help="Comma list.")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(1), help="Rounds.")
-@click.option("--requests", default=256, show_default=True, type=click.IntRange(1), help="Per run.")
-@click.option("--input-len", default="128", show_default=True, help="Prompt tokens (N or a:b).")
-@click.option("--output-len", default="64", show_default=True, help="Output tokens (N or a:b).")
-@click.option("--warmup", default=4, show_default=True, type=click.IntRange(0))
-@click.option("--idle-timeout", default=60.0, show_default=True, type=float)
-@click.option("--seed", default=0, show_default=True, type=int)
+@click.option(
+    "--knob", "arms", type=Parsed(KNOB_ARMS_FORM, parse_knob_arms), default=None,
+    help="The knob and its two values, e.g. decode:SGLANG_SM120_MMA_TARGET_CTAS=256,512.",
+)  # fmt: skip
+@load_options(**AB_LOAD)
+@workload_options()
 @click.option(
     "--order",
     type=click.Choice(ORDERS),
@@ -175,7 +172,10 @@ def _print(opts: dict[str, Any], result: AbResult) -> None:
     type=click.IntRange(2),
     help="Most rounds with --until-decided (and for --plan).",
 )
-@click.option("--margin", default=None, callback=_fraction, help="Equivalence margin, e.g. 1%.")
+@click.option(
+    "--margin", type=Parsed("FRACTION", parse_fraction), default=None,
+    help="Equivalence margin, e.g. 1%.",
+)  # fmt: skip
 @click.option(
     "--boundary",
     type=click.Choice(BOUNDARIES),
@@ -194,33 +194,54 @@ def _print(opts: dict[str, Any], result: AbResult) -> None:
 @click.option("--plan", is_flag=True, help="Rounds needed, from recorded A/Bs; runs nothing.")
 @click.option(
     "--effect",
+    type=Parsed("FRACTION", parse_fraction),
     default="5%",
     show_default=True,
-    callback=_fraction,
     help="--plan: the change to detect.",
 )
 @click.option("--power", default=0.8, show_default=True, type=click.FloatRange(0.01, 0.999))
 @click.option("--keep", is_flag=True, help="Keep the last arm's value instead of restoring.")
-@click.option("--out", type=click.Path(path_type=Path), default=None, help="Write .md and .png.")
+@output_options()
 @ledger_option
-@json_option
-def ab_command(**opts: Any) -> None:
+def ab_command(
+    spec_path: Path | None,
+    arms: KnobArms | None,
+    load: LoadOptions,
+    workload: WorkloadOptions,
+    order: str,
+    order_seed: int,
+    until_decided: bool,
+    max_rounds: int,
+    margin: float | None,
+    boundary: str,
+    gpus: int,
+    resume: int | None,
+    plan: bool,
+    effect: float,
+    power: float,
+    keep: bool,
+    output: OutputOptions,
+    ledger_path: Path | None,
+) -> None:
     """A/B a knob: set, co-restart, verify live, measure; counterbalanced rounds; verdict per C."""
-    if opts["resume"] is None and opts["knob"] is None:
-        raise click.UsageError("--knob SERVICE:NAME=BASELINE,CANDIDATE is required (or --resume)")
-    if opts["plan"]:
-        cfg = _config(opts)
-        plan = _plan(opts, cfg.service, cfg.knob)
-        if opts["as_json"]:
-            print_json(dataclasses.asdict(plan))
+    if resume is None and arms is None:
+        raise click.UsageError(f"--knob {KNOB_ARMS_FORM} is required (or --resume)")
+    where = SpecAndLedger(spec_path, ledger_path)
+    design = _Design(order, order_seed, until_decided, max_rounds, margin, boundary, gpus, keep)
+    if plan:
+        if arms is None:
+            raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
+        sized = _plan(where, _config(arms, load, workload, design), effect, power)
+        if output.as_json:
+            print_json(dataclasses.asdict(sized))
         else:
-            console.print(plan_markdown(plan), markup=False, highlight=False, soft_wrap=True)
+            console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)
-    if opts["resume"] is not None:
-        _check_resume(opts)
-    cfg_or_none = None if opts["resume"] is not None else _config(opts)
-    result = run(_ab(opts["spec_path"], opts["ledger_path"], cfg_or_none, opts["resume"]))
-    _print(opts, result)
+    if resume is not None:
+        _check_resume(where, resume)
+    cfg = None if resume is not None or arms is None else _config(arms, load, workload, design)
+    result = run(_ab(where, cfg, resume))
+    _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
         err_console.print(f"{failed} request(s) failed during the A/B", style="red")

@@ -10,9 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -24,7 +22,6 @@ from servelab.cli.common import (
     SpecAndLedger,
     console,
     err_console,
-    json_option,
     ledger_option,
     notice,
     print_json,
@@ -32,7 +29,16 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.core.options import parse_concurrency, parse_length
+from servelab.cli.options import (
+    LoadOptions,
+    OutputOptions,
+    TargetOptions,
+    WorkloadOptions,
+    load_options,
+    output_options,
+    target_options,
+    workload_options,
+)
 from servelab.errors import BenchError
 from servelab.io.files import write_files
 from servelab.io.http.client import model_list
@@ -44,19 +50,7 @@ from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
 
-__all__ = ["Exporter", "register"]
-
-
-def _click_parse(
-    parser: Callable[[str], Any],
-) -> Callable[[click.Context, click.Parameter, str], Any]:
-    def callback(_ctx: click.Context, _param: click.Parameter, value: str) -> Any:
-        try:
-            return parser(value)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc)) from None
-
-    return callback
+__all__ = ["Exporter", "bench_config", "register"]
 
 
 class Exporter:
@@ -140,102 +134,12 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 
 
 @click.command("bench")
-@click.option(
-    "--url", default=None, help="Entry point to load (default: the spec's proxy, else its router)."
-)
+@target_options()
 @spec_option
-@click.option(
-    "--concurrency",
-    "concurrency",
-    default="1",
-    callback=_click_parse(parse_concurrency),
-    show_default=True,
-    help="Comma-separated concurrency sweep, e.g. 64,80,96.",
-)
-@click.option(
-    "--requests",
-    default=100,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Measured requests per run (warm-up excluded).",
-)
-@click.option(
-    "--input-len",
-    default="128",
-    callback=_click_parse(parse_length),
-    show_default=True,
-    help="Prompt words≈tokens: N, uniform:N:SPREAD or normal:MEAN:STD.",
-)
-@click.option(
-    "--output-len",
-    default="64",
-    callback=_click_parse(parse_length),
-    show_default=True,
-    help="max_tokens (ignore_eos): N, uniform:N:SPREAD or normal:MEAN:STD.",
-)
-@click.option(
-    "--repeat",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Runs per concurrency (a Student-t CI needs ≥ 2).",
-)
-@click.option(
-    "--rate",
-    default=None,
-    type=click.FloatRange(min=0, min_open=True),
-    help="Open loop: Poisson arrivals per second (concurrency caps in-flight).",
-)
-@click.option(
-    "--warmup",
-    default=0,
-    show_default=True,
-    type=click.IntRange(0),
-    help="Warm-up requests per concurrency, not measured.",
-)
-@click.option(
-    "--ramp",
-    default=None,
-    type=click.FloatRange(0),
-    help="Closed loop: seconds over which the users start (default: the warm-up's median E2E; "
-    "0: all at once).",
-)
-@click.option(
-    "--idle-timeout",
-    default=60.0,
-    show_default=True,
-    type=click.FloatRange(min=0.001),
-    help="Fail a stream after this many seconds without a byte.",
-)
-@click.option(
-    "--deadline",
-    default=None,
-    type=click.FloatRange(min=0.001),
-    help="Cut each run after this many seconds.",
-)
-@click.option(
-    "--workers",
-    default=1,
-    show_default=True,
-    type=click.IntRange(1),
-    help="Client processes sharing the users on one clock (at most one per user).",
-)
-@click.option("--seed", default=0, show_default=True, type=int, help="Workload seed.")
+@load_options()
+@workload_options()
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
-@click.option("--model", default=None, help="Model name (default: the first of /v1/models).")
-@click.option(
-    "--endpoint",
-    default="/v1/chat/completions",
-    show_default=True,
-    type=click.Choice(["/v1/chat/completions", "/v1/completions"]),
-)
-@click.option(
-    "--export",
-    "export_dir",
-    default=None,
-    type=click.Path(path_type=Path),
-    help="Write summary.md, summary.csv, records.jsonl and result.json here.",
-)
+@output_options()
 @click.option(
     "--traces/--no-traces",
     default=True,
@@ -245,26 +149,35 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 )
 @ledger_option
 @click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
-@json_option
-def bench_command(**opts: Any) -> None:
+def bench_command(
+    target: TargetOptions,
+    spec_path: Path | None,
+    load: LoadOptions,
+    workload: WorkloadOptions,
+    label: str,
+    output: OutputOptions,
+    traces: bool,
+    ledger_path: Path | None,
+    no_ledger: bool,
+) -> None:
     """Benchmark streaming completions; exit 0 only when no request failed."""
-    where = SpecAndLedger(opts["spec_path"], opts["ledger_path"])
-    target, loaded, state_dir = resolve_target(where, opts["url"])
-    url = target.url
+    where = SpecAndLedger(spec_path, ledger_path)
+    resolved, loaded, state_dir = resolve_target(where, target.url)
+    url = resolved.url
     first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
-    model = opts["model"] or first_model or "default"
-    config = _config(opts, url, model)
-    export = None if opts["export_dir"] is None else Exporter(opts["export_dir"], config)
-    ledger = None if opts["no_ledger"] else Ledger.open(where.ledger_path(state_dir))
+    model = target.model or first_model or "default"
+    config = bench_config(load, workload, url=url, model=model, label=label)
+    export = None if output.export is None else Exporter(output.export, config)
+    ledger = None if no_ledger else Ledger.open(where.ledger_path(state_dir))
     try:
         bar = BenchBar(enabled=err_console.is_terminal)
-        result = run(_bench(config, ledger, bar, export, loaded, opts["traces"]), fast=True)
+        result = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     finally:
         if ledger is not None:
             ledger.close()
     if export is not None:
         export.write(result)
-    raise SystemExit(_show(result, opts["as_json"]))
+    raise SystemExit(_show(result, output.as_json))
 
 
 def _check_models(url: str) -> str | None:
@@ -275,25 +188,34 @@ def _check_models(url: str) -> str | None:
     return listed.models[0] if listed.models else None
 
 
-def _config(opts: dict[str, Any], url: str, model: str) -> ops.BenchConfig:
+def bench_config(
+    load: LoadOptions,
+    workload: WorkloadOptions,
+    *,
+    url: str,
+    model: str = "default",
+    label: str = "",
+) -> ops.BenchConfig:
+    """The run's configuration from the load and workload options (``ab`` measures each visit
+    with it too, ``url`` replaced by the router's)."""
     return ops.BenchConfig(
         url=url,
-        concurrencies=opts["concurrency"],
-        requests=opts["requests"],
-        input_len=opts["input_len"],
-        output_len=opts["output_len"],
-        repeat=opts["repeat"],
-        rate=opts["rate"],
-        warmup=opts["warmup"],
-        ramp_s=opts["ramp"],
-        idle_timeout_s=opts["idle_timeout"],
-        deadline_s=opts["deadline"],
-        seed=opts["seed"],
+        concurrencies=load.concurrencies,
+        requests=load.requests,
+        input_len=workload.input_len,
+        output_len=workload.output_len,
+        repeat=load.repeat,
+        rate=load.rate,
+        warmup=load.warmup,
+        ramp_s=load.ramp_s,
+        idle_timeout_s=load.idle_timeout_s,
+        deadline_s=load.deadline_s,
+        seed=workload.seed,
         model=model,
-        label=opts["label"],
-        endpoint=opts["endpoint"],
-        workers=opts["workers"],
-    )
+        label=label,
+        endpoint=workload.endpoint,
+        workers=load.workers,
+    )  # fmt: skip
 
 
 def register(group: click.Group) -> None:

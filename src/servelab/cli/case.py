@@ -25,6 +25,7 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
+from servelab.cli.options import REVERT_TO, SESSIONS, Default
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
@@ -159,7 +160,7 @@ def _print_preview(preview: cases.RevertPreview) -> None:
 @case_group.command("revert")
 @click.argument("case_id", type=int)
 @click.argument("target")
-@click.option("--to", "to_value", help="Value to revert to (default: before the last change).")
+@REVERT_TO.option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @spec_option
 @ledger_option
@@ -260,9 +261,8 @@ def case_resolve(
 @click.argument("target")
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 50),
               help="Visits per arm (ABBA order).")  # fmt: skip
-@click.option("--to", "to_value", help="The knob's revert value (default: as case revert).")
-@click.option("--sessions", type=click.IntRange(1, 4096), default=None,
-              help="Sessions per visit (default: the failing soak's).")  # fmt: skip
+@REVERT_TO.option()
+@SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
 @click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
 @click.option("--effect", default=0.5, show_default=True, type=float,
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip

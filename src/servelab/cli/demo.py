@@ -29,6 +29,7 @@ import click
 from rich.text import Text
 
 from servelab.cli.common import SpecAndLedger, console, run
+from servelab.cli.options import REPEAT, REQUESTS, Default
 from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
 from servelab.io.files import write_atomic
 from servelab.io.http.client import probe
@@ -129,7 +130,7 @@ def _ab(story: _Story, out: Path, repeat: int, requests: int) -> None:
     story.say("each arm: set the knob, co-restart decode → router, prove it live, then measure")
     story.cmd(
         "ab", "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--concurrency", "64,80,96",
-        "--repeat", str(repeat), "--requests", str(requests), "--out", str(out / "ab"),
+        "--repeat", str(repeat), "--requests", str(requests), "--export", str(out / "ab"),
     )  # fmt: skip
 
 
@@ -179,14 +180,8 @@ def _verdict(target: str, outcome: str) -> list[str]:
 
 
 @click.command("demo")
-@click.option("--repeat", default=3, show_default=True, type=click.IntRange(2), help="A/B visits.")
-@click.option(
-    "--requests",
-    default=384,
-    show_default=True,
-    type=click.IntRange(8),
-    help="Requests per A/B run (the simulator's C96 varies about ±3% a run at 256).",
-)
+@REPEAT.option(Default("3", "the A/B's rounds, as ab's"))
+@REQUESTS.option(Default("384", "per A/B run: the simulator's C96 varies about ±3% a run at 256"))
 @click.option("--keep-up", is_flag=True, help="Leave the deployment running at the end.")
 def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
     """Tell the reference incident with real commands on the embedded simulated stack."""

@@ -20,6 +20,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.cli.options import CASE
 from servelab.ops.context import Operation
 from servelab.ops.knob import KnobChange, KnobDiff, KnobValue, diff_knob, read_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
@@ -71,7 +72,7 @@ async def _set(
 @click.argument("service")
 @click.argument("assignment", metavar="NAME=VALUE")
 @click.option("--reason", default=None, help="Why (recorded with the change).")
-@click.option("--case", "case_id", type=int, default=None, help="Case it is made under.")
+@CASE.option()
 @click.option("--unset", is_flag=True, help="Remove NAME from the env file (give NAME alone).")
 @spec_option
 @json_option

@@ -23,6 +23,15 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.cli.options import (
+    CASE,
+    IDLE_TIMEOUT,
+    SEED,
+    SESSIONS,
+    Default,
+    TargetOptions,
+    target_options,
+)
 from servelab.core.deploy.spec import RouterOptions
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
@@ -32,7 +41,12 @@ from servelab.ops.soak import soak as ops
 from servelab.ops.telemetry.tracing import TraceCollector, trace_collector
 from servelab.report.soak import soak as report
 
-__all__ = ["register", "targets_from"]
+__all__ = ["SOAK_IDLE_TIMEOUT", "register", "targets_from"]
+
+#: The soak's own idle timeout: it is the stall threshold.
+SOAK_IDLE_TIMEOUT = Default(
+    "30", "the stall threshold, so a stall is caught, and localized, well inside --duration"
+)
 
 
 def targets_from(
@@ -88,7 +102,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 
 @click.command("soak")
 @spec_option
-@click.option("--sessions", default=4, show_default=True, type=click.IntRange(1, 4096))
+@SESSIONS.option()
 @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
 @click.option(
     "--think-time",
@@ -111,17 +125,10 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
     type=click.FloatRange(1),
     help="Total deadline of the soak, seconds (localization included).",
 )
-@click.option(
-    "--idle-timeout",
-    default=30.0,
-    show_default=True,
-    type=click.FloatRange(0.1),
-    help="Stall threshold: seconds without a byte.",
-)
+@IDLE_TIMEOUT.option(SOAK_IDLE_TIMEOUT)
 @click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
-@click.option("--seed", default=0, show_default=True, type=int)
-@click.option("--model", default=None, help="Model name (default: the entry's /v1/models).")
-@click.option("--url", default=None, help="Entry point to soak (any OpenAI-compatible URL).")
+@SEED.option()
+@target_options()
 @click.option("--router-url", default=None, help="The router to compare against.")
 @click.option(
     "--router-metrics-url",
@@ -131,13 +138,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
 @ledger_option
 @click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
-@click.option(
-    "--case",
-    "case_id",
-    type=int,
-    default=None,
-    help="Attach the soak to this case as evidence.",
-)
+@CASE.option()
 @json_option
 def soak_command(
     spec_path: Path | None,
@@ -146,11 +147,10 @@ def soak_command(
     think_time: float,
     connection: str,
     duration: float,
-    idle_timeout: float,
+    idle_timeout_s: float,
     max_tokens: int,
     seed: int,
-    model: str | None,
-    url: str | None,
+    target: TargetOptions,
     router_url: str | None,
     router_metrics_url: str | None,
     no_localize: bool,
@@ -161,7 +161,7 @@ def soak_command(
 ) -> None:
     """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
     where = SpecAndLedger(spec_path, ledger_path)
-    targets, state_dir, loaded = targets_from(where, url, router_url)
+    targets, state_dir, loaded = targets_from(where, target.url, router_url)
     if router_metrics_url:
         targets = replace(targets, metrics_url=router_metrics_url.rstrip("/"))
     config = ops.SoakConfig(
@@ -170,10 +170,10 @@ def soak_command(
         think_time_s=think_time,
         connection=connection,
         duration_s=duration,
-        idle_timeout_s=idle_timeout,
+        idle_timeout_s=idle_timeout_s,
         max_tokens=max_tokens,
         seed=seed,
-        model=model,
+        model=target.model,
         localize=not no_localize,
         knobs=run(live_knobs(loaded)) if loaded is not None else {},
     )

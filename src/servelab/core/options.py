@@ -1,38 +1,191 @@
-"""The texts of command-line options, parsed (pure): concurrency lists, length distributions and
-an A/B's knob arms.
+"""The texts of command-line options, parsed (pure): one parser per option, shared by every command
+that takes the option (``cli/options.py`` declares each option once and names its parser here).
 
-Each parser raises :class:`ValueError` naming what it expected; the CLI turns that into a usage
-error (exit 2).
+Each parser takes the text as typed and returns the typed value, or raises
+:class:`~servelab.errors.OptionError` saying what it expected; the CLI turns that into a usage
+error naming the option (exit 2). Numbers must be finite: ``nan`` and ``inf`` are refused.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from servelab.core.load.workload import LengthDist
+from servelab.errors import OptionError
 
-__all__ = ["KNOB_ARMS_FORM", "KnobArms", "parse_concurrency", "parse_knob_arms", "parse_length"]
+__all__ = [
+    "ENDPOINTS",
+    "KNOB_ARMS_FORM",
+    "MAX_SESSIONS",
+    "KnobArms",
+    "parse_concurrency",
+    "parse_count",
+    "parse_directory",
+    "parse_endpoint",
+    "parse_fraction",
+    "parse_knob_arms",
+    "parse_length",
+    "parse_name",
+    "parse_positive",
+    "parse_positive_seconds",
+    "parse_rate",
+    "parse_seconds",
+    "parse_seed",
+    "parse_sessions",
+    "parse_url",
+]
 
 #: The form ``ab --knob`` takes.
 KNOB_ARMS_FORM = "SERVICE:NAME=BASELINE,CANDIDATE"
+#: The OpenAI endpoints a load can stream from.
+ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+#: The most concurrent agent sessions a soak runs.
+MAX_SESSIONS = 4096
+
+
+def _whole(text: str, expected: str, low: int | None = None, high: int | None = None) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise OptionError(f"expected {expected}, got {text!r}") from None
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise OptionError(f"expected {expected}, got {text!r}")
+    return value
+
+
+def _finite(text: str, expected: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise OptionError(f"expected {expected}, got {text!r}") from None
+    if not math.isfinite(value):
+        raise OptionError(f"expected {expected}, got {text!r}")
+    return value
+
+
+def parse_seed(text: str) -> int:
+    """Any whole number (``0``, ``42``, ``-1``)."""
+    return _whole(text, "a whole number")
+
+
+def parse_positive(text: str) -> int:
+    """A whole number ≥ 1 (requests, runs, client processes, a case id)."""
+    return _whole(text, "a whole number ≥ 1", low=1)
+
+
+def parse_count(text: str) -> int:
+    """A whole number ≥ 0 (warm-up requests)."""
+    return _whole(text, "a whole number ≥ 0", low=0)
+
+
+def parse_sessions(text: str) -> int:
+    """A soak's concurrent agent sessions: 1 to :data:`MAX_SESSIONS`."""
+    return _whole(text, f"a whole number from 1 to {MAX_SESSIONS}", low=1, high=MAX_SESSIONS)
+
+
+def parse_seconds(text: str) -> float:
+    """Seconds ≥ 0 (a ramp: 0 starts everyone at once)."""
+    value = _finite(text, "seconds ≥ 0")
+    if value < 0:
+        raise OptionError(f"expected seconds ≥ 0, got {text!r}")
+    return value
+
+
+def parse_positive_seconds(text: str) -> float:
+    """Seconds > 0 (an idle timeout, a deadline)."""
+    value = _finite(text, "seconds > 0")
+    if value <= 0:
+        raise OptionError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def parse_rate(text: str) -> float:
+    """Requests per second > 0."""
+    value = _finite(text, "requests per second > 0")
+    if value <= 0:
+        raise OptionError(f"expected requests per second > 0, got {text!r}")
+    return value
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
-    """``"64,80,96"`` → ``(64, 80, 96)``; raises ValueError on anything else."""
-    values = tuple(int(part) for part in text.split(",") if part.strip())
+    """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``)."""
+    expected = f"concurrency must be positive integers, got {text!r}"
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise OptionError(expected) from None
     if not values or min(values) < 1:
-        raise ValueError(f"concurrency must be positive integers, got {text!r}")
+        raise OptionError(expected)
     return values
 
 
 def parse_length(text: str) -> LengthDist:
     """``"128"`` (fixed), ``"uniform:128:32"`` (128 ± 32), ``"normal:128:16"`` (mean:std)."""
     parts = text.split(":")
-    if len(parts) == 1:
-        return LengthDist("fixed", int(parts[0]))
-    if len(parts) == 3:
-        return LengthDist(parts[0], float(parts[1]), float(parts[2]))
-    raise ValueError(f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {text!r}")
+    try:
+        if len(parts) == 1:
+            kind, value, spread = "fixed", float(int(parts[0])), 0.0
+        elif len(parts) == 3:
+            kind, value, spread = parts[0], float(parts[1]), float(parts[2])
+        else:
+            raise ValueError(text)
+        if not (math.isfinite(value) and math.isfinite(spread)):
+            raise ValueError(text)
+    except ValueError:
+        raise OptionError(
+            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {text!r}"
+        ) from None
+    try:  # a fixed length stays whole, LengthDist("fixed", 64), as configs recorded it before
+        return LengthDist(kind, value, spread) if len(parts) == 3 else LengthDist(kind, int(value))
+    except ValueError as exc:  # its own rule: a known kind, a length ≥ 1, a spread ≥ 0
+        raise OptionError(str(exc)) from None
+
+
+def parse_endpoint(text: str) -> str:
+    """One of :data:`ENDPOINTS`."""
+    if text not in ENDPOINTS:
+        raise OptionError(f"expected one of {', '.join(ENDPOINTS)}, got {text!r}")
+    return text
+
+
+def parse_url(text: str) -> str:
+    """An ``http://`` or ``https://`` URL with a host (returned as given)."""
+    try:
+        parts = urlsplit(text)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        port_ok = False
+    if not port_ok or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise OptionError(f"expected an http:// or https:// URL with a host, got {text!r}")
+    return text
+
+
+def parse_name(text: str) -> str:
+    """A name that is not blank (a model)."""
+    if not text.strip():
+        raise OptionError(f"expected a name, got {text!r}")
+    return text
+
+
+def parse_directory(text: str) -> str:
+    """A directory's path (not empty); whether it exists is the writer's business."""
+    if not text:
+        raise OptionError("expected a directory, got ''")
+    return text
+
+
+def parse_fraction(text: str) -> float:
+    """``1%`` or ``0.01`` → 0.01; from 0 (included) to 1 (excluded)."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise OptionError(f"{text!r} is not a fraction (1% or 0.01)") from None
+    if not 0.0 <= value < 1.0:
+        raise OptionError(f"{text!r} is out of range (0% .. 100%)")
+    return value
 
 
 @dataclass(frozen=True)
@@ -48,9 +201,9 @@ class KnobArms:
 def parse_knob_arms(text: str) -> KnobArms:
     """``decode:NAME=256,512`` → ``KnobArms("decode", "NAME", "256", "512")``.
 
-    Raises ValueError ("expected SERVICE:NAME=BASELINE,CANDIDATE") on any other form.
+    Raises OptionError ("expected SERVICE:NAME=BASELINE,CANDIDATE") on any other form.
     """
-    expected = ValueError(f"expected {KNOB_ARMS_FORM}")
+    expected = OptionError(f"expected {KNOB_ARMS_FORM}")
     try:
         target, values = text.split("=", 1)
         service, name = target.split(":", 1)

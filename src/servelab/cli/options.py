@@ -1,0 +1,332 @@
+"""The options several commands share, each declared once: its flag, its parser (one of
+:mod:`servelab.core.options`), its help and its default; and the groups a command takes them in,
+each handed to the command as one frozen dataclass instead of loose keyword arguments::
+
+    @click.command("ab")
+    @load_options(concurrencies=Default("64,80,96", "the reference incident's levels"))
+    @workload_options()
+    def ab_command(load: LoadOptions, workload: WorkloadOptions, ...) -> None: ...
+
+A command that needs another default passes a :class:`Default`; its help then ends with
+``Default here: WHY.`` (click shows the value). ``tests/cli/test_options.py`` walks every command
+and checks that an option two commands share is declared, helped, defaulted and parsed alike.
+A parser's :class:`~servelab.errors.OptionError` becomes click's usage error naming the option
+(exit 2).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+import click
+from click.types import ParamTypeInfoDict
+
+from servelab.cli.common import json_option
+from servelab.core.load.workload import LengthDist
+from servelab.core.options import (
+    ENDPOINTS,
+    MAX_SESSIONS,
+    parse_concurrency,
+    parse_count,
+    parse_directory,
+    parse_endpoint,
+    parse_length,
+    parse_name,
+    parse_positive,
+    parse_positive_seconds,
+    parse_rate,
+    parse_seconds,
+    parse_seed,
+    parse_sessions,
+    parse_url,
+)
+from servelab.errors import OptionError
+
+__all__ = [
+    "CASE",
+    "CONCURRENCY",
+    "DEADLINE",
+    "ENDPOINT",
+    "EXPORT",
+    "IDLE_TIMEOUT",
+    "INPUT_LEN",
+    "MODEL",
+    "OUTPUT_LEN",
+    "RAMP",
+    "RATE",
+    "REPEAT",
+    "REQUESTS",
+    "REVERT_TO",
+    "SEED",
+    "SESSIONS",
+    "SHARED_OPTIONS",
+    "URL",
+    "WARMUP",
+    "WORKERS",
+    "Default",
+    "LoadOptions",
+    "OutputOptions",
+    "Parsed",
+    "SharedOption",
+    "TargetOptions",
+    "WorkloadOptions",
+    "load_options",
+    "output_options",
+    "target_options",
+    "workload_options",
+]
+
+T = TypeVar("T")
+#: A command function, before or after click turns it into a command.
+Command = Callable[..., Any]
+Decorator = Callable[[Command], Command]
+
+
+class _ParsedInfo(ParamTypeInfoDict):
+    parser: str
+
+
+class Parsed(click.ParamType[T], Generic[T]):
+    """A click type that parses with one pure parser; its :class:`OptionError` becomes click's
+    ``BadParameter`` (``Invalid value for '--input-len': ...``, exit 2)."""
+
+    def __init__(self, metavar: str, parser: Callable[[str], T]) -> None:
+        self.name = metavar
+        self.parser = parser
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> T:
+        try:
+            return self.parser(value)
+        except OptionError as exc:
+            self.fail(str(exc), param, ctx)
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        return self.name  # as written: [/v1/chat/completions|/v1/completions] stays lower case
+
+    def to_info_dict(self) -> _ParsedInfo:
+        """click's description of the type, with the parser named (two parsers never look alike)."""
+        return {**super().to_info_dict(), "parser": self.parser.__qualname__}
+
+
+@dataclass(frozen=True)
+class Default:
+    """A command's own default for a shared option, and why that command needs it (its help
+    says so: ``Default here: WHY.``). ``value`` None: no value (the command works it out)."""
+
+    value: str | None
+    why: str
+
+
+@dataclass(frozen=True)
+class SharedOption:
+    """One option as every command that takes it declares it. ``default`` is text, parsed by the
+    same parser as a typed value."""
+
+    flag: str
+    dest: str
+    type: Parsed[Any]
+    help: str
+    default: str | None = None
+
+    def option(self, default: Default | None = None) -> Decorator:
+        """The click option, with ``default`` instead of the shared one where a command needs it."""
+        value = self.default if default is None else default.value
+        note = "" if default is None else f" Default here: {default.why}."
+        return click.option(self.flag, self.dest, type=self.type, default=value,
+                            show_default=value is not None, help=self.help + note)  # fmt: skip
+
+
+def _path(text: str) -> Path:
+    return Path(parse_directory(text))
+
+
+# -- the load: how many requests, how hard, for how long ------------------------------------
+CONCURRENCY = SharedOption(
+    "--concurrency", "concurrencies", Parsed("LIST", parse_concurrency),
+    help="Concurrency levels, comma-separated: 64,80,96 runs a sweep.", default="1",
+)  # fmt: skip
+REQUESTS = SharedOption(
+    "--requests", "requests", Parsed("N", parse_positive),
+    help="Measured requests per run (warm-up excluded).", default="100",
+)  # fmt: skip
+REPEAT = SharedOption(
+    "--repeat", "repeat", Parsed("N", parse_positive),
+    help="Runs per concurrency; in an A/B, rounds (each visits both arms once). A Student-t CI "
+    "needs ≥ 2.", default="1",
+)  # fmt: skip
+WARMUP = SharedOption(
+    "--warmup", "warmup", Parsed("N", parse_count),
+    help="Warm-up requests per concurrency level, before its runs, not measured.", default="0",
+)  # fmt: skip
+RAMP = SharedOption(
+    "--ramp", "ramp_s", Parsed("SECONDS", parse_seconds),
+    help="Closed loop: seconds over which the users start (default: the warm-up's median E2E; "
+    "0: all at once).",
+)  # fmt: skip
+RATE = SharedOption(
+    "--rate", "rate", Parsed("PER_SECOND", parse_rate),
+    help="Open loop: Poisson arrivals per second (the concurrency caps the requests in flight).",
+)  # fmt: skip
+DEADLINE = SharedOption(
+    "--deadline", "deadline_s", Parsed("SECONDS", parse_positive_seconds),
+    help="Cut each run after this many seconds.",
+)  # fmt: skip
+IDLE_TIMEOUT = SharedOption(
+    "--idle-timeout", "idle_timeout_s", Parsed("SECONDS", parse_positive_seconds),
+    help="Fail a stream after this many seconds without a byte.", default="60",
+)  # fmt: skip
+WORKERS = SharedOption(
+    "--workers", "workers", Parsed("N", parse_positive),
+    help="Client processes sharing the users on one clock (at most one per user).", default="1",
+)  # fmt: skip
+
+# -- the workload: what each request asks for -----------------------------------------------
+INPUT_LEN = SharedOption(
+    "--input-len", "input_len", Parsed("LENGTH", parse_length),
+    help="Prompt words≈tokens: N, uniform:N:SPREAD or normal:MEAN:STD.", default="128",
+)  # fmt: skip
+OUTPUT_LEN = SharedOption(
+    "--output-len", "output_len", Parsed("LENGTH", parse_length),
+    help="max_tokens (with ignore_eos): N, uniform:N:SPREAD or normal:MEAN:STD.", default="64",
+)  # fmt: skip
+ENDPOINT = SharedOption(
+    "--endpoint", "endpoint", Parsed(f"[{'|'.join(ENDPOINTS)}]", parse_endpoint),
+    help="The OpenAI endpoint the requests stream from.", default=ENDPOINTS[0],
+)  # fmt: skip
+SEED = SharedOption(
+    "--seed", "seed", Parsed("INTEGER", parse_seed),
+    help="Seed of the generated traffic: the same seed sends the same requests.", default="0",
+)  # fmt: skip
+
+# -- the target: where the requests go ------------------------------------------------------
+URL = SharedOption(
+    "--url", "url", Parsed("URL", parse_url),
+    help="Entry point to load: any OpenAI-compatible base URL, or its .../v1 (default: the "
+    "spec's proxy, else its router).",
+)  # fmt: skip
+MODEL = SharedOption(
+    "--model", "model", Parsed("NAME", parse_name),
+    help="Model name (default: the first the entry point's /v1/models lists).",
+)  # fmt: skip
+
+# -- the output -----------------------------------------------------------------------------
+EXPORT = SharedOption(
+    "--export", "export", Parsed("DIR", _path),
+    help="Write the result's files into DIR (bench: after every run, the runs so far).",
+)  # fmt: skip
+
+# -- a soak's sessions; the case a record belongs to; a knob's revert value ------------------
+SESSIONS = SharedOption(
+    "--sessions", "sessions", Parsed("N", parse_sessions),
+    help=f"Concurrent agent sessions (1 to {MAX_SESSIONS}).", default="4",
+)  # fmt: skip
+CASE = SharedOption(
+    "--case", "case_id", Parsed("ID", parse_positive),
+    help="Record this under case ID (exit 2 if there is no such case).",
+)  # fmt: skip
+REVERT_TO = SharedOption(
+    "--to", "to_value", Parsed("VALUE", str),
+    help="The knob's revert value (default: its value before its last change).",
+)  # fmt: skip
+
+#: Every shared option (``docs/commands.md`` documents each once; the test probes each).
+SHARED_OPTIONS = (
+    CONCURRENCY, REQUESTS, REPEAT, WARMUP, RAMP, RATE, DEADLINE, IDLE_TIMEOUT, WORKERS,
+    INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED, URL, MODEL, EXPORT, SESSIONS, CASE, REVERT_TO,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LoadOptions:
+    """``--concurrency``, ``--requests``, ``--repeat``, ``--warmup``, ``--ramp``, ``--rate``,
+    ``--deadline``, ``--idle-timeout``, ``--workers``, parsed."""
+
+    concurrencies: tuple[int, ...]
+    requests: int
+    repeat: int
+    warmup: int
+    ramp_s: float | None
+    rate: float | None
+    deadline_s: float | None
+    idle_timeout_s: float
+    workers: int
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """``--input-len``, ``--output-len``, ``--endpoint``, ``--seed``, parsed."""
+
+    input_len: LengthDist
+    output_len: LengthDist
+    endpoint: str
+    seed: int
+
+
+@dataclass(frozen=True)
+class TargetOptions:
+    """``--url`` and ``--model``; None: the spec's entry point, the first model it lists."""
+
+    url: str | None
+    model: str | None
+
+
+@dataclass(frozen=True)
+class OutputOptions:
+    """``--json`` and ``--export DIR``."""
+
+    as_json: bool
+    export: Path | None
+
+
+def _group(cls: type[Any], param: str, options: Sequence[tuple[str, Decorator]]) -> Decorator:
+    """Declare ``options`` (dest, click decorator) in order and hand the command one ``cls``
+    built from their values as the keyword argument ``param``."""
+
+    def decorate(func: Command) -> Command:
+        @functools.wraps(func)
+        def command(*args: Any, **kwargs: Any) -> Any:
+            kwargs[param] = cls(**{dest: kwargs.pop(dest) for dest, _ in options})
+            return func(*args, **kwargs)
+
+        declared: Command = command
+        for _, declare in reversed(options):  # click lists the last one applied first
+            declared = declare(declared)
+        return declared
+
+    return decorate
+
+
+def _shared(
+    cls: type[Any], param: str, options: Sequence[SharedOption], defaults: Mapping[str, Default]
+) -> Decorator:
+    unknown = set(defaults) - {o.dest for o in options}
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no option {sorted(unknown)}")
+    return _group(cls, param, [(o.dest, o.option(defaults.get(o.dest))) for o in options])
+
+
+def load_options(**defaults: Default) -> Decorator:
+    """The load options as ``load: LoadOptions``; ``defaults`` by field (``requests=...``)."""
+    options = (CONCURRENCY, REQUESTS, REPEAT, WARMUP, RAMP, RATE, DEADLINE, IDLE_TIMEOUT, WORKERS)
+    return _shared(LoadOptions, "load", options, defaults)
+
+
+def workload_options(**defaults: Default) -> Decorator:
+    """The workload options as ``workload: WorkloadOptions``."""
+    options = (INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED)
+    return _shared(WorkloadOptions, "workload", options, defaults)
+
+
+def target_options(**defaults: Default) -> Decorator:
+    """``--url`` and ``--model`` as ``target: TargetOptions``."""
+    return _shared(TargetOptions, "target", (URL, MODEL), defaults)
+
+
+def output_options() -> Decorator:
+    """``--json`` (the one declaration of :func:`~servelab.cli.common.json_option`) and
+    ``--export`` as ``output: OutputOptions``."""
+    return _group(OutputOptions, "output", [("as_json", json_option), ("export", EXPORT.option())])
