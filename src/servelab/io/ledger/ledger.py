@@ -31,6 +31,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
@@ -48,7 +49,6 @@ from servelab.core.ledger.evidence import (
     VerificationRecord,
     read_soak_run,
 )
-from servelab.core.ledger.codec import encode
 from servelab.core.ledger.results import AbResultRecord
 from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.traces import Span

@@ -16,8 +16,8 @@ from typing import Any
 
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.soak.diagnose import Finding
 from servelab.core.load.records import pack_record, unpack_record
+from servelab.core.soak.diagnose import Finding
 from servelab.core.telemetry.traces import Span
 from servelab.errors import CaseError, StoreError
 
