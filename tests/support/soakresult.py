@@ -3,6 +3,7 @@ evidence (pure: no process, no network), for the tests of its storage and its wo
 
 from __future__ import annotations
 
+from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
@@ -11,6 +12,7 @@ from servelab.core.soak.evidence import (
     ProbeKind,
     Stall,
 )
+from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.replay import Bisection, Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (
@@ -32,7 +34,7 @@ from servelab.core.verify.coldstart import COLD, REASON_FIRST_SINCE_START, Start
 from servelab.ops.soak.verdict import Seen, conclude
 from tests.support.telemetry import transfer_failure_telemetry
 
-__all__ = ["every_kind_result", "kinds"]
+__all__ = ["every_kind_result", "failed_soak", "kinds"]
 
 _OK, _STALLED, _ERROR = Outcome.OK, Outcome.STALLED, Outcome.ERROR
 
@@ -131,3 +133,14 @@ def every_kind_result() -> SoakResult:
 def kinds(observations: tuple[Observation, ...]) -> set[str]:
     """The kinds of observation present."""
     return {o.kind for o in observations}
+
+
+def failed_soak(
+    knobs: dict[str, str | None] | None = None, layers: tuple[Layer, ...] = ()
+) -> SoakResult:
+    """A soak that failed (a request answered 503), run with ``knobs``, with a finding of each of
+    ``layers``."""
+    findings = tuple(Finding(layer, 0.8, (), ()) for layer in layers)
+    config = SoakConfig(knobs=knobs or {})
+    failed = (FailedRequest(0, 0, 503, "http 503", "busy"),)
+    return SoakResult(config, Targets("http://e"), errors=failed, findings=findings)
