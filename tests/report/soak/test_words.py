@@ -10,10 +10,12 @@ from typing import Any
 import pytest
 
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import SoakRunRecord, read_soak_run
+from servelab.core.ledger.evidence import LedgerExport, SoakRunRecord, read_soak_run
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.upgrade import upgrade_soak_result
+from servelab.io.ledger.ledger import Ledger
+from servelab.report.ledger import ledger_json
 from servelab.report.pages import soak_markdown
 from servelab.report.soak.soak import render_soak, soak_json
 from servelab.report.soak.words import (
@@ -89,3 +91,16 @@ def test_the_page_of_an_older_row_words_its_findings_too() -> None:
     assert "# Soak 1: failed" in page
     assert f"## Finding 1: {layer_title(Layer.CLIENT_PROXY)}" in page
     assert "- supports: same payload on a fresh connection via the entry point: HTTP 200" in page
+
+
+def test_the_ledger_export_words_each_soaks_findings_and_reads_back(tmp_path: Path) -> None:
+    result = every_kind_result()
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        ledger.record_soak(result)
+        doc = json.loads(json.dumps(ledger_json(ledger.snapshot())))
+    (soak,) = doc["soak_runs"]
+    top = soak["result"]["findings"][0]
+    assert top["title"] == layer_title(result.findings[0].layer)
+    assert top["evidence"][0] == {"id": "worker", "supports": True, "text": "worker: decode",
+                                  "data": {"worker": "decode"}}  # fmt: skip
+    assert LedgerExport.from_json(doc).soak_runs[0].result == result  # docs from an export
