@@ -4,15 +4,18 @@ Each session is one :class:`~servelab.core.soak.agentic.Conversation` driven thr
 on its own :class:`~servelab.io.http.client.StreamClient` (one keep-alive connection,
 ``concurrency=1``; ``connection="fresh"`` closes it after every request; its connections traced). A
 request that gets no byte for ``idle_timeout_s`` (the client's idle watchdog, head included) is a
-stall; any other failure (HTTP status, reset, KV-transfer error answer, malformed stream) an error;
-both get a failure signature (:mod:`servelab.core.soak.signatures`) with the real session, round,
-payload size, connection age and requests carried. Before measuring, the soak warms the engines
+stall (the one rule: :func:`servelab.core.soak.signatures.stall`); any other failure (HTTP status,
+reset, KV-transfer error answer, malformed stream) an error; both get a failure signature
+(:mod:`servelab.core.soak.signatures`) with the real session, round, payload size, connection age
+and requests carried. Before measuring, the soak warms the engines
 (:func:`~servelab.ops.soak.localize.warm_up`): a cold start is paid and recorded, never read as a
 hang. Each distinct signature starts one localization (:func:`~servelab.ops.soak.localize.localize`:
 the replay matrix and every other source), at most
 :data:`~servelab.core.soak.signatures.MAX_LOCALIZATIONS`, within the deadline; the pure rules of
 :mod:`servelab.core.soak.diagnose` turn the evidence into findings, or say why there is none. Ctrl-C
 (cancellation) and the deadline end the soak with the partial result, recorded like a full one.
+What the run sees is tallied as it goes and concluded once, at the end, into the one frozen
+:class:`~servelab.core.soak.result.SoakResult` that the ledger stores and report words.
 """
 
 from __future__ import annotations
