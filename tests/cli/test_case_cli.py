@@ -22,13 +22,13 @@ from servelab.core.case.experiment import (
     decide,
 )
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.ledger.results import SoakDocument
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.report.docs import build_docs
 from tests.support import free_ports, run_cli
 from tests.support.history import K, seed_history
+from tests.support.soakresult import failed_soak
 from tests.support.specs import SECRET, write_pd_spec
 
 TARGET = f"knob:decode/{K}"
@@ -53,7 +53,7 @@ def ledger_file(tmp_path: Path) -> Path:
     path = tmp_path / "l" / "ledger.db"
     with Ledger.open(path) as ledger:
         seed_history(ledger)
-        ledger.record_soak(SoakDocument(ok=False, config={"knobs": {K: "256"}}))
+        ledger.record_soak(failed_soak({K: "256"}))
     return path
 
 

@@ -13,18 +13,19 @@ import asyncio
 import json
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.soak.result import SoakConfig, Targets
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knobs
-from servelab.ops.soak.soak import SoakConfig, Targets, soak
-from servelab.report.soak.soak import soak_record
+from servelab.ops.soak.soak import soak
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 
@@ -65,8 +66,8 @@ async def _reverted_case(stack: LoadedSpec, ledger: Ledger) -> int:
     cid = cases.open_case(ledger, "long agentic sessions hang")
     cases.add_suspect(ledger, cid, TARGET, "the latest change")
     targets = Targets(stack.spec.services["router"].url, stack.spec.services["router"].url)
-    config = SoakConfig(**{**WORKLOAD.__dict__, "knobs": await live_knobs(stack)})
-    failing = await soak(config, targets, ledger=ledger, document=soak_record, case_id=cid)
+    config = replace(WORKLOAD, knobs=await live_knobs(stack))
+    failing = await soak(config, targets, ledger=ledger, case_id=cid)
     assert not failing.ok and failing.stalls
     preview = cases.revert_preview(ledger, cid, TARGET, current="16")
     assert (await cases.revert(stack, ledger, preview)).ok

@@ -78,7 +78,7 @@ def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
     assert doc["sessions"]["completed"] == 2
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
         soaks = ledger.list_soaks()
-    assert len(soaks) == 1 and soaks[0].ok is True and soaks[0].findings == ()
+    assert len(soaks) == 1 and soaks[0].ok is True and soaks[0].result.findings == ()
     assert soaks[0].id == doc["soak_id"]
 
 
@@ -109,7 +109,7 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     with Ledger.open(ledger_path) as ledger:
         soak = ledger.get_soak(doc["soak_id"])
         evidence = ledger.list_evidence(case_id)
-    assert soak is not None and soak.findings[0].layer == "client_proxy"
+    assert soak is not None and soak.result.findings[0].layer == "client_proxy"
     assert [(e.kind, e.ref_id) for e in evidence] == [("soak", doc["soak_id"])]
 
 

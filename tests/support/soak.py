@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servelab.ops.soak.soak import Targets, WorkerTarget
+from servelab.core.soak.result import Targets, WorkerTarget
 from tests.support.stack import SimStack
 
 __all__ = ["soak_targets"]

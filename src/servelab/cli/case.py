@@ -48,7 +48,6 @@ from servelab.report.docs import (
     describe_restore_item,
     describe_timeline_entry,
 )
-from servelab.report.soak.soak import soak_record
 
 __all__ = ["register"]
 
@@ -294,7 +293,7 @@ def case_test(
     async def body(ledger: Ledger) -> casetest.CaseTestOutcome:
         loaded = where.deployment()
         async with Operation(loaded, ledger=ledger, progress=progress) as op:
-            return await casetest.run_case_test(op, ledger, cfg, document=soak_record)
+            return await casetest.run_case_test(op, ledger, cfg)
 
     outcome = run_with_ledger(where, body, create=False)
     if as_json:

@@ -33,6 +33,7 @@ from servelab.cli.options import (
     target_options,
 )
 from servelab.core.deploy.spec import RouterOptions
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -51,7 +52,7 @@ SOAK_IDLE_TIMEOUT = Default(
 
 def targets_from(
     where: SpecAndLedger, url: str | None, router_url: str | None
-) -> tuple[ops.Targets, Path, LoadedSpec | None]:
+) -> tuple[Targets, Path, LoadedSpec | None]:
     """Where to soak and which state dir holds the ledger.
 
     With ``--url`` and no ``-f``: that entry point, ``--router-url`` to compare against, workers
@@ -61,13 +62,13 @@ def targets_from(
     target, loaded, state_dir = resolve_target(where, url)
     if loaded is None:
         router = router_url.rstrip("/") if router_url else None
-        return ops.Targets(target.url.rstrip("/"), router), state_dir, None
+        return Targets(target.url.rstrip("/"), router), state_dir, None
     loaded = where.deployment()
     spec = loaded.spec
     router_name = spec.router_name
     router = router_url or (spec.service(router_name).url if router_name else None)
     workers = tuple(
-        ops.WorkerTarget(name, svc.role, svc.url, svc.bootstrap_port)
+        WorkerTarget(name, svc.role, svc.url, svc.bootstrap_port)
         for name, svc in spec.services.items()
         if svc.role in ("prefill", "decode")
     )
@@ -78,11 +79,11 @@ def targets_from(
         svc = spec.service(router_name)
         metrics = f"http://{svc.hostname}:{(svc.router or RouterOptions()).prometheus_port}"
     entry = target.url.rstrip("/")
-    return ops.Targets(entry, router, workers, name, metrics), state_dir, loaded
+    return Targets(entry, router, workers, name, metrics), state_dir, loaded
 
 
-def _on_result(ledger_path: Path | None) -> Callable[[ops.SoakResult], None]:
-    def show(result: ops.SoakResult) -> None:
+def _on_result(ledger_path: Path | None) -> Callable[[SoakResult], None]:
+    def show(result: SoakResult) -> None:
         if result.interrupted:
             text = report.render_soak(result)
             err_console.print(text, markup=False, highlight=False, soft_wrap=True, end="")
@@ -164,7 +165,7 @@ def soak_command(
     targets, state_dir, loaded = targets_from(where, target.url, router_url)
     if router_metrics_url:
         targets = replace(targets, metrics_url=router_metrics_url.rstrip("/"))
-    config = ops.SoakConfig(
+    config = SoakConfig(
         sessions=sessions,
         rounds=rounds,
         think_time_s=think_time,
@@ -185,12 +186,12 @@ def soak_command(
 
 
 def _soak(
-    config: ops.SoakConfig,
-    targets: ops.Targets,
+    config: SoakConfig,
+    targets: Targets,
     ledger_file: Path | None,
     case_id: int | None,
     traces: TraceCollector | None = None,
-) -> ops.SoakResult:
+) -> SoakResult:
     """Run the soak; ops records it in the ledger (``ledger_file`` None: not recorded). With
     ``traces`` (a spec's ``[tracing]``), the spans received are recorded with it."""
     with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
@@ -200,7 +201,6 @@ def _soak(
                 targets,
                 progress=progress,
                 ledger=ledger,
-                document=report.soak_record,
                 case_id=case_id,
                 on_result=_on_result(ledger_file),
                 traces=traces,
@@ -208,9 +208,9 @@ def _soak(
         )
 
 
-def _show(result: ops.SoakResult, as_json: bool) -> None:
+def _show(result: SoakResult, as_json: bool) -> None:
     if as_json:
-        print_json(report.soak_record(result).to_json())
+        print_json(report.soak_json(result))
     else:
         console.print(
             report.render_soak(result), markup=False, highlight=False, end="", soft_wrap=True

@@ -180,7 +180,7 @@ def _evidence_line(kind: str, ref_id: int | None, export: LedgerExport) -> str:
         "ab": {r.id: f"A/B #{r.id}: {r.service} {r.knob}" for r in export.ab_runs},
     }
     for soak in export.soak_runs:
-        layers = ", ".join(str(f.layer) for f in soak.findings) or "none"
+        layers = ", ".join(f.layer for f in soak.result.findings) or "none"
         word = "passed" if soak.ok else "FAILED"
         found.setdefault("soak", {})[soak.id] = f"soak #{soak.id}: {word}; findings: {layers}"
     for ver in export.verifications:

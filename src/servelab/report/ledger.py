@@ -26,6 +26,7 @@ from servelab.core.ledger.evidence import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error
+from servelab.report.soak.soak import soak_json
 from servelab.report.verify import with_details
 
 __all__ = [
@@ -78,10 +79,15 @@ def _event(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def ledger_json(export: LedgerExport) -> dict[str, Any]:
-    """The export as JSON, with every check's reason and every failed revert's or restore's."""
+    """The export as JSON, with every check's reason, every failed revert's or restore's, and
+    every soak's findings worded (:func:`~servelab.report.soak.soak.soak_json`)."""
     doc = export.to_json()
     doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
     doc["verifications"] = [_verification(row) for row in doc["verifications"]]
+    doc["soak_runs"] = [
+        {**row, "result": soak_json(soak.result)}
+        for row, soak in zip(doc["soak_runs"], export.soak_runs, strict=True)
+    ]
     doc["cases"] = [
         {**case, "events": [_event(event) for event in case["events"]]} for case in doc["cases"]
     ]

@@ -18,6 +18,7 @@ from typing import Any
 
 from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.report.runnotes import evidence_rows, return_note
+from servelab.report.soak.words import finding_evidence, layer_advice, layer_title
 
 __all__ = [
     "CSS",
@@ -246,7 +247,8 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
 
 
 def soak_markdown(soak: SoakRunRecord) -> str:
-    """The page of one soak: outcome, sessions, stalls and errors, and each finding."""
+    """The page of one soak: outcome, sessions, stalls and errors, and each finding worded (its
+    title, advice and evidence) from the recorded codes."""
     doc = soak.result
     outcome = {True: "passed", False: "failed", None: "unknown"}[soak.ok]
     out = [
@@ -260,14 +262,18 @@ def soak_markdown(soak: SoakRunRecord) -> str:
             "|---:|---:|---:|---:|---:|---:|",
             f"| {s.count} | {s.completed} | {s.rounds_done} | {s.requests} | {len(doc.stalls)} "
             f"| {len(doc.errors)} |", ""]  # fmt: skip
-    if not soak.findings:
+    if not doc.findings:
         out += ["No finding." if doc.localized else "No localization ran.", ""]
     if doc.telemetry is not None:
         out += _telemetry_lines(doc.telemetry.to_json())
-    for rank, f in enumerate(soak.findings, 1):
-        conf = "—" if f.confidence is None else f"{f.confidence:.2f}"
-        out += [f"## Finding {rank}: {f.title or f.layer or 'unknown layer'}", ""]
-        out += [f"- layer: {f.layer or 'unknown'}", f"- confidence: {conf}"]
-        out += [f"- advice: {f.advice}"] if f.advice else []
-        out.append("")
+    for rank, f in enumerate(doc.findings, 1):
+        out += [f"## Finding {rank}: {layer_title(f.layer)}", ""]
+        out += [f"- layer: {f.layer}", f"- confidence: {f.confidence:.2f}"]
+        out += [f"- worker: {f.worker}"] if f.worker else []
+        out += [f"- advice: {layer_advice(f.layer)}", ""]
+        lines = [e for e in finding_evidence(f, doc.observations) if e.observation is not None]
+        if lines:
+            out += ["Evidence:", ""]
+            out += [f"- {'supports' if e.supports else 'contradicts'}: {e.text}" for e in lines]
+            out.append("")
     return "\n".join(out) + "\n"

@@ -7,38 +7,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from servelab.core.soak.diagnose import Observation
+from servelab.core.ledger.codec import decode
+from servelab.core.telemetry.rules import FIRED, QUIET, TelemetryEvidence
 from servelab.core.telemetry.traces import RETURN_HELD_MS
-from servelab.report.soak.soak import telemetry_text
+from servelab.report.soak.words import telemetry_text
 
-__all__ = ["evidence_lines", "evidence_observations", "evidence_rows", "return_note"]
-
-
-def evidence_observations(evidence: Sequence[Mapping[str, Any]]) -> list[Observation]:
-    """The stored evidence (``TelemetryEvidence.to_json()`` each) as the soak's observations:
-    fired unhealthy, quiet healthy, unknown neutral."""
-    out = []
-    for d in evidence:
-        unknown = d.get("state") == "unknown"
-        healthy = None if unknown else d.get("state") == "quiet"
-        data = dict(d) | ({"unknown": True} if unknown else {})
-        oid = f"telemetry.{d['rule']}.{d['subject']}"
-        out.append(Observation(oid, d["subject"], healthy, data))
-    return out
+__all__ = ["evidence_lines", "evidence_rows", "return_note"]
 
 
-def _mark(o: Observation) -> str:
-    return "?" if o.healthy is None else ("!" if o.healthy is False else "·")
+def _mark(e: TelemetryEvidence) -> str:
+    return "·" if e.state == QUIET else "!" if e.state == FIRED else "?"
 
 
 def evidence_lines(evidence: Sequence[Mapping[str, Any]], *, quiet: bool = True) -> list[str]:
-    """One line per rule reading, marked ``!`` fired, ``?`` unknown, ``·`` quiet, citing each
-    metric and its delta (``quiet=False`` leaves the quiet ones out)."""
-    return [
-        f"{_mark(o)} {telemetry_text(o)}"
-        for o in evidence_observations(evidence)
-        if quiet or o.healthy is not True
-    ]
+    """One line per rule reading (the stored ``TelemetryEvidence`` each), marked ``!`` fired,
+    ``?`` unknown, ``·`` quiet, citing each metric and its delta (``quiet=False`` leaves the
+    quiet ones out)."""
+    readings = [decode(TelemetryEvidence, d) for d in evidence]
+    return [f"{_mark(e)} {telemetry_text(e)}" for e in readings if quiet or e.state != QUIET]
 
 
 def evidence_rows(evidence: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:

@@ -30,6 +30,7 @@ from servelab.core.ledger.evidence import (
     KnobChangeRecord,
     SoakRunRecord,
     Suspect,
+    read_soak_run,
 )
 from servelab.errors import CaseError
 
@@ -80,7 +81,7 @@ def _changes(*rows: dict[str, Any]) -> list[KnobChangeRecord]:
 
 
 def _soaks(*rows: dict[str, Any]) -> list[SoakRunRecord]:
-    return [SoakRunRecord.from_row({"at": "2026-01-01T00:00:00.000Z", **r}) for r in rows]
+    return [read_soak_run({"at": "2026-01-01T00:00:00.000Z", **r}) for r in rows]
 
 
 def test_public_api_is_exported() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from servelab.core.case.experiment import (
@@ -23,7 +24,9 @@ from servelab.core.case.verdicts import (
     same_workload,
 )
 from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
-from servelab.core.ledger.results import SoakDocument, SoakFinding
+from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 KNOB = f"knob:decode/{K}"
@@ -33,10 +36,10 @@ WORK = {"sessions": 4, "rounds": 6, "connection": "reuse", "idle_timeout_s": 3.0
 def _soak(
     sid: int, ok: bool, value: str, *, layers: tuple[str, ...] = (), **cfg: Any
 ) -> SoakRunRecord:
-    config = {**WORK, **cfg, "knobs": {f"decode/{K}": value, "prefill/OTHER": "1"}}
-    findings = tuple(SoakFinding(layer, 0.8) for layer in layers)
-    doc = SoakDocument(ok=ok, config=config, targets={"entry_url": "http://p"}, findings=findings)
-    return SoakRunRecord(sid, f"t{sid}", ok, config, doc, findings)
+    config = SoakConfig(**{**WORK, **cfg}, knobs={f"decode/{K}": value, "prefill/OTHER": "1"})
+    findings = tuple(Finding(Layer(layer), 0.8, (), ()) for layer in layers)
+    result = SoakResult(config, Targets("http://p"), findings=findings)
+    return SoakRunRecord(sid, f"t{sid}", ok, result)
 
 
 def _evidence(eid: int, kind: str, ref: int) -> Evidence:
@@ -72,7 +75,10 @@ def test_a_pair_that_changed_something_else_is_no_evidence() -> None:
     ):
         assert not same_workload(base, other, "decode", K)
     moved = _soak(2, True, "256")
-    moved.config["knobs"]["prefill/OTHER"] = "2"
+    knobs = {**moved.result.config.knobs, "prefill/OTHER": "2"}
+    moved = replace(
+        moved, result=replace(moved.result, config=replace(moved.result.config, knobs=knobs))
+    )
     assert not same_workload(base, moved, "decode", K)
     soaks = {1: base, 2: _soak(2, True, "256", connection="fresh")}
     evidence = [_evidence(10, "soak", 1), _evidence(11, "soak", 2)]

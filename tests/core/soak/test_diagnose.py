@@ -5,25 +5,34 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pytest
+
 import servelab.core.soak.diagnose as diagnose_mod
-from servelab.core.soak.diagnose import (
-    PROBE_SOAK_WARM,
-    UNDECIDED_COLD,
-    UNDECIDED_NOT_REPRODUCED,
+import servelab.core.soak.evidence as evidence_mod
+import servelab.core.soak.observe as observe_mod
+from servelab.core.soak.diagnose import NextProbe, UndecidedReason, diagnose, undecided
+from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
-    Evidence,
     Probe,
+    ProbeKind,
     Replay,
+    ReplayPath,
+    SoakEvidence,
     Stall,
-    diagnose,
-    observations,
     parse_metrics,
     parse_workers,
-    undecided,
 )
-from servelab.core.soak.replay import Cell, Matrix, locate
-from servelab.core.soak.signatures import Failure
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.observe import (
+    CorrectnessViolations,
+    EngineProgress,
+    RouterHealth,
+    is_unknown,
+    observations,
+)
+from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
+from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import router_metrics
 from servelab.core.verify.coldstart import COLD, REASON_FIRST_SINCE_START, StartClass
 
@@ -31,16 +40,16 @@ RUN, QUEUE = "sglang:num_running_reqs", "sglang:num_queue_reqs"
 GEN, REQ = "sglang:generation_tokens_total", "sglang:num_requests_total"
 
 
-def _stall(carried: int, phase: str = "head") -> Stall:
+def _stall(carried: int, phase: Phase = Phase.HEAD) -> Stall:
     return Stall(0, carried, 2000, 1.5, carried, 0, 0, phase, "idle timeout")
 
 
 def _health(prefill: bool = True, decode: bool = True) -> tuple[Probe, ...]:
     return (
-        Probe("router", "router", "readiness", True, 200),
-        Probe("router", "router", "workers", True, 200),
-        Probe("prefill", "prefill", "health", prefill, 200 if prefill else 503),
-        Probe("decode", "decode", "health", decode, 200 if decode else 503),
+        Probe("router", "router", ProbeKind.READINESS, True, 200),
+        Probe("router", "router", ProbeKind.WORKERS, True, 200),
+        Probe("prefill", "prefill", ProbeKind.HEALTH, prefill, 200 if prefill else 503),
+        Probe("decode", "decode", ProbeKind.HEALTH, decode, 200 if decode else 503),
     )
 
 
@@ -51,19 +60,24 @@ def _engine(role: str, *, running: float, gen: float, req: float) -> EngineActiv
 
 
 def _e2e(ok: bool) -> Probe:
-    return Probe("router", "router", "e2e", ok, 200 if ok else None)
+    return Probe("router", "router", ProbeKind.E2E, ok, 200 if ok else None)
 
 
-def _replays(fresh: str, router: str) -> tuple[Replay, ...]:
+def _replays(fresh: Outcome, router: Outcome) -> tuple[Replay, ...]:
     return (
-        Replay("fresh_entry", fresh, 200 if fresh == "ok" else None, 0.1),
-        Replay("direct_router", router, 200 if router == "ok" else None, 0.1),
+        Replay(ReplayPath.FRESH_ENTRY, fresh, 200 if fresh == Outcome.OK else None, 0.1),
+        Replay(ReplayPath.DIRECT_ROUTER, router, 200 if router == Outcome.OK else None, 0.1),
     )
 
 
-def test_public_api_is_explicit() -> None:
-    for name in diagnose_mod.__all__:
-        assert hasattr(diagnose_mod, name), name
+OK, STALLED, ERROR = Outcome.OK, Outcome.STALLED, Outcome.ERROR
+Evidence = SoakEvidence
+
+
+@pytest.mark.parametrize("module", [diagnose_mod, evidence_mod, observe_mod])
+def test_public_api_is_explicit(module: object) -> None:
+    for name in module.__all__:  # type: ignore[attr-defined]
+        assert hasattr(module, name), name
 
 
 def test_parse_metrics_sums_label_sets_and_skips_junk() -> None:
@@ -103,7 +117,7 @@ def test_reused_connection_stall_points_at_client_proxy() -> None:
     ev = Evidence(
         via_proxy=True,
         stalls=(_stall(2), _stall(2)),
-        replays=_replays("ok", "ok"),
+        replays=_replays(OK, OK),
         probes=(*_health(), _e2e(True)),
         engines=(
             _engine("prefill", running=0, gen=3, req=3),
@@ -123,7 +137,7 @@ def test_reused_connection_stall_points_at_client_proxy() -> None:
 
 def test_client_proxy_is_contradicted_when_the_router_also_hangs() -> None:
     ev = Evidence(
-        via_proxy=True, stalls=(_stall(0),), replays=_replays("ok", "stalled"), probes=_health()
+        via_proxy=True, stalls=(_stall(0),), replays=_replays(OK, STALLED), probes=_health()
     )
     top = diagnose(ev)[0]
     assert top.layer == "client_proxy"
@@ -135,8 +149,8 @@ def test_client_proxy_is_contradicted_when_the_router_also_hangs() -> None:
 def test_abort_wedge_points_at_decode_transfer_while_health_is_200() -> None:
     ev = Evidence(
         via_proxy=False,
-        stalls=(_stall(0), _stall(1, "head")),
-        replays=_replays("stalled", "stalled"),
+        stalls=(_stall(0), _stall(1, Phase.HEAD)),
+        replays=_replays(STALLED, STALLED),
         probes=(*_health(), _e2e(False)),
         engines=(
             _engine("prefill", running=0, gen=3, req=3),
@@ -164,7 +178,7 @@ def test_failed_transfers_point_at_decode_transfer() -> None:
     ev = Evidence(
         via_proxy=False,
         stalls=(_stall(0),),
-        replays=_replays("error", "error"),
+        replays=_replays(ERROR, ERROR),
         probes=(*_health(), _e2e(False)),
         engines=(decode,),
     )
@@ -177,7 +191,7 @@ def test_a_prefill_frozen_with_health_200_is_an_engine_wedge() -> None:
     ev = Evidence(
         via_proxy=False,
         stalls=(_stall(0),),
-        replays=_replays("stalled", "stalled"),
+        replays=_replays(STALLED, STALLED),
         probes=(*_health(), _e2e(False)),
         engines=(
             _engine("prefill", running=4, gen=0, req=2),
@@ -191,15 +205,15 @@ def test_a_prefill_frozen_with_health_200_is_an_engine_wedge() -> None:
 
 def test_router_not_ready_and_nothing_reaching_the_engines_points_at_router() -> None:
     probes = (
-        Probe("router", "router", "readiness", False, 503),
-        Probe("prefill", "prefill", "health", True, 200),
-        Probe("decode", "decode", "health", True, 200),
+        Probe("router", "router", ProbeKind.READINESS, False, 503),
+        Probe("prefill", "prefill", ProbeKind.HEALTH, True, 200),
+        Probe("decode", "decode", ProbeKind.HEALTH, True, 200),
         _e2e(False),
     )
     ev = Evidence(
         via_proxy=True,
         stalls=(_stall(0),),
-        replays=_replays("stalled", "stalled"),
+        replays=_replays(STALLED, STALLED),
         probes=probes,
         engines=(
             _engine("prefill", running=0, gen=0, req=0),
@@ -215,7 +229,7 @@ def test_unhealthy_prefill_points_at_prefill() -> None:
     ev = Evidence(
         via_proxy=False,
         stalls=(_stall(0),),
-        replays=_replays("error", "error"),
+        replays=_replays(ERROR, ERROR),
         probes=(*_health(prefill=False), _e2e(False)),
     )
     top = diagnose(ev)[0]
@@ -236,14 +250,15 @@ def test_correctness_violations_are_a_finding_of_their_own() -> None:
         "correctness.nondeterministic",
     }
     obs = {o.id: o for o in observations(Evidence(via_proxy=True, issues=issues))}
-    assert obs["correctness.tool_call_json"].data["count"] == 2
+    tool = obs["correctness.tool_call_json"]
+    assert isinstance(tool, CorrectnessViolations) and tool.count == 2
 
 
 def test_confidence_stays_in_bounds_and_findings_are_sorted() -> None:
     ev = Evidence(
         via_proxy=False,
         stalls=(_stall(0),),
-        replays=_replays("stalled", "stalled"),
+        replays=_replays(STALLED, STALLED),
         probes=(*_health(prefill=False, decode=False), _e2e(False)),
         issues=(CorrectnessIssue("tool_call_json", 0, 0, "x"),),
     )
@@ -264,7 +279,7 @@ def test_a_decode_frozen_with_nothing_waiting_for_kv_is_an_engine_wedge() -> Non
     ev = Evidence(
         via_proxy=False,
         stalls=(_stall(0),),
-        replays=_replays("stalled", "stalled"),
+        replays=_replays(STALLED, STALLED),
         probes=(*_health(), _e2e(False)),
         engines=(_engine("prefill", running=0, gen=2, req=2), decode),
     )
@@ -273,7 +288,8 @@ def test_a_decode_frozen_with_nothing_waiting_for_kv_is_an_engine_wedge() -> Non
     assert "metrics.decode.progress" in top.supporting
     assert all(f.layer != "decode_transfer" for f in diagnose(ev))
     obs = {o.id: o for o in observations(ev)}
-    assert obs["metrics.decode.progress"].data["in_transfer"] == 0.0
+    progress = obs["metrics.decode.progress"]
+    assert isinstance(progress, EngineProgress) and progress.in_transfer == 0.0
 
 
 # ------------------------------------------------------------------ the matrix, cold, unknown
@@ -281,44 +297,47 @@ def _matrix(*cells: Cell) -> Matrix:
     return Matrix(cells, locate(cells))
 
 
-def _cell(hop: str, ok: bool, target: str = "entry", payload: str = "failing") -> Cell:
-    return Cell(hop, target, payload, True, 2000, "ok" if ok else "stalled")
+def _cell(hop: Hop, ok: bool, target: str = "entry", payload: Payload = Payload.FAILING) -> Cell:
+    return Cell(hop, target, payload, True, 2000, OK if ok else STALLED)
 
 
 def _pair(decode: str, ok: bool) -> Cell:
-    outcome, side = ("ok", "") if ok else ("stalled", "decode")
+    outcome, side = (OK, "") if ok else (STALLED, "decode")
     target = f"prefill+{decode}"
-    return Cell("pair", target, "failing", True, 2000, outcome, side=side, prefill="prefill",
-                decode=decode)  # fmt: skip
+    return Cell(Hop.PAIR, target, Payload.FAILING, True, 2000, outcome, side=side,
+                prefill="prefill", decode=decode)  # fmt: skip
 
 
 def test_a_cold_first_request_that_does_not_reproduce_convicts_nothing_and_says_why() -> None:
-    c1 = Stall(-1, -1, 300, 0.0, 0, 0, 0, "head", "idle timeout")
+    c1 = Stall(-1, -1, 300, 0.0, 0, 0, 0, Phase.HEAD, "idle timeout")
     cold = StartClass(COLD, REASON_FIRST_SINCE_START, 0, 4.2, 0.1)
     base = Evidence(
-        via_proxy=True, stalls=(c1,), replays=_replays("ok", "ok"), probes=(*_health(), _e2e(True))
+        via_proxy=True, stalls=(c1,), replays=_replays(OK, OK), probes=(*_health(), _e2e(True))
     )
     assert [f.layer for f in diagnose(replace(base, start=cold))] == []
     matrix = _matrix(
-        _pair("decode", True), _cell("router", True, "router"), _cell("entry_fresh", True)
+        _pair("decode", True), _cell(Hop.ROUTER, True, "router"), _cell(Hop.FRESH, True)
     )
-    failure = Failure("stall_head", -1, -1, 300, 0.0, 0)
+    failure = Failure(Signature.STALL_HEAD, -1, -1, 300, 0.0, 0)
     ev = replace(base, matrix=matrix, start=cold, failures=(failure,))
     assert diagnose(ev) == []
     why = undecided(ev, [])
-    assert why is not None and (why.reason, why.probe) == (UNDECIDED_COLD, PROBE_SOAK_WARM)
+    assert why is not None and (why.reason, why.probe) == (
+        UndecidedReason.COLD,
+        NextProbe.SOAK_WARM,
+    )
     assert "failure.stall_head" in why.conflicting
     assert "matrix.entry_fresh.entry.failing.stream" in why.conflicting
     warm = undecided(replace(ev, start=None), [])
-    assert warm is not None and warm.reason == UNDECIDED_NOT_REPRODUCED
+    assert warm is not None and warm.reason == UndecidedReason.NOT_REPRODUCED
     assert undecided(Evidence(via_proxy=True), []) is None  # nothing failed: nothing to explain
 
 
 def test_a_proxy_failing_fresh_connections_while_the_router_answers_is_the_proxy() -> None:
     matrix = _matrix(
-        _pair("decode", True), _cell("router", True, "router"), _cell("entry_fresh", False)
+        _pair("decode", True), _cell(Hop.ROUTER, True, "router"), _cell(Hop.FRESH, False)
     )
-    failure = Failure("reset", 0, 1, 2000, 0.2, 0, 200, "truncated stream")
+    failure = Failure(Signature.RESET, 0, 1, 2000, 0.2, 0, 200, "truncated stream")
     ev = Evidence(via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix)
     top = diagnose(ev)[0]
     assert top.layer == "client_proxy"
@@ -329,12 +348,12 @@ def test_a_proxy_failing_fresh_connections_while_the_router_answers_is_the_proxy
 
 
 def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> None:
-    probes = (*_health(), Probe("decode1", "decode", "health", True, 200))
+    probes = (*_health(), Probe("decode1", "decode", ProbeKind.HEALTH, True, 200))
     silent = EngineActivity("decode1", "decode", {}, {}, 3.0)
     matrix = _matrix(
-        _pair("decode", True), _pair("decode1", False), _cell("router", False, "router")
+        _pair("decode", True), _pair("decode1", False), _cell(Hop.ROUTER, False, "router")
     )
-    failure = Failure("stall_head", 1, 2, 2000, 1.0, 1)
+    failure = Failure(Signature.STALL_HEAD, 1, 2, 2000, 1.0, 1)
     ev = Evidence(
         via_proxy=True, probes=probes, engines=(silent,), failures=(failure,), matrix=matrix
     )
@@ -344,15 +363,15 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> 
     assert "matrix.pair.prefill+decode.failing.stream" in top.supporting  # works one hop in
     obs = {o.id: o for o in observations(ev)}
     assert obs["metrics.decode1.progress"].healthy is None  # unknown, not healthy
-    assert obs["metrics.decode1.progress"].data["unknown"] is True
+    assert is_unknown(obs["metrics.decode1.progress"])
 
 
 def test_an_open_circuit_breaker_supports_the_router_finding() -> None:
     matrix = _matrix(
-        _pair("decode", True), _cell("router", False, "router"), _cell("entry_fresh", False)
+        _pair("decode", True), _cell(Hop.ROUTER, False, "router"), _cell(Hop.FRESH, False)
     )
     metrics = router_metrics('smg_worker_cb_state{worker="http://d"} 1\n')
-    failure = Failure("http_5xx", 0, 0, 2000, 0.0, 0, 503, "http 503")
+    failure = Failure(Signature.HTTP_5XX, 0, 0, 2000, 0.0, 0, 503, "http 503")
     ev = Evidence(
         via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix, router_metrics=metrics
     )
@@ -360,3 +379,36 @@ def test_an_open_circuit_breaker_supports_the_router_finding() -> None:
     assert top.layer == "router" and "router_metrics.cb_open.http://d" in top.supporting
     unknown = {o.id: o for o in observations(replace(ev, router_metrics=router_metrics(None)))}
     assert unknown["router_metrics"].healthy is None
+    assert isinstance(unknown["router_metrics"], RouterHealth) and is_unknown(
+        unknown["router_metrics"]
+    )
+
+
+def test_a_later_localizations_facts_and_findings_carry_its_signature() -> None:
+    matrix = _matrix(
+        _pair("decode", True), _cell(Hop.ROUTER, False, "router"), _cell(Hop.FRESH, False)
+    )
+    failure = Failure(Signature.HTTP_5XX, 0, 0, 2000, 0.0, 0, 503, "http 503")
+    probes = (Probe("router", "router", ProbeKind.READINESS, False, 503), _e2e(False))
+    ev = Evidence(via_proxy=True, probes=probes, failures=(failure,), matrix=matrix)
+    scoped = replace(ev, scope=Signature.HTTP_5XX)
+    plain_ids = [o.id for o in observations(ev)]
+    assert [o.id for o in observations(scoped)] == [f"http_5xx:{i}" for i in plain_ids]
+    (top, *_) = diagnose(scoped)
+    (unscoped, *_) = diagnose(ev)
+    assert top.layer == unscoped.layer == Layer.ROUTER
+    assert top.supporting == tuple(f"http_5xx:{i}" for i in unscoped.supporting)
+    assert "http_5xx:matrix.router.router.failing.stream" in top.supporting  # the matrix's gate
+
+
+def test_the_layers_keep_their_stored_values_and_order() -> None:
+    assert [layer.value for layer in Layer] == [
+        "client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness",
+        "engine_saturation", "client",
+    ]  # fmt: skip
+    assert [r.value for r in UndecidedReason] == [
+        "not_reproduced", "cold_start", "not_localized", "no_pair_replay", "conflict",
+    ]  # fmt: skip
+    assert [p.value for p in NextProbe] == [
+        "replay_under_load", "soak_again_warm", "localize", "pair_replay", "scrape_unknown",
+    ]  # fmt: skip

@@ -7,35 +7,27 @@ import json
 
 import servelab.core.soak.replay as replay_mod
 from servelab.core.soak.replay import (
-    FAILING,
-    HOP_FRESH,
-    HOP_PAIR,
-    HOP_REUSED,
-    HOP_ROUTER,
-    MINIMAL,
-    REASON_CONNECTION_REUSE,
-    REASON_ENGINE_PAIR,
-    REASON_NO_PAIR_REPLAY,
-    REASON_NOT_REPRODUCED,
-    REASON_PROXY,
-    REASON_ROUTER,
     Cell,
+    Hop,
+    Payload,
+    Reason,
     bisect_next,
     locate,
     shrink,
 )
+from servelab.core.soak.signatures import Outcome
 
 
-def _cell(hop: str, ok: bool, payload: str = FAILING, **kw: str) -> Cell:
-    target = kw.pop("target", "entry" if hop in (HOP_FRESH, HOP_REUSED) else "router")
-    return Cell(hop, target, payload, True, 100, "ok" if ok else "stalled", **kw)  # type: ignore[arg-type]
+def _cell(hop: Hop, ok: bool, payload: Payload = Payload.FAILING, **kw: str) -> Cell:
+    target = kw.pop("target", "entry" if hop in (Hop.FRESH, Hop.REUSED) else "router")
+    return Cell(hop, target, payload, True, 100, Outcome.OK if ok else Outcome.STALLED, **kw)  # type: ignore[arg-type]
 
 
 def _pair(
-    prefill: str, decode: str, ok: bool, side: str = "decode", payload: str = FAILING
+    prefill: str, decode: str, ok: bool, side: str = "decode", payload: Payload = Payload.FAILING
 ) -> Cell:
     return Cell(
-        HOP_PAIR, f"{prefill}+{decode}", payload, True, 100, "ok" if ok else "stalled",
+        Hop.PAIR, f"{prefill}+{decode}", payload, True, 100, Outcome.OK if ok else Outcome.STALLED,
         side="" if ok else side, prefill=prefill, decode=decode,
     )  # fmt: skip
 
@@ -48,33 +40,33 @@ def test_public_api_is_explicit() -> None:
 def test_the_first_hop_that_fails_after_working_inside_it_is_the_layer() -> None:
     pairs = [_pair("p", "d", True)]
     reuse = locate(
-        [*pairs, _cell(HOP_ROUTER, True), _cell(HOP_FRESH, True), _cell(HOP_REUSED, False)]
+        [*pairs, _cell(Hop.ROUTER, True), _cell(Hop.FRESH, True), _cell(Hop.REUSED, False)]
     )
-    assert (reuse.layer, reuse.reason) == ("client_proxy", REASON_CONNECTION_REUSE)
+    assert (reuse.layer, reuse.reason) == ("client_proxy", Reason.CONNECTION_REUSE)
     assert "matrix.entry_fresh.entry.failing.stream" in reuse.working
-    proxy = locate([*pairs, _cell(HOP_ROUTER, True), _cell(HOP_FRESH, False)])
-    assert (proxy.layer, proxy.reason, proxy.hop) == ("client_proxy", REASON_PROXY, HOP_FRESH)
-    router = locate([*pairs, _cell(HOP_ROUTER, False), _cell(HOP_FRESH, False)])
-    assert (router.layer, router.reason) == ("router", REASON_ROUTER)
+    proxy = locate([*pairs, _cell(Hop.ROUTER, True), _cell(Hop.FRESH, False)])
+    assert (proxy.layer, proxy.reason, proxy.hop) == ("client_proxy", Reason.PROXY, Hop.FRESH)
+    router = locate([*pairs, _cell(Hop.ROUTER, False), _cell(Hop.FRESH, False)])
+    assert (router.layer, router.reason) == ("router", Reason.ROUTER)
     assert router.working == ("matrix.pair.p+d.failing.stream",)
-    clean = locate([*pairs, _cell(HOP_ROUTER, True), _cell(HOP_FRESH, True)])
-    assert (clean.layer, clean.reason) == (None, REASON_NOT_REPRODUCED)
-    blind = locate([_cell(HOP_ROUTER, False)])  # no pair could be replayed: no conviction
-    assert (blind.layer, blind.reason) == (None, REASON_NO_PAIR_REPLAY)
+    clean = locate([*pairs, _cell(Hop.ROUTER, True), _cell(Hop.FRESH, True)])
+    assert (clean.layer, clean.reason) == (None, Reason.NOT_REPRODUCED)
+    blind = locate([_cell(Hop.ROUTER, False)])  # no pair could be replayed: no conviction
+    assert (blind.layer, blind.reason) == (None, Reason.NO_PAIR_REPLAY)
 
 
 def test_a_failing_pair_names_its_worker_among_two_decodes() -> None:
     cells = [
         _pair("prefill", "decode0", True),
         _pair("prefill", "decode1", False),
-        _pair("prefill", "decode1", True, payload=MINIMAL),
-        _cell(HOP_ROUTER, False),
+        _pair("prefill", "decode1", True, payload=Payload.MINIMAL),
+        _cell(Hop.ROUTER, False),
     ]
     found = locate(cells)
     assert (found.layer, found.worker, found.reason) == (
         "decode_transfer",
         "decode1",
-        REASON_ENGINE_PAIR,
+        Reason.ENGINE_PAIR,
     )
     assert found.size_dependent  # the minimal payload gets through the same pair
     prefill = locate([_pair("p0", "d", False, "prefill"), _pair("p1", "d", True)])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from servelab.core.ledger.results import SoakDocument
+import json
+
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.soak.result import SoakConfig, SoakResult, SoakTraces, Targets
 from servelab.core.telemetry.traces import REQUEST_ID_ATTR, WORKER_PHASES, Span, phases_so_far
 
 
@@ -26,8 +29,9 @@ def test_no_worker_span_and_every_phase_say_so() -> None:
     assert every.last == "decode" and every.first_missing is None
 
 
-def test_a_soak_document_keeps_its_traces_and_an_untraced_one_has_no_key() -> None:
-    traces = {"n_spans": 3, "requests": [phases_so_far("r", 0, 0, "error", []).to_json()]}
-    doc = SoakDocument(config={}, traces=traces)
-    assert SoakDocument.from_json(doc.to_json()).traces == traces
-    assert "traces" not in SoakDocument(config={}).to_json()
+def test_a_soak_result_keeps_its_traces_and_an_untraced_one_has_none() -> None:
+    traces = SoakTraces(3, (phases_so_far("r", 0, 0, "error", [_span("prefill")]),))
+    stored = json.loads(json.dumps(encode(traces)))
+    assert stored["requests"][0]["seen"] == ["prefill"]
+    assert decode(SoakTraces, stored) == traces
+    assert SoakResult(SoakConfig(), Targets("http://e")).traces is None

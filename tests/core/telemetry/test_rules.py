@@ -7,7 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import servelab.core.telemetry.rules as rules_mod
-from servelab.core.soak.diagnose import Evidence, Replay, Stall, diagnose, undecided
+from servelab.core.soak.diagnose import diagnose, undecided
+from servelab.core.soak.evidence import Replay, ReplayPath, SoakEvidence, Stall
+from servelab.core.soak.observe import is_unknown
+from servelab.core.soak.signatures import Outcome, Phase
 from servelab.core.telemetry.rules import (
     CLIENT_TOLERANCE,
     FIRED,
@@ -76,7 +79,7 @@ def _by_rule(evidence: Sequence[TelemetryEvidence]) -> dict[str, TelemetryEviden
 
 
 def _stall() -> Stall:
-    return Stall(0, 1, 2000, 1.5, 1, 0, 0, "head", "idle timeout")
+    return Stall(0, 1, 2000, 1.5, 1, 0, 0, Phase.HEAD, "idle timeout")
 
 
 def test_public_api_is_explicit() -> None:
@@ -132,7 +135,7 @@ def test_a_source_that_did_not_answer_is_unknown_with_its_reason_never_quiet() -
     assert client.state == UNKNOWN and "decode" in (client.reason or "")
     obs = {o.id: o for o in telemetry_observations(tuple(got.values()))}
     assert obs["telemetry.engine_transfer.decode"].healthy is None
-    assert obs["telemetry.engine_transfer.decode"].data["unknown"] is True
+    assert is_unknown(obs["telemetry.engine_transfer.decode"])
 
 
 def test_a_rising_queue_with_rising_client_ttft_is_engine_saturation() -> None:
@@ -189,7 +192,7 @@ def test_the_client_rule_is_unknown_on_partial_counts_or_too_few_tokens() -> Non
 
 # ------------------------------------------------------------------------ in the diagnosis
 def test_transfer_failures_alone_give_a_decode_transfer_finding_citing_the_counter() -> None:
-    ev = Evidence(False, (_stall(),))
+    ev = SoakEvidence(False, (_stall(),))
     run = _clean(decode=_engine("decode", {FAILED: 3.0}))
     found = diagnose(ev, _view(run, complete=False))
     top = found[0]
@@ -200,15 +203,15 @@ def test_transfer_failures_alone_give_a_decode_transfer_finding_citing_the_count
 
 def test_server_side_faults_give_no_finding_without_a_failure_but_the_client_rule_does() -> None:
     run = _clean(decode=_engine("decode", {FAILED: 3.0}))
-    assert diagnose(Evidence(False), _view(run)) == []
-    found = diagnose(Evidence(False), _view(_clean(), tokens=100))
+    assert diagnose(SoakEvidence(False), _view(run)) == []
+    found = diagnose(SoakEvidence(False), _view(_clean(), tokens=100))
     assert [(f.layer, f.supporting) for f in found] == [
         ("client", ("telemetry.client_vs_server.decodes",))
     ]
 
 
 def test_a_failing_router_contradicts_client_proxy_and_a_quiet_one_proves_nothing() -> None:
-    ev = Evidence(True, (_stall(),), (Replay("fresh_entry", "ok", 200, 0.1),))
+    ev = SoakEvidence(True, (_stall(),), (Replay(ReplayPath.FRESH_ENTRY, Outcome.OK, 200, 0.1),))
     plain = diagnose(ev)[0]
     quiet = diagnose(ev, _view(_clean()))[0]
     # A failure inside a stream passes the router as a 200: its silence supports nothing.
@@ -223,7 +226,7 @@ def test_a_failing_router_contradicts_client_proxy_and_a_quiet_one_proves_nothin
 
 
 def test_undecided_lists_the_telemetry_sources_that_stayed_unknown() -> None:
-    ev = Evidence(False, (_stall(),))
+    ev = SoakEvidence(False, (_stall(),))
     run = _clean(decode=_silent("decode"))
     view = _view(run, complete=False)
     why = undecided(ev, diagnose(ev, view), view)

@@ -27,13 +27,10 @@ from servelab.core.ledger.evidence import (
     Suspect,
     VerificationRecord,
 )
-from servelab.core.ledger.results import (
-    AbArm,
-    AbResultRecord,
-    ComparisonRecord,
-    SoakDocument,
-    SoakFinding,
-)
+from servelab.core.ledger.results import AbArm, AbResultRecord, ComparisonRecord
+from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.verify.checks import CHECK_LIVE_RESTART_NEEDED
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import ledger as store_module
@@ -90,10 +87,10 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     )
     ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result=AbResultRecord())
     soak = ledger.record_soak(
-        SoakDocument(
-            ok=False,
-            config={"s": 4},
-            findings=(SoakFinding("client_proxy", 0.9, evidence=("a",)),),
+        SoakResult(
+            SoakConfig(sessions=4),
+            Targets("http://e"),
+            findings=(Finding(Layer.CLIENT_PROXY, 0.9, ("a",), ()),),
         )
     )
     dep_row = ledger.get_deployment(dep)
@@ -117,7 +114,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     assert ledger.list_ab(knob="other") == []
     soak_row = ledger.get_soak(soak)
     assert soak_row is not None
-    assert soak_row.ok is False and soak_row.findings[0].layer == "client_proxy"
+    assert soak_row.ok is False and soak_row.result.findings[0].layer == "client_proxy"
     assert ledger.get_bench_run(999) is None
 
 
@@ -355,8 +352,9 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
         comparisons=(ComparisonRecord(64, 1.128, (1.1, 1.16), "better", "256", "512", 0.95,
                                       {"method": "welch"}),),
     )  # fmt: skip
-    finding = SoakFinding("client_proxy", 0.9, "proxy", "look", ({"id": "stalls"},))
-    doc = SoakDocument(ok=False, config={"knobs": {"decode/K": "512"}}, findings=(finding,))
+    finding = Finding(Layer.CLIENT_PROXY, 0.9, ("stalls",), ())
+    config = SoakConfig(knobs={"decode/K": "512"})
+    doc = SoakResult(config, Targets("http://e"), findings=(finding,))
     check = {"layer": "live", "service": "decode", "ok": True, "detail": "live", "knob": "K"}
     with Ledger.open(path, clock=_fixed_clock) as ledger:
         ledger.record_deployment(name="pd", spec_hash="h", action="up", detail={"n": 1})
@@ -381,7 +379,7 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
         assert ledger.get_bench_run(1) == BenchRunRecord(1, AT, "x", {"c": 1}, {"s": 2}, 1,
                                                          ({"i": 0},))  # fmt: skip
         assert ledger.get_ab(1) == AbRunRecord(1, AT, "decode", "K", {"repeats": 1}, result)
-        assert ledger.get_soak(1) == SoakRunRecord(1, AT, False, doc.config, doc, (finding,))
+        assert ledger.get_soak(1) == SoakRunRecord(1, AT, False, doc)
         assert ledger.get_case(cid) == CaseRecord(cid, AT, "hang", "open")
         assert ledger.list_suspects(cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
                                                      case_id=cid)]  # fmt: skip
@@ -425,9 +423,11 @@ def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) ->
     assert '"label"' not in dump and '"verified"' not in dump
 
 
-def _soak_doc(ok: bool, layers: list[str]) -> SoakDocument:
-    findings = tuple(SoakFinding(layer, 0.9) for layer in layers)
-    return SoakDocument(ok=ok, config={"knobs": {"decode": {"K": "512"}}}, findings=findings)
+def _soak_doc(ok: bool, layers: list[str]) -> SoakResult:
+    """A soak that passed (no finding) or failed with a finding of each layer."""
+    assert ok is not bool(layers)
+    findings = tuple(Finding(Layer(layer), 0.9, (), ()) for layer in layers)
+    return SoakResult(SoakConfig(knobs={"decode/K": "512"}), Targets("http://e"), findings=findings)
 
 
 def test_record_soak_writes_the_row_and_its_findings(tmp_path: Path) -> None:
@@ -437,8 +437,18 @@ def test_record_soak_writes_the_row_and_its_findings(tmp_path: Path) -> None:
         assert ledger.list_evidence(ledger.create_case(title="t")) == []
     assert row is not None
     assert row.ok is False
-    assert row.config == {"knobs": {"decode": {"K": "512"}}}
-    assert [f.layer for f in row.findings] == ["client_proxy"]
+    assert row.result.config == SoakConfig(knobs={"decode/K": "512"})
+    assert [f.layer for f in row.result.findings] == ["client_proxy"]
+    raw = sqlite3.connect(tmp_path / "l.db")
+    ((layer, confidence, finding),) = raw.execute(
+        "SELECT layer, confidence, finding FROM soak_findings"
+    ).fetchall()
+    raw.close()
+    assert (layer, confidence) == ("client_proxy", 0.9)
+    assert json.loads(finding) == {  # codes and ids: the words are rendered, never stored
+        "layer": "client_proxy", "confidence": 0.9, "supporting": [], "contradicting": [],
+        "worker": None,
+    }  # fmt: skip
 
 
 def test_record_soak_attaches_it_to_the_case(tmp_path: Path) -> None:

@@ -11,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from servelab.cli.ledger import export_csv, export_stream
-from servelab.core.ledger.results import SoakDocument
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.traces import REQUEST_ID_ATTR, Span
 from servelab.errors import StoreError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
 from servelab.report.ledger import prune_lines
+
+_SOAK = SoakResult(SoakConfig(), Targets("http://e"))
 
 
 def _spans(rid: str, n: int = 3) -> list[Span]:
@@ -34,7 +36,7 @@ def test_spans_round_trip_in_the_runs_transaction(tmp_path: Path) -> None:
         run = ledger.record_bench_run(label=None, config={}, summary={}, records=[{"a": 1}],
                                       spans=got)  # fmt: skip
         other = ledger.record_bench_run(label=None, config={}, summary={}, records=[])
-        soak = ledger.record_soak(SoakDocument(config={}), spans=_spans("servelab-s-0", 2))
+        soak = ledger.record_soak(_SOAK, spans=_spans("servelab-s-0", 2))
         assert ledger.spans(run_id=run) == got
         assert list(ledger.iter_spans(run_id=run, batch=2)) == got  # paged, in order
         assert ledger.spans(run_id=other) == []
@@ -81,7 +83,7 @@ def test_prune_removes_a_runs_spans_and_keeps_the_rest(tmp_path: Path) -> None:
                                       spans=_spans("old", 4))  # fmt: skip
         new = ledger.record_bench_run(label=None, config={}, summary={}, records=[{"a": 2}],
                                       spans=_spans("new", 2))  # fmt: skip
-        soak = ledger.record_soak(SoakDocument(config={}), spans=_spans("soak", 3))
+        soak = ledger.record_soak(_SOAK, spans=_spans("soak", 3))
         rows = {t.name: t.rows for t in ledger.stats().tables}
         assert rows["spans"] == 9
         result = ledger.prune_records(keep_runs=1)
@@ -97,7 +99,7 @@ def test_every_export_format_carries_the_spans(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         run = ledger.record_bench_run(label=None, config={}, summary={}, records=[{"a": 1}],
                                       spans=_spans("r", 3))  # fmt: skip
-        soak = ledger.record_soak(SoakDocument(config={}), spans=_spans("s", 2))
+        soak = ledger.record_soak(_SOAK, spans=_spans("s", 2))
         export_stream(ledger, "json", str(tmp_path / "out.json"), records=True)
         export_stream(ledger, "json", str(tmp_path / "bare.json"), records=False)
         export_stream(ledger, "jsonl", str(tmp_path / "out.jsonl"), records=True)

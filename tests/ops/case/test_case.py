@@ -16,7 +16,7 @@ import pytest
 
 from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.deploy.topology import restart_plan
-from servelab.core.ledger.results import SoakDocument, SoakFinding
+from servelab.core.soak.layers import Layer
 from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -24,6 +24,7 @@ from servelab.ops.case import case as cases
 from servelab.report.case import event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
+from tests.support.soakresult import failed_soak
 from tests.support.specs import SECRET, write_pd_spec
 
 
@@ -67,7 +68,7 @@ def test_case_lifecycle_in_the_ledger(ledger: Ledger) -> None:
 
 def test_revert_preview_shows_cost_and_conviction_test(ledger: Ledger) -> None:
     seed_history(ledger)
-    ledger.record_soak(SoakDocument(ok=False, config={"knobs": {K: "512"}}))
+    ledger.record_soak(failed_soak({K: "512"}))
     cid = cases.open_case(ledger, "hang")
     with pytest.raises(CaseError, match="not a suspect"):
         cases.revert_preview(ledger, cid, f"knob:decode/{K}", current="512")
@@ -250,8 +251,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         assert [(c.old, c.new) for c in change] == [("512", "256")]
 
         # the soak that localized the stall to the proxy: what supports its conviction
-        localized = (SoakFinding("client_proxy", 0.8),)
-        ledger.record_soak(SoakDocument(ok=False, findings=localized), case_id=cid)
+        ledger.record_soak(failed_soak(layers=(Layer.CLIENT_PROXY,)), case_id=cid)
         view = cases.resolve_case(
             ledger, cid, "client-side proxy stalls reused connections",
             exonerate=[target], convict=["component:proxy"],

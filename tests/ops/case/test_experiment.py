@@ -10,21 +10,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, RULE_BOUND, RULE_SIGNIFICANT
 from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS
+from servelab.core.soak.result import SoakConfig, Targets
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
 from servelab.ops.knob import get_knob, live_knob, live_knobs
-from servelab.ops.soak.soak import SoakConfig, Targets, soak
+from servelab.ops.soak.soak import soak
 from servelab.report.case import describe_experiment, experiment_lines
-from servelab.report.soak.soak import soak_record
 from tests.support.history import K, seed_history
 from tests.support.specs import write_pd_spec
 
@@ -55,8 +56,8 @@ async def _failing_case(stack: LoadedSpec, ledger: Ledger, suspect: str) -> int:
     cases.add_suspect(ledger, cid, suspect, "the latest change")
     spec = stack.spec
     targets = Targets(spec.services["proxy"].url, spec.services["router"].url)
-    config = SoakConfig(**{**WORKLOAD.__dict__, "knobs": await live_knobs(stack)})
-    found = await soak(config, targets, ledger=ledger, document=soak_record, case_id=cid)
+    config = replace(WORKLOAD, knobs=await live_knobs(stack))
+    found = await soak(config, targets, ledger=ledger, case_id=cid)
     assert not found.ok and found.stalls
     return cid
 
@@ -75,9 +76,7 @@ async def test_the_innocent_knob_is_exonerated_and_its_conviction_refused(
             print(f"{time.monotonic() - started:7.1f}  {line}", flush=True)
 
         cfg = casetest.CaseTestConfig(cid, KNOB, rounds=2)
-        outcome = await casetest.run_case_test(
-            stack, ledger, cfg, progress=note, document=soak_record
-        )
+        outcome = await casetest.run_case_test(stack, ledger, cfg, progress=note)
         wall = time.monotonic() - started
         record = outcome.record
         print(f"case test {KNOB}: {wall:.1f} s wall", *experiment_lines(record), sep="\n")
@@ -128,7 +127,7 @@ async def test_a_proxy_is_tested_by_bypassing_it(stack: LoadedSpec, tmp_path: Pa
             await casetest.run_case_test(stack, ledger, casetest.CaseTestConfig(cid, KNOB))
         started = time.monotonic()
         cfg = casetest.CaseTestConfig(cid, "component:proxy", rounds=2)
-        outcome = await casetest.run_case_test(stack, ledger, cfg, document=soak_record)
+        outcome = await casetest.run_case_test(stack, ledger, cfg)
         print(f"case test component:proxy: {time.monotonic() - started:.1f} s wall")
         record = outcome.record
         spec = stack.spec

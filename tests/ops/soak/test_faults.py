@@ -13,10 +13,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from servelab.core.soak.observe import Localization
-from servelab.ops.soak.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
+from servelab.core.ledger.codec import encode
+from servelab.core.soak.evidence import Localization
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
+from servelab.ops.soak.soak import soak
 from servelab.report.soak.matrix import matrix_lines
-from servelab.report.soak.soak import render_soak, soak_record
+from servelab.report.soak.soak import render_soak, soak_json
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support.http import post, set_faults
@@ -167,7 +169,8 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> 
         result = _run(cfg, targets, "decode1 wedged, no /metrics")
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode1"), result.findings
-    assert soak_record(result).findings[0].worker == "decode1"  # stored and worded too
+    assert encode(result)["findings"][0]["worker"] == "decode1"  # stored
+    assert soak_json(result)["findings"][0]["evidence"][0]["text"] == "worker: decode1"  # worded
     assert "worker decode1" in render_soak(result)
     obs = {o.id: o for o in result.observations}
     assert obs["metrics.decode1.progress"].healthy is None  # unknown, not healthy

@@ -13,7 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from servelab.ops.soak.soak import SoakConfig, SoakResult, Targets, soak
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets
+from servelab.ops.soak.soak import soak
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support.http import set_faults
 from tests.support.processes import children
@@ -63,7 +64,7 @@ def test_a_soak_right_after_a_cold_restart_convicts_nothing(stack: SimStack) -> 
     stack.restart_workers(decode_env={ENV_WARMUP_S: str(4.0 / SCALE)})
     cfg = SoakConfig(sessions=2, rounds=2, idle_timeout_s=3, duration_s=60, connection="fresh")
     result = _run(cfg, soak_targets(stack))
-    assert result.findings == [], result.findings
+    assert result.findings == (), result.findings
     assert all(s.session >= 0 and s.round >= 0 for s in result.stalls)
     assert result.start is not None and result.start.start == "cold"
     assert result.ok, (result.stalls, result.errors)

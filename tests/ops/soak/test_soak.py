@@ -18,9 +18,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from servelab.core.ledger.codec import encode
+from servelab.core.soak.observe import ProbeResult, ReplayResult
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.soak.soak import SoakConfig, SoakResult, Targets, WorkerTarget, soak
-from servelab.report.soak.soak import soak_record
+from servelab.ops.soak.soak import soak
 from tests.support.http import set_faults
 from tests.support.processes import children
 from tests.support.servers import serve
@@ -96,13 +98,14 @@ def test_clean_soak_gives_no_finding_and_reuses_one_connection_per_session(
         SoakConfig(sessions=2, rounds=3, idle_timeout_s=5, duration_s=30, connection="fresh"),
         _targets(stack, workers=False),
     )
-    assert result.ok, (result.stalls, result.errors, result.issues)
-    assert result.findings == [] and result.stalls == [] and not result.localized
-    assert [s.rounds_done for s in result.sessions] == [4, 4, 4]
-    assert [s.connections for s in result.sessions] == [1, 1, 1]
+    assert result.ok, (result.stalls, result.errors, result.correctness)
+    assert result.findings == () and result.stalls == () and not result.localized
+    assert [s.rounds_done for s in result.sessions.per_session] == [4, 4, 4]
+    assert [s.connections for s in result.sessions.per_session] == [1, 1, 1]
     assert result.determinism.same_text is True
     assert result.determinism.concurrency is not None and result.determinism.concurrency >= 2
-    assert fresh.ok and fresh.findings == [] and [s.connections for s in fresh.sessions] == [3, 3]
+    assert fresh.ok and fresh.findings == ()
+    assert [s.connections for s in fresh.sessions.per_session] == [3, 3]
     assert {w.role for w in fresh.targets.workers} == {"prefill", "decode"}  # from /workers
 
 
@@ -124,11 +127,11 @@ def test_proxy_stall_on_reused_connections_is_localized_to_client_proxy(stack: S
     top = result.findings[0]
     assert top.layer == "client_proxy", result.findings
     assert {"replay.fresh_entry", "replay.direct_router"} <= set(top.supporting)
-    obs = {o.id: o for o in result.observations}
-    assert obs["replay.fresh_entry"].data["outcome"] == "ok"
-    assert obs["replay.direct_router"].data["outcome"] == "ok"
+    replays = {o.id: o.replay for o in result.observations if isinstance(o, ReplayResult)}
+    assert replays["replay.fresh_entry"].outcome == "ok"
+    assert replays["replay.direct_router"].outcome == "ok"
     assert top.contradicting == ()
-    assert fresh.ok and fresh.findings == []  # fresh connections get through the same proxy
+    assert fresh.ok and fresh.findings == ()  # fresh connections get through the same proxy
 
 
 def test_tool_call_corruption_under_load_is_a_correctness_finding(stack: SimStack) -> None:
@@ -140,7 +143,7 @@ def test_tool_call_corruption_under_load_is_a_correctness_finding(stack: SimStac
         set_faults(stack.decode_url, corrupt_under_load=None)
     assert not result.stalls
     assert [f.layer for f in result.findings] == ["correctness"]
-    assert any(i.kind == "tool_call_json" for i in result.issues)
+    assert any(i.kind == "tool_call_json" for i in result.correctness)
 
 
 def test_the_deadline_ends_a_soak_with_partial_results(stack: SimStack) -> None:
@@ -154,8 +157,8 @@ def test_the_deadline_ends_a_soak_with_partial_results(stack: SimStack) -> None:
         check_determinism=False,
     )
     result = _run(cfg, _targets(stack))
-    assert result.deadline_hit and result.findings == []
-    assert 0 < sum(s.rounds_done for s in result.sessions) < 100
+    assert result.deadline_hit and result.findings == ()
+    assert 0 < result.sessions.rounds_done < 100
     assert result.elapsed_s < 3.5
 
 
@@ -174,8 +177,10 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     assert {s.session for s in result.stalls} == {-1, 0, 1}
     assert all(s.connection_requests == 0 for s in result.stalls)
     assert result.findings[0].layer == "decode_transfer", result.findings
-    health = [o for o in result.observations if o.id.endswith(".health")]
-    assert len(health) == 2 and all(o.healthy and o.data["status"] == 200 for o in health)
+    health = [
+        o for o in result.observations if isinstance(o, ProbeResult) and o.probe.kind == "health"
+    ]
+    assert len(health) == 2 and all(o.healthy and o.probe.status == 200 for o in health)
     assert {o.id for o in health} <= set(result.findings[0].supporting)
     assert all(f.layer != "client_proxy" for f in result.findings)
 
@@ -238,10 +243,11 @@ def test_body_stall_evidence_and_what_is_not_a_stall() -> None:
     assert (stall.phase, stall.reason, stall.received_events) == ("body", "idle timeout", 1)
     assert stall.received_bytes > 80 and stall.connection_requests == 0
     malformed = asyncio.run(_soak_mode("malformed"))
-    assert malformed.stalls == [] and malformed.errors[0].error == "malformed stream"
+    assert malformed.stalls == () and malformed.errors[0].error == "malformed stream"
     failed = asyncio.run(_soak_mode("fail"))
-    assert failed.stalls == [] and failed.errors[0].error == "http 503"
-    assert failed.sessions[0].rounds_done == 0 and failed.sessions[0].connections == 1
+    assert failed.stalls == () and failed.errors[0].error == "http 503"
+    (session,) = failed.sessions.per_session
+    assert session.rounds_done == 0 and session.connections == 1
 
 
 def test_the_soak_records_itself_in_the_ledger_before_on_result(
@@ -260,7 +266,6 @@ def test_the_soak_records_itself_in_the_ledger_before_on_result(
                 cfg,
                 _router_targets(stack),
                 ledger=ledger,
-                document=soak_record,
                 case_id=case_id,
                 on_result=on_result,
             )
@@ -289,5 +294,5 @@ def test_a_soak_keeps_what_the_router_and_the_engines_counted(stack: SimStack) -
     assert served is not None and served >= 2 * 3  # every round, plus the soak's own probes
     router = result.telemetry.source("router")
     assert router is not None and router.state == "ok"
-    doc = soak_record(result).to_json()
+    doc = encode(result)
     assert doc["telemetry"]["sources"][0]["state"] == "ok"

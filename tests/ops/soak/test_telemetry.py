@@ -13,9 +13,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from servelab.core.soak.result import SoakConfig, SoakResult
 from servelab.core.telemetry.promtext import parse_exposition
-from servelab.ops.soak.soak import SoakConfig, SoakResult, soak
-from servelab.report.soak.soak import render_soak, soak_record
+from servelab.core.telemetry.rules import TelemetryReading
+from servelab.ops.soak.soak import soak
+from servelab.report.soak.soak import render_soak, soak_json
 from tests.support.http import set_faults
 from tests.support.processes import children
 from tests.support.soak import soak_targets
@@ -34,6 +36,10 @@ def _counted(url: str, name: str) -> float:
     with urllib.request.urlopen(url + "/metrics", timeout=5) as resp:
         exp = parse_exposition(resp.read().decode())
     return sum(v for (n, _), v in exp.values().items() if n == name)
+
+
+def _readings(result: SoakResult) -> dict[str, TelemetryReading]:
+    return {o.id: o for o in result.observations if isinstance(o, TelemetryReading)}
 
 
 def _soak(st: SimStack, config: SoakConfig) -> SoakResult:
@@ -56,17 +62,17 @@ def test_failing_transfers_fire_the_transfer_rule_citing_the_decodes_counter(
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode"), result.findings
     assert "telemetry.engine_transfer.decode" in top.supporting
-    obs = {o.id: o for o in result.observations}
+    obs = _readings(result)
     transfer = obs["telemetry.engine_transfer.decode"]
     assert transfer.healthy is False
-    (cite,) = transfer.data["cites"]
-    assert (cite["source"], cite["series"].split("{")[0]) == ("decode", FAILED)
-    assert cite["value"] == grew  # what the decode counted over the soak, nothing else
+    (cite,) = transfer.evidence.cites
+    assert (cite.source, cite.series.split("{")[0]) == ("decode", FAILED)
+    assert cite.value == grew  # what the decode counted over the soak, nothing else
     # The decode's error comes inside a 200 stream: the router counted nothing (and says so).
     router = obs["telemetry.router_errors.router"]
-    assert router.healthy is True and router.data["state"] == "quiet"
+    assert router.healthy is True and router.evidence.state == "quiet"
     # Stored and worded with the metric.
-    evidence = soak_record(result).findings[0].evidence
+    evidence = soak_json(result)["findings"][0]["evidence"]
     assert any(e["id"] == "telemetry.engine_transfer.decode" for e in evidence)
     assert f"{FAILED}" in render_soak(result)
 
@@ -78,10 +84,10 @@ def test_a_decode_answering_500_fires_the_router_rule_pointing_at_the_workers(
     cfg = SoakConfig(sessions=2, rounds=2, idle_timeout_s=3, duration_s=30, localize=False)
     result = _soak(stack, cfg)
     assert result.failures and not result.ok
-    obs = {o.id: o for o in result.observations}
+    obs = _readings(result)
     router = obs["telemetry.router_errors.router"]
-    assert router.healthy is False and router.data["points_at"] == "workers", router
-    cited = {c["series"].split("{")[0]: c["value"] for c in router.data["cites"]}
+    assert router.healthy is False and router.evidence.points_at == "workers", router
+    cited = {c.series.split("{")[0]: c.value for c in router.evidence.cites}
     assert cited["smg_worker_errors_total"] > 0
     assert obs["telemetry.engine_transfer.decode"].healthy is True  # not a transfer failure
     assert "the router counted its workers failing: smg_worker_errors_total" in render_soak(result)
@@ -91,7 +97,7 @@ def test_a_clean_soak_fires_no_telemetry_rule(stack: SimStack) -> None:
     cfg = SoakConfig(sessions=2, rounds=3, idle_timeout_s=3, duration_s=40)
     result = _soak(stack, cfg)
     assert result.ok, render_soak(result)
-    tele = [o for o in result.observations if o.id.startswith("telemetry.")]
+    tele = list(_readings(result).values())
     assert {o.id for o in tele} >= {
         "telemetry.router_errors.router", "telemetry.engine_transfer.decode",
         "telemetry.client_vs_server.decodes",
@@ -99,4 +105,5 @@ def test_a_clean_soak_fires_no_telemetry_rule(stack: SimStack) -> None:
     assert all(o.healthy is not False for o in tele), tele
     client = next(o for o in tele if o.id == "telemetry.client_vs_server.decodes")
     assert client.healthy is True  # the client's tokens and the decode's agree within 25%
-    assert result.client is not None and result.client.output_tokens > 0
+    counted = {c.series: c.value for c in client.evidence.cites if c.source == "client"}
+    assert counted["output_tokens"] > 0

@@ -14,10 +14,12 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.spec import TracingSpec
+from servelab.core.soak.result import SoakConfig, SoakResult
+from servelab.core.telemetry.traces import RequestPhases, spans_by_request
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.soak.soak import SoakConfig, SoakResult, soak
+from servelab.ops.soak.soak import soak
 from servelab.ops.telemetry.tracing import ROUTER_GRACE_S, TraceCollector
-from servelab.report.soak.soak import render_soak, soak_record
+from servelab.report.soak.soak import render_soak
 from servelab.sim.settings import ENV_OTLP
 from tests.support import free_ports
 from tests.support.http import set_faults
@@ -39,23 +41,24 @@ def traced() -> Iterator[tuple[SimStack, str]]:
 def _soak(st: SimStack, endpoint: str, ledger: Ledger, config: SoakConfig) -> SoakResult:
     collector = TraceCollector(TracingSpec(endpoint=endpoint, wait_s=20.0))
     started = time.monotonic()
-    result = asyncio.run(
-        soak(config, soak_targets(st), ledger=ledger, document=soak_record, traces=collector)
-    )
+    result = asyncio.run(soak(config, soak_targets(st), ledger=ledger, traces=collector))
     # bounded: the wait for the failed requests' spans ends by the soak's deadline (+ a grace)
     assert time.monotonic() - started < config.duration_s + ROUTER_GRACE_S + 1.0
     return result
 
 
-def _check_recorded(ledger: Ledger, result: SoakResult) -> None:
-    assert result.soak_id is not None and result.spans
-    assert ledger.spans(soak_id=result.soak_id) == list(result.spans)
+def _check_recorded(ledger: Ledger, result: SoakResult) -> tuple[RequestPhases, ...]:
+    """Every span received is recorded with the soak, each failed request's among them; the
+    failed requests' phases as the soak named them."""
+    assert result.soak_id is not None and result.traces is not None
+    recorded = ledger.spans(soak_id=result.soak_id)
+    assert recorded and len(recorded) == result.traces.n_spans
+    by_request = spans_by_request(recorded)
+    for p in result.traces.requests:
+        assert set(p.seen) <= {s.name for s in by_request[p.request_id]}
     stored = ledger.get_soak(result.soak_id)
-    assert stored is not None and stored.result.traces is not None
-    assert stored.result.traces["n_spans"] == len(result.spans)
-    assert [r["request_id"] for r in stored.result.traces["requests"]] == [
-        p.request_id for p in result.phases or ()
-    ]
+    assert stored is not None and stored.result.traces == result.traces
+    return result.traces.requests
 
 
 def test_failed_transfers_are_named_stopped_in_or_after_the_kv_transfer(
@@ -67,16 +70,16 @@ def test_failed_transfers_are_named_stopped_in_or_after_the_kv_transfer(
                      check_determinism=False)  # fmt: skip
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = _soak(st, endpoint, ledger, cfg)
-        _check_recorded(ledger, result)
-    assert result.errors and result.phases is not None
-    assert len(result.phases) == len(result.errors) == 2  # each session's first request failed
-    for p in result.phases:
+        phases = _check_recorded(ledger, result)
+    assert result.errors and result.traces is not None
+    assert len(phases) == len(result.errors) == 2  # each session's first request failed
+    for p in phases:
         assert p.outcome == "error" and p.request_id.startswith("servelab-")
         assert p.seen == ("prefill_queue", "prefill", "kv_transfer"), p
         assert p.last == "kv_transfer" and p.first_missing == "first_decode_step"
     text = render_soak(result)
     assert "none for first_decode_step: it stopped in or after the KV transfer" in text, text
-    assert f"traces: {len(result.spans)} span(s) received" in text
+    assert f"traces: {result.traces.n_spans} span(s) received" in text
 
 
 def test_a_wedged_decode_stall_is_named_with_its_phases(
@@ -88,9 +91,8 @@ def test_a_wedged_decode_stall_is_named_with_its_phases(
                      check_determinism=False, warm_up=False)  # fmt: skip
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = _soak(st, endpoint, ledger, cfg)
-        _check_recorded(ledger, result)
-    assert result.stalls and result.phases is not None
-    (p,) = result.phases
+        (p,) = _check_recorded(ledger, result)
+    assert result.stalls
     assert p.outcome == "stalled" and (p.session, p.round) == (0, 0)
     # the prefill finished; the wedged decode's KV transfer never did
     assert p.seen == ("prefill_queue", "prefill") and p.first_missing == "kv_transfer", p

@@ -3,8 +3,10 @@ silent sources as UNKNOWN, quiet rules not on the console."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.core.telemetry.rules import ClientWindow, ServerView, assess, telemetry_observations
-from servelab.ops.soak.soak import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.report.soak.soak import render_soak, telemetry_lines
 from tests.support.telemetry import FAILED, transfer_failure_telemetry
 
@@ -15,10 +17,9 @@ def _result() -> SoakResult:
         WorkerTarget("prefill", "prefill", "http://p"),
         WorkerTarget("decode", "decode", "http://d"),
     )
-    result = SoakResult(SoakConfig(), Targets("http://r", "http://r", workers))
-    result.telemetry = run
-    result.observations = telemetry_observations(assess(ServerView(run, {}, ClientWindow(0))))
-    return result
+    observed = telemetry_observations(assess(ServerView(run, {}, ClientWindow(0))))
+    targets = Targets("http://r", "http://r", workers)
+    return SoakResult(SoakConfig(), targets, telemetry=run, observations=tuple(observed))
 
 
 def test_fired_rules_and_silent_sources_are_listed_with_what_they_read() -> None:
@@ -37,6 +38,4 @@ def test_fired_rules_and_silent_sources_are_listed_with_what_they_read() -> None
 
 
 def test_no_telemetry_no_lines() -> None:
-    result = _result()
-    result.telemetry = None
-    assert telemetry_lines(result) == []
+    assert telemetry_lines(replace(_result(), telemetry=None)) == []

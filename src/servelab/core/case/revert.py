@@ -194,7 +194,7 @@ def conviction_test(
     failing: list[int] = []
     passing: list[int] = []
     for soak in soaks:
-        value = soak.knob(service, knob)
+        value = soak.result.config.knob(service, knob)
         if value is not None and value == with_value and soak.ok is False:
             failing.append(soak.id)
         if value is not None and value == without_value and soak.ok is True:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
 from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+from servelab.core.soak.result import SoakConfig
 
 __all__ = [
     "COMPONENT_LAYERS",
@@ -44,7 +45,7 @@ WHY_EXPERIMENT_CONTRADICTS = "experiment_contradicts"
 WHY_SOAK_PAIR_CONTRADICTS = "soak_pair_contradicts"
 WHY_NO_SUPPORT = "no_supporting_evidence"
 
-#: The localization layers (:data:`servelab.core.soak.diagnose.LAYERS`) that stand for a component.
+#: The localization layers (:class:`servelab.core.soak.layers.Layer`) that stand for a component.
 COMPONENT_LAYERS: Mapping[str, tuple[str, ...]] = {
     "proxy": ("client_proxy",),
     "client": ("client_proxy",),
@@ -52,11 +53,6 @@ COMPONENT_LAYERS: Mapping[str, tuple[str, ...]] = {
     "prefill": ("prefill",),
     "decode": ("decode_transfer", "engine_wedge"),
 }
-
-_WORKLOAD = (
-    "sessions", "rounds", "connection", "think_time_s", "max_tokens", "turn_words", "seed",
-    "idle_timeout_s",
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -98,18 +94,26 @@ def experiments_of(
     return out
 
 
-def _other_knobs(soak: SoakRunRecord, service: str, knob: str) -> dict[str, object]:
-    knobs = dict(soak.config.get("knobs") or {})
+def _other_knobs(soak: SoakRunRecord, service: str, knob: str) -> dict[str, str | None]:
+    knobs = dict(soak.result.config.knobs)
     knobs.pop(f"{service}/{knob}", None)
     knobs.pop(knob, None)
     return knobs
 
 
+def _workload(config: SoakConfig) -> tuple[object, ...]:
+    """What a soak's traffic was: sessions, rounds, connections, pace, answers, seed, idle timeout
+    (not its duration, model, localization or knobs)."""
+    c = config
+    return (c.sessions, c.rounds, c.connection, c.think_time_s, c.max_tokens, c.turn_words, c.seed,
+            c.idle_timeout_s)  # fmt: skip
+
+
 def same_workload(a: SoakRunRecord, b: SoakRunRecord, service: str, knob: str) -> bool:
     """Nothing but ``service``'s ``knob`` differs between the two soaks (see the docstring)."""
-    if any(a.config.get(k) != b.config.get(k) for k in _WORKLOAD):
+    if _workload(a.result.config) != _workload(b.result.config):
         return False
-    if a.result.targets.get("entry_url") != b.result.targets.get("entry_url"):
+    if a.result.targets.entry_url != b.result.targets.entry_url:
         return False
     return _other_knobs(a, service, knob) == _other_knobs(b, service, knob)
 
@@ -123,7 +127,8 @@ def incriminating_pairs(
         for pid, passed in soaks:
             if failed.ok is not False or passed.ok is not True:
                 continue
-            with_v, without = failed.knob(service, knob), passed.knob(service, knob)
+            with_v = failed.result.config.knob(service, knob)
+            without = passed.result.config.knob(service, knob)
             if with_v == without or not same_workload(failed, passed, service, knob):
                 continue
             pairs.append((fid, pid))
@@ -132,7 +137,7 @@ def incriminating_pairs(
 
 def _finding_support(target: str, soaks: Sequence[tuple[int, SoakRunRecord]]) -> list[int]:
     layers = COMPONENT_LAYERS.get(target.removeprefix("component:"), ())
-    return [eid for eid, s in soaks if any(f.layer in layers for f in s.findings)]
+    return [eid for eid, s in soaks if any(f.layer in layers for f in s.result.findings)]
 
 
 def _knob_of(target: str) -> tuple[str, str] | None:

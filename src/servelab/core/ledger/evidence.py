@@ -4,7 +4,8 @@ Pure. :mod:`servelab.io.ledger.ledger` fetches a row as a mapping (JSON columns 
 bool) and returns ``Record.from_row(row)``; ``record.to_json()`` is that row in the ledger's export
 (``servelab ledger export``, from which :mod:`servelab.report.docs` builds the docs). The results
 the ledger stores as JSON documents are typed in :mod:`servelab.core.ledger.results` (an A/B's
-result, a soak's document and its findings).
+result) and :mod:`servelab.core.soak.result` (a soak's, stored through
+:mod:`servelab.core.ledger.codec`: :func:`read_soak_run` reads a soak row of any age).
 
 Older ledgers are read as they are (``from_row``/``from_json`` accept both shapes; nothing is
 rewritten on disk): an A/B arm that carries both ``label`` and ``value`` reads ``value`` (else
@@ -18,8 +19,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.core.ledger.jsonvalues import obj, objs, opt_bool, opt_int, opt_str
-from servelab.core.ledger.results import AbResultRecord, SoakDocument, SoakFinding
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.jsonvalues import obj, objs, opt_int, opt_str
+from servelab.core.ledger.results import AbResultRecord
+from servelab.core.soak.result import SoakResult
+from servelab.core.soak.upgrade import upgrade_soak_run
 from servelab.core.verify.checks import is_check_code
 
 __all__ = [
@@ -37,6 +41,7 @@ __all__ = [
     "SoakRunRecord",
     "Suspect",
     "VerificationRecord",
+    "read_soak_run",
 ]
 
 
@@ -286,41 +291,19 @@ class AbRunRecord:
 
 @dataclass(frozen=True)
 class SoakRunRecord:
-    """A recorded soak: pass/fail, the config it ran with, its document and its findings."""
+    """A recorded soak: when, whether it passed (the row's ``ok``; None: not known), and its
+    result (its config, findings and everything else: codes and numbers, never words)."""
 
     id: int
     at: str
     ok: bool | None
-    config: Mapping[str, Any]
-    result: SoakDocument
-    findings: tuple[SoakFinding, ...] = ()
+    result: SoakResult
 
-    def knob(self, service: str, knob: str) -> str | None:
-        """The knob's value in this soak's config (``SERVICE/NAME``, else ``NAME``)."""
-        knobs = obj(self.config.get("knobs"))
-        return opt_str(knobs.get(f"{service}/{knob}", knobs.get(knob)))
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> SoakRunRecord:
-        findings = tuple(SoakFinding.from_json(f) for f in objs(row.get("findings")))
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            opt_bool(row.get("ok")),
-            obj(row.get("config")),
-            SoakDocument.from_json(obj(row.get("result"))),
-            findings,
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "ok": self.ok,
-            "config": dict(self.config),
-            "result": self.result.to_json(),
-            "findings": [f.to_json() for f in self.findings],
-        }
+def read_soak_run(row: Mapping[str, Any]) -> SoakRunRecord:
+    """A ``soak_runs`` row (``findings``: its ``soak_findings``) or an export's soak run, of any
+    age (:func:`~servelab.core.soak.upgrade.upgrade_soak_run`)."""
+    return decode(SoakRunRecord, upgrade_soak_run(row))
 
 
 # -- cases -------------------------------------------------------------------------------------
@@ -562,7 +545,7 @@ class LedgerExport:
             ),
             bench_runs=tuple(BenchRunRecord.from_row(r) for r in objs(doc.get("bench_runs"))),
             ab_runs=tuple(AbRunRecord.from_row(r) for r in objs(doc.get("ab_runs"))),
-            soak_runs=tuple(SoakRunRecord.from_row(r) for r in objs(doc.get("soak_runs"))),
+            soak_runs=tuple(read_soak_run(r) for r in objs(doc.get("soak_runs"))),
             cases=tuple(CaseExport.from_json(r) for r in objs(doc.get("cases"))),
         )
 
@@ -575,6 +558,6 @@ class LedgerExport:
             "verifications": [r.to_json() for r in self.verifications],
             "bench_runs": [r.to_json() for r in self.bench_runs],
             "ab_runs": [r.to_json() for r in self.ab_runs],
-            "soak_runs": [r.to_json() for r in self.soak_runs],
+            "soak_runs": [encode(r) for r in self.soak_runs],
             "cases": [c.to_json() for c in self.cases],
         }

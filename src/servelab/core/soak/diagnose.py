@@ -1,13 +1,14 @@
-"""Localization: evidence in, findings out (pure rules; wording lives in ``report.soak.soak``).
+"""Localization: evidence in, findings out (pure rules; wording lives in ``report.soak``).
 
-The evidence and its numbered facts are :mod:`servelab.core.soak.observe` (re-exported here);
-:func:`diagnose` applies one rule per layer and returns :class:`Finding` s, most likely first. A
-finding names the observations that support it and those that contradict it, and the worker when
-one is singled out. When the replay matrix (:mod:`servelab.core.soak.replay`) located the failure,
-its layer's finding carries the matrix cells (the first hop at which the same payload goes from
-working to failing); a failure the matrix could not reproduce convicts no proxy. When failures
-were seen and nothing is found, :func:`undecided` says why: the observations that conflict, the
-sources that stayed unknown, and the probe that would tell them apart.
+The evidence is :mod:`servelab.core.soak.evidence`, its numbered facts
+:mod:`servelab.core.soak.observe`; :func:`diagnose` applies one rule per layer and returns
+:class:`Finding` s, most likely first. The rules select facts by their type and fields; a finding
+names the observations that support it and those that contradict it by their ids, and the worker
+when one is singled out. When the replay matrix (:mod:`servelab.core.soak.replay`) located the
+failure, its layer's finding carries the matrix cells (the first hop at which the same payload
+goes from working to failing); a failure the matrix could not reproduce convicts no proxy. When
+failures were seen and nothing is found, :func:`undecided` says why: the observations that
+conflict, the sources that stayed unknown, and the probe that would tell them apart.
 
 Confidence (a score in [0, 1], not a probability): each rule has a base; every supporting
 observation beyond the ones its gate needs adds ``_SUPPORT_STEP``, every contradicting one removes
@@ -17,25 +18,37 @@ except the run telemetry's ``client`` rule (the client did not receive what the 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from enum import StrEnum
+from typing import TypeVar
 
+from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
+from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
-    CorrectnessIssue,
-    EngineActivity,
-    Evidence,
+    CorrectnessViolations,
+    EngineProgress,
+    FreshConnectionStalls,
+    MatrixBisection,
+    MatrixCell,
     Observation,
-    Probe,
-    Replay,
-    Stall,
+    OpenCircuit,
+    ProbeResult,
+    ReplayResult,
+    ReusedConnectionStalls,
+    RouterHealth,
+    SignatureFailures,
+    Stalls,
+    TransferFailures,
+    UnhealthyWorker,
+    is_unknown,
     observations,
-    parse_metrics,
-    parse_worker_list,
-    parse_workers,
 )
-from servelab.core.soak.replay import REASON_NO_PAIR_REPLAY, REASON_NOT_REPRODUCED
+from servelab.core.soak.replay import Reason
+from servelab.core.soak.signatures import Signature
 from servelab.core.telemetry.rules import (
     FIRED,
+    WORKERS,
     ServerView,
     TelemetryEvidence,
     assess,
@@ -43,69 +56,51 @@ from servelab.core.telemetry.rules import (
 )
 from servelab.core.verify.coldstart import COLD
 
-__all__ = [
-    "LAYERS",
-    "PROBE_LOCALIZE",
-    "PROBE_PAIR_REPLAY",
-    "PROBE_REPLAY_UNDER_LOAD",
-    "PROBE_SCRAPE",
-    "PROBE_SOAK_WARM",
-    "UNDECIDED_COLD",
-    "UNDECIDED_CONFLICT",
-    "UNDECIDED_NOT_LOCALIZED",
-    "UNDECIDED_NOT_REPRODUCED",
-    "UNDECIDED_NO_PAIR",
-    "CorrectnessIssue",
-    "EngineActivity",
-    "Evidence",
-    "Finding",
-    "Observation",
-    "Probe",
-    "Replay",
-    "ServerView",
-    "Stall",
-    "Undecided",
-    "diagnose",
-    "observations",
-    "parse_metrics",
-    "parse_worker_list",
-    "parse_workers",
-    "undecided",
-]
+__all__ = ["Finding", "NextProbe", "Undecided", "UndecidedReason", "diagnose", "undecided"]
 
-LAYERS = (
-    "client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness",
-    "engine_saturation", "client",
-)  # fmt: skip
-#: the layers router-counted worker errors (``points_at == "workers"``) support
-_ENGINE_LAYERS = ("prefill", "decode_transfer", "engine_wedge")
+#: the layers router-counted worker errors (``points_at == WORKERS``) support
+_ENGINE_LAYERS = (Layer.PREFILL, Layer.DECODE_TRANSFER, Layer.ENGINE_WEDGE)
 #: the layers server-side evidence of a fault contradicts (it is not only the client side)
-_CLIENT_SIDE = ("client_proxy",)
+_CLIENT_SIDE = (Layer.CLIENT_PROXY,)
+_ORDER = tuple(Layer)
 _TELEMETRY_BASE = 0.5
 
 _SUPPORT_STEP = 0.05
 _CONTRA_STEP = 0.2
 _MATRIX_BASE = 0.75
 
-UNDECIDED_NOT_REPRODUCED = "not_reproduced"  # every replay answered the failing payload
-UNDECIDED_COLD = "cold_start"  # ... and the engines were cold when the soak began
-UNDECIDED_NOT_LOCALIZED = "not_localized"  # no matrix was run (--no-localize, budget, deadline)
-UNDECIDED_NO_PAIR = "no_pair_replay"  # the router fails, no pair could be replayed directly
-UNDECIDED_CONFLICT = "conflict"  # evidence points different ways, no rule's gate holds
+T = TypeVar("T")
 
-PROBE_REPLAY_UNDER_LOAD = "replay_under_load"  # soak longer / with more sessions, then replay
-PROBE_SOAK_WARM = "soak_again_warm"  # soak again now that the engines are warm
-PROBE_LOCALIZE = "localize"  # soak again with localization on and time for it
-PROBE_PAIR_REPLAY = "pair_replay"  # give the prefills' bootstrap ports so pairs can be replayed
-PROBE_SCRAPE = "scrape_unknown"  # make the unknown sources answer (metrics port, /metrics)
+#: The facts that are the failures themselves (what a "no finding" weighs the replays against).
+_FAILED = (SignatureFailures, Stalls, ReusedConnectionStalls, FreshConnectionStalls)
+
+
+class UndecidedReason(StrEnum):
+    """Why failures gave no finding."""
+
+    NOT_REPRODUCED = "not_reproduced"  # every replay answered the failing payload
+    COLD = "cold_start"  # ... and the engines were cold when the soak began
+    NOT_LOCALIZED = "not_localized"  # no matrix was run (--no-localize, budget, deadline)
+    NO_PAIR = "no_pair_replay"  # the router fails, no pair could be replayed directly
+    CONFLICT = "conflict"  # evidence points different ways, no rule's gate holds
+
+
+class NextProbe(StrEnum):
+    """The probe that would tell the suspects apart when there is no finding."""
+
+    REPLAY_UNDER_LOAD = "replay_under_load"  # soak longer / with more sessions, then replay
+    SOAK_WARM = "soak_again_warm"  # soak again now that the engines are warm
+    LOCALIZE = "localize"  # soak again with localization on and time for it
+    PAIR_REPLAY = "pair_replay"  # give the prefills' bootstrap ports so pairs can be replayed
+    SCRAPE = "scrape_unknown"  # make the unknown sources answer (metrics port, /metrics)
 
 
 @dataclass(frozen=True, slots=True)
 class Finding:
-    """A suspected layer with its confidence, the observations for and against it, and the
-    worker (service name or URL) when one is singled out."""
+    """A suspected layer with its confidence, the observations (ids) for and against it, and
+    the worker (service name or URL) when one is singled out."""
 
-    layer: str
+    layer: Layer
     confidence: float
     supporting: tuple[str, ...]
     contradicting: tuple[str, ...]
@@ -115,34 +110,47 @@ class Finding:
 @dataclass(frozen=True, slots=True)
 class Undecided:
     """Why failures gave no finding: a reason code, the observations that conflict, the sources
-    that stayed unknown, and the probe (code) that would tell them apart."""
+    that stayed unknown, and the probe that would tell them apart."""
 
-    reason: str
+    reason: UndecidedReason
     conflicting: tuple[str, ...]
     unknown: tuple[str, ...]
-    probe: str
+    probe: NextProbe
 
 
 # ------------------------------------------------------------------------------------- rules
 @dataclass(frozen=True)
 class _View:
-    """Lookups the rules share."""
+    """Lookups the rules share: the evidence, and its facts by id (in the order observed)."""
 
-    ev: Evidence
-    obs: dict[str, Observation]
+    ev: SoakEvidence
+    obs: Mapping[str, Observation]
 
-    def replay(self, path: str) -> str | None:
-        found = self.obs.get(f"replay.{path}")
-        return None if found is None else str(found.data["outcome"])
+    def of(self, kind: type[T]) -> list[T]:
+        return [o for o in self.obs.values() if isinstance(o, kind)]
 
-    def ids(self, prefix: str, healthy: bool | None) -> list[str]:
-        return [o.id for o in self.obs.values() if o.id.startswith(prefix) and o.healthy is healthy]
+    def replay(self, path: ReplayPath) -> ReplayResult | None:
+        return next((o for o in self.of(ReplayResult) if o.replay.path == path), None)
+
+    def probes(self, *kinds: ProbeKind, healthy: bool | None = None) -> list[str]:
+        """Ids of the probes of ``kinds`` (every kind when none is given) that were ``healthy``
+        (either way when None)."""
+        return [
+            o.id
+            for o in self.of(ProbeResult)
+            if (not kinds or o.probe.kind in kinds) and (healthy is None or o.healthy is healthy)
+        ]
+
+    def engine_metrics(self, healthy: bool) -> list[str]:
+        """Ids of every engine's progress and transfer failures that were ``healthy``."""
+        found = [o for o in self.obs.values() if isinstance(o, EngineProgress | TransferFailures)]
+        return [o.id for o in found if o.healthy is healthy]
 
     def worker_health(self, role: str, healthy: bool) -> list[str]:
         return [
-            f"probe.{p.service}.health"
-            for p in self.ev.probes
-            if p.kind == "health" and p.role == role and p.ok is healthy
+            o.id
+            for o in self.of(ProbeResult)
+            if o.probe.kind == ProbeKind.HEALTH and o.probe.role == role and o.healthy is healthy
         ]
 
     def engines(self, role: str) -> list[EngineActivity]:
@@ -154,11 +162,23 @@ class _View:
         return [e for e in self.ev.engines if e.known]
 
     def progress_id(self, engine: EngineActivity) -> str:
-        return f"metrics.{engine.service}.progress"
+        return next(o.id for o in self.of(EngineProgress) if o.subject == engine.service)
+
+    def engine_ids(self, engine: EngineActivity) -> set[str]:
+        """Ids of the engine's progress and its transfer failures."""
+        about = [o for o in self.obs.values() if isinstance(o, EngineProgress | TransferFailures)]
+        return {o.id for o in about if o.subject == engine.service}
+
+    def cell_ids(self) -> dict[str, str]:
+        """Each matrix cell's own id → its observation's id (scoped)."""
+        return {o.cell.id: o.id for o in self.of(MatrixCell)}
+
+    def ids(self, healthy: bool) -> list[str]:
+        return [o.id for o in self.obs.values() if o.healthy is healthy]
 
 
 def _finding(
-    layer: str, base: float, gate: list[str], extra: list[str], contra: list[str]
+    layer: Layer, base: float, gate: list[str], extra: list[str], contra: list[str]
 ) -> Finding:
     support = list(dict.fromkeys([*gate, *extra]))
     against = list(dict.fromkeys(c for c in contra if c not in support))
@@ -178,32 +198,28 @@ def _cold_first_requests(v: _View) -> bool:
 
 
 def _rule_client_proxy(v: _View) -> Finding | None:
-    if not v.ev.stalls or v.replay("fresh_entry") != "ok" or _cold_first_requests(v):
+    stalls, fresh = v.of(Stalls), v.replay(ReplayPath.FRESH_ENTRY)
+    if not stalls or fresh is None or not fresh.healthy or _cold_first_requests(v):
         return None
-    gate = ["stalls", "replay.fresh_entry"]
-    extra = []
-    contra = []
-    if "stalls.reused_connection" in v.obs:
-        extra.append("stalls.reused_connection")
-    if "stalls.fresh_connection" in v.obs:
-        contra.append("stalls.fresh_connection")
-    router = v.replay("direct_router")
-    if router == "ok":
-        extra.append("replay.direct_router")
-    elif router is not None:
-        contra.append("replay.direct_router")
-    extra += v.ids("probe.", True) + v.ids("metrics.", True)
-    contra += v.ids("probe.", False) + v.ids("metrics.", False)
+    gate = [stalls[0].id, fresh.id]
+    extra = [o.id for o in v.of(ReusedConnectionStalls)]
+    contra = [o.id for o in v.of(FreshConnectionStalls)]
+    router = v.replay(ReplayPath.DIRECT_ROUTER)
+    if router is not None:
+        (extra if router.healthy else contra).append(router.id)
+    extra += v.probes(healthy=True) + v.engine_metrics(True)
+    contra += v.probes(healthy=False) + v.engine_metrics(False)
     base = 0.6 if v.ev.via_proxy else 0.35
-    return _finding("client_proxy", base, gate, extra, contra)
+    return _finding(Layer.CLIENT_PROXY, base, gate, extra, contra)
 
 
 def _through_router_failed(v: _View) -> list[str]:
     """Ids showing the router path itself fails (direct replay, or the e2e probe)."""
-    ids = ["replay.direct_router"] if v.replay("direct_router") in ("stalled", "error") else []
-    ids += [f"probe.{p.service}.e2e" for p in v.ev.probes if p.kind == "e2e" and not p.ok]
-    if not v.ev.via_proxy and v.replay("fresh_entry") in ("stalled", "error"):
-        ids.append("replay.fresh_entry")
+    direct, fresh = v.replay(ReplayPath.DIRECT_ROUTER), v.replay(ReplayPath.FRESH_ENTRY)
+    ids = [direct.id] if direct is not None and not direct.healthy else []
+    ids += v.probes(ProbeKind.E2E, healthy=False)
+    if not v.ev.via_proxy and fresh is not None and not fresh.healthy:
+        ids.append(fresh.id)
     return ids
 
 
@@ -211,8 +227,7 @@ def _rule_router(v: _View) -> Finding | None:
     failed = _through_router_failed(v)
     if not failed:
         return None
-    readiness = v.ids("probe.", False)
-    router_probes = [i for i in readiness if i.endswith((".readiness", ".workers"))]
+    router_probes = v.probes(ProbeKind.READINESS, ProbeKind.WORKERS, healthy=False)
     nothing_arrived = bool(v.known) and not any(e.received for e in v.known)
     engines_idle = [v.progress_id(e) for e in v.known if not e.busy and not e.received]
     if not router_probes and not nothing_arrived:
@@ -220,7 +235,7 @@ def _rule_router(v: _View) -> Finding | None:
     gate = failed + router_probes + (engines_idle if nothing_arrived else [])
     extra = _all_health(v, True)
     contra = _all_health(v, False) + [v.progress_id(e) for e in v.known if e.received]
-    return _finding("router", 0.5, gate, extra, contra)
+    return _finding(Layer.ROUTER, 0.5, gate, extra, contra)
 
 
 def _rule_prefill(v: _View) -> Finding | None:
@@ -229,13 +244,12 @@ def _rule_prefill(v: _View) -> Finding | None:
         return None
     extra = _through_router_failed(v) + v.worker_health("decode", True)
     contra = [v.progress_id(e) for e in v.engines("prefill") if e.generating]
-    return _finding("prefill", 0.6, sick, extra, contra)
+    return _finding(Layer.PREFILL, 0.6, sick, extra, contra)
 
 
 def _rule_decode_transfer(v: _View) -> Finding | None:
     failed = _through_router_failed(v)
-    transfer = v.ids("metrics.", False)
-    transfer = [i for i in transfer if i.endswith(".transfer_failed")]
+    transfer = [o.id for o in v.of(TransferFailures) if o.healthy is False]
     decode_stuck = [
         v.progress_id(e)
         for e in v.engines("decode")
@@ -247,14 +261,10 @@ def _rule_decode_transfer(v: _View) -> Finding | None:
         return None
     gate = failed + transfer + sick + (decode_stuck + prefill_done if not sick else [])
     extra = v.worker_health("prefill", True) + v.worker_health("decode", True)
-    if "stalls.fresh_connection" in v.obs:
-        extra.append("stalls.fresh_connection")
-    contra = [
-        i
-        for i in ("replay.fresh_entry", "replay.direct_router")
-        if v.replay(i.split(".", 1)[1]) == "ok"
-    ]
-    return _finding("decode_transfer", 0.6, gate, extra, contra)
+    extra += [o.id for o in v.of(FreshConnectionStalls)]
+    replays = [v.replay(ReplayPath.FRESH_ENTRY), v.replay(ReplayPath.DIRECT_ROUTER)]
+    contra = [r.id for r in replays if r is not None and r.healthy]
+    return _finding(Layer.DECODE_TRANSFER, 0.6, gate, extra, contra)
 
 
 def _rule_engine_wedge(v: _View) -> Finding | None:
@@ -269,14 +279,14 @@ def _rule_engine_wedge(v: _View) -> Finding | None:
     only_decode = all(e.role == "decode" and e.in_transfer != 0 for e in frozen)
     contra = prefill_done if only_decode else []
     contra += _all_health(v, False)
-    return _finding("engine_wedge", 0.45, gate, [], contra)
+    return _finding(Layer.ENGINE_WEDGE, 0.45, gate, [], contra)
 
 
 def _rule_correctness(v: _View) -> Finding | None:
-    ids = v.ids("correctness.", False)
+    ids = [o.id for o in v.of(CorrectnessViolations) if o.healthy is False]
     if not ids:
         return None
-    return _finding("correctness", 0.85, ids, ids[1:], [])
+    return _finding(Layer.CORRECTNESS, 0.85, ids, ids[1:], [])
 
 
 _RULES: tuple[Callable[[_View], Finding | None], ...] = (
@@ -295,52 +305,59 @@ def _only(services: list[str]) -> str | None:
 
 
 def _worker(v: _View, f: Finding) -> str | None:
-    """The one worker a legacy finding points at (None: not one)."""
-    if f.layer == "prefill":
-        return _only([p.service for p in v.ev.probes if p.role == "prefill" and not p.ok])
-    if f.layer == "decode_transfer":
+    """The one worker a per-layer finding points at (None: not one)."""
+    probes = v.of(ProbeResult)
+    if f.layer == Layer.PREFILL:
+        return _only([o.subject for o in probes if o.probe.role == "prefill" and not o.healthy])
+    if f.layer == Layer.DECODE_TRANSFER:
         ids = set(f.supporting)
         return _only(
-            [
-                e.service
-                for e in v.engines("decode")
-                if {v.progress_id(e), f"metrics.{e.service}.transfer_failed"} & ids
-            ]
-            + [p.service for p in v.ev.probes if p.role == "decode" and not p.ok]
+            [e.service for e in v.engines("decode") if v.engine_ids(e) & ids]
+            + [o.subject for o in probes if o.probe.role == "decode" and not o.healthy]
         )
-    if f.layer == "engine_wedge":
+    if f.layer == Layer.ENGINE_WEDGE:
         return _only([e.service for e in v.known if e.frozen])
     return None
 
 
-def _corroboration(v: _View, layer: str, worker: str | None) -> list[str]:
+def _corroborates(o: Observation, layer: Layer) -> bool:
+    """``o`` (unhealthy) agrees with the matrix's ``layer``."""
+    probe = o.probe.kind if isinstance(o, ProbeResult) else None
+    match layer:
+        case Layer.DECODE_TRANSFER:
+            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
+            engine = isinstance(o, TransferFailures | EngineProgress)
+            return transfer or engine or probe == ProbeKind.HEALTH
+        case Layer.PREFILL:
+            return isinstance(o, EngineProgress) or probe == ProbeKind.HEALTH
+        case Layer.ROUTER:
+            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
+            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS, ProbeKind.E2E)
+        case _:
+            direct = isinstance(o, ReplayResult) and o.replay.path == ReplayPath.DIRECT_ROUTER
+            return isinstance(o, ReusedConnectionStalls) or direct
+
+
+def _corroboration(v: _View, layer: Layer, worker: str | None) -> list[str]:
     """Observations outside the matrix that agree with the matrix's layer (and worker)."""
     mine = [o for o in v.obs.values() if o.healthy is False and (worker is None or o.subject in
             (worker, "entry", "router"))]  # fmt: skip
-    if layer == "decode_transfer":
-        keys: tuple[str, ...] = (".transfer_failed", "failure.kv_transfer", ".progress", ".health")
-    elif layer == "prefill":
-        keys = (".health", ".progress")
-    elif layer == "router":
-        keys = ("router_metrics", ".readiness", ".workers", ".e2e")
-    else:
-        keys = ("stalls.reused_connection", "replay.direct_router")
-    found = [o.id for o in mine if any(k in o.id for k in keys)]
-    if layer == "client_proxy":
-        found += v.ids("replay.direct_router", True)
+    found = [o.id for o in mine if _corroborates(o, layer)]
+    direct = v.replay(ReplayPath.DIRECT_ROUTER)
+    if layer == Layer.CLIENT_PROXY and direct is not None and direct.healthy:
+        found.append(direct.id)
     return found
 
 
 def _matrix_finding(v: _View) -> Finding | None:
     matrix = v.ev.matrix
-    if matrix is None or matrix.layer is None:
+    if matrix is None or matrix.located.layer is None:
         return None
-    loc = matrix.located
-    gate = [*loc.failing, *loc.working]
-    extra = _corroboration(v, loc.layer or "", loc.worker)
-    if matrix.bisection is not None:
-        extra.append("matrix.bisect")
-    f = _finding(loc.layer or "", _MATRIX_BASE, gate, extra, [])
+    loc, cells = matrix.located, v.cell_ids()
+    gate = [cells.get(i, i) for i in (*loc.failing, *loc.working)]
+    extra = _corroboration(v, matrix.located.layer, loc.worker)
+    extra += [o.id for o in v.of(MatrixBisection)]
+    f = _finding(matrix.located.layer, _MATRIX_BASE, gate, extra, [])
     return replace(f, worker=loc.worker)
 
 
@@ -368,14 +385,14 @@ def _supports(e: TelemetryEvidence, f: Finding) -> bool:
         return False
     if e.worker is not None and f.worker is not None and e.worker != f.worker:
         return False
-    if e.points_at == "workers":
+    if e.points_at == WORKERS:
         return f.layer in _ENGINE_LAYERS
-    return e.points_at == f.layer or (e.points_at == "client" and f.layer in _CLIENT_SIDE)
+    return e.points_at == f.layer or (e.points_at == Layer.CLIENT and f.layer in _CLIENT_SIDE)
 
 
 def _contradicts(e: TelemetryEvidence, f: Finding) -> bool:
     """Server-side evidence of a fault contradicts a finding that blames only the client side."""
-    return e.state == FIRED and e.points_at != "client" and f.layer in _CLIENT_SIDE
+    return e.state == FIRED and e.points_at != Layer.CLIENT and f.layer in _CLIENT_SIDE
 
 
 def _with_telemetry(f: Finding, evidence: tuple[TelemetryEvidence, ...]) -> Finding:
@@ -390,79 +407,82 @@ def _with_telemetry(f: Finding, evidence: tuple[TelemetryEvidence, ...]) -> Find
     )  # fmt: skip
 
 
+def _fired_layer(e: TelemetryEvidence) -> Layer | None:
+    """The layer a fired rule points at (None: quiet, unknown, or :data:`WORKERS`)."""
+    return e.points_at if e.state == FIRED and isinstance(e.points_at, Layer) else None
+
+
 def _telemetry_findings(
     found: list[Finding], evidence: tuple[TelemetryEvidence, ...], failed: bool
 ) -> list[Finding]:
     """A finding of its own for a fired rule whose layer no other rule found: the client rule
     always (the client did not see what the servers produced), the others when requests failed."""
     out: list[Finding] = []
-    for layer in dict.fromkeys(e.points_at for e in evidence if e.state == FIRED):
-        if layer not in LAYERS or any(f.layer == layer for f in [*found, *out]):
+    layers = [layer for e in evidence if (layer := _fired_layer(e)) is not None]
+    for layer in dict.fromkeys(layers):
+        if any(f.layer == layer for f in [*found, *out]):
             continue
-        if layer != "client" and not failed:
+        if layer != Layer.CLIENT and not failed:
             continue
-        ids = [e.id for e in evidence if e.state == FIRED and e.points_at == layer]
+        ids = [e.id for e in evidence if _fired_layer(e) == layer]
         workers = {e.worker for e in evidence if e.id in ids}
         f = _finding(layer, _TELEMETRY_BASE, ids[:1], ids[1:], [])
         out.append(replace(f, worker=next(iter(workers)) if len(workers) == 1 else None))
     return out
 
 
-def diagnose(ev: Evidence, server: ServerView | None = None) -> list[Finding]:
-    """Apply every rule; findings sorted by confidence (then by the order of :data:`LAYERS`).
-    ``server``: the run's telemetry (:mod:`servelab.core.telemetry.rules`) supports or
-    contradicts the findings, and gives findings of its own."""
+def diagnose(ev: SoakEvidence, server: ServerView | None = None) -> list[Finding]:
+    """Apply every rule; findings sorted by confidence (then by the order of
+    :class:`~servelab.core.soak.layers.Layer`). ``server``: the run's telemetry
+    (:mod:`servelab.core.telemetry.rules`) supports or contradicts the findings, and gives
+    findings of its own."""
     evidence = assess(server)
     obs = [*observations(ev), *telemetry_observations(evidence)]
     view = _View(ev, {o.id: o for o in obs})
     found = [f for f in (rule(view) for rule in _RULES) if f is not None]
     found = [replace(f, worker=_worker(view, f)) for f in found]
-    if ev.matrix is not None and ev.matrix.layer is None:
+    if ev.matrix is not None and ev.matrix.located.layer is None:
         # The same payload worked on a fresh connection and everywhere else: nothing reproduced,
         # so no connection layer is convicted on the fresh replay alone.
-        reused = "stalls.reused_connection" in view.obs
-        found = [f for f in found if f.layer != "client_proxy" or reused]
+        reused = bool(view.of(ReusedConnectionStalls))
+        found = [f for f in found if f.layer != Layer.CLIENT_PROXY or reused]
     located = _matrix_finding(view)
     if located is not None:
         found = _merge(found, located)
     failed = bool(ev.failures or ev.stalls or ev.issues)
     found += _telemetry_findings(found, evidence, failed)
     found = [_with_telemetry(f, evidence) for f in found]
-    return sorted(found, key=lambda f: (-f.confidence, LAYERS.index(f.layer)))
-
-
-def _failed_ids(v: _View) -> list[str]:
-    return [o.id for o in v.obs.values() if o.id.startswith(("failure.", "stalls"))]
+    return sorted(found, key=lambda f: (-f.confidence, _ORDER.index(f.layer)))
 
 
 def undecided(
-    ev: Evidence, findings: list[Finding], server: ServerView | None = None
+    ev: SoakEvidence, findings: list[Finding], server: ServerView | None = None
 ) -> Undecided | None:
     """Why failures gave no finding (None: there is a finding, or nothing failed); the unknown
     sources include the run telemetry's (``server``)."""
     if findings or not (ev.failures or ev.stalls):
         return None
     v = _View(ev, {o.id: o for o in observations(ev)})
-    failed = _failed_ids(v)
-    unknown = tuple(o.id for o in v.obs.values() if o.data.get("unknown"))
-    unknown += tuple(o.id for o in telemetry_observations(assess(server)) if o.healthy is None)
+    failed = [o.id for o in v.obs.values() if isinstance(o, _FAILED)]
+    unknown = tuple(o.id for o in v.obs.values() if is_unknown(o))
+    unknown += tuple(o.id for o in telemetry_observations(assess(server)) if is_unknown(o))
     if ev.matrix is None:
-        return Undecided(UNDECIDED_NOT_LOCALIZED, tuple(failed), unknown, PROBE_LOCALIZE)
-    worked = [c.id for c in ev.matrix.cells if c.ok]
+        return Undecided(UndecidedReason.NOT_LOCALIZED, tuple(failed), unknown, NextProbe.LOCALIZE)
+    cells = v.cell_ids()
+    worked = [cells[c.id] for c in ev.matrix.cells if c.ok]
     reason = ev.matrix.located.reason
-    if reason == REASON_NOT_REPRODUCED:
+    if reason == Reason.NOT_REPRODUCED:
         cold = ev.start is not None and ev.start.start == COLD
         code, probe = (
-            (UNDECIDED_COLD, PROBE_SOAK_WARM)
+            (UndecidedReason.COLD, NextProbe.SOAK_WARM)
             if cold
-            else (UNDECIDED_NOT_REPRODUCED, PROBE_REPLAY_UNDER_LOAD)
+            else (UndecidedReason.NOT_REPRODUCED, NextProbe.REPLAY_UNDER_LOAD)
         )
         return Undecided(code, tuple(failed + worked), unknown, probe)
-    if reason == REASON_NO_PAIR_REPLAY:
+    if reason == Reason.NO_PAIR_REPLAY:
+        failing = [cells.get(i, i) for i in ev.matrix.located.failing]
         return Undecided(
-            UNDECIDED_NO_PAIR, tuple(failed + list(ev.matrix.located.failing)), unknown,
-            PROBE_PAIR_REPLAY,
-        )  # fmt: skip
-    sick = v.ids("", False)
-    probe = PROBE_SCRAPE if unknown else PROBE_REPLAY_UNDER_LOAD
-    return Undecided(UNDECIDED_CONFLICT, tuple(sick + worked), unknown, probe)
+            UndecidedReason.NO_PAIR, tuple(failed + failing), unknown, NextProbe.PAIR_REPLAY
+        )
+    probe = NextProbe.SCRAPE if unknown else NextProbe.REPLAY_UNDER_LOAD
+    return Undecided(UndecidedReason.CONFLICT, tuple(v.ids(False) + worked), unknown, probe)

@@ -1,463 +1,454 @@
-"""Localization evidence and the numbered facts read from it (pure; rules in
-``core.soak.diagnose``).
+"""The numbered facts a localization's evidence gives (pure; the evidence is
+:mod:`servelab.core.soak.evidence`, the rules :mod:`servelab.core.soak.diagnose`).
 
-The soak gathers :class:`Evidence` for each distinct failure signature: the failures, the replay
-matrix (:mod:`servelab.core.soak.replay`), the router's readiness, worker list and own metrics,
-every worker's health, two scrapes of each engine's ``/metrics`` around the replays, the loads,
-whether the engines were cold, and the correctness violations seen. :func:`observations` turns that
-into numbered facts, each judged healthy (True), unhealthy (False) or neither (None: neutral, or
-**unknown** — a source that did not answer is never counted healthy).
+:func:`observations` turns one :class:`~servelab.core.soak.evidence.SoakEvidence` into facts, one
+frozen dataclass per kind (the :data:`Observation` union; ``kind`` tells them apart once stored).
+Each has a stable ``id`` (``replay.fresh_entry``, ``probe.decode.health``...: findings name their
+supporting and contradicting observations by it, in the ledger too), a ``subject`` (what it is
+about) and ``healthy``: True, False, or None (neutral, or **unknown** — :func:`is_unknown`: a
+source that did not answer is never counted healthy). The run telemetry's facts are
+:class:`~servelab.core.telemetry.rules.TelemetryReading`. Their words are ``report.soak.words``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
-from servelab.core.soak.replay import Matrix
-from servelab.core.soak.signatures import Failure
-from servelab.core.telemetry.router import RouterMetrics, WorkerLoad
+from servelab.core.soak.evidence import (
+    GENERATED,
+    PROMPT,
+    QUEUED,
+    REQUESTS,
+    RUNNING,
+    TRANSFER_FAILED,
+    CorrectnessIssue,
+    Probe,
+    Replay,
+    SoakEvidence,
+)
+from servelab.core.soak.replay import Cell, Hop
+from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.telemetry.router import WorkerLoad
+from servelab.core.telemetry.rules import UNKNOWN, TelemetryReading
 from servelab.core.verify.coldstart import COLD, StartClass
 
 __all__ = [
-    "CorrectnessIssue",
-    "EngineActivity",
-    "Evidence",
-    "Localization",
+    "CorrectnessViolations",
+    "EngineProgress",
+    "EngineStart",
+    "FreshConnectionStalls",
+    "LoadReading",
+    "MatrixBisection",
+    "MatrixCell",
     "Observation",
-    "Probe",
-    "Replay",
-    "Stall",
+    "OpenCircuit",
+    "ProbeResult",
+    "ReplayResult",
+    "ReusedConnectionStalls",
+    "RouterHealth",
+    "SignatureFailures",
+    "Stalls",
+    "TransferFailures",
+    "UnhealthyWorker",
+    "is_unknown",
     "observations",
-    "parse_metrics",
-    "parse_worker_list",
-    "parse_workers",
 ]
 
-RUNNING = "sglang:num_running_reqs"
-QUEUED = "sglang:num_queue_reqs"
-GENERATED = "sglang:generation_tokens_total"
-PROMPT = "sglang:prompt_tokens_total"
-REQUESTS = "sglang:num_requests_total"
-TRANSFER_FAILED = "sglang:num_transfer_failed_reqs_total"
-#: Real SGLang decode queues before the running batch (absent from engines that lack them).
-TRANSFER_QUEUES = ("sglang:num_decode_prealloc_queue_reqs", "sglang:num_decode_transfer_queue_reqs")
+#: Correctness violations an observation shows at most, as examples.
+_EXAMPLES = 3
 
-_SUPPORT_STEP = 0.05
-_CONTRA_STEP = 0.2
+_Ids = Callable[[str], str]
 
 
 @dataclass(frozen=True, slots=True)
-class Stall:
-    """A request that received no byte for the idle timeout (or hit the run deadline)."""
-
-    session: int
-    round: int
-    payload_bytes: int
-    connection_age_s: float
-    connection_requests: int  # requests the connection carried before this one
-    received_bytes: int
-    received_events: int
-    phase: str  # "head" (no response head yet) | "body" (stream started, then silence)
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Replay:
-    """The stalled payload sent again: ``path`` is ``"fresh_entry"`` or ``"direct_router"``."""
-
-    path: str
-    outcome: str  # "ok" | "stalled" | "error"
-    status: int | None = None
-    elapsed_s: float = 0.0
-    received_bytes: int = 0
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """One HTTP look at a service: ``kind`` is health, readiness, workers or e2e."""
-
-    service: str
-    role: str
-    kind: str
-    ok: bool
-    status: int | None = None
-    elapsed_s: float = 0.0
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class EngineActivity:
-    """Two scrapes of an engine's ``/metrics`` (summed over label sets), ``interval_s`` apart."""
-
-    service: str
-    role: str
-    before: Mapping[str, float]
-    after: Mapping[str, float]
-    interval_s: float
-
-    def delta(self, name: str) -> float:
-        """How much a counter moved between the scrapes (0 when either scrape lacks it)."""
-        if name not in self.before or name not in self.after:
-            return 0.0
-        return self.after[name] - self.before[name]
-
-    @property
-    def known(self) -> bool:
-        """Both scrapes answered (else the engine's progress is unknown, not healthy)."""
-        return bool(self.before) and bool(self.after)
-
-    @property
-    def busy(self) -> bool:
-        """Requests running or queued at the second scrape."""
-        return self.after.get(RUNNING, 0.0) + self.after.get(QUEUED, 0.0) > 0
-
-    @property
-    def generating(self) -> bool:
-        return self.delta(GENERATED) > 0
-
-    @property
-    def received(self) -> bool:
-        """New requests or prompt tokens arrived between the scrapes."""
-        return self.delta(REQUESTS) > 0 or self.delta(PROMPT) > 0
-
-    @property
-    def in_transfer(self) -> float | None:
-        """Requests waiting for their KV at the second scrape; None when not exported."""
-        found = [self.after[n] for n in TRANSFER_QUEUES if n in self.after]
-        return sum(found) if found else None
-
-    @property
-    def frozen(self) -> bool:
-        """Work in hand but no token produced between the scrapes."""
-        return self.busy and not self.generating
-
-
-@dataclass(frozen=True, slots=True)
-class CorrectnessIssue:
-    """A violation: ``kind`` is ``"tool_call_json"`` or ``"nondeterministic"``."""
-
-    kind: str
-    session: int
-    round: int
-    detail: str
-
-
-@dataclass(frozen=True)
-class Localization:
-    """One localization: the failure that started it (its signature), the replay matrix, the
-    probes, the engines' activity, the router's own metrics and the loads, and its wall time."""
-
-    failure: Failure
-    matrix: Matrix
-    probes: tuple[Probe, ...] = ()
-    engines: tuple[EngineActivity, ...] = ()
-    router_metrics: RouterMetrics | None = None
-    loads: tuple[WorkerLoad, ...] = ()
-    elapsed_s: float = 0.0
-
-    @property
-    def signature(self) -> str:
-        return self.failure.signature
-
-
-@dataclass(frozen=True)
-class Evidence:
-    """Everything the soak saw; ``via_proxy`` when the entry point is not the router itself."""
-
-    via_proxy: bool
-    stalls: tuple[Stall, ...] = ()
-    replays: tuple[Replay, ...] = ()
-    probes: tuple[Probe, ...] = ()
-    engines: tuple[EngineActivity, ...] = ()
-    issues: tuple[CorrectnessIssue, ...] = ()
-    failures: tuple[Failure, ...] = ()
-    matrix: Matrix | None = None
-    router_metrics: RouterMetrics | None = None
-    loads: tuple[WorkerLoad, ...] = ()
-    start: StartClass | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Observation:
-    """A numbered fact: ``healthy`` is True, False, or None (neutral / not measured)."""
+class Stalls:
+    """``stalls``: how many requests stalled, how many of them before any response byte."""
 
     id: str
     subject: str
     healthy: bool | None
-    data: Mapping[str, Any] = field(default_factory=dict)
+    count: int
+    head: int
+    kind: Literal["stalls"] = field(default="stalls", init=False)
 
 
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text exposition → {metric name: value summed over its label sets}."""
-    values: dict[str, float] = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        name_part, _, rest = line.partition("{") if "{" in line else line.partition(" ")
-        if "{" in line:
-            rest = rest.rpartition("}")[2]
-        fields = rest.split()
-        if not fields:
-            continue
-        try:
-            value = float(fields[0])
-        except ValueError:
-            continue
-        name = name_part.strip()
-        values[name] = values.get(name, 0.0) + value
-    return values
+@dataclass(frozen=True, slots=True)
+class ReusedConnectionStalls:
+    """``stalls.reused_connection``: stalls on kept-alive connections, and how many requests
+    those connections had carried before."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    count: int
+    requests_carried: tuple[int, ...]
+    kind: Literal["stalls.reused_connection"] = field(
+        default="stalls.reused_connection", init=False
+    )
 
 
-def parse_workers(body: str) -> list[tuple[str, str]]:
-    """A router's ``GET /workers`` JSON → [(role, url)]; role is prefill, decode or the raw type."""
-    return [(role, url) for role, url, _ in parse_worker_list(body)]
+@dataclass(frozen=True, slots=True)
+class FreshConnectionStalls:
+    """``stalls.fresh_connection``: stalls on a connection's first request."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    count: int
+    kind: Literal["stalls.fresh_connection"] = field(default="stalls.fresh_connection", init=False)
 
 
-def parse_worker_list(body: str) -> list[tuple[str, str, int | None]]:
-    """A router's ``GET /workers`` JSON → [(role, url, bootstrap port or None)]."""
-    try:
-        data = json.loads(body)
-    except ValueError:
-        return []
-    items = data.get("workers", data) if isinstance(data, dict) else data
-    found = []
-    for item in items if isinstance(items, list) else []:
-        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
-            continue
-        kind = str(item.get("worker_type") or item.get("type") or item.get("role") or "").lower()
-        role = "prefill" if "prefill" in kind else "decode" if "decode" in kind else kind
-        port = item.get("bootstrap_port")
-        boot = port if isinstance(port, int) and not isinstance(port, bool) else None
-        found.append((role or "worker", item["url"].rstrip("/"), boot))
-    return found
+@dataclass(frozen=True, slots=True)
+class SignatureFailures:
+    """``failure.<signature>``: the failures of one signature, and the first one's details."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    signature: Signature
+    count: int
+    session: int
+    round: int
+    status: int | None
+    error: str
+    detail: str
+    payload_bytes: int
+    connection_requests: tuple[int, ...]
+    kind: Literal["failure"] = field(default="failure", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixCell:
+    """``matrix.<hop>.<target>.<payload>.<mode>``: one replay matrix cell (or bisection step)."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    cell: Cell
+    kind: Literal["matrix.cell"] = field(default="matrix.cell", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixBisection:
+    """``matrix.bisect``: the largest payload that got through the hop, the smallest that failed."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    hop: Hop
+    target: str
+    ok_bytes: int | None
+    fail_bytes: int | None
+    kind: Literal["matrix.bisect"] = field(default="matrix.bisect", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """``replay.<path>``: the stalled payload sent again (read from the matrix's cells)."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    replay: Replay
+    kind: Literal["replay"] = field(default="replay", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    """``probe.<service>.<kind>``: one HTTP look at a service."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    probe: Probe
+    kind: Literal["probe"] = field(default="probe", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineProgress:
+    """``metrics.<service>.progress``: what an engine's two scrapes say (``known`` False: a
+    scrape did not answer, the rest is unset). Unhealthy when frozen."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    role: str
+    known: bool
+    running: float | None = None
+    queued: float | None = None
+    generated_delta: float = 0.0
+    requests_delta: float = 0.0
+    prompt_tokens_delta: float = 0.0
+    in_transfer: float | None = None
+    interval_s: float = 0.0
+    kind: Literal["metrics.progress"] = field(default="metrics.progress", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class TransferFailures:
+    """``metrics.<service>.transfer_failed``: the engine's failed KV transfers grew."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    role: str
+    delta: float
+    kind: Literal["metrics.transfer_failed"] = field(default="metrics.transfer_failed", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RouterHealth:
+    """``router_metrics``: the router's own metrics (``known`` False: its port did not answer);
+    unhealthy when a circuit is open or a worker unhealthy."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    known: bool
+    inflight_aged: float = 0.0
+    errors: Mapping[str, float] = field(default_factory=dict)
+    kind: Literal["router_metrics"] = field(default="router_metrics", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenCircuit:
+    """``router_metrics.cb_open.<worker>``: the router's circuit breaker is open for a worker."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    worker: str
+    state: float
+    kind: Literal["router_metrics.cb_open"] = field(default="router_metrics.cb_open", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UnhealthyWorker:
+    """``router_metrics.unhealthy.<worker>``: the router marks a worker unhealthy."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    worker: str
+    kind: Literal["router_metrics.unhealthy"] = field(
+        default="router_metrics.unhealthy", init=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LoadReading:
+    """``load.<source>.<service>``: a worker's load, as the router or the engine reports it."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    load: WorkerLoad
+    kind: Literal["load"] = field(default="load", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineStart:
+    """``engines.start``: whether the engines were cold when the soak began (cold: neutral)."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    start: StartClass
+    kind: Literal["engines.start"] = field(default="engines.start", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CorrectnessViolations:
+    """``correctness.<issue>``: the violations of one kind, the first few as examples."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    issue: str
+    count: int
+    examples: tuple[CorrectnessIssue, ...]
+    kind: Literal["correctness"] = field(default="correctness", init=False)
+
+
+#: Every kind of numbered fact; a renderer matches on it (``typing.assert_never`` finds a gap).
+Observation = (
+    Stalls
+    | ReusedConnectionStalls
+    | FreshConnectionStalls
+    | SignatureFailures
+    | MatrixCell
+    | MatrixBisection
+    | ReplayResult
+    | ProbeResult
+    | EngineProgress
+    | TransferFailures
+    | RouterHealth
+    | OpenCircuit
+    | UnhealthyWorker
+    | LoadReading
+    | EngineStart
+    | CorrectnessViolations
+    | TelemetryReading
+)
+
+
+def is_unknown(o: Observation) -> bool:
+    """A source that did not answer (neutral, never healthy)."""
+    match o:
+        case EngineProgress() | RouterHealth():
+            return not o.known
+        case LoadReading():
+            return o.load.load is None
+        case TelemetryReading():
+            return o.evidence.state == UNKNOWN
+        case _:
+            return False
 
 
 # ------------------------------------------------------------------------------- observations
-def _stall_observations(ev: Evidence) -> list[Observation]:
+def _stall_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     if not ev.stalls:
         return []
     reused = [s for s in ev.stalls if s.connection_requests > 0]
     fresh = [s for s in ev.stalls if s.connection_requests == 0]
-    obs = [
-        Observation(
-            "stalls",
-            "entry",
-            False,
-            {"count": len(ev.stalls), "head": sum(s.phase == "head" for s in ev.stalls)},
-        )
-    ]
+    head = sum(s.phase == Phase.HEAD for s in ev.stalls)
+    obs: list[Observation] = [Stalls(at("stalls"), "entry", False, len(ev.stalls), head)]
     if reused:
-        carried = sorted({s.connection_requests for s in reused})
+        carried = tuple(sorted({s.connection_requests for s in reused}))
         obs.append(
-            Observation(
-                "stalls.reused_connection",
-                "entry",
-                False,
-                {"count": len(reused), "requests_carried": carried},
+            ReusedConnectionStalls(
+                at("stalls.reused_connection"), "entry", False, len(reused), carried
             )
         )
     if fresh:
-        obs.append(Observation("stalls.fresh_connection", "entry", False, {"count": len(fresh)}))
+        obs.append(FreshConnectionStalls(at("stalls.fresh_connection"), "entry", False, len(fresh)))
     return obs
 
 
-def _replay_observations(ev: Evidence) -> list[Observation]:
+def _replay_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     return [
-        Observation(
-            f"replay.{r.path}",
-            r.path,
-            r.outcome == "ok",
-            {
-                "outcome": r.outcome,
-                "status": r.status,
-                "elapsed_s": round(r.elapsed_s, 3),
-                "received_bytes": r.received_bytes,
-                "detail": r.detail,
-            },
-        )
+        ReplayResult(at(f"replay.{r.path}"), r.path.value, r.outcome == Outcome.OK, r)
         for r in ev.replays
     ]
 
 
-def _probe_observations(ev: Evidence) -> list[Observation]:
-    return [
-        Observation(
-            f"probe.{p.service}.{p.kind}",
-            p.service,
-            p.ok,
-            {
-                "role": p.role,
-                "kind": p.kind,
-                "status": p.status,
-                "elapsed_s": round(p.elapsed_s, 3),
-                "detail": p.detail,
-            },
-        )
-        for p in ev.probes
-    ]
+def _probe_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    return [ProbeResult(at(f"probe.{p.service}.{p.kind}"), p.service, p.ok, p) for p in ev.probes]
 
 
-def _engine_observations(ev: Evidence) -> list[Observation]:
-    obs = []
+def _engine_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    obs: list[Observation] = []
     for e in ev.engines:
+        progress = at(f"metrics.{e.service}.progress")
         if not e.known:
-            unknown = {"role": e.role, "unknown": True}
-            obs.append(Observation(f"metrics.{e.service}.progress", e.service, None, unknown))
+            obs.append(EngineProgress(progress, e.service, None, e.role, known=False))
             continue
-        data = {
-            "role": e.role,
-            "running": e.after.get(RUNNING),
-            "queued": e.after.get(QUEUED),
-            "generated_delta": e.delta(GENERATED),
-            "requests_delta": e.delta(REQUESTS),
-            "prompt_tokens_delta": e.delta(PROMPT),
-            "in_transfer": e.in_transfer,
-            "interval_s": round(e.interval_s, 3),
-        }
-        obs.append(Observation(f"metrics.{e.service}.progress", e.service, not e.frozen, data))
+        obs.append(
+            EngineProgress(
+                progress, e.service, not e.frozen, e.role, True, e.after.get(RUNNING),
+                e.after.get(QUEUED), e.delta(GENERATED), e.delta(REQUESTS), e.delta(PROMPT),
+                e.in_transfer, round(e.interval_s, 3),
+            )
+        )  # fmt: skip
         failed = e.delta(TRANSFER_FAILED)
         if failed > 0:
-            obs.append(
-                Observation(
-                    f"metrics.{e.service}.transfer_failed",
-                    e.service,
-                    False,
-                    {"role": e.role, "delta": failed},
-                )
-            )
+            transfer = at(f"metrics.{e.service}.transfer_failed")
+            obs.append(TransferFailures(transfer, e.service, False, e.role, failed))
     return obs
 
 
-def _issue_observations(ev: Evidence) -> list[Observation]:
-    obs = []
+def _issue_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    obs: list[Observation] = []
     for kind in ("tool_call_json", "nondeterministic"):
         found = [i for i in ev.issues if i.kind == kind]
         if found:
-            examples = [
-                {"session": i.session, "round": i.round, "detail": i.detail} for i in found[:3]
-            ]
-            obs.append(
-                Observation(
-                    f"correctness.{kind}",
-                    "answers",
-                    False,
-                    {"count": len(found), "examples": examples},
-                )
-            )
+            examples = tuple(found[:_EXAMPLES])
+            ident = at(f"correctness.{kind}")
+            obs.append(CorrectnessViolations(ident, "answers", False, kind, len(found), examples))
     return obs
 
 
-def _failure_observations(ev: Evidence) -> list[Observation]:
-    by_sig: dict[str, list[Failure]] = {}
+def _failure_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    by_sig: dict[Signature, list[Failure]] = {}
     for f in ev.failures:
         by_sig.setdefault(f.signature, []).append(f)
-    obs = []
+    obs: list[Observation] = []
     for sig, found in by_sig.items():
         first = found[0]
-        data = {
-            "count": len(found),
-            "session": first.session,
-            "round": first.round,
-            "status": first.status,
-            "error": first.error,
-            "detail": first.detail[:200],
-            "payload_bytes": first.payload_bytes,
-            "connection_requests": sorted({f.connection_requests for f in found}),
-        }
-        obs.append(Observation(f"failure.{sig}", "entry", False, data))
+        carried = tuple(sorted({f.connection_requests for f in found}))
+        obs.append(
+            SignatureFailures(
+                at(f"failure.{sig}"), "entry", False, sig, len(found), first.session, first.round,
+                first.status, first.error, first.detail[:200], first.payload_bytes, carried,
+            )
+        )  # fmt: skip
     return obs
 
 
-def _matrix_observations(ev: Evidence) -> list[Observation]:
+def _matrix_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     if ev.matrix is None:
         return []
-    obs = []
-    bisect = () if ev.matrix.bisection is None else ev.matrix.bisection.steps
-    for c in (*ev.matrix.cells, *bisect):
-        data = {
-            "hop": c.hop,
-            "target": c.target,
-            "payload": c.payload,
-            "stream": c.stream,
-            "payload_bytes": c.payload_bytes,
-            "outcome": c.outcome,
-            "status": c.status,
-            "elapsed_s": round(c.elapsed_s, 3),
-            "first_byte_s": None if c.first_byte_s is None else round(c.first_byte_s, 3),
-            "received_bytes": c.received_bytes,
-            "side": c.side,
-            "detail": c.detail[:200],
-        }
-        obs.append(Observation(c.id, c.target, c.ok, data))
     b = ev.matrix.bisection
+    steps = () if b is None else b.steps
+    obs: list[Observation] = [
+        MatrixCell(at(c.id), c.target, c.ok, c) for c in (*ev.matrix.cells, *steps)
+    ]
     if b is not None:
-        data = {
-            "hop": b.hop,
-            "target": b.target,
-            "ok_bytes": b.ok_bytes,
-            "fail_bytes": b.fail_bytes,
-        }
-        obs.append(Observation("matrix.bisect", b.target, None, data))
+        obs.append(
+            MatrixBisection(at("matrix.bisect"), b.target, None, b.hop, b.target, b.ok_bytes,
+                            b.fail_bytes)
+        )  # fmt: skip
     return obs
 
 
-def _router_metric_observations(ev: Evidence) -> list[Observation]:
+def _router_metric_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     m = ev.router_metrics
     if m is None:
         return []
     if not m.known:
-        return [Observation("router_metrics", "router", None, {"unknown": True})]
-    obs = [
-        Observation(
-            "router_metrics",
-            "router",
-            not (m.open_circuits or m.unhealthy),
-            {"inflight_aged": m.inflight, "errors": dict(m.errors)},
-        )
+        return [RouterHealth(at("router_metrics"), "router", None, known=False)]
+    healthy = not (m.open_circuits or m.unhealthy)
+    obs: list[Observation] = [
+        RouterHealth(at("router_metrics"), "router", healthy, True, m.inflight, dict(m.errors))
     ]
     obs += [
-        Observation(f"router_metrics.cb_open.{w}", w, False, {"worker": w, "state": m.cb_state[w]})
+        OpenCircuit(at(f"router_metrics.cb_open.{w}"), w, False, w, m.cb_state[w])
         for w in m.open_circuits
     ]
-    obs += [
-        Observation(f"router_metrics.unhealthy.{w}", w, False, {"worker": w}) for w in m.unhealthy
-    ]
+    obs += [UnhealthyWorker(at(f"router_metrics.unhealthy.{w}"), w, False, w) for w in m.unhealthy]
     return obs
 
 
-def _context_observations(ev: Evidence) -> list[Observation]:
-    obs = [
-        Observation(
-            f"load.{x.source}.{x.service}",
-            x.service,
-            None,
-            {"source": x.source, "load": x.load, "unknown": x.load is None},
-        )
-        for x in ev.loads
+def _context_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    obs: list[Observation] = [
+        LoadReading(at(f"load.{x.source}.{x.service}"), x.service, None, x) for x in ev.loads
     ]
     if ev.start is not None:
-        s = ev.start
-        data = {"start": s.start, "reason": s.reason, "served_before": s.served_before,
-                "first_s": s.first_s, "second_s": s.second_s}  # fmt: skip
-        obs.append(Observation("engines.start", "engines", None if s.start == COLD else True, data))
+        healthy = None if ev.start.start == COLD else True
+        obs.append(EngineStart(at("engines.start"), "engines", healthy, ev.start))
     return obs
 
 
-def observations(ev: Evidence) -> list[Observation]:
-    """Every fact of ``ev``, with a stable id (``replay.fresh_entry``, ``probe.decode.health``…)."""
+def _scoped(scope: Signature | None) -> _Ids:
+    """An observation's id in its evidence's scope (``<signature>:<id>`` after the first)."""
+    prefix = "" if scope is None else f"{scope}:"
+    return lambda ident: prefix + ident
+
+
+def observations(ev: SoakEvidence) -> list[Observation]:
+    """Every fact of ``ev``, with a stable id (``replay.fresh_entry``, ``probe.decode.health``…;
+    prefixed with ``ev.scope``)."""
+    at = _scoped(ev.scope)
     return [
-        *_stall_observations(ev),
-        *_failure_observations(ev),
-        *_matrix_observations(ev),
-        *_replay_observations(ev),
-        *_probe_observations(ev),
-        *_engine_observations(ev),
-        *_router_metric_observations(ev),
-        *_context_observations(ev),
-        *_issue_observations(ev),
+        *_stall_observations(ev, at),
+        *_failure_observations(ev, at),
+        *_matrix_observations(ev, at),
+        *_replay_observations(ev, at),
+        *_probe_observations(ev, at),
+        *_engine_observations(ev, at),
+        *_router_metric_observations(ev, at),
+        *_context_observations(ev, at),
+        *_issue_observations(ev, at),
     ]

@@ -2,14 +2,14 @@
 
 For a failure, the soak replays the failing payload and a minimal one through every hop, each
 cell bounded by the idle timeout (:mod:`servelab.ops.soak.replay` sends them; this module is the
-pure model and rule). The hops, innermost first (:data:`HOPS`):
+pure model and rule). The hops, innermost first (:class:`Hop`):
 
-1. :data:`HOP_PAIR`: straight to one prefill/decode pair, bypassing the router: the PD request the
+1. :attr:`Hop.PAIR`: straight to one prefill/decode pair, bypassing the router: the PD request the
    router itself sends (the same body to both, with ``bootstrap_host``/``bootstrap_port``/
    ``bootstrap_room``), one cell set per pair;
-2. :data:`HOP_ROUTER`: straight to the router (only when the entry point is not the router);
-3. :data:`HOP_FRESH`: through the entry point on a fresh connection;
-4. :data:`HOP_REUSED`: through the entry point on a reused connection (as many requests carried
+2. :attr:`Hop.ROUTER`: straight to the router (only when the entry point is not the router);
+3. :attr:`Hop.FRESH`: through the entry point on a fresh connection;
+4. :attr:`Hop.REUSED`: through the entry point on a reused connection (as many requests carried
    before as the failed one had), only when the failure was on a reused connection.
 
 Each hop is tried streaming and not (the streaming cells decide, as the soak streams; the others
@@ -25,48 +25,53 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.signatures import Outcome
+
 __all__ = [
-    "BISECT",
-    "FAILING",
-    "HOPS",
-    "HOP_FRESH",
-    "HOP_PAIR",
-    "HOP_REUSED",
-    "HOP_ROUTER",
-    "MINIMAL",
-    "REASON_CONNECTION_REUSE",
-    "REASON_ENGINE_PAIR",
-    "REASON_NOT_REPRODUCED",
-    "REASON_NO_PAIR_REPLAY",
-    "REASON_PROXY",
-    "REASON_ROUTER",
     "Bisection",
     "Cell",
+    "Hop",
     "Located",
     "Matrix",
+    "Payload",
+    "Reason",
     "bisect_next",
     "locate",
     "shrink",
 ]
 
-HOP_PAIR = "pair"
-HOP_ROUTER = "router"
-HOP_FRESH = "entry_fresh"
-HOP_REUSED = "entry_reused"
-HOPS = (HOP_PAIR, HOP_ROUTER, HOP_FRESH, HOP_REUSED)
 
-FAILING = "failing"
-MINIMAL = "minimal"
-BISECT = "bisect"
+class Hop(StrEnum):
+    """Where a cell's request goes, innermost first (the order :func:`locate` walks)."""
 
-REASON_ENGINE_PAIR = "engine_pair"  # a direct PD replay fails: the engines (which worker)
-REASON_ROUTER = "router"  # every pair answers directly, the router fails the same payload
-REASON_PROXY = "proxy"  # the router answers, the entry point fails it on a fresh connection
-REASON_CONNECTION_REUSE = "connection_reuse"  # fresh works, a reused connection fails
-REASON_NOT_REPRODUCED = "not_reproduced"  # every hop answered the failing payload
-REASON_NO_PAIR_REPLAY = "no_pair_replay"  # the router fails, no pair could be replayed directly
+    PAIR = "pair"
+    ROUTER = "router"
+    FRESH = "entry_fresh"
+    REUSED = "entry_reused"
+
+
+class Payload(StrEnum):
+    """Which payload a cell sends: the failure's, a minimal one, or one cut down to bisect."""
+
+    FAILING = "failing"
+    MINIMAL = "minimal"
+    BISECT = "bisect"
+
+
+class Reason(StrEnum):
+    """Why the matrix located what it did (:attr:`Located.reason`)."""
+
+    ENGINE_PAIR = "engine_pair"  # a direct PD replay fails: the engines (which worker)
+    ROUTER = "router"  # every pair answers directly, the router fails the same payload
+    PROXY = "proxy"  # the router answers, the entry point fails it on a fresh connection
+    CONNECTION_REUSE = "connection_reuse"  # fresh works, a reused connection fails
+    NOT_REPRODUCED = "not_reproduced"  # every hop answered the failing payload
+    NO_PAIR_REPLAY = "no_pair_replay"  # the router fails, no pair could be replayed directly
+
 
 #: Bisection stops when the working and failing sizes are this close (bytes) ...
 BISECT_MIN_BYTES = 256
@@ -79,16 +84,16 @@ class Cell:
     """One replay: hop, target, payload kind, streaming or not, and what came back.
 
     ``target`` is ``entry``, the router's service name, or ``PREFILL+DECODE`` for a pair;
-    ``outcome`` is ``ok``, ``stalled`` or ``error``; ``side`` (pairs only) the side that failed:
-    ``prefill`` or ``decode``; ``first_byte_s`` the response head's time (None: none came).
+    ``side`` (pairs only) the side that failed: ``prefill`` or ``decode``; ``first_byte_s`` the
+    response head's time (None: none came).
     """
 
-    hop: str
+    hop: Hop
     target: str
-    payload: str
+    payload: Payload
     stream: bool
     payload_bytes: int
-    outcome: str
+    outcome: Outcome
     status: int | None = None
     elapsed_s: float = 0.0
     first_byte_s: float | None = None
@@ -100,13 +105,14 @@ class Cell:
 
     @property
     def id(self) -> str:
+        """``matrix.<hop>.<target>.<payload>.<stream|plain>`` (a bisect step: with its size)."""
         mode = "stream" if self.stream else "plain"
-        size = f"{self.payload}{self.payload_bytes}" if self.payload == BISECT else self.payload
-        return f"matrix.{self.hop}.{self.target}.{size}.{mode}"
+        size = f"{self.payload}{self.payload_bytes}" if self.payload == Payload.BISECT else ""
+        return f"matrix.{self.hop}.{self.target}.{size or self.payload}.{mode}"
 
     @property
     def ok(self) -> bool:
-        return self.outcome == "ok"
+        return self.outcome == Outcome.OK
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +120,7 @@ class Bisection:
     """The payload size bisected through one hop: the largest that worked, the smallest that
     failed (None when no step of that kind ran), and the steps."""
 
-    hop: str
+    hop: Hop
     target: str
     ok_bytes: int | None
     fail_bytes: int | None
@@ -125,10 +131,10 @@ class Bisection:
 class Located:
     """What the matrix says: the layer (None: none singled out), its worker, the hop, why."""
 
-    layer: str | None
+    layer: Layer | None
     worker: str | None
-    hop: str | None
-    reason: str
+    hop: Hop | None
+    reason: Reason
     failing: tuple[str, ...] = ()  # cell ids of the failing payload that failed there
     working: tuple[str, ...] = ()  # cell ids of the same payload that worked one hop inside
     size_dependent: bool = False
@@ -144,7 +150,7 @@ class Matrix:
     elapsed_s: float = 0.0
 
     @property
-    def layer(self) -> str | None:
+    def layer(self) -> Layer | None:
         return self.located.layer
 
     @property
@@ -152,7 +158,7 @@ class Matrix:
         return self.located.worker
 
 
-def _at(cells: Sequence[Cell], hop: str, payload: str = FAILING) -> list[Cell]:
+def _at(cells: Sequence[Cell], hop: Hop, payload: Payload = Payload.FAILING) -> list[Cell]:
     return [c for c in cells if c.hop == hop and c.payload == payload]
 
 
@@ -174,26 +180,30 @@ def _pair_verdict(pairs: list[Cell], minimal: list[Cell]) -> Located:
     sides = {c.side for c in failing}
     side = "prefill" if sides == {"prefill"} else "decode" if "decode" in sides else "prefill"
     worker = _guilty(pairs, side) or _guilty(pairs, "decode" if side == "prefill" else "prefill")
-    layer = "prefill" if side == "prefill" else "decode_transfer"
+    layer = Layer.PREFILL if side == "prefill" else Layer.DECODE_TRANSFER
     small = [c for c in minimal if c.ok and (not worker or worker in (c.prefill, c.decode))]
     ids = tuple(c.id for c in failing)
     working = tuple(c.id for c in [*pairs, *small] if c.ok)
-    return Located(layer, worker, HOP_PAIR, REASON_ENGINE_PAIR, ids, working, bool(small))
+    return Located(layer, worker, Hop.PAIR, Reason.ENGINE_PAIR, ids, working, bool(small))
 
 
-def _hop_verdict(cells: Sequence[Cell], hop: str, inner: list[Cell]) -> Located | None:
+#: The layer a failure first seen at a hop (outside the pairs) is in, and why.
+_HOP_LAYERS = {
+    Hop.ROUTER: (Layer.ROUTER, Reason.ROUTER),
+    Hop.FRESH: (Layer.CLIENT_PROXY, Reason.PROXY),
+    Hop.REUSED: (Layer.CLIENT_PROXY, Reason.CONNECTION_REUSE),
+}
+
+
+def _hop_verdict(cells: Sequence[Cell], hop: Hop, inner: list[Cell]) -> Located | None:
     here = _at(cells, hop)
     failed = [c for c in here if not c.ok]
     if not here or not failed:
         return None
-    layer, reason = {
-        HOP_ROUTER: ("router", REASON_ROUTER),
-        HOP_FRESH: ("client_proxy", REASON_PROXY),
-        HOP_REUSED: ("client_proxy", REASON_CONNECTION_REUSE),
-    }[hop]
+    layer, reason = _HOP_LAYERS[hop]
     if not inner:
-        return Located(None, None, hop, REASON_NO_PAIR_REPLAY, tuple(c.id for c in failed))
-    small = any(c.ok for c in _at(cells, hop, MINIMAL))
+        return Located(None, None, hop, Reason.NO_PAIR_REPLAY, tuple(c.id for c in failed))
+    small = any(c.ok for c in _at(cells, hop, Payload.MINIMAL))
     working = tuple(c.id for c in inner if c.ok)
     return Located(layer, None, hop, reason, tuple(c.id for c in failed), working, small)
 
@@ -206,16 +216,17 @@ def locate(cells: Sequence[Cell], *, stream: bool = True) -> Located:
     it may pass the idle timeout where the same answer streamed is fine.
     """
     cells = [c for c in cells if c.stream is stream]
-    pairs = _at(cells, HOP_PAIR)
+    pairs = _at(cells, Hop.PAIR)
     if any(not c.ok for c in pairs):
-        return _pair_verdict(pairs, _at(cells, HOP_PAIR, MINIMAL))
+        return _pair_verdict(pairs, _at(cells, Hop.PAIR, Payload.MINIMAL))
     inner = pairs
-    for hop in HOPS[1:]:
+    for hop in (Hop.ROUTER, Hop.FRESH, Hop.REUSED):
         verdict = _hop_verdict(cells, hop, inner)
         if verdict is not None:
             return verdict
         inner = _at(cells, hop) or inner
-    return Located(None, None, None, REASON_NOT_REPRODUCED, (), tuple(c.id for c in cells if c.ok))
+    ok = tuple(c.id for c in cells if c.ok)
+    return Located(None, None, None, Reason.NOT_REPRODUCED, (), ok)
 
 
 def bisect_next(ok_bytes: int, fail_bytes: int, steps: int) -> int | None:

@@ -1,4 +1,14 @@
-"""Failure signatures: what kind of failure a soak request met (pure classification).
+"""Failure signatures: what kind of failure a soak request met (pure classification), and the one
+rule of what a stall is.
+
+:func:`stall` is the stall rule, the only place that decides it: the soak's client
+(``servelab.ops.soak.client``), :func:`classify` and the soak's verdict
+(``servelab.ops.soak.verdict``) all call it. A request that got no byte for the idle timeout
+(:data:`~servelab.core.load.records.REASON_IDLE`) stalled; so did one the run's deadline cut
+(:data:`~servelab.core.load.records.REASON_DEADLINE`): it had not finished within the bounded
+time the soak promises, which is what an agent waiting on it sees. Which stall it is depends on
+its :class:`Phase`: no response head yet (:attr:`Signature.STALL_HEAD`), or the stream started
+and then went silent (:attr:`Signature.STALL_BODY`).
 
 Every failed soak request (and every correctness violation) gets one signature; each distinct
 signature starts one localization (:func:`to_localize`), at most :data:`MAX_LOCALIZATIONS` per
@@ -7,19 +17,20 @@ detail and phase.
 
 | signature | when |
 |---|---|
-| :data:`STALL_HEAD` | no byte (not even the response head) for the idle timeout |
-| :data:`STALL_BODY` | the stream started, then no byte for the idle timeout |
-| :data:`KV_TRANSFER` | an error answer (HTTP or in-stream) that names the KV transfer / bootstrap |
-| :data:`HTTP_5XX` / :data:`HTTP_4XX` | any other HTTP error status from the entry point |
-| :data:`RESET` | the connection was refused, reset, or cut before the stream ended |
-| :data:`MALFORMED` | the stream carried an event that is not valid (or an error event) |
-| :data:`CORRECTNESS` | the answer arrived but is wrong (tool-call JSON, determinism) |
+| ``stall_head`` | no byte (not even the response head) for the idle timeout |
+| ``stall_body`` | the stream started, then no byte for the idle timeout |
+| ``kv_transfer`` | an error answer (HTTP or in-stream) that names the KV transfer / bootstrap |
+| ``http_5xx`` / ``http_4xx`` | any other HTTP error status from the entry point |
+| ``reset`` | the connection was refused, reset, or cut before the stream ended |
+| ``malformed`` | the stream carried an event that is not valid (or an error event) |
+| ``correctness`` | the answer arrived but is wrong (tool-call JSON, determinism) |
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from servelab.core.load.records import (
     REASON_CONNECTION,
@@ -28,45 +39,50 @@ from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
     REASON_TRUNCATED,
+    RequestRecord,
 )
 
 __all__ = [
-    "CORRECTNESS",
-    "HTTP_4XX",
-    "HTTP_5XX",
-    "KV_TRANSFER",
-    "MALFORMED",
     "MAX_LOCALIZATIONS",
-    "RESET",
-    "SIGNATURES",
-    "STALLS",
-    "STALL_BODY",
-    "STALL_HEAD",
     "Failure",
+    "Outcome",
+    "Phase",
+    "Signature",
     "classify",
+    "outcome_of",
+    "phase_of",
+    "stall",
     "to_localize",
 ]
 
-STALL_HEAD = "stall_head"
-STALL_BODY = "stall_body"
-HTTP_4XX = "http_4xx"
-HTTP_5XX = "http_5xx"
-RESET = "reset"
-KV_TRANSFER = "kv_transfer"
-MALFORMED = "malformed"
-CORRECTNESS = "correctness"
 
-SIGNATURES = (
-    STALL_HEAD,
-    STALL_BODY,
-    KV_TRANSFER,
-    HTTP_5XX,
-    HTTP_4XX,
-    RESET,
-    MALFORMED,
-    CORRECTNESS,
-)
-STALLS = (STALL_HEAD, STALL_BODY)
+class Signature(StrEnum):
+    """The kind of failure a request met (values stored in the ledger)."""
+
+    STALL_HEAD = "stall_head"
+    STALL_BODY = "stall_body"
+    KV_TRANSFER = "kv_transfer"
+    HTTP_5XX = "http_5xx"
+    HTTP_4XX = "http_4xx"
+    RESET = "reset"
+    MALFORMED = "malformed"
+    CORRECTNESS = "correctness"
+
+
+class Phase(StrEnum):
+    """Where a request was when it failed: before its response head, or inside its body."""
+
+    HEAD = "head"
+    BODY = "body"
+
+
+class Outcome(StrEnum):
+    """How one request (a session's, a replay's) ended."""
+
+    OK = "ok"
+    STALLED = "stalled"
+    ERROR = "error"
+
 
 #: Localizations one soak runs at most (one per distinct signature, the first ones seen).
 MAX_LOCALIZATIONS = 3
@@ -79,7 +95,7 @@ _TRANSFER_WORDS = ("kv transfer", "transfer of room", "bootstrap", "waitingforin
 class Failure:
     """One failed request as the soak saw it: where, what it carried, what it got."""
 
-    signature: str
+    signature: Signature
     session: int
     round: int
     payload_bytes: int
@@ -89,7 +105,27 @@ class Failure:
     error: str = ""
     detail: str = ""
     received_bytes: int = 0
-    phase: str = "head"
+    phase: Phase = Phase.HEAD
+
+
+def phase_of(record: RequestRecord) -> Phase:
+    """:attr:`Phase.HEAD` while no response head arrived, then :attr:`Phase.BODY`."""
+    return Phase.HEAD if record.first_byte_ns is None else Phase.BODY
+
+
+def stall(error: str | None, phase: Phase) -> Signature | None:
+    """The stall rule: the stall a request's failure reason ``error`` is, in ``phase``; None
+    when it is not a stall (see the module docstring)."""
+    if error not in (REASON_IDLE, REASON_DEADLINE):
+        return None
+    return Signature.STALL_HEAD if phase == Phase.HEAD else Signature.STALL_BODY
+
+
+def outcome_of(record: RequestRecord) -> Outcome:
+    """How a request ended: ok, stalled (:func:`stall`), or any other error."""
+    if record.ok:
+        return Outcome.OK
+    return Outcome.ERROR if stall(record.error, phase_of(record)) is None else Outcome.STALLED
 
 
 def _names_transfer(detail: str) -> bool:
@@ -97,25 +133,26 @@ def _names_transfer(detail: str) -> bool:
     return any(word in text for word in _TRANSFER_WORDS)
 
 
-def classify(status: int | None, error: str | None, detail: str, phase: str) -> str | None:
+def classify(status: int | None, error: str | None, detail: str, phase: Phase) -> Signature | None:
     """The signature of a request's outcome (None: it did not fail)."""
     if error is None:
         return None
-    if error in (REASON_IDLE, REASON_DEADLINE):
-        return STALL_HEAD if phase == "head" else STALL_BODY
+    stalled = stall(error, phase)
+    if stalled is not None:
+        return stalled
     if _names_transfer(detail):
-        return KV_TRANSFER
+        return Signature.KV_TRANSFER
     if status is not None and status >= 300:
-        return HTTP_5XX if status >= 500 else HTTP_4XX
+        return Signature.HTTP_5XX if status >= 500 else Signature.HTTP_4XX
     if error in (REASON_MALFORMED, REASON_SERVER_ERROR):
-        return MALFORMED
+        return Signature.MALFORMED
     if error in (REASON_CONNECTION, REASON_TRUNCATED):
-        return RESET
-    return MALFORMED
+        return Signature.RESET
+    return Signature.MALFORMED
 
 
 def to_localize(
-    failures: Iterable[Failure], done: Iterable[str], limit: int = MAX_LOCALIZATIONS
+    failures: Iterable[Failure], done: Iterable[Signature], limit: int = MAX_LOCALIZATIONS
 ) -> list[Failure]:
     """The first failure of each signature not localized yet, while the budget lasts."""
     seen = list(dict.fromkeys(done))

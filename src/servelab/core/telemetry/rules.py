@@ -1,19 +1,21 @@
 """The run's own telemetry as evidence: what the router and the engines counted over a run,
-read by rules (pure; wording lives in ``report.soak.soak``).
+read by rules (pure; wording lives in ``report.soak``).
 
 Each rule reads a :class:`~servelab.core.telemetry.summary.RunTelemetry` (and, for two of them, what
 the client measured over the same window, :class:`ClientWindow`) and returns one
 :class:`TelemetryEvidence` per source it looked at: ``fired`` (the rule's condition holds; the
-layer it points at), ``quiet`` (the source answered and the condition does not hold) or
-``unknown`` (the source did not answer, or there is too little to judge; the reason says which) —
-never ``quiet`` for a source that did not answer. Every piece of evidence cites the metric series
-it read, with the source and the value (a counter's delta over the run, a gauge's rise).
+:class:`~servelab.core.soak.layers.Layer` it points at, or :data:`WORKERS`), ``quiet`` (the
+source answered and the condition does not hold) or ``unknown`` (the source did not answer, or
+there is too little to judge; the reason says which) — never ``quiet`` for a source that did not
+answer. Every piece of evidence cites the metric series
+it read, with the source and the value (a counter's delta over the run, a gauge's rise). In a
+soak's diagnosis each one is a numbered fact, a :class:`TelemetryReading`.
 
 Rules and thresholds (the constants below):
 
 - ``router_errors`` (router source): the router counted its workers failing
-  (``smg_worker_errors_total``, ``smg_worker_retries_exhausted_total`` grew) → ``workers``; or it
-  refused requests itself with no worker error (``smg_http_responses_total`` with a 5xx status,
+  (``smg_worker_errors_total``, ``smg_worker_retries_exhausted_total`` grew) → :data:`WORKERS`; or
+  it refused requests itself with no worker error (``smg_http_responses_total`` with a 5xx status,
   a ``smg_worker_cb_transitions_total{to="open"}`` transition, a ``smg_worker_cb_state`` gauge
   ending open) → ``router``.
 - ``engine_transfer`` (each decode): ``sglang:num_transfer_failed_reqs_total`` or
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from servelab.core.load.records import RequestRecord
-from servelab.core.soak.observe import Observation
+from servelab.core.soak.layers import Layer
 from servelab.core.telemetry.summary import GENERATED_TOKENS, RunTelemetry, SourceTelemetry
 
 __all__ = [
@@ -56,10 +58,13 @@ __all__ = [
     "TRANSFER_FAILURES",
     "TTFT_RISE",
     "UNKNOWN",
+    "WORKERS",
     "Cite",
     "ClientWindow",
+    "PointsAt",
     "ServerView",
     "TelemetryEvidence",
+    "TelemetryReading",
     "assess",
     "client_window",
     "run_evidence",
@@ -75,6 +80,11 @@ FIRED: Final = "fired"
 QUIET: Final = "quiet"
 UNKNOWN: Final = "unknown"
 State = Literal["fired", "quiet", "unknown"]
+
+#: What the router's counted worker errors point at: the engines (a prefill, the decode path, a
+#: wedged engine), not one layer.
+WORKERS: Final = "workers"
+PointsAt = Layer | Literal["workers"]
 
 #: client and decode token counts may differ by this fraction of the decodes' count
 CLIENT_TOLERANCE = 0.25
@@ -133,8 +143,8 @@ class TelemetryEvidence:
     rule: str
     subject: str
     state: State
-    #: the layer it points at when fired (``workers`` for router-counted worker errors)
-    points_at: str | None = None
+    #: the layer it points at when fired (:data:`WORKERS` for router-counted worker errors)
+    points_at: PointsAt | None = None
     worker: str | None = None
     cites: tuple[Cite, ...] = ()
     reason: str | None = None
@@ -155,6 +165,18 @@ class TelemetryEvidence:
             "reason": self.reason,
             "threshold": self.threshold,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetryReading:
+    """One piece of run-telemetry evidence as a soak's numbered fact
+    (``telemetry.<rule>.<subject>``; one of :data:`servelab.core.soak.observe.Observation`)."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    evidence: TelemetryEvidence
+    kind: Literal["telemetry"] = field(default="telemetry", init=False)
 
 
 def _cite(c: Cite) -> dict[str, Any]:
@@ -196,10 +218,11 @@ def _rule_router(src: SourceTelemetry) -> TelemetryEvidence:
     workers = _grown(src, _WORKER_ERRORS)
     if workers:
         cites = tuple(workers + _grown(src, ("smg_worker_retries_total",)))
-        return TelemetryEvidence(RULE_ROUTER, src.service, FIRED, "workers", cites=cites)
+        return TelemetryEvidence(RULE_ROUTER, src.service, FIRED, WORKERS, cites=cites)
     refused = _router_refusals(src)
     if refused:
-        return TelemetryEvidence(RULE_ROUTER, src.service, FIRED, "router", cites=tuple(refused))
+        cites = tuple(refused)
+        return TelemetryEvidence(RULE_ROUTER, src.service, FIRED, Layer.ROUTER, cites=cites)
     return TelemetryEvidence(RULE_ROUTER, src.service, QUIET)
 
 
@@ -211,7 +234,7 @@ def _rule_transfer(src: SourceTelemetry) -> TelemetryEvidence:
     if not failed:
         return TelemetryEvidence(RULE_TRANSFER, src.service, QUIET)
     return TelemetryEvidence(
-        RULE_TRANSFER, src.service, FIRED, "decode_transfer", src.service, tuple(failed)
+        RULE_TRANSFER, src.service, FIRED, Layer.DECODE_TRANSFER, src.service, tuple(failed)
     )
 
 
@@ -251,7 +274,7 @@ def _rule_saturation(src: SourceTelemetry, client: ClientWindow | None) -> Telem
     cites = (queue, Cite("client", "ttft_median_late_over_early", round(ttft, 3), "client"))
     if queue.value >= QUEUE_RISE and ttft >= TTFT_RISE:
         return TelemetryEvidence(
-            RULE_SATURATION, src.service, FIRED, "engine_saturation", src.service, cites,
+            RULE_SATURATION, src.service, FIRED, Layer.ENGINE_SATURATION, src.service, cites,
             threshold=QUEUE_RISE,
         )  # fmt: skip
     return TelemetryEvidence(RULE_SATURATION, src.service, QUIET, cites=cites)
@@ -287,7 +310,7 @@ def _rule_client(
     off = abs(client.output_tokens - served) / served
     state: State = FIRED if off > CLIENT_TOLERANCE else QUIET
     return TelemetryEvidence(
-        RULE_CLIENT, "decodes", state, "client" if state == FIRED else None, None,
+        RULE_CLIENT, "decodes", state, Layer.CLIENT if state == FIRED else None, None,
         (*cites, Cite("client", "relative_difference", round(off, 4), "client")),
         threshold=CLIENT_TOLERANCE,
     )  # fmt: skip
@@ -327,15 +350,13 @@ def assess(view: ServerView | None) -> tuple[TelemetryEvidence, ...]:
     return tuple(out)
 
 
-def telemetry_observations(evidence: Sequence[TelemetryEvidence]) -> list[Observation]:
+def telemetry_observations(evidence: Sequence[TelemetryEvidence]) -> list[TelemetryReading]:
     """Each piece of evidence as a numbered fact: fired is unhealthy, quiet healthy, unknown
-    neutral (``data.unknown``), never healthy."""
-    out = []
-    for e in evidence:
-        healthy = None if e.state == UNKNOWN else e.state == QUIET
-        data = e.to_json() | ({"unknown": True} if e.state == UNKNOWN else {})
-        out.append(Observation(e.id, e.subject, healthy, data))
-    return out
+    neutral, never healthy."""
+    return [
+        TelemetryReading(e.id, e.subject, None if e.state == UNKNOWN else e.state == QUIET, e)
+        for e in evidence
+    ]
 
 
 def run_evidence(

@@ -31,6 +31,7 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
@@ -46,8 +47,10 @@ from servelab.core.ledger.evidence import (
     SoakRunRecord,
     Suspect,
     VerificationRecord,
+    read_soak_run,
 )
-from servelab.core.ledger.results import AbResultRecord, SoakDocument
+from servelab.core.ledger.results import AbResultRecord
+from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.traces import Span
 from servelab.errors import CaseError, StoreError
 from servelab.io.ledger.admin import (
@@ -175,27 +178,26 @@ class Ledger(LedgerFile):
 
     def record_soak(
         self,
-        document: SoakDocument,
+        result: SoakResult,
         *,
         case_id: int | None = None,
         spans: Sequence[Span] = (),
     ) -> int:
-        """A soak run (its config, the whole document), each of its findings and the spans
-        received during it (``spans`` rows with its ``soak_id``); with ``case_id``, attached to
-        that case as evidence (its note: the findings' layers, or ``no finding``), in the same
-        transaction."""
-        ok = document.ok
-        row: dict[str, Any] = {"at": self._now(), "ok": None if ok is None else int(ok)}
-        row |= {"config": dumps(document.config), "result": dumps(document.to_json())}
+        """A soak run (its config, the whole result, through the codec), each of its findings
+        and the spans received during it (``spans`` rows with its ``soak_id``); with ``case_id``,
+        attached to that case as evidence (its note: the findings' layers, or ``no finding``), in
+        the same transaction."""
+        row: dict[str, Any] = {"at": self._now(), "ok": int(result.ok)}
+        row |= {"config": dumps(encode(result.config)), "result": dumps(encode(result))}
         with self._write() as conn:
             if case_id is not None:
                 self._require_case(conn, case_id)
             soak_id = self._insert(conn, "soak_runs", row)
-            for finding in document.findings:
+            for finding in result.findings:
                 self._insert(conn, "soak_findings", finding_row(soak_id, finding))
             insert_spans(conn, "soak_id", soak_id, spans)
             if case_id is not None:
-                note = ", ".join(str(f.layer) for f in document.findings) or "no finding"
+                note = ", ".join(f.layer for f in result.findings) or "no finding"
                 evidence = {"case_id": case_id, "at": row["at"], "kind": "soak"}
                 self._insert(conn, "case_evidence", {**evidence, "ref_id": soak_id, "note": note})
             return soak_id
@@ -357,7 +359,7 @@ class Ledger(LedgerFile):
         found = self._query(
             "SELECT finding FROM soak_findings WHERE soak_id = ? ORDER BY id", (row["id"],)
         )
-        return SoakRunRecord.from_row({**row, "findings": [r["finding"] for r in found]})
+        return read_soak_run({**row, "findings": [r["finding"] for r in found]})
 
     def get_case(self, case_id: int) -> CaseRecord | None:
         row = self._one("SELECT * FROM cases WHERE id = ?", (case_id,))

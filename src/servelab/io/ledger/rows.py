@@ -14,9 +14,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.ledger.results import SoakFinding
 from servelab.core.load.records import pack_record, unpack_record
+from servelab.core.soak.diagnose import Finding
 from servelab.core.telemetry.traces import Span
 from servelab.errors import CaseError, StoreError
 
@@ -106,12 +107,12 @@ def check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
     }
 
 
-def finding_row(soak_id: int, finding: SoakFinding) -> dict[str, Any]:
+def finding_row(soak_id: int, finding: Finding) -> dict[str, Any]:
     return {
         "soak_id": soak_id,
-        "layer": finding.layer,
+        "layer": str(finding.layer),
         "confidence": finding.confidence,
-        "finding": dumps(finding.to_json()),
+        "finding": dumps(encode(finding)),
     }
 
 

@@ -1,7 +1,7 @@
 """``case test``: decide a suspect's verdict by a controlled experiment.
 
 The workload is the case's newest failing soak (its recorded
-:class:`~servelab.ops.soak.soak.SoakConfig`, run without localization or the determinism probe so
+:class:`~servelab.core.soak.result.SoakConfig`, run without localization or the determinism probe so
 each visit is short). Two arms:
 
 - a **knob** suspect: the knob at its suspected value (arm ``suspect``) and at its revert value
@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,23 +46,17 @@ from servelab.core.case.model import Case, Target, parse_target, revert_changes
 from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.ledger.evidence import SoakRunRecord
-from servelab.core.ledger.results import SoakDocument
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case.case import load_case
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.knob import get_knob, live_knob, live_knobs, set_knob
-from servelab.ops.soak.soak import SoakConfig, SoakResult, Targets, soak
+from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 
-__all__ = ["CaseTestConfig", "CaseTestOutcome", "Document", "failed_sessions", "run_case_test"]
-
-#: Turns a visit's soak result into the document the ledger records
-# (``report.soak.soak.soak_record``).
-Document = Callable[[SoakResult], SoakDocument]
-
-_SOAK_FIELDS = {f.name for f in dataclasses.fields(SoakConfig)} - {"knobs"}
+__all__ = ["CaseTestConfig", "CaseTestOutcome", "failed_sessions", "run_case_test"]
 
 
 @dataclass(frozen=True)
@@ -108,12 +101,13 @@ class _Arms:
 
 def failed_sessions(result: SoakResult) -> int:
     """Sessions that stalled, hit an error, or did not finish their rounds."""
-    rounds = result.config.rounds
-    return sum(s.stalled or s.error is not None or s.rounds_done < rounds for s in result.sessions)
+    rounds, sessions = result.config.rounds, result.sessions.per_session
+    return sum(s.stalled or s.error is not None or s.rounds_done < rounds for s in sessions)
 
 
 def _workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, SoakConfig]:
-    """The case's newest failing soak and the config to replay it with."""
+    """The case's newest failing soak and the config to replay it with (its own knobs left
+    out: a visit records what it runs with)."""
     soaks = [ledger.get_soak(e.ref_id) for e in case.evidence if e.kind == "soak" and e.ref_id]
     failing = [s for s in soaks if isinstance(s, SoakRunRecord) and s.ok is False]
     if not failing:
@@ -122,8 +116,9 @@ def _workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, So
             f"servelab soak --case {case.id} (or case evidence {case.id} --soak ID)"
         )
     newest = max(failing, key=lambda s: s.id)
-    known = {k: v for k, v in newest.config.items() if k in _SOAK_FIELDS}
-    config = SoakConfig(**{**known, "localize": False, "check_determinism": False})
+    config = dataclasses.replace(
+        newest.result.config, knobs={}, localize=False, check_determinism=False
+    )
     if sessions is not None:
         config = dataclasses.replace(config, sessions=sessions)
     return newest.id, config
@@ -187,7 +182,6 @@ async def _make_live(op: Operation, target: Target, value: str | None, why: str)
 
 async def _visit(
     op: Operation, arms: _Arms, cfg: CaseTestConfig, workload: SoakConfig, visit: tuple[int, str],
-    document: Document | None,
 ) -> ExperimentVisit:  # fmt: skip
     rnd, arm = visit
     value = arms.suspect if arm == ARM_SUSPECT else arms.revert
@@ -200,11 +194,11 @@ async def _visit(
         workload = dataclasses.replace(workload, knobs=await live_knobs(op))
     else:
         targets = Targets(str(value), targets.router_url, (), targets.router_service)
-    result = await soak(workload, targets, ledger=op.ledger, document=document)
-    failed = failed_sessions(result)
-    op.say(f"arm {arm} ({value}): {failed}/{len(result.sessions)} sessions failed")
+    result = await soak(workload, targets, ledger=op.ledger)
+    failed, count = failed_sessions(result), result.sessions.count
+    op.say(f"arm {arm} ({value}): {failed}/{count} sessions failed")
     return ExperimentVisit(
-        rnd, arm, value, len(result.sessions), failed, verification_id, result.soak_id,
+        rnd, arm, value, count, failed, verification_id, result.soak_id,
         round(time.monotonic() - started, 3),
     )  # fmt: skip
 
@@ -226,7 +220,6 @@ async def run_case_test(
     cfg: CaseTestConfig,
     *,
     progress: Progress | None = None,
-    document: Document | None = None,
 ) -> CaseTestOutcome:
     """Run the experiment, record it on the case, and return it (see the module docstring)."""
     started = time.monotonic()
@@ -244,7 +237,7 @@ async def run_case_test(
         try:
             for i, arm in enumerate(order):
                 op.say(f"visit {i + 1}/{len(order)}: arm {arm}")
-                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), document))
+                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm)))
         except BaseException:
             with contextlib.suppress(ServelabError):
                 await _leave_as_found(op, arms)

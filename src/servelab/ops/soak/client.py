@@ -1,4 +1,4 @@
-"""What the soak talks to and how one request goes: targets, the exchange, and its decoding.
+"""How one soak request goes: the exchange, and its decoding.
 
 Every request of the soak and of its localization goes through :class:`~servelab.io.http.client.
 StreamClient` (the one HTTP seam): :func:`exchange` posts one chat request and decodes the
@@ -14,78 +14,39 @@ from dataclasses import dataclass, field
 from time import perf_counter_ns
 from typing import Any
 
-from servelab.core.load.records import (
-    REASON_IDLE,
-    REASON_MALFORMED,
-    RequestRecord,
-    StreamAccumulator,
-)
+from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
+from servelab.core.soak.signatures import Outcome, Phase, outcome_of, phase_of
 from servelab.core.telemetry.traces import request_identity
 from servelab.io.http.client import StreamClient, Transfer
 
-__all__ = [
-    "CHAT",
-    "Exchange",
-    "Targets",
-    "WorkerTarget",
-    "client",
-    "exchange",
-    "one_shot",
-]
+__all__ = ["CHAT", "Exchange", "client", "exchange", "one_shot"]
 
 CHAT = "/v1/chat/completions"
 
 
-@dataclass(frozen=True)
-class WorkerTarget:
-    """An engine to look at: its service name, role (prefill/decode), base URL, and (a prefill)
-    its KV bootstrap port (None: unknown, so no pair replay goes straight to it)."""
-
-    service: str
-    role: str
-    url: str
-    bootstrap_port: int | None = None
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Where the soak sends traffic and what it inspects when something fails.
-
-    ``metrics_url`` is the router's Prometheus endpoint base (``http://HOST:PORT``; None: not
-    known, its metrics are then unknown).
-    """
-
-    entry_url: str
-    router_url: str | None = None
-    workers: tuple[WorkerTarget, ...] = ()
-    router_service: str = "router"
-    metrics_url: str | None = None
-
-    @property
-    def via_proxy(self) -> bool:
-        router = self.router_url
-        return router is not None and router.rstrip("/") != self.entry_url.rstrip("/")
-
-
 @dataclass
 class Exchange:
-    """One request: its record, the answer, what was received, where it stalled."""
+    """One request: its record, the answer, what was received; how it ended and where (the
+    stall rule, :func:`servelab.core.soak.signatures.stall`, decides a stall)."""
 
     record: RequestRecord
     received_bytes: int = 0
     received_events: int = 0
-    phase: str = "head"
     answer: Answer = field(default_factory=lambda: Answer(""))
 
     @property
-    def stalled(self) -> bool:
-        return self.record.error == REASON_IDLE
+    def phase(self) -> Phase:
+        return phase_of(self.record)
 
     @property
-    def outcome(self) -> str:
-        return "ok" if self.record.ok else "stalled" if self.stalled else "error"
+    def outcome(self) -> Outcome:
+        return outcome_of(self.record)
+
+    @property
+    def stalled(self) -> bool:
+        return self.outcome == Outcome.STALLED
 
     @property
     def detail(self) -> str:
@@ -98,7 +59,7 @@ def _decoded(got: Transfer) -> Exchange:
     exactly as if decoded on arrival: the stream's own failures (malformed, server error) come
     before a transport failure that cut it, and only a stream that ended is finished."""
     record = got.record
-    ex = Exchange(record, got.received_bytes, 0, got.phase)
+    ex = Exchange(record, got.received_bytes)
     if record.status is None or record.status >= 300:
         return ex
     cut = None if record.error is None else (record.error, record.error_detail)
@@ -123,7 +84,7 @@ def _decoded(got: Transfer) -> Exchange:
 def _plain(got: Transfer) -> Exchange:
     """A non-streamed answer: one JSON document with ``choices`` (else a malformed answer)."""
     record = got.record
-    ex = Exchange(record, got.received_bytes, 0, got.phase)
+    ex = Exchange(record, got.received_bytes)
     if record.error is not None:
         return ex
     raw = b"".join(data for _, data in got.chunks)

@@ -20,8 +20,16 @@ from typing import Any
 
 from servelab.core.deploy.engines import canonical_metrics
 from servelab.core.soak.agentic import e2e_probe_body
-from servelab.core.soak.diagnose import EngineActivity, Probe, parse_metrics, parse_worker_list
-from servelab.core.soak.observe import Localization
+from servelab.core.soak.evidence import (
+    DIAGNOSED_METRICS,
+    EngineActivity,
+    Localization,
+    Probe,
+    ProbeKind,
+    parse_metrics,
+    parse_worker_list,
+)
+from servelab.core.soak.result import Targets, WorkerTarget
 from servelab.core.soak.signatures import Failure
 from servelab.core.telemetry.router import RouterMetrics, WorkerLoad, parse_loads, router_metrics
 from servelab.core.verify.coldstart import (
@@ -32,7 +40,7 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.io.http.client import HttpClient, using_client
 from servelab.ops.context import Progress
-from servelab.ops.soak.client import Targets, WorkerTarget, one_shot
+from servelab.ops.soak.client import one_shot
 from servelab.ops.soak.replay import replay_matrix
 
 __all__ = ["discover_workers", "localize", "warm_up"]
@@ -59,9 +67,11 @@ async def _get_text(http: HttpClient, url: str, timeout: float) -> str | None:
 async def _scrape(
     http: HttpClient, workers: tuple[WorkerTarget, ...], timeout: float
 ) -> list[dict[str, float]]:
-    """Each engine's /metrics, parsed (an empty dict when it could not be read)."""
+    """Each engine's /metrics, parsed, the metrics the diagnosis reads (an empty dict when it
+    could not be read)."""
     texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics", timeout) for w in workers))
-    return [canonical_metrics(parse_metrics(t or "")) for t in texts]  # vLLM names -> SGLang's
+    parsed = [canonical_metrics(parse_metrics(t or "")) for t in texts]  # vLLM names -> SGLang's
+    return [{k: v for k, v in p.items() if k in DIAGNOSED_METRICS} for p in parsed]
 
 
 async def _workers_probe(http: HttpClient, targets: Targets, timeout: float) -> Probe:
@@ -72,18 +82,18 @@ async def _workers_probe(http: HttpClient, targets: Targets, timeout: float) -> 
     roles = sorted(w.role for w in found)
     ok = "prefill" in roles and "decode" in roles
     detail = f"{len(found)} listed ({', '.join(roles) or 'none'})"
-    return Probe(
-        targets.router_service, "router", "workers", ok, None, time.monotonic() - start, detail
-    )
+    elapsed = time.monotonic() - start
+    return Probe(targets.router_service, "router", ProbeKind.WORKERS, ok, None, elapsed, detail)
 
 
 async def _probes(http: HttpClient, targets: Targets, timeout: float) -> list[Probe]:
-    jobs: list[tuple[str, str, str, Any]] = []
+    jobs: list[tuple[str, str, ProbeKind, Any]] = []
     if targets.router_url:
         readiness = http.probe(targets.router_url + "/readiness", timeout=timeout)
-        jobs.append((targets.router_service, "router", "readiness", readiness))
+        jobs.append((targets.router_service, "router", ProbeKind.READINESS, readiness))
     for w in targets.workers:
-        jobs.append((w.service, w.role, "health", http.probe(w.url + "/health", timeout=timeout)))
+        health = http.probe(w.url + "/health", timeout=timeout)
+        jobs.append((w.service, w.role, ProbeKind.HEALTH, health))
     results = await asyncio.gather(*(j[3] for j in jobs))
     probes = [
         Probe(s, role, kind, r.ok, r.status, r.elapsed_s, r.describe()[:200])

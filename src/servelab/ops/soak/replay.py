@@ -22,23 +22,19 @@ from urllib.parse import urlsplit
 
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.replay import (
-    BISECT,
-    FAILING,
-    HOP_FRESH,
-    HOP_PAIR,
-    HOP_REUSED,
-    HOP_ROUTER,
-    MINIMAL,
     Bisection,
     Cell,
+    Hop,
     Located,
     Matrix,
+    Payload,
     bisect_next,
     locate,
     shrink,
 )
+from servelab.core.soak.result import Targets, WorkerTarget
 from servelab.core.soak.signatures import Failure
-from servelab.ops.soak.client import Exchange, Targets, WorkerTarget, client, exchange
+from servelab.ops.soak.client import Exchange, client, exchange
 
 __all__ = ["pairs_of", "replay_matrix"]
 
@@ -61,7 +57,7 @@ def _body(body: dict[str, Any], stream: bool) -> dict[str, Any]:
 
 
 def _cell(
-    hop: str, target: str, payload: str, stream: bool, size: int, ex: Exchange, start: float
+    hop: Hop, target: str, payload: Payload, stream: bool, size: int, ex: Exchange, start: float
 ) -> Cell:
     rec = ex.record
     head = None if rec.first_byte_ns is None else (rec.first_byte_ns - rec.sent_ns) / 1e9
@@ -86,8 +82,9 @@ async def _send(url: str, body: dict[str, Any], idle_s: float) -> Exchange:
 
 
 async def _entry_cell(
-    hop: str, url: str, target: str, payload: tuple[str, dict[str, Any]], stream: bool, idle: float
-) -> Cell:
+    hop: Hop, url: str, target: str, payload: tuple[Payload, dict[str, Any]], stream: bool,
+    idle: float,
+) -> Cell:  # fmt: skip
     kind, body = payload
     sent = _body(body, stream)
     start = time.monotonic()
@@ -105,12 +102,12 @@ async def _reused_cell(
             await exchange(c, json.dumps(_body(minimal, False)).encode(), i, stream=False)
         start = time.monotonic()
         ex = await exchange(c, json.dumps(sent).encode(), carried)
-    return _cell(HOP_REUSED, "entry", FAILING, True, payload_size(sent), ex, start)
+    return _cell(Hop.REUSED, "entry", Payload.FAILING, True, payload_size(sent), ex, start)
 
 
 async def _pair_cell(
     pair: tuple[WorkerTarget, WorkerTarget],
-    payload: tuple[str, dict[str, Any]],
+    payload: tuple[Payload, dict[str, Any]],
     stream: bool,
     idle: float,
 ) -> Cell:
@@ -125,7 +122,7 @@ async def _pair_cell(
     start = time.monotonic()
     pre, dec = await asyncio.gather(_send(prefill.url, sent, idle), _send(decode.url, sent, idle))
     failed, side = (dec, "decode") if pre.record.ok else (pre, "prefill")
-    cell = _cell(HOP_PAIR, f"{prefill.service}+{decode.service}", kind, stream, 0, failed, start)
+    cell = _cell(Hop.PAIR, f"{prefill.service}+{decode.service}", kind, stream, 0, failed, start)
     ok = pre.record.ok and dec.record.ok
     return Cell(
         cell.hop, cell.target, kind, stream, payload_size(sent), cell.outcome, cell.status,
@@ -141,7 +138,7 @@ def _jobs(
     minimal: dict[str, Any],
     idle: float,
 ) -> list[Awaitable[Cell]]:
-    payloads = ((FAILING, failing), (MINIMAL, minimal))
+    payloads = ((Payload.FAILING, failing), (Payload.MINIMAL, minimal))
     jobs: list[Awaitable[Cell]] = []
     for payload in payloads:
         for stream in (True, False):
@@ -149,9 +146,9 @@ def _jobs(
             if targets.router_url and targets.via_proxy:
                 name = targets.router_service
                 jobs.append(
-                    _entry_cell(HOP_ROUTER, targets.router_url, name, payload, stream, idle)
+                    _entry_cell(Hop.ROUTER, targets.router_url, name, payload, stream, idle)
                 )
-            hop = HOP_FRESH if targets.via_proxy else HOP_ROUTER
+            hop = Hop.FRESH if targets.via_proxy else Hop.ROUTER
             target = "entry" if targets.via_proxy else targets.router_service
             jobs.append(_entry_cell(hop, targets.entry_url, target, payload, stream, idle))
     if failure.connection_requests > 0:
@@ -160,29 +157,32 @@ def _jobs(
     return jobs
 
 
-def _hop_url(targets: Targets, loc: Located) -> tuple[str, str] | None:
-    if loc.hop == HOP_ROUTER and targets.router_url:
+def _hop_url(targets: Targets, loc: Located) -> tuple[Hop, str, str] | None:
+    """The located hop, its URL and target, when it is reached through a URL (the router, or
+    the entry point on a fresh connection)."""
+    if loc.hop == Hop.ROUTER and targets.router_url:
         url = targets.router_url if targets.via_proxy else targets.entry_url
-        return url, targets.router_service
-    if loc.hop == HOP_FRESH:
-        return targets.entry_url, "entry"
+        return Hop.ROUTER, url, targets.router_service
+    if loc.hop == Hop.FRESH:
+        return Hop.FRESH, targets.entry_url, "entry"
     return None
 
 
 async def _bisect_cell(
     targets: Targets, loc: Located, cells: list[Cell], body: dict[str, Any], idle: float
 ) -> Cell | None:
-    if loc.hop == HOP_PAIR:
+    if loc.hop == Hop.PAIR:
         pair = next(
             (p for p in pairs_of(targets) if f"{p[0].service}+{p[1].service}" in
              {c.target for c in cells if not c.ok}),
             None,
         )  # fmt: skip
-        return None if pair is None else await _pair_cell(pair, (BISECT, body), True, idle)
+        return None if pair is None else await _pair_cell(pair, (Payload.BISECT, body), True, idle)
     where = _hop_url(targets, loc)
     if where is None:
         return None
-    return await _entry_cell(loc.hop or "", where[0], where[1], (BISECT, body), True, idle)
+    hop, url, target = where
+    return await _entry_cell(hop, url, target, (Payload.BISECT, body), True, idle)
 
 
 async def _bisect(
@@ -195,7 +195,7 @@ async def _bisect(
     """Bisect the payload size through the located hop (streaming), at most a few steps, each
     started only while one more idle timeout fits before ``deadline``."""
     idle, deadline = bounds
-    if not loc.size_dependent:
+    if not loc.size_dependent or loc.hop is None:
         return None
     ok_bytes, fail_bytes = payload_size(e2e_probe_body(model="m")), payload_size(failing)
     steps: list[Cell] = []
@@ -210,7 +210,7 @@ async def _bisect(
             (cell.payload_bytes, fail_bytes) if cell.ok else (ok_bytes, cell.payload_bytes)
         )
     target = steps[0].target if steps else ""
-    return Bisection(loc.hop or "", target, ok_bytes, fail_bytes, tuple(steps))
+    return Bisection(loc.hop, target, ok_bytes, fail_bytes, tuple(steps))
 
 
 async def replay_matrix(

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from servelab.core.soak.signatures import Outcome
 from servelab.core.telemetry.traces import RequestPhases, Span, phases_so_far, spans_by_request
 from servelab.ops.telemetry.tracing import ROUTER_GRACE_S, TraceCollector
 
@@ -28,7 +29,7 @@ class FailedId:
     request_id: str
     session: int
     round: int
-    outcome: str  # "stalled" | "error"
+    outcome: Outcome  # stalled or error
 
 
 def request_phases(failed: Sequence[FailedId], spans: Sequence[Span]) -> tuple[RequestPhases, ...]:

@@ -1,96 +1,91 @@
-"""Words for the localization: the replay matrix table, the failures, the router's own metrics,
-the loads, the engines' start, and why there is no finding. Nothing here does I/O."""
+"""Words for the localization: the replay matrix table, what the matrix located, the engines'
+start, and why there is no finding. Nothing here does I/O."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import assert_never
 
-from servelab.core.soak.diagnose import (
-    PROBE_LOCALIZE,
-    PROBE_PAIR_REPLAY,
-    PROBE_REPLAY_UNDER_LOAD,
-    PROBE_SCRAPE,
-    PROBE_SOAK_WARM,
-    UNDECIDED_COLD,
-    UNDECIDED_CONFLICT,
-    UNDECIDED_NO_PAIR,
-    UNDECIDED_NOT_LOCALIZED,
-    UNDECIDED_NOT_REPRODUCED,
-    Observation,
-    Undecided,
-)
-from servelab.core.soak.observe import Localization
-from servelab.core.soak.replay import (
-    HOP_FRESH,
-    HOP_PAIR,
-    HOP_REUSED,
-    HOP_ROUTER,
-    REASON_CONNECTION_REUSE,
-    REASON_ENGINE_PAIR,
-    REASON_NO_PAIR_REPLAY,
-    REASON_NOT_REPRODUCED,
-    REASON_PROXY,
-    REASON_ROUTER,
-    Cell,
-)
+from servelab.core.soak.diagnose import NextProbe, Undecided, UndecidedReason
+from servelab.core.soak.evidence import Localization
+from servelab.core.soak.replay import Cell, Reason
 from servelab.core.verify.coldstart import StartClass
+from servelab.report.soak.words import hop_title
 
 __all__ = [
-    "HOP_TITLES",
-    "PROBE_ADVICE",
-    "describe_context",
+    "located_text",
     "matrix_lines",
+    "probe_advice",
     "start_line",
     "undecided_lines",
+    "undecided_text",
 ]
 
-HOP_TITLES = {
-    HOP_PAIR: "straight to the pair",
-    HOP_ROUTER: "straight to the router",
-    HOP_FRESH: "entry, fresh connection",
-    HOP_REUSED: "entry, reused connection",
-}
 
-_LOCATED = {
-    REASON_ENGINE_PAIR: "the pair fails the payload straight, without the router",
-    REASON_ROUTER: "every pair answers it straight; the router fails it",
-    REASON_PROXY: "the router answers it; the entry point fails it on a fresh connection",
-    REASON_CONNECTION_REUSE: "a fresh connection gets it through; a reused one fails it",
-    REASON_NOT_REPRODUCED: "every hop answered the failing payload (not reproduced)",
-    REASON_NO_PAIR_REPLAY: "the router fails it, and no pair could be replayed straight",
-}
-
-_UNDECIDED = {
-    UNDECIDED_NOT_REPRODUCED: "the failure did not reproduce: every replay of its payload worked",
-    UNDECIDED_COLD: (
-        "the engines were cold when the soak began and the failure did not reproduce once warm"
-    ),
-    UNDECIDED_NOT_LOCALIZED: "no localization ran (turned off, over budget, or out of time)",
-    UNDECIDED_NO_PAIR: (
-        "the router fails the payload but no prefill/decode pair could be replayed straight"
-    ),
-    UNDECIDED_CONFLICT: "the observations point different ways and no rule's gate holds",
-}
-
-PROBE_ADVICE = {
-    PROBE_REPLAY_UNDER_LOAD: (
-        "soak longer or with more sessions, so the failure happens again while it is replayed"
-    ),
-    PROBE_SOAK_WARM: "soak again now that the engines are warm",
-    PROBE_LOCALIZE: "soak again with localization on and a --duration that leaves time for it",
-    PROBE_PAIR_REPLAY: (
-        "declare each prefill's bootstrap_port (or let the router list it) so the pairs can be "
-        "replayed without the router"
-    ),
-    PROBE_SCRAPE: "make the unknown sources answer (the router's metrics port, engine /metrics)",
-}
+def located_text(reason: Reason) -> str:
+    """What the matrix's reading means."""
+    match reason:
+        case Reason.ENGINE_PAIR:
+            return "the pair fails the payload straight, without the router"
+        case Reason.ROUTER:
+            return "every pair answers it straight; the router fails it"
+        case Reason.PROXY:
+            return "the router answers it; the entry point fails it on a fresh connection"
+        case Reason.CONNECTION_REUSE:
+            return "a fresh connection gets it through; a reused one fails it"
+        case Reason.NOT_REPRODUCED:
+            return "every hop answered the failing payload (not reproduced)"
+        case Reason.NO_PAIR_REPLAY:
+            return "the router fails it, and no pair could be replayed straight"
+        case _:
+            assert_never(reason)
 
 
-def _state(cell: Mapping[str, Any] | Cell) -> str:
-    c = cell if isinstance(cell, Cell) else None
-    if c is None:
-        return ""
+def undecided_text(reason: UndecidedReason) -> str:
+    """Why failures gave no finding."""
+    match reason:
+        case UndecidedReason.NOT_REPRODUCED:
+            return "the failure did not reproduce: every replay of its payload worked"
+        case UndecidedReason.COLD:
+            return (
+                "the engines were cold when the soak began and the failure did not reproduce "
+                "once warm"
+            )
+        case UndecidedReason.NOT_LOCALIZED:
+            return "no localization ran (turned off, over budget, or out of time)"
+        case UndecidedReason.NO_PAIR:
+            return (
+                "the router fails the payload but no prefill/decode pair could be replayed straight"
+            )
+        case UndecidedReason.CONFLICT:
+            return "the observations point different ways and no rule's gate holds"
+        case _:
+            assert_never(reason)
+
+
+def probe_advice(probe: NextProbe) -> str:
+    """What to do next to tell the suspects apart."""
+    match probe:
+        case NextProbe.REPLAY_UNDER_LOAD:
+            return (
+                "soak longer or with more sessions, so the failure happens again while it is "
+                "replayed"
+            )
+        case NextProbe.SOAK_WARM:
+            return "soak again now that the engines are warm"
+        case NextProbe.LOCALIZE:
+            return "soak again with localization on and a --duration that leaves time for it"
+        case NextProbe.PAIR_REPLAY:
+            return (
+                "declare each prefill's bootstrap_port (or let the router list it) so the pairs "
+                "can be replayed without the router"
+            )
+        case NextProbe.SCRAPE:
+            return "make the unknown sources answer (the router's metrics port, engine /metrics)"
+        case _:
+            assert_never(probe)
+
+
+def _state(c: Cell) -> str:
     if c.ok:
         head = "" if c.first_byte_s is None else f", head {c.first_byte_s:.2f} s"
         return f"ok {c.status} in {c.elapsed_s:.2f} s{head}"
@@ -111,20 +106,19 @@ def matrix_lines(loc: Localization) -> list[str]:
     ]
     for c in m.cells:
         mode = "stream" if c.stream else "plain"
-        hop = HOP_TITLES.get(c.hop, c.hop)
+        hop = hop_title(c.hop)
         lines.append(f"  {hop:<26} {c.target:<22} {c.payload:<9} {mode:<6} {_state(c)}")
     b = m.bisection
     if b is not None:
         lines.append(
-            f"  bisected {HOP_TITLES.get(b.hop, b.hop)} {b.target}: works at {b.ok_bytes} B, "
+            f"  bisected {hop_title(b.hop)} {b.target}: works at {b.ok_bytes} B, "
             f"fails at {b.fail_bytes} B ({len(b.steps)} step(s))"
         )
     where = m.located
-    verdict = _LOCATED.get(where.reason, where.reason)
     layer = f" -> {where.layer}" if where.layer else ""
     worker = f" (worker {where.worker})" if where.worker else ""
     size = ", only with the larger payload" if where.size_dependent else ""
-    lines.append(f"  located: {verdict}{size}{layer}{worker}")
+    lines.append(f"  located: {located_text(where.reason)}{size}{layer}{worker}")
     return lines
 
 
@@ -137,64 +131,10 @@ def start_line(start: StartClass) -> str:
 
 
 def undecided_lines(why: Undecided) -> list[str]:
-    lines = [f"no finding: {_UNDECIDED.get(why.reason, why.reason)}"]
+    lines = [f"no finding: {undecided_text(why.reason)}"]
     if why.conflicting:
         lines.append("  conflicting: " + ", ".join(why.conflicting[:8]))
     if why.unknown:
         lines.append("  unknown (no answer, not healthy): " + ", ".join(why.unknown))
-    lines.append(f"  next probe: {PROBE_ADVICE.get(why.probe, why.probe)}")
+    lines.append(f"  next probe: {probe_advice(why.probe)}")
     return lines
-
-
-def _failure_text(o: Observation) -> str:
-    d = o.data
-    sig = o.id.split(".", 1)[1].replace("_", " ")
-    status = f"HTTP {d['status']} " if d.get("status") else ""
-    return (
-        f"{d['count']} failure(s) of kind {sig}, first session {d['session']} round "
-        f"{d['round']}: {status}{d.get('error', '')} {d.get('detail', '')[:80]}".rstrip()
-    )
-
-
-def _matrix_text(o: Observation) -> str:
-    d = o.data
-    if o.id == "matrix.bisect":
-        return f"payload bisected: works at {d['ok_bytes']} B, fails at {d['fail_bytes']} B"
-    mode = "streaming" if d["stream"] else "not streaming"
-    hop = HOP_TITLES.get(d["hop"], d["hop"])
-    where = hop if d["target"] == "entry" else f"{hop} {d['target']}"
-    what = f"{d['payload']} payload ({d['payload_bytes']} B) {where}, {mode}"
-    if d["outcome"] == "ok":
-        return f"{what}: HTTP {d['status']} in {d['elapsed_s']} s"
-    side = f" on the {d['side']} side" if d.get("side") else ""
-    return f"{what}: {d['outcome']}{side} after {d['elapsed_s']} s ({d['detail'][:80]})"
-
-
-def _router_text(o: Observation) -> str:
-    d = o.data
-    if o.id == "router_metrics":
-        if d.get("unknown"):
-            return "router Prometheus metrics: UNKNOWN (did not answer; not healthy)"
-        errors = ", ".join(f"{k or '?'} {v:g}" for k, v in d["errors"].items()) or "none"
-        aged = f"{d['inflight_aged']:g} request(s) in flight past 30 s"
-        return f"router metrics: {aged}, errors {errors}"
-    if ".cb_open." in o.id:
-        return f"router: circuit breaker OPEN for {d['worker']}"
-    return f"router: worker {d['worker']} marked unhealthy"
-
-
-def describe_context(o: Observation) -> str | None:
-    """A sentence for the localization's own observations (None: not one of them)."""
-    d = o.data
-    if o.id.startswith("failure."):
-        return _failure_text(o)
-    if o.id.startswith("matrix."):
-        return _matrix_text(o)
-    if o.id.startswith("router_metrics"):
-        return _router_text(o)
-    if o.id.startswith("load."):
-        load = "UNKNOWN" if d["load"] is None else f"{d['load']:g}"
-        return f"{o.subject} load ({d['source']}): {load}"
-    if o.id == "engines.start":
-        return f"engines were {d['start']} at start ({d['reason']})"
-    return None

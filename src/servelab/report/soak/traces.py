@@ -9,8 +9,8 @@ past what came back.
 
 from __future__ import annotations
 
+from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.traces import RequestPhases
-from servelab.ops.soak.soak import SoakResult
 
 __all__ = ["PHASE_NAMES", "phase_line", "trace_lines"]
 
@@ -43,12 +43,13 @@ def phase_line(p: RequestPhases) -> str:
 
 def trace_lines(result: SoakResult) -> list[str]:
     """``traces: N span(s) received`` and a line per failed request (none: tracing off)."""
-    if result.phases is None:
+    traces = result.traces
+    if traces is None:
         return []
-    lines = [f"traces: {len(result.spans)} span(s) received over the soak"]
-    if result.phases:
+    lines = [f"traces: {traces.n_spans} span(s) received over the soak"]
+    if traces.requests:
         lines.append("where the failed requests stopped (by the worker spans that came back):")
-        lines += [phase_line(p) for p in result.phases[:_SHOWN]]
-        if len(result.phases) > _SHOWN:
-            lines.append(f"  ... {len(result.phases) - _SHOWN} more")
+        lines += [phase_line(p) for p in traces.requests[:_SHOWN]]
+        if len(traces.requests) > _SHOWN:
+            lines.append(f"  ... {len(traces.requests) - _SHOWN} more")
     return lines

@@ -1,0 +1,214 @@
+"""A soak's result: the one type ops builds, the ledger stores and report renders (pure).
+
+:class:`SoakResult` holds what the soak did and saw as codes, ids and numbers: its config and
+targets, the sessions, every stall, failed request and correctness violation, the determinism
+probe, each localization (:class:`~servelab.core.soak.evidence.Localization`), the observations
+and findings of the diagnosis (:mod:`servelab.core.soak.diagnose`) or why there is none, the run
+telemetry and, traced, where the failed requests stopped. Nothing in it is worded: report words
+it, from a live result and from a ledger row alike. It is stored and printed through
+:mod:`servelab.core.ledger.codec` (``encode``/``decode``); a row an older servelab wrote is read
+through :mod:`servelab.core.soak.upgrade` first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from servelab.core.soak.diagnose import Finding, Undecided
+from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.observe import Observation
+from servelab.core.soak.signatures import Failure
+from servelab.core.telemetry.summary import RunTelemetry
+from servelab.core.telemetry.traces import RequestPhases
+from servelab.core.verify.coldstart import StartClass
+
+__all__ = [
+    "Determinism",
+    "FailedRequest",
+    "SessionOutcome",
+    "SoakConfig",
+    "SoakResult",
+    "SoakSessions",
+    "SoakTraces",
+    "Targets",
+    "WorkerTarget",
+]
+
+
+@dataclass(frozen=True)
+class SoakConfig:
+    """How hard and how long to soak. ``seed`` makes the traffic reproducible."""
+
+    sessions: int = 4
+    rounds: int = 6
+    think_time_s: float = 0.0
+    connection: str = "reuse"  # "reuse" | "fresh"
+    duration_s: float = 300.0
+    idle_timeout_s: float = 30.0
+    max_tokens: int = 24
+    turn_words: int = 48
+    seed: int = 0
+    model: str | None = None
+    localize: bool = True
+    check_determinism: bool = True
+    #: Warm the engines (and record whether they were cold) before measuring.
+    warm_up: bool = True
+    #: What the deployment ran with, ``{"service/NAME": value}`` (recorded, not acted on): a case
+    #: reads it to tell whether a soak failed with a knob and passed without it.
+    knobs: Mapping[str, str | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.sessions < 1 or self.rounds < 1:
+            raise ValueError("sessions and rounds must be ≥ 1")
+        if self.connection not in ("reuse", "fresh"):
+            raise ValueError(f"connection must be 'reuse' or 'fresh', got {self.connection!r}")
+        if self.duration_s <= 0 or self.idle_timeout_s <= 0 or self.think_time_s < 0:
+            raise ValueError("duration and idle timeout must be > 0, think time ≥ 0")
+
+    def knob(self, service: str, name: str) -> str | None:
+        """The knob's value the soak ran with (``SERVICE/NAME``, else ``NAME``; None: absent)."""
+        return self.knobs.get(f"{service}/{name}", self.knobs.get(name))
+
+
+@dataclass(frozen=True)
+class WorkerTarget:
+    """An engine to look at: its service name, role (prefill/decode), base URL, and (a prefill)
+    its KV bootstrap port (None: unknown, so no pair replay goes straight to it)."""
+
+    service: str
+    role: str
+    url: str
+    bootstrap_port: int | None = None
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Where the soak sends traffic and what it inspects when something fails.
+
+    ``metrics_url`` is the router's Prometheus endpoint base (``http://HOST:PORT``; None: not
+    known, its metrics are then unknown).
+    """
+
+    entry_url: str
+    router_url: str | None = None
+    workers: tuple[WorkerTarget, ...] = ()
+    router_service: str = "router"
+    metrics_url: str | None = None
+
+    @property
+    def via_proxy(self) -> bool:
+        router = self.router_url
+        return router is not None and router.rstrip("/") != self.entry_url.rstrip("/")
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """What one session did: rounds completed, requests and connections, whether it stalled,
+    its failure (``reason: detail``)."""
+
+    session: int
+    rounds_done: int = 0
+    requests: int = 0
+    connections: int = 0
+    stalled: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class SoakSessions:
+    """The sessions, counted: how many, how many did every round, rounds and requests done, and
+    each one (:meth:`of` counts them)."""
+
+    count: int = 0
+    completed: int = 0
+    rounds_done: int = 0
+    requests: int = 0
+    per_session: tuple[SessionOutcome, ...] = ()
+
+    @classmethod
+    def of(cls, sessions: Sequence[SessionOutcome], rounds: int) -> SoakSessions:
+        return cls(
+            count=len(sessions),
+            completed=sum(s.rounds_done == rounds for s in sessions),
+            rounds_done=sum(s.rounds_done for s in sessions),
+            requests=sum(s.requests for s in sessions),
+            per_session=tuple(sessions),
+        )
+
+
+@dataclass(frozen=True)
+class FailedRequest:
+    """A soak request that failed (not a stall): where, its HTTP status, the reason and detail."""
+
+    session: int
+    round: int
+    status: int | None
+    error: str | None
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Determinism:
+    """The soak's greedy determinism probe: at concurrency 1 first, then under load.
+
+    A field left None was not measured: ``reference_ok`` (the C1 probe ran), ``under_load_ok``
+    and ``concurrency`` (the probe under load ran, with that many requests in flight),
+    ``same_text`` (both answered, compared). ``sessions_ended_first``: the probe under load was
+    not sent because every session ended first.
+    """
+
+    reference_ok: bool | None = None
+    under_load_ok: bool | None = None
+    concurrency: int | None = None
+    same_text: bool | None = None
+    sessions_ended_first: bool = False
+
+
+@dataclass(frozen=True)
+class SoakTraces:
+    """A traced soak: the spans received over it (kept in the ledger's ``spans`` table), and
+    for each failed or stalled request, the worker phases its spans reached."""
+
+    n_spans: int
+    requests: tuple[RequestPhases, ...] = ()
+
+
+@dataclass(frozen=True)
+class SoakResult:
+    """The soak's result (partial when interrupted or cut by the deadline).
+
+    ``failures`` every failed request with its signature (``errors`` those that did not stall,
+    ``stalls`` those that did); ``localizations`` one per distinct signature localized; ``start``
+    whether the engines were cold (None: no warm-up ran); ``undecided`` why failures gave no
+    finding; ``telemetry`` the router's and the engines' metrics over the soak (None: not
+    watched); ``traces`` None when untraced; ``soak_id`` set once recorded in the ledger.
+    """
+
+    config: SoakConfig
+    targets: Targets
+    model: str = ""
+    elapsed_s: float = 0.0
+    interrupted: bool = False
+    deadline_hit: bool = False
+    sessions: SoakSessions = field(default_factory=SoakSessions)
+    stalls: tuple[Stall, ...] = ()
+    errors: tuple[FailedRequest, ...] = ()
+    correctness: tuple[CorrectnessIssue, ...] = ()
+    determinism: Determinism = field(default_factory=Determinism)
+    localized: bool = False
+    observations: tuple[Observation, ...] = ()
+    findings: tuple[Finding, ...] = ()
+    failures: tuple[Failure, ...] = ()
+    localizations: tuple[Localization, ...] = ()
+    start: StartClass | None = None
+    undecided: Undecided | None = None
+    telemetry: RunTelemetry | None = None
+    traces: SoakTraces | None = None
+    soak_id: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        """No stall, no failed request, no correctness issue, no finding, not interrupted."""
+        clean = not (self.stalls or self.errors or self.correctness or self.findings)
+        return clean and not self.interrupted

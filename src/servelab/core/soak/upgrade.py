@@ -1,0 +1,201 @@
+"""The older stored shapes of a soak, read into today's (pure; JSON in, JSON out).
+
+Until the soak's result became one typed :class:`~servelab.core.soak.result.SoakResult`, a soak
+row held a hand-made document: findings worded (``title``, ``advice``, ``evidence`` sentences),
+each observation ``{"id", "subject", "healthy", "data"}`` with its facts in ``data``, the
+determinism probe without the fields it had not measured, the config beside the result, the
+findings also in the ``soak_findings`` table. Nothing is rewritten on disk: each reader here takes
+such a value (or today's: they leave it as it is) and returns today's shape for
+:func:`servelab.core.ledger.codec.decode`. The words of an old finding are dropped (report words
+its layer and evidence again); an old observation whose id names no kind known today is dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.signatures import Signature
+
+__all__ = [
+    "upgrade_determinism",
+    "upgrade_finding",
+    "upgrade_observation",
+    "upgrade_soak_result",
+    "upgrade_soak_run",
+]
+
+# Decoded JSON goes in and out of every function here: these are the shapes before they are
+# typed, so they are mappings of Any by nature.
+Json = dict[str, Any]
+
+
+def _obj(value: Any) -> Json:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _objs(value: Any) -> list[Json]:
+    return [dict(v) for v in value or () if isinstance(v, Mapping)]
+
+
+def upgrade_soak_run(row: Mapping[str, Any]) -> Json:
+    """A ``soak_runs`` row (JSON columns decoded, ``findings`` its ``soak_findings``) or an
+    export's soak run, of any age → ``{"id", "at", "ok", "result"}``."""
+    result = upgrade_soak_result(_obj(row.get("result")), row.get("config"), row.get("findings"))
+    return {"id": row["id"], "at": row["at"], "ok": row.get("ok"), "result": result}
+
+
+def upgrade_soak_result(
+    doc: Mapping[str, Any], config: Any = None, findings: Sequence[Any] | None = None
+) -> Json:
+    """A soak's stored result of any age → today's. ``config`` and ``findings``: what the row
+    kept beside it, read when the result lacks them."""
+    out = dict(doc)
+    cfg = _obj(out.get("config") or config)
+    knobs = _obj(cfg.get("knobs")).items()
+    cfg["knobs"] = {str(k): None if v is None else str(v) for k, v in knobs}
+    out["config"] = cfg
+    out["targets"] = {"entry_url": "", **_obj(out.get("targets"))}
+    out["determinism"] = upgrade_determinism(out.get("determinism"))
+    found = out.get("findings", findings)
+    out["findings"] = [f for f in map(upgrade_finding, _objs(found)) if f is not None]
+    observed = map(upgrade_observation, _objs(out.get("observations")))
+    out["observations"] = [o for o in observed if o is not None]
+    sessions = _obj(out.get("sessions"))
+    out["sessions"] = {**sessions, "per_session": _objs(sessions.get("per_session"))}
+    return out
+
+
+def upgrade_determinism(det: Any) -> Json:
+    """Not measured (None) reads as nothing measured; the older shape left the fields it had not
+    measured out and said ``"under_load_ok": null`` when every session ended first."""
+    found = _obj(det)
+    if "sessions_ended_first" not in found:
+        found["sessions_ended_first"] = "under_load_ok" in found and found["under_load_ok"] is None
+    return found
+
+
+def upgrade_finding(finding: Mapping[str, Any]) -> Json | None:
+    """A worded finding (``title``, ``advice``, ``evidence`` items ``{"id", "supports", ...}``)
+    → its codes: layer, confidence, supporting and contradicting ids, worker. None: no layer
+    known today."""
+    if finding.get("layer") not in set(Layer):
+        return None
+    if "supporting" in finding:
+        return dict(finding)
+    items = [e for e in _objs(finding.get("evidence")) if e.get("id") != "worker"]
+    confidence = finding.get("confidence")
+    return {
+        "layer": finding["layer"],
+        "confidence": confidence if isinstance(confidence, int | float) else 0.0,
+        "supporting": [str(e.get("id")) for e in items if e.get("supports")],
+        "contradicting": [str(e.get("id")) for e in items if not e.get("supports")],
+        "worker": finding.get("worker"),
+    }
+
+
+# ------------------------------------------------------------------------------- observations
+# Each reads an older observation's ``data`` (with the rest of its id after the kind's prefix,
+# its subject and healthy) as today's fields.
+_Fields = Callable[[Json, str, str, Any], Json]
+
+
+def _as_is(data: Json, *_: Any) -> Json:
+    return data
+
+
+def _known(data: Json, *_: Any) -> Json:
+    """An engine's progress or the router's metrics: ``"unknown": true`` is ``known`` False."""
+    return {**{k: v for k, v in data.items() if k != "unknown"}, "known": not data.get("unknown")}
+
+
+def _start(data: Json, *_: Any) -> Json:
+    return {"start": data}
+
+
+def _failure(data: Json, signature: str, *_: Any) -> Json:
+    return {**data, "signature": signature}
+
+
+def _cell(data: Json, *_: Any) -> Json:
+    return {"cell": data}
+
+
+def _replay(data: Json, path: str, *_: Any) -> Json:
+    return {"replay": {**data, "path": path}}
+
+
+def _probe(data: Json, _rest: str, subject: str, healthy: Any) -> Json:
+    return {"probe": {**data, "service": subject, "ok": bool(healthy)}}
+
+
+def _load(data: Json, _rest: str, subject: str, _healthy: Any) -> Json:
+    return {"load": {"service": subject, "source": data.get("source"), "load": data.get("load")}}
+
+
+def _correctness(data: Json, issue: str, *_: Any) -> Json:
+    examples = [{"kind": issue, **e} for e in _objs(data.get("examples"))]
+    return {"issue": issue, "count": data.get("count", 0), "examples": examples}
+
+
+def _telemetry(data: Json, *_: Any) -> Json:
+    return {"evidence": {k: v for k, v in data.items() if k != "unknown"}}
+
+
+#: An older observation's id (without its scope) → the kind it is today and how its ``data``
+#: becomes its fields: exact ids first, then prefixes (none is the start of another), then
+#: ``metrics.<service>.<suffix>``.
+_EXACT: dict[str, tuple[str, _Fields]] = {
+    "stalls": ("stalls", _as_is),
+    "stalls.reused_connection": ("stalls.reused_connection", _as_is),
+    "stalls.fresh_connection": ("stalls.fresh_connection", _as_is),
+    "matrix.bisect": ("matrix.bisect", _as_is),
+    "router_metrics": ("router_metrics", _known),
+    "engines.start": ("engines.start", _start),
+}
+_PREFIXED: tuple[tuple[str, str, _Fields], ...] = (
+    ("failure.", "failure", _failure),
+    ("matrix.", "matrix.cell", _cell),
+    ("replay.", "replay", _replay),
+    ("probe.", "probe", _probe),
+    ("router_metrics.cb_open.", "router_metrics.cb_open", _as_is),
+    ("router_metrics.unhealthy.", "router_metrics.unhealthy", _as_is),
+    ("load.", "load", _load),
+    ("correctness.", "correctness", _correctness),
+    ("telemetry.", "telemetry", _telemetry),
+)
+_SUFFIXED: tuple[tuple[str, str, _Fields], ...] = (
+    (".progress", "metrics.progress", _known),
+    (".transfer_failed", "metrics.transfer_failed", _as_is),
+)
+
+
+def _kind(base: str) -> tuple[str, _Fields, str] | None:
+    """The kind of an older observation id (scope removed), how to read it, the rest of its id."""
+    if base in _EXACT:
+        kind, fields = _EXACT[base]
+        return kind, fields, ""
+    for prefix, kind, fields in _PREFIXED:
+        if base.startswith(prefix):
+            return kind, fields, base[len(prefix) :]
+    if base.startswith("metrics."):
+        for suffix, kind, fields in _SUFFIXED:
+            if base.endswith(suffix):
+                return kind, fields, base[len("metrics.") : -len(suffix)]
+    return None
+
+
+def upgrade_observation(obs: Mapping[str, Any]) -> Json | None:
+    """An older ``{"id", "subject", "healthy", "data"}`` observation → today's (its ``kind``
+    and typed fields); today's is returned as it is. None: an id of no kind known today."""
+    if "kind" in obs:
+        return dict(obs)
+    ident, subject = str(obs.get("id", "")), str(obs.get("subject", ""))
+    scope, sep, rest = ident.partition(":")
+    found = _kind(rest if sep and scope in set(Signature) else ident)
+    if found is None:
+        return None
+    kind, fields, tail = found
+    typed = fields(_obj(obs.get("data")), tail, subject, obs.get("healthy"))
+    return {**typed, "kind": kind, "id": ident, "subject": subject, "healthy": obs.get("healthy")}

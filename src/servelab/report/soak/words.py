@@ -1,0 +1,312 @@
+"""The soak's words: a sentence for every kind of observation, a title and advice for every layer,
+and a finding's evidence worded (pure; returns str).
+
+The rules (:mod:`servelab.core.soak.diagnose`) and the result
+(:mod:`servelab.core.soak.result`) hold codes, ids and numbers; every sentence a person reads is
+written here, by ``match`` on the type (``typing.assert_never``: a kind without words does not
+type-check), for a live result and a ledger row alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import assert_never
+
+from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.evidence import ReplayPath
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.observe import (
+    CorrectnessViolations,
+    EngineProgress,
+    EngineStart,
+    FreshConnectionStalls,
+    LoadReading,
+    MatrixBisection,
+    MatrixCell,
+    Observation,
+    OpenCircuit,
+    ProbeResult,
+    ReplayResult,
+    ReusedConnectionStalls,
+    RouterHealth,
+    SignatureFailures,
+    Stalls,
+    TransferFailures,
+    UnhealthyWorker,
+)
+from servelab.core.soak.replay import Hop
+from servelab.core.soak.signatures import Outcome
+from servelab.core.telemetry.rules import (
+    QUIET,
+    RULE_CLIENT,
+    RULE_ROUTER,
+    RULE_SATURATION,
+    RULE_TRANSFER,
+    UNKNOWN,
+    WORKERS,
+    Cite,
+    TelemetryEvidence,
+    TelemetryReading,
+)
+
+__all__ = [
+    "EvidenceLine",
+    "describe_observation",
+    "finding_evidence",
+    "hop_title",
+    "layer_advice",
+    "layer_title",
+    "telemetry_text",
+]
+
+
+def layer_title(layer: Layer) -> str:
+    """What a finding of ``layer`` blames, as its title."""
+    match layer:
+        case Layer.CLIENT_PROXY:
+            return "client / proxy layer (connection reuse, or the proxy itself)"
+        case Layer.ROUTER:
+            return "router"
+        case Layer.PREFILL:
+            return "prefill engine"
+        case Layer.DECODE_TRANSFER:
+            return "KV transfer / decode path"
+        case Layer.ENGINE_WEDGE:
+            return "engine wedged while its health says 200"
+        case Layer.CORRECTNESS:
+            return "correctness under load"
+        case Layer.ENGINE_SATURATION:
+            return "engine saturated (queueing), not a network fault"
+        case Layer.CLIENT:
+            return "the client (the load generator, or what sits in front of the router)"
+        case _:
+            assert_never(layer)
+
+
+def layer_advice(layer: Layer) -> str:
+    """What to look at first when a finding blames ``layer``."""
+    match layer:
+        case Layer.CLIENT_PROXY:
+            return (
+                "The same payload succeeds on a fresh connection and directly at the router: "
+                "look at the proxy or client between the agents and the router (keep-alive "
+                "reuse) before touching the engines or their knobs."
+            )
+        case Layer.ROUTER:
+            return (
+                "Requests through the router fail while nothing reaches the engines, or the "
+                "router reports unready workers: look at the router (readiness, worker "
+                "registration, circuit breaker) first."
+            )
+        case Layer.PREFILL:
+            return "The prefill engine is unhealthy or stuck: look at the prefill worker first."
+        case Layer.DECODE_TRANSFER:
+            return (
+                "Prefill keeps serving, but decode makes no progress and requests through the "
+                "router hang while every health endpoint says 200: look at the KV transfer / "
+                "decode path (bootstrap, WaitingForInput, abort handling)."
+            )
+        case Layer.ENGINE_WEDGE:
+            return (
+                "An engine holds requests but produces no tokens while its /health says 200: "
+                "the engine's scheduler is wedged."
+            )
+        case Layer.CORRECTNESS:
+            return (
+                "Answers are wrong under load (tool-call arguments that are not JSON, or a "
+                "greedy request whose text changes with concurrency)."
+            )
+        case Layer.ENGINE_SATURATION:
+            return (
+                "The engine's waiting queue grew while the client's time to first token grew "
+                "with it: the engine is saturated (add capacity or lower the load); the network "
+                "is not at fault."
+            )
+        case Layer.CLIENT:
+            return (
+                "The client received a different number of output tokens than the decodes "
+                "counted over the same window: the load generator (or a proxy in front of the "
+                "router) is not seeing what the servers produced; fix the client before reading "
+                "its numbers."
+            )
+        case _:
+            assert_never(layer)
+
+
+def hop_title(hop: Hop) -> str:
+    match hop:
+        case Hop.PAIR:
+            return "straight to the pair"
+        case Hop.ROUTER:
+            return "straight to the router"
+        case Hop.FRESH:
+            return "entry, fresh connection"
+        case Hop.REUSED:
+            return "entry, reused connection"
+        case _:
+            assert_never(hop)
+
+
+# --------------------------------------------------------------------------------- telemetry
+_RULE_WORDS = {
+    RULE_ROUTER: "router counters",
+    RULE_TRANSFER: "KV transfer counters",
+    RULE_SATURATION: "waiting queue and client TTFT",
+    RULE_CLIENT: "client tokens against the decodes' count",
+}
+#: What a fired rule found, by what it points at (the others: "fired").
+_POINTS_WORDS = {
+    WORKERS: "the router counted its workers failing",
+    Layer.ROUTER: "the router refused requests itself",
+    Layer.DECODE_TRANSFER: "KV transfers failed",
+    Layer.ENGINE_SATURATION: "the queue and the client's TTFT rose together",
+    Layer.CLIENT: "the client and the decodes disagree",
+}
+
+
+def _cite_text(c: Cite) -> str:
+    if c.kind == "delta":
+        return f"{c.series} +{c.value:g}"
+    if c.kind == "rise":
+        return f"{c.series} rose {c.value:g}"
+    if c.kind == "last":
+        return f"{c.series} = {c.value:g} at the end"
+    return f"{c.series} {c.value:g}"
+
+
+def telemetry_text(e: TelemetryEvidence) -> str:
+    """One sentence for a run-telemetry rule's reading (``telemetry.<rule>.<subject>``)."""
+    what = f"{e.subject} {_RULE_WORDS.get(e.rule, e.rule)} over the run"
+    if e.state == UNKNOWN:
+        return f"{what}: UNKNOWN ({e.reason or 'no answer'}; not healthy)"
+    cites = "; ".join(_cite_text(c) for c in e.cites)
+    if e.state == QUIET:
+        return f"{what}: nothing counted" + (f" ({cites})" if cites else "")
+    found = "fired" if e.points_at is None else _POINTS_WORDS.get(e.points_at, "fired")
+    return f"{what}: {found}: {cites}"
+
+
+# ------------------------------------------------------------------------------ observations
+def _replay_text(o: ReplayResult) -> str:
+    r = o.replay
+    if r.path == ReplayPath.FRESH_ENTRY:
+        where = "on a fresh connection via the entry point"
+    else:
+        where = "directly to the router"
+    if r.outcome == Outcome.OK:
+        return f"same payload {where}: HTTP {r.status} in {round(r.elapsed_s, 3)} s"
+    return f"same payload {where}: {r.outcome} after {round(r.elapsed_s, 3)} s ({r.detail})"
+
+
+def _progress_text(o: EngineProgress) -> str:
+    if not o.known:
+        return f"{o.subject} ({o.role}) /metrics: UNKNOWN (did not answer; not healthy)"
+    state = "moving" if o.healthy else "FROZEN"
+    waiting = "" if o.in_transfer is None else f", waiting for KV {o.in_transfer:g}"
+    return (
+        f"{o.subject} ({o.role}) /metrics over {o.interval_s} s: running {o.running}, "
+        f"queued {o.queued}{waiting}, +{o.generated_delta:g} tokens, "
+        f"+{o.requests_delta:g} requests ({state})"
+    )
+
+
+def _failures_text(o: SignatureFailures) -> str:
+    sig = o.signature.replace("_", " ")
+    status = f"HTTP {o.status} " if o.status else ""
+    return (
+        f"{o.count} failure(s) of kind {sig}, first session {o.session} round {o.round}: "
+        f"{status}{o.error} {o.detail[:80]}".rstrip()
+    )
+
+
+def _cell_text(o: MatrixCell) -> str:
+    c = o.cell
+    mode = "streaming" if c.stream else "not streaming"
+    hop = hop_title(c.hop)
+    where = hop if c.target == "entry" else f"{hop} {c.target}"
+    what = f"{c.payload} payload ({c.payload_bytes} B) {where}, {mode}"
+    if c.ok:
+        return f"{what}: HTTP {c.status} in {round(c.elapsed_s, 3)} s"
+    side = f" on the {c.side} side" if c.side else ""
+    return f"{what}: {c.outcome}{side} after {round(c.elapsed_s, 3)} s ({c.detail[:80]})"
+
+
+def _router_text(o: RouterHealth) -> str:
+    if not o.known:
+        return "router Prometheus metrics: UNKNOWN (did not answer; not healthy)"
+    errors = ", ".join(f"{k or '?'} {v:g}" for k, v in o.errors.items()) or "none"
+    return f"router metrics: {o.inflight_aged:g} request(s) in flight past 30 s, errors {errors}"
+
+
+def describe_observation(o: Observation) -> str:
+    """One sentence for an observation."""
+    match o:
+        case Stalls():
+            return f"{o.count} request(s) stalled ({o.head} before any response byte)"
+        case ReusedConnectionStalls():
+            carried = "/".join(map(str, o.requests_carried))
+            return (
+                f"{o.count} stall(s) on reused keep-alive connections "
+                f"(after {carried} request(s) on them)"
+            )
+        case FreshConnectionStalls():
+            return f"{o.count} stall(s) on a connection's first request"
+        case SignatureFailures():
+            return _failures_text(o)
+        case MatrixCell():
+            return _cell_text(o)
+        case MatrixBisection():
+            return f"payload bisected: works at {o.ok_bytes} B, fails at {o.fail_bytes} B"
+        case ReplayResult():
+            return _replay_text(o)
+        case ProbeResult():
+            p = o.probe
+            return f"{o.subject} {p.kind}: {p.detail or p.status}".rstrip()
+        case EngineProgress():
+            return _progress_text(o)
+        case TransferFailures():
+            return f"{o.subject}: {o.delta:g} KV transfer(s) failed"
+        case RouterHealth():
+            return _router_text(o)
+        case OpenCircuit():
+            return f"router: circuit breaker OPEN for {o.worker}"
+        case UnhealthyWorker():
+            return f"router: worker {o.worker} marked unhealthy"
+        case LoadReading():
+            load = "UNKNOWN" if o.load.load is None else f"{o.load.load:g}"
+            return f"{o.subject} load ({o.load.source}): {load}"
+        case EngineStart():
+            return f"engines were {o.start.start} at start ({o.start.reason})"
+        case CorrectnessViolations():
+            first = o.examples[0].detail if o.examples else ""
+            return f"{o.count} {o.issue.replace('_', ' ')} violation(s), e.g. {first}"
+        case TelemetryReading():
+            return telemetry_text(o.evidence)
+        case _:
+            assert_never(o)
+
+
+# ---------------------------------------------------------------------------------- findings
+@dataclass(frozen=True)
+class EvidenceLine:
+    """One line of a finding's evidence: its observation (None: the worker singled out),
+    whether it supports the finding, and its sentence."""
+
+    id: str
+    supports: bool
+    text: str
+    observation: Observation | None = None
+
+
+def finding_evidence(finding: Finding, observations: Sequence[Observation]) -> list[EvidenceLine]:
+    """The worker singled out (if any), then each supporting and contradicting observation."""
+    by_id = {o.id: o for o in observations}
+    lines = [EvidenceLine("worker", True, f"worker: {finding.worker}")] if finding.worker else []
+    for ids, supports in ((finding.supporting, True), (finding.contradicting, False)):
+        lines += [
+            EvidenceLine(i, supports, describe_observation(by_id[i]), by_id[i])
+            for i in ids
+            if i in by_id
+        ]
+    return lines

@@ -1,0 +1,160 @@
+"""A soak's result for people and for the ledger: ``soak --json`` holds the numbers and the worded
+findings, the ledger holds the same result (codes, never words) and reads it back equal, and the
+console prints the matrix, the failed requests and why there is no finding."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from servelab.core.soak.diagnose import Finding, NextProbe, Undecided, UndecidedReason
+from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.layers import Layer
+from servelab.core.soak.observe import Stalls
+from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
+from servelab.core.soak.result import (
+    Determinism,
+    FailedRequest,
+    SessionOutcome,
+    SoakConfig,
+    SoakResult,
+    SoakSessions,
+    Targets,
+)
+from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.verify.coldstart import StartClass
+from servelab.io.ledger.ledger import Ledger
+from servelab.report.soak.soak import render_soak, soak_json
+from servelab.report.soak.words import layer_title
+
+#: The keys of ``servelab soak --json`` (untraced).
+DOC_KEYS = {
+    "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
+    "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
+    "findings", "failures", "localizations", "start", "undecided", "telemetry",
+}  # fmt: skip
+
+
+def _result() -> SoakResult:
+    cfg = SoakConfig(sessions=2, rounds=3, knobs={"decode/K": "512"})
+    sessions = [SessionOutcome(0, rounds_done=3, requests=3), SessionOutcome(1, 1, 2)]
+    return SoakResult(
+        cfg,
+        Targets("http://127.0.0.1:1", "http://127.0.0.1:2"),
+        model="sim",
+        elapsed_s=1.235,
+        sessions=SoakSessions.of(sessions, cfg.rounds),
+        stalls=(Stall(1, 1, 900, 2.5, 1, 0, 0, Phase.HEAD, "idle"),),
+        correctness=(CorrectnessIssue("tool_call_json", 1, 0, "not JSON"),),
+        observations=(Stalls("stalls", "entry", False, 1, 1),),
+        findings=(Finding(Layer.CLIENT_PROXY, 0.8, ("stalls",), ()),),
+        errors=(FailedRequest(0, 2, 503, "http 503", "overloaded"),),
+        determinism=Determinism(reference_ok=True, sessions_ended_first=True),
+    )
+
+
+def test_the_document_holds_the_numbers_and_the_worded_findings() -> None:
+    doc = soak_json(_result())
+    assert set(doc) == DOC_KEYS
+    assert doc["ok"] is False and doc["elapsed_s"] == 1.235 and doc["model"] == "sim"
+    sessions = doc["sessions"]
+    assert (sessions["count"], sessions["completed"], sessions["rounds_done"]) == (2, 1, 4)
+    assert sessions["requests"] == 5 and doc["config"]["knobs"] == {"decode/K": "512"}
+    (finding,) = doc["findings"]
+    assert finding["title"] == layer_title(Layer.CLIENT_PROXY) and finding["advice"]
+    assert [e["text"] for e in finding["evidence"]] == [
+        "1 request(s) stalled (1 before any response byte)"
+    ]
+    assert finding["supporting"] == ["stalls"] and finding["layer"] == "client_proxy"
+    assert doc["correctness"][0]["kind"] == "tool_call_json" and doc["stalls"][0]["phase"] == "head"
+    assert doc["errors"] == [
+        {"session": 0, "round": 2, "status": 503, "error": "http 503", "detail": "overloaded"}
+    ]
+    assert doc["determinism"] == {
+        "reference_ok": True, "under_load_ok": None, "concurrency": None, "same_text": None,
+        "sessions_ended_first": True,
+    }  # fmt: skip
+    assert soak_json(replace(_result(), findings=()))["findings"] == []  # none: none worded
+
+
+def test_the_recorded_result_reads_back_equal(tmp_path: Path) -> None:
+    result = _result()
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        soak_id = ledger.record_soak(result)
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        soak = ledger.get_soak(soak_id)
+    assert soak is not None and soak.result == result
+    assert soak.ok is False and soak.result.config.knob("decode", "K") == "512"
+    with Ledger.open(tmp_path / "ledger.db") as ledger:  # the words are rendered, not stored
+        stored = ledger.export()["soak_runs"][0]
+    assert "advice" not in json.dumps(stored) and "title" not in json.dumps(stored)
+
+
+def test_the_summary_lists_the_typed_failed_requests() -> None:
+    text = render_soak(_result())
+    assert "failed requests (1):" in text and "  session 0 round 2: http 503" in text
+
+
+def _localized() -> SoakResult:
+    """A result with one localization (a stall on a reused connection) and its matrix."""
+    failure = Failure(Signature.STALL_HEAD, 1, 1, 900, 2.5, 1)
+    ok, stalled = Outcome.OK, Outcome.STALLED
+    cells = (
+        Cell(Hop.PAIR, "prefill+decode", Payload.FAILING, True, 900, ok, 200, 0.1, 0.05, 300,
+             prefill="prefill", decode="decode"),
+        Cell(Hop.ROUTER, "router", Payload.FAILING, True, 900, ok, 200, 0.1, 0.05, 300),
+        Cell(Hop.FRESH, "entry", Payload.FAILING, True, 900, ok, 200, 0.1, 0.05, 300),
+        Cell(Hop.REUSED, "entry", Payload.FAILING, True, 900, stalled, None, 2.0, None, 0,
+             "idle timeout: no bytes"),
+    )  # fmt: skip
+    matrix = Matrix(cells, locate(cells), None, 2.1)
+    return replace(
+        _result(),
+        failures=(failure,),
+        localizations=(Localization(failure, matrix, elapsed_s=2.3),),
+        start=StartClass("warm", "served-before", 12, 0.0),
+    )
+
+
+def test_the_matrix_is_stored_with_the_soak_and_printed_as_a_table(tmp_path: Path) -> None:
+    result = _localized()
+    doc = soak_json(result)
+    (loc,) = doc["localizations"]
+    assert loc["failure"]["signature"] == "stall_head" and loc["elapsed_s"] == 2.3
+    assert loc["matrix"]["located"]["layer"] == "client_proxy"
+    assert loc["matrix"]["located"]["reason"] == "connection_reuse"
+    assert [c["hop"] for c in loc["matrix"]["cells"]] == [
+        "pair", "router", "entry_fresh", "entry_reused"
+    ]  # fmt: skip
+    assert doc["start"] is not None and doc["start"]["start"] == "warm"
+    assert doc["failures"][0]["signature"] == "stall_head" and doc["failures"][0]["session"] == 1
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        soak = ledger.get_soak(ledger.record_soak(result))
+    assert soak is not None and soak.result.localizations == result.localizations
+    text = render_soak(result)
+    assert "replay matrix for stall_head (session 1 round 1, 900 B" in text
+    assert "entry, reused connection" in text and "STALLED after 2.00 s" in text
+    assert "located: a fresh connection gets it through; a reused one fails it -> client_proxy" in (
+        text
+    )
+    assert "engines at start: warm (served-before, 12 served before)" in text
+
+
+def test_no_finding_says_why_and_which_probe_would_tell() -> None:
+    why = Undecided(
+        UndecidedReason.NOT_REPRODUCED, ("failure.stall_head",), ("router_metrics",),
+        NextProbe.REPLAY_UNDER_LOAD,
+    )  # fmt: skip
+    result = replace(_localized(), findings=(), undecided=why)
+    text = render_soak(result)
+    assert "no finding: the failure did not reproduce" in text
+    assert "conflicting: failure.stall_head" in text
+    assert "unknown (no answer, not healthy): router_metrics" in text
+    assert "next probe: soak longer or with more sessions" in text
+    assert soak_json(result)["undecided"] == {
+        "reason": "not_reproduced",
+        "conflicting": ["failure.stall_head"],
+        "unknown": ["router_metrics"],
+        "probe": "replay_under_load",
+    }
