@@ -31,21 +31,27 @@ The tune stops with
 
 **What it guarantees.** Each pair's sequence holds at every look, so with probability at least
 ``1 − alpha`` (the union bound over the P pairs) every interval of every pair at every block
-covers its true mean log ratio; on that event every statement the result makes is true: no arm
-with the highest true mean is dropped (only its K − 1 pairs matter, so that probability alone is
-at most ``alpha (K − 1)/P = 2 alpha / K``), an arm ``best`` is the best, a winner
-``within_margin`` is less than the margin below the best, an arm called ``equivalent`` is within
-the margin of the leader, and an arm is ranked below another only when it is truly worse — so
-arms the truth ties are never ranked apart. Assumed: the per-block log ratios of a pair are
-independent Gaussian with one variance (the t-based sequences' model). The Bonferroni split is
-conservative: with many arms (a grid) prefer few looks or Lai's sequence, since Pocock's level at
-``alpha / P`` is simulated (:func:`~servelab.core.ab.sequential.pocock_level`) and its Monte Carlo
-error grows as the level shrinks. ``benchmarks/tune_rule.py`` checks the rates by simulation.
+covers its true mean log ratio, and on that event every statement the result makes is true:
+every elimination (the arm is truly worse than the one it lost to), so no arm with the highest
+true mean is dropped; an arm ``best`` is the best; a winner ``within_margin`` is less than the
+margin below the best; an arm ``equivalent`` is within the margin of the leader; an arm is shown
+better than another only when it truly is, so arms the truth ties are never shown one above the
+other. Dropping a best arm, or a winner not within the margin, needs a miss of a pair with a best
+arm in it: with one best arm, at most ``alpha (K − 1)/P = 2 alpha / K``
+(:func:`claimed_bounds`). Assumed: the per-block log ratios of a pair are independent Gaussian
+with one variance (the t-based sequences' model). The Bonferroni split is conservative: with
+many arms (a grid) prefer few looks or Lai's sequence, since Pocock's level at ``alpha / P`` is
+simulated (:func:`~servelab.core.ab.sequential.pocock_level`) and its Monte Carlo error grows as
+the level shrinks. ``benchmarks/tune_rule.py`` checks the rates by simulation.
 
-**Ranking.** Arm ``i`` is better than ``j`` when an interval showed it (an elimination, or the
-pair's interval over their common blocks at the end above 0), closed transitively; an arm's
-``rank`` is 1 + the number of arms shown better than it. Survivors are ``equivalent`` when their
-interval against the leader lies inside ``±ln(1 + margin)``, else ``undecided``.
+**Ranking.** Arm ``i`` is shown better than ``j`` when an interval showed it (an elimination, or
+the pair's interval over their common blocks at the end above 0), closed transitively: that
+relation (``better_than``) is the claim. An arm's ``rank`` is 1 + the number of arms shown
+better than it, an order for display: an arm shown better than another always ranks above it,
+but two arms can rank apart unordered (a third arm shown better than one of them and not yet
+than the other); no rank can both follow every interval shown and keep every tie together.
+Survivors are ``equivalent`` when their interval against the leader lies inside
+``±ln(1 + margin)``, else ``undecided``.
 
 **Cost.** Every visit is an arm's co-restart: ``visits`` spent against the full design of every
 arm in every one of ``max_rounds`` blocks.
@@ -58,6 +64,7 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import assert_never
 
 from servelab.core.ab.design import ORDER_RANDOM
 from servelab.core.ab.sequential import (
@@ -76,18 +83,22 @@ __all__ = [
     "ArmStatus",
     "Comparison",
     "Elimination",
-    "Misclaims",
+    "Misclaim",
     "RankedArm",
+    "RuleCheck",
+    "Scenario",
     "TuneCost",
     "TuneOutcome",
     "TuneResult",
     "TuneRule",
     "TuneState",
     "block_order",
-    "claimed_bound",
+    "check_rule",
+    "claimed_bounds",
     "compare",
     "misclaims",
     "record_block",
+    "scenario_means",
     "simulate_tune",
     "start_tune",
     "tune_result",
@@ -419,41 +430,114 @@ def simulate_tune(means: Mapping[str, float], noise: float, rule: TuneRule, seed
     return state
 
 
-@dataclass(frozen=True, slots=True)
-class Misclaims:
-    """Which of a result's statements the truth (the arms' true mean logs) contradicts."""
+class Misclaim(StrEnum):
+    """A statement of a result that the truth contradicts."""
 
-    dropped_best: bool  # an arm with the highest true mean was dropped
-    wrong_winner: bool  # the winner is the margin or more below the best
-    tied_ranked: bool  # two arms the truth ties were ranked one above the other
-    false_claim: bool  # any statement false (the above, an elimination, an order, an equivalence)
+    DROPPED_BEST = "dropped_best"  # an arm with the highest true mean was dropped
+    WRONG_WINNER = "wrong_winner"  # the winner is the margin or more below the best
+    TIED_RANKED = "tied_ranked"  # two arms the truth ties were ranked one above the other
+    ANY_FALSE = (
+        "any_false"  # any statement false: the above, an elimination, an order, an equivalence
+    )
 
 
-def misclaims(result: TuneResult, means: Mapping[str, float], tol: float = 1e-12) -> Misclaims:
-    """Check ``result`` against the true mean logs ``means`` (ties within ``tol``)."""
+def misclaims(
+    result: TuneResult, means: Mapping[str, float], tol: float = 1e-12
+) -> frozenset[Misclaim]:
+    """What the true mean logs ``means`` contradict in ``result`` (ties within ``tol``)."""
     best, bound = max(means.values()), result.rule.bound
-    dropped_best = any(means[e.arm] >= best - tol for e in result.eliminations)
+    found = set()
+    if any(means[e.arm] >= best - tol for e in result.eliminations):
+        found.add(Misclaim.DROPPED_BEST)
     gap = best - means[result.winner] if result.winner is not None else 0.0
-    wrong_winner = gap > tol and gap >= bound - tol
-    tied = wrong_order = wrong_equivalence = False
+    if gap > tol and gap >= bound - tol:
+        found.add(Misclaim.WRONG_WINNER)
     for r in result.ranking:
         for b in r.better_than:
-            tied = tied or abs(means[r.arm] - means[b]) <= tol
-            wrong_order = wrong_order or means[r.arm] <= means[b] + tol
-        if r.status is ArmStatus.EQUIVALENT:
-            gap = abs(means[r.arm] - means[result.leader])
-            wrong_equivalence = wrong_equivalence or gap >= bound - tol
-    wrong_drop = any(means[e.arm] >= means[e.lost_to] - tol for e in result.eliminations)
-    false_claim = wrong_winner or wrong_order or wrong_equivalence or wrong_drop
-    return Misclaims(dropped_best, wrong_winner, tied, false_claim)
+            if abs(means[r.arm] - means[b]) <= tol:
+                found.add(Misclaim.TIED_RANKED)
+            if means[r.arm] <= means[b] + tol:
+                found.add(Misclaim.ANY_FALSE)
+        if (
+            r.status is ArmStatus.EQUIVALENT
+            and abs(means[r.arm] - means[result.leader]) >= bound - tol
+        ):
+            found.add(Misclaim.ANY_FALSE)
+    if found or any(means[e.arm] >= means[e.lost_to] - tol for e in result.eliminations):
+        found.add(Misclaim.ANY_FALSE)
+    return frozenset(found)
 
 
-def claimed_bound(means: Mapping[str, float], alpha: float, tol: float = 1e-12) -> float:
-    """The rule's bound on ``dropped_best`` and on ``wrong_winner`` for arms of true mean logs
-    ``means``: either needs a miss of a pair with a best arm in it, so ``alpha`` × the share of
-    such pairs (``2 alpha / K`` with one best arm, ``alpha`` when all tie). ``tied_ranked`` and
-    ``false_claim`` are bounded by ``alpha`` itself."""
+def claimed_bounds(
+    means: Mapping[str, float], alpha: float, tol: float = 1e-12
+) -> dict[Misclaim, float]:
+    """What the rule claims of each misclaim's probability for arms of true mean logs ``means``.
+    A best arm dropped or a winner not within the margin needs a miss of a pair with a best arm
+    in it: ``alpha`` × the share of such pairs (``2 alpha / K`` with one best arm, ``alpha``
+    when all tie); any false statement, ties ranked included, needs a miss of some pair:
+    ``alpha``."""
     k, best = len(means), max(means.values())
     rest = sum(1 for v in means.values() if v < best - tol)
     pairs = k * (k - 1) // 2
-    return alpha * (pairs - rest * (rest - 1) // 2) / pairs
+    on_best = alpha * (pairs - rest * (rest - 1) // 2) / pairs
+    return {Misclaim.DROPPED_BEST: on_best, Misclaim.WRONG_WINNER: on_best,
+            Misclaim.TIED_RANKED: alpha, Misclaim.ANY_FALSE: alpha}  # fmt: skip
+
+
+class Scenario(StrEnum):
+    """The truths the rule is checked on."""
+
+    ALL_EQUAL = "all_equal"
+    ONE_BEST = "one_best_by_the_margin"  # the others exactly the margin below it
+    CLOSE_SECOND = "close_second"  # one half the margin below the best, the rest twice it
+    CLEAR_BEST = "clear_best"  # the others three margins below (+16% with a 5% margin)
+
+
+def scenario_means(scenario: Scenario, arms: Sequence[str], margin: float) -> dict[str, float]:
+    """The true mean logs of ``arms`` in ``scenario``: the best is ``arms[-2]`` (the CTAS list's
+    512), the close second ``arms[-3]``."""
+    bound, best = math.log1p(margin), arms[-2]
+    match scenario:
+        case Scenario.ALL_EQUAL:
+            return dict.fromkeys(arms, 0.0)
+        case Scenario.ONE_BEST:
+            return dict.fromkeys(arms, -bound) | {best: 0.0}
+        case Scenario.CLOSE_SECOND:
+            return dict.fromkeys(arms, -2 * bound) | {best: 0.0, arms[-3]: -bound / 2}
+        case Scenario.CLEAR_BEST:
+            return dict.fromkeys(arms, -3 * bound) | {best: 0.0}
+        case _:
+            assert_never(scenario)
+
+
+@dataclass(frozen=True, slots=True)
+class RuleCheck:
+    """``runs`` simulated tunes of one truth: how many made each misclaim and the bound the rule
+    claims for it, how they stopped, and the mean blocks and visits against the full design."""
+
+    runs: int
+    errors: Mapping[Misclaim, int]
+    bounds: Mapping[Misclaim, float]
+    outcomes: Mapping[TuneOutcome, int]
+    mean_blocks: float
+    mean_visits: float
+    full_visits: int
+
+
+def check_rule(
+    means: Mapping[str, float], noise: float, rule: TuneRule, runs: int, seed: int = 0
+) -> RuleCheck:
+    """Simulate ``runs`` tunes (seeds ``seed`` .. ``seed + runs − 1``) and tally them."""
+    errors = dict.fromkeys(Misclaim, 0)
+    outcomes = dict.fromkeys(TuneOutcome, 0)
+    blocks = visits = 0
+    for s in range(seed, seed + runs):
+        result = tune_result(simulate_tune(means, noise, rule, s))
+        for wrong in misclaims(result, means):
+            errors[wrong] += 1
+        outcomes[result.outcome] += 1
+        blocks += result.cost.blocks
+        visits += result.cost.visits
+    full = len(means) * rule.max_rounds
+    return RuleCheck(runs, errors, claimed_bounds(means, rule.alpha), outcomes, blocks / runs,
+                     visits / runs, full)  # fmt: skip
