@@ -159,15 +159,20 @@ def test_a_comparison_before_the_first_look_is_unbounded() -> None:
 
 
 def test_a_stored_tune_resumes_with_the_same_order_and_result() -> None:
-    means = {a: 0.0 for a in ARMS} | {"512": 0.12}
+    """Stored after its first elimination (what ``--resume`` reads back: the state, whose
+    intervals are all bounded), a tune goes on exactly as if it had not stopped."""
+    means = dict.fromkeys(ARMS, 0.0) | {"512": 0.12}
     done = simulate_tune(means, 0.03, TuneRule(), seed=5)
-    assert done.done
+    assert done.done and done.eliminations
+    cut = done.eliminations[0].block
     state = start_tune(ARMS, TuneRule())
-    for b in range(3):
+    for b in range(cut):
         state = record_block(state, {a: done.values[a][b] for a in state.survivors})
+    assert state.eliminations
     again = decode(TuneState, json.dumps(encode(state)))
     assert again == state and block_order(again) == block_order(state)
-    for b in range(3, done.blocks):
+    assert type(again.eliminations[0].comparison) is Comparison
+    for b in range(cut, done.blocks):
         again = record_block(again, {a: done.values[a][b] for a in again.survivors})
     assert again == done and tune_result(again) == tune_result(done)
 
