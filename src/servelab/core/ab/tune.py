@@ -431,14 +431,14 @@ def simulate_tune(means: Mapping[str, float], noise: float, rule: TuneRule, seed
 
 
 class Misclaim(StrEnum):
-    """A statement of a result that the truth contradicts."""
+    """A statement of a result that the truth contradicts: an arm with the highest true mean
+    dropped; a winner the margin or more below the best; two arms the truth ties shown one
+    above the other; any statement false (those, an elimination, an order, an equivalence)."""
 
-    DROPPED_BEST = "dropped_best"  # an arm with the highest true mean was dropped
-    WRONG_WINNER = "wrong_winner"  # the winner is the margin or more below the best
-    TIED_RANKED = "tied_ranked"  # two arms the truth ties were ranked one above the other
-    ANY_FALSE = (
-        "any_false"  # any statement false: the above, an elimination, an order, an equivalence
-    )
+    DROPPED_BEST = "dropped_best"
+    WRONG_WINNER = "wrong_winner"
+    TIED_RANKED = "tied_ranked"
+    ANY_FALSE = "any_false"
 
 
 def misclaims(
@@ -458,10 +458,8 @@ def misclaims(
                 found.add(Misclaim.TIED_RANKED)
             if means[r.arm] <= means[b] + tol:
                 found.add(Misclaim.ANY_FALSE)
-        if (
-            r.status is ArmStatus.EQUIVALENT
-            and abs(means[r.arm] - means[result.leader]) >= bound - tol
-        ):
+        gap_to_leader = abs(means[r.arm] - means[result.leader])
+        if r.status is ArmStatus.EQUIVALENT and gap_to_leader >= bound - tol:
             found.add(Misclaim.ANY_FALSE)
     if found or any(means[e.arm] >= means[e.lost_to] - tol for e in result.eliminations):
         found.add(Misclaim.ANY_FALSE)

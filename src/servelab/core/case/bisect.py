@@ -19,9 +19,10 @@ suspected (at first all of them, bad by assumption) split into ``g`` parts (``g 
 The result is **1-minimal**: bad, and good without any one of its changes. When the failure
 needs one set of changes together (a single change, or two guilty only together) and adding
 others neither causes nor cures it, that is exactly the set; when several sets cause it each on
-its own, it is one of them. A pair guilty only together shows in step 2: no part alone is bad
-while one part's complement is. No subset is probed twice; the empty set is the good state and
-the full set the bad one, neither probed. Six changes with one guilty take at most 5 probes.
+its own, it is one of them. A pair guilty only together is found as the pair: when the split
+parts it, no part alone is bad but a complement holding both is (step 2). No subset is probed
+twice; the empty set is the good state and the full set the bad one, neither probed. Six
+changes with one guilty take at most 5 probes (trying each alone takes 6).
 
 **An undecided probe** is ddmin's "unresolved" outcome: it reduces nothing, and the search goes
 on with the next part or complement (it is not repeated: the experiment behind it already spent
