@@ -309,10 +309,6 @@ class SoakSessions:
         }
 
 
-def _telemetry(doc: Any) -> RunTelemetry | None:
-    return RunTelemetry.from_json(doc) if isinstance(doc, Mapping) and doc else None
-
-
 @dataclass(frozen=True)
 class SoakDocument:
     """A soak's result: the ``soak --json`` document and what the ledger records.
