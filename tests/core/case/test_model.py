@@ -25,8 +25,8 @@ from servelab.core.case.revert import conviction_test, experiment_values, revert
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseRecord,
-    Evidence,
     KnobChangeRecord,
     SoakRunRecord,
     Suspect,
@@ -237,7 +237,7 @@ def _case(status: str = "resolved", verdict: str | None = "exonerated", events: 
     return case_from_rows(
         CaseRecord.from_row(case_row),
         [Suspect.from_row(r) for r in suspects],
-        [Evidence.from_row(r) for r in evidence],
+        [CaseEvidence.from_row(r) for r in evidence],
         [CaseEvent.from_row(r) for r in events],
         _changes(*changes),
     )

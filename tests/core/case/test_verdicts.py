@@ -22,7 +22,7 @@ from servelab.core.case.verdicts import (
     refusals,
     same_workload,
 )
-from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 from servelab.core.ledger.results import SoakDocument, SoakFinding
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
@@ -39,8 +39,8 @@ def _soak(
     return SoakRunRecord(sid, f"t{sid}", ok, config, doc, findings)
 
 
-def _evidence(eid: int, kind: str, ref: int) -> Evidence:
-    return Evidence(kind, ref, None, f"e{eid}", eid, 1)
+def _evidence(eid: int, kind: str, ref: int) -> CaseEvidence:
+    return CaseEvidence(kind, ref, None, f"e{eid}", eid, 1)
 
 
 def _experiment(target: str, s: tuple[int, int], r: tuple[int, int]) -> ExperimentRecord:

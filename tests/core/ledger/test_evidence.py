@@ -14,11 +14,11 @@ from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseExport,
     CaseRecord,
     CheckRecord,
     DeploymentRecord,
-    Evidence,
     KnobChangeRecord,
     LedgerExport,
     SoakRunRecord,
@@ -116,7 +116,7 @@ RECORDS: list[Any] = [
     SoakRunRecord(8, AT, False, {"knobs": {"K": "512"}}, _soak_doc(), _soak_doc().findings),
     CaseRecord(9, AT, "hang", "resolved", "proxy", AT),
     Suspect("knob:decode/K", "latest", AT, "exonerated", AT, id=10, case_id=9),
-    Evidence("soak", 8, "stalls", AT, id=11, case_id=9),
+    CaseEvidence("soak", 8, "stalls", AT, id=11, case_id=9),
     CaseEvent("restore", AT, {"service": "decode", "knob": "K", "ok": True}, id=12, case_id=9),
 ]
 

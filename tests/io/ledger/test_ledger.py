@@ -17,10 +17,10 @@ from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseRecord,
     CheckRecord,
     DeploymentRecord,
-    Evidence,
     KnobChangeRecord,
     LedgerExport,
     SoakRunRecord,
@@ -385,7 +385,9 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
         assert ledger.get_case(cid) == CaseRecord(cid, AT, "hang", "open")
         assert ledger.list_suspects(cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
                                                      case_id=cid)]  # fmt: skip
-        assert ledger.list_evidence(cid) == [Evidence("soak", 1, "proxy", AT, id=1, case_id=cid)]
+        assert ledger.list_evidence(cid) == [
+            CaseEvidence("soak", 1, "proxy", AT, id=1, case_id=cid)
+        ]
         assert ledger.list_case_events(cid) == [
             CaseEvent("revert", AT, {"knob": "K", "ok": True}, id=1, case_id=cid)
         ]

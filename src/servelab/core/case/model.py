@@ -23,9 +23,9 @@ from servelab.core.case.revert import ConcurrencyCost, RevertCost, revert_cost
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseRecord,
     CheckRecord,
-    Evidence,
     KnobChangeRecord,
     Suspect,
 )
@@ -126,7 +126,7 @@ class Case:
     root_cause: str | None
     resolved_at: str | None
     suspects: tuple[Suspect, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[CaseEvidence, ...] = ()
     events: tuple[CaseEvent, ...] = ()
     changes: tuple[KnobChangeRecord, ...] = ()
 
@@ -140,7 +140,7 @@ class Case:
 def case_from_rows(
     case: CaseRecord,
     suspects: Sequence[Suspect],
-    evidence: Sequence[Evidence],
+    evidence: Sequence[CaseEvidence],
     events: Sequence[CaseEvent],
     changes: Sequence[KnobChangeRecord],
 ) -> Case:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
-from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 
 __all__ = [
     "COMPONENT_LAYERS",
@@ -87,7 +87,7 @@ class Override:
 
 
 def experiments_of(
-    events: Sequence[CaseEvent], evidence: Sequence[Evidence]
+    events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence]
 ) -> list[tuple[int, ExperimentRecord]]:
     """The case's experiments with the id of the evidence row that names each (oldest first)."""
     by_event = {e.ref_id: e.id for e in evidence if e.kind == ExperimentRecord.KIND}
@@ -166,7 +166,7 @@ def _judge(
 def refusals(
     verdicts: Mapping[str, str],
     events: Sequence[CaseEvent],
-    evidence: Sequence[Evidence],
+    evidence: Sequence[CaseEvidence],
     soaks: Mapping[int, SoakRunRecord],
 ) -> list[Refusal]:
     """Every verdict of ``verdicts`` (target → exonerated|convicted) the evidence refuses.

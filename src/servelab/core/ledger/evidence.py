@@ -26,11 +26,11 @@ __all__ = [
     "AbRunRecord",
     "BenchRunRecord",
     "CaseEvent",
+    "CaseEvidence",
     "CaseExport",
     "CaseRecord",
     "CheckRecord",
     "DeploymentRecord",
-    "Evidence",
     "KnobChangeRecord",
     "LedgerExport",
     "Resolution",
@@ -394,7 +394,7 @@ class Suspect:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class CaseEvidence:
     kind: str
     ref_id: int | None
     note: str | None
@@ -403,7 +403,7 @@ class Evidence:
     case_id: int = 0
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Evidence:
+    def from_row(cls, row: Mapping[str, Any]) -> CaseEvidence:
         return cls(
             str(row["kind"]),
             opt_int(row.get("ref_id")),
@@ -515,7 +515,7 @@ class CaseExport:
 
     case: CaseRecord
     suspects: tuple[Suspect, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[CaseEvidence, ...] = ()
     events: tuple[CaseEvent, ...] = ()
 
     @classmethod
@@ -523,7 +523,7 @@ class CaseExport:
         return cls(
             CaseRecord.from_row(row),
             tuple(Suspect.from_row(s) for s in objs(row.get("suspects"))),
-            tuple(Evidence.from_row(e) for e in objs(row.get("evidence"))),
+            tuple(CaseEvidence.from_row(e) for e in objs(row.get("evidence"))),
             tuple(CaseEvent.from_row(e) for e in objs(row.get("events"))),
         )
 

@@ -35,11 +35,11 @@ from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseExport,
     CaseRecord,
     CheckRecord,
     DeploymentRecord,
-    Evidence,
     KnobChangeRecord,
     LedgerExport,
     Resolution,
@@ -370,9 +370,9 @@ class Ledger(LedgerFile):
         rows = self._query("SELECT * FROM case_suspects WHERE case_id = ? ORDER BY id", (case_id,))
         return [Suspect.from_row(r) for r in rows]
 
-    def list_evidence(self, case_id: int) -> list[Evidence]:
+    def list_evidence(self, case_id: int) -> list[CaseEvidence]:
         rows = self._query("SELECT * FROM case_evidence WHERE case_id = ? ORDER BY id", (case_id,))
-        return [Evidence.from_row(r) for r in rows]
+        return [CaseEvidence.from_row(r) for r in rows]
 
     def list_case_events(self, case_id: int) -> list[CaseEvent]:
         rows = self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
