@@ -27,14 +27,16 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
-from servelab.core.ab.compare import INCONCLUSIVE
+from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS
-from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY
+from servelab.core.ab.result import AbResult
+from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
+from servelab.core.ledger.codec import encode
 from servelab.core.options import parse_concurrency, parse_knob_arms, parse_length
 from servelab.io.files import write_atomic
-from servelab.io.ledger.journal import FINISHED, AbJournal
-from servelab.ops.ab.ab import AbConfig, AbResult, resume_ab, run_ab
-from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS
+from servelab.io.ledger.journal import AbJournal, SessionStatus
+from servelab.ops.ab.ab import resume_ab, run_ab
+from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
@@ -87,7 +89,7 @@ def _plan(opts: dict[str, Any], service: str, knob: str) -> AbPlan:
             margin=opts["margin"],
             max_rounds=opts["max_rounds"],
             seed=opts["seed"],
-            boundary=opts["boundary"],
+            boundary=Boundary(opts["boundary"]),
         )
 
 
@@ -98,7 +100,7 @@ def _check_resume(opts: dict[str, Any]) -> None:
         session = AbJournal(ledger).get(opts["resume"])
     if session is None:
         raise click.BadParameter(f"no A/B {opts['resume']} in the journal", param_hint="--resume")
-    if session.status == FINISHED:
+    if session.status == SessionStatus.FINISHED:
         raise click.BadParameter(
             f"A/B {opts['resume']} is already finished (ab_runs {session.ab_id})",
             param_hint="--resume",
@@ -139,7 +141,7 @@ def _config(opts: dict[str, Any]) -> AbConfig:
 def _print(opts: dict[str, Any], result: AbResult) -> None:
     files = _write(opts["out"], result) if opts["out"] else []
     if opts["as_json"]:
-        print_json({**result.to_json(), "files": [str(f) for f in files]})
+        print_json({**encode(result), "files": [str(f) for f in files]})
     else:
         console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
         for path in files:
@@ -224,7 +226,7 @@ def ab_command(**opts: Any) -> None:
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
         err_console.print(f"{failed} request(s) failed during the A/B", style="red")
-    if any(c.verdict == INCONCLUSIVE for c in result.comparisons):
+    if any(c.verdict == Verdict.INCONCLUSIVE for c in result.comparisons):
         err_console.print("some comparisons are inconclusive: add --repeat", style="yellow")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 

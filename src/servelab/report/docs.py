@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.ab.result import AbResult
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -28,8 +29,8 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
-from servelab.core.ledger.results import AbResultRecord
 from servelab.ops.case.case import CaseView
 from servelab.report.case import describe_experiment, describe_override, event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
@@ -167,8 +168,8 @@ def case_views(export: LedgerExport) -> list[CaseView]:
     """Every case of the export with its timeline, restore plan and restore status."""
     views = []
     for row in export.cases:
-        mine = [c for c in export.knob_changes if c.case_id == row.case.id]
-        case = case_from_rows(row.case, row.suspects, row.evidence, row.events, mine)
+        mine = [c for c in export.knob_changes if c.case_id == row.id]
+        case = case_from_rows(row, row.suspects, row.evidence, row.events, mine)
         plan = restore_plan(case, export.ab_runs, export.knob_changes)
         views.append(CaseView(case, timeline(case), plan, restore_status(case, plan)))
     return views
@@ -276,7 +277,7 @@ def _fmt(x: float) -> str:
 
 
 def _arms_table(ab: AbRunRecord) -> list[str]:
-    curves = {str(a.value): arm_curve(a) for a in ab.result.arms}
+    curves = {a.value: arm_curve(a) for a in ab.result.arms}
     concs = sorted({c for curve in curves.values() for c, *_ in curve})
     if not concs:
         return ["(no throughput recorded)"]
@@ -293,18 +294,13 @@ def _arms_table(ab: AbRunRecord) -> list[str]:
 _COMPARISON_HEAD = ["concurrency", "baseline → candidate", "ratio", "95% CI", "verdict"]
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def comparison_rows(result: AbResultRecord) -> list[list[str]]:
+def comparison_rows(result: AbResult) -> list[list[str]]:
     """The A/B's comparisons as table cells, by concurrency (no header)."""
     rows = []
     for c in sorted(result.comparisons, key=lambda c: c.concurrency):
         ratio, ci = c.ratio, c.ci
-        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if ratio is not None and _finite(ratio) else "—"
-        has_ci = ci is not None and all(map(_finite, ci))
-        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if ci is not None and has_ci else "—"
+        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if math.isfinite(ratio) else "—"
+        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if all(map(math.isfinite, ci)) else "—"
         pair = f"{c.baseline} → {c.candidate}"
         rows.append([f"C{c.concurrency}", pair, ratio_s, ci_s, c.verdict])
     return rows
@@ -321,8 +317,10 @@ def _comparison_table(ab: AbRunRecord) -> list[str]:
 def _anomaly_lines(ab: AbRunRecord) -> list[str]:
     out = []
     for a in ab.result.anomalies:
-        tail = f" {json.dumps(dict(a.extra), sort_keys=True, default=str)}" if a.extra else ""
-        out.append(f"- arm {a.arm}: {a.kind} at C{a.concurrency}{tail}")
+        drop = f"{a.drop * 100:.1f}% below C{a.previous}" if math.isfinite(a.drop) else ""
+        test = f"Welch one-sided p={a.p_value:.3g}" if math.isfinite(a.p_value) else ""
+        tail = "; ".join(part for part in (drop, test) if part)
+        out.append(f"- arm {a.arm}: {a.kind} at C{a.concurrency}" + (f" ({tail})" if tail else ""))
     return out or ["- none"]
 
 
@@ -383,8 +381,9 @@ def _latest_verdicts(s: KnobSummary) -> str:
 
 
 def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
-    """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html."""
-    export = ledger if isinstance(ledger, LedgerExport) else LedgerExport.from_json(ledger)
+    """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html;
+    from the typed export or its JSON (``ledger export``'s document)."""
+    export = ledger if isinstance(ledger, LedgerExport) else decode(LedgerExport, ledger)
     views = case_views(export)
     summaries = knob_summaries(export, views)
     files: dict[str, bytes] = {}
@@ -392,7 +391,7 @@ def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
     for s in summaries:
         for ab in s.ab_runs:
             plots[ab.id] = f"plots/ab-{ab.id}.png"
-            files[plots[ab.id]] = ab_plot(ab)
+            files[plots[ab.id]] = ab_plot(ab.result, title=f"A/B #{ab.id}: {ab.service} {ab.knob}")
     files[PERF_PLAN] = perf_plan_markdown(summaries, plots).encode()
     for view in views:
         files[f"cases/case-{view.case.id}.md"] = case_markdown(view, export).encode()

@@ -1,25 +1,31 @@
-"""The ledger's records: one typed dataclass per kind of row, and the JSON shapes they store.
+"""The ledger's records: one typed dataclass per kind of row (pure).
 
-Pure. :mod:`servelab.io.ledger.ledger` fetches a row as a mapping (JSON columns decoded, ``ok`` a
-bool) and returns ``Record.from_row(row)``; ``record.to_json()`` is that row in the ledger's export
-(``servelab ledger export``, from which :mod:`servelab.report.docs` builds the docs). The results
-the ledger stores as JSON documents are typed in :mod:`servelab.core.ledger.results` (an A/B's
-result, a soak's document and its findings).
+:mod:`servelab.io.ledger.ledger` fetches a row as a mapping (JSON columns decoded, ``ok`` a bool)
+and reads it with ``decode(Record, row)``; ``encode(record)`` is that row in the ledger's export
+(``servelab ledger export``, from which :mod:`servelab.report.docs` builds the docs); both are the
+one codec of :mod:`servelab.core.ledger.codec`. The A/B result an ``ab_runs`` row holds is
+:class:`servelab.core.ab.result.AbResult`; the soak's stored shapes are in
+:mod:`servelab.core.ledger.results`.
 
-Older ledgers are read as they are (``from_row``/``from_json`` accept both shapes; nothing is
-rewritten on disk): an A/B arm that carries both ``label`` and ``value`` reads ``value`` (else
-``label``), and a case event that carries both ``ok`` and ``verified`` is ``ok`` only if both
-are. New rows store one field each (``value``; ``ok``).
+Older ledgers are read as they are (nothing is rewritten on disk): where an older servelab stored
+another shape, the field's reader upgrades it before the codec reads it
+(:func:`~servelab.core.ab.result.upgrade_ab_result`; :func:`upgrade_event_detail`: a case event
+whose detail carries both ``ok`` and ``verified`` is ``ok`` only if both are, and new rows store
+``ok`` only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from servelab.core.ledger.jsonvalues import obj, objs, opt_bool, opt_int, opt_str
-from servelab.core.ledger.results import AbResultRecord, SoakDocument, SoakFinding
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator
+
+from servelab.core.ab.result import AbResult, upgrade_ab_result
+from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.ledger.jsonvalues import obj, objs, opt_bool, opt_str
+from servelab.core.ledger.results import SoakDocument, SoakFinding
 from servelab.core.verify.checks import is_check_code
 
 __all__ = [
@@ -35,8 +41,10 @@ __all__ = [
     "LedgerExport",
     "Resolution",
     "SoakRunRecord",
+    "StoredCheck",
     "Suspect",
     "VerificationRecord",
+    "upgrade_event_detail",
 ]
 
 
@@ -52,28 +60,8 @@ class DeploymentRecord:
     name: str
     spec_hash: str | None
     action: str
+    #: JSON: the report the deploy operation wrote (its type is above this layer, in ops/deploy)
     detail: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DeploymentRecord:
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            str(row["name"]),
-            row.get("spec_hash"),
-            str(row["action"]),
-            obj(row.get("detail")),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "name": self.name,
-            "spec_hash": self.spec_hash,
-            "action": self.action,
-            "detail": dict(self.detail),
-        }
 
 
 @dataclass(frozen=True)
@@ -84,42 +72,15 @@ class KnobChangeRecord:
     at: str
     service: str
     name: str
-    old: str | None
-    new: str | None
-    reason: str | None
-    case_id: int | None
+    old: str | None = None
+    new: str | None = None
+    reason: str | None = None
+    case_id: int | None = None
     backup_path: str | None = None
 
     @property
     def target(self) -> str:
         return f"knob:{self.service}/{self.name}"
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> KnobChangeRecord:
-        return cls(
-            id=int(row["id"]),
-            at=str(row["at"]),
-            service=str(row["service"]),
-            name=str(row["name"]),
-            old=opt_str(row.get("old")),
-            new=opt_str(row.get("new")),
-            reason=row.get("reason"),
-            case_id=opt_int(row.get("case_id")),
-            backup_path=row.get("backup_path"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "service": self.service,
-            "name": self.name,
-            "old": self.old,
-            "new": self.new,
-            "reason": self.reason,
-            "case_id": self.case_id,
-            "backup_path": self.backup_path,
-        }
 
 
 @dataclass(frozen=True)
@@ -217,71 +178,27 @@ class BenchRunRecord:
     id: int
     at: str
     label: str | None
+    #: JSON, as bench wrote them: its config and its run's summary (types above this layer)
     config: Mapping[str, Any]
     summary: Mapping[str, Any]
-    n_records: int
-    records: tuple[Mapping[str, Any], ...] | None = None
-    records_pruned_at: str | None = None  # when ``ledger prune`` removed its records
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> BenchRunRecord:
-        recs = row.get("records")
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            row.get("label"),
-            obj(row.get("config")),
-            obj(row.get("summary")),
-            int(row.get("n_records") or 0),
-            None if recs is None else objs(recs),
-            row.get("records_pruned_at"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "id": self.id,
-            "at": self.at,
-            "label": self.label,
-            "config": dict(self.config),
-            "summary": dict(self.summary),
-            "n_records": self.n_records,
-        }
-        if self.records_pruned_at is not None:
-            out["records_pruned_at"] = self.records_pruned_at
-        if self.records is not None:
-            out["records"] = [dict(r) for r in self.records]
-        return out
+    n_records: int = 0
+    #: JSON: the per-request records as stored (older ledgers hold other shapes too)
+    records: Annotated[tuple[Mapping[str, Any], ...] | None, OMITTED_IF_NONE] = None
+    #: when ``ledger prune`` removed its records
+    records_pruned_at: Annotated[str | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)
 class AbRunRecord:
+    """A recorded A/B: the config it ran with and its result (older shapes upgraded)."""
+
     id: int
     at: str
     service: str
     knob: str
+    #: JSON: the A/B's config as it ran (its type, ops' AbConfig, is above this layer)
     config: Mapping[str, Any]
-    result: AbResultRecord
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AbRunRecord:
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            str(row["service"]),
-            str(row["knob"]),
-            obj(row.get("config")),
-            AbResultRecord.from_json(obj(row.get("result"))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "service": self.service,
-            "knob": self.knob,
-            "config": dict(self.config),
-            "result": self.result.to_json(),
-        }
+    result: Annotated[AbResult, BeforeValidator(upgrade_ab_result)]
 
 
 @dataclass(frozen=True)
@@ -337,27 +254,6 @@ class CaseRecord:
     root_cause: str | None = None
     resolved_at: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CaseRecord:
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            str(row["title"]),
-            str(row["status"]),
-            row.get("root_cause"),
-            row.get("resolved_at"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "title": self.title,
-            "status": self.status,
-            "root_cause": self.root_cause,
-            "resolved_at": self.resolved_at,
-        }
-
 
 @dataclass(frozen=True)
 class Suspect:
@@ -369,29 +265,6 @@ class Suspect:
     id: int = 0
     case_id: int = 0
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Suspect:
-        return cls(
-            str(row["target"]),
-            row.get("reason"),
-            str(row["at"]),
-            row.get("verdict"),
-            row.get("verdict_at"),
-            int(row.get("id") or 0),
-            int(row.get("case_id") or 0),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "case_id": self.case_id,
-            "at": self.at,
-            "target": self.target,
-            "reason": self.reason,
-            "verdict": self.verdict,
-            "verdict_at": self.verdict_at,
-        }
-
 
 @dataclass(frozen=True)
 class CaseEvidence:
@@ -402,34 +275,13 @@ class CaseEvidence:
     id: int = 0
     case_id: int = 0
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CaseEvidence:
-        return cls(
-            str(row["kind"]),
-            opt_int(row.get("ref_id")),
-            row.get("note"),
-            str(row["at"]),
-            int(row.get("id") or 0),
-            int(row.get("case_id") or 0),
-        )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "case_id": self.case_id,
-            "at": self.at,
-            "kind": self.kind,
-            "ref_id": self.ref_id,
-            "note": self.note,
-        }
-
-
-def _event_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_event_detail(detail: Any) -> Any:
     """An event's detail with one ``ok`` (older ledgers: ``ok`` and ``verified``, both needed)."""
-    out = dict(detail)
-    if "verified" in out:
-        verified = bool(out.pop("verified"))
-        out["ok"] = bool(out.get("ok", verified)) and verified
+    if not isinstance(detail, Mapping) or "verified" not in detail:
+        return detail
+    out = {k: v for k, v in detail.items() if k != "verified"}
+    out["ok"] = bool(detail.get("ok", detail["verified"])) and bool(detail["verified"])
     return out
 
 
@@ -443,7 +295,8 @@ class CaseEvent:
 
     kind: str
     at: str
-    detail: Mapping[str, Any]
+    #: JSON whose type depends on ``kind``: each kind's reader decodes it (a revert's, ...)
+    detail: Annotated[Mapping[str, Any], BeforeValidator(upgrade_event_detail)]
     id: int = 0
     case_id: int = 0
 
@@ -451,89 +304,48 @@ class CaseEvent:
     def ok(self) -> bool:
         return bool(self.detail.get("ok"))
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CaseEvent:
-        return cls(
-            str(row["kind"]),
-            str(row["at"]),
-            _event_detail(obj(row.get("detail"))),
-            int(row.get("id") or 0),
-            int(row.get("case_id") or 0),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "case_id": self.case_id,
-            "at": self.at,
-            "kind": self.kind,
-            "detail": dict(self.detail),
-        }
-
 
 @dataclass(frozen=True)
 class Resolution:
-    """A case's resolution: its root cause and the verdicts it gave, at ``at``.
+    """A case's resolution: its root cause and the verdicts it gave.
 
     Resolving a case again never erases the earlier resolution: it is kept as a ``resolved`` case
-    event (at its own time) with this detail, ``superseded_at`` the time of the new one.
+    event (at the earlier resolution's time) with this as its detail, ``superseded_at`` the time
+    of the new one.
     """
 
     root_cause: str | None
-    at: str
     verdicts: Mapping[str, str] = field(default_factory=dict)
     superseded_at: str | None = None
 
-    KIND = "resolved"
-
-    @classmethod
-    def from_event(cls, event: CaseEvent) -> Resolution:
-        detail = event.detail
-        verdicts = obj(detail.get("verdicts"))
-        return cls(
-            opt_str(detail.get("root_cause")),
-            event.at,
-            {str(t): str(v) for t, v in verdicts.items()},
-            opt_str(detail.get("superseded_at")),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The event's detail (its time is the event's own ``at``)."""
-        return {
-            "root_cause": self.root_cause,
-            "verdicts": dict(self.verdicts),
-            "superseded_at": self.superseded_at,
-        }
+    KIND: ClassVar[str] = "resolved"
 
 
 # -- the whole ledger ----------------------------------------------------------------------------
 
+# The verify and soak records read and write their own JSON (``from_row``/``to_json``) until they
+# go through the codec; these make the codec call theirs where the records below hold them.
+StoredCheck = Annotated[
+    CheckRecord, PlainValidator(CheckRecord.from_json), PlainSerializer(CheckRecord.to_json)
+]
+_StoredVerification = Annotated[
+    VerificationRecord,
+    PlainValidator(VerificationRecord.from_row),
+    PlainSerializer(VerificationRecord.to_json),
+]
+_StoredSoakRun = Annotated[
+    SoakRunRecord, PlainValidator(SoakRunRecord.from_row), PlainSerializer(SoakRunRecord.to_json)
+]
+
 
 @dataclass(frozen=True)
-class CaseExport:
-    """A case with its suspects, evidence and events, as the export nests them."""
+class CaseExport(CaseRecord):
+    """A case with its suspects, evidence and events, as the export nests them (the case's own
+    fields first, flat)."""
 
-    case: CaseRecord
     suspects: tuple[Suspect, ...] = ()
     evidence: tuple[CaseEvidence, ...] = ()
     events: tuple[CaseEvent, ...] = ()
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> CaseExport:
-        return cls(
-            CaseRecord.from_row(row),
-            tuple(Suspect.from_row(s) for s in objs(row.get("suspects"))),
-            tuple(CaseEvidence.from_row(e) for e in objs(row.get("evidence"))),
-            tuple(CaseEvent.from_row(e) for e in objs(row.get("events"))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.case.to_json(),
-            "suspects": [s.to_json() for s in self.suspects],
-            "evidence": [e.to_json() for e in self.evidence],
-            "events": [e.to_json() for e in self.events],
-        }
 
 
 @dataclass(frozen=True)
@@ -544,37 +356,8 @@ class LedgerExport:
     path: str
     deployments: tuple[DeploymentRecord, ...] = ()
     knob_changes: tuple[KnobChangeRecord, ...] = ()
-    verifications: tuple[VerificationRecord, ...] = ()
+    verifications: tuple[_StoredVerification, ...] = ()
     bench_runs: tuple[BenchRunRecord, ...] = ()
     ab_runs: tuple[AbRunRecord, ...] = ()
-    soak_runs: tuple[SoakRunRecord, ...] = ()
+    soak_runs: tuple[_StoredSoakRun, ...] = ()
     cases: tuple[CaseExport, ...] = ()
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> LedgerExport:
-        return cls(
-            schema_version=int(doc.get("schema_version") or 0),
-            path=str(doc.get("path", "")),
-            deployments=tuple(DeploymentRecord.from_row(r) for r in objs(doc.get("deployments"))),
-            knob_changes=tuple(KnobChangeRecord.from_row(r) for r in objs(doc.get("knob_changes"))),
-            verifications=tuple(
-                VerificationRecord.from_row(r) for r in objs(doc.get("verifications"))
-            ),
-            bench_runs=tuple(BenchRunRecord.from_row(r) for r in objs(doc.get("bench_runs"))),
-            ab_runs=tuple(AbRunRecord.from_row(r) for r in objs(doc.get("ab_runs"))),
-            soak_runs=tuple(SoakRunRecord.from_row(r) for r in objs(doc.get("soak_runs"))),
-            cases=tuple(CaseExport.from_json(r) for r in objs(doc.get("cases"))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "path": self.path,
-            "deployments": [r.to_json() for r in self.deployments],
-            "knob_changes": [r.to_json() for r in self.knob_changes],
-            "verifications": [r.to_json() for r in self.verifications],
-            "bench_runs": [r.to_json() for r in self.bench_runs],
-            "ab_runs": [r.to_json() for r in self.ab_runs],
-            "soak_runs": [r.to_json() for r in self.soak_runs],
-            "cases": [c.to_json() for c in self.cases],
-        }
