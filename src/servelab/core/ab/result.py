@@ -269,14 +269,19 @@ def _design(doc: Mapping[str, Any], arms: Sequence[Any]) -> Any:
     return {**design, "concurrencies": sorted(levels)}
 
 
-def upgrade_ab_result(doc: Any) -> Any:
+def upgrade_ab_result(doc: Any, named: Mapping[str, Any] | None = None) -> Any:
     """A stored A/B result of any servelab in today's shape (the codec reads the rest, a key
     it lacks as the field's default): arms that carry ``label`` read ``value``, a design without
-    its concurrencies gets the ones its arms measured."""
+    its concurrencies gets the ones its arms measured. ``named``: what its row says of it (its
+    service and knob, the values its config compared), for a result that does not name itself;
+    else its arms' values name its baseline and candidate."""
     if not isinstance(doc, Mapping):
         return doc
     arms = [_arm(a) for a in doc.get("arms") or ()]
-    upgraded = {**doc, "arms": arms}
+    values = [a.get("value") for a in arms if isinstance(a, Mapping)] + ["", ""]
+    names = {"baseline": values[0], "candidate": values[1]}
+    names |= {k: v for k, v in (named or {}).items() if v is not None}
+    upgraded = {**names, **doc, "arms": arms}
     if "design" in doc:
         upgraded["design"] = _design(doc, arms)
     return upgraded

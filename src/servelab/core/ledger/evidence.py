@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BeforeValidator, PlainSerializer, PlainValidator
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator, ValidationInfo
 
 from servelab.core.ab.result import AbResult, upgrade_ab_result
 from servelab.core.ledger.codec import OMITTED_IF_NONE
@@ -188,6 +188,16 @@ class BenchRunRecord:
     records_pruned_at: Annotated[str | None, OMITTED_IF_NONE] = None
 
 
+def _ab_result_of_row(doc: Any, info: ValidationInfo) -> Any:
+    """An ``ab_runs`` row's result in today's shape, named by its row where it does not name
+    itself (:func:`~servelab.core.ab.result.upgrade_ab_result`)."""
+    row = info.data
+    config = obj(row.get("config"))
+    named = {"service": row.get("service"), "knob": row.get("knob")}
+    named |= {"baseline": config.get("baseline"), "candidate": config.get("candidate")}
+    return upgrade_ab_result(doc, named)
+
+
 @dataclass(frozen=True)
 class AbRunRecord:
     """A recorded A/B: the config it ran with and its result (older shapes upgraded)."""
@@ -198,7 +208,7 @@ class AbRunRecord:
     knob: str
     #: JSON: the A/B's config as it ran (its type, ops' AbConfig, is above this layer)
     config: Mapping[str, Any]
-    result: Annotated[AbResult, BeforeValidator(upgrade_ab_result)]
+    result: Annotated[AbResult, BeforeValidator(_ab_result_of_row)]
 
 
 @dataclass(frozen=True)
