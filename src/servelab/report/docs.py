@@ -147,7 +147,7 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
         value = d.get("to", d.get("value"))
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == ExperimentRecord.KIND:
-        return describe_experiment(ExperimentRecord.from_json(d))
+        return describe_experiment(decode(ExperimentRecord, d))
     if kind == "override":
         return describe_override(d)
     if kind == "resolved":

@@ -22,6 +22,7 @@ from servelab.core.case.verdicts import (
     refusals,
     same_workload,
 )
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 from servelab.core.ledger.results import SoakDocument, SoakFinding
 
@@ -52,7 +53,7 @@ def _experiment(target: str, s: tuple[int, int], r: tuple[int, int]) -> Experime
 
 
 def _event(eid: int, record: ExperimentRecord) -> CaseEvent:
-    return CaseEvent(ExperimentRecord.KIND, f"x{eid}", record.to_json(), eid, 1)
+    return CaseEvent(ExperimentRecord.KIND, f"x{eid}", encode(record), eid, 1)
 
 
 def test_a_soak_pair_with_nothing_else_changed_contradicts_an_exoneration() -> None:
@@ -121,7 +122,7 @@ def test_a_component_conviction_needs_a_finding_at_its_layer_or_an_experiment() 
 
 def test_an_override_carries_the_refusals() -> None:
     refused = Refusal(KNOB, "exonerated", WHY_EXPERIMENT_CONTRADICTS, (3,))
-    assert Override("the proxy was fixed meanwhile", (refused,)).to_json() == {
+    assert encode(Override("the proxy was fixed meanwhile", (refused,))) == {
         "reason": "the proxy was fixed meanwhile",
         "refused": [{"target": KNOB, "verdict": "exonerated", "why": WHY_EXPERIMENT_CONTRADICTS,
                      "evidence_ids": [3]}],

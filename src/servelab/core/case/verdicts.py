@@ -23,8 +23,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 
 __all__ = [
@@ -68,22 +70,16 @@ class Refusal:
     why: str
     evidence_ids: tuple[int, ...] = ()
 
-    def to_json(self) -> dict[str, object]:
-        return {"target": self.target, "verdict": self.verdict, "why": self.why,
-                "evidence_ids": list(self.evidence_ids)}  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Override:
-    """Verdicts given against the evidence, with the reason someone gave (a case event)."""
+    """Verdicts given against the evidence, with the reason someone gave (a case event's
+    detail, through the codec)."""
 
-    KIND = "override"
+    KIND: ClassVar[str] = "override"
 
     reason: str
     refused: tuple[Refusal, ...]
-
-    def to_json(self) -> dict[str, object]:
-        return {"reason": self.reason, "refused": [r.to_json() for r in self.refused]}
 
 
 def experiments_of(
@@ -94,7 +90,7 @@ def experiments_of(
     out: list[tuple[int, ExperimentRecord]] = []
     for event in events:
         if event.kind == ExperimentRecord.KIND and event.id in by_event:
-            out.append((by_event[event.id], ExperimentRecord.from_json(event.detail)))
+            out.append((by_event[event.id], decode(ExperimentRecord, event.detail)))
     return out
 
 
