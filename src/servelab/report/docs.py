@@ -40,6 +40,7 @@ from servelab.report.text import show_value
 
 __all__ = [
     "KnobSummary",
+    "LiveReading",
     "build_docs",
     "case_markdown",
     "case_views",
@@ -225,6 +226,15 @@ def _suspect_table(case: Case) -> list[str]:
 # -- the perf plan ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LiveReading:
+    """The newest value a verification read live, and which verification it was."""
+
+    value: str | None
+    verification_id: int
+    at: str
+
+
 @dataclass
 class KnobSummary:
     """Everything the ledger knows about one knob."""
@@ -233,7 +243,7 @@ class KnobSummary:
     knob: str
     ab_runs: list[AbRunRecord] = field(default_factory=list)
     changes: list[KnobChangeRecord] = field(default_factory=list)
-    live: Mapping[str, Any] | None = None
+    live: LiveReading | None = None
     verdicts: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
@@ -264,12 +274,12 @@ def knob_summaries(export: LedgerExport, views: Sequence[CaseView]) -> list[Knob
     return [knobs[k] for k in sorted(knobs)]
 
 
-def _latest_live(export: LedgerExport, s: KnobSummary) -> dict[str, Any]:
+def _latest_live(export: LedgerExport, s: KnobSummary) -> LiveReading | None:
     for ver in reversed(export.verifications):
         for check in ver.checks:
             if (check.layer, check.service, check.knob) == ("live", s.service, s.knob):
-                return {"value": check.live, "verification_id": ver.id, "at": ver.at}
-    return {}
+                return LiveReading(check.live, ver.id, ver.at)
+    return None
 
 
 def _fmt(x: float) -> str:
@@ -326,9 +336,9 @@ def _anomaly_lines(ab: AbRunRecord) -> list[str]:
 
 def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     out = [f"## {s.service} `{s.knob}`", ""]
-    if s.live:
-        where = f"verification #{s.live.get('verification_id')}, {s.live.get('at')}"
-        out.append(f"- current live value: **{show_value(s.live.get('value'))}** ({where})")
+    if s.live is not None:
+        where = f"verification #{s.live.verification_id}, {s.live.at}"
+        out.append(f"- current live value: **{show_value(s.live.value)}** ({where})")
     else:
         out.append("- current live value: not verified live yet")
     out.append(f"- env file value (last recorded change): {show_value(s.file_value)}")
@@ -397,7 +407,7 @@ def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
         files[f"cases/case-{view.case.id}.md"] = case_markdown(view, export).encode()
     knob_rows = [
         KnobRow(s.service, s.knob,
-                show_value((s.live or {}).get("value")) if s.live else "not verified",
+                show_value(s.live.value) if s.live is not None else "not verified",
                 show_value(s.file_value), _latest_verdicts(s),
                 [plots[a.id] for a in s.ab_runs],
                 [(f"A/B #{a.id}: {s.service} {s.knob}",
