@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.result import AbArm, AbResult
 from servelab.core.deploy.spec import DEFAULT_KNOB
-from servelab.core.ledger.results import AbArm, AbResultRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
@@ -64,13 +64,13 @@ def test_plan_sizes_an_ab_from_the_recorded_noise(tmp_path: Path) -> None:
     spec = str(write_pd_spec(tmp_path))
     ledger_path = tmp_path / "ledger.db"
     arms = (
-        AbArm("256", {"64": (1000.0, 1012.0, 994.0), "80": (1100.0, 1105.0, 1096.0)}),
-        AbArm("512", {"64": (1128.0, 1120.0, 1135.0), "80": (1110.0, 1102.0, 1117.0)}),
+        AbArm("256", (), {64: (1000.0, 1012.0, 994.0), 80: (1100.0, 1105.0, 1096.0)}),
+        AbArm("512", (), {64: (1128.0, 1120.0, 1135.0), 80: (1110.0, 1102.0, 1117.0)}),
     )
-    record = AbResultRecord(service="decode", knob=DEFAULT_KNOB, baseline="256", candidate="512",
-                            arms=arms)  # fmt: skip
+    record = AbResult(service="decode", knob=DEFAULT_KNOB, baseline="256", candidate="512",
+                      arms=arms)  # fmt: skip
     with Ledger.open(ledger_path) as ledger:
-        ledger.record_ab(service="decode", knob=DEFAULT_KNOB, config={}, result=record)
+        ledger.record_ab(config={}, result=record)
     args = ("ab", "-f", spec, "--ledger", str(ledger_path), "--knob",
             f"decode:{DEFAULT_KNOB}=256,512", "--concurrency", "64,80,96", "--plan",
             "--effect", "2%")  # fmt: skip

@@ -21,6 +21,7 @@ from servelab.core.case.experiment import (
     ExperimentRecord,
     decide,
 )
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -150,7 +151,7 @@ def _record_experiment(ledger_file: Path, cid: int, failed: tuple[int, int]) -> 
     record = ExperimentRecord(cid, TARGET, "512", "256", 2, 1, decide(suspect, revert), suspect,
                               revert, found="512", left="512")  # fmt: skip
     with Ledger.open(ledger_file) as ledger:
-        event = ledger.record_case_event(case_id=cid, kind="experiment", detail=record.to_json())
+        event = ledger.record_case_event(case_id=cid, kind="experiment", detail=encode(record))
         return ledger.add_evidence(case_id=cid, kind="experiment", ref_id=event, note="x")
 
 

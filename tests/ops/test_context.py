@@ -17,7 +17,8 @@ from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.ab.ab import AbConfig, _make_live, run_ab
+from servelab.ops.ab.ab import _make_live, run_ab
+from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation, operation
 from servelab.ops.deploy import deploy

@@ -10,9 +10,10 @@ from servelab.core.ab.design import (
     rounds_for_power,
     sequential_rounds_for_power,
 )
+from servelab.core.ab.result import AbResult, ArmVisit, conclude
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
-from servelab.ops.ab.ab import AbConfig, AbResult, ArmVisit, conclude
+from servelab.ops.ab.config import AbConfig
 from servelab.ops.ab.plan import AbPlan
 from servelab.ops.bench.bench import BenchConfig
 from servelab.report.ab import ab_markdown, plan_markdown
@@ -22,15 +23,23 @@ def _result(boundary: str = "pocock") -> AbResult:
     bench = BenchConfig(url="", concurrencies=(80, 96), input_len=LengthDist("fixed", 8))
     cfg = AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=3, gpus=8)
     cfg = replace(cfg, until_decided=True, max_rounds=6, margin=0.03, boundary=boundary)
-    result = AbResult(cfg, "512")
+    visits = []
     orders = ["256→512", "512→256", "256→512"]
     for rnd, e in enumerate((1.0, 1.003, 0.998)):
         pair = [("256", {80: 1891.0 * e, 96: 1837.0 * e}), ("512", {80: 1912.0 * e, 96: 1990 * e})]
         for pos, (arm, thr) in enumerate(pair if rnd % 2 == 0 else pair[::-1]):
-            result.visits.append(ArmVisit(arm, rnd, 10 + rnd, arm, thr, 0, [], 2 * rnd + pos,
-                                          orders[rnd], 30.0, {80: 20.0, 96: 20.0}))  # fmt: skip
-    conclude(result)
-    return result
+            visits.append(ArmVisit(arm, rnd, 10 + rnd, arm, thr, 0, (), 2 * rnd + pos, orders[rnd],
+                                   30.0, {80: 20.0, 96: 20.0}))  # fmt: skip
+    return conclude(replace(cfg.result("512"), visits=tuple(visits)))
+
+
+def with_servers(result: AbResult, baseline: float, candidate: float) -> AbResult:
+    """``result`` with the decodes' counters at C80 giving ``baseline`` and ``candidate``."""
+    visits = tuple(
+        replace(v, server_throughput={80: baseline if v.arm == "256" else candidate})
+        for v in result.visits
+    )
+    return replace(result, visits=visits)
 
 
 def test_the_report_shows_order_pairing_stopping_and_the_tested_anomaly() -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import json
 
 from servelab.core.ab.crosscheck import RATIO_TOLERANCE
-from tests.report.test_ab import _result
+from servelab.core.ledger.codec import encode
+from tests.report.test_ab import _result, with_servers
 
 
 def test_the_json_carries_each_disagreement_with_both_ratios() -> None:
-    result = _result()
-    for v in result.visits:
-        v.server_throughput[80] = 1000.0 if v.arm == "256" else 1100.0
-    doc = json.loads(json.dumps(result.to_json()))
+    result = with_servers(_result(), 1000.0, 1100.0)
+    doc = json.loads(json.dumps(encode(result)))
     (flag,) = doc["server_disagreements"]
     c80 = next(c for c in result.comparisons if c.concurrency == 80)
     assert flag["concurrency"] == 80 and round(flag["server_ratio"], 3) == 1.1
@@ -22,7 +21,5 @@ def test_the_json_carries_each_disagreement_with_both_ratios() -> None:
 
 
 def test_agreeing_ratios_give_an_empty_list() -> None:
-    result = _result()
-    for v in result.visits:
-        v.server_throughput[80] = 1000.0 if v.arm == "256" else 1012.0
-    assert result.to_json()["server_disagreements"] == []
+    result = with_servers(_result(), 1000.0, 1012.0)
+    assert encode(result)["server_disagreements"] == []

@@ -4,13 +4,11 @@ to the verdict, with both values; agreeing ratios are not."""
 from __future__ import annotations
 
 from servelab.report.ab import ab_markdown
-from tests.report.test_ab import _result
+from tests.report.test_ab import _result, with_servers
 
 
 def test_a_client_ratio_the_servers_do_not_share_is_flagged_with_both_values() -> None:
-    result = _result()
-    for v in result.visits:
-        v.server_throughput[80] = 1000.0 if v.arm == "256" else 1100.0
+    result = with_servers(_result(), 1000.0, 1100.0)
     (flag,) = result.server_disagreements
     assert flag.concurrency == 80 and round(flag.server_ratio, 3) == 1.1
     c80 = next(c for c in result.comparisons if c.concurrency == 80)
@@ -25,10 +23,8 @@ def test_a_client_ratio_the_servers_do_not_share_is_flagged_with_both_values() -
 
 
 def test_agreeing_ratios_carry_no_flag() -> None:
-    result = _result()
-    for v in result.visits:
-        v.server_throughput[80] = 1000.0 if v.arm == "256" else 1012.0
-    assert result.server_disagreements == []
+    result = with_servers(_result(), 1000.0, 1012.0)
+    assert result.server_disagreements == ()
     text = ab_markdown(result)
     assert "| 80 | +1.2% | +1.1% | 1000.0 | 1012.0 | agree |" in text
     assert "disagree at" not in text

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import CHECK_E2E_FAILED, CHECK_HEALTH_READY, CHECK_LIVE_DIFFERS
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
@@ -93,14 +94,14 @@ def test_a_restore_that_did_not_verify_says_why_per_item() -> None:
 def test_a_recorded_event_reads_its_reason_old_and_new() -> None:
     failed = (Check("live", "decode", False, CHECK_LIVE_DIFFERS, _DIFFERS).record(),)
     new = RevertEvent("decode", K, "512", "256", 4, 3, False, failed=failed)
-    assert event_error(new.to_json()) == _SENTENCE
+    assert event_error(encode(new)) == _SENTENCE
     older = {"ok": False, "error": "live decode: the sentence it stored"}
     assert event_error(older) == "live decode: the sentence it stored"
     assert event_error({"ok": False}) == NOT_CONFIRMED
     assert event_error({"ok": True, "error": None}) is None
     stopped = RestoreEvent("decode", K, "256", "512", None, 5, None, False, error="timed out")
-    assert event_error(stopped.to_json()) == "timed out"
-    line = describe_timeline_entry(TimelineEntry("t", "revert", new.to_json()))
+    assert event_error(encode(stopped)) == "timed out"
+    line = describe_timeline_entry(TimelineEntry("t", "revert", encode(new)))
     assert line == f"revert decode {K} → 256: FAILED ({_SENTENCE})"
 
 
@@ -115,7 +116,7 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
         ledger.record_deployment(name="pd", spec_hash="h", action="restart", detail=restart)
         cid = ledger.create_case(title="hang")
         event = RevertEvent("decode", K, "512", "256", None, vid, False, failed=(bad.record(),))
-        ledger.record_case_event(case_id=cid, kind="revert", detail=event.to_json())
+        ledger.record_case_event(case_id=cid, kind="revert", detail=encode(event))
         ledger.record_case_event(case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
         doc = ledger_json(ledger.snapshot())
         raw = ledger.export()

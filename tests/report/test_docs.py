@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.compare import Comparison, Verdict
+from servelab.core.ab.result import AbResult
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
-from servelab.core.ledger.results import AbResultRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 from servelab.report import docs
@@ -117,10 +118,8 @@ def test_empty_ledger_still_makes_an_index(ledger: Ledger) -> None:
 
 def test_comparison_rows_show_a_dash_for_nan_and_the_confidence_level() -> None:
     nan = float("nan")
-    ab = AbResultRecord.from_json(
-        {"comparisons": [{"concurrency": 64, "ratio": nan, "ci": [nan, nan],
-                          "verdict": "inconclusive", "baseline": "a", "candidate": "b"}]}
-    )  # fmt: skip
+    inconclusive = Comparison(64, nan, (nan, nan), Verdict.INCONCLUSIVE, "a", "b")
+    ab = AbResult("decode", "K", "a", "b", comparisons=(inconclusive,))
     assert docs.comparison_rows(ab) == [["C64", "a → b", "—", "—", "inconclusive"]]
     point = ConcurrencyCost(64, -0.1, (-0.2, -0.05), "worse", confidence=0.9)
     assert describe_point(point) == "−10.0% at C64 (90% CI −20.0% … −5.0%)"

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 
+from servelab.core.ab.result import AbResult
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import AbRunRecord, BenchRunRecord
-from servelab.core.ledger.results import AbResultRecord
 from servelab.report import plots
 from servelab.report.plots import ab_plot, arm_curve
 
-AB = AbRunRecord.from_row(
+AB = decode(
+    AbRunRecord,
     {
         "id": 4,
         "at": "2026-01-01T00:00:00.000Z",
@@ -23,7 +24,7 @@ AB = AbRunRecord.from_row(
                 {"label": "512", "value": "512", "throughput": {"64": [113.0], "96": []}},
             ]
         },
-    }
+    },
 )
 
 
@@ -51,9 +52,10 @@ def test_arm_curve_sorted_with_sigma_and_n() -> None:
 
 
 def test_ab_plot_is_a_deterministic_png() -> None:
-    png = ab_plot(AB)
+    png = ab_plot(AB.result, title="A/B #4")
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = struct.unpack(">II", png[16:24])
     assert (width, height) == (640, 400)
-    assert ab_plot(AB) == png
-    assert ab_plot(dataclasses.replace(AB, result=AbResultRecord())) != png
+    assert ab_plot(AB.result, title="A/B #4") == png
+    empty = AbResult("decode", "K", "256", "512")
+    assert ab_plot(empty, title="A/B #4") != png

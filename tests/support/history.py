@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from servelab.core.ab.result import AbResult, upgrade_ab_result
 from servelab.core.deploy.spec import DEFAULT_KNOB as K
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.ledger.results import AbResultRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 
@@ -24,8 +25,11 @@ _C64_C80 = [
      "verdict": "no significant difference", "baseline": "256", "candidate": "512"},
 ]  # fmt: skip
 
-#: 512 against 256 at C64 and C80, three repeats each.
+_NAMED = {"service": "decode", "knob": K, "baseline": "256", "candidate": "512"}
+
+#: 512 against 256 at C64 and C80, three repeats each (arms as the first A/Bs stored them).
 AB_RESULT: dict[str, Any] = {
+    **_NAMED,
     "arms": [
         {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0, 99.0]}},
         {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0, 112.6]}},
@@ -34,8 +38,9 @@ AB_RESULT: dict[str, Any] = {
     "anomalies": [],
 }
 
-#: The same at C64, C80 and C96, with 256's C96 < C80 anomaly.
+#: The same at C64, C80 and C96, with 256's C96 < C64 anomaly.
 INCIDENT_AB_RESULT: dict[str, Any] = {
+    **_NAMED,
     "arms": [
         {"label": "256", "value": "256", "throughput": {"64": [100.0, 101.0], "96": [90.0, 91.0]}},
         {"label": "512", "value": "512", "throughput": {"64": [112.8, 113.0], "96": [95.1, 96.0]}},
@@ -45,15 +50,18 @@ INCIDENT_AB_RESULT: dict[str, Any] = {
         {"concurrency": 96, "ratio": 1.057, "ci": [1.03, 1.08], "verdict": "better",
          "baseline": "256", "candidate": "512"},
     ],
-    "anomalies": [{"arm": "256", "concurrency": 96, "kind": "non_monotonic"}],
+    "anomalies": [{"arm": "256", "concurrency": 96, "previous": 64, "throughput": 90.5,
+                   "previous_throughput": 100.5, "kind": "non_monotonic"}],
 }  # fmt: skip
+
+
+def _read(doc: dict[str, Any]) -> AbResult:
+    return decode(AbResult, upgrade_ab_result(doc))
 
 
 def seed_history(ledger: Ledger) -> None:
     """The reference history: the A/B that adopted 512, and the change it made."""
-    ledger.record_ab(
-        service="decode", knob=K, config={"repeats": 3}, result=AbResultRecord.from_json(AB_RESULT)
-    )
+    ledger.record_ab(config={"repeats": 3}, result=_read(AB_RESULT))
     ledger.record_knob_change(
         service="decode", name=K, old="256", new="512", reason="A/B: +12.8% at C64",
         case_id=None, backup_path=None,
@@ -62,9 +70,7 @@ def seed_history(ledger: Ledger) -> None:
 
 def incident(ledger: Ledger) -> int:
     """The A/B, the change, a case that reverted the knob on suspicion; returns the case id."""
-    ledger.record_ab(
-        service="decode", knob=K, config={}, result=AbResultRecord.from_json(INCIDENT_AB_RESULT)
-    )
+    ledger.record_ab(config={}, result=_read(INCIDENT_AB_RESULT))
     ledger.record_knob_change(service="decode", name=K, old="256", new="512", reason="A/B",
                               case_id=None, backup_path=None)  # fmt: skip
     cid = cases.open_case(ledger, "Agentic sessions stall")

@@ -37,14 +37,16 @@ from servelab.cli.options import (
     output_options,
     workload_options,
 )
-from servelab.core.ab.compare import INCONCLUSIVE
-from servelab.core.ab.design import ORDER_ABBA, ORDERS
-from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY
+from servelab.core.ab.compare import Verdict
+from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
+from servelab.core.ab.result import AbResult
+from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
+from servelab.core.ledger.codec import encode
 from servelab.core.options import KNOB_ARMS_FORM, KnobArms, parse_fraction, parse_knob_arms
 from servelab.io.files import write_atomic
-from servelab.io.ledger.journal import FINISHED, AbJournal
-from servelab.ops.ab.ab import AbConfig, AbResult, resume_ab, run_ab
-from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS
+from servelab.io.ledger.journal import AbJournal, SessionStatus
+from servelab.ops.ab.ab import resume_ab, run_ab
+from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
@@ -94,7 +96,7 @@ def _check_resume(where: SpecAndLedger, resume: int) -> None:
         session = AbJournal(ledger).get(resume)
     if session is None:
         raise click.BadParameter(f"no A/B {resume} in the journal", param_hint="--resume")
-    if session.status == FINISHED:
+    if session.status == SessionStatus.FINISHED:
         raise click.BadParameter(
             f"A/B {resume} is already finished (ab_runs {session.ab_id})", param_hint="--resume"
         )
@@ -112,12 +114,12 @@ def _write(out: Path, result: AbResult) -> list[Path]:
 class _Design:
     """The A/B's own options: how rounds are ordered, when to stop, what a minute costs."""
 
-    order: str
+    order: Order
     order_seed: int
     until_decided: bool
     max_rounds: int
     margin: float | None
-    boundary: str
+    boundary: Boundary
     gpus: int
     keep: bool
 
@@ -139,7 +141,7 @@ def _config(
 def _print(output: OutputOptions, result: AbResult) -> None:
     files = _write(output.export, result) if output.export else []
     if output.as_json:
-        print_json({**result.to_json(), "files": [str(f) for f in files]})
+        print_json({**encode(result), "files": [str(f) for f in files]})
     else:
         console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
         for path in files:
@@ -227,7 +229,9 @@ def ab_command(
     if resume is None and arms is None:
         raise click.UsageError(f"--knob {KNOB_ARMS_FORM} is required (or --resume)")
     where = SpecAndLedger(spec_path, ledger_path)
-    design = _Design(order, order_seed, until_decided, max_rounds, margin, boundary, gpus, keep)
+    design = _Design(
+        Order(order), order_seed, until_decided, max_rounds, margin, Boundary(boundary), gpus, keep
+    )
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
@@ -245,7 +249,7 @@ def ab_command(
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
         err_console.print(f"{failed} request(s) failed during the A/B", style="red")
-    if any(c.verdict == INCONCLUSIVE for c in result.comparisons):
+    if any(c.verdict == Verdict.INCONCLUSIVE for c in result.comparisons):
         err_console.print("some comparisons are inconclusive: add --repeat", style="yellow")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 

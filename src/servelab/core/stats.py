@@ -39,7 +39,6 @@ __all__ = [
     "summarize",
     "t_interval",
     "t_quantile",
-    "t_sf",
     "welch_difference",
 ]
 
@@ -177,11 +176,6 @@ def summarize(values: Sequence[float]) -> Summary:
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t with ``df`` degrees of freedom (``scipy.stats.t``)."""
     return float(scipy_stats().t.ppf(p, df))
-
-
-def t_sf(t: float, df: float) -> float:
-    """The upper tail ``P(T > t)`` of Student's t with ``df`` degrees of freedom."""
-    return float(scipy_stats().t.sf(t, df))
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> Interval:

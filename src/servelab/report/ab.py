@@ -1,17 +1,16 @@
-"""Rendering an A/B result: the perf-plan markdown (``+12.8% at C64``), the visits in the order
-they ran, paired against unpaired, the stopping rule and its cost, a plot; and ``ab --plan``."""
+"""Rendering an A/B result (:class:`~servelab.core.ab.result.AbResult`, live or read back from the
+ledger): the perf-plan markdown (``+12.8% at C64``), the visits in the order they ran, paired
+against unpaired, the stopping rule and its cost, a plot; and ``ab --plan``."""
 
 from __future__ import annotations
 
 import math
 import statistics
 
-from servelab.core.ab.compare import INCONCLUSIVE, NO_DIFFERENCE, Anomaly, Comparison
+from servelab.core.ab.compare import Anomaly, Comparison, Verdict
 from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
-from servelab.core.ab.design import Noise
-from servelab.core.ledger.evidence import AbRunRecord
-from servelab.ops.ab.ab import AbResult
-from servelab.ops.ab.config import AbConfig
+from servelab.core.ab.design import Noise, Order
+from servelab.core.ab.result import AbDesign, AbResult
 from servelab.ops.ab.plan import AbPlan
 from servelab.report.plots import ab_plot
 
@@ -24,15 +23,16 @@ def _pct(x: float) -> str:
 
 def change_phrase(c: Comparison) -> str:
     """``+12.8% at C64`` for a significant change, ``+1.2% at C80 (n.s.)`` otherwise."""
-    tail = {NO_DIFFERENCE: " (n.s.)", INCONCLUSIVE: " (inconclusive)"}.get(c.verdict, "")
+    tail = {Verdict.NO_DIFFERENCE: " (n.s.)", Verdict.INCONCLUSIVE: " (inconclusive)"}.get(
+        c.verdict, ""
+    )
     return f"{_pct(c.change)} at C{c.concurrency}{tail}"
 
 
 def headline(result: AbResult) -> str:
     """One line: what the candidate did against the baseline at every concurrency."""
-    cfg = result.config
     phrases = ", ".join(change_phrase(c) for c in result.comparisons) or "no comparison"
-    return f"{cfg.service} {cfg.knob} {cfg.baseline} → {cfg.candidate}: {phrases}"
+    return f"{result.service} {result.knob} {result.baseline} → {result.candidate}: {phrases}"
 
 
 def _interval(lo: float, hi: float) -> str:
@@ -46,24 +46,23 @@ def _ci(c: Comparison) -> str:
 
 
 def _arm_mean(result: AbResult, arm: str, conc: int) -> str:
-    values = result.throughput(arm).get(conc, [])
+    values = result.throughput(arm).get(conc, ())
     return f"{sum(values) / len(values):.1f} (n={len(values)})" if values else "—"
 
 
-def _order_words(cfg: AbConfig) -> str:
-    if cfg.order == "abba":
+def _order_words(result: AbResult) -> str:
+    if result.design.order == Order.ABBA:
         return (
-            f"ABBA: rounds alternate {cfg.baseline}→{cfg.candidate} and "
-            f"{cfg.candidate}→{cfg.baseline}"
+            f"ABBA: rounds alternate {result.baseline}→{result.candidate} and "
+            f"{result.candidate}→{result.baseline}"
         )
-    return f"random: each round's order a fair coin (seed {cfg.order_seed})"
+    return f"random: each round's order a fair coin (seed {result.design.order_seed})"
 
 
 def _visits_table(result: AbResult) -> list[str]:
-    cfg = result.config
-    levels = list(cfg.bench.concurrencies)
+    levels = list(result.design.concurrencies)
     lines = [
-        f"Visits in the order they ran ({_order_words(cfg)}):",
+        f"Visits in the order they ran ({_order_words(result)}):",
         "",
         "| # | round | order | arm | verification | " + " | ".join(f"C{c}" for c in levels) + " |",
         "|---|---|---|---|---|" + "---|" * len(levels),
@@ -71,7 +70,7 @@ def _visits_table(result: AbResult) -> list[str]:
     for i, v in enumerate(result.visits, 1):
         thr = " | ".join(f"{v.throughput[c]:.1f}" if c in v.throughput else "—" for c in levels)
         lines.append(
-            f"| {i} | {v.round + 1} | {v.order} | {cfg.knob}={v.arm} | {v.verification_id} "
+            f"| {i} | {v.round + 1} | {v.order} | {result.knob}={v.arm} | {v.verification_id} "
             f"| {thr} |"
         )
     return lines
@@ -94,9 +93,10 @@ def _server_table(result: AbResult) -> list[str]:
     """The servers' own view of each arm next to the client's, so a client-side artefact cannot
     pass for a knob effect; each concurrency whose two ratios disagree beyond the tolerance
     (:mod:`servelab.core.ab.crosscheck`) is flagged, with both values and the verdict."""
-    cfg = result.config
     levels = [
-        c for c in cfg.bench.concurrencies if any(c in v.server_throughput for v in result.visits)
+        c
+        for c in result.design.concurrencies
+        if any(c in v.server_throughput for v in result.visits)
     ]
     if not levels:
         return []
@@ -105,14 +105,14 @@ def _server_table(result: AbResult) -> list[str]:
         "against the client (steady state):",
         "",
         "| C | server ratio | client ratio | " + " | ".join(
-            f"{cfg.knob}={arm} server tok/s" for arm in (cfg.baseline, cfg.candidate))
+            f"{result.knob}={arm} server tok/s" for arm in (result.baseline, result.candidate))
         + f" | client and servers (±{RATIO_TOLERANCE * 100:g}%) |",
         "|---|---|---|---|---|---|",
     ]  # fmt: skip
     flags = {f.concurrency: f for f in result.server_disagreements}
     base_arm, cand_arm = (
-        result.server_throughput(cfg.baseline),
-        result.server_throughput(cfg.candidate),
+        result.server_throughput(result.baseline),
+        result.server_throughput(result.candidate),
     )
     ratios = server_ratios(base_arm, cand_arm)
     for c in levels:
@@ -140,7 +140,8 @@ def _analyses_table(result: AbResult) -> list[str]:
         boot = _interval(*p.bootstrap_ci) if p and p.bootstrap_ci else "—"
         unpaired = f"{_pct(u.ratio - 1)} {_interval(u.low, u.high)}" if u else "—"
         cs = _interval(*s.ratio_ci) if s else "—"
-        rounds, decision = result.decided.get(c.concurrency, (None, c.decision))
+        decided = result.design.decided.get(c.concurrency)
+        rounds, decision = (decided.rounds, decided.decision) if decided else (None, c.decision)
         at = f" at round {rounds}" if rounds else ""
         lines.append(
             f"| {c.concurrency} | {paired} | {boot} | {unpaired} | {cs} | {decision}{at} |"
@@ -151,29 +152,29 @@ def _analyses_table(result: AbResult) -> list[str]:
     return lines
 
 
-def _rule_words(cfg: AbConfig) -> str:
-    if cfg.looks is None:
+def _rule_words(design: AbDesign) -> str:
+    if design.looks is None:
         return "Lai (1976) confidence sequence (any number of looks)"
     return (
         f"Pocock repeated confidence intervals on Student's t (Jennison & Turnbull 1989), "
-        f"looks at rounds 3..{cfg.looks}"
+        f"looks at rounds 3..{design.looks}"
     )
 
 
-def _stopping(result: AbResult) -> list[str]:
-    cfg, cost, fixed = result.config, result.cost, result.fixed_cost
+def _stopping(design: AbDesign) -> list[str]:
+    cost, fixed = design.cost, design.fixed_cost
     lines = []
-    if cfg.until_decided:
-        margin = f", equivalence margin ±{cfg.margin * 100:g}%" if cfg.margin else ""
+    if design.until_decided:
+        margin = f", equivalence margin ±{design.margin * 100:g}%" if design.margin else ""
         lines.append(
-            f"Stopping rule: {_rule_words(cfg)} on the per-round log ratio, 95% at every "
-            f"look{margin}; {result.rounds_run} of at most {cfg.rounds} rounds "
-            f"({result.stopped})."
+            f"Stopping rule: {_rule_words(design)} on the per-round log ratio, 95% at every "
+            f"look{margin}; {design.rounds_run} of at most {design.max_rounds} rounds "
+            f"({design.stopped})."
         )
     if cost is not None and fixed is not None and not math.isnan(fixed.minutes):
         lines.append(
             f"Cost: {cost.rounds} rounds, {cost.visits} visits, {cost.minutes:.1f} min "
-            f"({cost.gpu_minutes:.1f} GPU-min at {cfg.gpus} GPU); the fixed design of "
+            f"({cost.gpu_minutes:.1f} GPU-min at {design.gpus} GPU); the fixed design of "
             f"{fixed.rounds} rounds at every concurrency: {fixed.visits} visits, "
             f"≈{fixed.minutes:.1f} min (≈{fixed.gpu_minutes:.1f} GPU-min, estimated from the "
             "visits measured)."
@@ -181,12 +182,12 @@ def _stopping(result: AbResult) -> list[str]:
     return lines
 
 
-def _anomaly_line(cfg: AbConfig, a: Anomaly) -> str:
+def _anomaly_line(knob: str, a: Anomaly) -> str:
     lo, hi = a.drop_ci
     ci = "n/a" if math.isnan(lo) else f"{lo * 100:.1f}% .. {hi * 100:.1f}%"
     head = "anomaly" if a.significant else "not flagged (not significant)"
     return (
-        f"- {head}: with {cfg.knob}={a.arm}, throughput at C{a.concurrency} "
+        f"- {head}: with {knob}={a.arm}, throughput at C{a.concurrency} "
         f"({a.throughput:.1f} tok/s, n={a.n}) is {a.drop * 100:.1f}% below C{a.previous} "
         f"({a.previous_throughput:.1f} tok/s, n={a.n_previous}); drop 90% CI {ci}, "
         f"Welch one-sided p={a.p_value:.3g}"
@@ -196,20 +197,19 @@ def _anomaly_line(cfg: AbConfig, a: Anomaly) -> str:
 def ab_markdown(result: AbResult) -> str:
     """The perf-plan table: per concurrency both arms' mean throughput, change, CI, verdict;
     then the visits, the three analyses, the stopping rule's cost and the anomalies."""
-    cfg = result.config
+    knob, baseline, candidate = result.knob, result.baseline, result.candidate
     lines = [
-        f"## {cfg.service} `{cfg.knob}`: {cfg.baseline} → {cfg.candidate}",
+        f"## {result.service} `{knob}`: {baseline} → {candidate}",
         "",
         f"**{headline(result)}**",
         "",
-        f"| C | {cfg.knob}={cfg.baseline} tok/s | {cfg.knob}={cfg.candidate} tok/s "
-        "| change | 95% CI | verdict |",
+        f"| C | {knob}={baseline} tok/s | {knob}={candidate} tok/s | change | 95% CI | verdict |",
         "|---|---|---|---|---|---|",
     ]
     for c in result.comparisons:
         lines.append(
-            f"| {c.concurrency} | {_arm_mean(result, cfg.baseline, c.concurrency)} "
-            f"| {_arm_mean(result, cfg.candidate, c.concurrency)} | {_pct(c.change)} "
+            f"| {c.concurrency} | {_arm_mean(result, baseline, c.concurrency)} "
+            f"| {_arm_mean(result, candidate, c.concurrency)} | {_pct(c.change)} "
             f"| {_ci(c)} | {c.verdict} |"
         )
     lines += [
@@ -222,10 +222,10 @@ def ab_markdown(result: AbResult) -> str:
         *_server_table(result),
         *_analyses_table(result),
         "",
-        *_stopping(result),
+        *_stopping(result.design),
         "",
     ]
-    lines += [_anomaly_line(cfg, a) for a in result.drops]
+    lines += [_anomaly_line(knob, a) for a in result.design.drops]
     if not result.anomalies:
         lines.append(
             "- no anomaly: no significant drop of throughput with concurrency in either arm"
@@ -292,6 +292,4 @@ def _plan_equivalence(plan: AbPlan) -> list[str]:
 
 def ab_png(result: AbResult) -> bytes:
     """Throughput against concurrency for both arms (PNG bytes)."""
-    cfg = result.config
-    run = AbRunRecord(result.ab_id or 0, "", cfg.service, cfg.knob, cfg.to_dict(), result.record())
-    return ab_plot(run, title=f"A/B #{result.ab_id}: {cfg.service} {cfg.knob}")
+    return ab_plot(result, title=f"A/B #{result.ab_id}: {result.service} {result.knob}")

@@ -33,7 +33,6 @@ __all__ = [
     "phase_markdown",
     "phase_plot",
     "phase_table",
-    "records_jsonl",
     "records_jsonl_chunks",
     "result_json",
     "return_lines",
@@ -305,11 +304,6 @@ def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
         for record in run.records:
             row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
             yield (json.dumps(row | record_to_dict(record)) + "\n").encode()
-
-
-def records_jsonl(result: BenchResult) -> str:
-    """Every per-request record, one JSON object per line, tagged with its run."""
-    return b"".join(records_jsonl_chunks(result)).decode()
 
 
 def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.core.ab.result import AbResult
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -28,8 +29,8 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
-from servelab.core.ledger.results import AbResultRecord
 from servelab.ops.case.case import CaseView
 from servelab.report.case import describe_experiment, describe_override, event_error
 from servelab.report.html import CaseRow, KnobRow, render_index
@@ -39,6 +40,7 @@ from servelab.report.text import show_value
 
 __all__ = [
     "KnobSummary",
+    "LiveReading",
     "build_docs",
     "case_markdown",
     "case_views",
@@ -146,7 +148,7 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
         value = d.get("to", d.get("value"))
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == ExperimentRecord.KIND:
-        return describe_experiment(ExperimentRecord.from_json(d))
+        return describe_experiment(decode(ExperimentRecord, d))
     if kind == "override":
         return describe_override(d)
     if kind == "resolved":
@@ -167,8 +169,8 @@ def case_views(export: LedgerExport) -> list[CaseView]:
     """Every case of the export with its timeline, restore plan and restore status."""
     views = []
     for row in export.cases:
-        mine = [c for c in export.knob_changes if c.case_id == row.case.id]
-        case = case_from_rows(row.case, row.suspects, row.evidence, row.events, mine)
+        mine = [c for c in export.knob_changes if c.case_id == row.id]
+        case = case_from_rows(row, row.suspects, row.evidence, row.events, mine)
         plan = restore_plan(case, export.ab_runs, export.knob_changes)
         views.append(CaseView(case, timeline(case), plan, restore_status(case, plan)))
     return views
@@ -224,6 +226,15 @@ def _suspect_table(case: Case) -> list[str]:
 # -- the perf plan ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class LiveReading:
+    """The newest value a verification read live, and which verification it was."""
+
+    value: str | None
+    verification_id: int
+    at: str
+
+
 @dataclass
 class KnobSummary:
     """Everything the ledger knows about one knob."""
@@ -232,7 +243,7 @@ class KnobSummary:
     knob: str
     ab_runs: list[AbRunRecord] = field(default_factory=list)
     changes: list[KnobChangeRecord] = field(default_factory=list)
-    live: Mapping[str, Any] | None = None
+    live: LiveReading | None = None
     verdicts: list[tuple[int, str, str]] = field(default_factory=list)
 
     @property
@@ -263,12 +274,12 @@ def knob_summaries(export: LedgerExport, views: Sequence[CaseView]) -> list[Knob
     return [knobs[k] for k in sorted(knobs)]
 
 
-def _latest_live(export: LedgerExport, s: KnobSummary) -> dict[str, Any]:
+def _latest_live(export: LedgerExport, s: KnobSummary) -> LiveReading | None:
     for ver in reversed(export.verifications):
         for check in ver.checks:
             if (check.layer, check.service, check.knob) == ("live", s.service, s.knob):
-                return {"value": check.live, "verification_id": ver.id, "at": ver.at}
-    return {}
+                return LiveReading(check.live, ver.id, ver.at)
+    return None
 
 
 def _fmt(x: float) -> str:
@@ -276,7 +287,7 @@ def _fmt(x: float) -> str:
 
 
 def _arms_table(ab: AbRunRecord) -> list[str]:
-    curves = {str(a.value): arm_curve(a) for a in ab.result.arms}
+    curves = {a.value: arm_curve(a) for a in ab.result.arms}
     concs = sorted({c for curve in curves.values() for c, *_ in curve})
     if not concs:
         return ["(no throughput recorded)"]
@@ -293,18 +304,13 @@ def _arms_table(ab: AbRunRecord) -> list[str]:
 _COMPARISON_HEAD = ["concurrency", "baseline → candidate", "ratio", "95% CI", "verdict"]
 
 
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
-def comparison_rows(result: AbResultRecord) -> list[list[str]]:
+def comparison_rows(result: AbResult) -> list[list[str]]:
     """The A/B's comparisons as table cells, by concurrency (no header)."""
     rows = []
     for c in sorted(result.comparisons, key=lambda c: c.concurrency):
         ratio, ci = c.ratio, c.ci
-        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if ratio is not None and _finite(ratio) else "—"
-        has_ci = ci is not None and all(map(_finite, ci))
-        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if ci is not None and has_ci else "—"
+        ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if math.isfinite(ratio) else "—"
+        ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if all(map(math.isfinite, ci)) else "—"
         pair = f"{c.baseline} → {c.candidate}"
         rows.append([f"C{c.concurrency}", pair, ratio_s, ci_s, c.verdict])
     return rows
@@ -321,16 +327,18 @@ def _comparison_table(ab: AbRunRecord) -> list[str]:
 def _anomaly_lines(ab: AbRunRecord) -> list[str]:
     out = []
     for a in ab.result.anomalies:
-        tail = f" {json.dumps(dict(a.extra), sort_keys=True, default=str)}" if a.extra else ""
-        out.append(f"- arm {a.arm}: {a.kind} at C{a.concurrency}{tail}")
+        drop = f"{a.drop * 100:.1f}% below C{a.previous}" if math.isfinite(a.drop) else ""
+        test = f"Welch one-sided p={a.p_value:.3g}" if math.isfinite(a.p_value) else ""
+        tail = "; ".join(part for part in (drop, test) if part)
+        out.append(f"- arm {a.arm}: {a.kind} at C{a.concurrency}" + (f" ({tail})" if tail else ""))
     return out or ["- none"]
 
 
 def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     out = [f"## {s.service} `{s.knob}`", ""]
-    if s.live:
-        where = f"verification #{s.live.get('verification_id')}, {s.live.get('at')}"
-        out.append(f"- current live value: **{show_value(s.live.get('value'))}** ({where})")
+    if s.live is not None:
+        where = f"verification #{s.live.verification_id}, {s.live.at}"
+        out.append(f"- current live value: **{show_value(s.live.value)}** ({where})")
     else:
         out.append("- current live value: not verified live yet")
     out.append(f"- env file value (last recorded change): {show_value(s.file_value)}")
@@ -383,8 +391,9 @@ def _latest_verdicts(s: KnobSummary) -> str:
 
 
 def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
-    """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html."""
-    export = ledger if isinstance(ledger, LedgerExport) else LedgerExport.from_json(ledger)
+    """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html;
+    from the typed export or its JSON (``ledger export``'s document)."""
+    export = ledger if isinstance(ledger, LedgerExport) else decode(LedgerExport, ledger)
     views = case_views(export)
     summaries = knob_summaries(export, views)
     files: dict[str, bytes] = {}
@@ -392,13 +401,13 @@ def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
     for s in summaries:
         for ab in s.ab_runs:
             plots[ab.id] = f"plots/ab-{ab.id}.png"
-            files[plots[ab.id]] = ab_plot(ab)
+            files[plots[ab.id]] = ab_plot(ab.result, title=f"A/B #{ab.id}: {ab.service} {ab.knob}")
     files[PERF_PLAN] = perf_plan_markdown(summaries, plots).encode()
     for view in views:
         files[f"cases/case-{view.case.id}.md"] = case_markdown(view, export).encode()
     knob_rows = [
         KnobRow(s.service, s.knob,
-                show_value((s.live or {}).get("value")) if s.live else "not verified",
+                show_value(s.live.value) if s.live is not None else "not verified",
                 show_value(s.file_value), _latest_verdicts(s),
                 [plots[a.id] for a in s.ab_runs],
                 [(f"A/B #{a.id}: {s.service} {s.knob}",

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
@@ -81,7 +82,7 @@ def _event(row: dict[str, Any]) -> dict[str, Any]:
 def ledger_json(export: LedgerExport) -> dict[str, Any]:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
     every soak's findings worded (:func:`~servelab.report.soak.soak.soak_json`)."""
-    doc = export.to_json()
+    doc: dict[str, Any] = encode(export)
     doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
     doc["verifications"] = [_verification(row) for row in doc["verifications"]]
     doc["soak_runs"] = [

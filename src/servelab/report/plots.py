@@ -11,8 +11,8 @@ import io
 import math
 from collections.abc import Mapping, Sequence
 
-from servelab.core.ledger.evidence import AbRunRecord, BenchRunRecord
-from servelab.core.ledger.results import AbArm
+from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.stats import mean, sample_std
 from servelab.core.telemetry.traces import PHASES
 from servelab.report.pages import run_phases
@@ -26,15 +26,14 @@ def arm_curve(arm: AbArm) -> list[tuple[int, float, float, int]]:
     """``(concurrency, mean, σ, n)`` of an arm's throughput repeats, by concurrency (σ 0 if n<2)."""
     points = []
     for conc, values in arm.throughput.items():
-        nums = [float(v) for v in values or [] if isinstance(v, (int, float))]
-        if not nums:
+        if not values:
             continue
-        std = sample_std(nums)
-        points.append((int(conc), mean(nums), 0.0 if math.isnan(std) else std, len(nums)))
+        std = sample_std(values)
+        points.append((conc, mean(values), 0.0 if math.isnan(std) else std, len(values)))
     return sorted(points)
 
 
-def ab_plot(ab_run: AbRunRecord, *, title: str | None = None) -> bytes:
+def ab_plot(result: AbResult, *, title: str) -> bytes:
     """Output-token throughput vs concurrency, one line per arm, error bars ± σ; PNG bytes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
     from matplotlib.figure import Figure
@@ -43,19 +42,18 @@ def ab_plot(ab_run: AbRunRecord, *, title: str | None = None) -> bytes:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
     ticks: set[int] = set()
-    for arm in ab_run.result.arms:
+    for arm in result.arms:
         curve = arm_curve(arm)
         if not curve:
             continue
         xs, ys, errs, _ns = zip(*curve, strict=True)
         ticks.update(xs)
-        label = f"{ab_run.knob}={arm.value}"
+        label = f"{result.knob}={arm.value}"
         ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=label)
     ax.set_xticks(sorted(ticks))
     ax.set_xlabel("concurrency")
     ax.set_ylabel("output tokens/s (mean ± σ)")
-    default = f"A/B #{ab_run.id}: {ab_run.service} {ab_run.knob}"
-    ax.set_title(title or default, fontsize=10)
+    ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)

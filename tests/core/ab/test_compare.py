@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.ab.compare import (
-    BETTER,
-    INCONCLUSIVE,
-    NO_DIFFERENCE,
-    WORSE,
-    compare_arms,
-    curve_drops,
-    find_anomalies,
-)
+from servelab.core.ab.compare import Verdict, compare_arms, curve_drops, find_anomalies
+from servelab.core.ledger.codec import encode
+
+BETTER, WORSE = Verdict.BETTER, Verdict.WORSE
+NO_DIFFERENCE, INCONCLUSIVE = Verdict.NO_DIFFERENCE, Verdict.INCONCLUSIVE
 
 
 def _cmp(base: list[float], cand: list[float]) -> str:
@@ -46,7 +42,7 @@ def test_ratio_and_interval_bracket_the_change() -> None:
     assert c.ratio == pytest.approx(1.128, abs=1e-3)
     assert c.ci[0] < c.ratio < c.ci[1]
     assert c.change == pytest.approx(0.128, abs=1e-3)
-    assert c.to_dict()["ci"] == list(c.ci)
+    assert encode(c)["ci"] == list(c.ci)
 
 
 def test_only_common_concurrencies_in_order() -> None:
@@ -77,7 +73,7 @@ def test_noise_is_not_an_anomaly_but_a_significant_drop_is() -> None:
     assert a.test.startswith("Welch")
     assert a.drop_ci[0] < a.drop < a.drop_ci[1]
     assert a.drop_ci[0] > 0  # the whole 90% interval of the drop is above 0
-    assert a.to_dict()["drop_ci"] == list(a.drop_ci)
+    assert encode(a)["drop_ci"] == list(a.drop_ci)
 
 
 def test_paired_unpaired_and_sequential_side_by_side() -> None:
@@ -88,6 +84,6 @@ def test_paired_unpaired_and_sequential_side_by_side() -> None:
     assert c.rounds == 4
     assert c.unpaired is not None and c.unpaired.verdict == "not significant"
     assert c.sequential is not None and c.sequential.n == 4
-    doc = c.to_dict()
+    doc = encode(c)
     assert doc["paired"]["n"] == 4 and "unpaired" in doc and "sequential" in doc
     assert doc["decision"] in {"better", "undecided"}

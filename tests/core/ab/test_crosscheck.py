@@ -12,6 +12,7 @@ from servelab.core.ab.crosscheck import (
     disagreements,
     server_ratios,
 )
+from servelab.core.ledger.codec import encode
 
 
 def test_public_api_is_explicit() -> None:
@@ -31,7 +32,9 @@ def test_a_client_effect_the_servers_do_not_see_is_flagged_with_both_values() ->
     assert flags == [ServerDisagreement(64, 1.128, 1.01, RATIO_TOLERANCE)]
     (flag,) = flags
     assert flag.difference == pytest.approx(1.128 / 1.01 - 1)
-    assert flag.to_json()["server_ratio"] == 1.01 and flag.to_json()["tolerance"] == 0.05
+    doc = encode(flag)
+    assert doc["server_ratio"] == 1.01 and doc["tolerance"] == 0.05
+    assert doc["difference"] == pytest.approx(flag.difference)
 
 
 def test_ratios_within_the_tolerance_and_levels_without_a_server_ratio_are_not_flagged() -> None:

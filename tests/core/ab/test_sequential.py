@@ -12,12 +12,8 @@ from scipy import optimize
 from scipy import stats as scipy_stats
 
 from servelab.core.ab.sequential import (
-    BETTER,
-    BOUNDARY_LAI,
-    BOUNDARY_POCOCK,
-    EQUIVALENT,
-    UNDECIDED,
-    WORSE,
+    Boundary,
+    Decision,
     confidence_sequence,
     cs_multiplier,
     decide,
@@ -27,6 +23,8 @@ from servelab.core.ab.sequential import (
     rci_multiplier,
 )
 
+BETTER, WORSE = Decision.BETTER, Decision.WORSE
+EQUIVALENT, UNDECIDED = Decision.EQUIVALENT, Decision.UNDECIDED
 ALPHA = 0.05
 SIMS, LOOKS = 2000, 15
 
@@ -120,7 +118,7 @@ def test_pocock_boundary_is_narrower_than_lai_at_every_look_and_bounded_to_its_l
         assert scipy_stats.t.ppf(1 - ALPHA / 2, n - 1) < rci < cs_multiplier(n)
     assert math.isinf(rci_multiplier(2, POCOCK_LOOKS))
     assert math.isinf(rci_multiplier(POCOCK_LOOKS + 1, POCOCK_LOOKS))
-    assert looks_for(BOUNDARY_POCOCK, 8) == 8 and looks_for(BOUNDARY_LAI, 8) is None
+    assert looks_for(Boundary.POCOCK, 8) == 8 and looks_for(Boundary.LAI, 8) is None
     cs = confidence_sequence([0.1, 0.12, 0.11], looks=POCOCK_LOOKS)
     assert cs.bounded and cs.looks == POCOCK_LOOKS and "Pocock" in cs.method
 

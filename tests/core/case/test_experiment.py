@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from scipy.stats import fisher_exact
 
@@ -26,6 +28,7 @@ from servelab.core.case.experiment import (
     tally,
     wilson_interval,
 )
+from servelab.core.ledger.codec import decode, encode
 
 
 def _arms(sf: int, sn: int, rf: int, rn: int) -> tuple[ArmTally, ArmTally]:
@@ -115,7 +118,9 @@ def test_the_record_round_trips_through_json() -> None:
         workload_soak_id=3, decision=decide(suspect, revert), suspect=suspect, revert=revert,
         visits=visits, found="512", left="512", elapsed_s=16.0, workload={"sessions": 3},
     )  # fmt: skip
-    again = ExperimentRecord.from_json(record.to_json())
+    doc = encode(record)
+    assert doc["outcome"] == CONVICTED and doc["suspect"]["rate"] == 1.0
+    again = decode(ExperimentRecord, json.loads(json.dumps(doc)))
     assert again == record and again.outcome == CONVICTED
-    assert Decision.from_json({"p_value": 0.0}).p_value == 0.0  # a zero stays zero
-    assert ExperimentRecord.from_json({}).outcome == INCONCLUSIVE
+    assert decode(Decision, {"p_value": 0.0}).p_value == 0.0  # a zero stays zero
+    assert decode(ExperimentRecord, {}).outcome == INCONCLUSIVE

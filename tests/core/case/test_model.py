@@ -22,11 +22,12 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.revert import conviction_test, experiment_values, revert_cost, revert_values
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseRecord,
-    Evidence,
     KnobChangeRecord,
     SoakRunRecord,
     Suspect,
@@ -72,12 +73,13 @@ AB_RESULT: dict[str, Any] = {
 
 
 def _ab(ab_id: int = 7, result: dict[str, Any] | None = None, knob: str = K) -> AbRunRecord:
-    row = {"id": ab_id, "service": "decode", "knob": knob, "result": result or AB_RESULT}
-    return AbRunRecord.from_row({"at": "2026-01-01T00:00:00.000Z", "config": {}, **row})
+    named = {"service": "decode", "knob": knob, "baseline": "256", "candidate": "512"}
+    row = {"id": ab_id, "service": "decode", "knob": knob, "result": named | (result or AB_RESULT)}
+    return decode(AbRunRecord, {"at": "2026-01-01T00:00:00.000Z", "config": {}, **row})
 
 
 def _changes(*rows: dict[str, Any]) -> list[KnobChangeRecord]:
-    return [KnobChangeRecord.from_row({"at": "2026-01-01T00:00:00.000Z", **r}) for r in rows]
+    return [decode(KnobChangeRecord, {"at": "2026-01-01T00:00:00.000Z", **r}) for r in rows]
 
 
 def _soaks(*rows: dict[str, Any]) -> list[SoakRunRecord]:
@@ -152,7 +154,7 @@ def test_inconclusive_comparison_keeps_no_number() -> None:
             {
                 "concurrency": 64,
                 "ratio": None,
-                "ci": None,
+                "ci": [None, None],  # an interval not computed (NaN bounds, written null)
                 "verdict": "inconclusive",
                 "baseline": "256",
                 "candidate": "512",
@@ -236,10 +238,10 @@ def _case(status: str = "resolved", verdict: str | None = "exonerated", events: 
         }
     ]
     return case_from_rows(
-        CaseRecord.from_row(case_row),
-        [Suspect.from_row(r) for r in suspects],
-        [Evidence.from_row(r) for r in evidence],
-        [CaseEvent.from_row(r) for r in events],
+        decode(CaseRecord, case_row),
+        [decode(Suspect, r) for r in suspects],
+        [decode(CaseEvidence, r) for r in evidence],
+        [decode(CaseEvent, r) for r in events],
         _changes(*changes),
     )
 

@@ -23,7 +23,8 @@ from servelab.core.case.verdicts import (
     refusals,
     same_workload,
 )
-from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+from servelab.core.ledger.codec import encode
+from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
@@ -42,8 +43,8 @@ def _soak(
     return SoakRunRecord(sid, f"t{sid}", ok, result)
 
 
-def _evidence(eid: int, kind: str, ref: int) -> Evidence:
-    return Evidence(kind, ref, None, f"e{eid}", eid, 1)
+def _evidence(eid: int, kind: str, ref: int) -> CaseEvidence:
+    return CaseEvidence(kind, ref, None, f"e{eid}", eid, 1)
 
 
 def _experiment(target: str, s: tuple[int, int], r: tuple[int, int]) -> ExperimentRecord:
@@ -55,7 +56,7 @@ def _experiment(target: str, s: tuple[int, int], r: tuple[int, int]) -> Experime
 
 
 def _event(eid: int, record: ExperimentRecord) -> CaseEvent:
-    return CaseEvent(ExperimentRecord.KIND, f"x{eid}", record.to_json(), eid, 1)
+    return CaseEvent(ExperimentRecord.KIND, f"x{eid}", encode(record), eid, 1)
 
 
 def test_a_soak_pair_with_nothing_else_changed_contradicts_an_exoneration() -> None:
@@ -127,7 +128,7 @@ def test_a_component_conviction_needs_a_finding_at_its_layer_or_an_experiment() 
 
 def test_an_override_carries_the_refusals() -> None:
     refused = Refusal(KNOB, "exonerated", WHY_EXPERIMENT_CONTRADICTS, (3,))
-    assert Override("the proxy was fixed meanwhile", (refused,)).to_json() == {
+    assert encode(Override("the proxy was fixed meanwhile", (refused,))) == {
         "reason": "the proxy was fixed meanwhile",
         "refused": [{"target": KNOB, "verdict": "exonerated", "why": WHY_EXPERIMENT_CONTRADICTS,
                      "evidence_ids": [3]}],

@@ -7,10 +7,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Annotated
 
 import pytest
+from pydantic import Field, computed_field
 
-from servelab.core.ledger.codec import decode, encode, finite
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode, finite
 from servelab.errors import RecordError, StoreError
 
 
@@ -57,3 +59,40 @@ def test_a_misfit_names_the_field() -> None:
     assert isinstance(caught.value, StoreError) and isinstance(caught.value, ValueError)
     with pytest.raises(RecordError):
         decode(Row, "{not json")
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    low: float
+    high: float
+    estimate: float | None = None
+
+
+def test_a_non_finite_float_reads_back_as_nan_and_an_optional_one_as_none() -> None:
+    doc = encode(Interval(-math.inf, math.nan))
+    assert doc == {"low": None, "high": None, "estimate": None}
+    again = decode(Interval, doc)
+    assert math.isnan(again.low) and math.isnan(again.high) and again.estimate is None
+    nested = decode(tuple[Interval, ...], [{"low": None, "high": 2, "estimate": None}])
+    assert math.isnan(nested[0].low) and nested[0].high == 2.0
+    assert decode(Row, {"outcome": "ok", "ratio": None, "ci": [None, 1.5]}).ci is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    from_value: Annotated[str | None, Field(alias="from")]
+    pruned_at: Annotated[str | None, OMITTED_IF_NONE] = None
+    levels: Mapping[int, float] = field(default_factory=dict)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total(self) -> float:
+        return sum(self.levels.values())
+
+
+def test_aliases_omitted_fields_int_keys_and_computed_fields() -> None:
+    event = Event("512", None, {64: 1.5, 80: 2.0})
+    doc = encode(event)
+    assert doc == {"from": "512", "levels": {"64": 1.5, "80": 2.0}, "total": 3.5}
+    assert decode(Event, doc) == event
+    assert encode(Event(None, "t"))["pruned_at"] == "t"

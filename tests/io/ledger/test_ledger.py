@@ -13,21 +13,23 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.compare import Comparison, Verdict
+from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseRecord,
     CheckRecord,
     DeploymentRecord,
-    Evidence,
     KnobChangeRecord,
     LedgerExport,
     SoakRunRecord,
     Suspect,
     VerificationRecord,
 )
-from servelab.core.ledger.results import AbArm, AbResultRecord, ComparisonRecord
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
@@ -36,6 +38,10 @@ from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import ledger as store_module
 from servelab.io.ledger.ledger import Ledger, default_ledger_path, resolve_ledger_path
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
+from tests.support.old_rows import FIRST_AB_RUN
+
+#: an A/B with nothing measured
+EMPTY_AB = AbResult("decode", "K", "256", "512")
 
 
 def _fixed_clock() -> float:
@@ -85,7 +91,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
         summary={"64": {"tok_s": 1.5}},
         records=[{"i": i} for i in range(5)],
     )
-    ab = ledger.record_ab(service="decode", knob="K", config={"r": 3}, result=AbResultRecord())
+    ab = ledger.record_ab(config={"r": 3}, result=EMPTY_AB)
     soak = ledger.record_soak(
         SoakResult(
             SoakConfig(sessions=4),
@@ -159,7 +165,7 @@ def test_case_writers_and_verdicts(ledger: Ledger) -> None:
 
 def test_value_that_is_not_json_is_refused_and_nothing_written(ledger: Ledger) -> None:
     with pytest.raises(StoreError, match="not JSON"):
-        ledger.record_ab(service="d", knob="K", config={"x": object()}, result=AbResultRecord())
+        ledger.record_ab(config={"x": object()}, result=EMPTY_AB)
     assert ledger.list_ab() == []
 
 
@@ -313,7 +319,7 @@ def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> Non
         labels = [r.label for r in ledger.list_bench_runs()]
         assert labels == ["k-0", "k-1", "k-2"]
         _assert_runs_whole(ledger)
-        assert ledger.record_ab(service="d", knob="K", config={}, result=AbResultRecord()) == 1
+        assert ledger.record_ab(config={}, result=EMPTY_AB) == 1
 
 
 def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
@@ -346,11 +352,11 @@ AT = "2026-09-21T14:13:20.000Z"  # _fixed_clock
 
 def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
     path = tmp_path / "typed.db"
-    result = AbResultRecord(
+    result = AbResult(
         service="decode", knob="K", baseline="256", candidate="512", restored=True,
-        arms=(AbArm("256", {"64": (100.0, 101.0)}, (1,)), AbArm("512", {"64": (113.0,)}, (2,))),
-        comparisons=(ComparisonRecord(64, 1.128, (1.1, 1.16), "better", "256", "512", 0.95,
-                                      {"method": "welch"}),),
+        arms=(AbArm("256", (1,), {64: (100.0, 101.0)}), AbArm("512", (2,), {64: (113.0,)})),
+        comparisons=(Comparison(64, 1.128, (1.1, 1.16), Verdict.BETTER, "256", "512", 0.95,
+                                "welch"),),
     )  # fmt: skip
     finding = Finding(Layer.CLIENT_PROXY, 0.9, ("stalls",), ())
     config = SoakConfig(knobs={"decode/K": "512"})
@@ -362,7 +368,7 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
                                   reason="ab", case_id=None, backup_path=None)  # fmt: skip
         ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(check)])
         ledger.record_bench_run(label="x", config={"c": 1}, summary={"s": 2}, records=[{"i": 0}])
-        ledger.record_ab(service="decode", knob="K", config={"repeats": 1}, result=result)
+        ledger.record_ab(config={"repeats": 1}, result=result)
         ledger.record_soak(doc)
         cid = ledger.create_case(title="hang")
         ledger.add_suspect(case_id=cid, target="knob:decode/K", reason="latest")
@@ -383,27 +389,27 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
         assert ledger.get_case(cid) == CaseRecord(cid, AT, "hang", "open")
         assert ledger.list_suspects(cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
                                                      case_id=cid)]  # fmt: skip
-        assert ledger.list_evidence(cid) == [Evidence("soak", 1, "proxy", AT, id=1, case_id=cid)]
+        assert ledger.list_evidence(cid) == [
+            CaseEvidence("soak", 1, "proxy", AT, id=1, case_id=cid)
+        ]
         assert ledger.list_case_events(cid) == [
             CaseEvent("revert", AT, {"knob": "K", "ok": True}, id=1, case_id=cid)
         ]
         snapshot = ledger.snapshot()
-        assert ledger.export() == snapshot.to_json()
-        assert LedgerExport.from_json(ledger.export()) == snapshot
+        assert ledger.export() == encode(snapshot)
+        assert decode(LedgerExport, ledger.export()) == snapshot
 
 
 def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) -> None:
-    """Rows written in the old shape (arms with label and value, events with ok and verified)."""
+    """Rows written in the old shape: the first ``servelab ab``'s row (arms with label and value,
+    as that servelab wrote it), events with ok and verified."""
     path = tmp_path / "old.db"
-    old_result = {"arms": [{"label": "256", "value": "256", "throughput": {"64": [1.0]}},
-                           {"label": "512", "throughput": {"64": [2.0]}}]}  # fmt: skip
     raw = sqlite3.connect(path, isolation_level=None)
     raw.execute("BEGIN IMMEDIATE")
     migrate(raw, source=str(path))
     raw.execute(
-        "INSERT INTO ab_runs (at, service, knob, config, result) "
-        "VALUES (?, 'decode', 'K', '{}', ?)",
-        (AT, json.dumps(old_result)),
+        "INSERT INTO ab_runs (at, service, knob, config, result) VALUES (?, ?, ?, ?, ?)",
+        (AT, *(FIRST_AB_RUN[k] for k in ("service", "knob", "config", "result"))),
     )
     raw.execute("INSERT INTO cases (at, title) VALUES (?, 'hang')", (AT,))
     for ok, verified in ((True, True), (True, False)):
@@ -419,8 +425,10 @@ def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) ->
         assert ab is not None and [a.value for a in ab.result.arms] == ["256", "512"]
         events = ledger.list_case_events(1)
         assert [e.ok for e in events] == [True, False]
-        dump = json.dumps(ledger.export())
-    assert '"label"' not in dump and '"verified"' not in dump
+        export = ledger.export()
+    # (the config keeps its bench's own ``label``: only the arms' is gone)
+    assert '"label"' not in json.dumps(export["ab_runs"][0]["result"])
+    assert '"verified"' not in json.dumps(export)
 
 
 def _soak_doc(ok: bool, layers: list[str]) -> SoakResult:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.load.records import RequestRecord, record_to_dict
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
@@ -143,10 +144,10 @@ def test_prune_keeps_summaries_cases_and_evidence_and_says_so(
     pruned = ledger.get_bench_run(ids[1])
     assert pruned is not None and pruned.records == () and pruned.n_records == 5
     assert pruned.summary == {"i": 1} and pruned.records_pruned_at == result.at
-    assert pruned.to_json()["records_pruned_at"] == result.at
+    assert encode(pruned)["records_pruned_at"] == result.at
     kept = ledger.get_bench_run(ids[3])
     assert kept is not None and kept.records is not None and len(kept.records) == 5
-    assert kept.records_pruned_at is None and "records_pruned_at" not in kept.to_json()
+    assert kept.records_pruned_at is None and "records_pruned_at" not in encode(kept)
     evidence = ledger.get_bench_run(ids[0])
     assert evidence is not None and evidence.records is not None and len(evidence.records) == 5
     assert (

@@ -8,6 +8,7 @@ flagged for 256 only. Each arm is proven live before it is measured; the origina
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -15,27 +16,25 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.ab.compare import BETTER
+from servelab.core.ab.compare import Verdict
+from servelab.core.ab.design import Order
+from servelab.core.ab.result import AbResult, Stop
+from servelab.core.ab.sequential import Boundary
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.workload import LengthDist
 from servelab.errors import BenchError
-from servelab.io.ledger.journal import FINISHED, INTERRUPTED, AbJournal
+from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.ab.ab import (
-    AbConfig,
-    AbResult,
-    ArmVisit,
-    resume_ab,
-    run_ab,
-    undecided_levels,
-)
-from servelab.ops.ab.config import STOP_DECIDED, STOP_MAX_ROUNDS
+from servelab.ops.ab.ab import resume_ab, run_ab
+from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob
 from servelab.report.ab import ab_markdown
 from tests.support import free_ports
+from tests.support.old_rows import AB_SESSION_BEFORE_CODEC, FIRST_AB_RUN
 from tests.support.specs import write_pd_spec
 
 BANDS = {64: (1.08, 1.18), 80: (0.98, 1.05), 96: (1.02, 1.10)}
@@ -79,7 +78,7 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     ratios = {c.concurrency: c.ratio for c in result.comparisons}
     for conc, (low, high) in BANDS.items():
         assert low <= ratios[conc] <= high, table
-    assert {c.concurrency: c.verdict for c in result.comparisons}[64] == BETTER, table
+    assert {c.concurrency: c.verdict for c in result.comparisons}[64] == Verdict.BETTER, table
     flagged = {(a.arm, a.concurrency) for a in result.anomalies}
     assert ("256", 96) in flagged, table
     assert not any(arm == "512" for arm, _ in flagged), table
@@ -114,23 +113,23 @@ async def test_until_decided_stops_early_on_a_clear_effect(tmp_path: Path) -> No
     finally:
         await deploy.down(loaded)
     table = ab_markdown(result)
-    rounds, decision = result.decided[2]
-    assert decision == BETTER and rounds is not None, table
-    assert result.stopped == STOP_DECIDED, table
-    cost, fixed = result.cost, result.fixed_cost
+    rounds, decision = result.design.decided[2].rounds, result.design.decided[2].decision
+    assert decision == Verdict.BETTER and rounds is not None, table
+    assert result.design.stopped == Stop.DECIDED, table
+    cost, fixed = result.design.cost, result.design.fixed_cost
     assert cost is not None and fixed is not None
-    assert cost.rounds == rounds == result.rounds_run < fixed.rounds == cfg.max_rounds, table
+    assert cost.rounds == rounds == result.design.rounds_run < fixed.rounds == cfg.max_rounds, table
     assert cost.visits == 2 * rounds < fixed.visits == 2 * cfg.max_rounds
     assert cost.minutes < fixed.minutes and cost.gpu_minutes < fixed.gpu_minutes
     assert [v.arm for v in result.visits] == ["16", "512", "512", "16", "16", "512", "512", "16",
                                               "16", "512"][: 2 * rounds]  # fmt: skip
     (c2,) = result.comparisons
-    assert c2.ratio > 1.3 and c2.verdict == BETTER, table
+    assert c2.ratio > 1.3 and c2.verdict == Verdict.BETTER, table
     assert c2.sequential is not None and c2.sequential.looks == cfg.max_rounds
     assert c2.sequential.ratio_ci[0] > 1.0 and "Pocock" in table
     assert result.restored
-    assert recorded is not None and recorded.result.design["rounds_run"] == rounds
-    assert recorded.result.design["boundary"] == "pocock"
+    assert recorded is not None and recorded.result.design.rounds_run == rounds
+    assert recorded.result.design.boundary == "pocock"
 
 
 async def test_same_value_on_both_arms_is_refused(tmp_path: Path) -> None:
@@ -195,25 +194,22 @@ knobs = ["{DEFAULT_KNOB}"]
     assert "live svc: live.restart_needed" in message and "e2e svc: e2e.failed" in message
 
 
-def _visit(arm: str, rnd: int, thr: dict[int, float]) -> ArmVisit:
-    return ArmVisit(arm, rnd, 1, arm, thr, 0)
-
-
-def test_a_decided_concurrency_leaves_the_experiment() -> None:
-    cfg = replace(_config(1, (64, 80), 1), until_decided=True, max_rounds=8)
-    result = AbResult(cfg, "512")
-    noise = (1.0, 1.004, 0.997)
-    for rnd, e in enumerate(noise):
-        result.visits += [
-            _visit("256", rnd, {64: 1000.0 * e, 80: 1000.0 * e}),
-            _visit("512", rnd, {64: 1128.0 * e * (1 + 0.001 * rnd), 80: 1000.0 / e}),
-        ]
-    assert undecided_levels(result, 2) == (64, 80)  # two rounds: unbounded, nothing decided
-    assert undecided_levels(result, 3) == (80,)  # C64 decided better after three rounds
-    assert undecided_levels(replace(result, config=replace(cfg, until_decided=False)), 3) == (
-        64,
-        80,
-    )
+def test_a_config_stored_by_older_servelab_reads() -> None:
+    """The config the journal (servelab 0d7d9ad) and the first ``ab_runs`` rows stored: read
+    back whole (a key the first did not store as its default), written again the same."""
+    journalled = json.loads(AB_SESSION_BEFORE_CODEC["config"])
+    cfg = decode(AbConfig, journalled)
+    assert (cfg.baseline, cfg.candidate, cfg.order, cfg.boundary) == (
+        "256", "512", Order.ABBA, Boundary.POCOCK
+    )  # fmt: skip
+    assert cfg.until_decided and cfg.rounds == 6 and cfg.bench.concurrencies == (80, 96)
+    assert cfg.bench.input_len == LengthDist("fixed", 8) and encode(cfg) == journalled
+    first = decode(AbConfig, json.loads(FIRST_AB_RUN["config"]))
+    assert (first.repeat, first.rounds, first.order, first.bench.concurrencies) == (
+        2, 2, Order.ABBA, (64, 80, 96)
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="unknown order 'zigzag'"):
+        replace(cfg, order="zigzag")
 
 
 @pytest.mark.timeout(400)
@@ -236,24 +232,25 @@ async def test_an_interrupted_ab_resumes_from_the_journal(tmp_path: Path) -> Non
                 await task
             assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "512"
             (session,) = [AbJournal(ledger).get(1)]
-            assert session is not None and session.status == INTERRUPTED
-            kept = [v["bench_run_ids"] for v in session.visits]
-            assert [v["arm"] for v in session.visits] == ["256", "512"]
+            assert session is not None and session.status == SessionStatus.INTERRUPTED
+            kept = [v.bench_run_ids for v in session.visits]
+            assert [v.arm for v in session.visits] == ["256", "512"]
             result = await resume_ab(loaded, 1, ledger=ledger)
             recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
             finished = AbJournal(ledger).get(1)
     finally:
         await deploy.down(loaded)
-    assert result.resumed and result.restored
+    assert result.design.resumed and result.restored
     assert [v.bench_run_ids for v in result.visits[:2]] == kept
     assert [v.arm for v in result.visits] == ["256", "512", "512", "256", "256", "512"]
     assert [v.order for v in result.visits[:4]] == ["256→512"] * 2 + ["512→256"] * 2
     assert [v.position for v in result.visits] == list(range(6))
-    assert result.stopped in (STOP_MAX_ROUNDS, STOP_DECIDED)
-    assert result.cost is not None and result.fixed_cost is not None
-    assert result.cost.rounds == 3 and result.fixed_cost.rounds == 3
-    assert finished is not None and finished.status == FINISHED
+    assert result.design.stopped in (Stop.MAX_ROUNDS, Stop.DECIDED)
+    cost, fixed = result.design.cost, result.design.fixed_cost
+    assert cost is not None and fixed is not None
+    assert cost.rounds == 3 and fixed.rounds == 3
+    assert finished is not None and finished.status == SessionStatus.FINISHED
     assert finished.ab_id == result.ab_id
     assert recorded is not None and len(recorded.result.visits) == 6
-    assert recorded.result.design["order"] == "abba"
+    assert recorded.result.design.order == "abba"
     assert "Visits in the order they ran" in ab_markdown(result)

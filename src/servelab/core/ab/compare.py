@@ -29,14 +29,16 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from enum import StrEnum
+
+from pydantic import computed_field
 
 from servelab.core.ab.paired import PairedRatio, log_ratios, paired_ratio
 from servelab.core.ab.sequential import (
     DEFAULT_MIXTURE,
-    UNDECIDED,
     ConfidenceSequence,
+    Decision,
     confidence_sequence,
     decide,
 )
@@ -44,51 +46,58 @@ from servelab.core.stats import RatioInterval, ratio_interval, summarize, welch_
 
 __all__ = [
     "ANOMALY_ALPHA",
-    "BETTER",
-    "INCONCLUSIVE",
-    "NO_DIFFERENCE",
-    "WORSE",
     "Anomaly",
+    "AnomalyKind",
     "Comparison",
+    "Verdict",
     "compare_arms",
     "curve_drops",
     "find_anomalies",
 ]
 
-BETTER = "better"
-WORSE = "worse"
-NO_DIFFERENCE = "no significant difference"
-INCONCLUSIVE = "inconclusive"
 ANOMALY_ALPHA = 0.05
 
-_VERDICTS = {"A>B": BETTER, "A<B": WORSE, "not significant": NO_DIFFERENCE}
+
+class Verdict(StrEnum):
+    """Candidate against baseline at one concurrency (stored: values unchanged)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    NO_DIFFERENCE = "no significant difference"
+    INCONCLUSIVE = "inconclusive"
 
 
-def _finite(x: float) -> float | None:
-    return x if math.isfinite(x) else None
+class AnomalyKind(StrEnum):
+    """What is wrong with an arm's curve (stored: values unchanged)."""
+
+    NON_MONOTONIC = "non_monotonic"
+
+
+_VERDICTS = {"A>B": Verdict.BETTER, "A<B": Verdict.WORSE, "not significant": Verdict.NO_DIFFERENCE}
 
 
 @dataclass(frozen=True, slots=True)
 class Comparison:
     """Candidate vs baseline at one concurrency. ``ratio``/``ci``/``verdict``/``method`` are the
     primary analysis (paired when two rounds are complete, else unpaired); ``paired``,
-    ``unpaired`` and ``sequential`` keep each analysis, ``decision`` the stopping rule's."""
+    ``unpaired`` and ``sequential`` keep each analysis, ``decision`` the stopping rule's.
+    (The first A/Bs recorded the first six fields only: the others read as their defaults.)"""
 
     concurrency: int
     ratio: float
     ci: tuple[float, float]
-    confidence: float
-    verdict: str
-    method: str
-    n_baseline: int
-    n_candidate: int
+    verdict: Verdict
     baseline: str
     candidate: str
+    confidence: float = 0.95
+    method: str = ""
+    n_baseline: int = 0
+    n_candidate: int = 0
     reason: str = ""
     paired: PairedRatio | None = None
     unpaired: RatioInterval | None = None
     sequential: ConfidenceSequence | None = None
-    decision: str = UNDECIDED
+    decision: Decision = Decision.UNDECIDED
 
     @property
     def change(self) -> float:
@@ -100,25 +109,15 @@ class Comparison:
         """Complete rounds (pairs of visits) behind the paired analysis."""
         return min(self.n_baseline, self.n_candidate)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["ci"] = list(self.ci)
-        if self.sequential is not None:
-            cs = self.sequential
-            low, high = cs.ratio_ci
-            data["sequential"] = {**asdict(cs), "low": _finite(cs.low), "high": _finite(cs.high),
-                                  "ratio_ci": [_finite(low), _finite(high)]}  # fmt: skip
-        return data
-
 
 def _primary(
     paired: PairedRatio, unpaired: RatioInterval
-) -> tuple[float, tuple[float, float], str, str, str]:
+) -> tuple[float, tuple[float, float], Verdict, str, str]:
     """Paired from two complete rounds on, else unpaired: ratio, ci, verdict, method, reason."""
     if paired.n >= 2:
-        verdict = _VERDICTS.get(paired.verdict, INCONCLUSIVE)
+        verdict = _VERDICTS.get(paired.verdict, Verdict.INCONCLUSIVE)
         return paired.ratio, paired.ci, verdict, paired.method, paired.reason
-    verdict = _VERDICTS.get(unpaired.verdict, INCONCLUSIVE)
+    verdict = _VERDICTS.get(unpaired.verdict, Verdict.INCONCLUSIVE)
     ci = (unpaired.low, unpaired.high)
     return unpaired.ratio, ci, verdict, unpaired.method, unpaired.reason
 
@@ -198,7 +197,7 @@ class Anomaly:
     previous: int
     throughput: float
     previous_throughput: float
-    kind: str = "non_monotonic"
+    kind: AnomalyKind = AnomalyKind.NON_MONOTONIC
     significant: bool = True
     p_value: float = math.nan
     drop_ci: tuple[float, float] = (math.nan, math.nan)
@@ -207,15 +206,11 @@ class Anomaly:
     alpha: float = ANOMALY_ALPHA
     test: str = ""
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def drop(self) -> float:
         """Relative drop against the lower concurrency (``0.03`` for 3% lower)."""
         return 1.0 - self.throughput / self.previous_throughput
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {**asdict(self), "drop": self.drop}
-        data["drop_ci"] = list(self.drop_ci)
-        return data
 
 
 def _drop(

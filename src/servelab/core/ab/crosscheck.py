@@ -14,6 +14,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pydantic import computed_field
+
 __all__ = ["RATIO_TOLERANCE", "ServerDisagreement", "disagreements", "server_ratios"]
 
 #: the client's and the servers' candidate/baseline ratios may differ by this much (relative)
@@ -29,19 +31,11 @@ class ServerDisagreement:
     server_ratio: float
     tolerance: float = RATIO_TOLERANCE
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def difference(self) -> float:
         """Client ratio over server ratio, minus one (``+0.11``: the client sees 11% more)."""
         return self.client_ratio / self.server_ratio - 1.0
-
-    def to_json(self) -> dict[str, float | int]:
-        return {
-            "concurrency": self.concurrency,
-            "client_ratio": self.client_ratio,
-            "server_ratio": self.server_ratio,
-            "difference": self.difference,
-            "tolerance": self.tolerance,
-        }
 
 
 def server_ratios(

@@ -32,6 +32,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, first_decision, looks_for
 from servelab.core.stats import numpy_module, scipy_stats, t_quantile
@@ -39,9 +40,9 @@ from servelab.core.stats import numpy_module, scipy_stats, t_quantile
 __all__ = [
     "ORDERS",
     "ORDER_ABBA",
-    "ORDER_RANDOM",
     "DesignCost",
     "Noise",
+    "Order",
     "RoundsPlan",
     "SequentialPlan",
     "VisitCost",
@@ -57,20 +58,27 @@ __all__ = [
 ]
 
 
-ORDER_ABBA = "abba"
-ORDER_RANDOM = "random"
-ORDERS = (ORDER_ABBA, ORDER_RANDOM)
+class Order(StrEnum):
+    """How a round's two visits are ordered (stored: values unchanged)."""
+
+    ABBA = "abba"
+    RANDOM = "random"
+
+
+ORDERS = tuple(Order)
+#: the default order
+ORDER_ABBA = Order.ABBA
 BASELINE, CANDIDATE = "baseline", "candidate"
 
 
 def round_order(rounds: int, scheme: str, seed: int = 0) -> list[tuple[str, str]]:
     """The order of the two visits in each of ``rounds`` rounds (``("baseline", "candidate")``
     or the reverse); deterministic for a scheme and seed, so a resumed A/B finds its plan."""
-    if scheme == ORDER_ABBA:
+    if scheme == Order.ABBA:
         return [
             (BASELINE, CANDIDATE) if r % 2 == 0 else (CANDIDATE, BASELINE) for r in range(rounds)
         ]
-    if scheme == ORDER_RANDOM:
+    if scheme == Order.RANDOM:
         rng = random.Random(seed)
         return [(BASELINE, CANDIDATE) if rng.random() < 0.5 else (CANDIDATE, BASELINE)
                 for _ in range(rounds)]  # fmt: skip

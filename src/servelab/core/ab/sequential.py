@@ -52,21 +52,20 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import lru_cache
+
+from pydantic import computed_field
 
 from servelab.core.stats import mean, numpy_module, sample_std, scipy_stats, t_quantile
 
 __all__ = [
-    "BETTER",
     "BOUNDARIES",
-    "BOUNDARY_LAI",
-    "BOUNDARY_POCOCK",
     "DEFAULT_BOUNDARY",
     "DEFAULT_MIXTURE",
-    "EQUIVALENT",
-    "UNDECIDED",
-    "WORSE",
+    "Boundary",
     "ConfidenceSequence",
+    "Decision",
     "confidence_sequence",
     "cs_multiplier",
     "decide",
@@ -76,17 +75,29 @@ __all__ = [
     "rci_multiplier",
 ]
 
-BETTER = "better"
-WORSE = "worse"
-EQUIVALENT = "equivalent"
-UNDECIDED = "undecided"
+
+class Decision(StrEnum):
+    """What the stopping rule decided at one concurrency (stored: values unchanged)."""
+
+    BETTER = "better"
+    WORSE = "worse"
+    EQUIVALENT = "equivalent"
+    UNDECIDED = "undecided"
+
+
+class Boundary(StrEnum):
+    """The stopping rule's interval: Pocock's repeated intervals for a set number of looks, or
+    Lai's confidence sequence for any number."""
+
+    POCOCK = "pocock"
+    LAI = "lai"
+
+
 DEFAULT_MIXTURE = 20.0
 METHOD = "Lai (1976) confidence sequence, Gaussian mean with unknown variance"
 POCOCK_METHOD = "Pocock repeated confidence intervals on Student's t (Jennison & Turnbull 1989)"
-BOUNDARY_POCOCK = "pocock"
-BOUNDARY_LAI = "lai"
-BOUNDARIES = (BOUNDARY_POCOCK, BOUNDARY_LAI)
-DEFAULT_BOUNDARY = BOUNDARY_POCOCK
+BOUNDARIES = tuple(Boundary)
+DEFAULT_BOUNDARY = Boundary.POCOCK
 FIRST_LOOK = 3
 POCOCK_SIMS = 200_000
 POCOCK_SEED = 20260101
@@ -110,6 +121,7 @@ class ConfidenceSequence:
     def ratio(self) -> float:
         return math.exp(self.estimate) if not math.isnan(self.estimate) else math.nan
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def ratio_ci(self) -> tuple[float, float]:
         return (_exp(self.low), _exp(self.high))
@@ -189,20 +201,20 @@ def looks_for(boundary: str, max_rounds: int) -> int | None:
     """The ``looks`` argument of a boundary: ``max_rounds`` for Pocock, None for Lai."""
     if boundary not in BOUNDARIES:
         raise ValueError(f"unknown boundary {boundary!r}: one of {', '.join(BOUNDARIES)}")
-    return max_rounds if boundary == BOUNDARY_POCOCK else None
+    return max_rounds if boundary == Boundary.POCOCK else None
 
 
-def decide(cs: ConfidenceSequence, margin: float | None) -> str:
+def decide(cs: ConfidenceSequence, margin: float | None) -> Decision:
     """``better``/``worse`` when the sequence excludes 0, ``equivalent`` inside the margin."""
     if cs.low > 0.0:
-        return BETTER
+        return Decision.BETTER
     if cs.high < 0.0:
-        return WORSE
+        return Decision.WORSE
     if margin is not None and margin > 0:
         bound = math.log1p(margin)
         if -bound < cs.low and cs.high < bound:
-            return EQUIVALENT
-    return UNDECIDED
+            return Decision.EQUIVALENT
+    return Decision.UNDECIDED
 
 
 def first_decision(
@@ -212,12 +224,12 @@ def first_decision(
     alpha: float = 0.05,
     mixture: float = DEFAULT_MIXTURE,
     looks: int | None = None,
-) -> tuple[int | None, str]:
+) -> tuple[int | None, Decision]:
     """The first n at which the sequence over ``values[:n]`` decided, and the decision
     (``(None, "undecided")`` when it never did); ``looks`` as in :func:`confidence_sequence`."""
     for n in range(2, len(values) + 1):
         cs = confidence_sequence(values[:n], alpha=alpha, mixture=mixture, looks=looks)
         decision = decide(cs, margin)
-        if decision != UNDECIDED:
+        if decision != Decision.UNDECIDED:
             return n, decision
-    return None, UNDECIDED
+    return None, Decision.UNDECIDED

@@ -66,7 +66,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import assert_never
 
-from servelab.core.ab.design import ORDER_RANDOM
+from servelab.core.ab.design import Order
 from servelab.core.ab.sequential import (
     BOUNDARIES,
     DEFAULT_BOUNDARY,
@@ -107,6 +107,8 @@ __all__ = [
 ]
 
 ORDER_WILLIAMS = "williams"
+#: a fresh seeded shuffle per block (the A/B's random order, for several arms)
+ORDER_RANDOM = Order.RANDOM.value
 TUNE_ORDERS = (ORDER_WILLIAMS, ORDER_RANDOM)
 METHOD = (
     "successive elimination (Even-Dar, Mannor & Mansour 2006) on per-block paired log ratios; "

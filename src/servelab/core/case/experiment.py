@@ -29,9 +29,9 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any
+from typing import Any, ClassVar
 
-from servelab.core.ledger.jsonvalues import obj, objs, opt_float, opt_int, opt_str
+from pydantic import computed_field
 
 __all__ = [
     "ALPHA",
@@ -84,23 +84,15 @@ RULE_NEITHER = "neither_rule_holds"
 class ArmTally:
     """One arm's sessions: how many ran, how many failed."""
 
-    arm: str
-    value: str | None
+    arm: str = ""
+    value: str | None = None
     sessions: int = 0
     failed: int = 0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def rate(self) -> float | None:
         return self.failed / self.sessions if self.sessions else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"arm": self.arm, "value": self.value, "sessions": self.sessions,
-                "failed": self.failed, "rate": self.rate}  # fmt: skip
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> ArmTally:
-        sessions, failed = opt_int(doc.get("sessions")) or 0, opt_int(doc.get("failed")) or 0
-        return cls(str(doc.get("arm", "")), opt_str(doc.get("value")), sessions, failed)
 
 
 def fisher_p(suspect: ArmTally, revert: ArmTally) -> float:
@@ -150,43 +142,19 @@ def newcombe_interval(
 
 @dataclass(frozen=True)
 class Decision:
-    """The experiment's outcome, the rule that gave it, and the numbers it read."""
+    """The experiment's outcome, the rule that gave it, and the numbers it read (the defaults:
+    the decision of no data, what a detail that lacks them reads as)."""
 
-    outcome: str
-    rule: str
-    p_value: float
-    difference: float
-    interval: tuple[float, float]
+    outcome: str = INCONCLUSIVE
+    rule: str = RULE_NEITHER
+    p_value: float = 1.0
+    difference: float = 0.0
+    interval: tuple[float, float] = (-1.0, 1.0)
     alpha: float = ALPHA
     effect: float = EFFECT
     confidence: float = 0.95
     test: str = TEST
     interval_name: str = INTERVAL
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome, "rule": self.rule, "p_value": self.p_value,
-            "difference": self.difference, "interval": list(self.interval),
-            "alpha": self.alpha, "effect": self.effect, "confidence": self.confidence,
-            "test": self.test, "interval_name": self.interval_name,
-        }  # fmt: skip
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Decision:
-        raw = doc.get("interval")
-        pair = (float(raw[0]), float(raw[1])) if isinstance(raw, list) and len(raw) == 2 else None
-        return cls(
-            outcome=str(doc.get("outcome", INCONCLUSIVE)),
-            rule=str(doc.get("rule", RULE_NEITHER)),
-            p_value=_num(doc.get("p_value"), 1.0),
-            difference=_num(doc.get("difference"), 0.0),
-            interval=pair or (-1.0, 1.0),
-            alpha=_num(doc.get("alpha"), ALPHA),
-            effect=_num(doc.get("effect"), EFFECT),
-            confidence=_num(doc.get("confidence"), 0.95),
-            test=str(doc.get("test", TEST)),
-            interval_name=str(doc.get("interval_name", INTERVAL)),
-        )
 
 
 def decide(
@@ -225,33 +193,14 @@ def abba_order(rounds: int) -> list[str]:
 class ExperimentVisit:
     """One visit of one arm: its value, the proof it was live, the soak it ran and its tally."""
 
-    round: int
-    arm: str
-    value: str | None
-    sessions: int
-    failed: int
+    round: int = 0
+    arm: str = ""
+    value: str | None = None
+    sessions: int = 0
+    failed: int = 0
     verification_id: int | None = None
     soak_id: int | None = None
     elapsed_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        return {"round": self.round, "arm": self.arm, "value": self.value,
-                "sessions": self.sessions, "failed": self.failed,
-                "verification_id": self.verification_id, "soak_id": self.soak_id,
-                "elapsed_s": self.elapsed_s}  # fmt: skip
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> ExperimentVisit:
-        return cls(
-            round=opt_int(doc.get("round")) or 0,
-            arm=str(doc.get("arm", "")),
-            value=opt_str(doc.get("value")),
-            sessions=opt_int(doc.get("sessions")) or 0,
-            failed=opt_int(doc.get("failed")) or 0,
-            verification_id=opt_int(doc.get("verification_id")),
-            soak_id=opt_int(doc.get("soak_id")),
-            elapsed_s=_num(doc.get("elapsed_s"), 0.0),
-        )
 
 
 def tally(visits: Sequence[ExperimentVisit], arm: str, value: str | None) -> ArmTally:
@@ -264,63 +213,30 @@ def tally(visits: Sequence[ExperimentVisit], arm: str, value: str | None) -> Arm
 class ExperimentRecord:
     """A ``case test``: what was tested, every visit, the arms' tallies and the decision.
 
-    The case event ``experiment`` stores :meth:`to_json`; ``found`` is the knob's value when the
-    experiment began and ``left`` the value it left (the same: it is put back as found).
+    The case event ``experiment`` stores it (through the codec: a field its detail lacks reads
+    as its default, an experiment of no data); ``found`` is the knob's value when the experiment
+    began and ``left`` the value it left (the same: it is put back as found).
     """
 
-    KIND = "experiment"
+    KIND: ClassVar[str] = "experiment"
 
-    case_id: int
-    target: str
-    suspect_value: str | None
-    revert_value: str | None
-    rounds: int
-    workload_soak_id: int | None
-    decision: Decision
-    suspect: ArmTally
-    revert: ArmTally
+    case_id: int = 0
+    target: str = ""
+    suspect_value: str | None = None
+    revert_value: str | None = None
+    rounds: int = 0
+    workload_soak_id: int | None = None
+    decision: Decision = field(default_factory=Decision)
+    suspect: ArmTally = field(default_factory=ArmTally)
+    revert: ArmTally = field(default_factory=ArmTally)
     visits: tuple[ExperimentVisit, ...] = ()
     found: str | None = None
     left: str | None = None
     elapsed_s: float = 0.0
+    #: JSON: the soak config the workload ran with (its type is the soak's, above this layer)
     workload: Mapping[str, Any] = field(default_factory=dict)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def outcome(self) -> str:
         return self.decision.outcome
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "case_id": self.case_id, "target": self.target,
-            "suspect_value": self.suspect_value, "revert_value": self.revert_value,
-            "rounds": self.rounds, "workload_soak_id": self.workload_soak_id,
-            "decision": self.decision.to_json(), "outcome": self.outcome,
-            "suspect": self.suspect.to_json(), "revert": self.revert.to_json(),
-            "visits": [v.to_json() for v in self.visits], "found": self.found,
-            "left": self.left, "elapsed_s": self.elapsed_s, "workload": dict(self.workload),
-        }  # fmt: skip
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> ExperimentRecord:
-        return cls(
-            case_id=opt_int(doc.get("case_id")) or 0,
-            target=str(doc.get("target", "")),
-            suspect_value=opt_str(doc.get("suspect_value")),
-            revert_value=opt_str(doc.get("revert_value")),
-            rounds=opt_int(doc.get("rounds")) or 0,
-            workload_soak_id=opt_int(doc.get("workload_soak_id")),
-            decision=Decision.from_json(obj(doc.get("decision"))),
-            suspect=ArmTally.from_json(obj(doc.get("suspect"))),
-            revert=ArmTally.from_json(obj(doc.get("revert"))),
-            visits=tuple(ExperimentVisit.from_json(v) for v in objs(doc.get("visits"))),
-            found=opt_str(doc.get("found")),
-            left=opt_str(doc.get("left")),
-            elapsed_s=_num(doc.get("elapsed_s"), 0.0),
-            workload=obj(doc.get("workload")),
-        )
-
-
-def _num(value: Any, default: float) -> float:
-    """A number read back (0.0 stays 0.0), else ``default``."""
-    got = opt_float(value)
-    return default if got is None else got

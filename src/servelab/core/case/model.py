@@ -17,19 +17,21 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
 
 from servelab.core.case.revert import ConcurrencyCost, RevertCost, revert_cost
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseRecord,
-    CheckRecord,
-    Evidence,
     KnobChangeRecord,
+    StoredCheck,
     Suspect,
 )
-from servelab.core.ledger.jsonvalues import objs, opt_float, opt_int, opt_str
 from servelab.errors import CaseError
 
 __all__ = [
@@ -128,7 +130,7 @@ class Case:
     root_cause: str | None
     resolved_at: str | None
     suspects: tuple[Suspect, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[CaseEvidence, ...] = ()
     events: tuple[CaseEvent, ...] = ()
     changes: tuple[KnobChangeRecord, ...] = ()
 
@@ -142,7 +144,7 @@ class Case:
 def case_from_rows(
     case: CaseRecord,
     suspects: Sequence[Suspect],
-    evidence: Sequence[Evidence],
+    evidence: Sequence[CaseEvidence],
     events: Sequence[CaseEvent],
     changes: Sequence[KnobChangeRecord],
 ) -> Case:
@@ -204,6 +206,12 @@ def _change_data(change: KnobChangeRecord) -> dict[str, Any]:
 
 # -- what a revert or a restore did (a case event's detail) ----------------------------------------
 
+# A case event's detail as the codec writes it (:mod:`servelab.core.ledger.codec`): ``from`` for
+# ``from_value`` (a keyword), ``failed_checks`` for ``failed``; a field an older detail lacks reads
+# as its default.
+_From = Annotated[str | None, Field(alias="from")]
+_FailedChecks = Annotated[tuple[StoredCheck, ...], Field(alias="failed_checks")]
+
 
 @dataclass(frozen=True)
 class RevertEvent:
@@ -211,64 +219,18 @@ class RevertEvent:
     ``ok``, why: ``error`` (a restart or verify that did not complete; an older event: the sentence)
     or the ``failed`` checks, worded by :func:`servelab.report.case.event_error`."""
 
-    service: str
-    knob: str
-    from_value: str | None
-    to: str | None
-    change_id: int | None
-    verification_id: int | None
-    ok: bool
+    service: str = ""
+    knob: str = ""
+    from_value: _From = None
+    to: str | None = None
+    change_id: int | None = None
+    verification_id: int | None = None
+    ok: bool = False
     restart: tuple[str, ...] = ()
     error: str | None = None
     cost_ab_id: int | None = None
     cost: tuple[ConcurrencyCost, ...] = ()
-    failed: tuple[CheckRecord, ...] = ()
-
-    @classmethod
-    def from_json(cls, detail: Mapping[str, Any]) -> RevertEvent:
-        """From a revert event's detail (read with
-        :class:`~servelab.core.ledger.evidence.CaseEvent`)."""
-        return cls(
-            service=str(detail.get("service", "")),
-            knob=str(detail.get("knob", "")),
-            from_value=opt_str(detail.get("from")),
-            to=opt_str(detail.get("to")),
-            change_id=opt_int(detail.get("change_id")),
-            verification_id=opt_int(detail.get("verification_id")),
-            ok=bool(detail.get("ok")),
-            restart=tuple(str(r) for r in detail.get("restart") or ()),
-            error=opt_str(detail.get("error")),
-            cost_ab_id=opt_int(detail.get("cost_ab_id")),
-            cost=tuple(_cost_of(p) for p in detail.get("cost") or () if isinstance(p, Mapping)),
-            failed=_checks_of(detail),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "service": self.service, "knob": self.knob, "from": self.from_value, "to": self.to,
-            "change_id": self.change_id, "verification_id": self.verification_id, "ok": self.ok,
-            "restart": list(self.restart), "cost_ab_id": self.cost_ab_id, "error": self.error,
-            "cost": [_cost_json(p) for p in self.cost],
-            "failed_checks": [c.to_json() for c in self.failed],
-        }  # fmt: skip
-
-
-def _checks_of(detail: Mapping[str, Any]) -> tuple[CheckRecord, ...]:
-    return tuple(CheckRecord.from_json(c) for c in objs(detail.get("failed_checks")))
-
-
-def _cost_of(point: Mapping[str, Any]) -> ConcurrencyCost:
-    ci = point.get("ci")
-    pair = (float(ci[0]), float(ci[1])) if isinstance(ci, (list, tuple)) and len(ci) == 2 else None
-    conc, verdict = int(point.get("concurrency", 0)), str(point.get("verdict", "inconclusive"))
-    confidence = opt_float(point.get("confidence")) or 0.95
-    return ConcurrencyCost(conc, opt_float(point.get("change")), pair, verdict, confidence)
-
-
-def _cost_json(point: ConcurrencyCost) -> dict[str, Any]:
-    ci = None if point.ci is None else list(point.ci)
-    return {"concurrency": point.concurrency, "change": point.change, "ci": ci,
-            "verdict": point.verdict, "confidence": point.confidence}  # fmt: skip
+    failed: _FailedChecks = ()
 
 
 @dataclass(frozen=True)
@@ -276,46 +238,18 @@ class RestoreEvent:
     """A knob restored after its target was exonerated; ``ok``: proven live and e2e passed
     (else ``error`` and ``failed`` say why, as in :class:`RevertEvent`)."""
 
-    service: str
-    knob: str
-    from_value: str | None
-    value: str | None
-    live: str | None
-    change_id: int | None
-    verification_id: int | None
-    ok: bool
+    service: str = ""
+    knob: str = ""
+    from_value: _From = None
+    value: str | None = None
+    live: str | None = None
+    change_id: int | None = None
+    verification_id: int | None = None
+    ok: bool = False
     reverted_by: tuple[int, ...] = ()
     restart: tuple[str, ...] = ()
     error: str | None = None
-    failed: tuple[CheckRecord, ...] = ()
-
-    @classmethod
-    def from_json(cls, detail: Mapping[str, Any]) -> RestoreEvent:
-        """From a restore event's detail (read with
-        :class:`~servelab.core.ledger.evidence.CaseEvent`)."""
-        return cls(
-            service=str(detail.get("service", "")),
-            knob=str(detail.get("knob", "")),
-            from_value=opt_str(detail.get("from")),
-            value=opt_str(detail.get("value")),
-            live=opt_str(detail.get("live")),
-            change_id=opt_int(detail.get("change_id")),
-            verification_id=opt_int(detail.get("verification_id")),
-            ok=bool(detail.get("ok")),
-            reverted_by=tuple(int(i) for i in detail.get("reverted_by") or ()),
-            restart=tuple(str(r) for r in detail.get("restart") or ()),
-            error=opt_str(detail.get("error")),
-            failed=_checks_of(detail),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "service": self.service, "knob": self.knob, "from": self.from_value,
-            "value": self.value, "live": self.live, "change_id": self.change_id,
-            "reverted_by": list(self.reverted_by), "verification_id": self.verification_id,
-            "ok": self.ok, "restart": list(self.restart), "error": self.error,
-            "failed_checks": [c.to_json() for c in self.failed],
-        }  # fmt: skip
+    failed: _FailedChecks = ()
 
 
 # -- restore plans ---------------------------------------------------------------------------------
@@ -383,7 +317,7 @@ def restore_plan(
 def revert_changes(case: Case) -> list[KnobChangeRecord]:
     """The case's knob changes, minus those a ``restore`` event made (its ``change_id``)."""
     restored = {
-        RestoreEvent.from_json(e.detail).change_id for e in case.events if e.kind == "restore"
+        decode(RestoreEvent, e.detail).change_id for e in case.events if e.kind == "restore"
     }
     return [c for c in case.changes if c.id not in restored]
 
@@ -420,7 +354,7 @@ def restore_status(case: Case, plan: Sequence[RestoreItem]) -> str:
 def _item_state(item: RestoreItem, restores: Sequence[CaseEvent]) -> str:
     state = "pending"
     for event in restores:
-        done = RestoreEvent.from_json(event.detail)
+        done = decode(RestoreEvent, event.detail)
         if (done.service, done.knob) != (item.service, item.knob):
             continue
         state = "verified" if done.ok else "failed"

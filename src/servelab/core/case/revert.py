@@ -17,8 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.core.ab.compare import Comparison
 from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, SoakRunRecord
-from servelab.core.ledger.results import ComparisonRecord
 from servelab.errors import CaseError
 
 __all__ = [
@@ -76,7 +76,7 @@ def flip_verdict(verdict: str) -> str:
     return _FLIP.get(verdict, verdict)
 
 
-def _inverted(comparison: ComparisonRecord) -> ConcurrencyCost:
+def _inverted(comparison: Comparison) -> ConcurrencyCost:
     ratio = _positive(comparison.ratio)
     ci = _ci(comparison.ci)
     change = None if ratio is None else 1.0 / ratio - 1.0
@@ -86,7 +86,7 @@ def _inverted(comparison: ComparisonRecord) -> ConcurrencyCost:
     return ConcurrencyCost(conc, change, inv_ci, verdict, _confidence(comparison))
 
 
-def _direct(comparison: ComparisonRecord) -> ConcurrencyCost:
+def _direct(comparison: Comparison) -> ConcurrencyCost:
     ratio = _positive(comparison.ratio)
     ci = _ci(comparison.ci)
     change = None if ratio is None else ratio - 1.0
@@ -95,9 +95,9 @@ def _direct(comparison: ComparisonRecord) -> ConcurrencyCost:
     return ConcurrencyCost(conc, change, shifted, comparison.verdict, _confidence(comparison))
 
 
-def _confidence(comparison: ComparisonRecord) -> float:
+def _confidence(comparison: Comparison) -> float:
     value = comparison.confidence
-    return value if value is not None and 0 < value < 1 else 0.95
+    return value if 0 < value < 1 else 0.95
 
 
 def _positive(value: Any) -> float | None:

@@ -23,9 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
-from servelab.core.ledger.evidence import CaseEvent, Evidence, SoakRunRecord
+from servelab.core.ledger.codec import decode
+from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 from servelab.core.soak.result import SoakConfig
 
 __all__ = [
@@ -64,33 +66,27 @@ class Refusal:
     why: str
     evidence_ids: tuple[int, ...] = ()
 
-    def to_json(self) -> dict[str, object]:
-        return {"target": self.target, "verdict": self.verdict, "why": self.why,
-                "evidence_ids": list(self.evidence_ids)}  # fmt: skip
-
 
 @dataclass(frozen=True)
 class Override:
-    """Verdicts given against the evidence, with the reason someone gave (a case event)."""
+    """Verdicts given against the evidence, with the reason someone gave (a case event's
+    detail, through the codec)."""
 
-    KIND = "override"
+    KIND: ClassVar[str] = "override"
 
     reason: str
     refused: tuple[Refusal, ...]
 
-    def to_json(self) -> dict[str, object]:
-        return {"reason": self.reason, "refused": [r.to_json() for r in self.refused]}
-
 
 def experiments_of(
-    events: Sequence[CaseEvent], evidence: Sequence[Evidence]
+    events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence]
 ) -> list[tuple[int, ExperimentRecord]]:
     """The case's experiments with the id of the evidence row that names each (oldest first)."""
     by_event = {e.ref_id: e.id for e in evidence if e.kind == ExperimentRecord.KIND}
     out: list[tuple[int, ExperimentRecord]] = []
     for event in events:
         if event.kind == ExperimentRecord.KIND and event.id in by_event:
-            out.append((by_event[event.id], ExperimentRecord.from_json(event.detail)))
+            out.append((by_event[event.id], decode(ExperimentRecord, event.detail)))
     return out
 
 
@@ -171,7 +167,7 @@ def _judge(
 def refusals(
     verdicts: Mapping[str, str],
     events: Sequence[CaseEvent],
-    evidence: Sequence[Evidence],
+    evidence: Sequence[CaseEvidence],
     soaks: Mapping[int, SoakRunRecord],
 ) -> list[Refusal]:
     """Every verdict of ``verdicts`` (target → exonerated|convicted) the evidence refuses.

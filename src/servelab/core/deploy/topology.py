@@ -18,14 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servelab.core.deploy.engines import SGLANG, VLLM, engine
+from servelab.core.deploy.engines import SGLANG, engine
 from servelab.core.deploy.spec import DeploymentSpec, RouterOptions, ServiceSpec, start_order
 from servelab.errors import SpecError
 
 __all__ = [
     "LOOPBACK",
     "ROUTER_MODULE",
-    "VLLM_ROUTER_MODULE",
     "VLLM_STARTUP_CHECK_INTERVAL_S",
     "dependencies",
     "dependents",
@@ -43,7 +42,6 @@ __all__ = [
 #: Where the router's Prometheus endpoint binds (its default, 0.0.0.0, is never what we want).
 LOOPBACK = "127.0.0.1"
 ROUTER_MODULE = SGLANG.router_module
-VLLM_ROUTER_MODULE = VLLM.router_module
 #: vllm-router probes a worker that is not up yet every this many seconds at start-up (its default,
 #: 30 s, would make every simulated start wait half a minute after the first failed probe).
 VLLM_STARTUP_CHECK_INTERVAL_S = 1

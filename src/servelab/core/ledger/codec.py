@@ -3,14 +3,21 @@
 Every stored or printed shape is a frozen dataclass; :func:`encode` turns one into JSON-ready
 values and :func:`decode` reads them back into the type, both through one cached pydantic
 ``TypeAdapter`` per type, so no record writes its own ``to_json``/``from_json`` pair. Codes are
-``StrEnum`` members and are stored as their values; tuples are stored as lists; a float that is
-not finite (the std of one run, an unbounded interval) is stored as ``null``, since JSON has no
-NaN and a browser's ``JSON.parse`` rejects it.
+``StrEnum`` members and are stored as their values; tuples are stored as lists; mappings keyed by
+an int (a concurrency) are stored with string keys; a float that is not finite (the std of one
+run, an unbounded interval) is stored as ``null``, since JSON has no NaN and a browser's
+``JSON.parse`` rejects it, and a ``null`` where the type says ``float`` reads back as NaN.
 
-Decoding is lax where JSON is lossy (a list reads as a tuple, an int as a float) and ignores keys
-the type does not name. A row written by an older servelab whose shape differs is not this
-module's concern: its reader (``upgrade_*`` beside the type) turns it into today's shape first.
-A value that does not fit its type raises :class:`~servelab.errors.RecordError` naming the field.
+A field's JSON name may differ from its Python name (``Annotated[str, Field(alias="from")]``:
+``from`` is a keyword); a field annotated with :data:`OMITTED_IF_NONE` is left out of the JSON
+while it is None. A property marked ``@computed_field`` is written too (a derived number the JSON
+shows) and ignored when read.
+
+Decoding is lax where JSON is lossy (a list reads as a tuple, an int as a float, ``"64"`` as the
+key 64) and ignores keys the type does not name. A row written by an older servelab whose shape
+differs is not this module's concern: its reader (``upgrade_*`` beside the type) turns it into
+today's shape first. A value that does not fit its type raises
+:class:`~servelab.errors.RecordError` naming the field.
 """
 
 from __future__ import annotations
@@ -19,16 +26,25 @@ import json
 import math
 from typing import Any, TypeVar
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
+from pydantic_core import SchemaValidator, core_schema
 
 from servelab.errors import RecordError
 
-__all__ = ["decode", "encode", "finite"]
+__all__ = ["OMITTED_IF_NONE", "decode", "encode", "finite"]
 
 T = TypeVar("T")
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
+#: ``Annotated[X | None, OMITTED_IF_NONE]``: the field is left out of the JSON while it is None.
+OMITTED_IF_NONE: Any = Field(exclude_if=_is_none)
+
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+_VALIDATORS: dict[Any, SchemaValidator] = {}
 
 
 def _adapter(kind: Any) -> TypeAdapter[Any]:
@@ -36,6 +52,37 @@ def _adapter(kind: Any) -> TypeAdapter[Any]:
     found = _ADAPTERS.get(kind)
     if found is None:
         found = _ADAPTERS[kind] = TypeAdapter(kind)
+    return found
+
+
+def _nan_if_none(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+_NOT_VALIDATORS = frozenset({"metadata", "serialization"})
+
+
+_NOT_VALIDATORS = frozenset({"metadata", "serialization"})
+
+
+def _null_as_nan(schema: Any) -> Any:
+    """``schema`` with every float validator reading ``null`` as NaN (what :func:`encode` wrote
+    for a float that was not finite); an optional float still reads ``null`` as None."""
+    if isinstance(schema, list):
+        return [_null_as_nan(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v if k in _NOT_VALIDATORS else _null_as_nan(v) for k, v in schema.items()}
+    if out.get("type") == "float":
+        return core_schema.no_info_before_validator_function(_nan_if_none, out)
+    return out
+
+
+def _validator(kind: Any) -> SchemaValidator:
+    """The one validator of ``kind``: its adapter's, with ``null`` floats read as NaN."""
+    found = _VALIDATORS.get(kind)
+    if found is None:
+        found = _VALIDATORS[kind] = SchemaValidator(_null_as_nan(_adapter(kind).core_schema))
     return found
 
 
@@ -52,15 +99,15 @@ def finite(value: Any) -> Any:
 
 def encode(value: Any, kind: Any = None) -> Any:
     """``value`` (of type ``kind``, default its own class) as JSON-ready values."""
-    dumped = _adapter(type(value) if kind is None else kind).dump_python(value, mode="json")
-    return finite(dumped)
+    adapter = _adapter(type(value) if kind is None else kind)
+    return finite(adapter.dump_python(value, mode="json", by_alias=True))
 
 
 def decode(kind: type[T], data: Any) -> T:
     """``data`` (decoded JSON, or a JSON string) read as ``kind``; a misfit is a RecordError."""
     try:
         value = json.loads(data) if isinstance(data, str | bytes) else data
-        decoded: T = _adapter(kind).validate_python(value)
+        decoded: T = _validator(kind).validate_python(value)
         return decoded
     except (ValidationError, ValueError) as exc:
         raise RecordError(f"not a {getattr(kind, '__name__', kind)}: {exc}") from exc

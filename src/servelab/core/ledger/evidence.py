@@ -1,27 +1,30 @@
-"""The ledger's records: one typed dataclass per kind of row, and the JSON shapes they store.
+"""The ledger's records: one typed dataclass per kind of row (pure).
 
-Pure. :mod:`servelab.io.ledger.ledger` fetches a row as a mapping (JSON columns decoded, ``ok`` a
-bool) and returns ``Record.from_row(row)``; ``record.to_json()`` is that row in the ledger's export
-(``servelab ledger export``, from which :mod:`servelab.report.docs` builds the docs). The results
-the ledger stores as JSON documents are typed in :mod:`servelab.core.ledger.results` (an A/B's
-result) and :mod:`servelab.core.soak.result` (a soak's, stored through
-:mod:`servelab.core.ledger.codec`: :func:`read_soak_run` reads a soak row of any age).
+:mod:`servelab.io.ledger.ledger` fetches a row as a mapping (JSON columns decoded, ``ok`` a bool)
+and reads it with ``decode(Record, row)``; ``encode(record)`` is that row in the ledger's export
+(``servelab ledger export``, from which :mod:`servelab.report.docs` builds the docs); both are the
+one codec of :mod:`servelab.core.ledger.codec`. The A/B result an ``ab_runs`` row holds is
+:class:`servelab.core.ab.result.AbResult`; a soak's is :class:`servelab.core.soak.result.SoakResult`
+(:func:`read_soak_run` reads a soak row of any age).
 
-Older ledgers are read as they are (``from_row``/``from_json`` accept both shapes; nothing is
-rewritten on disk): an A/B arm that carries both ``label`` and ``value`` reads ``value`` (else
-``label``), and a case event that carries both ``ok`` and ``verified`` is ``ok`` only if both
-are. New rows store one field each (``value``; ``ok``).
+Older ledgers are read as they are (nothing is rewritten on disk): where an older servelab stored
+another shape, the field's reader upgrades it before the codec reads it
+(:func:`~servelab.core.ab.result.upgrade_ab_result`; :func:`upgrade_event_detail`: a case event
+whose detail carries both ``ok`` and ``verified`` is ``ok`` only if both are, and new rows store
+``ok`` only).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
-from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.jsonvalues import obj, objs, opt_int, opt_str
-from servelab.core.ledger.results import AbResultRecord
+from pydantic import BeforeValidator, PlainSerializer, PlainValidator, ValidationInfo
+
+from servelab.core.ab.result import AbResult, upgrade_ab_result
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode
+from servelab.core.ledger.jsonvalues import obj, objs, opt_str
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.upgrade import upgrade_soak_run
 from servelab.core.verify.checks import is_check_code
@@ -30,18 +33,20 @@ __all__ = [
     "AbRunRecord",
     "BenchRunRecord",
     "CaseEvent",
+    "CaseEvidence",
     "CaseExport",
     "CaseRecord",
     "CheckRecord",
     "DeploymentRecord",
-    "Evidence",
     "KnobChangeRecord",
     "LedgerExport",
     "Resolution",
     "SoakRunRecord",
+    "StoredCheck",
     "Suspect",
     "VerificationRecord",
     "read_soak_run",
+    "upgrade_event_detail",
 ]
 
 
@@ -57,28 +62,8 @@ class DeploymentRecord:
     name: str
     spec_hash: str | None
     action: str
+    #: JSON: the report the deploy operation wrote (its type is above this layer, in ops/deploy)
     detail: Mapping[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> DeploymentRecord:
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            str(row["name"]),
-            row.get("spec_hash"),
-            str(row["action"]),
-            obj(row.get("detail")),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "name": self.name,
-            "spec_hash": self.spec_hash,
-            "action": self.action,
-            "detail": dict(self.detail),
-        }
 
 
 @dataclass(frozen=True)
@@ -89,42 +74,15 @@ class KnobChangeRecord:
     at: str
     service: str
     name: str
-    old: str | None
-    new: str | None
-    reason: str | None
-    case_id: int | None
+    old: str | None = None
+    new: str | None = None
+    reason: str | None = None
+    case_id: int | None = None
     backup_path: str | None = None
 
     @property
     def target(self) -> str:
         return f"knob:{self.service}/{self.name}"
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> KnobChangeRecord:
-        return cls(
-            id=int(row["id"]),
-            at=str(row["at"]),
-            service=str(row["service"]),
-            name=str(row["name"]),
-            old=opt_str(row.get("old")),
-            new=opt_str(row.get("new")),
-            reason=row.get("reason"),
-            case_id=opt_int(row.get("case_id")),
-            backup_path=row.get("backup_path"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "service": self.service,
-            "name": self.name,
-            "old": self.old,
-            "new": self.new,
-            "reason": self.reason,
-            "case_id": self.case_id,
-            "backup_path": self.backup_path,
-        }
 
 
 @dataclass(frozen=True)
@@ -222,71 +180,37 @@ class BenchRunRecord:
     id: int
     at: str
     label: str | None
+    #: JSON, as bench wrote them: its config and its run's summary (types above this layer)
     config: Mapping[str, Any]
     summary: Mapping[str, Any]
-    n_records: int
-    records: tuple[Mapping[str, Any], ...] | None = None
-    records_pruned_at: str | None = None  # when ``ledger prune`` removed its records
+    n_records: int = 0
+    #: JSON: the per-request records as stored (older ledgers hold other shapes too)
+    records: Annotated[tuple[Mapping[str, Any], ...] | None, OMITTED_IF_NONE] = None
+    #: when ``ledger prune`` removed its records
+    records_pruned_at: Annotated[str | None, OMITTED_IF_NONE] = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> BenchRunRecord:
-        recs = row.get("records")
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            row.get("label"),
-            obj(row.get("config")),
-            obj(row.get("summary")),
-            int(row.get("n_records") or 0),
-            None if recs is None else objs(recs),
-            row.get("records_pruned_at"),
-        )
 
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "id": self.id,
-            "at": self.at,
-            "label": self.label,
-            "config": dict(self.config),
-            "summary": dict(self.summary),
-            "n_records": self.n_records,
-        }
-        if self.records_pruned_at is not None:
-            out["records_pruned_at"] = self.records_pruned_at
-        if self.records is not None:
-            out["records"] = [dict(r) for r in self.records]
-        return out
+def _ab_result_of_row(doc: Any, info: ValidationInfo) -> Any:
+    """An ``ab_runs`` row's result in today's shape, named by its row where it does not name
+    itself (:func:`~servelab.core.ab.result.upgrade_ab_result`)."""
+    row = info.data
+    config = obj(row.get("config"))
+    named = {"service": row.get("service"), "knob": row.get("knob")}
+    named |= {"baseline": config.get("baseline"), "candidate": config.get("candidate")}
+    return upgrade_ab_result(doc, named)
 
 
 @dataclass(frozen=True)
 class AbRunRecord:
+    """A recorded A/B: the config it ran with and its result (older shapes upgraded)."""
+
     id: int
     at: str
     service: str
     knob: str
+    #: JSON: the A/B's config as it ran (its type, ops' AbConfig, is above this layer)
     config: Mapping[str, Any]
-    result: AbResultRecord
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> AbRunRecord:
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            str(row["service"]),
-            str(row["knob"]),
-            obj(row.get("config")),
-            AbResultRecord.from_json(obj(row.get("result"))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "service": self.service,
-            "knob": self.knob,
-            "config": dict(self.config),
-            "result": self.result.to_json(),
-        }
+    result: Annotated[AbResult, BeforeValidator(_ab_result_of_row)]
 
 
 @dataclass(frozen=True)
@@ -320,27 +244,6 @@ class CaseRecord:
     root_cause: str | None = None
     resolved_at: str | None = None
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CaseRecord:
-        return cls(
-            int(row["id"]),
-            str(row["at"]),
-            str(row["title"]),
-            str(row["status"]),
-            row.get("root_cause"),
-            row.get("resolved_at"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "title": self.title,
-            "status": self.status,
-            "root_cause": self.root_cause,
-            "resolved_at": self.resolved_at,
-        }
-
 
 @dataclass(frozen=True)
 class Suspect:
@@ -352,32 +255,9 @@ class Suspect:
     id: int = 0
     case_id: int = 0
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Suspect:
-        return cls(
-            str(row["target"]),
-            row.get("reason"),
-            str(row["at"]),
-            row.get("verdict"),
-            row.get("verdict_at"),
-            int(row.get("id") or 0),
-            int(row.get("case_id") or 0),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "case_id": self.case_id,
-            "at": self.at,
-            "target": self.target,
-            "reason": self.reason,
-            "verdict": self.verdict,
-            "verdict_at": self.verdict_at,
-        }
-
 
 @dataclass(frozen=True)
-class Evidence:
+class CaseEvidence:
     kind: str
     ref_id: int | None
     note: str | None
@@ -385,34 +265,13 @@ class Evidence:
     id: int = 0
     case_id: int = 0
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Evidence:
-        return cls(
-            str(row["kind"]),
-            opt_int(row.get("ref_id")),
-            row.get("note"),
-            str(row["at"]),
-            int(row.get("id") or 0),
-            int(row.get("case_id") or 0),
-        )
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "case_id": self.case_id,
-            "at": self.at,
-            "kind": self.kind,
-            "ref_id": self.ref_id,
-            "note": self.note,
-        }
-
-
-def _event_detail(detail: Mapping[str, Any]) -> dict[str, Any]:
+def upgrade_event_detail(detail: Any) -> Any:
     """An event's detail with one ``ok`` (older ledgers: ``ok`` and ``verified``, both needed)."""
-    out = dict(detail)
-    if "verified" in out:
-        verified = bool(out.pop("verified"))
-        out["ok"] = bool(out.get("ok", verified)) and verified
+    if not isinstance(detail, Mapping) or "verified" not in detail:
+        return detail
+    out = {k: v for k, v in detail.items() if k != "verified"}
+    out["ok"] = bool(detail.get("ok", detail["verified"])) and bool(detail["verified"])
     return out
 
 
@@ -426,7 +285,8 @@ class CaseEvent:
 
     kind: str
     at: str
-    detail: Mapping[str, Any]
+    #: JSON whose type depends on ``kind``: each kind's reader decodes it (a revert's, ...)
+    detail: Annotated[Mapping[str, Any], BeforeValidator(upgrade_event_detail)]
     id: int = 0
     case_id: int = 0
 
@@ -434,89 +294,47 @@ class CaseEvent:
     def ok(self) -> bool:
         return bool(self.detail.get("ok"))
 
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> CaseEvent:
-        return cls(
-            str(row["kind"]),
-            str(row["at"]),
-            _event_detail(obj(row.get("detail"))),
-            int(row.get("id") or 0),
-            int(row.get("case_id") or 0),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "case_id": self.case_id,
-            "at": self.at,
-            "kind": self.kind,
-            "detail": dict(self.detail),
-        }
-
 
 @dataclass(frozen=True)
 class Resolution:
-    """A case's resolution: its root cause and the verdicts it gave, at ``at``.
+    """A case's resolution: its root cause and the verdicts it gave.
 
     Resolving a case again never erases the earlier resolution: it is kept as a ``resolved`` case
-    event (at its own time) with this detail, ``superseded_at`` the time of the new one.
+    event (at the earlier resolution's time) with this as its detail, ``superseded_at`` the time
+    of the new one.
     """
 
     root_cause: str | None
-    at: str
     verdicts: Mapping[str, str] = field(default_factory=dict)
     superseded_at: str | None = None
 
-    KIND = "resolved"
-
-    @classmethod
-    def from_event(cls, event: CaseEvent) -> Resolution:
-        detail = event.detail
-        verdicts = obj(detail.get("verdicts"))
-        return cls(
-            opt_str(detail.get("root_cause")),
-            event.at,
-            {str(t): str(v) for t, v in verdicts.items()},
-            opt_str(detail.get("superseded_at")),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The event's detail (its time is the event's own ``at``)."""
-        return {
-            "root_cause": self.root_cause,
-            "verdicts": dict(self.verdicts),
-            "superseded_at": self.superseded_at,
-        }
+    KIND: ClassVar[str] = "resolved"
 
 
 # -- the whole ledger ----------------------------------------------------------------------------
 
+# The verify records read and write their own JSON (``from_row``/``to_json``) until they go
+# through the codec: these make the codec call theirs where the records below hold them. A soak
+# run of any age is upgraded to today's shape first.
+StoredCheck = Annotated[
+    CheckRecord, PlainValidator(CheckRecord.from_json), PlainSerializer(CheckRecord.to_json)
+]
+_StoredVerification = Annotated[
+    VerificationRecord,
+    PlainValidator(VerificationRecord.from_row),
+    PlainSerializer(VerificationRecord.to_json),
+]
+_StoredSoakRun = Annotated[SoakRunRecord, BeforeValidator(upgrade_soak_run)]
+
 
 @dataclass(frozen=True)
-class CaseExport:
-    """A case with its suspects, evidence and events, as the export nests them."""
+class CaseExport(CaseRecord):
+    """A case with its suspects, evidence and events, as the export nests them (the case's own
+    fields first, flat)."""
 
-    case: CaseRecord
     suspects: tuple[Suspect, ...] = ()
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[CaseEvidence, ...] = ()
     events: tuple[CaseEvent, ...] = ()
-
-    @classmethod
-    def from_json(cls, row: Mapping[str, Any]) -> CaseExport:
-        return cls(
-            CaseRecord.from_row(row),
-            tuple(Suspect.from_row(s) for s in objs(row.get("suspects"))),
-            tuple(Evidence.from_row(e) for e in objs(row.get("evidence"))),
-            tuple(CaseEvent.from_row(e) for e in objs(row.get("events"))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.case.to_json(),
-            "suspects": [s.to_json() for s in self.suspects],
-            "evidence": [e.to_json() for e in self.evidence],
-            "events": [e.to_json() for e in self.events],
-        }
 
 
 @dataclass(frozen=True)
@@ -527,37 +345,8 @@ class LedgerExport:
     path: str
     deployments: tuple[DeploymentRecord, ...] = ()
     knob_changes: tuple[KnobChangeRecord, ...] = ()
-    verifications: tuple[VerificationRecord, ...] = ()
+    verifications: tuple[_StoredVerification, ...] = ()
     bench_runs: tuple[BenchRunRecord, ...] = ()
     ab_runs: tuple[AbRunRecord, ...] = ()
-    soak_runs: tuple[SoakRunRecord, ...] = ()
+    soak_runs: tuple[_StoredSoakRun, ...] = ()
     cases: tuple[CaseExport, ...] = ()
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> LedgerExport:
-        return cls(
-            schema_version=int(doc.get("schema_version") or 0),
-            path=str(doc.get("path", "")),
-            deployments=tuple(DeploymentRecord.from_row(r) for r in objs(doc.get("deployments"))),
-            knob_changes=tuple(KnobChangeRecord.from_row(r) for r in objs(doc.get("knob_changes"))),
-            verifications=tuple(
-                VerificationRecord.from_row(r) for r in objs(doc.get("verifications"))
-            ),
-            bench_runs=tuple(BenchRunRecord.from_row(r) for r in objs(doc.get("bench_runs"))),
-            ab_runs=tuple(AbRunRecord.from_row(r) for r in objs(doc.get("ab_runs"))),
-            soak_runs=tuple(read_soak_run(r) for r in objs(doc.get("soak_runs"))),
-            cases=tuple(CaseExport.from_json(r) for r in objs(doc.get("cases"))),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema_version": self.schema_version,
-            "path": self.path,
-            "deployments": [r.to_json() for r in self.deployments],
-            "knob_changes": [r.to_json() for r in self.knob_changes],
-            "verifications": [r.to_json() for r in self.verifications],
-            "bench_runs": [r.to_json() for r in self.bench_runs],
-            "ab_runs": [r.to_json() for r in self.ab_runs],
-            "soak_runs": [encode(r) for r in self.soak_runs],
-            "cases": [c.to_json() for c in self.cases],
-        }

@@ -8,6 +8,9 @@ ledger migration):
 - ``ab_sessions``: one row per A/B started (service, knob, the A/B config, the knob's original
   value, ``status`` running/interrupted/finished, and the ``ab_runs`` id once finished);
 - ``ab_visits``: one row per finished visit (session, position in the visit plan, the visit).
+
+A visit is stored and read through the codec (:mod:`servelab.core.ledger.codec`), so a journal
+written by an older servelab resumes too.
 """
 
 from __future__ import annotations
@@ -16,20 +19,24 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
+from servelab.core.ab.result import ArmVisit
+from servelab.core.ledger.codec import decode, encode
 from servelab.errors import StoreError
 from servelab.io.ledger.ledger import Ledger
 
-__all__ = [
-    "FINISHED",
-    "INTERRUPTED",
-    "RUNNING",
-    "AbJournal",
-    "AbSession",
-]
+__all__ = ["AbJournal", "AbSession", "SessionStatus"]
 
-RUNNING, INTERRUPTED, FINISHED = "running", "interrupted", "finished"
+
+class SessionStatus(StrEnum):
+    """Where a journalled A/B stands (stored: values unchanged)."""
+
+    RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    FINISHED = "finished"
+
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS ab_sessions (
@@ -50,11 +57,12 @@ class AbSession:
     session_id: int
     service: str
     knob: str
+    #: JSON: the A/B's config (its type, ops' AbConfig, is above this layer)
     config: Mapping[str, Any]
     original: str | None
-    status: str
+    status: SessionStatus
     ab_id: int | None
-    visits: tuple[Mapping[str, Any], ...]
+    visits: tuple[ArmVisit, ...]
 
 
 class AbJournal:
@@ -74,19 +82,19 @@ class AbJournal:
             cur = conn.execute(
                 "INSERT INTO ab_sessions (service, knob, config, original, status) "
                 "VALUES (?, ?, ?, ?, ?)",
-                (service, knob, json.dumps(dict(config)), original, RUNNING),
+                (service, knob, json.dumps(dict(config)), original, SessionStatus.RUNNING),
             )
             return int(cur.lastrowid or 0)
 
-    def add_visit(self, session_id: int, position: int, visit: Mapping[str, Any]) -> None:
+    def add_visit(self, session_id: int, position: int, visit: ArmVisit) -> None:
         """Save one finished visit (its own transaction: a crash later keeps it)."""
         with self._ledger._write() as conn:
             conn.execute(
                 "INSERT OR REPLACE INTO ab_visits (session_id, position, visit) VALUES (?, ?, ?)",
-                (session_id, position, json.dumps(dict(visit))),
+                (session_id, position, json.dumps(encode(visit))),
             )
 
-    def set_status(self, session_id: int, status: str, ab_id: int | None = None) -> None:
+    def set_status(self, session_id: int, status: SessionStatus, ab_id: int | None = None) -> None:
         with self._ledger._write() as conn:
             conn.execute(
                 "UPDATE ab_sessions SET status = ?, ab_id = COALESCE(?, ab_id) WHERE id = ?",
@@ -113,13 +121,14 @@ class AbJournal:
             knob=str(row[2]),
             config=_loads(row[3]),
             original=None if row[4] is None else str(row[4]),
-            status=str(row[5]),
+            status=SessionStatus(row[5]),
             ab_id=None if row[6] is None else int(row[6]),
-            visits=tuple(_loads(v[0]) for v in visits),
+            visits=tuple(decode(ArmVisit, _loads(v[0])) for v in visits),
         )
 
 
 def _loads(text: str) -> dict[str, Any]:
+    """A JSON object the journal holds (parsed here: the journal's own JSON edge)."""
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, sqlite3.Error) as exc:

@@ -11,9 +11,10 @@ migrated on open, newer ones are refused with :class:`~servelab.errors.SchemaErr
 The ledger stores what it is given. Callers pass only declared knob values, never a process
 environment: values of undeclared environment variables must not reach these functions.
 
-Readers return the typed records of :mod:`servelab.core.ledger.evidence`, oldest first; the A/B and
-soak results they hold are typed too, and the writers take them typed. :meth:`Ledger.export` is
-every record's ``to_json()`` in one JSON document, built in memory: an export of any size streams
+Readers return the typed records of :mod:`servelab.core.ledger.evidence` (read from each row by
+the codec of :mod:`servelab.core.ledger.codec`), oldest first; the A/B and soak results they hold
+are typed too, and the writers take them typed. :meth:`Ledger.export` is every record encoded in
+one JSON document, built in memory: an export of any size streams
 instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
 :meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). The OpenTelemetry spans received
 during a traced bench run or soak are rows of their own (``spans``, written in the run's
@@ -31,16 +32,17 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ab.result import AbResult
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     BenchRunRecord,
     CaseEvent,
+    CaseEvidence,
     CaseExport,
     CaseRecord,
     CheckRecord,
     DeploymentRecord,
-    Evidence,
     KnobChangeRecord,
     LedgerExport,
     Resolution,
@@ -49,7 +51,6 @@ from servelab.core.ledger.evidence import (
     VerificationRecord,
     read_soak_run,
 )
-from servelab.core.ledger.results import AbResultRecord
 from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.traces import Span
 from servelab.errors import CaseError, StoreError
@@ -167,12 +168,11 @@ class Ledger(LedgerFile):
             insert_spans(conn, "run_id", run_id, spans)
             return run_id
 
-    def record_ab(
-        self, *, service: str, knob: str, config: Mapping[str, Any], result: AbResultRecord
-    ) -> int:
-        """An A/B experiment of ``service``'s ``knob`` (result: arms, comparisons, anomalies)."""
-        row = {"at": self._now(), "service": service, "knob": knob}
-        row |= {"config": dumps(config), "result": dumps(result.to_json())}
+    def record_ab(self, *, config: Mapping[str, Any], result: AbResult) -> int:
+        """An A/B experiment of ``result.service``'s ``result.knob``; ``config``: the JSON of the
+        config it ran with (its type is above this layer)."""
+        row = {"at": self._now(), "service": result.service, "knob": result.knob}
+        row |= {"config": dumps(config), "result": dumps(encode(result))}
         with self._write() as conn:
             return self._insert(conn, "ab_runs", row)
 
@@ -265,9 +265,9 @@ class Ledger(LedgerFile):
             "ORDER BY id",
             (case_id,),
         ).fetchall()
-        earlier = Resolution(row[1], str(row[2] or now), dict(verdicts), superseded_at=now)
-        event = {"case_id": case_id, "at": earlier.at, "kind": Resolution.KIND}
-        self._insert(conn, "case_events", {**event, "detail": dumps(earlier.to_json())})
+        earlier = Resolution(row[1], dict(verdicts), superseded_at=now)
+        event = {"case_id": case_id, "at": str(row[2] or now), "kind": Resolution.KIND}
+        self._insert(conn, "case_events", {**event, "detail": dumps(encode(earlier))})
 
     def _require_case(self, conn: sqlite3.Connection, case_id: int) -> None:
         if conn.execute("SELECT 1 FROM cases WHERE id = ?", (case_id,)).fetchone() is None:
@@ -277,17 +277,15 @@ class Ledger(LedgerFile):
 
     def get_deployment(self, deployment_id: int) -> DeploymentRecord | None:
         row = self._one("SELECT * FROM deployments WHERE id = ?", (deployment_id,))
-        return None if row is None else DeploymentRecord.from_row(row)
+        return None if row is None else decode(DeploymentRecord, row)
 
     def list_deployments(self) -> list[DeploymentRecord]:
-        return [
-            DeploymentRecord.from_row(r)
-            for r in self._query("SELECT * FROM deployments ORDER BY id")
-        ]
+        rows = self._query("SELECT * FROM deployments ORDER BY id")
+        return [decode(DeploymentRecord, r) for r in rows]
 
     def get_knob_change(self, change_id: int) -> KnobChangeRecord | None:
         row = self._one("SELECT * FROM knob_changes WHERE id = ?", (change_id,))
-        return None if row is None else KnobChangeRecord.from_row(row)
+        return None if row is None else decode(KnobChangeRecord, row)
 
     def list_knob_changes(
         self,
@@ -299,7 +297,7 @@ class Ledger(LedgerFile):
         """Knob changes, oldest first, filtered by any of service, knob name and case."""
         where, params = filters(service=service, name=name, case_id=case_id)
         rows = self._query(f"SELECT * FROM knob_changes{where} ORDER BY id", params)
-        return [KnobChangeRecord.from_row(r) for r in rows]
+        return [decode(KnobChangeRecord, r) for r in rows]
 
     def get_verification(self, verification_id: int) -> VerificationRecord | None:
         row = self._one("SELECT * FROM verifications WHERE id = ?", (verification_id,))
@@ -331,22 +329,21 @@ class Ledger(LedgerFile):
                 "SELECT record FROM bench_records WHERE run_id = ? ORDER BY seq", (run_id,)
             )
             row["records"] = [r["record"] for r in recs]
-        return None if row is None else BenchRunRecord.from_row(row)
+        return None if row is None else decode(BenchRunRecord, row)
 
     def list_bench_runs(self) -> list[BenchRunRecord]:
         """Bench runs without their per-request records (see :meth:`get_bench_run`)."""
-        return [
-            BenchRunRecord.from_row(r) for r in self._query("SELECT * FROM bench_runs ORDER BY id")
-        ]
+        rows = self._query("SELECT * FROM bench_runs ORDER BY id")
+        return [decode(BenchRunRecord, r) for r in rows]
 
     def get_ab(self, ab_id: int) -> AbRunRecord | None:
         row = self._one("SELECT * FROM ab_runs WHERE id = ?", (ab_id,))
-        return None if row is None else AbRunRecord.from_row(row)
+        return None if row is None else decode(AbRunRecord, row)
 
     def list_ab(self, *, service: str | None = None, knob: str | None = None) -> list[AbRunRecord]:
         where, params = filters(service=service, knob=knob)
         rows = self._query(f"SELECT * FROM ab_runs{where} ORDER BY id", params)
-        return [AbRunRecord.from_row(r) for r in rows]
+        return [decode(AbRunRecord, r) for r in rows]
 
     def get_soak(self, soak_id: int) -> SoakRunRecord | None:
         row = self._one("SELECT * FROM soak_runs WHERE id = ?", (soak_id,))
@@ -363,22 +360,22 @@ class Ledger(LedgerFile):
 
     def get_case(self, case_id: int) -> CaseRecord | None:
         row = self._one("SELECT * FROM cases WHERE id = ?", (case_id,))
-        return None if row is None else CaseRecord.from_row(row)
+        return None if row is None else decode(CaseRecord, row)
 
     def list_cases(self) -> list[CaseRecord]:
-        return [CaseRecord.from_row(r) for r in self._query("SELECT * FROM cases ORDER BY id")]
+        return [decode(CaseRecord, r) for r in self._query("SELECT * FROM cases ORDER BY id")]
 
     def list_suspects(self, case_id: int) -> list[Suspect]:
         rows = self._query("SELECT * FROM case_suspects WHERE case_id = ? ORDER BY id", (case_id,))
-        return [Suspect.from_row(r) for r in rows]
+        return [decode(Suspect, r) for r in rows]
 
-    def list_evidence(self, case_id: int) -> list[Evidence]:
+    def list_evidence(self, case_id: int) -> list[CaseEvidence]:
         rows = self._query("SELECT * FROM case_evidence WHERE case_id = ? ORDER BY id", (case_id,))
-        return [Evidence.from_row(r) for r in rows]
+        return [decode(CaseEvidence, r) for r in rows]
 
     def list_case_events(self, case_id: int) -> list[CaseEvent]:
         rows = self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
-        return [CaseEvent.from_row(r) for r in rows]
+        return [decode(CaseEvent, r) for r in rows]
 
     # -- streaming readers (constant memory whatever the ledger's size) -----------------------
 
@@ -514,12 +511,13 @@ class Ledger(LedgerFile):
 
     def export(self, *, records: bool = True) -> dict[str, Any]:
         """Everything in the ledger as one JSON-ready document (``servelab ledger export``)."""
-        return self.snapshot(records=records).to_json()
+        export: dict[str, Any] = encode(self.snapshot(records=records))
+        return export
 
     def _case_export(self, case: CaseRecord) -> CaseExport:
         return CaseExport(
-            case,
-            tuple(self.list_suspects(case.id)),
-            tuple(self.list_evidence(case.id)),
-            tuple(self.list_case_events(case.id)),
+            **dataclasses.asdict(case),
+            suspects=tuple(self.list_suspects(case.id)),
+            evidence=tuple(self.list_evidence(case.id)),
+            events=tuple(self.list_case_events(case.id)),
         )

@@ -13,8 +13,9 @@ concurrency is decided or after ``max_rounds``, and reports its cost against the
 
 Every finished visit is saved in the A/B journal (:mod:`servelab.io.ledger.journal`) as it ends, so
 an interrupted A/B (Ctrl-C, a lost SSH link; the knob is restored as ever) resumes with
-:func:`resume_ab` from the next visit of its plan. The experiment is recorded in the ledger with
-the shape the case/restore code reads.
+:func:`resume_ab` from the next visit of its plan. The result is the one A/B result type,
+:class:`~servelab.core.ab.result.AbResult`, grown visit by visit and worked out by
+:func:`~servelab.core.ab.result.conclude`; it is recorded in the ledger as it is.
 
 The whole experiment is one :class:`~servelab.ops.context.Operation`: every visit's set, restart,
 verify and live read-back go through the same hosts (one SSH connection per host for the run).
@@ -27,15 +28,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from servelab.core.ab.compare import compare_arms, curve_drops
-from servelab.core.ab.design import BASELINE, fixed_design, spent, visit_plan
-from servelab.core.ab.paired import log_ratios
-from servelab.core.ab.sequential import UNDECIDED, first_decision
+from servelab.core.ab.design import BASELINE, visit_plan
+from servelab.core.ab.result import AbResult, ArmVisit, conclude, undecided_levels
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.errors import BenchError, ServelabError
-from servelab.io.ledger.journal import FINISHED, INTERRUPTED, AbJournal
+from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.ab.config import STOP_DECIDED, STOP_MAX_ROUNDS, AbConfig, AbResult, ArmVisit
+from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import BenchProgressFn, run_bench
 from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart
@@ -44,15 +44,7 @@ from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.ops.verify.verify import verify
 
-__all__ = [
-    "AbConfig",
-    "AbResult",
-    "ArmVisit",
-    "conclude",
-    "resume_ab",
-    "run_ab",
-    "undecided_levels",
-]
+__all__ = ["resume_ab", "run_ab"]
 
 Say = Callable[[str], None]
 
@@ -89,60 +81,46 @@ async def _measure(
     visit: ArmVisit,
     levels: tuple[int, ...],
     bench_progress: BenchProgressFn | None,
-) -> None:
-    """One bench run per concurrency through the router, each timed."""
+) -> ArmVisit:
+    """One bench run per concurrency through the router, each timed: ``visit`` measured."""
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
     plan = await metrics_plan(op)
     decodes = op.spec.by_role("decode")
+    throughput: dict[int, float] = {}
+    bench_s: dict[int, float] = {}
+    served: dict[int, float] = {}
+    run_ids: list[int] = []
+    failed = 0
     for conc in levels:
         bench = replace(cfg.bench, url=_router_url(op), concurrencies=(conc,), repeat=1,
                         label=label)  # fmt: skip
         t0 = time.monotonic()
         result = await run_bench(bench, progress=bench_progress, ledger=op.ledger, metrics=plan,
                                  traces=trace_collector(op.spec))  # fmt: skip
-        visit.bench_s[conc] = time.monotonic() - t0
-        visit.bench_run_ids += [r.run_id for r in result.runs if r.run_id is not None]
-        visit.failed_requests += result.n_failed
+        bench_s[conc] = time.monotonic() - t0
+        run_ids += [r.run_id for r in result.runs if r.run_id is not None]
+        failed += result.n_failed
         for lvl in result.levels:
             # The steady state (every slot busy) when the run had one; else the whole run.
             steady = lvl.steady_throughput
-            visit.throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
-        served = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
-        if served and served[-1] is not None:
-            visit.server_throughput[conc] = served[-1]
-
-
-def undecided_levels(result: AbResult, rnd: int) -> tuple[int, ...]:
-    """The concurrencies round ``rnd`` still measures: all of them in the fixed design; with the
-    stopping rule, those the rounds before it left undecided."""
-    cfg = result.config
-    levels = tuple(cfg.bench.concurrencies)
-    if not cfg.until_decided:
-        return levels
-    done = [v for v in result.visits if v.round < rnd]
-    base = {c: [v.throughput[c] for v in done if v.arm == cfg.baseline and c in v.throughput]
-            for c in levels}  # fmt: skip
-    cand = {c: [v.throughput[c] for v in done if v.arm == cfg.candidate and c in v.throughput]
-            for c in levels}  # fmt: skip
-    alpha = 0.05
-    return tuple(
-        c
-        for c in levels
-        if first_decision(log_ratios(base[c], cand[c]), cfg.margin, alpha=alpha, looks=cfg.looks)[1]
-        == UNDECIDED
-    )
+            throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
+        counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
+        if counted and counted[-1] is not None:
+            served[conc] = counted[-1]
+    return replace(visit, throughput=throughput, failed_requests=failed,
+                   bench_run_ids=tuple(run_ids), bench_s=bench_s,
+                   server_throughput=served)  # fmt: skip
 
 
 async def _visit(
     op: Operation,
-    result: AbResult,
+    cfg: AbConfig,
     position: int,
     rnd: int,
     side: str,
     levels: tuple[int, ...],
     bench_progress: BenchProgressFn | None,
 ) -> ArmVisit:
-    cfg = result.config
     value = cfg.baseline if side == BASELINE else cfg.candidate
     # The first visit of a round is its first arm; the second visit's arm is the round's second.
     baseline_first = (position % 2 == 0) == (side == BASELINE)
@@ -150,36 +128,32 @@ async def _visit(
     op.say(f"round {rnd + 1}/{cfg.rounds} ({first}→{second}): arm {cfg.knob}={value}")
     t0 = time.monotonic()
     vid, live = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
-    visit = ArmVisit(value, rnd, vid, live, {}, 0, [], position, f"{first}→{second}",
+    visit = ArmVisit(value, rnd, vid, live, {}, 0, (), position, f"{first}→{second}",
                      time.monotonic() - t0)  # fmt: skip
-    await _measure(op, cfg, visit, levels, bench_progress)
-    return visit
+    return await _measure(op, cfg, visit, levels, bench_progress)
 
 
 async def _visits(
     op: Operation,
+    cfg: AbConfig,
     result: AbResult,
     journal: AbJournal | None,
     bench_progress: BenchProgressFn | None,
+    done: list[ArmVisit],
 ) -> None:
-    """Every visit of the plan not yet done, each saved as it ends; stop once all decided."""
-    cfg = result.config
-    plan = visit_plan(cfg.rounds, cfg.order, cfg.order_seed)
-    for position, (rnd, side) in enumerate(plan):
-        if position < len(result.visits):
+    """Every visit of the plan not yet in ``done``, each appended and saved as it ends; stop once
+    every concurrency is decided."""
+    session_id = result.design.session_id
+    for position, (rnd, side) in enumerate(visit_plan(cfg.rounds, cfg.order, cfg.order_seed)):
+        if position < len(done):
             continue  # finished before an interruption: kept
-        levels = undecided_levels(result, rnd)
+        levels = undecided_levels(replace(result, visits=tuple(done)), rnd)
         if not levels:
-            result.stopped = STOP_DECIDED
             return
-        visit = await _visit(op, result, position, rnd, side, levels, bench_progress)
-        result.visits.append(visit)
-        if journal is not None and result.session_id is not None:
-            journal.add_visit(result.session_id, position, visit.to_json())
-    if cfg.until_decided:
-        result.stopped = (
-            STOP_DECIDED if not undecided_levels(result, cfg.rounds) else STOP_MAX_ROUNDS
-        )
+        visit = await _visit(op, cfg, position, rnd, side, levels, bench_progress)
+        done.append(visit)
+        if journal is not None and session_id is not None:
+            journal.add_visit(session_id, position, visit)
 
 
 async def run_ab(
@@ -195,14 +169,15 @@ async def run_ab(
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
         original = await get_knob(op, cfg.service, cfg.knob)
-        result = AbResult(cfg, original)
         journal = AbJournal(op.ledger) if op.ledger is not None else None
+        session_id = None
         if journal is not None:
-            result.session_id = journal.start(service=cfg.service, knob=cfg.knob,
-                                              config=cfg.to_dict(), original=original)  # fmt: skip
-            op.say(f"A/B journal {result.session_id}: resume with `ab --resume "
-                   f"{result.session_id}` if interrupted")  # fmt: skip
-        return await _run(op, result, journal, bench_progress)
+            session_id = journal.start(service=cfg.service, knob=cfg.knob, config=encode(cfg),
+                                       original=original)  # fmt: skip
+            op.say(f"A/B journal {session_id}: resume with `ab --resume "
+                   f"{session_id}` if interrupted")  # fmt: skip
+        result = cfg.result(original, session_id=session_id)
+        return await _run(op, cfg, result, journal, bench_progress, [])
 
 
 async def resume_ab(
@@ -218,67 +193,52 @@ async def resume_ab(
     session = journal.get(session_id)
     if session is None:
         raise BenchError(f"no A/B {session_id} in the journal of {ledger.path}")
-    if session.status == FINISHED:
+    if session.status == SessionStatus.FINISHED:
         raise BenchError(f"A/B {session_id} is already finished (ab_runs {session.ab_id})")
-    cfg = AbConfig.from_dict(session.config)
-    result = AbResult(cfg, session.original, session_id=session_id, resumed=True)
-    result.visits = [ArmVisit.from_json(v) for v in session.visits]
+    cfg = decode(AbConfig, session.config)
+    result = cfg.result(session.original, session_id=session_id, resumed=True)
+    kept = list(session.visits)
     async with operation(target, ledger=ledger, progress=progress) as op:
-        op.say(f"resuming A/B {session_id}: {len(result.visits)} visit(s) kept")
-        return await _run(op, result, journal, bench_progress)
+        op.say(f"resuming A/B {session_id}: {len(kept)} visit(s) kept")
+        return await _run(op, cfg, result, journal, bench_progress, kept)
 
 
 async def _run(
     op: Operation,
+    cfg: AbConfig,
     result: AbResult,
     journal: AbJournal | None,
     bench_progress: BenchProgressFn | None,
+    visits: list[ArmVisit],
 ) -> AbResult:
-    cfg = result.config
+    """Run the visits ``visits`` lacks, put the original value back, work the result out and
+    record it."""
+    session_id = result.design.session_id
     try:
-        await _visits(op, result, journal, bench_progress)
+        await _visits(op, cfg, result, journal, bench_progress, visits)
     except BaseException:
         # Put the original value back, but never hide why the experiment stopped.
         with contextlib.suppress(ServelabError):
-            await _restore(op, cfg, result.original, result)
-        if journal is not None and result.session_id is not None:
+            await _restore(op, cfg, result.original)
+        if journal is not None and session_id is not None:
             with contextlib.suppress(ServelabError):
-                journal.set_status(result.session_id, INTERRUPTED)
+                journal.set_status(session_id, SessionStatus.INTERRUPTED)
         raise
-    await _restore(op, cfg, result.original, result)
-    conclude(result)
+    restored = await _restore(op, cfg, result.original)
+    result = conclude(replace(result, visits=tuple(visits), restored=restored))
     if op.ledger is not None:
-        result.ab_id = op.ledger.record_ab(
-            service=cfg.service, knob=cfg.knob, config=cfg.to_dict(), result=result.record()
-        )
-        if journal is not None and result.session_id is not None:
-            journal.set_status(result.session_id, FINISHED, result.ab_id)
+        ab_id = op.ledger.record_ab(config=encode(cfg), result=result)
+        result = replace(result, ab_id=ab_id)
+        if journal is not None and session_id is not None:
+            journal.set_status(session_id, SessionStatus.FINISHED, ab_id)
     return result
 
 
-async def _restore(op: Operation, cfg: AbConfig, original: str | None, result: AbResult) -> None:
+async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> bool:
+    """Put the original value back, live (not with ``keep``); whether it was."""
     if cfg.keep:
-        return
+        return False
     shown = "unset" if original is None else f"={original}"
     op.say(f"restoring {cfg.service} {cfg.knob} {shown}")
     await _make_live(op, cfg, original, "ab: restore the original value")
-    result.restored = True
-
-
-def conclude(result: AbResult) -> None:
-    """Comparisons, decisions, anomalies and cost of the visits so far."""
-    cfg = result.config
-    base, cand = result.throughput(cfg.baseline), result.throughput(cfg.candidate)
-    result.comparisons = compare_arms(
-        base, cand, baseline_label=cfg.baseline, candidate_label=cfg.candidate, margin=cfg.margin,
-        looks=cfg.looks,
-    )  # fmt: skip
-    result.decided = {
-        c: first_decision(log_ratios(base[c], cand[c]), cfg.margin, looks=cfg.looks)
-        for c in sorted(set(base) & set(cand))
-    }
-    result.drops = curve_drops(cfg.baseline, base) + curve_drops(cfg.candidate, cand)
-    result.anomalies = [d for d in result.drops if d.significant]
-    costs = [v.cost for v in result.visits]
-    result.cost = spent(costs, result.rounds_run, cfg.gpus)
-    result.fixed_cost = fixed_design(costs, cfg.rounds, cfg.bench.concurrencies, cfg.gpus)
+    return True

@@ -28,8 +28,8 @@ from servelab.core.ab.design import (
     rounds_for_power,
     sequential_rounds_for_power,
 )
-from servelab.core.ab.sequential import DEFAULT_BOUNDARY
-from servelab.core.ledger.results import AbResultRecord
+from servelab.core.ab.result import AbResult
+from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.io.ledger.ledger import Ledger
 
 __all__ = ["AbPlan", "plan_ab"]
@@ -51,7 +51,7 @@ class AbPlan:
     fixed: tuple[RoundsPlan, ...] = ()
     sequential: tuple[SequentialPlan, ...] = field(default_factory=tuple)
     equivalence: tuple[RoundsPlan, ...] = field(default_factory=tuple)
-    boundary: str = DEFAULT_BOUNDARY
+    boundary: Boundary = DEFAULT_BOUNDARY
 
     @property
     def fixed_rounds(self) -> int | None:
@@ -63,22 +63,20 @@ class AbPlan:
         return max(p.rounds for p in plans if p.rounds is not None)
 
 
-def _round_ratios(result: AbResultRecord, conc: int) -> list[float]:
+def _round_ratios(result: AbResult, conc: int) -> list[float]:
     """The per-round log ratios candidate/baseline at ``conc`` of one recorded A/B."""
     by_round: dict[int, dict[str, float]] = {}
     for visit in result.visits:
-        thr = visit.get("throughput", {}).get(str(conc))
+        thr = visit.throughput.get(conc)
         if thr:
-            by_round.setdefault(int(visit["round"]), {})[str(visit["arm"])] = float(thr)
-    base, cand = str(result.baseline), str(result.candidate)
+            by_round.setdefault(visit.round, {})[visit.arm] = thr
+    base, cand = result.baseline, result.candidate
     pairs = [r for r in by_round.values() if base in r and cand in r]
     return [math.log(r[cand] / r[base]) for r in pairs]
 
 
-def _noise(conc: int, results: list[AbResultRecord]) -> Noise:
-    arms = pooled_log_noise(
-        conc, [arm.throughput.get(str(conc), ()) for r in results for arm in r.arms]
-    )
+def _noise(conc: int, results: list[AbResult]) -> Noise:
+    arms = pooled_log_noise(conc, [arm.throughput.get(conc, ()) for r in results for arm in r.arms])
     sd, df = pooled_log_ratio_sd([_round_ratios(r, conc) for r in results])
     return replace(arms, paired_sd=sd, paired_df=df)
 
@@ -95,7 +93,7 @@ def plan_ab(
     margin: float | None = None,
     max_rounds: int = 20,
     seed: int = 0,
-    boundary: str = DEFAULT_BOUNDARY,
+    boundary: Boundary = DEFAULT_BOUNDARY,
 ) -> AbPlan:
     """The plan for ``effect`` (0.05 for +5%) at ``concurrencies`` from the ledger's A/Bs of
     ``service`` (of ``knob`` only, when given and recorded; else of any knob)."""

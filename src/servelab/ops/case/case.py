@@ -51,6 +51,7 @@ from servelab.core.case.verdicts import Override, Refusal, refusals
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.rules import check_knob_name
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
@@ -235,7 +236,7 @@ def resolve_case(
     if refused and override is None:
         raise VerdictRefused(case_id, refused)
     if refused and override is not None:
-        detail = Override(override.strip(), tuple(refused)).to_json()
+        detail = encode(Override(override.strip(), tuple(refused)))
         ledger.record_case_event(case_id=case_id, kind=Override.KIND, detail=detail)
     ledger.resolve_case(case_id=case_id, root_cause=root_cause.strip(), verdicts=verdicts)
     return view_case(ledger, case_id)
@@ -382,7 +383,7 @@ async def revert(
         failed=_records(outcome.failed_checks),
     )  # fmt: skip
     outcome.event_id = ledger.record_case_event(
-        case_id=preview.case_id, kind="revert", detail=event.to_json()
+        case_id=preview.case_id, kind="revert", detail=encode(event)
     )
     return outcome
 
@@ -417,7 +418,7 @@ class RestoreOutcome:
         """The outcome's data (``servelab.report.case.restore_json`` adds the ``error``s)."""
         return {
             "case_id": self.case_id,
-            "items": [{**i.to_json(), "verified": i.ok} for i in self.items],
+            "items": [{**encode(i), "verified": i.ok} for i in self.items],
             "restart": [dataclasses.asdict(s) for s in self.restart],
             "verification": _verification_json(self.verification, self.failure),
             "status": self.status,
@@ -448,7 +449,7 @@ async def restore(
         event = _restore_event(item, change, done)
         outcome.items.append(event)
         outcome.event_ids.append(
-            ledger.record_case_event(case_id=case_id, kind="restore", detail=event.to_json())
+            ledger.record_case_event(case_id=case_id, kind="restore", detail=encode(event))
         )
     outcome.status = view_case(ledger, case_id).restore_status
     return outcome

@@ -45,6 +45,7 @@ from servelab.core.case.experiment import (
 from servelab.core.case.model import Case, Target, parse_target, revert_changes
 from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.topology import restart_plan
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, DeployError, ServelabError
@@ -87,7 +88,7 @@ class CaseTestOutcome:
     evidence_id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.record.to_json(), "event_id": self.event_id,
+        return {**encode(self.record), "event_id": self.event_id,
                 "evidence_id": self.evidence_id}  # fmt: skip
 
 
@@ -266,7 +267,7 @@ def _record(
 def _save(ledger: Ledger, record: ExperimentRecord) -> CaseTestOutcome:
     cid = record.case_id
     event_id = ledger.record_case_event(
-        case_id=cid, kind=ExperimentRecord.KIND, detail=record.to_json()
+        case_id=cid, kind=ExperimentRecord.KIND, detail=encode(record)
     )
     d = record.decision
     note = f"case test {record.target}: {d.outcome} (p={d.p_value:.3g})"
