@@ -103,4 +103,4 @@ def test_the_ledger_export_words_each_soaks_findings_and_reads_back(tmp_path: Pa
     assert top["title"] == layer_title(result.findings[0].layer)
     assert top["evidence"][0] == {"id": "worker", "supports": True, "text": "worker: decode",
                                   "data": {"worker": "decode"}}  # fmt: skip
-    assert LedgerExport.from_json(doc).soak_runs[0].result == result  # docs from an export
+    assert decode(LedgerExport, doc).soak_runs[0].result == result  # docs from an export
