@@ -30,6 +30,7 @@ from servelab.core.ledger.evidence import (
     Suspect,
 )
 from servelab.core.ledger.jsonvalues import objs, opt_float, opt_int, opt_str
+from servelab.core.verify.checks import read_check
 from servelab.errors import CaseError
 
 __all__ = [
@@ -252,7 +253,7 @@ class RevertEvent:
 
 
 def _checks_of(detail: Mapping[str, Any]) -> tuple[CheckRecord, ...]:
-    return tuple(CheckRecord.from_json(c) for c in objs(detail.get("failed_checks")))
+    return tuple(read_check(c) for c in objs(detail.get("failed_checks")))
 
 
 def _cost_of(point: Mapping[str, Any]) -> ConcurrencyCost:

@@ -19,7 +19,7 @@ from typing import Any
 from servelab.core.soak.replay import Matrix
 from servelab.core.soak.signatures import Failure
 from servelab.core.telemetry.router import RouterMetrics, WorkerLoad
-from servelab.core.verify.coldstart import COLD, StartClass
+from servelab.core.verify.coldstart import Start, StartClass
 
 __all__ = [
     "CorrectnessIssue",
@@ -444,7 +444,9 @@ def _context_observations(ev: Evidence) -> list[Observation]:
         s = ev.start
         data = {"start": s.start, "reason": s.reason, "served_before": s.served_before,
                 "first_s": s.first_s, "second_s": s.second_s}  # fmt: skip
-        obs.append(Observation("engines.start", "engines", None if s.start == COLD else True, data))
+        obs.append(
+            Observation("engines.start", "engines", None if s.start == Start.COLD else True, data)
+        )
     return obs
 
 

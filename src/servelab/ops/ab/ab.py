@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from servelab.core.ab.compare import compare_arms, curve_drops
@@ -37,9 +36,16 @@ from servelab.io.ledger.journal import FINISHED, INTERRUPTED, AbJournal
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import STOP_DECIDED, STOP_MAX_ROUNDS, AbConfig, AbResult, ArmVisit
 from servelab.ops.bench.bench import BenchProgressFn, run_bench
-from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
+from servelab.ops.progress import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobRestoring,
+    KnobVerifiedLive,
+)
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.ops.verify.verify import verify
@@ -53,8 +59,6 @@ __all__ = [
     "run_ab",
     "undecided_levels",
 ]
-
-Say = Callable[[str], None]
 
 
 def _router_url(op: Operation) -> str:
@@ -79,7 +83,7 @@ async def _make_live(
         failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
         reasons = "; ".join(failed) or f"live value {live!r}"
         raise BenchError(f"arm {cfg.knob}={value} is not live ({reasons}): arm not measured")
-    op.say(f"{cfg.service} {cfg.knob}={value} verified live (verification {proof.verification_id})")
+    op.say(KnobVerifiedLive(cfg.service, cfg.knob, value, proof.verification_id))
     return proof.verification_id, live
 
 
@@ -147,7 +151,7 @@ async def _visit(
     # The first visit of a round is its first arm; the second visit's arm is the round's second.
     baseline_first = (position % 2 == 0) == (side == BASELINE)
     first, second = (cfg.baseline, cfg.candidate)[:: 1 if baseline_first else -1]
-    op.say(f"round {rnd + 1}/{cfg.rounds} ({first}→{second}): arm {cfg.knob}={value}")
+    op.say(AbVisitStarted(rnd, cfg.rounds, first, second, cfg.knob, value))
     t0 = time.monotonic()
     vid, live = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
     visit = ArmVisit(value, rnd, vid, live, {}, 0, [], position, f"{first}→{second}",
@@ -187,7 +191,7 @@ async def run_ab(
     cfg: AbConfig,
     *,
     ledger: Ledger | None = None,
-    progress: Say | None = None,
+    progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
     """Run the counterbalanced A/B; restore the original value unless ``cfg.keep``."""
@@ -200,8 +204,7 @@ async def run_ab(
         if journal is not None:
             result.session_id = journal.start(service=cfg.service, knob=cfg.knob,
                                               config=cfg.to_dict(), original=original)  # fmt: skip
-            op.say(f"A/B journal {result.session_id}: resume with `ab --resume "
-                   f"{result.session_id}` if interrupted")  # fmt: skip
+            op.say(AbJournalStarted(result.session_id))
         return await _run(op, result, journal, bench_progress)
 
 
@@ -210,7 +213,7 @@ async def resume_ab(
     session_id: int,
     *,
     ledger: Ledger,
-    progress: Say | None = None,
+    progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
     """Pick up journalled A/B ``session_id``: keep its finished visits, run the rest of its plan."""
@@ -224,7 +227,7 @@ async def resume_ab(
     result = AbResult(cfg, session.original, session_id=session_id, resumed=True)
     result.visits = [ArmVisit.from_json(v) for v in session.visits]
     async with operation(target, ledger=ledger, progress=progress) as op:
-        op.say(f"resuming A/B {session_id}: {len(result.visits)} visit(s) kept")
+        op.say(AbResumed(session_id, len(result.visits)))
         return await _run(op, result, journal, bench_progress)
 
 
@@ -259,8 +262,7 @@ async def _run(
 async def _restore(op: Operation, cfg: AbConfig, original: str | None, result: AbResult) -> None:
     if cfg.keep:
         return
-    shown = "unset" if original is None else f"={original}"
-    op.say(f"restoring {cfg.service} {cfg.knob} {shown}")
+    op.say(KnobRestoring(cfg.service, cfg.knob, original))
     await _make_live(op, cfg, original, "ab: restore the original value")
     result.restored = True
 
