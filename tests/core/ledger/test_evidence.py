@@ -9,6 +9,8 @@ import pytest
 
 from servelab.core.case.model import RestoreEvent, RevertEvent
 from servelab.core.case.revert import ConcurrencyCost
+from servelab.core.knobs.knob import Knob
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger import evidence, jsonvalues, results
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import (
@@ -37,8 +39,6 @@ from servelab.core.ledger.results import (
     SoakFinding,
     SoakSessions,
 )
-from servelab.core.knobs.knob import Knob
-from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
