@@ -282,10 +282,10 @@ class AbVisitStarted:
 
     round_index: int
     rounds: int
-    first: str | None
-    second: str | None
+    first: str
+    second: str
     knob: str
-    value: str | None
+    value: str
 
 
 @dataclass(frozen=True)
