@@ -8,7 +8,6 @@ from pathlib import Path
 
 from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.case.revert import ConvictionTest, RevertCost
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.verify.checks import (
     Check,
@@ -36,7 +35,7 @@ from servelab.report.docs import describe_timeline_entry
 from servelab.report.ledger import ledger_json
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
-_DIFFERS = KnobLive(42, "pid record", Knob(K), "512", "256", LiveVerdict.DIFFERS)
+_DIFFERS = KnobLive(42, "pid record", K, "512", "256", LiveVerdict.DIFFERS)
 _READY = HealthProbe("/health", 200, 0.01)
 _E2E = E2EProbe.of("m", RequestTiming(502, None, 0.1, 0, 512, "http 502", "bad gateway"), None)
 _SENTENCE = "live decode: differs: file 512, live 256 (restart needed)"

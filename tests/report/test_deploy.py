@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
 from servelab.ops.deploy.results import RestartReport, Step
@@ -22,7 +21,7 @@ def _report(*checks: Check) -> RestartReport:
 
 
 def test_a_failed_verification_names_each_failed_check() -> None:
-    differs = KnobLive(42, "pid record", Knob("K"), "512", "256", LiveVerdict.DIFFERS)
+    differs = KnobLive(42, "pid record", "K", "512", "256", LiveVerdict.DIFFERS)
     bad = Check("decode", False, CheckCode.LIVE_DIFFERS, differs)
     report = _report(READY, bad)
     assert report.verification is not None and not report.ok

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import (
@@ -50,7 +49,7 @@ from servelab.report.verify import (
 from tests.support import REPO
 
 C = CheckCode
-K = Knob("SGLANG_SM120_MMA_TARGET_CTAS")
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
 _PD = HealthProbe("/health", 200, 0.012)
 _LAYERS = tuple(Layer)
 

@@ -9,7 +9,6 @@ import pytest
 
 from servelab.core.case.model import RestoreEvent, RevertEvent
 from servelab.core.case.revert import ConcurrencyCost
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger import evidence, jsonvalues, results
 from servelab.core.ledger.codec import encode
@@ -52,7 +51,7 @@ AT = "2026-01-01T00:00:00.000Z"
 #: A typed check: the knob differs live (file 1, live 512).
 DIFFERS = Check(
     "decode", False, CheckCode.LIVE_DIFFERS,
-    KnobLive(7, "pid record", Knob("K"), "1", "512", LiveVerdict.DIFFERS),
+    KnobLive(7, "pid record", "K", "1", "512", LiveVerdict.DIFFERS),
 )  # fmt: skip
 
 

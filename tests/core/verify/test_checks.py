@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from servelab.core.knobs.knob import Knob, KnobKind
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.verify import checks
@@ -36,7 +35,7 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import Start, StartReason
 
-K = Knob("SGLANG_SM120_MMA_TARGET_CTAS")
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
 TIMING = RequestTiming(200, 0.02, 0.09, 16, 512, None)
 LISTING = WorkerListing("decode", "http://127.0.0.1:1", "decode", True, True)
 
@@ -106,13 +105,18 @@ def test_each_kind_keeps_its_json_keys_and_reads_back(data: CheckData, keys: lis
     assert read_check_row(code.layer.value, "decode", check.ok, code.value, encode(data)) == check
 
 
-def test_a_knob_is_stored_as_its_text_and_reads_as_an_env_knob() -> None:
-    data = KnobLive(42, "pid record", K, "512", "512", LiveVerdict.MATCH)
-    assert encode(data)["knob"] == "SGLANG_SM120_MMA_TARGET_CTAS" and str(K) == K.name
-    back = read_check_row("live", "decode", True, "live.match", encode(data))
-    assert isinstance(back, Check) and back.data == data and K.kind is KnobKind.ENV
-    assert (back.knob, back.live) == ("SGLANG_SM120_MMA_TARGET_CTAS", "512")
-    assert Knob.parse(K) is K and Knob.parse("X") == Knob("X", KnobKind.ENV)
+def test_a_check_names_its_knob_as_written_and_its_live_value() -> None:
+    live = KnobLive(42, "pid record", K, "512", "512", LiveVerdict.MATCH)
+    back = read_check_row("live", "decode", True, "live.match", encode(live))
+    assert isinstance(back, Check) and back.data == live and encode(live)["knob"] == K
+    assert (back.knob, back.live) == (K, "512")
+    in_file = KnobInFile(K, "512", None, None, None, "/e/decode.env")
+    assert Check("decode", True, CheckCode.CONFIG_NOT_PINNED, in_file).knob == K
+    argument = KnobLiveVsSpec(42, "pid record", "--max-running-requests", "64", "64")
+    vs_spec = Check("decode", True, CheckCode.LIVE_NO_ENV_FILE, argument)
+    assert (vs_spec.knob, vs_spec.live) == ("--max-running-requests", "64")
+    health = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.1))
+    assert (health.knob, health.live) == (None, None)
 
 
 def test_a_check_refuses_data_of_another_kind() -> None:

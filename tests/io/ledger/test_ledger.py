@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import (
@@ -131,7 +130,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
 
 
 def test_a_check_stores_its_code_and_an_older_row_its_sentence(ledger: Ledger) -> None:
-    restart = KnobLive(42, "pid record", Knob("K"), "512", None, LiveVerdict.RESTART_NEEDED)
+    restart = KnobLive(42, "pid record", "K", "512", None, LiveVerdict.RESTART_NEEDED)
     coded = Check("decode", False, CheckCode.LIVE_RESTART_NEEDED, restart)
     older = UntypedCheck("live", "decode", False, "in file but not live: restart needed", {})
     vid = ledger.record_verification(spec_hash="h", ok=False, checks=[coded, older])

@@ -13,6 +13,14 @@ check is flat: ``{**data, "layer", "service", "ok", "code"}``, its data encoded 
 probe) is left out, as it always was. The ledger's ``verification_checks`` row holds the code in its
 ``detail`` column and the data in ``data``.
 
+A knob is named as the operator writes it (``knob``: an env variable's name; an argument's
+``--name``, a flag, a JSON key ``--name.key``: the text every knob command takes and the ledger's
+knob changes hold, from which its kind is read). Each layer a knob is read at has its own field,
+named by the layer: ``file`` (and ``spec``, ``backup``) in the config layer, ``live`` in the live
+layer; a layer not read yet (what the service manager loaded, what the engine reports in
+``/server_info``) or an argument's place will be a field of its own, left out while unknown, so
+the JSON of an env knob stays as it is.
+
 A stored check that cannot be typed reads as an :class:`UntypedCheck` with its text and data as
 stored: an older ledger's row that holds its sentence instead of a code, a code this servelab does
 not know, or data that does not fit its code's type (:func:`read_check`, :func:`read_check_row`).
@@ -27,7 +35,6 @@ from typing import Annotated, Any, TypeVar
 
 from pydantic import Field
 
-from servelab.core.knobs.knob import KnobText
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.jsonvalues import obj, opt_str
@@ -171,7 +178,7 @@ class KnobInFile:
     differs (``backup``, ``backup_path``), and the ledger's last recorded change of it
     (``recorded``: the value it set; ``recorded_change_id``)."""
 
-    knob: KnobText
+    knob: str
     file: str | None
     spec: str | None
     backup: str | None
@@ -197,7 +204,7 @@ class KnobLive:
 
     pid: int
     pid_source: str
-    knob: KnobText
+    knob: str
     file: str | None
     live: str | None
     verdict: LiveVerdict
@@ -210,7 +217,7 @@ class KnobLiveVsSpec:
 
     pid: int
     pid_source: str
-    knob: KnobText
+    knob: str
     live: str | None
     spec: str | None
     file: None = None
@@ -361,10 +368,10 @@ class Check:
 
     @property
     def knob(self) -> str | None:
-        """The knob the check is about (its text), if any."""
+        """The knob the check is about, if any."""
         match self.data:
             case KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob):
-                return str(knob)
+                return knob
         return None
 
     @property

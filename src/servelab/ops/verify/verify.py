@@ -34,7 +34,6 @@ from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
 from servelab.core.knobs.envfile import EnvFile
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.rules import live_verdict, parse_env_bytes, tracked_names
 from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.checks import (
@@ -261,7 +260,7 @@ def _config_check(service: str, name: str, pin: str | None, state: _FileState) -
         code = _C.CONFIG_MATCHES_SPEC if ok else _C.CONFIG_PIN_MISMATCH
     row = state.recorded.get(name)
     data = KnobInFile(
-        Knob(name), value, pin, backup, state.backup_path, state.path,
+        name, value, pin, backup, state.backup_path, state.path,
         recorded=None if row is None else row.new,
         recorded_change_id=None if row is None else row.id,
     )  # fmt: skip
@@ -289,7 +288,7 @@ async def _live_checks(op: Operation, service: str, state: _FileState) -> list[C
     for name in names:
         file, value = file_values.get(name), live.get(name)
         verdict = live_verdict(file, value)
-        data = KnobLive(pid, proc.source, Knob(name), file, value, verdict)
+        data = KnobLive(pid, proc.source, name, file, value, verdict)
         checks.append(Check(service, verdict.ok, _C.of_verdict(verdict), data))
     return checks
 
@@ -299,7 +298,7 @@ def _live_vs_spec(
 ) -> Check:
     assert where.pid is not None
     ok = pin is None or value == pin
-    data = KnobLiveVsSpec(where.pid, where.pid_source, Knob(name), value, pin)
+    data = KnobLiveVsSpec(where.pid, where.pid_source, name, value, pin)
     return Check(service, ok, _C.LIVE_NO_ENV_FILE, data)
 
 
