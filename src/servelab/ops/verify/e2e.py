@@ -3,7 +3,7 @@
 - **the probe** (:func:`e2e_check`): one streaming chat completion through the entry point (proxy,
   else router) with a prompt long enough to need a real KV transfer: status, TTFT, total time,
   tokens, cold or warm (+ a second probe when the start cannot be told from the sim's counter).
-- **every worker reached** (:func:`reach_outcomes`, xPyD only: a role with two or more workers):
+- **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
   each prefill's and decode's served-request counter (a servelab simulated worker's
   ``/server_info``) is read, small requests are sent through the router until every counter grew
   (bounded: ``reach_requests``), and each worker gets its own outcome: reached, not reached, or
