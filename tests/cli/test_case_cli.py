@@ -22,7 +22,7 @@ from servelab.core.case.experiment import (
     decide,
 )
 from servelab.core.ledger.codec import encode
-from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.verify.checks import UntypedCheck
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
@@ -80,7 +80,7 @@ def test_case_commands_with_json(ledger_file: Path, tmp_path: Path) -> None:
     missing = run_cli("case", "show", "77", *led)
     assert missing.returncode == 2 and "no case 77" in missing.stderr
     with Ledger.open(ledger_file) as ledger:  # a row as ledgers stored it before check codes
-        old = CheckRecord("live", "decode", True, "live 256 = file", {"knob": K})
+        old = UntypedCheck("live", "decode", True, "live 256 = file", {"knob": K})
         ledger.record_verification(spec_hash="h", ok=True, checks=[old])
     dump = _json("ledger", "export", *led)
     assert dump["cases"][0]["suspects"][0]["verdict"] == "exonerated"

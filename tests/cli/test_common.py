@@ -21,11 +21,13 @@ from servelab.cli.common import (
     progress_when,
     resolve_target,
     say,
+    show_progress,
 )
 from servelab.core.load.workload import LengthDist
 from servelab.errors import OptionError, SpecError, StoreError
 from servelab.io.ledger.ledger import LEDGER_ENV
 from servelab.ops.bench.bench import BenchConfig, run_bench
+from servelab.ops.progress import ReadingEnvFile, ServiceFailed
 from tests.support.servers import served, streaming_app
 
 SPEC = (
@@ -79,14 +81,16 @@ def test_resolve_target_reads_no_spec_for_url_alone(workdir: Path) -> None:
 
 def test_progress_prints_untrusted_text_as_text(capsys: pytest.CaptureFixture[str]) -> None:
     progress("[services] [bold]x[/] restarted")
-    progress_when(False)("never shown")
-    progress_when(True)("[red]shown[/]")
+    progress_when(False)(ReadingEnvFile("never shown"))
+    progress_when(True)(ReadingEnvFile("[red]shown[/]"))
+    show_progress(ServiceFailed("[b]decode[/b]", "[i]exited[/i]"))
     notice("failed:", "C4: [b]1 failed[/b]")
     say("[dim]result[/]")
     out, err = capsys.readouterr()
     assert err.splitlines() == [
         "[services] [bold]x[/] restarted",
-        "[red]shown[/]",
+        "reading the env file of [red]shown[/]",
+        "[b]decode[/b]: failed: [i]exited[/i]",
         "failed: C4: [b]1 failed[/b]",
     ]
     assert out == "[dim]result[/]\n"

@@ -24,6 +24,7 @@ from servelab.ops.context import Operation, operation
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob, get_knob, live_knob, set_knob
 from servelab.ops.verify.verify import verify
+from tests.support.progress import lines
 from tests.support.specs import PdPorts, write_pd_spec
 from tests.support.sshd import SshdServer
 
@@ -76,7 +77,7 @@ async def test_an_arm_visit_opens_one_ssh_connection_per_host(
     messages: list[str] = []
     before = sshd.logins()
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        async with Operation(remote, ledger=ledger, progress=messages.append) as op:
+        async with Operation(remote, ledger=ledger, progress=lines(messages)) as op:
             vid, live = await _make_live(op, _ab_config(), "256", "measure the connections")
             diff = await diff_knob(op, "decode", DEFAULT_KNOB)
             assert sorted(op.hosts) == ["remote", "remote2"]

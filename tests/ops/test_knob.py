@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.knobs.rules import LIVE_DIFFERS, LIVE_MATCH
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.errors import KnobError, SpecError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import latest_backup, read_env_file
@@ -117,14 +117,14 @@ async def test_diff_shows_file_backup_and_live_side_by_side(
 
     before = await diff_knob(loaded, "decode", KNOB)
     assert (before.file, before.backup, before.live) == ("512", None, "512")
-    assert before.verdict == LIVE_MATCH
+    assert before.verdict == LiveVerdict.MATCH
 
     change = await set_knob(loaded, "decode", KNOB, "256", reason="try")
     assert change.running and change.restart_needed and change.live == "512"
 
     after = await diff_knob(loaded, "decode", KNOB)
     assert (after.file, after.backup, after.live) == ("256", "512", "512")
-    assert after.verdict == LIVE_DIFFERS and after.backup_path == change.backup_path
+    assert after.verdict == LiveVerdict.DIFFERS and after.backup_path == change.backup_path
     assert SECRET not in json.dumps(after.to_json()) + json.dumps(change.to_json())
 
     back = await set_knob(loaded, "decode", KNOB, "512")

@@ -3,16 +3,26 @@ their ``--json`` documents; and ``ledger export`` with every check's reason (a r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.checks import CHECK_E2E_FAILED, CHECK_HEALTH_READY, CHECK_LIVE_DIFFERS
+from servelab.core.verify.checks import (
+    Check,
+    CheckCode,
+    E2EProbe,
+    HealthProbe,
+    KnobLive,
+    Layer,
+    RequestTiming,
+)
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.ops.knob import KnobChange
-from servelab.ops.verify.verify import LAYERS, Check, VerifyReport
+from servelab.ops.verify.verify import VerifyReport
 from servelab.report.case import (
     NOT_CONFIRMED,
     event_error,
@@ -26,25 +36,25 @@ from servelab.report.docs import describe_timeline_entry
 from servelab.report.ledger import ledger_json
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
-_DIFFERS = {"knob": K, "file": "512", "live": "256", "verdict": "differs"}
-_READY = {"path": "/health", "status": 200, "elapsed_s": 0.01}
-_E2E = {"status": 502, "error": "http 502", "error_detail": "bad gateway"}
+_DIFFERS = KnobLive(42, "pid record", K, "512", "256", LiveVerdict.DIFFERS)
+_READY = HealthProbe("/health", 200, 0.01)
+_E2E = E2EProbe.of("m", RequestTiming(502, None, 0.1, 0, 512, "http 502", "bad gateway"), None)
 _SENTENCE = "live decode: differs: file 512, live 256 (restart needed)"
 
 
 def _report(*checks: Check, vid: int | None = 3) -> VerifyReport:
-    return VerifyReport(list(checks), "h", LAYERS, ["decode"], 0.1, vid)
+    return VerifyReport(list(checks), "h", tuple(Layer), ["decode"], 0.1, vid)
 
 
 def test_why_failed_reads_the_typed_report() -> None:
-    bad = Check("live", "decode", False, CHECK_LIVE_DIFFERS, _DIFFERS)
-    report = _report(Check("health", "decode", True, CHECK_HEALTH_READY, _READY), bad)
+    bad = Check("decode", False, CheckCode.LIVE_DIFFERS, _DIFFERS)
+    report = _report(Check("decode", True, CheckCode.HEALTH_READY, _READY), bad)
     assert why_failed(report) == _SENTENCE
     assert why_failed(None, "restart of decode failed: exit 3") == (
         "restart of decode failed: exit 3"
     )
     assert why_failed(None) == NOT_CONFIRMED == "the knob's live value was not confirmed"
-    e2e = Check("e2e", "router", False, CHECK_E2E_FAILED, _E2E)
+    e2e = Check("router", False, CheckCode.E2E_FAILED, _E2E)
     assert why_failed(_report(bad, e2e)) == (
         f"{_SENTENCE}; e2e router: chat completion failed: HTTP 502: bad gateway"
     )
@@ -60,7 +70,7 @@ def _change() -> KnobChange:
 
 
 def test_a_revert_that_did_not_verify_says_why_in_json_and_words() -> None:
-    bad = Check("live", "decode", False, CHECK_LIVE_DIFFERS, _DIFFERS)
+    bad = Check("decode", False, CheckCode.LIVE_DIFFERS, _DIFFERS)
     outcome = RevertOutcome(_preview(), _change(), [], _report(bad), "512", event_id=7)
     assert not outcome.ok and outcome.failed_checks == [bad]
     assert revert_error(outcome) == _SENTENCE
@@ -74,14 +84,15 @@ def test_a_revert_that_did_not_verify_says_why_in_json_and_words() -> None:
     assert revert_json(stopped)["verification"] == {
         "ok": False, "checks": [], "error": "restart failed: x"
     }  # fmt: skip
-    good = Check("live", "decode", True, "live.match", {**_DIFFERS, "live": "256"})
+    matched = replace(_DIFFERS, file="256", verdict=LiveVerdict.MATCH)
+    good = Check("decode", True, CheckCode.LIVE_MATCH, matched)
     verified = RevertOutcome(_preview(), _change(), [], _report(good), "256")
     assert verified.ok and revert_error(verified) is None and revert_json(verified)["error"] is None
 
 
 def test_a_restore_that_did_not_verify_says_why_per_item() -> None:
-    bad = Check("live", "decode", False, CHECK_LIVE_DIFFERS, _DIFFERS)
-    item = RestoreEvent("decode", K, "256", "512", "256", 5, 3, False, failed=(bad.record(),))
+    bad = Check("decode", False, CheckCode.LIVE_DIFFERS, _DIFFERS)
+    item = RestoreEvent("decode", K, "256", "512", "256", 5, 3, False, failed=(bad,))
     outcome = RestoreOutcome(1, [item], [], _report(bad), status="restore failed")
     assert restore_error(outcome) == _SENTENCE
     doc = restore_json(outcome)
@@ -92,7 +103,7 @@ def test_a_restore_that_did_not_verify_says_why_per_item() -> None:
 
 
 def test_a_recorded_event_reads_its_reason_old_and_new() -> None:
-    failed = (Check("live", "decode", False, CHECK_LIVE_DIFFERS, _DIFFERS).record(),)
+    failed = (Check("decode", False, CheckCode.LIVE_DIFFERS, _DIFFERS),)
     new = RevertEvent("decode", K, "512", "256", 4, 3, False, failed=failed)
     assert event_error(encode(new)) == _SENTENCE
     older = {"ok": False, "error": "live decode: the sentence it stored"}
@@ -106,16 +117,14 @@ def test_a_recorded_event_reads_its_reason_old_and_new() -> None:
 
 
 def test_ledger_export_words_every_check(tmp_path: Path) -> None:
-    bad = Check("live", "decode", False, CHECK_LIVE_DIFFERS, _DIFFERS)
-    ready = Check("health", "decode", True, CHECK_HEALTH_READY, _READY)
+    bad = Check("decode", False, CheckCode.LIVE_DIFFERS, _DIFFERS)
+    ready = Check("decode", True, CheckCode.HEALTH_READY, _READY)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        vid = ledger.record_verification(
-            spec_hash="h", ok=False, checks=[ready.record(), bad.record()]
-        )
+        vid = ledger.record_verification(spec_hash="h", ok=False, checks=[ready, bad])
         restart = {"ok": False, "verification": _report(bad).to_json(), "steps": []}
         ledger.record_deployment(name="pd", spec_hash="h", action="restart", detail=restart)
         cid = ledger.create_case(title="hang")
-        event = RevertEvent("decode", K, "512", "256", None, vid, False, failed=(bad.record(),))
+        event = RevertEvent("decode", K, "512", "256", None, vid, False, failed=(bad,))
         ledger.record_case_event(case_id=cid, kind="revert", detail=encode(event))
         ledger.record_case_event(case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
         doc = ledger_json(ledger.snapshot())
@@ -123,7 +132,7 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
     checks = doc["verifications"][0]["checks"]
     assert [c["detail"] for c in checks] == ["/health 200 in 10 ms", _SENTENCE.split(": ", 1)[1]]
     assert [c["code"] for c in checks] == ["health.ready", "live.differs"]
-    assert raw["verifications"][0]["checks"][1]["detail"] is None  # stored: the code and the data
+    assert "detail" not in raw["verifications"][0]["checks"][1]  # stored: the code and the data
     shown = doc["deployments"][0]["detail"]["verification"]["checks"][0]
     assert shown["detail"] == "differs: file 512, live 256 (restart needed)"
     new, old = (e["detail"] for e in doc["cases"][0]["events"])

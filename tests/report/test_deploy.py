@@ -2,30 +2,37 @@
 
 from __future__ import annotations
 
-from servelab.io.hosts.processes import OUTCOME_OK
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
 from servelab.ops.deploy.results import RestartReport, Step
-from servelab.ops.verify.verify import Check, VerifyReport
+from servelab.ops.verify.verify import VerifyReport
 from servelab.report.deploy import render_restart
+
+READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
 
 
 def _report(*checks: Check) -> RestartReport:
-    verification = VerifyReport(list(checks), "h", ("live", "health"), ["decode"], 0.25, 7)
-    steps = [Step("decode", OUTCOME_OK, 11, 1.0, {}), Step("router", OUTCOME_OK, 12, 2.0, {})]
+    layers = (Layer.LIVE, Layer.HEALTH)
+    verification = VerifyReport(list(checks), "h", layers, ["decode"], 0.25, 7)
+    ok = StepOutcome.OK
+    steps = [Step("decode", ok, 11, 1.0, {}), Step("router", ok, 12, 2.0, {})]
     return RestartReport(["decode", "router"], steps, verification)
 
 
 def test_a_failed_verification_names_each_failed_check() -> None:
-    bad = Check("live", "decode", False, "live 256 != file 512", {"knob": "K"})
-    report = _report(Check("health", "decode", True, "200"), bad)
+    differs = KnobLive(42, "pid record", "K", "512", "256", LiveVerdict.DIFFERS)
+    bad = Check("decode", False, CheckCode.LIVE_DIFFERS, differs)
+    report = _report(READY, bad)
     assert report.verification is not None and not report.ok
     text = render_restart(report)
     assert "verification: FAILED (1 check(s))" in text
-    assert "  live/decode: live 256 != file 512" in text
+    assert "  live/decode: differs: file 512, live 256 (restart needed)" in text
     assert text.rstrip().endswith("restart: FAILED")
 
 
 def test_the_json_holds_the_verify_reports_own_json() -> None:
-    report = _report(Check("health", "decode", True, "200"))
+    report = _report(READY)
     assert report.ok and "verification: ok" in render_restart(report)
     doc = report.to_json()
     assert report.verification is not None

@@ -3,8 +3,8 @@ an interruption, the JSON with each phase's reason (pure: reports built by hand)
 
 from __future__ import annotations
 
-from servelab.core.deploy.rolling import RollTarget
-from servelab.ops.deploy.rolling_results import Phase, RollingReport, WorkerRoll
+from servelab.core.deploy.rolling import RollPhase, RollTarget
+from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
 from servelab.report.deploy import render_interruption, render_rolling, rolling_json
 
 D1 = RollTarget("decode-1", "decode", "http://127.0.0.1:31102")
@@ -14,9 +14,10 @@ RECOVERY = [["servelab", "restart", "--rolling", "decode-1", "-f", "s.toml"]]
 
 def _stopped_at_restart() -> RollingReport:
     worker = WorkerRoll(D1, [
-        Phase("remove", True, 0.02, {"worker_ids": ["x"]}),
-        Phase("drain", True, 0.1, {"running": 0}),
-        Phase("restart", False, 3.0, {"step": {"evidence": {"error": "decode-1: exited early"}}}),
+        Phase(RollPhase.REMOVE, True, 0.02, {"worker_ids": ["x"]}),
+        Phase(RollPhase.DRAIN, True, 0.1, {"running": 0}),
+        Phase(RollPhase.RESTART, False, 3.0,
+              {"step": {"evidence": {"error": "decode-1: exited early"}}}),
     ])  # fmt: skip
     return RollingReport([D1, D2], "router", workers=[worker], out="decode-1", down=True,
                          recovery=RECOVERY)  # fmt: skip
@@ -53,11 +54,12 @@ def test_an_interrupted_roll_says_which_worker_is_out() -> None:
 
 def test_failed_phases_read_as_their_reasons() -> None:
     worker = WorkerRoll(D2, [
-        Phase("remove", False, 0.0, {"reason": "no_other_worker", "others": []}),
+        Phase(RollPhase.REMOVE, False, 0.0, {"reason": PhaseFailure.NO_OTHER_WORKER, "others": []}),
     ])  # fmt: skip
     report = RollingReport([D2], "router", workers=[worker])
     assert "no other healthy decode worker is in the router" in render_rolling(report)
-    routed = WorkerRoll(D2, [Phase("routed", False, 30.0, {"reason": "not_routed",
-        "served_before": 9, "polls": 12, "timeout_s": 30.0})])  # fmt: skip
+    routed = WorkerRoll(D2, [Phase(RollPhase.ROUTED, False, 30.0, {
+        "reason": PhaseFailure.NOT_ROUTED, "served_before": 9, "polls": 12,
+        "timeout_s": 30.0})])  # fmt: skip
     text = render_rolling(RollingReport([D2], "router", workers=[routed]))
     assert "its served-request counter stayed at 9 after 12 probe request(s)" in text

@@ -12,7 +12,7 @@ from typing import Any
 from servelab.core.ab.result import AbResult, upgrade_ab_result
 from servelab.core.deploy.spec import DEFAULT_KNOB as K
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.verify.checks import read_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 
@@ -77,7 +77,7 @@ def incident(ledger: Ledger) -> int:
     cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
     ledger.record_knob_change(service="decode", name=K, old="512", new="256",
                               reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
-    ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(
+    ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(
         {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
          "live": "256", "file": "256"})])  # fmt: skip
     return cid

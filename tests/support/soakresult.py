@@ -30,7 +30,7 @@ from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import WorkerLoad, router_metrics
 from servelab.core.telemetry.rules import ClientWindow, ServerView
 from servelab.core.telemetry.traces import RequestPhases
-from servelab.core.verify.coldstart import COLD, REASON_FIRST_SINCE_START, StartClass
+from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.ops.soak.verdict import Seen, conclude
 from tests.support.telemetry import transfer_failure_telemetry
 
@@ -112,7 +112,7 @@ def every_kind_result() -> SoakResult:
         WorkerTarget("decode", "decode", "http://d"),
     )
     targets = Targets("http://proxy", "http://r", workers, "router", "http://m")
-    start = StartClass(COLD, REASON_FIRST_SINCE_START, 0, 4.2, 0.1)
+    start = StartClass(Start.COLD, StartReason.FIRST_SINCE_START, 0, 4.2, 0.1)
     locs = _localizations(failures)
     server = ServerView(transfer_failure_telemetry(), {}, ClientWindow(0))
     verdict = conclude(Seen(True, start, stalls, failures, issues, locs, server))

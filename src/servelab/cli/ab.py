@@ -22,9 +22,9 @@ from servelab.cli.common import (
     err_console,
     ledger_option,
     print_json,
-    progress,
     run,
     say,
+    show_progress,
     spec_option,
 )
 from servelab.cli.options import (
@@ -67,7 +67,7 @@ async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) ->
         where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
     loaded = where.deployment()
     with where.ledger() as ledger:
-        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+        async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             if cfg is None or resume is not None:
                 return await resume_ab(op, resume or 0, ledger=ledger, bench_progress=bench_levels)
             return await run_ab(op, cfg, bench_progress=bench_levels)

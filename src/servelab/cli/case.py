@@ -20,9 +20,9 @@ from servelab.cli.common import (
     json_option,
     ledger_option,
     print_json,
-    progress,
     run_with_ledger,
     say,
+    show_progress,
     spec_option,
 )
 from servelab.cli.options import REVERT_TO, SESSIONS, Default
@@ -184,7 +184,7 @@ def case_revert(
 
     async def body(ledger: Ledger) -> cases.RevertOutcome | None:
         loaded = where.deployment()
-        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+        async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             current = await cases.current_value(op, target)
             preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)
             if not as_json:
@@ -292,7 +292,7 @@ def case_test(
 
     async def body(ledger: Ledger) -> casetest.CaseTestOutcome:
         loaded = where.deployment()
-        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+        async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await casetest.run_case_test(op, ledger, cfg)
 
     outcome = run_with_ledger(where, body, create=False)
@@ -386,7 +386,7 @@ def restore_cmd(
         if not as_json and not cases.already_restored(view):
             for item in view.plan:
                 say(f"restore: {describe_restore_item(item)}")
-        async with Operation(loaded, ledger=ledger, progress=progress) as op:
+        async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await cases.restore(op, ledger, case_id)
 
     outcome = run_with_ledger(where, body, create=False)

@@ -1,6 +1,7 @@
 """What every CLI command shares: the console, exit codes, running a coroutine, common options,
-the one spec+ledger resolver, the one target resolver, the one progress printer, and the one
-failure boundary (:class:`ServelabGroup`).
+the one spec+ledger resolver, the one target resolver, the one progress printer (an operation's
+events worded by :mod:`servelab.report.progress`), and the one failure boundary
+(:class:`ServelabGroup`).
 
 The CLI is the only layer that prints, picks exit codes and calls ``asyncio.run``. Both consoles
 read no rich markup: everything printed may hold untrusted text (log tails, HTTP bodies, env
@@ -30,6 +31,8 @@ from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.errors import CaseError, KnobError, OptionError, ServelabError, SpecError
 from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
+from servelab.ops.progress import ProgressEvent
+from servelab.report.progress import describe_level, describe_progress
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.ops.bench.bench import BenchProgress
@@ -61,6 +64,7 @@ __all__ = [
     "run",
     "run_with_ledger",
     "say",
+    "show_progress",
     "spec_option",
 ]
 
@@ -231,19 +235,25 @@ def progress(message: str) -> None:
     err_console.print(message, style="dim", highlight=False, soft_wrap=True)
 
 
-def _silent(_message: str) -> None:
+def show_progress(event: ProgressEvent) -> None:
+    """An operation's progress event as a :func:`progress` line, worded by ``report/``."""
+    progress(describe_progress(event))
+
+
+def _silent(_event: ProgressEvent) -> None:
     return None
 
 
-def progress_when(show: bool) -> Callable[[str], None]:
-    """:func:`progress` when ``show``, else a printer that prints nothing."""
-    return progress if show else _silent
+def progress_when(show: bool) -> Callable[[ProgressEvent], None]:
+    """:func:`show_progress` when ``show``, else a printer that prints nothing."""
+    return show_progress if show else _silent
 
 
 def bench_levels(event: BenchProgress) -> None:
     """Bench progress as :func:`progress` lines: one per measured level (for the A/B's arms)."""
-    if event.phase == "run" and event.done == event.total:
-        progress(f"  C{event.concurrency}: {event.total} requests measured")
+    line = describe_level(event)
+    if line is not None:
+        progress(line)
 
 
 class BenchBar:

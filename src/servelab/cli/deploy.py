@@ -23,12 +23,12 @@ from servelab.cli.common import (
     json_option,
     ledger_option,
     print_json,
-    progress,
     run,
+    show_progress,
     spec_option,
 )
 from servelab.core.deploy.rolling import RollOptions
-from servelab.ops.context import Operation
+from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy import deploy
 from servelab.ops.deploy.results import DeployInterrupted, DeployReport, ServiceStatus
 from servelab.ops.deploy.rolling import rolling_restart
@@ -51,7 +51,7 @@ async def _with_ledger(
     spec_path: Path | None,
     ledger_path: Path | None,
     action: Callable[[Operation], Awaitable[T]],
-    say: Callable[[str], None] | None,
+    say: Progress | None,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command."""
     where = SpecAndLedger(spec_path, ledger_path)
@@ -66,8 +66,8 @@ async def _with_ledger(
                 raise
 
 
-def _quiet(as_json: bool) -> Callable[[str], None] | None:
-    return None if as_json and not sys.stderr.isatty() else progress
+def _quiet(as_json: bool) -> Progress | None:
+    return None if as_json and not sys.stderr.isatty() else show_progress
 
 
 def _up_or_down(

@@ -10,6 +10,9 @@ Every operation function takes either an :class:`Operation` (reused, left open) 
 :class:`~servelab.io.specfile.LoadedSpec` (a new operation for that call alone, closed at its end):
 :func:`operation` turns either into an :class:`Operation`.
 
+Progress is told as typed events (:mod:`servelab.ops.progress`: data only, one type per kind of
+moment) through ``op.say(event)``; ``report/`` words them and the CLI prints them.
+
 The operation remembers the env files it wrote, so a restart that follows a ``knob set`` in the
 same command starts the services with the bytes just written instead of reading them back; every
 reader that proves something about the file (``verify``, ``knob get``/``diff``/``set``) reads it.
@@ -32,14 +35,16 @@ from servelab.io.hosts.host import Host
 from servelab.io.hosts.ssh import host_for
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
+from servelab.ops.progress import ProgressEvent
 
 __all__ = ["Operation", "Progress", "SpecOrOperation", "operation", "silent"]
 
-Progress = Callable[[str], None]
+#: What an operation tells its caller while it runs: one typed event at a time.
+Progress = Callable[[ProgressEvent], None]
 
 
-def silent(_message: str) -> None:
-    """The progress callback that says nothing."""
+def silent(_event: ProgressEvent) -> None:
+    """The progress callback that tells nothing."""
 
 
 @dataclass
@@ -128,7 +133,7 @@ class Operation:
         return view
 
     def quiet(self) -> Operation:
-        """This operation without progress messages; hosts stay shared."""
+        """This operation without progress events; hosts stay shared."""
         view = copy.copy(self)
         view.say = silent
         return view

@@ -27,7 +27,7 @@ from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import Place, split_args
-from servelab.core.knobs.rules import check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
@@ -106,8 +106,8 @@ class KnobDiff:
         return self.pid is not None
 
     @property
-    def verdict(self) -> str | None:
-        """File vs live (a ``LIVE_*`` code); None when the service is not running."""
+    def verdict(self) -> LiveVerdict | None:
+        """File vs live; None when the service is not running."""
         return live_verdict(self.file, self.live) if self.running else None
 
     def to_json(self) -> dict[str, Any]:

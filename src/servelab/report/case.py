@@ -31,9 +31,10 @@ from servelab.core.case.verdicts import (
 )
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.ledger.jsonvalues import objs, opt_str
+from servelab.core.verify.checks import read_check
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
-from servelab.ops.verify.verify import Check, VerifyReport
+from servelab.ops.verify.verify import VerifyReport
 from servelab.report.text import show_value
 from servelab.report.verify import check_detail, with_details
 
@@ -56,7 +57,7 @@ __all__ = [
 NOT_CONFIRMED = "the knob's live value was not confirmed"
 
 
-def _reasons(failed: Sequence[Check | CheckRecord], failure: str | None) -> str:
+def _reasons(failed: Sequence[CheckRecord], failure: str | None) -> str:
     if failure:
         return failure
     reasons = [f"{c.layer} {c.service}: {check_detail(c)}" for c in failed]
@@ -82,7 +83,7 @@ def event_error(detail: Mapping[str, Any]) -> str | None:
     """Why a recorded revert or restore event did not verify (None: it did), from its detail."""
     if detail.get("ok"):
         return None
-    failed = [CheckRecord.from_json(c) for c in objs(detail.get("failed_checks"))]
+    failed = [read_check(c) for c in objs(detail.get("failed_checks"))]
     return _reasons(failed, opt_str(detail.get("error")))
 
 

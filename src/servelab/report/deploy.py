@@ -8,22 +8,15 @@ from typing import Any
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.core.deploy.rolling import (
-    PHASE_ADD,
-    PHASE_DRAIN,
-    PHASE_REMOVE,
-    PHASE_RESTART,
-    PHASE_VERIFY,
-)
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.rolling import RollPhase
 from servelab.ops.deploy.results import (
-    OUTCOME_FAILED,
-    OUTCOME_TIMED_OUT_HEALTHY,
     DeployReport,
     RestartReport,
     ServiceStatus,
     Step,
 )
-from servelab.ops.deploy.rolling_results import Phase, RollingReport, WorkerRoll
+from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
 from servelab.report.text import plain_text
 from servelab.report.verify import check_detail, with_details
 
@@ -75,9 +68,9 @@ def render_status(statuses: list[ServiceStatus]) -> str:
 
 def _step_detail(step: Step) -> str:
     evidence = step.evidence
-    if step.outcome == OUTCOME_FAILED:
+    if step.outcome is StepOutcome.FAILED:
         return str(evidence.get("error", ""))
-    if step.outcome == OUTCOME_TIMED_OUT_HEALTHY:
+    if step.outcome is StepOutcome.TIMED_OUT_HEALTHY:
         readiness = evidence.get("readiness") or {}
         what = (
             "launch command timed out"
@@ -157,42 +150,43 @@ def restart_json(report: RestartReport) -> dict[str, Any]:
 # -- rolling restarts ---------------------------------------------------------------------------
 
 _REASONS = {
-    "no_other_worker": "no other healthy {role} worker is in the router: removing it would stop "
-    "the service",
-    "still_listed": "the router still lists it after {timeout_s}s",
-    "not_drained": "{running} request(s) still running after {timeout_s}s",
-    "load_unreadable": "its /get_load answer could not be read (no running-request count)",
-    "not_listed": "the router does not list it healthy after {timeout_s}s",
-    "not_routed": "its served-request counter stayed at {served_before} after {polls} probe "
-    "request(s) through the router in {timeout_s}s",
-    "error": "{error}",
+    PhaseFailure.NO_OTHER_WORKER: "no other healthy {role} worker is in the router: removing it "
+    "would stop the service",
+    PhaseFailure.STILL_LISTED: "the router still lists it after {timeout_s}s",
+    PhaseFailure.NOT_DRAINED: "{running} request(s) still running after {timeout_s}s",
+    PhaseFailure.LOAD_UNREADABLE: "its /get_load answer could not be read (no running-request "
+    "count)",
+    PhaseFailure.NOT_LISTED: "the router does not list it healthy after {timeout_s}s",
+    PhaseFailure.NOT_ROUTED: "its served-request counter stayed at {served_before} after {polls} "
+    "probe request(s) through the router in {timeout_s}s",
+    PhaseFailure.ERROR: "{error}",
 }
 
 
 def _phase_detail(worker: WorkerRoll, phase: Phase) -> str:
     data = phase.data
     reason = data.get("reason")
-    if not phase.ok and phase.name == PHASE_RESTART:
+    if not phase.ok and phase.name is RollPhase.RESTART:
         return str((data.get("step") or {}).get("evidence", {}).get("error", "did not start"))
-    if not phase.ok and phase.name == PHASE_VERIFY and worker.verification is not None:
+    if not phase.ok and phase.name is RollPhase.VERIFY and worker.verification is not None:
         failed = worker.verification.failures
         return "; ".join(f"{c.layer}: {check_detail(c)}" for c in failed)
-    if not phase.ok and isinstance(reason, str) and reason in _REASONS:
+    if not phase.ok and isinstance(reason, PhaseFailure):
         return _REASONS[reason].format_map({"role": worker.target.role, **data})
     return _phase_ok_detail(phase)
 
 
 def _phase_ok_detail(phase: Phase) -> str:
     data = phase.data
-    if phase.name == PHASE_REMOVE:
+    if phase.name is RollPhase.REMOVE:
         return "was not in the router" if data.get("already_out") else "removed"
-    if phase.name == PHASE_DRAIN:
+    if phase.name is RollPhase.DRAIN:
         return f"running {data.get('running')}"
-    if phase.name == PHASE_RESTART:
+    if phase.name is RollPhase.RESTART:
         return f"pid {(data.get('step') or {}).get('pid')}"
-    if phase.name == PHASE_VERIFY:
+    if phase.name is RollPhase.VERIFY:
         return "knobs live, ready"
-    if phase.name == PHASE_ADD:
+    if phase.name is RollPhase.ADD:
         return "listed healthy"
     if data.get("served_before") is None:
         return "listed healthy (not a servelab sim: no request counter)"

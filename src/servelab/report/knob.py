@@ -3,35 +3,39 @@ file-vs-live verdict reads (returns str, no I/O)."""
 
 from __future__ import annotations
 
+from typing import assert_never
+
 from rich.table import Table
 from rich.text import Text
 
-from servelab.core.knobs.rules import (
-    LIVE_DIFFERS,
-    LIVE_LOST_ON_RESTART,
-    LIVE_MATCH,
-    LIVE_RESTART_NEEDED,
-    LIVE_UNSET,
-)
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.ops.knob import KnobChange, KnobDiff, KnobValue
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
     "PLACE_WORDS",
-    "VERDICT_WORDS",
+    "describe_verdict",
     "render_knob_change",
     "render_knob_diff",
     "render_knob_value",
 ]
 
-#: How a file-vs-live verdict reads.
-VERDICT_WORDS = {
-    LIVE_MATCH: "live = file",
-    LIVE_UNSET: "not set in file or live (engine default)",
-    LIVE_RESTART_NEEDED: "in file but not live: restart needed",
-    LIVE_LOST_ON_RESTART: "live but not in file: lost on next restart",
-    LIVE_DIFFERS: "differs: restart needed",
-}
+
+def describe_verdict(verdict: LiveVerdict) -> str:
+    """How a file-vs-live verdict reads."""
+    match verdict:
+        case LiveVerdict.MATCH:
+            return "live = file"
+        case LiveVerdict.UNSET:
+            return "not set in file or live (engine default)"
+        case LiveVerdict.RESTART_NEEDED:
+            return "in file but not live: restart needed"
+        case LiveVerdict.LOST_ON_RESTART:
+            return "live but not in file: lost on next restart"
+        case LiveVerdict.DIFFERS:
+            return "differs: restart needed"
+        case _:
+            assert_never(verdict)
 
 
 #: How the place of a knob's file value reads.
@@ -120,5 +124,5 @@ def render_knob_diff(diff: KnobDiff) -> str:
     notes.append(f"live:   pid {diff.pid} ({diff.pid_source})" if diff.running else "live:   -")
     verdict = diff.verdict
     if verdict is not None:
-        notes.append(f"verdict: {VERDICT_WORDS[verdict]}")
+        notes.append(f"verdict: {describe_verdict(verdict)}")
     return plain_text(table) + "\n".join(notes) + "\n"

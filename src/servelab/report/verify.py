@@ -1,66 +1,47 @@
 """Text renderings of verifications: each check's reason, one table per layer and a summary (no I/O,
 returns str).
 
-A check carries an outcome code (:mod:`servelab.core.verify.checks`) and its data;
-:func:`check_detail` words it, for a live :class:`~servelab.ops.verify.verify.Check` and for the
-ledger's :class:`~servelab.core.ledger.evidence.CheckRecord` alike (an older ledger's row that
-stored its sentence instead of a code reads that sentence). :func:`check_json` is a check's JSON
-with that sentence as ``detail``: what ``verify --json``, ``restart --json`` and ``ledger export``
-print.
+A check carries an outcome code and its data, a type per kind (:mod:`servelab.core.verify.checks`);
+:func:`check_detail` words it by matching on that type, for a live check and a ledger row alike (an
+older ledger's row that stored its sentence instead of a code reads that sentence).
+:func:`check_json` is a check's JSON with that sentence as ``detail``: what ``verify --json``,
+``restart --json`` and ``ledger export`` print.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, assert_never
 
 from rich.table import Table
 from rich.text import Text
 
-from servelab.core.knobs.rules import LIVE_LOST_ON_RESTART, LIVE_RESTART_NEEDED, LIVE_UNSET
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.verify.checks import (
-    CHECK_CONFIG_ERROR,
-    CHECK_CONFIG_MATCHES_SPEC,
-    CHECK_CONFIG_MISSING,
-    CHECK_CONFIG_NO_ENV_FILE,
-    CHECK_CONFIG_NO_KNOBS,
-    CHECK_CONFIG_NOT_PINNED,
-    CHECK_CONFIG_PIN_MISMATCH,
-    CHECK_CONFIG_UNREADABLE,
-    CHECK_E2E_ERROR,
-    CHECK_E2E_FAILED,
-    CHECK_E2E_PASSED,
-    CHECK_E2E_SECOND_FAILED,
-    CHECK_E2E_WORKER_REACHED,
-    CHECK_E2E_WORKER_UNCOUNTED,
-    CHECK_E2E_WORKER_UNREACHED,
-    CHECK_HEALTH_ERROR,
-    CHECK_HEALTH_HTTP_ERROR,
-    CHECK_HEALTH_READY,
-    CHECK_HEALTH_UNREACHABLE,
-    CHECK_HEALTH_WORKER_READY,
-    CHECK_HEALTH_WORKERS_MISSING,
-    CHECK_LIVE_DIFFERS,
-    CHECK_LIVE_ERROR,
-    CHECK_LIVE_FILE_UNREADABLE,
-    CHECK_LIVE_LOST_ON_RESTART,
-    CHECK_LIVE_MATCH,
-    CHECK_LIVE_NO_ENV_FILE,
-    CHECK_LIVE_NO_KNOBS,
-    CHECK_LIVE_NO_PROCESS,
-    CHECK_LIVE_RESTART_NEEDED,
-    CHECK_LIVE_UNSET,
+    Check,
+    CheckCode,
+    CheckData,
+    CheckFailure,
+    E2EProbe,
+    EnvFileFailure,
+    EnvFileNoKnobs,
+    HealthProbe,
+    KnobInFile,
+    KnobLive,
+    KnobLiveVsSpec,
+    Layer,
+    LiveProcess,
+    NoEnvFile,
+    RequestTiming,
+    UntypedCheck,
+    WorkerListing,
+    WorkerReach,
+    read_check,
 )
-from servelab.core.verify.coldstart import (
-    REASON_FIRST_SINCE_START,
-    REASON_NO_SECOND_PROBE,
-    REASON_SECOND_PROBE,
-    REASON_SERVED_BEFORE,
-    REASON_SLOWER_THAN_SECOND,
-)
-from servelab.ops.verify.verify import LAYERS, Check, VerifyReport
-from servelab.report.knob import VERDICT_WORDS
+from servelab.core.verify.coldstart import StartReason
+from servelab.ops.verify.verify import VerifyReport
+from servelab.report.knob import describe_verdict
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
@@ -76,201 +57,209 @@ __all__ = [
 WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (see e2e)"
 
 _TITLES = {
-    "config": "config: env file vs spec and backup",
-    "live": "live: /proc/PID/environ vs env file",
-    "health": "health: readiness endpoints",
-    "e2e": "e2e: streaming chat completion through the entry point (xPyD: every worker)",
+    Layer.CONFIG: "config: env file vs spec and backup",
+    Layer.LIVE: "live: /proc/PID/environ vs env file",
+    Layer.HEALTH: "health: readiness endpoints",
+    Layer.E2E: "e2e: streaming chat completion through the entry point (xPyD: every worker)",
 }
-
-Data = Mapping[str, Any]
+_C = CheckCode
 
 
 # -- one check's reason -------------------------------------------------------------------------
 
 
-def check_detail(check: Check | CheckRecord) -> str:
+def check_detail(check: CheckRecord) -> str:
     """The check's reason in one line, from its code and data (an older ledger row: the sentence
-    it stored; an unknown code: the code itself)."""
-    render = _RENDERERS.get(check.code or "")
-    if render is not None:
-        return render(check.data)
-    stored = check.detail if isinstance(check, CheckRecord) else None
-    return stored or check.code or ""
+    it stored; a code this servelab does not know: the code itself)."""
+    match check:
+        case Check(code=code, data=data):
+            return _reason(code, data)
+        case UntypedCheck(detail=detail, code=code):
+            return detail or code or ""
+        case _:
+            assert_never(check)
 
 
-def _error(data: Data) -> str:
-    return str(data.get("error") or "unreadable")
+def _reason(code: CheckCode, data: CheckData) -> str:
+    match data:
+        case CheckFailure(error=error):
+            return error
+        case NoEnvFile(knobs=knobs):
+            more = "; declared knobs are compared live against the spec only" if knobs else ""
+            return "no env_file in the spec" + more
+        case EnvFileFailure(env_file=env_file) if code is _C.CONFIG_MISSING:
+            return f"env file {env_file} does not exist"
+        case EnvFileFailure(error=error):
+            return error or "unreadable"
+        case EnvFileNoKnobs():
+            return "env file parses; no declared knobs"
+        case KnobInFile():
+            return _knob_in_file(code, data)
+        case LiveProcess():
+            return _process(code, data)
+        case KnobLive():
+            return _knob_live(data)
+        case KnobLiveVsSpec(live=live, spec=spec):
+            pinned = f", spec pins {spec}" if spec is not None else ""
+            return f"live {show_value(live)}{pinned}; no env file to compare"
+        case HealthProbe():
+            return _health(code, data)
+        case E2EProbe():
+            return _e2e(code, data)
+        case WorkerReach():
+            return _reach(code, data)
+        case _:
+            assert_never(data)
 
 
-def _config_tail(data: Data) -> str:
+def _knob_in_file(code: CheckCode, data: KnobInFile) -> str:
+    if code is _C.CONFIG_PIN_MISMATCH:
+        return f"file {show_value(data.file)}, spec pins {data.spec}" + _config_tail(data)
+    value = f"file {data.file}" if data.file is not None else "not set in file (engine default)"
+    pinned = "; matches spec" if code is _C.CONFIG_MATCHES_SPEC else ""
+    return value + pinned + _config_tail(data)
+
+
+def _config_tail(data: KnobInFile) -> str:
     """``; changed since backup: …`` / ``; same as backup`` and a disagreeing recorded change."""
-    value = data.get("file")
     tail = ""
-    if data.get("backup_path") is not None and data.get("backup") != value:
-        tail += f"; changed since backup: {show_value(data.get('backup'))} -> {show_value(value)}"
-    elif data.get("backup_path") is not None:
+    if data.backup_path is not None and data.backup != data.file:
+        tail += f"; changed since backup: {show_value(data.backup)} -> {show_value(data.file)}"
+    elif data.backup_path is not None:
         tail += "; same as backup"
-    if "recorded_change_id" in data and data.get("recorded") != value:
+    if data.recorded_change_id is not None and data.recorded != data.file:
         tail += (
-            f"; the last recorded change (#{data['recorded_change_id']}) set "
-            f"{show_value(data.get('recorded'))}: edited outside servelab?"
+            f"; the last recorded change (#{data.recorded_change_id}) set "
+            f"{show_value(data.recorded)}: edited outside servelab?"
         )
     return tail
 
 
-def _config_value(data: Data) -> str:
-    value = data.get("file")
-    return f"file {value}" if value is not None else "not set in file (engine default)"
+def _process(code: CheckCode, data: LiveProcess) -> str:
+    if code is _C.LIVE_NO_PROCESS:
+        return f"no running process found ({data.pid_source})"
+    if code is _C.LIVE_FILE_UNREADABLE:
+        return f"pid {data.pid}: env file unreadable"
+    return f"pid {data.pid} ({data.pid_source}); no declared knobs"
 
 
-def _no_env_file(data: Data) -> str:
-    more = "; declared knobs are compared live against the spec only" if data.get("knobs") else ""
-    return "no env_file in the spec" + more
+def _knob_live(data: KnobLive) -> str:
+    words = describe_verdict(data.verdict)
+    match data.verdict:
+        case LiveVerdict.MATCH:
+            return f"live {data.live} = file"
+        case LiveVerdict.UNSET:
+            return words
+        case LiveVerdict.RESTART_NEEDED:
+            return f"{words} (file {data.file})"
+        case LiveVerdict.LOST_ON_RESTART:
+            return f"{words} (live {data.live})"
+        case LiveVerdict.DIFFERS:
+            return f"differs: file {data.file}, live {data.live} (restart needed)"
+        case _:
+            assert_never(data.verdict)
 
 
-def _pin_mismatch(data: Data) -> str:
-    return f"file {show_value(data.get('file'))}, spec pins {data.get('spec')}" + _config_tail(data)
+def _health(code: CheckCode, data: HealthProbe) -> str:
+    if code is _C.HEALTH_UNREACHABLE:
+        return f"{data.path}: unreachable: {data.error}"
+    if code is _C.HEALTH_HTTP_ERROR:
+        return f"{data.path}: HTTP {data.status}: {data.body or ''}"
+    ready = _ready(data)
+    if code is _C.HEALTH_WORKER_READY:
+        return f"{ready}; {WORKER_NOTE}"
+    if code is _C.HEALTH_WORKERS_MISSING:
+        return (
+            f"{ready}; but the router does not list {', '.join(data.missing or ())} "
+            "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
+        )
+    return ready
 
 
-def _live_vs_spec(data: Data) -> str:
-    pin = data.get("spec")
-    pinned = f", spec pins {pin}" if pin is not None else ""
-    return f"live {show_value(data.get('live'))}{pinned}; no env file to compare"
-
-
-def _health_ready(data: Data) -> str:
-    ms = float(data.get("elapsed_s") or 0) * 1000
-    text = f"{data.get('path')} {data.get('status')} in {ms:.0f} ms"
-    if "healthy_workers" in data:
-        text += f" ({data['healthy_workers']}/{data.get('total_workers')} workers healthy)"
-    rows = data.get("workers")
-    if isinstance(rows, list) and rows:
-        listed = [f"{row.get('service')} {_listed(row)}" for row in rows if isinstance(row, dict)]
-        text += "; router lists " + ", ".join(listed)
+def _ready(data: HealthProbe) -> str:
+    text = f"{data.path} {data.status} in {data.elapsed_s * 1000:.0f} ms"
+    if data.healthy_workers is not None:
+        text += f" ({data.healthy_workers}/{data.total_workers} workers healthy)"
+    if data.workers:
+        text += "; router lists " + ", ".join(_listed(row) for row in data.workers)
     return text
 
 
-def _listed(row: Data) -> str:
-    if not row.get("listed"):
-        return "missing"
-    return "healthy" if row.get("healthy") else "unhealthy"
+def _listed(row: WorkerListing) -> str:
+    if not row.listed:
+        return f"{row.service} missing"
+    return f"{row.service} {'healthy' if row.healthy else 'unhealthy'}"
 
 
-def _request_failure(timing: Data) -> str:
+def _request_failure(timing: RequestTiming | None) -> str:
     """Why one e2e request failed: its error (``HTTP 500``, ``idle timeout``...) and what came with
     it, else that the stream held no content token."""
-    error = timing.get("error")
-    if error is None:
+    if timing is None or timing.error is None:
         return "no content tokens in the stream"
-    snippet = timing.get("error_detail") or ""
-    return str(error).replace("http ", "HTTP ", 1) + (f": {snippet}" if snippet else "")
+    snippet = timing.error_detail or ""
+    return timing.error.replace("http ", "HTTP ", 1) + (f": {snippet}" if snippet else "")
 
 
-def _start_reason(data: Data) -> str:
-    """Why the first request counts as cold or warm: its reason code
-    (:mod:`servelab.core.verify.coldstart`), rendered with the timings it was judged on."""
-    reason, before, second = (
-        data.get("start_reason"),
-        data.get("decode_requests_before"),
-        data.get("second"),
-    )
-    t1 = float(data.get("total_s") or 0.0)
-    t2 = float(second.get("total_s") or 0.0) if isinstance(second, Mapping) else 0.0
-    if reason == REASON_FIRST_SINCE_START:
-        return "first request since the decode started"
-    if reason == REASON_SERVED_BEFORE:
-        served = sum(before) if isinstance(before, list) else "some"
-        return f"decode served {served} request(s) before"
-    if reason == REASON_NO_SECOND_PROBE:
-        return "no second probe to compare with"
-    if reason == REASON_SLOWER_THAN_SECOND:
-        return f"{t1 / max(t2, 1e-6):.1f}x slower than an immediate second probe"
-    if reason == REASON_SECOND_PROBE:
-        return f"an immediate second probe took {t2:.2f} s"
-    return str(reason or "no reason recorded")
-
-
-def _e2e_passed(data: Data) -> str:
-    ttft = data.get("ttft_s")
+def _e2e(code: CheckCode, data: E2EProbe) -> str:
+    if code is _C.E2E_FAILED:
+        return f"chat completion failed: {_request_failure(data.first)}"
+    if code is _C.E2E_SECOND_FAILED:
+        return "first request ok, the second failed: " + _request_failure(data.second)
     text = (
-        f"{data.get('status')} in {float(data.get('total_s') or 0):.2f} s, "
-        f"TTFT {float(ttft or 0):.2f} s, {data.get('completion_tokens')} tokens; "
-        f"{data.get('start')} ({_start_reason(data)})"
+        f"{data.status} in {data.total_s:.2f} s, TTFT {data.ttft_s or 0:.2f} s, "
+        f"{data.completion_tokens} tokens; {data.start} ({_start_reason(data)})"
     )
-    second = data.get("second")
-    if isinstance(second, Mapping):
-        text += f"; second probe {float(second.get('total_s') or 0):.2f} s"
+    if data.second is not None:
+        text += f"; second probe {data.second.total_s:.2f} s"
     return text
 
 
-def _second_failed(data: Data) -> str:
-    second = data.get("second")
-    return "first request ok, the second failed: " + _request_failure(
-        second if isinstance(second, Mapping) else {}
+def _start_reason(data: E2EProbe) -> str:
+    """Why the first request counts as cold or warm (:mod:`servelab.core.verify.coldstart`),
+    with the timings it was judged on."""
+    second_s = data.second.total_s if data.second is not None else 0.0
+    match data.start_reason:
+        case StartReason.FIRST_SINCE_START:
+            return "first request since the decode started"
+        case StartReason.SERVED_BEFORE:
+            before = data.decode_requests_before
+            served = sum(before) if before is not None else "some"
+            return f"decode served {served} request(s) before"
+        case StartReason.NO_SECOND_PROBE:
+            return "no second probe to compare with"
+        case StartReason.SLOWER_THAN_SECOND:
+            times = data.total_s / max(second_s, 1e-6)
+            return f"{times:.1f}x slower than an immediate second probe"
+        case StartReason.SECOND_PROBE:
+            return f"an immediate second probe took {second_s:.2f} s"
+        case None:
+            return "no reason recorded"
+        case _:
+            assert_never(data.start_reason)
+
+
+def _reach(code: CheckCode, data: WorkerReach) -> str:
+    if code is _C.E2E_WORKER_UNCOUNTED:
+        return (
+            "not proven: no served-request counter (not a servelab sim); "
+            f"{data.requests_sent} request(s) went through {data.via}"
+        )
+    if code is _C.E2E_WORKER_UNREACHED:
+        return (
+            f"not reached through {data.via}: served requests stayed at {data.served_before} over "
+            f"{data.requests_sent} request(s) (HTTP {', '.join(str(s) for s in data.statuses)})"
+        )
+    return (
+        f"reached through {data.via}: served requests {data.served_before} -> "
+        f"{data.served_after} after {data.requests_sent} request(s)"
     )
-
-
-_RENDERERS: dict[str, Callable[[Data], str]] = {
-    CHECK_CONFIG_NO_ENV_FILE: _no_env_file,
-    CHECK_CONFIG_MISSING: lambda d: f"env file {d.get('env_file')} does not exist",
-    CHECK_CONFIG_UNREADABLE: _error,
-    CHECK_CONFIG_ERROR: _error,
-    CHECK_CONFIG_NO_KNOBS: lambda d: "env file parses; no declared knobs",
-    CHECK_CONFIG_MATCHES_SPEC: lambda d: _config_value(d) + "; matches spec" + _config_tail(d),
-    CHECK_CONFIG_NOT_PINNED: lambda d: _config_value(d) + _config_tail(d),
-    CHECK_CONFIG_PIN_MISMATCH: _pin_mismatch,
-    CHECK_LIVE_ERROR: _error,
-    CHECK_LIVE_NO_PROCESS: lambda d: f"no running process found ({d.get('pid_source')})",
-    CHECK_LIVE_NO_KNOBS: lambda d: f"pid {d.get('pid')} ({d.get('pid_source')}); no declared knobs",
-    CHECK_LIVE_FILE_UNREADABLE: lambda d: f"pid {d.get('pid')}: env file unreadable",
-    CHECK_LIVE_MATCH: lambda d: f"live {d.get('live')} = file",
-    CHECK_LIVE_UNSET: lambda d: VERDICT_WORDS[LIVE_UNSET],
-    CHECK_LIVE_RESTART_NEEDED: lambda d: (
-        f"{VERDICT_WORDS[LIVE_RESTART_NEEDED]} (file {d.get('file')})"
-    ),
-    CHECK_LIVE_LOST_ON_RESTART: lambda d: (
-        f"{VERDICT_WORDS[LIVE_LOST_ON_RESTART]} (live {d.get('live')})"
-    ),
-    CHECK_LIVE_DIFFERS: lambda d: (
-        f"differs: file {d.get('file')}, live {d.get('live')} (restart needed)"
-    ),
-    CHECK_LIVE_NO_ENV_FILE: _live_vs_spec,
-    CHECK_HEALTH_ERROR: _error,
-    CHECK_HEALTH_UNREACHABLE: lambda d: f"{d.get('path')}: unreachable: {d.get('error')}",
-    CHECK_HEALTH_HTTP_ERROR: lambda d: (
-        f"{d.get('path')}: HTTP {d.get('status')}: {d.get('body') or ''}"
-    ),
-    CHECK_HEALTH_READY: _health_ready,
-    CHECK_HEALTH_WORKER_READY: lambda d: f"{_health_ready(d)}; {WORKER_NOTE}",
-    CHECK_HEALTH_WORKERS_MISSING: lambda d: (
-        f"{_health_ready(d)}; but the router does not list {', '.join(d.get('missing') or [])} "
-        "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
-    ),
-    CHECK_E2E_ERROR: _error,
-    CHECK_E2E_FAILED: lambda d: f"chat completion failed: {_request_failure(d)}",
-    CHECK_E2E_SECOND_FAILED: _second_failed,
-    CHECK_E2E_PASSED: _e2e_passed,
-    CHECK_E2E_WORKER_REACHED: lambda d: (
-        f"reached through {d.get('via')}: served requests {d.get('served_before')} -> "
-        f"{d.get('served_after')} after {d.get('requests_sent')} request(s)"
-    ),
-    CHECK_E2E_WORKER_UNREACHED: lambda d: (
-        f"not reached through {d.get('via')}: served requests stayed at "
-        f"{d.get('served_before')} over {d.get('requests_sent')} request(s) "
-        f"(HTTP {', '.join(str(s) for s in d.get('statuses') or [])})"
-    ),
-    CHECK_E2E_WORKER_UNCOUNTED: lambda d: (
-        "not proven: no served-request counter (not a servelab sim); "
-        f"{d.get('requests_sent')} request(s) went through {d.get('via')}"
-    ),
-}
 
 
 # -- JSON with the reasons ----------------------------------------------------------------------
 
 
-def check_json(check: Check | CheckRecord) -> dict[str, Any]:
-    """The check's flat JSON (``{"layer", "service", "ok", "code", **data}``) with its reason as
+def check_json(check: CheckRecord) -> dict[str, Any]:
+    """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its reason as
     ``detail``."""
     return {**check.to_json(), "detail": check_detail(check)}
 
@@ -278,9 +267,7 @@ def check_json(check: Check | CheckRecord) -> dict[str, Any]:
 def with_details(checks: Any) -> list[Any]:
     """A list of checks' flat JSON (as a ``restart`` report or a case event holds them), each with
     its reason as ``detail``; anything else in the list is left as it is."""
-    return [
-        check_json(CheckRecord.from_json(c)) if isinstance(c, Mapping) else c for c in checks or ()
-    ]
+    return [check_json(read_check(c)) if isinstance(c, Mapping) else c for c in checks or ()]
 
 
 def verify_json(report: VerifyReport) -> dict[str, Any]:
@@ -291,17 +278,28 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
 # -- tables -------------------------------------------------------------------------------------
 
 
-def _layer_table(layer: str, checks: list[Check]) -> Table:
-    table = Table(title=_TITLES.get(layer, layer), title_justify="left", expand=False)
+def _what(check: Check) -> str:
+    """What the check is about, beside its service: the knob, the probed path, the model."""
+    match check.data:
+        case KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob):
+            return str(knob)
+        case HealthProbe(path=path):
+            return path
+        case E2EProbe(model=model):
+            return model
+    return ""
+
+
+def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
+    table = Table(title=_TITLES[layer], title_justify="left", expand=False)
     table.add_column("service", no_wrap=True)
-    table.add_column("knob" if layer in ("config", "live") else "what", no_wrap=True)
+    table.add_column("knob" if layer in (Layer.CONFIG, Layer.LIVE) else "what", no_wrap=True)
     table.add_column("result", no_wrap=True)
     table.add_column("detail / reason", overflow="fold")
     for check in checks:
-        what = check.data.get("knob") or check.data.get("path") or check.data.get("model") or ""
         table.add_row(
             Text(check.service),
-            Text(str(what)),
+            Text(_what(check)),
             Text("PASS" if check.ok else "FAIL"),
             Text(check_detail(check)),
         )
@@ -322,5 +320,5 @@ def _summary(report: VerifyReport) -> str:
 
 def render_verify(report: VerifyReport) -> str:
     """One table per layer (in layer order), then a summary naming every failure."""
-    tables = [_layer_table(layer, report.layer(layer)) for layer in LAYERS if report.layer(layer)]
+    tables = [_layer_table(layer, report.layer(layer)) for layer in Layer if report.layer(layer)]
     return plain_text(*tables) + _summary(report) + "\n"

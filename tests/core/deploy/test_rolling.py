@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servelab.core.deploy.rolling import (
-    PHASES,
+    RollPhase,
     RollTarget,
     rolling_plan,
     router_kind,
@@ -71,4 +71,4 @@ def test_load_and_served_documents() -> None:
     assert served_requests({"servelab": {"requests_served": 7, "warmed_up": False}}) == 7
     assert served_requests({"served_model_name": "x"}) is None
     assert served_requests({"servelab": {"requests_served": True}}) is None
-    assert PHASES == ("remove", "drain", "restart", "verify", "add", "routed")
+    assert tuple(RollPhase) == ("remove", "drain", "restart", "verify", "add", "routed")

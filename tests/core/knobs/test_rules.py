@@ -8,11 +8,7 @@ from servelab.core.deploy.spec import DeploymentSpec, parse_spec
 from servelab.core.knobs import rules as knobs
 from servelab.core.knobs.rules import (
     ENV_ALLOW_LIST,
-    LIVE_DIFFERS,
-    LIVE_LOST_ON_RESTART,
-    LIVE_MATCH,
-    LIVE_RESTART_NEEDED,
-    LIVE_UNSET,
+    LiveVerdict,
     backup_names,
     check_knob_name,
     live_verdict,
@@ -37,11 +33,15 @@ knobs = ["{KNOB}", "OTHER_KNOB"]
 
 
 def test_live_verdicts() -> None:
-    assert live_verdict("1", "1") == LIVE_MATCH
-    assert live_verdict(None, None) == LIVE_UNSET
-    assert live_verdict("1", None) == LIVE_RESTART_NEEDED
-    assert live_verdict(None, "1") == LIVE_LOST_ON_RESTART
-    assert live_verdict("1", "2") == LIVE_DIFFERS
+    assert live_verdict("1", "1") == LiveVerdict.MATCH
+    assert live_verdict(None, None) == LiveVerdict.UNSET
+    assert live_verdict("1", None) == LiveVerdict.RESTART_NEEDED
+    assert live_verdict(None, "1") == LiveVerdict.LOST_ON_RESTART
+    assert live_verdict("1", "2") == LiveVerdict.DIFFERS
+    assert {v for v in LiveVerdict if v.ok} == {LiveVerdict.MATCH, LiveVerdict.UNSET}
+    assert [v.value for v in LiveVerdict] == [  # stored in the ledger: the values never change
+        "match", "unset", "restart_needed", "lost_on_restart", "differs"
+    ]  # fmt: skip
 
 
 def test_tracked_names_are_declared_then_allow_listed_in_file() -> None:

@@ -12,6 +12,7 @@ from servelab.core.ab.compare import Anomaly, Comparison, Verdict
 from servelab.core.ab.result import AbArm, AbResult
 from servelab.core.case.model import RestoreEvent, RevertEvent
 from servelab.core.case.revert import ConcurrencyCost
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger import evidence, jsonvalues
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import (
@@ -30,11 +31,23 @@ from servelab.core.ledger.evidence import (
     VerificationRecord,
     read_soak_run,
 )
-from servelab.core.verify.checks import CHECK_LIVE_DIFFERS, is_check_code
+from servelab.core.verify.checks import (
+    Check,
+    CheckCode,
+    KnobLive,
+    UntypedCheck,
+    read_check,
+    read_check_row,
+)
 from servelab.errors import RecordError
 from tests.support.soakresult import every_kind_result
 
 AT = "2026-01-01T00:00:00.000Z"
+#: A typed check: the knob differs live (file 1, live 512).
+DIFFERS = Check(
+    "decode", False, CheckCode.LIVE_DIFFERS,
+    KnobLive(7, "pid record", "K", "1", "512", LiveVerdict.DIFFERS),
+)  # fmt: skip
 
 
 @pytest.mark.parametrize("module", [evidence, jsonvalues])
@@ -69,8 +82,8 @@ RECORDS: list[Any] = [
         "abc",
         False,
         (
-            CheckRecord("live", "decode", False, "differs", {"knob": "K", "live": "512"}),
-            CheckRecord("live", "decode", False, None, {"knob": "K"}, CHECK_LIVE_DIFFERS),
+            UntypedCheck("live", "decode", False, "differs", {"knob": "K", "live": "512"}),
+            DIFFERS,
         ),
     ),
     BenchRunRecord(5, AT, "c64", {"c": [64]}, {"64": {"tok_s": 1.5}}, 2, ({"i": 0}, {"i": 1})),
@@ -111,25 +124,20 @@ def test_a_check_is_flat_in_json_and_typed_when_read() -> None:
         "knob": "K",
         "live": 512,
     }
-    check = CheckRecord.from_json(flat)
+    check = read_check(flat)
     assert (check.knob, check.live, check.data) == ("K", "512", {"knob": "K", "live": 512})
     assert check.to_json() == {**flat, "code": None}
+    typed = read_check(DIFFERS.to_json())
+    assert typed == DIFFERS and (typed.knob, typed.live) == ("K", "512")
 
 
 def test_a_check_code_is_told_from_an_older_rows_sentence() -> None:
-    coded = CheckRecord.from_stored("live", "decode", False, CHECK_LIVE_DIFFERS, {"knob": "K"})
-    assert (coded.code, coded.detail, coded.stored) == ("live.differs", None, "live.differs")
-    older = CheckRecord.from_stored("live", "decode", False, "differs: file 1, live 2", {})
-    assert (older.code, older.detail, older.stored) == (
-        None,
-        "differs: file 1, live 2",
-        older.detail,
-    )
-    assert CheckRecord.from_json(coded.to_json()) == coded
-    assert coded.to_json()["code"] == "live.differs" and coded.to_json()["detail"] is None
-    assert (
-        is_check_code("live.differs") and not is_check_code("differs") and not is_check_code(None)
-    )
+    coded = read_check_row("live", "decode", False, "live.differs", encode(DIFFERS.data))
+    assert coded == DIFFERS and isinstance(coded, Check)
+    older = read_check_row("live", "decode", False, "differs: file 1, live 2", {})
+    assert older == UntypedCheck("live", "decode", False, "differs: file 1, live 2", {})
+    assert read_check(coded.to_json()) == coded
+    assert coded.to_json()["code"] == "live.differs" and "detail" not in coded.to_json()
 
 
 def test_older_ab_arms_with_label_and_value_read_as_value() -> None:
@@ -206,13 +214,11 @@ def test_revert_and_restore_events_store_one_ok() -> None:
 
 
 def test_events_keep_their_failed_checks_as_codes_and_data() -> None:
-    failed = (
-        CheckRecord("live", "decode", False, None, {"knob": "K", "live": "1"}, "live.differs"),
-    )
+    failed: tuple[CheckRecord, ...] = (DIFFERS,)
     revert = RevertEvent("decode", "K", "512", "256", 4, 5, False, failed=failed)
     restore = RestoreEvent("decode", "K", "256", "512", "1", 6, 8, False, failed=failed)
     assert encode(revert)["failed_checks"][0]["code"] == "live.differs"
-    assert encode(revert)["failed_checks"][0]["live"] == "1"  # a check is flat, as ever
+    assert encode(revert)["failed_checks"][0]["live"] == "512"  # a check is flat, as ever
     assert decode(RevertEvent, json.loads(json.dumps(encode(revert)))) == revert
     assert decode(RestoreEvent, json.loads(json.dumps(encode(restore)))) == restore
     assert decode(RevertEvent, {"ok": False, "error": "older: a sentence"}).failed == ()

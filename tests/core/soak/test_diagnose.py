@@ -34,7 +34,7 @@ from servelab.core.soak.observe import (
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import router_metrics
-from servelab.core.verify.coldstart import COLD, REASON_FIRST_SINCE_START, StartClass
+from servelab.core.verify.coldstart import Start, StartClass, StartReason
 
 RUN, QUEUE = "sglang:num_running_reqs", "sglang:num_queue_reqs"
 GEN, REQ = "sglang:generation_tokens_total", "sglang:num_requests_total"
@@ -310,7 +310,7 @@ def _pair(decode: str, ok: bool) -> Cell:
 
 def test_a_cold_first_request_that_does_not_reproduce_convicts_nothing_and_says_why() -> None:
     c1 = Stall(-1, -1, 300, 0.0, 0, 0, 0, Phase.HEAD, "idle timeout")
-    cold = StartClass(COLD, REASON_FIRST_SINCE_START, 0, 4.2, 0.1)
+    cold = StartClass(Start.COLD, StartReason.FIRST_SINCE_START, 0, 4.2, 0.1)
     base = Evidence(
         via_proxy=True, stalls=(c1,), replays=_replays(OK, OK), probes=(*_health(), _e2e(True))
     )

@@ -15,6 +15,7 @@ import pytest
 
 from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
@@ -22,7 +23,6 @@ from servelab.core.ledger.evidence import (
     CaseEvent,
     CaseEvidence,
     CaseRecord,
-    CheckRecord,
     DeploymentRecord,
     KnobChangeRecord,
     LedgerExport,
@@ -33,7 +33,14 @@ from servelab.core.ledger.evidence import (
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
-from servelab.core.verify.checks import CHECK_LIVE_RESTART_NEEDED
+from servelab.core.verify.checks import (
+    Check,
+    CheckCode,
+    KnobLive,
+    UntypedCheck,
+    WorkerReach,
+    read_check,
+)
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import ledger as store_module
 from servelab.io.ledger.ledger import Ledger, default_ledger_path, resolve_ledger_path
@@ -83,7 +90,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     ver = ledger.record_verification(
         spec_hash="abc",
         ok=False,
-        checks=[CheckRecord("live", "decode", False, "differs", {"x": 1})],
+        checks=[UntypedCheck("live", "decode", False, "differs", {"x": 1})],
     )
     run = ledger.record_bench_run(
         label="c64",
@@ -125,17 +132,42 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
 
 
 def test_a_check_stores_its_code_and_an_older_row_its_sentence(ledger: Ledger) -> None:
-    coded = CheckRecord("live", "decode", False, None, {"knob": "K"}, CHECK_LIVE_RESTART_NEEDED)
-    older = CheckRecord("live", "decode", False, "in file but not live: restart needed", {})
+    restart = KnobLive(42, "pid record", "K", "512", None, LiveVerdict.RESTART_NEEDED)
+    coded = Check("decode", False, CheckCode.LIVE_RESTART_NEEDED, restart)
+    older = UntypedCheck("live", "decode", False, "in file but not live: restart needed", {})
     vid = ledger.record_verification(spec_hash="h", ok=False, checks=[coded, older])
     got = ledger.get_verification(vid)
     assert got is not None and got.checks == (coded, older)
     raw = sqlite3.connect(ledger.path)
     try:
-        stored = raw.execute("SELECT detail FROM verification_checks ORDER BY id").fetchall()
+        stored = raw.execute("SELECT detail, data FROM verification_checks ORDER BY id").fetchall()
     finally:
         raw.close()
-    assert stored == [("live.restart_needed",), ("in file but not live: restart needed",)]
+    assert [detail for detail, _data in stored] == [
+        "live.restart_needed", "in file but not live: restart needed"
+    ]  # fmt: skip
+    assert [json.loads(data) for _detail, data in stored] == [encode(restart), {}]
+
+
+def test_a_check_row_written_before_the_typed_data_reads_typed(ledger: Ledger) -> None:
+    """Rows as servelab wrote them before: the code in ``detail``, the data as a plain JSON dict."""
+    vid = ledger.record_verification(spec_hash="h", ok=True, checks=[])
+    data = {"requests_sent": 3, "role": "decode", "served_after": 5, "served_before": 4,
+            "statuses": [200, 200, 200], "via": "router"}  # fmt: skip
+    raw = sqlite3.connect(ledger.path)
+    try:
+        with raw:
+            raw.execute(
+                "INSERT INTO verification_checks (verification_id, layer, service, ok, detail, "
+                "data) VALUES (?, 'e2e', 'decode-1', 1, 'e2e.worker_reached', ?)",
+                (vid, json.dumps(data)),
+            )
+    finally:
+        raw.close()
+    got = ledger.get_verification(vid)
+    reach = WorkerReach("decode", "router", 4, 5, 3, (200, 200, 200))
+    assert got is not None
+    assert got.checks == (Check("decode-1", True, CheckCode.E2E_WORKER_REACHED, reach),)
 
 
 def test_case_writers_and_verdicts(ledger: Ledger) -> None:
@@ -366,7 +398,7 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
         ledger.record_deployment(name="pd", spec_hash="h", action="up", detail={"n": 1})
         ledger.record_knob_change(service="decode", name="K", old="256", new="512",
                                   reason="ab", case_id=None, backup_path=None)  # fmt: skip
-        ledger.record_verification(spec_hash="h", ok=True, checks=[CheckRecord.from_json(check)])
+        ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(check)])
         ledger.record_bench_run(label="x", config={"c": 1}, summary={"s": 2}, records=[{"i": 0}])
         ledger.record_ab(config={"repeats": 1}, result=result)
         ledger.record_soak(doc)
@@ -380,7 +412,7 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
             KnobChangeRecord(1, AT, "decode", "K", "256", "512", "ab", None, None)
         ]
         assert ledger.list_verifications() == [
-            VerificationRecord(1, AT, "h", True, (CheckRecord.from_json(check),))
+            VerificationRecord(1, AT, "h", True, (read_check(check),))
         ]
         assert ledger.get_bench_run(1) == BenchRunRecord(1, AT, "x", {"c": 1}, {"s": 2}, 1,
                                                          ({"i": 0},))  # fmt: skip

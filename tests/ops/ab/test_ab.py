@@ -32,9 +32,11 @@ from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob
+from servelab.ops.progress import AbVisitStarted, KnobVerifiedLive, ProgressEvent
 from servelab.report.ab import ab_markdown
 from tests.support import free_ports
 from tests.support.old_rows import AB_SESSION_BEFORE_CODEC, FIRST_AB_RUN
+from tests.support.progress import lines
 from tests.support.specs import write_pd_spec
 
 BANDS = {64: (1.08, 1.18), 80: (0.98, 1.05), 96: (1.02, 1.10)}
@@ -71,7 +73,7 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
     messages: list[str] = []
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         result = await run_ab(
-            stack, _config(3, (64, 80, 96), 384), ledger=ledger, progress=messages.append
+            stack, _config(3, (64, 80, 96), 384), ledger=ledger, progress=lines(messages)
         )
         recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
     table = ab_markdown(result)
@@ -146,9 +148,9 @@ async def test_cancelled_ab_restores_the_original_value(tmp_path: Path) -> None:
     try:
         task: asyncio.Task[object] | None = None
 
-        def progress(message: str) -> None:
+        def progress(event: ProgressEvent) -> None:
             # Ctrl-C while the 256 arm is live and being measured.
-            if "=256 verified live" in message and task is not None:
+            if isinstance(event, KnobVerifiedLive) and event.value == "256" and task is not None:
                 asyncio.get_running_loop().call_later(0.3, task.cancel)
 
         cfg = _config(1, (2,), 400)
@@ -223,8 +225,8 @@ async def test_an_interrupted_ab_resumes_from_the_journal(tmp_path: Path) -> Non
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             task: asyncio.Task[AbResult] | None = None
 
-            def progress(message: str) -> None:
-                if message.startswith("round 2/") and task is not None:
+            def progress(event: ProgressEvent) -> None:
+                if isinstance(event, AbVisitStarted) and event.round_index == 1 and task:
                     asyncio.get_running_loop().call_soon(task.cancel)
 
             task = asyncio.create_task(run_ab(loaded, cfg, ledger=ledger, progress=progress))

@@ -24,6 +24,7 @@ from servelab.ops.case import case as cases
 from servelab.report.case import event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
+from tests.support.progress import lines
 from tests.support.soakresult import failed_soak
 from tests.support.specs import SECRET, write_pd_spec
 
@@ -242,7 +243,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         current = await cases.current_value(stack, target)
         preview = cases.revert_preview(ledger, cid, target, current=current)
         said: list[str] = []
-        reverted = await cases.revert(stack, ledger, preview, progress=said.append)
+        reverted = await cases.revert(stack, ledger, preview, progress=lines(said))
         assert reverted.ok, reverted.to_json()
         assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
         assert any("restart" in line for line in said)

@@ -24,8 +24,10 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
 from servelab.ops.knob import get_knob, live_knob, live_knobs
+from servelab.ops.progress import ProgressEvent
 from servelab.ops.soak.soak import soak
 from servelab.report.case import describe_experiment, experiment_lines
+from servelab.report.progress import describe_progress
 from tests.support.history import K, seed_history
 from tests.support.specs import write_pd_spec
 
@@ -71,7 +73,8 @@ async def test_the_innocent_knob_is_exonerated_and_its_conviction_refused(
         said: list[str] = []
         started = time.monotonic()
 
-        def note(line: str) -> None:
+        def note(event: ProgressEvent) -> None:
+            line = describe_progress(event)
             said.append(line)
             print(f"{time.monotonic() - started:7.1f}  {line}", flush=True)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.knobs.envfile import parse_envfile, parse_environ
 from servelab.errors import HealthTimeout, ServiceStartError
@@ -19,10 +20,10 @@ from servelab.io.hosts.processes import read_pid_record
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import OUTCOME_ALREADY_UP, OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
 from servelab.report.deploy import render_restart
 from tests.support import free_ports
 from tests.support.processes import listening, live_procs_under
+from tests.support.progress import lines
 from tests.support.specs import PdPorts, write_pd_spec
 from tests.support.sshd import SshdServer
 
@@ -69,15 +70,15 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
     loaded = load_spec(write_pd_spec(tmp_path, time_scale=0.02, ports=ports, knobs=PINNED))
     messages: list[str] = []
     try:
-        report = await deploy.up(loaded, progress=messages.append, ledger=ledger)
-        assert [s.outcome for s in report.steps] == [OUTCOME_OK] * 3, report.to_json()
+        report = await deploy.up(loaded, progress=lines(messages), ledger=ledger)
+        assert [s.outcome for s in report.steps] == [StepOutcome.OK] * 3, report.to_json()
         assert [s.service for s in report.steps] == ["prefill", "decode", "router"]
         assert any("router: started pid" in m for m in messages)
         statuses = await deploy.status(loaded)
         assert all(s.ready and s.alive and s.pid_source == "pid record" for s in statuses)
         assert '"ready"' in statuses[2].readiness.body  # type: ignore[union-attr]
         again = await deploy.up(loaded)
-        assert [s.outcome for s in again.steps] == [OUTCOME_ALREADY_UP] * 3
+        assert [s.outcome for s in again.steps] == [StepOutcome.ALREADY_UP] * 3
         decode = read_pid_record(loaded.state_dir, "decode")
         assert decode is not None
         live = parse_environ(Path(f"/proc/{decode.pid}/environ").read_bytes())
@@ -92,10 +93,10 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
         assert backup is not None
         restarted = await deploy.restart(loaded, ["decode"], rollback=True, ledger=ledger)
         assert restarted.plan == ["decode", "router"]
-        assert [s.outcome for s in restarted.steps] == [OUTCOME_OK, OUTCOME_OK]
+        assert [s.outcome for s in restarted.steps] == [StepOutcome.OK, StepOutcome.OK]
         assert restarted.verification is not None and not restarted.verification.ok
         assert restarted.rolled_back and restarted.rollback_from == {"decode": backup}
-        assert [s.outcome for s in restarted.rollback_steps] == [OUTCOME_OK, OUTCOME_OK]
+        assert [s.outcome for s in restarted.rollback_steps] == [StepOutcome.OK, StepOutcome.OK]
         assert not restarted.ok
         text = render_restart(restarted)
         assert f"rolled back env files: decode <- {backup}" in text
@@ -171,10 +172,10 @@ async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
     loaded = _load(tmp_path, text)
     try:
         report = await deploy.up(loaded)
-        assert report.steps[0].outcome == OUTCOME_TIMED_OUT_HEALTHY
+        assert report.steps[0].outcome == StepOutcome.TIMED_OUT_HEALTHY
         restarted = await deploy.restart(loaded, verify_after=False)
         step = restarted.steps[0]
-        assert step.outcome == OUTCOME_TIMED_OUT_HEALTHY and step.ok
+        assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and step.ok
         assert step.evidence["command_timeout_s"] == 1.5
         assert step.evidence["readiness"]["status"] == 200
         assert step.evidence["command_exit"] is None
@@ -216,7 +217,7 @@ async def test_cancel_during_up_stops_what_it_started(tmp_path: Path) -> None:
     )
     loaded = _load(tmp_path, text)
     messages: list[str] = []
-    task = asyncio.create_task(deploy.up(loaded, progress=messages.append))
+    task = asyncio.create_task(deploy.up(loaded, progress=lines(messages)))
     deadline = time.monotonic() + 30
     # slow started and listening (its readiness never comes): the cancel lands while it starts
     while not (any(m.startswith("slow: started") for m in messages) and listening(slow)):
@@ -244,7 +245,7 @@ async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
     loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
-        assert report.ok and [s.outcome for s in report.steps] == [OUTCOME_OK] * 3
+        assert report.ok and [s.outcome for s in report.steps] == [StepOutcome.OK] * 3
         statuses = await deploy.status(loaded)
         assert all(s.ready and s.host == "remote" for s in statuses)
         decode = read_pid_record(loaded.state_dir, "decode")
@@ -253,7 +254,7 @@ async def test_sim_stack_over_ssh(tmp_path: Path, sshd: SshdServer) -> None:
         live = parse_environ(Path(f"/proc/{decode.pid}/environ").read_bytes())
         assert live[DEFAULT_KNOB] == "512"
         restarted = await deploy.restart(loaded, ["decode"], verify_after=False)
-        assert restarted.ok and [s.outcome for s in restarted.steps] == [OUTCOME_OK] * 2
+        assert restarted.ok and [s.outcome for s in restarted.steps] == [StepOutcome.OK] * 2
         assert read_pid_record(loaded.state_dir, "decode") != decode
         pids = [read_pid_record(loaded.state_dir, n) for n in ("prefill", "decode", "router")]
     finally:

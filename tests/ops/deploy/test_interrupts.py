@@ -7,23 +7,28 @@ from __future__ import annotations
 import asyncio
 import io
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from rich.console import Console
 
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
+from servelab.ops.context import Progress
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import OUTCOME_OK, DeployInterrupted, DeployReport, RestartReport
+from servelab.ops.deploy.results import DeployInterrupted, DeployReport, RestartReport
+from servelab.ops.progress import ProgressEvent
 from servelab.report.deploy import render_interruption, render_restart
+from servelab.report.progress import describe_progress
 from tests.ops.deploy.test_deploy import _generic, _load, _no_listeners
 from tests.support import free_ports
 from tests.support.processes import live_procs_under
+from tests.support.progress import lines
 
 HEADER = 'name = "t"\nstate_dir = "state"\n'
 
@@ -42,8 +47,9 @@ def _good_then_bad(tmp_path: Path, **bad: object) -> tuple[LoadedSpec, list[int]
     return _load(tmp_path, text), [good, broken]
 
 
-def _raising_on(word: str, seen: list[str]) -> Callable[[str], None]:
-    def progress(message: str) -> None:
+def _raising_on(word: str, seen: list[str]) -> Progress:
+    def progress(event: ProgressEvent) -> None:
+        message = describe_progress(event)
         seen.append(message)
         if word in message:
             raise RuntimeError(f"progress printer broke on {message!r}")
@@ -92,7 +98,9 @@ async def test_markup_in_a_service_log_reaches_a_rich_printer_safely(
     loaded, ports = _good_then_bad(tmp_path, start='echo "[/x] [bold]boom" >&2; exit 3')
     console = Console(file=io.StringIO())
     with pytest.raises(ServiceStartError) as info:
-        await deploy.up(loaded, progress=console.print, ledger=ledger)
+        await deploy.up(
+            loaded, progress=lambda event: console.print(describe_progress(event)), ledger=ledger
+        )
     assert "[/x] [bold]boom" in str(info.value)
     assert live_procs_under(tmp_path) == []
     assert _no_listeners(ports)
@@ -113,7 +121,7 @@ async def test_cancel_during_up_names_every_service_it_stopped(
 ) -> None:
     loaded, ports = _good_then_bad(tmp_path, ready_timeout_s=60.0)
     messages: list[str] = []
-    task = asyncio.create_task(deploy.up(loaded, progress=messages.append, ledger=ledger))
+    task = asyncio.create_task(deploy.up(loaded, progress=lines(messages), ledger=ledger))
     await _cancel_when(task, messages, "bad: started")  # type: ignore[arg-type]
     with pytest.raises(DeployInterrupted) as info:
         await task
@@ -151,7 +159,7 @@ async def test_cancel_during_restart_says_what_is_down_and_how_to_bring_it_back(
         messages: list[str] = []
         task = asyncio.create_task(
             deploy.restart(
-                loaded, ["a"], verify_after=False, progress=messages.append, ledger=ledger
+                loaded, ["a"], verify_after=False, progress=lines(messages), ledger=ledger
             )
         )
         await _cancel_when(task, messages, "a: started")  # type: ignore[arg-type]
@@ -183,7 +191,7 @@ async def test_foreground_start_command_is_adopted_without_waiting(tmp_path: Pat
         report = await deploy.up(loaded)
         assert time.monotonic() - started < 20
         step = report.steps[0]
-        assert step.outcome == OUTCOME_OK and step.evidence["foreground"] is True
+        assert step.outcome == StepOutcome.OK and step.evidence["foreground"] is True
         owner = await LocalHost().listening_pid(port)
         assert owner is not None and step.pid == owner
         record = read_pid_record(loaded.state_dir, "fg")

@@ -11,14 +11,15 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.errors import KnobError, ServelabError, ServiceStartError
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import OUTCOME_ALREADY_UP
 from tests.support import free_ports, run_cli
 from tests.support.processes import listening, live_procs_under
+from tests.support.progress import lines
 from tests.support.specs import PdPorts, write_pd_spec
 
 PY = sys.executable
@@ -122,7 +123,7 @@ async def test_a_taken_port_of_a_later_service_starts_nothing(
         squatter.listen()
         said: list[str] = []
         with pytest.raises(ServiceStartError) as info:
-            await deploy.up(loaded, ledger=ledger, progress=said.append)
+            await deploy.up(loaded, ledger=ledger, progress=lines(said))
         message = str(info.value)
         assert message.startswith("second: ")
         assert f"port {ports[1]}" in message
@@ -158,7 +159,7 @@ async def test_restart_accepts_ports_held_by_the_services_themselves(
     try:
         await deploy.up(loaded, ledger=ledger)
         again = await deploy.up(loaded, ledger=ledger)
-        assert [s.outcome for s in again.steps] == [OUTCOME_ALREADY_UP] * 2
+        assert [s.outcome for s in again.steps] == [StepOutcome.ALREADY_UP] * 2
         report = await deploy.restart(loaded, ledger=ledger, verify_after=False)
         assert report.ok
     finally:

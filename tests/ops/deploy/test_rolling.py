@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from servelab.core.deploy.rolling import PHASES, RollOptions, running_requests
+from servelab.core.deploy.rolling import RollOptions, RollPhase, running_requests
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
 from servelab.core.load.workload import LengthDist
@@ -121,12 +121,12 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
     assert report.ok, render_rolling(report)
     assert [w.service for w in report.workers] == list(DECODES)
     for worker in report.workers:
-        assert [phase.name for phase in worker.phases] == list(PHASES)
+        assert [phase.name for phase in worker.phases] == list(RollPhase)
         routed = worker.phases[-1].data
         assert routed["served_after"] > routed["served_before"]
         assert worker.verification is not None
-        knobs = [c for c in worker.verification.layer("live") if c.data.get("knob") == DEFAULT_KNOB]
-        assert knobs and all(c.ok and c.data["live"] == "256" for c in knobs)
+        knobs = [c for c in worker.verification.layer("live") if c.knob == DEFAULT_KNOB]
+        assert knobs and all(c.ok and c.live == "256" for c in knobs)
     assert live == {"decode-1": "256", "decode-2": "256"}  # the knob is live on both decodes
     assert result.interrupted  # the bench was still running when stopped: it covered the roll
     records = result.runs[0].records

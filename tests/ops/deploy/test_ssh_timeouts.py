@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import OUTCOME_TIMED_OUT_HEALTHY
 from servelab.report.deploy import render_restart
 from tests.ops.deploy.test_deploy import _generic, _load, _no_listeners
 from tests.support import free_ports
+from tests.support.progress import lines
 from tests.support.sshd import SshdServer, start_sshd
 
 PY = sys.executable
@@ -60,7 +61,7 @@ async def test_start_command_outliving_its_timeout_over_ssh(
     try:
         restarted = await deploy.restart(loaded, verify_after=False)
         step = restarted.steps[0]
-        assert step.outcome == OUTCOME_TIMED_OUT_HEALTHY and restarted.ok
+        assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and restarted.ok
         assert step.evidence["command_timeout_s"] == 1.5
         assert step.evidence["readiness"]["status"] == 200
     finally:
@@ -75,9 +76,9 @@ async def test_ssh_launch_timing_out_is_judged_by_readiness(
     loaded = _remote(tmp_path, lingering_sshd, port, start_timeout_s=5.0)
     messages: list[str] = []
     try:
-        restarted = await deploy.restart(loaded, verify_after=False, progress=messages.append)
+        restarted = await deploy.restart(loaded, verify_after=False, progress=lines(messages))
         step = restarted.steps[0]
-        assert step.outcome == OUTCOME_TIMED_OUT_HEALTHY and step.ok and restarted.ok
+        assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and step.ok and restarted.ok
         assert step.evidence["launch_timed_out"] is True
         assert step.evidence["readiness"]["status"] == 200
         assert any("launch command timed out" in m for m in messages)

@@ -8,27 +8,24 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.verify.checks import (
-    CHECK_CONFIG_PIN_MISMATCH,
-    CHECK_E2E_FAILED,
-    CHECK_HEALTH_UNREACHABLE,
-    CHECK_HEALTH_WORKER_READY,
-    CHECK_LIVE_DIFFERS,
-    CHECK_LIVE_FILE_UNREADABLE,
-    CHECK_LIVE_LOST_ON_RESTART,
-    CHECK_LIVE_MATCH,
-    CHECK_LIVE_NO_PROCESS,
-    CHECK_LIVE_RESTART_NEEDED,
+    Check,
+    CheckCode,
+    E2EProbe,
+    Layer,
+    LiveProcess,
+    RequestTiming,
 )
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.verify.e2e import _classify
-from servelab.ops.verify.verify import LAYERS, Check, E2EOptions, VerifyReport, verify
+from servelab.ops.verify.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import check_detail, check_json, render_verify, verify_json
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack
@@ -95,7 +92,7 @@ def _rewrite_decode_env(loaded: LoadedSpec, text: str) -> Path:
 
 def _by(report: VerifyReport, layer: str, service: str, knob: str | None = None) -> Check:
     for check in report.layer(layer):
-        if check.service == service and (knob is None or check.data.get("knob") == knob):
+        if check.service == service and (knob is None or check.knob == knob):
             return check
     raise AssertionError(f"no {layer}/{service}/{knob} check in {report.to_json()}")
 
@@ -114,15 +111,16 @@ async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: 
     assert report.ok, render_verify(report)
     assert {c.layer for c in report.checks} == set(LAYERS)
     assert check_detail(_by(report, "live", "decode", DEFAULT_KNOB)) == "live 512 = file"
-    assert _by(report, "live", "decode", DEFAULT_KNOB).data["pid_source"].startswith("owner of")
+    assert _by(report, "live", "decode", DEFAULT_KNOB).data.pid_source.startswith("owner of")
     assert "/readiness" in check_detail(_by(report, "health", "router"))
     assert "never exercises the KV transfer" in check_detail(_by(report, "health", "decode"))
-    assert _by(report, "live", "decode", DEFAULT_KNOB).code == CHECK_LIVE_MATCH
-    assert _by(report, "health", "decode").code == CHECK_HEALTH_WORKER_READY
+    assert _by(report, "live", "decode", DEFAULT_KNOB).code == CheckCode.LIVE_MATCH
+    assert _by(report, "health", "decode").code == CheckCode.HEALTH_WORKER_READY
     e2e = _by(report, "e2e", "router")
-    assert e2e.data["status"] == 200 and e2e.data["completion_tokens"] == 16
-    assert e2e.data["prompt_tokens"] >= 256  # long enough for a real KV transfer
-    assert e2e.data["start"] in ("cold", "warm")
+    assert isinstance(e2e.data, E2EProbe)
+    assert e2e.data.status == 200 and e2e.data.completion_tokens == 16
+    assert e2e.data.prompt_tokens >= 256  # long enough for a real KV transfer
+    assert e2e.data.start in ("cold", "warm")
     assert stored is not None and stored.ok and len(stored.checks) == len(report.checks)
     doc = verify_json(report)
     assert doc["ok"] is True
@@ -143,7 +141,7 @@ async def test_file_edit_without_restart_fails_live_layer(
     assert not flag.ok and check_detail(flag).startswith("in file but not live: restart needed")
     knob = _by(report, "live", "decode", DEFAULT_KNOB)
     assert not knob.ok and check_detail(knob) == "differs: file 256, live 512 (restart needed)"
-    assert (flag.code, knob.code) == (CHECK_LIVE_RESTART_NEEDED, CHECK_LIVE_DIFFERS)
+    assert (flag.code, knob.code) == (CheckCode.LIVE_RESTART_NEEDED, CheckCode.LIVE_DIFFERS)
     assert _by(report, "config", "decode", DEFAULT_KNOB).ok  # the file itself is fine
     assert {c.service for c in report.checks} == {"decode"}
 
@@ -151,7 +149,7 @@ async def test_file_edit_without_restart_fails_live_layer(
     report = await verify(loaded, ["decode"], layers=("live",))
     lost = _by(report, "live", "decode", DEFAULT_KNOB)
     assert check_detail(lost).startswith("live but not in file: lost on next restart")
-    assert lost.code == CHECK_LIVE_LOST_ON_RESTART
+    assert lost.code == CheckCode.LIVE_LOST_ON_RESTART
     _assert_no_secret(report)
 
 
@@ -162,7 +160,7 @@ async def test_pinned_knob_mismatch_fails_config(workdir: Path, stack: SimStack)
     report = await verify(loaded, ["decode"], layers=("config",))
     check = _by(report, "config", "decode", DEFAULT_KNOB)
     assert not check.ok and check_detail(check) == "file 512, spec pins 256"
-    assert check.code == CHECK_CONFIG_PIN_MISMATCH
+    assert check.code == CheckCode.CONFIG_PIN_MISMATCH
 
 
 async def test_restart_makes_file_live_and_first_request_is_cold(
@@ -174,13 +172,15 @@ async def test_restart_makes_file_live_and_first_request_is_cold(
     assert first.ok, render_verify(first)
     assert check_detail(_by(first, "live", "decode", FLAG)) == "live 1 = file"
     cold = _by(first, "e2e", "router")
-    assert cold.data["start"] == "cold" and "second" in cold.data
-    assert cold.data["start_reason"] == "first-since-start"
-    assert cold.data["total_s"] > cold.data["second"]["total_s"]
+    assert isinstance(cold.data, E2EProbe)
+    assert cold.data.start == "cold" and cold.data.second is not None
+    assert cold.data.start_reason == "first-since-start"
+    assert cold.data.total_s > cold.data.second.total_s
     second = await verify(loaded, layers=("e2e",))
     warm = _by(second, "e2e", "router")
-    assert warm.data["start"] == "warm" and "second" not in warm.data
-    assert warm.data["start_reason"] == "served-before"
+    assert isinstance(warm.data, E2EProbe)
+    assert warm.data.start == "warm" and warm.data.second is None
+    assert warm.data.start_reason == "served-before"
     assert "request(s) before" in check_detail(warm)
 
 
@@ -197,8 +197,8 @@ async def test_killed_decode_fails_health_and_e2e_with_reasons(
     assert not health.ok and "/health: unreachable" in check_detail(health)
     e2e = _by(report, "e2e", "router")
     assert not e2e.ok and check_detail(e2e).startswith("chat completion failed")
-    assert (health.code, e2e.code) == (CHECK_HEALTH_UNREACHABLE, CHECK_E2E_FAILED)
-    assert _by(report, "live", "decode").code == CHECK_LIVE_NO_PROCESS
+    assert (health.code, e2e.code) == (CheckCode.HEALTH_UNREACHABLE, CheckCode.E2E_FAILED)
+    assert _by(report, "live", "decode").code == CheckCode.LIVE_NO_PROCESS
     assert not _by(report, "live", "decode").ok
     assert "no running process" in check_detail(_by(report, "live", "decode"))
 
@@ -213,15 +213,15 @@ async def test_unknown_service_and_layer_are_refused(loaded: LoadedSpec) -> None
 
 
 def test_check_json_shape() -> None:
-    check = Check("live", "decode", False, CHECK_LIVE_FILE_UNREADABLE, {"knob": "K", "pid": 3})
+    check = Check("decode", False, CheckCode.LIVE_FILE_UNREADABLE, LiveProcess(3, "pid record"))
     assert check.to_json() == {
         "layer": "live", "service": "decode", "ok": False, "code": "live.env_file_unreadable",
-        "knob": "K", "pid": 3,
+        "pid": 3, "pid_source": "pid record",
     }  # fmt: skip
     assert check_json(check) == {**check.to_json(), "detail": "pid 3: env file unreadable"}
-    report = VerifyReport([check], "abc", LAYERS, ["decode"], 0.1)
+    report = VerifyReport([check], "abc", tuple(Layer), ["decode"], 0.1)
     assert report.to_json()["ok"] is False and report.failures == [check]
-    assert VerifyReport([], "abc", LAYERS, [], 0.0).ok
+    assert VerifyReport([], "abc", tuple(Layer), [], 0.0).ok
 
 
 async def test_every_layer_over_ssh(
@@ -276,7 +276,7 @@ async def test_config_flags_a_file_edited_outside_servelab(
         edited = await verify(loaded, ["decode"], layers=("config",), ledger=ledger)
     check = _by(clean, "config", "decode", DEFAULT_KNOB)
     assert check.ok and check_detail(check) == "file 256; changed since backup: 512 -> 256"
-    assert check.data["recorded_change_id"] == change.change_id
+    assert check.data.recorded_change_id == change.change_id
     note = check_detail(_by(edited, "config", "decode", DEFAULT_KNOB))
     assert f"the last recorded change (#{change.change_id}) set 256" in note
     assert "edited outside servelab?" in note
@@ -284,33 +284,31 @@ async def test_config_flags_a_file_edited_outside_servelab(
 
 def test_cold_or_warm_without_the_sim_counter_compares_two_probes() -> None:
     opts = E2EOptions()
-    assert _classify(None, {"total_s": 17.9}, {"total_s": 1.2}, opts).start == "cold"
-    assert _classify(None, {"total_s": 1.3}, {"total_s": 1.2}, opts).start == "warm"
-    assert _classify(None, {"total_s": 0.3}, {"total_s": 0.05}, opts).start == "warm"  # < 0.5 s
-    assert _classify(None, {"total_s": 1.0}, None, opts).start == "unknown"
-    assert _classify([0], {"total_s": 0.1}, None, opts).start == "cold"
-    assert _classify([3], {"total_s": 9.0}, None, opts).start == "warm"
+    assert _classify(None, 17.9, 1.2, opts).start == "cold"
+    assert _classify(None, 1.3, 1.2, opts).start == "warm"
+    assert _classify(None, 0.3, 0.05, opts).start == "warm"  # < 0.5 s
+    assert _classify(None, 1.0, None, opts).start == "unknown"
+    assert _classify((0,), 0.1, None, opts).start == "cold"
+    assert _classify((3,), 9.0, None, opts).start == "warm"
 
 
 def test_the_e2e_detail_renders_each_cold_warm_reason() -> None:
     """The detail's "(why)" is the rule's reason code rendered (the sentences docs/verify shows)."""
     opts = E2EOptions()
 
-    def reason(before: list[int] | None, first: float, second: float | None) -> str:
-        second_timing = None if second is None else {"total_s": second}
-        start = _classify(before, {"total_s": first}, second_timing, opts)
-        data = {"status": 200, "total_s": first, "ttft_s": 0.01, "completion_tokens": 16,
-                "decode_requests_before": before, "start": start.start,
-                "start_reason": start.reason}  # fmt: skip
-        if second_timing is not None:
-            data["second"] = second_timing
-        detail = check_detail(Check("e2e", "router", True, "e2e.passed", data))
+    def reason(before: tuple[int, ...] | None, first: float, second: float | None) -> str:
+        start = _classify(before, first, second, opts)
+        timing = RequestTiming(200, 0.01, first, 16, 512, None)
+        probe = E2EProbe.of("m", timing, before)
+        probe = replace(probe, start=start.start, start_reason=start.reason, second=None
+                        if second is None else replace(timing, total_s=second))  # fmt: skip
+        detail = check_detail(Check("router", True, CheckCode.E2E_PASSED, probe))
         why = detail.split(f"; {start.start} (", 1)[1]  # "WHY)" or "WHY); second probe N s"
         return why.split("); second probe", 1)[0].removesuffix(")")
 
     why = [
-        reason([0], 8.6, 0.09),
-        reason([2], 0.09, None),
+        reason((0,), 8.6, 0.09),
+        reason((2,), 0.09, None),
         reason(None, 4.61, 0.1),
         reason(None, 0.1, 0.1),
         reason(None, 1.0, None),

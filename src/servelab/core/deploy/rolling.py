@@ -7,27 +7,22 @@ time out of the router, drains, restarts and proves each, and puts it back befor
 every role it touches needs at least one other worker of that role to serve meanwhile, and only
 prefill and decode workers can roll (the router and a proxy have nobody to stand in for them).
 
-The phases of one worker, in order: :data:`PHASES`.
+The phases of one worker, in order: :class:`RollPhase`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from enum import StrEnum
 
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.errors import SpecError
 
 __all__ = [
-    "PHASES",
-    "PHASE_ADD",
-    "PHASE_DRAIN",
-    "PHASE_REMOVE",
-    "PHASE_RESTART",
-    "PHASE_ROUTED",
-    "PHASE_VERIFY",
     "ROLLING_ROLES",
     "RollOptions",
+    "RollPhase",
     "RollTarget",
     "rolling_plan",
     "router_kind",
@@ -38,27 +33,22 @@ __all__ = [
 #: The roles a rolling restart can take out of the router one at a time.
 ROLLING_ROLES: tuple[str, ...] = ("prefill", "decode")
 
-#: Take the worker out of the router (by its id, read from the router's worker list).
-PHASE_REMOVE = "remove"
-#: Wait (bounded) until the worker runs no request (its ``/get_load``).
-PHASE_DRAIN = "drain"
-#: Stop and start the worker alone (its dependents and the router are not restarted).
-PHASE_RESTART = "restart"
-#: Prove it ready and its knobs live (verify's live and health layers, for this worker).
-PHASE_VERIFY = "verify"
-#: Put it back into the router and wait until the router lists it healthy.
-PHASE_ADD = "add"
-#: Wait until the router sends it requests (its served-request counter grows).
-PHASE_ROUTED = "routed"
 
-PHASES: tuple[str, ...] = (
-    PHASE_REMOVE,
-    PHASE_DRAIN,
-    PHASE_RESTART,
-    PHASE_VERIFY,
-    PHASE_ADD,
-    PHASE_ROUTED,
-)
+class RollPhase(StrEnum):
+    """The phases of one worker's roll, in order (values are stored: never change one)."""
+
+    #: Take the worker out of the router (by its id, read from the router's worker list).
+    REMOVE = "remove"
+    #: Wait (bounded) until the worker runs no request (its ``/get_load``).
+    DRAIN = "drain"
+    #: Stop and start the worker alone (its dependents and the router are not restarted).
+    RESTART = "restart"
+    #: Prove it ready and its knobs live (verify's live and health layers, for this worker).
+    VERIFY = "verify"
+    #: Put it back into the router and wait until the router lists it healthy.
+    ADD = "add"
+    #: Wait until the router sends it requests (its served-request counter grows).
+    ROUTED = "routed"
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from enum import StrEnum
 
 from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
@@ -17,11 +18,7 @@ from servelab.errors import KnobError
 
 __all__ = [
     "ENV_ALLOW_LIST",
-    "LIVE_DIFFERS",
-    "LIVE_LOST_ON_RESTART",
-    "LIVE_MATCH",
-    "LIVE_RESTART_NEEDED",
-    "LIVE_UNSET",
+    "LiveVerdict",
     "backup_names",
     "check_knob_name",
     "live_verdict",
@@ -54,12 +51,20 @@ ENV_ALLOW_LIST: tuple[str, ...] = (
     "CUDA_VISIBLE_DEVICES",
 )
 
-# Verdicts of a file-vs-live comparison (rules return these codes; wording is in report/verify).
-LIVE_MATCH = "match"
-LIVE_UNSET = "unset"
-LIVE_RESTART_NEEDED = "restart_needed"
-LIVE_LOST_ON_RESTART = "lost_on_restart"
-LIVE_DIFFERS = "differs"
+
+class LiveVerdict(StrEnum):
+    """A knob's file value against its live one (worded in :mod:`servelab.report.knob`)."""
+
+    MATCH = "match"  # the same value
+    UNSET = "unset"  # set in neither: the engine's default
+    RESTART_NEEDED = "restart_needed"  # in the file, not live
+    LOST_ON_RESTART = "lost_on_restart"  # live, not in the file
+    DIFFERS = "differs"  # both set, to different values
+
+    @property
+    def ok(self) -> bool:
+        """The process runs with what the file says."""
+        return self in (LiveVerdict.MATCH, LiveVerdict.UNSET)
 
 
 def tracked_names(
@@ -83,15 +88,15 @@ def check_knob_name(spec: DeploymentSpec, service: str, name: str) -> ServiceSpe
     )
 
 
-def live_verdict(file: str | None, live: str | None) -> str:
-    """Compare a knob's env-file value with its live value (one of the ``LIVE_*`` codes)."""
+def live_verdict(file: str | None, live: str | None) -> LiveVerdict:
+    """Compare a knob's env-file value with its live value."""
     if file == live:
-        return LIVE_UNSET if file is None else LIVE_MATCH
+        return LiveVerdict.UNSET if file is None else LiveVerdict.MATCH
     if live is None:
-        return LIVE_RESTART_NEEDED
+        return LiveVerdict.RESTART_NEEDED
     if file is None:
-        return LIVE_LOST_ON_RESTART
-    return LIVE_DIFFERS
+        return LiveVerdict.LOST_ON_RESTART
+    return LiveVerdict.DIFFERS
 
 
 def backup_names(listing: Iterable[str], base: str, kind: str = "bak") -> list[str]:

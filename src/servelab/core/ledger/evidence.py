@@ -24,10 +24,10 @@ from pydantic import BeforeValidator, PlainSerializer, PlainValidator, Validatio
 
 from servelab.core.ab.result import AbResult, upgrade_ab_result
 from servelab.core.ledger.codec import OMITTED_IF_NONE, decode
-from servelab.core.ledger.jsonvalues import obj, objs, opt_str
+from servelab.core.ledger.jsonvalues import obj, objs
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.upgrade import upgrade_soak_run
-from servelab.core.verify.checks import is_check_code
+from servelab.core.verify.checks import Check, UntypedCheck, read_check
 
 __all__ = [
     "AbRunRecord",
@@ -85,73 +85,16 @@ class KnobChangeRecord:
         return f"knob:{self.service}/{self.name}"
 
 
-@dataclass(frozen=True)
-class CheckRecord:
-    """One check of a verification: its outcome ``code`` (:mod:`servelab.core.verify.checks`) and
-    ``data``, its structured facts (``knob``, ``live``...).
-
-    ``detail`` is the sentence an older ledger stored instead of a code (None for new rows: the
-    reason is rendered from the code and the data by :func:`servelab.report.verify.check_detail`).
-    """
-
-    layer: str
-    service: str | None
-    ok: bool
-    detail: str | None
-    data: Mapping[str, Any] = field(default_factory=dict)
-    code: str | None = None
-
-    @property
-    def knob(self) -> str | None:
-        return opt_str(self.data.get("knob"))
-
-    @property
-    def live(self) -> str | None:
-        return opt_str(self.data.get("live"))
-
-    @property
-    def stored(self) -> str | None:
-        """What the ledger's ``detail`` column holds: the code (an older row: its sentence)."""
-        return self.code or self.detail
-
-    @classmethod
-    def from_stored(
-        cls, layer: str, service: str | None, ok: bool, stored: str | None, data: Mapping[str, Any]
-    ) -> CheckRecord:
-        """From a ledger row whose ``detail`` column holds a code, or an older row's sentence."""
-        if is_check_code(stored):
-            return cls(layer, service, ok, None, data, stored)
-        return cls(layer, service, ok, stored, data)
-
-    @classmethod
-    def from_json(cls, check: Mapping[str, Any]) -> CheckRecord:
-        """From the flat shape ``{"layer", "service", "ok", "code", "detail", **data}``."""
-        data = {k: v for k, v in check.items() if k not in _CHECK_KEYS}
-        return cls(
-            str(check.get("layer", "")),
-            check.get("service"),
-            bool(check.get("ok")),
-            opt_str(check.get("detail")),
-            data,
-            opt_str(check.get("code")),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            **self.data,
-            "layer": self.layer,
-            "service": self.service,
-            "ok": self.ok,
-            "code": self.code,
-            "detail": self.detail,
-        }
-
-
-_CHECK_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})
+#: A check as the ledger holds it: typed (:class:`~servelab.core.verify.checks.Check`), or an
+#: older row's sentence or a code this servelab does not know
+#: (:class:`~servelab.core.verify.checks.UntypedCheck`).
+CheckRecord = Check | UntypedCheck
 
 
 @dataclass(frozen=True)
 class VerificationRecord:
+    """A layered verification and its checks (:mod:`servelab.core.verify.checks`)."""
+
     id: int
     at: str
     spec_hash: str | None
@@ -160,7 +103,7 @@ class VerificationRecord:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> VerificationRecord:
-        checks = tuple(CheckRecord.from_json(c) for c in objs(row.get("checks")))
+        checks = tuple(read_check(c) for c in objs(row.get("checks")))
         return cls(int(row["id"]), str(row["at"]), row.get("spec_hash"), bool(row["ok"]), checks)
 
     def to_json(self) -> dict[str, Any]:
@@ -317,7 +260,7 @@ class Resolution:
 # through the codec: these make the codec call theirs where the records below hold them. A soak
 # run of any age is upgraded to today's shape first.
 StoredCheck = Annotated[
-    CheckRecord, PlainValidator(CheckRecord.from_json), PlainSerializer(CheckRecord.to_json)
+    CheckRecord, PlainValidator(read_check), PlainSerializer(lambda check: check.to_json())
 ]
 _StoredVerification = Annotated[
     VerificationRecord,

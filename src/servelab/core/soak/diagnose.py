@@ -54,7 +54,7 @@ from servelab.core.telemetry.rules import (
     assess,
     telemetry_observations,
 )
-from servelab.core.verify.coldstart import COLD
+from servelab.core.verify.coldstart import Start
 
 __all__ = ["Finding", "NextProbe", "Undecided", "UndecidedReason", "diagnose", "undecided"]
 
@@ -193,7 +193,7 @@ def _all_health(v: _View, healthy: bool) -> list[str]:
 def _cold_first_requests(v: _View) -> bool:
     """The engines were cold and every stall was a connection's first request."""
     start = v.ev.start
-    cold = start is not None and start.start == COLD
+    cold = start is not None and start.start == Start.COLD
     return cold and all(s.connection_requests == 0 for s in v.ev.stalls)
 
 
@@ -472,7 +472,7 @@ def undecided(
     worked = [cells[c.id] for c in ev.matrix.cells if c.ok]
     reason = ev.matrix.located.reason
     if reason == Reason.NOT_REPRODUCED:
-        cold = ev.start is not None and ev.start.start == COLD
+        cold = ev.start is not None and ev.start.start == Start.COLD
         code, probe = (
             (UndecidedReason.COLD, NextProbe.SOAK_WARM)
             if cold

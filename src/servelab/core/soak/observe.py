@@ -32,7 +32,7 @@ from servelab.core.soak.replay import Cell, Hop
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import WorkerLoad
 from servelab.core.telemetry.rules import UNKNOWN, TelemetryReading
-from servelab.core.verify.coldstart import COLD, StartClass
+from servelab.core.verify.coldstart import Start, StartClass
 
 __all__ = [
     "CorrectnessViolations",
@@ -426,7 +426,7 @@ def _context_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
         LoadReading(at(f"load.{x.source}.{x.service}"), x.service, None, x) for x in ev.loads
     ]
     if ev.start is not None:
-        healthy = None if ev.start.start == COLD else True
+        healthy = None if ev.start.start == Start.COLD else True
         obs.append(EngineStart(at("engines.start"), "engines", healthy, ev.start))
     return obs
 

@@ -1,154 +1,450 @@
-"""The codes a verification check ends with: one short machine-readable name per outcome.
+"""What a verification check is: its layer, its outcome code, and its data, a type per kind (pure).
 
-A check (:class:`servelab.ops.verify.verify.Check`, and the ledger's
-:class:`~servelab.core.ledger.evidence.CheckRecord`) carries its layer, service, pass/fail, one of
-these codes and its data (values, status, timings). The sentence a person reads is rendered from the
-code and the data by :func:`servelab.report.verify.check_detail`; nothing below ``report/``
-words a check. The ledger stores the code in a check's ``detail`` column (older ledgers hold the
-sentence there, and it still reads).
+A :class:`Check` carries the service it is about, pass/fail, one :class:`CheckCode`
+(``LAYER.OUTCOME``: short, stable, stored in the ledger; ``LAYER.error``: an error stopped the
+layer's check) and its data: one frozen dataclass per kind of fact (:data:`CheckData`; which code
+carries which kind: :data:`DATA_OF`). The sentence a person reads is rendered from the data by
+:func:`servelab.report.verify.check_detail`, matching on its type; nothing below ``report/`` words a
+check.
 
-Codes are ``LAYER.OUTCOME``; ``LAYER.error`` is an error that stopped the layer's check (its
-message is the check's ``error`` datum).
+In JSON (``verify --json``, a restart's report, a case event's failed checks, the ledger's export) a
+check is flat: ``{**data, "layer", "service", "ok", "code"}``, its data encoded by
+:mod:`servelab.core.ledger.codec`; a datum that is not known (a router's worker counts, a second
+probe) is left out, as it always was. The ledger's ``verification_checks`` row holds the code in its
+``detail`` column and the data in ``data``.
+
+A knob is named as the operator writes it (``knob``: an env variable's name; an argument's
+``--name``, a flag, a JSON key ``--name.key``: the text every knob command takes and the ledger's
+knob changes hold, from which its kind is read). Each layer a knob is read at has its own field,
+named by the layer: ``file`` (and ``spec``, ``backup``) in the config layer, ``live`` in the live
+layer; a layer not read yet (what the service manager loaded, what the engine reports in
+``/server_info``) or an argument's place will be a field of its own, left out while unknown, so
+the JSON of an env knob stays as it is.
+
+A stored check that cannot be typed reads as an :class:`UntypedCheck` with its text and data as
+stored: an older ledger's row that holds its sentence instead of a code, a code this servelab does
+not know, or data that does not fit its code's type (:func:`read_check`, :func:`read_check_row`).
 """
 
 from __future__ import annotations
 
-from servelab.core.knobs.rules import (
-    LIVE_DIFFERS,
-    LIVE_LOST_ON_RESTART,
-    LIVE_MATCH,
-    LIVE_RESTART_NEEDED,
-    LIVE_UNSET,
-)
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Annotated, Any, TypeVar
+
+from pydantic import Field
+
+from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.jsonvalues import obj, opt_str
+from servelab.core.verify.coldstart import Start, StartReason
+from servelab.errors import RecordError
 
 __all__ = [
-    "CHECK_CODES",
-    "CHECK_CONFIG_ERROR",
-    "CHECK_CONFIG_MATCHES_SPEC",
-    "CHECK_CONFIG_MISSING",
-    "CHECK_CONFIG_NOT_PINNED",
-    "CHECK_CONFIG_NO_ENV_FILE",
-    "CHECK_CONFIG_NO_KNOBS",
-    "CHECK_CONFIG_PIN_MISMATCH",
-    "CHECK_CONFIG_UNREADABLE",
-    "CHECK_E2E_ERROR",
-    "CHECK_E2E_FAILED",
-    "CHECK_E2E_PASSED",
-    "CHECK_E2E_SECOND_FAILED",
-    "CHECK_E2E_WORKER_REACHED",
-    "CHECK_E2E_WORKER_UNCOUNTED",
-    "CHECK_E2E_WORKER_UNREACHED",
-    "CHECK_HEALTH_ERROR",
-    "CHECK_HEALTH_HTTP_ERROR",
-    "CHECK_HEALTH_READY",
-    "CHECK_HEALTH_UNREACHABLE",
-    "CHECK_HEALTH_WORKERS_MISSING",
-    "CHECK_HEALTH_WORKER_READY",
-    "CHECK_LIVE_DIFFERS",
-    "CHECK_LIVE_ERROR",
-    "CHECK_LIVE_FILE_UNREADABLE",
-    "CHECK_LIVE_LOST_ON_RESTART",
-    "CHECK_LIVE_MATCH",
-    "CHECK_LIVE_NO_ENV_FILE",
-    "CHECK_LIVE_NO_KNOBS",
-    "CHECK_LIVE_NO_PROCESS",
-    "CHECK_LIVE_RESTART_NEEDED",
-    "CHECK_LIVE_UNSET",
-    "LIVE_VERDICT_CODES",
-    "is_check_code",
+    "DATA_OF",
+    "Check",
+    "CheckCode",
+    "CheckData",
+    "CheckFailure",
+    "E2EProbe",
+    "EnvFileFailure",
+    "EnvFileNoKnobs",
+    "HealthProbe",
+    "KnobInFile",
+    "KnobLive",
+    "KnobLiveVsSpec",
+    "Layer",
+    "LiveProcess",
+    "NoEnvFile",
+    "RequestTiming",
+    "UntypedCheck",
+    "WorkerListing",
+    "WorkerReach",
+    "read_check",
+    "read_check_row",
 ]
 
-# -- config: the env file vs the spec and the last backup ----------------------------------------
-#: The spec names no env file (data: ``knobs``, whether the service declares any).
-CHECK_CONFIG_NO_ENV_FILE = "config.no_env_file"
-#: The env file does not exist (data: ``env_file``).
-CHECK_CONFIG_MISSING = "config.missing"
-#: The env file does not parse (data: ``env_file``, ``error``: the parser's message).
-CHECK_CONFIG_UNREADABLE = "config.unreadable"
-#: The env file could not be read on its host (data: ``env_file``, ``error``).
-CHECK_CONFIG_ERROR = "config.error"
-#: The env file parses and sets no declared knob (data: ``env_file``).
-CHECK_CONFIG_NO_KNOBS = "config.no_knobs"
-#: A knob's file value equals the spec's pin (data: ``knob, file, spec, backup, backup_path,
-#: env_file`` + ``recorded, recorded_change_id``).
-CHECK_CONFIG_MATCHES_SPEC = "config.matches_spec"
-#: A knob the spec does not pin (same data).
-CHECK_CONFIG_NOT_PINNED = "config.not_pinned"
-#: A knob's file value differs from the spec's pin: fails (same data).
-CHECK_CONFIG_PIN_MISMATCH = "config.pin_mismatch"
-
-# -- live: the running process's environment vs the env file ------------------------------------
-#: Reading the process failed (data: ``error``).
-CHECK_LIVE_ERROR = "live.error"
-#: No process serves the service (data: ``pid`` None, ``pid_source``: how it was looked for).
-CHECK_LIVE_NO_PROCESS = "live.no_process"
-#: The process runs; no declared knob to compare (data: ``pid, pid_source``).
-CHECK_LIVE_NO_KNOBS = "live.no_knobs"
-#: The process runs but its env file could not be read (data: ``pid, pid_source``).
-CHECK_LIVE_FILE_UNREADABLE = "live.env_file_unreadable"
-#: The file-vs-live verdicts of :func:`servelab.core.knobs.rules.live_verdict` (data: ``pid,
-# pid_source,
-#: knob, file, live, verdict``).
-CHECK_LIVE_MATCH = "live.match"
-CHECK_LIVE_UNSET = "live.unset"
-CHECK_LIVE_RESTART_NEEDED = "live.restart_needed"
-CHECK_LIVE_LOST_ON_RESTART = "live.lost_on_restart"
-CHECK_LIVE_DIFFERS = "live.differs"
-#: No env file: the live value against the spec's pin (data: ``pid, pid_source, knob, live,
-#: spec``); fails when it differs from the pin.
-CHECK_LIVE_NO_ENV_FILE = "live.no_env_file"
-
-# -- health: readiness endpoints ----------------------------------------------------------------
-#: The service's URL could not be reached from here (data: ``error``).
-CHECK_HEALTH_ERROR = "health.error"
-#: Nothing answered (data: ``path, status`` None, ``elapsed_s, error``).
-CHECK_HEALTH_UNREACHABLE = "health.unreachable"
-#: A non-2xx answer (data: ``path, status, elapsed_s, body``: its first 160 characters).
-CHECK_HEALTH_HTTP_ERROR = "health.http_error"
-#: Ready (data: ``path, status, elapsed_s`` + a router's ``healthy_workers, total_workers``).
-CHECK_HEALTH_READY = "health.ready"
-#: A PD worker is ready; its own health never exercises the KV transfer (same data).
-CHECK_HEALTH_WORKER_READY = "health.worker_ready"
-#: The router is ready but does not list some of the spec's workers (data: the ready data +
-#: ``workers``: per worker service, url, role, listed, healthy; ``missing``: their names).
-CHECK_HEALTH_WORKERS_MISSING = "health.workers_missing"
-
-# -- e2e: a streaming chat completion through the entry point -----------------------------------
-#: The entry point's URL could not be reached from here (data: ``error``).
-CHECK_E2E_ERROR = "e2e.error"
-#: The chat completion failed (data: ``status, error, error_detail, ...``; ``error`` None: no
-#: content tokens).
-CHECK_E2E_FAILED = "e2e.failed"
-#: The first request passed, the second probe failed (its timing and error in ``second``).
-CHECK_E2E_SECOND_FAILED = "e2e.second_failed"
-#: Passed (data: ``model, status, ttft_s, total_s, completion_tokens, prompt_tokens,
-#: decode_requests_before, start`` + ``second``).
-CHECK_E2E_PASSED = "e2e.passed"
-#: xPyD: a request sent through the router reached this worker (data: ``role, via,
-#: served_before, served_after, requests_sent, statuses``).
-CHECK_E2E_WORKER_REACHED = "e2e.worker_reached"
-#: xPyD: no request sent through the router reached this worker (same data).
-CHECK_E2E_WORKER_UNREACHED = "e2e.worker_unreached"
-#: xPyD: the worker has no served-request counter (not a servelab sim): reach not proven.
-CHECK_E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"
-
-#: A file-vs-live verdict's code.
-LIVE_VERDICT_CODES: dict[str, str] = {
-    LIVE_MATCH: CHECK_LIVE_MATCH,
-    LIVE_UNSET: CHECK_LIVE_UNSET,
-    LIVE_RESTART_NEEDED: CHECK_LIVE_RESTART_NEEDED,
-    LIVE_LOST_ON_RESTART: CHECK_LIVE_LOST_ON_RESTART,
-    LIVE_DIFFERS: CHECK_LIVE_DIFFERS,
-}
-
-#: Every code a check can carry.
-CHECK_CODES: frozenset[str] = frozenset(
-    value
-    for name, value in dict(globals()).items()
-    if name.startswith("CHECK_") and isinstance(value, str)
-)
+T = TypeVar("T")
 
 
-def is_check_code(text: str | None) -> bool:
-    """Whether ``text`` is a check code (else: an older ledger's stored sentence, or nothing)."""
-    return text in CHECK_CODES
+def _unknown(value: object) -> bool:
+    return value is None
+
+
+#: A datum left out of a check's JSON while it is not known (None).
+Omitted = Annotated[T | None, Field(exclude_if=_unknown)]
+
+
+class Layer(StrEnum):
+    """The four layers, in the order they are checked and shown."""
+
+    CONFIG = "config"  # the env file vs the spec and its latest backup
+    LIVE = "live"  # the running process's environment vs the env file
+    HEALTH = "health"  # the readiness endpoints
+    E2E = "e2e"  # a streaming chat completion through the entry point
+
+
+class CheckCode(StrEnum):
+    """How a check ended (docs/verify.md has a row for each). Values are stored: do not change."""
+
+    CONFIG_NO_ENV_FILE = "config.no_env_file"
+    CONFIG_MISSING = "config.missing"
+    CONFIG_UNREADABLE = "config.unreadable"
+    CONFIG_ERROR = "config.error"
+    CONFIG_NO_KNOBS = "config.no_knobs"
+    CONFIG_MATCHES_SPEC = "config.matches_spec"
+    CONFIG_NOT_PINNED = "config.not_pinned"
+    CONFIG_PIN_MISMATCH = "config.pin_mismatch"  # fails
+
+    LIVE_ERROR = "live.error"
+    LIVE_NO_PROCESS = "live.no_process"
+    LIVE_NO_KNOBS = "live.no_knobs"
+    LIVE_FILE_UNREADABLE = "live.env_file_unreadable"
+    LIVE_MATCH = "live.match"  # the file-vs-live verdicts (LiveVerdict), one code each
+    LIVE_UNSET = "live.unset"
+    LIVE_RESTART_NEEDED = "live.restart_needed"
+    LIVE_LOST_ON_RESTART = "live.lost_on_restart"
+    LIVE_DIFFERS = "live.differs"
+    LIVE_NO_ENV_FILE = "live.no_env_file"  # fails when the live value differs from the spec's pin
+
+    HEALTH_ERROR = "health.error"
+    HEALTH_UNREACHABLE = "health.unreachable"
+    HEALTH_HTTP_ERROR = "health.http_error"
+    HEALTH_READY = "health.ready"
+    HEALTH_WORKER_READY = "health.worker_ready"  # its own health never exercises the KV transfer
+    HEALTH_WORKERS_MISSING = "health.workers_missing"  # the router does not list some workers
+
+    E2E_ERROR = "e2e.error"
+    E2E_FAILED = "e2e.failed"
+    E2E_SECOND_FAILED = "e2e.second_failed"
+    E2E_PASSED = "e2e.passed"
+    E2E_WORKER_REACHED = "e2e.worker_reached"  # xPyD: one per prefill and decode worker
+    E2E_WORKER_UNREACHED = "e2e.worker_unreached"
+    E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"  # no served-request counter: not proven
+
+    @property
+    def layer(self) -> Layer:
+        return Layer(self.value.partition(".")[0])
+
+    @classmethod
+    def error_of(cls, layer: Layer) -> CheckCode:
+        """``LAYER.error``: an error stopped the layer's check."""
+        return cls(f"{layer.value}.error")
+
+    @classmethod
+    def of_verdict(cls, verdict: LiveVerdict) -> CheckCode:
+        """The code of a file-vs-live verdict (``live.VERDICT``)."""
+        return cls(f"live.{verdict.value}")
+
+
+# -- the data, one type per kind of fact ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CheckFailure:
+    """``LAYER.error``: what stopped the layer's check (``error``: the exception, named)."""
+
+    error: str
+
+
+@dataclass(frozen=True)
+class NoEnvFile:
+    """``config.no_env_file``: the spec names no env file; ``knobs``: the service declares some."""
+
+    knobs: bool
+
+
+@dataclass(frozen=True)
+class EnvFileFailure:
+    """``config.missing`` (no ``error``), ``config.unreadable`` (the parser's message) and
+    ``config.error`` (the host's): the env file could not be read as one."""
+
+    env_file: str | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EnvFileNoKnobs:
+    """``config.no_knobs``: the env file parses and sets no declared knob."""
+
+    env_file: str
+
+
+@dataclass(frozen=True)
+class KnobInFile:
+    """``config.matches_spec``, ``config.not_pinned``, ``config.pin_mismatch``: the knob's value in
+    the env file (``file``), the spec's pin (``spec``), its value in the file's latest backup that
+    differs (``backup``, ``backup_path``), and the ledger's last recorded change of it
+    (``recorded``: the value it set; ``recorded_change_id``)."""
+
+    knob: str
+    file: str | None
+    spec: str | None
+    backup: str | None
+    backup_path: str | None
+    env_file: str
+    recorded: Omitted[str] = None
+    recorded_change_id: Omitted[int] = None
+
+
+@dataclass(frozen=True)
+class LiveProcess:
+    """``live.no_process`` (``pid`` None), ``live.no_knobs``, ``live.env_file_unreadable``: the
+    process that serves the service and where its pid came from (``pid_source``)."""
+
+    pid: int | None
+    pid_source: str
+
+
+@dataclass(frozen=True)
+class KnobLive:
+    """``live.match`` … ``live.differs``: the knob in the env file (``file``) and in the process's
+    environment (``live``), and the verdict of the two."""
+
+    pid: int
+    pid_source: str
+    knob: str
+    file: str | None
+    live: str | None
+    verdict: LiveVerdict
+
+
+@dataclass(frozen=True)
+class KnobLiveVsSpec:
+    """``live.no_env_file``: no env file to compare with, so the live value against the spec's pin
+    (``file`` is always None)."""
+
+    pid: int
+    pid_source: str
+    knob: str
+    live: str | None
+    spec: str | None
+    file: None = None
+
+
+@dataclass(frozen=True)
+class WorkerListing:
+    """One of the spec's workers in the router's own worker list: ``listed``, ``healthy``."""
+
+    service: str
+    url: str
+    role: str
+    listed: bool
+    healthy: bool
+
+
+@dataclass(frozen=True)
+class HealthProbe:
+    """``health.*`` but ``health.error``: the readiness endpoint's answer (``status`` None: nothing
+    answered, ``error`` says why; a non-2xx answer's ``body``, its first 160 characters). A router's
+    also: the worker counts of its readiness document, and its own worker list against the spec's
+    workers (``workers``, ``missing``), or why that list could not be read (``workers_error``)."""
+
+    path: str
+    status: int | None
+    elapsed_s: float
+    error: Omitted[str] = None
+    body: Omitted[str] = None
+    healthy_workers: Omitted[int] = None
+    total_workers: Omitted[int] = None
+    workers: Omitted[tuple[WorkerListing, ...]] = None
+    missing: Omitted[tuple[str, ...]] = None
+    workers_error: Omitted[str] = None
+
+
+@dataclass(frozen=True)
+class RequestTiming:
+    """One streamed request: status, TTFT, total time, tokens, and why it failed (``error``: a
+    reason of :mod:`servelab.core.load.records`; ``error_detail``: the first 200 characters of what
+    came with it)."""
+
+    status: int | None
+    ttft_s: float | None
+    total_s: float
+    completion_tokens: int
+    prompt_tokens: int
+    error: str | None
+    error_detail: Omitted[str] = None
+
+
+@dataclass(frozen=True)
+class E2EProbe:
+    """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
+    point (its :class:`RequestTiming` inline), the decodes' served-request counters before it (None:
+    not a servelab sim), the second probe when one was sent, and, passed, cold or warm and why."""
+
+    model: str
+    status: int | None
+    ttft_s: float | None
+    total_s: float
+    completion_tokens: int
+    prompt_tokens: int
+    error: str | None
+    error_detail: Omitted[str] = None
+    decode_requests_before: tuple[int, ...] | None = None
+    second: Omitted[RequestTiming] = None
+    start: Omitted[Start] = None
+    start_reason: Omitted[StartReason] = None
+
+    @classmethod
+    def of(cls, model: str, first: RequestTiming, before: tuple[int, ...] | None) -> E2EProbe:
+        """The probe whose first request is ``first``."""
+        return cls(
+            model, first.status, first.ttft_s, first.total_s, first.completion_tokens,
+            first.prompt_tokens, first.error, first.error_detail, before,
+        )  # fmt: skip
+
+    @property
+    def first(self) -> RequestTiming:
+        return RequestTiming(
+            self.status, self.ttft_s, self.total_s, self.completion_tokens, self.prompt_tokens,
+            self.error, self.error_detail,
+        )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class WorkerReach:
+    """``e2e.worker_reached``, ``…unreached``, ``…uncounted`` (xPyD): the worker's served-request
+    counter before and after ``requests_sent`` small requests through ``via`` (the router), and
+    the statuses they got."""
+
+    role: str
+    via: str
+    served_before: int | None
+    served_after: int | None
+    requests_sent: int
+    statuses: tuple[int | None, ...]
+
+
+CheckData = (
+    CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
+    | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
+)  # fmt: skip
+
+_C = CheckCode
+#: The kind of data each code carries.
+DATA_OF: Mapping[CheckCode, type[CheckData]] = {
+    _C.CONFIG_NO_ENV_FILE: NoEnvFile,
+    _C.CONFIG_MISSING: EnvFileFailure,
+    _C.CONFIG_UNREADABLE: EnvFileFailure,
+    _C.CONFIG_ERROR: EnvFileFailure,
+    _C.CONFIG_NO_KNOBS: EnvFileNoKnobs,
+    **dict.fromkeys((_C.CONFIG_MATCHES_SPEC, _C.CONFIG_NOT_PINNED, _C.CONFIG_PIN_MISMATCH),
+                    KnobInFile),
+    **dict.fromkeys((_C.LIVE_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
+    **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
+    **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
+    _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
+    **dict.fromkeys((_C.HEALTH_UNREACHABLE, _C.HEALTH_HTTP_ERROR, _C.HEALTH_READY,
+                     _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING), HealthProbe),
+    **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
+    **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
+                    WorkerReach),
+}  # fmt: skip
+
+
+# -- a check ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verified fact: the service it is about, pass/fail, its code and its data (of the kind
+    :data:`DATA_OF` pairs with the code)."""
+
+    service: str
+    ok: bool
+    code: CheckCode
+    data: CheckData
+
+    def __post_init__(self) -> None:
+        kind = DATA_OF[self.code]
+        if not isinstance(self.data, kind):
+            raise TypeError(f"{self.code} carries {kind.__name__}, not {type(self.data).__name__}")
+
+    @property
+    def layer(self) -> Layer:
+        return self.code.layer
+
+    @property
+    def knob(self) -> str | None:
+        """The knob the check is about, if any."""
+        match self.data:
+            case KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob):
+                return knob
+        return None
+
+    @property
+    def live(self) -> str | None:
+        """The knob's value in the process's environment, for a live check of a knob."""
+        match self.data:
+            case KnobLive(live=live) | KnobLiveVsSpec(live=live):
+                return live
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """``{**data, "layer", "service", "ok", "code"}`` (:func:`read_check` reads it back)."""
+        data: dict[str, Any] = encode(self.data)
+        return {**data, "layer": self.layer.value, "service": self.service, "ok": self.ok,
+                "code": self.code.value}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class UntypedCheck:
+    """A stored check this servelab cannot type: its ``detail`` (the sentence an older ledger
+    stored instead of a code), or its ``code`` (one this servelab does not know, or whose data
+    does not fit it), and its data as stored."""
+
+    layer: str
+    service: str | None
+    ok: bool
+    detail: str | None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    code: str | None = None
+
+    @property
+    def knob(self) -> str | None:
+        return opt_str(self.data.get("knob"))
+
+    @property
+    def live(self) -> str | None:
+        return opt_str(self.data.get("live"))
+
+    def to_json(self) -> dict[str, Any]:
+        """``{**data, "layer", "service", "ok", "code", "detail"}``."""
+        return {**self.data, "layer": self.layer, "service": self.service, "ok": self.ok,
+                "code": self.code, "detail": self.detail}  # fmt: skip
+
+
+_FLAT_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})
+_CODES = frozenset(code.value for code in CheckCode)
+
+
+def read_check(doc: Mapping[str, Any]) -> Check | UntypedCheck:
+    """A check from its flat JSON (``code`` and the data; an older one: ``detail``, a sentence)."""
+    layer, service, ok = str(doc.get("layer", "")), opt_str(doc.get("service")), bool(doc.get("ok"))
+    data = {key: value for key, value in doc.items() if key not in _FLAT_KEYS}
+    code = opt_str(doc.get("code"))
+    typed = _typed(service, ok, code, data)
+    return typed or UntypedCheck(layer, service, ok, opt_str(doc.get("detail")), data, code)
+
+
+def read_check_row(
+    layer: str, service: str | None, ok: bool, stored: str | None, data: Any
+) -> Check | UntypedCheck:
+    """A check from the ledger's row: ``stored`` (the ``detail`` column) holds its code, or an older
+    row's sentence (read as the check's ``detail``); ``data``, the decoded ``data`` column."""
+    typed = _typed(service, ok, stored, obj(data))
+    return typed or UntypedCheck(layer, service, ok, stored, obj(data))
+
+
+def _typed(service: str | None, ok: bool, code: str | None, data: dict[str, Any]) -> Check | None:
+    """The typed check, or None when the code is not one of :class:`CheckCode` or the data does
+    not fit its type."""
+    if service is None or code not in _CODES:
+        return None
+    known = CheckCode(code)
+    try:
+        return Check(service, ok, known, decode(DATA_OF[known], data))
+    except RecordError:
+        return None

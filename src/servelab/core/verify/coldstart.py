@@ -7,52 +7,58 @@ order:
 1. **The simulator's counter**: a servelab sim decode reports in ``/server_info`` how many
    requests it has served (``servelab.requests_total``/``requests_served``, 0 while
    ``warmed_up`` is false). Every decode at 0 before the probe: ``cold``
-   (:data:`REASON_FIRST_SINCE_START`); otherwise ``warm`` (:data:`REASON_SERVED_BEFORE`).
+   (:attr:`StartReason.FIRST_SINCE_START`); otherwise ``warm`` (:attr:`StartReason.SERVED_BEFORE`).
 2. **Two probes**: without the counter, a first probe is ``cold`` when it took more than
    :data:`COLD_RATIO` times an immediate second probe *and* at least :data:`COLD_MIN_S` seconds
-   longer (:data:`REASON_SLOWER_THAN_SECOND`); else ``warm`` (:data:`REASON_SECOND_PROBE`).
-3. No counter and no second probe: ``unknown`` (:data:`REASON_NO_SECOND_PROBE`).
+   longer (:attr:`StartReason.SLOWER_THAN_SECOND`); else ``warm``
+   (:attr:`StartReason.SECOND_PROBE`).
+3. No counter and no second probe: ``unknown`` (:attr:`StartReason.NO_SECOND_PROBE`).
 
 Pure: the caller fetches ``/server_info`` and times the probes; this module returns a typed
-:class:`StartClass` with a reason code and its data. The sentence is rendered elsewhere.
+:class:`StartClass` with a :class:`Start` and a :class:`StartReason` and their data. The sentence is
+rendered elsewhere.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 __all__ = [
-    "COLD",
     "COLD_MIN_S",
     "COLD_RATIO",
-    "REASON_FIRST_SINCE_START",
-    "REASON_NO_SECOND_PROBE",
-    "REASON_SECOND_PROBE",
-    "REASON_SERVED_BEFORE",
-    "REASON_SLOWER_THAN_SECOND",
-    "UNKNOWN",
-    "WARM",
+    "Start",
     "StartClass",
+    "StartReason",
     "classify_start",
     "needs_second_probe",
     "served_count",
 ]
 
-COLD = "cold"
-WARM = "warm"
-UNKNOWN = "unknown"
+
+class Start(StrEnum):
+    """Was the probe the first request an engine served since it started?"""
+
+    COLD = "cold"
+    WARM = "warm"
+    UNKNOWN = "unknown"
+
+
+class StartReason(StrEnum):
+    """Why the start is what it is (the rule above, in order)."""
+
+    FIRST_SINCE_START = "first-since-start"  # every decode's counter was 0
+    SERVED_BEFORE = "served-before"  # some decode had served requests already
+    NO_SECOND_PROBE = "no-second-probe"  # no counter, no second probe to compare with
+    SLOWER_THAN_SECOND = "slower-than-second"  # much slower than an immediate second probe
+    SECOND_PROBE = "second-probe"  # an immediate second probe took about as long
+
 
 #: A first probe slower than this many times an immediate second probe may be cold ...
 COLD_RATIO = 3.0
 #: ... and only when it is also at least this many seconds slower (noise on fast probes).
 COLD_MIN_S = 0.5
-
-REASON_FIRST_SINCE_START = "first-since-start"  # every decode's counter was 0
-REASON_SERVED_BEFORE = "served-before"  # some decode had served requests already
-REASON_NO_SECOND_PROBE = "no-second-probe"  # no counter, no second probe to compare with
-REASON_SLOWER_THAN_SECOND = "slower-than-second"  # much slower than an immediate second probe
-REASON_SECOND_PROBE = "second-probe"  # an immediate second probe took about as long
 
 #: ``/server_info`` keys of a sim decode's served-request counter, the first present wins.
 _COUNTER_KEYS = ("requests_total", "requests_served")
@@ -60,15 +66,15 @@ _COUNTER_KEYS = ("requests_total", "requests_served")
 
 @dataclass(frozen=True)
 class StartClass:
-    """``start`` (:data:`COLD`/:data:`WARM`/:data:`UNKNOWN`), the reason code, and its data.
+    """``start``, the ``reason`` for it, and its data.
 
     ``served_before`` is the decodes' summed counter (None without it); ``first_s``/``second_s``
     the probes' total times (``second_s`` None without a second probe); ``ratio`` first/second
     when both were timed.
     """
 
-    start: str
-    reason: str
+    start: Start
+    reason: StartReason
     served_before: int | None = None
     first_s: float | None = None
     second_s: float | None = None
@@ -109,11 +115,12 @@ def classify_start(
     if before is not None:
         served = sum(before)
         if all(count == 0 for count in before):
-            return StartClass(COLD, REASON_FIRST_SINCE_START, served, first_s, second_s)
-        return StartClass(WARM, REASON_SERVED_BEFORE, served, first_s, second_s)
+            return StartClass(Start.COLD, StartReason.FIRST_SINCE_START, served, first_s, second_s)
+        return StartClass(Start.WARM, StartReason.SERVED_BEFORE, served, first_s, second_s)
     if second_s is None:
-        return StartClass(UNKNOWN, REASON_NO_SECOND_PROBE, None, first_s)
+        return StartClass(Start.UNKNOWN, StartReason.NO_SECOND_PROBE, None, first_s)
     times = first_s / max(second_s, 1e-6)
     if first_s > ratio * second_s and first_s - second_s >= min_s:
-        return StartClass(COLD, REASON_SLOWER_THAN_SECOND, None, first_s, second_s, times)
-    return StartClass(WARM, REASON_SECOND_PROBE, None, first_s, second_s, times)
+        slower = StartReason.SLOWER_THAN_SECOND
+        return StartClass(Start.COLD, slower, None, first_s, second_s, times)
+    return StartClass(Start.WARM, StartReason.SECOND_PROBE, None, first_s, second_s, times)

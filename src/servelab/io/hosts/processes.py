@@ -22,12 +22,12 @@ import os
 import re
 import shlex
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.host import Host
 from servelab.io.http.client import ProbeResult, probe
@@ -35,8 +35,6 @@ from servelab.io.http.client import ProbeResult, probe
 __all__ = [
     "LAUNCHER",
     "LAUNCH_TIMEOUT_S",
-    "OUTCOME_OK",
-    "OUTCOME_TIMED_OUT_HEALTHY",
     "PidRecord",
     "ProcStat",
     "Readiness",
@@ -321,27 +319,27 @@ async def _signal(host: Host, record: PidRecord, signal_name: str) -> None:
         await host.run(f"kill -{signal_name} {record.pid} 2>/dev/null || true", timeout=30)
 
 
-async def stop_record(host: Host, record: PidRecord, *, grace: float) -> str:
+async def stop_record(host: Host, record: PidRecord, *, grace: float) -> StepOutcome:
     """Stop the record's process group: SIGTERM, SIGKILL after ``grace``. Idempotent.
 
     Done when neither the recorded process (same start time) nor any live member of its group
-    remains. Returns what happened: "not running", "stopped" or "killed".
+    remains. Returns what happened: not running, stopped or killed.
     """
     leader = await is_alive(host, record)
     if not leader and (record.pgid != record.pid or not await _group_exists(host, record.pgid)):
-        return "not running"  # gone (a group whose leader died may belong to someone else now)
+        return StepOutcome.NOT_RUNNING  # gone (a group whose leader died may be someone else's)
     await _signal(host, record, "TERM")
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline:
         if not await _running(host, record):
-            return "stopped"
+            return StepOutcome.STOPPED
         await asyncio.sleep(0.1)
     await _signal(host, record, "KILL")
     for _ in range(50):
         if not await _running(host, record):
             break
         await asyncio.sleep(0.1)
-    return "killed"
+    return StepOutcome.KILLED
 
 
 async def tail(host: Host, path: str, *, max_bytes: int = 1500) -> str:
@@ -355,8 +353,6 @@ async def tail(host: Host, path: str, *, max_bytes: int = 1500) -> str:
 
 # -- readiness gate -------------------------------------------------------------------------------
 
-OUTCOME_OK = "ok"
-OUTCOME_TIMED_OUT_HEALTHY = "command timed out; service healthy"
 _PROBE_TIMEOUT_S = 5.0
 
 
@@ -364,7 +360,7 @@ _PROBE_TIMEOUT_S = 5.0
 class Readiness:
     """How a launched service became ready: outcome, and the evidence (probes, command state)."""
 
-    outcome: str = OUTCOME_OK
+    outcome: StepOutcome = StepOutcome.OK
     command_exit: int | None = None
     command_timed_out: bool = False
     foreground: bool = False
@@ -407,7 +403,6 @@ async def wait_ready(
     url: str,
     ready_timeout_s: float,
     start_timeout_s: float,
-    say: Callable[[str], None] | None = None,
 ) -> Readiness:
     """Probe ``url`` until 2xx or ``ready_timeout_s``; fail at once if the process exits.
 
@@ -445,7 +440,7 @@ async def wait_ready(
     if state.command_exit not in (None, 0):
         what = f"the start command exited with status {state.command_exit}"
         raise ServiceStartError(_failure(record, what, state.last, await tail(host, record.log)))
-    return _outcome(record, state, start_timeout_s, say)
+    return _outcome(record, state, start_timeout_s)
 
 
 async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
@@ -464,9 +459,7 @@ async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
     return state
 
 
-def _outcome(
-    record: PidRecord, state: Readiness, start_timeout_s: float, say: Callable[[str], None] | None
-) -> Readiness:
+def _outcome(record: PidRecord, state: Readiness, start_timeout_s: float) -> Readiness:
     state.evidence = {
         "readiness": state.last.to_json() if state.last else None,
         "probes": state.probes,
@@ -477,11 +470,6 @@ def _outcome(
         state.foreground = state.command_exit is None and not state.command_timed_out
         state.evidence["foreground"] = state.foreground
     if state.command_timed_out:
-        state.outcome = OUTCOME_TIMED_OUT_HEALTHY
+        state.outcome = StepOutcome.TIMED_OUT_HEALTHY
         state.evidence["command_timeout_s"] = start_timeout_s
-        if say is not None:
-            say(
-                f"{record.service}: start command still running after {start_timeout_s}s, "
-                "but the service is ready"
-            )
     return state

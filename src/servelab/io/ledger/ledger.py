@@ -53,6 +53,7 @@ from servelab.core.ledger.evidence import (
 )
 from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.traces import Span
+from servelab.core.verify.checks import read_check_row
 from servelab.errors import CaseError, StoreError
 from servelab.io.ledger.admin import (
     LedgerStats,
@@ -137,7 +138,7 @@ class Ledger(LedgerFile):
         self, *, spec_hash: str | None, ok: bool, checks: Sequence[CheckRecord]
     ) -> int:
         """A layered verification and each of its checks (a check's ``detail`` column holds its
-        code; rows written before codes hold the sentence)."""
+        code, ``data`` its data; rows written before codes hold the sentence)."""
         with self._write() as conn:
             vid = self._insert(
                 conn, "verifications", {"at": self._now(), "spec_hash": spec_hash, "ok": int(ok)}
@@ -317,7 +318,7 @@ class Ledger(LedgerFile):
         )
         got = VerificationRecord.from_row(row)
         typed = (
-            CheckRecord.from_stored(c["layer"], c["service"], c["ok"], c["detail"], c["data"])
+            read_check_row(c["layer"], c["service"], c["ok"], c["detail"], c["data"])
             for c in checks
         )
         return dataclasses.replace(got, checks=tuple(typed))

@@ -12,13 +12,14 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.load.records import pack_record, unpack_record
 from servelab.core.soak.diagnose import Finding
 from servelab.core.telemetry.traces import Span
+from servelab.core.verify.checks import Check, UntypedCheck
 from servelab.errors import CaseError, StoreError
 
 __all__ = [
@@ -97,13 +98,23 @@ def decode_row(
 
 
 def check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
+    """A check's row: its code in ``detail`` and its data through the codec (a check read untyped:
+    its code or sentence, and its data, as they were read)."""
+    stored: str | None
+    match check:
+        case Check():
+            stored, data = check.code.value, encode(check.data)
+        case UntypedCheck():
+            stored, data = check.code or check.detail, dict(check.data)
+        case _:
+            assert_never(check)
     return {
         "verification_id": verification_id,
         "layer": check.layer,
         "service": check.service,
         "ok": int(check.ok),
-        "detail": check.stored,
-        "data": dumps(dict(check.data)),
+        "detail": stored,
+        "data": dumps(data),
     }
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
@@ -37,16 +36,21 @@ from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import BenchProgressFn, run_bench
-from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
+from servelab.ops.progress import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobRestoring,
+    KnobVerifiedLive,
+)
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.ops.verify.verify import verify
 
 __all__ = ["resume_ab", "run_ab"]
-
-Say = Callable[[str], None]
 
 
 def _router_url(op: Operation) -> str:
@@ -71,7 +75,7 @@ async def _make_live(
         failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
         reasons = "; ".join(failed) or f"live value {live!r}"
         raise BenchError(f"arm {cfg.knob}={value} is not live ({reasons}): arm not measured")
-    op.say(f"{cfg.service} {cfg.knob}={value} verified live (verification {proof.verification_id})")
+    op.say(KnobVerifiedLive(cfg.service, cfg.knob, value, proof.verification_id))
     return proof.verification_id, live
 
 
@@ -125,7 +129,7 @@ async def _visit(
     # The first visit of a round is its first arm; the second visit's arm is the round's second.
     baseline_first = (position % 2 == 0) == (side == BASELINE)
     first, second = (cfg.baseline, cfg.candidate)[:: 1 if baseline_first else -1]
-    op.say(f"round {rnd + 1}/{cfg.rounds} ({first}→{second}): arm {cfg.knob}={value}")
+    op.say(AbVisitStarted(rnd, cfg.rounds, first, second, cfg.knob, value))
     t0 = time.monotonic()
     vid, live = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
     visit = ArmVisit(value, rnd, vid, live, {}, 0, (), position, f"{first}→{second}",
@@ -161,7 +165,7 @@ async def run_ab(
     cfg: AbConfig,
     *,
     ledger: Ledger | None = None,
-    progress: Say | None = None,
+    progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
     """Run the counterbalanced A/B; restore the original value unless ``cfg.keep``."""
@@ -174,8 +178,7 @@ async def run_ab(
         if journal is not None:
             session_id = journal.start(service=cfg.service, knob=cfg.knob, config=encode(cfg),
                                        original=original)  # fmt: skip
-            op.say(f"A/B journal {session_id}: resume with `ab --resume "
-                   f"{session_id}` if interrupted")  # fmt: skip
+            op.say(AbJournalStarted(session_id))
         result = cfg.result(original, session_id=session_id)
         return await _run(op, cfg, result, journal, bench_progress, [])
 
@@ -185,7 +188,7 @@ async def resume_ab(
     session_id: int,
     *,
     ledger: Ledger,
-    progress: Say | None = None,
+    progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
     """Pick up journalled A/B ``session_id``: keep its finished visits, run the rest of its plan."""
@@ -199,7 +202,7 @@ async def resume_ab(
     result = cfg.result(session.original, session_id=session_id, resumed=True)
     kept = list(session.visits)
     async with operation(target, ledger=ledger, progress=progress) as op:
-        op.say(f"resuming A/B {session_id}: {len(kept)} visit(s) kept")
+        op.say(AbResumed(session_id, len(kept)))
         return await _run(op, cfg, result, journal, bench_progress, kept)
 
 
@@ -238,7 +241,6 @@ async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> bool:
     """Put the original value back, live (not with ``keep``); whether it was."""
     if cfg.keep:
         return False
-    shown = "unset" if original is None else f"={original}"
-    op.say(f"restoring {cfg.service} {cfg.knob} {shown}")
+    op.say(KnobRestoring(cfg.service, cfg.knob, original))
     await _make_live(op, cfg, original, "ab: restore the original value")
     return True

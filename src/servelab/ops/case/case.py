@@ -59,7 +59,8 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.deploy.results import Step
 from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.verify.verify import Check, VerifyReport, verify
+from servelab.ops.progress import CoRestarting, KnobSetting, StepFailed, VerifyingLayers
+from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify
 
 __all__ = [
     "Applied",
@@ -504,7 +505,7 @@ async def _apply(
     the knob change is already recorded, so the case event must record how it ended."""
     done = Applied([])
     for service, knob, value in wanted:
-        say(f"set {service} {knob}={value}")
+        say(KnobSetting(service, knob, value))
         change = await set_knob(
             op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
         )
@@ -514,13 +515,13 @@ async def _apply(
         done.steps = await _restart(op, ledger, order, say)
         done.report = await _verify(op, ledger, say)
     except ServelabError as exc:
-        say(f"failed: {exc}")
+        say(StepFailed(str(exc)))
         done.error = str(exc)
     return done
 
 
 async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progress) -> list[Step]:
-    say(f"co-restart {' → '.join(order)} (the changed services and their dependents)")
+    say(CoRestarting(tuple(order)))
     report = await deploy_restart(
         op, order, verify_after=False, rollback=False, progress=say, ledger=ledger
     )
@@ -532,7 +533,7 @@ async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progres
 
 
 async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
-    say("verify config, live, health, e2e")
+    say(VerifyingLayers(LAYERS))
     return await verify(op, ledger=ledger, progress=say)
 
 
@@ -548,12 +549,11 @@ def _failed_checks(report: VerifyReport | None) -> list[Check]:
 
 
 def _records(checks: list[Check]) -> tuple[CheckRecord, ...]:
-    return tuple(check.record() for check in checks)
+    return tuple(checks)
 
 
 def _live_value(report: VerifyReport | None, service: str, knob: str) -> str | None:
     for check in report.layer("live") if report is not None else []:
-        if (check.service, check.data.get("knob")) == (service, knob):
-            live = check.data.get("live")
-            return None if live is None else str(live)
+        if (check.service, check.knob) == (service, knob):
+            return check.live
     return None

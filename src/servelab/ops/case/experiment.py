@@ -54,6 +54,14 @@ from servelab.ops.case.case import load_case
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.knob import get_knob, live_knob, live_knobs, set_knob
+from servelab.ops.progress import (
+    ArmSoaked,
+    CaseTestPlanned,
+    CoRestarting,
+    KnobPuttingBack,
+    KnobVerifiedLive,
+    VisitStarted,
+)
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 
@@ -164,7 +172,7 @@ async def _make_live(op: Operation, target: Target, value: str | None, why: str)
     service = str(target.service)
     await set_knob(op, service, target.name, value, reason=why)
     order = restart_plan(op.spec, [service])
-    op.say(f"co-restart {' → '.join(order)}")
+    op.say(CoRestarting(tuple(order)))
     report = await deploy_restart(op, order, verify_after=False, rollback=False)
     if not report.ok:
         failed = ", ".join(s.service for s in report.steps if not s.ok)
@@ -177,7 +185,7 @@ async def _make_live(op: Operation, target: Target, value: str | None, why: str)
             f"{target.name}={value} is not live ({reasons or f'live value {live!r}'}): "
             "arm not measured"
         )
-    op.say(f"{service} {target.name}={value} verified live (verification {proof.verification_id})")
+    op.say(KnobVerifiedLive(service, target.name, value, proof.verification_id))
     return proof.verification_id
 
 
@@ -197,7 +205,7 @@ async def _visit(
         targets = Targets(str(value), targets.router_url, (), targets.router_service)
     result = await soak(workload, targets, ledger=op.ledger)
     failed, count = failed_sessions(result), result.sessions.count
-    op.say(f"arm {arm} ({value}): {failed}/{count} sessions failed")
+    op.say(ArmSoaked(arm, value, failed, count))
     return ExperimentVisit(
         rnd, arm, value, count, failed, verification_id, result.soak_id,
         round(time.monotonic() - started, 3),
@@ -210,7 +218,7 @@ async def _leave_as_found(op: Operation, arms: _Arms) -> str | None:
         return None
     service = str(arms.target.service)
     if await get_knob(op, service, arms.target.name) != arms.found:
-        op.say(f"putting {service} {arms.target.name} back as found ({arms.found})")
+        op.say(KnobPuttingBack(service, arms.target.name, arms.found))
         await _make_live(op, arms.target, arms.found, "case test: left as found")
     return await get_knob(op, service, arms.target.name)
 
@@ -229,15 +237,13 @@ async def run_case_test(
     async with operation(where, ledger=ledger, progress=progress) as op:
         arms = await _arms(op, ledger, case, cfg)
         order = abba_order(cfg.rounds)
-        op.say(
-            f"case test {arms.target}: {arms.suspect} against {arms.revert}, {cfg.rounds} "
-            f"round(s) each ({' '.join(a[0].upper() for a in order)}), {workload.sessions} "
-            f"session(s) x {workload.rounds} rounds per visit (the workload of soak #{soak_id})"
-        )
+        op.say(CaseTestPlanned(str(arms.target), arms.suspect, arms.revert, cfg.rounds,
+                               tuple(order), workload.sessions, workload.rounds,
+                               soak_id))  # fmt: skip
         visits: list[ExperimentVisit] = []
         try:
             for i, arm in enumerate(order):
-                op.say(f"visit {i + 1}/{len(order)}: arm {arm}")
+                op.say(VisitStarted(i, len(order), arm))
                 visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm)))
         except BaseException:
             with contextlib.suppress(ServelabError):

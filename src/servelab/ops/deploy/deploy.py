@@ -39,6 +39,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.topology import down_plan, restart_plan, service_argv, up_plan
@@ -54,7 +55,6 @@ from servelab.errors import (
 from servelab.io.hosts.discovery import find_process, unit_main_pid
 from servelab.io.hosts.envfiles import latest_backup, save_copy
 from servelab.io.hosts.processes import (
-    OUTCOME_TIMED_OUT_HEALTHY,
     PidRecord,
     is_alive,
     proc_stat,
@@ -72,13 +72,25 @@ from servelab.io.routerworkers import RouterWorker, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start, env_bytes
 from servelab.ops.deploy.results import (
-    OUTCOME_ALREADY_UP,
-    OUTCOME_FAILED,
     DeployInterrupted,
     DeployReport,
     RestartReport,
     ServiceStatus,
     Step,
+)
+from servelab.ops.progress import (
+    EnvFileRestored,
+    LaunchTimedOut,
+    ProgressEvent,
+    RestartPlanned,
+    ServiceAlreadyUp,
+    ServiceFailed,
+    ServiceReady,
+    ServiceStarted,
+    ServiceStopped,
+    StartCommandOutlived,
+    StopFailed,
+    UpUndone,
 )
 from servelab.ops.verify.verify import verify
 
@@ -103,7 +115,7 @@ async def _readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOU
 
 async def _gate(
     op: Operation, record: PidRecord, *, fresh: bool = False
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[StepOutcome, dict[str, Any]]:
     """Wait for the service's readiness (see :func:`~servelab.io.hosts.processes.wait_ready`).
 
     ``fresh``: the record was just launched (its start command is waited for and progress told);
@@ -112,14 +124,12 @@ async def _gate(
     svc = op.spec.service(record.service)
     host = op.host(record.service)
     url = await op.url(record.service, svc.readiness_path)
+    start_timeout_s = svc.start_timeout_s if fresh else 0.0
     result = await wait_ready(
-        host,
-        record,
-        url=url,
-        ready_timeout_s=svc.ready_timeout_s,
-        start_timeout_s=svc.start_timeout_s if fresh else 0.0,
-        say=op.say if fresh else None,
+        host, record, url=url, ready_timeout_s=svc.ready_timeout_s, start_timeout_s=start_timeout_s
     )
+    if fresh and result.command_timed_out:
+        op.say(StartCommandOutlived(record.service, start_timeout_s))
     return result.outcome, result.evidence
 
 
@@ -155,7 +165,7 @@ async def _launch(op: Operation, service: str) -> PidRecord:
         args_env=svc.args_env if argv is not None else None,
     )
     write_pid_record(op.loaded.state_dir, record)
-    op.say(f"{service}: started pid {record.pid} on {host.name} (log {record.log})")
+    op.say(ServiceStarted(service, record.pid, host.name, record.log))
     return record
 
 
@@ -195,7 +205,7 @@ async def _start(op: Operation, service: str) -> Step:
     outcome, evidence = await _gate(op, record, fresh=True)
     foreground = bool(evidence.get("foreground"))
     record = await _adopt_service_pid(op, record, foreground=foreground)
-    op.say(f"{service}: {outcome} in {time.monotonic() - started:.1f}s")
+    op.say(ServiceReady(service, outcome, time.monotonic() - started))
     return Step(service, outcome, _serving_pid(record), time.monotonic() - started, evidence)
 
 
@@ -206,7 +216,7 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     svc = op.spec.service(service)
     host = op.host(service)
     url = await op.url(service, svc.readiness_path)
-    op.say(f"{service}: its launch command timed out on {host.name}; probing readiness at {url}")
+    op.say(LaunchTimedOut(service, host.name, url))
     readiness = await wait_answering(url, ready_timeout_s=svc.ready_timeout_s)
     log = _log_path(op, service)
     if readiness.last is None or not readiness.last.ok:
@@ -237,16 +247,17 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
         "log": f"{host.name}:{log}",
         "launch_timed_out": True,
     }
-    op.say(f"{service}: {OUTCOME_TIMED_OUT_HEALTHY} in {time.monotonic() - started:.1f}s")
+    outcome = StepOutcome.TIMED_OUT_HEALTHY
+    op.say(ServiceReady(service, outcome, time.monotonic() - started))
     pid = stat.pid if stat is not None else None
-    return Step(service, OUTCOME_TIMED_OUT_HEALTHY, pid, time.monotonic() - started, evidence)
+    return Step(service, outcome, pid, time.monotonic() - started, evidence)
 
 
-async def _stop_recorded(op: Operation, service: str) -> str:
+async def _stop_recorded(op: Operation, service: str) -> StepOutcome:
     """Stop the recorded process group (and the adopted serving one); drop the record."""
     record = read_pid_record(op.loaded.state_dir, service)
     if record is None:
-        return "not running"
+        return StepOutcome.NOT_RUNNING
     host = op.host(service)
     grace = op.spec.service(service).stop_grace_s
     outcome = await stop_record(host, record, grace=grace)
@@ -256,7 +267,7 @@ async def _stop_recorded(op: Operation, service: str) -> str:
             record, pid=served["pid"], pgid=served["pgid"], starttime=served["starttime"]
         )
         second = await stop_record(host, other, grace=grace)
-        outcome = outcome if second == "not running" else second
+        outcome = outcome if second is StepOutcome.NOT_RUNNING else second
     remove_pid_record(op.loaded.state_dir, service)
     return outcome
 
@@ -273,9 +284,9 @@ async def _stop(op: Operation, service: str) -> Step:
         except CommandTimeout as exc:
             evidence["stop_command"] = str(exc)
     outcome = await _stop_recorded(op, service)
-    if command is not None and outcome == "not running":
-        outcome = "stopped"
-    op.say(f"{service}: {outcome}")
+    if command is not None and outcome is StepOutcome.NOT_RUNNING:
+        outcome = StepOutcome.STOPPED
+    op.say(ServiceStopped(service, outcome))
     return Step(service, outcome, None, time.monotonic() - started, evidence)
 
 
@@ -285,8 +296,8 @@ async def _already_up(op: Operation, service: str) -> Step | None:
     host = op.host(service)
     if record is not None and await is_alive(host, record):
         _outcome, evidence = await _gate(op, record)
-        op.say(f"{service}: already up (pid {record.pid})")
-        return Step(service, OUTCOME_ALREADY_UP, record.pid, 0.0, evidence)
+        op.say(ServiceAlreadyUp(service, record.pid, by_servelab=True))
+        return Step(service, StepOutcome.ALREADY_UP, record.pid, 0.0, evidence)
     if record is not None:
         await _stop_recorded(op, service)  # a stale record (or an orphaned group)
     svc = op.spec.service(service)
@@ -295,10 +306,10 @@ async def _already_up(op: Operation, service: str) -> Step | None:
         return None
     answer = await _readiness(op, service)
     if answer.ok:
-        op.say(f"{service}: already up (pid {owner}, not started by servelab)")
+        op.say(ServiceAlreadyUp(service, owner, by_servelab=False))
         return Step(
             service,
-            OUTCOME_ALREADY_UP,
+            StepOutcome.ALREADY_UP,
             owner,
             0.0,
             {"readiness": answer.to_json(), "pid_source": "port owner"},
@@ -370,8 +381,7 @@ async def _undo_up(
     interrupted = isinstance(exc, asyncio.CancelledError)
     reason = "interrupted" if interrupted else (str(exc) or type(exc).__name__)
     # The error itself is told once, by whoever catches it; here only what is being undone.
-    what = "up interrupted" if interrupted else "up failed"
-    safe.say(f"{what}; stopping what this run started: {', '.join(reversed(started)) or 'nothing'}")
+    safe.say(UpUndone(interrupted, tuple(reversed(started))))
     stops = [await _stop_safely(safe, name) for name in reversed(started)]
     report = DeployReport("up", steps, error=reason, interrupted=interrupted)
     report.stopped = [step.service for step in stops]
@@ -382,9 +392,9 @@ async def _undo_up(
 def _tolerant(say: Progress) -> Progress:
     """``say``, with any exception it raises swallowed (for cleanup paths)."""
 
-    def tell(message: str) -> None:
+    def tell(event: ProgressEvent) -> None:
         with contextlib.suppress(Exception):
-            say(message)
+            say(event)
 
     return tell
 
@@ -395,8 +405,9 @@ async def _stop_safely(op: Operation, service: str) -> Step:
     try:
         return await _stop(op, service)
     except Exception as exc:
-        op.say(f"{service}: could not stop: {exc}")
-        return Step(service, OUTCOME_FAILED, None, time.monotonic() - started, {"error": str(exc)})
+        op.say(StopFailed(service, str(exc)))
+        failed = StepOutcome.FAILED
+        return Step(service, failed, None, time.monotonic() - started, {"error": str(exc)})
 
 
 async def down(
@@ -480,7 +491,7 @@ async def _restore_env_files(op: Operation, sources: dict[str, str]) -> None:
         assert path is not None
         data = await op.host(name).read_file(source)
         await op.write_env(name, path, data, backup=True)
-        op.say(f"{name}: env file restored from {source}")
+        op.say(EnvFileRestored(name, source))
 
 
 async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: set[str]) -> None:
@@ -499,10 +510,9 @@ async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: s
             await _stop_safely(op.derive(progress=_tolerant(op.say)), name)
             if not isinstance(exc, DeployError):
                 raise
-            op.say(f"{name}: failed: {exc}")
-            steps.append(
-                Step(name, OUTCOME_FAILED, None, time.monotonic() - started, {"error": str(exc)})
-            )
+            op.say(ServiceFailed(name, str(exc)))
+            elapsed = time.monotonic() - started
+            steps.append(Step(name, StepOutcome.FAILED, None, elapsed, {"error": str(exc)}))
             return
         down.discard(name)
         steps.append(step)
@@ -563,7 +573,7 @@ async def _restart(
     plan = report.plan
     if rollback:
         await _prepare_rollback(op, plan, report)
-    op.say(f"restart plan: {' -> '.join(plan)}")
+    op.say(RestartPlanned(tuple(plan)))
     await _co_restart(op, plan, report.steps, down)
     if verify_after and all(step.ok for step in report.steps):
         report.verification = await verify(op, plan)

@@ -40,6 +40,7 @@ from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_nee
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation
+from servelab.ops.progress import UnitReloaded
 
 __all__ = ["check_before_start", "env_bytes", "preflight_message"]
 
@@ -126,7 +127,7 @@ async def _stale_unit(op: Operation, service: str) -> str | None:
     if not svc.manage_unit:
         return svc.unit
     await daemon_reload(host)
-    op.say(f"{service}: systemd unit {svc.unit} changed on disk; ran systemctl daemon-reload")
+    op.say(UnitReloaded(service, svc.unit))
     return svc.unit if await unit_needs_reload(host, svc.unit) else None
 
 

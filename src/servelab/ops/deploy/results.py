@@ -16,16 +16,12 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from servelab.io.hosts.processes import OUTCOME_OK, OUTCOME_TIMED_OUT_HEALTHY
+from servelab.core.deploy.outcomes import StepOutcome
 from servelab.io.http.client import ProbeResult
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.ops.verify.verify import VerifyReport
 
 __all__ = [
-    "OUTCOME_ALREADY_UP",
-    "OUTCOME_FAILED",
-    "OUTCOME_OK",
-    "OUTCOME_TIMED_OUT_HEALTHY",
     "DeployInterrupted",
     "DeployReport",
     "RestartReport",
@@ -33,28 +29,25 @@ __all__ = [
     "Step",
 ]
 
-OUTCOME_ALREADY_UP = "already up"
-OUTCOME_FAILED = "failed"
-
 
 @dataclass
 class Step:
     """What happened to one service: outcome, pid, time taken, and the evidence."""
 
     service: str
-    outcome: str
+    outcome: StepOutcome
     pid: int | None = None
     elapsed_s: float = 0.0
     evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.outcome != OUTCOME_FAILED
+        return self.outcome.ok
 
     def to_json(self) -> dict[str, Any]:
         return {
             "service": self.service,
-            "outcome": self.outcome,
+            "outcome": self.outcome.value,
             "pid": self.pid,
             "elapsed_s": round(self.elapsed_s, 3),
             "evidence": self.evidence,

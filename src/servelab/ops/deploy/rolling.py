@@ -1,7 +1,7 @@
 """``restart --rolling``: restart workers one at a time, without taking the deployment down.
 
 For each worker of :func:`~servelab.core.deploy.rolling.rolling_plan`, in order (the phases of
-:data:`~servelab.core.deploy.rolling.PHASES`):
+:class:`~servelab.core.deploy.rolling.RollPhase`):
 
 1. **remove** it from the router (its id read from the router's worker list; refused when no other
    healthy worker of its role is listed), and wait until the router no longer lists it;
@@ -29,13 +29,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from servelab.core.deploy.rolling import (
-    PHASE_ADD,
-    PHASE_DRAIN,
-    PHASE_REMOVE,
-    PHASE_RESTART,
-    PHASE_ROUTED,
-    PHASE_VERIFY,
     RollOptions,
+    RollPhase,
     RollTarget,
     rolling_plan,
     router_kind,
@@ -55,7 +50,8 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart_service
 from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted
-from servelab.ops.deploy.rolling_results import Phase, RollingReport, WorkerRoll
+from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
+from servelab.ops.progress import RollingPlanned, RollPhaseFailed, RollPhaseStarted
 from servelab.ops.verify.verify import verify
 
 __all__ = ["rolling_restart"]
@@ -92,7 +88,7 @@ async def _remove(roll: _Roll, target: RollTarget) -> _Outcome:
     others = [w for w in workers if w.role == target.role and w.url != target.url and w.healthy]
     data: dict[str, Any] = {"worker_ids": [w.id for w in mine], "others": [w.url for w in others]}
     if not others:
-        return False, {**data, "reason": "no_other_worker"}
+        return False, {**data, "reason": PhaseFailure.NO_OTHER_WORKER}
     if not mine:
         return True, {**data, "already_out": True}
     for worker in mine:
@@ -102,7 +98,7 @@ async def _remove(roll: _Roll, target: RollTarget) -> _Outcome:
         return not await roll.listed(target), {}
 
     ok, waited = await roll.until(gone, roll.opts.router_timeout_s)
-    return ok, {**data, **waited, "reason": None if ok else "still_listed"}
+    return ok, {**data, **waited, "reason": None if ok else PhaseFailure.STILL_LISTED}
 
 
 async def _drain(roll: _Roll, target: RollTarget) -> _Outcome:
@@ -113,7 +109,8 @@ async def _drain(roll: _Roll, target: RollTarget) -> _Outcome:
         return running == 0, {"running": running}
 
     ok, data = await roll.until(idle, roll.opts.drain_timeout_s)
-    reason = None if ok else ("load_unreadable" if data["running"] is None else "not_drained")
+    failed = PhaseFailure.LOAD_UNREADABLE if data["running"] is None else PhaseFailure.NOT_DRAINED
+    reason = None if ok else failed
     return ok, {**data, "reason": reason}
 
 
@@ -130,7 +127,7 @@ async def _add(roll: _Roll, target: RollTarget) -> _Outcome:
         return any(w.healthy for w in listed), {"listed": [w.to_json() for w in listed]}
 
     ok, data = await roll.until(healthy, roll.opts.router_timeout_s)
-    return ok, {"worker_id": worker_id, **data, "reason": None if ok else "not_listed"}
+    return ok, {"worker_id": worker_id, **data, "reason": None if ok else PhaseFailure.NOT_LISTED}
 
 
 async def _served(roll: _Roll, target: RollTarget) -> int | None:
@@ -156,7 +153,7 @@ async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:
         return after is not None and after > before, {"served_after": after}
 
     ok, data = await roll.until(grew, roll.opts.routed_timeout_s)
-    reason = None if ok else "not_routed"
+    reason = None if ok else PhaseFailure.NOT_ROUTED
     return ok, {"served_before": before, **data, "probe_statuses": sent, "reason": reason}
 
 
@@ -166,28 +163,30 @@ async def _verify(roll: _Roll, worker: WorkerRoll) -> _Outcome:
     return report.ok, {"failures": [check.code for check in report.failures]}
 
 
-async def _phase(roll: _Roll, worker: WorkerRoll, name: str, run: Awaitable[_Outcome]) -> bool:
-    roll.op.say(f"{worker.service}: {name}")
+async def _phase(
+    roll: _Roll, worker: WorkerRoll, name: RollPhase, run: Awaitable[_Outcome]
+) -> bool:
+    roll.op.say(RollPhaseStarted(worker.service, name))
     started = time.monotonic()
     try:
         ok, data = await run
     except ServelabError as exc:
-        ok, data = False, {"reason": "error", "error": f"{type(exc).__name__}: {exc}"}
+        ok, data = False, {"reason": PhaseFailure.ERROR, "error": f"{type(exc).__name__}: {exc}"}
     worker.phases.append(Phase(name, ok, time.monotonic() - started, data))
     if not ok:
-        roll.op.say(f"{worker.service}: {name} failed")
+        roll.op.say(RollPhaseFailed(worker.service, name))
     return ok
 
 
 async def _roll_one(roll: _Roll, worker: WorkerRoll, router_url: str) -> bool:
     target = worker.target
-    steps: list[tuple[str, Callable[[], Awaitable[_Outcome]]]] = [
-        (PHASE_REMOVE, lambda: _remove(roll, target)),
-        (PHASE_DRAIN, lambda: _drain(roll, target)),
-        (PHASE_RESTART, lambda: _restart(roll, target)),
-        (PHASE_VERIFY, lambda: _verify(roll, worker)),
-        (PHASE_ADD, lambda: _add(roll, target)),
-        (PHASE_ROUTED, lambda: _routed(roll, target, router_url)),
+    steps: list[tuple[RollPhase, Callable[[], Awaitable[_Outcome]]]] = [
+        (RollPhase.REMOVE, lambda: _remove(roll, target)),
+        (RollPhase.DRAIN, lambda: _drain(roll, target)),
+        (RollPhase.RESTART, lambda: _restart(roll, target)),
+        (RollPhase.VERIFY, lambda: _verify(roll, worker)),
+        (RollPhase.ADD, lambda: _add(roll, target)),
+        (RollPhase.ROUTED, lambda: _routed(roll, target, router_url)),
     ]
     for name, run in steps:
         if not await _phase(roll, worker, name, run()):
@@ -250,7 +249,7 @@ async def rolling_restart(
         assert router is not None  # rolling_plan refuses a deployment without one
         await check_before_start(op, [t.service for t in plan], restarting=True)
         report = RollingReport(plan, router)
-        op.say(f"rolling restart: {' -> '.join(t.service for t in plan)}")
+        op.say(RollingPlanned(tuple(t.service for t in plan)))
         try:
             await _run(op, report, options or RollOptions())
         except BaseException as exc:

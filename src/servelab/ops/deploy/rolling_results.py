@@ -1,7 +1,7 @@
 """The typed results of ``restart --rolling`` (:mod:`servelab.ops.deploy.rolling`).
 
-- :class:`Phase`: one phase of one worker (:data:`servelab.core.deploy.rolling.PHASES`): ok, time,
-  data.
+- :class:`Phase`: one phase of one worker (:class:`servelab.core.deploy.rolling.RollPhase`): ok,
+  time, data (a failed phase's ``reason``: a :class:`PhaseFailure`).
 - :class:`WorkerRoll`: one worker's phases, its verification, and where it was left.
 - :class:`RollingReport`: the plan, every worker's roll, and, when it stopped, the worker left out
   of the router (and whether it is down) with the commands that put it back.
@@ -11,25 +11,38 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-from servelab.core.deploy.rolling import PHASE_ADD, PHASE_REMOVE, PHASE_RESTART, PHASES, RollTarget
+from servelab.core.deploy.rolling import RollPhase, RollTarget
 from servelab.ops.verify.verify import VerifyReport
 
-__all__ = ["Phase", "RollingReport", "WorkerRoll"]
+__all__ = ["Phase", "PhaseFailure", "RollingReport", "WorkerRoll"]
+
+
+class PhaseFailure(StrEnum):
+    """Why a phase failed (its data's ``reason``; worded in :mod:`servelab.report.deploy`)."""
+
+    NO_OTHER_WORKER = "no_other_worker"  # remove: no other healthy worker of its role is listed
+    STILL_LISTED = "still_listed"  # remove: the router still lists it
+    NOT_DRAINED = "not_drained"  # drain: requests still running
+    LOAD_UNREADABLE = "load_unreadable"  # drain: no running-request count in /get_load
+    NOT_LISTED = "not_listed"  # add: the router does not list it healthy
+    NOT_ROUTED = "not_routed"  # routed: its served-request counter did not grow
+    ERROR = "error"  # an error stopped the phase (``error``)
 
 
 @dataclass(frozen=True)
 class Phase:
     """One phase of one worker's roll: its name, outcome, time taken and what it saw."""
 
-    name: str
+    name: RollPhase
     ok: bool
     elapsed_s: float
     data: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return {"phase": self.name, "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3),
+        return {"phase": self.name.value, "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3),
                 **self.data}  # fmt: skip
 
 
@@ -47,25 +60,25 @@ class WorkerRoll:
 
     @property
     def ok(self) -> bool:
-        return len(self.phases) == len(PHASES) and all(phase.ok for phase in self.phases)
+        return len(self.phases) == len(RollPhase) and all(phase.ok for phase in self.phases)
 
     @property
     def failed(self) -> Phase | None:
         return next((phase for phase in self.phases if not phase.ok), None)
 
-    def _reached(self, name: str) -> bool:
+    def _reached(self, name: RollPhase) -> bool:
         return any(phase.name == name for phase in self.phases)
 
     @property
     def out_of_router(self) -> bool:
         """Removed from the router and not (provably) added back."""
-        added = any(phase.name == PHASE_ADD and phase.ok for phase in self.phases)
-        return self._reached(PHASE_REMOVE) and not added
+        added = any(phase.name is RollPhase.ADD and phase.ok for phase in self.phases)
+        return self._reached(RollPhase.REMOVE) and not added
 
     @property
     def down(self) -> bool:
         """Its restart began and did not end ready."""
-        restart = next((phase for phase in self.phases if phase.name == PHASE_RESTART), None)
+        restart = next((p for p in self.phases if p.name is RollPhase.RESTART), None)
         return restart is not None and not restart.ok
 
     def to_json(self) -> dict[str, Any]:

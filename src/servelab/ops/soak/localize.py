@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 from servelab.core.deploy.engines import canonical_metrics
@@ -39,11 +40,13 @@ from servelab.core.verify.coldstart import (
     served_count,
 )
 from servelab.io.http.client import HttpClient, using_client
-from servelab.ops.context import Progress
 from servelab.ops.soak.client import one_shot
 from servelab.ops.soak.replay import replay_matrix
 
 __all__ = ["discover_workers", "localize", "warm_up"]
+
+#: The soak's progress lines (worded here: the soak's progress is not typed yet).
+Progress = Callable[[str], None]
 
 
 async def discover_workers(

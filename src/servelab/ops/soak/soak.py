@@ -53,7 +53,6 @@ from servelab.core.telemetry.traces import RequestPhases, Span
 from servelab.core.verify.coldstart import StartClass
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.context import Progress
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.traces import FailedId, gather_soak_spans, request_phases
@@ -62,6 +61,9 @@ from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.ops.telemetry.watch import MetricsWatch
 
 __all__ = ["metric_sources", "soak"]
+
+#: The soak's progress lines (worded here: the soak's progress is not typed yet).
+Progress = Callable[[str], None]
 
 
 # ------------------------------------------------------------------------------------ sessions

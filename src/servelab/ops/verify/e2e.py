@@ -3,34 +3,27 @@
 - **the probe** (:func:`e2e_check`): one streaming chat completion through the entry point (proxy,
   else router) with a prompt long enough to need a real KV transfer: status, TTFT, total time,
   tokens, cold or warm (+ a second probe when the start cannot be told from the sim's counter).
-- **every worker reached** (:func:`reach_outcomes`, xPyD only: a role with two or more workers):
+- **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
   each prefill's and decode's served-request counter (a servelab simulated worker's
   ``/server_info``) is read, small requests are sent through the router until every counter grew
   (bounded: ``reach_requests``), and each worker gets its own outcome: reached, not reached, or
   uncounted (not a servelab sim: no per-worker counter to prove it by).
 
-This module returns outcomes (service, ok, code, data); :mod:`servelab.ops.verify.verify` makes
-checks of them and :mod:`servelab.report.verify` words them.
+This module returns typed checks (:class:`~servelab.core.verify.checks.Check`: an
+:class:`~servelab.core.verify.checks.E2EProbe`, a :class:`~servelab.core.verify.checks.WorkerReach`
+per worker); :mod:`servelab.report.verify` words them.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from time import perf_counter_ns
-from typing import Any
 
 from servelab.core.deploy.rolling import served_requests
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.traces import request_identity
-from servelab.core.verify.checks import (
-    CHECK_E2E_FAILED,
-    CHECK_E2E_PASSED,
-    CHECK_E2E_SECOND_FAILED,
-    CHECK_E2E_WORKER_REACHED,
-    CHECK_E2E_WORKER_UNCOUNTED,
-    CHECK_E2E_WORKER_UNREACHED,
-)
+from servelab.core.verify.checks import Check, CheckCode, E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.coldstart import (
     COLD_MIN_S,
     COLD_RATIO,
@@ -41,8 +34,9 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.io.http.client import HttpClient, StreamClient, chat_body
 from servelab.ops.context import Operation
+from servelab.ops.progress import ProbingWorkers
 
-__all__ = ["E2EOptions", "E2EOutcome", "e2e_check", "reach_outcomes"]
+__all__ = ["E2EOptions", "e2e_check", "reach_checks"]
 
 
 @dataclass(frozen=True)
@@ -63,16 +57,6 @@ class E2EOptions:
     reach_requests: int = 16
 
 
-@dataclass(frozen=True)
-class E2EOutcome:
-    """One e2e fact: the service it is about, pass/fail, its code and data."""
-
-    service: str
-    ok: bool
-    code: str
-    data: dict[str, Any] = field(default_factory=dict)
-
-
 def _prompt(words: int, salt: str) -> str:
     vocab = ("prefill", "decode", "router", "cache", "page", "token", "transfer", "bootstrap")
     body = " ".join(vocab[i % len(vocab)] for i in range(max(words - 12, 1)))
@@ -88,22 +72,21 @@ async def _stream_once(base: str, model: str, prompt: str, opts: E2EOptions) -> 
         return await client.stream("/v1/chat/completions", body, record, deadline_ns=deadline)
 
 
-def _timing(record: RequestRecord) -> dict[str, Any]:
+def _timing(record: RequestRecord) -> RequestTiming:
     """The request's status, timings, tokens and error (``error_detail``: the first 200
     characters of what came with the error)."""
     end = record.end_ns or record.sent_ns
     first = next((t for t, n in zip(record.event_ns, record.event_tokens, strict=True) if n), None)
-    timing = {
-        "status": record.status,
-        "ttft_s": None if first is None else round((first - record.sent_ns) / 1e9, 4),
-        "total_s": round((end - record.sent_ns) / 1e9, 4),
-        "completion_tokens": record.output_tokens,
-        "prompt_tokens": record.input_tokens,
-        "error": record.error,
-    }
-    if record.error is not None:
-        timing["error_detail"] = " ".join(record.error_detail.split())[:200]
-    return timing
+    detail = None if record.error is None else " ".join(record.error_detail.split())[:200]
+    return RequestTiming(
+        status=record.status,
+        ttft_s=None if first is None else round((first - record.sent_ns) / 1e9, 4),
+        total_s=round((end - record.sent_ns) / 1e9, 4),
+        completion_tokens=record.output_tokens,
+        prompt_tokens=record.input_tokens,
+        error=record.error,
+        error_detail=detail,
+    )
 
 
 def _record_failed(record: RequestRecord) -> bool:
@@ -111,7 +94,7 @@ def _record_failed(record: RequestRecord) -> bool:
     return record.error is not None or record.output_tokens <= 0
 
 
-async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int] | None:
+async def _requests_served(http: HttpClient, decode_urls: list[str]) -> tuple[int, ...] | None:
     """Each sim decode's requests served so far (None: not a servelab sim, or unknown)."""
     counts = []
     for url in decode_urls:
@@ -119,44 +102,36 @@ async def _requests_served(http: HttpClient, decode_urls: list[str]) -> list[int
         if count is None:
             return None
         counts.append(count)
-    return counts or None
+    return tuple(counts) or None
 
 
 def _classify(
-    before: list[int] | None, first: dict[str, Any], second: dict[str, Any] | None, opts: E2EOptions
+    before: tuple[int, ...] | None, first_s: float, second_s: float | None, opts: E2EOptions
 ) -> StartClass:
     """Cold, warm or unknown (:func:`~servelab.core.verify.coldstart.classify_start`) from the
-    timings."""
-    second_s = None if second is None else second["total_s"]
-    return classify_start(
-        before, first["total_s"], second_s, ratio=opts.cold_ratio, min_s=opts.cold_min_s
-    )
+    probes' total times."""
+    return classify_start(before, first_s, second_s, ratio=opts.cold_ratio, min_s=opts.cold_min_s)
 
 
-async def e2e_check(
-    base: str, decode_urls: list[str], opts: E2EOptions
-) -> tuple[bool, str, dict[str, Any]]:
-    """One streaming chat completion through ``base`` (+ a second when cold or not a sim).
-
-    Returns (ok, code, data); a failed request's data holds its status and its error.
-    """
+async def e2e_check(entry: str, base: str, decode_urls: list[str], opts: E2EOptions) -> Check:
+    """The e2e check of ``entry``: one streaming chat completion through ``base`` (+ a second when
+    cold or not a sim); a failed request's data holds its status and its error."""
     async with HttpClient() as http:
         model = await http.model_id(base, 5.0) or "default"
         before = await _requests_served(http, decode_urls)
     first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
-    first = _timing(first_rec)
-    data: dict[str, Any] = {"model": model, **first, "decode_requests_before": before}
+    probe = E2EProbe.of(model, _timing(first_rec), before)
     if _record_failed(first_rec):
-        return False, CHECK_E2E_FAILED, data
-    second = None
+        return Check(entry, False, CheckCode.E2E_FAILED, probe)
     if needs_second_probe(before):
         second_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "b"), opts)
-        second = data["second"] = _timing(second_rec)
+        probe = replace(probe, second=_timing(second_rec))
         if _record_failed(second_rec):
-            return False, CHECK_E2E_SECOND_FAILED, data
-    start = _classify(before, first, second, opts)
-    data.update(start=start.start, start_reason=start.reason)
-    return True, CHECK_E2E_PASSED, data
+            return Check(entry, False, CheckCode.E2E_SECOND_FAILED, probe)
+    second_s = None if probe.second is None else probe.second.total_s
+    start = _classify(before, probe.total_s, second_s, opts)
+    probe = replace(probe, start=start.start, start_reason=start.reason)
+    return Check(entry, True, CheckCode.E2E_PASSED, probe)
 
 
 # -- every worker reached (xPyD) -----------------------------------------------------------------
@@ -199,29 +174,28 @@ async def _send_until_reached(
     return before, after, statuses
 
 
-async def reach_outcomes(op: Operation, opts: E2EOptions) -> list[E2EOutcome]:
-    """One outcome per prefill and decode worker of an xPyD deployment: did a request sent
+async def reach_checks(op: Operation, opts: E2EOptions) -> list[Check]:
+    """One check per prefill and decode worker of an xPyD deployment: did a request sent
     through the router reach it (its served-request counter grew)? None for 1P1D (the probe
     already went through the only pair)."""
     names = _xpyd(op)
     router = op.spec.router_name
     if not names or router is None:
         return []
-    op.say(f"e2e: every worker reached through {router}")
+    op.say(ProbingWorkers(router))
     base = await op.url(router)
     urls = {name: await op.url(name) for name in names}
     async with HttpClient() as http:
         model = await http.model_id(base, 5.0) or "default"
         before, after, statuses = await _send_until_reached(http, base, model, urls, opts)
-    outcomes = []
+    checks = []
     for name in names:
-        data: dict[str, Any] = {"role": op.spec.service(name).role, "via": router,
-                "served_before": before[name], "served_after": after[name],
-                "requests_sent": len(statuses), "statuses": statuses}  # fmt: skip
+        data = WorkerReach(op.spec.service(name).role, router, before[name], after[name],
+                           len(statuses), tuple(statuses))  # fmt: skip
         if before[name] is None:
-            outcomes.append(E2EOutcome(name, True, CHECK_E2E_WORKER_UNCOUNTED, data))
+            checks.append(Check(name, True, CheckCode.E2E_WORKER_UNCOUNTED, data))
             continue
         reached = (after[name] or 0) > (before[name] or 0)
-        code = CHECK_E2E_WORKER_REACHED if reached else CHECK_E2E_WORKER_UNREACHED
-        outcomes.append(E2EOutcome(name, reached, code, data))
-    return outcomes
+        code = CheckCode.E2E_WORKER_REACHED if reached else CheckCode.E2E_WORKER_UNREACHED
+        checks.append(Check(name, reached, code, data))
+    return checks

@@ -1,0 +1,365 @@
+"""What an operation tells while it runs: one frozen dataclass per kind of moment, data only.
+
+Ops emit these through the operation's progress callback (:data:`servelab.ops.context.Progress`);
+:func:`servelab.report.progress.describe_progress` words each one (matching on its type), and the
+CLI prints that line on stderr. Nothing here is worded.
+
+A bench run's progress is a stream of its own (:class:`servelab.ops.bench.bench.BenchProgress`,
+many counter updates a second that drive a bar, through the bench's own callback); it is typed the
+same way, and :func:`servelab.report.progress.describe_level` words the line a measured level gets.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.rolling import RollPhase
+
+__all__ = [
+    "AbJournalStarted",
+    "AbResumed",
+    "AbVisitStarted",
+    "ArmSoaked",
+    "CaseTestPlanned",
+    "CoRestarting",
+    "EnvFileRestored",
+    "KnobPuttingBack",
+    "KnobRestoring",
+    "KnobSetting",
+    "KnobVerifiedLive",
+    "LaunchTimedOut",
+    "ProbingE2E",
+    "ProbingHealth",
+    "ProbingWorkers",
+    "ProgressEvent",
+    "ReadingEnvFile",
+    "ReadingLiveEnv",
+    "RestartPlanned",
+    "RollPhaseFailed",
+    "RollPhaseStarted",
+    "RollingPlanned",
+    "ServiceAlreadyUp",
+    "ServiceFailed",
+    "ServiceReady",
+    "ServiceStarted",
+    "ServiceStopped",
+    "StartCommandOutlived",
+    "StepFailed",
+    "StopFailed",
+    "UnitReloaded",
+    "UpUndone",
+    "VerifyingLayers",
+    "VisitStarted",
+]
+
+
+# -- a service starting, ready, stopped ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ServiceStarted:
+    """A service's process was launched (not yet ready)."""
+
+    service: str
+    pid: int
+    host: str
+    log: str
+
+
+@dataclass(frozen=True)
+class StartCommandOutlived:
+    """A shell start command still ran after ``timeout_s``, but the service answered ready."""
+
+    service: str
+    timeout_s: float
+
+
+@dataclass(frozen=True)
+class UnitReloaded:
+    """The service's systemd unit changed on disk; servelab ran ``systemctl daemon-reload``
+    before starting it (``manage_unit``)."""
+
+    service: str
+    unit: str
+
+
+@dataclass(frozen=True)
+class LaunchTimedOut:
+    """The launch command itself timed out on ``host``: readiness at ``url`` decides."""
+
+    service: str
+    host: str
+    url: str
+
+
+@dataclass(frozen=True)
+class ServiceReady:
+    """A started service is ready (``outcome``: ok, or its command timed out but it is healthy)."""
+
+    service: str
+    outcome: StepOutcome
+    elapsed_s: float
+
+
+@dataclass(frozen=True)
+class ServiceAlreadyUp:
+    """A service already ran and was ready: left alone (``by_servelab``: its pid record's)."""
+
+    service: str
+    pid: int
+    by_servelab: bool
+
+
+@dataclass(frozen=True)
+class ServiceStopped:
+    """A service was stopped (or was not running)."""
+
+    service: str
+    outcome: StepOutcome
+
+
+@dataclass(frozen=True)
+class StopFailed:
+    """Stopping a service in a cleanup path failed (the cleanup goes on)."""
+
+    service: str
+    error: str
+
+
+@dataclass(frozen=True)
+class ServiceFailed:
+    """A service of a co-restart did not start (the restart stops there)."""
+
+    service: str
+    error: str
+
+
+@dataclass(frozen=True)
+class UpUndone:
+    """``up`` failed or was interrupted: it stops what it started (``stopping``, newest first)."""
+
+    interrupted: bool
+    stopping: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RestartPlanned:
+    """A co-restart's order."""
+
+    plan: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EnvFileRestored:
+    """A rollback put a service's env file back from ``source`` (a backup)."""
+
+    service: str
+    source: str
+
+
+# -- a rolling restart ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RollingPlanned:
+    """A rolling restart's workers, in order."""
+
+    services: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class RollPhaseStarted:
+    """A worker enters a phase of its roll."""
+
+    service: str
+    phase: RollPhase
+
+
+@dataclass(frozen=True)
+class RollPhaseFailed:
+    """A worker's phase failed: the roll stops there."""
+
+    service: str
+    phase: RollPhase
+
+
+# -- verify --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadingEnvFile:
+    """The config layer reads a service's env file."""
+
+    service: str
+
+
+@dataclass(frozen=True)
+class ReadingLiveEnv:
+    """The live layer reads the environment of a service's process."""
+
+    service: str
+
+
+@dataclass(frozen=True)
+class ProbingHealth:
+    """The health layer probes a service's readiness ``path``."""
+
+    service: str
+    path: str
+
+
+@dataclass(frozen=True)
+class ProbingE2E:
+    """The e2e layer sends its chat completion through the entry point."""
+
+    entry: str
+
+
+@dataclass(frozen=True)
+class ProbingWorkers:
+    """xPyD: the e2e layer sends requests through the router until every worker is reached."""
+
+    router: str
+
+
+# -- a knob set, restarted, verified (ab, case) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KnobSetting:
+    """A knob is being set in its env file (``value`` None: removed)."""
+
+    service: str
+    knob: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class CoRestarting:
+    """The changed services and their dependents restart, in this order."""
+
+    order: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class VerifyingLayers:
+    """A verification of these layers begins."""
+
+    layers: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KnobVerifiedLive:
+    """An arm's knob value is proven live (config, live and e2e passed; read back from the
+    process), by verification ``verification_id``."""
+
+    service: str
+    knob: str
+    value: str | None
+    verification_id: int | None
+
+
+@dataclass(frozen=True)
+class StepFailed:
+    """A step of a revert or restore failed (its restart or verify): recorded, not raised."""
+
+    error: str
+
+
+# -- an A/B ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AbJournalStarted:
+    """The A/B is journalled as ``session_id`` (what ``ab --resume`` takes)."""
+
+    session_id: int
+
+
+@dataclass(frozen=True)
+class AbResumed:
+    """A journalled A/B resumes with ``kept`` visits already done."""
+
+    session_id: int
+    kept: int
+
+
+@dataclass(frozen=True)
+class AbVisitStarted:
+    """A visit of an arm: round ``round_index`` (0-based) of ``rounds``, whose arms go
+    ``first`` then ``second``; this visit sets ``knob`` to ``value``."""
+
+    round_index: int
+    rounds: int
+    first: str
+    second: str
+    knob: str
+    value: str
+
+
+@dataclass(frozen=True)
+class KnobRestoring:
+    """The A/B puts the knob's original value back (None: unset)."""
+
+    service: str
+    knob: str
+    value: str | None
+
+
+# -- a case's verdict experiment -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CaseTestPlanned:
+    """``case test``: the suspect value against the revert value, ``rounds`` rounds of each in
+    ``order`` (arm names), each visit ``sessions`` sessions of ``session_rounds`` rounds (the
+    workload of soak ``soak_id``)."""
+
+    target: str
+    suspect: str | None
+    revert: str | None
+    rounds: int
+    order: tuple[str, ...]
+    sessions: int
+    session_rounds: int
+    soak_id: int
+
+
+@dataclass(frozen=True)
+class VisitStarted:
+    """Visit ``index`` (0-based) of ``total``: arm ``arm``."""
+
+    index: int
+    total: int
+    arm: str
+
+
+@dataclass(frozen=True)
+class ArmSoaked:
+    """An arm's soak ended: ``failed`` of ``sessions`` sessions failed."""
+
+    arm: str
+    value: str | None
+    failed: int
+    sessions: int
+
+
+@dataclass(frozen=True)
+class KnobPuttingBack:
+    """The experiment puts the knob back as it found it."""
+
+    service: str
+    knob: str
+    value: str | None
+
+
+ProgressEvent = (
+    ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady | ServiceAlreadyUp
+    | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned | EnvFileRestored
+    | UnitReloaded | RollingPlanned | RollPhaseStarted | RollPhaseFailed
+    | ReadingEnvFile | ReadingLiveEnv | ProbingHealth | ProbingE2E | ProbingWorkers
+    | KnobSetting | CoRestarting | VerifyingLayers | KnobVerifiedLive | StepFailed
+    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring
+    | CaseTestPlanned | VisitStarted | ArmSoaked | KnobPuttingBack
+)  # fmt: skip

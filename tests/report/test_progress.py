@@ -1,0 +1,126 @@
+"""How progress reads: every kind of event an operation tells, as the line the console prints (the
+sentences ops used to compose), and a bench level's line."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.rolling import RollPhase
+from servelab.ops import progress as events
+from servelab.ops.bench.bench import BenchProgress
+from servelab.ops.progress import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    ArmSoaked,
+    CaseTestPlanned,
+    CoRestarting,
+    EnvFileRestored,
+    KnobPuttingBack,
+    KnobRestoring,
+    KnobSetting,
+    KnobVerifiedLive,
+    LaunchTimedOut,
+    ProbingE2E,
+    ProbingHealth,
+    ProbingWorkers,
+    ProgressEvent,
+    ReadingEnvFile,
+    ReadingLiveEnv,
+    RestartPlanned,
+    RollingPlanned,
+    RollPhaseFailed,
+    RollPhaseStarted,
+    ServiceAlreadyUp,
+    ServiceFailed,
+    ServiceReady,
+    ServiceStarted,
+    ServiceStopped,
+    StartCommandOutlived,
+    StepFailed,
+    StopFailed,
+    UnitReloaded,
+    UpUndone,
+    VerifyingLayers,
+    VisitStarted,
+)
+from servelab.report.progress import describe_level, describe_progress
+
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
+
+#: (event, the line): every kind, and the edges between them.
+LINES: list[tuple[ProgressEvent, str]] = [
+    (ServiceStarted("decode", 4242, "local", "/s/logs/decode.log"),
+     "decode: started pid 4242 on local (log /s/logs/decode.log)"),
+    (StartCommandOutlived("decode", 30.0),
+     "decode: start command still running after 30.0s, but the service is ready"),
+    (LaunchTimedOut("decode", "gpu1", "http://127.0.0.1:30002/health"),
+     "decode: its launch command timed out on gpu1; probing readiness at "
+     "http://127.0.0.1:30002/health"),
+    (ServiceReady("decode", StepOutcome.OK, 1.234), "decode: ok in 1.2s"),
+    (ServiceReady("router", StepOutcome.TIMED_OUT_HEALTHY, 61.0),
+     "router: command timed out; service healthy in 61.0s"),
+    (ServiceAlreadyUp("decode", 4242, by_servelab=True), "decode: already up (pid 4242)"),
+    (ServiceAlreadyUp("decode", 77, by_servelab=False),
+     "decode: already up (pid 77, not started by servelab)"),
+    (ServiceStopped("decode", StepOutcome.STOPPED), "decode: stopped"),
+    (ServiceStopped("decode", StepOutcome.NOT_RUNNING), "decode: not running"),
+    (StopFailed("decode", "HostError: gone"), "decode: could not stop: HostError: gone"),
+    (ServiceFailed("decode", "exited early"), "decode: failed: exited early"),
+    (UpUndone(False, ("bad", "good")), "up failed; stopping what this run started: bad, good"),
+    (UpUndone(True, ()), "up interrupted; stopping what this run started: nothing"),
+    (RestartPlanned(("decode", "router")), "restart plan: decode -> router"),
+    (UnitReloaded("decode", "sglang-decode.service"),
+     "decode: systemd unit sglang-decode.service changed on disk; ran systemctl daemon-reload"),
+    (EnvFileRestored("decode", "/b/decode.env.bak-1"),
+     "decode: env file restored from /b/decode.env.bak-1"),
+    (RollingPlanned(("decode-1", "decode-2")), "rolling restart: decode-1 -> decode-2"),
+    (RollPhaseStarted("decode-1", RollPhase.DRAIN), "decode-1: drain"),
+    (RollPhaseFailed("decode-1", RollPhase.ROUTED), "decode-1: routed failed"),
+    (ReadingEnvFile("decode"), "reading the env file of decode"),
+    (ReadingLiveEnv("decode"), "reading the live environment of decode"),
+    (ProbingHealth("router", "/readiness"), "probing router /readiness"),
+    (ProbingE2E("proxy"), "e2e probe through proxy"),
+    (ProbingWorkers("router"), "e2e: every worker reached through router"),
+    (KnobSetting("decode", K, "512"), f"set decode {K}=512"),
+    (KnobSetting("decode", K, None), f"set decode {K}=None"),
+    (CoRestarting(("decode", "router")),
+     "co-restart decode → router (the changed services and their dependents)"),
+    (VerifyingLayers(("config", "live", "health", "e2e")), "verify config, live, health, e2e"),
+    (KnobVerifiedLive("decode", K, "512", 9), f"decode {K}=512 verified live (verification 9)"),
+    (StepFailed("restart of decode failed: x"), "failed: restart of decode failed: x"),
+    (AbJournalStarted(3), "A/B journal 3: resume with `ab --resume 3` if interrupted"),
+    (AbResumed(3, 2), "resuming A/B 3: 2 visit(s) kept"),
+    (AbVisitStarted(0, 4, "256", "512", K, "512"), f"round 1/4 (256→512): arm {K}=512"),
+    (KnobRestoring("decode", K, "512"), f"restoring decode {K} =512"),
+    (KnobRestoring("decode", K, None), f"restoring decode {K} unset"),
+    (CaseTestPlanned(f"knob:decode/{K}", "512", "256", 2, ("suspect", "revert", "revert",
+                                                           "suspect"), 4, 3, 11),
+     f"case test knob:decode/{K}: 512 against 256, 2 round(s) each (S R R S), 4 session(s) x 3 "
+     "rounds per visit (the workload of soak #11)"),
+    (VisitStarted(0, 4, "suspect"), "visit 1/4: arm suspect"),
+    (ArmSoaked("suspect", "512", 2, 4), "arm suspect (512): 2/4 sessions failed"),
+    (KnobPuttingBack("decode", K, "256"), f"putting decode {K} back as found (256)"),
+]  # fmt: skip
+
+
+def test_public_api_is_exported() -> None:
+    assert all(hasattr(events, name) for name in events.__all__)
+
+
+@pytest.mark.parametrize(("event", "line"), LINES, ids=lambda e: type(e).__name__)
+def test_each_event_reads_as_its_line(event: ProgressEvent, line: str) -> None:
+    assert describe_progress(event) == line
+
+
+def test_every_kind_of_event_has_a_line() -> None:
+    assert {type(event) for event, _line in LINES} == set(get_args(ProgressEvent))
+
+
+def test_a_bench_level_gets_a_line_once_it_is_measured() -> None:
+    assert describe_level(BenchProgress("run", 64, 0, 128, 128)) == "  C64: 128 requests measured"
+    assert describe_level(BenchProgress("run", 64, 0, 127, 128)) is None
+    assert describe_level(BenchProgress("warmup", 64, 0, 0, 8)) is None
