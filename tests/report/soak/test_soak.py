@@ -23,7 +23,7 @@ from servelab.core.soak.result import (
     Targets,
 )
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
-from servelab.core.verify.coldstart import StartClass
+from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.soak.soak import render_soak, soak_json
 from servelab.report.soak.words import layer_title
@@ -113,7 +113,7 @@ def _localized() -> SoakResult:
         _result(),
         failures=(failure,),
         localizations=(Localization(failure, matrix, elapsed_s=2.3),),
-        start=StartClass("warm", "served-before", 12, 0.0),
+        start=StartClass(Start.WARM, StartReason.SERVED_BEFORE, 12, 0.0),
     )
 
 
