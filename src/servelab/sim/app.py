@@ -33,6 +33,7 @@ from servelab.sim.protocol import (
     token_frame,
 )
 from servelab.sim.scheduler import Sequence
+from servelab.sim.serverinfo import sglang_server_info
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.tracing import mark
 from servelab.sim.worker import TransferError, Worker
@@ -61,17 +62,7 @@ async def health(request: web.Request) -> web.Response:
 
 async def server_info(request: web.Request) -> web.Response:
     worker = _worker(request)
-    s = worker.settings
-    body: dict[str, Any] = {
-        "served_model_name": s.served_model_name,
-        "disaggregation_mode": s.role,
-        "tp_size": 1,
-        "dp_size": 1,
-        "version": "servelab-sim",
-        "servelab": worker.info(),
-    }
-    if s.bootstrap_port is not None:
-        body["disaggregation_bootstrap_port"] = s.bootstrap_port
+    body = sglang_server_info(worker.settings, worker.metrics.gen_throughput, worker.info())
     return web.json_response(body)
 
 

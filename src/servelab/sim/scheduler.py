@@ -20,20 +20,27 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from servelab.sim.limits import Limits
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.profile import decode_step_s, prefill_s
+from servelab.sim.profile import prefill_chunk_s
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import Output
 
-__all__ = ["LAG_BUCKET_S", "DecodeScheduler", "PrefillScheduler", "Sequence"]
-
-_MAX_PREFILL_BATCH_TOKENS = 16384
-_MAX_RUNNING = 1024
+__all__ = [
+    "LAG_BUCKET_S",
+    "DecodeScheduler",
+    "PrefillJob",
+    "PrefillScheduler",
+    "Sequence",
+    "order_waiting",
+    "take_batch",
+]
 
 
 @dataclass(eq=False)
@@ -106,56 +113,126 @@ class _Lag:
         }
 
 
+@dataclass(eq=False)
+class PrefillJob:
+    """One sequence waiting for (or in) prefill: its prompt, the prefix already in the KV cache,
+    how far its chunks got, and the future the handler awaits (the wall ns its first batch
+    started computing)."""
+
+    tokens: int
+    max_tokens: int
+    arrival: int
+    future: asyncio.Future[int]
+    cached: int = 0
+    done: int = 0
+    started_ns: int | None = None
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to compute."""
+        return max(self.tokens - self.cached - self.done, 0)
+
+
+#: Above this many waiting requests SGLang's ``lpm`` policy falls back to ``fcfs``
+#: (``schedule_policy.py``), as its prefix matching would cost too much.
+_LPM_QUEUE_LIMIT = 128
+
+
+def order_waiting(jobs: list[PrefillJob], policy: str, rng: random.Random) -> list[PrefillJob]:
+    """The waiting jobs in the order ``policy`` takes them (SGLang's ``--schedule-policy``):
+    ``lpm``/``dfs-weight`` the longest cached prefix first, ``lof`` the longest output first,
+    ``random`` shuffled (seeded), every other policy (``fcfs``...) in arrival order. A chunked
+    job already under way stays first whatever the policy."""
+    head = [j for j in jobs if j.done > 0]
+    rest = [j for j in jobs if j.done == 0]
+    if policy in ("lpm", "dfs-weight") and len(rest) <= _LPM_QUEUE_LIMIT:
+        rest.sort(key=lambda j: (-j.cached, j.arrival))
+    elif policy == "lof":
+        rest.sort(key=lambda j: (-j.max_tokens, j.arrival))
+    elif policy == "random":
+        rng.shuffle(rest)
+    return head + rest
+
+
+def take_batch(jobs: list[PrefillJob], limits: Limits) -> list[tuple[PrefillJob, int]]:
+    """The next prefill batch from ``jobs`` (already in policy order): each job with the tokens
+    it computes now. SGLang's ``PrefillAdder``: at most ``max_running_requests`` jobs and
+    ``min(max_prefill_tokens, chunked_prefill_size)`` new tokens; the job that does not fit is
+    chunked to the tokens left (without chunked prefill a first job too long runs whole)."""
+    budget = limits.max_prefill_tokens
+    if limits.chunk_tokens:
+        budget = min(budget, limits.chunk_tokens)
+    batch: list[tuple[PrefillJob, int]] = []
+    for job in jobs:
+        need = job.remaining
+        if len(batch) >= limits.max_running_requests or budget <= 0:
+            break
+        if need <= budget:
+            batch.append((job, need))
+            budget -= need
+        elif limits.chunk_tokens or not batch:
+            batch.append((job, budget if limits.chunk_tokens else need))
+            break
+        else:
+            break
+    return batch
+
+
 class PrefillScheduler:
-    """Prefill batches: all waiting prompts (up to a token budget) run together."""
+    """Prefill batches of the waiting prompts (chunked, capped and ordered as the engine's
+    arguments say: :func:`take_batch`, :func:`order_waiting`)."""
 
     def __init__(self, settings: WorkerSettings, metrics: WorkerMetrics) -> None:
         self._settings = settings
         self._metrics = metrics
-        self._queue: list[tuple[int, asyncio.Future[int]]] = []
+        self._queue: list[PrefillJob] = []
         self._kick: asyncio.Event = asyncio.Event()
+        self._arrivals = 0
+        self._rng = random.Random(settings.seed)
         self.lag = _Lag()
 
-    async def prefill(self, tokens: int) -> int:
-        """Wait until ``tokens`` of one sequence were prefilled; the wall time (ns) its batch
-        started computing."""
+    async def prefill(self, tokens: int, max_tokens: int = 0) -> int:
+        """Wait until ``tokens`` of one sequence were prefilled; the wall time (ns) its first
+        batch started computing."""
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._queue.append((tokens, fut))
+        self._arrivals += 1
+        self._queue.append(PrefillJob(tokens, max_tokens, self._arrivals, fut))
         self._metrics.queued = len(self._queue)
         self._kick.set()
         return await fut
 
-    def _take_batch(self) -> list[tuple[int, asyncio.Future[int]]]:
-        batch: list[tuple[int, asyncio.Future[int]]] = []
-        budget = _MAX_PREFILL_BATCH_TOKENS
-        while self._queue and (not batch or self._queue[0][0] <= budget):
-            item = self._queue.pop(0)
-            budget -= item[0]
-            batch.append(item)
-        return batch
+    def _batch_s(self, batch: list[tuple[PrefillJob, int]]) -> float:
+        profile = self._settings.profile
+        compute = sum(prefill_chunk_s(profile, n, job.cached + job.done) for job, n in batch)
+        return profile.prefill_a_s + compute
 
     async def run(self) -> None:
         """The prefill loop (runs until cancelled)."""
         loop = asyncio.get_running_loop()
-        profile = self._settings.profile
+        limits = self._settings.limits
         while True:
             await self._kick.wait()
             self._kick.clear()
             t_next = loop.time()
             while self._queue:
-                batch = self._take_batch()
+                self._queue = order_waiting(self._queue, limits.schedule_policy, self._rng)
+                batch = take_batch(self._queue, limits)
                 started_ns = time.time_ns()
-                self._metrics.queued = len(self._queue)
                 self._metrics.running = len(batch)
-                extra = sum(prefill_s(profile, t) - profile.prefill_a_s for t, _ in batch)
-                t_next += self._settings.scaled(profile.prefill_a_s + extra)
+                self._metrics.queued = len(self._queue) - len(batch)
+                t_next += self._settings.scaled(self._batch_s(batch))
                 await asyncio.sleep(max(0.0, t_next - loop.time()))
                 self.lag.add(max(0.0, loop.time() - t_next))
-                for _, fut in batch:
-                    if not fut.done():
-                        fut.set_result(started_ns)
+                for job, n in batch:
+                    job.started_ns = job.started_ns or started_ns
+                    job.done += n
+                    if job.remaining == 0:
+                        self._queue.remove(job)
+                        if not job.future.done():
+                            job.future.set_result(job.started_ns)
                 t_next = max(t_next, loop.time() - 0.05)
             self._metrics.running = 0
+            self._metrics.queued = 0
 
 
 class DecodeScheduler:
@@ -195,7 +272,7 @@ class DecodeScheduler:
 
     def _admit(self) -> None:
         if self._joining:
-            room = max(0, _MAX_RUNNING - len(self._running))
+            room = max(0, self._settings.limits.max_running_requests - len(self._running))
             self._running += self._joining[:room]
             del self._joining[:room]
         self._running = [s for s in self._running if not s.cancelled]
@@ -223,7 +300,6 @@ class DecodeScheduler:
     async def run(self) -> None:
         """The decode loop (runs until cancelled)."""
         loop = asyncio.get_running_loop()
-        profile, knob = self._settings.profile, self._settings.target_ctas
         t_next: float | None = None
         while True:
             self._admit()
@@ -241,7 +317,7 @@ class DecodeScheduler:
             t_next = now if t_next is None else t_next
             batch = len(self._running)
             ctx = sum(s.ctx_tokens + s.n_out for s in self._running)
-            step = self._settings.scaled(decode_step_s(profile, batch, ctx, knob))
+            step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))
             t_next += step
             await asyncio.sleep(max(0.0, t_next - loop.time()))
             self.lag.add(max(0.0, loop.time() - t_next))

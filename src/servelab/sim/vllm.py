@@ -12,9 +12,9 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
 - ``GET /health`` (503 while starting), ``/v1/models``, ``/load`` (``{"server_load": N}``),
   ``/get_load`` (``{"load": N}``, what the router's power_of_two policy reads), ``/metrics``
   (``vllm:`` names, ``engine="0"``: the router counts ``engine`` labels to learn the
-  data-parallel size), ``/server_info`` (vLLM's dev-mode endpoint; here with
-  the simulator's ``servelab`` object, as the SGLang simulator's), and with ``--admin`` on a
-  loopback bind ``GET|POST /_servelab/faults``.
+  data-parallel size), ``/version``, ``/server_info`` only with ``VLLM_SERVER_DEV_MODE=1`` as
+  vLLM (``servelab.sim.serverinfo``; with the simulator's ``servelab`` object, as the SGLang
+  simulator's), and with ``--admin`` on a loopback bind ``GET|POST /_servelab/faults``.
 - The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
   kept in ``/server_info``'s ``servelab.recent_requests``.
 
@@ -53,16 +53,27 @@ from servelab.sim.nixl import (
 )
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.protocol import Api, GenRequest, RequestError, final_body, parse_request
+from servelab.sim.serverinfo import SIM_VERSION, vllm_server_info
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.worker import TransferError, Worker
 
-__all__ = ["VLLM_KEY", "VLLM_PROFILE", "VllmState", "make_vllm_app", "render_metrics", "serve_vllm"]
+__all__ = [
+    "ENV_DEV_MODE",
+    "VLLM_KEY",
+    "VLLM_PROFILE",
+    "VllmState",
+    "make_vllm_app",
+    "render_metrics",
+    "serve_vllm",
+]
 
 log = logging.getLogger("servelab.sim.vllm")
 
 #: The SGLang simulator's profile with the vLLM decode knob.
 VLLM_PROFILE = replace(DEFAULT_PROFILE, knob_name=VLLM_KNOB)
 _ABORT_TIMEOUT_S = 480.0
+#: ``1``: serve ``/server_info`` (vLLM's ``VLLM_SERVER_DEV_MODE``).
+ENV_DEV_MODE = "VLLM_SERVER_DEV_MODE"
 _RECENT = 256
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -73,6 +84,9 @@ class VllmState:
 
     def __init__(self, settings: WorkerSettings, env: Mapping[str, str]) -> None:
         self.engine_id = str(uuid.uuid4())
+        self.env = dict(env)
+        #: vLLM serves ``/server_info`` only in dev mode, read once at start-up.
+        self.dev_mode = env.get(ENV_DEV_MODE, "") == "1"
         raw = env.get(ENV_ABORT_TIMEOUT, "")
         try:
             hold_s = float(raw) if raw else _ABORT_TIMEOUT_S
@@ -143,20 +157,17 @@ async def get_load(request: web.Request) -> web.Response:
 
 
 async def server_info(request: web.Request) -> web.Response:
+    """vLLM's dev-mode ``/server_info`` (routed only with ``VLLM_SERVER_DEV_MODE=1``)."""
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
-    s = worker.settings
-    body: dict[str, Any] = {
-        "engine": "vllm",
-        "served_model_name": s.served_model_name,
-        "kv_role": "kv_producer" if s.role == "prefill" else "kv_consumer",
-        "kv_connector": "NixlConnector",
-        "engine_id": state.engine_id,
-        "version": "servelab-sim",
-        "servelab": {**worker.info(), "recent_requests": list(state.recent)[-32:]},
-    }
-    if s.bootstrap_port is not None:
-        body["nixl_side_channel_port"] = s.bootstrap_port
+    servelab = {**worker.info(), "recent_requests": list(state.recent)[-32:]}
+    as_json = request.query.get("config_format") == "json"
+    body = vllm_server_info(worker.settings, state.engine_id, state.env, servelab, as_json=as_json)
     return web.json_response(body)
+
+
+async def version(_: web.Request) -> web.Response:
+    """vLLM's ``/version`` (always served)."""
+    return web.json_response({"version": SIM_VERSION})
 
 
 # ------------------------------------------------------------------------------------ generation
@@ -258,9 +269,11 @@ def make_vllm_app(
         ("/load", load),
         ("/get_load", get_load),
         ("/metrics", metrics),
-        ("/server_info", server_info),
+        ("/version", version),
     ):
         app.router.add_get(path, handler)
+    if state.dev_mode:
+        app.router.add_get("/server_info", server_info)
     app.router.add_post("/v1/chat/completions", _generation("chat"))
     app.router.add_post("/v1/completions", _generation("completions"))
     if settings.admin:

@@ -19,7 +19,7 @@ from typing import Any
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.profile import decode_step_s, kv_transfer_s
+from servelab.sim.profile import kv_transfer_s
 from servelab.sim.protocol import GenItem, GenRequest
 from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
 from servelab.sim.settings import WorkerSettings
@@ -174,10 +174,7 @@ class Worker:
     def step_table(self) -> dict[str, float]:
         """Modelled decode step seconds at a few batch sizes (128-token prompts), for the knob
         in effect: what changes, after a restart only, when the knob changes."""
-        s = self.settings
-        return {
-            str(b): decode_step_s(s.profile, b, b * 160, s.target_ctas) for b in (1, 64, 80, 96)
-        }
+        return {str(b): self.settings.decode_step_s(b, b * 160) for b in (1, 64, 80, 96)}
 
     def _note_room(self, room: int | None, first_token: str, status: str) -> None:
         if room is not None:
@@ -197,7 +194,9 @@ class Worker:
         outs = [self._plan(req, item, False) for item in req.items]
         await self.warmup()
         sched = self.prefill_sched
-        started = await asyncio.gather(*(sched.prefill(i.prompt_tokens) for i in req.items))
+        started = await asyncio.gather(
+            *(sched.prefill(i.prompt_tokens, i.max_tokens) for i in req.items)
+        )
         mark(req.marks, "computing", min(started, default=None))
         mark(req.marks, "done")
         seqs = []
