@@ -28,13 +28,12 @@ from servelab.sim.protocol import (
     parse_request,
     stream_finish,
     stream_start,
-    stream_token,
     stream_usage,
-    token_frame,
 )
 from servelab.sim.scheduler import Sequence
 from servelab.sim.serverinfo import sglang_server_info
 from servelab.sim.settings import WorkerSettings
+from servelab.sim.tokenstream import TokenWriter
 from servelab.sim.tracing import mark
 from servelab.sim.worker import TransferError, Worker
 
@@ -137,43 +136,24 @@ async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:
     return True
 
 
-async def _until_gone(request: web.Request) -> None:
-    """Hold a stalled request open until its client goes away."""
-    while (transport := request.transport) is not None and not transport.is_closing():
-        await asyncio.sleep(0.25)
-    raise ConnectionResetError("client went away from a stalled request")
-
-
 async def _stream(
     request: web.Request, req: GenRequest, seqs: list[Sequence], rid: str, created: int
 ) -> web.StreamResponse:
+    """Stream the items one after the other; each item's token events are written by the step
+    loop (:class:`~servelab.sim.tokenstream.TokenWriter`), this handler writes the rest."""
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     resp.headers["Cache-Control"] = "no-cache"
     await resp.prepare(request)
+    worker = _worker(request)
     for item, seq in zip(req.items, seqs, strict=True):
         await resp.write(stream_start(req, item, rid, created))
-        frame = token_frame(req, item, seq.out, rid, created)
-        sent = 0
-        while True:
-            n = seq.n_out
-            if n > sent:
-                if frame is not None:
-                    events = [frame.event(p) for p in seq.out.pieces[sent:n]]
-                else:
-                    events = [
-                        stream_token(req, item, seq.out, k, rid, created) for k in range(sent, n)
-                    ]
-                # stamped before the write: the write can yield (drain) and the client may read
-                # the token before this coroutine runs again, which made ``return`` negative
-                mark(req.marks, "first_token")
-                await resp.write(b"".join(events))
-                sent = n
-            if seq.done.is_set() and sent >= seq.n_out:
-                break
-            if _worker(request).is_stalled(seq):
-                await _until_gone(request)
-            await seq.progress()
-        await resp.write(stream_finish(req, item, seq.out, sent, rid, created))
+        writer = TokenWriter(request, req, item, seq, rid, created)
+        writer.start(request)
+        try:
+            await writer.wait(request, worker.is_stalled(seq))
+        finally:
+            writer.stop()
+        await resp.write(stream_finish(req, item, seq.out, writer.sent, rid, created))
     n_outs = [s.n_out for s in seqs]
     await resp.write(stream_usage(req, n_outs, rid, created) + done_event())
     mark(req.marks, "done")

@@ -6,6 +6,7 @@ exception); rendering returns bytes or JSON-ready dicts.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -319,7 +320,13 @@ class _Frame:
     suffix: bytes
 
     def event(self, piece: str) -> bytes:
-        return self.prefix + json.dumps(piece).encode() + self.suffix
+        return self.prefix + _json_str(piece) + self.suffix
+
+
+@functools.lru_cache(maxsize=8192)
+def _json_str(piece: str) -> bytes:
+    """A piece as a JSON string (the output's pieces come from a small vocabulary: cached)."""
+    return json.dumps(piece).encode()
 
 
 TokenFrame = _Frame | None

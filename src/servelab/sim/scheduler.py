@@ -4,8 +4,10 @@ Both run on an ABSOLUTE schedule: each step's deadline is the previous deadline 
 step time (times the time scale), measured from one t0, so event-loop overhead never accumulates;
 a late step is followed at once by the next (catch-up) and the lag is recorded.
 
-Emitting a step is cheap: one integer increment and one future resolution per running sequence;
-the request handlers write the bytes (one pre-rendered frame + ``json.dumps(piece)`` per token).
+Emitting a step is cheap: per running sequence one integer increment and one call of its sink,
+which writes the token's event to the connection from the step loop itself (one pre-rendered
+frame + ``json.dumps(piece)`` per token, ``servelab.sim.tokenstream``): no coroutine wakes per
+token. A handler wakes once, when its sequence is done.
 
 Smallest practical time scale on a 2-core box (prefill + decode + real router + a streaming
 closed-loop client, 128 in / 64 out, C64..C96, measured with ``benchmarks/sim_calibration.py``):
@@ -24,7 +26,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from servelab.sim.limits import Limits
 from servelab.sim.metrics import WorkerMetrics
@@ -38,42 +40,39 @@ __all__ = [
     "PrefillJob",
     "PrefillScheduler",
     "Sequence",
+    "TokenSink",
     "order_waiting",
     "take_batch",
 ]
 
 
+class TokenSink(Protocol):
+    """Called by the step loop after each step that gave its sequence tokens
+    (``servelab.sim.tokenstream.TokenWriter`` writes them to the connection)."""
+
+    def __call__(self) -> None: ...
+
+
 @dataclass(eq=False)
 class Sequence:
-    """One decoding sequence: what it will say and how far it got."""
+    """One decoding sequence: what it will say, how far it got, and who takes its tokens."""
 
     out: Output
     ctx_tokens: int
     n_out: int = 0
-    waiter: asyncio.Future[None] | None = None
+    sink: TokenSink | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
+    #: Number of output tokens this sequence ends with (``len(out.pieces)``).
+    target: int = field(init=False)
 
-    @property
-    def target(self) -> int:
-        """Number of output tokens this sequence ends with."""
-        return len(self.out.pieces)
+    def __post_init__(self) -> None:
+        self.target = len(self.out.pieces)
 
-    def wake(self) -> None:
-        """Resolve the handler's waiter, if any."""
-        waiter = self.waiter
-        if waiter is not None and not waiter.done():
-            waiter.set_result(None)
-
-    async def progress(self) -> None:
-        """Wait until at least one more token was emitted (or the sequence ended)."""
-        if self.done.is_set():
-            return
-        self.waiter = asyncio.get_running_loop().create_future()
-        try:
-            await self.waiter
-        finally:
-            self.waiter = None
+    def emitted(self) -> None:
+        """Tokens were emitted: hand them to the sink, if any."""
+        if self.sink is not None:
+            self.sink()
 
 
 #: Step lateness is counted in buckets of this width (seconds) up to ``_LAG_BUCKETS`` of them.
@@ -268,7 +267,7 @@ class DecodeScheduler:
             self._joining.append(seq)
             self._metrics.running = self.running
             self._kick.set()
-        seq.wake()
+        seq.emitted()
 
     def _admit(self) -> None:
         if self._joining:
@@ -281,10 +280,10 @@ class DecodeScheduler:
         finished = False
         for seq in self._running:
             seq.n_out += 1
+            seq.emitted()
             if seq.n_out >= seq.target:
                 seq.done.set()
                 finished = True
-            seq.wake()
         self._metrics.generation_tokens += len(self._running)
         if finished:
             self._running = [s for s in self._running if not s.done.is_set()]
