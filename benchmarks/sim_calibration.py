@@ -336,7 +336,8 @@ def side_by_side_main(args: argparse.Namespace) -> int:
     """The decode worker of ``--before REV`` against this checkout's, in turn, each serving
     every concurrency through the router: CPU per token and schedule lateness side by side.
     Exit 0 when this checkout's p99 lateness is under 2 ms at every concurrency."""
-    variants = {"before": {"PYTHONPATH": str(_export(args.before))}, "after": {}}
+    after = {} if args.after is None else {"PYTHONPATH": str(_export(args.after))}
+    variants = {"before": {"PYTHONPATH": str(_export(args.before))}, "after": after}
     results: dict[tuple[str, int], list[dict[str, float]]] = {}
     for _ in range(args.repeats):
         for name, extra in variants.items():
@@ -352,7 +353,8 @@ def side_by_side_main(args: argparse.Namespace) -> int:
             finally:
                 stack.stop()
     print(
-        f"decode worker, {args.before} (before) against this checkout (after); time scale "
+        f"decode worker, {args.before} (before) against {args.after or 'this checkout'} (after); "
+        f"time scale "
         f"{args.time_scale}, in {args.in_len} / out {args.out_len}, window {args.measure_s} s, "
         f"{args.repeats} run(s) each; lateness in wall ms (bucket {LAG_BUCKET_S * 1e3} ms)"
     )
@@ -474,6 +476,9 @@ def main(argv: list[str] | None = None) -> int:
         help="CPU per token and decode lateness of --before's decode worker and this checkout's",
     )
     p.add_argument("--before", default="main", help="--side-by-side: the git revision before")
+    p.add_argument(
+        "--after", default=None, help="--side-by-side: a git revision after (default: this tree)"
+    )
     args = p.parse_args(argv)
     if args.side_by_side:
         return side_by_side_main(args)
