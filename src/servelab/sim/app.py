@@ -19,6 +19,7 @@ from aiohttp import web
 
 from servelab.errors import SimError
 from servelab.sim.bootstrap import bootstrap_app
+from servelab.sim.limits import CachedTokens
 from servelab.sim.protocol import (
     Api,
     GenRequest,
@@ -155,7 +156,9 @@ async def _stream(
             writer.stop()
         await resp.write(stream_finish(req, item, seq.out, writer.sent, rid, created))
     n_outs = [s.n_out for s in seqs]
-    await resp.write(stream_usage(req, n_outs, rid, created) + done_event())
+    cached, report = _cached(worker, seqs)
+    usage = stream_usage(req, n_outs, rid, created, cached=cached, report=report)
+    await resp.write(usage + done_event())
     mark(req.marks, "done")
     await resp.write_eof()
     return resp
@@ -173,7 +176,9 @@ async def _respond(
             if not await _wait_done(request, seqs):
                 raise ConnectionResetError("client went away")
             outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
-            resp = web.json_response(final_body(req, outs, n_outs, rid, created))
+            cached, report = _cached(worker, seqs)
+            body = final_body(req, outs, n_outs, rid, created, cached=cached, report=report)
+            resp = web.json_response(body)
     except (ConnectionError, asyncio.CancelledError):
         for seq in seqs:
             seq.cancelled = True
@@ -183,6 +188,12 @@ async def _respond(
         raise
     worker.finished()
     return resp
+
+
+def _cached(worker: Worker, seqs: list[Sequence]) -> tuple[int, CachedTokens]:
+    """The prompt tokens the prefix cache held, and how the engine's arguments say to report
+    them (``final_body``/``stream_usage``)."""
+    return sum(s.cached_tokens for s in seqs), worker.settings.limits.cached_tokens
 
 
 def _engine_error(status: int, message: str) -> web.Response:

@@ -30,15 +30,18 @@ from typing import Any, Protocol
 
 from servelab.sim.limits import Limits
 from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.prefixcache import Lease, PrefixCache
 from servelab.sim.profile import prefill_chunk_s
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import Output
 
 __all__ = [
     "LAG_BUCKET_S",
+    "RETRACT_DECODE_STEPS",
     "DecodeScheduler",
     "PrefillJob",
     "PrefillScheduler",
+    "Prefilled",
     "Sequence",
     "TokenSink",
     "order_waiting",
@@ -63,6 +66,8 @@ class Sequence:
     sink: TokenSink | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     cancelled: bool = False
+    #: prompt tokens the prefill's prefix cache held (reported in ``usage``)
+    cached_tokens: int = 0
     #: Number of output tokens this sequence ends with (``len(out.pieces)``).
     target: int = field(init=False)
 
@@ -112,19 +117,34 @@ class _Lag:
         }
 
 
+@dataclass(frozen=True)
+class Prefilled:
+    """A sequence's prefill: when its first batch started computing (wall ns), the prefix its
+    cache held, its modelled compute seconds (its batches' launch and its own tokens' compute)
+    and the wall seconds from its first batch's start to its last batch's end."""
+
+    started_ns: int
+    cached_tokens: int
+    modelled_s: float
+    wall_s: float
+
+
 @dataclass(eq=False)
 class PrefillJob:
-    """One sequence waiting for (or in) prefill: its prompt, the prefix already in the KV cache,
-    how far its chunks got, and the future the handler awaits (the wall ns its first batch
-    started computing)."""
+    """One sequence waiting for (or in) prefill: its prompt and page hashes, the prefix already
+    in the KV cache, how far its chunks got, and the future its handler awaits."""
 
     tokens: int
     max_tokens: int
     arrival: int
-    future: asyncio.Future[int]
+    future: asyncio.Future[Prefilled]
+    hashes: tuple[int, ...] = ()
     cached: int = 0
     done: int = 0
-    started_ns: int | None = None
+    lease: Lease | None = None
+    started_ns: int = 0
+    started_at: float = 0.0
+    modelled_s: float = 0.0
 
     @property
     def remaining(self) -> int:
@@ -153,19 +173,26 @@ def order_waiting(jobs: list[PrefillJob], policy: str, rng: random.Random) -> li
     return head + rest
 
 
-def take_batch(jobs: list[PrefillJob], limits: Limits) -> list[tuple[PrefillJob, int]]:
+def _always(_job: PrefillJob) -> bool:
+    return True
+
+
+def take_batch(
+    jobs: list[PrefillJob], limits: Limits, admit: Callable[[PrefillJob], bool] = _always
+) -> list[tuple[PrefillJob, int]]:
     """The next prefill batch from ``jobs`` (already in policy order): each job with the tokens
     it computes now. SGLang's ``PrefillAdder``: at most ``max_running_requests`` jobs and
     ``min(max_prefill_tokens, chunked_prefill_size)`` new tokens; the job that does not fit is
-    chunked to the tokens left (without chunked prefill a first job too long runs whole)."""
+    chunked to the tokens left (without chunked prefill a first job too long runs whole).
+    ``admit`` gets each job a place in the KV pool first (False: no room, the batch ends)."""
     budget = limits.max_prefill_tokens
     if limits.chunk_tokens:
         budget = min(budget, limits.chunk_tokens)
     batch: list[tuple[PrefillJob, int]] = []
     for job in jobs:
-        need = job.remaining
-        if len(batch) >= limits.max_running_requests or budget <= 0:
+        if len(batch) >= limits.max_running_requests or budget <= 0 or not admit(job):
             break
+        need = job.remaining
         if need <= budget:
             batch.append((job, need))
             budget -= need
@@ -179,31 +206,66 @@ def take_batch(jobs: list[PrefillJob], limits: Limits) -> list[tuple[PrefillJob,
 
 class PrefillScheduler:
     """Prefill batches of the waiting prompts (chunked, capped and ordered as the engine's
-    arguments say: :func:`take_batch`, :func:`order_waiting`)."""
+    arguments say: :func:`take_batch`, :func:`order_waiting`), computing only what the prefix
+    cache does not hold (:class:`~servelab.sim.prefixcache.PrefixCache`)."""
 
     def __init__(self, settings: WorkerSettings, metrics: WorkerMetrics) -> None:
         self._settings = settings
         self._metrics = metrics
+        limits = settings.limits
+        self.cache = PrefixCache(limits.pool_tokens, limits.page_size, enabled=limits.prefix_cache)
         self._queue: list[PrefillJob] = []
         self._kick: asyncio.Event = asyncio.Event()
         self._arrivals = 0
         self._rng = random.Random(settings.seed)
         self.lag = _Lag()
 
-    async def prefill(self, tokens: int, max_tokens: int = 0) -> int:
-        """Wait until ``tokens`` of one sequence were prefilled; the wall time (ns) its first
-        batch started computing."""
-        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    async def prefill(
+        self, tokens: int, max_tokens: int = 0, hashes: tuple[int, ...] = ()
+    ) -> Prefilled:
+        """Wait until ``tokens`` of one sequence (``hashes``: its page hashes) were prefilled."""
+        fut: asyncio.Future[Prefilled] = asyncio.get_running_loop().create_future()
         self._arrivals += 1
-        self._queue.append(PrefillJob(tokens, max_tokens, self._arrivals, fut))
+        job = PrefillJob(tokens, max_tokens, self._arrivals, fut, hashes)
+        job.cached = self.cache.match(hashes, tokens)
+        self._queue.append(job)
         self._metrics.queued = len(self._queue)
         self._kick.set()
         return await fut
 
-    def _batch_s(self, batch: list[tuple[PrefillJob, int]]) -> float:
+    def _admit(self, job: PrefillJob) -> bool:
+        if job.lease is None:
+            alone = self.cache.reserved == 0
+            job.lease = self.cache.admit(job.hashes, job.tokens, force=alone)
+            if job.lease is None:
+                return False
+            job.cached = job.lease.cached_tokens
+        return True
+
+    def _account(self, batch: list[tuple[PrefillJob, int]], started_ns: int, now: float) -> float:
+        """Stamp the batch's jobs, record the cache hit rate (SGLang's: the batch's newly
+        admitted prefix tokens over those plus its computed tokens); the batch's seconds."""
         profile = self._settings.profile
-        compute = sum(prefill_chunk_s(profile, n, job.cached + job.done) for job, n in batch)
-        return profile.prefill_a_s + compute
+        hits = sum(job.cached for job, _ in batch if job.done == 0)
+        new = sum(n for _, n in batch)
+        self._metrics.cache_hit_rate = hits / (hits + new) if hits + new else 0.0
+        total = profile.prefill_a_s
+        for job, n in batch:
+            compute = prefill_chunk_s(profile, n, job.cached + job.done)
+            total += compute
+            job.modelled_s += profile.prefill_a_s + compute
+            if job.done == 0:
+                job.started_ns, job.started_at = started_ns, now
+        return total
+
+    def _finish(self, job: PrefillJob, now: float) -> None:
+        self._queue.remove(job)
+        if job.lease is not None:
+            self.cache.finish(job.lease)
+        self._metrics.cached(job.tokens, job.cached)
+        done = Prefilled(job.started_ns, job.cached, job.modelled_s, now - job.started_at)
+        if not job.future.done():
+            job.future.set_result(done)
 
     async def run(self) -> None:
         """The prefill loop (runs until cancelled)."""
@@ -215,27 +277,44 @@ class PrefillScheduler:
             t_next = loop.time()
             while self._queue:
                 self._queue = order_waiting(self._queue, limits.schedule_policy, self._rng)
-                batch = take_batch(self._queue, limits)
-                started_ns = time.time_ns()
+                batch = take_batch(self._queue, limits, self._admit)
                 self._metrics.running = len(batch)
                 self._metrics.queued = len(self._queue) - len(batch)
-                t_next += self._settings.scaled(self._batch_s(batch))
+                started = max(t_next, loop.time())
+                t_next += self._settings.scaled(self._account(batch, time.time_ns(), started))
                 await asyncio.sleep(max(0.0, t_next - loop.time()))
                 self.lag.add(max(0.0, loop.time() - t_next))
                 for job, n in batch:
-                    job.started_ns = job.started_ns or started_ns
                     job.done += n
                     if job.remaining == 0:
-                        self._queue.remove(job)
-                        if not job.future.done():
-                            job.future.set_result(job.started_ns)
+                        self._finish(job, loop.time())
                 t_next = max(t_next, loop.time() - 0.05)
             self._metrics.running = 0
             self._metrics.queued = 0
 
 
+#: Tokens of headroom per running request the decode keeps in its KV pool (SGLang's
+#: ``SGLANG_RETRACT_DECODE_STEPS``, 20): a sequence joins only with that much room for every
+#: running one, and a retraction frees room until there is.
+RETRACT_DECODE_STEPS = 20
+
+
+def _tokens(seq: Sequence) -> int:
+    """KV tokens a running sequence holds."""
+    return seq.ctx_tokens + seq.n_out
+
+
 class DecodeScheduler:
-    """Continuous batching: sequences join at step boundaries and leave when done."""
+    """Continuous batching: sequences join at step boundaries and leave when done.
+
+    The running batch is capped by ``max_running_requests`` and by the KV pool
+    (``Limits.pool_tokens``): a sequence joins only when its context fits with
+    :data:`RETRACT_DECODE_STEPS` tokens of headroom per running sequence; when the next token of
+    every running sequence would not fit, the decode retracts (SGLang's ``retract_decode``:
+    the fewest output tokens first, the longest prompt among equals) until the headroom is back,
+    and the retracted sequences rejoin first when there is room (their KV modelled as kept
+    aside, no extra time).
+    """
 
     def __init__(
         self,
@@ -270,11 +349,43 @@ class DecodeScheduler:
         seq.emitted()
 
     def _admit(self) -> None:
-        if self._joining:
-            room = max(0, self._settings.limits.max_running_requests - len(self._running))
-            self._running += self._joining[:room]
-            del self._joining[:room]
         self._running = [s for s in self._running if not s.cancelled]
+        self._joining = [s for s in self._joining if not s.cancelled]
+        limits = self._settings.limits
+        used = sum(_tokens(s) for s in self._running)
+        admitted = 0
+        for seq in self._joining:
+            if len(self._running) >= limits.max_running_requests:
+                break
+            headroom = RETRACT_DECODE_STEPS * (len(self._running) + 1)
+            if self._running and used + _tokens(seq) + headroom > limits.pool_tokens:
+                break
+            self._running.append(seq)
+            used += _tokens(seq)
+            admitted += 1
+        del self._joining[:admitted]
+        self._metrics.token_usage = used / limits.pool_tokens
+
+    def _retract(self, used: int) -> int:
+        """Make room for the next step's tokens (see the class); the tokens left in use."""
+        pool = self._settings.limits.pool_tokens
+        if used + len(self._running) <= pool:
+            return used
+        order = sorted(self._running, key=lambda s: (s.n_out, -s.ctx_tokens))
+        retracted: list[Sequence] = []
+        for seq in order:
+            if len(self._running) - len(retracted) <= 1:
+                break
+            if used + RETRACT_DECODE_STEPS * (len(self._running) - len(retracted)) <= pool:
+                break
+            retracted.append(seq)
+            used -= _tokens(seq)
+        gone = set(retracted)
+        self._running = [s for s in self._running if s not in gone]
+        self._joining[:0] = retracted
+        self._metrics.retracted = len(retracted)
+        self._metrics.retracted_total += len(retracted)
+        return used
 
     def _emit(self) -> None:
         finished = False
@@ -314,8 +425,8 @@ class DecodeScheduler:
                 continue
             now = loop.time()
             t_next = now if t_next is None else t_next
+            ctx = self._retract(sum(_tokens(s) for s in self._running))
             batch = len(self._running)
-            ctx = sum(s.ctx_tokens + s.n_out for s in self._running)
             step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))
             t_next += step
             await asyncio.sleep(max(0.0, t_next - loop.time()))

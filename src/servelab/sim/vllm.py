@@ -122,6 +122,9 @@ def render_metrics(m: WorkerMetrics, served: int) -> str:
         ("vllm:request_success_total", "counter", ',finished_reason="length"', served),
         ("vllm:request_success_total", "counter", ',finished_reason="abort"', m.aborted),
         ("vllm:nixl_num_failed_transfers", "counter", "", m.transfer_failed),
+        ("vllm:prefix_cache_queries_total", "counter", "", m.prefix_queries),
+        ("vllm:prefix_cache_hits_total", "counter", "", m.prefix_hits),
+        ("vllm:kv_cache_usage_perc", "gauge", "", round(m.token_usage, 4)),
     )
     lines: list[str] = []
     for name, kind, extra, value in series:
@@ -190,7 +193,10 @@ async def _prefill_leg(request: web.Request, req: GenRequest) -> web.Response:
     x_id = request.headers.get("X-Request-Id")
     held = state.blocks.hold(f"cmpl-{x_id or uuid.uuid4().hex}", items, time.monotonic())
     created = int(time.time())
-    body = final_body(req, [s.out for s in seqs], [s.n_out for s in seqs], held.request_id, created)
+    body = final_body(
+        req, [s.out for s in seqs], [s.n_out for s in seqs], held.request_id, created,
+        cached=sum(s.cached_tokens for s in seqs), report=worker.settings.limits.cached_tokens,
+    )  # fmt: skip
     side_port = worker.settings.bootstrap_port or worker.settings.port
     body["kv_transfer_params"] = transfer_params(held, worker.settings.host, side_port)
     worker.finished()
