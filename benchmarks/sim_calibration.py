@@ -386,11 +386,16 @@ def side_by_side_main(args: argparse.Namespace) -> int:
 
 def _place(pid: int, args: argparse.Namespace) -> None:
     """``--decode-cpu``: the decode worker on that one core; ``--decode-nice``: its niceness (a
-    negative one lets it through a machine other work keeps busy)."""
+    negative one lets it through a machine other work keeps busy), and its autogroup's: with
+    ``kernel.sched_autogroup_enabled`` the worker's session (started with its own) competes as
+    a group with every other session, whatever the process's own niceness."""
     if args.decode_cpu is not None:
         os.sched_setaffinity(pid, {args.decode_cpu})
     if args.decode_nice:
         os.setpriority(os.PRIO_PROCESS, pid, args.decode_nice)
+        autogroup = Path(f"/proc/{pid}/autogroup")
+        if autogroup.exists():
+            autogroup.write_text(str(args.decode_nice))
 
 
 def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
