@@ -102,7 +102,7 @@ def _config_text(config: Mapping[str, Any]) -> str:
 def vllm_server_info(
     settings: WorkerSettings,
     engine_id: str,
-    env: Mapping[str, str],
+    vllm_env: Mapping[str, str],
     servelab: Mapping[str, Any],
     *,
     as_json: bool,
@@ -111,7 +111,7 @@ def vllm_server_info(
     config = vllm_config(settings, engine_id)
     return {
         "vllm_config": config if as_json else _config_text(config),
-        "vllm_env": {k: v for k, v in sorted(env.items()) if k.startswith("VLLM_")},
+        "vllm_env": dict(sorted(vllm_env.items())),
         "system_env": {"platform": platform.platform(), "python": platform.python_version()},
         "servelab": dict(servelab),
     }

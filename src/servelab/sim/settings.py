@@ -2,9 +2,9 @@
 
 Like the real engine, knobs are read from the process environment ONCE, when the worker starts:
 editing an env file afterwards changes nothing until a restart. ``/server_info`` reports them.
-The engine's arguments (``servelab.sim.engineargs``) are kept as given; :attr:`WorkerSettings.
-limits` is their effect on the model and :attr:`WorkerSettings.server_args` what the engine
-reports (both resolved once, ``servelab.sim.limits``).
+The engine's arguments (``servelab.sim.engineargs``) are kept as given; ``limits`` is their
+effect on the model and ``server_args`` what the engine reports (both resolved once, by
+``servelab.sim.limits``).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def settings_from_args(
         overrides["bootstrap_port"] = args.servelab.get("bootstrap_port")
     for option, name in _SETTING_OPTIONS.items():
         overrides[name] = args.servelab.get(option)
-    faults = {k: v for k, v in args.servelab.items() if k in FAULT_ENV_VARS and v is not False}
+    faults = {k: v for k, v in args.servelab.items() if k in FAULT_ENV_VARS}
     return load_settings(
         args.role, env=env, overrides=overrides, fault_overrides=faults, profile=profile
     )

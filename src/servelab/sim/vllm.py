@@ -39,7 +39,7 @@ from aiohttp import web
 
 from servelab.core.deploy.engines import VLLM_KNOB
 from servelab.errors import SimError
-from servelab.sim.app import WORKER_KEY, _respond, faults, health, serve_apps
+from servelab.sim.app import WORKER_KEY, _cached, _respond, faults, health, serve_apps
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -84,7 +84,8 @@ class VllmState:
 
     def __init__(self, settings: WorkerSettings, env: Mapping[str, str]) -> None:
         self.engine_id = str(uuid.uuid4())
-        self.env = dict(env)
+        #: the ``VLLM_*`` variables at start-up (``/server_info``'s ``vllm_env``)
+        self.vllm_env = {k: v for k, v in env.items() if k.startswith("VLLM_")}
         #: vLLM serves ``/server_info`` only in dev mode, read once at start-up.
         self.dev_mode = env.get(ENV_DEV_MODE, "") == "1"
         raw = env.get(ENV_ABORT_TIMEOUT, "")
@@ -164,7 +165,9 @@ async def server_info(request: web.Request) -> web.Response:
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
     servelab = {**worker.info(), "recent_requests": list(state.recent)[-32:]}
     as_json = request.query.get("config_format") == "json"
-    body = vllm_server_info(worker.settings, state.engine_id, state.env, servelab, as_json=as_json)
+    body = vllm_server_info(
+        worker.settings, state.engine_id, state.vllm_env, servelab, as_json=as_json
+    )
     return web.json_response(body)
 
 
@@ -193,10 +196,9 @@ async def _prefill_leg(request: web.Request, req: GenRequest) -> web.Response:
     x_id = request.headers.get("X-Request-Id")
     held = state.blocks.hold(f"cmpl-{x_id or uuid.uuid4().hex}", items, time.monotonic())
     created = int(time.time())
-    body = final_body(
-        req, [s.out for s in seqs], [s.n_out for s in seqs], held.request_id, created,
-        cached=sum(s.cached_tokens for s in seqs), report=worker.settings.limits.cached_tokens,
-    )  # fmt: skip
+    cached, report = _cached(worker, seqs)
+    outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
+    body = final_body(req, outs, n_outs, held.request_id, created, cached=cached, report=report)
     side_port = worker.settings.bootstrap_port or worker.settings.port
     body["kv_transfer_params"] = transfer_params(held, worker.settings.host, side_port)
     worker.finished()
