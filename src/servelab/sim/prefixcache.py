@@ -44,13 +44,12 @@ class _Page:
 
 @dataclass(frozen=True)
 class Lease:
-    """A request admitted to the pool: its page hashes, the cached ones it locks, the tokens it
-    reserved (its new tokens)."""
+    """A request admitted to the pool: its page hashes, how many of them are cached (it locks
+    those), the tokens it reserved (its new ones) and the cached tokens."""
 
     hashes: tuple[int, ...]
     cached_pages: int
     reserved: int
-    prompt_tokens: int
     cached_tokens: int
 
 
@@ -128,7 +127,7 @@ class PrefixCache:
             self._pages[h].locks += 1
         self._touch(path)
         self.reserved += new
-        return Lease(tuple(hashes), n, new, prompt_tokens, n * self.page_size)
+        return Lease(tuple(hashes), n, new, n * self.page_size)
 
     def finish(self, lease: Lease) -> None:
         """The request's KV is computed: insert its full pages (its cached path still locked,
