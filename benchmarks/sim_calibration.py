@@ -18,8 +18,11 @@ exported with ``git archive``, run through ``PYTHONPATH``) and this checkout's, 
 table of CPU per token (the decode process's CPU over the tokens it emitted in the window) and
 lateness p50/p99, before against after:
 
-    .venv/bin/python benchmarks/sim_calibration.py --side-by-side --before main \
-        --time-scale 0.25 --concurrency 64 256 1024
+    .venv/bin/python benchmarks/sim_calibration.py --side-by-side --before 0d7d9ad --after HEAD \
+        --time-scale 0.25 --concurrency 64 256 1024 --decode-cpu 1 --decode-nice -10
+
+(``--after`` defaults to this checkout's tree; ``--decode-cpu``/``--decode-nice`` pin the decode
+worker to one core and lift its process's and autogroup's priority, both sides alike.)
 
 ``--loops asyncio uvloop``: each on a fresh stack whose workers run on that event loop
 (``SERVELAB_SIM_LOOP``), in turn, ``--repeats`` times. The jitter's load is servelab's own load
