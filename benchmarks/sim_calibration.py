@@ -13,6 +13,17 @@ and report the decode step jitter inside the window: how late each decode step w
 absolute schedule (p50, p99, max; wall ms), from the decode worker's own histogram in
 ``/server_info`` (``servelab.scheduler.hist``) read at the window's start and end, with the decode
 worker's CPU, this client's CPU and the whole machine's busy share over the window.
+``--side-by-side --before REV``: the same measurement for REV's decode worker (its ``src/``
+exported with ``git archive``, run through ``PYTHONPATH``) and this checkout's, in turn, and one
+table of CPU per token (the decode process's CPU over the tokens it emitted in the window) and
+lateness p50/p99, before against after:
+
+    .venv/bin/python benchmarks/sim_calibration.py --side-by-side --before 0d7d9ad --after HEAD \
+        --time-scale 0.25 --concurrency 64 256 1024 --decode-cpu 1 --decode-nice -10
+
+(``--after`` defaults to this checkout's tree; ``--decode-cpu``/``--decode-nice`` pin the decode
+worker to one core and lift its process's and autogroup's priority, both sides alike.)
+
 ``--loops asyncio uvloop``: each on a fresh stack whose workers run on that event loop
 (``SERVELAB_SIM_LOOP``), in turn, ``--repeats`` times. The jitter's load is servelab's own load
 generator (``--client servelab``, the default: ``bench``'s transport on uvloop, about a third of
@@ -31,7 +42,9 @@ import asyncio
 import json
 import os
 import random
+import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -155,6 +168,7 @@ class Snap:
     machine's busy and total CPU seconds, the time."""
 
     hist: dict[int, int]
+    tokens: int
     decode_cpu_s: float
     client_cpu_s: float
     busy_s: float
@@ -167,9 +181,20 @@ async def _sched(session: aiohttp.ClientSession, url: str, at: float) -> Snap:
     await asyncio.sleep(max(at - time.monotonic(), 0.0))
     async with session.get(url + "/server_info") as resp:
         info = (await resp.json())["servelab"]
+    async with session.get(url + "/metrics") as resp:
+        tokens = _counter(await resp.text(), "sglang:generation_tokens_total")
     hist = {int(k): int(v) for k, v in info["scheduler"]["hist"].items()}
     busy, total = _machine_busy()
-    return Snap(hist, _cpu_s(int(info["pid"])), time.process_time(), busy, total, time.monotonic())
+    cpu = _cpu_s(int(info["pid"]))
+    return Snap(hist, tokens, cpu, time.process_time(), busy, total, time.monotonic())
+
+
+def _counter(text: str, name: str) -> int:
+    """A counter's value in a Prometheus text body (0 when absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            return int(float(line.rsplit(" ", 1)[1]))
+    return 0
 
 
 def _quantiles(hist: dict[int, int]) -> dict[str, float]:
@@ -248,6 +273,7 @@ async def jitter_run(stack: SimStack, c: int, args: argparse.Namespace) -> dict[
         **_quantiles(window),
         "tok_s_wall": win.tokens / args.measure_s,
         "decode_cpu": (b.decode_cpu_s - a.decode_cpu_s) / (b.at - a.at),
+        "cpu_us_per_token": (b.decode_cpu_s - a.decode_cpu_s) * 1e6 / max(b.tokens - a.tokens, 1),
         "client_cpu": (b.client_cpu_s - a.client_cpu_s) / (b.at - a.at),
         "machine_busy": (b.busy_s - a.busy_s) / max(b.total_s - a.total_s, 1e-9),
         "model_tok_s": c / (decode_step_s(DEFAULT_PROFILE, c, ctx, 256) * args.time_scale),
@@ -295,6 +321,89 @@ def _jitter_stack(args: argparse.Namespace, loop: str) -> bool:
     finally:
         stack.stop()
     return ok
+
+
+def _export(rev: str) -> Path:
+    """``rev``'s ``src/`` in a temporary directory (``git archive``): the "before" workers run
+    from it (``PYTHONPATH``), everything else from this checkout."""
+    root = Path(tempfile.mkdtemp(prefix="servelab-before-"))
+    repo = Path(__file__).resolve().parents[1]
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", rev, "src"], capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(root)], input=archive, check=True)
+    return root / "src"
+
+
+def side_by_side_main(args: argparse.Namespace) -> int:
+    """The decode worker of ``--before REV`` against this checkout's, in turn, each serving
+    every concurrency through the router: CPU per token and schedule lateness side by side.
+    Exit 0 when this checkout's p99 lateness is under 2 ms at every concurrency."""
+    after = {} if args.after is None else {"PYTHONPATH": str(_export(args.after))}
+    variants = {"before": {"PYTHONPATH": str(_export(args.before))}, "after": after}
+    results: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for _ in range(args.repeats):
+        for name, extra in variants.items():
+            stack = start_stack(
+                time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0", **extra}
+            )
+            _place(stack.procs["decode"].pid, args)
+            try:
+                asyncio.run(_warm(stack.router_url))
+                for c in args.concurrency:
+                    res = uvloop.run(jitter_run(stack, c, args))
+                    results.setdefault((name, c), []).append(res)
+                    print(f"  {name} C{c}: {res}", file=sys.stderr, flush=True)
+            finally:
+                stack.stop()
+    print(
+        f"decode worker, {args.before} (before) against {args.after or 'this checkout'} (after); "
+        f"time scale "
+        f"{args.time_scale}, in {args.in_len} / out {args.out_len}, window {args.measure_s} s, "
+        f"{args.repeats} run(s) each; lateness in wall ms (bucket {LAG_BUCKET_S * 1e3} ms); "
+        f"decode on CPU {args.decode_cpu if args.decode_cpu is not None else 'any'}, nice "
+        f"{args.decode_nice}; load {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"{'C':>5} {'CPU us/token':>21} {'lateness p50':>17} {'lateness p99':>17} "
+        f"{'tok/s wall':>17} {'decode CPU':>15}"
+    )
+    print(
+        f"{'':>5} {'before':>7} {'after':>6} {'ratio':>6} "
+        + "{:>8} {:>8} ".format("before", "after") * 4
+    )
+    ok = True
+    for c in args.concurrency:
+        b = _mean(results[("before", c)])
+        a = _mean(results[("after", c)])
+        ok &= a.get("p99", 0.0) < 2.0
+        ratio = b["cpu_us_per_token"] / max(a["cpu_us_per_token"], 1e-9)
+        print(
+            f"{c:>5} {b['cpu_us_per_token']:7.1f} {a['cpu_us_per_token']:6.1f} {ratio:5.1f}x "
+            f"{b.get('p50', 0):8.2f} {a.get('p50', 0):8.2f} {b.get('p99', 0):8.2f} "
+            f"{a.get('p99', 0):8.2f} {b['tok_s_wall']:8.0f} {a['tok_s_wall']:8.0f} "
+            f"{b['decode_cpu']:8.0%} {a['decode_cpu']:8.0%}"
+        )
+    return 0 if ok else 1
+
+
+def _place(pid: int, args: argparse.Namespace) -> None:
+    """``--decode-cpu``: the decode worker on that one core; ``--decode-nice``: its niceness (a
+    negative one lets it through a machine other work keeps busy), and its autogroup's: with
+    ``kernel.sched_autogroup_enabled`` the worker's session (started with its own) competes as
+    a group with every other session, whatever the process's own niceness."""
+    if args.decode_cpu is not None:
+        os.sched_setaffinity(pid, {args.decode_cpu})
+    if args.decode_nice:
+        os.setpriority(os.PRIO_PROCESS, pid, args.decode_nice)
+        autogroup = Path(f"/proc/{pid}/autogroup")
+        if autogroup.exists():
+            autogroup.write_text(str(args.decode_nice))
+
+
+def _mean(runs: list[dict[str, float]]) -> dict[str, float]:
+    keys = set.intersection(*(set(r) for r in runs))
+    return {k: sum(r[k] for r in runs) / len(runs) for k in keys}
 
 
 async def _warm(base: str) -> None:
@@ -381,7 +490,20 @@ def main(argv: list[str] | None = None) -> int:
         help="--jitter: the load generator (servelab's own, on uvloop, as `bench` runs; or the "
         "minimal aiohttp client the A/B calibration uses)",
     )
+    p.add_argument(
+        "--side-by-side",
+        action="store_true",
+        help="CPU per token and decode lateness of --before's decode worker and this checkout's",
+    )
+    p.add_argument("--before", default="main", help="--side-by-side: the git revision before")
+    p.add_argument(
+        "--after", default=None, help="--side-by-side: a git revision after (default: this tree)"
+    )
+    p.add_argument("--decode-cpu", type=int, default=None, help="--side-by-side: pin the decode")
+    p.add_argument("--decode-nice", type=int, default=0, help="--side-by-side: decode niceness")
     args = p.parse_args(argv)
+    if args.side_by_side:
+        return side_by_side_main(args)
     if args.jitter:
         return jitter_main(args)
     stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"})

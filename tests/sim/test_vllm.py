@@ -17,7 +17,7 @@ from servelab.core.deploy.engines import VLLM_KNOB, canonical_metrics
 from servelab.core.soak.evidence import parse_metrics
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import BlockStore, KvItem, NixlError, remote_prefill, transfer_params
-from servelab.sim.vllm import VLLM_PROFILE, render_metrics
+from servelab.sim.vllm import ENV_DEV_MODE, VLLM_PROFILE, render_metrics
 from tests.support.http import get_json, metric, post, sse_events
 from tests.support.vllmstack import VllmStack, vllm_stack
 
@@ -84,7 +84,7 @@ def test_metrics_have_vllm_names_with_engine_0_and_map_onto_the_rules_names() ->
 # ------------------------------------------------------------------------------------ real stack
 @pytest.fixture(scope="module")
 def stack() -> Iterator[VllmStack]:
-    with vllm_stack(decode_env={VLLM_KNOB: "512"}) as st:
+    with vllm_stack(decode_env={VLLM_KNOB: "512"}, env={ENV_DEV_MODE: "1"}) as st:
         yield st
 
 
@@ -106,7 +106,11 @@ def test_a_streaming_chat_goes_through_the_real_vllm_router(stack: VllmStack) ->
     log = (stack.log_dir / "decode.log").read_text()
     assert f"X-Request-Id={x_id}" in log and f"{VLLM_KNOB}=512" in log
     info = get_json(stack.decode_url + "/server_info")
-    assert info["servelab"]["knobs"][VLLM_KNOB] == 512 and info["kv_role"] == "kv_consumer"
+    assert info["servelab"]["knobs"][VLLM_KNOB] == 512
+    assert info["vllm_config"].count("kv_role='kv_consumer'") == 1
+    config = get_json(stack.decode_url + "/server_info?config_format=json")["vllm_config"]
+    assert config["kv_transfer_config"]["kv_role"] == "kv_consumer"
+    assert info["vllm_env"][ENV_DEV_MODE] == "1"
 
 
 def _prefill_leg(stack: VllmStack) -> dict[str, Any]:
@@ -120,7 +124,8 @@ def _prefill_leg(stack: VllmStack) -> dict[str, Any]:
 def test_the_decode_pulls_the_blocks_once_and_a_second_pull_fails(stack: VllmStack) -> None:
     answer = _prefill_leg(stack)
     params = answer["kv_transfer_params"]
-    engine_id = get_json(stack.prefill_url + "/server_info")["engine_id"]
+    info = get_json(stack.prefill_url + "/server_info?config_format=json")
+    engine_id = info["vllm_config"]["kv_transfer_config"]["engine_id"]
     assert params["do_remote_prefill"] is True and params["remote_engine_id"] == engine_id
     assert params["remote_port"] == stack.side_port and params["remote_block_ids"]
     assert answer["usage"]["completion_tokens"] == 1

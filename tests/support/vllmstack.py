@@ -81,14 +81,18 @@ class VllmStack:
 
 @contextlib.contextmanager
 def vllm_stack(
-    *, time_scale: float = 0.05, decode_env: Mapping[str, str] | None = None
+    *,
+    time_scale: float = 0.05,
+    decode_env: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[VllmStack]:
-    """Prefill, decode and the router on free ports; always stopped afterwards."""
+    """Prefill, decode and the router on free ports; always stopped afterwards. ``env`` goes to
+    both workers, ``decode_env`` to the decode."""
     ports = free_ports(5)
     stack = VllmStack(*ports, Path(tempfile.mkdtemp(prefix="servelab-vllm-")), time_scale)
     try:
-        stack.start_worker("prefill")
-        stack.start_worker("decode", decode_env)
+        stack.start_worker("prefill", env)
+        stack.start_worker("decode", {**(env or {}), **(decode_env or {})})
         stack.start_router()
         yield stack
     finally:

@@ -27,11 +27,13 @@ _MAX_ROOMS = 8192
 
 @dataclass(frozen=True)
 class RoomInfo:
-    """What the prefill hands over for a room: the first token and the prompt size."""
+    """What the prefill hands over for a room: the first token, the prompt size and how much of
+    the prompt its prefix cache held."""
 
     room: int
     first_token: str
     prompt_tokens: int
+    cached_tokens: int = 0
 
 
 class RoomStore:
@@ -79,7 +81,7 @@ def bootstrap_app(store: RoomStore) -> web.Application:
         if info is None:
             return web.json_response({"room": room_id, "status": "pending"}, status=404)
         body = {"room": info.room, "first_token": info.first_token}
-        body["prompt_tokens"] = info.prompt_tokens
+        body.update(prompt_tokens=info.prompt_tokens, cached_tokens=info.cached_tokens)
         return web.json_response(body)
 
     app = web.Application()
@@ -134,5 +136,6 @@ class BootstrapClient:
                 continue
             state["state"] = "WaitingForInput"
             if body is not None:
-                return RoomInfo(room, str(body.get("first_token", "")), int(body["prompt_tokens"]))
+                first, prompt = str(body.get("first_token", "")), int(body["prompt_tokens"])
+                return RoomInfo(room, first, prompt, int(body.get("cached_tokens", 0)))
         return None

@@ -61,7 +61,22 @@ class WorkerMetrics:
     requests: int = 0
     aborted: int = 0
     transfer_failed: int = 0
+    #: the prefix cache: the last prefill batch's hit rate, and per finished prefill the prompt
+    #: tokens queried and the cached ones (counted once a prompt had any cached)
+    cache_hit_rate: float = 0.0
+    prefix_queries: int = 0
+    prefix_hits: int = 0
+    #: the KV pool's share in use (decode: the running batch; prefill: cache and in flight)
+    token_usage: float = 0.0
+    #: requests the decode retracted at its last retraction (SGLang's gauge), and in all
+    retracted: int = 0
+    retracted_total: int = 0
     ttft: Histogram = field(default_factory=Histogram)
+
+    def cached(self, prompt_tokens: int, cached_tokens: int) -> None:
+        """One prompt went through the prefix cache."""
+        self.prefix_queries += prompt_tokens
+        self.prefix_hits += cached_tokens
 
     def render(self) -> str:
         """The ``/metrics`` body."""
@@ -76,6 +91,9 @@ class WorkerMetrics:
             ("sglang:num_requests_total", "counter", self.requests),
             ("sglang:num_aborted_requests_total", "counter", self.aborted),
             ("sglang:num_transfer_failed_reqs_total", "counter", self.transfer_failed),
+            ("sglang:cache_hit_rate", "gauge", round(self.cache_hit_rate, 4)),
+            ("sglang:token_usage", "gauge", round(self.token_usage, 4)),
+            ("sglang:num_retracted_reqs", "gauge", self.retracted),
         )
         lines: list[str] = []
         for name, kind, value in gauges:
@@ -84,5 +102,10 @@ class WorkerMetrics:
                 f"# TYPE {name} {kind}",
                 f"{name}{{{labels}}} {value}",
             ]
+        if self.prefix_hits:  # a labelled series appears once first counted, as in SGLang
+            name = "sglang:cached_tokens_total"
+            lines += [f"# HELP {name} Number of cached prompt tokens by source.",
+                      f"# TYPE {name} counter",
+                      f'{name}{{{labels},cache_source="device"}} {self.prefix_hits}']  # fmt: skip
         lines += self.ttft.render("sglang:time_to_first_token_seconds", labels)
         return "\n".join(lines) + "\n"

@@ -35,7 +35,9 @@ __all__ = [
     "decode_step_s",
     "kv_transfer_s",
     "mla_stall_above",
+    "prefill_chunk_s",
     "prefill_s",
+    "sched_gap_s",
     "steady_throughput",
     "wave_efficiency",
 ]
@@ -103,6 +105,23 @@ class HardwareProfile:
     mla_tile_knob_name: str = "SGLANG_SM120_MLA_KV_TILE"
     mla_tile_default: int = 0
     mla_max_kv_splits: int = 64
+    # CPU scheduling gap the GPU waits out between two decode steps when the overlap scheduler is
+    # off (SGLang ``--disable-overlap-schedule``): batch assembly, radix-cache and output
+    # processing, growing with the batch. Calibrated to SGLang v0.4's release note ("zero-overhead
+    # batch scheduler: 1.1x increase in throughput"): 1.5 ms + 35 us per request is ~10% of the
+    # modelled step at C64 (3.7 ms of 36.6 ms), so overlap on is ~1.1x overlap off there.
+    sched_gap_fixed_s: float = 1.5e-3
+    sched_gap_per_req_s: float = 35e-6
+    # Memory (for the KV pool, ``servelab.sim.limits``). The card's memory as nvidia-smi reports
+    # an RTX PRO 6000 Blackwell (96 GB GDDR7): 97,887 MiB. The weights per GPU: an NVFP4
+    # DeepSeek-R1 checkpoint (~415 GB) over TP8, ~48.5 GiB per GPU (an assumption: the incident
+    # does not name the quantization; FP8 weights would not leave room for a KV pool on 8 cards).
+    gpu_mem_mib: int = 97_887
+    weight_gib_per_gpu: float = 48.5
+    tp_size: int = 8
+    # DeepSeek-V3/R1's config.json max_position_embeddings (what SGLang's --context-length and
+    # vLLM's --max-model-len default to).
+    context_length: int = 163_840
 
 
 DEFAULT_PROFILE = HardwareProfile()
@@ -140,6 +159,24 @@ def prefill_s(profile: HardwareProfile, new_tokens: int) -> float:
     """Modelled duration of prefilling ``new_tokens`` of one sequence."""
     t = max(new_tokens, 0)
     return profile.prefill_a_s + profile.prefill_b_s * t + profile.prefill_c_s * t * t
+
+
+def prefill_chunk_s(profile: HardwareProfile, new_tokens: int, prefix_tokens: int) -> float:
+    """The compute (without the batch's launch cost ``prefill_a_s``) of prefilling ``new_tokens``
+    that follow ``prefix_tokens`` already in the KV cache (a cached prefix, or the chunks before).
+
+    Linear in the new tokens; the attention term is what the new tokens add to the whole
+    sequence's ``c * T^2``: ``c * ((prefix + new)^2 - prefix^2)``. A prompt prefilled in chunks
+    costs the same compute as in one piece (plus one ``prefill_a_s`` per batch it rides in);
+    with a cached prefix only the uncached tokens are computed.
+    """
+    n, p = max(new_tokens, 0), max(prefix_tokens, 0)
+    return profile.prefill_b_s * n + profile.prefill_c_s * ((p + n) ** 2 - p * p)
+
+
+def sched_gap_s(profile: HardwareProfile, batch: int) -> float:
+    """The CPU scheduling gap before each decode step when the overlap scheduler is off."""
+    return profile.sched_gap_fixed_s + profile.sched_gap_per_req_s * max(batch, 0)
 
 
 def kv_transfer_s(profile: HardwareProfile, tokens: int) -> float:

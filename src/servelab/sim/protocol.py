@@ -6,10 +6,12 @@ exception); rendering returns bytes or JSON-ready dicts.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, assert_never
 
+from servelab.sim.limits import CachedTokens
 from servelab.sim.text import Output, count_tokens
 
 __all__ = [
@@ -319,7 +321,13 @@ class _Frame:
     suffix: bytes
 
     def event(self, piece: str) -> bytes:
-        return self.prefix + json.dumps(piece).encode() + self.suffix
+        return self.prefix + _json_str(piece) + self.suffix
+
+
+@functools.lru_cache(maxsize=8192)
+def _json_str(piece: str) -> bytes:
+    """A piece as a JSON string (the output's pieces come from a small vocabulary: cached)."""
+    return json.dumps(piece).encode()
 
 
 TokenFrame = _Frame | None
@@ -339,22 +347,38 @@ def stream_finish(
     return _sse(_envelope(req, rid, created, [choice]))
 
 
-def _usage(req: GenRequest, n_outs: list[int]) -> dict[str, int]:
+def _usage(req: GenRequest, n_outs: list[int], cached: int, report: CachedTokens) -> dict[str, Any]:
+    """OpenAI's ``usage``; with the cache report on, ``prompt_tokens_details.cached_tokens`` as
+    the engine gives it (SGLang: only when > 0, else ``prompt_tokens_details`` is null; vLLM:
+    always)."""
     prompt = sum(i.prompt_tokens for i in req.items)
     completion = sum(n_outs)
-    return {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
     }
+    match report:
+        case CachedTokens.OFF:
+            pass
+        case CachedTokens.POSITIVE:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached} if cached > 0 else None
+        case CachedTokens.ALWAYS:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        case _:
+            assert_never(report)
+    return usage
 
 
-def stream_usage(req: GenRequest, n_outs: list[int], rid: str, created: int) -> bytes:
+def stream_usage(
+    req: GenRequest, n_outs: list[int], rid: str, created: int, *, cached: int = 0,
+    report: CachedTokens = CachedTokens.OFF,
+) -> bytes:  # fmt: skip
     """The final usage event (``stream_options.include_usage``), OpenAI APIs only."""
     if req.api == "generate" or not req.include_usage:
         return b""
     data = _envelope(req, rid, created, [])
-    data["usage"] = _usage(req, n_outs)
+    data["usage"] = _usage(req, n_outs, cached, report)
     return _sse(data)
 
 
@@ -371,9 +395,11 @@ def _choice(req: GenRequest, item: GenItem, out: Output, n_out: int) -> dict[str
 
 
 def final_body(
-    req: GenRequest, outs: list[Output], n_outs: list[int], rid: str, created: int
-) -> Any:
-    """The JSON body of a non-streaming response (always with ``usage``)."""
+    req: GenRequest, outs: list[Output], n_outs: list[int], rid: str, created: int, *,
+    cached: int = 0, report: CachedTokens = CachedTokens.OFF,
+) -> Any:  # fmt: skip
+    """The JSON body of a non-streaming response (always with ``usage``; ``cached``: the prompt
+    tokens the prefix cache held, reported as ``report`` says)."""
     triples = list(zip(req.items, outs, n_outs, strict=True))
     if req.api == "generate":
         bodies = [
@@ -387,5 +413,5 @@ def final_body(
         return bodies if req.batch else bodies[0]
     data = _envelope(req, rid, created, [_choice(req, i, o, n) for i, o, n in triples])
     data["object"] = _object(req, False)
-    data["usage"] = _usage(req, n_outs)
+    data["usage"] = _usage(req, n_outs, cached, report)
     return data

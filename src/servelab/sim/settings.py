@@ -2,6 +2,9 @@
 
 Like the real engine, knobs are read from the process environment ONCE, when the worker starts:
 editing an env file afterwards changes nothing until a restart. ``/server_info`` reports them.
+The engine's arguments (``servelab.sim.engineargs``) are kept as given; ``limits`` is their
+effect on the model and ``server_args`` what the engine reports (both resolved once, by
+``servelab.sim.limits``).
 """
 
 from __future__ import annotations
@@ -10,11 +13,21 @@ import ipaddress
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
 from servelab.errors import SimError
+from servelab.sim.engineargs import ParsedArgs, SglangArgs, VllmArgs
+from servelab.sim.faults import ENV_VARS as FAULT_ENV_VARS
 from servelab.sim.faults import Faults
-from servelab.sim.profile import DEFAULT_PROFILE, HardwareProfile, mla_stall_above
+from servelab.sim.limits import Limits, resolve
+from servelab.sim.profile import (
+    DEFAULT_PROFILE,
+    HardwareProfile,
+    decode_step_s,
+    mla_stall_above,
+    sched_gap_s,
+)
 
 __all__ = [
     "ENV_SEED",
@@ -25,6 +38,7 @@ __all__ = [
     "WorkerSettings",
     "is_loopback",
     "load_settings",
+    "settings_from_args",
 ]
 
 Role = Literal["prefill", "decode"]
@@ -55,6 +69,27 @@ class WorkerSettings:
     admin: bool = False
     faults: Faults = field(default_factory=Faults)
     otlp_endpoint: str | None = None
+    engine_args: SglangArgs | VllmArgs = field(default_factory=SglangArgs)
+
+    @cached_property
+    def _resolved(self) -> tuple[SglangArgs | VllmArgs, Limits]:
+        return resolve(self.engine_args, self.profile, self.role)
+
+    @property
+    def server_args(self) -> SglangArgs | VllmArgs:
+        """The engine's arguments as it reports them: given values, the rest resolved."""
+        return self._resolved[0]
+
+    @property
+    def limits(self) -> Limits:
+        """What the engine's arguments do to the model (running cap, chunk, KV pool, ...)."""
+        return self._resolved[1]
+
+    def decode_step_s(self, batch: int, ctx_tokens: int) -> float:
+        """Modelled seconds of one decode step: the kernel model for the knob in force, plus
+        the CPU scheduling gap when the overlap scheduler is off."""
+        step = decode_step_s(self.profile, batch, ctx_tokens, self.target_ctas)
+        return step if self.limits.overlap_schedule else step + sched_gap_s(self.profile, batch)
 
     def scaled(self, modelled_s: float) -> float:
         """Wall seconds for a modelled duration."""
@@ -144,4 +179,39 @@ def load_settings(
         raise SimError("--admin is only allowed on a loopback bind (127.0.0.1, ::1, localhost)")
     if role == "prefill" and settings.bootstrap_port is None:
         raise SimError("a prefill worker needs --bootstrap-port")
+    settings.limits  # noqa: B018 -- resolve now: memory that does not fit fails the start
     return settings
+
+
+#: servelab options that are settings (by the option's name), and the setting each one sets.
+_SETTING_OPTIONS = {
+    "time_scale": "time_scale",
+    "seed": "seed",
+    "warmup_s": "warmup_s",
+    "admin": "admin",
+    "waiting_timeout": "waiting_timeout_s",
+}
+
+
+def settings_from_args(
+    args: ParsedArgs, *, profile: HardwareProfile, env: Mapping[str, str] | None = None
+) -> WorkerSettings:
+    """A worker's settings from its parsed command line (which wins) and ``env``."""
+    server = args.server
+    overrides: dict[str, Any] = {
+        "host": server.host,
+        "port": server.port,
+        "served_model_name": server.served_model_name,
+        "otlp_endpoint": server.otlp_traces_endpoint,
+        "engine_args": server,
+    }
+    if isinstance(server, SglangArgs):
+        overrides["bootstrap_port"] = server.disaggregation_bootstrap_port
+    else:
+        overrides["bootstrap_port"] = args.servelab.get("bootstrap_port")
+    for option, name in _SETTING_OPTIONS.items():
+        overrides[name] = args.servelab.get(option)
+    faults = {k: v for k, v in args.servelab.items() if k in FAULT_ENV_VARS}
+    return load_settings(
+        args.role, env=env, overrides=overrides, fault_overrides=faults, profile=profile
+    )

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Output", "count_tokens", "plan_output"]
+__all__ = ["Output", "count_tokens", "plan_output", "tokenize"]
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
@@ -189,6 +189,11 @@ class Output:
 def count_tokens(text: str) -> int:
     """Tokens of ``text`` for the built-in word-level tokenizer: words and punctuation marks."""
     return len(_TOKEN_RE.findall(text))
+
+
+def tokenize(text: str) -> list[str]:
+    """The tokens of ``text`` (what :func:`count_tokens` counts)."""
+    return _TOKEN_RE.findall(text)
 
 
 def _seed_int(seed: int, prompt: str, salt: str) -> int:

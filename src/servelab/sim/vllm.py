@@ -12,9 +12,9 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
 - ``GET /health`` (503 while starting), ``/v1/models``, ``/load`` (``{"server_load": N}``),
   ``/get_load`` (``{"load": N}``, what the router's power_of_two policy reads), ``/metrics``
   (``vllm:`` names, ``engine="0"``: the router counts ``engine`` labels to learn the
-  data-parallel size), ``/server_info`` (vLLM's dev-mode endpoint; here with
-  the simulator's ``servelab`` object, as the SGLang simulator's), and with ``--admin`` on a
-  loopback bind ``GET|POST /_servelab/faults``.
+  data-parallel size), ``/version``, ``/server_info`` only with ``VLLM_SERVER_DEV_MODE=1`` as
+  vLLM (``servelab.sim.serverinfo``; with the simulator's ``servelab`` object, as the SGLang
+  simulator's), and with ``--admin`` on a loopback bind ``GET|POST /_servelab/faults``.
 - The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
   kept in ``/server_info``'s ``servelab.recent_requests``.
 
@@ -39,7 +39,7 @@ from aiohttp import web
 
 from servelab.core.deploy.engines import VLLM_KNOB
 from servelab.errors import SimError
-from servelab.sim.app import WORKER_KEY, _respond, faults, health, serve_apps
+from servelab.sim.app import WORKER_KEY, _cached, _respond, faults, health, serve_apps
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -53,16 +53,27 @@ from servelab.sim.nixl import (
 )
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.protocol import Api, GenRequest, RequestError, final_body, parse_request
+from servelab.sim.serverinfo import SIM_VERSION, vllm_server_info
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.worker import TransferError, Worker
 
-__all__ = ["VLLM_KEY", "VLLM_PROFILE", "VllmState", "make_vllm_app", "render_metrics", "serve_vllm"]
+__all__ = [
+    "ENV_DEV_MODE",
+    "VLLM_KEY",
+    "VLLM_PROFILE",
+    "VllmState",
+    "make_vllm_app",
+    "render_metrics",
+    "serve_vllm",
+]
 
 log = logging.getLogger("servelab.sim.vllm")
 
 #: The SGLang simulator's profile with the vLLM decode knob.
 VLLM_PROFILE = replace(DEFAULT_PROFILE, knob_name=VLLM_KNOB)
 _ABORT_TIMEOUT_S = 480.0
+#: ``1``: serve ``/server_info`` (vLLM's ``VLLM_SERVER_DEV_MODE``).
+ENV_DEV_MODE = "VLLM_SERVER_DEV_MODE"
 _RECENT = 256
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -73,6 +84,10 @@ class VllmState:
 
     def __init__(self, settings: WorkerSettings, env: Mapping[str, str]) -> None:
         self.engine_id = str(uuid.uuid4())
+        #: the ``VLLM_*`` variables at start-up (``/server_info``'s ``vllm_env``)
+        self.vllm_env = {k: v for k, v in env.items() if k.startswith("VLLM_")}
+        #: vLLM serves ``/server_info`` only in dev mode, read once at start-up.
+        self.dev_mode = env.get(ENV_DEV_MODE, "") == "1"
         raw = env.get(ENV_ABORT_TIMEOUT, "")
         try:
             hold_s = float(raw) if raw else _ABORT_TIMEOUT_S
@@ -108,6 +123,9 @@ def render_metrics(m: WorkerMetrics, served: int) -> str:
         ("vllm:request_success_total", "counter", ',finished_reason="length"', served),
         ("vllm:request_success_total", "counter", ',finished_reason="abort"', m.aborted),
         ("vllm:nixl_num_failed_transfers", "counter", "", m.transfer_failed),
+        ("vllm:prefix_cache_queries_total", "counter", "", m.prefix_queries),
+        ("vllm:prefix_cache_hits_total", "counter", "", m.prefix_hits),
+        ("vllm:kv_cache_usage_perc", "gauge", "", round(m.token_usage, 4)),
     )
     lines: list[str] = []
     for name, kind, extra, value in series:
@@ -143,20 +161,19 @@ async def get_load(request: web.Request) -> web.Response:
 
 
 async def server_info(request: web.Request) -> web.Response:
+    """vLLM's dev-mode ``/server_info`` (routed only with ``VLLM_SERVER_DEV_MODE=1``)."""
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
-    s = worker.settings
-    body: dict[str, Any] = {
-        "engine": "vllm",
-        "served_model_name": s.served_model_name,
-        "kv_role": "kv_producer" if s.role == "prefill" else "kv_consumer",
-        "kv_connector": "NixlConnector",
-        "engine_id": state.engine_id,
-        "version": "servelab-sim",
-        "servelab": {**worker.info(), "recent_requests": list(state.recent)[-32:]},
-    }
-    if s.bootstrap_port is not None:
-        body["nixl_side_channel_port"] = s.bootstrap_port
+    servelab = {**worker.info(), "recent_requests": list(state.recent)[-32:]}
+    as_json = request.query.get("config_format") == "json"
+    body = vllm_server_info(
+        worker.settings, state.engine_id, state.vllm_env, servelab, as_json=as_json
+    )
     return web.json_response(body)
+
+
+async def version(_: web.Request) -> web.Response:
+    """vLLM's ``/version`` (always served)."""
+    return web.json_response({"version": SIM_VERSION})
 
 
 # ------------------------------------------------------------------------------------ generation
@@ -179,7 +196,9 @@ async def _prefill_leg(request: web.Request, req: GenRequest) -> web.Response:
     x_id = request.headers.get("X-Request-Id")
     held = state.blocks.hold(f"cmpl-{x_id or uuid.uuid4().hex}", items, time.monotonic())
     created = int(time.time())
-    body = final_body(req, [s.out for s in seqs], [s.n_out for s in seqs], held.request_id, created)
+    cached, report = _cached(worker, seqs)
+    outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
+    body = final_body(req, outs, n_outs, held.request_id, created, cached=cached, report=report)
     side_port = worker.settings.bootstrap_port or worker.settings.port
     body["kv_transfer_params"] = transfer_params(held, worker.settings.host, side_port)
     worker.finished()
@@ -258,9 +277,11 @@ def make_vllm_app(
         ("/load", load),
         ("/get_load", get_load),
         ("/metrics", metrics),
-        ("/server_info", server_info),
+        ("/version", version),
     ):
         app.router.add_get(path, handler)
+    if state.dev_mode:
+        app.router.add_get("/server_info", server_info)
     app.router.add_post("/v1/chat/completions", _generation("chat"))
     app.router.add_post("/v1/completions", _generation("completions"))
     if settings.admin:

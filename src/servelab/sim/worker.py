@@ -19,11 +19,12 @@ from typing import Any
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.profile import decode_step_s, kv_transfer_s
+from servelab.sim.prefixcache import page_hashes
+from servelab.sim.profile import kv_transfer_s
 from servelab.sim.protocol import GenItem, GenRequest
 from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
 from servelab.sim.settings import WorkerSettings
-from servelab.sim.text import Output, plan_output
+from servelab.sim.text import Output, plan_output, tokenize
 from servelab.sim.tracing import SimTracer, mark
 
 __all__ = ["TransferError", "Worker"]
@@ -64,6 +65,7 @@ class Worker:
         self._t0 = time.monotonic()
         self.requests_served = 0
         self.recent_rooms: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
+        self.recent_prefills: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
         self.rooms = RoomStore()
         self._client = BootstrapClient()
         self._rng = random.Random(settings.seed)
@@ -169,15 +171,24 @@ class Worker:
             "scheduler": sched.lag.as_json() if sched else {},
             "step_s": self.step_table(),
             "recent_rooms": list(self.recent_rooms)[-32:],
+            "recent_prefills": list(self.recent_prefills)[-32:],
+            "kv_pool": self._pool(),
         }
+
+    def _pool(self) -> dict[str, Any]:
+        """The KV pool: its size, and the prefill's cache or the decode's retractions."""
+        pool: dict[str, Any] = {"capacity_tokens": self.settings.limits.pool_tokens}
+        if self.prefill_sched is not None:
+            cache = self.prefill_sched.cache
+            pool.update(cached_tokens=cache.cached_tokens, in_flight_tokens=cache.reserved,
+                        evicted_tokens=cache.evicted_tokens)  # fmt: skip
+        pool["retracted_total"] = self.metrics.retracted_total
+        return pool
 
     def step_table(self) -> dict[str, float]:
         """Modelled decode step seconds at a few batch sizes (128-token prompts), for the knob
         in effect: what changes, after a restart only, when the knob changes."""
-        s = self.settings
-        return {
-            str(b): decode_step_s(s.profile, b, b * 160, s.target_ctas) for b in (1, 64, 80, 96)
-        }
+        return {str(b): self.settings.decode_step_s(b, b * 160) for b in (1, 64, 80, 96)}
 
     def _note_room(self, room: int | None, first_token: str, status: str) -> None:
         if room is not None:
@@ -189,29 +200,45 @@ class Worker:
         return plan_output(seed, item.prompt, item.max_tokens, tools=tools, corrupt=corrupt)
 
     # ------------------------------------------------------------------------------ prefill
+    def _page_hashes(self, item: GenItem) -> tuple[int, ...]:
+        limits = self.settings.limits
+        if not limits.prefix_cache:
+            return ()
+        return tuple(page_hashes(tokenize(item.prompt), limits.page_size))
+
     async def prefill_items(self, req: GenRequest) -> list[Sequence]:
-        """Prefill every item, publish its room, and return one-token sequences."""
+        """Prefill every item (the prefix cache's tokens are not computed again), publish its
+        room, and return one-token sequences."""
         assert self.prefill_sched is not None
         t_start = time.monotonic()
         self.metrics.prompt_tokens += sum(i.prompt_tokens for i in req.items)
         outs = [self._plan(req, item, False) for item in req.items]
         await self.warmup()
         sched = self.prefill_sched
-        started = await asyncio.gather(*(sched.prefill(i.prompt_tokens) for i in req.items))
-        mark(req.marks, "computing", min(started, default=None))
+        done = await asyncio.gather(
+            *(sched.prefill(i.prompt_tokens, i.max_tokens, self._page_hashes(i)) for i in req.items)
+        )
+        mark(req.marks, "computing", min((d.started_ns for d in done), default=None))
         mark(req.marks, "done")
         seqs = []
-        for item, out in zip(req.items, outs, strict=True):
+        for item, out, pre in zip(req.items, outs, done, strict=True):
             first = out.pieces[0]
             if item.room is not None:
-                self.rooms.publish(RoomInfo(item.room, first, item.prompt_tokens))
+                info = RoomInfo(item.room, first, item.prompt_tokens, pre.cached_tokens)
+                self.rooms.publish(info)
             self._note_room(item.room, first, "Published")
+            self.recent_prefills.append(
+                {"room": item.room, "prompt_tokens": item.prompt_tokens,
+                 "cached_tokens": pre.cached_tokens, "modelled_s": round(pre.modelled_s, 6),
+                 "wall_s": round(pre.wall_s, 6)}
+            )  # fmt: skip
             one = replace(out, pieces=(first,), finish_reason="length")
-            seq = Sequence(one, item.prompt_tokens, n_out=1)
+            seq = Sequence(one, item.prompt_tokens, n_out=1, cached_tokens=pre.cached_tokens)
             seq.done.set()
             seqs.append(seq)
             self.metrics.ttft.observe(time.monotonic() - t_start)
         self.metrics.generation_tokens += len(seqs)
+        self.metrics.token_usage = sched.cache.used_tokens / sched.cache.capacity
         return seqs
 
     # ------------------------------------------------------------------------------ decode
@@ -258,7 +285,10 @@ class Worker:
                 return TransferError.of(item.room, "Failed", reason)
             await self.warmup()
             self._note_room(item.room, kv.first_token, "Success")
-            seq = Sequence(replace(out, pieces=(kv.first_token, *out.pieces[1:])), kv.prompt_tokens)
+            pieces = (kv.first_token, *out.pieces[1:])
+            seq = Sequence(
+                replace(out, pieces=pieces), kv.prompt_tokens, cached_tokens=kv.cached_tokens
+            )
             if self.settings.decode_stalls(kv.prompt_tokens):
                 self._stall(seq)
             else:

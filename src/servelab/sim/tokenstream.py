@@ -1,0 +1,95 @@
+"""Token events written to their connections from the decode step loop.
+
+A streaming response registers a :class:`TokenWriter` as its sequence's sink; the scheduler calls
+it right after each step (``Sequence.sink``), and it renders the step's new token events and
+writes them to the connection's transport at once, as one HTTP/1.1 chunk: no coroutine wakes
+per token, so a step over a batch of B sequences costs B small writes inside one loop callback.
+The handler sleeps until its sequence is done (or its client went away) and only writes the
+response's first and last events itself, through aiohttp.
+
+aiohttp buffers a response's head until the first body write, so :meth:`TokenWriter.start` sends
+it before any token goes to the transport directly, and frames each write as a chunk when the
+response is chunked (HTTP/1.1; HTTP/1.0 ends the body by closing the connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from aiohttp import HttpVersion11, web
+
+from servelab.sim.protocol import GenItem, GenRequest, stream_token, token_frame
+from servelab.sim.scheduler import Sequence
+from servelab.sim.tracing import mark
+
+__all__ = ["TokenWriter"]
+
+
+class TokenWriter:
+    """Writes ``seq``'s token events of one item to the request's connection as they come."""
+
+    def __init__(
+        self, request: web.Request, req: GenRequest, item: GenItem, seq: Sequence, rid: str,
+        created: int,
+    ) -> None:  # fmt: skip
+        self._transport = request.transport
+        self._chunked = request.version >= HttpVersion11
+        self._req, self._item, self._seq = req, item, seq
+        self._rid, self._created = rid, created
+        self._frame = token_frame(req, item, seq.out, rid, created)
+        self.sent = 0
+        self.gone = False
+
+    def start(self, request: web.Request) -> None:
+        """Send the response head aiohttp still holds, write the tokens emitted so far, and
+        take the sequence's later tokens from the step loop."""
+        writer = request.writer
+        send_headers = getattr(writer, "send_headers", None)
+        if send_headers is not None:
+            send_headers()
+        self()
+        self._seq.sink = self
+
+    def stop(self) -> None:
+        """Stop taking tokens (the sequence ended, or the handler is leaving)."""
+        self._seq.sink = None
+
+    def __call__(self) -> None:
+        """Write the tokens emitted since the last call (the step loop calls this)."""
+        seq = self._seq
+        n = seq.n_out
+        if n <= self.sent or self.gone:
+            return
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            self.gone = True  # the handler aborts the request when it wakes
+            seq.cancelled = True
+            seq.done.set()
+            return
+        frame = self._frame
+        if frame is not None and n == self.sent + 1:  # the common case: one token a step
+            body = frame.event(seq.out.pieces[self.sent])
+        elif frame is not None:
+            body = b"".join(frame.event(p) for p in seq.out.pieces[self.sent : n])
+        else:
+            req, item, rid, created = self._req, self._item, self._rid, self._created
+            body = b"".join(
+                stream_token(req, item, seq.out, k, rid, created) for k in range(self.sent, n)
+            )
+        if not self.sent:  # stamped before the write: the client may read it at once
+            mark(self._req.marks, "first_token")
+        transport.write(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
+        self.sent = n
+
+    async def wait(self, request: web.Request, stalled: bool) -> None:
+        """Until the sequence is done; raise ``ConnectionResetError`` if the client went away
+        (noticed at the next token, or, for a stalled sequence, by polling its connection)."""
+        seq = self._seq
+        if stalled:
+            while (transport := request.transport) is not None and not transport.is_closing():
+                await asyncio.sleep(0.25)
+            self.gone = True
+        else:
+            await seq.done.wait()
+        if self.gone:
+            raise ConnectionResetError("client went away")
