@@ -11,6 +11,7 @@ import pytest
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
+from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, Overridden, UnitState
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -76,6 +77,19 @@ def _second(total_s: float, error: str | None = None, detail: str | None = None)
 def _reach(before: int | None, after: int | None, sent: int,
            statuses: tuple[int | None, ...] = ()) -> WorkerReach:  # fmt: skip
     return WorkerReach("decode", "router", before, after, sent, statuses)
+
+
+MRR, OVERLAP = "--max-running-requests", "--disable-overlap-schedule"
+EFFECTIVE = "internal_states[0].effective_max_running_requests_per_dp"
+
+
+def _arg(
+    verdict: LiveVerdict, file: str | None, live: str | None, *, source: str = "cmdline",
+    engine: str | None = None,
+) -> ArgumentLive:  # fmt: skip
+    known = engine is not None
+    return ArgumentLive(42, "pid record", MRR, file, live, source, verdict, known, engine,
+                        EFFECTIVE if known else None)  # fmt: skip
 
 
 _LISTED = (WorkerListing("decode-1", "http://d1", "decode", False, False),
@@ -167,6 +181,44 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
      "reached through router: served requests 4 -> 5 after 3 request(s)"),
     (C.E2E_WORKER_UNREACHED, _reach(4, 4, 2, (200, 200)),
      "not reached through router: served requests stayed at 4 over 2 request(s) (HTTP 200, 200)"),
+    (C.CONFIG_ARGUMENT_NOT_PINNED,
+     ArgumentInFile(MRR, "64", "args_env", "/e/d.env", None, (Overridden("config_file", "32"),)),
+     "file 64 (the args_env variable /e/d.env); overridden: the config file says 32"),
+    (C.CONFIG_ARGUMENT_NOT_PINNED, ArgumentInFile(MRR, None, None, None, None),
+     "set nowhere: the engine's default"),
+    (C.CONFIG_ARGUMENT_NOT_PINNED, ArgumentInFile(OVERLAP, "off", None, None, None),
+     "set nowhere: the engine's default (off)"),
+    (C.CONFIG_ARGUMENT_MATCHES_SPEC, ArgumentInFile(MRR, "64", "config_file", "/e/d.yaml", "64"),
+     "file 64 (the config file /e/d.yaml); matches spec"),
+    (C.CONFIG_ARGUMENT_PIN_MISMATCH, ArgumentInFile(MRR, "32", "args_env", "/e/d.env", "64"),
+     "file 32 (the args_env variable /e/d.env), spec pins 64"),
+    (C.CONFIG_UNIT_LOADED, UnitState("sglang-decode.service", False),
+     "systemd unit sglang-decode.service loaded as it is on disk"),
+    (C.CONFIG_UNIT_STALE, UnitState("sglang-decode.service", True),
+     "systemd unit sglang-decode.service changed on disk and is not reloaded: a restart would "
+     "run its old command line (systemctl daemon-reload, or manage_unit = true)"),
+    (C.CONFIG_UNIT_UNKNOWN, UnitState("sglang-decode.service", None),
+     "systemd did not say whether unit sglang-decode.service must be reloaded"),
+    (C.LIVE_ARGUMENT_MATCH, _arg(LiveVerdict.MATCH, "64", "64", engine="64"),
+     f"argv 64 (command line) = file; the engine reports 64 ({EFFECTIVE})"),
+    (C.LIVE_ARGUMENT_MATCH, _arg(LiveVerdict.MATCH, "on", "on", source="config"),
+     "argv on (from --config) = file; the engine does not report it (unknown)"),
+    (C.LIVE_ARGUMENT_UNSET, _arg(LiveVerdict.UNSET, None, None, source="default", engine="128"),
+     f"not set in file or on the command line (engine default); the engine reports 128 "
+     f"({EFFECTIVE})"),
+    (C.LIVE_ARGUMENT_RESTART_NEEDED, _arg(LiveVerdict.RESTART_NEEDED, "64", None,
+                                          source="default"),
+     "in file but not live: restart needed (file 64, argv (unset) (engine default)); the engine "
+     "does not report it (unknown)"),
+    (C.LIVE_ARGUMENT_LOST_ON_RESTART, _arg(LiveVerdict.LOST_ON_RESTART, None, "64"),
+     "live but not in file: lost on next restart (argv 64 (command line)); the engine does not "
+     "report it (unknown)"),
+    (C.LIVE_ARGUMENT_DIFFERS, _arg(LiveVerdict.DIFFERS, "64", "32", engine="32"),
+     f"differs: file 64, argv 32 (command line) (restart needed); the engine reports 32 "
+     f"({EFFECTIVE})"),
+    (C.LIVE_ENGINE_DIFFERS, _arg(LiveVerdict.MATCH, "64", "64", engine="128"),
+     f"file 64, argv 64 (command line), but the engine reports 128 ({EFFECTIVE}): the engine "
+     "disagrees (a default or another setting overrides the argument)"),
     (C.E2E_WORKER_UNCOUNTED, _reach(None, None, 16),
      "not proven: no served-request counter (not a servelab sim); 16 request(s) went through "
      "router"),

@@ -37,7 +37,7 @@ from servelab.core.knobs.places import (
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.knobs.serverinfo import Reported, reported_value
 from servelab.errors import HostError, KnobError
-from servelab.io.hosts.discovery import find_process, read_live_args
+from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
 from servelab.io.hosts.envfiles import read_env_bytes
 from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
@@ -46,8 +46,9 @@ __all__ = [
     "ArgumentEdit",
     "argument_knob",
     "config_path",
-    "engine_argument",
+    "engine_arguments",
     "live_argument",
+    "place_path",
     "read_places",
     "service_engine",
     "write_argument",
@@ -62,6 +63,16 @@ def service_engine(op: Operation) -> Engine:
 def argument_knob(op: Operation, name: str) -> Knob:
     """The argument knob ``name`` as the deployment's engine reads it."""
     return parse_knob(name, service_engine(op))
+
+
+def place_path(op: Operation, service: str, place: Place | None) -> str:
+    """The file of ``place`` (the env file of ``args_env``; the spec for its own command line)."""
+    svc = op.spec.service(service)
+    if place is Place.CONFIG_FILE and svc.config_file is not None:
+        return str(op.loaded.path(svc.config_file))
+    if place is Place.SPEC:
+        return f"{op.loaded.source} (services.{service})"
+    return op.env_path(service) or ""
 
 
 def config_path(op: Operation, service: str) -> str | None:
@@ -164,25 +175,29 @@ async def write_argument(
 
 async def live_argument(
     op: Operation, service: str, knobs: list[Knob]
-) -> tuple[int | None, Mapping[str, LiveValue]]:
-    """(pid, the knobs' live values); (None, {}) when the service is not running."""
+) -> tuple[ProcessRef, Mapping[str, LiveValue]]:
+    """(the process and how it was found, the knobs' live values); no values when it is not
+    running."""
     host = op.host(service)
     proc = await find_process(op.loaded, service, host)
     if proc.pid is None:
-        return None, {}
-    return proc.pid, await read_live_args(host, proc.pid, knobs, service_engine(op))
+        return proc, {}
+    return proc, await read_live_args(host, proc.pid, knobs, service_engine(op))
 
 
-async def engine_argument(op: Operation, service: str, knob: Knob) -> Reported:
-    """The knob's value in the engine's ``/server_info``; unknown for a router, or when the
-    engine does not answer it (vLLM without ``VLLM_SERVER_DEV_MODE=1``)."""
+async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> dict[str, Reported]:
+    """Each knob's value in the engine's ``/server_info`` (read once); unknown for a router, or
+    when the engine does not answer it (vLLM without ``VLLM_SERVER_DEV_MODE=1``)."""
+    unknown = {knob.name: Reported(False) for knob in knobs}
     if op.spec.service(service).role not in ("prefill", "decode"):
-        return Reported(False)
+        return unknown
     path = "/server_info?config_format=json" if op.spec.engine == "vllm" else "/server_info"
     try:
         url = await op.url(service, path)
     except HostError:
-        return Reported(False)
+        return unknown
     async with HttpClient(limit=1) as http:
         info = await http.get_json(url)
-    return reported_value(info, knob) if isinstance(info, dict) else Reported(False)
+    if not isinstance(info, dict):
+        return unknown
+    return {knob.name: reported_value(info, knob) for knob in knobs}

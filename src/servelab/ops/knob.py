@@ -35,6 +35,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.arguments import (
     argument_knob,
     live_argument,
+    place_path,
     read_places,
     service_engine,
     write_argument,
@@ -193,7 +194,7 @@ async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobVal
             now = await read_places(op, service, knob)
             place = None if now.place is None else str(now.place)
             shadowed = tuple((str(where), value) for where, value in now.shadowed)
-            path = _place_path(op, service, now.place)
+            path = place_path(op, service, now.place)
             return KnobValue(service, name, now.value, place, path, shadowed)
         path = _env_path(op, service)
         env = await read_env_file(op.host(service), path)
@@ -286,21 +287,12 @@ async def _diff_argument(op: Operation, service: str, knob: Knob) -> KnobDiff:
         live=live.get(knob.name),
         spec_value=svc.knobs.get(knob.name),
         backup_path=backup_path,
-        env_file=_place_path(op, service, now.place),
+        env_file=place_path(op, service, now.place),
         pid=pid,
         pid_source=proc_source,
         place=None if now.place is None else str(now.place),
         shadowed=tuple((str(place), value) for place, value in now.shadowed),
     )
-
-
-def _place_path(op: Operation, service: str, place: Place | None) -> str:
-    svc = op.spec.service(service)
-    if place is Place.CONFIG_FILE and svc.config_file is not None:
-        return str(op.loaded.path(svc.config_file))
-    if place is Place.SPEC:
-        return f"{op.loaded.source} (services.{service})"
-    return op.env_path(service) or ""
 
 
 async def _live_value(

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -108,8 +109,84 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _e2e(code, data)
         case WorkerReach():
             return _reach(code, data)
+        case ArgumentInFile():
+            return _argument_in_file(code, data)
+        case UnitState():
+            return _unit(code, data)
+        case ArgumentLive():
+            return _argument_live(code, data)
         case _:
             assert_never(data)
+
+
+#: Where an argument's file value comes from, in a sentence.
+_PLACES = {
+    "args_env": "the args_env variable",
+    "config_file": "the config file",
+    "spec": "the spec's command line",
+}
+
+
+def _argument_in_file(code: CheckCode, data: ArgumentInFile) -> str:
+    where = f" ({_PLACES.get(data.place, data.place)} {data.path})" if data.place else ""
+    if data.place is None:
+        value = f"set nowhere: the engine's default{'' if data.file is None else f' ({data.file})'}"
+    else:
+        value = f"file {show_value(data.file)}{where}"
+    if code is _C.CONFIG_ARGUMENT_PIN_MISMATCH:
+        value += f", spec pins {data.spec}"
+    elif code is _C.CONFIG_ARGUMENT_MATCHES_SPEC:
+        value += "; matches spec"
+    hidden = [
+        f"{_PLACES.get(o.place, o.place)} says {show_value(o.value)}" for o in data.overridden
+    ]
+    return value + "".join(f"; overridden: {h}" for h in hidden)
+
+
+def _unit(code: CheckCode, data: UnitState) -> str:
+    if code is _C.CONFIG_UNIT_STALE:
+        return (
+            f"systemd unit {data.unit} changed on disk and is not reloaded: a restart would run "
+            "its old command line (systemctl daemon-reload, or manage_unit = true)"
+        )
+    if code is _C.CONFIG_UNIT_UNKNOWN:
+        return f"systemd did not say whether unit {data.unit} must be reloaded"
+    return f"systemd unit {data.unit} loaded as it is on disk"
+
+
+def _argv(data: ArgumentLive) -> str:
+    """``argv 64 (command line)``, ``argv 64 (from --config)``, ``argv unset (engine default)``."""
+    if data.live_source == "config":
+        return f"argv {show_value(data.live)} (from --config)"
+    if data.live_source == "cmdline":
+        return f"argv {show_value(data.live)} (command line)"
+    return f"argv {show_value(data.live)} (engine default)"
+
+
+def _argument_live(code: CheckCode, data: ArgumentLive) -> str:
+    argv, file = _argv(data), show_value(data.file)
+    if data.engine_known:
+        engine = f"the engine reports {show_value(data.engine)} ({data.engine_field})"
+    else:
+        engine = "the engine does not report it (unknown)"
+    if code is _C.LIVE_ENGINE_DIFFERS:
+        return (
+            f"file {file}, {argv}, but {engine}: the engine disagrees (a default or another "
+            "setting overrides the argument)"
+        )
+    match data.verdict:
+        case LiveVerdict.MATCH:
+            return f"{argv} = file; {engine}"
+        case LiveVerdict.UNSET:
+            return f"not set in file or on the command line (engine default); {engine}"
+        case LiveVerdict.RESTART_NEEDED:
+            return f"in file but not live: restart needed (file {file}, {argv}); {engine}"
+        case LiveVerdict.LOST_ON_RESTART:
+            return f"live but not in file: lost on next restart ({argv}); {engine}"
+        case LiveVerdict.DIFFERS:
+            return f"differs: file {file}, {argv} (restart needed); {engine}"
+        case _:
+            assert_never(data.verdict)
 
 
 def _knob_in_file(code: CheckCode, data: KnobInFile) -> str:
@@ -281,8 +358,13 @@ def verify_json(report: VerifyReport) -> dict[str, Any]:
 def _what(check: Check) -> str:
     """What the check is about, beside its service: the knob, the probed path, the model."""
     match check.data:
-        case KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob):
+        case (
+            KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob)
+            | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob)
+        ):  # fmt: skip
             return str(knob)
+        case UnitState(unit=unit):
+            return unit
         case HealthProbe(path=path):
             return path
         case E2EProbe(model=model):

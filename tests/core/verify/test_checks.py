@@ -10,6 +10,14 @@ import pytest
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.verify import checks
+from servelab.core.verify.arguments import (
+    ArgumentInFile,
+    ArgumentLive,
+    ArgumentVerdict,
+    Overridden,
+    UnitState,
+    argument_verdict,
+)
 from servelab.core.verify.checks import (
     DATA_OF,
     Check,
@@ -36,6 +44,7 @@ from servelab.core.verify.checks import (
 from servelab.core.verify.coldstart import Start, StartReason
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
+MRR = "--max-running-requests"
 TIMING = RequestTiming(200, 0.02, 0.09, 16, 512, None)
 LISTING = WorkerListing("decode", "http://127.0.0.1:1", "decode", True, True)
 
@@ -74,6 +83,16 @@ SHAPES: list[tuple[CheckData, list[str]]] = [
       "decode_requests_before", "second", "start", "start_reason"]),
     (WorkerReach("decode", "router", 4, 5, 3, (200, None)),
      ["role", "via", "served_before", "served_after", "requests_sent", "statuses"]),
+    (ArgumentInFile(MRR, "64", "args_env", "/e/d.env", None,
+                    (Overridden("config_file", "32"),)),
+     ["knob", "file", "place", "path", "spec", "overridden"]),
+    (UnitState("sglang-decode.service", True), ["unit", "needs_reload"]),
+    (ArgumentLive(42, "pid record", MRR, "64", "64", "cmdline", LiveVerdict.MATCH, True, "64",
+                  "internal_states[0].effective_max_running_requests_per_dp"),
+     ["pid", "pid_source", "knob", "file", "live", "live_source", "verdict", "engine_known",
+      "engine", "engine_field"]),
+    (ArgumentLive(42, "pid record", MRR, "64", "64", "cmdline", LiveVerdict.MATCH),
+     ["pid", "pid_source", "knob", "file", "live", "live_source", "verdict", "engine_known"]),
 ]  # fmt: skip
 
 
@@ -91,6 +110,12 @@ def test_every_code_carries_one_kind_and_names_its_layer() -> None:
     assert [CheckCode.of_verdict(v).value for v in LiveVerdict] == [
         "live.match", "live.unset", "live.restart_needed", "live.lost_on_restart", "live.differs"
     ]  # fmt: skip
+    assert [CheckCode.of_argument(ArgumentVerdict(v, False)).value for v in LiveVerdict] == [
+        "live.argument_match", "live.argument_unset", "live.argument_restart_needed",
+        "live.argument_lost_on_restart", "live.argument_differs",
+    ]  # fmt: skip
+    differs = ArgumentVerdict(LiveVerdict.MATCH, True)
+    assert CheckCode.of_argument(differs) is CheckCode.LIVE_ENGINE_DIFFERS and not differs.ok
     assert {type(data) for data, _keys in SHAPES} == set(DATA_OF.values())
 
 
@@ -159,3 +184,24 @@ def test_what_cannot_be_typed_reads_as_stored() -> None:
     assert misfit == UntypedCheck("live", "decode", False, "live.differs", {"knob": "K"})
     assert newer.to_json() == {"layer": "live", "service": "decode", "ok": False,
                                "code": "live.someday", "detail": None}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("file", "live", "engine", "known", "verdict", "engine_differs"),
+    [
+        ("64", "64", "64", True, LiveVerdict.MATCH, False),
+        ("64", "64", "64.0", True, LiveVerdict.MATCH, False),  # a resolved number
+        ("64", "64", "128", True, LiveVerdict.MATCH, True),  # the engine names the stale layer
+        ("64", "64", None, False, LiveVerdict.MATCH, False),  # unknown: shown, not compared
+        ("64", "32", "32", True, LiveVerdict.DIFFERS, False),  # argv first: a restart is due
+        (None, None, "128", True, LiveVerdict.UNSET, False),  # unset: the engine's default
+        ("on", "on", "on", True, LiveVerdict.MATCH, False),
+    ],
+)
+def test_the_argument_rule_names_the_layer_that_disagrees(
+    file: str | None, live: str | None, engine: str | None, known: bool,
+    verdict: LiveVerdict, engine_differs: bool,
+) -> None:  # fmt: skip
+    got = argument_verdict(file, live, engine, known)
+    assert (got.verdict, got.engine_differs) == (verdict, engine_differs)
+    assert got.ok == (verdict.ok and not engine_differs)

@@ -14,6 +14,7 @@ from enum import StrEnum
 
 from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
+from servelab.core.knobs.knob import parse_knob
 from servelab.errors import KnobError
 
 __all__ = [
@@ -70,10 +71,11 @@ class LiveVerdict(StrEnum):
 def tracked_names(
     svc: ServiceSpec, file_names: Iterable[str], allow: Iterable[str] = ENV_ALLOW_LIST
 ) -> list[str]:
-    """The names whose values may be read: declared knobs, then allow-listed names in the file."""
+    """The env variables whose values may be read: the declared env knobs (not the argument
+    knobs: they are read from the command line), then allow-listed names in the file."""
     in_file = set(file_names)
     extra = sorted(n for n in set(allow) if n in in_file and n not in svc.knobs)
-    return [*svc.knobs, *extra]
+    return [*(name for name in svc.knobs if parse_knob(name).is_env), *extra]
 
 
 def check_knob_name(spec: DeploymentSpec, service: str, name: str) -> ServiceSpec:

@@ -38,6 +38,12 @@ from pydantic import Field
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.jsonvalues import obj, opt_str
+from servelab.core.verify.arguments import (
+    ArgumentInFile,
+    ArgumentLive,
+    ArgumentVerdict,
+    UnitState,
+)
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.errors import RecordError
 
@@ -79,8 +85,8 @@ Omitted = Annotated[T | None, Field(exclude_if=_unknown)]
 class Layer(StrEnum):
     """The four layers, in the order they are checked and shown."""
 
-    CONFIG = "config"  # the env file vs the spec and its latest backup
-    LIVE = "live"  # the running process's environment vs the env file
+    CONFIG = "config"  # the file (env file, an argument's place) and the unit vs the spec
+    LIVE = "live"  # the process's environment or command line, and the engine, vs the file
     HEALTH = "health"  # the readiness endpoints
     E2E = "e2e"  # a streaming chat completion through the entry point
 
@@ -96,6 +102,12 @@ class CheckCode(StrEnum):
     CONFIG_MATCHES_SPEC = "config.matches_spec"
     CONFIG_NOT_PINNED = "config.not_pinned"
     CONFIG_PIN_MISMATCH = "config.pin_mismatch"  # fails
+    CONFIG_ARGUMENT_MATCHES_SPEC = "config.argument_matches_spec"  # an argument knob's file layer
+    CONFIG_ARGUMENT_NOT_PINNED = "config.argument_not_pinned"
+    CONFIG_ARGUMENT_PIN_MISMATCH = "config.argument_pin_mismatch"  # fails
+    CONFIG_UNIT_LOADED = "config.unit_loaded"  # systemd loaded the unit as it is on disk
+    CONFIG_UNIT_STALE = "config.unit_stale"  # fails: changed on disk, not reloaded
+    CONFIG_UNIT_UNKNOWN = "config.unit_unknown"  # fails: systemd did not say
 
     LIVE_ERROR = "live.error"
     LIVE_NO_PROCESS = "live.no_process"
@@ -107,6 +119,12 @@ class CheckCode(StrEnum):
     LIVE_LOST_ON_RESTART = "live.lost_on_restart"
     LIVE_DIFFERS = "live.differs"
     LIVE_NO_ENV_FILE = "live.no_env_file"  # fails when the live value differs from the spec's pin
+    LIVE_ARGUMENT_MATCH = "live.argument_match"  # an argument knob: file vs the process's argv
+    LIVE_ARGUMENT_UNSET = "live.argument_unset"
+    LIVE_ARGUMENT_RESTART_NEEDED = "live.argument_restart_needed"
+    LIVE_ARGUMENT_LOST_ON_RESTART = "live.argument_lost_on_restart"
+    LIVE_ARGUMENT_DIFFERS = "live.argument_differs"
+    LIVE_ENGINE_DIFFERS = "live.engine_differs"  # fails: argv = file, the engine says otherwise
 
     HEALTH_ERROR = "health.error"
     HEALTH_UNREACHABLE = "health.unreachable"
@@ -136,6 +154,14 @@ class CheckCode(StrEnum):
     def of_verdict(cls, verdict: LiveVerdict) -> CheckCode:
         """The code of a file-vs-live verdict (``live.VERDICT``)."""
         return cls(f"live.{verdict.value}")
+
+    @classmethod
+    def of_argument(cls, verdict: ArgumentVerdict) -> CheckCode:
+        """The code of an argument knob's live check (``live.argument_VERDICT``, or
+        ``live.engine_differs``)."""
+        if verdict.engine_differs:
+            return cls.LIVE_ENGINE_DIFFERS
+        return cls(f"live.argument_{verdict.verdict.value}")
 
 
 # -- the data, one type per kind of fact ---------------------------------------------------------
@@ -320,6 +346,7 @@ class WorkerReach:
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
+    | ArgumentInFile | UnitState | ArgumentLive
 )  # fmt: skip
 
 _C = CheckCode
@@ -332,6 +359,12 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     _C.CONFIG_NO_KNOBS: EnvFileNoKnobs,
     **dict.fromkeys((_C.CONFIG_MATCHES_SPEC, _C.CONFIG_NOT_PINNED, _C.CONFIG_PIN_MISMATCH),
                     KnobInFile),
+    **dict.fromkeys((_C.CONFIG_ARGUMENT_MATCHES_SPEC, _C.CONFIG_ARGUMENT_NOT_PINNED,
+                     _C.CONFIG_ARGUMENT_PIN_MISMATCH), ArgumentInFile),
+    **dict.fromkeys((_C.CONFIG_UNIT_LOADED, _C.CONFIG_UNIT_STALE, _C.CONFIG_UNIT_UNKNOWN),
+                    UnitState),
+    **dict.fromkeys((*(_C(f"live.argument_{v.value}") for v in LiveVerdict),
+                     _C.LIVE_ENGINE_DIFFERS), ArgumentLive),
     **dict.fromkeys((_C.LIVE_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
     **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
@@ -370,15 +403,18 @@ class Check:
     def knob(self) -> str | None:
         """The knob the check is about, if any."""
         match self.data:
-            case KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob):
+            case (
+                KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob)
+                | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob)
+            ):  # fmt: skip
                 return knob
         return None
 
     @property
     def live(self) -> str | None:
-        """The knob's value in the process's environment, for a live check of a knob."""
+        """The knob's value in the process (environment or command line), for a live check."""
         match self.data:
-            case KnobLive(live=live) | KnobLiveVsSpec(live=live):
+            case KnobLive(live=live) | KnobLiveVsSpec(live=live) | ArgumentLive(live=live):
                 return live
         return None
 

@@ -1,10 +1,15 @@
 """Layered verification of a deployment: config, live, health, e2e.
 
 - **config**: each declared knob's value in the service's env file, against the spec's pinned value
-  (when pinned) and against the file's latest backup (the diff is shown, not judged).
+  (when pinned) and against the file's latest backup (the diff is shown, not judged); an argument
+  knob's value in the place that wins (``args_env``, the spec's command line, ``--config``) and
+  the values it overrides; a systemd unit changed on disk and not reloaded
+  (:mod:`servelab.ops.verify.arguments`).
 - **live**: the process serving the service (pid record, systemd MainPID, or port owner), its
   ``/proc/PID/environ`` narrowed to the declared knobs, compared with the env file: "in file but not
-  live: restart needed", "live but not in file: lost on next restart", "differs".
+  live: restart needed", "live but not in file: lost on next restart", "differs"; an argument knob
+  from its ``/proc/PID/cmdline`` and from the engine's own ``/server_info``, the layer that
+  disagrees named.
 - **health**: each service's readiness endpoint (the router's ``/readiness``: its ``/health`` is
   always 200); for the router also its own worker list (``GET /workers``) against the spec's
   workers, per worker: listed, healthy; a worker it does not list fails the router's check.
@@ -59,6 +64,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.progress import ProbingE2E, ProbingHealth, ReadingEnvFile, ReadingLiveEnv
+from servelab.ops.verify.arguments import argument_knobs, argument_layers
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 
 __all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
@@ -114,6 +120,8 @@ class _FileState:
     problem: CheckCode | None = None  # the config code when the file could not be read or parsed
     error: str | None = None
     recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
+    #: The service declares argument knobs (checked apart): an env file without env knobs is fine.
+    arguments: bool = False
 
 
 async def verify(
@@ -203,8 +211,11 @@ async def _knob_layers(
     op: Operation, service: str, layers: tuple[Layer, ...], recorded: dict[str, KnobChangeRecord]
 ) -> list[Check]:
     op.say(ReadingEnvFile(service))
+    arguments = argument_knobs(op, service)
     try:
-        state = replace(await _file_state(op, service), recorded=recorded)
+        state = replace(
+            await _file_state(op, service), recorded=recorded, arguments=bool(arguments)
+        )
     except ServelabError as exc:
         state = _FileState(op.env_path(service), problem=_C.CONFIG_ERROR, error=_error(exc))
     checks = _config_checks(op.spec, service, state) if Layer.CONFIG in layers else []
@@ -214,6 +225,12 @@ async def _knob_layers(
             checks += await _live_checks(op, service, state)
         except ServelabError as exc:
             checks += _failed(Layer.LIVE, service, exc)
+    if arguments:
+        try:
+            checks += await argument_layers(op, service, layers, arguments)
+        except ServelabError as exc:
+            failed_layers = [layer for layer in (Layer.CONFIG, Layer.LIVE) if layer in layers]
+            checks += [check for layer in failed_layers for check in _failed(layer, service, exc)]
     return checks
 
 
@@ -245,7 +262,8 @@ def _config_checks(spec: DeploymentSpec, service: str, state: _FileState) -> lis
         return [Check(service, False, state.problem or _C.CONFIG_UNREADABLE, failure)]
     names = tracked_names(svc, state.env.as_dict())
     if not names:
-        return [Check(service, True, _C.CONFIG_NO_KNOBS, EnvFileNoKnobs(state.path))]
+        none = Check(service, True, _C.CONFIG_NO_KNOBS, EnvFileNoKnobs(state.path))
+        return [] if state.arguments else [none]
     return [_config_check(service, name, svc.knobs.get(name), state) for name in names]
 
 
@@ -277,7 +295,7 @@ async def _live_checks(op: Operation, service: str, state: _FileState) -> list[C
     file_values = state.env.as_dict() if state.env is not None else {}
     names = tracked_names(svc, file_values)
     if not names:
-        return [Check(service, True, _C.LIVE_NO_KNOBS, where)]
+        return [] if state.arguments else [Check(service, True, _C.LIVE_NO_KNOBS, where)]
     if state.path is not None and state.env is None:
         return [Check(service, False, _C.LIVE_FILE_UNREADABLE, where)]
     live = await read_live(host, pid, names)
