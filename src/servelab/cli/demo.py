@@ -4,15 +4,17 @@ Every step is a real ``servelab`` command run as its own process, printed before
 demo doubles as a tour of what a user types. The story:
 
 1. bring-up in order (prefill → decode → router), a first chat completion through the router
-   (cold), status, and a layered verify;
+   (cold), status, and a layered verify (the env knob in ``/proc/PID/environ``, the argument knob
+   ``--disable-overlap-schedule`` in ``/proc/PID/cmdline`` and in the engine's ``/server_info``);
 2. an A/B of the decode knob (256 against 512) at C64/C80/C96: the throughput win and the C96 < C80
-   anomaly of the old value;
+   anomaly of the old value; and an A/B of overlap scheduling (on against off) at C64: its cost;
 3. multi-round agentic sessions hang behind a client-side proxy; a case is opened and the hang
    reproduced by a soak; the knob (the latest change) is reverted under suspicion with its cost
-   shown; the soak still hangs and localizes the stall to the proxy; ``case test`` decides each
-   suspect by experiment (the knob: the failing soak with 512 and with 256, each arm co-restarted
-   and proven live; the proxy: through it and straight to the router); the case is resolved with
-   the experiments' verdicts (not typed ones), the knob restored and verified live;
+   shown; the soak still hangs; overlap scheduling is turned off while the hang is chased (its cost
+   shown too); the soak still hangs and localizes the stall to the proxy; ``case test`` decides each
+   suspect by experiment (each knob: the failing soak with and without the change, each arm
+   co-restarted and proven live; the proxy: through it and straight to the router); the case is
+   resolved with the experiments' verdicts (not typed ones), both knobs restored and verified live;
 4. the docs are generated from the ledger; everything is torn down, nothing left running.
 """
 
@@ -30,13 +32,14 @@ from rich.text import Text
 
 from servelab.cli.common import SpecAndLedger, console, run
 from servelab.cli.options import REPEAT, REQUESTS, Default
-from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML, OVERLAP_KNOB
 from servelab.io.files import write_atomic
 from servelab.io.http.client import probe
 
 __all__ = ["proxy_spec_text", "register"]
 
 KNOB_TARGET = f"knob:decode/{DEFAULT_KNOB}"
+OVERLAP_TARGET = f"knob:decode/{OVERLAP_KNOB}"
 PROXY_PORT = 30003
 
 
@@ -121,7 +124,10 @@ def _bring_up(story: _Story, router_url: str) -> None:
     if status != 200:
         raise click.ClickException(f"the first request through the router failed: {detail}")
     story.cmd("status")
-    story.chapter("2. Layered verify: config file, live /proc/PID/environ, health, e2e")
+    story.chapter(
+        "2. Layered verify: the files, live /proc/PID/environ and /proc/PID/cmdline, the engine's "
+        "/server_info, health, e2e"
+    )
     story.cmd("verify")
 
 
@@ -130,6 +136,15 @@ def _ab(story: _Story, out: Path, repeat: int, requests: int) -> None:
     story.say("each arm: set the knob, co-restart decode → router, prove it live, then measure")
     story.cmd(
         "ab", "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--concurrency", "64,80,96",
+        "--repeat", str(repeat), "--requests", str(requests), "--export", str(out / "ab"),
+    )  # fmt: skip
+    story.say(
+        f"a server argument is a knob too: {OVERLAP_KNOB} (on: the CPU scheduling gap shows "
+        "between decode steps), set in the decode's args_env, proven in its command line and in "
+        "the engine's /server_info"
+    )
+    story.cmd(
+        "ab", "--knob", f"decode:{OVERLAP_KNOB}=off,on", "--concurrency", "64",
         "--repeat", str(repeat), "--requests", str(requests), "--export", str(out / "ab"),
     )  # fmt: skip
 
@@ -148,20 +163,31 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
     story.cmd("case", "revert", cid, KNOB_TARGET, "--yes", "-f", str(spec))
     story.say("soak again with the knob reverted: does the hang go away? (it does not)")
     story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
+    story.say("while the hang is chased, overlap scheduling is turned off too (its cost shows)")
+    story.cmd("case", "suspect", cid, OVERLAP_TARGET, "--reason",
+              "the overlap scheduler might race the KV transfer")  # fmt: skip
+    story.cmd("case", "revert", cid, OVERLAP_TARGET, "--to", "on", "--yes", "-f", str(spec))
+    story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     why = "fresh connections and direct-to-router replays of the stalled payload succeed"
     story.cmd("case", "suspect", cid, "component:proxy", "--reason", why)
     story.say("let an experiment decide, not a hunch: the failing soak with 512 and with 256")
     knob = _test(story, spec, cid, KNOB_TARGET)
+    story.say("overlap scheduling: the failing soak with it off and on")
+    overlap = _test(story, spec, cid, OVERLAP_TARGET)
     story.say("and the proxy: the same soak through it and straight to the router, bypassing it")
     proxy = _test(story, spec, cid, "component:proxy")
-    story.say(f"the verdicts are the experiments': {KNOB_TARGET} {knob}, component:proxy {proxy}")
+    story.say(
+        f"the verdicts are the experiments': {KNOB_TARGET} {knob}, {OVERLAP_TARGET} {overlap}, "
+        f"component:proxy {proxy}"
+    )
     story.cmd(
         "case", "resolve", cid, "--root-cause",
         "the client-side proxy stops forwarding on reused keep-alive connections",
-        *_verdict(KNOB_TARGET, knob), *_verdict("component:proxy", proxy),
+        *_verdict(KNOB_TARGET, knob), *_verdict(OVERLAP_TARGET, overlap),
+        *_verdict("component:proxy", proxy),
     )  # fmt: skip
-    if knob == "exonerated":
-        story.say("the knob was wrongly blamed: restore it, co-restart in order, prove it live")
+    if "exonerated" in (knob, overlap):
+        story.say("the knobs were wrongly blamed: restore them, co-restart in order, prove it live")
         story.cmd("restore", cid, "-f", str(spec))
     story.cmd("case", "show", cid)
 

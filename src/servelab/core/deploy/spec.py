@@ -29,6 +29,7 @@ __all__ = [
     "DEFAULT_KNOB",
     "DEFAULT_OTLP_ENDPOINT",
     "DEFAULT_SPEC_TOML",
+    "OVERLAP_KNOB",
     "DeploymentSpec",
     "HostSpec",
     "PrometheusSpec",
@@ -46,6 +47,8 @@ Role = Literal["prefill", "decode", "router", "proxy", "generic"]
 #: The reference deployment's decode knob (split-K GEMM target CTAs on SM120); a vLLM deployment's
 #: is :data:`servelab.core.deploy.engines.VLLM_KNOB`.
 DEFAULT_KNOB = SGLANG_KNOB
+#: The reference incident's other change: overlap scheduling turned off while the hang was chased.
+OVERLAP_KNOB = "--disable-overlap-schedule"
 
 
 class _Strict(BaseModel):
@@ -420,7 +423,8 @@ role = "decode"
 url = "http://127.0.0.1:30002"
 start = "sim"
 env_file = ".servelab/env/decode.env"
-knobs = ["{DEFAULT_KNOB}"]
+args_env = "SGLANG_ARGS"
+knobs = ["{DEFAULT_KNOB}", "{OVERLAP_KNOB}"]
 depends_on = ["prefill"]
 ready_timeout_s = 60
 
@@ -445,6 +449,8 @@ DEFAULT_ENV_FILES: dict[str, str] = {
         "# servelab: decode engine environment (systemd EnvironmentFile syntax)\n"
         "SERVELAB_SIM_TIME_SCALE=0.5\n"
         f"{DEFAULT_KNOB}=512\n"
+        "# the decode's server arguments (args_env): appended to its command line\n"
+        "SGLANG_ARGS=\n"
     ),
     "router": "# servelab: router environment (systemd EnvironmentFile syntax)\n",
 }

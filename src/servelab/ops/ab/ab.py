@@ -35,6 +35,7 @@ from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
+from servelab.ops.arguments import argument_knob
 from servelab.ops.bench.bench import BenchProgressFn, run_bench
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart
@@ -62,6 +63,7 @@ async def _make_live(
     op: Operation, cfg: AbConfig, value: str | None, reason: str
 ) -> tuple[int | None, str | None]:
     """Set the knob, co-restart, and prove it live end to end; raise when it is not."""
+    value = argument_knob(op, cfg.knob).normalize(value)  # a flag's ``true`` is ``on``
     await set_knob(op, cfg.service, cfg.knob, value, reason=reason)
     report = await restart(op, [cfg.service], verify_after=False)
     if not report.ok:
@@ -70,7 +72,7 @@ async def _make_live(
     # e2e too: it proves the KV path works with this value and pays the cold first request, which
     # would otherwise land in the measurement.
     proof = await verify(op.quiet(), [cfg.service], layers=("config", "live", "e2e"))
-    live = await live_knob(op, cfg.service, cfg.knob)  # read back from /proc/PID/environ
+    live = await live_knob(op, cfg.service, cfg.knob)  # read back from /proc/PID/environ|cmdline
     if not proof.ok or live != value:
         failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
         reasons = "; ".join(failed) or f"live value {live!r}"

@@ -50,6 +50,7 @@ from servelab.core.ledger.evidence import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
+from servelab.ops.arguments import argument_knob
 from servelab.ops.case.case import load_case
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
@@ -170,6 +171,7 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
 async def _make_live(op: Operation, target: Target, value: str | None, why: str) -> int | None:
     """Set the knob, co-restart in order, prove it live (config, live, e2e); its verification."""
     service = str(target.service)
+    value = argument_knob(op, target.name).normalize(value)  # a flag's ``true`` is ``on``
     await set_knob(op, service, target.name, value, reason=why)
     order = restart_plan(op.spec, [service])
     op.say(CoRestarting(tuple(order)))
