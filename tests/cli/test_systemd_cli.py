@@ -254,6 +254,12 @@ def test_an_argument_knob_in_a_units_args_env_and_a_unit_changed_without_reload(
         assert f"systemd unit {ARGS_UNIT} changed on disk and is not reloaded" in stale.stderr
         assert "nothing was started or stopped" in stale.stderr
         assert _main_pid(systemd, ARGS_UNIT) == second
+        seen = _cli(spec, "verify", "--layer", "config", "--json")  # and verify says so
+        assert seen.returncode == 1
+        (unit,) = [c for c in _json(seen)["checks"] if c["code"].startswith("config.unit")]
+        assert (unit["code"], unit["unit"], unit["needs_reload"]) == (
+            "config.unit_stale", ARGS_UNIT, True,
+        )  # fmt: skip
 
         managed = _args_spec(tmp_path, systemd, port, manage=True)
         reloaded = _cli(managed, "restart", "web", "--no-verify")
@@ -262,6 +268,10 @@ def test_an_argument_knob_in_a_units_args_env_and_a_unit_changed_without_reload(
         assert _main_pid(systemd, ARGS_UNIT) != second
         live = _live_arg(managed)
         assert (live["file"], live["live"]) == ("64", "16")
+        after = _json(_cli(managed, "verify", "--layer", "config", "--layer", "live", "--json"))
+        codes = {c["code"] for c in after["checks"]}
+        # the unit is loaded now; its literal argument (after $WEB_ARGS) wins over the file's
+        assert "config.unit_loaded" in codes and "live.argument_differs" in codes
     finally:
         down = _cli(spec, "down", "--json")
     assert down.returncode == 0, down.stdout + down.stderr
