@@ -17,6 +17,7 @@ import pytest
 from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.soak.layers import Layer
+from servelab.core.verify.arguments import ArgumentLive
 from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -24,9 +25,13 @@ from servelab.ops.case import case as cases
 from servelab.report.case import event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
+
 from tests.support.progress import lines
 from tests.support.soakresult import failed_soak
 from tests.support.specs import SECRET, write_pd_spec
+
+
+OVERLAP = "--disable-overlap-schedule"
 
 
 def _spec(root: Path) -> Path:
@@ -307,3 +312,56 @@ start_timeout_s = 3
     assert event.detail["error"] == outcome.failure and outcome.failure in error
     assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
     assert [c.new for c in ledger.list_knob_changes(case_id=cid)] == ["256"]
+
+
+@pytest.fixture
+async def flag_stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
+    """The PD stack, the decode's server arguments in SGLANG_ARGS, overlap scheduling a knob."""
+    from servelab.ops.deploy import deploy
+
+    spec = write_pd_spec(tmp_path, time_scale=0.02, name="flag-e2e", knobs=(K, OVERLAP),
+                         decode_env="SGLANG_ARGS=\n")  # fmt: skip
+    spec.write_text(spec.read_text().replace(
+        'depends_on = ["prefill"]\n', 'depends_on = ["prefill"]\nargs_env = "SGLANG_ARGS"\n', 1
+    ))  # fmt: skip
+    loaded = load_spec(spec)
+    try:
+        report = await deploy.up(loaded)
+        assert all(step.ok for step in report.steps), report.to_json()
+        yield loaded
+    finally:
+        await deploy.down(loaded)
+
+
+async def test_an_argument_flag_is_reverted_tested_and_restored_live(
+    flag_stack: LoadedSpec, tmp_path: Path
+) -> None:
+    """``--disable-overlap-schedule`` turned on under suspicion (``case revert --to on``): set in
+    SGLANG_ARGS, co-restarted, live in the decode's argv and in its /server_info; exonerated, the
+    restore turns it off again, verified at every layer."""
+    from servelab.ops.knob import diff_knob
+
+    target = f"knob:decode/{OVERLAP}"
+    with Ledger.open(tmp_path / "evidence.db") as ledger:
+        cid = cases.open_case(ledger, "agentic sessions hang")
+        cases.add_suspect(ledger, cid, target, "the overlap scheduler might race the transfer")
+        current = await cases.current_value(flag_stack, target)
+        assert current == "off"  # a store_true flag absent from every place
+        preview = cases.revert_preview(ledger, cid, target, current=current, to="on")
+        reverted = await cases.revert(flag_stack, ledger, preview)
+        assert reverted.ok and reverted.live == "on", reverted.to_json()
+        assert (await diff_knob(flag_stack, "decode", OVERLAP)).live == "on"
+        assert reverted.verification is not None
+        (arg,) = [c for c in reverted.verification.layer("live") if c.knob == OVERLAP]
+        assert arg.ok and arg.code == "live.argument_match"
+        assert isinstance(arg.data, ArgumentLive)
+        assert (arg.data.engine_known, arg.data.engine) == (True, "on")  # the engine's own word
+        view = cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
+        (item,) = view.plan
+        assert (item.knob, item.current, item.restore_to) == (OVERLAP, "on", "off")
+        restored = await cases.restore(flag_stack, ledger, cid)
+        assert restored.ok and restored.status == RESTORE_VERIFIED, restored.to_json()
+        assert (await diff_knob(flag_stack, "decode", OVERLAP)).live == "off"
+        assert restored.verification is not None
+        (back,) = [c for c in restored.verification.layer("live") if c.knob == OVERLAP]
+        assert back.ok and isinstance(back.data, ArgumentLive) and back.data.engine == "off"
