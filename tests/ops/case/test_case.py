@@ -25,11 +25,9 @@ from servelab.ops.case import case as cases
 from servelab.report.case import event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
-
 from tests.support.progress import lines
 from tests.support.soakresult import failed_soak
 from tests.support.specs import SECRET, write_pd_spec
-
 
 OVERLAP = "--disable-overlap-schedule"
 
