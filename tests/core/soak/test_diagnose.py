@@ -10,7 +10,7 @@ import pytest
 import servelab.core.soak.diagnose as diagnose_mod
 import servelab.core.soak.evidence as evidence_mod
 import servelab.core.soak.observe as observe_mod
-from servelab.core.soak.diagnose import NextProbe, UndecidedReason, diagnose, undecided
+from servelab.core.soak.diagnose import diagnose
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
@@ -33,6 +33,7 @@ from servelab.core.soak.observe import (
 )
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.soak.undecided import NextProbe, UndecidedReason, undecided
 from servelab.core.telemetry.router import router_metrics
 from servelab.core.verify.coldstart import COLD, REASON_FIRST_SINCE_START, StartClass
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import servelab.core.telemetry.rules as rules_mod
-from servelab.core.soak.diagnose import diagnose, undecided
+from servelab.core.soak.diagnose import diagnose
 from servelab.core.soak.evidence import Replay, ReplayPath, SoakEvidence, Stall
 from servelab.core.soak.observe import is_unknown
 from servelab.core.soak.signatures import Outcome, Phase
+from servelab.core.soak.undecided import undecided
 from servelab.core.telemetry.rules import (
     CLIENT_TOLERANCE,
     FIRED,

@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from servelab.core.soak.diagnose import Finding, NextProbe, Undecided, UndecidedReason
+from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Stalls
@@ -23,6 +23,7 @@ from servelab.core.soak.result import (
     Targets,
 )
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.verify.coldstart import StartClass
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.soak.soak import render_soak, soak_json

@@ -32,7 +32,7 @@ import aiohttp
 
 from servelab.io.http.neterrors import TRANSPORT_ERRORS as _TRANSPORT_ERRORS
 from servelab.io.http.neterrors import translate
-from servelab.io.http.stream import Chunks, Connections, StreamClient, Transfer
+from servelab.io.http.stream import Chunks, Connections, Resend, StreamClient, Transfer
 
 __all__ = [
     "BODY_LIMIT",
@@ -41,6 +41,7 @@ __all__ = [
     "HttpClient",
     "ModelList",
     "ProbeResult",
+    "Resend",
     "StreamClient",
     "Transfer",
     "chat_body",

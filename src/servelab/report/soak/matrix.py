@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from servelab.core.soak.diagnose import NextProbe, Undecided, UndecidedReason
 from servelab.core.soak.evidence import Localization
 from servelab.core.soak.replay import Cell, Reason
+from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.verify.coldstart import StartClass
 from servelab.report.soak.words import hop_title
 
