@@ -53,6 +53,7 @@ __all__ = [
     "held",
     "locate",
     "shrink",
+    "varied",
 ]
 
 
@@ -411,3 +412,16 @@ def shrink(body: dict[str, Any], limit: int) -> dict[str, Any]:
         if excess > 0:
             last["content"] = last["content"][: max(1, len(last["content"]) - excess)]
     return out
+
+
+def varied(failing: dict[str, Any], minimal: dict[str, Any], payload: Payload) -> dict[str, Any]:
+    """The probe that varies one thing of ``failing``: the prompt
+    (:attr:`Payload.SMALL_PROMPT`: the minimal payload's messages, no tools, the same answer
+    length) or the answer (:attr:`Payload.SHORT_ANSWER`: the same prompt, the minimal payload's
+    answer length); any other payload is ``failing`` itself."""
+    if payload == Payload.SMALL_PROMPT:
+        small = {k: v for k, v in failing.items() if k not in ("tools", "tool_choice")}
+        return small | {"messages": list(minimal["messages"])}
+    if payload == Payload.SHORT_ANSWER:
+        return failing | {"max_tokens": minimal["max_tokens"]}
+    return failing
