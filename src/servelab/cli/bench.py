@@ -30,6 +30,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import (
+    HEADER,
     LoadOptions,
     OutputOptions,
     TargetOptions,
@@ -138,6 +139,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 @spec_option
 @load_options()
 @workload_options()
+@HEADER.option()
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
 @output_options()
 @click.option(
@@ -154,6 +156,7 @@ def bench_command(
     spec_path: Path | None,
     load: LoadOptions,
     workload: WorkloadOptions,
+    headers: tuple[tuple[str, str], ...],
     label: str,
     output: OutputOptions,
     traces: bool,
@@ -166,7 +169,7 @@ def bench_command(
     url = resolved.url
     first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
     model = target.model or first_model or "default"
-    config = bench_config(load, workload, url=url, model=model, label=label)
+    config = bench_config(load, workload, url=url, model=model, label=label, headers=headers)
     export = None if output.export is None else Exporter(output.export, config)
     ledger = None if no_ledger else Ledger.open(where.ledger_path(state_dir))
     try:
@@ -195,6 +198,7 @@ def bench_config(
     url: str,
     model: str = "default",
     label: str = "",
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> ops.BenchConfig:
     """The run's configuration from the load and workload options (``ab`` measures each visit
     with it too, ``url`` replaced by the router's)."""
@@ -215,6 +219,7 @@ def bench_config(
         label=label,
         endpoint=workload.endpoint,
         workers=load.workers,
+        headers=headers,
     )  # fmt: skip
 
 

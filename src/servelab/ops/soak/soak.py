@@ -242,7 +242,7 @@ def _failure(session: int, sent: _Sent, ex: Exchange) -> Failure:
     detail = rec.error_detail[:300]
     return Failure(
         sig, session, sent.round, payload_size(sent.body), round(age, 3), carried, rec.status,
-        rec.error or "", detail, ex.received_bytes, ex.phase, round(idle, 3), sent.in_flight,
+        rec.error or "", detail, ex.received_bytes, ex.phase, round(idle, 1), sent.in_flight,
         ex.server, ex.echoed_id,
     )  # fmt: skip
 
