@@ -412,4 +412,5 @@ def test_the_layers_keep_their_stored_values_and_order() -> None:
     ]  # fmt: skip
     assert [p.value for p in NextProbe] == [
         "replay_under_load", "soak_again_warm", "localize", "pair_replay", "scrape_unknown",
+        "soak_again",
     ]  # fmt: skip

@@ -69,8 +69,8 @@ class Hop(StrEnum):
 class Payload(StrEnum):
     """Which payload a cell sends: the failure's, a minimal one, one cut down to bisect, the
     failure's at the load it met, or a probe that varies one thing of it (the prompt: the minimal
-    prompt with the failure's answer length; the answer: the failure's prompt with the minimal
-    answer length)."""
+    prompt with the failure's answer length; the answer: the failure's prompt with a one-token
+    answer; the rate: the failure's payload alone after a pause)."""
 
     FAILING = "failing"
     MINIMAL = "minimal"
@@ -78,6 +78,7 @@ class Payload(StrEnum):
     LOADED = "loaded"
     SMALL_PROMPT = "small_prompt"
     SHORT_ANSWER = "short_answer"
+    SPACED = "spaced"
 
 
 class Reason(StrEnum):
@@ -98,8 +99,8 @@ class Dependence(StrEnum):
     SIZE = "size"  # the prompt: the small prompt with the same answer length gets through
     LENGTH = "length"  # the answer: the same prompt with a short answer gets through
     SIZE_AND_LENGTH = "size_and_length"  # either change alone gets it through
-    NEITHER = "neither"  # it fails with the small prompt and with the short answer too
-    LOAD = "load"  # alone it gets through; at the load the soak had it fails
+    NEITHER = "neither"  # it fails with the small prompt, the short answer, and after a pause
+    LOAD = "load"  # alone (or after a pause) it gets through; at the load the soak had it fails
 
 
 #: A stream is held when its first token comes this much later than at the hop inside (and at
@@ -363,7 +364,8 @@ def locate(cells: Sequence[Cell]) -> Located:
 
 def dependence(cells: Sequence[Cell], loc: Located) -> Dependence | None:
     """What the failure depends on, from the probes at the located hop that vary one thing (the
-    prompt, the answer's length); None when they did not both run there."""
+    prompt, the answer's length; when both fail, the rate: the failing payload alone after a
+    pause); None when they did not both run there."""
     if loc.dependence is not None:
         return loc.dependence
     probes = {c.payload: c for c in cells if c.hop == loc.hop and c.stream}
@@ -375,7 +377,10 @@ def dependence(cells: Sequence[Cell], loc: Located) -> Dependence | None:
         return Dependence.SIZE
     if passes == {Payload.SHORT_ANSWER}:
         return Dependence.LENGTH
-    return Dependence.SIZE_AND_LENGTH if passes else Dependence.NEITHER
+    if passes:
+        return Dependence.SIZE_AND_LENGTH
+    spaced = probes.get(Payload.SPACED)
+    return Dependence.LOAD if spaced is not None and spaced.ok else Dependence.NEITHER
 
 
 def _held_there(cells: Sequence[Cell], probe: Cell) -> bool:
@@ -423,5 +428,5 @@ def varied(failing: dict[str, Any], minimal: dict[str, Any], payload: Payload) -
         small = {k: v for k, v in failing.items() if k not in ("tools", "tool_choice")}
         return small | {"messages": list(minimal["messages"])}
     if payload == Payload.SHORT_ANSWER:
-        return failing | {"max_tokens": minimal["max_tokens"]}
+        return failing | {"max_tokens": 1}
     return failing

@@ -47,11 +47,11 @@ class NextProbe(StrEnum):
     """The probe that would tell the suspects apart when there is no finding."""
 
     REPLAY_UNDER_LOAD = "replay_under_load"  # soak longer / with more sessions, then replay
-    SOAK_AGAIN = "soak_again"  # replayed alone and at its load, it passed: does it recur?
     SOAK_WARM = "soak_again_warm"  # soak again now that the engines are warm
     LOCALIZE = "localize"  # soak again with localization on and time for it
     PAIR_REPLAY = "pair_replay"  # give the prefills' bootstrap ports so pairs can be replayed
     SCRAPE = "scrape_unknown"  # make the unknown sources answer (metrics port, /metrics)
+    SOAK_AGAIN = "soak_again"  # replayed alone and at its load, it passed: does it recur?
 
 
 @dataclass(frozen=True, slots=True)

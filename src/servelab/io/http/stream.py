@@ -447,7 +447,7 @@ class StreamClient:
         if started is None:  # stamped again at the write
             record.sent_ns = watch.last_ns = perf_counter_ns()
         then = None if chain is None or self._force_close else partial(self._handoff, chain)
-        for _attempt in range(2 if self._resend else 1):
+        for _attempt in range(2):
             if started is not None:
                 conn, done, started = started.conn, started.done, None
             else:
@@ -462,7 +462,7 @@ class StreamClient:
                 conn.abandon()
                 raise
             self._release(conn, chain)
-            if not (reused and _closed_before_answer(record)):
+            if not (self._resend and reused and _closed_before_answer(record)):
                 return
             # a kept-alive connection the server had closed: once more on a new one
             got.resends.append(Resend(round(idle_s, 3), before_send=False))

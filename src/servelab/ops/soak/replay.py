@@ -30,6 +30,7 @@ from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.replay import (
     Bisection,
     Cell,
+    Dependence,
     Hop,
     Located,
     Matrix,
@@ -233,6 +234,22 @@ async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list
     return probes
 
 
+#: How long the rate probe waits before it sends the failing payload alone again.
+SPACE_S = 2.0
+
+
+async def _spaced_cell(plan: _Plan, loc: Located, probes: Sequence[Cell]) -> list[Cell]:
+    """When the failure met load and both probes that vary one thing failed at the hop: the
+    failing payload alone there after a pause (a rate limit lets it through)."""
+    at = [c for c in probes if c.hop == loc.hop]
+    if loc.hop not in (Hop.ROUTER, Hop.FRESH) or not at or any(c.ok for c in at):
+        return []
+    if not plan.fits(2):
+        return []
+    await asyncio.sleep(SPACE_S)
+    return [await _entry_cell(plan, loc.hop, Payload.SPACED, True)]
+
+
 async def _bisect_cell(
     plan: _Plan, loc: Located, cells: list[Cell], body: dict[str, Any]
 ) -> Cell | None:
@@ -298,9 +315,14 @@ async def replay_matrix(
     if loc.layer is None and failure.in_flight > 1:
         cells += await _under_load(plan, failure.in_flight)
         loc = locate(cells)
-    cells += await _probe_cells(plan, loc, cells)
+    probes = await _probe_cells(plan, loc, cells)
+    if failure.in_flight > 1:
+        probes += await _spaced_cell(plan, loc, probes)
+    cells += probes
     loc = locate(cells)
-    loc = replace(loc, dependence=dependence(cells, loc))
+    depends = dependence(cells, loc)
+    load = failure.in_flight if depends == Dependence.LOAD and loc.load is None else loc.load
+    loc = replace(loc, dependence=depends, load=load)
     bisection = await _bisect(plan, loc, cells)
     return Matrix(tuple(cells), loc, bisection, time.monotonic() - start)
 
