@@ -109,7 +109,9 @@ def _haproxy(cfg: ProxyConfig, workdir: Path, port: int, upstream: str) -> str:
     up = upstream.removeprefix("http://").rstrip("/")
     extra = [line for line in cfg.extra if not line.startswith("server-options ")]
     options = " ".join(
-        line.removeprefix("server-options ") for line in cfg.extra if line.startswith("server-options ")
+        line.removeprefix("server-options ")
+        for line in cfg.extra
+        if line.startswith("server-options ")
     )
     lines = [
         "global",
@@ -168,7 +170,9 @@ def _wait(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 3
         time.sleep(0.05)
 
 
-def write_config(cfg: ProxyConfig, workdir: Path, upstream: str, port: int | None = None) -> RunningProxy:
+def write_config(
+    cfg: ProxyConfig, workdir: Path, upstream: str, port: int | None = None
+) -> RunningProxy:
     """The proxy's directory and config file, on a free port (not started)."""
     workdir.mkdir(parents=True, exist_ok=True)
     for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):

@@ -102,8 +102,19 @@ def every_kind_result() -> SoakResult:
     )
     failures = [
         Failure(Signature.STALL_HEAD, 0, 1, 900, 0.5, 0),
-        Failure(Signature.HTTP_5XX, 1, 0, 800, 0.1, 0, 503, "http 503", "busy", server="nginx",
-                echoed_id=False),
+        Failure(
+            Signature.HTTP_5XX,
+            1,
+            0,
+            800,
+            0.1,
+            0,
+            503,
+            "http 503",
+            "busy",
+            server="nginx",
+            echoed_id=False,
+        ),
         Failure(Signature.CORRECTNESS, 0, 0, 700, 0.0, 0),
     ]
     issues = (

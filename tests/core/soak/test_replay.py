@@ -191,8 +191,10 @@ def test_what_a_failure_depends_on_is_decided_by_probes_that_vary_one_thing() ->
 
 
 def test_the_probes_vary_one_thing_of_the_failing_payload() -> None:
-    failing = {"model": "m", "messages": [{"role": "user", "content": "x" * 900}],
-               "tools": [{"type": "function"}], "tool_choice": "auto", "max_tokens": 24}  # fmt: skip
+    failing = {
+        "model": "m", "messages": [{"role": "user", "content": "x" * 900}],
+        "tools": [{"type": "function"}], "tool_choice": "auto", "max_tokens": 24,
+    }  # fmt: skip
     minimal = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
     small = varied(failing, minimal, Payload.SMALL_PROMPT)
     assert small["messages"] == minimal["messages"] and small["max_tokens"] == 24

@@ -33,7 +33,8 @@ from servelab.report.soak.words import layer_title
 DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
-    "findings", "failures", "localizations", "start", "undecided", "telemetry",
+    "findings", "failures", "localizations", "start", "undecided", "telemetry", "dropped",
+    "resends",
 }  # fmt: skip
 
 

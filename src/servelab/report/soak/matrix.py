@@ -120,7 +120,8 @@ def _state(c: Cell) -> str:
         return f"ok {c.status} in {c.elapsed_s:.2f} s{head}{first}{copies}"
     side = f" ({c.side} side)" if c.side else ""
     copies = f" {c.failed_copies} of {c.copies}" if c.copies > 1 else ""
-    return f"{c.outcome.upper()}{copies}{side} after {c.elapsed_s:.2f} s: {one_line(c.detail, 60)}"
+    detail = one_line(c.detail, 60, "…")
+    return f"{c.outcome.upper()}{copies}{side} after {c.elapsed_s:.2f} s: {detail}"
 
 
 def matrix_lines(loc: Localization) -> list[str]:

@@ -160,7 +160,7 @@ def render_soak(result: SoakResult) -> str:
     if result.errors:
         lines.append(f"failed requests ({len(result.errors)}):")
         lines += [
-            f"  session {e.session} round {e.round}: {e.error}: {one_line(e.detail, 70)}"
+            f"  session {e.session} round {e.round}: {e.error}: {one_line(e.detail, 70, '…')}"
             for e in result.errors[:10]
         ]
     lines += _resend_lines(result)

@@ -156,7 +156,7 @@ def hop_title(hop: Hop) -> str:
 _RULE_WORDS = {
     RULE_ROUTER: "router counters",
     RULE_TRANSFER: "KV transfer counters",
-    RULE_SATURATION: "waiting queue and running requests in the failing window",
+    RULE_SATURATION: "waiting queue at the engine's cap",
     RULE_CLIENT: "client tokens against the decodes' count",
 }
 #: What a fired rule found, by what it points at (the others: "fired").
@@ -200,9 +200,7 @@ def _replay_text(o: ReplayResult) -> str:
         where = "directly to the router"
     if r.outcome == Outcome.OK:
         return f"same payload {where}: HTTP {r.status} in {round(r.elapsed_s, 3)} s"
-    return (
-        f"same payload {where}: {r.outcome} after {round(r.elapsed_s, 3)} s ({one_line(r.detail)})"
-    )
+    return f"same payload {where}: {r.outcome} after {round(r.elapsed_s, 3)} s ({r.detail})"
 
 
 def _progress_text(o: EngineProgress) -> str:
@@ -226,11 +224,11 @@ def _failures_text(o: SignatureFailures) -> str:
     )
 
 
-def one_line(text: str, width: int = 80) -> str:
+def one_line(text: str, width: int = 80, mark: str = "") -> str:
     """``text`` on one line (an error page's newlines and runs of spaces folded), cut to
-    ``width`` characters with an ellipsis."""
+    ``width`` characters, the cut marked with ``mark`` (inside the width)."""
     flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return flat if len(flat) <= width else flat[: width - len(mark)] + mark
 
 
 def _cell_text(o: MatrixCell) -> str:
