@@ -1,18 +1,20 @@
 """The differential replay matrix, sent: every cell of :mod:`servelab.core.soak.replay` over HTTP.
 
 For one failure, in turns that never put the minimal payload in the same engine batch as the
-failing one: the failing payload streamed and not, straight to each prefill/decode pair (the PD
-request the router sends: the same body to both at once, with ``bootstrap_host``/
-``bootstrap_port``/``bootstrap_room``), straight to the router and through the entry point on a
-fresh connection, all at once; then the minimal payload the same way; then (when the failure was
-on a reused connection) one keep-alive connection carrying as many requests first, left idle as
-long as the failed one's was, through a plain client that never sends again. When that does not
-reproduce it and the failure met load, the failing payload is sent at that load (as many copies
-at once as the soak had in flight), hop after hop. At the hop located, probes that vary one thing
-(the prompt, the answer's length) are sent there and one hop inside, one at a time; a
-size-dependent failure is then bisected through that hop. Every request is bounded by the idle
-timeout and goes through :class:`~servelab.io.http.client.StreamClient`; the optional turns start
-only while an idle timeout still fits before the deadline.
+failing one, nor a streamed request with one that is not: the failing payload streamed straight
+to each prefill/decode pair (the PD request the router sends: the same body to both at once, with
+``bootstrap_host``/``bootstrap_port``/``bootstrap_room``), straight to the router and through the
+entry point on a fresh connection, all at once; then the same not streamed; then the minimal
+payload the same two ways. When the failure was on a reused connection: one keep-alive connection
+carrying as many requests first, left idle as long as the failed one's was, through a plain
+client that never sends again. When that does not reproduce it and the failure met load, the
+failing payload is sent at that load (as many copies at once as the soak had in flight), hop
+after hop. At the hop located, the probes that vary one thing (the prompt, the answer's length)
+are sent there and one hop inside, one at a time; when both fail there, the failing payload once
+more alone after a pause (a rate). A size-dependent failure is then bisected through that hop.
+Every request is bounded by the idle timeout and goes through
+:class:`~servelab.io.http.client.StreamClient`; every turn after the first starts only while an
+idle timeout still fits before the deadline.
 """
 
 from __future__ import annotations
@@ -166,13 +168,15 @@ def _hops(plan: _Plan) -> list[Hop]:
     return [Hop.ROUTER, Hop.FRESH] if t.router_url else [Hop.FRESH]
 
 
-def _turn(plan: _Plan, payload: Payload) -> list[Awaitable[Cell]]:
-    """Every hop's cells of ``payload``, streamed and not (sent at once)."""
-    jobs: list[Awaitable[Cell]] = []
-    for stream in (True, False):
-        jobs += [_pair_cell(plan, pair, payload, stream) for pair in pairs_of(plan.targets)]
-        jobs += [_entry_cell(plan, hop, payload, stream) for hop in _hops(plan)]
-    return jobs
+def _turn(plan: _Plan, payload: Payload, stream: bool) -> Sequence[Awaitable[Cell]]:
+    """Every hop's cell of ``payload``, streamed or not (sent at once: each hop meets the same
+    load, so their timings compare)."""
+    jobs = [_pair_cell(plan, pair, payload, stream) for pair in pairs_of(plan.targets)]
+    return [*jobs, *(_entry_cell(plan, hop, payload, stream) for hop in _hops(plan))]
+
+
+#: The matrix's turns after the first (the failing payload streamed), in order.
+_TURNS = ((Payload.FAILING, False), (Payload.MINIMAL, True), (Payload.MINIMAL, False))
 
 
 async def _loaded_cell(plan: _Plan, hop: Hop, copies: int) -> Cell:
@@ -239,11 +243,11 @@ SPACE_S = 2.0
 
 
 async def _spaced_cell(plan: _Plan, loc: Located, probes: Sequence[Cell]) -> list[Cell]:
-    """When the failure met load and both probes that vary one thing failed at the hop: the
-    failing payload alone there after a pause (a rate limit lets it through)."""
+    """When both probes that vary one thing failed at the hop: the failing payload alone there
+    after a pause (a rate limit lets it through)."""
     at = [c for c in probes if c.hop == loc.hop]
     if loc.hop not in (Hop.ROUTER, Hop.FRESH) or not at or any(c.ok for c in at):
-        return []
+        return []  # a probe got through: the rate is not what it depends on
     if not plan.fits(2):
         return []
     await asyncio.sleep(SPACE_S)
@@ -307,8 +311,10 @@ async def replay_matrix(
     start = time.monotonic()
     until = start + 8 * idle_s if deadline is None else deadline
     plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers)
-    cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING)))
-    cells += await asyncio.gather(*_turn(plan, Payload.MINIMAL))
+    cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING, True)))
+    for payload, stream in _TURNS:
+        if plan.fits():
+            cells += await asyncio.gather(*_turn(plan, payload, stream))
     if failure.connection_requests > 0 and plan.fits():
         cells.append(await _reused_cell(plan, failure.connection_requests, failure.idle_s))
     loc = locate(cells)
@@ -316,8 +322,7 @@ async def replay_matrix(
         cells += await _under_load(plan, failure.in_flight)
         loc = locate(cells)
     probes = await _probe_cells(plan, loc, cells)
-    if failure.in_flight > 1:
-        probes += await _spaced_cell(plan, loc, probes)
+    probes += await _spaced_cell(plan, loc, probes)
     cells += probes
     loc = locate(cells)
     depends = dependence(cells, loc)
