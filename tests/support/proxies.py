@@ -13,6 +13,7 @@ for a developer without root (:mod:`.sysdeps`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import pwd
@@ -22,21 +23,31 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from servelab.core.soak.result import SoakConfig, SoakResult, Targets
+from servelab.ops.soak.soak import soak
 from tests.support import free_port
 from tests.support.stack import start_process, stop_process
 from tests.support.sysdeps import missing
 
 __all__ = [
+    "CLASSES",
+    "STACK_SCALES",
+    "ProxyClass",
     "ProxyConfig",
     "RunningProxy",
+    "Verdict",
     "config_text",
+    "expected",
     "proxy_argv",
     "proxy_binary",
     "running_proxy",
+    "soak_through",
+    "verdict",
+    "write_config",
 ]
 
 Kind = Literal["nginx", "haproxy"]
@@ -195,3 +206,128 @@ def running_proxy(cfg: ProxyConfig, workdir: Path, upstream: str) -> Iterator[Ru
         yield proxy
     finally:
         stop_process(proc)
+
+
+# ------------------------------------------------------------------------ the failure classes
+Stack = Literal["fast", "slow"]
+
+#: The simulated engines' time scale of each stack: ``fast`` answers 24 tokens in about 0.3 s;
+#: ``slow`` (ten times the modelled time) makes a 13 KB prompt's first token wait past a second
+#: and a stream last seconds, for the timeout and buffering classes.
+STACK_SCALES: dict[Stack, float] = {"fast": 0.5, "slow": 10.0}
+
+
+@dataclass(frozen=True)
+class ProxyClass:
+    """One failure class of issue 25 (or the clean control): the misconfigured proxy, the stack
+    it stands in front of, the soak that meets it, and what the localization must say."""
+
+    name: str
+    letter: str  # a-e, or "clean"
+    proxy: ProxyConfig
+    stack: Stack
+    soak: dict[str, object]
+    reason: str | None = None  # the matrix's located reason (None: no finding at all)
+    dependence: str | None = None  # what the failure depends on (None: not asserted)
+
+
+_FAST = {"sessions": 2, "rounds": 4, "idle_timeout_s": 3.0, "duration_s": 60.0}
+_SLOW = {"sessions": 1, "idle_timeout_s": 8.0, "duration_s": 90.0, "check_determinism": False}
+
+#: Every class, each as deployments get misconfigured, and the clean controls.
+CLASSES = (
+    ProxyClass(
+        "body_limit", "a", ProxyConfig("nginx", "body_limit", top=("client_max_body_size 3k;",)),
+        "fast", _FAST, "proxy", "size",
+    ),
+    ProxyClass(
+        "read_timeout", "b",
+        ProxyConfig("nginx", "read_timeout", extra=("proxy_read_timeout 1050ms;",)),
+        "slow", _SLOW | {"rounds": 3, "turn_words": 600, "max_tokens": 4}, "proxy", "size",
+    ),
+    ProxyClass(
+        "conn_limit", "c",
+        ProxyConfig("haproxy", "conn_limit", extra=("timeout queue 300ms",
+                                                      "server-options maxconn 1")),
+        "fast", _FAST | {"sessions": 6, "rounds": 3}, "proxy", "load",
+    ),
+    ProxyClass(
+        "rate_limit", "c",
+        ProxyConfig(
+            "nginx", "rate_limit",
+            top=("limit_req_zone $binary_remote_addr zone=r:1m rate=2r/s;",
+                 "limit_req_status 429;"),
+            extra=("limit_req zone=r burst=1 nodelay;",),
+        ),
+        "fast", _FAST | {"sessions": 4}, "proxy", "load",
+    ),
+    ProxyClass(
+        "idle_close", "d", ProxyConfig("nginx", "idle_close", top=("keepalive_timeout 1s;",)),
+        "fast", _FAST | {"rounds": 3, "think_time_s": 2.0}, "connection_reuse",
+    ),
+    ProxyClass(
+        "buffering", "e",
+        ProxyConfig("haproxy", "buffering",
+                    extra=("http-response wait-for-body time 30s at-least 64k",)),
+        "slow", _SLOW | {"rounds": 2, "max_tokens": 8}, "held", "length",
+    ),
+    ProxyClass("clean_nginx", "clean", ProxyConfig("nginx"), "fast", _FAST),
+    ProxyClass("clean_haproxy", "clean", ProxyConfig("haproxy"), "fast", _FAST),
+)  # fmt: skip
+
+
+def soak_through(
+    cls: ProxyClass, targets: Targets, workdir: Path, **over: object
+) -> tuple[SoakResult, float]:
+    """The class's proxy started under ``workdir`` in front of ``targets``' router, the class's
+    soak (``over`` replaces its settings) through it, the proxy stopped; the result and the
+    soak's wall time."""
+    assert targets.router_url is not None
+    with running_proxy(cls.proxy, workdir, targets.router_url) as proxy:
+        config = SoakConfig(**{**cls.soak, **over})  # type: ignore[arg-type]
+        start = time.monotonic()
+        result = asyncio.run(soak(config, replace(targets, entry_url=proxy.url)))
+        return result, time.monotonic() - start
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one soak through a class's proxy said, as the closing table reads it."""
+
+    findings: tuple[str, ...]  # the layers convicted, most likely first
+    reason: str | None  # the located reason of the localization that convicted the proxy
+    dependence: str | None
+    others: int  # layers other than client_proxy convicted
+    ok: bool
+
+    @property
+    def right(self) -> bool:
+        return self.others == 0
+
+
+def verdict(result: SoakResult) -> Verdict:
+    """The findings' layers, and the reason and dependence of the matrix that located the proxy
+    (the first such localization)."""
+    layers = tuple(f.layer.value for f in result.findings)
+    located = [
+        loc.matrix.located for loc in result.localizations if loc.matrix.located.layer is not None
+    ]
+    proxy = next((loc for loc in located if loc.layer == "client_proxy"), None)
+    reason = None if proxy is None else proxy.reason.value
+    depends = None if proxy is None or proxy.dependence is None else proxy.dependence.value
+    others = sum(layer != "client_proxy" for layer in layers)
+    return Verdict(layers, reason, depends, others, result.ok)
+
+
+def expected(cls: ProxyClass, seen: Verdict) -> list[str]:
+    """How ``seen`` differs from what the class must give (empty: right)."""
+    if cls.reason is None:
+        return [] if seen.ok and not seen.findings else [f"the clean proxy gave {seen}"]
+    wrong = []
+    if seen.findings != ("client_proxy",):
+        wrong.append(f"findings {seen.findings}, not the proxy alone")
+    if seen.reason != cls.reason:
+        wrong.append(f"reason {seen.reason}, not {cls.reason}")
+    if cls.dependence is not None and seen.dependence != cls.dependence:
+        wrong.append(f"depends on {seen.dependence}, not {cls.dependence}")
+    return wrong
