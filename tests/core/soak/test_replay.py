@@ -176,10 +176,18 @@ def test_what_a_failure_depends_on_is_decided_by_probes_that_vary_one_thing() ->
     assert probes(False, True) == Dependence.LENGTH  # a cut long stream, buffering
     assert probes(True, True) == Dependence.SIZE_AND_LENGTH
     assert probes(False, False) == Dependence.NEITHER
-    # Both fail, and the failing payload alone after a pause passes: a rate (load-dependent).
-    spaced = _cell(Hop.FRESH, True, Payload.SPACED)
-    both = [_cell(Hop.FRESH, False, p) for p in (Payload.SMALL_PROMPT, Payload.SHORT_ANSWER)]
-    assert dependence([*base, *both, spaced], loc) == Dependence.LOAD
+    # The failing payload, unchanged, after a pause gets through: whatever the other probes say,
+    # it failed for what was sent before it (a rate limit): load-dependent.
+    for small, short in ((True, True), (False, False), (True, False)):
+        cells = [
+            _cell(Hop.FRESH, small, Payload.SMALL_PROMPT),
+            _cell(Hop.FRESH, short, Payload.SHORT_ANSWER),
+            _cell(Hop.FRESH, True, Payload.SPACED),
+        ]
+        assert dependence([*base, *cells], loc) == Dependence.LOAD
+    probes = (Payload.SMALL_PROMPT, Payload.SHORT_ANSWER, Payload.SPACED)
+    failed_again = [*base, *(_cell(Hop.FRESH, p == Payload.SMALL_PROMPT, p) for p in probes)]
+    assert dependence(failed_again, loc) == Dependence.SIZE
     assert dependence(base, loc) is None  # the probes did not run
     # A probe that arrives held (against the same probe at the router) did not get through.
     held_loc = locate([_timed(Hop.ROUTER, 0.14), _timed(Hop.FRESH, 1.0)])

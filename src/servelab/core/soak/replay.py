@@ -99,8 +99,8 @@ class Dependence(StrEnum):
     SIZE = "size"  # the prompt: the small prompt with the same answer length gets through
     LENGTH = "length"  # the answer: the same prompt with a short answer gets through
     SIZE_AND_LENGTH = "size_and_length"  # either change alone gets it through
-    NEITHER = "neither"  # it fails with the small prompt, the short answer, and after a pause
-    LOAD = "load"  # alone (or after a pause) it gets through; at the load the soak had it fails
+    NEITHER = "neither"  # it fails with the small prompt and with the short answer too
+    LOAD = "load"  # alone, or after a pause, it gets through: it fails at the load it met
 
 
 #: A stream is held when its first token comes this much later than at the hop inside (and at
@@ -363,24 +363,25 @@ def locate(cells: Sequence[Cell]) -> Located:
 
 
 def dependence(cells: Sequence[Cell], loc: Located) -> Dependence | None:
-    """What the failure depends on, from the probes at the located hop that vary one thing (the
-    prompt, the answer's length; when both fail, the rate: the failing payload alone after a
-    pause); None when they did not both run there."""
+    """What the failure depends on, from the probes at the located hop that vary one thing: the
+    rate (the failing payload, unchanged, after a pause: when it gets through, the failure
+    depends on what was sent before it, a load), else the prompt and the answer's length; None
+    when the prompt and length probes did not both run there."""
     if loc.dependence is not None:
         return loc.dependence
     probes = {c.payload: c for c in cells if c.hop == loc.hop and c.stream}
     small, short = probes.get(Payload.SMALL_PROMPT), probes.get(Payload.SHORT_ANSWER)
     if small is None or short is None:
         return None
+    spaced = probes.get(Payload.SPACED)
+    if spaced is not None and spaced.ok and not _held_there(cells, spaced):
+        return Dependence.LOAD  # the same payload, unchanged, gets through after a pause
     passes = {c.payload for c in (small, short) if c.ok and not _held_there(cells, c)}
     if passes == {Payload.SMALL_PROMPT}:
         return Dependence.SIZE
     if passes == {Payload.SHORT_ANSWER}:
         return Dependence.LENGTH
-    if passes:
-        return Dependence.SIZE_AND_LENGTH
-    spaced = probes.get(Payload.SPACED)
-    return Dependence.LOAD if spaced is not None and spaced.ok else Dependence.NEITHER
+    return Dependence.SIZE_AND_LENGTH if passes else Dependence.NEITHER
 
 
 def _held_there(cells: Sequence[Cell], probe: Cell) -> bool:

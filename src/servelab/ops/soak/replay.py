@@ -10,8 +10,8 @@ carrying as many requests first, left idle as long as the failed one's was, thro
 client that never sends again. When that does not reproduce it and the failure met load, the
 failing payload is sent at that load (as many copies at once as the soak had in flight), hop
 after hop. At the hop located, the probes that vary one thing (the prompt, the answer's length)
-are sent there and one hop inside, one at a time; when both fail there, the failing payload once
-more alone after a pause (a rate). A size-dependent failure is then bisected through that hop.
+are sent there and one hop inside, one at a time, and the failing payload unchanged after a pause
+(the rate). A size-dependent failure is then bisected through that hop.
 Every request is bounded by the idle timeout and goes through
 :class:`~servelab.io.http.client.StreamClient`; every turn after the first starts only while an
 idle timeout still fits before the deadline.
@@ -214,9 +214,14 @@ async def _under_load(plan: _Plan, copies: int) -> list[Cell]:
 _INSIDE = {Hop.ROUTER: Hop.PAIR, Hop.FRESH: Hop.ROUTER}
 
 
+#: How long the rate probe waits before it sends the failing payload, unchanged, once more.
+SPACE_S = 2.0
+
+
 async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list[Cell]:
     """The probes that vary one thing, at the located hop and one hop inside it, one at a time
-    (so none shares an engine batch with another)."""
+    (so none shares an engine batch with another): the prompt, the answer's length, and the rate
+    (the failing payload unchanged, after a pause)."""
     if loc.hop is None or loc.dependence is not None or loc.hop == Hop.REUSED:
         return []
     hops = [h for h in (_INSIDE.get(loc.hop), loc.hop) if h is not None]
@@ -226,7 +231,9 @@ async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list
         next(iter(pairs_of(plan.targets)), None),
     )
     probes: list[Cell] = []
-    for payload in (Payload.SMALL_PROMPT, Payload.SHORT_ANSWER):
+    for payload in (Payload.SMALL_PROMPT, Payload.SHORT_ANSWER, Payload.SPACED):
+        if payload == Payload.SPACED:
+            await asyncio.sleep(SPACE_S)
         for hop in hops:
             if not plan.fits(2):
                 return probes
@@ -236,22 +243,6 @@ async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list
             elif hop in _hops(plan):
                 probes.append(await _entry_cell(plan, hop, payload, True))
     return probes
-
-
-#: How long the rate probe waits before it sends the failing payload alone again.
-SPACE_S = 2.0
-
-
-async def _spaced_cell(plan: _Plan, loc: Located, probes: Sequence[Cell]) -> list[Cell]:
-    """When both probes that vary one thing failed at the hop: the failing payload alone there
-    after a pause (a rate limit lets it through)."""
-    at = [c for c in probes if c.hop == loc.hop]
-    if loc.hop not in (Hop.ROUTER, Hop.FRESH) or not at or any(c.ok for c in at):
-        return []  # a probe got through: the rate is not what it depends on
-    if not plan.fits(2):
-        return []
-    await asyncio.sleep(SPACE_S)
-    return [await _entry_cell(plan, loc.hop, Payload.SPACED, True)]
 
 
 async def _bisect_cell(
@@ -321,9 +312,7 @@ async def replay_matrix(
     if loc.layer is None and failure.in_flight > 1:
         cells += await _under_load(plan, failure.in_flight)
         loc = locate(cells)
-    probes = await _probe_cells(plan, loc, cells)
-    probes += await _spaced_cell(plan, loc, probes)
-    cells += probes
+    cells += await _probe_cells(plan, loc, cells)
     loc = locate(cells)
     depends = dependence(cells, loc)
     load = failure.in_flight if depends == Dependence.LOAD and loc.load is None else loc.load

@@ -55,9 +55,9 @@ def dependence_text(dep: Dependence | None, load: int | None) -> str:
         case Dependence.SIZE_AND_LENGTH:
             return "a small prompt passes, and so does a short answer"
         case Dependence.NEITHER:
-            return "it fails with a small prompt, a short answer, and alone after a pause too"
+            return "it fails with a small prompt and with a short answer too"
         case Dependence.LOAD:
-            return f"alone it passes; at {load} in flight it fails (load-dependent)"
+            return f"alone, or after a pause, it passes; at {load} in flight it fails (load)"
         case _:
             assert_never(dep)
 
