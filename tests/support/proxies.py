@@ -41,6 +41,7 @@ __all__ = [
     "RunningProxy",
     "Verdict",
     "config_text",
+    "engines_idle",
     "expected",
     "proxy_argv",
     "proxy_binary",
@@ -269,20 +270,41 @@ CLASSES = (
         "buffering", "e",
         ProxyConfig("haproxy", "buffering",
                     extra=("http-response wait-for-body time 30s at-least 64k",)),
-        "slow", _SLOW | {"rounds": 2, "max_tokens": 8}, "held", "length",
+        "slow", _SLOW | {"rounds": 2, "max_tokens": 16}, "held", "length",
     ),
     ProxyClass("clean_nginx", "clean", ProxyConfig("nginx"), "fast", _FAST),
     ProxyClass("clean_haproxy", "clean", ProxyConfig("haproxy"), "fast", _FAST),
 )  # fmt: skip
 
 
+def engines_idle(targets: Targets, timeout: float = 120.0) -> None:
+    """Wait until no engine has a request running or queued (a soak before this one may have
+    left its cut replays generating), bounded by ``timeout``."""
+    deadline = time.monotonic() + timeout
+    for worker in targets.workers:
+        while True:
+            with urllib.request.urlopen(worker.url + "/metrics", timeout=5) as resp:
+                text = resp.read().decode()
+            busy = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith(("sglang:num_running_reqs", "sglang:num_queue_reqs"))
+            )
+            if busy == 0:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{worker.service} still busy after {timeout:g} s")
+            time.sleep(0.1)
+
+
 def soak_through(
     cls: ProxyClass, targets: Targets, workdir: Path, **over: object
 ) -> tuple[SoakResult, float]:
-    """The class's proxy started under ``workdir`` in front of ``targets``' router, the class's
-    soak (``over`` replaces its settings) through it, the proxy stopped; the result and the
-    soak's wall time."""
+    """Once the engines are idle: the class's proxy started under ``workdir`` in front of
+    ``targets``' router, the class's soak (``over`` replaces its settings) through it, the proxy
+    stopped; the result and the soak's wall time."""
     assert targets.router_url is not None
+    engines_idle(targets)
     with running_proxy(cls.proxy, workdir, targets.router_url) as proxy:
         config = SoakConfig(**{**cls.soak, **over})  # type: ignore[arg-type]
         start = time.monotonic()
