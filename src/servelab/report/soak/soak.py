@@ -27,7 +27,7 @@ from servelab.report.soak.words import (
     telemetry_text,
 )
 
-__all__ = ["finding_json", "render_soak", "soak_json", "telemetry_lines"]
+__all__ = ["finding_json", "page_sections", "render_soak", "soak_json", "telemetry_lines"]
 
 
 # ---------------------------------------------------------------------------------------- JSON
@@ -182,3 +182,32 @@ def render_soak(result: SoakResult) -> str:
     else:
         lines.append("no finding")
     return "\n".join(lines) + "\n"
+
+
+def page_sections(result: SoakResult) -> list[str]:
+    """The markdown a soak's report page shows whatever it found: its failures (one line each),
+    the requests its client sent again, each replay matrix with its located reason, the findings
+    dropped as explained by a stronger one, and, without a finding, why and what to probe next."""
+    out: list[str] = []
+    failed = [
+        f"- session {f.session} round {f.round}: {f.signature}"
+        + (f" (HTTP {f.status})" if f.status else "")
+        + (f": {one_line(f.detail, 100, '…')}" if f.detail else "")
+        for f in result.failures
+    ]
+    if failed:
+        out += [f"Failures ({len(failed)}):", "", *failed[:20], ""]
+    resent = _resend_lines(result)
+    if resent:
+        out += [resent[0], "", *(f"- {line.strip()}" for line in resent[1:]), ""]
+    for loc in result.localizations:
+        lines = matrix_lines(loc)
+        out += [f"### {lines[0].rstrip(':')}", "", "```", *lines[1:], "```", ""]
+    if result.dropped:
+        out += ["Dropped findings:", "", *(f"- {dropped_text(d)}" for d in result.dropped), ""]
+    if not result.findings and result.undecided is not None:
+        why = undecided_lines(result.undecided)
+        out += [why[0][0].upper() + why[0][1:] + ".", "", *(f"- {w.strip()}" for w in why[1:]), ""]
+    elif not result.findings:
+        out += ["No finding." if result.localized or not failed else "No localization ran.", ""]
+    return out
