@@ -62,6 +62,7 @@ class SdkClient:
         self._attempts: dict[str, int] = {}
         self._idle_since: float | None = None
         self._errors: tuple[type[Exception], ...] = ()
+        self._last_idle_s = 0.0
 
     async def __aenter__(self) -> SdkClient:
         try:
@@ -101,6 +102,11 @@ class SdkClient:
         """Seconds since the last answer ended (0 before the first request)."""
         return 0.0 if self._idle_since is None else time.monotonic() - self._idle_since
 
+    @property
+    def last_idle_s(self) -> float:
+        """How long the session had been idle before its last request."""
+        return self._last_idle_s
+
     async def transfer(self, path: str, body: bytes, record: RequestRecord) -> Transfer:
         """POST ``body`` (a chat request; ``path`` is the chat completions path the SDK knows)
         through the SDK; everything that came back, undecoded, failures in ``record``."""
@@ -108,7 +114,7 @@ class SdkClient:
             raise RuntimeError("SdkClient used outside 'async with'")
         got = Transfer(record)
         doc: dict[str, Any] = json.loads(body)
-        idle = self.idle_s
+        idle = self._last_idle_s = self.idle_s
         record.sent_ns = perf_counter_ns()
         try:
             await self._exchange(doc, got)

@@ -155,7 +155,7 @@ def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, floa
     """The request's connection: its age, the requests it carried before, its idle time (the
     SDK's pool is not seen: the session's own requests before, and its idle time)."""
     if isinstance(c, SdkClient):
-        return 0.0, rnd, c.idle_s
+        return 0.0, rnd, c.last_idle_s
     conns = c.connections
     assert conns is not None
     return conns.age_s(), conns.carried, conns.idle_s
