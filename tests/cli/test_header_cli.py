@@ -30,8 +30,9 @@ def test_bench_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: 
               "--output-len", "4", "--no-ledger", "--json"]  # fmt: skip
     ok = run_cli(*common, "--header", "X-Tenant: a", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
-    assert json.loads(ok.stdout)["runs"][0]["summary"]["n_failed"] == 0
-    refused = run_cli(*common, cwd=tmp_path)
+    doc = json.loads(ok.stdout)
+    assert doc["failed"] == 0 and doc["config"]["headers"] == [["X-Tenant", "a"]]
+    refused = run_cli(*common, cwd=tmp_path)  # its model lookup is refused first
     assert refused.returncode == 1 and "403" in refused.stderr + refused.stdout
 
 

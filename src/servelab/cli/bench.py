@@ -167,7 +167,7 @@ def bench_command(
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
-    first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
+    first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
     model = target.model or first_model or "default"
     config = bench_config(load, workload, url=url, model=model, label=label, headers=headers)
     export = None if output.export is None else Exporter(output.export, config)
@@ -183,9 +183,10 @@ def bench_command(
     raise SystemExit(_show(result, output.as_json))
 
 
-def _check_models(url: str) -> str | None:
-    """The first model the server lists; a BenchError when it is not an OpenAI server."""
-    listed = run(model_list(url, 10.0))
+def _check_models(url: str, headers: dict[str, str]) -> str | None:
+    """The first model the server lists (asked with the bench's request headers); a BenchError
+    when it is not an OpenAI server."""
+    listed = run(model_list(url, 10.0, headers))
     if not listed.ok:
         raise BenchError(listed.describe())
     return listed.models[0] if listed.models else None

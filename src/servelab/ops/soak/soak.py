@@ -417,7 +417,7 @@ async def _prepare(run: _Run) -> None:
     """Model, workers, and the warm-up (the engines' cold start paid and recorded)."""
     cfg, targets = run.config, run.targets
     probe_s = min(5.0, cfg.idle_timeout_s)
-    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s)
+    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s, dict(cfg.headers))
     run.model = model or "default"
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
