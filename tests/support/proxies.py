@@ -4,11 +4,16 @@ Each runs in the foreground in its own process group with its own config file, p
 temporary paths under the test's directory, on a free loopback port, in front of an upstream (the
 real sglang-router): never the system service. A proxy is described by its kind and the
 misconfiguration it carries (:class:`ProxyConfig`: ``extra`` lines inside nginx's ``location`` /
-HAProxy's backend, ``frontend`` lines in HAProxy's frontend or nginx's ``server`` block, ``top``
-lines in nginx's ``http`` block or HAProxy's ``defaults``); :func:`config_text` writes the file,
+HAProxy's backend, ``server-options ...`` on HAProxy's server line, ``top`` lines in nginx's
+``http`` block or HAProxy's ``defaults``); :func:`config_text` writes the file,
 :func:`proxy_argv` the command line (``up`` runs the same one from a spec), :func:`running_proxy`
 starts it and waits for it to answer. Their absence fails the test in CI or as root and skips it
 for a developer without root (:mod:`.sysdeps`).
+
+The failure classes of issue 25 (:data:`CLASSES`) are soaked through them by
+:func:`soak_through` (``tests/ops/soak/test_proxies.py`` once each,
+``benchmarks/proxy_classes.py`` N times each), and :func:`verdict` / :func:`expected` read what
+the soak said against what the class must give.
 """
 
 from __future__ import annotations
@@ -69,12 +74,14 @@ class ProxyConfig:
     kind: Kind
     name: str = "clean"
     extra: tuple[str, ...] = ()
-    frontend: tuple[str, ...] = ()
     top: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class RunningProxy:
+    """A proxy's place: its config, URL and port, directory (config, pid, logs, temp paths) and
+    config file."""
+
     config: ProxyConfig
     url: str
     port: int
@@ -82,13 +89,14 @@ class RunningProxy:
     config_file: Path
 
 
+#: nginx's temporary paths, each under the proxy's own directory.
+_NGINX_TEMPS = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+
+
 def _nginx(cfg: ProxyConfig, workdir: Path, port: int, upstream: str) -> str:
     tmp = workdir / "tmp"
     user = f"user {pwd.getpwuid(os.geteuid()).pw_name};" if os.geteuid() == 0 else ""
-    temp = "\n".join(
-        f"    {kind}_temp_path {tmp / kind};" for kind in ("client_body", "proxy", "fastcgi",
-                                                         "uwsgi", "scgi")
-    )  # fmt: skip
+    temp = "\n".join(f"    {kind}_temp_path {tmp / kind};" for kind in _NGINX_TEMPS)
     up = upstream.removeprefix("http://").rstrip("/")
     lines = [
         user,
@@ -104,7 +112,6 @@ def _nginx(cfg: ProxyConfig, workdir: Path, port: int, upstream: str) -> str:
         f"    upstream router {{ server {up}; keepalive 16; }}",
         "    server {",
         f"        listen 127.0.0.1:{port};",
-        *(f"        {line}" for line in cfg.frontend),
         "        location / {",
         "            proxy_pass http://router;",
         "            proxy_http_version 1.1;",
@@ -139,7 +146,6 @@ def _haproxy(cfg: ProxyConfig, workdir: Path, port: int, upstream: str) -> str:
         *(f"    {line}" for line in cfg.top),
         "frontend entry",
         f"    bind 127.0.0.1:{port}",
-        *(f"    {line}" for line in cfg.frontend),
         "    default_backend router",
         "backend router",
         *(f"    {line}" for line in extra),
@@ -186,8 +192,8 @@ def write_config(
     cfg: ProxyConfig, workdir: Path, upstream: str, port: int | None = None
 ) -> RunningProxy:
     """The proxy's directory and config file, on a free port (not started)."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"):
+    (workdir / "logs").mkdir(parents=True, exist_ok=True)  # nginx opens its prefix's first
+    for kind in _NGINX_TEMPS:
         (workdir / "tmp" / kind).mkdir(parents=True, exist_ok=True)
     port = port or free_port()
     config_file = workdir / f"{cfg.kind}.conf"

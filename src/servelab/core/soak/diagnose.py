@@ -7,9 +7,9 @@ names the observations that support it and those that contradict it by their ids
 when one is singled out. When the replay matrix (:mod:`servelab.core.soak.replay`) located the
 failure, its layer's finding carries the matrix cells (the first hop at which the same payload
 goes from working to failing); a failure the matrix could not reproduce convicts no proxy. When
-failures were seen and nothing is found, :func:`undecided` says why: the observations that
-conflict, the sources that stayed unknown, and the probe that would tell them apart
-(:mod:`servelab.core.soak.undecided`). A finding whose observations a stronger finding further
+failures were seen and nothing is found, :func:`servelab.core.soak.undecided.undecided` says
+why: the observations that conflict, the sources that stayed unknown, and the probe that would
+tell them apart. A finding whose observations a stronger finding further
 out explains (the same payload worked at the hops inside the located one, or the failed answers
 came from in front of the router) is dropped, and :class:`Dropped` says by which and why.
 
