@@ -129,3 +129,10 @@ def test_buffering_is_seen_by_first_token_times_not_by_the_idle_timeout(
     router = cells["matrix.router.router.failing.stream"]
     assert entry.first_event_s is not None and router.first_event_s is not None
     assert entry.first_event_s > router.first_event_s + 0.3
+
+
+def test_the_openai_sdks_retries_are_kept_as_resends(fast: Targets, tmp_path: Path) -> None:
+    # The SDK retries a 429 (twice, its default) before it gives up: each retry is a failure it
+    # masked, kept with the status it retried after; the rate limit is still the proxy's.
+    result = _soak(BY_NAME["rate_limit"], fast, tmp_path, client=SoakClient.OPENAI)
+    assert result.resends and {r.status for r in result.resends} == {429}

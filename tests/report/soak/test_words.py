@@ -123,4 +123,4 @@ def test_the_page_of_a_soak_without_a_finding_shows_its_failures_matrix_and_why(
     assert "### replay matrix for stall_head" in page and "  located: " in page
     assert "No finding: the failure did not reproduce" in page
     assert f"- next probe: {probe_advice(NextProbe.SOAK_AGAIN)}" in page
-    assert "requests sent again on a new connection (1;" in page  # the resend it masked
+    assert "requests sent again (1; a plain client fails these):" in page  # the resend masked

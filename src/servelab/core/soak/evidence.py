@@ -101,17 +101,19 @@ class Stall:
 
 @dataclass(frozen=True, slots=True)
 class MaskedResend:
-    """A soak request its client sent again on a new connection because the server had closed
-    the kept-alive one (the agent saw success; a plain client would have failed): session and
-    round, how long the connection had sat idle, whether it was found closed before the send
-    (else closed before any byte of the answer, so the request went out twice), and the hop the
-    connection went to (the entry point, reused)."""
+    """A soak request its client sent again (the agent saw success; a plain client would have
+    failed): session and round, how long the connection had sat idle, whether the server had
+    closed the kept-alive connection before the send (else before any byte of the answer, so the
+    request went out twice), the hop the connection went to (the entry point, reused), and
+    ``status`` when a retrying client (the OpenAI SDK) sent it again after an answer with that
+    HTTP status instead."""
 
     session: int
     round: int
     idle_s: float
     before_send: bool
     hop: Hop = Hop.REUSED
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,8 +138,8 @@ class FrontAnswers:
 
 @dataclass(frozen=True, slots=True)
 class Resends:
-    """``resends``: requests the client sent again on a new connection because the server had
-    closed the kept-alive one (masked failures), with the idle times before them and the hop."""
+    """``resends``: requests the client sent again (masked failures), with the idle times before
+    those the server's close caused, the statuses a retrying client retried after, and the hop."""
 
     id: str
     subject: str
@@ -147,6 +147,7 @@ class Resends:
     count: int
     idle_s: tuple[float, ...]
     hop: Hop
+    statuses: tuple[int, ...] = ()
     kind: Literal["resends"] = field(default="resends", init=False)
 
 
@@ -435,9 +436,11 @@ def _front_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
 def _resend_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     if not ev.resends:
         return []
-    idle = tuple(sorted({round(r.idle_s, 1) for r in ev.resends}))
+    closed = [r for r in ev.resends if r.status is None]
+    idle = tuple(sorted({round(r.idle_s, 1) for r in closed}))
+    statuses = tuple(sorted({r.status for r in ev.resends if r.status is not None}))
     hop = ev.resends[0].hop
-    return [Resends(at("resends"), "entry", False, len(ev.resends), idle, hop)]
+    return [Resends(at("resends"), "entry", False, len(ev.resends), idle, hop, statuses)]
 
 
 def _matrix_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:

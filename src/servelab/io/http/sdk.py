@@ -10,9 +10,10 @@ the soak decodes both clients' answers with the same code. The SDK's errors are 
 an error status (after the SDK's own retries) into the record's HTTP failure with its body, a
 connection error or the SDK's timeout into a connection failure, an error inside the stream into
 a server error; no byte for the idle timeout (the head, or between two chunks) is the idle
-failure. Every attempt the SDK's pool sends is seen by an httpx request hook: each one after the
-first is a :class:`~servelab.io.http.transfer.Resend` (the SDK masked a failure), with how long
-the session had been idle before the request.
+failure. Every answer the SDK's pool receives is seen by an httpx response hook: each one it
+did not hand back (it retried after it: a 429, a 5xx) is a
+:class:`~servelab.io.http.transfer.Resend` with its status (the SDK masked a failure), with how
+long the session had been idle before the request.
 
 The ``openai`` package (the ``openai`` extra) costs seconds to import, so it is imported when a
 client is entered, never by the CLI's start.
@@ -23,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from time import perf_counter_ns
 from types import TracebackType
 from typing import Any
@@ -59,7 +60,8 @@ class SdkClient:
         self._idle_s = idle_timeout_s
         self._headers = dict(headers)
         self._sdk: Any = None
-        self._attempts: dict[str, int] = {}
+        #: each request's answers' statuses, in order (by its x-request-id)
+        self._attempts: dict[str, list[int]] = {}
         self._idle_since: float | None = None
         self._errors: tuple[type[Exception], ...] = ()
         self._last_idle_s = 0.0
@@ -72,11 +74,17 @@ class SdkClient:
                 "--client openai needs the OpenAI SDK: pip install 'servelab[openai]'"
             ) from exc
 
-        async def seen(request: Any) -> None:
-            rid = request.headers.get("x-request-id", "")
-            self._attempts[rid] = self._attempts.get(rid, 0) + 1
+        async def sent(request: Any) -> None:
+            self._attempts.setdefault(request.headers.get("x-request-id", ""), [])
 
-        http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [seen]})
+        async def answered(response: Any) -> None:
+            rid = response.request.headers.get("x-request-id", "")
+            self._attempts.setdefault(rid, []).append(response.status_code)
+
+        hooks: dict[str, list[Callable[[Any], Awaitable[None]]]] = {
+            "request": [sent], "response": [answered],
+        }  # fmt: skip
+        http = openai.DefaultAsyncHttpxClient(event_hooks=hooks)
         self._sdk = openai.AsyncOpenAI(
             base_url=self.base_url + "/v1",
             api_key="servelab",
@@ -122,11 +130,17 @@ class SdkClient:
             record.fail(REASON_INTERRUPTED, "cancelled")
             raise
         finally:
-            tries = self._attempts.pop(record.request_id, 1)
-            got.resends += [Resend(round(idle, 3), before_send=False)] * (tries - 1)
+            got.resends += self._resends(record.request_id, idle)
             record.end_ns = record.end_ns or perf_counter_ns()
             self._idle_since = time.monotonic()
         return got
+
+    def _resends(self, request_id: str, idle_s: float) -> list[Resend]:
+        """Every answer the SDK did not hand back (it retried after it): one resend each, with
+        its status; an attempt that got no answer (a connection error) is one without."""
+        statuses = self._attempts.pop(request_id, [])
+        retried = statuses[:-1] if statuses else []
+        return [Resend(round(idle_s, 3), before_send=False, status=s) for s in retried]
 
     async def _exchange(self, doc: dict[str, Any], got: Transfer) -> None:
         record = got.record

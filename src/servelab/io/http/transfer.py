@@ -47,12 +47,14 @@ class Connections:
 
 @dataclass(frozen=True, slots=True)
 class Resend:
-    """A request the client sent on a new connection because the server had closed the kept-alive
-    one, idle ``idle_s`` seconds: found closed before the send (``before_send``), or closed before
-    any byte of the answer (then the request went out twice)."""
+    """A request the client sent again, the connection idle ``idle_s`` seconds before it: the
+    server had closed the kept-alive one, found closed before the send (``before_send``) or
+    closed before any byte of the answer (then the request went out twice); or (``status``) a
+    client that retries sent it again after an answer with that HTTP status."""
 
     idle_s: float
     before_send: bool
+    status: int | None = None
 
 
 @dataclass

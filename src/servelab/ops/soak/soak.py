@@ -220,11 +220,10 @@ def _masked(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
     """Keep every resend the client made; from the second on they are a failure (localized
     once, like any other signature)."""
     for r in ex.resends:
-        run.resends.append(MaskedResend(session, sent.round, r.idle_s, r.before_send))
-        run.progress(
-            f"resend: session {session} round {sent.round}: its connection, idle "
-            f"{r.idle_s:.1f} s, had been closed by the server (the client sent it again)"
+        run.resends.append(
+            MaskedResend(session, sent.round, r.idle_s, r.before_send, status=r.status)
         )
+        run.progress(f"resend: session {session} round {sent.round} sent again")
     if ex.resends and len(run.resends) >= 2:
         age, carried, _ = sent.conn
         idle = ex.resends[-1].idle_s

@@ -106,14 +106,16 @@ def _resend_lines(result: SoakResult) -> list[str]:
     """Every request the client sent again (the failures it masked)."""
     if not result.resends:
         return []
-    lines = [f"requests sent again on a new connection ({len(result.resends)}; a plain client "
-             "fails these):"]  # fmt: skip
+    lines = [f"requests sent again ({len(result.resends)}; a plain client fails these):"]
     for r in result.resends[:10]:
-        when = "found closed before the send" if r.before_send else "closed before the answer"
-        lines.append(
-            f"  session {r.session} round {r.round}: the kept-alive connection, idle "
-            f"{r.idle_s:g} s, was {when}"
-        )
+        if r.status is not None:
+            why = f"the client retried after HTTP {r.status}"
+        else:
+            when = "found closed before the send" if r.before_send else "closed before the answer"
+            why = f"the kept-alive connection, idle {r.idle_s:g} s, was {when}"
+        lines.append(f"  session {r.session} round {r.round}: {why}")
+    if len(result.resends) > 10:
+        lines.append(f"  ... {len(result.resends) - 10} more")
     return lines
 
 

@@ -259,6 +259,19 @@ def _answered_by(server: str, echoed: bool | None) -> str:
     return f" [{named}{back}]"
 
 
+def _resends_text(o: Resends) -> str:
+    why = []
+    if o.idle_s:
+        idle = "/".join(f"{i:g}" for i in o.idle_s)
+        why.append(f"the server had closed the kept-alive connection after {idle} s idle")
+    if o.statuses:
+        why.append("the client retried after HTTP " + "/".join(map(str, o.statuses)))
+    return (
+        f"{o.count} request(s) sent again by the client ({'; '.join(why)}): a plain client "
+        "fails there"
+    )
+
+
 def _router_text(o: RouterHealth) -> str:
     if not o.known:
         return "router Prometheus metrics: UNKNOWN (did not answer; not healthy)"
@@ -289,11 +302,7 @@ def describe_observation(o: Observation) -> str:
                 f"the router returns (Server: {servers}): a hop in front of the router answered"
             )
         case Resends():
-            idle = "/".join(f"{i:g}" for i in o.idle_s)
-            return (
-                f"{o.count} request(s) sent again by the client on a new connection: the server "
-                f"had closed the kept-alive one after {idle} s idle (a plain client fails there)"
-            )
+            return _resends_text(o)
         case MatrixCell():
             return _cell_text(o)
         case MatrixBisection():
