@@ -130,6 +130,7 @@ class _Run:
     failing: list[tuple[float, float]] = field(default_factory=list)  # failed requests (monotonic)
     replays: list[tuple[float, float]] = field(default_factory=list)  # localizations (monotonic)
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
+    one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
     sample: tuple[int, int, dict[str, Any]] | None = None  # the largest payload answered
 
     def tally(self, ex: Exchange) -> None:
@@ -226,11 +227,15 @@ def _masked(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
         run.progress(f"resend: session {session} round {sent.round} sent again")
     if ex.resends and len(run.resends) >= 2:
         age, carried, _ = sent.conn
-        idle = ex.resends[-1].idle_s
-        failure = Failure(
-            Signature.RESENT, session, sent.round, payload_size(sent.body), age, max(1, carried),
-            idle_s=idle, in_flight=sent.in_flight, status=ex.record.status,
-        )  # fmt: skip
+        last, size = ex.resends[-1], payload_size(sent.body)
+        if last.status is None:  # the server closed the connection: replayed on a reused one
+            failure = Failure(
+                Signature.RESENT, session, sent.round, size, age, max(1, carried),
+                idle_s=last.idle_s, in_flight=sent.in_flight,
+            )  # fmt: skip
+        else:  # a retry after an answer: that answer is the failure, replayed as sent
+            failure = Failure(Signature.RESENT, session, sent.round, size, age, 0,
+                              status=last.status, in_flight=sent.in_flight)  # fmt: skip
         _fail(run, failure, sent.body)
 
 
@@ -273,26 +278,28 @@ def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
 
 
 async def _localize(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
-    """One localization, once the sessions' traffic is over (its replays then meet only the
-    load they send themselves), within the deadline; its span is kept (a replay window)."""
-    left = run.deadline - time.monotonic()
-    if left <= 0:
-        return
-    async with asyncio.timeout(left):
-        await run.traffic_done.wait()
+    """One localization, once the sessions' traffic is over and one at a time (its replays then
+    meet only the load they send themselves), within the deadline; its span is kept (a replay
+    window)."""
+    await run.traffic_done.wait()
+    async with run.one_at_a_time:
+        left = run.deadline - time.monotonic()
+        if left <= 0:
+            return
         start = time.monotonic()
         try:
-            found = await localize(
-                run.targets,
-                failure,
-                body,
-                model=run.model,
-                idle_timeout_s=run.config.idle_timeout_s,
-                progress=run.progress,
-                http=run.http,
-                deadline=run.deadline,
-                headers=run.config.headers,
-            )
+            async with asyncio.timeout(left):
+                found = await localize(
+                    run.targets,
+                    failure,
+                    body,
+                    model=run.model,
+                    idle_timeout_s=run.config.idle_timeout_s,
+                    progress=run.progress,
+                    http=run.http,
+                    deadline=run.deadline,
+                    headers=run.config.headers,
+                )
         finally:
             run.replays.append((start, time.monotonic()))
     run.localizations.append(found)
