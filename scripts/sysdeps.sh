@@ -2,23 +2,27 @@
 # Installs the system packages the test suite needs, once: OpenSSH server (the SSH tests start their
 # own sshd on a loopback port), Chromium (the HTML report test), Prometheus (the telemetry tests run
 # it as a plain process with their own config, storage and loopback port; no service is enabled)
-# and systemd (the unit tests run a private systemd as PID 1 of its own namespaces,
-# tests/support/systemd.py; nothing is enabled or started on the host). Idempotent; needs root to
-# install.
+# systemd (the unit tests run a private systemd as PID 1 of its own namespaces,
+# tests/support/systemd.py; nothing is enabled or started on the host), and nginx and HAProxy (the
+# proxy tests run each as a plain foreground process with its own config, pid, log and temporary
+# paths, tests/support/proxies.py; the packages' services are never started by the tests).
+# Idempotent; needs root to install.
 #
 # Exit status: 0 when everything is there (or installed), and for a developer without root who
 # lacks something (those tests skip, with a reason). Non-zero in CI (CI set) or as root when
-# something is missing and cannot be installed: there the SSH, browser, Prometheus and systemd tests
-# must run, and `make test` stops here instead of letting them skip.
+# something is missing and cannot be installed: there the SSH, browser, Prometheus, systemd and
+# proxy tests must run, and `make test` stops here instead of letting them skip.
 #
-# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS and SYSDEPS_SYSTEMD name the programs looked
-# for (defaults /usr/sbin/sshd, chromium, prometheus and /lib/systemd/systemd);
-# tests/test_sysdeps.py uses them.
+# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS, SYSDEPS_SYSTEMD, SYSDEPS_NGINX and
+# SYSDEPS_HAPROXY name the programs looked for (defaults /usr/sbin/sshd, chromium, prometheus,
+# /lib/systemd/systemd, /usr/sbin/nginx and /usr/sbin/haproxy); tests/test_sysdeps.py uses them.
 set -euo pipefail
 sshd=${SYSDEPS_SSHD:-/usr/sbin/sshd}
 chromium=${SYSDEPS_CHROMIUM:-chromium}
 systemd=${SYSDEPS_SYSTEMD:-/lib/systemd/systemd}
 prometheus=${SYSDEPS_PROMETHEUS:-prometheus}
+nginx=${SYSDEPS_NGINX:-/usr/sbin/nginx}
+haproxy=${SYSDEPS_HAPROXY:-/usr/sbin/haproxy}
 
 missing() {
   local need=()
@@ -27,6 +31,8 @@ missing() {
   command -v "$chromium" >/dev/null 2>&1 || need+=(chromium)
   command -v "$prometheus" >/dev/null 2>&1 || need+=(prometheus)
   [ -x "$systemd" ] || need+=(systemd)
+  [ -x "$nginx" ] || need+=(nginx)
+  [ -x "$haproxy" ] || need+=(haproxy)
   echo "${need[*]}"
 }
 
@@ -53,13 +59,13 @@ export DEBIAN_FRONTEND=noninteractive
 if ! { apt-get update -qq >/dev/null && \
        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null; }; then
   echo "sysdeps: installing ${need[*]} failed (apt-get);" \
-    "the SSH, browser, Prometheus and systemd tests cannot run" >&2
+    "the SSH, browser, Prometheus, systemd and proxy tests cannot run" >&2
   exit 1
 fi
 read -r -a still <<<"$(missing)"
 if [ ${#still[@]} -ne 0 ]; then
   echo "sysdeps: ${still[*]} still missing after the install" \
-    "($sshd, $chromium, $prometheus, $systemd);" \
-    "the SSH, browser, Prometheus and systemd tests cannot run" >&2
+    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy);" \
+    "the SSH, browser, Prometheus, systemd and proxy tests cannot run" >&2
   exit 1
 fi

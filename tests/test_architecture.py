@@ -144,6 +144,8 @@ _LOCAL_IMPORTS_ALLOWED = {
     # scipy.stats (and numpy with it) costs about 1.5 s; only the statistics pay it.
     ("core/stats.py", "scipy"),
     ("core/stats.py", "numpy"),
+    # the OpenAI SDK (an optional extra) costs seconds to import; only `soak --client openai` pays.
+    ("io/http/sdk.py", "openai"),
 }
 
 

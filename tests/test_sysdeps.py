@@ -44,6 +44,7 @@ def _sysdeps(
     env = {k: v for k, v in os.environ.items() if k != "CI"}
     env |= {"SYSDEPS_CHROMIUM": ABSENT, "SYSDEPS_SSHD": "/bin/sh", "SYSDEPS_SYSTEMD": "/bin/sh"}
     env["SYSDEPS_PROMETHEUS"] = "sh"
+    env |= {"SYSDEPS_NGINX": "/bin/sh", "SYSDEPS_HAPROXY": "/bin/sh"}
     if ci is not None:
         env["CI"] = ci
     if apt_exit is not None:
@@ -62,6 +63,7 @@ def test_nothing_missing_is_success_without_installing() -> None:
     env = {**os.environ, "SYSDEPS_CHROMIUM": "sh", "SYSDEPS_SSHD": "/bin/sh"}
     env["SYSDEPS_SYSTEMD"] = "/bin/sh"
     env["SYSDEPS_PROMETHEUS"] = "sh"
+    env |= {"SYSDEPS_NGINX": "/bin/sh", "SYSDEPS_HAPROXY": "/bin/sh"}
     done = subprocess.run(
         ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30, check=False
     )

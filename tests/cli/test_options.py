@@ -65,6 +65,7 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("127.0.0.1:8000", "ftp://h", "http://", ""),
     ),
     "--model": (("servelab-sim", "org/model"), ("", " ")),
+    "--header": (("Authorization:Bearer x", "X-Tenant: a:b"), ("nocolon", "Host:x", ":v")),
     "--export": (("out", "a/b"), ("",)),
     "--case": (("1", "42"), ("0", "-1", "x")),
     "--sessions": (("1", "4096"), ("0", "4097", "x")),

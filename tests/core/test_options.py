@@ -14,6 +14,7 @@ from servelab.core.options import (
     parse_directory,
     parse_endpoint,
     parse_fraction,
+    parse_header,
     parse_knob_arms,
     parse_length,
     parse_name,
@@ -116,3 +117,15 @@ def test_fractions() -> None:
         parse_fraction("five")
     with pytest.raises(OptionError, match=r"out of range \(0% .. 100%\)"):
         parse_fraction("100%")
+
+
+def test_a_header_is_name_colon_value_and_never_one_servelab_writes() -> None:
+    assert parse_header("Authorization: Bearer x") == ("Authorization", "Bearer x")
+    assert parse_header("X-Tenant:a:b") == ("X-Tenant", "a:b")  # the first colon splits
+    assert parse_header("X-Empty:") == ("X-Empty", "")
+    for bad in ("nocolon", ":v", "Bad Name:v", "X-A:v\r\nInjected: 1"):
+        with pytest.raises(OptionError):
+            parse_header(bad)
+    for mine in ("Host", "content-length", "Connection", "X-Request-Id", "traceparent"):
+        with pytest.raises(OptionError, match="itself"):
+            parse_header(f"{mine}:x")

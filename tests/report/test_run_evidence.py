@@ -44,7 +44,7 @@ def test_bench_text_names_each_fired_or_unknown_rule_with_its_metric_and_delta()
         in lines
     )
     assert (
-        "C1 run 1: ? prefill waiting queue and client TTFT over the run: UNKNOWN (HTTP 404; "
+        "C1 run 1: ? prefill waiting queue at the engine's cap over the run: UNKNOWN (HTTP 404; "
         "not healthy)" in lines
     )
     quiet = sum(1 for e in _evidence() if e["state"] == "quiet")

@@ -8,6 +8,7 @@ from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
     Localization,
+    MaskedResend,
     Probe,
     ProbeKind,
     Stall,
@@ -92,15 +93,28 @@ def _localizations(failures: list[Failure]) -> list[Localization]:
 
 
 def every_kind_result() -> SoakResult:
-    """A failed soak: stalls (fresh and reused connections), a failed request, correctness
-    violations, two localizations, every source (one unknown), run telemetry, traces."""
+    """A failed soak: stalls (fresh and reused connections), a failed request (answered in front
+    of the router), a resend, correctness violations, two localizations, every source (one
+    unknown), run telemetry, traces."""
     stalls = (
         Stall(0, 1, 900, 0.5, 0, 0, 0, Phase.HEAD, "idle timeout"),
         Stall(1, 2, 950, 2.5, 2, 0, 0, Phase.HEAD, "idle timeout"),
     )
     failures = [
         Failure(Signature.STALL_HEAD, 0, 1, 900, 0.5, 0),
-        Failure(Signature.HTTP_5XX, 1, 0, 800, 0.1, 0, 503, "http 503", "busy"),
+        Failure(
+            Signature.HTTP_5XX,
+            1,
+            0,
+            800,
+            0.1,
+            0,
+            503,
+            "http 503",
+            "busy",
+            server="nginx",
+            echoed_id=False,
+        ),
         Failure(Signature.CORRECTNESS, 0, 0, 700, 0.0, 0),
     ]
     issues = (
@@ -115,7 +129,8 @@ def every_kind_result() -> SoakResult:
     start = StartClass(Start.COLD, StartReason.FIRST_SINCE_START, 0, 4.2, 0.1)
     locs = _localizations(failures)
     server = ServerView(transfer_failure_telemetry(), {}, ClientWindow(0))
-    verdict = conclude(Seen(True, start, stalls, failures, issues, locs, server))
+    resends = (MaskedResend(1, 1, 2.0, True),)
+    verdict = conclude(Seen(True, start, stalls, failures, issues, locs, server, resends, True))
     config = SoakConfig(sessions=2, rounds=3, knobs={"decode/K": "512"})
     sessions = [SessionOutcome(0, 1, 2, 1, True), SessionOutcome(1, 0, 1, 1, False, "http 503")]
     phases = (RequestPhases("servelab-a-0", 0, 1, "stalled", ("prefill_queue", "prefill"), 3),)
@@ -125,8 +140,8 @@ def every_kind_result() -> SoakResult:
         correctness=issues, determinism=Determinism(reference_ok=True, sessions_ended_first=True),
         localized=True, observations=tuple(verdict.observations),
         findings=tuple(verdict.findings), failures=tuple(failures), localizations=tuple(locs),
-        start=start, undecided=verdict.undecided, telemetry=server.run,
-        traces=SoakTraces(5, phases),
+        start=start, undecided=verdict.undecided, dropped=tuple(verdict.dropped),
+        resends=resends, telemetry=server.run, traces=SoakTraces(5, phases),
     )  # fmt: skip
 
 

@@ -30,6 +30,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import (
+    HEADER,
     LoadOptions,
     OutputOptions,
     TargetOptions,
@@ -138,6 +139,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 @spec_option
 @load_options()
 @workload_options()
+@HEADER.option()
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
 @output_options()
 @click.option(
@@ -154,6 +156,7 @@ def bench_command(
     spec_path: Path | None,
     load: LoadOptions,
     workload: WorkloadOptions,
+    headers: tuple[tuple[str, str], ...],
     label: str,
     output: OutputOptions,
     traces: bool,
@@ -164,9 +167,9 @@ def bench_command(
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
-    first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
+    first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
     model = target.model or first_model or "default"
-    config = bench_config(load, workload, url=url, model=model, label=label)
+    config = bench_config(load, workload, url=url, model=model, label=label, headers=headers)
     export = None if output.export is None else Exporter(output.export, config)
     ledger = None if no_ledger else Ledger.open(where.ledger_path(state_dir))
     try:
@@ -180,9 +183,10 @@ def bench_command(
     raise SystemExit(_show(result, output.as_json))
 
 
-def _check_models(url: str) -> str | None:
-    """The first model the server lists; a BenchError when it is not an OpenAI server."""
-    listed = run(model_list(url, 10.0))
+def _check_models(url: str, headers: dict[str, str]) -> str | None:
+    """The first model the server lists (asked with the bench's request headers); a BenchError
+    when it is not an OpenAI server."""
+    listed = run(model_list(url, 10.0, headers))
     if not listed.ok:
         raise BenchError(listed.describe())
     return listed.models[0] if listed.models else None
@@ -195,6 +199,7 @@ def bench_config(
     url: str,
     model: str = "default",
     label: str = "",
+    headers: tuple[tuple[str, str], ...] = (),
 ) -> ops.BenchConfig:
     """The run's configuration from the load and workload options (``ab`` measures each visit
     with it too, ``url`` replaced by the router's)."""
@@ -215,6 +220,7 @@ def bench_config(
         label=label,
         endpoint=workload.endpoint,
         workers=load.workers,
+        headers=headers,
     )  # fmt: skip
 
 

@@ -34,6 +34,7 @@ from servelab.core.options import (
     parse_count,
     parse_directory,
     parse_endpoint,
+    parse_header,
     parse_length,
     parse_name,
     parse_positive,
@@ -52,6 +53,7 @@ __all__ = [
     "DEADLINE",
     "ENDPOINT",
     "EXPORT",
+    "HEADER",
     "IDLE_TIMEOUT",
     "INPUT_LEN",
     "MODEL",
@@ -131,13 +133,16 @@ class SharedOption:
     type: Parsed[Any]
     help: str
     default: str | None = None
+    #: given any number of times (the command gets a tuple of the values)
+    multiple: bool = False
 
     def option(self, default: Default | None = None) -> Decorator:
         """The click option, with ``default`` instead of the shared one where a command needs it."""
         value = self.default if default is None else default.value
         note = "" if default is None else f" Default here: {default.why}."
         return click.option(self.flag, self.dest, type=self.type, default=value,
-                            show_default=value is not None, help=self.help + note)  # fmt: skip
+                            show_default=value is not None, help=self.help + note,
+                            multiple=self.multiple)  # fmt: skip
 
 
 def _path(text: str) -> Path:
@@ -212,6 +217,11 @@ MODEL = SharedOption(
     "--model", "model", Parsed("NAME", parse_name),
     help="Model name (default: the first the entry point's /v1/models lists).",
 )  # fmt: skip
+HEADER = SharedOption(
+    "--header", "headers", Parsed("NAME:VALUE", parse_header),
+    help="A request header every request carries (repeatable), e.g. Authorization:Bearer X.",
+    multiple=True,
+)  # fmt: skip
 
 # -- the output -----------------------------------------------------------------------------
 EXPORT = SharedOption(
@@ -236,7 +246,7 @@ REVERT_TO = SharedOption(
 #: Every shared option (``docs/commands.md`` documents each once; the test probes each).
 SHARED_OPTIONS = (
     CONCURRENCY, REQUESTS, REPEAT, WARMUP, RAMP, RATE, DEADLINE, IDLE_TIMEOUT, WORKERS,
-    INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED, URL, MODEL, EXPORT, SESSIONS, CASE, REVERT_TO,
+    INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED, URL, MODEL, HEADER, EXPORT, SESSIONS, CASE, REVERT_TO,
 )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from servelab.cli.common import (
 )
 from servelab.cli.options import (
     CASE,
+    HEADER,
     IDLE_TIMEOUT,
     SEED,
     SESSIONS,
@@ -33,7 +34,7 @@ from servelab.cli.options import (
     target_options,
 )
 from servelab.core.deploy.spec import RouterOptions
-from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
+from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -120,6 +121,17 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
     help="One keep-alive connection per session, or a new one per request.",
 )
 @click.option(
+    "--client",
+    "client_kind",
+    type=click.Choice([c.value for c in SoakClient]),
+    default=SoakClient.SERVELAB.value,
+    show_default=True,
+    help="Who sends the sessions: servelab's client (it sends a request again when the server "
+    "closed its kept-alive connection, and records it), naive (a plain keep-alive client that "
+    "never does), or openai (the official OpenAI SDK, its pool and retries: the 'openai' extra).",
+)
+@HEADER.option()
+@click.option(
     "--duration",
     default=300.0,
     show_default=True,
@@ -147,6 +159,8 @@ def soak_command(
     rounds: int,
     think_time: float,
     connection: str,
+    client_kind: str,
+    headers: tuple[tuple[str, str], ...],
     duration: float,
     idle_timeout_s: float,
     max_tokens: int,
@@ -170,6 +184,8 @@ def soak_command(
         rounds=rounds,
         think_time_s=think_time,
         connection=connection,
+        client=SoakClient(client_kind),
+        headers=headers,
         duration_s=duration,
         idle_timeout_s=idle_timeout_s,
         max_tokens=max_tokens,

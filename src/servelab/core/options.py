@@ -19,12 +19,14 @@ __all__ = [
     "ENDPOINTS",
     "KNOB_ARMS_FORM",
     "MAX_SESSIONS",
+    "RESERVED_HEADERS",
     "KnobArms",
     "parse_concurrency",
     "parse_count",
     "parse_directory",
     "parse_endpoint",
     "parse_fraction",
+    "parse_header",
     "parse_knob_arms",
     "parse_length",
     "parse_name",
@@ -213,3 +215,26 @@ def parse_knob_arms(text: str) -> KnobArms:
     if not (service and name and baseline and candidate):
         raise expected
     return KnobArms(service, name, baseline, candidate)
+
+
+#: Headers servelab writes itself on every request (the framing, and each request's identity):
+#: ``--header`` may not set them.
+RESERVED_HEADERS = frozenset(
+    {"host", "content-length", "transfer-encoding", "connection", "x-request-id", "traceparent"}
+)
+#: The characters of a header name (RFC 9110's ``tchar``).
+_TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def parse_header(text: str) -> tuple[str, str]:
+    """``NAME:VALUE`` → ``(NAME, VALUE)`` (the value stripped): a request header every request
+    carries. The name must be a token and not one servelab writes itself
+    (:data:`RESERVED_HEADERS`); the value may not hold a line break."""
+    name, sep, value = text.partition(":")
+    if not sep or not name or not set(name) <= _TCHAR:
+        raise OptionError(f"expected NAME:VALUE with NAME a header name, got {text!r}")
+    if name.lower() in RESERVED_HEADERS:
+        raise OptionError(f"servelab sets {name} itself; it cannot be given, got {text!r}")
+    if any(c in value for c in "\r\n\0"):
+        raise OptionError(f"a header value cannot hold a line break, got {text!r}")
+    return name, value.strip()

@@ -18,6 +18,7 @@ from typing import Any
 
 from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.report.runnotes import evidence_rows, return_note
+from servelab.report.soak.soak import page_sections
 from servelab.report.soak.words import finding_evidence, layer_advice, layer_title
 
 __all__ = [
@@ -247,8 +248,9 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
 
 
 def soak_markdown(soak: SoakRunRecord) -> str:
-    """The page of one soak: outcome, sessions, stalls and errors, and each finding worded (its
-    title, advice and evidence) from the recorded codes."""
+    """The page of one soak: outcome, sessions, stalls and errors, its failures, matrices and
+    why (:func:`~servelab.report.soak.soak.page_sections`), and each finding worded (its title,
+    advice and evidence) from the recorded codes."""
     doc = soak.result
     outcome = {True: "passed", False: "failed", None: "unknown"}[soak.ok]
     out = [
@@ -262,8 +264,7 @@ def soak_markdown(soak: SoakRunRecord) -> str:
             "|---:|---:|---:|---:|---:|---:|",
             f"| {s.count} | {s.completed} | {s.rounds_done} | {s.requests} | {len(doc.stalls)} "
             f"| {len(doc.errors)} |", ""]  # fmt: skip
-    if not doc.findings:
-        out += ["No finding." if doc.localized else "No localization ran.", ""]
+    out += page_sections(doc)
     if doc.telemetry is not None:
         out += _telemetry_lines(doc.telemetry.to_json())
     for rank, f in enumerate(doc.findings, 1):

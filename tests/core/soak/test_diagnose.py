@@ -10,7 +10,7 @@ import pytest
 import servelab.core.soak.diagnose as diagnose_mod
 import servelab.core.soak.evidence as evidence_mod
 import servelab.core.soak.observe as observe_mod
-from servelab.core.soak.diagnose import NextProbe, UndecidedReason, diagnose, undecided
+from servelab.core.soak.diagnose import DropReason, diagnose, diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
@@ -27,13 +27,17 @@ from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
+    FrontAnswers,
     RouterHealth,
     is_unknown,
     observations,
 )
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.soak.undecided import NextProbe, UndecidedReason, undecided
 from servelab.core.telemetry.router import router_metrics
+from servelab.core.telemetry.rules import ServerView
+from servelab.core.telemetry.summary import RunTelemetry, SourceTelemetry
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 
 RUN, QUEUE = "sglang:num_running_reqs", "sglang:num_queue_reqs"
@@ -411,4 +415,65 @@ def test_the_layers_keep_their_stored_values_and_order() -> None:
     ]  # fmt: skip
     assert [p.value for p in NextProbe] == [
         "replay_under_load", "soak_again_warm", "localize", "pair_replay", "scrape_unknown",
+        "soak_again",
     ]  # fmt: skip
+
+
+def _saturated_decode() -> RunTelemetry:
+    """The decode's queue long, at its cap, while the requests failed (seconds 6 to 8)."""
+    queue = [(float(i), q) for i, q in enumerate((0, 0, 0, 0, 0, 0, 5, 8, 9, 0))]
+    running = [(float(i), r) for i, r in enumerate((2, 3, 4, 4, 3, 4, 8, 8, 8, 2))]
+    gauges = {"sglang:num_queue_reqs": queue, "sglang:num_running_reqs": running}
+    decode = SourceTelemetry("decode", "engine", "u", "ok", None, 10, 10.0, gauges=gauges)
+    return RunTelemetry("scrape", 10.0, (decode,))
+
+
+def test_answers_from_in_front_of_the_router_place_the_failure_there_alone() -> None:
+    # A proxy's own 413 page: no x-request-id back, while the router's answers carry it.
+    failure = Failure(Signature.HTTP_4XX, 0, 3, 4000, 0.2, 2, 413, "http 413", "<html>",
+                      server="nginx/1.22.1", echoed_id=False)  # fmt: skip
+    ev = Evidence(via_proxy=True, failures=(failure,), router_echoes=True)
+    obs = {o.id: o for o in observations(ev)}
+    front = obs["answers.front"]
+    assert isinstance(front, FrontAnswers)
+    assert (front.count, front.servers, front.statuses) == (1, ("nginx/1.22.1",), (413,))
+    (top,) = diagnose(ev)
+    assert (top.layer, top.supporting) == ("client_proxy", ("answers.front",))
+    # Without the router's own id on its answers there is nothing to tell them apart by.
+    assert "answers.front" not in {o.id for o in observations(replace(ev, router_echoes=False))}
+    assert diagnose(replace(ev, router_echoes=False)) == []
+
+
+def test_a_finding_a_stronger_one_further_out_explains_is_dropped_saying_why() -> None:
+    # The issue's case: a proxy rejects the payload (the router answers it), and the decode's
+    # saturation rule fired: the proxy's finding explains the failures, the saturation goes.
+    matrix = _matrix(
+        _pair("decode", True), _cell(Hop.ROUTER, True, "router"), _cell(Hop.FRESH, False)
+    )
+    failure = Failure(Signature.HTTP_4XX, 0, 3, 4000, 0.2, 2, 413, "http 413", "<html>")
+    ev = Evidence(via_proxy=True, probes=_health(), failures=(failure,), matrix=matrix)
+    server = ServerView(_saturated_decode(), {"decode": "decode"}, failing=((6.0, 8.0),))
+    found = diagnosis(ev, server)
+    assert [f.layer for f in found.findings] == ["client_proxy"]
+    (dropped,) = found.dropped
+    assert (dropped.layer, dropped.by, dropped.reason, dropped.worker) == (
+        "engine_saturation", "client_proxy", DropReason.INNER_HOP_WORKED, "decode",
+    )  # fmt: skip
+    assert "matrix.router.router.failing.stream" in dropped.because
+    # ... and its reading no longer lowers the proxy's confidence.
+    assert "telemetry.engine_saturation.decode" not in found.findings[0].contradicting
+    alone = diagnosis(replace(ev, matrix=None), server)  # nothing located: it stands
+    assert [f.layer for f in alone.findings] == ["engine_saturation"] and alone.dropped == ()
+
+
+def test_not_reproduced_alone_nor_at_its_load_suggests_soaking_again() -> None:
+    cells = [_pair("decode", True), _cell(Hop.ROUTER, True, "router"), _cell(Hop.FRESH, True)]
+    loaded = [replace(c, payload=Payload.LOADED, copies=4) for c in cells]
+    failure = Failure(Signature.HTTP_5XX, 0, 0, 1400, 0.0, 0, 503, "http 503", in_flight=4)
+    ev = Evidence(via_proxy=True, failures=(failure,), matrix=_matrix(*cells, *loaded))
+    why = undecided(ev, [])
+    assert why is not None and (why.reason, why.probe) == (
+        UndecidedReason.NOT_REPRODUCED, NextProbe.SOAK_AGAIN,
+    )  # fmt: skip
+    alone = undecided(replace(ev, matrix=_matrix(*cells)), [])
+    assert alone is not None and alone.probe == NextProbe.REPLAY_UNDER_LOAD

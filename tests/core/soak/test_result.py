@@ -10,7 +10,7 @@ import pytest
 
 import servelab.core.soak.result as result_mod
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.soak.diagnose import Finding, NextProbe, UndecidedReason
+from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import (
@@ -22,6 +22,7 @@ from servelab.core.soak.result import (
     SoakSessions,
 )
 from servelab.core.soak.signatures import Signature
+from servelab.core.soak.undecided import NextProbe, UndecidedReason
 from tests.support.soakresult import every_kind_result, kinds
 
 

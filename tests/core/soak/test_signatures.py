@@ -79,7 +79,7 @@ def test_each_failure_gets_its_signature() -> None:
 def test_codes_keep_their_stored_values() -> None:
     assert [s.value for s in Signature] == [
         "stall_head", "stall_body", "kv_transfer", "http_5xx", "http_4xx", "reset", "malformed",
-        "correctness",
+        "correctness", "held_stream", "resent",
     ]  # fmt: skip
     assert [p.value for p in Phase] == ["head", "body"]
     assert [o.value for o in Outcome] == ["ok", "stalled", "error"]

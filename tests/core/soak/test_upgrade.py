@@ -141,3 +141,16 @@ def test_an_observation_of_no_known_kind_is_left_out() -> None:
     assert scoped["probe"] == {"role": "router", "kind": "readiness", "status": 503,
                                "elapsed_s": 0.1, "detail": "HTTP 503", "service": "router",
                                "ok": False}  # fmt: skip
+
+
+def test_an_older_matrix_said_size_dependent_and_now_says_what_it_depends_on() -> None:
+    stored = json.loads(json.dumps(encode(every_kind_result())))
+    for said, now in ((True, "size"), (False, None)):
+        older = json.loads(json.dumps(stored))
+        for loc in older["localizations"]:
+            located = loc["matrix"]["located"]
+            located.pop("dependence")
+            located["size_dependent"] = said
+        back = decode(SoakResult, upgrade_soak_result(older))
+        assert {loc.matrix.located.dependence for loc in back.localizations} == {now}
+        assert all(loc.matrix.located.size_dependent is said for loc in back.localizations)

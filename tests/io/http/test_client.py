@@ -198,6 +198,7 @@ def test_public_api() -> None:
         "HttpClient",
         "ModelList",
         "ProbeResult",
+        "Resend",
         "StreamClient",
         "Transfer",
         "chat_body",

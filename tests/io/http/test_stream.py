@@ -1,5 +1,6 @@
 """The raw-protocol stream client's own seams against real loopback servers: the connect phase,
-the concurrency cap, a kept-alive connection the server closed, uvloop, framing errors."""
+the concurrency cap, a kept-alive connection the server closed (replaced and recorded, or a plain
+client's failure), the answer's head, uvloop, framing errors."""
 
 from __future__ import annotations
 
@@ -67,9 +68,20 @@ async def test_a_kept_alive_connection_the_server_closed_is_replaced() -> None:
     async with served(app) as url, StreamClient(url, concurrency=1, trace_connections=True) as c:
         first = await c.stream("/once", b"{}", _record())
         await asyncio.sleep(0.5)  # the server closes the idle connection
-        second = await c.stream("/once", b"{}", _record())
-    assert first.ok and second.ok, second.error_detail
+        second = await c.transfer("/once", b"{}", _record())
+        # A plain client (never sends again) writes on the closed connection: that is its failure.
+        async with StreamClient(url, concurrency=1, resend=False) as plain:
+            await plain.stream("/once", b"{}", _record())
+            await asyncio.sleep(0.5)
+            failed = await plain.transfer("/once", b"{}", _record())
+    assert first.ok and second.record.ok, second.record.error_detail
     assert c.connections is not None and c.connections.opened == 2
+    # The replacement is a failure the client masked: kept, with how long the connection was idle.
+    (resend,) = second.resends
+    assert resend.before_send and 0.5 <= resend.idle_s < 5
+    assert second.headers["connection"] == "keep-alive"  # the answer's head is kept
+    assert failed.record.error == REASON_CONNECTION and failed.resends == []
+    assert "closed" in failed.record.error_detail
 
 
 async def test_bad_framing_mid_body_is_a_truncated_stream_and_in_the_head_a_connection_error() -> (

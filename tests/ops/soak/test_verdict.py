@@ -4,11 +4,11 @@ their signature, findings merged by layer and worker, and why there is none."""
 from __future__ import annotations
 
 from servelab.core.load.records import REASON_IDLE
-from servelab.core.soak.diagnose import UndecidedReason
 from servelab.core.soak.evidence import Localization, Probe, ProbeKind, Stall
 from servelab.core.soak.observe import Stalls
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.soak.undecided import UndecidedReason
 from servelab.ops.soak.verdict import Seen, conclude
 
 

@@ -8,7 +8,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from servelab.core.soak.diagnose import Finding, NextProbe, Undecided, UndecidedReason
+from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Stalls
@@ -23,6 +23,7 @@ from servelab.core.soak.result import (
     Targets,
 )
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.soak.soak import render_soak, soak_json
@@ -32,7 +33,8 @@ from servelab.report.soak.words import layer_title
 DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
-    "findings", "failures", "localizations", "start", "undecided", "telemetry",
+    "findings", "failures", "localizations", "start", "undecided", "telemetry", "dropped",
+    "resends",
 }  # fmt: skip
 
 

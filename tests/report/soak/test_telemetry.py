@@ -29,8 +29,8 @@ def test_fired_rules_and_silent_sources_are_listed_with_what_they_read() -> None
         f"  ! decode KV transfer counters over the run: KV transfers failed: {FAILED} +2" in lines
     )
     assert (
-        "  ? prefill waiting queue and client TTFT over the run: UNKNOWN (HTTP 404; not healthy)"
-        in lines
+        "  ? prefill waiting queue at the engine's cap over the run: UNKNOWN (HTTP 404; "
+        "not healthy)" in lines
     )
     text = render_soak(_result())
     assert "router counters" not in text  # quiet: JSON only

@@ -4,6 +4,7 @@ sentence for every kind of observation, and the same sentences an older servelab
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,12 @@ from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import LedgerExport, SoakRunRecord, read_soak_run
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.result import SoakResult
+from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.soak.upgrade import upgrade_soak_result
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.ledger import ledger_json
 from servelab.report.pages import soak_markdown
+from servelab.report.soak.matrix import probe_advice
 from servelab.report.soak.soak import render_soak, soak_json
 from servelab.report.soak.words import (
     describe_observation,
@@ -104,3 +107,20 @@ def test_the_ledger_export_words_each_soaks_findings_and_reads_back(tmp_path: Pa
     assert top["evidence"][0] == {"id": "worker", "supports": True, "text": "worker: decode",
                                   "data": {"worker": "decode"}}  # fmt: skip
     assert decode(LedgerExport, doc).soak_runs[0].result == result  # docs from an export
+
+
+def test_the_page_of_a_soak_without_a_finding_shows_its_failures_matrix_and_why() -> None:
+    result = every_kind_result()
+    undecided = Undecided(UndecidedReason.NOT_REPRODUCED, ("failure.http_5xx",), (),
+                          NextProbe.SOAK_AGAIN)  # fmt: skip
+    error_page = "<html>\n<head><title>503</title></head>\n<body>busy</body>\n</html>"
+    failures = (replace(result.failures[1], detail=error_page), *result.failures[2:])
+    bare = replace(result, findings=(), dropped=(), undecided=undecided, failures=failures)
+    page = soak_markdown(SoakRunRecord(4, "2026-01-01T00:00:00.000Z", False, bare))
+    assert "No finding." not in page
+    assert "- session 1 round 0: http_5xx (HTTP 503): <html> <head><title>503</title>" in page
+    assert "<head>\n" not in page  # an error page is cut to one line
+    assert "### replay matrix for stall_head" in page and "  located: " in page
+    assert "No finding: the failure did not reproduce" in page
+    assert f"- next probe: {probe_advice(NextProbe.SOAK_AGAIN)}" in page
+    assert "requests sent again (1; a plain client fails these):" in page  # the resend masked

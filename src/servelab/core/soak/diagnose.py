@@ -7,8 +7,11 @@ names the observations that support it and those that contradict it by their ids
 when one is singled out. When the replay matrix (:mod:`servelab.core.soak.replay`) located the
 failure, its layer's finding carries the matrix cells (the first hop at which the same payload
 goes from working to failing); a failure the matrix could not reproduce convicts no proxy. When
-failures were seen and nothing is found, :func:`undecided` says why: the observations that
-conflict, the sources that stayed unknown, and the probe that would tell them apart.
+failures were seen and nothing is found, :func:`servelab.core.soak.undecided.undecided` says
+why: the observations that conflict, the sources that stayed unknown, and the probe that would
+tell them apart. A finding whose observations a stronger finding further
+out explains (the same payload worked at the hops inside the located one, or the failed answers
+came from in front of the router) is dropped, and :class:`Dropped` says by which and why.
 
 Confidence (a score in [0, 1], not a probability): each rule has a base; every supporting
 observation beyond the ones its gate needs adds ``_SUPPORT_STEP``, every contradicting one removes
@@ -29,22 +32,22 @@ from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
     FreshConnectionStalls,
+    FrontAnswers,
     MatrixBisection,
     MatrixCell,
     Observation,
     OpenCircuit,
     ProbeResult,
     ReplayResult,
+    Resends,
     ReusedConnectionStalls,
     RouterHealth,
     SignatureFailures,
     Stalls,
     TransferFailures,
     UnhealthyWorker,
-    is_unknown,
     observations,
 )
-from servelab.core.soak.replay import Reason
 from servelab.core.soak.signatures import Signature
 from servelab.core.telemetry.rules import (
     FIRED,
@@ -56,7 +59,7 @@ from servelab.core.telemetry.rules import (
 )
 from servelab.core.verify.coldstart import Start
 
-__all__ = ["Finding", "NextProbe", "Undecided", "UndecidedReason", "diagnose", "undecided"]
+__all__ = ["Diagnosis", "DropReason", "Dropped", "Finding", "diagnose", "diagnosis"]
 
 #: the layers router-counted worker errors (``points_at == WORKERS``) support
 _ENGINE_LAYERS = (Layer.PREFILL, Layer.DECODE_TRANSFER, Layer.ENGINE_WEDGE)
@@ -71,29 +74,6 @@ _MATRIX_BASE = 0.75
 
 T = TypeVar("T")
 
-#: The facts that are the failures themselves (what a "no finding" weighs the replays against).
-_FAILED = (SignatureFailures, Stalls, ReusedConnectionStalls, FreshConnectionStalls)
-
-
-class UndecidedReason(StrEnum):
-    """Why failures gave no finding."""
-
-    NOT_REPRODUCED = "not_reproduced"  # every replay answered the failing payload
-    COLD = "cold_start"  # ... and the engines were cold when the soak began
-    NOT_LOCALIZED = "not_localized"  # no matrix was run (--no-localize, budget, deadline)
-    NO_PAIR = "no_pair_replay"  # the router fails, no pair could be replayed directly
-    CONFLICT = "conflict"  # evidence points different ways, no rule's gate holds
-
-
-class NextProbe(StrEnum):
-    """The probe that would tell the suspects apart when there is no finding."""
-
-    REPLAY_UNDER_LOAD = "replay_under_load"  # soak longer / with more sessions, then replay
-    SOAK_WARM = "soak_again_warm"  # soak again now that the engines are warm
-    LOCALIZE = "localize"  # soak again with localization on and time for it
-    PAIR_REPLAY = "pair_replay"  # give the prefills' bootstrap ports so pairs can be replayed
-    SCRAPE = "scrape_unknown"  # make the unknown sources answer (metrics port, /metrics)
-
 
 @dataclass(frozen=True, slots=True)
 class Finding:
@@ -107,15 +87,33 @@ class Finding:
     worker: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Undecided:
-    """Why failures gave no finding: a reason code, the observations that conflict, the sources
-    that stayed unknown, and the probe that would tell them apart."""
+class DropReason(StrEnum):
+    """Why a finding was dropped: a stronger one, on a hop further out, explains its
+    observations."""
 
-    reason: UndecidedReason
-    conflicting: tuple[str, ...]
-    unknown: tuple[str, ...]
-    probe: NextProbe
+    INNER_HOP_WORKED = "inner_hop_worked"  # the same payload worked at the hops inside
+    ANSWERED_IN_FRONT = "answered_in_front"  # the failed answers came from in front of the router
+
+
+@dataclass(frozen=True, slots=True)
+class Dropped:
+    """A finding left out: its layer, worker and confidence, the finding that explains it
+    (``by``), why, and the observations (ids) that show it."""
+
+    layer: Layer
+    confidence: float
+    by: Layer
+    reason: DropReason
+    because: tuple[str, ...]
+    worker: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The findings (most likely first) and those dropped as explained by a stronger one."""
+
+    findings: tuple[Finding, ...]
+    dropped: tuple[Dropped, ...] = ()
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -213,6 +211,19 @@ def _rule_client_proxy(v: _View) -> Finding | None:
     return _finding(Layer.CLIENT_PROXY, base, gate, extra, contra)
 
 
+def _rule_front_answers(v: _View) -> Finding | None:
+    """Failed answers that came from in front of the router place the failure there alone."""
+    front = v.of(FrontAnswers)
+    if not front:
+        return None
+    gate = [front[0].id]
+    extra = [o.id for o in v.of(Resends)]
+    router = v.replay(ReplayPath.DIRECT_ROUTER)
+    if router is not None and router.healthy:
+        extra.append(router.id)
+    return _finding(Layer.CLIENT_PROXY, 0.6, gate, extra, [])
+
+
 def _through_router_failed(v: _View) -> list[str]:
     """Ids showing the router path itself fails (direct replay, or the e2e probe)."""
     direct, fresh = v.replay(ReplayPath.DIRECT_ROUTER), v.replay(ReplayPath.FRESH_ENTRY)
@@ -291,6 +302,7 @@ def _rule_correctness(v: _View) -> Finding | None:
 
 _RULES: tuple[Callable[[_View], Finding | None], ...] = (
     _rule_client_proxy,
+    _rule_front_answers,
     _rule_router,
     _rule_prefill,
     _rule_decode_transfer,
@@ -335,7 +347,7 @@ def _corroborates(o: Observation, layer: Layer) -> bool:
             return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS, ProbeKind.E2E)
         case _:
             direct = isinstance(o, ReplayResult) and o.replay.path == ReplayPath.DIRECT_ROUTER
-            return isinstance(o, ReusedConnectionStalls) or direct
+            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends) or direct
 
 
 def _corroboration(v: _View, layer: Layer, worker: str | None) -> list[str]:
@@ -357,7 +369,8 @@ def _matrix_finding(v: _View) -> Finding | None:
     gate = [cells.get(i, i) for i in (*loc.failing, *loc.working)]
     extra = _corroboration(v, matrix.located.layer, loc.worker)
     extra += [o.id for o in v.of(MatrixBisection)]
-    f = _finding(matrix.located.layer, _MATRIX_BASE, gate, extra, [])
+    contra = [cells.get(i, i) for i in loc.conflicting]
+    f = _finding(matrix.located.layer, _MATRIX_BASE, gate, extra, contra)
     return replace(f, worker=loc.worker)
 
 
@@ -431,11 +444,56 @@ def _telemetry_findings(
     return out
 
 
-def diagnose(ev: SoakEvidence, server: ServerView | None = None) -> list[Finding]:
+#: How far out each layer's hop is (a finding's observations are explained by a finding
+#: further out when the same payload worked at the hops inside that one).
+_DEPTH = {
+    Layer.PREFILL: 0, Layer.DECODE_TRANSFER: 0, Layer.ENGINE_WEDGE: 0,
+    Layer.ENGINE_SATURATION: 0, Layer.ROUTER: 1, Layer.CLIENT_PROXY: 2,
+}  # fmt: skip
+
+
+def _explanation(v: _View, found: list[Finding]) -> tuple[Finding, DropReason, list[str]] | None:
+    """The finding further out that explains the others, why, and the observations showing it:
+    the matrix located a hop outside the router with the same payload working inside it, or the
+    failed answers came from in front of the router."""
+    proxy = next((f for f in found if f.layer == Layer.CLIENT_PROXY), None)
+    if proxy is None:
+        return None
+    matrix = v.ev.matrix
+    if matrix is not None and matrix.located.layer == Layer.CLIENT_PROXY:
+        cells = v.cell_ids()
+        return proxy, DropReason.INNER_HOP_WORKED, [cells.get(i, i) for i in matrix.located.working]
+    front = v.of(FrontAnswers)
+    if front:
+        return proxy, DropReason.ANSWERED_IN_FRONT, [front[0].id]
+    return None
+
+
+def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list[Dropped]]:
+    """Findings of hops inside the one a stronger finding located (and that no failed cell of
+    their own supports) are dropped, saying which finding explains them and why."""
+    explained = _explanation(v, found)
+    if explained is None:
+        return found, []
+    by, reason, because = explained
+    cells = set(v.cell_ids().values())
+    kept, dropped = [], []
+    for f in found:
+        inner = _DEPTH.get(f.layer, _DEPTH[by.layer]) < _DEPTH[by.layer]
+        if inner and not cells & set(f.supporting):
+            dropped.append(
+                Dropped(f.layer, f.confidence, by.layer, reason, tuple(because), f.worker)
+            )
+        else:
+            kept.append(f)
+    return kept, dropped
+
+
+def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     """Apply every rule; findings sorted by confidence (then by the order of
-    :class:`~servelab.core.soak.layers.Layer`). ``server``: the run's telemetry
-    (:mod:`servelab.core.telemetry.rules`) supports or contradicts the findings, and gives
-    findings of its own."""
+    :class:`~servelab.core.soak.layers.Layer`), and those a stronger finding further out
+    explains, dropped. ``server``: the run's telemetry (:mod:`servelab.core.telemetry.rules`)
+    supports or contradicts the findings, and gives findings of its own."""
     evidence = assess(server)
     obs = [*observations(ev), *telemetry_observations(evidence)]
     view = _View(ev, {o.id: o for o in obs})
@@ -444,45 +502,21 @@ def diagnose(ev: SoakEvidence, server: ServerView | None = None) -> list[Finding
     if ev.matrix is not None and ev.matrix.located.layer is None:
         # The same payload worked on a fresh connection and everywhere else: nothing reproduced,
         # so no connection layer is convicted on the fresh replay alone.
-        reused = bool(view.of(ReusedConnectionStalls))
-        found = [f for f in found if f.layer != Layer.CLIENT_PROXY or reused]
+        own = bool(view.of(ReusedConnectionStalls) or view.of(FrontAnswers))
+        found = [f for f in found if f.layer != Layer.CLIENT_PROXY or own]
     located = _matrix_finding(view)
     if located is not None:
         found = _merge(found, located)
     failed = bool(ev.failures or ev.stalls or ev.issues)
     found += _telemetry_findings(found, evidence, failed)
-    found = [_with_telemetry(f, evidence) for f in found]
-    return sorted(found, key=lambda f: (-f.confidence, _ORDER.index(f.layer)))
+    found, dropped = _drop_explained(view, found)
+    gone = {d.layer for d in dropped}
+    kept = tuple(e for e in evidence if _fired_layer(e) not in gone)
+    found = [_with_telemetry(f, kept) for f in found]
+    ranked = sorted(found, key=lambda f: (-f.confidence, _ORDER.index(f.layer)))
+    return Diagnosis(tuple(ranked), tuple(dropped))
 
 
-def undecided(
-    ev: SoakEvidence, findings: list[Finding], server: ServerView | None = None
-) -> Undecided | None:
-    """Why failures gave no finding (None: there is a finding, or nothing failed); the unknown
-    sources include the run telemetry's (``server``)."""
-    if findings or not (ev.failures or ev.stalls):
-        return None
-    v = _View(ev, {o.id: o for o in observations(ev)})
-    failed = [o.id for o in v.obs.values() if isinstance(o, _FAILED)]
-    unknown = tuple(o.id for o in v.obs.values() if is_unknown(o))
-    unknown += tuple(o.id for o in telemetry_observations(assess(server)) if is_unknown(o))
-    if ev.matrix is None:
-        return Undecided(UndecidedReason.NOT_LOCALIZED, tuple(failed), unknown, NextProbe.LOCALIZE)
-    cells = v.cell_ids()
-    worked = [cells[c.id] for c in ev.matrix.cells if c.ok]
-    reason = ev.matrix.located.reason
-    if reason == Reason.NOT_REPRODUCED:
-        cold = ev.start is not None and ev.start.start == Start.COLD
-        code, probe = (
-            (UndecidedReason.COLD, NextProbe.SOAK_WARM)
-            if cold
-            else (UndecidedReason.NOT_REPRODUCED, NextProbe.REPLAY_UNDER_LOAD)
-        )
-        return Undecided(code, tuple(failed + worked), unknown, probe)
-    if reason == Reason.NO_PAIR_REPLAY:
-        failing = [cells.get(i, i) for i in ev.matrix.located.failing]
-        return Undecided(
-            UndecidedReason.NO_PAIR, tuple(failed + failing), unknown, NextProbe.PAIR_REPLAY
-        )
-    probe = NextProbe.SCRAPE if unknown else NextProbe.REPLAY_UNDER_LOAD
-    return Undecided(UndecidedReason.CONFLICT, tuple(v.ids(False) + worked), unknown, probe)
+def diagnose(ev: SoakEvidence, server: ServerView | None = None) -> list[Finding]:
+    """The findings of :func:`diagnosis`, most likely first."""
+    return list(diagnosis(ev, server).findings)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.soak.replay import Matrix
+from servelab.core.soak.replay import Hop, Matrix
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import RouterMetrics, WorkerLoad
 from servelab.core.verify.coldstart import StartClass
@@ -33,6 +33,7 @@ __all__ = [
     "CorrectnessIssue",
     "EngineActivity",
     "Localization",
+    "MaskedResend",
     "Probe",
     "ProbeKind",
     "Replay",
@@ -96,6 +97,23 @@ class Stall:
     received_events: int
     phase: Phase
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedResend:
+    """A soak request its client sent again (the agent saw success; a plain client would have
+    failed): session and round, how long the connection had sat idle, whether the server had
+    closed the kept-alive connection before the send (else before any byte of the answer, so the
+    request went out twice), the hop the connection went to (the entry point, reused), and
+    ``status`` when a retrying client (the OpenAI SDK) sent it again after an answer with that
+    HTTP status instead."""
+
+    session: int
+    round: int
+    idle_s: float
+    before_send: bool
+    hop: Hop = Hop.REUSED
+    status: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +222,7 @@ class SoakEvidence:
     """Everything one localization saw; ``via_proxy`` when the entry point is not the router
     itself. ``scope``: the signature of a localization after the soak's first one: its
     observations' ids then read ``<scope>:<id>`` (``http_5xx:probe.router.readiness``), so each
-    finding points at its own evidence."""
+    finding points at its own evidence. ``resends``: the requests the client masked."""
 
     via_proxy: bool
     stalls: tuple[Stall, ...] = ()
@@ -218,6 +236,10 @@ class SoakEvidence:
     loads: tuple[WorkerLoad, ...] = ()
     start: StartClass | None = None
     scope: Signature | None = None
+    resends: tuple[MaskedResend, ...] = ()
+    #: the router's answers through the entry point carried the request's ``x-request-id`` back
+    #: (so an answer without it came from a hop in front of the router)
+    router_echoes: bool = False
 
 
 def parse_metrics(text: str) -> dict[str, float]:

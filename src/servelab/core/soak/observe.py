@@ -39,6 +39,7 @@ __all__ = [
     "EngineProgress",
     "EngineStart",
     "FreshConnectionStalls",
+    "FrontAnswers",
     "LoadReading",
     "MatrixBisection",
     "MatrixCell",
@@ -46,6 +47,7 @@ __all__ = [
     "OpenCircuit",
     "ProbeResult",
     "ReplayResult",
+    "Resends",
     "ReusedConnectionStalls",
     "RouterHealth",
     "SignatureFailures",
@@ -117,6 +119,36 @@ class SignatureFailures:
     payload_bytes: int
     connection_requests: tuple[int, ...]
     kind: Literal["failure"] = field(default="failure", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontAnswers:
+    """``answers.front``: failed requests whose answer came without the request's own
+    ``x-request-id`` while the router's answers through the same entry carry it: a hop in front
+    of the router answered them (with these ``Server`` headers and statuses)."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    count: int
+    servers: tuple[str, ...]
+    statuses: tuple[int, ...]
+    kind: Literal["answers.front"] = field(default="answers.front", init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Resends:
+    """``resends``: requests the client sent again (masked failures), with the idle times before
+    those the server's close caused, the statuses a retrying client retried after, and the hop."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    count: int
+    idle_s: tuple[float, ...]
+    hop: Hop
+    statuses: tuple[int, ...] = ()
+    kind: Literal["resends"] = field(default="resends", init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,6 +310,8 @@ Observation = (
     | ReusedConnectionStalls
     | FreshConnectionStalls
     | SignatureFailures
+    | FrontAnswers
+    | Resends
     | MatrixCell
     | MatrixBisection
     | ReplayResult
@@ -387,6 +421,28 @@ def _failure_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     return obs
 
 
+def _front_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    """Failed answers without the request's id, when the router's answers carry it."""
+    if not (ev.via_proxy and ev.router_echoes):
+        return []
+    front = [f for f in ev.failures if f.echoed_id is False and f.status is not None]
+    if not front:
+        return []
+    servers = tuple(sorted({f.server for f in front if f.server}))
+    statuses = tuple(sorted({f.status for f in front if f.status is not None}))
+    return [FrontAnswers(at("answers.front"), "entry", False, len(front), servers, statuses)]
+
+
+def _resend_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    if not ev.resends:
+        return []
+    closed = [r for r in ev.resends if r.status is None]
+    idle = tuple(sorted({round(r.idle_s, 1) for r in closed}))
+    statuses = tuple(sorted({r.status for r in ev.resends if r.status is not None}))
+    hop = ev.resends[0].hop
+    return [Resends(at("resends"), "entry", False, len(ev.resends), idle, hop, statuses)]
+
+
 def _matrix_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     if ev.matrix is None:
         return []
@@ -444,6 +500,8 @@ def observations(ev: SoakEvidence) -> list[Observation]:
     return [
         *_stall_observations(ev, at),
         *_failure_observations(ev, at),
+        *_front_observations(ev, at),
+        *_resend_observations(ev, at),
         *_matrix_observations(ev, at),
         *_replay_observations(ev, at),
         *_probe_observations(ev, at),

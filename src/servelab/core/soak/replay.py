@@ -10,21 +10,28 @@ pure model and rule). The hops, innermost first (:class:`Hop`):
 2. :attr:`Hop.ROUTER`: straight to the router (only when the entry point is not the router);
 3. :attr:`Hop.FRESH`: through the entry point on a fresh connection;
 4. :attr:`Hop.REUSED`: through the entry point on a reused connection (as many requests carried
-   before as the failed one had), only when the failure was on a reused connection.
+   before, and as long idle, as the failed one had), only when the failure was on a reused
+   connection.
 
-Each hop is tried streaming and not (the streaming cells decide, as the soak streams; the others
-are read as evidence). :func:`locate` reads the layer: the first hop, from the
-engines outwards, at which the failing payload fails after working at the hop inside it; a pair
-that fails names its worker (the one common to every failing pair and absent from every working
-one). When the minimal payload passes where the failing one fails, the failure depends on size and
-the payload is bisected (:func:`bisect_next`, :func:`shrink`) through that hop.
+Each hop is tried streaming and not. :func:`locate` reads the layer: the first hop, from the
+engines outwards, at which a payload fails after working at the hop inside it, read in this
+order: the failing payload streamed, sent alone (the soak streams); the failing payload under
+the load the failure met (:attr:`Payload.LOADED`: as many copies at once as the soak had in
+flight); a stream a hop holds (:func:`held`: it arrives, but its first token or a gap far later
+than at the hop inside); then every other cell (not streamed, the minimal payload): every failed
+cell is evidence, and a failed cell the located hop does not explain is listed as conflicting. A
+pair that fails names its worker (the one common to every failing pair and absent from every
+working one). What the failure depends on (:class:`Dependence`) is decided at the located hop by
+probes that each vary one thing (:func:`dependence`): the prompt (:attr:`Payload.SMALL_PROMPT`)
+or the answer's length (:attr:`Payload.SHORT_ANSWER`); a size-dependent failure is then bisected
+(:func:`bisect_next`, :func:`shrink`) through that hop.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -32,16 +39,21 @@ from servelab.core.soak.layers import Layer
 from servelab.core.soak.signatures import Outcome
 
 __all__ = [
+    "HOLD_MIN_S",
     "Bisection",
     "Cell",
+    "Dependence",
     "Hop",
     "Located",
     "Matrix",
     "Payload",
     "Reason",
     "bisect_next",
+    "dependence",
+    "held",
     "locate",
     "shrink",
+    "varied",
 ]
 
 
@@ -55,11 +67,18 @@ class Hop(StrEnum):
 
 
 class Payload(StrEnum):
-    """Which payload a cell sends: the failure's, a minimal one, or one cut down to bisect."""
+    """Which payload a cell sends: the failure's, a minimal one, one cut down to bisect, the
+    failure's at the load it met, or a probe that varies one thing of it (the prompt: the minimal
+    prompt with the failure's answer length; the answer: the failure's prompt with a one-token
+    answer; the rate: the failure's payload alone after a pause)."""
 
     FAILING = "failing"
     MINIMAL = "minimal"
     BISECT = "bisect"
+    LOADED = "loaded"
+    SMALL_PROMPT = "small_prompt"
+    SHORT_ANSWER = "short_answer"
+    SPACED = "spaced"
 
 
 class Reason(StrEnum):
@@ -71,6 +90,22 @@ class Reason(StrEnum):
     CONNECTION_REUSE = "connection_reuse"  # fresh works, a reused connection fails
     NOT_REPRODUCED = "not_reproduced"  # every hop answered the failing payload
     NO_PAIR_REPLAY = "no_pair_replay"  # the router fails, no pair could be replayed directly
+    HELD = "held"  # every hop answers, but one holds the stream the hop inside it streams
+
+
+class Dependence(StrEnum):
+    """What a located failure depends on, by the probes that vary one thing at its hop."""
+
+    SIZE = "size"  # the prompt: the small prompt with the same answer length gets through
+    LENGTH = "length"  # the answer: the same prompt with a short answer gets through
+    SIZE_AND_LENGTH = "size_and_length"  # either change alone gets it through
+    NEITHER = "neither"  # it fails with the small prompt and with the short answer too
+    LOAD = "load"  # alone, or after a pause, it gets through: it fails at the load it met
+
+
+#: A stream is held when its first token comes this much later than at the hop inside (and at
+#: least twice as late), or a gap between two tokens grows this much (and at least threefold).
+HOLD_MIN_S = 0.3
 
 
 #: Bisection stops when the working and failing sizes are this close (bytes) ...
@@ -85,7 +120,13 @@ class Cell:
 
     ``target`` is ``entry``, the router's service name, or ``PREFILL+DECODE`` for a pair;
     ``side`` (pairs only) the side that failed: ``prefill`` or ``decode``; ``first_byte_s`` the
-    response head's time (None: none came).
+    response head's time (None: none came); ``first_event_s`` the first streamed event's and
+    ``max_gap_s`` the longest wait between two (None: not streamed, or none came). A
+    :attr:`Payload.LOADED` cell stands for ``copies`` requests sent at once, ``failed_copies`` of
+    which failed (the first failed one's outcome is the cell's). ``idle_s``: how long its
+    reused connection sat unused before it. ``server``: the answer's ``Server`` header;
+    ``echoed_id``: whether the answer carried the request's ``x-request-id`` back (None: no
+    head).
     """
 
     hop: Hop
@@ -102,6 +143,13 @@ class Cell:
     side: str = ""
     prefill: str = ""
     decode: str = ""
+    first_event_s: float | None = None
+    max_gap_s: float | None = None
+    copies: int = 1
+    failed_copies: int = 0
+    idle_s: float = 0.0
+    server: str = ""
+    echoed_id: bool | None = None
 
     @property
     def id(self) -> str:
@@ -129,15 +177,23 @@ class Bisection:
 
 @dataclass(frozen=True, slots=True)
 class Located:
-    """What the matrix says: the layer (None: none singled out), its worker, the hop, why."""
+    """What the matrix says: the layer (None: none singled out), its worker, the hop, why, what
+    the failure depends on (None: not decided), and the load it took (``load`` copies at once,
+    when it fails only under load)."""
 
     layer: Layer | None
     worker: str | None
     hop: Hop | None
     reason: Reason
-    failing: tuple[str, ...] = ()  # cell ids of the failing payload that failed there
-    working: tuple[str, ...] = ()  # cell ids of the same payload that worked one hop inside
-    size_dependent: bool = False
+    failing: tuple[str, ...] = ()  # cell ids that failed (or were held) there
+    working: tuple[str, ...] = ()  # cell ids of the same payloads that worked one hop inside
+    dependence: Dependence | None = None
+    load: int | None = None
+    conflicting: tuple[str, ...] = ()  # failed cells the located hop does not explain
+
+    @property
+    def size_dependent(self) -> bool:
+        return self.dependence == Dependence.SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,16 +231,16 @@ def _guilty(pairs: list[Cell], role: str) -> str | None:
     return None
 
 
-def _pair_verdict(pairs: list[Cell], minimal: list[Cell]) -> Located:
+def _pair_verdict(pairs: list[Cell]) -> Located:
     failing = [c for c in pairs if not c.ok]
     sides = {c.side for c in failing}
     side = "prefill" if sides == {"prefill"} else "decode" if "decode" in sides else "prefill"
     worker = _guilty(pairs, side) or _guilty(pairs, "decode" if side == "prefill" else "prefill")
     layer = Layer.PREFILL if side == "prefill" else Layer.DECODE_TRANSFER
-    small = [c for c in minimal if c.ok and (not worker or worker in (c.prefill, c.decode))]
     ids = tuple(c.id for c in failing)
-    working = tuple(c.id for c in [*pairs, *small] if c.ok)
-    return Located(layer, worker, Hop.PAIR, Reason.ENGINE_PAIR, ids, working, bool(small))
+    return Located(
+        layer, worker, Hop.PAIR, Reason.ENGINE_PAIR, ids, tuple(c.id for c in pairs if c.ok)
+    )
 
 
 #: The layer a failure first seen at a hop (outside the pairs) is in, and why.
@@ -193,40 +249,144 @@ _HOP_LAYERS = {
     Hop.FRESH: (Layer.CLIENT_PROXY, Reason.PROXY),
     Hop.REUSED: (Layer.CLIENT_PROXY, Reason.CONNECTION_REUSE),
 }
+_OUTER = (Hop.ROUTER, Hop.FRESH, Hop.REUSED)
+_ORDER = (Hop.PAIR, *_OUTER)
 
 
-def _hop_verdict(cells: Sequence[Cell], hop: Hop, inner: list[Cell]) -> Located | None:
-    here = _at(cells, hop)
-    failed = [c for c in here if not c.ok]
-    if not here or not failed:
-        return None
-    layer, reason = _HOP_LAYERS[hop]
-    if not inner:
-        return Located(None, None, hop, Reason.NO_PAIR_REPLAY, tuple(c.id for c in failed))
-    small = any(c.ok for c in _at(cells, hop, Payload.MINIMAL))
-    working = tuple(c.id for c in inner if c.ok)
-    return Located(layer, None, hop, reason, tuple(c.id for c in failed), working, small)
-
-
-def locate(cells: Sequence[Cell], *, stream: bool = True) -> Located:
-    """The first hop, from the engines outwards, at which the failing payload fails.
-
-    Only the cells of the soak's own mode decide (``stream``: the soak streams); the others are
-    evidence to read, not to compare: a long answer not streamed gets no byte until its end, so
-    it may pass the idle timeout where the same answer streamed is fine.
-    """
-    cells = [c for c in cells if c.stream is stream]
-    pairs = _at(cells, Hop.PAIR)
+def _walk(cells: Sequence[Cell], payload: Payload) -> Located | None:
+    """The first hop, from the engines outwards, at which ``payload`` fails (None: nowhere)."""
+    pairs = _at(cells, Hop.PAIR, payload)
     if any(not c.ok for c in pairs):
-        return _pair_verdict(pairs, _at(cells, Hop.PAIR, Payload.MINIMAL))
+        return _pair_verdict(pairs)
     inner = pairs
-    for hop in (Hop.ROUTER, Hop.FRESH, Hop.REUSED):
-        verdict = _hop_verdict(cells, hop, inner)
-        if verdict is not None:
-            return verdict
-        inner = _at(cells, hop) or inner
-    ok = tuple(c.id for c in cells if c.ok)
-    return Located(None, None, None, Reason.NOT_REPRODUCED, (), ok)
+    for hop in _OUTER:
+        here = _at(cells, hop, payload)
+        failed = [c for c in here if not c.ok]
+        if failed:
+            if not inner:
+                return Located(None, None, hop, Reason.NO_PAIR_REPLAY, tuple(c.id for c in failed))
+            layer, reason = _HOP_LAYERS[hop]
+            ok = tuple(c.id for c in inner if c.ok)
+            return Located(layer, None, hop, reason, tuple(c.id for c in failed), ok)
+        inner = here or inner
+    return None
+
+
+def held(cell: Cell, inner: Cell) -> bool:
+    """``cell`` arrived but its hop held the stream that ``inner`` (the same payload one hop
+    inside) streamed: its first token :data:`HOLD_MIN_S` later (and at least twice as late), or
+    its longest gap that much longer (and at least three times as long)."""
+    if not (cell.ok and inner.ok and cell.stream and inner.stream):
+        return False
+    if cell.first_event_s is None or inner.first_event_s is None:
+        return False
+    first, inner_first = cell.first_event_s, inner.first_event_s
+    gap, inner_gap = cell.max_gap_s or 0.0, inner.max_gap_s or 0.0
+    late = first - inner_first > max(HOLD_MIN_S, inner_first)
+    stretched = gap - inner_gap > max(HOLD_MIN_S, 2 * inner_gap)
+    return late or stretched
+
+
+def _held_verdict(cells: Sequence[Cell]) -> Located | None:
+    """The first hop, from the router outwards, that holds the failing payload's stream."""
+    inner = _at(cells, Hop.PAIR)
+    for hop in _OUTER:
+        here = _at(cells, hop)
+        found = [c for c in here if any(held(c, i) for i in inner)]
+        if found:
+            layer = _HOP_LAYERS[hop][0]
+            ok = tuple(c.id for c in inner)
+            return Located(layer, None, hop, Reason.HELD, tuple(c.id for c in found), ok)
+        inner = here or inner
+    return None
+
+
+#: The order the cells are read in after the failing payload alone, under load and held.
+_OTHERS = (Payload.FAILING, Payload.MINIMAL)
+
+
+def _explained(cells: Sequence[Cell], loc: Located) -> Located:
+    """Every failed cell counts: at the located hop, one whose payload worked one hop inside
+    joins its failing cells; one outside it is explained by it (a failure inside shows outside
+    too); any other (inside it, or at it while the hop inside failed too) is conflicting."""
+    assert loc.hop is not None
+    failing, working, conflicting = list(loc.failing), list(loc.working), []
+    for c in cells:
+        if c.ok or c.id in failing or c.payload == Payload.BISECT:
+            continue
+        if _ORDER.index(c.hop) > _ORDER.index(loc.hop):
+            continue
+        inside = _inside(cells, c)
+        if c.hop == loc.hop and (c.hop == Hop.PAIR or (inside and all(i.ok for i in inside))):
+            failing.append(c.id)
+            working += [i.id for i in inside if i.id not in working]
+        else:
+            conflicting.append(c.id)
+    return replace(
+        loc, failing=tuple(failing), working=tuple(working), conflicting=tuple(conflicting)
+    )
+
+
+def _inside(cells: Sequence[Cell], cell: Cell) -> list[Cell]:
+    """The cells of the same payload and mode one hop inside ``cell``'s (nearest that has any)."""
+    for hop in reversed(_ORDER[: _ORDER.index(cell.hop)]):
+        found = [
+            c
+            for c in cells
+            if c.hop == hop and c.payload == cell.payload and c.stream is cell.stream
+        ]
+        if found:
+            return found
+    return []
+
+
+def locate(cells: Sequence[Cell]) -> Located:
+    """The first hop, from the engines outwards, at which the same payload goes from working to
+    failing: the failing payload streamed alone first (the soak streams), then at the load it
+    met (:attr:`Dependence.LOAD`, with the copies it took), then a held stream, then every other
+    cell (not streamed, minimal); every failed cell is counted (see the module docstring)."""
+    streamed = [c for c in cells if c.stream]
+    found = _walk(streamed, Payload.FAILING)
+    if found is None:
+        loaded = _walk(streamed, Payload.LOADED)
+        if loaded is not None and loaded.hop is not None:
+            copies = max((c.copies for c in _at(cells, loaded.hop, Payload.LOADED)), default=None)
+            found = replace(loaded, dependence=Dependence.LOAD, load=copies)
+    found = found or _held_verdict(streamed)
+    for payload in _OTHERS:
+        found = found or _walk([c for c in cells if not c.stream], payload)
+        found = found or _walk(streamed, payload)
+    if found is None:
+        ok = tuple(c.id for c in cells if c.ok)
+        return Located(None, None, None, Reason.NOT_REPRODUCED, (), ok)
+    return _explained(cells, found) if found.hop is not None and found.layer else found
+
+
+def dependence(cells: Sequence[Cell], loc: Located) -> Dependence | None:
+    """What the failure depends on, from the probes at the located hop that vary one thing: the
+    rate (the failing payload, unchanged, after a pause: when it gets through, the failure
+    depends on what was sent before it, a load), else the prompt and the answer's length; None
+    when the prompt and length probes did not both run there."""
+    if loc.dependence is not None:
+        return loc.dependence
+    probes = {c.payload: c for c in cells if c.hop == loc.hop and c.stream}
+    small, short = probes.get(Payload.SMALL_PROMPT), probes.get(Payload.SHORT_ANSWER)
+    if small is None or short is None:
+        return None
+    spaced = probes.get(Payload.SPACED)
+    if spaced is not None and spaced.ok and not _held_there(cells, spaced):
+        return Dependence.LOAD  # the same payload, unchanged, gets through after a pause
+    passes = {c.payload for c in (small, short) if c.ok and not _held_there(cells, c)}
+    if passes == {Payload.SMALL_PROMPT}:
+        return Dependence.SIZE
+    if passes == {Payload.SHORT_ANSWER}:
+        return Dependence.LENGTH
+    return Dependence.SIZE_AND_LENGTH if passes else Dependence.NEITHER
+
+
+def _held_there(cells: Sequence[Cell], probe: Cell) -> bool:
+    """A probe that arrived held (against the same probe one hop inside) did not get through."""
+    return any(held(probe, i) for i in _inside(cells, probe))
 
 
 def bisect_next(ok_bytes: int, fail_bytes: int, steps: int) -> int | None:
@@ -258,3 +418,16 @@ def shrink(body: dict[str, Any], limit: int) -> dict[str, Any]:
         if excess > 0:
             last["content"] = last["content"][: max(1, len(last["content"]) - excess)]
     return out
+
+
+def varied(failing: dict[str, Any], minimal: dict[str, Any], payload: Payload) -> dict[str, Any]:
+    """The probe that varies one thing of ``failing``: the prompt
+    (:attr:`Payload.SMALL_PROMPT`: the minimal payload's messages, no tools, the same answer
+    length) or the answer (:attr:`Payload.SHORT_ANSWER`: the same prompt, the minimal payload's
+    answer length); any other payload is ``failing`` itself."""
+    if payload == Payload.SMALL_PROMPT:
+        small = {k: v for k, v in failing.items() if k not in ("tools", "tool_choice")}
+        return small | {"messages": list(minimal["messages"])}
+    if payload == Payload.SHORT_ANSWER:
+        return failing | {"max_tokens": 1}
+    return failing

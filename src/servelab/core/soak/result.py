@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 
-from servelab.core.soak.diagnose import Finding, Undecided
-from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.diagnose import Dropped, Finding
+from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.signatures import Failure
+from servelab.core.soak.undecided import Undecided
 from servelab.core.telemetry.summary import RunTelemetry
 from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
@@ -27,6 +29,7 @@ __all__ = [
     "Determinism",
     "FailedRequest",
     "SessionOutcome",
+    "SoakClient",
     "SoakConfig",
     "SoakResult",
     "SoakSessions",
@@ -34,6 +37,18 @@ __all__ = [
     "Targets",
     "WorkerTarget",
 ]
+
+
+class SoakClient(StrEnum):
+    """Which client sends the sessions: servelab's own (it sends a request again on a new
+    connection when the server closed the kept-alive one, and records each such resend),
+    ``naive`` (a plain keep-alive client: it reuses the connection whatever its state and never
+    sends again), or ``openai`` (the official OpenAI SDK, with its own connection pool and
+    retries: what a user's agent sees)."""
+
+    SERVELAB = "servelab"
+    NAIVE = "naive"
+    OPENAI = "openai"
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,10 @@ class SoakConfig:
     rounds: int = 6
     think_time_s: float = 0.0
     connection: str = "reuse"  # "reuse" | "fresh"
+    #: which client sends the sessions (see :class:`SoakClient`)
+    client: SoakClient = SoakClient.SERVELAB
+    #: request headers every request of the soak carries (``((name, value), ...)``)
+    headers: tuple[tuple[str, str], ...] = ()
     duration_s: float = 300.0
     idle_timeout_s: float = 30.0
     max_tokens: int = 24
@@ -181,8 +200,10 @@ class SoakResult:
     ``failures`` every failed request with its signature (``errors`` those that did not stall,
     ``stalls`` those that did); ``localizations`` one per distinct signature localized; ``start``
     whether the engines were cold (None: no warm-up ran); ``undecided`` why failures gave no
-    finding; ``telemetry`` the router's and the engines' metrics over the soak (None: not
-    watched); ``traces`` None when untraced; ``soak_id`` set once recorded in the ledger.
+    finding; ``dropped`` the findings a stronger one further out explains; ``resends`` every
+    request the client sent again (a failure it masked); ``telemetry`` the router's and the
+    engines' metrics over the soak (None: not watched); ``traces`` None when untraced;
+    ``soak_id`` set once recorded in the ledger.
     """
 
     config: SoakConfig
@@ -203,6 +224,8 @@ class SoakResult:
     localizations: tuple[Localization, ...] = ()
     start: StartClass | None = None
     undecided: Undecided | None = None
+    dropped: tuple[Dropped, ...] = ()
+    resends: tuple[MaskedResend, ...] = ()
     telemetry: RunTelemetry | None = None
     traces: SoakTraces | None = None
     soak_id: int | None = None

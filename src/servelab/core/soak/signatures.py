@@ -24,6 +24,11 @@ detail and phase.
 | ``reset`` | the connection was refused, reset, or cut before the stream ended |
 | ``malformed`` | the stream carried an event that is not valid (or an error event) |
 | ``correctness`` | the answer arrived but is wrong (tool-call JSON, determinism) |
+| ``held_stream`` | answered, but a hop held the stream (its first token or a gap far later) |
+| ``resent`` | the client sent a request again: the server had closed its kept-alive connection |
+
+The last two are not read from a request record: the soak notes them itself (its hop-timing
+check; the client's resends, masked failures, a signature from the second one on).
 """
 
 from __future__ import annotations
@@ -67,6 +72,8 @@ class Signature(StrEnum):
     RESET = "reset"
     MALFORMED = "malformed"
     CORRECTNESS = "correctness"
+    HELD = "held_stream"
+    RESENT = "resent"
 
 
 class Phase(StrEnum):
@@ -93,7 +100,14 @@ _TRANSFER_WORDS = ("kv transfer", "transfer of room", "bootstrap", "waitingforin
 
 @dataclass(frozen=True, slots=True)
 class Failure:
-    """One failed request as the soak saw it: where, what it carried, what it got."""
+    """One failed request as the soak saw it: where, what it carried, what it got.
+
+    ``idle_s``: how long its kept-alive connection sat unused before it (0 on a new one);
+    ``in_flight``: the soak's requests in flight when it was sent, itself included (the load it
+    met); ``server`` the answer's ``Server`` header; ``echoed_id`` whether the answer carried the
+    request's own ``x-request-id`` back (the router returns it, a proxy's own error page does
+    not; None: no answer head came).
+    """
 
     signature: Signature
     session: int
@@ -106,6 +120,10 @@ class Failure:
     detail: str = ""
     received_bytes: int = 0
     phase: Phase = Phase.HEAD
+    idle_s: float = 0.0
+    in_flight: int = 1
+    server: str = ""
+    echoed_id: bool | None = None
 
 
 def phase_of(record: RequestRecord) -> Phase:

@@ -21,6 +21,7 @@ from servelab.core.soak.signatures import Signature
 __all__ = [
     "upgrade_determinism",
     "upgrade_finding",
+    "upgrade_localization",
     "upgrade_observation",
     "upgrade_soak_result",
     "upgrade_soak_run",
@@ -64,6 +65,18 @@ def upgrade_soak_result(
     out["observations"] = [o for o in observed if o is not None]
     sessions = _obj(out.get("sessions"))
     out["sessions"] = {**sessions, "per_session": _objs(sessions.get("per_session"))}
+    out["localizations"] = [upgrade_localization(loc) for loc in _objs(out.get("localizations"))]
+    return out
+
+
+def upgrade_localization(loc: Mapping[str, Any]) -> Json:
+    """A localization whose matrix said ``size_dependent`` (the minimal payload passed where the
+    failing one failed) → its ``dependence`` (``"size"`` when true; undecided when false)."""
+    out, matrix = dict(loc), _obj(loc.get("matrix"))
+    located = _obj(matrix.get("located"))
+    if "size_dependent" in located and "dependence" not in located:
+        located["dependence"] = "size" if located.pop("size_dependent") else None
+        out["matrix"] = {**matrix, "located": located}
     return out
 
 

@@ -20,11 +20,17 @@ Rules and thresholds (the constants below):
   ending open) → ``router``.
 - ``engine_transfer`` (each decode): ``sglang:num_transfer_failed_reqs_total`` or
   ``vllm:nixl_num_failed_transfers`` grew → ``decode_transfer`` (that worker).
-- ``engine_saturation`` (each engine): the waiting queue (``sglang:num_queue_reqs`` /
-  ``vllm:num_requests_waiting``) rose by at least :data:`QUEUE_RISE` requests (mean of the late
-  half of the samples minus mean of the early half) while the client's median TTFT rose by at
-  least :data:`TTFT_RISE` x (late half against early half of the requests, by send time) →
-  ``engine_saturation``: queueing in the engine, not a network fault.
+- ``engine_saturation`` (each engine): on the engine's own gauges only, in the window of the
+  failed requests (:attr:`ServerView.failing`) against a baseline from the same run (every other
+  sample), both without the samples taken while servelab's own replays ran
+  (:attr:`ServerView.replays`): the waiting queue (``sglang:num_queue_reqs`` /
+  ``vllm:num_requests_waiting``) is at least :data:`QUEUE_RISE` requests longer on average than
+  in the baseline **and** the engine is at its cap (its running requests,
+  ``sglang:num_running_reqs`` / ``vllm:num_requests_running``, at the most it ran over the run,
+  or its KV cache at least
+  :data:`KV_FULL` used: ``sglang:token_usage`` / ``vllm:kv_cache_usage_perc``) →
+  ``engine_saturation``: queueing in the engine, not a network fault. Nothing failed: quiet; too
+  few samples in either window: unknown. A proxy's answers and prompts that grow are not read.
 - ``client_vs_server`` (the decodes together): the output tokens the client received and those
   the decodes counted (``sglang:generation_tokens_total`` / ``vllm:generation_tokens_total``) over
   the same window differ by more than :data:`CLIENT_TOLERANCE` (relative to the decodes' count),
@@ -46,8 +52,10 @@ from servelab.core.telemetry.summary import GENERATED_TOKENS, RunTelemetry, Sour
 __all__ = [
     "CLIENT_TOLERANCE",
     "FIRED",
+    "KV_FULL",
+    "KV_GAUGES",
+    "MIN_SAMPLES",
     "MIN_TOKENS",
-    "MIN_TTFTS",
     "QUEUE_GAUGES",
     "QUEUE_RISE",
     "QUIET",
@@ -55,8 +63,8 @@ __all__ = [
     "RULE_ROUTER",
     "RULE_SATURATION",
     "RULE_TRANSFER",
+    "RUNNING_GAUGES",
     "TRANSFER_FAILURES",
-    "TTFT_RISE",
     "UNKNOWN",
     "WORKERS",
     "Cite",
@@ -65,6 +73,7 @@ __all__ = [
     "ServerView",
     "TelemetryEvidence",
     "TelemetryReading",
+    "Window",
     "assess",
     "client_window",
     "run_evidence",
@@ -90,15 +99,21 @@ PointsAt = Layer | Literal["workers"]
 CLIENT_TOLERANCE = 0.25
 #: fewer tokens counted by the decodes than this: too little to compare
 MIN_TOKENS = 100
-#: the waiting queue's rise (requests, late-half mean minus early-half mean) that counts
+#: how much longer the waiting queue is in the failing window than in the baseline (requests,
+#: mean against mean) for the engine to count as saturated
 QUEUE_RISE = 2.0
-#: the client's median TTFT, late half over early half, that counts as rising
-TTFT_RISE = 1.5
-#: fewer client TTFTs (or gauge samples) than this: the trend is unknown
-MIN_TTFTS = 4
+#: the KV cache usage (0-1) at which an engine is at its cap
+KV_FULL = 0.95
+#: fewer samples than this in the failing window or in the baseline: unknown
+MIN_SAMPLES = 2
 
 TRANSFER_FAILURES = ("sglang:num_transfer_failed_reqs_total", "vllm:nixl_num_failed_transfers")
 QUEUE_GAUGES = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
+RUNNING_GAUGES = ("sglang:num_running_reqs", "vllm:num_requests_running")
+KV_GAUGES = ("sglang:token_usage", "vllm:kv_cache_usage_perc")
+
+#: A span of the run, seconds after its telemetry's start: ``(from, to)``.
+Window = tuple[float, float]
 _WORKER_ERRORS = ("smg_worker_errors_total", "smg_worker_retries_exhausted_total")
 
 
@@ -116,24 +131,25 @@ class Cite:
 
 @dataclass(frozen=True)
 class ClientWindow:
-    """What the client measured over the telemetry's window: output tokens received, and
-    ``(seconds after the window's start, TTFT seconds)`` of each request that got a first token.
+    """What the client measured over the telemetry's window: the output tokens it received.
     ``complete`` is False when traffic the client did not count ran in the window (replays)."""
 
     output_tokens: int
-    ttfts: tuple[tuple[float, float], ...] = ()
     complete: bool = True
 
 
 @dataclass(frozen=True)
 class ServerView:
     """What the diagnosis gets besides the localization's evidence: the run's telemetry, each
-    engine service's role (``prefill``/``decode``; else the role its source recorded), and the
-    client's view of the same window."""
+    engine service's role (``prefill``/``decode``; else the role its source recorded), the
+    client's view of the same window, when requests failed (``failing``) and when servelab's own
+    replays ran (``replays``), both in the telemetry's time base."""
 
     run: RunTelemetry | None
     roles: Mapping[str, str] = field(default_factory=dict)
     client: ClientWindow | None = None
+    failing: tuple[Window, ...] = ()
+    replays: tuple[Window, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -238,46 +254,52 @@ def _rule_transfer(src: SourceTelemetry) -> TelemetryEvidence:
     )
 
 
-def _halves(values: Sequence[float]) -> tuple[float, float]:
-    mid = len(values) // 2
-    return statistics.fmean(values[:mid]), statistics.fmean(values[len(values) - mid :])
+def _summed(src: SourceTelemetry, names: Sequence[str]) -> dict[float, float]:
+    """The gauges of ``names`` summed over their label sets, sample by sample ({at: value})."""
+    total: dict[float, float] = {}
+    for key, points in src.gauges.items():
+        if key.split("{", 1)[0] in names:
+            for at, value in points:
+                total[at] = total.get(at, 0.0) + value
+    return total
 
 
-def _queue_rise(src: SourceTelemetry) -> Cite | None:
-    """The queue gauge's rise (summed over label sets sample by sample); None: too few samples."""
-    series = [p for k, p in src.gauges.items() if k.split("{", 1)[0] in QUEUE_GAUGES]
-    if not series or min(len(p) for p in series) < MIN_TTFTS:
-        return None
-    n = min(len(p) for p in series)
-    total = [sum(p[i][1] for p in series) for i in range(n)]
-    early, late = _halves(total)
-    name = next(k for k in src.gauges if k.split("{", 1)[0] in QUEUE_GAUGES).split("{", 1)[0]
-    return Cite(src.service, name, round(late - early, 3), "rise")
+def _inside(at: float, windows: Sequence[Window], slack: float = 0.0) -> bool:
+    return any(start - slack <= at <= end + slack for start, end in windows)
 
 
-def _ttft_rise(client: ClientWindow | None) -> float | None:
-    if client is None or len(client.ttfts) < MIN_TTFTS:
-        return None
-    ordered = [t for _, t in sorted(client.ttfts)]
-    mid = len(ordered) // 2
-    early, late = statistics.median(ordered[:mid]), statistics.median(ordered[-mid:])
-    return late / early if early > 0 else None
-
-
-def _rule_saturation(src: SourceTelemetry, client: ClientWindow | None) -> TelemetryEvidence:
+def _rule_saturation(src: SourceTelemetry, view: ServerView) -> TelemetryEvidence:
     if src.state != "ok":
         return _unknown(RULE_SATURATION, src)
-    queue, ttft = _queue_rise(src), _ttft_rise(client)
-    if queue is None or ttft is None:
-        why = "too few queue samples" if queue is None else "too few client TTFTs"
+    queue = _summed(src, QUEUE_GAUGES)
+    if not queue:
+        return TelemetryEvidence(RULE_SATURATION, src.service, UNKNOWN, reason="no queue gauge")
+    if not view.failing:
+        return TelemetryEvidence(RULE_SATURATION, src.service, QUIET)
+    # A sample stands for the second before it (one scrape a second): it is in a window it
+    # touches, and replay samples are left out of both windows.
+    own = {at: q for at, q in queue.items() if not _inside(at, view.replays, 1.0)}
+    failing = [at for at in own if _inside(at, view.failing, 1.0)]
+    base = [at for at in own if at not in failing]
+    if len(failing) < MIN_SAMPLES or len(base) < MIN_SAMPLES:
+        why = "too few samples in the failing window or the baseline"
         return TelemetryEvidence(RULE_SATURATION, src.service, UNKNOWN, reason=why)
-    cites = (queue, Cite("client", "ttft_median_late_over_early", round(ttft, 3), "client"))
-    if queue.value >= QUEUE_RISE and ttft >= TTFT_RISE:
+    rise = statistics.fmean(own[a] for a in failing) - statistics.fmean(own[a] for a in base)
+    running, kv = _summed(src, RUNNING_GAUGES), _summed(src, KV_GAUGES)
+    cap = max((running[a] for a in own if a in running), default=0.0)
+    ran = max((running[a] for a in failing if a in running), default=0.0)
+    used = max((kv[a] for a in failing if a in kv), default=None)
+    cites = [Cite(src.service, QUEUE_GAUGES[0], round(rise, 3), "rise")]
+    cites.append(Cite(src.service, RUNNING_GAUGES[0], ran, "last"))
+    if used is not None:
+        cites.append(Cite(src.service, KV_GAUGES[0], used, "last"))
+    at_cap = (cap > 0 and ran >= cap) or (used is not None and used >= KV_FULL)
+    if rise >= QUEUE_RISE and at_cap:
         return TelemetryEvidence(
-            RULE_SATURATION, src.service, FIRED, Layer.ENGINE_SATURATION, src.service, cites,
-            threshold=QUEUE_RISE,
+            RULE_SATURATION, src.service, FIRED, Layer.ENGINE_SATURATION, src.service,
+            tuple(cites), threshold=QUEUE_RISE,
         )  # fmt: skip
-    return TelemetryEvidence(RULE_SATURATION, src.service, QUIET, cites=cites)
+    return TelemetryEvidence(RULE_SATURATION, src.service, QUIET, cites=tuple(cites))
 
 
 # ------------------------------------------------------------------------ client against servers
@@ -320,17 +342,9 @@ def _role(view: ServerView, src: SourceTelemetry) -> str:
     return view.roles.get(src.service) or src.role
 
 
-def client_window(records: Sequence[RequestRecord], t0_ns: int | None = None) -> ClientWindow:
-    """A bench run's client view: every record's output tokens, and the TTFT of each that got a
-    first token (at its send time after ``t0_ns``, the earliest send by default)."""
-    sent = [r.sent_ns for r in records if r.sent_ns]
-    start = t0_ns if t0_ns is not None else min(sent, default=0)
-    ttfts = tuple(
-        ((r.sent_ns - start) / 1e9, (r.event_ns[0] - r.sent_ns) / 1e9)
-        for r in records
-        if r.event_ns and r.sent_ns
-    )
-    return ClientWindow(sum(r.output_tokens for r in records), ttfts)
+def client_window(records: Sequence[RequestRecord]) -> ClientWindow:
+    """A bench run's client view: every record's output tokens."""
+    return ClientWindow(sum(r.output_tokens for r in records))
 
 
 def assess(view: ServerView | None) -> tuple[TelemetryEvidence, ...]:
@@ -344,7 +358,7 @@ def assess(view: ServerView | None) -> tuple[TelemetryEvidence, ...]:
             continue
         if _role(view, src) == "decode":
             out.append(_rule_transfer(src))
-        out.append(_rule_saturation(src, view.client))
+        out.append(_rule_saturation(src, view))
     decodes = [s for s in view.run.sources if _role(view, s) == "decode"]
     out.append(_rule_client(decodes, view.client))
     return tuple(out)

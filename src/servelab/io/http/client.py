@@ -23,7 +23,7 @@ import contextlib
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import asdict, dataclass
 from types import TracebackType
 from typing import Any
@@ -32,7 +32,7 @@ import aiohttp
 
 from servelab.io.http.neterrors import TRANSPORT_ERRORS as _TRANSPORT_ERRORS
 from servelab.io.http.neterrors import translate
-from servelab.io.http.stream import Chunks, Connections, StreamClient, Transfer
+from servelab.io.http.stream import Chunks, Connections, Resend, StreamClient, Transfer
 
 __all__ = [
     "BODY_LIMIT",
@@ -41,6 +41,7 @@ __all__ = [
     "HttpClient",
     "ModelList",
     "ProbeResult",
+    "Resend",
     "StreamClient",
     "Transfer",
     "chat_body",
@@ -166,9 +167,13 @@ class HttpClient:
             return ProbeResult(url, None, "", time.perf_counter() - start, error)
         return ProbeResult(url, status, body, time.perf_counter() - start)
 
-    async def get_json(self, url: str, *, timeout: float = 5.0) -> Any:
-        """GET a JSON document in full; None on any failure (no answer, not 200, not JSON)."""
-        result = await self.probe(url, timeout=timeout, body_limit=None)
+    async def get_json(
+        self, url: str, *, timeout: float = 5.0, headers: Mapping[str, str] | None = None
+    ) -> Any:
+        """GET a JSON document in full (with ``headers``); None on any failure (no answer, not
+        200, not JSON)."""
+        sent = None if headers is None else dict(headers)
+        result = await self.probe(url, timeout=timeout, body_limit=None, headers=sent)
         if result.status != 200:
             return None
         try:
@@ -176,20 +181,28 @@ class HttpClient:
         except ValueError:
             return None
 
-    async def model_id(self, base_url: str, timeout: float = 10.0) -> str | None:
-        """The first model ``GET /v1/models`` lists; None when it cannot be read."""
-        doc = await self.get_json(base_url.rstrip("/") + "/v1/models", timeout=timeout)
+    async def model_id(
+        self, base_url: str, timeout: float = 10.0, headers: Mapping[str, str] | None = None
+    ) -> str | None:
+        """The first model ``GET /v1/models`` (with ``headers``) lists; None when it cannot be
+        read."""
+        url = base_url.rstrip("/") + "/v1/models"
+        doc = await self.get_json(url, timeout=timeout, headers=headers)
         try:
             return str(doc["data"][0]["id"])
         except (KeyError, IndexError, TypeError):
             return None
 
-    async def model_list(self, base_url: str, timeout: float = 10.0) -> ModelList:
-        """What answered ``GET <base_url>/v1/models``: an OpenAI model list, or what else."""
+    async def model_list(
+        self, base_url: str, timeout: float = 10.0, headers: Mapping[str, str] | None = None
+    ) -> ModelList:
+        """What answered ``GET <base_url>/v1/models`` (with ``headers``): an OpenAI model list,
+        or what else."""
         url = base_url.rstrip("/") + "/v1/models"
         limit = aiohttp.ClientTimeout(total=timeout)
+        sent = None if headers is None else dict(headers)
         try:
-            async with self._open().get(url, timeout=limit) as response:
+            async with self._open().get(url, timeout=limit, headers=sent) as response:
                 body = await _read_body(response, 64 * 1024)
                 status, content_type = response.status, response.content_type
         except (*_TRANSPORT_ERRORS, ValueError) as exc:
@@ -277,10 +290,12 @@ async def model_id(base_url: str, timeout: float = 10.0) -> str | None:
         return await http.model_id(base_url, timeout)
 
 
-async def model_list(base_url: str, timeout: float = 10.0) -> ModelList:
+async def model_list(
+    base_url: str, timeout: float = 10.0, headers: Mapping[str, str] | None = None
+) -> ModelList:
     """One ``GET /v1/models`` on a client of its own (see :meth:`HttpClient.model_list`)."""
     async with HttpClient(limit=1) as http:
-        return await http.model_list(base_url, timeout)
+        return await http.model_list(base_url, timeout, headers)
 
 
 # --------------------------------------------------------------------------------- streams

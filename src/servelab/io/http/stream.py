@@ -13,6 +13,14 @@ decoding competes with reading). Why this transport, and what it was measured ag
 
 - ``force_close`` gives every request a fresh connection; ``trace_connections`` keeps
   :class:`Connections` (soak's keep-alive sessions, ``concurrency=1``).
+- A kept-alive connection the server closed while it sat idle is replaced by a new one (found
+  closed in the pool, or closed before any byte of the answer: the request is sent once more);
+  each replacement is a :class:`Resend` on the request's :class:`Transfer`, with how long the
+  connection had been idle: a failure the client masked. ``resend=False`` is a plain client
+  instead: it writes on the kept-alive connection whatever state it is in and never sends again,
+  so the server's close is the request's failure.
+- The answer's head is kept (:attr:`Transfer.headers`): which hop answered (``Server``, the
+  router's ``x-request-id``) is evidence.
 - :meth:`StreamClient.connect` opens connections ahead of the load: connection set-up is its own
   phase (:attr:`StreamClient.setups_ns` keeps every set-up's duration, those opened mid-run too).
 - At most ``concurrency`` requests are in flight; the rest wait for a connection (inside the
@@ -38,7 +46,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from time import perf_counter_ns
 from types import TracebackType
@@ -58,58 +66,11 @@ from servelab.core.load.records import (
 from servelab.errors import ProtocolError
 from servelab.io.http.h1 import ResponseParser, request_head
 from servelab.io.http.neterrors import translate
+from servelab.io.http.transfer import Chunks, Connections, Resend, Transfer
 
-__all__ = ["Chain", "Chunks", "Connections", "Outgoing", "StreamClient", "Transfer"]
-
-Chunks = list[tuple[int, bytes]]
+__all__ = ["Chain", "Chunks", "Connections", "Outgoing", "Resend", "StreamClient", "Transfer"]
 
 _ERROR_BODY_MAX = 2048
-
-
-@dataclass
-class Connections:
-    """The connections a client opened: how many, when the current one opened
-    (``time.monotonic()``), and how many requests it carried, the one in flight included.
-    """
-
-    opened: int = 0
-    opened_at: float = field(default_factory=time.monotonic)
-    requests: int = 0
-
-    @property
-    def carried(self) -> int:
-        """Requests the current connection carried before the one in flight."""
-        return max(self.requests - 1, 0)
-
-    def age_s(self) -> float:
-        return time.monotonic() - self.opened_at
-
-    def created(self) -> None:
-        """A request went out on a new connection."""
-        self.opened, self.opened_at, self.requests = self.opened + 1, time.monotonic(), 1
-
-    def reused(self) -> None:
-        """A request went out on a kept-alive connection."""
-        self.requests += 1
-
-
-@dataclass
-class Transfer:
-    """What one streamed request received, left undecoded: the stamped body reads, or the
-    (truncated) body of an HTTP error answer. The record holds status, stamps and failures."""
-
-    record: RequestRecord
-    chunks: Chunks = field(default_factory=list)
-    error_body: bytes = b""
-
-    @property
-    def received_bytes(self) -> int:
-        return len(self.error_body) + sum(len(data) for _, data in self.chunks)
-
-    @property
-    def phase(self) -> str:
-        """``"head"`` while no response head arrived, then ``"body"``."""
-        return "head" if self.record.first_byte_ns is None else "body"
 
 
 @dataclass(slots=True)
@@ -169,6 +130,7 @@ class _Conn(asyncio.Protocol):
         self.parser = ResponseParser()
         self.lost = False
         self.uses = 0  # requests it carried, the one in flight included
+        self.idle_since = time.monotonic()  # when its last answer ended
         self._got: Transfer | None = None
         self._watch: _Watch | None = None
         self._done: asyncio.Future[None] | None = None
@@ -200,6 +162,7 @@ class _Conn(asyncio.Protocol):
         record = got.record
         if not had_head:
             record.first_byte_ns, record.status = now, parser.status
+            got.headers = dict(parser.headers)
         if record.status is not None and record.status >= 300:
             self._error_body(got, body)
         elif body:
@@ -302,6 +265,7 @@ class StreamClient:
         headers: dict[str, str] | None = None,
         force_close: bool = False,
         trace_connections: bool = False,
+        resend: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.concurrency = concurrency
@@ -316,6 +280,7 @@ class StreamClient:
         self._authority = url.netloc.rpartition("@")[2]
         self._connect_s = connect_timeout_s
         self._force_close = force_close
+        self._resend = resend
         self._idle_ns = round(idle_timeout_s * 1e9)
         self._tick_s = min(max(idle_timeout_s / 10, 0.01), 0.5)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
@@ -486,20 +451,21 @@ class StreamClient:
             if started is not None:
                 conn, done, started = started.conn, started.done, None
             else:
-                fresh = await self._conn(record)
+                fresh = await self._conn(got)
                 if fresh is None:
                     return
                 conn, done = fresh, fresh.start(request, got, watch, then)
-            reused = conn.uses > 1
+            reused, idle_s = conn.uses > 1, time.monotonic() - conn.idle_since
             try:
                 await done
             except BaseException:
                 conn.abandon()
                 raise
             self._release(conn, chain)
-            if not (reused and _closed_before_answer(record)):
+            if not (self._resend and reused and _closed_before_answer(record)):
                 return
             # a kept-alive connection the server had closed: once more on a new one
+            got.resends.append(Resend(round(idle_s, 3), before_send=False))
             record.error, record.error_detail, record.end_ns = None, "", None
 
     def _release(self, conn: _Conn, chain: Chain | None) -> None:
@@ -507,6 +473,7 @@ class StreamClient:
         if chain is not None and chain.started is not None and chain.started.conn is conn:
             return
         if conn.reusable and not self._force_close:
+            conn.idle_since = time.monotonic()
             self._pool.append(conn)
         else:
             conn.abandon()
@@ -540,13 +507,20 @@ class StreamClient:
         done = conn.start(out.request, got, watch, partial(self._handoff, chain))
         chain.started = _Started(out, conn, got, watch, done)
 
-    async def _conn(self, record: RequestRecord) -> _Conn | None:
-        """A kept-alive connection if one is idle, else a new one (None: failure recorded)."""
+    async def _conn(self, got: Transfer) -> _Conn | None:
+        """A kept-alive connection if one is idle, else a new one (None: failure recorded). One
+        the server closed is replaced (a :class:`Resend` noted), unless this is a plain client
+        (``resend=False``): it is used as it is, and the request meets the close."""
+        record = got.record
         while self._pool:
             conn = self._pool.pop()
-            if conn.reusable and conn.transport is not None and not conn.transport.is_closing():
+            if not self._resend or (
+                conn.reusable and conn.transport is not None and not conn.transport.is_closing()
+            ):
                 self._traced(conn)
                 return conn
+            idle_s = round(time.monotonic() - conn.idle_since, 3)  # the server closed it idle
+            got.resends.append(Resend(idle_s, before_send=True))
         try:
             conn = await self._open()
         except TimeoutError as exc:
@@ -564,7 +538,7 @@ class StreamClient:
             if conn.uses == 1:
                 self.connections.created()
             else:
-                self.connections.reused()
+                self.connections.reused(time.monotonic() - conn.idle_since)
 
     async def _open(self) -> _Conn:
         loop = asyncio.get_running_loop()

@@ -93,6 +93,8 @@ class BenchConfig:
     ramp_s: float | None = None
     #: Client processes sharing the users (``bench --workers``), at most one per user.
     workers: int = 1
+    #: Request headers every request carries (``bench --header NAME:VALUE``).
+    headers: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.concurrencies or min(self.concurrencies) < 1:
@@ -346,14 +348,15 @@ class _Bench:
         workers = min(config.workers, concurrency)
         async with contextlib.AsyncExitStack() as stack:
             if workers > 1:
-                spec = ClientSpec(config.url, concurrency, config.idle_timeout_s)
+                spec = ClientSpec(config.url, concurrency, config.idle_timeout_s, config.headers)
                 pool = await stack.enter_async_context(Workers(workers, spec))
                 driver: _Driver = _Spread(pool)
                 setups = await pool.open()
             else:
                 client = StreamClient(
-                    config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s
-                )
+                    config.url, concurrency=concurrency, idle_timeout_s=config.idle_timeout_s,
+                    headers=dict(config.headers),
+                )  # fmt: skip
                 driver = _Local(await stack.enter_async_context(client))
                 setups = await driver.connect()
             if config.warmup:

@@ -47,6 +47,7 @@ class ClientSpec:
     url: str
     concurrency: int
     idle_timeout_s: float
+    headers: tuple[tuple[str, str], ...] = ()
 
 
 class _Worker:
@@ -79,8 +80,9 @@ class _Worker:
         if command == "open":
             spec: ClientSpec = arg
             self.client = StreamClient(
-                spec.url, concurrency=spec.concurrency, idle_timeout_s=spec.idle_timeout_s
-            )
+                spec.url, concurrency=spec.concurrency, idle_timeout_s=spec.idle_timeout_s,
+                headers=dict(spec.headers),
+            )  # fmt: skip
             await self.client.__aenter__()
             return await self.client.connect(spec.concurrency)
         assert self.client is not None and self.stop is not None

@@ -11,19 +11,23 @@ from __future__ import annotations
 import json
 import secrets
 from dataclasses import dataclass, field
+from itertools import pairwise
 from time import perf_counter_ns
-from typing import Any
+from typing import Any, Protocol
 
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
 from servelab.core.soak.signatures import Outcome, Phase, outcome_of, phase_of
 from servelab.core.telemetry.traces import request_identity
-from servelab.io.http.client import StreamClient, Transfer
+from servelab.io.http.client import Resend, StreamClient, Transfer
 
-__all__ = ["CHAT", "Exchange", "client", "exchange", "one_shot"]
+__all__ = ["CHAT", "Exchange", "Headers", "Sender", "client", "exchange", "one_shot"]
 
 CHAT = "/v1/chat/completions"
+
+#: Request headers a soak sends on every request, ``((name, value), ...)``.
+Headers = tuple[tuple[str, str], ...]
 
 
 @dataclass
@@ -35,6 +39,9 @@ class Exchange:
     received_bytes: int = 0
     received_events: int = 0
     answer: Answer = field(default_factory=lambda: Answer(""))
+    #: the answer's head (names lower-cased), and the resends the client made for it
+    headers: dict[str, str] = field(default_factory=dict)
+    resends: list[Resend] = field(default_factory=list)
 
     @property
     def phase(self) -> Phase:
@@ -53,13 +60,39 @@ class Exchange:
         rec = self.record
         return "" if rec.ok else f"{rec.error}: {rec.error_detail}"[:200]
 
+    @property
+    def server(self) -> str:
+        """The answer's ``Server`` header ("" when none)."""
+        return self.headers.get("server", "")
+
+    @property
+    def echoed_id(self) -> bool | None:
+        """The answer carried the request's own ``x-request-id`` back (None: no head came)."""
+        if self.record.first_byte_ns is None:
+            return None
+        return self.headers.get("x-request-id") == self.record.request_id
+
+    @property
+    def first_event_s(self) -> float | None:
+        """Seconds from the send to the first streamed event (None: none came)."""
+        rec = self.record
+        return (rec.event_ns[0] - rec.sent_ns) / 1e9 if rec.event_ns and rec.sent_ns else None
+
+    @property
+    def max_gap_s(self) -> float | None:
+        """The longest wait between two streamed events (None: fewer than two came)."""
+        stamps = self.record.event_ns
+        if len(stamps) < 2:
+            return None
+        return max(b - a for a, b in pairwise(stamps)) / 1e9
+
 
 def _decoded(got: Transfer) -> Exchange:
     """The answer's stamped reads through the SSE decoder, the record and the answer assembler,
     exactly as if decoded on arrival: the stream's own failures (malformed, server error) come
     before a transport failure that cut it, and only a stream that ended is finished."""
     record = got.record
-    ex = Exchange(record, got.received_bytes)
+    ex = Exchange(record, got.received_bytes, headers=got.headers, resends=got.resends)
     if record.status is None or record.status >= 300:
         return ex
     cut = None if record.error is None else (record.error, record.error_detail)
@@ -84,7 +117,7 @@ def _decoded(got: Transfer) -> Exchange:
 def _plain(got: Transfer) -> Exchange:
     """A non-streamed answer: one JSON document with ``choices`` (else a malformed answer)."""
     record = got.record
-    ex = Exchange(record, got.received_bytes)
+    ex = Exchange(record, got.received_bytes, headers=got.headers, resends=got.resends)
     if record.error is not None:
         return ex
     raw = b"".join(data for _, data in got.chunks)
@@ -102,9 +135,15 @@ def _plain(got: Transfer) -> Exchange:
     return ex
 
 
-async def exchange(
-    client: StreamClient, body: bytes, index: int, *, stream: bool = True
-) -> Exchange:
+class Sender(Protocol):
+    """What sends one request and returns what came back, undecoded: the raw stream client
+    (:class:`~servelab.io.http.client.StreamClient`) or the OpenAI SDK's
+    (:class:`~servelab.io.http.sdk.SdkClient`)."""
+
+    async def transfer(self, path: str, body: bytes, record: RequestRecord) -> Transfer: ...
+
+
+async def exchange(client: Sender, body: bytes, index: int, *, stream: bool = True) -> Exchange:
     """POST one chat request; every failure goes into the record, nothing raises except
     cancellation (and the caller's deadline, as TimeoutError)."""
     record = RequestRecord(index=index, scheduled_ns=perf_counter_ns())
@@ -113,20 +152,28 @@ async def exchange(
     return _decoded(got) if stream else _plain(got)
 
 
-def client(url: str, idle_s: float, *, fresh: bool) -> StreamClient:
-    """One session's client: one keep-alive connection (``fresh``: a new one per request)."""
+def client(
+    url: str, idle_s: float, *, fresh: bool, headers: Headers = (), resend: bool = True
+) -> StreamClient:
+    """One session's client: one keep-alive connection (``fresh``: a new one per request), the
+    soak's request ``headers`` on every request; ``resend`` False: a plain client that never
+    sends a request again (:class:`~servelab.io.http.stream.StreamClient`)."""
     connect_s = min(10.0, idle_s)
     return StreamClient(
         url,
         concurrency=1,
         idle_timeout_s=idle_s,
         connect_timeout_s=connect_s,
+        headers=dict(headers),
         force_close=fresh,
         trace_connections=True,
+        resend=resend,
     )
 
 
-async def one_shot(url: str, body: dict[str, Any], idle_s: float) -> Exchange:
+async def one_shot(
+    url: str, body: dict[str, Any], idle_s: float, headers: Headers = ()
+) -> Exchange:
     """One request on a brand-new connection (closed afterwards); streamed as ``body`` says."""
-    async with client(url, idle_s, fresh=True) as c:
+    async with client(url, idle_s, fresh=True, headers=headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body.get("stream")))

@@ -40,7 +40,7 @@ from servelab.core.verify.coldstart import (
     served_count,
 )
 from servelab.io.http.client import HttpClient, using_client
-from servelab.ops.soak.client import one_shot
+from servelab.ops.soak.client import Headers, one_shot
 from servelab.ops.soak.replay import replay_matrix
 
 __all__ = ["discover_workers", "localize", "warm_up"]
@@ -143,13 +143,16 @@ async def _evidence(
     body: dict[str, Any],
     model: str,
     bounds: tuple[float, float | None],
+    headers: Headers,
 ) -> Localization:
     idle, deadline = bounds
     probe_s = min(5.0, idle)
     t0 = time.monotonic()
     before = await _scrape(http, targets.workers, probe_s)
     until = None if deadline is None else deadline - 2 * probe_s
-    matrix = await replay_matrix(targets, failure, body, model=model, idle_s=idle, deadline=until)
+    matrix = await replay_matrix(
+        targets, failure, body, model=model, idle_s=idle, deadline=until, headers=headers
+    )
     probes, metrics, loads = await asyncio.gather(
         _probes(http, targets, probe_s),
         _router_metrics(http, targets, probe_s),
@@ -176,15 +179,17 @@ async def localize(
     progress: Progress | None = None,
     http: HttpClient | None = None,
     deadline: float | None = None,
+    headers: Headers = (),
 ) -> Localization:
-    """The replay matrix for ``failure`` (its payload ``body``) and every other source, each
-    request bounded by the idle timeout; the bisection stops in time for the probes to finish
-    before ``deadline`` (monotonic). Probes and scrapes go on ``http`` when given."""
+    """The replay matrix for ``failure`` (its payload ``body``, the soak's request ``headers``)
+    and every other source, each request bounded by the idle timeout; the matrix's later turns
+    stop in time for the probes to finish before ``deadline`` (monotonic). Probes and scrapes go
+    on ``http`` when given."""
     say = progress or (lambda _msg: None)
     say(f"localizing {failure.signature}: replaying the payload through every hop")
     async with using_client(http) as client:
         bounds = (idle_timeout_s, deadline)
-        return await _evidence(client, targets, failure, body, model, bounds)
+        return await _evidence(client, targets, failure, body, model, bounds, headers)
 
 
 async def _served(http: HttpClient, targets: Targets) -> list[int] | None:

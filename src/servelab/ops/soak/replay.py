@@ -1,13 +1,20 @@
 """The differential replay matrix, sent: every cell of :mod:`servelab.core.soak.replay` over HTTP.
 
-For one failure: the failing payload and a minimal one, streaming and not, straight to each
-prefill/decode pair (the PD request the router sends: the same body to both at once, with
-``bootstrap_host``/``bootstrap_port``/``bootstrap_room``), straight to the router, through the
-entry point on a fresh connection and (when the failure was on a reused connection) on a reused
-one carrying as many requests first. Every request is bounded by the idle timeout; the cells run
-concurrently (``asyncio.gather``). Then, when the failure depends on the payload's size, the size
-is bisected through the hop that fails. All requests go through
-:class:`~servelab.io.http.client.StreamClient`.
+For one failure, in turns that never put the minimal payload in the same engine batch as the
+failing one, nor a streamed request with one that is not: the failing payload streamed straight
+to each prefill/decode pair (the PD request the router sends: the same body to both at once, with
+``bootstrap_host``/``bootstrap_port``/``bootstrap_room``), straight to the router and through the
+entry point on a fresh connection, all at once; then the same not streamed; then the minimal
+payload the same two ways. When the failure was on a reused connection: one keep-alive connection
+carrying as many requests first, left idle as long as the failed one's was, through a plain
+client that never sends again. When that does not reproduce it and the failure met load, the
+failing payload is sent at that load (as many copies at once as the soak had in flight), hop
+after hop. At the hop located, the probes that vary one thing (the prompt, the answer's length)
+are sent there and one hop inside, one at a time, and the failing payload unchanged after a pause
+(the rate). A size-dependent failure is then bisected through that hop.
+Every request is bounded by the idle timeout and goes through
+:class:`~servelab.io.http.client.StreamClient`; every turn after the first starts only while an
+idle timeout still fits before the deadline.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -24,21 +32,48 @@ from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.replay import (
     Bisection,
     Cell,
+    Dependence,
     Hop,
     Located,
     Matrix,
     Payload,
     bisect_next,
+    dependence,
+    held,
     locate,
     shrink,
+    varied,
 )
 from servelab.core.soak.result import Targets, WorkerTarget
 from servelab.core.soak.signatures import Failure
-from servelab.ops.soak.client import Exchange, client, exchange
+from servelab.ops.soak.client import Exchange, Headers, client, exchange
 
-__all__ = ["pairs_of", "replay_matrix"]
+__all__ = ["holds", "pairs_of", "replay_matrix"]
 
 _ROOM_BITS = 63
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """What every cell of one matrix shares: where, the payloads, the bounds."""
+
+    targets: Targets
+    failing: dict[str, Any]
+    minimal: dict[str, Any]
+    idle_s: float
+    deadline: float
+    headers: Headers = ()
+
+    def fits(self, turns: int = 1) -> bool:
+        """``turns`` more idle timeouts fit before the deadline."""
+        return time.monotonic() + turns * self.idle_s <= self.deadline
+
+    def body(self, payload: Payload) -> dict[str, Any]:
+        return (
+            self.minimal
+            if payload == Payload.MINIMAL
+            else varied(self.failing, self.minimal, payload)
+        )
 
 
 def pairs_of(targets: Targets) -> list[tuple[WorkerTarget, WorkerTarget]]:
@@ -62,147 +97,184 @@ def _cell(
     rec = ex.record
     head = None if rec.first_byte_ns is None else (rec.first_byte_ns - rec.sent_ns) / 1e9
     return Cell(
-        hop,
-        target,
-        payload,
-        stream,
-        size,
-        ex.outcome,
-        rec.status,
-        time.monotonic() - start,
-        head,
-        ex.received_bytes,
-        ex.detail,
-    )
+        hop, target, payload, stream, size, ex.outcome, rec.status, time.monotonic() - start,
+        head, ex.received_bytes, ex.detail, first_event_s=ex.first_event_s,
+        max_gap_s=ex.max_gap_s, server=ex.server, echoed_id=ex.echoed_id,
+    )  # fmt: skip
 
 
-async def _send(url: str, body: dict[str, Any], idle_s: float) -> Exchange:
-    async with client(url, idle_s, fresh=True) as c:
+async def _send(url: str, body: dict[str, Any], plan: _Plan) -> Exchange:
+    async with client(url, plan.idle_s, fresh=True, headers=plan.headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
 
 
-async def _entry_cell(
-    hop: Hop, url: str, target: str, payload: tuple[Payload, dict[str, Any]], stream: bool,
-    idle: float,
-) -> Cell:  # fmt: skip
-    kind, body = payload
-    sent = _body(body, stream)
+def _url(plan: _Plan, hop: Hop) -> tuple[str, str]:
+    """The URL and target name of an entry or router hop."""
+    t = plan.targets
+    if hop == Hop.ROUTER and t.router_url:
+        return (t.router_url if t.via_proxy else t.entry_url), t.router_service
+    return t.entry_url, "entry"
+
+
+async def _entry_cell(plan: _Plan, hop: Hop, payload: Payload, stream: bool) -> Cell:
+    url, target = _url(plan, hop)
+    sent = _body(plan.body(payload), stream)
     start = time.monotonic()
-    ex = await _send(url, sent, idle)
-    return _cell(hop, target, kind, stream, payload_size(sent), ex, start)
+    ex = await _send(url, sent, plan)
+    return _cell(hop, target, payload, stream, payload_size(sent), ex, start)
 
 
-async def _reused_cell(
-    url: str, failing: dict[str, Any], minimal: dict[str, Any], carried: int, idle: float
-) -> Cell:
-    """``carried`` minimal requests on one keep-alive connection, then the failing payload."""
-    sent = _body(failing, True)
-    async with client(url, idle, fresh=False) as c:
+async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
+    """``carried`` minimal requests on one keep-alive connection, left idle ``idle_s``, then the
+    failing payload, through a plain client (it never sends again: the close is the failure)."""
+    sent = _body(plan.failing, True)
+    url = plan.targets.entry_url
+    async with client(url, plan.idle_s, fresh=False, headers=plan.headers, resend=False) as c:
         for i in range(carried):
-            await exchange(c, json.dumps(_body(minimal, False)).encode(), i, stream=False)
+            await exchange(c, json.dumps(_body(plan.minimal, False)).encode(), i, stream=False)
+        if idle_s > 0:
+            await asyncio.sleep(idle_s)
         start = time.monotonic()
         ex = await exchange(c, json.dumps(sent).encode(), carried)
-    return _cell(Hop.REUSED, "entry", Payload.FAILING, True, payload_size(sent), ex, start)
+    cell = _cell(Hop.REUSED, "entry", Payload.FAILING, True, payload_size(sent), ex, start)
+    return replace(cell, idle_s=round(idle_s, 3))
 
 
 async def _pair_cell(
-    pair: tuple[WorkerTarget, WorkerTarget],
-    payload: tuple[Payload, dict[str, Any]],
-    stream: bool,
-    idle: float,
-) -> Cell:
+    plan: _Plan, pair: tuple[WorkerTarget, WorkerTarget], payload: Payload, stream: bool,
+    body: dict[str, Any] | None = None,
+) -> Cell:  # fmt: skip
     """The router's PD request, sent by hand: the same body to prefill and decode at once."""
     prefill, decode = pair
-    kind, body = payload
-    sent = _body(body, stream) | {
+    sent = _body(plan.body(payload) if body is None else body, stream) | {
         "bootstrap_host": urlsplit(prefill.url).hostname,
         "bootstrap_port": prefill.bootstrap_port,
         "bootstrap_room": random.getrandbits(_ROOM_BITS),
     }
     start = time.monotonic()
-    pre, dec = await asyncio.gather(_send(prefill.url, sent, idle), _send(decode.url, sent, idle))
+    pre, dec = await asyncio.gather(_send(prefill.url, sent, plan), _send(decode.url, sent, plan))
     failed, side = (dec, "decode") if pre.record.ok else (pre, "prefill")
-    cell = _cell(Hop.PAIR, f"{prefill.service}+{decode.service}", kind, stream, 0, failed, start)
+    target = f"{prefill.service}+{decode.service}"
+    cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start)
     ok = pre.record.ok and dec.record.ok
-    return Cell(
-        cell.hop, cell.target, kind, stream, payload_size(sent), cell.outcome, cell.status,
-        cell.elapsed_s, cell.first_byte_s, cell.received_bytes, cell.detail,
-        "" if ok else side, prefill.service, decode.service,
-    )  # fmt: skip
+    return replace(cell, side="" if ok else side, prefill=prefill.service, decode=decode.service)
 
 
-def _jobs(
-    targets: Targets,
-    failure: Failure,
-    failing: dict[str, Any],
-    minimal: dict[str, Any],
-    idle: float,
-) -> list[Awaitable[Cell]]:
-    payloads = ((Payload.FAILING, failing), (Payload.MINIMAL, minimal))
-    jobs: list[Awaitable[Cell]] = []
-    for payload in payloads:
-        for stream in (True, False):
-            jobs += [_pair_cell(pair, payload, stream, idle) for pair in pairs_of(targets)]
-            if targets.router_url and targets.via_proxy:
-                name = targets.router_service
-                jobs.append(
-                    _entry_cell(Hop.ROUTER, targets.router_url, name, payload, stream, idle)
-                )
-            hop = Hop.FRESH if targets.via_proxy else Hop.ROUTER
-            target = "entry" if targets.via_proxy else targets.router_service
-            jobs.append(_entry_cell(hop, targets.entry_url, target, payload, stream, idle))
-    if failure.connection_requests > 0:
-        carried = failure.connection_requests
-        jobs.append(_reused_cell(targets.entry_url, failing, minimal, carried, idle))
-    return jobs
+def _hops(plan: _Plan) -> list[Hop]:
+    """The URL hops: the router (straight, when the entry is a proxy) and the entry point."""
+    t = plan.targets
+    if not t.via_proxy:
+        return [Hop.ROUTER]
+    return [Hop.ROUTER, Hop.FRESH] if t.router_url else [Hop.FRESH]
 
 
-def _hop_url(targets: Targets, loc: Located) -> tuple[Hop, str, str] | None:
-    """The located hop, its URL and target, when it is reached through a URL (the router, or
-    the entry point on a fresh connection)."""
-    if loc.hop == Hop.ROUTER and targets.router_url:
-        url = targets.router_url if targets.via_proxy else targets.entry_url
-        return Hop.ROUTER, url, targets.router_service
-    if loc.hop == Hop.FRESH:
-        return Hop.FRESH, targets.entry_url, "entry"
-    return None
+def _turn(plan: _Plan, payload: Payload, stream: bool) -> Sequence[Awaitable[Cell]]:
+    """Every hop's cell of ``payload``, streamed or not (sent at once: each hop meets the same
+    load, so their timings compare)."""
+    jobs = [_pair_cell(plan, pair, payload, stream) for pair in pairs_of(plan.targets)]
+    return [*jobs, *(_entry_cell(plan, hop, payload, stream) for hop in _hops(plan))]
+
+
+#: The matrix's turns after the first (the failing payload streamed), in order.
+_TURNS = ((Payload.FAILING, False), (Payload.MINIMAL, True), (Payload.MINIMAL, False))
+
+
+async def _loaded_cell(plan: _Plan, hop: Hop, copies: int) -> Cell:
+    """``copies`` of the failing payload streamed at once through ``hop``: one cell, the first
+    failed copy's outcome (or the first copy's), how many failed."""
+    pairs = pairs_of(plan.targets)
+    if hop == Hop.PAIR:
+        pair = pairs[0]
+        sent = [_pair_cell(plan, pair, Payload.LOADED, True, plan.failing) for _ in range(copies)]
+        got = list(await asyncio.gather(*sent))
+    else:
+        got = [
+            replace(c, payload=Payload.LOADED)
+            for c in await asyncio.gather(
+                *(_entry_cell(plan, hop, Payload.FAILING, True) for _ in range(copies))
+            )
+        ]
+    failed = [c for c in got if not c.ok]
+    first = failed[0] if failed else got[0]
+    return replace(first, copies=copies, failed_copies=len(failed))
+
+
+async def _under_load(plan: _Plan, copies: int) -> list[Cell]:
+    """The failing payload at the load it met, hop after hop from the engines outwards (a hop's
+    copies never share the engines with another hop's)."""
+    hops = ([Hop.PAIR] if pairs_of(plan.targets) else []) + _hops(plan)
+    cells = []
+    for hop in hops:
+        if not plan.fits():
+            break
+        cells.append(await _loaded_cell(plan, hop, copies))
+    return cells
+
+
+_INSIDE = {Hop.ROUTER: Hop.PAIR, Hop.FRESH: Hop.ROUTER}
+
+
+#: How long the rate probe waits before it sends the failing payload, unchanged, once more.
+SPACE_S = 2.0
+
+
+async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list[Cell]:
+    """The probes that vary one thing, at the located hop and one hop inside it, one at a time
+    (so none shares an engine batch with another): the prompt, the answer's length, and the rate
+    (the failing payload unchanged, after a pause)."""
+    if loc.hop is None or loc.dependence is not None or loc.hop == Hop.REUSED:
+        return []
+    hops = [h for h in (_INSIDE.get(loc.hop), loc.hop) if h is not None]
+    failed_pair = {c.target for c in cells if c.hop == Hop.PAIR and not c.ok}
+    pair = next(
+        (p for p in pairs_of(plan.targets) if f"{p[0].service}+{p[1].service}" in failed_pair),
+        next(iter(pairs_of(plan.targets)), None),
+    )
+    probes: list[Cell] = []
+    for payload in (Payload.SMALL_PROMPT, Payload.SHORT_ANSWER, Payload.SPACED):
+        if payload == Payload.SPACED:
+            await asyncio.sleep(SPACE_S)
+        for hop in hops:
+            if not plan.fits(2):
+                return probes
+            if hop == Hop.PAIR:
+                if pair is not None:
+                    probes.append(await _pair_cell(plan, pair, payload, True))
+            elif hop in _hops(plan):
+                probes.append(await _entry_cell(plan, hop, payload, True))
+    return probes
 
 
 async def _bisect_cell(
-    targets: Targets, loc: Located, cells: list[Cell], body: dict[str, Any], idle: float
+    plan: _Plan, loc: Located, cells: list[Cell], body: dict[str, Any]
 ) -> Cell | None:
     if loc.hop == Hop.PAIR:
         pair = next(
-            (p for p in pairs_of(targets) if f"{p[0].service}+{p[1].service}" in
+            (p for p in pairs_of(plan.targets) if f"{p[0].service}+{p[1].service}" in
              {c.target for c in cells if not c.ok}),
             None,
         )  # fmt: skip
-        return None if pair is None else await _pair_cell(pair, (Payload.BISECT, body), True, idle)
-    where = _hop_url(targets, loc)
-    if where is None:
+        return None if pair is None else await _pair_cell(plan, pair, Payload.BISECT, True, body)
+    if loc.hop not in (Hop.ROUTER, Hop.FRESH):
         return None
-    hop, url, target = where
-    return await _entry_cell(hop, url, target, (Payload.BISECT, body), True, idle)
+    url, target = _url(plan, loc.hop)
+    sent = _body(body, True)
+    start = time.monotonic()
+    ex = await _send(url, sent, plan)
+    return _cell(loc.hop, target, Payload.BISECT, True, payload_size(sent), ex, start)
 
 
-async def _bisect(
-    targets: Targets,
-    loc: Located,
-    cells: list[Cell],
-    failing: dict[str, Any],
-    bounds: tuple[float, float],
-) -> Bisection | None:
+async def _bisect(plan: _Plan, loc: Located, cells: list[Cell]) -> Bisection | None:
     """Bisect the payload size through the located hop (streaming), at most a few steps, each
-    started only while one more idle timeout fits before ``deadline``."""
-    idle, deadline = bounds
+    started only while one more idle timeout fits before the deadline."""
     if not loc.size_dependent or loc.hop is None:
         return None
-    ok_bytes, fail_bytes = payload_size(e2e_probe_body(model="m")), payload_size(failing)
+    ok_bytes, fail_bytes = payload_size(plan.body(Payload.SMALL_PROMPT)), payload_size(plan.failing)
     steps: list[Cell] = []
     while (size := bisect_next(ok_bytes, fail_bytes, len(steps))) is not None:
-        if time.monotonic() + idle > deadline:
+        if not plan.fits():
             break
-        cell = await _bisect_cell(targets, loc, cells, shrink(failing, size), idle)
+        cell = await _bisect_cell(plan, loc, cells, shrink(plan.failing, size))
         if cell is None:
             break
         steps.append(cell)
@@ -221,14 +293,41 @@ async def replay_matrix(
     model: str,
     idle_s: float,
     deadline: float | None = None,
+    headers: Headers = (),
 ) -> Matrix:
-    """Every cell for ``failing`` (and the minimal payload), located; bisected when the failure
-    depends on size (while time is left before ``deadline``, monotonic). Each request is bounded
-    by ``idle_s``; the cells run concurrently."""
+    """Every cell for ``failing`` (and the minimal payload, the load the failure met, the probes
+    that vary one thing), located; bisected when the failure depends on the prompt's size (see
+    the module docstring). Each request is bounded by ``idle_s``; a turn after the first two
+    starts only while it fits before ``deadline`` (monotonic)."""
     start = time.monotonic()
-    minimal = e2e_probe_body(model=model)
-    cells = list(await asyncio.gather(*_jobs(targets, failure, failing, minimal, idle_s)))
+    until = start + 8 * idle_s if deadline is None else deadline
+    plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers)
+    cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING, True)))
+    for payload, stream in _TURNS:
+        if plan.fits():
+            cells += await asyncio.gather(*_turn(plan, payload, stream))
+    if failure.connection_requests > 0 and plan.fits():
+        cells.append(await _reused_cell(plan, failure.connection_requests, failure.idle_s))
     loc = locate(cells)
-    until = start + 5 * idle_s if deadline is None else deadline
-    bisection = await _bisect(targets, loc, cells, failing, (idle_s, until))
+    if loc.layer is None and failure.in_flight > 1:
+        cells += await _under_load(plan, failure.in_flight)
+        loc = locate(cells)
+    cells += await _probe_cells(plan, loc, cells)
+    loc = locate(cells)
+    depends = dependence(cells, loc)
+    load = failure.in_flight if depends == Dependence.LOAD and loc.load is None else loc.load
+    loc = replace(loc, dependence=depends, load=load)
+    bisection = await _bisect(plan, loc, cells)
     return Matrix(tuple(cells), loc, bisection, time.monotonic() - start)
+
+
+async def holds(
+    targets: Targets, body: dict[str, Any], *, idle_s: float, headers: Headers = ()
+) -> bool:
+    """``body`` streamed straight to the router, then through the entry point (one after the
+    other, so neither shares an engine batch with the other): whether the entry holds the stream
+    the router streams (:func:`~servelab.core.soak.replay.held`)."""
+    plan = _Plan(targets, body, e2e_probe_body(model="m"), idle_s, time.monotonic(), headers)
+    router = await _entry_cell(plan, Hop.ROUTER, Payload.FAILING, True)
+    entry = await _entry_cell(plan, Hop.FRESH, Payload.FAILING, True)
+    return held(entry, router)

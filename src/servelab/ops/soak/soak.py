@@ -35,11 +35,12 @@ from servelab.core.soak.agentic import (
     greedy_probe_body,
     payload_size,
 )
-from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.result import (
     Determinism,
     FailedRequest,
     SessionOutcome,
+    SoakClient,
     SoakConfig,
     SoakResult,
     SoakSessions,
@@ -51,10 +52,12 @@ from servelab.core.telemetry.rules import ClientWindow, ServerView
 from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instance_of
 from servelab.core.telemetry.traces import RequestPhases, Span
 from servelab.core.verify.coldstart import StartClass
-from servelab.io.http.client import HttpClient
+from servelab.io.http.client import HttpClient, StreamClient
+from servelab.io.http.sdk import SdkClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
+from servelab.ops.soak.replay import holds
 from servelab.ops.soak.traces import FailedId, gather_soak_spans, request_phases
 from servelab.ops.soak.verdict import Seen, conclude
 from servelab.ops.telemetry.tracing import TraceCollector
@@ -85,6 +88,19 @@ class _Session:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _Sent:
+    """One of the soak's requests as it went: its body and round, the requests in flight with
+    it (itself included), its connection's age, the requests it carried before and how long it
+    sat idle, and when it was sent and ended (monotonic)."""
+
+    body: dict[str, Any]
+    round: int
+    in_flight: int = 1
+    conn: tuple[float, int, float] = (0.0, 0, 0.0)
+    window: tuple[float, float] = (0.0, 0.0)
+
+
 @dataclass
 class _Run:
     """Shared state of one soak run: what it has seen so far (the result is made of it at the
@@ -109,44 +125,65 @@ class _Run:
     locators: list[asyncio.Task[None]] = field(default_factory=list)
     signatures: list[Signature] = field(default_factory=list)  # localized (or being localized)
     deadline: float = 0.0  # when localizations must be over (monotonic)
-    t0_ns: int = field(default_factory=time.perf_counter_ns)
     output_tokens: int = 0  # received by the sessions and the probes
-    ttfts: list[tuple[float, float]] = field(default_factory=list)  # (sent after t0 s, TTFT s)
     failed_ids: list[FailedId] = field(default_factory=list)  # stalled or failed, by request id
+    resends: list[MaskedResend] = field(default_factory=list)
+    router_echoes: bool = False  # an answer through the entry carried its own request id back
+    failing: list[tuple[float, float]] = field(default_factory=list)  # failed requests (monotonic)
+    replays: list[tuple[float, float]] = field(default_factory=list)  # localizations (monotonic)
+    traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
+    one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
+    sample: tuple[int, int, dict[str, Any]] | None = None  # the largest payload answered
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
-        rec = ex.record
-        self.output_tokens += rec.output_tokens
-        if rec.event_ns and rec.sent_ns:
-            at = (rec.sent_ns - self.t0_ns) / 1e9
-            self.ttfts.append((at, (rec.event_ns[0] - rec.sent_ns) / 1e9))
+        self.output_tokens += ex.record.output_tokens
 
     @property
     def active(self) -> bool:
         return any(not task.done() for task in self.tasks)
 
 
+def _session_client(run: _Run) -> StreamClient | SdkClient:
+    """The client one session sends through (:class:`~servelab.core.soak.result.SoakClient`)."""
+    cfg = run.config
+    url, idle = run.targets.entry_url, cfg.idle_timeout_s
+    if cfg.client == SoakClient.OPENAI:
+        return SdkClient(url, idle_timeout_s=idle, headers=dict(cfg.headers))
+    fresh, resend = cfg.connection == "fresh", cfg.client == SoakClient.SERVELAB
+    return client(url, idle, fresh=fresh, headers=cfg.headers, resend=resend)
+
+
+def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, float]:
+    """The request's connection: its age, the requests it carried before, its idle time (the
+    SDK's pool is not seen: the session's own requests before, and its idle time)."""
+    if isinstance(c, SdkClient):
+        return 0.0, rnd, c.last_idle_s
+    conns = c.connections
+    assert conns is not None
+    return conns.age_s(), conns.carried, conns.idle_s
+
+
 async def _session(run: _Run, tally: _Session) -> None:
     cfg = run.config
     conv = Conversation(tally.session, seed=cfg.seed, turn_words=cfg.turn_words)
-    session_client = client(
-        run.targets.entry_url, cfg.idle_timeout_s, fresh=cfg.connection == "fresh"
-    )
-    assert session_client.connections is not None
+    session_client = _session_client(run)
     async with session_client:
         for rnd in range(cfg.rounds):
             body = conv.request_body(model=run.model, max_tokens=cfg.max_tokens)
             raw = json.dumps(body).encode()
             run.inflight += 1
+            in_flight, sent_at = run.inflight, time.monotonic()
             try:
                 ex = await exchange(session_client, raw, rnd)
             finally:
                 run.inflight -= 1
                 tally.requests += 1
-            conns = session_client.connections
-            tally.connections = conns.opened
-            if not _account(run, tally, (conns.age_s(), conns.carried), ex, body):
+            conn = _connection(session_client, rnd)
+            if isinstance(session_client, StreamClient) and session_client.connections:
+                tally.connections = session_client.connections.opened
+            sent = _Sent(body, rnd, in_flight, conn, (sent_at, time.monotonic()))
+            if not _account(run, tally, sent, ex):
                 return
             conv.add_answer(ex.answer)
             tally.rounds_done += 1
@@ -154,22 +191,17 @@ async def _session(run: _Run, tally: _Session) -> None:
                 await asyncio.sleep(cfg.think_time_s)
 
 
-def _account(
-    run: _Run,
-    tally: _Session,
-    conn: tuple[float, int],
-    ex: Exchange,
-    body: dict[str, Any],
-) -> bool:
+def _account(run: _Run, tally: _Session, sent: _Sent, ex: Exchange) -> bool:
     """Book one exchange into the run; False when the session cannot go on."""
-    record, rnd = ex.record, ex.record.index
+    record, rnd, body = ex.record, ex.record.index, sent.body
     run.tally(ex)
+    _masked(run, tally.session, sent, ex)
     for v in check_answer(ex.answer):
         run.correctness.append(CorrectnessIssue(v.kind, tally.session, rnd, v.detail))
-        size = payload_size(body)
-        _fail(run, Failure(Signature.CORRECTNESS, tally.session, rnd, size, *conn), body)
+        size, (age, carried, _) = payload_size(body), sent.conn
+        _fail(run, Failure(Signature.CORRECTNESS, tally.session, rnd, size, age, carried), body)
     if ex.stalled:
-        _note_stall(run, tally.session, rnd, body, ex, conn)
+        _note_stall(run, tally.session, sent, ex)
         tally.stalled = True
         return False
     if not record.ok:
@@ -177,37 +209,65 @@ def _account(
         run.failed_ids.append(FailedId(record.request_id, tally.session, rnd, Outcome.ERROR))
         detail = record.error_detail[:300]
         run.errors.append(FailedRequest(tally.session, rnd, record.status, record.error, detail))
-        _fail(run, _failure(tally.session, rnd, body, ex, conn), body)
+        run.failing.append(sent.window)
+        _fail(run, _failure(tally.session, sent, ex), body)
         return False
+    run.router_echoes = run.router_echoes or ex.echoed_id is True
+    size = payload_size(body)
+    if run.sample is None or payload_size(run.sample[2]) < size:
+        run.sample = (tally.session, rnd, body)
     return True
 
 
-def _failure(
-    session: int, rnd: int, body: dict[str, Any], ex: Exchange, conn: tuple[float, int]
-) -> Failure:
+def _masked(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
+    """Keep every resend the client made; from the second on they are a failure (localized
+    once, like any other signature)."""
+    for r in ex.resends:
+        run.resends.append(
+            MaskedResend(session, sent.round, r.idle_s, r.before_send, status=r.status)
+        )
+        run.progress(f"resend: session {session} round {sent.round} sent again")
+    if ex.resends and len(run.resends) >= 2:
+        age, carried, _ = sent.conn
+        last, size = ex.resends[-1], payload_size(sent.body)
+        if last.status is None:  # the server closed the connection: replayed on a reused one
+            failure = Failure(
+                Signature.RESENT, session, sent.round, size, age, max(1, carried),
+                idle_s=last.idle_s, in_flight=sent.in_flight,
+            )  # fmt: skip
+        else:  # a retry after an answer: that answer is the failure, replayed as sent
+            failure = Failure(Signature.RESENT, session, sent.round, size, age, 0,
+                              status=last.status, in_flight=sent.in_flight)  # fmt: skip
+        _fail(run, failure, sent.body)
+
+
+def _failure(session: int, sent: _Sent, ex: Exchange) -> Failure:
     rec = ex.record
     sig = classify(rec.status, rec.error, rec.error_detail, ex.phase) or Signature.MALFORMED
-    age, carried = round(conn[0], 3), conn[1]
+    age, carried, idle = sent.conn
     detail = rec.error_detail[:300]
     return Failure(
-        sig, session, rnd, payload_size(body), age, carried, rec.status, rec.error or "", detail,
-        ex.received_bytes, ex.phase,
+        sig, session, sent.round, payload_size(sent.body), round(age, 3), carried, rec.status,
+        rec.error or "", detail, ex.received_bytes, ex.phase, round(idle, 1), sent.in_flight,
+        ex.server, ex.echoed_id,
     )  # fmt: skip
 
 
-def _note_stall(
-    run: _Run, session: int, rnd: int, body: dict[str, Any], ex: Exchange, conn: tuple[float, int]
-) -> None:
+def _note_stall(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
     """Record a stall (session -1: the C1 probe) and localize its signature once."""
-    size, received = payload_size(body), (ex.received_bytes, ex.received_events, ex.phase)
+    size, received = payload_size(sent.body), (ex.received_bytes, ex.received_events, ex.phase)
+    rnd = sent.round
     run.failed_ids.append(FailedId(ex.record.request_id, session, rnd, Outcome.STALLED))
-    age, carried = round(conn[0], 3), conn[1]
-    run.stalls.append(Stall(session, rnd, size, age, carried, *received, ex.record.error or ""))
+    age, carried, _ = sent.conn
+    run.stalls.append(
+        Stall(session, rnd, size, round(age, 3), carried, *received, ex.record.error or "")
+    )
+    run.failing.append(sent.window)
     run.progress(
         f"stall: session {session} round {rnd} after {carried} requests on its "
         f"connection ({size} B payload, phase {ex.phase})"
     )
-    _fail(run, _failure(session, rnd, body, ex, conn), body)
+    _fail(run, _failure(session, sent, ex), sent.body)
 
 
 def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
@@ -220,21 +280,52 @@ def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
 
 
 async def _localize(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
-    left = run.deadline - time.monotonic()
-    if left <= 0:
-        return
-    async with asyncio.timeout(left):
-        found = await localize(
-            run.targets,
-            failure,
-            body,
-            model=run.model,
-            idle_timeout_s=run.config.idle_timeout_s,
-            progress=run.progress,
-            http=run.http,
-            deadline=run.deadline,
-        )
+    """One localization, once the sessions' traffic is over and one at a time (its replays then
+    meet only the load they send themselves), within the deadline; its span is kept (a replay
+    window)."""
+    await run.traffic_done.wait()
+    async with run.one_at_a_time:
+        left = run.deadline - time.monotonic()
+        if left <= 0:
+            return
+        start = time.monotonic()
+        try:
+            async with asyncio.timeout(left):
+                found = await localize(
+                    run.targets,
+                    failure,
+                    body,
+                    model=run.model,
+                    idle_timeout_s=run.config.idle_timeout_s,
+                    progress=run.progress,
+                    http=run.http,
+                    deadline=run.deadline,
+                    headers=run.config.headers,
+                )
+        finally:
+            run.replays.append((start, time.monotonic()))
     run.localizations.append(found)
+
+
+async def _hold_check(run: _Run) -> None:
+    """Through a proxy, the largest payload answered is sent once straight to the router and once
+    through the entry, one after the other: a stream the entry holds (its first token or a gap
+    far later) is a failure of its own (:attr:`Signature.HELD`), localized like the others."""
+    t, cfg = run.targets, run.config
+    if not (t.via_proxy and t.router_url and cfg.localize and run.sample):
+        return
+    if Signature.HELD in run.signatures or time.monotonic() + 3 * cfg.idle_timeout_s > run.deadline:
+        return
+    session, rnd, body = run.sample
+    start = time.monotonic()
+    try:
+        found = await holds(t, body, idle_s=cfg.idle_timeout_s, headers=cfg.headers)
+    finally:
+        run.replays.append((start, time.monotonic()))
+    if found:
+        run.progress(f"held stream: session {session} round {rnd}'s payload, through the entry")
+        held = Failure(Signature.HELD, session, rnd, payload_size(body), 0.0, 0)
+        _fail(run, held, body)
 
 
 # ---------------------------------------------------------------------------------- determinism
@@ -247,11 +338,12 @@ def _probe_body(run: _Run) -> dict[str, Any]:
 async def _reference(run: _Run) -> str | None:
     """The greedy probe at concurrency 1, before any session starts."""
     body = _probe_body(run)
-    ref = await one_shot(run.targets.entry_url, body, run.config.idle_timeout_s)
+    start = time.monotonic()
+    ref = await one_shot(run.targets.entry_url, body, run.config.idle_timeout_s, run.config.headers)
     run.tally(ref)
     run.determinism = Determinism(reference_ok=ref.record.ok)
     if ref.stalled:
-        _note_stall(run, -1, -1, body, ref, (0.0, 0))
+        _note_stall(run, -1, _Sent(body, -1, window=(start, time.monotonic())), ref)
     return ref.answer.text if ref.record.ok else None
 
 
@@ -266,7 +358,9 @@ async def _under_load(run: _Run, reference: str) -> None:
         run.determinism = replace(run.determinism, sessions_ended_first=True)
         return
     concurrency = run.inflight + 1
-    loaded = await one_shot(run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s)
+    loaded = await one_shot(
+        run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s, cfg.headers
+    )
     run.tally(loaded)
     run.determinism = replace(
         run.determinism, under_load_ok=loaded.record.ok, concurrency=concurrency
@@ -283,9 +377,10 @@ async def _under_load(run: _Run, reference: str) -> None:
 
 # ---------------------------------------------------------------------------------------- soak
 def _localize_reserve(cfg: SoakConfig) -> float:
-    """Time kept after the traffic for the localizations (the matrix's cells run concurrently,
-    then a reused-connection replay, then two probe rounds and two scrapes)."""
-    return min(2 * cfg.idle_timeout_s + 4 * min(5.0, cfg.idle_timeout_s) + 1.0, cfg.duration_s / 2)
+    """Time kept after the traffic for the hold check and the localizations (the matrix's two
+    turns, a reused-connection replay, then two probe rounds and two scrapes; its later turns
+    run only while they fit)."""
+    return min(4 * cfg.idle_timeout_s + 4 * min(5.0, cfg.idle_timeout_s) + 1.0, cfg.duration_s / 2)
 
 
 async def _traffic(run: _Run, reference: str | None) -> None:
@@ -308,8 +403,11 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
         except TimeoutError:
             run.deadline_hit = True
             run.progress("deadline reached: the sessions stop here (partial results kept)")
+        await _hold_check(run)
+        run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
     finally:
+        run.traffic_done.set()
         for task in run.locators:
             task.cancel()
         await asyncio.gather(*run.locators, return_exceptions=True)
@@ -327,7 +425,7 @@ async def _prepare(run: _Run) -> None:
     """Model, workers, and the warm-up (the engines' cold start paid and recorded)."""
     cfg, targets = run.config, run.targets
     probe_s = min(5.0, cfg.idle_timeout_s)
-    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s)
+    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s, dict(cfg.headers))
     run.model = model or "default"
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
@@ -340,20 +438,28 @@ async def _prepare(run: _Run) -> None:
 
 def _result(
     run: _Run,
-    telemetry: RunTelemetry | None,
+    watched: tuple[RunTelemetry | None, float],
     interrupted: bool,
     traces: SoakTraces | None,
     elapsed_s: float,
 ) -> SoakResult:
-    """What the run saw, concluded (:func:`~servelab.ops.soak.verdict.conclude`)."""
-    # Replays (localizations) send traffic the client does not count, and requests cut by the
-    # deadline or Ctrl-C may be generated on after the client stopped reading: a partial count.
-    partial = bool(run.localizations) or run.deadline_hit or interrupted
-    window = ClientWindow(run.output_tokens, tuple(run.ttfts), complete=not partial)
+    """What the run saw, concluded (:func:`~servelab.ops.soak.verdict.conclude`). ``watched``:
+    the run telemetry and when its watch started (monotonic: the windows' origin)."""
+    telemetry, t0 = watched
+    # Replays (localizations, the hold check) send traffic the client does not count, and
+    # requests cut by the deadline or Ctrl-C may be generated on after the client stopped
+    # reading: a partial count.
+    partial = bool(run.replays) or run.deadline_hit or interrupted
+    window = ClientWindow(run.output_tokens, complete=not partial)
     roles = {w.service: w.role for w in run.targets.workers}
+
+    def since(spans: list[tuple[float, float]]) -> tuple[tuple[float, float], ...]:
+        return tuple((a - t0, b - t0) for a, b in spans)
+
+    view = ServerView(telemetry, roles, window, since(run.failing), since(run.replays))
     seen = Seen(
         run.targets.via_proxy, run.start, run.stalls, run.failures, run.correctness,
-        run.localizations, ServerView(telemetry, roles, window),
+        run.localizations, view, run.resends, run.router_echoes,
     )  # fmt: skip
     verdict = conclude(seen)
     return SoakResult(
@@ -375,6 +481,8 @@ def _result(
         localizations=tuple(run.localizations),
         start=run.start,
         undecided=verdict.undecided,
+        dropped=tuple(verdict.dropped),
+        resends=tuple(run.resends),
         telemetry=telemetry,
         traces=traces,
     )
@@ -430,10 +538,12 @@ async def soak(
     spans: tuple[Span, ...] = ()
     phases: tuple[RequestPhases, ...] | None = None
     interrupted = False
+    watch_t0 = time.monotonic()
     try:
         async with contextlib.AsyncExitStack() as stack:
             if traces is not None:
                 await stack.enter_async_context(traces)
+            watch_t0 = time.monotonic()  # the watch's own start, a moment later
             async with watch:
                 await _run_until_deadline(run, hard_deadline)
             if traces is not None:
@@ -448,7 +558,8 @@ async def soak(
             spans = tuple(traces.take())
             phases = request_phases(run.failed_ids, spans)
         traced = None if phases is None else SoakTraces(len(spans), phases)
-        result = _result(run, watch.result, interrupted, traced, time.monotonic() - start)
+        watched = (watch.result, watch_t0)
+        result = _result(run, watched, interrupted, traced, time.monotonic() - start)
         if ledger is not None:
             soak_id = ledger.record_soak(result, case_id=case_id, spans=spans)
             result = replace(result, soak_id=soak_id)

@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.core.soak.diagnose import Finding, Undecided, diagnose, undecided
+from servelab.core.soak.diagnose import Dropped, Finding, diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     Localization,
+    MaskedResend,
     Probe,
     ProbeKind,
     Replay,
@@ -27,7 +28,8 @@ from servelab.core.soak.evidence import (
 )
 from servelab.core.soak.observe import Observation, observations
 from servelab.core.soak.replay import Cell, Hop, Payload
-from servelab.core.soak.signatures import Failure, stall
+from servelab.core.soak.signatures import Failure, Signature, stall
+from servelab.core.soak.undecided import Undecided, undecided
 from servelab.core.telemetry.rules import ServerView, assess, telemetry_observations
 from servelab.core.verify.coldstart import StartClass
 
@@ -46,6 +48,9 @@ class Seen:
     localizations: Sequence[Localization]
     #: the soak's run telemetry and the client's view of the same window (None: not watched)
     server: ServerView | None = None
+    resends: Sequence[MaskedResend] = ()
+    #: the router's answers through the entry carried the request's own id back
+    router_echoes: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,7 @@ class Verdict:
     observations: list[Observation]
     findings: list[Finding]
     undecided: Undecided | None
+    dropped: list[Dropped]
 
 
 def _pick(cells: tuple[Cell, ...], hop: Hop, payload: Payload) -> Cell | None:
@@ -84,12 +90,16 @@ def _evidences(result: Seen) -> list[SoakEvidence]:
     """One evidence per localization (scoped by its signature after the first); the first also
     carries the correctness violations and the failures no localization covered."""
     via, start = result.via_proxy, result.start
-    issues = tuple(result.issues)
+    issues, echoes, resends = tuple(result.issues), result.router_echoes, tuple(result.resends)
     locs = result.localizations
     if not locs:
         every = tuple(result.failures)
-        return [SoakEvidence(via, tuple(result.stalls), issues=issues, failures=every, start=start)]
+        return [
+            SoakEvidence(via, tuple(result.stalls), issues=issues, failures=every, start=start,
+                         resends=resends, router_echoes=echoes)
+        ]  # fmt: skip
     covered = {loc.signature for loc in locs}
+    resent = next((i for i, loc in enumerate(locs) if loc.signature == Signature.RESENT), 0)
     evs = []
     for i, loc in enumerate(locs):
         sig = loc.signature
@@ -102,7 +112,8 @@ def _evidences(result: Seen) -> list[SoakEvidence]:
             SoakEvidence(
                 via, tuple(stalls), tuple(replays), (*loc.probes, *e2e), loc.engines,
                 issues if i == 0 else (), tuple(failures), loc.matrix, loc.router_metrics,
-                loc.loads, start, None if i == 0 else sig,
+                loc.loads, start, None if i == 0 else sig, resends if i == resent else (),
+                echoes,
             )
         )  # fmt: skip
     return evs
@@ -113,15 +124,19 @@ def conclude(result: Seen) -> Verdict:
     whole soak: it goes with the first evidence (like the correctness violations), unscoped."""
     all_obs: list[Observation] = [*telemetry_observations(assess(result.server))]
     best: dict[tuple[str, str | None], Finding] = {}
+    dropped: list[Dropped] = []
     why = None
     for i, ev in enumerate(_evidences(result)):
         server = result.server if i == 0 else None
-        found = diagnose(ev, server)
-        why = why or undecided(ev, found, server)
+        found = diagnosis(ev, server)
+        why = why or undecided(ev, found.findings, server)
         all_obs += observations(ev)
-        for f in found:
+        dropped += found.dropped
+        for f in found.findings:
             key = (f.layer, f.worker)
             if key not in best or best[key].confidence < f.confidence:
                 best[key] = f
     findings = sorted(best.values(), key=lambda f: -f.confidence)
-    return Verdict(all_obs, findings, None if findings else why)
+    kept = {(f.layer, f.worker) for f in findings}
+    dropped = [d for d in dropped if (d.layer, d.worker) not in kept]
+    return Verdict(all_obs, findings, None if findings else why, dropped)

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from typing import assert_never
 
-from servelab.core.soak.diagnose import NextProbe, Undecided, UndecidedReason
 from servelab.core.soak.evidence import Localization
-from servelab.core.soak.replay import Cell, Reason
+from servelab.core.soak.replay import Cell, Dependence, Reason
+from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.verify.coldstart import StartClass
-from servelab.report.soak.words import hop_title
+from servelab.report.soak.words import hop_title, one_line
 
 __all__ = [
+    "dependence_text",
     "located_text",
     "matrix_lines",
     "probe_advice",
@@ -36,8 +37,29 @@ def located_text(reason: Reason) -> str:
             return "every hop answered the failing payload (not reproduced)"
         case Reason.NO_PAIR_REPLAY:
             return "the router fails it, and no pair could be replayed straight"
+        case Reason.HELD:
+            return "every hop answers it; this one holds the stream the hop inside it streams"
         case _:
             assert_never(reason)
+
+
+def dependence_text(dep: Dependence | None, load: int | None) -> str:
+    """What a located failure depends on (by the probes that vary one thing), or ""."""
+    match dep:
+        case None:
+            return ""
+        case Dependence.SIZE:
+            return "it depends on the prompt's size (a small prompt, same answer length, passes)"
+        case Dependence.LENGTH:
+            return "it depends on the answer's length (the same prompt, a short answer, passes)"
+        case Dependence.SIZE_AND_LENGTH:
+            return "a small prompt passes, and so does a short answer"
+        case Dependence.NEITHER:
+            return "it fails with a small prompt and with a short answer too"
+        case Dependence.LOAD:
+            return f"alone, or after a pause, it passes; at {load} in flight it fails (load)"
+        case _:
+            assert_never(dep)
 
 
 def undecided_text(reason: UndecidedReason) -> str:
@@ -70,6 +92,11 @@ def probe_advice(probe: NextProbe) -> str:
                 "soak longer or with more sessions, so the failure happens again while it is "
                 "replayed"
             )
+        case NextProbe.SOAK_AGAIN:
+            return (
+                "it passed replayed alone and at the load it met: soak again (longer) to see "
+                "whether it recurs, and with --client naive to see failures a client masks"
+            )
         case NextProbe.SOAK_WARM:
             return "soak again now that the engines are warm"
         case NextProbe.LOCALIZE:
@@ -88,10 +115,13 @@ def probe_advice(probe: NextProbe) -> str:
 def _state(c: Cell) -> str:
     if c.ok:
         head = "" if c.first_byte_s is None else f", head {c.first_byte_s:.2f} s"
-        return f"ok {c.status} in {c.elapsed_s:.2f} s{head}"
+        first = "" if c.first_event_s is None else f", token {c.first_event_s:.2f} s"
+        copies = f" (x{c.copies})" if c.copies > 1 else ""
+        return f"ok {c.status} in {c.elapsed_s:.2f} s{head}{first}{copies}"
     side = f" ({c.side} side)" if c.side else ""
-    detail = c.detail if len(c.detail) <= 60 else c.detail[:59] + "…"
-    return f"{c.outcome.upper()}{side} after {c.elapsed_s:.2f} s: {detail}"
+    copies = f" {c.failed_copies} of {c.copies}" if c.copies > 1 else ""
+    detail = one_line(c.detail, 60, "…")
+    return f"{c.outcome.upper()}{copies}{side} after {c.elapsed_s:.2f} s: {detail}"
 
 
 def matrix_lines(loc: Localization) -> list[str]:
@@ -102,12 +132,12 @@ def matrix_lines(loc: Localization) -> list[str]:
         f"replay matrix for {f.signature} (session {f.session} round {f.round}, "
         f"{f.payload_bytes} B, {f.connection_requests} request(s) on its connection), "
         f"{m.elapsed_s:.1f} s:",
-        f"  {'hop':<26} {'target':<22} {'payload':<9} {'mode':<6} result",
+        f"  {'hop':<26} {'target':<22} {'payload':<12} {'mode':<6} result",
     ]
     for c in m.cells:
         mode = "stream" if c.stream else "plain"
-        hop = hop_title(c.hop)
-        lines.append(f"  {hop:<26} {c.target:<22} {c.payload:<9} {mode:<6} {_state(c)}")
+        hop = hop_title(c.hop) + (f" ({c.idle_s:g} s idle)" if c.idle_s else "")
+        lines.append(f"  {hop:<26} {c.target:<22} {c.payload:<12} {mode:<6} {_state(c)}")
     b = m.bisection
     if b is not None:
         lines.append(
@@ -117,8 +147,12 @@ def matrix_lines(loc: Localization) -> list[str]:
     where = m.located
     layer = f" -> {where.layer}" if where.layer else ""
     worker = f" (worker {where.worker})" if where.worker else ""
-    size = ", only with the larger payload" if where.size_dependent else ""
-    lines.append(f"  located: {located_text(where.reason)}{size}{layer}{worker}")
+    lines.append(f"  located: {located_text(where.reason)}{layer}{worker}")
+    depends = dependence_text(where.dependence, where.load)
+    if depends:
+        lines.append(f"  {depends}")
+    if where.conflicting:
+        lines.append("  not explained by it: " + ", ".join(where.conflicting))
     return lines
 
 

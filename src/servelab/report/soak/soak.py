@@ -14,18 +14,20 @@ from typing import Any
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.observe import Observation
-from servelab.core.soak.result import SoakResult
+from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
 from servelab.report.soak.traces import trace_lines
 from servelab.report.soak.words import (
+    dropped_text,
     finding_evidence,
     layer_advice,
     layer_title,
+    one_line,
     telemetry_text,
 )
 
-__all__ = ["finding_json", "render_soak", "soak_json", "telemetry_lines"]
+__all__ = ["finding_json", "page_sections", "render_soak", "soak_json", "telemetry_lines"]
 
 
 # ---------------------------------------------------------------------------------------- JSON
@@ -53,6 +55,7 @@ def soak_json(result: SoakResult) -> dict[str, Any]:
     ``first_missing`` phases (``traces`` only when traced)."""
     doc: dict[str, Any] = {"ok": result.ok, **encode(result)}
     doc["findings"] = [finding_json(f, result.observations) for f in result.findings]
+    doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
     if result.traces is None:
         del doc["traces"]
     else:
@@ -68,12 +71,15 @@ def _header(result: SoakResult) -> list[str]:
     data = result.sessions
     cfg = result.config
     verdict = "OK" if result.ok else "PROBLEMS FOUND"
+    client = "" if cfg.client == SoakClient.SERVELAB else f", {cfg.client} client"
+    opened = sum(s.connections for s in data.per_session)
+    conns = f", connections opened {opened}" if opened else ""
     lines = [
         f"soak {verdict}: {data.count} sessions x {cfg.rounds} rounds "
-        f"({cfg.connection} connections) via {result.targets.entry_url}, "
+        f"({cfg.connection} connections{client}) via {result.targets.entry_url}, "
         f"{result.elapsed_s:.1f} s",
         f"  sessions completed {data.completed}/{data.count}, "
-        f"rounds done {data.rounds_done}, requests {data.requests}",
+        f"rounds done {data.rounds_done}, requests {data.requests}{conns}",
     ]
     if result.deadline_hit:
         lines.append(f"  the {cfg.duration_s:g} s deadline ended the soak (partial results)")
@@ -93,6 +99,23 @@ def _stall_lines(result: SoakResult) -> list[str]:
         )
     if len(result.stalls) > 10:
         lines.append(f"  ... {len(result.stalls) - 10} more")
+    return lines
+
+
+def _resend_lines(result: SoakResult) -> list[str]:
+    """Every request the client sent again (the failures it masked)."""
+    if not result.resends:
+        return []
+    lines = [f"requests sent again ({len(result.resends)}; a plain client fails these):"]
+    for r in result.resends[:10]:
+        if r.status is not None:
+            why = f"the client retried after HTTP {r.status}"
+        else:
+            when = "found closed before the send" if r.before_send else "closed before the answer"
+            why = f"the kept-alive connection, idle {r.idle_s:g} s, was {when}"
+        lines.append(f"  session {r.session} round {r.round}: {why}")
+    if len(result.resends) > 10:
+        lines.append(f"  ... {len(result.resends) - 10} more")
     return lines
 
 
@@ -138,7 +161,11 @@ def render_soak(result: SoakResult) -> str:
         lines += _stall_lines(result)
     if result.errors:
         lines.append(f"failed requests ({len(result.errors)}):")
-        lines += [f"  session {e.session} round {e.round}: {e.error}" for e in result.errors[:10]]
+        lines += [
+            f"  session {e.session} round {e.round}: {e.error}: {one_line(e.detail, 70, '…')}"
+            for e in result.errors[:10]
+        ]
+    lines += _resend_lines(result)
     lines += trace_lines(result)
     for loc in result.localizations:
         lines += matrix_lines(loc)
@@ -147,6 +174,7 @@ def render_soak(result: SoakResult) -> str:
         lines.append("findings (most likely first; + supports, - contradicts):")
         for rank, finding in enumerate(result.findings, 1):
             lines += _finding_lines(rank, finding, result.observations)
+        lines += [f"  {dropped_text(d)}" for d in result.dropped]
     elif result.undecided is not None:
         lines += undecided_lines(result.undecided)
     elif result.stalls:
@@ -156,3 +184,32 @@ def render_soak(result: SoakResult) -> str:
     else:
         lines.append("no finding")
     return "\n".join(lines) + "\n"
+
+
+def page_sections(result: SoakResult) -> list[str]:
+    """The markdown a soak's report page shows whatever it found: its failures (one line each),
+    the requests its client sent again, each replay matrix with its located reason, the findings
+    dropped as explained by a stronger one, and, without a finding, why and what to probe next."""
+    out: list[str] = []
+    failed = [
+        f"- session {f.session} round {f.round}: {f.signature}"
+        + (f" (HTTP {f.status})" if f.status else "")
+        + (f": {one_line(f.detail, 100, '…')}" if f.detail else "")
+        for f in result.failures
+    ]
+    if failed:
+        out += [f"Failures ({len(failed)}):", "", *failed[:20], ""]
+    resent = _resend_lines(result)
+    if resent:
+        out += [resent[0], "", *(f"- {line.strip()}" for line in resent[1:]), ""]
+    for loc in result.localizations:
+        lines = matrix_lines(loc)
+        out += [f"### {lines[0].rstrip(':')}", "", "```", *lines[1:], "```", ""]
+    if result.dropped:
+        out += ["Dropped findings:", "", *(f"- {dropped_text(d)}" for d in result.dropped), ""]
+    if not result.findings and result.undecided is not None:
+        why = undecided_lines(result.undecided)
+        out += [why[0][0].upper() + why[0][1:] + ".", "", *(f"- {w.strip()}" for w in why[1:]), ""]
+    elif not result.findings:
+        out += ["No finding." if result.localized or not failed else "No localization ran.", ""]
+    return out

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
@@ -21,6 +21,7 @@ from servelab.core.soak.observe import (
     EngineProgress,
     EngineStart,
     FreshConnectionStalls,
+    FrontAnswers,
     LoadReading,
     MatrixBisection,
     MatrixCell,
@@ -28,6 +29,7 @@ from servelab.core.soak.observe import (
     OpenCircuit,
     ProbeResult,
     ReplayResult,
+    Resends,
     ReusedConnectionStalls,
     RouterHealth,
     SignatureFailures,
@@ -53,10 +55,12 @@ from servelab.core.telemetry.rules import (
 __all__ = [
     "EvidenceLine",
     "describe_observation",
+    "dropped_text",
     "finding_evidence",
     "hop_title",
     "layer_advice",
     "layer_title",
+    "one_line",
     "telemetry_text",
 ]
 
@@ -119,9 +123,9 @@ def layer_advice(layer: Layer) -> str:
             )
         case Layer.ENGINE_SATURATION:
             return (
-                "The engine's waiting queue grew while the client's time to first token grew "
-                "with it: the engine is saturated (add capacity or lower the load); the network "
-                "is not at fault."
+                "While the requests failed, the engine ran at its cap (running requests or KV "
+                "cache) with a longer waiting queue than the rest of the soak: the engine is "
+                "saturated (add capacity or lower the load); the network is not at fault."
             )
         case Layer.CLIENT:
             return (
@@ -152,7 +156,7 @@ def hop_title(hop: Hop) -> str:
 _RULE_WORDS = {
     RULE_ROUTER: "router counters",
     RULE_TRANSFER: "KV transfer counters",
-    RULE_SATURATION: "waiting queue and client TTFT",
+    RULE_SATURATION: "waiting queue at the engine's cap",
     RULE_CLIENT: "client tokens against the decodes' count",
 }
 #: What a fired rule found, by what it points at (the others: "fired").
@@ -160,7 +164,7 @@ _POINTS_WORDS = {
     WORKERS: "the router counted its workers failing",
     Layer.ROUTER: "the router refused requests itself",
     Layer.DECODE_TRANSFER: "KV transfers failed",
-    Layer.ENGINE_SATURATION: "the queue and the client's TTFT rose together",
+    Layer.ENGINE_SATURATION: "the queue grew with the engine at its cap while requests failed",
     Layer.CLIENT: "the client and the decodes disagree",
 }
 
@@ -216,8 +220,15 @@ def _failures_text(o: SignatureFailures) -> str:
     status = f"HTTP {o.status} " if o.status else ""
     return (
         f"{o.count} failure(s) of kind {sig}, first session {o.session} round {o.round}: "
-        f"{status}{o.error} {o.detail[:80]}".rstrip()
+        f"{status}{o.error} {one_line(o.detail)}".rstrip()
     )
+
+
+def one_line(text: str, width: int = 80, mark: str = "") -> str:
+    """``text`` on one line (an error page's newlines and runs of spaces folded), cut to
+    ``width`` characters, the cut marked with ``mark`` (inside the width)."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - len(mark)] + mark
 
 
 def _cell_text(o: MatrixCell) -> str:
@@ -225,11 +236,40 @@ def _cell_text(o: MatrixCell) -> str:
     mode = "streaming" if c.stream else "not streaming"
     hop = hop_title(c.hop)
     where = hop if c.target == "entry" else f"{hop} {c.target}"
-    what = f"{c.payload} payload ({c.payload_bytes} B) {where}, {mode}"
+    load = f" x{c.copies} at once" if c.copies > 1 else ""
+    idle = f" after {c.idle_s:g} s idle" if c.idle_s else ""
+    what = f"{c.payload} payload ({c.payload_bytes} B){load} {where}{idle}, {mode}"
+    first = "" if c.first_event_s is None else f", first token {c.first_event_s:.2f} s"
     if c.ok:
-        return f"{what}: HTTP {c.status} in {round(c.elapsed_s, 3)} s"
+        return f"{what}: HTTP {c.status} in {round(c.elapsed_s, 3)} s{first}"
     side = f" on the {c.side} side" if c.side else ""
-    return f"{what}: {c.outcome}{side} after {round(c.elapsed_s, 3)} s ({c.detail[:80]})"
+    copies = f" ({c.failed_copies} of {c.copies})" if c.copies > 1 else ""
+    return (
+        f"{what}: {c.outcome}{copies}{side} after {round(c.elapsed_s, 3)} s "
+        f"({one_line(c.detail)}){_answered_by(c.server, c.echoed_id)}"
+    )
+
+
+def _answered_by(server: str, echoed: bool | None) -> str:
+    """Who answered, from the head: its ``Server`` header, and whether the request id came back."""
+    if echoed is None:
+        return ""
+    named = f"Server: {server}, " if server else ""
+    back = "the request id came back" if echoed else "no request id back"
+    return f" [{named}{back}]"
+
+
+def _resends_text(o: Resends) -> str:
+    why = []
+    if o.idle_s:
+        idle = "/".join(f"{i:g}" for i in o.idle_s)
+        why.append(f"the server had closed the kept-alive connection after {idle} s idle")
+    if o.statuses:
+        why.append("the client retried after HTTP " + "/".join(map(str, o.statuses)))
+    return (
+        f"{o.count} request(s) sent again by the client ({'; '.join(why)}): a plain client "
+        "fails there"
+    )
 
 
 def _router_text(o: RouterHealth) -> str:
@@ -254,6 +294,15 @@ def describe_observation(o: Observation) -> str:
             return f"{o.count} stall(s) on a connection's first request"
         case SignatureFailures():
             return _failures_text(o)
+        case FrontAnswers():
+            servers = ", ".join(o.servers) or "none"
+            codes = "/".join(map(str, o.statuses))
+            return (
+                f"{o.count} failed answer(s) (HTTP {codes}) came without the request's id that "
+                f"the router returns (Server: {servers}): a hop in front of the router answered"
+            )
+        case Resends():
+            return _resends_text(o)
         case MatrixCell():
             return _cell_text(o)
         case MatrixBisection():
@@ -310,3 +359,17 @@ def finding_evidence(finding: Finding, observations: Sequence[Observation]) -> l
             if i in by_id
         ]
     return lines
+
+
+def dropped_text(d: Dropped) -> str:
+    """Why a finding was left out: which finding explains it, and how."""
+    worker = f" ({d.worker})" if d.worker else ""
+    what = f"{layer_title(d.layer)}{worker}, confidence {d.confidence:.2f}"
+    match d.reason:
+        case DropReason.INNER_HOP_WORKED:
+            why = "the same payload worked at the hops inside the one it located"
+        case DropReason.ANSWERED_IN_FRONT:
+            why = "the failed answers came from in front of the router"
+        case _:
+            assert_never(d.reason)
+    return f"{what}: dropped, explained by {layer_title(d.by)} ({why}: {', '.join(d.because)})"
