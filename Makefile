@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# System services the tests need (sshd for the SSH tests, chromium for the HTML report test).
+# System packages the tests need (sshd, Chromium, Prometheus, systemd, nginx, HAProxy): scripts/sysdeps.sh.
 sysdeps:
 	bash scripts/sysdeps.sh
 
