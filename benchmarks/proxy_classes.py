@@ -23,6 +23,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support.proxies import (  # noqa: E402
     CLASSES,
+    SLOW_PREFILL_ARGS,
     STACK_SCALES,
     expected,
     soak_through,
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
             classes = [c for c in CLASSES if c.stack == stack and (not names or c.name in names)]
             if not classes:
                 continue
-            with sim_stack(time_scale=scale, env={ENV_WARMUP_S: "0"}) as st:
+            prefill = SLOW_PREFILL_ARGS if stack == "slow" else ()
+            with sim_stack(time_scale=scale, env={ENV_WARMUP_S: "0"}, prefill_args=prefill) as st:
                 for cls in classes:
                     for run in range(1, args.runs + 1):
                         workdir = Path(tmp) / f"{cls.name}-{run}"

@@ -40,6 +40,7 @@ from tests.support.sysdeps import missing
 
 __all__ = [
     "CLASSES",
+    "SLOW_PREFILL_ARGS",
     "STACK_SCALES",
     "ProxyClass",
     "ProxyConfig",
@@ -237,6 +238,10 @@ class ProxyClass:
     reason: str | None = None  # the matrix's located reason (None: no finding at all)
     dependence: str | None = None  # what the failure depends on (None: not asserted)
 
+
+#: The slow stack's prefill: no prefix cache, so a growing history's first token waits for the
+#: whole prompt (the read-timeout class needs it; the prefill's cache would serve it in time).
+SLOW_PREFILL_ARGS = ("--disable-radix-cache",)
 
 _FAST = {"sessions": 2, "rounds": 4, "idle_timeout_s": 3.0, "duration_s": 60.0}
 _SLOW = {"sessions": 1, "idle_timeout_s": 8.0, "duration_s": 90.0, "check_determinism": False}

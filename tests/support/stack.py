@@ -95,6 +95,8 @@ class SimStack:
     time_scale: float
     env: dict[str, str] = field(default_factory=dict)
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    #: The prefill's own arguments at every (re)start (``--disable-radix-cache``...).
+    prefill_args: tuple[str, ...] = ()
 
     @property
     def prefill_url(self) -> str:
@@ -127,7 +129,7 @@ class SimStack:
         """Start (or start again) prefill then decode, and wait for their /health."""
         py = [sys.executable, "-m", "servelab", "sim"]
         prefill = [*py, "prefill", "--port", str(self.prefill_port)]
-        prefill += ["--bootstrap-port", str(self.bootstrap_port), "--admin"]
+        prefill += ["--bootstrap-port", str(self.bootstrap_port), "--admin", *self.prefill_args]
         decode = [*py, "decode", "--port", str(self.decode_port), "--admin", *decode_args]
         self.procs["prefill"] = start_process(
             prefill, self.log_dir / "prefill.log", self._worker_env(prefill_env)
@@ -194,6 +196,7 @@ def start_stack(
     prefill_env: Mapping[str, str] | None = None,
     decode_env: Mapping[str, str] | None = None,
     decode_args: Sequence[str] = (),
+    prefill_args: Sequence[str] = (),
     router: bool = True,
     router_args: Sequence[str] = (),
     proxy: bool = False,
@@ -216,6 +219,7 @@ def start_stack(
         log_dir=logs,
         time_scale=time_scale,
         env=dict(env or {}),
+        prefill_args=tuple(prefill_args),
     )
     try:
         stack.start_workers(prefill_env, decode_env, decode_args)

@@ -23,6 +23,7 @@ from servelab.report.soak.soak import render_soak
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support.proxies import (
     CLASSES,
+    SLOW_PREFILL_ARGS,
     STACK_SCALES,
     ProxyClass,
     expected,
@@ -35,8 +36,8 @@ from tests.support.stack import sim_stack
 BY_NAME = {c.name: c for c in CLASSES}
 
 
-def _stack(scale: float) -> Iterator[Targets]:
-    with sim_stack(time_scale=scale, env={ENV_WARMUP_S: "0"}) as st:
+def _stack(scale: float, prefill_args: tuple[str, ...] = ()) -> Iterator[Targets]:
+    with sim_stack(time_scale=scale, env={ENV_WARMUP_S: "0"}, prefill_args=prefill_args) as st:
         yield soak_targets(st)
 
 
@@ -47,7 +48,9 @@ def fast() -> Iterator[Targets]:
 
 @pytest.fixture(scope="module")
 def slow() -> Iterator[Targets]:
-    yield from _stack(STACK_SCALES["slow"])
+    # no prefix cache: every round's first token waits for its whole prompt's prefill, which is
+    # what a read timeout cuts (with the cache, a warm round's first token comes too soon)
+    yield from _stack(STACK_SCALES["slow"], SLOW_PREFILL_ARGS)
 
 
 def _soak(cls: ProxyClass, targets: Targets, tmp: Path, **over: object) -> SoakResult:
