@@ -59,7 +59,7 @@ class Worker:
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
         self.faults: Faults = settings.faults
-        self.metrics = WorkerMetrics(model=settings.served_model_name)
+        self.metrics = WorkerMetrics(model=settings.served_model_name, engine_type=settings.role)
         self.aborts = AbortTracker()
         self.started_at = time.time()
         self._t0 = time.monotonic()
@@ -76,7 +76,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self.prefill_sched: PrefillScheduler | None = None
         self.decode_sched: DecodeScheduler | None = None
-        self.tracer = SimTracer(settings.otlp_endpoint, settings.role)
+        self.tracer = SimTracer(settings.otlp_endpoint, settings.role, settings.engine)
 
     # ------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:

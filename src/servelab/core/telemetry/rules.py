@@ -19,7 +19,7 @@ Rules and thresholds (the constants below):
   a ``smg_worker_cb_transitions_total{to="open"}`` transition, a ``smg_worker_cb_state`` gauge
   ending open) → ``router``.
 - ``engine_transfer`` (each decode): ``sglang:num_transfer_failed_reqs_total`` or
-  ``vllm:nixl_num_failed_transfers`` grew → ``decode_transfer`` (that worker).
+  ``vllm:nixl_num_failed_transfers_total`` grew → ``decode_transfer`` (that worker).
 - ``engine_saturation`` (each engine): the waiting queue (``sglang:num_queue_reqs`` /
   ``vllm:num_requests_waiting``) rose by at least :data:`QUEUE_RISE` requests (mean of the late
   half of the samples minus mean of the early half) while the client's median TTFT rose by at
@@ -97,7 +97,10 @@ TTFT_RISE = 1.5
 #: fewer client TTFTs (or gauge samples) than this: the trend is unknown
 MIN_TTFTS = 4
 
-TRANSFER_FAILURES = ("sglang:num_transfer_failed_reqs_total", "vllm:nixl_num_failed_transfers")
+TRANSFER_FAILURES = (
+    "sglang:num_transfer_failed_reqs_total",
+    "vllm:nixl_num_failed_transfers_total",
+)
 QUEUE_GAUGES = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
 _WORKER_ERRORS = ("smg_worker_errors_total", "smg_worker_retries_exhausted_total")
 
