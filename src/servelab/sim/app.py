@@ -103,7 +103,9 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def get_load(request: web.Request) -> web.Response:
-    return web.json_response([{**_worker(request).load(), "num_tokens": 0}])
+    """SGLang's ``/get_load`` (one object per DP rank; the token counts are not modelled)."""
+    rank = {**_worker(request).load(), "num_tokens": 0, "num_pending_tokens": 0}
+    return web.json_response([{**rank, "ts_tic": time.perf_counter()}])
 
 
 async def flush_cache(_: web.Request) -> web.Response:

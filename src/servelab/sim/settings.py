@@ -35,7 +35,6 @@ __all__ = [
     "ENV_TIME_SCALE",
     "ENV_WAITING_TIMEOUT",
     "ENV_WARMUP_S",
-    "SGLANG_OTLP_DEFAULT",
     "Role",
     "WorkerSettings",
     "is_loopback",
@@ -55,8 +54,6 @@ ENV_OTLP = "SERVELAB_SIM_OTLP_ENDPOINT"
 #: object of ``/server_info``: knobs, faults, counters, recent rooms); unset, every answer is the
 #: real engine's contract (``tests/contracts/``).
 ENV_EXTRAS = "SERVELAB_SIM_EXTRAS"
-#: SGLang's default ``--otlp-traces-endpoint`` (``server_args.py``), used with ``--enable-trace``.
-SGLANG_OTLP_DEFAULT = "localhost:4317"
 
 
 @dataclass(frozen=True)
@@ -215,9 +212,7 @@ def _otlp_endpoint(server: SglangArgs | VllmArgs) -> str | None:
     ``--otlp-traces-endpoint``."""
     if isinstance(server, VllmArgs):
         return server.otlp_traces_endpoint
-    if not server.enable_trace:
-        return None
-    return server.otlp_traces_endpoint or SGLANG_OTLP_DEFAULT
+    return server.otlp_traces_endpoint if server.enable_trace else None
 
 
 def settings_from_args(

@@ -9,13 +9,15 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
   the ``kv_transfer_params`` a decode needs; on a decode, a leg with ``do_remote_prefill`` first
   reads its blocks from the prefill those params name (a failed read answers 500), then joins the
   batch and streams. Without params either worker answers the request itself.
-- ``GET /health`` (503 while starting), ``/v1/models``, ``/load`` (``{"server_load": N}``),
-  ``/get_load`` (``{"load": N}``, what the router's power_of_two policy reads), ``/metrics``
+- ``GET /health`` (503 while starting), ``/v1/models``, ``/metrics``
   (``vllm:`` names, ``engine="0"``: the router counts ``engine`` labels to learn the
   data-parallel size; none with ``--disable-log-stats``), ``/version``, ``/server_info`` only
   with ``VLLM_SERVER_DEV_MODE=1`` as vLLM (``servelab.sim.serverinfo``; with
   ``SERVELAB_SIM_EXTRAS=1`` also the simulator's ``servelab`` object), and with ``--admin`` on a
-  loopback bind ``GET|POST /_servelab/faults``.
+  loopback bind ``GET|POST /_servelab/faults``. With ``SERVELAB_SIM_EXTRAS=1`` also ``/load``
+  (``{"server_load": N}``: vLLM serves it only with ``--enable-server-load-tracking``) and
+  ``/get_load`` (``{"load": N}``: what vllm-router's power_of_two policy polls; no vLLM serves it,
+  so the router counts a real worker's load as 0).
 - The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
   kept in the extras' ``servelab.recent_requests``; a traced leg's ``llm_request`` span carries it
   as ``gen_ai.request.id`` (``servelab.sim.tracing``).
@@ -303,12 +305,13 @@ def make_vllm_app(
     for path, handler in (
         ("/health", health),
         ("/v1/models", models),
-        ("/load", load),
-        ("/get_load", get_load),
         ("/metrics", metrics),
         ("/version", version),
     ):
         app.router.add_get(path, handler)
+    if settings.extras:  # not vLLM's by default: ``/load`` needs a flag, ``/get_load`` is none
+        app.router.add_get("/load", load)
+        app.router.add_get("/get_load", get_load)
     if state.dev_mode:
         app.router.add_get("/server_info", server_info)
     app.router.add_post("/v1/chat/completions", _generation("chat"))
