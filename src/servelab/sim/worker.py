@@ -309,12 +309,12 @@ class Worker:
             *(self._acquire(i, o) for i, o in zip(req.items, outs, strict=True))
         )
         seqs = [r for r in results if isinstance(r, Sequence)]
-        mark(req.marks, "kv_ready")
         errors = [r for r in results if isinstance(r, TransferError)]
-        if errors:
+        if errors:  # as SGLang: a transfer that failed never reaches the waiting queue
             for seq in seqs:
                 seq.cancelled = True
             return errors[0]
+        mark(req.marks, "kv_ready")
         return seqs
 
     def _stall(self, seq: Sequence) -> None:

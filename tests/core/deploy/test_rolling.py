@@ -70,6 +70,6 @@ def test_load_and_served_documents() -> None:
     assert running_requests({"load": "4"}) is None
     # the routed phase reads the worker's own counter of finished requests
     assert engine_count('sglang:num_requests_total{model_name="m"} 7.0\n') == 7
-    assert engine_count('other_total 3\n') is None  # none of the engine's series
+    assert engine_count("other_total 3\n") is None  # none of the engine's series
     assert engine_count("not { metrics") is None
     assert tuple(RollPhase) == ("remove", "drain", "restart", "verify", "add", "routed")

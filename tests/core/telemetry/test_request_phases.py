@@ -10,7 +10,9 @@ from servelab.core.soak.result import SoakConfig, SoakResult, SoakTraces, Target
 from servelab.core.telemetry.traces import WORKER_PHASES, Span, phases_so_far
 
 #: Per worker phase, the SGLang stage span that ends with it.
-STAGES = ("prefill_waiting", "prefill_forward", "decode_transferred", "fake_output", "decode_forward")
+STAGES = (
+    "prefill_waiting", "prefill_forward", "decode_transferred", "fake_output", "decode_forward",
+)  # fmt: skip
 
 
 def _span(name: str, attrs: dict[str, str] | None = None) -> Span:
@@ -19,7 +21,8 @@ def _span(name: str, attrs: dict[str, str] | None = None) -> Span:
 
 def test_the_phases_seen_are_in_pd_order_and_the_next_one_is_missing() -> None:
     router = _span("http_request", {"request_id": "r"})
-    spans = [_span("prefill_forward"), router, _span("prefill_waiting"), _span("prefill Req 0a1b2c3d")]
+    root = _span("prefill Req 0a1b2c3d")
+    spans = [_span("prefill_forward"), router, _span("prefill_waiting"), root]
     p = phases_so_far("r", 1, 2, "stalled", spans)
     assert p.seen == ("prefill_queue", "prefill") and p.n_spans == 4
     assert p.last == "prefill" and p.first_missing == "kv_transfer"

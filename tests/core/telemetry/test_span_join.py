@@ -49,9 +49,10 @@ def _vllm(trace: str, t0: int) -> list[Span]:
                "gen_ai.latency.time_in_model_prefill": 0.004}  # fmt: skip
     decode = {"gen_ai.latency.time_to_first_token": 0.004,
               "gen_ai.latency.time_in_model_prefill": 0.001}  # fmt: skip
+    service = "unknown_service:python"
     return [
-        Span(trace, "v2", "cp", "llm_request", "unknown_service", t0 + 9 * MS, t0 + 30 * MS, decode),
-        Span(trace, "v1", "cp", "llm_request", "unknown_service", t0 + 2 * MS, t0 + 8 * MS, prefill),
+        Span(trace, "v2", "cp", "llm_request", service, t0 + 9 * MS, t0 + 30 * MS, decode),
+        Span(trace, "v1", "cp", "llm_request", service, t0 + 2 * MS, t0 + 8 * MS, prefill),
     ]
 
 
