@@ -1,12 +1,13 @@
 """The differential replay matrix, sent: every cell of :mod:`servelab.core.soak.replay` over HTTP.
 
 For one failure: the failing payload and a minimal one, streaming and not, straight to each
-prefill/decode pair (the PD request the router sends: the same body to both at once, with
-``bootstrap_host``/``bootstrap_port``/``bootstrap_room``), straight to the router, through the
-entry point on a fresh connection and (when the failure was on a reused connection) on a reused
-one carrying as many requests first. Every request is bounded by the idle timeout; the cells run
-concurrently (``asyncio.gather``). Then, when the failure depends on the payload's size, the size
-is bisected through the hop that fails. All requests go through
+prefill/decode pair (the PD request the router sends: SGLang's, the same body to both at once,
+with ``bootstrap_host``/``bootstrap_port``/``bootstrap_room``; vLLM's, the NIXL prefill leg with
+``kv_transfer_params`` and then the decode leg with the params it answered), straight to the
+router, through the entry point on a fresh connection and (when the failure was on a reused
+connection) on a reused one carrying as many requests first. Every request is bounded by the idle
+timeout; the cells run concurrently (``asyncio.gather``). Then, when the failure depends on the
+payload's size, the size is bisected through the hop that fails. All requests go through
 :class:`~servelab.io.http.client.StreamClient`.
 """
 
@@ -17,9 +18,12 @@ import json
 import random
 import time
 from collections.abc import Awaitable
+from time import perf_counter_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.deploy.engines import EngineName
+from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.replay import (
     Bisection,
@@ -34,11 +38,14 @@ from servelab.core.soak.replay import (
 )
 from servelab.core.soak.result import Targets, WorkerTarget
 from servelab.core.soak.signatures import Failure
-from servelab.ops.soak.client import Exchange, client, exchange
+from servelab.ops.soak.client import CHAT, Exchange, client, exchange
 
 __all__ = ["pairs_of", "replay_matrix"]
 
 _ROOM_BITS = 63
+#: What vllm-router puts in a prefill leg (vllm-router 0.1.17, ``vllm_pd_router.rs``).
+_REMOTE_DECODE = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+                  "remote_block_ids": None, "remote_host": None, "remote_port": None}  # fmt: skip
 
 
 def pairs_of(targets: Targets) -> list[tuple[WorkerTarget, WorkerTarget]]:
@@ -105,25 +112,70 @@ async def _reused_cell(
     return _cell(Hop.REUSED, "entry", Payload.FAILING, True, payload_size(sent), ex, start)
 
 
+async def _prefill_leg(url: str, body: dict[str, Any], idle_s: float) -> tuple[Exchange, Any]:
+    """A vLLM prefill leg: the exchange and the ``kv_transfer_params`` its answer carries (None:
+    it failed, or answered without them)."""
+    record = RequestRecord(index=-1, scheduled_ns=perf_counter_ns())
+    async with client(url, idle_s, fresh=True) as c:
+        got = await c.transfer(CHAT, json.dumps(body).encode(), record)
+    ex = Exchange(record, got.received_bytes)
+    if record.error is not None:
+        return ex, None
+    try:
+        doc = json.loads(b"".join(data for _, data in got.chunks))
+    except ValueError:
+        doc = None
+    params = doc.get("kv_transfer_params") if isinstance(doc, dict) else None
+    if not isinstance(params, dict):
+        record.fail(REASON_MALFORMED, "the prefill leg's answer has no kv_transfer_params")
+        return ex, None
+    return ex, params
+
+
+async def _nixl_legs(
+    prefill: WorkerTarget, decode: WorkerTarget, body: dict[str, Any], idle: float
+) -> tuple[Exchange, Exchange | None]:
+    """vllm-router's hand-off, sent by hand: the prefill leg (one token, not streamed, asking for
+    a remote decode), then the decode leg: the client's body with the params the prefill
+    answered, which the decode pulls the KV with (no decode leg when the prefill failed)."""
+    leg = {**body, "max_tokens": 1, "min_tokens": 1, "stream": False,
+           "kv_transfer_params": _REMOTE_DECODE}  # fmt: skip
+    leg.pop("stream_options", None)
+    if "max_completion_tokens" in leg:
+        leg["max_completion_tokens"] = 1
+    pre, params = await _prefill_leg(prefill.url, leg, idle)
+    if params is None:
+        return pre, None
+    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, idle)
+
+
 async def _pair_cell(
     pair: tuple[WorkerTarget, WorkerTarget],
     payload: tuple[Payload, dict[str, Any]],
     stream: bool,
     idle: float,
+    engine: EngineName = "sglang",
 ) -> Cell:
-    """The router's PD request, sent by hand: the same body to prefill and decode at once."""
+    """The router's PD request, sent by hand: SGLang's, the same body to prefill and decode at
+    once; vLLM's, its two legs (:func:`_nixl_legs`)."""
     prefill, decode = pair
     kind, body = payload
-    sent = _body(body, stream) | {
-        "bootstrap_host": urlsplit(prefill.url).hostname,
-        "bootstrap_port": prefill.bootstrap_port,
-        "bootstrap_room": random.getrandbits(_ROOM_BITS),
-    }
     start = time.monotonic()
-    pre, dec = await asyncio.gather(_send(prefill.url, sent, idle), _send(decode.url, sent, idle))
-    failed, side = (dec, "decode") if pre.record.ok else (pre, "prefill")
+    if engine == "vllm":
+        sent = _body(body, stream)
+        pre, dec = await _nixl_legs(prefill, decode, sent, idle)
+    else:
+        sent = _body(body, stream) | {
+            "bootstrap_host": urlsplit(prefill.url).hostname,
+            "bootstrap_port": prefill.bootstrap_port,
+            "bootstrap_room": random.getrandbits(_ROOM_BITS),
+        }
+        pre, dec = await asyncio.gather(
+            _send(prefill.url, sent, idle), _send(decode.url, sent, idle)
+        )
+    failed, side = (dec, "decode") if pre.record.ok and dec is not None else (pre, "prefill")
     cell = _cell(Hop.PAIR, f"{prefill.service}+{decode.service}", kind, stream, 0, failed, start)
-    ok = pre.record.ok and dec.record.ok
+    ok = pre.record.ok and dec is not None and dec.record.ok
     return Cell(
         cell.hop, cell.target, kind, stream, payload_size(sent), cell.outcome, cell.status,
         cell.elapsed_s, cell.first_byte_s, cell.received_bytes, cell.detail,
@@ -142,7 +194,10 @@ def _jobs(
     jobs: list[Awaitable[Cell]] = []
     for payload in payloads:
         for stream in (True, False):
-            jobs += [_pair_cell(pair, payload, stream, idle) for pair in pairs_of(targets)]
+            jobs += [
+                _pair_cell(pair, payload, stream, idle, targets.engine)
+                for pair in pairs_of(targets)
+            ]
             if targets.router_url and targets.via_proxy:
                 name = targets.router_service
                 jobs.append(
@@ -177,7 +232,9 @@ async def _bisect_cell(
              {c.target for c in cells if not c.ok}),
             None,
         )  # fmt: skip
-        return None if pair is None else await _pair_cell(pair, (Payload.BISECT, body), True, idle)
+        if pair is None:
+            return None
+        return await _pair_cell(pair, (Payload.BISECT, body), True, idle, targets.engine)
     where = _hop_url(targets, loc)
     if where is None:
         return None
