@@ -191,8 +191,10 @@ async def _send_until_reached(
     statuses: list[int | None] = []
 
     def waiting() -> list[str]:
+        """The counted workers whose count has not grown yet (more requests cannot count the
+        others)."""
         counts = {name: counted(urls[name], before[name], after[name]) for name in names}
-        return [name for name, c in counts.items() if not isinstance(c, Count) or not c.grew]
+        return [name for name, c in counts.items() if isinstance(c, Count) and not c.grew]
 
     while waiting() and len(statuses) < opts.reach_requests:
         result = await http.probe(
