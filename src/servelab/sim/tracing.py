@@ -97,10 +97,6 @@ class SimTracer:
             self._provider = provider
         self._propagator = TraceContextTextMapPropagator()
 
-    @property
-    def enabled(self) -> bool:
-        return self._provider is not None
-
     def finish(
         self, headers: Mapping[str, str], marks: Mapping[str, int], facts: RequestFacts
     ) -> None:
