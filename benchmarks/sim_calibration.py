@@ -62,10 +62,13 @@ from servelab.io.http.client import StreamClient
 from servelab.ops.bench.load import Load, jobs_for, slot_starts_ns
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
 from servelab.sim.scheduler import LAG_BUCKET_S
+from servelab.sim.settings import ENV_EXTRAS
 
 __all__ = ["main"]
 
 KNOB = DEFAULT_PROFILE.knob_name
+#: the simulator's own measurements (its pid, its step-lag histogram) are in its extras
+EXTRAS = {ENV_EXTRAS: "1"}
 TOKEN_MARK = b'"delta":{"content"'
 MAX_REQUESTS_PER_USER = 10_000  # the loop is bounded in count as well as in time
 BANDS = {64: (0.08, 0.18), 80: (-0.02, 0.05), 96: (0.02, 0.10)}
@@ -301,7 +304,7 @@ def jitter_main(args: argparse.Namespace) -> int:
 
 
 def _jitter_stack(args: argparse.Namespace, loop: str) -> bool:
-    env = {"SERVELAB_SIM_WARMUP_S": "0", "SERVELAB_SIM_LOOP": loop}
+    env = {"SERVELAB_SIM_WARMUP_S": "0", "SERVELAB_SIM_LOOP": loop, **EXTRAS}
     stack = start_stack(time_scale=args.time_scale, env=env)
     ok = True
     try:
@@ -345,7 +348,7 @@ def side_by_side_main(args: argparse.Namespace) -> int:
     for _ in range(args.repeats):
         for name, extra in variants.items():
             stack = start_stack(
-                time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0", **extra}
+                time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0", **EXTRAS, **extra}
             )
             _place(stack.procs["decode"].pid, args)
             try:
@@ -506,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
         return side_by_side_main(args)
     if args.jitter:
         return jitter_main(args)
-    stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"})
+    stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0", **EXTRAS})
     runs: dict[int, list[dict[int, float]]] = {256: [], 512: []}
     try:
         for _ in range(args.repeats):

@@ -23,7 +23,7 @@ from tests.support import REPO
 
 DOCS = REPO / "docs"
 GUIDE = ("index.md", "spec.md", "commands.md", "verify.md", "bench.md", "soak.md", "cases.md",
-         "ledger.md", "sim.md", "architecture.md")  # fmt: skip
+         "ledger.md", "sim.md", "architecture.md", "signals.md")  # fmt: skip
 
 
 def _subcommands(group: click.Group) -> dict[str, click.Command]:

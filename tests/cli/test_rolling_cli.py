@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.sim.settings import ENV_EXTRAS
 from tests.support import run_cli
 from tests.support.processes import listening
 from tests.support.xpyd import write_2p2d_spec
@@ -29,7 +30,16 @@ def _verify_per_worker(spec: str, env: dict[str, str]) -> None:
     reached = {c["service"]: c for c in checks if c["code"] == "e2e.worker_reached"}
     assert sorted(reached) == sorted(WORKERS)  # every prefill and decode, through the router
     assert all(c["served_after"] > c["served_before"] for c in reached.values())
-    assert all(c["detail"].startswith("reached through router") for c in reached.values())
+    # proven by each engine's own real counter (SGLang's, in its /metrics), the simulator's
+    # extras off: what a real SGLang deployment offers
+    assert all(
+        (c["signal"], c["counter"]) == ("engine", "sglang:num_requests_total")
+        for c in reached.values()
+    )
+    assert all(
+        c["detail"].startswith("reached through router: its sglang:num_requests_total")
+        for c in reached.values()
+    )
     router = next(c for c in checks if c["layer"] == "health" and c["service"] == "router")
     assert router["missing"] == [] and [w["service"] for w in router["workers"]] == WORKERS
     assert "router lists prefill-1 healthy" in router["detail"]
@@ -39,7 +49,8 @@ def _verify_per_worker(spec: str, env: dict[str, str]) -> None:
 def test_2p2d_status_verify_and_rolling_restart(tmp_path: Path) -> None:
     spec_path, ports = write_2p2d_spec(tmp_path)
     spec = str(spec_path)
-    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    # the simulator's extras off (whatever the outer environment says): real signals only
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db"), ENV_EXTRAS: ""}
     try:
         up = run_cli("up", "-f", spec, "--json", env=env, timeout=200)
         assert up.returncode == 0, up.stdout + up.stderr

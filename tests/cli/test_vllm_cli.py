@@ -23,7 +23,7 @@ import pytest
 from servelab.core.deploy.engines import VLLM_KNOB
 from servelab.io.specfile import load_spec
 from tests.support import REPO, free_ports, run_cli
-from tests.support.http import get_json, set_faults
+from tests.support.http import set_faults
 from tests.support.processes import listening
 
 EXAMPLE = REPO / "examples" / "local-vllm.toml"
@@ -118,8 +118,8 @@ def test_a_short_ab_of_the_vllm_knob(deployment: Deployment) -> None:
     )  # fmt: skip
     assert code == 0, doc
     assert doc["knob"] == VLLM_KNOB and doc["restored"] is not None and doc["ab_id"]
-    decode = f"http://127.0.0.1:{deployment.ports[2]}"
-    assert get_json(decode + "/server_info")["servelab"]["knobs"][VLLM_KNOB] == 512
+    _, live = deployment.cli("knob", "diff", "decode", VLLM_KNOB)  # in the process's environment
+    assert live["live"] == "512"
 
 
 async def _abort_requests(url: str, n: int) -> None:

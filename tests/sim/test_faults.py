@@ -36,7 +36,8 @@ def stack() -> Iterator[SimStack]:
 def test_room_that_never_arrives_times_out_with_500(tmp_path: Path) -> None:
     port, boot = free_ports(2)
     argv = [sys.executable, "-m", "servelab", "sim", "decode", "--port", str(port)]
-    proc = start_process([*argv, "--waiting-timeout", "1"], tmp_path / "decode.log")
+    argv += ["--waiting-timeout", "1", "--enable-metrics"]
+    proc = start_process(argv, tmp_path / "decode.log")
     try:
         base = f"http://127.0.0.1:{port}"
         wait_http(base + "/health", 30, proc)

@@ -167,11 +167,14 @@ def test_settings_read_env_once_and_validate() -> None:
 
 
 def test_metrics_render_sglang_names() -> None:
-    m = WorkerMetrics(model="m", transfer_failed=2)
+    m = WorkerMetrics(model="m", engine_type="decode", transfer_failed=2)
     m.ttft.observe(0.25)
     text = m.render()
-    assert 'sglang:num_transfer_failed_reqs_total{model_name="m"} 2' in text
-    assert 'sglang:time_to_first_token_seconds_bucket{model_name="m",le="0.3"} 1' in text
+    # the scheduler's series carry its rank labels, the tokenizer's only the model and engine type
+    scheduler = 'model_name="m",engine_type="decode",tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+    assert f"sglang:num_transfer_failed_reqs_total{{{scheduler}}} 2" in text
+    tokenizer = 'model_name="m",engine_type="decode"'
+    assert f'sglang:time_to_first_token_seconds_bucket{{{tokenizer},le="0.3"}} 1' in text
     assert "sglang:num_running_reqs" in text and "sglang:gen_throughput" in text
 
 

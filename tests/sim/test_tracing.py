@@ -1,99 +1,128 @@
-"""One request, every hop: the real sglang-router's span and the simulated workers' phase spans,
-received by servelab's OTLP receiver and joined to the client's own timestamps."""
+"""One request, every hop: the simulated workers' spans (SGLang's and vLLM's shapes) through the
+real routers, received by servelab's OTLP receiver and joined to the client's own timestamps by
+the client's trace (or, when sglang-router traces itself, by its span naming the request)."""
 
 from __future__ import annotations
 
 import time
-import uuid
+from contextlib import AbstractContextManager
+
+import pytest
 
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.traces import (
     PHASES,
     ClockAnchor,
+    Span,
+    TtftBreakdown,
     decompose,
     phase_percentiles,
+    request_identity,
     spans_by_request,
+    traced,
 )
 from servelab.io.http.client import StreamClient, chat_body
 from servelab.io.otlp import OtlpReceiver
 from servelab.ops.telemetry.tracing import read_anchor
 from servelab.sim.settings import ENV_OTLP
 from tests.support.stack import sim_stack
+from tests.support.vllmstack import vllm_stack
 
 REQUESTS = 5
-#: sglang-router 0.3.2 puts its own ``http_request`` span in the workers' trace for most requests,
-#: not all: in about half of the runs one request of five has worker spans whose trace holds no
-#: router span (observed here; the join by request id does not need it).
-ROUTED = REQUESTS - 1
 #: Clock agreement: no interval between a client and a worker timestamp may be negative by more
 #: than this, and the phases leave at most this much of the client's TTFT unaccounted for.
 TOLERANCE_MS = 1.0
+TAG = "00000000000000f0"
 
 
-async def _one(url: str, rid: str, index: int) -> RequestRecord:
+async def _one(url: str, index: int) -> RequestRecord:
     body = chat_body("servelab-sim", f"request {index}: " + "word " * 200, 8)
-    async with StreamClient(url, concurrency=1, headers={"x-request-id": rid}) as client:
+    async with StreamClient(url, concurrency=1) as client:
         record = RequestRecord(index=index, scheduled_ns=time.perf_counter_ns())
+        record.request_id, record.traceparent = request_identity(TAG, index)
         return await client.stream("/v1/chat/completions", body, record)
 
 
-async def test_router_and_worker_spans_join_the_client_record_by_request_id() -> None:
-    async with OtlpReceiver() as rx:
-        env = {ENV_OTLP: rx.endpoint}
-        trace = ["--enable-trace", "--otlp-traces-endpoint", rx.endpoint]
-        with sim_stack(time_scale=0.2, env=env, router_args=trace) as stack:
-            # one request first: it pays the cold start and the router's lazy exporter set-up
-            await _one(stack.router_url, f"servelab-warmup-{uuid.uuid4().hex}", -1)
-            anchor = read_anchor()  # the tightest bracketed reading (ops.telemetry.tracing)
-            rids = [f"servelab-{uuid.uuid4().hex}" for _ in range(REQUESTS)]
-            records = [await _one(stack.router_url, rid, i) for i, rid in enumerate(rids)]
-
-            def complete(spans: list) -> bool:  # type: ignore[type-arg]
-                got = spans_by_request(spans)
-                return (
-                    all(
-                        {"prefill", "first_decode_step"} <= {s.name for s in got.get(r, [])}
-                        for r in rids
-                    )
-                    and sum("http_request" in {s.name for s in got.get(r, [])} for r in rids)
-                    >= ROUTED
-                )
-
-            done = await rx.wait_for(complete, timeout=60)
-            got = spans_by_request(rx.spans)
-            names = {r[-6:]: sorted(s.name for s in got.get(r, [])) for r in rids}
-            missing = {r: n for r, n in names.items() if len(n) < 5}
-            assert done, (missing, sorted({(s.name, s.trace_id[:8]) for s in rx.spans}))
-    by_request = spans_by_request(rx.spans)
-    breakdowns, routed = [], 0
-    for rid, record in zip(rids, records, strict=True):
+def _breakdowns(
+    records: list[RequestRecord], anchor: ClockAnchor, spans: list[Span]
+) -> list[TtftBreakdown]:
+    by_request = spans_by_request(spans, [r.request_id for r in records])
+    out = []
+    for record in records:
         assert record.ok, record.error
-        spans = by_request[rid]
-        services = {s.service for s in spans}
-        assert {"servelab-sim-prefill", "servelab-sim-decode"} <= services
-        router = next((s for s in spans if s.name == "http_request"), None)
-        # the workers' spans are children of the router's trace (its traceparent)
-        assert all(s.trace_id == spans[0].trace_id for s in spans)
-        routed += router is not None
-        first = record.event_ns[0] if record.event_ns else None
         got_ttft = ttft_ns(record)
-        assert first is not None and got_ttft is not None
+        assert got_ttft is not None
         first_content = record.scheduled_ns + got_ttft
-        b = decompose(rid, record.scheduled_ns, record.sent_ns, first_content, anchor, spans)
-        assert b is not None
+        mine = by_request[record.request_id]
+        b = decompose(record.request_id, record.scheduled_ns, record.sent_ns, first_content,
+                      anchor, mine)  # fmt: skip
+        if b is None:
+            continue
         assert set(b.phases) == set(PHASES)
         # every interval is causal: the client's and the workers' clocks agree through the anchor
         assert all(v / 1e6 >= -TOLERANCE_MS for v in b.phases.values()), b.to_json()
         assert abs(b.gap_ns) / 1e6 <= TOLERANCE_MS, b.to_json()
-        # the router's own span covers the whole exchange it forwarded
-        if router is not None:
-            assert b.router_span_ns is not None
-            assert b.router_span_ns >= b.ttft_ns - b.phases["dispatch"]
-        breakdowns.append(b)
-    assert routed >= ROUTED
+        out.append(b)
+    return out
+
+
+def _sglang(endpoint: str, router_args: list[str]) -> AbstractContextManager[object]:
+    return sim_stack(time_scale=0.2, env={ENV_OTLP: endpoint}, router_args=router_args)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+async def test_every_request_decomposes_from_the_engines_spans(engine: str) -> None:
+    async with OtlpReceiver() as rx:
+        env = {ENV_OTLP: rx.endpoint}
+        stack = (
+            _sglang(rx.endpoint, []) if engine == "sglang" else vllm_stack(time_scale=0.2, env=env)
+        )
+        with stack as st:
+            url = st.router_url  # type: ignore[attr-defined]
+            await _one(url, -1)  # pays the cold start
+            anchor = read_anchor()
+            records = [await _one(url, i) for i in range(REQUESTS)]
+            ids = [r.request_id for r in records]
+
+            def complete(spans: list[Span]) -> bool:
+                return all(traced(mine) for mine in spans_by_request(spans, ids).values())
+
+            assert await rx.wait_for(complete, timeout=60)
+            spans = rx.spans
+    breakdowns = _breakdowns(records, anchor, spans)
+    assert len(breakdowns) == REQUESTS  # every request, from the engines' own span names
+    assert all(b.router_span_ns is None for b in breakdowns)  # no router span: not traced
     table = phase_percentiles(breakdowns)
     assert table["prefill"]["p50"] > 0 and table["kv_transfer"]["p50"] > 0
+    print(f"{engine}: max |gap| {max(abs(b.gap_ns) for b in breakdowns) / 1e6:.4f} ms")
+
+
+async def test_a_router_tracing_itself_joins_through_its_span() -> None:
+    """sglang-router 0.3.2 with --enable-trace: the workers' spans are in the router's trace,
+    which its span naming the request ties to the client; a request whose router span the
+    router left out (about one in fifty) is untraced, never zero."""
+    async with OtlpReceiver() as rx:
+        trace = ["--enable-trace", "--otlp-traces-endpoint", rx.endpoint]
+        with _sglang(rx.endpoint, trace) as st:
+            url = st.router_url  # type: ignore[attr-defined]
+            await _one(url, -1)
+            anchor = read_anchor()
+            records = [await _one(url, i) for i in range(REQUESTS)]
+            ids = [r.request_id for r in records]
+
+            def most(spans: list[Span]) -> bool:
+                got = spans_by_request(spans, ids).values()
+                return sum(traced(mine) for mine in got) >= REQUESTS - 1
+
+            assert await rx.wait_for(most, timeout=60)
+            spans = rx.spans
+    own = {r.traceparent.split("-")[1] for r in records}
+    assert not own & {s.trace_id for s in spans}  # the router started its own traces
+    breakdowns = _breakdowns(records, anchor, spans)
+    assert len(breakdowns) >= REQUESTS - 1
+    assert all(b.router_span_ns is not None for b in breakdowns)
+    assert all(b.router_span_ns >= b.ttft_ns - b.phases["dispatch"] for b in breakdowns)  # type: ignore[operator]
 
 
 async def test_a_request_without_server_spans_is_untraced_not_zero() -> None:

@@ -131,13 +131,13 @@ def test_the_decode_pulls_the_blocks_once_and_a_second_pull_fails(stack: VllmSta
     assert answer["usage"]["completion_tokens"] == 1
     status, body = post(stack.decode_url + CHAT, _chat(kv_transfer_params=params), timeout=30)
     assert status == 200 and sse_events(body)
-    failed_before = metric(stack.decode_url, "vllm:nixl_num_failed_transfers")
+    failed_before = metric(stack.decode_url, "vllm:nixl_num_failed_transfers_total")
     status, body = post(stack.decode_url + CHAT, _chat(kv_transfer_params=params), timeout=30)
     assert status == 500 and b"no KV blocks held" in body
     wrong = {**_prefill_leg(stack)["kv_transfer_params"], "remote_engine_id": "another-engine"}
     status, body = post(stack.decode_url + CHAT, _chat(kv_transfer_params=wrong), timeout=30)
     assert status == 500 and b"is not this engine's" in body
-    failed = metric(stack.decode_url, "vllm:nixl_num_failed_transfers")
+    failed = metric(stack.decode_url, "vllm:nixl_num_failed_transfers_total")
     assert failed == failed_before + 2
 
 

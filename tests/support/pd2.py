@@ -75,7 +75,8 @@ def _start_workers(st: TwoDecodeStack, envs: Sequence[Mapping[str, str]]) -> Non
         ([*_SIM, "decode", "--port", str(b)], envs[2], "decode-b"),
     ]
     for argv, env, name in starts:
-        st.procs.append(start_process([*argv, "--admin"], st.log_dir / f"{name}.log", env))
+        argv += ["--admin", "--enable-metrics"]  # as servelab starts a simulated SGLang
+        st.procs.append(start_process(argv, st.log_dir / f"{name}.log", env))
     urls = (st.prefill_url, *st.decode_urls)
     for url, proc in zip(urls, st.procs, strict=True):
         wait_http(url + "/health", 30, proc)

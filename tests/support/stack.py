@@ -129,8 +129,10 @@ class SimStack:
         """Start (or start again) prefill then decode, and wait for their /health."""
         py = [sys.executable, "-m", "servelab", "sim"]
         prefill = [*py, "prefill", "--port", str(self.prefill_port)]
-        prefill += ["--bootstrap-port", str(self.bootstrap_port), "--admin", *self.prefill_args]
-        decode = [*py, "decode", "--port", str(self.decode_port), "--admin", *decode_args]
+        prefill += ["--bootstrap-port", str(self.bootstrap_port), "--admin", "--enable-metrics"]
+        prefill += self.prefill_args
+        decode = [*py, "decode", "--port", str(self.decode_port), "--admin", "--enable-metrics"]
+        decode += decode_args
         self.procs["prefill"] = start_process(
             prefill, self.log_dir / "prefill.log", self._worker_env(prefill_env)
         )

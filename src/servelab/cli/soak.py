@@ -80,7 +80,7 @@ def targets_from(
         svc = spec.service(router_name)
         metrics = f"http://{svc.hostname}:{(svc.router or RouterOptions()).prometheus_port}"
     entry = target.url.rstrip("/")
-    return Targets(entry, router, workers, name, metrics), state_dir, loaded
+    return Targets(entry, router, workers, name, metrics, spec.engine), state_dir, loaded
 
 
 def _on_result(ledger_path: Path | None) -> Callable[[SoakResult], None]:

@@ -41,6 +41,7 @@ from servelab.core.verify.checks import (
     read_check,
 )
 from servelab.core.verify.coldstart import StartReason
+from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_verdict
 from servelab.report.text import plain_text, show_value
@@ -315,19 +316,51 @@ def _start_reason(data: E2EProbe) -> str:
             assert_never(data.start_reason)
 
 
+def _gap(gap: Gap | None) -> str:
+    """Why a worker's requests could not be counted (:class:`Gap`; None: an older row's)."""
+    match gap:
+        case Gap.NO_METRICS:
+            return (
+                "its /metrics did not answer (SGLang serves it only with --enable-metrics) and "
+                "the router's per-worker counter could not be read"
+            )
+        case Gap.NO_ENGINE_SERIES:
+            return (
+                "its /metrics has none of the engine's series (vLLM: --disable-log-stats) and "
+                "the router's per-worker counter could not be read"
+            )
+        case None:
+            return "no served-request counter (not a servelab sim)"
+        case _:
+            assert_never(gap)
+
+
+def _counter(data: WorkerReach) -> str:
+    """The counter a reach was read by: its name and whose (an older row: "served requests")."""
+    match data.signal:
+        case Signal.ENGINE:
+            return f"its {data.counter}"
+        case Signal.ROUTER:
+            return f"the router's {data.counter}"
+        case None:
+            return "served requests"
+        case _:
+            assert_never(data.signal)
+
+
 def _reach(code: CheckCode, data: WorkerReach) -> str:
     if code is _C.E2E_WORKER_UNCOUNTED:
+        unknown = "not proven" if data.gap is None else "unknown"
         return (
-            "not proven: no served-request counter (not a servelab sim); "
-            f"{data.requests_sent} request(s) went through {data.via}"
+            f"{unknown}: {_gap(data.gap)}; {data.requests_sent} request(s) went through {data.via}"
         )
     if code is _C.E2E_WORKER_UNREACHED:
         return (
-            f"not reached through {data.via}: served requests stayed at {data.served_before} over "
+            f"not reached through {data.via}: {_counter(data)} stayed at {data.served_before} over "
             f"{data.requests_sent} request(s) (HTTP {', '.join(str(s) for s in data.statuses)})"
         )
     return (
-        f"reached through {data.via}: served requests {data.served_before} -> "
+        f"reached through {data.via}: {_counter(data)} {data.served_before} -> "
         f"{data.served_after} after {data.requests_sent} request(s)"
     )
 

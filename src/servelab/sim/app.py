@@ -1,9 +1,10 @@
 """The aiohttp applications of the simulated prefill and decode workers (SGLang-compatible).
 
-Endpoints (per ``shared/notes/sglang-router-pd.md``): ``/health``, ``/health_generate``,
-``/server_info``, ``/get_server_info``, ``/model_info``, ``/get_model_info``, ``/v1/models``,
-``/get_load``, ``POST /flush_cache``, ``/metrics``, ``/v1/chat/completions``, ``/v1/completions``,
-``/generate``; with ``--admin`` on a loopback bind also ``GET|POST /_servelab/faults``.
+Endpoints (per ``shared/notes/sglang-router-pd.md``, shapes in ``tests/contracts/sglang.toml``):
+``/health``, ``/health_generate``, ``/server_info``, ``/get_server_info``, ``/model_info``,
+``/get_model_info``, ``/v1/models``, ``/get_load``, ``POST /flush_cache``, ``/metrics`` (with
+``--enable-metrics``, as SGLang), ``/v1/chat/completions``, ``/v1/completions``, ``/generate``;
+with ``--admin`` on a loopback bind also ``GET|POST /_servelab/faults``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from aiohttp import web
 
 from servelab.errors import SimError
 from servelab.sim.bootstrap import bootstrap_app
+from servelab.sim.engineargs import SglangArgs
 from servelab.sim.limits import CachedTokens
 from servelab.sim.protocol import (
     Api,
@@ -36,10 +38,18 @@ from servelab.sim.scheduler import Sequence
 from servelab.sim.serverinfo import sglang_server_info
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.tokenstream import TokenWriter
-from servelab.sim.tracing import mark
+from servelab.sim.tracing import RequestFacts, mark
 from servelab.sim.worker import TransferError, Worker
 
-__all__ = ["GC_GEN0_THRESHOLD", "WORKER_KEY", "make_app", "quiet_gc", "serve", "serve_apps"]
+__all__ = [
+    "GC_GEN0_THRESHOLD",
+    "WORKER_KEY",
+    "make_app",
+    "quiet_gc",
+    "request_facts",
+    "serve",
+    "serve_apps",
+]
 
 WORKER_KEY = web.AppKey("worker", Worker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -67,25 +77,35 @@ async def server_info(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
-async def model_info(request: web.Request) -> web.Response:
+async def model_info(_: web.Request) -> web.Response:
+    """SGLang's ``/model_info`` without ``model_path``/``tokenizer_path``: given a path,
+    sglang-router loads a Hugging Face tokenizer from it."""
     body = {
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
         "model_type": "deepseek_v3",
         "architectures": ["DeepseekV3ForCausalLM"],
-        "is_generation": True,
-        "served_model_name": _worker(request).settings.served_model_name,
     }
     return web.json_response(body)
 
 
 async def models(request: web.Request) -> web.Response:
-    worker = _worker(request)
-    model: dict[str, Any] = {"id": worker.settings.served_model_name, "object": "model"}
-    model.update({"created": int(worker.started_at), "owned_by": "servelab"})
+    """SGLang's model card (``owned_by: sglang``, the context length)."""
+    settings = _worker(request).settings
+    name = settings.served_model_name
+    model: dict[str, Any] = {"id": name, "object": "model", "created": int(time.time())}
+    model.update({"owned_by": "sglang", "root": name, "parent": None,
+                  "max_model_len": settings.limits.context_length})  # fmt: skip
     return web.json_response({"object": "list", "data": [model]})
 
 
 async def get_load(request: web.Request) -> web.Response:
-    return web.json_response([{**_worker(request).load(), "num_tokens": 0}])
+    """SGLang's ``/get_load`` (one object per DP rank; the token counts are not modelled)."""
+    rank = {**_worker(request).load(), "num_tokens": 0, "num_pending_tokens": 0}
+    return web.json_response([{**rank, "ts_tic": time.perf_counter()}])
 
 
 async def flush_cache(_: web.Request) -> web.Response:
@@ -93,8 +113,11 @@ async def flush_cache(_: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """SGLang serves ``/metrics`` only with ``--enable-metrics`` (404 otherwise)."""
     worker = _worker(request)
-    if worker.faults.no_metrics:
+    args = worker.settings.server_args
+    enabled = isinstance(args, SglangArgs) and args.enable_metrics
+    if worker.faults.no_metrics or not enabled:
         return web.Response(status=404, text="404: Not Found")
     return web.Response(text=worker.metrics.render(), content_type="text/plain")
 
@@ -166,9 +189,12 @@ async def _stream(
 
 
 async def _respond(
-    request: web.Request, worker: Worker, req: GenRequest, seqs: list[Sequence]
-) -> web.StreamResponse:
-    rid = uuid.uuid4().hex
+    request: web.Request, worker: Worker, req: GenRequest, seqs: list[Sequence],
+    rid: str | None = None,
+) -> web.StreamResponse:  # fmt: skip
+    """Answer the sequences (streamed or whole); ``rid``: the response's id (SGLang's request
+    id), a fresh one by default."""
+    rid = rid or uuid.uuid4().hex
     created = int(time.time())
     try:
         if req.stream:
@@ -179,6 +205,7 @@ async def _respond(
             outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
             cached, report = _cached(worker, seqs)
             body = final_body(req, outs, n_outs, rid, created, cached=cached, report=report)
+            mark(req.marks, "done")
             resp = web.json_response(body)
     except (ConnectionError, asyncio.CancelledError) as exc:
         for seq in seqs:
@@ -236,34 +263,44 @@ def _generation(api: Api) -> Handler:
         if isinstance(parsed, web.Response):
             return parsed
         mark(parsed.marks, "arrived", arrived)
+        rid = uuid.uuid4().hex
         try:
-            return await _generate(request, worker, parsed)
+            return await _generate(request, worker, parsed, rid)
         finally:
-            worker.tracer.finish(request.headers, parsed.marks, _span_attrs(parsed))
+            worker.tracer.finish(request.headers, parsed.marks, request_facts(worker, parsed, rid))
 
     return handler
 
 
-def _span_attrs(req: GenRequest) -> dict[str, Any]:
+def request_facts(worker: Worker, req: GenRequest, rid: str) -> RequestFacts:
+    """What the request's spans carry besides its marks (its first item's room and sizes)."""
     item = req.items[0] if req.items else None
-    return {
-        "servelab.bootstrap_room": None if item is None or item.room is None else str(item.room),
-        "servelab.prompt_tokens": None if item is None else item.prompt_tokens,
-    }
+    return RequestFacts(
+        rid=rid,
+        room=None if item is None else item.room,
+        prompt_tokens=0 if item is None else item.prompt_tokens,
+        max_tokens=0 if item is None else item.max_tokens,
+        model=worker.settings.served_model_name,
+    )
 
 
-async def _generate(request: web.Request, worker: Worker, parsed: GenRequest) -> web.StreamResponse:
+async def _generate(
+    request: web.Request, worker: Worker, parsed: GenRequest, rid: str
+) -> web.StreamResponse:
     if worker.ready_in() > 0:
         return _error(503, "the engine is still starting", "service_unavailable")
-    worker.metrics.requests += 1
-    if worker.failing_fast():
-        return _engine_error(500, "Internal server error: the engine failed the request")
-    if worker.settings.role == "prefill":
-        return await _respond(request, worker, parsed, await worker.prefill_items(parsed))
-    result = await worker.decode_items(parsed)
-    if isinstance(result, TransferError):
-        return await _transfer_failed(request, parsed, result)
-    return await _respond(request, worker, parsed, result)
+    try:
+        if worker.failing_fast():
+            return _engine_error(500, "Internal server error: the engine failed the request")
+        if worker.settings.role == "prefill":
+            seqs = await worker.prefill_items(parsed)
+            return await _respond(request, worker, parsed, seqs, rid)
+        result = await worker.decode_items(parsed)
+        if isinstance(result, TransferError):
+            return await _transfer_failed(request, parsed, result)
+        return await _respond(request, worker, parsed, result, rid)
+    finally:
+        worker.metrics.requests += 1  # SGLang counts a request once it finished, however it did
 
 
 async def health_generate(request: web.Request) -> web.Response:

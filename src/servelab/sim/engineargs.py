@@ -122,9 +122,9 @@ class SglangArgs:
     enable_cache_report: bool = _arg(
         False, "Return usage.prompt_tokens_details.cached_tokens in responses."
     )
-    enable_metrics: bool = _arg(False, "Accepted (servelab's simulator serves /metrics anyway).")
-    enable_trace: bool = _arg(False, "Accepted: --otlp-traces-endpoint switches tracing on.")
-    otlp_traces_endpoint: str | None = _arg(None, "OTLP/gRPC HOST:PORT for the phase spans.")
+    enable_metrics: bool = _arg(False, "Serve /metrics (404 without, as SGLang).")
+    enable_trace: bool = _arg(False, "Export the request spans to --otlp-traces-endpoint.")
+    otlp_traces_endpoint: str = _arg("localhost:4317", "OTLP/gRPC HOST:PORT for the spans.")
 
 
 @dataclass(frozen=True)
@@ -146,7 +146,7 @@ class VllmArgs:
     enable_prompt_tokens_details: bool = _arg(
         False, "Return usage.prompt_tokens_details.cached_tokens in responses."
     )
-    disable_log_stats: bool = _arg(False, "Accepted (servelab's simulator keeps /metrics).")
+    disable_log_stats: bool = _arg(False, "No vllm: series in /metrics (as vLLM).")
     kv_transfer_config: str | None = _arg(None, "The KV connector's JSON (accepted).")
     otlp_traces_endpoint: str | None = _arg(None, "OTLP/gRPC HOST:PORT for the request spans.")
 

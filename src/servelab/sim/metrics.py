@@ -1,4 +1,10 @@
-"""The worker's Prometheus metrics, with SGLang's names. Rendering returns text (no I/O)."""
+"""The worker's Prometheus metrics, with SGLang's names and labels. Rendering returns text (no I/O).
+
+SGLang (``observability/metrics_collector.py``) exposes two collectors' series: the tokenizer's
+(labels ``model_name``, ``engine_type``: the requests, tokens, TTFT) and the scheduler's (those
+plus ``tp_rank``, ``pp_rank``, ``moe_ep_rank``: queues, usage, transfer failures); the
+simulated worker is one rank, 0 of each.
+"""
 
 from __future__ import annotations
 
@@ -51,6 +57,8 @@ class WorkerMetrics:
     """Counters and gauges of one worker; the engine updates them, ``render`` exposes them."""
 
     model: str = "sim"
+    #: SGLang's ``engine_type`` label: ``unified``, ``prefill`` or ``decode``
+    engine_type: str = "unified"
     running: int = 0
     stalled: int = 0
     transfer_queue: int = 0
@@ -80,32 +88,33 @@ class WorkerMetrics:
 
     def render(self) -> str:
         """The ``/metrics`` body."""
-        labels = f'model_name="{self.model}"'
-        gauges = (
-            ("sglang:num_running_reqs", "gauge", self.running + self.stalled),
-            ("sglang:num_queue_reqs", "gauge", self.queued),
-            ("sglang:num_decode_transfer_queue_reqs", "gauge", self.transfer_queue),
-            ("sglang:gen_throughput", "gauge", round(self.gen_throughput, 3)),
-            ("sglang:generation_tokens_total", "counter", self.generation_tokens),
-            ("sglang:prompt_tokens_total", "counter", self.prompt_tokens),
-            ("sglang:num_requests_total", "counter", self.requests),
-            ("sglang:num_aborted_requests_total", "counter", self.aborted),
-            ("sglang:num_transfer_failed_reqs_total", "counter", self.transfer_failed),
-            ("sglang:cache_hit_rate", "gauge", round(self.cache_hit_rate, 4)),
-            ("sglang:token_usage", "gauge", round(self.token_usage, 4)),
-            ("sglang:num_retracted_reqs", "gauge", self.retracted),
+        tokenizer = f'model_name="{self.model}",engine_type="{self.engine_type}"'
+        scheduler = f'{tokenizer},tp_rank="0",pp_rank="0",moe_ep_rank="0"'
+        series = (
+            ("sglang:num_running_reqs", "gauge", scheduler, self.running + self.stalled),
+            ("sglang:num_queue_reqs", "gauge", scheduler, self.queued),
+            ("sglang:num_decode_transfer_queue_reqs", "gauge", scheduler, self.transfer_queue),
+            ("sglang:gen_throughput", "gauge", scheduler, round(self.gen_throughput, 3)),
+            ("sglang:generation_tokens_total", "counter", tokenizer, self.generation_tokens),
+            ("sglang:prompt_tokens_total", "counter", tokenizer, self.prompt_tokens),
+            ("sglang:num_requests_total", "counter", tokenizer, self.requests),
+            ("sglang:num_aborted_requests_total", "counter", tokenizer, self.aborted),
+            ("sglang:num_transfer_failed_reqs_total", "counter", scheduler, self.transfer_failed),
+            ("sglang:cache_hit_rate", "gauge", scheduler, round(self.cache_hit_rate, 4)),
+            ("sglang:token_usage", "gauge", scheduler, round(self.token_usage, 4)),
+            ("sglang:num_retracted_reqs", "gauge", scheduler, self.retracted),
         )
         lines: list[str] = []
-        for name, kind, value in gauges:
+        for name, kind, labels, value in series:
             lines += [
                 f"# HELP {name} {name}.",
                 f"# TYPE {name} {kind}",
                 f"{name}{{{labels}}} {value}",
             ]
         if self.prefix_hits:  # a labelled series appears once first counted, as in SGLang
-            name = "sglang:cached_tokens_total"
+            name, cached = "sglang:cached_tokens_total", f'{tokenizer},cache_source="device"'
             lines += [f"# HELP {name} Number of cached prompt tokens by source.",
                       f"# TYPE {name} counter",
-                      f'{name}{{{labels},cache_source="device"}} {self.prefix_hits}']  # fmt: skip
-        lines += self.ttft.render("sglang:time_to_first_token_seconds", labels)
+                      f"{name}{{{cached}}} {self.prefix_hits}"]  # fmt: skip
+        lines += self.ttft.render("sglang:time_to_first_token_seconds", tokenizer)
         return "\n".join(lines) + "\n"

@@ -11,7 +11,9 @@ vLLM (``entrypoints/serve/dev/server_info``, only with ``VLLM_SERVER_DEV_MODE=1`
 ``vllm_config`` (its text; ``?config_format=json`` nests it), ``vllm_env`` (the ``VLLM_*``
 variables) and ``system_env``.
 
-Both carry servelab's ``servelab`` object besides (``Worker.info()``: knobs, faults, counters).
+With ``SERVELAB_SIM_EXTRAS=1`` (the simulator's own tests) both also carry servelab's
+``servelab`` object (``Worker.info()``: knobs, faults, counters); by default they carry exactly
+the real engine's keys (``tests/contracts/``).
 """
 
 from __future__ import annotations
@@ -24,10 +26,18 @@ from typing import Any
 from servelab.sim.engineargs import SglangArgs, VllmArgs
 from servelab.sim.settings import WorkerSettings
 
-__all__ = ["SIM_VERSION", "sglang_server_info", "vllm_config", "vllm_server_info"]
+__all__ = [
+    "SGLANG_SIM_VERSION",
+    "VLLM_SIM_VERSION",
+    "sglang_server_info",
+    "vllm_config",
+    "vllm_server_info",
+]
 
-#: What the workers answer as their engine version.
-SIM_VERSION = "servelab-sim"
+#: The engine versions the workers answer (``version``): the release each contract was read
+#: after (``tests/contracts/``), marked as a simulation by a PEP 440 local label.
+SGLANG_SIM_VERSION = "0.5.13.post1+sim"
+VLLM_SIM_VERSION = "0.26.0+sim"
 _GIB = 1 << 30
 
 
@@ -43,10 +53,15 @@ def _memory_usage(settings: WorkerSettings) -> dict[str, Any]:
     }
 
 
+def _extras(settings: WorkerSettings, servelab: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``servelab`` object, only with ``SERVELAB_SIM_EXTRAS=1``."""
+    return {"servelab": dict(servelab)} if settings.extras else {}
+
+
 def sglang_server_info(
     settings: WorkerSettings, gen_throughput: float, servelab: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """SGLang's ``/server_info`` for this worker."""
+    """SGLang's ``/server_info`` for this worker (``servelab``: the extras' object)."""
     args = settings.server_args
     assert isinstance(args, SglangArgs)
     fields = {**dataclasses.asdict(args), "tp_size": settings.profile.tp_size, "dp_size": 1}
@@ -64,9 +79,9 @@ def sglang_server_info(
         "max_total_num_tokens": limits.pool_tokens,
         "max_req_input_len": max_req_len - 5,
         "internal_states": [state],
-        "version": SIM_VERSION,
+        "version": SGLANG_SIM_VERSION,
         "kv_events": None,
-        "servelab": dict(servelab),
+        **_extras(settings, servelab),
     }
 
 
@@ -107,11 +122,12 @@ def vllm_server_info(
     *,
     as_json: bool,
 ) -> dict[str, Any]:
-    """vLLM's dev-mode ``/server_info``; ``as_json``: ``?config_format=json``."""
+    """vLLM's dev-mode ``/server_info``; ``as_json``: ``?config_format=json`` (``servelab``: the
+    extras' object)."""
     config = vllm_config(settings, engine_id)
     return {
         "vllm_config": config if as_json else _config_text(config),
         "vllm_env": dict(sorted(vllm_env.items())),
         "system_env": {"platform": platform.platform(), "python": platform.python_version()},
-        "servelab": dict(servelab),
+        **_extras(settings, servelab),
     }

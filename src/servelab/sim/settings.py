@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from servelab.errors import SimError
-from servelab.sim.engineargs import ParsedArgs, SglangArgs, VllmArgs
+from servelab.sim.engineargs import Engine, ParsedArgs, SglangArgs, VllmArgs
 from servelab.sim.faults import ENV_VARS as FAULT_ENV_VARS
 from servelab.sim.faults import Faults
 from servelab.sim.limits import Limits, resolve
@@ -30,6 +30,7 @@ from servelab.sim.profile import (
 )
 
 __all__ = [
+    "ENV_EXTRAS",
     "ENV_SEED",
     "ENV_TIME_SCALE",
     "ENV_WAITING_TIMEOUT",
@@ -46,8 +47,13 @@ ENV_TIME_SCALE = "SERVELAB_SIM_TIME_SCALE"
 ENV_WAITING_TIMEOUT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 ENV_WARMUP_S = "SERVELAB_SIM_WARMUP_S"
 ENV_SEED = "SERVELAB_SIM_SEED"
-#: OTLP/gRPC ``HOST:PORT`` the worker exports its phase spans to (tracing is off without it).
+#: OTLP/gRPC ``HOST:PORT`` the worker exports its request spans to (tracing is off without it,
+#: unless the engine's own arguments switch it on).
 ENV_OTLP = "SERVELAB_SIM_OTLP_ENDPOINT"
+#: ``1``: the worker also answers what only the simulator's own tests read (the ``servelab``
+#: object of ``/server_info``: knobs, faults, counters, recent rooms); unset, every answer is the
+#: real engine's contract (``tests/contracts/``).
+ENV_EXTRAS = "SERVELAB_SIM_EXTRAS"
 
 
 @dataclass(frozen=True)
@@ -69,11 +75,17 @@ class WorkerSettings:
     admin: bool = False
     faults: Faults = field(default_factory=Faults)
     otlp_endpoint: str | None = None
+    extras: bool = False
     engine_args: SglangArgs | VllmArgs = field(default_factory=SglangArgs)
 
     @cached_property
     def _resolved(self) -> tuple[SglangArgs | VllmArgs, Limits]:
         return resolve(self.engine_args, self.profile, self.role)
+
+    @property
+    def engine(self) -> Engine:
+        """The engine this worker answers as (its arguments' kind)."""
+        return Engine.VLLM if isinstance(self.engine_args, VllmArgs) else Engine.SGLANG
 
     @property
     def server_args(self) -> SglangArgs | VllmArgs:
@@ -170,6 +182,7 @@ def load_settings(
         "seed": int(_number(source, ENV_SEED, 0, positive=False)),
         "faults": Faults.from_env(source).updated(dict(fault_overrides or {})),
         "otlp_endpoint": source.get(ENV_OTLP) or None,
+        "extras": source.get(ENV_EXTRAS, "") == "1",
     }
     values.update({k: v for k, v in (overrides or {}).items() if v is not None})
     settings = WorkerSettings(role=role, profile=profile, **values)
@@ -193,6 +206,15 @@ _SETTING_OPTIONS = {
 }
 
 
+def _otlp_endpoint(server: SglangArgs | VllmArgs) -> str | None:
+    """Where the engine's arguments send its spans: SGLang traces only with ``--enable-trace``
+    (to ``--otlp-traces-endpoint``, default ``localhost:4317``); vLLM with
+    ``--otlp-traces-endpoint``."""
+    if isinstance(server, VllmArgs):
+        return server.otlp_traces_endpoint
+    return server.otlp_traces_endpoint if server.enable_trace else None
+
+
 def settings_from_args(
     args: ParsedArgs, *, profile: HardwareProfile, env: Mapping[str, str] | None = None
 ) -> WorkerSettings:
@@ -202,7 +224,7 @@ def settings_from_args(
         "host": server.host,
         "port": server.port,
         "served_model_name": server.served_model_name,
-        "otlp_endpoint": server.otlp_traces_endpoint,
+        "otlp_endpoint": _otlp_endpoint(server),
         "engine_args": server,
     }
     if isinstance(server, SglangArgs):

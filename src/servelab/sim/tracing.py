@@ -1,45 +1,63 @@
-"""The simulated worker as a traced engine: OpenTelemetry spans for its real phases.
+"""The simulated worker as a traced engine: the spans the real engines export, timed by its phases.
 
-With ``SERVELAB_SIM_OTLP_ENDPOINT=HOST:PORT`` the worker exports, over OTLP/gRPC with the
-OpenTelemetry SDK, one span per phase of every generation request, timed by the worker's own wall
-clock as the phase happened:
+Tracing is on as the engine's own arguments switch it on (SGLang: ``--enable-trace`` with
+``--otlp-traces-endpoint``, vLLM: ``--otlp-traces-endpoint``; or servelab's
+``SERVELAB_SIM_OTLP_ENDPOINT``); spans go over OTLP/gRPC with the OpenTelemetry SDK, each request's
+once it is answered, timed by the worker's own wall clock as its phases happened (its marks). The
+shapes are the engines' (``tests/contracts/``):
 
-- prefill: ``prefill_queue`` (arrival → its batch starts), ``prefill`` (batch → prefilled);
-- decode: ``kv_transfer`` (arrival → the KV is in: bootstrap wait, transfer, a cold engine's
-  warm-up), ``first_decode_step`` (KV in → the first token written), ``decode`` (→ the last).
+- **SGLang** (``observability/trace.py``, ``req_time_stats.py``; service ``sglang``): a root span
+  ``"{role} Req {rid[:8]}"`` (attributes ``rid``, ``module`` ``sglang::request``,
+  ``bootstrap_room`` in hex, and the ``gen_ai.*`` ones set when the request finished), child of
+  the ``traceparent`` the request arrived with; below it the scheduler's thread span
+  (``"Prefill Scheduler [TP 0]  [PP 0] (host:… | pid:…)"``) and its stage spans. Of SGLang's
+  stages the simulator emits the ones its model has: a prefill's ``prefill_waiting`` (arrival →
+  its batch starts) and ``prefill_forward`` (→ prefilled); a decode's ``decode_transferred``
+  (arrival → the KV is in: bootstrap, transfer, a cold engine's warm-up), ``decode_forward`` (→
+  the last token) and, inside it, ``fake_output`` (→ the prefill's first token written).
+- **vLLM** (``v1/engine/output_processor.py`` ``do_tracing``): one ``llm_request`` span (kind
+  SERVER) per finished request, child of the ``traceparent``, from its arrival to its end, with
+  ``gen_ai.request.id`` (``chatcmpl-`` and the ``X-Request-Id``), the latencies in seconds
+  (``gen_ai.latency.time_to_first_token``, ``.time_in_queue``, ``.time_in_model_prefill``,
+  ``.time_in_model_decode``, ``.time_in_model_inference``, ``.e2e``) and
+  ``gen_ai.usage.prompt_tokens``. A request that did not finish has no span, as in vLLM.
 
-Each span is a child of the ``traceparent`` the request arrived with (the router's, through
-sglang-router) and carries the client's ``x-request-id`` as ``servelab.request_id``, so a client
-record joins its spans by request id (:mod:`servelab.core.telemetry.traces`). Without the variable,
-tracing is off and costs nothing.
+Not emitted: SGLang's other stages (``tokenize``, ``decode_prepare``, ``decode_bootstrap``,
+``decode_waiting``, the per-step ``decode_loop``...) and the completion-token counts. Without an
+endpoint, tracing is off and costs nothing.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import time
+import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from opentelemetry.context import Context
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import SpanKind, Tracer, set_span_in_context
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 
-from servelab.core.telemetry.traces import REQUEST_ID_ATTR
-from servelab.sim.settings import ENV_OTLP
+from servelab.sim.engineargs import Engine
 
-__all__ = ["ENV_OTLP", "PHASE_SPANS", "SimTracer", "mark"]
+__all__ = ["RequestFacts", "SimTracer", "mark"]
 
-#: Per role: (span name, start mark, end mark); marks are set on GenRequest.marks.
-PHASE_SPANS: Mapping[str, tuple[tuple[str, str, str], ...]] = {
-    "prefill": (("prefill_queue", "arrived", "computing"), ("prefill", "computing", "done")),
-    "decode": (
-        ("kv_transfer", "arrived", "kv_ready"),
-        ("first_decode_step", "kv_ready", "first_token"),
-        ("decode", "first_token", "done"),
-    ),
-}
+#: A stage span: (name, start mark, end mark); marks are set on GenRequest.marks.
+_Stage = tuple[str, str, str]
+_SGLANG_STAGES: Mapping[str, tuple[_Stage, ...]] = {
+    "prefill": (("prefill_waiting", "arrived", "computing"),
+                ("prefill_forward", "computing", "done")),
+    "decode": (("decode_transferred", "arrived", "kv_ready"),),
+}  # fmt: skip
+#: The host id SGLang puts in a thread span (its fallback without ``/etc/machine-id``: the MAC).
+_HOST_ID = uuid.UUID(int=uuid.getnode()).hex
 
 
 def mark(marks: dict[str, int], name: str, at_ns: int | None = None) -> None:
@@ -47,44 +65,146 @@ def mark(marks: dict[str, int], name: str, at_ns: int | None = None) -> None:
     marks.setdefault(name, time.time_ns() if at_ns is None else at_ns)
 
 
-class SimTracer:
-    """Exports the phase spans of a worker's requests (a no-op without an endpoint)."""
+@dataclass(frozen=True)
+class RequestFacts:
+    """What a request's spans say about it besides its marks: the engine's request id (SGLang's
+    ``rid``; vLLM's is built from ``X-Request-Id``), its first item's bootstrap room and prompt
+    tokens, its ``max_tokens``, and the served model's name."""
 
-    def __init__(self, endpoint: str | None, role: str) -> None:
-        self._role = role
+    rid: str
+    room: int | None
+    prompt_tokens: int
+    max_tokens: int
+    model: str
+
+
+def _seconds(marks: Mapping[str, int], start: str, end: str) -> float | None:
+    if start not in marks or end not in marks:
+        return None
+    return max(marks[end] - marks[start], 0) / 1e9
+
+
+class SimTracer:
+    """Exports a worker's request spans as its engine does (a no-op without an endpoint)."""
+
+    def __init__(self, endpoint: str | None, role: str, engine: Engine) -> None:
+        self._role, self._engine = role, engine
         self._provider: TracerProvider | None = None
         if endpoint:
-            resource = Resource.create({"service.name": f"servelab-sim-{role}"})
-            provider = TracerProvider(resource=resource)
+            provider = TracerProvider(resource=_resource(engine))
             exporter = OTLPSpanExporter(endpoint=endpoint, insecure=True)
             provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=200))
             self._provider = provider
         self._propagator = TraceContextTextMapPropagator()
 
-    @property
-    def enabled(self) -> bool:
-        return self._provider is not None
-
     def finish(
-        self, headers: Mapping[str, str], marks: Mapping[str, int], attrs: Mapping[str, Any]
+        self, headers: Mapping[str, str], marks: Mapping[str, int], facts: RequestFacts
     ) -> None:
-        """Emit the role's phase spans whose two marks were set."""
-        if self._provider is None:
+        """Emit the request's spans (those whose marks were set), as its engine would."""
+        if self._provider is None or "arrived" not in marks:
             return
-        tracer = self._provider.get_tracer("servelab.sim")
         parent = self._propagator.extract({k.lower(): v for k, v in headers.items()})
-        common = {**{k: v for k, v in attrs.items() if v is not None}, "servelab.role": self._role}
-        rid = headers.get("x-request-id") or headers.get("X-Request-Id")
-        if rid:
-            common[REQUEST_ID_ATTR] = rid
-        for name, start, end in PHASE_SPANS.get(self._role, ()):
-            if start in marks and end in marks:
-                span = tracer.start_span(
-                    name, context=parent, start_time=marks[start], attributes=common
+        if self._engine is Engine.VLLM:
+            self._vllm(self._provider.get_tracer("vllm.llm_engine"), parent, marks, facts, headers)
+        else:
+            self._sglang(self._provider.get_tracer("sglang server"), parent, marks, facts)
+
+    def _sglang(
+        self, tracer: Tracer, parent: Context, marks: Mapping[str, int], facts: RequestFacts
+    ) -> None:
+        """The root span, the scheduler's thread span and the stage spans."""
+        end = marks.get("done", time.time_ns())
+        attrs: dict[str, Any] = {"rid": facts.rid, "module": "sglang::request"}
+        if facts.room:
+            attrs["bootstrap_room"] = hex(facts.room)
+        root = tracer.start_span(
+            f"{self._role} Req {facts.rid[:8]}", parent, start_time=marks["arrived"],
+            attributes=attrs,
+        )  # fmt: skip
+        label = f"{self._role.capitalize()} Scheduler"
+        pid = os.getpid()
+        thread = tracer.start_span(
+            f"{label} [TP 0]  [PP 0] (host:{_HOST_ID[:8]} | pid:{pid})",
+            set_span_in_context(root), start_time=marks["arrived"],
+            attributes={"tp_rank": 0, "pp_rank": 0, "host_id": _HOST_ID, "pid": pid,
+                        "thread_label": label},
+        )  # fmt: skip
+        inside = set_span_in_context(thread)
+        for name, start, stop in _SGLANG_STAGES.get(self._role, ()):
+            if start in marks and stop in marks:
+                span = tracer.start_span(name, inside, start_time=marks[start])
+                span.end(end_time=max(marks[stop], marks[start]))
+        if self._role == "decode" and "kv_ready" in marks:
+            forward = tracer.start_span("decode_forward", inside, start_time=marks["kv_ready"])
+            if "first_token" in marks:
+                fake = tracer.start_span(
+                    "fake_output", set_span_in_context(forward), start_time=marks["kv_ready"]
                 )
-                span.end(end_time=max(marks[end], marks[start]))
+                fake.end(end_time=max(marks["first_token"], marks["kv_ready"]))
+            forward.end(end_time=max(end, marks["kv_ready"]))
+        thread.end(end_time=end)
+        root.set_attributes(_sglang_finish(marks, facts, end))
+        root.end(end_time=end)
+
+    def _vllm(
+        self, tracer: Tracer, parent: Context, marks: Mapping[str, int], facts: RequestFacts,
+        headers: Mapping[str, str],
+    ) -> None:  # fmt: skip
+        """One ``llm_request`` span, for a request that finished."""
+        if "done" not in marks:
+            return
+        scheduled = "computing" if self._role == "prefill" else "kv_ready"
+        first = "first_token" if "first_token" in marks else "done"
+        x_id = headers.get("X-Request-Id") or headers.get("x-request-id") or facts.rid
+        attrs: dict[str, Any] = {
+            "gen_ai.request.id": f"chatcmpl-{x_id}",
+            "gen_ai.usage.prompt_tokens": facts.prompt_tokens,
+            "gen_ai.request.max_tokens": facts.max_tokens,
+            "gen_ai.response.finish_reasons": json.dumps(["length"]),
+        }
+        for name, start, stop in (
+            ("gen_ai.latency.time_to_first_token", "arrived", first),
+            ("gen_ai.latency.e2e", "arrived", "done"),
+            ("gen_ai.latency.time_in_queue", "arrived", scheduled),
+            ("gen_ai.latency.time_in_model_prefill", scheduled, first),
+            ("gen_ai.latency.time_in_model_decode", first, "done"),
+            ("gen_ai.latency.time_in_model_inference", scheduled, "done"),
+        ):
+            seconds = _seconds(marks, start, stop)
+            if seconds is not None:
+                attrs[name] = seconds
+        span = tracer.start_span(
+            "llm_request", parent, kind=SpanKind.SERVER, start_time=marks["arrived"],
+            attributes=attrs,
+        )  # fmt: skip
+        span.end(end_time=marks["done"])
 
     def shutdown(self) -> None:
         if self._provider is not None:
             self._provider.shutdown()
             self._provider = None
+
+
+def _resource(engine: Engine) -> Resource:
+    """SGLang names its service ``sglang``; vLLM sets no service name (the SDK's default,
+    ``unknown_service``) and says which module and process traced."""
+    if engine is Engine.VLLM:
+        attrs = {"vllm.instrumenting_module_name": "vllm.llm_engine",
+                 "vllm.process_id": str(os.getpid())}  # fmt: skip
+        return Resource.create(attrs)
+    return Resource.create({"service.name": "sglang"})
+
+
+def _sglang_finish(marks: Mapping[str, int], facts: RequestFacts, end: int) -> dict[str, Any]:
+    """The root span's ``gen_ai.*`` attributes (``tokenizer_manager.convert_to_span_attrs``)."""
+    attrs: dict[str, Any] = {
+        "gen_ai.usage.prompt_tokens": facts.prompt_tokens,
+        "gen_ai.request.id": facts.rid,
+        "gen_ai.request.max_tokens": facts.max_tokens,
+        "gen_ai.response.model": facts.model,
+        "gen_ai.latency.e2e": max(end - marks["arrived"], 0) / 1e9,
+    }
+    first = marks.get("first_token", marks.get("done"))
+    if first is not None:
+        attrs["gen_ai.latency.time_to_first_token"] = max(first - marks["arrived"], 0) / 1e9
+    return attrs

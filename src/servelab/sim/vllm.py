@@ -9,14 +9,18 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
   the ``kv_transfer_params`` a decode needs; on a decode, a leg with ``do_remote_prefill`` first
   reads its blocks from the prefill those params name (a failed read answers 500), then joins the
   batch and streams. Without params either worker answers the request itself.
-- ``GET /health`` (503 while starting), ``/v1/models``, ``/load`` (``{"server_load": N}``),
-  ``/get_load`` (``{"load": N}``, what the router's power_of_two policy reads), ``/metrics``
+- ``GET /health`` (503 while starting), ``/v1/models``, ``/metrics``
   (``vllm:`` names, ``engine="0"``: the router counts ``engine`` labels to learn the
-  data-parallel size), ``/version``, ``/server_info`` only with ``VLLM_SERVER_DEV_MODE=1`` as
-  vLLM (``servelab.sim.serverinfo``; with the simulator's ``servelab`` object, as the SGLang
-  simulator's), and with ``--admin`` on a loopback bind ``GET|POST /_servelab/faults``.
+  data-parallel size; none with ``--disable-log-stats``), ``/version``, ``/server_info`` only
+  with ``VLLM_SERVER_DEV_MODE=1`` as vLLM (``servelab.sim.serverinfo``; with
+  ``SERVELAB_SIM_EXTRAS=1`` also the simulator's ``servelab`` object), and with ``--admin`` on a
+  loopback bind ``GET|POST /_servelab/faults``. With ``SERVELAB_SIM_EXTRAS=1`` also ``/load``
+  (``{"server_load": N}``: vLLM serves it only with ``--enable-server-load-tracking``) and
+  ``/get_load`` (``{"load": N}``: what vllm-router's power_of_two policy polls; no vLLM serves it,
+  so the router counts a real worker's load as 0).
 - The ``X-Request-Id`` the router sends on both legs is logged (logger ``servelab.sim.vllm``) and
-  kept in ``/server_info``'s ``servelab.recent_requests``.
+  kept in the extras' ``servelab.recent_requests``; a traced leg's ``llm_request`` span carries it
+  as ``gen_ai.request.id`` (``servelab.sim.tracing``).
 
 The decode knob is :data:`~servelab.core.deploy.engines.VLLM_KNOB` (:data:`VLLM_PROFILE`); the
 prefill's bootstrap port is its NIXL side channel (vLLM's ``VLLM_NIXL_SIDE_CHANNEL_PORT``).
@@ -39,7 +43,16 @@ from aiohttp import web
 
 from servelab.core.deploy.engines import VLLM_KNOB
 from servelab.errors import SimError
-from servelab.sim.app import WORKER_KEY, _cached, _respond, faults, health, serve_apps
+from servelab.sim.app import (
+    WORKER_KEY,
+    _cached,
+    _respond,
+    faults,
+    health,
+    request_facts,
+    serve_apps,
+)
+from servelab.sim.engineargs import VllmArgs
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -53,8 +66,9 @@ from servelab.sim.nixl import (
 )
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.protocol import Api, GenRequest, RequestError, final_body, parse_request
-from servelab.sim.serverinfo import SIM_VERSION, vllm_server_info
+from servelab.sim.serverinfo import VLLM_SIM_VERSION, vllm_server_info
 from servelab.sim.settings import WorkerSettings
+from servelab.sim.tracing import mark
 from servelab.sim.worker import TransferError, Worker
 
 __all__ = [
@@ -113,7 +127,8 @@ def _error(status: int, message: str, kind: str) -> web.Response:
 
 # ------------------------------------------------------------------------------------ info routes
 def render_metrics(m: WorkerMetrics, served: int) -> str:
-    """The ``/metrics`` body with vLLM's names and ``engine="0"`` on every series."""
+    """The ``/metrics`` body with vLLM's names and ``engine="0"`` on every series (a
+    ``prometheus_client`` counter named ``x`` is exposed as ``x_total``)."""
     labels = f'engine="0",model_name="{m.model}"'
     series = (
         ("vllm:num_requests_running", "gauge", "", m.running),
@@ -122,7 +137,7 @@ def render_metrics(m: WorkerMetrics, served: int) -> str:
         ("vllm:prompt_tokens_total", "counter", "", m.prompt_tokens),
         ("vllm:request_success_total", "counter", ',finished_reason="length"', served),
         ("vllm:request_success_total", "counter", ',finished_reason="abort"', m.aborted),
-        ("vllm:nixl_num_failed_transfers", "counter", "", m.transfer_failed),
+        ("vllm:nixl_num_failed_transfers_total", "counter", "", m.transfer_failed),
         ("vllm:prefix_cache_queries_total", "counter", "", m.prefix_queries),
         ("vllm:prefix_cache_hits_total", "counter", "", m.prefix_hits),
         ("vllm:kv_cache_usage_perc", "gauge", "", round(m.token_usage, 4)),
@@ -137,8 +152,13 @@ def render_metrics(m: WorkerMetrics, served: int) -> str:
 
 
 async def metrics(request: web.Request) -> web.Response:
+    """vLLM's ``/metrics``: its ``vllm:`` series unless ``--disable-log-stats``."""
     worker = request.app[WORKER_KEY]
-    text = render_metrics(worker.metrics, worker.requests_served)
+    args = worker.settings.server_args
+    if worker.faults.no_metrics:
+        return web.Response(status=404, text="404: Not Found")
+    logged = not (isinstance(args, VllmArgs) and args.disable_log_stats)
+    text = render_metrics(worker.metrics, worker.requests_served) if logged else ""
     return web.Response(text=text, content_type="text/plain")
 
 
@@ -173,7 +193,7 @@ async def server_info(request: web.Request) -> web.Response:
 
 async def version(_: web.Request) -> web.Response:
     """vLLM's ``/version`` (always served)."""
-    return web.json_response({"version": SIM_VERSION})
+    return web.json_response({"version": VLLM_SIM_VERSION})
 
 
 # ------------------------------------------------------------------------------------ generation
@@ -236,21 +256,32 @@ async def _decode_leg(request: web.Request, req: GenRequest, params: Any) -> web
 def _generation(api: Api) -> Handler:
     async def handler(request: web.Request) -> web.StreamResponse:
         worker = request.app[WORKER_KEY]
+        arrived = time.time_ns()
         read = await _read(request, api)
         if isinstance(read, web.Response):
             return read
         req, params = read
         if worker.ready_in() > 0:
             return _error(503, "the engine is still starting", "ServiceUnavailableError")
+        mark(req.marks, "arrived", arrived)
         worker.metrics.requests += 1
-        if worker.settings.role == "decode":
-            return await _decode_leg(request, req, params)
-        wants_pull = isinstance(params, dict) and params.get("do_remote_decode") is True
-        if wants_pull:
-            return await _prefill_leg(request, req)
-        return await _respond(request, worker, req, await worker.prefill_items(req))
+        try:
+            return await _serve_leg(request, req, params)
+        finally:
+            facts = request_facts(worker, req, uuid.uuid4().hex)
+            worker.tracer.finish(request.headers, req.marks, facts)
 
     return handler
+
+
+async def _serve_leg(request: web.Request, req: GenRequest, params: Any) -> web.StreamResponse:
+    """A decode leg, a prefill leg, or (no ``kv_transfer_params``) the whole request here."""
+    worker = request.app[WORKER_KEY]
+    if worker.settings.role == "decode":
+        return await _decode_leg(request, req, params)
+    if isinstance(params, dict) and params.get("do_remote_decode") is True:
+        return await _prefill_leg(request, req)
+    return await _respond(request, worker, req, await worker.prefill_items(req))
 
 
 # ------------------------------------------------------------------------------------ assembly
@@ -274,12 +305,13 @@ def make_vllm_app(
     for path, handler in (
         ("/health", health),
         ("/v1/models", models),
-        ("/load", load),
-        ("/get_load", get_load),
         ("/metrics", metrics),
         ("/version", version),
     ):
         app.router.add_get(path, handler)
+    if settings.extras:  # not vLLM's by default: ``/load`` needs a flag, ``/get_load`` is none
+        app.router.add_get("/load", load)
+        app.router.add_get("/get_load", get_load)
     if state.dev_mode:
         app.router.add_get("/server_info", server_info)
     app.router.add_post("/v1/chat/completions", _generation("chat"))

@@ -59,7 +59,7 @@ class Worker:
     def __init__(self, settings: WorkerSettings) -> None:
         self.settings = settings
         self.faults: Faults = settings.faults
-        self.metrics = WorkerMetrics(model=settings.served_model_name)
+        self.metrics = WorkerMetrics(model=settings.served_model_name, engine_type=settings.role)
         self.aborts = AbortTracker()
         self.started_at = time.time()
         self._t0 = time.monotonic()
@@ -76,7 +76,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self.prefill_sched: PrefillScheduler | None = None
         self.decode_sched: DecodeScheduler | None = None
-        self.tracer = SimTracer(settings.otlp_endpoint, settings.role)
+        self.tracer = SimTracer(settings.otlp_endpoint, settings.role, settings.engine)
 
     # ------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -309,12 +309,12 @@ class Worker:
             *(self._acquire(i, o) for i, o in zip(req.items, outs, strict=True))
         )
         seqs = [r for r in results if isinstance(r, Sequence)]
-        mark(req.marks, "kv_ready")
         errors = [r for r in results if isinstance(r, TransferError)]
-        if errors:
+        if errors:  # as SGLang: a transfer that failed never reaches the waiting queue
             for seq in seqs:
                 seq.cancelled = True
             return errors[0]
+        mark(req.marks, "kv_ready")
         return seqs
 
     def _stall(self, seq: Sequence) -> None:

@@ -10,9 +10,9 @@ from servelab.core.deploy.rolling import (
     rolling_plan,
     router_kind,
     running_requests,
-    served_requests,
 )
 from servelab.core.deploy.spec import DeploymentSpec, parse_spec
+from servelab.core.verify.served import engine_count
 from servelab.errors import SpecError
 from tests.support import REPO
 from tests.support.xpyd import EXAMPLE_2P2D
@@ -68,7 +68,8 @@ def test_load_and_served_documents() -> None:
     assert running_requests([]) is None
     assert running_requests({"load": 4}) == 4  # what a vLLM worker answers
     assert running_requests({"load": "4"}) is None
-    assert served_requests({"servelab": {"requests_served": 7, "warmed_up": False}}) == 7
-    assert served_requests({"served_model_name": "x"}) is None
-    assert served_requests({"servelab": {"requests_served": True}}) is None
+    # the routed phase reads the worker's own counter of finished requests
+    assert engine_count('sglang:num_requests_total{model_name="m"} 7.0\n') == 7
+    assert engine_count("other_total 3\n") is None  # none of the engine's series
+    assert engine_count("not { metrics") is None
     assert tuple(RollPhase) == ("remove", "drain", "restart", "verify", "add", "routed")

@@ -75,6 +75,7 @@ def test_sim_argv(spec: DeploymentSpec) -> None:
         "30000",
         "--bootstrap-port",
         "8998",
+        "--enable-metrics",  # servelab reads SGLang's /metrics, served only with it
     ]
     assert sim_argv(spec, "decode", "/py")[4:] == [
         "decode",
@@ -82,6 +83,7 @@ def test_sim_argv(spec: DeploymentSpec) -> None:
         "127.0.0.1",
         "--port",
         "30002",
+        "--enable-metrics",
     ]
     assert sim_argv(spec, "proxy", "/py")[4:] == [
         "proxy",

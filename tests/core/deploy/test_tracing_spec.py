@@ -30,12 +30,13 @@ def test_a_bad_endpoint_names_the_file_and_the_field(bad: str) -> None:
     assert "t.toml" in str(err.value) and "tracing.endpoint" in str(err.value)
 
 
-def test_router_and_engines_get_their_trace_switches() -> None:
+def test_engines_get_their_trace_switches_and_the_router_keeps_the_clients_trace() -> None:
     spec = _spec('\n[tracing]\nendpoint = "127.0.0.1:5555"\n')
     trace = ["--enable-trace", "--otlp-traces-endpoint", "127.0.0.1:5555"]
-    router = router_argv(spec, "router", "py")
-    assert " ".join(trace) in " ".join(router)
     assert " ".join(trace) in " ".join(sim_argv(spec, "decode", "py"))
+    # sglang-router 0.3.2 tracing itself would replace each request's traceparent with its own
+    # and export its span for only some requests: servelab leaves its tracing off
+    assert "--enable-trace" not in router_argv(spec, "router", "py")
     plain = _spec("")
     assert "--enable-trace" not in router_argv(plain, "router", "py")
     assert "--otlp-traces-endpoint" not in sim_argv(plain, "prefill", "py")

@@ -92,7 +92,7 @@ def test_histogram_quantiles_are_the_runs_own() -> None:
     after = parse_exposition(metrics.render())
     got = histogram_quantiles(before, after, "sglang:time_to_first_token_seconds", [0.5])
     ((labels, qs),) = got.items()
-    assert labels == (("model_name", "sim"),)
+    assert labels == (("engine_type", "unified"), ("model_name", "sim"))  # SGLang's labels
     # only the run's four 3.0 s observations count: the median is inside the (2, 4] bucket
     assert qs[0.5] is not None and 2.0 < qs[0.5] <= 4.0
 

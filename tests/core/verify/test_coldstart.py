@@ -1,4 +1,5 @@
-"""The cold/warm rule: the sim's request counter first, else two probes' timings."""
+"""The cold/warm rule: the decodes' own counters of finished requests first, else two probes'
+timings."""
 
 from __future__ import annotations
 
@@ -11,9 +12,20 @@ from servelab.core.verify.coldstart import (
     StartClass,
     StartReason,
     classify_start,
+    decode_counts,
     needs_second_probe,
-    served_count,
 )
+
+SGLANG = (
+    "# TYPE sglang:num_requests_total counter\n"
+    'sglang:num_requests_total{model_name="m",engine_type="decode"} 7.0\n'
+)
+VLLM = (
+    'vllm:request_success_total{engine="0",finished_reason="length",model_name="m"} 2.0\n'
+    'vllm:request_success_total{engine="0",finished_reason="stop",model_name="m"} 1.0\n'
+)
+#: SGLang with --enable-metrics before its first request finished: gauges, no counter series yet
+SGLANG_FRESH = 'sglang:num_running_reqs{model_name="m",engine_type="decode",tp_rank="0"} 0.0\n'
 
 
 def test_the_counter_decides_when_there_is_one() -> None:
@@ -53,10 +65,10 @@ def test_a_second_probe_is_needed_without_a_counter_or_when_cold() -> None:
     assert not needs_second_probe([0, 2])
 
 
-def test_served_count_reads_a_sim_server_info() -> None:
-    assert served_count({"servelab": {"warmed_up": False, "requests_total": 7}}) == 0
-    assert served_count({"servelab": {"warmed_up": True, "requests_total": 7}}) == 7
-    assert served_count({"servelab": {"requests_served": 2}}) == 2
-    assert served_count({"servelab": {"requests_served": "2"}}) is None
-    assert served_count({"model_path": "x"}) is None
-    assert served_count(None) is None and served_count([1]) is None
+def test_decode_counts_read_the_engines_own_counters() -> None:
+    assert decode_counts([SGLANG, VLLM]) == (7, 3)  # vLLM: every finished_reason
+    assert decode_counts([SGLANG_FRESH]) == (0,)  # the series appears once a request finished
+    assert decode_counts([SGLANG, None]) is None  # one /metrics did not answer (SGLang: 404)
+    assert decode_counts(["process_cpu_seconds_total 1\n"]) is None  # no engine series
+    assert decode_counts(["not { an exposition"]) is None
+    assert decode_counts([]) is None

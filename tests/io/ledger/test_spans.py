@@ -22,9 +22,11 @@ _SOAK = SoakResult(SoakConfig(), Targets("http://e"))
 
 
 def _spans(rid: str, n: int = 3) -> list[Span]:
+    """A worker span, then router spans naming the request (the ``request_id`` column)."""
     return [
-        Span(f"{i:032x}", f"{i + 1:016x}", "" if i == 0 else f"{i:016x}", f"phase{i}",
-             "servelab-sim-prefill", 1_000 + i, 2_000 + i,
+        Span(f"{i:032x}", f"{i + 1:016x}", "" if i == 0 else f"{i:016x}",
+             "http_request" if i else "prefill Req 0a1b2c3d", "smg" if i else "sglang",
+             1_000 + i, 2_000 + i,
              {REQUEST_ID_ATTR: rid, "n": i, "nested": {"a": [1, 2]}} if i else {"k": "v"})
         for i in range(n)
     ]  # fmt: skip
@@ -55,7 +57,7 @@ def test_spans_round_trip_in_the_runs_transaction(tmp_path: Path) -> None:
     ).fetchone()
     raw.close()
     assert row[:3] == (run, None, "servelab-a-0")
-    assert row[3] == '{"n":1,"nested":{"a":[1,2]},"servelab.request_id":"servelab-a-0"}'
+    assert row[3] == '{"n":1,"nested":{"a":[1,2]},"request_id":"servelab-a-0"}'
 
 
 def test_an_old_ledger_migrates_to_the_spans_table(tmp_path: Path) -> None:

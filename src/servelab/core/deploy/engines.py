@@ -20,7 +20,11 @@ Readiness, observed on the pinned routers (``tests/core/deploy/test_engines.py``
   ``up``, as for sglang-router.
 
 The metric names: :mod:`servelab.core.soak.diagnose` reads SGLang's; :func:`canonical_metrics`
-renames a vLLM engine's scrape into them (summed values, as ``parse_metrics`` returns them).
+renames a vLLM engine's scrape into them (summed values, as ``parse_metrics`` returns them). The
+counters that prove a worker served requests (:mod:`servelab.core.verify.served`): the engine's
+own (:attr:`Engine.served_counter`) and its router's per worker
+(:attr:`Engine.router_worker_counter`), both read from the engines' and routers' source and
+checked on the pinned routers (``tests/contracts/``).
 
 Pure: data and functions of data.
 """
@@ -60,7 +64,7 @@ VLLM_TO_SGLANG_METRICS: Mapping[str, str] = {
     "vllm:generation_tokens_total": "sglang:generation_tokens_total",
     "vllm:prompt_tokens_total": "sglang:prompt_tokens_total",
     "vllm:request_success_total": "sglang:num_requests_total",
-    "vllm:nixl_num_failed_transfers": "sglang:num_transfer_failed_reqs_total",
+    "vllm:nixl_num_failed_transfers_total": "sglang:num_transfer_failed_reqs_total",
 }
 
 
@@ -90,6 +94,16 @@ class Engine:
     underscores: bool = False
     #: ``/server_info`` answers only when the engine was started with this env variable set to 1.
     server_info_switch: str | None = None
+    #: The engine's counter of the requests it finished, in its ``/metrics``.
+    served_counter: str = "sglang:num_requests_total"
+    #: The prefix of every one of the engine's own series in its ``/metrics``.
+    metric_prefix: str = "sglang:"
+    #: The router's counter of each worker's requests (its ``worker`` label: the worker's URL as
+    #: the router was given it), and the labels a counted sample also has.
+    router_worker_counter: str = "smg_worker_cb_outcomes_total"
+    #: The prefix of every one of the router's own series on its Prometheus port.
+    router_metric_prefix: str = "smg_"
+    router_worker_match: Mapping[str, str] = field(default_factory=lambda: {"outcome": "success"})
 
 
 #: SGLang's ``store_true`` arguments not named ``--enable-…``/``--disable-…`` (server_args.py).
@@ -121,6 +135,11 @@ VLLM = Engine(
     negatable_flags=True,
     underscores=True,
     server_info_switch="VLLM_SERVER_DEV_MODE",
+    served_counter="vllm:request_success_total",
+    metric_prefix="vllm:",
+    router_worker_counter="vllm_router_processed_requests_total",
+    router_metric_prefix="vllm_router_",
+    router_worker_match={},
 )
 ENGINES: Mapping[str, Engine] = {SGLANG.name: SGLANG, VLLM.name: VLLM}
 

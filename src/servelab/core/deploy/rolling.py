@@ -27,7 +27,6 @@ __all__ = [
     "rolling_plan",
     "router_kind",
     "running_requests",
-    "served_requests",
 ]
 
 #: The roles a rolling restart can take out of the router one at a time.
@@ -150,13 +149,3 @@ def running_requests(load: object) -> int | None:
             return None
         total += value
     return total if ranks else None
-
-
-def served_requests(info: object) -> int | None:
-    """Requests a servelab simulated worker served so far (``servelab.requests_served`` of its
-    ``/server_info``); None for any other worker."""
-    sim = info.get("servelab") if isinstance(info, dict) else None
-    value = sim.get("requests_served") if isinstance(sim, dict) else None
-    if not isinstance(value, int) or isinstance(value, bool):
-        return None
-    return value

@@ -32,7 +32,6 @@ __all__ = [
     "engine_trace_args",
     "restart_plan",
     "router_argv",
-    "router_trace_args",
     "service_argv",
     "sim_argv",
     "stop_order",
@@ -124,7 +123,8 @@ def _proxy_upstream(spec: DeploymentSpec, name: str) -> str:
 
 def sim_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
     """``[python, -m, servelab, sim, ROLE, --host, H, --port, P, (--bootstrap-port B),
-    (--engine vllm), *args]``."""
+    (--engine vllm), (tracing), (SGLang: --enable-metrics), *args]``: a simulated engine
+    started the way servelab reads it (metrics, and with ``[tracing]`` spans)."""
     svc = spec.service(name)
     if svc.role not in ("prefill", "decode", "proxy"):
         raise SpecError(
@@ -149,6 +149,8 @@ def sim_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
         argv += ["--upstream", _proxy_upstream(spec, name)]
     if svc.role != "proxy" and not _flag_given(svc.args, "--otlp-traces-endpoint"):
         argv += engine_trace_args(spec)
+    if svc.role != "proxy" and spec.engine == "sglang" and "--enable-metrics" not in svc.args:
+        argv.append("--enable-metrics")  # servelab reads its /metrics (SGLang: 404 without)
     return [*argv, *svc.args]
 
 
@@ -161,14 +163,6 @@ def engine_trace_args(spec: DeploymentSpec) -> list[str]:
         return []
     endpoint = ["--otlp-traces-endpoint", spec.tracing.endpoint]
     return endpoint if spec.engine == "vllm" else ["--enable-trace", *endpoint]
-
-
-def router_trace_args(spec: DeploymentSpec) -> list[str]:
-    """sglang-router's ``--enable-trace --otlp-traces-endpoint HOST:PORT`` with ``[tracing]``;
-    vllm-router (0.1.17) has no tracing switch: nothing."""
-    if spec.tracing is None or spec.engine == "vllm":
-        return []
-    return ["--enable-trace", "--otlp-traces-endpoint", spec.tracing.endpoint]
 
 
 def _workers(spec: DeploymentSpec) -> list[str]:
@@ -237,10 +231,7 @@ def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
         raise SpecError('start = "router" needs role = "router"', path=f"services.{name}.start")
     opts = svc.router or RouterOptions()
     argv = [*_router_head(spec, svc, python), *_router_common(opts)]
-    extra = [*opts.extra_args, *svc.args]
-    if not _flag_given(extra, "--otlp-traces-endpoint"):
-        argv += router_trace_args(spec)
-    return [*argv, *extra]
+    return [*argv, *opts.extra_args, *svc.args]
 
 
 def service_argv(spec: DeploymentSpec, name: str, python: str) -> list[str] | None:

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from servelab.core.deploy.engines import EngineName
 from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.observe import Observation
@@ -106,7 +107,8 @@ class Targets:
     """Where the soak sends traffic and what it inspects when something fails.
 
     ``metrics_url`` is the router's Prometheus endpoint base (``http://HOST:PORT``; None: not
-    known, its metrics are then unknown).
+    known, its metrics are then unknown). ``engine``: the workers' engine (a soak row stored
+    before it read as SGLang's).
     """
 
     entry_url: str
@@ -114,6 +116,8 @@ class Targets:
     workers: tuple[WorkerTarget, ...] = ()
     router_service: str = "router"
     metrics_url: str | None = None
+    #: whose PD hand-off a direct pair replay speaks (SGLang's bootstrap rooms, vLLM's NIXL legs)
+    engine: EngineName = "sglang"
 
     @property
     def via_proxy(self) -> bool:

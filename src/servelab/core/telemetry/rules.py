@@ -19,7 +19,7 @@ Rules and thresholds (the constants below):
   a ``smg_worker_cb_transitions_total{to="open"}`` transition, a ``smg_worker_cb_state`` gauge
   ending open) → ``router``.
 - ``engine_transfer`` (each decode): ``sglang:num_transfer_failed_reqs_total`` or
-  ``vllm:nixl_num_failed_transfers`` grew → ``decode_transfer`` (that worker).
+  ``vllm:nixl_num_failed_transfers_total`` grew → ``decode_transfer`` (that worker).
 - ``engine_saturation`` (each engine): on the engine's own gauges only, in the window of the
   failed requests (:attr:`ServerView.failing`) against a baseline from the same run (every other
   sample), both without the samples taken while servelab's own replays ran
@@ -107,7 +107,10 @@ KV_FULL = 0.95
 #: fewer samples than this in the failing window or in the baseline: unknown
 MIN_SAMPLES = 2
 
-TRANSFER_FAILURES = ("sglang:num_transfer_failed_reqs_total", "vllm:nixl_num_failed_transfers")
+TRANSFER_FAILURES = (
+    "sglang:num_transfer_failed_reqs_total",
+    "vllm:nixl_num_failed_transfers_total",
+)
 QUEUE_GAUGES = ("sglang:num_queue_reqs", "vllm:num_requests_waiting")
 RUNNING_GAUGES = ("sglang:num_running_reqs", "vllm:num_requests_running")
 KV_GAUGES = ("sglang:token_usage", "vllm:kv_cache_usage_perc")

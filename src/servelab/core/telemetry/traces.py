@@ -1,46 +1,65 @@
 """Server spans joined to client records: where one request's time to first token went (pure).
 
-The join, as the real sglang-router 0.3.2 allows it (``../shared/notes/telemetry.md``): the client
-sends its own ``x-request-id``; the router forwards it to both workers, which put it on their spans
-as the ``servelab.request_id`` attribute; the router starts its own trace and passes its
-``traceparent`` to the workers, so their spans are children of the router's ``http_request`` span
-and share its trace id. A request's spans are therefore: the worker spans carrying its request id,
-and the router span of the same trace.
+The join, as the real routers allow it (``../shared/notes/telemetry.md``, ``tests/contracts/``):
+every request carries its own ``x-request-id`` and W3C ``traceparent``
+(:func:`request_identity`: a trace id per request). vllm-router 0.1.17, and sglang-router 0.3.2
+when it does not trace itself, forward that ``traceparent`` unchanged to both workers, whose spans
+are its children: a request's spans are the spans of its own trace (:func:`trace_of`). A
+sglang-router that traces itself (``--enable-trace``) starts its own trace and hands the workers
+its ``traceparent`` instead; its ``http_request`` span names the client's ``x-request-id``, so the
+spans of that trace are the request's too (when the router exported that span: 0.3.2 leaves some
+out, one in fifty here, and those requests are then untraced). Which spans say what:
+:mod:`servelab.core.telemetry.spans`.
 
 Client times are ``perf_counter_ns`` values; spans carry Unix epoch nanoseconds. A
 :class:`ClockAnchor` (one reading of both clocks, taken by the client) maps one onto the other.
 
 The time to first token decomposes into consecutive phases, each measured between the client's
-and the servers' own timestamps (never estimated):
+and the servers' own timestamps (:class:`~servelab.core.telemetry.spans.WorkerMarks`, never
+estimated):
 
 - ``dispatch``: scheduled send → actual send (the client's own lateness);
-- ``router``: send → the prefill's first span (connection, router, forwarding), plus, when the
-  decode leg reached the decode only after the prefill had ended, that delay (forwarding too);
-- ``prefill_queue``, ``prefill``: the prefill's queue and compute spans;
-- ``kv_transfer``: the decode's bootstrap and KV-transfer span, from the prefill's end (the decode
-  leg arrives at once and waits for the room while the prefill computes);
-- ``first_decode_step``: the KV is in → the decode wrote the first token (a cold engine's warm-up
-  is in ``kv_transfer``, where the simulated and the real engine both pay it);
-- ``return``: the first token's write → the client's first content byte (the way back: the
-  decode → router → client legs; sglang-router 0.3.2 leaves Nagle on its client connections, so
-  on a kept-alive connection this holds the client's delayed ACK, ≥ 40 ms: ``RETURN_HELD_MS``).
+- ``router``: send → the prefill's arrival (connection, router, forwarding), plus, when the
+  decode leg reached the decode only after the prefill had ended, that delay (forwarding too:
+  vllm-router sends the decode leg once the prefill answered);
+- ``prefill_queue``: the prefill's arrival → its compute starts (SGLang: the root span's start →
+  ``prefill_forward``; vLLM: ``time_to_first_token − time_in_model_prefill`` of its span);
+- ``prefill``: its compute → the prefill's end (SGLang: ``prefill_forward``; vLLM: to the end of
+  the prefill's ``llm_request`` span);
+- ``kv_transfer``: the later of the decode leg's arrival and the prefill's end → the KV is in
+  (SGLang: the end of ``decode_transferred``, a cold engine's warm-up included; vLLM: the
+  decode's ``time_to_first_token − time_in_model_prefill``: its wait for the remote KV and its
+  queue);
+- ``first_decode_step``: the KV is in → the first token is out of the decode (SGLang: the end of
+  ``fake_output``; vLLM: the decode's ``time_in_model_prefill``);
+- ``return``: that first token → the client's first content byte (the way back: the decode →
+  router → client legs; sglang-router 0.3.2 leaves Nagle on its client connections, so on a
+  kept-alive connection this holds the client's delayed ACK, ≥ 40 ms: ``RETURN_HELD_MS``).
 
-A request with no server span is *untraced* (None), never zero. The phases tile the interval from
-the scheduled send to the first content byte, so :attr:`TtftBreakdown.gap_ns` (TTFT − their sum)
-is zero for spans of the shape the simulated workers export; it is kept, and checked, so a span
-of another shape shows up as a gap instead of vanishing. What the join must get right is the two
-clocks: a phase between a client and a worker timestamp (``router``, ``return``) comes out
-negative when they disagree.
+A request with no server span, or without a span a phase needs, is *untraced* (None), never
+zero. The phases tile the interval from the scheduled send to the first content byte, so
+:attr:`TtftBreakdown.gap_ns` (TTFT − their sum) is zero; it is kept, and checked. What the join
+must get right is the two clocks: a phase between a client and a worker timestamp (``router``,
+``return``) comes out negative when they disagree.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
+from servelab.core.telemetry.spans import (
+    REQUEST_ID_ATTR,
+    ROUTER_SPAN,
+    WORKER_PHASES,
+    Span,
+    phases_seen,
+    worker_marks,
+)
 
 __all__ = [
     "PHASES",
@@ -61,13 +80,11 @@ __all__ = [
     "request_identity",
     "spans_by_request",
     "summarize_traces",
+    "trace_of",
     "traced",
 ]
 
-#: The span attribute the simulated workers put the client's ``x-request-id`` in.
-REQUEST_ID_ATTR = "servelab.request_id"
-
-#: The worker span names, in the order a PD request goes through them.
+#: The TTFT's phases, in the order a PD request goes through them.
 PHASES = (
     "dispatch",
     "router",
@@ -82,50 +99,9 @@ PHASES = (
 #: (tests/io/http/test_tcp_nodelay.py measured 45 ms against 0.2 ms through sglang-router 0.3.2).
 RETURN_HELD_MS = 30.0
 
-_SERVER_SPANS = ("prefill_queue", "prefill", "kv_transfer", "first_decode_step")
-#: Every span a PD request's workers export, in the order the request goes through them (the
-#: simulated workers' names, :mod:`servelab.sim.tracing`): ``decode`` is the steps after the first.
-WORKER_PHASES = (*_SERVER_SPANS, "decode")
 _U64 = (1 << 64) - 1
-
-
-@dataclass(frozen=True)
-class Span:
-    """One OpenTelemetry span as received (ids as hex, times in Unix epoch nanoseconds)."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str
-    name: str
-    service: str
-    start_ns: int
-    end_ns: int
-    attributes: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def request_id(self) -> str | None:
-        value = self.attributes.get(REQUEST_ID_ATTR)
-        return None if value is None else str(value)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "trace_id": self.trace_id,
-            "span_id": self.span_id,
-            "parent_id": self.parent_id,
-            "name": self.name,
-            "service": self.service,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "attributes": dict(self.attributes),
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Span:
-        return cls(
-            str(doc["trace_id"]), str(doc["span_id"]), str(doc.get("parent_id", "")),
-            str(doc["name"]), str(doc.get("service", "")), int(doc["start_ns"]),
-            int(doc["end_ns"]), dict(doc.get("attributes") or {}),
-        )  # fmt: skip
+#: A request id :func:`request_identity` made: its tag and its index.
+_IDENTITY = re.compile(r"^servelab-([0-9a-f]{16})-(-?[0-9]+)$")
 
 
 @dataclass(frozen=True)
@@ -139,22 +115,32 @@ class ClockAnchor:
         return self.wall_ns + (mono_ns - self.mono_ns)
 
 
-def spans_by_request(spans: Iterable[Span]) -> dict[str, list[Span]]:
-    """Request id → its worker spans and the router spans of the same traces."""
+def trace_of(request_id: str) -> str | None:
+    """The trace id :func:`request_identity` gave ``request_id`` (None: not one of servelab's)."""
+    match = _IDENTITY.match(request_id)
+    if match is None:
+        return None
+    return f"{match.group(1)}{int(match.group(2)) & _U64:016x}"
+
+
+def spans_by_request(spans: Iterable[Span], request_ids: Iterable[str]) -> dict[str, list[Span]]:
+    """Each of ``request_ids`` → its spans: those of its own trace, and those of the trace a
+    router span naming it started (none: an empty list)."""
     spans = list(spans)
-    by_id: dict[str, list[Span]] = {}
     traces: dict[str, set[str]] = {}
+    for rid in request_ids:
+        own = trace_of(rid)
+        traces[rid] = set() if own is None else {own}
     for s in spans:
-        rid = s.request_id
-        if rid is not None:
-            by_id.setdefault(rid, []).append(s)
-            traces.setdefault(rid, set()).add(s.trace_id)
+        named = s.request_id
+        if named is not None and named in traces:
+            traces[named].add(s.trace_id)
+    by_trace: dict[str, list[Span]] = {}
     for s in spans:
-        if s.request_id is None:
-            for rid, ids in traces.items():
-                if s.trace_id in ids:
-                    by_id[rid].append(s)
-    return by_id
+        by_trace.setdefault(s.trace_id, []).append(s)
+    return {
+        rid: [s for t in sorted(ids) for s in by_trace.get(t, [])] for rid, ids in traces.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -191,11 +177,6 @@ class TtftBreakdown:
         )
 
 
-def _first(spans: Sequence[Span], name: str) -> Span | None:
-    hits = sorted((s for s in spans if s.name == name), key=lambda s: s.start_ns)
-    return hits[0] if hits else None
-
-
 def decompose(
     request_id: str,
     scheduled_ns: int,
@@ -204,30 +185,28 @@ def decompose(
     anchor: ClockAnchor,
     spans: Sequence[Span],
 ) -> TtftBreakdown | None:
-    """The phases of one request's TTFT (client times in ``perf_counter_ns``); None when no
-    worker span of the request arrived (untraced) or a phase is missing."""
-    found = {name: _first(spans, name) for name in _SERVER_SPANS}
-    if any(s is None for s in found.values()):
+    """The phases of one request's TTFT (client times in ``perf_counter_ns``) from its spans;
+    None when a span a phase needs did not arrive (untraced)."""
+    m = worker_marks(spans)
+    if m is None:
         return None
-    sp = {k: v for k, v in found.items() if v is not None}
     sent_w, first_w = anchor.to_wall(sent_ns), anchor.to_wall(first_content_ns)
-    kv_start = sp["kv_transfer"].start_ns
     # a decode leg that reached the decode after the prefill had ended spent that time being
     # forwarded: it counts as router time, not as a gap
-    late_decode = max(kv_start - sp["prefill"].end_ns, 0)
+    late_decode = max(m.decode_start - m.prefill_end, 0)
     phases = {
         "dispatch": sent_ns - scheduled_ns,
-        "router": sp["prefill_queue"].start_ns - sent_w + late_decode,
-        "prefill_queue": sp["prefill_queue"].end_ns - sp["prefill_queue"].start_ns,
-        "prefill": sp["prefill"].end_ns - sp["prefill"].start_ns,
-        # the decode waits for the room while the prefill runs: its transfer counts from the
-        # later of its own start and the prefill's end
-        "kv_transfer": sp["kv_transfer"].end_ns - max(kv_start, sp["prefill"].end_ns),
-        "first_decode_step": sp["first_decode_step"].end_ns - sp["first_decode_step"].start_ns,
-        "return": first_w - sp["first_decode_step"].end_ns,
-    }  # fmt: skip
-    router = _first(spans, "http_request")
-    router_ns = None if router is None else router.end_ns - router.start_ns
+        "router": m.prefill_start - sent_w + late_decode,
+        "prefill_queue": m.compute_start - m.prefill_start,
+        "prefill": m.prefill_end - m.compute_start,
+        # an SGLang decode waits for its room while the prefill computes: its transfer counts
+        # from the later of its own arrival and the prefill's end
+        "kv_transfer": m.kv_in - max(m.decode_start, m.prefill_end),
+        "first_decode_step": m.first_token - m.kv_in,
+        "return": first_w - m.first_token,
+    }
+    router = sorted((s for s in spans if s.name == ROUTER_SPAN), key=lambda s: s.start_ns)
+    router_ns = router[0].end_ns - router[0].start_ns if router else None
     return TtftBreakdown(request_id, first_content_ns - scheduled_ns, phases, router_ns)
 
 
@@ -359,21 +338,19 @@ class RunTraces:
 
 
 def traced(spans: Sequence[Span]) -> bool:
-    """Whether ``spans`` (the record's own) hold every worker phase its TTFT needs."""
-    return set(_SERVER_SPANS) <= {s.name for s in spans}
+    """Whether ``spans`` (one request's) hold every worker span its TTFT needs."""
+    return worker_marks(spans) is not None
 
 
 def join_records(
     records: Sequence[RequestRecord], anchor: ClockAnchor, spans: Sequence[Span], complete: bool
 ) -> RunTraces:
-    """Join every successful record that has a request id to its spans."""
-    by_request = spans_by_request(spans)
+    """Join every successful record that has a request id (and a first token) to its spans."""
+    timed = [(r, t) for r in records if r.ok and r.request_id and (t := ttft_ns(r)) is not None]
+    by_request = spans_by_request(spans, [r.request_id for r, _ in timed])
     breakdowns, untraced = [], []
-    for r in records:
-        ttft = ttft_ns(r) if r.ok and r.request_id else None
-        if ttft is None:
-            continue
-        mine = by_request.get(r.request_id, [])
+    for r, ttft in timed:
+        mine = by_request[r.request_id]
         b = decompose(r.request_id, r.scheduled_ns, r.sent_ns, r.scheduled_ns + ttft, anchor, mine)
         if b is None:
             untraced.append(r.request_id)
@@ -427,7 +404,6 @@ class RequestPhases:
 def phases_so_far(
     request_id: str, session: int, rnd: int, outcome: str, spans: Sequence[Span]
 ) -> RequestPhases:
-    """The worker phases among ``spans`` (one request's, :func:`spans_by_request`)."""
-    names = {s.name for s in spans}
-    seen = tuple(p for p in WORKER_PHASES if p in names)
-    return RequestPhases(request_id, session, rnd, outcome, seen, len(spans))
+    """The worker phases whose spans are among ``spans`` (one request's,
+    :func:`spans_by_request`; :func:`servelab.core.telemetry.spans.phases_seen`)."""
+    return RequestPhases(request_id, session, rnd, outcome, phases_seen(spans), len(spans))

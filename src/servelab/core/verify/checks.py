@@ -45,6 +45,7 @@ from servelab.core.verify.arguments import (
     UnitState,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.served import Gap, Signal
 from servelab.errors import RecordError
 
 __all__ = [
@@ -139,7 +140,7 @@ class CheckCode(StrEnum):
     E2E_PASSED = "e2e.passed"
     E2E_WORKER_REACHED = "e2e.worker_reached"  # xPyD: one per prefill and decode worker
     E2E_WORKER_UNREACHED = "e2e.worker_unreached"
-    E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"  # no served-request counter: not proven
+    E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"  # no real counter of its requests: unknown, fails
 
     @property
     def layer(self) -> Layer:
@@ -297,8 +298,9 @@ class RequestTiming:
 @dataclass(frozen=True)
 class E2EProbe:
     """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
-    point (its :class:`RequestTiming` inline), the decodes' served-request counters before it (None:
-    not a servelab sim), the second probe when one was sent, and, passed, cold or warm and why."""
+    point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
+    before it (None: they could not be read), the second probe when one was sent, and, passed,
+    cold or warm and why."""
 
     model: str
     status: int | None
@@ -331,9 +333,12 @@ class E2EProbe:
 
 @dataclass(frozen=True)
 class WorkerReach:
-    """``e2e.worker_reached``, ``…unreached``, ``…uncounted`` (xPyD): the worker's served-request
-    counter before and after ``requests_sent`` small requests through ``via`` (the router), and
-    the statuses they got."""
+    """``e2e.worker_reached``, ``…unreached``, ``…uncounted`` (xPyD): a real counter of the
+    worker's requests (``counter``, read by ``signal``: its own ``/metrics`` or the router's
+    per-worker counter, :mod:`servelab.core.verify.served`) before and after ``requests_sent``
+    small requests through ``via`` (the router), and the statuses they got. Uncounted: ``gap``
+    says why no counter could be read (an older ledger's row has none: it was "not a servelab
+    sim")."""
 
     role: str
     via: str
@@ -341,6 +346,9 @@ class WorkerReach:
     served_after: int | None
     requests_sent: int
     statuses: tuple[int | None, ...]
+    signal: Omitted[Signal] = None
+    counter: Omitted[str] = None
+    gap: Omitted[Gap] = None
 
 
 CheckData = (

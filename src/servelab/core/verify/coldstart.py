@@ -4,19 +4,20 @@ A freshly started engine pays a warm-up (CUDA graphs, allocator, the KV bootstra
 its first request, so a slow first probe after a restart is expected, not a fault. The rule, in
 order:
 
-1. **The simulator's counter**: a servelab sim decode reports in ``/server_info`` how many
-   requests it has served (``servelab.requests_total``/``requests_served``, 0 while
-   ``warmed_up`` is false). Every decode at 0 before the probe: ``cold``
-   (:attr:`StartReason.FIRST_SINCE_START`); otherwise ``warm`` (:attr:`StartReason.SERVED_BEFORE`).
-2. **Two probes**: without the counter, a first probe is ``cold`` when it took more than
+1. **The engines' own counters**: each decode's count of the requests it finished since it
+   started, in its ``/metrics`` (SGLang's ``sglang:num_requests_total`` with ``--enable-metrics``,
+   vLLM's ``vllm:request_success_total``: :func:`decode_counts`). Every decode at 0 before the
+   probe: ``cold`` (:attr:`StartReason.FIRST_SINCE_START`); otherwise ``warm``
+   (:attr:`StartReason.SERVED_BEFORE`).
+2. **Two probes**: without those counters, a first probe is ``cold`` when it took more than
    :data:`COLD_RATIO` times an immediate second probe *and* at least :data:`COLD_MIN_S` seconds
    longer (:attr:`StartReason.SLOWER_THAN_SECOND`); else ``warm``
    (:attr:`StartReason.SECOND_PROBE`).
 3. No counter and no second probe: ``unknown`` (:attr:`StartReason.NO_SECOND_PROBE`).
 
-Pure: the caller fetches ``/server_info`` and times the probes; this module returns a typed
-:class:`StartClass` with a :class:`Start` and a :class:`StartReason` and their data. The sentence is
-rendered elsewhere.
+Pure: the caller scrapes the decodes' ``/metrics`` and times the probes; this module returns a
+typed :class:`StartClass` with a :class:`Start` and a :class:`StartReason` and their data. The
+sentence is rendered elsewhere.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servelab.core.verify.served import engine_count
+
 __all__ = [
     "COLD_MIN_S",
     "COLD_RATIO",
@@ -32,8 +35,8 @@ __all__ = [
     "StartClass",
     "StartReason",
     "classify_start",
+    "decode_counts",
     "needs_second_probe",
-    "served_count",
 ]
 
 
@@ -48,8 +51,8 @@ class Start(StrEnum):
 class StartReason(StrEnum):
     """Why the start is what it is (the rule above, in order)."""
 
-    FIRST_SINCE_START = "first-since-start"  # every decode's counter was 0
-    SERVED_BEFORE = "served-before"  # some decode had served requests already
+    FIRST_SINCE_START = "first-since-start"  # every decode's own counter was 0
+    SERVED_BEFORE = "served-before"  # some decode had finished requests already
     NO_SECOND_PROBE = "no-second-probe"  # no counter, no second probe to compare with
     SLOWER_THAN_SECOND = "slower-than-second"  # much slower than an immediate second probe
     SECOND_PROBE = "second-probe"  # an immediate second probe took about as long
@@ -60,15 +63,12 @@ COLD_RATIO = 3.0
 #: ... and only when it is also at least this many seconds slower (noise on fast probes).
 COLD_MIN_S = 0.5
 
-#: ``/server_info`` keys of a sim decode's served-request counter, the first present wins.
-_COUNTER_KEYS = ("requests_total", "requests_served")
-
 
 @dataclass(frozen=True)
 class StartClass:
     """``start``, the ``reason`` for it, and its data.
 
-    ``served_before`` is the decodes' summed counter (None without it); ``first_s``/``second_s``
+    ``served_before`` is the decodes' summed counters (None without them); ``first_s``/``second_s``
     the probes' total times (``second_s`` None without a second probe); ``ratio`` first/second
     when both were timed.
     """
@@ -81,21 +81,13 @@ class StartClass:
     ratio: float | None = None
 
 
-def served_count(info: object) -> int | None:
-    """Requests a sim decode served so far, from its ``/server_info`` document.
-
-    0 while it has not warmed up; None when ``info`` is not a servelab sim's (or has no counter).
-    """
-    sim = info.get("servelab") if isinstance(info, dict) else None
-    if not isinstance(sim, dict):
+def decode_counts(metrics: Sequence[str | None]) -> tuple[int, ...] | None:
+    """Each decode's own count of finished requests, from the text of its ``/metrics`` (None:
+    one did not answer, or holds none of the engine's series: rule 1 cannot be used)."""
+    counts = [engine_count(text) for text in metrics]
+    if not counts or any(c is None for c in counts):
         return None
-    if sim.get("warmed_up") is False:
-        return 0
-    for key in _COUNTER_KEYS:
-        value = sim.get(key)
-        if isinstance(value, int):
-            return int(value)
-    return None
+    return tuple(c for c in counts if c is not None)
 
 
 def needs_second_probe(before: Sequence[int] | None) -> bool:
@@ -111,7 +103,7 @@ def classify_start(
     ratio: float = COLD_RATIO,
     min_s: float = COLD_MIN_S,
 ) -> StartClass:
-    """Cold, warm or unknown: the sim's counters ``before`` first, else the second probe."""
+    """Cold, warm or unknown: the decodes' counters ``before`` first, else the second probe."""
     if before is not None:
         served = sum(before)
         if all(count == 0 for count in before):

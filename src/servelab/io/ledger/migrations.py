@@ -92,10 +92,11 @@ ALTER TABLE bench_runs ADD COLUMN records_pruned_at TEXT;
 """
 
 # Version 5: the OpenTelemetry spans received during a traced bench run or soak, one row per span
-# (ids as hex, times as the exporting process's Unix epoch nanoseconds, the ``servelab.request_id``
-# attribute in its own column, every attribute as compact JSON). A span belongs to exactly one
-# bench run (``run_id``) or one soak (``soak_id``) and goes with it; pruning a run's records
-# removes its spans too.
+# (ids as hex, times as the exporting process's Unix epoch nanoseconds, the client's request id a
+# span names in its own column: ``Span.request_id``, a router span's ``request_id`` since the real
+# engines' spans, the simulator's ``servelab.request_id`` before; every attribute as compact
+# JSON). A span belongs to exactly one bench run (``run_id``) or one soak (``soak_id``) and goes
+# with it; pruning a run's records removes its spans too.
 _V5_SPANS = """
 CREATE TABLE spans (
     id INTEGER PRIMARY KEY,

@@ -11,8 +11,10 @@ router),
    gated on readiness;
 4. **verify** it: verify's live and health layers for this worker (the env file's knobs are live);
 5. **add** it back (with its bootstrap port for a prefill) and wait until it is listed healthy;
-6. **routed**: send small requests through the router until the worker's served-request counter
-   grows (a servelab simulated worker; for another engine, the router's listing is the evidence).
+6. **routed**: send small requests through the router until the worker's own counter of finished
+   requests grows (SGLang's ``sglang:num_requests_total``, vLLM's ``vllm:request_success_total``:
+   :func:`servelab.core.verify.served.engine_count`; without it, the router's listing is the
+   evidence).
 
 The first phase that fails stops the roll: the report names the worker left out of the router,
 whether it is down, and the commands that put it back. Cancelled (Ctrl-C), it raises
@@ -35,9 +37,9 @@ from servelab.core.deploy.rolling import (
     rolling_plan,
     router_kind,
     running_requests,
-    served_requests,
 )
 from servelab.core.deploy.spec import spec_hash
+from servelab.core.verify.served import engine_count
 from servelab.errors import RouterApiError, ServelabError
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
@@ -131,8 +133,9 @@ async def _add(roll: _Roll, target: RollTarget) -> _Outcome:
 
 
 async def _served(roll: _Roll, target: RollTarget) -> int | None:
-    url = await roll.op.url(target.service, "/server_info")
-    return served_requests(await roll.http.get_json(url, timeout=15.0))
+    url = await roll.op.url(target.service, "/metrics")
+    got = await roll.http.probe(url, timeout=15.0, body_limit=None)
+    return engine_count(got.body if got.status == 200 else None)
 
 
 async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:

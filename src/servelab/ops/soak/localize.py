@@ -7,7 +7,7 @@ each engine's ``/get_load``. A source that does not answer is recorded as unknow
 scrape, ``known=False``, a load of None), never as healthy.
 
 :func:`warm_up` runs before the soak measures anything: it reads whether the decodes are cold
-(the sim's served-request counter, as ``verify`` does) and, when they are (or when it cannot
+(their own counters of finished requests, as ``verify`` does) and, when they are (or when it cannot
 tell), sends one minimal request per decode through the router with a generous bound, then a
 second one, and classifies the start (:func:`servelab.core.verify.coldstart.classify_start`).
 """
@@ -36,8 +36,8 @@ from servelab.core.telemetry.router import RouterMetrics, WorkerLoad, parse_load
 from servelab.core.verify.coldstart import (
     StartClass,
     classify_start,
+    decode_counts,
     needs_second_probe,
-    served_count,
 )
 from servelab.io.http.client import HttpClient, using_client
 from servelab.ops.soak.client import Headers, one_shot
@@ -194,11 +194,9 @@ async def localize(
 
 async def _served(http: HttpClient, targets: Targets) -> list[int] | None:
     decodes = [w for w in targets.workers if w.role == "decode"]
-    docs = await asyncio.gather(*(http.get_json(w.url + "/server_info") for w in decodes))
-    counts = [served_count(d) for d in docs]
-    if not counts or any(c is None for c in counts):
-        return None
-    return [c for c in counts if c is not None]
+    texts = await asyncio.gather(*(_get_text(http, w.url + "/metrics", 5.0) for w in decodes))
+    counts = decode_counts(texts)
+    return None if counts is None else list(counts)
 
 
 async def _timed(url: str, body: dict[str, Any], idle: float) -> float | None:

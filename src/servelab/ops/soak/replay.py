@@ -2,8 +2,10 @@
 
 For one failure, in turns that never put the minimal payload in the same engine batch as the
 failing one, nor a streamed request with one that is not: the failing payload streamed straight
-to each prefill/decode pair (the PD request the router sends: the same body to both at once, with
-``bootstrap_host``/``bootstrap_port``/``bootstrap_room``), straight to the router and through the
+to each prefill/decode pair (the PD request the router sends: SGLang's, the same body to both at
+once, with ``bootstrap_host``/``bootstrap_port``/``bootstrap_room``; vLLM's, the NIXL prefill leg
+with ``kv_transfer_params`` and then the decode leg with the params it answered), straight to the
+router and through the
 entry point on a fresh connection, all at once; then the same not streamed; then the minimal
 payload the same two ways. When the failure was on a reused connection: one keep-alive connection
 carrying as many requests first, left idle as long as the failed one's was, through a plain
@@ -25,9 +27,11 @@ import random
 import time
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, replace
+from time import perf_counter_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.replay import (
     Bisection,
@@ -46,11 +50,14 @@ from servelab.core.soak.replay import (
 )
 from servelab.core.soak.result import Targets, WorkerTarget
 from servelab.core.soak.signatures import Failure
-from servelab.ops.soak.client import Exchange, Headers, client, exchange
+from servelab.ops.soak.client import CHAT, Exchange, Headers, client, exchange
 
 __all__ = ["holds", "pairs_of", "replay_matrix"]
 
 _ROOM_BITS = 63
+#: What vllm-router puts in a prefill leg (vllm-router 0.1.17, ``vllm_pd_router.rs``).
+_REMOTE_DECODE = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+                  "remote_block_ids": None, "remote_host": None, "remote_port": None}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -140,23 +147,68 @@ async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
     return replace(cell, idle_s=round(idle_s, 3))
 
 
+async def _prefill_leg(url: str, body: dict[str, Any], plan: _Plan) -> tuple[Exchange, Any]:
+    """A vLLM prefill leg: the exchange and the ``kv_transfer_params`` its answer carries (None:
+    it failed, or answered without them)."""
+    record = RequestRecord(index=-1, scheduled_ns=perf_counter_ns())
+    async with client(url, plan.idle_s, fresh=True, headers=plan.headers) as c:
+        got = await c.transfer(CHAT, json.dumps(body).encode(), record)
+    ex = Exchange(record, got.received_bytes)
+    if record.error is not None:
+        return ex, None
+    try:
+        doc = json.loads(b"".join(data for _, data in got.chunks))
+    except ValueError:
+        doc = None
+    params = doc.get("kv_transfer_params") if isinstance(doc, dict) else None
+    if not isinstance(params, dict):
+        record.fail(REASON_MALFORMED, "the prefill leg's answer has no kv_transfer_params")
+        return ex, None
+    return ex, params
+
+
+async def _nixl_legs(
+    prefill: WorkerTarget, decode: WorkerTarget, body: dict[str, Any], plan: _Plan
+) -> tuple[Exchange, Exchange | None]:
+    """vllm-router's hand-off, sent by hand: the prefill leg (one token, not streamed, asking for
+    a remote decode), then the decode leg: the client's body with the params the prefill
+    answered, which the decode pulls the KV with (no decode leg when the prefill failed)."""
+    leg = {**body, "max_tokens": 1, "min_tokens": 1, "stream": False,
+           "kv_transfer_params": _REMOTE_DECODE}  # fmt: skip
+    leg.pop("stream_options", None)
+    if "max_completion_tokens" in leg:
+        leg["max_completion_tokens"] = 1
+    pre, params = await _prefill_leg(prefill.url, leg, plan)
+    if params is None:
+        return pre, None
+    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, plan)
+
+
 async def _pair_cell(
     plan: _Plan, pair: tuple[WorkerTarget, WorkerTarget], payload: Payload, stream: bool,
     body: dict[str, Any] | None = None,
 ) -> Cell:  # fmt: skip
-    """The router's PD request, sent by hand: the same body to prefill and decode at once."""
+    """The router's PD request, sent by hand: SGLang's, the same body to prefill and decode at
+    once; vLLM's, its two legs (:func:`_nixl_legs`)."""
     prefill, decode = pair
-    sent = _body(plan.body(payload) if body is None else body, stream) | {
-        "bootstrap_host": urlsplit(prefill.url).hostname,
-        "bootstrap_port": prefill.bootstrap_port,
-        "bootstrap_room": random.getrandbits(_ROOM_BITS),
-    }
+    sent = _body(plan.body(payload) if body is None else body, stream)
     start = time.monotonic()
-    pre, dec = await asyncio.gather(_send(prefill.url, sent, plan), _send(decode.url, sent, plan))
-    failed, side = (dec, "decode") if pre.record.ok else (pre, "prefill")
+    dec: Exchange | None
+    if plan.targets.engine == "vllm":
+        pre, dec = await _nixl_legs(prefill, decode, sent, plan)
+    else:
+        sent |= {
+            "bootstrap_host": urlsplit(prefill.url).hostname,
+            "bootstrap_port": prefill.bootstrap_port,
+            "bootstrap_room": random.getrandbits(_ROOM_BITS),
+        }
+        pre, dec = await asyncio.gather(
+            _send(prefill.url, sent, plan), _send(decode.url, sent, plan)
+        )
+    failed, side = (dec, "decode") if pre.record.ok and dec is not None else (pre, "prefill")
     target = f"{prefill.service}+{decode.service}"
     cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start)
-    ok = pre.record.ok and dec.record.ok
+    ok = pre.record.ok and dec is not None and dec.record.ok
     return replace(cell, side="" if ok else side, prefill=prefill.service, decode=decode.service)
 
 

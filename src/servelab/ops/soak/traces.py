@@ -4,7 +4,7 @@ RequestPhases`: e.g. ``prefill_queue``, ``prefill`` and no ``kv_transfer``: it s
 transfer).
 
 The wait is bounded twice: by the spec's ``[tracing] wait_s`` and by the soak's own deadline —
-at most :data:`~servelab.ops.telemetry.tracing.ROUTER_GRACE_S` past it, so a soak that asked for N
+at most :data:`~servelab.ops.telemetry.tracing.LATE_SPANS_S` past it, so a soak that asked for N
 seconds ends within N + 3 s even when a failed request's spans never come.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from servelab.core.soak.signatures import Outcome
 from servelab.core.telemetry.traces import RequestPhases, Span, phases_so_far, spans_by_request
-from servelab.ops.telemetry.tracing import ROUTER_GRACE_S, TraceCollector
+from servelab.ops.telemetry.tracing import LATE_SPANS_S, TraceCollector
 
 __all__ = ["FailedId", "gather_soak_spans", "request_phases"]
 
@@ -34,7 +34,7 @@ class FailedId:
 
 def request_phases(failed: Sequence[FailedId], spans: Sequence[Span]) -> tuple[RequestPhases, ...]:
     """Each failed request's phases so far, in the order they failed."""
-    by_request = spans_by_request(spans)
+    by_request = spans_by_request(spans, [f.request_id for f in failed])
     return tuple(
         phases_so_far(f.request_id, f.session, f.round, f.outcome, by_request.get(f.request_id, []))
         for f in failed
@@ -46,7 +46,7 @@ async def gather_soak_spans(
 ) -> tuple[list[Span], tuple[RequestPhases, ...]]:
     """Every span received over the soak, once the failed requests' have come (bounded), and
     their phases so far."""
-    left = max(hard_deadline - time.monotonic(), ROUTER_GRACE_S)
+    left = max(hard_deadline - time.monotonic(), LATE_SPANS_S)
     spans, _complete = await collector.gather(
         [f.request_id for f in failed], min(collector.wait_s, left)
     )

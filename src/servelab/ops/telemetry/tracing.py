@@ -1,16 +1,15 @@
 """Per-request traces around bench runs and soaks: the OTLP receiver on the spec's ``[tracing]``
 endpoint.
 
-``async with TraceCollector(spec.tracing) as traces:`` listens where the router and the engines
-export their spans (``up`` started them with their tracing switches,
-:mod:`servelab.core.deploy.topology`) for the whole sweep. Around each run,
-:meth:`TraceCollector.anchor` reads both clocks before it and :meth:`TraceCollector.collect` after
-it waits (bounded, condition-based) until every successful request's worker phases have arrived —
-exporters batch, so spans come seconds late — then a short grace for the router's own spans, and
-joins the records to their spans (:func:`servelab.core.telemetry.traces.join_records`). A request
-whose spans did not come is *untraced*. A soak holds the receiver open for its whole run and, at its
-end, :meth:`TraceCollector.gather` takes every span received, once its failed and stalled requests'
-spans are in (bounded).
+``async with TraceCollector(spec.tracing) as traces:`` listens where the engines export their
+spans (``up`` started them with their tracing switches, :mod:`servelab.core.deploy.topology`) for
+the whole sweep. Around each run, :meth:`TraceCollector.anchor` reads both clocks before it and
+:meth:`TraceCollector.collect` after it waits (bounded, condition-based) until every successful
+request's worker spans have arrived — exporters batch, so spans come seconds late — and joins the
+records to their spans (:func:`servelab.core.telemetry.traces.join_records`). A request whose
+spans did not come is *untraced*. A soak holds the receiver open for its whole run and, at its
+end, :meth:`TraceCollector.gather` takes every span received, once its failed and stalled
+requests' spans are in (bounded).
 """
 
 from __future__ import annotations
@@ -34,17 +33,16 @@ from servelab.io.otlp import OtlpReceiver
 
 __all__ = [
     "ANCHOR_READS",
-    "ROUTER_GRACE_S",
+    "LATE_SPANS_S",
     "SETTLE_S",
     "TraceCollector",
     "read_anchor",
     "trace_collector",
 ]
 
-#: After every worker phase is in, how long to wait on for the router's ``http_request`` spans
-#: (sglang-router 0.3.2 batches them; it leaves some out altogether, so this never waits long;
-#: vllm-router 0.1.17 exports none: ``router_spans=False`` skips it).
-ROUTER_GRACE_S = 3.0
+#: The least a soak's end waits for its failed requests' spans, past its own deadline if need be
+#: (the engines' exporters batch: SGLang's every 500 ms by default, vLLM's every 5 s).
+LATE_SPANS_S = 3.0
 #: Once every request asked for has a span, how long :meth:`TraceCollector.gather` waits on for
 #: the rest of theirs (the other worker's batch: the simulated workers export every 200 ms).
 SETTLE_S = 1.0
@@ -72,12 +70,9 @@ def read_anchor(reads: int = ANCHOR_READS) -> ClockAnchor:
 class TraceCollector:
     """The receiver for one sweep, and the per-run join."""
 
-    def __init__(
-        self, spec: TracingSpec, *, router_spans: bool = True, wait_s: float | None = None
-    ) -> None:
+    def __init__(self, spec: TracingSpec, *, wait_s: float | None = None) -> None:
         self._rx = OtlpReceiver(spec.host, spec.port)
         self._wait_s = spec.wait_s if wait_s is None else wait_s
-        self._router_grace_s = ROUTER_GRACE_S if router_spans else 0.0
 
     @property
     def endpoint(self) -> str:
@@ -112,20 +107,11 @@ class TraceCollector:
     async def collect(self, records: Sequence[RequestRecord], anchor: ClockAnchor) -> RunTraces:
         """Wait for the run's spans (at most the spec's ``wait_s``), then join them."""
         wanted = [r.request_id for r in records if r.ok and r.request_id]
-        started = time.monotonic()
 
         def all_traced(spans: list[Span]) -> bool:
-            got = spans_by_request(spans)
-            return all(traced(got.get(rid, [])) for rid in wanted)
-
-        def all_routed(spans: list[Span]) -> bool:
-            got = spans_by_request(spans)
-            return all(any(s.name == "http_request" for s in got.get(r, [])) for r in wanted)
+            return all(traced(mine) for mine in spans_by_request(spans, wanted).values())
 
         complete = await self._rx.wait_for(all_traced, self._wait_s)
-        if complete:
-            left = self._wait_s - (time.monotonic() - started)
-            await self._rx.wait_for(all_routed, max(min(self._router_grace_s, left), 0.0))
         return join_records(records, anchor, self._rx.take(), complete)
 
     async def gather(self, wanted: Sequence[str], wait_s: float) -> tuple[list[Span], bool]:
@@ -135,8 +121,7 @@ class TraceCollector:
         started = time.monotonic()
 
         def all_seen(spans: list[Span]) -> bool:
-            got = spans_by_request(spans)
-            return all(got.get(rid) for rid in wanted)
+            return all(spans_by_request(spans, wanted).values())
 
         complete = await self._rx.wait_for(all_seen, wait_s)
         left = wait_s - (time.monotonic() - started)
@@ -149,4 +134,4 @@ def trace_collector(spec: DeploymentSpec) -> TraceCollector | None:
     """The collector of a spec with ``[tracing]`` (None without), for ``run_bench(traces=...)``."""
     if spec.tracing is None:
         return None
-    return TraceCollector(spec.tracing, router_spans=spec.engine != "vllm")
+    return TraceCollector(spec.tracing)

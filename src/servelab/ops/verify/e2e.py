@@ -2,12 +2,14 @@
 
 - **the probe** (:func:`e2e_check`): one streaming chat completion through the entry point (proxy,
   else router) with a prompt long enough to need a real KV transfer: status, TTFT, total time,
-  tokens, cold or warm (+ a second probe when the start cannot be told from the sim's counter).
+  tokens, cold or warm (from the decodes' own counters of finished requests in their
+  ``/metrics``; + a second probe when those cannot be read, or say cold).
 - **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
-  each prefill's and decode's served-request counter (a servelab simulated worker's
-  ``/server_info``) is read, small requests are sent through the router until every counter grew
-  (bounded: ``reach_requests``), and each worker gets its own outcome: reached, not reached, or
-  uncounted (not a servelab sim: no per-worker counter to prove it by).
+  each prefill's and decode's real counter of its requests is read (its own ``/metrics``, else
+  the router's per-worker counter: :mod:`servelab.core.verify.served`), small requests are sent
+  through the router until every counted worker's count grew (bounded: ``reach_requests``), and
+  each worker gets its own outcome: reached, not reached, or uncounted (no real counter could be
+  read: unknown, with the reason, and the check fails).
 
 This module returns typed checks (:class:`~servelab.core.verify.checks.Check`: an
 :class:`~servelab.core.verify.checks.E2EProbe`, a :class:`~servelab.core.verify.checks.WorkerReach`
@@ -20,8 +22,9 @@ import secrets
 from dataclasses import dataclass, replace
 from time import perf_counter_ns
 
-from servelab.core.deploy.rolling import served_requests
 from servelab.core.load.records import RequestRecord
+from servelab.core.telemetry.promtext import Exposition
+from servelab.core.telemetry.summary import MetricsSource
 from servelab.core.telemetry.traces import request_identity
 from servelab.core.verify.checks import Check, CheckCode, E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.coldstart import (
@@ -29,12 +32,14 @@ from servelab.core.verify.coldstart import (
     COLD_RATIO,
     StartClass,
     classify_start,
+    decode_counts,
     needs_second_probe,
-    served_count,
 )
+from servelab.core.verify.served import Count, Gap, Scrapes, counted
 from servelab.io.http.client import HttpClient, StreamClient, chat_body
 from servelab.ops.context import Operation
 from servelab.ops.progress import ProbingWorkers
+from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
 __all__ = ["E2EOptions", "e2e_check", "reach_checks"]
 
@@ -44,7 +49,7 @@ class E2EOptions:
     """The e2e probe: prompt size (words ~ tokens), output tokens, timeouts, cold heuristics, and
     at most how many small requests prove every worker of an xPyD deployment reachable.
 
-    Without the simulator's request counter, a first probe is "cold" when it took more than
+    Without the decodes' own request counters, a first probe is "cold" when it took more than
     ``cold_ratio`` times the immediate second probe and at least ``cold_min_s`` longer (the rule:
     :func:`servelab.core.verify.coldstart.classify_start`).
     """
@@ -94,15 +99,21 @@ def _record_failed(record: RequestRecord) -> bool:
     return record.error is not None or record.output_tokens <= 0
 
 
+async def _scrape(http: HttpClient, source: MetricsSource | None) -> Exposition | None:
+    """One scrape of ``source`` (None: no source, or it did not answer)."""
+    if source is None:
+        return None
+    return (await scrape_once(http, source, 0.0, 15.0)).exposition
+
+
 async def _requests_served(http: HttpClient, decode_urls: list[str]) -> tuple[int, ...] | None:
-    """Each sim decode's requests served so far (None: not a servelab sim, or unknown)."""
-    counts = []
+    """Each decode's own count of finished requests so far (None: a ``/metrics`` that did not
+    answer, or without the engine's series)."""
+    texts = []
     for url in decode_urls:
-        count = served_count(await http.get_json(url + "/server_info"))
-        if count is None:
-            return None
-        counts.append(count)
-    return tuple(counts) or None
+        got = await http.probe(url + "/metrics", timeout=15.0, body_limit=None)
+        texts.append(got.body if got.status == 200 else None)
+    return decode_counts(texts)
 
 
 def _classify(
@@ -115,7 +126,8 @@ def _classify(
 
 async def e2e_check(entry: str, base: str, decode_urls: list[str], opts: E2EOptions) -> Check:
     """The e2e check of ``entry``: one streaming chat completion through ``base`` (+ a second when
-    cold or not a sim); a failed request's data holds its status and its error."""
+    cold, or when the decodes' counters cannot be read); a failed request's data holds its
+    status and its error."""
     async with HttpClient() as http:
         model = await http.model_id(base, 5.0) or "default"
         before = await _requests_served(http, decode_urls)
@@ -145,38 +157,71 @@ def _xpyd(op: Operation) -> list[str]:
     return [name for name in op.spec.services if name in prefills or name in decodes]
 
 
-async def _counts(http: HttpClient, urls: dict[str, str]) -> dict[str, int | None]:
-    return {
-        name: served_requests(await http.get_json(url + "/server_info", timeout=15.0))
-        for name, url in urls.items()
-    }
+@dataclass(frozen=True)
+class _Sources:
+    """Where each worker's counters are read: its own ``/metrics`` and the router's."""
+
+    workers: dict[str, MetricsSource]
+    router: MetricsSource | None
+
+    async def scrape(self, http: HttpClient, names: list[str]) -> dict[str, Scrapes]:
+        router = await _scrape(http, self.router)
+        return {
+            name: Scrapes(await _scrape(http, self.workers.get(name)), router) for name in names
+        }
+
+
+async def _sources(op: Operation, names: list[str]) -> _Sources:
+    found = await metrics_sources(op)
+    router = next((s for s in found if s.kind == "router"), None)
+    return _Sources({s.service: s for s in found if s.service in names}, router)
 
 
 async def _send_until_reached(
-    http: HttpClient, router: str, model: str, urls: dict[str, str], opts: E2EOptions
-) -> tuple[dict[str, int | None], dict[str, int | None], list[int | None]]:
-    """Small requests through the router, one at a time, until every counted worker's counter
+    http: HttpClient, router: str, model: str, urls: dict[str, str], sources: _Sources,
+    opts: E2EOptions,
+) -> tuple[dict[str, Scrapes], dict[str, Scrapes], list[int | None]]:  # fmt: skip
+    """Small requests through the router, one at a time, until every counted worker's count
     grew or ``reach_requests`` were sent: (before, after, the statuses answered)."""
-    before = await _counts(http, urls)
-    counted = {name: url for name, url in urls.items() if before[name] is not None}
-    after: dict[str, int | None] = dict(before)
+    names = list(urls)
+    before = await sources.scrape(http, names)
+    after = dict(before)
     body = {"model": model, "messages": [{"role": "user", "content": "servelab reach probe"}],
             "max_tokens": 2, "stream": False}  # fmt: skip
     statuses: list[int | None] = []
-    while counted and len(statuses) < opts.reach_requests:
+
+    def waiting() -> list[str]:
+        """The counted workers whose count has not grown yet (more requests cannot count the
+        others)."""
+        counts = {name: counted(urls[name], before[name], after[name]) for name in names}
+        return [name for name, c in counts.items() if isinstance(c, Count) and not c.grew]
+
+    while waiting() and len(statuses) < opts.reach_requests:
         result = await http.probe(
             router + "/v1/chat/completions", timeout=opts.timeout_s, method="POST", json_body=body
         )
         statuses.append(result.status)
-        after.update(await _counts(http, counted))
-        if all((after[n] or 0) > (before[n] or 0) for n in counted):
-            break
+        after = await sources.scrape(http, names)
     return before, after, statuses
+
+
+def _reach_check(
+    name: str, role: str, via: str, reading: Count | Gap, sent: list[int | None]
+) -> Check:
+    """One worker's outcome from its count; uncounted (``gap`` says why) fails: unknown is not a
+    pass."""
+    if isinstance(reading, Gap):
+        data = WorkerReach(role, via, None, None, len(sent), tuple(sent), gap=reading)
+        return Check(name, False, CheckCode.E2E_WORKER_UNCOUNTED, data)
+    data = WorkerReach(role, via, reading.before, reading.after, len(sent), tuple(sent),
+                       reading.signal, reading.counter)  # fmt: skip
+    code = CheckCode.E2E_WORKER_REACHED if reading.grew else CheckCode.E2E_WORKER_UNREACHED
+    return Check(name, reading.grew, code, data)
 
 
 async def reach_checks(op: Operation, opts: E2EOptions) -> list[Check]:
     """One check per prefill and decode worker of an xPyD deployment: did a request sent
-    through the router reach it (its served-request counter grew)? None for 1P1D (the probe
+    through the router reach it (a real counter of its requests grew)? None for 1P1D (the probe
     already went through the only pair)."""
     names = _xpyd(op)
     router = op.spec.router_name
@@ -184,18 +229,13 @@ async def reach_checks(op: Operation, opts: E2EOptions) -> list[Check]:
         return []
     op.say(ProbingWorkers(router))
     base = await op.url(router)
-    urls = {name: await op.url(name) for name in names}
+    urls = {name: op.spec.service(name).url for name in names}
+    sources = await _sources(op, names)
     async with HttpClient() as http:
         model = await http.model_id(base, 5.0) or "default"
-        before, after, statuses = await _send_until_reached(http, base, model, urls, opts)
+        before, after, sent = await _send_until_reached(http, base, model, urls, sources, opts)
     checks = []
     for name in names:
-        data = WorkerReach(op.spec.service(name).role, router, before[name], after[name],
-                           len(statuses), tuple(statuses))  # fmt: skip
-        if before[name] is None:
-            checks.append(Check(name, True, CheckCode.E2E_WORKER_UNCOUNTED, data))
-            continue
-        reached = (after[name] or 0) > (before[name] or 0)
-        code = CheckCode.E2E_WORKER_REACHED if reached else CheckCode.E2E_WORKER_UNREACHED
-        checks.append(Check(name, reached, code, data))
+        reading = counted(urls[name], before[name], after[name])
+        checks.append(_reach_check(name, op.spec.service(name).role, router, reading, sent))
     return checks

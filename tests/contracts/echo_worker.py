@@ -1,0 +1,67 @@
+"""A worker that writes down what reaches it: every request's method, path, headers and JSON body,
+one JSON line each, to ``LOG`` (``python -m tests.contracts.echo_worker PORT LOG``).
+
+It answers what both routers ask of a worker at start-up (``/health``, ``/server_info``,
+``/model_info``, ``/metrics`` with one ``engine="0"`` series) and a chat completion: a prefill
+leg (``kv_transfer_params.do_remote_decode``) with the NIXL params a decode needs, anything else
+with one streamed or whole answer. What the routers forward is then read from the log."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any
+
+from aiohttp import web
+
+_CHUNK = {"id": "chatcmpl-echo", "object": "chat.completion.chunk", "created": 0, "model": "m",
+          "choices": [{"index": 0, "delta": {"content": "hi"}, "finish_reason": None}]}  # fmt: skip
+_NIXL = {"do_remote_prefill": True, "do_remote_decode": False, "remote_engine_id": "e",
+         "remote_request_id": "r", "remote_block_ids": [1], "remote_host": "127.0.0.1",
+         "remote_port": 1, "tp_size": 1}  # fmt: skip
+
+
+def main(port: int, log: str) -> None:
+    def note(request: web.Request, body: Any) -> None:
+        with open(log, "a", encoding="utf-8") as f:
+            line = {"method": request.method, "path": request.path, "body": body,
+                    "headers": dict(request.headers)}  # fmt: skip
+            f.write(json.dumps(line) + "\n")
+
+    async def get(request: web.Request) -> web.StreamResponse:
+        note(request, None)
+        if request.path == "/metrics":
+            return web.Response(text='vllm:num_requests_running{engine="0",model_name="m"} 0\n')
+        if request.path in ("/server_info", "/get_server_info", "/model_info", "/get_model_info"):
+            return web.json_response({})
+        return web.Response(text="")
+
+    async def chat(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        note(request, body)
+        if body.get("stream"):
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            await resp.write(f"data: {json.dumps(_CHUNK)}\n\ndata: [DONE]\n\n".encode())
+            await resp.write_eof()
+            return resp
+        out: dict[str, Any] = {
+            "id": "chatcmpl-echo", "object": "chat.completion", "created": int(time.time()),
+            "model": "m", "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
+                         "finish_reason": "length"}],
+        }  # fmt: skip
+        params = body.get("kv_transfer_params")
+        if isinstance(params, dict) and params.get("do_remote_decode"):
+            out["kv_transfer_params"] = _NIXL
+        return web.json_response(out)
+
+    app = web.Application()
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_route("GET", "/{tail:.*}", get)
+    web.run_app(app, host="127.0.0.1", port=port, print=None)
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), sys.argv[2])
