@@ -145,7 +145,8 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     help="Family-wise error rate of every statement the tune makes.",
 )  # fmt: skip
 @click.option(
-    "--boundary", type=click.Choice(BOUNDARIES), default=DEFAULT_BOUNDARY, show_default=True,
+    "--boundary", type=click.Choice([b.value for b in BOUNDARIES]), default=DEFAULT_BOUNDARY.value,
+    show_default=True,
     help="Stopping rule: pocock (repeated intervals, --max-rounds looks) or lai (any looks).",
 )  # fmt: skip
 @click.option(

@@ -4,7 +4,8 @@
 point is
 
 - ``now``: the knobs as their files hold them now (read by ops);
-- a time, ISO 8601 (``2026-03-01T12:00:00Z``; no zone: UTC): the ledger's knob history then;
+- a time, ISO 8601 (``2026-03-01T12:00:00Z``; no zone: UTC; read into the ledger's form by
+  ops): the ledger's knob history then;
 - ``verify:ID``: what verification ID found running (each knob's live value, else its file value,
   as its checks recorded them), the history at its time for the knobs it did not check;
 - ``backup:PATH``: an env-file backup: the state just before the recorded change that took it
@@ -23,7 +24,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 
 from servelab.core.case.bisect import Change
@@ -36,7 +36,6 @@ __all__ = [
     "PointKind",
     "backup_time",
     "changes_between",
-    "ledger_time",
     "parse_point",
     "values_at",
 ]
@@ -44,7 +43,8 @@ __all__ = [
 #: A knob of a service: ``(service, name)``.
 KnobKey = tuple[str, str]
 
-_STAMP = re.compile(r"\.(?:bak|pre-restart)-(\d{8}T\d{6})(?:\.\d+)?Z\Z")
+_STAMP = re.compile(r"\.(?:bak|pre-restart)-(\d{4})(\d\d)(\d\d)T(\d\d)(\d\d)(\d\d)(?:\.\d+)?Z\Z")
+_TIME = re.compile(r"^\d{4}-\d\d-\d\d([T ]\d\d:\d\d(:\d\d(\.\d+)?)?)?(Z|[+-]\d\d:?\d\d)?$")
 
 
 class PointKind(StrEnum):
@@ -58,7 +58,8 @@ class PointKind(StrEnum):
 
 @dataclass(frozen=True)
 class Point:
-    """A point as given: its kind and its value (a ledger time, a verification id, a path)."""
+    """A point as given: its kind and its value (a time as written, a verification id, a
+    path)."""
 
     kind: PointKind
     value: str = ""
@@ -67,12 +68,6 @@ class Point:
         return self.value if self.kind is PointKind.TIME else (
             f"{self.kind}:{self.value}" if self.value else str(self.kind)
         )  # fmt: skip
-
-
-def ledger_time(moment: datetime) -> str:
-    """``moment`` as the ledger writes its times (UTC, milliseconds, ``Z``)."""
-    stamp = moment.astimezone(UTC).isoformat(timespec="milliseconds")
-    return stamp.replace("+00:00", "Z")
 
 
 def parse_point(text: str) -> Point:
@@ -86,16 +81,12 @@ def parse_point(text: str) -> Point:
         return Point(PointKind.VERIFY, rest)
     if kind == "backup" and rest:
         return Point(PointKind.BACKUP, rest)
-    try:
-        moment = datetime.fromisoformat(raw)
-    except ValueError:
+    if _TIME.match(raw) is None:
         raise CaseError(
             f"bad point {text!r}: expected now, verify:ID, backup:PATH or a time such as "
             "2026-03-01T12:00:00Z"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return Point(PointKind.TIME, ledger_time(moment))
+        )
+    return Point(PointKind.TIME, raw)
 
 
 def backup_time(path: str) -> str | None:
@@ -103,7 +94,8 @@ def backup_time(path: str) -> str | None:
     found = _STAMP.search(path)
     if found is None:
         return None
-    return ledger_time(datetime.strptime(found.group(1), "%Y%m%dT%H%M%S").replace(tzinfo=UTC))
+    year, month, day, hour, minute, second = found.groups()
+    return f"{year}-{month}-{day}T{hour}:{minute}:{second}.000Z"
 
 
 def values_at(

@@ -26,6 +26,7 @@ import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from servelab.core.case.bisect import (
@@ -154,6 +155,16 @@ def _declared(op: Operation) -> list[KnobKey]:
     return [(name, knob) for name, svc in op.spec.services.items() for knob in svc.knobs]
 
 
+def _ledger_time(text: str) -> str:
+    """An ISO 8601 time as the ledger writes its times (UTC, milliseconds, ``Z``; no zone: UTC)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CaseError(f"{text!r} is not a time (2026-03-01T12:00:00Z)") from None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
 async def _backup_values(
     op: Operation, path: str, history: Sequence[KnobChangeRecord]
 ) -> dict[KnobKey, str | None]:
@@ -185,7 +196,7 @@ async def _values(
         case PointKind.NOW:
             return {key: await get_knob(op, *key) for key in _declared(op)}
         case PointKind.TIME:
-            return values_at(history, at=point.value)
+            return values_at(history, at=_ledger_time(point.value))
         case PointKind.VERIFY:
             found = ledger.get_verification(int(point.value))
             if found is None:
