@@ -38,7 +38,7 @@ from servelab.cli.options import (
 )
 from servelab.core.case.bisect import Change
 from servelab.core.case.model import CASE_RESOLVED, Case
-from servelab.core.case.probe import TEST_FORM, TestKind, parse_probe_test
+from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
 from servelab.core.options import CHANGE_FORM, parse_change
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
@@ -387,7 +387,7 @@ def case_bisect(
             url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
             idle_timeout_s=idle_timeout_s, input_len=workload.input_len,
             output_len=workload.output_len, seed=workload.seed, endpoint=workload.endpoint,
-        ) if test.kind is TestKind.THRESHOLD else None  # fmt: skip
+        ) if test.kind is ProbeTestKind.THRESHOLD else None  # fmt: skip
         listed = tuple(Change(*c) for c in changes)
         cfg = bisection.BisectConfig(case_id, test, good, bad, listed, rounds, alpha, effect,
                                      sessions, bench, runs)  # fmt: skip

@@ -63,8 +63,8 @@ __all__ = [
     "BisectRecord",
     "ProbeRecord",
     "ProbeTest",
+    "ProbeTestKind",
     "ProbeVisit",
-    "TestKind",
     "bisect_verdicts",
     "change_target",
     "judge_probe",
@@ -79,7 +79,7 @@ TEST_FORM = "soak, or METRIC@C<LEVEL><|>VALUE (throughput@C64<3000)"
 _THRESHOLD = re.compile(r"^(?P<metric>throughput)@C(?P<level>[1-9]\d*)(?P<op>[<>])(?P<value>.+)$")
 
 
-class TestKind(StrEnum):
+class ProbeTestKind(StrEnum):
     """How a probe's visit is tested (stored: values unchanged)."""
 
     SOAK = "soak"
@@ -91,14 +91,14 @@ class ProbeTest:
     """The test: a soak replay, or a run at ``concurrency`` failing when its ``metric`` is below
     ``value`` (``below``) or above it."""
 
-    kind: TestKind = TestKind.SOAK
+    kind: ProbeTestKind = ProbeTestKind.SOAK
     metric: str = ""
     concurrency: int = 0
     below: bool = True
     value: float = 0.0
 
     def __str__(self) -> str:
-        if self.kind is TestKind.SOAK:
+        if self.kind is ProbeTestKind.SOAK:
             return "soak"
         return f"{self.metric}@C{self.concurrency}{'<' if self.below else '>'}{self.value:g}"
 
@@ -119,8 +119,8 @@ def parse_probe_test(text: str) -> ProbeTest:
         value = float("nan")
     if found is None or not value > 0 or value == float("inf"):
         raise CaseError(f"bad test {text!r}: expected {TEST_FORM}")
-    return ProbeTest(TestKind.THRESHOLD, found["metric"], int(found["level"]), found["op"] == "<",
-                     value)  # fmt: skip
+    kind, level, below = ProbeTestKind.THRESHOLD, int(found["level"]), found["op"] == "<"
+    return ProbeTest(kind, found["metric"], level, below, value)
 
 
 def round_order(rnd: int) -> tuple[str, str]:

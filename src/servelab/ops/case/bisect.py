@@ -57,8 +57,8 @@ from servelab.core.case.probe import (
     BisectRecord,
     ProbeRecord,
     ProbeTest,
+    ProbeTestKind,
     ProbeVisit,
-    TestKind,
     bisect_verdicts,
     change_target,
     judge_probe,
@@ -124,7 +124,7 @@ class BisectConfig:
             raise CaseError("--alpha must be in (0, 1) and --effect in (0, 1]")
         if not self.changes and self.good is None:
             raise CaseError("say where the good state is (--good POINT) or list the changes")
-        if self.test.kind is TestKind.THRESHOLD and self.bench is None:
+        if self.test.kind is ProbeTestKind.THRESHOLD and self.bench is None:
             raise CaseError("a threshold test needs a bench to run")
 
 
@@ -249,7 +249,7 @@ def _settings(changes: Sequence[Change], applied: Sequence[int] | None) -> list[
 async def _test(op: Operation, run: _Run, arm: str, label: str) -> ProbeVisit:
     """The test on the arm made live: a soak replay, or bench runs against the threshold."""
     test = run.start.test
-    if test.kind is TestKind.SOAK and run.workload is not None:
+    if test.kind is ProbeTestKind.SOAK and run.workload is not None:
         workload = dataclasses.replace(run.workload, knobs=await live_knobs(op))
         result = await soak(workload, soak_targets(op), ledger=op.ledger)
         failed, units = failed_sessions(result), result.sessions.count
@@ -379,7 +379,7 @@ async def _leave(
 
 
 def _workload(ledger: Ledger, case: Case, start: BisectRecord) -> SoakConfig | None:
-    if start.test.kind is not TestKind.SOAK:
+    if start.test.kind is not ProbeTestKind.SOAK:
         return None
     return failing_workload(ledger, case, start.sessions)[1]
 
@@ -390,7 +390,7 @@ async def run_bisect(
     """Find the changes, record the bisection's start, and search (see the module docstring)."""
     case = load_case(ledger, cfg.case_id)
     soak_id = None
-    if cfg.test.kind is TestKind.SOAK:
+    if cfg.test.kind is ProbeTestKind.SOAK:
         soak_id, _ = failing_workload(ledger, case, cfg.sessions)
     async with operation(where, ledger=ledger, progress=progress) as op:
         changes = cfg.changes
@@ -413,7 +413,7 @@ async def run_bisect(
 
 def _bench(bench: BenchConfig | None, test: ProbeTest) -> BenchConfig | None:
     """A threshold test's runs: one at the test's concurrency each."""
-    if bench is None or test.kind is not TestKind.THRESHOLD:
+    if bench is None or test.kind is not ProbeTestKind.THRESHOLD:
         return None
     return dataclasses.replace(bench, concurrencies=(test.concurrency,), repeat=1)
 
