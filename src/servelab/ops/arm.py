@@ -8,7 +8,8 @@ What ``ab``, ``tune`` and ``case bisect`` share (each visit of an arm is one cal
   ``verify`` (e2e also pays the cold first request, which would otherwise land in the
   measurement) and each value read back from the process (``/proc/PID/environ``, or
   ``/proc/PID/cmdline`` for an argument knob). An arm that is not live is not measured: a
-  :class:`~servelab.errors.BenchError` says which layer or value disagreed.
+  :class:`~servelab.errors.BenchError` says which layer or value disagreed. A bisection's arms
+  skip the e2e layer: an arm may be the broken state itself, and its test exercises the path.
 - :func:`measure`: one bench run per concurrency through the router, each timed, with the steady
   state's throughput (every slot busy) when the run had one, and the decodes' own count of the
   tokens they generated.
@@ -20,9 +21,10 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from servelab.core.knobs.knob import same_value
+from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.errors import BenchError
+from servelab.ops.arguments import argument_knob
 from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, run_bench
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
@@ -57,8 +59,12 @@ class LiveArm:
     live: tuple[str | None, ...]
 
 
-async def make_live(op: Operation, settings: Sequence[Setting], reason: str) -> LiveArm:
-    """Set each knob, co-restart, and prove the arm live end to end; raise when it is not."""
+async def make_live(
+    op: Operation, settings: Sequence[Setting], reason: str, *, e2e: bool = True
+) -> LiveArm:
+    """Set each knob, co-restart, and prove the arm live (end to end unless not ``e2e``: an arm
+    that may be broken, a bisection's, is proven by its values and its path left to its test);
+    raise when it is not."""
     for s in settings:
         await set_knob(op, s.service, s.knob, s.value, reason=reason)
     services = list(dict.fromkeys(s.service for s in settings))
@@ -67,10 +73,11 @@ async def make_live(op: Operation, settings: Sequence[Setting], reason: str) -> 
         failed = [s.service for s in report.steps if not s.ok]
         values = ", ".join(str(s.value) for s in settings)
         raise BenchError(f"restart for arm {values} failed ({', '.join(failed)}): arm not measured")
-    proof = await verify(op.quiet(), services, layers=("config", "live", "e2e"))
+    layers = ("config", "live", "e2e") if e2e else ("config", "live")
+    proof = await verify(op.quiet(), services, layers=layers)
     live = tuple([await live_knob(op, s.service, s.knob) for s in settings])
     wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
-             if not same_value(v, s.value)]  # fmt: skip
+             if not same_value(v, _expected(op, s))]  # fmt: skip
     if not proof.ok or wrong:
         failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
         reasons = "; ".join(failed) or "; ".join(wrong)
@@ -78,6 +85,14 @@ async def make_live(op: Operation, settings: Sequence[Setting], reason: str) -> 
     for s in settings:
         op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id))
     return LiveArm(proof.verification_id, live)
+
+
+def _expected(op: Operation, setting: Setting) -> str | None:
+    """The value the process shows for ``setting``: a flag's as ``on``/``off`` (unset: off)."""
+    knob = argument_knob(op, setting.knob)
+    if knob.kind is KnobKind.FLAG and setting.value is None:
+        return OFF
+    return knob.normalize(setting.value)
 
 
 def router_url(op: Operation) -> str:

@@ -275,7 +275,7 @@ async def _visit(
     changes = run.start.changes
     applied = None if arm == ARM_BAD else step.indices
     why = f"case {run.start.case_id}: bisect probe {number}, arm {arm}, round {rnd + 1}"
-    live = await make_live(op, _settings(changes, applied), why)
+    live = await make_live(op, _settings(changes, applied), why, e2e=False)
     label = "every change" if applied is None else _labels(changes, applied)
     visit = await _test(op, run, arm, label)
     return dataclasses.replace(visit, round=rnd, verification_id=live.verification_id,
@@ -374,7 +374,7 @@ async def _leave(
     now = tuple([await get_knob(op, c.service, c.knob) for c in changes])
     if now != found:
         settings = [Setting(c.service, c.knob, v) for c, v in zip(changes, found, strict=True)]
-        await make_live(op, settings, "case bisect: left as found")
+        await make_live(op, settings, "case bisect: left as found", e2e=False)
     return found
 
 
