@@ -164,7 +164,8 @@ async def _visit(
     levels = block.levels[label]
     op.say(TuneVisitStarted(block.block, cfg.max_rounds, index, len(block.order), label, levels))
     t0 = time.monotonic()
-    why = f"tune {record.tune_id or ''}: arm {label}, block {block.block}".replace("  ", " ")
+    tune = "tune" if record.tune_id is None else f"tune {record.tune_id}"
+    why = f"{tune}: arm {label}, block {block.block}"
     live = await make_live(op, cfg.settings(record.arm(label).values), why)
     overhead = time.monotonic() - t0
     got = await measure(op, cfg.bench, levels, f"tune {cfg.names}={label} block {block.block}",
