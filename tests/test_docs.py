@@ -22,8 +22,8 @@ from servelab.core.deploy.spec import (
 from tests.support import REPO
 
 DOCS = REPO / "docs"
-GUIDE = ("index.md", "spec.md", "commands.md", "verify.md", "bench.md", "soak.md", "cases.md",
-         "ledger.md", "sim.md", "architecture.md", "signals.md")  # fmt: skip
+GUIDE = ("index.md", "spec.md", "commands.md", "verify.md", "bench.md", "tune.md", "soak.md",
+         "cases.md", "ledger.md", "sim.md", "architecture.md", "signals.md")  # fmt: skip
 
 
 def _subcommands(group: click.Group) -> dict[str, click.Command]:

@@ -32,11 +32,20 @@ from tests.support import REPO
 #: (command, flag) → what the flag means in that command, where it is not the shared option.
 #: Commands with the same words share that other meaning (and are compared with each other).
 HOMONYMS = {
-    ("sim prefill", "--seed"): "the simulated engine's own --seed (vLLM's): its output text",
-    ("sim decode", "--seed"): "the simulated engine's own --seed (vLLM's): its output text",
     ("case test", "--rounds"): "visits per arm of the experiment, not an agent session's rounds",
     ("case test", "--effect"): "a drop in failure rate to exclude, not a throughput change",
     ("case suspect", "--reason"): "why a target is suspected: required, unlike a knob change's",
+    ("case bisect", "--rounds"): "most rounds of each probe of a bisection, not a session's",
+    ("case bisect", "--effect"): "a drop in failure rate to exclude, not a throughput change",
+    ("case bisect", "--resume"): "a flag: go on with the case's unfinished bisection",
+    ("tune", "--alpha"): "the family-wise error rate of every statement of a tune",
+    ("tune", "--knob"): "one knob and the values to try, repeatable for a grid",
+    ("tune", "--keep"): "which arm to leave live (best), not the last arm's value",
+    ("tune", "--max-rounds"): "most blocks of a tune, each a visit of every arm still running",
+    ("tune", "--order"): "a tune's block order (williams or random)",
+    ("tune", "--order-seed"): "the seed of a tune's block order",
+    ("tune", "--plan"): "what a tune's rule takes, simulated on the recorded noise",
+    ("tune", "--resume"): "the id of an interrupted tune",
 }
 
 #: Values each shared option must accept (parsed alike everywhere) and refuse (exit 2, naming it).
@@ -72,6 +81,11 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--to": (("256", "a b"), ()),
     "--spec": (("servelab.toml",), ()),
     "--ledger": (("l.db",), ()),
+    "--alpha": (("0.05", "0.01"), ("x",)),
+    "--boundary": (("pocock", "lai"), ("x",)),
+    "--effect": (("5%", "0.05"), ("x", "100%")),
+    "--gpus": (("1", "8"), ("0", "x")),
+    "--margin": (("1%", "0.01"), ("x", "100%")),
 }
 
 #: A command that needs another default says why at the end of the option's help.
@@ -148,7 +162,7 @@ def _refused(path: str, args: list[str]) -> click.BadParameter:
 
 def test_the_walk_finds_the_shared_options() -> None:
     assert {"--concurrency", "--idle-timeout", "--input-len", "--seed", "--url"} <= set(SHARED)
-    assert set(_uses("--idle-timeout")) == {"ab", "bench", "soak"}
+    assert set(_uses("--idle-timeout")) == {"ab", "bench", "case bisect", "soak", "tune"}
 
 
 def test_every_homonym_is_a_flag_of_its_command() -> None:

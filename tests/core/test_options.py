@@ -9,6 +9,8 @@ from servelab.core.options import (
     ENDPOINTS,
     MAX_SESSIONS,
     KnobArms,
+    KnobValues,
+    parse_change,
     parse_concurrency,
     parse_count,
     parse_directory,
@@ -16,6 +18,7 @@ from servelab.core.options import (
     parse_fraction,
     parse_header,
     parse_knob_arms,
+    parse_knob_values,
     parse_length,
     parse_name,
     parse_positive,
@@ -57,6 +60,21 @@ def test_knob_arms() -> None:
             parse_knob_arms(bad)
 
 
+def test_knob_values_and_changes() -> None:
+    ctas = KnobValues("decode", "K", ("128", "256", "512"))
+    assert parse_knob_values("decode:K=128, 256,512") == ctas
+    assert parse_knob_values("decode:--max-running-requests=32,64").name == "--max-running-requests"
+    for bad in ("decode:K=256", "decode:K=1,1", "decode:K=1,,2", ":K=1,2", "decode-1,2"):
+        with pytest.raises(ValueError, match="expected SERVICE:NAME=VALUE,VALUE"):
+            parse_knob_values(bad)
+    assert parse_change("decode:K=512,256") == ("decode", "K", "512", "256")
+    assert parse_change("decode:T=,16") == ("decode", "T", None, "16")
+    assert parse_change("decode:--x=on, ") == ("decode", "--x", "on", None)
+    for bad in ("decode:K=1,1", "decode:K=,", "decode:K=1", "decode:K=1,2,3", "K=1,2"):
+        with pytest.raises(ValueError, match="expected SERVICE:NAME=FROM,TO"):
+            parse_change(bad)
+
+
 def test_every_refusal_is_an_option_error() -> None:
     """The one typed error the CLI turns into a usage error naming the option."""
     refusals = [
@@ -65,7 +83,7 @@ def test_every_refusal_is_an_option_error() -> None:
         (parse_positive, "0"), (parse_count, "-1"), (parse_seed, "1.5"), (parse_sessions, "4097"),
         (parse_seconds, "-1"), (parse_positive_seconds, "0"), (parse_rate, "inf"),
         (parse_endpoint, "/v1/embeddings"), (parse_url, "localhost:8000"), (parse_name, " "),
-        (parse_directory, ""),
+        (parse_directory, ""), (parse_knob_values, "k"), (parse_change, "k"),
     ]  # fmt: skip
     for parse, text in refusals:
         with pytest.raises(OptionError):

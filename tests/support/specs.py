@@ -97,11 +97,13 @@ def pd_spec_toml(
     host: str | None = None,
     hosts_toml: str = "",
     proxy_args: Sequence[str] | None = None,
+    decode_toml: str = "",
 ) -> str:
     """The spec's text: prefill, decode, router, and a proxy when ``proxy_args`` is not None.
 
     ``env_dir`` None: no service names an env file. ``knobs`` a sequence declares the decode's
     knobs, a mapping pins them. ``host`` puts every service on that host (``hosts_toml`` its table).
+    ``decode_toml``: more keys of the decode's table (``args_env = "SGLANG_ARGS"``).
     """
     text = f'name = "{name}"\nstate_dir = "{state_dir}"\n{hosts_toml}'
     text += _service(
@@ -111,7 +113,7 @@ def pd_spec_toml(
         env_dir,
         f"bootstrap_port = {ports.bootstrap}\nready_timeout_s = 60\n",
     )
-    decode = _knobs_toml(knobs) + 'depends_on = ["prefill"]\nready_timeout_s = 60\n'
+    decode = _knobs_toml(knobs) + decode_toml + 'depends_on = ["prefill"]\nready_timeout_s = 60\n'
     text += _service("decode", ports.decode, host, env_dir, decode)
     router = (
         'depends_on = ["prefill", "decode"]\nready_timeout_s = 90\n'
@@ -159,8 +161,8 @@ def write_pd_spec(
 
     ``options`` are :class:`PdEnv`'s fields (``knob``, ``time_scale``, ``decode_env``,
     ``worker_env``, ``secret``) and :func:`pd_spec_toml`'s keywords (``name``, ``state_dir``,
-    ``knobs``, ``host``, ``hosts_toml``, ``proxy_args``). ``env_dir`` is relative to ``root`` or
-    absolute; ``ports`` default to free ones.
+    ``knobs``, ``host``, ``hosts_toml``, ``proxy_args``, ``decode_toml``). ``env_dir`` is
+    relative to ``root`` or absolute; ``ports`` default to free ones.
     """
     env = {key: value for key, value in options.items() if key in _ENV_FIELDS}
     PdEnv(**env).write(root / env_dir)

@@ -26,6 +26,7 @@ COMMANDS = {
     "knob": "knob",
     "bench": "bench",
     "ab": "ab",
+    "tune": "tune",
     "soak": "soak",
     "case": "case",
     "report": "case",

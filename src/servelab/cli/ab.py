@@ -158,8 +158,8 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @workload_options()
 @click.option(
     "--order",
-    type=click.Choice(ORDERS),
-    default=ORDER_ABBA,
+    type=click.Choice([o.value for o in ORDERS]),  # values: click 8.2 matches an enum's names
+    default=ORDER_ABBA.value,
     show_default=True,
     help="Visit order within rounds: abba, or random (seeded, recorded).",
 )
@@ -180,8 +180,8 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 )  # fmt: skip
 @click.option(
     "--boundary",
-    type=click.Choice(BOUNDARIES),
-    default=DEFAULT_BOUNDARY,
+    type=click.Choice([b.value for b in BOUNDARIES]),
+    default=DEFAULT_BOUNDARY.value,
     show_default=True,
     help="Stopping rule: pocock (repeated intervals, --max-rounds looks) or lai (any looks).",
 )

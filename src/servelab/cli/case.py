@@ -25,14 +25,32 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.options import REVERT_TO, SESSIONS, Default
+from servelab.cli.options import (
+    IDLE_TIMEOUT,
+    REQUESTS,
+    REVERT_TO,
+    SESSIONS,
+    WARMUP,
+    Default,
+    Parsed,
+    WorkloadOptions,
+    workload_options,
+)
+from servelab.core.case.bisect import Change
 from servelab.core.case.model import CASE_RESOLVED, Case
+from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
+from servelab.core.options import CHANGE_FORM, parse_change
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
+from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.case import bisect as bisection
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
 from servelab.ops.context import Operation
 from servelab.report.case import (
+    bisect_json,
+    bisect_lines,
+    describe_bisected,
     describe_experiment,
     experiment_json,
     experiment_lines,
@@ -301,6 +319,92 @@ def case_test(
         return
     say(describe_experiment(outcome.record))
     for line in experiment_lines(outcome.record):
+        say(line)
+    say(f"  recorded on case {case_id} as evidence #{outcome.evidence_id}")
+
+
+@case_group.command("bisect")
+@click.argument("case_id", type=int)
+@click.option("--good", default=None, metavar="POINT",
+              help="The state known good: a time, verify:ID or backup:PATH.")  # fmt: skip
+@click.option("--bad", default="now", show_default=True, metavar="POINT",
+              help="The state known bad: now, a time, verify:ID or backup:PATH.")  # fmt: skip
+@click.option("--change", "changes", multiple=True, type=Parsed(CHANGE_FORM, parse_change),
+              help="A change to bisect instead of those between --good and --bad "
+              "(repeatable; an empty value: unset).")  # fmt: skip
+@click.option("--test", "test_text", default=None, metavar="TEST",
+              help=f"What tells good from bad: {TEST_FORM}.")  # fmt: skip
+@click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="Most rounds per probe (a visit of each arm per round).")  # fmt: skip
+@click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
+@click.option("--effect", default=0.5, show_default=True, type=float,
+              help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
+@SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="A threshold test's bench runs per visit.")  # fmt: skip
+@REQUESTS.option(Default("128", "a threshold test runs often; a steady state needs a few per user"))
+@WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
+@IDLE_TIMEOUT.option()
+@workload_options()
+@click.option("--resume", is_flag=True, help="Go on with the case's unfinished bisection.")
+@spec_option
+@ledger_option
+@json_option
+def case_bisect(
+    case_id: int,
+    good: str | None,
+    bad: str,
+    changes: tuple[tuple[str, str, str | None, str | None], ...],
+    test_text: str | None,
+    rounds: int,
+    alpha: float,
+    effect: float,
+    sessions: int | None,
+    runs: int,
+    requests: int,
+    warmup: int,
+    idle_timeout_s: float,
+    workload: WorkloadOptions,
+    resume: bool,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Find which changes between a good and a bad state make it bad: delta debugging, each probe
+    a controlled experiment against the bad state, recorded on the case.
+
+    The changes: every declared knob that differs between --good and --bad (the ledger's knob
+    history, a verification, a backup), or --change. The test: the case's failing soak replayed
+    (soak), or bench runs against a threshold. Ctrl-C keeps the probes done; --resume goes on.
+    """
+    where = SpecAndLedger(spec_path, ledger_path)
+    cfg = None
+    if not resume:
+        if test_text is None:
+            raise click.UsageError(f"--test {TEST_FORM} is required (or --resume)")
+        test = parse_probe_test(test_text)
+        bench = BenchConfig(
+            url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
+            idle_timeout_s=idle_timeout_s, input_len=workload.input_len,
+            output_len=workload.output_len, seed=workload.seed, endpoint=workload.endpoint,
+        ) if test.kind is ProbeTestKind.THRESHOLD else None  # fmt: skip
+        listed = tuple(Change(*c) for c in changes)
+        cfg = bisection.BisectConfig(case_id, test, good, bad, listed, rounds, alpha, effect,
+                                     sessions, bench, runs)  # fmt: skip
+
+    async def body(ledger: Ledger) -> bisection.BisectOutcome:
+        loaded = where.deployment()
+        async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
+            if cfg is None:
+                return await bisection.resume_bisect(op, ledger, case_id)
+            return await bisection.run_bisect(op, ledger, cfg)
+
+    outcome = run_with_ledger(where, body, create=False)
+    if as_json:
+        print_json(bisect_json(outcome))
+        return
+    say(describe_bisected(outcome.start, outcome.conclusion))
+    for line in bisect_lines(outcome):
         say(line)
     say(f"  recorded on case {case_id} as evidence #{outcome.evidence_id}")
 

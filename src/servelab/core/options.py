@@ -16,11 +16,15 @@ from servelab.core.load.workload import LengthDist
 from servelab.errors import OptionError
 
 __all__ = [
+    "CHANGE_FORM",
     "ENDPOINTS",
     "KNOB_ARMS_FORM",
+    "KNOB_VALUES_FORM",
     "MAX_SESSIONS",
     "RESERVED_HEADERS",
     "KnobArms",
+    "KnobValues",
+    "parse_change",
     "parse_concurrency",
     "parse_count",
     "parse_directory",
@@ -28,6 +32,7 @@ __all__ = [
     "parse_fraction",
     "parse_header",
     "parse_knob_arms",
+    "parse_knob_values",
     "parse_length",
     "parse_name",
     "parse_positive",
@@ -41,6 +46,10 @@ __all__ = [
 
 #: The form ``ab --knob`` takes.
 KNOB_ARMS_FORM = "SERVICE:NAME=BASELINE,CANDIDATE"
+#: The form ``tune --knob`` takes.
+KNOB_VALUES_FORM = "SERVICE:NAME=VALUE,VALUE[,...]"
+#: The form ``case bisect --change`` takes (an empty value: unset).
+CHANGE_FORM = "SERVICE:NAME=FROM,TO"
 #: The OpenAI endpoints a load can stream from.
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 #: The most concurrent agent sessions a soak runs.
@@ -238,3 +247,47 @@ def parse_header(text: str) -> tuple[str, str]:
     if any(c in value for c in "\r\n\0"):
         raise OptionError(f"a header value cannot hold a line break, got {text!r}")
     return name, value.strip()
+def _knob_target(text: str) -> tuple[str, str, str]:
+    """``SERVICE:NAME=REST`` → ``(SERVICE, NAME, REST)`` (ValueError on another form)."""
+    target, values = text.split("=", 1)
+    service, name = target.split(":", 1)
+    if not (service.strip() and name.strip()):
+        raise ValueError(text)
+    return service.strip(), name.strip(), values
+
+
+@dataclass(frozen=True)
+class KnobValues:
+    """A tune's knob and the values it tries: ``decode:NAME=128,256,512``."""
+
+    service: str
+    name: str
+    values: tuple[str, ...]
+
+
+def parse_knob_values(text: str) -> KnobValues:
+    """``decode:NAME=128,256,512`` → ``KnobValues("decode", "NAME", ("128", "256", "512"))``:
+    two or more distinct values, none empty."""
+    expected = OptionError(f"expected {KNOB_VALUES_FORM} (two or more distinct values)")
+    try:
+        service, name, rest = _knob_target(text)
+    except ValueError:
+        raise expected from None
+    values = tuple(v.strip() for v in rest.split(","))
+    if len(values) < 2 or not all(values) or len(set(values)) != len(values):
+        raise expected
+    return KnobValues(service, name, values)
+
+
+def parse_change(text: str) -> tuple[str, str, str | None, str | None]:
+    """``decode:NAME=256,512`` → ``("decode", "NAME", "256", "512")``; an empty value is unset
+    (``decode:NAME=,16``: from unset to 16). The two values differ."""
+    expected = OptionError(f"expected {CHANGE_FORM} (two different values; an empty one: unset)")
+    try:
+        service, name, rest = _knob_target(text)
+        before, after = (v.strip() or None for v in rest.split(","))
+    except ValueError:
+        raise expected from None
+    if before == after:
+        raise expected
+    return service, name, before, after

@@ -21,6 +21,8 @@ __all__ = [
     "AbResumed",
     "AbVisitStarted",
     "ArmSoaked",
+    "BisectPlanned",
+    "BisectResumed",
     "CaseTestPlanned",
     "CoRestarting",
     "EnvFileRestored",
@@ -29,6 +31,8 @@ __all__ = [
     "KnobSetting",
     "KnobVerifiedLive",
     "LaunchTimedOut",
+    "ProbeDecided",
+    "ProbeStarted",
     "ProbingE2E",
     "ProbingHealth",
     "ProbingWorkers",
@@ -47,6 +51,12 @@ __all__ = [
     "StartCommandOutlived",
     "StepFailed",
     "StopFailed",
+    "TuneArmKept",
+    "TuneEliminated",
+    "TuneLevelStopped",
+    "TuneResumed",
+    "TuneStarted",
+    "TuneVisitStarted",
     "UnitReloaded",
     "UpUndone",
     "VerifyingLayers",
@@ -354,6 +364,117 @@ class KnobPuttingBack:
     value: str | None
 
 
+# -- a tune ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TuneStarted:
+    """A tune of ``arms`` arms at ``levels``, at most ``max_rounds`` blocks, recorded as
+    ``tune_id`` (what ``tune --resume`` takes; None: no ledger)."""
+
+    tune_id: int | None
+    arms: int
+    levels: tuple[int, ...]
+    max_rounds: int
+
+
+@dataclass(frozen=True)
+class TuneResumed:
+    """A recorded tune resumes with ``kept`` visits already done."""
+
+    tune_id: int
+    kept: int
+
+
+@dataclass(frozen=True)
+class TuneVisitStarted:
+    """Visit ``index`` (0-based) of ``size`` in block ``block`` of at most ``max_rounds``: arm
+    ``arm``, measured at ``levels``."""
+
+    block: int
+    max_rounds: int
+    index: int
+    size: int
+    arm: str
+    levels: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TuneEliminated:
+    """At ``level``, ``arm`` was shown worse than ``lost_to`` after ``block``: dropped there."""
+
+    level: int
+    arm: str
+    block: int
+    lost_to: str
+
+
+@dataclass(frozen=True)
+class TuneLevelStopped:
+    """The rule stopped at ``level``: why (a ``TuneOutcome`` value), and its winner (None: no
+    claim)."""
+
+    level: int
+    outcome: str
+    winner: str | None
+
+
+@dataclass(frozen=True)
+class TuneArmKept:
+    """``tune --keep best``: ``arm`` is made live and left (None: no arm is best at every level,
+    the original values are put back)."""
+
+    arm: str | None
+
+
+# -- a case's bisection ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BisectPlanned:
+    """``case bisect``: ``changes`` changes between good and bad, the test that tells them
+    apart (``soak``, or a threshold such as ``throughput@C64<3000``), at most ``rounds`` rounds
+    per probe."""
+
+    case_id: int
+    changes: int
+    test: str
+    rounds: int
+
+
+@dataclass(frozen=True)
+class BisectResumed:
+    """A bisection of the case resumes with ``probes`` probes already done."""
+
+    case_id: int
+    probes: int
+
+
+@dataclass(frozen=True)
+class ProbeStarted:
+    """Probe ``number`` (1-based): the good state with ``changes`` (their labels) applied,
+    against the bad state."""
+
+    number: int
+    changes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProbeDecided:
+    """Probe ``number`` ended ``outcome`` (good/bad/undecided) after ``rounds`` rounds:
+    ``failed``/``units`` of the probe's and ``bad_failed``/``bad_units`` of the bad state's,
+    Fisher's ``p_value``."""
+
+    number: int
+    outcome: str
+    rounds: int
+    failed: int
+    units: int
+    bad_failed: int
+    bad_units: int
+    p_value: float
+
+
 ProgressEvent = (
     ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady | ServiceAlreadyUp
     | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned | EnvFileRestored
@@ -362,4 +483,6 @@ ProgressEvent = (
     | KnobSetting | CoRestarting | VerifyingLayers | KnobVerifiedLive | StepFailed
     | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring
     | CaseTestPlanned | VisitStarted | ArmSoaked | KnobPuttingBack
+    | TuneStarted | TuneResumed | TuneVisitStarted | TuneEliminated | TuneLevelStopped
+    | TuneArmKept | BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided
 )  # fmt: skip

@@ -1,4 +1,5 @@
-"""Why a revert or a restore did not verify, in words, and their ``--json`` documents (no I/O).
+"""Why a revert or a restore did not verify, in words, and their ``--json`` documents; the words of
+a verdict experiment (``case test``) and of a bisection (``case bisect``) (no I/O).
 
 :mod:`servelab.ops.case.case` returns the failure as data: the message of a restart or verify that
 did not complete (``failure``), else the verification's failed checks; the case event it records
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from servelab.core.case.bisect import Change
 from servelab.core.case.experiment import (
     RULE_BOUND,
     RULE_NEITHER,
@@ -22,6 +24,12 @@ from servelab.core.case.experiment import (
     Decision,
     ExperimentRecord,
 )
+from servelab.core.case.probe import (
+    BisectConclusion,
+    BisectRecord,
+    ProbeRecord,
+    change_target,
+)
 from servelab.core.case.verdicts import (
     WHY_EXPERIMENT_CONTRADICTS,
     WHY_NO_SUPPORT,
@@ -29,9 +37,11 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.ledger.jsonvalues import objs, opt_str
 from servelab.core.verify.checks import read_check
+from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
 from servelab.ops.verify.verify import VerifyReport
@@ -40,6 +50,10 @@ from servelab.report.verify import check_detail, with_details
 
 __all__ = [
     "NOT_CONFIRMED",
+    "bisect_json",
+    "bisect_lines",
+    "describe_bisect_event",
+    "describe_bisected",
     "describe_experiment",
     "describe_override",
     "describe_refusal",
@@ -192,3 +206,88 @@ def describe_override(detail: Mapping[str, Any]) -> str:
         for r in objs(detail.get("refused"))
     ]  # fmt: skip
     return f"{Override.KIND}: {detail.get('reason')} — against the evidence: " + "; ".join(refused)
+
+
+# -- a bisection (``case bisect``) ---------------------------------------------------------------
+
+
+def _change(change: Change) -> str:
+    return f"{change.service} {change.knob} {show_value(change.good)} → {show_value(change.bad)}"
+
+
+def _applied(changes: tuple[Change, ...], indices: tuple[int, ...]) -> str:
+    picked = [f"{changes[i].knob}={show_value(changes[i].bad)}" for i in indices]
+    return ", ".join(picked) or "no change"
+
+
+def _probe_line(record: ProbeRecord, changes: tuple[Change, ...]) -> str:
+    return (
+        f"  probe {record.number}: the good state with {_applied(changes, record.changes)}: "
+        f"{record.outcome.upper()} after {record.rounds} round(s) — {_arm(record.probe)} with "
+        f"it, {_arm(record.bad)} in the bad state; p = {record.decision.p_value:.3g}"
+    )
+
+
+def describe_bisected(start: BisectRecord, conclusion: BisectConclusion) -> str:
+    """One line: the guilty changes and what finding them took."""
+    result = conclusion.result
+    guilty = "; ".join(_change(c) for c in result.changes) or "none"
+    shown = "1-minimal" if result.minimal else "not shown minimal (an undecided probe)"
+    return (
+        f"case bisect: guilty {guilty} ({shown}), found in {result.probes} probe(s) over "
+        f"{len(start.changes)} change(s) ({conclusion.visits} visits, "
+        f"{conclusion.elapsed_s:.0f} s)"
+    )
+
+
+def bisect_lines(outcome: BisectOutcome) -> list[str]:
+    """The bisection as ``case bisect`` prints it: the changes, each probe, the method, the
+    verdicts and how to resolve with them."""
+    start, conclusion = outcome.start, outcome.conclusion
+    lines = [f"  changes ({start.good or 'listed'} → {start.bad or 'listed'}):"]
+    lines += [f"    {i + 1}. {_change(c)}" for i, c in enumerate(start.changes)]
+    lines += [_probe_line(p, start.changes) for p in outcome.probes]
+    unproven = [change_target(start.changes[i]) for i in conclusion.result.unproven]
+    if unproven:
+        lines.append(f"  not shown needed (their removal was undecided): {', '.join(unproven)}")
+    d = outcome.probes[-1].decision if outcome.probes else Decision()
+    lines += [
+        f"  method: {conclusion.result.method}; each probe against the bad state by "
+        f"{d.test}, at most {start.rounds} round(s), each look at α/{start.rounds} "
+        f"(α = {start.alpha:g}, δ = {start.effect:g}); test {start.test}",
+    ]
+    verdicts = [f"{target} {verdict}" for target, verdict in conclusion.verdicts]
+    lines.append(f"  verdicts: {'; '.join(verdicts) or 'none'}")
+    convict = [t for t, v in conclusion.verdicts if v == "convicted"]
+    exonerate = [t for t, v in conclusion.verdicts if v == "exonerated"]
+    if convict or exonerate:
+        flags = [f"--convict {t}" for t in convict] + [f"--exonerate {t}" for t in exonerate]
+        lines.append(
+            f"  resolve with: servelab case resolve {start.case_id} --root-cause ... "
+            + " ".join(flags)
+        )
+    return lines
+
+
+def bisect_json(outcome: BisectOutcome) -> dict[str, Any]:
+    """``case bisect --json``: the records, their ids, and the result in words."""
+    return {**outcome.to_json(), "summary": describe_bisected(outcome.start, outcome.conclusion)}
+
+
+def describe_bisect_event(kind: str, detail: Mapping[str, Any]) -> str:
+    """A bisection's case event (``bisect``, ``probe``, ``bisected``) in the case's timeline."""
+    if kind == BisectRecord.KIND:
+        start = decode(BisectRecord, detail)
+        return f"bisect started: {len(start.changes)} change(s), test {start.test}: " + "; ".join(
+            _change(c) for c in start.changes
+        )
+    if kind == ProbeRecord.KIND:
+        probe = decode(ProbeRecord, detail)
+        applied = ", ".join(str(i + 1) for i in probe.changes) or "none"
+        return (
+            f"bisect probe {probe.number}: changes {applied} applied: {probe.outcome.upper()} "
+            f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
+        )
+    end = decode(BisectConclusion, detail)
+    guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
+    return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"

@@ -28,11 +28,17 @@ from servelab.core.case.model import (
     restore_status,
     timeline,
 )
+from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
 from servelab.ops.case.case import CaseView
-from servelab.report.case import describe_experiment, describe_override, event_error
+from servelab.report.case import (
+    describe_bisect_event,
+    describe_experiment,
+    describe_override,
+    event_error,
+)
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
@@ -149,6 +155,8 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == ExperimentRecord.KIND:
         return describe_experiment(decode(ExperimentRecord, d))
+    if kind in (BisectRecord.KIND, ProbeRecord.KIND, BisectConclusion.KIND):
+        return describe_bisect_event(kind, d)
     if kind == "override":
         return describe_override(d)
     if kind == "resolved":
@@ -193,6 +201,11 @@ def _evidence_line(kind: str, ref_id: int | None, export: LedgerExport) -> str:
     return line or f"{kind} #{ref_id} (not in this ledger)"
 
 
+#: Evidence shown by its note: it names no record of another table (an experiment, a bisection's
+#: probe and end are case events).
+_NOTED = ("note", "experiment", "probe", "bisect")
+
+
 def case_markdown(view: CaseView, export: LedgerExport) -> str:
     """One case: status, suspects and verdicts, evidence, timeline, restore plan and status."""
     case = view.case
@@ -204,7 +217,7 @@ def case_markdown(view: CaseView, export: LedgerExport) -> str:
     out += _suspect_table(case)
     out += ["", "## Evidence", ""]
     out += [
-        f"- {e.at}: " + (f"{e.kind}: {e.note}" if e.kind in ("note", "experiment") else
+        f"- {e.at}: " + (f"{e.kind}: {e.note}" if e.kind in _NOTED else
                          _evidence_line(e.kind, e.ref_id, export))
         for e in case.evidence
     ] or ["(none)"]  # fmt: skip

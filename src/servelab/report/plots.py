@@ -1,5 +1,5 @@
-"""PNG plots of recorded A/B experiments and of where bench runs' TTFT went (bytes; the caller
-saves them).
+"""PNG plots of recorded A/B experiments and tunes, and of where bench runs' TTFT went (bytes; the
+caller saves them).
 
 matplotlib with the Agg canvas set explicitly on each figure (no pyplot, no GUI, no global backend
 switch at import). Output is deterministic for the same input: no timestamps in the PNG metadata.
@@ -12,12 +12,13 @@ import math
 from collections.abc import Mapping, Sequence
 
 from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.ab.tune import TuneState
 from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.stats import mean, sample_std
 from servelab.core.telemetry.traces import PHASES
 from servelab.report.pages import run_phases
 
-__all__ = ["ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot"]
+__all__ = ["ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot", "tune_plot"]
 
 _PNG_METADATA = {"Software": None}
 
@@ -101,3 +102,32 @@ def run_phase_plot(run: BenchRunRecord) -> bytes | None:
     p50 = {name: float(q.get("p50") or 0.0) for name, q in phases.items()}
     conc = (run.summary.get("level") or {}).get("concurrency", "?")
     return ttft_phase_plot([(f"C{conc}", p50)], title=f"Bench run #{run.id}: where the TTFT went")
+
+
+def tune_plot(levels: Sequence[tuple[int, TuneState]], *, title: str) -> bytes:
+    """One panel per concurrency: each arm's value per block (a line that ends where the arm was
+    dropped), the leader's drawn thicker; PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(4.0 * max(len(levels), 1) + 1.0, 4.0), dpi=100)
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, max(len(levels), 1), squeeze=False)[0]
+    for ax, (level, state) in zip(axes, levels, strict=False):
+        leader = state.leader if any(state.values.values()) else None
+        for arm in state.arms:
+            values = state.values[arm]
+            if values:
+                ax.plot(range(1, len(values) + 1), values, marker="o", label=arm,
+                        linewidth=2.5 if arm == leader else 1.0)  # fmt: skip
+        ax.set_xlabel("block")
+        ax.set_ylabel("output tokens/s")
+        ax.set_title(f"C{level}", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata=_PNG_METADATA)
+    return buf.getvalue()

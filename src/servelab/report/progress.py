@@ -15,6 +15,8 @@ from servelab.ops.progress import (
     AbResumed,
     AbVisitStarted,
     ArmSoaked,
+    BisectPlanned,
+    BisectResumed,
     CaseTestPlanned,
     CoRestarting,
     EnvFileRestored,
@@ -23,6 +25,8 @@ from servelab.ops.progress import (
     KnobSetting,
     KnobVerifiedLive,
     LaunchTimedOut,
+    ProbeDecided,
+    ProbeStarted,
     ProbingE2E,
     ProbingHealth,
     ProbingWorkers,
@@ -41,6 +45,12 @@ from servelab.ops.progress import (
     StartCommandOutlived,
     StepFailed,
     StopFailed,
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneResumed,
+    TuneStarted,
+    TuneVisitStarted,
     UnitReloaded,
     UpUndone,
     VerifyingLayers,
@@ -73,6 +83,13 @@ def describe_progress(event: ProgressEvent) -> str:
             return f"e2e probe through {entry}"
         case ProbingWorkers(router=router):
             return f"e2e: every worker reached through {router}"
+        case (
+            TuneStarted() | TuneResumed() | TuneVisitStarted() | TuneEliminated()
+            | TuneLevelStopped() | TuneArmKept()
+        ):  # fmt: skip
+            return _tune(event)
+        case BisectPlanned() | BisectResumed() | ProbeStarted() | ProbeDecided():
+            return _bisect(event)
         case _:
             return _knob(event)
 
@@ -166,6 +183,56 @@ def _case_test(e: CaseTestPlanned) -> str:
         f"({order}), {e.sessions} session(s) x {e.session_rounds} rounds per visit (the "
         f"workload of soak #{e.soak_id})"
     )
+
+
+def _tune(
+    event: TuneStarted | TuneResumed | TuneVisitStarted | TuneEliminated | TuneLevelStopped
+    | TuneArmKept,
+) -> str:  # fmt: skip
+    match event:
+        case TuneStarted(tune_id=tid, arms=arms, levels=levels, max_rounds=most):
+            at = ", ".join(f"C{c}" for c in levels)
+            head = f"tune of {arms} arms at {at}, at most {most} blocks"
+            return (
+                head if tid is None else f"{head}: resume with `tune --resume {tid}` if interrupted"
+            )
+        case TuneResumed(tune_id=tid, kept=kept):
+            return f"resuming tune {tid}: {kept} visit(s) kept"
+        case TuneVisitStarted():
+            e = event
+            at = ", ".join(f"C{c}" for c in e.levels)
+            return (
+                f"block {e.block}/{e.max_rounds}, visit {e.index + 1}/{e.size}: arm {e.arm} ({at})"
+            )
+        case TuneEliminated(level=level, arm=arm, block=block, lost_to=lost_to):
+            return f"C{level}: arm {arm} dropped after block {block}: shown worse than {lost_to}"
+        case TuneLevelStopped(level=level, outcome=outcome, winner=winner):
+            won = f"winner {winner}" if winner is not None else "no winner"
+            return f"C{level}: stopped ({outcome}), {won}"
+        case TuneArmKept(arm=None):
+            return "no arm is best at every level: putting the original values back"
+        case TuneArmKept(arm=arm):
+            return f"keeping the best arm, {arm}"
+        case _:
+            assert_never(event)
+
+
+def _bisect(event: BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided) -> str:
+    match event:
+        case BisectPlanned(case_id=cid, changes=n, test=test, rounds=rounds):
+            return (f"case bisect {cid}: {n} change(s) between good and bad, test {test}, at "
+                    f"most {rounds} round(s) per probe")  # fmt: skip
+        case BisectResumed(case_id=cid, probes=probes):
+            return f"resuming the bisection of case {cid}: {probes} probe(s) kept"
+        case ProbeStarted(number=number, changes=changes):
+            return f"probe {number}: the good state with {', '.join(changes)} against the bad state"
+        case ProbeDecided():
+            e = event
+            return (f"probe {e.number}: {e.outcome.upper()} after {e.rounds} round(s): "
+                    f"{e.failed}/{e.units} failed with the probe, {e.bad_failed}/{e.bad_units} "
+                    f"in the bad state, p = {e.p_value:.3g}")  # fmt: skip
+        case _:
+            assert_never(event)
 
 
 def describe_level(event: BenchProgress) -> str | None:

@@ -247,19 +247,25 @@ def spent(costs: Sequence[VisitCost], rounds: int, gpus: int) -> DesignCost:
 
 
 def fixed_design(
-    costs: Sequence[VisitCost], rounds: int, concurrencies: Sequence[int], gpus: int
+    costs: Sequence[VisitCost],
+    rounds: int,
+    concurrencies: Sequence[int],
+    gpus: int,
+    *,
+    arms: int = 2,
 ) -> DesignCost:
-    """The fixed design of ``rounds`` rounds at every concurrency, priced from the measured
-    visits: the mean overhead per visit plus the mean run time of each concurrency."""
+    """The fixed design of ``rounds`` rounds of ``arms`` visits at every concurrency, priced
+    from the measured visits: the mean overhead per visit plus the mean run time of each
+    concurrency."""
     if not costs:
-        return DesignCost(rounds, 2 * rounds, math.nan, math.nan, True)
+        return DesignCost(rounds, arms * rounds, math.nan, math.nan, True)
     overhead = sum(c.overhead_s for c in costs) / len(costs)
     per_c = []
     for conc in concurrencies:
         runs = [c.bench_s[conc] for c in costs if conc in c.bench_s]
         per_c.append(sum(runs) / len(runs) if runs else math.nan)
-    minutes = 2 * rounds * (overhead + sum(per_c)) / 60.0
-    return DesignCost(rounds, 2 * rounds, minutes, minutes * gpus, True)
+    minutes = arms * rounds * (overhead + sum(per_c)) / 60.0
+    return DesignCost(rounds, arms * rounds, minutes, minutes * gpus, True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,9 +3,10 @@
 The evidence of a case about one target, newest first:
 
 1. **An experiment** (``case test``, :class:`~servelab.core.case.experiment.ExperimentRecord`) on
-the
-   target that decided (convicted or exonerated). The newest such one is *the* evidence: a
-   conviction it contradicts, or an exoneration it contradicts, is refused.
+   the target that decided (convicted or exonerated), or **a bisection** (``case bisect``,
+   :class:`~servelab.core.case.probe.BisectConclusion`) that gave the target a verdict. The newest
+   such one is *the* evidence: a conviction it contradicts, or an exoneration it contradicts, is
+   refused.
 2. Without a decisive experiment, **a soak pair** among the case's soaks: one that failed with the
    knob at one value and one that passed with it at another, nothing else changed (the same
    workload — sessions, rounds, connection, think time, tokens, words, seed, idle timeout —, the
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
+from servelab.core.case.probe import BisectConclusion
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 from servelab.core.soak.result import SoakConfig
@@ -90,6 +92,21 @@ def experiments_of(
     return out
 
 
+def _decisions(
+    events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence]
+) -> list[tuple[int, str, str]]:
+    """``(evidence id, target, verdict)`` of every decisive experiment and every verdict of a
+    bisection, oldest first."""
+    found = [(eid, x.target, x.outcome) for eid, x in experiments_of(events, evidence)
+             if x.outcome != INCONCLUSIVE]  # fmt: skip
+    by_event = {e.ref_id: e.id for e in evidence if e.kind == "bisect"}
+    for event in events:
+        if event.kind == BisectConclusion.KIND and event.id in by_event:
+            verdicts = decode(BisectConclusion, event.detail).verdicts
+            found += [(by_event[event.id], target, verdict) for target, verdict in verdicts]
+    return sorted(found, key=lambda d: d[0])
+
+
 def _other_knobs(soak: SoakRunRecord, service: str, knob: str) -> dict[str, str | None]:
     knobs = dict(soak.result.config.knobs)
     knobs.pop(f"{service}/{knob}", None)
@@ -146,13 +163,13 @@ def _knob_of(target: str) -> tuple[str, str] | None:
 def _judge(
     target: str,
     verdict: str,
-    experiments: Sequence[tuple[int, ExperimentRecord]],
+    decisions: Sequence[tuple[int, str, str]],
     soaks: Sequence[tuple[int, SoakRunRecord]],
 ) -> Refusal | None:
-    decisive = [(i, x) for i, x in experiments if x.target == target and x.outcome != INCONCLUSIVE]
+    decisive = [(i, outcome) for i, t, outcome in decisions if t == target]
     if decisive:
         eid, newest = decisive[-1]
-        if newest.outcome == verdict:
+        if newest == verdict:
             return None
         return Refusal(target, verdict, WHY_EXPERIMENT_CONTRADICTS, (eid,))
     knob = _knob_of(target)
@@ -174,7 +191,7 @@ def refusals(
 
     ``soaks``: the recorded soaks by id (those the case's evidence names are read).
     """
-    experiments = experiments_of(events, evidence)
+    decisions = _decisions(events, evidence)
     mine = [
         (e.id, soaks[e.ref_id])
         for e in evidence
@@ -184,7 +201,7 @@ def refusals(
     for target, verdict in verdicts.items():
         if verdict not in (CONVICTED, EXONERATED):
             continue
-        refusal = _judge(target, verdict, experiments, mine)
+        refusal = _judge(target, verdict, decisions, mine)
         if refusal is not None:
             out.append(refusal)
     return out

@@ -100,7 +100,10 @@ __all__ = [
 #: Rows read per query by the streaming readers (:meth:`Ledger.iter_bench_records`, ...).
 READ_BATCH = 2000
 
-_EVIDENCE_KINDS = frozenset({"run", "verify", "soak", "ab", "note", "experiment"})
+#: ``experiment``: a ``case test``; ``probe``, ``bisect``: a ``case bisect``'s probe and its end.
+_EVIDENCE_KINDS = frozenset(
+    {"run", "verify", "soak", "ab", "note", "experiment", "probe", "bisect"}
+)  # fmt: skip
 
 
 class Ledger(LedgerFile):

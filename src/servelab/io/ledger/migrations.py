@@ -113,8 +113,27 @@ CREATE INDEX spans_by_soak ON spans(soak_id, id) WHERE soak_id IS NOT NULL;
 CREATE INDEX spans_by_request ON spans(request_id) WHERE request_id IS NOT NULL;
 """
 
+# Version 6: tunes (``servelab tune``). ``tune_runs``: one row per tune started, its knobs as text
+# (``decode:NAME,...``, for listing), its config and the knobs' values before it (JSON), where it
+# stands (``running``/``interrupted``/``finished``) and, once finished, its result (the
+# :class:`~servelab.core.ab.tunerun.TuneRecord`). ``tune_visits``: every finished visit, saved as
+# it ends, so ``tune --resume`` continues without measuring a visit twice (the state is replayed
+# from them). A/B's tables do not fit: ``ab_runs`` holds one knob at two values.
+_V6_TUNES = """
+CREATE TABLE tune_runs (
+    id INTEGER PRIMARY KEY, at TEXT NOT NULL, knobs TEXT NOT NULL, config TEXT NOT NULL,
+    original TEXT NOT NULL, status TEXT NOT NULL, result TEXT
+);
+CREATE TABLE tune_visits (
+    tune_id INTEGER NOT NULL REFERENCES tune_runs(id) ON DELETE CASCADE,
+    position INTEGER NOT NULL, visit TEXT NOT NULL, PRIMARY KEY (tune_id, position)
+);
+"""
+
 #: Migration ``i + 1`` is ``MIGRATIONS[i]``.
-MIGRATIONS: tuple[str, ...] = (_V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS)
+MIGRATIONS: tuple[str, ...] = (
+    _V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS, _V6_TUNES
+)  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

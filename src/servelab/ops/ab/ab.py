@@ -3,7 +3,8 @@
 For each visit of an arm: set the knob in the env file (with a backup), co-restart the service and
 its dependents in order, then prove the value is live (config and live layers of ``verify``, and
 the value read back from ``/proc/PID/environ``) — an arm that is not live is not measured. Then
-benchmark through the router. A round is one visit of each arm, in a counterbalanced order (ABBA
+benchmark through the router. Both steps are :mod:`servelab.ops.arm`'s, which ``tune`` and
+``case bisect`` share. A round is one visit of each arm, in a counterbalanced order (ABBA
 or a seeded random order per round, :mod:`servelab.core.ab.design`), so slow drift of the machine
 cancels instead of biasing one arm. At the end the original value is restored (unless ``keep``).
 
@@ -30,55 +31,25 @@ from dataclasses import replace
 from servelab.core.ab.design import BASELINE, visit_plan
 from servelab.core.ab.result import AbResult, ArmVisit, conclude, undecided_levels
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.arguments import argument_knob
-from servelab.ops.bench.bench import BenchProgressFn, run_bench
+from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.bench.bench import BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.deploy.deploy import restart
-from servelab.ops.knob import get_knob, live_knob, set_knob
-from servelab.ops.progress import (
-    AbJournalStarted,
-    AbResumed,
-    AbVisitStarted,
-    KnobRestoring,
-    KnobVerifiedLive,
-)
-from servelab.ops.telemetry.tracing import trace_collector
-from servelab.ops.telemetry.watch import metrics_plan
-from servelab.ops.verify.verify import verify
+from servelab.ops.knob import get_knob
+from servelab.ops.progress import AbJournalStarted, AbResumed, AbVisitStarted, KnobRestoring
 
 __all__ = ["resume_ab", "run_ab"]
-
-
-def _router_url(op: Operation) -> str:
-    name = op.spec.router_name or op.spec.entry_point
-    return op.spec.services[name].url
 
 
 async def _make_live(
     op: Operation, cfg: AbConfig, value: str | None, reason: str
 ) -> tuple[int | None, str | None]:
-    """Set the knob, co-restart, and prove it live end to end; raise when it is not."""
-    value = argument_knob(op, cfg.knob).normalize(value)  # a flag's ``true`` is ``on``
-    await set_knob(op, cfg.service, cfg.knob, value, reason=reason)
-    report = await restart(op, [cfg.service], verify_after=False)
-    if not report.ok:
-        failed = [s.service for s in report.steps if not s.ok]
-        raise BenchError(f"restart for arm {value} failed ({', '.join(failed)}): arm not measured")
-    # e2e too: it proves the KV path works with this value and pays the cold first request, which
-    # would otherwise land in the measurement.
-    proof = await verify(op.quiet(), [cfg.service], layers=("config", "live", "e2e"))
-    live = await live_knob(op, cfg.service, cfg.knob)  # read back from /proc/PID/environ|cmdline
-    if not proof.ok or live != value:
-        failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
-        reasons = "; ".join(failed) or f"live value {live!r}"
-        raise BenchError(f"arm {cfg.knob}={value} is not live ({reasons}): arm not measured")
-    op.say(KnobVerifiedLive(cfg.service, cfg.knob, value, proof.verification_id))
-    return proof.verification_id, live
+    """The arm at ``value`` made live (:func:`servelab.ops.arm.make_live`): its proof."""
+    arm = await make_live(op, [Setting(cfg.service, cfg.knob, value)], reason)
+    return arm.verification_id, arm.live[0]
 
 
 async def _measure(
@@ -90,32 +61,10 @@ async def _measure(
 ) -> ArmVisit:
     """One bench run per concurrency through the router, each timed: ``visit`` measured."""
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
-    plan = await metrics_plan(op)
-    decodes = op.spec.by_role("decode")
-    throughput: dict[int, float] = {}
-    bench_s: dict[int, float] = {}
-    served: dict[int, float] = {}
-    run_ids: list[int] = []
-    failed = 0
-    for conc in levels:
-        bench = replace(cfg.bench, url=_router_url(op), concurrencies=(conc,), repeat=1,
-                        label=label)  # fmt: skip
-        t0 = time.monotonic()
-        result = await run_bench(bench, progress=bench_progress, ledger=op.ledger, metrics=plan,
-                                 traces=trace_collector(op.spec))  # fmt: skip
-        bench_s[conc] = time.monotonic() - t0
-        run_ids += [r.run_id for r in result.runs if r.run_id is not None]
-        failed += result.n_failed
-        for lvl in result.levels:
-            # The steady state (every slot busy) when the run had one; else the whole run.
-            steady = lvl.steady_throughput
-            throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
-        counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
-        if counted and counted[-1] is not None:
-            served[conc] = counted[-1]
-    return replace(visit, throughput=throughput, failed_requests=failed,
-                   bench_run_ids=tuple(run_ids), bench_s=bench_s,
-                   server_throughput=served)  # fmt: skip
+    got = await measure(op, cfg.bench, levels, label, bench_progress)
+    return replace(visit, throughput=got.throughput, failed_requests=got.failed_requests,
+                   bench_run_ids=got.bench_run_ids, bench_s=got.bench_s,
+                   server_throughput=got.server_throughput)  # fmt: skip
 
 
 async def _visit(

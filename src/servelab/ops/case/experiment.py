@@ -66,7 +66,14 @@ from servelab.ops.progress import (
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 
-__all__ = ["CaseTestConfig", "CaseTestOutcome", "failed_sessions", "run_case_test"]
+__all__ = [
+    "CaseTestConfig",
+    "CaseTestOutcome",
+    "failed_sessions",
+    "failing_workload",
+    "run_case_test",
+    "soak_targets",
+]
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,7 @@ def failed_sessions(result: SoakResult) -> int:
     return sum(s.stalled or s.error is not None or s.rounds_done < rounds for s in sessions)
 
 
-def _workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, SoakConfig]:
+def failing_workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, SoakConfig]:
     """The case's newest failing soak and the config to replay it with (its own knobs left
     out: a visit records what it runs with)."""
     soaks = [ledger.get_soak(e.ref_id) for e in case.evidence if e.kind == "soak" and e.ref_id]
@@ -134,7 +141,8 @@ def _workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, So
     return newest.id, config
 
 
-def _targets(op: Operation) -> Targets:
+def soak_targets(op: Operation) -> Targets:
+    """Where a replayed soak goes: the entry point, the router behind it."""
     spec = op.spec
     router = spec.router_name
     router_url = spec.services[router].url.rstrip("/") if router else None
@@ -157,7 +165,7 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
                 f"{target} cannot be bypassed: only the entry point in front of the router "
                 f"(here: {entry}) is tested by sending the workload straight to the router"
             )
-        router = _targets(op).router_url
+        router = soak_targets(op).router_url
         return _Arms(target, spec.services[entry].url.rstrip("/"), router, None)
     service = str(target.service)
     found = await get_knob(op, service, target.name)
@@ -197,7 +205,7 @@ async def _visit(
     rnd, arm = visit
     value = arms.suspect if arm == ARM_SUSPECT else arms.revert
     started = time.monotonic()
-    targets = _targets(op)
+    targets = soak_targets(op)
     verification_id = None
     if arms.target.kind == "knob":
         why = f"case {cfg.case_id}: test of {arms.target}, arm {arm}, round {rnd + 1}"
@@ -235,7 +243,7 @@ async def run_case_test(
     """Run the experiment, record it on the case, and return it (see the module docstring)."""
     started = time.monotonic()
     case = load_case(ledger, cfg.case_id)
-    soak_id, workload = _workload(ledger, case, cfg.sessions)
+    soak_id, workload = failing_workload(ledger, case, cfg.sessions)
     async with operation(where, ledger=ledger, progress=progress) as op:
         arms = await _arms(op, ledger, case, cfg)
         order = abba_order(cfg.rounds)

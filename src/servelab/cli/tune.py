@@ -1,0 +1,246 @@
+"""``servelab tune``: the best of several settings, by blocks of live-verified arms and elimination.
+
+``--resume ID`` picks an interrupted tune up, ``--plan`` sizes one from the recorded A/Bs,
+``--keep best`` leaves the arm the concurrencies agree on live."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+import click
+
+from servelab.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    SpecAndLedger,
+    bench_levels,
+    console,
+    err_console,
+    ledger_option,
+    print_json,
+    run,
+    say,
+    show_progress,
+    spec_option,
+)
+from servelab.cli.options import (
+    CONCURRENCY,
+    DEADLINE,
+    IDLE_TIMEOUT,
+    RAMP,
+    RATE,
+    REQUESTS,
+    WARMUP,
+    WORKERS,
+    Default,
+    OutputOptions,
+    Parsed,
+    WorkloadOptions,
+    output_options,
+    workload_options,
+)
+from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
+from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
+from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
+from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
+from servelab.io.files import write_atomic
+from servelab.io.ledger.journal import SessionStatus
+from servelab.io.ledger.tunes import TuneStore
+from servelab.ops.ab.tune import DEFAULT_MAX_ROUNDS, TuneConfig, plan_tune, resume_tune, run_tune
+from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.context import Operation
+from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
+
+__all__ = ["register"]
+
+#: ``tune``'s own defaults of the shared load options.
+TUNE_LOAD = {
+    "concurrencies": Default("64,96", "the reference incident's levels where the knob mattered"),
+    "requests": Default("256", "a steady state at C96 needs a few requests per user"),
+    "warmup": Default("4", "every visit follows a co-restart, so its first requests are cold"),
+}
+
+
+async def _tune(where: SpecAndLedger, cfg: TuneConfig | None, resume: int | None) -> TuneRecord:
+    if cfg is not None:
+        for k in cfg.knobs:
+            where.spec().spec.service(k.service)  # unknown service: SpecError (exit 2), nothing run
+    loaded = where.deployment()
+    with where.ledger() as ledger:
+        async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
+            if cfg is None:
+                return await resume_tune(
+                    op, resume or 0, ledger=ledger, bench_progress=bench_levels
+                )
+            return await run_tune(op, cfg, bench_progress=bench_levels)
+
+
+def _check_resume(where: SpecAndLedger, resume: int) -> None:
+    """Refuse an unknown or finished tune id before anything runs (exit 2)."""
+    with where.ledger() as ledger:
+        stored = TuneStore(ledger).get(resume)
+    if stored is None:
+        raise click.BadParameter(f"no tune {resume} in the ledger", param_hint="--resume")
+    if stored.status == SessionStatus.FINISHED:
+        raise click.BadParameter(f"tune {resume} is already finished", param_hint="--resume")
+
+
+def _write(out: Path, record: TuneRecord) -> list[Path]:
+    stem = f"tune-{record.tune_id or 'run'}"
+    files = {out / f"{stem}.md": tune_markdown(record).encode(),
+             out / f"{stem}.png": tune_png(record)}  # fmt: skip
+    for path, data in files.items():
+        write_atomic(path, data)
+    return list(files)
+
+
+def _print(output: OutputOptions, record: TuneRecord) -> None:
+    files = _write(output.export, record) if output.export else []
+    if output.as_json:
+        print_json(tune_json(record, [str(f) for f in files]))
+    else:
+        console.print(tune_markdown(record), markup=False, highlight=False, soft_wrap=True)
+        for path in files:
+            say(f"wrote {path}")
+
+
+@click.command("tune")
+@spec_option
+@click.option(
+    "--knob", "knobs", multiple=True, type=Parsed(KNOB_VALUES_FORM, parse_knob_values),
+    help="A knob and the values to try, e.g. decode:SGLANG_SM120_MMA_TARGET_CTAS=256,384,512; "
+    "repeat for a grid (every combination is an arm).",
+)  # fmt: skip
+@CONCURRENCY.option(TUNE_LOAD["concurrencies"])
+@REQUESTS.option(TUNE_LOAD["requests"])
+@WARMUP.option(TUNE_LOAD["warmup"])
+@RAMP.option()
+@RATE.option()
+@DEADLINE.option()
+@IDLE_TIMEOUT.option()
+@WORKERS.option()
+@workload_options()
+@click.option(
+    "--metric", type=click.Choice([m.value for m in TuneMetric]),
+    default=TuneMetric.THROUGHPUT.value, show_default=True,
+    help="What to maximize at each concurrency (output tok/s, steady state).",
+)  # fmt: skip
+@click.option(
+    "--max-rounds", default=DEFAULT_MAX_ROUNDS, show_default=True, type=click.IntRange(3),
+    help="Most blocks (each visits every arm still in the running once).",
+)  # fmt: skip
+@click.option(
+    "--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+    help="Stop before a block that would outrun this many minutes of visits.",
+)  # fmt: skip
+@click.option(
+    "--margin", type=Parsed("FRACTION", parse_fraction), default="5%", show_default=True,
+    help="Equivalence margin, e.g. 1%. Default here: a smaller difference is not worth a "
+    "co-restart.",
+)  # fmt: skip
+@click.option(
+    "--alpha", default=0.05, show_default=True, type=click.FloatRange(0.001, 0.5),
+    help="Family-wise error rate of every statement the tune makes.",
+)  # fmt: skip
+@click.option(
+    "--boundary", type=click.Choice([b.value for b in BOUNDARIES]), default=DEFAULT_BOUNDARY.value,
+    show_default=True,
+    help="Stopping rule: pocock (repeated intervals, --max-rounds looks) or lai (any looks).",
+)  # fmt: skip
+@click.option(
+    "--order", type=click.Choice(TUNE_ORDERS), default=ORDER_WILLIAMS, show_default=True,
+    help="Visit order within blocks: williams (balanced for drift and carry-over) or random.",
+)  # fmt: skip
+@click.option(
+    "--order-seed", default=0, show_default=True, type=int,
+    help="Seed of the block order (which arm takes which place).",
+)  # fmt: skip
+@click.option(
+    "--gpus", default=1, show_default=True, type=click.IntRange(1),
+    help="GPUs the deployment holds (prices GPU-minutes).",
+)  # fmt: skip
+@click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
+@click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
+@click.option(
+    "--effect", type=Parsed("FRACTION", parse_fraction), default="5%", show_default=True,
+    help="--plan: the change to detect.",
+)  # fmt: skip
+@click.option(
+    "--keep", type=click.Choice(["best"]), default=None,
+    help="Leave the best arm live (else the original values are put back).",
+)  # fmt: skip
+@output_options()
+@ledger_option
+def tune_command(
+    spec_path: Path | None,
+    knobs: tuple[KnobValues, ...],
+    concurrencies: tuple[int, ...],
+    requests: int,
+    warmup: int,
+    ramp_s: float | None,
+    rate: float | None,
+    deadline_s: float | None,
+    idle_timeout_s: float,
+    workers: int,
+    workload: WorkloadOptions,
+    metric: str,
+    max_rounds: int,
+    max_minutes: float | None,
+    margin: float,
+    alpha: float,
+    boundary: str,
+    order: str,
+    order_seed: int,
+    gpus: int,
+    resume: int | None,
+    plan: bool,
+    effect: float,
+    keep: str | None,
+    output: OutputOptions,
+    ledger_path: Path | None,
+) -> None:
+    """Find the best setting: arms in blocks, each made live and proven; the worse dropped."""
+    if resume is None and not knobs:
+        raise click.UsageError(f"--knob {KNOB_VALUES_FORM} is required (or --resume)")
+    where = SpecAndLedger(spec_path, ledger_path)
+    cfg = None
+    if knobs:
+        # The template of every measurement: at the spec's router, one run per level and visit.
+        bench = BenchConfig(
+            url="", concurrencies=concurrencies, requests=requests, warmup=warmup, ramp_s=ramp_s,
+            rate=rate, deadline_s=deadline_s, idle_timeout_s=idle_timeout_s, workers=workers,
+            input_len=workload.input_len, output_len=workload.output_len, seed=workload.seed,
+            endpoint=workload.endpoint,
+        )  # fmt: skip
+        try:
+            cfg = TuneConfig(
+                tuple(TuneKnob(k.service, k.name, k.values) for k in knobs), bench,
+                TuneMetric(metric), alpha, margin, max_rounds, max_minutes, Boundary(boundary),
+                order, order_seed, gpus, keep == "best",
+            )  # fmt: skip
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+    if plan:
+        if cfg is None:
+            raise click.UsageError(f"--plan needs --knob {KNOB_VALUES_FORM}")
+        with where.ledger() as ledger:
+            sized = plan_tune(ledger, cfg, effect=effect)
+        if output.as_json:
+            print_json(dataclasses.asdict(sized))
+        else:
+            console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
+        sys.exit(EXIT_OK)
+    if resume is not None:
+        _check_resume(where, resume)
+    record = run(_tune(where, None if resume is not None else cfg, resume))
+    _print(output, record)
+    failed = sum(v.failed_requests for v in record.visits)
+    if failed:
+        err_console.print(f"{failed} request(s) failed during the tune", style="red")
+    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+
+
+def register(group: click.Group) -> None:
+    group.add_command(tune_command)

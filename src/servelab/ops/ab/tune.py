@@ -1,0 +1,365 @@
+"""``servelab tune``: the best setting among K, by blocks of live-verified arms and elimination.
+
+The arms are every combination of the knobs' values (:func:`servelab.core.ab.tunerun.grid`). A
+block visits every arm still in the running, in a seeded Williams order; each visit is an arm made
+live and measured exactly as ``ab`` does it (:mod:`servelab.ops.arm`: set, co-restart, proven
+live, one bench run per concurrency through the router). After each block the rule of
+:mod:`servelab.core.ab.tune` drops, at each concurrency, the arms shown worse than the leader, and
+stops a concurrency once one arm is left, none can beat the leader by the margin, or
+``max_rounds`` blocks ran; the tune ends when every concurrency has stopped, or before a block
+that would outrun ``max_minutes`` (priced at the mean visit so far).
+
+Every finished visit is saved as it ends (:class:`~servelab.io.ledger.tunes.TuneStore`), so an
+interrupted tune resumes with :func:`resume_tune` from the next visit of its block; its state is
+replayed from the visits (:func:`servelab.core.ab.tunerun.replay`). At the end the knobs' original
+values are put back and proven live, unless ``keep_best`` and the concurrencies agree on a best arm
+(:func:`~servelab.core.ab.tunerun.agreed_best`): that arm is made live and left. Interrupted, the
+originals are put back too. The result is the one tune record,
+:class:`~servelab.core.ab.tunerun.TuneRecord`, stored in the ledger as it is.
+
+:func:`plan_tune` (``tune --plan``) runs nothing: from the noise of the A/Bs recorded for the
+service it simulates the rule (:func:`servelab.core.ab.tune.check_rule`) with one arm better than
+the others by the effect asked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, replace
+
+from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
+from servelab.core.ab.tune import (
+    ORDER_WILLIAMS,
+    TUNE_ORDERS,
+    RuleCheck,
+    TuneOutcome,
+    TuneRule,
+    check_rule,
+)
+from servelab.core.ab.tunerun import (
+    NextBlock,
+    TuneKnob,
+    TuneMetric,
+    TuneRecord,
+    conclude_tune,
+    grid,
+    level_rule,
+    objective_value,
+    replay,
+)
+from servelab.core.ledger.codec import decode, encode
+from servelab.errors import BenchError, ServelabError
+from servelab.io.ledger.journal import SessionStatus
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tunes import TuneStore
+from servelab.ops.ab.plan import plan_ab
+from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.knob import get_knob
+from servelab.ops.progress import (
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneResumed,
+    TuneStarted,
+    TuneVisitStarted,
+)
+
+__all__ = [
+    "DEFAULT_MAX_ROUNDS",
+    "LevelPlan",
+    "TuneConfig",
+    "TunePlan",
+    "plan_tune",
+    "resume_tune",
+    "run_tune",
+]
+
+DEFAULT_MAX_ROUNDS = 12
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """The knobs and their values, the measurement's template ``bench`` (its ``url`` replaced by
+    the router's, its ``repeat`` by 1 per visit; its concurrencies are the levels), the metric,
+    and the rule's settings: family-wise ``alpha``, the ``margin`` (0.05: 5%), ``max_rounds``
+    blocks, ``max_minutes`` of visits, the ``boundary`` and the ``order`` with its seed. ``gpus``
+    prices a minute; ``keep_best`` leaves the best arm live. Stored through the codec."""
+
+    knobs: tuple[TuneKnob, ...]
+    bench: BenchConfig
+    metric: TuneMetric = TuneMetric.THROUGHPUT
+    alpha: float = 0.05
+    margin: float = 0.05
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    max_minutes: float | None = None
+    boundary: Boundary = DEFAULT_BOUNDARY
+    order: str = ORDER_WILLIAMS
+    order_seed: int = 0
+    gpus: int = 1
+    keep_best: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "metric", TuneMetric(self.metric))
+        object.__setattr__(self, "boundary", Boundary(self.boundary))
+        if not self.knobs:
+            raise ValueError("a tune needs a knob")
+        if len({(k.service, k.knob) for k in self.knobs}) != len(self.knobs):
+            raise ValueError("each knob once")
+        if self.max_minutes is not None and not self.max_minutes > 0:
+            raise ValueError("max_minutes must be > 0")
+        if self.order not in TUNE_ORDERS:
+            raise ValueError(f"unknown order {self.order!r}: one of {', '.join(TUNE_ORDERS)}")
+        self.rule()  # the rule's own checks (alpha, margin, max_rounds)
+
+    def rule(self) -> TuneRule:
+        return TuneRule(self.alpha, self.margin, self.max_rounds, self.boundary, self.order,
+                        self.order_seed)  # fmt: skip
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        return self.bench.concurrencies
+
+    @property
+    def names(self) -> str:
+        """The knobs as a listing shows them: ``decode:NAME,decode:--x``."""
+        return ",".join(f"{k.service}:{k.knob}" for k in self.knobs)
+
+    def record(
+        self, original: tuple[str | None, ...], *, tune_id: int | None, resumed: bool = False
+    ) -> TuneRecord:
+        """The tune before its first visit."""
+        return TuneRecord(self.knobs, grid(self.knobs), self.metric, self.levels, self.rule(),
+                          gpus=self.gpus, max_minutes=self.max_minutes, original=original,
+                          tune_id=tune_id, resumed=resumed)  # fmt: skip
+
+    def settings(self, values: tuple[str | None, ...]) -> list[Setting]:
+        """The knobs at ``values`` (in the knobs' order)."""
+        return [Setting(k.service, k.knob, v) for k, v in zip(self.knobs, values, strict=True)]
+
+
+# -- running ------------------------------------------------------------------------------------
+
+
+def _live_label(cfg: TuneConfig, live: tuple[str | None, ...]) -> str | None:
+    if len(live) == 1:
+        return live[0]
+    return ", ".join(f"{k.knob}={v}" for k, v in zip(cfg.knobs, live, strict=True))
+
+
+async def _visit(
+    op: Operation,
+    cfg: TuneConfig,
+    record: TuneRecord,
+    block: NextBlock,
+    index: int,
+    bench_progress: BenchProgressFn | None,
+) -> ArmVisit:
+    """The arm ``block.order[index]`` made live and measured at the levels it still runs at."""
+    label = block.order[index]
+    levels = block.levels[label]
+    op.say(TuneVisitStarted(block.block, cfg.max_rounds, index, len(block.order), label, levels))
+    t0 = time.monotonic()
+    tune = "tune" if record.tune_id is None else f"tune {record.tune_id}"
+    why = f"{tune}: arm {label}, block {block.block}"
+    live = await make_live(op, cfg.settings(record.arm(label).values), why)
+    overhead = time.monotonic() - t0
+    got = await measure(op, cfg.bench, levels, f"tune {cfg.names}={label} block {block.block}",
+                        bench_progress)  # fmt: skip
+    visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
+                     got.throughput, got.failed_requests, got.bench_run_ids, len(record.visits),
+                     "→".join(block.order), overhead, got.bench_s,
+                     got.server_throughput)  # fmt: skip
+    missing = [c for c in levels if objective_value(cfg.metric, visit, c) is None]
+    if missing:
+        at = ", ".join(f"C{c}" for c in missing)
+        raise BenchError(
+            f"arm {label} measured no {cfg.metric} at {at} ({got.failed_requests} request(s) "
+            "failed): the tune stops here, its visits so far kept"
+        )
+    return visit
+
+
+def _over_budget(cfg: TuneConfig, record: TuneRecord, block: NextBlock) -> bool:
+    """Whether the rest of ``block``, priced at the mean visit so far, outruns ``max_minutes``."""
+    if cfg.max_minutes is None or not record.visits:
+        return False
+    seconds = [v.cost.seconds for v in record.visits]
+    left = sum(1 for a in block.order if not _done(record, block, a))
+    return (sum(seconds) + left * sum(seconds) / len(seconds)) / 60.0 > cfg.max_minutes
+
+
+def _done(record: TuneRecord, block: NextBlock, arm: str) -> bool:
+    return any(v.round == block.block - 1 and v.arm == arm for v in record.visits)
+
+
+def _tell(op: Operation, before: TuneRecord, after: TuneRecord) -> None:
+    """Progress: the eliminations and stops the last block brought."""
+    rule, levels = after.rule, after.levels
+    old, _ = replay(after.labels, rule, levels, after.metric, before.visits)
+    new, _ = replay(after.labels, rule, levels, after.metric, after.visits)
+    for level, state in new.items():
+        for e in state.eliminations[len(old[level].eliminations) :]:
+            op.say(TuneEliminated(level, e.arm, e.block, e.lost_to))
+        if state.done and not old[level].done:
+            claims = state.outcome in (TuneOutcome.BEST, TuneOutcome.WITHIN_MARGIN)
+            op.say(TuneLevelStopped(level, state.outcome, state.leader if claims else None))
+
+
+async def _blocks(
+    op: Operation,
+    cfg: TuneConfig,
+    record: TuneRecord,
+    store: TuneStore | None,
+    bench_progress: BenchProgressFn | None,
+) -> TuneRecord:
+    """Run blocks until every level has stopped (or the time budget would be outrun); each
+    visit saved as it ends. Returns the record with every visit."""
+    while True:
+        _, block = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
+        if block is None:
+            return record
+        if _over_budget(cfg, record, block):
+            return replace(record, time_budget_hit=True)
+        before = record
+        for index, arm in enumerate(block.order):
+            if _done(record, block, arm):
+                continue  # finished before an interruption: kept
+            visit = await _visit(op, cfg, record, block, index, bench_progress)
+            if store is not None and record.tune_id is not None:
+                store.add_visit(record.tune_id, visit.position, visit)
+            record = replace(record, visits=(*record.visits, visit))
+        _tell(op, before, record)
+
+
+async def _leave(op: Operation, cfg: TuneConfig, record: TuneRecord) -> TuneRecord:
+    """The best arm made live and left (``keep_best``), else the original values put back."""
+    if cfg.keep_best:
+        op.say(TuneArmKept(record.best))
+        if record.best is not None:
+            await make_live(op, cfg.settings(record.arm(record.best).values), "tune: keep best")
+            return replace(record, kept=record.best)
+    await _restore(op, cfg, record)
+    return replace(record, restored=True)
+
+
+async def _restore(op: Operation, cfg: TuneConfig, record: TuneRecord) -> None:
+    await make_live(op, cfg.settings(record.original), "tune: restore the original values")
+
+
+async def _run(
+    op: Operation,
+    cfg: TuneConfig,
+    record: TuneRecord,
+    store: TuneStore | None,
+    bench_progress: BenchProgressFn | None,
+) -> TuneRecord:
+    """The blocks, then the knobs left as asked; the record worked out and stored."""
+    try:
+        record = conclude_tune(await _blocks(op, cfg, record, store, bench_progress))
+    except BaseException:
+        # Put the original values back, but never hide why the tune stopped.
+        with contextlib.suppress(ServelabError):
+            await _restore(op, cfg, record)
+        if store is not None and record.tune_id is not None:
+            with contextlib.suppress(ServelabError):
+                store.set_status(record.tune_id, SessionStatus.INTERRUPTED)
+        raise
+    record = await _leave(op, cfg, record)
+    if store is not None and record.tune_id is not None:
+        store.finish(record.tune_id, record)
+    return record
+
+
+async def run_tune(
+    target: SpecOrOperation,
+    cfg: TuneConfig,
+    *,
+    ledger: Ledger | None = None,
+    progress: Progress | None = None,
+    bench_progress: BenchProgressFn | None = None,
+) -> TuneRecord:
+    """Run the tune (see the module docstring); recorded in the operation's ledger, if any."""
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        original = tuple([await get_knob(op, k.service, k.knob) for k in cfg.knobs])
+        store = TuneStore(op.ledger) if op.ledger is not None else None
+        tune_id = None
+        if store is not None:
+            tune_id = store.start(knobs=cfg.names, config=encode(cfg), original=original)
+        op.say(TuneStarted(tune_id, len(grid(cfg.knobs)), cfg.levels, cfg.max_rounds))
+        return await _run(op, cfg, cfg.record(original, tune_id=tune_id), store, bench_progress)
+
+
+async def resume_tune(
+    target: SpecOrOperation,
+    tune_id: int,
+    *,
+    ledger: Ledger,
+    progress: Progress | None = None,
+    bench_progress: BenchProgressFn | None = None,
+) -> TuneRecord:
+    """Pick up tune ``tune_id``: keep its finished visits, run the rest."""
+    store = TuneStore(ledger)
+    stored = store.get(tune_id)
+    if stored is None:
+        raise BenchError(f"no tune {tune_id} in {ledger.path}")
+    if stored.status == SessionStatus.FINISHED:
+        raise BenchError(f"tune {tune_id} is already finished")
+    cfg = decode(TuneConfig, stored.config)
+    record = replace(cfg.record(stored.original, tune_id=tune_id, resumed=True),
+                     visits=stored.visits)  # fmt: skip
+    async with operation(target, ledger=ledger, progress=progress) as op:
+        op.say(TuneResumed(tune_id, len(stored.visits)))
+        return await _run(op, cfg, record, store, bench_progress)
+
+
+# -- planning -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LevelPlan:
+    """One level: the recorded noise (the SD of the per-round log ratio, measured or bounded,
+    :attr:`~servelab.core.ab.design.Noise.sd_log_ratio`) and the rule simulated on it (None: no
+    recorded noise to simulate from)."""
+
+    level: int
+    sd_log_ratio: float
+    check: RuleCheck | None
+
+
+@dataclass(frozen=True)
+class TunePlan:
+    """``tune --plan``: for ``arms`` arms, one better than the others by ``effect``, what the
+    rule takes at each level (``runs`` seeded simulated tunes), from the noise of the A/Bs
+    ``ab_ids``."""
+
+    arms: int
+    effect: float
+    runs: int
+    ab_ids: tuple[int, ...]
+    levels: tuple[LevelPlan, ...]
+
+
+def plan_tune(ledger: Ledger, cfg: TuneConfig, *, effect: float, runs: int = 200) -> TunePlan:
+    """The plan for ``cfg``'s arms (see the module docstring); nothing is run."""
+    first = cfg.knobs[0]
+    recorded = plan_ab(ledger, service=first.service,
+                       knob=first.knob if len(cfg.knobs) == 1 else None,
+                       concurrencies=cfg.levels, effect=effect, max_rounds=cfg.max_rounds,
+                       seed=cfg.order_seed, boundary=cfg.boundary)  # fmt: skip
+    labels = [a.label for a in grid(cfg.knobs)]
+    means = dict.fromkeys(labels, -math.log1p(effect)) | {labels[-1]: 0.0}
+    rule = level_rule(cfg.rule(), len(cfg.levels))
+    plans = []
+    for noise in recorded.noise:
+        sd = noise.sd_log_ratio
+        check = None
+        if math.isfinite(sd) and sd > 0:
+            # A block's log ratio is the difference of two visits: its SD is sqrt(2) a visit's.
+            check = check_rule(means, sd / math.sqrt(2.0), rule, runs, seed=cfg.order_seed)
+        plans.append(LevelPlan(noise.concurrency, sd, check))
+    return TunePlan(len(labels), effect, runs, recorded.ab_ids, tuple(plans))

@@ -1,0 +1,147 @@
+"""An arm of an experiment: knob values made live, then measured through the router.
+
+What ``ab``, ``tune`` and ``case bisect`` share (each visit of an arm is one call of each):
+
+- :func:`make_live`: set every knob of the arm in its file (``set_knob``: a backup, the change
+  recorded), co-restart the services whose knobs they are and their dependents in start order
+  (``restart``, the one restart rule), then prove the arm live: the config, live and e2e layers of
+  ``verify`` (e2e also pays the cold first request, which would otherwise land in the
+  measurement) and each value read back from the process (``/proc/PID/environ``, or
+  ``/proc/PID/cmdline`` for an argument knob). An arm that is not live is not measured: a
+  :class:`~servelab.errors.BenchError` says which layer or value disagreed. A bisection's arms
+  skip the e2e layer: an arm may be the broken state itself, and its test exercises the path.
+- :func:`measure`: one bench run per concurrency through the router, each timed, with the steady
+  state's throughput (every slot busy) when the run had one, and the decodes' own count of the
+  tokens they generated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from servelab.core.knobs.knob import OFF, KnobKind, same_value
+from servelab.core.telemetry.summary import generated_tokens_per_s
+from servelab.errors import BenchError
+from servelab.ops.arguments import argument_knob
+from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, run_bench
+from servelab.ops.context import Operation
+from servelab.ops.deploy.deploy import restart
+from servelab.ops.knob import live_knob, set_knob
+from servelab.ops.progress import KnobVerifiedLive
+from servelab.ops.telemetry.tracing import trace_collector
+from servelab.ops.telemetry.watch import metrics_plan
+from servelab.ops.verify.verify import verify
+
+__all__ = ["LiveArm", "Measured", "Setting", "arm_label", "make_live", "measure", "router_url"]
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One knob of an arm: ``service``'s ``knob`` at ``value`` (None: unset)."""
+
+    service: str
+    knob: str
+    value: str | None
+
+
+def arm_label(settings: Sequence[Setting]) -> str:
+    """``KNOB=VALUE`` of each setting, comma-separated (how an error names the arm)."""
+    return ", ".join(f"{s.knob}={s.value}" for s in settings)
+
+
+@dataclass(frozen=True)
+class LiveArm:
+    """The proof an arm is live: its verification, and each setting's value read back."""
+
+    verification_id: int | None
+    live: tuple[str | None, ...]
+
+
+async def make_live(
+    op: Operation, settings: Sequence[Setting], reason: str, *, e2e: bool = True
+) -> LiveArm:
+    """Set each knob, co-restart, and prove the arm live (end to end unless not ``e2e``: an arm
+    that may be broken, a bisection's, is proven by its values and its path left to its test);
+    raise when it is not."""
+    for s in settings:
+        await set_knob(op, s.service, s.knob, s.value, reason=reason)
+    services = list(dict.fromkeys(s.service for s in settings))
+    report = await restart(op, services, verify_after=False)
+    if not report.ok:
+        failed = [s.service for s in report.steps if not s.ok]
+        values = ", ".join(str(s.value) for s in settings)
+        raise BenchError(f"restart for arm {values} failed ({', '.join(failed)}): arm not measured")
+    layers = ("config", "live", "e2e") if e2e else ("config", "live")
+    proof = await verify(op.quiet(), services, layers=layers)
+    live = tuple([await live_knob(op, s.service, s.knob) for s in settings])
+    wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
+             if not same_value(v, _expected(op, s))]  # fmt: skip
+    if not proof.ok or wrong:
+        failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
+        reasons = "; ".join(failed) or "; ".join(wrong)
+        raise BenchError(f"arm {arm_label(settings)} is not live ({reasons}): arm not measured")
+    for s in settings:
+        op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id))
+    return LiveArm(proof.verification_id, live)
+
+
+def _expected(op: Operation, setting: Setting) -> str | None:
+    """The value the process shows for ``setting``: a flag's as ``on``/``off`` (unset: off)."""
+    knob = argument_knob(op, setting.knob)
+    if knob.kind is KnobKind.FLAG and setting.value is None:
+        return OFF
+    return knob.normalize(setting.value)
+
+
+def router_url(op: Operation) -> str:
+    """Where an arm's load goes: the router (else the entry point), never a proxy before it."""
+    name = op.spec.router_name or op.spec.entry_point
+    return op.spec.services[name].url
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A visit's measurement, per concurrency: throughput (tok/s), each run's seconds, the
+    decodes' own tok/s (absent: unknown); the failed requests and the bench runs recorded."""
+
+    throughput: Mapping[int, float]
+    bench_s: Mapping[int, float]
+    server_throughput: Mapping[int, float]
+    failed_requests: int
+    bench_run_ids: tuple[int, ...]
+
+
+async def measure(
+    op: Operation,
+    bench: BenchConfig,
+    levels: Sequence[int],
+    label: str,
+    bench_progress: BenchProgressFn | None,
+) -> Measured:
+    """One run of ``bench`` (its URL the router's, once) per concurrency in ``levels``."""
+    plan = await metrics_plan(op)
+    decodes = op.spec.by_role("decode")
+    throughput: dict[int, float] = {}
+    bench_s: dict[int, float] = {}
+    served: dict[int, float] = {}
+    run_ids: list[int] = []
+    failed = 0
+    for conc in levels:
+        config = replace(bench, url=router_url(op), concurrencies=(conc,), repeat=1,
+                         label=label)  # fmt: skip
+        t0 = time.monotonic()
+        result = await run_bench(config, progress=bench_progress, ledger=op.ledger, metrics=plan,
+                                 traces=trace_collector(op.spec))  # fmt: skip
+        bench_s[conc] = time.monotonic() - t0
+        run_ids += [r.run_id for r in result.runs if r.run_id is not None]
+        failed += result.n_failed
+        for lvl in result.levels:
+            # The steady state (every slot busy) when the run had one; else the whole run.
+            steady = lvl.steady_throughput
+            throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
+        counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
+        if counted and counted[-1] is not None:
+            served[conc] = counted[-1]
+    return Measured(throughput, bench_s, served, failed, tuple(run_ids))

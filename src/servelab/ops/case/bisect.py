@@ -1,0 +1,453 @@
+"""``case bisect``: which of the changes between a good state and a bad one make it bad.
+
+The changes come from two points of the ledger (:mod:`servelab.core.case.points`: ``now``, a
+time, ``verify:ID``, ``backup:PATH``), every declared knob whose value differs between them, or
+are listed. The search is ddmin (:mod:`servelab.core.case.bisect`); each probe is a controlled
+experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with some of the
+changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted and proven
+live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then tested:
+the case's failing soak replayed (``soak``, as ``case test`` replays it:
+:func:`servelab.ops.case.experiment.failing_workload`), or bench runs through the router against a
+threshold. The knob changes a visit makes are recorded, not under the case (the case's restore
+plan is made of its reverts alone).
+
+Everything is recorded on the case as it happens: the bisection's start (event ``bisect``), each
+probe as it ends (event ``probe``, and evidence ``probe``), the guilty changes and the verdicts
+they support at the end (event ``bisected``, evidence ``bisect``; ``case resolve`` takes them). An
+interrupted bisection (Ctrl-C, a lost link) keeps its probes; :func:`resume_bisect` replays them
+and goes on. The knobs are left as they were found, also when interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import posixpath
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from servelab.core.case.bisect import (
+    Bisected,
+    BisectState,
+    Change,
+    NextProbe,
+    ProbeOutcome,
+    next_step,
+    record_probe,
+    start_bisect,
+)
+from servelab.core.case.experiment import ALPHA, EFFECT, ArmTally
+from servelab.core.case.model import Case
+from servelab.core.case.points import (
+    KnobKey,
+    Point,
+    PointKind,
+    backup_time,
+    changes_between,
+    parse_point,
+    values_at,
+)
+from servelab.core.case.probe import (
+    ARM_BAD,
+    ARM_PROBE,
+    BisectConclusion,
+    BisectRecord,
+    ProbeRecord,
+    ProbeTest,
+    ProbeTestKind,
+    ProbeVisit,
+    bisect_verdicts,
+    change_target,
+    judge_probe,
+    round_order,
+)
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.evidence import KnobChangeRecord
+from servelab.core.soak.result import SoakConfig
+from servelab.core.verify.checks import Check, KnobInFile, KnobLive
+from servelab.errors import CaseError, HostError, ServelabError
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.arguments import argument_knob
+from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.case.case import load_case
+from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
+from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.knob import get_knob, live_knobs
+from servelab.ops.progress import (
+    ArmSoaked,
+    BisectPlanned,
+    BisectResumed,
+    ProbeDecided,
+    ProbeStarted,
+    VisitStarted,
+)
+from servelab.ops.soak.soak import soak
+
+__all__ = [
+    "BisectConfig",
+    "BisectOutcome",
+    "find_changes",
+    "resume_bisect",
+    "run_bisect",
+    "unfinished",
+]
+
+
+@dataclass(frozen=True)
+class BisectConfig:
+    """A bisection of case ``case_id``: the changes from ``good`` to ``bad`` (points), or
+    ``changes`` as listed; the ``test``; at most ``rounds`` rounds per probe at ``alpha`` and
+    ``effect``; a soak's ``sessions`` per visit (None: the failing soak's), a threshold test's
+    ``runs`` per visit of ``bench`` (its URL the router's, its concurrency the test's)."""
+
+    case_id: int
+    test: ProbeTest
+    good: str | None = None
+    bad: str = "now"
+    changes: tuple[Change, ...] = ()
+    rounds: int = 3
+    alpha: float = ALPHA
+    effect: float = EFFECT
+    sessions: int | None = None
+    bench: BenchConfig | None = None
+    runs: int = 3
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1 or self.runs < 1:
+            raise CaseError("--rounds and --runs must be ≥ 1")
+        if not 0 < self.alpha < 1 or not 0 < self.effect <= 1:
+            raise CaseError("--alpha must be in (0, 1) and --effect in (0, 1]")
+        if not self.changes and self.good is None:
+            raise CaseError("say where the good state is (--good POINT) or list the changes")
+        if self.test.kind is ProbeTestKind.THRESHOLD and self.bench is None:
+            raise CaseError("a threshold test needs a bench to run")
+
+
+@dataclass(frozen=True)
+class BisectOutcome:
+    """The bisection as recorded: its start (event ``bisect_id``), every probe, the conclusion
+    (its event and evidence), and the knobs' values left (as found)."""
+
+    bisect_id: int
+    start: BisectRecord
+    probes: tuple[ProbeRecord, ...]
+    conclusion: BisectConclusion
+    conclusion_id: int
+    evidence_id: int
+    left: tuple[str | None, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"bisect_id": self.bisect_id, "start": encode(self.start),
+                "probes": [encode(p) for p in self.probes],
+                "conclusion": encode(self.conclusion), "conclusion_id": self.conclusion_id,
+                "evidence_id": self.evidence_id, "left": list(self.left)}  # fmt: skip
+
+
+# -- the changes between two points -------------------------------------------------------------
+
+
+def _declared(op: Operation) -> list[KnobKey]:
+    return [(name, knob) for name, svc in op.spec.services.items() for knob in svc.knobs]
+
+
+def _ledger_time(text: str) -> str:
+    """An ISO 8601 time as the ledger writes its times (UTC, milliseconds, ``Z``; no zone: UTC)."""
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise CaseError(f"{text!r} is not a time (2026-03-01T12:00:00Z)") from None
+    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+async def _backup_values(
+    op: Operation, path: str, history: Sequence[KnobChangeRecord]
+) -> dict[KnobKey, str | None]:
+    """A backup no recorded change names: its service's env knobs from the file, the rest from
+    the history at the time in its name."""
+    at = backup_time(path)
+    out = values_at(history, at=at) if at is not None else {}
+    base = posixpath.basename(path)
+    for service in op.spec.services:
+        env = op.env_path(service)
+        if env is None or not base.startswith(posixpath.basename(env) + "."):
+            continue
+        try:
+            parsed = parse_env_bytes(await op.host(service).read_file(path), path)
+        except HostError as exc:
+            raise CaseError(f"cannot read the backup {path}: {exc}") from exc
+        for knob in op.spec.services[service].knobs:
+            if argument_knob(op, knob).is_env:
+                out[(service, knob)] = parsed.get(knob)
+        return out
+    raise CaseError(f"{path} is not a backup of any service's env file")
+
+
+async def _values(
+    op: Operation, ledger: Ledger, point: Point, history: Sequence[KnobChangeRecord]
+) -> dict[KnobKey, str | None]:
+    """The declared knobs' values at ``point`` (a knob not known there is absent)."""
+    match point.kind:
+        case PointKind.NOW:
+            return {key: await get_knob(op, *key) for key in _declared(op)}
+        case PointKind.TIME:
+            return values_at(history, at=_ledger_time(point.value))
+        case PointKind.VERIFY:
+            found = ledger.get_verification(int(point.value))
+            if found is None:
+                raise CaseError(f"no verification {point.value} in {ledger.path}")
+            out = values_at(history, at=found.at)
+            checks = [c for c in found.checks if isinstance(c, Check)]
+            out |= {(c.service, c.data.knob): c.data.file for c in checks
+                    if isinstance(c.data, KnobInFile)}  # fmt: skip
+            out |= {(c.service, c.data.knob): c.data.live for c in checks
+                    if isinstance(c.data, KnobLive)}  # fmt: skip
+            return out
+        case PointKind.BACKUP:
+            took = next((c for c in history if c.backup_path == point.value), None)
+            if took is not None:
+                return values_at(history, before_id=took.id)
+            return await _backup_values(op, point.value, history)
+
+
+async def find_changes(
+    target: SpecOrOperation, ledger: Ledger, good: str, bad: str = "now"
+) -> tuple[Change, ...]:
+    """Every declared knob whose value differs between points ``good`` and ``bad``."""
+    history = ledger.list_knob_changes()
+    async with operation(target, ledger=ledger) as op:
+        before = await _values(op, ledger, parse_point(good), history)
+        after = await _values(op, ledger, parse_point(bad), history)
+        return changes_between(before, after, _declared(op))
+
+
+# -- a probe ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every probe of one bisection shares."""
+
+    bisect_id: int
+    start: BisectRecord
+    workload: SoakConfig | None
+    bench: BenchConfig | None
+
+
+def _settings(changes: Sequence[Change], applied: Sequence[int] | None) -> list[Setting]:
+    """Every change's knob at its bad value when applied (all when ``applied`` is None), else
+    at its good value."""
+    return [Setting(c.service, c.knob, c.bad if applied is None or i in applied else c.good)
+            for i, c in enumerate(changes)]  # fmt: skip
+
+
+async def _test(op: Operation, run: _Run, arm: str, label: str) -> ProbeVisit:
+    """The test on the arm made live: a soak replay, or bench runs against the threshold."""
+    test = run.start.test
+    if test.kind is ProbeTestKind.SOAK and run.workload is not None:
+        workload = dataclasses.replace(run.workload, knobs=await live_knobs(op))
+        result = await soak(workload, soak_targets(op), ledger=op.ledger)
+        failed, units = failed_sessions(result), result.sessions.count
+        op.say(ArmSoaked(arm, label, failed, units))
+        return ProbeVisit(arm=arm, units=units, failed=failed, soak_id=result.soak_id)
+    if run.bench is None:
+        raise CaseError("a threshold test needs a bench to run")
+    measured: list[float] = []
+    ids: list[int] = []
+    for _ in range(run.start.runs):
+        got = await measure(op, run.bench, [test.concurrency], f"bisect {label}", None)
+        measured.append(got.throughput.get(test.concurrency, 0.0))
+        ids += got.bench_run_ids
+    failed = sum(test.fails(v) for v in measured)
+    return ProbeVisit(arm=arm, units=len(measured), failed=failed, bench_run_ids=tuple(ids),
+                      measured=tuple(measured))  # fmt: skip
+
+
+async def _visit(
+    op: Operation, run: _Run, step: NextProbe, number: int, arm: str, rnd: int
+) -> ProbeVisit:
+    started = time.monotonic()
+    changes = run.start.changes
+    applied = None if arm == ARM_BAD else step.indices
+    why = f"case {run.start.case_id}: bisect probe {number}, arm {arm}, round {rnd + 1}"
+    live = await make_live(op, _settings(changes, applied), why, e2e=False)
+    label = "every change" if applied is None else _labels(changes, applied)
+    visit = await _test(op, run, arm, label)
+    return dataclasses.replace(visit, round=rnd, verification_id=live.verification_id,
+                               elapsed_s=round(time.monotonic() - started, 3))  # fmt: skip
+
+
+def _labels(changes: Sequence[Change], indices: Sequence[int]) -> str:
+    return ", ".join(f"{changes[i].knob}={changes[i].bad}" for i in indices) or "no change"
+
+
+def _tally(visits: Sequence[ProbeVisit], arm: str) -> ArmTally:
+    mine = [v for v in visits if v.arm == arm]
+    return ArmTally(arm, None, sum(v.units for v in mine), sum(v.failed for v in mine))
+
+
+async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> ProbeRecord:
+    """Round after round until the probe is decided or its rounds run out."""
+    start, started = run.start, time.monotonic()
+    labels = tuple(f"{c.knob}={c.bad}" for c in step.changes)
+    op.say(ProbeStarted(number, labels))
+    visits: list[ProbeVisit] = []
+    outcome = None
+    for rnd in range(start.rounds):
+        for arm in round_order(rnd):
+            op.say(VisitStarted(len(visits), 2 * start.rounds, arm))
+            visits.append(await _visit(op, run, step, number, arm, rnd))
+        bad, probe = _tally(visits, ARM_BAD), _tally(visits, ARM_PROBE)
+        outcome, decision = judge_probe(bad, probe, alpha=start.alpha, effect=start.effect,
+                                        rounds=start.rounds)  # fmt: skip
+        if outcome is not None:
+            break
+    decided = outcome or ProbeOutcome.UNDECIDED
+    rounds = len(visits) // 2
+    op.say(ProbeDecided(number, decided, rounds, probe.failed, probe.sessions, bad.failed,
+                        bad.sessions, decision.p_value))  # fmt: skip
+    return ProbeRecord(start.case_id, run.bisect_id, number, step.indices, decided, rounds, bad,
+                       probe, decision, tuple(visits),
+                       round(time.monotonic() - started, 3))  # fmt: skip
+
+
+# -- the bisection ---------------------------------------------------------------------------
+
+
+def _save_probe(ledger: Ledger, record: ProbeRecord) -> int:
+    event = ledger.record_case_event(
+        case_id=record.case_id, kind=ProbeRecord.KIND, detail=encode(record)
+    )
+    note = f"bisect probe {record.number}: {record.outcome} (p={record.decision.p_value:.3g})"
+    ledger.add_evidence(case_id=record.case_id, kind=ProbeRecord.KIND, ref_id=event, note=note)
+    return event
+
+
+def _conclude(
+    ledger: Ledger, run: _Run, result: Bisected, probes: Sequence[ProbeRecord]
+) -> tuple[BisectConclusion, int, int]:
+    start = run.start
+    conclusion = BisectConclusion(
+        start.case_id, run.bisect_id, result, bisect_verdicts(start.changes, result),
+        sum(len(p.visits) for p in probes), round(sum(p.elapsed_s for p in probes), 3),
+    )  # fmt: skip
+    event = ledger.record_case_event(
+        case_id=start.case_id, kind=BisectConclusion.KIND, detail=encode(conclusion)
+    )
+    guilty = ", ".join(change_target(c) for c in result.changes)
+    evidence = ledger.add_evidence(case_id=start.case_id, kind="bisect", ref_id=event,
+                                   note=f"case bisect: guilty {guilty}")  # fmt: skip
+    return conclusion, event, evidence
+
+
+async def _search(
+    op: Operation, ledger: Ledger, run: _Run, state: BisectState, done: list[ProbeRecord]
+) -> BisectOutcome:
+    """Probe until ddmin is done (each probe recorded as it ends), then conclude; the knobs
+    left as found, also when interrupted."""
+    changes = run.start.changes
+    found = tuple([await get_knob(op, c.service, c.knob) for c in changes])
+    try:
+        while not isinstance(step := next_step(state), Bisected):
+            record = await _probe(op, run, step, len(done) + 1)
+            _save_probe(ledger, record)
+            done.append(record)
+            state = record_probe(state, record.outcome)
+    except BaseException:
+        with contextlib.suppress(ServelabError):
+            await _leave(op, changes, found)
+        raise
+    left = await _leave(op, changes, found)
+    conclusion, event, evidence = _conclude(ledger, run, step, done)
+    return BisectOutcome(run.bisect_id, run.start, tuple(done), conclusion, event, evidence, left)
+
+
+async def _leave(
+    op: Operation, changes: Sequence[Change], found: tuple[str | None, ...]
+) -> tuple[str | None, ...]:
+    """Put the knobs back as found (made live again when a visit left them otherwise)."""
+    now = tuple([await get_knob(op, c.service, c.knob) for c in changes])
+    if now != found:
+        settings = [Setting(c.service, c.knob, v) for c, v in zip(changes, found, strict=True)]
+        await make_live(op, settings, "case bisect: left as found", e2e=False)
+    return found
+
+
+def _workload(ledger: Ledger, case: Case, start: BisectRecord) -> SoakConfig | None:
+    if start.test.kind is not ProbeTestKind.SOAK:
+        return None
+    return failing_workload(ledger, case, start.sessions)[1]
+
+
+async def run_bisect(
+    where: SpecOrOperation, ledger: Ledger, cfg: BisectConfig, *, progress: Progress | None = None
+) -> BisectOutcome:
+    """Find the changes, record the bisection's start, and search (see the module docstring)."""
+    case = load_case(ledger, cfg.case_id)
+    soak_id = None
+    if cfg.test.kind is ProbeTestKind.SOAK:
+        soak_id, _ = failing_workload(ledger, case, cfg.sessions)
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        changes = cfg.changes
+        if not changes and cfg.good is not None:
+            changes = await find_changes(op, ledger, cfg.good, cfg.bad)
+        if not changes:
+            raise CaseError(f"no declared knob differs between {cfg.good} and {cfg.bad}")
+        state = start_bisect(changes)
+        bench = _bench(cfg.bench, cfg.test)
+        start = BisectRecord(cfg.case_id, state.changes, cfg.test, cfg.good or "",
+                             cfg.bad if cfg.good else "", cfg.rounds, cfg.alpha, cfg.effect,
+                             soak_id, cfg.sessions, cfg.runs,
+                             encode(bench) if bench is not None else {})  # fmt: skip
+        bisect_id = ledger.record_case_event(case_id=cfg.case_id, kind=BisectRecord.KIND,
+                                             detail=encode(start))  # fmt: skip
+        op.say(BisectPlanned(cfg.case_id, len(changes), str(cfg.test), cfg.rounds))
+        run = _Run(bisect_id, start, _workload(ledger, case, start), bench)
+        return await _search(op, ledger, run, state, [])
+
+
+def _bench(bench: BenchConfig | None, test: ProbeTest) -> BenchConfig | None:
+    """A threshold test's runs: one at the test's concurrency each."""
+    if bench is None or test.kind is not ProbeTestKind.THRESHOLD:
+        return None
+    return dataclasses.replace(bench, concurrencies=(test.concurrency,), repeat=1)
+
+
+def unfinished(case: Case) -> tuple[int, BisectRecord, list[ProbeRecord]] | None:
+    """The case's newest bisection without a conclusion, with its probes (None: there is none)."""
+    ended = {decode(BisectConclusion, e.detail).bisect_id for e in case.events
+             if e.kind == BisectConclusion.KIND}  # fmt: skip
+    starts = [e for e in case.events if e.kind == BisectRecord.KIND and e.id not in ended]
+    if not starts:
+        return None
+    newest = starts[-1]
+    probes = [decode(ProbeRecord, e.detail) for e in case.events if e.kind == ProbeRecord.KIND]
+    mine = [p for p in probes if p.bisect_id == newest.id]
+    return newest.id, decode(BisectRecord, newest.detail), mine
+
+
+async def resume_bisect(
+    where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+) -> BisectOutcome:
+    """Go on with the case's unfinished bisection: its probes replayed, the rest run."""
+    case = load_case(ledger, case_id)
+    found = unfinished(case)
+    if found is None:
+        raise CaseError(f"case {case_id} has no unfinished bisection to resume")
+    bisect_id, start, probes = found
+    state = start_bisect(start.changes)
+    for probe in probes:
+        step = next_step(state)
+        if isinstance(step, Bisected) or step.indices != probe.changes:
+            raise CaseError(f"bisection {bisect_id}'s probe {probe.number} is not the one it asked")
+        state = record_probe(state, probe.outcome)
+    async with operation(where, ledger=ledger, progress=progress) as op:
+        op.say(BisectResumed(case_id, len(probes)))
+        bench = decode(BenchConfig, start.bench) if start.bench else None
+        run = _Run(bisect_id, start, _workload(ledger, case, start), bench)
+        return await _search(op, ledger, run, state, list(probes))

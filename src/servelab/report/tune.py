@@ -1,0 +1,212 @@
+"""Rendering a tune (:class:`~servelab.core.ab.tunerun.TuneRecord`, live or read back from the
+ledger): per concurrency the ranking with each arm's interval against the leader, what each
+elimination rested on, and why the rule stopped; the arm the concurrencies agree on and how the
+deployment was left; the cost against the full design; the plot; and ``tune --plan``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from servelab.core.ab.tune import (
+    ArmStatus,
+    Comparison,
+    Elimination,
+    Misclaim,
+    TuneOutcome,
+    TuneState,
+)
+from servelab.core.ab.tunerun import LevelTune, TuneRecord
+from servelab.core.ledger.codec import encode
+from servelab.ops.ab.tune import TunePlan
+from servelab.report.plots import tune_plot
+from servelab.report.text import show_value
+
+__all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png"]
+
+_STOPS = {
+    TuneOutcome.RUNNING: "not stopped by the rule",
+    TuneOutcome.BEST: "one arm left: every other one was shown worse",
+    TuneOutcome.WITHIN_MARGIN: "no arm left can beat the leader by the margin",
+    TuneOutcome.BUDGET: "the block budget ran out (the leader is no claim)",
+}
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x * 100:+.1f}%"
+
+
+def _interval(c: Comparison) -> str:
+    lo, hi = c.ratio_ci
+    if not (math.isfinite(lo) and math.isfinite(hi)) or lo <= 0:
+        return "unbounded"
+    return f"[{_pct(lo - 1)}, {_pct(hi - 1)}]"
+
+
+def _versus(c: Comparison | None) -> tuple[str, str]:
+    if c is None:
+        return "—", "—"
+    return f"{_pct(c.ratio - 1)} (n={c.blocks})", _interval(c)
+
+
+def _mean(state: TuneState, arm: str) -> str:
+    values = state.values[arm]
+    if not values:
+        return "—"
+    geo = math.exp(sum(math.log(v) for v in values) / len(values))
+    return f"{geo:.1f} (n={len(values)})"
+
+
+def _winner_words(tune: LevelTune) -> str:
+    r = tune.result
+    if r.winner is None:
+        return f"no winner: {_STOPS[r.outcome]}; leader {r.leader}"
+    return f"winner {r.winner}: {_STOPS[r.outcome]}"
+
+
+def headline(record: TuneRecord) -> str:
+    """One line: each concurrency's winner, and the arm they agree on."""
+    knobs = ", ".join(f"{k.service} {k.knob}" for k in record.knobs)
+    each = "; ".join(f"C{t.level}: {t.result.winner or 'no winner'}" for t in record.tunes)
+    best = f"best {record.best}" if record.best is not None else "no arm best at every level"
+    return f"tune {knobs}: {each or 'nothing measured'} ({best})"
+
+
+def _elimination_line(e: Elimination, pair_alpha: float) -> str:
+    c = e.comparison
+    return (
+        f"- {e.arm} dropped after block {e.block}: against {e.lost_to}, the leader then, "
+        f"{_pct(c.ratio - 1)} over {c.blocks} blocks, interval {_interval(c)} below 0 "
+        f"(each pair at α = {pair_alpha:.2g})"
+    )
+
+
+def _together(tune: LevelTune) -> list[str]:
+    """Arms of one rank that no interval ordered: the ties the tune leaves (it never ranks them
+    apart)."""
+    by_rank: dict[int, list[str]] = {}
+    for r in tune.result.ranking:
+        by_rank.setdefault(r.rank, []).append(r.arm)
+    groups = [arms for arms in by_rank.values() if len(arms) > 1]
+    return [f"Not told apart: {', '.join(arms)} (no interval orders them)." for arms in groups]
+
+
+def _level(tune: LevelTune) -> list[str]:
+    state, result = tune.state, tune.result
+    rule = state.rule
+    lines = [
+        f"### C{tune.level}: {_winner_words(tune)}",
+        "",
+        "| rank | arm | status | tok/s (geometric mean, blocks) | vs leader | interval "
+        f"({rule.alpha:.2g} family-wise) | shown better than |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in result.ranking:
+        change, interval = _versus(r.versus_leader)
+        lines.append(
+            f"| {r.rank} | {r.arm} | {r.status} | {_mean(state, r.arm)} | {change} | {interval} "
+            f"| {', '.join(r.better_than) or '—'} |"
+        )
+    lines += ["", *_together(tune)]
+    pair_alpha = rule.pair_alpha(len(state.arms))
+    lines += [_elimination_line(e, pair_alpha) for e in result.eliminations]
+    if not result.eliminations:
+        lines.append("- no arm was dropped")
+    equivalent = [r.arm for r in result.ranking if r.status is ArmStatus.EQUIVALENT]
+    if equivalent:
+        lines.append(
+            f"- equivalent to the leader within ±{rule.margin * 100:g}%: {', '.join(equivalent)}"
+        )
+    return [*lines, ""]
+
+
+def _left(record: TuneRecord) -> str:
+    if record.kept is not None:
+        return f"Left live: the best arm, {record.kept} (`--keep best`)."
+    values = ", ".join(f"{k.knob}={show_value(v)}" for k, v in zip(record.knobs, record.original,
+                                                                 strict=True))  # fmt: skip
+    return f"Left as found: {values}" + (" (restored and proven live)." if record.restored else ".")
+
+
+def _cost(record: TuneRecord) -> list[str]:
+    cost, full = record.cost, record.full_cost
+    if cost is None or full is None:
+        return []
+    priced = "" if math.isnan(full.minutes) else (
+        f", ≈{full.minutes:.1f} min (≈{full.gpu_minutes:.1f} GPU-min, priced at the visits "
+        "measured)"
+    )  # fmt: skip
+    budget = " The time budget (`--max-minutes`) ended it." if record.time_budget_hit else ""
+    return [
+        f"Cost: {record.blocks} blocks, {cost.visits} visits (co-restarts), {cost.minutes:.1f} min "
+        f"({cost.gpu_minutes:.1f} GPU-min at {record.gpus} GPU); the full design, every arm in "
+        f"every one of {full.rounds} blocks: {full.visits} visits{priced}.{budget}"
+    ]
+
+
+def tune_markdown(record: TuneRecord) -> str:
+    """The tune: per concurrency the ranking, the eliminations and the stop; then the agreed
+    best, how the knobs were left, the method and the cost."""
+    knobs = ", ".join(f"{k.service} `{k.knob}`" for k in record.knobs)
+    rule = record.rule
+    lines = [f"## tune {knobs}: {len(record.arms)} arms", "", f"**{headline(record)}**", ""]
+    for tune in record.tunes:
+        lines += _level(tune)
+    best = (
+        f"Best at every level (the winner, or equivalent to it, at each): **{record.best}**."
+        if record.best is not None
+        else "No arm is best at every level (a level made no claim, or their winners differ)."
+    )
+    method = record.tunes[0].result.method if record.tunes else ""
+    lines += [
+        best,
+        _left(record),
+        "",
+        f"Steady-state output-token {record.metric} per visit; blocks in a seeded "
+        f"{rule.order} order (seed {rule.seed}); {method}, at α = {rule.alpha:g} family-wise "
+        f"(split over {len(record.levels)} level(s)), margin ±{rule.margin * 100:g}%, "
+        f"{rule.boundary} boundary, at most {rule.max_rounds} blocks.",
+        "",
+        *_cost(record),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> dict[str, Any]:
+    """``tune --json``: the record as the ledger stores it, its headline, and the files."""
+    return {**encode(record), "headline": headline(record), "files": list(files)}
+
+
+def tune_png(record: TuneRecord) -> bytes:
+    """Each concurrency's values per block, one line per arm (PNG bytes)."""
+    knobs = ", ".join(k.knob for k in record.knobs)
+    title = f"tune #{record.tune_id}: {knobs}" if record.tune_id else f"tune: {knobs}"
+    return tune_plot([(t.level, t.state) for t in record.tunes], title=title)
+
+
+def plan_markdown(plan: TunePlan) -> str:
+    """``tune --plan``: per concurrency the recorded noise and the rule simulated on it."""
+    lines = [
+        f"## tune plan: {plan.arms} arms, one better by {_pct(plan.effect)}",
+        "",
+        f"Noise from {len(plan.ab_ids)} recorded A/B(s); {plan.runs} seeded simulated tunes per "
+        "level (the rule as configured, one arm better by the effect, the others equal).",
+        "",
+        "| C | SD per-block log ratio | mean blocks | mean visits (full design) | stopped "
+        "(best / within margin / budget) | wrong winner |",
+        "|---|---|---|---|---|---|",
+    ]
+    for level in plan.levels:
+        c = level.check
+        if c is None:
+            lines.append(f"| {level.level} | no recorded noise | — | — | — | — |")
+            continue
+        o = c.outcomes
+        lines.append(
+            f"| {level.level} | {level.sd_log_ratio * 100:.2f}% | {c.mean_blocks:.1f} "
+            f"| {c.mean_visits:.1f} ({c.full_visits}) | {o[TuneOutcome.BEST]} / "
+            f"{o[TuneOutcome.WITHIN_MARGIN]} / {o[TuneOutcome.BUDGET]} "
+            f"| {c.errors[Misclaim.WRONG_WINNER]}/{c.runs} |"
+        )
+    return "\n".join(lines) + "\n"

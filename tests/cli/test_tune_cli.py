@@ -1,0 +1,127 @@
+"""``servelab tune`` on a real stack: an argument knob's arms made live through the real router,
+the worse one dropped at the first look, the tune interrupted and resumed from its journal, the
+best arm kept; and ``--plan`` from a recorded A/B.
+
+The decode's running batch capped at 4 against 64, at C32: the cap makes a request wait for a slot,
+about a seventh of the throughput, which the rule shows after block 3 (its first look) whatever
+the machine's noise; one arm left, the tune stops best, before its budget of 4 blocks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
+from servelab.core.ab.tunerun import TuneKnob
+from servelab.io.ledger.journal import SessionStatus
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tunes import TuneStore
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.ab.tune import TuneConfig, run_tune
+from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.deploy import deploy
+from servelab.ops.knob import get_knob, live_knob
+from servelab.ops.progress import ProgressEvent, TuneVisitStarted
+from tests.support import run_cli
+from tests.support.specs import write_pd_spec
+
+CAP = "--max-running-requests"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
+    root = tmp_path_factory.mktemp("tune")
+    spec = write_pd_spec(
+        root, time_scale=0.1, name="tune", knobs=("SGLANG_SM120_MMA_TARGET_CTAS", CAP),
+        decode_env="SGLANG_ARGS=\n", worker_env="SERVELAB_SIM_WARMUP_S=0\n",
+        decode_toml='args_env = "SGLANG_ARGS"\n',
+    )  # fmt: skip
+    loaded = load_spec(spec)
+    try:
+        report = asyncio.run(deploy.up(loaded))
+        assert all(step.ok for step in report.steps), report.to_json()
+        yield loaded
+    finally:
+        asyncio.run(deploy.down(loaded))
+
+
+class _Stop(Exception):
+    """Raised by the progress callback: the tune is interrupted before its fourth visit."""
+
+
+def _stop_at_the_fourth_visit(event: ProgressEvent) -> None:
+    if isinstance(event, TuneVisitStarted) and (event.block, event.index) == (2, 1):
+        raise _Stop
+
+
+def _cli(*args: str, code: int = 0) -> Any:
+    done = run_cli(*args, "--json", timeout=600)
+    assert done.returncode == code, done.stderr + done.stdout
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.mark.timeout(600)
+def test_a_tune_is_interrupted_resumed_and_keeps_the_best_arm(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    ledger_file = tmp_path / "ledger.db"
+    bench = BenchConfig(url="", concurrencies=(32,), requests=64, warmup=2, idle_timeout_s=30)
+    cfg = TuneConfig((TuneKnob("decode", CAP, ("4", "64")),), bench, max_rounds=4, keep_best=True)
+    with Ledger.open(ledger_file) as ledger:
+        with pytest.raises(_Stop):
+            asyncio.run(run_tune(stack, cfg, ledger=ledger, progress=_stop_at_the_fourth_visit))
+        (stored,) = TuneStore(ledger).list()
+        assert stored.status == SessionStatus.INTERRUPTED and stored.original == (None,)
+    assert asyncio.run(get_knob(stack, "decode", CAP)) is None  # put back when interrupted
+    led, spec = ("--ledger", str(ledger_file)), ("-f", stack.source)
+    export = tmp_path / "out"
+    doc, stderr = _cli("tune", "--resume", str(stored.tune_id), "--export", str(export), *spec,
+                       *led)  # fmt: skip
+    assert f"resuming tune {stored.tune_id}: 3 visit(s) kept" in stderr
+    assert "verified live" in stderr and "dropped after block 3" in stderr
+    (level,) = doc["tunes"]
+    assert level["result"]["outcome"] == "best" and level["result"]["winner"] == "64"
+    assert [e["arm"] for e in level["result"]["eliminations"]] == ["4"]
+    assert len(doc["visits"]) == 6 and [v["position"] for v in doc["visits"]] == list(range(6))
+    assert doc["best"] == "64" and doc["kept"] == "64" and not doc["restored"]
+    assert doc["cost"]["visits"] == 6 and doc["full_cost"]["visits"] == 8
+    assert {Path(f).name for f in doc["files"]} == {f"tune-{stored.tune_id}.md",
+                                                    f"tune-{stored.tune_id}.png"}  # fmt: skip
+    assert asyncio.run(live_knob(stack, "decode", CAP)) == "64"  # the best arm, live
+    finished, _ = _cli("tune", "--resume", str(stored.tune_id), *spec, *led, code=2)
+    assert "already finished" in finished["error"]
+
+
+def _recorded_ab(ledger: Ledger) -> int:
+    """An A/B of the decode's CTAS as ``ab`` records one: 4 rounds of 256 and 512 at C64."""
+    shared, own = (0.01, -0.02, 0.015, -0.005), {"256": (0.0, 0.01, -0.01, 0.005),
+                                                  "512": (0.012, -0.004, 0.0, -0.01)}  # fmt: skip
+    visits = tuple(
+        ArmVisit(arm, rnd, None, arm, {64: base * math.exp(shared[rnd] + own[arm][rnd])}, 0)
+        for rnd in range(4) for arm, base in (("256", 1500.0), ("512", 1700.0))
+    )  # fmt: skip
+    result = conclude(AbResult("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "256", "512",
+                               visits=visits, design=AbDesign(concurrencies=(64,))))  # fmt: skip
+    return ledger.record_ab(config={}, result=result)
+
+
+def test_a_plan_simulates_the_rule_on_the_recorded_noise(tmp_path: Path) -> None:
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        ab_id = _recorded_ab(ledger)
+    led = ("--ledger", str(ledger_file))
+    knob = "decode:SGLANG_SM120_MMA_TARGET_CTAS=256,512,768"
+    plan, _ = _cli("tune", "--knob", knob, "--plan", "--concurrency", "64,96", *led)
+    assert plan["arms"] == 3 and plan["ab_ids"] == [ab_id] and plan["effect"] == 0.05
+    at64, at96 = plan["levels"]
+    assert at96["check"] is None  # nothing recorded at C96: nothing to simulate from
+    check = at64["check"]
+    assert check["runs"] == 200 and check["full_visits"] == 3 * 12
+    assert 3 <= check["mean_blocks"] <= 12 and check["mean_visits"] < check["full_visits"]

@@ -1,0 +1,108 @@
+"""A tune in words and a plot, and a bisection in words: from records as the ledger holds them."""
+
+from __future__ import annotations
+
+import math
+
+from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.tune import Misclaim, RuleCheck, TuneOutcome, TuneRule
+from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord, conclude_tune, grid, replay
+from servelab.core.case.bisect import Bisected, Change, ProbeOutcome
+from servelab.core.case.experiment import ArmTally, decide
+from servelab.core.case.probe import (
+    ARM_BAD,
+    ARM_PROBE,
+    BisectConclusion,
+    BisectRecord,
+    ProbeRecord,
+    bisect_verdicts,
+)
+from servelab.core.ledger.codec import encode
+from servelab.ops.ab.tune import LevelPlan, TunePlan
+from servelab.ops.case.bisect import BisectOutcome
+from servelab.report.case import bisect_lines, describe_bisect_event, describe_bisected
+from servelab.report.tune import headline, plan_markdown, tune_json, tune_markdown, tune_png
+
+CTAS = TuneKnob("decode", "SGLANG_SM120_MMA_TARGET_CTAS", ("128", "256", "512"))
+#: The model's C64: 128 and 256 tie, 512 is 12.8% ahead.
+MEANS = {"128": 1555.0, "256": 1555.0, "512": 1754.0}
+
+
+def _record() -> TuneRecord:
+    rule, visits = TuneRule(max_rounds=8), list[ArmVisit]()
+    labels = tuple(MEANS)
+    step = 0
+    while (block := replay(labels, rule, (64,), TuneMetric.THROUGHPUT, visits)[1]) is not None:
+        for arm in block.order:
+            step += 1
+            wobble = 0.01 * math.sin(step)  # a deterministic few-percent noise
+            visits.append(ArmVisit(arm, block.block - 1, step, arm,
+                                   {64: MEANS[arm] * math.exp(wobble)}, 0, (), len(visits), "",
+                                   3.0, {64: 9.0}))  # fmt: skip
+    record = TuneRecord((CTAS,), grid([CTAS]), TuneMetric.THROUGHPUT, (64,), rule,
+                        original=("256",), visits=tuple(visits), tune_id=7)  # fmt: skip
+    return conclude_tune(record)
+
+
+def test_the_tune_reads_as_its_ranking_eliminations_and_cost() -> None:
+    record = _record()
+    (level,) = record.tunes
+    assert level.result.winner == "512" and level.result.outcome is TuneOutcome.BEST
+    text = tune_markdown(record)
+    assert headline(record) in text and "C64: 512" in headline(record)
+    assert "### C64: winner 512: one arm left: every other one was shown worse" in text
+    assert "Not told apart: 128, 256 (no interval orders them)." in text
+    assert text.count("dropped after block") == 2 and "against 512, the leader then" in text
+    assert "Left as found: SGLANG_SM120_MMA_TARGET_CTAS=256." in text
+    assert f"Cost: {record.blocks} blocks, {len(record.visits)} visits (co-restarts)" in text
+    assert "the full design, every arm in every one of 8 blocks: 24 visits" in text
+    assert "Even-Dar, Mannor & Mansour 2006" in text
+    doc = tune_json(record, ["out/tune-7.md"])
+    assert doc["files"] == ["out/tune-7.md"] and doc["tune_id"] == 7 and doc["best"] == "512"
+    assert doc == {**encode(record), "headline": headline(record), "files": ["out/tune-7.md"]}
+
+
+def test_the_tune_plot_is_a_deterministic_png() -> None:
+    record = _record()
+    png = tune_png(record)
+    assert png.startswith(b"\x89PNG") and png == tune_png(record)
+
+
+def test_the_plan_reads_per_level() -> None:
+    outcomes = dict.fromkeys(TuneOutcome, 0) | {TuneOutcome.BEST: 150,
+                                                TuneOutcome.WITHIN_MARGIN: 40,
+                                                TuneOutcome.BUDGET: 10}  # fmt: skip
+    check = RuleCheck(200, dict.fromkeys(Misclaim, 0), {}, outcomes, 6.5, 15.2, 36)
+    text = plan_markdown(TunePlan(3, 0.05, 200, (4,), (LevelPlan(64, 0.021, check),
+                                                     LevelPlan(96, math.nan, None))))  # fmt: skip
+    assert "3 arms, one better by +5.0%" in text and "Noise from 1 recorded A/B(s)" in text
+    assert "| 64 | 2.10% | 6.5 | 15.2 (36) | 150 / 40 / 10 | 0/200 |" in text
+    assert "| 96 | no recorded noise |" in text
+
+
+def test_a_bisection_reads_as_its_changes_probes_verdicts_and_resolve_line() -> None:
+    changes = (Change("decode", "SGLANG_SM120_MLA_KV_TILE", None, "16"),
+               Change("decode", "--enable-metrics", "off", "on"))  # fmt: skip
+    bad, probe = ArmTally(ARM_BAD, None, 8, 8), ArmTally(ARM_PROBE, None, 8, 0)
+    probes = (ProbeRecord(3, 40, 1, (1,), ProbeOutcome.GOOD, 1, bad, probe, decide(bad, probe)),)
+    result = Bisected((0,), (changes[0],), True, (), 1, 0)
+    start = BisectRecord(3, changes, good="verify:2", bad="now", rounds=3)
+    end = BisectConclusion(3, 40, result, bisect_verdicts(changes, result), 2, 14.5)
+    outcome = BisectOutcome(40, start, probes, end, 42, 9, ("16", "on"))
+    assert describe_bisected(start, end) == (
+        "case bisect: guilty decode SGLANG_SM120_MLA_KV_TILE (unset) → 16 (1-minimal), found in 1 "
+        "probe(s) over 2 change(s) (2 visits, 14 s)"
+    )
+    lines = bisect_lines(outcome)
+    assert lines[0] == "  changes (verify:2 → now):"
+    assert "  probe 1: the good state with --enable-metrics=on: GOOD after 1 round(s)" in lines[3]
+    assert lines[-1] == ("  resolve with: servelab case resolve 3 --root-cause ... --convict "
+                         "knob:decode/SGLANG_SM120_MLA_KV_TILE --exonerate "
+                         "knob:decode/--enable-metrics")  # fmt: skip
+    assert describe_bisect_event("bisect", encode(start)).startswith("bisect started: 2 change(s)")
+    assert describe_bisect_event("probe", encode(probes[0])) == (
+        "bisect probe 1: changes 2 applied: GOOD after 1 round(s), p = 0.000155"
+    )
+    assert describe_bisect_event("bisected", encode(end)) == (
+        "bisected: guilty decode SGLANG_SM120_MLA_KV_TILE (unset) → 16 in 1 probe(s)"
+    )
