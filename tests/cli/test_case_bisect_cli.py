@@ -50,7 +50,15 @@ TILE = "SGLANG_SM120_MLA_KV_TILE"
 SCALE = "SERVELAB_SIM_TIME_SCALE"
 CAP = "--max-running-requests"
 HARMLESS_ENV = ("SGLANG_ENABLE_JIT_DEEPGEMM", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT")
-KNOBS = (DEFAULT_KNOB, TILE, *HARMLESS_ENV, SCALE, CAP, "--enable-cache-report", "--schedule-policy")
+KNOBS = (
+    DEFAULT_KNOB,
+    TILE,
+    *HARMLESS_ENV,
+    SCALE,
+    CAP,
+    "--enable-cache-report",
+    "--schedule-policy",
+)
 WORKLOAD = SoakConfig(sessions=12, rounds=4, turn_words=300, idle_timeout_s=1.0, duration_s=60,
                       localize=False, check_determinism=False)  # fmt: skip
 #: Case 1's six changes, in the spec's order of the knobs; the second is guilty.
