@@ -35,6 +35,7 @@ from servelab.cli.options import (
     WorkloadOptions,
     load_options,
     output_options,
+    wait_option,
     workload_options,
 )
 from servelab.core.ab.compare import Verdict
@@ -67,6 +68,7 @@ async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) ->
         where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
     loaded = where.deployment()
     with where.ledger() as ledger:
+        ledger.check_writable()  # before the load: a ledger that fails loses no A/B
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             if cfg is None or resume is not None:
                 return await resume_ab(op, resume or 0, ledger=ledger, bench_progress=bench_levels)
@@ -205,6 +207,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @click.option("--keep", is_flag=True, help="Keep the last arm's value instead of restoring.")
 @output_options()
 @ledger_option
+@wait_option
 def ab_command(
     spec_path: Path | None,
     arms: KnobArms | None,
@@ -224,6 +227,7 @@ def ab_command(
     keep: bool,
     output: OutputOptions,
     ledger_path: Path | None,
+    wait: bool,
 ) -> None:
     """A/B a knob: set, co-restart, verify live, measure; counterbalanced rounds; verdict per C."""
     if resume is None and arms is None:
@@ -244,7 +248,8 @@ def ab_command(
     if resume is not None:
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, load, workload, design)
-    result = run(_ab(where, cfg, resume))
+    with where.exclusive(wait=wait):
+        result = run(_ab(where, cfg, resume))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:

@@ -25,7 +25,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.options import REVERT_TO, SESSIONS, Default
+from servelab.cli.options import REVERT_TO, SESSIONS, Default, wait_option
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
@@ -164,6 +164,7 @@ def _print_preview(preview: cases.RevertPreview) -> None:
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def case_revert(
     case_id: int,
     target: str,
@@ -172,6 +173,7 @@ def case_revert(
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
+    wait: bool,
 ) -> None:
     """Revert a suspect knob: shows its measured cost first, then sets, restarts, verifies.
 
@@ -193,7 +195,7 @@ def case_revert(
                 return None
             return await cases.revert(op, ledger, preview)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if outcome is None:
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
@@ -268,6 +270,7 @@ def case_resolve(
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def case_test(
     case_id: int,
     target: str,
@@ -279,6 +282,7 @@ def case_test(
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
+    wait: bool,
 ) -> None:
     """Decide TARGET's verdict by experiment: the case's failing soak with and without it.
 
@@ -295,7 +299,7 @@ def case_test(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await casetest.run_case_test(op, ledger, cfg)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
         print_json(experiment_json(outcome))
         return
@@ -370,8 +374,9 @@ def _brief(view: cases.CaseView) -> dict[str, Any]:
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def restore_cmd(
-    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
+    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool, wait: bool
 ) -> None:
     """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e.
 
@@ -389,7 +394,7 @@ def restore_cmd(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await cases.restore(op, ledger, case_id)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
         print_json(restore_json(outcome))
     elif outcome.already_restored:

@@ -145,6 +145,13 @@ class LedgerFile:
         with self._read() as conn:
             return schema_version(conn)
 
+    def check_writable(self) -> None:
+        """Commit a write that changes nothing (the schema version set to itself): a ledger that
+        cannot take a record (its file read-only, its disk full, locked) fails here, before the
+        minutes of a measurement, instead of after them."""
+        with self._write() as conn:
+            conn.execute(f"PRAGMA user_version = {schema_version(conn):d}")
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
