@@ -104,11 +104,13 @@ class ServiceReady:
 
 @dataclass(frozen=True)
 class ServiceAlreadyUp:
-    """A service already ran and was ready: left alone (``by_servelab``: its pid record's)."""
+    """A service already ran and was ready: left alone (``by_servelab``: its pid record's, or
+    servelab's by its mark; ``recorded_again``: its lost pid record was written again)."""
 
     service: str
     pid: int
     by_servelab: bool
+    recorded_again: bool = False
 
 
 @dataclass(frozen=True)

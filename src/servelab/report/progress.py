@@ -92,6 +92,11 @@ def _deploy(
             return f"{service}: its launch command timed out on {host}; probing readiness at {url}"
         case ServiceReady(service=service, outcome=outcome, elapsed_s=elapsed_s):
             return f"{service}: {outcome} in {elapsed_s:.1f}s"
+        case ServiceAlreadyUp(service=service, pid=pid, recorded_again=True):
+            return (
+                f"{service}: already up (pid {pid}, started by servelab; its lost pid record "
+                "written again)"
+            )
         case ServiceAlreadyUp(service=service, pid=pid, by_servelab=True):
             return f"{service}: already up (pid {pid})"
         case ServiceAlreadyUp(service=service, pid=pid):
