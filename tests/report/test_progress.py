@@ -19,6 +19,7 @@ from servelab.ops.progress import (
     CaseTestPlanned,
     CoRestarting,
     EnvFileRestored,
+    KnobKept,
     KnobPuttingBack,
     KnobRestoring,
     KnobSetting,
@@ -64,6 +65,10 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (ServiceReady("router", StepOutcome.TIMED_OUT_HEALTHY, 61.0),
      "router: command timed out; service healthy in 61.0s"),
     (ServiceAlreadyUp("decode", 4242, by_servelab=True), "decode: already up (pid 4242)"),
+    (
+        ServiceAlreadyUp("decode", 9, by_servelab=True, recorded_again=True),
+        "decode: already up (pid 9, started by servelab; its lost pid record written again)",
+    ),
     (ServiceAlreadyUp("decode", 77, by_servelab=False),
      "decode: already up (pid 77, not started by servelab)"),
     (ServiceStopped("decode", StepOutcome.STOPPED), "decode: stopped"),
@@ -97,6 +102,8 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (AbVisitStarted(0, 4, "256", "512", K, "512"), f"round 1/4 (256→512): arm {K}=512"),
     (KnobRestoring("decode", K, "512"), f"restoring decode {K} =512"),
     (KnobRestoring("decode", K, None), f"restoring decode {K} unset"),
+    (KnobKept("decode", K, "512", "better"), f"keeping decode {K}=512 (the better arm) (--keep)"),
+    (KnobKept("decode", K, "384", "384"), f"keeping decode {K}=384 (--keep)"),
     (CaseTestPlanned(f"knob:decode/{K}", "512", "256", 2, ("suspect", "revert", "revert",
                                                            "suspect"), 4, 3, 11),
      f"case test knob:decode/{K}: 512 against 256, 2 round(s) each (S R R S), 4 session(s) x 3 "

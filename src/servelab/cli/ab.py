@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from rich.markdown import Markdown
 
 from servelab.cli.bench import bench_config
 from servelab.cli.common import (
@@ -123,7 +124,7 @@ class _Design:
     margin: float | None
     boundary: Boundary
     gpus: int
-    keep: bool
+    keep: str | None
 
 
 def _config(
@@ -145,7 +146,9 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     if output.as_json:
         print_json({**encode(result), "files": [str(f) for f in files]})
     else:
-        console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
+        text = ab_markdown(result)  # piped: the markdown itself; on a terminal: rendered
+        console.print(Markdown(text) if console.is_terminal else text, markup=False,
+                      highlight=False, soft_wrap=True)  # fmt: skip
         for path in files:
             say(f"wrote {path}")
 
@@ -204,7 +207,14 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     help="--plan: the change to detect.",
 )
 @click.option("--power", default=0.8, show_default=True, type=click.FloatRange(0.01, 0.999))
-@click.option("--keep", is_flag=True, help="Keep the last arm's value instead of restoring.")
+@click.option(
+    "--keep",
+    metavar="better|baseline|candidate|VALUE",
+    default=None,
+    help="At the end, leave this value live instead of restoring the original: the better arm "
+    "(the original is restored when no arm is better), one arm, or a value. An interrupted A/B "
+    "always restores.",
+)
 @output_options()
 @ledger_option
 @wait_option
@@ -224,7 +234,7 @@ def ab_command(
     plan: bool,
     effect: float,
     power: float,
-    keep: bool,
+    keep: str | None,
     output: OutputOptions,
     ledger_path: Path | None,
     wait: bool,
@@ -232,6 +242,11 @@ def ab_command(
     """A/B a knob: set, co-restart, verify live, measure; counterbalanced rounds; verdict per C."""
     if resume is None and arms is None:
         raise click.UsageError(f"--knob {KNOB_ARMS_FORM} is required (or --resume)")
+    if resume is not None and arms is not None and not plan:
+        raise click.UsageError(
+            "--resume continues the journalled A/B with its own knob and values: give --knob "
+            "for a new A/B, or --resume alone"
+        )
     where = SpecAndLedger(spec_path, ledger_path)
     design = _Design(
         Order(order), order_seed, until_decided, max_rounds, margin, Boundary(boundary), gpus, keep

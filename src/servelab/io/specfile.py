@@ -67,9 +67,12 @@ def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpe
     if path is None:
         return LoadedSpec(parse_spec(DEFAULT_SPEC_TOML, source=EMBEDDED), EMBEDDED, cwd)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a BOM (Windows editors) is not the spec's
     except OSError as exc:
         raise SpecError(f"cannot read: {exc.strerror}", source=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text: byte {exc.start} is {exc.object[exc.start]:#04x}",
+                        source=str(path)) from exc  # fmt: skip
     loaded = LoadedSpec(parse_spec(text, source=str(path)), str(path), path.resolve().parent)
     _check_local_env_dirs(loaded)
     return loaded

@@ -24,6 +24,7 @@ __all__ = [
     "CaseTestPlanned",
     "CoRestarting",
     "EnvFileRestored",
+    "KnobKept",
     "KnobPuttingBack",
     "KnobRestoring",
     "KnobSetting",
@@ -301,6 +302,17 @@ class AbVisitStarted:
 
 
 @dataclass(frozen=True)
+class KnobKept:
+    """An A/B leaves ``value`` live at its end (``ab --keep``; ``rule``: what ``--keep`` said:
+    ``better``, ``baseline``, ``candidate``, or the value itself)."""
+
+    service: str
+    knob: str
+    value: str
+    rule: str
+
+
+@dataclass(frozen=True)
 class KnobRestoring:
     """The A/B puts the knob's original value back (None: unset)."""
 
@@ -362,6 +374,6 @@ ProgressEvent = (
     | UnitReloaded | RollingPlanned | RollPhaseStarted | RollPhaseFailed
     | ReadingEnvFile | ReadingLiveEnv | ProbingHealth | ProbingE2E | ProbingWorkers
     | KnobSetting | CoRestarting | VerifyingLayers | KnobVerifiedLive | StepFailed
-    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring
+    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring | KnobKept
     | CaseTestPlanned | VisitStarted | ArmSoaked | KnobPuttingBack
 )  # fmt: skip

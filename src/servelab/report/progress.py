@@ -18,6 +18,7 @@ from servelab.ops.progress import (
     CaseTestPlanned,
     CoRestarting,
     EnvFileRestored,
+    KnobKept,
     KnobPuttingBack,
     KnobRestoring,
     KnobSetting,
@@ -128,7 +129,7 @@ def _deploy(
 
 def _knob(
     event: KnobSetting | CoRestarting | VerifyingLayers | KnobVerifiedLive | StepFailed
-    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring | CaseTestPlanned
+    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring | KnobKept | CaseTestPlanned
     | VisitStarted | ArmSoaked | KnobPuttingBack,
 ) -> str:  # fmt: skip
     match event:
@@ -152,6 +153,9 @@ def _knob(
             return f"round {e.round_index + 1}/{e.rounds} ({e.first}→{e.second}): {arm}"
         case KnobRestoring(service=service, knob=knob, value=value):
             return f"restoring {service} {knob} {'unset' if value is None else f'={value}'}"
+        case KnobKept(service=service, knob=knob, value=value, rule=rule):
+            why = "" if rule == value else f" (the {rule} arm)"
+            return f"keeping {service} {knob}={value}{why} (--keep)"
         case CaseTestPlanned():
             return _case_test(event)
         case VisitStarted(index=index, total=total, arm=arm):

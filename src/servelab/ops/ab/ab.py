@@ -5,7 +5,9 @@ its dependents in order, then prove the value is live (config and live layers of
 the value read back from ``/proc/PID/environ``) — an arm that is not live is not measured. Then
 benchmark through the router. A round is one visit of each arm, in a counterbalanced order (ABBA
 or a seeded random order per round, :mod:`servelab.core.ab.design`), so slow drift of the machine
-cancels instead of biasing one arm. At the end the original value is restored (unless ``keep``).
+cancels instead of biasing one arm. At the end the original value is restored, or with ``keep``
+the value it names is left live (the better arm, one arm, or a value: an undecided ``better``
+restores); an interrupted A/B always restores the original.
 
 With ``until_decided`` a concurrency leaves the experiment once Lai's confidence sequence on its
 per-round log ratios decides it (:mod:`servelab.core.ab.sequential`); the A/B stops when every
@@ -28,7 +30,7 @@ import time
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
-from servelab.core.ab.result import AbResult, ArmVisit, conclude, undecided_levels
+from servelab.core.ab.result import AbResult, ArmVisit, conclude, kept_value, undecided_levels
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.errors import BenchError, ServelabError
@@ -43,6 +45,7 @@ from servelab.ops.progress import (
     AbJournalStarted,
     AbResumed,
     AbVisitStarted,
+    KnobKept,
     KnobRestoring,
     KnobVerifiedLive,
 )
@@ -168,7 +171,8 @@ async def run_ab(
     progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
-    """Run the counterbalanced A/B; restore the original value unless ``cfg.keep``."""
+    """Run the counterbalanced A/B; restore the original value, or leave the one ``cfg.keep``
+    names."""
     if cfg.baseline == cfg.candidate:
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
@@ -227,8 +231,13 @@ async def _run(
             with contextlib.suppress(ServelabError):
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)
         raise
-    restored = await _restore(op, cfg, result.original)
-    result = conclude(replace(result, visits=tuple(visits), restored=restored))
+    result = conclude(replace(result, visits=tuple(visits)))
+    kept = kept_value(cfg.keep, result)
+    if kept is None:
+        await _restore(op, cfg, result.original)
+    else:
+        await _keep(op, cfg, kept, visits)
+    result = replace(result, restored=kept is None, kept=kept)
     if op.ledger is not None:
         ab_id = op.ledger.record_ab(config=encode(cfg), result=result)
         result = replace(result, ab_id=ab_id)
@@ -237,10 +246,15 @@ async def _run(
     return result
 
 
-async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> bool:
-    """Put the original value back, live (not with ``keep``); whether it was."""
-    if cfg.keep:
-        return False
+async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> None:
+    """Put the original value back, live."""
     op.say(KnobRestoring(cfg.service, cfg.knob, original))
     await _make_live(op, cfg, original, "ab: restore the original value")
-    return True
+
+
+async def _keep(op: Operation, cfg: AbConfig, value: str, visits: list[ArmVisit]) -> None:
+    """Leave ``value`` live (``--keep``): already, when the last visit measured it; else set,
+    co-restarted and proven live."""
+    op.say(KnobKept(cfg.service, cfg.knob, value, cfg.keep or value))
+    if not visits or visits[-1].arm != value:
+        await _make_live(op, cfg, value, f"ab: keep {value} ({cfg.keep})")
