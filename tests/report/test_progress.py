@@ -97,7 +97,11 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (VerifyingLayers(("config", "live", "health", "e2e")), "verify config, live, health, e2e"),
     (KnobVerifiedLive("decode", K, "512", 9), f"decode {K}=512 verified live (verification 9)"),
     (StepFailed("restart of decode failed: x"), "failed: restart of decode failed: x"),
-    (AbJournalStarted(3), "A/B journal 3: resume with `ab --resume 3` if interrupted"),
+    (AbJournalStarted(3), "A/B journal 3: resume with `servelab ab --resume 3` if interrupted"),
+    (
+        AbJournalStarted(3, ("-f", "pd/servelab.toml")),
+        "A/B journal 3: resume with `servelab ab --resume 3 -f pd/servelab.toml` if interrupted",
+    ),
     (AbResumed(3, 2), "resuming A/B 3: 2 visit(s) kept"),
     (AbVisitStarted(0, 4, "256", "512", K, "512"), f"round 1/4 (256→512): arm {K}=512"),
     (KnobRestoring("decode", K, "512"), f"restoring decode {K} =512"),

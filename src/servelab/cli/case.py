@@ -8,6 +8,7 @@ or need a case already in it) refuse one that does not exist (exit 1) and create
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import REVERT_TO, SESSIONS, Default, wait_option
+from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
@@ -33,6 +35,7 @@ from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
 from servelab.ops.context import Operation
 from servelab.report.case import (
+    describe_evidence,
     describe_experiment,
     experiment_json,
     experiment_lines,
@@ -242,7 +245,8 @@ def case_resolve(
         )
         return view, before
 
-    view, before = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    where = SpecAndLedger(spec_path, ledger_path)
+    view, before = run_with_ledger(where, body, create=False)
     if as_json:
         print_json(view.to_json())
         return
@@ -254,7 +258,8 @@ def case_resolve(
     for item in view.plan:
         say(f"  restore plan: {describe_restore_item(item)}")
     if view.plan:
-        say(f"  apply it with: servelab restore {case_id}")
+        restore = ["servelab", "restore", str(case_id), *where.spec().spec_args]
+        say(f"  apply it with: {shlex.join(restore)}")
 
 
 @case_group.command("test")
@@ -306,7 +311,8 @@ def case_test(
     say(describe_experiment(outcome.record))
     for line in experiment_lines(outcome.record):
         say(line)
-    say(f"  recorded on case {case_id} as evidence #{outcome.evidence_id}")
+    evidence = describe_evidence(ExperimentRecord.KIND, outcome.event_id)  # as `case show` says
+    say(f"  recorded on case {case_id} as {evidence}")
 
 
 def _print_case(view: cases.CaseView) -> None:

@@ -100,7 +100,7 @@ def set_command(
     if as_json:
         print_json(change.to_json())
     else:
-        click.echo(render_knob_change(change), nl=False)
+        click.echo(render_knob_change(change, where.spec().spec_args), nl=False)
 
 
 async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:

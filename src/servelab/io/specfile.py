@@ -42,6 +42,12 @@ class LoadedSpec:
     def embedded(self) -> bool:
         return self.source == EMBEDDED
 
+    @property
+    def spec_args(self) -> tuple[str, ...]:
+        """What a command line names this spec with: ``("-f", PATH)``, or nothing for the
+        embedded default (a hint a newcomer pastes acts on this deployment, not the default)."""
+        return () if self.embedded else ("-f", self.source)
+
     def path(self, relative: str) -> Path:
         """A spec path (``env_file``, ``state_dir``) resolved against the spec's directory, and
         normalised (``examples/../.servelab`` is ``.servelab``; lexically, so a remote host's path

@@ -275,9 +275,11 @@ class StepFailed:
 
 @dataclass(frozen=True)
 class AbJournalStarted:
-    """The A/B is journalled as ``session_id`` (what ``ab --resume`` takes)."""
+    """The A/B is journalled as ``session_id`` (what ``ab --resume`` takes, with ``spec_args``
+    naming the spec)."""
 
     session_id: int
+    spec_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

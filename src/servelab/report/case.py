@@ -40,6 +40,7 @@ from servelab.report.verify import check_detail, with_details
 
 __all__ = [
     "NOT_CONFIRMED",
+    "describe_evidence",
     "describe_experiment",
     "describe_override",
     "describe_refusal",
@@ -134,6 +135,12 @@ _WHY = {
 def _arm(arm: ArmTally) -> str:
     rate = "n/a" if arm.rate is None else f"{arm.rate:.0%}"
     return f"{arm.failed}/{arm.sessions} sessions failed ({rate})"
+
+
+def describe_evidence(kind: Any, ref_id: Any) -> str:
+    """A piece of a case's evidence as its timeline lists it (``evidence: experiment #2``), and
+    as a command that attached it says so (``case test``: the same kind and id)."""
+    return f"evidence: {kind} #{ref_id}"
 
 
 def describe_experiment(record: ExperimentRecord) -> str:

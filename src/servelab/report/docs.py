@@ -32,7 +32,12 @@ from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCos
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
 from servelab.ops.case.case import CaseView
-from servelab.report.case import describe_experiment, describe_override, event_error
+from servelab.report.case import (
+    describe_evidence,
+    describe_experiment,
+    describe_override,
+    event_error,
+)
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
@@ -137,7 +142,7 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
     if kind == "evidence":
         if d.get("kind") == "note":
             return f"note: {d.get('note')}"
-        return f"evidence: {d.get('kind')} #{d.get('ref_id')}"
+        return describe_evidence(d.get("kind"), d.get("ref_id"))
     if kind == "knob_change":
         return (
             f"knob change #{d.get('id')}: {d.get('service')} {d.get('name')} "

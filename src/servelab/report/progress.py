@@ -8,6 +8,7 @@ kind, matching on its type (mypy names a kind left out), and the CLI prints the 
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, assert_never
 
 from servelab.ops.progress import (
@@ -143,8 +144,9 @@ def _knob(
             return f"{service} {knob}={value} verified live (verification {vid})"
         case StepFailed(error=error):
             return f"failed: {error}"
-        case AbJournalStarted(session_id=sid):
-            return f"A/B journal {sid}: resume with `ab --resume {sid}` if interrupted"
+        case AbJournalStarted(session_id=sid, spec_args=spec_args):
+            resume = shlex.join(["servelab", "ab", "--resume", str(sid), *spec_args])
+            return f"A/B journal {sid}: resume with `{resume}` if interrupted"
         case AbResumed(session_id=sid, kept=kept):
             return f"resuming A/B {sid}: {kept} visit(s) kept"
         case AbVisitStarted():

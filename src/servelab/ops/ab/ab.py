@@ -182,7 +182,7 @@ async def run_ab(
         if journal is not None:
             session_id = journal.start(service=cfg.service, knob=cfg.knob, config=encode(cfg),
                                        original=original)  # fmt: skip
-            op.say(AbJournalStarted(session_id))
+            op.say(AbJournalStarted(session_id, op.loaded.spec_args))
         result = cfg.result(original, session_id=session_id)
         return await _run(op, cfg, result, journal, bench_progress, [])
 

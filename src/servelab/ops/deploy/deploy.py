@@ -265,7 +265,7 @@ async def restart_service(op: Operation, service: str) -> Step:
 
 def _recovery(op: Operation) -> list[str]:
     """The command that brings the deployment's stopped services back."""
-    return ["servelab", "up"] + ([] if op.loaded.embedded else ["-f", op.loaded.source])
+    return ["servelab", "up", *op.loaded.spec_args]
 
 
 async def restart(
