@@ -22,6 +22,7 @@ from servelab.cli.common import (
     SpecAndLedger,
     console,
     err_console,
+    interruption,
     ledger_option,
     notice,
     print_json,
@@ -132,8 +133,8 @@ def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Pa
     for line in report.failure_lines(result):
         notice("failed:", line, "bold red")
     if result.interrupted:
-        by = "" if signum in (None, signal.SIGINT) else f" by {signal.Signals(signum).name}"
-        err_console.print(f"interrupted{by}: partial results shown and saved", style="yellow")
+        said = f"{interruption(signum)}: partial results shown and saved"
+        err_console.print(said, style="yellow")
         return 128 + (signum or signal.SIGINT)
     return EXIT_FAILED if result.n_failed else EXIT_OK
 

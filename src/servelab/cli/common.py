@@ -59,6 +59,7 @@ __all__ = [
     "error",
     "exit_code",
     "failure_json",
+    "interruption",
     "json_option",
     "ledger_option",
     "notice",
@@ -246,11 +247,15 @@ def exit_code(exc: BaseException) -> int:
     return EXIT_FAILED
 
 
+def interruption(signum: int | None) -> str:
+    """``interrupted`` (Ctrl-C, or no signal known), or ``interrupted by SIGTERM``."""
+    if signum is None or signum == signal.SIGINT:
+        return "interrupted"
+    return f"interrupted by {signal.Signals(signum).name}"
+
+
 def _interruption(exc: KeyboardInterrupt) -> str:
-    """``interrupted`` (Ctrl-C), or ``interrupted by SIGTERM`` (another stop signal)."""
-    if isinstance(exc, Interrupted) and exc.signum != signal.SIGINT:
-        return f"interrupted by {signal.Signals(exc.signum).name}"
-    return "interrupted"
+    return interruption(exc.signum if isinstance(exc, Interrupted) else None)
 
 
 def _message(exc: BaseException) -> str:
