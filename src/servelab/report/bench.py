@@ -268,11 +268,14 @@ def telemetry_lines(result: BenchResult) -> list[str]:
     return out
 
 
+#: How a rule's reading says the run gave it too few samples to judge (its ``reason``).
+_TOO_FEW = ("too few ", "fewer than ")
+
+
 def _too_short(evidence: Mapping[str, Any]) -> bool:
     """A rule that could not judge because the run gave it too few samples."""
-    return evidence["state"] == "unknown" and str(evidence.get("reason") or "").startswith(
-        "too few"
-    )
+    reason = str(evidence.get("reason") or "")
+    return evidence["state"] == "unknown" and reason.startswith(_TOO_FEW)
 
 
 def phase_lines(result: BenchResult) -> list[str]:
