@@ -9,7 +9,9 @@ versioned with ``PRAGMA user_version`` (see :mod:`servelab.io.ledger.migrations`
 migrated on open, newer ones are refused with :class:`~servelab.errors.SchemaError`.
 
 The ledger stores what it is given. Callers pass only declared knob values, never a process
-environment: values of undeclared environment variables must not reach these functions.
+environment: values of undeclared environment variables must not reach these functions. A bench
+run, an A/B or a soak that the file refuses when it is recorded (a disk that filled meanwhile) is
+kept beside it as JSON (:mod:`servelab.io.ledger.unsaved`), and the error says where.
 
 Readers return the typed records of :mod:`servelab.core.ledger.evidence` (read from each row by
 the codec of :mod:`servelab.core.ledger.codec`), oldest first; the A/B and soak results they hold
