@@ -90,9 +90,13 @@ async def test_the_truth_server_streams_on_schedule_from_the_kernel_arrival(
     # the first token after the prefill: uvloop's timers have millisecond resolution and fire
     # up to 1 ms early (see ops/benchload.sleep_until), hence the 1 ms tolerance
     assert isinstance(ttft, dict) and ttft["p50"] >= 29.0
-    # the client's TTFT contains the server's (its send precedes the kernel's arrival stamp)
+    # every client TTFT holds the server's schedule: the first token, due 30 ms after the arrival
+    # (its send precedes it), never reached the client sooner. Compared with that condition in the
+    # client's own clock, not with the server's TTFT: the server stamps its first token after its
+    # write returns, in another process, which a busy machine can delay past the client's read
+    # (a fresh clone under load: client max 31.4 ms, server max 35.4 ms).
     client_ttft = sorted((metrics.ttft_ns(r) or 0) / 1e6 for r in records)
-    assert client_ttft[0] >= 29.0 and client_ttft[-1] >= ttft["max"] - 0.001
+    assert len(client_ttft) == 4 and all(t >= 29.0 for t in client_ttft), client_ttft
     gaps = got["gap_ms"]
     assert isinstance(gaps, dict) and gaps["n"] == 20 and gaps["p50"] >= 4.0
     assert _get(truth_url + "/truth/reset", "POST") == {"ok": True}

@@ -13,7 +13,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   ├── ServiceStartError             a service's process could not start or exited early
     │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
     │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
-    │   └── RouterApiError                the router's worker API answered otherwise than expected
+    │   ├── RouterApiError                the router's worker API answered otherwise than expected
+    │   └── DeploymentBusy                another command holds the deployment's lock
+    │                                     (servelab.io.lock: it carries the holder)
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
@@ -45,6 +47,7 @@ __all__ = [
     "CaseError",
     "CommandTimeout",
     "DeployError",
+    "DeploymentBusy",
     "HealthTimeout",
     "HostError",
     "KnobError",
@@ -96,6 +99,10 @@ class CommandTimeout(DeployError, TimeoutError):
 
 class RouterApiError(DeployError):
     """The router's worker API did not answer as expected (status, body in the message)."""
+
+
+class DeploymentBusy(DeployError):
+    """Another command holds the deployment's lock (one operator at a time)."""
 
 
 class HostError(ServelabError, OSError):

@@ -91,3 +91,14 @@ def test_resume_of_an_unknown_ab_exits_2(tmp_path: Path) -> None:
     result = run_cli("ab", "-f", spec, "--resume", "9", "--ledger", str(tmp_path / "l.db"))
     assert result.returncode == 2, result.stderr
     assert "no A/B 9" in result.stderr
+
+
+def test_a_knob_with_resume_is_refused_not_ignored(tmp_path: Path) -> None:
+    """A journalled A/B keeps its own knob and values: ``--knob`` beside ``--resume`` is a usage
+    error (issue: it was silently ignored), before any ledger or deployment is touched."""
+    spec = write_pd_spec(tmp_path)
+    done = run_cli("ab", "-f", str(spec), "--knob", f"decode:{DEFAULT_KNOB}=256,512",
+                   "--resume", "1", "--ledger", str(tmp_path / "l.db"))  # fmt: skip
+    assert done.returncode == 2
+    assert "--resume continues the journalled A/B with its own knob and values" in done.stderr
+    assert not (tmp_path / "l.db").exists()

@@ -280,6 +280,10 @@ def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_
                      "--override", "seen by hand", *led)  # fmt: skip
     (item,) = resolved["restore_plan"]
     assert (item["current"], item["restore_to"]) == ("256", "512")
+    again = run_cli("case", "resolve", cid, "--root-cause", "client-side proxy", "--exonerate",
+                    TARGET, "--override", "seen by hand", *spec, *led)  # fmt: skip
+    assert again.returncode == 0, again.stderr  # its hint names the spec it was given
+    assert f"apply it with: servelab restore {cid} -f {spec[1]}" in again.stdout
 
     restored = _json("restore", cid, *spec, *led)
     assert restored["ok"] and restored["status"] == "restored and verified"

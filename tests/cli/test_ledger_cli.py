@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import stat
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.verify.checks import Check, CheckCode, NoEnvFile
+from servelab.io.ledger.journal import AbJournal
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION
 from tests.support import run_cli
@@ -187,3 +190,46 @@ def test_an_export_writes_where_it_is_told_and_only_there(
                            capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
     assert piped.returncode == 0, piped.stderr
     assert json.loads((tmp_path / "piped.json").read_text()) == json.loads(target.read_text())
+
+
+def test_every_table_in_every_format_is_strict_json(tmp_path: Path) -> None:
+    """A ledger holding a verification (its check's ``detail`` is a code, not JSON: the JSON Lines
+    export crashed on it), a bench run whose summary holds NaN (one run's std) and an A/B journal:
+    every format names every table, parses as strict JSON (``JSON.parse`` refuses NaN) and holds
+    null where the number was not finite."""
+    path = tmp_path / "ledger.db"
+    with Ledger.open(path) as ledger:
+        check = Check("decode", False, CheckCode.CONFIG_NO_ENV_FILE, NoEnvFile(knobs=True))
+        ledger.record_verification(spec_hash="h", ok=False, checks=[check])
+        ledger.record_bench_run(label="one", config={"run": 0},
+                                summary={"std": math.nan, "hi": math.inf}, records=[])  # fmt: skip
+        AbJournal(ledger).start(service="decode", knob="K", config={"x": 1}, original="1")
+        tables = set(ledger.table_names())
+    led = ("--ledger", str(path))
+
+    def strict(text: str) -> object:
+        return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in {text[:80]}"))
+
+    doc = strict(_ok("ledger", "export", *led).stdout)
+    assert isinstance(doc, dict) and "null" in doc["nulls"]
+    assert doc["bench_runs"][0]["summary"] == {"std": None, "hi": None}
+    assert doc["verifications"][0]["checks"][0]["code"] == CheckCode.CONFIG_NO_ENV_FILE
+
+    done = _ok("ledger", "export", "--format", "jsonl", *led)
+    rows = [strict(line) for line in done.stdout.splitlines()]
+    by_table = {r["table"]: r for r in rows if isinstance(r, dict)}
+    assert set(by_table["_export"]["tables"]) == tables  # the header names every table
+    assert {"verification_checks", "bench_runs", "ab_sessions"} < set(by_table)
+    assert by_table["verification_checks"]["detail"] == CheckCode.CONFIG_NO_ENV_FILE
+    assert by_table["bench_runs"]["summary"] == {"std": None, "hi": None}
+    assert by_table["ab_sessions"]["config"] == {"x": 1}  # a JSON column: decoded
+
+    folder = tmp_path / "csv"
+    _ok("ledger", "export", "--format", "csv", str(folder), *led)
+    assert {p.stem for p in folder.glob("*.csv")} == tables
+    with (folder / "bench_runs.csv").open(newline="") as fh:
+        (run,) = list(csv.DictReader(fh))
+    assert strict(run["summary"]) == {"std": None, "hi": None}
+    with (folder / "verification_checks.csv").open(newline="") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert row["detail"] == CheckCode.CONFIG_NO_ENV_FILE and strict(row["data"]) == {"knobs": True}

@@ -14,7 +14,9 @@ ledger export. Scanned for every planted value:
 - every file servelab wrote under the state directory (pid records, status files, ...).
 
 Not scanned, on purpose: the logs of the services themselves (``<state>/logs/``): they are the
-services' own output (a service may print its environment; servelab only appends a start stamp),
+services' own output (a service may print its environment; servelab only appends a start stamp,
+and redacts every env value of the service in the tail it quotes when the service fails: the
+second test plants values in services that print their environment),
 and the env files and their backups (``NAME.env.bak-*``, ``NAME.env.pre-restart-*``): they are
 the secrets' home. One stack is shared by the whole test, with small requests and a short soak.
 """
@@ -25,6 +27,7 @@ import json
 import re
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -184,5 +187,44 @@ def test_no_planted_value_leaks_from_any_command(tmp_path: Path) -> None:
         scan.run("down")
         if reader is not None:
             reader.close()
+    assert live_procs_under(tmp_path) == []
+    _check_no_leak(scan)
+
+
+def _printing_spec(root: Path, port: int) -> None:
+    """One service whose start command prints its own environment, then fails (``exit 1``), and
+    one that prints it and never gets ready; the planted values in their env files."""
+    (root / "env").mkdir(parents=True)
+    printer = "env; echo token $MODEL_CACHE_KEY; exit 1"
+    server = f"{sys.executable} -m http.server {port} --bind 127.0.0.1"
+    hanger = f"env; echo url $STORE_URL; exec {server}"
+    (root / "servelab.toml").write_text(
+        'name = "printer"\nstate_dir = "state"\n'
+        f'[services.printer]\nrole = "generic"\nurl = "http://127.0.0.1:{free_port()}"\n'
+        f"start = '{printer}'\nenv_file = \"env/printer.env\"\n"
+        f'[services.hanger]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
+        f'start = \'{hanger}\'\nenv_file = "env/hanger.env"\nready_path = "/missing"\n'
+        "ready_timeout_s = 2\n"
+    )
+    (root / "env" / "printer.env").write_text(_env_text("prefill"))
+    (root / "env" / "hanger.env").write_text(_env_text("decode"))
+
+
+def test_a_service_that_prints_its_environment_leaks_nothing(tmp_path: Path) -> None:
+    """The log tail quoted when a service fails (its start command exits, or it is never ready)
+    has every env value of the service redacted: on stderr, in ``--json``, in the ledger's
+    ``deployments`` rows and in its export (issue: the tail carried ``$HF_TOKEN`` everywhere)."""
+    root = tmp_path / "dep"
+    _printing_spec(root, free_port())
+    scan = Scan(root, root / "state" / "ledger.db")
+    try:
+        scan.run("up", "printer", code=1)
+        scan.run("up", "printer", "--json", code=1)
+        scan.run("up", "hanger", code=1)
+        scan.run("ledger", "export")
+        scan.run("ledger", "export", "--format", "jsonl")
+    finally:
+        scan.run("down")
+    assert "token ***" in scan.said[0][1]  # the tail is still shown, its value replaced
     assert live_procs_under(tmp_path) == []
     _check_no_leak(scan)

@@ -136,3 +136,9 @@ def test_bad_spec_exits_2(tmp_path: Path) -> None:
     assert done.returncode == 2 and "services.x" in done.stderr
     unknown = run_cli("verify", "nope", "-f", str(tmp_path / "missing.toml"), cwd=tmp_path)
     assert unknown.returncode == 2
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "nan"])
+def test_an_e2e_timeout_that_is_no_duration_is_refused(value: str) -> None:
+    done = run_cli("verify", "--e2e-timeout", value)
+    assert done.returncode == 2 and "Invalid value for '--e2e-timeout'" in done.stderr

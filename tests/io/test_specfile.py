@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from servelab.core.deploy.spec import DEFAULT_ENV_FILES, DEFAULT_KNOB
+from servelab.errors import SpecError
 from servelab.io.specfile import load_spec, materialize_default_env
 from tests.support import run_cli
 
@@ -68,3 +71,15 @@ def test_knob_get_on_a_fresh_dir_still_answers_from_the_embedded_default(tmp_pat
     assert listed.returncode == 0, listed.stderr
     assert not (fresh / ".servelab" / "env").exists()  # a ledger-only command makes no env file
     assert (fresh / ".servelab" / "ledger.db").is_file()
+
+
+def test_a_spec_that_is_not_utf8_is_a_spec_error_and_a_bom_is_read(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    body = '[services.w]\nrole = "generic"\nurl = "http://127.0.0.1:9000"\nstart = "true"\n'
+    spec.write_bytes(b"\xef\xbb\xbf" + body.encode())
+    assert load_spec(spec).spec.services["w"].port == 9000
+    spec.write_bytes(body.replace("generic", "gen\xe9ric").encode("latin-1"))
+    with pytest.raises(SpecError, match=r"s.toml: not UTF-8 text: byte \d+ is 0xe9"):
+        load_spec(spec)
+    done = run_cli("status", "-f", str(spec))
+    assert done.returncode == 2 and "unexpected" not in done.stderr

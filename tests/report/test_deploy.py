@@ -5,9 +5,9 @@ from __future__ import annotations
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
-from servelab.ops.deploy.results import RestartReport, Step
+from servelab.ops.deploy.results import RestartReport, ServiceStatus, Step
 from servelab.ops.verify.verify import VerifyReport
-from servelab.report.deploy import render_restart
+from servelab.report.deploy import render_restart, status_rows
 
 READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
 
@@ -39,3 +39,13 @@ def test_the_json_holds_the_verify_reports_own_json() -> None:
     assert doc["verification"] == report.verification.to_json()
     assert doc["verification"]["ok"] is True and doc["verification"]["verification_id"] == 7
     assert RestartReport(["router"], []).to_json()["verification"] is None
+
+
+def test_a_status_row_names_an_unrecorded_process_and_an_unanswering_host() -> None:
+    ours = ServiceStatus("a", "generic", "local", "http://h:1", 7, "owner of port 1", True, None)
+    ours.unrecorded = True
+    far = ServiceStatus("b", "generic", "far", "http://h:2", None, None, False, None)
+    far.error = "far: cannot connect to root@h port 22: no answer (timed out)"
+    rows = status_rows([ours, far])
+    assert rows[0][3] == "7 (servelab's, no pid record)"
+    assert rows[1][3] == "-" and rows[1][5] == f"host did not answer: {far.error}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
@@ -105,3 +107,17 @@ def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> 
     assert re.search(r'<img [^>]*src="data:image/png;base64,', ab)
     case = dump_dom(out / f"cases/case-{cid}.html", tmp_path / "p4")
     assert "Agentic sessions stall" in case
+
+
+@pytest.mark.parametrize(
+    "target", ["javascript:alert(1)", "JaVaScRiPt:alert(1)", "data:text/html,x", "vbscript:x"]
+)
+def test_a_link_in_user_text_that_would_run_something_stays_text(target: str) -> None:
+    """A case note's ``[click](javascript:...)`` is shown as written, never an ``<a href>``
+    (issue: the report turned it into a live ``javascript:`` link); images alike."""
+    html = markdown_html(f"note: [click]({target}) and ![x]({target})")
+    assert "<a " not in html and "<img" not in html
+    assert "[click]" in html
+    kept = markdown_html("see [the run](runs/run-1.md) and [docs](https://example.org/a)")
+    assert '<a href="runs/run-1.html">the run</a>' in kept
+    assert '<a href="https://example.org/a">docs</a>' in kept

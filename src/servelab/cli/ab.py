@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import click
+from rich.markdown import Markdown
 
 from servelab.cli.bench import bench_config
 from servelab.cli.common import (
@@ -35,6 +36,7 @@ from servelab.cli.options import (
     WorkloadOptions,
     load_options,
     output_options,
+    wait_option,
     workload_options,
 )
 from servelab.core.ab.compare import Verdict
@@ -67,6 +69,7 @@ async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) ->
         where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
     loaded = where.deployment()
     with where.ledger() as ledger:
+        ledger.check_writable()  # before the load: a ledger that fails loses no A/B
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             if cfg is None or resume is not None:
                 return await resume_ab(op, resume or 0, ledger=ledger, bench_progress=bench_levels)
@@ -121,7 +124,7 @@ class _Design:
     margin: float | None
     boundary: Boundary
     gpus: int
-    keep: bool
+    keep: str | None
 
 
 def _config(
@@ -143,7 +146,9 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     if output.as_json:
         print_json({**encode(result), "files": [str(f) for f in files]})
     else:
-        console.print(ab_markdown(result), markup=False, highlight=False, soft_wrap=True)
+        text = ab_markdown(result)  # piped: the markdown itself; on a terminal: rendered
+        console.print(Markdown(text) if console.is_terminal else text, markup=False,
+                      highlight=False, soft_wrap=True)  # fmt: skip
         for path in files:
             say(f"wrote {path}")
 
@@ -202,9 +207,17 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     help="--plan: the change to detect.",
 )
 @click.option("--power", default=0.8, show_default=True, type=click.FloatRange(0.01, 0.999))
-@click.option("--keep", is_flag=True, help="Keep the last arm's value instead of restoring.")
+@click.option(
+    "--keep",
+    metavar="better|baseline|candidate|VALUE",
+    default=None,
+    help="At the end, leave this value live instead of restoring the original: the better arm "
+    "(the original is restored when no arm is better), one arm, or a value. An interrupted A/B "
+    "always restores.",
+)
 @output_options()
 @ledger_option
+@wait_option
 def ab_command(
     spec_path: Path | None,
     arms: KnobArms | None,
@@ -221,13 +234,19 @@ def ab_command(
     plan: bool,
     effect: float,
     power: float,
-    keep: bool,
+    keep: str | None,
     output: OutputOptions,
     ledger_path: Path | None,
+    wait: bool,
 ) -> None:
     """A/B a knob: set, co-restart, verify live, measure; counterbalanced rounds; verdict per C."""
     if resume is None and arms is None:
         raise click.UsageError(f"--knob {KNOB_ARMS_FORM} is required (or --resume)")
+    if resume is not None and arms is not None and not plan:
+        raise click.UsageError(
+            "--resume continues the journalled A/B with its own knob and values: give --knob "
+            "for a new A/B, or --resume alone"
+        )
     where = SpecAndLedger(spec_path, ledger_path)
     design = _Design(
         Order(order), order_seed, until_decided, max_rounds, margin, Boundary(boundary), gpus, keep
@@ -244,7 +263,8 @@ def ab_command(
     if resume is not None:
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, load, workload, design)
-    result = run(_ab(where, cfg, resume))
+    with where.exclusive(wait=wait):
+        result = run(_ab(where, cfg, resume))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:

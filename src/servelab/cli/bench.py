@@ -10,24 +10,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from contextlib import nullcontext
 from pathlib import Path
 
 import click
 
 from servelab.cli.common import (
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     BenchBar,
     SpecAndLedger,
     console,
     err_console,
+    interruption,
     ledger_option,
     notice,
     print_json,
     resolve_target,
     run,
+    say,
     spec_option,
+    stop_on_signals,
 )
 from servelab.cli.options import (
     HEADER,
@@ -38,10 +41,11 @@ from servelab.cli.options import (
     load_options,
     output_options,
     target_options,
+    wait_option,
     workload_options,
 )
 from servelab.errors import BenchError
-from servelab.io.files import write_files
+from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
@@ -82,14 +86,13 @@ async def _bench(
     export: Exporter | None,
     loaded: LoadedSpec | None,
     traced: bool = True,
-) -> ops.BenchResult:
-    """The sweep; with a spec, every run watched through its router's and engines' metrics
-    (the Operation stays open so SSH forwards to them live as long as the runs), and with its
-    ``[tracing]`` (unless ``--no-traces``), every request joined to its spans."""
+) -> tuple[ops.BenchResult, int | None]:
+    """The sweep, and the stop signal that cut it short (None: none); with a spec, every run
+    watched through its router's and engines' metrics (the Operation stays open so SSH forwards
+    to them live as long as the runs), and with its ``[tracing]`` (unless ``--no-traces``),
+    every request joined to its spans. A stop signal ends the current run, which is kept."""
     stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    loop.add_signal_handler(signal.SIGINT, stop.set)
-    try:
+    with stop_on_signals(stop) as received:
         async with contextlib.AsyncExitStack() as stack:
             plan, traces = None, None
             if loaded is not None:
@@ -97,7 +100,7 @@ async def _bench(
                 plan = await metrics_plan(op)
                 traces = trace_collector(loaded.spec) if traced else None
             with bar.bar:
-                return await ops.run_bench(
+                result = await ops.run_bench(
                     config,
                     progress=bar,
                     ledger=ledger,
@@ -106,11 +109,10 @@ async def _bench(
                     metrics=plan,
                     traces=traces,
                 )
-    finally:
-        loop.remove_signal_handler(signal.SIGINT)
+    return result, received[0] if received else None
 
 
-def _show(result: ops.BenchResult, as_json: bool) -> int:
+def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
     if as_json:
         print_json(report.result_json(result))
     else:
@@ -118,6 +120,9 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
         phases = report.phase_table(result)
         if phases is not None:
             console.print(phases)
+        recorded = None if ledger is None else report.recorded_line(result, str(ledger))
+        if recorded is not None:
+            say(recorded)
     for line in report.phase_lines(result):
         notice("untraced:", line)
     for line in report.return_lines(result):
@@ -129,8 +134,9 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
     for line in report.failure_lines(result):
         notice("failed:", line, "bold red")
     if result.interrupted:
-        err_console.print("interrupted: partial results shown and saved", style="yellow")
-        return EXIT_INTERRUPTED
+        said = f"{interruption(signum)}: partial results shown and saved"
+        err_console.print(said, style="yellow")
+        return 128 + (signum or signal.SIGINT)
     return EXIT_FAILED if result.n_failed else EXIT_OK
 
 
@@ -151,6 +157,7 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 )
 @ledger_option
 @click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
+@wait_option
 def bench_command(
     target: TargetOptions,
     spec_path: Path | None,
@@ -162,25 +169,31 @@ def bench_command(
     traces: bool,
     ledger_path: Path | None,
     no_ledger: bool,
+    wait: bool,
 ) -> None:
-    """Benchmark streaming completions; exit 0 only when no request failed."""
+    """Benchmark streaming completions; exit 0 only when no request failed.
+
+    Before any load: the entry point answers a model list, ``--export``'s directory takes a file,
+    the ledger takes a write; with a spec, the deployment's lock is held (``--wait``)."""
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
-    first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
-    model = target.model or first_model or "default"
-    config = bench_config(load, workload, url=url, model=model, label=label, headers=headers)
-    export = None if output.export is None else Exporter(output.export, config)
-    ledger = None if no_ledger else Ledger.open(where.ledger_path(state_dir))
-    try:
-        bar = BenchBar(enabled=err_console.is_terminal)
-        result = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
-    finally:
-        if ledger is not None:
-            ledger.close()
+    if output.export is not None:
+        check_directory(output.export)
+    ledger_file = None if no_ledger else where.ledger_path(state_dir)
+    with nullcontext() if loaded is None else where.exclusive(wait=wait):
+        first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        model = target.model or first_model or "default"
+        config = bench_config(load, workload, url=url, model=model, label=label, headers=headers)
+        export = None if output.export is None else Exporter(output.export, config)
+        with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
+            if ledger is not None:
+                ledger.check_writable()
+            bar = BenchBar(enabled=err_console.is_terminal)
+            result, signum = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     if export is not None:
         export.write(result)
-    raise SystemExit(_show(result, output.as_json))
+    raise SystemExit(_show(result, output.as_json, signum, ledger_file))
 
 
 def _check_models(url: str, headers: dict[str, str]) -> str | None:

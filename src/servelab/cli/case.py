@@ -8,6 +8,7 @@ or need a case already in it) refuse one that does not exist (exit 1) and create
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,11 @@ from servelab.cli.options import (
     Default,
     Parsed,
     WorkloadOptions,
+    wait_option,
     workload_options,
 )
 from servelab.core.case.bisect import Change
+from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
 from servelab.core.options import CHANGE_FORM, parse_change
@@ -51,6 +54,7 @@ from servelab.report.case import (
     bisect_json,
     bisect_lines,
     describe_bisected,
+    describe_evidence,
     describe_experiment,
     experiment_json,
     experiment_lines,
@@ -182,6 +186,7 @@ def _print_preview(preview: cases.RevertPreview) -> None:
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def case_revert(
     case_id: int,
     target: str,
@@ -190,6 +195,7 @@ def case_revert(
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
+    wait: bool,
 ) -> None:
     """Revert a suspect knob: shows its measured cost first, then sets, restarts, verifies.
 
@@ -211,7 +217,7 @@ def case_revert(
                 return None
             return await cases.revert(op, ledger, preview)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if outcome is None:
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
@@ -258,7 +264,8 @@ def case_resolve(
         )
         return view, before
 
-    view, before = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    where = SpecAndLedger(spec_path, ledger_path)
+    view, before = run_with_ledger(where, body, create=False)
     if as_json:
         print_json(view.to_json())
         return
@@ -270,7 +277,8 @@ def case_resolve(
     for item in view.plan:
         say(f"  restore plan: {describe_restore_item(item)}")
     if view.plan:
-        say(f"  apply it with: servelab restore {case_id}")
+        restore = ["servelab", "restore", str(case_id), *where.spec().spec_args]
+        say(f"  apply it with: {shlex.join(restore)}")
 
 
 @case_group.command("test")
@@ -286,6 +294,7 @@ def case_resolve(
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def case_test(
     case_id: int,
     target: str,
@@ -297,6 +306,7 @@ def case_test(
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
+    wait: bool,
 ) -> None:
     """Decide TARGET's verdict by experiment: the case's failing soak with and without it.
 
@@ -313,14 +323,15 @@ def case_test(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await casetest.run_case_test(op, ledger, cfg)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
         print_json(experiment_json(outcome))
         return
     say(describe_experiment(outcome.record))
     for line in experiment_lines(outcome.record):
         say(line)
-    say(f"  recorded on case {case_id} as evidence #{outcome.evidence_id}")
+    evidence = describe_evidence(ExperimentRecord.KIND, outcome.event_id)  # as `case show` says
+    say(f"  recorded on case {case_id} as {evidence}")
 
 
 @case_group.command("bisect")
@@ -474,8 +485,9 @@ def _brief(view: cases.CaseView) -> dict[str, Any]:
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def restore_cmd(
-    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool
+    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool, wait: bool
 ) -> None:
     """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e.
 
@@ -493,7 +505,7 @@ def restore_cmd(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await cases.restore(op, ledger, case_id)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
         print_json(restore_json(outcome))
     elif outcome.already_restored:

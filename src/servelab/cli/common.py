@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import traceback
 from collections.abc import Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,8 +29,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from servelab.core.deploy.target import LoadTarget, load_target
+from servelab.core.ledger.codec import finite
 from servelab.errors import CaseError, KnobError, OptionError, ServelabError, SpecError
 from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.lock import Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_level, describe_progress
@@ -44,7 +47,9 @@ __all__ = [
     "EXIT_INTERRUPTED",
     "EXIT_OK",
     "EXIT_USAGE",
+    "STOP_SIGNALS",
     "BenchBar",
+    "Interrupted",
     "ServelabGroup",
     "SpecAndLedger",
     "base_url",
@@ -54,6 +59,7 @@ __all__ = [
     "error",
     "exit_code",
     "failure_json",
+    "interruption",
     "json_option",
     "ledger_option",
     "notice",
@@ -66,12 +72,17 @@ __all__ = [
     "say",
     "show_progress",
     "spec_option",
+    "stop_on_signals",
 ]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+#: The signals a command ends on as it ends on Ctrl-C (the same cleanup, record and hint), exiting
+#: 128 + the signal's number: SIGINT 130, SIGTERM 143 (``kill``, systemd, a CI runner's
+#: timeout), SIGHUP 129 (the terminal went away).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 #: Set to 1 to see the traceback of a failure (printed before its one-line message).
 DEBUG_ENV = "SERVELAB_DEBUG"
@@ -130,8 +141,10 @@ def json_option(func: F) -> F:
 
 
 def print_json(data: Any) -> None:
-    """Print ``data`` as JSON on stdout (plain print: no rich markup, no wrapping)."""
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    """Print ``data`` as strict JSON on stdout (plain print: no rich markup, no wrapping): a
+    number that is not finite (the std of one run, an interval without bounds) is ``null``."""
+    text = json.dumps(finite(data), indent=2, default=str, allow_nan=False)
+    sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
@@ -140,30 +153,114 @@ def error(exc: BaseException | str) -> None:
     err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
 
 
+class Interrupted(KeyboardInterrupt):
+    """The command was stopped by ``signum`` (one of :data:`STOP_SIGNALS`), after its cleanup."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+#: The stop signals received since the current command began, first first.
+_received: list[int] = []
+
+
+def _as_ctrl_c(signum: int, frame: Any) -> None:
+    """SIGTERM's and SIGHUP's handler: what SIGINT does now. In :func:`run`, asyncio's own
+    SIGINT handler cancels the main task (its ``finally`` blocks run) and a second signal stops
+    at once; elsewhere the command stops where it is."""
+    _received.append(signum)
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler) and handler is not signal.default_int_handler:
+        handler(signal.SIGINT, frame)
+        return
+    raise Interrupted(signum)
+
+
+@contextmanager
+def _handling_stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP handled as SIGINT is while a command runs (main thread only)."""
+    _received.clear()
+    try:
+        previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS[1:]}
+    except ValueError:  # not the main thread: signals are not ours to handle
+        previous = {}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stopped_by() -> int:
+    return _received[0] if _received else signal.SIGINT
+
+
 def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
-    """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); Ctrl-C
-    exits 130 after the coroutine's own cleanup (``asyncio.run`` cancels it, so its ``finally``
-    blocks run). ``fast``: on uvloop, the loop the bench client was measured on (docs/bench.md,
-    "The client")."""
+    """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); a stop
+    signal (:data:`STOP_SIGNALS`) exits 128 + its number after the coroutine's own cleanup
+    (``asyncio.run`` cancels it, so its ``finally`` blocks run). ``fast``: on uvloop, the loop the
+    bench client was measured on (docs/bench.md, "The client")."""
     with asyncio.Runner(loop_factory=uvloop.new_event_loop if fast else None) as runner:
-        return runner.run(coro)
+        try:
+            return runner.run(coro)
+        except Interrupted:
+            raise
+        except KeyboardInterrupt:
+            raise Interrupted(_stopped_by()) from None
+
+
+@contextmanager
+def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
+    """In a running loop, for the block: a stop signal sets ``stop`` instead of cancelling (the
+    caller ends its work itself, as ``bench`` keeps its partial run); yields the signals
+    received, so the caller exits as the first one says (128 + its number)."""
+    loop = asyncio.get_running_loop()
+    received: list[int] = []
+
+    def got(signum: int) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, got, sig)
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)  # the loop leaves SIGTERM and SIGHUP at their defaults
 
 
 def exit_code(exc: BaseException) -> int:
-    """The exit code of a failure: 2 bad input (spec, knob, case, option, usage), 130 Ctrl-C,
-    else 1."""
+    """The exit code of a failure: 2 bad input (spec, knob, case, option, usage), 128 + the
+    signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else 1."""
     if isinstance(exc, (SpecError, KnobError, CaseError, OptionError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):
         return exc.exit_code
+    if isinstance(exc, Interrupted):
+        return 128 + exc.signum
     if isinstance(exc, KeyboardInterrupt):
         return EXIT_INTERRUPTED
     return EXIT_FAILED
 
 
+def interruption(signum: int | None) -> str:
+    """``interrupted`` (Ctrl-C, or no signal known), or ``interrupted by SIGTERM``."""
+    if signum is None or signum == signal.SIGINT:
+        return "interrupted"
+    return f"interrupted by {signal.Signals(signum).name}"
+
+
+def _interruption(exc: KeyboardInterrupt) -> str:
+    return interruption(exc.signum if isinstance(exc, Interrupted) else None)
+
+
 def _message(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
-        return "interrupted"
+        return _interruption(exc)
     if isinstance(exc, click.ClickException):
         return exc.format_message()
     if isinstance(exc, ServelabError):
@@ -196,7 +293,7 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     if debug and not isinstance(exc, KeyboardInterrupt):
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, KeyboardInterrupt):
-        err_console.print("interrupted", style="yellow")
+        err_console.print(_interruption(exc), style="yellow")
     elif isinstance(exc, (ServelabError, OSError)) or debug:
         error(_message(exc))
     else:
@@ -207,15 +304,17 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
 class ServelabGroup(click.Group):
     """The top-level group: the one failure boundary of every command.
 
-    Whatever a command raises (servelab errors, OS errors, anything unexpected, Ctrl-C) becomes
-    one line on stderr and an exit code (:func:`exit_code`); a ``--json`` command prints its
+    Whatever a command raises (servelab errors, OS errors, anything unexpected, a stop signal)
+    becomes one line on stderr and an exit code (:func:`exit_code`); SIGTERM and SIGHUP are
+    handled as SIGINT is while it runs (:data:`STOP_SIGNALS`); a ``--json`` command prints its
     failure document (:func:`failure_json`) on stdout as well. ``SERVELAB_DEBUG=1`` prints the
     traceback too. ``SystemExit`` and click's own exits pass through.
     """
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with _handling_stop_signals():
+                return super().invoke(ctx)
         except (click.exceptions.Exit, click.Abort):
             raise
         except click.ClickException as exc:
@@ -317,6 +416,30 @@ class SpecAndLedger:
         materialize_default_env(loaded)
         return loaded
 
+    @contextmanager
+    def exclusive(self, *, wait: bool) -> Iterator[None]:
+        """Hold the deployment's lock (:mod:`servelab.io.lock`, in the spec's state dir) for the
+        block: the one place a command that changes or measures the deployment takes it.
+
+        Held by another command: refused naming it, or with ``wait`` (``--wait``) one line says
+        whom it waits for. A lock left by a process that died is taken over, and one line says so.
+        """
+        loaded = self.spec()
+        name = loaded.spec.name
+
+        def waiting(holder: Holder | None) -> None:
+            who = holder.describe() if holder is not None else "another command"
+            notice("waiting:", f"{who} holds deployment {name}; this command runs when it ends")
+
+        with hold(loaded.state_dir, _command_name(), name=name, wait=wait, on_wait=waiting) as lock:
+            if lock.taken_over is not None:
+                notice(
+                    "lock:",
+                    f"took over the lock {lock.path} from {lock.taken_over.describe()}, which "
+                    "ended without releasing it",
+                )
+            yield
+
     def ledger_path(self, state_dir: Path | None = None) -> Path:
         """Where the ledger is (``state_dir`` instead of the spec's, e.g. ``--url`` alone)."""
         if self.ledger_option is not None or os.environ.get(LEDGER_ENV, "").strip():
@@ -332,6 +455,12 @@ class SpecAndLedger:
         """
         with Ledger.open(self.ledger_path(state_dir), create=create) as ledger:
             yield ledger
+
+
+def _command_name() -> str:
+    """The running command's name (``servelab restart``), without its arguments."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.command_path if ctx is not None else "servelab"
 
 
 def base_url(url: str) -> str:
@@ -360,12 +489,12 @@ def run_with_ledger(
     body: Callable[[Ledger], Coroutine[Any, Any, T]],
     *,
     create: bool = True,
+    wait: bool | None = None,
 ) -> T:
     """:func:`run` ``body(ledger)`` with the command's ledger open around it (``create``: see
-    :meth:`SpecAndLedger.ledger`)."""
-
-    async def main() -> T:
-        with where.ledger(create=create) as ledger:
-            return await body(ledger)
-
-    return run(main())
+    :meth:`SpecAndLedger.ledger`); ``wait`` not None: holding the deployment's lock too
+    (:meth:`SpecAndLedger.exclusive`), taken once the ledger is open (a ledger refused makes
+    nothing, not even the state directory)."""
+    locked = nullcontext() if wait is None else where.exclusive(wait=wait)
+    with where.ledger(create=create) as ledger, locked:
+        return run(body(ledger))

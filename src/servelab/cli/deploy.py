@@ -27,11 +27,14 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.options import wait_option
 from servelab.core.deploy.rolling import RollOptions
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy import deploy
 from servelab.ops.deploy.results import DeployInterrupted, DeployReport, ServiceStatus
 from servelab.ops.deploy.rolling import rolling_restart
+from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.report.deploy import (
     render_deploy,
     render_interruption,
@@ -47,20 +50,30 @@ __all__ = ["register"]
 T = TypeVar("T")
 
 
-async def _with_ledger(
-    spec_path: Path | None,
-    ledger_path: Path | None,
+def _operate(
+    where: SpecAndLedger,
+    wait: bool,
     action: Callable[[Operation], Awaitable[T]],
     say: Progress | None,
 ) -> T:
-    """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command."""
-    where = SpecAndLedger(spec_path, ledger_path)
+    """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command,
+    holding the deployment's lock."""
     loaded = where.deployment()
+    with where.exclusive(wait=wait):
+        return run(_with_ledger(where, loaded, action, say))
+
+
+async def _with_ledger(
+    where: SpecAndLedger,
+    loaded: LoadedSpec,
+    action: Callable[[Operation], Awaitable[T]],
+    say: Progress | None,
+) -> T:
     with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger, progress=say) as op:
             try:
                 return await action(op)
-            except DeployInterrupted as exc:  # Ctrl-C: say what is down, then exit 130
+            except DeployInterrupted as exc:  # a signal: say what is down, then exit 128+N
                 text = render_interruption(exc.report).rstrip()
                 err_console.print(text, style="yellow", markup=False, soft_wrap=True)
                 raise
@@ -73,15 +86,11 @@ def _quiet(as_json: bool) -> Progress | None:
 def _up_or_down(
     action: Callable[..., Awaitable[DeployReport]],
     services: tuple[str, ...],
-    spec_path: Path | None,
+    where: SpecAndLedger,
     as_json: bool,
-    ledger_path: Path | None,
+    wait: bool,
 ) -> None:
-    report = run(
-        _with_ledger(
-            spec_path, ledger_path, lambda op: action(op, list(services) or None), _quiet(as_json)
-        )
-    )
+    report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json))
     _show(report.to_json(), render_deploy(report), as_json, report.ok)
 
 
@@ -90,11 +99,16 @@ def _up_or_down(
 @spec_option
 @json_option
 @ledger_option
+@wait_option
 def up_command(
-    services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
+    services: tuple[str, ...],
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+    wait: bool,
 ) -> None:
     """Start SERVICES (default: all) and their dependencies, in order, each gated on readiness."""
-    _up_or_down(deploy.up, services, spec_path, as_json, ledger_path)
+    _up_or_down(deploy.up, services, SpecAndLedger(spec_path, ledger_path), as_json, wait)
 
 
 @click.command("down")
@@ -102,11 +116,16 @@ def up_command(
 @spec_option
 @json_option
 @ledger_option
+@wait_option
 def down_command(
-    services: tuple[str, ...], spec_path: Path | None, as_json: bool, ledger_path: Path | None
+    services: tuple[str, ...],
+    spec_path: Path | None,
+    as_json: bool,
+    ledger_path: Path | None,
+    wait: bool,
 ) -> None:
     """Stop SERVICES (default: all) and their dependents, dependents first. Idempotent."""
-    _up_or_down(deploy.down, services, spec_path, as_json, ledger_path)
+    _up_or_down(deploy.down, services, SpecAndLedger(spec_path, ledger_path), as_json, wait)
 
 
 async def _status(spec_path: Path | None) -> list[ServiceStatus]:
@@ -151,6 +170,7 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
     show_default=True,
     help="With --rolling: seconds to wait for a worker's in-flight requests to finish.",
 )
+@wait_option
 def restart_command(
     services: tuple[str, ...],
     spec_path: Path | None,
@@ -160,30 +180,30 @@ def restart_command(
     rollback: bool,
     rolling: bool,
     drain_timeout_s: float,
+    wait: bool,
 ) -> None:
     """Co-restart SERVICES and their dependents (e.g. decode restarts the router too), or, with
     --rolling, restart workers one at a time without taking the deployment down."""
+    where = SpecAndLedger(spec_path, ledger_path)
     if rolling:
-        _rolling(services, spec_path, as_json, ledger_path, (no_verify, rollback), drain_timeout_s)
+        _rolling(services, where, as_json, wait, (no_verify, rollback), drain_timeout_s)
         return
-    report = run(
-        _with_ledger(
-            spec_path,
-            ledger_path,
-            lambda op: deploy.restart(
-                op, list(services) or None, verify_after=not no_verify, rollback=rollback
-            ),
-            _quiet(as_json),
-        )
+    report = _operate(
+        where,
+        wait,
+        lambda op: deploy.restart(
+            op, list(services) or None, verify_after=not no_verify, rollback=rollback
+        ),
+        _quiet(as_json),
     )
     _show(restart_json(report), render_restart(report), as_json, report.ok)
 
 
 def _rolling(
     services: tuple[str, ...],
-    spec_path: Path | None,
+    where: SpecAndLedger,
     as_json: bool,
-    ledger_path: Path | None,
+    wait: bool,
     flags: tuple[bool, bool],
     drain_timeout_s: float,
 ) -> None:
@@ -194,14 +214,11 @@ def _rolling(
             "--rolling needs ROLE or SERVICE names, e.g. `restart --rolling decode`"
         )
     options = RollOptions(drain_timeout_s=drain_timeout_s)
-    report = run(
-        _with_ledger(
-            spec_path,
-            ledger_path,
-            lambda op: rolling_restart(op, list(services), options=options),
-            _quiet(as_json),
-        )
-    )
+
+    async def roll(op: Operation) -> RollingReport:
+        return await rolling_restart(op, list(services), options=options)
+
+    report = _operate(where, wait, roll, _quiet(as_json))
     _show(rolling_json(report), render_rolling(report), as_json, report.ok)
 
 

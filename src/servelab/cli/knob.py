@@ -20,7 +20,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.cli.options import CASE
+from servelab.cli.options import CASE, wait_option
 from servelab.ops.context import Operation
 from servelab.ops.knob import KnobChange, KnobDiff, KnobValue, diff_knob, read_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
@@ -53,15 +53,13 @@ def get_command(service: str, name: str, spec_path: Path | None, as_json: bool) 
 
 
 async def _set(
-    spec_path: Path | None,
-    ledger_path: Path | None,
+    where: SpecAndLedger,
     service: str,
     name: str,
     value: str | None,
     reason: str | None,
     case_id: int | None,
 ) -> KnobChange:
-    where = SpecAndLedger(spec_path, ledger_path)
     loaded = where.deployment()
     with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger) as op:
@@ -77,6 +75,7 @@ async def _set(
 @spec_option
 @json_option
 @ledger_option
+@wait_option
 def set_command(
     service: str,
     assignment: str,
@@ -86,6 +85,7 @@ def set_command(
     spec_path: Path | None,
     as_json: bool,
     ledger_path: Path | None,
+    wait: bool,
 ) -> None:
     """Set NAME=VALUE in SERVICE's file (backup, atomic write, recorded).
 
@@ -94,13 +94,13 @@ def set_command(
     name, sep, value = assignment.partition("=")
     if unset == bool(sep):
         raise click.UsageError("give NAME=VALUE, or NAME with --unset")
-    change = run(
-        _set(spec_path, ledger_path, service, name, None if unset else value, reason, case_id)
-    )
+    where = SpecAndLedger(spec_path, ledger_path)
+    with where.exclusive(wait=wait):
+        change = run(_set(where, service, name, None if unset else value, reason, case_id))
     if as_json:
         print_json(change.to_json())
     else:
-        click.echo(render_knob_change(change), nl=False)
+        click.echo(render_knob_change(change, where.spec().spec_args), nl=False)
 
 
 async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:

@@ -92,8 +92,8 @@ class _Counter:
     def soak_spans_of(self, soak_id: int) -> Iterator[dict[str, Any]]:
         return (s.to_json() for s in self.ledger.iter_spans(soak_id=soak_id))
 
-    def rows(self, table: str, *, decode: bool = True) -> Iterator[dict[str, Any]]:
-        for row in self.ledger.iter_rows(table, decode=decode):
+    def rows(self, table: str) -> Iterator[dict[str, Any]]:
+        for row in self.ledger.iter_rows(table):
             if table == "bench_records":
                 self.records += 1
             elif table == "bench_runs":
@@ -142,9 +142,9 @@ def export_stream(
         )
         runs = len(doc["bench_runs"])
     else:
-        header = export_header(fmt, ledger.schema_version, str(ledger.path))
-        tables = ((t, counter.rows(t)) for t in _tables(ledger, records))
-        chunks = jsonl_chunks(header, tables)
+        names = _tables(ledger, records)
+        header = {**export_header(fmt, ledger.schema_version, str(ledger.path)), "tables": names}
+        chunks = jsonl_chunks(header, ((t, counter.rows(t)) for t in names))
         runs = -1
     written = _to(out, _encoded(chunks), chunk_bytes)
     runs = counter.runs if runs < 0 else runs
@@ -163,8 +163,9 @@ def export_csv(
     try:
         for table in _tables(ledger, records):
             target = directory / f"{table}.csv"
-            counting = _CountRows(counter.rows(table, decode=False))
-            chunks = csv_chunks(table, ledger.table_columns(table), counting)
+            counting = _CountRows(counter.rows(table))
+            columns = ledger.table_columns(table)
+            chunks = csv_chunks(table, columns, counting, ledger.json_columns(table))
             total += write_atomic(target, _encoded(chunks), chunk_bytes=chunk_bytes)
             done.append(target)
             rows[target.name] = counting.n

@@ -79,6 +79,7 @@ __all__ = [
     "load_options",
     "output_options",
     "target_options",
+    "wait_option",
     "workload_options",
 ]
 
@@ -340,3 +341,14 @@ def output_options() -> Decorator:
     """``--json`` (the one declaration of :func:`~servelab.cli.common.json_option`) and
     ``--export`` as ``output: OutputOptions``."""
     return _group(OutputOptions, "output", [("as_json", json_option), ("export", EXPORT.option())])
+
+
+def wait_option(func: Command) -> Command:
+    """``--wait``: queue behind the command that holds the deployment's lock instead of refusing
+    (every command that changes or measures a deployment takes the lock)."""
+    return click.option(
+        "--wait",
+        is_flag=True,
+        help="If another command holds the deployment (its lock), wait for it to end instead of "
+        "refusing.",
+    )(func)

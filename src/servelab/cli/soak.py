@@ -32,6 +32,7 @@ from servelab.cli.options import (
     Default,
     TargetOptions,
     target_options,
+    wait_option,
 )
 from servelab.core.deploy.spec import RouterOptions
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
@@ -153,6 +154,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 @click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
 @CASE.option()
 @json_option
+@wait_option
 def soak_command(
     spec_path: Path | None,
     sessions: int,
@@ -173,6 +175,7 @@ def soak_command(
     no_record: bool,
     case_id: int | None,
     as_json: bool,
+    wait: bool,
 ) -> None:
     """Multi-round agentic sessions; detect stalls within bounded time and localize them."""
     where = SpecAndLedger(spec_path, ledger_path)
@@ -197,7 +200,8 @@ def soak_command(
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)
     traces = None if loaded is None else trace_collector(loaded.spec)
-    result = _soak(config, targets, None if no_record else ledger_file, case_id, traces)
+    with nullcontext() if loaded is None else where.exclusive(wait=wait):
+        result = _soak(config, targets, None if no_record else ledger_file, case_id, traces)
     _show(result, as_json)
 
 
@@ -211,6 +215,8 @@ def _soak(
     """Run the soak; ops records it in the ledger (``ledger_file`` None: not recorded). With
     ``traces`` (a spec's ``[tracing]``), the spans received are recorded with it."""
     with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
+        if ledger is not None:
+            ledger.check_writable()  # before the load: a ledger that fails loses no soak
         return run(
             ops.soak(
                 config,

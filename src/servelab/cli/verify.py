@@ -22,6 +22,8 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.cli.options import Parsed
+from servelab.core.options import parse_positive_seconds
 from servelab.ops.context import Operation
 from servelab.ops.verify.verify import LAYERS, E2EOptions, VerifyReport, verify
 from servelab.report.verify import render_verify, verify_json
@@ -58,8 +60,8 @@ async def _verify(
 )
 @click.option(
     "--e2e-timeout",
-    type=float,
-    default=120.0,
+    type=Parsed("SECONDS", parse_positive_seconds),
+    default="120",
     show_default=True,
     help="Seconds the e2e chat completion may take (a cold first request is slow).",
 )

@@ -247,6 +247,8 @@ def parse_header(text: str) -> tuple[str, str]:
     if any(c in value for c in "\r\n\0"):
         raise OptionError(f"a header value cannot hold a line break, got {text!r}")
     return name, value.strip()
+
+
 def _knob_target(text: str) -> tuple[str, str, str]:
     """``SERVICE:NAME=REST`` → ``(SERVICE, NAME, REST)`` (ValueError on another form)."""
     target, values = text.split("=", 1)

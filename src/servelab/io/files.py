@@ -34,6 +34,7 @@ __all__ = [
     "CHUNK_BYTES",
     "AtomicFile",
     "Data",
+    "check_directory",
     "write_atomic",
     "write_files",
     "write_if_changed",
@@ -259,6 +260,18 @@ def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], li
     for rel, data in sorted(files.items()):
         (written if write_if_changed(out_dir / rel, data) else unchanged).append(rel)
     return written, unchanged
+
+
+def check_directory(directory: Path) -> None:
+    """Make ``directory`` (and its parents) and prove a file can be written in it, before the
+    work whose files go there (a bench's ``--export``): a :class:`HostError` naming it if not."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".servelab-probe-", dir=directory)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise HostError(f"cannot write {directory}: {exc.strerror or exc}") from exc
 
 
 def write_to(path: Path, data: Data, *, chunk_bytes: int = CHUNK_BYTES) -> int:

@@ -42,6 +42,12 @@ class LoadedSpec:
     def embedded(self) -> bool:
         return self.source == EMBEDDED
 
+    @property
+    def spec_args(self) -> tuple[str, ...]:
+        """What a command line names this spec with: ``("-f", PATH)``, or nothing for the
+        embedded default (a hint a newcomer pastes acts on this deployment, not the default)."""
+        return () if self.embedded else ("-f", self.source)
+
     def path(self, relative: str) -> Path:
         """A spec path (``env_file``, ``state_dir``) resolved against the spec's directory, and
         normalised (``examples/../.servelab`` is ``.servelab``; lexically, so a remote host's path
@@ -67,9 +73,12 @@ def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpe
     if path is None:
         return LoadedSpec(parse_spec(DEFAULT_SPEC_TOML, source=EMBEDDED), EMBEDDED, cwd)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8-sig")  # a BOM (Windows editors) is not the spec's
     except OSError as exc:
         raise SpecError(f"cannot read: {exc.strerror}", source=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text: byte {exc.start} is {exc.object[exc.start]:#04x}",
+                        source=str(path)) from exc  # fmt: skip
     loaded = LoadedSpec(parse_spec(text, source=str(path)), str(path), path.resolve().parent)
     _check_local_env_dirs(loaded)
     return loaded

@@ -26,6 +26,7 @@ __all__ = [
     "CaseTestPlanned",
     "CoRestarting",
     "EnvFileRestored",
+    "KnobKept",
     "KnobPuttingBack",
     "KnobRestoring",
     "KnobSetting",
@@ -114,11 +115,13 @@ class ServiceReady:
 
 @dataclass(frozen=True)
 class ServiceAlreadyUp:
-    """A service already ran and was ready: left alone (``by_servelab``: its pid record's)."""
+    """A service already ran and was ready: left alone (``by_servelab``: its pid record's, or
+    servelab's by its mark; ``recorded_again``: its lost pid record was written again)."""
 
     service: str
     pid: int
     by_servelab: bool
+    recorded_again: bool = False
 
 
 @dataclass(frozen=True)
@@ -282,9 +285,11 @@ class StepFailed:
 
 @dataclass(frozen=True)
 class AbJournalStarted:
-    """The A/B is journalled as ``session_id`` (what ``ab --resume`` takes)."""
+    """The A/B is journalled as ``session_id`` (what ``ab --resume`` takes, with ``spec_args``
+    naming the spec)."""
 
     session_id: int
+    spec_args: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -306,6 +311,17 @@ class AbVisitStarted:
     second: str
     knob: str
     value: str
+
+
+@dataclass(frozen=True)
+class KnobKept:
+    """An A/B leaves ``value`` live at its end (``ab --keep``; ``rule``: what ``--keep`` said:
+    ``better``, ``baseline``, ``candidate``, or the value itself)."""
+
+    service: str
+    knob: str
+    value: str
+    rule: str
 
 
 @dataclass(frozen=True)
@@ -481,7 +497,7 @@ ProgressEvent = (
     | UnitReloaded | RollingPlanned | RollPhaseStarted | RollPhaseFailed
     | ReadingEnvFile | ReadingLiveEnv | ProbingHealth | ProbingE2E | ProbingWorkers
     | KnobSetting | CoRestarting | VerifyingLayers | KnobVerifiedLive | StepFailed
-    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring
+    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring | KnobKept
     | CaseTestPlanned | VisitStarted | ArmSoaked | KnobPuttingBack
     | TuneStarted | TuneResumed | TuneVisitStarted | TuneEliminated | TuneLevelStopped
     | TuneArmKept | BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided

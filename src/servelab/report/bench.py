@@ -9,7 +9,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import asdict
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "phase_markdown",
     "phase_plot",
     "phase_table",
+    "recorded_line",
     "records_jsonl_chunks",
     "result_json",
     "return_lines",
@@ -116,6 +117,15 @@ def failure_lines(result: BenchResult) -> list[str]:
             why = ", ".join(f"{n} {reason}" for reason, n in level.failures.items())
             lines.append(f"C{level.concurrency}: {level.n_requests - level.n_ok} failed ({why})")
     return lines
+
+
+def recorded_line(result: BenchResult, ledger: str) -> str | None:
+    """Which ledger rows hold the runs (``case evidence --run ID`` takes one); None: none
+    recorded."""
+    ids = [f"#{run.run_id}" for run in result.runs if run.run_id is not None]
+    if not ids:
+        return None
+    return f"recorded bench run{'s' if len(ids) > 1 else ''} {', '.join(ids)} in {ledger}"
 
 
 def client_warnings(result: BenchResult) -> list[str]:
@@ -245,12 +255,27 @@ def telemetry_lines(result: BenchResult) -> list[str]:
         if run.telemetry is None:
             continue
         evidence = [e.to_json() for e in run_evidence(run.telemetry, run.records)]
-        told = evidence_lines(evidence, quiet=False)
+        short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
+        told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
         quiet = sum(1 for e in evidence if e["state"] == "quiet")
         where = f"C{run.concurrency} run {run.repeat_index + 1}"
         out += [f"{where}: {line}" for line in told]
-        out.append(f"{where}: {quiet} of {len(evidence)} rule reading(s) quiet")
+        counted = f"{where}: {quiet} of {len(evidence)} rule reading(s) quiet"
+        if short:
+            reasons = ", ".join(sorted({str(e["reason"]) for e in short}))
+            counted += f"; {len(short)} not judged ({reasons}: the run was too short to tell)"
+        out.append(counted)
     return out
+
+
+#: How a rule's reading says the run gave it too few samples to judge (its ``reason``).
+_TOO_FEW = ("too few ", "fewer than ")
+
+
+def _too_short(evidence: Mapping[str, Any]) -> bool:
+    """A rule that could not judge because the run gave it too few samples."""
+    reason = str(evidence.get("reason") or "")
+    return evidence["state"] == "unknown" and reason.startswith(_TOO_FEW)
 
 
 def phase_lines(result: BenchResult) -> list[str]:

@@ -54,6 +54,7 @@ __all__ = [
     "bisect_lines",
     "describe_bisect_event",
     "describe_bisected",
+    "describe_evidence",
     "describe_experiment",
     "describe_override",
     "describe_refusal",
@@ -148,6 +149,12 @@ _WHY = {
 def _arm(arm: ArmTally) -> str:
     rate = "n/a" if arm.rate is None else f"{arm.rate:.0%}"
     return f"{arm.failed}/{arm.sessions} sessions failed ({rate})"
+
+
+def describe_evidence(kind: Any, ref_id: Any) -> str:
+    """A piece of a case's evidence as its timeline lists it (``evidence: experiment #2``), and
+    as a command that attached it says so (``case test``: the same kind and id)."""
+    return f"evidence: {kind} #{ref_id}"
 
 
 def describe_experiment(record: ExperimentRecord) -> str:

@@ -44,9 +44,13 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
             pid = "-"
         else:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
-            if (item.pid_source or "").startswith("owner of port"):
+            if item.unrecorded:
+                pid += " (servelab's, no pid record)"
+            elif (item.pid_source or "").startswith("owner of port"):
                 pid += " (port owner)"
         answer = item.readiness.describe() if item.readiness is not None else "-"
+        if item.error is not None:
+            answer = f"host did not answer: {item.error}"
         rows.append([item.service, item.role, item.host, pid, item.url, answer, _in_router(item)])
     return rows
 

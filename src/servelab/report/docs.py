@@ -35,6 +35,7 @@ from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerE
 from servelab.ops.case.case import CaseView
 from servelab.report.case import (
     describe_bisect_event,
+    describe_evidence,
     describe_experiment,
     describe_override,
     event_error,
@@ -143,7 +144,7 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
     if kind == "evidence":
         if d.get("kind") == "note":
             return f"note: {d.get('note')}"
-        return f"evidence: {d.get('kind')} #{d.get('ref_id')}"
+        return describe_evidence(d.get("kind"), d.get("ref_id"))
     if kind == "knob_change":
         return (
             f"knob change #{d.get('id')}: {d.get('service')} {d.get('name')} "

@@ -3,6 +3,8 @@ file-vs-live verdict reads (returns str, no I/O)."""
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from typing import assert_never
 
 from rich.table import Table
@@ -76,8 +78,10 @@ def render_knob_value(got: KnobValue) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_knob_change(change: KnobChange) -> str:
-    """What ``knob set`` did, the backup, the record, and whether a restart is needed."""
+def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str:
+    """What ``knob set`` did, the backup, the record, and whether a restart is needed (the
+    restart's command line naming the spec with ``spec_args``)."""
+    restart = shlex.join(["servelab", "restart", change.service, *spec_args])
     where = f"{change.service} {change.name}"
     if not change.changed:
         return (
@@ -98,7 +102,7 @@ def render_knob_change(change: KnobChange) -> str:
     elif change.restart_needed:
         lines.append(
             f"  restart needed: {change.service} runs with {show_value(change.live)}; "
-            f"the new value becomes live after `servelab restart {change.service}`"
+            f"the new value becomes live after `{restart}`"
         )
     elif change.running:
         lines.append(f"  {change.service} already runs with this value; no restart needed")

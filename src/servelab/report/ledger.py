@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import encode, finite
 from servelab.core.ledger.evidence import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
@@ -47,8 +47,16 @@ __all__ = [
 ]
 
 #: The layout of the export files themselves (the ledger's schema has its own version); 3: a
-#: JSON export's bench and soak runs carry their received ``spans``.
-EXPORT_VERSION = 3
+#: JSON export's bench and soak runs carry their received ``spans``; 4: strict JSON everywhere
+#: (a number that is not finite is ``null``), every JSON column of every table decoded in JSON
+#: Lines and written as JSON text in CSV.
+EXPORT_VERSION = 4
+#: Why a number can be ``null`` in an export (JSON has no NaN or infinity, and a browser's
+#: ``JSON.parse`` refuses them): every export's header says it.
+NULL_NUMBERS = (
+    "a number that is not finite (the standard deviation of a single run, an interval without "
+    "bounds, a ratio of nothing) is null"
+)
 #: The columns of ``bench_records.csv``: the run, the record's position, its fields, and
 #: ``extra`` (a record of another shape, as JSON).
 RECORD_COLUMNS = ("run_id", "seq", *(f.name for f in fields(RequestRecord)), "extra")
@@ -98,11 +106,12 @@ def ledger_json(export: LedgerExport) -> dict[str, Any]:
 def export_header(fmt: str, schema_version: int, path: str) -> dict[str, Any]:
     """What every export says about itself: its format and versions, the ledger it came from."""
     return {"export_format": fmt, "export_version": EXPORT_VERSION,
-            "schema_version": schema_version, "path": path}  # fmt: skip
+            "schema_version": schema_version, "path": path, "nulls": NULL_NUMBERS}  # fmt: skip
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), default=str)
+    """Compact strict JSON (a value that is not finite: ``null``)."""
+    return json.dumps(finite(value), separators=(",", ":"), default=str, allow_nan=False)
 
 
 #: Where a run's children come from in a JSON export: ``(run id) -> its rows``.
@@ -129,7 +138,8 @@ def json_chunks(
         if kinds.get(key):
             yield from _runs_chunks(value, kinds[key])
         else:
-            yield json.dumps(value, indent=2, default=str).replace("\n", "\n  ")
+            text = json.dumps(finite(value), indent=2, default=str, allow_nan=False)
+            yield text.replace("\n", "\n  ")
     yield "\n}\n"
 
 
@@ -169,14 +179,18 @@ def _csv_line(values: Iterable[Any]) -> str:
 def _cell(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return _dump(value)
-    return "" if value is None else value
+    return "" if finite(value) is None else value
 
 
 def csv_chunks(
-    table: str, columns: Sequence[str], rows: Iterable[Mapping[str, Any]]
+    table: str,
+    columns: Sequence[str],
+    rows: Iterable[Mapping[str, Any]],
+    json_columns: frozenset[str] = frozenset(),
 ) -> Iterator[str]:
-    """One table as CSV: a header line of ``columns``, then a line per row (JSON columns as JSON
-    text). ``bench_records`` gets one column per record field (:data:`RECORD_COLUMNS`)."""
+    """One table as CSV: a header line of ``columns``, then a line per row, its ``json_columns``
+    (decoded) as strict JSON text. ``bench_records`` gets one column per record field
+    (:data:`RECORD_COLUMNS`)."""
     if table == "bench_records":
         yield _csv_line(RECORD_COLUMNS)
         for row in rows:
@@ -184,7 +198,12 @@ def csv_chunks(
         return
     yield _csv_line(columns)
     for row in rows:
-        yield _csv_line(_cell(row.get(c)) for c in columns)
+        yield _csv_line(_json_cell(row.get(c)) if c in json_columns else _cell(row.get(c))
+                        for c in columns)  # fmt: skip
+
+
+def _json_cell(value: Any) -> str:
+    return "" if value is None else _dump(value)
 
 
 def _record_cells(row: Mapping[str, Any]) -> list[Any]:

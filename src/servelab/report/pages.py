@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
+from urllib.parse import urlsplit
 
 from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.report.runnotes import evidence_rows, return_note
@@ -23,6 +24,7 @@ from servelab.report.soak.words import finding_evidence, layer_advice, layer_tit
 
 __all__ = [
     "CSS",
+    "SAFE_SCHEMES",
     "PageLink",
     "html_page",
     "markdown_html",
@@ -67,8 +69,27 @@ def html_page(title: str, body: str) -> str:
     )
 
 
+#: The link schemes a page follows; any other (``javascript:``, ``data:``, ``vbscript:``) in a
+#: markdown link written from user text (a case title, a note, a reason) stays text.
+SAFE_SCHEMES = frozenset({"", "http", "https", "mailto"})
+
+
+def _safe(target: str) -> bool:
+    try:
+        return urlsplit(target).scheme.lower() in SAFE_SCHEMES
+    except ValueError:  # an unparsable URL (a bad IPv6 literal)
+        return False
+
+
 def _href(target: str) -> str:
     return target[:-3] + ".html" if target.endswith(".md") and "://" not in target else target
+
+
+def _link(m: re.Match[str]) -> str:
+    text, target = m.group(1), m.group(2)
+    if not _safe(target):
+        return m.group(0)  # shown as written, never a link
+    return f'<a href="{escape(_href(target))}">{text}</a>'
 
 
 def _inline(text: str, images: Mapping[str, bytes]) -> str:
@@ -83,11 +104,13 @@ def _inline(text: str, images: Mapping[str, bytes]) -> str:
         alt, src = m.group(1), m.group(2)
         if src in images:
             src = "data:image/png;base64," + base64.b64encode(images[src]).decode("ascii")
+        elif not _safe(src):
+            return m.group(0)
         return f'<img alt="{escape(alt)}" src="{escape(src)}">'
 
     out = escape(_CODE.sub(keep_code, text), quote=False)
     out = _IMAGE.sub(image, out)
-    out = _LINK.sub(lambda m: f'<a href="{escape(_href(m.group(2)))}">{m.group(1)}</a>', out)
+    out = _LINK.sub(_link, out)
     out = _BOLD.sub(r"<strong>\1</strong>", out)
     return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
 

@@ -8,6 +8,7 @@ kind, matching on its type (mypy names a kind left out), and the CLI prints the 
 
 from __future__ import annotations
 
+import shlex
 from typing import TYPE_CHECKING, assert_never
 
 from servelab.ops.progress import (
@@ -20,6 +21,7 @@ from servelab.ops.progress import (
     CaseTestPlanned,
     CoRestarting,
     EnvFileRestored,
+    KnobKept,
     KnobPuttingBack,
     KnobRestoring,
     KnobSetting,
@@ -109,6 +111,11 @@ def _deploy(
             return f"{service}: its launch command timed out on {host}; probing readiness at {url}"
         case ServiceReady(service=service, outcome=outcome, elapsed_s=elapsed_s):
             return f"{service}: {outcome} in {elapsed_s:.1f}s"
+        case ServiceAlreadyUp(service=service, pid=pid, recorded_again=True):
+            return (
+                f"{service}: already up (pid {pid}, started by servelab; its lost pid record "
+                "written again)"
+            )
         case ServiceAlreadyUp(service=service, pid=pid, by_servelab=True):
             return f"{service}: already up (pid {pid})"
         case ServiceAlreadyUp(service=service, pid=pid):
@@ -140,7 +147,7 @@ def _deploy(
 
 def _knob(
     event: KnobSetting | CoRestarting | VerifyingLayers | KnobVerifiedLive | StepFailed
-    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring | CaseTestPlanned
+    | AbJournalStarted | AbResumed | AbVisitStarted | KnobRestoring | KnobKept | CaseTestPlanned
     | VisitStarted | ArmSoaked | KnobPuttingBack,
 ) -> str:  # fmt: skip
     match event:
@@ -154,8 +161,9 @@ def _knob(
             return f"{service} {knob}={value} verified live (verification {vid})"
         case StepFailed(error=error):
             return f"failed: {error}"
-        case AbJournalStarted(session_id=sid):
-            return f"A/B journal {sid}: resume with `ab --resume {sid}` if interrupted"
+        case AbJournalStarted(session_id=sid, spec_args=spec_args):
+            resume = shlex.join(["servelab", "ab", "--resume", str(sid), *spec_args])
+            return f"A/B journal {sid}: resume with `{resume}` if interrupted"
         case AbResumed(session_id=sid, kept=kept):
             return f"resuming A/B {sid}: {kept} visit(s) kept"
         case AbVisitStarted():
@@ -164,6 +172,9 @@ def _knob(
             return f"round {e.round_index + 1}/{e.rounds} ({e.first}→{e.second}): {arm}"
         case KnobRestoring(service=service, knob=knob, value=value):
             return f"restoring {service} {knob} {'unset' if value is None else f'={value}'}"
+        case KnobKept(service=service, knob=knob, value=value, rule=rule):
+            why = "" if rule == value else f" (the {rule} arm)"
+            return f"keeping {service} {knob}={value}{why} (--keep)"
         case CaseTestPlanned():
             return _case_test(event)
         case VisitStarted(index=index, total=total, arm=arm):

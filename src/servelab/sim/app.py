@@ -5,17 +5,23 @@ Endpoints (per ``shared/notes/sglang-router-pd.md``, shapes in ``tests/contracts
 ``/get_model_info``, ``/v1/models``, ``/get_load``, ``POST /flush_cache``, ``/metrics`` (with
 ``--enable-metrics``, as SGLang), ``/v1/chat/completions``, ``/v1/completions``, ``/generate``;
 with ``--admin`` on a loopback bind also ``GET|POST /_servelab/faults``.
+
+On bad input it behaves as the engine does: a prompt as long as the model's context or longer
+(``--context-length``) is answered 400 in SGLang's words before anything is scheduled, and a
+request whose client goes away while it waits for its prefill or its KV is cancelled (taken out of
+the prefill queue, its KV reservation released), so it holds up no later request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -49,10 +55,14 @@ __all__ = [
     "request_facts",
     "serve",
     "serve_apps",
+    "unless_gone",
 ]
 
 WORKER_KEY = web.AppKey("worker", Worker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+T = TypeVar("T")
+#: Seconds between two looks at a waiting request's connection.
+_GONE_POLL_S = 0.5
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -146,6 +156,29 @@ async def _read(request: web.Request, api: Api) -> GenRequest | web.Response:
     if isinstance(parsed, RequestError):
         return _error(400, parsed.message)
     return parsed
+
+
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def unless_gone(request: web.Request, work: Awaitable[T]) -> T:
+    """``work`` (a prefill, a wait for KV), cancelled when the request's client goes away first,
+    as an engine aborts a request whose connection closed; then :class:`ConnectionResetError`."""
+    task = asyncio.ensure_future(work)
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=_GONE_POLL_S)
+            if done:
+                return task.result()
+            if _gone(request):
+                raise ConnectionResetError("client went away")
+    finally:
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:
@@ -284,18 +317,44 @@ def request_facts(worker: Worker, req: GenRequest, rid: str) -> RequestFacts:
     )
 
 
+def _too_long(worker: Worker, req: GenRequest) -> web.Response | None:
+    """SGLang's 400 for a prompt as long as the model's context or longer (``tokenizer_manager``
+    ``_validate_one_request``): the OpenAI routes answer its ErrorResponse as it is, ``/generate``
+    ``{"error": {"message": ...}}``. None when every prompt fits."""
+    context = worker.settings.limits.context_length
+    longest = max((item.prompt_tokens for item in req.items), default=0)
+    if longest < context:
+        return None
+    message = (
+        f"The input ({longest} tokens) is longer than the model's context length "
+        f"({context} tokens)."
+    )
+    if req.api == "generate":
+        return web.json_response({"error": {"message": message}}, status=400)
+    body = {"object": "error", "message": message, "type": "BadRequestError", "param": None}
+    return web.json_response({**body, "code": 400}, status=400)
+
+
 async def _generate(
     request: web.Request, worker: Worker, parsed: GenRequest, rid: str
 ) -> web.StreamResponse:
     if worker.ready_in() > 0:
         return _error(503, "the engine is still starting", "service_unavailable")
+    refused = _too_long(worker, parsed)
+    if refused is not None:
+        return refused  # refused before it is scheduled: not a request the engine counts
     try:
         if worker.failing_fast():
             return _engine_error(500, "Internal server error: the engine failed the request")
-        if worker.settings.role == "prefill":
-            seqs = await worker.prefill_items(parsed)
-            return await _respond(request, worker, parsed, seqs, rid)
-        result = await worker.decode_items(parsed)
+        try:
+            if worker.settings.role == "prefill":
+                seqs = await unless_gone(request, worker.prefill_items(parsed))
+                return await _respond(request, worker, parsed, seqs, rid)
+            result = await unless_gone(request, worker.decode_items(parsed))
+        except ConnectionResetError:  # the client went away first: the request is cancelled
+            if worker.settings.role == "decode":
+                worker.record_abort()
+            return _client_gone()
         if isinstance(result, TransferError):
             return await _transfer_failed(request, parsed, result)
         return await _respond(request, worker, parsed, result, rid)

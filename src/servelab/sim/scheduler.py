@@ -145,6 +145,8 @@ class PrefillJob:
     started_ns: int = 0
     started_at: float = 0.0
     modelled_s: float = 0.0
+    #: its request went away: out of the queue, skipped by the batch it rode in
+    cancelled: bool = False
 
     @property
     def remaining(self) -> int:
@@ -231,7 +233,21 @@ class PrefillScheduler:
         self._queue.append(job)
         self._metrics.queued = len(self._queue)
         self._kick.set()
-        return await fut
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self._drop(job)
+            raise
+
+    def _drop(self, job: PrefillJob) -> None:
+        """A job whose request went away (cancelled): out of the queue, its KV reservation and
+        locks released; a batch it rides in ends without it."""
+        job.cancelled = True
+        if job in self._queue:
+            self._queue.remove(job)
+            if job.lease is not None:
+                self.cache.release(job.lease)
+        self._metrics.queued = len(self._queue)
 
     def _admit(self, job: PrefillJob) -> bool:
         if job.lease is None:
@@ -286,7 +302,7 @@ class PrefillScheduler:
                 self.lag.add(max(0.0, loop.time() - t_next))
                 for job, n in batch:
                     job.done += n
-                    if job.remaining == 0:
+                    if job.remaining == 0 and not job.cancelled:
                         self._finish(job, loop.time())
                 t_next = max(t_next, loop.time() - 0.05)
             self._metrics.running = 0

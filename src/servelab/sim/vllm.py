@@ -46,11 +46,13 @@ from servelab.errors import SimError
 from servelab.sim.app import (
     WORKER_KEY,
     _cached,
+    _client_gone,
     _respond,
     faults,
     health,
     request_facts,
     serve_apps,
+    unless_gone,
 )
 from servelab.sim.engineargs import VllmArgs
 from servelab.sim.metrics import WorkerMetrics
@@ -120,9 +122,25 @@ class VllmState:
 VLLM_KEY = web.AppKey("vllm", VllmState)
 
 
-def _error(status: int, message: str, kind: str) -> web.Response:
-    body = {"error": {"message": message, "type": kind, "param": None, "code": status}}
+def _error(status: int, message: str, kind: str, param: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": param, "code": status}}
     return web.json_response(body, status=status)
+
+
+def _too_long(worker: Worker, req: GenRequest) -> web.Response | None:
+    """vLLM's 400 for a prompt and its requested output longer than ``--max-model-len``
+    (``renderers/params.py``, ``serve/utils/error_response.py``); None when every item fits."""
+    context = worker.settings.limits.context_length
+    for item in req.items:
+        total = item.prompt_tokens + item.max_tokens
+        if total > context:
+            message = (
+                f"This model's maximum context length is {context} tokens. However, you "
+                f"requested {item.max_tokens} output tokens and your prompt contains "
+                f"{item.prompt_tokens} input tokens, for a total of {total} tokens."
+            )
+            return _error(400, message, "BadRequestError", "input_tokens")
+    return None
 
 
 # ------------------------------------------------------------------------------------ info routes
@@ -211,7 +229,7 @@ async def _read(request: web.Request, api: Api) -> tuple[GenRequest, Any] | web.
 async def _prefill_leg(request: web.Request, req: GenRequest) -> web.Response:
     """Prefill, hold the blocks, answer JSON with the ``kv_transfer_params`` to pull them."""
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
-    seqs = await worker.prefill_items(req)
+    seqs = await unless_gone(request, worker.prefill_items(req))
     items = tuple(KvItem(seq.out.pieces[0], seq.ctx_tokens) for seq in seqs)
     x_id = request.headers.get("X-Request-Id")
     held = state.blocks.hold(f"cmpl-{x_id or uuid.uuid4().hex}", items, time.monotonic())
@@ -240,12 +258,13 @@ async def _pull(
 async def _decode_leg(request: web.Request, req: GenRequest, params: Any) -> web.StreamResponse:
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
     x_id = request.headers.get("X-Request-Id")
-    failed = await _pull(request, req, params) if remote_prefill(params) else None
+    pulled = unless_gone(request, _pull(request, req, params)) if remote_prefill(params) else None
+    failed = None if pulled is None else await pulled
     if failed is not None:
         worker.metrics.transfer_failed += 1
         state.note("decode", x_id, 500, failed.message)
         return _error(500, failed.message, "InternalServerError")
-    result = await worker.decode_items(req)
+    result = await unless_gone(request, worker.decode_items(req))
     if isinstance(result, TransferError):
         state.note("decode", x_id, 500, result.message)
         return _error(500, result.message, "InternalServerError")
@@ -263,10 +282,15 @@ def _generation(api: Api) -> Handler:
         req, params = read
         if worker.ready_in() > 0:
             return _error(503, "the engine is still starting", "ServiceUnavailableError")
+        refused = _too_long(worker, req)
+        if refused is not None:
+            return refused
         mark(req.marks, "arrived", arrived)
         worker.metrics.requests += 1
         try:
             return await _serve_leg(request, req, params)
+        except ConnectionResetError:  # the client went away first: the request is cancelled
+            return _client_gone()
         finally:
             facts = request_facts(worker, req, uuid.uuid4().hex)
             worker.tracer.finish(request.headers, req.marks, facts)
@@ -281,7 +305,9 @@ async def _serve_leg(request: web.Request, req: GenRequest, params: Any) -> web.
         return await _decode_leg(request, req, params)
     if isinstance(params, dict) and params.get("do_remote_decode") is True:
         return await _prefill_leg(request, req)
-    return await _respond(request, worker, req, await worker.prefill_items(req))
+    return await _respond(
+        request, worker, req, await unless_gone(request, worker.prefill_items(req))
+    )
 
 
 # ------------------------------------------------------------------------------------ assembly

@@ -10,15 +10,18 @@ from dataclasses import replace
 import pytest
 
 import servelab.core.ab.result as result_mod
-from servelab.core.ab.compare import Verdict
+from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.design import DesignCost, Order
 from servelab.core.ab.result import (
     AbDesign,
     AbResult,
     ArmVisit,
     Decided,
+    Keep,
     Stop,
+    better_arm,
     conclude,
+    kept_value,
     undecided_levels,
     upgrade_ab_result,
 )
@@ -136,3 +139,25 @@ def test_the_rows_before_the_codec_read_as_they_were_written() -> None:
     assert json.loads(json.dumps(again)) == json.loads(
         json.dumps(stored).replace("NaN", "null")
     ) | {"server_disagreements": again["server_disagreements"]}
+
+
+def _verdicts(*verdicts: Verdict) -> AbResult:
+    comparisons = tuple(
+        Comparison(c, 1.0, (0.9, 1.1), verdict, "256", "512") for c, verdict in enumerate(verdicts)
+    )
+    return AbResult("decode", "K", "256", "512", "512", comparisons=comparisons)
+
+
+def test_keep_names_the_better_arm_one_arm_or_a_value() -> None:
+    better, worse = Verdict.BETTER, Verdict.WORSE
+    undecided, same = Verdict.INCONCLUSIVE, Verdict.NO_DIFFERENCE
+    assert better_arm(_verdicts(better, same)) == "512"
+    assert better_arm(_verdicts(worse, undecided)) == "256"
+    assert better_arm(_verdicts(better, worse)) is None  # they disagree: neither is better
+    assert better_arm(_verdicts(same, undecided)) is None
+    assert kept_value(Keep.BETTER, _verdicts(better)) == "512"
+    assert kept_value("better", _verdicts(undecided)) is None  # nothing better: restore
+    assert kept_value("baseline", _verdicts(better)) == "256"
+    assert kept_value("candidate", _verdicts(worse)) == "512"
+    assert kept_value("384", _verdicts(better)) == "384"
+    assert kept_value(None, _verdicts(better)) is None

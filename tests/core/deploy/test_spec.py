@@ -126,3 +126,29 @@ def test_spec_hash_is_stable_and_sensitive() -> None:
 
 def test_spec_error_is_a_value_error() -> None:
     assert isinstance(_error("[services\n"), ValueError)
+
+
+@pytest.mark.parametrize("port", ["0", "65536", "99999"])
+def test_a_url_port_outside_1_to_65535_is_refused(port: str) -> None:
+    err = _error(MINIMAL.replace("http://127.0.0.1:9000", f"http://127.0.0.1:{port}"))
+    assert err.path == "services.w.url" and "1 to 65535" in str(err)
+
+
+@pytest.mark.parametrize("start", ["", "  "])
+def test_an_empty_start_is_refused(start: str) -> None:
+    err = _error(MINIMAL.replace('start = "python -m http.server 9000"', f'start = "{start}"'))
+    assert err.path == "services.w.start" and "not empty" in str(err)
+
+
+def test_a_knob_name_that_is_no_knob_is_refused() -> None:
+    err = _error(MINIMAL + 'knobs = ["1BAD"]\n')
+    assert err.path == "services.w.knobs" and "not a knob: '1BAD'" in str(err)
+
+
+def test_a_byte_order_mark_is_not_toml_s_concern() -> None:
+    assert parse_spec("\ufeff" + MINIMAL).services["w"].port == 9000
+
+
+def test_values_nested_too_deeply_are_a_spec_error() -> None:
+    err = _error("x = " + "[" * 5000 + "]" * 5000 + "\n" + MINIMAL)
+    assert "nested too deeply" in str(err) and isinstance(err, ValueError)

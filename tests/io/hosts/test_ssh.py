@@ -34,6 +34,26 @@ async def test_ssh_connect_failure_is_ssh_error(tmp_path: Path) -> None:
     assert "nowhere" in str(info.value) and isinstance(info.value, ConnectionError)
 
 
+async def test_a_host_that_never_answers_is_named_as_a_timeout() -> None:
+    """A port that accepts and stays silent (no SSH banner): the message says it timed out,
+    not ``TimeoutError: TimeoutError``."""
+    accepted: list[asyncio.StreamWriter] = []
+    silent = await asyncio.start_server(lambda _r, w: accepted.append(w), "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    try:
+        spec = HostSpec(ssh="root@127.0.0.1", port=port, connect_timeout_s=0.5)
+        with pytest.raises(SSHError) as info:
+            await host_for("mute", spec).run("true", timeout=5)
+    finally:
+        for writer in accepted:
+            writer.close()
+        silent.close()
+        await silent.wait_closed()
+    assert str(info.value) == (
+        f"mute: cannot connect to root@127.0.0.1 port {port}: no answer (timed out)"
+    )
+
+
 async def test_ssh_wrong_key_is_ssh_error(sshd: SshdServer, tmp_path: Path) -> None:
     key = asyncssh.generate_private_key("ssh-ed25519")
     key.write_private_key(str(tmp_path / "other"))

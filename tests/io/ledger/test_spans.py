@@ -107,7 +107,7 @@ def test_every_export_format_carries_the_spans(tmp_path: Path) -> None:
         export_stream(ledger, "jsonl", str(tmp_path / "out.jsonl"), records=True)
         export_csv(ledger, tmp_path / "csv", records=True)
     doc = json.loads((tmp_path / "out.json").read_text())
-    assert doc["export_version"] == 3
+    assert doc["export_version"] == 4
     (bench,) = doc["bench_runs"]
     assert bench["id"] == run and bench["records"] == [{"a": 1}]
     assert [Span.from_json(s) for s in bench["spans"]] == _spans("r", 3)

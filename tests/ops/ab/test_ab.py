@@ -258,3 +258,27 @@ async def test_an_interrupted_ab_resumes_from_the_journal(tmp_path: Path) -> Non
     assert recorded is not None and len(recorded.result.visits) == 6
     assert recorded.result.design.order == "abba"
     assert "Visits in the order they ran" in ab_markdown(result)
+
+
+@pytest.mark.timeout(300)
+async def test_keep_leaves_the_value_it_names_live(tmp_path: Path) -> None:
+    """``--keep 384``: neither arm nor the original, set, co-restarted and proven live at the end
+    (issue: ``--keep`` kept whichever arm the counterbalanced order visited last)."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        cfg = replace(_config(1, (1,), 4), keep="384")
+        result = await run_ab(loaded, replace(cfg, bench=replace(cfg.bench, warmup=0)))
+        assert result.kept == "384" and not result.restored
+        assert (await diff_knob(loaded, "decode", DEFAULT_KNOB)).live == "384"
+        assert [v.arm for v in result.visits] == ["256", "512"]
+    finally:
+        await deploy.down(loaded)
+
+
+def test_a_journal_written_with_the_keep_flag_reads_as_a_rule() -> None:
+    bench = BenchConfig(url="")
+    old = {**encode(AbConfig("decode", "K", "256", "512", bench)), "keep": True}
+    assert decode(AbConfig, old).keep == "better"
+    assert decode(AbConfig, {**old, "keep": False}).keep is None
+    assert decode(AbConfig, {**old, "keep": "candidate"}).keep == "candidate"

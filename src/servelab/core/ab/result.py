@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import computed_field
 
-from servelab.core.ab.compare import Anomaly, Comparison, compare_arms, curve_drops
+from servelab.core.ab.compare import Anomaly, Comparison, Verdict, compare_arms, curve_drops
 from servelab.core.ab.crosscheck import ServerDisagreement, disagreements, server_ratios
 from servelab.core.ab.design import ORDER_ABBA, DesignCost, Order, VisitCost, fixed_design, spent
 from servelab.core.ab.paired import log_ratios
@@ -34,6 +34,7 @@ from servelab.core.ab.sequential import (
     first_decision,
     looks_for,
 )
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
     "AbArm",
@@ -41,12 +42,24 @@ __all__ = [
     "AbResult",
     "ArmVisit",
     "Decided",
+    "Keep",
     "Stop",
     "arm_throughput",
+    "better_arm",
     "conclude",
+    "kept_value",
     "undecided_levels",
     "upgrade_ab_result",
 ]
+
+
+class Keep(StrEnum):
+    """``ab --keep``'s words for the value an A/B leaves live at its end (any other text is the
+    value itself; none: the original value, restored)."""
+
+    BETTER = "better"
+    BASELINE = "baseline"
+    CANDIDATE = "candidate"
 
 
 class Stop(StrEnum):
@@ -137,7 +150,7 @@ class AbDesign:
 class AbResult:
     """What an A/B of ``service``'s ``knob`` (``baseline`` against ``candidate``) found; ``ab_id``
     is its ``ab_runs`` row once recorded, ``original`` the knob's value before it, ``restored``
-    whether that value came back."""
+    whether that value came back, ``kept`` the value left live instead (``--keep``)."""
 
     service: str
     knob: str
@@ -145,6 +158,7 @@ class AbResult:
     candidate: str
     original: str | None = None
     restored: bool = False
+    kept: Annotated[str | None, OMITTED_IF_NONE] = None
     arms: tuple[AbArm, ...] = ()
     comparisons: tuple[Comparison, ...] = ()
     anomalies: tuple[Anomaly, ...] = ()
@@ -208,6 +222,35 @@ def _stopped(result: AbResult) -> Stop:
     if not result.design.until_decided:
         return Stop.FIXED
     return Stop.MAX_ROUNDS if undecided_levels(result, result.design.max_rounds) else Stop.DECIDED
+
+
+def better_arm(result: AbResult) -> str | None:
+    """The arm the concluded verdicts favour: the candidate when it is better at some
+    concurrency and worse at none, the baseline when the other way round; None when no verdict
+    decided it, or they disagree."""
+    verdicts = {c.verdict for c in result.comparisons}
+    if Verdict.BETTER in verdicts and Verdict.WORSE not in verdicts:
+        return result.candidate
+    if Verdict.WORSE in verdicts and Verdict.BETTER not in verdicts:
+        return result.baseline
+    return None
+
+
+def kept_value(keep: str | None, result: AbResult) -> str | None:
+    """The value a concluded A/B leaves live (None: the original, restored): ``better`` the
+    arm :func:`better_arm` names (None when it names none), ``baseline``/``candidate`` that
+    arm's value, any other text that value."""
+    match keep:
+        case None:
+            return None
+        case Keep.BETTER:
+            return better_arm(result)
+        case Keep.BASELINE:
+            return result.baseline
+        case Keep.CANDIDATE:
+            return result.candidate
+        case _:
+            return keep
 
 
 def conclude(result: AbResult) -> AbResult:

@@ -171,11 +171,23 @@ class ServiceSpec(_Strict):
     @classmethod
     def _http_url(cls, value: str) -> str:
         parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.port is None:
+        try:
+            port = parts.port
+        except ValueError:  # past 65535
+            port = None
+        if parts.scheme not in ("http", "https") or not parts.hostname or not port:
             raise ValueError(
-                "must be an http URL with an explicit port, e.g. http://127.0.0.1:30000"
+                "must be an http URL with an explicit port (1 to 65535), e.g. "
+                "http://127.0.0.1:30000"
             )
         return value.rstrip("/")
+
+    @field_validator("start")
+    @classmethod
+    def _start(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError('must be "sim", "router" or a shell command line, not empty')
+        return value
 
     @field_validator("knobs", mode="before")
     @classmethod
@@ -364,12 +376,17 @@ def start_order(spec: DeploymentSpec, *, source: str = "<spec>") -> list[str]:
     return order
 
 
+_TOO_DEEP = "not a deployment spec: its values are nested too deeply"
+
+
 def parse_spec(text: str, *, source: str = "<spec>") -> DeploymentSpec:
     """Parse and validate a TOML spec. Every error names ``source`` and the field path."""
     try:
-        raw = tomllib.loads(text)
+        raw = tomllib.loads(text.removeprefix("\ufeff"))  # a UTF-8 BOM is not TOML's concern
     except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"not valid TOML: {exc}", source=source) from exc
+    except RecursionError:
+        raise SpecError(_TOO_DEEP, source=source) from None
     return spec_from_mapping(raw, source=source)
 
 
@@ -389,6 +406,8 @@ def spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> Depl
         spec = DeploymentSpec.model_validate(dict(raw))
     except ValidationError as exc:
         raise _translate(exc, source) from exc
+    except RecursionError:
+        raise SpecError(_TOO_DEEP, source=source) from None
     if not spec.services:
         raise SpecError("no services defined", source=source, path="services")
     _check_semantics(spec, source)

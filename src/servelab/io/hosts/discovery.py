@@ -3,7 +3,9 @@
 One lookup for every command (status, verify, knob, restart's adoption of a launcher's server):
 the pid servelab recorded when it is still alive (for a shell start command: the port's owner in
 the recorded process group), else the systemd unit's ``MainPID``, else the owner of the service's
-port. Every remote query shares one timeout, :data:`QUERY_TIMEOUT_S`.
+port, which :func:`launched_here` tells as servelab's by the mark every process it launches
+carries (:data:`~servelab.io.hosts.processes.SERVICE_MARK`). Every remote query shares one
+timeout, :data:`QUERY_TIMEOUT_S`.
 
 Only the names asked for leave :func:`read_live`: the rest of ``/proc/PID/environ`` (tokens,
 passwords) is narrowed away inside it.
@@ -23,7 +25,13 @@ from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import LiveValue, live_value
 from servelab.errors import CommandTimeout, HostError, KnobError
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.processes import is_alive, proc_stat, read_pid_record
+from servelab.io.hosts.processes import (
+    SERVICE_MARK,
+    is_alive,
+    proc_stat,
+    read_pid_record,
+    service_mark,
+)
 from servelab.io.specfile import LoadedSpec
 
 __all__ = [
@@ -31,6 +39,7 @@ __all__ = [
     "ProcessRef",
     "daemon_reload",
     "find_process",
+    "launched_here",
     "read_live",
     "read_live_args",
     "unit_main_pid",
@@ -43,10 +52,12 @@ QUERY_TIMEOUT_S = 30.0
 
 @dataclass(frozen=True)
 class ProcessRef:
-    """The process serving a service: its pid (None: not found) and how it was found."""
+    """The process serving a service: its pid (None: not found) and how it was found;
+    ``unrecorded``: servelab launched it (it carries the mark) but holds no pid record of it."""
 
     pid: int | None
     source: str
+    unrecorded: bool = False
 
 
 async def unit_main_pid(host: Host, unit: str) -> int | None:
@@ -106,8 +117,21 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
             return ProcessRef(main_pid, f"systemd unit {svc.unit}")
     owner = await host.listening_pid(svc.port)
     if owner is not None:
+        if await launched_here(host, owner, service_mark(loaded.spec.name, service)):
+            return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
         return ProcessRef(owner, f"owner of port {svc.port}")
     return ProcessRef(None, "no pid record, unit or listener")
+
+
+async def launched_here(host: Host, pid: int, mark: str) -> bool:
+    """Whether process ``pid`` carries ``mark`` (:func:`~servelab.io.hosts.processes.service_mark`)
+    in its environment: servelab launched it, or something servelab launched started it. A
+    process whose environment cannot be read (another user's) is not servelab's."""
+    try:
+        environ = await host.read_environ(pid)
+    except HostError:
+        return False
+    return select(parse_environ(environ), [SERVICE_MARK]).get(SERVICE_MARK) == mark
 
 
 async def _cmdline(host: Host, pid: int) -> list[str]:

@@ -11,6 +11,11 @@ that writes its exit status to a file, so servelab can tell "still running" from
 Pid records are JSON files in the LOCAL state directory (``run/<service>.json``): pid, pgid,
 the process's start time (field 22 of ``/proc/PID/stat``: a pid is only "alive" when that still
 matches, so a recycled pid is not mistaken for the service), argv or command, log path, host.
+
+Every process servelab launches also carries its mark, ``SERVELAB_SERVICE=<deployment>/<service>``
+(:data:`SERVICE_MARK`), in its environment, inherited by whatever it starts: the process serving a
+service's port is known as servelab's even when its pid record is lost
+(:func:`servelab.io.hosts.discovery.launched_here`).
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import os
 import re
 import shlex
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.knobs.redaction import redact
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.host import Host
 from servelab.io.http.client import ProbeResult, probe
@@ -35,6 +42,7 @@ from servelab.io.http.client import ProbeResult, probe
 __all__ = [
     "LAUNCHER",
     "LAUNCH_TIMEOUT_S",
+    "SERVICE_MARK",
     "PidRecord",
     "ProcStat",
     "Readiness",
@@ -46,6 +54,7 @@ __all__ = [
     "proc_stat",
     "read_pid_record",
     "remove_pid_record",
+    "service_mark",
     "spawn",
     "stop_record",
     "tail",
@@ -143,6 +152,15 @@ async def is_alive(host: Host, record: PidRecord) -> bool:
     return record.starttime is None or stat.starttime == record.starttime
 
 
+#: The variable in the environment of every process servelab launches: ``<deployment>/<service>``.
+SERVICE_MARK = "SERVELAB_SERVICE"
+
+
+def service_mark(deployment: str, service: str) -> str:
+    """The value of :data:`SERVICE_MARK` for ``service`` of the deployment named ``deployment``."""
+    return f"{deployment}/{service}"
+
+
 #: Seconds the launcher (``sh -s`` reading :func:`launch_script` on stdin) may take to return.
 LAUNCH_TIMEOUT_S = 30.0
 #: The launcher's whole command line: the script, env values included, arrives on its stdin.
@@ -167,6 +185,7 @@ def launch_script(
     status_file: str | None,
     cwd: str | None,
     args_env: str | None = None,
+    mark: str | None = None,
 ) -> str:
     """The POSIX shell script that launches a service detached and prints its pid and stat.
 
@@ -174,8 +193,11 @@ def launch_script(
     nor in a message. The values are exported in the subshell that becomes the service, so
     ``/proc/PID/environ`` shows them and ``ps`` does not. With ``args_env``, an ``argv`` ends with
     that variable unquoted (``$SGLANG_ARGS``): the subshell splits its value into arguments at
-    white space, as systemd's ``ExecStart=... $SGLANG_ARGS`` does.
+    white space, as systemd's ``ExecStart=... $SGLANG_ARGS`` does. ``mark``: the value of
+    :data:`SERVICE_MARK` the service carries.
     """
+    if mark is not None:
+        env = {**env, SERVICE_MARK: mark}
     if argv is not None:
         program = " ".join(shlex.quote(arg) for arg in argv)
         if args_env is not None:
@@ -216,13 +238,14 @@ async def spawn(
     cwd: str | None = None,
     unit: str | None = None,
     args_env: str | None = None,
+    mark: str | None = None,
     launch_timeout_s: float = LAUNCH_TIMEOUT_S,
 ) -> PidRecord:
     """Launch ``argv`` (exec'd) or a shell ``command`` (wrapped) detached; return its record.
 
     The launch script goes to the host's ``sh -s`` on stdin; a launcher that outlives
     ``launch_timeout_s`` raises :class:`~servelab.errors.CommandTimeout` naming the service and
-    the host only (the script holds the env values).
+    the host only (the script holds the env values). ``mark``: see :func:`launch_script`.
     """
     script = launch_script(
         argv=argv,
@@ -232,6 +255,7 @@ async def spawn(
         status_file=status_file,
         cwd=cwd,
         args_env=args_env,
+        mark=mark,
     )
     try:
         result = await host.run(LAUNCHER, timeout=launch_timeout_s, input=script.encode())
@@ -242,9 +266,9 @@ async def spawn(
         ) from None
     lines = result.stdout.splitlines()
     if result.exit_status != 0 or not lines or not lines[0].strip().isdigit():
+        said = result.stderr.strip() or result.stdout.strip() or str(result.exit_status)
         raise ServiceStartError(
-            f"{service}: could not launch on host {host.name}: "
-            f"{result.stderr.strip() or result.stdout.strip() or result.exit_status}"
+            f"{service}: could not launch on host {host.name}: {redact(said, env.values())}"
         )
     pid = int(lines[0])
     stat = await _session_leader_stat(host, pid)
@@ -342,13 +366,21 @@ async def stop_record(host: Host, record: PidRecord, *, grace: float) -> StepOut
     return StepOutcome.KILLED
 
 
-async def tail(host: Host, path: str, *, max_bytes: int = 1500) -> str:
-    """The last ``max_bytes`` of a (log) file, or "" when it cannot be read."""
+async def tail(
+    host: Host, path: str, *, max_bytes: int = 1500, secrets: Collection[str] = ()
+) -> str:
+    """The whole lines in the last ``max_bytes`` of a (log) file, with every one of ``secrets``
+    (the service's env values) redacted (:func:`~servelab.core.knobs.redaction.redact`); "" when
+    it cannot be read. A line cut by the start of the tail is left out: a value it held would
+    show in part."""
     try:
         data = await host.read_file(path)
     except HostError:
         return ""
-    return data[-max_bytes:].decode("utf-8", "replace")
+    text = data[-max_bytes:].decode("utf-8", "replace")
+    if len(data) > max_bytes:
+        text = text.partition("\n")[2]
+    return redact(text, secrets)
 
 
 # -- readiness gate -------------------------------------------------------------------------------
@@ -369,7 +401,11 @@ class Readiness:
     evidence: dict[str, Any] = field(default_factory=dict)
 
 
-def _failure(record: PidRecord, what: str, last: ProbeResult | None, log_tail: str) -> str:
+async def _failure(
+    host: Host, record: PidRecord, what: str, last: ProbeResult | None, secrets: Collection[str]
+) -> str:
+    """Why the service failed: its last probe answer and its log's last lines, redacted."""
+    log_tail = await tail(host, record.log, secrets=secrets)
     answer = last.describe() if last is not None else "no probe answered yet"
     lines = [line for line in log_tail.strip().splitlines() if line.strip()][-5:]
     snippet = ("\n  " + "\n  ".join(lines)) if lines else ""
@@ -403,6 +439,7 @@ async def wait_ready(
     url: str,
     ready_timeout_s: float,
     start_timeout_s: float,
+    secrets: Collection[str] = (),
 ) -> Readiness:
     """Probe ``url`` until 2xx or ``ready_timeout_s``; fail at once if the process exits.
 
@@ -412,7 +449,7 @@ async def wait_ready(
     A command still running at ``start_timeout_s`` before the service got ready is not a failure
     by itself: readiness decides, and the outcome says "command timed out; service healthy".
     Raises :class:`ServiceStartError` or :class:`HealthTimeout` naming the service, the last probe
-    answer and the log.
+    answer and the log's tail, with ``secrets`` (the service's env values) redacted.
     """
     started = time.monotonic()
     command_deadline = started + start_timeout_s
@@ -422,13 +459,11 @@ async def wait_ready(
         failure = await _early_exit(host, record, state, command_deadline)
         if failure is not None:
             await asyncio.sleep(0.2)  # let the last words reach the log
-            raise ServiceStartError(
-                _failure(record, failure, state.last, await tail(host, record.log))
-            )
+            raise ServiceStartError(await _failure(host, record, failure, state.last, secrets))
         remaining = ready_timeout_s - (time.monotonic() - started)
         if remaining <= 0:
             what = f"not ready after {ready_timeout_s}s at {url}"
-            raise HealthTimeout(_failure(record, what, state.last, await tail(host, record.log)))
+            raise HealthTimeout(await _failure(host, record, what, state.last, secrets))
         state.last = await probe(url, timeout=min(_PROBE_TIMEOUT_S, remaining))
         state.probes += 1
         if state.last.ok:
@@ -439,7 +474,7 @@ async def wait_ready(
         await _poll_command(host, record, state, command_deadline)
     if state.command_exit not in (None, 0):
         what = f"the start command exited with status {state.command_exit}"
-        raise ServiceStartError(_failure(record, what, state.last, await tail(host, record.log)))
+        raise ServiceStartError(await _failure(host, record, what, state.last, secrets))
     return _outcome(record, state, start_timeout_s)
 
 

@@ -196,8 +196,14 @@ def _text(data: bytes | str | None) -> str:
 
 
 def _describe(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return f"{type(exc).__name__}: {text}"
+    """``ConnectionRefusedError: [Errno 111] ...``; an error without words says what it is
+    (a connect that timed out: ``no answer (timed out)``, not ``TimeoutError: TimeoutError``)."""
+    text = str(exc)
+    if text:
+        return f"{type(exc).__name__}: {text}"
+    if isinstance(exc, TimeoutError):
+        return "no answer (timed out)"
+    return type(exc).__name__
 
 
 def host_for(name: str, spec: HostSpec) -> Host:

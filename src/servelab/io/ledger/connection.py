@@ -2,6 +2,11 @@
 foreign keys, ``synchronous = FULL``), the refusal to create a ledger where one is only read, and
 :class:`LedgerFile`: the open file with its one lock and transactions, which
 :class:`~servelab.io.ledger.ledger.Ledger` builds its readers and writers on.
+
+A ledger that cannot be written (a read-only file or directory, a read-only mount, an archive) is
+still read: opened only to read (``mode=ro``, else ``immutable=1`` when SQLite cannot keep its
+shared-memory file beside it), neither migrated nor switched to WAL; a write to it fails saying
+so. One at an older schema is refused, since its readers expect today's tables.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from types import TracebackType
 from typing import Any, Self
 
 from servelab.errors import StoreError
-from servelab.io.ledger.migrations import migrate, schema_version
+from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate, schema_version
 from servelab.io.ledger.rows import JSON_COLUMNS, decode_row, insert
 
 __all__ = [
@@ -28,6 +33,7 @@ __all__ = [
     "default_ledger_path",
     "prepare",
     "resolve_ledger_path",
+    "writable",
 ]
 
 #: Environment variable that moves the ledger (``--ledger`` on the command line wins over it).
@@ -45,27 +51,51 @@ def resolve_ledger_path(option: Path | None, state_dir: Path) -> Path:
     return option.expanduser() if option is not None else default_ledger_path(state_dir)
 
 
-def connect(path: Path, busy_timeout_s: float, create: bool) -> sqlite3.Connection:
+def writable(path: Path) -> bool:
+    """Whether the ledger at ``path`` (an existing file) can be written: the file, and its
+    directory for SQLite's ``-wal`` and ``-shm`` files (``access(2)``: a read-only mount is not
+    writable, even to root)."""
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+def _open(target: str | Path, busy_timeout_s: float, *, uri: bool) -> sqlite3.Connection:
+    return sqlite3.connect(
+        target, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False, uri=uri
+    )
+
+
+def _read_only(path: Path, busy_timeout_s: float) -> sqlite3.Connection:
+    """A connection that only reads ``path``; ``immutable=1`` when SQLite cannot keep its
+    shared-memory file for a WAL ledger beside it (nothing else writes a read-only ledger)."""
+    uri = path.absolute().as_uri()
+    conn = _open(f"{uri}?mode=ro", busy_timeout_s, uri=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        conn.close()
+        conn = _open(f"{uri}?immutable=1", busy_timeout_s, uri=True)
+    return conn
+
+
+def connect(
+    path: Path, busy_timeout_s: float, create: bool, *, read_only: bool = False
+) -> sqlite3.Connection:
     """A connection to the ledger at ``path`` (autocommit: the ledger opens its transactions).
 
     ``create=False``: a missing file is a :class:`StoreError`, and nothing is created.
+    ``read_only``: a connection that only reads.
     """
     if create:
         path.parent.mkdir(parents=True, exist_ok=True)
-        target: str | Path = path
-    elif not path.is_file():
+        return _open(path, busy_timeout_s, uri=False)
+    if not path.is_file():
         raise StoreError(
             f"no ledger at {path} (nothing recorded there; check --ledger/{LEDGER_ENV})"
         )
-    else:  # read-write, never create: a file removed meanwhile is an error, not a new ledger
-        target = f"{path.absolute().as_uri()}?mode=rw"
-    return sqlite3.connect(
-        target,
-        timeout=busy_timeout_s,
-        isolation_level=None,
-        check_same_thread=False,
-        uri=not create,
-    )
+    if read_only:
+        return _read_only(path, busy_timeout_s)
+    # read-write, never create: a file removed meanwhile is an error, not a new ledger
+    return _open(f"{path.absolute().as_uri()}?mode=rw", busy_timeout_s, uri=True)
 
 
 def prepare(conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None:
@@ -116,16 +146,21 @@ class LedgerFile:
         """Open (creating it and its directory if needed) and migrate the ledger at ``path``.
 
         ``create=False``: a ledger that does not exist is refused with a
-        :class:`~servelab.errors.StoreError` and nothing is created (no directory, no file).
+        :class:`~servelab.errors.StoreError` and nothing is created (no directory, no file); one
+        that cannot be written is opened to read only (a write to it fails).
         """
         path = Path(path)
+        read_only = not create and path.is_file() and not writable(path)
         try:
-            conn = connect(path, busy_timeout_s, create)
+            conn = connect(path, busy_timeout_s, create, read_only=read_only)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
         ledger = cls(conn, path, clock or time.time)
         try:
-            ledger._prepare(busy_timeout_s)
+            if read_only:
+                ledger._check_readable()
+            else:
+                ledger._prepare(busy_timeout_s)
         except BaseException:
             conn.close()
             raise
@@ -136,6 +171,17 @@ class LedgerFile:
         with self._write() as conn:
             migrate(conn, source=str(self._path))
 
+    def _check_readable(self) -> None:
+        """A ledger opened to read only: its schema must be today's (no migration can run)."""
+        with self._read() as conn:
+            found = schema_version(conn)
+        if found != SCHEMA_VERSION:
+            raise StoreError(
+                f"{self._path}: the ledger cannot be written and is at schema version {found}; "
+                f"this servelab reads {SCHEMA_VERSION}: open it once where it can be written to "
+                "upgrade it"
+            )
+
     @property
     def path(self) -> Path:
         return self._path
@@ -144,6 +190,13 @@ class LedgerFile:
     def schema_version(self) -> int:
         with self._read() as conn:
             return schema_version(conn)
+
+    def check_writable(self) -> None:
+        """Commit a write that changes nothing (the schema version set to itself): a ledger that
+        cannot take a record (its file read-only, its disk full, locked) fails here, before the
+        minutes of a measurement, instead of after them."""
+        with self._write() as conn:
+            conn.execute(f"PRAGMA user_version = {schema_version(conn):d}")
 
     def close(self) -> None:
         with self._lock:

@@ -9,7 +9,9 @@ versioned with ``PRAGMA user_version`` (see :mod:`servelab.io.ledger.migrations`
 migrated on open, newer ones are refused with :class:`~servelab.errors.SchemaError`.
 
 The ledger stores what it is given. Callers pass only declared knob values, never a process
-environment: values of undeclared environment variables must not reach these functions.
+environment: values of undeclared environment variables must not reach these functions. A bench
+run, an A/B or a soak that the file refuses when it is recorded (a disk that filled meanwhile) is
+kept beside it as JSON (:mod:`servelab.io.ledger.unsaved`), and the error says where.
 
 Readers return the typed records of :mod:`servelab.core.ledger.evidence` (read from each row by
 the codec of :mod:`servelab.core.ledger.codec`), oldest first; the A/B and soak results they hold
@@ -74,8 +76,8 @@ from servelab.io.ledger.connection import (
 )
 from servelab.io.ledger.migrations import SCHEMA_VERSION
 from servelab.io.ledger.rows import (
-    JSON_COLUMNS,
     SPAN_COLUMNS,
+    TABLE_JSON_COLUMNS,
     check_row,
     decode_record,
     decode_row,
@@ -87,6 +89,7 @@ from servelab.io.ledger.rows import (
     set_verdict,
     span_of_row,
 )
+from servelab.io.ledger.unsaved import kept_on_failure
 
 __all__ = [
     "LEDGER_ENV",
@@ -163,7 +166,13 @@ class Ledger(LedgerFile):
         during it (``spans`` rows), all or nothing."""
         row: dict[str, Any] = {"at": self._now(), "label": label, "config": dumps(config)}
         row |= {"summary": dumps(summary), "n_records": len(records)}
-        with self._write() as conn:
+
+        def kept() -> dict[str, Any]:
+            spanned = [span.to_json() for span in spans]
+            return {"label": label, "config": config, "summary": summary, "records": records,
+                    "spans": spanned}  # fmt: skip
+
+        with kept_on_failure(self._path, "bench_run", kept), self._write() as conn:
             run_id = self._insert(conn, "bench_runs", row)
             conn.executemany(
                 "INSERT INTO bench_records (run_id, seq, record) VALUES (?, ?, ?)",
@@ -177,7 +186,11 @@ class Ledger(LedgerFile):
         config it ran with (its type is above this layer)."""
         row = {"at": self._now(), "service": result.service, "knob": result.knob}
         row |= {"config": dumps(config), "result": dumps(encode(result))}
-        with self._write() as conn:
+
+        def kept() -> dict[str, Any]:
+            return {"config": config, "result": encode(result)}
+
+        with kept_on_failure(self._path, "ab", kept), self._write() as conn:
             return self._insert(conn, "ab_runs", row)
 
     def record_soak(
@@ -193,7 +206,12 @@ class Ledger(LedgerFile):
         the same transaction."""
         row: dict[str, Any] = {"at": self._now(), "ok": int(result.ok)}
         row |= {"config": dumps(encode(result.config)), "result": dumps(encode(result))}
-        with self._write() as conn:
+
+        def kept() -> dict[str, Any]:
+            spanned = [span.to_json() for span in spans]
+            return {"case_id": case_id, "result": encode(result), "spans": spanned}
+
+        with kept_on_failure(self._path, "soak", kept), self._write() as conn:
             if case_id is not None:
                 self._require_case(conn, case_id)
             soak_id = self._insert(conn, "soak_runs", row)
@@ -438,14 +456,19 @@ class Ledger(LedgerFile):
         with self._read() as conn:
             return tuple(str(r[1]) for r in conn.execute(f"PRAGMA table_info({table})"))
 
+    def json_columns(self, table: str) -> frozenset[str]:
+        """The columns of ``table`` that hold JSON text (the others hold plain values)."""
+        return TABLE_JSON_COLUMNS.get(table, frozenset())
+
     def iter_rows(
         self, table: str, *, decode: bool = True, batch: int = READ_BATCH
     ) -> Iterator[dict[str, Any]]:
-        """Every row of ``table`` as stored, in insertion order, ``batch`` at a time. JSON columns
-        are decoded unless ``decode=False``; a per-request record is always a dict."""
+        """Every row of ``table`` as stored, in insertion order, ``batch`` at a time. Its JSON
+        columns (:meth:`json_columns`) are decoded unless ``decode=False``; a per-request record
+        is always a dict."""
         if table not in self.table_names():
             raise StoreError(f"{self._path}: no table {table!r}")
-        json_columns = JSON_COLUMNS if decode else frozenset()
+        json_columns = self.json_columns(table) if decode else frozenset()
         after = -1
         while True:
             with self._read() as conn:

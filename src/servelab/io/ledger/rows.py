@@ -25,6 +25,7 @@ from servelab.errors import CaseError, StoreError
 __all__ = [
     "JSON_COLUMNS",
     "SPAN_COLUMNS",
+    "TABLE_JSON_COLUMNS",
     "check_row",
     "decode_record",
     "decode_row",
@@ -39,6 +40,23 @@ __all__ = [
     "span_values",
 ]
 
+#: Each table's columns that hold JSON text; every other column holds a plain value (a check's
+#: ``detail`` is its code, not JSON). The A/B journal's tables (:mod:`servelab.io.ledger.journal`)
+#: are here too: an export reads every table.
+TABLE_JSON_COLUMNS: Mapping[str, frozenset[str]] = {
+    "deployments": frozenset({"detail"}),
+    "verification_checks": frozenset({"data"}),
+    "bench_runs": frozenset({"config", "summary"}),
+    "bench_records": frozenset({"record"}),
+    "ab_runs": frozenset({"config", "result"}),
+    "soak_runs": frozenset({"config", "result"}),
+    "soak_findings": frozenset({"finding"}),
+    "case_events": frozenset({"detail"}),
+    "spans": frozenset({"attributes"}),
+    "ab_sessions": frozenset({"config"}),
+    "ab_visits": frozenset({"visit"}),
+}
+#: The JSON columns of the ledger's own readers' queries (each names the columns it selects).
 JSON_COLUMNS = frozenset(
     {"detail", "data", "config", "summary", "result", "finding", "record", "attributes"}
 )
@@ -90,7 +108,10 @@ def decode_row(
         if name == "record" and isinstance(value, bytes):
             value = decode_record(value)
         elif name in json_columns and isinstance(value, str):
-            value = json.loads(value)
+            try:
+                value = json.loads(value)
+            except ValueError as exc:
+                raise StoreError(f"column {name!r} holds text that is not JSON: {exc}") from exc
         elif name in _BOOL_COLUMNS and value is not None:
             value = bool(value)
         out[name] = value

@@ -6,7 +6,9 @@ the value read back from ``/proc/PID/environ``) — an arm that is not live is n
 benchmark through the router. Both steps are :mod:`servelab.ops.arm`'s, which ``tune`` and
 ``case bisect`` share. A round is one visit of each arm, in a counterbalanced order (ABBA
 or a seeded random order per round, :mod:`servelab.core.ab.design`), so slow drift of the machine
-cancels instead of biasing one arm. At the end the original value is restored (unless ``keep``).
+cancels instead of biasing one arm. At the end the original value is restored, or with ``keep``
+the value it names is left live (the better arm, one arm, or a value: an undecided ``better``
+restores); an interrupted A/B always restores the original.
 
 With ``until_decided`` a concurrency leaves the experiment once Lai's confidence sequence on its
 per-round log ratios decides it (:mod:`servelab.core.ab.sequential`); the A/B stops when every
@@ -29,7 +31,7 @@ import time
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
-from servelab.core.ab.result import AbResult, ArmVisit, conclude, undecided_levels
+from servelab.core.ab.result import AbResult, ArmVisit, conclude, kept_value, undecided_levels
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
@@ -39,7 +41,13 @@ from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
-from servelab.ops.progress import AbJournalStarted, AbResumed, AbVisitStarted, KnobRestoring
+from servelab.ops.progress import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobKept,
+    KnobRestoring,
+)
 
 __all__ = ["resume_ab", "run_ab"]
 
@@ -119,7 +127,8 @@ async def run_ab(
     progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
-    """Run the counterbalanced A/B; restore the original value unless ``cfg.keep``."""
+    """Run the counterbalanced A/B; restore the original value, or leave the one ``cfg.keep``
+    names."""
     if cfg.baseline == cfg.candidate:
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
@@ -129,7 +138,7 @@ async def run_ab(
         if journal is not None:
             session_id = journal.start(service=cfg.service, knob=cfg.knob, config=encode(cfg),
                                        original=original)  # fmt: skip
-            op.say(AbJournalStarted(session_id))
+            op.say(AbJournalStarted(session_id, op.loaded.spec_args))
         result = cfg.result(original, session_id=session_id)
         return await _run(op, cfg, result, journal, bench_progress, [])
 
@@ -178,8 +187,13 @@ async def _run(
             with contextlib.suppress(ServelabError):
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)
         raise
-    restored = await _restore(op, cfg, result.original)
-    result = conclude(replace(result, visits=tuple(visits), restored=restored))
+    result = conclude(replace(result, visits=tuple(visits)))
+    kept = kept_value(cfg.keep, result)
+    if kept is None:
+        await _restore(op, cfg, result.original)
+    else:
+        await _keep(op, cfg, kept, visits)
+    result = replace(result, restored=kept is None, kept=kept)
     if op.ledger is not None:
         ab_id = op.ledger.record_ab(config=encode(cfg), result=result)
         result = replace(result, ab_id=ab_id)
@@ -188,10 +202,15 @@ async def _run(
     return result
 
 
-async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> bool:
-    """Put the original value back, live (not with ``keep``); whether it was."""
-    if cfg.keep:
-        return False
+async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> None:
+    """Put the original value back, live."""
     op.say(KnobRestoring(cfg.service, cfg.knob, original))
     await _make_live(op, cfg, original, "ab: restore the original value")
-    return True
+
+
+async def _keep(op: Operation, cfg: AbConfig, value: str, visits: list[ArmVisit]) -> None:
+    """Leave ``value`` live (``--keep``): already, when the last visit measured it; else set,
+    co-restarted and proven live."""
+    op.say(KnobKept(cfg.service, cfg.knob, value, cfg.keep or value))
+    if not visits or visits[-1].arm != value:
+        await _make_live(op, cfg, value, f"ab: keep {value} ({cfg.keep})")

@@ -8,15 +8,30 @@ Kept apart from the run loop (:mod:`servelab.ops.ab.ab`) so the journal (resume)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator
 
 from servelab.core.ab.design import ORDER_ABBA, Order
-from servelab.core.ab.result import AbDesign, AbResult
+from servelab.core.ab.result import AbDesign, AbResult, Keep
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.ops.bench.bench import BenchConfig
 
-__all__ = ["DEFAULT_MAX_ROUNDS", "AbConfig"]
+__all__ = ["DEFAULT_MAX_ROUNDS", "AbConfig", "KeepOption"]
 
 DEFAULT_MAX_ROUNDS = 10
+
+
+def _keep_of_older(value: Any) -> Any:
+    """A journal written before ``--keep VALUE`` stored a flag: on, it kept the last arm (an
+    arbitrary one in a counterbalanced order), read as ``better``; off, as no keep."""
+    if isinstance(value, bool):
+        return Keep.BETTER.value if value else None
+    return value
+
+
+#: ``--keep``: ``better``, ``baseline``, ``candidate`` or a value (None: restore the original).
+KeepOption = Annotated[str | None, BeforeValidator(_keep_of_older)]
 
 
 @dataclass(frozen=True)
@@ -29,7 +44,8 @@ class AbConfig:
     concurrency leaving the experiment once the confidence sequence decides it (``margin``: the
     equivalence margin, 0.01 for 1%; ``boundary``: ``pocock``, repeated intervals for at most
     ``max_rounds`` looks, or ``lai``, the anytime confidence sequence). ``gpus`` prices a minute
-    of the deployment."""
+    of the deployment. ``keep``: the value left live at the end instead of the original
+    (:func:`~servelab.core.ab.result.kept_value`)."""
 
     service: str
     knob: str
@@ -37,7 +53,7 @@ class AbConfig:
     candidate: str
     bench: BenchConfig
     repeat: int = 3
-    keep: bool = False
+    keep: KeepOption = None
     order: Order = ORDER_ABBA
     order_seed: int = 0
     until_decided: bool = False

@@ -149,6 +149,10 @@ class ServiceStatus:
     #: A prefill or decode: whether the router lists it, and healthy (None: not known).
     in_router: bool | None = None
     router_healthy: bool | None = None
+    #: Its process was launched by servelab (it carries the mark) but has no pid record.
+    unrecorded: bool = False
+    #: Its host did not answer (the rest is unknown).
+    error: str | None = None
 
     @property
     def ready(self) -> bool:
@@ -167,4 +171,6 @@ class ServiceStatus:
             "readiness": None if self.readiness is None else self.readiness.to_json(),
             "in_router": self.in_router,
             "router_healthy": self.router_healthy,
+            "unrecorded": self.unrecorded,
+            "error": self.error,
         }

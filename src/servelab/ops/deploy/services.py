@@ -1,0 +1,361 @@
+"""One service's process, for ``up``, ``down`` and ``restart`` (:mod:`servelab.ops.deploy.deploy`):
+launch it and gate it on readiness, find it already up, stop it.
+
+A service is found by its pid record, its systemd unit, and the owner of its port: every process
+servelab launches carries its mark (:data:`~servelab.io.hosts.processes.SERVICE_MARK`), so the
+process serving a service's port is known as servelab's even when its pid record is lost (a state
+directory wiped, a command killed between the launch and the record). :func:`stop` stops what
+serves the port when it carries the mark, and fails the step while something it launched still
+serves; :func:`already_up` records such a process again instead of calling it a stranger. A port
+held by a process without the mark is never touched, only named.
+
+Every failure message that quotes a service's log has the service's env values redacted
+(:func:`~servelab.core.knobs.redaction.redact`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.topology import service_argv
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
+from servelab.io.hosts.discovery import launched_here, unit_main_pid
+from servelab.io.hosts.processes import (
+    PidRecord,
+    ProcStat,
+    is_alive,
+    proc_stat,
+    read_pid_record,
+    remove_pid_record,
+    service_mark,
+    spawn,
+    stop_record,
+    wait_answering,
+    wait_ready,
+    write_pid_record,
+)
+from servelab.io.http.client import ProbeResult, probe
+from servelab.ops.context import Operation, Progress
+from servelab.ops.deploy.preflight import env_bytes
+from servelab.ops.deploy.results import Step
+from servelab.ops.progress import (
+    LaunchTimedOut,
+    ProgressEvent,
+    ServiceAlreadyUp,
+    ServiceReady,
+    ServiceStarted,
+    ServiceStopped,
+    StartCommandOutlived,
+    StopFailed,
+)
+
+__all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
+
+_PROBE_TIMEOUT_S = 5.0
+
+
+def _log_path(op: Operation, service: str) -> str:
+    return f"{op.state_dir(service)}/logs/{service}.log"
+
+
+def _mark(op: Operation, service: str) -> str:
+    return service_mark(op.spec.name, service)
+
+
+async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
+    """One probe of the service's readiness path."""
+    url = await op.url(service, op.spec.service(service).readiness_path)
+    return await probe(url, timeout=timeout)
+
+
+async def _env(op: Operation, service: str) -> dict[str, str]:
+    """The env file's variables, as this operation last wrote the file (``knob set``), else read."""
+    path = op.env_path(service)
+    if path is None:
+        return {}
+    try:
+        raw = await env_bytes(op, service, path)
+    except HostError as exc:
+        raise ServiceStartError(f"{service}: cannot read its env file: {exc}") from exc
+    return parse_env_bytes(raw, path).as_dict()
+
+
+async def _gate(
+    op: Operation, record: PidRecord, env: dict[str, str], *, fresh: bool = False
+) -> tuple[StepOutcome, dict[str, Any]]:
+    """Wait for the service's readiness (see :func:`~servelab.io.hosts.processes.wait_ready`);
+    a failure quotes its log with ``env``'s values redacted.
+
+    ``fresh``: the record was just launched (its start command is waited for and progress told);
+    otherwise the service was already running and only its readiness matters.
+    """
+    svc = op.spec.service(record.service)
+    host = op.host(record.service)
+    url = await op.url(record.service, svc.readiness_path)
+    start_timeout_s = svc.start_timeout_s if fresh else 0.0
+    result = await wait_ready(
+        host,
+        record,
+        url=url,
+        ready_timeout_s=svc.ready_timeout_s,
+        start_timeout_s=start_timeout_s,
+        secrets=list(env.values()),
+    )
+    if fresh and result.command_timed_out:
+        op.say(StartCommandOutlived(record.service, start_timeout_s))
+    return result.outcome, result.evidence
+
+
+async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord:
+    svc = op.spec.service(service)
+    host = op.host(service)
+    argv = service_argv(op.spec, service, sys.executable)
+    if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
+        argv += ["--config", str(op.loaded.path(svc.config_file))]
+    status_file = None if argv is not None else f"{op.state_dir(service)}/run/{service}.status"
+    record = await spawn(
+        host,
+        service=service,
+        log=_log_path(op, service),
+        env=env,
+        argv=argv,
+        command=None if argv is not None else svc.start,
+        status_file=status_file,
+        cwd=str(op.loaded.base_dir) if host.is_local else None,
+        unit=svc.unit,
+        args_env=svc.args_env if argv is not None else None,
+        mark=_mark(op, service),
+    )
+    write_pid_record(op.loaded.state_dir, record)
+    op.say(ServiceStarted(service, record.pid, host.name, record.log))
+    return record
+
+
+async def _adopt_service_pid(op: Operation, record: PidRecord, *, foreground: bool) -> PidRecord:
+    """Record the process really serving (unit's MainPID, else the port's owner): one in another
+    group (a launcher that returned), or, for a ``foreground`` command, its child in the group."""
+    if record.command is None:
+        return record
+    host = op.host(record.service)
+    pid = None
+    if record.unit is not None:
+        pid = await unit_main_pid(host, record.unit)
+    if not pid:
+        with contextlib.suppress(CommandTimeout):  # a slow host: keep the launcher's record
+            pid = await host.listening_pid(op.spec.service(record.service).port)
+    stat = await proc_stat(host, pid) if pid else None
+    if stat is None or stat.pid == record.pid or (stat.pgid == record.pgid and not foreground):
+        return record
+    served = {"pid": stat.pid, "pgid": stat.pgid, "starttime": stat.starttime}
+    adopted = replace(record, extra={**record.extra, "served_by": served})
+    write_pid_record(op.loaded.state_dir, adopted)
+    return adopted
+
+
+def _serving_pid(record: PidRecord) -> int:
+    served = record.extra.get("served_by")
+    return int(served["pid"]) if isinstance(served, dict) else record.pid
+
+
+async def start(op: Operation, service: str) -> Step:
+    """Launch ``service`` and gate it on readiness. On any failure the caller stops it."""
+    started = time.monotonic()
+    env = await _env(op, service)
+    try:
+        record = await _launch(op, service, env)
+    except CommandTimeout:
+        return await _launch_timed_out(op, service, started)
+    outcome, evidence = await _gate(op, record, env, fresh=True)
+    foreground = bool(evidence.get("foreground"))
+    record = await _adopt_service_pid(op, record, foreground=foreground)
+    op.say(ServiceReady(service, outcome, time.monotonic() - started))
+    return Step(service, outcome, _serving_pid(record), time.monotonic() - started, evidence)
+
+
+def _record_of(op: Operation, service: str, stat: ProcStat, why: str) -> PidRecord:
+    """A pid record for a process servelab found serving ``service`` (``why``: how)."""
+    svc = op.spec.service(service)
+    return PidRecord(
+        service=service,
+        host=op.host(service).name,
+        pid=stat.pid,
+        pgid=stat.pgid,
+        starttime=stat.starttime,
+        log=_log_path(op, service),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        command=svc.start,
+        unit=svc.unit,
+        extra={"adopted": why},
+    )
+
+
+async def _launch_timed_out(op: Operation, service: str, started: float) -> Step:
+    """The launch command itself timed out (an SSH session that would not close): readiness
+    decides, as for a start command that outlives ``start_timeout_s``; the port's owner is
+    recorded so ``down`` stops it."""
+    svc = op.spec.service(service)
+    host = op.host(service)
+    url = await op.url(service, svc.readiness_path)
+    op.say(LaunchTimedOut(service, host.name, url))
+    ready = await wait_answering(url, ready_timeout_s=svc.ready_timeout_s)
+    log = _log_path(op, service)
+    if ready.last is None or not ready.last.ok:
+        answer = ready.last.describe() if ready.last else "no probe answered"
+        raise HealthTimeout(
+            f"{service}: its launch command timed out and it is not ready after "
+            f"{svc.ready_timeout_s}s at {url}; last probe: {answer}; log: {host.name}:{log}"
+        )
+    owner = await host.listening_pid(svc.port)
+    stat = await proc_stat(host, owner) if owner else None
+    if stat is not None:
+        why = "port owner after the launch command timed out"
+        write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
+    evidence = {
+        "readiness": ready.last.to_json(),
+        "probes": ready.probes,
+        "log": f"{host.name}:{log}",
+        "launch_timed_out": True,
+    }
+    outcome = StepOutcome.TIMED_OUT_HEALTHY
+    op.say(ServiceReady(service, outcome, time.monotonic() - started))
+    pid = stat.pid if stat is not None else None
+    return Step(service, outcome, pid, time.monotonic() - started, evidence)
+
+
+async def _stop_recorded(op: Operation, service: str) -> StepOutcome:
+    """Stop the recorded process group (and the adopted serving one); drop the record."""
+    record = read_pid_record(op.loaded.state_dir, service)
+    if record is None:
+        return StepOutcome.NOT_RUNNING
+    host = op.host(service)
+    grace = op.spec.service(service).stop_grace_s
+    outcome = await stop_record(host, record, grace=grace)
+    served = record.extra.get("served_by")
+    if isinstance(served, dict):
+        other = replace(
+            record, pid=served["pid"], pgid=served["pgid"], starttime=served["starttime"]
+        )
+        second = await stop_record(host, other, grace=grace)
+        outcome = outcome if second is StepOutcome.NOT_RUNNING else second
+    remove_pid_record(op.loaded.state_dir, service)
+    return outcome
+
+
+async def _marked_owner(op: Operation, service: str) -> tuple[int | None, bool]:
+    """The pid listening on the service's port (None: none), and whether it carries the
+    service's mark (servelab launched it, or something it launched started it)."""
+    host = op.host(service)
+    owner = await host.listening_pid(op.spec.service(service).port)
+    if owner is None:
+        return None, False
+    return owner, await launched_here(host, owner, _mark(op, service))
+
+
+async def _stop_unrecorded(op: Operation, service: str, evidence: dict[str, Any]) -> StepOutcome:
+    """Stop the process group of whatever still serves the service's port with its mark once its
+    record's processes are stopped (its record was lost, or it left its group); a port owner
+    without the mark is named in ``evidence`` and left alone. FAILED while a marked process
+    still serves after that."""
+    owner, ours = await _marked_owner(op, service)
+    if owner is None:
+        return StepOutcome.NOT_RUNNING
+    if not ours:
+        evidence["port_owner"] = {"pid": owner, "launched_by_servelab": False}
+        return StepOutcome.NOT_RUNNING
+    host = op.host(service)
+    stat = await proc_stat(host, owner)
+    if stat is None:  # it ended meanwhile
+        return StepOutcome.NOT_RUNNING
+    record = _record_of(op, service, stat, "port owner launched by servelab, not recorded")
+    outcome = await stop_record(host, record, grace=op.spec.service(service).stop_grace_s)
+    evidence["unrecorded"] = {"pid": owner, "pgid": stat.pgid, "outcome": outcome.value}
+    still, ours = await _marked_owner(op, service)
+    if still is not None and ours:
+        evidence["still_serving"] = still
+        return StepOutcome.FAILED
+    return outcome
+
+
+async def stop(op: Operation, service: str) -> Step:
+    """Stop ``service``: its ``stop`` command or systemd unit, its recorded processes, then
+    whatever of servelab's still serves its port."""
+    svc = op.spec.service(service)
+    started = time.monotonic()
+    evidence: dict[str, Any] = {}
+    command = svc.stop or (f"systemctl stop {shlex.quote(svc.unit)}" if svc.unit else None)
+    if command is not None:
+        try:
+            result = await op.host(service).run(command, timeout=svc.start_timeout_s)
+            evidence["stop_command_exit"] = result.exit_status
+        except CommandTimeout as exc:
+            evidence["stop_command"] = str(exc)
+    outcome = await _stop_recorded(op, service)
+    if command is not None and outcome is StepOutcome.NOT_RUNNING:
+        outcome = StepOutcome.STOPPED
+    left = await _stop_unrecorded(op, service, evidence)
+    if left is StepOutcome.FAILED or outcome is StepOutcome.NOT_RUNNING:
+        outcome = left
+    op.say(ServiceStopped(service, outcome))
+    return Step(service, outcome, None, time.monotonic() - started, evidence)
+
+
+def tolerant(say: Progress) -> Progress:
+    """``say``, with any exception it raises swallowed (for cleanup paths)."""
+
+    def tell(event: ProgressEvent) -> None:
+        with contextlib.suppress(Exception):
+            say(event)
+
+    return tell
+
+
+async def stop_safely(op: Operation, service: str) -> Step:
+    """Stop ``service`` in a cleanup path (or on a host that may not answer): an error stopping
+    it becomes its failed step, not raised."""
+    started = time.monotonic()
+    try:
+        return await stop(op, service)
+    except Exception as exc:
+        op.say(StopFailed(service, str(exc)))
+        failed = StepOutcome.FAILED
+        return Step(service, failed, None, time.monotonic() - started, {"error": str(exc)})
+
+
+async def already_up(op: Operation, service: str) -> Step | None:
+    """A Step when the service already runs and is ready; raises when its port is taken by a
+    process that is not ready. A ready process with the service's mark but no record (its record
+    was lost) is recorded again, as servelab's."""
+    record = read_pid_record(op.loaded.state_dir, service)
+    host = op.host(service)
+    if record is not None and await is_alive(host, record):
+        _outcome, gated = await _gate(op, record, await _env(op, service))
+        op.say(ServiceAlreadyUp(service, record.pid, by_servelab=True))
+        return Step(service, StepOutcome.ALREADY_UP, record.pid, 0.0, gated)
+    if record is not None:
+        await _stop_recorded(op, service)  # a stale record (or an orphaned group)
+    svc = op.spec.service(service)
+    owner, ours = await _marked_owner(op, service)
+    if owner is None:
+        return None
+    answer = await readiness(op, service)
+    if answer.ok:
+        evidence: dict[str, Any] = {"readiness": answer.to_json(), "pid_source": "port owner"}
+        stat = await proc_stat(host, owner) if ours else None
+        if stat is not None:
+            why = "port owner launched by servelab; its pid record was lost"
+            write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
+            evidence["recorded_again"] = True
+        op.say(ServiceAlreadyUp(service, owner, by_servelab=ours, recorded_again=ours))
+        return Step(service, StepOutcome.ALREADY_UP, owner, 0.0, evidence)
+    raise ServiceStartError(
+        f"{service}: port {svc.port} on {host.name} is held by pid {owner}, "
+        f"which is not ready ({answer.describe()}); not starting over it"
+    )

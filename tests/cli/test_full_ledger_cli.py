@@ -1,0 +1,70 @@
+"""A ledger on a full disk is found before the load: ``bench`` and ``soak`` (as ``ab``, ``verify``
+and ``case`` already did) fail in one line naming the ledger and send no request (issue: the soak
+ran to its end, then printed only the write error). Real processes, a real full tmpfs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.io.ledger.ledger import Ledger
+from tests.support.servers import SEEN, served, streaming_app
+
+
+@pytest.fixture
+def full_ledger(tmp_path: Path) -> Iterator[Path]:
+    """A ledger on a 256 KiB tmpfs that is then filled to the last byte."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        with Ledger.open(mount / "l.db"):
+            pass
+        with (mount / "filler").open("wb", buffering=0) as filler:
+            try:
+                while True:
+                    filler.write(b"\0" * 512)
+            except OSError:  # ENOSPC: full
+                pass
+        yield mount / "l.db"
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+async def _run(*args: str) -> tuple[int, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "servelab", *args,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, err.decode()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("bench", "--requests", "2", "--output-len", "4"),
+        ("soak", "--sessions", "1", "--rounds", "1", "--max-tokens", "4", "--no-localize"),
+    ],
+    ids=lambda c: c[0],
+)
+async def test_a_full_ledger_is_refused_before_any_request(
+    full_ledger: Path, command: tuple[str, ...]
+) -> None:
+    app = streaming_app(gap_s=0.001)
+    async with served(app) as url:
+        code, err = await _run(*command, "--url", url, "--ledger", str(full_ledger))
+    assert code == 1, err
+    assert str(full_ledger) in err and "full" in err and "Traceback" not in err
+    assert app[SEEN].streams == 0

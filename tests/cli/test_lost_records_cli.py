@@ -1,0 +1,121 @@
+"""Pid records can't be lost: real services whose records are deleted are still found (by the
+mark servelab puts in their environment), recorded again by ``up`` and stopped by ``down``; a
+port held by a process servelab did not launch is named and left alone; a host that does not
+answer fails its services' steps instead of reading as "not running"."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import free_port, free_ports, run_cli
+from tests.support.processes import http_server, listening, live_procs_under
+
+SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
+
+
+def _service(name: str, port: int, extra: str = "") -> str:
+    return (
+        f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
+        f"start = '{SERVER.format(port=port)}'\nready_path = \"/\"\n{extra}"
+    )
+
+
+def _cli(root: Path, *args: str) -> tuple[int, str, str]:
+    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
+    return done.returncode, done.stdout, done.stderr
+
+
+@pytest.fixture
+def deployed(tmp_path: Path) -> Iterator[tuple[Path, list[int]]]:
+    """``a`` and ``b`` up, then every pid record deleted (a state directory wiped)."""
+    ports = free_ports(2)
+    (tmp_path / "servelab.toml").write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + _service("a", ports[0])
+        + _service("b", ports[1], 'depends_on = ["a"]\n')
+    )
+    try:
+        assert _cli(tmp_path, "up")[0] == 0
+        for record in (tmp_path / "state" / "run").glob("*.json"):
+            record.unlink()
+        yield tmp_path, ports
+    finally:
+        _cli(tmp_path, "down")
+    assert live_procs_under(tmp_path) == []
+
+
+def test_status_and_down_find_what_servelab_launched_without_its_records(
+    deployed: tuple[Path, list[int]],
+) -> None:
+    root, ports = deployed
+    code, out, _ = _cli(root, "status", "--json")
+    assert code == 0
+    assert {s["service"]: s["unrecorded"] for s in json.loads(out)} == {"a": True, "b": True}
+    code, out, err = _cli(root, "down", "--json")
+    assert code == 0, err
+    steps = {s["service"]: s for s in json.loads(out)["steps"]}
+    assert steps["a"]["outcome"] == steps["b"]["outcome"] == "stopped"
+    assert steps["a"]["evidence"]["unrecorded"]["outcome"] == "stopped"
+    assert not any(listening(port) for port in ports)
+    assert live_procs_under(root) == []
+
+
+def test_up_records_again_what_servelab_launched(deployed: tuple[Path, list[int]]) -> None:
+    root, ports = deployed
+    code, _, err = _cli(root, "up")
+    assert code == 0, err
+    assert "a: already up (pid " in err and "its lost pid record written again" in err
+    assert (root / "state" / "run" / "a.json").exists()
+    code, out, _ = _cli(root, "status", "--json")
+    shown = json.loads(out)
+    assert code == 0 and not any(s["unrecorded"] for s in shown)
+    assert {s["pid_source"] for s in shown} == {"port owner in the recorded process group"}
+    assert _cli(root, "down")[0] == 0
+    assert not any(listening(port) for port in ports)
+
+
+def test_a_port_servelab_did_not_launch_is_named_and_left_alone(tmp_path: Path) -> None:
+    with http_server({}, cwd=tmp_path) as (port, stranger):
+        (tmp_path / "servelab.toml").write_text('name = "t"\nstate_dir = "state"\n'
+                                                + _service("a", port))  # fmt: skip
+        code, out, _ = _cli(tmp_path, "down", "--json")
+        assert code == 0
+        (step,) = json.loads(out)["steps"]
+        assert step["outcome"] == "not running"
+        owner = {"pid": stranger.pid, "launched_by_servelab": False}
+        assert step["evidence"]["port_owner"] == owner
+        assert stranger.poll() is None and listening(port)
+        code, out, _ = _cli(tmp_path, "status")
+        assert f"{stranger.pid} (port owner)" in out
+
+
+def test_a_host_that_does_not_answer_fails_its_steps_and_the_others_still_show(
+    tmp_path: Path,
+) -> None:
+    local = free_port()
+    (tmp_path / "servelab.toml").write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        f'[hosts.far]\nssh = "root@127.0.0.1"\nport = {free_port()}\nconnect_timeout_s = 2\n'
+        + _service("a", local)
+        + f'[services.b]\nrole = "generic"\nurl = "http://127.0.0.1:{free_port()}"\n'
+        'host = "far"\nstart = "true"\n'
+    )
+    try:
+        assert _cli(tmp_path, "up", "a")[0] == 0
+        code, out, _ = _cli(tmp_path, "status")
+        assert code == 1
+        flat = " ".join(out.split())
+        assert "HTTP 200" in flat and "host did not answer: far: cannot connect" in flat
+        code, out, err = _cli(tmp_path, "down", "--json")
+        assert code == 1, err
+        steps = {s["service"]: s for s in json.loads(out)["steps"]}
+        assert steps["b"]["outcome"] == "failed" and "far" in steps["b"]["evidence"]["error"]
+        assert steps["a"]["outcome"] == "stopped" and not listening(local)
+    finally:
+        _cli(tmp_path, "down", "a")
+    assert live_procs_under(tmp_path) == []

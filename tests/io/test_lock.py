@@ -1,0 +1,109 @@
+"""The deployment lock (:mod:`servelab.io.lock`) between real processes: a second holder is
+refused naming the first, a waiter runs once the first ends, a lock left by a process killed
+with SIGKILL is taken over and says whose it was, a launched child never holds it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from servelab.errors import DeploymentBusy
+from servelab.io.lock import LOCK_FILE, Holder, hold, holder_of
+
+#: A process that holds the lock of STATE_DIR, says so on stdout, and holds it until stdin closes.
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from servelab.io.lock import hold
+    with hold(Path(sys.argv[1]), "servelab restart", name="t"):
+        print("held", flush=True)
+        sys.stdin.read()
+    """
+)
+
+
+def _holder(state_dir: Path) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(state_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_a_second_holder_is_refused_naming_the_first(tmp_path: Path) -> None:
+    first = _holder(tmp_path)
+    try:
+        with pytest.raises(DeploymentBusy) as refused, hold(tmp_path, "servelab up", name="t"):
+            pytest.fail("took a held lock")
+        message = str(refused.value)
+        assert f"deployment t is busy: `servelab restart` (pid {first.pid}, since " in message
+        assert "--wait" in message
+        holder = holder_of(tmp_path)
+        assert holder is not None and holder.pid == first.pid
+    finally:
+        first.communicate("")
+    with hold(tmp_path, "servelab up", name="t") as lock:  # free once it ended
+        assert lock.taken_over is None
+        assert holder_of(tmp_path) == lock.holder
+    assert holder_of(tmp_path) is None  # released: the file names nobody
+
+
+def test_a_waiter_is_told_once_and_runs_when_the_holder_ends(tmp_path: Path) -> None:
+    first = _holder(tmp_path)
+    told: list[Holder | None] = []
+
+    def waiting(holder: Holder | None) -> None:
+        told.append(holder)
+        assert first.stdin is not None
+        first.stdin.close()  # the holder ends now: the waiter gets the lock next
+
+    with hold(tmp_path, "servelab up", name="t", wait=True, on_wait=waiting) as lock:
+        assert lock.taken_over is None
+    assert first.stdout is not None
+    first.stdout.close()
+    first.wait(timeout=30)
+    assert len(told) == 1 and told[0] is not None and told[0].pid == first.pid
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over_naming_it(tmp_path: Path) -> None:
+    first = _holder(tmp_path)
+    os.kill(first.pid, signal.SIGKILL)
+    first.communicate(timeout=30)
+    with hold(tmp_path, "servelab down", name="t") as lock:
+        assert lock.taken_over is not None
+        assert lock.taken_over.pid == first.pid
+        assert lock.taken_over.command == "servelab restart"
+
+
+def test_the_lock_is_reentrant_in_one_process_and_never_inherited(tmp_path: Path) -> None:
+    with hold(tmp_path, "servelab ab", name="t") as outer:
+        with hold(tmp_path, "servelab restart", name="t") as inner:
+            assert inner is outer
+        assert holder_of(tmp_path) == outer.holder  # still held by the outer block
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with hold(tmp_path, "servelab up", name="t") as lock:  # the child does not hold it
+            assert lock.taken_over is None
+    finally:
+        child.kill()
+        child.wait()
+    assert (tmp_path / LOCK_FILE).read_bytes() == b""
+
+
+def test_a_lock_file_that_cannot_be_made_is_a_host_error(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    with (
+        pytest.raises(OSError, match="cannot open the deployment lock"),
+        hold(tmp_path / "file", "servelab up", name="t"),
+    ):
+        pass

@@ -1,0 +1,22 @@
+"""``knob set``'s text: the restart it asks for is a command a newcomer can paste, naming the spec
+it was given (issue: "after `servelab restart decode`" acted on the embedded default)."""
+
+from __future__ import annotations
+
+from servelab.ops.knob import KnobChange
+from servelab.report.knob import render_knob_change
+
+K = "SGLANG_SM120_MMA_TARGET_CTAS"
+
+
+def _change() -> KnobChange:
+    return KnobChange("decode", K, "512", "256", True, "/b", "/e", True, True, "512", None, 4)
+
+
+def test_the_restart_it_asks_for_names_the_spec() -> None:
+    text = render_knob_change(_change(), ("-f", "pd dir/servelab.toml"))
+    assert (
+        "the new value becomes live after `servelab restart decode -f 'pd dir/servelab.toml'`"
+        in (text)
+    )
+    assert "after `servelab restart decode`" in render_knob_change(_change())  # embedded default
