@@ -361,6 +361,7 @@ def case_test(
 @spec_option
 @ledger_option
 @json_option
+@wait_option
 def case_bisect(
     case_id: int,
     good: str | None,
@@ -380,6 +381,7 @@ def case_bisect(
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
+    wait: bool,
 ) -> None:
     """Find which changes between a good and a bad state make it bad: delta debugging, each probe
     a controlled experiment against the bad state, recorded on the case.
@@ -410,7 +412,7 @@ def case_bisect(
                 return await bisection.resume_bisect(op, ledger, case_id)
             return await bisection.run_bisect(op, ledger, cfg)
 
-    outcome = run_with_ledger(where, body, create=False)
+    outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
         print_json(bisect_json(outcome))
         return

@@ -39,6 +39,7 @@ from servelab.cli.options import (
     Parsed,
     WorkloadOptions,
     output_options,
+    wait_option,
     workload_options,
 )
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
@@ -173,6 +174,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 )  # fmt: skip
 @output_options()
 @ledger_option
+@wait_option
 def tune_command(
     spec_path: Path | None,
     knobs: tuple[KnobValues, ...],
@@ -200,6 +202,7 @@ def tune_command(
     keep: str | None,
     output: OutputOptions,
     ledger_path: Path | None,
+    wait: bool,
 ) -> None:
     """Find the best setting: arms in blocks, each made live and proven; the worse dropped."""
     if resume is None and not knobs:
@@ -234,7 +237,8 @@ def tune_command(
         sys.exit(EXIT_OK)
     if resume is not None:
         _check_resume(where, resume)
-    record = run(_tune(where, None if resume is not None else cfg, resume))
+    with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
+        record = run(_tune(where, None if resume is not None else cfg, resume))
     _print(output, record)
     failed = sum(v.failed_requests for v in record.visits)
     if failed:
