@@ -28,7 +28,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.text import Text
 
 from servelab.core.deploy.target import LoadTarget, load_target
-from servelab.errors import CaseError, KnobError, OptionError, ServelabError, SpecError
+from servelab.errors import (
+    CaseError,
+    KnobError,
+    OptionError,
+    ServelabError,
+    SpecError,
+    TraceError,
+)
 from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.ops.progress import ProgressEvent
@@ -152,7 +159,7 @@ def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
 def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: 2 bad input (spec, knob, case, option, usage), 130 Ctrl-C,
     else 1."""
-    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError)):
+    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):
         return exc.exit_code
