@@ -31,6 +31,7 @@ COMMANDS = {
     "report": "case",
     "restore": "case",
     "ledger": "ledger",
+    "trace": "trace",
     "demo": "demo",
 }
 

@@ -1,4 +1,5 @@
-"""``servelab bench``: closed- or open-loop load against a deployment's entry point.
+"""``servelab bench``: closed- or open-loop load against a deployment's entry point, a recorded
+trace replayed (``--trace``), or the largest load meeting an SLO (``--find-capacity``).
 
 Before any load, ``GET /v1/models`` must answer an OpenAI model list; otherwise one line says what
 answered (status, content type, an HTML page's title) or that nothing did, and nothing is run.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 from pathlib import Path
 
@@ -33,24 +35,33 @@ from servelab.cli.options import (
     LoadOptions,
     OutputOptions,
     TargetOptions,
+    TraceOptions,
     WorkloadOptions,
     load_options,
     output_options,
+    slo_option,
     target_options,
+    trace_options,
     workload_options,
 )
+from servelab.core.load.capacity import CapacityStop
+from servelab.core.load.slo import SLO
+from servelab.core.load.trace import TracePlan
 from servelab.errors import BenchError
 from servelab.io.files import write_files
 from servelab.io.http.client import model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
+from servelab.io.tracefile import scan_trace
 from servelab.ops.bench import bench as ops
+from servelab.ops.bench.capacity import CapacityResult, find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
+from servelab.report import capacity as capacity_report
 
-__all__ = ["Exporter", "bench_config", "register"]
+__all__ = ["Exporter", "bench_config", "check_trace", "register"]
 
 
 class Exporter:
@@ -109,6 +120,61 @@ async def _bench(
         loop.remove_signal_handler(signal.SIGINT)
 
 
+async def _capacity(
+    config: ops.BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
+) -> CapacityResult:
+    """The capacity search, each probe watched as a bench run is (traces are not received)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            plan = None
+            if loaded is not None:
+                op = await stack.enter_async_context(Operation(loaded))
+                plan = await metrics_plan(op)
+            with bar.bar:
+                return await find_capacity(
+                    config, progress=bar, ledger=ledger, stop=stop, metrics=plan
+                )
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+def _show_capacity(result: CapacityResult, output: OutputOptions) -> int:
+    if output.export is not None:
+        files = {
+            "capacity.md": capacity_report.capacity_markdown(result).encode(),
+            "capacity.json": (
+                json.dumps(capacity_report.capacity_json(result), indent=2) + "\n"
+            ).encode(),
+        }
+        write_files(output.export, files)
+    if output.as_json:
+        print_json(capacity_report.capacity_json(result))
+    else:
+        console.print(capacity_report.capacity_table(result))
+        console.print(capacity_report.conclusion(result.capacity), markup=False)
+    stop = result.capacity.stop
+    if stop == CapacityStop.INTERRUPTED:
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
+
+
+def check_trace(plan: TracePlan | None) -> None:
+    """Read the whole trace once before any load: a bad line stops the command (exit 2), an
+    empty window too; the window's size goes to stderr."""
+    if plan is None:
+        return
+    scan = scan_trace(Path(plan.path), plan.window)
+    if not scan.requests:
+        raise click.BadParameter("no conversation of the trace starts in the window",
+                                 param_hint="--trace-window")  # fmt: skip
+    span = ((scan.last_ms or 0.0) - (scan.first_ms or 0.0)) / 1e3
+    notice("trace:", f"{scan.requests} request(s) in {scan.sessions} conversation(s) starting "
+           f"over {span:,.1f} s of trace time, replayed {plan.speedup:g}x as fast")  # fmt: skip
+
+
 def _show(result: ops.BenchResult, as_json: bool) -> int:
     if as_json:
         print_json(report.result_json(result))
@@ -138,6 +204,14 @@ def _show(result: ops.BenchResult, as_json: bool) -> int:
 @spec_option
 @load_options()
 @workload_options()
+@trace_options()
+@slo_option()
+@click.option(
+    "--find-capacity",
+    is_flag=True,
+    help="Find the largest concurrency (with --rate: arrival rate) meeting --slo: ramp, "
+    "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
+)
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
 @output_options()
 @click.option(
@@ -154,27 +228,39 @@ def bench_command(
     spec_path: Path | None,
     load: LoadOptions,
     workload: WorkloadOptions,
+    trace: TraceOptions,
+    slo: SLO | None,
+    find_capacity: bool,
     label: str,
     output: OutputOptions,
     traces: bool,
     ledger_path: Path | None,
     no_ledger: bool,
 ) -> None:
-    """Benchmark streaming completions; exit 0 only when no request failed."""
+    """Benchmark streaming completions; exit 0 only when no request failed (--find-capacity:
+    when the SLO held at some load)."""
+    if find_capacity and (slo is None or trace.plan is not None):
+        raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
+    check_trace(trace.plan)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
     first_model = _check_models(url)  # checked even with --model: is it an OpenAI server?
     model = target.model or first_model or "default"
-    config = bench_config(load, workload, url=url, model=model, label=label)
-    export = None if output.export is None else Exporter(output.export, config)
+    config = bench_config(load, workload, url=url, model=model, label=label, trace=trace, slo=slo)
+    export = None if output.export is None or find_capacity else Exporter(output.export, config)
     ledger = None if no_ledger else Ledger.open(where.ledger_path(state_dir))
     try:
         bar = BenchBar(enabled=err_console.is_terminal)
-        result = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
+        if find_capacity:
+            searched = run(_capacity(config, ledger, bar, loaded), fast=True)
+        else:
+            result = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     finally:
         if ledger is not None:
             ledger.close()
+    if find_capacity:
+        raise SystemExit(_show_capacity(searched, output))
     if export is not None:
         export.write(result)
     raise SystemExit(_show(result, output.as_json))
@@ -195,12 +281,19 @@ def bench_config(
     url: str,
     model: str = "default",
     label: str = "",
+    trace: TraceOptions | None = None,
+    slo: SLO | None = None,
 ) -> ops.BenchConfig:
-    """The run's configuration from the load and workload options (``ab`` measures each visit
-    with it too, ``url`` replaced by the router's)."""
+    """The run's configuration from the load, workload, trace and SLO options (``ab`` measures
+    each visit with it too, ``url`` replaced by the router's). A trace replay has one level and
+    neither a rate nor worker processes (asking for either is a usage error)."""
+    plan = None if trace is None else trace.plan
+    if plan is not None and (load.rate is not None or load.workers > 1):
+        raise click.UsageError("--trace replays at the trace's own instants in one process: "
+                               "--rate and --workers do not apply")  # fmt: skip
     return ops.BenchConfig(
         url=url,
-        concurrencies=load.concurrencies,
+        concurrencies=(ops.TRACE_LEVEL,) if plan is not None else load.concurrencies,
         requests=load.requests,
         input_len=workload.input_len,
         output_len=workload.output_len,
@@ -215,6 +308,8 @@ def bench_config(
         label=label,
         endpoint=workload.endpoint,
         workers=load.workers,
+        slo=slo,
+        trace=plan,
     )  # fmt: skip
 
 

@@ -14,14 +14,15 @@ One JSON object a line, as Mooncake (FAST'25) publishes its traces and aiperf re
 :class:`TraceReader` reads the lines one at a time (``feed``/``flush``) and hands out whole
 :class:`TraceSession` s, so a trace of any length is replayed with only the conversations in flight
 in memory. :class:`PromptBuilder` turns a turn's ids into words: every id always becomes the same
-``block_size`` words (drawn from :data:`~servelab.core.load.workload.WORDS` with a generator seeded
-by the seed and the id), one word ≈ one token, so equal ids give equal prefixes. A prompt longer
+``block_size`` words (drawn from :data:`~servelab.core.load.workload.WORDS` by the SHAKE-128 digest
+of the seed and the id), one word ≈ one token, so equal ids give equal prefixes. A prompt longer
 than its ids cover is completed with words of its own.
 """
 
 from __future__ import annotations
 
-import random
+import hashlib
+from operator import itemgetter
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ __all__ = [
 
 #: Tokens per hash id when the trace does not say otherwise: Mooncake's, and aiperf's default.
 DEFAULT_BLOCK_SIZE = 512
+#: The word each byte value draws (the list repeated to 256: a few words are a little likelier).
+_BY_BYTE = tuple(WORDS[i % len(WORDS)] for i in range(256))
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,14 +171,14 @@ class TraceReader:
             self._open[3].append(turn)
             return []
         out = self.flush()
+        if session is not None and session in self._done:
+            raise TraceError(f"line {self._line}: the turns of session {session!r} are not "
+                             "consecutive lines")  # fmt: skip
         start = _number(entry, "timestamp", self._line, whole=False)
         if start is None:
             raise TraceError(f"line {self._line}: the first turn of a request needs a timestamp")
         if session is None:
             out.append(self._session(start, [turn], None, self._line))
-        elif session in self._done:
-            raise TraceError(f"line {self._line}: the turns of session {session!r} are not "
-                             "consecutive lines")  # fmt: skip
         else:
             self._open = (session, start, self._line, [turn])
         return out
@@ -213,39 +216,48 @@ def session_offsets_ns(
 
 
 class PromptBuilder:
-    """A turn's prompt from its ids: each id is always the same ``block_size`` words (seeded by
-    ``seed`` and the id); the words of the most recently used ids are kept (``cache_blocks``)."""
+    """A turn's prompt from its ids: each id is always the same ``block_size`` words (drawn by
+    SHAKE-128 of the seed and the id); the most recently used blocks are kept
+    (``cache_blocks``), their words and their text."""
 
     def __init__(self, block_size: int, seed: int, cache_blocks: int = 4096) -> None:
         if block_size < 1:
             raise ValueError(f"block size must be ≥ 1, got {block_size}")
         self.block_size = block_size
         self.seed = seed
-        self._cache: OrderedDict[int, list[str]] = OrderedDict()
+        self._cache: OrderedDict[int, tuple[list[str], str]] = OrderedDict()
         self._cache_blocks = cache_blocks
 
-    def _block(self, hash_id: int) -> list[str]:
-        words = self._cache.get(hash_id)
-        if words is None:
-            rng = random.Random(f"{self.seed}:{hash_id}")
-            words = rng.choices(WORDS, k=self.block_size)
-            self._cache[hash_id] = words
+    def _words(self, key: str, n: int) -> list[str]:
+        """``n`` words, one per byte of the digest (a byte names a word of :data:`_BY_BYTE`)."""
+        if n == 1:
+            return [_BY_BYTE[hashlib.shake_128(f"{self.seed}:{key}".encode()).digest(1)[0]]]
+        return list(
+            itemgetter(*hashlib.shake_128(f"{self.seed}:{key}".encode()).digest(n))(_BY_BYTE)
+        )
+
+    def _block(self, hash_id: int) -> tuple[list[str], str]:
+        found = self._cache.get(hash_id)
+        if found is None:
+            words = self._words(f"block:{hash_id}", self.block_size)
+            found = self._cache[hash_id] = (words, " ".join(words))
             if len(self._cache) > self._cache_blocks:
                 self._cache.popitem(last=False)
         else:
             self._cache.move_to_end(hash_id)
-        return words
+        return found
 
     def prompt(self, turn: TraceTurn, own: int) -> str:
         """``turn.input_length`` words: its blocks in order, the last one cut to fit, then words
-        of its own (seeded by ``own``, the request's place in the trace) where the ids run out."""
-        words: list[str] = []
+        of its own (drawn for ``own``, the request's place in the trace) where the ids run out."""
+        parts: list[str] = []
         need = turn.input_length
         for hash_id in turn.hash_ids:
-            if len(words) >= need:
+            if need <= 0:
                 break
-            words += self._block(hash_id)[: need - len(words)]
-        if len(words) < need:
-            rng = random.Random(f"{self.seed}:own:{own}")
-            words += rng.choices(WORDS, k=need - len(words))
-        return " ".join(words)
+            words, text = self._block(hash_id)
+            parts.append(text if need >= len(words) else " ".join(words[:need]))
+            need -= min(need, len(words))
+        if need > 0:
+            parts.append(" ".join(self._words(f"own:{own}", need)))
+        return " ".join(parts)

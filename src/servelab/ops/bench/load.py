@@ -26,6 +26,7 @@ from servelab.io.http.stream import Chain, Outgoing
 
 __all__ = [
     "LAG_TICK_S",
+    "SPIN_NS",
     "Job",
     "Load",
     "Part",
@@ -56,11 +57,19 @@ async def lag_ticker(samples: list[float]) -> None:
         due = now + LAG_TICK_S
 
 
-async def sleep_until(when_ns: int) -> None:
+#: How long before its instant a replay's request stops sleeping on a timer and yields to the
+#: loop until the instant comes (the loop's timers are a millisecond coarse, early or late).
+SPIN_NS = 1_500_000
+
+
+async def sleep_until(when_ns: int, spin_ns: int = 0) -> None:
     """Sleep until ``perf_counter_ns()`` reaches ``when_ns``, never waking before it (a loop's
-    timers may fire up to a millisecond early)."""
-    while (delay := when_ns - perf_counter_ns()) > 0:
-        await asyncio.sleep(delay / 1e9)
+    timers may fire up to a millisecond early); the last ``spin_ns`` not on a timer but
+    yielding to the loop's other work until the instant (sub-millisecond, at a little CPU)."""
+    while (delay := when_ns - perf_counter_ns()) > spin_ns:
+        await asyncio.sleep((delay - spin_ns) / 1e9)
+    while perf_counter_ns() < when_ns:
+        await asyncio.sleep(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,7 +275,7 @@ class Load:
         try:
             for offset, session in plan.sessions:
                 job = plan.job(session, 0, self)
-                await sleep_until(t0 + offset)
+                await sleep_until(t0 + offset, SPIN_NS)
                 if self._late():
                     break
                 first = self._launch(job, t0 + offset)
@@ -297,7 +306,7 @@ class Load:
                 return
             scheduled = record.end_ns or perf_counter_ns()
             scheduled += round(session.turns[k].delay_ms * 1e6 / plan.speedup)
-            await sleep_until(scheduled)
+            await sleep_until(scheduled, SPIN_NS)
             if self._late():
                 return
             chain, out = self._launch(job, scheduled)
