@@ -161,11 +161,15 @@ def _show_capacity(result: CapacityResult, output: OutputOptions) -> int:
     return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
 
 
-def check_trace(plan: TracePlan | None) -> None:
-    """Read the whole trace once before any load: a bad line stops the command (exit 2), an
-    empty window too; the window's size goes to stderr."""
+def check_trace(plan: TracePlan | None, load: LoadOptions) -> None:
+    """Before any load: a trace replays in one process at its own instants (``--rate`` or
+    ``--workers`` is a usage error), and the whole trace is read once (a bad line stops the
+    command, exit 2, an empty window too); the window's size goes to stderr."""
     if plan is None:
         return
+    if load.rate is not None or load.workers > 1:
+        raise click.UsageError("--trace replays at the trace's own instants in one process: "
+                               "--rate and --workers do not apply")  # fmt: skip
     scan = scan_trace(Path(plan.path), plan.window)
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",
@@ -241,7 +245,7 @@ def bench_command(
     when the SLO held at some load)."""
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
-    check_trace(trace.plan)
+    check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
@@ -285,12 +289,9 @@ def bench_config(
     slo: SLO | None = None,
 ) -> ops.BenchConfig:
     """The run's configuration from the load, workload, trace and SLO options (``ab`` measures
-    each visit with it too, ``url`` replaced by the router's). A trace replay has one level and
-    neither a rate nor worker processes (asking for either is a usage error)."""
+    each visit with it too, ``url`` replaced by the router's). A trace replay has one level
+    (:func:`check_trace` has refused a rate and worker processes)."""
     plan = None if trace is None else trace.plan
-    if plan is not None and (load.rate is not None or load.workers > 1):
-        raise click.UsageError("--trace replays at the trace's own instants in one process: "
-                               "--rate and --workers do not apply")  # fmt: skip
     return ops.BenchConfig(
         url=url,
         concurrencies=(ops.TRACE_LEVEL,) if plan is not None else load.concurrencies,

@@ -153,6 +153,14 @@ class Load:
     def _late(self) -> bool:
         return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
 
+    async def _wait(self, when_ns: int, spin_ns: int = 0) -> bool:
+        """Sleep until ``when_ns``, or the deadline if it comes first; False when it did."""
+        if self.deadline_ns is not None and self.deadline_ns < when_ns:
+            await sleep_until(self.deadline_ns)
+            return False
+        await sleep_until(when_ns, spin_ns)
+        return not self._late()
+
     def _outgoing(self, job: Job, scheduled_ns: int, warmup: bool) -> Outgoing:
         """Job's record (appended at its send) and its prepared bytes."""
         record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup,
@@ -250,8 +258,7 @@ class Load:
 
         try:
             for job, offset in zip(jobs, offsets, strict=True):
-                await sleep_until(t0 + offset)
-                if self._late():
+                if not await self._wait(t0 + offset):
                     break
                 sent = None
                 if not gate.locked():
@@ -275,8 +282,7 @@ class Load:
         try:
             for offset, session in plan.sessions:
                 job = plan.job(session, 0, self)
-                await sleep_until(t0 + offset, SPIN_NS)
-                if self._late():
+                if not await self._wait(t0 + offset, SPIN_NS):
                     break
                 first = self._launch(job, t0 + offset)
                 task = asyncio.create_task(self._conversation(plan, session, first))
@@ -306,8 +312,7 @@ class Load:
                 return
             scheduled = record.end_ns or perf_counter_ns()
             scheduled += round(session.turns[k].delay_ms * 1e6 / plan.speedup)
-            await sleep_until(scheduled, SPIN_NS)
-            if self._late():
+            if not await self._wait(scheduled, SPIN_NS):
                 return
             chain, out = self._launch(job, scheduled)
 
