@@ -105,3 +105,17 @@ def test_bad_trace_or_slo_input_exits_2_before_any_load(
     done = run_cli("bench", "--url", "http://127.0.0.1:9", *args, "--no-ledger", cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert message in done.stderr
+
+
+def test_find_capacity_reports_its_probes_and_conclusion(stack: SimStack, tmp_path: Path) -> None:
+    done = run_cli("bench", "--url", stack.router_url, "--find-capacity", "--slo",
+                   "ttft_p90=10s", "--concurrency", "2,4", "--requests", "8", "--input-len", "16",
+                   "--output-len", "8", "--json", "--export", str(tmp_path / "cap"),
+                   "--ledger", str(tmp_path / "l.db"), timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["kind"] == "concurrency" and doc["stop"] == "ceiling"
+    assert doc["capacity"] == 4 and [p["load"] for p in doc["probes"]] == [2, 4]
+    assert all(p["slo"]["met"] and p["run_id"] for p in doc["probes"])
+    assert doc["conclusion"].startswith("capacity at least C4")
+    assert (tmp_path / "cap" / "capacity.md").read_text().count("| C") == 2
