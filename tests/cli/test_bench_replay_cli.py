@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +31,7 @@ def _ideal_warm_hit_rates(block: int = 512) -> dict[str, float]:
     out = {}
     for name, mine in turns.items():
         shared = prompt = 0
-        for before, after in zip(mine, mine[1:], strict=False):
+        for before, after in itertools.pairwise(mine):
             common = 0
             for a, b in zip(before["hash_ids"], after["hash_ids"], strict=False):
                 if a != b:

@@ -32,11 +32,12 @@ from tests.support import REPO
 #: (command, flag) → what the flag means in that command, where it is not the shared option.
 #: Commands with the same words share that other meaning (and are compared with each other).
 HOMONYMS = {
-    ("sim prefill", "--seed"): "the simulated engine's own --seed (vLLM's): its output text",
-    ("sim decode", "--seed"): "the simulated engine's own --seed (vLLM's): its output text",
     ("case test", "--rounds"): "visits per arm of the experiment, not an agent session's rounds",
     ("case test", "--effect"): "a drop in failure rate to exclude, not a throughput change",
     ("case suspect", "--reason"): "why a target is suspected: required, unlike a knob change's",
+    ("trace generate", "--sessions"): "agent sessions written into a trace, not run at once",
+    ("trace generate", "--requests"): "requests written into a trace, not measured per run",
+    ("trace generate", "--rate"): "arrivals per second written into a trace, not sent",
 }
 
 #: Values each shared option must accept (parsed alike everywhere) and refuse (exit 2, naming it).
@@ -69,6 +70,14 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--case": (("1", "42"), ("0", "-1", "x")),
     "--sessions": (("1", "4096"), ("0", "4097", "x")),
     "--to": (("256", "a b"), ()),
+    "--trace": ((str(REPO / "examples" / "traces" / "agentic.jsonl"),), ("", "no-such-file.jsonl")),
+    "--trace-block-size": (("512", "16"), ("0", "x", "1.5")),
+    "--speedup": (("1", "0.5", "8"), ("0", "-1", "x", "nan", "inf")),
+    "--trace-window": (("60:120", ":5min", "30:"), ("5", "10:5", "a:b", "-1:3", "nan:1")),
+    "--slo": (
+        ("ttft_p99=2s", "ttft_p99=2s,itl_p99.9=60ms,e2e_p50=1.5min"),
+        ("", "ttft=2s", "ttft_p99=2", "ttft_p100=2s", "x_p99=2s", "ttft_p99=1s,ttft_p99=2s"),
+    ),
     "--spec": (("servelab.toml",), ()),
     "--ledger": (("l.db",), ()),
 }

@@ -35,15 +35,15 @@ def trace_group() -> None:
 
 
 @trace_group.command("generate")
-@click.argument("kind", type=click.Choice(["agentic", "chat"]))
-@click.option("-o", "--out", "out", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="The JSONL file to write.")  # fmt: skip
+@click.argument("out", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--kind", type=click.Choice(["agentic", "chat"]), default="agentic",
+              show_default=True, help="Agent sessions, or a long-tail chat mix.")  # fmt: skip
 @click.option("--sessions", type=Parsed("N", parse_positive), default=str(_AGENTIC.sessions),
-              show_default=True, help="agentic: agent sessions.")  # fmt: skip
+              show_default=True, help="agentic: agent sessions in the trace.")  # fmt: skip
 @click.option("--turns", type=(int, int), default=_AGENTIC.turns, show_default=True,
               help="agentic: turns per session, from MIN to MAX.")  # fmt: skip
 @click.option("--requests", type=Parsed("N", parse_positive), default=str(_CHAT.requests),
-              show_default=True, help="chat: requests.")  # fmt: skip
+              show_default=True, help="chat: requests in the trace.")  # fmt: skip
 @click.option("--rate", type=Parsed("PER_SECOND", parse_rate), default=None,
               help=f"Arrivals per second: sessions (agentic, default {_AGENTIC.rate:g}) or "
               f"requests (chat, default {_CHAT.rate:g}).")  # fmt: skip
@@ -55,8 +55,8 @@ def trace_group() -> None:
               help="Tokens per hash id (give bench --trace-block-size the same).")  # fmt: skip
 @SEED.option()
 def generate_command(
-    kind: str,
     out: Path,
+    kind: str,
     sessions: int,
     turns: tuple[int, int],
     requests: int,
@@ -65,7 +65,7 @@ def generate_command(
     block_size: int,
     seed: int,
 ) -> None:
-    """Write a seeded sample trace: the same options and seed write the same file."""
+    """Write a seeded sample trace to FILE: the same options and seed write the same file."""
     if turns[0] < 1 or turns[1] < turns[0]:
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
     if kind == "agentic":

@@ -17,7 +17,7 @@ from pydantic import computed_field
 
 from servelab.core.load.records import RequestRecord
 
-__all__ = ["CacheSummary", "SessionSummary", "cache_summary", "session_summaries"]
+__all__ = ["CacheSummary", "SessionSummary", "cache_summary", "merged", "session_summaries"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,17 @@ def cache_summary(records: Iterable[RequestRecord]) -> CacheSummary:
             reported += 1
             prompt += r.input_tokens
             cached += r.cached_tokens
+    return CacheSummary(requests, reported, prompt, cached)
+
+
+def merged(summaries: Iterable[CacheSummary]) -> CacheSummary:
+    """Several summaries as one (their counts added)."""
+    requests = reported = prompt = cached = 0
+    for s in summaries:
+        requests += s.requests
+        reported += s.reported
+        prompt += s.prompt_tokens
+        cached += s.cached_tokens
     return CacheSummary(requests, reported, prompt, cached)
 
 

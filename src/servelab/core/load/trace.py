@@ -22,10 +22,10 @@ than its ids cover is completed with words of its own.
 from __future__ import annotations
 
 import hashlib
-from operator import itemgetter
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson

@@ -7,7 +7,10 @@ benchmark through the router. A round is one visit of each arm, in a counterbala
 or a seeded random order per round, :mod:`servelab.core.ab.design`), so slow drift of the machine
 cancels instead of biasing one arm. At the end the original value is restored (unless ``keep``).
 
-With ``until_decided`` a concurrency leaves the experiment once Lai's confidence sequence on its
+Each visit is measured by the A/B's metric: output tok/s per concurrency (the steady state's),
+goodput per concurrency (requests/s that met the SLO), or the capacity (one bounded search for the
+largest load meeting the SLO, :mod:`servelab.ops.bench.capacity`). With ``until_decided`` a
+concurrency leaves the experiment once Lai's confidence sequence on its
 per-round log ratios decides it (:mod:`servelab.core.ab.sequential`); the A/B stops when every
 concurrency is decided or after ``max_rounds``, and reports its cost against the fixed design.
 
@@ -28,14 +31,22 @@ import time
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
-from servelab.core.ab.result import AbResult, ArmVisit, conclude, undecided_levels
+from servelab.core.ab.result import (
+    CAPACITY_LEVEL,
+    AbMetric,
+    AbResult,
+    ArmVisit,
+    conclude,
+    undecided_levels,
+)
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.bench.bench import BenchProgressFn, run_bench
+from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, LevelSummary, run_bench
+from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import get_knob, live_knob, set_knob
@@ -47,7 +58,7 @@ from servelab.ops.progress import (
     KnobVerifiedLive,
 )
 from servelab.ops.telemetry.tracing import trace_collector
-from servelab.ops.telemetry.watch import metrics_plan
+from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.verify import verify
 
 __all__ = ["resume_ab", "run_ab"]
@@ -86,18 +97,21 @@ async def _measure(
     levels: tuple[int, ...],
     bench_progress: BenchProgressFn | None,
 ) -> ArmVisit:
-    """One bench run per concurrency through the router, each timed: ``visit`` measured."""
+    """One bench run per concurrency through the router, each timed (or, comparing capacity,
+    one capacity search): ``visit`` measured by the A/B's metric."""
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
     plan = await metrics_plan(op)
+    template = replace(cfg.bench, url=_router_url(op), repeat=1, label=label)
+    if cfg.metric == AbMetric.CAPACITY:
+        return await _capacity(op, template, visit, plan, bench_progress)
     decodes = op.spec.by_role("decode")
-    throughput: dict[int, float] = {}
+    values: dict[int, float] = {}
     bench_s: dict[int, float] = {}
     served: dict[int, float] = {}
     run_ids: list[int] = []
     failed = 0
     for conc in levels:
-        bench = replace(cfg.bench, url=_router_url(op), concurrencies=(conc,), repeat=1,
-                        label=label)  # fmt: skip
+        bench = replace(template, concurrencies=(conc,))
         t0 = time.monotonic()
         result = await run_bench(bench, progress=bench_progress, ledger=op.ledger, metrics=plan,
                                  traces=trace_collector(op.spec))  # fmt: skip
@@ -105,15 +119,44 @@ async def _measure(
         run_ids += [r.run_id for r in result.runs if r.run_id is not None]
         failed += result.n_failed
         for lvl in result.levels:
-            # The steady state (every slot busy) when the run had one; else the whole run.
-            steady = lvl.steady_throughput
-            throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
+            values[lvl.concurrency] = _value(cfg.metric, lvl)
         counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
         if counted and counted[-1] is not None:
             served[conc] = counted[-1]
-    return replace(visit, throughput=throughput, failed_requests=failed,
+    return replace(visit, throughput=values, failed_requests=failed,
                    bench_run_ids=tuple(run_ids), bench_s=bench_s,
                    server_throughput=served)  # fmt: skip
+
+
+def _value(metric: AbMetric, level: LevelSummary) -> float:
+    """A level's value of ``metric``: the steady state's output tok/s when the run had one
+    (else the whole run's), or the goodput."""
+    if metric == AbMetric.GOODPUT:
+        return level.goodput or 0.0
+    steady = level.steady_throughput
+    return steady.mean if steady.n else level.throughput.mean
+
+
+async def _capacity(
+    op: Operation,
+    template: BenchConfig,
+    visit: ArmVisit,
+    plan: MetricsPlan | None,
+    bench_progress: BenchProgressFn | None,
+) -> ArmVisit:
+    """One capacity search: its estimate where the binding objective crosses its limit, else
+    the largest load that held (a search that never met the SLO stops the A/B)."""
+    t0 = time.monotonic()
+    found = await find_capacity(template, progress=bench_progress, ledger=op.ledger, metrics=plan)
+    cap = found.capacity
+    value = cap.estimate if cap.estimate is not None else cap.capacity
+    if value is None:
+        raise BenchError(f"arm {visit.arm}: the SLO was not met at any load tried ({cap.stop}): "
+                         "no capacity to compare")  # fmt: skip
+    run_ids = tuple(r.run_id for r in found.runs if r.run_id is not None)
+    return replace(visit, throughput={CAPACITY_LEVEL: value}, failed_requests=found.n_failed,
+                   bench_run_ids=run_ids,
+                   bench_s={CAPACITY_LEVEL: time.monotonic() - t0})  # fmt: skip
 
 
 async def _visit(

@@ -28,6 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from servelab.core.load.cache import cache_summary
+from servelab.core.load.metrics import SloAttainment, slo_attainment
+from servelab.core.load.records import RequestRecord
 from servelab.core.soak.agentic import (
     Conversation,
     check_answer,
@@ -77,11 +80,12 @@ class _Session:
     connections: int = 0
     stalled: bool = False
     error: str | None = None
+    records: list[RequestRecord] = field(default_factory=list)  # its rounds' requests
 
     def outcome(self) -> SessionOutcome:
         return SessionOutcome(
             self.session, self.rounds_done, self.requests, self.connections, self.stalled,
-            self.error,
+            self.error, cache_summary(self.records), cache_summary(self.records[1:]),
         )  # fmt: skip
 
 
@@ -144,6 +148,7 @@ async def _session(run: _Run, tally: _Session) -> None:
             finally:
                 run.inflight -= 1
                 tally.requests += 1
+            tally.records.append(ex.record)
             conns = session_client.connections
             tally.connections = conns.opened
             if not _account(run, tally, (conns.age_s(), conns.carried), ex, body):
@@ -377,7 +382,15 @@ def _result(
         undecided=verdict.undecided,
         telemetry=telemetry,
         traces=traces,
+        slo=_judged(run),
     )
+
+
+def _judged(run: _Run) -> SloAttainment | None:
+    """Every session's requests against the config's SLO (None: no SLO)."""
+    slo = run.config.slo
+    records = [r for s in run.sessions for r in s.records]
+    return None if slo is None else slo_attainment(records, slo)
 
 
 def metric_sources(targets: Targets) -> list[MetricsSource]:
