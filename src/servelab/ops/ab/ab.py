@@ -45,6 +45,7 @@ from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
+from servelab.ops.arguments import argument_knob, engine_argument
 from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, LevelSummary, run_bench
 from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -82,6 +83,11 @@ async def _make_live(
     # would otherwise land in the measurement.
     proof = await verify(op.quiet(), [cfg.service], layers=("config", "live", "e2e"))
     live = await live_knob(op, cfg.service, cfg.knob)  # read back from /proc/PID/environ
+    knob = argument_knob(op, cfg.knob)
+    if live != value and not knob.is_env:
+        # a process whose /proc argv is unreadable (sglang-router's) proves it by its own report
+        reported = await engine_argument(op, cfg.service, knob)
+        live = reported.value if reported.known else live
     if not proof.ok or live != value:
         failed = [f"{c.layer} {c.service}: {c.code}" for c in proof.failures]
         reasons = "; ".join(failed) or f"live value {live!r}"
@@ -102,6 +108,10 @@ async def _measure(
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
     plan = await metrics_plan(op)
     template = replace(cfg.bench, url=_router_url(op), repeat=1, label=label)
+    if template.trace is not None:
+        # A trace's words come from the seed: each visit its own, so no visit finds the one
+        # before's prompts in the engines' prefix caches (the trace's own sharing stays).
+        template = replace(template, seed=template.seed + visit.position)
     if cfg.metric == AbMetric.CAPACITY:
         return await _capacity(op, template, visit, plan, bench_progress)
     decodes = op.spec.by_role("decode")
