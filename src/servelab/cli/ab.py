@@ -176,8 +176,8 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @slo_option()
 @click.option(
     "--metric",
-    type=click.Choice(list(AbMetric)),
-    default=AbMetric.THROUGHPUT,
+    type=click.Choice([m.value for m in AbMetric]),
+    default=AbMetric.THROUGHPUT.value,
     show_default=True,
     help="What the arms are compared on: throughput (output tok/s per C), goodput (requests/s "
     "meeting --slo per C) or capacity (the largest C, or --rate, meeting --slo, searched "

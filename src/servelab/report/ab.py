@@ -168,9 +168,8 @@ def _analyses_table(result: AbResult) -> list[str]:
         decided = result.design.decided.get(c.concurrency)
         rounds, decision = (decided.rounds, decided.decision) if decided else (None, c.decision)
         at = f" at round {rounds}" if rounds else ""
-        lines.append(
-            f"| {c.concurrency} | {paired} | {boot} | {unpaired} | {cs} | {decision}{at} |"
-        )
+        where = _where(result.design, c.concurrency)
+        lines.append(f"| {where} | {paired} | {boot} | {unpaired} | {cs} | {decision}{at} |")
     first = next((c.paired for c in result.comparisons if c.paired), None)
     if first is not None and first.bootstrap_method:
         lines += ["", f"Bootstrap: {first.bootstrap_method}."]

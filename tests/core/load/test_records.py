@@ -178,3 +178,17 @@ def test_the_usage_cached_tokens_are_read_as_the_engines_write_them(
     record = _run(_chunk("a") + "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n"
                   + "data: [DONE]\n\n")  # fmt: skip
     assert record.input_tokens == 9 and record.cached_tokens == expected
+
+
+def test_a_tool_calls_argument_fragments_are_its_tokens() -> None:
+    """An agent's answer is often a tool call: its first fragment is its first token (TTFT)."""
+
+    def call(delta: dict[str, object]) -> str:
+        return "data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}) + "\n\n"
+
+    head = call({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                 "function": {"name": "read_file", "arguments": ""}}]})  # fmt: skip
+    parts = [call({"tool_calls": [{"index": 0, "function": {"arguments": a}}]})
+             for a in ('{"path"', ': "a.py"}')]  # fmt: skip
+    record = _run(head + "".join(parts) + "data: [DONE]\n\n")
+    assert record.event_tokens == [0, 1, 1] and record.output_tokens == 2

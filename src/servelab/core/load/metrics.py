@@ -2,7 +2,8 @@
 
 Definitions (all latencies from the SCHEDULED send time, so waiting for a slot is never hidden):
 
-- TTFT: first event with non-empty content − scheduled send (an empty role chunk does not count).
+- TTFT: first event with non-empty content (text, reasoning, a tool call's arguments) − scheduled
+  send (an empty role chunk does not count).
 - dispatch delay: actual send − scheduled send (the client's own lateness; reported separately).
 - per-gap ITL: every gap between consecutive content events after the first content event
   (events that carry no content, such as the finish or usage chunk, are not gaps between tokens).

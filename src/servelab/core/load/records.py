@@ -311,12 +311,28 @@ def cached_tokens(usage: Mapping[str, Any]) -> int | None:
 
 
 def _content_of(choice: dict[str, Any]) -> str:
+    """The text a choice's chunk carries: its content, reasoning, or a tool call's arguments (an
+    agent's answer is often a tool call: its fragments are its tokens)."""
     delta = choice.get("delta")
     if isinstance(delta, dict):
-        text = delta.get("content") or delta.get("reasoning_content") or ""
+        text = delta.get("content") or delta.get("reasoning_content") or _arguments(delta)
         return text if isinstance(text, str) else ""
     text = choice.get("text") or ""
     return text if isinstance(text, str) else ""
+
+
+def _arguments(delta: dict[str, Any]) -> str:
+    """The argument fragments of a delta's tool calls, joined ("" without any)."""
+    calls = delta.get("tool_calls")
+    if not isinstance(calls, list):
+        return ""
+    parts = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, str):
+            parts.append(args)
+    return "".join(parts)
 
 
 class StreamAccumulator:

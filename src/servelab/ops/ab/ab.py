@@ -131,8 +131,8 @@ async def _measure(
         for lvl in result.levels:
             values[lvl.concurrency] = _value(cfg.metric, lvl)
         counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
-        if counted and counted[-1] is not None:
-            served[conc] = counted[-1]
+        if cfg.metric == AbMetric.THROUGHPUT and counted and counted[-1] is not None:
+            served[conc] = counted[-1]  # the servers' own tok/s: a cross-check of throughput
     return replace(visit, throughput=values, failed_requests=failed,
                    bench_run_ids=tuple(run_ids), bench_s=bench_s,
                    server_throughput=served)  # fmt: skip

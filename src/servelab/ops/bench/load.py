@@ -1,6 +1,7 @@
-"""The load itself: jobs, one run's closed or open loop on one :class:`StreamClient`, the lag
-ticker, and the stop rule; shared by one process (:mod:`servelab.ops.bench.bench`) and each worker
-process (:mod:`servelab.ops.bench.workers`).
+"""The load itself: jobs, one run's closed or open loop on one :class:`StreamClient` (or a trace's
+replay, :class:`Replay`: one process only), the lag ticker, and the stop rule; shared by one
+process (:mod:`servelab.ops.bench.bench`) and each worker process
+(:mod:`servelab.ops.bench.workers`).
 
 Every loop starts at a given ``t0`` (``perf_counter_ns()``, i.e. ``CLOCK_MONOTONIC``: one clock for
 every process of the machine), so N worker processes can share one schedule.

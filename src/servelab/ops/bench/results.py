@@ -254,9 +254,7 @@ def _level_traces(runs: Sequence[RunResult]) -> TraceSummary | None:
     return summarize_traces(breakdowns, len(breakdowns) + sum(len(t.untraced) for t in joined))
 
 
-def run_payload(
-    run: RunResult, slo: SLO | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """``(summary, records)`` of one run as JSON-ready data, for the ledger's writer."""
     summary = {
         "concurrency": run.concurrency,
@@ -285,7 +283,7 @@ def run_payload(
 def record_run(ledger: Ledger, config: BenchConfig, run: RunResult) -> int:
     """Record one run (config, summary, every per-request record, its received spans) in the
     ledger; its row id."""
-    summary, records = run_payload(run, config.slo)
+    summary, records = run_payload(run)
     run.run_id = ledger.record_bench_run(
         label=config.label or None, config=config.to_dict(), summary=summary, records=records,
         spans=() if run.traces is None else run.traces.spans,
