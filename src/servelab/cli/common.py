@@ -40,6 +40,7 @@ from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_level, describe_progress
+from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.ops.bench.bench import BenchProgress
@@ -283,7 +284,7 @@ class BenchBar:
         if event.phase == "done":
             return
         if key not in self._tasks:
-            label = f"{event.phase} C{event.concurrency} #{event.repeat_index + 1}"
+            label = f"{event.phase} {level_label(event.concurrency)} #{event.repeat_index + 1}"
             self._tasks[key] = self.bar.add_task(label, total=event.total)
         self.bar.update(self._tasks[key], completed=event.done)
 

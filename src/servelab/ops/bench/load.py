@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -27,6 +29,7 @@ from servelab.io.http.stream import Chain, Outgoing
 
 __all__ = [
     "LAG_TICK_S",
+    "QUIET_NS",
     "SPIN_NS",
     "Job",
     "Load",
@@ -61,6 +64,8 @@ async def lag_ticker(samples: list[float]) -> None:
 #: How long before its instant a replay's request stops sleeping on a timer and yields to the
 #: loop until the instant comes (the loop's timers are a millisecond coarse, early or late).
 SPIN_NS = 1_500_000
+#: A replay's heavy work (building a body, decoding one) waits while a request is due this soon.
+QUIET_NS = 2_000_000
 
 
 async def sleep_until(when_ns: int, spin_ns: int = 0) -> None:
@@ -134,6 +139,8 @@ class Load:
         self.decode_each = decode_each
         self._captured: dict[int, tuple[RequestRecord, Chunks]] = {}
         self._ready: dict[int, tuple[bytes, str, str]] = {}
+        self._due: list[int] = []  # a replay's instants waited for (a heap; see _quiet)
+        self._done_due: Counter[int] = Counter()
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         """Build every job's request bytes and identity ahead of the run (before t0), so a send
@@ -162,6 +169,28 @@ class Load:
         await sleep_until(when_ns, spin_ns)
         return not self._late()
 
+    async def _due_at(self, when_ns: int) -> bool:
+        """A replay's request waiting for its instant: known as due (:meth:`_quiet`) until it
+        is sent; False when the deadline came first."""
+        heapq.heappush(self._due, when_ns)
+        try:
+            return await self._wait(when_ns, SPIN_NS)
+        finally:
+            self._done_due[when_ns] += 1
+
+    async def _quiet(self) -> None:
+        """Heavy work goes between a replay's instants: yield while a request is due within
+        :data:`QUIET_NS` (until it has gone)."""
+        due, done = self._due, self._done_due
+        while due:
+            if done[due[0]]:
+                done[due[0]] -= 1
+                heapq.heappop(due)
+            elif due[0] - perf_counter_ns() < QUIET_NS:
+                await asyncio.sleep(0)
+            else:
+                return
+
     def _outgoing(self, job: Job, scheduled_ns: int, warmup: bool) -> Outgoing:
         """Job's record (appended at its send) and its prepared bytes."""
         record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup,
@@ -177,6 +206,7 @@ class Load:
         await self.client.send(out, deadline_ns=self.deadline_ns, chain=chain)
         self.finished += 1
         if self.decode_each:
+            await self._quiet()
             record, chunks = self._captured.pop(out.record.index)
             decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
         self.on_done(out.record)
@@ -282,8 +312,9 @@ class Load:
         t0 = perf_counter_ns() if t0 is None else t0
         try:
             for offset, session in plan.sessions:
+                await self._quiet()
                 job = plan.job(session, 0, self)
-                if not await self._wait(t0 + offset, SPIN_NS):
+                if not await self._due_at(t0 + offset):
                     break
                 first = self._launch(job, t0 + offset)
                 task = asyncio.create_task(self._conversation(plan, session, first))
@@ -304,7 +335,10 @@ class Load:
     ) -> None:
         chain, out = first
         for k in range(1, len(session.turns) + 1):
-            job = plan.job(session, k, self) if k < len(session.turns) else None
+            job = None
+            if k < len(session.turns):
+                await self._quiet()
+                job = plan.job(session, k, self)
             try:
                 record = await self._send(out, chain)
             finally:
@@ -313,7 +347,7 @@ class Load:
                 return
             scheduled = record.end_ns or perf_counter_ns()
             scheduled += round(session.turns[k].delay_ms * 1e6 / plan.speedup)
-            if not await self._wait(scheduled, SPIN_NS):
+            if not await self._due_at(scheduled):
                 return
             chain, out = self._launch(job, scheduled)
 
