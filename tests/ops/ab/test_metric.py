@@ -1,7 +1,10 @@
 """What an A/B compares (``ab --metric``): its levels, its design as stored (an older A/B's JSON
-unchanged), a goodput of 0 leaves a level undecided instead of failing, and the report's words."""
+unchanged), a goodput of 0 leaves a level undecided instead of failing, the report's words, and
+an A/B on capacity through the real router."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
@@ -14,11 +17,18 @@ from servelab.core.ab.result import (
     conclude,
     undecided_levels,
 )
+from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import parse_slo
+from servelab.core.load.workload import LengthDist
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import load_spec
+from servelab.ops.ab.ab import run_ab
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.deploy import deploy
 from servelab.report.ab import ab_markdown, headline
+from tests.support.specs import write_pd_spec
 
 SLO = parse_slo("ttft_p90=1s")
 
@@ -80,3 +90,28 @@ def test_the_report_names_the_metric_and_the_capacity_level() -> None:
 def replace_visits(result: AbResult, visits: tuple[ArmVisit, ...]) -> AbResult:
     return AbResult(result.service, result.knob, result.baseline, result.candidate,
                     design=result.design, visits=visits)  # fmt: skip
+
+
+@pytest.mark.timeout(300)
+async def test_an_ab_on_capacity_runs_one_search_a_visit(tmp_path: Path) -> None:
+    """Through the real router: each visit searches C2..C4 under a generous SLO (so each search
+    reaches its ceiling in two probes); the A/B compares one capacity per visit."""
+    loaded = load_spec(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+    await deploy.up(loaded)
+    try:
+        bench = BenchConfig(url="", concurrencies=(2, 4), requests=8, slo=parse_slo("e2e_p50=30s"),
+                            input_len=LengthDist("fixed", 16), output_len=LengthDist("fixed", 8),
+                            idle_timeout_s=30)  # fmt: skip
+        cfg = AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=2,
+                       metric=AbMetric.CAPACITY)  # fmt: skip
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            result = await run_ab(loaded, cfg, ledger=ledger)
+            recorded = ledger.get_ab(result.ab_id or 0)
+    finally:
+        await deploy.down(loaded)
+    assert [v.throughput for v in result.visits] == [{CAPACITY_LEVEL: 4.0}] * 4
+    assert all(len(v.bench_run_ids) == 2 for v in result.visits)  # C2, then C4: the ceiling
+    (comparison,) = result.comparisons
+    assert comparison.concurrency == CAPACITY_LEVEL and comparison.ratio == pytest.approx(1.0)
+    assert result.design.metric == AbMetric.CAPACITY and result.design.slo == "e2e_p50=30000ms"
+    assert recorded is not None and recorded.result.design.metric == AbMetric.CAPACITY
