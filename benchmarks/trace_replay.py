@@ -13,10 +13,11 @@ chat``, answers of a few tokens so the server is not the limit) replayed by ``se
 --trace --speedup K`` against the truth server; per size the trace file, the prompt words a
 replay that built every request up front would hold (the words of every prompt), and the peak
 resident memory of the bench process (``ru_maxrss`` from ``wait4``), next to a 10-request
-replay's.
+replay's (``--ledger``: each replay also recorded in a ledger, as ``bench`` does by default).
 
     .venv/bin/python benchmarks/trace_replay.py --schedule --runs 5 [--client-nice -10]
-    .venv/bin/python benchmarks/trace_replay.py --memory --sizes 1000 10000 100000 --speedup 400
+    .venv/bin/python benchmarks/trace_replay.py --memory --sizes 1000 10000 100000 --speedup 200 \
+        [--ledger]
 """
 
 from __future__ import annotations
@@ -42,12 +43,16 @@ TRACE = ROOT / "examples" / "traces" / "agentic.jsonl"
 SERVELAB = [sys.executable, "-m", "servelab"]
 
 
-def _bench(args: list[str], nice: int = 0) -> tuple[dict[str, object], int, float]:
+def _bench(
+    args: list[str], nice: int = 0, ledger: Path | None = None
+) -> tuple[dict[str, object], int, float]:
     """``servelab bench ARGS --json`` as a child (its niceness raised by ``nice``, lowered
-    when negative): its document, its peak RSS (KiB, from ``wait4``), wall seconds."""
+    when negative), recording in ``ledger`` (None: no ledger): its document, its peak RSS (KiB,
+    from ``wait4``), wall seconds."""
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen([*SERVELAB, "bench", *args, "--json", "--no-ledger"],
+        where = ["--no-ledger"] if ledger is None else ["--ledger", str(ledger)]
+        proc = subprocess.Popen([*SERVELAB, "bench", *args, "--json", *where],
                                 stdout=out, stderr=err,
                                 preexec_fn=(lambda: os.nice(nice)) if nice else None)  # fmt: skip
         _pid, status, usage = os.wait4(proc.pid, 0)
@@ -103,7 +108,7 @@ def _truth() -> tuple[subprocess.Popen[bytes], str]:
     raise SystemExit("the truth server did not start")
 
 
-def memory(sizes: list[int], speedup: float) -> None:
+def memory(sizes: list[int], speedup: float, ledger: bool) -> None:
     server, url = _truth()
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -114,11 +119,13 @@ def memory(sizes: list[int], speedup: float) -> None:
                                 "--requests", str(n), "--output-tokens", "4"],
                                check=True, capture_output=True)  # fmt: skip
                 words = sum(json.loads(line)["input_length"] for line in path.open())
-                doc, rss, wall = _bench(["--url", url, "--trace", str(path), "--speedup",
-                                         str(speedup), "--idle-timeout", "120"])  # fmt: skip
+                args = ["--url", url, "--trace", str(path), "--speedup", str(speedup),
+                        "--idle-timeout", "120"]  # fmt: skip
+                doc, rss, wall = _bench(args, ledger=Path(tmp) / f"l{n}.db" if ledger else None)
                 (level,) = doc["levels"]  # type: ignore[misc]
                 rows.append((n, path.stat().st_size, words, rss, wall, level["ok"]))
-        print(f"long-tail chat traces, 4-token answers, speedup {speedup:g}, truth server")
+        where = "recorded in a ledger" if ledger else "no ledger"
+        print(f"long-tail chat traces, 4-token answers, speedup {speedup:g}, truth server, {where}")
         print("| requests | trace MB | prompt words (all requests) | ok | peak RSS MB | wall s |")
         print("|---:|---:|---:|---:|---:|---:|")
         for n, size, words, rss, wall, ok in rows:
@@ -143,6 +150,11 @@ def main() -> None:
     parser.add_argument("--speedup", type=float, default=None,
                         help="--schedule: 4 by default; --memory: 400")  # fmt: skip
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument(
+        "--ledger",
+        action="store_true",
+        help="--memory: record each replay in a ledger (its writer's memory too)",
+    )
     parser.add_argument("--client-nice", type=int, default=0,
                         help="--schedule: the bench process's niceness change (-10: ahead of "
                         "the machine's other work)")  # fmt: skip
@@ -150,7 +162,7 @@ def main() -> None:
     if args.schedule:
         schedule(args.runs, args.time_scale, args.speedup or 4.0, args.client_nice)
     if args.memory:
-        memory(args.sizes, args.speedup or 400.0)
+        memory(args.sizes, args.speedup or 400.0, args.ledger)
     if not (args.schedule or args.memory):
         parser.print_help()
 
