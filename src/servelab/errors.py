@@ -20,6 +20,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
     ├── OptionError(ValueError)           a command-line option's text does not parse
+    ├── TraceError(ValueError)            a trace file's line is not a trace entry
     ├── StoreError(RuntimeError)          the ledger could not be read or written
     │   ├── SchemaError                   the ledger's schema is newer than this servelab
     │   └── RecordError(ValueError)       a stored or printed record does not fit its type
@@ -35,9 +36,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     └── DeployInterrupted                 up/restart cancelled; carries the report already
                                           recorded (servelab.ops.deploy.results)
 
-The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError`` (bad
-input) → 2, everything else → 1; an ``OptionError`` of a shared option's parser becomes click's
-usage error naming the option.
+The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
+``TraceError`` (bad input) → 2, everything else → 1; an ``OptionError`` of a shared option's
+parser becomes click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ __all__ = [
     "SimError",
     "SpecError",
     "StoreError",
+    "TraceError",
 ]
 
 
@@ -119,6 +121,10 @@ class KnobError(ServelabError, ValueError):
 
 class OptionError(ServelabError, ValueError):
     """A command-line option's text does not parse (the message says what was expected)."""
+
+
+class TraceError(ServelabError, ValueError):
+    """A trace file's line is not a trace entry (the message names the line)."""
 
 
 class StoreError(ServelabError, RuntimeError):

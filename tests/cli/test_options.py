@@ -46,6 +46,9 @@ HOMONYMS = {
     ("tune", "--order-seed"): "the seed of a tune's block order",
     ("tune", "--plan"): "what a tune's rule takes, simulated on the recorded noise",
     ("tune", "--resume"): "the id of an interrupted tune",
+    ("trace generate", "--sessions"): "agent sessions written into a trace, not run at once",
+    ("trace generate", "--requests"): "requests written into a trace, not measured per run",
+    ("trace generate", "--rate"): "arrivals per second written into a trace, not sent",
 }
 
 #: Values each shared option must accept (parsed alike everywhere) and refuse (exit 2, naming it).
@@ -79,6 +82,14 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--case": (("1", "42"), ("0", "-1", "x")),
     "--sessions": (("1", "4096"), ("0", "4097", "x")),
     "--to": (("256", "a b"), ()),
+    "--trace": ((str(REPO / "examples" / "traces" / "agentic.jsonl"),), ("", "no-such-file.jsonl")),
+    "--trace-block-size": (("512", "16"), ("0", "x", "1.5")),
+    "--speedup": (("1", "0.5", "8"), ("0", "-1", "x", "nan", "inf")),
+    "--trace-window": (("60:120", ":5min", "30:"), ("5", "10:5", "a:b", "-1:3", "nan:1")),
+    "--slo": (
+        ("ttft_p99=2s", "ttft_p99=2s,itl_p99.9=60ms,e2e_p50=1.5min"),
+        ("", "ttft=2s", "ttft_p99=2", "ttft_p100=2s", "x_p99=2s", "ttft_p99=1s,ttft_p99=2s"),
+    ),
     "--spec": (("servelab.toml",), ()),
     "--ledger": (("l.db",), ()),
     "--alpha": (("0.05", "0.01"), ("x",)),
@@ -86,6 +97,7 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--effect": (("5%", "0.05"), ("x", "100%")),
     "--gpus": (("1", "8"), ("0", "x")),
     "--margin": (("1%", "0.01"), ("x", "100%")),
+    "--metric": (("throughput", "goodput", "capacity"), ("latency", "")),
 }
 
 #: A command that needs another default says why at the end of the option's help.

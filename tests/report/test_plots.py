@@ -29,8 +29,10 @@ AB = decode(
 
 
 def test_public_api() -> None:
-    assert set(plots.__all__) == {"ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot",
-                                  "tune_plot"}  # fmt: skip
+    assert set(plots.__all__) == {
+        "ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
+        "ttft_phase_plot", "tune_plot",
+    }  # fmt: skip
 
 
 def test_the_stacked_phase_plot_is_a_png_and_only_for_a_traced_run() -> None:

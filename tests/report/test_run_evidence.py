@@ -51,8 +51,7 @@ def test_bench_text_names_each_fired_or_unknown_rule_with_its_metric_and_delta()
     short = [e for e in _evidence() if str(e.get("reason")).startswith(("too few", "fewer than"))]
     assert quiet > 0 and lines[-1] == (
         f"C1 run 1: {quiet} of {len(_evidence())} rule reading(s) quiet; {len(short)} not judged "
-        "(fewer than 100 tokens counted by the decodes, too few queue samples: the run was too "
-        "short to tell)"
+        "(fewer than 100 tokens counted by the decodes: the run was too short to tell)"
     )
     assert not any("UNKNOWN (too few" in line or "UNKNOWN (fewer" in line for line in lines)
     assert not any("router counters" in line for line in lines)  # quiet: counted, not listed

@@ -62,6 +62,28 @@ def test_the_tune_reads_as_its_ranking_eliminations_and_cost() -> None:
     assert doc == {**encode(record), "headline": headline(record), "files": ["out/tune-7.md"]}
 
 
+def test_a_tune_on_capacity_reads_as_capacity_under_its_slo() -> None:
+    rule, visits = TuneRule(max_rounds=8), list[ArmVisit]()
+    step = 0
+    while (block := replay(tuple(MEANS), rule, (0,), TuneMetric.CAPACITY, visits)[1]) is not None:
+        for arm in block.order:
+            step += 1
+            value = MEANS[arm] / 30 * math.exp(0.01 * math.sin(step))  # about C52 to C58
+            visits.append(ArmVisit(arm, block.block - 1, step, arm, {0: value}, 0, (),
+                                   len(visits), "", 3.0, {0: 60.0}))  # fmt: skip
+    record = conclude_tune(TuneRecord((CTAS,), grid([CTAS]), TuneMetric.CAPACITY, (0,), rule,
+                                      original=("256",), visits=tuple(visits),
+                                      slo="tpot_p90=17.2ms"))  # fmt: skip
+    text = tune_markdown(record)
+    assert "capacity: 512" in headline(record) and "C0" not in text
+    assert "### capacity: winner 512" in text
+    assert "| rank | arm | status | capacity (geometric mean, blocks) |" in text
+    assert "Capacity (the largest load meeting the SLO" in text
+    assert "under the SLO tpot_p90=17.2ms per visit" in text
+    assert tune_json(record)["slo"] == "tpot_p90=17.2ms" and "slo" not in encode(_record())
+    assert tune_png(record).startswith(b"\x89PNG")
+
+
 def test_the_tune_plot_is_a_deterministic_png() -> None:
     record = _record()
     png = tune_png(record)

@@ -32,6 +32,7 @@ COMMANDS = {
     "report": "case",
     "restore": "case",
     "ledger": "ledger",
+    "trace": "trace",
     "demo": "demo",
 }
 

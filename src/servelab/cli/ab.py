@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.markdown import Markdown
 
-from servelab.cli.bench import bench_config
+from servelab.cli.bench import bench_config, check_trace
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -33,17 +33,22 @@ from servelab.cli.options import (
     LoadOptions,
     OutputOptions,
     Parsed,
+    TraceOptions,
     WorkloadOptions,
     load_options,
+    metric_option,
     output_options,
+    slo_option,
+    trace_options,
     wait_option,
     workload_options,
 )
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
-from servelab.core.ab.result import AbResult
+from servelab.core.ab.result import AbMetric, AbResult
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ledger.codec import encode
+from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_ARMS_FORM, KnobArms, parse_fraction, parse_knob_arms
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import AbJournal, SessionStatus
@@ -115,7 +120,8 @@ def _write(out: Path, result: AbResult) -> list[Path]:
 
 @dataclass(frozen=True)
 class _Design:
-    """The A/B's own options: how rounds are ordered, when to stop, what a minute costs."""
+    """The A/B's own options: how rounds are ordered, when to stop, what a minute costs, what
+    the arms are compared on."""
 
     order: Order
     order_seed: int
@@ -125,19 +131,30 @@ class _Design:
     boundary: Boundary
     gpus: int
     keep: str | None
+    metric: AbMetric = AbMetric.THROUGHPUT
 
 
-def _config(
-    arms: KnobArms, load: LoadOptions, workload: WorkloadOptions, design: _Design
-) -> AbConfig:
+@dataclass(frozen=True)
+class _Measure:
+    """How each visit measures: the load and workload options, the trace, the SLO."""
+
+    load: LoadOptions
+    workload: WorkloadOptions
+    trace: TraceOptions
+    slo: SLO | None
+
+
+def _config(arms: KnobArms, measure: _Measure, design: _Design) -> AbConfig:
     # The template of every measurement: at the spec's router, each level run once per visit
     # (``load.repeat`` is the rounds).
-    bench = bench_config(dataclasses.replace(load, repeat=1), workload, url="")
+    load = measure.load
+    bench = bench_config(dataclasses.replace(load, repeat=1), measure.workload, url="",
+                         trace=measure.trace, slo=measure.slo)  # fmt: skip
     return AbConfig(
         arms.service, arms.name, arms.baseline, arms.candidate, bench, load.repeat, design.keep,
         order=design.order, order_seed=design.order_seed, until_decided=design.until_decided,
         max_rounds=design.max_rounds, margin=design.margin, gpus=design.gpus,
-        boundary=design.boundary,
+        boundary=design.boundary, metric=design.metric,
     )  # fmt: skip
 
 
@@ -161,6 +178,9 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 )  # fmt: skip
 @load_options(**AB_LOAD)
 @workload_options()
+@trace_options()
+@slo_option()
+@metric_option()
 @click.option(
     "--order",
     type=click.Choice([o.value for o in ORDERS]),  # values: click 8.2 matches an enum's names
@@ -223,6 +243,9 @@ def ab_command(
     arms: KnobArms | None,
     load: LoadOptions,
     workload: WorkloadOptions,
+    trace: TraceOptions,
+    slo: SLO | None,
+    metric: str,
     order: str,
     order_seed: int,
     until_decided: bool,
@@ -247,14 +270,19 @@ def ab_command(
             "--resume continues the journalled A/B with its own knob and values: give --knob "
             "for a new A/B, or --resume alone"
         )
+    if AbMetric(metric) != AbMetric.THROUGHPUT and slo is None:
+        raise click.UsageError(f"--metric {metric} needs --slo")
+    if AbMetric(metric) == AbMetric.CAPACITY and trace.plan is not None:
+        raise click.UsageError("--metric capacity searches generated load: not with --trace")
+    check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
-    design = _Design(
-        Order(order), order_seed, until_decided, max_rounds, margin, Boundary(boundary), gpus, keep
-    )
+    design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
+                     Boundary(boundary), gpus, keep, AbMetric(metric))  # fmt: skip
+    measure = _Measure(load, workload, trace, slo)
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
-        sized = _plan(where, _config(arms, load, workload, design), effect, power)
+        sized = _plan(where, _config(arms, measure, design), effect, power)
         if output.as_json:
             print_json(dataclasses.asdict(sized))
         else:
@@ -262,7 +290,7 @@ def ab_command(
         sys.exit(EXIT_OK)
     if resume is not None:
         _check_resume(where, resume)
-    cfg = None if resume is not None or arms is None else _config(arms, load, workload, design)
+    cfg = None if resume is not None or arms is None else _config(arms, measure, design)
     with where.exclusive(wait=wait):
         result = run(_ab(where, cfg, resume))
     _print(output, result)

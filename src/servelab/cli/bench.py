@@ -1,4 +1,5 @@
-"""``servelab bench``: closed- or open-loop load against a deployment's entry point.
+"""``servelab bench``: closed- or open-loop load against a deployment's entry point, a recorded
+trace replayed (``--trace``), or the largest load meeting an SLO (``--find-capacity``).
 
 Before any load, ``GET /v1/models`` must answer an OpenAI model list; otherwise one line says what
 answered (status, content type, an HTML page's title) or that nothing did, and nothing is run.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 from contextlib import nullcontext
 from pathlib import Path
@@ -37,25 +39,34 @@ from servelab.cli.options import (
     LoadOptions,
     OutputOptions,
     TargetOptions,
+    TraceOptions,
     WorkloadOptions,
     load_options,
     output_options,
+    slo_option,
     target_options,
+    trace_options,
     wait_option,
     workload_options,
 )
+from servelab.core.load.capacity import CapacityStop
+from servelab.core.load.slo import SLO
+from servelab.core.load.trace import TracePlan
 from servelab.errors import BenchError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
+from servelab.io.tracefile import scan_trace
 from servelab.ops.bench import bench as ops
+from servelab.ops.bench.capacity import CapacityResult, find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
+from servelab.report import capacity as capacity_report
 
-__all__ = ["Exporter", "bench_config", "register"]
+__all__ = ["Exporter", "bench_config", "check_trace", "register"]
 
 
 class Exporter:
@@ -112,6 +123,64 @@ async def _bench(
     return result, received[0] if received else None
 
 
+async def _capacity(
+    config: ops.BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
+) -> tuple[CapacityResult, int | None]:
+    """The capacity search, each probe watched as a bench run is (traces are not received), and
+    the stop signal that cut it short (None: none)."""
+    stop = asyncio.Event()
+    with stop_on_signals(stop) as received:
+        async with contextlib.AsyncExitStack() as stack:
+            plan = None
+            if loaded is not None:
+                op = await stack.enter_async_context(Operation(loaded))
+                plan = await metrics_plan(op)
+            with bar.bar:
+                searched = await find_capacity(
+                    config, progress=bar, ledger=ledger, stop=stop, metrics=plan
+                )
+    return searched, received[0] if received else None
+
+
+def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | None) -> int:
+    if output.export is not None:
+        files = {
+            "capacity.md": capacity_report.capacity_markdown(result).encode(),
+            "capacity.json": (
+                json.dumps(capacity_report.capacity_json(result), indent=2) + "\n"
+            ).encode(),
+        }
+        write_files(output.export, files)
+    if output.as_json:
+        print_json(capacity_report.capacity_json(result))
+    else:
+        console.print(capacity_report.capacity_table(result))
+        console.print(capacity_report.conclusion(result.capacity), markup=False)
+    stop = result.capacity.stop
+    if stop == CapacityStop.INTERRUPTED:
+        err_console.print(f"{interruption(signum)}: the probes so far shown", style="yellow")
+        return 128 + (signum or signal.SIGINT)
+    return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
+
+
+def check_trace(plan: TracePlan | None, load: LoadOptions) -> None:
+    """Before any load: a trace replays in one process at its own instants (``--rate`` or
+    ``--workers`` is a usage error), and the whole trace is read once (a bad line stops the
+    command, exit 2, an empty window too); the window's size goes to stderr."""
+    if plan is None:
+        return
+    if load.rate is not None or load.workers > 1:
+        raise click.UsageError("--trace replays at the trace's own instants in one process: "
+                               "--rate and --workers do not apply")  # fmt: skip
+    scan = scan_trace(Path(plan.path), plan.window)
+    if not scan.requests:
+        raise click.BadParameter("no conversation of the trace starts in the window",
+                                 param_hint="--trace-window")  # fmt: skip
+    span = ((scan.last_ms or 0.0) - (scan.first_ms or 0.0)) / 1e3
+    notice("trace:", f"{scan.requests} request(s) in {scan.sessions} conversation(s) starting "
+           f"over {span:,.1f} s of trace time, replayed {plan.speedup:g}x as fast")  # fmt: skip
+
+
 def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
     if as_json:
         print_json(report.result_json(result))
@@ -146,6 +215,14 @@ def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Pa
 @load_options()
 @workload_options()
 @HEADER.option()
+@trace_options()
+@slo_option()
+@click.option(
+    "--find-capacity",
+    is_flag=True,
+    help="Find the largest concurrency (with --rate: arrival rate) meeting --slo: ramp, "
+    "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
+)
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
 @output_options()
 @click.option(
@@ -164,6 +241,9 @@ def bench_command(
     load: LoadOptions,
     workload: WorkloadOptions,
     headers: tuple[tuple[str, str], ...],
+    trace: TraceOptions,
+    slo: SLO | None,
+    find_capacity: bool,
     label: str,
     output: OutputOptions,
     traces: bool,
@@ -171,10 +251,15 @@ def bench_command(
     no_ledger: bool,
     wait: bool,
 ) -> None:
-    """Benchmark streaming completions; exit 0 only when no request failed.
+    """Benchmark streaming completions; exit 0 only when no request failed (--find-capacity:
+    when the SLO held at some load).
 
     Before any load: the entry point answers a model list, ``--export``'s directory takes a file,
-    the ledger takes a write; with a spec, the deployment's lock is held (``--wait``)."""
+    the ledger takes a write, a ``--trace`` is read whole; with a spec, the deployment's lock is
+    held (``--wait``)."""
+    if find_capacity and (slo is None or trace.plan is not None):
+        raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
+    check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
@@ -184,12 +269,16 @@ def bench_command(
     with nullcontext() if loaded is None else where.exclusive(wait=wait):
         first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
         model = target.model or first_model or "default"
-        config = bench_config(load, workload, url=url, model=model, label=label, headers=headers)
-        export = None if output.export is None else Exporter(output.export, config)
+        config = bench_config(load, workload, url=url, model=model, label=label,
+                              headers=headers, trace=trace, slo=slo)  # fmt: skip
+        export = None if output.export is None or find_capacity else Exporter(output.export, config)
         with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
             if ledger is not None:
                 ledger.check_writable()
             bar = BenchBar(enabled=err_console.is_terminal)
+            if find_capacity:
+                searched, signum = run(_capacity(config, ledger, bar, loaded), fast=True)
+                raise SystemExit(_show_capacity(searched, output, signum))
             result, signum = run(_bench(config, ledger, bar, export, loaded, traces), fast=True)
     if export is not None:
         export.write(result)
@@ -213,12 +302,16 @@ def bench_config(
     model: str = "default",
     label: str = "",
     headers: tuple[tuple[str, str], ...] = (),
+    trace: TraceOptions | None = None,
+    slo: SLO | None = None,
 ) -> ops.BenchConfig:
-    """The run's configuration from the load and workload options (``ab`` measures each visit
-    with it too, ``url`` replaced by the router's)."""
+    """The run's configuration from the load, workload, trace and SLO options (``ab`` measures
+    each visit with it too, ``url`` replaced by the router's). A trace replay has one level
+    (:func:`check_trace` has refused a rate and worker processes)."""
+    plan = None if trace is None else trace.plan
     return ops.BenchConfig(
         url=url,
-        concurrencies=load.concurrencies,
+        concurrencies=(ops.TRACE_LEVEL,) if plan is not None else load.concurrencies,
         requests=load.requests,
         input_len=workload.input_len,
         output_len=workload.output_len,
@@ -234,6 +327,8 @@ def bench_config(
         endpoint=workload.endpoint,
         workers=load.workers,
         headers=headers,
+        slo=slo,
+        trace=plan,
     )  # fmt: skip
 
 

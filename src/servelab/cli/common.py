@@ -30,12 +30,20 @@ from rich.text import Text
 
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.ledger.codec import finite
-from servelab.errors import CaseError, KnobError, OptionError, ServelabError, SpecError
+from servelab.errors import (
+    CaseError,
+    KnobError,
+    OptionError,
+    ServelabError,
+    SpecError,
+    TraceError,
+)
 from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.lock import Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_level, describe_progress
+from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.ops.bench.bench import BenchProgress
@@ -234,9 +242,10 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
 
 
 def exit_code(exc: BaseException) -> int:
-    """The exit code of a failure: 2 bad input (spec, knob, case, option, usage), 128 + the
-    signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else 1."""
-    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError)):
+    """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage), 128 +
+    the signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else
+    1."""
+    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):
         return exc.exit_code
@@ -375,7 +384,7 @@ class BenchBar:
         if event.phase == "done":
             return
         if key not in self._tasks:
-            label = f"{event.phase} C{event.concurrency} #{event.repeat_index + 1}"
+            label = f"{event.phase} {level_label(event.concurrency)} #{event.repeat_index + 1}"
             self._tasks[key] = self.bar.add_task(label, total=event.total)
         self.bar.update(self._tasks[key], completed=event.done)
 

@@ -26,6 +26,8 @@ import click
 from click.types import ParamTypeInfoDict
 
 from servelab.cli.common import json_option
+from servelab.core.ab.result import AbMetric
+from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.core.options import (
     ENDPOINTS,
@@ -43,6 +45,9 @@ from servelab.core.options import (
     parse_seconds,
     parse_seed,
     parse_sessions,
+    parse_slo,
+    parse_speedup,
+    parse_trace_window,
     parse_url,
 )
 from servelab.errors import OptionError
@@ -66,6 +71,11 @@ __all__ = [
     "SEED",
     "SESSIONS",
     "SHARED_OPTIONS",
+    "SLO_OPTION",
+    "SPEEDUP",
+    "TRACE",
+    "TRACE_BLOCK_SIZE",
+    "TRACE_WINDOW",
     "URL",
     "WARMUP",
     "WORKERS",
@@ -75,10 +85,14 @@ __all__ = [
     "Parsed",
     "SharedOption",
     "TargetOptions",
+    "TraceOptions",
     "WorkloadOptions",
     "load_options",
+    "metric_option",
     "output_options",
+    "slo_option",
     "target_options",
+    "trace_options",
     "wait_option",
     "workload_options",
 ]
@@ -150,6 +164,14 @@ def _path(text: str) -> Path:
     return Path(parse_directory(text))
 
 
+def _file(text: str) -> Path:
+    """A file that exists (read later, as the command goes)."""
+    path = Path(text)
+    if not text or not path.is_file():
+        raise OptionError(f"expected a file, got {text!r}")
+    return path
+
+
 # -- the load: how many requests, how hard, for how long ------------------------------------
 CONCURRENCY = SharedOption(
     "--concurrency", "concurrencies", Parsed("LIST", parse_concurrency),
@@ -208,6 +230,33 @@ SEED = SharedOption(
     help="Seed of the generated traffic: the same seed sends the same requests.", default="0",
 )  # fmt: skip
 
+# -- a recorded trace instead of the generated workload, and the objectives a run is judged by --
+TRACE = SharedOption(
+    "--trace", "trace", Parsed("FILE", _file),
+    help="Replay this Mooncake-format JSONL trace open loop at its recorded instants (its "
+    "conversations turn by turn) instead of generated prompts; --concurrency, --requests, "
+    "--rate and --input/--output-len do not apply.",
+)  # fmt: skip
+TRACE_BLOCK_SIZE = SharedOption(
+    "--trace-block-size", "block_size", Parsed("TOKENS", parse_positive),
+    help="Tokens per hash id of the --trace.", default=str(DEFAULT_BLOCK_SIZE),
+)  # fmt: skip
+SPEEDUP = SharedOption(
+    "--speedup", "speedup", Parsed("K", parse_speedup),
+    help="Replay the --trace K times faster than recorded (its instants and delays over K).",
+    default="1",
+)  # fmt: skip
+TRACE_WINDOW = SharedOption(
+    "--trace-window", "window", Parsed("START:END", parse_trace_window),
+    help="Replay the conversations of the --trace that start from START to END seconds of "
+    "trace time (either may be left out: 600:).",
+)  # fmt: skip
+SLO_OPTION = SharedOption(
+    "--slo", "slo", Parsed("OBJECTIVES", parse_slo),
+    help="Judge every run by these objectives, e.g. ttft_p99=2s,itl_p99=60ms,e2e_p99=30s "
+    "(any percentile of ttft, itl, tpot, e2e): goodput and SLO attainment.",
+)  # fmt: skip
+
 # -- the target: where the requests go ------------------------------------------------------
 URL = SharedOption(
     "--url", "url", Parsed("URL", parse_url),
@@ -247,7 +296,8 @@ REVERT_TO = SharedOption(
 #: Every shared option (``docs/commands.md`` documents each once; the test probes each).
 SHARED_OPTIONS = (
     CONCURRENCY, REQUESTS, REPEAT, WARMUP, RAMP, RATE, DEADLINE, IDLE_TIMEOUT, WORKERS,
-    INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED, URL, MODEL, HEADER, EXPORT, SESSIONS, CASE, REVERT_TO,
+    INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED, TRACE, TRACE_BLOCK_SIZE, SPEEDUP, TRACE_WINDOW,
+    SLO_OPTION, URL, MODEL, HEADER, EXPORT, SESSIONS, CASE, REVERT_TO,
 )  # fmt: skip
 
 
@@ -275,6 +325,24 @@ class WorkloadOptions:
     output_len: LengthDist
     endpoint: str
     seed: int
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    """``--trace``, ``--trace-block-size``, ``--speedup``, ``--trace-window``, parsed."""
+
+    trace: Path | None
+    block_size: int
+    speedup: float
+    window: TraceWindow | None
+
+    @property
+    def plan(self) -> TracePlan | None:
+        """The replay asked for (None: no ``--trace``)."""
+        if self.trace is None:
+            return None
+        window = self.window or TraceWindow()
+        return TracePlan(str(self.trace), self.block_size, self.speedup, window)
 
 
 @dataclass(frozen=True)
@@ -330,6 +398,29 @@ def workload_options(**defaults: Default) -> Decorator:
     """The workload options as ``workload: WorkloadOptions``."""
     options = (INPUT_LEN, OUTPUT_LEN, ENDPOINT, SEED)
     return _shared(WorkloadOptions, "workload", options, defaults)
+
+
+def trace_options() -> Decorator:
+    """The trace options as ``trace: TraceOptions``."""
+    options = (TRACE, TRACE_BLOCK_SIZE, SPEEDUP, TRACE_WINDOW)
+    return _shared(TraceOptions, "trace", options, {})
+
+
+def metric_option() -> Decorator:
+    """``--metric`` as ``metric: str`` (an :class:`~servelab.core.ab.result.AbMetric` value):
+    what ``ab`` and ``tune`` compare arms on."""
+    return click.option(
+        "--metric", type=click.Choice([m.value for m in AbMetric]),
+        default=AbMetric.THROUGHPUT.value, show_default=True,
+        help="What the arms are compared on: throughput (output tok/s per C, steady state), "
+        "goodput (requests/s meeting --slo per C) or capacity (the largest C, or --rate, meeting "
+        "--slo, searched within --concurrency each visit).",
+    )  # fmt: skip
+
+
+def slo_option() -> Decorator:
+    """``--slo`` as ``slo: SLO | None``."""
+    return SLO_OPTION.option()
 
 
 def target_options(**defaults: Default) -> Decorator:

@@ -31,10 +31,12 @@ from servelab.cli.options import (
     SESSIONS,
     Default,
     TargetOptions,
+    slo_option,
     target_options,
     wait_option,
 )
 from servelab.core.deploy.spec import RouterOptions
+from servelab.core.load.slo import SLO
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
@@ -141,6 +143,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 )
 @IDLE_TIMEOUT.option(SOAK_IDLE_TIMEOUT)
 @click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
+@slo_option()
 @SEED.option()
 @target_options()
 @click.option("--router-url", default=None, help="The router to compare against.")
@@ -166,6 +169,7 @@ def soak_command(
     duration: float,
     idle_timeout_s: float,
     max_tokens: int,
+    slo: SLO | None,
     seed: int,
     target: TargetOptions,
     router_url: str | None,
@@ -196,6 +200,7 @@ def soak_command(
         model=target.model,
         localize=not no_localize,
         knobs=run(live_knobs(loaded)) if loaded is not None else {},
+        slo=slo,
     )
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)

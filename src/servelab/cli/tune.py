@@ -38,13 +38,16 @@ from servelab.cli.options import (
     OutputOptions,
     Parsed,
     WorkloadOptions,
+    metric_option,
     output_options,
+    slo_option,
     wait_option,
     workload_options,
 )
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
+from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
@@ -123,11 +126,8 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @IDLE_TIMEOUT.option()
 @WORKERS.option()
 @workload_options()
-@click.option(
-    "--metric", type=click.Choice([m.value for m in TuneMetric]),
-    default=TuneMetric.THROUGHPUT.value, show_default=True,
-    help="What to maximize at each concurrency (output tok/s, steady state).",
-)  # fmt: skip
+@slo_option()
+@metric_option()
 @click.option(
     "--max-rounds", default=DEFAULT_MAX_ROUNDS, show_default=True, type=click.IntRange(3),
     help="Most blocks (each visits every arm still in the running once).",
@@ -187,6 +187,7 @@ def tune_command(
     idle_timeout_s: float,
     workers: int,
     workload: WorkloadOptions,
+    slo: SLO | None,
     metric: str,
     max_rounds: int,
     max_minutes: float | None,
@@ -215,7 +216,7 @@ def tune_command(
             url="", concurrencies=concurrencies, requests=requests, warmup=warmup, ramp_s=ramp_s,
             rate=rate, deadline_s=deadline_s, idle_timeout_s=idle_timeout_s, workers=workers,
             input_len=workload.input_len, output_len=workload.output_len, seed=workload.seed,
-            endpoint=workload.endpoint,
+            endpoint=workload.endpoint, slo=slo,
         )  # fmt: skip
         try:
             cfg = TuneConfig(

@@ -12,6 +12,9 @@ import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from servelab.core.load.slo import SLO, parse_duration_ms
+from servelab.core.load.slo import parse_slo as _slo
+from servelab.core.load.trace import TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.errors import OptionError
 
@@ -41,6 +44,9 @@ __all__ = [
     "parse_seconds",
     "parse_seed",
     "parse_sessions",
+    "parse_slo",
+    "parse_speedup",
+    "parse_trace_window",
     "parse_url",
 ]
 
@@ -293,3 +299,44 @@ def parse_change(text: str) -> tuple[str, str, str | None, str | None]:
     if before == after:
         raise expected
     return service, name, before, after
+
+
+def parse_slo(text: str) -> SLO:
+    """``ttft_p99=2s,itl_p99=60ms`` → an :class:`~servelab.core.load.slo.SLO` (any percentile
+    of ttft, itl, tpot, e2e; a limit with its unit)."""
+    try:
+        return _slo(text)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def parse_speedup(text: str) -> float:
+    """A factor > 0 (``2``: twice as fast as recorded; ``0.5``: half as fast)."""
+    value = _finite(text, "a factor > 0")
+    if value <= 0:
+        raise OptionError(f"expected a factor > 0, got {text!r}")
+    return value
+
+
+def _seconds_of(text: str) -> float:
+    """Seconds, bare (``90``) or with a unit (``90s``, ``1.5min``, ``500ms``)."""
+    try:
+        return parse_duration_ms(text) / 1e3 if text.strip()[-1:].isalpha() else float(text)
+    except ValueError:
+        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {text!r}") from None
+
+
+def parse_trace_window(text: str) -> TraceWindow:
+    """``START:END`` in seconds of trace time (``60:120``, ``0:5min``); either side may be left
+    out (``:300`` from the start, ``600:`` to the end)."""
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise OptionError(f"expected START:END (seconds, either may be left out), got {text!r}")
+    low = _seconds_of(start) if start.strip() else 0.0
+    high = _seconds_of(end) if end.strip() else None
+    if not math.isfinite(low) or (high is not None and not math.isfinite(high)):
+        raise OptionError(f"expected finite seconds, got {text!r}")
+    try:
+        return TraceWindow(low, high)
+    except ValueError:
+        raise OptionError(f"expected 0 ≤ START < END, got {text!r}") from None

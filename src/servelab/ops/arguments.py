@@ -8,10 +8,11 @@ live process's value, and what the engine reports it runs with.
   config file's), through the service's host, so it works the same over SSH.
 - **Live** (:func:`live_argument`): ``/proc/PID/cmdline`` parsed as the engine parses it, its
   ``--config`` merged under it (:func:`~servelab.io.hosts.discovery.read_live_args`).
-- **Engine** (:func:`engine_argument`): ``GET /server_info`` (vLLM: with
-  ``?config_format=json``, answered only under ``VLLM_SERVER_DEV_MODE=1``); a router is not asked
-  (sglang-router's own server info describes a worker, not the router), nor is an engine that does
-  not answer: both are unknown, never a pass.
+- **Engine** (:func:`engine_arguments`): ``GET /server_info`` (vLLM: with
+  ``?config_format=json``, answered only under ``VLLM_SERVER_DEV_MODE=1``); a router's server
+  info describes a worker, not the router, so only its policy is known, from its metrics (the
+  policy label of ``smg_worker_selection_total``); an engine that does not answer is unknown,
+  never a pass.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from servelab.core.knobs.places import (
 )
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.knobs.serverinfo import Reported, reported_value
+from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
 from servelab.io.hosts.envfiles import read_env_bytes
@@ -43,6 +45,7 @@ from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
 
 __all__ = [
+    "ROUTER_POLICIES",
     "ArgumentEdit",
     "argument_knob",
     "config_path",
@@ -185,11 +188,33 @@ async def live_argument(
     return proc, await read_live_args(host, proc.pid, knobs, service_engine(op))
 
 
+#: A router's policy arguments, and the workers each one picks (sglang-router 0.3.2).
+ROUTER_POLICIES = {"--policy": None, "--prefill-policy": "prefill", "--decode-policy": "decode"}
+
+
+async def _router_policy(op: Operation, service: str, knob: Knob) -> Reported:
+    """The policy a router started by servelab picks its workers with, as its Prometheus port's
+    selection counter says (its argv and environment are unreadable in ``/proc``: sglang-router
+    0.3.2 writes ``sglang::router`` over them); unknown before it has routed a request."""
+    svc = op.spec.service(service)
+    if knob.name not in ROUTER_POLICIES or svc.start != "router" or svc.router is None:
+        return Reported(False)
+    base = await op.host(service).http_url(f"http://127.0.0.1:{svc.router.prometheus_port}")
+    async with HttpClient(limit=1) as http:
+        got = await http.probe(base + "/metrics", timeout=5.0, body_limit=None)
+    policy = routing_policy(got.body, ROUTER_POLICIES[knob.name]) if got.ok else None
+    return Reported(policy is not None, policy, f"{WORKER_SELECTION}{{policy}}")
+
+
 async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> dict[str, Reported]:
-    """Each knob's value in the engine's ``/server_info`` (read once); unknown for a router, or
-    when the engine does not answer it (vLLM without ``VLLM_SERVER_DEV_MODE=1``)."""
+    """Each knob's value in the engine's ``/server_info`` (read once); for a router's policy,
+    the policy its metrics say it routes with; unknown for any other router argument, or when
+    the engine does not answer it (vLLM without ``VLLM_SERVER_DEV_MODE=1``)."""
     unknown = {knob.name: Reported(False) for knob in knobs}
-    if op.spec.service(service).role not in ("prefill", "decode"):
+    role = op.spec.service(service).role
+    if role == "router":
+        return {knob.name: await _router_policy(op, service, knob) for knob in knobs}
+    if role not in ("prefill", "decode"):
         return unknown
     path = "/server_info?config_format=json" if op.spec.engine == "vllm" else "/server_info"
     try:

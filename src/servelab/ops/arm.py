@@ -10,9 +10,14 @@ What ``ab``, ``tune`` and ``case bisect`` share (each visit of an arm is one cal
   ``/proc/PID/cmdline`` for an argument knob). An arm that is not live is not measured: a
   :class:`~servelab.errors.BenchError` says which layer or value disagreed. A bisection's arms
   skip the e2e layer: an arm may be the broken state itself, and its test exercises the path.
-- :func:`measure`: one bench run per concurrency through the router, each timed, with the steady
-  state's throughput (every slot busy) when the run had one, and the decodes' own count of the
-  tokens they generated.
+  A process whose argv and environment are unreadable in ``/proc`` (sglang-router 0.3.2 writes
+  ``sglang::router`` over them) proves an argument by its own report
+  (:func:`~servelab.ops.arguments.engine_arguments`: a router's policy from its metrics).
+- :func:`measure`: one bench run per concurrency through the router, each timed, valued by the
+  metric (:class:`~servelab.core.ab.result.AbMetric`): the steady state's throughput (every
+  slot busy) when the run had one, with the decodes' own count of the tokens they generated as
+  its cross-check, or the goodput under the SLO; or, on capacity, one capacity search (its
+  estimate, under :data:`~servelab.core.ab.result.CAPACITY_LEVEL`).
 """
 
 from __future__ import annotations
@@ -21,17 +26,19 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.errors import BenchError
-from servelab.ops.arguments import argument_knob
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, run_bench
+from servelab.ops.arguments import argument_knob, engine_arguments
+from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, LevelSummary, run_bench
+from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import live_knob, set_knob
 from servelab.ops.progress import KnobVerifiedLive
 from servelab.ops.telemetry.tracing import trace_collector
-from servelab.ops.telemetry.watch import metrics_plan
+from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.verify import verify
 
 __all__ = ["LiveArm", "Measured", "Setting", "arm_label", "make_live", "measure", "router_url"]
@@ -75,7 +82,7 @@ async def make_live(
         raise BenchError(f"restart for arm {values} failed ({', '.join(failed)}): arm not measured")
     layers = ("config", "live", "e2e") if e2e else ("config", "live")
     proof = await verify(op.quiet(), services, layers=layers)
-    live = tuple([await live_knob(op, s.service, s.knob) for s in settings])
+    live = tuple([await _read_back(op, s) for s in settings])
     wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
              if not same_value(v, _expected(op, s))]  # fmt: skip
     if not proof.ok or wrong:
@@ -85,6 +92,17 @@ async def make_live(
     for s in settings:
         op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id))
     return LiveArm(proof.verification_id, live)
+
+
+async def _read_back(op: Operation, setting: Setting) -> str | None:
+    """The setting's live value: from the process (``/proc``), else, for an argument the process
+    does not show (sglang-router's argv), from what the service reports it runs with."""
+    live = await live_knob(op, setting.service, setting.knob)
+    knob = argument_knob(op, setting.knob)
+    if knob.is_env or same_value(live, _expected(op, setting)):
+        return live
+    reported = (await engine_arguments(op, setting.service, [knob]))[knob.name]
+    return reported.value if reported.known else live
 
 
 def _expected(op: Operation, setting: Setting) -> str | None:
@@ -119,18 +137,28 @@ async def measure(
     levels: Sequence[int],
     label: str,
     bench_progress: BenchProgressFn | None,
+    *,
+    metric: AbMetric = AbMetric.THROUGHPUT,
+    visit: int = 0,
 ) -> Measured:
-    """One run of ``bench`` (its URL the router's, once) per concurrency in ``levels``."""
+    """One run of ``bench`` (its URL the router's, once) per concurrency in ``levels``, valued by
+    ``metric``; on capacity, one capacity search within the levels instead. A replayed trace's
+    words come from the seed plus ``visit`` (the visit's place in its plan), so no visit finds
+    the one before's prompts in the engines' prefix caches (the trace's own sharing stays)."""
     plan = await metrics_plan(op)
+    template = replace(bench, url=router_url(op), repeat=1, label=label)
+    if template.trace is not None:
+        template = replace(template, seed=template.seed + visit)
+    if metric == AbMetric.CAPACITY:
+        return await _capacity(op, template, plan, bench_progress)
     decodes = op.spec.by_role("decode")
-    throughput: dict[int, float] = {}
+    values: dict[int, float] = {}
     bench_s: dict[int, float] = {}
     served: dict[int, float] = {}
     run_ids: list[int] = []
     failed = 0
     for conc in levels:
-        config = replace(bench, url=router_url(op), concurrencies=(conc,), repeat=1,
-                         label=label)  # fmt: skip
+        config = replace(template, concurrencies=(conc,))
         t0 = time.monotonic()
         result = await run_bench(config, progress=bench_progress, ledger=op.ledger, metrics=plan,
                                  traces=trace_collector(op.spec))  # fmt: skip
@@ -138,10 +166,37 @@ async def measure(
         run_ids += [r.run_id for r in result.runs if r.run_id is not None]
         failed += result.n_failed
         for lvl in result.levels:
-            # The steady state (every slot busy) when the run had one; else the whole run.
-            steady = lvl.steady_throughput
-            throughput[lvl.concurrency] = steady.mean if steady.n else lvl.throughput.mean
+            values[lvl.concurrency] = _value(metric, lvl)
         counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
-        if counted and counted[-1] is not None:
-            served[conc] = counted[-1]
-    return Measured(throughput, bench_s, served, failed, tuple(run_ids))
+        if metric == AbMetric.THROUGHPUT and counted and counted[-1] is not None:
+            served[conc] = counted[-1]  # the servers' own tok/s: a cross-check of throughput
+    return Measured(values, bench_s, served, failed, tuple(run_ids))
+
+
+def _value(metric: AbMetric, level: LevelSummary) -> float:
+    """A level's value of ``metric``: the steady state's output tok/s when the run had one
+    (every slot busy; else the whole run's), or the goodput."""
+    if metric == AbMetric.GOODPUT:
+        return level.goodput or 0.0
+    steady = level.steady_throughput
+    return steady.mean if steady.n else level.throughput.mean
+
+
+async def _capacity(
+    op: Operation,
+    template: BenchConfig,
+    plan: MetricsPlan | None,
+    bench_progress: BenchProgressFn | None,
+) -> Measured:
+    """One capacity search: its estimate where the binding objective crosses its limit, else
+    the largest load that held (a search that never met the SLO stops the experiment)."""
+    t0 = time.monotonic()
+    found = await find_capacity(template, progress=bench_progress, ledger=op.ledger, metrics=plan)
+    cap = found.capacity
+    value = cap.estimate if cap.estimate is not None else cap.capacity
+    if value is None:
+        raise BenchError(f"arm {template.label}: the SLO was not met at any load tried "
+                         f"({cap.stop}): no capacity to compare")  # fmt: skip
+    run_ids = tuple(r.run_id for r in found.runs if r.run_id is not None)
+    bench_s = {CAPACITY_LEVEL: time.monotonic() - t0}
+    return Measured({CAPACITY_LEVEL: value}, bench_s, {}, found.n_failed, run_ids)

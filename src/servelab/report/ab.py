@@ -10,9 +10,10 @@ import statistics
 from servelab.core.ab.compare import Anomaly, Comparison, Verdict
 from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
 from servelab.core.ab.design import Noise, Order
-from servelab.core.ab.result import AbDesign, AbResult
+from servelab.core.ab.result import AbDesign, AbMetric, AbResult
 from servelab.ops.ab.plan import AbPlan
 from servelab.report.plots import ab_plot
+from servelab.report.text import level_label
 
 __all__ = ["ab_markdown", "ab_png", "change_phrase", "headline", "plan_markdown"]
 
@@ -21,18 +22,40 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x * 100:+.1f}%"
 
 
-def change_phrase(c: Comparison) -> str:
-    """``+12.8% at C64`` for a significant change, ``+1.2% at C80 (n.s.)`` otherwise."""
+#: Each metric's unit in the tables, and what it is in words.
+METRIC_UNITS = {AbMetric.THROUGHPUT: "tok/s", AbMetric.GOODPUT: "good req/s",
+          AbMetric.CAPACITY: "capacity"}  # fmt: skip
+METRIC_WORDS = {
+    AbMetric.THROUGHPUT: "Steady-state output-token throughput",
+    AbMetric.GOODPUT: "Goodput (requests per second that met every objective of the SLO)",
+    AbMetric.CAPACITY: "Capacity (the largest load meeting the SLO, each visit's bounded search: "
+    "where the binding objective crosses its limit)",
+}
+
+
+def _where(design: AbDesign, conc: int) -> str:
+    """``C64``, ``trace`` (a replay's one level) or ``capacity`` (an A/B on capacity)."""
+    return "capacity" if design.compared == AbMetric.CAPACITY else level_label(conc)
+
+
+def change_phrase(c: Comparison, design: AbDesign | None = None) -> str:
+    """``+12.8% at C64`` for a significant change, ``+1.2% at C80 (n.s.)`` otherwise (``in
+    capacity`` for an A/B on capacity)."""
     tail = {Verdict.NO_DIFFERENCE: " (n.s.)", Verdict.INCONCLUSIVE: " (inconclusive)"}.get(
         c.verdict, ""
     )
-    return f"{_pct(c.change)} at C{c.concurrency}{tail}"
+    where = level_label(c.concurrency) if design is None else _where(design, c.concurrency)
+    return f"{_pct(c.change)} {'in' if where == 'capacity' else 'at'} {where}{tail}"
 
 
 def headline(result: AbResult) -> str:
-    """One line: what the candidate did against the baseline at every concurrency."""
-    phrases = ", ".join(change_phrase(c) for c in result.comparisons) or "no comparison"
-    return f"{result.service} {result.knob} {result.baseline} → {result.candidate}: {phrases}"
+    """One line: what the candidate did against the baseline at every concurrency (and what
+    was compared, when not throughput)."""
+    phrases = ", ".join(change_phrase(c, result.design) for c in result.comparisons)
+    design = result.design
+    on = "" if design.metric is None else f" ({design.metric} under {design.slo})"
+    head = f"{result.service} {result.knob} {result.baseline} → {result.candidate}{on}"
+    return f"{head}: {phrases or 'no comparison'}"
 
 
 def _interval(lo: float, hi: float) -> str:
@@ -64,7 +87,9 @@ def _visits_table(result: AbResult) -> list[str]:
     lines = [
         f"Visits in the order they ran ({_order_words(result)}):",
         "",
-        "| # | round | order | arm | verification | " + " | ".join(f"C{c}" for c in levels) + " |",
+        "| # | round | order | arm | verification | "
+        + " | ".join(_where(result.design, c) for c in levels)
+        + " |",
         "|---|---|---|---|---|" + "---|" * len(levels),
     ]
     for i, v in enumerate(result.visits, 1):
@@ -143,9 +168,8 @@ def _analyses_table(result: AbResult) -> list[str]:
         decided = result.design.decided.get(c.concurrency)
         rounds, decision = (decided.rounds, decided.decision) if decided else (None, c.decision)
         at = f" at round {rounds}" if rounds else ""
-        lines.append(
-            f"| {c.concurrency} | {paired} | {boot} | {unpaired} | {cs} | {decision}{at} |"
-        )
+        where = _where(result.design, c.concurrency)
+        lines.append(f"| {where} | {paired} | {boot} | {unpaired} | {cs} | {decision}{at} |")
     first = next((c.paired for c in result.comparisons if c.paired), None)
     if first is not None and first.bootstrap_method:
         lines += ["", f"Bootstrap: {first.bootstrap_method}."]
@@ -198,23 +222,26 @@ def ab_markdown(result: AbResult) -> str:
     """The perf-plan table: per concurrency both arms' mean throughput, change, CI, verdict;
     then the visits, the three analyses, the stopping rule's cost and the anomalies."""
     knob, baseline, candidate = result.knob, result.baseline, result.candidate
+    design = result.design
+    unit = METRIC_UNITS[design.compared]
+    slo = f" under the SLO {design.slo}" if design.slo else ""
     lines = [
         f"## {result.service} `{knob}`: {baseline} → {candidate}",
         "",
         f"**{headline(result)}**",
         "",
-        f"| C | {knob}={baseline} tok/s | {knob}={candidate} tok/s | change | 95% CI | verdict |",
+        f"| C | {knob}={baseline} {unit} | {knob}={candidate} {unit} | change | 95% CI | verdict |",
         "|---|---|---|---|---|---|",
     ]
     for c in result.comparisons:
         lines.append(
-            f"| {c.concurrency} | {_arm_mean(result, baseline, c.concurrency)} "
+            f"| {_where(design, c.concurrency)} | {_arm_mean(result, baseline, c.concurrency)} "
             f"| {_arm_mean(result, candidate, c.concurrency)} | {_pct(c.change)} "
             f"| {_ci(c)} | {c.verdict} |"
         )
     lines += [
         "",
-        "Steady-state output-token throughput, candidate/baseline; "
+        f"{METRIC_WORDS[design.compared]}{slo}, candidate/baseline; "
         f"{result.comparisons[0].method if result.comparisons else ''}.",
         "",
         *_visits_table(result),

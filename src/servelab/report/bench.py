@@ -15,13 +15,16 @@ from typing import Any
 
 from rich.table import Table
 
+from servelab.core.ledger.codec import encode
 from servelab.core.load.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import run_evidence
 from servelab.core.telemetry.traces import TraceSummary
 from servelab.ops.bench.bench import BenchResult, LevelSummary
-from servelab.report.plots import ttft_phase_plot
+from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
+from servelab.report.slo import cache_text, slo_rows
+from servelab.report.text import level_label
 
 __all__ = [
     "CLIENT_REASONS",
@@ -29,6 +32,7 @@ __all__ = [
     "export_files",
     "failure_lines",
     "level_json",
+    "load_plot",
     "phase_lines",
     "phase_markdown",
     "phase_plot",
@@ -37,6 +41,7 @@ __all__ = [
     "records_jsonl_chunks",
     "result_json",
     "return_lines",
+    "sessions_csv",
     "summary_csv",
     "summary_markdown",
     "summary_table",
@@ -86,7 +91,16 @@ def _rows(level: LevelSummary) -> list[tuple[str, str]]:
             "loop lag p99 / max ms",
             f"{_f(level.loop_lag_p99_ms, 2)} / {_f(level.loop_lag_max_ms, 2)}",
         ),
+        ("prefix cache hit rate", cache_text(level.cache)),
+        *_slo(level),
     ]
+
+
+def _slo(level: LevelSummary) -> list[tuple[str, str]]:
+    """The goodput and the SLO's rows (none without an SLO)."""
+    if level.slo is None:
+        return []
+    return [("goodput req/s", _f(level.goodput, 2)), *slo_rows(level.slo)]
 
 
 def _steady(s: Summary) -> str:
@@ -101,7 +115,7 @@ def summary_table(result: BenchResult) -> Table:
     table = Table(title=title, caption=f"percentiles: {PERCENTILE_METHOD}")
     table.add_column("metric (mean ± σ | median | p90 | p99)")
     for level in result.levels:
-        table.add_column(f"C{level.concurrency}", justify="right")
+        table.add_column(level_label(level.concurrency), justify="right")
     names = [name for name, _ in _rows(result.levels[0])] if result.levels else []
     per_level = [dict(_rows(level)) for level in result.levels]
     for name in names:
@@ -115,7 +129,8 @@ def failure_lines(result: BenchResult) -> list[str]:
     for level in result.levels:
         if level.failures:
             why = ", ".join(f"{n} {reason}" for reason, n in level.failures.items())
-            lines.append(f"C{level.concurrency}: {level.n_requests - level.n_ok} failed ({why})")
+            failed = level.n_requests - level.n_ok
+            lines.append(f"{level_label(level.concurrency)}: {failed} failed ({why})")
     return lines
 
 
@@ -131,7 +146,7 @@ def recorded_line(result: BenchResult, ledger: str) -> str | None:
 def client_warnings(result: BenchResult) -> list[str]:
     """Why the client may have been the bottleneck, per concurrency."""
     return [
-        f"C{level.concurrency}: {CLIENT_REASONS.get(reason, reason)}"
+        f"{level_label(level.concurrency)}: {CLIENT_REASONS.get(reason, reason)}"
         for level in result.levels
         for reason in level.client_reasons
     ]
@@ -175,6 +190,8 @@ def level_json(level: LevelSummary) -> dict[str, Any]:
         },
         "connect_ms": _summary(level.connect_ms),
         "ttft_phases": None if level.traces is None else level.traces.to_json(),
+        "cache": encode(level.cache),
+        "slo": None if level.slo is None else encode(level.slo),
     }
     for name in _DIST:
         data[name] = _summary(getattr(level, name))
@@ -183,13 +200,19 @@ def level_json(level: LevelSummary) -> dict[str, Any]:
 
 def result_json(result: BenchResult) -> dict[str, Any]:
     """The whole result as one JSON-ready document."""
-    return {
+    doc = {
         "config": result.config.to_dict(),
         "interrupted": result.interrupted,
         "failed": result.n_failed,
         "percentile_method": PERCENTILE_METHOD,
         "levels": [level_json(level) for level in result.levels],
     }
+    sessions = [
+        {"repeat": run.repeat_index, **encode(s)} for run in result.runs for s in run.sessions
+    ]
+    if sessions:
+        doc["sessions"] = sessions
+    return doc
 
 
 def _traced(result: BenchResult) -> list[tuple[int, TraceSummary]]:
@@ -199,7 +222,7 @@ def _traced(result: BenchResult) -> list[tuple[int, TraceSummary]]:
 def _phase_rows(result: BenchResult) -> tuple[list[str], list[list[str]]]:
     """Head and rows of the phase table: one row per phase, p50 / p90 / p99 per concurrency."""
     traced = _traced(result)
-    head = ["TTFT phase ms (p50 / p90 / p99)", *(f"C{c}" for c, _ in traced)]
+    head = ["TTFT phase ms (p50 / p90 / p99)", *(level_label(c) for c, _ in traced)]
     names = list(traced[0][1].phases) if traced else []
     rows = []
     for name in names:
@@ -243,7 +266,7 @@ def return_lines(result: BenchResult) -> list[str]:
         q = t.phases.get("return")
         note = return_note(None if q is None else q.p50)
         if note is not None:
-            out.append(f"C{c}: {note}")
+            out.append(f"{level_label(c)}: {note}")
     return out
 
 
@@ -258,7 +281,7 @@ def telemetry_lines(result: BenchResult) -> list[str]:
         short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
         told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
         quiet = sum(1 for e in evidence if e["state"] == "quiet")
-        where = f"C{run.concurrency} run {run.repeat_index + 1}"
+        where = f"{level_label(run.concurrency)} run {run.repeat_index + 1}"
         out += [f"{where}: {line}" for line in told]
         counted = f"{where}: {quiet} of {len(evidence)} rule reading(s) quiet"
         if short:
@@ -281,7 +304,7 @@ def _too_short(evidence: Mapping[str, Any]) -> bool:
 def phase_lines(result: BenchResult) -> list[str]:
     """One line per traced concurrency whose requests were not all traced."""
     return [
-        f"C{c}: {t.n_untraced} of {t.n_requests} successful request(s) untraced "
+        f"{level_label(c)}: {t.n_untraced} of {t.n_requests} successful request(s) untraced "
         "(no server span arrived in time): left out of the phases, not counted as zero"
         for c, t in _traced(result)
         if t.n_untraced
@@ -293,7 +316,7 @@ def phase_plot(result: BenchResult) -> bytes | None:
     traced = _traced(result)
     if not traced:
         return None
-    bars = [(f"C{c}", {n: q.p50 for n, q in t.phases.items()}) for c, t in traced]
+    bars = [(level_label(c), {n: q.p50 for n, q in t.phases.items()}) for c, t in traced]
     label = result.config.label or result.config.url
     return ttft_phase_plot(bars, title=f"bench {label}: where the TTFT went")
 
@@ -302,7 +325,7 @@ def summary_markdown(result: BenchResult) -> str:
     """A markdown table, one column per concurrency."""
     if not result.levels:
         return "_no runs_\n"
-    head = "| metric | " + " | ".join(f"C{lv.concurrency}" for lv in result.levels) + " |"
+    head = "| metric | " + " | ".join(level_label(lv.concurrency) for lv in result.levels) + " |"
     sep = "|---|" + "---:|" * len(result.levels)
     rows = [dict(_rows(level)) for level in result.levels]
     body = [f"| {name} | " + " | ".join(r[name] for r in rows) + " |" for name in rows[0]]
@@ -315,12 +338,46 @@ def summary_csv(result: BenchResult) -> str:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     cols = [f"{name}_{stat}" for name in _DIST for stat in ("mean", "median", "p99")]
-    writer.writerow(["concurrency", "runs", "requests", "ok", "tok_s_mean", "tok_s_std", *cols])
+    tail = ["goodput", "slo_attainment", "slo_met", "cache_hit_rate"]
+    writer.writerow(["concurrency", "runs", "requests", "ok", "tok_s_mean", "tok_s_std", *cols,
+                     *tail])  # fmt: skip
     for lv in result.levels:
         stats = [getattr(getattr(lv, n), s) for n in _DIST for s in ("mean", "median", "p99")]
         t = lv.throughput
-        writer.writerow([lv.concurrency, lv.n_runs, lv.n_requests, lv.n_ok, t.mean, t.std, *stats])
+        slo = [None, None] if lv.slo is None else [lv.slo.attainment, lv.slo.met]
+        writer.writerow([lv.concurrency, lv.n_runs, lv.n_requests, lv.n_ok, t.mean, t.std, *stats,
+                         lv.goodput, *slo, lv.cache.hit_rate])  # fmt: skip
     return out.getvalue()
+
+
+def sessions_csv(result: BenchResult) -> str:
+    """One CSV row per conversation of a replayed trace and run: requests, failures, the hit
+    rate over every turn and over the turns after the first (empty: unknown)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["repeat", "session", "requests", "failed", "prompt_tokens", "cached_tokens",
+                     "hit_rate", "warm_hit_rate"])  # fmt: skip
+    for run in result.runs:
+        for s in run.sessions:
+            writer.writerow([run.repeat_index, s.session, s.requests, s.failed,
+                             s.cache.prompt_tokens, s.cache.cached_tokens, s.cache.hit_rate,
+                             s.warm.hit_rate])  # fmt: skip
+    return out.getvalue()
+
+
+def load_plot(result: BenchResult) -> bytes | None:
+    """Load over time next to TTFT, for the open-loop runs (a trace, a rate): what arrived and
+    what it cost, on one time axis; None when every run was a closed loop."""
+    runs = [r for r in result.runs if result.config.trace is not None or result.config.rate]
+    if not runs:
+        return None
+    run = runs[-1]
+    slo = result.config.slo
+    limits = [] if slo is None else [o for o in slo.objectives if o.metric == "ttft"]
+    label = result.config.label or result.config.url
+    where = f"{level_label(run.concurrency)} run {run.repeat_index + 1}"
+    return load_ttft_plot(run.records, title=f"bench {label} ({where}): load and TTFT",
+                          ttft_limit_ms=limits[0].limit_ms if limits else None)  # fmt: skip
 
 
 def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
@@ -333,7 +390,8 @@ def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
 
 def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     """The ``bench --export`` files: ``summary.md``, ``summary.csv``, ``records.jsonl``,
-    ``result.json``, and ``ttft_phases.png`` when runs were traced (name -> bytes, or chunks
+    ``result.json``, ``ttft_phases.png`` when runs were traced, ``sessions.csv`` for a replayed
+    trace's conversations and ``load_ttft.png`` for an open loop (name -> bytes, or chunks
     streamed as written: ``records.jsonl``; the CLI's one writer saves them, every write
     checked)."""
     doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
@@ -346,4 +404,9 @@ def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     plot = phase_plot(result)
     if plot is not None:
         files["ttft_phases.png"] = plot
+    if any(run.sessions for run in result.runs):
+        files["sessions.csv"] = sessions_csv(result).encode()
+    load = load_plot(result)
+    if load is not None:
+        files["load_ttft.png"] = load
     return files

@@ -17,10 +17,15 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
+from servelab.core.load.cache import CacheSummary
+from servelab.core.load.metrics import SloAttainment
 from servelab.report.runnotes import evidence_rows, return_note
+from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import page_sections
 from servelab.report.soak.words import finding_evidence, layer_advice, layer_title
+from servelab.report.text import level_label
 
 __all__ = [
     "CSS",
@@ -194,6 +199,19 @@ def _level_rows(level: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+def _judged_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The run's prefix-cache hit rate and, with an SLO, its goodput and verdicts (a run
+    recorded before they were: none)."""
+    rows = []
+    if isinstance(summary.get("cache"), Mapping):
+        rows.append(("prefix cache hit rate", cache_text(decode(CacheSummary, summary["cache"]))))
+    if isinstance(summary.get("slo"), Mapping):
+        goodput = (summary.get("metrics") or {}).get("goodput")
+        rows.append(("goodput req/s", _num(goodput, 2)))
+        rows += slo_rows(decode(SloAttainment, summary["slo"]))
+    return rows
+
+
 def _telemetry_lines(telemetry: Mapping[str, Any]) -> list[str]:
     out = ["## What the router and the engines counted", ""]
     for source in telemetry.get("sources") or ():
@@ -253,10 +271,11 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     (metric deltas; the TTFT decomposition, with ``phase_plot`` inline when given)."""
     level = run.summary.get("level") or {}
     conc = level.get("concurrency", run.config.get("concurrency", "?"))
-    out = [f"# Bench run {run.id}: C{conc}" + (f" ({run.label})" if run.label else ""), ""]
+    where = level_label(conc) if isinstance(conc, int) else f"C{conc}"
+    out = [f"# Bench run {run.id}: {where}" + (f" ({run.label})" if run.label else ""), ""]
     out += [f"Recorded {run.at}; {run.n_records} per-request record(s) kept.", ""]
     out += ["| metric | value |", "|---|---:|"]
-    out += [f"| {k} | {v} |" for k, v in _level_rows(level)]
+    out += [f"| {k} | {v} |" for k, v in [*_level_rows(level), *_judged_rows(run.summary)]]
     out.append("")
     failures = run.summary.get("failures") or {}
     if failures:

@@ -1,5 +1,5 @@
-"""PNG plots of recorded A/B experiments and tunes, and of where bench runs' TTFT went (bytes; the
-caller saves them).
+"""PNG plots of recorded A/B experiments and tunes, of where bench runs' TTFT went, and of an
+open-loop run's load next to its TTFT (bytes; the caller saves them).
 
 matplotlib with the Agg canvas set explicitly on each figure (no pyplot, no GUI, no global backend
 switch at import). Output is deterministic for the same input: no timestamps in the PNG metadata.
@@ -14,11 +14,14 @@ from collections.abc import Mapping, Sequence
 from servelab.core.ab.result import AbArm, AbResult
 from servelab.core.ab.tune import TuneState
 from servelab.core.ledger.evidence import BenchRunRecord
+from servelab.core.load.metrics import ttft_ns
+from servelab.core.load.records import RequestRecord
 from servelab.core.stats import mean, sample_std
 from servelab.core.telemetry.traces import PHASES
 from servelab.report.pages import run_phases
 
-__all__ = ["ab_plot", "arm_curve", "run_phase_plot", "ttft_phase_plot", "tune_plot"]
+__all__ = ["ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
+           "ttft_phase_plot", "tune_plot"]  # fmt: skip
 
 _PNG_METADATA = {"Software": None}
 
@@ -104,7 +107,9 @@ def run_phase_plot(run: BenchRunRecord) -> bytes | None:
     return ttft_phase_plot([(f"C{conc}", p50)], title=f"Bench run #{run.id}: where the TTFT went")
 
 
-def tune_plot(levels: Sequence[tuple[int, TuneState]], *, title: str) -> bytes:
+def tune_plot(
+    levels: Sequence[tuple[int, TuneState]], *, title: str, unit: str = "output tokens/s"
+) -> bytes:
     """One panel per concurrency: each arm's value per block (a line that ends where the arm was
     dropped), the leader's drawn thicker; PNG bytes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
@@ -121,12 +126,76 @@ def tune_plot(levels: Sequence[tuple[int, TuneState]], *, title: str) -> bytes:
                 ax.plot(range(1, len(values) + 1), values, marker="o", label=arm,
                         linewidth=2.5 if arm == leader else 1.0)  # fmt: skip
         ax.set_xlabel("block")
-        ax.set_ylabel("output tokens/s")
-        ax.set_title(f"C{level}", fontsize=10)
+        ax.set_ylabel(unit)
+        ax.set_title(f"C{level}" if level else "capacity", fontsize=10)
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata=_PNG_METADATA)
+    return buf.getvalue()
+
+
+def load_series(
+    records: Sequence[RequestRecord],
+) -> tuple[list[tuple[float, int]], list[tuple[float, float]], list[tuple[float, float]]]:
+    """Seconds from the first scheduled send: the requests in flight after each send and end
+    (a step), the arrivals per second in about 60 bins, and each successful request's TTFT (ms)
+    at its scheduled time."""
+    measured = [r for r in records if not r.warmup and r.sent_ns]
+    if not measured:
+        return [], [], []
+    t0 = min(r.scheduled_ns for r in measured)
+    marks = sorted([(r.sent_ns, 1) for r in measured]
+                   + [(r.end_ns, -1) for r in measured if r.end_ns is not None])  # fmt: skip
+    flight, level = [], 0
+    for t, step in marks:
+        level += step
+        flight.append(((t - t0) / 1e9, level))
+    span = max((t for t, _ in flight), default=0.0)
+    width = max(span / 60, 0.1)
+    bins = [0] * (int(span / width) + 1)
+    for r in measured:
+        bins[min(int((r.scheduled_ns - t0) / 1e9 / width), len(bins) - 1)] += 1
+    arrivals = [(i * width, n / width) for i, n in enumerate(bins)]
+    ttfts = [((r.scheduled_ns - t0) / 1e9, x / 1e6)
+             for r in measured if r.ok and (x := ttft_ns(r)) is not None]  # fmt: skip
+    return flight, arrivals, ttfts
+
+
+def load_ttft_plot(
+    records: Sequence[RequestRecord], *, title: str, ttft_limit_ms: float | None = None
+) -> bytes:
+    """Two panels on one time axis: the load (requests in flight, arrivals per second) above,
+    each request's TTFT below (with the SLO's TTFT limit when given); PNG bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
+    from matplotlib.figure import Figure
+
+    flight, arrivals, ttfts = load_series(records)
+    fig = Figure(figsize=(7.2, 5.2), dpi=100)
+    FigureCanvasAgg(fig)
+    load_ax, ttft_ax = fig.subplots(2, 1, sharex=True)
+    if flight:
+        load_ax.step([t for t, _ in flight], [n for _, n in flight], where="post",
+                     label="in flight")  # fmt: skip
+    if arrivals:
+        width = arrivals[1][0] - arrivals[0][0] if len(arrivals) > 1 else 0.1
+        load_ax.bar([t for t, _ in arrivals], [r for _, r in arrivals], width=width,
+                    align="edge", alpha=0.35, label="arrivals / s")  # fmt: skip
+    load_ax.set_ylabel("requests")
+    load_ax.set_title(title, fontsize=10)
+    load_ax.grid(True, alpha=0.3)
+    load_ax.legend(fontsize=7, loc="upper left")
+    if ttfts:
+        ttft_ax.scatter([t for t, _ in ttfts], [v for _, v in ttfts], s=4, label="TTFT")
+    if ttft_limit_ms is not None:
+        ttft_ax.axhline(ttft_limit_ms, color="red", linewidth=1, label="SLO limit")
+        ttft_ax.legend(fontsize=7, loc="upper left")
+    ttft_ax.set_xlabel("seconds from the first scheduled request")
+    ttft_ax.set_ylabel("TTFT ms")
+    ttft_ax.grid(True, alpha=0.3)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", metadata=_PNG_METADATA)

@@ -58,6 +58,7 @@ from servelab.ops.progress import (
     VerifyingLayers,
     VisitStarted,
 )
+from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
     from servelab.ops.bench.bench import BenchProgress
@@ -249,5 +250,5 @@ def _bisect(event: BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided) 
 def describe_level(event: BenchProgress) -> str | None:
     """A bench level's line once every request of it was measured (None: not that moment)."""
     if event.phase == "run" and event.done == event.total:
-        return f"  C{event.concurrency}: {event.total} requests measured"
+        return f"  {level_label(event.concurrency)}: {event.total} requests measured"
     return None

@@ -7,7 +7,7 @@ import io
 
 from rich.console import Console, RenderableType
 
-__all__ = ["plain_text", "show_value"]
+__all__ = ["level_label", "plain_text", "show_value"]
 
 
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:
@@ -23,3 +23,9 @@ def plain_text(*renderables: RenderableType, width: int = 120) -> str:
 def show_value(value: str | None) -> str:
     """A knob value as the reports show it: ``(unset)`` for None."""
     return "(unset)" if value is None else value
+
+
+def level_label(concurrency: int) -> str:
+    """A bench level as the reports name it: ``C64``, or ``trace`` for a trace replay (its one
+    level, numbered 0: it has no concurrency)."""
+    return "trace" if concurrency == 0 else f"C{concurrency}"

@@ -17,9 +17,10 @@ from servelab.core.ab.tune import (
     TuneOutcome,
     TuneState,
 )
-from servelab.core.ab.tunerun import LevelTune, TuneRecord
+from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import encode
 from servelab.ops.ab.tune import TunePlan
+from servelab.report.ab import METRIC_UNITS, METRIC_WORDS
 from servelab.report.plots import tune_plot
 from servelab.report.text import show_value
 
@@ -68,7 +69,8 @@ def _winner_words(tune: LevelTune) -> str:
 def headline(record: TuneRecord) -> str:
     """One line: each concurrency's winner, and the arm they agree on."""
     knobs = ", ".join(f"{k.service} {k.knob}" for k in record.knobs)
-    each = "; ".join(f"C{t.level}: {t.result.winner or 'no winner'}" for t in record.tunes)
+    each = "; ".join(f"{_where(record.metric, t.level)}: {t.result.winner or 'no winner'}"
+                     for t in record.tunes)  # fmt: skip
     best = f"best {record.best}" if record.best is not None else "no arm best at every level"
     return f"tune {knobs}: {each or 'nothing measured'} ({best})"
 
@@ -92,13 +94,19 @@ def _together(tune: LevelTune) -> list[str]:
     return [f"Not told apart: {', '.join(arms)} (no interval orders them)." for arms in groups]
 
 
-def _level(tune: LevelTune) -> list[str]:
+def _where(metric: TuneMetric, level: int) -> str:
+    """``C64``, or ``capacity`` (a tune on capacity: one search per visit)."""
+    return "capacity" if metric == TuneMetric.CAPACITY else f"C{level}"
+
+
+def _level(tune: LevelTune, metric: TuneMetric) -> list[str]:
     state, result = tune.state, tune.result
     rule = state.rule
     lines = [
-        f"### C{tune.level}: {_winner_words(tune)}",
+        f"### {_where(metric, tune.level)}: {_winner_words(tune)}",
         "",
-        "| rank | arm | status | tok/s (geometric mean, blocks) | vs leader | interval "
+        f"| rank | arm | status | {METRIC_UNITS[metric]} (geometric mean, blocks) | vs leader | "
+        "interval "
         f"({rule.alpha:.2g} family-wise) | shown better than |",
         "|---|---|---|---|---|---|---|",
     ]
@@ -145,6 +153,10 @@ def _cost(record: TuneRecord) -> list[str]:
     ]
 
 
+def _slo(record: TuneRecord) -> str:
+    return "" if record.slo is None else f" under the SLO {record.slo}"
+
+
 def tune_markdown(record: TuneRecord) -> str:
     """The tune: per concurrency the ranking, the eliminations and the stop; then the agreed
     best, how the knobs were left, the method and the cost."""
@@ -152,7 +164,7 @@ def tune_markdown(record: TuneRecord) -> str:
     rule = record.rule
     lines = [f"## tune {knobs}: {len(record.arms)} arms", "", f"**{headline(record)}**", ""]
     for tune in record.tunes:
-        lines += _level(tune)
+        lines += _level(tune, record.metric)
     best = (
         f"Best at every level (the winner, or equivalent to it, at each): **{record.best}**."
         if record.best is not None
@@ -163,7 +175,7 @@ def tune_markdown(record: TuneRecord) -> str:
         best,
         _left(record),
         "",
-        f"Steady-state output-token {record.metric} per visit; blocks in a seeded "
+        f"{METRIC_WORDS[record.metric]}{_slo(record)} per visit; blocks in a seeded "
         f"{rule.order} order (seed {rule.seed}); {method}, at α = {rule.alpha:g} family-wise "
         f"(split over {len(record.levels)} level(s)), margin ±{rule.margin * 100:g}%, "
         f"{rule.boundary} boundary, at most {rule.max_rounds} blocks.",
@@ -182,7 +194,8 @@ def tune_png(record: TuneRecord) -> bytes:
     """Each concurrency's values per block, one line per arm (PNG bytes)."""
     knobs = ", ".join(k.knob for k in record.knobs)
     title = f"tune #{record.tune_id}: {knobs}" if record.tune_id else f"tune: {knobs}"
-    return tune_plot([(t.level, t.state) for t in record.tunes], title=title)
+    return tune_plot([(t.level, t.state) for t in record.tunes], title=title,
+                     unit=METRIC_UNITS[record.metric])  # fmt: skip
 
 
 def plan_markdown(plan: TunePlan) -> str:

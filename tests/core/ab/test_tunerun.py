@@ -130,6 +130,13 @@ def test_a_visit_without_the_metric_is_refused() -> None:
         replay(("256", "512", "768"), TuneRule(), (64,), TuneMetric.THROUGHPUT, visits)
 
 
+def test_goodput_and_capacity_are_read_where_an_ab_keeps_them() -> None:
+    visit = _visit("256", 1, {64: 3.5, 0: 52.0}, 0)
+    assert objective_value(TuneMetric.GOODPUT, visit, 64) == 3.5
+    assert objective_value(TuneMetric.CAPACITY, visit, 0) == 52.0
+    assert objective_value(TuneMetric.GOODPUT, _visit("256", 1, {64: 0.0}, 0), 64) is None
+
+
 def _level(level: int, winner: str | None, equivalent: tuple[str, ...] = ()) -> LevelTune:
     arms = ("a", "b", "c")
     state = start_tune(arms, TuneRule())

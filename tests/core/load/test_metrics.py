@@ -6,6 +6,7 @@ import pytest
 
 from servelab.core.load import metrics as m
 from servelab.core.load.records import RequestRecord
+from servelab.core.load.slo import parse_slo
 
 MS = 1_000_000
 
@@ -54,7 +55,7 @@ def test_run_metrics_throughput_and_goodput() -> None:
     slow = _record(events=((400, 1), (900, 1)), end=1000)
     failed = _record(events=EVENTS)
     failed.fail("http 500")
-    run = m.run_metrics([fast, slow, failed], slo=m.SLO(ttft_ms=100))
+    run = m.run_metrics([fast, slow, failed], slo=parse_slo("ttft_p99=100ms"))
     assert (run.n_requests, run.n_ok, run.n_failed) == (3, 2, 1)
     assert run.duration_s == pytest.approx(1.0)
     assert run.output_tokens == 7

@@ -135,3 +135,60 @@ def test_what_is_not_a_request_record_is_not_packed() -> None:
     assert pack_record({**data, "event_tokens": [1]}) is None  # lengths differ
     with pytest.raises(ValueError, match="not a packed"):
         unpack_record(b"\x09junk")
+
+
+def test_cached_tokens_and_session_round_trip_and_old_tails_still_read() -> None:
+    cached = _measured(events=2)
+    cached.cached_tokens, cached.session = 0, 3
+    ids_only = _measured(events=2)
+    ids_only.request_id, ids_only.traceparent = "rid", "00-tp"
+    neither = RequestRecord(index=1, scheduled_ns=0, cached_tokens=1200)
+    for record in (cached, ids_only, neither):
+        packed = pack_record(record_to_dict(record))
+        assert packed is not None and record_from_dict(unpack_record(packed)) == record
+    # a blob an older servelab wrote: the ids' tail without the numbers
+    old = pack_record(record_to_dict(ids_only))
+    assert old is not None and old.endswith(b"\x00\x00")
+    back = unpack_record(old[:-2])
+    assert (back["request_id"], back["cached_tokens"], back["session"]) == ("rid", None, None)
+    assert pack_record({**record_to_dict(cached), "cached_tokens": -1}) is None
+
+
+DETAILS_7 = {"cached_tokens": 7}
+NOT_A_COUNT = {"cached_tokens": "7"}
+
+
+USAGE = {"prompt_tokens": 9, "completion_tokens": 1}
+
+
+@pytest.mark.parametrize(
+    ("details", "expected"),
+    [
+        ({}, None),  # no prompt_tokens_details: the report is off
+        ({"prompt_tokens_details": None}, 0),  # SGLang's way of saying 0
+        ({"prompt_tokens_details": {"cached_tokens": 7}}, 7),
+        ({"prompt_tokens_details": {}}, None),
+        ({"prompt_tokens_details": {"cached_tokens": "7"}}, None),
+    ],
+)
+def test_the_usage_cached_tokens_are_read_as_the_engines_write_them(
+    details: dict[str, object], expected: int | None
+) -> None:
+    usage = USAGE | details
+    record = _run(_chunk("a") + "data: " + json.dumps({"choices": [], "usage": usage}) + "\n\n"
+                  + "data: [DONE]\n\n")  # fmt: skip
+    assert record.input_tokens == 9 and record.cached_tokens == expected
+
+
+def test_a_tool_calls_argument_fragments_are_its_tokens() -> None:
+    """An agent's answer is often a tool call: its first fragment is its first token (TTFT)."""
+
+    def call(delta: dict[str, object]) -> str:
+        return "data: " + json.dumps({"choices": [{"index": 0, "delta": delta}]}) + "\n\n"
+
+    head = call({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                                 "function": {"name": "read_file", "arguments": ""}}]})  # fmt: skip
+    parts = [call({"tool_calls": [{"index": 0, "function": {"arguments": a}}]})
+             for a in ('{"path"', ': "a.py"}')]  # fmt: skip
+    record = _run(head + "".join(parts) + "data: [DONE]\n\n")
+    assert record.event_tokens == [0, 1, 1] and record.output_tokens == 2

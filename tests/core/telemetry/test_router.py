@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import servelab.core.telemetry.router as rm_mod
-from servelab.core.telemetry.router import parse_labeled, parse_loads, router_metrics
+from servelab.core.telemetry.router import (
+    parse_labeled,
+    parse_loads,
+    router_metrics,
+    routing_policy,
+)
 
 TEXT = """# TYPE smg_worker_cb_state gauge
 smg_worker_cb_state{worker="http://127.0.0.1:1"} 0
@@ -35,3 +40,19 @@ def test_a_source_that_does_not_answer_is_unknown() -> None:
     assert router_metrics(None).open_circuits == []
     assert parse_loads(None) is None
     assert parse_loads('{"workers":[{"worker":"http://h:1/","load":2}]}') == {"http://h:1": 2.0}
+
+
+def test_the_routing_policy_is_the_selection_counters_label() -> None:
+    """sglang-router 0.3.2 labels each worker pick with its policy (as scraped from it)."""
+    text = (
+        "# TYPE smg_worker_selection_total counter\n"
+        'smg_worker_selection_total{worker_type="prefill",connection_mode="http",'
+        'model="servelab-sim",policy="cache_aware"} 146\n'
+        'smg_worker_selection_total{worker_type="decode",connection_mode="http",'
+        'model="servelab-sim",policy="round_robin"} 146\n'
+    )
+    assert routing_policy(text, "prefill") == "cache_aware"
+    assert routing_policy(text, "decode") == "round_robin"
+    assert routing_policy(text) is None  # two policies: --policy alone does not say which
+    assert routing_policy(text.replace("round_robin", "cache_aware")) == "cache_aware"
+    assert routing_policy("smg_worker_health 1\n") is None  # nothing routed yet: unknown

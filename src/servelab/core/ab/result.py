@@ -37,8 +37,10 @@ from servelab.core.ab.sequential import (
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
+    "CAPACITY_LEVEL",
     "AbArm",
     "AbDesign",
+    "AbMetric",
     "AbResult",
     "ArmVisit",
     "Decided",
@@ -60,6 +62,21 @@ class Keep(StrEnum):
     BETTER = "better"
     BASELINE = "baseline"
     CANDIDATE = "candidate"
+
+
+class AbMetric(StrEnum):
+    """What each visit measures and the arms are compared on (stored: values unchanged):
+    output tok/s per concurrency (the steady state's), goodput per concurrency (requests/s that
+    met the SLO), or the capacity (the largest load meeting the SLO, one value per visit, under
+    :data:`CAPACITY_LEVEL`)."""
+
+    THROUGHPUT = "throughput"
+    GOODPUT = "goodput"
+    CAPACITY = "capacity"
+
+
+#: The one "concurrency" an A/B on capacity keys its values by (the search spans the levels).
+CAPACITY_LEVEL = 0
 
 
 class Stop(StrEnum):
@@ -119,9 +136,10 @@ class Decided:
 class AbDesign:
     """How the A/B ran: the visit order (``order_seed`` for ``random``), the stopping rule
     (``until_decided`` within ``max_rounds`` rounds, ``margin``, ``boundary``), the concurrencies,
-    then what happened: the rounds run, why it stopped, each concurrency's decision, the cost of
-    the visits and of the fixed design of ``max_rounds`` rounds (priced at ``gpus`` GPUs), the
-    journal's session, and every drop of throughput with concurrency (significant or not)."""
+    the metric compared (and the SLO judging it), then what happened: the rounds run, why it
+    stopped, each concurrency's decision, the cost of the visits and of the fixed design of
+    ``max_rounds`` rounds (priced at ``gpus`` GPUs), the journal's session, and every drop of
+    throughput with concurrency (significant or not)."""
 
     order: Order = ORDER_ABBA
     order_seed: int = 0
@@ -139,6 +157,16 @@ class AbDesign:
     session_id: int | None = None
     resumed: bool = False
     drops: tuple[Anomaly, ...] = ()
+    #: what the arms are compared on (None: throughput, as every A/B before the metric was
+    #: recorded), and the SLO that judged it (``--slo``'s text; None: none); left out of the
+    #: JSON while None, so an older A/B is written back as it was stored
+    metric: Annotated[AbMetric | None, OMITTED_IF_NONE] = None
+    slo: Annotated[str | None, OMITTED_IF_NONE] = None
+
+    @property
+    def compared(self) -> AbMetric:
+        """What the arms were compared on."""
+        return self.metric or AbMetric.THROUGHPUT
 
     @property
     def looks(self) -> int | None:
@@ -212,10 +240,19 @@ def undecided_levels(result: AbResult, rnd: int) -> tuple[int, ...]:
         c
         for c in design.concurrencies
         if first_decision(
-            log_ratios(base.get(c, []), cand.get(c, [])), design.margin, looks=design.looks
+            _positive_log_ratios(base.get(c, []), cand.get(c, [])), design.margin,
+            looks=design.looks,
         )[1]
         == Decision.UNDECIDED
-    )
+    )  # fmt: skip
+
+
+def _positive_log_ratios(base: Sequence[float], cand: Sequence[float]) -> tuple[float, ...]:
+    """The per-round log ratios; none while a value is not positive (a goodput of 0: no
+    ratio, so the stopping rule cannot decide on it)."""
+    if any(v <= 0 for v in (*base, *cand)):
+        return ()
+    return log_ratios(base, cand)
 
 
 def _stopped(result: AbResult) -> Stop:
@@ -264,7 +301,11 @@ def conclude(result: AbResult) -> AbResult:
                                candidate_label=result.candidate, margin=design.margin,
                                looks=design.looks)  # fmt: skip
     decided = {
-        c: Decided(*first_decision(log_ratios(base[c], cand[c]), design.margin, looks=design.looks))
+        c: Decided(
+            *first_decision(
+                _positive_log_ratios(base[c], cand[c]), design.margin, looks=design.looks
+            )
+        )
         for c in sorted(set(base) & set(cand))
     }
     drops = (*curve_drops(result.baseline, base), *curve_drops(result.candidate, cand))

@@ -32,11 +32,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
-from typing import assert_never
+from typing import Annotated, assert_never
 
 from servelab.core.ab.design import DesignCost, fixed_design, spent
-from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.result import AbMetric, ArmVisit
 from servelab.core.ab.tune import (
     ArmStatus,
     TuneResult,
@@ -47,6 +46,7 @@ from servelab.core.ab.tune import (
     tune_result,
     visit_order,
 )
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
     "LevelTune",
@@ -65,10 +65,9 @@ __all__ = [
 ]
 
 
-class TuneMetric(StrEnum):
-    """What a tune maximizes at each level (stored: values unchanged)."""
-
-    THROUGHPUT = "throughput"
+#: What a tune maximizes at each level: an A/B's metrics (stored: values unchanged). Each visit
+#: keeps its values under ``throughput`` whatever the metric, as an A/B's visit does.
+TuneMetric = AbMetric
 
 
 @dataclass(frozen=True)
@@ -101,8 +100,8 @@ def objective_value(metric: TuneMetric, visit: ArmVisit, level: int) -> float | 
     """The value ``metric`` takes in ``visit`` at concurrency ``level`` (None: not measured, or
     not positive). The one place a metric is read: another metric is another case here."""
     match metric:
-        case TuneMetric.THROUGHPUT:
-            value = visit.throughput.get(level)
+        case AbMetric.THROUGHPUT | AbMetric.GOODPUT | AbMetric.CAPACITY:
+            value = visit.throughput.get(level)  # the visit's value of its metric
         case _:
             assert_never(metric)
     return value if value is not None and value > 0 else None
@@ -189,7 +188,8 @@ class TuneRecord:
     every level), the visits in the order they ran; then what they support: each level's tune,
     the arm the levels agree on (``best``), the cost against the full design, whether
     ``max_minutes`` ended it, and how the deployment was left (``kept``: the arm left live, else
-    ``original`` restored)."""
+    ``original`` restored). ``slo``: the SLO goodput and capacity are judged by (``--slo``'s
+    text; None: none, left out of the record)."""
 
     knobs: tuple[TuneKnob, ...]
     arms: tuple[TuneArm, ...]
@@ -209,6 +209,7 @@ class TuneRecord:
     full_cost: DesignCost | None = None
     tune_id: int | None = None
     resumed: bool = False
+    slo: Annotated[str | None, OMITTED_IF_NONE] = None
 
     @property
     def labels(self) -> tuple[str, ...]:

@@ -2,7 +2,8 @@
 
 Definitions (all latencies from the SCHEDULED send time, so waiting for a slot is never hidden):
 
-- TTFT: first event with non-empty content − scheduled send (an empty role chunk does not count).
+- TTFT: first event with non-empty content (text, reasoning, a tool call's arguments) − scheduled
+  send (an empty role chunk does not count).
 - dispatch delay: actual send − scheduled send (the client's own lateness; reported separately).
 - per-gap ITL: every gap between consecutive content events after the first content event
   (events that carry no content, such as the finish or usage chunk, are not gaps between tokens).
@@ -10,20 +11,36 @@ Definitions (all latencies from the SCHEDULED send time, so waiting for a slot i
 - E2E: end of body − scheduled send.
 - output-token throughput: output tokens of successful requests / run wall time; request
   throughput likewise; goodput: successful requests meeting every SLO / run wall time.
+
+Against an SLO (:mod:`servelab.core.load.slo`), each objective is judged on its metric's values
+in the run: a successful request gives its TTFT, TPOT (two or more output tokens) and E2E, and each
+of its gaps; a failed request counts once, outside every limit. The objective is met when the share
+within the limit is at least its percentile, and that share's exact binomial interval
+(Clopper-Pearson, 95%) says whether it is surely met or missed (values taken as independent: the
+gaps of one request are not quite, so an ``itl`` interval is somewhat narrow). A request meets the
+SLO (goodput) when it succeeded, its TTFT, TPOT and E2E are within their limits, and the share of
+its own gaps within an ``itl`` limit is at least that objective's percentile.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from pydantic import computed_field
+
 from servelab.core.load.records import RequestRecord
+from servelab.core.load.slo import SLO, Objective, SloMetric
+from servelab.core.stats import percentile, scipy_stats
 
 __all__ = [
-    "SLO",
+    "SLO_CONFIDENCE",
+    "ObjectiveResult",
     "RunMetrics",
+    "SloAttainment",
     "content_event_ns",
     "dispatch_delay_ns",
     "e2e_ns",
@@ -32,6 +49,7 @@ __all__ = [
     "itl_ns",
     "meets_slo",
     "run_metrics",
+    "slo_attainment",
     "steady_window_ns",
     "tokens_between",
     "tpot_ns",
@@ -39,13 +57,8 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
-class SLO:
-    """Service-level objectives for goodput, in milliseconds; ``None`` means no limit."""
-
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
-    e2e_ms: float | None = None
+#: The confidence of an objective's interval.
+SLO_CONFIDENCE = 0.95
 
 
 def content_event_ns(record: RequestRecord) -> list[int]:
@@ -91,17 +104,130 @@ def tpot_ns(record: RequestRecord) -> float | None:
     return (total - first) / (record.output_tokens - 1)
 
 
+def _values_ns(record: RequestRecord, metric: SloMetric) -> list[float] | None:
+    """A successful request's values of ``metric``: none where it is undefined (TPOT below two
+    tokens, ITL without a gap), None where it must be and is not (no content: no TTFT)."""
+    if metric == SloMetric.ITL:
+        return [float(g) for g in gaps_ns(record)]
+    one = {SloMetric.TTFT: ttft_ns, SloMetric.TPOT: tpot_ns, SloMetric.E2E: e2e_ns}[metric](record)
+    if one is None:
+        return [] if metric == SloMetric.TPOT else None
+    return [float(one)]
+
+
+def _holds(objective: Objective, within: int, n: int) -> bool:
+    return n > 0 and within * 100.0 >= objective.percentile * n - 1e-9
+
+
 def meets_slo(record: RequestRecord, slo: SLO) -> bool:
-    """True when a successful request is within every limit of ``slo``."""
-    checks = (
-        (slo.ttft_ms, ttft_ns(record)),
-        (slo.tpot_ms, tpot_ns(record)),
-        (slo.e2e_ms, e2e_ns(record)),
-    )
-    for limit, value in checks:
-        if limit is not None and (value is None or value > limit * 1e6):
+    """True when a successful request is within every objective of ``slo`` (an ``itl``
+    objective: at least its percentile of the request's own gaps within the limit)."""
+    if not record.ok:
+        return False
+    for objective in slo.objectives:
+        values = _values_ns(record, objective.metric)
+        if values is None:
             return False
-    return record.ok
+        within = sum(v <= objective.limit_ms * 1e6 for v in values)
+        if values and not _holds(objective, within, len(values)):
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectiveResult:
+    """One objective judged on a run: ``n`` values (a failed request is one, outside),
+    ``within`` the limit, the run's percentile of the successful values (``value_ms``, type 7;
+    NaN without any), and the share within's Clopper-Pearson interval ``[low, high]``."""
+
+    objective: Objective
+    n: int
+    within: int
+    value_ms: float
+    low: float
+    high: float
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def attainment(self) -> float:
+        """The share of values within the limit (NaN without values)."""
+        return self.within / self.n if self.n else math.nan
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def met(self) -> bool:
+        """At least the objective's percentile of the values were within the limit."""
+        return _holds(self.objective, self.within, self.n)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def sure(self) -> bool:
+        """The interval lies wholly on the side of the verdict (met: its low end at or above the
+        share; missed: its high end below)."""
+        share = self.objective.share
+        return self.n > 0 and (self.low >= share if self.met else self.high < share)
+
+
+@dataclass(frozen=True, slots=True)
+class SloAttainment:
+    """A run (or the pooled runs of a level) against an SLO: each objective, and how many of its
+    ``requests`` were ``good`` (succeeded within every objective: :func:`meets_slo`)."""
+
+    slo: SLO
+    objectives: tuple[ObjectiveResult, ...]
+    requests: int
+    good: int
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def attainment(self) -> float:
+        """The share of requests that met every objective (NaN without requests)."""
+        return self.good / self.requests if self.requests else math.nan
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def met(self) -> bool:
+        """Every objective met."""
+        return all(o.met for o in self.objectives)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def sure(self) -> bool:
+        """Every objective's verdict sure at :data:`SLO_CONFIDENCE`."""
+        return all(o.sure for o in self.objectives)
+
+
+def _clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """The exact binomial interval of ``k`` successes in ``n`` (Clopper & Pearson 1934)."""
+    if n == 0:
+        return math.nan, math.nan
+    beta, alpha = scipy_stats().beta, 1.0 - SLO_CONFIDENCE
+    low = 0.0 if k == 0 else float(beta.ppf(alpha / 2, k, n - k + 1))
+    high = 1.0 if k == n else float(beta.ppf(1 - alpha / 2, k + 1, n - k))
+    return low, high
+
+
+def _judge(records: Sequence[RequestRecord], objective: Objective) -> ObjectiveResult:
+    each = [_values_ns(r, objective.metric) if r.ok else None for r in records]
+    values = sorted(v for got in each if got is not None for v in got)
+    failed = sum(got is None for got in each)
+    limit = objective.limit_ms * 1e6
+    within = sum(v <= limit for v in values)
+    n = len(values) + failed
+    low, high = _clopper_pearson(within, n)
+    value = percentile(values, objective.percentile) / 1e6 if values else math.nan
+    return ObjectiveResult(objective, n, within, value, low, high)
+
+
+def slo_attainment(records: Sequence[RequestRecord], slo: SLO) -> SloAttainment:
+    """The measured (not warm-up) ``records`` against ``slo``."""
+    measured = [r for r in records if not r.warmup]
+    return SloAttainment(
+        slo,
+        tuple(_judge(measured, o) for o in slo.objectives),
+        len(measured),
+        sum(1 for r in measured if meets_slo(r, slo)),
+    )
 
 
 def failures_by_reason(records: Iterable[RequestRecord]) -> dict[str, int]:

@@ -29,6 +29,7 @@ __all__ = [
     "REASON_TRUNCATED",
     "RequestRecord",
     "StreamAccumulator",
+    "cached_tokens",
     "decode_chunks",
     "http_reason",
     "pack_record",
@@ -74,6 +75,13 @@ class RequestRecord:
     #: (:func:`servelab.core.telemetry.traces.request_identity`): how server spans find this record.
     request_id: str = ""
     traceparent: str = ""
+    #: The prompt tokens the engine served from its prefix cache, as its ``usage`` said
+    #: (``prompt_tokens_details.cached_tokens``; a ``null`` details object is 0, SGLang's way of
+    #: saying none with ``--enable-cache-report``); None: not reported.
+    cached_tokens: int | None = None
+    #: A replayed trace's conversation this request is a turn of (its ordinal in the trace's
+    #: order of first appearance); None: not a turn of one.
+    session: int | None = None
 
     @property
     def ok(self) -> bool:
@@ -105,10 +113,11 @@ def record_from_dict(data: dict[str, Any]) -> RequestRecord:
 # output_tokens, the event count and (uniform token counts) the one count; then error and
 # error_detail (varint length + UTF-8); then the event times as deltas (the first from sent_ns,
 # each next from the one before) packed as int32 (int64 when one does not fit), then the token
-# counts packed as uint8/uint16/uint32/int64 unless they are all equal; then, only when either is
-# set, request_id and traceparent (varint length + UTF-8 each; a blob without this tail reads back
-# with both empty, so every blob written before they existed still decodes). Lossless: every
-# nanosecond comes back.
+# counts packed as uint8/uint16/uint32/int64 unless they are all equal; then, only when any is
+# set, request_id and traceparent (varint length + UTF-8 each) and cached_tokens + 1 and
+# session + 1 (varints, 0 for None). A blob without this tail reads back with both ids empty and
+# both numbers None, one with the ids alone with both numbers None, so every blob written before
+# they existed still decodes. Lossless: every nanosecond comes back.
 
 _PACK_VERSION = 1
 _F_USAGE, _F_WARMUP, _F_FIRST, _F_END, _F_STATUS, _F_ERROR, _F_WIDE, _F_UNIFORM = (
@@ -117,6 +126,7 @@ _F_USAGE, _F_WARMUP, _F_FIRST, _F_END, _F_STATUS, _F_ERROR, _F_WIDE, _F_UNIFORM 
 _FIELD_SET = frozenset(f.name for f in fields(RequestRecord))
 _INT_FIELDS = ("index", "scheduled_ns", "input_tokens", "sent_ns", "output_tokens")
 _OPTIONAL_INTS = ("first_byte_ns", "end_ns", "status")
+_TAIL_NUMBERS = ("cached_tokens", "session")
 _I32 = (-(2**31), 2**31 - 1)
 _TOKEN_CODES = ((0xFF, "B"), (0xFFFF, "H"), (0xFFFFFFFF, "I"))
 
@@ -153,10 +163,19 @@ def _packable(data: Mapping[str, Any]) -> bool:
     error = data["error"]
     texts = type(data["error_detail"]) is str and (error is None or type(error) is str)
     texts = texts and type(data["request_id"]) is str and type(data["traceparent"]) is str
+    numbers = all(data[k] is None or type(data[k]) is int for k in _TAIL_NUMBERS)
+    numbers = numbers and all(data[k] is None or data[k] >= 0 for k in _TAIL_NUMBERS)
     events, tokens = data["event_ns"], data["event_tokens"]
     lists = type(events) is list and type(tokens) is list and len(events) == len(tokens)
     return (
-        ints and optional and flags and texts and lists and _all_ints(events) and _all_ints(tokens)
+        ints
+        and optional
+        and flags
+        and texts
+        and numbers
+        and lists
+        and _all_ints(events)
+        and _all_ints(tokens)
     )
 
 
@@ -213,11 +232,14 @@ def pack_record(data: Mapping[str, Any]) -> bytes | None:
     if not uniform:
         code = _token_code(tokens)
         out += code.encode() + struct.pack(f"<{len(tokens)}{code}", *tokens)
-    if data["request_id"] or data["traceparent"]:
+    numbers = [data[k] for k in _TAIL_NUMBERS]
+    if data["request_id"] or data["traceparent"] or any(n is not None for n in numbers):
         for text in (data["request_id"], data["traceparent"]):
             raw = text.encode()
             _varint(out, len(raw))
             out += raw
+        for number in numbers:
+            _varint(out, 0 if number is None else number + 1)
     return bytes(out)
 
 
@@ -249,6 +271,10 @@ def unpack_record(blob: bytes) -> dict[str, Any]:
         ids.append(blob[pos : pos + size].decode())
         pos += size
     request_id, traceparent = (*ids, "", "")[:2]
+    numbers: list[int | None] = [None, None]
+    if pos < len(blob):
+        tail, pos = _read_varints(blob, pos, len(numbers))
+        numbers = [None if n == 0 else n - 1 for n in tail]
     return {
         "index": index,
         "scheduled_ns": scheduled,
@@ -266,16 +292,47 @@ def unpack_record(blob: bytes) -> dict[str, Any]:
         "event_tokens": tokens,
         "request_id": request_id,
         "traceparent": traceparent,
+        "cached_tokens": numbers[0],
+        "session": numbers[1],
     }
 
 
+def cached_tokens(usage: Mapping[str, Any]) -> int | None:
+    """The cached prompt tokens a ``usage`` object reports: ``prompt_tokens_details
+    .cached_tokens``, 0 for a ``null`` details object (SGLang with ``--enable-cache-report``
+    when none was cached), None when it says nothing (no details: the report is off)."""
+    if "prompt_tokens_details" not in usage:
+        return None
+    details = usage["prompt_tokens_details"]
+    if details is None:
+        return 0
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if type(cached) is int and cached >= 0 else None
+
+
 def _content_of(choice: dict[str, Any]) -> str:
+    """The text a choice's chunk carries: its content, reasoning, or a tool call's arguments (an
+    agent's answer is often a tool call: its fragments are its tokens)."""
     delta = choice.get("delta")
     if isinstance(delta, dict):
-        text = delta.get("content") or delta.get("reasoning_content") or ""
+        text = delta.get("content") or delta.get("reasoning_content") or _arguments(delta)
         return text if isinstance(text, str) else ""
     text = choice.get("text") or ""
     return text if isinstance(text, str) else ""
+
+
+def _arguments(delta: dict[str, Any]) -> str:
+    """The argument fragments of a delta's tool calls, joined ("" without any)."""
+    calls = delta.get("tool_calls")
+    if not isinstance(calls, list):
+        return ""
+    parts = []
+    for call in calls:
+        fn = call.get("function") if isinstance(call, dict) else None
+        args = fn.get("arguments") if isinstance(fn, dict) else None
+        if isinstance(args, str):
+            parts.append(args)
+    return "".join(parts)
 
 
 class StreamAccumulator:
@@ -361,6 +418,9 @@ class StreamAccumulator:
             self.record.tokens_from_usage = True
             if isinstance(usage.get("prompt_tokens"), int):
                 self.record.input_tokens = usage["prompt_tokens"]
+            cached = cached_tokens(usage)
+            if cached is not None:
+                self.record.cached_tokens = cached
         if tokens or choices:
             self.record.event_ns.append(t_ns)
             self.record.event_tokens.append(tokens)

@@ -15,8 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Annotated
 
 from servelab.core.deploy.engines import EngineName
+from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.load.cache import CacheSummary
+from servelab.core.load.metrics import SloAttainment
+from servelab.core.load.slo import SLO
 from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.observe import Observation
@@ -77,6 +82,8 @@ class SoakConfig:
     #: What the deployment ran with, ``{"service/NAME": value}`` (recorded, not acted on): a case
     #: reads it to tell whether a soak failed with a knob and passed without it.
     knobs: Mapping[str, str | None] = field(default_factory=dict)
+    #: The objectives the sessions' requests are judged by (None: none; left out of the JSON).
+    slo: Annotated[SLO | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         if self.sessions < 1 or self.rounds < 1:
@@ -128,7 +135,8 @@ class Targets:
 @dataclass(frozen=True)
 class SessionOutcome:
     """What one session did: rounds completed, requests and connections, whether it stalled,
-    its failure (``reason: detail``)."""
+    its failure (``reason: detail``), and what the prefix cache served its prompts over every
+    round (``cache``) and from round 2 on (``warm``: the rounds that resend a history)."""
 
     session: int
     rounds_done: int = 0
@@ -136,6 +144,8 @@ class SessionOutcome:
     connections: int = 0
     stalled: bool = False
     error: str | None = None
+    cache: CacheSummary = field(default_factory=CacheSummary)
+    warm: CacheSummary = field(default_factory=CacheSummary)
 
 
 @dataclass(frozen=True)
@@ -207,7 +217,8 @@ class SoakResult:
     finding; ``dropped`` the findings a stronger one further out explains; ``resends`` every
     request the client sent again (a failure it masked); ``telemetry`` the router's and the
     engines' metrics over the soak (None: not watched); ``traces`` None when untraced;
-    ``soak_id`` set once recorded in the ledger.
+    ``soak_id`` set once recorded in the ledger; ``slo`` the sessions' requests against the
+    config's SLO.
     """
 
     config: SoakConfig
@@ -233,6 +244,8 @@ class SoakResult:
     telemetry: RunTelemetry | None = None
     traces: SoakTraces | None = None
     soak_id: int | None = None
+    #: the sessions' requests against the config's SLO (None: no SLO; left out of the JSON)
+    slo: Annotated[SloAttainment | None, OMITTED_IF_NONE] = None
 
     @property
     def ok(self) -> bool:

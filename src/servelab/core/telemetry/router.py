@@ -2,9 +2,11 @@
 
 sglang-router 0.3.2 exports ``smg_*`` series on its Prometheus port: per worker
 ``smg_worker_cb_state`` (0 closed, 1 open, 2 half-open) and ``smg_worker_health`` (1/0), the
-in-flight request age gauge ``smg_http_inflight_request_age_count{gt,le}``, and the error counter
-``smg_router_request_errors_total{error_type}``. A series appears once first observed: absent
-means "not observed". A source that did not answer is ``known=False`` — unknown, never healthy.
+in-flight request age gauge ``smg_http_inflight_request_age_count{gt,le}``, the error counter
+``smg_router_request_errors_total{error_type}``, and ``smg_worker_selection_total{worker_type,
+policy}``, the policy it picked each worker with (:func:`routing_policy`). A series appears once
+first observed: absent means "not observed". A source that did not answer is ``known=False`` —
+unknown, never healthy.
 """
 
 from __future__ import annotations
@@ -15,17 +17,20 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "CB_OPEN",
+    "WORKER_SELECTION",
     "RouterMetrics",
     "WorkerLoad",
     "parse_labeled",
     "parse_loads",
     "router_metrics",
+    "routing_policy",
 ]
 
 CB_STATE = "smg_worker_cb_state"
 WORKER_HEALTH = "smg_worker_health"
 INFLIGHT_AGE = "smg_http_inflight_request_age_count"
 REQUEST_ERRORS = "smg_router_request_errors_total"
+WORKER_SELECTION = "smg_worker_selection_total"
 CB_OPEN = 1.0
 
 Sample = tuple[str, dict[str, str], float]
@@ -130,3 +135,17 @@ def parse_loads(body: str | None) -> dict[str, float] | None:
             if isinstance(load, int | float):
                 loads[item["worker"].rstrip("/")] = float(load)
     return loads
+
+
+def routing_policy(text: str, worker_type: str | None = None) -> str | None:
+    """The policy the router picked its workers with (of ``worker_type``: ``prefill`` or
+    ``decode``; None: either), as its selection counter labels it; None until it has picked one
+    (the series appears once first observed) or when two policies disagree."""
+    found = {
+        labels.get("policy")
+        for name, labels, value in parse_labeled(text)
+        if name == WORKER_SELECTION and value > 0
+        and (worker_type is None or labels.get("worker_type") == worker_type)
+    }  # fmt: skip
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None

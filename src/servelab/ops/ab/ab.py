@@ -10,7 +10,10 @@ cancels instead of biasing one arm. At the end the original value is restored, o
 the value it names is left live (the better arm, one arm, or a value: an undecided ``better``
 restores); an interrupted A/B always restores the original.
 
-With ``until_decided`` a concurrency leaves the experiment once Lai's confidence sequence on its
+Each visit is measured by the A/B's metric: output tok/s per concurrency (the steady state's),
+goodput per concurrency (requests/s that met the SLO), or the capacity (one bounded search for the
+largest load meeting the SLO, :mod:`servelab.ops.bench.capacity`). With ``until_decided`` a
+concurrency leaves the experiment once Lai's confidence sequence on its
 per-round log ratios decides it (:mod:`servelab.core.ab.sequential`); the A/B stops when every
 concurrency is decided or after ``max_rounds``, and reports its cost against the fixed design.
 
@@ -31,7 +34,13 @@ import time
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
-from servelab.core.ab.result import AbResult, ArmVisit, conclude, kept_value, undecided_levels
+from servelab.core.ab.result import (
+    AbResult,
+    ArmVisit,
+    conclude,
+    kept_value,
+    undecided_levels,
+)
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
@@ -67,9 +76,11 @@ async def _measure(
     levels: tuple[int, ...],
     bench_progress: BenchProgressFn | None,
 ) -> ArmVisit:
-    """One bench run per concurrency through the router, each timed: ``visit`` measured."""
+    """One bench run per concurrency through the router, each timed (or, comparing capacity,
+    one capacity search): ``visit`` measured by the A/B's metric."""
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
-    got = await measure(op, cfg.bench, levels, label, bench_progress)
+    got = await measure(op, cfg.bench, levels, label, bench_progress, metric=cfg.metric,
+                        visit=visit.position)  # fmt: skip
     return replace(visit, throughput=got.throughput, failed_requests=got.failed_requests,
                    bench_run_ids=got.bench_run_ids, bench_s=got.bench_s,
                    server_throughput=got.server_throughput)  # fmt: skip

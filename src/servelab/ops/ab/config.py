@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator
 
 from servelab.core.ab.design import ORDER_ABBA, Order
-from servelab.core.ab.result import AbDesign, AbResult, Keep
+from servelab.core.ab.result import CAPACITY_LEVEL, AbDesign, AbMetric, AbResult, Keep
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.ops.bench.bench import BenchConfig
 
@@ -45,7 +45,9 @@ class AbConfig:
     equivalence margin, 0.01 for 1%; ``boundary``: ``pocock``, repeated intervals for at most
     ``max_rounds`` looks, or ``lai``, the anytime confidence sequence). ``gpus`` prices a minute
     of the deployment. ``keep``: the value left live at the end instead of the original
-    (:func:`~servelab.core.ab.result.kept_value`)."""
+    (:func:`~servelab.core.ab.result.kept_value`). ``metric``: what the arms are compared on
+    (goodput and capacity need the bench template's SLO; capacity searches within its
+    concurrencies, or from its rate)."""
 
     service: str
     knob: str
@@ -61,6 +63,7 @@ class AbConfig:
     margin: float | None = None
     gpus: int = 1
     boundary: Boundary = DEFAULT_BOUNDARY
+    metric: AbMetric = AbMetric.THROUGHPUT
 
     def __post_init__(self) -> None:
         # The command line gives plain strings: made codes here (a ValueError names a bad one).
@@ -74,6 +77,22 @@ class AbConfig:
             raise ValueError(
                 f"unknown boundary {self.boundary!r}: one of {', '.join(Boundary)}"
             ) from None
+        try:
+            object.__setattr__(self, "metric", AbMetric(self.metric))
+        except ValueError:
+            raise ValueError(
+                f"unknown metric {self.metric!r}: one of {', '.join(AbMetric)}"
+            ) from None
+        if self.metric != AbMetric.THROUGHPUT and self.bench.slo is None:
+            raise ValueError(f"an A/B on {self.metric} needs an SLO")
+
+    @property
+    def levels(self) -> tuple[int, ...]:
+        """What each visit's values are keyed by: the concurrencies (a trace: its one level),
+        or, comparing capacity, :data:`~servelab.core.ab.result.CAPACITY_LEVEL` alone."""
+        if self.metric == AbMetric.CAPACITY:
+            return (CAPACITY_LEVEL,)
+        return self.bench.concurrencies
 
     @property
     def rounds(self) -> int:
@@ -91,10 +110,12 @@ class AbConfig:
             max_rounds=self.rounds,
             margin=self.margin,
             boundary=self.boundary,
-            concurrencies=self.bench.concurrencies,
+            concurrencies=self.levels,
             gpus=self.gpus,
             session_id=session_id,
             resumed=resumed,
+            metric=None if self.metric == AbMetric.THROUGHPUT else self.metric,
+            slo=None if self.bench.slo is None else self.bench.slo.text,
         )
         return AbResult(self.service, self.knob, self.baseline, self.candidate, original,
                         design=design)  # fmt: skip

@@ -29,7 +29,7 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.result import CAPACITY_LEVEL, ArmVisit
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import (
     ORDER_WILLIAMS,
@@ -105,6 +105,8 @@ class TuneConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", TuneMetric(self.metric))
+        if self.metric != TuneMetric.THROUGHPUT and self.bench.slo is None:
+            raise ValueError(f"a tune on {self.metric} needs an SLO")
         object.__setattr__(self, "boundary", Boundary(self.boundary))
         if not self.knobs:
             raise ValueError("a tune needs a knob")
@@ -122,6 +124,10 @@ class TuneConfig:
 
     @property
     def levels(self) -> tuple[int, ...]:
+        """What each visit's values are keyed by: the concurrencies, or, tuning capacity,
+        :data:`~servelab.core.ab.result.CAPACITY_LEVEL` alone (one search per visit)."""
+        if self.metric == TuneMetric.CAPACITY:
+            return (CAPACITY_LEVEL,)
         return self.bench.concurrencies
 
     @property
@@ -135,7 +141,8 @@ class TuneConfig:
         """The tune before its first visit."""
         return TuneRecord(self.knobs, grid(self.knobs), self.metric, self.levels, self.rule(),
                           gpus=self.gpus, max_minutes=self.max_minutes, original=original,
-                          tune_id=tune_id, resumed=resumed)  # fmt: skip
+                          tune_id=tune_id, resumed=resumed,
+                          slo=None if self.bench.slo is None else self.bench.slo.text)  # fmt: skip
 
     def settings(self, values: tuple[str | None, ...]) -> list[Setting]:
         """The knobs at ``values`` (in the knobs' order)."""
@@ -169,7 +176,7 @@ async def _visit(
     live = await make_live(op, cfg.settings(record.arm(label).values), why)
     overhead = time.monotonic() - t0
     got = await measure(op, cfg.bench, levels, f"tune {cfg.names}={label} block {block.block}",
-                        bench_progress)  # fmt: skip
+                        bench_progress, metric=cfg.metric, visit=len(record.visits))  # fmt: skip
     visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
                      got.throughput, got.failed_requests, got.bench_run_ids, len(record.visits),
                      "→".join(block.order), overhead, got.bench_s,

@@ -1,6 +1,7 @@
-"""The load itself: jobs, one run's closed or open loop on one :class:`StreamClient`, the lag
-ticker, and the stop rule; shared by one process (:mod:`servelab.ops.bench.bench`) and each worker
-process (:mod:`servelab.ops.bench.workers`).
+"""The load itself: jobs, one run's closed or open loop on one :class:`StreamClient` (or a trace's
+replay, :class:`Replay`: one process only), the lag ticker, and the stop rule; shared by one
+process (:mod:`servelab.ops.bench.bench`) and each worker process
+(:mod:`servelab.ops.bench.workers`).
 
 Every loop starts at a given ``t0`` (``perf_counter_ns()``, i.e. ``CLOCK_MONOTONIC``: one clock for
 every process of the machine), so N worker processes can share one schedule.
@@ -10,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import heapq
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from itertools import groupby
 from time import perf_counter_ns
 
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
+from servelab.core.load.trace import PromptBuilder, TraceSession
 from servelab.core.load.workload import LengthDist, generate_requests
 from servelab.core.telemetry.traces import request_identity
 from servelab.io.http.client import Chunks, StreamClient, chat_body, completion_body
@@ -25,10 +29,13 @@ from servelab.io.http.stream import Chain, Outgoing
 
 __all__ = [
     "LAG_TICK_S",
+    "QUIET_NS",
+    "SPIN_NS",
     "Job",
     "Load",
     "Part",
     "PartResult",
+    "Replay",
     "jobs_for",
     "lag_ticker",
     "merge",
@@ -54,18 +61,32 @@ async def lag_ticker(samples: list[float]) -> None:
         due = now + LAG_TICK_S
 
 
-async def sleep_until(when_ns: int) -> None:
+#: How long before its instant a replay's request stops sleeping on a timer and yields to the
+#: loop until the instant comes (the loop's timers are a millisecond coarse, early or late).
+SPIN_NS = 1_500_000
+#: A replay's heavy work (building a body, decoding one) waits while a request is due this soon.
+QUIET_NS = 2_000_000
+
+
+async def sleep_until(when_ns: int, spin_ns: int = 0) -> None:
     """Sleep until ``perf_counter_ns()`` reaches ``when_ns``, never waking before it (a loop's
-    timers may fire up to a millisecond early)."""
-    while (delay := when_ns - perf_counter_ns()) > 0:
-        await asyncio.sleep(delay / 1e9)
+    timers may fire up to a millisecond early); the last ``spin_ns`` not on a timer but
+    yielding to the loop's other work until the instant (sub-millisecond, at a little CPU)."""
+    while (delay := when_ns - perf_counter_ns()) > spin_ns:
+        await asyncio.sleep((delay - spin_ns) / 1e9)
+    while perf_counter_ns() < when_ns:
+        await asyncio.sleep(0)
 
 
 @dataclass(frozen=True, slots=True)
 class Job:
+    """One request to send: its place in the run, its prompt's length, its body, and (a turn
+    of a replayed conversation) the conversation's ordinal."""
+
     index: int
     input_len: int
     body: bytes
+    session: int | None = None
 
 
 def jobs_for(
@@ -104,6 +125,7 @@ class Load:
         on_done: Callable[[RequestRecord], None],
         deadline_ns: int | None,
         trace_tag: str = "",
+        decode_each: bool = False,
     ) -> None:
         self.client = client
         self.trace_tag = trace_tag
@@ -112,8 +134,13 @@ class Load:
         self.deadline_ns = deadline_ns
         self.records: list[RequestRecord] = []  # every request sent (appended at its send)
         self.finished = 0  # requests that ended (what progress reports: it reaches the total once)
-        self._captured: list[tuple[RequestRecord, Chunks]] = []
+        #: Decode each body as its request ends instead of after the run (a replayed trace: what
+        #: is kept stays the records, not every read of every body).
+        self.decode_each = decode_each
+        self._captured: dict[int, tuple[RequestRecord, Chunks]] = {}
         self._ready: dict[int, tuple[bytes, str, str]] = {}
+        self._due: list[int] = []  # a replay's instants waited for (a heap; see _quiet)
+        self._done_due: Counter[int] = Counter()
 
     def prepare(self, jobs: Sequence[Job]) -> None:
         """Build every job's request bytes and identity ahead of the run (before t0), so a send
@@ -127,26 +154,61 @@ class Load:
 
     def decode(self) -> None:
         """Decode every captured body (after the run: no decoding competes with reading)."""
-        for record, chunks in self._captured:
+        for record, chunks in self._captured.values():
             decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
-        self._captured = []
+        self._captured = {}
 
     def _late(self) -> bool:
         return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
 
+    async def _wait(self, when_ns: int, spin_ns: int = 0) -> bool:
+        """Sleep until ``when_ns``, or the deadline if it comes first; False when it did."""
+        if self.deadline_ns is not None and self.deadline_ns < when_ns:
+            await sleep_until(self.deadline_ns)
+            return False
+        await sleep_until(when_ns, spin_ns)
+        return not self._late()
+
+    async def _due_at(self, when_ns: int) -> bool:
+        """A replay's request waiting for its instant: known as due (:meth:`_quiet`) until it
+        is sent; False when the deadline came first."""
+        heapq.heappush(self._due, when_ns)
+        try:
+            return await self._wait(when_ns, SPIN_NS)
+        finally:
+            self._done_due[when_ns] += 1
+
+    async def _quiet(self) -> None:
+        """Heavy work goes between a replay's instants: yield while a request is due within
+        :data:`QUIET_NS` (until it has gone)."""
+        due, done = self._due, self._done_due
+        while due:
+            if done[due[0]]:
+                done[due[0]] -= 1
+                heapq.heappop(due)
+            elif due[0] - perf_counter_ns() < QUIET_NS:
+                await asyncio.sleep(0)
+            else:
+                return
+
     def _outgoing(self, job: Job, scheduled_ns: int, warmup: bool) -> Outgoing:
         """Job's record (appended at its send) and its prepared bytes."""
-        record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup)
+        record = RequestRecord(job.index, scheduled_ns, input_tokens=job.input_len, warmup=warmup,
+                               session=job.session)  # fmt: skip
         ready = self._ready.pop(job.index, None) or self._build(job)
         request, record.request_id, record.traceparent = ready  # x-request-id, traceparent
         self.records.append(record)
         chunks: Chunks = []
-        self._captured.append((record, chunks))
+        self._captured[job.index] = (record, chunks)
         return Outgoing(self.endpoint, request, record, chunks)
 
     async def _send(self, out: Outgoing, chain: Chain | None = None) -> RequestRecord:
         await self.client.send(out, deadline_ns=self.deadline_ns, chain=chain)
         self.finished += 1
+        if self.decode_each:
+            await self._quiet()
+            record, chunks = self._captured.pop(out.record.index)
+            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
         self.on_done(out.record)
         return out.record
 
@@ -227,8 +289,7 @@ class Load:
 
         try:
             for job, offset in zip(jobs, offsets, strict=True):
-                await sleep_until(t0 + offset)
-                if self._late():
+                if not await self._wait(t0 + offset):
                     break
                 sent = None
                 if not gate.locked():
@@ -240,6 +301,55 @@ class Load:
             await asyncio.gather(*tasks)
         finally:
             await self._cut(tasks, chains)
+
+    async def replay(self, plan: Replay, t0: int | None = None) -> None:
+        """Start each conversation of ``plan`` at t0 (default: now) + its offset, its first
+        request written from this scheduler at its instant; each later turn goes its recorded
+        delay after the answer before it (its scheduled time). Every request's bytes are built
+        before its instant: a start's while waiting for it, a later turn's while the turn before
+        it is answered."""
+        tasks: set[asyncio.Task[None]] = set()
+        t0 = perf_counter_ns() if t0 is None else t0
+        try:
+            for offset, session in plan.sessions:
+                await self._quiet()
+                job = plan.job(session, 0, self)
+                if not await self._due_at(t0 + offset):
+                    break
+                first = self._launch(job, t0 + offset)
+                task = asyncio.create_task(self._conversation(plan, session, first))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.gather(*tasks)
+        finally:
+            await self._cut(list(tasks), [])
+
+    def _launch(self, job: Job, scheduled: int) -> tuple[Chain, Outgoing]:
+        """``job``'s record, its request written now when a kept-alive connection is idle."""
+        chain, out = Chain(_no_next), self._outgoing(job, scheduled, False)
+        self.client.launch(chain, out)
+        return chain, out
+
+    async def _conversation(
+        self, plan: Replay, session: TraceSession, first: tuple[Chain, Outgoing]
+    ) -> None:
+        chain, out = first
+        for k in range(1, len(session.turns) + 1):
+            job = None
+            if k < len(session.turns):
+                await self._quiet()
+                job = plan.job(session, k, self)
+            try:
+                record = await self._send(out, chain)
+            finally:
+                self.client.drop(chain)
+            if job is None:
+                return
+            scheduled = record.end_ns or perf_counter_ns()
+            scheduled += round(session.turns[k].delay_ms * 1e6 / plan.speedup)
+            if not await self._due_at(scheduled):
+                return
+            chain, out = self._launch(job, scheduled)
 
     async def _cut(self, tasks: list[asyncio.Task[None]], chains: list[Chain]) -> None:
         """The loop ended (done, failed or cancelled): stop every task; a request written for a
@@ -253,6 +363,39 @@ class Load:
             if record.end_ns is None:
                 record.fail(REASON_INTERRUPTED, "cancelled before it was sent")
                 record.end_ns = perf_counter_ns()
+
+
+@dataclass(slots=True)
+class Replay:
+    """A trace to replay (``bench --trace``): its conversations with their start offsets (ns
+    from t0, already ``speedup`` times faster), how a turn's prompt is built, and how a body is
+    made. Requests are numbered in the order of the trace, a conversation's turns together;
+    ``names`` keeps each conversation's id by its ordinal (what the records carry)."""
+
+    sessions: Iterator[tuple[int, TraceSession]]
+    prompts: PromptBuilder
+    body: Callable[[str, int], bytes]
+    speedup: float = 1.0
+    names: dict[int, str] = field(default_factory=dict)
+    _first: dict[int, int] = field(default_factory=dict)
+    _next: int = 0
+
+    def job(self, session: TraceSession, turn: int, load: Load) -> Job:
+        """Turn ``turn`` of ``session`` as a job whose bytes ``load`` has built."""
+        if turn == 0:
+            self._first[session.ordinal] = self._next
+            self._next += len(session.turns)
+            if session.session is not None:
+                self.names[session.ordinal] = session.session
+        index = self._first[session.ordinal] + turn
+        if turn + 1 == len(session.turns):
+            del self._first[session.ordinal]
+        spec = session.turns[turn]
+        prompt = self.prompts.prompt(spec, index)
+        ordinal = None if session.session is None else session.ordinal
+        job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
+        load.prepare([job])
+        return job
 
 
 def _no_next(_end_ns: int) -> Outgoing | None:
@@ -303,6 +446,8 @@ class Part:
     #: 16 hex digits: every request gets its ``x-request-id`` and ``traceparent`` from it
     #: (:func:`~servelab.core.telemetry.traces.request_identity`); empty: no identity headers.
     trace_tag: str = ""
+    #: A trace replayed instead of ``jobs`` (one process only: it is read as it goes).
+    replay: Replay | None = None
 
 
 @dataclass(slots=True)
@@ -325,14 +470,15 @@ async def run_part(
     on_done: Callable[[RequestRecord], None] | None = None,
 ) -> PartResult:
     """Drive ``part`` on ``client`` until done (or ``stop``), then decode what it received."""
-    load = Load(
-        client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns, part.trace_tag
-    )
+    load = Load(client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns,
+                part.trace_tag, decode_each=part.replay is not None)  # fmt: skip
     lag: list[float] = []
     ticker = asyncio.create_task(lag_ticker(lag))
     setups0 = len(client.setups_ns)
     cpu0, wall0 = time.process_time(), perf_counter_ns()
-    if part.offsets_ns is None:
+    if part.replay is not None:
+        work = load.replay(part.replay, part.t0_ns)
+    elif part.offsets_ns is None:
         work = load.closed(part.jobs, part.starts_ns, part.warmup, part.t0_ns)
     else:
         work = load.open(part.jobs, part.cap, list(part.offsets_ns), part.t0_ns)

@@ -142,7 +142,10 @@ class Workers:
     async def open(self) -> list[int]:
         """Every worker opens its client and its share of the connections: their set-up ns."""
         shares = self._shares(self.spec.concurrency)
-        specs = [ClientSpec(self.spec.url, c, self.spec.idle_timeout_s) for c in shares]
+        specs = [
+            ClientSpec(self.spec.url, c, self.spec.idle_timeout_s, self.spec.headers)
+            for c in shares
+        ]
         replies = await self._ask([("open", s) for s in specs])
         return [x for reply in replies for x in reply]
 

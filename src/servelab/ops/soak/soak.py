@@ -28,6 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from servelab.core.load.cache import cache_summary
+from servelab.core.load.metrics import SloAttainment, slo_attainment
+from servelab.core.load.records import RequestRecord
 from servelab.core.soak.agentic import (
     Conversation,
     check_answer,
@@ -80,11 +83,12 @@ class _Session:
     connections: int = 0
     stalled: bool = False
     error: str | None = None
+    records: list[RequestRecord] = field(default_factory=list)  # its rounds' requests
 
     def outcome(self) -> SessionOutcome:
         return SessionOutcome(
             self.session, self.rounds_done, self.requests, self.connections, self.stalled,
-            self.error,
+            self.error, cache_summary(self.records), cache_summary(self.records[1:]),
         )  # fmt: skip
 
 
@@ -179,6 +183,7 @@ async def _session(run: _Run, tally: _Session) -> None:
             finally:
                 run.inflight -= 1
                 tally.requests += 1
+            tally.records.append(ex.record)
             conn = _connection(session_client, rnd)
             if isinstance(session_client, StreamClient) and session_client.connections:
                 tally.connections = session_client.connections.opened
@@ -485,7 +490,15 @@ def _result(
         resends=tuple(run.resends),
         telemetry=telemetry,
         traces=traces,
+        slo=_judged(run),
     )
+
+
+def _judged(run: _Run) -> SloAttainment | None:
+    """Every session's requests against the config's SLO (None: no SLO)."""
+    slo = run.config.slo
+    records = [r for s in run.sessions for r in s.records]
+    return None if slo is None else slo_attainment(records, slo)
 
 
 def metric_sources(targets: Targets) -> list[MetricsSource]:

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from servelab.core.ledger.codec import encode
+from servelab.core.load.cache import merged
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
+from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
 from servelab.report.soak.traces import trace_lines
 from servelab.report.soak.words import (
@@ -27,7 +29,11 @@ from servelab.report.soak.words import (
     telemetry_text,
 )
 
-__all__ = ["finding_json", "page_sections", "render_soak", "soak_json", "telemetry_lines"]
+__all__ = ["cache_lines", "finding_json", "page_sections", "render_soak", "slo_lines",
+           "soak_json", "telemetry_lines"]  # fmt: skip
+
+#: Sessions listed one by one in the console (more are summed up).
+_LISTED_SESSIONS = 8
 
 
 # ---------------------------------------------------------------------------------------- JSON
@@ -86,6 +92,35 @@ def _header(result: SoakResult) -> list[str]:
     if result.interrupted:
         lines.append("  interrupted (partial results)")
     return lines
+
+
+def _rate(hit: float | None) -> str:
+    return "unknown" if hit is None else f"{hit * 100:.1f}%"
+
+
+def cache_lines(result: SoakResult) -> list[str]:
+    """What the prefix cache served the sessions: over every round and from round 2 on (the
+    rounds that resend a history), then each session's (the first few)."""
+    per = result.sessions.per_session
+    if not per:
+        return []
+    every, warm = merged(s.cache for s in per), merged(s.warm for s in per)
+    lines = [f"  prefix cache hit rate: {cache_text(every)}; from round 2: {_rate(warm.hit_rate)}"]
+    if every.hit_rate is None:
+        return lines
+    for s in per[:_LISTED_SESSIONS]:
+        lines.append(f"    session {s.session}: {_rate(s.cache.hit_rate)} over {s.requests} "
+                     f"request(s), {_rate(s.warm.hit_rate)} from round 2")  # fmt: skip
+    if len(per) > _LISTED_SESSIONS:
+        lines.append(f"    ... {len(per) - _LISTED_SESSIONS} more sessions")
+    return lines
+
+
+def slo_lines(result: SoakResult) -> list[str]:
+    """The sessions' requests against the SLO, one line per objective and the attainment."""
+    if result.slo is None:
+        return []
+    return [f"  {name}: {text}" for name, text in slo_rows(result.slo)]
 
 
 def _stall_lines(result: SoakResult) -> list[str]:
@@ -154,7 +189,7 @@ def telemetry_lines(result: SoakResult) -> list[str]:
 def render_soak(result: SoakResult) -> str:
     """The console summary: header, start, stalls, errors, matrices, findings (most likely
     first), or why there is none."""
-    lines = _header(result)
+    lines = [*_header(result), *cache_lines(result), *slo_lines(result)]
     if result.start is not None:
         lines.append(start_line(result.start))
     if result.stalls:
@@ -187,10 +222,17 @@ def render_soak(result: SoakResult) -> str:
 
 
 def page_sections(result: SoakResult) -> list[str]:
-    """The markdown a soak's report page shows whatever it found: its failures (one line each),
-    the requests its client sent again, each replay matrix with its located reason, the findings
-    dropped as explained by a stronger one, and, without a finding, why and what to probe next."""
-    out: list[str] = []
+    """The markdown a soak's report page shows whatever it found: the prefix cache's hit rate,
+    the SLO's verdicts, its failures (one line each), the requests its client sent again, each
+    replay matrix with its located reason, the findings dropped as explained by a stronger one,
+    and, without a finding, why and what to probe next."""
+    sessions = result.sessions.per_session
+    every, warm = merged(x.cache for x in sessions), merged(x.warm for x in sessions)
+    out = [f"Prefix cache hit rate: {cache_text(every)}; from round 2: "
+           f"{cache_text(warm) if warm.hit_rate is not None else 'unknown'}.", ""]  # fmt: skip
+    if result.slo is not None:
+        out += ["| SLO | verdict |", "|---|---|"]
+        out += [f"| {k} | {v} |" for k, v in slo_rows(result.slo)] + [""]
     failed = [
         f"- session {f.session} round {f.round}: {f.signature}"
         + (f" (HTTP {f.status})" if f.status else "")

@@ -1,0 +1,171 @@
+"""``bench --trace``: how closely a replay keeps its schedule, and what memory a long trace takes.
+
+Two measurements, each printed as a table (run with ``--schedule``, ``--memory`` or both):
+
+``--schedule``: the shipped agentic trace (``examples/traces/agentic.jsonl``) replayed ``--runs``
+times through the real sglang-router and the simulated workers (cache report on), each by
+``servelab bench --trace`` as a real process; per run the dispatch delay (a request's send −
+its scheduled instant: a start's recorded offset, a later turn's answer + its delay) p50 / p99 /
+max over every request, the hit rate, and the load average while it ran.
+
+``--memory``: long-tail chat traces of ``--sizes`` requests (``servelab trace generate --kind
+chat``, answers of a few tokens so the server is not the limit) replayed by ``servelab bench
+--trace --speedup K`` against the truth server; per size the trace file, the prompt words a
+replay that built every request up front would hold (the words of every prompt), and the peak
+resident memory of the bench process (``ru_maxrss`` from ``wait4``), next to a 10-request
+replay's (``--ledger``: each replay also recorded in a ledger, as ``bench`` does by default).
+
+    .venv/bin/python benchmarks/trace_replay.py --schedule --runs 5 [--client-nice -10]
+    .venv/bin/python benchmarks/trace_replay.py --memory --sizes 1000 10000 100000 --speedup 200 \
+        [--ledger]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "src"))
+
+from tests.support import free_port  # noqa: E402
+from tests.support.stack import start_stack  # noqa: E402
+
+TRACE = ROOT / "examples" / "traces" / "agentic.jsonl"
+SERVELAB = [sys.executable, "-m", "servelab"]
+
+
+def _bench(
+    args: list[str], nice: int = 0, ledger: Path | None = None
+) -> tuple[dict[str, object], int, float]:
+    """``servelab bench ARGS --json`` as a child (its niceness raised by ``nice``, lowered
+    when negative), recording in ``ledger`` (None: no ledger): its document, its peak RSS (KiB,
+    from ``wait4``), wall seconds."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        where = ["--no-ledger"] if ledger is None else ["--ledger", str(ledger)]
+        proc = subprocess.Popen([*SERVELAB, "bench", *args, "--json", *where],
+                                stdout=out, stderr=err,
+                                preexec_fn=(lambda: os.nice(nice)) if nice else None)  # fmt: skip
+        _pid, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode not in (0, 1):
+            raise SystemExit(f"bench failed ({proc.returncode}): {err.read().decode()[-2000:]}")
+        return json.loads(out.read()), usage.ru_maxrss, time.monotonic() - t0
+
+
+def schedule(runs: int, time_scale: float, speedup: float, nice: int) -> None:
+    stack = start_stack(time_scale=time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"},
+                        decode_args=["--enable-cache-report"])  # fmt: skip
+    try:
+        print(f"shipped trace {TRACE.name}, speedup {speedup:g}, time scale {time_scale:g}, "
+              f"client niceness {nice:+d}")  # fmt: skip
+        print("| run | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms | loop lag p99 ms "
+              "| hit rate | load avg |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for k in range(runs):
+            args = ["--url", stack.router_url, "--trace", str(TRACE), "--speedup", str(speedup),
+                    "--seed", str(k), "--warmup", "4"]  # fmt: skip
+            with tempfile.TemporaryDirectory() as out:
+                doc, _rss, _wall = _bench([*args, "--export", out], nice)
+                late = sum(
+                    (json.loads(line)["sent_ns"] - json.loads(line)["scheduled_ns"]) > 1e6
+                    for line in (Path(out) / "records.jsonl").open()
+                )
+            (level,) = doc["levels"]  # type: ignore[misc]
+            d = level["dispatch_ms"]
+            hit = level["cache"]["hit_rate"]
+            lag = level["client"]["loop_lag_p99_ms"]
+            print(f"| {k + 1} | {level['requests']} | {d['median']:.3f} | {d['p99']:.3f} | "
+                  f"{d['max']:.3f} | {late} | {lag:.1f} | {hit:.3f} | "
+                  f"{os.getloadavg()[0]:.1f} |")  # fmt: skip
+    finally:
+        stack.stop()
+
+
+def _truth() -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    script = ROOT / "benchmarks" / "peers" / "truth_server.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--port", str(port), "--gap-ms", "1",
+                             "--prefill-ms", "1"], stdout=subprocess.DEVNULL)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/v1/models", timeout=1).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.05)
+    raise SystemExit("the truth server did not start")
+
+
+def memory(sizes: list[int], speedup: float, ledger: bool) -> None:
+    server, url = _truth()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = []
+            for n in [10, *sizes]:
+                path = Path(tmp) / f"chat-{n}.jsonl"
+                subprocess.run([*SERVELAB, "trace", "generate", str(path), "--kind", "chat",
+                                "--requests", str(n), "--output-tokens", "4"],
+                               check=True, capture_output=True)  # fmt: skip
+                words = sum(json.loads(line)["input_length"] for line in path.open())
+                args = ["--url", url, "--trace", str(path), "--speedup", str(speedup),
+                        "--idle-timeout", "120"]  # fmt: skip
+                doc, rss, wall = _bench(args, ledger=Path(tmp) / f"l{n}.db" if ledger else None)
+                (level,) = doc["levels"]  # type: ignore[misc]
+                rows.append((n, path.stat().st_size, words, rss, wall, level["ok"]))
+        where = "recorded in a ledger" if ledger else "no ledger"
+        print(f"long-tail chat traces, 4-token answers, speedup {speedup:g}, truth server, {where}")
+        print("| requests | trace MB | prompt words (all requests) | ok | peak RSS MB | wall s |")
+        print("|---:|---:|---:|---:|---:|---:|")
+        for n, size, words, rss, wall, ok in rows:
+            print(f"| {n:,} | {size / 1e6:.1f} | {words:,} | {ok:,} | {rss / 1024:.0f} | "
+                  f"{wall:.0f} |")  # fmt: skip
+        base = rows[0][3]
+        for n, _size, words, rss, _wall, _ok in rows[1:]:
+            print(f"{n:,} requests: {(rss - base) * 1024 / n:,.0f} B of peak RSS per request over "
+                  f"the 10-request replay; the prompts alone are {words / n:,.0f} words a "
+                  "request, built as each is due")  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--schedule", action="store_true")
+    parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--time-scale", type=float, default=0.25)
+    parser.add_argument("--speedup", type=float, default=None,
+                        help="--schedule: 4 by default; --memory: 400")  # fmt: skip
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument(
+        "--ledger",
+        action="store_true",
+        help="--memory: record each replay in a ledger (its writer's memory too)",
+    )
+    parser.add_argument("--client-nice", type=int, default=0,
+                        help="--schedule: the bench process's niceness change (-10: ahead of "
+                        "the machine's other work)")  # fmt: skip
+    args = parser.parse_args()
+    if args.schedule:
+        schedule(args.runs, args.time_scale, args.speedup or 4.0, args.client_nice)
+    if args.memory:
+        memory(args.sizes, args.speedup or 400.0, args.ledger)
+    if not (args.schedule or args.memory):
+        parser.print_help()
+
+
+if __name__ == "__main__":
+    main()

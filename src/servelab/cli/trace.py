@@ -1,0 +1,87 @@
+"""``servelab trace generate``: a seeded sample trace in the Mooncake format, for ``bench --trace``
+and ``ab --trace`` (agent sessions whose history grows turn by turn, or a long-tail chat mix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import click
+import orjson
+
+from servelab.cli.common import notice
+from servelab.cli.options import SEED, Parsed
+from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
+from servelab.core.load.tracegen import AgenticShape, ChatShape, agentic_trace, chat_trace
+from servelab.core.options import parse_positive, parse_rate
+from servelab.io.files import write_atomic
+
+__all__ = ["register"]
+
+_AGENTIC, _CHAT = AgenticShape(), ChatShape()
+
+
+def _lines(entries: Iterator[dict[str, object]], counted: list[int]) -> Iterator[bytes]:
+    for entry in entries:
+        counted[0] += 1
+        yield orjson.dumps(entry) + b"\n"
+
+
+@click.group("trace")
+def trace_group() -> None:
+    """Sample traces for bench --trace and ab --trace."""
+
+
+@trace_group.command("generate")
+@click.argument("out", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--kind", type=click.Choice(["agentic", "chat"]), default="agentic",
+              show_default=True, help="Agent sessions, or a long-tail chat mix.")  # fmt: skip
+@click.option("--sessions", type=Parsed("N", parse_positive), default=str(_AGENTIC.sessions),
+              show_default=True, help="agentic: agent sessions in the trace.")  # fmt: skip
+@click.option("--turns", type=(int, int), default=_AGENTIC.turns, show_default=True,
+              help="agentic: turns per session, from MIN to MAX.")  # fmt: skip
+@click.option("--requests", type=Parsed("N", parse_positive), default=str(_CHAT.requests),
+              show_default=True, help="chat: requests in the trace.")  # fmt: skip
+@click.option("--rate", type=Parsed("PER_SECOND", parse_rate), default=None,
+              help=f"Arrivals per second: sessions (agentic, default {_AGENTIC.rate:g}) or "
+              f"requests (chat, default {_CHAT.rate:g}).")  # fmt: skip
+@click.option("--output-tokens", type=Parsed("TOKENS", parse_positive), default=None,
+              help=f"Median answer length (default: agentic {_AGENTIC.output_tokens:g}, chat "
+              f"{_CHAT.output_tokens:g}).")  # fmt: skip
+@click.option("--block-size", type=Parsed("TOKENS", parse_positive),
+              default=str(DEFAULT_BLOCK_SIZE), show_default=True,
+              help="Tokens per hash id (give bench --trace-block-size the same).")  # fmt: skip
+@SEED.option()
+def generate_command(
+    out: Path,
+    kind: str,
+    sessions: int,
+    turns: tuple[int, int],
+    requests: int,
+    rate: float | None,
+    output_tokens: int | None,
+    block_size: int,
+    seed: int,
+) -> None:
+    """Write a seeded sample trace to FILE: the same options and seed write the same file."""
+    if turns[0] < 1 or turns[1] < turns[0]:
+        raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
+    if kind == "agentic":
+        agentic = replace(_AGENTIC, sessions=sessions, turns=turns, block_size=block_size)
+        agentic = replace(agentic, rate=rate or agentic.rate,
+                          output_tokens=output_tokens or agentic.output_tokens)  # fmt: skip
+        entries = agentic_trace(agentic, seed=seed)
+    else:
+        chat = replace(_CHAT, requests=requests, block_size=block_size, rate=rate or _CHAT.rate,
+                       output_tokens=output_tokens or _CHAT.output_tokens)  # fmt: skip
+        entries = chat_trace(chat, seed=seed)
+    counted = [0]
+    write_atomic(out, _lines(entries, counted))
+    notice("wrote", f"{out}: {counted[0]} line(s), block size {block_size}")
+
+
+def register(group: click.Group) -> None:
+    """Add ``trace`` to the CLI."""
+    group.add_command(trace_group)

@@ -1,0 +1,193 @@
+"""The largest load that meets an SLO, by a bounded search (pure: the probes' results in, the next
+load to probe and the conclusion out).
+
+The load is a closed loop's concurrency (whole numbers) or an open loop's arrival rate. The search:
+
+1. **Ramp**: probe the first load, then double it while the SLO holds, up to the ceiling (the
+   largest load allowed; none: the probe budget bounds it). If the first load already misses, halve
+   it until one holds (a concurrency stops at 1).
+2. **Saturation**: when a doubled load met the SLO but its throughput rose by less than
+   :data:`SATURATION_GAIN` over the load before it, the deployment is saturated: more load only
+   queues. The search stops there; the capacity is the load before (the SLO did not bind).
+3. **Bisection** between the largest load that held and the smallest above it that missed, until
+   they are within :data:`RESOLUTION` of each other (a concurrency: adjacent).
+
+At most :data:`PROBES` probes (a search whose loads all missed, down to the last probe, never
+met the SLO). The conclusion names the bracket, how it stopped, an interpolated
+estimate (where the binding objective, the one furthest over its limit, crosses its limit between
+the bracket's ends, linearly) and how sure it is: each end's verdict is sure when its objectives'
+95% intervals of the share within lie wholly on the side of that verdict
+(:attr:`~servelab.core.load.metrics.ObjectiveResult.sure`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "PROBES",
+    "RESOLUTION",
+    "SATURATION_GAIN",
+    "Capacity",
+    "CapacityStop",
+    "LoadKind",
+    "Probe",
+    "conclude",
+    "next_load",
+]
+
+#: The most probes one search runs.
+PROBES = 12
+#: Bisection stops when the bracket is this narrow, relative to its lower end.
+RESOLUTION = 0.03
+#: A doubled load whose throughput rose by less than this share means saturation.
+SATURATION_GAIN = 0.05
+
+
+class LoadKind(StrEnum):
+    """What the search varies (stored: values unchanged)."""
+
+    CONCURRENCY = "concurrency"
+    RATE = "rate"
+
+
+class CapacityStop(StrEnum):
+    """Why the search stopped (stored: values unchanged)."""
+
+    BRACKETED = "bracketed"
+    SATURATED = "saturated"
+    CEILING = "ceiling"
+    NEVER_MET = "never met"
+    BUDGET = "budget"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """One run at one ``load``: whether the SLO held (``sure``: at 95%), the throughput (output
+    tokens/s: the steady state's in a closed loop), the binding objective's value over its limit
+    (``ratio``, above 1: missed; NaN: no value), and its ledger row."""
+
+    load: float
+    met: bool
+    sure: bool
+    throughput: float
+    ratio: float
+    run_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What the search found: ``capacity``, the largest load that met the SLO (None: none did);
+    ``above``, the smallest load above it that missed (None: none); ``estimate``, where the
+    binding objective crosses its limit between them (None: not bracketed by values); ``sure``,
+    both ends' verdicts sure; and every probe in the order run."""
+
+    kind: LoadKind
+    stop: CapacityStop
+    capacity: float | None
+    above: float | None
+    estimate: float | None
+    sure: bool
+    probes: tuple[Probe, ...]
+
+
+def _bracket(probes: Sequence[Probe]) -> tuple[Probe | None, Probe | None]:
+    """The largest load that held, and the smallest load above it that missed."""
+    held = [p for p in probes if p.met]
+    lo = max(held, key=lambda p: p.load, default=None)
+    missed = [p for p in probes if not p.met and (lo is None or p.load > lo.load)]
+    hi = min(missed, key=lambda p: p.load, default=None)
+    return lo, hi
+
+
+def _saturated(probes: Sequence[Probe]) -> bool:
+    """The last probe doubled (the ramp) a load that held, held too, and barely raised the
+    throughput."""
+    if len(probes) < 2:
+        return False
+    last, before = probes[-1], probes[-2]
+    grew = last.load >= 1.9 * before.load and before.met and last.met
+    return grew and last.throughput < before.throughput * (1 + SATURATION_GAIN)
+
+
+def _narrow(lo: float, hi: float, kind: LoadKind) -> bool:
+    if kind == LoadKind.CONCURRENCY:
+        return hi - lo <= max(1.0, RESOLUTION * lo)
+    return hi - lo <= RESOLUTION * lo
+
+
+def _step(load: float, factor: float, kind: LoadKind) -> float:
+    nxt = load * factor
+    return float(max(1, math.floor(nxt))) if kind == LoadKind.CONCURRENCY else nxt
+
+
+def _stop(probes: Sequence[Probe], kind: LoadKind, ceiling: float | None) -> CapacityStop | None:
+    """Why no further probe is needed (None: one is)."""
+    lo, hi = _bracket(probes)
+    if _saturated(probes):
+        return CapacityStop.SATURATED
+    if lo is None:
+        floor = min(p.load for p in probes)
+        at_bottom = kind == LoadKind.CONCURRENCY and floor <= 1
+        return CapacityStop.NEVER_MET if at_bottom else None
+    if hi is None:
+        return CapacityStop.CEILING if ceiling is not None and lo.load >= ceiling else None
+    return CapacityStop.BRACKETED if _narrow(lo.load, hi.load, kind) else None
+
+
+def next_load(
+    probes: Sequence[Probe], *, start: float, kind: LoadKind, ceiling: float | None = None
+) -> float | None:
+    """The next load to probe after ``probes`` (None: the search is over)."""
+    if not probes:
+        return start
+    if len(probes) >= PROBES or _stop(probes, kind, ceiling) is not None:
+        return None
+    lo, hi = _bracket(probes)
+    if lo is None:
+        return _step(min(p.load for p in probes), 0.5, kind)
+    if hi is None:
+        up = _step(lo.load, 2.0, kind)
+        return up if ceiling is None else min(up, ceiling)
+    mid = (lo.load + hi.load) / 2
+    return float(math.floor(mid)) if kind == LoadKind.CONCURRENCY else mid
+
+
+def _estimate(lo: Probe, hi: Probe) -> float | None:
+    """Where the binding objective crosses its limit, linearly between the two ends."""
+    if not (math.isfinite(lo.ratio) and math.isfinite(hi.ratio)) or not lo.ratio <= 1 < hi.ratio:
+        return None
+    return lo.load + (hi.load - lo.load) * (1 - lo.ratio) / (hi.ratio - lo.ratio)
+
+
+def conclude(
+    probes: Sequence[Probe],
+    *,
+    kind: LoadKind,
+    ceiling: float | None = None,
+    interrupted: bool = False,
+) -> Capacity:
+    """What ``probes`` say: the bracket, why the search stopped, the estimate, how sure."""
+    lo, hi = _bracket(probes)
+    stop = _stop(probes, kind, ceiling) if probes else None
+    if interrupted:
+        stop = CapacityStop.INTERRUPTED
+    elif stop is None:
+        stop = CapacityStop.BUDGET if lo is not None else CapacityStop.NEVER_MET
+    if stop == CapacityStop.SATURATED:
+        lo, hi = probes[-2], None
+    ends = [p for p in (lo, hi) if p is not None]
+    estimate = None if lo is None or hi is None else _estimate(lo, hi)
+    return Capacity(
+        kind=kind,
+        stop=stop,
+        capacity=None if lo is None else lo.load,
+        above=None if hi is None else hi.load,
+        estimate=estimate,
+        sure=bool(ends) and all(p.sure for p in ends),
+        probes=tuple(probes),
+    )

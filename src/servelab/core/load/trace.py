@@ -1,0 +1,263 @@
+"""Recorded traces (pure): the Mooncake JSONL format, its conversations, and their prompts.
+
+One JSON object a line, as Mooncake (FAST'25) publishes its traces and aiperf replays them:
+
+- ``timestamp``: when the request arrived, in ms (for a conversation: its first turn);
+- ``input_length``, ``output_length``: prompt and output tokens;
+- ``hash_ids``: one id per block of ``block_size`` prompt tokens (Mooncake's and aiperf's 512):
+  two prompts whose ids agree up to block k share their first k blocks, so an engine's prefix
+  cache sees what it saw when the trace was recorded;
+- ``session_id`` and ``delay`` (optional): the turns of one conversation, its lines consecutive in
+  the file; a later turn has no ``timestamp`` but a ``delay``, the ms its user waited after the
+  previous answer (an agent's tool call, a person's thinking).
+
+:class:`TraceReader` reads the lines one at a time (``feed``/``flush``) and hands out whole
+:class:`TraceSession` s, so a trace of any length is replayed with only the conversations in flight
+in memory. :class:`PromptBuilder` turns a turn's ids into words: every id always becomes the same
+``block_size`` words (drawn from :data:`~servelab.core.load.workload.WORDS` by the SHAKE-128 digest
+of the seed and the id), one word ≈ one token, so equal ids give equal prefixes. A prompt longer
+than its ids cover is completed with words of its own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Any
+
+import orjson
+
+from servelab.core.load.workload import WORDS
+from servelab.errors import TraceError
+
+__all__ = [
+    "DEFAULT_BLOCK_SIZE",
+    "PromptBuilder",
+    "TracePlan",
+    "TraceReader",
+    "TraceSession",
+    "TraceTurn",
+    "TraceWindow",
+    "session_offsets_ns",
+]
+
+#: Tokens per hash id when the trace does not say otherwise: Mooncake's, and aiperf's default.
+DEFAULT_BLOCK_SIZE = 512
+#: The word each byte value draws (the list repeated to 256: a few words are a little likelier).
+_BY_BYTE = tuple(WORDS[i % len(WORDS)] for i in range(256))
+
+
+@dataclass(frozen=True, slots=True)
+class TraceTurn:
+    """One request of a trace: its sizes, its blocks' ids, and (a later turn of a conversation)
+    the ms its user waited after the previous answer."""
+
+    input_length: int
+    output_length: int
+    hash_ids: tuple[int, ...] = ()
+    delay_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class TraceSession:
+    """A conversation, or one lone request (``session`` None): its first turn's ``start_ms``,
+    its turns in order, its place in the file (``ordinal``: conversations and lone requests
+    counted alike, from 0) and ``line`` (its first line, from 1)."""
+
+    start_ms: float
+    turns: tuple[TraceTurn, ...]
+    session: str | None
+    ordinal: int
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class TraceWindow:
+    """The part of a trace to replay: conversations starting in ``[start_s, end_s)`` of trace
+    time (its ``timestamp`` s in seconds; ``end_s`` None: to the end)."""
+
+    start_s: float = 0.0
+    end_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.start_s < 0 or (self.end_s is not None and self.end_s <= self.start_s):
+            raise ValueError(f"a window is START:END with 0 ≤ START < END, got {self}")
+
+    def holds(self, session: TraceSession) -> bool:
+        """Whether ``session`` starts inside the window."""
+        at = session.start_ms / 1e3
+        return at >= self.start_s and (self.end_s is None or at < self.end_s)
+
+
+@dataclass(frozen=True, slots=True)
+class TracePlan:
+    """A trace replay as asked: the file, its block size (tokens per hash id), how many times
+    faster than recorded, and the window of it."""
+
+    path: str
+    block_size: int = DEFAULT_BLOCK_SIZE
+    speedup: float = 1.0
+    window: TraceWindow = TraceWindow()
+
+    def __post_init__(self) -> None:
+        if self.block_size < 1 or not self.speedup > 0:
+            raise ValueError("a trace's block size must be ≥ 1 and its speedup > 0")
+
+
+def _number(entry: Mapping[str, Any], key: str, line: int, *, whole: bool) -> float | None:
+    value = entry.get(key)
+    if value is None:
+        return None
+    kind_ok = type(value) is int if whole else type(value) in (int, float)
+    if not kind_ok or value < 0:
+        expected = "a whole number ≥ 0" if whole else "a number ≥ 0"
+        raise TraceError(f"line {line}: {key} must be {expected}, got {value!r}")
+    return float(value)
+
+
+def _turn(entry: Mapping[str, Any], line: int) -> TraceTurn:
+    sizes = [_number(entry, key, line, whole=True) for key in ("input_length", "output_length")]
+    if sizes[0] is None or sizes[0] < 1:
+        raise TraceError(f"line {line}: input_length (a whole number ≥ 1) is required")
+    ids = entry.get("hash_ids") or []
+    if not isinstance(ids, list) or any(type(i) is not int for i in ids):
+        raise TraceError(f"line {line}: hash_ids must be a list of whole numbers")
+    return TraceTurn(
+        input_length=int(sizes[0]),
+        output_length=max(int(sizes[1] or 1), 1),
+        hash_ids=tuple(ids),
+        delay_ms=_number(entry, "delay", line, whole=False) or 0.0,
+    )
+
+
+class TraceReader:
+    """Lines in (``feed``), whole conversations out: a lone request as soon as its line is read,
+    a conversation when a line of another one (or ``flush``, at the end) shows it is complete.
+
+    Conversations start in the order of the file; each start needs a ``timestamp`` (a lone
+    request too). Ids of the sessions already handed out are kept to refuse a conversation whose
+    turns are not consecutive.
+    """
+
+    def __init__(self) -> None:
+        self._line = 0
+        self._ordinal = 0
+        self._open: tuple[str, float, int, list[TraceTurn]] | None = None
+        self._done: set[str] = set()
+
+    @property
+    def lines(self) -> int:
+        """Lines read so far (blank ones included)."""
+        return self._line
+
+    def feed(self, raw: bytes | str) -> list[TraceSession]:
+        """Read one line; what it completed."""
+        self._line += 1
+        if not raw.strip():
+            return []
+        try:
+            entry = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            raise TraceError(f"line {self._line}: not a JSON object") from None
+        if not isinstance(entry, dict):
+            raise TraceError(f"line {self._line}: not a JSON object")
+        turn = _turn(entry, self._line)
+        name = entry.get("session_id")
+        session = None if name is None else str(name)
+        if self._open is not None and session == self._open[0]:
+            self._open[3].append(turn)
+            return []
+        out = self.flush()
+        if session is not None and session in self._done:
+            raise TraceError(f"line {self._line}: the turns of session {session!r} are not "
+                             "consecutive lines")  # fmt: skip
+        start = _number(entry, "timestamp", self._line, whole=False)
+        if start is None:
+            raise TraceError(f"line {self._line}: the first turn of a request needs a timestamp")
+        if session is None:
+            out.append(self._session(start, [turn], None, self._line))
+        else:
+            self._open = (session, start, self._line, [turn])
+        return out
+
+    def flush(self) -> list[TraceSession]:
+        """The conversation still open (at the end of the file), if any."""
+        if self._open is None:
+            return []
+        session, start, line, turns = self._open
+        self._open = None
+        self._done.add(session)
+        return [self._session(start, turns, session, line)]
+
+    def _session(
+        self, start: float, turns: list[TraceTurn], session: str | None, line: int
+    ) -> TraceSession:
+        found = TraceSession(start, tuple(turns), session, self._ordinal, line)
+        self._ordinal += 1
+        return found
+
+
+def session_offsets_ns(
+    sessions: Iterator[TraceSession], speedup: float
+) -> Iterator[tuple[int, TraceSession]]:
+    """Each session with its start as an offset (ns) from the first one's, ``speedup`` times
+    faster than recorded; a start earlier than the one before it goes at the same offset (the
+    replay never goes back in time)."""
+    first: float | None = None
+    last = 0
+    for session in sessions:
+        if first is None:
+            first = session.start_ms
+        last = max(last, round((session.start_ms - first) * 1e6 / speedup))
+        yield last, session
+
+
+class PromptBuilder:
+    """A turn's prompt from its ids: each id is always the same ``block_size`` words (drawn by
+    SHAKE-128 of the seed and the id); the most recently used blocks are kept
+    (``cache_blocks``), their words and their text."""
+
+    def __init__(self, block_size: int, seed: int, cache_blocks: int = 4096) -> None:
+        if block_size < 1:
+            raise ValueError(f"block size must be ≥ 1, got {block_size}")
+        self.block_size = block_size
+        self.seed = seed
+        self._cache: OrderedDict[int, tuple[list[str], str]] = OrderedDict()
+        self._cache_blocks = cache_blocks
+
+    def _words(self, key: str, n: int) -> list[str]:
+        """``n`` words, one per byte of the digest (a byte names a word of :data:`_BY_BYTE`)."""
+        if n == 1:
+            return [_BY_BYTE[hashlib.shake_128(f"{self.seed}:{key}".encode()).digest(1)[0]]]
+        return list(
+            itemgetter(*hashlib.shake_128(f"{self.seed}:{key}".encode()).digest(n))(_BY_BYTE)
+        )
+
+    def _block(self, hash_id: int) -> tuple[list[str], str]:
+        found = self._cache.get(hash_id)
+        if found is None:
+            words = self._words(f"block:{hash_id}", self.block_size)
+            found = self._cache[hash_id] = (words, " ".join(words))
+            if len(self._cache) > self._cache_blocks:
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(hash_id)
+        return found
+
+    def prompt(self, turn: TraceTurn, own: int) -> str:
+        """``turn.input_length`` words: its blocks in order, the last one cut to fit, then words
+        of its own (drawn for ``own``, the request's place in the trace) where the ids run out."""
+        parts: list[str] = []
+        need = turn.input_length
+        for hash_id in turn.hash_ids:
+            if need <= 0:
+                break
+            words, text = self._block(hash_id)
+            parts.append(text if need >= len(words) else " ".join(words[:need]))
+            need -= min(need, len(words))
+        if need > 0:
+            parts.append(" ".join(self._words(f"own:{own}", need)))
+        return " ".join(parts)

@@ -1,0 +1,143 @@
+"""Seeded sample traces in the Mooncake format (pure): the same seed writes the same lines.
+
+Two shapes, each a generator of JSON-ready entries in file order (:mod:`servelab.core.load.trace`
+reads them back):
+
+- :func:`agentic_trace`: agent sessions arriving as a Poisson process. Every session starts with
+  the same system prompt and tools (whole blocks, the same ids in every session), then each turn
+  resends the whole history (the previous prompt, the previous answer, a tool's result or the
+  user's next message), so its ids are the previous turn's full blocks followed by new ones; a
+  block the previous prompt left partial is rewritten, so it gets a new id. The next turn waits
+  for the tool (the ``delay``).
+- :func:`chat_trace`: a long-tail chat mix, Poisson arrivals of single requests whose prompt and
+  answer lengths are log-normal (a few very long prompts), half of them opening with one of a few
+  popular system prompts (Zipf's law).
+
+Lengths are in tokens; a hash id names one block of ``block_size`` tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
+
+__all__ = ["AgenticShape", "ChatShape", "agentic_trace", "chat_trace"]
+
+
+@dataclass(frozen=True, slots=True)
+class AgenticShape:
+    """Agent sessions: how many, how often they start (per second), turns each (uniform in
+    ``turns``), the shared system prompt (whole blocks), each session's first message, what
+    a turn adds (a tool result or a message), the answers, and the tool's time between turns;
+    lengths are medians of log-normal draws (``spread``: their σ); a session ends early when its
+    history would pass ``max_tokens``."""
+
+    sessions: int = 8
+    rate: float = 0.5
+    turns: tuple[int, int] = (4, 8)
+    system_blocks: int = 4
+    first_tokens: float = 400
+    added_tokens: float = 600
+    output_tokens: float = 150
+    delay_ms: float = 2000
+    spread: float = 0.6
+    max_tokens: int = 65_536
+    block_size: int = DEFAULT_BLOCK_SIZE
+
+
+@dataclass(frozen=True, slots=True)
+class ChatShape:
+    """Single chat requests: how many, at what rate (per second), prompt and answer medians
+    and their log-normal σ (the long tail), the caps, the popular system prompts (each
+    ``system_blocks`` blocks, chosen by Zipf's law of exponent 1) and how often one is used."""
+
+    requests: int = 200
+    rate: float = 4.0
+    input_tokens: float = 512
+    input_spread: float = 1.0
+    output_tokens: float = 128
+    output_spread: float = 0.8
+    max_input: int = 16_384
+    max_output: int = 2048
+    system_prompts: int = 8
+    system_blocks: int = 2
+    system_share: float = 0.5
+    block_size: int = DEFAULT_BLOCK_SIZE
+
+
+def _lognormal(rng: random.Random, median: float, spread: float, cap: int) -> int:
+    return max(1, min(cap, round(rng.lognormvariate(math.log(median), spread))))
+
+
+class _Ids:
+    """Fresh hash ids, counted up from ``start``."""
+
+    def __init__(self, start: int) -> None:
+        self.next = start
+
+    def take(self, n: int) -> list[int]:
+        out = list(range(self.next, self.next + n))
+        self.next += n
+        return out
+
+
+def _blocks(tokens: int, size: int) -> int:
+    return -(-tokens // size)
+
+
+def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[dict[str, Any]]:
+    """The entries of ``shape.sessions`` agent sessions, each session's turns consecutive."""
+    rng = random.Random(seed)
+    size = shape.block_size
+    system = list(range(shape.system_blocks))
+    ids = _Ids(shape.system_blocks)
+    start_s = 0.0
+    for n in range(shape.sessions):
+        if n:
+            start_s += rng.expovariate(shape.rate)
+        length = shape.system_blocks * size
+        full = list(system)  # the ids of the history's full blocks, in order
+        added = _lognormal(rng, shape.first_tokens, shape.spread, shape.max_tokens)
+        for turn in range(rng.randint(*shape.turns)):
+            prompt = length + added
+            if prompt > shape.max_tokens:
+                break  # the history no longer fits: the agent starts over elsewhere
+            hash_ids = full + ids.take(_blocks(prompt, size) - len(full))
+            output = _lognormal(rng, shape.output_tokens, shape.spread, shape.max_tokens)
+            entry: dict[str, Any] = {"session_id": f"agent-{seed}-{n}"}
+            if turn:
+                entry["delay"] = round(rng.lognormvariate(math.log(shape.delay_ms), shape.spread))
+            else:
+                entry["timestamp"] = round(start_s * 1e3)
+            yield entry | {"input_length": prompt, "output_length": output, "hash_ids": hash_ids}
+            length = prompt + output
+            full = hash_ids[: prompt // size]
+            added = _lognormal(rng, shape.added_tokens, shape.spread, shape.max_tokens)
+
+
+def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[dict[str, Any]]:
+    """The entries of ``shape.requests`` single chat requests in time order."""
+    rng = random.Random(seed)
+    size = shape.block_size
+    systems = [list(range(k * shape.system_blocks, (k + 1) * shape.system_blocks))
+               for k in range(shape.system_prompts)]  # fmt: skip
+    weights = [1.0 / (k + 1) for k in range(shape.system_prompts)]
+    ids = _Ids(shape.system_prompts * shape.system_blocks)
+    at_s = 0.0
+    for n in range(shape.requests):
+        if n:
+            at_s += rng.expovariate(shape.rate)
+        prompt = _lognormal(rng, shape.input_tokens, shape.input_spread, shape.max_input)
+        prefix: list[int] = []
+        if systems and rng.random() < shape.system_share:
+            prefix = rng.choices(systems, weights)[0]
+            prompt = max(prompt, len(prefix) * size + 1)
+        hash_ids = prefix + ids.take(_blocks(prompt, size) - len(prefix))
+        output = _lognormal(rng, shape.output_tokens, shape.output_spread, shape.max_output)
+        yield {"timestamp": round(at_s * 1e3), "input_length": prompt, "output_length": output,
+               "hash_ids": hash_ids}  # fmt: skip

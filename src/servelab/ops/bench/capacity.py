@@ -1,0 +1,98 @@
+"""``bench --find-capacity``: the largest concurrency (or arrival rate) that meets the SLO, by the
+bounded search of :mod:`servelab.core.load.capacity`, each probe one bench run (recorded in the
+ledger as every run is).
+
+A closed loop's probe runs the config at one concurrency; an open loop's (``rate`` set) at one
+rate, the largest of its ``concurrencies`` capping the requests in flight (as ``--rate`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass, field, replace
+
+from servelab.core.load.capacity import Capacity, LoadKind, Probe, conclude, next_load
+from servelab.core.load.metrics import SloAttainment
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.results import BenchConfig, BenchProgressFn, RunResult
+from servelab.ops.telemetry.watch import MetricsPlan
+
+__all__ = ["CapacityResult", "find_capacity", "probe_of", "search_bounds"]
+
+
+@dataclass(slots=True)
+class CapacityResult:
+    """A search: its config (with the SLO), every probe's run, and what the search concluded."""
+
+    config: BenchConfig
+    capacity: Capacity
+    runs: list[RunResult] = field(default_factory=list)
+
+    @property
+    def n_failed(self) -> int:
+        """Failed requests over every probe."""
+        return sum(r.metrics.n_failed for r in self.runs)
+
+
+def search_bounds(config: BenchConfig) -> tuple[LoadKind, float, float | None]:
+    """What the search varies, where it starts and its ceiling: the rate from ``rate`` (no
+    ceiling), else the concurrency from the smallest of ``concurrencies`` up to the largest
+    (one value: no ceiling but the probe budget)."""
+    if config.rate is not None:
+        return LoadKind.RATE, config.rate, None
+    levels = config.concurrencies
+    ceiling = float(max(levels)) if len(levels) > 1 else None
+    return LoadKind.CONCURRENCY, float(min(levels)), ceiling
+
+
+def _binding_ratio(att: SloAttainment) -> float:
+    """The largest value-over-limit of the objectives (NaN: none has a value)."""
+    ratios = [o.value_ms / o.objective.limit_ms for o in att.objectives]
+    return max((r for r in ratios if math.isfinite(r)), default=math.nan)
+
+
+def probe_of(load: float, run: RunResult) -> Probe:
+    """A probe from its run: the SLO's verdict, the throughput, the binding ratio."""
+    att = run.slo
+    if att is None:
+        raise ValueError("a capacity probe needs an SLO")
+    steady = run.metrics.steady_throughput
+    throughput = steady if steady is not None else run.metrics.output_throughput
+    return Probe(load, att.met, att.sure, throughput, _binding_ratio(att), run.run_id)
+
+
+def _probe_config(config: BenchConfig, kind: LoadKind, load: float) -> BenchConfig:
+    if kind == LoadKind.RATE:
+        return replace(config, rate=load, concurrencies=(max(config.concurrencies),), repeat=1)
+    return replace(config, concurrencies=(round(load),), repeat=1)
+
+
+async def find_capacity(
+    config: BenchConfig,
+    *,
+    progress: BenchProgressFn | None = None,
+    ledger: Ledger | None = None,
+    stop: asyncio.Event | None = None,
+    metrics: MetricsPlan | None = None,
+) -> CapacityResult:
+    """Probe until the search is over (or ``stop`` is set); every probe recorded in ``ledger``."""
+    if config.slo is None:
+        raise ValueError("finding the capacity needs an SLO")
+    kind, start, ceiling = search_bounds(config)
+    probes: list[Probe] = []
+    runs: list[RunResult] = []
+    interrupted = False
+    while (load := next_load(probes, start=start, kind=kind, ceiling=ceiling)) is not None:
+        probe_config = _probe_config(config, kind, load)
+        got = await run_bench(
+            probe_config, progress=progress, ledger=ledger, stop=stop, metrics=metrics
+        )
+        runs += got.runs
+        if got.interrupted or not got.runs:
+            interrupted = True
+            break
+        probes.append(probe_of(load, got.runs[-1]))
+    capacity = conclude(probes, kind=kind, ceiling=ceiling, interrupted=interrupted)
+    return CapacityResult(config, capacity, runs)

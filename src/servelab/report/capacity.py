@@ -1,0 +1,108 @@
+"""``bench --find-capacity`` for people: the probes as a table, the conclusion in words, the JSON
+document and the markdown (pure: returns values, the CLI writes them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rich.table import Table
+
+from servelab.core.ledger.codec import encode
+from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
+from servelab.core.stats import PERCENTILE_METHOD
+from servelab.ops.bench.capacity import CapacityResult
+from servelab.report.slo import attainment_text, objective_text, verdict_word
+
+__all__ = ["capacity_json", "capacity_markdown", "capacity_table", "conclusion", "load_text"]
+
+
+def load_text(kind: LoadKind, load: float | None) -> str:
+    """``C56`` or ``12.5 req/s`` (``–`` for None)."""
+    if load is None:
+        return "–"
+    return f"C{load:g}" if kind == LoadKind.CONCURRENCY else f"{load:,.3g} req/s"
+
+
+def _probe_rows(result: CapacityResult) -> list[list[str]]:
+    kind = result.capacity.kind
+    rows = []
+    for probe, run in zip(result.capacity.probes, result.runs, strict=False):
+        att = run.slo
+        objectives = "; ".join(objective_text(o) for o in att.objectives) if att else "–"
+        rows.append([load_text(kind, probe.load), verdict_word(probe.met, probe.sure),
+                     f"{probe.throughput:,.1f}", objectives,
+                     "–" if probe.run_id is None else f"#{probe.run_id}"])  # fmt: skip
+    return rows
+
+
+_HEAD = ["load", "SLO", "tok/s", "objectives", "run"]
+
+
+def capacity_table(result: CapacityResult) -> Table:
+    """One row per probe, in the order run."""
+    slo = result.config.slo
+    table = Table(title=f"capacity under {slo.text if slo else '?'}",
+                  caption=f"percentiles: {PERCENTILE_METHOD}")  # fmt: skip
+    for name in _HEAD:
+        table.add_column(name, justify="left" if name == "objectives" else "right")
+    for row in _probe_rows(result):
+        table.add_row(*row)
+    return table
+
+
+def conclusion(capacity: Capacity) -> str:
+    """What the search found and how sure it is, in one sentence."""
+    kind = capacity.kind
+    lo, hi = load_text(kind, capacity.capacity), load_text(kind, capacity.above)
+    sure = ("both verdicts sure at 95%" if capacity.sure
+            else "not sure: an end's 95% interval straddles its percentile; more --requests "
+            "would settle it")  # fmt: skip
+    estimate = (
+        ""
+        if capacity.estimate is None
+        else (
+            f"; the binding objective crosses its limit near {load_text(kind, capacity.estimate)}"
+        )
+    )
+    match capacity.stop:
+        case CapacityStop.BRACKETED:
+            return f"capacity {lo}: the SLO holds there and not at {hi}{estimate} ({sure})"
+        case CapacityStop.SATURATED:
+            return (f"saturated at {lo}: doubling the load raised the throughput by less than "
+                    f"5% while the SLO held, so more load only queues; the SLO did not bind "
+                    f"({sure})")  # fmt: skip
+        case CapacityStop.CEILING:
+            return f"capacity at least {lo}: the SLO held up to the highest load allowed ({sure})"
+        case CapacityStop.NEVER_MET:
+            low = load_text(kind, min((p.load for p in capacity.probes), default=None))
+            return f"the SLO was missed at every load tried, down to {low}"
+        case CapacityStop.BUDGET:
+            return (f"out of probes: the SLO holds at {lo}" + (f", not at {hi}" if hi != "–"
+                    else "") + f"{estimate} ({sure})")  # fmt: skip
+        case CapacityStop.INTERRUPTED:
+            return f"interrupted: the SLO held at {lo} so far"
+
+
+def capacity_json(result: CapacityResult) -> dict[str, Any]:
+    """The search as one JSON document: config, the conclusion's codes and numbers, each probe
+    with its run's SLO attainment."""
+    probes = []
+    for probe, run in zip(result.capacity.probes, result.runs, strict=False):
+        ratio = None if math.isnan(probe.ratio) else probe.ratio
+        probes.append({**encode(probe), "ratio": ratio,
+                       "slo": None if run.slo is None else encode(run.slo)})  # fmt: skip
+    doc = encode(result.capacity)
+    doc["probes"] = probes
+    return {"config": result.config.to_dict(), "failed": result.n_failed, **doc,
+            "conclusion": conclusion(result.capacity)}  # fmt: skip
+
+
+def capacity_markdown(result: CapacityResult) -> str:
+    """The probes' table and the conclusion in markdown."""
+    lines = ["| " + " | ".join(_HEAD) + " |", "|---:|---:|---:|---|---:|"]
+    lines += ["| " + " | ".join(row) + " |" for row in _probe_rows(result)]
+    last = result.runs[-1].slo if result.runs else None
+    tail = [] if last is None else ["", f"Last probe: {attainment_text(last)}."]
+    return "\n".join([*lines, "", conclusion(result.capacity) + ".", *tail]) + "\n"

@@ -1,0 +1,95 @@
+"""The capacity search on modelled deployments: bracketed by bisection, saturation, a ceiling,
+never met, a rate, the budget; the estimate and how sure it is."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from servelab.core.load.capacity import (
+    PROBES,
+    Capacity,
+    CapacityStop,
+    LoadKind,
+    Probe,
+    conclude,
+    next_load,
+)
+
+
+def _search(
+    model: Callable[[float], Probe],
+    *,
+    start: float,
+    kind: LoadKind = LoadKind.CONCURRENCY,
+    ceiling: float | None = None,
+) -> Capacity:
+    probes: list[Probe] = []
+    while (load := next_load(probes, start=start, kind=kind, ceiling=ceiling)) is not None:
+        probes.append(model(load))
+    return conclude(probes, kind=kind, ceiling=ceiling)
+
+
+def _latency_bound(limit_load: float, sat: float = 1e9) -> Callable[[float], Probe]:
+    """A deployment whose binding latency grows linearly with load, crossing the limit at
+    ``limit_load``; throughput grows with load up to ``sat``."""
+
+    def probe(load: float) -> Probe:
+        ratio = load / limit_load
+        return Probe(load, ratio <= 1, abs(ratio - 1) > 0.002, min(load, sat) * 10, ratio)
+
+    return probe
+
+
+def test_a_latency_bound_capacity_is_bracketed_and_interpolated() -> None:
+    found = _search(_latency_bound(57.3), start=1)
+    assert found.stop == CapacityStop.BRACKETED
+    assert (found.capacity, found.above) == (57, 58)
+    assert found.estimate == pytest.approx(57.3)
+    assert found.sure and len(found.probes) <= PROBES
+    loads = [p.load for p in found.probes]
+    assert loads[:7] == [1, 2, 4, 8, 16, 32, 64]  # the ramp, then bisection
+
+
+def test_saturation_stops_the_ramp_at_the_load_before() -> None:
+    found = _search(_latency_bound(10_000, sat=8), start=1)
+    assert found.stop == CapacityStop.SATURATED
+    assert found.capacity == 8 and found.above is None and found.estimate is None
+    assert [p.load for p in found.probes] == [1, 2, 4, 8, 16]
+
+
+def test_a_ceiling_ends_the_ramp() -> None:
+    found = _search(_latency_bound(500), start=16, ceiling=48)
+    assert found.stop == CapacityStop.CEILING
+    assert [p.load for p in found.probes] == [16, 32, 48] and found.capacity == 48
+
+
+def test_a_first_load_that_misses_is_halved_until_one_holds() -> None:
+    found = _search(_latency_bound(5.5), start=64)
+    assert found.stop == CapacityStop.BRACKETED and (found.capacity, found.above) == (5, 6)
+    never = _search(_latency_bound(0.5), start=8)
+    assert never.stop == CapacityStop.NEVER_MET and never.capacity is None
+    assert [p.load for p in never.probes] == [8, 4, 2, 1]
+
+
+def test_a_rate_is_bracketed_within_the_resolution() -> None:
+    found = _search(_latency_bound(13.7), start=1.0, kind=LoadKind.RATE)
+    assert found.stop == CapacityStop.BRACKETED
+    assert found.capacity is not None and found.above is not None
+    assert found.capacity <= 13.7 < found.above <= found.capacity * 1.03
+    assert found.estimate == pytest.approx(13.7)
+
+
+def test_an_unsure_end_makes_the_result_unsure_and_the_budget_bounds_the_search() -> None:
+    found = _search(_latency_bound(57.0), start=1)
+    assert found.capacity == 57 and not found.sure  # 57 sits right on the limit
+    flat_never = _search(lambda load: Probe(load, False, True, 1.0, 2.0), start=1000.0,
+                         kind=LoadKind.RATE)  # fmt: skip
+    assert len(flat_never.probes) == PROBES and flat_never.stop == CapacityStop.NEVER_MET
+
+
+def test_an_interrupted_search_says_so() -> None:
+    probe = _latency_bound(30)
+    found = conclude([probe(1), probe(2)], kind=LoadKind.CONCURRENCY, interrupted=True)
+    assert found.stop == CapacityStop.INTERRUPTED and found.capacity == 2

@@ -1,0 +1,131 @@
+"""The Mooncake trace format: lines to conversations, the window, the replay's offsets, prompts
+whose equal ids are equal prefixes, and the seeded sample traces (the shipped one included)."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from servelab.core.load.trace import (
+    PromptBuilder,
+    TraceReader,
+    TraceSession,
+    TraceTurn,
+    TraceWindow,
+    session_offsets_ns,
+)
+from servelab.core.load.tracegen import AgenticShape, ChatShape, agentic_trace, chat_trace
+from servelab.errors import TraceError
+from tests.support import REPO
+
+
+def _read(lines: list[dict[str, object] | str]) -> list[TraceSession]:
+    reader = TraceReader()
+    out: list[TraceSession] = []
+    for line in lines:
+        out += reader.feed(line if isinstance(line, str) else json.dumps(line))
+    return out + reader.flush()
+
+
+def test_lone_requests_and_conversations_come_out_whole_in_file_order() -> None:
+    got = _read([
+        {"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [1]},
+        {"session_id": "a", "timestamp": 5, "input_length": 20, "output_length": 3},
+        {"session_id": "a", "delay": 1500, "input_length": 30, "output_length": 4,
+         "hash_ids": [7, 8]},
+        "",
+        {"timestamp": 9.5, "input_length": 1},
+    ])  # fmt: skip
+    assert [(s.session, s.start_ms, len(s.turns), s.ordinal, s.line) for s in got] == [
+        (None, 0.0, 1, 0, 1),
+        ("a", 5.0, 2, 1, 2),
+        (None, 9.5, 1, 2, 5),
+    ]
+    assert got[1].turns[1] == TraceTurn(30, 4, (7, 8), 1500.0)
+    assert got[2].turns[0].output_length == 1  # absent: one token
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        (["{not json"], "line 1: not a JSON object"),
+        (["[1, 2]"], "line 1: not a JSON object"),
+        ([{"input_length": 3}], "line 1: the first turn of a request needs a timestamp"),
+        ([{"timestamp": 0}], "line 1: input_length"),
+        ([{"timestamp": 0, "input_length": 2.5}], "line 1: input_length must be a whole"),
+        ([{"timestamp": -1, "input_length": 2}], "line 1: timestamp must be a number ≥ 0"),
+        ([{"timestamp": 0, "input_length": 2, "hash_ids": ["x"]}], "line 1: hash_ids"),
+        ([{"session_id": "a", "timestamp": 0, "input_length": 2},
+          {"session_id": "b", "timestamp": 1, "input_length": 2},
+          {"session_id": "a", "delay": 0, "input_length": 2}], "line 3: the turns of session 'a'"),
+    ],
+)  # fmt: skip
+def test_what_is_not_a_trace_entry_is_refused_by_its_line(
+    lines: list[dict[str, object] | str], message: str
+) -> None:
+    with pytest.raises(TraceError, match=message):
+        _read(lines)
+
+
+def test_the_window_and_the_offsets_sped_up() -> None:
+    sessions = _read([{"timestamp": t, "input_length": 1} for t in (1000, 3000, 2500, 9000)])
+    window = TraceWindow(2.0, 9.0)
+    held = [s for s in sessions if window.holds(s)]
+    assert [s.start_ms for s in held] == [3000, 2500]
+    offsets = list(session_offsets_ns(iter(sessions), speedup=2.0))
+    # a start earlier than the one before goes with it: the replay never goes back in time
+    assert [o for o, _ in offsets] == [0, 1_000_000_000, 1_000_000_000, 4_000_000_000]
+    with pytest.raises(ValueError):
+        TraceWindow(5.0, 5.0)
+
+
+def test_equal_ids_are_equal_prefixes_and_a_prompt_has_its_length() -> None:
+    build = PromptBuilder(block_size=4, seed=7)
+    a = build.prompt(TraceTurn(10, 1, (1, 2, 3)), own=0).split()
+    b = build.prompt(TraceTurn(9, 1, (1, 2, 9)), own=1).split()
+    c = build.prompt(TraceTurn(6, 1, (1, 2, 3)), own=2).split()  # its last block cut
+    tail = build.prompt(TraceTurn(11, 1, (1,)), own=3).split()  # ids run out: its own words
+    assert (len(a), len(b), len(c), len(tail)) == (10, 9, 6, 11)
+    assert a[:8] == b[:8] and a[8:] != b[8:9] + b[8:]  # blocks 1, 2 shared; 3 and 9 differ
+    assert c == a[:6] and tail[:4] == a[:4]
+    assert PromptBuilder(4, seed=7).prompt(TraceTurn(10, 1, (1, 2, 3)), own=0).split() == a
+    assert PromptBuilder(4, seed=8).prompt(TraceTurn(10, 1, (1, 2, 3)), own=0).split() != a
+
+
+def test_an_agentic_trace_resends_its_history_and_waits_for_its_tools() -> None:
+    shape = AgenticShape(sessions=5, turns=(3, 6), block_size=64)
+    entries = list(agentic_trace(shape, seed=3))
+    assert entries == list(agentic_trace(shape, seed=3))  # seeded
+    sessions = _read(entries)
+    assert len(sessions) == 5 and [s.start_ms for s in sessions] == sorted(
+        s.start_ms for s in sessions
+    )
+    system = list(range(shape.system_blocks))
+    for s in sessions:
+        assert 3 <= len(s.turns) <= 6
+        for before, after in zip(s.turns, s.turns[1:], strict=False):
+            full = before.input_length // 64
+            assert after.hash_ids[:full] == before.hash_ids[:full]  # the history's blocks kept
+            assert after.input_length > before.input_length + before.output_length
+            assert after.delay_ms > 0
+        assert list(s.turns[0].hash_ids[: shape.system_blocks]) == system  # shared by all
+        for t in s.turns:
+            assert len(t.hash_ids) == -(-t.input_length // 64)
+
+
+def test_a_chat_trace_is_a_long_tailed_time_ordered_mix() -> None:
+    entries = list(chat_trace(ChatShape(requests=400), seed=1))
+    stamps = [e["timestamp"] for e in entries]
+    assert stamps == sorted(stamps) and len(entries) == 400
+    inputs = sorted(int(str(e["input_length"])) for e in entries)
+    assert inputs[-1] > 4 * inputs[len(inputs) // 2]  # a long tail
+    shared = [e for e in entries if e["hash_ids"][0] < 16]  # type: ignore[index]
+    assert 0.3 < len(shared) / len(entries) < 0.7
+
+
+def test_the_shipped_trace_is_the_generators_default_agentic_trace() -> None:
+    """``servelab trace generate agentic -o examples/traces/agentic.jsonl`` wrote it."""
+    shipped = (REPO / "examples" / "traces" / "agentic.jsonl").read_bytes().splitlines()
+    assert shipped == [orjson.dumps(e) for e in agentic_trace(AgenticShape(), seed=0)]

@@ -1,0 +1,96 @@
+"""``find_capacity`` against real loopback servers whose token gap grows with the streams in
+flight (the SLO binds: bracketed) or whose streams are capped (throughput saturates first)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+
+from servelab.core.load.capacity import CapacityStop, LoadKind
+from servelab.core.load.slo import parse_slo
+from servelab.core.load.workload import LengthDist
+from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.bench.capacity import find_capacity, search_bounds
+
+BASE_S, STEP_S = 0.002, 0.0005  # a gap: 2 ms, and half a millisecond per stream in flight
+INFLIGHT = web.AppKey("inflight", list[int])
+SLOTS = web.AppKey("slots", asyncio.Semaphore)
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    n = int(body["max_tokens"])
+    async with request.app[SLOTS]:
+        inflight = request.app[INFLIGHT]
+        inflight[0] += 1
+        try:
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await resp.prepare(request)
+            for i in range(n):
+                await asyncio.sleep(BASE_S + STEP_S * inflight[0])
+                chunk = {"choices": [{"index": 0, "delta": {"content": f" w{i}"}}]}
+                await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
+        finally:
+            inflight[0] -= 1
+
+
+async def _serve(slots: int) -> tuple[web.AppRunner, str]:
+    app = web.Application()
+    app[INFLIGHT] = [0]
+    app[SLOTS] = asyncio.Semaphore(slots)
+    app.router.add_post("/v1/chat/completions", _stream)
+    runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    return runner, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+async def growing() -> AsyncIterator[str]:
+    runner, url = await _serve(slots=1000)
+    yield url
+    await runner.cleanup()
+
+
+@pytest.fixture
+async def capped() -> AsyncIterator[str]:
+    runner, url = await _serve(slots=3)
+    yield url
+    await runner.cleanup()
+
+
+def _config(url: str, slo: str, **kw: object) -> BenchConfig:
+    base: dict[str, object] = {"url": url, "requests": 24, "model": "m", "slo": parse_slo(slo),
+                               "input_len": LengthDist("fixed", 8),
+                               "output_len": LengthDist("fixed", 12), "ramp_s": 0.0}  # fmt: skip
+    return BenchConfig(**(base | kw))  # type: ignore[arg-type]
+
+
+async def test_the_capacity_is_bracketed_where_the_slo_stops_holding(growing: str) -> None:
+    # TPOT ≈ 2 + C/2 ms: a 5.25 ms p50 holds up to C6
+    config = _config(growing, "tpot_p50=5.25ms", concurrencies=(1, 16))
+    assert search_bounds(config) == (LoadKind.CONCURRENCY, 1.0, 16.0)
+    found = await asyncio.wait_for(find_capacity(config), 120)
+    cap = found.capacity
+    assert cap.stop == CapacityStop.BRACKETED, cap
+    assert cap.capacity is not None and cap.above is not None
+    assert 3 <= cap.capacity <= 8 and cap.above == cap.capacity + 1
+    assert [p.load for p in cap.probes][:4] == [1, 2, 4, 8]
+    assert len(found.runs) == len(cap.probes) and all(r.slo for r in found.runs)
+
+
+async def test_saturation_stops_the_search_when_the_slo_does_not_bind(capped: str) -> None:
+    config = _config(capped, "tpot_p50=1s", concurrencies=(1, 64))
+    found = await asyncio.wait_for(find_capacity(config), 120)
+    cap = found.capacity
+    assert cap.stop == CapacityStop.SATURATED, [(p.load, p.throughput) for p in cap.probes]
+    assert cap.capacity is not None and 2 <= cap.capacity <= 8

@@ -1,0 +1,140 @@
+"""``run_bench`` replaying a trace against a real loopback server that keeps a prefix cache of
+its own: lone requests at their instants, conversations turn by turn after each answer and its
+delay, the window, cached tokens per request and per conversation, the SLO judged."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from aiohttp import web
+
+from servelab.core.load.metrics import dispatch_delay_ns, ttft_ns
+from servelab.core.load.slo import parse_slo
+from servelab.core.load.trace import TracePlan, TraceWindow
+from servelab.ops.bench.bench import TRACE_LEVEL, BenchConfig, run_bench
+from tests.support.servers import served
+
+GAP_S = 0.002
+
+
+class _Cache:
+    """The prompts seen so far: a request's cached tokens are its longest word prefix among
+    them (never the whole prompt), as an engine's prefix cache reports them."""
+
+    def __init__(self) -> None:
+        self.seen: list[list[str]] = []
+
+    def cached(self, words: list[str]) -> int:
+        best = 0
+        for old in self.seen:
+            n = 0
+            for a, b in zip(old, words, strict=False):
+                if a != b:
+                    break
+                n += 1
+            best = max(best, n)
+        self.seen.append(words)
+        return min(best, len(words) - 1)
+
+
+async def _stream(request: web.Request) -> web.StreamResponse:
+    body = await request.json()
+    words = body["messages"][0]["content"].split()
+    n = int(body["max_tokens"])
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    for i in range(n):
+        await asyncio.sleep(GAP_S)
+        chunk = {"choices": [{"index": 0, "delta": {"content": f" w{i}"}}]}
+        await resp.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+    cached = request.app[CACHE].cached(words)
+    usage = {"prompt_tokens": len(words), "completion_tokens": n,
+             "prompt_tokens_details": {"cached_tokens": cached}}  # fmt: skip
+    await resp.write(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n")
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+CACHE = web.AppKey("cache", _Cache)
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[str]:
+    app = web.Application()
+    app[CACHE] = _Cache()
+    app.router.add_post("/v1/chat/completions", _stream)
+    async with served(app) as url:
+        yield url
+
+
+def _trace(tmp_path: Path) -> Path:
+    lines = [
+        {"timestamp": 1000, "input_length": 40, "output_length": 3, "hash_ids": [1, 2]},
+        {"session_id": "s1", "timestamp": 1100, "input_length": 50, "output_length": 4,
+         "hash_ids": [10, 11, 12]},
+        {"session_id": "s1", "delay": 80, "input_length": 70, "output_length": 4,
+         "hash_ids": [10, 11, 13, 14]},
+        {"session_id": "s1", "delay": 40, "input_length": 90, "output_length": 4,
+         "hash_ids": [10, 11, 13, 15, 16]},
+        {"timestamp": 1300, "input_length": 30, "output_length": 2, "hash_ids": [1]},
+        {"timestamp": 9000, "input_length": 30, "output_length": 2},
+    ]  # fmt: skip
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def _config(url: str, plan: TracePlan, **kw: object) -> BenchConfig:
+    base: dict[str, object] = {"url": url, "concurrencies": (TRACE_LEVEL,), "trace": plan,
+                               "model": "m", "idle_timeout_s": 5.0}  # fmt: skip
+    return BenchConfig(**(base | kw))  # type: ignore[arg-type]
+
+
+async def test_a_trace_is_replayed_at_its_instants_and_its_turns_after_their_answers(
+    server: str, tmp_path: Path
+) -> None:
+    plan = TracePlan(str(_trace(tmp_path)), block_size=20, speedup=2.0, window=TraceWindow(0, 5))
+    result = await asyncio.wait_for(run_bench(_config(server, plan)), 20)
+    (run,) = result.runs
+    records = sorted(run.records, key=lambda r: r.index)
+    assert [r.index for r in records] == [0, 1, 2, 3, 4]  # the window left the 9 s one out
+    assert [r.session for r in records] == [None, 1, 1, 1, None]
+    t0 = records[0].scheduled_ns
+    # lone requests and a conversation's first turn at (timestamp - first) / speedup
+    assert (records[1].scheduled_ns - t0, records[4].scheduled_ns - t0) == (50e6, 150e6)
+    # a later turn: its delay / speedup after the answer before it ended
+    assert records[2].scheduled_ns == records[1].end_ns + 40_000_000
+    assert records[3].scheduled_ns == records[2].end_ns + 20_000_000
+    for r in records:
+        assert r.ok and r.output_tokens == [3, 4, 4, 4, 2][r.index]
+        assert 0 <= dispatch_delay_ns(r) < 20_000_000
+        assert (ttft_ns(r) or 0) > 0
+    assert [r.input_tokens for r in records] == [40, 50, 70, 90, 30]
+    # equal ids, equal prefixes: the server's cache finds them
+    assert [r.cached_tokens for r in records] == [0, 0, 40, 60, 20]
+    (s1,) = run.sessions
+    assert (s1.session, s1.requests, s1.failed) == ("s1", 3, 0)
+    assert s1.cache.hit_rate == pytest.approx(100 / 210)
+    assert s1.warm.hit_rate == pytest.approx(100 / 160)
+    level = result.levels[0]
+    assert level.concurrency == TRACE_LEVEL and level.n_requests == 5
+    assert level.cache.hit_rate == pytest.approx(120 / 280)
+
+
+async def test_a_replay_is_judged_by_its_slo_and_a_deadline_cuts_it(
+    server: str, tmp_path: Path
+) -> None:
+    plan = TracePlan(str(_trace(tmp_path)), block_size=20, speedup=1.0)
+    slo = parse_slo("ttft_p50=1s,e2e_p99=2ms")
+    result = await asyncio.wait_for(run_bench(_config(server, plan, slo=slo, deadline_s=1.0)), 20)
+    (run,) = result.runs
+    assert run.deadline_hit and len(run.records) == 5  # the 9 s request never went
+    assert run.slo is not None and run.slo.requests == 5
+    ttft, e2e = run.slo.objectives
+    assert ttft.met and not e2e.met and not run.slo.met
+    assert run.metrics.goodput == 0.0

@@ -1,0 +1,51 @@
+"""The words of an SLO's verdicts, of a cache's hit rate, and of a capacity search's conclusion."""
+
+from __future__ import annotations
+
+from servelab.core.load.cache import CacheSummary
+from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind, Probe
+from servelab.core.load.metrics import slo_attainment
+from servelab.core.load.records import RequestRecord
+from servelab.core.load.slo import parse_slo
+from servelab.report.capacity import conclusion, load_text
+from servelab.report.slo import attainment_text, cache_text, slo_rows, verdict_word
+
+MS = 1_000_000
+
+
+def _ok(ttft_ms: int) -> RequestRecord:
+    return RequestRecord(0, 0, sent_ns=0, status=200, end_ns=(ttft_ms + 5) * MS,
+                         event_ns=[ttft_ms * MS, (ttft_ms + 5) * MS], event_tokens=[1, 1],
+                         output_tokens=2)  # fmt: skip
+
+
+def test_an_slo_is_worded_per_objective_with_its_interval() -> None:
+    att = slo_attainment([_ok(100)] * 20 + [_ok(3000)], parse_slo("ttft_p90=2s"))
+    rows = dict(slo_rows(att))
+    assert rows["SLO ttft ≤ 2,000 ms"].startswith("p90 100.0 ms: met (unsure) (95.2% within")
+    assert "n=21" in rows["SLO ttft ≤ 2,000 ms"]
+    assert attainment_text(att) == "95.2% of 21 requests met every objective: SLO met (unsure)"
+    assert (verdict_word(True, True), verdict_word(False, False)) == ("met", "missed (unsure)")
+
+
+def test_a_cache_is_unknown_until_an_engine_reports_it() -> None:
+    assert cache_text(CacheSummary(4, 0, 0, 0)).startswith("unknown (no request reported")
+    text = cache_text(CacheSummary(4, 4, 10_000, 8_250))
+    assert text == "82.5% (8,250 of 10,000 prompt tokens cached, 4 of 4 requests reported)"
+
+
+def test_each_end_of_a_search_is_worded() -> None:
+    probes = (Probe(48, True, True, 900.0, 0.98), Probe(56, False, True, 950.0, 1.05))
+    found = Capacity(LoadKind.CONCURRENCY, CapacityStop.BRACKETED, 48, 56, 50.3, True, probes)
+    assert conclusion(found) == (
+        "capacity C48: the SLO holds there and not at C56; the binding objective crosses its "
+        "limit near C50.3 (both verdicts sure at 95%)"
+    )
+    saturated = Capacity(LoadKind.RATE, CapacityStop.SATURATED, 8.0, None, None, False, probes)
+    assert conclusion(saturated).startswith("saturated at 8 req/s: doubling the load")
+    assert "more --requests" in conclusion(saturated)
+    never = Capacity(LoadKind.CONCURRENCY, CapacityStop.NEVER_MET, None, None, None, False, probes)
+    assert conclusion(never) == "the SLO was missed at every load tried, down to C48"
+    assert (
+        load_text(LoadKind.RATE, 12.345) == "12.3 req/s" and load_text(LoadKind.RATE, None) == "–"
+    )
