@@ -36,6 +36,15 @@ def test_bench_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: 
     assert refused.returncode == 1 and "403" in refused.stderr + refused.stdout
 
 
+def test_bench_worker_processes_send_the_header_too(proxy: RunningProxy, tmp_path: Path) -> None:
+    ok = run_cli("bench", "--url", proxy.url, "--requests", "4", "--concurrency", "2",
+                 "--workers", "2", "--output-len", "4", "--no-ledger", "--json",
+                 "--header", "X-Tenant: a", cwd=tmp_path)  # fmt: skip
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    assert doc["config"]["workers"] == 2 and doc["failed"] == 0 and doc["levels"][0]["ok"] == 4
+
+
 def test_soak_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: Path) -> None:
     common = ["soak", "--url", proxy.url, "--sessions", "2", "--rounds", "2", "--idle-timeout",
               "3", "--duration", "30", "--no-record", "--no-localize", "--json"]  # fmt: skip
