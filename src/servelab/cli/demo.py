@@ -156,7 +156,10 @@ def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
     story.spec_for_down = ["-f", str(spec)]
     case = story.cmd_json("case", "open", "Multi-round agentic sessions hang after a few rounds")
     cid = str(case["id"])
-    story.say("reproduce: agent sessions through the proxy, as the users run them")
+    story.say(
+        "reproduce: agent sessions through the proxy, as the users run them (each round "
+        "resends the history: the soak shows how much of it the prefix cache served)"
+    )
     story.cmd("soak", "-f", str(spec), *soak_args, "--case", cid, expect=(1,))
     story.cmd("case", "suspect", cid, KNOB_TARGET, "--reason", "the latest change before the hang")
     story.say("the knob was the latest change: revert it under suspicion (its cost shows first)")

@@ -468,8 +468,9 @@ DEFAULT_ENV_FILES: dict[str, str] = {
         "# servelab: decode engine environment (systemd EnvironmentFile syntax)\n"
         "SERVELAB_SIM_TIME_SCALE=0.5\n"
         f"{DEFAULT_KNOB}=512\n"
-        "# the decode's server arguments (args_env): appended to its command line\n"
-        "SGLANG_ARGS=\n"
+        "# the decode's server arguments (args_env): appended to its command line; the cache\n"
+        "# report puts the prefix cache's hits in every answer's usage (SGLang's own flag)\n"
+        "SGLANG_ARGS=--enable-cache-report\n"
     ),
     "router": "# servelab: router environment (systemd EnvironmentFile syntax)\n",
 }
