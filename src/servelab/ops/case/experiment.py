@@ -5,13 +5,12 @@ The workload is the case's newest failing soak (its recorded
 each visit is short). Two arms:
 
 - a **knob** suspect: the knob at its suspected value (arm ``suspect``) and at its revert value
-  (arm ``revert``) (:func:`servelab.core.case.revert.experiment_values`). Every visit sets the knob
-  (``servelab.ops.knob.set_knob``; recorded, but not under the case: the case's restore plan is
-  made of its reverts alone), co-restarts the service and its dependents in start order
-  (``servelab.ops.deploy.deploy.restart`` by :func:`servelab.core.deploy.topology.restart_plan`) and
-  proves the value live (the config, live and e2e layers of ``servelab.ops.verify.verify`` and the
-  value read back from ``/proc/PID/environ``) before the soak runs; an arm that is not live is not
-  measured (the experiment stops, :class:`~servelab.errors.DeployError`);
+  (arm ``revert``) (:func:`servelab.core.case.revert.experiment_values`). Every visit makes its
+  arm live as ``ab`` does (:func:`servelab.ops.arm.make_live`: the knob set and recorded, but not
+  under the case: the case's restore plan is made of its reverts alone; the service and its
+  dependents co-restarted in start order; the value proven by the config, live and e2e layers of
+  ``verify`` and read back from the process) before the soak runs; an arm that is not live is not
+  measured (the experiment stops, :class:`~servelab.errors.BenchError`);
 - a **component** suspect in front of the router (a proxy): the workload through the entry point
   (``suspect``) and straight to the router, bypassing it (``revert``); nothing is restarted.
 
@@ -48,23 +47,21 @@ from servelab.core.deploy.topology import restart_plan
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
-from servelab.errors import CaseError, DeployError, ServelabError
+from servelab.errors import CaseError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.arguments import argument_knob
+from servelab.ops.arm import Setting, make_live
 from servelab.ops.case.case import load_case
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.knob import get_knob, live_knob, live_knobs, set_knob
+from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.progress import (
     ArmSoaked,
     CaseTestPlanned,
     CoRestarting,
     KnobPuttingBack,
-    KnobVerifiedLive,
     VisitStarted,
 )
 from servelab.ops.soak.soak import soak
-from servelab.ops.verify.verify import verify
 
 __all__ = [
     "CaseTestConfig",
@@ -177,26 +174,13 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
 
 
 async def _make_live(op: Operation, target: Target, value: str | None, why: str) -> int | None:
-    """Set the knob, co-restart in order, prove it live (config, live, e2e); its verification."""
+    """The arm at ``value`` made live (:func:`servelab.ops.arm.make_live`: set, co-restart in
+    order, proven by the config, live and e2e layers and the value read back); its verification."""
     service = str(target.service)
     value = argument_knob(op, target.name).normalize(value)  # a flag's ``true`` is ``on``
-    await set_knob(op, service, target.name, value, reason=why)
-    order = restart_plan(op.spec, [service])
-    op.say(CoRestarting(tuple(order)))
-    report = await deploy_restart(op, order, verify_after=False, rollback=False)
-    if not report.ok:
-        failed = ", ".join(s.service for s in report.steps if not s.ok)
-        raise DeployError(f"restart for {target.name}={value} failed ({failed}): arm not measured")
-    proof = await verify(op.quiet(), [service], layers=("config", "live", "e2e"))
-    live = await live_knob(op, service, target.name)
-    if not proof.ok or live != value:
-        reasons = "; ".join(f"{c.layer} {c.service}: {c.code}" for c in proof.failures)
-        raise DeployError(
-            f"{target.name}={value} is not live ({reasons or f'live value {live!r}'}): "
-            "arm not measured"
-        )
-    op.say(KnobVerifiedLive(service, target.name, value, proof.verification_id))
-    return proof.verification_id
+    op.say(CoRestarting(tuple(restart_plan(op.spec, [service]))))
+    arm = await make_live(op, [Setting(service, target.name, value)], why)
+    return arm.verification_id
 
 
 async def _visit(
