@@ -199,7 +199,8 @@ knobs = ["{DEFAULT_KNOB}"]
 def test_a_config_stored_by_older_servelab_reads() -> None:
     """The config the journal (servelab 0d7d9ad) and the first ``ab_runs`` rows stored: read
     back whole (a key the first did not store as its default), written again the same but for
-    the keys added since (``bench.headers``, written with its default)."""
+    the keys added or changed since (``bench.headers``, ``bench.trace`` and ``metric`` with their
+    defaults; ``keep``, a flag then, is now the value kept: its ``false`` reads as none)."""
     journalled = json.loads(AB_SESSION_BEFORE_CODEC["config"])
     cfg = decode(AbConfig, journalled)
     assert (cfg.baseline, cfg.candidate, cfg.order, cfg.boundary) == (
@@ -207,7 +208,9 @@ def test_a_config_stored_by_older_servelab_reads() -> None:
     )  # fmt: skip
     assert cfg.until_decided and cfg.rounds == 6 and cfg.bench.concurrencies == (80, 96)
     assert cfg.bench.input_len == LengthDist("fixed", 8)
-    assert encode(cfg) == {**journalled, "bench": {**journalled["bench"], "headers": []}}
+    assert journalled["keep"] is False and cfg.keep is None
+    assert encode(cfg) == {**journalled, "keep": None, "metric": "throughput",
+                           "bench": {**journalled["bench"], "headers": [], "trace": None}}  # fmt: skip
     first = decode(AbConfig, json.loads(FIRST_AB_RUN["config"]))
     assert (first.repeat, first.rounds, first.order, first.bench.concurrencies) == (
         2, 2, Order.ABBA, (64, 80, 96)
