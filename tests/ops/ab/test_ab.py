@@ -209,8 +209,8 @@ def test_a_config_stored_by_older_servelab_reads() -> None:
     assert cfg.until_decided and cfg.rounds == 6 and cfg.bench.concurrencies == (80, 96)
     assert cfg.bench.input_len == LengthDist("fixed", 8)
     assert journalled["keep"] is False and cfg.keep is None
-    assert encode(cfg) == {**journalled, "keep": None, "metric": "throughput",
-                           "bench": {**journalled["bench"], "headers": [], "trace": None}}  # fmt: skip
+    bench = {**journalled["bench"], "headers": [], "trace": None}
+    assert encode(cfg) == {**journalled, "keep": None, "metric": "throughput", "bench": bench}
     first = decode(AbConfig, json.loads(FIRST_AB_RUN["config"]))
     assert (first.repeat, first.rounds, first.order, first.bench.concurrencies) == (
         2, 2, Order.ABBA, (64, 80, 96)
