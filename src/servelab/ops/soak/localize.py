@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 from servelab.core.deploy.engines import canonical_metrics
@@ -40,13 +39,12 @@ from servelab.core.verify.coldstart import (
     needs_second_probe,
 )
 from servelab.io.http.client import HttpClient, using_client
+from servelab.ops.context import Progress, silent
+from servelab.ops.progress import Localizing
 from servelab.ops.soak.client import Headers, one_shot
 from servelab.ops.soak.replay import replay_matrix
 
 __all__ = ["discover_workers", "localize", "warm_up"]
-
-#: The soak's progress lines (worded here: the soak's progress is not typed yet).
-Progress = Callable[[str], None]
 
 
 async def discover_workers(
@@ -185,8 +183,7 @@ async def localize(
     and every other source, each request bounded by the idle timeout; the matrix's later turns
     stop in time for the probes to finish before ``deadline`` (monotonic). Probes and scrapes go
     on ``http`` when given."""
-    say = progress or (lambda _msg: None)
-    say(f"localizing {failure.signature}: replaying the payload through every hop")
+    (progress or silent)(Localizing(failure.signature))
     async with using_client(http) as client:
         bounds = (idle_timeout_s, deadline)
         return await _evidence(client, targets, failure, body, model, bounds, headers)
