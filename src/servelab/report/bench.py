@@ -277,7 +277,7 @@ def telemetry_lines(result: BenchResult) -> list[str]:
     for run in result.runs:
         if run.telemetry is None:
             continue
-        evidence = [e.to_json() for e in run_evidence(run.telemetry, run.records)]
+        evidence = [encode(e) for e in run_evidence(run.telemetry, run.records)]
         short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
         told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
         quiet = sum(1 for e in evidence if e["state"] == "quiet")

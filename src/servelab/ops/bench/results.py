@@ -274,9 +274,9 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if run.sessions:
         summary["sessions"] = encode(run.sessions)
     if run.telemetry is not None:
-        summary["telemetry"] = run.telemetry.to_json()
+        summary["telemetry"] = encode(run.telemetry)
         evidence = run_evidence(run.telemetry, run.records)
-        summary["telemetry_evidence"] = [e.to_json() for e in evidence]
+        summary["telemetry_evidence"] = [encode(e) for e in evidence]
     if run.traces is not None:
         summary["traces"] = run.traces.to_json()
     return summary, [record_to_dict(r) for r in run.records]
