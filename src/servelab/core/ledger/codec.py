@@ -9,7 +9,8 @@ run, an unbounded interval) is stored as ``null``, since JSON has no NaN and a b
 ``JSON.parse`` rejects it, and a ``null`` where the type says ``float`` reads back as NaN.
 
 What is JSON and nothing else (a document printed, a row's column, a request body, a parsed
-answer) is typed :data:`JsonObject`, so every ``dict[str, Any]`` left in the code says why.
+answer) is typed :data:`JsonObject`, which says why it is a dict: data that crosses a layer is a
+typed record instead.
 
 A field's JSON name may differ from its Python name (``Annotated[str, Field(alias="from")]``:
 ``from`` is a keyword); a field annotated with :data:`OMITTED_IF_NONE` is left out of the JSON

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import (
     CacheSummary,
@@ -101,7 +100,7 @@ class BenchConfig:
         if self.workers < 1:
             raise ValueError("workers must be ≥ 1")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """A JSON-ready dict of the configuration."""
         return asdict(self)
 
@@ -256,7 +255,7 @@ def _level_traces(runs: Sequence[RunResult]) -> TraceSummary | None:
     return summarize_traces(breakdowns, len(breakdowns) + sum(len(t.untraced) for t in joined))
 
 
-def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_payload(run: RunResult) -> tuple[JsonObject, list[JsonObject]]:
     """``(summary, records)`` of one run as JSON-ready data, for the ledger's writer."""
     summary = {
         "concurrency": run.concurrency,

@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from servelab.core.deploy.engines import canonical_metrics
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
 from servelab.core.soak.evidence import (
     DIAGNOSED_METRICS,
@@ -138,7 +139,7 @@ async def _evidence(
     http: HttpClient,
     targets: Targets,
     failure: Failure,
-    body: dict[str, Any],
+    body: JsonObject,
     model: str,
     bounds: tuple[float, float | None],
     headers: Headers,
@@ -170,7 +171,7 @@ async def _evidence(
 async def localize(
     targets: Targets,
     failure: Failure,
-    body: dict[str, Any],
+    body: JsonObject,
     *,
     model: str,
     idle_timeout_s: float,
@@ -196,7 +197,7 @@ async def _served(http: HttpClient, targets: Targets) -> list[int] | None:
     return None if counts is None else list(counts)
 
 
-async def _timed(url: str, body: dict[str, Any], idle: float) -> float | None:
+async def _timed(url: str, body: JsonObject, idle: float) -> float | None:
     start = time.monotonic()
     ex = await one_shot(url, body, idle)
     return time.monotonic() - start if ex.record.ok else None

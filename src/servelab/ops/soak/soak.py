@@ -26,8 +26,8 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.cache import cache_summary
 from servelab.core.load.metrics import SloAttainment, slo_attainment
 from servelab.core.load.records import RequestRecord
@@ -104,7 +104,7 @@ class _Sent:
     it (itself included), its connection's age, the requests it carried before and how long it
     sat idle, and when it was sent and ended (monotonic)."""
 
-    body: dict[str, Any]
+    body: JsonObject
     round: int
     in_flight: int = 1
     conn: tuple[float, int, float] = (0.0, 0, 0.0)
@@ -143,7 +143,7 @@ class _Run:
     replays: list[tuple[float, float]] = field(default_factory=list)  # localizations (monotonic)
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
-    sample: tuple[int, int, dict[str, Any]] | None = None  # the largest payload answered
+    sample: tuple[int, int, JsonObject] | None = None  # the largest payload answered
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
@@ -278,7 +278,7 @@ def _note_stall(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
     _fail(run, _failure(session, sent, ex), sent.body)
 
 
-def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
+def _fail(run: _Run, failure: Failure, body: JsonObject) -> None:
     """Keep the failure; start a localization when its signature is new and the budget lasts."""
     run.failures.append(failure)
     if not run.config.localize or not to_localize([failure], run.signatures):
@@ -287,7 +287,7 @@ def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
     run.locators.append(asyncio.create_task(_localize(run, failure, body)))
 
 
-async def _localize(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
+async def _localize(run: _Run, failure: Failure, body: JsonObject) -> None:
     """One localization, once the sessions' traffic is over and one at a time (its replays then
     meet only the load they send themselves), within the deadline; its span is kept (a replay
     window)."""
@@ -337,7 +337,7 @@ async def _hold_check(run: _Run) -> None:
 
 
 # ---------------------------------------------------------------------------------- determinism
-def _probe_body(run: _Run) -> dict[str, Any]:
+def _probe_body(run: _Run) -> JsonObject:
     return greedy_probe_body(
         model=run.model, max_tokens=run.config.max_tokens, seed=run.config.seed
     )
