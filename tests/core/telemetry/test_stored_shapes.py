@@ -1,13 +1,13 @@
 """The telemetry a bench run stores, written through the codec: the same JSON, key for key and in
 the same order, as the hand-written ``to_json`` methods it replaced wrote (rows written by earlier
-servelab read back and re-encode byte for byte)."""
+servelab decode and re-encode byte for byte)."""
 
 from __future__ import annotations
 
 import json
 import math
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.telemetry.rules import Cite, TelemetryEvidence
 from servelab.core.telemetry.spans import Span
 from servelab.core.telemetry.summary import RunTelemetry, SourceTelemetry
@@ -42,7 +42,7 @@ OLD_SPAN = {
 
 
 def test_old_run_telemetry_re_encodes_byte_for_byte() -> None:
-    again = encode(RunTelemetry.from_json(OLD_TELEMETRY))
+    again = encode(decode(RunTelemetry, OLD_TELEMETRY))
     assert json.dumps(again) == json.dumps(OLD_TELEMETRY)
 
 
@@ -51,12 +51,12 @@ def test_a_number_that_was_not_finite_is_stored_as_null_and_reads_back_as_nan() 
     src = SourceTelemetry("d", "engine", "u", "ok", counters={"a": nan}, gauges={"g": [(0.0, nan)]})
     stored = encode(RunTelemetry("scrape", 1.0, (src,)))
     assert stored["sources"][0]["counters"] == {"a": None}
-    read = RunTelemetry.from_json(json.loads(json.dumps(stored))).sources[0]
+    read = decode(RunTelemetry, json.dumps(stored)).sources[0]
     assert math.isnan(read.counters["a"]) and math.isnan(read.gauges["g"][0][1])
 
 
 def test_an_old_span_re_encodes_byte_for_byte() -> None:
-    assert json.dumps(encode(Span.from_json(OLD_SPAN))) == json.dumps(OLD_SPAN)
+    assert json.dumps(encode(decode(Span, OLD_SPAN))) == json.dumps(OLD_SPAN)
 
 
 def test_evidence_quantiles_and_breakdowns_keep_their_keys() -> None:
@@ -73,4 +73,4 @@ def test_evidence_quantiles_and_breakdowns_keep_their_keys() -> None:
     stored = {"request_id": "r", "ttft_ns": 100, "phases": {"router": 30, "prefill": 50},
               "gap_ns": 20, "router_span_ns": 25}  # fmt: skip
     assert encode(b) == stored  # a bench summary's keys are sorted when stored
-    assert TtftBreakdown.from_json(stored) == b
+    assert decode(TtftBreakdown, stored) == b

@@ -74,16 +74,6 @@ class Span:
         value = self.attributes.get(REQUEST_ID_ATTR) if self.name == ROUTER_SPAN else None
         return None if value is None else str(value)
 
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Span:
-        """A span as stored (written by :func:`~servelab.core.ledger.codec.encode`); a key an
-        older row lacks reads as empty."""
-        return cls(
-            str(doc["trace_id"]), str(doc["span_id"]), str(doc.get("parent_id", "")),
-            str(doc["name"]), str(doc.get("service", "")), int(doc["start_ns"]),
-            int(doc["end_ns"]), dict(doc.get("attributes") or {}),
-        )  # fmt: skip
-
 
 @dataclass(frozen=True)
 class WorkerMarks:

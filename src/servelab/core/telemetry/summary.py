@@ -10,10 +10,9 @@ and never zero.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from servelab.core.telemetry.promtext import (
@@ -127,29 +126,6 @@ class SourceTelemetry:
         hits = [v for k, v in self.counters.items() if k == name or k.startswith(name + "{")]
         return sum(hits) if hits else None
 
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> SourceTelemetry:
-        """A source as stored (written by :func:`~servelab.core.ledger.codec.encode`: a number
-        that was not finite is ``null``, read back as NaN); a key an older row lacks reads as
-        its default."""
-        return cls(
-            service=str(doc["service"]),
-            kind="router" if doc.get("kind") == "router" else "engine",
-            url=str(doc.get("url", "")),
-            state="ok" if doc.get("state") == "ok" else "unknown",
-            reason=doc.get("reason"),
-            scrapes=int(doc.get("scrapes") or 0),
-            duration_s=float(doc.get("duration_s") or 0.0),
-            counters={str(k): _number(v) for k, v in (doc.get("counters") or {}).items()},
-            rates={str(k): _number(v) for k, v in (doc.get("rates") or {}).items()},
-            quantiles={str(k): dict(v) for k, v in (doc.get("quantiles") or {}).items()},
-            gauges={
-                str(k): [(_number(t), _number(x)) for t, x in v]
-                for k, v in (doc.get("gauges") or {}).items()
-            },
-            role=str(doc.get("role") or ""),
-        )
-
 
 @dataclass(frozen=True)
 class RunTelemetry:
@@ -165,20 +141,6 @@ class RunTelemetry:
     @property
     def unknown(self) -> list[str]:
         return [s.service for s in self.sources if s.state == "unknown"]
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> RunTelemetry:
-        """A run's telemetry as stored (:meth:`SourceTelemetry.from_json` per source)."""
-        return cls(
-            via="prometheus" if doc.get("via") == "prometheus" else "scrape",
-            duration_s=float(doc.get("duration_s") or 0.0),
-            sources=tuple(SourceTelemetry.from_json(s) for s in doc.get("sources") or ()),
-        )
-
-
-def _number(value: Any) -> float:
-    """A stored number (``null``: one that was not finite, NaN again)."""
-    return math.nan if value is None else float(value)
 
 
 def _families(exp: Exposition, kind: str) -> set[str]:

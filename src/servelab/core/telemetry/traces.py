@@ -48,7 +48,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import computed_field
 
@@ -159,19 +158,6 @@ class TtftBreakdown:
     @property
     def gap_ns(self) -> int:
         return self.ttft_ns - sum(self.phases.values())
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> TtftBreakdown:
-        """A breakdown as stored (:func:`~servelab.core.ledger.codec.encode`; ``gap_ns``
-        ignored: it is derived)."""
-        router = doc.get("router_span_ns")
-        phases = {str(k): int(v) for k, v in dict(doc["phases"]).items()}
-        return cls(
-            str(doc["request_id"]),
-            int(doc["ttft_ns"]),
-            phases,
-            None if router is None else int(router),
-        )
 
 
 def decompose(
@@ -298,7 +284,7 @@ class RunTraces:
     """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
     spans arrived, and whether the wait for late spans ended because every request was seen.
     ``spans`` are the spans themselves, as received: the ledger stores them in their own rows
-    (not in :meth:`to_json`), so one read back from a summary has none."""
+    (not in :meth:`to_json`), so one decoded from a summary has none."""
 
     anchor: ClockAnchor
     breakdowns: tuple[TtftBreakdown, ...]
@@ -322,17 +308,6 @@ class RunTraces:
             "untraced": list(self.untraced),
             "breakdowns": [encode(b) for b in self.breakdowns],
         }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> RunTraces:
-        anchor = doc["anchor"]
-        return cls(
-            ClockAnchor(int(anchor["mono_ns"]), int(anchor["wall_ns"])),
-            tuple(TtftBreakdown.from_json(b) for b in doc.get("breakdowns") or []),
-            tuple(str(r) for r in doc.get("untraced") or []),
-            int(doc.get("n_spans", 0)),
-            bool(doc.get("complete", False)),
-        )
 
 
 def traced(spans: Sequence[Span]) -> bool:
