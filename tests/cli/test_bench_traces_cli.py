@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.telemetry.traces import PHASES, RETURN_HELD_MS, trace_of
 from servelab.io.ledger.ledger import Ledger
 from servelab.sim.settings import ENV_EXTRAS
@@ -89,7 +90,7 @@ def test_bench_joins_every_request_to_its_engines_spans(engine: str, tmp_path: P
         assert len(stored[run.id]) == traces["n_spans"] > 0
         traces_of = {trace_of(str(r["request_id"])) for r in run.records}
         assert traces_of <= {s.trace_id for s in stored[run.id]}
-        said = [str(s.to_json()).replace("servelab-sim", "") for s in stored[run.id]]
+        said = [str(encode(s)).replace("servelab-sim", "") for s in stored[run.id]]
         assert not [s for s in said if "servelab" in s]
         by_id = {b["request_id"]: b for b in traces["breakdowns"]}
         ids = [str(r["request_id"]) for r in run.records]

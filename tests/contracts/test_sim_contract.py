@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.telemetry.promtext import parse_exposition
 from servelab.core.telemetry.traces import Span, request_identity, spans_by_request, traced
 from tests.contracts.stacks import MODEL, Pd, SpanSink, fetch, pd_stack, post
@@ -214,7 +215,7 @@ def _mine(d: Deployed) -> list[Span]:
 
 def test_every_span_is_the_engines(deployed: Deployed) -> None:
     spans = _mine(deployed)
-    deployed.answered += [json.dumps(s.to_json()) for s in spans]
+    deployed.answered += [json.dumps(encode(s)) for s in spans]
     if deployed.engine == "sglang":
         _sglang_spans(deployed, spans)
     else:
@@ -278,7 +279,7 @@ def test_nothing_answered_says_servelab_but_the_model_name(deployed: Deployed) -
         for entry in contract(deployed.engine)["endpoint"]:
             if entry.get("method", "GET") == "GET":
                 deployed.answered.append(fetch(url + entry["path"])[2])
-    deployed.answered += [json.dumps(s.to_json()) for s in deployed.sink.spans()]
+    deployed.answered += [json.dumps(encode(s)) for s in deployed.sink.spans()]
     said = [text.replace(MODEL, "") for text in deployed.answered]
     assert not [t for t in said if "servelab" in t.lower()], [
         t[:200] for t in said if "servelab" in t.lower()

@@ -9,6 +9,8 @@ import pytest
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
+from servelab.core.soak.signatures import Phase, Signature
+from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.ops import progress as events
 from servelab.ops.bench.bench import BenchProgress
 from servelab.ops.progress import (
@@ -20,6 +22,7 @@ from servelab.ops.progress import (
     BisectResumed,
     CaseTestPlanned,
     CoRestarting,
+    EnginesStarted,
     EnvFileRestored,
     KnobKept,
     KnobPuttingBack,
@@ -27,6 +30,7 @@ from servelab.ops.progress import (
     KnobSetting,
     KnobVerifiedLive,
     LaunchTimedOut,
+    Localizing,
     ProbeDecided,
     ProbeStarted,
     ProbingE2E,
@@ -35,6 +39,7 @@ from servelab.ops.progress import (
     ProgressEvent,
     ReadingEnvFile,
     ReadingLiveEnv,
+    RequestResent,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -44,9 +49,13 @@ from servelab.ops.progress import (
     ServiceReady,
     ServiceStarted,
     ServiceStopped,
+    SoakDeadlineReached,
+    SoakStarted,
+    StallSeen,
     StartCommandOutlived,
     StepFailed,
     StopFailed,
+    StreamHeld,
     TuneArmKept,
     TuneEliminated,
     TuneLevelStopped,
@@ -144,6 +153,17 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (ProbeDecided(1, "good", 1, 0, 12, 12, 12, 1.9e-6),
      "probe 1: GOOD after 1 round(s): 0/12 failed with the probe, 12/12 in the bad state, "
      "p = 1.9e-06"),
+    (SoakStarted(3, 6, "http://127.0.0.1:31110", "reuse"),
+     "soak: 3 sessions x 6 rounds via http://127.0.0.1:31110 (reuse connections)"),
+    (EnginesStarted(StartClass(Start.COLD, StartReason.FIRST_SINCE_START, 0, 17.9, 0.4, 44.8)),
+     "engines were cold (first-since-start)"),
+    (RequestResent(2, 5), "resend: session 2 round 5 sent again"),
+    (StallSeen(1, 3, 3, 4096, Phase.BODY),
+     "stall: session 1 round 3 after 3 requests on its connection (4096 B payload, phase body)"),
+    (Localizing(Signature.STALL_BODY),
+     "localizing stall_body: replaying the payload through every hop"),
+    (StreamHeld(0, 2), "held stream: session 0 round 2's payload, through the entry"),
+    (SoakDeadlineReached(), "deadline reached: the sessions stop here (partial results kept)"),
 ]  # fmt: skip
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.load.clienthealth import client_health
 from servelab.core.load.metrics import run_metrics
@@ -32,7 +33,7 @@ def _run(telemetry: RunTelemetry | None) -> RunResult:
 
 
 def _evidence() -> list[dict[str, object]]:
-    return [e.to_json() for e in run_evidence(transfer_failure_telemetry(), [])]
+    return [encode(e) for e in run_evidence(transfer_failure_telemetry(), [])]
 
 
 def test_bench_text_names_each_fired_or_unknown_rule_with_its_metric_and_delta() -> None:

@@ -9,6 +9,7 @@ from contextlib import AbstractContextManager
 
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.traces import (
@@ -61,8 +62,8 @@ def _breakdowns(
             continue
         assert set(b.phases) == set(PHASES)
         # every interval is causal: the client's and the workers' clocks agree through the anchor
-        assert all(v / 1e6 >= -TOLERANCE_MS for v in b.phases.values()), b.to_json()
-        assert abs(b.gap_ns) / 1e6 <= TOLERANCE_MS, b.to_json()
+        assert all(v / 1e6 >= -TOLERANCE_MS for v in b.phases.values()), encode(b)
+        assert abs(b.gap_ns) / 1e6 <= TOLERANCE_MS, encode(b)
         out.append(b)
     return out
 

@@ -31,6 +31,7 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
+from servelab.core.ledger.codec import encode
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
 from servelab.io.ledger.ledger import Ledger
@@ -87,10 +88,10 @@ class _Counter:
             yield record
 
     def spans_of(self, run_id: int) -> Iterator[dict[str, Any]]:
-        return (s.to_json() for s in self.ledger.iter_spans(run_id=run_id))
+        return (encode(s) for s in self.ledger.iter_spans(run_id=run_id))
 
     def soak_spans_of(self, soak_id: int) -> Iterator[dict[str, Any]]:
-        return (s.to_json() for s in self.ledger.iter_spans(soak_id=soak_id))
+        return (encode(s) for s in self.ledger.iter_spans(soak_id=soak_id))
 
     def rows(self, table: str) -> Iterator[dict[str, Any]]:
         for row in self.ledger.iter_rows(table):

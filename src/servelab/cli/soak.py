@@ -21,6 +21,7 @@ from servelab.cli.common import (
     progress,
     resolve_target,
     run,
+    show_progress,
     spec_option,
 )
 from servelab.cli.options import (
@@ -226,7 +227,7 @@ def _soak(
             ops.soak(
                 config,
                 targets,
-                progress=progress,
+                progress=show_progress,
                 ledger=ledger,
                 case_id=case_id,
                 on_result=_on_result(ledger_file),

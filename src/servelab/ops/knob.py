@@ -20,7 +20,6 @@ operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reuse
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
@@ -28,6 +27,7 @@ from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
@@ -79,7 +79,7 @@ class KnobChange:
     #: ``config_file``); ``env_file`` then holds the path of the file written.
     place: str = "env_file"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 
@@ -111,7 +111,7 @@ class KnobDiff:
         """File vs live; None when the service is not running."""
         return live_verdict(self.file, self.live) if self.running else None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "running": self.running, "verdict": self.verdict}
 
 
@@ -181,7 +181,7 @@ class KnobValue:
     path: str
     shadowed: tuple[tuple[str, str | None], ...] = ()
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
+from servelab.core.soak.signatures import Phase, Signature
+from servelab.core.verify.coldstart import StartClass
 
 __all__ = [
     "AbJournalStarted",
@@ -25,6 +27,7 @@ __all__ = [
     "BisectResumed",
     "CaseTestPlanned",
     "CoRestarting",
+    "EnginesStarted",
     "EnvFileRestored",
     "KnobKept",
     "KnobPuttingBack",
@@ -32,6 +35,7 @@ __all__ = [
     "KnobSetting",
     "KnobVerifiedLive",
     "LaunchTimedOut",
+    "Localizing",
     "ProbeDecided",
     "ProbeStarted",
     "ProbingE2E",
@@ -40,6 +44,7 @@ __all__ = [
     "ProgressEvent",
     "ReadingEnvFile",
     "ReadingLiveEnv",
+    "RequestResent",
     "RestartPlanned",
     "RollPhaseFailed",
     "RollPhaseStarted",
@@ -49,9 +54,13 @@ __all__ = [
     "ServiceReady",
     "ServiceStarted",
     "ServiceStopped",
+    "SoakDeadlineReached",
+    "SoakStarted",
+    "StallSeen",
     "StartCommandOutlived",
     "StepFailed",
     "StopFailed",
+    "StreamHeld",
     "TuneArmKept",
     "TuneEliminated",
     "TuneLevelStopped",
@@ -491,6 +500,67 @@ class ProbeDecided:
     p_value: float
 
 
+# -- a soak ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SoakStarted:
+    """The soak's sessions begin: ``sessions`` of ``rounds`` rounds through ``entry``, on
+    ``connection`` connections (``reuse`` or ``fresh``)."""
+
+    sessions: int
+    rounds: int
+    entry: str
+    connection: str
+
+
+@dataclass(frozen=True)
+class EnginesStarted:
+    """The warm-up classified the engines' start (cold, warm or unknown, and why)."""
+
+    start: StartClass
+
+
+@dataclass(frozen=True)
+class RequestResent:
+    """The client sent round ``round`` of ``session`` again (a resend it made on its own)."""
+
+    session: int
+    round: int
+
+
+@dataclass(frozen=True)
+class StallSeen:
+    """Round ``round`` of ``session`` stalled (session -1: the determinism probe) after
+    ``carried`` requests on its connection, with a payload of ``payload_bytes``, in ``phase``."""
+
+    session: int
+    round: int
+    carried: int
+    payload_bytes: int
+    phase: Phase
+
+
+@dataclass(frozen=True)
+class Localizing:
+    """A localization of ``signature`` begins: its payload replayed through every hop."""
+
+    signature: Signature
+
+
+@dataclass(frozen=True)
+class StreamHeld:
+    """The largest payload answered (round ``round`` of ``session``) was held by the entry."""
+
+    session: int
+    round: int
+
+
+@dataclass(frozen=True)
+class SoakDeadlineReached:
+    """The soak's deadline cut its sessions (their partial results are kept)."""
+
+
 ProgressEvent = (
     ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady | ServiceAlreadyUp
     | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned | EnvFileRestored
@@ -501,4 +571,6 @@ ProgressEvent = (
     | CaseTestPlanned | VisitStarted | ArmSoaked | KnobPuttingBack
     | TuneStarted | TuneResumed | TuneVisitStarted | TuneEliminated | TuneLevelStopped
     | TuneArmKept | BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided
+    | SoakStarted | EnginesStarted | RequestResent | StallSeen | Localizing | StreamHeld
+    | SoakDeadlineReached
 )  # fmt: skip

@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.table import Table
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import run_evidence
@@ -158,10 +158,10 @@ def _summary(s: Summary) -> dict[str, float | int | None]:
     }
 
 
-def level_json(level: LevelSummary) -> dict[str, Any]:
+def level_json(level: LevelSummary) -> JsonObject:
     """The JSON of one concurrency level (nan becomes null)."""
     ci = level.throughput_ci
-    data: dict[str, Any] = {
+    data: JsonObject = {
         "concurrency": level.concurrency,
         "runs": level.n_runs,
         "requests": level.n_requests,
@@ -198,7 +198,7 @@ def level_json(level: LevelSummary) -> dict[str, Any]:
     return data
 
 
-def result_json(result: BenchResult) -> dict[str, Any]:
+def result_json(result: BenchResult) -> JsonObject:
     """The whole result as one JSON-ready document."""
     doc = {
         "config": result.config.to_dict(),
@@ -277,7 +277,7 @@ def telemetry_lines(result: BenchResult) -> list[str]:
     for run in result.runs:
         if run.telemetry is None:
             continue
-        evidence = [e.to_json() for e in run_evidence(run.telemetry, run.records)]
+        evidence = [encode(e) for e in run_evidence(run.telemetry, run.records)]
         short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
         told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
         quiet = sum(1 for e in evidence if e["state"] == "quiet")

@@ -5,11 +5,10 @@ document and the markdown (pure: returns values, the CLI writes them).
 from __future__ import annotations
 
 import math
-from typing import Any
 
 from rich.table import Table
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
 from servelab.core.stats import PERCENTILE_METHOD
 from servelab.ops.bench.capacity import CapacityResult
@@ -85,7 +84,7 @@ def conclusion(capacity: Capacity) -> str:
             return f"interrupted: the SLO held at {lo} so far"
 
 
-def capacity_json(result: CapacityResult) -> dict[str, Any]:
+def capacity_json(result: CapacityResult) -> JsonObject:
     """The search as one JSON document: config, the conclusion's codes and numbers, each probe
     with its run's SLO attainment."""
     probes = []

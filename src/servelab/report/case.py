@@ -37,7 +37,7 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import decode
+from servelab.core.ledger.codec import JsonObject, decode
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.ledger.jsonvalues import objs, opt_str
 from servelab.core.verify.checks import read_check
@@ -102,17 +102,17 @@ def event_error(detail: Mapping[str, Any]) -> str | None:
     return _reasons(failed, opt_str(detail.get("error")))
 
 
-def _with_reasons(verification: Mapping[str, Any]) -> dict[str, Any]:
+def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
     return {**verification, "checks": with_details(verification.get("checks"))}
 
 
-def _event_json(event: Mapping[str, Any]) -> dict[str, Any]:
+def _event_json(event: Mapping[str, Any]) -> JsonObject:
     """A case event's JSON with its ``error`` sentence and its failed checks' reasons."""
     failed = with_details(event.get("failed_checks"))
     return {**event, "failed_checks": failed, "error": event_error(event)}
 
 
-def revert_json(outcome: RevertOutcome) -> dict[str, Any]:
+def revert_json(outcome: RevertOutcome) -> JsonObject:
     """``case revert --json``: the outcome, each check's reason and the ``error`` sentence."""
     doc = outcome.to_json()
     doc["verification"] = _with_reasons(doc["verification"])
@@ -120,7 +120,7 @@ def revert_json(outcome: RevertOutcome) -> dict[str, Any]:
     return doc
 
 
-def restore_json(outcome: RestoreOutcome) -> dict[str, Any]:
+def restore_json(outcome: RestoreOutcome) -> JsonObject:
     """``restore --json``: the outcome, each check's and each item's reason, the ``error``."""
     doc = outcome.to_json()
     doc["items"] = [_event_json(item) for item in doc["items"]]
@@ -190,7 +190,7 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
     return lines
 
 
-def experiment_json(outcome: CaseTestOutcome) -> dict[str, Any]:
+def experiment_json(outcome: CaseTestOutcome) -> JsonObject:
     """``case test --json``: the record, its ids, and the rule in words."""
     doc = outcome.to_json()
     doc["summary"] = describe_experiment(outcome.record)
@@ -276,7 +276,7 @@ def bisect_lines(outcome: BisectOutcome) -> list[str]:
     return lines
 
 
-def bisect_json(outcome: BisectOutcome) -> dict[str, Any]:
+def bisect_json(outcome: BisectOutcome) -> JsonObject:
     """``case bisect --json``: the records, their ids, and the result in words."""
     return {**outcome.to_json(), "summary": describe_bisected(outcome.start, outcome.conclusion)}
 

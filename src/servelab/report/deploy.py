@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import shlex
-from typing import Any
 
 from rich.console import RenderableType
 from rich.table import Table
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
+from servelab.core.ledger.codec import JsonObject
 from servelab.ops.deploy.results import (
     DeployReport,
     RestartReport,
@@ -142,7 +142,7 @@ def render_interruption(report: DeployReport | RestartReport | RollingReport) ->
     return f"restart interrupted; {_down_line(report)}\n"
 
 
-def restart_json(report: RestartReport) -> dict[str, Any]:
+def restart_json(report: RestartReport) -> JsonObject:
     """``restart --json``: the report, its verification's checks each with its reason."""
     doc = report.to_json()
     verification = doc.get("verification")
@@ -230,7 +230,7 @@ def render_rolling(report: RollingReport) -> str:
     return plain_text(*parts)
 
 
-def rolling_json(report: RollingReport) -> dict[str, Any]:
+def rolling_json(report: RollingReport) -> JsonObject:
     """``restart --rolling --json``: the report, each failed phase with its reason sentence,
     each worker's verification checks with theirs."""
     doc = report.to_json()

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from servelab.core.ledger.codec import encode, finite
+from servelab.core.ledger.codec import JsonObject, encode, finite
 from servelab.core.ledger.evidence import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
@@ -65,11 +65,11 @@ _RECORD_FIELDS = frozenset(RECORD_COLUMNS[2:-1])
 _CASE_ACTIONS = ("revert", "restore")
 
 
-def _verification(doc: Mapping[str, Any]) -> dict[str, Any]:
+def _verification(doc: Mapping[str, Any]) -> JsonObject:
     return {**doc, "checks": with_details(doc.get("checks"))}
 
 
-def _deployment(row: dict[str, Any]) -> dict[str, Any]:
+def _deployment(row: JsonObject) -> JsonObject:
     detail = row.get("detail")
     verification = detail.get("verification") if isinstance(detail, Mapping) else None
     if not isinstance(detail, Mapping) or not isinstance(verification, Mapping):
@@ -77,7 +77,7 @@ def _deployment(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "detail": {**detail, "verification": _verification(verification)}}
 
 
-def _event(row: dict[str, Any]) -> dict[str, Any]:
+def _event(row: JsonObject) -> JsonObject:
     detail = row.get("detail")
     if row.get("kind") not in _CASE_ACTIONS or not isinstance(detail, Mapping):
         return row
@@ -87,10 +87,10 @@ def _event(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "detail": shown}
 
 
-def ledger_json(export: LedgerExport) -> dict[str, Any]:
+def ledger_json(export: LedgerExport) -> JsonObject:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
     every soak's findings worded (:func:`~servelab.report.soak.soak.soak_json`)."""
-    doc: dict[str, Any] = encode(export)
+    doc: JsonObject = encode(export)
     doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
     doc["verifications"] = [_verification(row) for row in doc["verifications"]]
     doc["soak_runs"] = [
@@ -103,7 +103,7 @@ def ledger_json(export: LedgerExport) -> dict[str, Any]:
     return doc
 
 
-def export_header(fmt: str, schema_version: int, path: str) -> dict[str, Any]:
+def export_header(fmt: str, schema_version: int, path: str) -> JsonObject:
     """What every export says about itself: its format and versions, the ledger it came from."""
     return {"export_format": fmt, "export_version": EXPORT_VERSION,
             "schema_version": schema_version, "path": path, "nulls": NULL_NUMBERS}  # fmt: skip
@@ -230,7 +230,7 @@ class ExportSummary:
     records: int
     schema_version: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**asdict(self), "files": list(self.files), "export_version": EXPORT_VERSION}
 
     def line(self) -> str:
@@ -247,7 +247,7 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
-def stats_json(stats: LedgerStats) -> dict[str, Any]:
+def stats_json(stats: LedgerStats) -> JsonObject:
     """``ledger stats --json``."""
     return {**asdict(stats), "tables": [asdict(t) for t in stats.tables]}
 

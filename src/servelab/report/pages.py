@@ -17,7 +17,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
-from servelab.core.ledger.codec import decode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
@@ -308,7 +308,7 @@ def soak_markdown(soak: SoakRunRecord) -> str:
             f"| {len(doc.errors)} |", ""]  # fmt: skip
     out += page_sections(doc)
     if doc.telemetry is not None:
-        out += _telemetry_lines(doc.telemetry.to_json())
+        out += _telemetry_lines(encode(doc.telemetry))
     for rank, f in enumerate(doc.findings, 1):
         out += [f"## Finding {rank}: {layer_title(f.layer)}", ""]
         out += [f"- layer: {f.layer}", f"- confidence: {f.confidence:.2f}"]

@@ -20,6 +20,7 @@ from servelab.ops.progress import (
     BisectResumed,
     CaseTestPlanned,
     CoRestarting,
+    EnginesStarted,
     EnvFileRestored,
     KnobKept,
     KnobPuttingBack,
@@ -27,6 +28,7 @@ from servelab.ops.progress import (
     KnobSetting,
     KnobVerifiedLive,
     LaunchTimedOut,
+    Localizing,
     ProbeDecided,
     ProbeStarted,
     ProbingE2E,
@@ -35,6 +37,7 @@ from servelab.ops.progress import (
     ProgressEvent,
     ReadingEnvFile,
     ReadingLiveEnv,
+    RequestResent,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -44,9 +47,13 @@ from servelab.ops.progress import (
     ServiceReady,
     ServiceStarted,
     ServiceStopped,
+    SoakDeadlineReached,
+    SoakStarted,
+    StallSeen,
     StartCommandOutlived,
     StepFailed,
     StopFailed,
+    StreamHeld,
     TuneArmKept,
     TuneEliminated,
     TuneLevelStopped,
@@ -93,6 +100,11 @@ def describe_progress(event: ProgressEvent) -> str:
             return _tune(event)
         case BisectPlanned() | BisectResumed() | ProbeStarted() | ProbeDecided():
             return _bisect(event)
+        case (
+            SoakStarted() | EnginesStarted() | RequestResent() | StallSeen() | Localizing()
+            | StreamHeld() | SoakDeadlineReached()
+        ):  # fmt: skip
+            return _soak(event)
         case _:
             return _knob(event)
 
@@ -243,6 +255,32 @@ def _bisect(event: BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided) 
             return (f"probe {e.number}: {e.outcome.upper()} after {e.rounds} round(s): "
                     f"{e.failed}/{e.units} failed with the probe, {e.bad_failed}/{e.bad_units} "
                     f"in the bad state, p = {e.p_value:.3g}")  # fmt: skip
+        case _:
+            assert_never(event)
+
+
+def _soak(
+    event: SoakStarted | EnginesStarted | RequestResent | StallSeen | Localizing | StreamHeld
+    | SoakDeadlineReached,
+) -> str:  # fmt: skip
+    match event:
+        case SoakStarted(sessions=sessions, rounds=rounds, entry=entry, connection=connection):
+            shape = f"{sessions} sessions x {rounds} rounds"
+            return f"soak: {shape} via {entry} ({connection} connections)"
+        case EnginesStarted(start=start):
+            return f"engines were {start.start} ({start.reason})"
+        case RequestResent(session=session, round=rnd):
+            return f"resend: session {session} round {rnd} sent again"
+        case StallSeen():
+            e = event
+            return (f"stall: session {e.session} round {e.round} after {e.carried} requests on "
+                    f"its connection ({e.payload_bytes} B payload, phase {e.phase})")  # fmt: skip
+        case Localizing(signature=signature):
+            return f"localizing {signature}: replaying the payload through every hop"
+        case StreamHeld(session=session, round=rnd):
+            return f"held stream: session {session} round {rnd}'s payload, through the entry"
+        case SoakDeadlineReached():
+            return "deadline reached: the sessions stop here (partial results kept)"
         case _:
             assert_never(event)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 
 from servelab.core.ab.tune import (
     ArmStatus,
@@ -18,7 +17,7 @@ from servelab.core.ab.tune import (
     TuneState,
 )
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.ops.ab.tune import TunePlan
 from servelab.report.ab import METRIC_UNITS, METRIC_WORDS
 from servelab.report.plots import tune_plot
@@ -185,7 +184,7 @@ def tune_markdown(record: TuneRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> dict[str, Any]:
+def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> JsonObject:
     """``tune --json``: the record as the ledger stores it, its headline, and the files."""
     return {**encode(record), "headline": headline(record), "files": list(files)}
 

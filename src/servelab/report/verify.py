@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
 from servelab.core.verify.checks import (
@@ -368,7 +369,7 @@ def _reach(code: CheckCode, data: WorkerReach) -> str:
 # -- JSON with the reasons ----------------------------------------------------------------------
 
 
-def check_json(check: CheckRecord) -> dict[str, Any]:
+def check_json(check: CheckRecord) -> JsonObject:
     """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its reason as
     ``detail``."""
     return {**check.to_json(), "detail": check_detail(check)}
@@ -380,7 +381,7 @@ def with_details(checks: Any) -> list[Any]:
     return [check_json(read_check(c)) if isinstance(c, Mapping) else c for c in checks or ()]
 
 
-def verify_json(report: VerifyReport) -> dict[str, Any]:
+def verify_json(report: VerifyReport) -> JsonObject:
     """``verify --json``: the report with every check's reason as ``detail``."""
     return {**report.to_json(), "checks": [check_json(check) for check in report.checks]}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.telemetry import summary as telemetry
 from servelab.core.telemetry.promtext import parse_exposition
 from servelab.core.telemetry.summary import (
@@ -56,7 +57,7 @@ def test_round_trip_through_json() -> None:
     scrapes = [Scrape(0.0, parse_exposition("a_total 1\ng 2\n")),
                Scrape(1.0, parse_exposition("a_total 4\ng 3\n"))]  # fmt: skip
     run = RunTelemetry("scrape", 1.0, (summarize(SRC, scrapes, 1.0),))
-    again = RunTelemetry.from_json(run.to_json())
+    again = decode(RunTelemetry, encode(run))
     assert again == run
     assert again.source("decode") is not None and again.unknown == []
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from servelab.cli.ledger import export_csv, export_stream
+from servelab.core.ledger.codec import decode
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.traces import REQUEST_ID_ATTR, Span
 from servelab.errors import StoreError
@@ -110,9 +111,9 @@ def test_every_export_format_carries_the_spans(tmp_path: Path) -> None:
     assert doc["export_version"] == 4
     (bench,) = doc["bench_runs"]
     assert bench["id"] == run and bench["records"] == [{"a": 1}]
-    assert [Span.from_json(s) for s in bench["spans"]] == _spans("r", 3)
+    assert [decode(Span, s) for s in bench["spans"]] == _spans("r", 3)
     (soaked,) = doc["soak_runs"]
-    assert soaked["id"] == soak and [Span.from_json(s) for s in soaked["spans"]] == _spans("s", 2)
+    assert soaked["id"] == soak and [decode(Span, s) for s in soaked["spans"]] == _spans("s", 2)
     bare = json.loads((tmp_path / "bare.json").read_text())
     assert "spans" not in bare["bench_runs"][0] and "records" not in bare["bench_runs"][0]
     lines = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]

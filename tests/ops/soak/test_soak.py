@@ -22,6 +22,13 @@ from servelab.core.ledger.codec import encode
 from servelab.core.soak.observe import ProbeResult, ReplayResult
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.io.ledger.ledger import Ledger
+from servelab.ops.progress import (
+    EnginesStarted,
+    Localizing,
+    ProgressEvent,
+    SoakStarted,
+    StallSeen,
+)
 from servelab.ops.soak.soak import soak
 from tests.support.http import set_faults
 from tests.support.processes import children
@@ -43,11 +50,14 @@ def _targets(st: SimStack, *, workers: bool = True) -> Targets:
     return Targets(st.proxy_url or st.router_url, st.router_url, listed)
 
 
-def _run(config: SoakConfig, targets: Targets) -> SoakResult:
+def _run(
+    config: SoakConfig, targets: Targets, told: list[ProgressEvent] | None = None
+) -> SoakResult:
     before = children()
     saved: list[SoakResult] = []
     start = time.monotonic()
-    result = asyncio.run(soak(config, targets, on_result=saved.append))
+    progress = None if told is None else told.append
+    result = asyncio.run(soak(config, targets, progress=progress, on_result=saved.append))
     elapsed = time.monotonic() - start
     assert elapsed < config.duration_s + 1.0, f"soak overran its deadline: {elapsed:.1f} s"
     assert saved == [result]
@@ -114,7 +124,8 @@ def test_proxy_stall_on_reused_connections_is_localized_to_client_proxy(stack: S
     set_faults(stack.proxy_url, stall_reused_after=2)
     try:
         cfg = SoakConfig(sessions=3, rounds=5, idle_timeout_s=2, duration_s=30)
-        result = _run(cfg, _targets(stack))
+        told: list[ProgressEvent] = []
+        result = _run(cfg, _targets(stack), told)
         fresh = _run(
             SoakConfig(sessions=2, rounds=3, idle_timeout_s=2, duration_s=20, connection="fresh"),
             _targets(stack),
@@ -132,6 +143,19 @@ def test_proxy_stall_on_reused_connections_is_localized_to_client_proxy(stack: S
     assert replays["replay.direct_router"].outcome == "ok"
     assert top.contradicting == ()
     assert fresh.ok and fresh.findings == ()  # fresh connections get through the same proxy
+    # what it told as it went: typed events, worded by report/ (tests/report/test_progress.py)
+    assert result.start is not None
+    assert told[:2] == [
+        EnginesStarted(result.start),  # the warm-up's, before the sessions
+        SoakStarted(3, 5, _targets(stack).entry_url, "reuse"),
+    ]
+    stalls = [e for e in told if isinstance(e, StallSeen)]
+    assert stalls == [
+        StallSeen(s.session, s.round, s.connection_requests, s.payload_bytes, s.phase)
+        for s in result.stalls
+    ]
+    localizing = {e.signature for e in told if isinstance(e, Localizing)}
+    assert {loc.failure.signature for loc in result.localizations} <= localizing
 
 
 def test_tool_call_corruption_under_load_is_a_correctness_finding(stack: SimStack) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.spec import PrometheusSpec
+from servelab.core.ledger.codec import encode
 from servelab.core.load.workload import LengthDist
 from servelab.core.telemetry.promtext import parse_exposition
 from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, generated_tokens_per_s
@@ -100,7 +101,7 @@ async def test_scraped_deltas_equal_what_the_workers_counted(stack: SimStack) ->
     assert decode is not None and decode.scrapes >= 2
     assert any(k.startswith("sglang:num_running_reqs") for k in decode.gauges)
     assert any(k.startswith("sglang:time_to_first_token_seconds") for k in decode.quantiles)
-    assert json.loads(json.dumps(run.to_json()))["sources"][0]["service"] == "prefill"
+    assert json.loads(json.dumps(encode(run)))["sources"][0]["service"] == "prefill"
 
 
 async def test_a_real_prometheus_server_gives_the_same_deltas(

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from servelab.core.ledger.codec import JsonObject
 
 __all__ = [
     "ENGINES",
@@ -170,7 +172,7 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def readiness_workers(doc: object) -> dict[str, Any]:
+def readiness_workers(doc: object) -> JsonObject:
     """``healthy_workers``/``total_workers`` from a router's ``/readiness`` document.
 
     sglang-router gives them at the top level; vllm-router per role (``{"prefill": {"healthy": h,

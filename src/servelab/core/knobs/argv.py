@@ -23,6 +23,7 @@ from typing import Any
 
 from servelab.core.deploy.engines import Engine
 from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar
+from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
 __all__ = [
@@ -105,9 +106,9 @@ def json_get(document: Any, keys: Sequence[str]) -> tuple[bool, Any]:
     return True, node
 
 
-def json_set(document: Any, keys: Sequence[str], value: object | None) -> dict[str, Any]:
+def json_set(document: Any, keys: Sequence[str], value: object | None) -> JsonObject:
     """A copy of the JSON object with the key path set to ``value`` (None: the key removed)."""
-    root: dict[str, Any] = dict(document) if isinstance(document, dict) else {}
+    root: JsonObject = dict(document) if isinstance(document, dict) else {}
     node = root
     for key in keys[:-1]:
         child = node.get(key)
@@ -125,7 +126,7 @@ def _json_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
 
 
-def _json_object(text: str, knob: Knob) -> dict[str, Any]:
+def _json_object(text: str, knob: Knob) -> JsonObject:
     try:
         document = json.loads(text)
     except ValueError:
@@ -177,7 +178,7 @@ def _new_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engi
     return [] if value is None else [knob.arg, value]
 
 
-def knob_json(words: Sequence[str], knob: Knob, engine: Engine) -> dict[str, Any]:
+def knob_json(words: Sequence[str], knob: Knob, engine: Engine) -> JsonObject:
     """The JSON object a JSON-valued argument holds on this command line ({} when absent)."""
     assert knob.arg is not None
     raw = arg_values(words, engine).get(canonical_arg(knob.arg, engine))

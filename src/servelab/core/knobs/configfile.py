@@ -29,6 +29,7 @@ import yaml
 from servelab.core.deploy.engines import Engine
 from servelab.core.knobs.argv import canonical_arg, json_set, knob_value
 from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar, same_value
+from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
 __all__ = ["config_values", "edit_config"]
@@ -39,7 +40,7 @@ _COMMENT = re.compile(r"\s+#.*$")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z")
 
 
-def _document(text: str, source: str) -> dict[str, Any]:
+def _document(text: str, source: str) -> JsonObject:
     try:
         document = yaml.safe_load(text)
     except yaml.YAMLError as exc:

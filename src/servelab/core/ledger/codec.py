@@ -8,6 +8,10 @@ an int (a concurrency) are stored with string keys; a float that is not finite (
 run, an unbounded interval) is stored as ``null``, since JSON has no NaN and a browser's
 ``JSON.parse`` rejects it, and a ``null`` where the type says ``float`` reads back as NaN.
 
+What is JSON and nothing else (a document printed, a row's column, a request body, a parsed
+answer) is typed :data:`JsonObject`, which says why it is a dict: data that crosses a layer is a
+typed record instead.
+
 A field's JSON name may differ from its Python name (``Annotated[str, Field(alias="from")]``:
 ``from`` is a keyword); a field annotated with :data:`OMITTED_IF_NONE` is left out of the JSON
 while it is None. A property marked ``@computed_field`` is written too (a derived number the JSON
@@ -31,9 +35,14 @@ from pydantic_core import SchemaValidator, core_schema
 
 from servelab.errors import RecordError
 
-__all__ = ["OMITTED_IF_NONE", "decode", "encode", "finite"]
+__all__ = ["OMITTED_IF_NONE", "JsonObject", "decode", "encode", "finite"]
 
 T = TypeVar("T")
+
+#: A JSON document: what ``json.loads`` gives and ``json.dumps`` takes. Only at the JSON edge:
+#: a ``--json`` document, a ledger row's JSON column, a request body sent to an engine, a
+#: response or file parsed from one; between layers a typed record crosses instead.
+JsonObject = dict[str, Any]
 
 
 def _is_none(value: Any) -> bool:
@@ -57,9 +66,6 @@ def _adapter(kind: Any) -> TypeAdapter[Any]:
 
 def _nan_if_none(value: Any) -> Any:
     return math.nan if value is None else value
-
-
-_NOT_VALIDATORS = frozenset({"metadata", "serialization"})
 
 
 _NOT_VALIDATORS = frozenset({"metadata", "serialization"})

@@ -23,7 +23,7 @@ from typing import Annotated, Any, ClassVar
 from pydantic import BeforeValidator, PlainSerializer, PlainValidator, ValidationInfo
 
 from servelab.core.ab.result import AbResult, upgrade_ab_result
-from servelab.core.ledger.codec import OMITTED_IF_NONE, decode
+from servelab.core.ledger.codec import OMITTED_IF_NONE, JsonObject, decode
 from servelab.core.ledger.jsonvalues import obj, objs
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.upgrade import upgrade_soak_run
@@ -106,7 +106,7 @@ class VerificationRecord:
         checks = tuple(read_check(c) for c in objs(row.get("checks")))
         return cls(int(row["id"]), str(row["at"]), row.get("spec_hash"), bool(row["ok"]), checks)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "id": self.id,
             "at": self.at,

@@ -6,14 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
+
 __all__ = ["obj", "objs", "opt_bool", "opt_float", "opt_int", "opt_str"]
 
 
-def obj(value: Any) -> dict[str, Any]:
+def obj(value: Any) -> JsonObject:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def objs(value: Any) -> tuple[dict[str, Any], ...]:
+def objs(value: Any) -> tuple[JsonObject, ...]:
     return tuple(dict(v) for v in value or () if isinstance(v, Mapping))
 
 

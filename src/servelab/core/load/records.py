@@ -17,6 +17,7 @@ from typing import Any
 
 import orjson
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event, SSEDecoder
 
 __all__ = [
@@ -95,12 +96,12 @@ class RequestRecord:
             self.error_detail = detail[:_DETAIL_MAX]
 
 
-def record_to_dict(record: RequestRecord) -> dict[str, Any]:
+def record_to_dict(record: RequestRecord) -> JsonObject:
     """A JSON-ready dict of ``record`` (all fields, lists included)."""
     return asdict(record)
 
 
-def record_from_dict(data: dict[str, Any]) -> RequestRecord:
+def record_from_dict(data: JsonObject) -> RequestRecord:
     """The inverse of :func:`record_to_dict`."""
     return RequestRecord(**data)
 
@@ -243,7 +244,7 @@ def pack_record(data: Mapping[str, Any]) -> bytes | None:
     return bytes(out)
 
 
-def unpack_record(blob: bytes) -> dict[str, Any]:
+def unpack_record(blob: bytes) -> JsonObject:
     """The :func:`record_to_dict` dict that :func:`pack_record` packed into ``blob``."""
     if not blob or blob[0] != _PACK_VERSION:
         raise ValueError(f"not a packed request record (version byte {blob[:1]!r})")
@@ -310,7 +311,7 @@ def cached_tokens(usage: Mapping[str, Any]) -> int | None:
     return cached if type(cached) is int and cached >= 0 else None
 
 
-def _content_of(choice: dict[str, Any]) -> str:
+def _content_of(choice: JsonObject) -> str:
     """The text a choice's chunk carries: its content, reasoning, or a tool call's arguments (an
     agent's answer is often a tool call: its fragments are its tokens)."""
     delta = choice.get("delta")
@@ -321,7 +322,7 @@ def _content_of(choice: dict[str, Any]) -> str:
     return text if isinstance(text, str) else ""
 
 
-def _arguments(delta: dict[str, Any]) -> str:
+def _arguments(delta: JsonObject) -> str:
     """The argument fragments of a delta's tool calls, joined ("" without any)."""
     calls = delta.get("tool_calls")
     if not isinstance(calls, list):
@@ -402,7 +403,7 @@ class StreamAccumulator:
         self._broken = True
         self.record.fail(reason, detail)
 
-    def _on_chunk(self, chunk: dict[str, Any], t_ns: int) -> None:
+    def _on_chunk(self, chunk: JsonObject, t_ns: int) -> None:
         choices = chunk.get("choices") or []
         tokens = 0
         for c in choices:
@@ -486,7 +487,7 @@ _ONE_TOKEN = re.compile(
 )
 
 
-def _inexact(chunk: dict[str, Any]) -> bool:
+def _inexact(chunk: JsonObject) -> bool:
     """orjson reads an integer beyond 64 bits as a float, the standard library as an int: the
     only difference in what the interpretation reads (the usage counts)."""
     usage = chunk.get("usage")

@@ -22,8 +22,8 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
 
 __all__ = ["AgenticShape", "ChatShape", "agentic_trace", "chat_trace"]
@@ -90,7 +90,7 @@ def _blocks(tokens: int, size: int) -> int:
     return -(-tokens // size)
 
 
-def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[dict[str, Any]]:
+def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[JsonObject]:
     """The entries of ``shape.sessions`` agent sessions, each session's turns consecutive."""
     rng = random.Random(seed)
     size = shape.block_size
@@ -109,7 +109,7 @@ def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[dict[str, Any]]
                 break  # the history no longer fits: the agent starts over elsewhere
             hash_ids = full + ids.take(_blocks(prompt, size) - len(full))
             output = _lognormal(rng, shape.output_tokens, shape.spread, shape.max_tokens)
-            entry: dict[str, Any] = {"session_id": f"agent-{seed}-{n}"}
+            entry: JsonObject = {"session_id": f"agent-{seed}-{n}"}
             if turn:
                 entry["delay"] = round(rng.lognormvariate(math.log(shape.delay_ms), shape.spread))
             else:
@@ -120,7 +120,7 @@ def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[dict[str, Any]]
             added = _lognormal(rng, shape.added_tokens, shape.spread, shape.max_tokens)
 
 
-def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[dict[str, Any]]:
+def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[JsonObject]:
     """The entries of ``shape.requests`` single chat requests in time order."""
     rng = random.Random(seed)
     size = shape.block_size

@@ -15,8 +15,8 @@ import hashlib
 import json
 import random
 from dataclasses import dataclass, field
-from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event
 from servelab.core.load.workload import make_prompt
 
@@ -36,7 +36,7 @@ __all__ = [
 ]
 
 #: Tool definitions sent with every agentic request (OpenAI "function" tools).
-TOOLS: tuple[dict[str, Any], ...] = (
+TOOLS: tuple[JsonObject, ...] = (
     {
         "type": "function",
         "function": {
@@ -148,7 +148,7 @@ class AnswerAssembler:
             if isinstance(choice, dict):
                 self._on_choice(choice)
 
-    def _on_choice(self, choice: dict[str, Any]) -> None:
+    def _on_choice(self, choice: JsonObject) -> None:
         if isinstance(choice.get("finish_reason"), str):
             self._finish = choice["finish_reason"]
         delta = choice.get("delta")
@@ -162,7 +162,7 @@ class AnswerAssembler:
             if isinstance(raw, dict):
                 self._on_call(raw)
 
-    def _on_call(self, raw: dict[str, Any]) -> None:
+    def _on_call(self, raw: JsonObject) -> None:
         index = raw.get("index", len(self._calls))
         part = self._calls.setdefault(index if isinstance(index, int) else 0, _PartialCall())
         if isinstance(raw.get("id"), str) and raw["id"]:
@@ -223,7 +223,7 @@ def tool_result(call: ToolCall, *, seed: int, words: int) -> str:
     return f"[{call.name} ok] " + make_prompt(max(words, 1), rng)
 
 
-def payload_size(body: dict[str, Any]) -> int:
+def payload_size(body: JsonObject) -> int:
     """Bytes of ``body`` serialised as the client sends it."""
     return len(json.dumps(body).encode())
 
@@ -241,7 +241,7 @@ class Conversation:
         self._rng = random.Random(seed * 1_000_003 + session)
         self.turn_words = turn_words
         self.round = 0
-        self.messages: list[dict[str, Any]] = [
+        self.messages: list[JsonObject] = [
             {"role": "system", "content": _SYSTEM},
             {"role": "user", "content": self._user_turn()},
         ]
@@ -250,7 +250,7 @@ class Conversation:
         task = make_prompt(self.turn_words, self._rng)
         return f"Session {self.session}, task {self.round}: {task}"
 
-    def request_body(self, *, model: str, max_tokens: int) -> dict[str, Any]:
+    def request_body(self, *, model: str, max_tokens: int) -> JsonObject:
         """The next request: the whole conversation, the tools, greedy, streamed with usage."""
         return {
             "model": model,
@@ -265,7 +265,7 @@ class Conversation:
 
     def add_answer(self, answer: Answer) -> None:
         """Append the answer, then tool results for its calls, or else the next user turn."""
-        message: dict[str, Any] = {"role": "assistant", "content": answer.text}
+        message: JsonObject = {"role": "assistant", "content": answer.text}
         if answer.tool_calls:
             message["tool_calls"] = [
                 {
@@ -285,7 +285,7 @@ class Conversation:
             self.messages.append({"role": "user", "content": self._user_turn()})
 
 
-def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> dict[str, Any]:
+def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> JsonObject:
     """A fixed greedy request (same every time for ``seed``) for the determinism check."""
     rng = random.Random(seed ^ 0x5EED)
     prompt = "Determinism probe: " + make_prompt(32, rng)
@@ -299,7 +299,7 @@ def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> dict[str, An
     }
 
 
-def e2e_probe_body(*, model: str) -> dict[str, Any]:
+def e2e_probe_body(*, model: str) -> JsonObject:
     """A tiny streamed request: does a completion get through at all?"""
     return {
         "model": model,

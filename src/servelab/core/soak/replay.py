@@ -33,8 +33,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.signatures import Outcome
 
@@ -396,11 +396,11 @@ def bisect_next(ok_bytes: int, fail_bytes: int, steps: int) -> int | None:
     return (ok_bytes + fail_bytes) // 2
 
 
-def _size(body: dict[str, Any]) -> int:
+def _size(body: JsonObject) -> int:
     return len(json.dumps(body).encode())
 
 
-def shrink(body: dict[str, Any], limit: int) -> dict[str, Any]:
+def shrink(body: JsonObject, limit: int) -> JsonObject:
     """``body`` cut down to about ``limit`` bytes: the oldest turns dropped (system and tools
     kept, no tool result left without its call), then the last turn's text truncated."""
     messages = [dict(m) for m in body.get("messages", [])]
@@ -420,7 +420,7 @@ def shrink(body: dict[str, Any], limit: int) -> dict[str, Any]:
     return out
 
 
-def varied(failing: dict[str, Any], minimal: dict[str, Any], payload: Payload) -> dict[str, Any]:
+def varied(failing: JsonObject, minimal: JsonObject, payload: Payload) -> JsonObject:
     """The probe that varies one thing of ``failing``: the prompt
     (:attr:`Payload.SMALL_PROMPT`: the minimal payload's messages, no tools, the same answer
     length) or the answer (:attr:`Payload.SHORT_ANSWER`: the same prompt, the minimal payload's

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.signatures import Signature
 
@@ -27,20 +28,16 @@ __all__ = [
     "upgrade_soak_run",
 ]
 
-# Decoded JSON goes in and out of every function here: these are the shapes before they are
-# typed, so they are mappings of Any by nature.
-Json = dict[str, Any]
 
-
-def _obj(value: Any) -> Json:
+def _obj(value: Any) -> JsonObject:
     return dict(value) if isinstance(value, Mapping) else {}
 
 
-def _objs(value: Any) -> list[Json]:
+def _objs(value: Any) -> list[JsonObject]:
     return [dict(v) for v in value or () if isinstance(v, Mapping)]
 
 
-def upgrade_soak_run(row: Mapping[str, Any]) -> Json:
+def upgrade_soak_run(row: Mapping[str, Any]) -> JsonObject:
     """A ``soak_runs`` row (JSON columns decoded, ``findings`` its ``soak_findings``) or an
     export's soak run, of any age → ``{"id", "at", "ok", "result"}``."""
     result = upgrade_soak_result(_obj(row.get("result")), row.get("config"), row.get("findings"))
@@ -49,7 +46,7 @@ def upgrade_soak_run(row: Mapping[str, Any]) -> Json:
 
 def upgrade_soak_result(
     doc: Mapping[str, Any], config: Any = None, findings: Sequence[Any] | None = None
-) -> Json:
+) -> JsonObject:
     """A soak's stored result of any age → today's. ``config`` and ``findings``: what the row
     kept beside it, read when the result lacks them."""
     out = dict(doc)
@@ -69,7 +66,7 @@ def upgrade_soak_result(
     return out
 
 
-def upgrade_localization(loc: Mapping[str, Any]) -> Json:
+def upgrade_localization(loc: Mapping[str, Any]) -> JsonObject:
     """A localization whose matrix said ``size_dependent`` (the minimal payload passed where the
     failing one failed) → its ``dependence`` (``"size"`` when true; undecided when false)."""
     out, matrix = dict(loc), _obj(loc.get("matrix"))
@@ -80,7 +77,7 @@ def upgrade_localization(loc: Mapping[str, Any]) -> Json:
     return out
 
 
-def upgrade_determinism(det: Any) -> Json:
+def upgrade_determinism(det: Any) -> JsonObject:
     """Not measured (None) reads as nothing measured; the older shape left the fields it had not
     measured out and said ``"under_load_ok": null`` when every session ended first."""
     found = _obj(det)
@@ -89,7 +86,7 @@ def upgrade_determinism(det: Any) -> Json:
     return found
 
 
-def upgrade_finding(finding: Mapping[str, Any]) -> Json | None:
+def upgrade_finding(finding: Mapping[str, Any]) -> JsonObject | None:
     """A worded finding (``title``, ``advice``, ``evidence`` items ``{"id", "supports", ...}``)
     → its codes: layer, confidence, supporting and contradicting ids, worker. None: no layer
     known today."""
@@ -111,48 +108,48 @@ def upgrade_finding(finding: Mapping[str, Any]) -> Json | None:
 # ------------------------------------------------------------------------------- observations
 # Each reads an older observation's ``data`` (with the rest of its id after the kind's prefix,
 # its subject and healthy) as today's fields.
-_Fields = Callable[[Json, str, str, Any], Json]
+_Fields = Callable[[JsonObject, str, str, Any], JsonObject]
 
 
-def _as_is(data: Json, *_: Any) -> Json:
+def _as_is(data: JsonObject, *_: Any) -> JsonObject:
     return data
 
 
-def _known(data: Json, *_: Any) -> Json:
+def _known(data: JsonObject, *_: Any) -> JsonObject:
     """An engine's progress or the router's metrics: ``"unknown": true`` is ``known`` False."""
     return {**{k: v for k, v in data.items() if k != "unknown"}, "known": not data.get("unknown")}
 
 
-def _start(data: Json, *_: Any) -> Json:
+def _start(data: JsonObject, *_: Any) -> JsonObject:
     return {"start": data}
 
 
-def _failure(data: Json, signature: str, *_: Any) -> Json:
+def _failure(data: JsonObject, signature: str, *_: Any) -> JsonObject:
     return {**data, "signature": signature}
 
 
-def _cell(data: Json, *_: Any) -> Json:
+def _cell(data: JsonObject, *_: Any) -> JsonObject:
     return {"cell": data}
 
 
-def _replay(data: Json, path: str, *_: Any) -> Json:
+def _replay(data: JsonObject, path: str, *_: Any) -> JsonObject:
     return {"replay": {**data, "path": path}}
 
 
-def _probe(data: Json, _rest: str, subject: str, healthy: Any) -> Json:
+def _probe(data: JsonObject, _rest: str, subject: str, healthy: Any) -> JsonObject:
     return {"probe": {**data, "service": subject, "ok": bool(healthy)}}
 
 
-def _load(data: Json, _rest: str, subject: str, _healthy: Any) -> Json:
+def _load(data: JsonObject, _rest: str, subject: str, _healthy: Any) -> JsonObject:
     return {"load": {"service": subject, "source": data.get("source"), "load": data.get("load")}}
 
 
-def _correctness(data: Json, issue: str, *_: Any) -> Json:
+def _correctness(data: JsonObject, issue: str, *_: Any) -> JsonObject:
     examples = [{"kind": issue, **e} for e in _objs(data.get("examples"))]
     return {"issue": issue, "count": data.get("count", 0), "examples": examples}
 
 
-def _telemetry(data: Json, *_: Any) -> Json:
+def _telemetry(data: JsonObject, *_: Any) -> JsonObject:
     return {"evidence": {k: v for k, v in data.items() if k != "unknown"}}
 
 
@@ -199,7 +196,7 @@ def _kind(base: str) -> tuple[str, _Fields, str] | None:
     return None
 
 
-def upgrade_observation(obs: Mapping[str, Any]) -> Json | None:
+def upgrade_observation(obs: Mapping[str, Any]) -> JsonObject | None:
     """An older ``{"id", "subject", "healthy", "data"}`` observation → today's (its ``kind``
     and typed fields); today's is returned as it is. None: an id of no kind known today."""
     if "kind" in obs:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Final, Literal
 
 from servelab.core.load.records import RequestRecord
 from servelab.core.soak.layers import Layer
@@ -173,18 +173,6 @@ class TelemetryEvidence:
     def id(self) -> str:
         return f"telemetry.{self.rule}.{self.subject}"
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "rule": self.rule,
-            "subject": self.subject,
-            "state": self.state,
-            "points_at": self.points_at,
-            "worker": self.worker,
-            "cites": [_cite(c) for c in self.cites],
-            "reason": self.reason,
-            "threshold": self.threshold,
-        }
-
 
 @dataclass(frozen=True, slots=True)
 class TelemetryReading:
@@ -196,10 +184,6 @@ class TelemetryReading:
     healthy: bool | None
     evidence: TelemetryEvidence
     kind: Literal["telemetry"] = field(default="telemetry", init=False)
-
-
-def _cite(c: Cite) -> dict[str, Any]:
-    return {"source": c.source, "series": c.series, "value": c.value, "kind": c.kind}
 
 
 def _grown(src: SourceTelemetry, names: Sequence[str]) -> list[Cite]:

@@ -74,26 +74,6 @@ class Span:
         value = self.attributes.get(REQUEST_ID_ATTR) if self.name == ROUTER_SPAN else None
         return None if value is None else str(value)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "trace_id": self.trace_id,
-            "span_id": self.span_id,
-            "parent_id": self.parent_id,
-            "name": self.name,
-            "service": self.service,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "attributes": dict(self.attributes),
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Span:
-        return cls(
-            str(doc["trace_id"]), str(doc["span_id"]), str(doc.get("parent_id", "")),
-            str(doc["name"]), str(doc.get("service", "")), int(doc["start_ns"]),
-            int(doc["end_ns"]), dict(doc.get("attributes") or {}),
-        )  # fmt: skip
-
 
 @dataclass(frozen=True)
 class WorkerMarks:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from servelab.core.telemetry.promtext import (
@@ -126,42 +126,6 @@ class SourceTelemetry:
         hits = [v for k, v in self.counters.items() if k == name or k.startswith(name + "{")]
         return sum(hits) if hits else None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "service": self.service,
-            "kind": self.kind,
-            "url": self.url,
-            "state": self.state,
-            "reason": self.reason,
-            "scrapes": self.scrapes,
-            "duration_s": self.duration_s,
-            "counters": dict(self.counters),
-            "rates": dict(self.rates),
-            "quantiles": {k: dict(v) for k, v in self.quantiles.items()},
-            "gauges": {k: [list(p) for p in v] for k, v in self.gauges.items()},
-            "role": self.role,
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> SourceTelemetry:
-        return cls(
-            service=str(doc["service"]),
-            kind="router" if doc.get("kind") == "router" else "engine",
-            url=str(doc.get("url", "")),
-            state="ok" if doc.get("state") == "ok" else "unknown",
-            reason=doc.get("reason"),
-            scrapes=int(doc.get("scrapes") or 0),
-            duration_s=float(doc.get("duration_s") or 0.0),
-            counters={str(k): float(v) for k, v in (doc.get("counters") or {}).items()},
-            rates={str(k): float(v) for k, v in (doc.get("rates") or {}).items()},
-            quantiles={str(k): dict(v) for k, v in (doc.get("quantiles") or {}).items()},
-            gauges={
-                str(k): [(float(t), float(x)) for t, x in v]
-                for k, v in (doc.get("gauges") or {}).items()
-            },
-            role=str(doc.get("role") or ""),
-        )
-
 
 @dataclass(frozen=True)
 class RunTelemetry:
@@ -177,21 +141,6 @@ class RunTelemetry:
     @property
     def unknown(self) -> list[str]:
         return [s.service for s in self.sources if s.state == "unknown"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "via": self.via,
-            "duration_s": self.duration_s,
-            "sources": [s.to_json() for s in self.sources],
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> RunTelemetry:
-        return cls(
-            via="prometheus" if doc.get("via") == "prometheus" else "scrape",
-            duration_s=float(doc.get("duration_s") or 0.0),
-            sources=tuple(SourceTelemetry.from_json(s) for s in doc.get("sources") or ()),
-        )
 
 
 def _families(exp: Exposition, kind: str) -> set[str]:

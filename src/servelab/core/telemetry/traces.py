@@ -48,8 +48,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
+from pydantic import computed_field
+
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.spans import (
@@ -152,29 +154,10 @@ class TtftBreakdown:
     phases: Mapping[str, int]
     router_span_ns: int | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def gap_ns(self) -> int:
         return self.ttft_ns - sum(self.phases.values())
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "ttft_ns": self.ttft_ns,
-            "phases": dict(self.phases),
-            "gap_ns": self.gap_ns,
-            "router_span_ns": self.router_span_ns,
-        }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> TtftBreakdown:
-        router = doc.get("router_span_ns")
-        phases = {str(k): int(v) for k, v in dict(doc["phases"]).items()}
-        return cls(
-            str(doc["request_id"]),
-            int(doc["ttft_ns"]),
-            phases,
-            None if router is None else int(router),
-        )
 
 
 def decompose(
@@ -252,9 +235,6 @@ class PhaseQuantiles:
     p90: float
     p99: float
 
-    def to_json(self) -> dict[str, float]:
-        return {"p50": self.p50, "p90": self.p90, "p99": self.p99}
-
 
 @dataclass(frozen=True)
 class TraceSummary:
@@ -272,14 +252,16 @@ class TraceSummary:
     def n_untraced(self) -> int:
         return self.n_requests - self.n_traced
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
+        """The summary as ``bench --json`` prints it: ``n_untraced`` among the counts, the
+        quantiles as ``phases_ms`` (hand-written: the codec would move the derived count last)."""
         return {
             "n_requests": self.n_requests,
             "n_traced": self.n_traced,
             "n_untraced": self.n_untraced,
             "n_routed": self.n_routed,
             "max_abs_gap_ms": self.max_abs_gap_ms,
-            "phases_ms": {name: q.to_json() for name, q in self.phases.items()},
+            "phases_ms": {name: encode(q) for name, q in self.phases.items()},
         }
 
 
@@ -302,7 +284,7 @@ class RunTraces:
     """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
     spans arrived, and whether the wait for late spans ended because every request was seen.
     ``spans`` are the spans themselves, as received: the ledger stores them in their own rows
-    (not in :meth:`to_json`), so one read back from a summary has none."""
+    (not in :meth:`to_json`), so one decoded from a summary has none."""
 
     anchor: ClockAnchor
     breakdowns: tuple[TtftBreakdown, ...]
@@ -315,26 +297,17 @@ class RunTraces:
     def summary(self) -> TraceSummary:
         return summarize_traces(self.breakdowns, len(self.breakdowns) + len(self.untraced))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
+        """The join as a bench run's summary stores it: its derived summary included, its spans
+        left out (they have rows of their own)."""
         return {
-            "anchor": {"mono_ns": self.anchor.mono_ns, "wall_ns": self.anchor.wall_ns},
+            "anchor": encode(self.anchor),
             "n_spans": self.n_spans,
             "complete": self.complete,
             "summary": self.summary.to_json(),
             "untraced": list(self.untraced),
-            "breakdowns": [b.to_json() for b in self.breakdowns],
+            "breakdowns": [encode(b) for b in self.breakdowns],
         }
-
-    @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> RunTraces:
-        anchor = doc["anchor"]
-        return cls(
-            ClockAnchor(int(anchor["mono_ns"]), int(anchor["wall_ns"])),
-            tuple(TtftBreakdown.from_json(b) for b in doc.get("breakdowns") or []),
-            tuple(str(r) for r in doc.get("untraced") or []),
-            int(doc.get("n_spans", 0)),
-            bool(doc.get("complete", False)),
-        )
 
 
 def traced(spans: Sequence[Span]) -> bool:
@@ -387,18 +360,6 @@ class RequestPhases:
             return None
         after = WORKER_PHASES.index(self.seen[-1]) + 1
         return WORKER_PHASES[after] if after < len(WORKER_PHASES) else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "request_id": self.request_id,
-            "session": self.session,
-            "round": self.round,
-            "outcome": self.outcome,
-            "seen": list(self.seen),
-            "n_spans": self.n_spans,
-            "last": self.last,
-            "first_missing": self.first_missing,
-        }
 
 
 def phases_so_far(

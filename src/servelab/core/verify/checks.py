@@ -36,7 +36,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.ledger.jsonvalues import obj, opt_str
 from servelab.core.verify.arguments import (
     ArgumentInFile,
@@ -426,9 +426,9 @@ class Check:
                 return live
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """``{**data, "layer", "service", "ok", "code"}`` (:func:`read_check` reads it back)."""
-        data: dict[str, Any] = encode(self.data)
+        data: JsonObject = encode(self.data)
         return {**data, "layer": self.layer.value, "service": self.service, "ok": self.ok,
                 "code": self.code.value}  # fmt: skip
 
@@ -454,7 +454,7 @@ class UntypedCheck:
     def live(self) -> str | None:
         return opt_str(self.data.get("live"))
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """``{**data, "layer", "service", "ok", "code", "detail"}``."""
         return {**self.data, "layer": self.layer, "service": self.service, "ok": self.ok,
                 "code": self.code, "detail": self.detail}  # fmt: skip
@@ -482,7 +482,7 @@ def read_check_row(
     return typed or UntypedCheck(layer, service, ok, stored, obj(data))
 
 
-def _typed(service: str | None, ok: bool, code: str | None, data: dict[str, Any]) -> Check | None:
+def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) -> Check | None:
     """The typed check, or None when the code is not one of :class:`CheckCode` or the data does
     not fit its type."""
     if service is None or code not in _CODES:

@@ -168,7 +168,7 @@ class Ledger(LedgerFile):
         row |= {"summary": dumps(summary), "n_records": len(records)}
 
         def kept() -> dict[str, Any]:
-            spanned = [span.to_json() for span in spans]
+            spanned = [dataclasses.asdict(span) for span in spans]  # what the rows refused, kept
             return {"label": label, "config": config, "summary": summary, "records": records,
                     "spans": spanned}  # fmt: skip
 
@@ -208,7 +208,7 @@ class Ledger(LedgerFile):
         row |= {"config": dumps(encode(result.config)), "result": dumps(encode(result))}
 
         def kept() -> dict[str, Any]:
-            spanned = [span.to_json() for span in spans]
+            spanned = [dataclasses.asdict(span) for span in spans]  # what the rows refused, kept
             return {"case_id": case_id, "result": encode(result), "spans": spanned}
 
         with kept_on_failure(self._path, "soak", kept), self._write() as conn:

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import (
     CacheSummary,
@@ -101,7 +100,7 @@ class BenchConfig:
         if self.workers < 1:
             raise ValueError("workers must be ≥ 1")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> JsonObject:
         """A JSON-ready dict of the configuration."""
         return asdict(self)
 
@@ -256,7 +255,7 @@ def _level_traces(runs: Sequence[RunResult]) -> TraceSummary | None:
     return summarize_traces(breakdowns, len(breakdowns) + sum(len(t.untraced) for t in joined))
 
 
-def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def run_payload(run: RunResult) -> tuple[JsonObject, list[JsonObject]]:
     """``(summary, records)`` of one run as JSON-ready data, for the ledger's writer."""
     summary = {
         "concurrency": run.concurrency,
@@ -274,9 +273,9 @@ def run_payload(run: RunResult) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if run.sessions:
         summary["sessions"] = encode(run.sessions)
     if run.telemetry is not None:
-        summary["telemetry"] = run.telemetry.to_json()
+        summary["telemetry"] = encode(run.telemetry)
         evidence = run_evidence(run.telemetry, run.records)
-        summary["telemetry_evidence"] = [e.to_json() for e in evidence]
+        summary["telemetry_evidence"] = [encode(e) for e in evidence]
     if run.traces is not None:
         summary["traces"] = run.traces.to_json()
     return summary, [record_to_dict(r) for r in run.records]

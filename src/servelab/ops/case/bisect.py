@@ -27,7 +27,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from servelab.core.case.bisect import (
     Bisected,
@@ -65,7 +64,7 @@ from servelab.core.case.probe import (
     round_order,
 )
 from servelab.core.knobs.rules import parse_env_bytes
-from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.soak.result import SoakConfig
 from servelab.core.verify.checks import Check, KnobInFile, KnobLive
@@ -141,7 +140,7 @@ class BisectOutcome:
     evidence_id: int
     left: tuple[str | None, ...]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"bisect_id": self.bisect_id, "start": encode(self.start),
                 "probes": [encode(p) for p in self.probes],
                 "conclusion": encode(self.conclusion), "conclusion_id": self.conclusion_id,

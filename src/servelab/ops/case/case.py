@@ -22,7 +22,6 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from servelab.core.case.model import (
     CASE_RESOLVED,
@@ -51,7 +50,7 @@ from servelab.core.case.verdicts import Override, Refusal, refusals
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.rules import check_knob_name
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
@@ -105,7 +104,7 @@ class CaseView:
     plan: list[RestoreItem]
     restore_status: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             **dataclasses.asdict(self.case),
             "timeline": [dataclasses.asdict(e) for e in self.timeline],
@@ -266,7 +265,7 @@ class RevertPreview:
     cost: RevertCost
     conviction: ConvictionTest
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return dataclasses.asdict(self)
 
 
@@ -340,7 +339,7 @@ class RevertOutcome:
     def failed_checks(self) -> list[Check]:
         return _failed_checks(self.verification)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
         return {
             "preview": self.preview.to_json(),
@@ -415,7 +414,7 @@ class RestoreOutcome:
     def failed_checks(self) -> list[Check]:
         return _failed_checks(self.verification)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         """The outcome's data (``servelab.report.case.restore_json`` adds the ``error``s)."""
         return {
             "case_id": self.case_id,
@@ -537,7 +536,7 @@ async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
     return await verify(op, ledger=ledger, progress=say)
 
 
-def _verification_json(report: VerifyReport | None, failure: str | None) -> dict[str, Any]:
+def _verification_json(report: VerifyReport | None, failure: str | None) -> JsonObject:
     """The verification as ``--json`` shows it (a restart or verify that failed: its error)."""
     if report is None:
         return {"ok": False, "checks": [], "error": failure}

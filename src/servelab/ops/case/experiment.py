@@ -28,7 +28,6 @@ import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from servelab.core.case.experiment import (
     ALPHA,
@@ -44,7 +43,7 @@ from servelab.core.case.experiment import (
 from servelab.core.case.model import Case, Target, parse_target, revert_changes
 from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.topology import restart_plan
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.ledger.evidence import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, ServelabError
@@ -100,7 +99,7 @@ class CaseTestOutcome:
     event_id: int | None = None
     evidence_id: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {**encode(self.record), "event_id": self.event_id,
                 "evidence_id": self.evidence_id}  # fmt: skip
 

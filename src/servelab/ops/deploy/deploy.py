@@ -36,12 +36,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
+from servelab.core.ledger.codec import JsonObject
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import latest_backup, save_copy
@@ -70,7 +70,7 @@ from servelab.ops.verify.verify import verify
 __all__ = ["down", "restart", "restart_service", "status", "up"]
 
 
-def _record(op: Operation, action: str, detail: dict[str, Any]) -> int | None:
+def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
     if op.ledger is None:
         return None
     return op.ledger.record_deployment(

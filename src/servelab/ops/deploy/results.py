@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.ledger.codec import JsonObject
 from servelab.io.http.client import ProbeResult
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.ops.verify.verify import VerifyReport
@@ -44,7 +45,7 @@ class Step:
     def ok(self) -> bool:
         return self.outcome.ok
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "service": self.service,
             "outcome": self.outcome.value,
@@ -69,7 +70,7 @@ class DeployReport:
     def ok(self) -> bool:
         return all(step.ok for step in self.steps) and self.error is None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "action": self.action,
             "ok": self.ok,
@@ -104,7 +105,7 @@ class RestartReport:
         steps_ok = all(step.ok for step in self.steps) and self.error is None
         return steps_ok and verified and not self.rolled_back and not self.down
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "action": "restart",
             "ok": self.ok,
@@ -158,7 +159,7 @@ class ServiceStatus:
     def ready(self) -> bool:
         return self.readiness is not None and self.readiness.ok
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "service": self.service,
             "role": self.role,

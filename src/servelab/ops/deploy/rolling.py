@@ -39,6 +39,7 @@ from servelab.core.deploy.rolling import (
     running_requests,
 )
 from servelab.core.deploy.spec import spec_hash
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.served import engine_count
 from servelab.errors import RouterApiError, ServelabError
 from servelab.io.http.client import HttpClient
@@ -203,7 +204,7 @@ def _recovery(op: Operation, report: RollingReport, target: RollTarget) -> list[
     spec = [] if op.loaded.embedded else ["-f", op.loaded.source]
     commands = [["servelab", "restart", "--rolling", target.service, *spec]]
     if not report.down:
-        body: dict[str, Any] = {"url": target.url, "worker_type": target.role}
+        body: JsonObject = {"url": target.url, "worker_type": target.role}
         if target.bootstrap_port is not None:
             body["bootstrap_port"] = target.bootstrap_port
         router = op.spec.service(report.router).url

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from servelab.core.deploy.rolling import RollPhase, RollTarget
+from servelab.core.ledger.codec import JsonObject
 from servelab.ops.verify.verify import VerifyReport
 
 __all__ = ["Phase", "PhaseFailure", "RollingReport", "WorkerRoll"]
@@ -41,7 +42,7 @@ class Phase:
     elapsed_s: float
     data: dict[str, Any] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"phase": self.name.value, "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3),
                 **self.data}  # fmt: skip
 
@@ -81,7 +82,7 @@ class WorkerRoll:
         restart = next((p for p in self.phases if p.name is RollPhase.RESTART), None)
         return restart is not None and not restart.ok
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         verification = self.verification
         return {
             "service": self.service,
@@ -115,7 +116,7 @@ class RollingReport:
         done = len(self.workers) == len(self.plan)
         return done and all(roll.ok for roll in self.workers) and self.error is None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "action": "restart --rolling",
             "ok": self.ok,

@@ -13,8 +13,9 @@ import secrets
 from dataclasses import dataclass, field
 from itertools import pairwise
 from time import perf_counter_ns
-from typing import Any, Protocol
+from typing import Protocol
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
@@ -171,9 +172,7 @@ def client(
     )
 
 
-async def one_shot(
-    url: str, body: dict[str, Any], idle_s: float, headers: Headers = ()
-) -> Exchange:
+async def one_shot(url: str, body: JsonObject, idle_s: float, headers: Headers = ()) -> Exchange:
     """One request on a brand-new connection (closed afterwards); streamed as ``body`` says."""
     async with client(url, idle_s, fresh=True, headers=headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body.get("stream")))

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 from servelab.core.deploy.engines import canonical_metrics
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
 from servelab.core.soak.evidence import (
     DIAGNOSED_METRICS,
@@ -40,13 +40,12 @@ from servelab.core.verify.coldstart import (
     needs_second_probe,
 )
 from servelab.io.http.client import HttpClient, using_client
+from servelab.ops.context import Progress, silent
+from servelab.ops.progress import Localizing
 from servelab.ops.soak.client import Headers, one_shot
 from servelab.ops.soak.replay import replay_matrix
 
 __all__ = ["discover_workers", "localize", "warm_up"]
-
-#: The soak's progress lines (worded here: the soak's progress is not typed yet).
-Progress = Callable[[str], None]
 
 
 async def discover_workers(
@@ -140,7 +139,7 @@ async def _evidence(
     http: HttpClient,
     targets: Targets,
     failure: Failure,
-    body: dict[str, Any],
+    body: JsonObject,
     model: str,
     bounds: tuple[float, float | None],
     headers: Headers,
@@ -172,7 +171,7 @@ async def _evidence(
 async def localize(
     targets: Targets,
     failure: Failure,
-    body: dict[str, Any],
+    body: JsonObject,
     *,
     model: str,
     idle_timeout_s: float,
@@ -185,8 +184,7 @@ async def localize(
     and every other source, each request bounded by the idle timeout; the matrix's later turns
     stop in time for the probes to finish before ``deadline`` (monotonic). Probes and scrapes go
     on ``http`` when given."""
-    say = progress or (lambda _msg: None)
-    say(f"localizing {failure.signature}: replaying the payload through every hop")
+    (progress or silent)(Localizing(failure.signature))
     async with using_client(http) as client:
         bounds = (idle_timeout_s, deadline)
         return await _evidence(client, targets, failure, body, model, bounds, headers)
@@ -199,7 +197,7 @@ async def _served(http: HttpClient, targets: Targets) -> list[int] | None:
     return None if counts is None else list(counts)
 
 
-async def _timed(url: str, body: dict[str, Any], idle: float) -> float | None:
+async def _timed(url: str, body: JsonObject, idle: float) -> float | None:
     start = time.monotonic()
     ex = await one_shot(url, body, idle)
     return time.monotonic() - start if ex.record.ok else None

@@ -31,6 +31,7 @@ from time import perf_counter_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.replay import (
@@ -65,8 +66,8 @@ class _Plan:
     """What every cell of one matrix shares: where, the payloads, the bounds."""
 
     targets: Targets
-    failing: dict[str, Any]
-    minimal: dict[str, Any]
+    failing: JsonObject
+    minimal: JsonObject
     idle_s: float
     deadline: float
     headers: Headers = ()
@@ -75,7 +76,7 @@ class _Plan:
         """``turns`` more idle timeouts fit before the deadline."""
         return time.monotonic() + turns * self.idle_s <= self.deadline
 
-    def body(self, payload: Payload) -> dict[str, Any]:
+    def body(self, payload: Payload) -> JsonObject:
         return (
             self.minimal
             if payload == Payload.MINIMAL
@@ -90,7 +91,7 @@ def pairs_of(targets: Targets) -> list[tuple[WorkerTarget, WorkerTarget]]:
     return [(p, d) for p in prefills for d in decodes]
 
 
-def _body(body: dict[str, Any], stream: bool) -> dict[str, Any]:
+def _body(body: JsonObject, stream: bool) -> JsonObject:
     out = dict(body)
     out["stream"] = stream
     if not stream:
@@ -110,7 +111,7 @@ def _cell(
     )  # fmt: skip
 
 
-async def _send(url: str, body: dict[str, Any], plan: _Plan) -> Exchange:
+async def _send(url: str, body: JsonObject, plan: _Plan) -> Exchange:
     async with client(url, plan.idle_s, fresh=True, headers=plan.headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
 
@@ -147,7 +148,7 @@ async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
     return replace(cell, idle_s=round(idle_s, 3))
 
 
-async def _prefill_leg(url: str, body: dict[str, Any], plan: _Plan) -> tuple[Exchange, Any]:
+async def _prefill_leg(url: str, body: JsonObject, plan: _Plan) -> tuple[Exchange, Any]:
     """A vLLM prefill leg: the exchange and the ``kv_transfer_params`` its answer carries (None:
     it failed, or answered without them)."""
     record = RequestRecord(index=-1, scheduled_ns=perf_counter_ns())
@@ -168,7 +169,7 @@ async def _prefill_leg(url: str, body: dict[str, Any], plan: _Plan) -> tuple[Exc
 
 
 async def _nixl_legs(
-    prefill: WorkerTarget, decode: WorkerTarget, body: dict[str, Any], plan: _Plan
+    prefill: WorkerTarget, decode: WorkerTarget, body: JsonObject, plan: _Plan
 ) -> tuple[Exchange, Exchange | None]:
     """vllm-router's hand-off, sent by hand: the prefill leg (one token, not streamed, asking for
     a remote decode), then the decode leg: the client's body with the params the prefill
@@ -186,7 +187,7 @@ async def _nixl_legs(
 
 async def _pair_cell(
     plan: _Plan, pair: tuple[WorkerTarget, WorkerTarget], payload: Payload, stream: bool,
-    body: dict[str, Any] | None = None,
+    body: JsonObject | None = None,
 ) -> Cell:  # fmt: skip
     """The router's PD request, sent by hand: SGLang's, the same body to prefill and decode at
     once; vLLM's, its two legs (:func:`_nixl_legs`)."""
@@ -298,7 +299,7 @@ async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list
 
 
 async def _bisect_cell(
-    plan: _Plan, loc: Located, cells: list[Cell], body: dict[str, Any]
+    plan: _Plan, loc: Located, cells: list[Cell], body: JsonObject
 ) -> Cell | None:
     if loc.hop == Hop.PAIR:
         pair = next(
@@ -340,7 +341,7 @@ async def _bisect(plan: _Plan, loc: Located, cells: list[Cell]) -> Bisection | N
 async def replay_matrix(
     targets: Targets,
     failure: Failure,
-    failing: dict[str, Any],
+    failing: JsonObject,
     *,
     model: str,
     idle_s: float,
@@ -374,7 +375,7 @@ async def replay_matrix(
 
 
 async def holds(
-    targets: Targets, body: dict[str, Any], *, idle_s: float, headers: Headers = ()
+    targets: Targets, body: JsonObject, *, idle_s: float, headers: Headers = ()
 ) -> bool:
     """``body`` streamed straight to the router, then through the entry point (one after the
     other, so neither shares an engine batch with the other): whether the entry holds the stream

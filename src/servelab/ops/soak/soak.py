@@ -26,8 +26,8 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.cache import cache_summary
 from servelab.core.load.metrics import SloAttainment, slo_attainment
 from servelab.core.load.records import RequestRecord
@@ -58,6 +58,15 @@ from servelab.core.verify.coldstart import StartClass
 from servelab.io.http.client import HttpClient, StreamClient
 from servelab.io.http.sdk import SdkClient
 from servelab.io.ledger.ledger import Ledger
+from servelab.ops.context import Progress, silent
+from servelab.ops.progress import (
+    EnginesStarted,
+    RequestResent,
+    SoakDeadlineReached,
+    SoakStarted,
+    StallSeen,
+    StreamHeld,
+)
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds
@@ -67,9 +76,6 @@ from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.ops.telemetry.watch import MetricsWatch
 
 __all__ = ["metric_sources", "soak"]
-
-#: The soak's progress lines (worded here: the soak's progress is not typed yet).
-Progress = Callable[[str], None]
 
 
 # ------------------------------------------------------------------------------------ sessions
@@ -98,7 +104,7 @@ class _Sent:
     it (itself included), its connection's age, the requests it carried before and how long it
     sat idle, and when it was sent and ended (monotonic)."""
 
-    body: dict[str, Any]
+    body: JsonObject
     round: int
     in_flight: int = 1
     conn: tuple[float, int, float] = (0.0, 0, 0.0)
@@ -137,7 +143,7 @@ class _Run:
     replays: list[tuple[float, float]] = field(default_factory=list)  # localizations (monotonic)
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
-    sample: tuple[int, int, dict[str, Any]] | None = None  # the largest payload answered
+    sample: tuple[int, int, JsonObject] | None = None  # the largest payload answered
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
@@ -231,7 +237,7 @@ def _masked(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
         run.resends.append(
             MaskedResend(session, sent.round, r.idle_s, r.before_send, status=r.status)
         )
-        run.progress(f"resend: session {session} round {sent.round} sent again")
+        run.progress(RequestResent(session, sent.round))
     if ex.resends and len(run.resends) >= 2:
         age, carried, _ = sent.conn
         last, size = ex.resends[-1], payload_size(sent.body)
@@ -268,14 +274,11 @@ def _note_stall(run: _Run, session: int, sent: _Sent, ex: Exchange) -> None:
         Stall(session, rnd, size, round(age, 3), carried, *received, ex.record.error or "")
     )
     run.failing.append(sent.window)
-    run.progress(
-        f"stall: session {session} round {rnd} after {carried} requests on its "
-        f"connection ({size} B payload, phase {ex.phase})"
-    )
+    run.progress(StallSeen(session, rnd, carried, size, ex.phase))
     _fail(run, _failure(session, sent, ex), sent.body)
 
 
-def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
+def _fail(run: _Run, failure: Failure, body: JsonObject) -> None:
     """Keep the failure; start a localization when its signature is new and the budget lasts."""
     run.failures.append(failure)
     if not run.config.localize or not to_localize([failure], run.signatures):
@@ -284,7 +287,7 @@ def _fail(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
     run.locators.append(asyncio.create_task(_localize(run, failure, body)))
 
 
-async def _localize(run: _Run, failure: Failure, body: dict[str, Any]) -> None:
+async def _localize(run: _Run, failure: Failure, body: JsonObject) -> None:
     """One localization, once the sessions' traffic is over and one at a time (its replays then
     meet only the load they send themselves), within the deadline; its span is kept (a replay
     window)."""
@@ -328,13 +331,13 @@ async def _hold_check(run: _Run) -> None:
     finally:
         run.replays.append((start, time.monotonic()))
     if found:
-        run.progress(f"held stream: session {session} round {rnd}'s payload, through the entry")
+        run.progress(StreamHeld(session, rnd))
         held = Failure(Signature.HELD, session, rnd, payload_size(body), 0.0, 0)
         _fail(run, held, body)
 
 
 # ---------------------------------------------------------------------------------- determinism
-def _probe_body(run: _Run) -> dict[str, Any]:
+def _probe_body(run: _Run) -> JsonObject:
     return greedy_probe_body(
         model=run.model, max_tokens=run.config.max_tokens, seed=run.config.seed
     )
@@ -407,7 +410,7 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
                 await _traffic(run, reference)
         except TimeoutError:
             run.deadline_hit = True
-            run.progress("deadline reached: the sessions stop here (partial results kept)")
+            run.progress(SoakDeadlineReached())
         await _hold_check(run)
         run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
@@ -438,7 +441,7 @@ async def _prepare(run: _Run) -> None:
         run.start = await warm_up(
             run.http, run.targets, run.model, bound_s=bound, idle_s=cfg.idle_timeout_s
         )
-        run.progress(f"engines were {run.start.start} ({run.start.reason})")
+        run.progress(EnginesStarted(run.start))
 
 
 def _result(
@@ -516,10 +519,8 @@ async def _run_until_deadline(run: _Run, hard_deadline: float) -> None:
     try:
         async with asyncio.timeout(config.duration_s):
             await _prepare(run)
-            run.progress(
-                f"soak: {config.sessions} sessions x {config.rounds} rounds via "
-                f"{run.targets.entry_url} ({config.connection} connections)"
-            )
+            entry = run.targets.entry_url
+            run.progress(SoakStarted(config.sessions, config.rounds, entry, config.connection))
             await _drive(run, hard_deadline)
     except TimeoutError:
         run.deadline_hit = True
@@ -543,10 +544,9 @@ async def soak(
     listens for the whole soak; the spans received are recorded with the soak, and the result
     keeps their count and each failed request's phases so far (``result.traces``).
     """
-    say = progress or (lambda _msg: None)
     start = time.monotonic()
     hard_deadline = start + config.duration_s
-    run = _Run(config, targets, say)
+    run = _Run(config, targets, progress or silent)
     watch = MetricsWatch(metric_sources(targets), timeout_s=min(2.0, config.idle_timeout_s))
     spans: tuple[Span, ...] = ()
     phases: tuple[RequestPhases, ...] | None = None

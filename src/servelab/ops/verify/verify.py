@@ -33,13 +33,13 @@ import json
 import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
 from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.rules import live_verdict, parse_env_bytes, tracked_names
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
@@ -97,7 +97,7 @@ class VerifyReport:
     def failures(self) -> list[Check]:
         return [check for check in self.checks if not check.ok]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "ok": self.ok,
             "checks": [check.to_json() for check in self.checks],

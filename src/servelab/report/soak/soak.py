@@ -9,9 +9,8 @@ a ledger row's alike.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.cache import merged
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.observe import Observation
@@ -37,7 +36,7 @@ _LISTED_SESSIONS = 8
 
 
 # ---------------------------------------------------------------------------------------- JSON
-def finding_json(finding: Finding, observations: Sequence[Observation]) -> dict[str, Any]:
+def finding_json(finding: Finding, observations: Sequence[Observation]) -> JsonObject:
     """A finding's codes with its words: title, advice, and each piece of evidence (its id,
     whether it supports the finding, its sentence, and the observation itself as ``data``)."""
     evidence = [
@@ -55,11 +54,11 @@ def finding_json(finding: Finding, observations: Sequence[Observation]) -> dict[
     return {**encode(finding), **words, "evidence": evidence}
 
 
-def soak_json(result: SoakResult) -> dict[str, Any]:
+def soak_json(result: SoakResult) -> JsonObject:
     """The ``servelab soak --json`` document: the result as the ledger stores it, plus ``ok``,
     each finding worded (:func:`finding_json`), and each traced request's ``last`` and
     ``first_missing`` phases (``traces`` only when traced)."""
-    doc: dict[str, Any] = {"ok": result.ok, **encode(result)}
+    doc: JsonObject = {"ok": result.ok, **encode(result)}
     doc["findings"] = [finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
     if result.traces is None:
