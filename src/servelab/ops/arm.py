@@ -87,8 +87,8 @@ async def make_live(
     live = tuple([await _read_back(op, s) for s in settings])
     wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
              if not same_value(v, _expected(op, s))]  # fmt: skip
-    reported = {(s.service, argument_knob(op, s.knob).name) for s in settings}
-    failures = [c for c in proof.failures if not _hidden_by_process(c, reported)]
+    read_back = {(s.service, argument_knob(op, s.knob).name) for s in settings}
+    failures = [c for c in proof.failures if not _hidden_by_process(c, read_back)]
     if failures or wrong:
         failed = [f"{c.layer} {c.service}: {c.code}" for c in failures]
         reasons = "; ".join(failed) or "; ".join(wrong)

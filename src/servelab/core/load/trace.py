@@ -282,9 +282,9 @@ class PromptBuilder:
 
     def prompt(self, turn: TraceTurn, own: int, before: TraceTurn | None = None) -> str:
         """``turn.input_length`` words: its blocks in order, the last one cut to fit, then words
-        of its own (drawn for ``own``, the request's place in the trace) where the ids run out;
-        ``before``, the previous turn of its conversation, whose words it starts with
-        where ``before`` ended inside a block."""
+        of its own (drawn for ``own``, the request's place in the trace) where the ids run out.
+        ``before`` is the previous turn of its conversation: the partial block it ended inside is
+        carried over (:meth:`_carry`)."""
         if before is not None:
             self._carry(before, turn)
         parts: list[str] = []
