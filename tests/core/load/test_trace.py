@@ -94,6 +94,28 @@ def test_equal_ids_are_equal_prefixes_and_a_prompt_has_its_length() -> None:
     assert PromptBuilder(4, seed=8).prompt(TraceTurn(10, 1, (1, 2, 3)), own=0).split() != a
 
 
+def test_a_later_turn_starts_with_every_word_of_the_turn_before() -> None:
+    build = PromptBuilder(block_size=4, seed=7)
+    first = TraceTurn(6, 1, (1, 2))  # block 2 partial: 2 of its 4 words
+    second = TraceTurn(11, 1, (1, 3, 4))  # block 3 rewrites it, with more words
+    third = TraceTurn(12, 1, (1, 3, 5))  # block 3 whole again, as the second turn had it
+    a = build.prompt(first, own=0).split()
+    b = build.prompt(second, own=1, before=first).split()
+    c = build.prompt(third, own=2, before=second).split()
+    assert b[:6] == a and c[:8] == b[:8] and len(b) == 11
+    plain = PromptBuilder(block_size=4, seed=7)  # without the turn before: only whole blocks
+    assert plain.prompt(second, own=1).split()[:6] != a
+    assert plain.prompt(first, own=0).split() == a  # a first turn is built as it always was
+    # a turn that ended on a block's edge, or a lone request, carries nothing over
+    edge = PromptBuilder(block_size=4, seed=7)
+    x = edge.prompt(TraceTurn(8, 1, (1, 2)), own=0).split()
+    y = edge.prompt(TraceTurn(10, 1, (1, 2, 6)), own=1, before=TraceTurn(8, 1, (1, 2))).split()
+    assert (
+        y[:8] == x
+        and y[8:] == PromptBuilder(4, seed=7).prompt(TraceTurn(4, 1, (6,)), 0).split()[:2]
+    )
+
+
 def test_an_agentic_trace_resends_its_history_and_waits_for_its_tools() -> None:
     shape = AgenticShape(sessions=5, turns=(3, 6), block_size=64)
     entries = list(agentic_trace(shape, seed=3))

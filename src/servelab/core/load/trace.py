@@ -17,6 +17,13 @@ in memory. :class:`PromptBuilder` turns a turn's ids into words: every id always
 ``block_size`` words (drawn from :data:`~servelab.core.load.workload.WORDS` by the SHAKE-128 digest
 of the seed and the id), one word ≈ one token, so equal ids give equal prefixes. A prompt longer
 than its ids cover is completed with words of its own.
+
+A later turn of a conversation resends the previous prompt whole. Where that prompt ended inside a
+block (its last id, partial), the trace gives the later turn a new id at that place (the block's
+tokens changed: more of them), yet its first words are the partial block's: the builder carries
+them over (:meth:`PromptBuilder.prompt` with ``before``), so the later prompt starts with every
+character of the previous one, as a router that matches text (sglang-router's ``cache_aware``) and
+an engine's prefix cache both see in a real conversation.
 """
 
 from __future__ import annotations
@@ -217,8 +224,9 @@ def session_offsets_ns(
 
 class PromptBuilder:
     """A turn's prompt from its ids: each id is always the same ``block_size`` words (drawn by
-    SHAKE-128 of the seed and the id); the most recently used blocks are kept
-    (``cache_blocks``), their words and their text."""
+    SHAKE-128 of the seed and the id; a block that continues a conversation's partial block
+    starts with that block's words); the most recently used blocks are kept (``cache_blocks``),
+    their words and their text, and the continuations seen (``cache_blocks`` × 16 of them)."""
 
     def __init__(self, block_size: int, seed: int, cache_blocks: int = 4096) -> None:
         if block_size < 1:
@@ -227,6 +235,8 @@ class PromptBuilder:
         self.seed = seed
         self._cache: OrderedDict[int, tuple[list[str], str]] = OrderedDict()
         self._cache_blocks = cache_blocks
+        #: id → (the partial block it continues, how many of that block's words it starts with)
+        self._carried: OrderedDict[int, tuple[int, int]] = OrderedDict()
 
     def _words(self, key: str, n: int) -> list[str]:
         """``n`` words, one per byte of the digest (a byte names a word of :data:`_BY_BYTE`)."""
@@ -240,6 +250,9 @@ class PromptBuilder:
         found = self._cache.get(hash_id)
         if found is None:
             words = self._words(f"block:{hash_id}", self.block_size)
+            carried = self._carried.get(hash_id)
+            if carried is not None:
+                words[: carried[1]] = self._block(carried[0])[0][: carried[1]]
             found = self._cache[hash_id] = (words, " ".join(words))
             if len(self._cache) > self._cache_blocks:
                 self._cache.popitem(last=False)
@@ -247,9 +260,33 @@ class PromptBuilder:
             self._cache.move_to_end(hash_id)
         return found
 
-    def prompt(self, turn: TraceTurn, own: int) -> str:
+    def _carry(self, before: TraceTurn, turn: TraceTurn) -> None:
+        """Note that ``turn`` resends ``before`` (the previous turn of its conversation): when
+        ``before`` ended inside its last block and ``turn`` has a new id in that place, the new
+        block starts with the words ``before`` had there."""
+        size = self.block_size
+        shared = 0
+        for mine, theirs in zip(before.hash_ids, turn.hash_ids, strict=False):
+            if mine != theirs:
+                break
+            shared += 1
+        carried = min(before.input_length, len(before.hash_ids) * size) - shared * size
+        partial = shared + 1 == len(before.hash_ids) and shared < len(turn.hash_ids)
+        if not partial or not 0 < carried < size:
+            return
+        new = turn.hash_ids[shared]
+        if new not in self._carried and new not in self._cache:
+            self._carried[new] = (before.hash_ids[shared], carried)
+            if len(self._carried) > self._cache_blocks * 16:
+                self._carried.popitem(last=False)
+
+    def prompt(self, turn: TraceTurn, own: int, before: TraceTurn | None = None) -> str:
         """``turn.input_length`` words: its blocks in order, the last one cut to fit, then words
-        of its own (drawn for ``own``, the request's place in the trace) where the ids run out."""
+        of its own (drawn for ``own``, the request's place in the trace) where the ids run out.
+        ``before`` is the previous turn of its conversation: the partial block it ended inside is
+        carried over (:meth:`_carry`)."""
+        if before is not None:
+            self._carry(before, turn)
         parts: list[str] = []
         need = turn.input_length
         for hash_id in turn.hash_ids:

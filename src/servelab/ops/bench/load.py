@@ -391,7 +391,8 @@ class Replay:
         if turn + 1 == len(session.turns):
             del self._first[session.ordinal]
         spec = session.turns[turn]
-        prompt = self.prompts.prompt(spec, index)
+        before = session.turns[turn - 1] if turn else None
+        prompt = self.prompts.prompt(spec, index, before)
         ordinal = None if session.session is None else session.ordinal
         job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
         load.prepare([job])
