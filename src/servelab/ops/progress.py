@@ -56,6 +56,7 @@ __all__ = [
     "TuneEliminated",
     "TuneLevelStopped",
     "TuneResumed",
+    "TuneScreened",
     "TuneStarted",
     "TuneVisitStarted",
     "UnitReloaded",
@@ -491,6 +492,16 @@ class ProbeDecided:
     p_value: float
 
 
+@dataclass(frozen=True)
+class TuneScreened:
+    """``tune --screen``: the screening stopped after ``blocks`` blocks; the tune goes on over
+    ``factors`` (none: nothing to tune), the ``fixed`` knobs held at their low value."""
+
+    blocks: int
+    factors: tuple[str, ...]
+    fixed: tuple[str, ...]
+
+
 ProgressEvent = (
     ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady | ServiceAlreadyUp
     | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned | EnvFileRestored
@@ -501,4 +512,5 @@ ProgressEvent = (
     | CaseTestPlanned | VisitStarted | ArmSoaked | KnobPuttingBack
     | TuneStarted | TuneResumed | TuneVisitStarted | TuneEliminated | TuneLevelStopped
     | TuneArmKept | BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided
+    | TuneScreened
 )  # fmt: skip

@@ -51,6 +51,7 @@ from servelab.ops.progress import (
     TuneEliminated,
     TuneLevelStopped,
     TuneResumed,
+    TuneScreened,
     TuneStarted,
     TuneVisitStarted,
     UnitReloaded,
@@ -93,6 +94,13 @@ def describe_progress(event: ProgressEvent) -> str:
             return _tune(event)
         case BisectPlanned() | BisectResumed() | ProbeStarted() | ProbeDecided():
             return _bisect(event)
+        case TuneScreened(blocks=blocks, factors=()):
+            return (f"screening stopped after {blocks} block(s): no knob left to tune, the "
+                    "original values are kept")  # fmt: skip
+        case TuneScreened(blocks=blocks, factors=factors, fixed=fixed):
+            held = f" ({', '.join(fixed)} held at their low value)" if fixed else ""
+            return (f"screening stopped after {blocks} block(s): tuning {', '.join(factors)}"
+                    f"{held}")  # fmt: skip
         case _:
             return _knob(event)
 
