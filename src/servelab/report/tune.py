@@ -214,7 +214,9 @@ def _screening(record: TuneRecord) -> list[str]:
         *lines,
         "Each contrast: the change in the geometric mean from its low to its high sign (a main "
         "effect: the knob's low value to its high one), its anytime-valid interval over the "
-        "blocks; active when it excludes 0, negligible inside the margin, else undecided.",
+        "blocks; active when it excludes 0, negligible inside the margin, else undecided. The "
+        "screening's statements hold together with probability at least 1 − α, the tune's too: "
+        "both phases' with at least 1 − 2α.",
         "",
         _follow_words(record, screening),
         "",
