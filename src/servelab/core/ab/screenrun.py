@@ -33,7 +33,6 @@ from servelab.core.ab.factorial import (
     EffectStatus,
     Factor,
     FollowUp,
-    estimate_effects,
     follow_up,
 )
 from servelab.core.ab.result import ArmVisit
@@ -42,9 +41,7 @@ from servelab.core.ab.tune import TuneRule
 __all__ = [
     "LevelEffects",
     "Screening",
-    "level_effects",
     "merged_follow_up",
-    "run_label",
     "screen_factors",
     "screen_stopped",
 ]
@@ -61,7 +58,7 @@ def screen_factors(knobs: Sequence[tuple[str, Sequence[str]]]) -> tuple[Factor, 
     return tuple(Factor(name, values[0], values[1]) for name, values in knobs)
 
 
-def run_label(design: Design, run: int) -> str:
+def _run_label(design: Design, run: int) -> str:
     """Run ``run`` named as a tune's grid names an arm: ``NAME=VALUE, NAME=VALUE``."""
     return ", ".join(f"{name}={value}" for name, value in design.settings(run))
 
@@ -88,7 +85,7 @@ class Screening:
     @property
     def labels(self) -> tuple[str, ...]:
         """The runs' labels, in run order."""
-        return tuple(run_label(self.design, r) for r in range(len(self.design.runs)))
+        return tuple(_run_label(self.design, r) for r in range(len(self.design.runs)))
 
     def values(self, label: str) -> tuple[str, ...]:
         """The knobs' values of the run ``label``, in the knobs' order."""
@@ -99,14 +96,6 @@ class Screening:
     def blocks(self) -> int:
         """Blocks begun (the last may be incomplete)."""
         return max((v.round + 1 for v in self.visits), default=0)
-
-
-def level_effects(
-    design: Design, rule: TuneRule, level: int, blocks: Sequence[Sequence[float]]
-) -> LevelEffects:
-    """``level``'s contrasts over ``blocks`` (each every run's value in run order), at the
-    level's ``rule``."""
-    return LevelEffects(level, estimate_effects(design, blocks, rule))
 
 
 def screen_stopped(levels: Sequence[LevelEffects], blocks: int, rule: TuneRule) -> bool:

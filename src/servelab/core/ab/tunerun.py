@@ -42,13 +42,9 @@ from dataclasses import dataclass, replace
 from typing import Annotated, assert_never
 
 from servelab.core.ab.design import DesignCost, fixed_design, spent
+from servelab.core.ab.factorial import estimate_effects
 from servelab.core.ab.result import AbMetric, ArmVisit
-from servelab.core.ab.screenrun import (
-    Screening,
-    level_effects,
-    merged_follow_up,
-    screen_stopped,
-)
+from servelab.core.ab.screenrun import LevelEffects, Screening, merged_follow_up, screen_stopped
 from servelab.core.ab.tune import (
     ArmStatus,
     TuneResult,
@@ -285,12 +281,11 @@ def screen(
         if any(a not in done for a in order):
             return screening, NextBlock(len(blocks) + 1, order, dict.fromkeys(order, tuple(levels)))
         blocks.append(done)
-        effects = tuple(
-            level_effects(design, per_level, lvl,
-                          [[objective_value(metric, b[a], lvl) or 0.0 for a in labels]
-                           for b in blocks])
-            for lvl in levels
-        )  # fmt: skip
+        # each level's values, per block in run order (a missing one is refused as not positive)
+        values = {lvl: [[objective_value(metric, b[a], lvl) or 0.0 for a in labels]
+                        for b in blocks] for lvl in levels}  # fmt: skip
+        effects = tuple(LevelEffects(lvl, estimate_effects(design, values[lvl], per_level))
+                        for lvl in levels)  # fmt: skip
         screening = replace(screening, levels=effects)
         if screen_stopped(effects, len(blocks), rule):
             return replace(screening, follow_up=merged_follow_up(design, effects)), None

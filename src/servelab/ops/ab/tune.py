@@ -191,13 +191,14 @@ async def _visit(
     bench_progress: BenchProgressFn | None,
 ) -> ArmVisit:
     """The arm ``block.order[index]``, the knobs at ``values``, made live and measured at the
-    levels it still runs at (a screening's run: the tune's ``block`` of its phase)."""
+    levels it still runs at; ``block`` is its phase's (the screening's, or the tune's)."""
     label = block.order[index]
     levels = block.levels[label]
     op.say(TuneVisitStarted(block.block, cfg.max_rounds, index, len(block.order), label, levels))
     t0 = time.monotonic()
     tune = "tune" if record.tune_id is None else f"tune {record.tune_id}"
-    phase = "tune" if record.screening is None or record.screening.follow_up else "screening"
+    screening = record.screening
+    phase = "tune" if screening is None or screening.follow_up is not None else "screening"
     why = f"{tune}: arm {label}, {phase} block {block.block}"
     live = await make_live(op, cfg.settings(values), why)
     overhead = time.monotonic() - t0
