@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from servelab.core.ab.factorial import FollowUp, screening_design
 from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.screenrun import Screening, screen_factors
 from servelab.core.ab.tune import Misclaim, RuleCheck, TuneOutcome, TuneRule
-from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord, conclude_tune, grid, replay
+from servelab.core.ab.tunerun import (
+    TuneKnob,
+    TuneMetric,
+    TuneRecord,
+    conclude_tune,
+    follow_up_arms,
+    grid,
+    next_block,
+    replay,
+    screen,
+)
 from servelab.core.case.bisect import Bisected, Change, ProbeOutcome
 from servelab.core.case.experiment import ArmTally, decide
 from servelab.core.case.probe import (
@@ -128,3 +141,78 @@ def test_a_bisection_reads_as_its_changes_probes_verdicts_and_resolve_line() -> 
     assert describe_bisect_event("bisected", encode(end)) == (
         "bisected: guilty decode SGLANG_SM120_MLA_KV_TILE (unset) → 16 in 1 probe(s)"
     )
+
+
+def _screened() -> TuneRecord:
+    """Three knobs screened at C32: only the cap matters (×7), the others change nothing; then
+    the tune of the cap's two values."""
+    knobs = (TuneKnob("decode", "--max-running-requests", ("4", "64")),
+             TuneKnob("decode", "--enable-cache-report", ("off", "on")),
+             TuneKnob("decode", "SERVELAB_NOOP", ("a", "b")))  # fmt: skip
+    rule = TuneRule(margin=0.3, max_rounds=3)
+    record = TuneRecord(knobs, (), TuneMetric.THROUGHPUT, (32,), rule, original=(None,) * 3,
+                        screening=Screening(screening_design(screen_factors(
+                            [(k.knob, k.values) for k in knobs]))))  # fmt: skip
+    assert record.screening is not None
+    screening, step = record.screening, 0
+    while (found := screen(screening, rule, (32,), TuneMetric.THROUGHPUT))[1] is not None:
+        screening, block = found
+        assert block is not None
+        for arm in block.order:
+            step += 1
+            value = (700.0 if screening.values(arm)[0] == "64" else 100.0) * math.exp(
+                0.005 * math.sin(step))  # fmt: skip
+            visit = ArmVisit(arm, block.block - 1, step, arm, {32: value}, 0, (), step - 1, "",
+                             3.0, {32: 9.0})  # fmt: skip
+            screening = Screening(screening.design, (*screening.visits, visit))
+    record = replace(record, screening=found[0], arms=follow_up_arms(knobs, found[0]))
+    visits = list[ArmVisit]()
+    while (block := next_block(replace(record, visits=tuple(visits)))) is not None:
+        for arm in block.order:
+            step += 1
+            value = (700.0 if arm == "64" else 100.0) * math.exp(0.005 * math.sin(step))
+            visits.append(ArmVisit(arm, block.block - 1, step, arm, {32: value}, 0, (), step - 1,
+                                   "", 3.0, {32: 9.0}))  # fmt: skip
+    return conclude_tune(replace(record, visits=tuple(visits)))
+
+
+def test_a_screened_tune_reads_as_its_contrasts_then_its_ranking_and_both_costs() -> None:
+    record = _screened()
+    text = tune_markdown(record)
+    assert "screened, 2 arms followed up" in text
+    screening_at = text.index("### Screening: 8 runs, the full factorial of 3 knobs; 3 block(s), "
+                              "24 visits, every contrast decided")  # fmt: skip
+    assert screening_at < text.index("### C32: winner 64")
+    assert (
+        "| contrast (aliased effects) | low → high | interval (each at α = 0.0083) | status |"
+        in text
+    )
+    assert "| --max-running-requests | +603.1% | [+587.0%, +619.7%] | active |" in text
+    assert "| --enable-cache-report × SERVELAB_NOOP | -0.2% | [-2.2%, +1.8%] | negligible |" in text
+    assert text.count("| negligible |") == 5
+    assert ("Follow-up: a tune of 2 arms over --max-running-requests; held at their low value: "
+            "--enable-cache-report=off, SERVELAB_NOOP=a.") in text  # fmt: skip
+    tuned = len(record.visits)
+    assert (
+        f"Cost: {3 + record.blocks} blocks, {24 + tuned} visits (co-restarts) (screening 3 "
+        f"blocks, 24 visits; tune {record.blocks} blocks, {tuned} visits)"
+    ) in text
+    assert (
+        "the full grid's design, every one of its 8 arms in every one of 3 blocks: 24 visits"
+        in text
+    )
+    assert tune_json(record)["screening"]["follow_up"]["factors"] == ["--max-running-requests"]
+
+
+def test_a_screening_that_leaves_nothing_says_so() -> None:
+    record = _screened()
+    assert record.screening is not None and record.screening.follow_up is not None
+    nothing = FollowUp(
+        (), (), record.screening.follow_up.factors + record.screening.follow_up.fixed, True
+    )
+    screening = replace(record.screening, follow_up=nothing)
+    empty = conclude_tune(replace(record, arms=(), visits=(), screening=screening))
+    text = tune_markdown(empty)
+    assert "nothing left to tune after the screening" in headline(empty)
+    assert "Every effect is negligible: no knob left to tune, the original values kept" in text
+    assert "Left as found" in text

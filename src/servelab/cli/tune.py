@@ -1,7 +1,8 @@
 """``servelab tune``: the best of several settings, by blocks of live-verified arms and elimination.
 
-``--resume ID`` picks an interrupted tune up, ``--plan`` sizes one from the recorded A/Bs,
-``--keep best`` leaves the arm the concurrencies agree on live."""
+``--screen`` screens the knobs' main effects first, ``--resume ID`` picks an interrupted tune up,
+``--plan`` sizes one from the recorded A/Bs, ``--keep best`` leaves the arm the concurrencies agree
+on live."""
 
 from __future__ import annotations
 
@@ -162,6 +163,11 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     "--gpus", default=1, show_default=True, type=click.IntRange(1),
     help="GPUs the deployment holds (prices GPU-minutes).",
 )  # fmt: skip
+@click.option(
+    "--screen", is_flag=True,
+    help="Screen the knobs first (each exactly two values, the current one first): a two-level "
+    "factorial's effects, then a tune over the knobs it cannot rule out.",
+)  # fmt: skip
 @click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
 @click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
 @click.option(
@@ -197,6 +203,7 @@ def tune_command(
     order: str,
     order_seed: int,
     gpus: int,
+    screen: bool,
     resume: int | None,
     plan: bool,
     effect: float,
@@ -222,7 +229,7 @@ def tune_command(
             cfg = TuneConfig(
                 tuple(TuneKnob(k.service, k.name, k.values) for k in knobs), bench,
                 TuneMetric(metric), alpha, margin, max_rounds, max_minutes, Boundary(boundary),
-                order, order_seed, gpus, keep == "best",
+                order, order_seed, gpus, keep == "best", screen,
             )  # fmt: skip
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
@@ -241,7 +248,7 @@ def tune_command(
     with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
         record = run(_tune(where, None if resume is not None else cfg, resume))
     _print(output, record)
-    failed = sum(v.failed_requests for v in record.visits)
+    failed = sum(v.failed_requests for v in record.all_visits)
     if failed:
         err_console.print(f"{failed} request(s) failed during the tune", style="red")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)

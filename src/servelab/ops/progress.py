@@ -65,6 +65,7 @@ __all__ = [
     "TuneEliminated",
     "TuneLevelStopped",
     "TuneResumed",
+    "TuneScreened",
     "TuneStarted",
     "TuneVisitStarted",
     "UnitReloaded",
@@ -561,6 +562,16 @@ class SoakDeadlineReached:
     """The soak's deadline cut its sessions (their partial results are kept)."""
 
 
+@dataclass(frozen=True)
+class TuneScreened:
+    """``tune --screen``: the screening stopped after ``blocks`` blocks; the tune goes on over
+    ``factors`` (none: nothing to tune), the ``fixed`` knobs held at their low value."""
+
+    blocks: int
+    factors: tuple[str, ...]
+    fixed: tuple[str, ...]
+
+
 ProgressEvent = (
     ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady | ServiceAlreadyUp
     | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned | EnvFileRestored
@@ -573,4 +584,5 @@ ProgressEvent = (
     | TuneArmKept | BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided
     | SoakStarted | EnginesStarted | RequestResent | StallSeen | Localizing | StreamHeld
     | SoakDeadlineReached
+    | TuneScreened
 )  # fmt: skip

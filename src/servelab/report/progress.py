@@ -58,6 +58,7 @@ from servelab.ops.progress import (
     TuneEliminated,
     TuneLevelStopped,
     TuneResumed,
+    TuneScreened,
     TuneStarted,
     TuneVisitStarted,
     UnitReloaded,
@@ -105,6 +106,13 @@ def describe_progress(event: ProgressEvent) -> str:
             | StreamHeld() | SoakDeadlineReached()
         ):  # fmt: skip
             return _soak(event)
+        case TuneScreened(blocks=blocks, factors=()):
+            return (f"screening stopped after {blocks} block(s): no knob left to tune, the "
+                    "original values are kept")  # fmt: skip
+        case TuneScreened(blocks=blocks, factors=factors, fixed=fixed):
+            held = f" ({', '.join(fixed)} held at their low value)" if fixed else ""
+            return (f"screening stopped after {blocks} block(s): tuning {', '.join(factors)}"
+                    f"{held}")  # fmt: skip
         case _:
             return _knob(event)
 

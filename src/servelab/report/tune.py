@@ -1,13 +1,16 @@
 """Rendering a tune (:class:`~servelab.core.ab.tunerun.TuneRecord`, live or read back from the
-ledger): per concurrency the ranking with each arm's interval against the leader, what each
-elimination rested on, and why the rule stopped; the arm the concurrencies agree on and how the
-deployment was left; the cost against the full design; the plot; and ``tune --plan``."""
+ledger): a screening's contrasts and what it left to tune (``--screen``); per concurrency the
+ranking with each arm's interval against the leader, what each elimination rested on, and why the
+rule stopped; the arm the concurrencies agree on and how the deployment was left; the cost against
+the full design; the plot; and ``tune --plan``."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 
+from servelab.core.ab.factorial import EffectEstimate
+from servelab.core.ab.screenrun import LevelEffects, Screening
 from servelab.core.ab.tune import (
     ArmStatus,
     Comparison,
@@ -71,7 +74,16 @@ def headline(record: TuneRecord) -> str:
     each = "; ".join(f"{_where(record.metric, t.level)}: {t.result.winner or 'no winner'}"
                      for t in record.tunes)  # fmt: skip
     best = f"best {record.best}" if record.best is not None else "no arm best at every level"
-    return f"tune {knobs}: {each or 'nothing measured'} ({best})"
+    return f"tune {knobs}: {each or _nothing(record.screening)} ({best})"
+
+
+def _nothing(screening: Screening | None) -> str:
+    """What a tune without a level's result measured."""
+    if screening is None or not screening.visits:
+        return "nothing measured"
+    if screening.follow_up is None:
+        return "the screening did not finish"
+    return "nothing left to tune after the screening"
 
 
 def _elimination_line(e: Elimination, pair_alpha: float) -> str:
@@ -136,19 +148,99 @@ def _left(record: TuneRecord) -> str:
     return f"Left as found: {values}" + (" (restored and proven live)." if record.restored else ".")
 
 
+def _change(x: float) -> str:
+    return _pct(math.exp(x) - 1) if math.isfinite(x) else ("+∞" if x > 0 else "−∞")
+
+
+def _effect_row(e: EffectEstimate) -> str:
+    aliased = " = ".join(" × ".join(effect) for effect in e.contrast.effects)
+    interval = (f"[{_change(e.low)}, {_change(e.high)}]"
+                if math.isfinite(e.low) and math.isfinite(e.high) else "unbounded")  # fmt: skip
+    return f"| {aliased} | {_change(e.estimate)} | {interval} | {e.status} |"
+
+
+def _screened_level(level: LevelEffects, metric: TuneMetric, alpha: float) -> list[str]:
+    each = alpha / max(1, len(level.effects))
+    return [
+        f"#### {_where(metric, level.level)}",
+        "",
+        f"| contrast (aliased effects) | low → high | interval (each at α = {each:.2g}) | status |",
+        "|---|---|---|---|",
+        *[_effect_row(e) for e in level.effects],
+        "",
+    ]
+
+
+def _design_words(screening: Screening) -> str:
+    design = screening.design
+    runs, k = len(design.runs), len(design.factors)
+    letters = ", ".join(f"{chr(65 + i)} = {f.name}" for i, f in enumerate(design.factors))
+    if not design.generators:
+        return f"{runs} runs, the full factorial of {k} knobs"
+    return (f"{runs} runs, a 2^({k}−{len(design.generators)}) fraction of resolution "
+            f"{design.resolution} ({', '.join(design.generators)}; {letters})")  # fmt: skip
+
+
+def _follow_words(record: TuneRecord, screening: Screening) -> str:
+    follow = screening.follow_up
+    if follow is None:
+        return "The screening did not finish (the time budget ended it): nothing was tuned."
+    low = {f.name: f.low for f in screening.design.factors}
+    held = ", ".join(f"{n}={show_value(low[n])}" for n in follow.fixed)
+    if not follow.factors:
+        return ("Every effect is negligible: no knob left to tune, the original values kept "
+                f"({held} are the screened knobs' low values).")  # fmt: skip
+    pairs = ", ".join(" × ".join(p) for p in follow.interactions)
+    with_pairs = f" (interactions not ruled out: {pairs})" if pairs else ""
+    rest = f"; held at their low value: {held}" if held else ""
+    return (f"Follow-up: a tune of {len(record.arms)} arms over {', '.join(follow.factors)}"
+            f"{with_pairs}{rest}.")  # fmt: skip
+
+
+def _screening(record: TuneRecord) -> list[str]:
+    """The screening's contrasts per level and what it left to tune."""
+    screening = record.screening
+    if screening is None:
+        return []
+    alpha = record.rule.alpha / max(1, len(record.levels))
+    decided = "every contrast decided" if screening.follow_up and screening.follow_up.decided \
+        else "some contrast undecided"  # fmt: skip
+    lines = [f"### Screening: {_design_words(screening)}; {screening.blocks} block(s), "
+             f"{len(screening.visits)} visits, {decided}", ""]  # fmt: skip
+    for level in screening.levels:
+        lines += _screened_level(level, record.metric, alpha)
+    return [
+        *lines,
+        "Each contrast: the change in the geometric mean from its low to its high sign (a main "
+        "effect: the knob's low value to its high one), its anytime-valid interval over the "
+        "blocks; active when it excludes 0, negligible inside the margin, else undecided. The "
+        "screening's statements hold together with probability at least 1 − α, the tune's too: "
+        "both phases' with at least 1 − 2α.",
+        "",
+        _follow_words(record, screening),
+        "",
+    ]
+
+
 def _cost(record: TuneRecord) -> list[str]:
     cost, full = record.cost, record.full_cost
     if cost is None or full is None:
         return []
+    screening = record.screening
+    phases, design = "", "the full design, every arm"
+    if screening is not None:
+        phases = (f" (screening {screening.blocks} blocks, {len(screening.visits)} visits; tune "
+                  f"{record.blocks} blocks, {len(record.visits)} visits)")  # fmt: skip
+        design = f"the full grid's design, every one of its {full.visits // full.rounds} arms"
     priced = "" if math.isnan(full.minutes) else (
         f", ≈{full.minutes:.1f} min (≈{full.gpu_minutes:.1f} GPU-min, priced at the visits "
         "measured)"
     )  # fmt: skip
     budget = " The time budget (`--max-minutes`) ended it." if record.time_budget_hit else ""
     return [
-        f"Cost: {record.blocks} blocks, {cost.visits} visits (co-restarts), {cost.minutes:.1f} min "
-        f"({cost.gpu_minutes:.1f} GPU-min at {record.gpus} GPU); the full design, every arm in "
-        f"every one of {full.rounds} blocks: {full.visits} visits{priced}.{budget}"
+        f"Cost: {cost.rounds} blocks, {cost.visits} visits (co-restarts){phases}, "
+        f"{cost.minutes:.1f} min ({cost.gpu_minutes:.1f} GPU-min at {record.gpus} GPU); {design} "
+        f"in every one of {full.rounds} blocks: {full.visits} visits{priced}.{budget}"
     ]
 
 
@@ -161,7 +253,9 @@ def tune_markdown(record: TuneRecord) -> str:
     best, how the knobs were left, the method and the cost."""
     knobs = ", ".join(f"{k.service} `{k.knob}`" for k in record.knobs)
     rule = record.rule
-    lines = [f"## tune {knobs}: {len(record.arms)} arms", "", f"**{headline(record)}**", ""]
+    arms = f"{len(record.arms)} arms" if record.screening is None else \
+        f"screened, {len(record.arms)} arms followed up"  # fmt: skip
+    lines = [f"## tune {knobs}: {arms}", "", f"**{headline(record)}**", "", *_screening(record)]
     for tune in record.tunes:
         lines += _level(tune, record.metric)
     best = (

@@ -22,9 +22,16 @@ record's per-level results are always those of its visits.
 ``best`` or ``within_margin``) or reported equivalent to it. Levels whose winners differ, or a
 level that makes no claim, leave no best: ``--keep best`` then keeps nothing.
 
-**Cost.** Every visit is an arm's co-restart and its runs: the minutes the visits spent (GPU-minutes
-at ``gpus``) against the full design, every arm in every one of ``max_rounds`` blocks, priced at
-the visits measured (:func:`servelab.core.ab.design.fixed_design`).
+**Screening.** A tune with ``screening`` (``tune --screen``, :mod:`servelab.core.ab.screenrun`)
+first visits the screening design's runs; :func:`screen` replays that phase from its visits and,
+once it stops, :func:`follow_up_arms` are the tune's arms (none: nothing to tune). Its visits are
+kept apart from the tune's (``screening.visits``); in the ledger both are one journal, the
+screening's first (:func:`with_visits` splits it again).
+
+**Cost.** Every visit is an arm's co-restart and its runs: the minutes the visits spent, the
+screening's too (GPU-minutes at ``gpus``), against the full design, every arm of the full grid in
+every one of ``max_rounds`` blocks, priced at the visits measured
+(:func:`servelab.core.ab.design.fixed_design`).
 """
 
 from __future__ import annotations
@@ -35,7 +42,9 @@ from dataclasses import dataclass, replace
 from typing import Annotated, assert_never
 
 from servelab.core.ab.design import DesignCost, fixed_design, spent
+from servelab.core.ab.factorial import estimate_effects
 from servelab.core.ab.result import AbMetric, ArmVisit
+from servelab.core.ab.screenrun import LevelEffects, Screening, merged_follow_up, screen_stopped
 from servelab.core.ab.tune import (
     ArmStatus,
     TuneResult,
@@ -57,11 +66,14 @@ __all__ = [
     "TuneRecord",
     "agreed_best",
     "conclude_tune",
+    "follow_up_arms",
     "grid",
     "level_rule",
     "next_block",
     "objective_value",
     "replay",
+    "screen",
+    "with_visits",
 ]
 
 
@@ -148,7 +160,9 @@ def replay(
     visits: Sequence[ArmVisit],
 ) -> tuple[dict[int, TuneState], NextBlock | None]:
     """Each level's state after the complete blocks of ``visits`` (``round``: the block, 0-based),
-    and the block to run next (None: every level has stopped)."""
+    and the block to run next (None: every level has stopped, or there is no arm)."""
+    if not arms:
+        return {}, None  # a screening left nothing to tune
     per_level = level_rule(rule, len(levels))
     states = {lvl: start_tune(arms, per_level) for lvl in levels}
     previous: tuple[str, ...] | None = None
@@ -189,7 +203,8 @@ class TuneRecord:
     the arm the levels agree on (``best``), the cost against the full design, whether
     ``max_minutes`` ended it, and how the deployment was left (``kept``: the arm left live, else
     ``original`` restored). ``slo``: the SLO goodput and capacity are judged by (``--slo``'s
-    text; None: none, left out of the record)."""
+    text; None: none, left out of the record). ``screening``: the phase before the tune
+    (``--screen``; None: none, left out of the record); its arms are then the follow-up's."""
 
     knobs: tuple[TuneKnob, ...]
     arms: tuple[TuneArm, ...]
@@ -210,6 +225,7 @@ class TuneRecord:
     tune_id: int | None = None
     resumed: bool = False
     slo: Annotated[str | None, OMITTED_IF_NONE] = None
+    screening: Annotated[Screening | None, OMITTED_IF_NONE] = None
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -223,6 +239,12 @@ class TuneRecord:
         """Blocks begun (the last may be incomplete)."""
         return max((v.round + 1 for v in self.visits), default=0)
 
+    @property
+    def all_visits(self) -> tuple[ArmVisit, ...]:
+        """Every visit in the order it ran: the screening's, then the tune's."""
+        first = () if self.screening is None else self.screening.visits
+        return (*first, *self.visits)
+
 
 def next_block(record: TuneRecord) -> NextBlock | None:
     """The block ``record``'s visits leave to run (None: every level has stopped)."""
@@ -234,8 +256,68 @@ def conclude_tune(record: TuneRecord) -> TuneRecord:
     best arm, and the cost of the visits against the full design."""
     states, _ = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
     tunes = tuple(LevelTune(lvl, s, tune_result(s)) for lvl, s in states.items())
-    costs = [v.cost for v in record.visits]
-    cost = spent(costs, record.blocks, record.gpus)
+    costs = [v.cost for v in record.all_visits]
+    screened = 0 if record.screening is None else record.screening.blocks
+    cost = spent(costs, screened + record.blocks, record.gpus)
     full = fixed_design(costs, record.rule.max_rounds, record.levels, record.gpus,
-                        arms=len(record.arms))  # fmt: skip
+                        arms=len(grid(record.knobs)))  # fmt: skip
     return replace(record, tunes=tunes, best=agreed_best(tunes), cost=cost, full_cost=full)
+
+
+# -- the screening phase ------------------------------------------------------------------------
+
+
+def screen(
+    screening: Screening, rule: TuneRule, levels: Sequence[int], metric: TuneMetric
+) -> tuple[Screening, NextBlock | None]:
+    """``screening`` with each level's estimates after the complete blocks of its visits (and
+    its follow-up once it stopped), and the block to run next (None: the phase is over)."""
+    design, labels = screening.design, screening.labels
+    per_level = level_rule(rule, len(levels))
+    blocks: list[dict[str, ArmVisit]] = []
+    while True:
+        done = {v.arm: v for v in screening.visits if v.round == len(blocks)}
+        order = visit_order(labels, len(blocks) + 1, scheme=rule.order, seed=rule.seed)
+        if any(a not in done for a in order):
+            return screening, NextBlock(len(blocks) + 1, order, dict.fromkeys(order, tuple(levels)))
+        blocks.append(done)
+        # each level's values, per block in run order (a missing one is refused as not positive)
+        values = {lvl: [[objective_value(metric, b[a], lvl) or 0.0 for a in labels]
+                        for b in blocks] for lvl in levels}  # fmt: skip
+        effects = tuple(LevelEffects(lvl, estimate_effects(design, values[lvl], per_level))
+                        for lvl in levels)  # fmt: skip
+        screening = replace(screening, levels=effects)
+        if screen_stopped(effects, len(blocks), rule):
+            return replace(screening, follow_up=merged_follow_up(design, effects)), None
+
+
+def follow_up_arms(knobs: Sequence[TuneKnob], screening: Screening) -> tuple[TuneArm, ...]:
+    """The tune after the screening: the grid of the knobs it could not rule out, each arm's
+    values with every other knob at its low value (none: nothing left to tune)."""
+    follow = screening.follow_up
+    if follow is None or not follow.factors:
+        return ()
+    low = {f.name: f.low for f in screening.design.factors}
+    chosen = [k for k in knobs if k.knob in follow.factors]
+    arms = []
+    for arm in grid(chosen):
+        values = dict(zip((k.knob for k in chosen), arm.values, strict=True))
+        arms.append(TuneArm(arm.label, tuple(values.get(k.knob, low[k.knob]) for k in knobs)))
+    return tuple(arms)
+
+
+def with_visits(record: TuneRecord, visits: Sequence[ArmVisit]) -> TuneRecord:
+    """``record`` (before its first visit) with ``visits``, a journal read back in order: a
+    screening's are the first blocks of its runs up to where it stopped, the rest the tune's."""
+    if record.screening is None:
+        return replace(record, visits=tuple(visits))
+    first, runs = record.screening, len(record.screening.design.runs)
+    for blocks in range(1, len(visits) // runs + 1):
+        head = replace(first, visits=tuple(visits[: blocks * runs]))
+        screening, block = screen(head, record.rule, record.levels, record.metric)
+        if block is None:  # stopped after this block: the rest is the tune's
+            return replace(record, screening=screening,
+                           arms=follow_up_arms(record.knobs, screening),
+                           visits=tuple(visits[blocks * runs :]))  # fmt: skip
+    whole = replace(first, visits=tuple(visits))  # still screening: every visit its own
+    return replace(record, screening=screen(whole, record.rule, record.levels, record.metric)[0])

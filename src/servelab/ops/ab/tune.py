@@ -1,6 +1,12 @@
 """``servelab tune``: the best setting among K, by blocks of live-verified arms and elimination.
 
-The arms are every combination of the knobs' values (:func:`servelab.core.ab.tunerun.grid`). A
+The arms are every combination of the knobs' values (:func:`servelab.core.ab.tunerun.grid`). With
+``screen`` (``tune --screen``) the knobs are screened first: the runs of their two-level design
+(:mod:`servelab.core.ab.screenrun`) are visited in blocks of every run, each made live and measured
+exactly as an arm is, until every contrast is active or negligible or ``max_rounds`` blocks ran;
+the tune's arms are then every combination of the knobs the screening could not rule out, the
+others held at their low value (:func:`~servelab.core.ab.tunerun.follow_up_arms`; none: no tune,
+the original values put back). A
 block visits every arm still in the running, in a seeded Williams order; each visit is an arm made
 live and measured exactly as ``ab`` does it (:mod:`servelab.ops.arm`: set, co-restart, proven
 live, one bench run per concurrency through the router). After each block the rule of
@@ -27,9 +33,12 @@ from __future__ import annotations
 import contextlib
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from servelab.core.ab.factorial import Design, screening_design
 from servelab.core.ab.result import CAPACITY_LEVEL, ArmVisit
+from servelab.core.ab.screenrun import Screening, screen_factors
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import (
     ORDER_WILLIAMS,
@@ -45,10 +54,13 @@ from servelab.core.ab.tunerun import (
     TuneMetric,
     TuneRecord,
     conclude_tune,
+    follow_up_arms,
     grid,
     level_rule,
     objective_value,
     replay,
+    screen,
+    with_visits,
 )
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
@@ -65,6 +77,7 @@ from servelab.ops.progress import (
     TuneEliminated,
     TuneLevelStopped,
     TuneResumed,
+    TuneScreened,
     TuneStarted,
     TuneVisitStarted,
 )
@@ -88,7 +101,8 @@ class TuneConfig:
     the router's, its ``repeat`` by 1 per visit; its concurrencies are the levels), the metric,
     and the rule's settings: family-wise ``alpha``, the ``margin`` (0.05: 5%), ``max_rounds``
     blocks, ``max_minutes`` of visits, the ``boundary`` and the ``order`` with its seed. ``gpus``
-    prices a minute; ``keep_best`` leaves the best arm live. Stored through the codec."""
+    prices a minute; ``keep_best`` leaves the best arm live; ``screen`` screens the knobs first
+    (each at exactly two values, its low one first). Stored through the codec."""
 
     knobs: tuple[TuneKnob, ...]
     bench: BenchConfig
@@ -102,6 +116,7 @@ class TuneConfig:
     order_seed: int = 0
     gpus: int = 1
     keep_best: bool = False
+    screen: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", TuneMetric(self.metric))
@@ -117,10 +132,16 @@ class TuneConfig:
         if self.order not in TUNE_ORDERS:
             raise ValueError(f"unknown order {self.order!r}: one of {', '.join(TUNE_ORDERS)}")
         self.rule()  # the rule's own checks (alpha, margin, max_rounds)
+        if self.screen:
+            self.design()  # each knob at two values, at most 8, their names distinct
 
     def rule(self) -> TuneRule:
         return TuneRule(self.alpha, self.margin, self.max_rounds, self.boundary, self.order,
                         self.order_seed)  # fmt: skip
+
+    def design(self) -> Design:
+        """The screening design of the knobs (``screen``), each knob a factor by its name."""
+        return screening_design(screen_factors([(k.knob, k.values) for k in self.knobs]))
 
     @property
     def levels(self) -> tuple[int, ...]:
@@ -138,11 +159,13 @@ class TuneConfig:
     def record(
         self, original: tuple[str | None, ...], *, tune_id: int | None, resumed: bool = False
     ) -> TuneRecord:
-        """The tune before its first visit."""
-        return TuneRecord(self.knobs, grid(self.knobs), self.metric, self.levels, self.rule(),
-                          gpus=self.gpus, max_minutes=self.max_minutes, original=original,
-                          tune_id=tune_id, resumed=resumed,
-                          slo=None if self.bench.slo is None else self.bench.slo.text)  # fmt: skip
+        """The tune before its first visit (screened: its arms come with the follow-up)."""
+        screening = Screening(self.design()) if self.screen else None
+        return TuneRecord(self.knobs, () if self.screen else grid(self.knobs), self.metric,
+                          self.levels, self.rule(), gpus=self.gpus, max_minutes=self.max_minutes,
+                          original=original, tune_id=tune_id, resumed=resumed,
+                          slo=None if self.bench.slo is None else self.bench.slo.text,
+                          screening=screening)  # fmt: skip
 
     def settings(self, values: tuple[str | None, ...]) -> list[Setting]:
         """The knobs at ``values`` (in the knobs' order)."""
@@ -164,21 +187,27 @@ async def _visit(
     record: TuneRecord,
     block: NextBlock,
     index: int,
+    values: tuple[str, ...],
     bench_progress: BenchProgressFn | None,
 ) -> ArmVisit:
-    """The arm ``block.order[index]`` made live and measured at the levels it still runs at."""
+    """The arm ``block.order[index]``, the knobs at ``values``, made live and measured at the
+    levels it still runs at; ``block`` is its phase's (the screening's, or the tune's)."""
     label = block.order[index]
     levels = block.levels[label]
     op.say(TuneVisitStarted(block.block, cfg.max_rounds, index, len(block.order), label, levels))
     t0 = time.monotonic()
     tune = "tune" if record.tune_id is None else f"tune {record.tune_id}"
-    why = f"{tune}: arm {label}, block {block.block}"
-    live = await make_live(op, cfg.settings(record.arm(label).values), why)
+    screening = record.screening
+    phase = "tune" if screening is None or screening.follow_up is not None else "screening"
+    why = f"{tune}: arm {label}, {phase} block {block.block}"
+    live = await make_live(op, cfg.settings(values), why)
     overhead = time.monotonic() - t0
-    got = await measure(op, cfg.bench, levels, f"tune {cfg.names}={label} block {block.block}",
-                        bench_progress, metric=cfg.metric, visit=len(record.visits))  # fmt: skip
+    position = len(record.all_visits)
+    got = await measure(op, cfg.bench, levels,
+                        f"tune {cfg.names}={label} {phase} block {block.block}", bench_progress,
+                        metric=cfg.metric, visit=position)  # fmt: skip
     visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
-                     got.throughput, got.failed_requests, got.bench_run_ids, len(record.visits),
+                     got.throughput, got.failed_requests, got.bench_run_ids, position,
                      "→".join(block.order), overhead, got.bench_s,
                      got.server_throughput)  # fmt: skip
     missing = [c for c in levels if objective_value(cfg.metric, visit, c) is None]
@@ -191,17 +220,19 @@ async def _visit(
     return visit
 
 
-def _over_budget(cfg: TuneConfig, record: TuneRecord, block: NextBlock) -> bool:
-    """Whether the rest of ``block``, priced at the mean visit so far, outruns ``max_minutes``."""
-    if cfg.max_minutes is None or not record.visits:
+def _over_budget(cfg: TuneConfig, record: TuneRecord, done: Sequence[ArmVisit],
+                 block: NextBlock) -> bool:  # fmt: skip
+    """Whether the rest of ``block`` (of the phase whose visits are ``done``), priced at the
+    mean visit so far of both phases, outruns ``max_minutes``."""
+    if cfg.max_minutes is None or not record.all_visits:
         return False
-    seconds = [v.cost.seconds for v in record.visits]
-    left = sum(1 for a in block.order if not _done(record, block, a))
+    seconds = [v.cost.seconds for v in record.all_visits]
+    left = sum(1 for a in block.order if not _done(done, block, a))
     return (sum(seconds) + left * sum(seconds) / len(seconds)) / 60.0 > cfg.max_minutes
 
 
-def _done(record: TuneRecord, block: NextBlock, arm: str) -> bool:
-    return any(v.round == block.block - 1 and v.arm == arm for v in record.visits)
+def _done(visits: Sequence[ArmVisit], block: NextBlock, arm: str) -> bool:
+    return any(v.round == block.block - 1 and v.arm == arm for v in visits)
 
 
 def _tell(op: Operation, before: TuneRecord, after: TuneRecord) -> None:
@@ -230,17 +261,50 @@ async def _blocks(
         _, block = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
         if block is None:
             return record
-        if _over_budget(cfg, record, block):
+        if _over_budget(cfg, record, record.visits, block):
             return replace(record, time_budget_hit=True)
         before = record
         for index, arm in enumerate(block.order):
-            if _done(record, block, arm):
+            if _done(record.visits, block, arm):
                 continue  # finished before an interruption: kept
-            visit = await _visit(op, cfg, record, block, index, bench_progress)
+            visit = await _visit(op, cfg, record, block, index, record.arm(arm).values,
+                                 bench_progress)  # fmt: skip
             if store is not None and record.tune_id is not None:
                 store.add_visit(record.tune_id, visit.position, visit)
             record = replace(record, visits=(*record.visits, visit))
         _tell(op, before, record)
+
+
+async def _screen(
+    op: Operation,
+    cfg: TuneConfig,
+    record: TuneRecord,
+    screening: Screening,
+    store: TuneStore | None,
+    bench_progress: BenchProgressFn | None,
+) -> TuneRecord:
+    """The screening's blocks until it stops (or the time budget would be outrun); each visit
+    saved as it ends. Returns the record with the screening and the tune's arms it leaves."""
+    while True:
+        screening, block = screen(screening, record.rule, record.levels, record.metric)
+        record = replace(record, screening=screening)
+        if block is None:
+            break
+        if _over_budget(cfg, record, screening.visits, block):
+            return replace(record, time_budget_hit=True)
+        for index, arm in enumerate(block.order):
+            if _done(screening.visits, block, arm):
+                continue  # finished before an interruption: kept
+            visit = await _visit(op, cfg, record, block, index, screening.values(arm),
+                                 bench_progress)  # fmt: skip
+            if store is not None and record.tune_id is not None:
+                store.add_visit(record.tune_id, visit.position, visit)
+            screening = replace(screening, visits=(*screening.visits, visit))
+            record = replace(record, screening=screening)
+    follow = screening.follow_up
+    if follow is not None:
+        op.say(TuneScreened(screening.blocks, follow.factors, follow.fixed))
+    return replace(record, arms=follow_up_arms(record.knobs, screening))
 
 
 async def _leave(op: Operation, cfg: TuneConfig, record: TuneRecord) -> TuneRecord:
@@ -265,8 +329,11 @@ async def _run(
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
 ) -> TuneRecord:
-    """The blocks, then the knobs left as asked; the record worked out and stored."""
+    """The screening's blocks (if any is left), the tune's, then the knobs left as asked; the
+    record worked out and stored."""
     try:
+        if record.screening is not None and record.screening.follow_up is None:
+            record = await _screen(op, cfg, record, record.screening, store, bench_progress)
         record = conclude_tune(await _blocks(op, cfg, record, store, bench_progress))
     except BaseException:
         # Put the original values back, but never hide why the tune stopped.
@@ -297,8 +364,10 @@ async def run_tune(
         tune_id = None
         if store is not None:
             tune_id = store.start(knobs=cfg.names, config=encode(cfg), original=original)
-        op.say(TuneStarted(tune_id, len(grid(cfg.knobs)), cfg.levels, cfg.max_rounds))
-        return await _run(op, cfg, cfg.record(original, tune_id=tune_id), store, bench_progress)
+        record = cfg.record(original, tune_id=tune_id)
+        first = record.arms if record.screening is None else record.screening.design.runs
+        op.say(TuneStarted(tune_id, len(first), cfg.levels, cfg.max_rounds))
+        return await _run(op, cfg, record, store, bench_progress)
 
 
 async def resume_tune(
@@ -317,8 +386,8 @@ async def resume_tune(
     if stored.status == SessionStatus.FINISHED:
         raise BenchError(f"tune {tune_id} is already finished")
     cfg = decode(TuneConfig, stored.config)
-    record = replace(cfg.record(stored.original, tune_id=tune_id, resumed=True),
-                     visits=stored.visits)  # fmt: skip
+    record = with_visits(cfg.record(stored.original, tune_id=tune_id, resumed=True),
+                         stored.visits)  # fmt: skip
     async with operation(target, ledger=ledger, progress=progress) as op:
         op.say(TuneResumed(tune_id, len(stored.visits)))
         return await _run(op, cfg, record, store, bench_progress)
