@@ -40,6 +40,15 @@ def _verify_per_worker(spec: str, env: dict[str, str]) -> None:
         c["detail"].startswith("reached through router: its sglang:num_requests_total")
         for c in reached.values()
     )
+    # the router's --policy (in ROUTER_ARGS): sglang-router writes over its argv, so the live
+    # check reads the policy it reports routing with, once the e2e probe has been routed
+    (policy,) = [c for c in checks if c["code"].startswith("live.") and c["knob"] == "--policy"]
+    assert (policy["ok"], policy["live_source"], policy["live"]) == (
+        True,
+        "reported",
+        "cache_aware",
+    )
+    assert "argv written over by the process, which reports cache_aware" in policy["detail"]
     router = next(c for c in checks if c["layer"] == "health" and c["service"] == "router")
     assert router["missing"] == [] and [w["service"] for w in router["workers"]] == WORKERS
     assert "router lists prefill-1 healthy" in router["detail"]

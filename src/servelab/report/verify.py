@@ -157,11 +157,14 @@ def _unit(code: CheckCode, data: UnitState) -> str:
 
 
 def _argv(data: ArgumentLive) -> str:
-    """``argv 64 (command line)``, ``argv 64 (from --config)``, ``argv unset (engine default)``."""
+    """``argv 64 (command line)``, ``argv 64 (from --config)``, ``argv unset (engine default)``,
+    or, for a process that writes over its command line, what it reports."""
     if data.live_source == "config":
         return f"argv {show_value(data.live)} (from --config)"
     if data.live_source == "cmdline":
         return f"argv {show_value(data.live)} (command line)"
+    if data.live_source == "reported":
+        return f"argv written over by the process, which reports {show_value(data.live)}"
     return f"argv {show_value(data.live)} (engine default)"
 
 

@@ -111,11 +111,14 @@ def write_place(svc: ServiceSpec, where: str, current: FileValue) -> Place:
 
 class LiveSource(StrEnum):
     """Where a running engine got an argument from: its own command line, or its ``--config``
-    file (as that file reads now: the engine read it at its start), or nowhere (its default)."""
+    file (as that file reads now: the engine read it at its start), or nowhere (its default);
+    ``reported``: the process writes over its own command line (sglang-router 0.3.2's
+    ``sglang::router``), so the value is the one the service reports it runs with."""
 
     CMDLINE = "cmdline"
     CONFIG = "config"
     DEFAULT = "default"
+    REPORTED = "reported"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,11 @@ its systemd unit: what :mod:`servelab.core.verify.arguments` compares, read on t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 
 from servelab.core.knobs.knob import Knob, same_value
-from servelab.core.knobs.places import FileValue
+from servelab.core.knobs.places import FileValue, LiveSource, LiveValue
 from servelab.core.verify.arguments import (
     ArgumentInFile,
     ArgumentLive,
@@ -44,16 +45,22 @@ def argument_knobs(op: Operation, service: str) -> list[Knob]:
 
 
 async def argument_layers(
-    op: Operation, service: str, layers: Sequence[Layer], knobs: list[Knob]
+    op: Operation,
+    service: str,
+    layers: Sequence[Layer],
+    knobs: list[Knob],
+    routed: asyncio.Event | None = None,
 ) -> list[Check]:
-    """The config checks (one per knob, and the unit's) and the live checks of ``knobs``."""
+    """The config checks (one per knob, and the unit's) and the live checks of ``knobs``; a
+    router's live checks after ``routed`` is set (the e2e probe's request routed: a router reports
+    its policy only once it has routed one)."""
     files = {knob.name: await read_places(op, service, knob) for knob in knobs}
     checks = []
     if Layer.CONFIG in layers:
         checks += [_in_file(op, service, knob, files[knob.name]) for knob in knobs]
         checks += await _unit(op, service)
     if Layer.LIVE in layers:
-        checks += await _live(op, service, knobs, files)
+        checks += await _live(op, service, knobs, files, routed)
     return checks
 
 
@@ -82,15 +89,24 @@ async def _unit(op: Operation, service: str) -> list[Check]:
 
 
 async def _live(
-    op: Operation, service: str, knobs: list[Knob], files: dict[str, FileValue]
+    op: Operation,
+    service: str,
+    knobs: list[Knob],
+    files: dict[str, FileValue],
+    routed: asyncio.Event | None,
 ) -> list[Check]:
     proc, live = await live_argument(op, service, knobs)
     if proc.pid is None:
         return []  # the env layer already says that no process serves the service
+    router = op.spec.service(service).role == "router"
+    if router and routed is not None:
+        await routed.wait()
     engine = await engine_arguments(op, service, knobs)
     checks = []
     for knob in knobs:
         file, got, said = files[knob.name].value, live[knob.name], engine[knob.name]
+        if router and got.source is LiveSource.DEFAULT and said.known:
+            got = LiveValue(said.value, LiveSource.REPORTED)  # its argv is written over
         verdict = argument_verdict(file, got.value, said.value, said.known)
         data = ArgumentLive(
             proc.pid, proc.source, knob.name, file, got.value, str(got.source), verdict.verdict,

@@ -144,12 +144,15 @@ async def verify(
     async with operation(target, ledger=ledger, progress=progress) as op:
         last = _last_recorded(op.ledger)
         jobs: list[Awaitable[list[Check]]] = []
+        routed = asyncio.Event()  # set once the e2e probe is done: a router has routed it
+        if Layer.E2E not in chosen:
+            routed.set()
         if Layer.CONFIG in chosen or Layer.LIVE in chosen:
-            jobs += [_knob_layers(op, name, chosen, last.get(name, {})) for name in names]
+            jobs += [_knob_layers(op, name, chosen, last.get(name, {}), routed) for name in names]
         if Layer.HEALTH in chosen:
             jobs += [_health(op, name) for name in names]
         if Layer.E2E in chosen:
-            jobs.append(_e2e(op, e2e or E2EOptions()))
+            jobs.append(_e2e_then(op, e2e or E2EOptions(), routed))
         results = await asyncio.gather(*jobs)
         checks = _ordered([check for group in results for check in group], names)
         report = VerifyReport(
@@ -208,7 +211,11 @@ def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecor
 
 
 async def _knob_layers(
-    op: Operation, service: str, layers: tuple[Layer, ...], recorded: dict[str, KnobChangeRecord]
+    op: Operation,
+    service: str,
+    layers: tuple[Layer, ...],
+    recorded: dict[str, KnobChangeRecord],
+    routed: asyncio.Event,
 ) -> list[Check]:
     op.say(ReadingEnvFile(service))
     arguments = argument_knobs(op, service)
@@ -227,7 +234,7 @@ async def _knob_layers(
             checks += _failed(Layer.LIVE, service, exc)
     if arguments:
         try:
-            checks += await argument_layers(op, service, layers, arguments)
+            checks += await argument_layers(op, service, layers, arguments, routed)
         except ServelabError as exc:
             failed_layers = [layer for layer in (Layer.CONFIG, Layer.LIVE) if layer in layers]
             checks += [check for layer in failed_layers for check in _failed(layer, service, exc)]
@@ -382,6 +389,14 @@ def _with_counts(answer: HealthProbe, body: str) -> HealthProbe:
 
 
 # -- e2e ---------------------------------------------------------------------------------------
+
+
+async def _e2e_then(op: Operation, opts: E2EOptions, done: asyncio.Event) -> list[Check]:
+    """The e2e layer, then ``done`` set (whatever its outcome)."""
+    try:
+        return await _e2e(op, opts)
+    finally:
+        done.set()
 
 
 async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
