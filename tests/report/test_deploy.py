@@ -2,12 +2,31 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
-from servelab.ops.deploy.results import RestartReport, ServiceStatus, Step
+from servelab.io.http.client import ProbeResult
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.deploy.results import (
+    CommandReady,
+    DeployReport,
+    FoundServing,
+    LaunchTimeoutReady,
+    PortOwner,
+    Ready,
+    RestartReport,
+    ServiceStatus,
+    Step,
+    StepFailure,
+    Stopped,
+    UnrecordedStop,
+)
 from servelab.ops.verify.verify import VerifyReport
-from servelab.report.deploy import render_restart, status_rows
+from servelab.report.deploy import _step_detail, render_restart, status_rows
 
 READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
 
@@ -16,7 +35,10 @@ def _report(*checks: Check) -> RestartReport:
     layers = (Layer.LIVE, Layer.HEALTH)
     verification = VerifyReport(list(checks), "h", layers, ["decode"], 0.25, 7)
     ok = StepOutcome.OK
-    steps = [Step("decode", ok, 11, 1.0, {}), Step("router", ok, 12, 2.0, {})]
+    steps = [
+        Step("decode", ok, 11, 1.0, Ready(None, 1, "log")),
+        Step("router", ok, 12, 2.0, Ready(None, 1, "log")),
+    ]
     return RestartReport(["decode", "router"], steps, verification)
 
 
@@ -49,3 +71,72 @@ def test_a_status_row_names_an_unrecorded_process_and_an_unanswering_host() -> N
     rows = status_rows([ours, far])
     assert rows[0][3] == "7 (servelab's, no pid record)"
     assert rows[1][3] == "-" and rows[1][5] == f"host did not answer: {far.error}"
+
+
+_PROBE = ProbeResult("http://h:1/health", 200, "ok", 0.01)
+
+
+def _steps() -> list[tuple[Step, JsonObject, str]]:
+    """Each kind of step evidence, the ``evidence`` dict the code wrote before it was typed (key
+    for key, in order), and its detail in the steps table."""
+    ok, up, timed = StepOutcome.OK, StepOutcome.ALREADY_UP, StepOutcome.TIMED_OUT_HEALTHY
+    stopped, failed = StepOutcome.STOPPED, StepOutcome.FAILED
+    probe = _PROBE.to_json()
+    base = {"readiness": probe, "probes": 3, "log": "local:/s/a.log"}
+    owner = PortOwner(9)
+    gone = UnrecordedStop(8, 8, StepOutcome.STOPPED)
+    return [
+        (Step("a", ok, 1, 1.0, Ready(_PROBE, 3, "local:/s/a.log")), base, "local:/s/a.log"),
+        (Step("a", ok, 1, 1.0, Ready(None, 0, "h:a")),
+         {"readiness": None, "probes": 0, "log": "h:a"}, "h:a"),
+        (Step("a", ok, 1, 1.0, CommandReady(_PROBE, 3, "local:/s/a.log", 0, False)),
+         {**base, "command_exit": 0, "foreground": False}, "local:/s/a.log"),
+        (Step("a", timed, 1, 1.0, CommandReady(_PROBE, 3, "local:/s/a.log", None, False, 1.5)),
+         {**base, "command_exit": None, "foreground": False, "command_timeout_s": 1.5},
+         "start command still running after 1.5s; readiness HTTP 200 after 3 probe(s)"),
+        (Step("a", timed, 1, 1.0, LaunchTimeoutReady(_PROBE, 3, "local:/s/a.log")),
+         {**base, "launch_timed_out": True},
+         "launch command timed out; readiness HTTP 200 after 3 probe(s)"),
+        (Step("a", up, 1, 0.0, FoundServing(_PROBE)),
+         {"readiness": probe, "pid_source": "port owner"}, ""),
+        (Step("a", up, 1, 0.0, FoundServing(_PROBE, recorded_again=True)),
+         {"readiness": probe, "pid_source": "port owner", "recorded_again": True}, ""),
+        (Step("a", StepOutcome.NOT_RUNNING, None, 0.0, Stopped()), {}, ""),
+        (Step("a", stopped, None, 0.0, Stopped(stop_command_exit=0, port_owner=owner)),
+         {"stop_command_exit": 0, "port_owner": {"pid": 9, "launched_by_servelab": False}},
+         "stop command exit 0"),
+        (Step("a", failed, None, 0.0, Stopped(stop_command="timed out", unrecorded=gone,
+                                              still_serving=7)),
+         {"stop_command": "timed out", "unrecorded": {"pid": 8, "pgid": 8, "outcome": "stopped"},
+          "still_serving": 7}, ""),
+        (Step("a", failed, None, 0.0, StepFailure("a: not ready")), {"error": "a: not ready"},
+         "a: not ready"),
+    ]  # fmt: skip
+
+
+def test_a_steps_typed_evidence_is_stored_as_the_dict_it_replaced() -> None:
+    """deployments.detail and ``--json`` keep every key, value and order of the old evidence."""
+    for step, old, _detail in _steps():
+        doc = step.to_json()
+        assert json.dumps(doc["evidence"]) == json.dumps(old)
+        assert list(doc) == ["service", "outcome", "pid", "elapsed_s", "evidence"]
+
+
+def test_a_steps_detail_is_worded_from_its_evidence() -> None:
+    for step, _old, detail in _steps():
+        assert _step_detail(step) == detail
+
+
+def test_an_older_deployment_row_still_reads(tmp_path: Path) -> None:
+    """The ledger keeps a deployment's detail as JSON: a row written before the evidence was
+    typed reads back as it was, and a typed one reads back as its JSON."""
+    evidence = {"readiness": None, "probes": 0, "log": "h:a"}
+    step = {"service": "a", "outcome": "ok", "pid": 1, "elapsed_s": 1.0, "evidence": evidence}
+    old = {"ok": True, "steps": [step]}
+    report = DeployReport("up", [step for step, _old, _detail in _steps()])
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=old)
+        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=report.to_json())
+        then, now = ledger.list_deployments()
+    assert then.detail == old
+    assert now.detail == report.to_json()

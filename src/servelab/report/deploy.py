@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from typing import assert_never
 
 from rich.console import RenderableType
 from rich.table import Table
@@ -11,10 +12,16 @@ from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.ledger.codec import JsonObject
 from servelab.ops.deploy.results import (
+    CommandReady,
     DeployReport,
+    FoundServing,
+    LaunchTimeoutReady,
+    Ready,
     RestartReport,
     ServiceStatus,
     Step,
+    StepFailure,
+    Stopped,
 )
 from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
 from servelab.report.text import plain_text
@@ -73,19 +80,29 @@ def render_status(statuses: list[ServiceStatus]) -> str:
 def _step_detail(step: Step) -> str:
     evidence = step.evidence
     if step.outcome is StepOutcome.FAILED:
-        return str(evidence.get("error", ""))
-    if step.outcome is StepOutcome.TIMED_OUT_HEALTHY:
-        readiness = evidence.get("readiness") or {}
-        what = (
-            "launch command timed out"
-            if evidence.get("launch_timed_out")
-            else f"start command still running after {evidence.get('command_timeout_s')}s"
-        )
-        probes = evidence.get("probes")
-        return f"{what}; readiness HTTP {readiness.get('status')} after {probes} probe(s)"
-    if "stop_command_exit" in evidence:
-        return f"stop command exit {evidence['stop_command_exit']}"
-    return str(evidence.get("log", ""))
+        return evidence.error if isinstance(evidence, StepFailure) else ""
+    match evidence:
+        case LaunchTimeoutReady() | CommandReady() if step.outcome is StepOutcome.TIMED_OUT_HEALTHY:
+            return _timed_out(evidence)
+        case Ready() | CommandReady() | LaunchTimeoutReady():
+            return evidence.log
+        case Stopped():
+            code = evidence.stop_command_exit
+            return "" if code is None else f"stop command exit {code}"
+        case FoundServing() | StepFailure():
+            return ""
+        case _:
+            assert_never(evidence)
+
+
+def _timed_out(evidence: LaunchTimeoutReady | CommandReady) -> str:
+    """A start that went past its timeout while the service got ready."""
+    if isinstance(evidence, LaunchTimeoutReady):
+        what = "launch command timed out"
+    else:
+        what = f"start command still running after {evidence.command_timeout_s}s"
+    status = None if evidence.readiness is None else evidence.readiness.status
+    return f"{what}; readiness HTTP {status} after {evidence.probes} probe(s)"
 
 
 def _steps_table(title: str, steps: list[Step]) -> Table:

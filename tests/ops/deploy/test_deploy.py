@@ -176,9 +176,9 @@ async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
         restarted = await deploy.restart(loaded, verify_after=False)
         step = restarted.steps[0]
         assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and step.ok
-        assert step.evidence["command_timeout_s"] == 1.5
-        assert step.evidence["readiness"]["status"] == 200
-        assert step.evidence["command_exit"] is None
+        assert step.to_json()["evidence"]["command_timeout_s"] == 1.5
+        assert step.to_json()["evidence"]["readiness"]["status"] == 200
+        assert step.to_json()["evidence"]["command_exit"] is None
         assert restarted.ok
     finally:
         await deploy.down(loaded)

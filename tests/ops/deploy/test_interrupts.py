@@ -191,7 +191,7 @@ async def test_foreground_start_command_is_adopted_without_waiting(tmp_path: Pat
         report = await deploy.up(loaded)
         assert time.monotonic() - started < 20
         step = report.steps[0]
-        assert step.outcome == StepOutcome.OK and step.evidence["foreground"] is True
+        assert step.outcome == StepOutcome.OK and step.to_json()["evidence"]["foreground"] is True
         owner = await LocalHost().listening_pid(port)
         assert owner is not None and step.pid == owner
         record = read_pid_record(loaded.state_dir, "fg")

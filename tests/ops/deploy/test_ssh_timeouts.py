@@ -62,8 +62,8 @@ async def test_start_command_outliving_its_timeout_over_ssh(
         restarted = await deploy.restart(loaded, verify_after=False)
         step = restarted.steps[0]
         assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and restarted.ok
-        assert step.evidence["command_timeout_s"] == 1.5
-        assert step.evidence["readiness"]["status"] == 200
+        assert step.to_json()["evidence"]["command_timeout_s"] == 1.5
+        assert step.to_json()["evidence"]["readiness"]["status"] == 200
     finally:
         await deploy.down(loaded)
     assert _no_listeners([port])
@@ -79,8 +79,8 @@ async def test_ssh_launch_timing_out_is_judged_by_readiness(
         restarted = await deploy.restart(loaded, verify_after=False, progress=lines(messages))
         step = restarted.steps[0]
         assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and step.ok and restarted.ok
-        assert step.evidence["launch_timed_out"] is True
-        assert step.evidence["readiness"]["status"] == 200
+        assert step.to_json()["evidence"]["launch_timed_out"] is True
+        assert step.to_json()["evidence"]["readiness"]["status"] == 200
         assert any("launch command timed out" in m for m in messages)
         assert "launch command timed out; readiness HTTP 200" in render_restart(restarted)
         record = read_pid_record(loaded.state_dir, "web")

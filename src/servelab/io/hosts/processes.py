@@ -390,7 +390,7 @@ _PROBE_TIMEOUT_S = 5.0
 
 @dataclass
 class Readiness:
-    """How a launched service became ready: outcome, and the evidence (probes, command state)."""
+    """How a launched service became ready: outcome, probes, the last answer, command state."""
 
     outcome: StepOutcome = StepOutcome.OK
     command_exit: int | None = None
@@ -398,7 +398,6 @@ class Readiness:
     foreground: bool = False
     probes: int = 0
     last: ProbeResult | None = None
-    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 async def _failure(
@@ -475,7 +474,7 @@ async def wait_ready(
     if state.command_exit not in (None, 0):
         what = f"the start command exited with status {state.command_exit}"
         raise ServiceStartError(await _failure(host, record, what, state.last, secrets))
-    return _outcome(record, state, start_timeout_s)
+    return _outcome(record, state)
 
 
 async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
@@ -494,17 +493,9 @@ async def wait_answering(url: str, *, ready_timeout_s: float) -> Readiness:
     return state
 
 
-def _outcome(record: PidRecord, state: Readiness, start_timeout_s: float) -> Readiness:
-    state.evidence = {
-        "readiness": state.last.to_json() if state.last else None,
-        "probes": state.probes,
-        "log": f"{record.host}:{record.log}",
-    }
+def _outcome(record: PidRecord, state: Readiness) -> Readiness:
     if record.command is not None:
-        state.evidence["command_exit"] = state.command_exit
         state.foreground = state.command_exit is None and not state.command_timed_out
-        state.evidence["foreground"] = state.foreground
     if state.command_timed_out:
         state.outcome = StepOutcome.TIMED_OUT_HEALTHY
-        state.evidence["command_timeout_s"] = start_timeout_s
     return state

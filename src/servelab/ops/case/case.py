@@ -56,7 +56,7 @@ from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.deploy.results import Step
+from servelab.ops.deploy.results import Step, StepFailure
 from servelab.ops.knob import KnobChange, get_knob, set_knob
 from servelab.ops.progress import CoRestarting, KnobSetting, StepFailed, VerifyingLayers
 from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify
@@ -526,7 +526,8 @@ async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progres
     )
     failed = [s for s in report.steps if s.outcome == "failed"]
     if failed:
-        why = failed[0].evidence.get("error", "see its log")
+        evidence = failed[0].evidence
+        why = evidence.error if isinstance(evidence, StepFailure) else "see its log"
         raise DeployError(f"restart of {failed[0].service} failed: {why}")
     return list(report.steps)
 

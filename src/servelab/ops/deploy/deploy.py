@@ -57,6 +57,7 @@ from servelab.ops.deploy.results import (
     RestartReport,
     ServiceStatus,
     Step,
+    StepFailure,
 )
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.progress import (
@@ -246,7 +247,7 @@ async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: s
                 raise
             op.say(ServiceFailed(name, str(exc)))
             elapsed = time.monotonic() - started
-            steps.append(Step(name, StepOutcome.FAILED, None, elapsed, {"error": str(exc)}))
+            steps.append(Step(name, StepOutcome.FAILED, None, elapsed, StepFailure(str(exc))))
             return
         down.discard(name)
         steps.append(step)

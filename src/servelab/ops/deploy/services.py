@@ -21,7 +21,6 @@ import sys
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.topology import service_argv
@@ -31,6 +30,7 @@ from servelab.io.hosts.discovery import launched_here, unit_main_pid
 from servelab.io.hosts.processes import (
     PidRecord,
     ProcStat,
+    Readiness,
     is_alive,
     proc_stat,
     read_pid_record,
@@ -45,7 +45,17 @@ from servelab.io.hosts.processes import (
 from servelab.io.http.client import ProbeResult, probe
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.preflight import env_bytes
-from servelab.ops.deploy.results import Step
+from servelab.ops.deploy.results import (
+    CommandReady,
+    FoundServing,
+    LaunchTimeoutReady,
+    PortOwner,
+    Ready,
+    Step,
+    StepFailure,
+    Stopped,
+    UnrecordedStop,
+)
 from servelab.ops.progress import (
     LaunchTimedOut,
     ProgressEvent,
@@ -88,9 +98,20 @@ async def _env(op: Operation, service: str) -> dict[str, str]:
     return parse_env_bytes(raw, path).as_dict()
 
 
+def _ready(record: PidRecord, state: Readiness, start_timeout_s: float) -> Ready:
+    """What the readiness gate saw, as the step's evidence."""
+    log = f"{record.host}:{record.log}"
+    if record.command is None:
+        return Ready(state.last, state.probes, log)
+    timeout = start_timeout_s if state.command_timed_out else None
+    return CommandReady(
+        state.last, state.probes, log, state.command_exit, state.foreground, timeout
+    )
+
+
 async def _gate(
     op: Operation, record: PidRecord, env: dict[str, str], *, fresh: bool = False
-) -> tuple[StepOutcome, dict[str, Any]]:
+) -> tuple[Readiness, Ready]:
     """Wait for the service's readiness (see :func:`~servelab.io.hosts.processes.wait_ready`);
     a failure quotes its log with ``env``'s values redacted.
 
@@ -111,7 +132,7 @@ async def _gate(
     )
     if fresh and result.command_timed_out:
         op.say(StartCommandOutlived(record.service, start_timeout_s))
-    return result.outcome, result.evidence
+    return result, _ready(record, result, start_timeout_s)
 
 
 async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord:
@@ -173,11 +194,11 @@ async def start(op: Operation, service: str) -> Step:
         record = await _launch(op, service, env)
     except CommandTimeout:
         return await _launch_timed_out(op, service, started)
-    outcome, evidence = await _gate(op, record, env, fresh=True)
-    foreground = bool(evidence.get("foreground"))
-    record = await _adopt_service_pid(op, record, foreground=foreground)
-    op.say(ServiceReady(service, outcome, time.monotonic() - started))
-    return Step(service, outcome, _serving_pid(record), time.monotonic() - started, evidence)
+    ready, evidence = await _gate(op, record, env, fresh=True)
+    record = await _adopt_service_pid(op, record, foreground=ready.foreground)
+    op.say(ServiceReady(service, ready.outcome, time.monotonic() - started))
+    elapsed = time.monotonic() - started
+    return Step(service, ready.outcome, _serving_pid(record), elapsed, evidence)
 
 
 def _record_of(op: Operation, service: str, stat: ProcStat, why: str) -> PidRecord:
@@ -218,12 +239,7 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     if stat is not None:
         why = "port owner after the launch command timed out"
         write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
-    evidence = {
-        "readiness": ready.last.to_json(),
-        "probes": ready.probes,
-        "log": f"{host.name}:{log}",
-        "launch_timed_out": True,
-    }
+    evidence = LaunchTimeoutReady(ready.last, ready.probes, f"{host.name}:{log}")
     outcome = StepOutcome.TIMED_OUT_HEALTHY
     op.say(ServiceReady(service, outcome, time.monotonic() - started))
     pid = stat.pid if stat is not None else None
@@ -259,29 +275,29 @@ async def _marked_owner(op: Operation, service: str) -> tuple[int | None, bool]:
     return owner, await launched_here(host, owner, _mark(op, service))
 
 
-async def _stop_unrecorded(op: Operation, service: str, evidence: dict[str, Any]) -> StepOutcome:
+async def _stop_unrecorded(
+    op: Operation, service: str, evidence: Stopped
+) -> tuple[StepOutcome, Stopped]:
     """Stop the process group of whatever still serves the service's port with its mark once its
     record's processes are stopped (its record was lost, or it left its group); a port owner
-    without the mark is named in ``evidence`` and left alone. FAILED while a marked process
-    still serves after that."""
+    without the mark is named in the evidence and left alone. FAILED while a marked process
+    still serves after that. Returns the outcome and ``evidence`` with what it saw."""
     owner, ours = await _marked_owner(op, service)
     if owner is None:
-        return StepOutcome.NOT_RUNNING
+        return StepOutcome.NOT_RUNNING, evidence
     if not ours:
-        evidence["port_owner"] = {"pid": owner, "launched_by_servelab": False}
-        return StepOutcome.NOT_RUNNING
+        return StepOutcome.NOT_RUNNING, replace(evidence, port_owner=PortOwner(owner))
     host = op.host(service)
     stat = await proc_stat(host, owner)
     if stat is None:  # it ended meanwhile
-        return StepOutcome.NOT_RUNNING
+        return StepOutcome.NOT_RUNNING, evidence
     record = _record_of(op, service, stat, "port owner launched by servelab, not recorded")
     outcome = await stop_record(host, record, grace=op.spec.service(service).stop_grace_s)
-    evidence["unrecorded"] = {"pid": owner, "pgid": stat.pgid, "outcome": outcome.value}
+    evidence = replace(evidence, unrecorded=UnrecordedStop(owner, stat.pgid, outcome))
     still, ours = await _marked_owner(op, service)
     if still is not None and ours:
-        evidence["still_serving"] = still
-        return StepOutcome.FAILED
-    return outcome
+        return StepOutcome.FAILED, replace(evidence, still_serving=still)
+    return outcome, evidence
 
 
 async def stop(op: Operation, service: str) -> Step:
@@ -289,18 +305,18 @@ async def stop(op: Operation, service: str) -> Step:
     whatever of servelab's still serves its port."""
     svc = op.spec.service(service)
     started = time.monotonic()
-    evidence: dict[str, Any] = {}
+    evidence = Stopped()
     command = svc.stop or (f"systemctl stop {shlex.quote(svc.unit)}" if svc.unit else None)
     if command is not None:
         try:
             result = await op.host(service).run(command, timeout=svc.start_timeout_s)
-            evidence["stop_command_exit"] = result.exit_status
+            evidence = Stopped(stop_command_exit=result.exit_status)
         except CommandTimeout as exc:
-            evidence["stop_command"] = str(exc)
+            evidence = Stopped(stop_command=str(exc))
     outcome = await _stop_recorded(op, service)
     if command is not None and outcome is StepOutcome.NOT_RUNNING:
         outcome = StepOutcome.STOPPED
-    left = await _stop_unrecorded(op, service, evidence)
+    left, evidence = await _stop_unrecorded(op, service, evidence)
     if left is StepOutcome.FAILED or outcome is StepOutcome.NOT_RUNNING:
         outcome = left
     op.say(ServiceStopped(service, outcome))
@@ -326,7 +342,7 @@ async def stop_safely(op: Operation, service: str) -> Step:
     except Exception as exc:
         op.say(StopFailed(service, str(exc)))
         failed = StepOutcome.FAILED
-        return Step(service, failed, None, time.monotonic() - started, {"error": str(exc)})
+        return Step(service, failed, None, time.monotonic() - started, StepFailure(str(exc)))
 
 
 async def already_up(op: Operation, service: str) -> Step | None:
@@ -336,7 +352,7 @@ async def already_up(op: Operation, service: str) -> Step | None:
     record = read_pid_record(op.loaded.state_dir, service)
     host = op.host(service)
     if record is not None and await is_alive(host, record):
-        _outcome, gated = await _gate(op, record, await _env(op, service))
+        _state, gated = await _gate(op, record, await _env(op, service))
         op.say(ServiceAlreadyUp(service, record.pid, by_servelab=True))
         return Step(service, StepOutcome.ALREADY_UP, record.pid, 0.0, gated)
     if record is not None:
@@ -347,12 +363,11 @@ async def already_up(op: Operation, service: str) -> Step | None:
         return None
     answer = await readiness(op, service)
     if answer.ok:
-        evidence: dict[str, Any] = {"readiness": answer.to_json(), "pid_source": "port owner"}
         stat = await proc_stat(host, owner) if ours else None
         if stat is not None:
             why = "port owner launched by servelab; its pid record was lost"
             write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
-            evidence["recorded_again"] = True
+        evidence = FoundServing(answer, recorded_again=True if stat is not None else None)
         op.say(ServiceAlreadyUp(service, owner, by_servelab=ours, recorded_again=ours))
         return Step(service, StepOutcome.ALREADY_UP, owner, 0.0, evidence)
     raise ServiceStartError(
