@@ -11,15 +11,13 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
 from servelab.io.http.client import ProbeResult
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.deploy.results import (
+from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
+from servelab.ops.deploy.steps import (
     CommandReady,
-    DeployReport,
     FoundServing,
     LaunchTimeoutReady,
     PortOwner,
     Ready,
-    RestartReport,
-    ServiceStatus,
     Step,
     StepFailure,
     Stopped,

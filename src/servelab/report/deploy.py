@@ -11,19 +11,17 @@ from rich.table import Table
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.ledger.codec import JsonObject
-from servelab.ops.deploy.results import (
+from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
+from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
+from servelab.ops.deploy.steps import (
     CommandReady,
-    DeployReport,
     FoundServing,
     LaunchTimeoutReady,
     Ready,
-    RestartReport,
-    ServiceStatus,
     Step,
     StepFailure,
     Stopped,
 )
-from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
 from servelab.report.text import plain_text
 from servelab.report.verify import check_detail, with_details
 

@@ -56,7 +56,7 @@ from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.deploy.results import Step, StepFailure
+from servelab.ops.deploy.steps import Step, StepFailure
 from servelab.ops.knob import KnobChange, get_knob, set_knob
 from servelab.ops.progress import CoRestarting, KnobSetting, StepFailed, VerifyingLayers
 from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify

@@ -56,10 +56,9 @@ from servelab.ops.deploy.results import (
     DeployReport,
     RestartReport,
     ServiceStatus,
-    Step,
-    StepFailure,
 )
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
+from servelab.ops.deploy.steps import Step, StepFailure
 from servelab.ops.progress import (
     EnvFileRestored,
     RestartPlanned,

@@ -45,7 +45,7 @@ from servelab.io.hosts.processes import (
 from servelab.io.http.client import ProbeResult, probe
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.preflight import env_bytes
-from servelab.ops.deploy.results import (
+from servelab.ops.deploy.steps import (
     CommandReady,
     FoundServing,
     LaunchTimeoutReady,

@@ -1,0 +1,139 @@
+"""What ``up``, ``down`` and ``restart`` did to one service: :class:`Step` (outcome, pid, time,
+evidence), and its evidence, one type per way a step ends (:data:`StepEvidence`):
+
+- :class:`Ready`: the readiness gate of a process passed; :class:`CommandReady`: of a service a
+  shell start command launched; :class:`LaunchTimeoutReady`: the launch command itself timed out
+  and readiness decided;
+- :class:`FoundServing`: a ready process already served the port without a pid record;
+- :class:`Stopped`: what stopping it saw;
+- :class:`StepFailure`: the error that failed it.
+
+The evidence is stored as the step's ``evidence`` (``deployments.detail``, ``--json``) through the
+codec: an optional key absent before stays absent (``OMITTED_IF_NONE``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.ledger.codec import OMITTED_IF_NONE, JsonObject, encode
+from servelab.io.http.client import ProbeResult
+
+__all__ = [
+    "CommandReady",
+    "FoundServing",
+    "LaunchTimeoutReady",
+    "PortOwner",
+    "Ready",
+    "Step",
+    "StepEvidence",
+    "StepFailure",
+    "Stopped",
+    "UnrecordedStop",
+]
+
+
+@dataclass(frozen=True)
+class Ready:
+    """The readiness gate passed: the last probe's answer, how many probes, where the log is
+    (``host:path``)."""
+
+    readiness: ProbeResult | None
+    probes: int
+    log: str
+
+
+@dataclass(frozen=True)
+class CommandReady(Ready):
+    """The readiness gate of a service a shell start command launched: the command's exit status
+    (None: still running), whether it is a foreground command, and, when it outlived its
+    ``start_timeout_s`` (the step says "command timed out; service healthy"), that timeout."""
+
+    command_exit: int | None = None
+    foreground: bool = False
+    command_timeout_s: Annotated[float | None, OMITTED_IF_NONE] = None
+
+
+@dataclass(frozen=True)
+class LaunchTimeoutReady(Ready):
+    """The launch command itself timed out (an SSH session that would not close); readiness
+    decided."""
+
+    launch_timed_out: Literal[True] = True
+
+
+@dataclass(frozen=True)
+class FoundServing:
+    """A ready process already serves the service's port and had no pid record; recorded again
+    when it carries servelab's mark."""
+
+    readiness: ProbeResult
+    pid_source: Literal["port owner"] = "port owner"
+    recorded_again: Annotated[Literal[True] | None, OMITTED_IF_NONE] = None
+
+
+@dataclass(frozen=True)
+class PortOwner:
+    """A process without servelab's mark serving the port: named, never touched."""
+
+    pid: int
+    launched_by_servelab: Literal[False] = False
+
+
+@dataclass(frozen=True)
+class UnrecordedStop:
+    """A process with servelab's mark but no pid record, stopped: its pid, group and outcome."""
+
+    pid: int
+    pgid: int
+    outcome: StepOutcome
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """What stopping a service saw: the stop command's exit status, or why it did not end
+    (``stop_command``: its timeout), a stranger on the port, an unrecorded process stopped, and
+    the pid of one of servelab's that still serves (the step failed)."""
+
+    stop_command_exit: Annotated[int | None, OMITTED_IF_NONE] = None
+    stop_command: Annotated[str | None, OMITTED_IF_NONE] = None
+    port_owner: Annotated[PortOwner | None, OMITTED_IF_NONE] = None
+    unrecorded: Annotated[UnrecordedStop | None, OMITTED_IF_NONE] = None
+    still_serving: Annotated[int | None, OMITTED_IF_NONE] = None
+
+
+@dataclass(frozen=True)
+class StepFailure:
+    """The step failed with an error (a start that did not come up, a stop that raised)."""
+
+    error: str
+
+
+#: What a step saw; its JSON is the step's ``evidence``.
+StepEvidence = Ready | CommandReady | LaunchTimeoutReady | FoundServing | Stopped | StepFailure
+
+
+@dataclass
+class Step:
+    """What happened to one service: outcome, pid, time taken, and the evidence."""
+
+    service: str
+    outcome: StepOutcome
+    pid: int | None
+    elapsed_s: float
+    evidence: StepEvidence
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome.ok
+
+    def to_json(self) -> JsonObject:
+        return {
+            "service": self.service,
+            "outcome": self.outcome.value,
+            "pid": self.pid,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "evidence": encode(self.evidence),
+        }
