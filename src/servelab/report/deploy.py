@@ -12,7 +12,23 @@ from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.ledger.codec import JsonObject
 from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
-from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
+from servelab.ops.deploy.rolling_results import (
+    Added,
+    AlreadyOut,
+    Drained,
+    Phase,
+    PhaseData,
+    PhaseError,
+    PhaseFailure,
+    Removed,
+    RemoveRefused,
+    Restarted,
+    RollingReport,
+    RoutedByCount,
+    RoutedByListing,
+    Verified,
+    WorkerRoll,
+)
 from servelab.ops.deploy.steps import (
     CommandReady,
     FoundServing,
@@ -168,48 +184,73 @@ def restart_json(report: RestartReport) -> JsonObject:
 
 # -- rolling restarts ---------------------------------------------------------------------------
 
-_REASONS = {
-    PhaseFailure.NO_OTHER_WORKER: "no other healthy {role} worker is in the router: removing it "
-    "would stop the service",
-    PhaseFailure.STILL_LISTED: "the router still lists it after {timeout_s}s",
-    PhaseFailure.NOT_DRAINED: "{running} request(s) still running after {timeout_s}s",
-    PhaseFailure.LOAD_UNREADABLE: "its /get_load answer could not be read (no running-request "
-    "count)",
-    PhaseFailure.NOT_LISTED: "the router does not list it healthy after {timeout_s}s",
-    PhaseFailure.NOT_ROUTED: "its served-request counter stayed at {served_before} after {polls} "
-    "probe request(s) through the router in {timeout_s}s",
-    PhaseFailure.ERROR: "{error}",
-}
-
 
 def _phase_detail(worker: WorkerRoll, phase: Phase) -> str:
     data = phase.data
-    reason = data.get("reason")
     if not phase.ok and phase.name is RollPhase.RESTART:
-        return str((data.get("step") or {}).get("evidence", {}).get("error", "did not start"))
+        evidence = data.step.evidence if isinstance(data, Restarted) else None
+        return evidence.error if isinstance(evidence, StepFailure) else "did not start"
     if not phase.ok and phase.name is RollPhase.VERIFY and worker.verification is not None:
         failed = worker.verification.failures
         return "; ".join(f"{c.layer}: {check_detail(c)}" for c in failed)
-    if not phase.ok and isinstance(reason, PhaseFailure):
-        return _REASONS[reason].format_map({"role": worker.target.role, **data})
-    return _phase_ok_detail(phase)
+    why = None if phase.ok else _failure(worker, data)
+    return _phase_ok_detail(data) if why is None else why
 
 
-def _phase_ok_detail(phase: Phase) -> str:
-    data = phase.data
-    if phase.name is RollPhase.REMOVE:
-        return "was not in the router" if data.get("already_out") else "removed"
-    if phase.name is RollPhase.DRAIN:
-        return f"running {data.get('running')}"
-    if phase.name is RollPhase.RESTART:
-        return f"pid {(data.get('step') or {}).get('pid')}"
-    if phase.name is RollPhase.VERIFY:
-        return "knobs live, ready"
-    if phase.name is RollPhase.ADD:
-        return "listed healthy"
-    if data.get("served_before") is None:
-        return "listed healthy (not a servelab sim: no request counter)"
-    return f"served requests {data.get('served_before')} -> {data.get('served_after')}"
+def _failure(worker: WorkerRoll, data: PhaseData) -> str | None:
+    """Why a phase failed, from its reason (None: it gives none)."""
+    match data:
+        case RemoveRefused():
+            return (
+                f"no other healthy {worker.target.role} worker is in the router: removing it "
+                "would stop the service"
+            )
+        case Removed(reason=PhaseFailure.STILL_LISTED):
+            return f"the router still lists it after {data.timeout_s}s"
+        case Drained(reason=PhaseFailure.LOAD_UNREADABLE):
+            return "its /get_load answer could not be read (no running-request count)"
+        case Drained(reason=PhaseFailure.NOT_DRAINED):
+            return f"{data.running} request(s) still running after {data.timeout_s}s"
+        case Added(reason=PhaseFailure.NOT_LISTED):
+            return f"the router does not list it healthy after {data.timeout_s}s"
+        case RoutedByCount(reason=PhaseFailure.NOT_ROUTED):
+            return (
+                f"its served-request counter stayed at {data.served_before} after {data.polls} "
+                f"probe request(s) through the router in {data.timeout_s}s"
+            )
+        case PhaseError():
+            return data.error
+        case (
+            AlreadyOut() | Removed() | Drained() | Restarted() | Verified() | Added()
+            | RoutedByListing() | RoutedByCount()
+        ):  # fmt: skip
+            return None
+        case _:
+            assert_never(data)
+
+
+def _phase_ok_detail(data: PhaseData) -> str:
+    match data:
+        case AlreadyOut():
+            return "was not in the router"
+        case RemoveRefused() | Removed():
+            return "removed"
+        case Drained():
+            return f"running {data.running}"
+        case Restarted():
+            return f"pid {data.step.pid}"
+        case Verified():
+            return "knobs live, ready"
+        case Added():
+            return "listed healthy"
+        case RoutedByListing():
+            return "listed healthy (not a servelab sim: no request counter)"
+        case RoutedByCount():
+            return f"served requests {data.served_before} -> {data.served_after}"
+        case PhaseError():
+            return data.error
+        case _:
+            assert_never(data)
 
 
 def _rolling_table(report: RollingReport) -> Table:

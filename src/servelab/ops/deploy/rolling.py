@@ -28,7 +28,7 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 from servelab.core.deploy.rolling import (
     RollOptions,
@@ -53,13 +53,30 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart_service
 from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted
-from servelab.ops.deploy.rolling_results import Phase, PhaseFailure, RollingReport, WorkerRoll
+from servelab.ops.deploy.rolling_results import (
+    Added,
+    AlreadyOut,
+    Drained,
+    Phase,
+    PhaseData,
+    PhaseError,
+    PhaseFailure,
+    Removed,
+    RemoveRefused,
+    Restarted,
+    RollingReport,
+    RoutedByCount,
+    RoutedByListing,
+    Verified,
+    WorkerRoll,
+)
 from servelab.ops.progress import RollingPlanned, RollPhaseFailed, RollPhaseStarted
 from servelab.ops.verify.verify import verify
 
 __all__ = ["rolling_restart"]
 
-_Outcome = tuple[bool, dict[str, Any]]
+_Outcome = tuple[bool, PhaseData]
+T = TypeVar("T")
 
 
 class _Roll:
@@ -69,16 +86,16 @@ class _Roll:
         self.op, self.api, self.http, self.opts = op, api, http, opts
 
     async def until(
-        self, check: Callable[[], Awaitable[_Outcome]], timeout_s: float
-    ) -> tuple[bool, dict[str, Any]]:
-        """Poll ``check`` until it is ok or ``timeout_s`` passes; its last answer (+ polls)."""
+        self, check: Callable[[], Awaitable[tuple[bool, T]]], timeout_s: float
+    ) -> tuple[bool, T, int]:
+        """Poll ``check`` until it is ok or ``timeout_s`` passes: its last answer, the polls."""
         deadline = time.monotonic() + timeout_s
         polls = 0
         while True:
             polls += 1
-            ok, data = await check()
+            ok, seen = await check()
             if ok or time.monotonic() >= deadline:
-                return ok, {**data, "polls": polls, "timeout_s": timeout_s}
+                return ok, seen, polls
             await asyncio.sleep(self.opts.poll_s)
 
     async def listed(self, target: RollTarget) -> list[RouterWorker]:
@@ -89,48 +106,51 @@ async def _remove(roll: _Roll, target: RollTarget) -> _Outcome:
     workers = await roll.api.list()
     mine = [w for w in workers if w.url == target.url]
     others = [w for w in workers if w.role == target.role and w.url != target.url and w.healthy]
-    data: dict[str, Any] = {"worker_ids": [w.id for w in mine], "others": [w.url for w in others]}
+    ids, urls = tuple(w.id for w in mine), tuple(w.url for w in others)
     if not others:
-        return False, {**data, "reason": PhaseFailure.NO_OTHER_WORKER}
+        return False, RemoveRefused(ids, urls)
     if not mine:
-        return True, {**data, "already_out": True}
+        return True, AlreadyOut(ids, urls)
     for worker in mine:
         await roll.api.remove(worker.id)
 
-    async def gone() -> _Outcome:
-        return not await roll.listed(target), {}
+    async def gone() -> tuple[bool, None]:
+        return not await roll.listed(target), None
 
-    ok, waited = await roll.until(gone, roll.opts.router_timeout_s)
-    return ok, {**data, **waited, "reason": None if ok else PhaseFailure.STILL_LISTED}
+    timeout_s = roll.opts.router_timeout_s
+    ok, _, polls = await roll.until(gone, timeout_s)
+    return ok, Removed(ids, urls, polls, timeout_s, None if ok else PhaseFailure.STILL_LISTED)
 
 
 async def _drain(roll: _Roll, target: RollTarget) -> _Outcome:
     url = await roll.op.url(target.service, "/get_load")
 
-    async def idle() -> _Outcome:
+    async def idle() -> tuple[bool, int | None]:
         running = running_requests(await roll.http.get_json(url, timeout=15.0))
-        return running == 0, {"running": running}
+        return running == 0, running
 
-    ok, data = await roll.until(idle, roll.opts.drain_timeout_s)
-    failed = PhaseFailure.LOAD_UNREADABLE if data["running"] is None else PhaseFailure.NOT_DRAINED
-    reason = None if ok else failed
-    return ok, {**data, "reason": reason}
+    timeout_s = roll.opts.drain_timeout_s
+    ok, running, polls = await roll.until(idle, timeout_s)
+    failed = PhaseFailure.LOAD_UNREADABLE if running is None else PhaseFailure.NOT_DRAINED
+    return ok, Drained(running, polls, timeout_s, None if ok else failed)
 
 
 async def _restart(roll: _Roll, target: RollTarget) -> _Outcome:
     step = await restart_service(roll.op, target.service)
-    return step.ok, {"step": step.to_json()}
+    return step.ok, Restarted(step)
 
 
 async def _add(roll: _Roll, target: RollTarget) -> _Outcome:
     worker_id = await roll.api.add(target.url, target.role, target.bootstrap_port)
 
-    async def healthy() -> _Outcome:
+    async def healthy() -> tuple[bool, tuple[RouterWorker, ...]]:
         listed = await roll.listed(target)
-        return any(w.healthy for w in listed), {"listed": [w.to_json() for w in listed]}
+        return any(w.healthy for w in listed), tuple(listed)
 
-    ok, data = await roll.until(healthy, roll.opts.router_timeout_s)
-    return ok, {"worker_id": worker_id, **data, "reason": None if ok else PhaseFailure.NOT_LISTED}
+    timeout_s = roll.opts.router_timeout_s
+    ok, listed, polls = await roll.until(healthy, timeout_s)
+    reason = None if ok else PhaseFailure.NOT_LISTED
+    return ok, Added(worker_id, listed, polls, timeout_s, reason)
 
 
 async def _served(roll: _Roll, target: RollTarget) -> int | None:
@@ -142,29 +162,30 @@ async def _served(roll: _Roll, target: RollTarget) -> int | None:
 async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:
     before = await _served(roll, target)
     if before is None:
-        return True, {"served_before": None, "evidence": "listed"}
+        return True, RoutedByListing()
     model = await roll.http.model_id(router_url, 5.0) or "default"
     body = {"model": model, "messages": [{"role": "user", "content": "servelab rolling probe"}],
             "max_tokens": 2, "stream": False}  # fmt: skip
     sent: list[int | None] = []
 
-    async def grew() -> _Outcome:
+    async def grew() -> tuple[bool, int | None]:
         result = await roll.http.probe(
             router_url + "/v1/chat/completions", timeout=30.0, method="POST", json_body=body
         )
         sent.append(result.status)
         after = await _served(roll, target)
-        return after is not None and after > before, {"served_after": after}
+        return after is not None and after > before, after
 
-    ok, data = await roll.until(grew, roll.opts.routed_timeout_s)
+    timeout_s = roll.opts.routed_timeout_s
+    ok, after, polls = await roll.until(grew, timeout_s)
     reason = None if ok else PhaseFailure.NOT_ROUTED
-    return ok, {"served_before": before, **data, "probe_statuses": sent, "reason": reason}
+    return ok, RoutedByCount(before, after, polls, timeout_s, tuple(sent), reason)
 
 
 async def _verify(roll: _Roll, worker: WorkerRoll) -> _Outcome:
     report = await verify(roll.op, [worker.service], layers=("live", "health"))
     worker.verification = report
-    return report.ok, {"failures": [check.code for check in report.failures]}
+    return report.ok, Verified(tuple(check.code for check in report.failures))
 
 
 async def _phase(
@@ -175,7 +196,7 @@ async def _phase(
     try:
         ok, data = await run
     except ServelabError as exc:
-        ok, data = False, {"reason": PhaseFailure.ERROR, "error": f"{type(exc).__name__}: {exc}"}
+        ok, data = False, PhaseError(f"{type(exc).__name__}: {exc}")
     worker.phases.append(Phase(name, ok, time.monotonic() - started, data))
     if not ok:
         roll.op.say(RollPhaseFailed(worker.service, name))

@@ -1,7 +1,9 @@
 """The typed results of ``restart --rolling`` (:mod:`servelab.ops.deploy.rolling`).
 
 - :class:`Phase`: one phase of one worker (:class:`servelab.core.deploy.rolling.RollPhase`): ok,
-  time, data (a failed phase's ``reason``: a :class:`PhaseFailure`).
+  time, and what it saw (:data:`PhaseData`, one type per phase and way it ends; a failed phase's
+  ``reason``: a :class:`PhaseFailure`). Its JSON is the phase's own keys beside ``phase``,
+  ``ok`` and ``elapsed_s``, through the codec (a key absent before stays absent).
 - :class:`WorkerRoll`: one worker's phases, its verification, and where it was left.
 - :class:`RollingReport`: the plan, every worker's roll, and, when it stopped, the worker left out
   of the router (and whether it is down) with the commands that put it back.
@@ -12,13 +14,34 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Annotated, Literal
+
+from pydantic import PlainSerializer
 
 from servelab.core.deploy.rolling import RollPhase, RollTarget
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.verify.checks import CheckCode
+from servelab.io.routerworkers import RouterWorker
+from servelab.ops.deploy.steps import Step
 from servelab.ops.verify.verify import VerifyReport
 
-__all__ = ["Phase", "PhaseFailure", "RollingReport", "WorkerRoll"]
+__all__ = [
+    "Added",
+    "AlreadyOut",
+    "Drained",
+    "Phase",
+    "PhaseData",
+    "PhaseError",
+    "PhaseFailure",
+    "RemoveRefused",
+    "Removed",
+    "Restarted",
+    "RollingReport",
+    "RoutedByCount",
+    "RoutedByListing",
+    "Verified",
+    "WorkerRoll",
+]
 
 
 class PhaseFailure(StrEnum):
@@ -34,17 +57,126 @@ class PhaseFailure(StrEnum):
 
 
 @dataclass(frozen=True)
+class RemoveRefused:
+    """remove: refused, no other healthy worker of its role is listed (the ids the router gave
+    it, the other workers' URLs)."""
+
+    worker_ids: tuple[str, ...]
+    others: tuple[str, ...]
+    reason: PhaseFailure = PhaseFailure.NO_OTHER_WORKER
+
+
+@dataclass(frozen=True)
+class AlreadyOut:
+    """remove: the router did not list it (nothing to remove)."""
+
+    worker_ids: tuple[str, ...]
+    others: tuple[str, ...]
+    already_out: Literal[True] = True
+
+
+@dataclass(frozen=True)
+class Removed:
+    """remove: asked the router to drop it, then polled its list ``polls`` times, for at most
+    ``timeout_s``; ``reason`` STILL_LISTED when it still listed it."""
+
+    worker_ids: tuple[str, ...]
+    others: tuple[str, ...]
+    polls: int
+    timeout_s: float
+    reason: PhaseFailure | None = None
+
+
+@dataclass(frozen=True)
+class Drained:
+    """drain: the running requests last read (None: ``/get_load`` did not say), the polls."""
+
+    running: int | None
+    polls: int
+    timeout_s: float
+    reason: PhaseFailure | None = None
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """restart: the worker's own restart step (stored as the step's JSON)."""
+
+    step: Annotated[Step, PlainSerializer(Step.to_json)]
+
+
+@dataclass(frozen=True)
+class Verified:
+    """verify: the codes of the checks that failed (the checks are the worker's verification)."""
+
+    failures: tuple[CheckCode, ...]
+
+
+@dataclass(frozen=True)
+class Added:
+    """add: the id the router answered with, how it listed the worker when last polled."""
+
+    worker_id: str | None
+    listed: tuple[RouterWorker, ...]
+    polls: int
+    timeout_s: float
+    reason: PhaseFailure | None = None
+
+
+@dataclass(frozen=True)
+class RoutedByListing:
+    """routed: the worker has no served-request counter; the router's listing is the evidence."""
+
+    served_before: None = None
+    evidence: Literal["listed"] = "listed"
+
+
+@dataclass(frozen=True)
+class RoutedByCount:
+    """routed: its served-request counter before and when last read, the probes' statuses."""
+
+    served_before: int
+    served_after: int | None
+    polls: int
+    timeout_s: float
+    probe_statuses: tuple[int | None, ...]
+    reason: PhaseFailure | None = None
+
+
+@dataclass(frozen=True)
+class PhaseError:
+    """An error stopped the phase: its type and message."""
+
+    reason: PhaseFailure = field(default=PhaseFailure.ERROR, kw_only=True)
+    error: str
+
+
+#: What a phase saw.
+PhaseData = (
+    RemoveRefused
+    | AlreadyOut
+    | Removed
+    | Drained
+    | Restarted
+    | Verified
+    | Added
+    | RoutedByListing
+    | RoutedByCount
+    | PhaseError
+)
+
+
+@dataclass(frozen=True)
 class Phase:
     """One phase of one worker's roll: its name, outcome, time taken and what it saw."""
 
     name: RollPhase
     ok: bool
     elapsed_s: float
-    data: dict[str, Any] = field(default_factory=dict)
+    data: PhaseData
 
     def to_json(self) -> JsonObject:
         return {"phase": self.name.value, "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3),
-                **self.data}  # fmt: skip
+                **encode(self.data)}  # fmt: skip
 
 
 @dataclass
