@@ -15,13 +15,17 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 from servelab.core.ab.result import AbResult
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
+    EvidenceAdded,
+    KnobChanged,
+    Opened,
     RestoreItem,
+    Suspected,
     TimelineEntry,
     case_from_rows,
     restore_plan,
@@ -31,7 +35,7 @@ from servelab.core.case.model import (
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport
+from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport, Resolution
 from servelab.ops.case.case import CaseView
 from servelab.report.case import (
     describe_bisect_event,
@@ -135,22 +139,38 @@ def _outcome(detail: Mapping[str, Any]) -> str:
 
 def describe_timeline_entry(entry: TimelineEntry) -> str:
     """One line of a case's timeline."""
-    d = entry.data
-    kind = entry.kind
-    if kind == "opened":
-        return f"case opened: {d.get('title')}"
-    if kind == "suspect":
-        return f"suspect {d.get('target')}" + (f": {d['reason']}" if d.get("reason") else "")
-    if kind == "evidence":
-        if d.get("kind") == "note":
-            return f"note: {d.get('note')}"
-        return describe_evidence(d.get("kind"), d.get("ref_id"))
-    if kind == "knob_change":
-        return (
-            f"knob change #{d.get('id')}: {d.get('service')} {d.get('name')} "
-            f"{show_value(d.get('old'))} → {show_value(d.get('new'))} "
-            f"({d.get('reason') or 'no reason'})"
-        )
+    match entry.data:
+        case Opened(title=title):
+            return f"case opened: {title}"
+        case Suspected(target=target, reason=reason):
+            return f"suspect {target}" + (f": {reason}" if reason else "")
+        case EvidenceAdded(kind="note", note=note):
+            return f"note: {note}"
+        case EvidenceAdded(kind=kind, ref_id=ref_id):
+            return describe_evidence(kind, ref_id)
+        case KnobChanged() as c:
+            return (
+                f"knob change #{c.id}: {c.service} {c.name} "
+                f"{show_value(c.old)} → {show_value(c.new)} ({c.reason or 'no reason'})"
+            )
+        case Resolution():
+            return _describe_resolution(entry.data)
+        case Mapping() as detail:
+            return _describe_event(entry.kind, detail)
+        case _:
+            assert_never(entry.data)
+
+
+def _describe_resolution(r: Resolution) -> str:
+    verdicts = ", ".join(f"{t} {v}" for t, v in r.verdicts.items())
+    later = f" (superseded {r.superseded_at})" if r.superseded_at else ""
+    return f"resolved: root cause: {r.root_cause}" + (f"; {verdicts}" if verdicts else "") + later
+
+
+def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
+    """A recorded case event, from its stored detail (read by its kind)."""
+    if kind == Resolution.KIND:  # an earlier resolution
+        return _describe_resolution(decode(Resolution, d))
     if kind in ("revert", "restore"):
         value = d.get("to", d.get("value"))
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
@@ -160,14 +180,6 @@ def describe_timeline_entry(entry: TimelineEntry) -> str:
         return describe_bisect_event(kind, d)
     if kind == "override":
         return describe_override(d)
-    if kind == "resolved":
-        verdicts = ", ".join(f"{t} {v}" for t, v in (d.get("verdicts") or {}).items())
-        later = f" (superseded {d['superseded_at']})" if d.get("superseded_at") else ""
-        return (
-            f"resolved: root cause: {d.get('root_cause')}"
-            + (f"; {verdicts}" if verdicts else "")
-            + later
-        )
     return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -22,13 +23,14 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.revert import conviction_test, experiment_values, revert_cost, revert_values
-from servelab.core.ledger.codec import decode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.evidence import (
     AbRunRecord,
     CaseEvent,
     CaseEvidence,
     CaseRecord,
     KnobChangeRecord,
+    Resolution,
     SoakRunRecord,
     Suspect,
     read_soak_run,
@@ -302,7 +304,9 @@ def test_timeline_is_in_time_order_with_every_kind() -> None:
     entries = timeline(_case())
     kinds = [e.kind for e in entries]
     assert kinds == ["opened", "suspect", "evidence", "knob_change", "resolved"]
-    assert entries[-1].data["verdicts"] == {f"knob:decode/{K}": "exonerated"}
+    resolution = entries[-1].data
+    assert isinstance(resolution, Resolution)
+    assert resolution.verdicts == {f"knob:decode/{K}": "exonerated"}
 
 
 def test_nan_from_an_uncomputable_interval_is_not_a_number() -> None:
@@ -349,3 +353,31 @@ def test_an_argument_knob_is_a_target_too() -> None:
         assert str(target) == f"knob:decode/{name}"
     with pytest.raises(CaseError, match="knob:decode/--disable-overlap-schedule"):
         parse_target("knob:decode/-x")
+
+
+def test_a_timeline_entrys_typed_data_encodes_as_the_dict_it_replaced() -> None:
+    """``case show --json`` prints each entry's data: key for key, in order, what the timeline
+    built as a dict before it was typed."""
+    old = [
+        {"title": "agentic hang"},
+        {"target": f"knob:decode/{K}", "reason": "latest change"},
+        {"kind": "note", "ref_id": None, "note": "fresh conns ok"},
+        {"id": 5, "service": "decode", "name": K, "old": "512", "new": "256",
+         "reason": "suspected"},
+        {"root_cause": "proxy", "verdicts": {f"knob:decode/{K}": "exonerated"}},
+    ]  # fmt: skip
+    entries = timeline(_case())
+    assert [json.dumps(encode(e.data)) for e in entries] == [json.dumps(d) for d in old]
+
+
+def test_a_recorded_events_detail_is_its_timeline_entrys_data_as_stored() -> None:
+    """A resolution kept as a ``resolved`` event, or any other recorded event: its stored detail
+    (the renderer reads it by its kind); the case's own resolution is typed."""
+    stored = {"root_cause": "the knob", "superseded_at": "2026-01-03T00:00:00.000Z",
+              "verdicts": {f"knob:decode/{K}": "convicted"}}  # fmt: skip
+    note = {"reason": "by hand", "refused": []}
+    events = [{"kind": "resolved", "at": "2026-01-02T12:00:00.000Z", "detail": stored},
+              {"kind": "override", "at": "2026-01-02T13:00:00.000Z", "detail": note}]  # fmt: skip
+    entries = timeline(_case(events=events))
+    assert [e.data for e in entries if e.at.startswith("2026-01-02T1")] == [stored, note]
+    assert entries[-1].data == Resolution("proxy", {f"knob:decode/{K}": "exonerated"})

@@ -137,12 +137,12 @@ def test_a_second_resolve_keeps_the_first_in_the_timeline(ledger: Ledger) -> Non
     assert first.case.verdict(target) == "convicted"
     again = cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
     assert again.case.root_cause == "the proxy" and again.case.verdict(target) == "exonerated"
-    resolved = [e for e in again.timeline if e.kind == "resolved"]
-    assert [e.data["root_cause"] for e in resolved] == ["the knob", "the proxy"]
-    assert resolved[0].at == first.case.resolved_at
-    assert resolved[0].data["verdicts"] == {target: "convicted"}
-    assert resolved[0].data["superseded_at"] == again.case.resolved_at
-    assert resolved[1].data["verdicts"] == {target: "exonerated"}
+    resolved = [e for e in again.to_json()["timeline"] if e["kind"] == "resolved"]
+    assert [e["data"]["root_cause"] for e in resolved] == ["the knob", "the proxy"]
+    assert resolved[0]["at"] == first.case.resolved_at
+    assert resolved[0]["data"]["verdicts"] == {target: "convicted"}
+    assert resolved[0]["data"]["superseded_at"] == again.case.resolved_at
+    assert resolved[1]["data"]["verdicts"] == {target: "exonerated"}
 
 
 def test_a_suspect_knob_must_be_declared_in_the_spec(ledger: Ledger, tmp_path: Path) -> None:
@@ -363,3 +363,31 @@ async def test_an_argument_flag_is_reverted_tested_and_restored_live(
         assert restored.verification is not None
         (back,) = [c for c in restored.verification.layer("live") if c.knob == OVERLAP]
         assert back.ok and isinstance(back.data, ArgumentLive) and back.data.engine == "off"
+
+
+def test_the_timeline_json_keeps_the_shape_it_had_as_dicts(ledger: Ledger) -> None:
+    """``case show --json``'s timeline: each entry ``{at, kind, data}``, the typed entries' data
+    key for key what they were as dicts, an older stored event (``verified``) as it reads."""
+    target = f"knob:decode/{K}"
+    cid = cases.open_case(ledger, "hang")
+    cases.add_suspect(ledger, cid, target, None)
+    cases.add_evidence(ledger, cid, "note", None, "fresh ok")
+    older = {"service": "decode", "knob": K, "from": "512", "to": "256", "ok": True,
+             "verified": True}  # fmt: skip
+    ledger.record_case_event(case_id=cid, kind="revert", detail=older)
+    cases.resolve_case(ledger, cid, "the knob", convict=[target], override="by hand")
+    cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
+    doc = cases.view_case(ledger, cid).to_json()["timeline"]
+    assert all(list(entry) == ["at", "kind", "data"] for entry in doc)
+    shown = [(e["kind"], json.dumps(e["data"])) for e in doc if e["kind"] != "override"]
+    first = {"root_cause": "the knob", "verdicts": {target: "convicted"},
+             "superseded_at": doc[-1]["at"]}  # fmt: skip
+    assert shown == [
+        ("opened", json.dumps({"title": "hang"})),
+        ("suspect", json.dumps({"target": target, "reason": None})),
+        ("evidence", json.dumps({"kind": "note", "ref_id": None, "note": "fresh ok"})),
+        # recorded events as stored (the ledger writes their keys sorted)
+        ("revert", json.dumps({k: v for k, v in older.items() if k != "verified"}, sort_keys=True)),
+        ("resolved", json.dumps(first, sort_keys=True)),
+        ("resolved", json.dumps({"root_cause": "the proxy", "verdicts": {target: "exonerated"}})),
+    ]

@@ -29,6 +29,7 @@ from servelab.core.ledger.evidence import (
     CaseEvidence,
     CaseRecord,
     KnobChangeRecord,
+    Resolution,
     StoredCheck,
     Suspect,
 )
@@ -44,10 +45,15 @@ __all__ = [
     "RESTORE_UNRESOLVED",
     "RESTORE_VERIFIED",
     "Case",
+    "EvidenceAdded",
+    "KnobChanged",
+    "Opened",
     "RestoreEvent",
     "RestoreItem",
     "RevertEvent",
+    "Suspected",
     "Target",
+    "TimelineData",
     "TimelineEntry",
     "case_from_rows",
     "check_verdicts",
@@ -164,44 +170,80 @@ def case_from_rows(
 
 
 @dataclass(frozen=True)
+class Opened:
+    """The case was opened, with its title."""
+
+    title: str
+
+
+@dataclass(frozen=True)
+class Suspected:
+    """A target was named a suspect (and why, if said)."""
+
+    target: str
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class EvidenceAdded:
+    """A piece of evidence was attached: its kind, the row it names, its note."""
+
+    kind: str
+    ref_id: int | None
+    note: str | None
+
+
+@dataclass(frozen=True)
+class KnobChanged:
+    """A knob was changed under the case (the knob change's id, service, knob, values, why)."""
+
+    id: int
+    service: str
+    name: str
+    old: str | None
+    new: str | None
+    reason: str | None
+
+
+#: What a timeline entry says: one type per thing the case model knows (the case's own
+#: :class:`Resolution` among them), or a recorded case event's detail, as stored (JSON whose type
+#: its ``kind`` names, an earlier resolution's too; each kind's reader decodes it).
+TimelineData = Opened | Suspected | EvidenceAdded | KnobChanged | Resolution | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
 class TimelineEntry:
     """One thing that happened in a case: ``kind`` and its data (wording is the renderer's)."""
 
     at: str
     kind: str
-    data: Mapping[str, Any]
+    data: TimelineData
 
 
 def timeline(case: Case) -> list[TimelineEntry]:
     """Everything in the case in time order (stable for equal timestamps)."""
-    entries = [TimelineEntry(case.opened_at, "opened", {"title": case.title})]
+    entries = [TimelineEntry(case.opened_at, "opened", Opened(case.title))]
     entries += [
-        TimelineEntry(s.at, "suspect", {"target": s.target, "reason": s.reason})
-        for s in case.suspects
+        TimelineEntry(s.at, "suspect", Suspected(s.target, s.reason)) for s in case.suspects
     ]
     entries += [
-        TimelineEntry(e.at, "evidence", {"kind": e.kind, "ref_id": e.ref_id, "note": e.note})
+        TimelineEntry(e.at, "evidence", EvidenceAdded(e.kind, e.ref_id, e.note))
         for e in case.evidence
     ]
-    entries += [TimelineEntry(c.at, "knob_change", _change_data(c)) for c in case.changes]
+    entries += [TimelineEntry(c.at, "knob_change", _changed(c)) for c in case.changes]
     entries += [TimelineEntry(e.at, e.kind, e.detail) for e in case.events]
     if case.resolved_at is not None:
         verdicts = {s.target: s.verdict for s in case.suspects if s.verdict}
-        data = {"root_cause": case.root_cause, "verdicts": verdicts}
-        entries.append(TimelineEntry(case.resolved_at, "resolved", data))
+        resolution = Resolution(case.root_cause, verdicts)
+        entries.append(TimelineEntry(case.resolved_at, Resolution.KIND, resolution))
     order = {id(e): i for i, e in enumerate(entries)}
     return sorted(entries, key=lambda e: (e.at, order[id(e)]))
 
 
-def _change_data(change: KnobChangeRecord) -> dict[str, Any]:
-    return {
-        "id": change.id,
-        "service": change.service,
-        "name": change.name,
-        "old": change.old,
-        "new": change.new,
-        "reason": change.reason,
-    }
+def _changed(change: KnobChangeRecord) -> KnobChanged:
+    return KnobChanged(
+        change.id, change.service, change.name, change.old, change.new, change.reason
+    )
 
 
 # -- what a revert or a restore did (a case event's detail) ----------------------------------------

@@ -249,7 +249,7 @@ class Resolution:
 
     root_cause: str | None
     verdicts: Mapping[str, str] = field(default_factory=dict)
-    superseded_at: str | None = None
+    superseded_at: Annotated[str | None, OMITTED_IF_NONE] = None
 
     KIND: ClassVar[str] = "resolved"
 

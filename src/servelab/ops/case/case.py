@@ -107,10 +107,17 @@ class CaseView:
     def to_json(self) -> JsonObject:
         return {
             **dataclasses.asdict(self.case),
-            "timeline": [dataclasses.asdict(e) for e in self.timeline],
+            "timeline": [_entry_json(e) for e in self.timeline],
             "restore_plan": [dataclasses.asdict(i) for i in self.plan],
             "restore_status": self.restore_status,
         }
+
+
+def _entry_json(entry: TimelineEntry) -> JsonObject:
+    """A timeline entry as ``case show --json`` prints it: a recorded event's detail as stored,
+    any other entry's data through the codec."""
+    data = dict(entry.data) if isinstance(entry.data, Mapping) else encode(entry.data)
+    return {"at": entry.at, "kind": entry.kind, "data": data}
 
 
 def load_case(ledger: Ledger, case_id: int) -> Case:
