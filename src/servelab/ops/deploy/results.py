@@ -1,6 +1,6 @@
-r"""The typed results of ``up``/``down``/``restart``/``status`` (:mod:`servelab.ops.deploy.deploy`).
+"""The typed results of ``up``/``down``/``restart``/``status`` (:mod:`servelab.ops.deploy.deploy`).
 
-- The steps (what happened to each service) are :class:`servelab.ops.deploy.steps.Step`\ s.
+- What happened to each service is a :class:`~servelab.ops.deploy.steps.Step`.
 - :class:`DeployReport`: ``up`` or ``down``; a failed ``up`` also says why and what it stopped.
 - :class:`RestartReport`: the restart's steps, verification, rollback, and what it left down
   with the command that brings it back.

@@ -76,7 +76,7 @@ from servelab.ops.verify.verify import verify
 __all__ = ["rolling_restart"]
 
 _Outcome = tuple[bool, PhaseData]
-T = TypeVar("T")
+_T = TypeVar("_T")
 
 
 class _Roll:
@@ -86,8 +86,8 @@ class _Roll:
         self.op, self.api, self.http, self.opts = op, api, http, opts
 
     async def until(
-        self, check: Callable[[], Awaitable[tuple[bool, T]]], timeout_s: float
-    ) -> tuple[bool, T, int]:
+        self, check: Callable[[], Awaitable[tuple[bool, _T]]], timeout_s: float
+    ) -> tuple[bool, _T, int]:
         """Poll ``check`` until it is ok or ``timeout_s`` passes: its last answer, the polls."""
         deadline = time.monotonic() + timeout_s
         polls = 0
