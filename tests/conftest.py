@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +11,13 @@ from servelab.io.ledger.ledger import LEDGER_ENV
 from tests.support.sshd import SshdServer, start_sshd
 
 __all__ = ["no_outer_ledger", "sshd"]
+
+# A suite started in the background of a shell without job control (`nohup make test &`, a CI
+# runner's script) inherits SIGINT and SIGQUIT ignored, and so would every process it starts: the
+# tests that press Ctrl-C on a command would wait on a command that cannot hear it. Handled here
+# (in every worker), the signals reach the processes the tests start at their default.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 @pytest.fixture(autouse=True)
