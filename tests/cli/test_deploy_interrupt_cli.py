@@ -3,43 +3,15 @@ log, as real processes: what is down is said and recorded, nothing is left runni
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
+from tests.support.generic import generic_service, servelab_process, text_or_empty
 from tests.support.processes import listening, live_procs_under
-
-SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
-
-
-def _service(name: str, port: int, extra: str = "") -> str:
-    return (
-        f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
-        f"start = '{SERVER.format(port=port)}'\n{extra}"
-    )
-
-
-def _servelab(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "servelab", *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return ""
 
 
 def _interrupt_when(proc: subprocess.Popen[bytes], started: Path) -> str:
@@ -59,10 +31,12 @@ def test_ctrl_c_during_up_names_every_service_it_stopped(tmp_path: Path) -> None
     good, slow = free_ports(2)
     (tmp_path / "servelab.toml").write_text(
         'name = "t"\nstate_dir = "state"\n'
-        + _service("good", good, 'ready_path = "/"\n')
-        + _service("slow", slow, 'ready_path = "/missing"\ndepends_on = ["good"]\n')
+        + generic_service("good", good, 'ready_path = "/"\n')
+        + generic_service("slow", slow, 'ready_path = "/missing"\ndepends_on = ["good"]\n')
     )
-    err = _interrupt_when(_servelab(tmp_path, "up"), tmp_path / "state" / "run" / "slow.json")
+    err = _interrupt_when(
+        servelab_process(tmp_path, "up"), tmp_path / "state" / "run" / "slow.json"
+    )
     assert "up failed: ;" not in err
     assert "up interrupted; stopped what this run started: slow, good" in err
     assert live_procs_under(tmp_path) == []
@@ -79,8 +53,8 @@ def test_ctrl_c_during_restart_says_what_is_down_and_how_to_bring_it_back(
     spec = tmp_path / "servelab.toml"
     spec.write_text(
         'name = "t"\nstate_dir = "state"\n'
-        + _service("a", a, 'ready_path = "/ready-a"\n')
-        + _service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
+        + generic_service("a", a, 'ready_path = "/ready-a"\n')
+        + generic_service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
     )
     marker = tmp_path / "ready-a"
     marker.write_text("ok")
@@ -90,9 +64,9 @@ def test_ctrl_c_during_restart_says_what_is_down_and_how_to_bring_it_back(
         marker.unlink()  # a's next start never gets ready
         record = tmp_path / "state" / "run" / "a.json"
         before = record.read_text()
-        proc = _servelab(tmp_path, "restart", "a", "-f", str(spec), "--no-verify")
+        proc = servelab_process(tmp_path, "restart", "a", "-f", str(spec), "--no-verify")
         deadline = time.monotonic() + 30
-        while _text(record) in ("", before):  # a's new launch
+        while text_or_empty(record) in ("", before):  # a's new launch
             assert time.monotonic() < deadline and proc.poll() is None
             time.sleep(0.05)
         err = _interrupt_when(proc, record)
@@ -116,7 +90,7 @@ def test_markup_in_a_service_log_is_printed_as_text_and_up_cleans_up(tmp_path: P
     good, bad = free_ports(2)
     (tmp_path / "servelab.toml").write_text(
         'name = "t"\nstate_dir = "state"\n'
-        + _service("good", good, 'ready_path = "/"\n')
+        + generic_service("good", good, 'ready_path = "/"\n')
         + f'[services.bad]\nrole = "generic"\nurl = "http://127.0.0.1:{bad}"\n'
         'start = \'echo "[/x] [bold]boom" >&2; exit 3\'\ndepends_on = ["good"]\n'
     )

@@ -19,9 +19,8 @@ import pytest
 
 from servelab.io.lock import holder_of
 from tests.support import free_ports, run_cli
+from tests.support.generic import generic_service, text_or_empty
 from tests.support.processes import listening, live_procs_under
-
-SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
 
 
 def _spec(tmp_path: Path) -> tuple[Path, list[int]]:
@@ -29,10 +28,8 @@ def _spec(tmp_path: Path) -> tuple[Path, list[int]]:
     spec = tmp_path / "servelab.toml"
     spec.write_text(
         'name = "t"\nstate_dir = "state"\n'
-        f'[services.a]\nrole = "generic"\nurl = "http://127.0.0.1:{a}"\n'
-        f"start = '{SERVER.format(port=a)}'\nready_path = \"/ready-a\"\n"
-        f'[services.b]\nrole = "generic"\nurl = "http://127.0.0.1:{b}"\n'
-        f'start = \'{SERVER.format(port=b)}\'\nready_path = "/"\ndepends_on = ["a"]\n'
+        + generic_service("a", a, 'ready_path = "/ready-a"\n')
+        + generic_service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
     )
     (tmp_path / "env").mkdir()
     return spec, [a, b]
@@ -54,13 +51,6 @@ def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return run_cli(*args, cwd=tmp_path, env={"SERVELAB_LEDGER": str(tmp_path / "ledger.db")})
 
 
-def _text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return ""
-
-
 def _until_relaunched(tmp_path: Path, proc: subprocess.Popen[str], before: str) -> None:
     """Until ``proc`` holds the deployment (the lock file names it) and has launched ``a`` again
     (its pid record is a new one)."""
@@ -69,7 +59,7 @@ def _until_relaunched(tmp_path: Path, proc: subprocess.Popen[str], before: str) 
     while (
         (holder := holder_of(tmp_path / "state")) is None
         or holder.pid != proc.pid
-        or (_text(record) in ("", before))
+        or (text_or_empty(record) in ("", before))
     ):
         assert time.monotonic() < deadline and proc.poll() is None, "it never relaunched a"
         time.sleep(0.05)
@@ -84,7 +74,7 @@ def stalled(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen[str]]]:
     marker.write_text("ok")
     assert _cli(tmp_path, "up", "-f", str(spec)).returncode == 0
     marker.unlink()
-    before = _text(tmp_path / "state" / "run" / "a.json")
+    before = text_or_empty(tmp_path / "state" / "run" / "a.json")
     first = _servelab(tmp_path, "restart", "a", "-f", str(spec), "--no-verify")
     try:
         _until_relaunched(tmp_path, first, before)

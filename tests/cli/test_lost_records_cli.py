@@ -6,23 +6,19 @@ answer fails its services' steps instead of reading as "not running"."""
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support import free_port, free_ports, run_cli
+from tests.support.generic import generic_service
 from tests.support.processes import http_server, listening, live_procs_under
-
-SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
 
 
 def _service(name: str, port: int, extra: str = "") -> str:
-    return (
-        f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
-        f"start = '{SERVER.format(port=port)}'\nready_path = \"/\"\n{extra}"
-    )
+    """A generic service that is ready once it answers ``/``."""
+    return generic_service(name, port, 'ready_path = "/"\n' + extra)
 
 
 def _cli(root: Path, *args: str) -> tuple[int, str, str]:

@@ -18,10 +18,10 @@ import pytest
 
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
+from tests.support.generic import generic_service, servelab_process, text_or_empty
 from tests.support.processes import listening, live_procs_under
 from tests.support.servers import SEEN, Seen, served, streaming_app
 
-SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
 SIGNALS = [signal.SIGTERM, signal.SIGHUP]
 
 
@@ -34,35 +34,10 @@ def _said(signum: int) -> str:
     return f"interrupted by {signal.Signals(signum).name}"
 
 
-def _service(name: str, port: int, extra: str) -> str:
-    return (
-        f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
-        f"start = '{SERVER.format(port=port)}'\n{extra}"
-    )
-
-
-def _servelab(tmp_path: Path, *args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
-    return subprocess.Popen(
-        [sys.executable, "-m", "servelab", *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def _text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except FileNotFoundError:
-        return ""
-
-
 def _signal_when(proc: subprocess.Popen[bytes], record: Path, before: str, signum: int) -> str:
     """``signum`` once ``record`` (a pid record) holds a new launch; the process's stderr."""
     deadline = time.monotonic() + 30
-    while _text(record) in ("", before):
+    while text_or_empty(record) in ("", before):
         assert time.monotonic() < deadline and proc.poll() is None
         time.sleep(0.05)
     proc.send_signal(signum)
@@ -75,10 +50,10 @@ def test_up_stops_what_it_started_and_records_it(tmp_path: Path, signum: int) ->
     good, slow = free_ports(2)
     (tmp_path / "servelab.toml").write_text(
         'name = "t"\nstate_dir = "state"\n'
-        + _service("good", good, 'ready_path = "/"\n')
-        + _service("slow", slow, 'ready_path = "/missing"\ndepends_on = ["good"]\n')
+        + generic_service("good", good, 'ready_path = "/"\n')
+        + generic_service("slow", slow, 'ready_path = "/missing"\ndepends_on = ["good"]\n')
     )
-    proc = _servelab(tmp_path, "up")
+    proc = servelab_process(tmp_path, "up")
     err = _signal_when(proc, tmp_path / "state" / "run" / "slow.json", "", signum)
     assert "up interrupted; stopped what this run started: slow, good" in err
     assert _said(signum) in err and "Traceback" not in err
@@ -98,8 +73,8 @@ def deployed(tmp_path: Path) -> Iterator[Path]:
     spec = tmp_path / "servelab.toml"
     spec.write_text(
         'name = "t"\nstate_dir = "state"\n'
-        + _service("a", a, 'ready_path = "/ready-a"\n')
-        + _service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
+        + generic_service("a", a, 'ready_path = "/ready-a"\n')
+        + generic_service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
     )
     (tmp_path / "ready-a").write_text("ok")
     env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
@@ -118,7 +93,7 @@ def test_restart_says_what_is_down_and_how_to_bring_it_back(
 ) -> None:
     record = tmp_path / "state" / "run" / "a.json"
     before = record.read_text()
-    proc = _servelab(tmp_path, "restart", "a", "-f", str(deployed), "--no-verify")
+    proc = servelab_process(tmp_path, "restart", "a", "-f", str(deployed), "--no-verify")
     err = _signal_when(proc, record, before, signum)
     assert f"restart interrupted; down: a, b; bring them back with: servelab up -f {deployed}" in (
         err

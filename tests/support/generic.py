@@ -1,0 +1,41 @@
+"""Deployments of ``role = "generic"`` services (a plain ``python -m http.server`` each) for the
+CLI tests of deploy, lock and signal handling, and a ``servelab`` command run as a real process
+beside them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+__all__ = ["HTTP_SERVER", "generic_service", "servelab_process", "text_or_empty"]
+
+#: A service's start command: a real HTTP server on ``{port}``, exec'd so its pid is the service's.
+HTTP_SERVER = f"exec {sys.executable} -m http.server {{port}} --bind 127.0.0.1"
+
+
+def generic_service(name: str, port: int, extra: str = "") -> str:
+    """The spec table of generic service ``name`` serving on ``port``, plus ``extra`` keys."""
+    return (
+        f'[services.{name}]\nrole = "generic"\nurl = "http://127.0.0.1:{port}"\n'
+        f"start = '{HTTP_SERVER.format(port=port)}'\n{extra}"
+    )
+
+
+def servelab_process(root: Path, *args: str) -> subprocess.Popen[bytes]:
+    """``servelab ARGS`` started in ``root`` with its ledger there, its output piped (to signal
+    it, or race another command against it)."""
+    env = {**os.environ, "SERVELAB_LEDGER": str(root / "ledger.db")}
+    return subprocess.Popen(
+        [sys.executable, "-m", "servelab", *args],
+        cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+def text_or_empty(path: Path) -> str:
+    """The file's text, or "" while it does not exist (a pid record not yet written)."""
+    try:
+        return path.read_text()
+    except FileNotFoundError:
+        return ""
