@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import re
 from pathlib import Path
 
 import pytest
@@ -210,3 +211,90 @@ def test_aiohttp_and_asyncssh_only_in_io_and_sim(path: Path) -> None:
             continue
         found = mods & {"aiohttp", "asyncssh"}
         assert not found, f"{path.relative_to(SRC)}:{node.lineno} imports {sorted(found)}"
+
+
+#: The one writer of files (issue 38, "one writer"): every other module hands it its bytes.
+_WRITER = "io/files.py"
+#: Writes that cannot go through the writer, and why.
+_WRITES_ALLOWED = {
+    # the lock's holder is written into the locked file itself: a rename would drop the lock.
+    ("io/lock.py", "os.open"), ("io/lock.py", "os.ftruncate"), ("io/lock.py", "os.pwrite"),
+}  # fmt: skip
+#: Calls that write (or create, move, truncate) a file, by attribute name or dotted name.
+_WRITING_METHODS = {"write_text", "write_bytes", "rename", "symlink_to", "hardlink_to", "touch"}
+_WRITING_CALLS = {
+    "os.replace", "os.rename", "os.renames", "os.write", "os.pwrite", "os.writev", "os.ftruncate",
+    "os.truncate", "os.link", "os.symlink", "os.mkfifo", "os.mknod", "os.open", "os.fdopen",
+    "shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copyfileobj", "shutil.move",
+    "shutil.copytree", "tempfile.mkstemp", "tempfile.NamedTemporaryFile",
+    "tempfile.TemporaryFile", "tempfile.SpooledTemporaryFile", "io.open", "codecs.open",
+}  # fmt: skip
+_READ_ONLY = {"r", "rb", "rt", "br", "tr"}
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return "?"
+
+
+def _open_mode(call: ast.Call, position: int) -> str | None:
+    """The mode an ``open()`` call names: a constant, ``?`` when computed, None when left out."""
+    given = [kw.value for kw in call.keywords if kw.arg == "mode"]
+    given += call.args[position : position + 1]
+    if not given:
+        return None
+    mode = given[0]
+    return mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else "?"
+
+
+def _write_call(call: ast.Call) -> str | None:
+    """What the call writes with, or None when it only reads (or is no file call)."""
+    name = _dotted(call.func)
+    if name in _WRITING_CALLS:
+        return name
+    if isinstance(call.func, ast.Attribute) and call.func.attr in _WRITING_METHODS:
+        return f".{call.func.attr}()"
+    if name == "open":  # the built-in: a computed mode counts as a write
+        mode = _open_mode(call, 1)
+        if mode is not None and mode not in _READ_ONLY:
+            return f"open(mode={mode!r})"
+    elif isinstance(call.func, ast.Attribute) and call.func.attr == "open":  # Path.open
+        mode = _open_mode(call, 0)
+        if mode is not None and re.fullmatch(r"[rwxabt+]+", mode) and mode not in _READ_ONLY:
+            return f".open(mode={mode!r})"
+    return None
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_every_file_is_written_by_the_one_writer(path: Path) -> None:
+    """Issue 38, "one writer": no ``open(..., 'w')``, ``Path.write_text/bytes``, ``os.replace``,
+    ``os.open``, ``shutil.copy``, temp files, ... outside ``io/files.py`` (links followed, FIFOs
+    and devices streamed, regular files atomic, owner, group and mode kept: once, there)."""
+    rel = str(path.relative_to(SRC))
+    if rel == _WRITER:
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        how = _write_call(node)
+        if how is not None and (rel, how) not in _WRITES_ALLOWED:
+            pytest.fail(f"{rel}:{node.lineno} writes a file with {how}: use servelab.io.files")
+
+
+def test_the_writer_check_finds_every_kind_of_write() -> None:
+    """The check above cannot pass by missing a form: each of these is found."""
+    found = [
+        _write_call(ast.parse(src, mode="eval").body)  # type: ignore[arg-type]
+        for src in (
+            "open(p, 'w')", "open(p, mode='ab')", "p.open('w')", "p.write_text(t)",
+            "p.write_bytes(b)", "os.replace(a, b)", "os.open(p, flags)", "shutil.copy(a, b)",
+            "tempfile.mkstemp()", "p.rename(q)", "open(p, m)",
+        )
+    ]  # fmt: skip
+    assert None not in found
+    assert _write_call(ast.parse("open(p)", mode="eval").body) is None  # type: ignore[arg-type]
+    assert _write_call(ast.parse("p.open('rb')", mode="eval").body) is None  # type: ignore[arg-type]

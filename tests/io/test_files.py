@@ -25,7 +25,7 @@ from servelab.io.files import (
 
 def test_write_atomic_creates_the_directory_and_leaves_no_temp_file(tmp_path: Path) -> None:
     target = tmp_path / "a" / "b" / "out.txt"
-    write_atomic(target, b"hello")
+    write_atomic(target, b"hello", parents=True)
     assert target.read_bytes() == b"hello"
     write_atomic(target, b"bye")
     assert target.read_bytes() == b"bye"
@@ -232,3 +232,33 @@ def test_write_to_dev_fd_writes_the_open_descriptor() -> None:
 def test_write_to_a_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(HostError, match="it is a directory"):
         write_to(tmp_path, b"x")
+
+
+def test_a_missing_parent_directory_is_an_error_naming_the_path(tmp_path: Path) -> None:
+    """Defect 1 (issue 38): missing parent folders were created silently."""
+    target = tmp_path / "no" / "such" / "out.txt"
+    with pytest.raises(HostError, match=r"cannot write .*out.txt: no directory"):
+        write_atomic(target, b"x")
+    assert not (tmp_path / "no").exists()
+
+
+def test_write_atomic_streams_into_devices_and_fifos_and_follows_links(tmp_path: Path) -> None:
+    """Defect 1 (issue 38): every writer, not only ``ledger export``'s, keeps a device, a FIFO
+    and a link what they are."""
+    with pytest.raises(HostError, match="No space left"):
+        write_atomic(Path("/dev/full"), b"data")
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    assert write_atomic(fifo, b"line\n") == 5
+    reader.join(10)
+    assert got == [b"line\n"] and stat.S_ISFIFO(fifo.lstat().st_mode)
+    target = tmp_path / "real.txt"
+    target.write_text("old")
+    link = tmp_path / "link.txt"
+    link.symlink_to(target)
+    write_if_changed(link, b"new")
+    assert link.is_symlink() and target.read_bytes() == b"new"

@@ -114,7 +114,7 @@ def _write(out: Path, result: AbResult) -> list[Path]:
     stem = f"ab-{result.ab_id or 'run'}"
     files = {out / f"{stem}.md": ab_markdown(result).encode(), out / f"{stem}.png": ab_png(result)}
     for path, data in files.items():
-        write_atomic(path, data)
+        write_atomic(path, data, parents=True)
     return list(files)
 
 

@@ -223,7 +223,7 @@ def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
     state = loaded.state_dir.resolve()
     out = state / "demo-report"
     spec = state / "demo-with-proxy.toml"
-    write_atomic(spec, proxy_spec_text(state, stall_after=3).encode())
+    write_atomic(spec, proxy_spec_text(state, stall_after=3).encode(), parents=True)
     story = _Story(workdir)
     soak_args = ["--sessions", "4", "--rounds", "6", "--idle-timeout", "3", "--duration", "90"]
     started = time.monotonic()

@@ -167,7 +167,7 @@ def export_csv(
             counting = _CountRows(counter.rows(table))
             columns = ledger.table_columns(table)
             chunks = csv_chunks(table, columns, counting, ledger.json_columns(table))
-            total += write_atomic(target, _encoded(chunks), chunk_bytes=chunk_bytes)
+            total += write_atomic(target, _encoded(chunks), chunk_bytes=chunk_bytes, parents=True)
             done.append(target)
             rows[target.name] = counting.n
         manifest = {**export_header("csv", ledger.schema_version, str(ledger.path)), "rows": rows}

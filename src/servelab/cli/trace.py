@@ -16,7 +16,7 @@ from servelab.cli.options import SEED, Parsed
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
 from servelab.core.load.tracegen import AgenticShape, ChatShape, agentic_trace, chat_trace
 from servelab.core.options import parse_positive, parse_rate
-from servelab.io.files import write_atomic
+from servelab.io.files import write_to
 
 __all__ = ["register"]
 
@@ -78,7 +78,7 @@ def generate_command(
                        output_tokens=output_tokens or _CHAT.output_tokens)  # fmt: skip
         entries = chat_trace(chat, seed=seed)
     counted = [0]
-    write_atomic(out, _lines(entries, counted))
+    write_to(out, _lines(entries, counted))
     notice("wrote", f"{out}: {counted[0]} line(s), block size {block_size}")
 
 

@@ -97,7 +97,7 @@ def _write(out: Path, record: TuneRecord) -> list[Path]:
     files = {out / f"{stem}.md": tune_markdown(record).encode(),
              out / f"{stem}.png": tune_png(record)}  # fmt: skip
     for path, data in files.items():
-        write_atomic(path, data)
+        write_atomic(path, data, parents=True)
     return list(files)
 
 

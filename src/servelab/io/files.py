@@ -1,19 +1,30 @@
-"""The one writer of every file a command writes (docs, exports, A/B reports, default env files).
+"""The one writer of every file servelab writes (docs, exports, A/B reports, traces, env and config
+files, their backups, pid records); ``tests/test_architecture.py`` fails on any other write.
 
-Each file is written whole or not at all: the bytes go to a temporary file in the same directory,
-are flushed to disk (``fsync``), and the temporary file is renamed over the target, so a reader (or
-a crash) never sees half a file. The directory is created when missing. A file's bytes are given
-whole (``bytes``) or as an iterable of chunks written as they come, so a document larger than
-memory streams through; no ``write()`` call is handed more than ``chunk_bytes`` (1 MiB by default:
-Linux transfers at most 2,147,479,552 bytes in one call), and every call's count is checked. A
-failed or short write raises :class:`~servelab.errors.HostError` (files are touched on the local
-host), removes the temporary file and leaves the target as it was. :func:`write_stream` writes to
-an open descriptor (standard output) with the same checks; a closed pipe is an error there too.
+Where a path leads, it is written there and only there (:func:`write_atomic`):
 
-:func:`write_to` writes where a user names (an export's ``-o PATH``), and only there: a regular file
-(or a new one) atomically, at the end of its symbolic links (a link is followed, never replaced);
-anything else that exists (a FIFO, a character device such as ``/dev/null``, ``/dev/fd/N`` of a
-shell's process substitution) is opened and streamed into, never renamed over.
+- a symbolic link is followed, never replaced: its target is written;
+- a regular file (or a new one) is written whole or not at all: the bytes go to a temporary file in
+  the same directory, are flushed to disk (``fsync``), and the temporary file is renamed over the
+  target, so a reader (or a crash) never sees half a file. An existing file keeps its permission
+  bits, its owner and its group (``root:daemon 0640`` stays so); when the owner or group cannot be
+  given to the new file (another user's file), the write is refused, the file untouched;
+- anything else that exists (a FIFO, a character device such as ``/dev/null`` or ``/dev/full``,
+  ``/dev/fd/N`` of a shell's process substitution) is opened and streamed into, never renamed
+  over; a directory is refused;
+- a missing parent directory is an error naming the path, unless the caller documents creating it
+  (``parents=True``: the state directory, an ``--export`` or ``--out`` directory).
+
+A file's bytes are given whole (``bytes``) or as an iterable of chunks written as they come, so a
+document larger than memory streams through; no ``write()`` call is handed more than
+``chunk_bytes`` (1 MiB by default: Linux transfers at most 2,147,479,552 bytes in one call), and
+every call's count is checked. A failed or short write (``/dev/full``: no space left) raises
+:class:`~servelab.errors.HostError` (files are touched on the local host), removes the temporary
+file and leaves the target as it was. :func:`write_stream` writes to an open descriptor (standard
+output) with the same checks; a closed pipe is an error there too.
+
+A file on an SSH host is written by :data:`REMOTE_WRITE_SCRIPT` (the same rules in POSIX shell),
+which :class:`~servelab.io.hosts.ssh.SSHHost` runs.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from servelab.errors import HostError
 
 __all__ = [
     "CHUNK_BYTES",
+    "REMOTE_WRITE_SCRIPT",
     "AtomicFile",
     "Data",
     "check_directory",
@@ -110,19 +122,22 @@ class AtomicFile:
         mode: int | None = None,
         chunk_bytes: int = CHUNK_BYTES,
         unless_same: bool = False,
+        parents: bool = False,
     ) -> None:
         self.path = Path(path)
         self._unless_same = unless_same
         self._tmp: Path | None = None
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            if mode is None:
-                mode = self.path.stat().st_mode & 0o7777 if self.path.exists() else 0o644
+            _parent_ready(self.path, parents)
+            kept = _existing(self.path)
             fd, name = tempfile.mkstemp(
                 prefix=f".{self.path.name}.", suffix=".partial", dir=self.path.parent
             )
             self._tmp = Path(name)
-            os.fchmod(fd, mode)
+            _keep_attributes(fd, self.path, kept, mode)
+        except HostError:
+            self.discard()
+            raise
         except OSError as exc:
             self.discard()
             raise HostError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
@@ -155,12 +170,12 @@ class AtomicFile:
             self._tmp = None
             _fsync_directory(self.path.parent)
             return True
-        except OSError as exc:
-            self.discard()
-            raise HostError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
         except HostError:
             self.discard()
             raise
+        except OSError as exc:
+            self.discard()
+            raise HostError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
 
     def discard(self) -> None:
         """Remove the temporary file (nothing reaches the target)."""
@@ -195,16 +210,82 @@ def _same(a: Path, b: Path) -> bool:
     return b.is_file() and a.stat().st_size == b.stat().st_size and filecmp.cmp(a, b, False)
 
 
+def _parent_ready(path: Path, parents: bool) -> None:
+    """Make the parent directory (``parents``) or prove it is there: a :class:`HostError`
+    naming the path when it is missing."""
+    if parents:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    elif not path.parent.is_dir():
+        raise HostError(f"cannot write {path}: no directory {path.parent} (create it first)")
+
+
+def _existing(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except FileNotFoundError:
+        return None
+
+
+def _keep_attributes(fd: int, path: Path, kept: os.stat_result | None, mode: int | None) -> None:
+    """Give the temporary file the mode asked for (else the replaced file's, else 0o644) and the
+    replaced file's owner and group."""
+    os.fchmod(fd, mode if mode is not None else (kept.st_mode & 0o7777 if kept else 0o644))
+    if kept is None or (kept.st_uid, kept.st_gid) == (os.geteuid(), os.getegid()):
+        return
+    try:
+        os.fchown(fd, kept.st_uid, kept.st_gid)
+    except PermissionError:
+        raise HostError(
+            f"cannot write {path}: its owner and group ({kept.st_uid}:{kept.st_gid}) cannot be "
+            "kept by this user: write it as its owner (or root)"
+        ) from None
+    if mode is None:
+        os.fchmod(fd, kept.st_mode & 0o7777)  # chown clears set-id bits
+
+
 def write_atomic(
-    path: Path, data: Data, *, mode: int | None = None, chunk_bytes: int = CHUNK_BYTES
+    path: Path,
+    data: Data,
+    *,
+    mode: int | None = None,
+    parents: bool = False,
+    chunk_bytes: int = CHUNK_BYTES,
 ) -> int:
-    """Write ``data`` to ``path`` through a temp file in the same directory, fsync, rename, and
-    fsync the directory; the number of bytes written. ``mode``: the file's permission bits
-    (default: the replaced file's, else 0o644)."""
-    with AtomicFile(path, mode=mode, chunk_bytes=chunk_bytes) as out:
+    """Write ``data`` where ``path`` leads (see the module doc); the number of bytes written.
+
+    ``mode``: a regular file's permission bits (default: the replaced file's, else 0o644);
+    ``parents``: create missing parent directories (else they are an error naming the path)."""
+    target, st = _destination(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        return _stream_into(path, data, chunk_bytes)
+    with AtomicFile(target, mode=mode, chunk_bytes=chunk_bytes, parents=parents) as out:
         for chunk in _chunks(data):
             out.write(chunk)
     return out.written
+
+
+def _destination(path: Path) -> tuple[Path, os.stat_result | None]:
+    """Where ``path`` leads at the end of its links, and what is there (None: nothing yet)."""
+    try:
+        st = os.stat(path)  # follows links: what the path names in the end
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise HostError(f"cannot write {path}: it is a directory")
+    return Path(os.path.realpath(path)), st
+
+
+def _stream_into(path: Path, data: Data, chunk_bytes: int) -> int:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        return write_stream(fd, data, name=str(path), chunk_bytes=chunk_bytes)
+    finally:
+        os.close(fd)
 
 
 def write_stream(
@@ -230,17 +311,22 @@ def _fsync_directory(directory: Path) -> None:
         os.close(fd)
 
 
-def write_if_changed(path: Path, data: Data) -> bool:
-    """Write ``path`` atomically unless it already holds ``data``; True when it was written."""
+def write_if_changed(path: Path, data: Data, *, parents: bool = False) -> bool:
+    """Write ``path`` (as :func:`write_atomic`) unless it already holds ``data``; True when it
+    was written."""
+    target, st = _destination(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        _stream_into(path, data, CHUNK_BYTES)
+        return True
     if isinstance(data, bytes):
         try:
-            if path.is_file() and path.read_bytes() == data:
+            if st is not None and target.read_bytes() == data:
                 return False
         except OSError as exc:
             raise HostError(f"cannot read {path}: {exc.strerror or exc}") from exc
-        write_atomic(path, data)
+        write_atomic(target, data, parents=parents)
         return True
-    out = AtomicFile(path, unless_same=True)
+    out = AtomicFile(target, unless_same=True, parents=parents)
     try:
         for chunk in data:
             out.write(chunk)
@@ -251,14 +337,17 @@ def write_if_changed(path: Path, data: Data) -> bool:
 
 
 def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], list[str]]:
-    """Write each ``relative path -> bytes`` (or chunks) under ``out_dir`` whose bytes changed.
+    """Write each ``relative path -> bytes`` (or chunks) under ``out_dir`` whose bytes changed;
+    ``out_dir`` and the folders under it are created (the commands that write a set of files
+    say so).
 
     Returns ``(written, unchanged)`` relative paths, sorted.
     """
     written: list[str] = []
     unchanged: list[str] = []
     for rel, data in sorted(files.items()):
-        (written if write_if_changed(out_dir / rel, data) else unchanged).append(rel)
+        changed = write_if_changed(out_dir / rel, data, parents=True)
+        (written if changed else unchanged).append(rel)
     return written, unchanged
 
 
@@ -275,22 +364,31 @@ def check_directory(directory: Path) -> None:
 
 
 def write_to(path: Path, data: Data, *, chunk_bytes: int = CHUNK_BYTES) -> int:
-    """Write ``data`` where ``path`` names (see the module doc); the number of bytes written."""
-    try:
-        st = os.stat(path)  # follows links: what the path names in the end
-    except FileNotFoundError:
-        st = None
-    except OSError as exc:
-        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    if st is None or stat.S_ISREG(st.st_mode):
-        return write_atomic(Path(os.path.realpath(path)), data, chunk_bytes=chunk_bytes)
-    if stat.S_ISDIR(st.st_mode):
-        raise HostError(f"cannot write {path}: it is a directory")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
-    try:
-        return write_stream(fd, data, name=str(path), chunk_bytes=chunk_bytes)
-    finally:
-        os.close(fd)
+    """Write ``data`` where a user names (an export's ``-o PATH``): :func:`write_atomic` with no
+    directory created; the number of bytes written."""
+    return write_atomic(path, data, chunk_bytes=chunk_bytes)
+
+
+#: The remote half of the writer, run by ``sh -c`` on an SSH host with the bytes on its standard
+#: input; ``{path}`` and ``{backup}`` (empty: none) are shell-quoted. The same rules: a link
+#: followed, a non-regular file streamed into, a missing directory an error, a regular file
+#: replaced through a synced temporary file that first takes its mode, owner and group.
+REMOTE_WRITE_SCRIPT = """set -e
+p={path}; b={backup}
+if [ -L "$p" ]; then p=$(readlink -f -- "$p"); fi
+if [ -d "$p" ]; then echo "$p: it is a directory" >&2; exit 1; fi
+if [ -e "$p" ] && [ ! -f "$p" ]; then cat > "$p"; exit 0; fi
+d=$(dirname -- "$p")
+if [ ! -d "$d" ]; then echo "no directory $d (create it first)" >&2; exit 1; fi
+t=$(mktemp "$d/.servelab.XXXXXX")
+trap 'rm -f -- "$t"' EXIT
+cat > "$t"
+sync -- "$t" 2>/dev/null || sync
+if [ -e "$p" ]; then
+  chown --reference="$p" -- "$t"; chmod --reference="$p" -- "$t"
+else chmod 600 -- "$t"; fi
+if [ -e "$p" ] && [ -n "$b" ]; then cp -p -- "$p" "$b"; echo "$b"; fi
+mv -f -- "$t" "$p"
+trap - EXIT
+sync -- "$d" 2>/dev/null || true
+"""

@@ -110,6 +110,6 @@ def materialize_default_env(loaded: LoadedSpec) -> list[Path]:
         env_path = loaded.env_file(name)
         if env_path is None or env_path.exists():
             continue
-        write_atomic(env_path, DEFAULT_ENV_FILES.get(name, "").encode())
+        write_atomic(env_path, DEFAULT_ENV_FILES.get(name, "").encode(), parents=True)
         written.append(env_path)
     return written

@@ -158,6 +158,8 @@ class LocalHost:
     async def write_file_atomic(self, path: str, data: bytes, *, backup: bool = True) -> str | None:
         try:
             return await asyncio.to_thread(_write_atomic, Path(path), data, backup)
+        except HostError as exc:
+            raise HostError(f"{self.name}: {exc}") from exc
         except OSError as exc:
             raise HostError(f"{self.name}: cannot write {path}: {exc.strerror}") from exc
 
@@ -198,17 +200,16 @@ def _kill_group(pid: int) -> None:
 
 
 def _write_atomic(path: Path, data: bytes, backup: bool) -> str | None:
-    """Keep the file's mode (a new file is owner-only: env files hold secrets); with ``backup``,
-    copy the current file aside first; then the one atomic writer (:mod:`servelab.io.files`)."""
+    """The one writer (:mod:`servelab.io.files`: a link followed, owner, group and mode kept; a
+    new file owner-only: env files hold secrets); with ``backup``, a copy of the current file
+    beside it first."""
     backup_path = None
-    mode = 0o600
-    if path.exists():
+    exists = path.exists()
+    if exists and backup:
+        backup_path = backup_name(str(path))
         mode = path.stat().st_mode & 0o7777
-        if backup:
-            backup_path = backup_name(str(path))
-            Path(backup_path).write_bytes(path.read_bytes())
-            os.chmod(backup_path, mode)
-    write_atomic(path, data, mode=mode)
+        write_atomic(Path(backup_path), path.read_bytes(), mode=mode)
+    write_atomic(path, data, mode=None if exists else 0o600)
     return backup_path
 
 

@@ -36,6 +36,7 @@ from typing import Any
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.knobs.redaction import redact
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
+from servelab.io.files import write_atomic
 from servelab.io.hosts.host import Host
 from servelab.io.http.client import ProbeResult, probe
 
@@ -110,10 +111,7 @@ def _record_path(state_dir: Path, service: str) -> Path:
 
 def write_pid_record(state_dir: Path, record: PidRecord) -> Path:
     path = _record_path(state_dir, record.service)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record.to_json(), indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, (json.dumps(record.to_json(), indent=2) + "\n").encode(), parents=True)
     return path
 
 

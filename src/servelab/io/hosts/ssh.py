@@ -17,21 +17,10 @@ import asyncssh
 
 from servelab.core.deploy.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError, SSHError
+from servelab.io.files import REMOTE_WRITE_SCRIPT
 from servelab.io.hosts.host import CommandResult, Host, LocalHost, backup_name, parse_proc_net_tcp
 
 __all__ = ["SSHHost", "host_for"]
-
-# Replaces a file atomically: temp file in the same directory, fsync, keep mode, backup, rename.
-_WRITE_SCRIPT = """set -e
-p={path}; b={backup}
-d=$(dirname -- "$p"); t=$(mktemp "$d/.servelab.XXXXXX")
-cat > "$t"
-sync -- "$t" 2>/dev/null || sync
-if [ -e "$p" ]; then chmod --reference="$p" "$t" 2>/dev/null || true; fi
-if [ -e "$p" ] && [ -n "$b" ]; then cp -p -- "$p" "$b"; echo "$b"; fi
-mv -f -- "$t" "$p"
-sync -- "$d" 2>/dev/null || true
-"""
 
 
 class SSHHost:
@@ -125,7 +114,7 @@ class SSHHost:
 
     async def write_file_atomic(self, path: str, data: bytes, *, backup: bool = True) -> str | None:
         target = backup_name(path) if backup else ""
-        script = _WRITE_SCRIPT.format(path=shlex.quote(path), backup=shlex.quote(target))
+        script = REMOTE_WRITE_SCRIPT.format(path=shlex.quote(path), backup=shlex.quote(target))
         result = await self._checked(
             f"sh -c {shlex.quote(script)}", f"cannot write {path}", input=data
         )

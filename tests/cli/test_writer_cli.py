@@ -1,0 +1,47 @@
+"""Every file a command writes goes through the one writer: ``trace generate`` to a device, a
+FIFO, a link and a missing directory (issue 38, defect 1)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+from pathlib import Path
+
+from tests.support import run_cli
+
+
+def test_trace_generate_to_dev_full_fails_in_one_line_and_keeps_the_device() -> None:
+    """Defect 1 (issue 38): ``trace generate /dev/full`` said "wrote", exit 0, and replaced the
+    device with a regular file."""
+    done = run_cli("trace", "generate", "/dev/full")
+    assert done.returncode in (1, 2), done.stdout
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "No space left" in lines[0], done.stderr
+    assert "wrote" not in done.stdout + done.stderr
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
+
+
+def test_trace_generate_keeps_a_fifo_and_a_link_and_creates_no_directory(tmp_path: Path) -> None:
+    """Defect 1 (issue 38): a FIFO and a symlink were replaced; missing folders were created."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    done = run_cli("trace", "generate", str(fifo), "--sessions", "2")
+    reader.join(30)
+    assert done.returncode == 0, done.stderr
+    assert stat.S_ISFIFO(fifo.lstat().st_mode) and got and got[0].count(b"\n") > 1
+    target = tmp_path / "real.jsonl"
+    target.write_text("")
+    link = tmp_path / "trace.jsonl"
+    link.symlink_to(target)
+    assert run_cli("trace", "generate", str(link), "--sessions", "2").returncode == 0
+    assert link.is_symlink() and target.read_bytes().count(b"\n") > 1
+    missing = tmp_path / "no" / "such" / "trace.jsonl"
+    done = run_cli("trace", "generate", str(missing))
+    assert done.returncode in (1, 2)
+    assert "no directory" in done.stderr and str(missing) in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "no").exists()
