@@ -25,6 +25,7 @@ from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.argv import arg_values, set_words
 from servelab.core.knobs.configfile import config_values, edit_config
+from servelab.core.knobs.configyaml import config_text
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
 from servelab.core.knobs.knob import Knob, parse_knob
 from servelab.core.knobs.places import (
@@ -112,7 +113,7 @@ async def _read(op: Operation, service: str) -> _Places:
     path = config_path(op, service)
     if path is not None:
         data = await read_env_bytes(host, path)
-        text = None if data is None else data.decode("utf-8", "replace")
+        text = None if data is None else config_text(data, path)
         if text is not None:
             values[Place.CONFIG_FILE] = config_values(text, eng, path)
     return _Places(values, env, text)

@@ -253,11 +253,10 @@ async def _backup_value(
         return None, None
     backup_path, data = found
     eng = service_engine(op)
-    text = data.decode("utf-8", "replace")
     if place is Place.ARGS_ENV and svc.args_env is not None:
         words = split_args(parse_env_bytes(data, backup_path).get(svc.args_env))
         return backup_path, knob_value(arg_values(words, eng), knob, eng)
-    return backup_path, knob_value(config_values(text, eng, backup_path), knob, eng)
+    return backup_path, knob_value(config_values(data, eng, backup_path), knob, eng)
 
 
 async def _previous_bytes(

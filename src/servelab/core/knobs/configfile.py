@@ -24,10 +24,9 @@ import json
 import re
 from typing import Any
 
-import yaml
-
 from servelab.core.deploy.engines import Engine
 from servelab.core.knobs.argv import canonical_arg, json_set, knob_value
+from servelab.core.knobs.configyaml import load_config
 from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar, same_value
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
@@ -40,11 +39,8 @@ _COMMENT = re.compile(r"\s+#.*$")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?([eE][-+]?\d+)?\Z")
 
 
-def _document(text: str, source: str) -> JsonObject:
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise KnobError(f"{source}: not valid YAML: {exc}") from None
+def _document(text: str | bytes, source: str) -> JsonObject:
+    document = load_config(text, source)
     if document is None:
         return {}
     if not isinstance(document, dict):
@@ -60,7 +56,7 @@ def _as_argument(value: Any, engine: Engine) -> str:
     return str(value)
 
 
-def config_values(text: str, engine: Engine, source: str = "<config>") -> dict[str, str]:
+def config_values(text: str | bytes, engine: Engine, source: str = "<config>") -> dict[str, str]:
     """The arguments the file gives its engine: ``{--arg: value}``, a ``true`` flag ``on``, a
     dropped ``false`` absent, vLLM's ``no-x: true`` as ``--x`` ``off``."""
     values: dict[str, str] = {}

@@ -154,7 +154,7 @@ async def read_live_args(
     if path is not None:
         where = path if path.startswith("/") else f"/proc/{pid}/cwd/{path}"
         try:
-            config = config_values((await host.read_file(where)).decode("utf-8", "replace"), engine)
+            config = config_values(await host.read_file(where), engine, where)
         except (HostError, KnobError):
             config = None
     return {knob.name: live_value(cmdline, config, knob, engine) for knob in knobs}
