@@ -7,7 +7,9 @@ live process's value, and what the engine reports it runs with.
   picks, atomically, after a timestamped backup in the state directory (the env file's, or the
   config file's), through the service's host, so it works the same over SSH.
 - **Live** (:func:`live_argument`): ``/proc/PID/cmdline`` parsed as the engine parses it, its
-  ``--config`` merged under it (:func:`~servelab.io.hosts.discovery.read_live_args`).
+  ``--config`` merged under it (:func:`~servelab.io.hosts.discovery.read_live_args`): the copy of
+  the config file servelab kept when it launched the process (what the process read), else the
+  file as it is now.
 - **Engine** (:func:`engine_arguments`): ``GET /server_info`` (vLLM: with
   ``?config_format=json``, answered only under ``VLLM_SERVER_DEV_MODE=1``); a router's server
   info describes a worker, not the router, so only its policy is known, from its metrics (the
@@ -42,10 +44,12 @@ from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
 from servelab.io.hosts.envfiles import read_env_bytes
+from servelab.io.hosts.processes import read_pid_record
 from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
 
 __all__ = [
+    "CONFIG_AT_LAUNCH",
     "ROUTER_POLICIES",
     "ArgumentEdit",
     "argument_knob",
@@ -186,7 +190,24 @@ async def live_argument(
     proc = await find_process(op.loaded, service, host)
     if proc.pid is None:
         return proc, {}
-    return proc, await read_live_args(host, proc.pid, knobs, service_engine(op))
+    read = _config_read(op, service, proc.pid)
+    return proc, await read_live_args(host, proc.pid, knobs, service_engine(op), config=read)
+
+
+#: The pid record's key for the copy of the config file a launch read.
+CONFIG_AT_LAUNCH = "config_at_launch"
+
+
+def _config_read(op: Operation, service: str, pid: int) -> str | None:
+    """The copy of the config file servelab kept when it launched ``pid`` (None: not launched
+    by servelab, or before it kept one): what that process read, whatever the file holds now."""
+    record = read_pid_record(op.loaded.state_dir, service)
+    if record is None:
+        return None
+    served = record.extra.get("served_by")
+    pids = {record.pid, served.get("pid") if isinstance(served, dict) else None}
+    copy = record.extra.get(CONFIG_AT_LAUNCH)
+    return copy if pid in pids and isinstance(copy, str) else None
 
 
 #: A router's policy arguments, and the workers each one picks (sglang-router 0.3.2).

@@ -34,6 +34,7 @@ from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_en
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.arguments import (
     argument_knob,
+    engine_arguments,
     live_argument,
     place_path,
     read_places,
@@ -305,6 +306,13 @@ async def _live_value(
     return pid, live.get(name), None
 
 
+async def _engine_value(op: Operation, service: str, knob: Knob, live: str | None) -> str | None:
+    """What the engine reports it runs with, when it says (else ``live``): a process that read
+    another value than its files say now is not "already running with" the new one."""
+    reported = (await engine_arguments(op, service, [knob])).get(knob.name)
+    return reported.value if reported is not None and reported.known else live
+
+
 async def set_knob(
     target: SpecOrOperation,
     service: str,
@@ -337,6 +345,8 @@ async def set_knob(
         if changed:
             change_id = _record_change(op, service, name, old, value, reason, case_id, backup_path)
         pid, live, live_error = await _live_value(op, service, name)
+        if pid is not None and not knob.is_env and same_value(live, value):
+            live = await _engine_value(op, service, knob, live)
     return KnobChange(
         service=service,
         name=name,

@@ -143,7 +143,12 @@ def render_restart(report: RestartReport) -> str:
         parts.extend(f"  {c.layer}/{c.service}: {check_detail(c)}" for c in failed)
     if report.rolled_back:
         restored = ", ".join(f"{name} <- {path}" for name, path in report.rollback_from.items())
-        parts.append(f"rolled back env files: {restored}")
+        if restored:
+            parts.append(f"rolled back env files: {restored}")
+        configs = report.config_rollback_from.items()
+        if configs:
+            restored = ", ".join(f"{name} <- {path}" for name, path in configs)
+            parts.append(f"rolled back config files: {restored}")
         parts.append(_steps_table("rollback restart", report.rollback_steps))
     if report.down:
         parts.append(_down_line(report))

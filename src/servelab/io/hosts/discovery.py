@@ -141,23 +141,24 @@ async def _cmdline(host: Host, pid: int) -> list[str]:
 
 
 async def read_live_args(
-    host: Host, pid: int, knobs: Sequence[Knob], engine: Engine
+    host: Host, pid: int, knobs: Sequence[Knob], engine: Engine, *, config: str | None = None
 ) -> dict[str, LiveValue]:
     """The live values of argument ``knobs`` only (``{knob name: LiveValue}``): the process's
     command line parsed as its engine parses it, its ``--config`` file (read through
-    ``/proc/PID/cwd`` when relative) merged under it. The other words (an ``--api-key``) stay
-    inside this function. A config file that cannot be read now counts as absent."""
+    ``/proc/PID/cwd`` when relative) merged under it. ``config``: a copy of that file as the
+    process read it, read instead of the file as it is now. The other words (an ``--api-key``)
+    stay inside this function. A config file that cannot be read now counts as absent."""
     words = await _cmdline(host, pid)
     cmdline = arg_values(words, engine)
-    config = None
+    read = None
     path = cmdline.get("--config")
     if path is not None:
-        where = path if path.startswith("/") else f"/proc/{pid}/cwd/{path}"
+        where = config or (path if path.startswith("/") else f"/proc/{pid}/cwd/{path}")
         try:
-            config = config_values(await host.read_file(where), engine, where)
+            read = config_values(await host.read_file(where), engine, where)
         except (HostError, KnobError):
-            config = None
-    return {knob.name: live_value(cmdline, config, knob, engine) for knob in knobs}
+            read = None
+    return {knob.name: live_value(cmdline, read, knob, engine) for knob in knobs}
 
 
 async def read_live(host: Host, pid: int, names: Iterable[str]) -> dict[str, str]:

@@ -49,6 +49,7 @@ from servelab.io.hosts.processes import read_pid_record
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import RouterWorker, router_workers
+from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import (
@@ -202,30 +203,47 @@ async def _router_listing(op: Operation) -> dict[str, RouterWorker] | None:
 
 
 async def _prepare_rollback(op: Operation, plan: list[str], report: RestartReport) -> None:
-    """Before the restart: copy each env file aside (``NAME.pre-restart-STAMP`` in the service's
-    backup directory under the state dir) and note the backup a rollback restores: the file's
-    latest ``.bak-`` (the state before its last edit)."""
+    """Before the restart: copy each env file and config file aside (``NAME.pre-restart-STAMP``
+    in the service's backup directory under the state dir) and note the backup a rollback
+    restores: the file's latest ``.bak-`` (the state before its last edit)."""
     for name in plan:
-        path = op.env_path(name)
-        if path is None:
-            continue
         host, backups = op.host(name), op.backup_dir(name)
-        copy = await save_copy(host, path, backups, kind="pre-restart")
-        if copy is None:
-            raise HostError(f"{host.name}: cannot read {path}: no such file")
-        report.backups[name] = copy
-        previous = await latest_backup(host, path, backups)
-        if previous is not None:
-            report.rollback_from[name] = previous
+        path = op.env_path(name)
+        if path is not None:
+            copy = await save_copy(host, path, backups, kind="pre-restart")
+            if copy is None:
+                raise HostError(f"{host.name}: cannot read {path}: no such file")
+            report.backups[name] = copy
+            previous = await latest_backup(host, path, backups)
+            if previous is not None:
+                report.rollback_from[name] = previous
+        config = config_path(op, name)
+        copy = (
+            None if config is None else await save_copy(host, config, backups, kind="pre-restart")
+        )
+        if config is not None and copy is not None:
+            report.config_backups[name] = copy
+            previous = await latest_backup(host, config, backups)
+            if previous is not None:
+                report.config_rollback_from[name] = previous
 
 
-async def _restore_env_files(op: Operation, sources: dict[str, str]) -> None:
-    for name, source in sources.items():
+async def _restore_files(op: Operation, report: RestartReport) -> None:
+    """Put back each env file and config file a rollback restores."""
+    for name, source in report.rollback_from.items():
         path = op.env_path(name)
         assert path is not None
-        data = await op.host(name).read_file(source)
-        await op.write_env(name, path, data, backup=True)
-        op.say(EnvFileRestored(name, source))
+        await _restore(op, name, path, source)
+    for name, source in report.config_rollback_from.items():
+        path = config_path(op, name)
+        assert path is not None
+        await _restore(op, name, path, source)
+
+
+async def _restore(op: Operation, name: str, path: str, source: str) -> None:
+    data = await op.host(name).read_file(source)
+    await op.write_env(name, path, data, backup=True)
+    op.say(EnvFileRestored(name, source))
 
 
 async def _co_restart(op: Operation, plan: list[str], steps: list[Step], down: set[str]) -> None:
@@ -311,8 +329,8 @@ async def _restart(
     await _co_restart(op, plan, report.steps, down)
     if verify_after and all(step.ok for step in report.steps):
         report.verification = await verify(op, plan)
-    if rollback and not report.ok and report.rollback_from:
-        await _restore_env_files(op, report.rollback_from)
+    if rollback and not report.ok and (report.rollback_from or report.config_rollback_from):
+        await _restore_files(op, report)
         report.rolled_back = True
         await _co_restart(op, plan, report.rollback_steps, down)
 

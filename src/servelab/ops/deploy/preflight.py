@@ -1,7 +1,9 @@
 """The pre-flight of ``up`` and ``restart``: before the first service starts (or stops), check
 every service about to start (rules: :mod:`servelab.core.deploy.preflight`).
 
-- its env file is readable and parses (a bad line is named by file and line, never shown);
+- its env file is readable and parses (a bad line is named by file and line, never shown), and so
+  is its ``config_file`` (bounded: an alias bomb, a UTF-16 or binary file is refused), so a
+  restart never stops a service its engine then cannot start again;
 - every port it binds is free on its host, or held by its own recorded process group (which is
   stopped before it starts again) or, for ``restart``, by a service with a ``stop`` command or
   systemd unit (which stops it);
@@ -21,6 +23,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from servelab.core.deploy.engines import engine
 from servelab.core.deploy.preflight import (
     PROBLEM_ENV,
     PROBLEM_MODULE,
@@ -34,11 +37,13 @@ from servelab.core.deploy.preflight import (
     problems,
     requirements,
 )
+from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_needs_reload
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
 from servelab.io.http.client import probe
+from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
 from servelab.ops.progress import UnitReloaded
 
@@ -63,6 +68,23 @@ async def _env_facts(op: Operation, service: str) -> tuple[str | None, str | Non
         return None, f"cannot read its env file: {exc}"
     try:
         parse_env_bytes(raw, path)
+    except KnobError as exc:
+        return str(exc), None
+    return None, None
+
+
+async def _config_facts(op: Operation, service: str) -> tuple[str | None, str | None]:
+    """(parse error, read error) of the service's ``config_file``, read as its engine will read
+    it (bounded: :mod:`servelab.core.knobs.configyaml`); both None when it parses."""
+    path = config_path(op, service)
+    if path is None or op.spec.service(service).role not in ("prefill", "decode"):
+        return None, None
+    try:
+        raw = op.written_env(service, path) or await op.host(service).read_file(path)
+    except HostError as exc:
+        return None, f"cannot read its config file: {exc}"
+    try:
+        config_values(raw, engine(op.spec.engine), path)
     except KnobError as exc:
         return str(exc), None
     return None, None
@@ -133,6 +155,8 @@ async def _stale_unit(op: Operation, service: str) -> str | None:
 
 async def _facts(op: Operation, service: str, *, restarting: bool) -> ServiceFacts:
     env_error, env_unreadable = await _env_facts(op, service)
+    config_error, config_unreadable = await _config_facts(op, service)
+    env_error, env_unreadable = env_error or config_error, env_unreadable or config_unreadable
     return ServiceFacts(
         service=service,
         host=op.host(service).name,

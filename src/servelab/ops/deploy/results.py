@@ -65,6 +65,9 @@ class RestartReport:
     verification: VerifyReport | None = None
     backups: dict[str, str] = field(default_factory=dict)
     rollback_from: dict[str, str] = field(default_factory=dict)
+    #: The same for each service's ``config_file`` (a rollback restores it too).
+    config_backups: dict[str, str] = field(default_factory=dict)
+    config_rollback_from: dict[str, str] = field(default_factory=dict)
     rolled_back: bool = False
     rollback_steps: list[Step] = field(default_factory=list)
     deployment_id: int | None = None
@@ -88,6 +91,8 @@ class RestartReport:
             "verification": None if self.verification is None else self.verification.to_json(),
             "backups": self.backups,
             "rollback_from": self.rollback_from,
+            "config_backups": self.config_backups,
+            "config_rollback_from": self.config_rollback_from,
             "rolled_back": self.rolled_back,
             "rollback_steps": [s.to_json() for s in self.rollback_steps],
             "deployment_id": self.deployment_id,

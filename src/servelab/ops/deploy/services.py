@@ -27,6 +27,7 @@ from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.discovery import launched_here, unit_main_pid
+from servelab.io.hosts.envfiles import save_copy
 from servelab.io.hosts.processes import (
     PidRecord,
     ProcStat,
@@ -43,6 +44,7 @@ from servelab.io.hosts.processes import (
     write_pid_record,
 )
 from servelab.io.http.client import ProbeResult, probe
+from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.preflight import env_bytes
 from servelab.ops.deploy.steps import (
@@ -155,9 +157,22 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
         args_env=svc.args_env if argv is not None else None,
         mark=_mark(op, service),
     )
+    if svc.config_file is not None:
+        record = replace(record, extra={**record.extra, **await _config_at_launch(op, service)})
     write_pid_record(op.loaded.state_dir, record)
     op.say(ServiceStarted(service, record.pid, host.name, record.log))
     return record
+
+
+async def _config_at_launch(op: Operation, service: str) -> dict[str, str]:
+    """A copy of the service's ``config_file`` as its engine reads it at this launch (in the
+    backup directory, ``NAME.launched-STAMP``), for the pid record: a later edit of the file is
+    not what the process runs with (:func:`servelab.ops.arguments.live_argument`)."""
+    path = config_path(op, service)
+    if path is None:
+        return {}
+    copy = await save_copy(op.host(service), path, op.backup_dir(service), kind="launched")
+    return {} if copy is None else {CONFIG_AT_LAUNCH: copy}
 
 
 async def _adopt_service_pid(op: Operation, record: PidRecord, *, foreground: bool) -> PidRecord:

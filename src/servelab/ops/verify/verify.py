@@ -62,6 +62,7 @@ from servelab.io.hosts.envfiles import previous_version, read_env_bytes
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import router_workers
+from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.progress import ProbingE2E, ProbingHealth, ReadingEnvFile, ReadingLiveEnv
 from servelab.ops.verify.arguments import argument_knobs, argument_layers
@@ -195,7 +196,10 @@ def _error(exc: ServelabError) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _failed(layer: Layer, service: str, exc: ServelabError) -> list[Check]:
+def _failed(layer: Layer, service: str, exc: ServelabError, file: str | None = None) -> list[Check]:
+    """The layer's error check; the config layer's names the file it could not read."""
+    if layer is Layer.CONFIG:
+        return [Check(service, False, _C.CONFIG_ERROR, EnvFileFailure(file, _error(exc)))]
     return [Check(service, False, _C.error_of(layer), CheckFailure(_error(exc)))]
 
 
@@ -236,8 +240,9 @@ async def _knob_layers(
         try:
             checks += await argument_layers(op, service, layers, arguments, routed)
         except ServelabError as exc:
-            failed_layers = [layer for layer in (Layer.CONFIG, Layer.LIVE) if layer in layers]
-            checks += [check for layer in failed_layers for check in _failed(layer, service, exc)]
+            failed = [layer for layer in (Layer.CONFIG, Layer.LIVE) if layer in layers]
+            file = config_path(op, service) or op.env_path(service)
+            checks += [check for layer in failed for check in _failed(layer, service, exc, file)]
     return checks
 
 
