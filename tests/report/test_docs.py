@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.result import AbResult
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.verify.checks import read_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 from servelab.report import docs
@@ -123,3 +125,26 @@ def test_comparison_rows_show_a_dash_for_nan_and_the_confidence_level() -> None:
     assert docs.comparison_rows(ab) == [["C64", "a → b", "—", "—", "inconclusive"]]
     point = ConcurrencyCost(64, -0.1, (-0.2, -0.05), "worse", confidence=0.9)
     assert describe_point(point) == "−10.0% at C64 (90% CI −20.0% … −5.0%)"
+
+
+def test_markdown_pages_carry_no_raw_html_from_user_text(ledger: Ledger) -> None:
+    """Defect 26 (issue 38): a ``<script>`` in a case title or knob value was written raw into
+    the markdown pages (the HTML was escaped)."""
+    evil = "<script>alert(1)</script>"
+    ledger.record_knob_change(service="decode", name=K, old="256", new=f"5`{evil}`x{evil}",
+                              reason=evil, case_id=None, backup_path=None)  # fmt: skip
+    cid = cases.open_case(ledger, f"stall {evil}")
+    cases.add_suspect(ledger, cid, f"knob:decode/{K}", f"because {evil}")
+    ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(
+        {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
+         "live": evil, "file": evil})])  # fmt: skip
+    files = build_docs(ledger.export())
+    pages = {name: data.decode() for name, data in files.items() if name.endswith(".md")}
+    assert any("stall" in page for page in pages.values())
+    for name, page in pages.items():
+        outside = re.sub(r"`[^`]+`", "", page)
+        assert "<script" not in outside, (name, page)
+    case_page = pages[f"cases/case-{cid}.md"]
+    assert "stall &lt;script>alert(1)&lt;/script>" in case_page
+    html = files[f"cases/case-{cid}.html"].decode()
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html

@@ -57,6 +57,7 @@ from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
+from servelab.report.text import safe_markdown
 
 __all__ = ["AB_LOAD", "register"]
 
@@ -112,7 +113,10 @@ def _check_resume(where: SpecAndLedger, resume: int) -> None:
 
 def _write(out: Path, result: AbResult) -> list[Path]:
     stem = f"ab-{result.ab_id or 'run'}"
-    files = {out / f"{stem}.md": ab_markdown(result).encode(), out / f"{stem}.png": ab_png(result)}
+    files = {
+        out / f"{stem}.md": safe_markdown(ab_markdown(result)).encode(),
+        out / f"{stem}.png": ab_png(result),
+    }
     for path, data in files.items():
         write_atomic(path, data, parents=True)
     return list(files)

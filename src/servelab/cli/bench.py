@@ -65,6 +65,7 @@ from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
 from servelab.report import capacity as capacity_report
+from servelab.report.text import safe_markdown
 
 __all__ = ["Exporter", "bench_config", "check_trace", "register"]
 
@@ -145,7 +146,7 @@ async def _capacity(
 def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | None) -> int:
     if output.export is not None:
         files = {
-            "capacity.md": capacity_report.capacity_markdown(result).encode(),
+            "capacity.md": safe_markdown(capacity_report.capacity_markdown(result)).encode(),
             "capacity.json": (
                 json.dumps(capacity_report.capacity_json(result), indent=2) + "\n"
             ).encode(),

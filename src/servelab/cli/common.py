@@ -30,6 +30,7 @@ from rich.text import Text
 
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.ledger.codec import finite
+from servelab.core.redaction import redact
 from servelab.errors import (
     CaseError,
     KnobError,
@@ -268,6 +269,12 @@ def _interruption(exc: KeyboardInterrupt) -> str:
 
 
 def _message(exc: BaseException) -> str:
+    """The one line an error is told in, its secret-looking values redacted
+    (:func:`~servelab.core.redaction.redact`: a parser's or a service's words may quote one)."""
+    return redact(_words(exc))
+
+
+def _words(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return _interruption(exc)
     if isinstance(exc, click.ClickException):
@@ -338,9 +345,9 @@ def progress(message: str) -> None:
     """The one progress printer: a dim plain-text line on stderr.
 
     ``message`` may hold untrusted text (service output, env values, URLs): it is printed as
-    text, never read as rich markup (``[services]`` stays).
+    text, never read as rich markup (``[services]`` stays), secret-looking values redacted.
     """
-    err_console.print(message, style="dim", highlight=False, soft_wrap=True)
+    err_console.print(redact(message), style="dim", highlight=False, soft_wrap=True)
 
 
 def show_progress(event: ProgressEvent) -> None:

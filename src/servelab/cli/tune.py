@@ -56,6 +56,7 @@ from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.tune import DEFAULT_MAX_ROUNDS, TuneConfig, plan_tune, resume_tune, run_tune
 from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
+from servelab.report.text import safe_markdown
 from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
 
 __all__ = ["register"]
@@ -94,7 +95,7 @@ def _check_resume(where: SpecAndLedger, resume: int) -> None:
 
 def _write(out: Path, record: TuneRecord) -> list[Path]:
     stem = f"tune-{record.tune_id or 'run'}"
-    files = {out / f"{stem}.md": tune_markdown(record).encode(),
+    files = {out / f"{stem}.md": safe_markdown(tune_markdown(record)).encode(),
              out / f"{stem}.png": tune_png(record)}  # fmt: skip
     for path, data in files.items():
         write_atomic(path, data, parents=True)

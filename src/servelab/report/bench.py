@@ -24,7 +24,7 @@ from servelab.ops.bench.bench import BenchResult, LevelSummary
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
-from servelab.report.text import level_label
+from servelab.report.text import level_label, safe_markdown
 
 __all__ = [
     "CLIENT_REASONS",
@@ -396,7 +396,7 @@ def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     checked)."""
     doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
     files: dict[str, bytes | Iterable[bytes]] = {
-        "summary.md": summary_markdown(result).encode(),
+        "summary.md": safe_markdown(summary_markdown(result)).encode(),
         "summary.csv": summary_csv(result).encode(),
         "records.jsonl": records_jsonl_chunks(result),
         "result.json": doc.encode(),

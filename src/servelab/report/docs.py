@@ -15,6 +15,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from html import unescape
 from typing import Any, assert_never
 
 from servelab.core.ab.result import AbResult
@@ -47,7 +48,7 @@ from servelab.report.case import (
 from servelab.report.html import CaseRow, KnobRow, render_index
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
-from servelab.report.text import show_value
+from servelab.report.text import safe_markdown, show_value
 
 __all__ = [
     "KnobSummary",
@@ -491,6 +492,8 @@ def _html_twins(files: dict[str, bytes], plot_bytes: Mapping[str, bytes]) -> Non
     """Every markdown page gets an HTML twin with its plots inline (from any directory)."""
     images = {**plot_bytes, **{f"../{k}": v for k, v in plot_bytes.items()}}
     for path in [p for p in files if p.endswith(".md")]:
-        md = files[path].decode()
+        md = safe_markdown(files[path].decode())
+        files[path] = md.encode()
         title = next((ln.lstrip("# ") for ln in md.splitlines() if ln.startswith("#")), path)
+        title = unescape(title)
         files[_html_name(path)] = html_page(title, markdown_html(md, images)).encode()

@@ -13,7 +13,7 @@ import base64
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from html import escape
+from html import escape, unescape
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -113,7 +113,7 @@ def _inline(text: str, images: Mapping[str, bytes]) -> str:
             return m.group(0)
         return f'<img alt="{escape(alt)}" src="{escape(src)}">'
 
-    out = escape(_CODE.sub(keep_code, text), quote=False)
+    out = escape(unescape(_CODE.sub(keep_code, text)), quote=False)  # &lt; is a <, shown
     out = _IMAGE.sub(image, out)
     out = _LINK.sub(_link, out)
     out = _BOLD.sub(r"<strong>\1</strong>", out)

@@ -4,10 +4,11 @@ value reads. Pure: returns str, no I/O."""
 from __future__ import annotations
 
 import io
+import re
 
 from rich.console import Console, RenderableType
 
-__all__ = ["level_label", "plain_text", "show_value"]
+__all__ = ["level_label", "plain_text", "safe_markdown", "show_value"]
 
 
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:
@@ -29,3 +30,19 @@ def level_label(concurrency: int) -> str:
     """A bench level as the reports name it: ``C64``, or ``trace`` for a trace replay (its one
     level, numbered 0: it has no concurrency)."""
     return "trace" if concurrency == 0 else f"C{concurrency}"
+
+
+#: A code span, as :mod:`servelab.report.pages` reads one (its text is literal in markdown).
+_CODE_SPAN = re.compile(r"`[^`]+`")
+
+
+def safe_markdown(md: str) -> str:
+    """A markdown page whose user text (a case title, a knob value, a reason) cannot carry raw
+    HTML: every ``<`` outside a code span becomes ``&lt;`` (shown as ``<`` by every renderer,
+    never read as a tag: ``<script>`` stays text)."""
+    out, last = [], 0
+    for span in _CODE_SPAN.finditer(md):
+        out += [md[last : span.start()].replace("<", "&lt;"), span.group(0)]
+        last = span.end()
+    out.append(md[last:].replace("<", "&lt;"))
+    return "".join(out)

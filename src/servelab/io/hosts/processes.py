@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.knobs.redaction import redact
+from servelab.core.redaction import redact
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.files import write_atomic
 from servelab.io.hosts.host import Host
@@ -368,7 +368,7 @@ async def tail(
     host: Host, path: str, *, max_bytes: int = 1500, secrets: Collection[str] = ()
 ) -> str:
     """The whole lines in the last ``max_bytes`` of a (log) file, with every one of ``secrets``
-    (the service's env values) redacted (:func:`~servelab.core.knobs.redaction.redact`); "" when
+    (the service's env values) redacted (:func:`~servelab.core.redaction.redact`); "" when
     it cannot be read. A line cut by the start of the tail is left out: a value it held would
     show in part."""
     try:

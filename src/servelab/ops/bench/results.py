@@ -22,6 +22,7 @@ from servelab.core.load.records import RequestRecord, record_to_dict
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
 from servelab.core.load.workload import LengthDist
+from servelab.core.redaction import redact_headers
 from servelab.core.stats import Interval, Summary, summarize, t_interval
 from servelab.core.telemetry.rules import run_evidence
 from servelab.core.telemetry.summary import RunTelemetry
@@ -101,8 +102,9 @@ class BenchConfig:
             raise ValueError("workers must be ≥ 1")
 
     def to_dict(self) -> JsonObject:
-        """A JSON-ready dict of the configuration."""
-        return asdict(self)
+        """A JSON-ready dict of the configuration (secret-looking header values redacted:
+        :func:`~servelab.core.redaction.redact_headers`)."""
+        return {**asdict(self), "headers": [list(h) for h in redact_headers(self.headers)]}
 
 
 @dataclass(frozen=True, slots=True)

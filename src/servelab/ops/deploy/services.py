@@ -10,7 +10,7 @@ serves; :func:`already_up` records such a process again instead of calling it a 
 held by a process without the mark is never touched, only named.
 
 Every failure message that quotes a service's log has the service's env values redacted
-(:func:`~servelab.core.knobs.redaction.redact`).
+(:func:`~servelab.core.redaction.redact`).
 """
 
 from __future__ import annotations

@@ -1,0 +1,136 @@
+"""The one redaction policy: what servelab shows, stores and exports never carries a secret.
+
+Every text servelab quotes from elsewhere (a service's log tail, a launch error, an error line)
+and every value it stores that a user typed as a secret goes through here:
+
+- **env values**: every value of a service's env file (:func:`secret_values`); a value shorter
+  than :data:`MIN_REDACTED_CHARS` is left, as it cannot be told from the ordinary words and
+  numbers of a log line (``true``, ``512``), and replacing it would blank them all while hiding
+  nothing a reader could not guess. A value never spans lines (an env file holds one per line), so
+  a tail that starts with whole lines holds no value cut in two;
+- **argument values after secret-looking flags** (``--api-key X``, ``--token=X``, ``--password``,
+  ``--secret``, ``--hf-token``...), inside an env value too (the ``args_env`` variable such as
+  ``SGLANG_ARGS="... --api-key sk-..."``: its words are secrets one by one, not only whole);
+- **header values** of secret-looking names (``Authorization``, ``Cookie``, ``*-Key``,
+  ``*-Token``: :func:`redact_headers`), as ``bench``/``soak --header`` stores them;
+- **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
+  ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
+  appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
+
+A name is secret-looking when one of its words (split at ``-``, ``_`` and case changes) is
+``token``, ``secret``, ``password``, ``passwd``, ``credential(s)``, ``auth``, ``authorization``,
+``cookie``, ``key``, ``apikey`` or ``private`` (:func:`is_secret_name`): ``--max-total-tokens``
+and ``--tokenizer-path`` are not, ``--hf-token`` and ``X-Api-Key`` are. Parsers never quote a line
+in their errors (env files, config YAML: :mod:`servelab.core.knobs.configyaml`); what would slip
+through is caught here by the key patterns.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = [
+    "MIN_REDACTED_CHARS",
+    "REDACTED",
+    "argument_secrets",
+    "is_secret_name",
+    "redact",
+    "redact_headers",
+    "secret_values",
+]
+
+#: What a secret is replaced by.
+REDACTED = "***"
+#: The shortest value replaced by its text.
+MIN_REDACTED_CHARS = 6
+
+_SECRET_WORDS = frozenset(
+    {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
+     "auth", "authorization", "cookie", "key", "apikey", "private", "bearer"}
+)  # fmt: skip
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+#: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
+_FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>=|[ \t]+)(?P<value>(?!--)\S+)")
+#: ``name: value`` / ``name=value`` / ``"name": "value"`` up to the end of the line (a quoted value
+#: up to its closing quote).
+_KEYED = re.compile(
+    r"""(?P<key>(?<![\w-])["']?[A-Za-z][\w.-]*["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
+    r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;}'"][^\n,;}]*)"""
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
+    secret (see the module doc)."""
+    words = {word.lower() for word in _WORD.findall(name.strip("-\"' "))}
+    joined = re.sub(r"[^a-z]", "", name.lower())
+    return bool(words & _SECRET_WORDS) or "apikey" in joined or "accesskey" in joined
+
+
+def _flag_name(word: str) -> str | None:
+    if not word.startswith("-") or word.startswith("---"):
+        return None
+    return word.lstrip("-").split("=", 1)[0]
+
+
+def argument_secrets(words: Iterable[str]) -> list[str]:
+    """The values that follow a secret-looking flag in ``words`` (``--api-key X``,
+    ``--token=X``)."""
+    found: list[str] = []
+    expecting = False
+    for word in words:
+        name = _flag_name(word)
+        if expecting and name is None:
+            found.append(word.strip("\"'"))
+        expecting = False
+        if name is not None and is_secret_name(name):
+            if "=" in word:
+                found.append(word.split("=", 1)[1].strip("\"'"))
+            else:
+                expecting = True
+    return found
+
+
+def secret_values(values: Iterable[str]) -> list[str]:
+    """Every one of ``values`` (a service's env values), and the argument values after
+    secret-looking flags among their words (an ``args_env`` variable's ``--api-key X``)."""
+    found: list[str] = []
+    for value in values:
+        found.append(value)
+        found.extend(argument_secrets(value.split()))
+    return found
+
+
+def _longest_first(values: Iterable[str]) -> list[str]:
+    """The values to replace, longest first (a value that holds another is replaced whole)."""
+    kept = {value for value in values if len(value) >= MIN_REDACTED_CHARS}
+    return sorted(kept, key=len, reverse=True)
+
+
+def _flag(match: re.Match[str]) -> str:
+    if not is_secret_name(match.group("flag")):
+        return match.group(0)
+    return f"{match.group('flag')}{match.group('sep')}{REDACTED}"
+
+
+def _keyed(match: re.Match[str]) -> str:
+    if not is_secret_name(match.group("key")):
+        return match.group(0)
+    return f"{match.group('key')}{match.group('sep')}{REDACTED}"
+
+
+def redact(text: str, values: Iterable[str] = ()) -> str:
+    """``text`` with every one of ``values`` and of their secret argument values
+    (:func:`secret_values`, at least :data:`MIN_REDACTED_CHARS` long), every value after a
+    secret-looking flag, and every value of a secret-looking key replaced by :data:`REDACTED`."""
+    for secret in _longest_first(secret_values(values)):
+        text = text.replace(secret, REDACTED)
+    text = _FLAG.sub(_flag, text)
+    return _KEYED.sub(_keyed, text)
+
+
+def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """``headers`` with the value of every secret-looking name replaced (what is stored and
+    shown of ``--header``; the requests carry the real values)."""
+    return tuple((name, REDACTED if is_secret_name(name) else value) for name, value in headers)

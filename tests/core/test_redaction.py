@@ -1,0 +1,79 @@
+"""The one redaction policy (issue 38): env values, argument values after secret-looking flags
+(inside an args_env value too), header values, values of secret-looking keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.core.redaction import (
+    REDACTED,
+    argument_secrets,
+    is_secret_name,
+    redact,
+    redact_headers,
+    secret_values,
+)
+
+TOKEN = "sk-PLANTED-9xQ2"
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["--api-key", "--token", "--password", "--secret", "--hf-token", "Authorization", "Cookie",
+     "X-Api-Key", "X-Auth-Token", "api_key", "HF_TOKEN", "OPENAI_API_KEY", "apiKey",
+     "Proxy-Authorization", "private_key", "db-passwd"],
+)  # fmt: skip
+def test_secret_looking_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["--max-total-tokens", "--tokenizer-path", "X-Tenant", "--max-running-requests",
+     "SGLANG_SM120_MMA_TARGET_CTAS", "Content-Type", "--ssl-keyfile", "monkey"],
+)  # fmt: skip
+def test_ordinary_names(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+def test_the_words_of_an_args_env_value_are_secrets_one_by_one() -> None:
+    """Defect 3 (issue 38): a token inside ``SGLANG_ARGS`` reached stderr, ``--json`` and the
+    ledger (an engine's usage error quotes the words, not the whole value)."""
+    value = f"--max-running-requests 32 --api-key {TOKEN} --bogus-flag"
+    assert argument_secrets(value.split()) == [TOKEN]
+    assert TOKEN in secret_values([value])
+    said = f"error: unrecognized arguments: --api-key {TOKEN} --bogus-flag\nkey {TOKEN}"
+    assert TOKEN not in redact(said, [value])
+    assert argument_secrets(["--token=abc", "--password", "--next", "--secret", "v"]) == [
+        "abc",
+        "v",
+    ]
+
+
+def test_keyed_values_and_flags_in_any_text() -> None:
+    """Defect 5 (issue 38): a line ``api-key: "sk-...`` quoted by an error or a log tail."""
+    text = (
+        f'api-key: "{TOKEN}\n'
+        f"Authorization: Bearer {TOKEN}\n"
+        f'{{"api_key": "{TOKEN}", "model": "m"}}\n'
+        f"--token={TOKEN} --max-total-tokens 4096\n"
+        "max-running-requests: 32\n"
+    )
+    out = redact(text)
+    assert TOKEN not in out
+    assert "max-running-requests: 32" in out and "--max-total-tokens 4096" in out
+    assert f"api-key: {REDACTED}" in out
+
+
+def test_headers_keep_their_names_and_lose_secret_values() -> None:
+    """Defect 4 (issue 38): ``--header 'Authorization:Bearer sk-...'`` was stored verbatim."""
+    headers = (("Authorization", f"Bearer {TOKEN}"), ("X-Tenant", "a"), ("Cookie", "s=1"))
+    assert redact_headers(headers) == (
+        ("Authorization", REDACTED),
+        ("X-Tenant", "a"),
+        ("Cookie", REDACTED),
+    )
+
+
+def test_short_values_are_left() -> None:
+    assert redact("ready 512 true", ["512", "true"]) == "ready 512 true"
