@@ -37,6 +37,7 @@ __all__ = [
     "is_secret_name",
     "redact",
     "redact_headers",
+    "redact_words",
     "secret_values",
 ]
 
@@ -134,3 +135,20 @@ def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str],
     """``headers`` with the value of every secret-looking name replaced (what is stored and
     shown of ``--header``; the requests carry the real values)."""
     return tuple((name, REDACTED if is_secret_name(name) else value) for name, value in headers)
+
+
+def redact_words(words: Iterable[str]) -> list[str]:
+    """A command line with the value after every secret-looking flag replaced (``--api-key X``,
+    ``--token=X``); the other words as they are."""
+    out: list[str] = []
+    expecting = False
+    for word in words:
+        name = _flag_name(word)
+        if expecting and name is None:
+            out.append(REDACTED)
+        elif name is not None and is_secret_name(name) and "=" in word:
+            out.append(f"{word.split('=', 1)[0]}={REDACTED}")
+        else:
+            out.append(word)
+        expecting = name is not None and is_secret_name(name) and "=" not in word
+    return out

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.redaction import redact
+from servelab.core.redaction import redact, redact_words
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.files import write_atomic
 from servelab.io.hosts.host import Host
@@ -102,7 +102,13 @@ class PidRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as stored: the values after secret-looking flags of its command line
+        redacted (:mod:`servelab.core.redaction`; the spec's ``args`` may hold an
+        ``--api-key``)."""
+        doc = asdict(self)
+        doc["argv"] = None if self.argv is None else redact_words(self.argv)
+        doc["command"] = None if self.command is None else redact(self.command)
+        return doc
 
 
 def _record_path(state_dir: Path, service: str) -> Path:
