@@ -1,0 +1,120 @@
+"""The fuzz tier (issue 38): every parser and typed value a user types, with hostile inputs. Any
+input gives a result or one typed bad-input error (the CLI: one line, exit 2), never another
+exception."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servelab.core import options
+from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.deploy.spec import parse_spec
+from servelab.core.knobs.argv import arg_values, set_words
+from servelab.core.knobs.configfile import config_values, edit_config
+from servelab.core.knobs.envfile import parse_envfile
+from servelab.core.knobs.knob import parse_knob
+from servelab.core.knobs.places import split_args
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.load.trace import TraceReader
+from servelab.errors import ServelabError
+from tests.core.fuzz.support import mutated, result_or_error, texts, utf8
+
+#: Every option parser of core/options.py (each option value a user types).
+OPTION_PARSERS: list[Callable[[str], Any]] = [
+    getattr(options, name) for name in options.__all__ if name.startswith("parse_")
+]
+SPEC = """name = "pd"
+state_dir = "state"
+[services.prefill]
+role = "prefill"
+url = "http://127.0.0.1:31000"
+start = "sim"
+bootstrap_port = 31998
+[services.decode]
+role = "decode"
+url = "http://127.0.0.1:31002"
+start = "sim"
+env_file = "env/decode.env"
+args_env = "SGLANG_ARGS"
+knobs = ["SGLANG_SM120_MMA_TARGET_CTAS", "--max-running-requests"]
+depends_on = ["prefill"]
+[services.router]
+role = "router"
+url = "http://127.0.0.1:31001"
+start = "router"
+depends_on = ["prefill", "decode"]
+"""
+ENV = (
+    "SGLANG_SM120_MMA_TARGET_CTAS=512\n# note\nSGLANG_ARGS=\"--max-running-requests 32\"\nA='b c'\n"
+)
+YAML = (
+    "# settings\nmax-running-requests: 32\nchunked-prefill-size: 2048 # tuned\nkv: '{\"a\": 1}'\n"
+)
+TRACE = '{"timestamp": 0, "input_length": 12, "output_length": 4, "hash_ids": [1, 2]}'
+KNOBS = ["--max-running-requests", "--disable-radix-cache", "--chunked-prefill-size",
+         "SGLANG_SM120_MMA_TARGET_CTAS", "--json-model-override-args.rope.factor"]  # fmt: skip
+
+
+@pytest.mark.parametrize("parse", OPTION_PARSERS, ids=lambda f: f.__name__)
+@given(text=texts)
+def test_every_option_value(parse: Callable[[str], Any], text: str) -> None:
+    result_or_error(parse, text)
+
+
+@given(text=st.one_of(texts, mutated("decode:SGLANG_X=256,512"), mutated("ttft_p99=2s")))
+def test_knob_values_slos_and_durations(text: str) -> None:
+    for parse in (options.parse_knob_values, options.parse_knob_arms, options.parse_change,
+                  options.parse_slo, options.parse_trace_window, options.parse_header):  # fmt: skip
+        result_or_error(parse, text)
+
+
+@given(text=st.one_of(texts, mutated(SPEC)))
+def test_spec_toml(text: str) -> None:
+    result_or_error(lambda t: parse_spec(t, source="fuzz.toml"), text)
+
+
+@given(data=st.one_of(st.binary(max_size=300), mutated(ENV).map(utf8)))
+def test_env_file(data: bytes) -> None:
+    got = result_or_error(parse_env_bytes, data, "fuzz.env")
+    if not isinstance(got, ServelabError):
+        again = parse_envfile(got.render(), source="again.env")  # what servelab writes reads back
+        assert again.as_dict() == got.as_dict()
+
+
+@given(
+    words=st.lists(st.one_of(texts, st.sampled_from(KNOBS), st.just("--")), max_size=8),
+    value=st.one_of(st.none(), texts),
+    name=st.one_of(st.sampled_from(KNOBS), texts),
+)
+def test_argv_and_knob_names(words: list[str], value: str | None, name: str) -> None:
+    for engine in (SGLANG, VLLM):
+        result_or_error(arg_values, words, engine)
+        knob = result_or_error(parse_knob, name, engine)
+        if isinstance(knob, ServelabError):
+            continue
+        result_or_error(knob.normalize, value)  # a value as `knob set NAME=VALUE` types it
+        if not knob.is_env:
+            result_or_error(set_words, words, knob, value, engine)
+    result_or_error(split_args, " ".join(words))
+
+
+@given(data=st.one_of(st.binary(max_size=300), mutated(YAML).map(utf8)),
+       value=st.one_of(st.none(), texts), name=st.sampled_from(KNOBS[:3]))  # fmt: skip
+def test_config_yaml(data: bytes, value: str | None, name: str) -> None:
+    for engine in (SGLANG, VLLM):
+        result_or_error(config_values, data, engine, "fuzz.yaml")
+        text = data.decode("utf-8", "replace")
+        result_or_error(edit_config, text, parse_knob(name, engine), value, engine, "fuzz.yaml")
+
+
+@given(lines=st.lists(st.one_of(texts, mutated(TRACE), st.binary(max_size=80)), max_size=6))
+def test_trace_lines(lines: list[str | bytes]) -> None:
+    reader = TraceReader()
+    for line in lines:
+        result_or_error(reader.feed, line)
+    result_or_error(reader.flush)
