@@ -30,7 +30,12 @@ from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
-from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
+from servelab.io.hosts.envfiles import (
+    MAX_FILE_BYTES,
+    previous_version,
+    read_env_bytes,
+    read_env_file,
+)
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.arguments import (
     argument_knob,
@@ -268,7 +273,7 @@ async def _previous_bytes(
     if previous is None:
         return None
     try:
-        return previous[0], await host.read_file(previous[0])
+        return previous[0], await host.read_file(previous[0], limit=MAX_FILE_BYTES)
     except HostError:
         return None
 

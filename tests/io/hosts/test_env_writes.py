@@ -4,6 +4,7 @@ stays what it was: a symbolic link stays a link (its target written), a file own
 
 from __future__ import annotations
 
+import asyncio
 import grp
 import os
 import stat
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from servelab.errors import HostError
-from servelab.io.hosts.envfiles import write_env_file
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_env_bytes, write_env_file
 from servelab.io.hosts.host import Host
 
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
@@ -60,3 +61,19 @@ async def test_a_new_env_file_is_owner_only_and_a_missing_directory_is_named(
     with pytest.raises(HostError, match="no directory"):
         await write_env_file(host, str(missing), b"A=1\n", backup_dir=None)
     assert not (tmp_path / "no").exists()
+
+
+async def test_a_fifo_or_a_huge_file_is_refused_unread(host: Host, tmp_path: Path) -> None:
+    """Bounds before work (issue 38): an env or config file is read only when it is a regular
+    file of at most MAX_FILE_BYTES; a FIFO is never waited on, a huge file never read whole."""
+    fifo = tmp_path / "decode.yaml"
+    os.mkfifo(fifo)
+    with pytest.raises(HostError, match="not a regular file"):
+        await asyncio.wait_for(read_env_bytes(host, str(fifo)), 30)
+    huge = tmp_path / "huge.env"
+    with huge.open("wb") as out:
+        out.truncate(MAX_FILE_BYTES + 1)
+    with pytest.raises(HostError, match="larger than"):
+        await read_env_bytes(host, str(huge))
+    with pytest.raises(HostError, match="not a regular file"):
+        await read_env_bytes(host, "/dev/zero")

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from servelab.core.deploy.engines import Engine
 from servelab.core.knobs.argv import arg_values
 from servelab.core.knobs.configfile import config_values
+from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES
 from servelab.core.knobs.envfile import parse_environ, select
 from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import LiveValue, live_value
@@ -155,7 +156,7 @@ async def read_live_args(
     if path is not None:
         where = config or (path if path.startswith("/") else f"/proc/{pid}/cwd/{path}")
         try:
-            read = config_values(await host.read_file(where), engine, where)
+            read = config_values(await host.read_file(where, limit=MAX_CONFIG_BYTES), engine, where)
         except (HostError, KnobError):
             read = None
     return {knob.name: live_value(cmdline, read, knob, engine) for knob in knobs}

@@ -28,6 +28,7 @@ from servelab.io.hosts.host import Host, backup_name
 __all__ = [
     "BACKUP_KEEP",
     "BACKUP_SCAN",
+    "MAX_FILE_BYTES",
     "backup_dir",
     "latest_backup",
     "list_backups",
@@ -39,6 +40,8 @@ __all__ = [
     "write_env_file",
 ]
 
+#: The largest env or config file read (a larger one, a FIFO or a device is refused unread).
+MAX_FILE_BYTES = 1 << 20
 BACKUP_KEEP = 20  # backups (and pre-restart copies) kept per env file; older ones are removed
 BACKUP_SCAN = 20  # backups read at most when looking for the previous version
 
@@ -49,9 +52,10 @@ def backup_dir(state_dir: str, service: str) -> str:
 
 
 async def read_env_bytes(host: Host, path: str) -> bytes | None:
-    """The raw env file at ``path`` on ``host``; None when it does not exist."""
+    """The raw env (or config) file at ``path`` on ``host``, at most :data:`MAX_FILE_BYTES`;
+    None when it does not exist."""
     try:
-        return await host.read_file(path)
+        return await host.read_file(path, limit=MAX_FILE_BYTES)
     except HostError:
         if not await host.exists(path):
             return None
@@ -138,7 +142,7 @@ async def previous_version(
     chosen: tuple[str, bytes] | None = None
     for name in (await list_backups(host, path, backup_dir))[:BACKUP_SCAN]:
         try:
-            data = await host.read_file(name)
+            data = await host.read_file(name, limit=MAX_FILE_BYTES)
         except HostError:
             continue
         chosen = chosen or (name, data)

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import os
 import signal
+import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,7 +61,7 @@ class Host(Protocol):
         self, cmd: str, *, timeout: float, input: bytes | None = None
     ) -> CommandResult: ...
 
-    async def read_file(self, path: str) -> bytes: ...
+    async def read_file(self, path: str, *, limit: int | None = None) -> bytes: ...
 
     async def exists(self, path: str) -> bool: ...
 
@@ -139,9 +140,13 @@ class LocalHost:
         assert proc.returncode is not None
         return CommandResult(proc.returncode, _text(out), _text(err))
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: str, *, limit: int | None = None) -> bytes:
+        """The file's bytes; with ``limit``, only a regular file (a FIFO or device is refused,
+        never waited on) of at most ``limit`` bytes (a larger one is refused, not read whole)."""
         try:
-            return await asyncio.to_thread(Path(path).read_bytes)
+            return await asyncio.to_thread(_read_bounded, Path(path), limit)
+        except HostError as exc:
+            raise HostError(f"{self.name}: {exc}") from exc
         except OSError as exc:
             raise HostError(f"{self.name}: cannot read {path}: {exc.strerror}") from exc
 
@@ -197,6 +202,18 @@ def _text(data: bytes | None) -> str:
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def _read_bounded(path: Path, limit: int | None) -> bytes:
+    if limit is None:
+        return path.read_bytes()
+    if not stat.S_ISREG(path.stat().st_mode):
+        raise HostError(f"cannot read {path}: not a regular file")
+    with path.open("rb") as stream:
+        data = stream.read(limit + 1)
+    if len(data) > limit:
+        raise HostError(f"cannot read {path}: larger than {limit} bytes")
+    return data
 
 
 def _write_atomic(path: Path, data: bytes, backup: bool) -> str | None:

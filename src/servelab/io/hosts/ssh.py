@@ -90,16 +90,26 @@ class SSHHost:
             raise HostError(f"{self.name}: {what}: {result.stderr.strip() or result.exit_status}")
         return result
 
-    async def read_file(self, path: str) -> bytes:
+    async def read_file(self, path: str, *, limit: int | None = None) -> bytes:
         conn = await self._connection()
+        quoted = shlex.quote(path)
+        cmd = f"cat -- {quoted}"
+        if limit is not None:
+            cmd = (
+                f'if [ ! -f {quoted} ]; then echo "not a regular file" >&2; exit 1; fi; '
+                f"head -c {limit + 1} -- {quoted}"
+            )
         try:
-            result = await conn.run(f"cat -- {shlex.quote(path)}", timeout=30, encoding=None)
+            result = await conn.run(cmd, timeout=30, encoding=None)
         except (OSError, asyncssh.Error) as exc:
             raise SSHError(f"{self.name}: cannot read {path}: {_describe(exc)}") from exc
         if result.exit_status != 0:
             raise HostError(f"{self.name}: cannot read {path}: {_text(result.stderr).strip()}")
         out = result.stdout
-        return out if isinstance(out, bytes) else (out or "").encode()
+        data = out if isinstance(out, bytes) else (out or "").encode()
+        if limit is not None and len(data) > limit:
+            raise HostError(f"{self.name}: cannot read {path}: larger than {limit} bytes")
+        return data
 
     async def exists(self, path: str) -> bool:
         result = await self.run(f"test -e {shlex.quote(path)}", timeout=self._file_timeout)

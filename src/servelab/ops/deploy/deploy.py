@@ -44,7 +44,7 @@ from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
-from servelab.io.hosts.envfiles import latest_backup, save_copy
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES, latest_backup, save_copy
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
@@ -241,7 +241,7 @@ async def _restore_files(op: Operation, report: RestartReport) -> None:
 
 
 async def _restore(op: Operation, name: str, path: str, source: str) -> None:
-    data = await op.host(name).read_file(source)
+    data = await op.host(name).read_file(source, limit=MAX_FILE_BYTES)
     await op.write_env(name, path, data, backup=True)
     op.say(EnvFileRestored(name, source))
 

@@ -41,6 +41,7 @@ from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_needs_reload
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_env_bytes
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
 from servelab.io.http.client import probe
 from servelab.ops.arguments import config_path
@@ -54,7 +55,9 @@ _PROBE_TIMEOUT_S = 5.0
 
 async def env_bytes(op: Operation, service: str, path: str) -> bytes:
     """The env file as this operation last wrote it (``knob set``), else as read from its host."""
-    return op.written_env(service, path) or await op.host(service).read_file(path)
+    return op.written_env(service, path) or await op.host(service).read_file(
+        path, limit=MAX_FILE_BYTES
+    )
 
 
 async def _env_facts(op: Operation, service: str) -> tuple[str | None, str | None]:
@@ -80,9 +83,11 @@ async def _config_facts(op: Operation, service: str) -> tuple[str | None, str | 
     if path is None or op.spec.service(service).role not in ("prefill", "decode"):
         return None, None
     try:
-        raw = op.written_env(service, path) or await op.host(service).read_file(path)
+        raw = op.written_env(service, path) or await read_env_bytes(op.host(service), path)
     except HostError as exc:
         return None, f"cannot read its config file: {exc}"
+    if raw is None:
+        return None, f"cannot read its config file {path}: no such file"
     try:
         config_values(raw, engine(op.spec.engine), path)
     except KnobError as exc:
