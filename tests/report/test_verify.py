@@ -35,6 +35,13 @@ from servelab.core.verify.checks import (
     read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.pair import (
+    FieldRule,
+    FieldVerdict,
+    PairFieldCheck,
+    PairReport,
+    PairValue,
+)
 from servelab.ops.deploy.results import RestartReport
 from servelab.ops.verify.e2e import _classify
 from servelab.ops.verify.verify import E2EOptions, VerifyReport
@@ -97,8 +104,34 @@ _LISTED = (WorkerListing("decode-1", "http://d1", "decode", False, False),
 _ROUTER = HealthProbe("/readiness", 200, 0.009, healthy_workers=3, total_workers=3,
                       workers=_LISTED, missing=("decode-1",))  # fmt: skip
 
+
+def _side(value: str | None, field: str, source: str = "default") -> PairValue:
+    return PairValue(True, value, field, source)
+
+
+_MODEL = PairFieldCheck("model", FieldRule.EQUAL, _side("m", "served_model_name"),
+                        _side("m", "served_model_name"), FieldVerdict.MATCH)  # fmt: skip
+_TP = PairFieldCheck("tp_size", FieldRule.DIVIDES, _side("8", "tp_size"), _side("4", "tp_size"),
+                     FieldVerdict.MATCH)  # fmt: skip
+_PAGE = PairFieldCheck("page_size", FieldRule.EQUAL, _side("64", "page_size", "cmdline"),
+                       _side("32", "page_size", "config"), FieldVerdict.MISMATCH)  # fmt: skip
+_UNREPORTED = PairFieldCheck(
+    "page_size", FieldRule.DECODE_MULTIPLE, PairValue(False),
+    _side("16", "vllm_config.cache_config.block_size"), FieldVerdict.UNKNOWN,
+)  # fmt: skip
+
 #: (code, data, the sentence): every row of docs/verify.md's tables, and the edges between them.
 CASES: list[tuple[CheckCode, CheckData, str]] = [
+    (C.PAIR_ERROR, CheckFailure("HostError: x"), "HostError: x"),
+    (C.PAIR_MATCH, PairReport("prefill", "decode", (_MODEL, _TP)),
+     "prefill -> decode agree: model m, TP size 8/4"),
+    (C.PAIR_MISMATCH, PairReport("prefill", "decode", (_MODEL, _PAGE)),
+     "prefill -> decode cannot hand off KV: page size 64 (page_size, from its command line) on "
+     "prefill vs 32 (page_size, from its config file) on decode (must be equal)"),
+    (C.PAIR_UNKNOWN, PairReport("prefill", "decode", (_MODEL, _UNREPORTED),
+                                prefill_error="prefill: no /server_info answer"),
+     "prefill -> decode: unknown, not a pass: page size not reported by both (prefill: no "
+     "/server_info answer)"),
     (C.CONFIG_NO_ENV_FILE, NoEnvFile(False), "no env_file in the spec"),
     (C.CONFIG_NO_ENV_FILE, NoEnvFile(True),
      "no env_file in the spec; declared knobs are compared live against the spec only"),
@@ -238,7 +271,7 @@ def test_every_code_has_a_sentence_and_a_row_in_docs_verify_md() -> None:
     docs = (REPO / "docs" / "verify.md").read_text(encoding="utf-8")
     undocumented = [code.value for code in CheckCode if f"`{code.value}`" not in docs]
     assert not undocumented, f"codes missing from docs/verify.md: {undocumented}"
-    assert all(re.fullmatch(r"(config|live|health|e2e)\.[a-z_]+", code) for code in CheckCode)
+    assert all(re.fullmatch(r"(config|live|pair|health|e2e)\.[a-z_]+", code) for code in CheckCode)
 
 
 def test_an_older_rows_sentence_and_an_unknown_code_still_read() -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
@@ -50,6 +51,7 @@ __all__ = [
     "argument_knob",
     "config_path",
     "engine_arguments",
+    "engine_report",
     "live_argument",
     "place_path",
     "read_places",
@@ -216,13 +218,29 @@ async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> di
         return {knob.name: await _router_policy(op, service, knob) for knob in knobs}
     if role not in ("prefill", "decode"):
         return unknown
-    path = "/server_info?config_format=json" if op.spec.engine == "vllm" else "/server_info"
-    try:
-        url = await op.url(service, path)
-    except HostError:
-        return unknown
-    async with HttpClient(limit=1) as http:
-        info = await http.get_json(url)
-    if not isinstance(info, dict):
+    info = await engine_report(op, service)
+    if info is None:
         return unknown
     return {knob.name: reported_value(info, knob) for knob in knobs}
+
+
+#: Where each engine reports what it runs with (SGLang: ``/get_server_info`` is the older alias;
+#: vLLM: only under ``VLLM_SERVER_DEV_MODE=1``).
+_REPORT_PATHS = {
+    "sglang": ("/server_info", "/get_server_info"),
+    "vllm": ("/server_info?config_format=json",),
+}
+
+
+async def engine_report(op: Operation, service: str) -> dict[str, Any] | None:
+    """A worker's own report of what it runs with (``/server_info``), None when it gives none."""
+    try:
+        urls = [await op.url(service, path) for path in _REPORT_PATHS[op.spec.engine]]
+    except HostError:
+        return None
+    async with HttpClient(limit=1) as http:
+        for url in urls:
+            info = await http.get_json(url)
+            if isinstance(info, dict):
+                return info
+    return None

@@ -42,9 +42,11 @@ from servelab.core.verify.checks import (
     read_check,
 )
 from servelab.core.verify.coldstart import StartReason
+from servelab.core.verify.pair import PairReport
 from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_verdict
+from servelab.report.pair import describe_pair
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
@@ -62,6 +64,7 @@ WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (s
 _TITLES = {
     Layer.CONFIG: "config: env file vs spec and backup",
     Layer.LIVE: "live: /proc/PID/environ vs env file",
+    Layer.PAIR: "pair: what each prefill/decode pair's engines report, against each other",
     Layer.HEALTH: "health: readiness endpoints",
     Layer.E2E: "e2e: streaming chat completion through the entry point (xPyD: every worker)",
 }
@@ -117,6 +120,8 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _unit(code, data)
         case ArgumentLive():
             return _argument_live(code, data)
+        case PairReport():
+            return describe_pair(data)
         case _:
             assert_never(data)
 

@@ -249,7 +249,9 @@ async def _pull(
 ) -> NixlError | None:
     """Read the request's blocks from the remote prefill (None when they arrived)."""
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
-    got = await state.nixl.read(params, worker.settings.waiting_timeout_s)
+    got = await state.nixl.read(
+        params, worker.settings.waiting_timeout_s, worker.settings.kv_layout
+    )
     if not isinstance(got, NixlError) and len(got) != len(req.items):
         got = NixlError("block_ids", f"{len(got)} sequences held, {len(req.items)} requested")
     return got if isinstance(got, NixlError) else None
@@ -353,5 +355,5 @@ async def serve_vllm(settings: WorkerSettings, stop: asyncio.Event) -> None:
     app = make_vllm_app(settings)
     side = None
     if settings.role == "prefill" and settings.bootstrap_port is not None:
-        side = side_channel_app(app[VLLM_KEY].blocks)
+        side = side_channel_app(app[VLLM_KEY].blocks, settings.kv_layout)
     await serve_apps(settings, app, side, stop)

@@ -45,6 +45,7 @@ from servelab.core.verify.arguments import (
     UnitState,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.pair import PairReport
 from servelab.core.verify.served import Gap, Signal
 from servelab.errors import RecordError
 
@@ -84,10 +85,11 @@ Omitted = Annotated[T | None, Field(exclude_if=_unknown)]
 
 
 class Layer(StrEnum):
-    """The four layers, in the order they are checked and shown."""
+    """The layers, in the order they are checked and shown."""
 
     CONFIG = "config"  # the file (env file, an argument's place) and the unit vs the spec
     LIVE = "live"  # the process's environment or command line, and the engine, vs the file
+    PAIR = "pair"  # what each prefill/decode pair's engines report, against each other
     HEALTH = "health"  # the readiness endpoints
     E2E = "e2e"  # a streaming chat completion through the entry point
 
@@ -126,6 +128,11 @@ class CheckCode(StrEnum):
     LIVE_ARGUMENT_LOST_ON_RESTART = "live.argument_lost_on_restart"
     LIVE_ARGUMENT_DIFFERS = "live.argument_differs"
     LIVE_ENGINE_DIFFERS = "live.engine_differs"  # fails: argv = file, the engine says otherwise
+
+    PAIR_ERROR = "pair.error"
+    PAIR_MATCH = "pair.match"  # every field of the hand-off agrees
+    PAIR_MISMATCH = "pair.mismatch"  # fails: a field the hand-off needs disagrees
+    PAIR_UNKNOWN = "pair.unknown"  # fails: a field is not reported by a side (never a pass)
 
     HEALTH_ERROR = "health.error"
     HEALTH_UNREACHABLE = "health.unreachable"
@@ -354,7 +361,7 @@ class WorkerReach:
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
-    | ArgumentInFile | UnitState | ArgumentLive
+    | ArgumentInFile | UnitState | ArgumentLive | PairReport
 )  # fmt: skip
 
 _C = CheckCode
@@ -373,7 +380,8 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
                     UnitState),
     **dict.fromkeys((*(_C(f"live.argument_{v.value}") for v in LiveVerdict),
                      _C.LIVE_ENGINE_DIFFERS), ArgumentLive),
-    **dict.fromkeys((_C.LIVE_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
+    **dict.fromkeys((_C.LIVE_ERROR, _C.PAIR_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
+    **dict.fromkeys((_C.PAIR_MATCH, _C.PAIR_MISMATCH, _C.PAIR_UNKNOWN), PairReport),
     **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from servelab.ops.verify.layers.engine import ENGINE
 from servelab.ops.verify.layers.file import FILE
+from servelab.ops.verify.layers.pair import PAIR
 from servelab.ops.verify.layers.process import PROCESS
 from servelab.ops.verify.layers.reader import LayerReader
 from servelab.ops.verify.layers.unit import UNIT
 
 __all__ = ["READERS"]
 
-#: The registry: file -> service manager -> process -> engine.
-READERS: tuple[LayerReader, ...] = (FILE, UNIT, PROCESS, ENGINE)
+#: The registry: file -> service manager -> process -> engine -> the P/D pair.
+READERS: tuple[LayerReader, ...] = (FILE, UNIT, PROCESS, ENGINE, PAIR)
