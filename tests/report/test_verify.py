@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, Overridden, UnitState
 from servelab.core.verify.checks import (
@@ -122,6 +123,13 @@ _UNREPORTED = PairFieldCheck(
 
 #: (code, data, the sentence): every row of docs/verify.md's tables, and the edges between them.
 CASES: list[tuple[CheckCode, CheckData, str]] = [
+    (C.LIVE_KNOB_UNREAD, UnreadKnob("VLLM_ATTENTION_BACKENDS", "vllm", "0.26.0",
+                                    ReadVerdict.NOT_READ, "VLLM_ATTENTION_BACKEND"),
+     "not read by vLLM 0.26.0 (did you mean VLLM_ATTENTION_BACKEND?): the engine ignores it, so "
+     "it changes nothing (reads_env declares a variable a custom build reads)"),
+    (C.LIVE_READS_UNKNOWN, UnreadKnob("SGLANG_X", "sglang", "0.5.20", ReadVerdict.UNKNOWN),
+     "unknown whether SGLang 0.5.20 reads it: no list of its variables is kept (declare it under "
+     "reads_env if the build reads it)"),
     (C.PAIR_ERROR, CheckFailure("HostError: x"), "HostError: x"),
     (C.PAIR_MATCH, PairReport("prefill", "decode", (_MODEL, _TP)),
      "prefill -> decode agree: model m, TP size 8/4"),

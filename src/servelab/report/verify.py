@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
@@ -45,7 +46,7 @@ from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
-from servelab.report.knob import describe_verdict
+from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
 from servelab.report.text import plain_text, show_value
 
@@ -122,6 +123,8 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _argument_live(code, data)
         case PairReport():
             return describe_pair(data)
+        case UnreadKnob():
+            return describe_unread(data)
         case _:
             assert_never(data)
 

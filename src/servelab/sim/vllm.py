@@ -55,6 +55,7 @@ from servelab.sim.app import (
     unless_gone,
 )
 from servelab.sim.engineargs import VllmArgs
+from servelab.sim.envreads import vllm_warnings
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -102,6 +103,8 @@ class VllmState:
         self.engine_id = str(uuid.uuid4())
         #: the ``VLLM_*`` variables at start-up (``/server_info``'s ``vllm_env``)
         self.vllm_env = {k: v for k, v in env.items() if k.startswith("VLLM_")}
+        for line in vllm_warnings(env, VLLM_SIM_VERSION):  # as envs.validate_environ does
+            log.warning("%s", line)
         #: vLLM serves ``/server_info`` only in dev mode, read once at start-up.
         self.dev_mode = env.get(ENV_DEV_MODE, "") == "1"
         raw = env.get(ENV_ABORT_TIMEOUT, "")

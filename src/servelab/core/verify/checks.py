@@ -36,6 +36,7 @@ from typing import Annotated, Any, TypeVar
 from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.ledger.jsonvalues import obj, opt_str
 from servelab.core.verify.arguments import (
@@ -128,6 +129,8 @@ class CheckCode(StrEnum):
     LIVE_ARGUMENT_LOST_ON_RESTART = "live.argument_lost_on_restart"
     LIVE_ARGUMENT_DIFFERS = "live.argument_differs"
     LIVE_ENGINE_DIFFERS = "live.engine_differs"  # fails: argv = file, the engine says otherwise
+    LIVE_KNOB_UNREAD = "live.knob_unread"  # fails: the engine's release does not read the knob
+    LIVE_READS_UNKNOWN = "live.reads_unknown"  # fails: no list of what the release reads
 
     PAIR_ERROR = "pair.error"
     PAIR_MATCH = "pair.match"  # every field of the hand-off agrees
@@ -361,7 +364,7 @@ class WorkerReach:
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
-    | ArgumentInFile | UnitState | ArgumentLive | PairReport
+    | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob
 )  # fmt: skip
 
 _C = CheckCode
@@ -382,6 +385,7 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
                      _C.LIVE_ENGINE_DIFFERS), ArgumentLive),
     **dict.fromkeys((_C.LIVE_ERROR, _C.PAIR_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
     **dict.fromkeys((_C.PAIR_MATCH, _C.PAIR_MISMATCH, _C.PAIR_UNKNOWN), PairReport),
+    **dict.fromkeys((_C.LIVE_KNOB_UNREAD, _C.LIVE_READS_UNKNOWN), UnreadKnob),
     **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
@@ -421,7 +425,7 @@ class Check:
         match self.data:
             case (
                 KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob)
-                | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob)
+                | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob) | UnreadKnob(knob=knob)
             ):  # fmt: skip
                 return knob
         return None

@@ -13,9 +13,11 @@ from servelab.ops.verify.layers.file import FILE
 from servelab.ops.verify.layers.pair import PAIR
 from servelab.ops.verify.layers.process import PROCESS
 from servelab.ops.verify.layers.reader import LayerReader
+from servelab.ops.verify.layers.reads import READS
 from servelab.ops.verify.layers.unit import UNIT
 
 __all__ = ["READERS"]
 
-#: The registry: file -> service manager -> process -> engine -> the P/D pair.
-READERS: tuple[LayerReader, ...] = (FILE, UNIT, PROCESS, ENGINE, PAIR)
+#: The registry: file -> service manager -> process -> engine (what it runs with, what it
+#: reads) -> the P/D pair.
+READERS: tuple[LayerReader, ...] = (FILE, UNIT, PROCESS, ENGINE, READS, PAIR)
