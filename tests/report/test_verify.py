@@ -29,6 +29,7 @@ from servelab.core.verify.checks import (
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    StaleWorker,
     UntypedCheck,
     WorkerListing,
     WorkerReach,
@@ -123,6 +124,20 @@ _UNREPORTED = PairFieldCheck(
 
 #: (code, data, the sentence): every row of docs/verify.md's tables, and the edges between them.
 CASES: list[tuple[CheckCode, CheckData, str]] = [
+    (C.HEALTH_WORKERS_MISREGISTERED,
+     HealthProbe("/readiness", 200, 0.009, workers=(
+         WorkerListing("prefill", "http://p", "prefill", True, True, None, 8999, 8998),
+         WorkerListing("decode", "http://d", "decode", True, True, "prefill"))),
+     "/readiness 200 in 9 ms; router lists prefill healthy, decode healthy; but the router "
+     "registered prefill with bootstrap port 8999 (the spec: 8998); decode as prefill (the spec: "
+     "decode)"),
+    (C.HEALTH_WORKERS_UNKNOWN,
+     HealthProbe("/readiness", 200, 0.009, unknown=(StaleWorker(
+         "http://10.0.0.9:30002", "decode", "w7",
+         ("curl", "-X", "DELETE", "http://127.0.0.1:30001/workers/w7")),)),
+     "/readiness 200 in 9 ms; but the router lists a worker the spec does not have: "
+     "http://10.0.0.9:30002 (decode; remove it: `curl -X DELETE "
+     "http://127.0.0.1:30001/workers/w7`)"),
     (C.LIVE_KNOB_UNREAD, UnreadKnob("VLLM_ATTENTION_BACKENDS", "vllm", "0.26.0",
                                     ReadVerdict.NOT_READ, "VLLM_ATTENTION_BACKEND"),
      "not read by vLLM 0.26.0 (did you mean VLLM_ATTENTION_BACKEND?): the engine ignores it, so "

@@ -10,6 +10,7 @@ older ledger's row that stored its sentence instead of a code reads that sentenc
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
@@ -263,7 +264,25 @@ def _health(code: CheckCode, data: HealthProbe) -> str:
             f"{ready}; but the router does not list {', '.join(data.missing or ())} "
             "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
         )
+    if code is _C.HEALTH_WORKERS_MISREGISTERED:
+        wrong = [_misregistered(row) for row in data.workers or () if row.misregistered]
+        return f"{ready}; but the router registered {'; '.join(wrong)}"
+    if code is _C.HEALTH_WORKERS_UNKNOWN:
+        stale = [f"{w.url} ({w.role or 'no role'}; remove it: `{shlex.join(w.remove)}`)"
+                 for w in data.unknown or ()]  # fmt: skip
+        return f"{ready}; but the router lists a worker the spec does not have: {', '.join(stale)}"
     return ready
+
+
+def _misregistered(row: WorkerListing) -> str:
+    parts = []
+    if row.router_role is not None:
+        parts.append(f"as {row.router_role} (the spec: {row.role})")
+    if row.router_bootstrap_port is not None:
+        parts.append(
+            f"with bootstrap port {row.router_bootstrap_port} (the spec: {row.spec_bootstrap_port})"
+        )
+    return f"{row.service} " + " and ".join(parts)
 
 
 def _ready(data: HealthProbe) -> str:

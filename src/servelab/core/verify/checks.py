@@ -67,6 +67,7 @@ __all__ = [
     "LiveProcess",
     "NoEnvFile",
     "RequestTiming",
+    "StaleWorker",
     "UntypedCheck",
     "WorkerListing",
     "WorkerReach",
@@ -143,6 +144,8 @@ class CheckCode(StrEnum):
     HEALTH_READY = "health.ready"
     HEALTH_WORKER_READY = "health.worker_ready"  # its own health never exercises the KV transfer
     HEALTH_WORKERS_MISSING = "health.workers_missing"  # the router does not list some workers
+    HEALTH_WORKERS_MISREGISTERED = "health.workers_misregistered"  # wrong role or bootstrap port
+    HEALTH_WORKERS_UNKNOWN = "health.workers_unknown"  # the router lists a worker the spec lacks
 
     E2E_ERROR = "e2e.error"
     E2E_FAILED = "e2e.failed"
@@ -262,13 +265,33 @@ class KnobLiveVsSpec:
 
 @dataclass(frozen=True)
 class WorkerListing:
-    """One of the spec's workers in the router's own worker list: ``listed``, ``healthy``."""
+    """One of the spec's workers in the router's own worker list: ``listed``, ``healthy``; when the
+    router registered it otherwise than the spec says, the role it lists (``router_role``) or the
+    bootstrap port it lists against the spec's (``router_bootstrap_port``,
+    ``spec_bootstrap_port``) (:mod:`servelab.core.verify.routerview`)."""
 
     service: str
     url: str
     role: str
     listed: bool
     healthy: bool
+    router_role: Omitted[str] = None
+    router_bootstrap_port: Omitted[int] = None
+    spec_bootstrap_port: Omitted[int] = None
+
+    @property
+    def misregistered(self) -> bool:
+        return self.router_role is not None or self.router_bootstrap_port is not None
+
+
+@dataclass(frozen=True)
+class StaleWorker:
+    """A worker the router lists that the spec does not have, and the command that removes it."""
+
+    url: str
+    role: str
+    id: str
+    remove: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -288,6 +311,8 @@ class HealthProbe:
     workers: Omitted[tuple[WorkerListing, ...]] = None
     missing: Omitted[tuple[str, ...]] = None
     workers_error: Omitted[str] = None
+    #: Workers the router lists that the spec does not have (stale registrations).
+    unknown: Omitted[tuple[StaleWorker, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -390,7 +415,8 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
     **dict.fromkeys((_C.HEALTH_UNREACHABLE, _C.HEALTH_HTTP_ERROR, _C.HEALTH_READY,
-                     _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING), HealthProbe),
+                     _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING,
+                     _C.HEALTH_WORKERS_MISREGISTERED, _C.HEALTH_WORKERS_UNKNOWN), HealthProbe),
     **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),

@@ -47,12 +47,13 @@ from servelab.core.verify.checks import (
     CheckCode,
     HealthProbe,
     Layer,
-    WorkerListing,
+    StaleWorker,
 )
+from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.routerworkers import router_workers
+from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.progress import ProbingE2E, ProbingHealth
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
@@ -222,8 +223,9 @@ async def _health(op: Operation, service: str) -> list[Check]:
         return [Check(service, False, _C.HEALTH_HTTP_ERROR, replace(answer, body=body))]
     if svc.role == "router":
         answer = await _router_view(op, base, _with_counts(answer, result.body))
-        if answer.missing:
-            return [Check(service, False, _C.HEALTH_WORKERS_MISSING, answer)]
+        failing = _router_code(answer)
+        if failing is not None:
+            return [Check(service, False, failing, answer)]
     worker = svc.role in ("prefill", "decode")
     code = _C.HEALTH_WORKER_READY if worker else _C.HEALTH_READY
     return [Check(service, True, code, answer)]
@@ -238,15 +240,36 @@ async def _router_view(op: Operation, base: str, answer: HealthProbe) -> HealthP
             listed = await router_workers(router_kind(op.spec), base, http).list()
         except ServelabError as exc:
             return replace(answer, workers_error=error_text(exc))
-    by_url = {worker.url: worker for worker in listed}
-    rows = []
-    for name in [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]:
-        svc = op.spec.service(name)
-        seen = by_url.get(svc.url)
-        healthy = seen is not None and seen.healthy
-        rows.append(WorkerListing(name, svc.url, svc.role, seen is not None, healthy))
+    names = [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]
+    spec = [_spec_worker(op, name) for name in names]
+    seen = [ListedWorker(w.id, w.url, w.role, w.healthy, w.bootstrap_port) for w in listed]
+    rows, others = router_view(spec, seen)
     missing = tuple(row.service for row in rows if not row.listed)
-    return replace(answer, workers=tuple(rows), missing=missing)
+    router_url = op.spec.service(op.spec.router_name or op.spec.entry_point).url
+    by_url = {worker.url: worker for worker in listed}
+    stale = tuple(
+        StaleWorker(w.url, w.role, w.id,
+                    tuple(removal_command(router_kind(op.spec), router_url, by_url[w.url])))
+        for w in others
+    )  # fmt: skip
+    return replace(answer, workers=rows, missing=missing, unknown=stale or None)
+
+
+def _spec_worker(op: Operation, name: str) -> SpecWorker:
+    svc = op.spec.service(name)
+    return SpecWorker(name, svc.url, svc.role, svc.bootstrap_port)
+
+
+def _router_code(answer: HealthProbe) -> CheckCode | None:
+    """The failing code of a router's view, if any (missing first, then misregistered, then
+    unknown)."""
+    if answer.missing:
+        return _C.HEALTH_WORKERS_MISSING
+    if any(row.misregistered for row in answer.workers or ()):
+        return _C.HEALTH_WORKERS_MISREGISTERED
+    if answer.unknown:
+        return _C.HEALTH_WORKERS_UNKNOWN
+    return None
 
 
 def _with_counts(answer: HealthProbe, body: str) -> HealthProbe:
