@@ -46,6 +46,7 @@ from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
 
 __all__ = [
+    "REPORT_PATHS",
     "ROUTER_POLICIES",
     "ArgumentEdit",
     "argument_knob",
@@ -226,7 +227,7 @@ async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> di
 
 #: Where each engine reports what it runs with (SGLang: ``/get_server_info`` is the older alias;
 #: vLLM: only under ``VLLM_SERVER_DEV_MODE=1``).
-_REPORT_PATHS = {
+REPORT_PATHS = {
     "sglang": ("/server_info", "/get_server_info"),
     "vllm": ("/server_info?config_format=json",),
 }
@@ -235,7 +236,7 @@ _REPORT_PATHS = {
 async def engine_report(op: Operation, service: str) -> dict[str, Any] | None:
     """A worker's own report of what it runs with (``/server_info``), None when it gives none."""
     try:
-        urls = [await op.url(service, path) for path in _REPORT_PATHS[op.spec.engine]]
+        urls = [await op.url(service, path) for path in REPORT_PATHS[op.spec.engine]]
     except HostError:
         return None
     async with HttpClient(limit=1) as http:

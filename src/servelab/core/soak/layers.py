@@ -18,6 +18,7 @@ class Layer(StrEnum):
     the run telemetry alone finds."""
 
     CLIENT_PROXY = "client_proxy"
+    PD_PAIR = "pd_pair"  # the prefill and decode disagree on what the KV hand-off carries
     ROUTER = "router"
     PREFILL = "prefill"
     DECODE_TRANSFER = "decode_transfer"
