@@ -18,7 +18,6 @@ class Layer(StrEnum):
     the run telemetry alone finds."""
 
     CLIENT_PROXY = "client_proxy"
-    PD_PAIR = "pd_pair"  # the prefill and decode disagree on what the KV hand-off carries
     ROUTER = "router"
     PREFILL = "prefill"
     DECODE_TRANSFER = "decode_transfer"
@@ -26,3 +25,4 @@ class Layer(StrEnum):
     CORRECTNESS = "correctness"
     ENGINE_SATURATION = "engine_saturation"
     CLIENT = "client"
+    PD_PAIR = "pd_pair"  # the prefill and decode disagree on what the KV hand-off carries
