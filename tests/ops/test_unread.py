@@ -27,6 +27,7 @@ from tests.support.stack import SimStack, start_stack
 TYPO = "SGLANG_DISAGGREGATION_WAITING_TIMOUT"  # SGLang reads ..._WAITING_TIMEOUT
 RIGHT = "SGLANG_DISAGGREGATION_WAITING_TIMEOUT"
 CUSTOM = "SGLANG_CUSTOM_BUILD_KNOB"  # a custom build's: declared under reads_env
+ARG_TYPO = "--max-runing-requests"  # the simulated SGLang's parser reads --max-running-requests
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def stack() -> Iterator[SimStack]:
 def loaded(stack: SimStack, tmp_path: Path) -> LoadedSpec:
     path = write_pd_spec(
         tmp_path, ports=PdPorts.of(stack), knob=None, decode_env=f"{TYPO}=60\n{CUSTOM}=1\n",
-        knobs=(TYPO, CUSTOM), decode_toml=f'reads_env = ["{CUSTOM}"]\n',
+        knobs=(TYPO, CUSTOM, ARG_TYPO), decode_toml=f'reads_env = ["{CUSTOM}"]\n',
     )  # fmt: skip
     return load_spec(path)
 
@@ -52,7 +53,9 @@ async def test_verify_flags_a_misspelled_knob_with_the_name_the_engine_reads(
 ) -> None:
     report = await verify(loaded, ["decode"], layers=("config", "live"))
     unread = [c for c in report.checks if c.code is CheckCode.LIVE_KNOB_UNREAD]
-    assert [c.knob for c in unread] == [TYPO] and not report.ok  # CUSTOM is declared: read
+    assert [c.knob for c in unread] == [TYPO, ARG_TYPO] and not report.ok  # CUSTOM: declared
+    argument = unread[1].data
+    assert isinstance(argument, UnreadKnob) and argument.suggestion == "--max-running-requests"
     data = unread[0].data
     assert isinstance(data, UnreadKnob) and data.suggestion == RIGHT
     assert data.version == "0.5.13.post1+sim" and "environ.py" in (data.source or "")

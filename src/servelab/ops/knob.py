@@ -366,10 +366,8 @@ async def set_knob(
 
 
 async def _unread(op: Operation, service: str, knob: Knob) -> UnreadKnob | None:
-    """The env knob judged against what the running engine reads, when it is not read (or its
+    """The knob judged against what the running engine reads, when it is not read (or its
     release has no list); None otherwise, or when the engine does not say its release."""
-    if not knob.is_env:
-        return None
     try:
         (found,) = await knob_reads(op, service, [knob.name])
     except HostError:

@@ -46,6 +46,7 @@ __all__ = [
     "ParsedArgs",
     "SglangArgs",
     "VllmArgs",
+    "engine_flags",
     "expand_config",
     "parse_worker_args",
 ]
@@ -288,6 +289,13 @@ def _parser(engine: Engine, role: Role) -> _Parser:
     _add_server_args(parser, VllmArgs if engine is Engine.VLLM else SglangArgs, engine)
     _add_servelab_options(parser, role, engine)
     return parser
+
+
+def engine_flags(engine: Engine, role: Role) -> frozenset[str]:
+    """Every flag the simulated ``engine``'s parser for ``role`` reads (its own and servelab's;
+    a vLLM boolean's ``--no-`` form too)."""
+    parser = _parser(engine, role)
+    return frozenset(flag for action in parser._actions for flag in action.option_strings)
 
 
 def _engine_of(argv: Sequence[str]) -> Engine:

@@ -20,7 +20,7 @@ from servelab.core.knobs.engineenv import env_list
 from servelab.core.knobs.knob import parse_knob
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
-__all__ = ["ReadVerdict", "UnreadKnob", "judge_env"]
+__all__ = ["ReadVerdict", "UnreadKnob", "judge_argument", "judge_env"]
 
 
 class ReadVerdict(StrEnum):
@@ -74,3 +74,20 @@ def judge_env(
     return UnreadKnob(
         name, engine, version, ReadVerdict.NOT_READ, close[0] if close else None, known.source
     )
+
+
+def judge_argument(
+    name: str, engine: str, version: str | None, flags: Iterable[str] | None
+) -> UnreadKnob:
+    """Whether the parser with ``flags`` (None: not known) reads the argument knob ``name`` (a
+    flag, or a JSON key of one): its flag, or a unique prefix of one (argparse's
+    ``allow_abbrev``, which both engines keep on)."""
+    knob = parse_knob(name)
+    if knob.is_env or knob.arg is None or flags is None:
+        return UnreadKnob(name, engine, version, ReadVerdict.NOT_JUDGED)
+    known = set(flags)
+    flag = knob.arg if engine != "vllm" else knob.arg.replace("_", "-")
+    if flag in known or len([f for f in known if f.startswith(flag)]) == 1:
+        return UnreadKnob(name, engine, version, ReadVerdict.READ)
+    close = difflib.get_close_matches(flag, sorted(known), n=1, cutoff=0.8)
+    return UnreadKnob(name, engine, version, ReadVerdict.NOT_READ, close[0] if close else None)

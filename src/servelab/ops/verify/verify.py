@@ -1,4 +1,4 @@
-"""Layered verification of a deployment: config, live, health, e2e.
+"""Layered verification of a deployment: config, live, pair, health, e2e.
 
 - **config**: each declared knob's value in the service's env file, against the spec's pinned value
   (when pinned) and against the file's latest backup (the diff is shown, not judged); an argument
@@ -8,10 +8,14 @@
   ``/proc/PID/environ`` narrowed to the declared knobs, compared with the env file: "in file but not
   live: restart needed", "live but not in file: lost on next restart", "differs"; an argument knob
   from its ``/proc/PID/cmdline`` and from the engine's own ``/server_info``, the layer that
-  disagrees named.
+  disagrees named; a declared env knob the engine's release does not read.
+- **pair**: each prefill/decode pair the router can form, what the two engines report about the
+  KV hand-off (page size, KV cache dtype, model, transfer backend, TP, context length), compared
+  by the engine's rules (:mod:`servelab.ops.verify.layers.pair`).
 - **health**: each service's readiness endpoint (the router's ``/readiness``: its ``/health`` is
   always 200); for the router also its own worker list (``GET /workers``) against the spec's
-  workers, per worker: listed, healthy; a worker it does not list fails the router's check.
+  workers, per worker: listed, healthy, its role and bootstrap port; a worker it does not list,
+  lists otherwise, or lists without the spec having it fails the router's check.
   A PD worker's own health check never exercises the KV transfer: only e2e does.
 - **e2e** (:mod:`servelab.ops.verify.e2e`): a streaming chat completion through the entry point
   (proxy,

@@ -1,4 +1,6 @@
-"""The reads layer: is each declared env knob read by the engine release the service reports?
+"""The reads layer: is each declared knob read by the engine the service runs? An env knob against
+the variables of the release it reports; an argument knob against its parser (a simulated
+worker's: the simulator's parser is its engine's; another engine's parser list is not kept).
 
 A variable with the engine's prefix that the release does not read (misspelled, renamed, removed)
 passes the file and process layers and changes nothing (:mod:`servelab.ops.reads`). A knob the
@@ -9,7 +11,6 @@ engine that does not answer is the process and health layers' to report.
 
 from __future__ import annotations
 
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.unread import ReadVerdict
 from servelab.core.verify.checks import Check, CheckCode, Layer
 from servelab.ops.reads import knob_reads
@@ -23,7 +24,7 @@ _CODES = {ReadVerdict.NOT_READ: CheckCode.LIVE_KNOB_UNREAD,
 
 async def read(ctx: ReadContext) -> list[Check]:
     """A check for each declared env knob the engine does not (or may not) read."""
-    names = [n for n in ctx.op.spec.service(ctx.name).knobs if parse_knob(n).is_env]
+    names = list(ctx.op.spec.service(ctx.name).knobs)
     if not names:
         return []
     found = await knob_reads(ctx.op, ctx.name, names)
