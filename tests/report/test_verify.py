@@ -12,7 +12,13 @@ import pytest
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, Overridden, UnitState
+from servelab.core.verify.arguments import (
+    ArgumentDropped,
+    ArgumentInFile,
+    ArgumentLive,
+    Overridden,
+    UnitState,
+)
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -124,6 +130,12 @@ _UNREPORTED = PairFieldCheck(
 
 #: (code, data, the sentence): every row of docs/verify.md's tables, and the edges between them.
 CASES: list[tuple[CheckCode, CheckData, str]] = [
+    (C.CONFIG_ARGUMENT_DROPPED,
+     ArgumentDropped("--enable-prefix-caching", "/etc/vllm/decode.yaml",
+                     "enable-prefix-caching: false"),
+     "the config file /etc/vllm/decode.yaml writes `enable-prefix-caching: false`, which the "
+     "engine drops (vLLM keeps no false in --config): --enable-prefix-caching runs at the "
+     "engine's default; write `no-enable-prefix-caching: true` to turn it off"),
     (C.HEALTH_WORKERS_MISREGISTERED,
      HealthProbe("/readiness", 200, 0.009, workers=(
          WorkerListing("prefill", "http://p", "prefill", True, True, None, 8999, 8998),

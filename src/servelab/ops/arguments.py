@@ -25,7 +25,7 @@ from typing import Any
 from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.argv import arg_values, set_words
-from servelab.core.knobs.configfile import config_values, edit_config
+from servelab.core.knobs.configfile import config_values, dropped_arguments, edit_config
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
 from servelab.core.knobs.knob import Knob, parse_knob
 from servelab.core.knobs.places import (
@@ -51,6 +51,7 @@ __all__ = [
     "ArgumentEdit",
     "argument_knob",
     "config_path",
+    "dropped_arguments_of",
     "engine_arguments",
     "engine_report",
     "live_argument",
@@ -119,6 +120,17 @@ async def _read(op: Operation, service: str) -> _Places:
         if text is not None:
             values[Place.CONFIG_FILE] = config_values(text, eng, path)
     return _Places(values, env, text)
+
+
+async def dropped_arguments_of(op: Operation, service: str) -> tuple[str | None, list[str]]:
+    """(the config file, the arguments it writes ``false`` that the engine drops)."""
+    path = config_path(op, service)
+    if path is None:
+        return None, []
+    data = await read_env_bytes(op.host(service), path)
+    if data is None:
+        return path, []
+    return path, dropped_arguments(data.decode("utf-8", "replace"), service_engine(op), path)
 
 
 async def read_places(op: Operation, service: str, knob: Knob) -> FileValue:

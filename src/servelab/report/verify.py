@@ -21,7 +21,12 @@ from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
+from servelab.core.verify.arguments import (
+    ArgumentDropped,
+    ArgumentInFile,
+    ArgumentLive,
+    UnitState,
+)
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -126,6 +131,12 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return describe_pair(data)
         case UnreadKnob():
             return describe_unread(data)
+        case ArgumentDropped(path=path, key=key, knob=knob):
+            return (
+                f"the config file {path} writes `{key}`, which the engine drops (vLLM keeps no "
+                f"false in --config): {knob} runs at the engine's default; write `no-"
+                f"{key.split(':')[0]}: true` to turn it off"
+            )
         case _:
             assert_never(data)
 

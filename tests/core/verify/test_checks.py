@@ -12,6 +12,7 @@ from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
 from servelab.core.verify import checks
 from servelab.core.verify.arguments import (
+    ArgumentDropped,
     ArgumentInFile,
     ArgumentLive,
     ArgumentVerdict,
@@ -59,6 +60,8 @@ LISTING = WorkerListing("decode", "http://127.0.0.1:1", "decode", True, True)
 
 #: One datum of each kind, and the JSON keys it has always been written with (before the types).
 SHAPES: list[tuple[CheckData, list[str]]] = [
+    (ArgumentDropped("--enable-prefix-caching", "/e/d.yaml", "enable-prefix-caching: false"),
+     ["knob", "path", "key"]),
     (PairReport("prefill", "decode", (PairFieldCheck(
         "page_size", FieldRule.EQUAL, PairValue(True, "64", "page_size", "cmdline"),
         PairValue(False), FieldVerdict.UNKNOWN),), decode_error="decode: no answer"),

@@ -40,6 +40,7 @@ from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.ledger.jsonvalues import obj, opt_str
 from servelab.core.verify.arguments import (
+    ArgumentDropped,
     ArgumentInFile,
     ArgumentLive,
     ArgumentVerdict,
@@ -110,6 +111,7 @@ class CheckCode(StrEnum):
     CONFIG_ARGUMENT_MATCHES_SPEC = "config.argument_matches_spec"  # an argument knob's file layer
     CONFIG_ARGUMENT_NOT_PINNED = "config.argument_not_pinned"
     CONFIG_ARGUMENT_PIN_MISMATCH = "config.argument_pin_mismatch"  # fails
+    CONFIG_ARGUMENT_DROPPED = "config.argument_dropped"  # fails: the engine drops the file's key
     CONFIG_UNIT_LOADED = "config.unit_loaded"  # systemd loaded the unit as it is on disk
     CONFIG_UNIT_STALE = "config.unit_stale"  # fails: changed on disk, not reloaded
     CONFIG_UNIT_UNKNOWN = "config.unit_unknown"  # fails: systemd did not say
@@ -389,7 +391,7 @@ class WorkerReach:
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
-    | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob
+    | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
 )  # fmt: skip
 
 _C = CheckCode
@@ -406,6 +408,7 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
                      _C.CONFIG_ARGUMENT_PIN_MISMATCH), ArgumentInFile),
     **dict.fromkeys((_C.CONFIG_UNIT_LOADED, _C.CONFIG_UNIT_STALE, _C.CONFIG_UNIT_UNKNOWN),
                     UnitState),
+    _C.CONFIG_ARGUMENT_DROPPED: ArgumentDropped,
     **dict.fromkeys((*(_C(f"live.argument_{v.value}") for v in LiveVerdict),
                      _C.LIVE_ENGINE_DIFFERS), ArgumentLive),
     **dict.fromkeys((_C.LIVE_ERROR, _C.PAIR_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
@@ -452,6 +455,7 @@ class Check:
             case (
                 KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob)
                 | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob) | UnreadKnob(knob=knob)
+                | ArgumentDropped(knob=knob)
             ):  # fmt: skip
                 return knob
         return None

@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.knobs.argv import canonical_arg
 from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import FileValue
 from servelab.core.knobs.rules import parse_env_bytes, tracked_names
 from servelab.core.ledger.evidence import KnobChangeRecord
-from servelab.core.verify.arguments import ArgumentInFile, Overridden
+from servelab.core.verify.arguments import ArgumentDropped, ArgumentInFile, Overridden
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -31,7 +32,7 @@ from servelab.core.verify.checks import (
 )
 from servelab.errors import KnobError, ServelabError
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes
-from servelab.ops.arguments import place_path
+from servelab.ops.arguments import dropped_arguments_of, place_path, service_engine
 from servelab.ops.context import Operation
 from servelab.ops.progress import ReadingEnvFile
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
@@ -146,7 +147,24 @@ async def _argument_checks(ctx: ReadContext) -> list[Check]:
         files = await ctx.places(knobs)
     except ServelabError as exc:
         return failed(Layer.CONFIG, ctx.name, exc)
-    return [_argument_check(ctx.op, ctx.name, knob, files[knob.name]) for knob in knobs]
+    checks = [_argument_check(ctx.op, ctx.name, knob, files[knob.name]) for knob in knobs]
+    return checks + await _dropped(ctx, knobs)
+
+
+async def _dropped(ctx: ReadContext, knobs: list[Knob]) -> list[Check]:
+    """A declared argument the config file writes ``false``, which the engine drops."""
+    try:
+        path, dropped = await dropped_arguments_of(ctx.op, ctx.name)
+    except ServelabError as exc:
+        return failed(Layer.CONFIG, ctx.name, exc)
+    engine = service_engine(ctx.op)
+    checks = []
+    for knob in knobs:
+        arg = canonical_arg(knob.arg or knob.name, engine)
+        if path is not None and arg in dropped:
+            data = ArgumentDropped(knob.name, path, f"{arg[2:]}: false")
+            checks.append(Check(ctx.name, False, _C.CONFIG_ARGUMENT_DROPPED, data))
+    return checks
 
 
 async def read(ctx: ReadContext) -> list[Check]:
