@@ -62,6 +62,7 @@ from servelab.ops.deploy.results import (
 )
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.steps import Step, StepFailure
+from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
 __all__ = ["down", "restart", "restart_service", "status", "up"]
@@ -104,6 +105,9 @@ async def up(
         await _preflight(op, "up", up_plan(op.spec, services))
         steps = await _up(op, services)
         report = DeployReport("up", steps)
+        if steps and all(step.ok for step in steps):
+            ready = [step.service for step in steps]
+            report.pair = await pair_checks(op, ready)  # once everything is ready
         report.deployment_id = _record(op, "up", report.to_json())
     return report
 
