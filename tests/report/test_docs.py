@@ -11,8 +11,10 @@ import pytest
 from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.result import AbResult
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import read_check
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
 from servelab.report import docs
 from servelab.report.docs import (
@@ -131,8 +133,8 @@ def test_markdown_pages_carry_no_raw_html_from_user_text(ledger: Ledger) -> None
     """Defect 26 (issue 38): a ``<script>`` in a case title or knob value was written raw into
     the markdown pages (the HTML was escaped)."""
     evil = "<script>alert(1)</script>"
-    ledger.record_knob_change(service="decode", name=K, old="256", new=f"5`{evil}`x{evil}",
-                              reason=evil, case_id=None, backup_path=None)  # fmt: skip
+    ledger.add(KnobChangeRecord(id=0, at=NOW, service="decode", name=K, old="256",
+                                new=f"5`{evil}`x{evil}", reason=evil))  # fmt: skip
     cid = cases.open_case(ledger, f"stall {evil}")
     cases.add_suspect(ledger, cid, f"knob:decode/{K}", f"because {evil}")
     ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(

@@ -36,11 +36,13 @@ from servelab.cli.options import (
     target_options,
     wait_option,
 )
+from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.spec import RouterOptions
 from servelab.core.load.slo import SLO
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.knob import live_knobs
 from servelab.ops.soak import soak as ops
@@ -102,7 +104,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
     if case_id is None:
         return
     with Ledger.open(ledger_path) as ledger:
-        if ledger.get_case(case_id) is None:
+        if ledger.get(CaseRecord, case_id) is None:
             raise CaseError(f"no case {case_id} in {ledger_path}")
 
 
@@ -206,7 +208,7 @@ def soak_command(
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)
     traces = None if loaded is None else trace_collector(loaded.spec)
-    with nullcontext() if loaded is None else where.exclusive(wait=wait):
+    with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         result = _soak(config, targets, None if no_record else ledger_file, case_id, traces)
     _show(result, as_json)
 

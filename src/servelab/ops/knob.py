@@ -21,12 +21,15 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from servelab.core.case.record import CaseRecord
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import Place, split_args
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
@@ -37,6 +40,7 @@ from servelab.io.hosts.envfiles import (
     read_env_file,
 )
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import (
     argument_knob,
     engine_arguments,
@@ -47,6 +51,7 @@ from servelab.ops.arguments import (
     write_argument,
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.reads import knob_reads
 
 __all__ = [
     "KnobChange",
@@ -84,9 +89,14 @@ class KnobChange:
     #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
     #: ``config_file``); ``env_file`` then holds the path of the file written.
     place: str = "env_file"
+    #: The running engine does not read the env knob (or its release has no list): the warning.
+    unread: UnreadKnob | None = None
 
     def to_json(self) -> JsonObject:
-        return asdict(self)
+        doc = asdict(self)
+        if self.unread is None:
+            del doc["unread"]
+        return doc
 
 
 @dataclass(frozen=True)
@@ -340,7 +350,11 @@ async def set_knob(
     svc = check_knob_name(target.spec, service, name)
     _check_value(name, value)
     async with operation(target, ledger=ledger) as op:
-        if case_id is not None and op.ledger is not None and op.ledger.get_case(case_id) is None:
+        if (
+            case_id is not None
+            and op.ledger is not None
+            and op.ledger.get(CaseRecord, case_id) is None
+        ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
         value = knob.normalize(value)
@@ -352,6 +366,7 @@ async def set_knob(
         pid, live, live_error = await _live_value(op, service, name)
         if pid is not None and not knob.is_env and same_value(live, value):
             live = await _engine_value(op, service, knob, live)
+        unread = await _unread(op, service, knob) if pid is not None else None
     return KnobChange(
         service=service,
         name=name,
@@ -367,7 +382,19 @@ async def set_knob(
         change_id=change_id,
         live_error=live_error,
         place=place,
+        unread=unread,
     )
+
+
+async def _unread(op: Operation, service: str, knob: Knob) -> UnreadKnob | None:
+    """The knob judged against what the running engine reads, when it is not read (or its
+    release has no list); None otherwise, or when the engine does not say its release."""
+    try:
+        (found,) = await knob_reads(op, service, [knob.name])
+    except HostError:
+        return None
+    bad = found.verdict in (ReadVerdict.NOT_READ, ReadVerdict.UNKNOWN)
+    return found if bad and found.version is not None else None
 
 
 async def _write(
@@ -401,10 +428,19 @@ def _record_change(
     """Record the change in the operation's ledger (None: no ledger)."""
     if op.ledger is None:
         return None
-    return op.ledger.record_knob_change(
-        service=service, name=name, old=old, new=new, reason=reason, case_id=case_id,
-        backup_path=backup_path,
-    )  # fmt: skip
+    return op.ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service=service,
+            name=name,
+            old=old,
+            new=new,
+            reason=reason,
+            case_id=case_id,
+            backup_path=backup_path,
+        )
+    )
 
 
 def _check_value(name: str, value: str | None) -> None:

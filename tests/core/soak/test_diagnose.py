@@ -23,7 +23,6 @@ from servelab.core.soak.evidence import (
     parse_metrics,
     parse_workers,
 )
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -35,6 +34,7 @@ from servelab.core.soak.observe import (
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, UndecidedReason, undecided
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.router import router_metrics
 from servelab.core.telemetry.rules import ServerView
 from servelab.core.telemetry.summary import RunTelemetry, SourceTelemetry
@@ -408,7 +408,7 @@ def test_a_later_localizations_facts_and_findings_carry_its_signature() -> None:
 def test_the_layers_keep_their_stored_values_and_order() -> None:
     assert [layer.value for layer in Layer] == [
         "client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness",
-        "engine_saturation", "client",
+        "engine_saturation", "client", "pd_pair",
     ]  # fmt: skip
     assert [r.value for r in UndecidedReason] == [
         "not_reproduced", "cold_start", "not_localized", "no_pair_replay", "conflict",

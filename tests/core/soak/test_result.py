@@ -11,7 +11,6 @@ import pytest
 import servelab.core.soak.result as result_mod
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import (
     Determinism,
@@ -23,6 +22,7 @@ from servelab.core.soak.result import (
 )
 from servelab.core.soak.signatures import Signature
 from servelab.core.soak.undecided import NextProbe, UndecidedReason
+from servelab.core.telemetry.layers import Layer
 from tests.support.soakresult import every_kind_result, kinds
 
 
@@ -39,15 +39,17 @@ def test_a_result_with_every_kind_of_observation_reads_back_equal() -> None:
     stored = json.loads(json.dumps(encode(result)))
     back = decode(SoakResult, stored)
     assert back == result
-    assert isinstance(back.findings[0], Finding) and back.findings[0].layer is Layer.DECODE_TRANSFER
+    assert isinstance(back.findings[0], Finding) and back.findings[0].layer is Layer.PD_PAIR
+    assert back.findings[1].layer is Layer.DECODE_TRANSFER  # the mismatched pair ranks first
     assert back.failures[1].signature is Signature.HTTP_5XX
     assert not back.ok and back.config.knob("decode", "K") == "512"
 
 
 def test_codes_are_stored_as_their_values_and_nothing_worded() -> None:
     stored = encode(every_kind_result())
-    assert stored["findings"][0]["layer"] == "decode_transfer"
-    assert set(stored["findings"][0]) == {
+    assert stored["findings"][0]["layer"] == "pd_pair"
+    assert stored["findings"][1]["layer"] == "decode_transfer"
+    assert set(stored["findings"][1]) == {
         "layer", "confidence", "supporting", "contradicting", "worker"
     }  # fmt: skip
     assert stored["stalls"][0]["phase"] == "head"

@@ -24,6 +24,7 @@ import shlex
 import sys
 
 from servelab.core.deploy.engines import engine
+from servelab.core.deploy.events import UnitReloaded
 from servelab.core.deploy.preflight import (
     PROBLEM_ENV,
     PROBLEM_MODULE,
@@ -46,7 +47,6 @@ from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid
 from servelab.io.http.client import probe
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
-from servelab.ops.progress import UnitReloaded
 
 __all__ = ["check_before_start", "env_bytes", "preflight_message"]
 

@@ -22,10 +22,10 @@ import secrets
 from dataclasses import dataclass, replace
 from time import perf_counter_ns
 
+from servelab.core.load.identity import request_identity
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
-from servelab.core.telemetry.traces import request_identity
 from servelab.core.verify.checks import Check, CheckCode, E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.coldstart import (
     COLD_MIN_S,
@@ -35,10 +35,10 @@ from servelab.core.verify.coldstart import (
     decode_counts,
     needs_second_probe,
 )
+from servelab.core.verify.events import ProbingWorkers
 from servelab.core.verify.served import Count, Gap, Scrapes, counted
 from servelab.io.http.client import HttpClient, StreamClient, chat_body
 from servelab.ops.context import Operation
-from servelab.ops.progress import ProbingWorkers
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
 __all__ = ["E2EOptions", "e2e_check", "reach_checks"]
