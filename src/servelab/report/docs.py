@@ -45,6 +45,7 @@ from servelab.report.case import (
     event_error,
 )
 from servelab.report.html import CaseRow, KnobRow, render_index
+from servelab.report.metric import METRIC_UNITS, metric_where
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
 from servelab.report.text import show_value
@@ -317,7 +318,9 @@ def _arms_table(ab: AbRunRecord) -> list[str]:
     concs = sorted({c for curve in curves.values() for c, *_ in curve})
     if not concs:
         return ["(no throughput recorded)"]
-    rows = ["| value | " + " | ".join(f"C{c}" for c in concs) + " |"]
+    metric = ab.result.design.compared
+    head = " | ".join(metric_where(metric, c) for c in concs)
+    rows = [f"| value ({METRIC_UNITS[metric]}) | {head} |"]
     rows.append("|---" * (len(concs) + 1) + "|")
     for value, curve in curves.items():
         at = {c: (m, s, n) for c, m, s, n in curve}
@@ -338,7 +341,8 @@ def comparison_rows(result: AbResult) -> list[list[str]]:
         ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if math.isfinite(ratio) else "—"
         ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if all(map(math.isfinite, ci)) else "—"
         pair = f"{c.baseline} → {c.candidate}"
-        rows.append([f"C{c.concurrency}", pair, ratio_s, ci_s, c.verdict])
+        where = metric_where(result.design.compared, c.concurrency)
+        rows.append([where, pair, ratio_s, ci_s, c.verdict])
     return rows
 
 
@@ -389,7 +393,8 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
 def ab_markdown(ab: AbRunRecord, plot: str | None) -> str:
     """The page of one A/B experiment: the arms, the comparisons, the anomalies, the plot."""
     out = [f"# A/B #{ab.id}: {ab.service} `{ab.knob}`", "", f"Recorded {ab.at}.", ""]
-    out += ["## Arms (output tok/s)", "", *_arms_table(ab), "", "## Comparisons", ""]
+    unit = METRIC_UNITS[ab.result.design.compared]
+    out += [f"## Arms ({unit})", "", *_arms_table(ab), "", "## Comparisons", ""]
     out += [*_comparison_table(ab), "", "## Anomalies", "", *_anomaly_lines(ab)]
     if plot is not None:
         out += ["", f"![A/B #{ab.id}]({plot})"]
