@@ -21,12 +21,12 @@ import pytest
 
 from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
 from servelab.core.ab.tunerun import TuneKnob
+from servelab.core.bench.contract import BenchConfig
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.tune import TuneConfig, run_tune
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knob
 from servelab.ops.progress import ProgressEvent, TuneVisitStarted

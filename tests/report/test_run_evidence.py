@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servelab.core.bench.contract import BenchConfig, BenchResult, RunResult
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.load.clienthealth import client_health
@@ -16,7 +17,6 @@ from servelab.core.telemetry.rules import run_evidence
 from servelab.core.telemetry.summary import RunTelemetry
 from servelab.core.telemetry.traces import RETURN_HELD_MS
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig, BenchResult, RunResult
 from servelab.report import bench as report
 from servelab.report.docs import build_docs
 from servelab.report.pages import run_markdown

@@ -38,6 +38,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
@@ -45,7 +46,6 @@ from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
 from servelab.core.options import CHANGE_FORM, parse_change
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.case import bisect as bisection
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest

@@ -46,7 +46,7 @@ from servelab.report.progress import describe_level, describe_progress
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = [
     "DEBUG_ENV",

@@ -48,13 +48,13 @@ from servelab.cli.options import (
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.tune import DEFAULT_MAX_ROUNDS, TuneConfig, plan_tune, resume_tune, run_tune
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
 from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
 

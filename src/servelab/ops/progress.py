@@ -4,7 +4,7 @@ Ops emit these through the operation's progress callback (:data:`servelab.ops.co
 :func:`servelab.report.progress.describe_progress` words each one (matching on its type), and the
 CLI prints that line on stderr. Nothing here is worded.
 
-A bench run's progress is a stream of its own (:class:`servelab.ops.bench.bench.BenchProgress`,
+A bench run's progress is a stream of its own (:class:`servelab.core.bench.contract.BenchProgress`,
 many counter updates a second that drive a bar, through the bench's own callback); it is typed the
 same way, and :func:`servelab.report.progress.describe_level` words the line a measured level gets.
 """

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, assert_never
 
 from servelab.core.ab.result import AbResult
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -475,7 +476,8 @@ def _run_pages(
             files[f"plots/run-{run.id}-ttft.png"] = png
         img = None if png is None else f"../plots/run-{run.id}-ttft.png"
         files[path] = run_markdown(run, img).encode()
-        conc = (run.summary.get("level") or {}).get("concurrency", "?")
+        level = stored_level(run.summary)
+        conc = "?" if level is None else level.concurrency
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)
         )

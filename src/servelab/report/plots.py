@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from servelab.core.ab.result import AbArm, AbMetric, AbResult
 from servelab.core.ab.tune import TuneState
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
@@ -115,7 +116,8 @@ def run_phase_plot(run: BenchRunRecord) -> bytes | None:
     if not phases:
         return None
     p50 = {name: float(q.get("p50") or 0.0) for name, q in phases.items()}
-    conc = (run.summary.get("level") or {}).get("concurrency", "?")
+    level = stored_level(run.summary)
+    conc = "?" if level is None else level.concurrency
     return ttft_phase_plot([(f"C{conc}", p50)], title=f"Bench run #{run.id}: where the TTFT went")
 
 

@@ -69,7 +69,7 @@ from servelab.ops.progress import (
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = ["describe_level", "describe_progress"]
 

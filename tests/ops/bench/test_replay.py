@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig
 from servelab.core.load.metrics import dispatch_delay_ns, ttft_ns
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.trace import TracePlan, TraceWindow
-from servelab.ops.bench.bench import TRACE_LEVEL, BenchConfig, run_bench
+from servelab.ops.bench.bench import run_bench
 from tests.support.servers import served
 
 GAP_S = 0.002

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig, BenchProgress, BenchResult
 from servelab.core.deploy.rolling import RollOptions, RollPhase, running_requests
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
@@ -20,7 +21,7 @@ from servelab.errors import RouterApiError
 from servelab.io.http.client import StreamClient, chat_body, get_json
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
-from servelab.ops.bench.bench import BenchConfig, BenchProgress, BenchResult, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.context import Operation
 from servelab.ops.deploy import deploy
 from servelab.ops.deploy.rolling import rolling_restart

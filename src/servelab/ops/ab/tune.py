@@ -62,6 +62,7 @@ from servelab.core.ab.tunerun import (
     screen,
     with_visits,
 )
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
@@ -69,7 +70,6 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.plan import plan_ab
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 from servelab.ops.progress import (

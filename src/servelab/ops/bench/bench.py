@@ -14,8 +14,7 @@ live; a trace's are decoded as each request ends, so a long trace keeps records,
 ``run_bench(config, progress=..., ledger=..., save=..., stop=...)`` runs every concurrency ×
 repeat; after EVERY run (partial runs included) it records the run in the ledger (the one path the
 CLI's bench and the A/B share) and then calls ``save(run)``; it stops cleanly when ``stop`` is set.
-The names of :mod:`servelab.ops.bench.results` (config, results, their ledger payload) are
-importable from here too.
+Its config, results and events are :mod:`servelab.core.bench.contract`'s types.
 """
 
 from __future__ import annotations
@@ -29,6 +28,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from time import perf_counter_ns
 
+from servelab.core.bench.contract import (
+    TRACE_CONNECT_AHEAD,
+    TRACE_IN_FLIGHT,
+    BenchConfig,
+    BenchProgress,
+    BenchProgressFn,
+    BenchResult,
+    RunResult,
+    SaveFn,
+)
+from servelab.core.bench.summary import summarize_level
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import cache_summary, session_summaries
 from servelab.core.load.clienthealth import client_health
@@ -49,43 +59,12 @@ from servelab.ops.bench.load import (
     slot_starts_ns,
     split,
 )
-from servelab.ops.bench.results import (
-    TRACE_CONNECT_AHEAD,
-    TRACE_IN_FLIGHT,
-    TRACE_LEVEL,
-    BenchConfig,
-    BenchProgress,
-    BenchProgressFn,
-    BenchResult,
-    LevelSummary,
-    RunResult,
-    SaveFn,
-    record_run,
-    result_so_far,
-    run_payload,
-    summarize_level,
-)
+from servelab.ops.bench.results import record_run
 from servelab.ops.bench.workers import ClientSpec, Workers, shared_t0
 from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.ops.telemetry.watch import MetricsPlan, MetricsWatch
 
-__all__ = [
-    "TRACE_CONNECT_AHEAD",
-    "TRACE_IN_FLIGHT",
-    "TRACE_LEVEL",
-    "BenchConfig",
-    "BenchProgress",
-    "BenchProgressFn",
-    "BenchResult",
-    "LevelSummary",
-    "RunResult",
-    "SaveFn",
-    "record_run",
-    "result_so_far",
-    "run_bench",
-    "run_payload",
-    "summarize_level",
-]
+__all__ = ["run_bench"]
 
 
 class _Local:
