@@ -18,12 +18,15 @@ import pytest
 
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import Order
+from servelab.core.ab.events import AbVisitStarted
 from servelab.core.ab.result import AbResult, Stop
 from servelab.core.ab.sequential import Boundary
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.workload import LengthDist
+from servelab.core.progress import ProgressEvent
 from servelab.errors import BenchError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
@@ -32,7 +35,6 @@ from servelab.ops.ab.ab import resume_ab, run_ab
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob
-from servelab.ops.progress import AbVisitStarted, KnobVerifiedLive, ProgressEvent
 from servelab.report.ab import ab_markdown
 from tests.support import free_ports
 from tests.support.old_rows import AB_SESSION_BEFORE_CODEC, FIRST_AB_RUN

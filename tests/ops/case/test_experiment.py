@@ -17,6 +17,7 @@ import pytest
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, RULE_BOUND, RULE_SIGNIFICANT
 from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS
+from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
@@ -24,7 +25,6 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
 from servelab.ops.knob import get_knob, live_knob, live_knobs
-from servelab.ops.progress import ProgressEvent
 from servelab.ops.soak.soak import soak
 from servelab.report.case import describe_experiment, experiment_lines
 from servelab.report.progress import describe_progress

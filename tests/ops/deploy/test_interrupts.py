@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.progress import ProgressEvent
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record
@@ -22,7 +23,6 @@ from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Progress
 from servelab.ops.deploy import deploy
 from servelab.ops.deploy.results import DeployInterrupted, DeployReport, RestartReport
-from servelab.ops.progress import ProgressEvent
 from servelab.report.deploy import render_interruption, render_restart
 from servelab.report.progress import describe_progress
 from tests.ops.deploy.test_deploy import _generic, _load, _no_listeners

@@ -19,16 +19,11 @@ import pytest
 from aiohttp import web
 
 from servelab.core.ledger.codec import encode
+from servelab.core.progress import ProgressEvent
+from servelab.core.soak.events import EnginesStarted, Localizing, SoakStarted, StallSeen
 from servelab.core.soak.observe import ProbeResult, ReplayResult
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.progress import (
-    EnginesStarted,
-    Localizing,
-    ProgressEvent,
-    SoakStarted,
-    StallSeen,
-)
 from servelab.ops.soak.soak import soak
 from tests.support.http import set_faults
 from tests.support.processes import children

@@ -48,6 +48,15 @@ from servelab.core.ab.tune import (
     TuneRule,
     check_rule,
 )
+from servelab.core.ab.tuneevents import (
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneResumed,
+    TuneScreened,
+    TuneStarted,
+    TuneVisitStarted,
+)
 from servelab.core.ab.tunerun import (
     NextBlock,
     TuneKnob,
@@ -72,15 +81,6 @@ from servelab.ops.ab.plan import plan_ab
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
-from servelab.ops.progress import (
-    TuneArmKept,
-    TuneEliminated,
-    TuneLevelStopped,
-    TuneResumed,
-    TuneScreened,
-    TuneStarted,
-    TuneVisitStarted,
-)
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",

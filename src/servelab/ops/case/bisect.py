@@ -39,6 +39,8 @@ from servelab.core.case.bisect import (
     record_probe,
     start_bisect,
 )
+from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
+from servelab.core.case.events import ArmSoaked, VisitStarted
 from servelab.core.case.experiment import ALPHA, EFFECT, ArmTally
 from servelab.core.case.model import Case
 from servelab.core.case.points import (
@@ -77,14 +79,6 @@ from servelab.ops.case.case import load_case
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob, live_knobs
-from servelab.ops.progress import (
-    ArmSoaked,
-    BisectPlanned,
-    BisectResumed,
-    ProbeDecided,
-    ProbeStarted,
-    VisitStarted,
-)
 from servelab.ops.soak.soak import soak
 
 __all__ = [

@@ -23,6 +23,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from servelab.core.case.events import StepFailed
 from servelab.core.case.model import (
     CASE_RESOLVED,
     RESTORE_VERIFIED,
@@ -47,18 +48,20 @@ from servelab.core.case.revert import (
     revert_values,
 )
 from servelab.core.case.verdicts import Override, Refusal, refusals
+from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.deploy.topology import restart_plan
+from servelab.core.knobs.events import KnobSetting
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
+from servelab.core.verify.events import VerifyingLayers
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.deploy.steps import Step, StepFailure
 from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.progress import CoRestarting, KnobSetting, StepFailed, VerifyingLayers
 from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify
 
 __all__ = [

@@ -29,6 +29,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+from servelab.core.case.events import ArmSoaked, CaseTestPlanned, KnobPuttingBack, VisitStarted
 from servelab.core.case.experiment import (
     ALPHA,
     ARM_REVERT,
@@ -42,6 +43,7 @@ from servelab.core.case.experiment import (
 )
 from servelab.core.case.model import Case, Target, parse_target, revert_changes
 from servelab.core.case.revert import experiment_values
+from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.ledger.evidence import SoakRunRecord
@@ -53,13 +55,6 @@ from servelab.ops.arm import Setting, make_live
 from servelab.ops.case.case import load_case
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob, live_knobs
-from servelab.ops.progress import (
-    ArmSoaked,
-    CaseTestPlanned,
-    CoRestarting,
-    KnobPuttingBack,
-    VisitStarted,
-)
 from servelab.ops.soak.soak import soak
 
 __all__ = [

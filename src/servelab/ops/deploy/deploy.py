@@ -37,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
@@ -59,12 +60,6 @@ from servelab.ops.deploy.results import (
 )
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.steps import Step, StepFailure
-from servelab.ops.progress import (
-    EnvFileRestored,
-    RestartPlanned,
-    ServiceFailed,
-    UpUndone,
-)
 from servelab.ops.verify.verify import verify
 
 __all__ = ["down", "restart", "restart_service", "status", "up"]

@@ -30,6 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from servelab.core.deploy.events import RollingPlanned, RollPhaseFailed, RollPhaseStarted
 from servelab.core.deploy.rolling import (
     RollOptions,
     RollPhase,
@@ -70,7 +71,6 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
-from servelab.ops.progress import RollingPlanned, RollPhaseFailed, RollPhaseStarted
 from servelab.ops.verify.verify import verify
 
 __all__ = ["rolling_restart"]

@@ -56,6 +56,7 @@ from servelab.core.verify.checks import (
     NoEnvFile,
     WorkerListing,
 )
+from servelab.core.verify.events import ProbingE2E, ProbingHealth, ReadingEnvFile, ReadingLiveEnv
 from servelab.errors import KnobError, ServelabError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes
@@ -63,7 +64,6 @@ from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.progress import ProbingE2E, ProbingHealth, ReadingEnvFile, ReadingLiveEnv
 from servelab.ops.verify.arguments import argument_knobs, argument_layers
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 
