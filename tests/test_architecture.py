@@ -210,3 +210,43 @@ def test_aiohttp_and_asyncssh_only_in_io_and_sim(path: Path) -> None:
             continue
         found = mods & {"aiohttp", "asyncssh"}
         assert not found, f"{path.relative_to(SRC)}:{node.lineno} imports {sorted(found)}"
+
+
+#: The ``__init__.py`` that hold more than nothing: the package root (its version and the one
+#: public shortcut, ``ServelabError``), ``cli/`` (the console script's group: it registers each
+#: command module on first use) and ``sim/`` (a docstring naming its modules, nothing imported).
+_INIT_WITH_CODE = {SRC, SRC / "cli", SRC / "sim"}
+
+
+def _servelab_names_imported(tree: ast.Module) -> set[str]:
+    """The names a module's top level imports from servelab (``from servelab.x import name``)."""
+    return {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("servelab")
+        for alias in node.names
+    }
+
+
+def _exported(tree: ast.Module) -> list[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return [e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)]
+    return []
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_re_exports(path: Path) -> None:
+    """docs/architecture.md: a name is imported from the module that defines it. No module's
+    ``__all__`` names what it imported from servelab (the package root's ``ServelabError`` is
+    the one public shortcut); a folder's ``__init__.py`` is empty (but :data:`_INIT_WITH_CODE`)."""
+    if path == SRC / "__init__.py":
+        return
+    if path.name == "__init__.py" and path.parent not in _INIT_WITH_CODE:
+        assert not path.read_text(encoding="utf-8").strip(), f"{path.relative_to(SRC)} not empty"
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    again = set(_exported(tree)) & _servelab_names_imported(tree)
+    assert not again, f"{path.relative_to(SRC)} re-exports {sorted(again)}"

@@ -36,8 +36,8 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.ops.deploy.results import RestartReport
-from servelab.ops.verify.e2e import _classify
-from servelab.ops.verify.verify import E2EOptions, VerifyReport
+from servelab.ops.verify.e2e import E2EOptions, _classify
+from servelab.ops.verify.verify import VerifyReport
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,

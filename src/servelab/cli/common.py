@@ -39,7 +39,8 @@ from servelab.errors import (
     SpecError,
     TraceError,
 )
-from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.ledger.connection import LEDGER_ENV, resolve_ledger_path
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.report.progress import describe_level, describe_progress

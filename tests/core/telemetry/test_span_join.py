@@ -6,9 +6,9 @@ attributes); times are worker wall-clock ns, the client's ``perf_counter_ns`` ma
 
 from __future__ import annotations
 
+from servelab.core.telemetry.spans import Span
 from servelab.core.telemetry.traces import (
     ClockAnchor,
-    Span,
     decompose,
     request_identity,
     spans_by_request,

@@ -18,7 +18,8 @@ from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
 from servelab.core.load.workload import LengthDist
 from servelab.errors import RouterApiError
-from servelab.io.http.client import StreamClient, chat_body, get_json
+from servelab.io.http.client import chat_body, get_json
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
 from servelab.ops.bench.bench import run_bench

@@ -24,8 +24,8 @@ from servelab.core.verify.checks import (
 )
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.verify.e2e import _classify
-from servelab.ops.verify.verify import LAYERS, E2EOptions, VerifyReport, verify
+from servelab.ops.verify.e2e import E2EOptions, _classify
+from servelab.ops.verify.verify import LAYERS, VerifyReport, verify
 from servelab.report.verify import check_detail, check_json, render_verify, verify_json
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack

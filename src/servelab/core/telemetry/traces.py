@@ -55,7 +55,6 @@ from pydantic import Field, computed_field
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.spans import (
-    REQUEST_ID_ATTR,
     ROUTER_SPAN,
     WORKER_PHASES,
     Span,
@@ -65,14 +64,11 @@ from servelab.core.telemetry.spans import (
 
 __all__ = [
     "PHASES",
-    "REQUEST_ID_ATTR",
     "RETURN_HELD_MS",
-    "WORKER_PHASES",
     "ClockAnchor",
     "PhaseQuantiles",
     "RequestPhases",
     "RunTraces",
-    "Span",
     "TraceSummary",
     "TtftBreakdown",
     "decompose",

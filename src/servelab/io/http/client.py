@@ -32,25 +32,18 @@ import aiohttp
 
 from servelab.io.http.neterrors import TRANSPORT_ERRORS as _TRANSPORT_ERRORS
 from servelab.io.http.neterrors import translate
-from servelab.io.http.stream import Chunks, Connections, Resend, StreamClient, Transfer
 
 __all__ = [
     "BODY_LIMIT",
-    "Chunks",
-    "Connections",
     "HttpClient",
     "ModelList",
     "ProbeResult",
-    "Resend",
-    "StreamClient",
-    "Transfer",
     "chat_body",
     "completion_body",
     "get_json",
     "model_id",
     "model_list",
     "probe",
-    "translate",
     "using_client",
 ]
 

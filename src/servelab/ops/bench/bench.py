@@ -45,7 +45,8 @@ from servelab.core.load.clienthealth import client_health
 from servelab.core.load.records import RequestRecord
 from servelab.core.load.trace import PromptBuilder, TracePlan, session_offsets_ns
 from servelab.core.load.workload import closed_loop_ramp_ns, poisson_offsets_ns
-from servelab.io.http.client import StreamClient, chat_body, completion_body
+from servelab.io.http.client import chat_body, completion_body
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.tracefile import scan_trace, trace_sessions
 from servelab.ops.bench.load import (

@@ -55,6 +55,7 @@ from servelab.core.knobs.events import KnobSetting
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
+from servelab.core.verify.checks import Check
 from servelab.core.verify.events import VerifyingLayers
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
@@ -62,7 +63,7 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.deploy.steps import Step, StepFailure
 from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify
+from servelab.ops.verify.verify import LAYERS, VerifyReport, verify
 
 __all__ = [
     "Applied",

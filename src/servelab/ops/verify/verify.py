@@ -67,7 +67,11 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.verify.arguments import argument_knobs, argument_layers
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 
-__all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
+__all__ = [
+    "LAYERS",
+    "VerifyReport",
+    "verify",
+]
 
 #: The layers' names, in order (what ``verify --layer`` takes).
 LAYERS: tuple[str, ...] = tuple(layer.value for layer in Layer)
