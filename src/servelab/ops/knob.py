@@ -19,7 +19,9 @@ operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reuse
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+
+from pydantic import computed_field
 
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
@@ -27,7 +29,6 @@ from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
-from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
@@ -79,9 +80,6 @@ class KnobChange:
     #: ``config_file``); ``env_file`` then holds the path of the file written.
     place: str = "env_file"
 
-    def to_json(self) -> JsonObject:
-        return asdict(self)
-
 
 @dataclass(frozen=True)
 class KnobDiff:
@@ -102,17 +100,16 @@ class KnobDiff:
     place: str | None = "env_file"
     shadowed: tuple[tuple[str, str | None], ...] = ()
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def running(self) -> bool:
         return self.pid is not None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def verdict(self) -> LiveVerdict | None:
         """File vs live; None when the service is not running."""
         return live_verdict(self.file, self.live) if self.running else None
-
-    def to_json(self) -> JsonObject:
-        return {**asdict(self), "running": self.running, "verdict": self.verdict}
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -180,9 +177,6 @@ class KnobValue:
     place: str | None
     path: str
     shadowed: tuple[tuple[str, str | None], ...] = ()
-
-    def to_json(self) -> JsonObject:
-        return asdict(self)
 
 
 async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobValue:

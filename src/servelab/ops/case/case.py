@@ -354,7 +354,7 @@ class RevertOutcome:
         """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
         return {
             "preview": self.preview.to_json(),
-            "change": self.change.to_json(),
+            "change": encode(self.change),
             "restart": [dataclasses.asdict(s) for s in self.restart],
             "verification": _verification_json(self.verification, self.failure),
             "live": self.live,
