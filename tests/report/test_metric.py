@@ -7,9 +7,9 @@ import dataclasses
 
 import pytest
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import CAPACITY_LEVEL, AbDesign, AbMetric
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import AbRunRecord
 from servelab.report import ab as ab_report
 from servelab.report import docs, metric
 from servelab.report.plots import ab_figure

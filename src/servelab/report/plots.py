@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from servelab.core.ab.result import AbArm, AbMetric, AbResult
 from servelab.core.ab.tune import TuneState
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.bench.upgrade import stored_level
-from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.stats import mean, sample_std

@@ -18,7 +18,6 @@ from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
 from servelab.core.verify.checks import (
     Check,
@@ -42,6 +41,7 @@ from servelab.core.verify.checks import (
     read_check,
 )
 from servelab.core.verify.coldstart import StartReason
+from servelab.core.verify.record import CheckRecord
 from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_verdict

@@ -14,25 +14,19 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ab.compare import Comparison, Verdict
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    BenchRunRecord,
-    CaseEvent,
-    CaseEvidence,
-    CaseRecord,
-    DeploymentRecord,
-    KnobChangeRecord,
-    LedgerExport,
-    SoakRunRecord,
-    Suspect,
-    VerificationRecord,
-)
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.layers import Layer
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
+from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -41,6 +35,7 @@ from servelab.core.verify.checks import (
     WorkerReach,
     read_check,
 )
+from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import connection as connection_module
 from servelab.io.ledger import ledger as store_module

@@ -16,7 +16,7 @@ import pytest
 
 from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.deploy.topology import restart_plan
-from servelab.core.soak.layers import Layer
+from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger.ledger import Ledger

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Stalls
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (
@@ -24,6 +23,7 @@ from servelab.core.soak.result import (
 )
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
+from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.soak.soak import render_soak, soak_json

@@ -13,7 +13,7 @@ environment: values of undeclared environment variables must not reach these fun
 run, an A/B or a soak that the file refuses when it is recorded (a disk that filled meanwhile) is
 kept beside it as JSON (:mod:`servelab.io.ledger.unsaved`), and the error says where.
 
-Readers return the typed records of :mod:`servelab.core.ledger.evidence` (read from each row by
+Readers return each feature's typed record (``core/<feature>/record.py``; read from each row by
 the codec of :mod:`servelab.core.ledger.codec`), oldest first; the A/B and soak results they hold
 are typed too, and the writers take them typed. :meth:`Ledger.export` is every record encoded in
 one JSON document, built in memory: an export of any size streams
@@ -34,29 +34,27 @@ import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
-from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    BenchRunRecord,
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.record import (
     CaseEvent,
     CaseEvidence,
     CaseExport,
     CaseRecord,
-    CheckRecord,
-    DeploymentRecord,
-    KnobChangeRecord,
-    LedgerExport,
     Resolution,
-    SoakRunRecord,
     Suspect,
-    VerificationRecord,
-    read_soak_run,
 )
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
+from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.spans import Span
 from servelab.core.verify.checks import read_check_row
+from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import CaseError, StoreError
 from servelab.io.ledger.admin import (
     compact_batch,

@@ -66,9 +66,9 @@ from servelab.core.case.probe import (
     judge_probe,
     round_order,
 )
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.soak.result import SoakConfig
 from servelab.core.verify.checks import Check, KnobInFile, KnobLive
 from servelab.errors import CaseError, HostError, ServelabError

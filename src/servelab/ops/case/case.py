@@ -52,11 +52,12 @@ from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.events import KnobSetting
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
 from servelab.core.verify.checks import Check
 from servelab.core.verify.events import VerifyingLayers
+from servelab.core.verify.record import CheckRecord
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -237,7 +238,7 @@ def resolve_case(
     :class:`VerdictRefused`, unless ``override`` gives a reason: then it is recorded with the
     refusals as an ``override`` case event. A resolved case may be resolved again (a verdict
     corrected): the earlier resolution stays in its timeline (a ``resolved`` event,
-    :class:`~servelab.core.ledger.evidence.Resolution`)."""
+    :class:`~servelab.core.case.record.Resolution`)."""
     if not root_cause.strip():
         raise CaseError("--root-cause must say what the cause was")
     if override is not None and not override.strip():

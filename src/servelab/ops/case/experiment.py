@@ -46,7 +46,7 @@ from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.ledger.evidence import SoakRunRecord
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, ServelabError
 from servelab.io.ledger.ledger import Ledger

@@ -38,9 +38,9 @@ from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
 from servelab.core.knobs.envfile import EnvFile
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import live_verdict, parse_env_bytes, tracked_names
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
