@@ -19,10 +19,10 @@ from servelab.core.verify.checks import (
     Layer,
     RequestTiming,
 )
+from servelab.core.verify.contract import VerifyReport
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.ops.knob import KnobChange
-from servelab.ops.verify.verify import VerifyReport
 from servelab.report.case import (
     NOT_CONFIRMED,
     event_error,
@@ -121,7 +121,7 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
     ready = Check("decode", True, CheckCode.HEALTH_READY, _READY)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         vid = ledger.record_verification(spec_hash="h", ok=False, checks=[ready, bad])
-        restart = {"ok": False, "verification": _report(bad).to_json(), "steps": []}
+        restart = {"ok": False, "verification": encode(_report(bad)), "steps": []}
         ledger.record_deployment(name="pd", spec_hash="h", action="restart", detail=restart)
         cid = ledger.create_case(title="hang")
         event = RevertEvent("decode", K, "512", "256", None, vid, False, failed=(bad,))

@@ -7,8 +7,9 @@ from pathlib import Path
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
+from servelab.core.verify.contract import VerifyReport
 from servelab.io.http.client import ProbeResult
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
@@ -23,7 +24,6 @@ from servelab.ops.deploy.steps import (
     Stopped,
     UnrecordedStop,
 )
-from servelab.ops.verify.verify import VerifyReport
 from servelab.report.deploy import _step_detail, render_restart, status_rows
 
 READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
@@ -56,7 +56,7 @@ def test_the_json_holds_the_verify_reports_own_json() -> None:
     assert report.ok and "verification: ok" in render_restart(report)
     doc = report.to_json()
     assert report.verification is not None
-    assert doc["verification"] == report.verification.to_json()
+    assert doc["verification"] == encode(report.verification)
     assert doc["verification"]["ok"] is True and doc["verification"]["verification_id"] == 7
     assert RestartReport(["router"], []).to_json()["verification"] is None
 

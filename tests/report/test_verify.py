@@ -31,13 +31,14 @@ from servelab.core.verify.checks import (
     UntypedCheck,
     WorkerListing,
     WorkerReach,
+    flat_check,
     read_check,
     read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.contract import VerifyReport
 from servelab.ops.deploy.results import RestartReport
 from servelab.ops.verify.e2e import E2EOptions, _classify
-from servelab.ops.verify.verify import VerifyReport
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,
@@ -271,12 +272,12 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
     report = VerifyReport([good, bad], "h", _LAYERS, ["decode", "router"], 0.2, 9)
     doc = verify_json(report)
     assert doc["checks"][1] == {
-        **bad.to_json(),
+        **flat_check(bad),
         "detail": "differs: file 1, live 2 (restart needed)",
     }
     assert doc["checks"][0]["code"] == "health.ready" and doc["ok"] is False
-    assert check_json(read_check(bad.to_json())) == doc["checks"][1]
-    assert with_details([bad.to_json(), "x"]) == [doc["checks"][1], "x"]
+    assert check_json(read_check(flat_check(bad))) == doc["checks"][1]
+    assert with_details([flat_check(bad), "x"]) == [doc["checks"][1], "x"]
     text = render_verify(report)
     assert "FAIL live decode: differs: file 1, live 2 (restart needed)" in text
     assert "recorded as verification #9" in text

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
 from servelab.core.verify.checks import (
     Check,
@@ -38,12 +38,13 @@ from servelab.core.verify.checks import (
     UntypedCheck,
     WorkerListing,
     WorkerReach,
+    flat_check,
     read_check,
 )
 from servelab.core.verify.coldstart import StartReason
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.core.verify.served import Gap, Signal
-from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_verdict
 from servelab.report.text import plain_text, show_value
 
@@ -375,7 +376,7 @@ def _reach(code: CheckCode, data: WorkerReach) -> str:
 def check_json(check: CheckRecord) -> JsonObject:
     """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its reason as
     ``detail``."""
-    return {**check.to_json(), "detail": check_detail(check)}
+    return {**flat_check(check), "detail": check_detail(check)}
 
 
 def with_details(checks: Any) -> list[Any]:
@@ -386,7 +387,7 @@ def with_details(checks: Any) -> list[Any]:
 
 def verify_json(report: VerifyReport) -> JsonObject:
     """``verify --json``: the report with every check's reason as ``detail``."""
-    return {**report.to_json(), "checks": [check_json(check) for check in report.checks]}
+    return {**encode(report), "checks": [check_json(check) for check in report.checks]}
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ from servelab.core.verify.checks import (
     KnobLive,
     UntypedCheck,
     WorkerReach,
+    flat_check,
     read_check,
 )
 from servelab.core.verify.record import VerificationRecord
@@ -111,7 +112,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     assert change.at == "2026-09-21T14:13:20.000Z"
     verification = ledger.get_verification(ver)
     assert verification is not None
-    assert [c.to_json() for c in verification.checks] == [
+    assert [flat_check(c) for c in verification.checks] == [
         {"layer": "live", "service": "decode", "ok": False, "code": None, "detail": "differs",
          "x": 1}
     ]  # fmt: skip

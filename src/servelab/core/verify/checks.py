@@ -68,6 +68,7 @@ __all__ = [
     "UntypedCheck",
     "WorkerListing",
     "WorkerReach",
+    "flat_check",
     "read_check",
     "read_check_row",
 ]
@@ -426,12 +427,6 @@ class Check:
                 return live
         return None
 
-    def to_json(self) -> JsonObject:
-        """``{**data, "layer", "service", "ok", "code"}`` (:func:`read_check` reads it back)."""
-        data: JsonObject = encode(self.data)
-        return {**data, "layer": self.layer.value, "service": self.service, "ok": self.ok,
-                "code": self.code.value}  # fmt: skip
-
 
 @dataclass(frozen=True)
 class UntypedCheck:
@@ -454,10 +449,19 @@ class UntypedCheck:
     def live(self) -> str | None:
         return opt_str(self.data.get("live"))
 
-    def to_json(self) -> JsonObject:
-        """``{**data, "layer", "service", "ok", "code", "detail"}``."""
-        return {**self.data, "layer": self.layer, "service": self.service, "ok": self.ok,
-                "code": self.code, "detail": self.detail}  # fmt: skip
+
+def flat_check(check: Check | UntypedCheck) -> JsonObject:
+    """A check's one JSON shape, flat: ``{**data, "layer", "service", "ok", "code"}`` (and an
+    untyped one's ``detail``); the codec's serializer of a check (:data:`~servelab.core.verify.
+    record.StoredCheck`), read back by :func:`read_check`."""
+    match check:
+        case Check():
+            data: JsonObject = encode(check.data)
+            return {**data, "layer": check.layer.value, "service": check.service, "ok": check.ok,
+                    "code": check.code.value}  # fmt: skip
+        case UntypedCheck():
+            return {**check.data, "layer": check.layer, "service": check.service, "ok": check.ok,
+                    "code": check.code, "detail": check.detail}  # fmt: skip
 
 
 _FLAT_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})

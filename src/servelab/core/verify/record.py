@@ -1,22 +1,17 @@
 """A verification's ledger record, as the ``verifications`` table holds it (pure).
 
-Its checks read and write their own JSON (``from_row``/``to_json``, :mod:`servelab.core.verify.
-checks`) until they go through the codec: :data:`StoredCheck` and :data:`StoredVerification` make
-the codec of :mod:`servelab.core.ledger.codec` call theirs where another record holds one (a
-case's revert, the ledger's export).
+Its checks have one flat JSON shape, written and read by the codec through :data:`StoredCheck`
+wherever a record holds one (a verification, a case's revert, the ledger's export).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from pydantic import PlainSerializer, PlainValidator
 
-from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.jsonvalues import objs
-from servelab.core.verify.checks import Check, UntypedCheck, read_check
+from servelab.core.verify.checks import Check, UntypedCheck, flat_check, read_check
 
 __all__ = ["CheckRecord", "StoredCheck", "StoredVerification", "VerificationRecord"]
 
@@ -26,38 +21,23 @@ __all__ = ["CheckRecord", "StoredCheck", "StoredVerification", "VerificationReco
 CheckRecord = Check | UntypedCheck
 
 
+#: A check inside a record: read by :func:`~servelab.core.verify.checks.read_check` (an older
+#: row's shapes too), written in its one flat shape (:func:`~servelab.core.verify.checks.
+#: flat_check`), both through the codec.
+StoredCheck = Annotated[CheckRecord, PlainValidator(read_check), PlainSerializer(flat_check)]
+
+
 @dataclass(frozen=True)
 class VerificationRecord:
-    """A layered verification and its checks (:mod:`servelab.core.verify.checks`)."""
+    """A layered verification and its checks (:mod:`servelab.core.verify.checks`); stored and
+    read through the codec."""
 
     id: int
     at: str
     spec_hash: str | None
     ok: bool
-    checks: tuple[CheckRecord, ...] = ()
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> VerificationRecord:
-        checks = tuple(read_check(c) for c in objs(row.get("checks")))
-        return cls(int(row["id"]), str(row["at"]), row.get("spec_hash"), bool(row["ok"]), checks)
-
-    def to_json(self) -> JsonObject:
-        return {
-            "id": self.id,
-            "at": self.at,
-            "spec_hash": self.spec_hash,
-            "ok": self.ok,
-            "checks": [c.to_json() for c in self.checks],
-        }
+    checks: tuple[StoredCheck, ...] = ()
 
 
-#: A check inside another record, read and written by its own reader and ``to_json``.
-StoredCheck = Annotated[
-    CheckRecord, PlainValidator(read_check), PlainSerializer(lambda check: check.to_json())
-]
-#: A verification inside another record (the ledger's export), the same way.
-StoredVerification = Annotated[
-    VerificationRecord,
-    PlainValidator(VerificationRecord.from_row),
-    PlainSerializer(VerificationRecord.to_json),
-]
+#: A verification inside another record (the ledger's export): the record itself.
+StoredVerification = VerificationRecord

@@ -325,7 +325,7 @@ class Ledger(LedgerFile):
             (row["id"],),
             frozenset({"data"}),
         )
-        got = VerificationRecord.from_row(row)
+        got = decode(VerificationRecord, {**row, "ok": bool(row["ok"]), "checks": []})
         typed = (
             read_check_row(c["layer"], c["service"], c["ok"], c["detail"], c["data"])
             for c in checks

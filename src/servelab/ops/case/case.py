@@ -56,6 +56,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import Check
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.events import VerifyingLayers
 from servelab.core.verify.record import CheckRecord
 from servelab.errors import CaseError, DeployError, ServelabError
@@ -64,7 +65,7 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
 from servelab.ops.deploy.steps import Step, StepFailure
 from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.verify.verify import LAYERS, VerifyReport, verify
+from servelab.ops.verify.verify import LAYERS, verify
 
 __all__ = [
     "Applied",
@@ -553,7 +554,8 @@ def _verification_json(report: VerifyReport | None, failure: str | None) -> Json
     """The verification as ``--json`` shows it (a restart or verify that failed: its error)."""
     if report is None:
         return {"ok": False, "checks": [], "error": failure}
-    return report.to_json()
+    doc: JsonObject = encode(report)
+    return doc
 
 
 def _failed_checks(report: VerifyReport | None) -> list[Check]:

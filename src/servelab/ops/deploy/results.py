@@ -15,11 +15,11 @@ import asyncio
 import shlex
 from dataclasses import dataclass, field
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.verify.contract import VerifyReport
 from servelab.io.http.client import ProbeResult
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.ops.deploy.steps import Step
-from servelab.ops.verify.verify import VerifyReport
 
 __all__ = [
     "DeployInterrupted",
@@ -85,7 +85,7 @@ class RestartReport:
             "ok": self.ok,
             "plan": self.plan,
             "steps": [s.to_json() for s in self.steps],
-            "verification": None if self.verification is None else self.verification.to_json(),
+            "verification": None if self.verification is None else encode(self.verification),
             "backups": self.backups,
             "rollback_from": self.rollback_from,
             "rolled_back": self.rolled_back,

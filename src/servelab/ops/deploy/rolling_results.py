@@ -21,9 +21,9 @@ from pydantic import PlainSerializer
 from servelab.core.deploy.rolling import RollPhase, RollTarget
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import CheckCode
+from servelab.core.verify.contract import VerifyReport
 from servelab.io.routerworkers import RouterWorker
 from servelab.ops.deploy.steps import Step
-from servelab.ops.verify.verify import VerifyReport
 
 __all__ = [
     "Added",
@@ -222,7 +222,7 @@ class WorkerRoll:
             "url": self.target.url,
             "ok": self.ok,
             "phases": [phase.to_json() for phase in self.phases],
-            "verification": None if verification is None else verification.to_json(),
+            "verification": None if verification is None else encode(verification),
         }
 
 

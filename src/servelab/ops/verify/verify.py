@@ -40,7 +40,6 @@ from servelab.core.deploy.spec import DeploymentSpec, spec_hash
 from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import live_verdict, parse_env_bytes, tracked_names
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -56,6 +55,7 @@ from servelab.core.verify.checks import (
     NoEnvFile,
     WorkerListing,
 )
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.events import ProbingE2E, ProbingHealth, ReadingEnvFile, ReadingLiveEnv
 from servelab.errors import KnobError, ServelabError
 from servelab.io.hosts.discovery import find_process, read_live
@@ -67,50 +67,11 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.verify.arguments import argument_knobs, argument_layers
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 
-__all__ = [
-    "LAYERS",
-    "VerifyReport",
-    "verify",
-]
+__all__ = ["LAYERS", "verify"]
 
 #: The layers' names, in order (what ``verify --layer`` takes).
 LAYERS: tuple[str, ...] = tuple(layer.value for layer in Layer)
 _C = CheckCode
-
-
-@dataclass
-class VerifyReport:
-    """All checks of one verification; ``ok`` only if every check passed."""
-
-    checks: list[Check]
-    spec_hash: str
-    layers: tuple[Layer, ...]
-    services: list[str]
-    elapsed_s: float
-    verification_id: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
-
-    def layer(self, name: str) -> list[Check]:
-        """The checks of the layer ``name`` (a :class:`Layer`)."""
-        return [check for check in self.checks if check.layer == name]
-
-    @property
-    def failures(self) -> list[Check]:
-        return [check for check in self.checks if not check.ok]
-
-    def to_json(self) -> JsonObject:
-        return {
-            "ok": self.ok,
-            "checks": [check.to_json() for check in self.checks],
-            "verification_id": self.verification_id,
-            "spec_hash": self.spec_hash,
-            "layers": [layer.value for layer in self.layers],
-            "services": self.services,
-            "elapsed_s": round(self.elapsed_s, 4),
-        }
 
 
 @dataclass(frozen=True)
