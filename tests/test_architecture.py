@@ -265,6 +265,7 @@ CORE_ORDER = [
     "load",
     "telemetry",
     "verify",
+    "restart",  # a restart: deploy's steps then verify's checks
     "bench",
     "soak",
     "ab",
@@ -328,3 +329,41 @@ def test_core_order_names_every_folder() -> None:
 
 def test_no_arrow_runs_back_up_between_cores_folders() -> None:
     assert _core_back_arrows() == KNOWN_BACK_ARROWS
+
+
+#: Where a value is turned into JSON-ready data other than by the codec, and why. Everything else
+#: (core, ops, report, cli) encodes through ``core/ledger/codec.py``: docs/architecture.md's
+#: "one codec".
+_OTHER_SERIALIZERS = {
+    # the spec is a pydantic model read from TOML; its hash is over its model_dump by field name
+    # (what every stored spec hash was computed from)
+    "core/deploy/spec.py",
+    # the OpenAI SDK's own pydantic chunks, re-encoded as the SSE lines the decoder reads
+    "io/http/sdk.py",
+    # io's own state files (a pid record, the lock's holder) and the row writer's raw spans and
+    # column fallback: io's types, written and read by io alone
+    "io/hosts/processes.py",
+    "io/lock.py",
+    "io/ledger/ledger.py",
+    "io/ledger/rows.py",
+}
+_SERIALIZER_NAMES = {"asdict", "astuple", "TypeAdapter", "model_dump", "model_dump_json"}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_one_codec(path: Path) -> None:
+    """No ``dataclasses.asdict``, ``TypeAdapter`` or ``model_dump`` outside the codec (and the
+    simulator, and the few places named above with their reason)."""
+    rel = str(path.relative_to(SRC))
+    if _layer(path) == "sim" or rel in _OTHER_SERIALIZERS or rel == "core/ledger/codec.py":
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        name = (
+            node.id if isinstance(node, ast.Name)
+            else node.attr if isinstance(node, ast.Attribute)
+            else None
+        )  # fmt: skip
+        assert name not in _SERIALIZER_NAMES, (
+            f"{rel}:{getattr(node, 'lineno', 0)} uses {name}: encode through core/ledger/codec.py"
+        )

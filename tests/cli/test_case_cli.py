@@ -245,7 +245,7 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

@@ -23,6 +23,7 @@ from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
 from servelab.core.ab.tuneevents import TuneVisitStarted
 from servelab.core.ab.tunerun import TuneKnob
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
@@ -52,7 +53,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

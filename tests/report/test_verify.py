@@ -11,6 +11,7 @@ import pytest
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
+from servelab.core.restart.contract import RestartReport
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, Overridden, UnitState
 from servelab.core.verify.checks import (
     Check,
@@ -37,7 +38,6 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.contract import VerifyReport
-from servelab.ops.deploy.results import RestartReport
 from servelab.ops.verify.e2e import E2EOptions, _classify
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (

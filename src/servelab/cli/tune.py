@@ -6,7 +6,6 @@ on live."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -49,6 +48,7 @@ from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
 from servelab.io.files import write_atomic
@@ -239,7 +239,7 @@ def tune_command(
         with where.ledger() as ledger:
             sized = plan_tune(ledger, cfg, effect=effect)
         if output.as_json:
-            print_json(dataclasses.asdict(sized))
+            print_json(encode(sized))
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

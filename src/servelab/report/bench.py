@@ -16,7 +16,6 @@ from rich.table import Table
 
 from servelab.core.bench.contract import BenchResult, LevelSummary
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.load.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import run_evidence
 from servelab.core.telemetry.traces import TraceSummary
@@ -332,7 +331,7 @@ def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
     for run in result.runs:
         for record in run.records:
             row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
-            yield (json.dumps(row | record_to_dict(record)) + "\n").encode()
+            yield (json.dumps(row | encode(record)) + "\n").encode()
 
 
 def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
@@ -14,8 +15,6 @@ from servelab.core.load.records import (
     StreamAccumulator,
     decode_chunks,
     pack_record,
-    record_from_dict,
-    record_to_dict,
     unpack_record,
 )
 from servelab.core.load.sse import SSEDecoder
@@ -71,7 +70,7 @@ def test_stream_without_done_is_truncated() -> None:
 
 def test_record_dict_round_trip() -> None:
     record = _run(_chunk("a") + "data: [DONE]\n\n")
-    assert record_from_dict(record_to_dict(record)) == record
+    assert decode(RequestRecord, encode(record)) == record
 
 
 def test_decode_chunks_stamps_events_with_their_completing_read() -> None:
@@ -101,7 +100,7 @@ def _measured(i: int = 0, events: int = 48, base: int = 250_000_000_000_000) -> 
 
 
 def test_a_packed_record_comes_back_exactly_and_five_times_smaller() -> None:
-    data = record_to_dict(_measured())
+    data = encode(_measured())
     packed = pack_record(data)
     assert packed is not None and unpack_record(packed) == data
     as_json = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -119,14 +118,14 @@ def test_every_field_shape_round_trips() -> None:
     huge.event_tokens = [2**40, -1]
     empty = RequestRecord(index=0, scheduled_ns=0)
     for record in (failed, slow, mixed, huge, empty):
-        data = record_to_dict(record)
+        data = encode(record)
         packed = pack_record(data)
         assert packed is not None and unpack_record(packed) == data
-        assert record_from_dict(unpack_record(packed)) == record
+        assert decode(RequestRecord, unpack_record(packed)) == record
 
 
 def test_what_is_not_a_request_record_is_not_packed() -> None:
-    data = record_to_dict(_measured(events=2))
+    data = encode(_measured(events=2))
     assert pack_record({"a": 1}) is None
     assert pack_record({**data, "extra": 1}) is None
     assert pack_record({**data, "warmup": 1}) is None  # an int is not a bool here
@@ -144,14 +143,14 @@ def test_cached_tokens_and_session_round_trip_and_old_tails_still_read() -> None
     ids_only.request_id, ids_only.traceparent = "rid", "00-tp"
     neither = RequestRecord(index=1, scheduled_ns=0, cached_tokens=1200)
     for record in (cached, ids_only, neither):
-        packed = pack_record(record_to_dict(record))
-        assert packed is not None and record_from_dict(unpack_record(packed)) == record
+        packed = pack_record(encode(record))
+        assert packed is not None and decode(RequestRecord, unpack_record(packed)) == record
     # a blob an older servelab wrote: the ids' tail without the numbers
-    old = pack_record(record_to_dict(ids_only))
+    old = pack_record(encode(ids_only))
     assert old is not None and old.endswith(b"\x00\x00")
     back = unpack_record(old[:-2])
     assert (back["request_id"], back["cached_tokens"], back["session"]) == ("rid", None, None)
-    assert pack_record({**record_to_dict(cached), "cached_tokens": -1}) is None
+    assert pack_record({**encode(cached), "cached_tokens": -1}) is None
 
 
 DETAILS_7 = {"cached_tokens": 7}

@@ -12,6 +12,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from servelab.core.deploy.probe import ProbeResult
+from servelab.core.ledger.codec import encode
 from servelab.core.load import metrics
 from servelab.core.load.records import (
     REASON_CONNECTION,
@@ -29,7 +31,6 @@ from servelab.io.http import transfer as transfer_module
 from servelab.io.http.client import (
     BODY_LIMIT,
     HttpClient,
-    ProbeResult,
     chat_body,
     get_json,
     model_id,
@@ -155,7 +156,7 @@ async def test_http_error_status_is_an_answer(probed: str) -> None:
     assert result.status == 503 and not result.ok and result.error is None
     assert '"starting"' in result.body
     assert result.describe().startswith("HTTP 503")
-    assert result.to_json()["status"] == 503
+    assert encode(result)["status"] == 503
 
 
 async def test_body_is_truncated(probed: str) -> None:

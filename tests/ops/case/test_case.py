@@ -16,6 +16,7 @@ import pytest
 
 from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
 from servelab.core.deploy.topology import restart_plan
+from servelab.core.ledger.codec import encode
 from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.errors import CaseError, KnobError, SpecError
@@ -228,7 +229,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(_spec(tmp_path))
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)
@@ -325,7 +326,7 @@ async def flag_stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)

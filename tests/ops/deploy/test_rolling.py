@@ -15,6 +15,7 @@ import pytest
 from servelab.core.bench.contract import BenchConfig, BenchProgress, BenchResult
 from servelab.core.deploy.rolling import RollOptions, RollPhase, running_requests
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
 from servelab.core.load.workload import LengthDist
 from servelab.errors import RouterApiError
@@ -106,7 +107,7 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             async with Operation(loaded, ledger=ledger) as op:
                 up = await deploy.up(op)
-                assert up.ok, up.to_json()
+                assert up.ok, encode(up)
                 try:
                     report, result, stopped, windows = await _bench_during_roll(op, "256")
                     live = {}

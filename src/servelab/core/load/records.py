@@ -11,7 +11,7 @@ import json
 import re
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from itertools import accumulate
 from typing import Any
 
@@ -34,8 +34,6 @@ __all__ = [
     "decode_chunks",
     "http_reason",
     "pack_record",
-    "record_from_dict",
-    "record_to_dict",
     "unpack_record",
 ]
 
@@ -94,16 +92,6 @@ class RequestRecord:
         if self.error is None:
             self.error = reason
             self.error_detail = detail[:_DETAIL_MAX]
-
-
-def record_to_dict(record: RequestRecord) -> JsonObject:
-    """A JSON-ready dict of ``record`` (all fields, lists included)."""
-    return asdict(record)
-
-
-def record_from_dict(data: JsonObject) -> RequestRecord:
-    """The inverse of :func:`record_to_dict`."""
-    return RequestRecord(**data)
 
 
 # -- the compact form ----------------------------------------------------------------------------
@@ -208,7 +196,7 @@ def _token_code(tokens: list[int]) -> str:
 
 
 def pack_record(data: Mapping[str, Any]) -> bytes | None:
-    """The compact form of a :func:`record_to_dict` dict; None when ``data`` is not one (any
+    """The compact form of a ``encode(record)`` dict; None when ``data`` is not one (any
     other shape, an extra key, a value of another type: the caller stores it as JSON)."""
     if not _packable(data):
         return None
@@ -245,7 +233,7 @@ def pack_record(data: Mapping[str, Any]) -> bytes | None:
 
 
 def unpack_record(blob: bytes) -> JsonObject:
-    """The :func:`record_to_dict` dict that :func:`pack_record` packed into ``blob``."""
+    """The ``encode(record)`` dict that :func:`pack_record` packed into ``blob``."""
     if not blob or blob[0] != _PACK_VERSION:
         raise ValueError(f"not a packed request record (version byte {blob[:1]!r})")
     flags = blob[1]

@@ -6,7 +6,6 @@ from __future__ import annotations
 from servelab.core.bench.contract import BenchConfig, RunResult
 from servelab.core.bench.summary import run_summary
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.load.records import record_to_dict
 from servelab.io.ledger.ledger import Ledger
 
 __all__ = ["record_run", "run_payload"]
@@ -16,7 +15,7 @@ def run_payload(run: RunResult) -> tuple[JsonObject, list[JsonObject]]:
     """``(summary, records)`` of one run as JSON-ready data, for the ledger's writer: the
     summary is ``encode(run_summary(run))``."""
     summary: JsonObject = encode(run_summary(run))
-    return summary, [record_to_dict(r) for r in run.records]
+    return summary, [encode(r) for r in run.records]
 
 
 def record_run(ledger: Ledger, config: BenchConfig, run: RunResult) -> int:

@@ -19,7 +19,6 @@ evidence would convict the knob) before it asks to go on.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -50,6 +49,7 @@ from servelab.core.case.revert import (
 from servelab.core.case.verdicts import Override, Refusal, refusals
 from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.events import KnobSetting
 from servelab.core.knobs.record import KnobChangeRecord
@@ -63,7 +63,6 @@ from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.deploy.steps import Step, StepFailure
 from servelab.ops.knob import KnobChange, get_knob, set_knob
 from servelab.ops.verify.verify import LAYERS, verify
 
@@ -112,9 +111,9 @@ class CaseView:
 
     def to_json(self) -> JsonObject:
         return {
-            **dataclasses.asdict(self.case),
+            **encode(self.case),
             "timeline": [_entry_json(e) for e in self.timeline],
-            "restore_plan": [dataclasses.asdict(i) for i in self.plan],
+            "restore_plan": [encode(i) for i in self.plan],
             "restore_status": self.restore_status,
         }
 
@@ -278,9 +277,6 @@ class RevertPreview:
     cost: RevertCost
     conviction: ConvictionTest
 
-    def to_json(self) -> JsonObject:
-        return dataclasses.asdict(self)
-
 
 def _knob_target(text: str) -> Target:
     target = parse_target(text)
@@ -355,9 +351,9 @@ class RevertOutcome:
     def to_json(self) -> JsonObject:
         """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
         return {
-            "preview": self.preview.to_json(),
+            "preview": encode(self.preview),
             "change": encode(self.change),
-            "restart": [dataclasses.asdict(s) for s in self.restart],
+            "restart": [encode(s) for s in self.restart],
             "verification": _verification_json(self.verification, self.failure),
             "live": self.live,
             "event_id": self.event_id,
@@ -432,7 +428,7 @@ class RestoreOutcome:
         return {
             "case_id": self.case_id,
             "items": [{**encode(i), "verified": i.ok} for i in self.items],
-            "restart": [dataclasses.asdict(s) for s in self.restart],
+            "restart": [encode(s) for s in self.restart],
             "verification": _verification_json(self.verification, self.failure),
             "status": self.status,
             "already_restored": self.already_restored,
