@@ -233,7 +233,7 @@ def _exported(tree: ast.Module) -> list[str]:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
-            return [e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant)]
+            return [str(e.value) for e in ast.walk(node.value) if isinstance(e, ast.Constant)]
     return []
 
 
