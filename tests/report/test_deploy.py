@@ -8,6 +8,7 @@ from pathlib import Path
 from servelab.core.deploy.contract import DeployReport, ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.probe import ProbeResult
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.steps import (
     CommandReady,
     FoundServing,
@@ -25,6 +26,7 @@ from servelab.core.restart.contract import RestartReport
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
 from servelab.core.verify.contract import VerifyReport
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.report.deploy import _step_detail, render_restart, status_rows
 
 READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
@@ -134,8 +136,14 @@ def test_an_older_deployment_row_still_reads(tmp_path: Path) -> None:
     old = {"ok": True, "steps": [step]}
     report = DeployReport("up", [step for step, _old, _detail in _steps()])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=old)
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=encode(report))
-        then, now = ledger.list_deployments()
+        ledger.add(
+            DeploymentRecord(id=0, at=NOW, name="pd", spec_hash="h", action="up", detail=old)
+        )
+        ledger.add(
+            DeploymentRecord(
+                id=0, at=NOW, name="pd", spec_hash="h", action="up", detail=encode(report)
+            )
+        )
+        then, now = ledger.list(DeploymentRecord)
     assert then.detail == old
     assert now.detail == encode(report)

@@ -15,6 +15,7 @@ from rich.console import Console
 
 from servelab.core.deploy.contract import DeployReport
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.restart.contract import RestartReport
@@ -61,7 +62,7 @@ def _raising_on(word: str, seen: list[str]) -> Progress:
 
 
 def _last_up_row(ledger: Ledger) -> dict[str, object]:
-    rows = [row for row in ledger.list_deployments() if row.action == "up"]
+    rows = [row for row in ledger.list(DeploymentRecord) if row.action == "up"]
     assert rows, "no ledger row for the failed up"
     return dict(rows[-1].detail)
 
@@ -173,7 +174,7 @@ async def test_cancel_during_restart_says_what_is_down_and_how_to_bring_it_back(
         assert report.interrupted and not report.ok
         assert report.down == ["a", "b"]
         assert report.recovery == ["servelab", "up", "-f", loaded.source]
-        row = ledger.list_deployments()[-1]
+        row = ledger.list(DeploymentRecord)[-1]
         assert row.action == "restart" and row.detail["interrupted"] is True
         assert row.detail["down"] == ["a", "b"]
         assert row.detail["recovery"] == f"servelab up -f {loaded.source}"

@@ -170,7 +170,7 @@ def _failed(layer: Layer, service: str, exc: ServelabError) -> list[Check]:
 def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecord]]:
     """service -> knob -> the ledger's last recorded change of it (the last known snapshot)."""
     last: dict[str, dict[str, KnobChangeRecord]] = {}
-    for row in ledger.list_knob_changes() if ledger is not None else []:
+    for row in ledger.list(KnobChangeRecord) if ledger is not None else []:
         last.setdefault(row.service, {})[row.name] = row
     return last
 
