@@ -9,19 +9,20 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 from rich.table import Table
 
 from servelab.core.bench.contract import BenchResult, LevelSummary
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
-from servelab.core.telemetry.rules import run_evidence
+from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
+from servelab.core.telemetry.unknown import TOO_SHORT
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
+from servelab.report.soak.words import unknown_text
 from servelab.report.text import level_label
 
 __all__ = [
@@ -223,28 +224,23 @@ def telemetry_lines(result: BenchResult) -> list[str]:
     for run in result.runs:
         if run.telemetry is None:
             continue
-        evidence = [encode(e) for e in run_evidence(run.telemetry, run.records)]
+        evidence = run_evidence(run.telemetry, run.records)
         short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
-        told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
-        quiet = sum(1 for e in evidence if e["state"] == "quiet")
+        told = evidence_lines([encode(e) for e in evidence if not _too_short(e)], quiet=False)
+        quiet = sum(1 for e in evidence if e.state == QUIET)
         where = f"{level_label(run.concurrency)} run {run.repeat_index + 1}"
         out += [f"{where}: {line}" for line in told]
         counted = f"{where}: {quiet} of {len(evidence)} rule reading(s) quiet"
         if short:
-            reasons = ", ".join(sorted({str(e["reason"]) for e in short}))
+            reasons = ", ".join(sorted({unknown_text(e) for e in short}))
             counted += f"; {len(short)} not judged ({reasons}: the run was too short to tell)"
         out.append(counted)
     return out
 
 
-#: How a rule's reading says the run gave it too few samples to judge (its ``reason``).
-_TOO_FEW = ("too few ", "fewer than ")
-
-
-def _too_short(evidence: Mapping[str, Any]) -> bool:
+def _too_short(evidence: TelemetryEvidence) -> bool:
     """A rule that could not judge because the run gave it too few samples."""
-    reason = str(evidence.get("reason") or "")
-    return evidence["state"] == "unknown" and reason.startswith(_TOO_FEW)
+    return evidence.state == UNKNOWN and evidence.why in TOO_SHORT
 
 
 def phase_lines(result: BenchResult) -> list[str]:

@@ -8,9 +8,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servelab.core.ledger.codec import decode
-from servelab.core.telemetry.rules import FIRED, QUIET, TelemetryEvidence
+from servelab.core.telemetry.rules import FIRED, QUIET, UNKNOWN, TelemetryEvidence
 from servelab.core.telemetry.traces import RETURN_HELD_MS
-from servelab.report.soak.words import telemetry_text
+from servelab.report.soak.words import telemetry_text, unknown_text
 
 __all__ = ["evidence_lines", "evidence_rows", "return_note"]
 
@@ -31,17 +31,14 @@ def evidence_rows(evidence: Sequence[Mapping[str, Any]]) -> list[tuple[str, str,
     """``(rule, subject, state, cited series and values)`` per reading, for a page's table
     (the series in backticks)."""
     rows = []
-    for d in evidence:
-        cites = "; ".join(
-            f"{c.get('source')}: `{c.get('series')}` {c.get('kind')} {c.get('value'):g}"
-            for c in d.get("cites") or ()
-        )
-        state = str(d.get("state"))
-        if d.get("state") == "fired" and d.get("points_at"):
-            state += f" → {d['points_at']}"
-        if d.get("state") == "unknown" and d.get("reason"):
-            state += f" ({d['reason']})"
-        rows.append((str(d.get("rule")), str(d.get("subject")), state, cites or "–"))
+    for e in (decode(TelemetryEvidence, d) for d in evidence):
+        cites = "; ".join(f"{c.source}: `{c.series}` {c.kind} {c.value:g}" for c in e.cites)
+        state = str(e.state)
+        if e.state == FIRED and e.points_at:
+            state += f" → {e.points_at}"
+        if e.state == UNKNOWN and e.why is not None:
+            state += f" ({unknown_text(e)})"
+        rows.append((e.rule, e.subject, state, cites or "–"))
     return rows
 
 
