@@ -12,6 +12,7 @@ import re
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from itertools import accumulate
 from typing import Any
 
@@ -28,6 +29,7 @@ __all__ = [
     "REASON_MALFORMED",
     "REASON_SERVER_ERROR",
     "REASON_TRUNCATED",
+    "FailReason",
     "RequestRecord",
     "StreamAccumulator",
     "cached_tokens",
@@ -37,13 +39,28 @@ __all__ = [
     "unpack_record",
 ]
 
-REASON_MALFORMED = "malformed stream"
-REASON_TRUNCATED = "truncated stream"
-REASON_IDLE = "idle timeout"
-REASON_DEADLINE = "run deadline"
-REASON_CONNECTION = "connection error"
-REASON_SERVER_ERROR = "error in stream"
-REASON_INTERRUPTED = "interrupted"
+
+class FailReason(StrEnum):
+    """Why a request failed, as its record stores it (``error``; the values are what every
+    ledger holds: never change one). An HTTP error is ``http <status>`` (:func:`http_reason`);
+    the request's own words are its ``error_detail``; report/ words both."""
+
+    MALFORMED = "malformed stream"
+    TRUNCATED = "truncated stream"
+    IDLE = "idle timeout"
+    DEADLINE = "run deadline"
+    CONNECTION = "connection error"
+    SERVER_ERROR = "error in stream"
+    INTERRUPTED = "interrupted"
+
+
+REASON_MALFORMED = FailReason.MALFORMED
+REASON_TRUNCATED = FailReason.TRUNCATED
+REASON_IDLE = FailReason.IDLE
+REASON_DEADLINE = FailReason.DEADLINE
+REASON_CONNECTION = FailReason.CONNECTION
+REASON_SERVER_ERROR = FailReason.SERVER_ERROR
+REASON_INTERRUPTED = FailReason.INTERRUPTED
 _DETAIL_MAX = 300
 
 

@@ -42,7 +42,7 @@ from servelab.core.bench.summary import summarize_level
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import cache_summary, session_summaries
 from servelab.core.load.clienthealth import client_health
-from servelab.core.load.records import RequestRecord
+from servelab.core.load.records import FailReason, RequestRecord
 from servelab.core.load.trace import PromptBuilder, TracePlan, session_offsets_ns
 from servelab.core.load.workload import closed_loop_ramp_ns, poisson_offsets_ns
 from servelab.io.http.client import chat_body, completion_body
@@ -281,7 +281,8 @@ class _Bench:
             ),
             client=client_health(records, got.cpu_s, got.wall_s, got.lag_s, got.run_cpu_s),
             interrupted=got.stopped,
-            deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
+            deadline_hit=len(records) < total
+            or any(r.error == FailReason.DEADLINE for r in records),
             setup_ns=setups + got.setups_ns,
             workers=driver.workers.n if isinstance(driver, _Spread) else 1,
             slo=None if config.slo is None else m.slo_attainment(records, config.slo),
