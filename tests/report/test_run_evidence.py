@@ -50,9 +50,15 @@ def test_bench_text_names_each_fired_or_unknown_rule_with_its_metric_and_delta()
     )
     quiet = sum(1 for e in _evidence() if e["state"] == "quiet")
     short = [e for e in _evidence() if e.get("why") in ("too-few-samples", "too-few-tokens")]
-    assert quiet > 0 and len(short) == 1 and lines[-1] == (
-        f"C1 run 1: {quiet} of {len(_evidence())} rule reading(s) quiet; {len(short)} not judged "
-        "(fewer than 100 tokens counted by the decodes: the run was too short to tell)"
+    judged = f"{len(short)} not judged"
+    assert (
+        quiet > 0
+        and len(short) == 1
+        and lines[-1]
+        == (
+            f"C1 run 1: {quiet} of {len(_evidence())} rule reading(s) quiet; {judged} "
+            "(fewer than 100 tokens counted by the decodes: the run was too short to tell)"
+        )
     )
     assert not any("UNKNOWN (too few" in line or "UNKNOWN (fewer" in line for line in lines)
     assert not any("router counters" in line for line in lines)  # quiet: counted, not listed

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from servelab.core.ledger.codec import decode, encode
+from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
@@ -14,8 +15,6 @@ from servelab.core.load.records import (
     RequestRecord,
     StreamAccumulator,
     decode_chunks,
-    pack_record,
-    unpack_record,
 )
 from servelab.core.load.sse import SSEDecoder
 
