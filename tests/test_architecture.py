@@ -1,5 +1,6 @@
 """The house rules that can be checked mechanically: imports flow one way, public API is explicit,
-no module grows past 600 lines, library code never prints or exits."""
+no module grows past 450 lines (but the few named, held at their size), library code never prints
+or exits, no re-exports, one codec."""
 
 from __future__ import annotations
 
@@ -22,6 +23,30 @@ ALLOWED = {
     "ops": {"core", "io", "sim"},
     "report": {"core", "ops"},
     "cli": {"core", "sim", "io", "ops", "report"},
+}
+
+
+#: The most lines a module has (docs/architecture.md's gates).
+MAX_LINES = 450
+#: The modules still over it, each at most its size today: one concept each, not yet split by
+#: meaning (a split made only to pass the gate is worse than none).
+OVER_MAX = {
+    "sim/scheduler.py": 453,
+    "sim/app.py": 457,
+    "ops/case/bisect.py": 461,
+    "core/deploy/spec.py": 476,
+    "core/verify/checks.py": 498,
+    "io/hosts/processes.py": 502,
+    "report/docs.py": 506,
+    "cli/common.py": 510,
+    "core/soak/observe.py": 512,
+    "core/soak/diagnose.py": 522,
+    "core/ab/tune.py": 543,
+    "cli/case.py": 552,
+    "ops/bench/load.py": 558,
+    "io/http/stream.py": 559,
+    "ops/case/case.py": 578,
+    "ops/soak/soak.py": 583,
 }
 
 
@@ -62,8 +87,18 @@ def test_imports_flow_one_way(path: Path) -> None:
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
 def test_modules_stay_small(path: Path) -> None:
+    """No module over :data:`MAX_LINES` lines, but the ones :data:`OVER_MAX` names, each held at
+    its size until it is split by meaning (never to pass this gate)."""
     lines = path.read_text(encoding="utf-8").count("\n")
-    assert lines < 600, f"{path.name} has {lines} lines"
+    rel = str(path.relative_to(SRC))
+    ceiling = OVER_MAX.get(rel, MAX_LINES)
+    assert lines <= ceiling, f"{rel} has {lines} lines (at most {ceiling})"
+
+
+def test_the_modules_over_the_limit_are_still_over_it() -> None:
+    """A module split below the limit leaves :data:`OVER_MAX` (the list only shrinks)."""
+    under = [rel for rel in OVER_MAX if (SRC / rel).read_text("utf-8").count("\n") <= MAX_LINES]
+    assert not under, f"drop from OVER_MAX (now within {MAX_LINES} lines): {under}"
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
@@ -367,3 +402,63 @@ def test_one_codec(path: Path) -> None:
         assert name not in _SERIALIZER_NAMES, (
             f"{rel}:{getattr(node, 'lineno', 0)} uses {name}: encode through core/ledger/codec.py"
         )
+
+
+# -- JSON stays at the edge ----------------------------------------------------------------------
+#: Uses of ``dict[str, Any]``/``Mapping[str, Any]``/``JsonObject`` outside io, sim and the codec,
+#: and public functions there taking or returning one: ceilings that only come down. The target
+#: (issue 31) is 20 uses, each with its reason, and no public function; today's counts are what
+#: is left of 210 uses and 86 public functions before bench, verify, deploy and restart had their
+#: contracts (each ``--json`` builder in report/ and each stored-dict reader is one).
+MAX_JSON_TYPES = 196
+MAX_JSON_PUBLIC = 70
+_JSON_FREE_LAYERS = ("io", "sim")
+
+
+def _is_json_type(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name | ast.Attribute):
+        return (node.id if isinstance(node, ast.Name) else node.attr) == "JsonObject"
+    if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
+        return False
+    base = node.value
+    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+    if name not in ("dict", "Mapping", "MutableMapping") or len(node.slice.elts) != 2:
+        return False
+    key, value = node.slice.elts
+    value_name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
+    return isinstance(key, ast.Name) and key.id == "str" and value_name == "Any"
+
+
+def _json_checked() -> list[tuple[str, ast.Module]]:
+    return [
+        (rel, ast.parse(path.read_text(encoding="utf-8")))
+        for path in _modules()
+        if (rel := str(path.relative_to(SRC))).split("/")[0] not in _JSON_FREE_LAYERS
+        and rel != "core/ledger/codec.py"
+    ]
+
+
+def _public_json_functions(rel: str, body: list[ast.stmt], owner: str = "") -> list[str]:
+    found = []
+    for node in body:
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            found += _public_json_functions(rel, node.body, f"{owner}{node.name}.")
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or (
+            node.name.startswith("_") and not node.name.endswith("__")
+        ):
+            continue
+        args = node.args
+        annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        annotations += [node.returns, args.vararg.annotation if args.vararg else None]
+        if any(_is_json_type(n) for a in annotations if a is not None for n in ast.walk(a)):
+            found.append(f"{rel}:{owner}{node.name}")
+    return found
+
+
+def test_json_stays_at_the_edge() -> None:
+    """docs/architecture.md: a dict of JSON crosses no layer; the typed contract does."""
+    checked = _json_checked()
+    uses = sum(1 for _rel, tree in checked for node in ast.walk(tree) if _is_json_type(node))
+    public = [f for rel, tree in checked for f in _public_json_functions(rel, tree.body)]
+    assert uses <= MAX_JSON_TYPES, f"{uses} JSON dict types outside io/sim/codec"
+    assert len(public) <= MAX_JSON_PUBLIC, f"{len(public)} public functions take or return one"
