@@ -226,7 +226,7 @@ def telemetry_lines(result: BenchResult) -> list[str]:
             continue
         evidence = run_evidence(run.telemetry, run.records)
         short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
-        told = evidence_lines([encode(e) for e in evidence if not _too_short(e)], quiet=False)
+        told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
         quiet = sum(1 for e in evidence if e.state == QUIET)
         where = f"{level_label(run.concurrency)} run {run.repeat_index + 1}"
         out += [f"{where}: {line}" for line in told]

@@ -26,6 +26,7 @@ from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.stats import Summary
+from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import page_sections
@@ -264,7 +265,7 @@ def _phase_lines(traces: Mapping[str, Any], plot: str | None) -> list[str]:
     return [*out, "", *([note[0].upper() + note[1:] + ".", ""] if note else [])]
 
 
-def _evidence_lines(evidence: Sequence[Mapping[str, Any]]) -> list[str]:
+def _evidence_lines(evidence: Sequence[TelemetryEvidence]) -> list[str]:
     out = ["## The run's telemetry as evidence", ""]
     out += ["The run-telemetry rules (docs/soak.md) over this run's own records and metrics: "
             "evidence only, not a verdict.", ""]  # fmt: skip
@@ -290,7 +291,8 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     if isinstance(run.summary.get("telemetry"), Mapping):
         out += _telemetry_lines(run.summary["telemetry"])
     if isinstance(run.summary.get("telemetry_evidence"), list):
-        out += _evidence_lines(run.summary["telemetry_evidence"])
+        stored = run.summary["telemetry_evidence"]  # of any age: read as the typed readings
+        out += _evidence_lines([decode(TelemetryEvidence, d) for d in stored])
     if isinstance(run.summary.get("traces"), Mapping):
         out += _phase_lines(run.summary["traces"], phase_plot)
     return "\n".join(out) + "\n"

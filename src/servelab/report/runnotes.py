@@ -4,10 +4,8 @@ run's page (:mod:`servelab.report.pages`): the run-telemetry rules' reading
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from servelab.core.ledger.codec import decode
 from servelab.core.telemetry.rules import FIRED, QUIET, UNKNOWN, TelemetryEvidence
 from servelab.core.telemetry.traces import RETURN_HELD_MS
 from servelab.report.soak.words import telemetry_text, unknown_text
@@ -19,19 +17,17 @@ def _mark(e: TelemetryEvidence) -> str:
     return "·" if e.state == QUIET else "!" if e.state == FIRED else "?"
 
 
-def evidence_lines(evidence: Sequence[Mapping[str, Any]], *, quiet: bool = True) -> list[str]:
-    """One line per rule reading (the stored ``TelemetryEvidence`` each), marked ``!`` fired,
-    ``?`` unknown, ``·`` quiet, citing each metric and its delta (``quiet=False`` leaves the
-    quiet ones out)."""
-    readings = [decode(TelemetryEvidence, d) for d in evidence]
-    return [f"{_mark(e)} {telemetry_text(e)}" for e in readings if quiet or e.state != QUIET]
+def evidence_lines(evidence: Sequence[TelemetryEvidence], *, quiet: bool = True) -> list[str]:
+    """One line per rule reading, marked ``!`` fired, ``?`` unknown, ``·`` quiet, citing each
+    metric and its delta (``quiet=False`` leaves the quiet ones out)."""
+    return [f"{_mark(e)} {telemetry_text(e)}" for e in evidence if quiet or e.state != QUIET]
 
 
-def evidence_rows(evidence: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
+def evidence_rows(evidence: Sequence[TelemetryEvidence]) -> list[tuple[str, str, str, str]]:
     """``(rule, subject, state, cited series and values)`` per reading, for a page's table
     (the series in backticks)."""
     rows = []
-    for e in (decode(TelemetryEvidence, d) for d in evidence):
+    for e in evidence:
         cites = "; ".join(f"{c.source}: `{c.series}` {c.kind} {c.value:g}" for c in e.cites)
         state = str(e.state)
         if e.state == FIRED and e.points_at:
