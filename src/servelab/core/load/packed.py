@@ -1,16 +1,7 @@
-"""A request record's compact form: how the ledger stores one (pure).
+"""The compact form of a request record: how the ledger stores one (pure, lossless).
 
-A record as the ledger stores it: one ``bytes`` value instead of ~1.3 kB of JSON. Layout
-(version 1, little-endian): ``0x01``, a flags byte, then zigzag varints: index, scheduled_ns,
-input_tokens, sent_ns - scheduled_ns, first_byte_ns - sent_ns, end_ns - sent_ns, status,
-output_tokens, the event count and (uniform token counts) the one count; then error and
-error_detail (varint length + UTF-8); then the event times as deltas (the first from sent_ns,
-each next from the one before) packed as int32 (int64 when one does not fit), then the token
-counts packed as uint8/uint16/uint32/int64 unless they are all equal; then, only when any is
-set, request_id and traceparent (varint length + UTF-8 each) and cached_tokens + 1 and
-session + 1 (varints, 0 for None). A blob without this tail reads back with both ids empty and
-both numbers None, one with the ids alone with both numbers None, so every blob written before
-they existed still decodes. Lossless: every nanosecond comes back.
+One ``bytes`` value instead of ~1.3 kB of JSON; :func:`pack_record` and :func:`unpack_record`
+are each other's inverse over ``encode(record)`` dicts (:func:`~servelab.core.ledger.codec.encode`).
 """
 
 from __future__ import annotations
@@ -22,11 +13,31 @@ from itertools import accumulate
 from typing import Any
 
 from servelab.core.ledger.codec import JsonObject
+from servelab.core.load.identity import identity_tag, request_identity
 from servelab.core.load.records import RequestRecord
 
 __all__ = ["pack_record", "unpack_record"]
 
-_PACK_VERSION = 1
+# Layout
+# (version 1, little-endian): ``0x01``, a flags byte, then zigzag varints: index, scheduled_ns,
+# input_tokens, sent_ns - scheduled_ns, first_byte_ns - sent_ns, end_ns - sent_ns, status,
+# output_tokens, the event count and (uniform token counts) the one count; then error and
+# error_detail (varint length + UTF-8); then the event times as deltas (the first from sent_ns,
+# each next from the one before) packed as int32 (int64 when one does not fit), then the token
+# counts packed as uint8/uint16/uint32/int64 unless they are all equal; then, only when any is
+# set, request_id and traceparent (varint length + UTF-8 each) and cached_tokens + 1 and
+# session + 1 (varints, 0 for None). A blob without this tail reads back with both ids empty and
+# both numbers None, one with the ids alone with both numbers None, so every blob written before
+# they existed still decodes. Lossless: every nanosecond comes back.
+#
+# Version 2 (written since) differs in the tail only: a varint says what the ids are (0: both
+# empty; 1: the pair :func:`~servelab.core.load.identity.request_identity` makes, stored as its
+# 8-byte tag, the index being the record's own; 2: any other pair, varint length + UTF-8 each),
+# then cached_tokens + 1 and session + 1. A servelab request's ids cost 9 bytes instead of ~90.
+# Version 1 blobs still decode.
+
+_PACK_VERSION = 2
+_IDS_NONE, _IDS_TAG, _IDS_TEXT = 0, 1, 2
 _F_USAGE, _F_WARMUP, _F_FIRST, _F_END, _F_STATUS, _F_ERROR, _F_WIDE, _F_UNIFORM = (
     1 << i for i in range(8)
 )
@@ -141,18 +152,48 @@ def pack_record(data: Mapping[str, Any]) -> bytes | None:
         out += code.encode() + struct.pack(f"<{len(tokens)}{code}", *tokens)
     numbers = [data[k] for k in _TAIL_NUMBERS]
     if data["request_id"] or data["traceparent"] or any(n is not None for n in numbers):
-        for text in (data["request_id"], data["traceparent"]):
-            raw = text.encode()
-            _varint(out, len(raw))
-            out += raw
+        _pack_ids(out, data["request_id"], data["traceparent"], data["index"])
         for number in numbers:
             _varint(out, 0 if number is None else number + 1)
     return bytes(out)
 
 
+def _pack_ids(out: bytearray, request_id: str, traceparent: str, index: int) -> None:
+    if not request_id and not traceparent:
+        _varint(out, _IDS_NONE)
+    elif (tag := identity_tag(request_id, traceparent, index)) is not None:
+        _varint(out, _IDS_TAG)
+        out += bytes.fromhex(tag)
+    else:
+        _varint(out, _IDS_TEXT)
+        for text in (request_id, traceparent):
+            raw = text.encode()
+            _varint(out, len(raw))
+            out += raw
+
+
+def _unpack_ids(blob: bytes, pos: int, index: int, version: int) -> tuple[str, str, int]:
+    """The ids at ``pos`` (empty at the blob's end) and where what follows them starts."""
+    if pos >= len(blob):
+        return "", "", pos
+    if version >= 2:
+        (mode,), pos = _read_varints(blob, pos, 1)
+        if mode == _IDS_NONE:
+            return "", "", pos
+        if mode == _IDS_TAG:
+            return (*request_identity(blob[pos : pos + 8].hex(), index), pos + 8)
+    ids: list[str] = []
+    while pos < len(blob) and len(ids) < 2:
+        (size,), pos = _read_varints(blob, pos, 1)
+        ids.append(blob[pos : pos + size].decode())
+        pos += size
+    request_id, traceparent = (*ids, "", "")[:2]
+    return request_id, traceparent, pos
+
+
 def unpack_record(blob: bytes) -> JsonObject:
     """The ``encode(record)`` dict that :func:`pack_record` packed into ``blob``."""
-    if not blob or blob[0] != _PACK_VERSION:
+    if not blob or blob[0] not in (1, _PACK_VERSION):
         raise ValueError(f"not a packed request record (version byte {blob[:1]!r})")
     flags = blob[1]
     head, pos = _read_varints(blob, 2, 10)
@@ -172,12 +213,7 @@ def unpack_record(blob: bytes) -> JsonObject:
         tcode = f"<{n}{chr(blob[pos])}"
         tokens = list(struct.unpack_from(tcode, blob, pos + 1))
         pos += 1 + struct.calcsize(tcode)
-    ids: list[str] = []
-    while pos < len(blob) and len(ids) < 2:
-        (size,), pos = _read_varints(blob, pos, 1)
-        ids.append(blob[pos : pos + size].decode())
-        pos += size
-    request_id, traceparent = (*ids, "", "")[:2]
+    request_id, traceparent, pos = _unpack_ids(blob, pos, index, blob[0])
     numbers: list[int | None] = [None, None]
     if pos < len(blob):
         tail, pos = _read_varints(blob, pos, len(numbers))

@@ -84,7 +84,7 @@ class RequestRecord:
     event_ns: list[int] = field(default_factory=list)
     event_tokens: list[int] = field(default_factory=list)
     #: Sent as the request's ``x-request-id`` and W3C ``traceparent`` headers when not empty
-    #: (:func:`servelab.core.telemetry.traces.request_identity`): how server spans find this record.
+    #: (:func:`servelab.core.load.identity.request_identity`): how server spans find this record.
     request_id: str = ""
     traceparent: str = ""
     #: The prompt tokens the engine served from its prefix cache, as its ``usage`` said
