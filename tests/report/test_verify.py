@@ -29,15 +29,12 @@ from servelab.core.verify.checks import (
     LiveProcess,
     NoEnvFile,
     RequestTiming,
-    UntypedCheck,
     WorkerListing,
     WorkerReach,
-    flat_check,
-    read_check,
-    read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.record import UntypedCheck, flat_check, read_check, read_check_row
 from servelab.ops.verify.e2e import E2EOptions, _classify
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (

@@ -35,15 +35,12 @@ from servelab.core.verify.checks import (
     LiveProcess,
     NoEnvFile,
     RequestTiming,
-    UntypedCheck,
     WorkerListing,
     WorkerReach,
-    flat_check,
-    read_check,
 )
 from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.record import CheckRecord
+from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, read_check
 from servelab.core.verify.served import Gap, Signal
 from servelab.report.knob import describe_verdict
 from servelab.report.text import plain_text, show_value

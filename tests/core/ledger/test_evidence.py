@@ -29,16 +29,15 @@ from servelab.core.ledger.export import LedgerExport
 from servelab.core.soak import record as soak_record
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.verify import record as verify_record
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    KnobLive,
+from servelab.core.verify.checks import Check, CheckCode, KnobLive
+from servelab.core.verify.record import (
+    CheckRecord,
     UntypedCheck,
+    VerificationRecord,
     flat_check,
     read_check,
     read_check_row,
 )
-from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import RecordError
 from tests.support.soakresult import every_kind_result
 

@@ -35,14 +35,11 @@ from servelab.core.verify.checks import (
     LiveProcess,
     NoEnvFile,
     RequestTiming,
-    UntypedCheck,
     WorkerListing,
     WorkerReach,
-    flat_check,
-    read_check,
-    read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.record import UntypedCheck, flat_check, read_check, read_check_row
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 MRR = "--max-running-requests"

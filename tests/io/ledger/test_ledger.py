@@ -27,16 +27,8 @@ from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.layers import Layer
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    KnobLive,
-    UntypedCheck,
-    WorkerReach,
-    flat_check,
-    read_check,
-)
-from servelab.core.verify.record import VerificationRecord
+from servelab.core.verify.checks import Check, CheckCode, KnobLive, WorkerReach
+from servelab.core.verify.record import UntypedCheck, VerificationRecord, flat_check, read_check
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import connection as connection_module
 from servelab.io.ledger import ledger as store_module

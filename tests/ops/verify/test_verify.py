@@ -22,10 +22,9 @@ from servelab.core.verify.checks import (
     Layer,
     LiveProcess,
     RequestTiming,
-    flat_check,
 )
 from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.record import VerificationRecord
+from servelab.core.verify.record import VerificationRecord, flat_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.verify.e2e import E2EOptions, _classify

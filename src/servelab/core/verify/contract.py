@@ -9,7 +9,8 @@ from typing import Annotated
 
 from pydantic import PlainSerializer, computed_field
 
-from servelab.core.verify.checks import Check, Layer, flat_check
+from servelab.core.verify.checks import Check, Layer
+from servelab.core.verify.record import flat_check
 
 __all__ = ["VerifyReport"]
 

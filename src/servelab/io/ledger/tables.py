@@ -30,8 +30,7 @@ from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
-from servelab.core.verify.checks import read_check_row
-from servelab.core.verify.record import VerificationRecord
+from servelab.core.verify.record import VerificationRecord, read_check_row
 from servelab.errors import CaseError
 from servelab.io.ledger.rows import TABLE_JSON_COLUMNS, dumps
 
