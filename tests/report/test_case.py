@@ -6,10 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.case.record import CaseEvent, CaseRecord
 from servelab.core.case.revert import ConvictionTest, RevertCost
 from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import (
@@ -24,8 +26,6 @@ from servelab.core.verify.checks import (
 from servelab.core.verify.contract import VerifyReport
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
-from servelab.ops.knob import KnobChange
 from servelab.report.case import (
     NOT_CONFIRMED,
     event_error,

@@ -21,9 +21,10 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import CASE, wait_option
+from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.ledger.codec import encode
 from servelab.ops.context import Operation
-from servelab.ops.knob import KnobChange, KnobDiff, KnobValue, diff_knob, read_knob, set_knob
+from servelab.ops.knob import diff_knob, read_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
 
 __all__ = ["register"]
