@@ -157,7 +157,8 @@ _SOURCE_PATH = re.compile(r"`((?:core|sim|io|ops|report|cli)/[\w/]*?(?:\.py|/))[
 def test_every_module_docs_architecture_md_names_exists() -> None:
     """The module map holds: every module or folder it names in a code span exists."""
     text = (DOCS / "architecture.md").read_text(encoding="utf-8")
-    named = set(_SOURCE_PATH.findall(text))
+    # a placeholder (``ops/verify/layers/NAME.py``) is in capitals: no module is
+    named = {path for path in _SOURCE_PATH.findall(text) if path == path.lower()}
     assert len(named) > 60
     src = REPO / "src" / "servelab"
     missing = sorted(path for path in named if not (src / path).exists())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servelab.core.deploy.contract import DeployReport, ServiceStatus
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.probe import ProbeResult
 from servelab.core.deploy.record import DeploymentRecord
@@ -22,7 +22,7 @@ from servelab.core.deploy.steps import (
 )
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.restart.contract import RestartReport
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
 from servelab.core.verify.contract import VerifyReport
 from servelab.io.ledger.ledger import Ledger

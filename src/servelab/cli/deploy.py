@@ -28,9 +28,10 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import wait_option
-from servelab.core.deploy.contract import DeployReport, ServiceStatus
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
 from servelab.core.ledger.codec import encode
+from servelab.core.restart.contract import DeployReport
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress

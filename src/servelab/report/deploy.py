@@ -8,7 +8,7 @@ from typing import assert_never
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.core.deploy.contract import DeployReport, ServiceStatus
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.deploy.steps import (
@@ -21,7 +21,7 @@ from servelab.core.deploy.steps import (
     Stopped,
 )
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.restart.contract import RestartReport
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.ops.deploy.rolling_results import (
     Added,
     AlreadyOut,
@@ -130,7 +130,9 @@ def _steps_table(title: str, steps: list[Step]) -> Table:
 
 def render_deploy(report: DeployReport) -> str:
     verdict = "ok" if report.ok else "FAILED"
-    return plain_text(_steps_table(f"{report.action}: {verdict}", report.steps))
+    parts: list[RenderableType] = [_steps_table(f"{report.action}: {verdict}", report.steps)]
+    parts.extend(f"  pair/{c.service}: {check_detail(c)}" for c in report.pair if not c.ok)
+    return plain_text(*parts)
 
 
 def render_restart(report: RestartReport) -> str:

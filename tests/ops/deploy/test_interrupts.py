@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from servelab.core.deploy.contract import DeployReport
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
-from servelab.core.restart.contract import RestartReport
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record

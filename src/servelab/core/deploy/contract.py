@@ -1,35 +1,17 @@
-"""deploy's contract: what ``up`` and ``down`` did (:class:`DeployReport`) and one service as it
-is now (:class:`ServiceStatus`). Pure types built by ops, stored (``deployments.detail``) and
-printed (``--json``) as their encoding; report words them. A restart, which composes deploy and
-verify, is :mod:`servelab.core.restart.contract`."""
+"""deploy's contract: one service as it is now (:class:`ServiceStatus`), printed (``status
+--json``) as its encoding; report words it. What ``up``, ``down`` and ``restart`` did (their
+steps, then the pair layer's or verify's checks) is :mod:`servelab.core.restart.contract`, above
+both deploy and verify."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pydantic import computed_field
 
 from servelab.core.deploy.probe import ProbeResult
-from servelab.core.deploy.steps import Step
 
-__all__ = ["DeployReport", "ServiceStatus"]
-
-
-@dataclass
-class DeployReport:
-    """The result of ``up`` or ``down``; a failed ``up`` also says why and what it stopped."""
-
-    action: str
-    steps: list[Step]
-    deployment_id: int | None = None
-    error: str | None = None
-    interrupted: bool = False
-    stopped: list[str] = field(default_factory=list)
-
-    @computed_field  # type: ignore[prop-decorator]
-    @property
-    def ok(self) -> bool:
-        return all(step.ok for step in self.steps) and self.error is None
+__all__ = ["ServiceStatus"]
 
 
 @dataclass

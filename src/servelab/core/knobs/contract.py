@@ -5,10 +5,13 @@ did (:class:`KnobChange`) and what ``knob diff`` found (:class:`KnobDiff`). Pure
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
 from pydantic import computed_field
 
 from servelab.core.knobs.rules import LiveVerdict, live_verdict
+from servelab.core.knobs.unread import UnreadKnob
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = ["KnobChange", "KnobDiff", "KnobValue"]
 
@@ -45,6 +48,9 @@ class KnobChange:
     #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
     #: ``config_file``); ``env_file`` then holds the path of the file written.
     place: str = "env_file"
+    #: The running engine does not read the env knob (or its release has no list): the warning
+    #: (left out of the JSON while None).
+    unread: Annotated[UnreadKnob | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from servelab.core.deploy.contract import DeployReport, ServiceStatus
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord
@@ -46,7 +46,7 @@ from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.restart.contract import RestartReport
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import latest_backup, save_copy
@@ -59,6 +59,7 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
+from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
 __all__ = ["down", "restart", "restart_service", "status", "up"]
@@ -101,6 +102,9 @@ async def up(
         await _preflight(op, "up", up_plan(op.spec, services))
         steps = await _up(op, services)
         report = DeployReport("up", steps)
+        if steps and all(step.ok for step in steps):
+            ready = [step.service for step in steps]
+            report.pair = await pair_checks(op, ready)  # once everything is ready
         report.deployment_id = _record(op, "up", encode(report))
     return report
 

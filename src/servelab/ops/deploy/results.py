@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from servelab.core.deploy.contract import DeployReport
-from servelab.core.restart.contract import RestartReport
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.ops.deploy.rolling_results import RollingReport
 
 __all__ = ["DeployInterrupted"]
