@@ -33,6 +33,7 @@ from aiohttp import web
 from servelab.errors import SimError
 from servelab.sim.bootstrap import bootstrap_app
 from servelab.sim.engineargs import SglangArgs
+from servelab.sim.httplog import server_logger
 from servelab.sim.limits import CachedTokens
 from servelab.sim.protocol import (
     Api,
@@ -445,10 +446,11 @@ async def serve_apps(
 ) -> None:  # fmt: skip
     """Serve ``app`` on the worker's port (and ``side``, a prefill's bootstrap or NIXL side
     channel, on its bootstrap port) until ``stop`` is set."""
-    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False)]
+    log = server_logger()
+    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False, logger=log)]
     sites = [(runners[0], settings.host, settings.port)]
     if side is not None and settings.bootstrap_port is not None:
-        runners.append(web.AppRunner(side, access_log=None))
+        runners.append(web.AppRunner(side, access_log=None, logger=log))
         sites.append((runners[1], settings.host, settings.bootstrap_port))
     worker = app[WORKER_KEY]
     try:
