@@ -42,6 +42,7 @@ from servelab.cli.options import (
     TraceOptions,
     WorkloadOptions,
     load_options,
+    no_ledger_option,
     output_options,
     slo_option,
     target_options,
@@ -255,7 +256,7 @@ def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Pa
     "split every request's TTFT into phases.",
 )
 @ledger_option
-@click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
+@no_ledger_option
 @wait_option
 def bench_command(
     target: TargetOptions,
