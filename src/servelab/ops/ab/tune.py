@@ -62,8 +62,9 @@ from servelab.core.ab.tunerun import (
     screen,
     with_visits,
 )
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.ledger.codec import decode, encode
-from servelab.errors import BenchError, ServelabError
+from servelab.errors import BenchError, KnobError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
@@ -71,7 +72,7 @@ from servelab.ops.ab.plan import plan_ab
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.knob import get_knob
+from servelab.ops.knob import check_setting, get_knob
 from servelab.ops.progress import (
     TuneArmKept,
     TuneEliminated,
@@ -87,6 +88,7 @@ __all__ = [
     "LevelPlan",
     "TuneConfig",
     "TunePlan",
+    "check_tune",
     "plan_tune",
     "resume_tune",
     "run_tune",
@@ -170,6 +172,24 @@ class TuneConfig:
     def settings(self, values: tuple[str | None, ...]) -> list[Setting]:
         """The knobs at ``values`` (in the knobs' order)."""
         return [Setting(k.service, k.knob, v) for k, v in zip(self.knobs, values, strict=True)]
+
+
+def check_tune(spec: DeploymentSpec, cfg: TuneConfig) -> TuneConfig:
+    """The one check of a tune's knobs and values before anything runs, for ``tune``, ``tune
+    --plan`` and ``tune --resume`` alike: every service and knob declared, every value one the
+    knob takes (:func:`~servelab.ops.knob.check_setting`), each stored the way the knob stores
+    it (a flag's ``true`` is ``on``), and no two values of a knob one setting (``on,true`` is one
+    arm, not two). The config with its values as stored, else SpecError or KnobError (exit 2)."""
+    knobs = []
+    for k in cfg.knobs:
+        stored = [check_setting(spec, k.service, k.knob, v) or "" for v in k.values]
+        for i, value in enumerate(stored):
+            if value in stored[:i]:
+                first = k.values[stored.index(value)]
+                raise KnobError(f"{k.service}:{k.knob}: {first!r} and {k.values[i]!r} are one "
+                                f"setting ({value}): each value once")  # fmt: skip
+        knobs.append(TuneKnob(k.service, k.knob, tuple(stored)))
+    return replace(cfg, knobs=tuple(knobs))
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -359,6 +379,7 @@ async def run_tune(
 ) -> TuneRecord:
     """Run the tune (see the module docstring); recorded in the operation's ledger, if any."""
     async with operation(target, ledger=ledger, progress=progress) as op:
+        cfg = check_tune(op.spec, cfg)  # every value, before the first restart
         original = tuple([await get_knob(op, k.service, k.knob) for k in cfg.knobs])
         store = TuneStore(op.ledger) if op.ledger is not None else None
         tune_id = None
@@ -386,6 +407,7 @@ async def resume_tune(
     if stored.status == SessionStatus.FINISHED:
         raise BenchError(f"tune {tune_id} is already finished")
     cfg = decode(TuneConfig, stored.config)
+    cfg = check_tune(target.spec, cfg)  # as a new tune is: nothing runs on a value it refuses
     record = with_visits(cfg.record(stored.original, tune_id=tune_id, resumed=True),
                          stored.visits)  # fmt: skip
     async with operation(target, ledger=ledger, progress=progress) as op:
