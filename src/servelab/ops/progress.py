@@ -17,6 +17,7 @@ from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.soak.signatures import Phase, Signature
 from servelab.core.verify.coldstart import StartClass
+from servelab.ops.ab.budget import TuneOverBudget
 
 __all__ = [
     "AbJournalStarted",
@@ -584,5 +585,5 @@ ProgressEvent = (
     | TuneArmKept | BisectPlanned | BisectResumed | ProbeStarted | ProbeDecided
     | SoakStarted | EnginesStarted | RequestResent | StallSeen | Localizing | StreamHeld
     | SoakDeadlineReached
-    | TuneScreened
+    | TuneScreened | TuneOverBudget
 )  # fmt: skip

@@ -68,6 +68,7 @@ from servelab.errors import BenchError, KnobError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
+from servelab.ops.ab.budget import PricedFrom, mean_visit_s, over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
@@ -251,6 +252,30 @@ def _over_budget(cfg: TuneConfig, record: TuneRecord, done: Sequence[ArmVisit],
     return (sum(seconds) + left * sum(seconds) / len(seconds)) / 60.0 > cfg.max_minutes
 
 
+def _price_up_front(op: Operation, cfg: TuneConfig, store: TuneStore | None, arms: int) -> bool:
+    """With ``--max-minutes``, the first block priced from the recorded visits, said when it
+    outruns the budget; whether a price was found (else the first visit prices it)."""
+    price = None if cfg.max_minutes is None or store is None else recorded_visit_s(store)
+    if price is None or cfg.max_minutes is None:
+        return cfg.max_minutes is None
+    warning = over_budget(arms, cfg.max_rounds, price, cfg.max_minutes, PricedFrom.RECORDED)
+    if warning is not None:
+        op.say(warning)
+    return True
+
+
+def _price_first(op: Operation, cfg: TuneConfig, record: TuneRecord, arms: int) -> bool:
+    """After the tune's first visit (no recorded price), the first block priced from it, said
+    when it outruns ``--max-minutes``; True once priced."""
+    price = mean_visit_s(record.all_visits)
+    if price is None or cfg.max_minutes is None:
+        return cfg.max_minutes is None
+    warning = over_budget(arms, cfg.max_rounds, price, cfg.max_minutes, PricedFrom.FIRST_VISIT)
+    if warning is not None:
+        op.say(warning)
+    return True
+
+
 def _done(visits: Sequence[ArmVisit], block: NextBlock, arm: str) -> bool:
     return any(v.round == block.block - 1 and v.arm == arm for v in visits)
 
@@ -274,9 +299,12 @@ async def _blocks(
     record: TuneRecord,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool = False,
 ) -> TuneRecord:
     """Run blocks until every level has stopped (or the time budget would be outrun); each
-    visit saved as it ends. Returns the record with every visit."""
+    visit saved as it ends (the tune's first, unless ``priced`` up front, prices the budget:
+    :func:`_price_first`). Returns the record with every visit."""
     while True:
         _, block = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
         if block is None:
@@ -292,6 +320,8 @@ async def _blocks(
             if store is not None and record.tune_id is not None:
                 store.add_visit(record.tune_id, visit.position, visit)
             record = replace(record, visits=(*record.visits, visit))
+            if not priced:
+                priced = _price_first(op, cfg, record, len(block.order))
         _tell(op, before, record)
 
 
@@ -302,9 +332,12 @@ async def _screen(
     screening: Screening,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool = False,
 ) -> TuneRecord:
     """The screening's blocks until it stops (or the time budget would be outrun); each visit
-    saved as it ends. Returns the record with the screening and the tune's arms it leaves."""
+    saved as it ends (the first prices the budget unless ``priced``). Returns the record with
+    the screening and the tune's arms it leaves."""
     while True:
         screening, block = screen(screening, record.rule, record.levels, record.metric)
         record = replace(record, screening=screening)
@@ -321,6 +354,8 @@ async def _screen(
                 store.add_visit(record.tune_id, visit.position, visit)
             screening = replace(screening, visits=(*screening.visits, visit))
             record = replace(record, screening=screening)
+            if not priced:
+                priced = _price_first(op, cfg, record, len(block.order))
     follow = screening.follow_up
     if follow is not None:
         op.say(TuneScreened(screening.blocks, follow.factors, follow.fixed))
@@ -348,13 +383,19 @@ async def _run(
     record: TuneRecord,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool = True,
 ) -> TuneRecord:
     """The screening's blocks (if any is left), the tune's, then the knobs left as asked; the
-    record worked out and stored."""
+    record worked out and stored. ``priced``: the budget was priced before (else the first
+    visit prices it)."""
     try:
         if record.screening is not None and record.screening.follow_up is None:
-            record = await _screen(op, cfg, record, record.screening, store, bench_progress)
-        record = conclude_tune(await _blocks(op, cfg, record, store, bench_progress))
+            record = await _screen(op, cfg, record, record.screening, store, bench_progress,
+                                   priced=priced)  # fmt: skip
+            priced = True
+        blocks = await _blocks(op, cfg, record, store, bench_progress, priced=priced)
+        record = conclude_tune(blocks)
     except BaseException:
         # Put the original values back, but never hide why the tune stopped.
         with contextlib.suppress(ServelabError):
@@ -388,7 +429,8 @@ async def run_tune(
         record = cfg.record(original, tune_id=tune_id)
         first = record.arms if record.screening is None else record.screening.design.runs
         op.say(TuneStarted(tune_id, len(first), cfg.levels, cfg.max_rounds))
-        return await _run(op, cfg, record, store, bench_progress)
+        priced = _price_up_front(op, cfg, store, len(first))
+        return await _run(op, cfg, record, store, bench_progress, priced=priced)
 
 
 async def resume_tune(
