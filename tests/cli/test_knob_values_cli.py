@@ -6,10 +6,17 @@ restart would start one, and this test would see it)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.tunerun import TuneKnob
+from servelab.core.ledger.codec import encode
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tunes import TuneStore
+from servelab.ops.ab.tune import TuneConfig
+from servelab.ops.bench.bench import BenchConfig
 from tests.support import run_cli
 from tests.support.processes import listening
 from tests.support.specs import PdPorts, write_pd_spec
@@ -20,7 +27,7 @@ OVERLAP = "--disable-overlap-schedule"
 
 
 @pytest.fixture
-def spec(tmp_path: Path) -> tuple[Path, PdPorts]:
+def spec(tmp_path: Path) -> Iterator[tuple[Path, PdPorts]]:
     ports = PdPorts.free(proxy=False)
     path = write_pd_spec(tmp_path, ports=ports, knobs=(MRR, CHUNK, OVERLAP), knob=None,
                          decode_env="SGLANG_ARGS=--max-running-requests 32\n")  # fmt: skip
@@ -28,7 +35,11 @@ def spec(tmp_path: Path) -> tuple[Path, PdPorts]:
         'depends_on = ["prefill"]\n', 'depends_on = ["prefill"]\nargs_env = "SGLANG_ARGS"\n', 1
     )
     path.write_text(text)
-    return path, ports
+    try:
+        yield path, ports
+    finally:  # were a refusal to fail and a tune to start the deployment, it is stopped
+        if any(listening(port) for port in ports.listened()):
+            run_cli("down", "-f", str(path), timeout=120)
 
 
 def _env_file(spec: Path) -> str:
@@ -91,3 +102,21 @@ def test_tune_and_its_plan_refuse_alike_before_anything_runs(
         assert done.returncode == 2, (plan, done.stdout, done.stderr)
         assert message in done.stderr, (plan, done.stderr)
     assert not any(listening(port) for port in ports.listened())  # nothing was started
+
+
+def test_tune_resume_refuses_a_recorded_value_the_knob_does_not_take(
+    spec: tuple[Path, PdPorts], tmp_path: Path
+) -> None:
+    """Defect 17 (issue 38): --resume repeated the visits of a tune with a value the knob does
+    not take; it is checked as a new tune's are, before anything runs."""
+    path, ports = spec
+    ledger_path = tmp_path / "tunes.db"
+    bench = BenchConfig(url="", concurrencies=(1,), requests=4)
+    cfg = TuneConfig((TuneKnob("decode", OVERLAP, ("on", "maybe")),), bench)
+    with Ledger.open(ledger_path) as ledger:
+        tune_id = TuneStore(ledger).start(knobs=cfg.names, config=encode(cfg), original=(None,))
+    done = run_cli("tune", "-f", str(path), "--resume", str(tune_id), "--ledger",
+                   str(ledger_path), timeout=120)  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "its value is on or off (true or false), not 'maybe'" in done.stderr
+    assert not any(listening(port) for port in ports.listened())
