@@ -58,6 +58,7 @@ from servelab.errors import BenchError, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import TraceScan, scan_trace
 from servelab.ops.bench import bench as ops
@@ -289,7 +290,7 @@ def bench_command(
     if output.export is not None:
         check_directory(output.export)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
-    with nullcontext() if loaded is None else where.exclusive(wait=wait):
+    with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         listed = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
         check_lengths(workload, scan, listed.context_length)
         first_model = listed.models[0] if listed.models else None

@@ -88,6 +88,7 @@ __all__ = [
     "TargetOptions",
     "TraceOptions",
     "WorkloadOptions",
+    "allow_unread_option",
     "load_options",
     "metric_option",
     "no_ledger_option",
@@ -456,6 +457,17 @@ def no_ledger_option(func: Command) -> Command:
     return click.option("--no-ledger", "no_ledger", is_flag=True, help=NO_LEDGER_HELP)(
         alias(command)
     )
+
+
+def allow_unread_option(func: Command) -> Command:
+    """``--allow-unread``: A/B or tune a knob the engine's release does not read (refused
+    otherwise, naming the variable it does read: such an experiment measures noise)."""
+    return click.option(
+        "--allow-unread",
+        is_flag=True,
+        help="Measure a knob the engine's release does not read (refused otherwise: it measures "
+        "noise).",
+    )(func)
 
 
 def wait_option(func: Command) -> Command:

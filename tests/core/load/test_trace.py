@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -219,3 +220,15 @@ def test_generated_arrivals_are_refused_past_what_a_trace_may_span() -> None:
     check_arrivals(8, 1e-6)  # 81 days between sessions: a long trace, still a trace
     with pytest.raises(TraceError, match="--rate 1e-300: 8 arrivals"):
         check_arrivals(8, 1e-300)
+
+
+def test_a_trace_recorded_on_whole_seconds_starts_its_arrivals_in_bursts() -> None:
+    shape = AgenticShape(sessions=40, rate=12.0, turns=(1, 2), resolution_ms=1000)
+    starts = [e["timestamp"] for e in agentic_trace(shape, seed=0) if "timestamp" in e]
+    assert len(starts) == 40 and all(t % 1000 == 0 for t in starts) and starts == sorted(starts)
+    assert max(starts.count(t) for t in set(starts)) >= 8  # ~12 a second: bursts
+    fine = [e["timestamp"] for e in agentic_trace(replace(shape, resolution_ms=1), seed=0)
+            if "timestamp" in e]  # fmt: skip
+    assert [t // 1000 * 1000 for t in fine] == starts  # the same arrivals, rounded down
+    chat = [e["timestamp"] for e in chat_trace(ChatShape(requests=50, resolution_ms=500), seed=1)]
+    assert all(t % 500 == 0 for t in chat) and len(set(chat)) < len(chat)
