@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
+from servelab.core.ab.tuneevents import TuneVisitStarted
 from servelab.core.ab.tunerun import TuneKnob
+from servelab.core.progress import ProgressEvent
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
@@ -29,7 +31,6 @@ from servelab.ops.ab.tune import TuneConfig, run_tune
 from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knob
-from servelab.ops.progress import ProgressEvent, TuneVisitStarted
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 

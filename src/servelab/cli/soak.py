@@ -37,6 +37,7 @@ from servelab.cli.options import (
     target_options,
     wait_option,
 )
+from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.spec import RouterOptions
 from servelab.core.load.slo import SLO
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
@@ -104,7 +105,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
     if case_id is None:
         return
     with Ledger.open(ledger_path) as ledger:
-        if ledger.get_case(case_id) is None:
+        if ledger.get(CaseRecord, case_id) is None:
             raise CaseError(f"no case {case_id} in {ledger_path}")
 
 

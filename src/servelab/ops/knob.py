@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.engines import engine
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.argv import arg_values, knob_value
@@ -28,6 +29,7 @@ from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.places import Place, split_args
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.knobs.values import check_value
@@ -36,6 +38,7 @@ from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import (
     argument_knob,
     live_argument,
@@ -339,7 +342,11 @@ async def set_knob(
     svc = target.spec.service(service)
     value = check_setting(target.spec, service, name, value)
     async with operation(target, ledger=ledger) as op:
-        if case_id is not None and op.ledger is not None and op.ledger.get_case(case_id) is None:
+        if (
+            case_id is not None
+            and op.ledger is not None
+            and op.ledger.get(CaseRecord, case_id) is None
+        ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
         written = await _write(op, service, knob, value)
@@ -410,10 +417,19 @@ def _record_change(
     """Record the change in the operation's ledger (None: no ledger)."""
     if op.ledger is None:
         return None
-    return op.ledger.record_knob_change(
-        service=service, name=name, old=old, new=new, reason=reason, case_id=case_id,
-        backup_path=backup_path,
-    )  # fmt: skip
+    return op.ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service=service,
+            name=name,
+            old=old,
+            new=new,
+            reason=reason,
+            case_id=case_id,
+            backup_path=backup_path,
+        )
+    )
 
 
 def check_setting(spec: DeploymentSpec, service: str, name: str, value: str | None) -> str | None:

@@ -20,7 +20,6 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -52,6 +51,7 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.pair import PairReport
+from servelab.core.verify.record import CheckRecord
 from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_unread, describe_verdict

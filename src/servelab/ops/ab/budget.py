@@ -5,40 +5,19 @@ it), so a first block of many arms runs whole whatever the budget: a 20-arm tune
 ``--max-minutes 0.5`` ran 79 s and said nothing. Before the first visit, a tune with a budget is
 priced from the visits the ledger recorded (the latest tune's mean visit); with none recorded,
 from its own first visit, before the rest of the first block. When even the first block would
-outrun the budget, :class:`TuneOverBudget` says so with the estimate.
+outrun the budget, :class:`~servelab.core.ab.tuneevents.TuneOverBudget` says so with the
+estimate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import StrEnum
 
 from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.tuneevents import PricedFrom, TuneOverBudget
 from servelab.io.ledger.tunes import TuneStore
 
-__all__ = ["PricedFrom", "TuneOverBudget", "mean_visit_s", "over_budget", "recorded_visit_s"]
-
-
-class PricedFrom(StrEnum):
-    """Where a visit's price came from."""
-
-    RECORDED = "recorded"  # the latest recorded tune's mean visit
-    FIRST_VISIT = "first visit"  # this tune's own first visit
-
-
-@dataclass(frozen=True)
-class TuneOverBudget:
-    """The tune's first block (``visits`` visits, at ``visit_s`` each, priced ``priced_from``)
-    would take ``first_block_min`` minutes, past ``max_minutes``: it runs whole anyway (the
-    budget is checked between blocks); the full design (every block) would take ``full_min``."""
-
-    visits: int
-    visit_s: float
-    priced_from: PricedFrom
-    first_block_min: float
-    full_min: float
-    max_minutes: float
+__all__ = ["mean_visit_s", "over_budget", "recorded_visit_s"]
 
 
 def mean_visit_s(visits: Sequence[ArmVisit]) -> float | None:

@@ -48,6 +48,16 @@ from servelab.core.ab.tune import (
     TuneRule,
     check_rule,
 )
+from servelab.core.ab.tuneevents import (
+    PricedFrom,
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneResumed,
+    TuneScreened,
+    TuneStarted,
+    TuneVisitStarted,
+)
 from servelab.core.ab.tunerun import (
     NextBlock,
     TuneKnob,
@@ -68,21 +78,12 @@ from servelab.errors import BenchError, KnobError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
-from servelab.ops.ab.budget import PricedFrom, mean_visit_s, over_budget, recorded_visit_s
+from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import check_setting, get_knob
-from servelab.ops.progress import (
-    TuneArmKept,
-    TuneEliminated,
-    TuneLevelStopped,
-    TuneResumed,
-    TuneScreened,
-    TuneStarted,
-    TuneVisitStarted,
-)
 from servelab.ops.reads import refuse_unread
 
 __all__ = [

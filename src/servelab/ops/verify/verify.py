@@ -44,8 +44,8 @@ from dataclasses import dataclass, replace
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -55,13 +55,13 @@ from servelab.core.verify.checks import (
     SkipReason,
     StaleWorker,
 )
+from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.progress import ProbingE2E, ProbingHealth
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
@@ -178,7 +178,7 @@ def _ordered(checks: list[Check], names: list[str]) -> list[Check]:
 def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecord]]:
     """service -> knob -> the ledger's last recorded change of it (the last known snapshot)."""
     last: dict[str, dict[str, KnobChangeRecord]] = {}
-    for row in ledger.list_knob_changes() if ledger is not None else []:
+    for row in ledger.list(KnobChangeRecord) if ledger is not None else []:
         last.setdefault(row.service, {})[row.name] = row
     return last
 
