@@ -20,15 +20,18 @@ operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reuse
 from __future__ import annotations
 
 from servelab.core.case.record import CaseRecord
+from servelab.core.deploy.engines import engine
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.knobs.knob import Knob, same_value
+from servelab.core.knobs.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name, parse_env_bytes
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
+from servelab.core.knobs.values import check_value
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
@@ -46,6 +49,7 @@ from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
 
 __all__ = [
+    "check_setting",
     "diff_knob",
     "get_knob",
     "live_knob",
@@ -253,8 +257,8 @@ async def set_knob(
     ``restart_needed`` is true when the service runs with another value (or its live value could
     not be read: ``live_error``).
     """
-    svc = check_knob_name(target.spec, service, name)
-    _check_value(name, value)
+    svc = target.spec.service(service)
+    value = check_setting(target.spec, service, name, value)
     async with operation(target, ledger=ledger) as op:
         if (
             case_id is not None
@@ -263,7 +267,6 @@ async def set_knob(
         ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
-        value = knob.normalize(value)
         written = await _write(op, service, knob, value)
         old, path, backup_path, changed, place = written
         change_id = None
@@ -347,6 +350,12 @@ def _record_change(
     )
 
 
-def _check_value(name: str, value: str | None) -> None:
-    if value is not None and ("\n" in value or "\r" in value or "\0" in value):
-        raise KnobError(f"{name}: a value cannot contain a newline or NUL")
+def check_setting(spec: DeploymentSpec, service: str, name: str, value: str | None) -> str | None:
+    """The one check of a knob's value before anything is touched (``knob set``, and every value
+    of an ``ab``, a ``tune`` or ``tune --plan`` before its first restart): ``service`` exists,
+    ``name`` is declared there, ``value`` can be written and read back as itself
+    (:func:`~servelab.core.knobs.values.check_value`). The value as stored (a flag's ``true`` is
+    ``on``), else SpecError or KnobError (exit 2)."""
+    check_knob_name(spec, service, name)
+    rules = engine(spec.engine)
+    return check_value(parse_knob(name, rules), value, rules)

@@ -20,9 +20,11 @@ from servelab.core.ab.events import (
     KnobRestoring,
 )
 from servelab.core.ab.tuneevents import (
+    PricedFrom,
     TuneArmKept,
     TuneEliminated,
     TuneLevelStopped,
+    TuneOverBudget,
     TuneResumed,
     TuneScreened,
     TuneStarted,
@@ -120,8 +122,20 @@ def describe_progress(event: ProgressEvent) -> str:
             held = f" ({', '.join(fixed)} held at their low value)" if fixed else ""
             return (f"screening stopped after {blocks} block(s): tuning {', '.join(factors)}"
                     f"{held}")  # fmt: skip
+        case TuneOverBudget():
+            return _over_budget(event)
         case _:
             return _knob(event)
+
+
+def _over_budget(e: TuneOverBudget) -> str:
+    """The tune's first block against ``--max-minutes``, with the estimate and its price."""
+    priced = ("the latest recorded tune's mean visit" if e.priced_from == PricedFrom.RECORDED
+              else "this tune's first visit")  # fmt: skip
+    return (f"warning: --max-minutes {e.max_minutes:g} is shorter than the first block: "
+            f"{e.visits} visit(s) at {e.visit_s:,.1f} s each ({priced}) take about "
+            f"{e.first_block_min:,.1f} min, and the block runs whole (the budget is checked "
+            f"between blocks); every block would take about {e.full_min:,.1f} min")  # fmt: skip
 
 
 def _deploy(

@@ -39,9 +39,11 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    SkipReason,
     WorkerListing,
     WorkerReach,
 )
@@ -135,8 +137,19 @@ def _reason(code: CheckCode, data: CheckData) -> str:
                 f"false in --config): {knob} runs at the engine's default; write `no-"
                 f"{key.split(':')[0]}: true` to turn it off"
             )
+        case LayerSkipped(reason=reason):
+            return _skipped(reason)
         case _:
             assert_never(data)
+
+
+def _skipped(reason: SkipReason) -> str:
+    match reason:
+        case SkipReason.NO_ENTRY_POINT:
+            return ("skipped: the deployment has no router or proxy to send a request through "
+                    "(the workers' own health is the health layer's)")  # fmt: skip
+        case _:
+            assert_never(reason)
 
 
 #: Where an argument's file value comes from, in a sentence.

@@ -20,9 +20,8 @@ codec of :mod:`servelab.core.ledger.codec`; a new record type is one entry there
 trio. The writers that span several tables or keep a refused measurement stay methods of their
 own (a verification with its checks, a bench run with its records and spans, an A/B, a soak with
 its findings and spans, a case's resolution); the A/B and soak results are typed too.
-:meth:`Ledger.export` is every record encoded in one JSON document, built in memory: an export of
-any size streams
-instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
+:meth:`Ledger.export` is every record encoded in one JSON document, built in memory: an export
+of any size streams instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
 :meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). The OpenTelemetry spans received
 during a traced bench run or soak are rows of their own (``spans``, written in the run's
 transaction, read back as :class:`~servelab.core.telemetry.spans.Span` by :meth:`Ledger.spans`; the

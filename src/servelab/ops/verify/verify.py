@@ -51,6 +51,8 @@ from servelab.core.verify.checks import (
     CheckCode,
     HealthProbe,
     Layer,
+    LayerSkipped,
+    SkipReason,
     StaleWorker,
 )
 from servelab.core.verify.contract import VerifyReport
@@ -282,6 +284,10 @@ async def _e2e_then(op: Operation, opts: E2EOptions, done: asyncio.Event) -> lis
 
 
 async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
+    if not (op.spec.by_role("proxy") or op.spec.by_role("router")):
+        skipped = LayerSkipped(SkipReason.NO_ENTRY_POINT)  # said, neither passed nor failed
+        about = (op.spec.by_role("decode") or list(op.spec.services))[0]
+        return [Check(about, True, CheckCode.E2E_SKIPPED, skipped)]
     entry = op.spec.entry_point
     op.say(ProbingE2E(entry))
     try:
