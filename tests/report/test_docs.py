@@ -12,7 +12,7 @@ from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.result import AbResult
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.verify.checks import read_check
+from servelab.core.verify.record import read_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases

@@ -19,14 +19,17 @@ from servelab.core.ab.events import (
     KnobRestoring,
 )
 from servelab.core.ab.tuneevents import (
+    PricedFrom,
     TuneArmKept,
     TuneEliminated,
     TuneLevelStopped,
+    TuneOverBudget,
     TuneResumed,
     TuneScreened,
     TuneStarted,
     TuneVisitStarted,
 )
+from servelab.core.bench.contract import BenchProgress
 from servelab.core.case import bisectevents as bisect_events
 from servelab.core.case import events as case_events
 from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
@@ -82,7 +85,6 @@ from servelab.core.verify.events import (
     ReadingLiveEnv,
     VerifyingLayers,
 )
-from servelab.ops.bench.bench import BenchProgress
 from servelab.report.progress import describe_level, describe_progress
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
@@ -166,6 +168,10 @@ LINES: list[tuple[ProgressEvent, str]] = [
      "held at their low value)"),
     (TuneScreened(4, (), ("A", "B")),
      "screening stopped after 4 block(s): no knob left to tune, the original values are kept"),
+    (TuneOverBudget(20, 4.0, PricedFrom.FIRST_VISIT, 20 * 4.0 / 60, 20 * 4.0 / 60 * 12, 0.5),
+     "warning: --max-minutes 0.5 is shorter than the first block: 20 visit(s) at 4.0 s each "
+     "(this tune's first visit) take about 1.3 min, and the block runs whole (the budget is "
+     "checked between blocks); every block would take about 16.0 min"),
     (BisectPlanned(2, 6, "soak", 3),
      "case bisect 2: 6 change(s) between good and bad, test soak, at most 3 round(s) per probe"),
     (BisectResumed(2, 2), "resuming the bisection of case 2: 2 probe(s) kept"),

@@ -41,14 +41,15 @@ from servelab.errors import (
     SpecError,
     TraceError,
 )
-from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.ledger.connection import LEDGER_ENV, resolve_ledger_path
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.report.progress import describe_level, describe_progress
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = [
     "DEBUG_ENV",
@@ -270,22 +271,16 @@ def _interruption(exc: KeyboardInterrupt) -> str:
 
 
 def _message(exc: BaseException) -> str:
-    """The one line an error is told in, its secret-looking values redacted
-    (:func:`~servelab.core.redaction.redact`: a parser's or a service's words may quote one)."""
-    return redact(_words(exc))
-
-
-def _words(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return _interruption(exc)
     if isinstance(exc, click.ClickException):
-        return exc.format_message()
+        return redact(exc.format_message())
     if isinstance(exc, ServelabError):
-        return str(exc)
+        return redact(str(exc))
     if isinstance(exc, OSError) and exc.strerror:
         where = f"{exc.filename}: " if exc.filename else ""
-        return f"{where}{exc.strerror}"
-    return f"unexpected {type(exc).__name__}: {exc}"
+        return redact(f"{where}{exc.strerror}")
+    return redact(f"unexpected {type(exc).__name__}: {exc}")
 
 
 def failure_json(command: str, exc: BaseException) -> dict[str, Any]:

@@ -29,10 +29,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Annotated
+
+from pydantic import PlainSerializer
 
 __all__ = [
     "MIN_REDACTED_CHARS",
     "REDACTED",
+    "StoredHeaders",
     "argument_secrets",
     "is_secret_name",
     "redact",
@@ -152,3 +156,11 @@ def redact_words(words: Iterable[str]) -> list[str]:
             out.append(word)
         expecting = name is not None and is_secret_name(name) and "=" not in word
     return out
+
+
+#: Request headers as a contract stores and shows them (``bench``/``soak --header``): encoded with
+#: every secret-looking value redacted; the requests carry the real values.
+StoredHeaders = Annotated[
+    tuple[tuple[str, str], ...],
+    PlainSerializer(lambda headers: [list(h) for h in redact_headers(headers)]),
+]

@@ -20,9 +20,11 @@ from servelab.core.ab.events import (
     KnobRestoring,
 )
 from servelab.core.ab.tuneevents import (
+    PricedFrom,
     TuneArmKept,
     TuneEliminated,
     TuneLevelStopped,
+    TuneOverBudget,
     TuneResumed,
     TuneScreened,
     TuneStarted,
@@ -76,7 +78,7 @@ from servelab.core.verify.events import (
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = ["describe_level", "describe_progress"]
 
@@ -120,8 +122,20 @@ def describe_progress(event: ProgressEvent) -> str:
             held = f" ({', '.join(fixed)} held at their low value)" if fixed else ""
             return (f"screening stopped after {blocks} block(s): tuning {', '.join(factors)}"
                     f"{held}")  # fmt: skip
+        case TuneOverBudget():
+            return _over_budget(event)
         case _:
             return _knob(event)
+
+
+def _over_budget(e: TuneOverBudget) -> str:
+    """The tune's first block against ``--max-minutes``, with the estimate and its price."""
+    priced = ("the latest recorded tune's mean visit" if e.priced_from == PricedFrom.RECORDED
+              else "this tune's first visit")  # fmt: skip
+    return (f"warning: --max-minutes {e.max_minutes:g} is shorter than the first block: "
+            f"{e.visits} visit(s) at {e.visit_s:,.1f} s each ({priced}) take about "
+            f"{e.first_block_min:,.1f} min, and the block runs whole (the budget is checked "
+            f"between blocks); every block would take about {e.full_min:,.1f} min")  # fmt: skip
 
 
 def _deploy(

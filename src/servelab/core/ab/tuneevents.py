@@ -9,11 +9,14 @@ is their union, one part of :data:`servelab.core.progress.ProgressEvent`;
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 
 __all__ = [
+    "PricedFrom",
     "TuneArmKept",
     "TuneEliminated",
     "TuneLevelStopped",
+    "TuneOverBudget",
     "TuneProgress",
     "TuneResumed",
     "TuneScreened",
@@ -92,6 +95,27 @@ class TuneArmKept:
     arm: str | None
 
 
+class PricedFrom(StrEnum):
+    """Where the price of a tune's visit came from (``ops/ab/budget.py``)."""
+
+    RECORDED = "recorded"  # the latest recorded tune's mean visit
+    FIRST_VISIT = "first visit"  # this tune's own first visit
+
+
+@dataclass(frozen=True)
+class TuneOverBudget:
+    """The tune's first block (``visits`` visits, at ``visit_s`` each, priced ``priced_from``)
+    would take ``first_block_min`` minutes, past ``max_minutes``: it runs whole anyway (the
+    budget is checked between blocks); the full design (every block) would take ``full_min``."""
+
+    visits: int
+    visit_s: float
+    priced_from: PricedFrom
+    first_block_min: float
+    full_min: float
+    max_minutes: float
+
+
 TuneProgress = (
     TuneStarted
     | TuneResumed
@@ -100,4 +124,5 @@ TuneProgress = (
     | TuneEliminated
     | TuneLevelStopped
     | TuneArmKept
+    | TuneOverBudget
 )

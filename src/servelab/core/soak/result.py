@@ -17,14 +17,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import PlainSerializer
-
 from servelab.core.deploy.engines import EngineName
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
 from servelab.core.load.slo import SLO
-from servelab.core.redaction import redact_headers
+from servelab.core.redaction import StoredHeaders
 from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.observe import Observation
@@ -60,10 +58,6 @@ class SoakClient(StrEnum):
     OPENAI = "openai"
 
 
-#: A soak's headers as stored and shown: secret-looking values redacted.
-_REDACTED_HEADERS = PlainSerializer(lambda headers: [list(h) for h in redact_headers(headers)])
-
-
 @dataclass(frozen=True)
 class SoakConfig:
     """How hard and how long to soak. ``seed`` makes the traffic reproducible."""
@@ -76,7 +70,7 @@ class SoakConfig:
     client: SoakClient = SoakClient.SERVELAB
     #: request headers every request of the soak carries (``((name, value), ...)``); encoded
     #: with secret-looking values redacted (:func:`~servelab.core.redaction.redact_headers`)
-    headers: Annotated[tuple[tuple[str, str], ...], _REDACTED_HEADERS] = ()
+    headers: StoredHeaders = ()
     duration_s: float = 300.0
     idle_timeout_s: float = 30.0
     max_tokens: int = 24
