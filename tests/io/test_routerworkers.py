@@ -50,7 +50,7 @@ def test_list_remove_and_add_a_worker_on_the_real_router(tmp_path: Path) -> None
             assert (await deploy.up(op)).ok
             try:
                 async with HttpClient() as http:
-                    api = router_workers("sglang", await op.url("router"), http)
+                    api = router_workers("sglang-router", await op.url("router"), http)
                     assert isinstance(api, SglangRouterWorkers)
                     await _exercise(api, decode, prefill.url, prefill.bootstrap_port)
             finally:
@@ -91,7 +91,7 @@ def test_a_router_without_an_implementation_says_so() -> None:
         async with HttpClient() as http:
             with pytest.raises(RouterApiError, match="no worker API is known for the other router"):
                 router_workers("other", "http://127.0.0.1:1", http)
-            api = router_workers("sglang", "http://127.0.0.1:1", http)
+            api = router_workers("sglang-router", "http://127.0.0.1:1", http)
             with pytest.raises(RouterApiError, match=r"GET http://127\.0\.0\.1:1/workers: no"):
                 await api.list()
 
@@ -135,7 +135,7 @@ def test_vllm_router_lists_and_removes_by_url_but_cannot_add(
 
     async def scenario() -> None:
         async with HttpClient() as http:
-            api = router_workers("vllm", base, http)
+            api = router_workers("vllm-router", base, http)
             assert isinstance(api, VllmRouterWorkers) and api.can_add is False
             workers = await api.list()
             assert sorted(w.role for w in workers) == ["decode", "decode", "prefill"]

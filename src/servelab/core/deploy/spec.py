@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from servelab.core.deploy.engines import SGLANG_KNOB, EngineName
+from servelab.core.deploy.routers import Router, router_description, router_problem
 from servelab.core.knobs.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
 
@@ -76,15 +77,29 @@ class HostSpec(_Strict):
         return value
 
 
-class RouterOptions(_Strict):
-    """Arguments of the real router (sglang-router or vllm-router, per the deployment's ``engine``),
-    for services started with ``start = "router"``."""
+RouterKindName = Literal["sglang-router", "smg", "vllm-router"]
 
+
+class RouterOptions(_Strict):
+    """Which real router a ``start = "router"`` service runs, and its arguments.
+
+    ``kind`` absent: the deployment engine's own router (sglang-router 0.3.2 for ``"sglang"``,
+    vllm-router 0.1.17 for ``"vllm"``); ``"smg"``: smg 1.13.0, sglang-router's successor
+    (:mod:`servelab.core.deploy.routers`). ``version``, when given, must be the pinned one."""
+
+    kind: RouterKindName | None = None
+    version: str | None = None
     policy: str = "round_robin"
+    #: ``--prefill-policy``/``--decode-policy`` (PD: each role's own policy; absent: ``policy``).
+    prefill_policy: str | None = None
+    decode_policy: str | None = None
     prometheus_port: int = Field(default=29000, ge=1, le=65535)
     worker_startup_timeout_s: int = Field(default=60, ge=1)
     health_check_interval_s: int = Field(default=5, ge=1)
     request_timeout_s: int | None = Field(default=None, ge=1)
+    #: ``--health-failure-threshold``/``--health-success-threshold`` (absent: the router's own).
+    health_failure_threshold: int | None = Field(default=None, ge=1)
+    health_success_threshold: int | None = Field(default=None, ge=1)
     extra_args: list[str] = Field(default_factory=list)
 
 
@@ -288,6 +303,14 @@ class DeploymentSpec(_Strict):
         names = self.by_role("router")
         return names[0] if names else None
 
+    @property
+    def router(self) -> Router:
+        """The router the deployment runs: its router service's ``router.kind``, else the
+        engine's own (sglang-router for SGLang, vllm-router for vLLM)."""
+        name = self.router_name
+        opts = None if name is None else self.services[name].router
+        return router_description(self.engine, None if opts is None else opts.kind)
+
 
 def _loc(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
@@ -319,6 +342,11 @@ def _check_semantics(spec: DeploymentSpec, source: str) -> None:
             raise SpecError(
                 'start = "router" needs role = "router"', source=source, path=f"{where}.start"
             )
+        if svc.router is not None:
+            problem = router_problem(spec.engine, svc.router.kind, svc.router.version)
+            if problem is not None:
+                key, reason = problem
+                raise SpecError(reason, source=source, path=f"{where}.router.{key}")
     for name in spec.prometheus.instances if spec.prometheus else {}:
         if name not in spec.services:
             raise SpecError(
@@ -422,7 +450,8 @@ def spec_hash(spec: DeploymentSpec) -> str:
 
 
 #: The embedded default: the reference deployment's topology on loopback, simulated workers and
-#: the real router. Env files live under the state directory and are created on first use.
+#: the real router, smg 1.13 (what SGLang PD operators run now; docs/spec.md says why). Env files
+#: live under the state directory and are created on first use.
 DEFAULT_SPEC_TOML = f"""\
 name = "reference-pd-sim"
 state_dir = ".servelab"
@@ -454,7 +483,7 @@ start = "router"
 env_file = ".servelab/env/router.env"
 depends_on = ["prefill", "decode"]
 ready_timeout_s = 90
-router = {{ policy = "round_robin", prometheus_port = 29000, health_check_interval_s = 2 }}
+router = {{ kind = "smg", prometheus_port = 29000, health_check_interval_s = 2 }}
 """
 
 #: Initial contents of the embedded default's env files (systemd EnvironmentFile syntax). The decode

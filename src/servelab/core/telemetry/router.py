@@ -119,21 +119,35 @@ def router_metrics(text: str | None) -> RouterMetrics:
     return RouterMetrics(True, cb, health, inflight, errors)
 
 
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
 def parse_loads(body: str | None) -> dict[str, float] | None:
-    """A router's ``/get_loads`` → {worker url: load}; None when it did not answer."""
+    """A router's ``/get_loads`` → {worker url: load}; None when it did not answer.
+
+    Two shapes: sglang-router 0.3.2's ``{"workers": [{"worker", "load"}]}``, and smg 1.13's
+    ``{"loads": [{"worker", "worker_type", "dp_rank", "num_running_reqs", ...}], "aggregate"}``
+    (one item per data-parallel rank: a worker's running requests summed over its ranks).
+    """
     if body is None:
         return None
     try:
         data = json.loads(body)
     except ValueError:
         return None
-    items = data.get("workers") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return {}
+    shapes = (("workers", "load"), ("loads", "num_running_reqs"))
     loads: dict[str, float] = {}
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, dict) and isinstance(item.get("worker"), str):
-            load = item.get("load")
-            if isinstance(load, int | float):
-                loads[item["worker"].rstrip("/")] = float(load)
+    for key, field_name in shapes:
+        items = data.get(key)
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("worker"), str):
+                load = _number(item.get(field_name))
+                if load is not None:
+                    url = item["worker"].rstrip("/")
+                    loads[url] = loads.get(url, 0.0) + load
     return loads
 
 
