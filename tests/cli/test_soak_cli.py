@@ -17,7 +17,7 @@ import pytest
 from servelab.io.ledger.ledger import Ledger
 from tests.support import REPO, run_cli
 from tests.support.http import metric, set_faults
-from tests.support.specs import PdPorts, pd_spec_toml
+from tests.support.specs import ROUTER_KINDS, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, sim_stack
 
 #: The decode's count of generation requests received (incremented as each one arrives).
@@ -30,9 +30,18 @@ def stack() -> Iterator[SimStack]:
         yield st
 
 
+@pytest.fixture(scope="module")
+def smg_stack() -> Iterator[SimStack]:
+    """The same stack behind smg 1.13 (started by the one test that soaks through it)."""
+    with sim_stack(time_scale=0.05, proxy=True, router_kind="smg") as st:
+        yield st
+
+
 def _spec(st: SimStack, directory: Path) -> Path:
     """A spec naming the running stack (no env files, no knobs): the proxy is its entry point."""
-    text = pd_spec_toml(PdPorts.of(st), name="soak-test", env_dir=None, knobs=(), proxy_args=[])
+    kind = None if st.router_kind == "sglang-router" else st.router_kind
+    text = pd_spec_toml(PdPorts.of(st), name="soak-test", env_dir=None, knobs=(), proxy_args=[],
+                        router_kind=kind)  # fmt: skip
     path = directory / "servelab.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -62,9 +71,11 @@ def _stalled_soak(stack: SimStack, *args: str) -> subprocess.CompletedProcess[st
         set_faults(stack.proxy_url, stall_reused_after=None)
 
 
+@pytest.mark.parametrize("kind", ROUTER_KINDS)
 def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
-    stack: SimStack, tmp_path: Path
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    stack: SimStack = request.getfixturevalue("smg_stack" if kind == "smg" else "stack")
     spec = _spec(stack, tmp_path)
     proc = _soak("-f", str(spec), "--idle-timeout", "5", "--duration", "30", "--json")
     assert proc.returncode == 0, proc.stderr
