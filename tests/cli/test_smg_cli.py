@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob
@@ -57,18 +58,23 @@ def test_bench_through_smg_names_its_model_and_keeps_its_telemetry(
     doc = _cli("bench", "-f", stack.source, "--concurrency", "4", "--requests", "16",
                "--output-len", "8", "--input-len", "32", *ledger)  # fmt: skip
     assert doc["config"]["model"] == MODEL  # what the router lists, not a placeholder
-    (run,) = doc["runs"]
-    assert run["metrics"]["n_failed"] == 0 and run["metrics"]["n_ok"] == 16
-    # the router's own series, scraped on its Prometheus port (smg_*, like 0.3.2's)
-    sources = {s["service"]: s for s in run["telemetry"]["sources"]}
-    assert sources["router"]["known"] is True
+    (level,) = doc["levels"]
+    assert (doc["failed"], level["ok"]) == (0, 16)
+    with Ledger.open(tmp_path / "ledger.db") as led:
+        (run,) = led.list_bench_runs()
+    sources = {s["service"]: s for s in run.summary["telemetry"]["sources"]}
+    router = sources["router"]  # its Prometheus port, scraped around the run
+    assert router["state"] == "ok", router
+    # its PD latencies (a histogram 0.3.2 did not have), and a count per worker
+    assert any(name.startswith("smg_pd_ttft_seconds") for name in router["quantiles"]), router
+    assert any(name.startswith("smg_worker_cb_outcomes_total") for name in router["counters"])
 
 
 @pytest.mark.timeout(400)
 def test_tune_through_smg_keeps_the_better_cap(stack: LoadedSpec, tmp_path: Path) -> None:
     ledger = ("--ledger", str(tmp_path / "ledger.db"))
     doc = _cli("tune", "-f", stack.source, "--knob", f"decode:{CAP}=2,64", "--concurrency",
-               "16", "--requests", "32", "--warmup", "2", "--max-rounds", "2", "--keep", "best",
+               "16", "--requests", "32", "--warmup", "2", "--max-rounds", "3", "--keep", "best",
                *ledger)  # fmt: skip
     assert doc["best"] == "64", doc
     assert all(v["failed_requests"] == 0 for v in doc["visits"])

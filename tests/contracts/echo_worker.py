@@ -2,13 +2,16 @@
 one JSON line each, to ``LOG`` (``python -m tests.contracts.echo_worker PORT LOG [ENGINE]``).
 
 It answers what the routers ask of a worker at start-up (``/health``, ``/v1/models`` and
-``/server_info`` naming the model it serves, ``/model_info``, ``/metrics``) and a chat completion: a prefill leg
-(``kv_transfer_params.do_remote_decode``) with the NIXL params a decode needs, anything else with
-one streamed or whole answer. What the routers forward is then read from the log.
+``/server_info`` naming the model it serves, ``/model_info``, ``/metrics``) and a chat
+completion: a prefill leg (``kv_transfer_params.do_remote_decode``) with the NIXL params a decode
+needs, anything else with one streamed or whole answer. What the routers forward is then read
+from the log.
 
 It looks like the engine the router expects (``ENGINE``: ``sglang``, the default, or ``vllm``):
-smg takes a worker whose ``/metrics`` has ``vllm:`` series for a vLLM one (no bootstrap fields,
-``max_tokens: 1`` on the prefill leg), and routes by the model its ``/server_info`` names."""
+smg takes a worker that answers ``GET /version`` (vLLM has it, SGLang answers 404) or serves
+``vllm:`` metrics for a vLLM one (no bootstrap fields, ``max_tokens: 1`` on the prefill leg; seen
+here with a 200 on ``/version`` and ``sglang:`` metrics), and routes by the model its
+``/v1/models`` lists."""
 
 from __future__ import annotations
 
