@@ -86,8 +86,8 @@ def test_case_bisect_with_a_threshold_test_through_smg(stack: LoadedSpec, tmp_pa
     ledger = ("--ledger", str(tmp_path / "ledger.db"))
     case = _cli("case", "open", "throughput fell after the cap change", *ledger)
     cid = str(case["id"])
-    set_cap = run_cli("knob", "set", "decode", f"{CAP}=1", "-f", stack.source, "--case", cid,
-                      *ledger, timeout=200)  # fmt: skip
+    set_cap = run_cli("knob", "set", "decode", "-f", stack.source, "--case", cid, *ledger, "--",
+                      f"{CAP}=1", timeout=200)  # fmt: skip
     assert set_cap.returncode == 0, set_cap.stderr
     restarted = run_cli("restart", "decode", "-f", stack.source, *ledger, timeout=200)
     assert restarted.returncode == 0, restarted.stderr
@@ -99,5 +99,6 @@ def test_case_bisect_with_a_threshold_test_through_smg(stack: LoadedSpec, tmp_pa
         assert [c["knob"] for c in result["changes"]] == [CAP], doc["summary"]
         assert dict(doc["conclusion"]["verdicts"])[f"knob:decode/{CAP}"] == "convicted"
     finally:
-        run_cli("knob", "set", "decode", f"{CAP}=64", "-f", stack.source, *ledger, timeout=200)
+        run_cli("knob", "set", "decode", "-f", stack.source, *ledger, "--", f"{CAP}=64",
+                timeout=200)  # fmt: skip
         run_cli("restart", "decode", "-f", stack.source, *ledger, timeout=200)
