@@ -52,6 +52,7 @@ __all__ = [
     "SglangRouterWorkers",
     "SmgRouterWorkers",
     "VllmRouterWorkers",
+    "removal_command",
     "router_workers",
 ]
 
@@ -223,6 +224,13 @@ _APIS: dict[str, type[SglangRouterWorkers] | type[VllmRouterWorkers]] = {
     "smg": SmgRouterWorkers,
     "vllm-router": VllmRouterWorkers,
 }
+
+
+def removal_command(kind: str, router_url: str, worker: RouterWorker) -> list[str]:
+    """The command that removes ``worker`` from a ``kind`` router at ``router_url`` (its worker
+    API: sglang-router and smg by the id they list, vllm-router by the URL, percent-encoded)."""
+    name = quote(worker.url, safe="") if kind == "vllm-router" else worker.id
+    return ["curl", "-X", "DELETE", f"{router_url.rstrip('/')}/workers/{name}"]
 
 
 def router_workers(kind: str, base_url: str, http: HttpClient) -> RouterWorkers:
