@@ -65,7 +65,7 @@ def _checks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
 def _drift_then_restart(seen: list[str], root: Path) -> None:
     first = _cli(seen, root, "verify", "--json")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert {c["layer"] for c in _checks(first)} == {"config", "live", "health", "e2e"}
+    assert {c["layer"] for c in _checks(first)} == {"config", "live", "pair", "health", "e2e"}
 
     with (root / "env" / "decode.env").open("a") as env_file:
         env_file.write(f"{FLAG}=1\n")
