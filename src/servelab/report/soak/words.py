@@ -15,7 +15,6 @@ from typing import assert_never
 
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -40,6 +39,7 @@ from servelab.core.soak.observe import (
 )
 from servelab.core.soak.replay import Hop
 from servelab.core.soak.signatures import Outcome
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     QUIET,
     RULE_CLIENT,
