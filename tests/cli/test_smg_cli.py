@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.bench.record import BenchRunRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import deploy
@@ -61,7 +62,7 @@ def test_bench_through_smg_names_its_model_and_keeps_its_telemetry(
     (level,) = doc["levels"]
     assert (doc["failed"], level["ok"]) == (0, 16)
     with Ledger.open(tmp_path / "ledger.db") as led:
-        (run,) = led.list_bench_runs()
+        (run,) = led.list(BenchRunRecord)
     sources = {s["service"]: s for s in run.summary["telemetry"]["sources"]}
     router = sources["router"]  # its Prometheus port, scraped around the run
     assert router["state"] == "ok", router
