@@ -38,7 +38,7 @@ from servelab.cli.options import (
     wait_option,
 )
 from servelab.core.case.record import CaseRecord
-from servelab.core.deploy.spec import RouterOptions
+from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.slo import SLO
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError

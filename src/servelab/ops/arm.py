@@ -27,6 +27,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
+from servelab.core.bench.contract import (
+    PLACEHOLDER_MODEL,
+    BenchConfig,
+    BenchProgressFn,
+    LevelSummary,
+)
 from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
@@ -35,9 +41,8 @@ from servelab.core.verify.checks import Check
 from servelab.errors import BenchError
 from servelab.io.http.client import HttpClient
 from servelab.ops.arguments import argument_knob, engine_arguments
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, LevelSummary, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import find_capacity
-from servelab.ops.bench.results import PLACEHOLDER_MODEL
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import live_knob, set_knob
@@ -148,7 +153,7 @@ def router_url(op: Operation) -> str:
 
 async def served_model(url: str, model: str) -> str:
     """The model an arm's requests name: ``model`` when a command gave one, else (the
-    placeholder :data:`~servelab.ops.bench.results.PLACEHOLDER_MODEL`) the first the router lists
+    placeholder :data:`~servelab.core.bench.contract.PLACEHOLDER_MODEL`) the first the router lists
     in ``/v1/models``, as ``verify`` asks it: smg routes by model and answers 503
     ``no_available_workers`` to a model no worker serves."""
     if model != PLACEHOLDER_MODEL:

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from servelab.core.deploy.engines import EngineName
-from servelab.core.deploy.routers import SMG, router_description
-from servelab.core.deploy.spec import RouterOptions, ServiceSpec
+from servelab.core.deploy.routers import SMG, RouterOptions, router_description
+from servelab.core.deploy.spec import ServiceSpec
 
 __all__ = [
     "PROBLEM_ENV",

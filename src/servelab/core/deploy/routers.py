@@ -26,6 +26,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from servelab.core.deploy.engines import EngineName
 
@@ -36,6 +39,8 @@ __all__ = [
     "VLLM_ROUTER",
     "Router",
     "RouterKind",
+    "RouterKindName",
+    "RouterOptions",
     "router_description",
     "router_problem",
 ]
@@ -120,3 +125,32 @@ def router_problem(engine: str, kind: str | None, version: str | None) -> tuple[
             f"version), not {version}"
         )
     return None
+
+
+RouterKindName = Literal["sglang-router", "smg", "vllm-router"]
+
+
+class RouterOptions(BaseModel):
+    """Which real router a ``start = "router"`` service runs, and its arguments.
+
+    ``kind`` absent: the deployment engine's own router (sglang-router 0.3.2 for ``"sglang"``,
+    vllm-router 0.1.17 for ``"vllm"``); ``"smg"``: smg 1.13.0, sglang-router's successor.
+    ``version``, when given, must be the pinned one (:func:`router_problem`, checked with the
+    spec). A table of the spec (``[services.NAME.router]``): strict, as every table of it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    kind: RouterKindName | None = None
+    version: str | None = None
+    policy: str = "round_robin"
+    #: ``--prefill-policy``/``--decode-policy`` (PD: each role's own policy; absent: ``policy``).
+    prefill_policy: str | None = None
+    decode_policy: str | None = None
+    prometheus_port: int = Field(default=29000, ge=1, le=65535)
+    worker_startup_timeout_s: int = Field(default=60, ge=1)
+    health_check_interval_s: int = Field(default=5, ge=1)
+    request_timeout_s: int | None = Field(default=None, ge=1)
+    #: ``--health-failure-threshold``/``--health-success-threshold`` (absent: the router's own).
+    health_failure_threshold: int | None = Field(default=None, ge=1)
+    health_success_threshold: int | None = Field(default=None, ge=1)
+    extra_args: list[str] = Field(default_factory=list)

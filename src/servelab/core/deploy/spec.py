@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from servelab.core.deploy.engines import SGLANG_KNOB, EngineName
-from servelab.core.deploy.routers import Router, router_description, router_problem
+from servelab.core.deploy.routers import Router, RouterOptions, router_description, router_problem
 from servelab.core.knobs.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
 
@@ -34,7 +34,6 @@ __all__ = [
     "DeploymentSpec",
     "HostSpec",
     "PrometheusSpec",
-    "RouterOptions",
     "ServiceSpec",
     "TracingSpec",
     "parse_spec",
@@ -75,32 +74,6 @@ class HostSpec(_Strict):
         if value is not None and (value.count("@") != 1 or not all(value.split("@"))):
             raise ValueError("must be user@host")
         return value
-
-
-RouterKindName = Literal["sglang-router", "smg", "vllm-router"]
-
-
-class RouterOptions(_Strict):
-    """Which real router a ``start = "router"`` service runs, and its arguments.
-
-    ``kind`` absent: the deployment engine's own router (sglang-router 0.3.2 for ``"sglang"``,
-    vllm-router 0.1.17 for ``"vllm"``); ``"smg"``: smg 1.13.0, sglang-router's successor
-    (:mod:`servelab.core.deploy.routers`). ``version``, when given, must be the pinned one."""
-
-    kind: RouterKindName | None = None
-    version: str | None = None
-    policy: str = "round_robin"
-    #: ``--prefill-policy``/``--decode-policy`` (PD: each role's own policy; absent: ``policy``).
-    prefill_policy: str | None = None
-    decode_policy: str | None = None
-    prometheus_port: int = Field(default=29000, ge=1, le=65535)
-    worker_startup_timeout_s: int = Field(default=60, ge=1)
-    health_check_interval_s: int = Field(default=5, ge=1)
-    request_timeout_s: int | None = Field(default=None, ge=1)
-    #: ``--health-failure-threshold``/``--health-success-threshold`` (absent: the router's own).
-    health_failure_threshold: int | None = Field(default=None, ge=1)
-    health_success_threshold: int | None = Field(default=None, ge=1)
-    extra_args: list[str] = Field(default_factory=list)
 
 
 class PrometheusSpec(_Strict):
@@ -316,8 +289,7 @@ class DeploymentSpec(_Strict):
 
     @property
     def router(self) -> Router:
-        """The router the deployment runs: its router service's ``router.kind``, else the
-        engine's own (sglang-router for SGLang, vllm-router for vLLM)."""
+        """The router it runs: its router service's ``router.kind``, else the engine's own."""
         name = self.router_name
         opts = None if name is None else self.services[name].router
         return router_description(self.engine, None if opts is None else opts.kind)
@@ -353,11 +325,9 @@ def _check_semantics(spec: DeploymentSpec, source: str) -> None:
             raise SpecError(
                 'start = "router" needs role = "router"', source=source, path=f"{where}.start"
             )
-        if svc.router is not None:
-            problem = router_problem(spec.engine, svc.router.kind, svc.router.version)
-            if problem is not None:
-                key, reason = problem
-                raise SpecError(reason, source=source, path=f"{where}.router.{key}")
+        opts = svc.router
+        if opts and (problem := router_problem(spec.engine, opts.kind, opts.version)):
+            raise SpecError(problem[1], source=source, path=f"{where}.router.{problem[0]}")
     for name in spec.prometheus.instances if spec.prometheus else {}:
         if name not in spec.services:
             raise SpecError(

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servelab.core.deploy.routers import SMG, RouterKind
-from servelab.core.deploy.spec import DeploymentSpec, RouterOptions, ServiceSpec, start_order
+from servelab.core.deploy.routers import SMG, RouterKind, RouterOptions
+from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec, start_order
 from servelab.errors import SpecError
 
 __all__ = [
