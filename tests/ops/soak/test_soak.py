@@ -30,6 +30,7 @@ from servelab.ops.progress import (
     StallSeen,
 )
 from servelab.ops.soak.soak import soak
+from servelab.report.soak.soak import render_soak
 from tests.support.http import set_faults
 from tests.support.processes import children
 from tests.support.servers import serve
@@ -207,6 +208,7 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     assert len(health) == 2 and all(o.healthy and o.probe.status == 200 for o in health)
     assert {o.id for o in health} <= set(result.findings[0].supporting)
     assert all(f.layer != "client_proxy" for f in result.findings)
+    print(render_soak(result))
 
 
 _MODE = web.AppKey("mode", str)

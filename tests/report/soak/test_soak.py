@@ -26,15 +26,16 @@ from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.io.ledger.ledger import Ledger
-from servelab.report.soak.soak import render_soak, soak_json
+from servelab.report.soak.soak import page_sections, render_soak, soak_json
 from servelab.report.soak.words import layer_title
+from tests.support.soakresult import every_kind_result
 
 #: The keys of ``servelab soak --json`` (untraced).
 DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
     "findings", "failures", "localizations", "start", "undecided", "telemetry", "dropped",
-    "resends",
+    "resends", "exonerated",
 }  # fmt: skip
 
 
@@ -160,3 +161,22 @@ def test_no_finding_says_why_and_which_probe_would_tell() -> None:
         "unknown": ["router_metrics"],
         "probe": "replay_under_load",
     }
+
+
+def test_exonerations_and_cell_clocks_are_said_in_every_output() -> None:
+    result = every_kind_result()
+    (cleared,) = result.exonerated
+    text = render_soak(result)
+    assert "exonerated (not findings, by the conviction rule):" in text
+    assert "exonerated: the failure persists without it" in text
+    assert "straight to the router, without the proxy in front of it" in text
+    assert "[deadline 4.5 s from its expected answer]" in text
+    assert "UNDECIDED after 2.00 s: not streamed and no deadline known" in text
+    doc = soak_json(result)
+    assert [(e["layer"], e["standing"], e["by"]) for e in doc["exonerated"]] == [
+        (cleared.layer, "exonerated", "router")
+    ]
+    assert doc["exonerated"][0]["text"].endswith(cleared.because[0])
+    assert all(f["layer"] != cleared.layer for f in doc["findings"])
+    page = "\n".join(page_sections(result))
+    assert "Exonerated (not findings):" in page and "exonerated: the failure" in page

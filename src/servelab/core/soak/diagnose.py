@@ -4,10 +4,15 @@ The evidence is :mod:`servelab.core.soak.evidence`, its numbered facts
 :mod:`servelab.core.soak.observe`; :func:`diagnose` applies one rule per layer and returns
 :class:`Finding` s, most likely first. The rules select facts by their type and fields; a finding
 names the observations that support it and those that contradict it by their ids, and the worker
-when one is singled out. When the replay matrix (:mod:`servelab.core.soak.replay`) located the
-failure, its layer's finding carries the matrix cells (the first hop at which the same payload
-goes from working to failing); a failure the matrix could not reproduce convicts no proxy. When
-failures were seen and nothing is found, :func:`servelab.core.soak.undecided.undecided` says
+when one is singled out. Every finding then meets the conviction rule
+(:mod:`servelab.core.soak.conviction`): a layer is kept only when it is needed (the matrix's
+differential) or shown failing (evidence at that layer); a layer the matrix bypassed while the
+failure persisted is exonerated, and the others are not shown needed: :class:`Diagnosis` keeps
+both as :class:`~servelab.core.soak.conviction.Exoneration` s, never as findings. When the
+replay matrix (:mod:`servelab.core.soak.replay`) located the failure, its layer's finding
+carries the matrix cells (the first hop at which the same payload goes from working to
+failing); a failure the matrix could not reproduce convicts no proxy. When failures were seen
+and nothing is found, :func:`servelab.core.soak.undecided.undecided` says
 why: the observations that conflict, the sources that stayed unknown, and the probe that would
 tell them apart. A finding whose observations a stronger finding further
 out explains (the same payload worked at the hops inside the located one, or the failed answers
@@ -26,6 +31,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
+from servelab.core.soak.conviction import Exoneration, Standing, standing
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
@@ -110,10 +116,12 @@ class Dropped:
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """The findings (most likely first) and those dropped as explained by a stronger one."""
+    """The findings (most likely first), those dropped as explained by a stronger one, and the
+    layers the conviction rule cleared (:mod:`servelab.core.soak.conviction`)."""
 
     findings: tuple[Finding, ...]
     dropped: tuple[Dropped, ...] = ()
+    exonerated: tuple[Exoneration, ...] = ()
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -489,6 +497,47 @@ def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list
     return kept, dropped
 
 
+def _at_layer(o: Observation, layer: Layer) -> bool:
+    """``o`` (unhealthy) is evidence at ``layer`` itself (what "shown failing" reads)."""
+    probe = o.probe.kind if isinstance(o, ProbeResult) else None
+    match layer:
+        case Layer.PREFILL | Layer.DECODE_TRANSFER | Layer.ENGINE_WEDGE | Layer.ENGINE_SATURATION:
+            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
+            engine = isinstance(o, TransferFailures | EngineProgress)
+            return transfer or engine or probe == ProbeKind.HEALTH
+        case Layer.ROUTER:
+            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
+            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS)
+        case Layer.CLIENT_PROXY:
+            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends)
+        case Layer.CORRECTNESS:
+            return isinstance(o, CorrectnessViolations)
+        case _:
+            return False
+
+
+def _convict(
+    v: _View, found: list[Finding], evidence: tuple[TelemetryEvidence, ...]
+) -> tuple[list[Finding], list[Exoneration]]:
+    """The conviction rule (:func:`~servelab.core.soak.conviction.standing`) on every finding:
+    the needed and the shown failing are kept, the others cleared, saying why."""
+    matrix = v.ev.matrix
+    located = None if matrix is None else matrix.located
+    cells = v.cell_ids()
+    kept, cleared = [], []
+    for f in found:
+        direct = [o.id for o in v.obs.values() if o.healthy is False and _at_layer(o, f.layer)]
+        direct += [e.id for e in evidence if _supports(e, f)]
+        where = standing(f.layer, f.supporting, located, direct)
+        if where in (Standing.NEEDED, Standing.SHOWN_FAILING):
+            kept.append(f)
+            continue
+        hop = located.hop if located is not None else None
+        because = () if located is None else tuple(cells.get(i, i) for i in located.failing)
+        cleared.append(Exoneration(f.layer, where, f.confidence, hop, because, f.worker))
+    return kept, cleared
+
+
 def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     """Apply every rule; findings sorted by confidence (then by the order of
     :class:`~servelab.core.soak.layers.Layer`), and those a stronger finding further out
@@ -513,8 +562,9 @@ def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     gone = {d.layer for d in dropped}
     kept = tuple(e for e in evidence if _fired_layer(e) not in gone)
     found = [_with_telemetry(f, kept) for f in found]
+    found, cleared = _convict(view, found, kept)
     ranked = sorted(found, key=lambda f: (-f.confidence, _ORDER.index(f.layer)))
-    return Diagnosis(tuple(ranked), tuple(dropped))
+    return Diagnosis(tuple(ranked), tuple(dropped), tuple(cleared))
 
 
 def diagnose(ev: SoakEvidence, server: ServerView | None = None) -> list[Finding]:

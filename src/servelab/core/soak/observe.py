@@ -449,7 +449,8 @@ def _matrix_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     b = ev.matrix.bisection
     steps = () if b is None else b.steps
     obs: list[Observation] = [
-        MatrixCell(at(c.id), c.target, c.ok, c) for c in (*ev.matrix.cells, *steps)
+        MatrixCell(at(c.id), c.target, None if c.undecided else c.ok, c)
+        for c in (*ev.matrix.cells, *steps)
     ]
     if b is not None:
         obs.append(

@@ -14,7 +14,9 @@ failing payload is sent at that load (as many copies at once as the soak had in 
 after hop. At the hop located, the probes that vary one thing (the prompt, the answer's length)
 are sent there and one hop inside, one at a time, and the failing payload unchanged after a pause
 (the rate). A size-dependent failure is then bisected through that hop.
-Every request is bounded by the idle timeout and goes through
+Every streamed request is bounded by the idle timeout, every non-streamed one by its deadline
+(:mod:`servelab.core.soak.clock`; the idle timeout when none is known, a stall then undecided),
+and goes through
 :class:`~servelab.io.http.client.StreamClient`; every turn after the first starts only while an
 idle timeout still fits before the deadline.
 """
@@ -34,6 +36,7 @@ from urllib.parse import urlsplit
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
+from servelab.core.soak.clock import DecodeRate, clock_of, expected_tokens, plain_deadline
 from servelab.core.soak.replay import (
     Bisection,
     Cell,
@@ -71,6 +74,17 @@ class _Plan:
     idle_s: float
     deadline: float
     headers: Headers = ()
+    rate: DecodeRate | None = None  # the soak's own streams' decode rate (None: unknown)
+
+    def bound(self, body: JsonObject) -> tuple[float, float | None]:
+        """How long a request of ``body`` may go without a byte, and the deadline that judges
+        it: a stream, the idle timeout (no deadline); a non-streamed answer, its deadline from
+        its expected length (:func:`~servelab.core.soak.clock.plain_deadline`), else the idle
+        timeout with no deadline (a stall then is undecided)."""
+        if body.get("stream"):
+            return self.idle_s, None
+        deadline = plain_deadline(expected_tokens(body), self.rate)
+        return (self.idle_s if deadline is None else deadline), deadline
 
     def fits(self, turns: int = 1) -> bool:
         """``turns`` more idle timeouts fit before the deadline."""
@@ -100,19 +114,24 @@ def _body(body: JsonObject, stream: bool) -> JsonObject:
 
 
 def _cell(
-    hop: Hop, target: str, payload: Payload, stream: bool, size: int, ex: Exchange, start: float
-) -> Cell:
+    hop: Hop, target: str, payload: Payload, stream: bool, size: int, ex: Exchange, start: float,
+    deadline: float | None = None,
+) -> Cell:  # fmt: skip
     rec = ex.record
     head = None if rec.first_byte_ns is None else (rec.first_byte_ns - rec.sent_ns) / 1e9
+    clock = clock_of(stream, ex.stalled, deadline)
     return Cell(
         hop, target, payload, stream, size, ex.outcome, rec.status, time.monotonic() - start,
         head, ex.received_bytes, ex.detail, first_event_s=ex.first_event_s,
-        max_gap_s=ex.max_gap_s, server=ex.server, echoed_id=ex.echoed_id,
+        max_gap_s=ex.max_gap_s, server=ex.server, echoed_id=ex.echoed_id, clock=clock,
+        deadline_s=None if deadline is None else round(deadline, 3),
     )  # fmt: skip
 
 
 async def _send(url: str, body: JsonObject, plan: _Plan) -> Exchange:
-    async with client(url, plan.idle_s, fresh=True, headers=plan.headers) as c:
+    """One request on a fresh connection, bounded by :meth:`_Plan.bound`."""
+    bound, _ = plan.bound(body)
+    async with client(url, bound, fresh=True, headers=plan.headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
 
 
@@ -129,7 +148,8 @@ async def _entry_cell(plan: _Plan, hop: Hop, payload: Payload, stream: bool) -> 
     sent = _body(plan.body(payload), stream)
     start = time.monotonic()
     ex = await _send(url, sent, plan)
-    return _cell(hop, target, payload, stream, payload_size(sent), ex, start)
+    deadline = plan.bound(sent)[1]
+    return _cell(hop, target, payload, stream, payload_size(sent), ex, start, deadline)
 
 
 async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
@@ -208,7 +228,8 @@ async def _pair_cell(
         )
     failed, side = (dec, "decode") if pre.record.ok and dec is not None else (pre, "prefill")
     target = f"{prefill.service}+{decode.service}"
-    cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start)
+    size, deadline = payload_size(sent), plan.bound(sent)[1]
+    cell = _cell(Hop.PAIR, target, payload, stream, size, failed, start, deadline)
     ok = pre.record.ok and dec is not None and dec.record.ok
     return replace(cell, side="" if ok else side, prefill=prefill.service, decode=decode.service)
 
@@ -347,14 +368,16 @@ async def replay_matrix(
     idle_s: float,
     deadline: float | None = None,
     headers: Headers = (),
+    rate: DecodeRate | None = None,
 ) -> Matrix:
     """Every cell for ``failing`` (and the minimal payload, the load the failure met, the probes
     that vary one thing), located; bisected when the failure depends on the prompt's size (see
     the module docstring). Each request is bounded by ``idle_s``; a turn after the first two
-    starts only while it fits before ``deadline`` (monotonic)."""
+    starts only while it fits before ``deadline`` (monotonic); a non-streamed one by its
+    deadline from ``rate`` (the soak's own streams' decode rate; None: unknown)."""
     start = time.monotonic()
     until = start + 8 * idle_s if deadline is None else deadline
-    plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers)
+    plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers, rate)
     cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING, True)))
     for payload, stream in _TURNS:
         if plan.fits():

@@ -38,6 +38,7 @@ from servelab.core.soak.agentic import (
     greedy_probe_body,
     payload_size,
 )
+from servelab.core.soak.clock import measured_rate
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.result import (
     Determinism,
@@ -309,6 +310,7 @@ async def _localize(run: _Run, failure: Failure, body: JsonObject) -> None:
                     http=run.http,
                     deadline=run.deadline,
                     headers=run.config.headers,
+                    rate=measured_rate(r for s in run.sessions for r in s.records),
                 )
         finally:
             run.replays.append((start, time.monotonic()))
@@ -490,6 +492,7 @@ def _result(
         start=run.start,
         undecided=verdict.undecided,
         dropped=tuple(verdict.dropped),
+        exonerated=tuple(verdict.exonerated),
         resends=tuple(run.resends),
         telemetry=telemetry,
         traces=traces,

@@ -21,6 +21,7 @@ from servelab.report.soak.matrix import matrix_lines, start_line, undecided_line
 from servelab.report.soak.traces import trace_lines
 from servelab.report.soak.words import (
     dropped_text,
+    exonerated_text,
     finding_evidence,
     layer_advice,
     layer_title,
@@ -61,6 +62,7 @@ def soak_json(result: SoakResult) -> JsonObject:
     doc: JsonObject = {"ok": result.ok, **encode(result)}
     doc["findings"] = [finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
+    doc["exonerated"] = [{**encode(e), "text": exonerated_text(e)} for e in result.exonerated]
     if result.traces is None:
         del doc["traces"]
     else:
@@ -217,6 +219,9 @@ def render_soak(result: SoakResult) -> str:
         lines.append("no stall to localize; the failed requests above say what went wrong")
     else:
         lines.append("no finding")
+    if result.exonerated:
+        lines.append("exonerated (not findings, by the conviction rule):")
+        lines += [f"  {exonerated_text(e)}" for e in result.exonerated]
     return "\n".join(lines) + "\n"
 
 
@@ -248,6 +253,9 @@ def page_sections(result: SoakResult) -> list[str]:
         out += [f"### {lines[0].rstrip(':')}", "", "```", *lines[1:], "```", ""]
     if result.dropped:
         out += ["Dropped findings:", "", *(f"- {dropped_text(d)}" for d in result.dropped), ""]
+    if result.exonerated:
+        cleared = (f"- {exonerated_text(e)}" for e in result.exonerated)
+        out += ["Exonerated (not findings):", "", *cleared, ""]
     if not result.findings and result.undecided is not None:
         why = undecided_lines(result.undecided)
         out += [why[0][0].upper() + why[0][1:] + ".", "", *(f"- {w.strip()}" for w in why[1:]), ""]

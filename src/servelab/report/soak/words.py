@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
+from servelab.core.soak.conviction import Exoneration, Standing
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
 from servelab.core.soak.layers import Layer
@@ -56,6 +57,7 @@ __all__ = [
     "EvidenceLine",
     "describe_observation",
     "dropped_text",
+    "exonerated_text",
     "finding_evidence",
     "hop_title",
     "layer_advice",
@@ -359,6 +361,32 @@ def finding_evidence(finding: Finding, observations: Sequence[Observation]) -> l
             if i in by_id
         ]
     return lines
+
+
+def exonerated_text(e: Exoneration) -> str:
+    """Why a layer a rule suspected is not a finding (the conviction rule)."""
+    worker = f" ({e.worker})" if e.worker else ""
+    what = f"{layer_title(e.layer)}{worker} (a rule gave it confidence {e.confidence:.2f})"
+    cells = f": {', '.join(e.because)}" if e.because else ""
+    where = _HOP_WORDS.get(e.by, "a hop inside it") if e.by is not None else "the matrix"
+    match e.standing:
+        case Standing.EXONERATED:
+            return (f"{what}: exonerated: the failure persists without it, the same payload "
+                    f"fails the same way sent {where}{cells}")  # fmt: skip
+        case Standing.NOT_SHOWN_NEEDED:
+            return (f"{what}: not shown needed: the matrix located the failure elsewhere and "
+                    f"no evidence at this layer shows it failing")  # fmt: skip
+        case _:
+            return f"{what}: {e.standing}"
+
+
+#: Where a hop sends the payload, as an exoneration says it.
+_HOP_WORDS = {
+    Hop.PAIR: "straight to the prefill/decode pair, without the router",
+    Hop.ROUTER: "straight to the router, without the proxy in front of it",
+    Hop.FRESH: "through the entry point on a fresh connection",
+    Hop.REUSED: "through the entry point on a reused connection",
+}
 
 
 def dropped_text(d: Dropped) -> str:
