@@ -13,7 +13,10 @@ The evidence of a case about one target, newest first:
    same entry point, every other recorded knob the same). Such a pair incriminates the knob: it
    contradicts an exoneration and supports a conviction.
 3. For a component (``component:proxy``, ``component:router``, ...), **a localized finding** of
-   one of the case's soaks at the component's layer supports its conviction.
+   one of the case's soaks at the component's layer supports its conviction, and **a soak's
+   exoneration** of that layer (the failure persisted with it bypassed:
+   :mod:`servelab.core.soak.conviction`) contradicts it: the newest soak that does either
+   decides, as an exonerating experiment would.
 
 A conviction that nothing supports is refused, and so is an exoneration that incriminating
 evidence contradicts; ``--override REASON`` lets either through, recorded. The codes of why are
@@ -30,12 +33,14 @@ from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, E
 from servelab.core.case.probe import BisectConclusion
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
+from servelab.core.soak.conviction import Standing
 from servelab.core.soak.result import SoakConfig
 
 __all__ = [
     "COMPONENT_LAYERS",
     "WHY_EXPERIMENT_CONTRADICTS",
     "WHY_NO_SUPPORT",
+    "WHY_SOAK_EXONERATES",
     "WHY_SOAK_PAIR_CONTRADICTS",
     "Override",
     "Refusal",
@@ -48,6 +53,7 @@ __all__ = [
 WHY_EXPERIMENT_CONTRADICTS = "experiment_contradicts"
 WHY_SOAK_PAIR_CONTRADICTS = "soak_pair_contradicts"
 WHY_NO_SUPPORT = "no_supporting_evidence"
+WHY_SOAK_EXONERATES = "soak_exonerates"
 
 #: The localization layers (:class:`servelab.core.soak.layers.Layer`) that stand for a component.
 COMPONENT_LAYERS: Mapping[str, tuple[str, ...]] = {
@@ -153,6 +159,20 @@ def _finding_support(target: str, soaks: Sequence[tuple[int, SoakRunRecord]]) ->
     return [eid for eid, s in soaks if any(f.layer in layers for f in s.result.findings)]
 
 
+def _soak_exonerates(target: str, soaks: Sequence[tuple[int, SoakRunRecord]]) -> int | None:
+    """The case evidence id of the newest soak that exonerated ``target``'s layer, when no
+    newer one found it (None: none did)."""
+    layers = COMPONENT_LAYERS.get(target.removeprefix("component:"), ())
+    found = None
+    for eid, s in soaks:
+        cleared = s.result.exonerated
+        if any(e.layer in layers and e.standing == Standing.EXONERATED for e in cleared):
+            found = eid
+        if any(f.layer in layers for f in s.result.findings):
+            found = None
+    return found
+
+
 def _knob_of(target: str) -> tuple[str, str] | None:
     if not target.startswith("knob:") or "/" not in target:
         return None
@@ -177,6 +197,9 @@ def _judge(
     ids = tuple(dict.fromkeys(i for pair in pairs for i in pair))
     if verdict == EXONERATED:
         return Refusal(target, verdict, WHY_SOAK_PAIR_CONTRADICTS, ids) if ids else None
+    cleared = None if knob is not None else _soak_exonerates(target, soaks)
+    if cleared is not None:
+        return Refusal(target, verdict, WHY_SOAK_EXONERATES, (cleared,))
     support = ids if knob is not None else tuple(_finding_support(target, soaks))
     return None if support else Refusal(target, verdict, WHY_NO_SUPPORT, ())
 
