@@ -10,6 +10,7 @@ from pathlib import Path
 
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.fresh import FreshContext, UncachedPrefill
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Stalls
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
@@ -35,7 +36,7 @@ DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
     "findings", "failures", "localizations", "start", "undecided", "telemetry", "dropped",
-    "resends", "exonerated",
+    "resends", "exonerated", "uncached",
 }  # fmt: skip
 
 
@@ -180,3 +181,24 @@ def test_exonerations_and_cell_clocks_are_said_in_every_output() -> None:
     assert all(f["layer"] != cleared.layer for f in doc["findings"])
     page = "\n".join(page_sections(result))
     assert "Exonerated (not findings):" in page and "exonerated: the failure" in page
+
+
+def test_the_fresh_context_and_the_uncached_prefill_are_said_beside_the_hit_rate() -> None:
+    result = _result()
+    mix = replace(result.config, fresh_context=FreshContext(48, 1200, 0.25))
+    sessions = replace(result.sessions, per_session=(SessionOutcome(0, 3, 3),))
+    told = replace(result, config=mix, uncached=UncachedPrefill(1510, 1320, 12), sessions=sessions)
+    text = render_soak(told)
+    assert "fresh context per round: short 48 or long 1200 words, long 25% of rounds" in text
+    assert "uncached prefill per request: max 1510 tokens, p90 1320 (over 12 request(s))" in text
+    page = "\n".join(page_sections(told))
+    assert "Fresh context per round: short 48" in page and "max 1510 tokens" in page
+    doc = soak_json(told)
+    assert doc["uncached"] == {"max_tokens": 1510, "p90_tokens": 1320, "requests": 12}
+    assert doc["config"]["fresh_context"] == {
+        "short_words": 48,
+        "long_words": 1200,
+        "long_share": 0.25,
+    }
+    unknown = render_soak(replace(told, uncached=UncachedPrefill()))
+    assert "uncached prefill per request: unknown" in unknown

@@ -124,8 +124,8 @@ def _workload(config: SoakConfig) -> tuple[object, ...]:
     """What a soak's traffic was: sessions, rounds, connections, pace, answers, seed, idle timeout
     (not its duration, model, localization or knobs)."""
     c = config
-    return (c.sessions, c.rounds, c.connection, c.think_time_s, c.max_tokens, c.turn_words, c.seed,
-            c.idle_timeout_s)  # fmt: skip
+    return (c.sessions, c.rounds, c.connection, c.think_time_s, c.max_tokens, c.turn_words,
+            c.fresh_context, c.seed, c.idle_timeout_s)  # fmt: skip
 
 
 def same_workload(a: SoakRunRecord, b: SoakRunRecord, service: str, knob: str) -> bool:

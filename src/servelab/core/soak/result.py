@@ -25,6 +25,7 @@ from servelab.core.load.slo import SLO
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
+from servelab.core.soak.fresh import FreshContext, UncachedPrefill
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.signatures import Failure
 from servelab.core.soak.undecided import Undecided
@@ -74,6 +75,8 @@ class SoakConfig:
     idle_timeout_s: float = 30.0
     max_tokens: int = 24
     turn_words: int = 48
+    #: each round's new turn short or long by a seeded mix (None: ``turn_words`` every round)
+    fresh_context: FreshContext | None = None
     seed: int = 0
     model: str | None = None
     localize: bool = True
@@ -243,6 +246,8 @@ class SoakResult:
     undecided: Undecided | None = None
     dropped: tuple[Dropped, ...] = ()
     exonerated: tuple[Exoneration, ...] = ()
+    #: the uncached prompt tokens the rounds' prefills reached (from usage's cached tokens)
+    uncached: UncachedPrefill = field(default_factory=UncachedPrefill)
     resends: tuple[MaskedResend, ...] = ()
     telemetry: RunTelemetry | None = None
     traces: SoakTraces | None = None

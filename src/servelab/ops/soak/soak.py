@@ -40,6 +40,7 @@ from servelab.core.soak.agentic import (
 )
 from servelab.core.soak.clock import measured_rate
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
+from servelab.core.soak.fresh import uncached_prefill
 from servelab.core.soak.result import (
     Determinism,
     FailedRequest,
@@ -177,7 +178,9 @@ def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, floa
 
 async def _session(run: _Run, tally: _Session) -> None:
     cfg = run.config
-    conv = Conversation(tally.session, seed=cfg.seed, turn_words=cfg.turn_words)
+    conv = Conversation(
+        tally.session, seed=cfg.seed, turn_words=cfg.turn_words, fresh=cfg.fresh_context
+    )
     session_client = _session_client(run)
     async with session_client:
         for rnd in range(cfg.rounds):
@@ -493,6 +496,7 @@ def _result(
         undecided=verdict.undecided,
         dropped=tuple(verdict.dropped),
         exonerated=tuple(verdict.exonerated),
+        uncached=uncached_prefill(r for s in run.sessions for r in s.records),
         resends=tuple(run.resends),
         telemetry=telemetry,
         traces=traces,

@@ -23,10 +23,12 @@ from servelab.report.soak.words import (
     dropped_text,
     exonerated_text,
     finding_evidence,
+    fresh_text,
     layer_advice,
     layer_title,
     one_line,
     telemetry_text,
+    uncached_text,
 )
 
 __all__ = ["cache_lines", "finding_json", "page_sections", "render_soak", "slo_lines",
@@ -107,6 +109,7 @@ def cache_lines(result: SoakResult) -> list[str]:
         return []
     every, warm = merged(s.cache for s in per), merged(s.warm for s in per)
     lines = [f"  prefix cache hit rate: {cache_text(every)}; from round 2: {_rate(warm.hit_rate)}"]
+    lines += [f"  {fresh_text(result.config.fresh_context)}; {uncached_text(result.uncached)}"]
     if every.hit_rate is None:
         return lines
     for s in per[:_LISTED_SESSIONS]:
@@ -233,7 +236,9 @@ def page_sections(result: SoakResult) -> list[str]:
     sessions = result.sessions.per_session
     every, warm = merged(x.cache for x in sessions), merged(x.warm for x in sessions)
     out = [f"Prefix cache hit rate: {cache_text(every)}; from round 2: "
-           f"{cache_text(warm) if warm.hit_rate is not None else 'unknown'}.", ""]  # fmt: skip
+           f"{cache_text(warm) if warm.hit_rate is not None else 'unknown'}.", "",
+           f"{fresh_text(result.config.fresh_context).capitalize()}; "
+           f"{uncached_text(result.uncached)}.", ""]  # fmt: skip
     if result.slo is not None:
         out += ["| SLO | verdict |", "|---|---|"]
         out += [f"| {k} | {v} |" for k, v in slo_rows(result.slo)] + [""]

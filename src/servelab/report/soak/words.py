@@ -16,6 +16,7 @@ from typing import assert_never
 from servelab.core.soak.conviction import Exoneration, Standing
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
+from servelab.core.soak.fresh import FreshContext, UncachedPrefill
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
@@ -59,11 +60,13 @@ __all__ = [
     "dropped_text",
     "exonerated_text",
     "finding_evidence",
+    "fresh_text",
     "hop_title",
     "layer_advice",
     "layer_title",
     "one_line",
     "telemetry_text",
+    "uncached_text",
 ]
 
 
@@ -387,6 +390,26 @@ _HOP_WORDS = {
     Hop.FRESH: "through the entry point on a fresh connection",
     Hop.REUSED: "through the entry point on a reused connection",
 }
+
+
+def fresh_text(fresh: FreshContext | None) -> str:
+    """The fresh context each round added, as the soak was told."""
+    if fresh is None:
+        return "fresh context per round: the same short turn every round"
+    return (
+        f"fresh context per round: short {fresh.short_words} or long {fresh.long_words} words, "
+        f"long {fresh.long_share:.0%} of rounds (seeded)"
+    )
+
+
+def uncached_text(u: UncachedPrefill) -> str:
+    """The uncached prefill the rounds reached."""
+    if not u.requests:
+        return "uncached prefill per request: unknown (no usage said its cached tokens)"
+    return (
+        f"uncached prefill per request: max {u.max_tokens} tokens, p90 {u.p90_tokens} "
+        f"(over {u.requests} request(s))"
+    )
 
 
 def dropped_text(d: Dropped) -> str:
