@@ -28,7 +28,7 @@ from enum import StrEnum
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.replay import Hop, Located
 
-__all__ = ["Exoneration", "Standing", "bypassed", "standing"]
+__all__ = ["LAYER_DEPTH", "Exoneration", "Standing", "bypassed", "standing"]
 
 
 class Standing(StrEnum):
@@ -41,7 +41,7 @@ class Standing(StrEnum):
 
 
 #: How far out each layer sits, by the hop that bypasses it (engine layers are innermost).
-_DEPTH = {
+LAYER_DEPTH = {
     Layer.PREFILL: 0, Layer.DECODE_TRANSFER: 0, Layer.ENGINE_WEDGE: 0,
     Layer.ENGINE_SATURATION: 0, Layer.ROUTER: 1, Layer.CLIENT_PROXY: 2,
 }  # fmt: skip
@@ -68,7 +68,7 @@ def bypassed(layer: Layer, located: Located | None) -> bool:
     persists without ``layer``."""
     if located is None or located.layer is None or located.hop is None or not located.failing:
         return False
-    depth = _DEPTH.get(layer)
+    depth = LAYER_DEPTH.get(layer)
     return depth is not None and depth > _HOP_DEPTH[located.hop]
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
-from servelab.core.soak.conviction import Exoneration, Standing, standing
+from servelab.core.soak.conviction import LAYER_DEPTH, Exoneration, Standing, standing
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
 from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
@@ -454,10 +454,7 @@ def _telemetry_findings(
 
 #: How far out each layer's hop is (a finding's observations are explained by a finding
 #: further out when the same payload worked at the hops inside that one).
-_DEPTH = {
-    Layer.PREFILL: 0, Layer.DECODE_TRANSFER: 0, Layer.ENGINE_WEDGE: 0,
-    Layer.ENGINE_SATURATION: 0, Layer.ROUTER: 1, Layer.CLIENT_PROXY: 2,
-}  # fmt: skip
+_DEPTH = LAYER_DEPTH
 
 
 def _explanation(v: _View, found: list[Finding]) -> tuple[Finding, DropReason, list[str]] | None:

@@ -79,12 +79,16 @@ class _Plan:
     def bound(self, body: JsonObject) -> tuple[float, float | None]:
         """How long a request of ``body`` may go without a byte, and the deadline that judges
         it: a stream, the idle timeout (no deadline); a non-streamed answer, its deadline from
-        its expected length (:func:`~servelab.core.soak.clock.plain_deadline`), else the idle
-        timeout with no deadline (a stall then is undecided)."""
+        its expected length (:func:`~servelab.core.soak.clock.plain_deadline`), else (no rate
+        known, or the deadline does not fit before the matrix's own) the idle timeout, or what
+        is left when more, with no deadline (a stall then is undecided)."""
         if body.get("stream"):
             return self.idle_s, None
         deadline = plain_deadline(expected_tokens(body), self.rate)
-        return (self.idle_s if deadline is None else deadline), deadline
+        left = self.deadline - time.monotonic()
+        if deadline is None or deadline > left:
+            return max(self.idle_s, min(left, deadline or 0.0)), None
+        return deadline, deadline
 
     def fits(self, turns: int = 1) -> bool:
         """``turns`` more idle timeouts fit before the deadline."""
@@ -128,10 +132,12 @@ def _cell(
     )  # fmt: skip
 
 
-async def _send(url: str, body: JsonObject, plan: _Plan) -> Exchange:
-    """One request on a fresh connection, bounded by :meth:`_Plan.bound`."""
-    bound, _ = plan.bound(body)
-    async with client(url, bound, fresh=True, headers=plan.headers) as c:
+async def _send(
+    url: str, body: JsonObject, plan: _Plan, bound: tuple[float, float | None] | None = None
+) -> Exchange:
+    """One request on a fresh connection, bounded by ``bound`` (default :meth:`_Plan.bound`)."""
+    limit, _ = plan.bound(body) if bound is None else bound
+    async with client(url, limit, fresh=True, headers=plan.headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
 
 
@@ -146,10 +152,9 @@ def _url(plan: _Plan, hop: Hop) -> tuple[str, str]:
 async def _entry_cell(plan: _Plan, hop: Hop, payload: Payload, stream: bool) -> Cell:
     url, target = _url(plan, hop)
     sent = _body(plan.body(payload), stream)
-    start = time.monotonic()
-    ex = await _send(url, sent, plan)
-    deadline = plan.bound(sent)[1]
-    return _cell(hop, target, payload, stream, payload_size(sent), ex, start, deadline)
+    start, bound = time.monotonic(), plan.bound(sent)
+    ex = await _send(url, sent, plan, bound)
+    return _cell(hop, target, payload, stream, payload_size(sent), ex, start, bound[1])
 
 
 async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
@@ -189,8 +194,9 @@ async def _prefill_leg(url: str, body: JsonObject, plan: _Plan) -> tuple[Exchang
 
 
 async def _nixl_legs(
-    prefill: WorkerTarget, decode: WorkerTarget, body: JsonObject, plan: _Plan
-) -> tuple[Exchange, Exchange | None]:
+    prefill: WorkerTarget, decode: WorkerTarget, body: JsonObject, plan: _Plan,
+    bound: tuple[float, float | None],
+) -> tuple[Exchange, Exchange | None]:  # fmt: skip
     """vllm-router's hand-off, sent by hand: the prefill leg (one token, not streamed, asking for
     a remote decode), then the decode leg: the client's body with the params the prefill
     answered, which the decode pulls the KV with (no decode leg when the prefill failed)."""
@@ -202,7 +208,7 @@ async def _nixl_legs(
     pre, params = await _prefill_leg(prefill.url, leg, plan)
     if params is None:
         return pre, None
-    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, plan)
+    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, plan, bound)
 
 
 async def _pair_cell(
@@ -213,10 +219,10 @@ async def _pair_cell(
     once; vLLM's, its two legs (:func:`_nixl_legs`)."""
     prefill, decode = pair
     sent = _body(plan.body(payload) if body is None else body, stream)
-    start = time.monotonic()
+    start, bound = time.monotonic(), plan.bound(sent)
     dec: Exchange | None
     if plan.targets.engine == "vllm":
-        pre, dec = await _nixl_legs(prefill, decode, sent, plan)
+        pre, dec = await _nixl_legs(prefill, decode, sent, plan, bound)
     else:
         sent |= {
             "bootstrap_host": urlsplit(prefill.url).hostname,
@@ -224,12 +230,11 @@ async def _pair_cell(
             "bootstrap_room": random.getrandbits(_ROOM_BITS),
         }
         pre, dec = await asyncio.gather(
-            _send(prefill.url, sent, plan), _send(decode.url, sent, plan)
+            _send(prefill.url, sent, plan, bound), _send(decode.url, sent, plan, bound)
         )
     failed, side = (dec, "decode") if pre.record.ok and dec is not None else (pre, "prefill")
     target = f"{prefill.service}+{decode.service}"
-    size, deadline = payload_size(sent), plan.bound(sent)[1]
-    cell = _cell(Hop.PAIR, target, payload, stream, size, failed, start, deadline)
+    cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start, bound[1])
     ok = pre.record.ok and dec is not None and dec.record.ok
     return replace(cell, side="" if ok else side, prefill=prefill.service, decode=decode.service)
 

@@ -119,7 +119,7 @@ def _clock(c: Cell) -> str:
         case Clock.DEADLINE:
             return f" [deadline {c.deadline_s:g} s from its expected answer]"
         case Clock.ANSWER:
-            return " [no deadline known: judged by its answer]"
+            return " [no deadline known]"
         case _:
             return ""
 
