@@ -18,6 +18,7 @@ from typing import Any
 
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
+from servelab.sim.kvlayout import garbled, sglang_corrupts
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.prefixcache import page_hashes
 from servelab.sim.profile import kv_transfer_s
@@ -66,7 +67,7 @@ class Worker:
         self.requests_served = 0
         self.recent_rooms: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
         self.recent_prefills: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
-        self.rooms = RoomStore()
+        self.rooms = RoomStore(settings.kv_layout)
         self._client = BootstrapClient()
         self._rng = random.Random(settings.seed)
         self._waiting = 0
@@ -285,6 +286,8 @@ class Worker:
                 return TransferError.of(item.room, "Failed", reason)
             await self.warmup()
             self._note_room(item.room, kv.first_token, "Success")
+            if sglang_corrupts(self.settings.kv_layout, kv.layout):
+                out = garbled(out)  # pages copied by index into slots of another layout
             pieces = (kv.first_token, *out.pieces[1:])
             seq = Sequence(
                 replace(out, pieces=pieces), kv.prompt_tokens, cached_tokens=kv.cached_tokens
