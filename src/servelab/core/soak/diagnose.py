@@ -524,6 +524,8 @@ def _at_layer(o: Observation, layer: Layer) -> bool:
             return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends)
         case Layer.CORRECTNESS:
             return isinstance(o, CorrectnessViolations)
+        case Layer.PD_PAIR:
+            return isinstance(o, PairMismatch)
         case _:
             return False
 
