@@ -29,8 +29,10 @@ from typing import Any
 import pytest
 
 from servelab.core.case.bisect import Change
+from servelab.core.case.bisectevents import ProbeStarted
 from servelab.core.case.probe import parse_probe_test
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -40,7 +42,6 @@ from servelab.ops.case.experiment import soak_targets
 from servelab.ops.context import Operation
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knobs, set_knob
-from servelab.ops.progress import ProbeStarted, ProgressEvent
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli

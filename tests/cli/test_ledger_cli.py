@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.case.record import CaseEvidence, CaseRecord
 from servelab.core.load.records import RequestRecord, record_to_dict
 from servelab.core.verify.checks import Check, CheckCode, NoEnvFile
 from servelab.io.ledger.journal import AbJournal
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION
+from servelab.io.ledger.tables import NOW
 from tests.support import run_cli
 
 RUNS, PER_RUN = 3, 700
@@ -46,8 +48,8 @@ def ledger_file(tmp_path: Path) -> Path:
         for run in range(RUNS):
             ledger.record_bench_run(label=f"r{run}", config={"run": run}, summary={"ok": 1},
                                     records=_records(PER_RUN, run))  # fmt: skip
-        case = ledger.create_case(title="hang")
-        ledger.add_evidence(case_id=case, kind="run", ref_id=1, note=None)
+        case = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
+        ledger.add(CaseEvidence(at=NOW, case_id=case, kind="run", ref_id=1, note=None))
     return path
 
 

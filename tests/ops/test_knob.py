@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.errors import KnobError, SpecError
 from servelab.io.hosts.discovery import find_process
@@ -58,13 +59,13 @@ async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> No
         assert Path(change.backup_path).read_text() == ENV
         assert path.read_text() == ENV.replace("=512", "=256")  # comments and order kept
         assert not change.running and not change.restart_needed
-        row = ledger.get_knob_change(change.change_id)
+        row = ledger.get(KnobChangeRecord, change.change_id)
         assert row is not None
         assert row is not None and (row.old, row.new, row.reason) == ("512", "256", "suspect")
 
         again = await set_knob(loaded, "decode", KNOB, "256", ledger=ledger)
         assert not again.changed and again.backup_path is None and again.change_id is None
-        assert len(ledger.list_knob_changes(service="decode", name=KNOB)) == 1
+        assert len(ledger.list(KnobChangeRecord, service="decode", name=KNOB)) == 1
 
         added = await set_knob(loaded, "decode", "OTHER_KNOB", "x y", ledger=ledger)
         assert added.old is None and await get_knob(loaded, "decode", "OTHER_KNOB") == "x y"

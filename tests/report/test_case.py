@@ -7,7 +7,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
+from servelab.core.case.record import CaseEvent, CaseRecord
 from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import (
@@ -20,6 +22,7 @@ from servelab.core.verify.checks import (
     RequestTiming,
 )
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.ops.knob import KnobChange
 from servelab.ops.verify.verify import VerifyReport
@@ -122,11 +125,17 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         vid = ledger.record_verification(spec_hash="h", ok=False, checks=[ready, bad])
         restart = {"ok": False, "verification": _report(bad).to_json(), "steps": []}
-        ledger.record_deployment(name="pd", spec_hash="h", action="restart", detail=restart)
-        cid = ledger.create_case(title="hang")
+        ledger.add(
+            DeploymentRecord(
+                id=0, at=NOW, name="pd", spec_hash="h", action="restart", detail=restart
+            )
+        )
+        cid = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
         event = RevertEvent("decode", K, "512", "256", None, vid, False, failed=(bad,))
-        ledger.record_case_event(case_id=cid, kind="revert", detail=encode(event))
-        ledger.record_case_event(case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
+        ledger.add(CaseEvent(at=NOW, case_id=cid, kind="revert", detail=encode(event)))
+        ledger.add(
+            CaseEvent(at=NOW, case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
+        )
         doc = ledger_json(ledger.snapshot())
         raw = ledger.export()
     checks = doc["verifications"][0]["checks"]

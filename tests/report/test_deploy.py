@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
 from servelab.io.http.client import ProbeResult
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
 from servelab.ops.deploy.steps import (
     CommandReady,
@@ -133,8 +135,14 @@ def test_an_older_deployment_row_still_reads(tmp_path: Path) -> None:
     old = {"ok": True, "steps": [step]}
     report = DeployReport("up", [step for step, _old, _detail in _steps()])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=old)
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=report.to_json())
-        then, now = ledger.list_deployments()
+        ledger.add(
+            DeploymentRecord(id=0, at=NOW, name="pd", spec_hash="h", action="up", detail=old)
+        )
+        ledger.add(
+            DeploymentRecord(
+                id=0, at=NOW, name="pd", spec_hash="h", action="up", detail=report.to_json()
+            )
+        )
+        then, now = ledger.list(DeploymentRecord)
     assert then.detail == old
     assert now.detail == report.to_json()

@@ -7,10 +7,12 @@ import json
 from pathlib import Path
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import RollPhase, RollTarget
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import CheckCode
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import RouterWorker
 from servelab.ops.deploy.rolling_results import (
     Added,
@@ -142,9 +144,17 @@ def test_an_older_rolling_row_still_reads(tmp_path: Path) -> None:
     report = RollingReport([D1], "router", workers=[worker])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         for detail in (old_roll, report.to_json()):
-            ledger.record_deployment(name="pd", spec_hash="h", action="restart --rolling",
-                                     detail=detail)  # fmt: skip
-        then, now = ledger.list_deployments()
+            ledger.add(
+                DeploymentRecord(
+                    id=0,
+                    at=NOW,
+                    name="pd",
+                    spec_hash="h",
+                    action="restart --rolling",
+                    detail=detail,
+                )
+            )
+        then, now = ledger.list(DeploymentRecord)
     assert then.detail == old_roll
     assert now.detail == report.to_json()
     assert now.detail["workers"][0]["phases"] == phases

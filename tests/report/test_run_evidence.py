@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import encode
-from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.load.clienthealth import client_health
 from servelab.core.load.metrics import run_metrics
 from servelab.core.telemetry.rules import run_evidence

@@ -32,9 +32,11 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    SkipReason,
     StaleWorker,
     UntypedCheck,
     WorkerListing,
@@ -290,6 +292,9 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
     (C.E2E_WORKER_UNCOUNTED, _reach(None, None, 16),
      "not proven: no served-request counter (not a servelab sim); 16 request(s) went through "
      "router"),
+    (C.E2E_SKIPPED, LayerSkipped(SkipReason.NO_ENTRY_POINT),
+     "skipped: the deployment has no router or proxy to send a request through (the workers' "
+     "own health is the health layer's)"),
 ]  # fmt: skip
 
 

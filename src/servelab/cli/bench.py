@@ -42,6 +42,7 @@ from servelab.cli.options import (
     TraceOptions,
     WorkloadOptions,
     load_options,
+    no_ledger_option,
     output_options,
     slo_option,
     target_options,
@@ -50,15 +51,16 @@ from servelab.cli.options import (
     workload_options,
 )
 from servelab.core.load.capacity import CapacityStop
+from servelab.core.load.lengths import longest, over_context
 from servelab.core.load.slo import SLO
-from servelab.core.load.trace import TracePlan
-from servelab.errors import BenchError
+from servelab.core.load.trace import TracePlan, check_replay
+from servelab.errors import BenchError, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
-from servelab.io.http.client import model_list
+from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
-from servelab.io.tracefile import scan_trace
+from servelab.io.tracefile import TraceScan, scan_trace
 from servelab.ops.bench import bench as ops
 from servelab.ops.bench.capacity import CapacityResult, find_capacity
 from servelab.ops.context import Operation
@@ -67,7 +69,7 @@ from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
 from servelab.report import capacity as capacity_report
 
-__all__ = ["Exporter", "bench_config", "check_trace", "register"]
+__all__ = ["Exporter", "bench_config", "check_lengths", "check_trace", "register"]
 
 
 class Exporter:
@@ -164,12 +166,13 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
     return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
 
 
-def check_trace(plan: TracePlan | None, load: LoadOptions) -> None:
+def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
     """Before any load: a trace replays in one process at its own instants (``--rate`` or
     ``--workers`` is a usage error), and the whole trace is read once (a bad line stops the
-    command, exit 2, an empty window too); the window's size goes to stderr."""
+    command, exit 2, an empty window too, and a schedule longer than the replay cap); the
+    window's size goes to stderr."""
     if plan is None:
-        return
+        return None
     if load.rate is not None or load.workers > 1:
         raise click.UsageError("--trace replays at the trace's own instants in one process: "
                                "--rate and --workers do not apply")  # fmt: skip
@@ -177,9 +180,29 @@ def check_trace(plan: TracePlan | None, load: LoadOptions) -> None:
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",
                                  param_hint="--trace-window")  # fmt: skip
+    check_replay(scan.span_ms, plan.speedup)
     span = ((scan.last_ms or 0.0) - (scan.first_ms or 0.0)) / 1e3
     notice("trace:", f"{scan.requests} request(s) in {scan.sessions} conversation(s) starting "
            f"over {span:,.1f} s of trace time, replayed {plan.speedup:g}x as fast")  # fmt: skip
+    return scan
+
+
+def check_lengths(
+    workload: WorkloadOptions, scan: TraceScan | None, context_length: int | None
+) -> None:
+    """Before any prompt is built: the longest request (prompt and output tokens) fits the
+    model's context (the cap when the server does not say it), exit 2 naming what is too long
+    (``core/load/lengths.py``)."""
+    if scan is not None:
+        why = over_context(scan.longest, context_length)
+        if why is not None:
+            raise TraceError(f"line {scan.longest_line}: {scan.longest:,} tokens (input_length "
+                             f"+ output_length), {why}")  # fmt: skip
+        return
+    tokens = longest(workload.input_len) + longest(workload.output_len)
+    why = over_context(tokens, context_length)
+    if why is not None:
+        raise OptionError(f"--input-len + --output-len reach {tokens:,} tokens a request, {why}")
 
 
 def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
@@ -234,7 +257,7 @@ def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Pa
     "split every request's TTFT into phases.",
 )
 @ledger_option
-@click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
+@no_ledger_option
 @wait_option
 def bench_command(
     target: TargetOptions,
@@ -260,7 +283,7 @@ def bench_command(
     held (``--wait``)."""
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
-    check_trace(trace.plan, load)
+    scan = check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
@@ -268,7 +291,9 @@ def bench_command(
         check_directory(output.export)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
-        first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        listed = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        check_lengths(workload, scan, listed.context_length)
+        first_model = listed.models[0] if listed.models else None
         model = target.model or first_model or "default"
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip
@@ -286,13 +311,13 @@ def bench_command(
     raise SystemExit(_show(result, output.as_json, signum, ledger_file))
 
 
-def _check_models(url: str, headers: dict[str, str]) -> str | None:
-    """The first model the server lists (asked with the bench's request headers); a BenchError
-    when it is not an OpenAI server."""
+def _check_models(url: str, headers: dict[str, str]) -> ModelList:
+    """The server's model list (asked with the bench's request headers); a BenchError when it
+    is not an OpenAI server."""
     listed = run(model_list(url, 10.0, headers))
     if not listed.ok:
         raise BenchError(listed.describe())
-    return listed.models[0] if listed.models else None
+    return listed
 
 
 def bench_config(

@@ -31,6 +31,7 @@ from rich.text import Text
 from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.ledger.codec import finite
+from servelab.core.progress import ProgressEvent
 from servelab.errors import (
     CaseError,
     KnobError,
@@ -42,7 +43,6 @@ from servelab.errors import (
 from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
-from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_level, describe_progress
 from servelab.report.text import level_label
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
+from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
@@ -38,7 +39,6 @@ from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import live_knob, set_knob
-from servelab.ops.progress import KnobVerifiedLive
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.verify import verify

@@ -21,18 +21,24 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from servelab.core.case.record import CaseRecord
+from servelab.core.deploy.engines import engine
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.knobs.knob import Knob, same_value
+from servelab.core.knobs.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.places import Place, split_args
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
+from servelab.core.knobs.values import check_value
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import (
     argument_knob,
     live_argument,
@@ -48,6 +54,7 @@ __all__ = [
     "KnobChange",
     "KnobDiff",
     "KnobValue",
+    "check_setting",
     "diff_knob",
     "get_knob",
     "live_knob",
@@ -332,13 +339,16 @@ async def set_knob(
     ``restart_needed`` is true when the service runs with another value (or its live value could
     not be read: ``live_error``).
     """
-    svc = check_knob_name(target.spec, service, name)
-    _check_value(name, value)
+    svc = target.spec.service(service)
+    value = check_setting(target.spec, service, name, value)
     async with operation(target, ledger=ledger) as op:
-        if case_id is not None and op.ledger is not None and op.ledger.get_case(case_id) is None:
+        if (
+            case_id is not None
+            and op.ledger is not None
+            and op.ledger.get(CaseRecord, case_id) is None
+        ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
-        value = knob.normalize(value)
         written = await _write(op, service, knob, value)
         old, path, backup_path, changed, place = written
         change_id = None
@@ -407,12 +417,27 @@ def _record_change(
     """Record the change in the operation's ledger (None: no ledger)."""
     if op.ledger is None:
         return None
-    return op.ledger.record_knob_change(
-        service=service, name=name, old=old, new=new, reason=reason, case_id=case_id,
-        backup_path=backup_path,
-    )  # fmt: skip
+    return op.ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service=service,
+            name=name,
+            old=old,
+            new=new,
+            reason=reason,
+            case_id=case_id,
+            backup_path=backup_path,
+        )
+    )
 
 
-def _check_value(name: str, value: str | None) -> None:
-    if value is not None and ("\n" in value or "\r" in value or "\0" in value):
-        raise KnobError(f"{name}: a value cannot contain a newline or NUL")
+def check_setting(spec: DeploymentSpec, service: str, name: str, value: str | None) -> str | None:
+    """The one check of a knob's value before anything is touched (``knob set``, and every value
+    of an ``ab``, a ``tune`` or ``tune --plan`` before its first restart): ``service`` exists,
+    ``name`` is declared there, ``value`` can be written and read back as itself
+    (:func:`~servelab.core.knobs.values.check_value`). The value as stored (a flag's ``true`` is
+    ``on``), else SpecError or KnobError (exit 2)."""
+    check_knob_name(spec, service, name)
+    rules = engine(spec.engine)
+    return check_value(parse_knob(name, rules), value, rules)

@@ -39,9 +39,9 @@ from servelab.core.case.verdicts import (
     Refusal,
 )
 from servelab.core.ledger.codec import JsonObject, decode
-from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.ledger.jsonvalues import objs, opt_str
 from servelab.core.verify.checks import read_check
+from servelab.core.verify.record import CheckRecord
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.case import RestoreOutcome, RevertOutcome
 from servelab.ops.case.experiment import CaseTestOutcome

@@ -1,7 +1,7 @@
 """Docs generated from the ledger alone: the perf plan, one page per case, plots, an HTML index.
 
 :func:`build_docs` takes the ledger's export (``Ledger.export()``'s document, or its typed
-:class:`~servelab.core.ledger.evidence.LedgerExport`) and returns ``{relative path: bytes}``; the
+:class:`~servelab.core.ledger.export.LedgerExport`) and returns ``{relative path: bytes}``; the
 CLI's one writer saves them. Everything here is a pure function of the export, so
 running it again after a verdict changes rewrites exactly the files that depend on that verdict.
 
@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
@@ -33,9 +34,11 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
+from servelab.core.case.record import Resolution
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport, Resolution
+from servelab.core.ledger.export import LedgerExport
 from servelab.ops.case.case import CaseView
 from servelab.report.case import (
     describe_bisect_event,

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from servelab.core.ledger.codec import JsonObject, encode, finite
-from servelab.core.ledger.evidence import LedgerExport
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error

@@ -17,10 +17,11 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
+from servelab.core.soak.record import SoakRunRecord
 from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import page_sections

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 
 from servelab.core.ab.result import AbArm, AbResult
 from servelab.core.ab.tune import TuneState
-from servelab.core.ledger.evidence import BenchRunRecord
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.stats import mean, sample_std

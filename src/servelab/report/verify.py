@@ -20,7 +20,6 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -40,9 +39,11 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    SkipReason,
     UntypedCheck,
     WorkerListing,
     WorkerReach,
@@ -50,6 +51,7 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.pair import PairReport
+from servelab.core.verify.record import CheckRecord
 from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_unread, describe_verdict
@@ -137,8 +139,19 @@ def _reason(code: CheckCode, data: CheckData) -> str:
                 f"false in --config): {knob} runs at the engine's default; write `no-"
                 f"{key.split(':')[0]}: true` to turn it off"
             )
+        case LayerSkipped(reason=reason):
+            return _skipped(reason)
         case _:
             assert_never(data)
+
+
+def _skipped(reason: SkipReason) -> str:
+    match reason:
+        case SkipReason.NO_ENTRY_POINT:
+            return ("skipped: the deployment has no router or proxy to send a request through "
+                    "(the workers' own health is the health layer's)")  # fmt: skip
+        case _:
+            assert_never(reason)
 
 
 #: Where an argument's file value comes from, in a sentence.

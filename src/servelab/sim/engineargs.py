@@ -198,6 +198,7 @@ SERVELAB_OPTIONS = (
     _Option("--wedge", None, "Fault: start wedged (requests hang, /health 200)."),
     _Option("--no-metrics", None, "Fault: answer /metrics with 404."),
     _Option("--fail-fast-s", float, "Fault: answer 500 at once for S seconds.", metavar="S"),
+    _Option("--scheduler-crash", None, "Fault: the scheduler dies (503, exit 1)."),
 )
 
 

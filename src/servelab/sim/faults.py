@@ -13,6 +13,8 @@
 - ``no_metrics``: ``/metrics`` answers 404 (an engine without a metrics endpoint).
 - ``fail_fast_s`` ``S``: for S wall seconds from when it is set (or from start), every generation
   request is answered 500 at once (what opens the router's circuit breaker for this worker).
+- ``scheduler_crash``: the scheduler loop raises at its next step; the worker then does what the
+  engine does when its scheduler process dies (``servelab.sim.app``: logged, 503, exit 1).
 
 Pure data and rules; the clock and the random draws are passed in.
 """
@@ -38,6 +40,7 @@ ENV_VARS = {
     "wedge": "SERVELAB_SIM_WEDGE",
     "no_metrics": "SERVELAB_SIM_NO_METRICS",
     "fail_fast_s": "SERVELAB_SIM_FAIL_FAST_S",
+    "scheduler_crash": "SERVELAB_SIM_SCHEDULER_CRASH",
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -116,6 +119,7 @@ class Faults:
     wedge: bool = False
     no_metrics: bool = False
     fail_fast_s: float = 0.0
+    scheduler_crash: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Faults:
@@ -146,7 +150,7 @@ class Faults:
             if over is not None and over < 0:
                 raise SimError(f"transfer_fail_over_tokens must be >= 0, got {over}")
             new["transfer_fail_over_tokens"] = over
-        for name in ("wedge", "no_metrics"):
+        for name in ("wedge", "no_metrics", "scheduler_crash"):
             if name in changes:
                 new[name] = parse_flag(name, changes[name])
         return replace(self, **new)

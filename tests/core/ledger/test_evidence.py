@@ -8,29 +8,27 @@ from typing import Any
 
 import pytest
 
+from servelab.core.ab import record as ab_record
 from servelab.core.ab.compare import Anomaly, Comparison, Verdict
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.bench import record as bench_record
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case import record as case_record
 from servelab.core.case.model import RestoreEvent, RevertEvent
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseExport, CaseRecord, Suspect
 from servelab.core.case.revert import ConcurrencyCost
+from servelab.core.deploy import record as deploy_record
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs import record as knob_record
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger import evidence, jsonvalues
+from servelab.core.ledger import export, jsonvalues
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    BenchRunRecord,
-    CaseEvent,
-    CaseEvidence,
-    CaseExport,
-    CaseRecord,
-    CheckRecord,
-    DeploymentRecord,
-    KnobChangeRecord,
-    LedgerExport,
-    SoakRunRecord,
-    Suspect,
-    VerificationRecord,
-    read_soak_run,
-)
+from servelab.core.ledger.export import LedgerExport
+from servelab.core.soak import record as soak_record
+from servelab.core.soak.record import SoakRunRecord, read_soak_run
+from servelab.core.verify import record as verify_record
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -39,6 +37,7 @@ from servelab.core.verify.checks import (
     read_check,
     read_check_row,
 )
+from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import RecordError
 from tests.support.soakresult import every_kind_result
 
@@ -50,7 +49,11 @@ DIFFERS = Check(
 )  # fmt: skip
 
 
-@pytest.mark.parametrize("module", [evidence, jsonvalues])
+@pytest.mark.parametrize(
+    "module",
+    [ab_record, bench_record, case_record, deploy_record, knob_record, soak_record, verify_record,
+     export, jsonvalues],
+)  # fmt: skip
 def test_public_api_is_exported(module: Any) -> None:
     for name in module.__all__:
         assert hasattr(module, name), name

@@ -18,9 +18,9 @@ from servelab.core.soak.clock import (
 from servelab.core.soak.conviction import Standing, bypassed, standing
 from servelab.core.soak.diagnose import diagnosis
 from servelab.core.soak.evidence import EngineActivity, Probe, ProbeKind, SoakEvidence
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.replay import Cell, Hop, Located, Matrix, Payload, Reason, locate
 from servelab.core.soak.signatures import Failure, Outcome, Signature
+from servelab.core.telemetry.layers import Layer
 
 OK, STALLED = Outcome.OK, Outcome.STALLED
 

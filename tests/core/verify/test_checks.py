@@ -34,9 +34,11 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    SkipReason,
     StaleWorker,
     UntypedCheck,
     WorkerListing,
@@ -115,6 +117,7 @@ SHAPES: list[tuple[CheckData, list[str]]] = [
       "engine", "engine_field"]),
     (ArgumentLive(42, "pid record", MRR, "64", "64", "cmdline", LiveVerdict.MATCH),
      ["pid", "pid_source", "knob", "file", "live", "live_source", "verdict", "engine_known"]),
+    (LayerSkipped(SkipReason.NO_ENTRY_POINT), ["reason"]),
 ]  # fmt: skip
 
 

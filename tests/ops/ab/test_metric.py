@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import (
     CAPACITY_LEVEL,
     AbDesign,
@@ -120,7 +121,7 @@ async def test_an_ab_on_capacity_runs_one_search_a_visit(tmp_path: Path) -> None
                        metric=AbMetric.CAPACITY)  # fmt: skip
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             result = await run_ab(loaded, cfg, ledger=ledger)
-            recorded = ledger.get_ab(result.ab_id or 0)
+            recorded = ledger.get(AbRunRecord, result.ab_id or 0)
     finally:
         await deploy.down(loaded)
     assert [v.throughput for v in result.visits] == [{CAPACITY_LEVEL: 4.0}] * 4

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.knobs.envfile import parse_envfile, parse_environ
 from servelab.errors import HealthTimeout, ServiceStartError
@@ -120,7 +121,7 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
     assert live_procs_under(tmp_path) == []
     assert _no_listeners(ports.listened())
     assert [s.outcome for s in (await deploy.down(loaded)).steps] == ["not running"] * 3
-    actions = [row.action for row in ledger.list_deployments()]
+    actions = [row.action for row in ledger.list(DeploymentRecord)]
     assert actions == ["up", "restart", "restart", "down"]
 
 

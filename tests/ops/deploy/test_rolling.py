@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import RollOptions, RollPhase, running_requests
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
@@ -112,7 +113,9 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
                         live[name] = str((await diff_knob(op, name, DEFAULT_KNOB)).live)
                 finally:
                     await deploy.down(op)
-            rows = [row for row in ledger.list_deployments() if row.action == "restart --rolling"]
+            rows = [
+                row for row in ledger.list(DeploymentRecord) if row.action == "restart --rolling"
+            ]
             assert len(rows) == 1 and rows[0].detail["ok"] is True
         return report, result, stopped, windows, live
 
@@ -229,7 +232,9 @@ def test_a_vllm_deployment_is_refused_before_any_worker_is_touched(tmp_path: Pat
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             with pytest.raises(RouterApiError, match="the vllm router's worker API cannot") as err:
                 await rolling_restart(loaded, ["decode"], ledger=ledger)
-            rows = [row for row in ledger.list_deployments() if row.action == "restart --rolling"]
+            rows = [
+                row for row in ledger.list(DeploymentRecord) if row.action == "restart --rolling"
+            ]
             assert len(rows) == 1 and rows[0].detail["ok"] is False
             assert rows[0].detail["workers"] == [] and rows[0].detail["out"] is None
         return str(err.value)

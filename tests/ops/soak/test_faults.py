@@ -16,9 +16,9 @@ import pytest
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.conviction import Standing
 from servelab.core.soak.evidence import Localization
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.replay import Hop
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
+from servelab.core.telemetry.layers import Layer
 from servelab.ops.soak.soak import soak
 from servelab.report.soak.matrix import matrix_lines
 from servelab.report.soak.soak import render_soak, soak_json

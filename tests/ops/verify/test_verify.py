@@ -22,6 +22,7 @@ from servelab.core.verify.checks import (
     LiveProcess,
     RequestTiming,
 )
+from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.verify.e2e import _classify
@@ -107,7 +108,7 @@ def _assert_no_secret(report: VerifyReport, ledger_dir: Path | None = None) -> N
 async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         report = await verify(loaded, ledger=ledger)
-        stored = ledger.get_verification(report.verification_id or -1)
+        stored = ledger.get(VerificationRecord, report.verification_id or -1)
     assert report.ok, render_verify(report)
     assert {c.layer for c in report.checks} == set(LAYERS)
     assert check_detail(_by(report, "live", "decode", DEFAULT_KNOB)) == "live 512 = file"

@@ -25,8 +25,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.replay import Hop, Located
+from servelab.core.telemetry.layers import Layer
 
 __all__ = ["LAYER_DEPTH", "Exoneration", "Standing", "bypassed", "standing"]
 

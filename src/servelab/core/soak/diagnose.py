@@ -33,7 +33,6 @@ from typing import TypeVar
 
 from servelab.core.soak.conviction import LAYER_DEPTH, Exoneration, Standing, standing
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -56,6 +55,7 @@ from servelab.core.soak.observe import (
     observations,
 )
 from servelab.core.soak.signatures import Signature
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     FIRED,
     WORKERS,
@@ -554,7 +554,7 @@ def _convict(
 
 def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     """Apply every rule; findings sorted by confidence (then by the order of
-    :class:`~servelab.core.soak.layers.Layer`), and those a stronger finding further out
+    :class:`~servelab.core.telemetry.layers.Layer`), and those a stronger finding further out
     explains, dropped. ``server``: the run's telemetry (:mod:`servelab.core.telemetry.rules`)
     supports or contradicts the findings, and gives findings of its own."""
     evidence = assess(server)

@@ -38,8 +38,8 @@ from enum import StrEnum
 
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.clock import Clock
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.signatures import Outcome
+from servelab.core.telemetry.layers import Layer
 
 __all__ = [
     "HOLD_MIN_S",

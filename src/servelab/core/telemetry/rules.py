@@ -4,7 +4,7 @@ read by rules (pure; wording lives in ``report.soak``).
 Each rule reads a :class:`~servelab.core.telemetry.summary.RunTelemetry` (and, for two of them, what
 the client measured over the same window, :class:`ClientWindow`) and returns one
 :class:`TelemetryEvidence` per source it looked at: ``fired`` (the rule's condition holds; the
-:class:`~servelab.core.soak.layers.Layer` it points at, or :data:`WORKERS`), ``quiet`` (the
+:class:`~servelab.core.telemetry.layers.Layer` it points at, or :data:`WORKERS`), ``quiet`` (the
 source answered and the condition does not hold) or ``unknown`` (the source did not answer, or
 there is too little to judge; the reason says which) — never ``quiet`` for a source that did not
 answer. Every piece of evidence cites the metric series
@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from servelab.core.load.records import RequestRecord
-from servelab.core.soak.layers import Layer
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.summary import GENERATED_TOKENS, RunTelemetry, SourceTelemetry
 
 __all__ = [

@@ -65,9 +65,11 @@ __all__ = [
     "KnobLive",
     "KnobLiveVsSpec",
     "Layer",
+    "LayerSkipped",
     "LiveProcess",
     "NoEnvFile",
     "RequestTiming",
+    "SkipReason",
     "StaleWorker",
     "UntypedCheck",
     "WorkerListing",
@@ -156,6 +158,7 @@ class CheckCode(StrEnum):
     E2E_WORKER_REACHED = "e2e.worker_reached"  # xPyD: one per prefill and decode worker
     E2E_WORKER_UNREACHED = "e2e.worker_unreached"
     E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"  # no real counter of its requests: unknown, fails
+    E2E_SKIPPED = "e2e.skipped"  # nothing to send it through (no router, no proxy): not a failure
 
     @property
     def layer(self) -> Layer:
@@ -188,6 +191,20 @@ class CheckFailure:
     """``LAYER.error``: what stopped the layer's check (``error``: the exception, named)."""
 
     error: str
+
+
+class SkipReason(StrEnum):
+    """Why a layer was not checked (stored: values unchanged)."""
+
+    NO_ENTRY_POINT = "no_entry_point"  # the spec has no router or proxy to send a request through
+
+
+@dataclass(frozen=True)
+class LayerSkipped:
+    """``e2e.skipped``: the layer was not checked, and why (neither a pass nor a failure: the
+    verdict rests on the other layers)."""
+
+    reason: SkipReason
 
 
 @dataclass(frozen=True)
@@ -392,6 +409,7 @@ CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
     | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
+    | LayerSkipped
 )  # fmt: skip
 
 _C = CheckCode
@@ -423,6 +441,7 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),
+    _C.E2E_SKIPPED: LayerSkipped,
 }  # fmt: skip
 
 

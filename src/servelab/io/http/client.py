@@ -211,8 +211,15 @@ class HttpClient:
             doc = json.loads(body)
             models = tuple(str(item["id"]) for item in doc["data"])
         except (ValueError, KeyError, TypeError):
-            models = None
-        return ModelList(url, status, content_type, models, None, _html_summary(body))
+            models, doc = None, None
+        context = _context_length(doc) if models else None
+        return ModelList(url, status, content_type, models, None, _html_summary(body), context)
+
+
+def _context_length(doc: Any) -> int | None:
+    """The first model's ``max_model_len`` (SGLang's and vLLM's model card; None: not said)."""
+    value = doc["data"][0].get("max_model_len") if isinstance(doc["data"][0], dict) else None
+    return value if type(value) is int and value > 0 else None
 
 
 @dataclass(frozen=True)
@@ -225,6 +232,8 @@ class ModelList:
     models: tuple[str, ...] | None
     error: str | None = None
     html: str | None = None
+    #: the first model's context length (``max_model_len``), when the list says it
+    context_length: int | None = None
 
     @property
     def ok(self) -> bool:

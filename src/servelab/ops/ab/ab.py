@@ -34,6 +34,13 @@ import time
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
+from servelab.core.ab.events import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobKept,
+    KnobRestoring,
+)
 from servelab.core.ab.result import (
     AbResult,
     ArmVisit,
@@ -50,13 +57,6 @@ from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
-from servelab.ops.progress import (
-    AbJournalStarted,
-    AbResumed,
-    AbVisitStarted,
-    KnobKept,
-    KnobRestoring,
-)
 from servelab.ops.reads import refuse_unread
 
 __all__ = ["resume_ab", "run_ab"]

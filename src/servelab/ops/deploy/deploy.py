@@ -37,7 +37,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
@@ -48,6 +50,7 @@ from servelab.io.hosts.envfiles import latest_backup, save_copy
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import RouterWorker, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start
@@ -59,12 +62,6 @@ from servelab.ops.deploy.results import (
 )
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.steps import Step, StepFailure
-from servelab.ops.progress import (
-    EnvFileRestored,
-    RestartPlanned,
-    ServiceFailed,
-    UpUndone,
-)
 from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
@@ -74,8 +71,15 @@ __all__ = ["down", "restart", "restart_service", "status", "up"]
 def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
     if op.ledger is None:
         return None
-    return op.ledger.record_deployment(
-        name=op.spec.name, spec_hash=spec_hash(op.spec), action=action, detail=detail
+    return op.ledger.add(
+        DeploymentRecord(
+            id=0,
+            at=NOW,
+            name=op.spec.name,
+            spec_hash=spec_hash(op.spec),
+            action=action,
+            detail=detail,
+        )
     )
 
 

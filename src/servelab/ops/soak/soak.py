@@ -39,6 +39,14 @@ from servelab.core.soak.agentic import (
     payload_size,
 )
 from servelab.core.soak.clock import measured_rate
+from servelab.core.soak.events import (
+    EnginesStarted,
+    RequestResent,
+    SoakDeadlineReached,
+    SoakStarted,
+    StallSeen,
+    StreamHeld,
+)
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.fresh import uncached_prefill
 from servelab.core.soak.result import (
@@ -61,14 +69,6 @@ from servelab.io.http.client import HttpClient, StreamClient
 from servelab.io.http.sdk import SdkClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Progress, silent
-from servelab.ops.progress import (
-    EnginesStarted,
-    RequestResent,
-    SoakDeadlineReached,
-    SoakStarted,
-    StallSeen,
-    StreamHeld,
-)
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds

@@ -44,22 +44,24 @@ from dataclasses import dataclass, replace
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
     HealthProbe,
     Layer,
+    LayerSkipped,
+    SkipReason,
     StaleWorker,
 )
+from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.progress import ProbingE2E, ProbingHealth
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
@@ -176,7 +178,7 @@ def _ordered(checks: list[Check], names: list[str]) -> list[Check]:
 def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecord]]:
     """service -> knob -> the ledger's last recorded change of it (the last known snapshot)."""
     last: dict[str, dict[str, KnobChangeRecord]] = {}
-    for row in ledger.list_knob_changes() if ledger is not None else []:
+    for row in ledger.list(KnobChangeRecord) if ledger is not None else []:
         last.setdefault(row.service, {})[row.name] = row
     return last
 
@@ -301,6 +303,10 @@ async def _e2e_then(op: Operation, opts: E2EOptions, done: asyncio.Event) -> lis
 
 
 async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
+    if not (op.spec.by_role("proxy") or op.spec.by_role("router")):
+        skipped = LayerSkipped(SkipReason.NO_ENTRY_POINT)  # said, neither passed nor failed
+        about = (op.spec.by_role("decode") or list(op.spec.services))[0]
+        return [Check(about, True, CheckCode.E2E_SKIPPED, skipped)]
     entry = op.spec.entry_point
     op.say(ProbingE2E(entry))
     try:

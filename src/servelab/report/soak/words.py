@@ -17,7 +17,6 @@ from servelab.core.soak.conviction import Exoneration, Standing
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
 from servelab.core.soak.fresh import FreshContext, UncachedPrefill
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -42,6 +41,7 @@ from servelab.core.soak.observe import (
 )
 from servelab.core.soak.replay import Hop
 from servelab.core.soak.signatures import Outcome
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     QUIET,
     RULE_CLIENT,
