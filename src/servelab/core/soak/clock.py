@@ -5,11 +5,11 @@ timeout has stalled (:func:`servelab.core.soak.signatures.stall`). A non-streame
 no byte until it is complete: the idle timeout says nothing about it. A non-streamed cell is
 judged by a deadline from the answer it may be (:func:`plain_deadline`):
 
-    deadline = ttft + margin * expected_output_tokens / tokens_per_second  (at least FLOOR_S)
+    deadline = margin * (ttft + expected_output_tokens / tokens_per_second)  (at least FLOOR_S)
 
 where ``expected_output_tokens`` is the request's ``max_tokens`` (the longest answer it may be),
 ``tokens_per_second`` the decode rate the soak's own successful streams measured (their median)
-and ``ttft`` the slowest first token they saw (:func:`measured_rate`), ``margin`` is
+and ``ttft`` their median time to first token (:func:`measured_rate`), ``margin`` is
 :data:`PLAIN_MARGIN`. A non-streamed cell with no deadline (no stream succeeded, or the request
 states no answer length) that got no answer in time cannot be judged: it is
 :attr:`Clock.UNDECIDED`, never a failure (:func:`clock_of`).
@@ -53,8 +53,8 @@ class Clock(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class DecodeRate:
-    """The decode rate the soak's successful streams measured: output tokens per second (their
-    median), the slowest time to first token, and how many streams it is from."""
+    """The decode rate the soak's successful streams measured: output tokens per second and
+    time to first token (their medians), and how many streams it is from."""
 
     tokens_per_s: float
     ttft_s: float
@@ -76,7 +76,7 @@ def measured_rate(records: Iterable[RequestRecord]) -> DecodeRate | None:
     rates = [x for x in map(_rate, records) if x is not None]
     if not rates:
         return None
-    return DecodeRate(median(t for t, _ in rates), max(f for _, f in rates), len(rates))
+    return DecodeRate(median(t for t, _ in rates), median(f for _, f in rates), len(rates))
 
 
 def expected_tokens(body: Mapping[str, Any]) -> int | None:
@@ -96,7 +96,7 @@ def plain_deadline(
     module docstring); None when it cannot be derived."""
     if expected is None or rate is None or rate.tokens_per_s <= 0:
         return None
-    return max(FLOOR_S, rate.ttft_s + margin * expected / rate.tokens_per_s)
+    return max(FLOOR_S, margin * (rate.ttft_s + expected / rate.tokens_per_s))
 
 
 def clock_of(stream: bool, stalled: bool, deadline: float | None) -> Clock:
