@@ -18,11 +18,12 @@ import pytest
 from aiohttp import web
 
 from servelab.cli.bench import Exporter
+from servelab.core.bench.contract import BenchConfig, RunResult
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.load.workload import LengthDist
 from servelab.core.options import parse_concurrency, parse_length
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig, RunResult, run_bench
+from servelab.ops.bench.bench import run_bench
 from tests.support import REPO, run_cli
 from tests.support.servers import SEEN, served, streaming_app
 from tests.support.stack import sim_stack

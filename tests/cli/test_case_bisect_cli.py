@@ -32,6 +32,7 @@ from servelab.core.case.bisect import Change
 from servelab.core.case.bisectevents import ProbeStarted
 from servelab.core.case.probe import parse_probe_test
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig
 from servelab.io.ledger.ledger import Ledger
@@ -77,7 +78,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

@@ -24,7 +24,7 @@ from servelab.core.case.experiment import (
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.checks import UntypedCheck
+from servelab.core.verify.record import UntypedCheck
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -254,7 +254,7 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

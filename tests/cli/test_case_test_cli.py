@@ -21,6 +21,7 @@ import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -49,7 +50,7 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ab.tunerun import TuneKnob
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import encode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.tune import TuneConfig
-from servelab.ops.bench.bench import BenchConfig
 from tests.support import run_cli
 from tests.support.processes import listening
 from tests.support.specs import PdPorts, write_pd_spec

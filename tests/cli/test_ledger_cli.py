@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.case.record import CaseEvidence, CaseRecord
-from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.ledger.codec import encode
+from servelab.core.load.records import RequestRecord
 from servelab.core.verify.checks import Check, CheckCode, NoEnvFile
 from servelab.io.ledger.journal import AbJournal
 from servelab.io.ledger.ledger import Ledger
@@ -33,7 +34,7 @@ def _records(n: int, run: int) -> list[dict[str, object]]:
     for i in range(n):
         sent = 10**14 + run * 10**10 + i * 10**6
         events = [sent + 10**8 + k * 2 * 10**7 + i for k in range(40)]
-        out.append(record_to_dict(RequestRecord(
+        out.append(encode(RequestRecord(
             index=i, scheduled_ns=sent - 500, sent_ns=sent, input_tokens=64,
             first_byte_ns=events[0], end_ns=events[-1] + 1, status=200, output_tokens=40,
             event_ns=events, event_tokens=[1] * 40,

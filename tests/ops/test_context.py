@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
 from servelab.core.verify.record import VerificationRecord
@@ -20,7 +21,6 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.ab import _make_live, run_ab
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation, operation
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob, get_knob, live_knob, set_knob

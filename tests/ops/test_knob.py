@@ -11,6 +11,7 @@ import pytest
 
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.ledger.codec import encode
 from servelab.errors import KnobError, SpecError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import latest_backup, read_env_file
@@ -126,7 +127,7 @@ async def test_diff_shows_file_backup_and_live_side_by_side(
     after = await diff_knob(loaded, "decode", KNOB)
     assert (after.file, after.backup, after.live) == ("256", "512", "512")
     assert after.verdict == LiveVerdict.DIFFERS and after.backup_path == change.backup_path
-    assert SECRET not in json.dumps(after.to_json()) + json.dumps(change.to_json())
+    assert SECRET not in json.dumps(encode(after)) + json.dumps(encode(change))
 
     back = await set_knob(loaded, "decode", KNOB, "512")
     assert back.running and not back.restart_needed

@@ -31,7 +31,7 @@ AB = decode(
 
 def test_public_api() -> None:
     assert set(plots.__all__) == {
-        "ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
+        "ab_figure", "ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
         "ttft_phase_plot", "tune_plot",
     }  # fmt: skip
 

@@ -29,6 +29,7 @@ from servelab.core.ab.tuneevents import (
     TuneStarted,
     TuneVisitStarted,
 )
+from servelab.core.bench.contract import BenchProgress
 from servelab.core.case import bisectevents as bisect_events
 from servelab.core.case import events as case_events
 from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
@@ -84,7 +85,6 @@ from servelab.core.verify.events import (
     ReadingLiveEnv,
     VerifyingLayers,
 )
-from servelab.ops.bench.bench import BenchProgress
 from servelab.report.progress import describe_level, describe_progress
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"

@@ -9,7 +9,8 @@ from pathlib import Path
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import RollPhase, RollTarget
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.deploy.steps import Ready, Step, StepFailure
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import CheckCode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -31,7 +32,6 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
-from servelab.ops.deploy.steps import Ready, Step, StepFailure
 from servelab.report.deploy import render_interruption, render_rolling, rolling_json
 
 D1 = RollTarget("decode-1", "decode", "http://127.0.0.1:31102")
@@ -114,7 +114,7 @@ def _phases() -> list[tuple[PhaseData, JsonObject]]:
         (Drained(None, 4, 2.0, PhaseFailure.LOAD_UNREADABLE),
          {"running": None, "polls": 4, "timeout_s": 2.0, "reason": "load_unreadable"}),
         (Drained(0, 1, 2.0), {"running": 0, "polls": 1, "timeout_s": 2.0, "reason": None}),
-        (Restarted(_UP), {"step": _UP.to_json()}),
+        (Restarted(_UP), {"step": encode(_UP)}),
         (Verified((code,)), {"failures": ["live.differs"]}),
         (Added("w1", (_WORKER,), 2, 30.0), {"worker_id": "w1", "listed": [listed], "polls": 2,
                                             "timeout_s": 30.0, "reason": None}),

@@ -13,7 +13,7 @@ from servelab.core.ab.result import AbResult, upgrade_ab_result
 from servelab.core.deploy.spec import DEFAULT_KNOB as K
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
-from servelab.core.verify.checks import read_check
+from servelab.core.verify.record import read_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases

@@ -289,7 +289,7 @@ def ab_command(
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
         sized = _plan(where, _config(arms, measure, design), effect, power)
         if output.as_json:
-            print_json(dataclasses.asdict(sized))
+            print_json(encode(sized))
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

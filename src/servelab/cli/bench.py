@@ -50,6 +50,8 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig, BenchResult, RunResult
+from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
 from servelab.core.load.lengths import longest, over_context
 from servelab.core.load.slo import SLO
@@ -61,7 +63,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import TraceScan, scan_trace
-from servelab.ops.bench import bench as ops
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import CapacityResult, find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.tracing import trace_collector
@@ -79,28 +81,28 @@ class Exporter:
     it; :meth:`write` saves the final result. Every file goes through the one atomic writer.
     """
 
-    def __init__(self, directory: Path, config: ops.BenchConfig) -> None:
+    def __init__(self, directory: Path, config: BenchConfig) -> None:
         self.directory = directory
         self.config = config
-        self.runs: list[ops.RunResult] = []
+        self.runs: list[RunResult] = []
 
-    def __call__(self, run_result: ops.RunResult) -> None:
+    def __call__(self, run_result: RunResult) -> None:
         self.runs.append(run_result)
-        partial = ops.result_so_far(self.config, self.runs, interrupted=run_result.interrupted)
+        partial = result_so_far(self.config, self.runs, interrupted=run_result.interrupted)
         self.write(partial)
 
-    def write(self, result: ops.BenchResult) -> None:
+    def write(self, result: BenchResult) -> None:
         write_files(self.directory, report.export_files(result))
 
 
 async def _bench(
-    config: ops.BenchConfig,
+    config: BenchConfig,
     ledger: Ledger | None,
     bar: BenchBar,
     export: Exporter | None,
     loaded: LoadedSpec | None,
     traced: bool = True,
-) -> tuple[ops.BenchResult, int | None]:
+) -> tuple[BenchResult, int | None]:
     """The sweep, and the stop signal that cut it short (None: none); with a spec, every run
     watched through its router's and engines' metrics (the Operation stays open so SSH forwards
     to them live as long as the runs), and with its ``[tracing]`` (unless ``--no-traces``),
@@ -114,7 +116,7 @@ async def _bench(
                 plan = await metrics_plan(op)
                 traces = trace_collector(loaded.spec) if traced else None
             with bar.bar:
-                result = await ops.run_bench(
+                result = await run_bench(
                     config,
                     progress=bar,
                     ledger=ledger,
@@ -127,7 +129,7 @@ async def _bench(
 
 
 async def _capacity(
-    config: ops.BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
+    config: BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
 ) -> tuple[CapacityResult, int | None]:
     """The capacity search, each probe watched as a bench run is (traces are not received), and
     the stop signal that cut it short (None: none)."""
@@ -205,7 +207,7 @@ def check_lengths(
         raise OptionError(f"--input-len + --output-len reach {tokens:,} tokens a request, {why}")
 
 
-def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
+def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
     if as_json:
         print_json(report.result_json(result))
     else:
@@ -330,14 +332,14 @@ def bench_config(
     headers: tuple[tuple[str, str], ...] = (),
     trace: TraceOptions | None = None,
     slo: SLO | None = None,
-) -> ops.BenchConfig:
+) -> BenchConfig:
     """The run's configuration from the load, workload, trace and SLO options (``ab`` measures
     each visit with it too, ``url`` replaced by the router's). A trace replay has one level
     (:func:`check_trace` has refused a rate and worker processes)."""
     plan = None if trace is None else trace.plan
-    return ops.BenchConfig(
+    return BenchConfig(
         url=url,
-        concurrencies=(ops.TRACE_LEVEL,) if plan is not None else load.concurrencies,
+        concurrencies=(TRACE_LEVEL,) if plan is not None else load.concurrencies,
         requests=load.requests,
         input_len=workload.input_len,
         output_len=workload.output_len,

@@ -6,7 +6,6 @@ on live."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -49,7 +48,8 @@ from servelab.cli.options import (
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
-from servelab.core.ledger.codec import decode
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
 from servelab.io.files import write_atomic
@@ -63,7 +63,6 @@ from servelab.ops.ab.tune import (
     resume_tune,
     run_tune,
 )
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
 from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
 
@@ -252,7 +251,7 @@ def tune_command(
         with where.ledger() as ledger:
             sized = plan_tune(ledger, cfg, effect=effect)
         if output.as_json:
-            print_json(dataclasses.asdict(sized))
+            print_json(encode(sized))
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

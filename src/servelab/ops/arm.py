@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn, LevelSummary
 from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
@@ -34,7 +35,7 @@ from servelab.core.verify.arguments import ArgumentLive
 from servelab.core.verify.checks import Check
 from servelab.errors import BenchError
 from servelab.ops.arguments import argument_knob, engine_arguments
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, LevelSummary, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart

@@ -19,21 +19,19 @@ operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reuse
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
 from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.engines import engine
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
+from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.knobs.rules import check_knob_name, parse_env_bytes
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.knobs.values import check_value
-from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
@@ -51,9 +49,6 @@ from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
 
 __all__ = [
-    "KnobChange",
-    "KnobDiff",
-    "KnobValue",
     "check_setting",
     "diff_knob",
     "get_knob",
@@ -65,68 +60,6 @@ __all__ = [
 
 
 # -- results -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KnobChange:
-    """What ``set_knob`` did. ``restart_needed``: the service runs with another value."""
-
-    service: str
-    name: str
-    old: str | None
-    new: str | None
-    changed: bool
-    backup_path: str | None
-    env_file: str
-    restart_needed: bool
-    running: bool
-    live: str | None
-    spec_value: str | None
-    change_id: int | None
-    live_error: str | None = None
-    #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
-    #: ``config_file``); ``env_file`` then holds the path of the file written.
-    place: str = "env_file"
-    #: The running engine does not read the env knob (or its release has no list): the warning.
-    unread: UnreadKnob | None = None
-
-    def to_json(self) -> JsonObject:
-        doc = asdict(self)
-        if self.unread is None:
-            del doc["unread"]
-        return doc
-
-
-@dataclass(frozen=True)
-class KnobDiff:
-    """A knob's value in the env file, in the file's latest backup, and live (None: unset)."""
-
-    service: str
-    name: str
-    file: str | None
-    backup: str | None
-    live: str | None
-    spec_value: str | None
-    backup_path: str | None
-    env_file: str
-    pid: int | None
-    pid_source: str
-    #: Where the file value comes from: ``env_file``, or an argument's place (None: nowhere, the
-    #: engine's default); and the places whose values it hides (``[place, value]``).
-    place: str | None = "env_file"
-    shadowed: tuple[tuple[str, str | None], ...] = ()
-
-    @property
-    def running(self) -> bool:
-        return self.pid is not None
-
-    @property
-    def verdict(self) -> LiveVerdict | None:
-        """File vs live; None when the service is not running."""
-        return live_verdict(self.file, self.live) if self.running else None
-
-    def to_json(self) -> JsonObject:
-        return {**asdict(self), "running": self.running, "verdict": self.verdict}
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -182,21 +115,6 @@ async def live_knob(target: SpecOrOperation, service: str, name: str) -> str | N
 
 
 # -- the three operations ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KnobValue:
-    """A knob's value in its file, the place it comes from and that place's file (``path``)."""
-
-    service: str
-    name: str
-    value: str | None
-    place: str | None
-    path: str
-    shadowed: tuple[tuple[str, str | None], ...] = ()
-
-    def to_json(self) -> JsonObject:
-        return asdict(self)
 
 
 async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobValue:

@@ -99,7 +99,7 @@ def capacity_json(result: CapacityResult) -> JsonObject:
                        "slo": None if run.slo is None else encode(run.slo)})  # fmt: skip
     doc = encode(result.capacity)
     doc["probes"] = probes
-    return {"config": result.config.to_dict(), "failed": result.n_failed, **doc,
+    return {"config": encode(result.config), "failed": result.n_failed, **doc,
             "conclusion": conclusion(result.capacity)}  # fmt: skip
 
 

@@ -19,6 +19,7 @@ from typing import Any, assert_never
 
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -48,6 +49,7 @@ from servelab.report.case import (
     event_error,
 )
 from servelab.report.html import CaseRow, KnobRow, render_index
+from servelab.report.metric import METRIC_UNITS, metric_where
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
 from servelab.report.text import show_value
@@ -320,7 +322,9 @@ def _arms_table(ab: AbRunRecord) -> list[str]:
     concs = sorted({c for curve in curves.values() for c, *_ in curve})
     if not concs:
         return ["(no throughput recorded)"]
-    rows = ["| value | " + " | ".join(f"C{c}" for c in concs) + " |"]
+    metric = ab.result.design.compared
+    head = " | ".join(metric_where(metric, c) for c in concs)
+    rows = [f"| value ({METRIC_UNITS[metric]}) | {head} |"]
     rows.append("|---" * (len(concs) + 1) + "|")
     for value, curve in curves.items():
         at = {c: (m, s, n) for c, m, s, n in curve}
@@ -341,7 +345,8 @@ def comparison_rows(result: AbResult) -> list[list[str]]:
         ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if math.isfinite(ratio) else "—"
         ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if all(map(math.isfinite, ci)) else "—"
         pair = f"{c.baseline} → {c.candidate}"
-        rows.append([f"C{c.concurrency}", pair, ratio_s, ci_s, c.verdict])
+        where = metric_where(result.design.compared, c.concurrency)
+        rows.append([where, pair, ratio_s, ci_s, c.verdict])
     return rows
 
 
@@ -392,7 +397,8 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
 def ab_markdown(ab: AbRunRecord, plot: str | None) -> str:
     """The page of one A/B experiment: the arms, the comparisons, the anomalies, the plot."""
     out = [f"# A/B #{ab.id}: {ab.service} `{ab.knob}`", "", f"Recorded {ab.at}.", ""]
-    out += ["## Arms (output tok/s)", "", *_arms_table(ab), "", "## Comparisons", ""]
+    unit = METRIC_UNITS[ab.result.design.compared]
+    out += [f"## Arms ({unit})", "", *_arms_table(ab), "", "## Comparisons", ""]
     out += [*_comparison_table(ab), "", "## Anomalies", "", *_anomaly_lines(ab)]
     if plot is not None:
         out += ["", f"![A/B #{ab.id}]({plot})"]
@@ -473,7 +479,8 @@ def _run_pages(
             files[f"plots/run-{run.id}-ttft.png"] = png
         img = None if png is None else f"../plots/run-{run.id}-ttft.png"
         files[path] = run_markdown(run, img).encode()
-        conc = (run.summary.get("level") or {}).get("concurrency", "?")
+        level = stored_level(run.summary)
+        conc = "?" if level is None else level.concurrency
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)
         )

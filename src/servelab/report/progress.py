@@ -78,7 +78,7 @@ from servelab.core.verify.events import (
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = ["describe_level", "describe_progress"]
 

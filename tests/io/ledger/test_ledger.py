@@ -27,18 +27,13 @@ from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.layers import Layer
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    KnobLive,
-    UntypedCheck,
-    WorkerReach,
-    read_check,
-)
-from servelab.core.verify.record import VerificationRecord
+from servelab.core.verify.checks import Check, CheckCode, KnobLive, WorkerReach
+from servelab.core.verify.record import UntypedCheck, VerificationRecord, flat_check, read_check
 from servelab.errors import CaseError, SchemaError, StoreError
+from servelab.io.ledger import connection as connection_module
 from servelab.io.ledger import ledger as store_module
-from servelab.io.ledger.ledger import Ledger, default_ledger_path, resolve_ledger_path
+from servelab.io.ledger.connection import default_ledger_path, resolve_ledger_path
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
 from servelab.io.ledger.tables import NOW
 from tests.support.old_rows import FIRST_AB_RUN
@@ -59,7 +54,8 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 def test_public_api() -> None:
-    assert set(store_module.__all__) >= {"Ledger", "default_ledger_path", "resolve_ledger_path"}
+    assert "Ledger" in store_module.__all__
+    assert {"default_ledger_path", "resolve_ledger_path"} <= set(connection_module.__all__)
 
 
 def test_open_creates_wal_ledger_at_latest_schema(ledger: Ledger) -> None:
@@ -115,7 +111,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     assert change.at == "2026-09-21T14:13:20.000Z"
     verification = ledger.get(VerificationRecord, ver)
     assert verification is not None
-    assert [c.to_json() for c in verification.checks] == [
+    assert [flat_check(c) for c in verification.checks] == [
         {"layer": "live", "service": "decode", "ok": False, "code": None, "detail": "differs",
          "x": 1}
     ]  # fmt: skip

@@ -13,7 +13,7 @@ import pytest
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.case.record import CaseEvidence, CaseRecord, Suspect
 from servelab.core.ledger.codec import encode
-from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.load.records import RequestRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
 from servelab.io.ledger.tables import NOW
@@ -37,7 +37,7 @@ def _records(n: int, run: int = 0) -> list[dict[str, object]]:
         rec = RequestRecord(index=i, scheduled_ns=sent - 500, sent_ns=sent, input_tokens=64,
                             first_byte_ns=events[0], end_ns=events[-1] + 1, status=200,
                             output_tokens=20, event_ns=events, event_tokens=[1] * 20)  # fmt: skip
-        out.append(record_to_dict(rec))
+        out.append(encode(rec))
     return out
 
 

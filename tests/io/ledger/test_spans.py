@@ -14,7 +14,7 @@ from servelab.cli.ledger import export_csv, export_stream
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import decode
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
-from servelab.core.telemetry.traces import REQUEST_ID_ATTR, Span
+from servelab.core.telemetry.spans import REQUEST_ID_ATTR, Span
 from servelab.errors import StoreError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate

@@ -22,6 +22,7 @@ from servelab.core.ab.events import AbVisitStarted
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult, Stop
 from servelab.core.ab.sequential import Boundary
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.ledger.codec import decode, encode
@@ -33,7 +34,6 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.ab import resume_ab, run_ab
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob
 from servelab.report.ab import ab_markdown

@@ -9,18 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig, RunResult
 from servelab.core.bench.record import BenchRunRecord
+from servelab.core.bench.summary import result_so_far
 from servelab.core.load import metrics
 from servelab.core.load.workload import LengthDist
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import (
-    BenchConfig,
-    RunResult,
-    record_run,
-    result_so_far,
-    run_bench,
-    run_payload,
-)
+from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.results import record_run, run_payload
 from tests.support.servers import served, streaming_app
 
 

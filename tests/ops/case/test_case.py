@@ -18,6 +18,7 @@ from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VE
 from servelab.core.case.record import CaseEvent
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
 from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.errors import CaseError, KnobError, SpecError
@@ -261,7 +262,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(_spec(tmp_path))
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)
@@ -280,7 +281,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         preview = cases.revert_preview(ledger, cid, target, current=current)
         said: list[str] = []
         reverted = await cases.revert(stack, ledger, preview, progress=lines(said))
-        assert reverted.ok, reverted.to_json()
+        assert reverted.ok, encode(reverted)
         assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
         assert any("restart" in line for line in said)
         assert [s.service for s in reverted.restart] == ["decode", "router"]
@@ -299,7 +300,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         assert item.cost.points[0].change == pytest.approx(1 / 1.128 - 1)
 
         restored = await cases.restore(stack, ledger, cid)
-        assert restored.ok and restored.status == RESTORE_VERIFIED, restored.to_json()
+        assert restored.ok and restored.status == RESTORE_VERIFIED, encode(restored)
         assert (await diff_knob(stack, "decode", K)).live == "512"
         final = cases.view_case(ledger, cid)
         assert final.restore_status == RESTORE_VERIFIED
@@ -358,7 +359,7 @@ async def flag_stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)
@@ -380,7 +381,7 @@ async def test_an_argument_flag_is_reverted_tested_and_restored_live(
         assert current == "off"  # a store_true flag absent from every place
         preview = cases.revert_preview(ledger, cid, target, current=current, to="on")
         reverted = await cases.revert(flag_stack, ledger, preview)
-        assert reverted.ok and reverted.live == "on", reverted.to_json()
+        assert reverted.ok and reverted.live == "on", encode(reverted)
         assert (await diff_knob(flag_stack, "decode", OVERLAP)).live == "on"
         assert reverted.verification is not None
         (arg,) = [c for c in reverted.verification.layer("live") if c.knob == OVERLAP]
@@ -391,7 +392,7 @@ async def test_an_argument_flag_is_reverted_tested_and_restored_live(
         (item,) = view.plan
         assert (item.knob, item.current, item.restore_to) == (OVERLAP, "on", "off")
         restored = await cases.restore(flag_stack, ledger, cid)
-        assert restored.ok and restored.status == RESTORE_VERIFIED, restored.to_json()
+        assert restored.ok and restored.status == RESTORE_VERIFIED, encode(restored)
         assert (await diff_knob(flag_stack, "decode", OVERLAP)).live == "off"
         assert restored.verification is not None
         (back,) = [c for c in restored.verification.layer("live") if c.knob == OVERLAP]

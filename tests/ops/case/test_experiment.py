@@ -18,6 +18,7 @@ import pytest
 from servelab.core.case.experiment import CONVICTED, EXONERATED, RULE_BOUND, RULE_SIGNIFICANT
 from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.errors import CaseError
@@ -47,7 +48,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)

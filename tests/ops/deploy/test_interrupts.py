@@ -15,7 +15,9 @@ from rich.console import Console
 
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record
@@ -23,7 +25,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Progress
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import DeployInterrupted, DeployReport, RestartReport
+from servelab.ops.deploy.results import DeployInterrupted
 from servelab.report.deploy import render_interruption, render_restart
 from servelab.report.progress import describe_progress
 from tests.ops.deploy.test_deploy import _generic, _load, _no_listeners
@@ -192,7 +194,7 @@ async def test_foreground_start_command_is_adopted_without_waiting(tmp_path: Pat
         report = await deploy.up(loaded)
         assert time.monotonic() - started < 20
         step = report.steps[0]
-        assert step.outcome == StepOutcome.OK and step.to_json()["evidence"]["foreground"] is True
+        assert step.outcome == StepOutcome.OK and encode(step)["evidence"]["foreground"] is True
         owner = await LocalHost().listening_pid(port)
         assert owner is not None and step.pid == owner
         record = read_pid_record(loaded.state_dir, "fg")

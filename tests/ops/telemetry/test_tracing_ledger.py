@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.deploy.spec import TracingSpec
 from servelab.core.load.workload import LengthDist
 from servelab.core.telemetry.traces import spans_by_request, traced
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.sim.settings import ENV_OTLP
 from tests.support import free_ports

@@ -17,11 +17,10 @@ states no answer length) that got no answer in time cannot be judged: it is
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 from statistics import median
-from typing import Any
 
 from servelab.core.load.records import RequestRecord
 
@@ -79,9 +78,11 @@ def measured_rate(records: Iterable[RequestRecord]) -> DecodeRate | None:
     return DecodeRate(median(t for t, _ in rates), median(f for _, f in rates), len(rates))
 
 
-def expected_tokens(body: Mapping[str, Any]) -> int | None:
+def expected_tokens(body: object) -> int | None:
     """The longest answer a chat request may get: its ``max_completion_tokens`` or
-    ``max_tokens`` (None: it states none)."""
+    ``max_tokens`` (None: it states none, or is no JSON object)."""
+    if not isinstance(body, dict):
+        return None
     for key in ("max_completion_tokens", "max_tokens"):
         value = body.get(key)
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:

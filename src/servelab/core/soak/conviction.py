@@ -21,14 +21,42 @@ every finding it makes, and keeps the layers it clears as :class:`Exoneration` s
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Protocol
 
+from servelab.core.soak.evidence import ProbeKind, ReplayPath
+from servelab.core.soak.observe import (
+    CorrectnessViolations,
+    EngineProgress,
+    FrontAnswers,
+    Observation,
+    OpenCircuit,
+    PairMismatch,
+    ProbeResult,
+    ReplayResult,
+    Resends,
+    ReusedConnectionStalls,
+    RouterHealth,
+    SignatureFailures,
+    TransferFailures,
+    UnhealthyWorker,
+)
 from servelab.core.soak.replay import Hop, Located
+from servelab.core.soak.signatures import Signature
 from servelab.core.telemetry.layers import Layer
 
-__all__ = ["LAYER_DEPTH", "Exoneration", "Standing", "bypassed", "standing"]
+__all__ = [
+    "LAYER_DEPTH",
+    "Exoneration",
+    "Standing",
+    "at_layer",
+    "bypassed",
+    "corroborates",
+    "exoneration",
+    "standing",
+]
 
 
 class Standing(StrEnum):
@@ -86,3 +114,68 @@ def standing(
     if located is None or located.layer is None or set(supporting) & set(direct):
         return Standing.SHOWN_FAILING
     return Standing.NOT_SHOWN_NEEDED
+
+
+class _Finding(Protocol):
+    """What the rule reads of a finding (:class:`servelab.core.soak.diagnose.Finding`)."""
+
+    @property
+    def layer(self) -> Layer: ...
+    @property
+    def confidence(self) -> float: ...
+    @property
+    def supporting(self) -> tuple[str, ...]: ...
+    @property
+    def worker(self) -> str | None: ...
+
+
+def exoneration(
+    f: _Finding, located: Located | None, direct: Collection[str], cells: Mapping[str, str]
+) -> Exoneration | None:
+    """``f`` cleared by the rule (None: it stands, needed or shown failing); ``cells`` maps the
+    matrix's cell ids to their observation ids."""
+    where = standing(f.layer, f.supporting, located, direct)
+    if where in (Standing.NEEDED, Standing.SHOWN_FAILING):
+        return None
+    hop = None if located is None else located.hop
+    because = () if located is None else tuple(cells.get(i, i) for i in located.failing)
+    return Exoneration(f.layer, where, f.confidence, hop, because, f.worker)
+
+
+def at_layer(o: Observation, layer: Layer) -> bool:
+    """``o`` (unhealthy) is evidence at ``layer`` itself (what "shown failing" reads)."""
+    probe = o.probe.kind if isinstance(o, ProbeResult) else None
+    match layer:
+        case Layer.PREFILL | Layer.DECODE_TRANSFER | Layer.ENGINE_WEDGE | Layer.ENGINE_SATURATION:
+            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
+            engine = isinstance(o, TransferFailures | EngineProgress)
+            return transfer or engine or probe == ProbeKind.HEALTH
+        case Layer.ROUTER:
+            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
+            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS)
+        case Layer.CLIENT_PROXY:
+            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends)
+        case Layer.CORRECTNESS:
+            return isinstance(o, CorrectnessViolations)
+        case Layer.PD_PAIR:
+            return isinstance(o, PairMismatch)
+        case _:
+            return False
+
+
+def corroborates(o: Observation, layer: Layer) -> bool:
+    """``o`` (unhealthy) agrees with the matrix's ``layer``."""
+    probe = o.probe.kind if isinstance(o, ProbeResult) else None
+    match layer:
+        case Layer.DECODE_TRANSFER:
+            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
+            engine = isinstance(o, TransferFailures | EngineProgress)
+            return transfer or engine or probe == ProbeKind.HEALTH
+        case Layer.PREFILL:
+            return isinstance(o, EngineProgress) or probe == ProbeKind.HEALTH
+        case Layer.ROUTER:
+            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
+            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS, ProbeKind.E2E)
+        case _:
+            direct = isinstance(o, ReplayResult) and o.replay.path == ReplayPath.DIRECT_ROUTER
+            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends) or direct

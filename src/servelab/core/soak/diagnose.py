@@ -4,11 +4,8 @@ The evidence is :mod:`servelab.core.soak.evidence`, its numbered facts
 :mod:`servelab.core.soak.observe`; :func:`diagnose` applies one rule per layer and returns
 :class:`Finding` s, most likely first. The rules select facts by their type and fields; a finding
 names the observations that support it and those that contradict it by their ids, and the worker
-when one is singled out. Every finding then meets the conviction rule
-(:mod:`servelab.core.soak.conviction`): a layer is kept only when it is needed (the matrix's
-differential) or shown failing (evidence at that layer); a layer the matrix bypassed while the
-failure persisted is exonerated, and the others are not shown needed: :class:`Diagnosis` keeps
-both as :class:`~servelab.core.soak.conviction.Exoneration` s, never as findings. When the
+when one is singled out; every finding then meets the conviction rule
+(:mod:`servelab.core.soak.conviction`), which keeps the layers it clears apart. When the
 replay matrix (:mod:`servelab.core.soak.replay`) located the failure, its layer's finding
 carries the matrix cells (the first hop at which the same payload goes from working to
 failing); a failure the matrix could not reproduce convicts no proxy. When failures were seen
@@ -31,7 +28,13 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
-from servelab.core.soak.conviction import LAYER_DEPTH, Exoneration, Standing, standing
+from servelab.core.soak.conviction import (
+    LAYER_DEPTH,
+    Exoneration,
+    at_layer,
+    corroborates,
+    exoneration,
+)
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
 from servelab.core.soak.observe import (
     CorrectnessViolations,
@@ -41,20 +44,16 @@ from servelab.core.soak.observe import (
     MatrixBisection,
     MatrixCell,
     Observation,
-    OpenCircuit,
     PairMismatch,
     ProbeResult,
     ReplayResult,
     Resends,
     ReusedConnectionStalls,
-    RouterHealth,
     SignatureFailures,
     Stalls,
     TransferFailures,
-    UnhealthyWorker,
     observations,
 )
-from servelab.core.soak.signatures import Signature
 from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     FIRED,
@@ -355,29 +354,11 @@ def _worker(v: _View, f: Finding) -> str | None:
     return None
 
 
-def _corroborates(o: Observation, layer: Layer) -> bool:
-    """``o`` (unhealthy) agrees with the matrix's ``layer``."""
-    probe = o.probe.kind if isinstance(o, ProbeResult) else None
-    match layer:
-        case Layer.DECODE_TRANSFER:
-            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
-            engine = isinstance(o, TransferFailures | EngineProgress)
-            return transfer or engine or probe == ProbeKind.HEALTH
-        case Layer.PREFILL:
-            return isinstance(o, EngineProgress) or probe == ProbeKind.HEALTH
-        case Layer.ROUTER:
-            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
-            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS, ProbeKind.E2E)
-        case _:
-            direct = isinstance(o, ReplayResult) and o.replay.path == ReplayPath.DIRECT_ROUTER
-            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends) or direct
-
-
 def _corroboration(v: _View, layer: Layer, worker: str | None) -> list[str]:
     """Observations outside the matrix that agree with the matrix's layer (and worker)."""
     mine = [o for o in v.obs.values() if o.healthy is False and (worker is None or o.subject in
             (worker, "entry", "router"))]  # fmt: skip
-    found = [o.id for o in mine if _corroborates(o, layer)]
+    found = [o.id for o in mine if corroborates(o, layer)]
     direct = v.replay(ReplayPath.DIRECT_ROUTER)
     if layer == Layer.CLIENT_PROXY and direct is not None and direct.healthy:
         found.append(direct.id)
@@ -467,11 +448,6 @@ def _telemetry_findings(
     return out
 
 
-#: How far out each layer's hop is (a finding's observations are explained by a finding
-#: further out when the same payload worked at the hops inside that one).
-_DEPTH = LAYER_DEPTH
-
-
 def _explanation(v: _View, found: list[Finding]) -> tuple[Finding, DropReason, list[str]] | None:
     """The finding further out that explains the others, why, and the observations showing it:
     the matrix located a hop outside the router with the same payload working inside it, or the
@@ -499,7 +475,7 @@ def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list
     cells = set(v.cell_ids().values())
     kept, dropped = [], []
     for f in found:
-        inner = _DEPTH.get(f.layer, _DEPTH[by.layer]) < _DEPTH[by.layer]
+        inner = LAYER_DEPTH.get(f.layer, LAYER_DEPTH[by.layer]) < LAYER_DEPTH[by.layer]
         if inner and not cells & set(f.supporting):
             dropped.append(
                 Dropped(f.layer, f.confidence, by.layer, reason, tuple(because), f.worker)
@@ -509,46 +485,21 @@ def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list
     return kept, dropped
 
 
-def _at_layer(o: Observation, layer: Layer) -> bool:
-    """``o`` (unhealthy) is evidence at ``layer`` itself (what "shown failing" reads)."""
-    probe = o.probe.kind if isinstance(o, ProbeResult) else None
-    match layer:
-        case Layer.PREFILL | Layer.DECODE_TRANSFER | Layer.ENGINE_WEDGE | Layer.ENGINE_SATURATION:
-            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
-            engine = isinstance(o, TransferFailures | EngineProgress)
-            return transfer or engine or probe == ProbeKind.HEALTH
-        case Layer.ROUTER:
-            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
-            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS)
-        case Layer.CLIENT_PROXY:
-            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends)
-        case Layer.CORRECTNESS:
-            return isinstance(o, CorrectnessViolations)
-        case Layer.PD_PAIR:
-            return isinstance(o, PairMismatch)
-        case _:
-            return False
-
-
 def _convict(
     v: _View, found: list[Finding], evidence: tuple[TelemetryEvidence, ...]
 ) -> tuple[list[Finding], list[Exoneration]]:
-    """The conviction rule (:func:`~servelab.core.soak.conviction.standing`) on every finding:
-    the needed and the shown failing are kept, the others cleared, saying why."""
+    """The conviction rule on every finding: kept, or cleared saying why."""
     matrix = v.ev.matrix
     located = None if matrix is None else matrix.located
-    cells = v.cell_ids()
     kept, cleared = [], []
     for f in found:
-        direct = [o.id for o in v.obs.values() if o.healthy is False and _at_layer(o, f.layer)]
+        direct = [o.id for o in v.obs.values() if o.healthy is False and at_layer(o, f.layer)]
         direct += [e.id for e in evidence if _supports(e, f)]
-        where = standing(f.layer, f.supporting, located, direct)
-        if where in (Standing.NEEDED, Standing.SHOWN_FAILING):
+        gone = exoneration(f, located, direct, v.cell_ids())
+        if gone is None:
             kept.append(f)
-            continue
-        hop = located.hop if located is not None else None
-        because = () if located is None else tuple(cells.get(i, i) for i in located.failing)
-        cleared.append(Exoneration(f.layer, where, f.confidence, hop, because, f.worker))
+        else:
+            cleared.append(gone)
     return kept, cleared
 
 

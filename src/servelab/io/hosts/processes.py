@@ -34,11 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.probe import ProbeResult
 from servelab.core.knobs.places import split_args
 from servelab.core.knobs.redaction import redact
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.host import Host
-from servelab.io.http.client import ProbeResult, probe
+from servelab.io.http.client import probe
 
 __all__ = [
     "LAUNCHER",

@@ -24,7 +24,7 @@ its findings and spans, a case's resolution); the A/B and soak results are typed
 of any size streams instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
 :meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). The OpenTelemetry spans received
 during a traced bench run or soak are rows of their own (``spans``, written in the run's
-transaction, read back as :class:`~servelab.core.telemetry.traces.Span` by :meth:`Ledger.spans`; the
+transaction, read back as :class:`~servelab.core.telemetry.spans.Span` by :meth:`Ledger.spans`; the
 streaming export carries them, :meth:`Ledger.export` does not). Per-request records are stored
 compactly (:func:`servelab.core.load.packed.pack_record`) and decoded when read;
 :meth:`Ledger.prune_records`, :meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size
@@ -54,15 +54,13 @@ from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.export import LedgerExport
+from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakResult
-from servelab.core.telemetry.traces import Span
+from servelab.core.telemetry.spans import Span
 from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import StoreError
 from servelab.io.ledger.admin import (
-    LedgerStats,
-    PruneResult,
-    VacuumResult,
     compact_batch,
     file_bytes,
     prune_records,
@@ -71,12 +69,8 @@ from servelab.io.ledger.admin import (
     vacuum,
 )
 from servelab.io.ledger.connection import (
-    LEDGER_ENV,
     LedgerFile,
-    default_ledger_path,
-    resolve_ledger_path,
 )
-from servelab.io.ledger.migrations import SCHEMA_VERSION
 from servelab.io.ledger.rows import (
     SPAN_COLUMNS,
     TABLE_JSON_COLUMNS,
@@ -97,12 +91,8 @@ from servelab.io.ledger.tables import require_case, table_of
 from servelab.io.ledger.unsaved import kept_on_failure
 
 __all__ = [
-    "LEDGER_ENV",
     "READ_BATCH",
-    "SCHEMA_VERSION",
     "Ledger",
-    "default_ledger_path",
-    "resolve_ledger_path",
 ]
 
 #: Rows read per query by the streaming readers (:meth:`Ledger.iter_bench_records`, ...).

@@ -30,8 +30,7 @@ from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
-from servelab.core.verify.checks import read_check_row
-from servelab.core.verify.record import VerificationRecord
+from servelab.core.verify.record import VerificationRecord, read_check_row
 from servelab.errors import CaseError
 from servelab.io.ledger.rows import TABLE_JSON_COLUMNS, dumps
 
@@ -128,7 +127,8 @@ def _verification(query: Query, row: dict[str, Any], _whole: bool) -> Verificati
     )
     typed = (read_check_row(c["layer"], c["service"], c["ok"], c["detail"], c["data"])
              for c in checks)  # fmt: skip
-    return dataclasses.replace(VerificationRecord.from_row(row), checks=tuple(typed))
+    got = decode(VerificationRecord, {**row, "ok": bool(row["ok"]), "checks": []})
+    return dataclasses.replace(got, checks=tuple(typed))
 
 
 def _bench_run(query: Query, row: dict[str, Any], whole: bool) -> BenchRunRecord:

@@ -48,13 +48,13 @@ from servelab.core.ab.result import (
     kept_value,
     undecided_levels,
 )
+from servelab.core.bench.contract import BenchProgressFn
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread

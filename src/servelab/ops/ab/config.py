@@ -15,7 +15,7 @@ from pydantic import BeforeValidator
 from servelab.core.ab.design import ORDER_ABBA, Order
 from servelab.core.ab.result import CAPACITY_LEVEL, AbDesign, AbMetric, AbResult, Keep
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
-from servelab.ops.bench.bench import BenchConfig
+from servelab.core.bench.contract import BenchConfig
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "AbConfig", "KeepOption"]
 

@@ -72,6 +72,7 @@ from servelab.core.ab.tunerun import (
     screen,
     with_visits,
 )
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, KnobError, ServelabError
@@ -81,7 +82,6 @@ from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import check_setting, get_knob
 from servelab.ops.reads import refuse_unread

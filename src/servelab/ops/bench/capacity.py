@@ -12,11 +12,11 @@ import asyncio
 import math
 from dataclasses import dataclass, field, replace
 
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn, RunResult
 from servelab.core.load.capacity import Capacity, LoadKind, Probe, conclude, next_load
 from servelab.core.load.metrics import SloAttainment
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.results import BenchConfig, BenchProgressFn, RunResult
 from servelab.ops.telemetry.watch import MetricsPlan
 
 __all__ = ["CapacityResult", "find_capacity", "probe_of", "request_limit", "search_bounds"]

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import (
     Bisected,
     BisectState,
@@ -77,7 +78,6 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.case.case import load_case
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation

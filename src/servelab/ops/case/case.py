@@ -19,12 +19,17 @@ evidence would convict the knob) before it asks to go on.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.contract import (
+    RestoreOutcome,
+    RevertOutcome,
+    RevertPreview,
+    failed_checks_of,
+)
 from servelab.core.case.events import StepFailed
 from servelab.core.case.model import (
     CASE_RESOLVED,
@@ -44,8 +49,6 @@ from servelab.core.case.model import (
 )
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
 from servelab.core.case.revert import (
-    ConvictionTest,
-    RevertCost,
     conviction_test,
     revert_cost,
     revert_values,
@@ -53,12 +56,16 @@ from servelab.core.case.revert import (
 from servelab.core.case.verdicts import Override, Refusal, refusals
 from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import restart_plan
+from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.events import KnobSetting
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.soak.record import SoakRunRecord
+from servelab.core.verify.checks import Check
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.events import VerifyingLayers
 from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import CaseError, DeployError, ServelabError
@@ -66,16 +73,12 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.deploy.steps import Step, StepFailure
-from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify
+from servelab.ops.knob import get_knob, set_knob
+from servelab.ops.verify.verify import LAYERS, verify
 
 __all__ = [
     "Applied",
     "CaseView",
-    "RestoreOutcome",
-    "RevertOutcome",
-    "RevertPreview",
     "VerdictRefused",
     "add_evidence",
     "add_suspect",
@@ -115,9 +118,9 @@ class CaseView:
 
     def to_json(self) -> JsonObject:
         return {
-            **dataclasses.asdict(self.case),
+            **encode(self.case),
             "timeline": [_entry_json(e) for e in self.timeline],
-            "restore_plan": [dataclasses.asdict(i) for i in self.plan],
+            "restore_plan": [encode(i) for i in self.plan],
             "restore_status": self.restore_status,
         }
 
@@ -272,23 +275,6 @@ def _open_case(ledger: Ledger, case_id: int) -> Case:
 # -- revert ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class RevertPreview:
-    """What a revert would do and cost, and what evidence would convict the knob."""
-
-    case_id: int
-    target: str
-    service: str
-    knob: str
-    current: str | None
-    revert_to: str | None
-    cost: RevertCost
-    conviction: ConvictionTest
-
-    def to_json(self) -> JsonObject:
-        return dataclasses.asdict(self)
-
-
 def _knob_target(text: str) -> Target:
     target = parse_target(text)
     if target.kind != "knob" or target.service is None:
@@ -340,39 +326,6 @@ def _not_set_by_a_change(
     )
 
 
-@dataclass
-class RevertOutcome:
-    preview: RevertPreview
-    change: KnobChange
-    restart: list[Step]
-    verification: VerifyReport | None
-    live: str | None
-    event_id: int | None = None
-    failure: str | None = None  # why the restart or the verify did not complete
-
-    @property
-    def ok(self) -> bool:
-        verified = self.verification is not None and self.verification.ok
-        return verified and self.live == self.preview.revert_to
-
-    @property
-    def failed_checks(self) -> list[Check]:
-        return _failed_checks(self.verification)
-
-    def to_json(self) -> JsonObject:
-        """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
-        return {
-            "preview": self.preview.to_json(),
-            "change": self.change.to_json(),
-            "restart": [dataclasses.asdict(s) for s in self.restart],
-            "verification": _verification_json(self.verification, self.failure),
-            "live": self.live,
-            "event_id": self.event_id,
-            "failure": self.failure,
-            "ok": self.ok,
-        }
-
-
 async def current_value(where: SpecOrOperation, target: str) -> str | None:
     """The knob's value in the service's env file now."""
     parsed = _knob_target(target)
@@ -409,44 +362,6 @@ async def revert(
 
 
 # -- restore ---------------------------------------------------------------------------------
-
-
-@dataclass
-class RestoreOutcome:
-    case_id: int
-    items: list[RestoreEvent]
-    restart: list[Step]
-    verification: VerifyReport | None
-    status: str = ""
-    event_ids: list[int] = field(default_factory=list)
-    failure: str | None = None  # why the restart or the verify did not complete
-
-    @property
-    def ok(self) -> bool:
-        return (bool(self.items) or self.already_restored) and all(i.ok for i in self.items)
-
-    @property
-    def already_restored(self) -> bool:
-        """Nothing was done: the case was restored and verified before (no knob moved since)."""
-        return not self.items and self.status == RESTORE_VERIFIED
-
-    @property
-    def failed_checks(self) -> list[Check]:
-        return _failed_checks(self.verification)
-
-    def to_json(self) -> JsonObject:
-        """The outcome's data (``servelab.report.case.restore_json`` adds the ``error``s)."""
-        return {
-            "case_id": self.case_id,
-            "items": [{**encode(i), "verified": i.ok} for i in self.items],
-            "restart": [dataclasses.asdict(s) for s in self.restart],
-            "verification": _verification_json(self.verification, self.failure),
-            "status": self.status,
-            "already_restored": self.already_restored,
-            "event_ids": list(self.event_ids),
-            "ok": self.ok,
-            "failure": self.failure,
-        }
 
 
 async def restore(
@@ -488,7 +403,7 @@ def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> Rest
         service=item.service, knob=item.knob, from_value=item.current, value=item.restore_to,
         live=live, change_id=change.change_id, verification_id=done.verification_id,
         ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
-        error=done.error, failed=_records(_failed_checks(done.report)),
+        error=done.error, failed=_records(failed_checks_of(done.report)),
     )  # fmt: skip
 
 
@@ -555,17 +470,6 @@ async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progres
 async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
     say(VerifyingLayers(LAYERS))
     return await verify(op, ledger=ledger, progress=say)
-
-
-def _verification_json(report: VerifyReport | None, failure: str | None) -> JsonObject:
-    """The verification as ``--json`` shows it (a restart or verify that failed: its error)."""
-    if report is None:
-        return {"ok": False, "checks": [], "error": failure}
-    return report.to_json()
-
-
-def _failed_checks(report: VerifyReport | None) -> list[Check]:
-    return [] if report is None else report.failures
 
 
 def _records(checks: list[Check]) -> tuple[CheckRecord, ...]:

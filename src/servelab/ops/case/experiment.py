@@ -259,7 +259,7 @@ def _record(
         revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
         decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
         found=arms.found, left=left, elapsed_s=round(elapsed, 3),
-        workload=dataclasses.asdict(workload),
+        workload=encode(workload),
     )  # fmt: skip
 
 

@@ -32,6 +32,18 @@ from servelab.core.deploy.events import (
     StopFailed,
 )
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.probe import ProbeResult
+from servelab.core.deploy.steps import (
+    CommandReady,
+    FoundServing,
+    LaunchTimeoutReady,
+    PortOwner,
+    Ready,
+    Step,
+    StepFailure,
+    Stopped,
+    UnrecordedStop,
+)
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.progress import ProgressEvent
@@ -52,20 +64,9 @@ from servelab.io.hosts.processes import (
     wait_ready,
     write_pid_record,
 )
-from servelab.io.http.client import ProbeResult, probe
+from servelab.io.http.client import probe
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.preflight import env_bytes
-from servelab.ops.deploy.steps import (
-    CommandReady,
-    FoundServing,
-    LaunchTimeoutReady,
-    PortOwner,
-    Ready,
-    Step,
-    StepFailure,
-    Stopped,
-    UnrecordedStop,
-)
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
 

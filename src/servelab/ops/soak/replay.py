@@ -17,7 +17,7 @@ are sent there and one hop inside, one at a time, and the failing payload unchan
 Every streamed request is bounded by the idle timeout, every non-streamed one by its deadline
 (:mod:`servelab.core.soak.clock`; the idle timeout when none is known, a stall then undecided),
 and goes through
-:class:`~servelab.io.http.client.StreamClient`; every turn after the first starts only while an
+:class:`~servelab.io.http.stream.StreamClient`; every turn after the first starts only while an
 idle timeout still fits before the deadline.
 """
 
@@ -76,13 +76,13 @@ class _Plan:
     headers: Headers = ()
     rate: DecodeRate | None = None  # the soak's own streams' decode rate (None: unknown)
 
-    def bound(self, body: JsonObject) -> tuple[float, float | None]:
+    def bound(self, body: object) -> tuple[float, float | None]:
         """How long a request of ``body`` may go without a byte, and the deadline that judges
         it: a stream, the idle timeout (no deadline); a non-streamed answer, its deadline from
         its expected length (:func:`~servelab.core.soak.clock.plain_deadline`), else (no rate
         known, or the deadline does not fit before the matrix's own) the idle timeout, or what
         is left when more, with no deadline (a stall then is undecided)."""
-        if body.get("stream"):
+        if not isinstance(body, dict) or body.get("stream"):
             return self.idle_s, None
         deadline = plain_deadline(expected_tokens(body), self.rate)
         left = self.deadline - time.monotonic()

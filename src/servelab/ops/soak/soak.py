@@ -1,7 +1,7 @@
 """The multi-round agentic soak: sessions, failure detection, and automatic localization.
 
 Each session is one :class:`~servelab.core.soak.agentic.Conversation` driven through the entry point
-on its own :class:`~servelab.io.http.client.StreamClient` (one keep-alive connection,
+on its own :class:`~servelab.io.http.stream.StreamClient` (one keep-alive connection,
 ``concurrency=1``; ``connection="fresh"`` closes it after every request; its connections traced). A
 request that gets no byte for ``idle_timeout_s`` (the client's idle watchdog, head included) is a
 stall (the one rule: :func:`servelab.core.soak.signatures.stall`); any other failure (HTTP status,
@@ -28,9 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.load.cache import cache_summary
 from servelab.core.load.metrics import SloAttainment, slo_attainment
-from servelab.core.load.records import RequestRecord
 from servelab.core.soak.agentic import (
     Conversation,
     check_answer,
@@ -38,7 +36,6 @@ from servelab.core.soak.agentic import (
     greedy_probe_body,
     payload_size,
 )
-from servelab.core.soak.clock import measured_rate
 from servelab.core.soak.events import (
     EnginesStarted,
     RequestResent,
@@ -48,11 +45,9 @@ from servelab.core.soak.events import (
     StreamHeld,
 )
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
-from servelab.core.soak.fresh import uncached_prefill
 from servelab.core.soak.result import (
     Determinism,
     FailedRequest,
-    SessionOutcome,
     SoakClient,
     SoakConfig,
     SoakResult,
@@ -62,16 +57,19 @@ from servelab.core.soak.result import (
 )
 from servelab.core.soak.signatures import Failure, Outcome, Signature, classify, to_localize
 from servelab.core.telemetry.rules import ClientWindow, ServerView
+from servelab.core.telemetry.spans import Span
 from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instance_of
-from servelab.core.telemetry.traces import RequestPhases, Span
+from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
-from servelab.io.http.client import HttpClient, StreamClient
+from servelab.io.http.client import HttpClient
 from servelab.io.http.sdk import SdkClient
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Progress, silent
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds
+from servelab.ops.soak.sessions import SessionTally, decode_rate, uncached
 from servelab.ops.soak.traces import FailedId, gather_soak_spans, request_phases
 from servelab.ops.soak.verdict import Seen, conclude
 from servelab.ops.telemetry.tracing import TraceCollector
@@ -81,25 +79,6 @@ __all__ = ["metric_sources", "soak"]
 
 
 # ------------------------------------------------------------------------------------ sessions
-@dataclass
-class _Session:
-    """One session's tally while it runs (a :class:`SessionOutcome` once the soak ends)."""
-
-    session: int
-    rounds_done: int = 0
-    requests: int = 0
-    connections: int = 0
-    stalled: bool = False
-    error: str | None = None
-    records: list[RequestRecord] = field(default_factory=list)  # its rounds' requests
-
-    def outcome(self) -> SessionOutcome:
-        return SessionOutcome(
-            self.session, self.rounds_done, self.requests, self.connections, self.stalled,
-            self.error, cache_summary(self.records), cache_summary(self.records[1:]),
-        )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class _Sent:
     """One of the soak's requests as it went: its body and round, the requests in flight with
@@ -123,7 +102,7 @@ class _Run:
     progress: Progress
     http: HttpClient = field(default_factory=HttpClient)  # probes, scrapes, lookups (not streams)
     model: str = ""
-    sessions: list[_Session] = field(default_factory=list)
+    sessions: list[SessionTally] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
     errors: list[FailedRequest] = field(default_factory=list)
     correctness: list[CorrectnessIssue] = field(default_factory=list)
@@ -176,7 +155,7 @@ def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, floa
     return conns.age_s(), conns.carried, conns.idle_s
 
 
-async def _session(run: _Run, tally: _Session) -> None:
+async def _session(run: _Run, tally: SessionTally) -> None:
     cfg = run.config
     conv = Conversation(
         tally.session, seed=cfg.seed, turn_words=cfg.turn_words, fresh=cfg.fresh_context
@@ -206,7 +185,7 @@ async def _session(run: _Run, tally: _Session) -> None:
                 await asyncio.sleep(cfg.think_time_s)
 
 
-def _account(run: _Run, tally: _Session, sent: _Sent, ex: Exchange) -> bool:
+def _account(run: _Run, tally: SessionTally, sent: _Sent, ex: Exchange) -> bool:
     """Book one exchange into the run; False when the session cannot go on."""
     record, rnd, body = ex.record, ex.record.index, sent.body
     run.tally(ex)
@@ -313,7 +292,7 @@ async def _localize(run: _Run, failure: Failure, body: JsonObject) -> None:
                     http=run.http,
                     deadline=run.deadline,
                     headers=run.config.headers,
-                    rate=measured_rate(r for s in run.sessions for r in s.records),
+                    rate=decode_rate(run.sessions),
                 )
         finally:
             run.replays.append((start, time.monotonic()))
@@ -405,7 +384,7 @@ async def _traffic(run: _Run, reference: str | None) -> None:
 
 async def _drive(run: _Run, hard_deadline: float) -> None:
     cfg = run.config
-    run.sessions = [_Session(i) for i in range(cfg.sessions)]
+    run.sessions = [SessionTally(i) for i in range(cfg.sessions)]
     run.deadline = hard_deadline - 0.2
     try:
         reference = await _reference(run) if cfg.check_determinism else None
@@ -496,7 +475,7 @@ def _result(
         undecided=verdict.undecided,
         dropped=tuple(verdict.dropped),
         exonerated=tuple(verdict.exonerated),
-        uncached=uncached_prefill(r for s in run.sessions for r in s.records),
+        uncached=uncached(run.sessions),
         resends=tuple(run.resends),
         telemetry=telemetry,
         traces=traces,

@@ -37,7 +37,8 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.core.verify.events import ProbingWorkers
 from servelab.core.verify.served import Count, Gap, Scrapes, counted
-from servelab.io.http.client import HttpClient, StreamClient, chat_body
+from servelab.io.http.client import HttpClient, chat_body
+from servelab.io.http.stream import StreamClient
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 

@@ -39,13 +39,13 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
+from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -55,6 +55,7 @@ from servelab.core.verify.checks import (
     SkipReason,
     StaleWorker,
 )
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError
@@ -66,46 +67,26 @@ from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
 
-__all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
+__all__ = ["LAYERS", "verify"]
 
 #: The layers' names, in order (what ``verify --layer`` takes).
 LAYERS: tuple[str, ...] = tuple(layer.value for layer in Layer)
 _C = CheckCode
 
 
-@dataclass
-class VerifyReport:
-    """All checks of one verification; ``ok`` only if every check passed."""
+@dataclass(frozen=True)
+class _FileState:
+    """A service's env file and latest backup, read once for both the config and live layers."""
 
-    checks: list[Check]
-    spec_hash: str
-    layers: tuple[Layer, ...]
-    services: list[str]
-    elapsed_s: float
-    verification_id: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
-
-    def layer(self, name: str) -> list[Check]:
-        """The checks of the layer ``name`` (a :class:`Layer`)."""
-        return [check for check in self.checks if check.layer == name]
-
-    @property
-    def failures(self) -> list[Check]:
-        return [check for check in self.checks if not check.ok]
-
-    def to_json(self) -> JsonObject:
-        return {
-            "ok": self.ok,
-            "checks": [check.to_json() for check in self.checks],
-            "verification_id": self.verification_id,
-            "spec_hash": self.spec_hash,
-            "layers": [layer.value for layer in self.layers],
-            "services": self.services,
-            "elapsed_s": round(self.elapsed_s, 4),
-        }
+    path: str | None
+    env: EnvFile | None = None
+    backup: EnvFile | None = None
+    backup_path: str | None = None
+    problem: CheckCode | None = None  # the config code when the file could not be read or parsed
+    error: str | None = None
+    recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
+    #: The service declares argument knobs (checked apart): an env file without env knobs is fine.
+    arguments: bool = False
 
 
 async def verify(

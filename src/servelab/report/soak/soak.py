@@ -17,19 +17,18 @@ from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
 from servelab.report.slo import cache_text, slo_rows
+from servelab.report.soak.conviction import exonerated_text
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
 from servelab.report.soak.traces import trace_lines
 from servelab.report.soak.words import (
     dropped_text,
-    exonerated_text,
     finding_evidence,
-    fresh_text,
     layer_advice,
     layer_title,
     one_line,
     telemetry_text,
-    uncached_text,
 )
+from servelab.report.soak.workload import fresh_text, uncached_text
 
 __all__ = ["cache_lines", "finding_json", "page_sections", "render_soak", "slo_lines",
            "soak_json", "telemetry_lines"]  # fmt: skip

@@ -13,10 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
-from servelab.core.soak.conviction import Exoneration, Standing
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
-from servelab.core.soak.fresh import FreshContext, UncachedPrefill
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -43,6 +41,7 @@ from servelab.core.soak.replay import Hop
 from servelab.core.soak.signatures import Outcome
 from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
+    MIN_TOKENS,
     QUIET,
     RULE_CLIENT,
     RULE_ROUTER,
@@ -54,21 +53,20 @@ from servelab.core.telemetry.rules import (
     TelemetryEvidence,
     TelemetryReading,
 )
+from servelab.core.telemetry.unknown import Unknown
 from servelab.report.pair import describe_pair
 
 __all__ = [
     "EvidenceLine",
     "describe_observation",
     "dropped_text",
-    "exonerated_text",
     "finding_evidence",
-    "fresh_text",
     "hop_title",
     "layer_advice",
     "layer_title",
     "one_line",
     "telemetry_text",
-    "uncached_text",
+    "unknown_text",
 ]
 
 
@@ -196,11 +194,34 @@ def _cite_text(c: Cite) -> str:
     return f"{c.series} {c.value:g}"
 
 
+def unknown_text(e: TelemetryEvidence) -> str:
+    """Why a rule's reading is unknown, in words (from its stored code and detail)."""
+    match e.why:
+        case None:
+            return "no answer"
+        case Unknown.SOURCE_SILENT:
+            return e.detail or "did not answer"
+        case Unknown.NO_QUEUE_GAUGE:
+            return "no queue gauge"
+        case Unknown.TOO_FEW_SAMPLES:
+            return "too few samples in the failing window or the baseline"
+        case Unknown.DECODES_SILENT:
+            return f"decode(s) did not answer: {e.detail or '?'}"
+        case Unknown.NO_DECODE:
+            return "no decode"
+        case Unknown.CLIENT_INCOMPLETE:
+            return "the client did not count all the traffic in the window"
+        case Unknown.TOO_FEW_TOKENS:
+            return f"fewer than {MIN_TOKENS} tokens counted by the decodes"
+        case _:
+            assert_never(e.why)
+
+
 def telemetry_text(e: TelemetryEvidence) -> str:
     """One sentence for a run-telemetry rule's reading (``telemetry.<rule>.<subject>``)."""
     what = f"{e.subject} {_RULE_WORDS.get(e.rule, e.rule)} over the run"
     if e.state == UNKNOWN:
-        return f"{what}: UNKNOWN ({e.reason or 'no answer'}; not healthy)"
+        return f"{what}: UNKNOWN ({unknown_text(e)}; not healthy)"
     cites = "; ".join(_cite_text(c) for c in e.cites)
     if e.state == QUIET:
         return f"{what}: nothing counted" + (f" ({cites})" if cites else "")
@@ -378,52 +399,6 @@ def finding_evidence(finding: Finding, observations: Sequence[Observation]) -> l
             if i in by_id
         ]
     return lines
-
-
-def exonerated_text(e: Exoneration) -> str:
-    """Why a layer a rule suspected is not a finding (the conviction rule)."""
-    worker = f" ({e.worker})" if e.worker else ""
-    what = f"{layer_title(e.layer)}{worker} (a rule gave it confidence {e.confidence:.2f})"
-    cells = f": {', '.join(e.because)}" if e.because else ""
-    where = _HOP_WORDS.get(e.by, "a hop inside it") if e.by is not None else "the matrix"
-    match e.standing:
-        case Standing.EXONERATED:
-            return (f"{what}: exonerated: the failure persists without it, the same payload "
-                    f"fails the same way sent {where}{cells}")  # fmt: skip
-        case Standing.NOT_SHOWN_NEEDED:
-            return (f"{what}: not shown needed: the matrix located the failure elsewhere and "
-                    f"no evidence at this layer shows it failing")  # fmt: skip
-        case _:
-            return f"{what}: {e.standing}"
-
-
-#: Where a hop sends the payload, as an exoneration says it.
-_HOP_WORDS = {
-    Hop.PAIR: "straight to the prefill/decode pair, without the router",
-    Hop.ROUTER: "straight to the router, without the proxy in front of it",
-    Hop.FRESH: "through the entry point on a fresh connection",
-    Hop.REUSED: "through the entry point on a reused connection",
-}
-
-
-def fresh_text(fresh: FreshContext | None) -> str:
-    """The fresh context each round added, as the soak was told."""
-    if fresh is None:
-        return "fresh context per round: the same short turn every round"
-    return (
-        f"fresh context per round: short {fresh.short_words} or long {fresh.long_words} words, "
-        f"long {fresh.long_share:.0%} of rounds (seeded)"
-    )
-
-
-def uncached_text(u: UncachedPrefill) -> str:
-    """The uncached prefill the rounds reached."""
-    if not u.requests:
-        return "uncached prefill per request: unknown (no usage said its cached tokens)"
-    return (
-        f"uncached prefill per request: max {u.max_tokens} tokens, p90 {u.p90_tokens} "
-        f"(over {u.requests} request(s))"
-    )
 
 
 def dropped_text(d: Dropped) -> str:
