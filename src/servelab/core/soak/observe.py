@@ -463,9 +463,9 @@ def _matrix_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     if ev.matrix is None:
         return []
     b = ev.matrix.bisection
-    steps = () if b is None else b.steps
+    cells = (*ev.matrix.cells, *(() if b is None else b.steps))
     obs: list[Observation] = [
-        MatrixCell(at(c.id), c.target, c.ok, c) for c in (*ev.matrix.cells, *steps)
+        MatrixCell(at(c.id), c.target, None if c.undecided else c.ok, c) for c in cells
     ]
     if b is not None:
         obs.append(
