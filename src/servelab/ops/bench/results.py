@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswersConfig, ArmAnswers
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import (
@@ -86,6 +88,11 @@ class BenchConfig:
     #: Request headers every request carries (``bench --header NAME:VALUE``).
     headers: tuple[tuple[str, str], ...] = ()
     trace: TracePlan | None = None
+    #: Greedy answer probes mixed into each run (``bench --check-answers``, the A/B's arms;
+    #: :mod:`servelab.ops.answers.probing`); None: none. ``probe_round``: which of the set's
+    #: probes a run sends (an experiment's round: both arms of a round send the same).
+    answers: AnswersConfig | None = None
+    probe_round: int = 0
 
     def __post_init__(self) -> None:
         if self.trace is not None:
@@ -99,6 +106,8 @@ class BenchConfig:
             raise ValueError("rate must be positive")
         if self.workers < 1:
             raise ValueError("workers must be ≥ 1")
+        if self.answers is not None and self.answers.on and "chat" not in self.endpoint:
+            raise ValueError("answer probes are chat requests: they need the chat endpoint")
 
     def to_dict(self) -> JsonObject:
         """A JSON-ready dict of the configuration."""
@@ -146,6 +155,8 @@ class RunResult:
     cache: CacheSummary = field(default_factory=CacheSummary)
     #: a replayed trace's conversations
     sessions: tuple[SessionSummary, ...] = ()
+    #: what the run's answer probes were answered (kept out of ``records`` and the metrics)
+    answers: tuple[Answer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,6 +193,8 @@ class LevelSummary:
     slo: m.SloAttainment | None = None
     #: what the engines' prefix caches served, over the repeats
     cache: CacheSummary = field(default_factory=CacheSummary)
+    #: the repeats' answer probes against the references (None: not checked)
+    answers: ArmAnswers | None = None
 
 
 @dataclass(slots=True)
@@ -278,6 +291,8 @@ def run_payload(run: RunResult) -> tuple[JsonObject, list[JsonObject]]:
         summary["telemetry_evidence"] = [encode(e) for e in evidence]
     if run.traces is not None:
         summary["traces"] = run.traces.to_json()
+    if run.answers:
+        summary["answers"] = encode(run.answers)
     return summary, [record_to_dict(r) for r in run.records]
 
 
