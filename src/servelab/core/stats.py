@@ -286,7 +286,7 @@ def mcnemar_exact_p(f: int, g: int) -> float:
     if n == 0:
         return 1.0
     k = min(f, g)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
     return min(1.0, 2 * tail)
 
 

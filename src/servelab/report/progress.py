@@ -11,6 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, assert_never
 
+from servelab.core.answers.contract import ReferencesReused, ReferencesTaken
 from servelab.ops.progress import (
     AbJournalStarted,
     AbResumed,
@@ -106,6 +107,10 @@ def describe_progress(event: ProgressEvent) -> str:
             | StreamHeld() | SoakDeadlineReached()
         ):  # fmt: skip
             return _soak(event)
+        case ReferencesTaken(n=n, concurrency=conc):
+            return f"answers: {n} reference answers taken from the baseline at C{conc}"
+        case ReferencesReused(id=rid, n=n):
+            return f"answers: reusing {n} reference answers of the same state (references {rid})"
         case TuneScreened(blocks=blocks, factors=()):
             return (f"screening stopped after {blocks} block(s): no knob left to tune, the "
                     "original values are kept")  # fmt: skip

@@ -9,8 +9,6 @@ reference is an error: a reference must be an answer.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from servelab.core.answers.contract import (
     AnswerReferences,
     AnswersConfig,
@@ -26,6 +24,7 @@ from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.answers.probing import ProbePlan, probe_jobs, read_probe_answers
 from servelab.ops.bench.load import Part, run_part, slot_starts_ns
+from servelab.ops.context import Progress, silent
 
 __all__ = ["references", "take_references"]
 
@@ -65,7 +64,7 @@ async def references(
     *,
     model: str,
     ledger: Ledger | None,
-    say: Callable[[object], None] = lambda _e: None,
+    say: Progress = silent,
     headers: tuple[tuple[str, str], ...] = (),
     idle_timeout_s: float = 60.0,
 ) -> AnswerReferences:

@@ -373,6 +373,7 @@ async def run_bench(
     metrics: MetricsPlan | None = None,
     traces: TraceCollector | None = None,
     references: AnswerReferences | None = None,
+    own_references: bool = True,
 ) -> BenchResult:
     """Run every concurrency × repeat; after each run, record it in ``ledger`` (its ``run_id``
     set) and call ``save(run)``; stop early when ``stop`` is set.
@@ -382,12 +383,15 @@ async def run_bench(
     and saved with ``interrupted=True``. With ``metrics``, every run is watched
     (:class:`~servelab.ops.telemetry.watch.MetricsWatch`) and keeps what the servers counted. With
     ``traces`` (not yet entered), its receiver listens for the whole sweep and every run's
-    requests are joined to their spans (``run.traces``).
+    requests are joined to their spans (``run.traces``). With the config's answer probes, each
+    run keeps its probes' answers (``run.answers``) and each level checks them against
+    ``references`` (when None and ``own_references``: the target's own, taken first at low
+    concurrency; not ``own_references``: an experiment judges them, the answers are kept raw).
     """
     report = progress or (lambda _p: None)
     bench = _Bench(config, report, ledger, save, stop, BenchResult(config), metrics=metrics,
                    references=references)  # fmt: skip
-    if references is None and config.answers is not None and config.answers.on:
+    if own_references and references is None and config.answers is not None and config.answers.on:
         bench.references = await bench_references(config, ledger)
     async with contextlib.AsyncExitStack() as stack:
         if traces is not None:
