@@ -42,6 +42,7 @@ from servelab.core.ab.result import (
     kept_value,
     undecided_levels,
 )
+from servelab.core.answers.contract import probes_per_run
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
@@ -78,8 +79,9 @@ def _answers(op: Operation, cfg: AbConfig) -> AnswerSession | None:
     answers = cfg.answers
     if answers is None or not answers.on or cfg.metric == AbMetric.CAPACITY:
         return None
-    if cfg.bench.trace is not None:
-        return None
+    if cfg.bench.trace is not None or not probes_per_run(cfg.bench.requests, answers.share,
+                                                         answers.probes):  # fmt: skip
+        return None  # too few requests per run to carry one probe within the share
     state = baseline_state(op, [Setting(cfg.service, cfg.knob, cfg.baseline)])
     return AnswerSession(answers, state, cfg.bench.model)
 

@@ -306,16 +306,19 @@ class _Bench:
             total = scan_trace(Path(config.trace.path), config.trace.window).requests
         finished = 0
 
-        def on_done(_record: RequestRecord) -> None:
-            nonlocal finished
-            finished += 1
-            self.progress(BenchProgress("run", concurrency, k, finished, total))
-
         seed = config.seed + 1000 * k + concurrency
         jobs = [] if config.trace is not None else self._jobs(total, seed)
         probes = self._probes(total, concurrency, k)
+        sent = total  # the requests progress counts: the load's and the probes'
         if probes is not None:
             jobs = probes.mix(jobs)
+            sent += len(probes.jobs)
+
+        def on_done(_record: RequestRecord) -> None:
+            nonlocal finished
+            finished += 1
+            self.progress(BenchProgress("run", concurrency, k, finished, sent))
+
         part = self._part(jobs, concurrency, seed, self._t0(driver))
         if probes is not None:
             part = replace(part, keep=probes.keep)
