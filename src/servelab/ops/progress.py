@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.core.answers.contract import ReferencesReused, ReferencesTaken
+from servelab.core.answers.contract import ArmDropped, ReferencesReused, ReferencesTaken
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.soak.signatures import Phase, Signature
@@ -586,5 +586,5 @@ ProgressEvent = (
     | SoakStarted | EnginesStarted | RequestResent | StallSeen | Localizing | StreamHeld
     | SoakDeadlineReached
     | TuneScreened
-    | ReferencesTaken | ReferencesReused
+    | ReferencesTaken | ReferencesReused | ArmDropped
 )  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, assert_never
 
-from servelab.core.answers.contract import ReferencesReused, ReferencesTaken
+from servelab.core.answers.contract import ArmDropped, ReferencesReused, ReferencesTaken
 from servelab.ops.progress import (
     AbJournalStarted,
     AbResumed,
@@ -109,6 +109,9 @@ def describe_progress(event: ProgressEvent) -> str:
             return _soak(event)
         case ReferencesTaken(n=n, concurrency=conc):
             return f"answers: {n} reference answers taken from the baseline at C{conc}"
+        case ArmDropped(arm=arm, baseline=base, wrong=wrong, baseline_wrong=bw, n=n):
+            return (f"arm {arm} dropped: it changes answers ({wrong} of {n} wrong against "
+                    f"{bw} of {n} for {base})")  # fmt: skip
         case ReferencesReused(id=rid, n=n):
             return f"answers: reusing {n} reference answers of the same state (references {rid})"
         case TuneScreened(blocks=blocks, factors=()):

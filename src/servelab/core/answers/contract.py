@@ -11,7 +11,7 @@ progress it reports (pure; the rule is :mod:`servelab.core.answers.rule`).
 - :class:`ArmAnswers`: one arm's answers over its visits (:func:`summarize_arm`).
 - :func:`probes_per_run` and :func:`probe_positions`: how many probes a run carries and where in
   its queue (away from the ramp and the tail, so they run at the arm's concurrency).
-- Progress: :class:`ReferencesTaken`, :class:`ReferencesReused`.
+- Progress: :class:`ReferencesTaken`, :class:`ReferencesReused`, :class:`ArmDropped`.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ __all__ = [
     "AnswersConfig",
     "AnswersMode",
     "ArmAnswers",
+    "ArmDropped",
     "Example",
     "ReferencesReused",
     "ReferencesTaken",
@@ -211,6 +212,18 @@ class ReferencesTaken:
     key: str
     n: int
     concurrency: int
+
+
+@dataclass(frozen=True)
+class ArmDropped:
+    """``arm`` changes answers against ``baseline`` (``wrong`` of ``n`` paired answers against
+    ``baseline_wrong``): dropped from the experiment, never a win."""
+
+    arm: str
+    baseline: str
+    wrong: int
+    baseline_wrong: int
+    n: int
 
 
 @dataclass(frozen=True)

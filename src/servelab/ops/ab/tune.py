@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 from servelab.core.ab.factorial import Design, screening_design
 from servelab.core.ab.result import CAPACITY_LEVEL, ArmVisit
@@ -62,12 +63,15 @@ from servelab.core.ab.tunerun import (
     screen,
     with_visits,
 )
-from servelab.core.ledger.codec import decode, encode
+from servelab.core.answers.contract import AnswersConfig
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.plan import plan_ab
+from servelab.ops.ab.tuneanswers import judge_arms, tune_answers
+from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -117,6 +121,8 @@ class TuneConfig:
     gpus: int = 1
     keep_best: bool = False
     screen: bool = False
+    #: answer probes in every visit of the tune's blocks (``--answers``; None: none)
+    answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", TuneMetric(self.metric))
@@ -189,9 +195,11 @@ async def _visit(
     index: int,
     values: tuple[str, ...],
     bench_progress: BenchProgressFn | None,
+    session: AnswerSession | None = None,
 ) -> ArmVisit:
     """The arm ``block.order[index]``, the knobs at ``values``, made live and measured at the
-    levels it still runs at; ``block`` is its phase's (the screening's, or the tune's)."""
+    levels it still runs at; ``block`` is its phase's (the screening's, or the tune's); with
+    ``session``, its runs carry the block's answer probes."""
     label = block.order[index]
     levels = block.levels[label]
     op.say(TuneVisitStarted(block.block, cfg.max_rounds, index, len(block.order), label, levels))
@@ -203,13 +211,14 @@ async def _visit(
     live = await make_live(op, cfg.settings(values), why)
     overhead = time.monotonic() - t0
     position = len(record.all_visits)
-    got = await measure(op, cfg.bench, levels,
+    bench = cfg.bench if session is None else replace(cfg.bench, answers=session.config)
+    got = await measure(op, bench, levels,
                         f"tune {cfg.names}={label} {phase} block {block.block}", bench_progress,
-                        metric=cfg.metric, visit=position)  # fmt: skip
+                        metric=cfg.metric, visit=position, round_=block.block - 1)  # fmt: skip
     visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
                      got.throughput, got.failed_requests, got.bench_run_ids, position,
-                     "→".join(block.order), overhead, got.bench_s,
-                     got.server_throughput)  # fmt: skip
+                     "→".join(block.order), overhead, got.bench_s, got.server_throughput,
+                     None if session is None else got.answers)  # fmt: skip
     missing = [c for c in levels if objective_value(cfg.metric, visit, c) is None]
     if missing:
         at = ", ".join(f"C{c}" for c in missing)
@@ -254,9 +263,11 @@ async def _blocks(
     record: TuneRecord,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    session: AnswerSession | None = None,
 ) -> TuneRecord:
     """Run blocks until every level has stopped (or the time budget would be outrun); each
-    visit saved as it ends. Returns the record with every visit."""
+    visit saved as it ends; after each block, with ``session``, the arms judged on their
+    answers and those that change them dropped. Returns the record with every visit."""
     while True:
         _, block = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
         if block is None:
@@ -268,10 +279,12 @@ async def _blocks(
             if _done(record.visits, block, arm):
                 continue  # finished before an interruption: kept
             visit = await _visit(op, cfg, record, block, index, record.arm(arm).values,
-                                 bench_progress)  # fmt: skip
+                                 bench_progress, session)  # fmt: skip
             if store is not None and record.tune_id is not None:
                 store.add_visit(record.tune_id, visit.position, visit)
             record = replace(record, visits=(*record.visits, visit))
+        if session is not None:
+            record = judge_arms(op, session, cfg, record)
         _tell(op, before, record)
 
 
@@ -332,9 +345,13 @@ async def _run(
     """The screening's blocks (if any is left), the tune's, then the knobs left as asked; the
     record worked out and stored."""
     try:
+        session = await tune_answers(op, cfg, record)
         if record.screening is not None and record.screening.follow_up is None:
             record = await _screen(op, cfg, record, record.screening, store, bench_progress)
-        record = conclude_tune(await _blocks(op, cfg, record, store, bench_progress))
+        if session is not None:
+            record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
+        record = await _blocks(op, cfg, record, store, bench_progress, session)
+        record = conclude_tune(record)
     except BaseException:
         # Put the original values back, but never hide why the tune stopped.
         with contextlib.suppress(ServelabError):
