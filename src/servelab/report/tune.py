@@ -77,7 +77,8 @@ def headline(record: TuneRecord) -> str:
     best = f"best {record.best}" if record.best is not None else "no arm best at every level"
     dropped = f"; dropped for changing answers: {', '.join(record.dropped)}" if record.dropped \
         else ""  # fmt: skip
-    return f"tune {knobs}: {each or _nothing(record.screening)} ({best}{dropped})"
+    nothing = "no rival left" if record.dropped else _nothing(record.screening)
+    return f"tune {knobs}: {each or nothing} ({best}{dropped})"
 
 
 def _nothing(screening: Screening | None) -> str:
@@ -295,7 +296,7 @@ def tune_markdown(record: TuneRecord) -> str:
         "",
         *_answers(record),
         f"{METRIC_WORDS[record.metric]}{_slo(record)} per visit; blocks in a seeded "
-        f"{rule.order} order (seed {rule.seed}); {method}, at α = {rule.alpha:g} family-wise "
+        f"{rule.order} order (seed {rule.seed}); {method or 'successive elimination'}, at α = {rule.alpha:g} family-wise "
         f"(split over {len(record.levels)} level(s)), margin ±{rule.margin * 100:g}%, "
         f"{rule.boundary} boundary, at most {rule.max_rounds} blocks.",
         "",

@@ -161,9 +161,10 @@ def replay(
     visits: Sequence[ArmVisit],
 ) -> tuple[dict[int, TuneState], NextBlock | None]:
     """Each level's state after the complete blocks of ``visits`` (``round``: the block, 0-based),
-    and the block to run next (None: every level has stopped, or there is no arm)."""
-    if not arms:
-        return {}, None  # a screening left nothing to tune
+    and the block to run next (None: every level has stopped, or fewer than two arms are left:
+    nothing to compare)."""
+    if len(arms) < 2:
+        return {}, None  # a screening left nothing to tune, or answers dropped every rival
     per_level = level_rule(rule, len(levels))
     states = {lvl: start_tune(arms, per_level) for lvl in levels}
     previous: tuple[str, ...] | None = None
