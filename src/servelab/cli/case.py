@@ -38,6 +38,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.core.answers.contract import AnswersConfig
 from servelab.core.case.bisect import Change
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
@@ -400,7 +401,8 @@ def case_bisect(
             url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
             idle_timeout_s=idle_timeout_s, input_len=workload.input_len,
             output_len=workload.output_len, seed=workload.seed, endpoint=workload.endpoint,
-        ) if test.kind is ProbeTestKind.THRESHOLD else None  # fmt: skip
+            answers=AnswersConfig() if test.kind is ProbeTestKind.ANSWERS else None,
+        ) if test.kind is not ProbeTestKind.SOAK else None  # fmt: skip
         listed = tuple(Change(*c) for c in changes)
         cfg = bisection.BisectConfig(case_id, test, good, bad, listed, rounds, alpha, effect,
                                      sessions, bench, runs)  # fmt: skip

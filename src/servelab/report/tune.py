@@ -296,7 +296,8 @@ def tune_markdown(record: TuneRecord) -> str:
         "",
         *_answers(record),
         f"{METRIC_WORDS[record.metric]}{_slo(record)} per visit; blocks in a seeded "
-        f"{rule.order} order (seed {rule.seed}); {method or 'successive elimination'}, at α = {rule.alpha:g} family-wise "
+        f"{rule.order} order (seed {rule.seed}); {method or 'successive elimination'}, "
+        f"at α = {rule.alpha:g} family-wise "
         f"(split over {len(record.levels)} level(s)), margin ±{rule.margin * 100:g}%, "
         f"{rule.boundary} boundary, at most {rule.max_rounds} blocks.",
         "",
