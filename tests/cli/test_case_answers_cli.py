@@ -87,3 +87,34 @@ def test_bisect_finds_the_change_that_alters_answers(stack: LoadedSpec, tmp_path
     resolved = _json("case", "resolve", case, "--root-cause", "bf16 index keys alter answers",
                      "--convict", f"knob:decode/{BF16}", *exonerate, *led)  # fmt: skip
     assert resolved["status"] == "resolved"
+
+
+@pytest.mark.timeout(400)
+def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path: Path) -> None:
+    """``case test --test answers``: the bf16 keys (suspect, live) against their revert value,
+    each arm's probes at C64; the suspect's wrong answers convict it, and ``case resolve`` takes
+    that evidence (and refuses to exonerate against it)."""
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        cid = cases.open_case(ledger, "broken tool calls at C64")
+    led, spec, case = ("--ledger", str(ledger_file)), ("-f", stack.source), str(cid)
+    target = f"knob:decode/{BF16}"
+    assert run_cli("case", "suspect", case, target, "--reason", "changed last", *led).returncode == 0
+    asyncio.run(_set(stack, BF16, "1"))
+    doc = _json("case", "test", case, target, "--to", "0", "--test", "answers", "--rounds", "1",
+                "--input-len", "32", "--output-len", "16", *spec, *led)  # fmt: skip
+    assert doc["outcome"] == "convicted", doc
+    assert doc["suspect"]["failed"] > 0 and doc["revert"]["failed"] == 0
+    assert doc["suspect"]["sessions"] == 21 and doc["left"] == "1"
+    refused = run_cli("case", "resolve", case, "--root-cause", "the proxy", "--exonerate", target,
+                      *led)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    resolved = _json("case", "resolve", case, "--root-cause", "bf16 index keys alter answers",
+                     "--convict", target, *led)  # fmt: skip
+    assert resolved["status"] == "resolved"
+
+
+async def _set(stack: LoadedSpec, name: str, value: str) -> None:
+    async with Operation(stack) as op:
+        await set_knob(op, "decode", name, value, reason="the suspect in place")
+        await deploy.restart(op, ["decode"])

@@ -292,6 +292,14 @@ def case_resolve(
 @click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
 @click.option("--effect", default=0.5, show_default=True, type=float,
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
+@click.option("--test", "test_text", default="soak", show_default=True, metavar="TEST",
+              help="soak (the failing soak replayed) or answers[@C<LEVEL>] (bench runs carrying "
+              "greedy answer probes, a wrong answer a failure).")  # fmt: skip
+@click.option("--runs", default=1, show_default=True, type=click.IntRange(1, 50),
+              help="An answers test's bench runs per visit.")  # fmt: skip
+@REQUESTS.option(Default("400", "an answers test's run carries 5% probes: 21 of them"))
+@WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
+@workload_options()
 @spec_option
 @ledger_option
 @json_option
@@ -304,6 +312,11 @@ def case_test(
     sessions: int | None,
     alpha: float,
     effect: float,
+    test_text: str,
+    runs: int,
+    requests: int,
+    warmup: int,
+    workload: WorkloadOptions,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -313,10 +326,19 @@ def case_test(
 
     A knob: its suspected value against its revert value, each visit set, co-restarted and proven
     live. A component in front of the router (a proxy): through it against straight to the
-    router. Failure rates compared by Fisher's exact test; the outcome is recorded on the case.
-    The knob is left as it was found.
+    router. With --test answers, a knob's arms are judged by their answers instead: bench runs
+    at the level carrying greedy answer probes, a wrong answer (against the revert arm's
+    references) a failure. Failure rates compared by Fisher's exact test; the outcome is recorded
+    on the case. The knob is left as it was found.
     """
-    cfg = casetest.CaseTestConfig(case_id, target, rounds, to_value, alpha, effect, sessions)
+    test = parse_probe_test(test_text)
+    bench = BenchConfig(
+        url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
+        input_len=workload.input_len, output_len=workload.output_len, seed=workload.seed,
+        endpoint=workload.endpoint, answers=AnswersConfig(),
+    ) if test.kind is ProbeTestKind.ANSWERS else None  # fmt: skip
+    cfg = casetest.CaseTestConfig(case_id, target, rounds, to_value, alpha, effect, sessions,
+                                  test, bench, runs)  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)
 
     async def body(ledger: Ledger) -> casetest.CaseTestOutcome:

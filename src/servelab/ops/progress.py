@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.core.answers.contract import ArmDropped, ReferencesReused, ReferencesTaken
+from servelab.core.answers.contract import (
+    ArmAnswered,
+    ArmDropped,
+    ReferencesReused,
+    ReferencesTaken,
+)
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.soak.signatures import Phase, Signature
@@ -360,7 +365,8 @@ class CaseTestPlanned:
     order: tuple[str, ...]
     sessions: int
     session_rounds: int
-    soak_id: int
+    #: None: an answers test (``session_rounds`` its bench runs per visit)
+    soak_id: int | None
 
 
 @dataclass(frozen=True)
@@ -586,5 +592,5 @@ ProgressEvent = (
     | SoakStarted | EnginesStarted | RequestResent | StallSeen | Localizing | StreamHeld
     | SoakDeadlineReached
     | TuneScreened
-    | ReferencesTaken | ReferencesReused | ArmDropped
+    | ReferencesTaken | ReferencesReused | ArmDropped | ArmAnswered
 )  # fmt: skip

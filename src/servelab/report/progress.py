@@ -11,7 +11,12 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, assert_never
 
-from servelab.core.answers.contract import ArmDropped, ReferencesReused, ReferencesTaken
+from servelab.core.answers.contract import (
+    ArmAnswered,
+    ArmDropped,
+    ReferencesReused,
+    ReferencesTaken,
+)
 from servelab.ops.progress import (
     AbJournalStarted,
     AbResumed,
@@ -112,6 +117,10 @@ def describe_progress(event: ProgressEvent) -> str:
         case ArmDropped(arm=arm, baseline=base, wrong=wrong, baseline_wrong=bw, n=n):
             return (f"arm {arm} dropped: it changes answers ({wrong} of {n} wrong against "
                     f"{bw} of {n} for {base})")  # fmt: skip
+        case ArmAnswered(arm=arm, value=value, wrong=None, answers=n):
+            return f"arm {arm} ({value}): {n} answers (judged at the end)"
+        case ArmAnswered(arm=arm, value=value, wrong=wrong, answers=n):
+            return f"arm {arm} ({value}): {wrong}/{n} answers wrong"
         case ReferencesReused(id=rid, n=n):
             return f"answers: reusing {n} reference answers of the same state (references {rid})"
         case TuneScreened(blocks=blocks, factors=()):
@@ -218,6 +227,10 @@ def _knob(
 
 def _case_test(e: CaseTestPlanned) -> str:
     order = " ".join(arm[0].upper() for arm in e.order)
+    if e.soak_id is None:
+        return (f"case test {e.target}: {e.suspect} against {e.revert}, {e.rounds} round(s) "
+                f"each ({order}), {e.session_rounds} bench run(s) with answer probes per "
+                "visit")  # fmt: skip
     return (
         f"case test {e.target}: {e.suspect} against {e.revert}, {e.rounds} round(s) each "
         f"({order}), {e.sessions} session(s) x {e.session_rounds} rounds per visit (the "

@@ -32,6 +32,7 @@ __all__ = [
     "AnswerReferences",
     "AnswersConfig",
     "AnswersMode",
+    "ArmAnswered",
     "ArmAnswers",
     "ArmDropped",
     "Example",
@@ -212,6 +213,17 @@ class ReferencesTaken:
     key: str
     n: int
     concurrency: int
+
+
+@dataclass(frozen=True)
+class ArmAnswered:
+    """A case test's arm ``arm`` (``value``) answered its probes: ``wrong`` of ``answers`` wrong
+    (None: judged at the end, its references not taken yet)."""
+
+    arm: str
+    value: str | None
+    wrong: int | None
+    answers: int
 
 
 @dataclass(frozen=True)

@@ -28,10 +28,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from servelab.core.answers.answer import Answer
-from servelab.core.answers.contract import AnswersConfig, probes_per_run
-from servelab.core.answers.judge import check_visit
-from servelab.core.answers.probes import probe_set
 from servelab.core.case.bisect import (
     Bisected,
     BisectState,
@@ -78,6 +74,7 @@ from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -258,20 +255,11 @@ async def _answers_test(
     """Bench runs at the test's concurrency carrying the answer probes; each wrong answer (against
     the good state's references) a failed unit."""
     assert run.bench is not None
-    refs = await session.ensure(op) if session.refs is None else session.refs
-    bench = dataclasses.replace(run.bench, answers=session.config)
-    level = run.start.test.concurrency
-    answers: list[Answer] = []
-    ids: list[int] = []
-    for k in range(run.start.runs):
-        got = await measure(op, bench, [level], f"bisect {label}", None,
-                            round_=rnd * run.start.runs + k)  # fmt: skip
-        answers += got.answers
-        ids += got.bench_run_ids
-    probes = probe_set(session.config.seed, session.config.probes, session.config.context_len)
-    checks = check_visit(probes, refs, answers)
-    failed = sum(c.wrong for c in checks)
-    return ProbeVisit(arm=arm, units=len(checks), failed=failed, bench_run_ids=tuple(ids))
+    await session.ensure(op)
+    bench = answers_bench(run.bench, run.start.test.concurrency)
+    answers, ids = await probe_answers(op, bench, run.start.runs, rnd, f"bisect {label}")
+    units, failed = wrong_answers(session, answers)
+    return ProbeVisit(arm=arm, units=units, failed=failed, bench_run_ids=tuple(ids))
 
 
 async def _references(op: Operation, run: _Run) -> None:
@@ -459,10 +447,8 @@ def _answers(op: Operation, start: BisectRecord, bench: BenchConfig | None) -> A
     """An answers test's checking (its references: the good state's)."""
     if start.test.kind is not ProbeTestKind.ANSWERS or bench is None:
         return None
-    config = bench.answers or AnswersConfig()
-    if not probes_per_run(bench.requests, config.share, config.probes):
-        raise CaseError(f"an answers test needs runs long enough to carry a probe: --requests "
-                        f"{bench.requests} is too few")  # fmt: skip
+    config = answers_bench(bench, start.test.concurrency).answers
+    assert config is not None
     return AnswerSession(config, baseline_state(op, _settings(start.changes, ())), bench.model)
 
 
