@@ -99,7 +99,9 @@ def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path
         cid = cases.open_case(ledger, "broken tool calls at C64")
     led, spec, case = ("--ledger", str(ledger_file)), ("-f", stack.source), str(cid)
     target = f"knob:decode/{BF16}"
-    assert run_cli("case", "suspect", case, target, "--reason", "changed last", *led).returncode == 0
+    assert (
+        run_cli("case", "suspect", case, target, "--reason", "changed last", *led).returncode == 0
+    )
     asyncio.run(_set(stack, BF16, "1"))
     doc = _json("case", "test", case, target, "--to", "0", "--test", "answers", "--rounds", "1",
                 "--input-len", "32", "--output-len", "16", *spec, *led)  # fmt: skip
