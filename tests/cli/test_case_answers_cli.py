@@ -32,7 +32,8 @@ BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
 #: The six recorded changes, in the spec's order of the knobs; the second alters answers.
 SIX = ((DEFAULT_KNOB, "256"), (BF16, "1"), ("SGLANG_ENABLE_JIT_DEEPGEMM", "1"),
        ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "600"),
-       ("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "600"), ("SERVELAB_SIM_WARMUP_S", "0"))  # fmt: skip
+       ("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "600"),
+       ("SERVELAB_SIM_WARMUP_S", "0"))  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -20,12 +20,15 @@ def _sse(*chunks: dict[str, Any]) -> bytes:
     )
 
 
+def _logprobs(token: str) -> dict[str, Any]:
+    top = [{"token": token, "logprob": -0.1}, {"token": "x", "logprob": -3}]
+    return {"content": [{"token": token, "logprob": -0.1, "top_logprobs": top}]}
+
+
 def _text(pieces: list[str], finish: str = "length", tokens: int | None = None) -> bytes:
     chunks: list[dict[str, Any]] = [
         {"choices": [{"index": 0, "delta": {"content": p}, "finish_reason": None,
-                      "logprobs": {"content": [{"token": p, "logprob": -0.1,
-                                                "top_logprobs": [{"token": p, "logprob": -0.1},
-                                                                 {"token": "x", "logprob": -3}]}]}}]}
+                      "logprobs": _logprobs(p)}]}
         for p in pieces
     ]  # fmt: skip
     chunks.append({"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
