@@ -105,6 +105,7 @@ def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path
     )
     asyncio.run(_set(stack, BF16, "1"))
     doc = _json("case", "test", case, target, "--to", "0", "--test", "answers", "--rounds", "1",
+                "--runs", "1", "--requests", "400",
                 "--input-len", "32", "--output-len", "16", *spec, *led)  # fmt: skip
     assert doc["outcome"] == "convicted", doc
     assert doc["suspect"]["failed"] > 0 and doc["revert"]["failed"] == 0

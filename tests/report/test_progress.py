@@ -13,6 +13,12 @@ from servelab.core.soak.signatures import Phase, Signature
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.ops import progress as events
 from servelab.ops.bench.bench import BenchProgress
+from servelab.core.answers.contract import (
+    ArmAnswered,
+    ArmDropped,
+    ReferencesReused,
+    ReferencesTaken,
+)
 from servelab.ops.progress import (
     AbJournalStarted,
     AbResumed,
@@ -149,6 +155,13 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (TuneScreened(3, ("--max-running-requests",), ("--enable-cache-report", "X")),
      "screening stopped after 3 block(s): tuning --max-running-requests (--enable-cache-report, X "
      "held at their low value)"),
+    (ReferencesTaken("k", 24, 1), "answers: 24 reference answers taken from the baseline at C1"),
+    (ReferencesReused("k", 3, 24),
+     "answers: reusing 24 reference answers of the same state (references 3)"),
+    (ArmDropped("1", "0", 8, 0, 21),
+     "arm 1 dropped: it changes answers (8 of 21 wrong against 0 of 21 for 0)"),
+    (ArmAnswered("suspect", "1", 7, 21), "arm suspect (1): 7/21 answers wrong"),
+    (ArmAnswered("suspect", "1", None, 21), "arm suspect (1): 21 answers (judged at the end)"),
     (TuneScreened(4, (), ("A", "B")),
      "screening stopped after 4 block(s): no knob left to tune, the original values are kept"),
     (BisectPlanned(2, 6, "soak", 3),

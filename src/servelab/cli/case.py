@@ -293,11 +293,11 @@ def case_resolve(
 @click.option("--effect", default=0.5, show_default=True, type=float,
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
 @click.option("--test", "test_text", default="soak", show_default=True, metavar="TEST",
-              help="soak (the failing soak replayed) or answers[@C<LEVEL>] (bench runs carrying "
-              "greedy answer probes, a wrong answer a failure).")  # fmt: skip
-@click.option("--runs", default=1, show_default=True, type=click.IntRange(1, 50),
-              help="An answers test's bench runs per visit.")  # fmt: skip
-@REQUESTS.option(Default("400", "an answers test's run carries 5% probes: 21 of them"))
+              help=f"What tells good from bad: {TEST_FORM}. Default here: the case's failing "
+              "soak replayed (a threshold is for case bisect).")  # fmt: skip
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="A threshold or answers test's bench runs per visit.")  # fmt: skip
+@REQUESTS.option(Default("128", "an answers test runs often; each run carries 5% probes"))
 @WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
 @workload_options()
 @spec_option
@@ -375,7 +375,7 @@ def case_test(
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
 @SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
-              help="A threshold test's bench runs per visit.")  # fmt: skip
+              help="A threshold or answers test's bench runs per visit.")  # fmt: skip
 @REQUESTS.option(Default("128", "a threshold test runs often; a steady state needs a few per user"))
 @WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
 @IDLE_TIMEOUT.option()
