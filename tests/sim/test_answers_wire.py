@@ -52,7 +52,8 @@ def answer(url: str, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         calls = message.get("tool_calls") or []
         return (calls[0]["function"]["arguments"] if calls else message["content"]), doc["usage"]
     assert raw.rstrip().endswith(b"data: [DONE]")
-    parts, usage = [], {}
+    parts: list[str] = []
+    usage: dict[str, Any] = {}
     for event in sse_events(raw):
         assert "error" not in event, event
         usage = event.get("usage") or usage
