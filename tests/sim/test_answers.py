@@ -112,6 +112,9 @@ def test_tool_choice_none_required_and_named_and_sampled_two_in_three() -> None:
         assert plan_output(0, f"w{i}", 32, tools=two, tool_choice="required").kind is Kind.TOOL
     sampled = [plan_output(0, f"w{i}", 32, tools=two).kind for i in range(300)]
     assert 150 < sampled.count(Kind.TOOL) < 250  # two in three
+    after = [plan_output(0, f"w{i}", 32, tools=two, greedy=True, after_tool=True).kind
+             for i in range(300)]  # fmt: skip
+    assert after == sampled  # greedy after a tool result: words one time in three
 
 
 def _haystack(n_words: int, depth: float, key: str = "482913") -> str:
@@ -258,6 +261,10 @@ def test_request_parsing_of_temperature_and_logprobs() -> None:
     assert req.greedy and req.logprobs == 3 and req.tool_choice == "required"
     plain = chat()
     assert not isinstance(plain, RequestError) and not plain.greedy and plain.logprobs is None
+    assert not plain.after_tool
+    turns = [{"role": "user", "content": "hi"}, {"role": "tool", "content": "42"}]
+    tooled = parse_request("chat", {"messages": turns}, "m")
+    assert not isinstance(tooled, RequestError) and tooled.after_tool
     on = chat(logprobs=True)
     assert not isinstance(on, RequestError) and on.logprobs == 0
     completions = parse_request("completions", {"prompt": "x", "logprobs": 2}, "m")

@@ -77,6 +77,8 @@ class GenRequest:
     tool_choice: Any = None
     #: log-probabilities asked for: how many alternatives per token (None: not asked)
     logprobs: int | None = None
+    #: a chat whose last message is a tool's result (the model may answer in words)
+    after_tool: bool = False
 
     @property
     def greedy(self) -> bool:
@@ -276,6 +278,7 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
     return GenRequest(
         api, model, stream, include_usage, seed, tuple(tools), items, batch,
         temperature=temperature, tool_choice=body.get("tool_choice"), logprobs=logprobs,
+        after_tool=api == "chat" and body["messages"][-1].get("role") == "tool",
     )  # fmt: skip
 
 
