@@ -92,6 +92,14 @@ def _tool_args(out: Output) -> Any:
     return json.loads(out.text)
 
 
+def test_answers_are_fixed_by_seed_and_prompt() -> None:
+    out = plan_output(0, "a prompt", 16, greedy=True)
+    assert plan_output(0, "a prompt", 16, greedy=True) == out
+    assert plan_output(1, "a prompt", 16, greedy=True).text != out.text
+    assert plan_output(0, "another prompt", 16, greedy=True).text != out.text
+    assert plan_output(0, "a prompt", 16).text == out.text  # the simulator does not sample
+
+
 def test_greedy_tool_calls_are_valid_for_the_schema_and_deterministic() -> None:
     for i in range(200):
         out = plan_output(0, f"weather {i}", 64, tools=TOOLS, greedy=True)
