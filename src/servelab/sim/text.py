@@ -303,8 +303,7 @@ def _tool_output(
     rng = random.Random(seed_int(seed, prompt, "text"))
     names = _tool_names(tools)
     name = _forced_name(tool_choice) or (rng.choice(names) if names else "tool")
-    planned = plan_args(tool_schema(tools, name), rng, n)
-    pieces = planned.pieces()
+    planned, pieces = plan_args(tool_schema(tools, name), rng, n)
     args: ToolArgs | None = planned
     if corrupt and len(pieces) > 1:  # corrupt_under_load: broken from the first decoded piece
         pieces, args = garbled(pieces, 1), None
