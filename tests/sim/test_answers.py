@@ -32,7 +32,9 @@ from servelab.sim.recall import (
     fail_share,
     find_retrieval,
 )
+from servelab.sim.settings import load_settings
 from servelab.sim.text import Kind, Output, count_tokens, plan_output
+from servelab.sim.vllm import VLLM_PROFILE
 
 WEATHER = {
     "type": "object",
@@ -257,6 +259,19 @@ def test_bf16_index_keys_are_faster_in_the_model() -> None:
     base = steady_throughput(DEFAULT_PROFILE, 64, 256, 128, 64)
     bf16 = steady_throughput(DEFAULT_PROFILE, 64, 256, 128, 64, index_keys_bf16=True)
     assert 1.08 <= bf16 / base <= 1.13
+
+
+def test_the_bf16_knob_is_read_at_start_up_under_each_engines_name() -> None:
+    on = load_settings("decode", env={"SGLANG_NSA_INDEX_KEYS_BF16": "1"})
+    assert on.index_keys_bf16 and on.knobs()["SGLANG_NSA_INDEX_KEYS_BF16"] == 1
+    assert not load_settings("decode", env={}).index_keys_bf16
+    vllm = load_settings("decode", env={"VLLM_NSA_INDEX_KEYS_BF16": "1"}, profile=VLLM_PROFILE)
+    assert vllm.index_keys_bf16
+    assert on.decode_step_s(64, 64 * 160) < load_settings("decode", env={}).decode_step_s(
+        64, 64 * 160
+    )
+    with pytest.raises(SimError):
+        load_settings("decode", env={"SGLANG_NSA_INDEX_KEYS_BF16": "maybe"})
 
 
 def test_request_parsing_of_temperature_and_logprobs() -> None:
