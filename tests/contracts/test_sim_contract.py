@@ -21,8 +21,9 @@ from typing import Any
 import pytest
 
 from servelab.core.ledger.codec import encode
+from servelab.core.load.identity import request_identity
 from servelab.core.telemetry.promtext import parse_exposition
-from servelab.core.telemetry.traces import Span, request_identity, spans_by_request, traced
+from servelab.core.telemetry.traces import Span, spans_by_request, traced
 from tests.contracts.stacks import MODEL, Pd, SpanSink, fetch, pd_stack, post
 
 HERE = Path(__file__).parent
