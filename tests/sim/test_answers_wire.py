@@ -172,10 +172,11 @@ def test_kv_corrupt_changes_answers_with_http_200(
 
 @contextlib.contextmanager
 def held_streams(base: str, n: int) -> Iterator[None]:
-    """``n`` long streams straight to the decode ``base``, nobody reading them, until all run;
-    closed on exit (bounded: 60 s)."""
+    """``n`` long streams straight to the decode ``base``, nobody reading them, until all run
+    (bounded: 60 s); long enough to outlast the test (20,000 tokens, about 30 s at time scale
+    0.05), closed on exit (the decode then drops them)."""
     port = int(base.rsplit(":", 1)[1])
-    body = json.dumps(chat("hold", 1500, stream=True, temperature=1)).encode()
+    body = json.dumps(chat("hold", 20_000, stream=True, temperature=1)).encode()
     conns = [http.client.HTTPConnection("127.0.0.1", port, timeout=60) for _ in range(n)]
     try:
         for conn in conns:
