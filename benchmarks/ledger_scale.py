@@ -2,10 +2,12 @@
 
 For each size it builds a ledger of bench runs of 20,000 records each (the real record model,
 :class:`~servelab.core.load.records.RequestRecord`, 48 content events per request at ~20 ms apart
-with nanosecond jitter, inserted a run per transaction) plus a case holding the first run as
-evidence, then prints: the file's bytes and bytes per record (stored compact, and as the JSON it
-used to be), and for each export format the wall time and peak resident memory of ``servelab ledger
-export`` run as a child process (that child's own ``VmHWM``), the export's bytes, and that the
+with nanosecond jitter, each request's own ``x-request-id`` and ``traceparent`` and its cached
+tokens as a bench run records them, inserted a run per transaction) plus a case holding the first
+run as evidence, then prints: the file's bytes and bytes per record (stored compact now, compact
+as version 1 stored the ids, and as the JSON it used to be), and for each export format the wall
+time and peak resident memory of ``servelab ledger export`` run as a child process (that
+child's own ``VmHWM``), the export's bytes, and that the
 export was parsed back and held every record; then the wall time of ``servelab report`` and
 ``servelab case show``. Export memory must not grow with the ledger.
 
@@ -28,9 +30,15 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from servelab.core.load.records import RequestRecord
-from servelab.io.ledger.admin import file_bytes
-from servelab.io.ledger.ledger import Ledger
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.support.old_rows import packed_v1  # noqa: E402
+
+from servelab.core.load.identity import request_identity  # noqa: E402
+from servelab.core.load.records import RequestRecord  # noqa: E402
+from servelab.io.ledger.admin import file_bytes  # noqa: E402
+from servelab.io.ledger.ledger import Ledger  # noqa: E402
 
 __all__ = ["build", "main"]
 
@@ -56,8 +64,9 @@ def _record(rng: random.Random, run: int, i: int) -> dict[str, object]:
     rec = RequestRecord(
         index=i, scheduled_ns=scheduled, input_tokens=512, sent_ns=sent, first_byte_ns=first,
         end_ns=t, status=200, output_tokens=EVENTS, tokens_from_usage=True, event_ns=stamps,
-        event_tokens=[1] * EVENTS,
+        event_tokens=[1] * EVENTS, cached_tokens=(i * 37) % 512,
     )  # fmt: skip
+    rec.request_id, rec.traceparent = request_identity(f"{run:016x}", i)
     # record_to_dict's dict, without dataclasses.asdict's per-element deep copy (slow at 10^6)
     return {name: getattr(rec, name) for name in _FIELDS}
 
@@ -160,24 +169,26 @@ def measure(work: Path, n: int) -> dict[str, object]:
 
 
 def before_after(work: Path, n: int = PER_RUN) -> dict[str, float]:
-    """One run of ``n`` records stored compact and stored as JSON text (as before migration 4):
-    bytes per record and microseconds per record to read them all back."""
+    """One run of ``n`` records stored as JSON text (as before migration 4), compact with its ids
+    as texts (``v1``, before the ids' 8-byte form) and compact now: bytes per record and
+    microseconds per record to read them all back, side by side."""
     rng = random.Random(1)
     recs = [_record(rng, 0, i) for i in range(n)]
     out: dict[str, float] = {}
-    for form in ("json", "compact"):
+    for form in ("json", "v1", "compact"):
         path = work / f"one-run-{form}.db"
         path.unlink(missing_ok=True)
         with Ledger.open(path) as ledger:
             run = ledger.record_bench_run(label=form, config={}, summary={}, records=recs)
-            if form == "json":
-                _as_json(path, recs)
+            if form != "compact":
+                _rewrite(path, recs, form)
             assert list(ledger.iter_bench_records(run)) == recs
             best = min(_timed(ledger, run) for _ in range(3))
             out[f"read_us_{form}"] = round(best / n * 1e6, 1)
             stored = next(t for t in ledger.stats().tables if t.name == "bench_records")
             out[f"bytes_{form}"] = round((stored.bytes or 0) / n, 1)
     out["ratio"] = round(out["bytes_json"] / out["bytes_compact"], 2)
+    out["ratio_v1"] = round(out["bytes_v1"] / out["bytes_compact"], 2)
     return out
 
 
@@ -188,12 +199,19 @@ def _timed(ledger: Ledger, run: int) -> float:
     return time.perf_counter() - start
 
 
-def _as_json(path: Path, recs: list[dict[str, object]]) -> None:
+def _rewrite(path: Path, recs: list[dict[str, object]], form: str) -> None:
+    """Store the run's records as ``form`` wrote them: JSON text, or the version 1 blob."""
+
+    def stored(r: dict[str, object]) -> str | bytes:
+        if form == "json":
+            return json.dumps(r, sort_keys=True, separators=(",", ":"))
+        return packed_v1(RequestRecord(**r))  # type: ignore[arg-type]
+
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("BEGIN IMMEDIATE")
     conn.executemany(
         "UPDATE bench_records SET record = ? WHERE run_id = 1 AND seq = ?",
-        [(json.dumps(r, sort_keys=True, separators=(",", ":")), i) for i, r in enumerate(recs)],
+        [(stored(r), i) for i, r in enumerate(recs)],
     )
     conn.execute("COMMIT")
     conn.execute("VACUUM")
@@ -226,7 +244,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.dir or Path(tempfile.mkdtemp(prefix="ledger-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    print("one run, stored as JSON (before) and compact (now):", before_after(work), flush=True)
+    print("one run, as JSON, compact v1 and compact now:", before_after(work), flush=True)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
         rows.append(measure(work, n))

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import tempfile
 from collections.abc import Iterator
 
 import pytest
 
 from servelab.io.ledger.ledger import LEDGER_ENV
+from servelab.io.lock import LOCK_DIR_ENV
 from tests.support.sshd import SshdServer, start_sshd
 
 __all__ = ["no_outer_ledger", "sshd"]
@@ -18,6 +21,11 @@ __all__ = ["no_outer_ledger", "sshd"]
 # (in every worker), the signals reach the processes the tests start at their default.
 signal.signal(signal.SIGINT, signal.default_int_handler)
 signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+# The endpoints' locks (servelab.io.lock) are machine-wide: each worker keeps its own, so a demo or
+# another suite on this machine never meets this suite's locks, nor one worker another's (within a
+# test, every servelab process it starts shares its worker's).
+os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="servelab-locks-")
 
 
 @pytest.fixture(autouse=True)

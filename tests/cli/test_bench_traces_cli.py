@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ledger.codec import encode
-from servelab.core.telemetry.traces import PHASES, RETURN_HELD_MS, trace_of
+from servelab.core.load.identity import trace_of
+from servelab.core.telemetry.traces import PHASES, RETURN_HELD_MS
 from servelab.io.ledger.ledger import Ledger
 from servelab.sim.settings import ENV_EXTRAS
 from tests.support import run_cli

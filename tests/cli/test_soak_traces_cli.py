@@ -9,7 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
-from servelab.core.telemetry.traces import trace_of
+from servelab.core.load.identity import trace_of
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.tracing import write_traced_spec

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from servelab.core.deploy.engines import ENGINES
+from servelab.core.load.identity import request_identity
 from servelab.core.telemetry.promtext import parse_exposition
-from servelab.core.telemetry.traces import request_identity
 from tests.contracts.stacks import MODEL, Pd, SpanSink, fetch, pd_stack, post, router_argv
 from tests.support import free_ports
 from tests.support.stack import start_process, stop_process, wait_http

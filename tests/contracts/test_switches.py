@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servelab.core.load.identity import request_identity
 from servelab.core.telemetry.promtext import parse_exposition
-from servelab.core.telemetry.traces import request_identity
 from servelab.sim.settings import ENV_EXTRAS
 from tests.contracts.stacks import MODEL, SpanSink, fetch, pd_stack, post
 

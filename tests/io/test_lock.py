@@ -4,6 +4,7 @@ with SIGKILL is taken over and says whose it was, a launched child never holds i
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -14,24 +15,44 @@ from pathlib import Path
 import pytest
 
 from servelab.errors import DeploymentBusy
-from servelab.io.lock import LOCK_FILE, Holder, hold, holder_of
+from servelab.io.lock import (
+    LOCK_DIR_ENV,
+    LOCK_FILE,
+    TRAFFIC_FILE,
+    Hold,
+    Holder,
+    endpoint_dir,
+    hold,
+    holder_of,
+)
 
 #: A process that holds the lock of STATE_DIR, says so on stdout, and holds it until stdin closes.
 HOLDER = textwrap.dedent(
     """
-    import sys
+    import json, sys
     from pathlib import Path
-    from servelab.io.lock import hold
-    with hold(Path(sys.argv[1]), "servelab restart", name="t"):
+    from servelab.io.lock import Hold, hold
+    root = Path(sys.argv[3]) if sys.argv[3] else None
+    endpoints = [tuple(e) for e in json.loads(sys.argv[4])]
+    kind = Hold(sys.argv[2])
+    with hold(Path(sys.argv[1]), "servelab restart", name="t", kind=kind, root=root,
+              endpoints=endpoints):
         print("held", flush=True)
         sys.stdin.read()
     """
 )
 
 
-def _holder(state_dir: Path) -> subprocess.Popen[str]:
+def _holder(
+    state_dir: Path,
+    kind: str = "change",
+    *,
+    root: Path | None = None,
+    endpoints: list[tuple[str, int]] | None = None,
+) -> subprocess.Popen[str]:
+    where = "" if root is None else str(root)
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOLDER, str(state_dir)],
+        [sys.executable, "-c", HOLDER, str(state_dir), kind, where, json.dumps(endpoints or [])],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -107,3 +128,75 @@ def test_a_lock_file_that_cannot_be_made_is_a_host_error(tmp_path: Path) -> None
         hold(tmp_path / "file", "servelab up", name="t"),
     ):
         pass
+
+
+def test_a_rolling_restart_holds_beside_a_measurement_and_a_change_beside_neither(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    with hold(state, "servelab bench", name="t", kind=Hold.MEASURE):
+        with hold(state, "servelab restart", name="t", kind=Hold.ROLL) as roll:
+            assert holder_of(state, LOCK_FILE) == roll.holder
+        assert holder_of(state, TRAFFIC_FILE) is not None
+    # across processes: a measurement held elsewhere refuses a change and a second measurement
+    first = _holder(state, "measure")
+    try:
+        for kind in (Hold.CHANGE, Hold.MEASURE):
+            busy = f"`servelab restart` \\(pid {first.pid}"
+            with (
+                pytest.raises(DeploymentBusy, match=busy),
+                hold(state, "servelab up", name="t", kind=kind),
+            ):
+                pytest.fail("took a held lock")
+        with hold(state, "servelab restart", name="t", kind=Hold.ROLL) as roll:
+            assert roll.taken_over is None
+        assert holder_of(state, LOCK_FILE) is None  # the refused change left nothing behind
+    finally:
+        first.communicate("")
+    first = _holder(state, "roll")
+    try:
+        for kind in (Hold.CHANGE, Hold.ROLL):
+            with pytest.raises(DeploymentBusy), hold(state, "servelab up", name="t", kind=kind):
+                pytest.fail("took a held lock")
+        with hold(state, "servelab bench", name="t", kind=Hold.MEASURE):
+            pass
+    finally:
+        first.communicate("")
+
+
+def test_two_state_dirs_owning_one_endpoint_are_one_deployment(tmp_path: Path) -> None:
+    root = tmp_path / "locks"
+    endpoints = [("local", 4711), ("local", 4712)]
+    first = _holder(tmp_path / "a", "measure", root=root, endpoints=endpoints)
+    try:
+        with (
+            pytest.raises(DeploymentBusy) as refused,
+            hold(tmp_path / "b", "servelab down", name="t", root=root, endpoints=[("local", 4712)]),
+        ):
+            pytest.fail("took a held lock")
+        assert f"pid {first.pid}" in str(refused.value)
+        assert str(endpoint_dir(root, "local", 4712) / TRAFFIC_FILE) in str(refused.value)
+        with hold(tmp_path / "b", "servelab up", name="t", root=root, endpoints=[("local", 1)]):
+            pass  # another endpoint: another deployment
+    finally:
+        first.communicate("")
+
+
+def test_the_default_lock_root_is_this_users_own(tmp_path: Path) -> None:
+    code = textwrap.dedent(
+        """
+        import os, stat, sys
+        from pathlib import Path
+        from servelab.io.lock import hold, lock_root
+        root = lock_root()
+        with hold(Path(sys.argv[1]), "servelab up", name="t", endpoints=[("local", 1)]):
+            info = os.lstat(root)
+            print(stat.S_IMODE(info.st_mode) & 0o077, info.st_uid == os.getuid(), root.name)
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != LOCK_DIR_ENV}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["0", "True", f"servelab-{os.getuid()}"]

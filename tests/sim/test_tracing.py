@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 import pytest
 
 from servelab.core.ledger.codec import encode
+from servelab.core.load.identity import request_identity
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.traces import (
@@ -19,7 +20,6 @@ from servelab.core.telemetry.traces import (
     TtftBreakdown,
     decompose,
     phase_percentiles,
-    request_identity,
     spans_by_request,
     traced,
 )

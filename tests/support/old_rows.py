@@ -12,11 +12,17 @@ hand-made three-round A/B and reading the SQLite file back.
 
 from __future__ import annotations
 
+import dataclasses
+
+from servelab.core.load.packed import pack_record
+from servelab.core.load.records import RequestRecord, record_to_dict
+
 __all__ = [
     "AB_RUN_BEFORE_CODEC",
     "AB_SESSION_BEFORE_CODEC",
     "AB_VISITS_BEFORE_CODEC",
     "FIRST_AB_RUN",
+    "packed_v1",
 ]
 
 FIRST_AB_RUN = {
@@ -201,3 +207,31 @@ AB_VISITS_BEFORE_CODEC = (
         ),
     },
 )
+
+
+def packed_v1(record: RequestRecord) -> bytes:
+    """``record`` in the compact form servelab wrote before version 2 (the ids as two texts),
+    by the layout's own words (:mod:`servelab.core.load.packed`): version byte 1, the same
+    body, then (when any is set) each id as a varint length and UTF-8, and the two numbers + 1."""
+    bare = dataclasses.replace(
+        record, request_id="", traceparent="", cached_tokens=None, session=None
+    )
+    body = pack_record(record_to_dict(bare))
+    assert body is not None and body[0] == 2
+    tail = bytearray()
+    numbers = (record.cached_tokens, record.session)
+    if record.request_id or record.traceparent or any(n is not None for n in numbers):
+        for text in (record.request_id, record.traceparent):
+            _varint(tail, len(text.encode()))
+            tail += text.encode()
+        for number in numbers:
+            _varint(tail, 0 if number is None else number + 1)
+    return b"\x01" + body[1:] + bytes(tail)
+
+
+def _varint(out: bytearray, value: int) -> None:
+    zig = value * 2  # zigzag of a value >= 0
+    while zig > 0x7F:
+        out.append((zig & 0x7F) | 0x80)
+        zig >>= 7
+    out.append(zig)

@@ -58,6 +58,7 @@ from servelab.errors import BenchError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import model_list
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.io.tracefile import scan_trace
 from servelab.ops.bench import bench as ops
@@ -278,7 +279,7 @@ def bench_command(
     if output.export is not None:
         check_directory(output.export)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
-    with nullcontext() if loaded is None else where.exclusive(wait=wait):
+    with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
         model = target.model or first_model or "default"
         config = bench_config(load, workload, url=url, model=model, label=label,

@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.ledger.codec import finite
 from servelab.errors import (
@@ -39,7 +40,7 @@ from servelab.errors import (
     TraceError,
 )
 from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
-from servelab.io.lock import Holder, hold
+from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_level, describe_progress
@@ -426,9 +427,10 @@ class SpecAndLedger:
         return loaded
 
     @contextmanager
-    def exclusive(self, *, wait: bool) -> Iterator[None]:
-        """Hold the deployment's lock (:mod:`servelab.io.lock`, in the spec's state dir) for the
-        block: the one place a command that changes or measures the deployment takes it.
+    def exclusive(self, *, wait: bool, kind: Hold = Hold.CHANGE) -> Iterator[None]:
+        """Hold the deployment's lock (:mod:`servelab.io.lock`: its state dir and every endpoint
+        it owns) for the block, as ``kind`` needs: the one place a command that changes or
+        measures the deployment takes it.
 
         Held by another command: refused naming it, or with ``wait`` (``--wait``) one line says
         whom it waits for. A lock left by a process that died is taken over, and one line says so.
@@ -440,12 +442,20 @@ class SpecAndLedger:
             who = holder.describe() if holder is not None else "another command"
             notice("waiting:", f"{who} holds deployment {name}; this command runs when it ends")
 
-        with hold(loaded.state_dir, _command_name(), name=name, wait=wait, on_wait=waiting) as lock:
+        with hold(
+            loaded.state_dir,
+            _command_name(),
+            name=name,
+            wait=wait,
+            on_wait=waiting,
+            kind=kind,
+            endpoints=owned_endpoints(loaded.spec),
+        ) as lock:
             if lock.taken_over is not None:
                 notice(
                     "lock:",
-                    f"took over the lock {lock.path} from {lock.taken_over.describe()}, which "
-                    "ended without releasing it",
+                    f"took over the lock {lock.taken_over_path} from "
+                    f"{lock.taken_over.describe()}, which ended without releasing it",
                 )
             yield
 

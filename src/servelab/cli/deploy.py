@@ -29,6 +29,7 @@ from servelab.cli.common import (
 )
 from servelab.cli.options import wait_option
 from servelab.core.deploy.rolling import RollOptions
+from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy import deploy
@@ -55,11 +56,12 @@ def _operate(
     wait: bool,
     action: Callable[[Operation], Awaitable[T]],
     say: Progress | None,
+    kind: Hold = Hold.CHANGE,
 ) -> T:
     """Run ``action`` in one operation (spec, ledger, progress, hosts) for the whole command,
-    holding the deployment's lock."""
+    holding the deployment's lock as ``kind`` needs."""
     loaded = where.deployment()
-    with where.exclusive(wait=wait):
+    with where.exclusive(wait=wait, kind=kind):
         return run(_with_ledger(where, loaded, action, say))
 
 
@@ -218,7 +220,7 @@ def _rolling(
     async def roll(op: Operation) -> RollingReport:
         return await rolling_restart(op, list(services), options=options)
 
-    report = _operate(where, wait, roll, _quiet(as_json))
+    report = _operate(where, wait, roll, _quiet(as_json), Hold.ROLL)  # runs under traffic
     _show(rolling_json(report), render_rolling(report), as_json, report.ok)
 
 

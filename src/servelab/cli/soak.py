@@ -41,6 +41,7 @@ from servelab.core.load.slo import SLO
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.knob import live_knobs
 from servelab.ops.soak import soak as ops
@@ -206,7 +207,7 @@ def soak_command(
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)
     traces = None if loaded is None else trace_collector(loaded.spec)
-    with nullcontext() if loaded is None else where.exclusive(wait=wait):
+    with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         result = _soak(config, targets, None if no_record else ledger_file, case_id, traces)
     _show(result, as_json)
 

@@ -1,16 +1,33 @@
-"""One operator at a time per deployment: the lock a command holds while it changes or measures
-the deployment (``up``, ``down``, ``restart``, ``knob set``, ``bench``, ``ab``, ``soak``, ``case
-revert|test``, ``restore``).
+"""One operator at a time per deployment, and traffic beside a rolling restart: the holds a
+command takes while it changes or measures the deployment.
 
-The lock is the file ``lock`` in the deployment's state directory, beside the pid records (they
-are kept here, on the machine servelab runs on, for services on SSH hosts too: the lock is where
-the state is), held with ``flock(2)``. The kernel releases it when its holder exits, however it
-exits, so a lock is never held by a dead process. The file also names its holder (command, pid,
-start time) for the refusal another command prints; a holder that ends empties it, so a name
-found there once the lock is free is a holder that died (``kill -9``, a crash, the machine): the
-next command takes the lock over and says so (:attr:`DeploymentLock.taken_over`).
+A deployment's lock is two files per place, held with ``flock(2)``:
 
-The file descriptor is not inherited (``O_CLOEXEC``): a service a command launches never holds
+- ``lock``, the change lock: held by every command that changes the deployment (``up``, ``down``,
+  ``restart``, ``knob set``, ``ab``, ``tune``, ``case revert|test|bisect``, ``restore``, and
+  ``restart --rolling``);
+- ``lock.traffic``, the measurement lock: held by every command that sends measured traffic
+  (``bench`` and ``soak`` with a spec) and by every change that would disturb it (all of the above
+  but ``restart --rolling``, which exists to run under traffic).
+
+So a rolling restart runs under a ``bench -f SPEC`` of the same deployment (:attr:`Hold.ROLL` takes
+the change lock only), while a plain restart, ``up``, ``down`` or an A/B refuses to run under a
+measurement, naming it (:attr:`Hold.CHANGE` takes both); two measurements, or two changes, never
+run at once.
+
+The places are the deployment's state directory (beside the pid records; for services on SSH
+hosts too: the lock is where the state is) and one directory per endpoint the deployment owns
+(:func:`servelab.core.deploy.ownership.owned_endpoints`, under :func:`lock_root`): a second spec
+that names the same processes under another ``state_dir`` meets the same lock. Only commands run
+on this machine meet each other: two operators on two machines do not.
+
+The kernel releases a lock when its holder exits, however it exits, so a lock is never held by a
+dead process. Each file also names its holder (command, pid, start time) for the refusal another
+command prints; a holder that ends empties it, so a name found there once the lock is free is a
+holder that died (``kill -9``, a crash, the machine): the next command takes the lock over and
+says so (:attr:`DeploymentLock.taken_over`). A waiter (``--wait``) holds nothing while it waits.
+
+The file descriptors are not inherited (``O_CLOEXEC``): a service a command launches never holds
 its lock. Within one process the lock is re-entrant: code that takes it while its command already
 holds it shares it.
 """
@@ -21,21 +38,59 @@ import contextlib
 import fcntl
 import json
 import os
+import re
+import stat
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
 from servelab.errors import DeploymentBusy, HostError
 
-__all__ = ["LOCK_FILE", "POLL_S", "DeploymentLock", "Holder", "hold", "holder_of"]
+__all__ = [
+    "LOCK_DIR_ENV",
+    "LOCK_FILE",
+    "POLL_S",
+    "TRAFFIC_FILE",
+    "DeploymentLock",
+    "Hold",
+    "Holder",
+    "endpoint_dir",
+    "hold",
+    "holder_of",
+    "lock_root",
+]
 
-#: The lock's file name in the state directory.
+#: The change lock's file name in each place (the state directory, each endpoint's directory).
 LOCK_FILE = "lock"
+#: The measurement lock's file name in each place.
+TRAFFIC_FILE = "lock.traffic"
+#: The environment variable naming the directory of the endpoints' locks (:func:`lock_root`).
+LOCK_DIR_ENV = "SERVELAB_LOCK_DIR"
 #: Seconds between two tries of a command that waits for the lock (``--wait``).
 POLL_S = 0.1
 _MAX_HOLDER_BYTES = 4096
+
+
+class Hold(StrEnum):
+    """What a command does to the deployment while it holds the lock."""
+
+    #: Changes it, stopping or disturbing traffic (up, down, restart, knob set, ab, tune, case).
+    CHANGE = "change"
+    #: Sends measured traffic (bench, soak): beside a rolling restart, never beside a change.
+    MEASURE = "measure"
+    #: Restarts workers one at a time through the router (restart --rolling): under traffic.
+    ROLL = "roll"
+
+
+_FILES: dict[Hold, tuple[str, ...]] = {
+    Hold.CHANGE: (LOCK_FILE, TRAFFIC_FILE),
+    Hold.MEASURE: (TRAFFIC_FILE,),
+    Hold.ROLL: (LOCK_FILE,),
+}
 
 
 @dataclass(frozen=True)
@@ -58,29 +113,52 @@ class Holder:
 
 
 @dataclass
+class _FileLock:
+    """One held lock file, shared by the holds of this process that include it."""
+
+    path: Path
+    taken_over: Holder | None
+    fd: int
+    depth: int = 1
+
+    def release(self) -> None:
+        """Empty the file (the holder ended well) and unlock it; the last of nested holds only."""
+        self.depth -= 1
+        if self.depth > 0:
+            return
+        _FILES_HELD.pop(self.path, None)
+        with contextlib.suppress(OSError):
+            os.ftruncate(self.fd, 0)
+        os.close(self.fd)  # closing the descriptor releases the flock
+
+
+@dataclass
 class DeploymentLock:
-    """A held lock: its file, who holds it (this process), and the holder of the lock a dead
-    process left behind when this one took it over (None: the lock was free)."""
+    """A held lock: its first file, who holds it (this process), and the holder of a lock a dead
+    process left behind when this one took it over (None: every file was free), with the file it
+    was found in."""
 
     path: Path
     holder: Holder
     taken_over: Holder | None
-    _fd: int
+    taken_over_path: Path | None
+    _files: tuple[_FileLock, ...]
+    _key: tuple[Path, ...]
     _depth: int = 1
 
     def release(self) -> None:
-        """Empty the file (the holder ended well) and unlock it; the last of nested holds only."""
+        """Release every file; the last of nested holds of the same files only."""
         self._depth -= 1
         if self._depth > 0:
             return
-        _HELD.pop(self.path, None)
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, 0)
-        os.close(self._fd)  # closing the descriptor releases the flock
+        _HELD.pop(self._key, None)
+        for lock in reversed(self._files):
+            lock.release()
 
 
-#: The locks this process holds, by path (for re-entry).
-_HELD: dict[Path, DeploymentLock] = {}
+#: The lock files, and the holds, this process holds (for re-entry).
+_FILES_HELD: dict[Path, _FileLock] = {}
+_HELD: dict[tuple[Path, ...], DeploymentLock] = {}
 
 
 def _parse(raw: bytes) -> Holder | None:
@@ -95,13 +173,43 @@ def _read(fd: int) -> Holder | None:
     return _parse(os.pread(fd, _MAX_HOLDER_BYTES, 0))
 
 
-def holder_of(state_dir: Path) -> Holder | None:
-    """Who the lock file of ``state_dir`` names (None: no file, empty, or unreadable); the lock
-    itself is not tried."""
+def holder_of(place: Path, file: str = LOCK_FILE) -> Holder | None:
+    """Who the lock file ``file`` of ``place`` (a state directory, or :func:`endpoint_dir`) names
+    (None: no file, empty, or unreadable); the lock itself is not tried."""
     try:
-        return _parse((state_dir / LOCK_FILE).read_bytes()[:_MAX_HOLDER_BYTES])
+        return _parse((place / file).read_bytes()[:_MAX_HOLDER_BYTES])
     except OSError:
         return None
+
+
+def lock_root() -> Path:
+    """The directory of the endpoints' locks: ``$SERVELAB_LOCK_DIR``, else a directory of this
+    user's own (mode 0700) in ``/run/lock``, else in the system's temporary directory."""
+    named = os.environ.get(LOCK_DIR_ENV, "").strip()
+    if named:
+        return Path(named)
+    base = "/run/lock" if os.access("/run/lock", os.W_OK | os.X_OK) else tempfile.gettempdir()
+    return Path(base) / f"servelab-{os.getuid()}"
+
+
+def endpoint_dir(root: Path, machine: str, port: int) -> Path:
+    """The lock directory of one endpoint a deployment owns."""
+    return root / f"{re.sub(r'[^A-Za-z0-9.-]', '_', machine)}_{port}"
+
+
+def _own_root(root: Path) -> None:
+    """Make the default lock root this user's own, refusing one someone else made (a link, a
+    file, another owner: its locks could be held or swapped by them)."""
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(root)
+    except OSError as exc:
+        raise HostError(f"cannot make the lock directory {root}: {exc.strerror}") from exc
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise HostError(
+            f"the lock directory {root} is not a directory of this user's own; set "
+            f"{LOCK_DIR_ENV} to another"
+        )
 
 
 def _try(fd: int) -> bool:
@@ -123,25 +231,24 @@ def _refusal(name: str, path: Path, holder: Holder | None) -> DeploymentBusy:
 def _open(path: Path) -> int:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
         raise HostError(f"cannot open the deployment lock {path}: {exc.strerror}") from exc
 
 
-def _acquire(
-    path: Path, name: str, holder: Holder, wait: bool, on_wait: Callable[[Holder | None], None]
-) -> DeploymentLock:
+def _take(path: Path, holder: Holder) -> _FileLock | Holder | None:
+    """The lock file at ``path`` taken (held already by this process: shared), or whom the file
+    names while another process holds it (None: unnamed, it is starting)."""
+    held = _FILES_HELD.get(path)
+    if held is not None:
+        held.depth += 1
+        return held
     fd = _open(path)
     try:
-        told = False
-        while not _try(fd):
-            current = _read(fd)
-            if not wait:
-                raise _refusal(name, path, current)
-            if not told:
-                on_wait(current)
-                told = True
-            time.sleep(POLL_S)
+        if not _try(fd):
+            busy = _read(fd)
+            os.close(fd)
+            return busy
         left = _read(fd)
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
@@ -149,11 +256,76 @@ def _acquire(
     except BaseException:
         os.close(fd)
         raise
-    return DeploymentLock(path, holder, left, fd)
+    lock = _FILES_HELD[path] = _FileLock(path, left, fd)
+    return lock
+
+
+@dataclass(frozen=True)
+class _Busy:
+    """A lock file another process holds, and whom it names (None: it is starting)."""
+
+    path: Path
+    holder: Holder | None
+
+
+def _take_all(paths: Sequence[Path], holder: Holder) -> tuple[_FileLock, ...] | _Busy:
+    """Every file taken, or none (what was taken given back) and the first busy one."""
+    taken: list[_FileLock] = []
+    try:
+        for path in paths:
+            got = _take(path, holder)
+            if not isinstance(got, _FileLock):
+                for lock in reversed(taken):
+                    lock.release()
+                return _Busy(path, got)
+            taken.append(got)
+    except BaseException:
+        for lock in reversed(taken):
+            lock.release()
+        raise
+    return tuple(taken)
+
+
+def _acquire(
+    paths: tuple[Path, ...],
+    name: str,
+    holder: Holder,
+    wait: bool,
+    on_wait: Callable[[Holder | None], None],
+) -> DeploymentLock:
+    told = False
+    while isinstance(got := _take_all(paths, holder), _Busy):
+        if not wait:
+            raise _refusal(name, got.path, got.holder)
+        if not told:
+            on_wait(got.holder)
+            told = True
+        time.sleep(POLL_S)
+    found = next((lock for lock in got if lock.taken_over is not None), None)
+    return DeploymentLock(
+        path=paths[0],
+        holder=holder,
+        taken_over=None if found is None else found.taken_over,
+        taken_over_path=None if found is None else found.path,
+        _files=got,
+        _key=paths,
+    )
 
 
 def _silent(_holder: Holder | None) -> None:
     return None
+
+
+def _paths(
+    state_dir: Path, kind: Hold, endpoints: Sequence[tuple[str, int]], root: Path | None
+) -> tuple[Path, ...]:
+    places = [Path(os.path.abspath(state_dir))]
+    if endpoints:
+        base = root if root is not None else lock_root()
+        if root is None and not os.environ.get(LOCK_DIR_ENV, "").strip():
+            _own_root(base)
+        places += [endpoint_dir(base, machine, port) for machine, port in sorted(endpoints)]
+    return tuple(place / file for place in places for file in _FILES[kind])
 
 
 @contextlib.contextmanager
@@ -164,19 +336,25 @@ def hold(
     name: str,
     wait: bool = False,
     on_wait: Callable[[Holder | None], None] = _silent,
+    kind: Hold = Hold.CHANGE,
+    endpoints: Sequence[tuple[str, int]] = (),
+    root: Path | None = None,
 ) -> Iterator[DeploymentLock]:
-    """Hold the lock of the deployment whose state directory is ``state_dir`` for the block.
+    """Hold the lock of the deployment whose state directory is ``state_dir`` and which owns
+    ``endpoints`` (``(machine, port)`` pairs, their locks under ``root``, default
+    :func:`lock_root`) for the block, as ``kind`` needs.
 
     Held by another process: :class:`~servelab.errors.DeploymentBusy` naming it (``name`` is the
-    deployment's), or with ``wait``, ``on_wait(holder)`` once and a try every :data:`POLL_S`
-    until it is free. ``command`` names this process in the file (``servelab restart``).
+    deployment's), or with ``wait``, ``on_wait(holder)`` once and a try of every file every
+    :data:`POLL_S` until they are all free (nothing held meanwhile). ``command`` names this
+    process in the files (``servelab restart``).
     """
-    path = Path(os.path.abspath(state_dir / LOCK_FILE))
-    lock = _HELD.get(path)
+    paths = _paths(state_dir, kind, endpoints, root)
+    lock = _HELD.get(paths)
     if lock is not None:
         lock._depth += 1
     else:
-        lock = _HELD[path] = _acquire(path, name, Holder.this_process(command), wait, on_wait)
+        lock = _HELD[paths] = _acquire(paths, name, Holder.this_process(command), wait, on_wait)
     try:
         yield lock
     finally:

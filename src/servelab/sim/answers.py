@@ -101,7 +101,8 @@ def second_choice(out: Output, k: int) -> str:
     if out.kind is Kind.RECALL and k == 5:
         return "!"
     if out.kind is Kind.TOOL and out.args is not None:
-        other = out.args.diverged(k, random.Random(_draw(out.root, "alt", k))).pieces()[k]
+        rng = random.Random(_draw(out.root, "alt", k))
+        other = out.args.diverged(out.pieces, k, rng)[1][k]
         if other != piece:
             return other
     return other_word(piece, _draw(out.root, "second", k, piece))
@@ -120,8 +121,7 @@ def diverge(out: Output, k: int, change: Change) -> Output:
     if out.kind is Kind.TOOL:
         if change is Change.GARBLE or out.args is None:
             return replace(out, pieces=garbled(out.pieces, k), args=None)
-        args = out.args.diverged(k, random.Random(_draw(out.root, "alt", k)))
-        pieces = args.pieces()
+        args, pieces = out.args.diverged(out.pieces, k, random.Random(_draw(out.root, "alt", k)))
         took = pieces[k] != out.pieces[k]
         swapped = (*out.swapped, (k, out.pieces[k])) if took else out.swapped
         return replace(out, pieces=pieces, args=args, swapped=swapped)

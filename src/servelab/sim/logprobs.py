@@ -18,11 +18,39 @@ from typing import Any
 from servelab.sim.answers import top_alternatives
 from servelab.sim.text import Output
 
-__all__ = ["MAX_LOGPROBS", "chat_logprobs", "completion_logprobs"]
+__all__ = ["MAX_LOGPROBS", "chat_logprobs", "completion_logprobs", "requested_logprobs"]
 
 #: The most top log-probabilities a request may ask for (vLLM's default ``--max-logprobs``; the
 #: OpenAI API's ``top_logprobs`` maximum).
 MAX_LOGPROBS = 20
+
+
+def _count(value: Any, name: str) -> int | str | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"'{name}' must be an integer"
+    if not 0 <= value <= MAX_LOGPROBS:
+        return f"'{name}' must be within [0, {MAX_LOGPROBS}], got {value}"
+    return value
+
+
+def requested_logprobs(api: str, body: dict[str, Any]) -> int | str | None:
+    """How many alternatives per token a request asks for (None: no log-probabilities), or why
+    the request is refused. Chat: ``logprobs: true`` with ``top_logprobs: k`` (k alone is refused,
+    in vLLM's words); completions: ``logprobs: k``; SGLang's ``/generate`` ones are not modelled."""
+    if api == "completions":
+        return _count(body.get("logprobs"), "logprobs")
+    if api != "chat":
+        return None
+    asked, top = body.get("logprobs"), _count(body.get("top_logprobs"), "top_logprobs")
+    if asked is not None and not isinstance(asked, bool):
+        return "'logprobs' must be a boolean"
+    if isinstance(top, str):
+        return top
+    if top is not None and not asked:
+        return "when using `top_logprobs`, `logprobs` must be set to true."
+    return (top or 0) if asked else None
 
 
 def _entry(token: str, logprob: float) -> dict[str, Any]:

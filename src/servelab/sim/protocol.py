@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
 from servelab.sim.limits import CachedTokens
-from servelab.sim.logprobs import MAX_LOGPROBS, chat_logprobs, completion_logprobs
+from servelab.sim.logprobs import chat_logprobs, completion_logprobs, requested_logprobs
 from servelab.sim.text import Output, count_tokens
 
 __all__ = [
@@ -77,6 +77,8 @@ class GenRequest:
     tool_choice: Any = None
     #: log-probabilities asked for: how many alternatives per token (None: not asked)
     logprobs: int | None = None
+    #: a chat whose last message is a tool's result (the model may answer in words)
+    after_tool: bool = False
 
     @property
     def greedy(self) -> bool:
@@ -220,26 +222,6 @@ def _temperature(api: Api, body: dict[str, Any]) -> float | RequestError | None:
     return float(value)
 
 
-def _logprobs(api: Api, body: dict[str, Any]) -> int | RequestError | None:
-    """Chat: ``logprobs: true`` with ``top_logprobs: k`` (k without logprobs is refused, as
-    vLLM refuses it); completions: ``logprobs: k``. ``/generate``'s are not modelled."""
-    if api == "generate":
-        return None
-    if api == "chat":
-        asked = body.get("logprobs")
-        if asked is not None and not isinstance(asked, bool):
-            return RequestError("'logprobs' must be a boolean")
-        top = _int_field(body, "top_logprobs")
-        if top is not None and not isinstance(top, RequestError) and not asked:
-            return RequestError("when using `top_logprobs`, `logprobs` must be set to true")
-        value = (top if top is not None else 0) if asked else None
-    else:
-        value = _int_field(body, "logprobs")
-    if isinstance(value, int) and not 0 <= value <= MAX_LOGPROBS:
-        return RequestError(f"log-probabilities must be within [0, {MAX_LOGPROBS}], got {value}")
-    return value
-
-
 def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | RequestError:
     """Validate a request body and split it into items (one per sequence, each with its room)."""
     if not isinstance(body, dict):
@@ -268,14 +250,15 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
     )
     model = body.get("model")
     model = model if isinstance(model, str) and model else served_model
-    temperature, logprobs = _temperature(api, body), _logprobs(api, body)
+    temperature, logprobs = _temperature(api, body), requested_logprobs(api, body)
     if isinstance(temperature, RequestError):
         return temperature
-    if isinstance(logprobs, RequestError):
-        return logprobs
+    if isinstance(logprobs, str):
+        return RequestError(logprobs)
     return GenRequest(
         api, model, stream, include_usage, seed, tuple(tools), items, batch,
         temperature=temperature, tool_choice=body.get("tool_choice"), logprobs=logprobs,
+        after_tool=api == "chat" and body["messages"][-1].get("role") == "tool",
     )  # fmt: skip
 
 

@@ -7,9 +7,11 @@ knob, wrong KV) is :mod:`servelab.sim.answers`, and the ``corrupt`` flag of the
 
 - a **retrieval** prompt (:mod:`servelab.sim.recall`): ``The pass key is NNNNNN.``;
 - with ``tools`` (unless ``tool_choice`` is ``"none"``): a **tool call** whose arguments satisfy
-  the tool's JSON schema (:mod:`servelab.sim.toolargs`); a greedy request (temperature 0), a
-  ``"required"`` or a named ``tool_choice`` always calls, a sampled one two times in three (by a
-  hash of seed and prompt);
+  the tool's JSON schema (:mod:`servelab.sim.toolargs`); a ``"required"`` or a named
+  ``tool_choice`` always calls, and so does a greedy request (temperature 0) unless the
+  conversation's last message is a tool's result; otherwise (sampled, or greedy after a tool
+  result) two times in three, by a hash of seed and prompt (an agent loop then gets words, and a
+  next user turn, one time in three);
 - otherwise **text**: ``max_tokens`` words.
 """
 
@@ -287,12 +289,12 @@ def _forced_name(tool_choice: Any) -> str | None:
     return None
 
 
-def _calls_tool(seed: int, prompt: str, tool_choice: Any, greedy: bool) -> bool:
+def _calls_tool(seed: int, prompt: str, tool_choice: Any, greedy: bool, after_tool: bool) -> bool:
     if tool_choice == "none":
         return False
-    if greedy or tool_choice == "required" or _forced_name(tool_choice) is not None:
+    if tool_choice == "required" or _forced_name(tool_choice) is not None:
         return True
-    return seed_int(seed, prompt, "tool") % 3 != 0
+    return (greedy and not after_tool) or seed_int(seed, prompt, "tool") % 3 != 0
 
 
 def _tool_output(
@@ -301,8 +303,7 @@ def _tool_output(
     rng = random.Random(seed_int(seed, prompt, "text"))
     names = _tool_names(tools)
     name = _forced_name(tool_choice) or (rng.choice(names) if names else "tool")
-    planned = plan_args(tool_schema(tools, name), rng, n)
-    pieces = planned.pieces()
+    planned, pieces = plan_args(tool_schema(tools, name), rng, n)
     args: ToolArgs | None = planned
     if corrupt and len(pieces) > 1:  # corrupt_under_load: broken from the first decoded piece
         pieces, args = garbled(pieces, 1), None
@@ -321,12 +322,13 @@ def plan_output(
     tool_choice: Any = None,
     greedy: bool = False,
     index_topk: int = DEFAULT_INDEX_TOPK,
+    after_tool: bool = False,
 ) -> Output:
     """The deterministic output for (seed, prompt): text, a retrieval answer or a tool call
     (the module's docstring); ``corrupt`` (the fault switch) breaks a tool call's arguments."""
     n = max(1, max_tokens)
     root = seed_int(seed, prompt, "root")
-    if tools and _calls_tool(seed, prompt, tool_choice, greedy):
+    if tools and _calls_tool(seed, prompt, tool_choice, greedy, after_tool):
         out = _tool_output(seed, prompt, n, tools, tool_choice, corrupt)
     elif (found := find_retrieval(prompt)) is not None:
         ok = recalls(seed, prompt, count_tokens(prompt), found, index_topk)

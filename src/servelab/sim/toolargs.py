@@ -8,11 +8,12 @@ type: ``enum``/``const`` respected, numbers within ``minimum``/``maximum``, arra
 their first branch, a type list its first non-null type. ``pattern`` and ``format`` are not
 modelled. An empty schema gets ``arg0``... string properties (any object satisfies it).
 
-The arguments are written as JSON "tokens" (``{``, a key, ``:``, a value, ``,`` ... ``}``, every
-value one token) grouped into at most ``max_tokens`` pieces, so that a value can be changed
-without touching the pieces before it (:meth:`ToolArgs.diverged`, the batch nondeterminism of
-``servelab.sim.answers``) and the arguments can be broken from a piece on
-(:meth:`ToolArgs.garbled`, the answer-altering faults), always in as many pieces as before.
+The arguments are compact JSON cut into pieces (output tokens) of :data:`CHARS_PER_TOKEN`
+characters, at most ``max_tokens`` of them (longer pieces when the text needs it). A value that
+starts at or after a piece can be changed without touching the pieces before it
+(:meth:`ToolArgs.diverged`, the batch nondeterminism of ``servelab.sim.answers``), and the
+arguments can be broken from a piece on (:func:`garbled`, the answer-altering faults), always in
+as many pieces as before. Strings are four to ten words.
 """
 
 from __future__ import annotations
@@ -23,13 +24,25 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ToolArgs", "alternative", "garbled", "plan_args", "tool_schema", "value_for"]
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "ToolArgs",
+    "alternative",
+    "chunked",
+    "garbled",
+    "plan_args",
+    "split_even",
+    "tool_schema",
+    "value_for",
+]
 
 _WORDS = (
     "alpha", "bravo", "delta", "paris", "berlin", "tokyo", "red", "blue", "green", "kernel",
     "batch", "cache", "router", "decode", "prefill", "wave", "tile", "split", "engine", "token",
 )  # fmt: skip
 _MAX_DEPTH = 4
+#: Characters of JSON per output token (as many as a BPE tokenizer puts in one, roughly).
+CHARS_PER_TOKEN = 4
 
 
 def _json(value: Any) -> str:
@@ -77,7 +90,7 @@ def _bound(schema: dict[str, Any], name: str, default: float) -> float:
 def _string(schema: dict[str, Any], rng: random.Random) -> str:
     low = int(_bound(schema, "minLength", 0))
     high = int(_bound(schema, "maxLength", 10_000))
-    text = " ".join(rng.choices(_WORDS, k=2))
+    text = " ".join(rng.choices(_WORDS, k=rng.randint(4, 10)))
     while len(text) < low:
         text += " " + rng.choice(_WORDS)
     return text[: max(high, low)]
@@ -149,46 +162,62 @@ def alternative(schema: Any, value: Any, rng: random.Random) -> Any:
 
 @dataclass(frozen=True)
 class ToolArgs:
-    """A tool call's arguments as JSON tokens: their properties, how the tokens are grouped
-    into pieces (``group`` tokens a piece), and the schema they satisfy."""
+    """A tool call's arguments (their properties, in order) and the schema they satisfy."""
 
     props: tuple[tuple[str, Any], ...]
-    group: int
     schema: Any
 
-    def tokens(self) -> list[str]:
-        """``{``, then ``"key"``, ``:``, value (``,`` between), then ``}``."""
-        out = ["{"]
-        for i, (name, value) in enumerate(self.props):
-            out += ([","] if i else []) + [_json(name), ":", _json(value)]
-        return [*out, "}"]
+    def text(self) -> str:
+        """The arguments as compact JSON, properties in order."""
+        return "{" + ",".join(f"{_json(n)}:{_json(v)}" for n, v in self.props) + "}"
 
-    def pieces(self) -> tuple[str, ...]:
-        """The tokens grouped into pieces."""
-        tokens = self.tokens()
-        g = self.group
-        return tuple("".join(tokens[i : i + g]) for i in range(0, len(tokens), g))
+    def value_starts(self) -> list[int]:
+        """Where each property's value starts in :meth:`text`."""
+        starts, at = [], 1
+        for name, value in self.props:
+            at += len(_json(name)) + 1
+            starts.append(at)
+            at += len(_json(value)) + 1
+        return starts
 
-    def value_index(self, piece: int) -> int | None:
-        """The first property whose value token lies in piece ``piece`` or after it."""
-        first_token = piece * self.group
-        for i in range(len(self.props)):
-            if 1 + 4 * i + 2 >= first_token:  # value token of property i
-                return i
-        return None
-
-    def diverged(self, piece: int, rng: random.Random) -> ToolArgs:
-        """The arguments when piece ``piece`` took its second choice: the first value at or
-        after it changes, later values are drawn again; still valid for the schema, same
-        pieces before ``piece``, as many pieces."""
-        at = self.value_index(piece)
+    def diverged(
+        self, pieces: tuple[str, ...], k: int, rng: random.Random
+    ) -> tuple[ToolArgs, tuple[str, ...]]:
+        """The arguments, and their pieces, when piece ``k`` took its second choice: the first
+        value that starts in piece ``k`` or after changes, later values are drawn again. Still
+        valid for the schema; the pieces before ``k`` kept, as many pieces (the tail split
+        anew, padded with JSON whitespace when it came out shorter)."""
+        cut = sum(len(p) for p in pieces[:k])
+        at = next((i for i, start in enumerate(self.value_starts()) if start >= cut), None)
         if at is None:
-            return self
+            return self, pieces
         props = _prop_schemas(self.schema)
         name, value = self.props[at]
         new = [(name, alternative(props.get(name, {}), value, rng))]
         new += [(n, value_for(props.get(n, {}), rng)) for n, _ in self.props[at + 1 :]]
-        return ToolArgs((*self.props[:at], *new), self.group, self.schema)
+        args = ToolArgs((*self.props[:at], *new), self.schema)
+        tail, left = args.text()[cut:], len(pieces) - k
+        if len(tail) < left:
+            tail = tail[:-1] + " " * (left - len(tail)) + "}"
+        return args, (*pieces[:k], *split_even(tail, left))
+
+
+def split_even(text: str, n: int) -> tuple[str, ...]:
+    """``text`` in ``n`` pieces of (nearly) equal length, none empty (``len(text) >= n``)."""
+    size, extra = divmod(len(text), n)
+    out, at = [], 0
+    for i in range(n):
+        step = size + (1 if i < extra else 0)
+        out.append(text[at : at + step])
+        at += step
+    return tuple(out)
+
+
+def chunked(text: str, max_tokens: int) -> tuple[str, ...]:
+    """``text`` in pieces of at least :data:`CHARS_PER_TOKEN` characters, at most
+    ``max_tokens`` of them (the last one may be shorter)."""
+    size = max(CHARS_PER_TOKEN, -(-len(text) // max(1, max_tokens)))
+    return tuple(text[i : i + size] for i in range(0, len(text), size))
 
 
 def garbled(pieces: tuple[str, ...], at: int) -> tuple[str, ...]:
@@ -200,11 +229,7 @@ def garbled(pieces: tuple[str, ...], at: int) -> tuple[str, ...]:
     if _parses(head + broken):
         broken += ","
     left = len(pieces) - at
-    broken = broken.ljust(left, "}")
-    size = -(-len(broken) // left)
-    parts = [broken[i * size : (i + 1) * size] for i in range(left)]
-    parts = [p or "}" for p in parts]
-    return (*pieces[:at], *parts)
+    return (*pieces[:at], *split_even(broken.ljust(left, "}"), left))
 
 
 def _parses(text: str) -> bool:
@@ -221,13 +246,13 @@ def _prop_schemas(schema: Any) -> dict[str, Any]:
     return props if isinstance(props, dict) else {}
 
 
-def plan_args(schema: Any, rng: random.Random, max_tokens: int) -> ToolArgs:
-    """Schema-valid arguments in at most ``max_tokens`` pieces (an empty schema: ``arg0``...)."""
+def plan_args(schema: Any, rng: random.Random, max_tokens: int) -> tuple[ToolArgs, tuple[str, ...]]:
+    """Schema-valid arguments and their pieces, at most ``max_tokens`` of them (an empty
+    schema: ``arg0``... string properties)."""
     if _prop_schemas(schema) or (isinstance(schema, dict) and schema.get("required")):
         props = tuple(_properties(_branch(schema), rng, 1))
     else:
         n_args = max(1, min(3, (max_tokens - 2) // 4))
         props = tuple((f"arg{i}", " ".join(rng.choices(_WORDS, k=2))) for i in range(n_args))
-    args = ToolArgs(props, 1, schema)
-    n_tokens = len(args.tokens())
-    return ToolArgs(props, max(1, -(-n_tokens // max(1, max_tokens))), schema)
+    args = ToolArgs(props, schema)
+    return args, chunked(args.text(), max_tokens)

@@ -213,7 +213,7 @@ class Worker:
         tools = list(req.tools) or None
         return plan_output(
             seed, item.prompt, item.max_tokens, tools=tools, corrupt=corrupt,
-            tool_choice=req.tool_choice, greedy=req.greedy,
+            tool_choice=req.tool_choice, greedy=req.greedy, after_tool=req.after_tool,
             index_topk=self.settings.limits.index_topk,
         )  # fmt: skip
 

@@ -7,8 +7,10 @@ import pytest
 
 from servelab.core.deploy.spec import DEFAULT_OTLP_ENDPOINT, DEFAULT_SPEC_TOML, parse_spec
 from servelab.core.deploy.topology import router_argv, sim_argv
-from servelab.core.load.records import RequestRecord, pack_record, record_to_dict, unpack_record
-from servelab.core.telemetry.traces import ClockAnchor, join_records, request_identity
+from servelab.core.load.identity import request_identity
+from servelab.core.load.packed import pack_record, unpack_record
+from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.telemetry.traces import ClockAnchor, join_records
 from servelab.errors import SpecError
 
 

@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from servelab.core.load.identity import request_identity
+from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
@@ -13,12 +15,11 @@ from servelab.core.load.records import (
     RequestRecord,
     StreamAccumulator,
     decode_chunks,
-    pack_record,
     record_from_dict,
     record_to_dict,
-    unpack_record,
 )
 from servelab.core.load.sse import SSEDecoder
+from tests.support.old_rows import packed_v1
 
 
 def _chunk(content: str | None = None, role: str | None = None, usage: int | None = None) -> str:
@@ -192,3 +193,28 @@ def test_a_tool_calls_argument_fragments_are_its_tokens() -> None:
              for a in ('{"path"', ': "a.py"}')]  # fmt: skip
     record = _run(head + "".join(parts) + "data: [DONE]\n\n")
     assert record.event_tokens == [0, 1, 1] and record.output_tokens == 2
+
+
+def test_a_servelab_request_id_costs_nine_bytes_and_other_ids_are_kept_as_written() -> None:
+    record = _measured()
+    plain = pack_record(record_to_dict(record))
+    record.request_id, record.traceparent = request_identity("00000000000000aa", record.index)
+    blob = pack_record(record_to_dict(record))
+    assert plain is not None and blob is not None and unpack_record(blob) == record_to_dict(record)
+    assert len(blob) - len(plain) == 1 + 8 + 2  # the mode, the 8-byte tag; the two numbers
+    for rid, tp in (
+        ("my-own-id", ""),  # a user's header
+        (record.request_id, record.traceparent.replace("-01", "-00")),  # not the pair made
+        ("servelab-00000000000000aa-999", record.traceparent),  # another index
+    ):
+        record.request_id, record.traceparent = rid, tp
+        data = record_to_dict(record)
+        packed = pack_record(data)
+        assert packed is not None and unpack_record(packed) == data
+
+
+def test_blobs_written_before_version_2_still_read() -> None:
+    record = _measured(events=3)
+    record.request_id, record.traceparent = request_identity("00000000000000ab", record.index)
+    record.cached_tokens, record.session = 40, 2
+    assert unpack_record(packed_v1(record)) == record_to_dict(record)

@@ -6,15 +6,8 @@ attributes); times are worker wall-clock ns, the client's ``perf_counter_ns`` ma
 
 from __future__ import annotations
 
-from servelab.core.telemetry.traces import (
-    ClockAnchor,
-    Span,
-    decompose,
-    request_identity,
-    spans_by_request,
-    trace_of,
-    traced,
-)
+from servelab.core.load.identity import request_identity, trace_of
+from servelab.core.telemetry.traces import ClockAnchor, Span, decompose, spans_by_request, traced
 
 ANCHOR = ClockAnchor(0, 0)
 MS = 1_000_000

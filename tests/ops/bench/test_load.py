@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
+from servelab.core.load.identity import request_identity
 from servelab.core.load.workload import LengthDist
-from servelab.core.telemetry.traces import request_identity
 from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.load import Job, Load, jobs_for, slot_starts_ns
 from tests.support.servers import MODEL, served, streaming_app

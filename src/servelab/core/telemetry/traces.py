@@ -2,9 +2,10 @@
 
 The join, as the real routers allow it (``../shared/notes/telemetry.md``, ``tests/contracts/``):
 every request carries its own ``x-request-id`` and W3C ``traceparent``
-(:func:`request_identity`: a trace id per request). vllm-router 0.1.17, and sglang-router 0.3.2
-when it does not trace itself, forward that ``traceparent`` unchanged to both workers, whose spans
-are its children: a request's spans are the spans of its own trace (:func:`trace_of`). A
+(:func:`servelab.core.load.identity.request_identity`: a trace id per request). vllm-router
+0.1.17, and sglang-router 0.3.2 when it does not trace itself, forward that ``traceparent``
+unchanged to both workers, whose spans are its children: a request's spans are the spans of its
+own trace (:func:`~servelab.core.load.identity.trace_of`). A
 sglang-router that traces itself (``--enable-trace``) starts its own trace and hands the workers
 its ``traceparent`` instead; its ``http_request`` span names the client's ``x-request-id``, so the
 spans of that trace are the request's too (when the router exported that span: 0.3.2 leaves some
@@ -45,13 +46,13 @@ must get right is the two clocks: a phase between a client and a worker timestam
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import computed_field
 
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.load.identity import trace_of
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.spans import (
@@ -79,10 +80,8 @@ __all__ = [
     "join_records",
     "phase_percentiles",
     "phases_so_far",
-    "request_identity",
     "spans_by_request",
     "summarize_traces",
-    "trace_of",
     "traced",
 ]
 
@@ -101,10 +100,6 @@ PHASES = (
 #: (tests/io/http/test_tcp_nodelay.py measured 45 ms against 0.2 ms through sglang-router 0.3.2).
 RETURN_HELD_MS = 30.0
 
-_U64 = (1 << 64) - 1
-#: A request id :func:`request_identity` made: its tag and its index.
-_IDENTITY = re.compile(r"^servelab-([0-9a-f]{16})-(-?[0-9]+)$")
-
 
 @dataclass(frozen=True)
 class ClockAnchor:
@@ -115,14 +110,6 @@ class ClockAnchor:
 
     def to_wall(self, mono_ns: int) -> int:
         return self.wall_ns + (mono_ns - self.mono_ns)
-
-
-def trace_of(request_id: str) -> str | None:
-    """The trace id :func:`request_identity` gave ``request_id`` (None: not one of servelab's)."""
-    match = _IDENTITY.match(request_id)
-    if match is None:
-        return None
-    return f"{match.group(1)}{int(match.group(2)) & _U64:016x}"
 
 
 def spans_by_request(spans: Iterable[Span], request_ids: Iterable[str]) -> dict[str, list[Span]]:
@@ -213,18 +200,6 @@ def phase_percentiles(
         name: {f"p{round(q * 100)}": _percentile(vals, q) / 1e6 for q in qs}
         for name, vals in columns.items()
     }
-
-
-def request_identity(tag: str, index: int) -> tuple[str, str]:
-    """The ``x-request-id`` and W3C ``traceparent`` of request ``index`` of one run part.
-
-    ``tag`` is 16 lowercase hex digits, fresh per run part (the caller draws it): the request id
-    is ``servelab-<tag>-<index>``, the trace id ``<tag><index as 16 hex digits>`` (unique per
-    request, never all zeros), the parent span id ``index + 1`` (never zero), sampled. No
-    randomness per request: two string formats, so the identity costs nothing per token.
-    """
-    i = index & _U64  # a negative index still gives 16 hex digits
-    return f"servelab-{tag}-{index}", f"00-{tag}{i:016x}-{(i + 1) & _U64 or 1:016x}-01"
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
 during a traced bench run or soak are rows of their own (``spans``, written in the run's
 transaction, read back as :class:`~servelab.core.telemetry.traces.Span` by :meth:`Ledger.spans`; the
 streaming export carries them, :meth:`Ledger.export` does not). Per-request records are stored
-compactly (:func:`servelab.core.load.records.pack_record`) and decoded when read;
+compactly (:func:`servelab.core.load.packed.pack_record`) and decoded when read;
 :meth:`Ledger.prune_records`, :meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size
 in hand.
 """

@@ -16,7 +16,7 @@ from typing import Any, assert_never
 
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.load.records import pack_record, unpack_record
+from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.soak.diagnose import Finding
 from servelab.core.telemetry.traces import Span
 from servelab.core.verify.checks import Check, UntypedCheck

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby
 from time import perf_counter_ns
 
+from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
 from servelab.core.load.trace import PromptBuilder, TraceSession
 from servelab.core.load.workload import LengthDist, generate_requests
-from servelab.core.telemetry.traces import request_identity
 from servelab.io.http.client import Chunks, StreamClient, chat_body, completion_body
 from servelab.io.http.stream import Chain, Outgoing
 
@@ -455,7 +455,7 @@ class Part:
     deadline_ns: int | None = None
     warmup: bool = False
     #: 16 hex digits: every request gets its ``x-request-id`` and ``traceparent`` from it
-    #: (:func:`~servelab.core.telemetry.traces.request_identity`); empty: no identity headers.
+    #: (:func:`~servelab.core.load.identity.request_identity`); empty: no identity headers.
     trace_tag: str = ""
     #: A trace replayed instead of ``jobs`` (one process only: it is read as it goes).
     replay: Replay | None = None

@@ -16,11 +16,11 @@ from time import perf_counter_ns
 from typing import Protocol
 
 from servelab.core.ledger.codec import JsonObject
+from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
 from servelab.core.soak.signatures import Outcome, Phase, outcome_of, phase_of
-from servelab.core.telemetry.traces import request_identity
 from servelab.io.http.client import Resend, StreamClient, Transfer
 
 __all__ = ["CHAT", "Exchange", "Headers", "Sender", "client", "exchange", "one_shot"]

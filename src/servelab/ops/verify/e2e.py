@@ -22,10 +22,10 @@ import secrets
 from dataclasses import dataclass, replace
 from time import perf_counter_ns
 
+from servelab.core.load.identity import request_identity
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
-from servelab.core.telemetry.traces import request_identity
 from servelab.core.verify.checks import Check, CheckCode, E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.coldstart import (
     COLD_MIN_S,
