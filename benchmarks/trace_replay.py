@@ -8,6 +8,12 @@ times through the real sglang-router and the simulated workers (cache report on)
 its scheduled instant: a start's recorded offset, a later turn's answer + its delay) p50 / p99 /
 max over every request, the hit rate, and the load average while it ran.
 
+``--bursty``: the same, of a burst-heavy trace instead (``servelab trace generate --kind agentic
+--sessions 72 --rate 12 --turns 1 2 --resolution-ms 1000``: ~12 sessions start on each whole
+second, as Mooncake's conversation trace records most of its arrivals), or of ``--trace FILE``;
+the dispatch delay also by a request's position in its burst (the requests scheduled at one
+instant, in the trace's order).
+
 ``--memory``: long-tail chat traces of ``--sizes`` requests (``servelab trace generate --kind
 chat``, answers of a few tokens so the server is not the limit) replayed by ``servelab bench
 --trace --speedup K`` against the truth server; per size the trace file, the prompt words a
@@ -16,6 +22,7 @@ resident memory of the bench process (``ru_maxrss`` from ``wait4``), next to a 1
 replay's (``--ledger``: each replay also recorded in a ledger, as ``bench`` does by default).
 
     .venv/bin/python benchmarks/trace_replay.py --schedule --runs 5 [--client-nice -10]
+    .venv/bin/python benchmarks/trace_replay.py --bursty --runs 3 [--trace FILE]
     .venv/bin/python benchmarks/trace_replay.py --memory --sizes 1000 10000 100000 --speedup 200 \
         [--ledger]
 """
@@ -64,33 +71,58 @@ def _bench(
         return json.loads(out.read()), usage.ru_maxrss, time.monotonic() - t0
 
 
-def schedule(runs: int, time_scale: float, speedup: float, nice: int) -> None:
+def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Path = TRACE) -> None:
     stack = start_stack(time_scale=time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"},
                         decode_args=["--enable-cache-report"])  # fmt: skip
     try:
-        print(f"shipped trace {TRACE.name}, speedup {speedup:g}, time scale {time_scale:g}, "
+        print(f"trace {trace.name}, speedup {speedup:g}, time scale {time_scale:g}, "
               f"client niceness {nice:+d}")  # fmt: skip
         print("| run | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms | loop lag p99 ms "
-              "| hit rate | load avg |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+              "| hit rate | load avg | by position in a burst: p99 ms (n) |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
         for k in range(runs):
-            args = ["--url", stack.router_url, "--trace", str(TRACE), "--speedup", str(speedup),
-                    "--seed", str(k), "--warmup", "4"]  # fmt: skip
+            args = ["--url", stack.router_url, "--trace", str(trace), "--speedup", str(speedup),
+                    "--seed", str(k), "--warmup", "4", "--idle-timeout", "120"]  # fmt: skip
             with tempfile.TemporaryDirectory() as out:
                 doc, _rss, _wall = _bench([*args, "--export", out], nice)
-                late = sum(
-                    (json.loads(line)["sent_ns"] - json.loads(line)["scheduled_ns"]) > 1e6
-                    for line in (Path(out) / "records.jsonl").open()
-                )
+                rows = [json.loads(line) for line in (Path(out) / "records.jsonl").open()]
+            late = sum((r["sent_ns"] - r["scheduled_ns"]) > 1e6 for r in rows)
             (level,) = doc["levels"]  # type: ignore[misc]
             d = level["dispatch_ms"]
             hit = level["cache"]["hit_rate"]
             lag = level["client"]["loop_lag_p99_ms"]
             print(f"| {k + 1} | {level['requests']} | {d['median']:.3f} | {d['p99']:.3f} | "
                   f"{d['max']:.3f} | {late} | {lag:.1f} | {hit:.3f} | "
-                  f"{os.getloadavg()[0]:.1f} |")  # fmt: skip
+                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} |")  # fmt: skip
     finally:
         stack.stop()
+
+
+def _by_position(rows: list[dict[str, int]]) -> str:
+    """Dispatch delay p99 by a request's position among those scheduled at its instant."""
+    instants: dict[int, list[dict[str, int]]] = {}
+    for row in sorted(rows, key=lambda r: r["index"]):
+        instants.setdefault(row["scheduled_ns"], []).append(row)
+    groups: dict[str, list[float]] = {"1st": [], "2-5": [], "6-10": [], "11+": []}
+    for burst in instants.values():
+        for pos, row in enumerate(burst, 1):
+            key = "1st" if pos == 1 else "2-5" if pos <= 5 else "6-10" if pos <= 10 else "11+"
+            groups[key].append((row["sent_ns"] - row["scheduled_ns"]) / 1e6)
+    return ", ".join(f"{key} {_p99(ms):.2f} ({len(ms)})" for key, ms in groups.items() if ms)
+
+
+def _p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.99 * (len(ordered) - 1)))]
+
+
+def _bursty_trace(where: Path) -> Path:
+    path = where / "bursty.jsonl"
+    subprocess.run([*SERVELAB, "trace", "generate", str(path), "--kind", "agentic",
+                    "--sessions", "72", "--rate", "12", "--turns", "1", "2",
+                    "--output-tokens", "32", "--resolution-ms", "1000"],
+                   check=True, capture_output=True)  # fmt: skip
+    return path
 
 
 def _truth() -> tuple[subprocess.Popen[bytes], str]:
@@ -145,6 +177,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--schedule", action="store_true")
     parser.add_argument("--memory", action="store_true")
+    parser.add_argument("--bursty", action="store_true")
+    parser.add_argument("--trace", type=Path, default=None,
+                        help="--bursty: replay this trace instead of generating one")  # fmt: skip
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--time-scale", type=float, default=0.25)
     parser.add_argument("--speedup", type=float, default=None,
@@ -161,9 +196,13 @@ def main() -> None:
     args = parser.parse_args()
     if args.schedule:
         schedule(args.runs, args.time_scale, args.speedup or 4.0, args.client_nice)
+    if args.bursty:
+        with tempfile.TemporaryDirectory() as tmp:
+            trace = args.trace or _bursty_trace(Path(tmp))
+            schedule(args.runs, args.time_scale, args.speedup or 1.0, args.client_nice, trace)
     if args.memory:
         memory(args.sizes, args.speedup or 400.0, args.ledger)
-    if not (args.schedule or args.memory):
+    if not (args.schedule or args.bursty or args.memory):
         parser.print_help()
 
 

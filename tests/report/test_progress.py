@@ -7,18 +7,18 @@ from typing import get_args
 
 import pytest
 
-from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.deploy.rolling import RollPhase
-from servelab.core.soak.signatures import Phase, Signature
-from servelab.core.verify.coldstart import Start, StartClass, StartReason
-from servelab.ops import progress as events
-from servelab.ops.bench.bench import BenchProgress
 from servelab.core.answers.contract import (
     ArmAnswered,
     ArmDropped,
     ReferencesReused,
     ReferencesTaken,
 )
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.rolling import RollPhase
+from servelab.core.soak.signatures import Phase, Signature
+from servelab.core.verify.coldstart import Start, StartClass, StartReason
+from servelab.ops import progress as events
+from servelab.ops.bench.bench import BenchProgress
 from servelab.ops.progress import (
     AbJournalStarted,
     AbResumed,

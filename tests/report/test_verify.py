@@ -10,8 +10,15 @@ from typing import Any
 import pytest
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, Overridden, UnitState
+from servelab.core.verify.arguments import (
+    ArgumentDropped,
+    ArgumentInFile,
+    ArgumentLive,
+    Overridden,
+    UnitState,
+)
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -28,6 +35,7 @@ from servelab.core.verify.checks import (
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    StaleWorker,
     UntypedCheck,
     WorkerListing,
     WorkerReach,
@@ -35,6 +43,13 @@ from servelab.core.verify.checks import (
     read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.pair import (
+    FieldRule,
+    FieldVerdict,
+    PairFieldCheck,
+    PairReport,
+    PairValue,
+)
 from servelab.ops.deploy.results import RestartReport
 from servelab.ops.verify.e2e import _classify
 from servelab.ops.verify.verify import E2EOptions, VerifyReport
@@ -97,8 +112,61 @@ _LISTED = (WorkerListing("decode-1", "http://d1", "decode", False, False),
 _ROUTER = HealthProbe("/readiness", 200, 0.009, healthy_workers=3, total_workers=3,
                       workers=_LISTED, missing=("decode-1",))  # fmt: skip
 
+
+def _side(value: str | None, field: str, source: str = "default") -> PairValue:
+    return PairValue(True, value, field, source)
+
+
+_MODEL = PairFieldCheck("model", FieldRule.EQUAL, _side("m", "served_model_name"),
+                        _side("m", "served_model_name"), FieldVerdict.MATCH)  # fmt: skip
+_TP = PairFieldCheck("tp_size", FieldRule.DIVIDES, _side("8", "tp_size"), _side("4", "tp_size"),
+                     FieldVerdict.MATCH)  # fmt: skip
+_PAGE = PairFieldCheck("page_size", FieldRule.EQUAL, _side("64", "page_size", "cmdline"),
+                       _side("32", "page_size", "config"), FieldVerdict.MISMATCH)  # fmt: skip
+_UNREPORTED = PairFieldCheck(
+    "page_size", FieldRule.DECODE_MULTIPLE, PairValue(False),
+    _side("16", "vllm_config.cache_config.block_size"), FieldVerdict.UNKNOWN,
+)  # fmt: skip
+
 #: (code, data, the sentence): every row of docs/verify.md's tables, and the edges between them.
 CASES: list[tuple[CheckCode, CheckData, str]] = [
+    (C.CONFIG_ARGUMENT_DROPPED,
+     ArgumentDropped("--enable-prefix-caching", "/etc/vllm/decode.yaml",
+                     "enable-prefix-caching: false"),
+     "the config file /etc/vllm/decode.yaml writes `enable-prefix-caching: false`, which the "
+     "engine drops (vLLM keeps no false in --config): --enable-prefix-caching runs at the "
+     "engine's default; write `no-enable-prefix-caching: true` to turn it off"),
+    (C.HEALTH_WORKERS_MISREGISTERED,
+     HealthProbe("/readiness", 200, 0.009, workers=(
+         WorkerListing("prefill", "http://p", "prefill", True, True, None, 8999, 8998),
+         WorkerListing("decode", "http://d", "decode", True, True, "prefill"))),
+     "/readiness 200 in 9 ms; router lists prefill healthy, decode healthy; but the router "
+     "registered prefill with bootstrap port 8999 (the spec: 8998); decode as prefill (the spec: "
+     "decode)"),
+    (C.HEALTH_WORKERS_UNKNOWN,
+     HealthProbe("/readiness", 200, 0.009, unknown=(StaleWorker(
+         "http://10.0.0.9:30002", "decode", "w7",
+         ("curl", "-X", "DELETE", "http://127.0.0.1:30001/workers/w7")),)),
+     "/readiness 200 in 9 ms; but the router lists a worker the spec does not have: "
+     "http://10.0.0.9:30002 (decode; remove it: `curl -X DELETE "
+     "http://127.0.0.1:30001/workers/w7`)"),
+    (C.LIVE_KNOB_UNREAD, UnreadKnob("VLLM_ATTENTION_BACKENDS", "vllm", "0.26.0",
+                                    ReadVerdict.NOT_READ, "VLLM_ATTENTION_BACKEND"),
+     "not read by vLLM 0.26.0 (did you mean VLLM_ATTENTION_BACKEND?): the engine ignores it, so "
+     "it changes nothing (reads_env declares a variable a custom build reads)"),
+    (C.LIVE_READS_UNKNOWN, UnreadKnob("SGLANG_X", "sglang", "0.5.20", ReadVerdict.UNKNOWN),
+     "unknown whether SGLang 0.5.20 reads it: no list of its variables is kept (declare it under "
+     "reads_env if the build reads it)"),
+    (C.PAIR_ERROR, CheckFailure("HostError: x"), "HostError: x"),
+    (C.PAIR_MATCH, PairReport("prefill", "decode", (_MODEL, _TP)),
+     "prefill -> decode agree: model m, TP size 8/4"),
+    (C.PAIR_MISMATCH, PairReport("prefill", "decode", (_MODEL, _PAGE)),
+     "prefill -> decode cannot hand off KV: page size 64 (page_size, from its command line) on "
+     "prefill vs 32 (page_size, from its config file) on decode (must be equal)"),
+    (C.PAIR_UNKNOWN, PairReport("prefill", "decode", (_MODEL, _UNREPORTED),
+                                prefill_error="prefill: no /server_info answer"),
+     "prefill -> decode: unknown, not a pass: page size not reported by both (prefill: no "
+     "/server_info answer)"),
     (C.CONFIG_NO_ENV_FILE, NoEnvFile(False), "no env_file in the spec"),
     (C.CONFIG_NO_ENV_FILE, NoEnvFile(True),
      "no env_file in the spec; declared knobs are compared live against the spec only"),
@@ -238,7 +306,7 @@ def test_every_code_has_a_sentence_and_a_row_in_docs_verify_md() -> None:
     docs = (REPO / "docs" / "verify.md").read_text(encoding="utf-8")
     undocumented = [code.value for code in CheckCode if f"`{code.value}`" not in docs]
     assert not undocumented, f"codes missing from docs/verify.md: {undocumented}"
-    assert all(re.fullmatch(r"(config|live|health|e2e)\.[a-z_]+", code) for code in CheckCode)
+    assert all(re.fullmatch(r"(config|live|pair|health|e2e)\.[a-z_]+", code) for code in CheckCode)
 
 
 def test_an_older_rows_sentence_and_an_unknown_code_still_read() -> None:

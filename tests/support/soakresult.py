@@ -32,6 +32,13 @@ from servelab.core.telemetry.router import WorkerLoad, router_metrics
 from servelab.core.telemetry.rules import ClientWindow, ServerView
 from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
+from servelab.core.verify.pair import (
+    FieldRule,
+    FieldVerdict,
+    PairFieldCheck,
+    PairReport,
+    PairValue,
+)
 from servelab.ops.soak.verdict import Seen, conclude
 from tests.support.telemetry import transfer_failure_telemetry
 
@@ -46,6 +53,13 @@ def _pair(payload: Payload, outcome: Outcome, size: int, side: str = "") -> Cell
         0.21, 0.1, 300, "" if outcome == _OK else "idle timeout: no bytes", side, "prefill",
         "decode",
     )  # fmt: skip
+
+
+_PAGE = ("vllm_config.cache_config.block_size",)
+#: a prefill and decode that disagree on the page size (verify's pair layer)
+_MISMATCH = PairReport("prefill", "decode", (PairFieldCheck(
+    "page_size", FieldRule.DECODE_MULTIPLE, PairValue(True, "64", *_PAGE, "cmdline"),
+    PairValue(True, "32", *_PAGE), FieldVerdict.MISMATCH),))  # fmt: skip
 
 
 def _localizations(failures: list[Failure]) -> list[Localization]:
@@ -87,7 +101,7 @@ def _localizations(failures: list[Failure]) -> list[Localization]:
              "http 503: busy"),
     )  # fmt: skip
     return [
-        Localization(failures[0], first, probes, engines, metrics, loads, 5.0),
+        Localization(failures[0], first, probes, engines, metrics, loads, 5.0, (_MISMATCH,)),
         Localization(failures[1], Matrix(refused, locate(refused), None, 1.0), probes[:1]),
     ]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from subprocess import Popen
@@ -46,9 +46,13 @@ class VllmStack:
     def router_url(self) -> str:
         return f"http://127.0.0.1:{self.router_port}"
 
-    def start_worker(self, role: str, env: Mapping[str, str] | None = None) -> None:
-        """Start (or start again) one worker and wait for its /health."""
+    def start_worker(
+        self, role: str, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+    ) -> None:
+        """Start (or start again) one worker (``args``: more of its arguments) and wait for its
+        /health."""
         argv = [sys.executable, "-m", "servelab", "sim", role, "--engine", "vllm", "--admin"]
+        argv += args
         port = self.prefill_port if role == "prefill" else self.decode_port
         argv += ["--port", str(port)]
         if role == "prefill":
@@ -85,14 +89,16 @@ def vllm_stack(
     time_scale: float = 0.05,
     decode_env: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
+    prefill_args: Sequence[str] = (),
+    decode_args: Sequence[str] = (),
 ) -> Iterator[VllmStack]:
     """Prefill, decode and the router on free ports; always stopped afterwards. ``env`` goes to
-    both workers, ``decode_env`` to the decode."""
+    both workers, ``decode_env`` to the decode; ``*_args`` are more of a worker's arguments."""
     ports = free_ports(5)
     stack = VllmStack(*ports, Path(tempfile.mkdtemp(prefix="servelab-vllm-")), time_scale)
     try:
-        stack.start_worker("prefill", env)
-        stack.start_worker("decode", {**(env or {}), **(decode_env or {})})
+        stack.start_worker("prefill", env, prefill_args)
+        stack.start_worker("decode", {**(env or {}), **(decode_env or {})}, decode_args)
         stack.start_router()
         yield stack
     finally:

@@ -35,6 +35,7 @@ from servelab.cli.options import (
     Parsed,
     TraceOptions,
     WorkloadOptions,
+    allow_unread_option,
     answers_config,
     answers_option,
     load_options,
@@ -72,7 +73,9 @@ AB_LOAD = {
 }
 
 
-async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) -> AbResult:
+async def _ab(
+    where: SpecAndLedger, cfg: AbConfig | None, resume: int | None, allow_unread: bool = False
+) -> AbResult:
     if cfg is not None:
         where.spec().spec.service(cfg.service)  # unknown service: a SpecError (exit 2), nothing run
     loaded = where.deployment()
@@ -81,7 +84,7 @@ async def _ab(where: SpecAndLedger, cfg: AbConfig | None, resume: int | None) ->
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             if cfg is None or resume is not None:
                 return await resume_ab(op, resume or 0, ledger=ledger, bench_progress=bench_levels)
-            return await run_ab(op, cfg, bench_progress=bench_levels)
+            return await run_ab(op, cfg, bench_progress=bench_levels, allow_unread=allow_unread)
 
 
 def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> AbPlan:
@@ -240,6 +243,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     "(the original is restored when no arm is better), one arm, or a value. An interrupted A/B "
     "always restores.",
 )
+@allow_unread_option
 @output_options()
 @ledger_option
 @wait_option
@@ -264,6 +268,7 @@ def ab_command(
     effect: float,
     power: float,
     keep: str | None,
+    allow_unread: bool,
     output: OutputOptions,
     ledger_path: Path | None,
     wait: bool,
@@ -298,7 +303,7 @@ def ab_command(
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
     with where.exclusive(wait=wait):
-        result = run(_ab(where, cfg, resume))
+        result = run(_ab(where, cfg, resume, allow_unread))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:

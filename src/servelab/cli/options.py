@@ -88,6 +88,7 @@ __all__ = [
     "TargetOptions",
     "TraceOptions",
     "WorkloadOptions",
+    "allow_unread_option",
     "answers_config",
     "answers_option",
     "load_options",
@@ -453,6 +454,17 @@ def output_options() -> Decorator:
     """``--json`` (the one declaration of :func:`~servelab.cli.common.json_option`) and
     ``--export`` as ``output: OutputOptions``."""
     return _group(OutputOptions, "output", [("as_json", json_option), ("export", EXPORT.option())])
+
+
+def allow_unread_option(func: Command) -> Command:
+    """``--allow-unread``: A/B or tune a knob the engine's release does not read (refused
+    otherwise, naming the variable it does read: such an experiment measures noise)."""
+    return click.option(
+        "--allow-unread",
+        is_flag=True,
+        help="Measure a knob the engine's release does not read (refused otherwise: it measures "
+        "noise).",
+    )(func)
 
 
 def wait_option(func: Command) -> Command:

@@ -53,6 +53,10 @@ def trace_group() -> None:
 @click.option("--block-size", type=Parsed("TOKENS", parse_positive),
               default=str(DEFAULT_BLOCK_SIZE), show_default=True,
               help="Tokens per hash id (give bench --trace-block-size the same).")  # fmt: skip
+@click.option("--resolution-ms", type=Parsed("MS", parse_positive), default="1",
+              show_default=True, help="Record arrivals at this resolution: 1000 puts them on "
+              "whole seconds, as Mooncake's conversation trace records most of its own, so the "
+              "arrivals of one second start at one instant (bursts).")  # fmt: skip
 @SEED.option()
 def generate_command(
     out: Path,
@@ -63,19 +67,22 @@ def generate_command(
     rate: float | None,
     output_tokens: int | None,
     block_size: int,
+    resolution_ms: int,
     seed: int,
 ) -> None:
     """Write a seeded sample trace to FILE: the same options and seed write the same file."""
     if turns[0] < 1 or turns[1] < turns[0]:
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
     if kind == "agentic":
-        agentic = replace(_AGENTIC, sessions=sessions, turns=turns, block_size=block_size)
+        agentic = replace(_AGENTIC, sessions=sessions, turns=turns, block_size=block_size,
+                          resolution_ms=resolution_ms)  # fmt: skip
         agentic = replace(agentic, rate=rate or agentic.rate,
                           output_tokens=output_tokens or agentic.output_tokens)  # fmt: skip
         entries = agentic_trace(agentic, seed=seed)
     else:
         chat = replace(_CHAT, requests=requests, block_size=block_size, rate=rate or _CHAT.rate,
-                       output_tokens=output_tokens or _CHAT.output_tokens)  # fmt: skip
+                       output_tokens=output_tokens or _CHAT.output_tokens,
+                       resolution_ms=resolution_ms)  # fmt: skip
         entries = chat_trace(chat, seed=seed)
     counted = [0]
     write_atomic(out, _lines(entries, counted))

@@ -39,6 +39,7 @@ from servelab.cli.options import (
     OutputOptions,
     Parsed,
     WorkloadOptions,
+    allow_unread_option,
     answers_config,
     answers_option,
     metric_option,
@@ -70,7 +71,9 @@ TUNE_LOAD = {
 }
 
 
-async def _tune(where: SpecAndLedger, cfg: TuneConfig | None, resume: int | None) -> TuneRecord:
+async def _tune(
+    where: SpecAndLedger, cfg: TuneConfig | None, resume: int | None, allow_unread: bool = False
+) -> TuneRecord:
     if cfg is not None:
         for k in cfg.knobs:
             where.spec().spec.service(k.service)  # unknown service: SpecError (exit 2), nothing run
@@ -81,7 +84,7 @@ async def _tune(where: SpecAndLedger, cfg: TuneConfig | None, resume: int | None
                 return await resume_tune(
                     op, resume or 0, ledger=ledger, bench_progress=bench_levels
                 )
-            return await run_tune(op, cfg, bench_progress=bench_levels)
+            return await run_tune(op, cfg, bench_progress=bench_levels, allow_unread=allow_unread)
 
 
 def _check_resume(where: SpecAndLedger, resume: int) -> None:
@@ -181,6 +184,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     "--keep", type=click.Choice(["best"]), default=None,
     help="Leave the best arm live (else the original values are put back).",
 )  # fmt: skip
+@allow_unread_option
 @output_options()
 @ledger_option
 @wait_option
@@ -212,6 +216,7 @@ def tune_command(
     plan: bool,
     effect: float,
     keep: str | None,
+    allow_unread: bool,
     output: OutputOptions,
     ledger_path: Path | None,
     wait: bool,
@@ -250,7 +255,7 @@ def tune_command(
     if resume is not None:
         _check_resume(where, resume)
     with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
-        record = run(_tune(where, None if resume is not None else cfg, resume))
+        record = run(_tune(where, None if resume is not None else cfg, resume, allow_unread))
     _print(output, record)
     failed = sum(v.failed_requests for v in record.all_visits)
     if failed:

@@ -41,6 +41,7 @@ __all__ = [
     "RouterWorkers",
     "SglangRouterWorkers",
     "VllmRouterWorkers",
+    "removal_command",
     "router_workers",
 ]
 
@@ -178,6 +179,13 @@ class VllmRouterWorkers:
         if result.status not in (200, 202, 204):
             raise _failure(f"DELETE {where}", result)
         return True
+
+
+def removal_command(kind: str, router_url: str, worker: RouterWorker) -> list[str]:
+    """The command that removes ``worker`` from a ``kind`` router at ``router_url`` (its worker
+    API: sglang-router by the id it lists, vllm-router by the URL, percent-encoded)."""
+    name = worker.id if kind == "sglang" else quote(worker.url, safe="")
+    return ["curl", "-X", "DELETE", f"{router_url.rstrip('/')}/workers/{name}"]
 
 
 def router_workers(kind: str, base_url: str, http: HttpClient) -> RouterWorkers:

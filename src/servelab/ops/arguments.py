@@ -20,11 +20,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.argv import arg_values, set_words
-from servelab.core.knobs.configfile import config_values, edit_config
+from servelab.core.knobs.configfile import config_values, dropped_arguments, edit_config
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
 from servelab.core.knobs.knob import Knob, parse_knob
 from servelab.core.knobs.places import (
@@ -45,11 +46,14 @@ from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
 
 __all__ = [
+    "REPORT_PATHS",
     "ROUTER_POLICIES",
     "ArgumentEdit",
     "argument_knob",
     "config_path",
+    "dropped_arguments_of",
     "engine_arguments",
+    "engine_report",
     "live_argument",
     "place_path",
     "read_places",
@@ -116,6 +120,17 @@ async def _read(op: Operation, service: str) -> _Places:
         if text is not None:
             values[Place.CONFIG_FILE] = config_values(text, eng, path)
     return _Places(values, env, text)
+
+
+async def dropped_arguments_of(op: Operation, service: str) -> tuple[str | None, list[str]]:
+    """(the config file, the arguments it writes ``false`` that the engine drops)."""
+    path = config_path(op, service)
+    if path is None:
+        return None, []
+    data = await read_env_bytes(op.host(service), path)
+    if data is None:
+        return path, []
+    return path, dropped_arguments(data.decode("utf-8", "replace"), service_engine(op), path)
 
 
 async def read_places(op: Operation, service: str, knob: Knob) -> FileValue:
@@ -216,13 +231,29 @@ async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> di
         return {knob.name: await _router_policy(op, service, knob) for knob in knobs}
     if role not in ("prefill", "decode"):
         return unknown
-    path = "/server_info?config_format=json" if op.spec.engine == "vllm" else "/server_info"
-    try:
-        url = await op.url(service, path)
-    except HostError:
-        return unknown
-    async with HttpClient(limit=1) as http:
-        info = await http.get_json(url)
-    if not isinstance(info, dict):
+    info = await engine_report(op, service)
+    if info is None:
         return unknown
     return {knob.name: reported_value(info, knob) for knob in knobs}
+
+
+#: Where each engine reports what it runs with (SGLang: ``/get_server_info`` is the older alias;
+#: vLLM: only under ``VLLM_SERVER_DEV_MODE=1``).
+REPORT_PATHS = {
+    "sglang": ("/server_info", "/get_server_info"),
+    "vllm": ("/server_info?config_format=json",),
+}
+
+
+async def engine_report(op: Operation, service: str) -> dict[str, Any] | None:
+    """A worker's own report of what it runs with (``/server_info``), None when it gives none."""
+    try:
+        urls = [await op.url(service, path) for path in REPORT_PATHS[op.spec.engine]]
+    except HostError:
+        return None
+    async with HttpClient(limit=1) as http:
+        for url in urls:
+            info = await http.get_json(url)
+            if isinstance(info, dict):
+                return info
+    return None

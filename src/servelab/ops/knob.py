@@ -27,6 +27,7 @@ from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
@@ -41,6 +42,7 @@ from servelab.ops.arguments import (
     write_argument,
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
+from servelab.ops.reads import knob_reads
 
 __all__ = [
     "KnobChange",
@@ -78,9 +80,14 @@ class KnobChange:
     #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
     #: ``config_file``); ``env_file`` then holds the path of the file written.
     place: str = "env_file"
+    #: The running engine does not read the env knob (or its release has no list): the warning.
+    unread: UnreadKnob | None = None
 
     def to_json(self) -> JsonObject:
-        return asdict(self)
+        doc = asdict(self)
+        if self.unread is None:
+            del doc["unread"]
+        return doc
 
 
 @dataclass(frozen=True)
@@ -338,6 +345,7 @@ async def set_knob(
         if changed:
             change_id = _record_change(op, service, name, old, value, reason, case_id, backup_path)
         pid, live, live_error = await _live_value(op, service, name)
+        unread = await _unread(op, service, knob) if pid is not None else None
     return KnobChange(
         service=service,
         name=name,
@@ -353,7 +361,19 @@ async def set_knob(
         change_id=change_id,
         live_error=live_error,
         place=place,
+        unread=unread,
     )
+
+
+async def _unread(op: Operation, service: str, knob: Knob) -> UnreadKnob | None:
+    """The knob judged against what the running engine reads, when it is not read (or its
+    release has no list); None otherwise, or when the engine does not say its release."""
+    try:
+        (found,) = await knob_reads(op, service, [knob.name])
+    except HostError:
+        return None
+    bad = found.verdict in (ReadVerdict.NOT_READ, ReadVerdict.UNKNOWN)
+    return found if bad and found.version is not None else None
 
 
 async def _write(

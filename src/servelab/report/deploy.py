@@ -129,7 +129,9 @@ def _steps_table(title: str, steps: list[Step]) -> Table:
 
 def render_deploy(report: DeployReport) -> str:
     verdict = "ok" if report.ok else "FAILED"
-    return plain_text(_steps_table(f"{report.action}: {verdict}", report.steps))
+    parts: list[RenderableType] = [_steps_table(f"{report.action}: {verdict}", report.steps)]
+    parts.extend(f"  pair/{c.service}: {check_detail(c)}" for c in report.pair if not c.ok)
+    return plain_text(*parts)
 
 
 def render_restart(report: RestartReport) -> str:

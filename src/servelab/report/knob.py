@@ -11,11 +11,13 @@ from rich.table import Table
 from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.ops.knob import KnobChange, KnobDiff, KnobValue
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
     "PLACE_WORDS",
+    "describe_unread",
     "describe_verdict",
     "render_knob_change",
     "render_knob_diff",
@@ -78,6 +80,27 @@ def render_knob_value(got: KnobValue) -> str:
     return "\n".join(lines) + "\n"
 
 
+_ENGINES = {"sglang": "SGLang", "vllm": "vLLM"}
+
+
+def describe_unread(found: UnreadKnob) -> str:
+    """``not read by vLLM 0.26.0 (did you mean VLLM_X?)``, or why it is unknown."""
+    engine = _ENGINES.get(found.engine, found.engine)
+    if found.verdict is ReadVerdict.UNKNOWN:
+        release = found.version or "(no version reported)"
+        return (
+            f"unknown whether {engine} {release} reads it: no list of its variables is kept "
+            "(declare it under reads_env if the build reads it)"
+        )
+    if found.verdict is not ReadVerdict.NOT_READ:
+        return f"read by {engine} {found.version}"
+    hint = f" (did you mean {found.suggestion}?)" if found.suggestion else ""
+    return (
+        f"not read by {engine} {found.version}{hint}: the engine ignores it, so it changes "
+        "nothing (reads_env declares a variable a custom build reads)"
+    )
+
+
 def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str:
     """What ``knob set`` did, the backup, the record, and whether a restart is needed (the
     restart's command line naming the spec with ``spec_args``)."""
@@ -106,6 +129,8 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
         )
     elif change.running:
         lines.append(f"  {change.service} already runs with this value; no restart needed")
+    if change.unread is not None:
+        lines.append(f"  warning: {change.name}: {describe_unread(change.unread)}")
     else:
         lines.append(f"  {change.service} is not running: the value is used at its next start")
     return "\n".join(lines) + "\n"

@@ -10,6 +10,7 @@ older ledger's row that stored its sentence instead of a code reads that sentenc
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
@@ -17,9 +18,15 @@ from rich.table import Table
 from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.ledger.evidence import CheckRecord
-from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive, UnitState
+from servelab.core.verify.arguments import (
+    ArgumentDropped,
+    ArgumentInFile,
+    ArgumentLive,
+    UnitState,
+)
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -42,9 +49,11 @@ from servelab.core.verify.checks import (
     read_check,
 )
 from servelab.core.verify.coldstart import StartReason
+from servelab.core.verify.pair import PairReport
 from servelab.core.verify.served import Gap, Signal
 from servelab.ops.verify.verify import VerifyReport
-from servelab.report.knob import describe_verdict
+from servelab.report.knob import describe_unread, describe_verdict
+from servelab.report.pair import describe_pair
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
@@ -62,6 +71,7 @@ WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (s
 _TITLES = {
     Layer.CONFIG: "config: env file vs spec and backup",
     Layer.LIVE: "live: /proc/PID/environ vs env file",
+    Layer.PAIR: "pair: what each prefill/decode pair's engines report, against each other",
     Layer.HEALTH: "health: readiness endpoints",
     Layer.E2E: "e2e: streaming chat completion through the entry point (xPyD: every worker)",
 }
@@ -117,6 +127,16 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _unit(code, data)
         case ArgumentLive():
             return _argument_live(code, data)
+        case PairReport():
+            return describe_pair(data)
+        case UnreadKnob():
+            return describe_unread(data)
+        case ArgumentDropped(path=path, key=key, knob=knob):
+            return (
+                f"the config file {path} writes `{key}`, which the engine drops (vLLM keeps no "
+                f"false in --config): {knob} runs at the engine's default; write `no-"
+                f"{key.split(':')[0]}: true` to turn it off"
+            )
         case _:
             assert_never(data)
 
@@ -255,7 +275,25 @@ def _health(code: CheckCode, data: HealthProbe) -> str:
             f"{ready}; but the router does not list {', '.join(data.missing or ())} "
             "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
         )
+    if code is _C.HEALTH_WORKERS_MISREGISTERED:
+        wrong = [_misregistered(row) for row in data.workers or () if row.misregistered]
+        return f"{ready}; but the router registered {'; '.join(wrong)}"
+    if code is _C.HEALTH_WORKERS_UNKNOWN:
+        stale = [f"{w.url} ({w.role or 'no role'}; remove it: `{shlex.join(w.remove)}`)"
+                 for w in data.unknown or ()]  # fmt: skip
+        return f"{ready}; but the router lists a worker the spec does not have: {', '.join(stale)}"
     return ready
+
+
+def _misregistered(row: WorkerListing) -> str:
+    parts = []
+    if row.router_role is not None:
+        parts.append(f"as {row.router_role} (the spec: {row.role})")
+    if row.router_bootstrap_port is not None:
+        parts.append(
+            f"with bootstrap port {row.router_bootstrap_port} (the spec: {row.spec_bootstrap_port})"
+        )
+    return f"{row.service} " + " and ".join(parts)
 
 
 def _ready(data: HealthProbe) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from servelab.sim.kvlayout import KvLayout
+
 __all__ = ["BootstrapClient", "RoomInfo", "RoomStore", "bootstrap_app"]
 
 _MAX_ROOMS = 8192
@@ -34,12 +36,15 @@ class RoomInfo:
     first_token: str
     prompt_tokens: int
     cached_tokens: int = 0
+    #: The prefill's KV layout (page size, KV dtype, model), as the hand-off carries it.
+    layout: KvLayout | None = None
 
 
 class RoomStore:
     """Rooms the prefill has published, and waiters for rooms not yet published (bounded)."""
 
-    def __init__(self) -> None:
+    def __init__(self, layout: KvLayout | None = None) -> None:
+        self.layout = layout
         self._rooms: OrderedDict[int, RoomInfo] = OrderedDict()
         self._waiters: dict[int, asyncio.Event] = {}
 
@@ -82,6 +87,8 @@ def bootstrap_app(store: RoomStore) -> web.Application:
             return web.json_response({"room": room_id, "status": "pending"}, status=404)
         body = {"room": info.room, "first_token": info.first_token}
         body.update(prompt_tokens=info.prompt_tokens, cached_tokens=info.cached_tokens)
+        if store.layout is not None:
+            body["kv_layout"] = store.layout.to_json()
         return web.json_response(body)
 
     app = web.Application()
@@ -137,5 +144,6 @@ class BootstrapClient:
             state["state"] = "WaitingForInput"
             if body is not None:
                 first, prompt = str(body.get("first_token", "")), int(body["prompt_tokens"])
-                return RoomInfo(room, first, prompt, int(body.get("cached_tokens", 0)))
+                cached, layout = int(body.get("cached_tokens", 0)), body.get("kv_layout")
+                return RoomInfo(room, first, prompt, cached, KvLayout.read(layout))
         return None

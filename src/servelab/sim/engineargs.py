@@ -46,6 +46,7 @@ __all__ = [
     "ParsedArgs",
     "SglangArgs",
     "VllmArgs",
+    "engine_flags",
     "expand_config",
     "parse_worker_args",
 ]
@@ -63,6 +64,9 @@ class Engine(StrEnum):
 #: SGLang's ``--schedule-policy`` choices (``server_args.py``).
 SCHEDULE_POLICIES = ("lpm", "random", "fcfs", "dfs-weight", "lof", "priority", "routing-key")
 _TRANSFER_BACKENDS = ("mooncake", "nixl", "ascend", "fake")
+#: SGLang's ``--kv-cache-dtype`` choices (``server_args.py``); vLLM's (``CacheDType``).
+_SGLANG_KV_DTYPES = ("auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1")
+_VLLM_KV_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla")
 
 
 class ArgsExit(SimError):
@@ -118,6 +122,10 @@ class SglangArgs:
     )
     context_length: int | None = _arg(None, "The model's maximum context length.")
     page_size: int | None = _arg(None, "The number of tokens in a KV page.")
+    kv_cache_dtype: str = _arg(
+        "auto", "The KV cache's data type (auto: the model's).", choices=_SGLANG_KV_DTYPES
+    )
+    revision: str | None = _arg(None, "The model's revision (a branch, tag or commit).")
     disable_radix_cache: bool = _arg(False, "Disable RadixAttention (the prefix cache).")
     enable_cache_report: bool = _arg(
         False, "Return usage.prompt_tokens_details.cached_tokens in responses."
@@ -145,6 +153,11 @@ class VllmArgs:
     max_model_len: int | None = _arg(None, "The model's context length.")
     gpu_memory_utilization: float = _arg(0.9, "The fraction of GPU memory the engine may use.")
     block_size: int | None = _arg(None, "The number of tokens in a KV block.")
+    model: str | None = _arg(None, "The model (servelab-sim unless given).")
+    revision: str | None = _arg(None, "The model's revision (a branch, tag or commit).")
+    kv_cache_dtype: str = _arg(
+        "auto", "The KV cache's data type (auto: the model's).", choices=_VLLM_KV_DTYPES
+    )
     enable_prefix_caching: bool | None = _arg(None, "Prefix caching (on unless --no-...).")
     enable_prompt_tokens_details: bool = _arg(
         False, "Return usage.prompt_tokens_details.cached_tokens in responses."
@@ -289,6 +302,13 @@ def _parser(engine: Engine, role: Role) -> _Parser:
     _add_server_args(parser, VllmArgs if engine is Engine.VLLM else SglangArgs, engine)
     _add_servelab_options(parser, role, engine)
     return parser
+
+
+def engine_flags(engine: Engine, role: Role) -> frozenset[str]:
+    """Every flag the simulated ``engine``'s parser for ``role`` reads (its own and servelab's;
+    a vLLM boolean's ``--no-`` form too)."""
+    parser = _parser(engine, role)
+    return frozenset(flag for action in parser._actions for flag in action.option_strings)
 
 
 def _engine_of(argv: Sequence[str]) -> Engine:

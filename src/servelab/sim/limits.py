@@ -164,6 +164,7 @@ def _vllm(args: VllmArgs, profile: HardwareProfile) -> tuple[VllmArgs, Limits]:
     resolved = dataclasses.replace(
         args,
         served_model_name=args.served_model_name or "servelab-sim",
+        model=args.model or "servelab-sim",
         max_num_seqs=seqs,
         max_num_batched_tokens=batched,
         max_model_len=context,

@@ -33,6 +33,8 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from servelab.sim.kvlayout import KvLayout, nixl_refusal
+
 __all__ = [
     "BLOCK_SIZE",
     "ENV_ABORT_TIMEOUT",
@@ -154,8 +156,9 @@ def _read_request(body: object) -> tuple[str, str, tuple[int, ...]] | None:
     return engine_id, request_id, tuple(blocks)
 
 
-def side_channel_app(store: BlockStore) -> web.Application:
-    """The prefill's side channel: ``GET /health`` and ``POST /nixl/read``."""
+def side_channel_app(store: BlockStore, layout: KvLayout | None = None) -> web.Application:
+    """The prefill's side channel: ``GET /health`` and ``POST /nixl/read`` (its answer carries
+    the prefill's KV layout, as NIXL's handshake metadata does)."""
 
     async def health(_: web.Request) -> web.Response:
         return web.json_response({"status": "ok", "engine_id": store.engine_id})
@@ -172,7 +175,10 @@ def side_channel_app(store: BlockStore) -> web.Application:
             return web.json_response({"reason": got.reason, "error": got.message}, status=404)
         items = [{"first_token": i.first_token, "prompt_tokens": i.prompt_tokens}
                  for i in got.items]  # fmt: skip
-        return web.json_response({"request_id": got.request_id, "items": items})
+        body: dict[str, Any] = {"request_id": got.request_id, "items": items}
+        if layout is not None:
+            body["kv_layout"] = layout.to_json()
+        return web.json_response(body)
 
     app = web.Application()
     app.router.add_get("/health", health)
@@ -205,9 +211,10 @@ class NixlClient:
         return self._session
 
     async def read(
-        self, params: Mapping[str, Any], timeout_s: float
+        self, params: Mapping[str, Any], timeout_s: float, layout: KvLayout | None = None
     ) -> tuple[KvItem, ...] | NixlError:
-        """The blocks' items, or why the read failed (unreachable, not held, bad params)."""
+        """The blocks' items, or why the read failed (unreachable, not held, bad params, or the
+        handshake refused the prefill's layout against this decode's ``layout``)."""
         host, port = params.get("remote_host"), params.get("remote_port")
         if not isinstance(host, str) or not isinstance(port, int):
             return NixlError("params", "kv_transfer_params has no remote_host/remote_port")
@@ -231,4 +238,8 @@ class NixlClient:
             detail = doc.get("error") if isinstance(doc, dict) else None
             reason = doc.get("reason", "failed") if isinstance(doc, dict) else "failed"
             return NixlError(str(reason), f"NIXL read from {where} failed: {detail}")
+        remote = KvLayout.read(doc.get("kv_layout")) if isinstance(doc, dict) else None
+        refused = None if layout is None else nixl_refusal(layout, remote)
+        if refused is not None:
+            return NixlError("handshake", f"NIXL handshake with {where} failed: {refused}")
         return items

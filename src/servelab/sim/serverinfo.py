@@ -92,9 +92,10 @@ def vllm_config(settings: WorkerSettings, engine_id: str) -> dict[str, Any]:
     role = "kv_producer" if settings.role == "prefill" else "kv_consumer"
     blocks = settings.limits.pool_tokens // settings.limits.page_size
     return {
-        "model_config": {"served_model_name": args.served_model_name,
+        "model_config": {"model": args.model, "revision": args.revision,
+                         "served_model_name": args.served_model_name,
                          "max_model_len": args.max_model_len},
-        "cache_config": {"block_size": args.block_size,
+        "cache_config": {"block_size": args.block_size, "cache_dtype": args.kv_cache_dtype,
                          "gpu_memory_utilization": args.gpu_memory_utilization,
                          "enable_prefix_caching": args.enable_prefix_caching,
                          "num_gpu_blocks": blocks},

@@ -20,6 +20,7 @@ from servelab.errors import SimError
 from servelab.sim.engineargs import Engine, ParsedArgs, SglangArgs, VllmArgs
 from servelab.sim.faults import ENV_VARS as FAULT_ENV_VARS
 from servelab.sim.faults import Faults, parse_flag
+from servelab.sim.kvlayout import KvLayout
 from servelab.sim.limits import Limits, resolve
 from servelab.sim.profile import (
     DEFAULT_PROFILE,
@@ -116,6 +117,13 @@ class WorkerSettings:
         """Whether a prompt this long stalls in decode under the MLA KV tile in force."""
         above = mla_stall_above(self.profile, self.mla_kv_tile)
         return above is not None and prompt_tokens > above
+
+    @property
+    def kv_layout(self) -> KvLayout:
+        """The KV layout this worker hands over (or expects): page size, KV dtype, model."""
+        args = self.server_args
+        model = args.model if isinstance(args, VllmArgs) else args.served_model_name
+        return KvLayout(self.limits.page_size, args.kv_cache_dtype, model or "servelab-sim")
 
     def knobs(self) -> dict[str, Any]:
         """The effective knob values (what ``/server_info`` reports)."""

@@ -55,6 +55,7 @@ from servelab.sim.app import (
     unless_gone,
 )
 from servelab.sim.engineargs import VllmArgs
+from servelab.sim.envreads import vllm_warnings
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import (
     ENV_ABORT_TIMEOUT,
@@ -104,6 +105,8 @@ class VllmState:
         self.engine_id = str(uuid.uuid4())
         #: the ``VLLM_*`` variables at start-up (``/server_info``'s ``vllm_env``)
         self.vllm_env = {k: v for k, v in env.items() if k.startswith("VLLM_")}
+        for line in vllm_warnings(env, VLLM_SIM_VERSION):  # as envs.validate_environ does
+            log.warning("%s", line)
         #: vLLM serves ``/server_info`` only in dev mode, read once at start-up.
         self.dev_mode = env.get(ENV_DEV_MODE, "") == "1"
         raw = env.get(ENV_ABORT_TIMEOUT, "")
@@ -251,7 +254,9 @@ async def _pull(
 ) -> NixlError | None:
     """Read the request's blocks from the remote prefill (None when they arrived)."""
     worker, state = request.app[WORKER_KEY], request.app[VLLM_KEY]
-    got = await state.nixl.read(params, worker.settings.waiting_timeout_s)
+    got = await state.nixl.read(
+        params, worker.settings.waiting_timeout_s, worker.settings.kv_layout
+    )
     if not isinstance(got, NixlError) and len(got) != len(req.items):
         got = NixlError("block_ids", f"{len(got)} sequences held, {len(req.items)} requested")
     return got if isinstance(got, NixlError) else None
@@ -355,5 +360,5 @@ async def serve_vllm(settings: WorkerSettings, stop: asyncio.Event) -> None:
     app = make_vllm_app(settings)
     side = None
     if settings.role == "prefill" and settings.bootstrap_port is not None:
-        side = side_channel_app(app[VLLM_KEY].blocks)
+        side = side_channel_app(app[VLLM_KEY].blocks, settings.kv_layout)
     await serve_apps(settings, app, side, stop)

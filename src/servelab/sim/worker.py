@@ -19,6 +19,7 @@ from typing import Any
 from servelab.sim.answers import Change, diverge, perturb_token
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
+from servelab.sim.kvlayout import garbled, sglang_corrupts
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.prefixcache import page_hashes
 from servelab.sim.profile import kv_transfer_s
@@ -67,7 +68,7 @@ class Worker:
         self.requests_served = 0
         self.recent_rooms: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
         self.recent_prefills: deque[dict[str, Any]] = deque(maxlen=_RECENT_ROOMS)
-        self.rooms = RoomStore()
+        self.rooms = RoomStore(settings.kv_layout)
         self._client = BootstrapClient()
         self._rng = random.Random(settings.seed)
         self._waiting = 0
@@ -305,6 +306,8 @@ class Worker:
                 return TransferError.of(item.room, "Failed", reason)
             await self.warmup()
             self._note_room(item.room, kv.first_token, "Success")
+            if sglang_corrupts(self.settings.kv_layout, kv.layout):
+                out = garbled(out)  # pages copied by index into slots of another layout
             handoff = handoff or (item.room is not None and item.bootstrap_host is not None)
             seq = self._start_decode(out, kv, handoff)
             self.metrics.ttft.observe(time.monotonic() - t_start)

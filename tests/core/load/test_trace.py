@@ -4,6 +4,7 @@ whose equal ids are equal prefixes, and the seeded sample traces (the shipped on
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import orjson
 import pytest
@@ -151,3 +152,15 @@ def test_the_shipped_trace_is_the_generators_default_agentic_trace() -> None:
     """``servelab trace generate agentic -o examples/traces/agentic.jsonl`` wrote it."""
     shipped = (REPO / "examples" / "traces" / "agentic.jsonl").read_bytes().splitlines()
     assert shipped == [orjson.dumps(e) for e in agentic_trace(AgenticShape(), seed=0)]
+
+
+def test_a_trace_recorded_on_whole_seconds_starts_its_arrivals_in_bursts() -> None:
+    shape = AgenticShape(sessions=40, rate=12.0, turns=(1, 2), resolution_ms=1000)
+    starts = [e["timestamp"] for e in agentic_trace(shape, seed=0) if "timestamp" in e]
+    assert len(starts) == 40 and all(t % 1000 == 0 for t in starts) and starts == sorted(starts)
+    assert max(starts.count(t) for t in set(starts)) >= 8  # ~12 a second: bursts
+    fine = [e["timestamp"] for e in agentic_trace(replace(shape, resolution_ms=1), seed=0)
+            if "timestamp" in e]  # fmt: skip
+    assert [t // 1000 * 1000 for t in fine] == starts  # the same arrivals, rounded down
+    chat = [e["timestamp"] for e in chat_trace(ChatShape(requests=50, resolution_ms=500), seed=1)]
+    assert all(t % 500 == 0 for t in chat) and len(set(chat)) < len(chat)

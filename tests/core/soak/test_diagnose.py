@@ -408,7 +408,7 @@ def test_a_later_localizations_facts_and_findings_carry_its_signature() -> None:
 def test_the_layers_keep_their_stored_values_and_order() -> None:
     assert [layer.value for layer in Layer] == [
         "client_proxy", "router", "prefill", "decode_transfer", "engine_wedge", "correctness",
-        "engine_saturation", "client",
+        "engine_saturation", "client", "pd_pair",
     ]  # fmt: skip
     assert [r.value for r in UndecidedReason] == [
         "not_reproduced", "cold_start", "not_localized", "no_pair_replay", "conflict",

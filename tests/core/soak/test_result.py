@@ -39,15 +39,17 @@ def test_a_result_with_every_kind_of_observation_reads_back_equal() -> None:
     stored = json.loads(json.dumps(encode(result)))
     back = decode(SoakResult, stored)
     assert back == result
-    assert isinstance(back.findings[0], Finding) and back.findings[0].layer is Layer.DECODE_TRANSFER
+    assert isinstance(back.findings[0], Finding) and back.findings[0].layer is Layer.PD_PAIR
+    assert back.findings[1].layer is Layer.DECODE_TRANSFER  # the mismatched pair ranks first
     assert back.failures[1].signature is Signature.HTTP_5XX
     assert not back.ok and back.config.knob("decode", "K") == "512"
 
 
 def test_codes_are_stored_as_their_values_and_nothing_worded() -> None:
     stored = encode(every_kind_result())
-    assert stored["findings"][0]["layer"] == "decode_transfer"
-    assert set(stored["findings"][0]) == {
+    assert stored["findings"][0]["layer"] == "pd_pair"
+    assert stored["findings"][1]["layer"] == "decode_transfer"
+    assert set(stored["findings"][1]) == {
         "layer", "confidence", "supporting", "contradicting", "worker"
     }  # fmt: skip
     assert stored["stalls"][0]["phase"] == "head"

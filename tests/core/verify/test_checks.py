@@ -8,9 +8,11 @@ from typing import Any
 import pytest
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
 from servelab.core.verify import checks
 from servelab.core.verify.arguments import (
+    ArgumentDropped,
     ArgumentInFile,
     ArgumentLive,
     ArgumentVerdict,
@@ -35,6 +37,7 @@ from servelab.core.verify.checks import (
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    StaleWorker,
     UntypedCheck,
     WorkerListing,
     WorkerReach,
@@ -42,6 +45,13 @@ from servelab.core.verify.checks import (
     read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.pair import (
+    FieldRule,
+    FieldVerdict,
+    PairFieldCheck,
+    PairReport,
+    PairValue,
+)
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 MRR = "--max-running-requests"
@@ -50,6 +60,18 @@ LISTING = WorkerListing("decode", "http://127.0.0.1:1", "decode", True, True)
 
 #: One datum of each kind, and the JSON keys it has always been written with (before the types).
 SHAPES: list[tuple[CheckData, list[str]]] = [
+    (ArgumentDropped("--enable-prefix-caching", "/e/d.yaml", "enable-prefix-caching: false"),
+     ["knob", "path", "key"]),
+    (PairReport("prefill", "decode", (PairFieldCheck(
+        "page_size", FieldRule.EQUAL, PairValue(True, "64", "page_size", "cmdline"),
+        PairValue(False), FieldVerdict.UNKNOWN),), decode_error="decode: no answer"),
+     ["prefill", "decode", "fields", "decode_error"]),
+    (UnreadKnob("VLLM_X", "vllm", "0.26.0", ReadVerdict.NOT_READ, "VLLM_Y", "envs.py"),
+     ["knob", "engine", "version", "verdict", "suggestion", "source"]),
+    (HealthProbe("/readiness", 200, 0.01, workers=(
+        WorkerListing("prefill", "http://p", "prefill", True, True, None, 1, 2),),
+        unknown=(StaleWorker("http://x", "decode", "w1", ("curl",)),)),
+     ["path", "status", "elapsed_s", "workers", "unknown"]),
     (CheckFailure("HostError: x"), ["error"]),
     (NoEnvFile(True), ["knobs"]),
     (EnvFileFailure("/e/decode.env"), ["env_file", "error"]),
@@ -105,7 +127,7 @@ def test_every_code_carries_one_kind_and_names_its_layer() -> None:
     assert {code.layer for code in CheckCode} == set(Layer)
     assert all(code.value.startswith(f"{code.layer.value}.") for code in CheckCode)
     assert {CheckCode.error_of(layer).value for layer in Layer} == {
-        "config.error", "live.error", "health.error", "e2e.error"
+        "config.error", "live.error", "pair.error", "health.error", "e2e.error"
     }  # fmt: skip
     assert [CheckCode.of_verdict(v).value for v in LiveVerdict] == [
         "live.match", "live.unset", "live.restart_needed", "live.lost_on_restart", "live.differs"

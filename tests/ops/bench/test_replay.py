@@ -8,14 +8,19 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
+from time import perf_counter_ns
 
 import pytest
 from aiohttp import web
 
 from servelab.core.load.metrics import dispatch_delay_ns, ttft_ns
 from servelab.core.load.slo import parse_slo
-from servelab.core.load.trace import TracePlan, TraceWindow
+from servelab.core.load.trace import PromptBuilder, TracePlan, TraceWindow, session_offsets_ns
+from servelab.io.http.client import chat_body
+from servelab.io.http.stream import StreamClient
+from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.bench import TRACE_LEVEL, BenchConfig, run_bench
+from servelab.ops.bench.load import Load, Replay
 from tests.support.servers import served
 
 GAP_S = 0.002
@@ -139,3 +144,36 @@ async def test_a_replay_is_judged_by_its_slo_and_a_deadline_cuts_it(
     ttft, e2e = run.slo.objectives
     assert ttft.met and not e2e.met and not run.slo.met
     assert run.metrics.goodput == 0.0
+
+
+async def test_a_bursts_requests_are_all_built_before_its_instant(
+    server: str, tmp_path: Path
+) -> None:
+    """The twelve conversations a trace starts at one instant, a second after a lone request:
+    every one of their requests is built (prompt and body) before the instant, so at the
+    instant all twelve are written one after the other, in the trace's order, none behind
+    another's prompt (one clock: the client's)."""
+    lines = [{"timestamp": 0, "input_length": 40, "output_length": 2, "hash_ids": [99]}]
+    lines += [{"session_id": f"s{k}", "timestamp": 1000, "input_length": 400 + k,
+               "output_length": 2, "hash_ids": [k]} for k in range(12)]  # fmt: skip
+    path = tmp_path / "burst.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    built: list[int] = []
+
+    def body(prompt: str, max_tokens: int) -> bytes:
+        built.append(perf_counter_ns())
+        return chat_body("m", prompt, max_tokens)
+
+    sessions = session_offsets_ns(trace_sessions(path), speedup=10.0)
+    replay = Replay(sessions, PromptBuilder(20, 0), body, 10.0)
+    async with StreamClient(server, concurrency=16) as client:
+        load = Load(client, "/v1/chat/completions", lambda _r: None, None, "00000000000000aa")
+        await asyncio.wait_for(load.replay(replay), 20)
+    records = sorted(load.records, key=lambda r: r.index)
+    assert len(records) == 13 and all(r.ok for r in records)
+    burst = records[1:]
+    (instant,) = {r.scheduled_ns for r in burst}
+    assert len(built) == 13 and max(built) < instant  # every body built ahead
+    sent = [r.sent_ns for r in burst]
+    assert sent == sorted(sent) and min(sent) >= instant
+    assert max(sent) < min(r.first_byte_ns or 0 for r in burst)  # written before any answer

@@ -163,6 +163,9 @@ class ServiceSpec(_Strict):
     #: ``restart`` may run ``systemctl daemon-reload`` when the unit changed on disk.
     manage_unit: bool = False
     knobs: dict[str, str | None] = Field(default_factory=dict)
+    #: Environment variables this service's engine build reads beyond its release's own list (a
+    #: custom build's kernel knob): such a knob is read, not flagged (docs/spec.md).
+    reads_env: list[str] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
     ready_path: str | None = None
     ready_timeout_s: float = Field(default=120.0, gt=0)
@@ -206,6 +209,14 @@ class ServiceSpec(_Strict):
     def _knob_names(cls, value: dict[str, str | None]) -> dict[str, str | None]:
         for name in value:
             parse_knob(name)  # a KnobError (a ValueError) names the forms a knob takes
+        return value
+
+    @field_validator("reads_env")
+    @classmethod
+    def _variables(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if parse_knob(name).kind is not KnobKind.ENV:
+                raise ValueError(f"{name!r} is not an environment variable name")
         return value
 
     @field_validator("args_env")
@@ -448,6 +459,9 @@ start = "sim"
 env_file = ".servelab/env/decode.env"
 args_env = "SGLANG_ARGS"
 knobs = ["{DEFAULT_KNOB}", "{OVERLAP_KNOB}", "{BF16_KNOB}"]
+# the SM120 kernel knob and the bf16 index keys come from a custom build: SGLang's own registry
+# does not list them
+reads_env = ["{DEFAULT_KNOB}", "{BF16_KNOB}"]
 depends_on = ["prefill"]
 ready_timeout_s = 60
 

@@ -32,7 +32,7 @@ from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar, same_
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
-__all__ = ["config_values", "edit_config"]
+__all__ = ["config_values", "dropped_arguments", "edit_config"]
 
 _TOP_KEY = re.compile(r"(?P<q>['\"]?)(?P<key>[A-Za-z0-9][A-Za-z0-9_.-]*)(?P=q)\s*:(?P<rest>\s.*|)$")
 #: A plain (unquoted) scalar's trailing comment, kept when the line is rewritten.
@@ -72,6 +72,17 @@ def config_values(text: str, engine: Engine, source: str = "<config>") -> dict[s
         elif value is not False and value is not None:
             values[arg] = _as_argument(value, engine)
     return values
+
+
+def dropped_arguments(text: str, engine: Engine, source: str = "<config>") -> list[str]:
+    """The arguments the file names with ``false`` that vLLM drops (``--x``; its
+    ``load_config_file`` keeps no ``false``: a flag is turned off with ``no-x: true``), so the
+    engine runs with its default, which may be on. SGLang's ``false`` is dropped too, but its
+    flags are off unless given: nothing is lost."""
+    if not engine.negatable_flags:
+        return []
+    doc = _document(text, source)
+    return [canonical_arg(f"--{key}", engine) for key, value in doc.items() if value is False]
 
 
 def _matches(key: str, knob: Knob, engine: Engine) -> bool:

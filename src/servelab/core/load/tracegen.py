@@ -35,7 +35,9 @@ class AgenticShape:
     ``turns``), the shared system prompt (whole blocks), each session's first message, what
     a turn adds (a tool result or a message), the answers, and the tool's time between turns;
     lengths are medians of log-normal draws (``spread``: their σ); a session ends early when its
-    history would pass ``max_tokens``."""
+    history would pass ``max_tokens``. Start times are recorded at ``resolution_ms`` (1000:
+    whole seconds, as Mooncake's conversation trace records most of its arrivals: sessions that
+    start in one second start at one instant, a burst)."""
 
     sessions: int = 8
     rate: float = 0.5
@@ -48,13 +50,15 @@ class AgenticShape:
     spread: float = 0.6
     max_tokens: int = 65_536
     block_size: int = DEFAULT_BLOCK_SIZE
+    resolution_ms: int = 1
 
 
 @dataclass(frozen=True, slots=True)
 class ChatShape:
     """Single chat requests: how many, at what rate (per second), prompt and answer medians
     and their log-normal σ (the long tail), the caps, the popular system prompts (each
-    ``system_blocks`` blocks, chosen by Zipf's law of exponent 1) and how often one is used."""
+    ``system_blocks`` blocks, chosen by Zipf's law of exponent 1) and how often one is used;
+    arrivals recorded at ``resolution_ms`` (as :class:`AgenticShape`)."""
 
     requests: int = 200
     rate: float = 4.0
@@ -68,6 +72,7 @@ class ChatShape:
     system_blocks: int = 2
     system_share: float = 0.5
     block_size: int = DEFAULT_BLOCK_SIZE
+    resolution_ms: int = 1
 
 
 def _lognormal(rng: random.Random, median: float, spread: float, cap: int) -> int:
@@ -84,6 +89,11 @@ class _Ids:
         out = list(range(self.next, self.next + n))
         self.next += n
         return out
+
+
+def _recorded(at_s: float, resolution_ms: int) -> int:
+    """An arrival at ``at_s`` as a trace records it: ms, down to a multiple of the resolution."""
+    return round(at_s * 1e3) // resolution_ms * resolution_ms
 
 
 def _blocks(tokens: int, size: int) -> int:
@@ -113,7 +123,7 @@ def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[JsonObject]:
             if turn:
                 entry["delay"] = round(rng.lognormvariate(math.log(shape.delay_ms), shape.spread))
             else:
-                entry["timestamp"] = round(start_s * 1e3)
+                entry["timestamp"] = _recorded(start_s, shape.resolution_ms)
             yield entry | {"input_length": prompt, "output_length": output, "hash_ids": hash_ids}
             length = prompt + output
             full = hash_ids[: prompt // size]
@@ -139,5 +149,5 @@ def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[JsonObject]:
             prompt = max(prompt, len(prefix) * size + 1)
         hash_ids = prefix + ids.take(_blocks(prompt, size) - len(prefix))
         output = _lognormal(rng, shape.output_tokens, shape.output_spread, shape.max_output)
-        yield {"timestamp": round(at_s * 1e3), "input_length": prompt, "output_length": output,
-               "hash_ids": hash_ids}  # fmt: skip
+        yield {"timestamp": _recorded(at_s, shape.resolution_ms), "input_length": prompt,
+               "output_length": output, "hash_ids": hash_ids}  # fmt: skip

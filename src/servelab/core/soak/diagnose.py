@@ -37,6 +37,7 @@ from servelab.core.soak.observe import (
     MatrixCell,
     Observation,
     OpenCircuit,
+    PairMismatch,
     ProbeResult,
     ReplayResult,
     Resends,
@@ -293,6 +294,17 @@ def _rule_engine_wedge(v: _View) -> Finding | None:
     return _finding(Layer.ENGINE_WEDGE, 0.45, gate, [], contra)
 
 
+def _rule_pd_pair(v: _View) -> Finding | None:
+    """A prefill and decode that disagree on what the KV hand-off carries explain failed
+    requests through the router (a hang or an error) better than any layer's symptom."""
+    mismatched = [o.id for o in v.of(PairMismatch)]
+    failed = _through_router_failed(v) + [o.id for o in v.of(SignatureFailures)]
+    if not mismatched or not (failed or v.ev.stalls or v.ev.failures):
+        return None
+    extra = [o.id for o in v.of(TransferFailures) if o.healthy is False] + _all_health(v, True)
+    return _finding(Layer.PD_PAIR, 0.9, mismatched, extra + failed, [])
+
+
 def _rule_correctness(v: _View) -> Finding | None:
     ids = [o.id for o in v.of(CorrectnessViolations) if o.healthy is False]
     if not ids:
@@ -308,6 +320,7 @@ _RULES: tuple[Callable[[_View], Finding | None], ...] = (
     _rule_decode_transfer,
     _rule_engine_wedge,
     _rule_correctness,
+    _rule_pd_pair,
 )
 
 
@@ -318,6 +331,8 @@ def _only(services: list[str]) -> str | None:
 
 def _worker(v: _View, f: Finding) -> str | None:
     """The one worker a per-layer finding points at (None: not one)."""
+    if f.layer == Layer.PD_PAIR:
+        return _only([o.subject for o in v.of(PairMismatch)])
     probes = v.of(ProbeResult)
     if f.layer == Layer.PREFILL:
         return _only([o.subject for o in probes if o.probe.role == "prefill" and not o.healthy])

@@ -20,6 +20,7 @@ from servelab.core.soak.replay import Hop, Matrix
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import RouterMetrics, WorkerLoad
 from servelab.core.verify.coldstart import StartClass
+from servelab.core.verify.pair import PairReport
 
 __all__ = [
     "DIAGNOSED_METRICS",
@@ -211,6 +212,9 @@ class Localization:
     router_metrics: RouterMetrics | None = None
     loads: tuple[WorkerLoad, ...] = ()
     elapsed_s: float = 0.0
+    #: The prefill/decode pairs whose engines disagree on what the KV hand-off carries (the pair
+    #: layer of verify, read from what the workers report while the failure was localized).
+    pairs: tuple[PairReport, ...] = ()
 
     @property
     def signature(self) -> Signature:
@@ -240,6 +244,8 @@ class SoakEvidence:
     #: the router's answers through the entry point carried the request's ``x-request-id`` back
     #: (so an answer without it came from a hop in front of the router)
     router_echoes: bool = False
+    #: the mismatched prefill/decode pairs the localization found (:class:`Localization`)
+    pairs: tuple[PairReport, ...] = ()
 
 
 def parse_metrics(text: str) -> dict[str, float]:

@@ -25,3 +25,4 @@ class Layer(StrEnum):
     CORRECTNESS = "correctness"
     ENGINE_SATURATION = "engine_saturation"
     CLIENT = "client"
+    PD_PAIR = "pd_pair"  # the prefill and decode disagree on what the KV hand-off carries

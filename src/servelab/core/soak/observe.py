@@ -33,6 +33,7 @@ from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.telemetry.router import WorkerLoad
 from servelab.core.telemetry.rules import UNKNOWN, TelemetryReading
 from servelab.core.verify.coldstart import Start, StartClass
+from servelab.core.verify.pair import PairReport
 
 __all__ = [
     "CorrectnessViolations",
@@ -45,6 +46,7 @@ __all__ = [
     "MatrixCell",
     "Observation",
     "OpenCircuit",
+    "PairMismatch",
     "ProbeResult",
     "ReplayResult",
     "Resends",
@@ -305,6 +307,18 @@ class CorrectnessViolations:
 
 
 #: Every kind of numbered fact; a renderer matches on it (``typing.assert_never`` finds a gap).
+@dataclass(frozen=True, slots=True)
+class PairMismatch:
+    """``pair.<prefill>.<decode>``: the two workers disagree on what the KV hand-off carries
+    (verify's pair layer, :mod:`servelab.core.verify.pair`); unhealthy."""
+
+    id: str
+    subject: str
+    healthy: bool | None
+    pair: PairReport
+    kind: Literal["pair.mismatch"] = field(default="pair.mismatch", init=False)
+
+
 Observation = (
     Stalls
     | ReusedConnectionStalls
@@ -324,6 +338,7 @@ Observation = (
     | LoadReading
     | EngineStart
     | CorrectnessViolations
+    | PairMismatch
     | TelemetryReading
 )
 
@@ -509,4 +524,9 @@ def observations(ev: SoakEvidence) -> list[Observation]:
         *_router_metric_observations(ev, at),
         *_context_observations(ev, at),
         *_issue_observations(ev, at),
+        *_pair_observations(ev, at),
     ]
+
+
+def _pair_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
+    return [PairMismatch(at(f"pair.{p.prefill}.{p.decode}"), p.decode, False, p) for p in ev.pairs]

@@ -30,6 +30,7 @@ from servelab.core.knobs.rules import LiveVerdict, live_verdict
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
+    "ArgumentDropped",
     "ArgumentInFile",
     "ArgumentLive",
     "ArgumentVerdict",
@@ -60,6 +61,16 @@ class ArgumentInFile:
     path: str | None
     spec: str | None
     overridden: tuple[Overridden, ...] = ()
+
+
+@dataclass(frozen=True)
+class ArgumentDropped:
+    """``config.argument_dropped``: the config file (``path``) writes the argument ``false``,
+    which the engine drops (vLLM: write ``no-x: true``), so the engine runs with its default."""
+
+    knob: str
+    path: str
+    key: str
 
 
 @dataclass(frozen=True)

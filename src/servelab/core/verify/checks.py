@@ -36,15 +36,18 @@ from typing import Annotated, Any, TypeVar
 from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.ledger.jsonvalues import obj, opt_str
 from servelab.core.verify.arguments import (
+    ArgumentDropped,
     ArgumentInFile,
     ArgumentLive,
     ArgumentVerdict,
     UnitState,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.pair import PairReport
 from servelab.core.verify.served import Gap, Signal
 from servelab.errors import RecordError
 
@@ -65,6 +68,7 @@ __all__ = [
     "LiveProcess",
     "NoEnvFile",
     "RequestTiming",
+    "StaleWorker",
     "UntypedCheck",
     "WorkerListing",
     "WorkerReach",
@@ -84,10 +88,11 @@ Omitted = Annotated[T | None, Field(exclude_if=_unknown)]
 
 
 class Layer(StrEnum):
-    """The four layers, in the order they are checked and shown."""
+    """The layers, in the order they are checked and shown."""
 
     CONFIG = "config"  # the file (env file, an argument's place) and the unit vs the spec
     LIVE = "live"  # the process's environment or command line, and the engine, vs the file
+    PAIR = "pair"  # what each prefill/decode pair's engines report, against each other
     HEALTH = "health"  # the readiness endpoints
     E2E = "e2e"  # a streaming chat completion through the entry point
 
@@ -106,6 +111,7 @@ class CheckCode(StrEnum):
     CONFIG_ARGUMENT_MATCHES_SPEC = "config.argument_matches_spec"  # an argument knob's file layer
     CONFIG_ARGUMENT_NOT_PINNED = "config.argument_not_pinned"
     CONFIG_ARGUMENT_PIN_MISMATCH = "config.argument_pin_mismatch"  # fails
+    CONFIG_ARGUMENT_DROPPED = "config.argument_dropped"  # fails: the engine drops the file's key
     CONFIG_UNIT_LOADED = "config.unit_loaded"  # systemd loaded the unit as it is on disk
     CONFIG_UNIT_STALE = "config.unit_stale"  # fails: changed on disk, not reloaded
     CONFIG_UNIT_UNKNOWN = "config.unit_unknown"  # fails: systemd did not say
@@ -126,6 +132,13 @@ class CheckCode(StrEnum):
     LIVE_ARGUMENT_LOST_ON_RESTART = "live.argument_lost_on_restart"
     LIVE_ARGUMENT_DIFFERS = "live.argument_differs"
     LIVE_ENGINE_DIFFERS = "live.engine_differs"  # fails: argv = file, the engine says otherwise
+    LIVE_KNOB_UNREAD = "live.knob_unread"  # fails: the engine's release does not read the knob
+    LIVE_READS_UNKNOWN = "live.reads_unknown"  # fails: no list of what the release reads
+
+    PAIR_ERROR = "pair.error"
+    PAIR_MATCH = "pair.match"  # every field of the hand-off agrees
+    PAIR_MISMATCH = "pair.mismatch"  # fails: a field the hand-off needs disagrees
+    PAIR_UNKNOWN = "pair.unknown"  # fails: a field is not reported by a side (never a pass)
 
     HEALTH_ERROR = "health.error"
     HEALTH_UNREACHABLE = "health.unreachable"
@@ -133,6 +146,8 @@ class CheckCode(StrEnum):
     HEALTH_READY = "health.ready"
     HEALTH_WORKER_READY = "health.worker_ready"  # its own health never exercises the KV transfer
     HEALTH_WORKERS_MISSING = "health.workers_missing"  # the router does not list some workers
+    HEALTH_WORKERS_MISREGISTERED = "health.workers_misregistered"  # wrong role or bootstrap port
+    HEALTH_WORKERS_UNKNOWN = "health.workers_unknown"  # the router lists a worker the spec lacks
 
     E2E_ERROR = "e2e.error"
     E2E_FAILED = "e2e.failed"
@@ -252,13 +267,33 @@ class KnobLiveVsSpec:
 
 @dataclass(frozen=True)
 class WorkerListing:
-    """One of the spec's workers in the router's own worker list: ``listed``, ``healthy``."""
+    """One of the spec's workers in the router's own worker list: ``listed``, ``healthy``; when the
+    router registered it otherwise than the spec says, the role it lists (``router_role``) or the
+    bootstrap port it lists against the spec's (``router_bootstrap_port``,
+    ``spec_bootstrap_port``) (:mod:`servelab.core.verify.routerview`)."""
 
     service: str
     url: str
     role: str
     listed: bool
     healthy: bool
+    router_role: Omitted[str] = None
+    router_bootstrap_port: Omitted[int] = None
+    spec_bootstrap_port: Omitted[int] = None
+
+    @property
+    def misregistered(self) -> bool:
+        return self.router_role is not None or self.router_bootstrap_port is not None
+
+
+@dataclass(frozen=True)
+class StaleWorker:
+    """A worker the router lists that the spec does not have, and the command that removes it."""
+
+    url: str
+    role: str
+    id: str
+    remove: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -278,6 +313,8 @@ class HealthProbe:
     workers: Omitted[tuple[WorkerListing, ...]] = None
     missing: Omitted[tuple[str, ...]] = None
     workers_error: Omitted[str] = None
+    #: Workers the router lists that the spec does not have (stale registrations).
+    unknown: Omitted[tuple[StaleWorker, ...]] = None
 
 
 @dataclass(frozen=True)
@@ -354,7 +391,7 @@ class WorkerReach:
 CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
-    | ArgumentInFile | UnitState | ArgumentLive
+    | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
 )  # fmt: skip
 
 _C = CheckCode
@@ -371,14 +408,18 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
                      _C.CONFIG_ARGUMENT_PIN_MISMATCH), ArgumentInFile),
     **dict.fromkeys((_C.CONFIG_UNIT_LOADED, _C.CONFIG_UNIT_STALE, _C.CONFIG_UNIT_UNKNOWN),
                     UnitState),
+    _C.CONFIG_ARGUMENT_DROPPED: ArgumentDropped,
     **dict.fromkeys((*(_C(f"live.argument_{v.value}") for v in LiveVerdict),
                      _C.LIVE_ENGINE_DIFFERS), ArgumentLive),
-    **dict.fromkeys((_C.LIVE_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
+    **dict.fromkeys((_C.LIVE_ERROR, _C.PAIR_ERROR, _C.HEALTH_ERROR, _C.E2E_ERROR), CheckFailure),
+    **dict.fromkeys((_C.PAIR_MATCH, _C.PAIR_MISMATCH, _C.PAIR_UNKNOWN), PairReport),
+    **dict.fromkeys((_C.LIVE_KNOB_UNREAD, _C.LIVE_READS_UNKNOWN), UnreadKnob),
     **dict.fromkeys((_C.LIVE_NO_PROCESS, _C.LIVE_NO_KNOBS, _C.LIVE_FILE_UNREADABLE), LiveProcess),
     **dict.fromkeys(map(_C.of_verdict, LiveVerdict), KnobLive),
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
     **dict.fromkeys((_C.HEALTH_UNREACHABLE, _C.HEALTH_HTTP_ERROR, _C.HEALTH_READY,
-                     _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING), HealthProbe),
+                     _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING,
+                     _C.HEALTH_WORKERS_MISREGISTERED, _C.HEALTH_WORKERS_UNKNOWN), HealthProbe),
     **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),
@@ -413,7 +454,8 @@ class Check:
         match self.data:
             case (
                 KnobInFile(knob=knob) | KnobLive(knob=knob) | KnobLiveVsSpec(knob=knob)
-                | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob)
+                | ArgumentInFile(knob=knob) | ArgumentLive(knob=knob) | UnreadKnob(knob=knob)
+                | ArgumentDropped(knob=knob)
             ):  # fmt: skip
                 return knob
         return None

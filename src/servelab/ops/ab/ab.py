@@ -61,6 +61,7 @@ from servelab.ops.progress import (
     KnobKept,
     KnobRestoring,
 )
+from servelab.ops.reads import refuse_unread
 
 __all__ = ["resume_ab", "run_ab"]
 
@@ -162,12 +163,16 @@ async def run_ab(
     ledger: Ledger | None = None,
     progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
+    allow_unread: bool = False,
 ) -> AbResult:
     """Run the counterbalanced A/B; restore the original value, or leave the one ``cfg.keep``
-    names."""
+    names. A knob the running engine does not read is refused before anything changes
+    (:func:`~servelab.ops.reads.refuse_unread`) unless ``allow_unread``."""
     if cfg.baseline == cfg.candidate:
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
+        if not allow_unread:
+            await refuse_unread(op, cfg.service, [cfg.knob])
         original = await get_knob(op, cfg.service, cfg.knob)
         journal = AbJournal(op.ledger) if op.ledger is not None else None
         session_id = None

@@ -85,6 +85,7 @@ from servelab.ops.progress import (
     TuneStarted,
     TuneVisitStarted,
 )
+from servelab.ops.reads import refuse_unread
 
 __all__ = [
     "DEFAULT_MAX_ROUNDS",
@@ -373,9 +374,13 @@ async def run_tune(
     ledger: Ledger | None = None,
     progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
+    allow_unread: bool = False,
 ) -> TuneRecord:
-    """Run the tune (see the module docstring); recorded in the operation's ledger, if any."""
+    """Run the tune (see the module docstring); recorded in the operation's ledger, if any. A
+    knob the running engine does not read is refused first unless ``allow_unread``."""
     async with operation(target, ledger=ledger, progress=progress) as op:
+        for knob in cfg.knobs if not allow_unread else ():
+            await refuse_unread(op, knob.service, [knob.knob])
         original = tuple([await get_knob(op, k.service, k.knob) for k in cfg.knobs])
         store = TuneStore(op.ledger) if op.ledger is not None else None
         tune_id = None

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from itertools import groupby
+from operator import itemgetter
 from time import perf_counter_ns
 
 from servelab.core.load.identity import request_identity
@@ -315,21 +316,27 @@ class Load:
     async def replay(self, plan: Replay, t0: int | None = None) -> None:
         """Start each conversation of ``plan`` at t0 (default: now) + its offset, its first
         request written from this scheduler at its instant; each later turn goes its recorded
-        delay after the answer before it (its scheduled time). Every request's bytes are built
-        before its instant: a start's while waiting for it, a later turn's while the turn before
-        it is answered."""
+        delay after the answer before it (its scheduled time).
+
+        Every request's bytes are built before its instant: the starts of one instant (a burst:
+        a real trace records many on one whole second) all together, with as many kept-alive
+        connections opened ahead as the burst has requests, while waiting for it, so the burst's
+        requests are written one after the other at the instant, none behind another's prompt,
+        serialisation or connect; a later turn's while the turn before it is answered."""
         tasks: set[asyncio.Task[None]] = set()
         t0 = perf_counter_ns() if t0 is None else t0
         try:
-            for offset, session in plan.sessions:
+            for offset, burst in _instants(plan.sessions):
                 await self._quiet()
-                job = plan.job(session, 0, self)
+                jobs = [plan.job(session, 0, self) for session in burst]
+                await self.client.connect(len(burst))
                 if not await self._due_at(t0 + offset):
                     break
-                first = self._launch(job, t0 + offset)
-                task = asyncio.create_task(self._conversation(plan, session, first))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
+                firsts = [self._launch(job, t0 + offset) for job in jobs]
+                for session, first in zip(burst, firsts, strict=True):
+                    task = asyncio.create_task(self._conversation(plan, session, first))
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
             await asyncio.gather(*tasks)
         finally:
             await self._cut(list(tasks), [])
@@ -407,6 +414,15 @@ class Replay:
         job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
         load.prepare([job])
         return job
+
+
+def _instants(
+    sessions: Iterator[tuple[int, TraceSession]],
+) -> Iterator[tuple[int, list[TraceSession]]]:
+    """The conversations that start at one instant, together, in the trace's order (read
+    lazily: one instant ahead)."""
+    for offset, group in groupby(sessions, key=itemgetter(0)):
+        yield offset, [session for _, session in group]
 
 
 def _no_next(_end_ns: int) -> Outgoing | None:

@@ -65,6 +65,7 @@ from servelab.ops.progress import (
     ServiceFailed,
     UpUndone,
 )
+from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
 __all__ = ["down", "restart", "restart_service", "status", "up"]
@@ -100,6 +101,9 @@ async def up(
         await _preflight(op, "up", up_plan(op.spec, services))
         steps = await _up(op, services)
         report = DeployReport("up", steps)
+        if steps and all(step.ok for step in steps):
+            ready = [step.service for step in steps]
+            report.pair = await pair_checks(op, ready)  # once everything is ready
         report.deployment_id = _record(op, "up", report.to_json())
     return report
 

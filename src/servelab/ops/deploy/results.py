@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from servelab.core.ledger.codec import JsonObject
+from servelab.core.verify.checks import Check, CheckCode
 from servelab.io.http.client import ProbeResult
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.ops.deploy.steps import Step
@@ -39,13 +40,20 @@ class DeployReport:
     error: str | None = None
     interrupted: bool = False
     stopped: list[str] = field(default_factory=list)
+    #: ``up``: the P/D pair layer's checks once everything is ready (a mismatch fails ``up``).
+    pair: list[Check] = field(default_factory=list)
+
+    @property
+    def pair_mismatches(self) -> list[Check]:
+        return [check for check in self.pair if check.code is CheckCode.PAIR_MISMATCH]
 
     @property
     def ok(self) -> bool:
-        return all(step.ok for step in self.steps) and self.error is None
+        steps_ok = all(step.ok for step in self.steps) and self.error is None
+        return steps_ok and not self.pair_mismatches
 
     def to_json(self) -> JsonObject:
-        return {
+        doc: JsonObject = {
             "action": self.action,
             "ok": self.ok,
             "deployment_id": self.deployment_id,
@@ -54,6 +62,9 @@ class DeployReport:
             "interrupted": self.interrupted,
             "stopped": self.stopped,
         }
+        if self.pair:
+            doc["pair"] = [check.to_json() for check in self.pair]
+        return doc
 
 
 @dataclass

@@ -39,7 +39,9 @@ from servelab.core.verify.coldstart import (
     decode_counts,
     needs_second_probe,
 )
+from servelab.core.verify.pair import FieldVerdict, PairReport, pair_fields, pair_values
 from servelab.io.http.client import HttpClient, using_client
+from servelab.ops.arguments import REPORT_PATHS
 from servelab.ops.context import Progress, silent
 from servelab.ops.progress import Localizing
 from servelab.ops.soak.client import Headers, one_shot
@@ -152,10 +154,11 @@ async def _evidence(
     matrix = await replay_matrix(
         targets, failure, body, model=model, idle_s=idle, deadline=until, headers=headers
     )
-    probes, metrics, loads = await asyncio.gather(
+    probes, metrics, loads, pairs = await asyncio.gather(
         _probes(http, targets, probe_s),
         _router_metrics(http, targets, probe_s),
         _loads(http, targets, probe_s),
+        _pairs(http, targets, probe_s),
     )
     after = await _scrape(http, targets.workers, probe_s)
     interval = time.monotonic() - t0
@@ -163,9 +166,32 @@ async def _evidence(
         EngineActivity(w.service, w.role, b, a, interval)
         for w, b, a in zip(targets.workers, before, after, strict=True)
     )
+    elapsed = time.monotonic() - t0
     return Localization(
-        failure, matrix, tuple(probes), engines, metrics, tuple(loads), time.monotonic() - t0
+        failure, matrix, tuple(probes), engines, metrics, tuple(loads), elapsed, pairs
     )
+
+
+async def _report(http: HttpClient, url: str, engine: str, timeout: float) -> Any:
+    """A worker's ``/server_info`` (its older alias on SGLang); None when it gives none."""
+    for path in REPORT_PATHS.get(engine, ()):
+        doc = await http.get_json(url.rstrip("/") + path, timeout=timeout)
+        if isinstance(doc, dict):
+            return doc
+    return None
+
+
+async def _pairs(http: HttpClient, targets: Targets, timeout: float) -> tuple[PairReport, ...]:
+    """The prefill/decode pairs whose workers disagree on what the KV hand-off carries (verify's
+    pair layer, from what the workers report now)."""
+    workers, engine = targets.workers, targets.engine
+    found = await asyncio.gather(*(_report(http, w.url, engine, timeout) for w in workers))
+    values = {w.service: pair_values(engine, doc) for w, doc in zip(workers, found, strict=True)}
+    reports = [
+        PairReport(p.service, d.service, pair_fields(engine, values[p.service], values[d.service]))
+        for p in workers if p.role == "prefill" for d in workers if d.role == "decode"
+    ]  # fmt: skip
+    return tuple(r for r in reports if r.verdict is FieldVerdict.MISMATCH)
 
 
 async def localize(

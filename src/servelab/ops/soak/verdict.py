@@ -113,7 +113,7 @@ def _evidences(result: Seen) -> list[SoakEvidence]:
                 via, tuple(stalls), tuple(replays), (*loc.probes, *e2e), loc.engines,
                 issues if i == 0 else (), tuple(failures), loc.matrix, loc.router_metrics,
                 loc.loads, start, None if i == 0 else sig, resends if i == resent else (),
-                echoes,
+                echoes, loc.pairs,
             )
         )  # fmt: skip
     return evs

@@ -1,24 +1,31 @@
-"""Layered verification of a deployment: config, live, health, e2e.
+"""Layered verification of a deployment: config, live, pair, health, e2e.
 
 - **config**: each declared knob's value in the service's env file, against the spec's pinned value
   (when pinned) and against the file's latest backup (the diff is shown, not judged); an argument
   knob's value in the place that wins (``args_env``, the spec's command line, ``--config``) and
-  the values it overrides; a systemd unit changed on disk and not reloaded
-  (:mod:`servelab.ops.verify.arguments`).
+  the values it overrides; a systemd unit changed on disk and not reloaded.
 - **live**: the process serving the service (pid record, systemd MainPID, or port owner), its
   ``/proc/PID/environ`` narrowed to the declared knobs, compared with the env file: "in file but not
   live: restart needed", "live but not in file: lost on next restart", "differs"; an argument knob
   from its ``/proc/PID/cmdline`` and from the engine's own ``/server_info``, the layer that
-  disagrees named.
+  disagrees named; a declared env knob the engine's release does not read.
+- **pair**: each prefill/decode pair the router can form, what the two engines report about the
+  KV hand-off (page size, KV cache dtype, model, transfer backend, TP, context length), compared
+  by the engine's rules (:mod:`servelab.ops.verify.layers.pair`).
 - **health**: each service's readiness endpoint (the router's ``/readiness``: its ``/health`` is
   always 200); for the router also its own worker list (``GET /workers``) against the spec's
-  workers, per worker: listed, healthy; a worker it does not list fails the router's check.
+  workers, per worker: listed, healthy, its role and bootstrap port; a worker it does not list,
+  lists otherwise, or lists without the spec having it fails the router's check.
   A PD worker's own health check never exercises the KV transfer: only e2e does.
 - **e2e** (:mod:`servelab.ops.verify.e2e`): a streaming chat completion through the entry point
   (proxy,
   else router), with a prompt long enough to need a real KV transfer: status, TTFT, total time,
   tokens, cold or warm; on an xPyD deployment (two or more workers of a role), then one check per
   prefill and decode worker: a request sent through the router reached it.
+
+The config and live layers are read by the knob layers' readers, one module each, registered in
+:data:`servelab.ops.verify.layers.registry.READERS` (file, service manager, process, engine);
+verify runs each registered reader of a chosen layer, per service or once for the deployment.
 
 Every check (:class:`~servelab.core.verify.checks.Check`) carries an outcome code and its data, one
 type per kind of fact; :func:`servelab.report.verify.check_detail` words it. Only declared (and
@@ -32,40 +39,30 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
-from servelab.core.knobs.envfile import EnvFile
-from servelab.core.knobs.rules import live_verdict, parse_env_bytes, tracked_names
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
-    CheckFailure,
-    EnvFileFailure,
-    EnvFileNoKnobs,
     HealthProbe,
-    KnobInFile,
-    KnobLive,
-    KnobLiveVsSpec,
     Layer,
-    LiveProcess,
-    NoEnvFile,
-    WorkerListing,
+    StaleWorker,
 )
-from servelab.errors import KnobError, ServelabError
-from servelab.io.hosts.discovery import find_process, read_live
-from servelab.io.hosts.envfiles import previous_version, read_env_bytes
+from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
+from servelab.errors import ServelabError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.routerworkers import router_workers
+from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.progress import ProbingE2E, ProbingHealth, ReadingEnvFile, ReadingLiveEnv
-from servelab.ops.verify.arguments import argument_knobs, argument_layers
+from servelab.ops.progress import ProbingE2E, ProbingHealth
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
+from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
+from servelab.ops.verify.layers.registry import READERS
 
 __all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
 
@@ -109,21 +106,6 @@ class VerifyReport:
         }
 
 
-@dataclass(frozen=True)
-class _FileState:
-    """A service's env file and latest backup, read once for both the config and live layers."""
-
-    path: str | None
-    env: EnvFile | None = None
-    backup: EnvFile | None = None
-    backup_path: str | None = None
-    problem: CheckCode | None = None  # the config code when the file could not be read or parsed
-    error: str | None = None
-    recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
-    #: The service declares argument knobs (checked apart): an env file without env knobs is fine.
-    arguments: bool = False
-
-
 async def verify(
     target: SpecOrOperation,
     services: list[str] | None = None,
@@ -142,13 +124,10 @@ async def verify(
     names = _selected(target.spec, services)
     started = time.perf_counter()
     async with operation(target, ledger=ledger, progress=progress) as op:
-        last = _last_recorded(op.ledger)
-        jobs: list[Awaitable[list[Check]]] = []
         routed = asyncio.Event()  # set once the e2e probe is done: a router has routed it
         if Layer.E2E not in chosen:
             routed.set()
-        if Layer.CONFIG in chosen or Layer.LIVE in chosen:
-            jobs += [_knob_layers(op, name, chosen, last.get(name, {}), routed) for name in names]
+        jobs = _knob_layers(op, names, chosen, routed)
         if Layer.HEALTH in chosen:
             jobs += [_health(op, name) for name in names]
         if Layer.E2E in chosen:
@@ -191,15 +170,7 @@ def _ordered(checks: list[Check], names: list[str]) -> list[Check]:
     return sorted(checks, key=key)
 
 
-def _error(exc: ServelabError) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _failed(layer: Layer, service: str, exc: ServelabError) -> list[Check]:
-    return [Check(service, False, _C.error_of(layer), CheckFailure(_error(exc)))]
-
-
-# -- config and live ---------------------------------------------------------------------------
+# -- the knob layers (the registry's readers) ------------------------------------------------
 
 
 def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecord]]:
@@ -210,121 +181,29 @@ def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecor
     return last
 
 
-async def _knob_layers(
-    op: Operation,
-    service: str,
-    layers: tuple[Layer, ...],
-    recorded: dict[str, KnobChangeRecord],
-    routed: asyncio.Event,
-) -> list[Check]:
-    op.say(ReadingEnvFile(service))
-    arguments = argument_knobs(op, service)
+def _knob_layers(
+    op: Operation, names: list[str], chosen: tuple[Layer, ...], routed: asyncio.Event
+) -> list[Awaitable[list[Check]]]:
+    """One job per registered reader of a chosen layer: per service, or once."""
+    last = _last_recorded(op.ledger)
+    contexts = {
+        name: ReadContext(op, name, chosen, names, last.get(name, {}), routed) for name in names
+    }
+    whole = ReadContext(op, None, chosen, names, routed=routed)
+    jobs: list[Awaitable[list[Check]]] = []
+    for reader in READERS:
+        if reader.layer not in chosen:
+            continue
+        targets = list(contexts.values()) if reader.per_service else [whole]
+        jobs += [_run(reader, ctx) for ctx in targets]
+    return jobs
+
+
+async def _run(reader: LayerReader, ctx: ReadContext) -> list[Check]:
     try:
-        state = replace(
-            await _file_state(op, service), recorded=recorded, arguments=bool(arguments)
-        )
+        return await reader.read(ctx)
     except ServelabError as exc:
-        state = _FileState(op.env_path(service), problem=_C.CONFIG_ERROR, error=_error(exc))
-    checks = _config_checks(op.spec, service, state) if Layer.CONFIG in layers else []
-    if Layer.LIVE in layers:
-        op.say(ReadingLiveEnv(service))
-        try:
-            checks += await _live_checks(op, service, state)
-        except ServelabError as exc:
-            checks += _failed(Layer.LIVE, service, exc)
-    if arguments:
-        try:
-            checks += await argument_layers(op, service, layers, arguments, routed)
-        except ServelabError as exc:
-            failed_layers = [layer for layer in (Layer.CONFIG, Layer.LIVE) if layer in layers]
-            checks += [check for layer in failed_layers for check in _failed(layer, service, exc)]
-    return checks
-
-
-async def _file_state(op: Operation, service: str) -> _FileState:
-    """The env file as it is on disk now (always read: this is what the config layer proves)."""
-    path = op.env_path(service)
-    if path is None:
-        return _FileState(path=None)
-    host = op.host(service)
-    raw = await read_env_bytes(host, path)
-    if raw is None:
-        return _FileState(path=path, problem=_C.CONFIG_MISSING)
-    try:
-        env = parse_env_bytes(raw, path)
-    except KnobError as exc:
-        return _FileState(path=path, problem=_C.CONFIG_UNREADABLE, error=str(exc))
-    previous = await previous_version(host, path, raw, op.backup_dir(service))
-    if previous is None:
-        return _FileState(path, env)
-    return _FileState(path, env, previous[1], previous[0])
-
-
-def _config_checks(spec: DeploymentSpec, service: str, state: _FileState) -> list[Check]:
-    svc = spec.service(service)
-    if state.path is None:
-        return [Check(service, True, _C.CONFIG_NO_ENV_FILE, NoEnvFile(bool(svc.knobs)))]
-    if state.env is None:
-        failure = EnvFileFailure(state.path, state.error)
-        return [Check(service, False, state.problem or _C.CONFIG_UNREADABLE, failure)]
-    names = tracked_names(svc, state.env.as_dict())
-    if not names:
-        none = Check(service, True, _C.CONFIG_NO_KNOBS, EnvFileNoKnobs(state.path))
-        return [] if state.arguments else [none]
-    return [_config_check(service, name, svc.knobs.get(name), state) for name in names]
-
-
-def _config_check(service: str, name: str, pin: str | None, state: _FileState) -> Check:
-    assert state.env is not None and state.path is not None
-    value = state.env.get(name)
-    backup = state.backup.get(name) if state.backup is not None else None
-    if pin is None:
-        ok, code = True, _C.CONFIG_NOT_PINNED
-    else:
-        ok = value == pin
-        code = _C.CONFIG_MATCHES_SPEC if ok else _C.CONFIG_PIN_MISMATCH
-    row = state.recorded.get(name)
-    data = KnobInFile(
-        name, value, pin, backup, state.backup_path, state.path,
-        recorded=None if row is None else row.new,
-        recorded_change_id=None if row is None else row.id,
-    )  # fmt: skip
-    return Check(service, ok, code, data)
-
-
-async def _live_checks(op: Operation, service: str, state: _FileState) -> list[Check]:
-    svc = op.spec.service(service)
-    host = op.host(service)
-    proc = await find_process(op.loaded, service, host)
-    if proc.pid is None:
-        return [Check(service, False, _C.LIVE_NO_PROCESS, LiveProcess(None, proc.source))]
-    pid, where = proc.pid, LiveProcess(proc.pid, proc.source)
-    file_values = state.env.as_dict() if state.env is not None else {}
-    names = tracked_names(svc, file_values)
-    if not names:
-        return [] if state.arguments else [Check(service, True, _C.LIVE_NO_KNOBS, where)]
-    if state.path is not None and state.env is None:
-        return [Check(service, False, _C.LIVE_FILE_UNREADABLE, where)]
-    live = await read_live(host, pid, names)
-    if state.path is None:  # no env file (e.g. a unit's Environment=): live against the spec
-        return [_live_vs_spec(service, name, svc.knobs.get(name), live.get(name), where)
-                for name in names]  # fmt: skip
-    checks = []
-    for name in names:
-        file, value = file_values.get(name), live.get(name)
-        verdict = live_verdict(file, value)
-        data = KnobLive(pid, proc.source, name, file, value, verdict)
-        checks.append(Check(service, verdict.ok, _C.of_verdict(verdict), data))
-    return checks
-
-
-def _live_vs_spec(
-    service: str, name: str, pin: str | None, value: str | None, where: LiveProcess
-) -> Check:
-    assert where.pid is not None
-    ok = pin is None or value == pin
-    data = KnobLiveVsSpec(where.pid, where.pid_source, name, value, pin)
-    return Check(service, ok, _C.LIVE_NO_ENV_FILE, data)
+        return failed(reader.layer, ctx.service or ctx.op.spec.entry_point, exc)
 
 
 # -- health ------------------------------------------------------------------------------------
@@ -337,7 +216,7 @@ async def _health(op: Operation, service: str) -> list[Check]:
     try:
         base = await op.url(service)
     except ServelabError as exc:
-        return _failed(Layer.HEALTH, service, exc)
+        return failed(Layer.HEALTH, service, exc)
     result = await probe(base + path, timeout=5.0)
     answer = HealthProbe(path, result.status, round(result.elapsed_s, 4))
     if result.status is None:
@@ -348,8 +227,9 @@ async def _health(op: Operation, service: str) -> list[Check]:
         return [Check(service, False, _C.HEALTH_HTTP_ERROR, replace(answer, body=body))]
     if svc.role == "router":
         answer = await _router_view(op, base, _with_counts(answer, result.body))
-        if answer.missing:
-            return [Check(service, False, _C.HEALTH_WORKERS_MISSING, answer)]
+        failing = _router_code(answer)
+        if failing is not None:
+            return [Check(service, False, failing, answer)]
     worker = svc.role in ("prefill", "decode")
     code = _C.HEALTH_WORKER_READY if worker else _C.HEALTH_READY
     return [Check(service, True, code, answer)]
@@ -363,16 +243,37 @@ async def _router_view(op: Operation, base: str, answer: HealthProbe) -> HealthP
         try:
             listed = await router_workers(router_kind(op.spec), base, http).list()
         except ServelabError as exc:
-            return replace(answer, workers_error=_error(exc))
-    by_url = {worker.url: worker for worker in listed}
-    rows = []
-    for name in [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]:
-        svc = op.spec.service(name)
-        seen = by_url.get(svc.url)
-        healthy = seen is not None and seen.healthy
-        rows.append(WorkerListing(name, svc.url, svc.role, seen is not None, healthy))
+            return replace(answer, workers_error=error_text(exc))
+    names = [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]
+    spec = [_spec_worker(op, name) for name in names]
+    seen = [ListedWorker(w.id, w.url, w.role, w.healthy, w.bootstrap_port) for w in listed]
+    rows, others = router_view(spec, seen)
     missing = tuple(row.service for row in rows if not row.listed)
-    return replace(answer, workers=tuple(rows), missing=missing)
+    router_url = op.spec.service(op.spec.router_name or op.spec.entry_point).url
+    by_url = {worker.url: worker for worker in listed}
+    stale = tuple(
+        StaleWorker(w.url, w.role, w.id,
+                    tuple(removal_command(router_kind(op.spec), router_url, by_url[w.url])))
+        for w in others
+    )  # fmt: skip
+    return replace(answer, workers=rows, missing=missing, unknown=stale or None)
+
+
+def _spec_worker(op: Operation, name: str) -> SpecWorker:
+    svc = op.spec.service(name)
+    return SpecWorker(name, svc.url, svc.role, svc.bootstrap_port)
+
+
+def _router_code(answer: HealthProbe) -> CheckCode | None:
+    """The failing code of a router's view, if any (missing first, then misregistered, then
+    unknown)."""
+    if answer.missing:
+        return _C.HEALTH_WORKERS_MISSING
+    if any(row.misregistered for row in answer.workers or ()):
+        return _C.HEALTH_WORKERS_MISREGISTERED
+    if answer.unknown:
+        return _C.HEALTH_WORKERS_UNKNOWN
+    return None
 
 
 def _with_counts(answer: HealthProbe, body: str) -> HealthProbe:
@@ -406,11 +307,11 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
         base = await op.url(entry)
         decodes = [await op.url(name) for name in op.spec.by_role("decode")]
     except ServelabError as exc:
-        return _failed(Layer.E2E, entry, exc)
+        return failed(Layer.E2E, entry, exc)
     first = await e2e_check(entry, base, decodes, opts)
     if not first.ok:
         return [first]
     try:
         return [first, *await reach_checks(op, opts)]
     except ServelabError as exc:
-        return [first, *_failed(Layer.E2E, op.spec.router_name or entry, exc)]
+        return [first, *failed(Layer.E2E, op.spec.router_name or entry, exc)]

@@ -27,6 +27,7 @@ from servelab.core.soak.observe import (
     MatrixCell,
     Observation,
     OpenCircuit,
+    PairMismatch,
     ProbeResult,
     ReplayResult,
     Resends,
@@ -51,6 +52,7 @@ from servelab.core.telemetry.rules import (
     TelemetryEvidence,
     TelemetryReading,
 )
+from servelab.report.pair import describe_pair
 
 __all__ = [
     "EvidenceLine",
@@ -70,6 +72,8 @@ def layer_title(layer: Layer) -> str:
     match layer:
         case Layer.CLIENT_PROXY:
             return "client / proxy layer (connection reuse, or the proxy itself)"
+        case Layer.PD_PAIR:
+            return "the P/D pair: prefill and decode disagree on what the KV hand-off carries"
         case Layer.ROUTER:
             return "router"
         case Layer.PREFILL:
@@ -96,6 +100,14 @@ def layer_advice(layer: Layer) -> str:
                 "The same payload succeeds on a fresh connection and directly at the router: "
                 "look at the proxy or client between the agents and the router (keep-alive "
                 "reuse) before touching the engines or their knobs."
+            )
+        case Layer.PD_PAIR:
+            return (
+                "The prefill and the decode report different page sizes, KV cache dtypes, models "
+                "or transfer backends: the KV they exchange cannot be read as sent (SGLang: wrong "
+                "answers; vLLM: the handshake fails). Make the two agree (`servelab verify "
+                "--layer pair` names both values and where each came from); no knob of either "
+                "engine explains the failure."
             )
         case Layer.ROUTER:
             return (
@@ -332,6 +344,8 @@ def describe_observation(o: Observation) -> str:
             return f"{o.count} {o.issue.replace('_', ' ')} violation(s), e.g. {first}"
         case TelemetryReading():
             return telemetry_text(o.evidence)
+        case PairMismatch():
+            return describe_pair(o.pair)
         case _:
             assert_never(o)
 

@@ -1,0 +1,78 @@
+"""The process layer: the running process's environment against the env file.
+
+The process serving the service (pid record, systemd MainPID, or port owner), its
+``/proc/PID/environ`` narrowed to the tracked names at once, compared with the env file: "in file
+but not live: restart needed", "live but not in file: lost on next restart", "differs". Without an
+env file, the live value against the spec's pin. An argument knob's process value (its
+``/proc/PID/cmdline``) is read with the engine's report (:mod:`.engine`), in one check.
+"""
+
+from __future__ import annotations
+
+from servelab.core.knobs.rules import live_verdict, tracked_names
+from servelab.core.verify.checks import (
+    Check,
+    CheckCode,
+    KnobLive,
+    KnobLiveVsSpec,
+    Layer,
+    LiveProcess,
+)
+from servelab.errors import ServelabError
+from servelab.io.hosts.discovery import find_process, read_live
+from servelab.ops.progress import ReadingLiveEnv
+from servelab.ops.verify.layers.file import FileState, file_state
+from servelab.ops.verify.layers.reader import LayerReader, ReadContext, failed
+
+__all__ = ["PROCESS"]
+
+_C = CheckCode
+
+
+async def _checks(ctx: ReadContext, state: FileState) -> list[Check]:
+    op, service = ctx.op, ctx.name
+    svc = op.spec.service(service)
+    host = op.host(service)
+    proc = await find_process(op.loaded, service, host)
+    if proc.pid is None:
+        return [Check(service, False, _C.LIVE_NO_PROCESS, LiveProcess(None, proc.source))]
+    pid, where = proc.pid, LiveProcess(proc.pid, proc.source)
+    file_values = state.env.as_dict() if state.env is not None else {}
+    names = tracked_names(svc, file_values)
+    if not names:
+        return [] if state.arguments else [Check(service, True, _C.LIVE_NO_KNOBS, where)]
+    if state.path is not None and state.env is None:
+        return [Check(service, False, _C.LIVE_FILE_UNREADABLE, where)]
+    live = await read_live(host, pid, names)
+    if state.path is None:  # no env file (e.g. a unit's Environment=): live against the spec
+        return [_vs_spec(service, name, svc.knobs.get(name), live.get(name), where)
+                for name in names]  # fmt: skip
+    checks = []
+    for name in names:
+        file, value = file_values.get(name), live.get(name)
+        verdict = live_verdict(file, value)
+        data = KnobLive(pid, proc.source, name, file, value, verdict)
+        checks.append(Check(service, verdict.ok, _C.of_verdict(verdict), data))
+    return checks
+
+
+def _vs_spec(
+    service: str, name: str, pin: str | None, value: str | None, where: LiveProcess
+) -> Check:
+    assert where.pid is not None
+    ok = pin is None or value == pin
+    data = KnobLiveVsSpec(where.pid, where.pid_source, name, value, pin)
+    return Check(service, ok, _C.LIVE_NO_ENV_FILE, data)
+
+
+async def read(ctx: ReadContext) -> list[Check]:
+    """The process layer's checks of one service's env knobs."""
+    state = await file_state(ctx)
+    ctx.op.say(ReadingLiveEnv(ctx.name))
+    try:
+        return await _checks(ctx, state)
+    except ServelabError as exc:
+        return failed(Layer.LIVE, ctx.name, exc)
+
+
+PROCESS = LayerReader("process", Layer.LIVE, read)
