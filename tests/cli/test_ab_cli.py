@@ -105,6 +105,8 @@ def test_a_knob_with_resume_is_refused_not_ignored(tmp_path: Path) -> None:
 
 
 BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
+#: The incident's build reads its kernel knobs (SGLang's own registry lists neither).
+READS_BF16 = f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n'
 
 
 @pytest.mark.timeout(300)
@@ -112,8 +114,8 @@ def test_ab_refuses_a_faster_setting_that_changes_answers(tmp_path: Path) -> Non
     """The incident's bf16 index keys on the simulator: one greedy answer in three altered above
     16 running requests. At C64 the probes inside the A/B's own visits show it (the interval
     excludes 0), the A/B does not keep it even with ``--keep better``, and exits non-zero."""
-    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05,
-                             knobs=(DEFAULT_KNOB, BF16)))  # fmt: skip
+    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05, knobs=(DEFAULT_KNOB, BF16),
+                             decode_toml=READS_BF16))  # fmt: skip
     ledger = str(tmp_path / "ledger.db")
     assert run_cli("up", "-f", spec, "--ledger", ledger).returncode == 0
     try:

@@ -40,7 +40,8 @@ SIX = ((DEFAULT_KNOB, "256"), (BF16, "1"), ("SGLANG_ENABLE_JIT_DEEPGEMM", "1"),
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     root = tmp_path_factory.mktemp("answers")
     spec = write_pd_spec(root, time_scale=0.05, name="answers",
-                         knobs=tuple(name for name, _ in SIX))  # fmt: skip
+                         knobs=tuple(name for name, _ in SIX),
+                         decode_toml=f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n')  # fmt: skip
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))

@@ -183,7 +183,8 @@ def test_tune_drops_an_arm_that_changes_answers(tmp_path: Path) -> None:
     running requests: after the first block (21 probes per visit at C64) the arm is dropped for
     its answers, never the best, and the tune's record says why."""
     spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05,
-                             knobs=("SGLANG_SM120_MMA_TARGET_CTAS", BF16)))  # fmt: skip
+                             knobs=("SGLANG_SM120_MMA_TARGET_CTAS", BF16),
+                             decode_toml=f'reads_env = ["{BF16}"]\n'))  # fmt: skip
     ledger = str(tmp_path / "ledger.db")
     assert run_cli("up", "-f", spec, "--ledger", ledger).returncode == 0
     try:
