@@ -66,6 +66,7 @@ def _record(rng: random.Random, run: int, i: int) -> dict[str, object]:
         end_ns=t, status=200, output_tokens=EVENTS, tokens_from_usage=True, event_ns=stamps,
         event_tokens=[1] * EVENTS, cached_tokens=(i * 37) % 512,
     )  # fmt: skip
+    # encode's dict, without dataclasses.asdict's per-element deep copy (slow at 10^6)
     rec.request_id, rec.traceparent = request_identity(f"{run:016x}", i)
     # record_to_dict's dict, without dataclasses.asdict's per-element deep copy (slow at 10^6)
     return {name: getattr(rec, name) for name in _FIELDS}

@@ -56,7 +56,7 @@ from servelab.core.load.identity import request_identity  # noqa: E402
 from servelab.core.load.records import RequestRecord  # noqa: E402
 from servelab.core.load.workload import LengthDist  # noqa: E402
 from servelab.core.telemetry.summary import MetricsSource  # noqa: E402
-from servelab.io.http.client import StreamClient  # noqa: E402
+from servelab.io.http.stream import StreamClient  # noqa: E402
 from servelab.io.otlp import OtlpReceiver, spans_of  # noqa: E402
 from servelab.ops.bench.load import Part, jobs_for, run_part, slot_starts_ns  # noqa: E402
 from servelab.ops.telemetry.watch import MetricsWatch  # noqa: E402

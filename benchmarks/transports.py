@@ -42,7 +42,8 @@ from peers import SERVER_CPU, free_port, start_truth, truth  # noqa: E402
 
 from servelab.core.load import metrics  # noqa: E402
 from servelab.core.load.records import RequestRecord, decode_chunks  # noqa: E402
-from servelab.io.http.client import StreamClient, chat_body  # noqa: E402
+from servelab.io.http.client import chat_body  # noqa: E402
+from servelab.io.http.stream import StreamClient  # noqa: E402
 
 LOOPS = ("asyncio", "uvloop")
 CANDIDATES = [f"{t}/{loop}" for t in ("aiohttp", "httptools", "h1") for loop in LOOPS]

@@ -1,7 +1,7 @@
 """Where the client's TTFT goes, request by request, against the truth server.
 
 One closed loop (C users, every one starting together, as ``benchmarks/peers.py`` runs ``bench``)
-on the bench client's own path (:class:`servelab.io.http.client.StreamClient` on uvloop, connections
+on the bench client's own path (:class:`servelab.io.http.stream.StreamClient` on uvloop, connections
 opened first, a warm-up of C requests, the records decoded after the run), client on CPU 1, truth
 server on CPU 0. Each request's TTFT (from its scheduled send, as ``bench`` reports it) is split
 on the client's own stamps, all ``perf_counter_ns`` (CLOCK_MONOTONIC, the server's clock too):
@@ -45,7 +45,7 @@ from peers import SERVER_CPU, _get, free_port, start_truth, truth  # noqa: E402
 from servelab.core.load import metrics  # noqa: E402
 from servelab.core.load.records import RequestRecord  # noqa: E402
 from servelab.core.load.workload import LengthDist  # noqa: E402
-from servelab.io.http.client import StreamClient  # noqa: E402
+from servelab.io.http.stream import StreamClient  # noqa: E402
 from servelab.ops.bench.load import Load, jobs_for, slot_starts_ns  # noqa: E402
 
 CLIENT_CPU = 1

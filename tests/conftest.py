@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from servelab.io.ledger.ledger import LEDGER_ENV
+from servelab.io.ledger.connection import LEDGER_ENV
 from servelab.io.lock import LOCK_DIR_ENV
 from tests.support.sshd import SshdServer, start_sshd
 

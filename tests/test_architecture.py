@@ -1,5 +1,6 @@
 """The house rules that can be checked mechanically: imports flow one way, public API is explicit,
-no module grows past 600 lines, library code never prints or exits."""
+no module grows past 450 lines (but the few named, held at their size), library code never prints
+or exits, no re-exports, one codec."""
 
 from __future__ import annotations
 
@@ -22,6 +23,34 @@ ALLOWED = {
     "ops": {"core", "io", "sim"},
     "report": {"core", "ops"},
     "cli": {"core", "sim", "io", "ops", "report"},
+}
+
+
+#: The most lines a module has (docs/architecture.md's gates).
+MAX_LINES = 450
+#: The modules still over it, each at most its size today: one concept each, not yet split by
+#: meaning (a split made only to pass the gate is worse than none).
+OVER_MAX = {
+    "ops/case/bisect.py": 504,
+    "sim/protocol.py": 469,
+    "sim/scheduler.py": 485,
+    "cli/options.py": 502,
+    "core/verify/checks.py": 482,
+    "ops/case/case.py": 483,
+    "core/deploy/spec.py": 494,
+    "report/verify.py": 492,
+    "sim/app.py": 492,
+    "report/docs.py": 510,
+    "ops/ab/tune.py": 527,
+    "io/hosts/processes.py": 515,
+    "cli/common.py": 520,
+    "core/soak/observe.py": 532,
+    "core/soak/diagnose.py": 537,
+    "core/ab/tune.py": 543,
+    "cli/case.py": 577,
+    "io/http/stream.py": 559,
+    "ops/bench/load.py": 590,
+    "ops/soak/soak.py": 583,
 }
 
 
@@ -62,8 +91,18 @@ def test_imports_flow_one_way(path: Path) -> None:
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
 def test_modules_stay_small(path: Path) -> None:
+    """No module over :data:`MAX_LINES` lines, but the ones :data:`OVER_MAX` names, each held at
+    its size until it is split by meaning (never to pass this gate)."""
     lines = path.read_text(encoding="utf-8").count("\n")
-    assert lines < 600, f"{path.name} has {lines} lines"
+    rel = str(path.relative_to(SRC))
+    ceiling = OVER_MAX.get(rel, MAX_LINES)
+    assert lines <= ceiling, f"{rel} has {lines} lines (at most {ceiling})"
+
+
+def test_the_modules_over_the_limit_are_still_over_it() -> None:
+    """A module split below the limit leaves :data:`OVER_MAX` (the list only shrinks)."""
+    under = [rel for rel in OVER_MAX if (SRC / rel).read_text("utf-8").count("\n") <= MAX_LINES]
+    assert not under, f"drop from OVER_MAX (now within {MAX_LINES} lines): {under}"
 
 
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
@@ -210,3 +249,221 @@ def test_aiohttp_and_asyncssh_only_in_io_and_sim(path: Path) -> None:
             continue
         found = mods & {"aiohttp", "asyncssh"}
         assert not found, f"{path.relative_to(SRC)}:{node.lineno} imports {sorted(found)}"
+
+
+#: The ``__init__.py`` that hold more than nothing: the package root (its version and the one
+#: public shortcut, ``ServelabError``), ``cli/`` (the console script's group: it registers each
+#: command module on first use) and ``sim/`` (a docstring naming its modules, nothing imported).
+_INIT_WITH_CODE = {SRC, SRC / "cli", SRC / "sim"}
+
+
+def _servelab_names_imported(tree: ast.Module) -> set[str]:
+    """The names a module's top level imports from servelab (``from servelab.x import name``)."""
+    return {
+        alias.asname or alias.name
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("servelab")
+        for alias in node.names
+    }
+
+
+def _exported(tree: ast.Module) -> list[str]:
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return [str(e.value) for e in ast.walk(node.value) if isinstance(e, ast.Constant)]
+    return []
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_no_re_exports(path: Path) -> None:
+    """docs/architecture.md: a name is imported from the module that defines it. No module's
+    ``__all__`` names what it imported from servelab (the package root's ``ServelabError`` is
+    the one public shortcut); a folder's ``__init__.py`` is empty (but :data:`_INIT_WITH_CODE`)."""
+    if path == SRC / "__init__.py":
+        return
+    if path.name == "__init__.py" and path.parent not in _INIT_WITH_CODE:
+        assert not path.read_text(encoding="utf-8").strip(), f"{path.relative_to(SRC)} not empty"
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    again = set(_exported(tree)) & _servelab_names_imported(tree)
+    assert not again, f"{path.relative_to(SRC)} re-exports {sorted(again)}"
+
+
+# core's folders (and its top-level modules), lowest first: a module of core imports only from its
+# own folder and the ones before it, so no arrow runs back up between them. The codec's folder is
+# the ground floor; the facts (a deployment, knobs, load, telemetry) come next, then the features
+# that read them, then the composites (a case uses A/Bs and soaks); the union of every feature's
+# progress and the ledger's export, which import every feature, sit on top.
+CORE_ORDER = [
+    "ledger",  # codec, jsonvalues, retention: what every record is encoded with
+    "stats",
+    "deploy",
+    "knobs",
+    "load",
+    "telemetry",
+    "verify",
+    "restart",  # a restart: deploy's steps then verify's checks
+    "answers",  # probes, checks and the paired rule: bench, ab and case compose them
+    "bench",
+    "soak",
+    "ab",
+    "case",
+    "options",
+    "progress",
+    "ledger.export",
+]
+# Arrows back up still there, each with why; the test fails once one is gone (drop it here too).
+KNOWN_BACK_ARROWS = {
+    # deploy/spec.py validates a service's knob names with knobs/knob.py's parse_knob, while knob
+    # identity reads the engine's facts (deploy/engines.py) and places/rules read a spec.
+    ("deploy", "knobs"): {"deploy/spec.py"},
+}
+
+
+def _core_unit(path: Path) -> str:
+    """``path``'s place in :data:`CORE_ORDER`: its folder, or its own name at core's top."""
+    rel = path.relative_to(SRC / "core")
+    if rel.parts == ("ledger", "export.py"):
+        return "ledger.export"
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def _core_imports(path: Path) -> set[str]:
+    """The core units ``path`` imports (``servelab.core.X...``, ``from servelab.core.X import
+    module`` too), by :func:`_core_unit`."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            module = SRC.joinpath(*parts[1:])
+            if parts[:2] == ["servelab", "core"] and module.with_suffix(".py").is_file():
+                found.add(_core_unit(module.with_suffix(".py")))
+            elif parts[:2] == ["servelab", "core"] and len(parts) > 2 and module.is_dir():
+                found.add(_core_unit(module / "__init__.py"))
+    return found
+
+
+def _core_back_arrows() -> dict[tuple[str, str], set[str]]:
+    """Every import that runs from a core unit to one above it: (from, to) -> the modules."""
+    arrows: dict[tuple[str, str], set[str]] = {}
+    rank = {unit: index for index, unit in enumerate(CORE_ORDER)}
+    for path in sorted((SRC / "core").rglob("*.py")):
+        unit = _core_unit(path)
+        for used in _core_imports(path) - {unit}:
+            if rank[used] > rank[unit]:
+                arrows.setdefault((unit, used), set()).add(str(path.relative_to(SRC / "core")))
+    return arrows
+
+
+def test_core_order_names_every_folder() -> None:
+    units = {_core_unit(path) for path in (SRC / "core").rglob("*.py")} - {"__init__"}
+    assert units == set(CORE_ORDER)
+
+
+def test_no_arrow_runs_back_up_between_cores_folders() -> None:
+    assert _core_back_arrows() == KNOWN_BACK_ARROWS
+
+
+#: Where a value is turned into JSON-ready data other than by the codec, and why. Everything else
+#: (core, ops, report, cli) encodes through ``core/ledger/codec.py``: docs/architecture.md's
+#: "one codec".
+_OTHER_SERIALIZERS = {
+    # the spec is a pydantic model read from TOML; its hash is over its model_dump by field name
+    # (what every stored spec hash was computed from)
+    "core/deploy/spec.py",
+    # the OpenAI SDK's own pydantic chunks, re-encoded as the SSE lines the decoder reads
+    "io/http/sdk.py",
+    # io's own state files (a pid record, the lock's holder) and the row writer's raw spans and
+    # column fallback: io's types, written and read by io alone
+    "io/hosts/processes.py",
+    "io/lock.py",
+    "io/ledger/ledger.py",
+    "io/ledger/rows.py",
+}
+_SERIALIZER_NAMES = {"asdict", "astuple", "TypeAdapter", "model_dump", "model_dump_json"}
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
+def test_one_codec(path: Path) -> None:
+    """No ``dataclasses.asdict``, ``TypeAdapter`` or ``model_dump`` outside the codec (and the
+    simulator, and the few places named above with their reason)."""
+    rel = str(path.relative_to(SRC))
+    if _layer(path) == "sim" or rel in _OTHER_SERIALIZERS or rel == "core/ledger/codec.py":
+        return
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        name = (
+            node.id if isinstance(node, ast.Name)
+            else node.attr if isinstance(node, ast.Attribute)
+            else None
+        )  # fmt: skip
+        assert name not in _SERIALIZER_NAMES, (
+            f"{rel}:{getattr(node, 'lineno', 0)} uses {name}: encode through core/ledger/codec.py"
+        )
+
+
+# -- JSON stays at the edge ----------------------------------------------------------------------
+#: Uses of ``dict[str, Any]``/``Mapping[str, Any]``/``JsonObject`` outside io, sim and the codec,
+#: and public functions there taking or returning one: ceilings that only come down. The target
+#: (issue 31) is 20 uses, each with its reason, and no public function; today's counts are what
+#: is left of 210 uses and 86 public functions before bench, verify, deploy and restart had their
+#: contracts (each ``--json`` builder in report/ and each stored-dict reader is one).
+MAX_JSON_TYPES = 202
+MAX_JSON_PUBLIC = 68
+_JSON_FREE_LAYERS = ("io", "sim")
+
+
+def _is_json_type(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name | ast.Attribute):
+        return (node.id if isinstance(node, ast.Name) else node.attr) == "JsonObject"
+    if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
+        return False
+    base = node.value
+    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
+    if name not in ("dict", "Mapping", "MutableMapping") or len(node.slice.elts) != 2:
+        return False
+    key, value = node.slice.elts
+    value_name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
+    return isinstance(key, ast.Name) and key.id == "str" and value_name == "Any"
+
+
+def _json_checked() -> list[tuple[str, ast.Module]]:
+    return [
+        (rel, ast.parse(path.read_text(encoding="utf-8")))
+        for path in _modules()
+        if (rel := str(path.relative_to(SRC))).split("/")[0] not in _JSON_FREE_LAYERS
+        and rel != "core/ledger/codec.py"
+    ]
+
+
+def _public_json_functions(rel: str, body: list[ast.stmt], owner: str = "") -> list[str]:
+    found = []
+    for node in body:
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+            found += _public_json_functions(rel, node.body, f"{owner}{node.name}.")
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) or (
+            node.name.startswith("_") and not node.name.endswith("__")
+        ):
+            continue
+        args = node.args
+        annotations = [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+        annotations += [node.returns, args.vararg.annotation if args.vararg else None]
+        if any(_is_json_type(n) for a in annotations if a is not None for n in ast.walk(a)):
+            found.append(f"{rel}:{owner}{node.name}")
+    return found
+
+
+def test_json_stays_at_the_edge() -> None:
+    """docs/architecture.md: a dict of JSON crosses no layer; the typed contract does."""
+    checked = _json_checked()
+    uses = sum(1 for _rel, tree in checked for node in ast.walk(tree) if _is_json_type(node))
+    public = [f for rel, tree in checked for f in _public_json_functions(rel, tree.body)]
+    assert uses <= MAX_JSON_TYPES, f"{uses} JSON dict types outside io/sim/codec"
+    assert len(public) <= MAX_JSON_PUBLIC, f"{len(public)} public functions take or return one"

@@ -17,7 +17,7 @@ import pytest
 
 from servelab.core.load import metrics
 from servelab.core.load.records import RequestRecord
-from servelab.io.http.client import StreamClient
+from servelab.io.http.stream import StreamClient
 from tests.support import free_port
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

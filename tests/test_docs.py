@@ -12,6 +12,7 @@ import click
 import pytest
 
 from servelab.cli import cli
+from servelab.core.deploy.engines import ENGINES
 from servelab.core.deploy.spec import (
     DeploymentSpec,
     HostSpec,
@@ -104,3 +105,100 @@ def test_relative_links_between_pages_resolve() -> None:
             if not (DOCS / target).is_file():
                 broken.append(f"{page} -> {target}")
     assert not broken, f"broken links: {broken}"
+
+
+def _command_at(words: list[str]) -> tuple[click.Command, int]:
+    """The deepest servelab command ``words`` (after ``servelab``) name (the group itself when
+    they name none: ``servelab --version``), and how many words it used."""
+    command: click.Command = cli
+    used = 0
+    for word in words:
+        if not isinstance(command, click.Group) or word not in _subcommands(command):
+            break
+        command, used = _subcommands(command)[word], used + 1
+    return command, used
+
+
+def _options_of(command: click.Command) -> set[str]:
+    return {opt for p in command.params if isinstance(p, click.Option) for opt in p.opts}
+
+
+def _servelab_lines(text: str) -> list[str]:
+    """Every command line the page shows a user typing: a code span or a code block's line that
+    starts with ``servelab`` (a shell prompt's ``$`` taken off)."""
+    spans = re.findall(r"`(servelab [^`\n]+)`", text)
+    blocks = re.findall(r"^\$ (servelab .+)$", text, re.MULTILINE)
+    return spans + blocks
+
+
+def test_every_option_a_command_line_in_commands_md_names_exists() -> None:
+    """What commands.md shows a user typing is what the CLI takes: each ``--option`` of a
+    ``servelab ...`` line is an option of the command that line names."""
+    text = (DOCS / "commands.md").read_text(encoding="utf-8")
+    wrong = []
+    lines = _servelab_lines(text)
+    assert len(lines) > 30
+    for line in lines:
+        words = line.split()[1:]
+        command, used = _command_at(words)
+        if used == 0 and words and not words[0].startswith("-") and words[0] != "COMMAND":
+            wrong.append(f"{line!r}: no such command")
+            continue
+        for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*)", line):
+            if flag != "--help" and flag not in _options_of(command):
+                wrong.append(f"{line!r}: {command.name} has no {flag}")
+    assert not wrong, "docs/commands.md shows options the CLI does not take: " + "; ".join(wrong)
+
+
+#: A source path docs/architecture.md names (``core/verify/contract.py``, ``ops/deploy/``).
+_SOURCE_PATH = re.compile(r"`((?:core|sim|io|ops|report|cli)/[\w/]*?(?:\.py|/))[`.: ]")
+
+
+def test_every_module_docs_architecture_md_names_exists() -> None:
+    """The module map holds: every module or folder it names in a code span exists."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    # a placeholder (``ops/verify/layers/NAME.py``) is in capitals: no module is
+    named = {path for path in _SOURCE_PATH.findall(text) if path == path.lower()}
+    assert len(named) > 60
+    src = REPO / "src" / "servelab"
+    missing = sorted(path for path in named if not (src / path).exists())
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+
+
+def test_every_folder_in_architecture_md_tree_lists_its_modules() -> None:
+    """The tree of docs/architecture.md names every module of core's, io's and ops's folders."""
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    tree = "core/" + text.split("```\ncore/", 1)[1].split("```", 1)[0]
+    layers = dict(re.findall(r"^(\w+)/(.*?)(?=^\w+/|\Z)", tree, re.M | re.S))
+    src = REPO / "src" / "servelab"
+    missing = []
+    for layer in ("core", "io", "ops"):
+        for path in sorted((src / layer).glob("*/*.py")):
+            if path.name == "__init__.py":
+                continue
+            folder, name = path.parent.name, path.stem
+            section = layers.get(layer, "")
+            block = re.search(rf"^  {folder}/ +(.*?)(?=^  \S|\Z)", section, re.M | re.S)
+            if block is None or not re.search(rf"(?<![\w/]){name}(?![\w])", block.group(1)):
+                missing.append(f"{layer}/{folder}/{name}.py")
+    assert not missing, f"docs/architecture.md's tree does not name: {missing}"
+
+
+#: What the code reads instead of the simulator's own served-request counter (``servelab.
+#: requests_served`` in its ``/server_info``): the engines' own counters, named in
+#: ``core/deploy/engines.py``.
+_SERVED_COUNTERS = ("sglang:num_requests_total", "vllm:request_success_total")
+
+
+@pytest.mark.parametrize("page", ["commands.md", "soak.md", "verify.md"])
+def test_the_served_request_counter_is_the_engines_own(page: str) -> None:
+    """A feature that counts a worker's requests (a rolling restart's routed phase, the warm-up,
+    cold or warm) reads the engine's own counter: no page says it reads the simulator's."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    assert "requests_served" not in text and "served-request counter in `/server_info`" not in text
+    if page != "verify.md":
+        assert all(counter in text for counter in _SERVED_COUNTERS), page
+
+
+def test_the_engines_served_counters_are_the_ones_the_docs_name() -> None:
+    assert {engine.served_counter for engine in ENGINES.values()} == set(_SERVED_COUNTERS)

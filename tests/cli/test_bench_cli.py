@@ -18,10 +18,12 @@ import pytest
 from aiohttp import web
 
 from servelab.cli.bench import Exporter
+from servelab.core.bench.contract import BenchConfig, RunResult
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.load.workload import LengthDist
 from servelab.core.options import parse_concurrency, parse_length
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig, RunResult, run_bench
+from servelab.ops.bench.bench import run_bench
 from tests.support import REPO, run_cli
 from tests.support.servers import SEEN, served, streaming_app
 from tests.support.stack import sim_stack
@@ -206,12 +208,12 @@ def test_kill_9_of_the_real_bench_keeps_every_finished_run(tmp_path: Path) -> No
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         stored = dict(raw.execute("SELECT run_id, count(*) FROM bench_records GROUP BY run_id"))
     with Ledger.open(ledger) as opened:
-        runs = opened.list_bench_runs()
+        runs = opened.list(BenchRunRecord)
         assert [run.summary["concurrency"] for run in runs] in ([2], [2, 4])
         for run in runs:  # every finished run whole: its row and all its records
             assert not run.summary["interrupted"]
             assert run.n_records == requests and stored[run.id] == requests
-            full = opened.get_bench_run(run.id)
+            full = opened.get(BenchRunRecord, run.id)
             assert full is not None and full.records is not None
             assert len(full.records) == requests
 

@@ -120,3 +120,22 @@ def test_find_capacity_reports_its_probes_and_conclusion(stack: SimStack, tmp_pa
     assert all(p["slo"]["met"] and p["run_id"] for p in doc["probes"])
     assert doc["conclusion"].startswith("capacity at least C4")
     assert (tmp_path / "cap" / "capacity.md").read_text().count("| C") == 2
+
+
+def test_find_capacity_with_few_requests_says_it_was_limited_by_them(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    """Defect 8 (issue 38): with 4 requests per probe the search said "saturated at C4" after
+    probing C8, which cannot have more than 4 in flight. It never probes above --requests and
+    says the search was limited by them (the ramp from C1 is tested pure: a C1 -> C2 step of 4
+    requests is too noisy to assert here)."""
+    done = run_cli("bench", "--url", stack.router_url, "--find-capacity", "--slo",
+                   "ttft_p99=1min", "--concurrency", "4", "--requests", "4", "--input-len", "16",
+                   "--output-len", "4", "--json", "--no-ledger", timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    probes = [(p["load"], p["throughput"]) for p in doc["probes"]]
+    assert doc["stop"] == "limited" and doc["capacity"] == 4 and doc["limit"] == 4, probes
+    assert [p["load"] for p in doc["probes"]] == [4]
+    assert "saturated" not in doc["conclusion"]
+    assert "limited by --requests 4" in doc["conclusion"]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.load.identity import trace_of
 from servelab.core.telemetry.traces import PHASES, RETURN_HELD_MS
@@ -80,8 +81,8 @@ def test_bench_joins_every_request_to_its_engines_spans(engine: str, tmp_path: P
         assert phases["phases_ms"]["prefill"]["p50"] > 0
         assert phases["max_abs_gap_ms"] <= TOLERANCE_MS, phases
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
-        runs = [ledger.get_bench_run(r.id) for r in ledger.list_bench_runs()]
-        stored = {r.id: ledger.spans(run_id=r.id) for r in ledger.list_bench_runs()}
+        runs = [ledger.get(BenchRunRecord, r.id) for r in ledger.list(BenchRunRecord)]
+        stored = {r.id: ledger.spans(run_id=r.id) for r in ledger.list(BenchRunRecord)}
     assert len(runs) == len(CONCURRENCY)
     for run in runs:
         assert run is not None and run.records is not None

@@ -29,8 +29,11 @@ from typing import Any
 import pytest
 
 from servelab.core.case.bisect import Change
+from servelab.core.case.bisectevents import ProbeStarted
 from servelab.core.case.probe import parse_probe_test
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
+from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -40,7 +43,6 @@ from servelab.ops.case.experiment import soak_targets
 from servelab.ops.context import Operation
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knobs, set_knob
-from servelab.ops.progress import ProbeStarted, ProgressEvent
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
@@ -76,7 +78,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

@@ -21,9 +21,12 @@ from servelab.core.case.experiment import (
     ExperimentRecord,
     decide,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.checks import UntypedCheck
+from servelab.core.verify.record import UntypedCheck
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.report.docs import build_docs
@@ -92,7 +95,7 @@ def test_ledger_path_from_environment(ledger_file: Path, tmp_path: Path) -> None
     env = {"SERVELAB_LEDGER": str(ledger_file)}
     assert _json("case", "open", "via env", env=env, cwd=tmp_path)["id"] == 1
     with Ledger.open(ledger_file) as ledger:
-        case = ledger.get_case(1)
+        case = ledger.get(CaseRecord, 1)
         assert case is not None and case.title == "via env"
 
 
@@ -151,8 +154,10 @@ def _record_experiment(ledger_file: Path, cid: int, failed: tuple[int, int]) -> 
     record = ExperimentRecord(cid, TARGET, "512", "256", 2, 1, decide(suspect, revert), suspect,
                               revert, found="512", left="512")  # fmt: skip
     with Ledger.open(ledger_file) as ledger:
-        event = ledger.record_case_event(case_id=cid, kind="experiment", detail=encode(record))
-        return ledger.add_evidence(case_id=cid, kind="experiment", ref_id=event, note="x")
+        event = ledger.add(CaseEvent(at=NOW, case_id=cid, kind="experiment", detail=encode(record)))
+        return ledger.add(
+            CaseEvidence(at=NOW, case_id=cid, kind="experiment", ref_id=event, note="x")
+        )
 
 
 @pytest.mark.timeout(300)
@@ -218,16 +223,20 @@ def test_restore_of_a_restored_case_restarts_nothing(ledger_file: Path, tmp_path
         f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
     )
     with Ledger.open(ledger_file) as ledger:
-        case_id = ledger.create_case(title="hang")
+        case_id = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
         change = {"service": "decode", "name": K, "case_id": case_id, "backup_path": None}
-        ledger.record_knob_change(**change, old="512", new="256", reason="suspected")
+        ledger.add(
+            KnobChangeRecord(id=0, at=NOW, **change, old="512", new="256", reason="suspected")
+        )
     cid = str(case_id)
     led = ("--ledger", str(ledger_file))
     _json("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
     with Ledger.open(ledger_file) as ledger:
-        back = ledger.record_knob_change(**change, old="256", new="512", reason="restore")
+        back = ledger.add(
+            KnobChangeRecord(id=0, at=NOW, **change, old="256", new="512", reason="restore")
+        )
         detail = {"service": "decode", "knob": K, "value": "512", "ok": True, "change_id": back}
-        ledger.record_case_event(case_id=case_id, kind="restore", detail=detail)
+        ledger.add(CaseEvent(at=NOW, case_id=case_id, kind="restore", detail=detail))
     again = run_cli("restore", cid, "-f", str(spec), *led)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"case {cid}: nothing to restore: already restored and verified" in again.stdout
@@ -245,7 +254,7 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))

@@ -20,8 +20,11 @@ from typing import Any
 import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knobs
@@ -47,7 +50,7 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))
@@ -61,8 +64,11 @@ def _json(*args: str, code: int = 0) -> Any:
 
 async def _reverted_case(stack: LoadedSpec, ledger: Ledger) -> int:
     """The incident: the tile pinned (recorded), sessions hang, the knob reverted on suspicion."""
-    ledger.record_knob_change(service="decode", name=TILE, old=None, new="16",
-                              reason="faster decode", case_id=None, backup_path=None)  # fmt: skip
+    ledger.add(
+        KnobChangeRecord(
+            id=0, at=NOW, service="decode", name=TILE, old=None, new="16", reason="faster decode"
+        )
+    )
     cid = cases.open_case(ledger, "long agentic sessions hang")
     cases.add_suspect(ledger, cid, TARGET, "the latest change")
     targets = Targets(stack.spec.services["router"].url, stack.spec.services["router"].url)

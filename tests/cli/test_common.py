@@ -23,11 +23,13 @@ from servelab.cli.common import (
     say,
     show_progress,
 )
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.deploy.events import ServiceFailed
 from servelab.core.load.workload import LengthDist
+from servelab.core.verify.events import ReadingEnvFile
 from servelab.errors import OptionError, SpecError, StoreError
-from servelab.io.ledger.ledger import LEDGER_ENV
-from servelab.ops.bench.bench import BenchConfig, run_bench
-from servelab.ops.progress import ReadingEnvFile, ServiceFailed
+from servelab.io.ledger.connection import LEDGER_ENV
+from servelab.ops.bench.bench import run_bench
 from tests.support.servers import served, streaming_app
 
 SPEC = (

@@ -8,6 +8,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.generic import generic_service, servelab_process, text_or_empty
@@ -42,7 +43,7 @@ def test_ctrl_c_during_up_names_every_service_it_stopped(tmp_path: Path) -> None
     assert live_procs_under(tmp_path) == []
     assert not listening(good) and not listening(slow)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        row = ledger.list_deployments()[-1]
+        row = ledger.list(DeploymentRecord)[-1]
     assert row.action == "up" and row.detail["stopped"] == ["slow", "good"]
 
 
@@ -74,7 +75,7 @@ def test_ctrl_c_during_restart_says_what_is_down_and_how_to_bring_it_back(
             " ".join(err.split())
         )
         with Ledger.open(tmp_path / "ledger.db") as ledger:
-            row = ledger.list_deployments()[-1]
+            row = ledger.list(DeploymentRecord)[-1]
         assert row.action == "restart" and row.detail["down"] == ["a", "b"]
         assert row.detail["recovery"] == f"servelab up -f {spec}"
         assert not listening(a) and not listening(b)
@@ -101,6 +102,6 @@ def test_markup_in_a_service_log_is_printed_as_text_and_up_cleans_up(tmp_path: P
     assert live_procs_under(tmp_path) == []
     assert not listening(good) and not listening(bad)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        row = ledger.list_deployments()[-1]
+        row = ledger.list(DeploymentRecord)[-1]
     assert row.action == "up" and row.detail["ok"] is False
     assert row.detail["stopped"] == ["bad", "good"]

@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from servelab.io.ledger.ledger import LEDGER_ENV
+from servelab.io.ledger.connection import LEDGER_ENV
 from tests.support import REPO, run_cli
 
 #: Where the outer test tells the inner one its planted ledger is (a name nothing else reads).

@@ -7,7 +7,10 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from servelab.core.case.record import CaseRecord
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from tests.support import REPO, free_port
 from tests.support import run_cli as _run_cli
 from tests.support.specs import SECRET, write_decode_spec
@@ -29,7 +32,7 @@ def _workdir(tmp_path: Path) -> Path:
 def test_set_get_diff_with_backup_case_and_reason(tmp_path: Path) -> None:
     root = _workdir(tmp_path)
     with Ledger.open(root / "state" / "ledger.db") as ledger:
-        case_id = ledger.create_case(title="agentic sessions hang")
+        case_id = ledger.add(CaseRecord(id=0, at=NOW, title="agentic sessions hang", status="open"))
 
     got = run_cli("knob", "get", "decode", KNOB, cwd=root)
     assert got.returncode == 0 and f"{KNOB}=512" in got.stdout
@@ -55,7 +58,7 @@ def test_set_get_diff_with_backup_case_and_reason(tmp_path: Path) -> None:
     assert (diff_json["file"], diff_json["backup"], diff_json["live"]) == ("128", "256", None)
 
     with Ledger.open(root / "state" / "ledger.db") as ledger:
-        rows = ledger.list_knob_changes(service="decode", name=KNOB)
+        rows = ledger.list(KnobChangeRecord, service="decode", name=KNOB)
     assert [(r.old, r.new) for r in rows] == [("512", "256"), ("256", "128")]
     assert rows[0].case_id == case_id and rows[0].reason == "latest change before the hang"
     everything = got.stdout + done.stdout + text.stdout + diff.stdout + json.dumps(diff_json)

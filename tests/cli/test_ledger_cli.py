@@ -16,11 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.case.record import CaseEvidence, CaseRecord
+from servelab.core.ledger.codec import encode
+from servelab.core.load.records import RequestRecord
 from servelab.core.verify.checks import Check, CheckCode, NoEnvFile
 from servelab.io.ledger.journal import AbJournal
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION
+from servelab.io.ledger.tables import NOW
 from tests.support import run_cli
 
 RUNS, PER_RUN = 3, 700
@@ -31,7 +34,7 @@ def _records(n: int, run: int) -> list[dict[str, object]]:
     for i in range(n):
         sent = 10**14 + run * 10**10 + i * 10**6
         events = [sent + 10**8 + k * 2 * 10**7 + i for k in range(40)]
-        out.append(record_to_dict(RequestRecord(
+        out.append(encode(RequestRecord(
             index=i, scheduled_ns=sent - 500, sent_ns=sent, input_tokens=64,
             first_byte_ns=events[0], end_ns=events[-1] + 1, status=200, output_tokens=40,
             event_ns=events, event_tokens=[1] * 40,
@@ -46,8 +49,8 @@ def ledger_file(tmp_path: Path) -> Path:
         for run in range(RUNS):
             ledger.record_bench_run(label=f"r{run}", config={"run": run}, summary={"ok": 1},
                                     records=_records(PER_RUN, run))  # fmt: skip
-        case = ledger.create_case(title="hang")
-        ledger.add_evidence(case_id=case, kind="run", ref_id=1, note=None)
+        case = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
+        ledger.add(CaseEvidence(at=NOW, case_id=case, kind="run", ref_id=1, note=None))
     return path
 
 

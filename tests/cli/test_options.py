@@ -24,6 +24,7 @@ from servelab.cli.options import (
     LoadOptions,
     WorkloadOptions,
     load_options,
+    no_ledger_option,
     workload_options,
 )
 from servelab.core.load.workload import LengthDist
@@ -291,3 +292,27 @@ def test_a_group_hands_the_command_one_frozen_dataclass() -> None:
 def test_a_default_for_an_option_the_group_lacks_is_refused() -> None:
     with pytest.raises(TypeError, match="LoadOptions has no option"):
         load_options(concurrency=Default("1", "not the field's name: concurrencies"))
+
+
+def test_one_spelling_for_not_recording_in_the_ledger() -> None:
+    """Defect 25 (issue 38): ``bench --no-ledger`` but ``soak --no-record``. Every command that
+    can leave the ledger alone spells it ``--no-ledger`` (declared once, the same help); the old
+    spelling is a hidden alias that still works and says it is deprecated."""
+    assert set(_uses("--no-ledger")) == {"bench", "soak"}
+    for path, command in COMMANDS.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and "--no-record" in param.opts:
+                assert param.hidden and param.deprecated, path
+    seen: list[bool] = []
+
+    @click.command()
+    @no_ledger_option
+    def probe(no_ledger: bool) -> None:
+        seen.append(no_ledger)
+
+    for args, expected in (([], False), (["--no-ledger"], True), (["--no-record"], True)):
+        result = CliRunner().invoke(probe, args)
+        assert result.exit_code == 0, result.output
+        assert seen.pop() is expected
+        assert ("deprecated" in result.output) is (args == ["--no-record"]), result.output
+    assert "--no-record" not in probe.get_help(click.Context(probe))

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.case.record import CaseRecord, Suspect
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from tests.support import run_cli
 
 
@@ -29,8 +31,10 @@ def read_only_ledger(tmp_path: Path) -> Iterator[Path]:
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
     try:
         with Ledger.open(mount / "l.db") as ledger:
-            case = ledger.create_case(title="agentic sessions hang")
-            ledger.add_suspect(case_id=case, target="component:proxy", reason="stalls")
+            case = ledger.add(
+                CaseRecord(id=0, at=NOW, title="agentic sessions hang", status="open")
+            )
+            ledger.add(Suspect(at=NOW, case_id=case, target="component:proxy", reason="stalls"))
         subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
         yield mount / "l.db"
     finally:

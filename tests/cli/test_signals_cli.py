@@ -16,6 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.soak.record import SoakRunRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.generic import generic_service, servelab_process, text_or_empty
@@ -60,7 +63,7 @@ def test_up_stops_what_it_started_and_records_it(tmp_path: Path, signum: int) ->
     assert live_procs_under(tmp_path) == []
     assert not listening(good) and not listening(slow)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        row = ledger.list_deployments()[-1]
+        row = ledger.list(DeploymentRecord)[-1]
     assert row.action == "up" and row.detail["stopped"] == ["slow", "good"]
     assert row.detail["interrupted"] is True
 
@@ -100,7 +103,7 @@ def test_restart_says_what_is_down_and_how_to_bring_it_back(
     )
     assert _said(signum) in err
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        row = ledger.list_deployments()[-1]
+        row = ledger.list(DeploymentRecord)[-1]
     assert row.action == "restart" and row.detail["down"] == ["a", "b"]
     assert row.detail["recovery"] == f"servelab up -f {deployed}"
     assert (tmp_path / "state" / "lock").read_bytes() == b""  # released: nobody named
@@ -137,7 +140,7 @@ async def test_bench_shows_and_saves_its_partial_run(tmp_path: Path, signum: int
     assert b"Traceback" not in err
     assert json.loads(out)["interrupted"] is True
     with Ledger.open(ledger) as led:
-        assert len(led.list_bench_runs()) == 1
+        assert len(led.list(BenchRunRecord)) == 1
 
 
 async def test_soak_records_what_it_did(tmp_path: Path, signum: int) -> None:
@@ -154,5 +157,5 @@ async def test_soak_records_what_it_did(tmp_path: Path, signum: int) -> None:
     assert proc.returncode == 128 + signum, err.decode()
     assert _said(signum) in err.decode() and b"Traceback" not in err
     with Ledger.open(ledger) as led:
-        (soak,) = led.list_soaks()
+        (soak,) = led.list(SoakRunRecord)
     assert soak.result.interrupted is True and soak.ok is False

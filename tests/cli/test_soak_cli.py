@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.case.record import CaseEvidence, CaseRecord
+from servelab.core.soak.record import SoakRunRecord
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from tests.support import REPO, run_cli
 from tests.support.http import metric, set_faults
 from tests.support.specs import PdPorts, pd_spec_toml
@@ -77,7 +80,7 @@ def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
     assert {w["bootstrap_port"] for w in doc["targets"]["workers"]} == {stack.bootstrap_port, None}
     assert doc["sessions"]["completed"] == 2
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
-        soaks = ledger.list_soaks()
+        soaks = ledger.list(SoakRunRecord)
     assert len(soaks) == 1 and soaks[0].ok is True and soaks[0].result.findings == ()
     assert soaks[0].id == doc["soak_id"]
 
@@ -88,7 +91,7 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     assert stack.proxy_url is not None
     ledger_path = tmp_path / "ledger.db"
     with Ledger.open(ledger_path) as ledger:
-        case_id = ledger.create_case(title="agent sessions hang")
+        case_id = ledger.add(CaseRecord(id=0, at=NOW, title="agent sessions hang", status="open"))
     proc = _stalled_soak(stack, "--ledger", str(ledger_path), "--case", str(case_id), "--json")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
@@ -107,8 +110,8 @@ def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(
     unknown = [o for o in doc["observations"] if o["id"] == "router_metrics"]
     assert unknown and unknown[0]["healthy"] is None
     with Ledger.open(ledger_path) as ledger:
-        soak = ledger.get_soak(doc["soak_id"])
-        evidence = ledger.list_evidence(case_id)
+        soak = ledger.get(SoakRunRecord, doc["soak_id"])
+        evidence = ledger.list(CaseEvidence, case_id=case_id)
     assert soak is not None and soak.result.findings[0].layer == "client_proxy"
     assert [(e.kind, e.ref_id) for e in evidence] == [("soak", doc["soak_id"])]
 
@@ -178,7 +181,7 @@ def test_ctrl_c_ends_the_soak_cleanly_and_saves_the_partial_result(
             proc.wait()
     assert proc.returncode == 130, err
     with Ledger.open(ledger_path) as ledger:
-        soaks = ledger.list_soaks()
+        soaks = ledger.list(SoakRunRecord)
     assert len(soaks) == 1
     assert soaks[0].result.interrupted is True and soaks[0].ok is False
     assert soaks[0].result.sessions.rounds_done > 0
@@ -191,4 +194,4 @@ def test_an_unknown_case_is_refused_before_soaking(stack: SimStack, tmp_path: Pa
     assert proc.returncode == 2
     assert "no case 42" in proc.stderr
     with Ledger.open(tmp_path / "l.db") as ledger:
-        assert ledger.list_soaks() == []
+        assert ledger.list(SoakRunRecord) == []

@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from servelab.core.load.identity import trace_of
+from servelab.core.soak.record import SoakRunRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.tracing import write_traced_spec
@@ -43,7 +44,7 @@ def test_a_traced_soak_records_its_spans_and_names_where_requests_stopped(
         assert request["last"] == "prefill", request
         assert request["first_missing"] == "kv_transfer"
     with Ledger.open(tmp_path / "state" / "ledger.db") as ledger:
-        (soak,) = ledger.list_soaks()
+        (soak,) = ledger.list(SoakRunRecord)
         spans = ledger.spans(soak_id=soak.id)
     assert len(spans) == traces["n_spans"]
     traces_of = {s.trace_id for s in spans}  # each failed request's spans, in its own trace

@@ -20,16 +20,18 @@ from typing import Any
 import pytest
 
 from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
+from servelab.core.ab.tuneevents import TuneVisitStarted
 from servelab.core.ab.tunerun import TuneKnob
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import encode
+from servelab.core.progress import ProgressEvent
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.tune import TuneConfig, run_tune
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knob
-from servelab.ops.progress import ProgressEvent, TuneVisitStarted
 from tests.support import run_cli
 from tests.support.specs import write_pd_spec
 
@@ -51,7 +53,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         asyncio.run(deploy.down(loaded))
@@ -172,6 +174,23 @@ def test_a_plan_simulates_the_rule_on_the_recorded_noise(tmp_path: Path) -> None
     check = at64["check"]
     assert check["runs"] == 200 and check["full_visits"] == 3 * 12
     assert 3 <= check["mean_blocks"] <= 12 and check["mean_visits"] < check["full_visits"]
+
+
+def test_a_tune_whose_first_block_outruns_its_budget_says_so_before_it_is_spent(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    """Defect 24 (issue 38): a 20-arm tune with --max-minutes 0.5 ran 79 s without a warning.
+    The budget is checked between blocks, so the first block runs whole: the tune now prices it
+    (from its first visit, the ledger having no tune) and warns, with the estimate, before the
+    rest of the block; then it stops at the budget."""
+    doc, stderr = _cli("tune", "--knob", "decode:SGLANG_SM120_MMA_TARGET_CTAS=256,384,512",
+                       "--concurrency", "1", "--requests", "4", "--max-rounds", "3",
+                       "--max-minutes", "0.001", "-f", stack.source,
+                       "--ledger", str(tmp_path / "ledger.db"))  # fmt: skip
+    warning = "warning: --max-minutes 0.001 is shorter than the first block: 3 visit(s) at"
+    assert warning in stderr and "(this tune's first visit)" in stderr, stderr
+    assert stderr.index(warning) < stderr.index("visit 2/3"), stderr
+    assert doc["time_budget_hit"] and len(doc["visits"]) == 3 and doc["restored"]
 
 
 BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import SECRET, write_pd_spec
@@ -87,7 +88,7 @@ def _drift_then_restart(seen: list[str], root: Path) -> None:
 def _assert_ledger(root: Path, tail: list[bool]) -> None:
     """Every verification was recorded (``restart`` records its own in between), no secret."""
     with Ledger.open(root / "state" / "ledger.db") as ledger:
-        oks = [row.ok for row in ledger.list_verifications()]
+        oks = [row.ok for row in ledger.list(VerificationRecord)]
     assert oks[:3] == [True, False, False] and oks[-len(tail) :] == tail, oks
     for db in (root / "state").glob("ledger.db*"):
         assert SECRET.encode() not in db.read_bytes(), db

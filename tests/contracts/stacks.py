@@ -20,7 +20,7 @@ from pathlib import Path
 from subprocess import Popen
 from typing import Any
 
-from servelab.core.telemetry.traces import Span
+from servelab.core.telemetry.spans import Span
 from servelab.io.otlp import OtlpReceiver
 from servelab.sim.settings import ENV_EXTRAS
 from tests.support import free_ports

@@ -23,7 +23,8 @@ import pytest
 from servelab.core.ledger.codec import encode
 from servelab.core.load.identity import request_identity
 from servelab.core.telemetry.promtext import parse_exposition
-from servelab.core.telemetry.traces import Span, spans_by_request, traced
+from servelab.core.telemetry.spans import Span
+from servelab.core.telemetry.traces import spans_by_request, traced
 from tests.contracts.stacks import MODEL, Pd, SpanSink, fetch, pd_stack, post
 
 HERE = Path(__file__).parent

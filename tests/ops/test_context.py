@@ -13,13 +13,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
+from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.ab import _make_live, run_ab
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation, operation
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob, get_knob, live_knob, set_knob
@@ -82,7 +83,7 @@ async def test_an_arm_visit_opens_one_ssh_connection_per_host(
             diff = await diff_knob(op, "decode", DEFAULT_KNOB)
             assert sorted(op.hosts) == ["remote", "remote2"]
         assert op.hosts == {}  # closed together
-        assert vid is not None and ledger.get_verification(vid) is not None
+        assert vid is not None and ledger.get(VerificationRecord, vid) is not None
     assert sshd.logins() - before == 2  # one per host: remote and remote2
     assert live == "256" and (diff.file, diff.live, diff.backup) == ("256", "256", "512")
     assert any("verified live" in m for m in messages)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.ledger.codec import encode
 from servelab.errors import KnobError, SpecError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import latest_backup, read_env_file
@@ -58,13 +60,13 @@ async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> No
         assert Path(change.backup_path).read_text() == ENV
         assert path.read_text() == ENV.replace("=512", "=256")  # comments and order kept
         assert not change.running and not change.restart_needed
-        row = ledger.get_knob_change(change.change_id)
+        row = ledger.get(KnobChangeRecord, change.change_id)
         assert row is not None
         assert row is not None and (row.old, row.new, row.reason) == ("512", "256", "suspect")
 
         again = await set_knob(loaded, "decode", KNOB, "256", ledger=ledger)
         assert not again.changed and again.backup_path is None and again.change_id is None
-        assert len(ledger.list_knob_changes(service="decode", name=KNOB)) == 1
+        assert len(ledger.list(KnobChangeRecord, service="decode", name=KNOB)) == 1
 
         added = await set_knob(loaded, "decode", "OTHER_KNOB", "x y", ledger=ledger)
         assert added.old is None and await get_knob(loaded, "decode", "OTHER_KNOB") == "x y"
@@ -125,7 +127,7 @@ async def test_diff_shows_file_backup_and_live_side_by_side(
     after = await diff_knob(loaded, "decode", KNOB)
     assert (after.file, after.backup, after.live) == ("256", "512", "512")
     assert after.verdict == LiveVerdict.DIFFERS and after.backup_path == change.backup_path
-    assert SECRET not in json.dumps(after.to_json()) + json.dumps(change.to_json())
+    assert SECRET not in json.dumps(encode(after)) + json.dumps(encode(change))
 
     back = await set_knob(loaded, "decode", KNOB, "512")
     assert back.running and not back.restart_needed

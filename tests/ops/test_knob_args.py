@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.errors import KnobError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -57,7 +58,7 @@ async def test_a_set_edits_the_args_env_variable_with_a_backup_and_a_record(tmp_
         )
         assert change.backup_path is not None and Path(change.backup_path).read_text() == ENV
         assert change.change_id is not None
-        row = ledger.get_knob_change(change.change_id)
+        row = ledger.get(KnobChangeRecord, change.change_id)
         assert row is not None and (row.name, row.old, row.new) == (MRR, "64", "128")
         first = await diff_knob(loaded, "decode", MRR)
         assert (first.file, first.backup, first.backup_path) == ("128", "64", change.backup_path)
@@ -101,7 +102,7 @@ async def test_with_nowhere_to_write_nothing_is_touched(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         with pytest.raises(KnobError, match="names no place for its arguments"):
             await set_knob(loaded, "decode", MRR, "8", ledger=ledger)
-        assert ledger.list_knob_changes(service="decode") == []
+        assert ledger.list(KnobChangeRecord, service="decode") == []
     assert (tmp_path / "env" / "decode.env").read_text() == ENV
     assert not (tmp_path / "state").exists()
 

@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import CheckCode
 from servelab.errors import KnobError
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.ab import run_ab
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.bench.results import BenchConfig
 from servelab.ops.knob import set_knob
 from servelab.ops.verify.verify import verify
 from servelab.report.knob import render_knob_change
@@ -69,11 +70,11 @@ async def test_verify_flags_a_misspelled_knob_with_the_name_the_engine_reads(
 async def test_knob_set_says_the_engine_does_not_read_it(loaded: LoadedSpec) -> None:
     change = await set_knob(loaded, "decode", TYPO, "90")
     assert change.unread is not None and change.unread.verdict is ReadVerdict.NOT_READ
-    assert change.to_json()["unread"]["suggestion"] == RIGHT
+    assert encode(change)["unread"]["suggestion"] == RIGHT
     text = render_knob_change(change)
     assert f"warning: {TYPO}: not read by SGLang 0.5.13.post1+sim (did you mean {RIGHT}?)" in text
     declared = await set_knob(loaded, "decode", CUSTOM, "2")
-    assert declared.unread is None and "unread" not in declared.to_json()
+    assert declared.unread is None and "unread" not in encode(declared)
 
 
 async def test_ab_refuses_an_unread_knob_with_the_reason(loaded: LoadedSpec) -> None:

@@ -11,11 +11,11 @@ from servelab.core.ab.design import (
     sequential_rounds_for_power,
 )
 from servelab.core.ab.result import AbResult, ArmVisit, conclude
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.ab.plan import AbPlan
-from servelab.ops.bench.bench import BenchConfig
 from servelab.report.ab import ab_markdown, plan_markdown
 
 

@@ -6,8 +6,12 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
+from servelab.core.case.record import CaseEvent, CaseRecord
 from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import (
@@ -19,10 +23,9 @@ from servelab.core.verify.checks import (
     Layer,
     RequestTiming,
 )
+from servelab.core.verify.contract import VerifyReport
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.case.case import RestoreOutcome, RevertOutcome, RevertPreview
-from servelab.ops.knob import KnobChange
-from servelab.ops.verify.verify import VerifyReport
+from servelab.io.ledger.tables import NOW
 from servelab.report.case import (
     NOT_CONFIRMED,
     event_error,
@@ -121,12 +124,18 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
     ready = Check("decode", True, CheckCode.HEALTH_READY, _READY)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         vid = ledger.record_verification(spec_hash="h", ok=False, checks=[ready, bad])
-        restart = {"ok": False, "verification": _report(bad).to_json(), "steps": []}
-        ledger.record_deployment(name="pd", spec_hash="h", action="restart", detail=restart)
-        cid = ledger.create_case(title="hang")
+        restart = {"ok": False, "verification": encode(_report(bad)), "steps": []}
+        ledger.add(
+            DeploymentRecord(
+                id=0, at=NOW, name="pd", spec_hash="h", action="restart", detail=restart
+            )
+        )
+        cid = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
         event = RevertEvent("decode", K, "512", "256", None, vid, False, failed=(bad,))
-        ledger.record_case_event(case_id=cid, kind="revert", detail=encode(event))
-        ledger.record_case_event(case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
+        ledger.add(CaseEvent(at=NOW, case_id=cid, kind="revert", detail=encode(event)))
+        ledger.add(
+            CaseEvent(at=NOW, case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
+        )
         doc = ledger_json(ledger.snapshot())
         raw = ledger.export()
     checks = doc["verifications"][0]["checks"]

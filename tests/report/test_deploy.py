@@ -5,14 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger.codec import JsonObject
-from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
-from servelab.io.http.client import ProbeResult
-from servelab.io.ledger.ledger import Ledger
-from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
-from servelab.ops.deploy.steps import (
+from servelab.core.deploy.probe import ProbeResult
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.deploy.steps import (
     CommandReady,
     FoundServing,
     LaunchTimeoutReady,
@@ -23,7 +20,13 @@ from servelab.ops.deploy.steps import (
     Stopped,
     UnrecordedStop,
 )
-from servelab.ops.verify.verify import VerifyReport
+from servelab.core.knobs.rules import LiveVerdict
+from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.restart.contract import DeployReport, RestartReport
+from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
+from servelab.core.verify.contract import VerifyReport
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.report.deploy import _step_detail, render_restart, status_rows
 
 READY = Check("decode", True, CheckCode.HEALTH_READY, HealthProbe("/health", 200, 0.01))
@@ -54,11 +57,11 @@ def test_a_failed_verification_names_each_failed_check() -> None:
 def test_the_json_holds_the_verify_reports_own_json() -> None:
     report = _report(READY)
     assert report.ok and "verification: ok" in render_restart(report)
-    doc = report.to_json()
+    doc = encode(report)
     assert report.verification is not None
-    assert doc["verification"] == report.verification.to_json()
+    assert doc["verification"] == encode(report.verification)
     assert doc["verification"]["ok"] is True and doc["verification"]["verification_id"] == 7
-    assert RestartReport(["router"], []).to_json()["verification"] is None
+    assert encode(RestartReport(["router"], []))["verification"] is None
 
 
 def test_a_status_row_names_an_unrecorded_process_and_an_unanswering_host() -> None:
@@ -79,7 +82,7 @@ def _steps() -> list[tuple[Step, JsonObject, str]]:
     for key, in order), and its detail in the steps table."""
     ok, up, timed = StepOutcome.OK, StepOutcome.ALREADY_UP, StepOutcome.TIMED_OUT_HEALTHY
     stopped, failed = StepOutcome.STOPPED, StepOutcome.FAILED
-    probe = _PROBE.to_json()
+    probe = encode(_PROBE)
     base = {"readiness": probe, "probes": 3, "log": "local:/s/a.log"}
     owner = PortOwner(9)
     gone = UnrecordedStop(8, 8, StepOutcome.STOPPED)
@@ -115,7 +118,7 @@ def _steps() -> list[tuple[Step, JsonObject, str]]:
 def test_a_steps_typed_evidence_is_stored_as_the_dict_it_replaced() -> None:
     """deployments.detail and ``--json`` keep every key, value and order of the old evidence."""
     for step, old, _detail in _steps():
-        doc = step.to_json()
+        doc = encode(step)
         assert json.dumps(doc["evidence"]) == json.dumps(old)
         assert list(doc) == ["service", "outcome", "pid", "elapsed_s", "evidence"]
 
@@ -133,8 +136,14 @@ def test_an_older_deployment_row_still_reads(tmp_path: Path) -> None:
     old = {"ok": True, "steps": [step]}
     report = DeployReport("up", [step for step, _old, _detail in _steps()])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=old)
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail=report.to_json())
-        then, now = ledger.list_deployments()
+        ledger.add(
+            DeploymentRecord(id=0, at=NOW, name="pd", spec_hash="h", action="up", detail=old)
+        )
+        ledger.add(
+            DeploymentRecord(
+                id=0, at=NOW, name="pd", spec_hash="h", action="up", detail=encode(report)
+            )
+        )
+        then, now = ledger.list(DeploymentRecord)
     assert then.detail == old
-    assert now.detail == report.to_json()
+    assert now.detail == encode(report)

@@ -3,7 +3,7 @@ it was given (issue: "after `servelab restart decode`" acted on the embedded def
 
 from __future__ import annotations
 
-from servelab.ops.knob import KnobChange
+from servelab.core.knobs.contract import KnobChange
 from servelab.report.knob import render_knob_change
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"

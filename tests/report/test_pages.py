@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.ledger.evidence import BenchRunRecord
+from servelab.core.bench.record import BenchRunRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 from servelab.report import pages

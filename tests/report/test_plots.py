@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import struct
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import AbRunRecord, BenchRunRecord
 from servelab.report import plots
 from servelab.report.plots import ab_plot, arm_curve
 
@@ -30,7 +31,7 @@ AB = decode(
 
 def test_public_api() -> None:
     assert set(plots.__all__) == {
-        "ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
+        "ab_figure", "ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
         "ttft_phase_plot", "tune_plot",
     }  # fmt: skip
 

@@ -3,49 +3,55 @@ sentences ops used to compose), and a bench level's line."""
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import get_args
 
 import pytest
 
-from servelab.core.answers.contract import (
+from servelab.core import progress
+from servelab.core.ab import events as ab_events
+from servelab.core.ab import tuneevents as tune_events
+from servelab.core.ab.events import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobKept,
+    KnobRestoring,
+)
+from servelab.core.ab.tuneevents import (
+    PricedFrom,
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneOverBudget,
+    TuneResumed,
+    TuneScreened,
+    TuneStarted,
+    TuneVisitStarted,
+)
+from servelab.core.answers.events import (
+    AnswersProgress,
     ArmAnswered,
     ArmDropped,
     ReferencesReused,
     ReferencesTaken,
 )
-from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.deploy.rolling import RollPhase
-from servelab.core.soak.signatures import Phase, Signature
-from servelab.core.verify.coldstart import Start, StartClass, StartReason
-from servelab.ops import progress as events
-from servelab.ops.bench.bench import BenchProgress
-from servelab.ops.progress import (
-    AbJournalStarted,
-    AbResumed,
-    AbVisitStarted,
+from servelab.core.bench.contract import BenchProgress
+from servelab.core.case import bisectevents as bisect_events
+from servelab.core.case import events as case_events
+from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
+from servelab.core.case.events import (
     ArmSoaked,
-    BisectPlanned,
-    BisectResumed,
     CaseTestPlanned,
-    CoRestarting,
-    EnginesStarted,
-    EnvFileRestored,
-    KnobKept,
     KnobPuttingBack,
-    KnobRestoring,
-    KnobSetting,
-    KnobVerifiedLive,
+    StepFailed,
+    VisitStarted,
+)
+from servelab.core.deploy import events as deploy_events
+from servelab.core.deploy.events import (
+    CoRestarting,
+    EnvFileRestored,
     LaunchTimedOut,
-    Localizing,
-    ProbeDecided,
-    ProbeStarted,
-    ProbingE2E,
-    ProbingHealth,
-    ProbingWorkers,
-    ProgressEvent,
-    ReadingEnvFile,
-    ReadingLiveEnv,
-    RequestResent,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -55,24 +61,36 @@ from servelab.ops.progress import (
     ServiceReady,
     ServiceStarted,
     ServiceStopped,
+    StartCommandOutlived,
+    StopFailed,
+    UnitReloaded,
+    UpUndone,
+)
+from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.rolling import RollPhase
+from servelab.core.knobs import events as knob_events
+from servelab.core.knobs.events import KnobSetting, KnobVerifiedLive
+from servelab.core.progress import ProgressEvent
+from servelab.core.soak import events as soak_events
+from servelab.core.soak.events import (
+    EnginesStarted,
+    Localizing,
+    RequestResent,
     SoakDeadlineReached,
     SoakStarted,
     StallSeen,
-    StartCommandOutlived,
-    StepFailed,
-    StopFailed,
     StreamHeld,
-    TuneArmKept,
-    TuneEliminated,
-    TuneLevelStopped,
-    TuneResumed,
-    TuneScreened,
-    TuneStarted,
-    TuneVisitStarted,
-    UnitReloaded,
-    UpUndone,
+)
+from servelab.core.soak.signatures import Phase, Signature
+from servelab.core.verify import events as verify_events
+from servelab.core.verify.coldstart import Start, StartClass, StartReason
+from servelab.core.verify.events import (
+    ProbingE2E,
+    ProbingHealth,
+    ProbingWorkers,
+    ReadingEnvFile,
+    ReadingLiveEnv,
     VerifyingLayers,
-    VisitStarted,
 )
 from servelab.report.progress import describe_level, describe_progress
 
@@ -164,6 +182,10 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (ArmAnswered("suspect", "1", None, 21), "arm suspect (1): 21 answers (judged at the end)"),
     (TuneScreened(4, (), ("A", "B")),
      "screening stopped after 4 block(s): no knob left to tune, the original values are kept"),
+    (TuneOverBudget(20, 4.0, PricedFrom.FIRST_VISIT, 20 * 4.0 / 60, 20 * 4.0 / 60 * 12, 0.5),
+     "warning: --max-minutes 0.5 is shorter than the first block: 20 visit(s) at 4.0 s each "
+     "(this tune's first visit) take about 1.3 min, and the block runs whole (the budget is "
+     "checked between blocks); every block would take about 16.0 min"),
     (BisectPlanned(2, 6, "soak", 3),
      "case bisect 2: 6 change(s) between good and bad, test soak, at most 3 round(s) per probe"),
     (BisectResumed(2, 2), "resuming the bisection of case 2: 2 probe(s) kept"),
@@ -186,8 +208,23 @@ LINES: list[tuple[ProgressEvent, str]] = [
 ]  # fmt: skip
 
 
-def test_public_api_is_exported() -> None:
-    assert all(hasattr(events, name) for name in events.__all__)
+EVENT_MODULES = (ab_events, tune_events, bisect_events, case_events, deploy_events, knob_events,
+                 soak_events, verify_events, progress)  # fmt: skip
+
+
+@pytest.mark.parametrize("module", EVENT_MODULES, ids=lambda m: m.__name__)
+def test_public_api_is_exported(module: ModuleType) -> None:
+    assert all(hasattr(module, name) for name in module.__all__)
+
+
+def test_every_feature_union_is_part_of_the_one_union() -> None:
+    unions = (ab_events.AbProgress, tune_events.TuneProgress, bisect_events.BisectProgress,
+              case_events.CaseProgress, deploy_events.DeployProgress, knob_events.KnobProgress,
+              soak_events.SoakProgress, verify_events.VerifyProgress,
+              AnswersProgress)  # fmt: skip
+    parts = [set(get_args(union)) for union in unions]
+    assert set().union(*parts) == set(get_args(ProgressEvent))
+    assert sum(len(part) for part in parts) == len(get_args(ProgressEvent))  # none in two features
 
 
 @pytest.mark.parametrize(("event", "line"), LINES, ids=lambda e: type(e).__name__)

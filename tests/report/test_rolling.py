@@ -7,10 +7,13 @@ import json
 from pathlib import Path
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import RollPhase, RollTarget
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.deploy.steps import Ready, Step, StepFailure
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import CheckCode
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import RouterWorker
 from servelab.ops.deploy.rolling_results import (
     Added,
@@ -29,7 +32,6 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
-from servelab.ops.deploy.steps import Ready, Step, StepFailure
 from servelab.report.deploy import render_interruption, render_rolling, rolling_json
 
 D1 = RollTarget("decode-1", "decode", "http://127.0.0.1:31102")
@@ -112,7 +114,7 @@ def _phases() -> list[tuple[PhaseData, JsonObject]]:
         (Drained(None, 4, 2.0, PhaseFailure.LOAD_UNREADABLE),
          {"running": None, "polls": 4, "timeout_s": 2.0, "reason": "load_unreadable"}),
         (Drained(0, 1, 2.0), {"running": 0, "polls": 1, "timeout_s": 2.0, "reason": None}),
-        (Restarted(_UP), {"step": _UP.to_json()}),
+        (Restarted(_UP), {"step": encode(_UP)}),
         (Verified((code,)), {"failures": ["live.differs"]}),
         (Added("w1", (_WORKER,), 2, 30.0), {"worker_id": "w1", "listed": [listed], "polls": 2,
                                             "timeout_s": 30.0, "reason": None}),
@@ -142,9 +144,17 @@ def test_an_older_rolling_row_still_reads(tmp_path: Path) -> None:
     report = RollingReport([D1], "router", workers=[worker])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         for detail in (old_roll, report.to_json()):
-            ledger.record_deployment(name="pd", spec_hash="h", action="restart --rolling",
-                                     detail=detail)  # fmt: skip
-        then, now = ledger.list_deployments()
+            ledger.add(
+                DeploymentRecord(
+                    id=0,
+                    at=NOW,
+                    name="pd",
+                    spec_hash="h",
+                    action="restart --rolling",
+                    detail=detail,
+                )
+            )
+        then, now = ledger.list(DeploymentRecord)
     assert then.detail == old_roll
     assert now.detail == report.to_json()
     assert now.detail["workers"][0]["phases"] == phases

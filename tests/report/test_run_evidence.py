@@ -8,15 +8,15 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servelab.core.bench.contract import BenchConfig, BenchResult, RunResult
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import encode
-from servelab.core.ledger.evidence import BenchRunRecord
 from servelab.core.load.clienthealth import client_health
 from servelab.core.load.metrics import run_metrics
 from servelab.core.telemetry.rules import run_evidence
 from servelab.core.telemetry.summary import RunTelemetry
 from servelab.core.telemetry.traces import RETURN_HELD_MS
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig, BenchResult, RunResult
 from servelab.report import bench as report
 from servelab.report.docs import build_docs
 from servelab.report.pages import run_markdown
@@ -49,10 +49,16 @@ def test_bench_text_names_each_fired_or_unknown_rule_with_its_metric_and_delta()
         "not healthy)" in lines
     )
     quiet = sum(1 for e in _evidence() if e["state"] == "quiet")
-    short = [e for e in _evidence() if str(e.get("reason")).startswith(("too few", "fewer than"))]
-    assert quiet > 0 and lines[-1] == (
-        f"C1 run 1: {quiet} of {len(_evidence())} rule reading(s) quiet; {len(short)} not judged "
-        "(fewer than 100 tokens counted by the decodes: the run was too short to tell)"
+    short = [e for e in _evidence() if e.get("why") in ("too-few-samples", "too-few-tokens")]
+    judged = f"{len(short)} not judged"
+    assert (
+        quiet > 0
+        and len(short) == 1
+        and lines[-1]
+        == (
+            f"C1 run 1: {quiet} of {len(_evidence())} rule reading(s) quiet; {judged} "
+            "(fewer than 100 tokens counted by the decodes: the run was too short to tell)"
+        )
     )
     assert not any("UNKNOWN (too few" in line or "UNKNOWN (fewer" in line for line in lines)
     assert not any("router counters" in line for line in lines)  # quiet: counted, not listed

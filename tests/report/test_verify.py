@@ -12,6 +12,7 @@ import pytest
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
+from servelab.core.restart.contract import RestartReport
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -32,17 +33,17 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    SkipReason,
     StaleWorker,
-    UntypedCheck,
     WorkerListing,
     WorkerReach,
-    read_check,
-    read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.pair import (
     FieldRule,
     FieldVerdict,
@@ -50,9 +51,8 @@ from servelab.core.verify.pair import (
     PairReport,
     PairValue,
 )
-from servelab.ops.deploy.results import RestartReport
-from servelab.ops.verify.e2e import _classify
-from servelab.ops.verify.verify import E2EOptions, VerifyReport
+from servelab.core.verify.record import UntypedCheck, flat_check, read_check, read_check_row
+from servelab.ops.verify.e2e import E2EOptions, _classify
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,
@@ -290,6 +290,9 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
     (C.E2E_WORKER_UNCOUNTED, _reach(None, None, 16),
      "not proven: no served-request counter (not a servelab sim); 16 request(s) went through "
      "router"),
+    (C.E2E_SKIPPED, LayerSkipped(SkipReason.NO_ENTRY_POINT),
+     "skipped: the deployment has no router or proxy to send a request through (the workers' "
+     "own health is the health layer's)"),
 ]  # fmt: skip
 
 
@@ -339,12 +342,12 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
     report = VerifyReport([good, bad], "h", _LAYERS, ["decode", "router"], 0.2, 9)
     doc = verify_json(report)
     assert doc["checks"][1] == {
-        **bad.to_json(),
+        **flat_check(bad),
         "detail": "differs: file 1, live 2 (restart needed)",
     }
     assert doc["checks"][0]["code"] == "health.ready" and doc["ok"] is False
-    assert check_json(read_check(bad.to_json())) == doc["checks"][1]
-    assert with_details([bad.to_json(), "x"]) == [doc["checks"][1], "x"]
+    assert check_json(read_check(flat_check(bad))) == doc["checks"][1]
+    assert with_details([flat_check(bad), "x"]) == [doc["checks"][1], "x"]
     text = render_verify(report)
     assert "FAIL live decode: differs: file 1, live 2 (restart needed)" in text
     assert "recorded as verification #9" in text

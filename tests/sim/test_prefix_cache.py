@@ -155,3 +155,34 @@ def test_cached_tokens_are_reported_as_each_engine_does(
     body = final_body(req, [out], [2], "rid", 0, cached=cached, report=report)  # type: ignore[arg-type]
     usage = body["usage"]
     assert usage.get("prompt_tokens_details", "absent") == details
+
+
+def test_admit_never_evicts_the_prefix_it_has_just_matched() -> None:
+    """Defect 27 (issue 38): with the pool full of cached pages, admitting a prompt whose prefix
+    is cached evicted that very prefix to make room, then raised KeyError locking it."""
+    cache = PrefixCache(4, 1)
+    for tokens in (["1", "2"], ["3", "4"]):
+        lease = cache.admit(page_hashes(tokens, 1), 2)
+        assert lease is not None
+        cache.finish(lease)
+    hashes = page_hashes(["1", "2", "5"], 1)
+    lease = cache.admit(hashes, 3)
+    assert lease is not None and lease.cached_tokens == 2 and lease.reserved == 1
+    assert cache.match(hashes, 3) == 2  # the matched prefix is still there, locked
+    assert cache.match(page_hashes(["3", "4"], 1), 3) == 1  # the other session's leaf went
+    cache.finish(lease)
+    assert cache.used_tokens <= cache.capacity
+
+
+def test_an_admit_that_finds_no_room_unlocks_what_it_matched() -> None:
+    """Defect 27 (issue 38): a refused admit leaves no lock behind (the pages stay evictable)."""
+    cache = PrefixCache(4, 1)
+    first = cache.admit(page_hashes(["1", "2"], 1), 2)
+    assert first is not None
+    cache.finish(first)
+    busy = cache.admit(page_hashes(["x", "y"], 1), 2)  # in flight: 2 reserved, 2 cached
+    assert busy is not None
+    assert cache.admit(page_hashes(["1", "2", "5", "6", "7"], 1), 5) is None
+    cache.release(busy)
+    big = cache.admit(page_hashes(["a", "b", "c", "d"], 1), 4)
+    assert big is not None and cache.evicted_tokens == 2  # the unlocked prefix was evicted

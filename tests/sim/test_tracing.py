@@ -13,17 +13,18 @@ from servelab.core.ledger.codec import encode
 from servelab.core.load.identity import request_identity
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
+from servelab.core.telemetry.spans import Span
 from servelab.core.telemetry.traces import (
     PHASES,
     ClockAnchor,
-    Span,
     TtftBreakdown,
     decompose,
     phase_percentiles,
     spans_by_request,
     traced,
 )
-from servelab.io.http.client import StreamClient, chat_body
+from servelab.io.http.client import chat_body
+from servelab.io.http.stream import StreamClient
 from servelab.io.otlp import OtlpReceiver
 from servelab.ops.telemetry.tracing import read_anchor
 from servelab.sim.settings import ENV_OTLP

@@ -11,9 +11,11 @@ from typing import Any
 
 from servelab.core.ab.result import AbResult, upgrade_ab_result
 from servelab.core.deploy.spec import DEFAULT_KNOB as K
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
-from servelab.core.verify.checks import read_check
+from servelab.core.verify.record import read_check
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
 
 __all__ = ["AB_RESULT", "INCIDENT_AB_RESULT", "K", "incident", "seed_history"]
@@ -62,21 +64,39 @@ def _read(doc: dict[str, Any]) -> AbResult:
 def seed_history(ledger: Ledger) -> None:
     """The reference history: the A/B that adopted 512, and the change it made."""
     ledger.record_ab(config={"repeats": 3}, result=_read(AB_RESULT))
-    ledger.record_knob_change(
-        service="decode", name=K, old="256", new="512", reason="A/B: +12.8% at C64",
-        case_id=None, backup_path=None,
-    )  # fmt: skip
+    ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service="decode",
+            name=K,
+            old="256",
+            new="512",
+            reason="A/B: +12.8% at C64",
+        )
+    )
 
 
 def incident(ledger: Ledger) -> int:
     """The A/B, the change, a case that reverted the knob on suspicion; returns the case id."""
     ledger.record_ab(config={}, result=_read(INCIDENT_AB_RESULT))
-    ledger.record_knob_change(service="decode", name=K, old="256", new="512", reason="A/B",
-                              case_id=None, backup_path=None)  # fmt: skip
+    ledger.add(
+        KnobChangeRecord(id=0, at=NOW, service="decode", name=K, old="256", new="512", reason="A/B")
+    )
     cid = cases.open_case(ledger, "Agentic sessions stall")
     cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
-    ledger.record_knob_change(service="decode", name=K, old="512", new="256",
-                              reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+    ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service="decode",
+            name=K,
+            old="512",
+            new="256",
+            reason="suspected",
+            case_id=cid,
+        )
+    )
     ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(
         {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
          "live": "256", "file": "256"})])  # fmt: skip

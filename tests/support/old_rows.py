@@ -8,19 +8,30 @@ its first visits) written by servelab at commit 0d7d9ad, the last before the one
 written as JSON's non-standard ``NaN``, designs without their concurrencies. Each was made by
 running that commit's own code (its ``AbResult``, ``Ledger.record_ab`` and ``AbJournal``) on a
 hand-made three-round A/B and reading the SQLite file back.
+
+``BENCH_SUMMARY_BEFORE_CONTRACT`` and ``BENCH_JSON_BEFORE_CONTRACT``: a bench run's ``summary``
+column and its ``bench --json`` document as servelab at commit 463e769 (the last before bench's
+contract moved to ``core/bench``) wrote them for the run that
+``tests/core/bench/test_contract.py`` rebuilds (``_run``): the level under its dataclass's field
+names in the ledger (``n_ok``, ``throughput``, a flat client), under other keys in
+``--json``. Made by running that commit's own ``record_run`` and ``result_json`` and reading the
+SQLite file back.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from servelab.core.ledger.codec import encode
 from servelab.core.load.packed import pack_record
-from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.load.records import RequestRecord
 
 __all__ = [
     "AB_RUN_BEFORE_CODEC",
     "AB_SESSION_BEFORE_CODEC",
     "AB_VISITS_BEFORE_CODEC",
+    "BENCH_JSON_BEFORE_CONTRACT",
+    "BENCH_SUMMARY_BEFORE_CONTRACT",
     "FIRST_AB_RUN",
     "packed_v1",
 ]
@@ -208,6 +219,66 @@ AB_VISITS_BEFORE_CODEC = (
     },
 )
 
+BENCH_SUMMARY_BEFORE_CONTRACT = (
+    '{"cache":{"cached_tokens":0,"hit_rate":null,"prompt_tokens":0,"reported":0,"requests":0},"cl'
+    'ient":{"client_bound":true,"cpu_ms_per_token":0.0123,"cpu_s":0.01,"dispatch_p99_ms":0.2,"loo'
+    'p_lag_max_ms":2.5,"loop_lag_p99_ms":1.5,"reasons":["loop-lag"],"wall_s":0.1},"concurrency":2'
+    ',"deadline_hit":false,"failures":{"http 500":1},"interrupted":false,"level":{"cache":{"cache'
+    'd_tokens":0,"prompt_tokens":0,"reported":0,"requests":4},"client_bound":true,"client_reasons'
+    '":["loop-lag"],"concurrency":2,"connect_ms":{"max":0.4,"mean":0.35,"median":0.35,"min":0.3,"'
+    'n":2,"p90":0.39,"p99":0.399,"std":0.07071067811865477},"cpu_ms_per_token":0.0123,"dispatch_m'
+    's":{"max":0.001,"mean":0.001,"median":0.001,"min":0.001,"n":5,"p90":0.001,"p99":0.001,"std":'
+    '0.0},"e2e_ms":{"max":20.001,"mean":20.001,"median":20.001,"min":20.001,"n":4,"p90":20.001,"p'
+    '99":20.001,"std":0.0},"failures":{"http 500":1},"gap_ms":{"max":5.0,"mean":5.0,"median":5.0,'
+    '"min":5.0,"n":12,"p90":5.0,"p99":5.0,"std":0.0},"goodput":null,"itl_ms":{"max":5.0,"mean":5.'
+    '0,"median":5.0,"min":5.0,"n":4,"p90":5.0,"p99":5.0,"std":0.0},"loop_lag_max_ms":2.5,"loop_la'
+    'g_p99_ms":1.5,"n_ok":4,"n_requests":5,"n_runs":1,"output_tokens_usage":true,"request_through'
+    'put":{"max":173.90548237033173,"mean":173.90548237033173,"median":173.90548237033173,"min":1'
+    '73.90548237033173,"n":1,"p90":173.90548237033173,"p99":173.90548237033173,"std":NaN},"slo":n'
+    'ull,"steady_throughput":{"max":0.0,"mean":0.0,"median":0.0,"min":0.0,"n":1,"p90":0.0,"p99":0'
+    '.0,"std":NaN},"throughput":{"max":695.6219294813269,"mean":695.6219294813269,"median":695.62'
+    '19294813269,"min":695.6219294813269,"n":1,"p90":695.6219294813269,"p99":695.6219294813269,"s'
+    'td":NaN},"throughput_ci":{"confidence":0.95,"estimate":695.6219294813269,"high":NaN,"low":Na'
+    'N,"method":"Student-t interval of the mean","n":1},"tpot_ms":{"max":5.0,"mean":5.0,"median":'
+    '5.0,"min":5.0,"n":4,"p90":5.0,"p99":5.0,"std":0.0},"traces":null,"ttft_ms":{"max":5.001,"mea'
+    'n":5.001,"median":5.001,"min":5.001,"n":4,"p90":5.001,"p99":5.001,"std":0.0},"workers":1},"m'
+    'etrics":{"duration_s":0.023001,"goodput":null,"n_failed":1,"n_ok":4,"n_requests":5,"output_t'
+    'hroughput":695.6219294813269,"output_tokens":16,"request_throughput":173.90548237033173,"ste'
+    'ady_throughput":0.0,"steady_window_s":0.004},"repeat_index":0}'
+)
+
+BENCH_JSON_BEFORE_CONTRACT = (
+    '{"config": {"concurrencies": [2], "deadline_s": null, "endpoint": "/v1/chat/completions", "h'
+    'eaders": [], "idle_timeout_s": 60.0, "ignore_eos": true, "input_len": {"kind": "fixed", "min'
+    'imum": 1, "spread": 0, "value": 128}, "label": "old", "model": "default", "output_len": {"ki'
+    'nd": "fixed", "minimum": 1, "spread": 0, "value": 64}, "ramp_s": null, "rate": null, "repeat'
+    '": 1, "requests": 5, "seed": 0, "shared_prefix_len": 0, "slo": null, "trace": null, "url": "'
+    'http://x", "warmup": 0, "workers": 1}, "failed": 1, "interrupted": false, "levels": [{"cache'
+    '": {"cached_tokens": 0, "hit_rate": null, "prompt_tokens": 0, "reported": 0, "requests": 4},'
+    ' "client": {"client_bound": true, "cpu_ms_per_token": 0.0123, "loop_lag_max_ms": 2.5, "loop_'
+    'lag_p99_ms": 1.5, "reasons": ["loop-lag"], "workers": 1}, "concurrency": 2, "connect_ms": {"'
+    'max": 0.4, "mean": 0.35, "median": 0.35, "min": 0.3, "n": 2, "p90": 0.39, "p99": 0.399, "std'
+    '": 0.07071067811865477}, "dispatch_ms": {"max": 0.001, "mean": 0.001, "median": 0.001, "min"'
+    ': 0.001, "n": 5, "p90": 0.001, "p99": 0.001, "std": 0.0}, "e2e_ms": {"max": 20.001, "mean": '
+    '20.001, "median": 20.001, "min": 20.001, "n": 4, "p90": 20.001, "p99": 20.001, "std": 0.0}, '
+    '"failed": 1, "failures": {"http 500": 1}, "gap_ms": {"max": 5.0, "mean": 5.0, "median": 5.0,'
+    ' "min": 5.0, "n": 12, "p90": 5.0, "p99": 5.0, "std": 0.0}, "goodput": null, "itl_ms": {"max"'
+    ': 5.0, "mean": 5.0, "median": 5.0, "min": 5.0, "n": 4, "p90": 5.0, "p99": 5.0, "std": 0.0}, '
+    '"ok": 4, "output_throughput": {"max": 695.6219294813269, "mean": 695.6219294813269, "median"'
+    ': 695.6219294813269, "min": 695.6219294813269, "n": 1, "p90": 695.6219294813269, "p99": 695.'
+    '6219294813269, "std": null}, "output_throughput_ci": {"confidence": 0.95, "high": null, "low'
+    '": null, "method": "Student-t interval of the mean", "verdict": "inconclusive"}, "output_tok'
+    'ens_from_usage": true, "request_throughput": {"max": 173.90548237033173, "mean": 173.9054823'
+    '7033173, "median": 173.90548237033173, "min": 173.90548237033173, "n": 1, "p90": 173.9054823'
+    '7033173, "p99": 173.90548237033173, "std": null}, "requests": 5, "runs": 1, "slo": null, "st'
+    'eady_output_throughput": {"max": 0.0, "mean": 0.0, "median": 0.0, "min": 0.0, "n": 1, "p90":'
+    ' 0.0, "p99": 0.0, "std": null}, "tpot_ms": {"max": 5.0, "mean": 5.0, "median": 5.0, "min": 5'
+    '.0, "n": 4, "p90": 5.0, "p99": 5.0, "std": 0.0}, "ttft_ms": {"max": 5.001, "mean": 5.001, "m'
+    'edian": 5.001, "min": 5.001, "n": 4, "p90": 5.001, "p99": 5.001, "std": 0.0}, "ttft_phases":'
+    ' null}], "percentile_method": "linear interpolation between closest ranks (Hyndman & Fan typ'
+    'e 7)"}'
+)
+
 
 def packed_v1(record: RequestRecord) -> bytes:
     """``record`` in the compact form servelab wrote before version 2 (the ids as two texts),
@@ -216,7 +287,7 @@ def packed_v1(record: RequestRecord) -> bytes:
     bare = dataclasses.replace(
         record, request_id="", traceparent="", cached_tokens=None, session=None
     )
-    body = pack_record(record_to_dict(bare))
+    body = pack_record(encode(bare))
     assert body is not None and body[0] == 2
     tail = bytearray()
     numbers = (record.cached_tokens, record.session)

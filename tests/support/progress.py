@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from servelab.core.progress import ProgressEvent
 from servelab.ops.context import Progress
-from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_progress
 
 __all__ = ["lines"]

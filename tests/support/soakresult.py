@@ -13,7 +13,6 @@ from servelab.core.soak.evidence import (
     ProbeKind,
     Stall,
 )
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.replay import Bisection, Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (
@@ -28,6 +27,7 @@ from servelab.core.soak.result import (
     WorkerTarget,
 )
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.router import WorkerLoad, router_metrics
 from servelab.core.telemetry.rules import ClientWindow, ServerView
 from servelab.core.telemetry.traces import RequestPhases

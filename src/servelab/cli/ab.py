@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.markdown import Markdown
 
-from servelab.cli.bench import bench_config, check_trace
+from servelab.cli.bench import bench_config, check_lengths, check_trace
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -285,7 +285,7 @@ def ab_command(
         raise click.UsageError(f"--metric {metric} needs --slo")
     if AbMetric(metric) == AbMetric.CAPACITY and trace.plan is not None:
         raise click.UsageError("--metric capacity searches generated load: not with --trace")
-    check_trace(trace.plan, load)
+    check_lengths(workload, check_trace(trace.plan, load), None)  # no server asked: the cap
     where = SpecAndLedger(spec_path, ledger_path)
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
@@ -295,7 +295,7 @@ def ab_command(
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
         sized = _plan(where, _config(arms, measure, design), effect, power)
         if output.as_json:
-            print_json(dataclasses.asdict(sized))
+            print_json(encode(sized))
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

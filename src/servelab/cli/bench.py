@@ -43,6 +43,7 @@ from servelab.cli.options import (
     TraceOptions,
     WorkloadOptions,
     load_options,
+    no_ledger_option,
     output_options,
     slo_option,
     target_options,
@@ -51,17 +52,20 @@ from servelab.cli.options import (
     workload_options,
 )
 from servelab.core.answers.contract import MAX_SHARE, AnswersConfig, probes_per_run
+from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig, BenchResult, RunResult
+from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
+from servelab.core.load.lengths import longest, over_context
 from servelab.core.load.slo import SLO
-from servelab.core.load.trace import TracePlan
-from servelab.errors import BenchError
+from servelab.core.load.trace import TracePlan, check_replay
+from servelab.errors import BenchError, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
-from servelab.io.http.client import model_list
+from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
-from servelab.io.tracefile import scan_trace
-from servelab.ops.bench import bench as ops
+from servelab.io.tracefile import TraceScan, scan_trace
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import CapacityResult, find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.tracing import trace_collector
@@ -69,7 +73,7 @@ from servelab.ops.telemetry.watch import metrics_plan
 from servelab.report import bench as report
 from servelab.report import capacity as capacity_report
 
-__all__ = ["Exporter", "bench_config", "check_trace", "register"]
+__all__ = ["Exporter", "bench_config", "check_lengths", "check_trace", "register"]
 
 
 class Exporter:
@@ -79,28 +83,28 @@ class Exporter:
     it; :meth:`write` saves the final result. Every file goes through the one atomic writer.
     """
 
-    def __init__(self, directory: Path, config: ops.BenchConfig) -> None:
+    def __init__(self, directory: Path, config: BenchConfig) -> None:
         self.directory = directory
         self.config = config
-        self.runs: list[ops.RunResult] = []
+        self.runs: list[RunResult] = []
 
-    def __call__(self, run_result: ops.RunResult) -> None:
+    def __call__(self, run_result: RunResult) -> None:
         self.runs.append(run_result)
-        partial = ops.result_so_far(self.config, self.runs, interrupted=run_result.interrupted)
+        partial = result_so_far(self.config, self.runs, interrupted=run_result.interrupted)
         self.write(partial)
 
-    def write(self, result: ops.BenchResult) -> None:
+    def write(self, result: BenchResult) -> None:
         write_files(self.directory, report.export_files(result))
 
 
 async def _bench(
-    config: ops.BenchConfig,
+    config: BenchConfig,
     ledger: Ledger | None,
     bar: BenchBar,
     export: Exporter | None,
     loaded: LoadedSpec | None,
     traced: bool = True,
-) -> tuple[ops.BenchResult, int | None]:
+) -> tuple[BenchResult, int | None]:
     """The sweep, and the stop signal that cut it short (None: none); with a spec, every run
     watched through its router's and engines' metrics (the Operation stays open so SSH forwards
     to them live as long as the runs), and with its ``[tracing]`` (unless ``--no-traces``),
@@ -114,7 +118,7 @@ async def _bench(
                 plan = await metrics_plan(op)
                 traces = trace_collector(loaded.spec) if traced else None
             with bar.bar:
-                result = await ops.run_bench(
+                result = await run_bench(
                     config,
                     progress=bar,
                     ledger=ledger,
@@ -127,7 +131,7 @@ async def _bench(
 
 
 async def _capacity(
-    config: ops.BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
+    config: BenchConfig, ledger: Ledger | None, bar: BenchBar, loaded: LoadedSpec | None
 ) -> tuple[CapacityResult, int | None]:
     """The capacity search, each probe watched as a bench run is (traces are not received), and
     the stop signal that cut it short (None: none)."""
@@ -166,12 +170,13 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
     return EXIT_FAILED if stop == CapacityStop.NEVER_MET else EXIT_OK
 
 
-def check_trace(plan: TracePlan | None, load: LoadOptions) -> None:
+def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
     """Before any load: a trace replays in one process at its own instants (``--rate`` or
     ``--workers`` is a usage error), and the whole trace is read once (a bad line stops the
-    command, exit 2, an empty window too); the window's size goes to stderr."""
+    command, exit 2, an empty window too, and a schedule longer than the replay cap); the
+    window's size goes to stderr."""
     if plan is None:
-        return
+        return None
     if load.rate is not None or load.workers > 1:
         raise click.UsageError("--trace replays at the trace's own instants in one process: "
                                "--rate and --workers do not apply")  # fmt: skip
@@ -179,12 +184,32 @@ def check_trace(plan: TracePlan | None, load: LoadOptions) -> None:
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",
                                  param_hint="--trace-window")  # fmt: skip
+    check_replay(scan.span_ms, plan.speedup)
     span = ((scan.last_ms or 0.0) - (scan.first_ms or 0.0)) / 1e3
     notice("trace:", f"{scan.requests} request(s) in {scan.sessions} conversation(s) starting "
            f"over {span:,.1f} s of trace time, replayed {plan.speedup:g}x as fast")  # fmt: skip
+    return scan
 
 
-def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
+def check_lengths(
+    workload: WorkloadOptions, scan: TraceScan | None, context_length: int | None
+) -> None:
+    """Before any prompt is built: the longest request (prompt and output tokens) fits the
+    model's context (the cap when the server does not say it), exit 2 naming what is too long
+    (``core/load/lengths.py``)."""
+    if scan is not None:
+        why = over_context(scan.longest, context_length)
+        if why is not None:
+            raise TraceError(f"line {scan.longest_line}: {scan.longest:,} tokens (input_length "
+                             f"+ output_length), {why}")  # fmt: skip
+        return
+    tokens = longest(workload.input_len) + longest(workload.output_len)
+    why = over_context(tokens, context_length)
+    if why is not None:
+        raise OptionError(f"--input-len + --output-len reach {tokens:,} tokens a request, {why}")
+
+
+def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
     if as_json:
         print_json(report.result_json(result))
     else:
@@ -243,7 +268,7 @@ def _show(result: ops.BenchResult, as_json: bool, signum: int | None, ledger: Pa
     "split every request's TTFT into phases.",
 )
 @ledger_option
-@click.option("--no-ledger", is_flag=True, help="Do not record the runs in the ledger.")
+@no_ledger_option
 @wait_option
 def bench_command(
     target: TargetOptions,
@@ -272,7 +297,7 @@ def bench_command(
         raise click.UsageError("--check-answers goes with measured runs, not --find-capacity")
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
-    check_trace(trace.plan, load)
+    scan = check_trace(trace.plan, load)
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
@@ -280,7 +305,9 @@ def bench_command(
         check_directory(output.export)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
-        first_model = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        listed = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        check_lengths(workload, scan, listed.context_length)
+        first_model = listed.models[0] if listed.models else None
         model = target.model or first_model or "default"
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip
@@ -300,7 +327,7 @@ def bench_command(
     raise SystemExit(_show(result, output.as_json, signum, ledger_file))
 
 
-def _with_answers(config: ops.BenchConfig) -> ops.BenchConfig:
+def _with_answers(config: BenchConfig) -> BenchConfig:
     """``config`` carrying the answer probes (refused where they cannot go)."""
     if config.trace is not None:
         raise click.UsageError("--check-answers probes generated load, not a --trace replay")
@@ -313,13 +340,13 @@ def _with_answers(config: ops.BenchConfig) -> ops.BenchConfig:
         raise click.UsageError(str(exc)) from None
 
 
-def _check_models(url: str, headers: dict[str, str]) -> str | None:
-    """The first model the server lists (asked with the bench's request headers); a BenchError
-    when it is not an OpenAI server."""
+def _check_models(url: str, headers: dict[str, str]) -> ModelList:
+    """The server's model list (asked with the bench's request headers); a BenchError when it
+    is not an OpenAI server."""
     listed = run(model_list(url, 10.0, headers))
     if not listed.ok:
         raise BenchError(listed.describe())
-    return listed.models[0] if listed.models else None
+    return listed
 
 
 def bench_config(
@@ -332,14 +359,14 @@ def bench_config(
     headers: tuple[tuple[str, str], ...] = (),
     trace: TraceOptions | None = None,
     slo: SLO | None = None,
-) -> ops.BenchConfig:
+) -> BenchConfig:
     """The run's configuration from the load, workload, trace and SLO options (``ab`` measures
     each visit with it too, ``url`` replaced by the router's). A trace replay has one level
     (:func:`check_trace` has refused a rate and worker processes)."""
     plan = None if trace is None else trace.plan
-    return ops.BenchConfig(
+    return BenchConfig(
         url=url,
-        concurrencies=(ops.TRACE_LEVEL,) if plan is not None else load.concurrencies,
+        concurrencies=(TRACE_LEVEL,) if plan is not None else load.concurrencies,
         requests=load.requests,
         input_len=workload.input_len,
         output_len=workload.output_len,

@@ -39,14 +39,15 @@ from servelab.cli.options import (
     workload_options,
 )
 from servelab.core.answers.contract import AnswersConfig
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change
+from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
 from servelab.core.options import CHANGE_FORM, parse_change
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.case import bisect as bisection
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
@@ -170,7 +171,7 @@ def case_evidence(
         say(f"case {case_id}: evidence {kind}" + (f" #{ref}" if ref else ""))
 
 
-def _print_preview(preview: cases.RevertPreview) -> None:
+def _print_preview(preview: RevertPreview) -> None:
     say(
         f"revert {preview.service} {preview.knob} {preview.current} → {preview.revert_to} "
         f"under case {preview.case_id}"
@@ -207,7 +208,7 @@ def case_revert(
 
     where = SpecAndLedger(spec_path, ledger_path)
 
-    async def body(ledger: Ledger) -> cases.RevertOutcome | None:
+    async def body(ledger: Ledger) -> RevertOutcome | None:
         loaded = where.deployment()
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             current = await cases.current_value(op, target)
@@ -522,7 +523,7 @@ def restore_cmd(
 
     where = SpecAndLedger(spec_path, ledger_path)
 
-    async def body(ledger: Ledger) -> cases.RestoreOutcome:
+    async def body(ledger: Ledger) -> RestoreOutcome:
         loaded = where.deployment()
         view = cases.view_case(ledger, case_id)
         if not as_json and not cases.already_restored(view):

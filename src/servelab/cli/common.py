@@ -31,6 +31,7 @@ from rich.text import Text
 from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.ledger.codec import finite
+from servelab.core.progress import ProgressEvent
 from servelab.errors import (
     CaseError,
     KnobError,
@@ -39,15 +40,15 @@ from servelab.errors import (
     SpecError,
     TraceError,
 )
-from servelab.io.ledger.ledger import LEDGER_ENV, Ledger, resolve_ledger_path
+from servelab.io.ledger.connection import LEDGER_ENV, resolve_ledger_path
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
-from servelab.ops.progress import ProgressEvent
 from servelab.report.progress import describe_level, describe_progress
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = [
     "DEBUG_ENV",

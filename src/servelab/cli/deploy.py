@@ -28,12 +28,15 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import wait_option
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
+from servelab.core.ledger.codec import encode
+from servelab.core.restart.contract import DeployReport
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import DeployInterrupted, DeployReport, ServiceStatus
+from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.rolling import rolling_restart
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.report.deploy import (
@@ -93,7 +96,7 @@ def _up_or_down(
     wait: bool,
 ) -> None:
     report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json))
-    _show(report.to_json(), render_deploy(report), as_json, report.ok)
+    _show(encode(report), render_deploy(report), as_json, report.ok)
 
 
 @click.command("up")
@@ -142,7 +145,7 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
     """Each service: pid, url, readiness answer. Exit 1 when one is not ready."""
     statuses = run(_status(spec_path))
     ok = all(item.ready for item in statuses)
-    _show([item.to_json() for item in statuses], render_status(statuses), as_json, ok)
+    _show([encode(item) for item in statuses], render_status(statuses), as_json, ok)
 
 
 @click.command("restart")

@@ -21,8 +21,10 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import CASE, wait_option
+from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
+from servelab.core.ledger.codec import encode
 from servelab.ops.context import Operation
-from servelab.ops.knob import KnobChange, KnobDiff, KnobValue, diff_knob, read_knob, set_knob
+from servelab.ops.knob import diff_knob, read_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
 
 __all__ = ["register"]
@@ -47,7 +49,7 @@ def get_command(service: str, name: str, spec_path: Path | None, as_json: bool) 
     """Print the knob NAME of SERVICE as its file sets it (an argument after ``--``)."""
     got = run(_get(spec_path, service, name))
     if as_json:
-        print_json({**got.to_json(), "env_file": got.path})
+        print_json({**encode(got), "env_file": got.path})
     else:
         click.echo(render_knob_value(got), nl=False)
 
@@ -98,7 +100,7 @@ def set_command(
     with where.exclusive(wait=wait):
         change = run(_set(where, service, name, None if unset else value, reason, case_id))
     if as_json:
-        print_json(change.to_json())
+        print_json(encode(change))
     else:
         click.echo(render_knob_change(change, where.spec().spec_args), nl=False)
 
@@ -117,7 +119,7 @@ def diff_command(service: str, name: str, spec_path: Path | None, as_json: bool)
     """Show NAME's value in SERVICE's file, the file's last backup and live, side by side."""
     diff = run(_diff(spec_path, service, name))
     if as_json:
-        print_json(diff.to_json())
+        print_json(encode(diff))
     else:
         click.echo(render_knob_diff(diff), nl=False)
 

@@ -16,7 +16,6 @@ import json
 import re
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -267,7 +266,7 @@ def ledger_prune(
 
     result = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_json(asdict(result))
+        print_json(encode(result))
         return
     for line in prune_lines(result):
         say(line)
@@ -285,7 +284,7 @@ def ledger_vacuum(spec_path: Path | None, ledger_path: Path | None, as_json: boo
 
     result = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_json(asdict(result))
+        print_json(encode(result))
         return
     say(vacuum_line(result))
 

@@ -63,6 +63,7 @@ __all__ = [
     "IDLE_TIMEOUT",
     "INPUT_LEN",
     "MODEL",
+    "NO_LEDGER_HELP",
     "OUTPUT_LEN",
     "RAMP",
     "RATE",
@@ -93,6 +94,7 @@ __all__ = [
     "answers_option",
     "load_options",
     "metric_option",
+    "no_ledger_option",
     "output_options",
     "slo_option",
     "target_options",
@@ -454,6 +456,28 @@ def output_options() -> Decorator:
     """``--json`` (the one declaration of :func:`~servelab.cli.common.json_option`) and
     ``--export`` as ``output: OutputOptions``."""
     return _group(OutputOptions, "output", [("as_json", json_option), ("export", EXPORT.option())])
+
+
+#: The help of ``--no-ledger``, the same in every command that takes it.
+NO_LEDGER_HELP = "Do not record anything in the ledger (the results are shown, not kept)."
+
+
+def no_ledger_option(func: Command) -> Command:
+    """``--no-ledger`` as ``no_ledger: bool``, one spelling in every command that records what it
+    measured (``bench``, ``soak``); ``--no-record`` (``soak``'s older spelling) is its hidden,
+    deprecated alias: it still works and click says to use ``--no-ledger``."""
+
+    @functools.wraps(func)
+    def command(*args: Any, **kwargs: Any) -> Any:
+        alias = kwargs.pop("no_record_alias")
+        kwargs["no_ledger"] = kwargs.pop("no_ledger") or alias
+        return func(*args, **kwargs)
+
+    alias = click.option("--no-record", "no_record_alias", is_flag=True, hidden=True,
+                         deprecated="use --no-ledger")  # fmt: skip
+    return click.option("--no-ledger", "no_ledger", is_flag=True, help=NO_LEDGER_HELP)(
+        alias(command)
+    )
 
 
 def allow_unread_option(func: Command) -> Command:

@@ -32,10 +32,12 @@ from servelab.cli.options import (
     SESSIONS,
     Default,
     TargetOptions,
+    no_ledger_option,
     slo_option,
     target_options,
     wait_option,
 )
+from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.spec import RouterOptions
 from servelab.core.load.slo import SLO
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
@@ -103,7 +105,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
     if case_id is None:
         return
     with Ledger.open(ledger_path) as ledger:
-        if ledger.get_case(case_id) is None:
+        if ledger.get(CaseRecord, case_id) is None:
             raise CaseError(f"no case {case_id} in {ledger_path}")
 
 
@@ -156,7 +158,7 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 )
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
 @ledger_option
-@click.option("--no-record", is_flag=True, help="Do not record the soak in the ledger.")
+@no_ledger_option
 @CASE.option()
 @json_option
 @wait_option
@@ -178,7 +180,7 @@ def soak_command(
     router_metrics_url: str | None,
     no_localize: bool,
     ledger_path: Path | None,
-    no_record: bool,
+    no_ledger: bool,
     case_id: int | None,
     as_json: bool,
     wait: bool,
@@ -208,7 +210,7 @@ def soak_command(
     _check_case(ledger_file, case_id)
     traces = None if loaded is None else trace_collector(loaded.spec)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
-        result = _soak(config, targets, None if no_record else ledger_file, case_id, traces)
+        result = _soak(config, targets, None if no_ledger else ledger_file, case_id, traces)
     _show(result, as_json)
 
 

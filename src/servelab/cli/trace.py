@@ -14,7 +14,13 @@ import orjson
 from servelab.cli.common import notice
 from servelab.cli.options import SEED, Parsed
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
-from servelab.core.load.tracegen import AgenticShape, ChatShape, agentic_trace, chat_trace
+from servelab.core.load.tracegen import (
+    AgenticShape,
+    ChatShape,
+    agentic_trace,
+    chat_trace,
+    check_arrivals,
+)
 from servelab.core.options import parse_positive, parse_rate
 from servelab.io.files import write_atomic
 
@@ -78,11 +84,13 @@ def generate_command(
                           resolution_ms=resolution_ms)  # fmt: skip
         agentic = replace(agentic, rate=rate or agentic.rate,
                           output_tokens=output_tokens or agentic.output_tokens)  # fmt: skip
+        check_arrivals(agentic.sessions, agentic.rate)
         entries = agentic_trace(agentic, seed=seed)
     else:
         chat = replace(_CHAT, requests=requests, block_size=block_size, rate=rate or _CHAT.rate,
                        output_tokens=output_tokens or _CHAT.output_tokens,
                        resolution_ms=resolution_ms)  # fmt: skip
+        check_arrivals(chat.requests, chat.rate)
         entries = chat_trace(chat, seed=seed)
     counted = [0]
     write_atomic(out, _lines(entries, counted))

@@ -6,7 +6,6 @@ on live."""
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 
@@ -51,13 +50,21 @@ from servelab.cli.options import (
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.tunes import TuneStore
-from servelab.ops.ab.tune import DEFAULT_MAX_ROUNDS, TuneConfig, plan_tune, resume_tune, run_tune
-from servelab.ops.bench.bench import BenchConfig
+from servelab.ops.ab.tune import (
+    DEFAULT_MAX_ROUNDS,
+    TuneConfig,
+    check_tune,
+    plan_tune,
+    resume_tune,
+    run_tune,
+)
 from servelab.ops.context import Operation
 from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
 
@@ -74,9 +81,6 @@ TUNE_LOAD = {
 async def _tune(
     where: SpecAndLedger, cfg: TuneConfig | None, resume: int | None, allow_unread: bool = False
 ) -> TuneRecord:
-    if cfg is not None:
-        for k in cfg.knobs:
-            where.spec().spec.service(k.service)  # unknown service: SpecError (exit 2), nothing run
     loaded = where.deployment()
     with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
@@ -88,13 +92,15 @@ async def _tune(
 
 
 def _check_resume(where: SpecAndLedger, resume: int) -> None:
-    """Refuse an unknown or finished tune id before anything runs (exit 2)."""
+    """Refuse an unknown or finished tune id, or one whose values the spec no longer takes
+    (:func:`check_tune`, as a new tune's), before anything runs (exit 2)."""
     with where.ledger() as ledger:
         stored = TuneStore(ledger).get(resume)
     if stored is None:
         raise click.BadParameter(f"no tune {resume} in the ledger", param_hint="--resume")
     if stored.status == SessionStatus.FINISHED:
         raise click.BadParameter(f"tune {resume} is already finished", param_hint="--resume")
+    check_tune(where.spec().spec, decode(TuneConfig, stored.config))
 
 
 def _write(out: Path, record: TuneRecord) -> list[Path]:
@@ -242,13 +248,14 @@ def tune_command(
             )  # fmt: skip
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
+        cfg = check_tune(where.spec().spec, cfg)  # tune and --plan refuse alike, before anything
     if plan:
         if cfg is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_VALUES_FORM}")
         with where.ledger() as ledger:
             sized = plan_tune(ledger, cfg, effect=effect)
         if output.as_json:
-            print_json(dataclasses.asdict(sized))
+            print_json(encode(sized))
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

@@ -24,8 +24,10 @@ from servelab.cli.common import (
 )
 from servelab.cli.options import Parsed
 from servelab.core.options import parse_positive_seconds
+from servelab.core.verify.contract import VerifyReport
 from servelab.ops.context import Operation
-from servelab.ops.verify.verify import LAYERS, E2EOptions, VerifyReport, verify
+from servelab.ops.verify.e2e import E2EOptions
+from servelab.ops.verify.verify import LAYERS, verify
 from servelab.report.verify import render_verify, verify_json
 
 __all__ = ["register"]

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from servelab.core.load.lengths import MAX_TOKENS, longest
 from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import TraceWindow
@@ -155,9 +156,13 @@ def parse_length(text: str) -> LengthDist:
             f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {text!r}"
         ) from None
     try:  # a fixed length stays whole, LengthDist("fixed", 64), as configs recorded it before
-        return LengthDist(kind, value, spread) if len(parts) == 3 else LengthDist(kind, int(value))
+        dist = LengthDist(kind, value, spread) if len(parts) == 3 else LengthDist(kind, int(value))
     except ValueError as exc:  # its own rule: a known kind, a length ≥ 1, a spread ≥ 0
         raise OptionError(str(exc)) from None
+    if longest(dist) > MAX_TOKENS:  # refused before any prompt is built (core/load/lengths.py)
+        raise OptionError(f"{text} reaches {longest(dist):,} tokens, over {MAX_TOKENS:,}: "
+                          "longer than any model's context")  # fmt: skip
+    return dist
 
 
 def parse_endpoint(text: str) -> str:

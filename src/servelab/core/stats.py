@@ -26,14 +26,18 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from statistics import NormalDist
 from typing import Any
+
+from pydantic import computed_field
 
 __all__ = [
     "INCONCLUSIVE",
     "PERCENTILE_METHOD",
     "Difference",
     "Interval",
+    "IntervalVerdict",
     "RatioInterval",
     "Summary",
     "bootstrap_interval",
@@ -87,6 +91,13 @@ class Summary:
     max: float
 
 
+class IntervalVerdict(StrEnum):
+    """Whether an interval could be computed (stored: values unchanged)."""
+
+    OK = "ok"
+    INCONCLUSIVE = "inconclusive"
+
+
 @dataclass(frozen=True, slots=True)
 class Interval:
     """A confidence interval and the estimator that made it; ``low``/``high`` nan if too few."""
@@ -102,6 +113,12 @@ class Interval:
     def conclusive(self) -> bool:
         """True when the interval could be computed."""
         return not (math.isnan(self.low) or math.isnan(self.high))
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> IntervalVerdict:
+        """:attr:`conclusive` as a code (written with the interval, ignored when read)."""
+        return IntervalVerdict.OK if self.conclusive else IntervalVerdict.INCONCLUSIVE
 
 
 @dataclass(frozen=True, slots=True)

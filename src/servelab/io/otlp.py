@@ -2,7 +2,7 @@
 
 ``async with OtlpReceiver() as rx: ...`` listens on ``rx.endpoint`` (``HOST:PORT``, the form
 sglang-router's ``--otlp-traces-endpoint`` and the OpenTelemetry exporters take) and keeps every
-span exported to it as a :class:`~servelab.core.telemetry.traces.Span`. Built on PyPI's
+span exported to it as a :class:`~servelab.core.telemetry.spans.Span`. Built on PyPI's
 ``opentelemetry-proto`` messages and ``grpcio``'s asyncio server; nothing is written to disk.
 
 An export is only kept as it arrived (parsed by protobuf's C code) while a run's load is live;
@@ -24,7 +24,7 @@ import grpc
 from opentelemetry.proto.collector.trace.v1 import trace_service_pb2, trace_service_pb2_grpc
 from opentelemetry.proto.common.v1 import common_pb2
 
-from servelab.core.telemetry.traces import Span
+from servelab.core.telemetry.spans import Span
 from servelab.errors import HostError
 
 __all__ = ["OtlpReceiver", "spans_of"]

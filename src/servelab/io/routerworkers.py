@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import quote
 
+from servelab.core.deploy.probe import ProbeResult
 from servelab.errors import RouterApiError
-from servelab.io.http.client import HttpClient, ProbeResult
+from servelab.io.http.client import HttpClient
 
 __all__ = [
     "RouterWorker",

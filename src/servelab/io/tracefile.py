@@ -37,19 +37,25 @@ def trace_sessions(path: Path) -> Iterator[TraceSession]:
 @dataclass(frozen=True, slots=True)
 class TraceScan:
     """What a window of a trace holds: its conversations (lone requests counted as one each),
-    requests (every turn), and the trace time its starts span (ms)."""
+    requests (every turn), the trace time its starts span (ms), ``span_ms`` (from the first
+    start to the last instant its starts and delays name: the replay's schedule), and its
+    longest request (prompt and output tokens) with that request's line."""
 
     sessions: int
     requests: int
     first_ms: float | None
     last_ms: float | None
+    span_ms: float = 0.0
+    longest: int = 0
+    longest_line: int = 0
 
 
 def scan_trace(path: Path, window: TraceWindow) -> TraceScan:
     """Read the whole trace once, checking every line; what ``window`` of it holds."""
-    sessions = requests = 0
+    sessions = requests = longest = longest_line = 0
     first: float | None = None
     last: float | None = None
+    end = 0.0
     for session in trace_sessions(path):
         if not window.holds(session):
             continue
@@ -57,4 +63,9 @@ def scan_trace(path: Path, window: TraceWindow) -> TraceScan:
         requests += len(session.turns)
         first = session.start_ms if first is None else min(first, session.start_ms)
         last = session.start_ms if last is None else max(last, session.start_ms)
-    return TraceScan(sessions, requests, first, last)
+        end = max(end, session.start_ms + sum(t.delay_ms for t in session.turns))
+        for turn in session.turns:
+            if turn.input_length + turn.output_length > longest:
+                longest, longest_line = turn.input_length + turn.output_length, turn.line
+    span = 0.0 if first is None else end - first
+    return TraceScan(sessions, requests, first, last, span, longest, longest_line)

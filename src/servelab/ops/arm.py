@@ -29,18 +29,19 @@ from dataclasses import dataclass, replace
 from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswerReferences
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn, LevelSummary
+from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.core.verify.checks import Check
 from servelab.errors import BenchError
 from servelab.ops.arguments import argument_knob, engine_arguments
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn, LevelSummary, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import find_capacity
 from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.knob import live_knob, set_knob
-from servelab.ops.progress import KnobVerifiedLive
 from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.verify import verify

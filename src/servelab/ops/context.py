@@ -10,8 +10,9 @@ Every operation function takes either an :class:`Operation` (reused, left open) 
 :class:`~servelab.io.specfile.LoadedSpec` (a new operation for that call alone, closed at its end):
 :func:`operation` turns either into an :class:`Operation`.
 
-Progress is told as typed events (:mod:`servelab.ops.progress`: data only, one type per kind of
-moment) through ``op.say(event)``; ``report/`` words them and the CLI prints them.
+Progress is told as typed events (:data:`servelab.core.progress.ProgressEvent`: each feature's
+own ``core/<feature>/events.py``, data only, one type per kind of moment) through
+``op.say(event)``; ``report/`` words them and the CLI prints them.
 
 The operation remembers the env files it wrote, so a restart that follows a ``knob set`` in the
 same command starts the services with the bytes just written instead of reading them back; every
@@ -29,13 +30,13 @@ from pathlib import PurePosixPath
 from types import TracebackType
 
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.progress import ProgressEvent
 from servelab.errors import ServelabError
 from servelab.io.hosts.envfiles import backup_dir, write_env_file
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ssh import host_for
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
-from servelab.ops.progress import ProgressEvent
 
 __all__ = ["Operation", "Progress", "SpecOrOperation", "operation", "silent"]
 

@@ -19,20 +19,24 @@ operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reuse
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-
+from servelab.core.case.record import CaseRecord
+from servelab.core.deploy.engines import engine
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
+from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.knobs.knob import Knob, same_value
+from servelab.core.knobs.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.places import Place, split_args
-from servelab.core.knobs.rules import LiveVerdict, check_knob_name, live_verdict, parse_env_bytes
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.knobs.rules import check_knob_name, parse_env_bytes
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.knobs.values import check_value
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes, read_env_file
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import (
     argument_knob,
     live_argument,
@@ -45,9 +49,7 @@ from servelab.ops.context import Operation, SpecOrOperation, operation
 from servelab.ops.reads import knob_reads
 
 __all__ = [
-    "KnobChange",
-    "KnobDiff",
-    "KnobValue",
+    "check_setting",
     "diff_knob",
     "get_knob",
     "live_knob",
@@ -58,68 +60,6 @@ __all__ = [
 
 
 # -- results -----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KnobChange:
-    """What ``set_knob`` did. ``restart_needed``: the service runs with another value."""
-
-    service: str
-    name: str
-    old: str | None
-    new: str | None
-    changed: bool
-    backup_path: str | None
-    env_file: str
-    restart_needed: bool
-    running: bool
-    live: str | None
-    spec_value: str | None
-    change_id: int | None
-    live_error: str | None = None
-    #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
-    #: ``config_file``); ``env_file`` then holds the path of the file written.
-    place: str = "env_file"
-    #: The running engine does not read the env knob (or its release has no list): the warning.
-    unread: UnreadKnob | None = None
-
-    def to_json(self) -> JsonObject:
-        doc = asdict(self)
-        if self.unread is None:
-            del doc["unread"]
-        return doc
-
-
-@dataclass(frozen=True)
-class KnobDiff:
-    """A knob's value in the env file, in the file's latest backup, and live (None: unset)."""
-
-    service: str
-    name: str
-    file: str | None
-    backup: str | None
-    live: str | None
-    spec_value: str | None
-    backup_path: str | None
-    env_file: str
-    pid: int | None
-    pid_source: str
-    #: Where the file value comes from: ``env_file``, or an argument's place (None: nowhere, the
-    #: engine's default); and the places whose values it hides (``[place, value]``).
-    place: str | None = "env_file"
-    shadowed: tuple[tuple[str, str | None], ...] = ()
-
-    @property
-    def running(self) -> bool:
-        return self.pid is not None
-
-    @property
-    def verdict(self) -> LiveVerdict | None:
-        """File vs live; None when the service is not running."""
-        return live_verdict(self.file, self.live) if self.running else None
-
-    def to_json(self) -> JsonObject:
-        return {**asdict(self), "running": self.running, "verdict": self.verdict}
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -175,21 +115,6 @@ async def live_knob(target: SpecOrOperation, service: str, name: str) -> str | N
 
 
 # -- the three operations ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class KnobValue:
-    """A knob's value in its file, the place it comes from and that place's file (``path``)."""
-
-    service: str
-    name: str
-    value: str | None
-    place: str | None
-    path: str
-    shadowed: tuple[tuple[str, str | None], ...] = ()
-
-    def to_json(self) -> JsonObject:
-        return asdict(self)
 
 
 async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobValue:
@@ -332,13 +257,16 @@ async def set_knob(
     ``restart_needed`` is true when the service runs with another value (or its live value could
     not be read: ``live_error``).
     """
-    svc = check_knob_name(target.spec, service, name)
-    _check_value(name, value)
+    svc = target.spec.service(service)
+    value = check_setting(target.spec, service, name, value)
     async with operation(target, ledger=ledger) as op:
-        if case_id is not None and op.ledger is not None and op.ledger.get_case(case_id) is None:
+        if (
+            case_id is not None
+            and op.ledger is not None
+            and op.ledger.get(CaseRecord, case_id) is None
+        ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
-        value = knob.normalize(value)
         written = await _write(op, service, knob, value)
         old, path, backup_path, changed, place = written
         change_id = None
@@ -407,12 +335,27 @@ def _record_change(
     """Record the change in the operation's ledger (None: no ledger)."""
     if op.ledger is None:
         return None
-    return op.ledger.record_knob_change(
-        service=service, name=name, old=old, new=new, reason=reason, case_id=case_id,
-        backup_path=backup_path,
-    )  # fmt: skip
+    return op.ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service=service,
+            name=name,
+            old=old,
+            new=new,
+            reason=reason,
+            case_id=case_id,
+            backup_path=backup_path,
+        )
+    )
 
 
-def _check_value(name: str, value: str | None) -> None:
-    if value is not None and ("\n" in value or "\r" in value or "\0" in value):
-        raise KnobError(f"{name}: a value cannot contain a newline or NUL")
+def check_setting(spec: DeploymentSpec, service: str, name: str, value: str | None) -> str | None:
+    """The one check of a knob's value before anything is touched (``knob set``, and every value
+    of an ``ab``, a ``tune`` or ``tune --plan`` before its first restart): ``service`` exists,
+    ``name`` is declared there, ``value`` can be written and read back as itself
+    (:func:`~servelab.core.knobs.values.check_value`). The value as stored (a flag's ``true`` is
+    ``on``), else SpecError or KnobError (exit 2)."""
+    check_knob_name(spec, service, name)
+    rules = engine(spec.engine)
+    return check_value(parse_knob(name, rules), value, rules)

@@ -10,9 +10,10 @@ import statistics
 from servelab.core.ab.compare import Anomaly, Comparison, Verdict
 from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
 from servelab.core.ab.design import Noise, Order
-from servelab.core.ab.result import AbDesign, AbMetric, AbResult
+from servelab.core.ab.result import AbDesign, AbResult
 from servelab.ops.ab.plan import AbPlan
 from servelab.report.answers import answers_lines, answers_phrase
+from servelab.report.metric import METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import ab_plot
 from servelab.report.text import level_label
 
@@ -23,20 +24,9 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{x * 100:+.1f}%"
 
 
-#: Each metric's unit in the tables, and what it is in words.
-METRIC_UNITS = {AbMetric.THROUGHPUT: "tok/s", AbMetric.GOODPUT: "good req/s",
-          AbMetric.CAPACITY: "capacity"}  # fmt: skip
-METRIC_WORDS = {
-    AbMetric.THROUGHPUT: "Steady-state output-token throughput",
-    AbMetric.GOODPUT: "Goodput (requests per second that met every objective of the SLO)",
-    AbMetric.CAPACITY: "Capacity (the largest load meeting the SLO, each visit's bounded search: "
-    "where the binding objective crosses its limit)",
-}
-
-
 def _where(design: AbDesign, conc: int) -> str:
     """``C64``, ``trace`` (a replay's one level) or ``capacity`` (an A/B on capacity)."""
-    return "capacity" if design.compared == AbMetric.CAPACITY else level_label(conc)
+    return metric_where(design.compared, conc)
 
 
 def change_phrase(c: Comparison, design: AbDesign | None = None) -> str:

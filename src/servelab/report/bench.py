@@ -9,21 +9,20 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import asdict
-from typing import Any
+from collections.abc import Iterable, Iterator
 
 from rich.table import Table
 
+from servelab.core.bench.contract import BenchResult, LevelSummary
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.load.records import record_to_dict
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
-from servelab.core.telemetry.rules import run_evidence
+from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
-from servelab.ops.bench.bench import BenchResult, LevelSummary
+from servelab.core.telemetry.unknown import TOO_SHORT
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
+from servelab.report.soak.words import unknown_text
 from servelab.report.text import level_label
 
 __all__ = [
@@ -31,7 +30,6 @@ __all__ = [
     "client_warnings",
     "export_files",
     "failure_lines",
-    "level_json",
     "load_plot",
     "phase_lines",
     "phase_markdown",
@@ -86,10 +84,10 @@ def _rows(level: LevelSummary) -> list[tuple[str, str]]:
         ("TPOT ms", _dist(level.tpot_ms)),
         ("E2E ms", _dist(level.e2e_ms)),
         ("dispatch delay ms", _dist(level.dispatch_ms)),
-        ("client CPU ms/token", _f(level.cpu_ms_per_token, 4)),
+        ("client CPU ms/token", _f(level.client.cpu_ms_per_token, 4)),
         (
             "loop lag p99 / max ms",
-            f"{_f(level.loop_lag_p99_ms, 2)} / {_f(level.loop_lag_max_ms, 2)}",
+            f"{_f(level.client.loop_lag_p99_ms, 2)} / {_f(level.client.loop_lag_max_ms, 2)}",
         ),
         ("prefix cache hit rate", cache_text(level.cache)),
         *_slo(level),
@@ -164,66 +162,14 @@ def client_warnings(result: BenchResult) -> list[str]:
     return [
         f"{level_label(level.concurrency)}: {CLIENT_REASONS.get(reason, reason)}"
         for level in result.levels
-        for reason in level.client_reasons
+        for reason in level.client.reasons
     ]
 
 
-def _summary(s: Summary) -> dict[str, float | int | None]:
-    return {
-        k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in asdict(s).items()
-    }
-
-
-def level_json(level: LevelSummary) -> JsonObject:
-    """The JSON of one concurrency level (nan becomes null)."""
-    ci = level.throughput_ci
-    data: JsonObject = {
-        "concurrency": level.concurrency,
-        "runs": level.n_runs,
-        "requests": level.n_requests,
-        "ok": level.n_ok,
-        "failed": level.n_requests - level.n_ok,
-        "failures": level.failures,
-        "output_throughput": _summary(level.throughput),
-        "output_throughput_ci": {
-            "low": ci.low if ci.conclusive else None,
-            "high": ci.high if ci.conclusive else None,
-            "confidence": ci.confidence,
-            "method": ci.method,
-            "verdict": "ok" if ci.conclusive else "inconclusive",
-        },
-        "steady_output_throughput": _summary(level.steady_throughput),
-        "request_throughput": _summary(level.request_throughput),
-        "goodput": level.goodput,
-        "output_tokens_from_usage": level.output_tokens_usage,
-        "client": {
-            "cpu_ms_per_token": level.cpu_ms_per_token,
-            "loop_lag_p99_ms": level.loop_lag_p99_ms,
-            "loop_lag_max_ms": level.loop_lag_max_ms,
-            "client_bound": level.client_bound,
-            "reasons": list(level.client_reasons),
-            "workers": level.workers,
-        },
-        "connect_ms": _summary(level.connect_ms),
-        "ttft_phases": None if level.traces is None else level.traces.to_json(),
-        "cache": encode(level.cache),
-        "slo": None if level.slo is None else encode(level.slo),
-        "answers": None if level.answers is None else encode(level.answers),
-    }
-    for name in _DIST:
-        data[name] = _summary(getattr(level, name))
-    return data
-
-
 def result_json(result: BenchResult) -> JsonObject:
-    """The whole result as one JSON-ready document."""
-    doc = {
-        "config": result.config.to_dict(),
-        "interrupted": result.interrupted,
-        "failed": result.n_failed,
-        "percentile_method": PERCENTILE_METHOD,
-        "levels": [level_json(level) for level in result.levels],
-    }
+    """``bench --json``: the result's encoding (config, levels, failed), the percentile method
+    its distributions used, and a replayed trace's conversations tagged with their repeat."""
+    doc: JsonObject = {**encode(result), "percentile_method": PERCENTILE_METHOD}
     sessions = [
         {"repeat": run.repeat_index, **encode(s)} for run in result.runs for s in run.sessions
     ]
@@ -294,28 +240,23 @@ def telemetry_lines(result: BenchResult) -> list[str]:
     for run in result.runs:
         if run.telemetry is None:
             continue
-        evidence = [encode(e) for e in run_evidence(run.telemetry, run.records)]
+        evidence = run_evidence(run.telemetry, run.records)
         short = [e for e in evidence if _too_short(e)]  # a short run: not judged, not a warning
         told = evidence_lines([e for e in evidence if not _too_short(e)], quiet=False)
-        quiet = sum(1 for e in evidence if e["state"] == "quiet")
+        quiet = sum(1 for e in evidence if e.state == QUIET)
         where = f"{level_label(run.concurrency)} run {run.repeat_index + 1}"
         out += [f"{where}: {line}" for line in told]
         counted = f"{where}: {quiet} of {len(evidence)} rule reading(s) quiet"
         if short:
-            reasons = ", ".join(sorted({str(e["reason"]) for e in short}))
+            reasons = ", ".join(sorted({unknown_text(e) for e in short}))
             counted += f"; {len(short)} not judged ({reasons}: the run was too short to tell)"
         out.append(counted)
     return out
 
 
-#: How a rule's reading says the run gave it too few samples to judge (its ``reason``).
-_TOO_FEW = ("too few ", "fewer than ")
-
-
-def _too_short(evidence: Mapping[str, Any]) -> bool:
+def _too_short(evidence: TelemetryEvidence) -> bool:
     """A rule that could not judge because the run gave it too few samples."""
-    reason = str(evidence.get("reason") or "")
-    return evidence["state"] == "unknown" and reason.startswith(_TOO_FEW)
+    return evidence.state == UNKNOWN and evidence.why in TOO_SHORT
 
 
 def phase_lines(result: BenchResult) -> list[str]:
@@ -402,7 +343,7 @@ def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
     for run in result.runs:
         for record in run.records:
             row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
-            yield (json.dumps(row | record_to_dict(record)) + "\n").encode()
+            yield (json.dumps(row | encode(record)) + "\n").encode()
 
 
 def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:

@@ -82,6 +82,11 @@ def conclusion(capacity: Capacity) -> str:
                     else "") + f"{estimate} ({sure})")  # fmt: skip
         case CapacityStop.INTERRUPTED:
             return f"interrupted: the SLO held at {lo} so far"
+        case CapacityStop.LIMITED:
+            requests = "?" if capacity.limit is None else f"{capacity.limit:g}"
+            return (f"capacity at least {lo}: the SLO held there, and the search was limited by "
+                    f"--requests {requests} (a closed loop never has more requests in flight "
+                    f"than it sends); more --requests would search higher ({sure})")  # fmt: skip
 
 
 def capacity_json(result: CapacityResult) -> JsonObject:
@@ -94,7 +99,7 @@ def capacity_json(result: CapacityResult) -> JsonObject:
                        "slo": None if run.slo is None else encode(run.slo)})  # fmt: skip
     doc = encode(result.capacity)
     doc["probes"] = probes
-    return {"config": result.config.to_dict(), "failed": result.n_failed, **doc,
+    return {"config": encode(result.config), "failed": result.n_failed, **doc,
             "conclusion": conclusion(result.capacity)}  # fmt: skip
 
 

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from servelab.core.case.bisect import Change
+from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
     RULE_NEITHER,
@@ -37,14 +38,12 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import JsonObject, decode
-from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.ledger.jsonvalues import objs, opt_str
-from servelab.core.verify.checks import read_check
+from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.record import CheckRecord, read_check
 from servelab.ops.case.bisect import BisectOutcome
-from servelab.ops.case.case import RestoreOutcome, RevertOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
-from servelab.ops.verify.verify import VerifyReport
 from servelab.report.text import show_value
 from servelab.report.verify import check_detail, with_details
 
@@ -112,19 +111,29 @@ def _event_json(event: Mapping[str, Any]) -> JsonObject:
     return {**event, "failed_checks": failed, "error": event_error(event)}
 
 
+def _verification(doc: JsonObject, failure: str | None) -> JsonObject:
+    """The verification as ``--json`` shows it, each check with its reason (a restart or verify
+    that did not complete: not ok, no checks, its error)."""
+    verification = doc["verification"] or {"ok": False, "checks": [], "error": failure}
+    return _with_reasons(verification)
+
+
 def revert_json(outcome: RevertOutcome) -> JsonObject:
     """``case revert --json``: the outcome, each check's reason and the ``error`` sentence."""
-    doc = outcome.to_json()
-    doc["verification"] = _with_reasons(doc["verification"])
+    doc: JsonObject = encode(outcome)
+    doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = revert_error(outcome)
     return doc
 
 
 def restore_json(outcome: RestoreOutcome) -> JsonObject:
     """``restore --json``: the outcome, each check's and each item's reason, the ``error``."""
-    doc = outcome.to_json()
-    doc["items"] = [_event_json(item) for item in doc["items"]]
-    doc["verification"] = _with_reasons(doc["verification"])
+    doc: JsonObject = encode(outcome)
+    doc["items"] = [
+        _event_json({**item, "verified": event.ok})
+        for item, event in zip(doc["items"], outcome.items, strict=True)
+    ]
+    doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = restore_error(outcome)
     return doc
 

@@ -8,10 +8,20 @@ from typing import assert_never
 from rich.console import RenderableType
 from rich.table import Table
 
+from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
-from servelab.core.ledger.codec import JsonObject
-from servelab.ops.deploy.results import DeployReport, RestartReport, ServiceStatus
+from servelab.core.deploy.steps import (
+    CommandReady,
+    FoundServing,
+    LaunchTimeoutReady,
+    Ready,
+    Step,
+    StepFailure,
+    Stopped,
+)
+from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.ops.deploy.rolling_results import (
     Added,
     AlreadyOut,
@@ -28,15 +38,6 @@ from servelab.ops.deploy.rolling_results import (
     RoutedByListing,
     Verified,
     WorkerRoll,
-)
-from servelab.ops.deploy.steps import (
-    CommandReady,
-    FoundServing,
-    LaunchTimeoutReady,
-    Ready,
-    Step,
-    StepFailure,
-    Stopped,
 )
 from servelab.report.text import plain_text
 from servelab.report.verify import check_detail, with_details
@@ -177,7 +178,7 @@ def render_interruption(report: DeployReport | RestartReport | RollingReport) ->
 
 def restart_json(report: RestartReport) -> JsonObject:
     """``restart --json``: the report, its verification's checks each with its reason."""
-    doc = report.to_json()
+    doc: JsonObject = encode(report)
     verification = doc.get("verification")
     if isinstance(verification, dict):
         doc["verification"] = {**verification, "checks": with_details(verification.get("checks"))}

@@ -1,7 +1,7 @@
 """Docs generated from the ledger alone: the perf plan, one page per case, plots, an HTML index.
 
 :func:`build_docs` takes the ledger's export (``Ledger.export()``'s document, or its typed
-:class:`~servelab.core.ledger.evidence.LedgerExport`) and returns ``{relative path: bytes}``; the
+:class:`~servelab.core.ledger.export.LedgerExport`) and returns ``{relative path: bytes}``; the
 CLI's one writer saves them. Everything here is a pure function of the export, so
 running it again after a verdict changes rewrites exactly the files that depend on that verdict.
 
@@ -17,7 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, assert_never
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -33,9 +35,11 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
+from servelab.core.case.record import Resolution
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, LedgerExport, Resolution
+from servelab.core.ledger.export import LedgerExport
 from servelab.ops.case.case import CaseView
 from servelab.report.ab import headline
 from servelab.report.answers import answers_lines
@@ -47,6 +51,7 @@ from servelab.report.case import (
     event_error,
 )
 from servelab.report.html import CaseRow, KnobRow, render_index
+from servelab.report.metric import METRIC_UNITS, metric_where
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.plots import ab_plot, arm_curve, run_phase_plot
 from servelab.report.text import show_value
@@ -319,7 +324,9 @@ def _arms_table(ab: AbRunRecord) -> list[str]:
     concs = sorted({c for curve in curves.values() for c, *_ in curve})
     if not concs:
         return ["(no throughput recorded)"]
-    rows = ["| value | " + " | ".join(f"C{c}" for c in concs) + " |"]
+    metric = ab.result.design.compared
+    head = " | ".join(metric_where(metric, c) for c in concs)
+    rows = [f"| value ({METRIC_UNITS[metric]}) | {head} |"]
     rows.append("|---" * (len(concs) + 1) + "|")
     for value, curve in curves.items():
         at = {c: (m, s, n) for c, m, s, n in curve}
@@ -340,7 +347,8 @@ def comparison_rows(result: AbResult) -> list[list[str]]:
         ratio_s = f"{ratio:.3f} ({pct(ratio - 1)})" if math.isfinite(ratio) else "—"
         ci_s = f"{ci[0]:.3f} … {ci[1]:.3f}" if all(map(math.isfinite, ci)) else "—"
         pair = f"{c.baseline} → {c.candidate}"
-        rows.append([f"C{c.concurrency}", pair, ratio_s, ci_s, c.verdict])
+        where = metric_where(result.design.compared, c.concurrency)
+        rows.append([where, pair, ratio_s, ci_s, c.verdict])
     return rows
 
 
@@ -391,7 +399,8 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
 def ab_markdown(ab: AbRunRecord, plot: str | None) -> str:
     """The page of one A/B experiment: the arms, the comparisons, the anomalies, the plot."""
     out = [f"# A/B #{ab.id}: {ab.service} `{ab.knob}`", "", f"Recorded {ab.at}.", ""]
-    out += ["## Arms (output tok/s)", "", *_arms_table(ab), "", "## Comparisons", ""]
+    unit = METRIC_UNITS[ab.result.design.compared]
+    out += [f"## Arms ({unit})", "", *_arms_table(ab), "", "## Comparisons", ""]
     out += [*_comparison_table(ab), "", "## Anomalies", "", *_anomaly_lines(ab)]
     if ab.result.answers is not None:
         out += ["", *answers_lines(ab.result.answers)]
@@ -474,7 +483,8 @@ def _run_pages(
             files[f"plots/run-{run.id}-ttft.png"] = png
         img = None if png is None else f"../plots/run-{run.id}-ttft.png"
         files[path] = run_markdown(run, img).encode()
-        conc = (run.summary.get("level") or {}).get("concurrency", "?")
+        level = stored_level(run.summary)
+        conc = "?" if level is None else level.concurrency
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)
         )

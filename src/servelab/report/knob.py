@@ -10,9 +10,9 @@ from typing import assert_never
 from rich.table import Table
 from rich.text import Text
 
+from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
-from servelab.ops.knob import KnobChange, KnobDiff, KnobValue
 from servelab.report.text import plain_text, show_value
 
 __all__ = [

@@ -19,11 +19,11 @@ import csv
 import io
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from servelab.core.ledger.codec import JsonObject, encode, finite
-from servelab.core.ledger.evidence import LedgerExport
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error
@@ -231,7 +231,7 @@ class ExportSummary:
     schema_version: int
 
     def to_json(self) -> JsonObject:
-        return {**asdict(self), "files": list(self.files), "export_version": EXPORT_VERSION}
+        return {**encode(self), "files": list(self.files), "export_version": EXPORT_VERSION}
 
     def line(self) -> str:
         return (f"exported {self.records:,} record(s) of {self.runs} run(s) to {self.out} "
@@ -249,7 +249,7 @@ def _size(n: int | None) -> str:
 
 def stats_json(stats: LedgerStats) -> JsonObject:
     """``ledger stats --json``."""
-    return {**asdict(stats), "tables": [asdict(t) for t in stats.tables]}
+    return {**encode(stats), "tables": [encode(t) for t in stats.tables]}
 
 
 def stats_lines(stats: LedgerStats) -> list[str]:

@@ -10,6 +10,7 @@ their ledger records (pure; no I/O).
 from __future__ import annotations
 
 import base64
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,10 +18,15 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.bench.contract import LevelSummary
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import BenchRunRecord, SoakRunRecord
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
+from servelab.core.soak.record import SoakRunRecord
+from servelab.core.stats import Summary
+from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import page_sections
@@ -176,26 +182,28 @@ def markdown_html(md: str, images: Mapping[str, bytes] | None = None) -> str:
 
 
 def _num(value: Any, digits: int = 1) -> str:
-    return "—" if not isinstance(value, (int, float)) else f"{value:,.{digits}f}"
+    if not isinstance(value, (int, float)) or math.isnan(value):
+        return "—"
+    return f"{value:,.{digits}f}"
 
 
-def _dist(level: Mapping[str, Any], name: str) -> str:
-    d = level.get(name) or {}
-    return f"{_num(d.get('median'))} / {_num(d.get('p99'))}"
+def _dist(d: Summary) -> str:
+    return f"{_num(d.median)} / {_num(d.p99)}"
 
 
-def _level_rows(level: Mapping[str, Any]) -> list[tuple[str, str]]:
-    thr = level.get("throughput") or {}
+def _level_rows(level: LevelSummary | None) -> list[tuple[str, str]]:
+    if level is None:
+        return [("requests (ok / all)", "— / —")]
     return [
-        ("requests (ok / all)", f"{level.get('n_ok', '—')} / {level.get('n_requests', '—')}"),
-        ("output tok/s (mean)", _num(thr.get("mean"))),
-        ("steady output tok/s (mean)", _num((level.get("steady_throughput") or {}).get("mean"))),
-        ("TTFT ms (p50 / p99)", _dist(level, "ttft_ms")),
-        ("ITL ms (p50 / p99)", _dist(level, "itl_ms")),
-        ("gap ms (p50 / p99)", _dist(level, "gap_ms")),
-        ("E2E ms (p50 / p99)", _dist(level, "e2e_ms")),
-        ("dispatch delay ms (p50 / p99)", _dist(level, "dispatch_ms")),
-        ("client CPU ms per token", _num(level.get("cpu_ms_per_token"), 4)),
+        ("requests (ok / all)", f"{level.n_ok} / {level.n_requests}"),
+        ("output tok/s (mean)", _num(level.throughput.mean)),
+        ("steady output tok/s (mean)", _num(level.steady_throughput.mean)),
+        ("TTFT ms (p50 / p99)", _dist(level.ttft_ms)),
+        ("ITL ms (p50 / p99)", _dist(level.itl_ms)),
+        ("gap ms (p50 / p99)", _dist(level.gap_ms)),
+        ("E2E ms (p50 / p99)", _dist(level.e2e_ms)),
+        ("dispatch delay ms (p50 / p99)", _dist(level.dispatch_ms)),
+        ("client CPU ms per token", _num(level.client.cpu_ms_per_token, 4)),
     ]
 
 
@@ -257,7 +265,7 @@ def _phase_lines(traces: Mapping[str, Any], plot: str | None) -> list[str]:
     return [*out, "", *([note[0].upper() + note[1:] + ".", ""] if note else [])]
 
 
-def _evidence_lines(evidence: Sequence[Mapping[str, Any]]) -> list[str]:
+def _evidence_lines(evidence: Sequence[TelemetryEvidence]) -> list[str]:
     out = ["## The run's telemetry as evidence", ""]
     out += ["The run-telemetry rules (docs/soak.md) over this run's own records and metrics: "
             "evidence only, not a verdict.", ""]  # fmt: skip
@@ -269,8 +277,8 @@ def _evidence_lines(evidence: Sequence[Mapping[str, Any]]) -> list[str]:
 def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     """The page of one bench run: its configuration, its level summary, and the server side
     (metric deltas; the TTFT decomposition, with ``phase_plot`` inline when given)."""
-    level = run.summary.get("level") or {}
-    conc = level.get("concurrency", run.config.get("concurrency", "?"))
+    level = stored_level(run.summary)
+    conc = run.config.get("concurrency", "?") if level is None else level.concurrency
     where = level_label(conc) if isinstance(conc, int) else f"C{conc}"
     out = [f"# Bench run {run.id}: {where}" + (f" ({run.label})" if run.label else ""), ""]
     out += [f"Recorded {run.at}; {run.n_records} per-request record(s) kept.", ""]
@@ -283,7 +291,8 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     if isinstance(run.summary.get("telemetry"), Mapping):
         out += _telemetry_lines(run.summary["telemetry"])
     if isinstance(run.summary.get("telemetry_evidence"), list):
-        out += _evidence_lines(run.summary["telemetry_evidence"])
+        stored = run.summary["telemetry_evidence"]  # of any age: read as the typed readings
+        out += _evidence_lines([decode(TelemetryEvidence, d) for d in stored])
     if isinstance(run.summary.get("traces"), Mapping):
         out += _phase_lines(run.summary["traces"], phase_plot)
     return "\n".join(out) + "\n"

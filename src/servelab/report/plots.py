@@ -10,17 +10,23 @@ from __future__ import annotations
 import io
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.ab.result import AbArm, AbMetric, AbResult
 from servelab.core.ab.tune import TuneState
-from servelab.core.ledger.evidence import BenchRunRecord
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.stats import mean, sample_std
 from servelab.core.telemetry.traces import PHASES
+from servelab.report.metric import METRIC_AXES, metric_where
 from servelab.report.pages import run_phases
 
-__all__ = ["ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+__all__ = ["ab_figure", "ab_plot", "arm_curve", "load_series", "load_ttft_plot", "run_phase_plot",
            "ttft_phase_plot", "tune_plot"]  # fmt: skip
 
 _PNG_METADATA = {"Software": None}
@@ -37,11 +43,13 @@ def arm_curve(arm: AbArm) -> list[tuple[int, float, float, int]]:
     return sorted(points)
 
 
-def ab_plot(result: AbResult, *, title: str) -> bytes:
-    """Output-token throughput vs concurrency, one line per arm, error bars ± σ; PNG bytes."""
+def ab_figure(result: AbResult, *, title: str) -> Figure:
+    """The compared metric (its unit from :data:`~servelab.report.metric.METRIC_AXES`) against
+    concurrency, one line per arm, error bars ± σ."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting
     from matplotlib.figure import Figure
 
+    metric = result.design.compared
     fig = Figure(figsize=(6.4, 4.0), dpi=100)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -54,16 +62,21 @@ def ab_plot(result: AbResult, *, title: str) -> bytes:
         ticks.update(xs)
         label = f"{result.knob}={arm.value}"
         ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=label)
-    ax.set_xticks(sorted(ticks))
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("output tokens/s (mean ± σ)")
+    ax.set_xticks(sorted(ticks), [metric_where(metric, x) for x in sorted(ticks)])
+    ax.set_xlabel("capacity search" if metric == AbMetric.CAPACITY else "concurrency")
+    ax.set_ylabel(f"{METRIC_AXES[metric]} (mean ± σ)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
     fig.tight_layout()
+    return fig
+
+
+def ab_plot(result: AbResult, *, title: str) -> bytes:
+    """:func:`ab_figure` as PNG bytes."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata=_PNG_METADATA)
+    ab_figure(result, title=title).savefig(buf, format="png", metadata=_PNG_METADATA)
     return buf.getvalue()
 
 
@@ -103,13 +116,12 @@ def run_phase_plot(run: BenchRunRecord) -> bytes | None:
     if not phases:
         return None
     p50 = {name: float(q.get("p50") or 0.0) for name, q in phases.items()}
-    conc = (run.summary.get("level") or {}).get("concurrency", "?")
+    level = stored_level(run.summary)
+    conc = "?" if level is None else level.concurrency
     return ttft_phase_plot([(f"C{conc}", p50)], title=f"Bench run #{run.id}: where the TTFT went")
 
 
-def tune_plot(
-    levels: Sequence[tuple[int, TuneState]], *, title: str, unit: str = "output tokens/s"
-) -> bytes:
+def tune_plot(levels: Sequence[tuple[int, TuneState]], *, title: str, unit: str) -> bytes:
     """One panel per concurrency: each arm's value per block (a line that ends where the arm was
     dropped), the leader's drawn thicker; PNG bytes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: only when plotting

@@ -1,7 +1,8 @@
 """Progress in words: one line per event an operation tells (returns str, no I/O).
 
-:mod:`servelab.ops.progress` holds the events (data only); :func:`describe_progress` words each
-kind, matching on its type (mypy names a kind left out), and the CLI prints the line on stderr.
+Each feature holds its events (``core/<feature>/events.py``, data only; their union is
+:data:`servelab.core.progress.ProgressEvent`); :func:`describe_progress` words each kind, matching
+on its type (mypy names a kind left out), and the CLI prints the line on stderr.
 :func:`describe_level` words the one line a bench level gets when its progress is shown as lines
 (an A/B's arms) rather than as a bar.
 """
@@ -11,39 +12,42 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, assert_never
 
-from servelab.core.answers.contract import (
+from servelab.core.ab.events import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobKept,
+    KnobRestoring,
+)
+from servelab.core.ab.tuneevents import (
+    PricedFrom,
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneOverBudget,
+    TuneResumed,
+    TuneScreened,
+    TuneStarted,
+    TuneVisitStarted,
+)
+from servelab.core.answers.events import (
     ArmAnswered,
     ArmDropped,
     ReferencesReused,
     ReferencesTaken,
 )
-from servelab.ops.progress import (
-    AbJournalStarted,
-    AbResumed,
-    AbVisitStarted,
+from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
+from servelab.core.case.events import (
     ArmSoaked,
-    BisectPlanned,
-    BisectResumed,
     CaseTestPlanned,
-    CoRestarting,
-    EnginesStarted,
-    EnvFileRestored,
-    KnobKept,
     KnobPuttingBack,
-    KnobRestoring,
-    KnobSetting,
-    KnobVerifiedLive,
+    StepFailed,
+    VisitStarted,
+)
+from servelab.core.deploy.events import (
+    CoRestarting,
+    EnvFileRestored,
     LaunchTimedOut,
-    Localizing,
-    ProbeDecided,
-    ProbeStarted,
-    ProbingE2E,
-    ProbingHealth,
-    ProbingWorkers,
-    ProgressEvent,
-    ReadingEnvFile,
-    ReadingLiveEnv,
-    RequestResent,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -53,29 +57,34 @@ from servelab.ops.progress import (
     ServiceReady,
     ServiceStarted,
     ServiceStopped,
+    StartCommandOutlived,
+    StopFailed,
+    UnitReloaded,
+    UpUndone,
+)
+from servelab.core.knobs.events import KnobSetting, KnobVerifiedLive
+from servelab.core.progress import ProgressEvent
+from servelab.core.soak.events import (
+    EnginesStarted,
+    Localizing,
+    RequestResent,
     SoakDeadlineReached,
     SoakStarted,
     StallSeen,
-    StartCommandOutlived,
-    StepFailed,
-    StopFailed,
     StreamHeld,
-    TuneArmKept,
-    TuneEliminated,
-    TuneLevelStopped,
-    TuneResumed,
-    TuneScreened,
-    TuneStarted,
-    TuneVisitStarted,
-    UnitReloaded,
-    UpUndone,
+)
+from servelab.core.verify.events import (
+    ProbingE2E,
+    ProbingHealth,
+    ProbingWorkers,
+    ReadingEnvFile,
+    ReadingLiveEnv,
     VerifyingLayers,
-    VisitStarted,
 )
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
-    from servelab.ops.bench.bench import BenchProgress
+    from servelab.core.bench.contract import BenchProgress
 
 __all__ = ["describe_level", "describe_progress"]
 
@@ -130,8 +139,20 @@ def describe_progress(event: ProgressEvent) -> str:
             held = f" ({', '.join(fixed)} held at their low value)" if fixed else ""
             return (f"screening stopped after {blocks} block(s): tuning {', '.join(factors)}"
                     f"{held}")  # fmt: skip
+        case TuneOverBudget():
+            return _over_budget(event)
         case _:
             return _knob(event)
+
+
+def _over_budget(e: TuneOverBudget) -> str:
+    """The tune's first block against ``--max-minutes``, with the estimate and its price."""
+    priced = ("the latest recorded tune's mean visit" if e.priced_from == PricedFrom.RECORDED
+              else "this tune's first visit")  # fmt: skip
+    return (f"warning: --max-minutes {e.max_minutes:g} is shorter than the first block: "
+            f"{e.visits} visit(s) at {e.visit_s:,.1f} s each ({priced}) take about "
+            f"{e.first_block_min:,.1f} min, and the block runs whole (the budget is checked "
+            f"between blocks); every block would take about {e.full_min:,.1f} min")  # fmt: skip
 
 
 def _deploy(

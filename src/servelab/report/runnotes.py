@@ -4,13 +4,11 @@ run's page (:mod:`servelab.report.pages`): the run-telemetry rules' reading
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
-from servelab.core.ledger.codec import decode
-from servelab.core.telemetry.rules import FIRED, QUIET, TelemetryEvidence
+from servelab.core.telemetry.rules import FIRED, QUIET, UNKNOWN, TelemetryEvidence
 from servelab.core.telemetry.traces import RETURN_HELD_MS
-from servelab.report.soak.words import telemetry_text
+from servelab.report.soak.words import telemetry_text, unknown_text
 
 __all__ = ["evidence_lines", "evidence_rows", "return_note"]
 
@@ -19,29 +17,24 @@ def _mark(e: TelemetryEvidence) -> str:
     return "·" if e.state == QUIET else "!" if e.state == FIRED else "?"
 
 
-def evidence_lines(evidence: Sequence[Mapping[str, Any]], *, quiet: bool = True) -> list[str]:
-    """One line per rule reading (the stored ``TelemetryEvidence`` each), marked ``!`` fired,
-    ``?`` unknown, ``·`` quiet, citing each metric and its delta (``quiet=False`` leaves the
-    quiet ones out)."""
-    readings = [decode(TelemetryEvidence, d) for d in evidence]
-    return [f"{_mark(e)} {telemetry_text(e)}" for e in readings if quiet or e.state != QUIET]
+def evidence_lines(evidence: Sequence[TelemetryEvidence], *, quiet: bool = True) -> list[str]:
+    """One line per rule reading, marked ``!`` fired, ``?`` unknown, ``·`` quiet, citing each
+    metric and its delta (``quiet=False`` leaves the quiet ones out)."""
+    return [f"{_mark(e)} {telemetry_text(e)}" for e in evidence if quiet or e.state != QUIET]
 
 
-def evidence_rows(evidence: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
+def evidence_rows(evidence: Sequence[TelemetryEvidence]) -> list[tuple[str, str, str, str]]:
     """``(rule, subject, state, cited series and values)`` per reading, for a page's table
     (the series in backticks)."""
     rows = []
-    for d in evidence:
-        cites = "; ".join(
-            f"{c.get('source')}: `{c.get('series')}` {c.get('kind')} {c.get('value'):g}"
-            for c in d.get("cites") or ()
-        )
-        state = str(d.get("state"))
-        if d.get("state") == "fired" and d.get("points_at"):
-            state += f" → {d['points_at']}"
-        if d.get("state") == "unknown" and d.get("reason"):
-            state += f" ({d['reason']})"
-        rows.append((str(d.get("rule")), str(d.get("subject")), state, cites or "–"))
+    for e in evidence:
+        cites = "; ".join(f"{c.source}: `{c.series}` {c.kind} {c.value:g}" for c in e.cites)
+        state = str(e.state)
+        if e.state == FIRED and e.points_at:
+            state += f" → {e.points_at}"
+        if e.state == UNKNOWN and e.why is not None:
+            state += f" ({unknown_text(e)})"
+        rows.append((e.rule, e.subject, state, cites or "–"))
     return rows
 
 

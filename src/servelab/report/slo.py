@@ -9,6 +9,7 @@ import math
 
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SLO_CONFIDENCE, ObjectiveResult, SloAttainment
+from servelab.core.load.slo import exact
 
 __all__ = ["attainment_text", "cache_text", "objective_text", "slo_rows", "verdict_word"]
 
@@ -26,11 +27,12 @@ def objective_text(o: ObjectiveResult) -> str:
     """``p99 1,234.5 ms: met (99.4% within, 95% CI 98.8–99.7%, n=500)``."""
     obj = o.objective
     if o.n == 0:
-        return f"p{obj.percentile:g} –: no value to judge"
+        return f"p{exact(obj.percentile)} –: no value to judge"
     value = "–" if math.isnan(o.value_ms) else f"{o.value_ms:,.1f} ms"
     ci = f"{SLO_CONFIDENCE:.0%} CI {_pct(o.low)}–{_pct(o.high)}"
-    return (f"p{obj.percentile:g} {value}: {verdict_word(o.met, o.sure)} ({_pct(o.attainment)} "
-            f"within, {ci}, n={o.n})")  # fmt: skip
+    verdict = verdict_word(o.met, o.sure)
+    return (f"p{exact(obj.percentile)} {value}: {verdict} ({_pct(o.attainment)} within, {ci}, "
+            f"n={o.n})")  # fmt: skip
 
 
 def attainment_text(att: SloAttainment) -> str:

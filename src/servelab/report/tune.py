@@ -22,8 +22,8 @@ from servelab.core.ab.tune import (
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.ops.ab.tune import TunePlan
-from servelab.report.ab import METRIC_UNITS, METRIC_WORDS
 from servelab.report.answers import answers_phrase, arm_answers_cells
+from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
 from servelab.report.text import show_value
 
@@ -111,7 +111,7 @@ def _together(tune: LevelTune) -> list[str]:
 
 def _where(metric: TuneMetric, level: int) -> str:
     """``C64``, or ``capacity`` (a tune on capacity: one search per visit)."""
-    return "capacity" if metric == TuneMetric.CAPACITY else f"C{level}"
+    return metric_where(metric, level)
 
 
 def _level(tune: LevelTune, metric: TuneMetric) -> list[str]:
@@ -316,7 +316,7 @@ def tune_png(record: TuneRecord) -> bytes:
     knobs = ", ".join(k.knob for k in record.knobs)
     title = f"tune #{record.tune_id}: {knobs}" if record.tune_id else f"tune: {knobs}"
     return tune_plot([(t.level, t.state) for t in record.tunes], title=title,
-                     unit=METRIC_UNITS[record.metric])  # fmt: skip
+                     unit=METRIC_AXES[record.metric])  # fmt: skip
 
 
 def plan_markdown(plan: TunePlan) -> str:

@@ -19,8 +19,7 @@ from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
-from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import CheckRecord
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -40,18 +39,19 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
-    UntypedCheck,
+    SkipReason,
     WorkerListing,
     WorkerReach,
-    read_check,
 )
 from servelab.core.verify.coldstart import StartReason
+from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.pair import PairReport
+from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, read_check
 from servelab.core.verify.served import Gap, Signal
-from servelab.ops.verify.verify import VerifyReport
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
 from servelab.report.text import plain_text, show_value
@@ -137,8 +137,19 @@ def _reason(code: CheckCode, data: CheckData) -> str:
                 f"false in --config): {knob} runs at the engine's default; write `no-"
                 f"{key.split(':')[0]}: true` to turn it off"
             )
+        case LayerSkipped(reason=reason):
+            return _skipped(reason)
         case _:
             assert_never(data)
+
+
+def _skipped(reason: SkipReason) -> str:
+    match reason:
+        case SkipReason.NO_ENTRY_POINT:
+            return ("skipped: the deployment has no router or proxy to send a request through "
+                    "(the workers' own health is the health layer's)")  # fmt: skip
+        case _:
+            assert_never(reason)
 
 
 #: Where an argument's file value comes from, in a sentence.
@@ -413,7 +424,7 @@ def _reach(code: CheckCode, data: WorkerReach) -> str:
 def check_json(check: CheckRecord) -> JsonObject:
     """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its reason as
     ``detail``."""
-    return {**check.to_json(), "detail": check_detail(check)}
+    return {**flat_check(check), "detail": check_detail(check)}
 
 
 def with_details(checks: Any) -> list[Any]:
@@ -424,7 +435,7 @@ def with_details(checks: Any) -> list[Any]:
 
 def verify_json(report: VerifyReport) -> JsonObject:
     """``verify --json``: the report with every check's reason as ``detail``."""
-    return {**report.to_json(), "checks": [check_json(check) for check in report.checks]}
+    return {**encode(report), "checks": [check_json(check) for check in report.checks]}
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -6,6 +6,11 @@ Endpoints (per ``shared/notes/sglang-router-pd.md``, shapes in ``tests/contracts
 ``--enable-metrics``, as SGLang), ``/v1/chat/completions``, ``/v1/completions``, ``/generate``;
 with ``--admin`` on a loopback bind also ``GET|POST /_servelab/faults``.
 
+When its scheduler loop dies of an exception it does what SGLang does when its scheduler process
+dies (``run_scheduler_process`` logs "Scheduler hit an exception" with the traceback and signals
+the server, whose ``running_phase_sigquit_handler`` kills the process tree): the traceback is
+logged, ``/health`` answers 503, every connection is closed and the process exits 1.
+
 On bad input it behaves as the engine does: a prompt as long as the model's context or longer
 (``--context-length``) is answered 400 in SGLang's words before anything is scheduled, and a
 request whose client goes away while it waits for its prefill or its KV is cancelled (taken out of
@@ -28,6 +33,7 @@ from aiohttp import web
 from servelab.errors import SimError
 from servelab.sim.bootstrap import bootstrap_app
 from servelab.sim.engineargs import SglangArgs
+from servelab.sim.httplog import server_logger
 from servelab.sim.limits import CachedTokens
 from servelab.sim.protocol import (
     Api,
@@ -76,7 +82,10 @@ def _worker(request: web.Request) -> Worker:
 
 # ------------------------------------------------------------------------------------ info routes
 async def health(request: web.Request) -> web.Response:
-    if _worker(request).ready_in() > 0:
+    worker = _worker(request)
+    if worker.crashed.is_set():
+        return web.Response(status=503, text="the scheduler died")
+    if worker.ready_in() > 0:
         return web.Response(status=503, text="starting")
     return web.Response(text="")
 
@@ -338,6 +347,8 @@ def _too_long(worker: Worker, req: GenRequest) -> web.Response | None:
 async def _generate(
     request: web.Request, worker: Worker, parsed: GenRequest, rid: str
 ) -> web.StreamResponse:
+    if worker.crashed.is_set():
+        return _error(503, "the engine's scheduler died", "service_unavailable")
     if worker.ready_in() > 0:
         return _error(503, "the engine is still starting", "service_unavailable")
     refused = _too_long(worker, parsed)
@@ -363,10 +374,7 @@ async def _generate(
 
 
 async def health_generate(request: web.Request) -> web.Response:
-    worker = _worker(request)
-    if worker.ready_in() > 0:
-        return web.Response(status=503, text="starting")
-    return web.Response(text="")
+    return await health(request)
 
 
 # ------------------------------------------------------------------------------------ assembly
@@ -438,11 +446,13 @@ async def serve_apps(
 ) -> None:  # fmt: skip
     """Serve ``app`` on the worker's port (and ``side``, a prefill's bootstrap or NIXL side
     channel, on its bootstrap port) until ``stop`` is set."""
-    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False)]
+    log = server_logger()
+    runners = [web.AppRunner(app, access_log=None, handler_cancellation=False, logger=log)]
     sites = [(runners[0], settings.host, settings.port)]
     if side is not None and settings.bootstrap_port is not None:
-        runners.append(web.AppRunner(side, access_log=None))
+        runners.append(web.AppRunner(side, access_log=None, logger=log))
         sites.append((runners[1], settings.host, settings.bootstrap_port))
+    worker = app[WORKER_KEY]
     try:
         for runner, host, port in sites:
             await runner.setup()
@@ -451,7 +461,32 @@ async def serve_apps(
             except OSError as exc:
                 raise SimError(f"cannot listen on {host}:{port}: {exc}") from exc
         quiet_gc()
-        await stop.wait()
+        await _until_stopped(stop, worker.crashed)
+        if worker.crashed.is_set():
+            await _drop_connections(runners)
+            raise SimError("the scheduler died (its traceback is logged above); the engine exits")
     finally:
         for runner in reversed(runners):
             await runner.cleanup()
+
+
+async def _until_stopped(stop: asyncio.Event, crashed: asyncio.Event) -> None:
+    """Until ``stop`` is set or the scheduler died."""
+    waits = [asyncio.create_task(stop.wait()), asyncio.create_task(crashed.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in waits:
+            task.cancel()
+
+
+#: Seconds a handler gets to end once the scheduler died (its work will never complete).
+_CRASH_SHUTDOWN_S = 0.2
+
+
+async def _drop_connections(runners: list[web.AppRunner]) -> None:
+    """The scheduler died: every connection closed now, its handler cancelled, as SGLang's
+    server process is killed (``kill_process_tree``) when its scheduler dies."""
+    for runner in runners:
+        if runner.server is not None:
+            await runner.server.shutdown(_CRASH_SHUTDOWN_S)

@@ -211,6 +211,7 @@ SERVELAB_OPTIONS = (
         metavar="RATE",
     ),
     _Option("--kv-corrupt", None, "Fault: decode from wrong KV after a PD hand-off."),
+    _Option("--scheduler-crash", None, "Fault: the scheduler dies (503, exit 1)."),
 )
 
 

@@ -17,6 +17,8 @@
   requests takes its second choice with probability ``RATE * B / 64`` (``servelab.sim.answers``).
 - ``kv_corrupt``: the decode continues from wrong KV after a PD hand-off (SGLang bootstrap room,
   vLLM NIXL read): HTTP 200, a valid stream, an answer that differs from its first decoded token.
+- ``scheduler_crash``: the scheduler loop raises at its next step; the worker then does what the
+  engine does when its scheduler process dies (``servelab.sim.app``: logged, 503, exit 1).
 
 Pure data and rules; the clock and the random draws are passed in.
 """
@@ -44,6 +46,7 @@ ENV_VARS = {
     "fail_fast_s": "SERVELAB_SIM_FAIL_FAST_S",
     "batch_nondeterminism": "SERVELAB_SIM_BATCH_NONDETERMINISM",
     "kv_corrupt": "SERVELAB_SIM_KV_CORRUPT",
+    "scheduler_crash": "SERVELAB_SIM_SCHEDULER_CRASH",
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -124,6 +127,7 @@ class Faults:
     fail_fast_s: float = 0.0
     batch_nondeterminism: float = 0.0
     kv_corrupt: bool = False
+    scheduler_crash: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Faults:
@@ -154,7 +158,7 @@ class Faults:
             if over is not None and over < 0:
                 raise SimError(f"transfer_fail_over_tokens must be >= 0, got {over}")
             new["transfer_fail_over_tokens"] = over
-        for name in ("wedge", "no_metrics", "kv_corrupt"):
+        for name in ("wedge", "no_metrics", "kv_corrupt", "scheduler_crash"):
             if name in changes:
                 new[name] = parse_flag(name, changes[name])
         return replace(self, **new)

@@ -9,11 +9,12 @@ the last token to sample from it).
 
 The KV pool (``Limits.pool_tokens``) holds the cached pages and the tokens of the requests in
 flight. :meth:`PrefixCache.admit` locks a request's cached path and reserves its new tokens,
-evicting the least recently used unlocked pages first (SGLang's ``evict``: leaves, LRU); when
-even that leaves no room the request waits. :meth:`PrefixCache.finish` inserts its full pages and
-releases its reservation. Eviction takes leaves only: a use touches a path from its deepest page
-to its root, so a page is always more recent than every page below it, and the least recently
-used unlocked page is a leaf.
+evicting the least recently used unlocked pages first (SGLang's ``evict``: leaves, LRU); the
+path is locked before any eviction, so making room never takes the prefix just matched (SGLang's
+``inc_lock_ref`` on the matched node before ``evict``). When even that leaves no room the request
+waits. :meth:`PrefixCache.finish` inserts its full pages and releases its reservation. Eviction
+takes leaves only: a use touches a path from its deepest page to its root, so a page is always
+more recent than every page below it, and the least recently used unlocked page is a leaf.
 """
 
 from __future__ import annotations
@@ -117,17 +118,19 @@ class PrefixCache:
         room even after evicting (``force``: admit anyway, the only request in flight)."""
         n = self._usable(hashes, prompt_tokens)
         new = prompt_tokens - n * self.page_size
+        lease = Lease(tuple(hashes), n, new, n * self.page_size)
+        path = hashes[:n]
+        for h in path:  # pinned before making room: eviction never takes the matched prefix
+            self._pages[h].locks += 1
         short = self.used_tokens + new - self.capacity
         if short > 0:
             self._evict(short)
             if self.used_tokens + new > self.capacity and not force:
+                self._unlock(lease)
                 return None
-        path = hashes[:n]
-        for h in path:
-            self._pages[h].locks += 1
         self._touch(path)
         self.reserved += new
-        return Lease(tuple(hashes), n, new, n * self.page_size)
+        return lease
 
     def finish(self, lease: Lease) -> None:
         """The request's KV is computed: insert its full pages (its cached path still locked,

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from servelab.errors import SimError
 from servelab.sim.limits import Limits
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.prefixcache import Lease, PrefixCache
@@ -212,6 +213,11 @@ def take_batch(
     return batch
 
 
+def _check_crash(crash: bool) -> None:
+    if crash:
+        raise SimError("the scheduler_crash fault: the scheduler loop raised")
+
+
 class PrefillScheduler:
     """Prefill batches of the waiting prompts (chunked, capped and ordered as the engine's
     arguments say: :func:`take_batch`, :func:`order_waiting`), computing only what the prefix
@@ -227,6 +233,12 @@ class PrefillScheduler:
         self._arrivals = 0
         self._rng = random.Random(settings.seed)
         self.lag = _Lag()
+        self._crash = False
+
+    def crash(self) -> None:
+        """The ``scheduler_crash`` fault: the loop raises at its next step."""
+        self._crash = True
+        self._kick.set()
 
     async def prefill(
         self, tokens: int, max_tokens: int = 0, hashes: tuple[int, ...] = ()
@@ -296,6 +308,7 @@ class PrefillScheduler:
         while True:
             await self._kick.wait()
             self._kick.clear()
+            _check_crash(self._crash)
             t_next = loop.time()
             while self._queue:
                 self._queue = order_waiting(self._queue, limits.schedule_policy, self._rng)
@@ -354,6 +367,13 @@ class DecodeScheduler:
         self.lag = _Lag()
         #: what may change answers token by token (None: nothing does, the fast path)
         self.perturb: Perturb | None = None
+        self._crash = False
+
+    def crash(self) -> None:
+        """The ``scheduler_crash`` fault: the loop raises at its next step."""
+        self._crash = True
+        self._kick.set()
+        self.unwedged.set()
 
     @property
     def running(self) -> int:
@@ -429,7 +449,7 @@ class DecodeScheduler:
 
     async def _wait_unwedged(self) -> None:
         self.unwedged.clear()
-        while self._is_wedged():
+        while self._is_wedged() and not self._crash:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.unwedged.wait(), 1.0)
             self.unwedged.clear()
@@ -439,6 +459,7 @@ class DecodeScheduler:
         loop = asyncio.get_running_loop()
         t_next: float | None = None
         while True:
+            _check_crash(self._crash)
             self._admit()
             if self._is_wedged():
                 await self._wait_unwedged()

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import random
 import time
+import traceback
 import uuid
 from collections import deque
 from dataclasses import dataclass, replace
@@ -32,6 +34,7 @@ from servelab.sim.tracing import SimTracer, mark
 __all__ = ["TransferError", "Worker"]
 
 _RECENT_ROOMS = 256
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -79,25 +82,48 @@ class Worker:
         self.prefill_sched: PrefillScheduler | None = None
         self.decode_sched: DecodeScheduler | None = None
         self.tracer = SimTracer(settings.otlp_endpoint, settings.role, settings.engine)
+        #: set when the scheduler loop died of an exception (``crash`` holds its traceback)
+        self.crashed = asyncio.Event()
+        self.crash: str | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Start the scheduler loop of this worker's role."""
+        """Start the scheduler loop of this worker's role, watched (:meth:`_scheduler_ended`)."""
         if self.settings.role == "prefill":
             self.prefill_sched = PrefillScheduler(self.settings, self.metrics)
-            self._tasks.append(asyncio.create_task(self.prefill_sched.run()))
+            task = asyncio.create_task(self.prefill_sched.run())
         else:
             self.decode_sched = DecodeScheduler(self.settings, self.metrics, self.is_wedged)
             self._set_perturb()
-            self._tasks.append(asyncio.create_task(self.decode_sched.run()))
+            task = asyncio.create_task(self.decode_sched.run())
+        task.add_done_callback(self._scheduler_ended)
+        self._tasks.append(task)
+        if self.faults.scheduler_crash:
+            self._crash_scheduler()
+
+    def _scheduler_ended(self, task: asyncio.Task[None]) -> None:
+        """A scheduler loop that ended other than cancelled died: logged with its traceback as
+        SGLang's ``run_scheduler_process`` logs it ("Scheduler hit an exception"), and
+        :attr:`crashed` set (``/health`` then answers 503 and the server exits, as SGLang's
+        does when its scheduler process dies)."""
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        assert exc is not None
+        self.crash = "".join(traceback.format_exception(exc))
+        logger.error("Scheduler hit an exception: %s", self.crash)
+        self.crashed.set()
+
+    def _crash_scheduler(self) -> None:
+        sched = self.prefill_sched or self.decode_sched
+        if sched is not None:
+            sched.crash()
 
     async def stop(self) -> None:
-        """Cancel the loops and close the bootstrap client."""
+        """Cancel the loops and close the bootstrap client (a loop that died was reported)."""
         for task in [*self._tasks, *([self._warmup] if self._warmup else [])]:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._client.close()
         self.tracer.shutdown()
 
@@ -136,6 +162,8 @@ class Worker:
             self.aborts.reset()
         if "fail_fast_s" in changes:
             self._fail_until = time.monotonic() + self.faults.fail_fast_s
+        if self.faults.scheduler_crash:
+            self._crash_scheduler()
         if not self.is_wedged() and self.decode_sched is not None:
             self.decode_sched.unwedged.set()
         self._set_perturb()

@@ -32,9 +32,9 @@ from servelab.core.ab.tunerun import (
     screen,
     with_visits,
 )
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import decode, encode
 from servelab.ops.ab.tune import TuneConfig
-from servelab.ops.bench.bench import BenchConfig
 
 CAP = TuneKnob("decode", "--max-running-requests", ("4", "64"))
 REPORT = TuneKnob("decode", "--enable-cache-report", ("off", "on"))

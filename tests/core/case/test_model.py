@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.case import model
 from servelab.core.case.model import (
     RESTORE_FAILED,
@@ -22,19 +23,11 @@ from servelab.core.case.model import (
     restore_status,
     timeline,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Resolution, Suspect
 from servelab.core.case.revert import conviction_test, experiment_values, revert_cost, revert_values
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    CaseEvent,
-    CaseEvidence,
-    CaseRecord,
-    KnobChangeRecord,
-    Resolution,
-    SoakRunRecord,
-    Suspect,
-    read_soak_run,
-)
+from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.errors import CaseError
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"

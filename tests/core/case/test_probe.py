@@ -32,9 +32,10 @@ from servelab.core.case.probe import (
     parse_probe_test,
     round_order,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS, refusals
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, KnobChangeRecord
 from servelab.errors import CaseError
 
 CTAS = "SGLANG_SM120_MMA_TARGET_CTAS"

@@ -12,6 +12,7 @@ from servelab.core.case.experiment import (
     ExperimentRecord,
     decide,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.verdicts import (
     WHY_EXPERIMENT_CONTRADICTS,
     WHY_NO_SUPPORT,
@@ -24,10 +25,10 @@ from servelab.core.case.verdicts import (
     same_workload,
 )
 from servelab.core.ledger.codec import encode
-from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
 from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.layers import Layer
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
+from servelab.core.telemetry.layers import Layer
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 KNOB = f"knob:decode/{K}"

@@ -7,9 +7,10 @@ import pytest
 
 from servelab.core.deploy.spec import DEFAULT_OTLP_ENDPOINT, DEFAULT_SPEC_TOML, parse_spec
 from servelab.core.deploy.topology import router_argv, sim_argv
+from servelab.core.ledger.codec import encode
 from servelab.core.load.identity import request_identity
 from servelab.core.load.packed import pack_record, unpack_record
-from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.traces import ClockAnchor, join_records
 from servelab.errors import SpecError
 
@@ -64,12 +65,12 @@ def test_request_identity_is_unique_and_a_valid_traceparent() -> None:
 def test_the_compact_form_keeps_the_identity_and_reads_old_blobs() -> None:
     record = RequestRecord(3, 1000, sent_ns=1100, end_ns=2000, status=200,
                            event_ns=[1500, 1600], event_tokens=[1, 2])  # fmt: skip
-    old = pack_record(record_to_dict(record))
-    assert old is not None and unpack_record(old) == record_to_dict(record)
+    old = pack_record(encode(record))
+    assert old is not None and unpack_record(old) == encode(record)
     record.request_id, record.traceparent = request_identity("00000000000000aa", 3)
-    blob = pack_record(record_to_dict(record))
+    blob = pack_record(encode(record))
     assert blob is not None and blob.startswith(old)  # added at the end, nothing else moved
-    assert unpack_record(blob) == record_to_dict(record)
+    assert unpack_record(blob) == encode(record)
 
 
 def test_a_request_without_spans_is_untraced_and_one_without_an_id_is_not_joined() -> None:

@@ -24,11 +24,14 @@ def _search(
     start: float,
     kind: LoadKind = LoadKind.CONCURRENCY,
     ceiling: float | None = None,
+    limit: float | None = None,
 ) -> Capacity:
     probes: list[Probe] = []
-    while (load := next_load(probes, start=start, kind=kind, ceiling=ceiling)) is not None:
+    while (
+        load := next_load(probes, start=start, kind=kind, ceiling=ceiling, limit=limit)
+    ) is not None:
         probes.append(model(load))
-    return conclude(probes, kind=kind, ceiling=ceiling)
+    return conclude(probes, kind=kind, ceiling=ceiling, limit=limit)
 
 
 def _latency_bound(limit_load: float, sat: float = 1e9) -> Callable[[float], Probe]:
@@ -93,3 +96,41 @@ def test_an_interrupted_search_says_so() -> None:
     probe = _latency_bound(30)
     found = conclude([probe(1), probe(2)], kind=LoadKind.CONCURRENCY, interrupted=True)
     assert found.stop == CapacityStop.INTERRUPTED and found.capacity == 2
+
+
+def _requests_bound(requests: int) -> Callable[[float], Probe]:
+    """A deployment far from its capacity, driven by ``requests`` requests per probe: a
+    concurrency above them keeps only ``requests`` in flight, so its throughput stops growing."""
+
+    def probe(load: float) -> Probe:
+        return Probe(load, True, True, min(load, requests) * 10, 0.01)
+
+    return probe
+
+
+def test_a_concurrency_the_requests_cannot_fill_is_no_evidence_of_saturation() -> None:
+    """Defect 8 (issue 38): with 4 requests per probe, C8 has at most 4 in flight, so C4 -> C8
+    barely raising the throughput said "saturated at C4". The ramp stops at the requests and
+    says the search was limited by them."""
+    found = _search(_requests_bound(4), start=1, limit=4)
+    assert found.stop == CapacityStop.LIMITED
+    assert [p.load for p in found.probes] == [1, 2, 4]
+    assert found.capacity == 4 and found.above is None and found.limit == 4
+    uneven = _search(_requests_bound(6), start=1, limit=6)
+    assert [p.load for p in uneven.probes] == [1, 2, 4, 6] and uneven.stop == CapacityStop.LIMITED
+
+
+def test_probes_over_the_limit_are_compared_as_they_ran() -> None:
+    """Defect 8 (issue 38): the saturation rule caps each load at the requests it sent."""
+    probes = [Probe(4, True, True, 40.0, 0.1), Probe(8, True, True, 40.0, 0.1)]
+    assert conclude(probes, kind=LoadKind.CONCURRENCY).stop == CapacityStop.SATURATED
+    limited = conclude(probes, kind=LoadKind.CONCURRENCY, limit=4)
+    assert limited.stop == CapacityStop.LIMITED and limited.capacity == 8
+
+
+def test_a_real_saturation_below_the_limit_is_still_found() -> None:
+    """Defect 8 (issue 38): the limit does not hide a saturation the requests could show."""
+    found = _search(_latency_bound(10_000, sat=8), start=1, limit=64)
+    assert found.stop == CapacityStop.SATURATED and found.capacity == 8
+    ceiling_first = _search(_latency_bound(500), start=16, ceiling=48, limit=100)
+    assert ceiling_first.stop == CapacityStop.CEILING

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.identity import request_identity
 from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.load.records import (
@@ -15,8 +16,6 @@ from servelab.core.load.records import (
     RequestRecord,
     StreamAccumulator,
     decode_chunks,
-    record_from_dict,
-    record_to_dict,
 )
 from servelab.core.load.sse import SSEDecoder
 from tests.support.old_rows import packed_v1
@@ -72,7 +71,7 @@ def test_stream_without_done_is_truncated() -> None:
 
 def test_record_dict_round_trip() -> None:
     record = _run(_chunk("a") + "data: [DONE]\n\n")
-    assert record_from_dict(record_to_dict(record)) == record
+    assert decode(RequestRecord, encode(record)) == record
 
 
 def test_decode_chunks_stamps_events_with_their_completing_read() -> None:
@@ -102,7 +101,7 @@ def _measured(i: int = 0, events: int = 48, base: int = 250_000_000_000_000) -> 
 
 
 def test_a_packed_record_comes_back_exactly_and_five_times_smaller() -> None:
-    data = record_to_dict(_measured())
+    data = encode(_measured())
     packed = pack_record(data)
     assert packed is not None and unpack_record(packed) == data
     as_json = json.dumps(data, sort_keys=True, separators=(",", ":"))
@@ -120,14 +119,14 @@ def test_every_field_shape_round_trips() -> None:
     huge.event_tokens = [2**40, -1]
     empty = RequestRecord(index=0, scheduled_ns=0)
     for record in (failed, slow, mixed, huge, empty):
-        data = record_to_dict(record)
+        data = encode(record)
         packed = pack_record(data)
         assert packed is not None and unpack_record(packed) == data
-        assert record_from_dict(unpack_record(packed)) == record
+        assert decode(RequestRecord, unpack_record(packed)) == record
 
 
 def test_what_is_not_a_request_record_is_not_packed() -> None:
-    data = record_to_dict(_measured(events=2))
+    data = encode(_measured(events=2))
     assert pack_record({"a": 1}) is None
     assert pack_record({**data, "extra": 1}) is None
     assert pack_record({**data, "warmup": 1}) is None  # an int is not a bool here
@@ -145,14 +144,14 @@ def test_cached_tokens_and_session_round_trip_and_old_tails_still_read() -> None
     ids_only.request_id, ids_only.traceparent = "rid", "00-tp"
     neither = RequestRecord(index=1, scheduled_ns=0, cached_tokens=1200)
     for record in (cached, ids_only, neither):
-        packed = pack_record(record_to_dict(record))
-        assert packed is not None and record_from_dict(unpack_record(packed)) == record
+        packed = pack_record(encode(record))
+        assert packed is not None and decode(RequestRecord, unpack_record(packed)) == record
     # a blob an older servelab wrote: the ids' tail without the numbers
-    old = pack_record(record_to_dict(ids_only))
+    old = pack_record(encode(ids_only))
     assert old is not None and old.endswith(b"\x00\x00")
     back = unpack_record(old[:-2])
     assert (back["request_id"], back["cached_tokens"], back["session"]) == ("rid", None, None)
-    assert pack_record({**record_to_dict(cached), "cached_tokens": -1}) is None
+    assert pack_record({**encode(cached), "cached_tokens": -1}) is None
 
 
 DETAILS_7 = {"cached_tokens": 7}
@@ -197,10 +196,10 @@ def test_a_tool_calls_argument_fragments_are_its_tokens() -> None:
 
 def test_a_servelab_request_id_costs_nine_bytes_and_other_ids_are_kept_as_written() -> None:
     record = _measured()
-    plain = pack_record(record_to_dict(record))
+    plain = pack_record(encode(record))
     record.request_id, record.traceparent = request_identity("00000000000000aa", record.index)
-    blob = pack_record(record_to_dict(record))
-    assert plain is not None and blob is not None and unpack_record(blob) == record_to_dict(record)
+    blob = pack_record(encode(record))
+    assert plain is not None and blob is not None and unpack_record(blob) == encode(record)
     assert len(blob) - len(plain) == 1 + 8 + 2  # the mode, the 8-byte tag; the two numbers
     for rid, tp in (
         ("my-own-id", ""),  # a user's header
@@ -208,7 +207,7 @@ def test_a_servelab_request_id_costs_nine_bytes_and_other_ids_are_kept_as_writte
         ("servelab-00000000000000aa-999", record.traceparent),  # another index
     ):
         record.request_id, record.traceparent = rid, tp
-        data = record_to_dict(record)
+        data = encode(record)
         packed = pack_record(data)
         assert packed is not None and unpack_record(packed) == data
 
@@ -217,4 +216,4 @@ def test_blobs_written_before_version_2_still_read() -> None:
     record = _measured(events=3)
     record.request_id, record.traceparent = request_identity("00000000000000ab", record.index)
     record.cached_tokens, record.session = 40, 2
-    assert unpack_record(packed_v1(record)) == record_to_dict(record)
+    assert unpack_record(packed_v1(record)) == encode(record)

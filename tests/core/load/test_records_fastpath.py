@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
     REASON_TRUNCATED,
     RequestRecord,
     decode_chunks,
-    record_to_dict,
 )
 from servelab.core.load.sse import Event, SSEDecoder
 
@@ -163,7 +163,7 @@ def _body(payloads: list[bytes], done: bool = True) -> list[bytes]:
 
 def _same(reads: list[tuple[int, bytes]]) -> None:
     got = decode_chunks(RequestRecord(index=0, scheduled_ns=0), reads, 999)
-    assert record_to_dict(got) == record_to_dict(_oracle(reads, 999))
+    assert encode(got) == encode(_oracle(reads, 999))
 
 
 @pytest.mark.parametrize("payload", ODD, ids=range(len(ODD)))

@@ -9,7 +9,14 @@ import pytest
 
 from servelab.core.load import metrics as m
 from servelab.core.load.records import RequestRecord
-from servelab.core.load.slo import SLO, Objective, SloMetric, parse_duration_ms, parse_slo
+from servelab.core.load.slo import (
+    SLO,
+    Objective,
+    SloMetric,
+    exact,
+    parse_duration_ms,
+    parse_slo,
+)
 
 MS = 1_000_000
 
@@ -105,3 +112,17 @@ def test_warmups_are_not_judged() -> None:
     warm.warmup = True
     att = m.slo_attainment([warm, _request(10)], SLO((Objective(SloMetric.TTFT, 99, 100),)))
     assert (att.requests, att.good) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["ttft_p99.99999=2s", "itl_p0.00001=1234567ms", "e2e_p99.9999999999=1e-5s",
+     "tpot_p33.333333333=0.123456789ms"],
+)  # fmt: skip
+def test_every_percentile_and_limit_is_shown_exactly_as_the_parser_reads_it(text: str) -> None:
+    """Defect 22 (issue 38): ttft_p99.99999=2s was shown as "p100", a value the parser refuses:
+    the text form keeps every digit, and reads back as the same SLO."""
+    slo = parse_slo(text)
+    assert parse_slo(slo.text) == slo
+    assert "p100" not in slo.text and "e" not in slo.text.split("_p")[1].split("=")[0]
+    assert exact(99.99999) == "99.99999" and exact(2000.0) == "2000" and exact(1e-05) == "0.00001"

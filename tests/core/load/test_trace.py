@@ -4,6 +4,7 @@ whose equal ids are equal prefixes, and the seeded sample traces (the shipped on
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 
 import orjson
@@ -11,13 +12,22 @@ import pytest
 
 from servelab.core.load.trace import (
     PromptBuilder,
+    TracePlan,
     TraceReader,
     TraceSession,
     TraceTurn,
     TraceWindow,
+    check_replay,
+    replay_seconds,
     session_offsets_ns,
 )
-from servelab.core.load.tracegen import AgenticShape, ChatShape, agentic_trace, chat_trace
+from servelab.core.load.tracegen import (
+    AgenticShape,
+    ChatShape,
+    agentic_trace,
+    chat_trace,
+    check_arrivals,
+)
 from servelab.errors import TraceError
 from tests.support import REPO
 
@@ -152,6 +162,64 @@ def test_the_shipped_trace_is_the_generators_default_agentic_trace() -> None:
     """``servelab trace generate agentic -o examples/traces/agentic.jsonl`` wrote it."""
     shipped = (REPO / "examples" / "traces" / "agentic.jsonl").read_bytes().splitlines()
     assert shipped == [orjson.dumps(e) for e in agentic_trace(AgenticShape(), seed=0)]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([{"timestamp": 0, "input_length": 1_000_000_000}],
+         "line 1: input_length 1,000,000,000 is over 16,777,216 tokens"),
+        ([{"timestamp": 0, "input_length": 5, "output_length": 1 << 30}],
+         "line 1: output_length 1,073,741,824 is over"),
+        ([{"timestamp": 1e308, "input_length": 5}], "line 1: timestamp 1e[+]308 is over"),
+        ([{"session_id": "a", "timestamp": 0, "input_length": 2},
+          {"session_id": "a", "delay": 1e300, "input_length": 2}], "line 2: delay 1e[+]300"),
+    ],
+)  # fmt: skip
+def test_lengths_and_instants_past_their_caps_are_refused_by_their_line(
+    lines: list[dict[str, object] | str], message: str
+) -> None:
+    """Defects 7 and 13 (issue 38): a line with input_length 10^9 grew bench to 18.9 GB while it
+    built the prompt; a timestamp of 1e308 ended in "unexpected OverflowError"; a delay of 1e300
+    waited forever. Each is refused as it is read, naming its line."""
+    with pytest.raises(TraceError, match=message):
+        _read(lines)
+
+
+def test_a_replay_longer_than_its_cap_is_refused() -> None:
+    """Defects 13 and 19 (issue 38): --speedup 1e-300 (or a trace spanning decades) waited
+    forever; the replay's span over its speedup is capped at a week."""
+    check_replay(3_600_000.0, 1.0)  # an hour at 1x
+    check_replay(30 * 86_400_000.0, 10.0)  # a month 10x as fast: 3 days
+    with pytest.raises(TraceError, match="over the 7-day cap"):
+        check_replay(54_000.0, 1e-300)
+    with pytest.raises(TraceError, match="over the 7-day cap"):
+        check_replay(1e12, 1.0)
+    assert replay_seconds(1000.0, 2.0) == 0.5
+    with pytest.raises(ValueError, match="finite"):
+        TracePlan("t.jsonl", speedup=math.inf)
+
+
+def test_a_utf8_byte_order_mark_is_not_part_of_the_first_line() -> None:
+    """Defect 20 (issue 38): a trace saved with a UTF-8 BOM was "line 1: not a JSON object"."""
+    line = b'{"timestamp": 0, "input_length": 3}'
+    for first in (b"\xef\xbb\xbf" + line, "\ufeff" + line.decode()):
+        reader = TraceReader()
+        (session,) = reader.feed(first)
+        assert session.turns[0].input_length == 3
+    reader = TraceReader()
+    reader.feed(line)
+    with pytest.raises(TraceError, match="line 2: not a JSON object"):
+        reader.feed(b"\xef\xbb\xbf" + line)  # only the file's start may carry one
+
+
+def test_generated_arrivals_are_refused_past_what_a_trace_may_span() -> None:
+    """Defect 13 (issue 38): trace generate --rate 1e-300 died of "Integer exceeds 64-bit
+    range" writing its timestamps."""
+    check_arrivals(200, 4.0)
+    check_arrivals(8, 1e-6)  # 81 days between sessions: a long trace, still a trace
+    with pytest.raises(TraceError, match="--rate 1e-300: 8 arrivals"):
+        check_arrivals(8, 1e-300)
 
 
 def test_a_trace_recorded_on_whole_seconds_starts_its_arrivals_in_bursts() -> None:

@@ -23,7 +23,6 @@ from servelab.core.soak.evidence import (
     parse_metrics,
     parse_workers,
 )
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -35,6 +34,7 @@ from servelab.core.soak.observe import (
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, UndecidedReason, undecided
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.router import router_metrics
 from servelab.core.telemetry.rules import ServerView
 from servelab.core.telemetry.summary import RunTelemetry, SourceTelemetry

@@ -11,7 +11,6 @@ import pytest
 import servelab.core.soak.result as result_mod
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import (
     Determinism,
@@ -23,6 +22,7 @@ from servelab.core.soak.result import (
 )
 from servelab.core.soak.signatures import Signature
 from servelab.core.soak.undecided import NextProbe, UndecidedReason
+from servelab.core.telemetry.layers import Layer
 from tests.support.soakresult import every_kind_result, kinds
 
 

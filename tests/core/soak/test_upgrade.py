@@ -12,7 +12,7 @@ import pytest
 
 import servelab.core.soak.upgrade as upgrade_mod
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import read_soak_run
+from servelab.core.soak.record import read_soak_run
 from servelab.core.soak.result import Determinism, SoakResult
 from servelab.core.soak.upgrade import (
     upgrade_determinism,

@@ -7,7 +7,8 @@ import json
 
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.result import SoakConfig, SoakResult, SoakTraces, Targets
-from servelab.core.telemetry.traces import WORKER_PHASES, Span, phases_so_far
+from servelab.core.telemetry.spans import WORKER_PHASES, Span
+from servelab.core.telemetry.traces import phases_so_far
 
 #: Per worker phase, the SGLang stage span that ends with it.
 STAGES = (

@@ -25,6 +25,8 @@ from servelab.core.telemetry.rules import (
     telemetry_observations,
 )
 from servelab.core.telemetry.summary import RunTelemetry, SourceTelemetry
+from servelab.core.telemetry.unknown import Unknown
+from servelab.report.soak.words import unknown_text
 
 ROLES = {"prefill": "prefill", "decode": "decode"}
 GEN = 'sglang:generation_tokens_total{model_name="sim"}'
@@ -132,9 +134,11 @@ def test_a_source_that_did_not_answer_is_unknown_with_its_reason_never_quiet() -
     got = _by_rule(assess(_view(run)))
     for key in ("engine_transfer.decode", "router_errors.router", "engine_saturation.decode"):
         e = got[f"telemetry.{key}"]
-        assert (e.state, e.reason) == (UNKNOWN, "connection refused"), e
+        assert (e.state, e.why, e.detail) == (UNKNOWN, Unknown.SOURCE_SILENT, "connection refused")
+        assert unknown_text(e) == "connection refused", e
     client = got["telemetry.client_vs_server.decodes"]
-    assert client.state == UNKNOWN and "decode" in (client.reason or "")
+    assert (client.state, client.why, client.detail) == (UNKNOWN, Unknown.DECODES_SILENT, "decode")
+    assert unknown_text(client) == "decode(s) did not answer: decode"
     obs = {o.id: o for o in telemetry_observations(tuple(got.values()))}
     assert obs["telemetry.engine_transfer.decode"].healthy is None
     assert is_unknown(obs["telemetry.engine_transfer.decode"])
@@ -172,12 +176,12 @@ def test_a_queue_without_the_engine_at_its_cap_or_outside_the_failing_window_is_
 def test_too_few_samples_leave_saturation_unknown() -> None:
     short = _clean(decode=_engine("decode", queue=(0, 9)))
     e = _by_rule(assess(_view(short, failing=((1.0, 1.0),))))["telemetry.engine_saturation.decode"]
-    assert (e.state, e.reason) == (
-        UNKNOWN, "too few samples in the failing window or the baseline",
-    )  # fmt: skip
+    assert (e.state, e.why) == (UNKNOWN, Unknown.TOO_FEW_SAMPLES)
+    assert unknown_text(e) == "too few samples in the failing window or the baseline"
     no_queue = replace(_engine("decode"), gauges={})
     e = _by_rule(assess(_view(_clean(decode=no_queue), failing=FAILING)))
-    assert e["telemetry.engine_saturation.decode"].reason == "no queue gauge"
+    assert e["telemetry.engine_saturation.decode"].why == Unknown.NO_QUEUE_GAUGE
+    assert unknown_text(e["telemetry.engine_saturation.decode"]) == "no queue gauge"
 
 
 def test_client_and_decodes_disagreeing_beyond_the_tolerance_is_the_client() -> None:
@@ -197,10 +201,12 @@ def test_client_and_decodes_disagreeing_beyond_the_tolerance_is_the_client() -> 
 def test_the_client_rule_is_unknown_on_partial_counts_or_too_few_tokens() -> None:
     partial = _view(_clean(), tokens=10, complete=False)
     e = _by_rule(assess(partial))["telemetry.client_vs_server.decodes"]
-    assert e.state == UNKNOWN and "did not count" in (e.reason or "")
+    assert e.state == UNKNOWN and e.why == Unknown.CLIENT_INCOMPLETE
+    assert "did not count" in unknown_text(e)
     few = _clean(decode=_engine("decode", {GEN: 50.0}))
     e = _by_rule(assess(_view(few, tokens=5)))["telemetry.client_vs_server.decodes"]
-    assert e.state == UNKNOWN and "fewer than 100" in (e.reason or "")
+    assert e.state == UNKNOWN and e.why == Unknown.TOO_FEW_TOKENS
+    assert "fewer than 100" in unknown_text(e)
     e = _by_rule(assess(ServerView(_clean(), ROLES, None)))["telemetry.client_vs_server.decodes"]
     assert e.state == UNKNOWN
 

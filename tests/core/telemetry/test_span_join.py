@@ -7,7 +7,8 @@ attributes); times are worker wall-clock ns, the client's ``perf_counter_ns`` ma
 from __future__ import annotations
 
 from servelab.core.load.identity import request_identity, trace_of
-from servelab.core.telemetry.traces import ClockAnchor, Span, decompose, spans_by_request, traced
+from servelab.core.telemetry.spans import Span
+from servelab.core.telemetry.traces import ClockAnchor, decompose, spans_by_request, traced
 
 ANCHOR = ClockAnchor(0, 0)
 MS = 1_000_000

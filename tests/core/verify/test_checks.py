@@ -34,15 +34,14 @@ from servelab.core.verify.checks import (
     KnobLive,
     KnobLiveVsSpec,
     Layer,
+    LayerSkipped,
     LiveProcess,
     NoEnvFile,
     RequestTiming,
+    SkipReason,
     StaleWorker,
-    UntypedCheck,
     WorkerListing,
     WorkerReach,
-    read_check,
-    read_check_row,
 )
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.pair import (
@@ -52,6 +51,7 @@ from servelab.core.verify.pair import (
     PairReport,
     PairValue,
 )
+from servelab.core.verify.record import UntypedCheck, flat_check, read_check, read_check_row
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 MRR = "--max-running-requests"
@@ -115,6 +115,7 @@ SHAPES: list[tuple[CheckData, list[str]]] = [
       "engine", "engine_field"]),
     (ArgumentLive(42, "pid record", MRR, "64", "64", "cmdline", LiveVerdict.MATCH),
      ["pid", "pid_source", "knob", "file", "live", "live_source", "verdict", "engine_known"]),
+    (LayerSkipped(SkipReason.NO_ENTRY_POINT), ["reason"]),
 ]  # fmt: skip
 
 
@@ -145,7 +146,7 @@ def test_every_code_carries_one_kind_and_names_its_layer() -> None:
 def test_each_kind_keeps_its_json_keys_and_reads_back(data: CheckData, keys: list[str]) -> None:
     code = next(code for code, kind in DATA_OF.items() if isinstance(data, kind))
     check = Check("decode", code is not CheckCode.LIVE_RESTART_NEEDED, code, data)
-    flat = check.to_json()
+    flat = flat_check(check)
     assert list(flat) == [*keys, "layer", "service", "ok", "code"]
     assert (flat["layer"], flat["code"]) == (code.layer.value, code.value)
     assert read_check(flat) == check
@@ -204,7 +205,7 @@ def test_what_cannot_be_typed_reads_as_stored() -> None:
     assert newer == UntypedCheck("live", "decode", False, None, {}, "live.someday")
     misfit = read_check_row("live", "decode", False, "live.differs", {"knob": "K"})
     assert misfit == UntypedCheck("live", "decode", False, "live.differs", {"knob": "K"})
-    assert newer.to_json() == {"layer": "live", "service": "decode", "ok": False,
+    assert flat_check(newer) == {"layer": "live", "service": "decode", "ok": False,
                                "code": "live.someday", "detail": None}  # fmt: skip
 
 

@@ -6,6 +6,9 @@ import asyncio
 import sys
 from pathlib import Path
 
+import pytest
+
+from servelab.core.deploy.spec import HostSpec
 from servelab.core.knobs.envfile import parse_environ
 from servelab.io.hosts import processes
 from servelab.io.hosts.host import Host
@@ -21,6 +24,7 @@ from servelab.io.hosts.processes import (
     stop_record,
     write_pid_record,
 )
+from servelab.io.hosts.ssh import host_for
 from servelab.io.http.client import probe
 from tests.support import free_port
 
@@ -141,3 +145,36 @@ def test_pid_records_round_trip(tmp_path: Path) -> None:
 def test_public_api() -> None:
     for name in processes.__all__:
         assert hasattr(processes, name)
+
+
+async def _printed_args(log: Path) -> str:
+    for _ in range(200):  # bounded: 20 s
+        text = log.read_text() if log.exists() else ""
+        if "ARGS " in text:
+            return text.split("ARGS ", 1)[1].splitlines()[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the service printed nothing: {log.read_text()}")
+
+
+async def test_a_launched_command_line_is_never_globbed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Defect 15 (issue 38): an args_env value of ``--chunked-prefill-size=*`` reached the
+    engine as a file name: the launch shell expanded the glob. The env file's words are quoted
+    one by one; a variable from the host's environment is split with globbing off."""
+    for name in ("a.txt", "b.txt", "--chunked-prefill-size=x"):
+        (tmp_path / name).write_text("")
+    monkeypatch.setenv("SL_HOST_ARGS", "--from-host=* ?")
+    code = "import sys, time; print('ARGS', sys.argv[1:], flush=True); time.sleep(60)"
+    host = host_for("local", HostSpec())
+    for args_env, env in (("SL_ARGS", {"SL_ARGS": "--chunked-prefill-size=* --x=[ab].txt  *"}),
+                          ("SL_HOST_ARGS", {})):  # fmt: skip
+        log = tmp_path / f"{args_env}.log"
+        record = await spawn(host, service="eng", log=str(log), env=env, cwd=str(tmp_path),
+                             argv=[sys.executable, "-c", code], args_env=args_env)  # fmt: skip
+        try:
+            printed = await _printed_args(log)
+        finally:
+            await stop_record(host, record, grace=5)
+        expected = env[args_env].split() if env else ["--from-host=*", "?"]
+        assert printed == repr(expected)

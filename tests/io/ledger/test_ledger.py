@@ -14,37 +14,28 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ab.compare import Comparison, Verdict
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    BenchRunRecord,
-    CaseEvent,
-    CaseEvidence,
-    CaseRecord,
-    DeploymentRecord,
-    KnobChangeRecord,
-    LedgerExport,
-    SoakRunRecord,
-    Suspect,
-    VerificationRecord,
-)
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.layers import Layer
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    KnobLive,
-    UntypedCheck,
-    WorkerReach,
-    read_check,
-)
+from servelab.core.telemetry.layers import Layer
+from servelab.core.verify.checks import Check, CheckCode, KnobLive, WorkerReach
+from servelab.core.verify.record import UntypedCheck, VerificationRecord, flat_check, read_check
 from servelab.errors import CaseError, SchemaError, StoreError
+from servelab.io.ledger import connection as connection_module
 from servelab.io.ledger import ledger as store_module
-from servelab.io.ledger.ledger import Ledger, default_ledger_path, resolve_ledger_path
+from servelab.io.ledger.connection import default_ledger_path, resolve_ledger_path
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
+from servelab.io.ledger.tables import NOW
 from tests.support.old_rows import FIRST_AB_RUN
 
 #: an A/B with nothing measured
@@ -63,7 +54,8 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 
 
 def test_public_api() -> None:
-    assert set(store_module.__all__) >= {"Ledger", "default_ledger_path", "resolve_ledger_path"}
+    assert "Ledger" in store_module.__all__
+    assert {"default_ledger_path", "resolve_ledger_path"} <= set(connection_module.__all__)
 
 
 def test_open_creates_wal_ledger_at_latest_schema(ledger: Ledger) -> None:
@@ -77,15 +69,21 @@ def test_open_creates_wal_ledger_at_latest_schema(ledger: Ledger) -> None:
 
 
 def test_measurement_round_trips(ledger: Ledger) -> None:
-    dep = ledger.record_deployment(name="pd", spec_hash="abc", action="up", detail={"n": 3})
-    knob = ledger.record_knob_change(
-        service="decode",
-        name="K",
-        old="512",
-        new="256",
-        reason="hang",
-        case_id=None,
-        backup_path="/b",
+    dep = ledger.add(
+        DeploymentRecord(id=0, at=NOW, name="pd", spec_hash="abc", action="up", detail={"n": 3})
+    )
+    knob = ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service="decode",
+            name="K",
+            old="512",
+            new="256",
+            reason="hang",
+            case_id=None,
+            backup_path="/b",
+        )
     )
     ver = ledger.record_verification(
         spec_hash="abc",
@@ -106,29 +104,29 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
             findings=(Finding(Layer.CLIENT_PROXY, 0.9, ("a",), ()),),
         )
     )
-    dep_row = ledger.get_deployment(dep)
+    dep_row = ledger.get(DeploymentRecord, dep)
     assert dep_row is not None and dep_row.detail == {"n": 3}
-    change = ledger.get_knob_change(knob)
+    change = ledger.get(KnobChangeRecord, knob)
     assert change is not None and change.old == "512"
     assert change.at == "2026-09-21T14:13:20.000Z"
-    verification = ledger.get_verification(ver)
+    verification = ledger.get(VerificationRecord, ver)
     assert verification is not None
-    assert [c.to_json() for c in verification.checks] == [
+    assert [flat_check(c) for c in verification.checks] == [
         {"layer": "live", "service": "decode", "ok": False, "code": None, "detail": "differs",
          "x": 1}
     ]  # fmt: skip
-    got = ledger.get_bench_run(run)
+    got = ledger.get(BenchRunRecord, run)
     assert got is not None and got.records is not None
     assert got.n_records == 5 and got.records[4] == {"i": 4}
-    assert ledger.list_bench_runs()[0].records is None
-    ab_row = ledger.get_ab(ab)
+    assert ledger.list(BenchRunRecord)[0].records is None
+    ab_row = ledger.get(AbRunRecord, ab)
     assert ab_row is not None and ab_row.result.arms == ()
-    assert ledger.list_ab(service="decode", knob="K")[0].id == ab
-    assert ledger.list_ab(knob="other") == []
-    soak_row = ledger.get_soak(soak)
+    assert ledger.list(AbRunRecord, service="decode", knob="K")[0].id == ab
+    assert ledger.list(AbRunRecord, knob="other") == []
+    soak_row = ledger.get(SoakRunRecord, soak)
     assert soak_row is not None
     assert soak_row.ok is False and soak_row.result.findings[0].layer == "client_proxy"
-    assert ledger.get_bench_run(999) is None
+    assert ledger.get(BenchRunRecord, 999) is None
 
 
 def test_a_check_stores_its_code_and_an_older_row_its_sentence(ledger: Ledger) -> None:
@@ -136,7 +134,7 @@ def test_a_check_stores_its_code_and_an_older_row_its_sentence(ledger: Ledger) -
     coded = Check("decode", False, CheckCode.LIVE_RESTART_NEEDED, restart)
     older = UntypedCheck("live", "decode", False, "in file but not live: restart needed", {})
     vid = ledger.record_verification(spec_hash="h", ok=False, checks=[coded, older])
-    got = ledger.get_verification(vid)
+    got = ledger.get(VerificationRecord, vid)
     assert got is not None and got.checks == (coded, older)
     raw = sqlite3.connect(ledger.path)
     try:
@@ -164,47 +162,49 @@ def test_a_check_row_written_before_the_typed_data_reads_typed(ledger: Ledger) -
             )
     finally:
         raw.close()
-    got = ledger.get_verification(vid)
+    got = ledger.get(VerificationRecord, vid)
     reach = WorkerReach("decode", "router", 4, 5, 3, (200, 200, 200))
     assert got is not None
     assert got.checks == (Check("decode-1", True, CheckCode.E2E_WORKER_REACHED, reach),)
 
 
 def test_case_writers_and_verdicts(ledger: Ledger) -> None:
-    cid = ledger.create_case(title="agentic sessions hang")
-    ledger.add_suspect(case_id=cid, target="knob:decode/K", reason="latest change")
+    cid = ledger.add(CaseRecord(id=0, at=NOW, title="agentic sessions hang", status="open"))
+    ledger.add(Suspect(at=NOW, case_id=cid, target="knob:decode/K", reason="latest change"))
     with pytest.raises(CaseError, match="already a suspect"):
-        ledger.add_suspect(case_id=cid, target="knob:decode/K", reason=None)
-    ledger.add_evidence(case_id=cid, kind="note", ref_id=None, note="fresh connections work")
+        ledger.add(Suspect(at=NOW, case_id=cid, target="knob:decode/K", reason=None))
+    ledger.add(
+        CaseEvidence(at=NOW, case_id=cid, kind="note", ref_id=None, note="fresh connections work")
+    )
     with pytest.raises(CaseError, match="evidence kind"):
-        ledger.add_evidence(case_id=cid, kind="rumour", ref_id=None, note=None)
+        ledger.add(CaseEvidence(at=NOW, case_id=cid, kind="rumour", ref_id=None, note=None))
     with pytest.raises(CaseError, match="no case 99"):
-        ledger.record_case_event(case_id=99, kind="x", detail={})
+        ledger.add(CaseEvent(at=NOW, case_id=99, kind="x", detail={}))
     ledger.resolve_case(
         case_id=cid,
         root_cause="proxy",
         verdicts={"knob:decode/K": "exonerated", "component:proxy": "convicted"},
     )
-    suspects = {s.target: s.verdict for s in ledger.list_suspects(cid)}
+    suspects = {s.target: s.verdict for s in ledger.list(Suspect, case_id=cid)}
     assert suspects == {"knob:decode/K": "exonerated", "component:proxy": "convicted"}
-    case = ledger.get_case(cid)
+    case = ledger.get(CaseRecord, cid)
     assert case is not None and case.status == "resolved"
     with pytest.raises(CaseError, match="verdict"):
         ledger.resolve_case(case_id=cid, root_cause="x", verdicts={"a": "maybe"})
-    case = ledger.get_case(cid)
+    case = ledger.get(CaseRecord, cid)
     assert case is not None and case.root_cause == "proxy"  # the failed resolve changed nothing
 
 
 def test_value_that_is_not_json_is_refused_and_nothing_written(ledger: Ledger) -> None:
     with pytest.raises(StoreError, match="not JSON"):
         ledger.record_ab(config={"x": object()}, result=EMPTY_AB)
-    assert ledger.list_ab() == []
+    assert ledger.list(AbRunRecord) == []
 
 
 def test_export_holds_every_table(ledger: Ledger) -> None:
     ledger.record_bench_run(label=None, config={}, summary={}, records=[{"a": 1}])
-    cid = ledger.create_case(title="t")
-    ledger.record_case_event(case_id=cid, kind="revert", detail={"knob": "K"})
+    cid = ledger.add(CaseRecord(id=0, at=NOW, title="t", status="open"))
+    ledger.add(CaseEvent(at=NOW, case_id=cid, kind="revert", detail={"knob": "K"}))
     dump = ledger.export()
     assert dump["schema_version"] == SCHEMA_VERSION
     assert dump["bench_runs"][0]["records"] == [{"a": 1}]
@@ -234,8 +234,8 @@ def test_older_schema_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
     raw.close()
     with Ledger.open(path) as ledger:
         assert ledger.schema_version == SCHEMA_VERSION
-        assert [r.knob for r in ledger.list_ab()] == ["K"]
-        assert ledger.create_case(title="after migration") == 1
+        assert [r.knob for r in ledger.list(AbRunRecord)] == ["K"]
+        assert ledger.add(CaseRecord(id=0, at=NOW, title="after migration", status="open")) == 1
 
 
 def test_open_without_create_refuses_a_missing_ledger_and_creates_nothing(tmp_path: Path) -> None:
@@ -245,9 +245,9 @@ def test_open_without_create_refuses_a_missing_ledger_and_creates_nothing(tmp_pa
     assert str(missing) in str(info.value)
     assert list(tmp_path.iterdir()) == []
     with Ledger.open(tmp_path / "l.db") as ledger:
-        ledger.create_case(title="kept")
+        ledger.add(CaseRecord(id=0, at=NOW, title="kept", status="open"))
     with Ledger.open(tmp_path / "l.db", create=False) as ledger:
-        assert [c.title for c in ledger.list_cases()] == ["kept"]
+        assert [c.title for c in ledger.list(CaseRecord)] == ["kept"]
 
 
 def test_a_file_that_is_not_a_ledger_is_a_store_error(tmp_path: Path) -> None:
@@ -270,7 +270,9 @@ _WRITER = textwrap.dedent(
     import sys
     import time
     from pathlib import Path
+    from servelab.core.knobs.record import KnobChangeRecord
     from servelab.io.ledger.ledger import Ledger
+    from servelab.io.ledger.tables import NOW
     path, tag, count, n_rec = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     with Ledger.open(path) as ledger:
         print("ready", flush=True)
@@ -278,8 +280,7 @@ _WRITER = textwrap.dedent(
         for i in range(count):
             recs = [{"tag": tag, "i": i, "seq": j, "pad": "x" * 200} for j in range(n_rec)]
             ledger.record_bench_run(label=f"{tag}-{i}", config={}, summary={}, records=recs)
-            ledger.record_knob_change(service=tag, name="K", old=None, new=str(i), reason=None,
-                                      case_id=None, backup_path=None)
+            ledger.add(KnobChangeRecord(id=0, at=NOW, service=tag, name="K", new=str(i)))
             time.sleep(0.002)  # real writers pause between runs (SQLite's busy wait is unfair)
     print("done", flush=True)
     """
@@ -299,7 +300,7 @@ def _assert_runs_whole(ledger: Ledger) -> None:
     raw = sqlite3.connect(ledger.path)
     try:
         assert raw.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        for run in ledger.list_bench_runs():
+        for run in ledger.list(BenchRunRecord):
             (n,) = raw.execute(
                 "SELECT count(*) FROM bench_records WHERE run_id = ?", (run.id,)
             ).fetchone()
@@ -348,7 +349,7 @@ def test_kill_9_mid_bench_leaves_every_earlier_run_intact(tmp_path: Path) -> Non
             child.stdout.close()
     assert child.returncode == -9 and "committed" not in rest
     with Ledger.open(path) as ledger:
-        labels = [r.label for r in ledger.list_bench_runs()]
+        labels = [r.label for r in ledger.list(BenchRunRecord)]
         assert labels == ["k-0", "k-1", "k-2"]
         _assert_runs_whole(ledger)
         assert ledger.record_ab(config={}, result=EMPTY_AB) == 1
@@ -367,12 +368,12 @@ def test_two_processes_writing_at_once_corrupt_nothing(tmp_path: Path) -> None:
         out, _ = proc.communicate(timeout=90)
         assert proc.returncode == 0 and out.strip() == "done", out
     with Ledger.open(path) as ledger:
-        runs = ledger.list_bench_runs()
+        runs = ledger.list(BenchRunRecord)
         assert len(runs) == 300 and len({r.id for r in runs}) == 300
         tags = "".join(str(r.label)[0] for r in runs)
         assert tags.count("ab") + tags.count("ba") >= 2, "the writers did not overlap"
         for tag in ("a", "b"):
-            news = [c.new for c in ledger.list_knob_changes(service=tag)]
+            news = [c.new for c in ledger.list(KnobChangeRecord, service=tag)]
             assert news == [str(i) for i in range(150)]
         _assert_runs_whole(ledger)
 
@@ -395,36 +396,43 @@ def test_typed_records_round_trip_through_a_real_file(tmp_path: Path) -> None:
     doc = SoakResult(config, Targets("http://e"), findings=(finding,))
     check = {"layer": "live", "service": "decode", "ok": True, "detail": "live", "knob": "K"}
     with Ledger.open(path, clock=_fixed_clock) as ledger:
-        ledger.record_deployment(name="pd", spec_hash="h", action="up", detail={"n": 1})
-        ledger.record_knob_change(service="decode", name="K", old="256", new="512",
-                                  reason="ab", case_id=None, backup_path=None)  # fmt: skip
+        ledger.add(
+            DeploymentRecord(id=0, at=NOW, name="pd", spec_hash="h", action="up", detail={"n": 1})
+        )
+        ledger.add(
+            KnobChangeRecord(
+                id=0, at=NOW, service="decode", name="K", old="256", new="512", reason="ab"
+            )
+        )
         ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(check)])
         ledger.record_bench_run(label="x", config={"c": 1}, summary={"s": 2}, records=[{"i": 0}])
         ledger.record_ab(config={"repeats": 1}, result=result)
         ledger.record_soak(doc)
-        cid = ledger.create_case(title="hang")
-        ledger.add_suspect(case_id=cid, target="knob:decode/K", reason="latest")
-        ledger.add_evidence(case_id=cid, kind="soak", ref_id=1, note="proxy")
-        ledger.record_case_event(case_id=cid, kind="revert", detail={"knob": "K", "ok": True})
+        cid = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
+        ledger.add(Suspect(at=NOW, case_id=cid, target="knob:decode/K", reason="latest"))
+        ledger.add(CaseEvidence(at=NOW, case_id=cid, kind="soak", ref_id=1, note="proxy"))
+        ledger.add(CaseEvent(at=NOW, case_id=cid, kind="revert", detail={"knob": "K", "ok": True}))
     with Ledger.open(path, clock=_fixed_clock) as ledger:
-        assert ledger.list_deployments() == [DeploymentRecord(1, AT, "pd", "h", "up", {"n": 1})]
-        assert ledger.list_knob_changes() == [
+        assert ledger.list(DeploymentRecord) == [DeploymentRecord(1, AT, "pd", "h", "up", {"n": 1})]
+        assert ledger.list(KnobChangeRecord) == [
             KnobChangeRecord(1, AT, "decode", "K", "256", "512", "ab", None, None)
         ]
-        assert ledger.list_verifications() == [
+        assert ledger.list(VerificationRecord) == [
             VerificationRecord(1, AT, "h", True, (read_check(check),))
         ]
-        assert ledger.get_bench_run(1) == BenchRunRecord(1, AT, "x", {"c": 1}, {"s": 2}, 1,
+        assert ledger.get(BenchRunRecord, 1) == BenchRunRecord(1, AT, "x", {"c": 1}, {"s": 2}, 1,
                                                          ({"i": 0},))  # fmt: skip
-        assert ledger.get_ab(1) == AbRunRecord(1, AT, "decode", "K", {"repeats": 1}, result)
-        assert ledger.get_soak(1) == SoakRunRecord(1, AT, False, doc)
-        assert ledger.get_case(cid) == CaseRecord(cid, AT, "hang", "open")
-        assert ledger.list_suspects(cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
+        assert ledger.get(AbRunRecord, 1) == AbRunRecord(
+            1, AT, "decode", "K", {"repeats": 1}, result
+        )
+        assert ledger.get(SoakRunRecord, 1) == SoakRunRecord(1, AT, False, doc)
+        assert ledger.get(CaseRecord, cid) == CaseRecord(cid, AT, "hang", "open")
+        assert ledger.list(Suspect, case_id=cid) == [Suspect("knob:decode/K", "latest", AT, id=1,
                                                      case_id=cid)]  # fmt: skip
-        assert ledger.list_evidence(cid) == [
+        assert ledger.list(CaseEvidence, case_id=cid) == [
             CaseEvidence("soak", 1, "proxy", AT, id=1, case_id=cid)
         ]
-        assert ledger.list_case_events(cid) == [
+        assert ledger.list(CaseEvent, case_id=cid) == [
             CaseEvent("revert", AT, {"knob": "K", "ok": True}, id=1, case_id=cid)
         ]
         snapshot = ledger.snapshot()
@@ -453,9 +461,9 @@ def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) ->
     raw.execute("COMMIT")
     raw.close()
     with Ledger.open(path) as ledger:
-        ab = ledger.get_ab(1)
+        ab = ledger.get(AbRunRecord, 1)
         assert ab is not None and [a.value for a in ab.result.arms] == ["256", "512"]
-        events = ledger.list_case_events(1)
+        events = ledger.list(CaseEvent, case_id=1)
         assert [e.ok for e in events] == [True, False]
         export = ledger.export()
     # (the config keeps its bench's own ``label``: only the arms' is gone)
@@ -473,8 +481,13 @@ def _soak_doc(ok: bool, layers: list[str]) -> SoakResult:
 def test_record_soak_writes_the_row_and_its_findings(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "l.db") as ledger:
         soak_id = ledger.record_soak(_soak_doc(False, ["client_proxy"]))
-        row = ledger.get_soak(soak_id)
-        assert ledger.list_evidence(ledger.create_case(title="t")) == []
+        row = ledger.get(SoakRunRecord, soak_id)
+        assert (
+            ledger.list(
+                CaseEvidence, case_id=ledger.add(CaseRecord(id=0, at=NOW, title="t", status="open"))
+            )
+            == []
+        )
     assert row is not None
     assert row.ok is False
     assert row.result.config == SoakConfig(knobs={"decode/K": "512"})
@@ -493,13 +506,13 @@ def test_record_soak_writes_the_row_and_its_findings(tmp_path: Path) -> None:
 
 def test_record_soak_attaches_it_to_the_case(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "l.db") as ledger:
-        case_id = ledger.create_case(title="hang")
+        case_id = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
         failing = ledger.record_soak(_soak_doc(False, ["client_proxy", "router"]), case_id=case_id)
         clean = ledger.record_soak(_soak_doc(True, []), case_id=case_id)
-        evidence = ledger.list_evidence(case_id)
+        evidence = ledger.list(CaseEvidence, case_id=case_id)
         with pytest.raises(CaseError):
             ledger.record_soak(_soak_doc(True, []), case_id=case_id + 99)
-        assert len(ledger.list_soaks()) == 2  # the refused one left no row
+        assert len(ledger.list(SoakRunRecord)) == 2  # the refused one left no row
     assert [(e.kind, e.ref_id, e.note) for e in evidence] == [
         ("soak", failing, "client_proxy, router"),
         ("soak", clean, "no finding"),

@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.record import CaseEvidence, CaseRecord, Suspect
 from servelab.core.ledger.codec import encode
-from servelab.core.load.records import RequestRecord, record_to_dict
+from servelab.core.load.records import RequestRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
+from servelab.io.ledger.tables import NOW
 
 DAY = 86_400.0
 
@@ -34,7 +37,7 @@ def _records(n: int, run: int = 0) -> list[dict[str, object]]:
         rec = RequestRecord(index=i, scheduled_ns=sent - 500, sent_ns=sent, input_tokens=64,
                             first_byte_ns=events[0], end_ns=events[-1] + 1, status=200,
                             output_tokens=20, event_ns=events, event_tokens=[1] * 20)  # fmt: skip
-        out.append(record_to_dict(rec))
+        out.append(encode(rec))
     return out
 
 
@@ -63,7 +66,7 @@ def test_records_are_stored_compact_and_read_back_whole(ledger: Ledger) -> None:
         raw.close()
     as_json = sum(len(json.dumps(r, sort_keys=True, separators=(",", ":"))) for r in recs)
     assert as_json / compact >= 5.0, (as_json, compact)
-    got = ledger.get_bench_run(run)
+    got = ledger.get(BenchRunRecord, run)
     assert got is not None and got.records is not None
     assert [dict(r) for r in got.records] == [*recs, {"odd": 1}]
     assert list(ledger.iter_bench_records(run, batch=7)) == [*recs, {"odd": 1}]
@@ -111,7 +114,7 @@ def test_an_old_ledger_migrates_reads_its_json_rows_and_vacuum_compacts_them(
     recs = _legacy_ledger(path)
     with Ledger.open(path) as ledger:
         assert ledger.schema_version == SCHEMA_VERSION == 7
-        old = ledger.get_bench_run(1)
+        old = ledger.get(BenchRunRecord, 1)
         assert old is not None and old.records is not None and old.records_pruned_at is None
         assert [dict(r) for r in old.records] == recs
         assert ledger.stats().records_legacy == 30
@@ -133,25 +136,26 @@ def test_prune_keeps_summaries_cases_and_evidence_and_says_so(
             )
         )
         clock.now += DAY
-    case = ledger.create_case(title="hang")
-    ledger.add_evidence(case_id=case, kind="run", ref_id=ids[0], note="before")
+    case = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
+    ledger.add(CaseEvidence(at=NOW, case_id=case, kind="run", ref_id=ids[0], note="before"))
     ledger.resolve_case(case_id=case, root_cause="proxy", verdicts={"knob:decode/K": "exonerated"})
     with pytest.raises(ValueError, match="exactly one"):
         ledger.prune_records()
     result = ledger.prune_records(keep_runs=1)
     assert result.run_ids == (ids[1], ids[2]) and result.records == 10
     assert result.kept_as_evidence == (ids[0],)
-    pruned = ledger.get_bench_run(ids[1])
+    pruned = ledger.get(BenchRunRecord, ids[1])
     assert pruned is not None and pruned.records == () and pruned.n_records == 5
     assert pruned.summary == {"i": 1} and pruned.records_pruned_at == result.at
     assert encode(pruned)["records_pruned_at"] == result.at
-    kept = ledger.get_bench_run(ids[3])
+    kept = ledger.get(BenchRunRecord, ids[3])
     assert kept is not None and kept.records is not None and len(kept.records) == 5
     assert kept.records_pruned_at is None and "records_pruned_at" not in encode(kept)
-    evidence = ledger.get_bench_run(ids[0])
+    evidence = ledger.get(BenchRunRecord, ids[0])
     assert evidence is not None and evidence.records is not None and len(evidence.records) == 5
     assert (
-        ledger.get_case(case) is not None and ledger.list_suspects(case)[0].verdict == "exonerated"
+        ledger.get(CaseRecord, case) is not None
+        and ledger.list(Suspect, case_id=case)[0].verdict == "exonerated"
     )
     assert ledger.prune_records(keep_runs=1).run_ids == ()  # already pruned: nothing again
     assert ledger.prune_records(older_than_s=0.5 * DAY).run_ids == (ids[3],)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from servelab.cli.ledger import export_csv, export_stream
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import decode
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
-from servelab.core.telemetry.traces import REQUEST_ID_ATTR, Span
+from servelab.core.telemetry.spans import REQUEST_ID_ATTR, Span
 from servelab.errors import StoreError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
@@ -50,7 +51,7 @@ def test_spans_round_trip_in_the_runs_transaction(tmp_path: Path) -> None:
         bad = Span("t", "s", "", "n", "svc", 1, 2, {"x": object()})
         with pytest.raises(StoreError):
             ledger.record_bench_run(label=None, config={}, summary={}, records=[], spans=[bad])
-        assert [r.id for r in ledger.list_bench_runs()] == [run, other]
+        assert [r.id for r in ledger.list(BenchRunRecord)] == [run, other]
     raw = sqlite3.connect(tmp_path / "ledger.db")
     row = raw.execute(
         "SELECT run_id, soak_id, request_id, attributes FROM spans WHERE span_id = ?",
@@ -77,7 +78,7 @@ def test_an_old_ledger_migrates_to_the_spans_table(tmp_path: Path) -> None:
         new = ledger.record_bench_run(label=None, config={}, summary={}, records=[],
                                       spans=_spans("r"))  # fmt: skip
         assert ledger.spans(run_id=new) == _spans("r")
-        assert ledger.get_bench_run(1) is not None
+        assert ledger.get(BenchRunRecord, 1) is not None
 
 
 def test_prune_removes_a_runs_spans_and_keeps_the_rest(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.record import BenchRunRecord
 from servelab.errors import StoreError
 from servelab.io.ledger.ledger import Ledger
 
@@ -34,7 +35,7 @@ def test_a_bench_run_the_ledger_refuses_is_kept_beside_it(tmp_path: Path) -> Non
     data = json.loads(kept.read_text(), parse_constant=lambda c: pytest.fail(c))
     assert data["records"] == records and data["summary"] == {"std": None}
     with Ledger.open(tmp_path / "l.db") as ledger:
-        assert ledger.list_bench_runs() == []  # all or nothing
+        assert ledger.list(BenchRunRecord) == []  # all or nothing
 
 
 def test_a_ledger_that_cannot_take_a_write_says_so_before_the_work(tmp_path: Path) -> None:

@@ -18,21 +18,24 @@ import pytest
 
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import Order
+from servelab.core.ab.events import AbVisitStarted
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult, Stop
 from servelab.core.ab.sequential import Boundary
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.workload import LengthDist
+from servelab.core.progress import ProgressEvent
 from servelab.errors import BenchError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.ab import resume_ab, run_ab
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import diff_knob
-from servelab.ops.progress import AbVisitStarted, KnobVerifiedLive, ProgressEvent
 from servelab.report.ab import ab_markdown
 from tests.support import free_ports
 from tests.support.old_rows import AB_SESSION_BEFORE_CODEC, FIRST_AB_RUN
@@ -75,7 +78,7 @@ async def test_the_knob_ab_tells_the_reference_story(stack: LoadedSpec, tmp_path
         result = await run_ab(
             stack, _config(3, (64, 80, 96), 384), ledger=ledger, progress=lines(messages)
         )
-        recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+        recorded = ledger.get(AbRunRecord, result.ab_id) if result.ab_id is not None else None
     table = ab_markdown(result)
     ratios = {c.concurrency: c.ratio for c in result.comparisons}
     for conc, (low, high) in BANDS.items():
@@ -111,7 +114,7 @@ async def test_until_decided_stops_early_on_a_clear_effect(tmp_path: Path) -> No
                        max_rounds=6)  # fmt: skip
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             result = await run_ab(loaded, cfg, ledger=ledger)
-            recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+            recorded = ledger.get(AbRunRecord, result.ab_id) if result.ab_id is not None else None
     finally:
         await deploy.down(loaded)
     table = ab_markdown(result)
@@ -243,7 +246,7 @@ async def test_an_interrupted_ab_resumes_from_the_journal(tmp_path: Path) -> Non
             kept = [v.bench_run_ids for v in session.visits]
             assert [v.arm for v in session.visits] == ["256", "512"]
             result = await resume_ab(loaded, 1, ledger=ledger)
-            recorded = ledger.get_ab(result.ab_id) if result.ab_id is not None else None
+            recorded = ledger.get(AbRunRecord, result.ab_id) if result.ab_id is not None else None
             finished = AbJournal(ledger).get(1)
     finally:
         await deploy.down(loaded)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import (
     CAPACITY_LEVEL,
     AbDesign,
@@ -18,6 +19,7 @@ from servelab.core.ab.result import (
     undecided_levels,
 )
 from servelab.core.ab.tunerun import TuneKnob
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import parse_slo
@@ -27,7 +29,6 @@ from servelab.io.specfile import load_spec
 from servelab.ops.ab.ab import run_ab
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.ab.tune import TuneConfig
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.deploy import deploy
 from servelab.report.ab import ab_markdown, headline
 from tests.support.specs import write_pd_spec
@@ -120,7 +121,7 @@ async def test_an_ab_on_capacity_runs_one_search_a_visit(tmp_path: Path) -> None
                        metric=AbMetric.CAPACITY)  # fmt: skip
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             result = await run_ab(loaded, cfg, ledger=ledger)
-            recorded = ledger.get_ab(result.ab_id or 0)
+            recorded = ledger.get(AbRunRecord, result.ab_id or 0)
     finally:
         await deploy.down(loaded)
     assert [v.throughput for v in result.visits] == [{CAPACITY_LEVEL: 4.0}] * 4

@@ -9,17 +9,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig, RunResult
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.bench.summary import result_so_far
 from servelab.core.load import metrics
 from servelab.core.load.workload import LengthDist
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import (
-    BenchConfig,
-    RunResult,
-    record_run,
-    result_so_far,
-    run_bench,
-    run_payload,
-)
+from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.results import record_run, run_payload
 from tests.support.servers import served, streaming_app
 
 
@@ -130,10 +127,10 @@ async def test_every_run_is_recorded_in_the_ledger_before_save(server: str, tmp_
 
         def save(run: RunResult) -> None:
             assert run.run_id is not None  # recorded first
-            seen.append(len(ledger.list_bench_runs()))
+            seen.append(len(ledger.list(BenchRunRecord)))
 
         result = await run_bench(config, ledger=ledger, save=save)
-        rows = ledger.list_bench_runs()
+        rows = ledger.list(BenchRunRecord)
     assert seen == [1, 2]
     assert [r.run_id for r in result.runs] == [row.id for row in rows]
     assert [row.label for row in rows] == ["sweep", "sweep"]
@@ -152,7 +149,7 @@ async def test_record_run_and_result_so_far_rebuild_a_partial_sweep(
     assert whole.levels == result.levels
     with Ledger.open(tmp_path / "l.db") as ledger:
         run_id = record_run(ledger, config, result.runs[0])
-        row = ledger.get_bench_run(run_id)
+        row = ledger.get(BenchRunRecord, run_id)
     assert result.runs[0].run_id == run_id
     assert row is not None and row.n_records == 12
 

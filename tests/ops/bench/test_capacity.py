@@ -10,10 +10,10 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.load.capacity import CapacityStop, LoadKind
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.workload import LengthDist
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.bench.capacity import find_capacity, search_bounds
 
 #: A gap: 8 ms, and 2 ms per stream in flight: wide enough that a loaded machine's few

@@ -13,13 +13,14 @@ from time import perf_counter_ns
 import pytest
 from aiohttp import web
 
+from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig
 from servelab.core.load.metrics import dispatch_delay_ns, ttft_ns
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceWindow, session_offsets_ns
 from servelab.io.http.client import chat_body
 from servelab.io.http.stream import StreamClient
 from servelab.io.tracefile import trace_sessions
-from servelab.ops.bench.bench import TRACE_LEVEL, BenchConfig, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.load import Load, Replay
 from tests.support.servers import served
 

@@ -10,9 +10,10 @@ from time import perf_counter_ns
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.load import metrics
 from servelab.core.load.workload import LengthDist
-from servelab.ops.bench.bench import BenchConfig, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.load import Job, Part, PartResult, merge, slot_starts_ns, split
 from tests.support.servers import SEEN, Seen, served, streaming_app
 
@@ -51,7 +52,7 @@ async def test_two_workers_share_one_clock_and_merge_every_record(server: str) -
     assert len(result.runs[0].setup_ns) == 4  # the connect phase: its own, 2 per worker
     assert result.runs[1].setup_ns == []  # kept alive into the next run
     level = result.levels[0]
-    assert (level.workers, level.n_ok, level.connect_ms.n) == (2, 32, 4)
+    assert (level.client.workers, level.n_ok, level.connect_ms.n) == (2, 32, 4)
 
 
 async def test_low_concurrency_looks_the_same_in_one_or_two_processes() -> None:
@@ -70,7 +71,7 @@ async def test_low_concurrency_looks_the_same_in_one_or_two_processes() -> None:
     # busy machine (the tight comparison is benchmarks/peers.py's, on a quiet one)
     assert all(g >= 25e6 for g in gaps)
     assert abs(ttft[0] - ttft[1]) < 0.5 * max(ttft) and abs(gaps[0] - gaps[1]) < 0.5 * max(gaps)
-    assert len(one.runs[0].setup_ns) == 4 and one.levels[0].workers == 1
+    assert len(one.runs[0].setup_ns) == 4 and one.levels[0].client.workers == 1
 
 
 async def test_open_loop_in_workers(server: str) -> None:

@@ -15,11 +15,15 @@ from pathlib import Path
 import pytest
 
 from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.case.record import CaseEvent
 from servelab.core.deploy.topology import restart_plan
-from servelab.core.soak.layers import Layer
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
+from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.errors import CaseError, KnobError, SpecError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.report.case import event_error, revert_error
@@ -111,8 +115,18 @@ def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path)
     with Ledger.open(path) as ledger:
         seed_history(ledger)
         cid = cases.open_case(ledger, "hang")
-        ledger.record_knob_change(service="decode", name=K, old="512", new="256",
-                                  reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+        ledger.add(
+            KnobChangeRecord(
+                id=0,
+                at=NOW,
+                service="decode",
+                name=K,
+                old="512",
+                new="256",
+                reason="suspected",
+                case_id=cid,
+            )
+        )
         cases.resolve_case(ledger, cid, "proxy", exonerate=[f"knob:decode/{K}"])
     raw = sqlite3.connect(path, isolation_level=None)
     old = {"service": "decode", "knob": K, "value": "512", "ok": True, "verified": False}
@@ -123,7 +137,7 @@ def test_restore_status_of_an_older_ledger_reads_ok_and_verified(tmp_path: Path)
     raw.close()
     with Ledger.open(path) as ledger:
         assert cases.view_case(ledger, cid).restore_status == RESTORE_FAILED
-        ledger.record_case_event(case_id=cid, kind="restore", detail={**old, "verified": True})
+        ledger.add(CaseEvent(at=NOW, case_id=cid, kind="restore", detail={**old, "verified": True}))
         view = cases.view_case(ledger, cid)
         assert view.restore_status == RESTORE_VERIFIED
         assert all("verified" not in e.detail for e in view.case.events)
@@ -176,24 +190,44 @@ def _restored_case(ledger: Ledger) -> int:
     seed_history(ledger)
     cid = cases.open_case(ledger, "hang")
     cases.add_suspect(ledger, cid, f"knob:decode/{K}", "latest change")
-    ledger.record_knob_change(service="decode", name=K, old="512", new="256",
-                              reason="suspected", case_id=cid, backup_path=None)  # fmt: skip
+    ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service="decode",
+            name=K,
+            old="512",
+            new="256",
+            reason="suspected",
+            case_id=cid,
+        )
+    )
     cases.resolve_case(ledger, cid, "proxy", exonerate=[f"knob:decode/{K}"])
-    back = ledger.record_knob_change(service="decode", name=K, old="256", new="512",
-                                     reason="restore", case_id=cid, backup_path=None)  # fmt: skip
+    back = ledger.add(
+        KnobChangeRecord(
+            id=0,
+            at=NOW,
+            service="decode",
+            name=K,
+            old="256",
+            new="512",
+            reason="restore",
+            case_id=cid,
+        )
+    )
     detail = {"service": "decode", "knob": K, "value": "512", "ok": True, "change_id": back}
-    ledger.record_case_event(case_id=cid, kind="restore", detail=detail)
+    ledger.add(CaseEvent(at=NOW, case_id=cid, kind="restore", detail=detail))
     return cid
 
 
 async def test_a_restored_case_has_nothing_to_restore(ledger: Ledger, tmp_path: Path) -> None:
     loaded = load_spec(_failing_spec(tmp_path))
     cid = _restored_case(ledger)
-    changes = len(ledger.list_knob_changes())
+    changes = len(ledger.list(KnobChangeRecord))
     outcome = await cases.restore(loaded, ledger, cid)
     assert outcome.ok and outcome.already_restored and outcome.status == RESTORE_VERIFIED
     assert outcome.items == [] and outcome.restart == [] and outcome.verification is None
-    assert len(ledger.list_knob_changes()) == changes  # nothing set
+    assert len(ledger.list(KnobChangeRecord)) == changes  # nothing set
     assert [e.kind for e in cases.load_case(ledger, cid).events] == ["restore"]
     assert f"{K}=512" in (tmp_path / "decode.env").read_text()
 
@@ -228,7 +262,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(_spec(tmp_path))
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)
@@ -247,11 +281,11 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         preview = cases.revert_preview(ledger, cid, target, current=current)
         said: list[str] = []
         reverted = await cases.revert(stack, ledger, preview, progress=lines(said))
-        assert reverted.ok, reverted.to_json()
+        assert reverted.ok, encode(reverted)
         assert reverted.live == "256" and (await diff_knob(stack, "decode", K)).live == "256"
         assert any("restart" in line for line in said)
         assert [s.service for s in reverted.restart] == ["decode", "router"]
-        change = ledger.list_knob_changes(case_id=cid)
+        change = ledger.list(KnobChangeRecord, case_id=cid)
         assert [(c.old, c.new) for c in change] == [("512", "256")]
 
         # the soak that localized the stall to the proxy: what supports its conviction
@@ -266,7 +300,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
         assert item.cost.points[0].change == pytest.approx(1 / 1.128 - 1)
 
         restored = await cases.restore(stack, ledger, cid)
-        assert restored.ok and restored.status == RESTORE_VERIFIED, restored.to_json()
+        assert restored.ok and restored.status == RESTORE_VERIFIED, encode(restored)
         assert (await diff_knob(stack, "decode", K)).live == "512"
         final = cases.view_case(ledger, cid)
         assert final.restore_status == RESTORE_VERIFIED
@@ -309,7 +343,7 @@ start_timeout_s = 3
     assert event_error(event.detail) == error
     assert event.detail["error"] == outcome.failure and outcome.failure in error
     assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
-    assert [c.new for c in ledger.list_knob_changes(case_id=cid)] == ["256"]
+    assert [c.new for c in ledger.list(KnobChangeRecord, case_id=cid)] == ["256"]
 
 
 @pytest.fixture
@@ -325,7 +359,7 @@ async def flag_stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)
@@ -347,7 +381,7 @@ async def test_an_argument_flag_is_reverted_tested_and_restored_live(
         assert current == "off"  # a store_true flag absent from every place
         preview = cases.revert_preview(ledger, cid, target, current=current, to="on")
         reverted = await cases.revert(flag_stack, ledger, preview)
-        assert reverted.ok and reverted.live == "on", reverted.to_json()
+        assert reverted.ok and reverted.live == "on", encode(reverted)
         assert (await diff_knob(flag_stack, "decode", OVERLAP)).live == "on"
         assert reverted.verification is not None
         (arg,) = [c for c in reverted.verification.layer("live") if c.knob == OVERLAP]
@@ -358,7 +392,7 @@ async def test_an_argument_flag_is_reverted_tested_and_restored_live(
         (item,) = view.plan
         assert (item.knob, item.current, item.restore_to) == (OVERLAP, "on", "off")
         restored = await cases.restore(flag_stack, ledger, cid)
-        assert restored.ok and restored.status == RESTORE_VERIFIED, restored.to_json()
+        assert restored.ok and restored.status == RESTORE_VERIFIED, encode(restored)
         assert (await diff_knob(flag_stack, "decode", OVERLAP)).live == "off"
         assert restored.verification is not None
         (back,) = [c for c in restored.verification.layer("live") if c.knob == OVERLAP]
@@ -374,7 +408,7 @@ def test_the_timeline_json_keeps_the_shape_it_had_as_dicts(ledger: Ledger) -> No
     cases.add_evidence(ledger, cid, "note", None, "fresh ok")
     older = {"service": "decode", "knob": K, "from": "512", "to": "256", "ok": True,
              "verified": True}  # fmt: skip
-    ledger.record_case_event(case_id=cid, kind="revert", detail=older)
+    ledger.add(CaseEvent(at=NOW, case_id=cid, kind="revert", detail=older))
     cases.resolve_case(ledger, cid, "the knob", convict=[target], override="by hand")
     cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
     doc = cases.view_case(ledger, cid).to_json()["timeline"]

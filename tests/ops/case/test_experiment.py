@@ -17,6 +17,9 @@ import pytest
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, RULE_BOUND, RULE_SIGNIFICANT
 from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
+from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
@@ -24,7 +27,6 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
 from servelab.ops.knob import get_knob, live_knob, live_knobs
-from servelab.ops.progress import ProgressEvent
 from servelab.ops.soak.soak import soak
 from servelab.report.case import describe_experiment, experiment_lines
 from servelab.report.progress import describe_progress
@@ -46,7 +48,7 @@ async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
     loaded = load_spec(spec)
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         yield loaded
     finally:
         await deploy.down(loaded)
@@ -99,7 +101,7 @@ async def test_the_innocent_knob_is_exonerated_and_its_conviction_refused(
         assert (record.found, record.left) == ("512", "512")
         assert await get_knob(stack, "decode", K) == "512"
         assert await live_knob(stack, "decode", K) == "512"
-        assert ledger.list_knob_changes(case_id=cid) == []
+        assert ledger.list(KnobChangeRecord, case_id=cid) == []
         # recorded on the case as typed evidence
         case = cases.load_case(ledger, cid)
         (evidence,) = [e for e in case.evidence if e.kind == "experiment"]

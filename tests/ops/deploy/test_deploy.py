@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.knobs.envfile import parse_envfile, parse_environ
+from servelab.core.ledger.codec import encode
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record
@@ -71,7 +73,7 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
     messages: list[str] = []
     try:
         report = await deploy.up(loaded, progress=lines(messages), ledger=ledger)
-        assert [s.outcome for s in report.steps] == [StepOutcome.OK] * 3, report.to_json()
+        assert [s.outcome for s in report.steps] == [StepOutcome.OK] * 3, encode(report)
         assert [s.service for s in report.steps] == ["prefill", "decode", "router"]
         assert any("router: started pid" in m for m in messages)
         statuses = await deploy.status(loaded)
@@ -120,7 +122,7 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
     assert live_procs_under(tmp_path) == []
     assert _no_listeners(ports.listened())
     assert [s.outcome for s in (await deploy.down(loaded)).steps] == ["not running"] * 3
-    actions = [row.action for row in ledger.list_deployments()]
+    actions = [row.action for row in ledger.list(DeploymentRecord)]
     assert actions == ["up", "restart", "restart", "down"]
 
 
@@ -176,9 +178,9 @@ async def test_start_command_timeout_but_healthy(tmp_path: Path) -> None:
         restarted = await deploy.restart(loaded, verify_after=False)
         step = restarted.steps[0]
         assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and step.ok
-        assert step.to_json()["evidence"]["command_timeout_s"] == 1.5
-        assert step.to_json()["evidence"]["readiness"]["status"] == 200
-        assert step.to_json()["evidence"]["command_exit"] is None
+        assert encode(step)["evidence"]["command_timeout_s"] == 1.5
+        assert encode(step)["evidence"]["readiness"]["status"] == 200
+        assert encode(step)["evidence"]["command_exit"] is None
         assert restarted.ok
     finally:
         await deploy.down(loaded)

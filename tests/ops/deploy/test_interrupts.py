@@ -14,6 +14,10 @@ import pytest
 from rich.console import Console
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.ledger.codec import encode
+from servelab.core.progress import ProgressEvent
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import HealthTimeout, ServiceStartError
 from servelab.io.hosts.host import LocalHost
 from servelab.io.hosts.processes import read_pid_record
@@ -21,8 +25,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Progress
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import DeployInterrupted, DeployReport, RestartReport
-from servelab.ops.progress import ProgressEvent
+from servelab.ops.deploy.results import DeployInterrupted
 from servelab.report.deploy import render_interruption, render_restart
 from servelab.report.progress import describe_progress
 from tests.ops.deploy.test_deploy import _generic, _load, _no_listeners
@@ -58,7 +61,7 @@ def _raising_on(word: str, seen: list[str]) -> Progress:
 
 
 def _last_up_row(ledger: Ledger) -> dict[str, object]:
-    rows = [row for row in ledger.list_deployments() if row.action == "up"]
+    rows = [row for row in ledger.list(DeploymentRecord) if row.action == "up"]
     assert rows, "no ledger row for the failed up"
     return dict(rows[-1].detail)
 
@@ -170,7 +173,7 @@ async def test_cancel_during_restart_says_what_is_down_and_how_to_bring_it_back(
         assert report.interrupted and not report.ok
         assert report.down == ["a", "b"]
         assert report.recovery == ["servelab", "up", "-f", loaded.source]
-        row = ledger.list_deployments()[-1]
+        row = ledger.list(DeploymentRecord)[-1]
         assert row.action == "restart" and row.detail["interrupted"] is True
         assert row.detail["down"] == ["a", "b"]
         assert row.detail["recovery"] == f"servelab up -f {loaded.source}"
@@ -191,7 +194,7 @@ async def test_foreground_start_command_is_adopted_without_waiting(tmp_path: Pat
         report = await deploy.up(loaded)
         assert time.monotonic() - started < 20
         step = report.steps[0]
-        assert step.outcome == StepOutcome.OK and step.to_json()["evidence"]["foreground"] is True
+        assert step.outcome == StepOutcome.OK and encode(step)["evidence"]["foreground"] is True
         owner = await LocalHost().listening_pid(port)
         assert owner is not None and step.pid == owner
         record = read_pid_record(loaded.state_dir, "fg")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import CheckCode
 from servelab.io.specfile import load_spec
 from servelab.ops.deploy import deploy
@@ -25,10 +26,10 @@ async def test_up_and_restart_fail_on_a_mismatched_pair(tmp_path: Path) -> None:
     loaded = load_spec(path)
     try:
         report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), report.to_json()
+        assert all(step.ok for step in report.steps), encode(report)
         assert not report.ok
         assert [c.code for c in report.pair] == [CheckCode.PAIR_MISMATCH]
-        assert report.to_json()["pair"][0]["code"] == "pair.mismatch"
+        assert encode(report)["pair"][0]["code"] == "pair.mismatch"
         shown = render_deploy(report)
         assert "up: FAILED" in shown and "page size 64" in shown and "vs 32" in shown
         restarted = await deploy.restart(loaded, ["decode"])

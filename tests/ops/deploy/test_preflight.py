@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.errors import KnobError, ServelabError, ServiceStartError
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.ledger.ledger import Ledger
@@ -110,7 +111,7 @@ async def test_a_missing_env_file_of_a_later_service_starts_nothing(
     assert str(info.value).startswith("second: ")
     assert "second.env" in str(info.value)
     _nothing_started(loaded, tmp_path, ports)
-    rows = ledger.list_deployments()
+    rows = ledger.list(DeploymentRecord)
     assert rows and rows[-1].detail["ok"] is False
 
 

@@ -12,15 +12,19 @@ from typing import Any
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig, BenchProgress, BenchResult
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import RollOptions, RollPhase, running_requests
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
 from servelab.core.load.workload import LengthDist
 from servelab.errors import RouterApiError
-from servelab.io.http.client import StreamClient, chat_body, get_json
+from servelab.io.http.client import chat_body, get_json
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
-from servelab.ops.bench.bench import BenchConfig, BenchProgress, BenchResult, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.context import Operation
 from servelab.ops.deploy import deploy
 from servelab.ops.deploy.rolling import rolling_restart
@@ -104,7 +108,7 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             async with Operation(loaded, ledger=ledger) as op:
                 up = await deploy.up(op)
-                assert up.ok, up.to_json()
+                assert up.ok, encode(up)
                 try:
                     report, result, stopped, windows = await _bench_during_roll(op, "256")
                     live = {}
@@ -112,7 +116,9 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
                         live[name] = str((await diff_knob(op, name, DEFAULT_KNOB)).live)
                 finally:
                     await deploy.down(op)
-            rows = [row for row in ledger.list_deployments() if row.action == "restart --rolling"]
+            rows = [
+                row for row in ledger.list(DeploymentRecord) if row.action == "restart --rolling"
+            ]
             assert len(rows) == 1 and rows[0].detail["ok"] is True
         return report, result, stopped, windows, live
 
@@ -229,7 +235,9 @@ def test_a_vllm_deployment_is_refused_before_any_worker_is_touched(tmp_path: Pat
         with Ledger.open(tmp_path / "ledger.db") as ledger:
             with pytest.raises(RouterApiError, match="the vllm router's worker API cannot") as err:
                 await rolling_restart(loaded, ["decode"], ledger=ledger)
-            rows = [row for row in ledger.list_deployments() if row.action == "restart --rolling"]
+            rows = [
+                row for row in ledger.list(DeploymentRecord) if row.action == "restart --rolling"
+            ]
             assert len(rows) == 1 and rows[0].detail["ok"] is False
             assert rows[0].detail["workers"] == [] and rows[0].detail["out"] is None
         return str(err.value)

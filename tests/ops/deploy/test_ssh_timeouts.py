@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.ledger.codec import encode
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.deploy import deploy
@@ -62,8 +63,8 @@ async def test_start_command_outliving_its_timeout_over_ssh(
         restarted = await deploy.restart(loaded, verify_after=False)
         step = restarted.steps[0]
         assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and restarted.ok
-        assert step.to_json()["evidence"]["command_timeout_s"] == 1.5
-        assert step.to_json()["evidence"]["readiness"]["status"] == 200
+        assert encode(step)["evidence"]["command_timeout_s"] == 1.5
+        assert encode(step)["evidence"]["readiness"]["status"] == 200
     finally:
         await deploy.down(loaded)
     assert _no_listeners([port])
@@ -79,8 +80,8 @@ async def test_ssh_launch_timing_out_is_judged_by_readiness(
         restarted = await deploy.restart(loaded, verify_after=False, progress=lines(messages))
         step = restarted.steps[0]
         assert step.outcome == StepOutcome.TIMED_OUT_HEALTHY and step.ok and restarted.ok
-        assert step.to_json()["evidence"]["launch_timed_out"] is True
-        assert step.to_json()["evidence"]["readiness"]["status"] == 200
+        assert encode(step)["evidence"]["launch_timed_out"] is True
+        assert encode(step)["evidence"]["readiness"]["status"] == 200
         assert any("launch command timed out" in m for m in messages)
         assert "launch command timed out; readiness HTTP 200" in render_restart(restarted)
         record = read_pid_record(loaded.state_dir, "web")

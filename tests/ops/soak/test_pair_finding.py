@@ -12,9 +12,9 @@ import pytest
 
 from servelab.core.soak.diagnose import diagnose
 from servelab.core.soak.evidence import SoakEvidence
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.result import SoakConfig, Targets, WorkerTarget
 from servelab.core.soak.signatures import Failure, Signature
+from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.pair import (
     FieldRule,
     FieldVerdict,

@@ -18,17 +18,15 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from servelab.core.case.record import CaseEvidence, CaseRecord
 from servelab.core.ledger.codec import encode
+from servelab.core.progress import ProgressEvent
+from servelab.core.soak.events import EnginesStarted, Localizing, SoakStarted, StallSeen
 from servelab.core.soak.observe import ProbeResult, ReplayResult
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.progress import (
-    EnginesStarted,
-    Localizing,
-    ProgressEvent,
-    SoakStarted,
-    StallSeen,
-)
+from servelab.io.ledger.tables import NOW
 from servelab.ops.soak.soak import soak
 from tests.support.http import set_faults
 from tests.support.processes import children
@@ -280,7 +278,7 @@ def test_the_soak_records_itself_in_the_ledger_before_on_result(
     cfg = SoakConfig(sessions=1, rounds=2, idle_timeout_s=5, duration_s=30)
     seen: list[int | None] = []
     with Ledger.open(tmp_path / "l.db") as ledger:
-        case_id = ledger.create_case(title="t")
+        case_id = ledger.add(CaseRecord(id=0, at=NOW, title="t", status="open"))
 
         def on_result(result: SoakResult) -> None:
             seen.append(result.soak_id)
@@ -294,8 +292,8 @@ def test_the_soak_records_itself_in_the_ledger_before_on_result(
                 on_result=on_result,
             )
         )
-        row = ledger.get_soak(result.soak_id or 0)
-        evidence = ledger.list_evidence(case_id)
+        row = ledger.get(SoakRunRecord, result.soak_id or 0)
+        evidence = ledger.list(CaseEvidence, case_id=case_id)
     assert result.ok and result.soak_id is not None
     assert seen == [result.soak_id]
     assert row is not None and row.ok is True

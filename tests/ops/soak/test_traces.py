@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.spec import TracingSpec
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult
 from servelab.core.telemetry.spans import phases_seen
 from servelab.core.telemetry.traces import RequestPhases, spans_by_request
@@ -57,7 +58,7 @@ def _check_recorded(ledger: Ledger, result: SoakResult) -> tuple[RequestPhases, 
     by_request = spans_by_request(recorded, [p.request_id for p in result.traces.requests])
     for p in result.traces.requests:
         assert p.seen == phases_seen(by_request[p.request_id])
-    stored = ledger.get_soak(result.soak_id)
+    stored = ledger.get(SoakRunRecord, result.soak_id)
     assert stored is not None and stored.result.traces == result.traces
     return result.traces.requests
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import TracingSpec
 from servelab.core.load.workload import LengthDist
-from servelab.ops.bench.bench import BenchConfig, run_bench, run_payload
+from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.results import run_payload
 from servelab.ops.telemetry.tracing import TraceCollector
 from tests.support import free_ports
 from tests.support.stack import sim_stack

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.deploy.spec import TracingSpec
 from servelab.core.load.workload import LengthDist
 from servelab.core.telemetry.traces import spans_by_request, traced
 from servelab.io.ledger.ledger import Ledger
-from servelab.ops.bench.bench import BenchConfig, run_bench
+from servelab.ops.bench.bench import run_bench
 from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.sim.settings import ENV_OTLP
 from tests.support import free_ports
@@ -34,7 +36,7 @@ async def test_a_traced_runs_spans_come_back_from_the_ledger_as_received(tmp_pat
         (run,) = result.runs
         assert run.run_id is not None and run.traces is not None
         stored = ledger.spans(run_id=run.run_id)
-        summary = ledger.get_bench_run(run.run_id, records=False)
+        summary = ledger.get(BenchRunRecord, run.run_id, whole=False)
     received = list(run.traces.spans)
     assert run.traces.complete and run.traces.untraced == ()
     assert stored == received and len(stored) == run.traces.n_spans

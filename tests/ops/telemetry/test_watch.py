@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import PrometheusSpec
 from servelab.core.ledger.codec import encode
 from servelab.core.load.workload import LengthDist
@@ -19,7 +20,8 @@ from servelab.core.telemetry.promtext import parse_exposition
 from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, generated_tokens_per_s
 from servelab.io.http.client import HttpClient
 from servelab.io.specfile import load_spec
-from servelab.ops.bench.bench import BenchConfig, run_bench, run_payload
+from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.results import run_payload
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import MetricsPlan, MetricsWatch, metrics_sources
 from tests.support.prometheus import prometheus_server

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -22,10 +23,12 @@ from servelab.core.verify.checks import (
     LiveProcess,
     RequestTiming,
 )
+from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.record import VerificationRecord, flat_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.verify.e2e import _classify
-from servelab.ops.verify.verify import LAYERS, E2EOptions, VerifyReport, verify
+from servelab.ops.verify.e2e import E2EOptions, _classify
+from servelab.ops.verify.verify import LAYERS, verify
 from servelab.report.verify import check_detail, check_json, render_verify, verify_json
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack
@@ -94,11 +97,11 @@ def _by(report: VerifyReport, layer: str, service: str, knob: str | None = None)
     for check in report.layer(layer):
         if check.service == service and (knob is None or check.knob == knob):
             return check
-    raise AssertionError(f"no {layer}/{service}/{knob} check in {report.to_json()}")
+    raise AssertionError(f"no {layer}/{service}/{knob} check in {encode(report)}")
 
 
 def _assert_no_secret(report: VerifyReport, ledger_dir: Path | None = None) -> None:
-    assert SECRET not in json.dumps(report.to_json())
+    assert SECRET not in json.dumps(encode(report))
     assert SECRET not in render_verify(report)
     for path in ledger_dir.glob("ledger.db*") if ledger_dir else []:
         assert SECRET.encode() not in path.read_bytes(), path
@@ -107,7 +110,7 @@ def _assert_no_secret(report: VerifyReport, ledger_dir: Path | None = None) -> N
 async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         report = await verify(loaded, ledger=ledger)
-        stored = ledger.get_verification(report.verification_id or -1)
+        stored = ledger.get(VerificationRecord, report.verification_id or -1)
     assert report.ok, render_verify(report)
     assert {c.layer for c in report.checks} == set(LAYERS)
     assert check_detail(_by(report, "live", "decode", DEFAULT_KNOB)) == "live 512 = file"
@@ -214,13 +217,13 @@ async def test_unknown_service_and_layer_are_refused(loaded: LoadedSpec) -> None
 
 def test_check_json_shape() -> None:
     check = Check("decode", False, CheckCode.LIVE_FILE_UNREADABLE, LiveProcess(3, "pid record"))
-    assert check.to_json() == {
+    assert flat_check(check) == {
         "layer": "live", "service": "decode", "ok": False, "code": "live.env_file_unreadable",
         "pid": 3, "pid_source": "pid record",
     }  # fmt: skip
-    assert check_json(check) == {**check.to_json(), "detail": "pid 3: env file unreadable"}
+    assert check_json(check) == {**flat_check(check), "detail": "pid 3: env file unreadable"}
     report = VerifyReport([check], "abc", tuple(Layer), ["decode"], 0.1)
-    assert report.to_json()["ok"] is False and report.failures == [check]
+    assert encode(report)["ok"] is False and report.failures == [check]
     assert VerifyReport([], "abc", tuple(Layer), [], 0.0).ok
 
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import Stalls
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (
     Determinism,
@@ -24,6 +24,7 @@ from servelab.core.soak.result import (
 )
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
+from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.soak.soak import render_soak, soak_json
@@ -85,7 +86,7 @@ def test_the_recorded_result_reads_back_equal(tmp_path: Path) -> None:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         soak_id = ledger.record_soak(result)
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        soak = ledger.get_soak(soak_id)
+        soak = ledger.get(SoakRunRecord, soak_id)
     assert soak is not None and soak.result == result
     assert soak.ok is False and soak.result.config.knob("decode", "K") == "512"
     with Ledger.open(tmp_path / "ledger.db") as ledger:  # the words are rendered, not stored
@@ -132,7 +133,7 @@ def test_the_matrix_is_stored_with_the_soak_and_printed_as_a_table(tmp_path: Pat
     assert doc["start"] is not None and doc["start"]["start"] == "warm"
     assert doc["failures"][0]["signature"] == "stall_head" and doc["failures"][0]["session"] == 1
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        soak = ledger.get_soak(ledger.record_soak(result))
+        soak = ledger.get(SoakRunRecord, ledger.record_soak(result))
     assert soak is not None and soak.result.localizations == result.localizations
     text = render_soak(result)
     assert "replay matrix for stall_head (session 1 round 1, 900 B" in text

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import LedgerExport, SoakRunRecord, read_soak_run
-from servelab.core.soak.layers import Layer
+from servelab.core.ledger.export import LedgerExport
+from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.soak.upgrade import upgrade_soak_result
+from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.ledger import ledger_json
 from servelab.report.pages import soak_markdown

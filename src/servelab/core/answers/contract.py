@@ -11,7 +11,7 @@ progress it reports (pure; the rule is :mod:`servelab.core.answers.rule`).
 - :class:`ArmAnswers`: one arm's answers over its visits (:func:`summarize_arm`).
 - :func:`probes_per_run` and :func:`probe_positions`: how many probes a run carries and where in
   its queue (away from the ramp and the tail, so they run at the arm's concurrency).
-- Progress: :class:`ReferencesTaken`, :class:`ReferencesReused`, :class:`ArmDropped`.
+- Progress: :mod:`servelab.core.answers.events`.
 """
 
 from __future__ import annotations
@@ -32,12 +32,8 @@ __all__ = [
     "AnswerReferences",
     "AnswersConfig",
     "AnswersMode",
-    "ArmAnswered",
     "ArmAnswers",
-    "ArmDropped",
     "Example",
-    "ReferencesReused",
-    "ReferencesTaken",
     "State",
     "probe_positions",
     "probes_for_round",
@@ -204,44 +200,3 @@ def wrong_by_pair(visits: Sequence[tuple[int, Sequence[AnswerCheck]]]) -> dict[P
     """Each answer's wrongness keyed by (round, concurrency, probe), from (round, checks) per
     visit of one arm (a later visit of the same key replaces an earlier one)."""
     return {(rnd, c.level, c.probe): c.wrong for rnd, checks in visits for c in checks}
-
-
-@dataclass(frozen=True)
-class ReferencesTaken:
-    """Reference answers were taken from the baseline state (``n`` probes at ``concurrency``)."""
-
-    key: str
-    n: int
-    concurrency: int
-
-
-@dataclass(frozen=True)
-class ArmAnswered:
-    """A case test's arm ``arm`` (``value``) answered its probes: ``wrong`` of ``answers`` wrong
-    (None: judged at the end, its references not taken yet)."""
-
-    arm: str
-    value: str | None
-    wrong: int | None
-    answers: int
-
-
-@dataclass(frozen=True)
-class ArmDropped:
-    """``arm`` changes answers against ``baseline`` (``wrong`` of ``n`` paired answers against
-    ``baseline_wrong``): dropped from the experiment, never a win."""
-
-    arm: str
-    baseline: str
-    wrong: int
-    baseline_wrong: int
-    n: int
-
-
-@dataclass(frozen=True)
-class ReferencesReused:
-    """Reference answers of the same state were found in the ledger (``id``) and reused."""
-
-    key: str
-    id: int
-    n: int

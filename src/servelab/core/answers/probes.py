@@ -19,6 +19,7 @@ mark); a real tokenizer gives about as many for these English words.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from enum import StrEnum
@@ -204,8 +205,9 @@ def probe_set(seed: int, n: int, context_len: int) -> tuple[Probe, ...]:
     return tuple(out)
 
 
-def probe_body(probe: Probe, model: str, *, logprobs: bool = True) -> dict[str, Any]:
-    """The chat-completions body of ``probe``: greedy, seeded, streamed with usage."""
+def probe_body(probe: Probe, model: str, *, logprobs: bool = True) -> bytes:
+    """The chat-completions body of ``probe`` as sent (JSON bytes): greedy, seeded, streamed with
+    usage."""
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": role, "content": text} for role, text in probe.messages],
@@ -223,4 +225,4 @@ def probe_body(probe: Probe, model: str, *, logprobs: bool = True) -> dict[str, 
     if logprobs:
         body["logprobs"] = True
         body["top_logprobs"] = _TOP_LOGPROBS
-    return body
+    return json.dumps(body).encode()

@@ -10,8 +10,6 @@ not use one.
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["schema_errors"]
 
 _TYPES: dict[str, tuple[type, ...]] = {
@@ -24,7 +22,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
 }
 
 
-def _type_ok(value: Any, kind: str) -> bool:
+def _type_ok(value: object, kind: str) -> bool:
     if kind not in _TYPES:
         return True
     if isinstance(value, bool) and kind != "boolean":
@@ -38,7 +36,7 @@ def _type_ok(value: Any, kind: str) -> bool:
     )
 
 
-def schema_errors(value: Any, schema: dict[str, Any], path: str = "$") -> list[str]:
+def schema_errors(value: object, schema: dict[str, object], path: str = "$") -> list[str]:
     """Where ``value`` breaks ``schema``: one short code-like string per violation (empty: it
     satisfies it)."""
     errors: list[str] = []
@@ -53,10 +51,11 @@ def schema_errors(value: Any, schema: dict[str, Any], path: str = "$") -> list[s
     return errors
 
 
-def _object_errors(value: dict[str, Any], schema: dict[str, Any], path: str) -> list[str]:
+def _object_errors(value: dict[str, object], schema: dict[str, object], path: str) -> list[str]:
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
-    errors = [f"{path}.{name}: missing" for name in schema.get("required") or []
+    required = schema.get("required")
+    errors = [f"{path}.{name}: missing" for name in (required if isinstance(required, list) else [])
               if name not in value]  # fmt: skip
     for name, item in value.items():
         if name in props and isinstance(props[name], dict):

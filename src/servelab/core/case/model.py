@@ -1,6 +1,6 @@
 """The case model: suspects, evidence, verdicts, timelines, and restore plans.
 
-Pure: it reads the typed records of :mod:`servelab.core.ledger.evidence` (as
+Pure: it reads the typed records of :mod:`servelab.core.case.record` and its features' (as
 :mod:`servelab.io.ledger.ledger` returns them) and returns data. Wording lives in
 :mod:`servelab.report.docs`.
 
@@ -21,18 +21,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from servelab.core.ab.record import AbRunRecord
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Resolution, Suspect
 from servelab.core.case.revert import ConcurrencyCost, RevertCost, revert_cost
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    CaseEvent,
-    CaseEvidence,
-    CaseRecord,
-    KnobChangeRecord,
-    Resolution,
-    StoredCheck,
-    Suspect,
-)
+from servelab.core.verify.record import StoredCheck
 from servelab.errors import CaseError
 
 __all__ = [

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from servelab.core.case.bisect import Change
-from servelab.core.ledger.evidence import KnobChangeRecord
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.errors import CaseError
 
 __all__ = [

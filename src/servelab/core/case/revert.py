@@ -18,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from servelab.core.ab.compare import Comparison
-from servelab.core.ledger.evidence import AbRunRecord, KnobChangeRecord, SoakRunRecord
+from servelab.core.ab.record import AbRunRecord
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.soak.record import SoakRunRecord
 from servelab.errors import CaseError
 
 __all__ = [

@@ -28,8 +28,9 @@ from typing import ClassVar
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
 from servelab.core.case.probe import BisectConclusion
+from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.ledger.codec import decode
-from servelab.core.ledger.evidence import CaseEvent, CaseEvidence, SoakRunRecord
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig
 
 __all__ = [
@@ -49,7 +50,7 @@ WHY_EXPERIMENT_CONTRADICTS = "experiment_contradicts"
 WHY_SOAK_PAIR_CONTRADICTS = "soak_pair_contradicts"
 WHY_NO_SUPPORT = "no_supporting_evidence"
 
-#: The localization layers (:class:`servelab.core.soak.layers.Layer`) that stand for a component.
+#: The localization layers (:class:`~servelab.core.telemetry.layers.Layer`) naming a component.
 COMPONENT_LAYERS: Mapping[str, tuple[str, ...]] = {
     "proxy": ("client_proxy",),
     "client": ("client_proxy",),

@@ -4,11 +4,16 @@ load to probe and the conclusion out).
 The load is a closed loop's concurrency (whole numbers) or an open loop's arrival rate. The search:
 
 1. **Ramp**: probe the first load, then double it while the SLO holds, up to the ceiling (the
-   largest load allowed; none: the probe budget bounds it). If the first load already misses, halve
-   it until one holds (a concurrency stops at 1).
+   largest load allowed; none: the probe budget bounds it) and the limit (a closed loop's
+   requests per probe: a concurrency above them never has more in flight, so it is not a higher
+   load). If the first load already misses, halve it until one holds (a concurrency stops at 1).
+   The SLO holding at the limit stops the search (:attr:`CapacityStop.LIMITED`: more requests
+   per probe would search further).
 2. **Saturation**: when a doubled load met the SLO but its throughput rose by less than
    :data:`SATURATION_GAIN` over the load before it, the deployment is saturated: more load only
-   queues. The search stops there; the capacity is the load before (the SLO did not bind).
+   queues. The search stops there; the capacity is the load before (the SLO did not bind). Loads
+   are compared as they ran (capped at the limit): a concurrency the requests could not fill is
+   no evidence of saturation.
 3. **Bisection** between the largest load that held and the smallest above it that missed, until
    they are within :data:`RESOLUTION` of each other (a concurrency: adjacent).
 
@@ -63,6 +68,8 @@ class CapacityStop(StrEnum):
     NEVER_MET = "never met"
     BUDGET = "budget"
     INTERRUPTED = "interrupted"
+    #: the SLO held at the most load the requests per probe can exercise
+    LIMITED = "limited"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +91,8 @@ class Capacity:
     """What the search found: ``capacity``, the largest load that met the SLO (None: none did);
     ``above``, the smallest load above it that missed (None: none); ``estimate``, where the
     binding objective crosses its limit between them (None: not bracketed by values); ``sure``,
-    both ends' verdicts sure; and every probe in the order run."""
+    both ends' verdicts sure; every probe in the order run; and ``limit``, the most load a probe
+    could exercise (a closed loop's requests per probe; None: no limit)."""
 
     kind: LoadKind
     stop: CapacityStop
@@ -93,6 +101,7 @@ class Capacity:
     estimate: float | None
     sure: bool
     probes: tuple[Probe, ...]
+    limit: float | None = None
 
 
 def _bracket(probes: Sequence[Probe]) -> tuple[Probe | None, Probe | None]:
@@ -104,13 +113,19 @@ def _bracket(probes: Sequence[Probe]) -> tuple[Probe | None, Probe | None]:
     return lo, hi
 
 
-def _saturated(probes: Sequence[Probe]) -> bool:
+def _ran(load: float, limit: float | None) -> float:
+    """The load a probe exercised: at most ``limit``."""
+    return load if limit is None else min(load, limit)
+
+
+def _saturated(probes: Sequence[Probe], limit: float | None = None) -> bool:
     """The last probe doubled (the ramp) a load that held, held too, and barely raised the
-    throughput."""
+    throughput (loads as they ran: capped at ``limit``)."""
     if len(probes) < 2:
         return False
     last, before = probes[-1], probes[-2]
-    grew = last.load >= 1.9 * before.load and before.met and last.met
+    doubled = _ran(last.load, limit) >= 1.9 * _ran(before.load, limit)
+    grew = doubled and before.met and last.met
     return grew and last.throughput < before.throughput * (1 + SATURATION_GAIN)
 
 
@@ -125,34 +140,49 @@ def _step(load: float, factor: float, kind: LoadKind) -> float:
     return float(max(1, math.floor(nxt))) if kind == LoadKind.CONCURRENCY else nxt
 
 
-def _stop(probes: Sequence[Probe], kind: LoadKind, ceiling: float | None) -> CapacityStop | None:
+def _stop(
+    probes: Sequence[Probe], kind: LoadKind, ceiling: float | None, limit: float | None = None
+) -> CapacityStop | None:
     """Why no further probe is needed (None: one is)."""
     lo, hi = _bracket(probes)
-    if _saturated(probes):
+    if _saturated(probes, limit):
         return CapacityStop.SATURATED
     if lo is None:
         floor = min(p.load for p in probes)
         at_bottom = kind == LoadKind.CONCURRENCY and floor <= 1
         return CapacityStop.NEVER_MET if at_bottom else None
     if hi is None:
-        return CapacityStop.CEILING if ceiling is not None and lo.load >= ceiling else None
+        return _top(lo.load, ceiling, limit)
     return CapacityStop.BRACKETED if _narrow(lo.load, hi.load, kind) else None
 
 
+def _top(held: float, ceiling: float | None, limit: float | None) -> CapacityStop | None:
+    """Why the ramp cannot go above ``held`` (None: it can)."""
+    if ceiling is not None and held >= ceiling and (limit is None or ceiling <= limit):
+        return CapacityStop.CEILING
+    return CapacityStop.LIMITED if limit is not None and held >= limit else None
+
+
 def next_load(
-    probes: Sequence[Probe], *, start: float, kind: LoadKind, ceiling: float | None = None
+    probes: Sequence[Probe],
+    *,
+    start: float,
+    kind: LoadKind,
+    ceiling: float | None = None,
+    limit: float | None = None,
 ) -> float | None:
-    """The next load to probe after ``probes`` (None: the search is over)."""
+    """The next load to probe after ``probes`` (None: the search is over); ``limit``: the most
+    load a probe can exercise (a closed loop's requests per probe), never probed above."""
     if not probes:
-        return start
-    if len(probes) >= PROBES or _stop(probes, kind, ceiling) is not None:
+        return start if limit is None else min(start, limit)
+    if len(probes) >= PROBES or _stop(probes, kind, ceiling, limit) is not None:
         return None
     lo, hi = _bracket(probes)
     if lo is None:
         return _step(min(p.load for p in probes), 0.5, kind)
     if hi is None:
-        up = _step(lo.load, 2.0, kind)
-        return up if ceiling is None else min(up, ceiling)
+        top = min(x for x in (ceiling, limit, math.inf) if x is not None)
+        return min(_step(lo.load, 2.0, kind), top)
     mid = (lo.load + hi.load) / 2
     return float(math.floor(mid)) if kind == LoadKind.CONCURRENCY else mid
 
@@ -170,10 +200,11 @@ def conclude(
     kind: LoadKind,
     ceiling: float | None = None,
     interrupted: bool = False,
+    limit: float | None = None,
 ) -> Capacity:
     """What ``probes`` say: the bracket, why the search stopped, the estimate, how sure."""
     lo, hi = _bracket(probes)
-    stop = _stop(probes, kind, ceiling) if probes else None
+    stop = _stop(probes, kind, ceiling, limit) if probes else None
     if interrupted:
         stop = CapacityStop.INTERRUPTED
     elif stop is None:
@@ -190,4 +221,5 @@ def conclude(
         estimate=estimate,
         sure=bool(ends) and all(p.sure for p in ends),
         probes=tuple(probes),
+        limit=limit,
     )

@@ -1,7 +1,7 @@
 """The compact form of a request record: how the ledger stores one (pure, lossless).
 
 One ``bytes`` value instead of ~1.3 kB of JSON; :func:`pack_record` and :func:`unpack_record`
-are each other's inverse over :func:`~servelab.core.load.records.record_to_dict` dicts.
+are each other's inverse over ``encode(record)`` dicts (:func:`~servelab.core.ledger.codec.encode`).
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def _token_code(tokens: list[int]) -> str:
 
 
 def pack_record(data: Mapping[str, Any]) -> bytes | None:
-    """The compact form of a :func:`record_to_dict` dict; None when ``data`` is not one (any
+    """The compact form of a ``encode(record)`` dict; None when ``data`` is not one (any
     other shape, an extra key, a value of another type: the caller stores it as JSON)."""
     if not _packable(data):
         return None
@@ -192,7 +192,7 @@ def _unpack_ids(blob: bytes, pos: int, index: int, version: int) -> tuple[str, s
 
 
 def unpack_record(blob: bytes) -> JsonObject:
-    """The :func:`record_to_dict` dict that :func:`pack_record` packed into ``blob``."""
+    """The ``encode(record)`` dict that :func:`pack_record` packed into ``blob``."""
     if not blob or blob[0] not in (1, _PACK_VERSION):
         raise ValueError(f"not a packed request record (version byte {blob[:1]!r})")
     flags = blob[1]

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import orjson
@@ -26,22 +27,36 @@ __all__ = [
     "REASON_MALFORMED",
     "REASON_SERVER_ERROR",
     "REASON_TRUNCATED",
+    "FailReason",
     "RequestRecord",
     "StreamAccumulator",
     "cached_tokens",
     "decode_chunks",
     "http_reason",
-    "record_from_dict",
-    "record_to_dict",
 ]
 
-REASON_MALFORMED = "malformed stream"
-REASON_TRUNCATED = "truncated stream"
-REASON_IDLE = "idle timeout"
-REASON_DEADLINE = "run deadline"
-REASON_CONNECTION = "connection error"
-REASON_SERVER_ERROR = "error in stream"
-REASON_INTERRUPTED = "interrupted"
+
+class FailReason(StrEnum):
+    """Why a request failed, as its record stores it (``error``; the values are what every
+    ledger holds: never change one). An HTTP error is ``http <status>`` (:func:`http_reason`);
+    the request's own words are its ``error_detail``; report/ words both."""
+
+    MALFORMED = "malformed stream"
+    TRUNCATED = "truncated stream"
+    IDLE = "idle timeout"
+    DEADLINE = "run deadline"
+    CONNECTION = "connection error"
+    SERVER_ERROR = "error in stream"
+    INTERRUPTED = "interrupted"
+
+
+REASON_MALFORMED = FailReason.MALFORMED
+REASON_TRUNCATED = FailReason.TRUNCATED
+REASON_IDLE = FailReason.IDLE
+REASON_DEADLINE = FailReason.DEADLINE
+REASON_CONNECTION = FailReason.CONNECTION
+REASON_SERVER_ERROR = FailReason.SERVER_ERROR
+REASON_INTERRUPTED = FailReason.INTERRUPTED
 _DETAIL_MAX = 300
 
 
@@ -90,16 +105,6 @@ class RequestRecord:
         if self.error is None:
             self.error = reason
             self.error_detail = detail[:_DETAIL_MAX]
-
-
-def record_to_dict(record: RequestRecord) -> JsonObject:
-    """A JSON-ready dict of ``record`` (all fields, lists included)."""
-    return asdict(record)
-
-
-def record_from_dict(data: JsonObject) -> RequestRecord:
-    """The inverse of :func:`record_to_dict`."""
-    return RequestRecord(**data)
 
 
 def cached_tokens(usage: Mapping[str, Any]) -> int | None:

@@ -16,9 +16,18 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 
-__all__ = ["SLO", "SLO_FORM", "Objective", "SloMetric", "parse_duration_ms", "parse_slo"]
+__all__ = [
+    "SLO",
+    "SLO_FORM",
+    "Objective",
+    "SloMetric",
+    "exact",
+    "parse_duration_ms",
+    "parse_slo",
+]
 
 #: The form ``--slo`` takes.
 SLO_FORM = "METRIC_pP=LIMIT[,...] (METRIC: ttft, itl, tpot, e2e; LIMIT: 60ms, 2s, 1.5min)"
@@ -60,8 +69,9 @@ class Objective:
 
     @property
     def text(self) -> str:
-        """The objective as ``--slo`` takes it: ``ttft_p99=2000ms``."""
-        return f"{self.metric}_p{self.percentile:g}={self.limit_ms:g}ms"
+        """The objective as ``--slo`` takes it, every digit kept (``ttft_p99.99999=2000ms``):
+        parsed again it is the same objective."""
+        return f"{self.metric}_p{exact(self.percentile)}={exact(self.limit_ms)}ms"
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,14 @@ class SLO:
     def text(self) -> str:
         """The SLO as ``--slo`` takes it."""
         return ",".join(o.text for o in self.objectives)
+
+
+def exact(value: float) -> str:
+    """A finite number in positional notation with every digit it needs to be read back the
+    same (``99.99999``, ``0.00001``, ``2000``): ``:g`` keeps six digits, and showed p99.99999 as
+    p100, a percentile the parser refuses."""
+    text = format(Decimal(repr(float(value))), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def parse_duration_ms(text: str) -> float:

@@ -29,25 +29,31 @@ an engine's prefix cache both see in a real conversation.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
 import orjson
 
+from servelab.core.load.lengths import MAX_TOKENS
 from servelab.core.load.workload import WORDS
 from servelab.errors import TraceError
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "MAX_REPLAY_S",
+    "MAX_TRACE_MS",
     "PromptBuilder",
     "TracePlan",
     "TraceReader",
     "TraceSession",
     "TraceTurn",
     "TraceWindow",
+    "check_replay",
+    "replay_seconds",
     "session_offsets_ns",
 ]
 
@@ -60,12 +66,13 @@ _BY_BYTE = tuple(WORDS[i % len(WORDS)] for i in range(256))
 @dataclass(frozen=True, slots=True)
 class TraceTurn:
     """One request of a trace: its sizes, its blocks' ids, and (a later turn of a conversation)
-    the ms its user waited after the previous answer."""
+    the ms its user waited after the previous answer; ``line``, its line in the file."""
 
     input_length: int
     output_length: int
     hash_ids: tuple[int, ...] = ()
     delay_ms: float = 0.0
+    line: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,8 +117,22 @@ class TracePlan:
     window: TraceWindow = TraceWindow()
 
     def __post_init__(self) -> None:
-        if self.block_size < 1 or not self.speedup > 0:
-            raise ValueError("a trace's block size must be ≥ 1 and its speedup > 0")
+        if self.block_size < 1 or not 0 < self.speedup < math.inf:
+            raise ValueError("a trace's block size must be ≥ 1 and its speedup > 0 and finite")
+
+
+#: The largest ``timestamp`` or ``delay`` a line may give, in ms (about 317 years: epoch
+#: milliseconds fit), so that every instant computed from them is a finite 64-bit number.
+MAX_TRACE_MS = 1e13
+#: The longest a replay may take (its conversations' starts and their delays, over the
+#: speedup): a week. A schedule past it is a mistake (a timestamp of 1e308, a delay of 1e300,
+#: ``--trace-speedup 1e-300``) that would wait forever; it is refused before any load.
+MAX_REPLAY_S = 7 * 86_400.0
+#: What a line's value may reach: lengths in tokens, instants in ms.
+_CAPS = {"input_length": MAX_TOKENS, "output_length": MAX_TOKENS,
+         "timestamp": MAX_TRACE_MS, "delay": MAX_TRACE_MS}  # fmt: skip
+#: The UTF-8 byte order mark some editors write at the start of a file.
+_BOM = b"\xef\xbb\xbf"
 
 
 def _number(entry: Mapping[str, Any], key: str, line: int, *, whole: bool) -> float | None:
@@ -122,7 +143,27 @@ def _number(entry: Mapping[str, Any], key: str, line: int, *, whole: bool) -> fl
     if not kind_ok or value < 0:
         expected = "a whole number ≥ 0" if whole else "a number ≥ 0"
         raise TraceError(f"line {line}: {key} must be {expected}, got {value!r}")
+    if value > _CAPS[key]:
+        unit, shown = ("tokens", f"{value:,}") if whole else ("ms", f"{value:g}")
+        raise TraceError(f"line {line}: {key} {shown} is over {_CAPS[key]:,.0f} {unit}")
     return float(value)
+
+
+def replay_seconds(span_ms: float, speedup: float) -> float:
+    """How long a replay of ``span_ms`` of trace time takes at ``speedup``."""
+    return span_ms / 1e3 / speedup
+
+
+def check_replay(span_ms: float, speedup: float) -> None:
+    """Refuse a replay that would take longer than :data:`MAX_REPLAY_S` (its span: from its
+    first conversation's start to the last instant its starts and delays name)."""
+    seconds = replay_seconds(span_ms, speedup)
+    if not seconds <= MAX_REPLAY_S:
+        raise TraceError(
+            f"the replay would take {seconds:,.3g} s ({span_ms / 1e3:,.3g} s of trace time at "
+            f"speedup {speedup:g}), over the {MAX_REPLAY_S / 86_400:g}-day cap: raise "
+            "--trace-speedup or choose a --trace-window"
+        )
 
 
 def _turn(entry: Mapping[str, Any], line: int) -> TraceTurn:
@@ -137,6 +178,7 @@ def _turn(entry: Mapping[str, Any], line: int) -> TraceTurn:
         output_length=max(int(sizes[1] or 1), 1),
         hash_ids=tuple(ids),
         delay_ms=_number(entry, "delay", line, whole=False) or 0.0,
+        line=line,
     )
 
 
@@ -163,6 +205,8 @@ class TraceReader:
     def feed(self, raw: bytes | str) -> list[TraceSession]:
         """Read one line; what it completed."""
         self._line += 1
+        if self._line == 1:
+            raw = raw.removeprefix(_BOM) if isinstance(raw, bytes) else raw.removeprefix("\ufeff")
         if not raw.strip():
             return []
         try:

@@ -24,9 +24,35 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
+from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, MAX_TRACE_MS
+from servelab.errors import TraceError
 
-__all__ = ["AgenticShape", "ChatShape", "agentic_trace", "chat_trace"]
+__all__ = ["AgenticShape", "ChatShape", "agentic_trace", "chat_trace", "check_arrivals"]
+
+#: The share of :data:`~servelab.core.load.trace.MAX_TRACE_MS` a generated trace's expected span
+#: may take: its random arrivals stay far below the cap.
+_SPAN_SHARE = 0.01
+
+
+def check_arrivals(count: int, rate: float) -> None:
+    """Refuse ``count`` Poisson arrivals at ``rate`` per second whose expected span passes what a
+    trace's instants may reach (:data:`~servelab.core.load.trace.MAX_TRACE_MS`): ``--rate
+    1e-300`` would write timestamps no reader takes."""
+    span_ms = max(count - 1, 1) / rate * 1e3
+    if not span_ms <= MAX_TRACE_MS * _SPAN_SHARE:
+        raise TraceError(
+            f"--rate {rate:g}: {count} arrivals at that rate span about {span_ms / 1e3:,.3g} s "
+            f"of trace time, past the {MAX_TRACE_MS * _SPAN_SHARE / 1e3:,.0f} s a generated "
+            "trace may span"
+        )
+
+
+def _ms(at_s: float) -> int:
+    """An arrival's timestamp (ms), checked against the cap every reader applies."""
+    ms = round(at_s * 1e3)
+    if ms > MAX_TRACE_MS:
+        raise TraceError(f"an arrival at {at_s:,.3g} s is past the {MAX_TRACE_MS:g} ms cap")
+    return ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +119,7 @@ class _Ids:
 
 def _recorded(at_s: float, resolution_ms: int) -> int:
     """An arrival at ``at_s`` as a trace records it: ms, down to a multiple of the resolution."""
-    return round(at_s * 1e3) // resolution_ms * resolution_ms
+    return _ms(at_s) // resolution_ms * resolution_ms
 
 
 def _blocks(tokens: int, size: int) -> int:

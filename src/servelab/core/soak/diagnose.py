@@ -27,7 +27,6 @@ from enum import StrEnum
 from typing import TypeVar
 
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -50,6 +49,7 @@ from servelab.core.soak.observe import (
     observations,
 )
 from servelab.core.soak.signatures import Signature
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     FIRED,
     WORKERS,
@@ -506,7 +506,7 @@ def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list
 
 def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     """Apply every rule; findings sorted by confidence (then by the order of
-    :class:`~servelab.core.soak.layers.Layer`), and those a stronger finding further out
+    :class:`~servelab.core.telemetry.layers.Layer`), and those a stronger finding further out
     explains, dropped. ``server``: the run's telemetry (:mod:`servelab.core.telemetry.rules`)
     supports or contradicts the findings, and gives findings of its own."""
     evidence = assess(server)

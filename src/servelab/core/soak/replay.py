@@ -35,8 +35,8 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.signatures import Outcome
+from servelab.core.telemetry.layers import Layer
 
 __all__ = [
     "HOLD_MIN_S",

@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.signatures import Signature
+from servelab.core.telemetry.layers import Layer
 
 __all__ = [
     "upgrade_determinism",

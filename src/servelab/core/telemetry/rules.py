@@ -4,7 +4,7 @@ read by rules (pure; wording lives in ``report.soak``).
 Each rule reads a :class:`~servelab.core.telemetry.summary.RunTelemetry` (and, for two of them, what
 the client measured over the same window, :class:`ClientWindow`) and returns one
 :class:`TelemetryEvidence` per source it looked at: ``fired`` (the rule's condition holds; the
-:class:`~servelab.core.soak.layers.Layer` it points at, or :data:`WORKERS`), ``quiet`` (the
+:class:`~servelab.core.telemetry.layers.Layer` it points at, or :data:`WORKERS`), ``quiet`` (the
 source answered and the condition does not hold) or ``unknown`` (the source did not answer, or
 there is too little to judge; the reason says which) — never ``quiet`` for a source that did not
 answer. Every piece of evidence cites the metric series
@@ -43,11 +43,16 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal
+from typing import Annotated, Any, Final, Literal
 
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import core_schema
+
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.records import RequestRecord
-from servelab.core.soak.layers import Layer
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.summary import GENERATED_TOKENS, RunTelemetry, SourceTelemetry
+from servelab.core.telemetry.unknown import Unknown, upgrade_evidence
 
 __all__ = [
     "CLIENT_TOLERANCE",
@@ -166,8 +171,16 @@ class TelemetryEvidence:
     points_at: PointsAt | None = None
     worker: str | None = None
     cites: tuple[Cite, ...] = ()
-    reason: str | None = None
+    #: why it could not judge (unknown only), and that reason's detail (a source's own words)
+    why: Annotated[Unknown | None, OMITTED_IF_NONE] = None
+    detail: Annotated[str | None, OMITTED_IF_NONE] = None
     threshold: float | None = None
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> Any:
+        """Read through :func:`~servelab.core.telemetry.unknown.upgrade_evidence` first: a
+        reading stored with an English ``reason`` reads as its code."""
+        return core_schema.no_info_before_validator_function(upgrade_evidence, handler(source))
 
     @property
     def id(self) -> str:
@@ -196,7 +209,9 @@ def _grown(src: SourceTelemetry, names: Sequence[str]) -> list[Cite]:
 
 
 def _unknown(rule: str, src: SourceTelemetry) -> TelemetryEvidence:
-    return TelemetryEvidence(rule, src.service, UNKNOWN, reason=src.reason or "did not answer")
+    return TelemetryEvidence(
+        rule, src.service, UNKNOWN, why=Unknown.SOURCE_SILENT, detail=src.reason or None
+    )
 
 
 # ------------------------------------------------------------------------------------- router
@@ -260,7 +275,7 @@ def _rule_saturation(src: SourceTelemetry, view: ServerView) -> TelemetryEvidenc
         return _unknown(RULE_SATURATION, src)
     queue = _summed(src, QUEUE_GAUGES)
     if not queue:
-        return TelemetryEvidence(RULE_SATURATION, src.service, UNKNOWN, reason="no queue gauge")
+        return TelemetryEvidence(RULE_SATURATION, src.service, UNKNOWN, why=Unknown.NO_QUEUE_GAUGE)
     if not view.failing:
         return TelemetryEvidence(RULE_SATURATION, src.service, QUIET)
     # A sample stands for the second before it (one scrape a second): it is in a window it
@@ -269,8 +284,8 @@ def _rule_saturation(src: SourceTelemetry, view: ServerView) -> TelemetryEvidenc
     failing = [at for at in own if _inside(at, view.failing, 1.0)]
     base = [at for at in own if at not in failing]
     if len(failing) < MIN_SAMPLES or len(base) < MIN_SAMPLES:
-        why = "too few samples in the failing window or the baseline"
-        return TelemetryEvidence(RULE_SATURATION, src.service, UNKNOWN, reason=why)
+        why = Unknown.TOO_FEW_SAMPLES
+        return TelemetryEvidence(RULE_SATURATION, src.service, UNKNOWN, why=why)
     rise = statistics.fmean(own[a] for a in failing) - statistics.fmean(own[a] for a in base)
     running, kv = _summed(src, RUNNING_GAUGES), _summed(src, KV_GAUGES)
     cap = max((running[a] for a in own if a in running), default=0.0)
@@ -303,19 +318,23 @@ def _decode_tokens(decodes: Sequence[SourceTelemetry]) -> tuple[float, list[Cite
 def _rule_client(
     decodes: Sequence[SourceTelemetry], client: ClientWindow | None
 ) -> TelemetryEvidence:
-    def unknown(why: str, cites: Sequence[Cite] = ()) -> TelemetryEvidence:
-        return TelemetryEvidence(RULE_CLIENT, "decodes", UNKNOWN, cites=tuple(cites), reason=why,
-                                 threshold=CLIENT_TOLERANCE)  # fmt: skip
+    def unknown(
+        why: Unknown, cites: Sequence[Cite] = (), detail: str | None = None
+    ) -> TelemetryEvidence:
+        return TelemetryEvidence(RULE_CLIENT, "decodes", UNKNOWN, cites=tuple(cites), why=why,
+                                 detail=detail, threshold=CLIENT_TOLERANCE)  # fmt: skip
 
     silent = [s.service for s in decodes if s.state != "ok"]
     if not decodes or silent:
-        return unknown(f"decode(s) did not answer: {', '.join(silent)}" if silent else "no decode")
+        if silent:
+            return unknown(Unknown.DECODES_SILENT, detail=", ".join(silent))
+        return unknown(Unknown.NO_DECODE)
     if client is None or not client.complete:
-        return unknown("the client did not count all the traffic in the window")
+        return unknown(Unknown.CLIENT_INCOMPLETE)
     served, cites = _decode_tokens(decodes)
     cites.append(Cite("client", "output_tokens", float(client.output_tokens), "client"))
     if served < MIN_TOKENS:
-        return unknown(f"fewer than {MIN_TOKENS} tokens counted by the decodes", cites)
+        return unknown(Unknown.TOO_FEW_TOKENS, cites)
     off = abs(client.output_tokens - served) / served
     state: State = FIRED if off > CLIENT_TOLERANCE else QUIET
     return TelemetryEvidence(

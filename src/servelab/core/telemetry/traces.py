@@ -48,15 +48,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Annotated
 
-from pydantic import computed_field
+from pydantic import Field, computed_field
 
-from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.identity import trace_of
 from servelab.core.load.metrics import ttft_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.spans import (
-    REQUEST_ID_ATTR,
     ROUTER_SPAN,
     WORKER_PHASES,
     Span,
@@ -66,14 +65,11 @@ from servelab.core.telemetry.spans import (
 
 __all__ = [
     "PHASES",
-    "REQUEST_ID_ATTR",
     "RETURN_HELD_MS",
-    "WORKER_PHASES",
     "ClockAnchor",
     "PhaseQuantiles",
     "RequestPhases",
     "RunTraces",
-    "Span",
     "TraceSummary",
     "TtftBreakdown",
     "decompose",
@@ -220,24 +216,14 @@ class TraceSummary:
     n_requests: int
     n_traced: int
     n_routed: int
-    phases: Mapping[str, PhaseQuantiles]
+    #: stored and printed as ``phases_ms``
+    phases: Annotated[Mapping[str, PhaseQuantiles], Field(alias="phases_ms")]
     max_abs_gap_ms: float | None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def n_untraced(self) -> int:
         return self.n_requests - self.n_traced
-
-    def to_json(self) -> JsonObject:
-        """The summary as ``bench --json`` prints it: ``n_untraced`` among the counts, the
-        quantiles as ``phases_ms`` (hand-written: the codec would move the derived count last)."""
-        return {
-            "n_requests": self.n_requests,
-            "n_traced": self.n_traced,
-            "n_untraced": self.n_untraced,
-            "n_routed": self.n_routed,
-            "max_abs_gap_ms": self.max_abs_gap_ms,
-            "phases_ms": {name: encode(q) for name, q in self.phases.items()},
-        }
 
 
 def summarize_traces(breakdowns: Sequence[TtftBreakdown], n_requests: int) -> TraceSummary:
@@ -259,30 +245,22 @@ class RunTraces:
     """One run's join: a breakdown per traced request, the ids of the untraced ones, how many
     spans arrived, and whether the wait for late spans ended because every request was seen.
     ``spans`` are the spans themselves, as received: the ledger stores them in their own rows
-    (not in :meth:`to_json`), so one decoded from a summary has none."""
+    (never in its encoding), so one decoded from a summary has none."""
 
     anchor: ClockAnchor
     breakdowns: tuple[TtftBreakdown, ...]
     untraced: tuple[str, ...]
     n_spans: int
     complete: bool
-    spans: tuple[Span, ...] = field(default=(), compare=False, repr=False)
+    spans: Annotated[tuple[Span, ...], Field(exclude=True)] = field(
+        default=(), compare=False, repr=False
+    )
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def summary(self) -> TraceSummary:
+        """The join's summary: written with the join, ignored when read back."""
         return summarize_traces(self.breakdowns, len(self.breakdowns) + len(self.untraced))
-
-    def to_json(self) -> JsonObject:
-        """The join as a bench run's summary stores it: its derived summary included, its spans
-        left out (they have rows of their own)."""
-        return {
-            "anchor": encode(self.anchor),
-            "n_spans": self.n_spans,
-            "complete": self.complete,
-            "summary": self.summary.to_json(),
-            "untraced": list(self.untraced),
-            "breakdowns": [encode(b) for b in self.breakdowns],
-        }
 
 
 def traced(spans: Sequence[Span]) -> bool:

@@ -21,24 +21,22 @@ layer; a layer not read yet (what the service manager loaded, what the engine re
 ``/server_info``) or an argument's place will be a field of its own, left out while unknown, so
 the JSON of an env knob stays as it is.
 
-A stored check that cannot be typed reads as an :class:`UntypedCheck` with its text and data as
-stored: an older ledger's row that holds its sentence instead of a code, a code this servelab does
-not know, or data that does not fit its code's type (:func:`read_check`, :func:`read_check_row`).
+A stored check that cannot be typed reads as an ``UntypedCheck`` with its text and data as stored
+(:mod:`servelab.core.verify.record`): an older ledger's row that holds its sentence instead of a
+code, a code this servelab does not know, or data that does not fit its code's type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
-from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.jsonvalues import obj, opt_str
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -49,7 +47,6 @@ from servelab.core.verify.arguments import (
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.served import Gap, Signal
-from servelab.errors import RecordError
 
 __all__ = [
     "DATA_OF",
@@ -65,15 +62,14 @@ __all__ = [
     "KnobLive",
     "KnobLiveVsSpec",
     "Layer",
+    "LayerSkipped",
     "LiveProcess",
     "NoEnvFile",
     "RequestTiming",
+    "SkipReason",
     "StaleWorker",
-    "UntypedCheck",
     "WorkerListing",
     "WorkerReach",
-    "read_check",
-    "read_check_row",
 ]
 
 T = TypeVar("T")
@@ -156,6 +152,7 @@ class CheckCode(StrEnum):
     E2E_WORKER_REACHED = "e2e.worker_reached"  # xPyD: one per prefill and decode worker
     E2E_WORKER_UNREACHED = "e2e.worker_unreached"
     E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"  # no real counter of its requests: unknown, fails
+    E2E_SKIPPED = "e2e.skipped"  # nothing to send it through (no router, no proxy): not a failure
 
     @property
     def layer(self) -> Layer:
@@ -188,6 +185,20 @@ class CheckFailure:
     """``LAYER.error``: what stopped the layer's check (``error``: the exception, named)."""
 
     error: str
+
+
+class SkipReason(StrEnum):
+    """Why a layer was not checked (stored: values unchanged)."""
+
+    NO_ENTRY_POINT = "no_entry_point"  # the spec has no router or proxy to send a request through
+
+
+@dataclass(frozen=True)
+class LayerSkipped:
+    """``e2e.skipped``: the layer was not checked, and why (neither a pass nor a failure: the
+    verdict rests on the other layers)."""
+
+    reason: SkipReason
 
 
 @dataclass(frozen=True)
@@ -392,6 +403,7 @@ CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
     | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
+    | LayerSkipped
 )  # fmt: skip
 
 _C = CheckCode
@@ -423,6 +435,7 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),
+    _C.E2E_SKIPPED: LayerSkipped,
 }  # fmt: skip
 
 
@@ -466,71 +479,4 @@ class Check:
         match self.data:
             case KnobLive(live=live) | KnobLiveVsSpec(live=live) | ArgumentLive(live=live):
                 return live
-        return None
-
-    def to_json(self) -> JsonObject:
-        """``{**data, "layer", "service", "ok", "code"}`` (:func:`read_check` reads it back)."""
-        data: JsonObject = encode(self.data)
-        return {**data, "layer": self.layer.value, "service": self.service, "ok": self.ok,
-                "code": self.code.value}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class UntypedCheck:
-    """A stored check this servelab cannot type: its ``detail`` (the sentence an older ledger
-    stored instead of a code), or its ``code`` (one this servelab does not know, or whose data
-    does not fit it), and its data as stored."""
-
-    layer: str
-    service: str | None
-    ok: bool
-    detail: str | None
-    data: Mapping[str, Any] = field(default_factory=dict)
-    code: str | None = None
-
-    @property
-    def knob(self) -> str | None:
-        return opt_str(self.data.get("knob"))
-
-    @property
-    def live(self) -> str | None:
-        return opt_str(self.data.get("live"))
-
-    def to_json(self) -> JsonObject:
-        """``{**data, "layer", "service", "ok", "code", "detail"}``."""
-        return {**self.data, "layer": self.layer, "service": self.service, "ok": self.ok,
-                "code": self.code, "detail": self.detail}  # fmt: skip
-
-
-_FLAT_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})
-_CODES = frozenset(code.value for code in CheckCode)
-
-
-def read_check(doc: Mapping[str, Any]) -> Check | UntypedCheck:
-    """A check from its flat JSON (``code`` and the data; an older one: ``detail``, a sentence)."""
-    layer, service, ok = str(doc.get("layer", "")), opt_str(doc.get("service")), bool(doc.get("ok"))
-    data = {key: value for key, value in doc.items() if key not in _FLAT_KEYS}
-    code = opt_str(doc.get("code"))
-    typed = _typed(service, ok, code, data)
-    return typed or UntypedCheck(layer, service, ok, opt_str(doc.get("detail")), data, code)
-
-
-def read_check_row(
-    layer: str, service: str | None, ok: bool, stored: str | None, data: Any
-) -> Check | UntypedCheck:
-    """A check from the ledger's row: ``stored`` (the ``detail`` column) holds its code, or an older
-    row's sentence (read as the check's ``detail``); ``data``, the decoded ``data`` column."""
-    typed = _typed(service, ok, stored, obj(data))
-    return typed or UntypedCheck(layer, service, ok, stored, obj(data))
-
-
-def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) -> Check | None:
-    """The typed check, or None when the code is not one of :class:`CheckCode` or the data does
-    not fit its type."""
-    if service is None or code not in _CODES:
-        return None
-    known = CheckCode(code)
-    try:
-        return Check(service, ok, known, decode(DATA_OF[known], data))
-    except RecordError:
         return None

@@ -34,10 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.probe import ProbeResult
+from servelab.core.knobs.places import split_args
 from servelab.core.knobs.redaction import redact
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.host import Host
-from servelab.io.http.client import ProbeResult, probe
+from servelab.io.http.client import probe
 
 __all__ = [
     "LAUNCHER",
@@ -176,6 +178,16 @@ def _exports(env: dict[str, str]) -> str:
     return "".join(f"export {name}={shlex.quote(value)}; " for name, value in env.items())
 
 
+def _args_words(args_env: str, env: dict[str, str]) -> str:
+    """The ``args_env`` variable's arguments for the command line: from the env file, split as
+    systemd splits ``$NAME`` (white space; :func:`~servelab.core.knobs.places.split_args`, what
+    servelab reads back) and each quoted, so no shell globs or re-splits them; from the host's
+    own environment (not in the env file), ``$NAME`` split by the shell with globbing off."""
+    if args_env not in env:
+        return f"${args_env}"
+    return " ".join(shlex.quote(word) for word in split_args(env[args_env]))
+
+
 def launch_script(
     *,
     argv: list[str] | None,
@@ -192,8 +204,10 @@ def launch_script(
     It holds every env value: it is fed to :data:`LAUNCHER` on stdin, never put on a command line
     nor in a message. The values are exported in the subshell that becomes the service, so
     ``/proc/PID/environ`` shows them and ``ps`` does not. With ``args_env``, an ``argv`` ends with
-    that variable unquoted (``$SGLANG_ARGS``): the subshell splits its value into arguments at
-    white space, as systemd's ``ExecStart=... $SGLANG_ARGS`` does. ``mark``: the value of
+    that variable's words, split at white space as systemd's ``ExecStart=... $SGLANG_ARGS``
+    splits them, each quoted (:func:`_args_words`); the subshell runs with globbing off
+    (``set -f``), so no word of the command line is ever a file name pattern
+    (``--chunked-prefill-size=*`` reaches the engine as written). ``mark``: the value of
     :data:`SERVICE_MARK` the service carries.
     """
     if mark is not None:
@@ -203,7 +217,7 @@ def launch_script(
         if args_env is not None:
             if not _NAME.match(args_env):
                 raise ServiceStartError(f"args_env: not a variable name: {args_env!r}")
-            program += f" ${args_env}"
+            program += " " + _args_words(args_env, env)
     else:
         assert command is not None and status_file is not None
         wrapper = 'sh -c "$1"; echo $? > "$2"'
@@ -219,8 +233,8 @@ def launch_script(
         lines.append(f"cd {shlex.quote(cwd)}")
     stamp = f'echo "--- servelab start $(date -u +%Y-%m-%dT%H:%M:%SZ)" >> {shlex.quote(log)}'
     lines.append(stamp)
-    lines.append(
-        f"( {_exports(env)}exec setsid {program} >> {shlex.quote(log)} 2>&1 < /dev/null ) &"
+    lines.append(  # set -f: nothing on the command line is ever a glob (a value of *)
+        f"( set -f; {_exports(env)}exec setsid {program} >> {shlex.quote(log)} 2>&1 < /dev/null ) &"
     )
     lines.append('pid=$!; echo "$pid"; cat "/proc/$pid/stat" 2>/dev/null || true')
     return "\n".join(lines) + "\n"

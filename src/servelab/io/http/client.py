@@ -21,36 +21,28 @@ from __future__ import annotations
 
 import contextlib
 import json
-import re
 import time
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 import aiohttp
 
+from servelab.core.deploy.probe import ProbeResult, html_summary
 from servelab.io.http.neterrors import TRANSPORT_ERRORS as _TRANSPORT_ERRORS
 from servelab.io.http.neterrors import translate
-from servelab.io.http.stream import Chunks, Connections, Resend, StreamClient, Transfer
 
 __all__ = [
     "BODY_LIMIT",
-    "Chunks",
-    "Connections",
     "HttpClient",
     "ModelList",
-    "ProbeResult",
-    "Resend",
-    "StreamClient",
-    "Transfer",
     "chat_body",
     "completion_body",
     "get_json",
     "model_id",
     "model_list",
     "probe",
-    "translate",
     "using_client",
 ]
 
@@ -71,44 +63,6 @@ def _session(limit: int) -> aiohttp.ClientSession:
 
 
 # ---------------------------------------------------------------------------------- probes
-_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
-
-
-def _html_summary(body: str) -> str | None:
-    """``(HTML page "Title")`` for an HTML body (never quoted raw), else None."""
-    head = body.lstrip()[:200].lower()
-    if not head.startswith(("<!doctype html", "<html")):
-        return None
-    title = _TITLE.search(body)
-    name = " ".join(title.group(1).split())[:80] if title else ""
-    return f'(HTML page "{name}")' if name else "(HTML page)"
-
-
-@dataclass(frozen=True)
-class ProbeResult:
-    """The answer to one probe: ``status`` None means no HTTP answer (see ``error``)."""
-
-    url: str
-    status: int | None
-    body: str
-    elapsed_s: float
-    error: str | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
-
-    def describe(self) -> str:
-        """A one-line summary: ``HTTP 503 {"status":"starting"}`` or ``no answer: <error>``."""
-        if self.status is None:
-            return f"no answer: {self.error}"
-        snippet = _html_summary(self.body) or " ".join(self.body.split())[:160]
-        return f"HTTP {self.status} {snippet}".rstrip()
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 class HttpClient:
     """``async with HttpClient() as http: await http.probe(url, timeout=5)``: one keep-alive
     session for a command's probes and JSON GETs (``aclose()`` when not used with ``async with``).
@@ -211,8 +165,15 @@ class HttpClient:
             doc = json.loads(body)
             models = tuple(str(item["id"]) for item in doc["data"])
         except (ValueError, KeyError, TypeError):
-            models = None
-        return ModelList(url, status, content_type, models, None, _html_summary(body))
+            models, doc = None, None
+        context = _context_length(doc) if models else None
+        return ModelList(url, status, content_type, models, None, html_summary(body), context)
+
+
+def _context_length(doc: Any) -> int | None:
+    """The first model's ``max_model_len`` (SGLang's and vLLM's model card; None: not said)."""
+    value = doc["data"][0].get("max_model_len") if isinstance(doc["data"][0], dict) else None
+    return value if type(value) is int and value > 0 else None
 
 
 @dataclass(frozen=True)
@@ -225,6 +186,8 @@ class ModelList:
     models: tuple[str, ...] | None
     error: str | None = None
     html: str | None = None
+    #: the first model's context length (``max_model_len``), when the list says it
+    context_length: int | None = None
 
     @property
     def ok(self) -> bool:

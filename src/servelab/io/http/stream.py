@@ -68,7 +68,11 @@ from servelab.io.http.h1 import ResponseParser, request_head
 from servelab.io.http.neterrors import translate
 from servelab.io.http.transfer import Chunks, Connections, Resend, Transfer
 
-__all__ = ["Chain", "Chunks", "Connections", "Outgoing", "Resend", "StreamClient", "Transfer"]
+__all__ = [
+    "Chain",
+    "Outgoing",
+    "StreamClient",
+]
 
 _ERROR_BODY_MAX = 2048
 

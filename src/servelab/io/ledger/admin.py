@@ -15,14 +15,10 @@ import json
 import sqlite3
 from pathlib import Path
 
-from servelab.core.ledger.retention import LedgerStats, PruneResult, TableStats, VacuumResult
+from servelab.core.ledger.retention import LedgerStats, PruneResult, TableStats
 from servelab.io.ledger.rows import encode_record
 
 __all__ = [
-    "LedgerStats",
-    "PruneResult",
-    "TableStats",
-    "VacuumResult",
     "compact_batch",
     "file_bytes",
     "prune_records",

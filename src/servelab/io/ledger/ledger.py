@@ -13,14 +13,18 @@ environment: values of undeclared environment variables must not reach these fun
 run, an A/B or a soak that the file refuses when it is recorded (a disk that filled meanwhile) is
 kept beside it as JSON (:mod:`servelab.io.ledger.unsaved`), and the error says where.
 
-Readers return the typed records of :mod:`servelab.core.ledger.evidence` (read from each row by
-the codec of :mod:`servelab.core.ledger.codec`), oldest first; the A/B and soak results they hold
-are typed too, and the writers take them typed. :meth:`Ledger.export` is every record encoded in
-one JSON document, built in memory: an export of any size streams
-instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
+One generic store serves every feature's record (``core/<feature>/record.py``): :meth:`Ledger.add`
+writes one, :meth:`Ledger.get` and :meth:`Ledger.list` read them back typed (oldest first), each
+through its :class:`~servelab.io.ledger.tables.Table` (its table, filters, reader and rule) and the
+codec of :mod:`servelab.core.ledger.codec`; a new record type is one entry there, not a method
+trio. The writers that span several tables or keep a refused measurement stay methods of their
+own (a verification with its checks, a bench run with its records and spans, an A/B, a soak with
+its findings and spans, a case's resolution); the A/B and soak results are typed too.
+:meth:`Ledger.export` is every record encoded in one JSON document, built in memory: an export
+of any size streams instead, run by run and record by record (:meth:`Ledger.iter_bench_records`,
 :meth:`Ledger.iter_rows`, :mod:`servelab.io.ledgerexport`). The OpenTelemetry spans received
 during a traced bench run or soak are rows of their own (``spans``, written in the run's
-transaction, read back as :class:`~servelab.core.telemetry.traces.Span` by :meth:`Ledger.spans`; the
+transaction, read back as :class:`~servelab.core.telemetry.spans.Span` by :meth:`Ledger.spans`; the
 streaming export carries them, :meth:`Ledger.export` does not). Per-request records are stored
 compactly (:func:`servelab.core.load.packed.pack_record`) and decoded when read;
 :meth:`Ledger.prune_records`, :meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size
@@ -29,38 +33,34 @@ in hand.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar, cast
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
-from servelab.core.ledger.codec import decode, encode
-from servelab.core.ledger.evidence import (
-    AbRunRecord,
-    BenchRunRecord,
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.record import (
     CaseEvent,
     CaseEvidence,
     CaseExport,
     CaseRecord,
-    CheckRecord,
-    DeploymentRecord,
-    KnobChangeRecord,
-    LedgerExport,
     Resolution,
-    SoakRunRecord,
     Suspect,
-    VerificationRecord,
-    read_soak_run,
 )
+from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import encode
+from servelab.core.ledger.export import LedgerExport
+from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakResult
-from servelab.core.telemetry.traces import Span
-from servelab.core.verify.checks import read_check_row
-from servelab.errors import CaseError, StoreError
+from servelab.core.telemetry.spans import Span
+from servelab.core.verify.record import CheckRecord, VerificationRecord
+from servelab.errors import StoreError
 from servelab.io.ledger.admin import (
-    LedgerStats,
-    PruneResult,
-    VacuumResult,
     compact_batch,
     file_bytes,
     prune_records,
@@ -69,12 +69,8 @@ from servelab.io.ledger.admin import (
     vacuum,
 )
 from servelab.io.ledger.connection import (
-    LEDGER_ENV,
     LedgerFile,
-    default_ledger_path,
-    resolve_ledger_path,
 )
-from servelab.io.ledger.migrations import SCHEMA_VERSION
 from servelab.io.ledger.rows import (
     SPAN_COLUMNS,
     TABLE_JSON_COLUMNS,
@@ -83,62 +79,61 @@ from servelab.io.ledger.rows import (
     decode_row,
     dumps,
     encode_record,
-    filters,
     finding_row,
     insert_spans,
     set_verdict,
     span_of_row,
 )
+from servelab.io.ledger.rows import (
+    filters as rows_where,
+)
+from servelab.io.ledger.tables import require_case, table_of
 from servelab.io.ledger.unsaved import kept_on_failure
 
 __all__ = [
-    "LEDGER_ENV",
     "READ_BATCH",
-    "SCHEMA_VERSION",
     "Ledger",
-    "default_ledger_path",
-    "resolve_ledger_path",
 ]
 
 #: Rows read per query by the streaming readers (:meth:`Ledger.iter_bench_records`, ...).
 READ_BATCH = 2000
 
-#: ``experiment``: a ``case test``; ``probe``, ``bisect``: a ``case bisect``'s probe and its end.
-_EVIDENCE_KINDS = frozenset(
-    {"run", "verify", "soak", "ab", "note", "experiment", "probe", "bisect"}
-)  # fmt: skip
+R = TypeVar("R")
 
 
 class Ledger(LedgerFile):
     """An open ledger file. Use :meth:`open`; close it (or use it as a context manager)."""
 
+    # -- the generic store: any record type of :mod:`servelab.io.ledger.tables` -----------------
+
+    def add(self, record: object) -> int:
+        """Write ``record`` as a new row of its table (``at`` :data:`~servelab.io.ledger.tables.
+        NOW`: stamped now; its ``id`` is the row's, returned), after its table's rule."""
+        table = table_of(type(record))
+        row = table.row(record, self._now())
+        with self._write() as conn:
+            if table.check is not None:
+                table.check(conn, record, self._path)
+            return self._insert(conn, table.name, row)
+
+    def get(self, kind: type[R], record_id: int, *, whole: bool = True) -> R | None:
+        """The ``kind`` record ``record_id`` (None: none); ``whole=False``: without the rows a
+        whole one gathers that can be many (a bench run's per-request records)."""
+        table = table_of(kind)
+        row = self._one(f"SELECT * FROM {table.name} WHERE id = ?", (record_id,))
+        return None if row is None else cast(R, table.record(self._query, row, whole))
+
+    def list(self, kind: type[R], **filters: str | int | None) -> builtins.list[R]:
+        """Every ``kind`` record, oldest first, those whose columns equal ``filters`` (a filter
+        given None: any value); a bench run without its per-request records (see :meth:`get`)."""
+        table = table_of(kind)
+        if unknown := set(filters) - table.filters:
+            raise TypeError(f"{table.name} are not filtered by {', '.join(sorted(unknown))}")
+        where, params = rows_where(**filters)
+        rows = self._query(f"SELECT * FROM {table.name}{where} ORDER BY id", params)
+        return [cast(R, table.record(self._query, row, False)) for row in rows]
+
     # -- writers: measurements ---------------------------------------------------------------
-
-    def record_deployment(
-        self, *, name: str, spec_hash: str | None, action: str, detail: dict[str, Any]
-    ) -> int:
-        """A bring-up, restart or stop of a deployment (with the spec's hash)."""
-        row = {"at": self._now(), "name": name, "spec_hash": spec_hash, "action": action}
-        with self._write() as conn:
-            return self._insert(conn, "deployments", {**row, "detail": dumps(detail)})
-
-    def record_knob_change(
-        self,
-        *,
-        service: str,
-        name: str,
-        old: str | None,
-        new: str | None,
-        reason: str | None,
-        case_id: int | None,
-        backup_path: str | None,
-    ) -> int:
-        """A declared knob's value changed in a service's env file (``None``: absent)."""
-        row: dict[str, Any] = {"at": self._now(), "service": service, "name": name}
-        row |= {"old": old, "new": new}
-        row |= {"reason": reason, "case_id": case_id, "backup_path": backup_path}
-        with self._write() as conn:
-            return self._insert(conn, "knob_changes", row)
 
     def record_verification(
         self, *, spec_hash: str | None, ok: bool, checks: Sequence[CheckRecord]
@@ -159,7 +154,7 @@ class Ledger(LedgerFile):
         label: str | None,
         config: dict[str, Any],
         summary: dict[str, Any],
-        records: list[dict[str, Any]],
+        records: builtins.list[dict[str, Any]],
         spans: Sequence[Span] = (),
     ) -> int:
         """One bench run with its summary, every per-request record and the spans received
@@ -213,7 +208,7 @@ class Ledger(LedgerFile):
 
         with kept_on_failure(self._path, "soak", kept), self._write() as conn:
             if case_id is not None:
-                self._require_case(conn, case_id)
+                require_case(conn, case_id, self._path)
             soak_id = self._insert(conn, "soak_runs", row)
             for finding in result.findings:
                 self._insert(conn, "soak_findings", finding_row(soak_id, finding))
@@ -226,38 +221,6 @@ class Ledger(LedgerFile):
 
     # -- writers: cases ----------------------------------------------------------------------
 
-    def create_case(self, *, title: str) -> int:
-        """Open a case; returns its id."""
-        with self._write() as conn:
-            return self._insert(conn, "cases", {"at": self._now(), "title": title})
-
-    def add_suspect(self, *, case_id: int, target: str, reason: str | None) -> int:
-        """Put ``target`` (``knob:SERVICE/NAME`` or ``component:NAME``) under suspicion."""
-        row = {"case_id": case_id, "at": self._now(), "target": target, "reason": reason}
-        with self._write() as conn:
-            self._require_case(conn, case_id)
-            if conn.execute(
-                "SELECT 1 FROM case_suspects WHERE case_id = ? AND target = ?", (case_id, target)
-            ).fetchone():
-                raise CaseError(f"case {case_id}: {target} is already a suspect")
-            return self._insert(conn, "case_suspects", row)
-
-    def add_evidence(self, *, case_id: int, kind: str, ref_id: int | None, note: str | None) -> int:
-        """Attach evidence: a bench ``run``, a ``verify``, a ``soak``, an ``ab`` or a ``note``."""
-        if kind not in _EVIDENCE_KINDS:
-            raise CaseError(f"unknown evidence kind {kind!r}")
-        row = {"case_id": case_id, "at": self._now(), "kind": kind, "ref_id": ref_id}
-        with self._write() as conn:
-            self._require_case(conn, case_id)
-            return self._insert(conn, "case_evidence", {**row, "note": note})
-
-    def record_case_event(self, *, case_id: int, kind: str, detail: Mapping[str, Any]) -> int:
-        """An action taken under a case (``revert``, ``restore``, ...) and what it produced."""
-        row = {"case_id": case_id, "at": self._now(), "kind": kind, "detail": dumps(detail)}
-        with self._write() as conn:
-            self._require_case(conn, case_id)
-            return self._insert(conn, "case_events", row)
-
     def resolve_case(self, *, case_id: int, root_cause: str, verdicts: Mapping[str, str]) -> None:
         """Close a case with its root cause; ``verdicts`` maps target → exonerated|convicted.
 
@@ -266,7 +229,7 @@ class Ledger(LedgerFile):
         """
         now = self._now()
         with self._write() as conn:
-            self._require_case(conn, case_id)
+            require_case(conn, case_id, self._path)
             self._keep_resolution(conn, case_id, now)
             for target, verdict in verdicts.items():
                 set_verdict(conn, case_id, target, verdict, now)
@@ -291,113 +254,7 @@ class Ledger(LedgerFile):
         event = {"case_id": case_id, "at": str(row[2] or now), "kind": Resolution.KIND}
         self._insert(conn, "case_events", {**event, "detail": dumps(encode(earlier))})
 
-    def _require_case(self, conn: sqlite3.Connection, case_id: int) -> None:
-        if conn.execute("SELECT 1 FROM cases WHERE id = ?", (case_id,)).fetchone() is None:
-            raise CaseError(f"no case {case_id} in {self._path}")
-
     # -- readers -----------------------------------------------------------------------------
-
-    def get_deployment(self, deployment_id: int) -> DeploymentRecord | None:
-        row = self._one("SELECT * FROM deployments WHERE id = ?", (deployment_id,))
-        return None if row is None else decode(DeploymentRecord, row)
-
-    def list_deployments(self) -> list[DeploymentRecord]:
-        rows = self._query("SELECT * FROM deployments ORDER BY id")
-        return [decode(DeploymentRecord, r) for r in rows]
-
-    def get_knob_change(self, change_id: int) -> KnobChangeRecord | None:
-        row = self._one("SELECT * FROM knob_changes WHERE id = ?", (change_id,))
-        return None if row is None else decode(KnobChangeRecord, row)
-
-    def list_knob_changes(
-        self,
-        *,
-        service: str | None = None,
-        name: str | None = None,
-        case_id: int | None = None,
-    ) -> list[KnobChangeRecord]:
-        """Knob changes, oldest first, filtered by any of service, knob name and case."""
-        where, params = filters(service=service, name=name, case_id=case_id)
-        rows = self._query(f"SELECT * FROM knob_changes{where} ORDER BY id", params)
-        return [decode(KnobChangeRecord, r) for r in rows]
-
-    def get_verification(self, verification_id: int) -> VerificationRecord | None:
-        row = self._one("SELECT * FROM verifications WHERE id = ?", (verification_id,))
-        return None if row is None else self._verification(row)
-
-    def list_verifications(self) -> list[VerificationRecord]:
-        return [
-            self._verification(r) for r in self._query("SELECT * FROM verifications ORDER BY id")
-        ]
-
-    def _verification(self, row: dict[str, Any]) -> VerificationRecord:
-        checks = self._query(
-            "SELECT layer, service, ok, detail, data FROM verification_checks "
-            "WHERE verification_id = ? ORDER BY id",
-            (row["id"],),
-            frozenset({"data"}),
-        )
-        got = VerificationRecord.from_row(row)
-        typed = (
-            read_check_row(c["layer"], c["service"], c["ok"], c["detail"], c["data"])
-            for c in checks
-        )
-        return dataclasses.replace(got, checks=tuple(typed))
-
-    def get_bench_run(self, run_id: int, *, records: bool = True) -> BenchRunRecord | None:
-        row = self._one("SELECT * FROM bench_runs WHERE id = ?", (run_id,))
-        if row is not None and records:
-            recs = self._query(
-                "SELECT record FROM bench_records WHERE run_id = ? ORDER BY seq", (run_id,)
-            )
-            row["records"] = [r["record"] for r in recs]
-        return None if row is None else decode(BenchRunRecord, row)
-
-    def list_bench_runs(self) -> list[BenchRunRecord]:
-        """Bench runs without their per-request records (see :meth:`get_bench_run`)."""
-        rows = self._query("SELECT * FROM bench_runs ORDER BY id")
-        return [decode(BenchRunRecord, r) for r in rows]
-
-    def get_ab(self, ab_id: int) -> AbRunRecord | None:
-        row = self._one("SELECT * FROM ab_runs WHERE id = ?", (ab_id,))
-        return None if row is None else decode(AbRunRecord, row)
-
-    def list_ab(self, *, service: str | None = None, knob: str | None = None) -> list[AbRunRecord]:
-        where, params = filters(service=service, knob=knob)
-        rows = self._query(f"SELECT * FROM ab_runs{where} ORDER BY id", params)
-        return [decode(AbRunRecord, r) for r in rows]
-
-    def get_soak(self, soak_id: int) -> SoakRunRecord | None:
-        row = self._one("SELECT * FROM soak_runs WHERE id = ?", (soak_id,))
-        return None if row is None else self._soak(row)
-
-    def list_soaks(self) -> list[SoakRunRecord]:
-        return [self._soak(r) for r in self._query("SELECT * FROM soak_runs ORDER BY id")]
-
-    def _soak(self, row: dict[str, Any]) -> SoakRunRecord:
-        found = self._query(
-            "SELECT finding FROM soak_findings WHERE soak_id = ? ORDER BY id", (row["id"],)
-        )
-        return read_soak_run({**row, "findings": [r["finding"] for r in found]})
-
-    def get_case(self, case_id: int) -> CaseRecord | None:
-        row = self._one("SELECT * FROM cases WHERE id = ?", (case_id,))
-        return None if row is None else decode(CaseRecord, row)
-
-    def list_cases(self) -> list[CaseRecord]:
-        return [decode(CaseRecord, r) for r in self._query("SELECT * FROM cases ORDER BY id")]
-
-    def list_suspects(self, case_id: int) -> list[Suspect]:
-        rows = self._query("SELECT * FROM case_suspects WHERE case_id = ? ORDER BY id", (case_id,))
-        return [decode(Suspect, r) for r in rows]
-
-    def list_evidence(self, case_id: int) -> list[CaseEvidence]:
-        rows = self._query("SELECT * FROM case_evidence WHERE case_id = ? ORDER BY id", (case_id,))
-        return [decode(CaseEvidence, r) for r in rows]
-
-    def list_case_events(self, case_id: int) -> list[CaseEvent]:
-        rows = self._query("SELECT * FROM case_events WHERE case_id = ? ORDER BY id", (case_id,))
-        return [decode(CaseEvent, r) for r in rows]
 
     # -- streaming readers (constant memory whatever the ledger's size) -----------------------
 
@@ -419,7 +276,9 @@ class Ledger(LedgerFile):
                 return
             after = rows[-1][0]
 
-    def spans(self, *, run_id: int | None = None, soak_id: int | None = None) -> list[Span]:
+    def spans(
+        self, *, run_id: int | None = None, soak_id: int | None = None
+    ) -> builtins.list[Span]:
         """The spans recorded with bench run ``run_id`` or soak ``soak_id``, as received."""
         return list(self.iter_spans(run_id=run_id, soak_id=soak_id))
 
@@ -522,18 +381,18 @@ class Ledger(LedgerFile):
 
     def snapshot(self, *, records: bool = True) -> LedgerExport:
         """Every record in the ledger (bench runs with their per-request records unless not)."""
-        runs = self.list_bench_runs()
-        full = [self.get_bench_run(r.id) for r in runs] if records else runs
+        runs = self.list(BenchRunRecord)
+        full = [self.get(BenchRunRecord, r.id) for r in runs] if records else runs
         return LedgerExport(
             schema_version=self.schema_version,
             path=str(self._path),
-            deployments=tuple(self.list_deployments()),
-            knob_changes=tuple(self.list_knob_changes()),
-            verifications=tuple(self.list_verifications()),
+            deployments=tuple(self.list(DeploymentRecord)),
+            knob_changes=tuple(self.list(KnobChangeRecord)),
+            verifications=tuple(self.list(VerificationRecord)),
             bench_runs=tuple(r for r in full if r is not None),
-            ab_runs=tuple(self.list_ab()),
-            soak_runs=tuple(self.list_soaks()),
-            cases=tuple(self._case_export(c) for c in self.list_cases()),
+            ab_runs=tuple(self.list(AbRunRecord)),
+            soak_runs=tuple(self.list(SoakRunRecord)),
+            cases=tuple(self._case_export(c) for c in self.list(CaseRecord)),
         )
 
     def export(self, *, records: bool = True) -> dict[str, Any]:
@@ -544,7 +403,7 @@ class Ledger(LedgerFile):
     def _case_export(self, case: CaseRecord) -> CaseExport:
         return CaseExport(
             **dataclasses.asdict(case),
-            suspects=tuple(self.list_suspects(case.id)),
-            evidence=tuple(self.list_evidence(case.id)),
-            events=tuple(self.list_case_events(case.id)),
+            suspects=tuple(self.list(Suspect, case_id=case.id)),
+            evidence=tuple(self.list(CaseEvidence, case_id=case.id)),
+            events=tuple(self.list(CaseEvent, case_id=case.id)),
         )

@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from servelab.core.ledger.codec import encode
-from servelab.core.ledger.evidence import CheckRecord
 from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.soak.diagnose import Finding
-from servelab.core.telemetry.traces import Span
-from servelab.core.verify.checks import Check, UntypedCheck
+from servelab.core.telemetry.spans import Span
+from servelab.core.verify.checks import Check
+from servelab.core.verify.record import CheckRecord, UntypedCheck
 from servelab.errors import CaseError, StoreError
 
 __all__ = [

@@ -34,6 +34,13 @@ import time
 from dataclasses import replace
 
 from servelab.core.ab.design import BASELINE, visit_plan
+from servelab.core.ab.events import (
+    AbJournalStarted,
+    AbResumed,
+    AbVisitStarted,
+    KnobKept,
+    KnobRestoring,
+)
 from servelab.core.ab.result import (
     AbMetric,
     AbResult,
@@ -44,6 +51,7 @@ from servelab.core.ab.result import (
 )
 from servelab.core.answers.contract import probes_per_run
 from servelab.core.answers.judge import AnswersJudgement
+from servelab.core.bench.contract import BenchProgressFn
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
@@ -51,16 +59,8 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
-from servelab.ops.progress import (
-    AbJournalStarted,
-    AbResumed,
-    AbVisitStarted,
-    KnobKept,
-    KnobRestoring,
-)
 from servelab.ops.reads import refuse_unread
 
 __all__ = ["resume_ab", "run_ab"]

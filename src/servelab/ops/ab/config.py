@@ -16,8 +16,8 @@ from servelab.core.ab.design import ORDER_ABBA, Order
 from servelab.core.ab.result import CAPACITY_LEVEL, AbDesign, AbMetric, AbResult, Keep
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.core.answers.contract import AnswersConfig
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import OMITTED_IF_NONE
-from servelab.ops.bench.bench import BenchConfig
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "AbConfig", "KeepOption"]
 

@@ -28,6 +28,7 @@ from servelab.core.ab.design import (
     rounds_for_power,
     sequential_rounds_for_power,
 )
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.io.ledger.ledger import Ledger
@@ -97,8 +98,8 @@ def plan_ab(
 ) -> AbPlan:
     """The plan for ``effect`` (0.05 for +5%) at ``concurrencies`` from the ledger's A/Bs of
     ``service`` (of ``knob`` only, when given and recorded; else of any knob)."""
-    runs = ledger.list_ab(service=service, knob=knob) if knob else []
-    runs = runs or ledger.list_ab(service=service)
+    runs = ledger.list(AbRunRecord, service=service, knob=knob) if knob else []
+    runs = runs or ledger.list(AbRunRecord, service=service)
     noise = tuple(_noise(conc, [run.result for run in runs]) for conc in concurrencies)
     fixed = tuple(rounds_for_power(n, effect=effect, power=power, alpha=alpha) for n in noise)
     sequential = tuple(

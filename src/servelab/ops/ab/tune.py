@@ -49,6 +49,16 @@ from servelab.core.ab.tune import (
     TuneRule,
     check_rule,
 )
+from servelab.core.ab.tuneevents import (
+    PricedFrom,
+    TuneArmKept,
+    TuneEliminated,
+    TuneLevelStopped,
+    TuneResumed,
+    TuneScreened,
+    TuneStarted,
+    TuneVisitStarted,
+)
 from servelab.core.ab.tunerun import (
     NextBlock,
     TuneKnob,
@@ -64,27 +74,20 @@ from servelab.core.ab.tunerun import (
     with_visits,
 )
 from servelab.core.answers.contract import AnswersConfig
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode
-from servelab.errors import BenchError, ServelabError
+from servelab.errors import BenchError, KnobError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
+from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
 from servelab.ops.ab.tuneanswers import judge_arms, tune_answers
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchConfig, BenchProgressFn
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.knob import get_knob
-from servelab.ops.progress import (
-    TuneArmKept,
-    TuneEliminated,
-    TuneLevelStopped,
-    TuneResumed,
-    TuneScreened,
-    TuneStarted,
-    TuneVisitStarted,
-)
+from servelab.ops.knob import check_setting, get_knob
 from servelab.ops.reads import refuse_unread
 
 __all__ = [
@@ -92,6 +95,7 @@ __all__ = [
     "LevelPlan",
     "TuneConfig",
     "TunePlan",
+    "check_tune",
     "plan_tune",
     "resume_tune",
     "run_tune",
@@ -179,6 +183,24 @@ class TuneConfig:
         return [Setting(k.service, k.knob, v) for k, v in zip(self.knobs, values, strict=True)]
 
 
+def check_tune(spec: DeploymentSpec, cfg: TuneConfig) -> TuneConfig:
+    """The one check of a tune's knobs and values before anything runs, for ``tune``, ``tune
+    --plan`` and ``tune --resume`` alike: every service and knob declared, every value one the
+    knob takes (:func:`~servelab.ops.knob.check_setting`), each stored the way the knob stores
+    it (a flag's ``true`` is ``on``), and no two values of a knob one setting (``on,true`` is one
+    arm, not two). The config with its values as stored, else SpecError or KnobError (exit 2)."""
+    knobs = []
+    for k in cfg.knobs:
+        stored = [check_setting(spec, k.service, k.knob, v) or "" for v in k.values]
+        for i, value in enumerate(stored):
+            if value in stored[:i]:
+                first = k.values[stored.index(value)]
+                raise KnobError(f"{k.service}:{k.knob}: {first!r} and {k.values[i]!r} are one "
+                                f"setting ({value}): each value once")  # fmt: skip
+        knobs.append(TuneKnob(k.service, k.knob, tuple(stored)))
+    return replace(cfg, knobs=tuple(knobs))
+
+
 # -- running ------------------------------------------------------------------------------------
 
 
@@ -241,6 +263,30 @@ def _over_budget(cfg: TuneConfig, record: TuneRecord, done: Sequence[ArmVisit],
     return (sum(seconds) + left * sum(seconds) / len(seconds)) / 60.0 > cfg.max_minutes
 
 
+def _price_up_front(op: Operation, cfg: TuneConfig, store: TuneStore | None, arms: int) -> bool:
+    """With ``--max-minutes``, the first block priced from the recorded visits, said when it
+    outruns the budget; whether a price was found (else the first visit prices it)."""
+    price = None if cfg.max_minutes is None or store is None else recorded_visit_s(store)
+    if price is None or cfg.max_minutes is None:
+        return cfg.max_minutes is None
+    warning = over_budget(arms, cfg.max_rounds, price, cfg.max_minutes, PricedFrom.RECORDED)
+    if warning is not None:
+        op.say(warning)
+    return True
+
+
+def _price_first(op: Operation, cfg: TuneConfig, record: TuneRecord, arms: int) -> bool:
+    """After the tune's first visit (no recorded price), the first block priced from it, said
+    when it outruns ``--max-minutes``; True once priced."""
+    price = mean_visit_s(record.all_visits)
+    if price is None or cfg.max_minutes is None:
+        return cfg.max_minutes is None
+    warning = over_budget(arms, cfg.max_rounds, price, cfg.max_minutes, PricedFrom.FIRST_VISIT)
+    if warning is not None:
+        op.say(warning)
+    return True
+
+
 def _done(visits: Sequence[ArmVisit], block: NextBlock, arm: str) -> bool:
     return any(v.round == block.block - 1 and v.arm == arm for v in visits)
 
@@ -265,10 +311,13 @@ async def _blocks(
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
     session: AnswerSession | None = None,
+    *,
+    priced: bool = False,
 ) -> TuneRecord:
     """Run blocks until every level has stopped (or the time budget would be outrun); each
-    visit saved as it ends; after each block, with ``session``, the arms judged on their
-    answers and those that change them dropped. Returns the record with every visit."""
+    visit saved as it ends (the tune's first, unless ``priced`` up front, prices the budget:
+    :func:`_price_first`); after each block, with ``session``, the arms judged on their answers
+    and those that change them dropped. Returns the record with every visit."""
     while True:
         _, block = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
         if block is None:
@@ -284,6 +333,8 @@ async def _blocks(
             if store is not None and record.tune_id is not None:
                 store.add_visit(record.tune_id, visit.position, visit)
             record = replace(record, visits=(*record.visits, visit))
+            if not priced:
+                priced = _price_first(op, cfg, record, len(block.order))
         if session is not None:
             record = judge_arms(op, session, cfg, record)
         _tell(op, before, record)
@@ -296,9 +347,12 @@ async def _screen(
     screening: Screening,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool = False,
 ) -> TuneRecord:
     """The screening's blocks until it stops (or the time budget would be outrun); each visit
-    saved as it ends. Returns the record with the screening and the tune's arms it leaves."""
+    saved as it ends (the first prices the budget unless ``priced``). Returns the record with
+    the screening and the tune's arms it leaves."""
     while True:
         screening, block = screen(screening, record.rule, record.levels, record.metric)
         record = replace(record, screening=screening)
@@ -315,6 +369,8 @@ async def _screen(
                 store.add_visit(record.tune_id, visit.position, visit)
             screening = replace(screening, visits=(*screening.visits, visit))
             record = replace(record, screening=screening)
+            if not priced:
+                priced = _price_first(op, cfg, record, len(block.order))
     follow = screening.follow_up
     if follow is not None:
         op.say(TuneScreened(screening.blocks, follow.factors, follow.fixed))
@@ -342,17 +398,22 @@ async def _run(
     record: TuneRecord,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool = True,
 ) -> TuneRecord:
     """The screening's blocks (if any is left), the tune's, then the knobs left as asked; the
-    record worked out and stored."""
+    record worked out and stored. ``priced``: the budget was priced before (else the first
+    visit prices it)."""
     try:
         session = await tune_answers(op, cfg, record)
         if record.screening is not None and record.screening.follow_up is None:
-            record = await _screen(op, cfg, record, record.screening, store, bench_progress)
+            record = await _screen(op, cfg, record, record.screening, store, bench_progress,
+                                   priced=priced)  # fmt: skip
+            priced = True
         if session is not None:
             record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
-        record = await _blocks(op, cfg, record, store, bench_progress, session)
-        record = conclude_tune(record)
+        blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
+        record = conclude_tune(blocks)
     except BaseException:
         # Put the original values back, but never hide why the tune stopped.
         with contextlib.suppress(ServelabError):
@@ -379,6 +440,7 @@ async def run_tune(
     """Run the tune (see the module docstring); recorded in the operation's ledger, if any. A
     knob the running engine does not read is refused first unless ``allow_unread``."""
     async with operation(target, ledger=ledger, progress=progress) as op:
+        cfg = check_tune(op.spec, cfg)  # every value, before the first restart
         for knob in cfg.knobs if not allow_unread else ():
             await refuse_unread(op, knob.service, [knob.knob])
         original = tuple([await get_knob(op, k.service, k.knob) for k in cfg.knobs])
@@ -389,7 +451,8 @@ async def run_tune(
         record = cfg.record(original, tune_id=tune_id)
         first = record.arms if record.screening is None else record.screening.design.runs
         op.say(TuneStarted(tune_id, len(first), cfg.levels, cfg.max_rounds))
-        return await _run(op, cfg, record, store, bench_progress)
+        priced = _price_up_front(op, cfg, store, len(first))
+        return await _run(op, cfg, record, store, bench_progress, priced=priced)
 
 
 async def resume_tune(
@@ -408,6 +471,7 @@ async def resume_tune(
     if stored.status == SessionStatus.FINISHED:
         raise BenchError(f"tune {tune_id} is already finished")
     cfg = decode(TuneConfig, stored.config)
+    cfg = check_tune(target.spec, cfg)  # as a new tune is: nothing runs on a value it refuses
     record = with_visits(cfg.record(stored.original, tune_id=tune_id, resumed=True),
                          stored.visits)  # fmt: skip
     async with operation(target, ledger=ledger, progress=progress) as op:

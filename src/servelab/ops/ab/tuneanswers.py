@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from servelab.core.ab.result import AbMetric
 from servelab.core.ab.tunerun import TuneRecord
-from servelab.core.answers.contract import AnswersMode, ArmDropped, probes_per_run
+from servelab.core.answers.contract import AnswersMode, probes_per_run
+from servelab.core.answers.events import ArmDropped
 from servelab.core.knobs.knob import same_value
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.context import Operation

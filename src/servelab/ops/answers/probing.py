@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import orjson
-
 from servelab.core.answers.answer import Answer, read_answer
 from servelab.core.answers.contract import (
     AnswersConfig,
@@ -56,8 +54,7 @@ def probe_jobs(
 ) -> list[Job]:
     """``probes`` as jobs numbered from ``first_index`` (bodies serialised once)."""
     return [
-        Job(first_index + j, p.prompt_tokens,
-            orjson.dumps(probe_body(p, model, logprobs=logprobs)))
+        Job(first_index + j, p.prompt_tokens, probe_body(p, model, logprobs=logprobs))
         for j, p in enumerate(probes)
     ]  # fmt: skip
 

@@ -9,17 +9,11 @@ reference is an error: a reference must be an answer.
 
 from __future__ import annotations
 
-from servelab.core.answers.contract import (
-    AnswerReferences,
-    AnswersConfig,
-    ReferencesReused,
-    ReferencesTaken,
-    State,
-    state_key,
-)
+from servelab.core.answers.contract import AnswerReferences, AnswersConfig, State, state_key
+from servelab.core.answers.events import ReferencesReused, ReferencesTaken
 from servelab.core.answers.probes import probe_set
 from servelab.errors import BenchError
-from servelab.io.http.client import StreamClient
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.answers.probing import ProbePlan, probe_jobs, read_probe_answers

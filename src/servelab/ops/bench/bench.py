@@ -14,8 +14,7 @@ live; a trace's are decoded as each request ends, so a long trace keeps records,
 ``run_bench(config, progress=..., ledger=..., save=..., stop=...)`` runs every concurrency ×
 repeat; after EVERY run (partial runs included) it records the run in the ledger (the one path the
 CLI's bench and the A/B share) and then calls ``save(run)``; it stops cleanly when ``stop`` is set.
-The names of :mod:`servelab.ops.bench.results` (config, results, their ledger payload) are
-importable from here too.
+Its config, results and events are :mod:`servelab.core.bench.contract`'s types.
 """
 
 from __future__ import annotations
@@ -33,13 +32,26 @@ from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswerReferences, State, summarize_arm
 from servelab.core.answers.judge import check_visit
 from servelab.core.answers.probes import probe_set
+from servelab.core.bench.contract import (
+    TRACE_CONNECT_AHEAD,
+    TRACE_IN_FLIGHT,
+    BenchConfig,
+    BenchProgress,
+    BenchProgressFn,
+    BenchResult,
+    LevelSummary,
+    RunResult,
+    SaveFn,
+)
+from servelab.core.bench.summary import summarize_level
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import cache_summary, session_summaries
 from servelab.core.load.clienthealth import client_health
-from servelab.core.load.records import RequestRecord
+from servelab.core.load.records import FailReason, RequestRecord
 from servelab.core.load.trace import PromptBuilder, TracePlan, session_offsets_ns
 from servelab.core.load.workload import closed_loop_ramp_ns, poisson_offsets_ns
-from servelab.io.http.client import StreamClient, chat_body, completion_body
+from servelab.io.http.client import chat_body, completion_body
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.tracefile import scan_trace, trace_sessions
@@ -56,43 +68,12 @@ from servelab.ops.bench.load import (
     slot_starts_ns,
     split,
 )
-from servelab.ops.bench.results import (
-    TRACE_CONNECT_AHEAD,
-    TRACE_IN_FLIGHT,
-    TRACE_LEVEL,
-    BenchConfig,
-    BenchProgress,
-    BenchProgressFn,
-    BenchResult,
-    LevelSummary,
-    RunResult,
-    SaveFn,
-    record_run,
-    result_so_far,
-    run_payload,
-    summarize_level,
-)
+from servelab.ops.bench.results import record_run
 from servelab.ops.bench.workers import ClientSpec, Workers, shared_t0
 from servelab.ops.telemetry.tracing import TraceCollector
 from servelab.ops.telemetry.watch import MetricsPlan, MetricsWatch
 
-__all__ = [
-    "TRACE_CONNECT_AHEAD",
-    "TRACE_IN_FLIGHT",
-    "TRACE_LEVEL",
-    "BenchConfig",
-    "BenchProgress",
-    "BenchProgressFn",
-    "BenchResult",
-    "LevelSummary",
-    "RunResult",
-    "SaveFn",
-    "record_run",
-    "result_so_far",
-    "run_bench",
-    "run_payload",
-    "summarize_level",
-]
+__all__ = ["run_bench"]
 
 
 class _Local:
@@ -198,7 +179,7 @@ class _Bench:
         cfg = self.config
         if cfg.answers is None or not cfg.answers.on or cfg.trace is not None:
             return None
-        return plan_probes(cfg.answers, cfg.model, total, concurrency, cfg.probe_round + k)
+        return plan_probes(cfg.answers, cfg.model, total, concurrency, (cfg.probe_round or 0) + k)
 
     async def _watched(
         self, driver: _Driver, concurrency: int, k: int, setups: list[int]
@@ -340,7 +321,8 @@ class _Bench:
             ),
             client=client_health(records, got.cpu_s, got.wall_s, got.lag_s, got.run_cpu_s),
             interrupted=got.stopped,
-            deadline_hit=len(records) < total or any(r.error == "run deadline" for r in records),
+            deadline_hit=len(records) < total
+            or any(r.error == FailReason.DEADLINE for r in records),
             setup_ns=setups + got.setups_ns,
             workers=driver.workers.n if isinstance(driver, _Spread) else 1,
             slo=None if config.slo is None else m.slo_attainment(records, config.slo),

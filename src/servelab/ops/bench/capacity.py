@@ -12,14 +12,14 @@ import asyncio
 import math
 from dataclasses import dataclass, field, replace
 
+from servelab.core.bench.contract import BenchConfig, BenchProgressFn, RunResult
 from servelab.core.load.capacity import Capacity, LoadKind, Probe, conclude, next_load
 from servelab.core.load.metrics import SloAttainment
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.results import BenchConfig, BenchProgressFn, RunResult
 from servelab.ops.telemetry.watch import MetricsPlan
 
-__all__ = ["CapacityResult", "find_capacity", "probe_of", "search_bounds"]
+__all__ = ["CapacityResult", "find_capacity", "probe_of", "request_limit", "search_bounds"]
 
 
 @dataclass(slots=True)
@@ -45,6 +45,12 @@ def search_bounds(config: BenchConfig) -> tuple[LoadKind, float, float | None]:
     levels = config.concurrencies
     ceiling = float(max(levels)) if len(levels) > 1 else None
     return LoadKind.CONCURRENCY, float(min(levels)), ceiling
+
+
+def request_limit(config: BenchConfig, kind: LoadKind) -> float | None:
+    """The most load a probe can exercise: a closed loop never has more requests in flight than
+    the requests it sends (an open loop's rate has no such limit)."""
+    return float(config.requests) if kind == LoadKind.CONCURRENCY else None
 
 
 def _binding_ratio(att: SloAttainment) -> float:
@@ -81,10 +87,13 @@ async def find_capacity(
     if config.slo is None:
         raise ValueError("finding the capacity needs an SLO")
     kind, start, ceiling = search_bounds(config)
+    limit = request_limit(config, kind)
     probes: list[Probe] = []
     runs: list[RunResult] = []
     interrupted = False
-    while (load := next_load(probes, start=start, kind=kind, ceiling=ceiling)) is not None:
+    while (
+        load := next_load(probes, start=start, kind=kind, ceiling=ceiling, limit=limit)
+    ) is not None:
         probe_config = _probe_config(config, kind, load)
         got = await run_bench(
             probe_config, progress=progress, ledger=ledger, stop=stop, metrics=metrics
@@ -94,5 +103,5 @@ async def find_capacity(
             interrupted = True
             break
         probes.append(probe_of(load, got.runs[-1]))
-    capacity = conclude(probes, kind=kind, ceiling=ceiling, interrupted=interrupted)
+    capacity = conclude(probes, kind=kind, ceiling=ceiling, interrupted=interrupted, limit=limit)
     return CapacityResult(config, capacity, runs)

@@ -25,8 +25,9 @@ from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
 from servelab.core.load.trace import PromptBuilder, TraceSession
 from servelab.core.load.workload import LengthDist, generate_requests
-from servelab.io.http.client import Chunks, StreamClient, chat_body, completion_body
-from servelab.io.http.stream import Chain, Outgoing
+from servelab.io.http.client import chat_body, completion_body
+from servelab.io.http.stream import Chain, Outgoing, StreamClient
+from servelab.io.http.transfer import Chunks
 
 __all__ = [
     "LAG_TICK_S",

@@ -31,7 +31,7 @@ from typing import Any
 
 import uvloop
 
-from servelab.io.http.client import StreamClient
+from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.load import Part, PartResult, run_part
 
 __all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0"]

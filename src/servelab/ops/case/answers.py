@@ -17,10 +17,10 @@ from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswersConfig, probes_per_run
 from servelab.core.answers.judge import check_visit
 from servelab.core.answers.probes import probe_set
+from servelab.core.bench.contract import BenchConfig
 from servelab.errors import CaseError
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import measure
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.context import Operation
 
 __all__ = ["answers_bench", "probe_answers", "wrong_answers"]

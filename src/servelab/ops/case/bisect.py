@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import (
     Bisected,
     BisectState,
@@ -38,6 +39,8 @@ from servelab.core.case.bisect import (
     record_probe,
     start_bisect,
 )
+from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
+from servelab.core.case.events import ArmSoaked, VisitStarted
 from servelab.core.case.experiment import ALPHA, EFFECT, ArmTally
 from servelab.core.case.model import Case
 from servelab.core.case.points import (
@@ -63,30 +66,24 @@ from servelab.core.case.probe import (
     judge_probe,
     round_order,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.soak.result import SoakConfig
 from servelab.core.verify.checks import Check, KnobInFile, KnobLive
+from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError, HostError, ServelabError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob, live_knobs
-from servelab.ops.progress import (
-    ArmSoaked,
-    BisectPlanned,
-    BisectResumed,
-    ProbeDecided,
-    ProbeStarted,
-    VisitStarted,
-)
 from servelab.ops.soak.soak import soak
 
 __all__ = [
@@ -199,7 +196,7 @@ async def _values(
         case PointKind.TIME:
             return values_at(history, at=_ledger_time(point.value))
         case PointKind.VERIFY:
-            found = ledger.get_verification(int(point.value))
+            found = ledger.get(VerificationRecord, int(point.value))
             if found is None:
                 raise CaseError(f"no verification {point.value} in {ledger.path}")
             out = values_at(history, at=found.at)
@@ -220,7 +217,7 @@ async def find_changes(
     target: SpecOrOperation, ledger: Ledger, good: str, bad: str = "now"
 ) -> tuple[Change, ...]:
     """Every declared knob whose value differs between points ``good`` and ``bad``."""
-    history = ledger.list_knob_changes()
+    history = ledger.list(KnobChangeRecord)
     async with operation(target, ledger=ledger) as op:
         before = await _values(op, ledger, parse_point(good), history)
         after = await _values(op, ledger, parse_point(bad), history)
@@ -350,11 +347,13 @@ async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> Prob
 
 
 def _save_probe(ledger: Ledger, record: ProbeRecord) -> int:
-    event = ledger.record_case_event(
-        case_id=record.case_id, kind=ProbeRecord.KIND, detail=encode(record)
+    event = ledger.add(
+        CaseEvent(at=NOW, case_id=record.case_id, kind=ProbeRecord.KIND, detail=encode(record))
     )
     note = f"bisect probe {record.number}: {record.outcome} (p={record.decision.p_value:.3g})"
-    ledger.add_evidence(case_id=record.case_id, kind=ProbeRecord.KIND, ref_id=event, note=note)
+    ledger.add(
+        CaseEvidence(at=NOW, case_id=record.case_id, kind=ProbeRecord.KIND, ref_id=event, note=note)
+    )
     return event
 
 
@@ -366,12 +365,21 @@ def _conclude(
         start.case_id, run.bisect_id, result, bisect_verdicts(start.changes, result),
         sum(len(p.visits) for p in probes), round(sum(p.elapsed_s for p in probes), 3),
     )  # fmt: skip
-    event = ledger.record_case_event(
-        case_id=start.case_id, kind=BisectConclusion.KIND, detail=encode(conclusion)
+    event = ledger.add(
+        CaseEvent(
+            at=NOW, case_id=start.case_id, kind=BisectConclusion.KIND, detail=encode(conclusion)
+        )
     )
     guilty = ", ".join(change_target(c) for c in result.changes)
-    evidence = ledger.add_evidence(case_id=start.case_id, kind="bisect", ref_id=event,
-                                   note=f"case bisect: guilty {guilty}")  # fmt: skip
+    evidence = ledger.add(
+        CaseEvidence(
+            at=NOW,
+            case_id=start.case_id,
+            kind="bisect",
+            ref_id=event,
+            note=f"case bisect: guilty {guilty}",
+        )
+    )
     return conclusion, event, evidence
 
 
@@ -435,8 +443,9 @@ async def run_bisect(
                              cfg.bad if cfg.good else "", cfg.rounds, cfg.alpha, cfg.effect,
                              soak_id, cfg.sessions, cfg.runs,
                              encode(bench) if bench is not None else {})  # fmt: skip
-        bisect_id = ledger.record_case_event(case_id=cfg.case_id, kind=BisectRecord.KIND,
-                                             detail=encode(start))  # fmt: skip
+        bisect_id = ledger.add(
+            CaseEvent(at=NOW, case_id=cfg.case_id, kind=BisectRecord.KIND, detail=encode(start))
+        )
         op.say(BisectPlanned(cfg.case_id, len(changes), str(cfg.test), cfg.rounds))
         run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
                    _answers(op, start, bench))  # fmt: skip

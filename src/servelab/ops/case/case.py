@@ -19,10 +19,18 @@ evidence would convict the knob) before it asks to go on.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from servelab.core.ab.record import AbRunRecord
+from servelab.core.bench.record import BenchRunRecord
+from servelab.core.case.contract import (
+    RestoreOutcome,
+    RevertOutcome,
+    RevertPreview,
+    failed_checks_of,
+)
+from servelab.core.case.events import StepFailed
 from servelab.core.case.model import (
     CASE_RESOLVED,
     RESTORE_VERIFIED,
@@ -39,34 +47,38 @@ from servelab.core.case.model import (
     restore_status,
     timeline,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
 from servelab.core.case.revert import (
-    ConvictionTest,
-    RevertCost,
     conviction_test,
     revert_cost,
     revert_values,
 )
 from servelab.core.case.verdicts import Override, Refusal, refusals
+from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import restart_plan
+from servelab.core.knobs.contract import KnobChange
+from servelab.core.knobs.events import KnobSetting
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.ledger.evidence import CheckRecord, KnobChangeRecord
+from servelab.core.soak.record import SoakRunRecord
+from servelab.core.verify.checks import Check
+from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.events import VerifyingLayers
+from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import CaseError, DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.deploy.steps import Step, StepFailure
-from servelab.ops.knob import KnobChange, get_knob, set_knob
-from servelab.ops.progress import CoRestarting, KnobSetting, StepFailed, VerifyingLayers
-from servelab.ops.verify.verify import LAYERS, Check, VerifyReport, verify
+from servelab.ops.knob import get_knob, set_knob
+from servelab.ops.verify.verify import LAYERS, verify
 
 __all__ = [
     "Applied",
     "CaseView",
-    "RestoreOutcome",
-    "RevertOutcome",
-    "RevertPreview",
     "VerdictRefused",
     "add_evidence",
     "add_suspect",
@@ -85,10 +97,10 @@ __all__ = [
 
 
 _EVIDENCE_LOOKUP = {
-    "run": lambda led, i: led.get_bench_run(i, records=False),
-    "verify": lambda led, i: led.get_verification(i),
-    "soak": lambda led, i: led.get_soak(i),
-    "ab": lambda led, i: led.get_ab(i),
+    "run": lambda led, i: led.get(BenchRunRecord, i, whole=False),
+    "verify": lambda led, i: led.get(VerificationRecord, i),
+    "soak": lambda led, i: led.get(SoakRunRecord, i),
+    "ab": lambda led, i: led.get(AbRunRecord, i),
 }
 
 
@@ -106,9 +118,9 @@ class CaseView:
 
     def to_json(self) -> JsonObject:
         return {
-            **dataclasses.asdict(self.case),
+            **encode(self.case),
             "timeline": [_entry_json(e) for e in self.timeline],
-            "restore_plan": [dataclasses.asdict(i) for i in self.plan],
+            "restore_plan": [encode(i) for i in self.plan],
             "restore_status": self.restore_status,
         }
 
@@ -122,31 +134,33 @@ def _entry_json(entry: TimelineEntry) -> JsonObject:
 
 def load_case(ledger: Ledger, case_id: int) -> Case:
     """The case with its suspects, evidence, events and the knob changes made under it."""
-    row = ledger.get_case(case_id)
+    row = ledger.get(CaseRecord, case_id)
     if row is None:
         raise CaseError(f"no case {case_id} in {ledger.path}")
     return case_from_rows(
         row,
-        ledger.list_suspects(case_id),
-        ledger.list_evidence(case_id),
-        ledger.list_case_events(case_id),
-        ledger.list_knob_changes(case_id=case_id),
+        ledger.list(Suspect, case_id=case_id),
+        ledger.list(CaseEvidence, case_id=case_id),
+        ledger.list(CaseEvent, case_id=case_id),
+        ledger.list(KnobChangeRecord, case_id=case_id),
     )
 
 
 def view_case(ledger: Ledger, case_id: int) -> CaseView:
     case = load_case(ledger, case_id)
-    plan = restore_plan(case, ledger.list_ab(), _later_changes(ledger, case))
+    plan = restore_plan(case, ledger.list(AbRunRecord), _later_changes(ledger, case))
     return CaseView(case, timeline(case), plan, restore_status(case, plan))
 
 
 def _later_changes(ledger: Ledger, case: Case) -> list[KnobChangeRecord]:
     knobs = {(c.service, c.name) for c in case.changes}
-    return [row for s, n in sorted(knobs) for row in ledger.list_knob_changes(service=s, name=n)]
+    return [
+        row for s, n in sorted(knobs) for row in ledger.list(KnobChangeRecord, service=s, name=n)
+    ]
 
 
 def list_cases(ledger: Ledger) -> list[CaseView]:
-    return [view_case(ledger, row.id) for row in ledger.list_cases()]
+    return [view_case(ledger, row.id) for row in ledger.list(CaseRecord)]
 
 
 # -- writing cases ---------------------------------------------------------------------------
@@ -155,7 +169,7 @@ def list_cases(ledger: Ledger) -> list[CaseView]:
 def open_case(ledger: Ledger, title: str) -> int:
     if not title.strip():
         raise CaseError("a case needs a title")
-    return ledger.create_case(title=title.strip())
+    return ledger.add(CaseRecord(id=0, at=NOW, title=title.strip(), status="open"))
 
 
 def add_suspect(
@@ -172,7 +186,7 @@ def add_suspect(
     if spec is not None and parsed.kind == "knob":
         check_knob_name(spec, str(parsed.service), parsed.name)
     _open_case(ledger, case_id)
-    return ledger.add_suspect(case_id=case_id, target=str(parsed), reason=reason)
+    return ledger.add(Suspect(at=NOW, case_id=case_id, target=str(parsed), reason=reason))
 
 
 def add_evidence(
@@ -183,13 +197,15 @@ def add_evidence(
     if kind == "note":
         if not note:
             raise CaseError("a note needs text")
-        return ledger.add_evidence(case_id=case_id, kind="note", ref_id=None, note=note)
+        return ledger.add(
+            CaseEvidence(at=NOW, case_id=case_id, kind="note", ref_id=None, note=note)
+        )
     lookup = _EVIDENCE_LOOKUP.get(kind)
     if lookup is None:
         raise CaseError(f"unknown evidence kind {kind!r}")
     if ref_id is None or lookup(ledger, ref_id) is None:
         raise CaseError(f"no {kind} {ref_id} recorded in {ledger.path}")
-    return ledger.add_evidence(case_id=case_id, kind=kind, ref_id=ref_id, note=note)
+    return ledger.add(CaseEvidence(at=NOW, case_id=case_id, kind=kind, ref_id=ref_id, note=note))
 
 
 class VerdictRefused(CaseError):
@@ -214,7 +230,7 @@ def verdict_refusals(ledger: Ledger, case: Case, verdicts: Mapping[str, str]) ->
     """The verdicts that the case's recorded evidence refuses
     (:mod:`servelab.core.case.verdicts`)."""
     ids = {e.ref_id for e in case.evidence if e.kind == "soak" and e.ref_id is not None}
-    soaks = {i: s for i in sorted(ids) if (s := ledger.get_soak(i)) is not None}
+    soaks = {i: s for i in sorted(ids) if (s := ledger.get(SoakRunRecord, i)) is not None}
     return refusals(verdicts, case.events, case.evidence, soaks)
 
 
@@ -233,7 +249,7 @@ def resolve_case(
     :class:`VerdictRefused`, unless ``override`` gives a reason: then it is recorded with the
     refusals as an ``override`` case event. A resolved case may be resolved again (a verdict
     corrected): the earlier resolution stays in its timeline (a ``resolved`` event,
-    :class:`~servelab.core.ledger.evidence.Resolution`)."""
+    :class:`~servelab.core.case.record.Resolution`)."""
     if not root_cause.strip():
         raise CaseError("--root-cause must say what the cause was")
     if override is not None and not override.strip():
@@ -244,7 +260,7 @@ def resolve_case(
         raise VerdictRefused(case_id, refused)
     if refused and override is not None:
         detail = encode(Override(override.strip(), tuple(refused)))
-        ledger.record_case_event(case_id=case_id, kind=Override.KIND, detail=detail)
+        ledger.add(CaseEvent(at=NOW, case_id=case_id, kind=Override.KIND, detail=detail))
     ledger.resolve_case(case_id=case_id, root_cause=root_cause.strip(), verdicts=verdicts)
     return view_case(ledger, case_id)
 
@@ -257,23 +273,6 @@ def _open_case(ledger: Ledger, case_id: int) -> Case:
 
 
 # -- revert ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RevertPreview:
-    """What a revert would do and cost, and what evidence would convict the knob."""
-
-    case_id: int
-    target: str
-    service: str
-    knob: str
-    current: str | None
-    revert_to: str | None
-    cost: RevertCost
-    conviction: ConvictionTest
-
-    def to_json(self) -> JsonObject:
-        return dataclasses.asdict(self)
 
 
 def _knob_target(text: str) -> Target:
@@ -299,7 +298,7 @@ def revert_preview(
             f"{parsed} is not a suspect of case {case_id}; first: "
             f"servelab case suspect {case_id} {parsed} --reason ..."
         )
-    recorded = ledger.list_knob_changes(service=service, name=knob)
+    recorded = ledger.list(KnobChangeRecord, service=service, name=knob)
     changes = [c for c in recorded if c.new == current]
     if not changes and recorded and to is None:
         raise CaseError(_not_set_by_a_change(service, knob, current, recorded))
@@ -307,9 +306,9 @@ def revert_preview(
     if revert_to == current:
         raise CaseError(f"{service}/{knob} is already {current}; nothing to revert")
     cost = revert_cost(
-        ledger.list_ab(service=service, knob=knob), service, knob, current, revert_to
+        ledger.list(AbRunRecord, service=service, knob=knob), service, knob, current, revert_to
     )
-    test = conviction_test(ledger.list_soaks(), service, knob, current, revert_to)
+    test = conviction_test(ledger.list(SoakRunRecord), service, knob, current, revert_to)
     return RevertPreview(case_id, str(parsed), service, knob, current, revert_to, cost, test)
 
 
@@ -325,39 +324,6 @@ def _not_set_by_a_change(
         f"the last recorded change (#{last.id}) set it to {then}; say the value to revert to "
         "with --to"
     )
-
-
-@dataclass
-class RevertOutcome:
-    preview: RevertPreview
-    change: KnobChange
-    restart: list[Step]
-    verification: VerifyReport | None
-    live: str | None
-    event_id: int | None = None
-    failure: str | None = None  # why the restart or the verify did not complete
-
-    @property
-    def ok(self) -> bool:
-        verified = self.verification is not None and self.verification.ok
-        return verified and self.live == self.preview.revert_to
-
-    @property
-    def failed_checks(self) -> list[Check]:
-        return _failed_checks(self.verification)
-
-    def to_json(self) -> JsonObject:
-        """The outcome's data (``servelab.report.case.revert_json`` adds the ``error`` sentence)."""
-        return {
-            "preview": self.preview.to_json(),
-            "change": self.change.to_json(),
-            "restart": [dataclasses.asdict(s) for s in self.restart],
-            "verification": _verification_json(self.verification, self.failure),
-            "live": self.live,
-            "event_id": self.event_id,
-            "failure": self.failure,
-            "ok": self.ok,
-        }
 
 
 async def current_value(where: SpecOrOperation, target: str) -> str | None:
@@ -389,51 +355,13 @@ async def revert(
         cost_ab_id=preview.cost.ab_id, cost=preview.cost.points,
         failed=_records(outcome.failed_checks),
     )  # fmt: skip
-    outcome.event_id = ledger.record_case_event(
-        case_id=preview.case_id, kind="revert", detail=encode(event)
+    outcome.event_id = ledger.add(
+        CaseEvent(at=NOW, case_id=preview.case_id, kind="revert", detail=encode(event))
     )
     return outcome
 
 
 # -- restore ---------------------------------------------------------------------------------
-
-
-@dataclass
-class RestoreOutcome:
-    case_id: int
-    items: list[RestoreEvent]
-    restart: list[Step]
-    verification: VerifyReport | None
-    status: str = ""
-    event_ids: list[int] = field(default_factory=list)
-    failure: str | None = None  # why the restart or the verify did not complete
-
-    @property
-    def ok(self) -> bool:
-        return (bool(self.items) or self.already_restored) and all(i.ok for i in self.items)
-
-    @property
-    def already_restored(self) -> bool:
-        """Nothing was done: the case was restored and verified before (no knob moved since)."""
-        return not self.items and self.status == RESTORE_VERIFIED
-
-    @property
-    def failed_checks(self) -> list[Check]:
-        return _failed_checks(self.verification)
-
-    def to_json(self) -> JsonObject:
-        """The outcome's data (``servelab.report.case.restore_json`` adds the ``error``s)."""
-        return {
-            "case_id": self.case_id,
-            "items": [{**encode(i), "verified": i.ok} for i in self.items],
-            "restart": [dataclasses.asdict(s) for s in self.restart],
-            "verification": _verification_json(self.verification, self.failure),
-            "status": self.status,
-            "already_restored": self.already_restored,
-            "event_ids": list(self.event_ids),
-            "ok": self.ok,
-            "failure": self.failure,
-        }
 
 
 async def restore(
@@ -456,7 +384,7 @@ async def restore(
         event = _restore_event(item, change, done)
         outcome.items.append(event)
         outcome.event_ids.append(
-            ledger.record_case_event(case_id=case_id, kind="restore", detail=encode(event))
+            ledger.add(CaseEvent(at=NOW, case_id=case_id, kind="restore", detail=encode(event)))
         )
     outcome.status = view_case(ledger, case_id).restore_status
     return outcome
@@ -475,7 +403,7 @@ def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> Rest
         service=item.service, knob=item.knob, from_value=item.current, value=item.restore_to,
         live=live, change_id=change.change_id, verification_id=done.verification_id,
         ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
-        error=done.error, failed=_records(_failed_checks(done.report)),
+        error=done.error, failed=_records(failed_checks_of(done.report)),
     )  # fmt: skip
 
 
@@ -542,17 +470,6 @@ async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progres
 async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
     say(VerifyingLayers(LAYERS))
     return await verify(op, ledger=ledger, progress=say)
-
-
-def _verification_json(report: VerifyReport | None, failure: str | None) -> JsonObject:
-    """The verification as ``--json`` shows it (a restart or verify that failed: its error)."""
-    if report is None:
-        return {"ok": False, "checks": [], "error": failure}
-    return report.to_json()
-
-
-def _failed_checks(report: VerifyReport | None) -> list[Check]:
-    return [] if report is None else report.failures
 
 
 def _records(checks: list[Check]) -> tuple[CheckRecord, ...]:

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from servelab.core.answers.answer import Answer
-from servelab.core.answers.contract import ArmAnswered
+from servelab.core.answers.events import ArmAnswered
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.experiment import ARM_REVERT, ExperimentVisit
 from servelab.core.case.model import Target
 from servelab.errors import CaseError
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.context import Operation
 

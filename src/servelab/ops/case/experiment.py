@@ -29,6 +29,8 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.case.events import ArmSoaked, CaseTestPlanned, KnobPuttingBack, VisitStarted
 from servelab.core.case.experiment import (
     ALPHA,
     ARM_REVERT,
@@ -42,27 +44,23 @@ from servelab.core.case.experiment import (
 )
 from servelab.core.case.model import Case, Target, parse_target, revert_changes
 from servelab.core.case.probe import ProbeTest, ProbeTestKind
+from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.revert import experiment_values
+from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.topology import restart_plan
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.ledger.evidence import SoakRunRecord
+from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, ServelabError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live
-from servelab.ops.bench.bench import BenchConfig
 from servelab.ops.case.case import load_case
 from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob, live_knobs
-from servelab.ops.progress import (
-    ArmSoaked,
-    CaseTestPlanned,
-    CoRestarting,
-    KnobPuttingBack,
-    VisitStarted,
-)
 from servelab.ops.soak.soak import soak
 
 __all__ = [
@@ -133,7 +131,9 @@ def failed_sessions(result: SoakResult) -> int:
 def failing_workload(ledger: Ledger, case: Case, sessions: int | None) -> tuple[int, SoakConfig]:
     """The case's newest failing soak and the config to replay it with (its own knobs left
     out: a visit records what it runs with)."""
-    soaks = [ledger.get_soak(e.ref_id) for e in case.evidence if e.kind == "soak" and e.ref_id]
+    soaks = [
+        ledger.get(SoakRunRecord, e.ref_id) for e in case.evidence if e.kind == "soak" and e.ref_id
+    ]
     failing = [s for s in soaks if isinstance(s, SoakRunRecord) and s.ok is False]
     if not failing:
         raise CaseError(
@@ -177,7 +177,7 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
         return _Arms(target, spec.services[entry].url.rstrip("/"), router, None)
     service = str(target.service)
     found = await get_knob(op, service, target.name)
-    recorded = ledger.list_knob_changes(service=service, name=target.name)
+    recorded = ledger.list(KnobChangeRecord, service=service, name=target.name)
     suspect, revert = experiment_values(
         revert_changes(case), recorded, service, target.name, current=found, to=cfg.to
     )
@@ -280,19 +280,19 @@ def _record(
         revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
         decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
         found=arms.found, left=left, elapsed_s=round(elapsed, 3),
-        workload=dataclasses.asdict(workload) if workload is not None else
+        workload=encode(workload) if workload is not None else
         {"test": str(cfg.test), **encode(cfg.bench)},
     )  # fmt: skip
 
 
 def _save(ledger: Ledger, record: ExperimentRecord) -> CaseTestOutcome:
     cid = record.case_id
-    event_id = ledger.record_case_event(
-        case_id=cid, kind=ExperimentRecord.KIND, detail=encode(record)
+    event_id = ledger.add(
+        CaseEvent(at=NOW, case_id=cid, kind=ExperimentRecord.KIND, detail=encode(record))
     )
     d = record.decision
     note = f"case test {record.target}: {d.outcome} (p={d.p_value:.3g})"
-    evidence_id = ledger.add_evidence(
-        case_id=cid, kind=ExperimentRecord.KIND, ref_id=event_id, note=note
+    evidence_id = ledger.add(
+        CaseEvidence(at=NOW, case_id=cid, kind=ExperimentRecord.KIND, ref_id=event_id, note=note)
     )
     return CaseTestOutcome(record, event_id, evidence_id)

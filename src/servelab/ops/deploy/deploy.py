@@ -37,34 +37,28 @@ from __future__ import annotations
 import asyncio
 import time
 
+from servelab.core.deploy.contract import ServiceStatus
+from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
+from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import latest_backup, save_copy
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import RouterWorker, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start
-from servelab.ops.deploy.results import (
-    DeployInterrupted,
-    DeployReport,
-    RestartReport,
-    ServiceStatus,
-)
+from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
-from servelab.ops.deploy.steps import Step, StepFailure
-from servelab.ops.progress import (
-    EnvFileRestored,
-    RestartPlanned,
-    ServiceFailed,
-    UpUndone,
-)
 from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
@@ -74,8 +68,15 @@ __all__ = ["down", "restart", "restart_service", "status", "up"]
 def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
     if op.ledger is None:
         return None
-    return op.ledger.record_deployment(
-        name=op.spec.name, spec_hash=spec_hash(op.spec), action=action, detail=detail
+    return op.ledger.add(
+        DeploymentRecord(
+            id=0,
+            at=NOW,
+            name=op.spec.name,
+            spec_hash=spec_hash(op.spec),
+            action=action,
+            detail=detail,
+        )
     )
 
 
@@ -104,7 +105,7 @@ async def up(
         if steps and all(step.ok for step in steps):
             ready = [step.service for step in steps]
             report.pair = await pair_checks(op, ready)  # once everything is ready
-        report.deployment_id = _record(op, "up", report.to_json())
+        report.deployment_id = _record(op, "up", encode(report))
     return report
 
 
@@ -139,7 +140,7 @@ async def _undo_up(
     stops = [await stop_safely(safe, name) for name in reversed(started)]
     report = DeployReport("up", steps, error=reason, interrupted=interrupted)
     report.stopped = [step.service for step in stops]
-    report.deployment_id = _record(op, "up", report.to_json())
+    report.deployment_id = _record(op, "up", encode(report))
     return report
 
 
@@ -154,7 +155,7 @@ async def down(
     async with operation(target, ledger=ledger, progress=progress) as op:
         steps = [await stop_safely(op, name) for name in down_plan(op.spec, services)]
         report = DeployReport("down", steps)
-        report.deployment_id = _record(op, "down", report.to_json())
+        report.deployment_id = _record(op, "down", encode(report))
     return report
 
 
@@ -296,12 +297,12 @@ async def restart(
             report.interrupted = isinstance(exc, asyncio.CancelledError)
             report.error = "interrupted" if report.interrupted else (str(exc) or type(exc).__name__)
             _note_down(op, report, down)
-            report.deployment_id = _record(op, "restart", report.to_json())
+            report.deployment_id = _record(op, "restart", encode(report))
             if report.interrupted:
                 raise DeployInterrupted(report) from exc
             raise
         _note_down(op, report, down)
-        report.deployment_id = _record(op, "restart", report.to_json())
+        report.deployment_id = _record(op, "restart", encode(report))
     return report
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import shlex
 import sys
 
+from servelab.core.deploy.events import UnitReloaded
 from servelab.core.deploy.preflight import (
     PROBLEM_ENV,
     PROBLEM_MODULE,
@@ -40,7 +41,6 @@ from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_nee
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation
-from servelab.ops.progress import UnitReloaded
 
 __all__ = ["check_before_start", "env_bytes", "preflight_message"]
 

@@ -30,6 +30,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from servelab.core.deploy.events import RollingPlanned, RollPhaseFailed, RollPhaseStarted
+from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import (
     RollOptions,
     RollPhase,
@@ -45,6 +47,7 @@ from servelab.core.verify.served import engine_count
 from servelab.errors import RouterApiError, ServelabError
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import (
     RouterWorker,
     RouterWorkers,
@@ -71,7 +74,6 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
-from servelab.ops.progress import RollingPlanned, RollPhaseFailed, RollPhaseStarted
 from servelab.ops.verify.verify import verify
 
 __all__ = ["rolling_restart"]
@@ -294,7 +296,13 @@ async def rolling_restart(
 def _finish(op: Operation, report: RollingReport) -> None:
     _note_out(op, report)
     if op.ledger is not None:
-        report.deployment_id = op.ledger.record_deployment(
-            name=op.spec.name, spec_hash=spec_hash(op.spec), action="restart --rolling",
-            detail=report.to_json(),
-        )  # fmt: skip
+        report.deployment_id = op.ledger.add(
+            DeploymentRecord(
+                id=0,
+                at=NOW,
+                name=op.spec.name,
+                spec_hash=spec_hash(op.spec),
+                action="restart --rolling",
+                detail=report.to_json(),
+            )
+        )

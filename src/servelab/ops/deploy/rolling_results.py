@@ -14,16 +14,14 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Literal
-
-from pydantic import PlainSerializer
+from typing import Literal
 
 from servelab.core.deploy.rolling import RollPhase, RollTarget
+from servelab.core.deploy.steps import Step
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import CheckCode
+from servelab.core.verify.contract import VerifyReport
 from servelab.io.routerworkers import RouterWorker
-from servelab.ops.deploy.steps import Step
-from servelab.ops.verify.verify import VerifyReport
 
 __all__ = [
     "Added",
@@ -101,7 +99,7 @@ class Drained:
 class Restarted:
     """restart: the worker's own restart step (stored as the step's JSON)."""
 
-    step: Annotated[Step, PlainSerializer(Step.to_json)]
+    step: Step
 
 
 @dataclass(frozen=True)
@@ -222,7 +220,7 @@ class WorkerRoll:
             "url": self.target.url,
             "ok": self.ok,
             "phases": [phase.to_json() for phase in self.phases],
-            "verification": None if verification is None else verification.to_json(),
+            "verification": None if verification is None else encode(verification),
         }
 
 

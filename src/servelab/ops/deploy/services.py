@@ -22,9 +22,31 @@ import time
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from servelab.core.deploy.events import (
+    LaunchTimedOut,
+    ServiceAlreadyUp,
+    ServiceReady,
+    ServiceStarted,
+    ServiceStopped,
+    StartCommandOutlived,
+    StopFailed,
+)
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.probe import ProbeResult
+from servelab.core.deploy.steps import (
+    CommandReady,
+    FoundServing,
+    LaunchTimeoutReady,
+    PortOwner,
+    Ready,
+    Step,
+    StepFailure,
+    Stopped,
+    UnrecordedStop,
+)
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.progress import ProgressEvent
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.discovery import launched_here, unit_main_pid
 from servelab.io.hosts.processes import (
@@ -42,30 +64,9 @@ from servelab.io.hosts.processes import (
     wait_ready,
     write_pid_record,
 )
-from servelab.io.http.client import ProbeResult, probe
+from servelab.io.http.client import probe
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.preflight import env_bytes
-from servelab.ops.deploy.steps import (
-    CommandReady,
-    FoundServing,
-    LaunchTimeoutReady,
-    PortOwner,
-    Ready,
-    Step,
-    StepFailure,
-    Stopped,
-    UnrecordedStop,
-)
-from servelab.ops.progress import (
-    LaunchTimedOut,
-    ProgressEvent,
-    ServiceAlreadyUp,
-    ServiceReady,
-    ServiceStarted,
-    ServiceStopped,
-    StartCommandOutlived,
-    StopFailed,
-)
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
 

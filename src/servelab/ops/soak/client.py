@@ -21,7 +21,8 @@ from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAc
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
 from servelab.core.soak.signatures import Outcome, Phase, outcome_of, phase_of
-from servelab.io.http.client import Resend, StreamClient, Transfer
+from servelab.io.http.stream import StreamClient
+from servelab.io.http.transfer import Resend, Transfer
 
 __all__ = ["CHAT", "Exchange", "Headers", "Sender", "client", "exchange", "one_shot"]
 
@@ -138,7 +139,7 @@ def _plain(got: Transfer) -> Exchange:
 
 class Sender(Protocol):
     """What sends one request and returns what came back, undecoded: the raw stream client
-    (:class:`~servelab.io.http.client.StreamClient`) or the OpenAI SDK's
+    (:class:`~servelab.io.http.stream.StreamClient`) or the OpenAI SDK's
     (:class:`~servelab.io.http.sdk.SdkClient`)."""
 
     async def transfer(self, path: str, body: bytes, record: RequestRecord) -> Transfer: ...

@@ -21,6 +21,7 @@ from typing import Any
 from servelab.core.deploy.engines import canonical_metrics
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
+from servelab.core.soak.events import Localizing
 from servelab.core.soak.evidence import (
     DIAGNOSED_METRICS,
     EngineActivity,
@@ -43,7 +44,6 @@ from servelab.core.verify.pair import FieldVerdict, PairReport, pair_fields, pai
 from servelab.io.http.client import HttpClient, using_client
 from servelab.ops.arguments import REPORT_PATHS
 from servelab.ops.context import Progress, silent
-from servelab.ops.progress import Localizing
 from servelab.ops.soak.client import Headers, one_shot
 from servelab.ops.soak.replay import replay_matrix
 

@@ -15,7 +15,7 @@ after hop. At the hop located, the probes that vary one thing (the prompt, the a
 are sent there and one hop inside, one at a time, and the failing payload unchanged after a pause
 (the rate). A size-dependent failure is then bisected through that hop.
 Every request is bounded by the idle timeout and goes through
-:class:`~servelab.io.http.client.StreamClient`; every turn after the first starts only while an
+:class:`~servelab.io.http.stream.StreamClient`; every turn after the first starts only while an
 idle timeout still fits before the deadline.
 """
 

@@ -1,7 +1,7 @@
 """The multi-round agentic soak: sessions, failure detection, and automatic localization.
 
 Each session is one :class:`~servelab.core.soak.agentic.Conversation` driven through the entry point
-on its own :class:`~servelab.io.http.client.StreamClient` (one keep-alive connection,
+on its own :class:`~servelab.io.http.stream.StreamClient` (one keep-alive connection,
 ``concurrency=1``; ``connection="fresh"`` closes it after every request; its connections traced). A
 request that gets no byte for ``idle_timeout_s`` (the client's idle watchdog, head included) is a
 stall (the one rule: :func:`servelab.core.soak.signatures.stall`); any other failure (HTTP status,
@@ -38,6 +38,14 @@ from servelab.core.soak.agentic import (
     greedy_probe_body,
     payload_size,
 )
+from servelab.core.soak.events import (
+    EnginesStarted,
+    RequestResent,
+    SoakDeadlineReached,
+    SoakStarted,
+    StallSeen,
+    StreamHeld,
+)
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.result import (
     Determinism,
@@ -52,21 +60,15 @@ from servelab.core.soak.result import (
 )
 from servelab.core.soak.signatures import Failure, Outcome, Signature, classify, to_localize
 from servelab.core.telemetry.rules import ClientWindow, ServerView
+from servelab.core.telemetry.spans import Span
 from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instance_of
-from servelab.core.telemetry.traces import RequestPhases, Span
+from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
-from servelab.io.http.client import HttpClient, StreamClient
+from servelab.io.http.client import HttpClient
 from servelab.io.http.sdk import SdkClient
+from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Progress, silent
-from servelab.ops.progress import (
-    EnginesStarted,
-    RequestResent,
-    SoakDeadlineReached,
-    SoakStarted,
-    StallSeen,
-    StreamHeld,
-)
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from servelab.core.soak.signatures import Outcome
-from servelab.core.telemetry.traces import RequestPhases, Span, phases_so_far, spans_by_request
+from servelab.core.telemetry.spans import Span
+from servelab.core.telemetry.traces import RequestPhases, phases_so_far, spans_by_request
 from servelab.ops.telemetry.tracing import LATE_SPANS_S, TraceCollector
 
 __all__ = ["FailedId", "gather_soak_spans", "request_phases"]

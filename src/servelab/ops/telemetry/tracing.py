@@ -21,10 +21,10 @@ from types import TracebackType
 
 from servelab.core.deploy.spec import DeploymentSpec, TracingSpec
 from servelab.core.load.records import RequestRecord
+from servelab.core.telemetry.spans import Span
 from servelab.core.telemetry.traces import (
     ClockAnchor,
     RunTraces,
-    Span,
     join_records,
     spans_by_request,
     traced,

@@ -35,10 +35,11 @@ from servelab.core.verify.coldstart import (
     decode_counts,
     needs_second_probe,
 )
+from servelab.core.verify.events import ProbingWorkers
 from servelab.core.verify.served import Count, Gap, Scrapes, counted
-from servelab.io.http.client import HttpClient, StreamClient, chat_body
+from servelab.io.http.client import HttpClient, chat_body
+from servelab.io.http.stream import StreamClient
 from servelab.ops.context import Operation
-from servelab.ops.progress import ProbingWorkers
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
 __all__ = ["E2EOptions", "e2e_check", "reach_checks"]

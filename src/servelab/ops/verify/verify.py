@@ -39,71 +39,54 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
-from servelab.core.ledger.codec import JsonObject
-from servelab.core.ledger.evidence import KnobChangeRecord
+from servelab.core.knobs.envfile import EnvFile
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
     HealthProbe,
     Layer,
+    LayerSkipped,
+    SkipReason,
     StaleWorker,
 )
+from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.progress import ProbingE2E, ProbingHealth
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
 
-__all__ = ["LAYERS", "Check", "E2EOptions", "VerifyReport", "e2e_check", "verify"]
+__all__ = ["LAYERS", "verify"]
 
 #: The layers' names, in order (what ``verify --layer`` takes).
 LAYERS: tuple[str, ...] = tuple(layer.value for layer in Layer)
 _C = CheckCode
 
 
-@dataclass
-class VerifyReport:
-    """All checks of one verification; ``ok`` only if every check passed."""
+@dataclass(frozen=True)
+class _FileState:
+    """A service's env file and latest backup, read once for both the config and live layers."""
 
-    checks: list[Check]
-    spec_hash: str
-    layers: tuple[Layer, ...]
-    services: list[str]
-    elapsed_s: float
-    verification_id: int | None = None
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
-
-    def layer(self, name: str) -> list[Check]:
-        """The checks of the layer ``name`` (a :class:`Layer`)."""
-        return [check for check in self.checks if check.layer == name]
-
-    @property
-    def failures(self) -> list[Check]:
-        return [check for check in self.checks if not check.ok]
-
-    def to_json(self) -> JsonObject:
-        return {
-            "ok": self.ok,
-            "checks": [check.to_json() for check in self.checks],
-            "verification_id": self.verification_id,
-            "spec_hash": self.spec_hash,
-            "layers": [layer.value for layer in self.layers],
-            "services": self.services,
-            "elapsed_s": round(self.elapsed_s, 4),
-        }
+    path: str | None
+    env: EnvFile | None = None
+    backup: EnvFile | None = None
+    backup_path: str | None = None
+    problem: CheckCode | None = None  # the config code when the file could not be read or parsed
+    error: str | None = None
+    recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
+    #: The service declares argument knobs (checked apart): an env file without env knobs is fine.
+    arguments: bool = False
 
 
 async def verify(
@@ -176,7 +159,7 @@ def _ordered(checks: list[Check], names: list[str]) -> list[Check]:
 def _last_recorded(ledger: Ledger | None) -> dict[str, dict[str, KnobChangeRecord]]:
     """service -> knob -> the ledger's last recorded change of it (the last known snapshot)."""
     last: dict[str, dict[str, KnobChangeRecord]] = {}
-    for row in ledger.list_knob_changes() if ledger is not None else []:
+    for row in ledger.list(KnobChangeRecord) if ledger is not None else []:
         last.setdefault(row.service, {})[row.name] = row
     return last
 
@@ -301,6 +284,10 @@ async def _e2e_then(op: Operation, opts: E2EOptions, done: asyncio.Event) -> lis
 
 
 async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
+    if not (op.spec.by_role("proxy") or op.spec.by_role("router")):
+        skipped = LayerSkipped(SkipReason.NO_ENTRY_POINT)  # said, neither passed nor failed
+        about = (op.spec.by_role("decode") or list(op.spec.services))[0]
+        return [Check(about, True, CheckCode.E2E_SKIPPED, skipped)]
     entry = op.spec.entry_point
     op.say(ProbingE2E(entry))
     try:

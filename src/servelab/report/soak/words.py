@@ -15,7 +15,6 @@ from typing import assert_never
 
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
-from servelab.core.soak.layers import Layer
 from servelab.core.soak.observe import (
     CorrectnessViolations,
     EngineProgress,
@@ -40,7 +39,9 @@ from servelab.core.soak.observe import (
 )
 from servelab.core.soak.replay import Hop
 from servelab.core.soak.signatures import Outcome
+from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
+    MIN_TOKENS,
     QUIET,
     RULE_CLIENT,
     RULE_ROUTER,
@@ -52,6 +53,7 @@ from servelab.core.telemetry.rules import (
     TelemetryEvidence,
     TelemetryReading,
 )
+from servelab.core.telemetry.unknown import Unknown
 from servelab.report.pair import describe_pair
 
 __all__ = [
@@ -64,6 +66,7 @@ __all__ = [
     "layer_title",
     "one_line",
     "telemetry_text",
+    "unknown_text",
 ]
 
 
@@ -191,11 +194,34 @@ def _cite_text(c: Cite) -> str:
     return f"{c.series} {c.value:g}"
 
 
+def unknown_text(e: TelemetryEvidence) -> str:
+    """Why a rule's reading is unknown, in words (from its stored code and detail)."""
+    match e.why:
+        case None:
+            return "no answer"
+        case Unknown.SOURCE_SILENT:
+            return e.detail or "did not answer"
+        case Unknown.NO_QUEUE_GAUGE:
+            return "no queue gauge"
+        case Unknown.TOO_FEW_SAMPLES:
+            return "too few samples in the failing window or the baseline"
+        case Unknown.DECODES_SILENT:
+            return f"decode(s) did not answer: {e.detail or '?'}"
+        case Unknown.NO_DECODE:
+            return "no decode"
+        case Unknown.CLIENT_INCOMPLETE:
+            return "the client did not count all the traffic in the window"
+        case Unknown.TOO_FEW_TOKENS:
+            return f"fewer than {MIN_TOKENS} tokens counted by the decodes"
+        case _:
+            assert_never(e.why)
+
+
 def telemetry_text(e: TelemetryEvidence) -> str:
     """One sentence for a run-telemetry rule's reading (``telemetry.<rule>.<subject>``)."""
     what = f"{e.subject} {_RULE_WORDS.get(e.rule, e.rule)} over the run"
     if e.state == UNKNOWN:
-        return f"{what}: UNKNOWN ({e.reason or 'no answer'}; not healthy)"
+        return f"{what}: UNKNOWN ({unknown_text(e)}; not healthy)"
     cites = "; ".join(_cite_text(c) for c in e.cites)
     if e.state == QUIET:
         return f"{what}: nothing counted" + (f" ({cites})" if cites else "")

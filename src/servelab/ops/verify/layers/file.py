@@ -18,8 +18,8 @@ from servelab.core.knobs.argv import canonical_arg
 from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import FileValue
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import parse_env_bytes, tracked_names
-from servelab.core.ledger.evidence import KnobChangeRecord
 from servelab.core.verify.arguments import ArgumentDropped, ArgumentInFile, Overridden
 from servelab.core.verify.checks import (
     Check,
@@ -30,11 +30,11 @@ from servelab.core.verify.checks import (
     Layer,
     NoEnvFile,
 )
+from servelab.core.verify.events import ReadingEnvFile
 from servelab.errors import KnobError, ServelabError
 from servelab.io.hosts.envfiles import previous_version, read_env_bytes
 from servelab.ops.arguments import dropped_arguments_of, place_path, service_engine
 from servelab.ops.context import Operation
-from servelab.ops.progress import ReadingEnvFile
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 
 __all__ = ["FILE", "FileState", "file_state"]

@@ -18,9 +18,9 @@ from servelab.core.verify.checks import (
     Layer,
     LiveProcess,
 )
+from servelab.core.verify.events import ReadingLiveEnv
 from servelab.errors import ServelabError
 from servelab.io.hosts.discovery import find_process, read_live
-from servelab.ops.progress import ReadingLiveEnv
 from servelab.ops.verify.layers.file import FileState, file_state
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, failed
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import FileValue
-from servelab.core.ledger.evidence import KnobChangeRecord
+from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import Check, CheckCode, CheckFailure, Layer
 from servelab.errors import ServelabError
 from servelab.ops.arguments import argument_knob, read_places

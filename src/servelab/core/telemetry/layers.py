@@ -3,7 +3,8 @@
 The replay matrix locates one (:mod:`servelab.core.soak.replay`), the run telemetry's rules point
 at one (:mod:`servelab.core.telemetry.rules`), and the diagnosis gives each finding one
 (:mod:`servelab.core.soak.diagnose`). The order of :class:`Layer` breaks ties between findings of
-equal confidence. Values are stored in the ledger: never change one.
+equal confidence. Values are stored in the ledger: never change one. It lives with telemetry, below
+the soak, since both the telemetry's rules and the soak's diagnosis name one.
 """
 
 from __future__ import annotations

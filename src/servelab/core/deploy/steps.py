@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
+from pydantic import PlainSerializer
+
 from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.ledger.codec import OMITTED_IF_NONE, JsonObject, encode
-from servelab.io.http.client import ProbeResult
+from servelab.core.deploy.probe import ProbeResult
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
     "CommandReady",
@@ -115,25 +117,22 @@ class StepFailure:
 StepEvidence = Ready | CommandReady | LaunchTimeoutReady | FoundServing | Stopped | StepFailure
 
 
+def _ms(seconds: float) -> float:
+    """Seconds as stored and printed: to the millisecond."""
+    return round(seconds, 3)
+
+
 @dataclass
 class Step:
-    """What happened to one service: outcome, pid, time taken, and the evidence."""
+    """What happened to one service: outcome, pid, time taken, and the evidence (its JSON is
+    the codec's: ``{"service", "outcome", "pid", "elapsed_s", "evidence"}``)."""
 
     service: str
     outcome: StepOutcome
     pid: int | None
-    elapsed_s: float
+    elapsed_s: Annotated[float, PlainSerializer(_ms)]
     evidence: StepEvidence
 
     @property
     def ok(self) -> bool:
         return self.outcome.ok
-
-    def to_json(self) -> JsonObject:
-        return {
-            "service": self.service,
-            "outcome": self.outcome.value,
-            "pid": self.pid,
-            "elapsed_s": round(self.elapsed_s, 3),
-            "evidence": encode(self.evidence),
-        }

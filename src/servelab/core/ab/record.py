@@ -1,0 +1,39 @@
+"""An A/B's ledger record, as the ``ab_runs`` table holds it (pure; stored and read through
+:mod:`servelab.core.ledger.codec`). Older rows' results are upgraded as they are read
+(:func:`~servelab.core.ab.result.upgrade_ab_result`); nothing is rewritten on disk."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, ValidationInfo
+
+from servelab.core.ab.result import AbResult, upgrade_ab_result
+from servelab.core.ledger.jsonvalues import obj
+
+__all__ = ["AbRunRecord"]
+
+
+def _ab_result_of_row(doc: Any, info: ValidationInfo) -> Any:
+    """An ``ab_runs`` row's result in today's shape, named by its row where it does not name
+    itself (:func:`~servelab.core.ab.result.upgrade_ab_result`)."""
+    row = info.data
+    config = obj(row.get("config"))
+    named = {"service": row.get("service"), "knob": row.get("knob")}
+    named |= {"baseline": config.get("baseline"), "candidate": config.get("candidate")}
+    return upgrade_ab_result(doc, named)
+
+
+@dataclass(frozen=True)
+class AbRunRecord:
+    """A recorded A/B: the config it ran with and its result (older shapes upgraded)."""
+
+    id: int
+    at: str
+    service: str
+    knob: str
+    #: JSON: the A/B's config as it ran (its type, ops' AbConfig, is above this layer)
+    config: Mapping[str, Any]
+    result: Annotated[AbResult, BeforeValidator(_ab_result_of_row)]

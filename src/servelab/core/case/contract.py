@@ -1,0 +1,92 @@
+"""The case commands' contract: what a revert would do (:class:`RevertPreview`) and did
+(:class:`RevertOutcome`), what a restore did (:class:`RestoreOutcome`). Pure types built by
+:mod:`servelab.ops.case.case`, printed (``--json``) as their encoding plus words
+(``report/case.py``: each check's reason, the ``error`` sentence, a verification that did not
+complete)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import computed_field
+
+from servelab.core.case.model import RESTORE_VERIFIED, RestoreEvent
+from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.deploy.steps import Step
+from servelab.core.knobs.contract import KnobChange
+from servelab.core.verify.checks import Check
+from servelab.core.verify.contract import VerifyReport
+
+__all__ = ["RestoreOutcome", "RevertOutcome", "RevertPreview", "failed_checks_of"]
+
+
+def failed_checks_of(report: VerifyReport | None) -> list[Check]:
+    """The checks that failed (none when the verification did not run)."""
+    return [] if report is None else report.failures
+
+
+@dataclass(frozen=True)
+class RevertPreview:
+    """What a revert would do and cost, and what evidence would convict the knob."""
+
+    case_id: int
+    target: str
+    service: str
+    knob: str
+    current: str | None
+    revert_to: str | None
+    cost: RevertCost
+    conviction: ConvictionTest
+
+
+@dataclass
+class RevertOutcome:
+    """What ``case revert`` did: the knob set back, the co-restart, the verification (None: the
+    restart or the verify did not complete, ``failure`` says why), the value live after it."""
+
+    preview: RevertPreview
+    change: KnobChange
+    restart: list[Step]
+    verification: VerifyReport | None
+    live: str | None
+    event_id: int | None = None
+    failure: str | None = None  # why the restart or the verify did not complete
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        verified = self.verification is not None and self.verification.ok
+        return verified and self.live == self.preview.revert_to
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return failed_checks_of(self.verification)
+
+
+@dataclass
+class RestoreOutcome:
+    """What ``restore`` did: each item set back (its event), the co-restart, the verification,
+    where the restore stands (``status``)."""
+
+    case_id: int
+    items: list[RestoreEvent]
+    restart: list[Step]
+    verification: VerifyReport | None
+    status: str = ""
+    event_ids: list[int] = field(default_factory=list)
+    failure: str | None = None  # why the restart or the verify did not complete
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        return (bool(self.items) or self.already_restored) and all(i.ok for i in self.items)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def already_restored(self) -> bool:
+        """Nothing was done: the case was restored and verified before (no knob moved since)."""
+        return not self.items and self.status == RESTORE_VERIFIED
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return failed_checks_of(self.verification)

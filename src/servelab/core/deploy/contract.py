@@ -1,0 +1,40 @@
+"""deploy's contract: one service as it is now (:class:`ServiceStatus`), printed (``status
+--json``) as its encoding; report words it. What ``up``, ``down`` and ``restart`` did (their
+steps, then the pair layer's or verify's checks) is :mod:`servelab.core.restart.contract`, above
+both deploy and verify."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import computed_field
+
+from servelab.core.deploy.probe import ProbeResult
+
+__all__ = ["ServiceStatus"]
+
+
+@dataclass
+class ServiceStatus:
+    """One service as it is now."""
+
+    service: str
+    role: str
+    host: str
+    url: str
+    pid: int | None
+    pid_source: str | None
+    alive: bool
+    readiness: ProbeResult | None
+    #: A prefill or decode: whether the router lists it, and healthy (None: not known).
+    in_router: bool | None = None
+    router_healthy: bool | None = None
+    #: Its process was launched by servelab (it carries the mark) but has no pid record.
+    unrecorded: bool = False
+    #: Its host did not answer (the rest is unknown).
+    error: str | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ready(self) -> bool:
+        return self.readiness is not None and self.readiness.ok

@@ -1,0 +1,84 @@
+"""The knob commands' contract: what ``knob get`` read (:class:`KnobValue`), what ``knob set``
+did (:class:`KnobChange`) and what ``knob diff`` found (:class:`KnobDiff`). Pure types built by
+:mod:`servelab.ops.knob`, printed (``--json``) as their encoding, worded by ``report/knob.py``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import computed_field
+
+from servelab.core.knobs.rules import LiveVerdict, live_verdict
+from servelab.core.knobs.unread import UnreadKnob
+from servelab.core.ledger.codec import OMITTED_IF_NONE
+
+__all__ = ["KnobChange", "KnobDiff", "KnobValue"]
+
+
+@dataclass(frozen=True)
+class KnobValue:
+    """A knob's value in its file, the place it comes from and that place's file (``path``)."""
+
+    service: str
+    name: str
+    value: str | None
+    place: str | None
+    path: str
+    shadowed: tuple[tuple[str, str | None], ...] = ()
+
+
+@dataclass(frozen=True)
+class KnobChange:
+    """What ``set_knob`` did. ``restart_needed``: the service runs with another value."""
+
+    service: str
+    name: str
+    old: str | None
+    new: str | None
+    changed: bool
+    backup_path: str | None
+    env_file: str
+    restart_needed: bool
+    running: bool
+    live: str | None
+    spec_value: str | None
+    change_id: int | None
+    live_error: str | None = None
+    #: Where the value was written: ``env_file``, or an argument's place (``args_env``,
+    #: ``config_file``); ``env_file`` then holds the path of the file written.
+    place: str = "env_file"
+    #: The running engine does not read the env knob (or its release has no list): the warning
+    #: (left out of the JSON while None).
+    unread: Annotated[UnreadKnob | None, OMITTED_IF_NONE] = None
+
+
+@dataclass(frozen=True)
+class KnobDiff:
+    """A knob's value in the env file, in the file's latest backup, and live (None: unset)."""
+
+    service: str
+    name: str
+    file: str | None
+    backup: str | None
+    live: str | None
+    spec_value: str | None
+    backup_path: str | None
+    env_file: str
+    pid: int | None
+    pid_source: str
+    #: Where the file value comes from: ``env_file``, or an argument's place (None: nowhere, the
+    #: engine's default); and the places whose values it hides (``[place, value]``).
+    place: str | None = "env_file"
+    shadowed: tuple[tuple[str, str | None], ...] = ()
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def verdict(self) -> LiveVerdict | None:
+        """File vs live; None when the service is not running."""
+        return live_verdict(self.file, self.live) if self.running else None

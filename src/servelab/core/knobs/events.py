@@ -1,0 +1,40 @@
+"""What setting a knob and proving it live tell while they run (an arm of ab, tune, case) (pure).
+
+One frozen dataclass per kind of moment, data only, nothing worded.
+Ops tell these through the operation's progress callback (``Operation.say``); :data:`KnobProgress`
+is their union, one part of :data:`servelab.core.progress.ProgressEvent`;
+:func:`servelab.report.progress.describe_progress` words each one, matching on its type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = [
+    "KnobProgress",
+    "KnobSetting",
+    "KnobVerifiedLive",
+]
+
+
+@dataclass(frozen=True)
+class KnobSetting:
+    """A knob is being set in its env file (``value`` None: removed)."""
+
+    service: str
+    knob: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class KnobVerifiedLive:
+    """An arm's knob value is proven live (config, live and e2e passed; read back from the
+    process), by verification ``verification_id``."""
+
+    service: str
+    knob: str
+    value: str | None
+    verification_id: int | None
+
+
+KnobProgress = KnobSetting | KnobVerifiedLive

@@ -1,0 +1,27 @@
+"""A knob change's ledger record, as the ``knob_changes`` table holds it (pure; stored and read
+through :mod:`servelab.core.ledger.codec`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["KnobChangeRecord"]
+
+
+@dataclass(frozen=True)
+class KnobChangeRecord:
+    """A declared knob's value changed in a service's env file (``None``: absent)."""
+
+    id: int
+    at: str
+    service: str
+    name: str
+    old: str | None = None
+    new: str | None = None
+    reason: str | None = None
+    case_id: int | None = None
+    backup_path: str | None = None
+
+    @property
+    def target(self) -> str:
+        return f"knob:{self.service}/{self.name}"

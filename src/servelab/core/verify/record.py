@@ -1,0 +1,129 @@
+"""A verification's ledger record, as the ``verifications`` table holds it (pure).
+
+A check as stored: typed, or (:class:`UntypedCheck`) an older row's sentence or a code this
+servelab does not know; :func:`read_check` and :func:`read_check_row` read either, and
+:func:`flat_check` writes a check's one flat JSON shape, through the codec (:data:`StoredCheck`)
+wherever a record holds one (a verification, a case's revert, the ledger's export).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator
+
+from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.jsonvalues import obj, opt_str
+from servelab.core.verify.checks import DATA_OF, Check, CheckCode
+from servelab.errors import RecordError
+
+__all__ = [
+    "CheckRecord",
+    "StoredCheck",
+    "StoredVerification",
+    "UntypedCheck",
+    "VerificationRecord",
+    "flat_check",
+    "read_check",
+    "read_check_row",
+]
+
+
+@dataclass(frozen=True)
+class UntypedCheck:
+    """A stored check this servelab cannot type: its ``detail`` (the sentence an older ledger
+    stored instead of a code), or its ``code`` (one this servelab does not know, or whose data
+    does not fit it), and its data as stored."""
+
+    layer: str
+    service: str | None
+    ok: bool
+    detail: str | None
+    data: Mapping[str, Any] = field(default_factory=dict)
+    code: str | None = None
+
+    @property
+    def knob(self) -> str | None:
+        return opt_str(self.data.get("knob"))
+
+    @property
+    def live(self) -> str | None:
+        return opt_str(self.data.get("live"))
+
+
+def flat_check(check: Check | UntypedCheck) -> JsonObject:
+    """A check's one JSON shape, flat: ``{**data, "layer", "service", "ok", "code"}`` (and an
+    untyped one's ``detail``); the codec's serializer of a check (:data:`~servelab.core.verify.
+    record.StoredCheck`), read back by :func:`read_check`."""
+    match check:
+        case Check():
+            data: JsonObject = encode(check.data)
+            return {**data, "layer": check.layer.value, "service": check.service, "ok": check.ok,
+                    "code": check.code.value}  # fmt: skip
+        case UntypedCheck():
+            return {**check.data, "layer": check.layer, "service": check.service, "ok": check.ok,
+                    "code": check.code, "detail": check.detail}  # fmt: skip
+
+
+_FLAT_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})
+_CODES = frozenset(code.value for code in CheckCode)
+
+
+def read_check(doc: Mapping[str, Any]) -> Check | UntypedCheck:
+    """A check from its flat JSON (``code`` and the data; an older one: ``detail``, a sentence)."""
+    layer, service, ok = str(doc.get("layer", "")), opt_str(doc.get("service")), bool(doc.get("ok"))
+    data = {key: value for key, value in doc.items() if key not in _FLAT_KEYS}
+    code = opt_str(doc.get("code"))
+    typed = _typed(service, ok, code, data)
+    return typed or UntypedCheck(layer, service, ok, opt_str(doc.get("detail")), data, code)
+
+
+def read_check_row(
+    layer: str, service: str | None, ok: bool, stored: str | None, data: Any
+) -> Check | UntypedCheck:
+    """A check from the ledger's row: ``stored`` (the ``detail`` column) holds its code, or an older
+    row's sentence (read as the check's ``detail``); ``data``, the decoded ``data`` column."""
+    typed = _typed(service, ok, stored, obj(data))
+    return typed or UntypedCheck(layer, service, ok, stored, obj(data))
+
+
+def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) -> Check | None:
+    """The typed check, or None when the code is not one of :class:`CheckCode` or the data does
+    not fit its type."""
+    if service is None or code not in _CODES:
+        return None
+    known = CheckCode(code)
+    try:
+        return Check(service, ok, known, decode(DATA_OF[known], data))
+    except RecordError:
+        return None
+
+
+#: A check as the ledger holds it: typed (:class:`~servelab.core.verify.checks.Check`), or an
+#: older row's sentence or a code this servelab does not know
+#: (:class:`~servelab.core.verify.checks.UntypedCheck`).
+CheckRecord = Check | UntypedCheck
+
+
+#: A check inside a record: read by :func:`~servelab.core.verify.checks.read_check` (an older
+#: row's shapes too), written in its one flat shape (:func:`~servelab.core.verify.checks.
+#: flat_check`), both through the codec.
+StoredCheck = Annotated[CheckRecord, PlainValidator(read_check), PlainSerializer(flat_check)]
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    """A layered verification and its checks (:mod:`servelab.core.verify.checks`); stored and
+    read through the codec."""
+
+    id: int
+    at: str
+    spec_hash: str | None
+    ok: bool
+    checks: tuple[StoredCheck, ...] = ()
+
+
+#: A verification inside another record (the ledger's export): the record itself.
+StoredVerification = VerificationRecord
