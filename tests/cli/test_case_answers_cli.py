@@ -79,7 +79,10 @@ def test_bisect_finds_the_change_that_alters_answers(stack: LoadedSpec, tmp_path
     assert doc["start"]["test"]["kind"] == "answers" and doc["start"]["test"]["concurrency"] == 64
     assert [c["knob"] for c in doc["start"]["changes"]] == [name for name, _ in SIX]
     result = doc["conclusion"]["result"]
-    assert [c["knob"] for c in result["changes"]] == [BF16] and result["minimal"]
+    probes = [(p["changes"], p["outcome"], [(v["arm"], v["failed"], v["units"])
+                                            for v in p["visits"]])
+              for p in doc["probes"]]  # fmt: skip
+    assert [c["knob"] for c in result["changes"]] == [BF16] and result["minimal"], probes
     verdicts = dict(doc["conclusion"]["verdicts"])
     assert verdicts.pop(f"knob:decode/{BF16}") == "convicted"
     assert set(verdicts.values()) == {"exonerated"} and len(verdicts) == 5
