@@ -13,11 +13,11 @@ import pytest
 
 from servelab.cli import cli
 from servelab.core.deploy.engines import ENGINES
+from servelab.core.deploy.routers import RouterOptions
 from servelab.core.deploy.spec import (
     DeploymentSpec,
     HostSpec,
     PrometheusSpec,
-    RouterOptions,
     ServiceSpec,
 )
 from tests.support import REPO

@@ -12,12 +12,14 @@ from servelab.core.ab.result import AbArm, AbResult
 from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
-from tests.support.specs import write_pd_spec
+from tests.support.specs import ROUTER_KINDS, write_pd_spec
 
 
 @pytest.mark.timeout(240)
-def test_ab_json_files_and_restore(tmp_path: Path) -> None:
-    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05))
+@pytest.mark.parametrize("kind", ROUTER_KINDS)
+def test_ab_json_files_and_restore(kind: str, tmp_path: Path) -> None:
+    """On both SGLang routers: smg routes by model, so every request names the one it lists."""
+    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05, router_kind=kind))
     ledger = str(tmp_path / "ledger.db")
     assert run_cli("up", "-f", spec, "--ledger", ledger).returncode == 0
     try:
@@ -31,6 +33,7 @@ def test_ab_json_files_and_restore(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stderr
         doc = json.loads(result.stdout)
         assert [arm["value"] for arm in doc["arms"]] == ["256", "512"]
+        assert doc["visits"] and all(v["failed_requests"] == 0 for v in doc["visits"])
         assert [c["concurrency"] for c in doc["comparisons"]] == [2, 4]
         assert all(len(v) == 2 for arm in doc["arms"] for v in arm["throughput"].values())
         assert doc["restored"] is True and doc["original"] == "512"

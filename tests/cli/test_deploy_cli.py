@@ -17,12 +17,16 @@ import pytest
 from servelab.io.specfile import load_spec
 from tests.support import REPO, free_ports, run_cli
 from tests.support.processes import listening, live_procs_under
+from tests.support.specs import ROUTER_KINDS
 
 EXAMPLES = sorted((REPO / "examples").glob("*.toml"))
 #: The examples that are not the reference prefill/decode/router topology.
 EXAMPLE_SERVICES = {
     "local-2p2d.toml": {"prefill-1", "prefill-2", "decode-1", "decode-2", "router"},
+    "local-2p2d-smg.toml": {"prefill-1", "prefill-2", "decode-1", "decode-2", "router"},
 }
+#: The router each example runs (an SGLang example that names no kind: sglang-router).
+EXAMPLE_ROUTERS = {"local-2p2d-smg.toml": "smg", "local-vllm.toml": "vllm-router"}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
@@ -31,6 +35,7 @@ def test_every_example_parses(example: Path) -> None:
     assert loaded.spec.router_name == "router"
     expected = EXAMPLE_SERVICES.get(example.name, {"prefill", "decode", "router"})
     assert set(loaded.spec.services) == expected
+    assert loaded.spec.router.kind == EXAMPLE_ROUTERS.get(example.name, "sglang-router")
 
 
 def test_reference_remote_example_is_the_reference_deployment() -> None:
@@ -41,9 +46,14 @@ def test_reference_remote_example_is_the_reference_deployment() -> None:
     assert not spec.hosts["gpu"].is_local
 
 
-def _local_example(tmp_path: Path) -> tuple[Path, list[int]]:
-    """examples/local-sim.toml on free ports, with its state and env files under tmp_path."""
+def _local_example(tmp_path: Path, kind: str = "sglang-router") -> tuple[Path, list[int]]:
+    """examples/local-sim.toml on free ports, with its state and env files under tmp_path; its
+    router the ``kind`` given (the example names none: sglang-router)."""
     text = (REPO / "examples" / "local-sim.toml").read_text()
+    if kind != "sglang-router":
+        text = text.replace(
+            "[services.router.router]\n", f'[services.router.router]\nkind = "{kind}"\n'
+        )
     ports = free_ports(5)
     for old, new in zip(("31000", "31998", "31002", "31001", "31090"), ports, strict=True):
         text = text.replace(old, str(new))
@@ -58,13 +68,15 @@ def _local_example(tmp_path: Path) -> tuple[Path, list[int]]:
     return spec, ports
 
 
-def test_local_example_up_status_restart_down(tmp_path: Path) -> None:
-    spec, ports = _local_example(tmp_path)
+@pytest.mark.parametrize("kind", ROUTER_KINDS)
+def test_local_example_up_status_restart_down(kind: str, tmp_path: Path) -> None:
+    spec, ports = _local_example(tmp_path, kind)
     env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
     try:
         up = run_cli("up", "-f", str(spec), "--json", env=env, timeout=100)
         assert up.returncode == 0, up.stderr
         assert [s["outcome"] for s in json.loads(up.stdout)["steps"]] == ["ok"] * 3
+        assert load_spec(spec).spec.router.kind == kind
         status = run_cli("status", "-f", str(spec), env=env)
         assert status.returncode == 0, status.stderr
         assert "router" in status.stdout and "HTTP 200" in status.stdout

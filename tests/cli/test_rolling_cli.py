@@ -12,6 +12,7 @@ from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.sim.settings import ENV_EXTRAS
 from tests.support import run_cli
 from tests.support.processes import listening
+from tests.support.specs import ROUTER_KINDS
 from tests.support.xpyd import write_2p2d_spec
 
 WORKERS = ["prefill-1", "prefill-2", "decode-1", "decode-2"]
@@ -40,7 +41,7 @@ def _verify_per_worker(spec: str, env: dict[str, str]) -> None:
         c["detail"].startswith("reached through router: its sglang:num_requests_total")
         for c in reached.values()
     )
-    # the router's --policy (in ROUTER_ARGS): sglang-router writes over its argv, so the live
+    # the router's --policy (in ROUTER_ARGS): both routers write over their argv, so the live
     # check reads the policy it reports routing with, once the e2e probe has been routed
     (policy,) = [c for c in checks if c["code"].startswith("live.") and c["knob"] == "--policy"]
     assert (policy["ok"], policy["live_source"], policy["live"]) == (
@@ -55,8 +56,11 @@ def _verify_per_worker(spec: str, env: dict[str, str]) -> None:
 
 
 @pytest.mark.timeout(400)
-def test_2p2d_status_verify_and_rolling_restart(tmp_path: Path) -> None:
-    spec_path, ports = write_2p2d_spec(tmp_path)
+@pytest.mark.parametrize("kind", ROUTER_KINDS)
+def test_2p2d_status_verify_and_rolling_restart(kind: str, tmp_path: Path) -> None:
+    """On sglang-router 0.3.2 and on smg 1.13 (which lists a removed worker as draining for
+    about 5 s: the remove phase waits until it is gone)."""
+    spec_path, ports = write_2p2d_spec(tmp_path, router=kind)
     spec = str(spec_path)
     # the simulator's extras off (whatever the outer environment says): real signals only
     env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db"), ENV_EXTRAS: ""}

@@ -20,7 +20,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from tests.support import REPO, run_cli
 from tests.support.http import metric, set_faults
-from tests.support.specs import PdPorts, pd_spec_toml
+from tests.support.specs import ROUTER_KINDS, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, sim_stack
 
 #: The decode's count of generation requests received (incremented as each one arrives).
@@ -33,9 +33,18 @@ def stack() -> Iterator[SimStack]:
         yield st
 
 
+@pytest.fixture(scope="module")
+def smg_stack() -> Iterator[SimStack]:
+    """The same stack behind smg 1.13 (started by the one test that soaks through it)."""
+    with sim_stack(time_scale=0.05, proxy=True, router_kind="smg") as st:
+        yield st
+
+
 def _spec(st: SimStack, directory: Path) -> Path:
     """A spec naming the running stack (no env files, no knobs): the proxy is its entry point."""
-    text = pd_spec_toml(PdPorts.of(st), name="soak-test", env_dir=None, knobs=(), proxy_args=[])
+    kind = None if st.router_kind == "sglang-router" else st.router_kind
+    text = pd_spec_toml(PdPorts.of(st), name="soak-test", env_dir=None, knobs=(), proxy_args=[],
+                        router_kind=kind)  # fmt: skip
     path = directory / "servelab.toml"
     path.write_text(text, encoding="utf-8")
     return path
@@ -65,9 +74,11 @@ def _stalled_soak(stack: SimStack, *args: str) -> subprocess.CompletedProcess[st
         set_faults(stack.proxy_url, stall_reused_after=None)
 
 
+@pytest.mark.parametrize("kind", ROUTER_KINDS)
 def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
-    stack: SimStack, tmp_path: Path
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
+    stack: SimStack = request.getfixturevalue("smg_stack" if kind == "smg" else "stack")
     spec = _spec(stack, tmp_path)
     proc = _soak("-f", str(spec), "--idle-timeout", "5", "--duration", "30", "--json")
     assert proc.returncode == 0, proc.stderr
@@ -83,6 +94,40 @@ def test_clean_soak_through_the_spec_exits_0_and_is_recorded(
         soaks = ledger.list(SoakRunRecord)
     assert len(soaks) == 1 and soaks[0].ok is True and soaks[0].result.findings == ()
     assert soaks[0].id == doc["soak_id"]
+    # the default workload mixes short and long fresh context, stated and measured
+    assert doc["config"]["fresh_context"] == {
+        "short_words": 48,
+        "long_words": 1200,
+        "long_share": 0.25,
+    }
+    assert soaks[0].result.uncached.requests == 0  # no cache report here: unknown, not zero
+
+
+def test_long_fresh_context_reaches_long_uncached_prefills_whatever_the_cache() -> None:
+    with sim_stack(time_scale=0.05, decode_args=["--enable-cache-report"]) as st:
+        _fresh_context_soaks(st)
+
+
+def _fresh_context_soaks(stack: SimStack) -> None:
+    args = ("--url", stack.router_url, "--idle-timeout", "5", "--duration", "40", "--no-record")
+    proc = _soak(*args, "--fresh-context", "short:16,long:1500", "--long-share", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    # every round adds 1500 new words: each warm round prefills at least that much uncached
+    assert doc["uncached"]["requests"] == 8, doc["uncached"]
+    assert doc["uncached"]["p90_tokens"] >= 1500 and doc["uncached"]["max_tokens"] >= 1500
+    short = _soak(*args, "--fresh-context", "off", "--json")
+    assert short.returncode == 0, short.stderr
+    small = json.loads(short.stdout)
+    assert small["config"]["fresh_context"] is None
+    assert small["uncached"]["p90_tokens"] < 400, small["uncached"]  # warm rounds add little
+    human = _soak(*args, "--fresh-context", "short:16,long:1500", "--long-share", "0.5")
+    assert (
+        "fresh context per round: short 16 or long 1500 words, long 50% of rounds" in human.stdout
+    )
+    assert "uncached prefill per request: max " in human.stdout
+    bad = _soak(*args, "--fresh-context", "long:10")
+    assert bad.returncode == 2 and "short:WORDS,long:WORDS" in bad.stderr
 
 
 def test_proxy_stall_exits_1_with_a_client_proxy_finding_attached_to_a_case(

@@ -21,14 +21,17 @@ from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
-from tests.support.specs import SECRET, write_pd_spec
+from tests.support.specs import ROUTER_KINDS, SECRET, write_pd_spec
 
 FLAG = "SERVELAB_TEST_FLAG"
 
 
-def _write(root: Path, host: str | None = None, hosts_toml: str = "") -> Path:
+def _write(
+    root: Path, host: str | None = None, hosts_toml: str = "", router_kind: str | None = None
+) -> Path:
     write_pd_spec(
         root,
+        router_kind=router_kind,
         worker_env="SERVELAB_SIM_WARMUP_S=4\n",
         secret=SECRET,
         name="verify-cli",
@@ -63,7 +66,7 @@ def _checks(done: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
 def _drift_then_restart(seen: list[str], root: Path) -> None:
     first = _cli(seen, root, "verify", "--json")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert {c["layer"] for c in _checks(first)} == {"config", "live", "health", "e2e"}
+    assert {c["layer"] for c in _checks(first)} == {"config", "live", "pair", "health", "e2e"}
 
     with (root / "env" / "decode.env").open("a") as env_file:
         env_file.write(f"{FLAG}=1\n")
@@ -94,8 +97,9 @@ def _assert_ledger(root: Path, tail: list[bool]) -> None:
         assert SECRET.encode() not in db.read_bytes(), db
 
 
-def test_drift_restart_and_killed_decode(tmp_path: Path, outputs: list[str]) -> None:
-    root = _write(tmp_path)
+@pytest.mark.parametrize("kind", ROUTER_KINDS)
+def test_drift_restart_and_killed_decode(kind: str, tmp_path: Path, outputs: list[str]) -> None:
+    root = _write(tmp_path, router_kind=kind)
     up = _cli(outputs, root, "up")
     assert up.returncode == 0, up.stdout + up.stderr
     try:

@@ -74,12 +74,19 @@ class SpanSink:
 
 @dataclass
 class Pd:
-    """A running prefill + decode + router of one engine."""
+    """A running prefill + decode + router: ``engine`` names the router (``routers.toml``'s
+    section): ``sglang`` (sglang-router 0.3.2) and ``smg`` (smg 1.13) over simulated SGLang
+    workers, ``vllm`` (vllm-router 0.1.17) over simulated vLLM ones."""
 
     engine: str
     ports: list[int]
     log_dir: Path
     procs: list[Popen[bytes]] = field(default_factory=list)
+
+    @property
+    def workers(self) -> str:
+        """The engine of the workers (the simulator's ``--engine``)."""
+        return "vllm" if self.engine == "vllm" else "sglang"
 
     def url(self, i: int) -> str:
         return f"http://127.0.0.1:{self.ports[i]}"
@@ -111,6 +118,12 @@ def router_argv(pd: Pd) -> list[str]:
                 "--vllm-pd-disaggregation", "--prefill", pd.prefill_url, "--decode",
                 pd.decode_url, "--kv-connector", "nixl", "--policy", "round_robin",
                 "--worker-startup-check-interval", "1"]  # fmt: skip
+    if pd.engine == "smg":
+        return [sys.executable, "-m", "smg.launch_router", *common,
+                "--pd-disaggregation", "--prefill", pd.prefill_url, str(pd.ports[1]),
+                "--decode", pd.decode_url, "--policy", "round_robin",
+                "--worker-startup-timeout-secs", "60", "--worker-startup-check-interval", "1",
+                ]  # fmt: skip
     return [sys.executable, "-m", "sglang_router.launch_router", *common,
             "--pd-disaggregation", "--prefill", pd.prefill_url, str(pd.ports[1]),
             "--decode", pd.decode_url, "--policy", "round_robin",
@@ -131,7 +144,7 @@ def pd_stack(
     log_dir.mkdir(parents=True, exist_ok=True)
     pd = Pd(engine, free_ports(5), log_dir)
     full_env = {ENV_EXTRAS: "", "SERVELAB_SIM_TIME_SCALE": "0.05", **(env or {})}
-    head = [] if engine == "sglang" else ["--engine", "vllm"]
+    head = [] if pd.workers == "sglang" else ["--engine", "vllm"]
     try:
         for role, port in (("prefill", 0), ("decode", 2)):
             argv = [*_SIM, role, *head, "--port", str(pd.ports[port]), *worker_args]

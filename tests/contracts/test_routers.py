@@ -1,10 +1,13 @@
-"""The two pinned routers, as ``routers.toml`` writes them down, against the real binaries.
+"""The three pinned routers, as ``routers.toml`` writes them down, against the real binaries.
 
-- which health endpoint tells the truth when the only decode is dead (sglang-router 0.3.2:
-  ``/health`` 200, ``/readiness`` 503; vllm-router 0.1.17: ``/health`` and ``/readiness`` 503,
-  ``/liveness`` 200);
-- what reaches the workers: the client's ``traceparent`` (both), its ``X-Request-ID`` (sglang-
-  router; vllm-router sends its own), SGLang's body ``rid`` (dropped): the trace join rests on it;
+- which health endpoint tells the truth when the only decode is dead (sglang-router 0.3.2 and
+  smg 1.13: ``/health`` 200, ``/readiness`` 503, smg's with a reason; vllm-router 0.1.17:
+  ``/health`` and ``/readiness`` 503, ``/liveness`` 200);
+- what reaches the workers: the client's ``traceparent`` (all), its ``X-Request-ID`` (sglang-
+  router and smg; vllm-router sends its own), SGLang's body ``rid`` (0.3.2 drops it, smg forwards
+  it): the trace join rests on it;
+- smg routes by model (a model no worker serves: 503 ``no_available_workers``), reports its
+  policy in its selection counter and its loads in its own shape;
 - sglang-router tracing itself: its own trace, its ``http_request`` span naming the client's id;
 - the per-worker counters that prove a worker served (``core.verify.served``).
 """
@@ -25,6 +28,7 @@ import pytest
 from servelab.core.deploy.engines import ENGINES
 from servelab.core.load.identity import request_identity
 from servelab.core.telemetry.promtext import parse_exposition
+from servelab.core.telemetry.router import WORKER_SELECTION, parse_loads, routing_policy
 from tests.contracts.stacks import MODEL, Pd, SpanSink, fetch, pd_stack, post, router_argv
 from tests.support import free_ports
 from tests.support.stack import start_process, stop_process, wait_http
@@ -40,9 +44,9 @@ def _until(url: str, status: int, timeout: float = 30.0) -> int:
     return got
 
 
-@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("engine", ["sglang", "smg", "vllm"])
 def test_a_dead_decode_as_each_router_reports_it(engine: str, tmp_path: Path) -> None:
-    args = ["--enable-metrics"] if engine == "sglang" else []
+    args = ["--enable-metrics"] if engine != "vllm" else []
     with pd_stack(engine, tmp_path, worker_args=args) as pd:
         assert fetch(pd.router_url + "/readiness")[0] == 200
         assert fetch(pd.router_url + "/health")[0] == 200
@@ -50,6 +54,26 @@ def test_a_dead_decode_as_each_router_reports_it(engine: str, tmp_path: Path) ->
         assert _until(pd.router_url + "/readiness", 503) == 503
         for path, status in ROUTERS[engine]["dead_decode"].items():
             assert _until(pd.router_url + path, status, 10) == status, path
+        if "not_ready" in ROUTERS[engine]:  # smg says why
+            assert (
+                json.loads(fetch(pd.router_url + "/readiness")[2]) == ROUTERS[engine]["not_ready"]
+            )
+
+
+def test_smg_routes_by_model_and_reports_its_policy_and_loads(tmp_path: Path) -> None:
+    facts = ROUTERS["smg"]
+    with pd_stack("smg", tmp_path, worker_args=["--enable-metrics"]) as pd:
+        listed = json.loads(fetch(pd.router_url + "/v1/models")[2])["data"]
+        assert [m["id"] for m in listed] == [MODEL]
+        status, body = post(pd.router_url + "/v1/chat/completions", {**BODY, "model": "default"})
+        assert status == facts["routes_by_model"]["status"]
+        assert json.loads(body)["error"]["code"] == facts["routes_by_model"]["code"]
+        assert post(pd.router_url + "/v1/chat/completions", BODY)[0] == 200
+        metrics = fetch(pd.router_metrics_url)[2]
+        assert facts["policy_counter"]["name"] == WORKER_SELECTION
+        assert routing_policy(metrics, "prefill") == routing_policy(metrics) == "round_robin"
+        loads = parse_loads(fetch(pd.router_url + "/get_loads")[2])
+        assert loads is not None and set(loads) == {pd.prefill_url, pd.decode_url}
 
 
 @contextlib.contextmanager
@@ -62,7 +86,7 @@ def _echo_pd(
     try:
         for port in (0, 2):
             argv = [sys.executable, "-m", "tests.contracts.echo_worker", str(pd.ports[port]),
-                    str(log)]  # fmt: skip
+                    str(log), pd.workers]  # fmt: skip
             pd.procs.append(start_process(argv, tmp_path / f"echo-{port}.log"))
             wait_http(pd.url(port) + "/health", 30, pd.procs[-1])
         pd.procs.append(start_process([*router_argv(pd), *router_extra], tmp_path / "router.log"))
@@ -82,7 +106,7 @@ def _header(leg: dict[str, Any], name: str) -> str | None:
     return next((v for k, v in leg["headers"].items() if k.lower() == name), None)
 
 
-@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("engine", ["sglang", "smg", "vllm"])
 def test_what_reaches_the_workers(engine: str, tmp_path: Path) -> None:
     with _echo_pd(engine, tmp_path) as echoed:
         _reaches(*echoed)
@@ -101,12 +125,17 @@ def _reaches(pd: Pd, log: Path) -> None:
         assert all(_header(leg, "x-request-id") == rid for leg in legs)
         assert all("rid" not in leg["body"] for leg in legs)  # "drops_body"
         assert len({leg["body"]["bootstrap_room"] for leg in legs}) == 1
+    elif pd.engine == "smg":
+        assert all(_header(leg, "x-request-id") == rid for leg in legs)
+        assert facts["forwards_body"] == ["rid"]
+        assert all(leg["body"].get("rid") == "body-rid" for leg in legs)  # "forwards_body"
+        assert len({leg["body"]["bootstrap_room"] for leg in legs}) == 1
     else:
         ids = {_header(leg, "x-request-id") for leg in legs}
         assert len(ids) == 1 and str(ids.pop()).startswith("___prefill_addr_")  # "replaces"
     assert "traceparent" in facts["forwards"]
     # the router's per-worker counter counted both workers (core.verify.served reads it)
-    counter = ENGINES[pd.engine].router_worker_counter
+    counter = ENGINES[pd.workers].router_worker_counter
     assert counter == facts["per_worker_counter"]["name"]
     exp = parse_exposition(fetch(pd.router_metrics_url)[2])
     for url in (pd.prefill_url, pd.decode_url):

@@ -1,28 +1,33 @@
-"""The router's worker API against the real sglang-router 0.3.2 (the 2P2D example on free ports):
-list, remove by id, add back (202, in the background), unknown ids, the per-router seam."""
+"""The router's worker API against the real sglang-router 0.3.2 and smg 1.13 (the 2P2D example
+and its smg twin on free ports): list, remove by id, add back (202, in the background), unknown
+ids, the per-router seam; smg's draining state, its 409 for a listed URL and its 400 for an id
+that is not a UUID (``routers.toml``'s ``[smg] workers``)."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.rolling import router_kind
 from servelab.errors import RouterApiError
 from servelab.io.http.client import HttpClient
 from servelab.io.routerworkers import (
     RouterWorker,
     SglangRouterWorkers,
+    SmgRouterWorkers,
     VllmRouterWorkers,
     router_workers,
 )
 from servelab.io.specfile import load_spec
 from servelab.ops.context import Operation
 from servelab.ops.deploy import deploy
-from tests.support import free_ports
+from tests.support import REPO, free_ports
 from tests.support.stack import start_process, stop_process, wait_http
 from tests.support.xpyd import write_2p2d_spec
 
@@ -30,7 +35,7 @@ from tests.support.xpyd import write_2p2d_spec
 async def _until(
     api: SglangRouterWorkers | VllmRouterWorkers, url: str, *, listed: bool
 ) -> list[RouterWorker]:
-    for _ in range(100):
+    for _ in range(150):  # 15 s: smg lists a removed worker as draining for about 5 s
         workers = await api.list()
         if any(w.url == url for w in workers) == listed:
             return workers
@@ -38,10 +43,15 @@ async def _until(
     raise AssertionError(f"{url} still {'un' if listed else ''}listed")
 
 
+WORKERS = tomllib.loads((REPO / "tests" / "contracts" / "routers.toml").read_text())["smg"]
+
+
 @pytest.mark.timeout(200)
-def test_list_remove_and_add_a_worker_on_the_real_router(tmp_path: Path) -> None:
-    spec_path, _ports = write_2p2d_spec(tmp_path)
+@pytest.mark.parametrize("kind", ["sglang-router", "smg"])
+def test_list_remove_and_add_a_worker_on_the_real_router(kind: str, tmp_path: Path) -> None:
+    spec_path, _ports = write_2p2d_spec(tmp_path, router=kind)
     loaded = load_spec(spec_path)
+    assert router_kind(loaded.spec) == kind
     decode = loaded.spec.service("decode-2").url
     prefill = loaded.spec.service("prefill-2")
 
@@ -50,13 +60,38 @@ def test_list_remove_and_add_a_worker_on_the_real_router(tmp_path: Path) -> None
             assert (await deploy.up(op)).ok
             try:
                 async with HttpClient() as http:
-                    api = router_workers("sglang", await op.url("router"), http)
-                    assert isinstance(api, SglangRouterWorkers)
+                    api = router_workers(kind, await op.url("router"), http)
+                    assert isinstance(
+                        api, SmgRouterWorkers if kind == "smg" else SglangRouterWorkers
+                    )
+                    if isinstance(api, SmgRouterWorkers):
+                        await _smg_facts(api, http, decode)
                     await _exercise(api, decode, prefill.url, prefill.bootstrap_port)
             finally:
                 await deploy.down(op)
 
     asyncio.run(scenario())
+
+
+async def _smg_facts(api: SmgRouterWorkers, http: HttpClient, decode: str) -> None:
+    """What smg answers that 0.3.2 did not, read raw, then through the API."""
+    facts = WORKERS["workers"]
+    mine = next(w for w in await api.list() if w.url == decode)
+    assert mine.status == "ready"
+    again = await http.probe(api.base_url + "/workers", timeout=10, method="POST",
+                             json_body={"url": decode, "worker_type": "decode"})  # fmt: skip
+    assert again.status == facts["add_listed"] and facts["add_listed_code"] in again.body
+    assert await api.add(decode, "decode") == mine.id  # the conflict answers the listed id
+    bad = await http.probe(api.base_url + "/workers/not-a-uuid", timeout=10, method="DELETE")
+    assert bad.status == facts["bad_id"]
+    assert await api.remove("not-a-uuid") is False
+    gone = await http.probe(f"{api.base_url}/workers/{mine.id}", timeout=10, method="DELETE")
+    assert gone.status == facts["remove"]
+    draining = [w for w in await api.list() if w.url == decode]
+    assert [(w.status, w.healthy) for w in draining] == [(facts["listed_after_remove"], False)]
+    await _until(api, decode, listed=False)
+    assert await api.add(decode, "decode") is not None
+    await _until(api, decode, listed=True)
 
 
 async def _exercise(
@@ -70,7 +105,7 @@ async def _exercise(
     assert {w.url: w.bootstrap_port for w in workers if w.role == "prefill"}[prefill] == bootstrap
     mine = next(w for w in workers if w.url == decode)
     assert await api.remove(mine.id) is True
-    assert len(await _until(api, decode, listed=False)) == 3
+    assert len(await _until(api, decode, listed=False)) == 3  # smg: after its draining
     assert await api.remove(mine.id) is False  # 404: the id is gone
     new_id = await api.add(decode, "decode")
     assert new_id is not None and new_id != mine.id
@@ -91,7 +126,7 @@ def test_a_router_without_an_implementation_says_so() -> None:
         async with HttpClient() as http:
             with pytest.raises(RouterApiError, match="no worker API is known for the other router"):
                 router_workers("other", "http://127.0.0.1:1", http)
-            api = router_workers("sglang", "http://127.0.0.1:1", http)
+            api = router_workers("sglang-router", "http://127.0.0.1:1", http)
             with pytest.raises(RouterApiError, match=r"GET http://127\.0\.0\.1:1/workers: no"):
                 await api.list()
 
@@ -135,7 +170,7 @@ def test_vllm_router_lists_and_removes_by_url_but_cannot_add(
 
     async def scenario() -> None:
         async with HttpClient() as http:
-            api = router_workers("vllm", base, http)
+            api = router_workers("vllm-router", base, http)
             assert isinstance(api, VllmRouterWorkers) and api.can_add is False
             workers = await api.list()
             assert sorted(w.role for w in workers) == ["decode", "decode", "prefill"]

@@ -3,6 +3,7 @@ evidence (pure: no process, no network), for the tests of its storage and its wo
 
 from __future__ import annotations
 
+from servelab.core.soak.clock import Clock
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
@@ -68,7 +69,31 @@ def _localizations(failures: list[Failure]) -> list[Localization]:
         _pair(Payload.FAILING, _STALLED, 900, "decode"),
         _pair(Payload.MINIMAL, _OK, 200),
         Cell(Hop.ROUTER, "router", Payload.FAILING, True, 900, _STALLED, None, 2.0),
-        Cell(Hop.FRESH, "entry", Payload.MINIMAL, False, 200, _OK, 200, 0.3, 0.3, 120),
+        Cell(
+            Hop.FRESH,
+            "entry",
+            Payload.MINIMAL,
+            False,
+            200,
+            _OK,
+            200,
+            0.3,
+            0.3,
+            120,
+            clock=Clock.DEADLINE,
+            deadline_s=4.5,
+        ),
+        Cell(
+            Hop.FRESH,
+            "entry",
+            Payload.FAILING,
+            False,
+            900,
+            _STALLED,
+            None,
+            2.0,
+            clock=Clock.UNDECIDED,
+        ),
     )
     steps = (_pair(Payload.BISECT, _OK, 550),)
     first = Matrix(cells, locate(cells), Bisection(Hop.PAIR, "prefill+decode", 550, 900, steps), 4)
@@ -155,7 +180,8 @@ def every_kind_result() -> SoakResult:
         localized=True, observations=tuple(verdict.observations),
         findings=tuple(verdict.findings), failures=tuple(failures), localizations=tuple(locs),
         start=start, undecided=verdict.undecided, dropped=tuple(verdict.dropped),
-        resends=resends, telemetry=server.run, traces=SoakTraces(5, phases),
+        exonerated=tuple(verdict.exonerated), resends=resends, telemetry=server.run,
+        traces=SoakTraces(5, phases),
     )  # fmt: skip
 
 

@@ -1,8 +1,10 @@
 """Deployment specs for tests: the reference PD topology on free loopback ports.
 
 ``write_pd_spec`` writes ``servelab.toml`` and its env files under ``root``: simulated prefill and
-decode, the real sglang-router, optionally a simulated proxy in front of the router. Every port is
-picked at run time (below the ephemeral range, see :func:`tests.support.free_ports`), or taken from
+decode, the real router (sglang-router 0.3.2, or the ``router_kind`` given: :data:`ROUTER_KINDS`,
+what the CLI tests run each command against), optionally a simulated proxy in front of the
+router. Every port is picked at run time (below the ephemeral range, see
+:func:`tests.support.free_ports`), or taken from
 a running :class:`~tests.support.stack.SimStack` (``PdPorts.of(stack)``) for a spec that describes
 a stack the test started itself. ``pd_spec_toml`` is the spec's text alone; ``PdEnv`` the env
 files alone. ``write_decode_spec`` is the one-service spec of the knob tests.
@@ -20,6 +22,7 @@ from tests.support import free_ports
 from tests.support.stack import SimStack
 
 __all__ = [
+    "ROUTER_KINDS",
     "SECRET",
     "PdEnv",
     "PdPorts",
@@ -27,6 +30,10 @@ __all__ = [
     "write_decode_spec",
     "write_pd_spec",
 ]
+
+#: The SGLang routers the CLI tests run a command against: sglang-router 0.3.2 (a spec that names
+#: no kind) and smg 1.13.0 (what SGLang PD operators run now).
+ROUTER_KINDS = ("sglang-router", "smg")
 
 #: A value tests put in an env file (``SECRET_TOKEN``) and then look for where it must not be.
 SECRET = "hunter2"
@@ -98,8 +105,12 @@ def pd_spec_toml(
     hosts_toml: str = "",
     proxy_args: Sequence[str] | None = None,
     decode_toml: str = "",
+    router_kind: str | None = None,
 ) -> str:
     """The spec's text: prefill, decode, router, and a proxy when ``proxy_args`` is not None.
+
+    ``router_kind``: the router's ``kind`` (``"smg"``, ``"sglang-router"``); None names none (an
+    SGLang spec then runs sglang-router 0.3.2).
 
     ``env_dir`` None: no service names an env file. ``knobs`` a sequence declares the decode's
     knobs, a mapping pins them. ``host`` puts every service on that host (``hosts_toml`` its table).
@@ -115,9 +126,10 @@ def pd_spec_toml(
     )
     decode = _knobs_toml(knobs) + decode_toml + 'depends_on = ["prefill"]\nready_timeout_s = 60\n'
     text += _service("decode", ports.decode, host, env_dir, decode)
+    kind = "" if router_kind is None else f'kind = "{router_kind}", '
     router = (
         'depends_on = ["prefill", "decode"]\nready_timeout_s = 90\n'
-        f'router = {{ policy = "round_robin", prometheus_port = {ports.metrics}, '
+        f'router = {{ {kind}policy = "round_robin", prometheus_port = {ports.metrics}, '
         "health_check_interval_s = 1 }\n"
     )
     text += _service("router", ports.router, host, env_dir, router)
@@ -161,8 +173,8 @@ def write_pd_spec(
 
     ``options`` are :class:`PdEnv`'s fields (``knob``, ``time_scale``, ``decode_env``,
     ``worker_env``, ``secret``) and :func:`pd_spec_toml`'s keywords (``name``, ``state_dir``,
-    ``knobs``, ``host``, ``hosts_toml``, ``proxy_args``, ``decode_toml``). ``env_dir`` is
-    relative to ``root`` or absolute; ``ports`` default to free ones.
+    ``knobs``, ``host``, ``hosts_toml``, ``proxy_args``, ``decode_toml``, ``router_kind``).
+    ``env_dir`` is relative to ``root`` or absolute; ``ports`` default to free ones.
     """
     env = {key: value for key, value in options.items() if key in _ENV_FIELDS}
     PdEnv(**env).write(root / env_dir)

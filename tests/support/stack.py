@@ -1,4 +1,5 @@
-"""A real simulated PD stack for tests: prefill + decode + the real sglang-router (+ the proxy).
+"""A real simulated PD stack for tests: prefill + decode + the real router (sglang-router 0.3.2, or
+smg 1.13.0 with ``router_kind="smg"``) (+ the proxy).
 
 Every piece is a real subprocess on free loopback ports, in its own process group, stopped by
 process group. Usage::
@@ -97,6 +98,8 @@ class SimStack:
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     #: The prefill's own arguments at every (re)start (``--disable-radix-cache``...).
     prefill_args: tuple[str, ...] = ()
+    #: The router: ``sglang-router`` (0.3.2) or ``smg`` (1.13.0).
+    router_kind: str = "sglang-router"
 
     @property
     def prefill_url(self) -> str:
@@ -162,14 +165,17 @@ class SimStack:
             wait_http(self.router_url + "/readiness", 60, self.procs["router"])
 
     def start_router(self, timeout: float = 60.0, extra: Sequence[str] = ()) -> None:
-        """Start the real sglang-router in PD mode (``extra`` arguments appended) and wait for
-        ``/readiness`` 200."""
-        argv = [sys.executable, "-m", "sglang_router.launch_router", "--host", "127.0.0.1"]
+        """Start the real router (:attr:`router_kind`: sglang-router or smg) in PD mode
+        (``extra`` arguments appended) and wait for ``/readiness`` 200."""
+        module = "smg.launch_router" if self.router_kind == "smg" else "sglang_router.launch_router"
+        argv = [sys.executable, "-m", module, "--host", "127.0.0.1"]
         argv += ["--port", str(self.router_port), "--pd-disaggregation"]
         argv += ["--prefill", self.prefill_url, str(self.bootstrap_port)]
         argv += ["--decode", self.decode_url, "--policy", "round_robin"]
         argv += ["--prometheus-host", "127.0.0.1", "--prometheus-port", str(self.prometheus_port)]
         argv += ["--worker-startup-timeout-secs", "60", "--health-check-interval-secs", "1"]
+        if self.router_kind == "smg":
+            argv += ["--worker-startup-check-interval", "1"]  # as servelab starts it
         argv += list(extra)
         self.procs["router"] = start_process(argv, self.log_dir / "router.log")
         wait_http(self.router_url + "/readiness", timeout, self.procs["router"])
@@ -204,6 +210,7 @@ def start_stack(
     proxy: bool = False,
     proxy_args: Sequence[str] = (),
     log_dir: Path | None = None,
+    router_kind: str = "sglang-router",
 ) -> SimStack:
     """Start prefill, decode, (router), (proxy) on free loopback ports; stop all on failure.
 
@@ -222,6 +229,7 @@ def start_stack(
         time_scale=time_scale,
         env=dict(env or {}),
         prefill_args=tuple(prefill_args),
+        router_kind=router_kind,
     )
     try:
         stack.start_workers(prefill_env, decode_env, decode_args)

@@ -38,7 +38,7 @@ from servelab.cli.common import SpecAndLedger, console, run
 from servelab.cli.options import REPEAT, REQUESTS, Default
 from servelab.core.deploy.spec import BF16_KNOB, DEFAULT_KNOB, DEFAULT_SPEC_TOML, OVERLAP_KNOB
 from servelab.io.files import write_atomic
-from servelab.io.http.client import probe
+from servelab.io.http.client import model_id, probe
 
 __all__ = ["proxy_spec_text", "register"]
 
@@ -100,7 +100,8 @@ def _quote(arg: str) -> str:
 
 async def _first_probe(router_url: str) -> tuple[int | None, float, str]:
     body = {
-        "model": "default",
+        # the model the router lists: smg routes by model (a name it does not list is a 503)
+        "model": await model_id(router_url) or "default",
         "messages": [{"role": "user", "content": "Say hi in one word."}],
         "max_tokens": 8,
     }
@@ -113,9 +114,10 @@ async def _first_probe(router_url: str) -> tuple[int | None, float, str]:
 def _bring_up(story: _Story, router_url: str) -> None:
     story.chapter("1. Bring-up: prefill → decode → router, each gated on readiness")
     story.say(
-        "the embedded default is SGLang: simulated SGLang workers behind the real sglang-router "
-        "0.3.2 (vLLM behind vllm-router 0.1.17 runs every command but a rolling restart: "
-        "examples/local-vllm.toml; the demo itself is SGLang only)"
+        "the embedded default is SGLang: simulated SGLang workers behind the real smg 1.13 "
+        "(sglang-router's successor, what SGLang PD operators run now; sglang-router 0.3.2 is "
+        'router = { kind = "sglang-router" }, and vLLM behind vllm-router 0.1.17 runs every '
+        "command but a rolling restart: examples/local-vllm.toml; the demo is SGLang only)"
     )
     story.cmd("up")
     story.spec_for_down = []

@@ -38,8 +38,9 @@ from servelab.cli.options import (
     wait_option,
 )
 from servelab.core.case.record import CaseRecord
-from servelab.core.deploy.spec import RouterOptions
+from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.slo import SLO
+from servelab.core.soak.fresh import FreshContext, parse_fresh_context
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
@@ -109,6 +110,21 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
             raise CaseError(f"no case {case_id} in {ledger_path}")
 
 
+#: The default fresh context: long rounds exercise long uncached prefills whatever the cache does.
+FRESH_DEFAULT = "short:48,long:1200"
+
+
+def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | None:
+    if value.strip().lower() == "off":
+        return None
+    try:
+        short, long = parse_fresh_context(value)
+        FreshContext(short, long)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return short, long
+
+
 @click.command("soak")
 @spec_option
 @SESSIONS.option()
@@ -147,6 +163,22 @@ def _check_case(ledger_path: Path, case_id: int | None) -> None:
 )
 @IDLE_TIMEOUT.option(SOAK_IDLE_TIMEOUT)
 @click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
+@click.option(
+    "--fresh-context",
+    "fresh_sizes",
+    default=FRESH_DEFAULT,
+    show_default=True,
+    callback=_fresh_sizes,
+    help="The new context each round adds (its user turn or each tool result), in words: "
+    "short:WORDS,long:WORDS; 'off': the same short turn every round.",
+)
+@click.option(
+    "--long-share",
+    default=0.25,
+    show_default=True,
+    type=click.FloatRange(0, 1),
+    help="The share of rounds that add the long context (drawn from --seed, session, round).",
+)
 @slo_option()
 @SEED.option()
 @target_options()
@@ -173,6 +205,8 @@ def soak_command(
     duration: float,
     idle_timeout_s: float,
     max_tokens: int,
+    fresh_sizes: tuple[int, int] | None,
+    long_share: float,
     slo: SLO | None,
     seed: int,
     target: TargetOptions,
@@ -200,6 +234,7 @@ def soak_command(
         duration_s=duration,
         idle_timeout_s=idle_timeout_s,
         max_tokens=max_tokens,
+        fresh_context=None if fresh_sizes is None else FreshContext(*fresh_sizes, long_share),
         seed=seed,
         model=target.model,
         localize=not no_localize,

@@ -12,6 +12,16 @@ sglang-router 0.3.2 (checked by hand, PD mode; see ``docs/commands.md``, "rollin
 - ``DELETE /workers/{id}`` -> 202 (404 ``WORKER_NOT_FOUND`` for an unknown id): gone from the list
   at once; requests already sent to it finish normally (streams included), new ones go elsewhere.
 
+smg 1.13.0 (sglang-router's successor; ``tests/io/test_routerworkers.py`` against the real one):
+
+- ``GET /workers``: as 0.3.2, plus each worker's ``status`` (``ready``, ``draining``,
+  ``not_ready``).
+- ``POST /workers`` of a URL it lists answers 409 ``WORKER_ALREADY_EXISTS`` (0.3.2: 202, a
+  no-op): :meth:`SmgRouterWorkers.add` answers the listed worker's id, as 0.3.2's no-op did.
+- ``DELETE /workers/{id}`` -> 202; the worker stays listed as ``draining`` (``is_healthy``
+  false) for about 5 s while in-flight streams finish, then is gone; a non-UUID id answers 400
+  (0.3.2: 404), an unknown UUID 404: both mean "not known".
+
 vllm-router 0.1.17 (checked by hand, PD mode, ``--vllm-pd-disaggregation``):
 
 - ``GET /workers`` -> ``{"workers": [{"url", "worker_type", "is_healthy", "load", ...}], "total",
@@ -41,6 +51,7 @@ __all__ = [
     "RouterWorker",
     "RouterWorkers",
     "SglangRouterWorkers",
+    "SmgRouterWorkers",
     "VllmRouterWorkers",
     "removal_command",
     "router_workers",
@@ -58,10 +69,12 @@ class RouterWorker:
     role: str
     healthy: bool
     bootstrap_port: int | None = None
+    #: smg's ``status`` (``ready``, ``draining``, ``not_ready``); None from the other routers.
+    status: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "url": self.url, "role": self.role, "healthy": self.healthy,
-                "bootstrap_port": self.bootstrap_port}  # fmt: skip
+                "bootstrap_port": self.bootstrap_port, "status": self.status}  # fmt: skip
 
 
 class RouterWorkers(Protocol):
@@ -92,7 +105,7 @@ def _worker(item: Any) -> RouterWorker | None:
     """One listed worker; its id is the router's, else (vllm-router) its URL."""
     if not isinstance(item, dict) or not isinstance(item.get("url"), str):
         return None
-    port = item.get("bootstrap_port")
+    port, status = item.get("bootstrap_port"), item.get("status")
     worker_id = item.get("id")
     return RouterWorker(
         id=worker_id if isinstance(worker_id, str) else str(item["url"]).rstrip("/"),
@@ -100,6 +113,7 @@ def _worker(item: Any) -> RouterWorker | None:
         role=str(item.get("worker_type", "")),
         healthy=bool(item.get("is_healthy")),
         bootstrap_port=port if isinstance(port, int) else None,
+        status=status if isinstance(status, str) else None,
     )
 
 
@@ -137,17 +151,41 @@ class SglangRouterWorkers:
             where, timeout=_TIMEOUT_S, method="POST", json_body=body, body_limit=None
         )
         if result.status not in (200, 201, 202):
-            raise _failure(f"POST {where} {json.dumps(body)}", result)
+            return await self._not_added(f"POST {where} {json.dumps(body)}", result, url)
         try:
             worker_id = json.loads(result.body).get("worker_id")
         except (ValueError, AttributeError):
             return None
         return worker_id if isinstance(worker_id, str) else None
 
+    async def _not_added(self, what: str, result: ProbeResult, url: str) -> str | None:
+        raise _failure(what, result)
+
     async def remove(self, worker_id: str) -> bool:
         where = f"{self.base_url}/workers/{worker_id}"
         result = await self._http.probe(where, timeout=_TIMEOUT_S, method="DELETE")
         if result.status == 404:
+            return False
+        if result.status not in (200, 202, 204):
+            raise _failure(f"DELETE {where}", result)
+        return True
+
+
+class SmgRouterWorkers(SglangRouterWorkers):
+    """smg 1.13.0's ``/workers`` API: 0.3.2's, with a conflict for a URL it already lists (the
+    listed worker's id is the answer) and 400 for an id that is not a UUID (not known)."""
+
+    async def _not_added(self, what: str, result: ProbeResult, url: str) -> str | None:
+        """409 ``WORKER_ALREADY_EXISTS``: the URL is listed; its id (as 0.3.2's no-op gave)."""
+        listed = [w for w in await self.list() if w.url == url.rstrip("/")]
+        if result.status != 409 or not listed:
+            raise _failure(what, result)
+        return listed[0].id
+
+    async def remove(self, worker_id: str) -> bool:
+        where = f"{self.base_url}/workers/{quote(worker_id, safe='')}"
+        result = await self._http.probe(where, timeout=_TIMEOUT_S, method="DELETE")
+        if result.status in (400, 404):
             return False
         if result.status not in (200, 202, 204):
             raise _failure(f"DELETE {where}", result)
@@ -182,19 +220,26 @@ class VllmRouterWorkers:
         return True
 
 
+_APIS: dict[str, type[SglangRouterWorkers] | type[VllmRouterWorkers]] = {
+    "sglang-router": SglangRouterWorkers,
+    "smg": SmgRouterWorkers,
+    "vllm-router": VllmRouterWorkers,
+}
+
+
 def removal_command(kind: str, router_url: str, worker: RouterWorker) -> list[str]:
     """The command that removes ``worker`` from a ``kind`` router at ``router_url`` (its worker
-    API: sglang-router by the id it lists, vllm-router by the URL, percent-encoded)."""
-    name = worker.id if kind == "sglang" else quote(worker.url, safe="")
+    API: sglang-router and smg by the id they list, vllm-router by the URL, percent-encoded)."""
+    name = quote(worker.url, safe="") if kind == "vllm-router" else worker.id
     return ["curl", "-X", "DELETE", f"{router_url.rstrip('/')}/workers/{name}"]
 
 
 def router_workers(kind: str, base_url: str, http: HttpClient) -> RouterWorkers:
-    """The worker API of a ``kind`` router (:func:`servelab.core.deploy.rolling.router_kind`)."""
-    if kind == "sglang":
-        return SglangRouterWorkers(base_url, http)
-    if kind == "vllm":
-        return VllmRouterWorkers(base_url, http)
+    """The worker API of a ``kind`` router (:func:`servelab.core.deploy.rolling.router_kind`:
+    ``sglang-router``, ``smg``, ``vllm-router``)."""
+    api = _APIS.get(str(kind))
+    if api is not None:
+        return api(base_url, http)
     raise RouterApiError(
         f"no worker API is known for the {kind} router "
         "(a RouterWorkers implementation in servelab.io.routerworkers)"

@@ -203,14 +203,15 @@ async def live_argument(
     return proc, await read_live_args(host, proc.pid, knobs, service_engine(op))
 
 
-#: A router's policy arguments, and the workers each one picks (sglang-router 0.3.2).
+#: A router's policy arguments, and the workers each one picks (sglang-router 0.3.2, smg 1.13).
 ROUTER_POLICIES = {"--policy": None, "--prefill-policy": "prefill", "--decode-policy": "decode"}
 
 
 async def _router_policy(op: Operation, service: str, knob: Knob) -> Reported:
     """The policy a router started by servelab picks its workers with, as its Prometheus port's
     selection counter says (its argv and environment are unreadable in ``/proc``: sglang-router
-    0.3.2 writes ``sglang::router`` over them); unknown before it has routed a request."""
+    0.3.2 writes ``sglang::router`` over them, smg 1.13 ``smg::router``); unknown before it has
+    routed a request."""
     svc = op.spec.service(service)
     if knob.name not in ROUTER_POLICIES or svc.start != "router" or svc.router is None:
         return Reported(False)

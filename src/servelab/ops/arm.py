@@ -29,13 +29,19 @@ from dataclasses import dataclass, replace
 from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswerReferences
-from servelab.core.bench.contract import BenchConfig, BenchProgressFn, LevelSummary
+from servelab.core.bench.contract import (
+    PLACEHOLDER_MODEL,
+    BenchConfig,
+    BenchProgressFn,
+    LevelSummary,
+)
 from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.core.verify.checks import Check
 from servelab.errors import BenchError
+from servelab.io.http.client import HttpClient
 from servelab.ops.arguments import argument_knob, engine_arguments
 from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.capacity import find_capacity
@@ -46,7 +52,16 @@ from servelab.ops.telemetry.tracing import trace_collector
 from servelab.ops.telemetry.watch import MetricsPlan, metrics_plan
 from servelab.ops.verify.verify import verify
 
-__all__ = ["LiveArm", "Measured", "Setting", "arm_label", "make_live", "measure", "router_url"]
+__all__ = [
+    "LiveArm",
+    "Measured",
+    "Setting",
+    "arm_label",
+    "make_live",
+    "measure",
+    "router_url",
+    "served_model",
+]
 
 
 @dataclass(frozen=True)
@@ -138,6 +153,20 @@ def router_url(op: Operation) -> str:
     return op.spec.services[name].url
 
 
+async def served_model(url: str, model: str) -> str:
+    """The model an arm's requests name: ``model`` when a command gave one, else (the
+    placeholder :data:`~servelab.core.bench.contract.PLACEHOLDER_MODEL`) the first the router lists
+    in ``/v1/models``, as ``verify`` asks it: smg routes by model and answers 503
+    ``no_available_workers`` to a model no worker serves."""
+    if model != PLACEHOLDER_MODEL:
+        return model
+    async with HttpClient(limit=1) as http:
+        listed = await http.model_id(url, 10.0)
+    if listed is None:
+        raise BenchError(f"{url}/v1/models lists no model: the load needs one the router serves")
+    return listed
+
+
 @dataclass(frozen=True)
 class Measured:
     """A visit's measurement, per concurrency: throughput (tok/s), each run's seconds, the
@@ -172,7 +201,9 @@ async def measure(
     With the template's answer probes, each run carries those of round ``round_`` (both arms
     of a round send the same: paired), checked later against ``references``."""
     plan = await metrics_plan(op)
-    template = replace(bench, url=router_url(op), repeat=1, label=label, probe_round=round_)
+    url = router_url(op)
+    model = await served_model(url, bench.model)
+    template = replace(bench, url=url, repeat=1, label=label, model=model, probe_round=round_)
     if template.trace is not None:
         template = replace(template, seed=template.seed + visit)
     if metric == AbMetric.CAPACITY:

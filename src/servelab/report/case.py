@@ -34,6 +34,7 @@ from servelab.core.case.probe import (
 from servelab.core.case.verdicts import (
     WHY_EXPERIMENT_CONTRADICTS,
     WHY_NO_SUPPORT,
+    WHY_SOAK_EXONERATES,
     WHY_SOAK_PAIR_CONTRADICTS,
     Override,
     Refusal,
@@ -152,6 +153,7 @@ _WHY = {
     WHY_SOAK_PAIR_CONTRADICTS: "a soak failed with one value and passed with another, "
     "nothing else changed",
     WHY_NO_SUPPORT: "no recorded evidence supports it",
+    WHY_SOAK_EXONERATES: "a soak exonerated it: the failure persisted with it bypassed",
 }
 
 

@@ -42,9 +42,9 @@ def _run() -> RunResult:
 
 def test_public_api() -> None:
     assert set(contract.__all__) == {
-        "TRACE_CONNECT_AHEAD", "TRACE_IN_FLIGHT", "TRACE_LEVEL", "BenchConfig", "BenchProgress",
-        "BenchProgressFn", "BenchResult", "LevelClient", "LevelSummary", "RunResult",
-        "RunSummary", "SaveFn",
+        "PLACEHOLDER_MODEL", "TRACE_CONNECT_AHEAD", "TRACE_IN_FLIGHT", "TRACE_LEVEL",
+        "BenchConfig", "BenchProgress", "BenchProgressFn", "BenchResult", "LevelClient",
+        "LevelSummary", "RunResult", "RunSummary", "SaveFn",
     }  # fmt: skip
     assert set(summary.__all__) == {"result_so_far", "run_summary", "summarize_level"}
     assert set(upgrade.__all__) == {"stored_level", "upgrade_level"}

@@ -16,6 +16,7 @@ from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.verdicts import (
     WHY_EXPERIMENT_CONTRADICTS,
     WHY_NO_SUPPORT,
+    WHY_SOAK_EXONERATES,
     WHY_SOAK_PAIR_CONTRADICTS,
     Override,
     Refusal,
@@ -25,8 +26,10 @@ from servelab.core.case.verdicts import (
     same_workload,
 )
 from servelab.core.ledger.codec import encode
+from servelab.core.soak.conviction import Exoneration, Standing
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.record import SoakRunRecord
+from servelab.core.soak.replay import Hop
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.layers import Layer
 
@@ -125,6 +128,24 @@ def test_a_component_conviction_needs_a_finding_at_its_layer_or_an_experiment() 
     assert refusals({"component:router": "convicted"}, [_event(5, bypass)],
                     [*evidence, _evidence(12, "experiment", 5)], soaks) == []  # fmt: skip
     assert refusals({"component:proxy": "exonerated"}, [], evidence, soaks) == []
+
+
+def test_a_soaks_exoneration_refuses_the_conviction_until_a_newer_soak_finds_it() -> None:
+    cleared = Exoneration(Layer.ROUTER, Standing.EXONERATED, 0.6, Hop.PAIR, ("matrix.pair",))
+    wedged = _soak(1, False, "512", layers=("decode_transfer",))
+    wedged = replace(wedged, result=replace(wedged.result, exonerated=(cleared,)))
+    soaks, evidence = {1: wedged}, [_evidence(10, "soak", 1)]
+    (refused,) = refusals({"component:router": "convicted"}, [], evidence, soaks)
+    assert refused == Refusal("component:router", "convicted", WHY_SOAK_EXONERATES, (10,))
+    assert refusals({"component:router": "exonerated"}, [], evidence, soaks) == []
+    assert refusals({"component:decode": "convicted"}, [], evidence, soaks) == []
+    not_shown = replace(cleared, standing=Standing.NOT_SHOWN_NEEDED)
+    weaker = replace(wedged, result=replace(wedged.result, exonerated=(not_shown,)))
+    (refused,) = refusals({"component:router": "convicted"}, [], evidence, {1: weaker})
+    assert refused.why == WHY_NO_SUPPORT  # not shown needed is no exoneration by the matrix
+    soaks[2] = _soak(2, False, "512", layers=("router",))
+    later = [*evidence, _evidence(11, "soak", 2)]
+    assert refusals({"component:router": "convicted"}, [], later, soaks) == []
 
 
 def test_an_override_carries_the_refusals() -> None:

@@ -15,13 +15,18 @@ from servelab.core.deploy.engines import (
     readiness_workers,
 )
 from servelab.core.deploy.preflight import Requirement, requirements
+from servelab.core.deploy.routers import router_description
 from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML, parse_spec
 from servelab.core.deploy.topology import router_argv, sim_argv
 from servelab.errors import SpecError
 
-VLLM_SPEC = DEFAULT_SPEC_TOML.replace(
-    'name = "reference-pd-sim"', 'name = "vllm-pd-sim"\nengine = "vllm"'
-).replace(SGLANG_KNOB, VLLM_KNOB)
+VLLM_SPEC = (
+    DEFAULT_SPEC_TOML.replace('name = "reference-pd-sim"', 'name = "vllm-pd-sim"\nengine = "vllm"')
+    .replace(SGLANG_KNOB, VLLM_KNOB)
+    .replace('kind = "smg", ', "")
+)
+#: The embedded default as a spec written before smg reads: no router kind.
+SGLANG_ROUTER_SPEC = DEFAULT_SPEC_TOML.replace('kind = "smg", ', "")
 
 
 def test_the_engine_defaults_to_sglang_and_unknown_engines_are_spec_errors() -> None:
@@ -37,8 +42,9 @@ def test_the_engine_defaults_to_sglang_and_unknown_engines_are_spec_errors() -> 
 def test_each_engine_is_described_once() -> None:
     assert engine("sglang") is SGLANG and engine("vllm") is VLLM
     assert SGLANG.knob == DEFAULT_KNOB and VLLM.knob == VLLM_KNOB
-    assert SGLANG.router_package == "sglang-router==0.3.2"
-    assert VLLM.router_package == "vllm-router==0.1.17"
+    assert router_description("sglang").package == "sglang-router==0.3.2"
+    assert router_description("vllm").package == "vllm-router==0.1.17"
+    assert router_description("sglang", "smg").package == "smg==1.13.0"
     assert SGLANG.router_ready_path == VLLM.router_ready_path == "/readiness"
     assert SGLANG.router_all_healthy_path is None and VLLM.router_all_healthy_path == "/health"
 
@@ -61,7 +67,7 @@ def test_vllm_router_argv_is_pd_with_nixl_and_always_a_port() -> None:
 
 
 def test_sglang_router_argv_is_unchanged() -> None:
-    argv = router_argv(parse_spec(DEFAULT_SPEC_TOML), "router", "py")
+    argv = router_argv(parse_spec(SGLANG_ROUTER_SPEC), "router", "py")
     assert argv[:3] == ["py", "-m", "sglang_router.launch_router"]
     assert "--pd-disaggregation" in argv and "--kv-connector" not in argv
     assert argv[argv.index("--prefill") + 1 : argv.index("--prefill") + 3] == [
@@ -84,6 +90,11 @@ def test_the_preflight_checks_the_engines_router_module() -> None:
     assert requirements(vllm.service("router"), vllm.engine) == [
         Requirement("vllm_router.launch_router", "vllm-router==0.1.17")
     ]
+    smg = parse_spec(DEFAULT_SPEC_TOML)
+    assert requirements(smg.service("router"), smg.engine) == [
+        Requirement("smg.launch_router", "smg==1.13.0")
+    ]
+    assert requirements(smg.service("router"))[0].pinned == ("smg", "1.13.0")
     assert requirements(vllm.service("decode"), vllm.engine) == []
 
 

@@ -37,7 +37,11 @@ def test_bound_ports_of_the_reference_topology() -> None:
 def test_only_the_router_needs_a_module() -> None:
     assert requirements(SPEC.service("router")) == [Requirement(ROUTER_MODULE, ROUTER_PACKAGE)]
     assert requirements(SPEC.service("decode")) == []
-    assert ROUTER_PACKAGE == "sglang-router==0.3.2"
+    assert ROUTER_PACKAGE == "smg==1.13.0"  # the embedded default's router
+    no_kind = parse_spec(DEFAULT_SPEC_TOML.replace('kind = "smg", ', ""))
+    assert requirements(no_kind.service("router")) == [
+        Requirement("sglang_router.launch_router", "sglang-router==0.3.2")
+    ]
 
 
 def test_problems_in_order_and_own_ports_are_fine() -> None:

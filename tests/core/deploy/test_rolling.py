@@ -56,8 +56,8 @@ def test_a_role_with_one_worker_cannot_roll() -> None:
         rolling_plan(spec, ["prefill"])
 
 
-def test_the_router_kind_is_sglang_until_the_spec_names_an_engine() -> None:
-    assert router_kind(_spec()) == "sglang"
+def test_the_router_kind_is_sglang_router_until_the_spec_names_another() -> None:
+    assert router_kind(_spec()) == "sglang-router"
 
 
 def test_load_and_served_documents() -> None:

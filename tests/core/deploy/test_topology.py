@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from servelab.core.deploy import topology
+from servelab.core.deploy.routers import ROUTERS
 from servelab.core.deploy.spec import DEFAULT_SPEC_TOML, DeploymentSpec, parse_spec
 from servelab.core.deploy.topology import (
     dependents,
@@ -17,6 +18,8 @@ from servelab.core.deploy.topology import (
     up_plan,
 )
 from servelab.errors import SpecError
+
+ROUTER_MODULES = {str(kind): router.module for kind, router in ROUTERS.items()}
 
 PROXY_SPEC = (
     DEFAULT_SPEC_TOML
@@ -99,10 +102,11 @@ def test_sim_argv(spec: DeploymentSpec) -> None:
 
 
 def test_router_argv(spec: DeploymentSpec) -> None:
+    """The embedded default's router, smg: its startup probe interval given (its own is 30 s)."""
     assert router_argv(spec, "router", "/py") == [
         "/py",
         "-m",
-        "sglang_router.launch_router",
+        "smg.launch_router",
         "--host",
         "127.0.0.1",
         "--port",
@@ -115,6 +119,8 @@ def test_router_argv(spec: DeploymentSpec) -> None:
         "http://127.0.0.1:30002",
         "--policy",
         "round_robin",
+        "--worker-startup-check-interval",
+        "1",
         "--prometheus-host",
         "127.0.0.1",
         "--prometheus-port",
@@ -124,6 +130,37 @@ def test_router_argv(spec: DeploymentSpec) -> None:
         "--health-check-interval-secs",
         "2",
     ]
+
+
+def test_a_spec_that_names_no_router_kind_keeps_sglang_router() -> None:
+    text = DEFAULT_SPEC_TOML.replace('kind = "smg", ', "")
+    argv = router_argv(parse_spec(text), "router", "/py")
+    assert argv[2] == "sglang_router.launch_router" == ROUTER_MODULES["sglang-router"]
+    assert "--worker-startup-check-interval" not in argv  # 0.3.2's argv as it always was
+    pinned = text.replace("{ prometheus", '{ kind = "sglang-router", version = "0.3.2", prometheus')
+    assert router_argv(parse_spec(pinned), "router", "/py") == argv
+
+
+def test_router_argv_policies_and_health_options() -> None:
+    text = DEFAULT_SPEC_TOML.replace(
+        "health_check_interval_s = 2 }",
+        'health_check_interval_s = 2, prefill_policy = "cache_aware", decode_policy = '
+        '"power_of_two", health_failure_threshold = 2, health_success_threshold = 1 }',
+    )
+    argv = router_argv(parse_spec(text), "router", "/py")
+    at = argv.index("--policy")
+    assert argv[at : at + 6] == ["--policy", "round_robin", "--prefill-policy", "cache_aware",
+                                 "--decode-policy", "power_of_two"]  # fmt: skip
+    assert argv[-4:] == ["--health-failure-threshold", "2", "--health-success-threshold", "1"]
+
+
+def test_a_router_kind_for_another_engine_or_version_is_a_spec_error() -> None:
+    with pytest.raises(SpecError, match=r"router\.kind: vllm-router drives vllm workers"):
+        parse_spec(DEFAULT_SPEC_TOML.replace('kind = "smg"', 'kind = "vllm-router"'))
+    with pytest.raises(SpecError, match=r"router\.version: servelab runs smg 1\.13\.0"):
+        parse_spec(DEFAULT_SPEC_TOML.replace('kind = "smg"', 'kind = "smg", version = "1.14.0"'))
+    with pytest.raises(SpecError, match=r"router\.kind"):
+        parse_spec(DEFAULT_SPEC_TOML.replace('kind = "smg"', 'kind = "nginx"'))
 
 
 def test_router_argv_options_and_extra_args() -> None:
@@ -138,7 +175,7 @@ def test_router_argv_options_and_extra_args() -> None:
 
 def test_service_argv_kinds(spec: DeploymentSpec) -> None:
     assert service_argv(spec, "web", "/py") is None
-    assert (service_argv(spec, "router", "/py") or [])[2] == "sglang_router.launch_router"
+    assert (service_argv(spec, "router", "/py") or [])[2] == "smg.launch_router"
     with pytest.raises(SpecError):
         sim_argv(spec, "router", "/py")
     with pytest.raises(SpecError):

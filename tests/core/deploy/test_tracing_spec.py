@@ -16,7 +16,10 @@ from servelab.errors import SpecError
 
 
 def _spec(extra: str, engine: str = "sglang"):  # type: ignore[no-untyped-def]
-    return parse_spec(f'engine = "{engine}"\n' + DEFAULT_SPEC_TOML + extra, source="t.toml")
+    default = (
+        DEFAULT_SPEC_TOML if engine == "sglang" else DEFAULT_SPEC_TOML.replace('kind = "smg", ', "")
+    )
+    return parse_spec(f'engine = "{engine}"\n' + default + extra, source="t.toml")
 
 
 def test_an_empty_tracing_table_means_loopback_4317() -> None:

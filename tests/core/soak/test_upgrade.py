@@ -154,3 +154,22 @@ def test_an_older_matrix_said_size_dependent_and_now_says_what_it_depends_on() -
         back = decode(SoakResult, upgrade_soak_result(older))
         assert {loc.matrix.located.dependence for loc in back.localizations} == {now}
         assert all(loc.matrix.located.size_dependent is said for loc in back.localizations)
+
+
+def test_a_soak_stored_before_the_conviction_rule_reads_with_no_exoneration() -> None:
+    stored = json.loads(json.dumps(encode(every_kind_result())))
+    assert stored["exonerated"] and stored["exonerated"][0]["standing"] == "exonerated"
+    today = decode(SoakResult, upgrade_soak_result(stored))
+    assert today.exonerated == every_kind_result().exonerated  # through the codec, typed
+    clocks = {c.clock for loc in today.localizations for c in loc.matrix.cells}
+    assert {"deadline", "undecided"} <= clocks
+    older = json.loads(json.dumps(stored))
+    del older["exonerated"]
+    for loc in older["localizations"]:
+        for cell in loc["matrix"]["cells"]:
+            cell.pop("clock"), cell.pop("deadline_s")
+    back = decode(SoakResult, upgrade_soak_result(older))
+    assert back.exonerated == ()
+    assert {c.clock for loc in back.localizations for c in loc.matrix.cells} == {"idle"}
+    for row in _rows():
+        assert read_soak_run(row).result.exonerated == ()

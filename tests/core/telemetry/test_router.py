@@ -56,3 +56,31 @@ def test_the_routing_policy_is_the_selection_counters_label() -> None:
     assert routing_policy(text) is None  # two policies: --policy alone does not say which
     assert routing_policy(text.replace("round_robin", "cache_aware")) == "cache_aware"
     assert routing_policy("smg_worker_health 1\n") is None  # nothing routed yet: unknown
+
+
+def test_smg_loads_are_summed_per_worker_over_its_ranks() -> None:
+    """smg 1.13's ``/get_loads`` (as it answered, trimmed): one item per data-parallel rank."""
+    body = (
+        '{"timestamp":"t","version":"smg-1.13.0","dp_rank_count":3,"loads":['
+        '{"worker":"http://127.0.0.1:2","worker_type":"decode","dp_rank":0,"num_running_reqs":3,'
+        '"num_waiting_reqs":1},'
+        '{"worker":"http://127.0.0.1:2","worker_type":"decode","dp_rank":1,"num_running_reqs":2},'
+        '{"worker":"http://127.0.0.1:1/","worker_type":"prefill","dp_rank":0,'
+        '"num_running_reqs":0},'
+        '{"worker":"http://127.0.0.1:3","worker_type":"prefill","num_running_reqs":true}],'
+        '"aggregate":{"total_running_reqs":5}}'
+    )
+    assert parse_loads(body) == {"http://127.0.0.1:2": 5.0, "http://127.0.0.1:1": 0.0}
+    assert parse_loads("[]") == {} and parse_loads("not json") is None
+
+
+def test_smg_pd_latencies_are_the_histograms_means() -> None:
+    text = TEXT + (
+        'smg_pd_ttft_seconds_sum{backend_type="pd",model="m",runtime="sglang"} 1.5\n'
+        'smg_pd_ttft_seconds_count{backend_type="pd",model="m",runtime="sglang"} 3\n'
+        'smg_pd_prefill_duration_seconds_sum{backend_type="pd",model="m"} 0.2\n'
+        'smg_pd_prefill_duration_seconds_count{backend_type="pd",model="m"} 4\n'
+    )
+    m = router_metrics(text)
+    assert m.pd_ttft_s == 0.5 and m.pd_prefill_s == 0.05
+    assert router_metrics(TEXT).pd_ttft_s is None  # sglang-router 0.3.2: none in HTTP PD mode

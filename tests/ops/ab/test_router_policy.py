@@ -11,6 +11,10 @@ seeds the per-model policy only), so each selection finds no tree and picks a wo
 (``src/policies/cache_aware.rs`` line 464 of its build: "No tree found for model ..., using
 random worker selection"). That is why the cache-aware A/B of docs/bench.md shows no gain. If
 this test fails after an upgrade, the router seeds them now: run that A/B again.
+
+smg 1.13 (its twin, ``examples/local-2p2d-smg.toml``) does seed them: each conversation's second
+turn goes to the prefill that served its first (``routers.toml``'s ``pd_cache_aware``), which is
+the hit-rate gain of docs/bench.md's A/B on smg.
 """
 
 from __future__ import annotations
@@ -81,3 +85,35 @@ def test_a_policy_arm_is_live_and_cache_aware_in_pd_mode_picks_at_random(tmp_pat
         f"sglang-router {version('sglang-router')} chose by its tree: rerun the cache-aware A/B",
         chosen,
     )
+
+
+@pytest.mark.timeout(200)
+def test_smg_cache_aware_keeps_each_conversation_on_one_prefill(tmp_path: Path) -> None:
+    """smg 1.13 builds its PD trees: a conversation's second turn (its prompt the first one's
+    whole text and more) goes to the prefill that served the first, for every conversation.
+    Four conversations: by chance (0.3.2's random pick) all four would stay with odds 1 in 16."""
+    spec, ports = write_2p2d_spec(tmp_path, router="smg")
+    (tmp_path / "env" / "router-2p2d.env").write_text('ROUTER_ARGS="--policy cache_aware"\n')
+    prefills = [f"http://127.0.0.1:{ports[0]}", f"http://127.0.0.1:{ports[2]}"]
+    router = f"http://127.0.0.1:{ports[6]}"
+    first, second = TraceTurn(700, 1, (0, 1)), TraceTurn(1300, 1, (0, 2, 3))
+    conversations = []
+    for seed in range(4):
+        build = PromptBuilder(512, seed=10 + seed)
+        conversations.append([build.prompt(first, 0), build.prompt(second, 1, before=first)])
+
+    async def scenario() -> list[list[list[float]]]:
+        async with Operation(load_spec(spec)) as op:
+            assert (await deploy.up(op)).ok
+            try:
+                return [
+                    [await asyncio.to_thread(_served_by, router, prefills, p) for p in turns]
+                    for turns in conversations
+                ]
+            finally:
+                await deploy.down(op)
+
+    served = asyncio.run(scenario())
+    for turns in served:
+        assert sorted(map(sorted, turns)) == [[0, 1], [0, 1]]  # each turn: one prefill
+        assert turns[0] == turns[1], served  # the second on the first's prefill

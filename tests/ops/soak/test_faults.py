@@ -14,8 +14,11 @@ from collections.abc import Iterator
 import pytest
 
 from servelab.core.ledger.codec import encode
+from servelab.core.soak.conviction import Standing
 from servelab.core.soak.evidence import Localization
+from servelab.core.soak.replay import Hop
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
+from servelab.core.telemetry.layers import Layer
 from servelab.ops.soak.soak import soak
 from servelab.report.soak.matrix import matrix_lines
 from servelab.report.soak.soak import render_soak, soak_json
@@ -178,3 +181,17 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> 
     cells = {c.id: c for c in _loc(result).matrix.cells}
     assert cells["matrix.pair.prefill+decode0.failing.stream"].ok
     assert not cells["matrix.pair.prefill+decode1.failing.stream"].ok
+    # the conviction rule: only the decode/transfer path is named; the router, which the pair
+    # replay bypasses while the same payload fails the same way, is exonerated and said so
+    assert {f.layer for f in result.findings} <= {Layer.DECODE_TRANSFER, Layer.ENGINE_WEDGE}
+    text = render_soak(result)
+    assert Layer.ROUTER not in {f.layer for f in result.findings}, text
+    for e in result.exonerated:  # what a rule suspected outside the pair is cleared by it
+        assert e.standing == Standing.EXONERATED and e.by == Hop.PAIR, text
+        assert e.layer in (Layer.ROUTER, Layer.CLIENT_PROXY), text
+        assert "matrix.pair.prefill+decode1.failing.stream" in e.because, text
+    if result.exonerated:
+        assert "straight to the prefill/decode pair, without the router" in text, text
+    assert [e["standing"] for e in soak_json(result)["exonerated"]] == [
+        e.standing for e in result.exonerated
+    ]

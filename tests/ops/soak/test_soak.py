@@ -28,6 +28,7 @@ from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTar
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.soak.soak import soak
+from servelab.report.soak.soak import render_soak
 from tests.support.http import set_faults
 from tests.support.processes import children
 from tests.support.servers import serve
@@ -205,6 +206,12 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     assert len(health) == 2 and all(o.healthy and o.probe.status == 200 for o in health)
     assert {o.id for o in health} <= set(result.findings[0].supporting)
     assert all(f.layer != "client_proxy" for f in result.findings)
+    # every session stalled before a stream measured the decode rate: the non-streamed replays
+    # had no deadline, so they are undecided (evidence of nothing), never stalls
+    (loc,) = result.localizations
+    plain = [c for c in loc.matrix.cells if not c.stream and not c.ok]
+    assert plain and all(c.undecided for c in plain), render_soak(result)
+    assert "UNDECIDED after" in render_soak(result)
 
 
 _MODE = web.AppKey("mode", str)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.fresh import FreshContext, UncachedPrefill
 from servelab.core.soak.observe import Stalls
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
@@ -27,15 +28,16 @@ from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.coldstart import Start, StartClass, StartReason
 from servelab.io.ledger.ledger import Ledger
-from servelab.report.soak.soak import render_soak, soak_json
+from servelab.report.soak.soak import page_sections, render_soak, soak_json
 from servelab.report.soak.words import layer_title
+from tests.support.soakresult import every_kind_result
 
 #: The keys of ``servelab soak --json`` (untraced).
 DOC_KEYS = {
     "ok", "soak_id", "model", "elapsed_s", "interrupted", "deadline_hit", "config", "targets",
     "sessions", "stalls", "errors", "correctness", "determinism", "localized", "observations",
     "findings", "failures", "localizations", "start", "undecided", "telemetry", "dropped",
-    "resends",
+    "resends", "exonerated", "uncached",
 }  # fmt: skip
 
 
@@ -161,3 +163,43 @@ def test_no_finding_says_why_and_which_probe_would_tell() -> None:
         "unknown": ["router_metrics"],
         "probe": "replay_under_load",
     }
+
+
+def test_exonerations_and_cell_clocks_are_said_in_every_output() -> None:
+    result = every_kind_result()
+    (cleared,) = result.exonerated
+    text = render_soak(result)
+    assert "exonerated (not findings, by the conviction rule):" in text
+    assert "exonerated: the failure persists without it" in text
+    assert "straight to the router, without the proxy in front of it" in text
+    assert "[deadline 4.5 s from its expected answer]" in text
+    assert "UNDECIDED after 2.00 s: not streamed and no deadline known" in text
+    doc = soak_json(result)
+    assert [(e["layer"], e["standing"], e["by"]) for e in doc["exonerated"]] == [
+        (cleared.layer, "exonerated", "router")
+    ]
+    assert doc["exonerated"][0]["text"].endswith(cleared.because[0])
+    assert all(f["layer"] != cleared.layer for f in doc["findings"])
+    page = "\n".join(page_sections(result))
+    assert "Exonerated (not findings):" in page and "exonerated: the failure" in page
+
+
+def test_the_fresh_context_and_the_uncached_prefill_are_said_beside_the_hit_rate() -> None:
+    result = _result()
+    mix = replace(result.config, fresh_context=FreshContext(48, 1200, 0.25))
+    sessions = replace(result.sessions, per_session=(SessionOutcome(0, 3, 3),))
+    told = replace(result, config=mix, uncached=UncachedPrefill(1510, 1320, 12), sessions=sessions)
+    text = render_soak(told)
+    assert "fresh context per round: short 48 or long 1200 words, long 25% of rounds" in text
+    assert "uncached prefill per request: max 1510 tokens, p90 1320 (over 12 request(s))" in text
+    page = "\n".join(page_sections(told))
+    assert "Fresh context per round: short 48" in page and "max 1510 tokens" in page
+    doc = soak_json(told)
+    assert doc["uncached"] == {"max_tokens": 1510, "p90_tokens": 1320, "requests": 12}
+    assert doc["config"]["fresh_context"] == {
+        "short_words": 48,
+        "long_words": 1200,
+        "long_share": 0.25,
+    }
+    unknown = render_soak(replace(told, uncached=UncachedPrefill()))
+    assert "uncached prefill per request: unknown" in unknown

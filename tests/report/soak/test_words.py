@@ -12,6 +12,7 @@ import pytest
 
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.export import LedgerExport
+from servelab.core.soak.observe import RouterHealth
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
@@ -125,3 +126,12 @@ def test_the_page_of_a_soak_without_a_finding_shows_its_failures_matrix_and_why(
     assert "No finding: the failure did not reproduce" in page
     assert f"- next probe: {probe_advice(NextProbe.SOAK_AGAIN)}" in page
     assert "requests sent again (1; a plain client fails these):" in page  # the resend masked
+
+
+def test_the_router_sentence_gives_smgs_pd_ttft_when_it_has_one() -> None:
+    plain = RouterHealth("router_metrics", "router", True, True, 0.0, {})
+    assert describe_observation(plain) == (
+        "router metrics: 0 request(s) in flight past 30 s, errors none"
+    )
+    smg = replace(plain, pd_ttft_s=0.0425)
+    assert describe_observation(smg).endswith("errors none, PD TTFT mean 42 ms")

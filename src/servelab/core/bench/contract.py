@@ -34,6 +34,7 @@ from servelab.core.telemetry.summary import RunTelemetry
 from servelab.core.telemetry.traces import RunTraces, TraceSummary
 
 __all__ = [
+    "PLACEHOLDER_MODEL",
     "TRACE_CONNECT_AHEAD",
     "TRACE_IN_FLIGHT",
     "TRACE_LEVEL",
@@ -55,6 +56,9 @@ TRACE_LEVEL = 0
 #: before its run (more are opened as the trace needs them).
 TRACE_IN_FLIGHT = 4096
 TRACE_CONNECT_AHEAD = 32
+#: The model a configuration names until a command asks the entry point which one it serves
+#: (sglang-router 0.3.2 answered any name; smg routes by model and refuses one it does not list).
+PLACEHOLDER_MODEL = "default"
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +79,10 @@ class BenchConfig:
     idle_timeout_s: float = 60.0
     deadline_s: float | None = None
     seed: int = 0
-    model: str = "default"
+    #: The model every request names; the placeholder until a command resolves it from the
+    #: entry point's ``/v1/models`` (``bench`` from its first model, ``ab``/``tune``/``case
+    #: bisect`` in :func:`servelab.ops.arm.served_model`).
+    model: str = PLACEHOLDER_MODEL
     label: str = ""
     endpoint: str = "/v1/chat/completions"
     slo: SLO | None = None

@@ -13,7 +13,10 @@ The evidence of a case about one target, newest first:
    same entry point, every other recorded knob the same). Such a pair incriminates the knob: it
    contradicts an exoneration and supports a conviction.
 3. For a component (``component:proxy``, ``component:router``, ...), **a localized finding** of
-   one of the case's soaks at the component's layer supports its conviction.
+   one of the case's soaks at the component's layer supports its conviction, and **a soak's
+   exoneration** of that layer (the failure persisted with it bypassed:
+   :mod:`servelab.core.soak.conviction`) contradicts it: the newest soak that does either
+   decides, as an exonerating experiment would.
 
 A conviction that nothing supports is refused, and so is an exoneration that incriminating
 evidence contradicts; ``--override REASON`` lets either through, recorded. The codes of why are
@@ -30,6 +33,7 @@ from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, E
 from servelab.core.case.probe import BisectConclusion
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.ledger.codec import decode
+from servelab.core.soak.conviction import Standing
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig
 
@@ -37,6 +41,7 @@ __all__ = [
     "COMPONENT_LAYERS",
     "WHY_EXPERIMENT_CONTRADICTS",
     "WHY_NO_SUPPORT",
+    "WHY_SOAK_EXONERATES",
     "WHY_SOAK_PAIR_CONTRADICTS",
     "Override",
     "Refusal",
@@ -49,6 +54,7 @@ __all__ = [
 WHY_EXPERIMENT_CONTRADICTS = "experiment_contradicts"
 WHY_SOAK_PAIR_CONTRADICTS = "soak_pair_contradicts"
 WHY_NO_SUPPORT = "no_supporting_evidence"
+WHY_SOAK_EXONERATES = "soak_exonerates"
 
 #: The localization layers (:class:`~servelab.core.telemetry.layers.Layer`) naming a component.
 COMPONENT_LAYERS: Mapping[str, tuple[str, ...]] = {
@@ -119,8 +125,8 @@ def _workload(config: SoakConfig) -> tuple[object, ...]:
     """What a soak's traffic was: sessions, rounds, connections, pace, answers, seed, idle timeout
     (not its duration, model, localization or knobs)."""
     c = config
-    return (c.sessions, c.rounds, c.connection, c.think_time_s, c.max_tokens, c.turn_words, c.seed,
-            c.idle_timeout_s)  # fmt: skip
+    return (c.sessions, c.rounds, c.connection, c.think_time_s, c.max_tokens, c.turn_words,
+            c.fresh_context, c.seed, c.idle_timeout_s)  # fmt: skip
 
 
 def same_workload(a: SoakRunRecord, b: SoakRunRecord, service: str, knob: str) -> bool:
@@ -154,6 +160,20 @@ def _finding_support(target: str, soaks: Sequence[tuple[int, SoakRunRecord]]) ->
     return [eid for eid, s in soaks if any(f.layer in layers for f in s.result.findings)]
 
 
+def _soak_exonerates(target: str, soaks: Sequence[tuple[int, SoakRunRecord]]) -> int | None:
+    """The case evidence id of the newest soak that exonerated ``target``'s layer, when no
+    newer one found it (None: none did)."""
+    layers = COMPONENT_LAYERS.get(target.removeprefix("component:"), ())
+    found = None
+    for eid, s in soaks:
+        cleared = s.result.exonerated
+        if any(e.layer in layers and e.standing == Standing.EXONERATED for e in cleared):
+            found = eid
+        if any(f.layer in layers for f in s.result.findings):
+            found = None
+    return found
+
+
 def _knob_of(target: str) -> tuple[str, str] | None:
     if not target.startswith("knob:") or "/" not in target:
         return None
@@ -178,6 +198,9 @@ def _judge(
     ids = tuple(dict.fromkeys(i for pair in pairs for i in pair))
     if verdict == EXONERATED:
         return Refusal(target, verdict, WHY_SOAK_PAIR_CONTRADICTS, ids) if ids else None
+    cleared = None if knob is not None else _soak_exonerates(target, soaks)
+    if cleared is not None:
+        return Refusal(target, verdict, WHY_SOAK_EXONERATES, (cleared,))
     support = ids if knob is not None else tuple(_finding_support(target, soaks))
     return None if support else Refusal(target, verdict, WHY_NO_SUPPORT, ())
 

@@ -1,15 +1,18 @@
 """The serving engines servelab drives, one description each: SGLang and vLLM.
 
 Everything that differs between the engines above the simulator lives here (DESIGN "Engines"):
-the router's Python module and the package that provides it, the decode knob a fresh spec
-declares, which router endpoint tells the truth about readiness, and the engine's Prometheus
-names. Commands stay engine-blind: they ask :func:`engine` for the description of a spec's
-``engine`` field.
+the decode knob a fresh spec declares, which router endpoint tells the truth about readiness, and
+the engine's Prometheus names. Commands stay engine-blind: they ask :func:`engine` for the
+description of a spec's ``engine`` field. Which router runs, and how it is launched, is
+:mod:`servelab.core.deploy.routers` (sglang-router and its successor smg both drive SGLang workers
+and share these facts: the ``smg_`` metric names, ``/readiness`` as the truth).
 
 Readiness, observed on the pinned routers (``tests/core/deploy/test_engines.py`` and
 ``tests/sim/test_vllm_router.py`` hold the facts):
 
-- sglang-router 0.3.2: ``/health`` is 200 whatever the workers do; ``/readiness`` is the truth.
+- sglang-router 0.3.2 and smg 1.13: ``/health`` is 200 whatever the workers do; ``/readiness`` is
+  the truth (smg's 503 says why: ``{"status": "not ready", "reason": "insufficient healthy
+  workers"}``).
 - vllm-router 0.1.17: it does not listen at all until every worker's ``/health`` is 200 at
   start-up. Afterwards ``/liveness`` is always 200 ``OK`` (the process only); ``/health`` is 200
   ``All servers healthy`` only while EVERY worker is healthy (503 ``Unhealthy servers: [...]``
@@ -75,10 +78,6 @@ class Engine:
     """One engine: its router launcher, its decode knob, and how its router says "ready"."""
 
     name: EngineName
-    #: ``python -m MODULE`` starts the router.
-    router_module: str
-    #: What provides the module (pinned; named when the module is missing).
-    router_package: str
     #: The decode knob a spec of this engine declares by default.
     knob: str
     #: The router endpoint that is 200 exactly when it can serve (gates ``up``).
@@ -121,15 +120,11 @@ _VLLM_BOOLEANS = frozenset({
 
 SGLANG = Engine(
     name="sglang",
-    router_module="sglang_router.launch_router",
-    router_package="sglang-router==0.3.2",
     knob=SGLANG_KNOB,
     boolean_flags=_SGLANG_BOOLEANS,
 )
 VLLM = Engine(
     name="vllm",
-    router_module="vllm_router.launch_router",
-    router_package="vllm-router==0.1.17",
     knob=VLLM_KNOB,
     router_all_healthy_path="/health",
     metric_names=VLLM_TO_SGLANG_METRICS,

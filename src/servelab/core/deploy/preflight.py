@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from servelab.core.deploy.engines import SGLANG, EngineName, engine
-from servelab.core.deploy.spec import RouterOptions, ServiceSpec
+from servelab.core.deploy.engines import EngineName
+from servelab.core.deploy.routers import SMG, RouterOptions, router_description
+from servelab.core.deploy.spec import ServiceSpec
 
 __all__ = [
     "PROBLEM_ENV",
@@ -34,8 +35,9 @@ __all__ = [
     "requirements",
 ]
 
-#: What to install for ``start = "router"`` (a dependency of servelab; named in the problem).
-ROUTER_PACKAGE = SGLANG.router_package
+#: What to install for the embedded default's router, smg (a dependency of servelab; the
+#: problem names each spec's own router's package).
+ROUTER_PACKAGE = SMG.package
 
 PROBLEM_ENV = "env"
 PROBLEM_ENV_UNREADABLE = "env_unreadable"
@@ -54,10 +56,17 @@ class PortClaim:
 
 @dataclass(frozen=True)
 class Requirement:
-    """A Python module the service's launcher imports, and the package that provides it."""
+    """A Python module the service's launcher imports, and the package that provides it
+    (``NAME==VERSION``: that distribution must be installed at that version)."""
 
     module: str
     package: str
+
+    @property
+    def pinned(self) -> tuple[str, str] | None:
+        """(distribution, version) when the package pins one."""
+        name, sep, version = self.package.partition("==")
+        return (name, version) if sep else None
 
 
 @dataclass(frozen=True)
@@ -110,10 +119,12 @@ def bound_ports(svc: ServiceSpec) -> list[PortClaim]:
 
 
 def requirements(svc: ServiceSpec, engine_name: EngineName = "sglang") -> list[Requirement]:
-    """The modules the service's launcher needs (``start = "router"``: the engine's router)."""
+    """The modules the service's launcher needs (``start = "router"``: the router its
+    ``router.kind`` names, else the engine's own, at its pinned version)."""
     if svc.start == "router":
-        described = engine(engine_name)
-        return [Requirement(described.router_module, described.router_package)]
+        kind = None if svc.router is None else svc.router.kind
+        router = router_description(engine_name, kind)
+        return [Requirement(router.module, router.package)]
     return []
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servelab.core.deploy.routers import RouterKind
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.errors import SpecError
 
@@ -73,15 +74,15 @@ class RollOptions:
     poll_s: float = 0.2
 
 
-def router_kind(spec: DeploymentSpec) -> str:
-    """Which router's worker API the deployment speaks: the spec's ``engine`` (``"sglang"``:
-    sglang-router 0.3.2, ``"vllm"``: vllm-router 0.1.17), ``"sglang"`` for a spec without one.
+def router_kind(spec: DeploymentSpec) -> RouterKind:
+    """Which router's worker API the deployment speaks: its router's ``kind``
+    (:attr:`~servelab.core.deploy.spec.DeploymentSpec.router`: sglang-router 0.3.2 for an SGLang
+    spec that names none, smg 1.13.0, vllm-router 0.1.17 for a vLLM one).
 
     The one place that decides it; :func:`servelab.io.routerworkers.router_workers` picks the
     router's API from it.
     """
-    engine = getattr(spec, "engine", "sglang")
-    return str(engine)
+    return spec.router.kind
 
 
 def _expand(spec: DeploymentSpec, selectors: Iterable[str]) -> list[str]:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 from servelab.core.deploy.engines import SGLANG_KNOB, EngineName
+from servelab.core.deploy.routers import Router, RouterOptions, router_description, router_problem
 from servelab.core.knobs.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
 
@@ -34,7 +35,6 @@ __all__ = [
     "DeploymentSpec",
     "HostSpec",
     "PrometheusSpec",
-    "RouterOptions",
     "ServiceSpec",
     "TracingSpec",
     "parse_spec",
@@ -78,18 +78,6 @@ class HostSpec(_Strict):
         if value is not None and (value.count("@") != 1 or not all(value.split("@"))):
             raise ValueError("must be user@host")
         return value
-
-
-class RouterOptions(_Strict):
-    """Arguments of the real router (sglang-router or vllm-router, per the deployment's ``engine``),
-    for services started with ``start = "router"``."""
-
-    policy: str = "round_robin"
-    prometheus_port: int = Field(default=29000, ge=1, le=65535)
-    worker_startup_timeout_s: int = Field(default=60, ge=1)
-    health_check_interval_s: int = Field(default=5, ge=1)
-    request_timeout_s: int | None = Field(default=None, ge=1)
-    extra_args: list[str] = Field(default_factory=list)
 
 
 class PrometheusSpec(_Strict):
@@ -303,6 +291,13 @@ class DeploymentSpec(_Strict):
         names = self.by_role("router")
         return names[0] if names else None
 
+    @property
+    def router(self) -> Router:
+        """The router it runs: its router service's ``router.kind``, else the engine's own."""
+        name = self.router_name
+        opts = None if name is None else self.services[name].router
+        return router_description(self.engine, None if opts is None else opts.kind)
+
 
 def _loc(loc: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in loc)
@@ -334,6 +329,9 @@ def _check_semantics(spec: DeploymentSpec, source: str) -> None:
             raise SpecError(
                 'start = "router" needs role = "router"', source=source, path=f"{where}.start"
             )
+        opts = svc.router
+        if opts and (problem := router_problem(spec.engine, opts.kind, opts.version)):
+            raise SpecError(problem[1], source=source, path=f"{where}.router.{problem[0]}")
     for name in spec.prometheus.instances if spec.prometheus else {}:
         if name not in spec.services:
             raise SpecError(
@@ -437,7 +435,8 @@ def spec_hash(spec: DeploymentSpec) -> str:
 
 
 #: The embedded default: the reference deployment's topology on loopback, simulated workers and
-#: the real router. Env files live under the state directory and are created on first use.
+#: the real router, smg 1.13 (what SGLang PD operators run now; docs/spec.md says why). Env files
+#: live under the state directory and are created on first use.
 DEFAULT_SPEC_TOML = f"""\
 name = "reference-pd-sim"
 state_dir = ".servelab"
@@ -472,7 +471,7 @@ start = "router"
 env_file = ".servelab/env/router.env"
 depends_on = ["prefill", "decode"]
 ready_timeout_s = 90
-router = {{ policy = "round_robin", prometheus_port = 29000, health_check_interval_s = 2 }}
+router = {{ kind = "smg", prometheus_port = 29000, health_check_interval_s = 2 }}
 """
 
 #: Initial contents of the embedded default's env files (systemd EnvironmentFile syntax). The decode

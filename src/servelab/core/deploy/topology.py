@@ -1,5 +1,6 @@
 """The deployment's topology: in which order services start, stop and restart, and the exact
-command line of the services servelab launches itself (``start = "sim"`` and ``start = "router"``).
+command line of the services servelab launches itself (``start = "sim"`` and ``start = "router"``:
+sglang-router, smg or vllm-router, :mod:`servelab.core.deploy.routers`).
 
 Pure functions of the spec (and of the python executable to use); no I/O.
 
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servelab.core.deploy.engines import SGLANG, engine
-from servelab.core.deploy.spec import DeploymentSpec, RouterOptions, ServiceSpec, start_order
+from servelab.core.deploy.routers import SMG, RouterKind, RouterOptions
+from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec, start_order
 from servelab.errors import SpecError
 
 __all__ = [
@@ -40,7 +41,9 @@ __all__ = [
 
 #: Where the router's Prometheus endpoint binds (its default, 0.0.0.0, is never what we want).
 LOOPBACK = "127.0.0.1"
-ROUTER_MODULE = SGLANG.router_module
+#: The embedded default's router module (smg); each spec's is its own router's
+#: (:attr:`~servelab.core.deploy.spec.DeploymentSpec.router`).
+ROUTER_MODULE = SMG.module
 #: vllm-router probes a worker that is not up yet every this many seconds at start-up (its default,
 #: 30 s, would make every simulated start wait half a minute after the first failed probe).
 VLLM_STARTUP_CHECK_INTERVAL_S = 1
@@ -177,7 +180,8 @@ def _workers(spec: DeploymentSpec) -> list[str]:
 
 
 def _router_common(opts: RouterOptions) -> list[str]:
-    """The options both routers spell the same way."""
+    """The options the three routers spell the same way (only those the spec sets, besides the
+    Prometheus address and the start-up and health-check bounds, always given)."""
     argv = [
         "--prometheus-host",
         LOOPBACK,
@@ -188,8 +192,25 @@ def _router_common(opts: RouterOptions) -> list[str]:
         "--health-check-interval-secs",
         str(opts.health_check_interval_s),
     ]
-    if opts.request_timeout_s is not None:
-        argv += ["--request-timeout-secs", str(opts.request_timeout_s)]
+    optional = (
+        ("--request-timeout-secs", opts.request_timeout_s),
+        ("--health-failure-threshold", opts.health_failure_threshold),
+        ("--health-success-threshold", opts.health_success_threshold),
+    )
+    for flag, value in optional:
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _policies(opts: RouterOptions) -> list[str]:
+    """``--policy`` and, when the spec sets them, each role's own (``--prefill-policy``,
+    ``--decode-policy``: all three routers read them in PD mode)."""
+    argv = ["--policy", opts.policy]
+    for flag, value in (("--prefill-policy", opts.prefill_policy),
+                        ("--decode-policy", opts.decode_policy)):  # fmt: skip
+        if value is not None:
+            argv += [flag, value]
     return argv
 
 
@@ -205,27 +226,25 @@ def _vllm_workers(spec: DeploymentSpec) -> list[str]:
 
 
 def _router_head(spec: DeploymentSpec, svc: ServiceSpec, python: str) -> list[str]:
-    module = engine(spec.engine).router_module
-    head = [python, "-m", module, "--host", svc.hostname, "--port", str(svc.port)]
+    """The router's module, address, PD mode with its workers, and its policies."""
+    router = spec.router
+    head = [python, "-m", router.module, "--host", svc.hostname, "--port", str(svc.port)]
     opts = svc.router or RouterOptions()
-    if spec.engine == "vllm":
-        return [
-            *head,
-            "--vllm-pd-disaggregation",
-            *_vllm_workers(spec),
-            "--kv-connector",
-            "nixl",
-            "--policy",
-            opts.policy,
-            "--worker-startup-check-interval",
-            str(VLLM_STARTUP_CHECK_INTERVAL_S),
-        ]
-    return [*head, "--pd-disaggregation", *_workers(spec), "--policy", opts.policy]
+    if router.kind is RouterKind.VLLM_ROUTER:
+        head += ["--vllm-pd-disaggregation", *_vllm_workers(spec), "--kv-connector", "nixl"]
+    else:  # sglang-router and smg: bootstrap ports after each prefill
+        head += ["--pd-disaggregation", *_workers(spec)]
+    head += _policies(opts)
+    if router.startup_check_interval_s is not None:
+        head += ["--worker-startup-check-interval", str(router.startup_check_interval_s)]
+    return head
 
 
 def router_argv(spec: DeploymentSpec, name: str, python: str) -> list[str]:
-    """The engine's real router in PD mode, with every prefill and decode, always with ``--port``
-    (vllm-router's default port, 30000, is the reference prefill's)."""
+    """The deployment's real router (:attr:`DeploymentSpec.router`: sglang-router, smg or
+    vllm-router) in PD mode, with every prefill and decode, always with ``--host``, ``--port``
+    and a loopback Prometheus address (vllm-router's and smg's default port, 30000, is the
+    reference prefill's; smg binds 0.0.0.0 by default)."""
     svc: ServiceSpec = spec.service(name)
     if svc.role != "router":
         raise SpecError('start = "router" needs role = "router"', path=f"services.{name}.start")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event
 from servelab.core.load.workload import make_prompt
+from servelab.core.soak.fresh import FreshContext
 
 __all__ = [
     "TOOLS",
@@ -231,13 +232,16 @@ def payload_size(body: JsonObject) -> int:
 class Conversation:
     """One agent session's growing conversation (deterministic for ``seed`` and ``session``)."""
 
-    __slots__ = ("_rng", "_seed", "messages", "round", "session", "turn_words")
+    __slots__ = ("_rng", "_seed", "fresh", "messages", "round", "session", "turn_words")
 
-    def __init__(self, session: int, *, seed: int, turn_words: int = 48) -> None:
+    def __init__(
+        self, session: int, *, seed: int, turn_words: int = 48, fresh: FreshContext | None = None
+    ) -> None:
         if turn_words < 1:
             raise ValueError(f"turn_words must be ≥ 1, got {turn_words}")
         self.session = session
         self._seed = seed
+        self.fresh = fresh
         self._rng = random.Random(seed * 1_000_003 + session)
         self.turn_words = turn_words
         self.round = 0
@@ -246,8 +250,14 @@ class Conversation:
             {"role": "user", "content": self._user_turn()},
         ]
 
+    def words(self) -> int:
+        """The words this round's new turn adds: ``turn_words``, or the fresh-context mix's."""
+        if self.fresh is None:
+            return self.turn_words
+        return self.fresh.words(self._seed, self.session, self.round)
+
     def _user_turn(self) -> str:
-        task = make_prompt(self.turn_words, self._rng)
+        task = make_prompt(self.words(), self._rng)
         return f"Session {self.session}, task {self.round}: {task}"
 
     def request_body(self, *, model: str, max_tokens: int) -> JsonObject:
@@ -279,7 +289,7 @@ class Conversation:
         self.round += 1
         if answer.tool_calls:
             for call in answer.tool_calls:
-                content = tool_result(call, seed=self._seed, words=self.turn_words)
+                content = tool_result(call, seed=self._seed, words=self.words())
                 self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
         else:
             self.messages.append({"role": "user", "content": self._user_turn()})

@@ -4,10 +4,12 @@ The evidence is :mod:`servelab.core.soak.evidence`, its numbered facts
 :mod:`servelab.core.soak.observe`; :func:`diagnose` applies one rule per layer and returns
 :class:`Finding` s, most likely first. The rules select facts by their type and fields; a finding
 names the observations that support it and those that contradict it by their ids, and the worker
-when one is singled out. When the replay matrix (:mod:`servelab.core.soak.replay`) located the
-failure, its layer's finding carries the matrix cells (the first hop at which the same payload
-goes from working to failing); a failure the matrix could not reproduce convicts no proxy. When
-failures were seen and nothing is found, :func:`servelab.core.soak.undecided.undecided` says
+when one is singled out; every finding then meets the conviction rule
+(:mod:`servelab.core.soak.conviction`), which keeps the layers it clears apart. When the
+replay matrix (:mod:`servelab.core.soak.replay`) located the failure, its layer's finding
+carries the matrix cells (the first hop at which the same payload goes from working to
+failing); a failure the matrix could not reproduce convicts no proxy. When failures were seen
+and nothing is found, :func:`servelab.core.soak.undecided.undecided` says
 why: the observations that conflict, the sources that stayed unknown, and the probe that would
 tell them apart. A finding whose observations a stronger finding further
 out explains (the same payload worked at the hops inside the located one, or the failed answers
@@ -26,6 +28,13 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import TypeVar
 
+from servelab.core.soak.conviction import (
+    LAYER_DEPTH,
+    Exoneration,
+    at_layer,
+    corroborates,
+    exoneration,
+)
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
 from servelab.core.soak.observe import (
     CorrectnessViolations,
@@ -35,20 +44,16 @@ from servelab.core.soak.observe import (
     MatrixBisection,
     MatrixCell,
     Observation,
-    OpenCircuit,
     PairMismatch,
     ProbeResult,
     ReplayResult,
     Resends,
     ReusedConnectionStalls,
-    RouterHealth,
     SignatureFailures,
     Stalls,
     TransferFailures,
-    UnhealthyWorker,
     observations,
 )
-from servelab.core.soak.signatures import Signature
 from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     FIRED,
@@ -111,10 +116,12 @@ class Dropped:
 
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
-    """The findings (most likely first) and those dropped as explained by a stronger one."""
+    """The findings (most likely first), those dropped as explained by a stronger one, and the
+    layers the conviction rule cleared (:mod:`servelab.core.soak.conviction`)."""
 
     findings: tuple[Finding, ...]
     dropped: tuple[Dropped, ...] = ()
+    exonerated: tuple[Exoneration, ...] = ()
 
 
 # ------------------------------------------------------------------------------------- rules
@@ -347,29 +354,11 @@ def _worker(v: _View, f: Finding) -> str | None:
     return None
 
 
-def _corroborates(o: Observation, layer: Layer) -> bool:
-    """``o`` (unhealthy) agrees with the matrix's ``layer``."""
-    probe = o.probe.kind if isinstance(o, ProbeResult) else None
-    match layer:
-        case Layer.DECODE_TRANSFER:
-            transfer = isinstance(o, SignatureFailures) and o.signature == Signature.KV_TRANSFER
-            engine = isinstance(o, TransferFailures | EngineProgress)
-            return transfer or engine or probe == ProbeKind.HEALTH
-        case Layer.PREFILL:
-            return isinstance(o, EngineProgress) or probe == ProbeKind.HEALTH
-        case Layer.ROUTER:
-            metrics = isinstance(o, RouterHealth | OpenCircuit | UnhealthyWorker)
-            return metrics or probe in (ProbeKind.READINESS, ProbeKind.WORKERS, ProbeKind.E2E)
-        case _:
-            direct = isinstance(o, ReplayResult) and o.replay.path == ReplayPath.DIRECT_ROUTER
-            return isinstance(o, ReusedConnectionStalls | FrontAnswers | Resends) or direct
-
-
 def _corroboration(v: _View, layer: Layer, worker: str | None) -> list[str]:
     """Observations outside the matrix that agree with the matrix's layer (and worker)."""
     mine = [o for o in v.obs.values() if o.healthy is False and (worker is None or o.subject in
             (worker, "entry", "router"))]  # fmt: skip
-    found = [o.id for o in mine if _corroborates(o, layer)]
+    found = [o.id for o in mine if corroborates(o, layer)]
     direct = v.replay(ReplayPath.DIRECT_ROUTER)
     if layer == Layer.CLIENT_PROXY and direct is not None and direct.healthy:
         found.append(direct.id)
@@ -459,14 +448,6 @@ def _telemetry_findings(
     return out
 
 
-#: How far out each layer's hop is (a finding's observations are explained by a finding
-#: further out when the same payload worked at the hops inside that one).
-_DEPTH = {
-    Layer.PREFILL: 0, Layer.DECODE_TRANSFER: 0, Layer.ENGINE_WEDGE: 0,
-    Layer.ENGINE_SATURATION: 0, Layer.ROUTER: 1, Layer.CLIENT_PROXY: 2,
-}  # fmt: skip
-
-
 def _explanation(v: _View, found: list[Finding]) -> tuple[Finding, DropReason, list[str]] | None:
     """The finding further out that explains the others, why, and the observations showing it:
     the matrix located a hop outside the router with the same payload working inside it, or the
@@ -494,7 +475,7 @@ def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list
     cells = set(v.cell_ids().values())
     kept, dropped = [], []
     for f in found:
-        inner = _DEPTH.get(f.layer, _DEPTH[by.layer]) < _DEPTH[by.layer]
+        inner = LAYER_DEPTH.get(f.layer, LAYER_DEPTH[by.layer]) < LAYER_DEPTH[by.layer]
         if inner and not cells & set(f.supporting):
             dropped.append(
                 Dropped(f.layer, f.confidence, by.layer, reason, tuple(because), f.worker)
@@ -502,6 +483,24 @@ def _drop_explained(v: _View, found: list[Finding]) -> tuple[list[Finding], list
         else:
             kept.append(f)
     return kept, dropped
+
+
+def _convict(
+    v: _View, found: list[Finding], evidence: tuple[TelemetryEvidence, ...]
+) -> tuple[list[Finding], list[Exoneration]]:
+    """The conviction rule on every finding: kept, or cleared saying why."""
+    matrix = v.ev.matrix
+    located = None if matrix is None else matrix.located
+    kept, cleared = [], []
+    for f in found:
+        direct = [o.id for o in v.obs.values() if o.healthy is False and at_layer(o, f.layer)]
+        direct += [e.id for e in evidence if _supports(e, f)]
+        gone = exoneration(f, located, direct, v.cell_ids())
+        if gone is None:
+            kept.append(f)
+        else:
+            cleared.append(gone)
+    return kept, cleared
 
 
 def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
@@ -528,8 +527,9 @@ def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     gone = {d.layer for d in dropped}
     kept = tuple(e for e in evidence if _fired_layer(e) not in gone)
     found = [_with_telemetry(f, kept) for f in found]
+    found, cleared = _convict(view, found, kept)
     ranked = sorted(found, key=lambda f: (-f.confidence, _ORDER.index(f.layer)))
-    return Diagnosis(tuple(ranked), tuple(dropped))
+    return Diagnosis(tuple(ranked), tuple(dropped), tuple(cleared))
 
 
 def diagnose(ev: SoakEvidence, server: ServerView | None = None) -> list[Finding]:

@@ -243,6 +243,7 @@ class RouterHealth:
     known: bool
     inflight_aged: float = 0.0
     errors: Mapping[str, float] = field(default_factory=dict)
+    pd_ttft_s: float | None = None  # smg's mean PD TTFT since it started (None: not measured)
     kind: Literal["router_metrics"] = field(default="router_metrics", init=False)
 
 
@@ -462,9 +463,9 @@ def _matrix_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     if ev.matrix is None:
         return []
     b = ev.matrix.bisection
-    steps = () if b is None else b.steps
+    cells = (*ev.matrix.cells, *(() if b is None else b.steps))
     obs: list[Observation] = [
-        MatrixCell(at(c.id), c.target, c.ok, c) for c in (*ev.matrix.cells, *steps)
+        MatrixCell(at(c.id), c.target, None if c.undecided else c.ok, c) for c in cells
     ]
     if b is not None:
         obs.append(
@@ -481,9 +482,8 @@ def _router_metric_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]
     if not m.known:
         return [RouterHealth(at("router_metrics"), "router", None, known=False)]
     healthy = not (m.open_circuits or m.unhealthy)
-    obs: list[Observation] = [
-        RouterHealth(at("router_metrics"), "router", healthy, True, m.inflight, dict(m.errors))
-    ]
+    seen = (healthy, True, m.inflight, dict(m.errors), m.pd_ttft_s)
+    obs: list[Observation] = [RouterHealth(at("router_metrics"), "router", *seen)]
     obs += [
         OpenCircuit(at(f"router_metrics.cb_open.{w}"), w, False, w, m.cb_state[w])
         for w in m.open_circuits

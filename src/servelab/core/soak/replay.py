@@ -2,7 +2,9 @@
 
 For a failure, the soak replays the failing payload and a minimal one through every hop, each
 cell bounded by the idle timeout (:mod:`servelab.ops.soak.replay` sends them; this module is the
-pure model and rule). The hops, innermost first (:class:`Hop`):
+pure model and rule). A streamed cell is judged by the idle timeout,
+a non-streamed one by a deadline from its expected answer (:mod:`servelab.core.soak.clock`); a
+cell that cannot be judged is undecided and left out. The hops, innermost first (:class:`Hop`):
 
 1. :attr:`Hop.PAIR`: straight to one prefill/decode pair, bypassing the router: the PD request the
    router itself sends (the same body to both, with ``bootstrap_host``/``bootstrap_port``/
@@ -35,6 +37,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from servelab.core.ledger.codec import JsonObject
+from servelab.core.soak.clock import Clock
 from servelab.core.soak.signatures import Outcome
 from servelab.core.telemetry.layers import Layer
 
@@ -126,7 +129,9 @@ class Cell:
     which failed (the first failed one's outcome is the cell's). ``idle_s``: how long its
     reused connection sat unused before it. ``server``: the answer's ``Server`` header;
     ``echoed_id``: whether the answer carried the request's ``x-request-id`` back (None: no
-    head).
+    head). ``clock``: what judged it (:mod:`servelab.core.soak.clock`: a stream by the idle
+    timeout, a non-streamed answer by a deadline from its expected length); ``deadline_s`` that
+    deadline (None: none). An :attr:`undecided` cell is evidence of nothing.
     """
 
     hop: Hop
@@ -150,6 +155,13 @@ class Cell:
     idle_s: float = 0.0
     server: str = ""
     echoed_id: bool | None = None
+    clock: Clock = Clock.IDLE
+    deadline_s: float | None = None
+
+    @property
+    def undecided(self) -> bool:
+        """It could not be judged (not streamed, no deadline known, no answer in time)."""
+        return self.clock == Clock.UNDECIDED
 
     @property
     def id(self) -> str:
@@ -344,7 +356,9 @@ def locate(cells: Sequence[Cell]) -> Located:
     """The first hop, from the engines outwards, at which the same payload goes from working to
     failing: the failing payload streamed alone first (the soak streams), then at the load it
     met (:attr:`Dependence.LOAD`, with the copies it took), then a held stream, then every other
-    cell (not streamed, minimal); every failed cell is counted (see the module docstring)."""
+    cell (not streamed, minimal); every failed cell is counted (see the module docstring). An
+    undecided cell (:attr:`Cell.undecided`) is left out: it shows neither way."""
+    cells = [c for c in cells if not c.undecided]
     streamed = [c for c in cells if c.stream]
     found = _walk(streamed, Payload.FAILING)
     if found is None:

@@ -22,8 +22,10 @@ from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
 from servelab.core.load.slo import SLO
+from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
+from servelab.core.soak.fresh import FreshContext, UncachedPrefill
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.signatures import Failure
 from servelab.core.soak.undecided import Undecided
@@ -73,6 +75,8 @@ class SoakConfig:
     idle_timeout_s: float = 30.0
     max_tokens: int = 24
     turn_words: int = 48
+    #: each round's new turn short or long by a seeded mix (None: ``turn_words`` every round)
+    fresh_context: FreshContext | None = None
     seed: int = 0
     model: str | None = None
     localize: bool = True
@@ -214,7 +218,8 @@ class SoakResult:
     ``failures`` every failed request with its signature (``errors`` those that did not stall,
     ``stalls`` those that did); ``localizations`` one per distinct signature localized; ``start``
     whether the engines were cold (None: no warm-up ran); ``undecided`` why failures gave no
-    finding; ``dropped`` the findings a stronger one further out explains; ``resends`` every
+    finding; ``dropped`` the findings a stronger one further out explains; ``exonerated`` the
+    layers the conviction rule cleared (:mod:`servelab.core.soak.conviction`); ``resends`` every
     request the client sent again (a failure it masked); ``telemetry`` the router's and the
     engines' metrics over the soak (None: not watched); ``traces`` None when untraced;
     ``soak_id`` set once recorded in the ledger; ``slo`` the sessions' requests against the
@@ -240,6 +245,9 @@ class SoakResult:
     start: StartClass | None = None
     undecided: Undecided | None = None
     dropped: tuple[Dropped, ...] = ()
+    exonerated: tuple[Exoneration, ...] = ()
+    #: the uncached prompt tokens the rounds' prefills reached (from usage's cached tokens)
+    uncached: UncachedPrefill = field(default_factory=UncachedPrefill)
     resends: tuple[MaskedResend, ...] = ()
     telemetry: RunTelemetry | None = None
     traces: SoakTraces | None = None

@@ -8,6 +8,9 @@ findings also in the ``soak_findings`` table. Nothing is rewritten on disk: each
 such a value (or today's: they leave it as it is) and returns today's shape for
 :func:`servelab.core.ledger.codec.decode`. The words of an old finding are dropped (report words
 its layer and evidence again); an old observation whose id names no kind known today is dropped.
+A soak stored before the conviction rule (:mod:`servelab.core.soak.conviction`) kept no
+exonerations and its matrix cells no clock: it reads with none, each cell judged by the idle
+timeout as it was then.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def upgrade_soak_result(
     sessions = _obj(out.get("sessions"))
     out["sessions"] = {**sessions, "per_session": _objs(sessions.get("per_session"))}
     out["localizations"] = [upgrade_localization(loc) for loc in _objs(out.get("localizations"))]
+    out["exonerated"] = _objs(out.get("exonerated"))  # before the conviction rule: none kept
     return out
 
 

@@ -1,6 +1,7 @@
 """The router's own telemetry, parsed (pure): its Prometheus metrics, ``/workers``, ``/get_loads``.
 
-sglang-router 0.3.2 exports ``smg_*`` series on its Prometheus port: per worker
+sglang-router 0.3.2 and smg 1.13 export ``smg_*`` series on their Prometheus port (smg adds the
+PD latency histograms ``smg_pd_ttft_seconds`` and ``smg_pd_prefill_duration_seconds``): per worker
 ``smg_worker_cb_state`` (0 closed, 1 open, 2 half-open) and ``smg_worker_health`` (1/0), the
 in-flight request age gauge ``smg_http_inflight_request_age_count{gt,le}``, the error counter
 ``smg_router_request_errors_total{error_type}``, and ``smg_worker_selection_total{worker_type,
@@ -31,6 +32,10 @@ WORKER_HEALTH = "smg_worker_health"
 INFLIGHT_AGE = "smg_http_inflight_request_age_count"
 REQUEST_ERRORS = "smg_router_request_errors_total"
 WORKER_SELECTION = "smg_worker_selection_total"
+#: smg 1.13's PD latencies (histograms; 0.3.2 had none in HTTP PD mode): the client's time to
+#: first token as the router saw it, and the prefill leg's duration.
+PD_TTFT = "smg_pd_ttft_seconds"
+PD_PREFILL = "smg_pd_prefill_duration_seconds"
 CB_OPEN = 1.0
 
 Sample = tuple[str, dict[str, str], float]
@@ -45,6 +50,9 @@ class RouterMetrics:
     health: Mapping[str, float] = field(default_factory=dict)  # worker url -> 1/0
     inflight: float = 0.0  # requests in flight past the smallest age bucket (30 s)
     errors: Mapping[str, float] = field(default_factory=dict)  # error_type -> count
+    #: smg's mean PD TTFT and prefill-leg seconds since it started (None: not exposed/observed)
+    pd_ttft_s: float | None = None
+    pd_prefill_s: float | None = None
 
     @property
     def open_circuits(self) -> list[str]:
@@ -105,7 +113,8 @@ def router_metrics(text: str | None) -> RouterMetrics:
     health: dict[str, float] = {}
     errors: dict[str, float] = {}
     inflight = 0.0
-    for name, labels, value in parse_labeled(text):
+    samples = parse_labeled(text)
+    for name, labels, value in samples:
         worker = labels.get("worker", "").rstrip("/")
         if name == CB_STATE and worker:
             cb[worker] = value
@@ -116,24 +125,46 @@ def router_metrics(text: str | None) -> RouterMetrics:
         elif name == REQUEST_ERRORS:
             kind = labels.get("error_type", "")
             errors[kind] = errors.get(kind, 0.0) + value
-    return RouterMetrics(True, cb, health, inflight, errors)
+    means = (_mean(samples, PD_TTFT), _mean(samples, PD_PREFILL))
+    return RouterMetrics(True, cb, health, inflight, errors, *means)
+
+
+def _mean(samples: list[Sample], histogram: str) -> float | None:
+    """A histogram's mean over every label set (``_sum / _count``); None before an observation."""
+    total = sum(v for name, _, v in samples if name == histogram + "_sum")
+    count = sum(v for name, _, v in samples if name == histogram + "_count")
+    return total / count if count > 0 else None
+
+
+def _number(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def parse_loads(body: str | None) -> dict[str, float] | None:
-    """A router's ``/get_loads`` → {worker url: load}; None when it did not answer."""
+    """A router's ``/get_loads`` → {worker url: load}; None when it did not answer.
+
+    Two shapes: sglang-router 0.3.2's ``{"workers": [{"worker", "load"}]}``, and smg 1.13's
+    ``{"loads": [{"worker", "worker_type", "dp_rank", "num_running_reqs", ...}], "aggregate"}``
+    (one item per data-parallel rank: a worker's running requests summed over its ranks).
+    """
     if body is None:
         return None
     try:
         data = json.loads(body)
     except ValueError:
         return None
-    items = data.get("workers") if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return {}
+    shapes = (("workers", "load"), ("loads", "num_running_reqs"))
     loads: dict[str, float] = {}
-    for item in items if isinstance(items, list) else []:
-        if isinstance(item, dict) and isinstance(item.get("worker"), str):
-            load = item.get("load")
-            if isinstance(load, int | float):
-                loads[item["worker"].rstrip("/")] = float(load)
+    for key, field_name in shapes:
+        items = data.get(key)
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict) and isinstance(item.get("worker"), str):
+                load = _number(item.get(field_name))
+                if load is not None:
+                    url = item["worker"].rstrip("/")
+                    loads[url] = loads.get(url, 0.0) + load
     return loads
 
 

@@ -231,7 +231,7 @@ async def _run(
         raise
     result = conclude(replace(result, visits=tuple(visits)))
     if answers is not None:
-        answers.stored(op)  # resumed after every baseline visit: the ledger's
+        await answers.stored(op)  # resumed after every baseline visit: the ledger's
         result = replace(result, answers=_judged(answers, cfg, visits))
     kept = kept_value(cfg.keep, result)
     if kept is None:

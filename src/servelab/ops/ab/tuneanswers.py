@@ -42,7 +42,7 @@ async def tune_answers(op: Operation, cfg: TuneConfig, record: TuneRecord) -> An
     state = baseline_state(op, cfg.settings(record.original))
     session = AnswerSession(answers, state, bench.model)
     if record.visits or (record.screening is not None and record.screening.visits):
-        session.stored(op)
+        await session.stored(op)
     else:
         await session.ensure(op)
     return session

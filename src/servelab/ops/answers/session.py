@@ -20,7 +20,7 @@ from servelab.core.answers.judge import AnswersJudgement, ArmVisitAnswers, judge
 from servelab.core.deploy.spec import spec_hash
 from servelab.io.ledger.answers import AnswerStore
 from servelab.ops.answers.references import references
-from servelab.ops.arm import Setting, router_url
+from servelab.ops.arm import Setting, router_url, served_model
 from servelab.ops.context import Operation
 
 __all__ = ["AnswerSession", "baseline_state"]
@@ -44,15 +44,17 @@ class AnswerSession:
     async def ensure(self, op: Operation) -> AnswerReferences:
         """The references, taken (or found) now when not yet: call with the baseline live."""
         if self.refs is None:
-            self.refs = await references(router_url(op), self.config, self.state,
-                                         model=self.model, ledger=op.ledger,
-                                         say=op.say)  # fmt: skip
+            url = router_url(op)
+            self.model = await served_model(url, self.model)  # as the arms' runs name it
+            self.refs = await references(url, self.config, self.state, model=self.model,
+                                         ledger=op.ledger, say=op.say)  # fmt: skip
         return self.refs
 
-    def stored(self, op: Operation) -> AnswerReferences | None:
+    async def stored(self, op: Operation) -> AnswerReferences | None:
         """The references the ledger holds for the state (never taken now: the state live may
         not be the baseline's)."""
         if self.refs is None and op.ledger is not None:
+            self.model = await served_model(router_url(op), self.model)
             self.refs = AnswerStore(op.ledger).find(state_key(self.state, self.config, self.model))
         return self.refs
 

@@ -263,7 +263,7 @@ async def _references(op: Operation, run: _Run) -> None:
     """An answers test's references, from the good state made live (every change at its good
     value), unless the ledger holds them for that state."""
     session = run.answers
-    if session is None or session.stored(op) is not None:
+    if session is None or await session.stored(op) is not None:
         return
     good = _settings(run.start.changes, ())
     await make_live(op, good, f"case {run.start.case_id}: bisect, the good state's answers",

@@ -96,10 +96,14 @@ async def _port_states(op: Operation, service: str, *, restarting: bool) -> tupl
 
 
 def _import_check(need: Requirement) -> str:
+    """A command that exits 0 when the module imports and its distribution is the pinned one."""
     code = (
-        "import importlib.util, sys; "
+        "import importlib.util, importlib.metadata as m, sys; "
         f"sys.exit(0 if importlib.util.find_spec({need.module!r}) is not None else 1)"
     )
+    if need.pinned is not None:
+        dist, version = need.pinned
+        code += f"; sys.exit(0 if m.version({dist!r}) == {version!r} else 1)"
     return shlex.join([sys.executable, "-c", code])
 
 
@@ -167,8 +171,8 @@ def _describe(problem: Problem) -> str:
     if problem.kind == PROBLEM_MODULE and problem.need is not None:
         package = problem.need.package
         return (
-            f"cannot import {problem.need.module} with {sys.executable} on {problem.host}: "
-            f"install {package} (pip install '{package}')"
+            f"cannot import {problem.need.module} with {sys.executable} on {problem.host}, or "
+            f"not at the pinned version: install {package} (pip install '{package}')"
         )
     if problem.kind == PROBLEM_UNIT:
         return (

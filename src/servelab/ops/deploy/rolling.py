@@ -74,6 +74,7 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
+from servelab.ops.verify.e2e import probe_body
 from servelab.ops.verify.verify import verify
 
 __all__ = ["rolling_restart"]
@@ -167,11 +168,10 @@ async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:
     if before is None:
         return True, RoutedByListing()
     model = await roll.http.model_id(router_url, 5.0) or "default"
-    body = {"model": model, "messages": [{"role": "user", "content": "servelab rolling probe"}],
-            "max_tokens": 2, "stream": False}  # fmt: skip
     sent: list[int | None] = []
 
     async def grew() -> tuple[bool, int | None]:
+        body = probe_body(model, "servelab rolling probe", len(sent))  # no two alike
         result = await roll.http.probe(
             router_url + "/v1/chat/completions", timeout=30.0, method="POST", json_body=body
         )

@@ -21,6 +21,7 @@ from typing import Any
 from servelab.core.deploy.engines import canonical_metrics
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
+from servelab.core.soak.clock import DecodeRate
 from servelab.core.soak.events import Localizing
 from servelab.core.soak.evidence import (
     DIAGNOSED_METRICS,
@@ -145,6 +146,7 @@ async def _evidence(
     model: str,
     bounds: tuple[float, float | None],
     headers: Headers,
+    rate: DecodeRate | None = None,
 ) -> Localization:
     idle, deadline = bounds
     probe_s = min(5.0, idle)
@@ -152,7 +154,14 @@ async def _evidence(
     before = await _scrape(http, targets.workers, probe_s)
     until = None if deadline is None else deadline - 2 * probe_s
     matrix = await replay_matrix(
-        targets, failure, body, model=model, idle_s=idle, deadline=until, headers=headers
+        targets,
+        failure,
+        body,
+        model=model,
+        idle_s=idle,
+        deadline=until,
+        headers=headers,
+        rate=rate,
     )
     probes, metrics, loads, pairs = await asyncio.gather(
         _probes(http, targets, probe_s),
@@ -205,15 +214,17 @@ async def localize(
     http: HttpClient | None = None,
     deadline: float | None = None,
     headers: Headers = (),
+    rate: DecodeRate | None = None,
 ) -> Localization:
     """The replay matrix for ``failure`` (its payload ``body``, the soak's request ``headers``)
     and every other source, each request bounded by the idle timeout; the matrix's later turns
     stop in time for the probes to finish before ``deadline`` (monotonic). Probes and scrapes go
-    on ``http`` when given."""
+    on ``http`` when given; ``rate``: the soak's own streams' decode rate, which a non-streamed
+    replay's deadline is derived from (:mod:`servelab.core.soak.clock`)."""
     (progress or silent)(Localizing(failure.signature))
     async with using_client(http) as client:
         bounds = (idle_timeout_s, deadline)
-        return await _evidence(client, targets, failure, body, model, bounds, headers)
+        return await _evidence(client, targets, failure, body, model, bounds, headers, rate)
 
 
 async def _served(http: HttpClient, targets: Targets) -> list[int] | None:

@@ -14,7 +14,9 @@ failing payload is sent at that load (as many copies at once as the soak had in 
 after hop. At the hop located, the probes that vary one thing (the prompt, the answer's length)
 are sent there and one hop inside, one at a time, and the failing payload unchanged after a pause
 (the rate). A size-dependent failure is then bisected through that hop.
-Every request is bounded by the idle timeout and goes through
+Every streamed request is bounded by the idle timeout, every non-streamed one by its deadline
+(:mod:`servelab.core.soak.clock`; the idle timeout when none is known, a stall then undecided),
+and goes through
 :class:`~servelab.io.http.stream.StreamClient`; every turn after the first starts only while an
 idle timeout still fits before the deadline.
 """
@@ -34,6 +36,7 @@ from urllib.parse import urlsplit
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
+from servelab.core.soak.clock import DecodeRate, clock_of, expected_tokens, plain_deadline
 from servelab.core.soak.replay import (
     Bisection,
     Cell,
@@ -71,6 +74,21 @@ class _Plan:
     idle_s: float
     deadline: float
     headers: Headers = ()
+    rate: DecodeRate | None = None  # the soak's own streams' decode rate (None: unknown)
+
+    def bound(self, body: object) -> tuple[float, float | None]:
+        """How long a request of ``body`` may go without a byte, and the deadline that judges
+        it: a stream, the idle timeout (no deadline); a non-streamed answer, its deadline from
+        its expected length (:func:`~servelab.core.soak.clock.plain_deadline`), else (no rate
+        known, or the deadline does not fit before the matrix's own) the idle timeout, or what
+        is left when more, with no deadline (a stall then is undecided)."""
+        if not isinstance(body, dict) or body.get("stream"):
+            return self.idle_s, None
+        deadline = plain_deadline(expected_tokens(body), self.rate)
+        left = self.deadline - time.monotonic()
+        if deadline is None or deadline > left:
+            return max(self.idle_s, min(left, deadline or 0.0)), None
+        return deadline, deadline
 
     def fits(self, turns: int = 1) -> bool:
         """``turns`` more idle timeouts fit before the deadline."""
@@ -100,19 +118,26 @@ def _body(body: JsonObject, stream: bool) -> JsonObject:
 
 
 def _cell(
-    hop: Hop, target: str, payload: Payload, stream: bool, size: int, ex: Exchange, start: float
-) -> Cell:
+    hop: Hop, target: str, payload: Payload, stream: bool, size: int, ex: Exchange, start: float,
+    deadline: float | None = None,
+) -> Cell:  # fmt: skip
     rec = ex.record
     head = None if rec.first_byte_ns is None else (rec.first_byte_ns - rec.sent_ns) / 1e9
+    clock = clock_of(stream, ex.stalled, deadline)
     return Cell(
         hop, target, payload, stream, size, ex.outcome, rec.status, time.monotonic() - start,
         head, ex.received_bytes, ex.detail, first_event_s=ex.first_event_s,
-        max_gap_s=ex.max_gap_s, server=ex.server, echoed_id=ex.echoed_id,
+        max_gap_s=ex.max_gap_s, server=ex.server, echoed_id=ex.echoed_id, clock=clock,
+        deadline_s=None if deadline is None else round(deadline, 3),
     )  # fmt: skip
 
 
-async def _send(url: str, body: JsonObject, plan: _Plan) -> Exchange:
-    async with client(url, plan.idle_s, fresh=True, headers=plan.headers) as c:
+async def _send(
+    url: str, body: JsonObject, plan: _Plan, bound: tuple[float, float | None] | None = None
+) -> Exchange:
+    """One request on a fresh connection, bounded by ``bound`` (default :meth:`_Plan.bound`)."""
+    limit, _ = plan.bound(body) if bound is None else bound
+    async with client(url, limit, fresh=True, headers=plan.headers) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
 
 
@@ -127,9 +152,9 @@ def _url(plan: _Plan, hop: Hop) -> tuple[str, str]:
 async def _entry_cell(plan: _Plan, hop: Hop, payload: Payload, stream: bool) -> Cell:
     url, target = _url(plan, hop)
     sent = _body(plan.body(payload), stream)
-    start = time.monotonic()
-    ex = await _send(url, sent, plan)
-    return _cell(hop, target, payload, stream, payload_size(sent), ex, start)
+    start, bound = time.monotonic(), plan.bound(sent)
+    ex = await _send(url, sent, plan, bound)
+    return _cell(hop, target, payload, stream, payload_size(sent), ex, start, bound[1])
 
 
 async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
@@ -169,8 +194,9 @@ async def _prefill_leg(url: str, body: JsonObject, plan: _Plan) -> tuple[Exchang
 
 
 async def _nixl_legs(
-    prefill: WorkerTarget, decode: WorkerTarget, body: JsonObject, plan: _Plan
-) -> tuple[Exchange, Exchange | None]:
+    prefill: WorkerTarget, decode: WorkerTarget, body: JsonObject, plan: _Plan,
+    bound: tuple[float, float | None],
+) -> tuple[Exchange, Exchange | None]:  # fmt: skip
     """vllm-router's hand-off, sent by hand: the prefill leg (one token, not streamed, asking for
     a remote decode), then the decode leg: the client's body with the params the prefill
     answered, which the decode pulls the KV with (no decode leg when the prefill failed)."""
@@ -182,7 +208,7 @@ async def _nixl_legs(
     pre, params = await _prefill_leg(prefill.url, leg, plan)
     if params is None:
         return pre, None
-    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, plan)
+    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, plan, bound)
 
 
 async def _pair_cell(
@@ -193,10 +219,10 @@ async def _pair_cell(
     once; vLLM's, its two legs (:func:`_nixl_legs`)."""
     prefill, decode = pair
     sent = _body(plan.body(payload) if body is None else body, stream)
-    start = time.monotonic()
+    start, bound = time.monotonic(), plan.bound(sent)
     dec: Exchange | None
     if plan.targets.engine == "vllm":
-        pre, dec = await _nixl_legs(prefill, decode, sent, plan)
+        pre, dec = await _nixl_legs(prefill, decode, sent, plan, bound)
     else:
         sent |= {
             "bootstrap_host": urlsplit(prefill.url).hostname,
@@ -204,11 +230,11 @@ async def _pair_cell(
             "bootstrap_room": random.getrandbits(_ROOM_BITS),
         }
         pre, dec = await asyncio.gather(
-            _send(prefill.url, sent, plan), _send(decode.url, sent, plan)
+            _send(prefill.url, sent, plan, bound), _send(decode.url, sent, plan, bound)
         )
     failed, side = (dec, "decode") if pre.record.ok and dec is not None else (pre, "prefill")
     target = f"{prefill.service}+{decode.service}"
-    cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start)
+    cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start, bound[1])
     ok = pre.record.ok and dec is not None and dec.record.ok
     return replace(cell, side="" if ok else side, prefill=prefill.service, decode=decode.service)
 
@@ -347,14 +373,16 @@ async def replay_matrix(
     idle_s: float,
     deadline: float | None = None,
     headers: Headers = (),
+    rate: DecodeRate | None = None,
 ) -> Matrix:
     """Every cell for ``failing`` (and the minimal payload, the load the failure met, the probes
     that vary one thing), located; bisected when the failure depends on the prompt's size (see
     the module docstring). Each request is bounded by ``idle_s``; a turn after the first two
-    starts only while it fits before ``deadline`` (monotonic)."""
+    starts only while it fits before ``deadline`` (monotonic); a non-streamed one by its
+    deadline from ``rate`` (the soak's own streams' decode rate; None: unknown)."""
     start = time.monotonic()
     until = start + 8 * idle_s if deadline is None else deadline
-    plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers)
+    plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers, rate)
     cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING, True)))
     for payload, stream in _TURNS:
         if plan.fits():

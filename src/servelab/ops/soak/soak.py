@@ -28,9 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from servelab.core.ledger.codec import JsonObject
-from servelab.core.load.cache import cache_summary
 from servelab.core.load.metrics import SloAttainment, slo_attainment
-from servelab.core.load.records import RequestRecord
 from servelab.core.soak.agentic import (
     Conversation,
     check_answer,
@@ -50,7 +48,6 @@ from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedRe
 from servelab.core.soak.result import (
     Determinism,
     FailedRequest,
-    SessionOutcome,
     SoakClient,
     SoakConfig,
     SoakResult,
@@ -72,6 +69,7 @@ from servelab.ops.context import Progress, silent
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds
+from servelab.ops.soak.sessions import SessionTally, decode_rate, uncached
 from servelab.ops.soak.traces import FailedId, gather_soak_spans, request_phases
 from servelab.ops.soak.verdict import Seen, conclude
 from servelab.ops.telemetry.tracing import TraceCollector
@@ -81,25 +79,6 @@ __all__ = ["metric_sources", "soak"]
 
 
 # ------------------------------------------------------------------------------------ sessions
-@dataclass
-class _Session:
-    """One session's tally while it runs (a :class:`SessionOutcome` once the soak ends)."""
-
-    session: int
-    rounds_done: int = 0
-    requests: int = 0
-    connections: int = 0
-    stalled: bool = False
-    error: str | None = None
-    records: list[RequestRecord] = field(default_factory=list)  # its rounds' requests
-
-    def outcome(self) -> SessionOutcome:
-        return SessionOutcome(
-            self.session, self.rounds_done, self.requests, self.connections, self.stalled,
-            self.error, cache_summary(self.records), cache_summary(self.records[1:]),
-        )  # fmt: skip
-
-
 @dataclass(frozen=True)
 class _Sent:
     """One of the soak's requests as it went: its body and round, the requests in flight with
@@ -123,7 +102,7 @@ class _Run:
     progress: Progress
     http: HttpClient = field(default_factory=HttpClient)  # probes, scrapes, lookups (not streams)
     model: str = ""
-    sessions: list[_Session] = field(default_factory=list)
+    sessions: list[SessionTally] = field(default_factory=list)
     stalls: list[Stall] = field(default_factory=list)
     errors: list[FailedRequest] = field(default_factory=list)
     correctness: list[CorrectnessIssue] = field(default_factory=list)
@@ -176,9 +155,11 @@ def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, floa
     return conns.age_s(), conns.carried, conns.idle_s
 
 
-async def _session(run: _Run, tally: _Session) -> None:
+async def _session(run: _Run, tally: SessionTally) -> None:
     cfg = run.config
-    conv = Conversation(tally.session, seed=cfg.seed, turn_words=cfg.turn_words)
+    conv = Conversation(
+        tally.session, seed=cfg.seed, turn_words=cfg.turn_words, fresh=cfg.fresh_context
+    )
     session_client = _session_client(run)
     async with session_client:
         for rnd in range(cfg.rounds):
@@ -204,7 +185,7 @@ async def _session(run: _Run, tally: _Session) -> None:
                 await asyncio.sleep(cfg.think_time_s)
 
 
-def _account(run: _Run, tally: _Session, sent: _Sent, ex: Exchange) -> bool:
+def _account(run: _Run, tally: SessionTally, sent: _Sent, ex: Exchange) -> bool:
     """Book one exchange into the run; False when the session cannot go on."""
     record, rnd, body = ex.record, ex.record.index, sent.body
     run.tally(ex)
@@ -311,6 +292,7 @@ async def _localize(run: _Run, failure: Failure, body: JsonObject) -> None:
                     http=run.http,
                     deadline=run.deadline,
                     headers=run.config.headers,
+                    rate=decode_rate(run.sessions),
                 )
         finally:
             run.replays.append((start, time.monotonic()))
@@ -402,7 +384,7 @@ async def _traffic(run: _Run, reference: str | None) -> None:
 
 async def _drive(run: _Run, hard_deadline: float) -> None:
     cfg = run.config
-    run.sessions = [_Session(i) for i in range(cfg.sessions)]
+    run.sessions = [SessionTally(i) for i in range(cfg.sessions)]
     run.deadline = hard_deadline - 0.2
     try:
         reference = await _reference(run) if cfg.check_determinism else None
@@ -492,6 +474,8 @@ def _result(
         start=run.start,
         undecided=verdict.undecided,
         dropped=tuple(verdict.dropped),
+        exonerated=tuple(verdict.exonerated),
+        uncached=uncached(run.sessions),
         resends=tuple(run.resends),
         telemetry=telemetry,
         traces=traces,

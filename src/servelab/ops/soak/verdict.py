@@ -12,8 +12,9 @@ Findings of the same layer and worker keep the most confident.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.diagnose import Dropped, Finding, diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
@@ -55,12 +56,14 @@ class Seen:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The observations, the findings (most likely first), and why there is none."""
+    """The observations, the findings (most likely first), why there is none, the findings
+    dropped as explained, and the layers the conviction rule cleared (none of them a finding)."""
 
     observations: list[Observation]
     findings: list[Finding]
     undecided: Undecided | None
     dropped: list[Dropped]
+    exonerated: list[Exoneration] = field(default_factory=list)
 
 
 def _pick(cells: tuple[Cell, ...], hop: Hop, payload: Payload) -> Cell | None:
@@ -125,6 +128,7 @@ def conclude(result: Seen) -> Verdict:
     all_obs: list[Observation] = [*telemetry_observations(assess(result.server))]
     best: dict[tuple[str, str | None], Finding] = {}
     dropped: list[Dropped] = []
+    cleared: list[Exoneration] = []
     why = None
     for i, ev in enumerate(_evidences(result)):
         server = result.server if i == 0 else None
@@ -132,6 +136,7 @@ def conclude(result: Seen) -> Verdict:
         why = why or undecided(ev, found.findings, server)
         all_obs += observations(ev)
         dropped += found.dropped
+        cleared += found.exonerated
         for f in found.findings:
             key = (f.layer, f.worker)
             if key not in best or best[key].confidence < f.confidence:
@@ -139,4 +144,6 @@ def conclude(result: Seen) -> Verdict:
     findings = sorted(best.values(), key=lambda f: -f.confidence)
     kept = {(f.layer, f.worker) for f in findings}
     dropped = [d for d in dropped if (d.layer, d.worker) not in kept]
-    return Verdict(all_obs, findings, None if findings else why, dropped)
+    layers = {f.layer for f in findings}
+    cleared = list({(e.layer, e.worker): e for e in cleared if e.layer not in layers}.values())
+    return Verdict(all_obs, findings, None if findings else why, dropped, cleared)

@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
-from servelab.core.deploy.spec import PrometheusSpec, RouterOptions
+from servelab.core.deploy.routers import RouterOptions
+from servelab.core.deploy.spec import PrometheusSpec
 from servelab.core.telemetry.promtext import parse_exposition
 from servelab.core.telemetry.summary import (
     MetricsSource,

@@ -42,7 +42,7 @@ from servelab.io.http.stream import StreamClient
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
-__all__ = ["E2EOptions", "e2e_check", "reach_checks"]
+__all__ = ["E2EOptions", "e2e_check", "probe_body", "reach_checks"]
 
 
 @dataclass(frozen=True)
@@ -178,6 +178,14 @@ async def _sources(op: Operation, names: list[str]) -> _Sources:
     return _Sources({s.service: s for s in found if s.service in names}, router)
 
 
+def probe_body(model: str, words: str, n: int) -> dict[str, object]:
+    """The ``n``-th small probe request: its text starts with ``n``, so no two share a prefix a
+    cache-aware router would match (smg 1.13's PD ``cache_aware`` sends a text it has seen to the
+    worker that served it: the same probe every time would never reach the others)."""
+    return {"model": model, "messages": [{"role": "user", "content": f"{n} {words}"}],
+            "max_tokens": 2, "stream": False}  # fmt: skip
+
+
 async def _send_until_reached(
     http: HttpClient, router: str, model: str, urls: dict[str, str], sources: _Sources,
     opts: E2EOptions,
@@ -187,8 +195,6 @@ async def _send_until_reached(
     names = list(urls)
     before = await sources.scrape(http, names)
     after = dict(before)
-    body = {"model": model, "messages": [{"role": "user", "content": "servelab reach probe"}],
-            "max_tokens": 2, "stream": False}  # fmt: skip
     statuses: list[int | None] = []
 
     def waiting() -> list[str]:
@@ -198,6 +204,7 @@ async def _send_until_reached(
         return [name for name, c in counts.items() if isinstance(c, Count) and not c.grew]
 
     while waiting() and len(statuses) < opts.reach_requests:
+        body = probe_body(model, "servelab reach probe", len(statuses))
         result = await http.probe(
             router + "/v1/chat/completions", timeout=opts.timeout_s, method="POST", json_body=body
         )

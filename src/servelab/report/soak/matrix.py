@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import assert_never
 
+from servelab.core.soak.clock import Clock
 from servelab.core.soak.evidence import Localization
 from servelab.core.soak.replay import Cell, Dependence, Reason
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
@@ -112,16 +113,32 @@ def probe_advice(probe: NextProbe) -> str:
             assert_never(probe)
 
 
+def _clock(c: Cell) -> str:
+    """What judged a non-streamed cell (a stream's clock, the idle timeout, goes unsaid)."""
+    match c.clock:
+        case Clock.DEADLINE:
+            return f" [deadline {c.deadline_s:g} s from its expected answer]"
+        case Clock.ANSWER:
+            return " [no deadline known]"
+        case _:
+            return ""
+
+
 def _state(c: Cell) -> str:
+    if c.undecided:
+        return (
+            f"UNDECIDED after {c.elapsed_s:.2f} s: not streamed and no deadline known "
+            "(no stream measured the decode rate): evidence of nothing"
+        )
     if c.ok:
         head = "" if c.first_byte_s is None else f", head {c.first_byte_s:.2f} s"
         first = "" if c.first_event_s is None else f", token {c.first_event_s:.2f} s"
         copies = f" (x{c.copies})" if c.copies > 1 else ""
-        return f"ok {c.status} in {c.elapsed_s:.2f} s{head}{first}{copies}"
+        return f"ok {c.status} in {c.elapsed_s:.2f} s{head}{first}{copies}{_clock(c)}"
     side = f" ({c.side} side)" if c.side else ""
     copies = f" {c.failed_copies} of {c.copies}" if c.copies > 1 else ""
     detail = one_line(c.detail, 60, "…")
-    return f"{c.outcome.upper()}{copies}{side} after {c.elapsed_s:.2f} s: {detail}"
+    return f"{c.outcome.upper()}{copies}{side} after {c.elapsed_s:.2f} s{_clock(c)}: {detail}"
 
 
 def matrix_lines(loc: Localization) -> list[str]:

@@ -17,6 +17,7 @@ from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
 from servelab.report.slo import cache_text, slo_rows
+from servelab.report.soak.conviction import exonerated_text
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
 from servelab.report.soak.traces import trace_lines
 from servelab.report.soak.words import (
@@ -27,6 +28,7 @@ from servelab.report.soak.words import (
     one_line,
     telemetry_text,
 )
+from servelab.report.soak.workload import fresh_text, uncached_text
 
 __all__ = ["cache_lines", "finding_json", "page_sections", "render_soak", "slo_lines",
            "soak_json", "telemetry_lines"]  # fmt: skip
@@ -61,6 +63,7 @@ def soak_json(result: SoakResult) -> JsonObject:
     doc: JsonObject = {"ok": result.ok, **encode(result)}
     doc["findings"] = [finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
+    doc["exonerated"] = [{**encode(e), "text": exonerated_text(e)} for e in result.exonerated]
     if result.traces is None:
         del doc["traces"]
     else:
@@ -105,6 +108,7 @@ def cache_lines(result: SoakResult) -> list[str]:
         return []
     every, warm = merged(s.cache for s in per), merged(s.warm for s in per)
     lines = [f"  prefix cache hit rate: {cache_text(every)}; from round 2: {_rate(warm.hit_rate)}"]
+    lines += [f"  {fresh_text(result.config.fresh_context)}; {uncached_text(result.uncached)}"]
     if every.hit_rate is None:
         return lines
     for s in per[:_LISTED_SESSIONS]:
@@ -217,6 +221,9 @@ def render_soak(result: SoakResult) -> str:
         lines.append("no stall to localize; the failed requests above say what went wrong")
     else:
         lines.append("no finding")
+    if result.exonerated:
+        lines.append("exonerated (not findings, by the conviction rule):")
+        lines += [f"  {exonerated_text(e)}" for e in result.exonerated]
     return "\n".join(lines) + "\n"
 
 
@@ -228,7 +235,9 @@ def page_sections(result: SoakResult) -> list[str]:
     sessions = result.sessions.per_session
     every, warm = merged(x.cache for x in sessions), merged(x.warm for x in sessions)
     out = [f"Prefix cache hit rate: {cache_text(every)}; from round 2: "
-           f"{cache_text(warm) if warm.hit_rate is not None else 'unknown'}.", ""]  # fmt: skip
+           f"{cache_text(warm) if warm.hit_rate is not None else 'unknown'}.", "",
+           f"{fresh_text(result.config.fresh_context).capitalize()}; "
+           f"{uncached_text(result.uncached)}.", ""]  # fmt: skip
     if result.slo is not None:
         out += ["| SLO | verdict |", "|---|---|"]
         out += [f"| {k} | {v} |" for k, v in slo_rows(result.slo)] + [""]
@@ -248,6 +257,9 @@ def page_sections(result: SoakResult) -> list[str]:
         out += [f"### {lines[0].rstrip(':')}", "", "```", *lines[1:], "```", ""]
     if result.dropped:
         out += ["Dropped findings:", "", *(f"- {dropped_text(d)}" for d in result.dropped), ""]
+    if result.exonerated:
+        cleared = (f"- {exonerated_text(e)}" for e in result.exonerated)
+        out += ["Exonerated (not findings):", "", *cleared, ""]
     if not result.findings and result.undecided is not None:
         why = undecided_lines(result.undecided)
         out += [why[0][0].upper() + why[0][1:] + ".", "", *(f"- {w.strip()}" for w in why[1:]), ""]

@@ -314,7 +314,10 @@ def _router_text(o: RouterHealth) -> str:
     if not o.known:
         return "router Prometheus metrics: UNKNOWN (did not answer; not healthy)"
     errors = ", ".join(f"{k or '?'} {v:g}" for k, v in o.errors.items()) or "none"
-    return f"router metrics: {o.inflight_aged:g} request(s) in flight past 30 s, errors {errors}"
+    ttft = "" if o.pd_ttft_s is None else f", PD TTFT mean {o.pd_ttft_s * 1000:.0f} ms"
+    return (
+        f"router metrics: {o.inflight_aged:g} request(s) in flight past 30 s, errors {errors}{ttft}"
+    )
 
 
 def describe_observation(o: Observation) -> str:
