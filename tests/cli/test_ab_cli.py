@@ -105,3 +105,46 @@ def test_a_knob_with_resume_is_refused_not_ignored(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "--resume continues the journalled A/B with its own knob and values" in done.stderr
     assert not (tmp_path / "l.db").exists()
+
+
+BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
+#: The incident's build reads its kernel knobs (SGLang's own registry lists neither).
+READS_BF16 = f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n'
+
+
+@pytest.mark.timeout(300)
+def test_ab_refuses_a_faster_setting_that_changes_answers(tmp_path: Path) -> None:
+    """The incident's bf16 index keys on the simulator: one greedy answer in three altered above
+    16 running requests. At C64 the probes inside the A/B's own visits show it (the interval
+    excludes 0), the A/B does not keep it even with ``--keep better``, and exits non-zero."""
+    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05, knobs=(DEFAULT_KNOB, BF16),
+                             decode_toml=READS_BF16))  # fmt: skip
+    ledger = str(tmp_path / "ledger.db")
+    assert run_cli("up", "-f", spec, "--ledger", ledger).returncode == 0
+    try:
+        result = run_cli(
+            "ab", "-f", spec, "--ledger", ledger, "--knob", f"decode:{BF16}=0,1",
+            "--concurrency", "64", "--repeat", "2", "--requests", "300", "--warmup", "4",
+            "--output-len", "16", "--input-len", "32", "--keep", "better", "--json",
+            timeout=280,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stderr
+        doc = json.loads(result.stdout)
+        answers = doc["answers"]
+        verdict = answers["verdict"]
+        assert verdict["outcome"] == "changed" and verdict["low"] > 0, verdict
+        assert verdict["n"] >= 20 and verdict["baseline_wrong"] == 0
+        assert answers["candidate"]["wrong"] > 0 and answers["baseline"]["wrong"] == 0
+        assert answers["probes"] / (answers["probes"] + answers["requests"]) <= 0.05
+        assert doc.get("kept") is None
+        assert doc["restored"] is True
+        assert "changes answers" in result.stderr and "for the baseline" in result.stderr
+        knob = run_cli("knob", "diff", "decode", BF16, "-f", spec, "--json")
+        assert json.loads(knob.stdout)["live"] in (None, "0")
+        with Ledger.open(Path(ledger)) as book:
+            rows = book._read  # the references are kept with the state they came from
+            with rows() as conn:
+                refs = conn.execute("SELECT key, state FROM answer_references").fetchall()
+        assert len(refs) == 1 and BF16 in refs[0][1]
+    finally:
+        run_cli("down", "-f", spec, "--ledger", ledger)

@@ -72,6 +72,9 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         ("uniform:128", "zipf:1:2", "0", "x", "uniform:1:x", "uniform:128:-1", "64:32"),
     ),
     "--seed": (("0", "42", "-1"), ("x", "1.5")),
+    "--answers": (("off", "check", "gate"), ("maybe", "")),
+    "--runs": (("1", "3"), ("0", "51", "x")),
+    "--test": (("soak", "answers"), ()),
     "--endpoint": (("/v1/chat/completions", "/v1/completions"), ("/v1/embeddings", "")),
     "--url": (
         ("http://127.0.0.1:8000", "https://h.example/v1"),

@@ -174,6 +174,28 @@ def test_a_vllm_prefill_leg_answers_the_nixl_params() -> None:
     }  # fmt: skip
 
 
+def test_log_probabilities_have_the_engines_shape(deployed: Deployed) -> None:
+    spec = contract(deployed.engine)["logprobs"]
+    body = {**_prompt_body(False), "temperature": 0, "logprobs": True, "top_logprobs": 2}
+    status, raw = post(deployed.pd.router_url + "/v1/chat/completions", body)
+    assert status == 200, raw
+    deployed.answered.append(raw)
+    logprobs = json.loads(raw)["choices"][0]["logprobs"]
+    assert sorted(logprobs) == sorted(spec["chat"])
+    for entry in logprobs["content"]:
+        assert sorted(entry) == sorted(spec["chat_entry"])
+        assert all(sorted(top) == sorted(spec["chat_top"]) for top in entry["top_logprobs"])
+    status, raw = post(deployed.pd.router_url + "/v1/chat/completions", {**body, "stream": True})
+    events = [json.loads(line[6:]) for line in raw.splitlines()
+              if line.startswith("data: {")]  # fmt: skip
+    tokens = [c["logprobs"] for e in events for c in e["choices"] if c.get("logprobs")]
+    assert tokens and all(len(lp["content"]) == 1 for lp in tokens)  # each chunk its own token
+    completion = {"model": MODEL, "prompt": "hello", "max_tokens": 3, "logprobs": 2}
+    status, raw = post(deployed.pd.router_url + "/v1/completions", completion)
+    assert status == 200, raw
+    assert sorted(json.loads(raw)["choices"][0]["logprobs"]) == sorted(spec["completion"])
+
+
 # -- metrics ------------------------------------------------------------------------------------
 
 

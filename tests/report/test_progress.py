@@ -29,6 +29,13 @@ from servelab.core.ab.tuneevents import (
     TuneStarted,
     TuneVisitStarted,
 )
+from servelab.core.answers.events import (
+    AnswersProgress,
+    ArmAnswered,
+    ArmDropped,
+    ReferencesReused,
+    ReferencesTaken,
+)
 from servelab.core.bench.contract import BenchProgress
 from servelab.core.case import bisectevents as bisect_events
 from servelab.core.case import events as case_events
@@ -166,6 +173,13 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (TuneScreened(3, ("--max-running-requests",), ("--enable-cache-report", "X")),
      "screening stopped after 3 block(s): tuning --max-running-requests (--enable-cache-report, X "
      "held at their low value)"),
+    (ReferencesTaken("k", 24, 1), "answers: 24 reference answers taken from the baseline at C1"),
+    (ReferencesReused("k", 3, 24),
+     "answers: reusing 24 reference answers of the same state (references 3)"),
+    (ArmDropped("1", "0", 8, 0, 21),
+     "arm 1 dropped: it changes answers (8 of 21 wrong against 0 of 21 for 0)"),
+    (ArmAnswered("suspect", "1", 7, 21), "arm suspect (1): 7/21 answers wrong"),
+    (ArmAnswered("suspect", "1", None, 21), "arm suspect (1): 21 answers (judged at the end)"),
     (TuneScreened(4, (), ("A", "B")),
      "screening stopped after 4 block(s): no knob left to tune, the original values are kept"),
     (TuneOverBudget(20, 4.0, PricedFrom.FIRST_VISIT, 20 * 4.0 / 60, 20 * 4.0 / 60 * 12, 0.5),
@@ -206,7 +220,8 @@ def test_public_api_is_exported(module: ModuleType) -> None:
 def test_every_feature_union_is_part_of_the_one_union() -> None:
     unions = (ab_events.AbProgress, tune_events.TuneProgress, bisect_events.BisectProgress,
               case_events.CaseProgress, deploy_events.DeployProgress, knob_events.KnobProgress,
-              soak_events.SoakProgress, verify_events.VerifyProgress)  # fmt: skip
+              soak_events.SoakProgress, verify_events.VerifyProgress,
+              AnswersProgress)  # fmt: skip
     parts = [set(get_args(union)) for union in unions]
     assert set().union(*parts) == set(get_args(ProgressEvent))
     assert sum(len(part) for part in parts) == len(get_args(ProgressEvent))  # none in two features

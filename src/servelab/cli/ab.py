@@ -36,6 +36,8 @@ from servelab.cli.options import (
     TraceOptions,
     WorkloadOptions,
     allow_unread_option,
+    answers_config,
+    answers_option,
     load_options,
     metric_option,
     output_options,
@@ -58,6 +60,7 @@ from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
+from servelab.report.answers import answers_refusal
 from servelab.report.text import safe_markdown
 
 __all__ = ["AB_LOAD", "register"]
@@ -139,6 +142,7 @@ class _Design:
     gpus: int
     keep: str | None
     metric: AbMetric = AbMetric.THROUGHPUT
+    answers: str = "gate"
 
 
 @dataclass(frozen=True)
@@ -161,7 +165,7 @@ def _config(arms: KnobArms, measure: _Measure, design: _Design) -> AbConfig:
         arms.service, arms.name, arms.baseline, arms.candidate, bench, load.repeat, design.keep,
         order=design.order, order_seed=design.order_seed, until_decided=design.until_decided,
         max_rounds=design.max_rounds, margin=design.margin, gpus=design.gpus,
-        boundary=design.boundary, metric=design.metric,
+        boundary=design.boundary, metric=design.metric, answers=answers_config(design.answers),
     )  # fmt: skip
 
 
@@ -188,6 +192,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @trace_options()
 @slo_option()
 @metric_option()
+@answers_option()
 @click.option(
     "--order",
     type=click.Choice([o.value for o in ORDERS]),  # values: click 8.2 matches an enum's names
@@ -254,6 +259,7 @@ def ab_command(
     trace: TraceOptions,
     slo: SLO | None,
     metric: str,
+    answers: str,
     order: str,
     order_seed: int,
     until_decided: bool,
@@ -286,7 +292,7 @@ def ab_command(
     check_lengths(workload, check_trace(trace.plan, load), None)  # no server asked: the cap
     where = SpecAndLedger(spec_path, ledger_path)
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
-                     Boundary(boundary), gpus, keep, AbMetric(metric))  # fmt: skip
+                     Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
     measure = _Measure(load, workload, trace, slo)
     if plan:
         if arms is None:
@@ -308,7 +314,10 @@ def ab_command(
         err_console.print(f"{failed} request(s) failed during the A/B", style="red")
     if any(c.verdict == Verdict.INCONCLUSIVE for c in result.comparisons):
         err_console.print("some comparisons are inconclusive: add --repeat", style="yellow")
-    sys.exit(EXIT_FAILED if failed else EXIT_OK)
+    gated = result.answers is not None and result.answers.gates
+    if gated:
+        err_console.print(answers_refusal(result), style="red", markup=False, highlight=False)
+    sys.exit(EXIT_FAILED if failed or gated else EXIT_OK)
 
 
 def register(group: click.Group) -> None:

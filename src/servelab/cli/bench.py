@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import signal
 from contextlib import nullcontext
@@ -50,6 +51,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.core.answers.contract import MAX_SHARE, AnswersConfig, probes_per_run
 from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig, BenchResult, RunResult
 from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
@@ -251,6 +253,13 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
 )
 @click.option("--label", default="", help="Label stored with the runs in the ledger.")
+@click.option(
+    "--check-answers",
+    is_flag=True,
+    help="Mix greedy answer probes (plain, tool-call, long-context retrieval; at most 5% of each "
+    "run's requests) into every run at its concurrency and check them against references taken "
+    "first at C1: answers that differ, structural failures, recall.",
+)
 @output_options()
 @click.option(
     "--traces/--no-traces",
@@ -272,6 +281,7 @@ def bench_command(
     slo: SLO | None,
     find_capacity: bool,
     label: str,
+    check_answers: bool,
     output: OutputOptions,
     traces: bool,
     ledger_path: Path | None,
@@ -284,6 +294,8 @@ def bench_command(
     Before any load: the entry point answers a model list, ``--export``'s directory takes a file,
     the ledger takes a write, a ``--trace`` is read whole; with a spec, the deployment's lock is
     held (``--wait``)."""
+    if find_capacity and check_answers:
+        raise click.UsageError("--check-answers goes with measured runs, not --find-capacity")
     if find_capacity and (slo is None or trace.plan is not None):
         raise click.UsageError("--find-capacity needs --slo and generated load (not --trace)")
     scan = check_trace(trace.plan, load)
@@ -300,6 +312,8 @@ def bench_command(
         model = target.model or first_model or "default"
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip
+        if check_answers:
+            config = _with_answers(config)
         export = None if output.export is None or find_capacity else Exporter(output.export, config)
         with nullcontext(None) if ledger_file is None else Ledger.open(ledger_file) as ledger:
             if ledger is not None:
@@ -312,6 +326,19 @@ def bench_command(
     if export is not None:
         export.write(result)
     raise SystemExit(_show(result, output.as_json, signum, ledger_file))
+
+
+def _with_answers(config: BenchConfig) -> BenchConfig:
+    """``config`` carrying the answer probes (refused where they cannot go)."""
+    if config.trace is not None:
+        raise click.UsageError("--check-answers probes generated load, not a --trace replay")
+    if not probes_per_run(config.requests, MAX_SHARE, AnswersConfig().probes):
+        raise click.UsageError(f"--check-answers needs at least 19 --requests per run (a probe "
+                               f"within {MAX_SHARE:.0%} of them)")  # fmt: skip
+    try:
+        return dataclasses.replace(config, answers=AnswersConfig())
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 def _check_models(url: str, headers: dict[str, str]) -> ModelList:

@@ -38,6 +38,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
@@ -292,6 +293,14 @@ def case_resolve(
 @click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
 @click.option("--effect", default=0.5, show_default=True, type=float,
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
+@click.option("--test", "test_text", default="soak", show_default=True, metavar="TEST",
+              help=f"What tells good from bad: {TEST_FORM}. Default here: the case's failing "
+              "soak replayed (a threshold is for case bisect).")  # fmt: skip
+@click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
+              help="A threshold or answers test's bench runs per visit.")  # fmt: skip
+@REQUESTS.option(Default("128", "an answers test runs often; each run carries 5% probes"))
+@WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
+@workload_options()
 @spec_option
 @ledger_option
 @json_option
@@ -304,6 +313,11 @@ def case_test(
     sessions: int | None,
     alpha: float,
     effect: float,
+    test_text: str,
+    runs: int,
+    requests: int,
+    warmup: int,
+    workload: WorkloadOptions,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -313,10 +327,19 @@ def case_test(
 
     A knob: its suspected value against its revert value, each visit set, co-restarted and proven
     live. A component in front of the router (a proxy): through it against straight to the
-    router. Failure rates compared by Fisher's exact test; the outcome is recorded on the case.
-    The knob is left as it was found.
+    router. With --test answers, a knob's arms are judged by their answers instead: bench runs
+    at the level carrying greedy answer probes, a wrong answer (against the revert arm's
+    references) a failure. Failure rates compared by Fisher's exact test; the outcome is recorded
+    on the case. The knob is left as it was found.
     """
-    cfg = casetest.CaseTestConfig(case_id, target, rounds, to_value, alpha, effect, sessions)
+    test = parse_probe_test(test_text)
+    bench = BenchConfig(
+        url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
+        input_len=workload.input_len, output_len=workload.output_len, seed=workload.seed,
+        endpoint=workload.endpoint, answers=AnswersConfig(),
+    ) if test.kind is ProbeTestKind.ANSWERS else None  # fmt: skip
+    cfg = casetest.CaseTestConfig(case_id, target, rounds, to_value, alpha, effect, sessions,
+                                  test, bench, runs)  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)
 
     async def body(ledger: Ledger) -> casetest.CaseTestOutcome:
@@ -353,7 +376,7 @@ def case_test(
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
 @SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),
-              help="A threshold test's bench runs per visit.")  # fmt: skip
+              help="A threshold or answers test's bench runs per visit.")  # fmt: skip
 @REQUESTS.option(Default("128", "a threshold test runs often; a steady state needs a few per user"))
 @WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
 @IDLE_TIMEOUT.option()
@@ -401,7 +424,8 @@ def case_bisect(
             url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
             idle_timeout_s=idle_timeout_s, input_len=workload.input_len,
             output_len=workload.output_len, seed=workload.seed, endpoint=workload.endpoint,
-        ) if test.kind is ProbeTestKind.THRESHOLD else None  # fmt: skip
+            answers=AnswersConfig() if test.kind is ProbeTestKind.ANSWERS else None,
+        ) if test.kind is not ProbeTestKind.SOAK else None  # fmt: skip
         listed = tuple(Change(*c) for c in changes)
         cfg = bisection.BisectConfig(case_id, test, good, bad, listed, rounds, alpha, effect,
                                      sessions, bench, runs)  # fmt: skip

@@ -7,15 +7,19 @@ demo doubles as a tour of what a user types. The story:
    (cold), status, and a layered verify (the env knob in ``/proc/PID/environ``, the argument knob
    ``--disable-overlap-schedule`` in ``/proc/PID/cmdline`` and in the engine's ``/server_info``);
 2. an A/B of the decode knob (256 against 512) at C64/C80/C96: the throughput win and the C96 < C80
-   anomaly of the old value; and an A/B of overlap scheduling (on against off) at C64: its cost;
-3. multi-round agentic sessions hang behind a client-side proxy; a case is opened and the hang
+   anomaly of the old value, answers unchanged (greedy probes inside every visit); and an A/B of
+   overlap scheduling (on against off) at C64: its cost;
+3. a faster setting that changes answers: the bf16 index keys (0 against 1) at C64, faster in the
+   model but one answer in three altered above 16 running requests: the A/B does not keep it and
+   exits 1, and a case records why (the A/B as its evidence);
+4. multi-round agentic sessions hang behind a client-side proxy; a case is opened and the hang
    reproduced by a soak; the knob (the latest change) is reverted under suspicion with its cost
    shown; the soak still hangs; overlap scheduling is turned off while the hang is chased (its cost
    shown too); the soak still hangs and localizes the stall to the proxy; ``case test`` decides each
    suspect by experiment (each knob: the failing soak with and without the change, each arm
    co-restarted and proven live; the proxy: through it and straight to the router); the case is
    resolved with the experiments' verdicts (not typed ones), both knobs restored and verified live;
-4. the docs are generated from the ledger; everything is torn down, nothing left running.
+5. the docs are generated from the ledger; everything is torn down, nothing left running.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from rich.text import Text
 
 from servelab.cli.common import SpecAndLedger, console, run
 from servelab.cli.options import REPEAT, REQUESTS, Default
-from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML, OVERLAP_KNOB
+from servelab.core.deploy.spec import BF16_KNOB, DEFAULT_KNOB, DEFAULT_SPEC_TOML, OVERLAP_KNOB
 from servelab.io.files import write_atomic
 from servelab.io.http.client import model_id, probe
 
@@ -151,8 +155,32 @@ def _ab(story: _Story, out: Path, repeat: int, requests: int) -> None:
     )  # fmt: skip
 
 
+def _answers(story: _Story, requests: int) -> None:
+    story.chapter(f"4. Faster, but are the answers the same? {BF16_KNOB}: 0 against 1")
+    story.say(
+        "the incident's other finding: bf16 index keys under CUDA-graph capture decode faster and "
+        "garble tool calls at high concurrency. Every A/B mixes greedy probes (plain, tool-call, "
+        "long-context retrieval; at most 5% of its requests) into its own load and compares each "
+        "arm's answers with references from the baseline"
+    )
+    case = story.cmd_json("case", "open", f"{BF16_KNOB}: faster decode, but the same answers?")
+    cid = str(case["id"])
+    doc = story.cmd_json(
+        "ab", "--knob", f"decode:{BF16_KNOB}=0,1", "--concurrency", "64", "--repeat", "2",
+        "--requests", str(requests), "--keep", "better", expect=(1,),
+    )  # fmt: skip
+    verdict = doc["answers"]["verdict"]
+    said = (f"changes answers: {verdict['candidate_wrong']} of {verdict['n']} wrong against "
+            f"{verdict['baseline_wrong']} of {verdict['n']} for the baseline (p = "
+            f"{verdict['p']:.2g}): not kept")  # fmt: skip
+    console.print(Text(said))
+    story.cmd("case", "evidence", cid, "--ab", str(doc["ab_id"]), "--note", said)
+    story.cmd("case", "resolve", cid, "--root-cause",
+              "bf16 index keys alter answers above 16 running requests: not adopted")  # fmt: skip
+
+
 def _incident(story: _Story, spec: Path, soak_args: list[str]) -> None:
-    story.chapter("4. The incident: multi-round agentic sessions hang")
+    story.chapter("5. The incident: multi-round agentic sessions hang")
     story.say("agents reach the router through a client-side proxy (it reuses keep-alive links)")
     story.cmd("up", "-f", str(spec))
     story.spec_for_down = ["-f", str(spec)]
@@ -232,8 +260,9 @@ def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
     try:
         _bring_up(story, loaded.spec.services["router"].url)
         _ab(story, out, repeat, requests)
+        _answers(story, max(requests, 400))
         _incident(story, spec, soak_args)
-        story.chapter("5. Docs from the evidence")
+        story.chapter("6. Docs from the evidence")
         story.cmd("report", "--out", str(out))
     finally:
         if not keep_up:

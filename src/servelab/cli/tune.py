@@ -39,6 +39,8 @@ from servelab.cli.options import (
     Parsed,
     WorkloadOptions,
     allow_unread_option,
+    answers_config,
+    answers_option,
     metric_option,
     output_options,
     slo_option,
@@ -139,6 +141,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @workload_options()
 @slo_option()
 @metric_option()
+@answers_option()
 @click.option(
     "--max-rounds", default=DEFAULT_MAX_ROUNDS, show_default=True, type=click.IntRange(3),
     help="Most blocks (each visits every arm still in the running once).",
@@ -206,6 +209,7 @@ def tune_command(
     workload: WorkloadOptions,
     slo: SLO | None,
     metric: str,
+    answers: str,
     max_rounds: int,
     max_minutes: float | None,
     margin: float,
@@ -241,7 +245,7 @@ def tune_command(
             cfg = TuneConfig(
                 tuple(TuneKnob(k.service, k.name, k.values) for k in knobs), bench,
                 TuneMetric(metric), alpha, margin, max_rounds, max_minutes, Boundary(boundary),
-                order, order_seed, gpus, keep == "best", screen,
+                order, order_seed, gpus, keep == "best", screen, answers_config(answers),
             )  # fmt: skip
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from servelab.core.ab.events import AbProgress
 from servelab.core.ab.tuneevents import TuneProgress
+from servelab.core.answers.events import AnswersProgress
 from servelab.core.case.bisectevents import BisectProgress
 from servelab.core.case.events import CaseProgress
 from servelab.core.deploy.events import DeployProgress
@@ -34,4 +35,5 @@ ProgressEvent = (
     | CaseProgress
     | BisectProgress
     | SoakProgress
+    | AnswersProgress
 )

@@ -12,6 +12,13 @@
 - ``ratio_interval``: Fieller's interval for the ratio of two independent means (Fieller 1954;
   cov = 0, Welch–Satterthwaite degrees of freedom). It is unbounded when the denominator's mean is
   not significantly non-zero; that, or fewer than ``min_n`` samples per side, gives "inconclusive".
+- ``mcnemar_exact_p``: the exact (binomial) McNemar test on the discordant pairs of paired binary
+  outcomes (McNemar 1947; the exact form, Mosteller 1952): two-sided, the smaller tail of
+  Binomial(f + g, 1/2) doubled, computed with :func:`math.comb` (no scipy import).
+- ``newcombe_paired_interval``: Newcombe's hybrid score interval for the difference of two paired
+  proportions (Newcombe 1998, "Improved confidence intervals for the difference between binomial
+  proportions based on paired data", Stat Med 17:2635, method 10: the two Wilson score intervals
+  combined with the phi correlation of the 2x2 table, without continuity correction).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from statistics import NormalDist
 from typing import Any
 
 from pydantic import computed_field
@@ -33,8 +41,10 @@ __all__ = [
     "RatioInterval",
     "Summary",
     "bootstrap_interval",
+    "mcnemar_exact_p",
     "mean",
     "median",
+    "newcombe_paired_interval",
     "numpy_module",
     "percentile",
     "ratio_interval",
@@ -44,6 +54,7 @@ __all__ = [
     "t_interval",
     "t_quantile",
     "welch_difference",
+    "wilson_score",
 ]
 
 
@@ -283,3 +294,54 @@ def welch_difference(
     return Difference(
         diff, diff - half, diff + half, confidence, p_less, df, len(a), len(b), method
     )
+
+
+def mcnemar_exact_p(f: int, g: int) -> float:
+    """Two-sided exact McNemar p-value of ``f`` pairs discordant one way against ``g`` the other:
+    twice the smaller tail of Binomial(f + g, 1/2), at most 1 (1 when no pair is discordant)."""
+    n = f + g
+    if n == 0:
+        return 1.0
+    k = min(f, g)
+    tail: float = sum(math.comb(n, i) for i in range(k + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
+def wilson_score(x: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval of the proportion ``x/n`` (``(0, 1)`` when ``n`` is 0)."""
+    if n <= 0:
+        return 0.0, 1.0
+    z, p = _normal_quantile(confidence), x / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _normal_quantile(confidence: float) -> float:
+    """The two-sided standard normal quantile of ``confidence`` (1.96 at 0.95)."""
+    return NormalDist().inv_cdf(0.5 + confidence / 2)
+
+
+def newcombe_paired_interval(
+    both: int, first_only: int, second_only: int, neither: int, confidence: float = 0.95
+) -> Interval:
+    """Newcombe's method-10 interval of ``p1 − p2`` for paired binary outcomes: ``both`` pairs
+    with the outcome on both sides, ``first_only``/``second_only`` on one side, ``neither``."""
+    e, f, g, h = both, first_only, second_only, neither
+    n = e + f + g + h
+    method = "Newcombe 1998 paired hybrid score interval (method 10)"
+    if n == 0:
+        return Interval(math.nan, math.nan, math.nan, confidence, method, 0)
+    p1, p2 = (e + f) / n, (e + g) / n
+    l1, u1 = wilson_score(e + f, n, confidence)
+    l2, u2 = wilson_score(e + g, n, confidence)
+    denominator = (e + f) * (g + h) * (e + g) * (f + h)
+    phi = (e * h - f * g) / math.sqrt(denominator) if denominator > 0 else 0.0
+    d = p1 - p2
+    lower = d - math.sqrt(
+        max(0.0, (p1 - l1) ** 2 - 2 * phi * (p1 - l1) * (u2 - p2) + (u2 - p2) ** 2)
+    )
+    upper = d + math.sqrt(
+        max(0.0, (u1 - p1) ** 2 - 2 * phi * (u1 - p1) * (p2 - l2) + (p2 - l2) ** 2)
+    )
+    return Interval(d, max(-1.0, lower), min(1.0, upper), confidence, method, n)

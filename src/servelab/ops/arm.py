@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from servelab.core.ab.result import CAPACITY_LEVEL, AbMetric
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswerReferences
 from servelab.core.bench.contract import (
     PLACEHOLDER_MODEL,
     BenchConfig,
@@ -175,6 +177,9 @@ class Measured:
     server_throughput: Mapping[int, float]
     failed_requests: int
     bench_run_ids: tuple[int, ...]
+    #: the answer probes' answers (empty: answers not checked); the load requests beside them
+    answers: tuple[Answer, ...] = ()
+    requests: int = 0
 
 
 async def measure(
@@ -186,15 +191,19 @@ async def measure(
     *,
     metric: AbMetric = AbMetric.THROUGHPUT,
     visit: int = 0,
+    round_: int = 0,
+    references: AnswerReferences | None = None,
 ) -> Measured:
     """One run of ``bench`` (its URL the router's, once) per concurrency in ``levels``, valued by
     ``metric``; on capacity, one capacity search within the levels instead. A replayed trace's
     words come from the seed plus ``visit`` (the visit's place in its plan), so no visit finds
-    the one before's prompts in the engines' prefix caches (the trace's own sharing stays)."""
+    the one before's prompts in the engines' prefix caches (the trace's own sharing stays).
+    With the template's answer probes, each run carries those of round ``round_`` (both arms
+    of a round send the same: paired), checked later against ``references``."""
     plan = await metrics_plan(op)
     url = router_url(op)
     model = await served_model(url, bench.model)
-    template = replace(bench, url=url, repeat=1, label=label, model=model)
+    template = replace(bench, url=url, repeat=1, label=label, model=model, probe_round=round_)
     if template.trace is not None:
         template = replace(template, seed=template.seed + visit)
     if metric == AbMetric.CAPACITY:
@@ -204,21 +213,25 @@ async def measure(
     bench_s: dict[int, float] = {}
     served: dict[int, float] = {}
     run_ids: list[int] = []
-    failed = 0
+    answers: list[Answer] = []
+    failed = requests = 0
     for conc in levels:
         config = replace(template, concurrencies=(conc,))
         t0 = time.monotonic()
         result = await run_bench(config, progress=bench_progress, ledger=op.ledger, metrics=plan,
-                                 traces=trace_collector(op.spec))  # fmt: skip
+                                 traces=trace_collector(op.spec),
+                                 references=references, own_references=False)  # fmt: skip
         bench_s[conc] = time.monotonic() - t0
         run_ids += [r.run_id for r in result.runs if r.run_id is not None]
+        answers += [a for r in result.runs for a in r.answers]
+        requests += sum(len(r.records) for r in result.runs)
         failed += result.n_failed
         for lvl in result.levels:
             values[lvl.concurrency] = _value(metric, lvl)
         counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
         if metric == AbMetric.THROUGHPUT and counted and counted[-1] is not None:
             served[conc] = counted[-1]  # the servers' own tok/s: a cross-check of throughput
-    return Measured(values, bench_s, served, failed, tuple(run_ids))
+    return Measured(values, bench_s, served, failed, tuple(run_ids), tuple(answers), requests)
 
 
 def _value(metric: AbMetric, level: LevelSummary) -> float:

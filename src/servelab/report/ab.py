@@ -12,6 +12,7 @@ from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, ser
 from servelab.core.ab.design import Noise, Order
 from servelab.core.ab.result import AbDesign, AbResult
 from servelab.ops.ab.plan import AbPlan
+from servelab.report.answers import answers_lines, answers_phrase
 from servelab.report.metric import METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import ab_plot
 from servelab.report.text import level_label
@@ -45,7 +46,8 @@ def headline(result: AbResult) -> str:
     design = result.design
     on = "" if design.metric is None else f" ({design.metric} under {design.slo})"
     head = f"{result.service} {result.knob} {result.baseline} → {result.candidate}{on}"
-    return f"{head}: {phrases or 'no comparison'}"
+    answers = "" if result.answers is None else f", {answers_phrase(result.answers)}"
+    return f"{head}: {phrases or 'no comparison'}{answers}"
 
 
 def _interval(lo: float, hi: float) -> str:
@@ -236,6 +238,7 @@ def ab_markdown(result: AbResult) -> str:
         "",
         *_visits_table(result),
         "",
+        *([] if result.answers is None else answers_lines(result.answers)),
         *_server_table(result),
         *_analyses_table(result),
         "",

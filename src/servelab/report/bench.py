@@ -91,6 +91,22 @@ def _rows(level: LevelSummary) -> list[tuple[str, str]]:
         ),
         ("prefix cache hit rate", cache_text(level.cache)),
         *_slo(level),
+        *_answers(level),
+    ]
+
+
+def _answers(level: LevelSummary) -> list[tuple[str, str]]:
+    """The answer probes' rows (none without ``--check-answers``)."""
+    a = level.answers
+    if a is None:
+        return []
+    failures = ", ".join(f"{code} {n}" for code, n in a.failures) or "none"
+    top1 = "n/a" if a.top1_agree is None else f"{a.top1_agree * 100:.1f}%"
+    return [
+        ("answers wrong / probes", f"{a.wrong} / {a.answers} ({a.differ} differ from C1)"),
+        ("answers: structural failures", failures),
+        ("answers: retrieval recall", f"{a.recalled} / {a.retrieval}" if a.retrieval else "n/a"),
+        ("answers: top-1 agreement", top1),
     ]
 
 

@@ -41,6 +41,8 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.export import LedgerExport
 from servelab.ops.case.case import CaseView
+from servelab.report.ab import headline
+from servelab.report.answers import answers_lines
 from servelab.report.case import (
     describe_bisect_event,
     describe_evidence,
@@ -378,7 +380,7 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     out.append(f"- env file value (last recorded change): {show_value(s.file_value)}")
     out += [f"- case {cid} ({title}): **{verdict}**" for cid, title, verdict in s.verdicts]
     for ab in s.ab_runs:
-        out += ["", f"### A/B #{ab.id} ({ab.at})", ""]
+        out += ["", f"### A/B #{ab.id} ({ab.at})", "", f"**{headline(ab.result)}**", ""]
         out += [*_arms_table(ab), "", *_comparison_table(ab)]
         out += ["", "Anomalies:", "", *_anomaly_lines(ab)]
         if ab.id in plots:
@@ -400,6 +402,8 @@ def ab_markdown(ab: AbRunRecord, plot: str | None) -> str:
     unit = METRIC_UNITS[ab.result.design.compared]
     out += [f"## Arms ({unit})", "", *_arms_table(ab), "", "## Comparisons", ""]
     out += [*_comparison_table(ab), "", "## Anomalies", "", *_anomaly_lines(ab)]
+    if ab.result.answers is not None:
+        out += ["", *answers_lines(ab.result.answers)]
     if plot is not None:
         out += ["", f"![A/B #{ab.id}]({plot})"]
     return "\n".join(out) + "\n"

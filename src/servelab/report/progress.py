@@ -30,6 +30,12 @@ from servelab.core.ab.tuneevents import (
     TuneStarted,
     TuneVisitStarted,
 )
+from servelab.core.answers.events import (
+    ArmAnswered,
+    ArmDropped,
+    ReferencesReused,
+    ReferencesTaken,
+)
 from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
 from servelab.core.case.events import (
     ArmSoaked,
@@ -115,6 +121,17 @@ def describe_progress(event: ProgressEvent) -> str:
             | StreamHeld() | SoakDeadlineReached()
         ):  # fmt: skip
             return _soak(event)
+        case ReferencesTaken(n=n, concurrency=conc):
+            return f"answers: {n} reference answers taken from the baseline at C{conc}"
+        case ArmDropped(arm=arm, baseline=base, wrong=wrong, baseline_wrong=bw, n=n):
+            return (f"arm {arm} dropped: it changes answers ({wrong} of {n} wrong against "
+                    f"{bw} of {n} for {base})")  # fmt: skip
+        case ArmAnswered(arm=arm, value=value, wrong=None, answers=n):
+            return f"arm {arm} ({value}): {n} answers (judged at the end)"
+        case ArmAnswered(arm=arm, value=value, wrong=wrong, answers=n):
+            return f"arm {arm} ({value}): {wrong}/{n} answers wrong"
+        case ReferencesReused(id=rid, n=n):
+            return f"answers: reusing {n} reference answers of the same state (references {rid})"
         case TuneScreened(blocks=blocks, factors=()):
             return (f"screening stopped after {blocks} block(s): no knob left to tune, the "
                     "original values are kept")  # fmt: skip
@@ -231,6 +248,10 @@ def _knob(
 
 def _case_test(e: CaseTestPlanned) -> str:
     order = " ".join(arm[0].upper() for arm in e.order)
+    if e.soak_id is None:
+        return (f"case test {e.target}: {e.suspect} against {e.revert}, {e.rounds} round(s) "
+                f"each ({order}), {e.session_rounds} bench run(s) with answer probes per "
+                "visit")  # fmt: skip
     return (
         f"case test {e.target}: {e.suspect} against {e.revert}, {e.rounds} round(s) each "
         f"({order}), {e.sessions} session(s) x {e.session_rounds} rounds per visit (the "

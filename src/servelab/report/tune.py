@@ -22,6 +22,7 @@ from servelab.core.ab.tune import (
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.ops.ab.tune import TunePlan
+from servelab.report.answers import answers_phrase, arm_answers_cells
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
 from servelab.report.text import show_value
@@ -74,7 +75,10 @@ def headline(record: TuneRecord) -> str:
     each = "; ".join(f"{_where(record.metric, t.level)}: {t.result.winner or 'no winner'}"
                      for t in record.tunes)  # fmt: skip
     best = f"best {record.best}" if record.best is not None else "no arm best at every level"
-    return f"tune {knobs}: {each or _nothing(record.screening)} ({best})"
+    dropped = f"; dropped for changing answers: {', '.join(record.dropped)}" if record.dropped \
+        else ""  # fmt: skip
+    nothing = "no rival left" if record.dropped else _nothing(record.screening)
+    return f"tune {knobs}: {each or nothing} ({best}{dropped})"
 
 
 def _nothing(screening: Screening | None) -> str:
@@ -244,6 +248,28 @@ def _cost(record: TuneRecord) -> list[str]:
     ]
 
 
+def _answers(record: TuneRecord) -> list[str]:
+    """Each arm's answers against the answers' baseline arm; the arms dropped for them."""
+    if record.answers is None:
+        return []
+    lines = [
+        "Answers (greedy probes inside every visit, against references from the original values):",
+        "",
+        "| arm | answers | differ from reference | wrong | structural failures | recall "
+        "| top-1 agreement | against its baseline |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    dropped = set(record.dropped or ())
+    if record.answers:
+        base = record.answers[0].baseline
+        lines.append(f"| {base.arm} (baseline) {arm_answers_cells(base)} — |")
+    for j in record.answers:
+        gone = " **dropped**" if j.candidate.arm in dropped else ""
+        lines.append(f"| {j.candidate.arm}{gone} {arm_answers_cells(j.candidate)} "
+                     f"{answers_phrase(j)} |")  # fmt: skip
+    return [*lines, ""]
+
+
 def _slo(record: TuneRecord) -> str:
     return "" if record.slo is None else f" under the SLO {record.slo}"
 
@@ -268,8 +294,10 @@ def tune_markdown(record: TuneRecord) -> str:
         best,
         _left(record),
         "",
+        *_answers(record),
         f"{METRIC_WORDS[record.metric]}{_slo(record)} per visit; blocks in a seeded "
-        f"{rule.order} order (seed {rule.seed}); {method}, at α = {rule.alpha:g} family-wise "
+        f"{rule.order} order (seed {rule.seed}); {method or 'successive elimination'}, "
+        f"at α = {rule.alpha:g} family-wise "
         f"(split over {len(record.levels)} level(s)), margin ±{rule.margin * 100:g}%, "
         f"{rule.boundary} boundary, at most {rule.max_rounds} blocks.",
         "",

@@ -133,6 +133,9 @@ class SglangArgs:
     enable_metrics: bool = _arg(False, "Serve /metrics (404 without, as SGLang).")
     enable_trace: bool = _arg(False, "Export the request spans to --otlp-traces-endpoint.")
     otlp_traces_endpoint: str = _arg("localhost:4317", "OTLP/gRPC HOST:PORT for the spans.")
+    json_model_override_args: str = _arg(
+        "{}", "A JSON object overriding the model's config (modelled: index_topk)."
+    )
 
 
 @dataclass(frozen=True)
@@ -162,6 +165,9 @@ class VllmArgs:
     disable_log_stats: bool = _arg(False, "No vllm: series in /metrics (as vLLM).")
     kv_transfer_config: str | None = _arg(None, "The KV connector's JSON (accepted).")
     otlp_traces_endpoint: str | None = _arg(None, "OTLP/gRPC HOST:PORT for the request spans.")
+    hf_overrides: str | None = _arg(
+        None, "A JSON object overriding the model's config (modelled: index_topk)."
+    )
 
 
 ServerArgs = SglangArgs | VllmArgs
@@ -198,6 +204,13 @@ SERVELAB_OPTIONS = (
     _Option("--wedge", None, "Fault: start wedged (requests hang, /health 200)."),
     _Option("--no-metrics", None, "Fault: answer /metrics with 404."),
     _Option("--fail-fast-s", float, "Fault: answer 500 at once for S seconds.", metavar="S"),
+    _Option(
+        "--batch-nondeterminism",
+        float,
+        "Fault: greedy tokens flip at RATE x batch/64.",
+        metavar="RATE",
+    ),
+    _Option("--kv-corrupt", None, "Fault: decode from wrong KV after a PD hand-off."),
     _Option("--scheduler-crash", None, "Fault: the scheduler dies (503, exit 1)."),
 )
 

@@ -13,6 +13,10 @@
 - ``no_metrics``: ``/metrics`` answers 404 (an engine without a metrics endpoint).
 - ``fail_fast_s`` ``S``: for S wall seconds from when it is set (or from start), every generation
   request is answered 500 at once (what opens the router's circuit breaker for this worker).
+- ``batch_nondeterminism`` ``RATE``: each greedy token the decode emits in a step over B running
+  requests takes its second choice with probability ``RATE * B / 64`` (``servelab.sim.answers``).
+- ``kv_corrupt``: the decode continues from wrong KV after a PD hand-off (SGLang bootstrap room,
+  vLLM NIXL read): HTTP 200, a valid stream, an answer that differs from its first decoded token.
 - ``scheduler_crash``: the scheduler loop raises at its next step; the worker then does what the
   engine does when its scheduler process dies (``servelab.sim.app``: logged, 503, exit 1).
 
@@ -40,6 +44,8 @@ ENV_VARS = {
     "wedge": "SERVELAB_SIM_WEDGE",
     "no_metrics": "SERVELAB_SIM_NO_METRICS",
     "fail_fast_s": "SERVELAB_SIM_FAIL_FAST_S",
+    "batch_nondeterminism": "SERVELAB_SIM_BATCH_NONDETERMINISM",
+    "kv_corrupt": "SERVELAB_SIM_KV_CORRUPT",
     "scheduler_crash": "SERVELAB_SIM_SCHEDULER_CRASH",
 }
 
@@ -119,6 +125,8 @@ class Faults:
     wedge: bool = False
     no_metrics: bool = False
     fail_fast_s: float = 0.0
+    batch_nondeterminism: float = 0.0
+    kv_corrupt: bool = False
     scheduler_crash: bool = False
 
     @classmethod
@@ -142,7 +150,7 @@ class Faults:
             new["corrupt_under_load"] = _opt_int(
                 "corrupt_under_load", changes["corrupt_under_load"]
             )
-        for name in ("slow_start_s", "fail_fast_s"):
+        for name in ("slow_start_s", "fail_fast_s", "batch_nondeterminism"):
             if name in changes:
                 new[name] = _non_negative(name, changes[name])
         if "transfer_fail_over_tokens" in changes:
@@ -150,7 +158,7 @@ class Faults:
             if over is not None and over < 0:
                 raise SimError(f"transfer_fail_over_tokens must be >= 0, got {over}")
             new["transfer_fail_over_tokens"] = over
-        for name in ("wedge", "no_metrics", "scheduler_crash"):
+        for name in ("wedge", "no_metrics", "kv_corrupt", "scheduler_crash"):
             if name in changes:
                 new[name] = parse_flag(name, changes[name])
         return replace(self, **new)

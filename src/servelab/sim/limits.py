@@ -16,11 +16,17 @@ running batch is ``--max-running-requests`` (or ``clamp(pool / context_length x 
 and at most half the pool. vLLM: ``gpu_memory_utilization x gpu - weights - activations``
 (the same activation estimate), ``max_num_seqs`` 1024 and ``max_num_batched_tokens`` 8192 on a
 card of 70 GiB or more (``arg_utils.py`` ``get_batch_defaults``), block size 16, prefix caching on.
+
+The model's sparse-attention top-k (``index_topk``, ``servelab.sim.recall``) is a key of the
+model's config, overridden by SGLang's ``--json-model-override-args '{"index_topk": N}'`` and
+vLLM's ``--hf-overrides '{"index_topk": N}'`` (both JSON objects; other keys are accepted and not
+modelled).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Literal, assert_never
@@ -28,6 +34,7 @@ from typing import Literal, assert_never
 from servelab.errors import SimError
 from servelab.sim.engineargs import SglangArgs, VllmArgs
 from servelab.sim.profile import HardwareProfile
+from servelab.sim.recall import DEFAULT_INDEX_TOPK
 
 __all__ = ["CachedTokens", "Limits", "resolve"]
 
@@ -66,6 +73,23 @@ class Limits:
     cached_tokens: CachedTokens
     context_length: int
     mem_fraction: float  # SGLang's mem_fraction_static, vLLM's gpu_memory_utilization
+    index_topk: int = DEFAULT_INDEX_TOPK  # the sparse-attention top-k (the model's config)
+
+
+def _index_topk(flag: str, raw: str | None) -> int:
+    """``index_topk`` from a model-config override (a JSON object), else the model's own."""
+    if raw is None or raw.strip() == "":
+        return DEFAULT_INDEX_TOPK
+    try:
+        overrides = json.loads(raw)
+    except ValueError as exc:
+        raise SimError(f"{flag} is not valid JSON: {exc}") from exc
+    if not isinstance(overrides, dict):
+        raise SimError(f"{flag} must be a JSON object")
+    value = overrides.get("index_topk", DEFAULT_INDEX_TOPK)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SimError(f"{flag}: index_topk must be an integer >= 1, got {value!r}")
+    return value
 
 
 def _reserved_mib(profile: HardwareProfile, activation_tokens: int) -> float:
@@ -120,6 +144,7 @@ def _sglang(args: SglangArgs, profile: HardwareProfile, role: Role) -> tuple[Sgl
         cached_tokens=report,
         context_length=context,
         mem_fraction=fraction,
+        index_topk=_index_topk("--json-model-override-args", args.json_model_override_args),
     )
     return resolved, limits
 
@@ -159,6 +184,7 @@ def _vllm(args: VllmArgs, profile: HardwareProfile) -> tuple[VllmArgs, Limits]:
         cached_tokens=report,
         context_length=context,
         mem_fraction=args.gpu_memory_utilization,
+        index_topk=_index_topk("--hf-overrides", args.hf_overrides),
     )
     return resolved, limits
 

@@ -105,6 +105,15 @@ class HardwareProfile:
     mla_tile_knob_name: str = "SGLANG_SM120_MLA_KV_TILE"
     mla_tile_default: int = 0
     mla_max_kv_splits: int = 64
+    # The sparse-attention indexer's keys (DeepSeek-V3.2's DSA): the incident's custom build reads
+    # ``SGLANG_NSA_INDEX_KEYS_BF16=1`` to keep them in bf16 under CUDA-graph capture instead of
+    # quantizing them to fp8 every step. The model: each running request's per-step cost (inside
+    # ``t_req_s``) loses the keys' quantize/dequantize, 60 us of its 140 us: 3.8 ms of the step at
+    # C64, +10.1% output throughput there (256 CTAs, 128 in / 64 out; +11.6% with 512 CTAs,
+    # +12.6% at C80, +12.2% at C96, +4.0% at C16). What it does to answers:
+    # ``servelab.sim.answers``.
+    nsa_bf16_knob_name: str = "SGLANG_NSA_INDEX_KEYS_BF16"
+    nsa_bf16_saving_per_req_s: float = 60e-6
     # CPU scheduling gap the GPU waits out between two decode steps when the overlap scheduler is
     # off (SGLang ``--disable-overlap-schedule``): batch assembly, radix-cache and output
     # processing, growing with the batch. Calibrated to SGLang v0.4's release note ("zero-overhead
@@ -141,10 +150,14 @@ def wave_efficiency(profile: HardwareProfile, n_ctas: int) -> float:
     return waves / math.ceil(waves)
 
 
-def decode_step_s(profile: HardwareProfile, batch: int, ctx_tokens: int, target_ctas: int) -> float:
+def decode_step_s(
+    profile: HardwareProfile, batch: int, ctx_tokens: int, target_ctas: int,
+    index_keys_bf16: bool = False,
+) -> float:  # fmt: skip
     """Modelled duration of one decode iteration over ``batch`` requests.
 
-    ``ctx_tokens`` is the total context (prompt + generated) of the batch's requests.
+    ``ctx_tokens`` is the total context (prompt + generated) of the batch's requests;
+    ``index_keys_bf16``: the indexer keys stay bf16 (``nsa_bf16_saving_per_req_s`` per request).
     """
     if batch <= 0:
         return 0.0
@@ -152,7 +165,8 @@ def decode_step_s(profile: HardwareProfile, batch: int, ctx_tokens: int, target_
     work = profile.work_fixed_s + profile.work_per_req_s * batch
     t_kernel = work / wave_efficiency(profile, n) + profile.t_combine_s * n
     kv_read = ctx_tokens * profile.kv_bytes_per_token / profile.hbm_bw_bytes_s
-    return profile.t_fixed_s + t_kernel + profile.t_req_s * batch + kv_read
+    t_req = profile.t_req_s - (profile.nsa_bf16_saving_per_req_s if index_keys_bf16 else 0.0)
+    return profile.t_fixed_s + t_kernel + t_req * batch + kv_read
 
 
 def prefill_s(profile: HardwareProfile, new_tokens: int) -> float:
@@ -197,8 +211,9 @@ def mla_stall_above(profile: HardwareProfile, kv_tile: int) -> int | None:
 
 
 def steady_throughput(
-    profile: HardwareProfile, concurrency: int, target_ctas: int, in_len: int, out_len: int
-) -> float:
+    profile: HardwareProfile, concurrency: int, target_ctas: int, in_len: int, out_len: int,
+    index_keys_bf16: bool = False,
+) -> float:  # fmt: skip
     """Closed-loop steady-state output tokens/s at ``concurrency`` users.
 
     Each user's cycle is prefill + KV transfer, then ``out_len - 1`` decode steps (the first
@@ -208,6 +223,6 @@ def steady_throughput(
     if concurrency <= 0 or out_len <= 0:
         return 0.0
     ctx = concurrency * (in_len + out_len // 2)
-    step = decode_step_s(profile, concurrency, ctx, target_ctas)
+    step = decode_step_s(profile, concurrency, ctx, target_ctas, index_keys_bf16)
     cycle = prefill_s(profile, in_len) + kv_transfer_s(profile, in_len) + (out_len - 1) * step
     return concurrency * out_len / cycle

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
 
 from servelab.sim.limits import CachedTokens
+from servelab.sim.logprobs import chat_logprobs, completion_logprobs, requested_logprobs
 from servelab.sim.text import Output, count_tokens
 
 __all__ = [
@@ -70,6 +71,19 @@ class GenRequest:
     batch: bool
     #: phase marks for tracing (sim/tracing.py): name -> the worker's wall clock, ns
     marks: dict[str, int] = field(default_factory=dict, compare=False)
+    #: the sampling temperature asked for (None: the engine's default, which samples)
+    temperature: float | None = None
+    #: ``tool_choice`` as given (``"none"``, ``"auto"``, ``"required"``, a named function)
+    tool_choice: Any = None
+    #: log-probabilities asked for: how many alternatives per token (None: not asked)
+    logprobs: int | None = None
+    #: a chat whose last message is a tool's result (the model may answer in words)
+    after_tool: bool = False
+
+    @property
+    def greedy(self) -> bool:
+        """Greedy decoding: temperature 0."""
+        return self.temperature == 0
 
 
 def _text_of(content: Any) -> str | None:
@@ -198,6 +212,16 @@ def _options(api: Api, body: dict[str, Any]) -> tuple[bool, bool, int | None, in
     return stream, bool(opts.get("include_usage")), seed if isinstance(seed, int) else None, n_value
 
 
+def _temperature(api: Api, body: dict[str, Any]) -> float | RequestError | None:
+    source = body.get("sampling_params") if api == "generate" else body
+    value = source.get("temperature") if isinstance(source, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        return RequestError("'temperature' must be a number >= 0")
+    return float(value)
+
+
 def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | RequestError:
     """Validate a request body and split it into items (one per sequence, each with its room)."""
     if not isinstance(body, dict):
@@ -226,7 +250,16 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
     )
     model = body.get("model")
     model = model if isinstance(model, str) and model else served_model
-    return GenRequest(api, model, stream, include_usage, seed, tuple(tools), items, batch)
+    temperature, logprobs = _temperature(api, body), requested_logprobs(api, body)
+    if isinstance(temperature, RequestError):
+        return temperature
+    if isinstance(logprobs, str):
+        return RequestError(logprobs)
+    return GenRequest(
+        api, model, stream, include_usage, seed, tuple(tools), items, batch,
+        temperature=temperature, tool_choice=body.get("tool_choice"), logprobs=logprobs,
+        after_tool=api == "chat" and body["messages"][-1].get("role") == "tool",
+    )  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------- render
@@ -283,7 +316,9 @@ def stream_token(
         meta = _generate_meta(item, rid, k + 1, None)
         return _sse({"text": text, "meta_info": meta, "index": item.index})
     if req.api == "completions":
-        choice: dict[str, Any] = {"index": item.index, "text": piece, "finish_reason": None}
+        choice: dict[str, Any] = {"index": item.index, "text": piece}
+        _add_logprobs(req, choice, out, k, k + 1)
+        choice["finish_reason"] = None
         return _sse(_envelope(req, rid, created, [choice]))
     delta: dict[str, Any]
     if out.tool_name is None:
@@ -294,8 +329,20 @@ def stream_token(
         delta["tool_calls"][0]["function"] = fn
     else:
         delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-    choice = {"index": item.index, "delta": delta, "finish_reason": None}
+    choice = {"index": item.index, "delta": delta}
+    _add_logprobs(req, choice, out, k, k + 1)
+    choice["finish_reason"] = None
     return _sse(_envelope(req, rid, created, [choice]))
+
+
+def _add_logprobs(
+    req: GenRequest, choice: dict[str, Any], out: Output, start: int, stop: int
+) -> None:
+    """Add tokens ``start``..``stop``'s log-probabilities to ``choice`` when they were asked."""
+    if req.logprobs is None:
+        return
+    render = chat_logprobs if req.api == "chat" else completion_logprobs
+    choice["logprobs"] = render(out, start, stop, req.logprobs)
 
 
 _SENTINEL = "\x00servelab-piece\x00"
@@ -307,7 +354,7 @@ def token_frame(req: GenRequest, item: GenItem, out: Output, rid: str, created: 
     ``frame.event(piece)`` equals ``stream_token(...)`` for plain-text chat/completions outputs;
     ``None`` when the output needs the general path (``/generate``, tool calls).
     """
-    if req.api == "generate" or out.tool_name is not None:
+    if req.api == "generate" or out.tool_name is not None or req.logprobs is not None:
         return None
     probe = Output((_SENTINEL,), finish_reason=out.finish_reason)
     marker = json.dumps(_SENTINEL).encode()
@@ -384,14 +431,19 @@ def stream_usage(
 
 def _choice(req: GenRequest, item: GenItem, out: Output, n_out: int) -> dict[str, Any]:
     text = "".join(out.pieces[:n_out])
+    choice: dict[str, Any] = {"index": item.index}
     if req.api == "completions":
-        return {"index": item.index, "text": text, "finish_reason": out.finish_reason}
-    message: dict[str, Any] = {"role": "assistant", "content": text}
-    if out.tool_name is not None:
-        fn = {"name": out.tool_name, "arguments": text}
-        call = {"id": out.tool_call_id, "type": "function", "function": fn}
-        message = {"role": "assistant", "content": None, "tool_calls": [call]}
-    return {"index": item.index, "message": message, "finish_reason": out.finish_reason}
+        choice["text"] = text
+    else:
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if out.tool_name is not None:
+            fn = {"name": out.tool_name, "arguments": text}
+            call = {"id": out.tool_call_id, "type": "function", "function": fn}
+            message = {"role": "assistant", "content": None, "tool_calls": [call]}
+        choice["message"] = message
+    _add_logprobs(req, choice, out, 0, n_out)
+    choice["finish_reason"] = out.finish_reason
+    return choice
 
 
 def final_body(

@@ -40,6 +40,7 @@ __all__ = [
     "LAG_BUCKET_S",
     "RETRACT_DECODE_STEPS",
     "DecodeScheduler",
+    "Perturb",
     "PrefillJob",
     "PrefillScheduler",
     "Prefilled",
@@ -55,6 +56,11 @@ class TokenSink(Protocol):
     (``servelab.sim.tokenstream.TokenWriter`` writes them to the connection)."""
 
     def __call__(self) -> None: ...
+
+
+#: Called for each sequence right after a decode step gave it a token, with the step's batch size
+#: (``servelab.sim.answers.perturb_token``: what may change the answer from that token on).
+Perturb = Callable[["Sequence", int], None]
 
 
 @dataclass(eq=False)
@@ -359,6 +365,8 @@ class DecodeScheduler:
         self._kick = asyncio.Event()
         self.unwedged = asyncio.Event()
         self.lag = _Lag()
+        #: what may change answers token by token (None: nothing does, the fast path)
+        self.perturb: Perturb | None = None
         self._crash = False
 
     def crash(self) -> None:
@@ -425,8 +433,11 @@ class DecodeScheduler:
 
     def _emit(self) -> None:
         finished = False
+        perturb, batch = self.perturb, len(self._running)
         for seq in self._running:
             seq.n_out += 1
+            if perturb is not None:
+                perturb(seq, batch)
             seq.emitted()
             if seq.n_out >= seq.target:
                 seq.done.set()

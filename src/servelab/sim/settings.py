@@ -19,7 +19,7 @@ from typing import Any, Literal
 from servelab.errors import SimError
 from servelab.sim.engineargs import Engine, ParsedArgs, SglangArgs, VllmArgs
 from servelab.sim.faults import ENV_VARS as FAULT_ENV_VARS
-from servelab.sim.faults import Faults
+from servelab.sim.faults import Faults, parse_flag
 from servelab.sim.kvlayout import KvLayout
 from servelab.sim.limits import Limits, resolve
 from servelab.sim.profile import (
@@ -69,6 +69,9 @@ class WorkerSettings:
     profile: HardwareProfile = DEFAULT_PROFILE
     target_ctas: int = DEFAULT_PROFILE.knob_default
     mla_kv_tile: int = DEFAULT_PROFILE.mla_tile_default
+    #: the indexer keys kept in bf16 (``SGLANG_NSA_INDEX_KEYS_BF16=1``): faster decode steps,
+    #: and answers altered above 16 running requests (``servelab.sim.answers``)
+    index_keys_bf16: bool = False
     time_scale: float = 1.0
     waiting_timeout_s: float = 300.0
     warmup_s: float = DEFAULT_PROFILE.cold_start_s
@@ -101,7 +104,9 @@ class WorkerSettings:
     def decode_step_s(self, batch: int, ctx_tokens: int) -> float:
         """Modelled seconds of one decode step: the kernel model for the knob in force, plus
         the CPU scheduling gap when the overlap scheduler is off."""
-        step = decode_step_s(self.profile, batch, ctx_tokens, self.target_ctas)
+        step = decode_step_s(
+            self.profile, batch, ctx_tokens, self.target_ctas, self.index_keys_bf16
+        )
         return step if self.limits.overlap_schedule else step + sched_gap_s(self.profile, batch)
 
     def scaled(self, modelled_s: float) -> float:
@@ -125,6 +130,7 @@ class WorkerSettings:
         return {
             self.profile.knob_name: self.target_ctas,
             self.profile.mla_tile_knob_name: self.mla_kv_tile,
+            self.profile.nsa_bf16_knob_name: int(self.index_keys_bf16),
             ENV_TIME_SCALE: self.time_scale,
             ENV_WAITING_TIMEOUT: self.waiting_timeout_s,
             ENV_WARMUP_S: self.warmup_s,
@@ -167,6 +173,11 @@ def _int_knob(env: Mapping[str, str], name: str, default: int, minimum: int) -> 
     return value
 
 
+def _flag_knob(env: Mapping[str, str], name: str) -> bool:
+    """A boolean knob: ``1``/``true``... on; unset, ``0``/``false``... off; else an error."""
+    return parse_flag(name, env.get(name, ""))
+
+
 def load_settings(
     role: Role,
     *,
@@ -184,6 +195,7 @@ def load_settings(
     values: dict[str, Any] = {
         "target_ctas": _int_knob(source, profile.knob_name, profile.knob_default, 1),
         "mla_kv_tile": _int_knob(source, profile.mla_tile_knob_name, profile.mla_tile_default, 0),
+        "index_keys_bf16": _flag_knob(source, profile.nsa_bf16_knob_name),
         "time_scale": _number(source, ENV_TIME_SCALE, 1.0, positive=True),
         "waiting_timeout_s": _number(source, ENV_WAITING_TIMEOUT, 300.0, positive=True),
         "warmup_s": _number(source, ENV_WARMUP_S, profile.cold_start_s, positive=False),

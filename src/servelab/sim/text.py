@@ -1,23 +1,52 @@
 """Deterministic output for the simulated model, and a word-level "tokenizer" (no downloads).
 
-PURE. The same (seed, prompt, max_tokens, tools) always gives the same pieces, whatever the load:
-the only exception is the ``corrupt`` flag the fault switch sets.
+PURE. The same (seed, prompt, max_tokens, tools, tool_choice) always gives the same pieces,
+whatever the load; what may change them afterwards (batch nondeterminism, the answer-altering
+knob, wrong KV) is :mod:`servelab.sim.answers`, and the ``corrupt`` flag of the
+``corrupt_under_load`` switch. Three kinds of answers:
+
+- a **retrieval** prompt (:mod:`servelab.sim.recall`): ``The pass key is NNNNNN.``;
+- with ``tools`` (unless ``tool_choice`` is ``"none"``): a **tool call** whose arguments satisfy
+  the tool's JSON schema (:mod:`servelab.sim.toolargs`); a ``"required"`` or a named
+  ``tool_choice`` always calls, and so does a greedy request (temperature 0) unless the
+  conversation's last message is a tool's result; otherwise (sampled, or greedy after a tool
+  result) two times in three, by a hash of seed and prompt (an agent loop then gets words, and a
+  next user turn, one time in three);
+- otherwise **text**: ``max_tokens`` words.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-__all__ = ["Output", "count_tokens", "plan_output", "tokenize"]
+from servelab.sim.recall import (
+    DEFAULT_INDEX_TOPK,
+    find_retrieval,
+    recall_pieces,
+    recalls,
+    wrong_key,
+)
+from servelab.sim.toolargs import ToolArgs, garbled, plan_args, tool_schema
+
+__all__ = [
+    "WORDS",
+    "Kind",
+    "Output",
+    "count_tokens",
+    "other_word",
+    "plan_output",
+    "seed_int",
+    "tokenize",
+]
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
-_WORDS = [
+WORDS = [
     "the",
     "of",
     "and",
@@ -171,14 +200,33 @@ _WORDS = [
 ]
 
 
+class Kind(StrEnum):
+    """What an answer is: words, a retrieval answer, or a tool call."""
+
+    TEXT = "text"
+    RECALL = "recall"
+    TOOL = "tool"
+
+
 @dataclass(frozen=True)
 class Output:
-    """What the model will say: one string per output token, and how it ends."""
+    """What the model will say: one string per output token, and how it ends.
+
+    ``root`` identifies the answer (a hash of seed and prompt: what its alternatives and its
+    divergences are drawn from), ``greedy`` whether the request decodes greedily (temperature
+    0), ``args`` a tool call's arguments while they are well-formed, ``swapped`` the positions
+    where the reference's second choice was taken and the token the reference had there.
+    """
 
     pieces: tuple[str, ...]
     tool_name: str | None = None
     tool_call_id: str | None = None
     finish_reason: str = "length"
+    root: int = 0
+    kind: Kind = Kind.TEXT
+    greedy: bool = False
+    args: ToolArgs | None = field(default=None, compare=False, hash=False)
+    swapped: tuple[tuple[int, str], ...] = ()
 
     @property
     def text(self) -> str:
@@ -196,20 +244,32 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN_RE.findall(text)
 
 
-def _seed_int(seed: int, prompt: str, salt: str) -> int:
+def seed_int(seed: int, prompt: str, salt: str) -> int:
+    """A 64-bit hash of (seed, prompt, salt): every deterministic draw of the model."""
     digest = hashlib.blake2b(f"{seed}\x00{salt}\x00{prompt}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
 
 
+def other_word(piece: str, draw: int) -> str:
+    """A word token other than ``piece``, spelt like it (leading space, capital)."""
+    core = piece.strip()
+    word = WORDS[draw % len(WORDS)]
+    if word == core.lower():
+        word = WORDS[(draw + 1) % len(WORDS)]
+    if core[:1].isupper():
+        word = word.capitalize()
+    return (" " if piece.startswith(" ") else "") + word
+
+
 def _words(rng: random.Random, n: int) -> tuple[str, ...]:
-    choices = rng.choices(_WORDS, k=n)
+    choices = rng.choices(WORDS, k=n)
     if not choices:
         return ()
     first = choices[0].capitalize()
     return (first, *(" " + w for w in choices[1:]))
 
 
-def _tool_name(tools: list[Any], rng: random.Random) -> str:
+def _tool_names(tools: list[Any]) -> list[str]:
     names = []
     for tool in tools:
         if isinstance(tool, dict):
@@ -217,19 +277,39 @@ def _tool_name(tools: list[Any], rng: random.Random) -> str:
             name = fn.get("name") if isinstance(fn, dict) else tool.get("name")
             if isinstance(name, str) and name:
                 names.append(name)
-    return rng.choice(names) if names else "tool"
+    return names
 
 
-def _tool_pieces(rng: random.Random, max_tokens: int, corrupt: bool) -> tuple[str, ...]:
-    n_args = max(1, min(3, (max_tokens - 2) // 4))
-    args = {f"arg{i}": " ".join(rng.choices(_WORDS, k=2)) for i in range(n_args)}
-    text = json.dumps(args, separators=(",", ":"))
-    if corrupt:
-        # Broken JSON the way the incident's corruption looked: a cut string, a stray brace.
-        text = text[: max(2, len(text) * 2 // 3)] + '"}}'
-    size = max(1, -(-len(text) // max(1, max_tokens)))
-    size = max(size, 4)
-    return tuple(text[i : i + size] for i in range(0, len(text), size))
+def _forced_name(tool_choice: Any) -> str | None:
+    """The function a named ``tool_choice`` forces (``{"type": "function", "function": {...}}``)."""
+    if isinstance(tool_choice, dict):
+        fn = tool_choice.get("function")
+        name = fn.get("name") if isinstance(fn, dict) else None
+        return name if isinstance(name, str) and name else None
+    return None
+
+
+def _calls_tool(seed: int, prompt: str, tool_choice: Any, greedy: bool, after_tool: bool) -> bool:
+    if tool_choice == "none":
+        return False
+    if tool_choice == "required" or _forced_name(tool_choice) is not None:
+        return True
+    return (greedy and not after_tool) or seed_int(seed, prompt, "tool") % 3 != 0
+
+
+def _tool_output(
+    seed: int, prompt: str, n: int, tools: list[Any], tool_choice: Any, corrupt: bool
+) -> Output:
+    rng = random.Random(seed_int(seed, prompt, "text"))
+    names = _tool_names(tools)
+    name = _forced_name(tool_choice) or (rng.choice(names) if names else "tool")
+    planned, pieces = plan_args(tool_schema(tools, name), rng, n)
+    args: ToolArgs | None = planned
+    if corrupt and len(pieces) > 1:  # corrupt_under_load: broken from the first decoded piece
+        pieces, args = garbled(pieces, 1), None
+    call_id = f"call_{seed_int(seed, prompt, 'id') % 10**12:012d}"
+    return Output(pieces, tool_name=name, tool_call_id=call_id, finish_reason="tool_calls",
+                  kind=Kind.TOOL, args=args)  # fmt: skip
 
 
 def plan_output(
@@ -239,17 +319,27 @@ def plan_output(
     *,
     tools: list[Any] | None = None,
     corrupt: bool = False,
+    tool_choice: Any = None,
+    greedy: bool = False,
+    index_topk: int = DEFAULT_INDEX_TOPK,
+    after_tool: bool = False,
 ) -> Output:
-    """The deterministic output for (seed, prompt): plain text, or sometimes a tool call.
-
-    With ``tools``, two requests in three (by a hash of seed and prompt) answer with a tool call
-    whose arguments are well-formed JSON, unless ``corrupt`` (the fault switch) breaks them.
-    """
+    """The deterministic output for (seed, prompt): text, a retrieval answer or a tool call
+    (the module's docstring); ``corrupt`` (the fault switch) breaks a tool call's arguments."""
     n = max(1, max_tokens)
-    rng = random.Random(_seed_int(seed, prompt, "text"))
-    if tools and _seed_int(seed, prompt, "tool") % 3 != 0:
-        name = _tool_name(tools, rng)
-        call_id = f"call_{_seed_int(seed, prompt, 'id') % 10**12:012d}"
-        pieces = _tool_pieces(rng, n, corrupt)
-        return Output(pieces, tool_name=name, tool_call_id=call_id, finish_reason="tool_calls")
-    return Output(_words(rng, n))
+    root = seed_int(seed, prompt, "root")
+    if tools and _calls_tool(seed, prompt, tool_choice, greedy, after_tool):
+        out = _tool_output(seed, prompt, n, tools, tool_choice, corrupt)
+    elif (found := find_retrieval(prompt)) is not None:
+        ok = recalls(seed, prompt, count_tokens(prompt), found, index_topk)
+        pieces = recall_pieces(found.key if ok else wrong_key(seed, prompt, found.key))
+        finish = "stop" if n >= len(pieces) else "length"
+        out = Output(pieces[:n], finish_reason=finish, kind=Kind.RECALL)
+    else:
+        out = Output(_words(random.Random(seed_int(seed, prompt, "text")), n))
+    return _with(out, root, greedy)
+
+
+def _with(out: Output, root: int, greedy: bool) -> Output:
+    return Output(out.pieces, out.tool_name, out.tool_call_id, out.finish_reason, root,
+                  out.kind, greedy, out.args)  # fmt: skip

@@ -87,7 +87,9 @@ __all__ = [
 log = logging.getLogger("servelab.sim.vllm")
 
 #: The SGLang simulator's profile with the vLLM decode knob.
-VLLM_PROFILE = replace(DEFAULT_PROFILE, knob_name=VLLM_KNOB)
+VLLM_PROFILE = replace(
+    DEFAULT_PROFILE, knob_name=VLLM_KNOB, nsa_bf16_knob_name="VLLM_NSA_INDEX_KEYS_BF16"
+)
 _ABORT_TIMEOUT_S = 480.0
 #: ``1``: serve ``/server_info`` (vLLM's ``VLLM_SERVER_DEV_MODE``).
 ENV_DEV_MODE = "VLLM_SERVER_DEV_MODE"
@@ -269,7 +271,7 @@ async def _decode_leg(request: web.Request, req: GenRequest, params: Any) -> web
         worker.metrics.transfer_failed += 1
         state.note("decode", x_id, 500, failed.message)
         return _error(500, failed.message, "InternalServerError")
-    result = await unless_gone(request, worker.decode_items(req))
+    result = await unless_gone(request, worker.decode_items(req, handoff=pulled is not None))
     if isinstance(result, TransferError):
         state.note("decode", x_id, 500, result.message)
         return _error(500, result.message, "InternalServerError")

@@ -18,6 +18,7 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import Any
 
+from servelab.sim.answers import Change, diverge, perturb_token
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
 from servelab.sim.kvlayout import garbled, sglang_corrupts
@@ -93,6 +94,7 @@ class Worker:
             task = asyncio.create_task(self.prefill_sched.run())
         else:
             self.decode_sched = DecodeScheduler(self.settings, self.metrics, self.is_wedged)
+            self._set_perturb()
             task = asyncio.create_task(self.decode_sched.run())
         task.add_done_callback(self._scheduler_ended)
         self._tasks.append(task)
@@ -164,7 +166,19 @@ class Worker:
             self._crash_scheduler()
         if not self.is_wedged() and self.decode_sched is not None:
             self.decode_sched.unwedged.set()
+        self._set_perturb()
         return self.faults
+
+    def _set_perturb(self) -> None:
+        """Give the decode loop the per-token hook only while something may change answers."""
+        if self.decode_sched is None:
+            return
+        active = self.faults.batch_nondeterminism > 0 or self.settings.index_keys_bf16
+        self.decode_sched.perturb = self._perturb if active else None
+
+    def _perturb(self, seq: Sequence, batch: int) -> None:
+        rate, bf16 = self.faults.batch_nondeterminism, self.settings.index_keys_bf16
+        seq.out = perturb_token(seq.out, seq.n_out - 1, batch, rate, bf16)
 
     def record_abort(self) -> None:
         """A client went away mid-request."""
@@ -226,7 +240,11 @@ class Worker:
     def _plan(self, req: GenRequest, item: GenItem, corrupt: bool) -> Output:
         seed = req.seed if req.seed is not None else self.settings.seed
         tools = list(req.tools) or None
-        return plan_output(seed, item.prompt, item.max_tokens, tools=tools, corrupt=corrupt)
+        return plan_output(
+            seed, item.prompt, item.max_tokens, tools=tools, corrupt=corrupt,
+            tool_choice=req.tool_choice, greedy=req.greedy, after_tool=req.after_tool,
+            index_topk=self.settings.limits.index_topk,
+        )  # fmt: skip
 
     # ------------------------------------------------------------------------------ prefill
     def _page_hashes(self, item: GenItem) -> tuple[int, ...]:
@@ -287,7 +305,9 @@ class Worker:
         )
         return got if got is not None else state["state"]
 
-    async def _acquire(self, item: GenItem, out: Output) -> Sequence | TransferError:
+    async def _acquire(
+        self, item: GenItem, out: Output, handoff: bool = False
+    ) -> Sequence | TransferError:
         assert self.decode_sched is not None
         t_start = time.monotonic()
         deadline = t_start + self.settings.waiting_timeout_s
@@ -316,28 +336,40 @@ class Worker:
             self._note_room(item.room, kv.first_token, "Success")
             if sglang_corrupts(self.settings.kv_layout, kv.layout):
                 out = garbled(out)  # pages copied by index into slots of another layout
-            pieces = (kv.first_token, *out.pieces[1:])
-            seq = Sequence(
-                replace(out, pieces=pieces), kv.prompt_tokens, cached_tokens=kv.cached_tokens
-            )
-            if self.settings.decode_stalls(kv.prompt_tokens):
-                self._stall(seq)
-            else:
-                self.decode_sched.join(seq)
+            handoff = handoff or (item.room is not None and item.bootstrap_host is not None)
+            seq = self._start_decode(out, kv, handoff)
             self.metrics.ttft.observe(time.monotonic() - t_start)
             return seq
         finally:
             self._waiting -= 1
             self.metrics.queued = self.metrics.transfer_queue = self._waiting
 
-    async def decode_items(self, req: GenRequest) -> list[Sequence] | TransferError:
-        """Get every item's KV, join the batch; on any failure cancel all and return the error."""
+    def _start_decode(self, out: Output, kv: RoomInfo, handoff: bool) -> Sequence:
+        """The sequence that decodes on from the prefill's first token (from wrong KV after a
+        hand-off while ``kv_corrupt`` is on), joined to the batch or parked by the MLA tile."""
+        assert self.decode_sched is not None
+        planned = replace(out, pieces=(kv.first_token, *out.pieces[1:]))
+        if handoff and self.faults.kv_corrupt:
+            planned = diverge(planned, 1, Change.GARBLE)
+        seq = Sequence(planned, kv.prompt_tokens, cached_tokens=kv.cached_tokens)
+        if self.settings.decode_stalls(kv.prompt_tokens):
+            self._stall(seq)
+        else:
+            self.decode_sched.join(seq)
+        return seq
+
+    async def decode_items(
+        self, req: GenRequest, handoff: bool = False
+    ) -> list[Sequence] | TransferError:
+        """Get every item's KV, join the batch; on any failure cancel all and return the error.
+        ``handoff``: the KV came from a prefill (vLLM's NIXL read; a SGLang item's bootstrap
+        room says so itself), so ``kv_corrupt`` applies."""
         assert self.decode_sched is not None
         self.metrics.prompt_tokens += sum(i.prompt_tokens for i in req.items)
         corrupt = self.faults.corrupts(self.decode_sched.running + self._waiting)
         outs = [self._plan(req, item, corrupt) for item in req.items]
         results = await asyncio.gather(
-            *(self._acquire(i, o) for i, o in zip(req.items, outs, strict=True))
+            *(self._acquire(i, o, handoff) for i, o in zip(req.items, outs, strict=True))
         )
         seqs = [r for r in results if isinstance(r, Sequence)]
         errors = [r for r in results if isinstance(r, TransferError)]

@@ -34,6 +34,8 @@ from servelab.core.ab.sequential import (
     first_decision,
     looks_for,
 )
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
@@ -108,6 +110,8 @@ class ArmVisit:
     overhead_s: float = 0.0
     bench_s: Mapping[int, float] = field(default_factory=dict)
     server_throughput: Mapping[int, float] = field(default_factory=dict)
+    #: what its answer probes were answered (None: answers not checked)
+    answers: Annotated[tuple[Answer, ...] | None, OMITTED_IF_NONE] = None
 
     @property
     def cost(self) -> VisitCost:
@@ -193,6 +197,8 @@ class AbResult:
     ab_id: int | None = None
     visits: tuple[ArmVisit, ...] = ()
     design: AbDesign = field(default_factory=AbDesign)
+    #: the arms' answers judged (:mod:`servelab.core.answers.judge`; None: not checked)
+    answers: Annotated[AnswersJudgement | None, OMITTED_IF_NONE] = None
 
     def throughput(self, arm: str) -> Mapping[int, tuple[float, ...]]:
         """Each concurrency's throughput of ``arm`` (its value), one value per visit."""
@@ -264,9 +270,11 @@ def _stopped(result: AbResult) -> Stop:
 def better_arm(result: AbResult) -> str | None:
     """The arm the concluded verdicts favour: the candidate when it is better at some
     concurrency and worse at none, the baseline when the other way round; None when no verdict
-    decided it, or they disagree."""
+    decided it, or they disagree. A candidate that changes answers (gated) is never better."""
     verdicts = {c.verdict for c in result.comparisons}
     if Verdict.BETTER in verdicts and Verdict.WORSE not in verdicts:
+        if result.answers is not None and result.answers.gates:
+            return None
         return result.candidate
     if Verdict.WORSE in verdicts and Verdict.BETTER not in verdicts:
         return result.baseline

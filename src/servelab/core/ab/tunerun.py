@@ -55,6 +55,7 @@ from servelab.core.ab.tune import (
     tune_result,
     visit_order,
 )
+from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
@@ -160,9 +161,10 @@ def replay(
     visits: Sequence[ArmVisit],
 ) -> tuple[dict[int, TuneState], NextBlock | None]:
     """Each level's state after the complete blocks of ``visits`` (``round``: the block, 0-based),
-    and the block to run next (None: every level has stopped, or there is no arm)."""
-    if not arms:
-        return {}, None  # a screening left nothing to tune
+    and the block to run next (None: every level has stopped, or fewer than two arms are left:
+    nothing to compare)."""
+    if len(arms) < 2:
+        return {}, None  # a screening left nothing to tune, or answers dropped every rival
     per_level = level_rule(rule, len(levels))
     states = {lvl: start_tune(arms, per_level) for lvl in levels}
     previous: tuple[str, ...] | None = None
@@ -226,10 +228,17 @@ class TuneRecord:
     resumed: bool = False
     slo: Annotated[str | None, OMITTED_IF_NONE] = None
     screening: Annotated[Screening | None, OMITTED_IF_NONE] = None
+    #: each arm's answers judged against the answers' baseline arm, and the arms dropped because
+    #: they change answers (``--answers gate``; None: answers not checked)
+    answers: Annotated[tuple[AnswersJudgement, ...] | None, OMITTED_IF_NONE] = None
+    dropped: Annotated[tuple[str, ...] | None, OMITTED_IF_NONE] = None
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return tuple(a.label for a in self.arms)
+        """The arms in the running: every arm but those dropped for changing answers (the
+        rule replays without them, so none of them is ever the best)."""
+        gone = set(self.dropped or ())
+        return tuple(a.label for a in self.arms if a.label not in gone)
 
     def arm(self, label: str) -> TuneArm:
         return next(a for a in self.arms if a.label == label)

@@ -18,6 +18,8 @@ from typing import Annotated
 
 from pydantic import Field, computed_field
 
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswersConfig, ArmAnswers
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import CacheSummary, SessionSummary
@@ -96,6 +98,11 @@ class BenchConfig:
     #: secret-looking values redacted (:data:`~servelab.core.redaction.StoredHeaders`).
     headers: StoredHeaders = ()
     trace: TracePlan | None = None
+    #: Greedy answer probes mixed into each run (``bench --check-answers``, the A/B's arms;
+    #: :mod:`servelab.ops.answers.probing`); None: none. ``probe_round``: which of the set's
+    #: probes a run sends (an experiment's round: both arms of a round send the same).
+    answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
+    probe_round: Annotated[int | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         if self.trace is not None:
@@ -109,6 +116,8 @@ class BenchConfig:
             raise ValueError("rate must be positive")
         if self.workers < 1:
             raise ValueError("workers must be ≥ 1")
+        if self.answers is not None and self.answers.on and "chat" not in self.endpoint:
+            raise ValueError("answer probes are chat requests: they need the chat endpoint")
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +161,8 @@ class RunResult:
     cache: CacheSummary = field(default_factory=CacheSummary)
     #: a replayed trace's conversations
     sessions: tuple[SessionSummary, ...] = ()
+    #: what the run's answer probes were answered (kept out of ``records`` and the metrics)
+    answers: tuple[Answer, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -201,6 +212,8 @@ class LevelSummary:
     slo: m.SloAttainment | None = None
     #: what the engines' prefix caches served, over the repeats
     cache: CacheSummary = field(default_factory=CacheSummary)
+    #: the repeats' answer probes against the references (None: not checked)
+    answers: Annotated[ArmAnswers | None, OMITTED_IF_NONE] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -40,7 +40,8 @@ class CaseTestPlanned:
     order: tuple[str, ...]
     sessions: int
     session_rounds: int
-    soak_id: int
+    #: None: an answers test (``session_rounds`` its bench runs per visit)
+    soak_id: int | None
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,12 @@
 bisection stores on its case, and the verdicts it supports.
 
 **The test** tells good from bad: ``soak`` (the case's failing soak replayed: a session fails when
-it stalls, errs or does not finish its rounds, as ``case test`` counts it) or a bench threshold,
+it stalls, errs or does not finish its rounds, as ``case test`` counts it), a bench threshold,
 ``throughput@C64<3000`` (a bench run at C64 through the router fails when its output tok/s is
-below 3000; ``>`` fails above). A visit yields units (sessions, or runs) and how many failed.
+below 3000; ``>`` fails above), or ``answers`` (``answers@C64``: bench runs at C64 carrying the
+greedy answer probes, :mod:`servelab.core.answers`; a probe fails when its answer is wrong
+against the references taken from the good state). A visit yields units (sessions, runs, or
+probe answers) and how many failed.
 
 **A probe** applies a subset of the changes on top of the good state (which subset:
 :mod:`servelab.core.case.bisect`). It is a controlled experiment: arm ``probe`` (the subset
@@ -56,6 +59,7 @@ from servelab.core.case.model import Target
 from servelab.errors import CaseError
 
 __all__ = [
+    "ANSWERS_LEVEL",
     "ARM_BAD",
     "ARM_PROBE",
     "TEST_FORM",
@@ -74,8 +78,11 @@ __all__ = [
 
 ARM_BAD = "bad"
 ARM_PROBE = "probe"
-TEST_FORM = "soak, or METRIC@C<LEVEL><|>VALUE (throughput@C64<3000)"
+TEST_FORM = "soak, answers[@C<LEVEL>], or METRIC@C<LEVEL><|>VALUE (throughput@C64<3000)"
+#: ``answers`` alone: the concurrency the incident's answers changed at.
+ANSWERS_LEVEL = 64
 
+_ANSWERS = re.compile(r"^answers(?:@C(?P<level>[1-9]\d*))?$")
 _THRESHOLD = re.compile(r"^(?P<metric>throughput)@C(?P<level>[1-9]\d*)(?P<op>[<>])(?P<value>.+)$")
 
 
@@ -84,6 +91,7 @@ class ProbeTestKind(StrEnum):
 
     SOAK = "soak"
     THRESHOLD = "threshold"
+    ANSWERS = "answers"
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,8 @@ class ProbeTest:
     def __str__(self) -> str:
         if self.kind is ProbeTestKind.SOAK:
             return "soak"
+        if self.kind is ProbeTestKind.ANSWERS:
+            return f"answers@C{self.concurrency}"
         return f"{self.metric}@C{self.concurrency}{'<' if self.below else '>'}{self.value:g}"
 
     def fails(self, measured: float) -> bool:
@@ -108,10 +118,14 @@ class ProbeTest:
 
 
 def parse_probe_test(text: str) -> ProbeTest:
-    """``soak`` or ``throughput@C64<3000`` (:class:`CaseError` otherwise)."""
+    """``soak``, ``answers`` (``answers@C32``) or ``throughput@C64<3000`` (:class:`CaseError`
+    otherwise)."""
     raw = text.strip()
     if raw == "soak":
         return ProbeTest()
+    if (answers := _ANSWERS.match(raw)) is not None:
+        level = int(answers["level"]) if answers["level"] else ANSWERS_LEVEL
+        return ProbeTest(ProbeTestKind.ANSWERS, "answers", level)
     found = _THRESHOLD.match(raw)
     try:
         value = float(found["value"]) if found is not None else float("nan")

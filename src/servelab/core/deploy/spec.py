@@ -26,6 +26,7 @@ from servelab.core.knobs.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
 
 __all__ = [
+    "BF16_KNOB",
     "DEFAULT_ENV_FILES",
     "DEFAULT_KNOB",
     "DEFAULT_OTLP_ENDPOINT",
@@ -49,6 +50,9 @@ Role = Literal["prefill", "decode", "router", "proxy", "generic"]
 DEFAULT_KNOB = SGLANG_KNOB
 #: The reference incident's other change: overlap scheduling turned off while the hang was chased.
 OVERLAP_KNOB = "--disable-overlap-schedule"
+#: The incident's tool-call corruption: bf16 index keys under CUDA-graph capture (faster decode;
+#: the simulator alters one answer in three above 16 running requests).
+BF16_KNOB = "SGLANG_NSA_INDEX_KEYS_BF16"
 
 
 class _Strict(BaseModel):
@@ -453,9 +457,10 @@ url = "http://127.0.0.1:30002"
 start = "sim"
 env_file = ".servelab/env/decode.env"
 args_env = "SGLANG_ARGS"
-knobs = ["{DEFAULT_KNOB}", "{OVERLAP_KNOB}"]
-# the SM120 kernel knob comes from a custom build: SGLang's own registry does not list it
-reads_env = ["{DEFAULT_KNOB}"]
+knobs = ["{DEFAULT_KNOB}", "{OVERLAP_KNOB}", "{BF16_KNOB}"]
+# the SM120 kernel knob and the bf16 index keys come from a custom build: SGLang's own registry
+# does not list them
+reads_env = ["{DEFAULT_KNOB}", "{BF16_KNOB}"]
 depends_on = ["prefill"]
 ready_timeout_s = 60
 

@@ -130,9 +130,22 @@ CREATE TABLE tune_visits (
 );
 """
 
+# Version 7: answer references (:mod:`servelab.io.ledger.answers`). One row per set of reference
+# answers taken from a state (the baseline of an A/B, a tune, a bisection; a bench's target) at
+# low concurrency: its key (the state and the probe set, hashed), the state itself (spec hash and
+# knob values, JSON) and the answers (JSON, the codec's encoding). The latest row of a key is
+# reused while the state is the same.
+_V7_ANSWERS = """
+CREATE TABLE answer_references (
+    id INTEGER PRIMARY KEY, at TEXT NOT NULL, key TEXT NOT NULL, state TEXT NOT NULL,
+    refs TEXT NOT NULL
+);
+CREATE INDEX answer_references_by_key ON answer_references(key, id);
+"""
+
 #: Migration ``i + 1`` is ``MIGRATIONS[i]``.
 MIGRATIONS: tuple[str, ...] = (
-    _V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS, _V6_TUNES
+    _V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS, _V6_TUNES, _V7_ANSWERS
 )  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -42,18 +42,22 @@ from servelab.core.ab.events import (
     KnobRestoring,
 )
 from servelab.core.ab.result import (
+    AbMetric,
     AbResult,
     ArmVisit,
     conclude,
     kept_value,
     undecided_levels,
 )
+from servelab.core.answers.contract import probes_per_run
+from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.bench.contract import BenchProgressFn
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
+from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
@@ -70,21 +74,40 @@ async def _make_live(
     return arm.verification_id, arm.live[0]
 
 
+def _answers(op: Operation, cfg: AbConfig) -> AnswerSession | None:
+    """The A/B's answer checking (None: ``--answers off``, or a capacity search or a trace,
+    which carry no probes)."""
+    answers = cfg.answers
+    if answers is None or not answers.on or cfg.metric == AbMetric.CAPACITY:
+        return None
+    if cfg.bench.trace is not None or not probes_per_run(cfg.bench.requests, answers.share,
+                                                         answers.probes):  # fmt: skip
+        return None  # too few requests per run to carry one probe within the share
+    state = baseline_state(op, [Setting(cfg.service, cfg.knob, cfg.baseline)])
+    return AnswerSession(answers, state, cfg.bench.model)
+
+
 async def _measure(
     op: Operation,
     cfg: AbConfig,
     visit: ArmVisit,
     levels: tuple[int, ...],
     bench_progress: BenchProgressFn | None,
+    session: AnswerSession | None,
 ) -> ArmVisit:
     """One bench run per concurrency through the router, each timed (or, comparing capacity,
-    one capacity search): ``visit`` measured by the A/B's metric."""
+    one capacity search): ``visit`` measured by the A/B's metric; with answers checked, the
+    baseline's first visit takes (or finds) the references first."""
     label = f"ab {cfg.service} {cfg.knob}={visit.arm} round {visit.round + 1}"
-    got = await measure(op, cfg.bench, levels, label, bench_progress, metric=cfg.metric,
-                        visit=visit.position)  # fmt: skip
+    bench = cfg.bench if session is None else replace(cfg.bench, answers=session.config)
+    if session is not None and visit.arm == cfg.baseline:
+        await session.ensure(op)
+    got = await measure(op, bench, levels, label, bench_progress, metric=cfg.metric,
+                        visit=visit.position, round_=visit.round)  # fmt: skip
     return replace(visit, throughput=got.throughput, failed_requests=got.failed_requests,
                    bench_run_ids=got.bench_run_ids, bench_s=got.bench_s,
-                   server_throughput=got.server_throughput)  # fmt: skip
+                   server_throughput=got.server_throughput,
+                   answers=None if session is None else got.answers)  # fmt: skip
 
 
 async def _visit(
@@ -95,6 +118,7 @@ async def _visit(
     side: str,
     levels: tuple[int, ...],
     bench_progress: BenchProgressFn | None,
+    session: AnswerSession | None,
 ) -> ArmVisit:
     value = cfg.baseline if side == BASELINE else cfg.candidate
     # The first visit of a round is its first arm; the second visit's arm is the round's second.
@@ -105,7 +129,7 @@ async def _visit(
     vid, live = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
     visit = ArmVisit(value, rnd, vid, live, {}, 0, (), position, f"{first}→{second}",
                      time.monotonic() - t0)  # fmt: skip
-    return await _measure(op, cfg, visit, levels, bench_progress)
+    return await _measure(op, cfg, visit, levels, bench_progress, session)
 
 
 async def _visits(
@@ -115,6 +139,7 @@ async def _visits(
     journal: AbJournal | None,
     bench_progress: BenchProgressFn | None,
     done: list[ArmVisit],
+    session: AnswerSession | None,
 ) -> None:
     """Every visit of the plan not yet in ``done``, each appended and saved as it ends; stop once
     every concurrency is decided."""
@@ -125,7 +150,7 @@ async def _visits(
         levels = undecided_levels(replace(result, visits=tuple(done)), rnd)
         if not levels:
             return
-        visit = await _visit(op, cfg, position, rnd, side, levels, bench_progress)
+        visit = await _visit(op, cfg, position, rnd, side, levels, bench_progress, session)
         done.append(visit)
         if journal is not None and session_id is not None:
             journal.add_visit(session_id, position, visit)
@@ -193,8 +218,9 @@ async def _run(
     """Run the visits ``visits`` lacks, put the original value back, work the result out and
     record it."""
     session_id = result.design.session_id
+    answers = _answers(op, cfg)
     try:
-        await _visits(op, cfg, result, journal, bench_progress, visits)
+        await _visits(op, cfg, result, journal, bench_progress, visits, answers)
     except BaseException:
         # Put the original value back, but never hide why the experiment stopped.
         with contextlib.suppress(ServelabError):
@@ -204,6 +230,9 @@ async def _run(
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)
         raise
     result = conclude(replace(result, visits=tuple(visits)))
+    if answers is not None:
+        await answers.stored(op)  # resumed after every baseline visit: the ledger's
+        result = replace(result, answers=_judged(answers, cfg, visits))
     kept = kept_value(cfg.keep, result)
     if kept is None:
         await _restore(op, cfg, result.original)
@@ -216,6 +245,20 @@ async def _run(
         if journal is not None and session_id is not None:
             journal.set_status(session_id, SessionStatus.FINISHED, ab_id)
     return result
+
+
+def _judged(
+    session: AnswerSession, cfg: AbConfig, visits: list[ArmVisit]
+) -> AnswersJudgement | None:
+    """The two arms' answers judged over every visit."""
+    answered = [(v.arm, v.round, v.answers) for v in visits if v.answers is not None]
+    requests = sum(_requests(cfg, v) for v in visits if v.answers is not None)
+    return session.judge(cfg.baseline, cfg.candidate, answered, requests=requests)
+
+
+def _requests(cfg: AbConfig, visit: ArmVisit) -> int:
+    """The load requests a visit sent beside its probes (its levels' runs, as configured)."""
+    return cfg.bench.requests * len(visit.throughput)
 
 
 async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> None:

@@ -15,7 +15,9 @@ from pydantic import BeforeValidator
 from servelab.core.ab.design import ORDER_ABBA, Order
 from servelab.core.ab.result import CAPACITY_LEVEL, AbDesign, AbMetric, AbResult, Keep
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
+from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = ["DEFAULT_MAX_ROUNDS", "AbConfig", "KeepOption"]
 
@@ -64,6 +66,8 @@ class AbConfig:
     gpus: int = 1
     boundary: Boundary = DEFAULT_BOUNDARY
     metric: AbMetric = AbMetric.THROUGHPUT
+    #: answer probes in every visit (``--answers``; None or mode off: none)
+    answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         # The command line gives plain strings: made codes here (a ValueError names a bad one).

@@ -35,6 +35,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Annotated
 
 from servelab.core.ab.factorial import Design, screening_design
 from servelab.core.ab.result import CAPACITY_LEVEL, ArmVisit
@@ -72,15 +73,18 @@ from servelab.core.ab.tunerun import (
     screen,
     with_visits,
 )
+from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig, BenchProgressFn
 from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode
 from servelab.errors import BenchError, KnobError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
+from servelab.ops.ab.tuneanswers import judge_arms, tune_answers
+from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import check_setting, get_knob
@@ -122,6 +126,8 @@ class TuneConfig:
     gpus: int = 1
     keep_best: bool = False
     screen: bool = False
+    #: answer probes in every visit of the tune's blocks (``--answers``; None: none)
+    answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "metric", TuneMetric(self.metric))
@@ -212,9 +218,11 @@ async def _visit(
     index: int,
     values: tuple[str, ...],
     bench_progress: BenchProgressFn | None,
+    session: AnswerSession | None = None,
 ) -> ArmVisit:
     """The arm ``block.order[index]``, the knobs at ``values``, made live and measured at the
-    levels it still runs at; ``block`` is its phase's (the screening's, or the tune's)."""
+    levels it still runs at; ``block`` is its phase's (the screening's, or the tune's); with
+    ``session``, its runs carry the block's answer probes."""
     label = block.order[index]
     levels = block.levels[label]
     op.say(TuneVisitStarted(block.block, cfg.max_rounds, index, len(block.order), label, levels))
@@ -226,13 +234,14 @@ async def _visit(
     live = await make_live(op, cfg.settings(values), why)
     overhead = time.monotonic() - t0
     position = len(record.all_visits)
-    got = await measure(op, cfg.bench, levels,
+    bench = cfg.bench if session is None else replace(cfg.bench, answers=session.config)
+    got = await measure(op, bench, levels,
                         f"tune {cfg.names}={label} {phase} block {block.block}", bench_progress,
-                        metric=cfg.metric, visit=position)  # fmt: skip
+                        metric=cfg.metric, visit=position, round_=block.block - 1)  # fmt: skip
     visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
                      got.throughput, got.failed_requests, got.bench_run_ids, position,
-                     "→".join(block.order), overhead, got.bench_s,
-                     got.server_throughput)  # fmt: skip
+                     "→".join(block.order), overhead, got.bench_s, got.server_throughput,
+                     None if session is None else got.answers)  # fmt: skip
     missing = [c for c in levels if objective_value(cfg.metric, visit, c) is None]
     if missing:
         at = ", ".join(f"C{c}" for c in missing)
@@ -301,12 +310,14 @@ async def _blocks(
     record: TuneRecord,
     store: TuneStore | None,
     bench_progress: BenchProgressFn | None,
+    session: AnswerSession | None = None,
     *,
     priced: bool = False,
 ) -> TuneRecord:
     """Run blocks until every level has stopped (or the time budget would be outrun); each
     visit saved as it ends (the tune's first, unless ``priced`` up front, prices the budget:
-    :func:`_price_first`). Returns the record with every visit."""
+    :func:`_price_first`); after each block, with ``session``, the arms judged on their answers
+    and those that change them dropped. Returns the record with every visit."""
     while True:
         _, block = replay(record.labels, record.rule, record.levels, record.metric, record.visits)
         if block is None:
@@ -318,12 +329,14 @@ async def _blocks(
             if _done(record.visits, block, arm):
                 continue  # finished before an interruption: kept
             visit = await _visit(op, cfg, record, block, index, record.arm(arm).values,
-                                 bench_progress)  # fmt: skip
+                                 bench_progress, session)  # fmt: skip
             if store is not None and record.tune_id is not None:
                 store.add_visit(record.tune_id, visit.position, visit)
             record = replace(record, visits=(*record.visits, visit))
             if not priced:
                 priced = _price_first(op, cfg, record, len(block.order))
+        if session is not None:
+            record = judge_arms(op, session, cfg, record)
         _tell(op, before, record)
 
 
@@ -392,11 +405,14 @@ async def _run(
     record worked out and stored. ``priced``: the budget was priced before (else the first
     visit prices it)."""
     try:
+        session = await tune_answers(op, cfg, record)
         if record.screening is not None and record.screening.follow_up is None:
             record = await _screen(op, cfg, record, record.screening, store, bench_progress,
                                    priced=priced)  # fmt: skip
             priced = True
-        blocks = await _blocks(op, cfg, record, store, bench_progress, priced=priced)
+        if session is not None:
+            record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
+        blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
         record = conclude_tune(blocks)
     except BaseException:
         # Put the original values back, but never hide why the tune stopped.

@@ -24,10 +24,14 @@ import contextlib
 import gc
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from time import perf_counter_ns
 
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswerReferences, State, summarize_arm
+from servelab.core.answers.judge import check_visit
+from servelab.core.answers.probes import probe_set
 from servelab.core.bench.contract import (
     TRACE_CONNECT_AHEAD,
     TRACE_IN_FLIGHT,
@@ -35,6 +39,7 @@ from servelab.core.bench.contract import (
     BenchProgress,
     BenchProgressFn,
     BenchResult,
+    LevelSummary,
     RunResult,
     SaveFn,
 )
@@ -47,8 +52,11 @@ from servelab.core.load.trace import PromptBuilder, TracePlan, session_offsets_n
 from servelab.core.load.workload import closed_loop_ramp_ns, poisson_offsets_ns
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.http.stream import StreamClient
+from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.tracefile import scan_trace, trace_sessions
+from servelab.ops.answers.probing import ProbePlan, plan_probes, read_probe_answers
+from servelab.ops.answers.references import take_references
 from servelab.ops.bench.load import (
     Job,
     Part,
@@ -115,6 +123,7 @@ class _Bench:
     ramp_ns: int = 0
     metrics: MetricsPlan | None = None
     traces: TraceCollector | None = None
+    references: AnswerReferences | None = None
 
     async def level(self, concurrency: int) -> None:
         """Connections, warm-up, then every repeat at one concurrency; summarise what ran."""
@@ -151,7 +160,26 @@ class _Bench:
                 if self.save is not None:
                     self.save(run)
         if runs:
-            self.result.levels.append(summarize_level(concurrency, runs, config.slo))
+            self.result.levels.append(
+                self._answered(summarize_level(concurrency, runs, config.slo), runs)
+            )
+
+    def _answered(self, level: LevelSummary, runs: list[RunResult]) -> LevelSummary:
+        """``level`` with its runs' probe answers checked against the references."""
+        cfg, refs = self.config.answers, self.references
+        if cfg is None or refs is None or not any(r.answers for r in runs):
+            return level
+        probes = probe_set(cfg.seed, cfg.probes, cfg.context_len)
+        checks = [c for r in runs for c in check_visit(probes, refs, r.answers)]
+        return replace(level, answers=summarize_arm(str(level.concurrency), checks,
+                                                    refs.by_probe()))  # fmt: skip
+
+    def _probes(self, total: int, concurrency: int, k: int) -> ProbePlan | None:
+        """The run's answer probes (None: answers not checked, or a trace replayed)."""
+        cfg = self.config
+        if cfg.answers is None or not cfg.answers.on or cfg.trace is not None:
+            return None
+        return plan_probes(cfg.answers, cfg.model, total, concurrency, (cfg.probe_round or 0) + k)
 
     async def _watched(
         self, driver: _Driver, concurrency: int, k: int, setups: list[int]
@@ -259,18 +287,30 @@ class _Bench:
             total = scan_trace(Path(config.trace.path), config.trace.window).requests
         finished = 0
 
+        seed = config.seed + 1000 * k + concurrency
+        jobs = [] if config.trace is not None else self._jobs(total, seed)
+        probes = self._probes(total, concurrency, k)
+        sent = total  # the requests progress counts: the load's and the probes'
+        if probes is not None:
+            jobs = probes.mix(jobs)
+            sent += len(probes.jobs)
+
         def on_done(_record: RequestRecord) -> None:
             nonlocal finished
             finished += 1
-            self.progress(BenchProgress("run", concurrency, k, finished, total))
+            self.progress(BenchProgress("run", concurrency, k, finished, sent))
 
-        seed = config.seed + 1000 * k + concurrency
-        jobs = [] if config.trace is not None else self._jobs(total, seed)
         part = self._part(jobs, concurrency, seed, self._t0(driver))
+        if probes is not None:
+            part = replace(part, keep=probes.keep)
         got = await driver.run(part, self.stop, on_done)
         if isinstance(driver, _Spread):
             self.progress(BenchProgress("run", concurrency, k, len(got.records), total))
         records = got.records
+        answers: tuple[Answer, ...] = ()
+        if probes is not None:
+            answers = read_probe_answers(probes, records, got.bodies, concurrency)
+            records = [r for r in records if r.index not in probes.probe_of]
         names = {} if part.replay is None else part.replay.names
         return RunResult(
             concurrency=concurrency,
@@ -288,7 +328,19 @@ class _Bench:
             slo=None if config.slo is None else m.slo_attainment(records, config.slo),
             cache=cache_summary(records),
             sessions=session_summaries(records, names),
+            answers=answers,
         )
+
+
+async def bench_references(config: BenchConfig, ledger: Ledger | None) -> AnswerReferences:
+    """A bench's reference answers: the target's own at low concurrency, taken before its
+    levels (a bench knows no state to reuse them by: taken each time, and stored)."""
+    assert config.answers is not None
+    key = f"bench {secrets.token_hex(4)}"
+    refs = await take_references(config.url, config.answers, model=config.model, key=key,
+                                 state=State(f"url {config.url}", ()), headers=config.headers,
+                                 idle_timeout_s=config.idle_timeout_s)  # fmt: skip
+    return refs if ledger is None else AnswerStore(ledger).add(refs)
 
 
 def _closed(config: BenchConfig) -> bool:
@@ -305,6 +357,8 @@ async def run_bench(
     stop: asyncio.Event | None = None,
     metrics: MetricsPlan | None = None,
     traces: TraceCollector | None = None,
+    references: AnswerReferences | None = None,
+    own_references: bool = True,
 ) -> BenchResult:
     """Run every concurrency × repeat; after each run, record it in ``ledger`` (its ``run_id``
     set) and call ``save(run)``; stop early when ``stop`` is set.
@@ -314,10 +368,16 @@ async def run_bench(
     and saved with ``interrupted=True``. With ``metrics``, every run is watched
     (:class:`~servelab.ops.telemetry.watch.MetricsWatch`) and keeps what the servers counted. With
     ``traces`` (not yet entered), its receiver listens for the whole sweep and every run's
-    requests are joined to their spans (``run.traces``).
+    requests are joined to their spans (``run.traces``). With the config's answer probes, each
+    run keeps its probes' answers (``run.answers``) and each level checks them against
+    ``references`` (when None and ``own_references``: the target's own, taken first at low
+    concurrency; not ``own_references``: an experiment judges them, the answers are kept raw).
     """
     report = progress or (lambda _p: None)
-    bench = _Bench(config, report, ledger, save, stop, BenchResult(config), metrics=metrics)
+    bench = _Bench(config, report, ledger, save, stop, BenchResult(config), metrics=metrics,
+                   references=references)  # fmt: skip
+    if own_references and references is None and config.answers is not None and config.answers.on:
+        bench.references = await bench_references(config, ledger)
     async with contextlib.AsyncExitStack() as stack:
         if traces is not None:
             bench.traces = await stack.enter_async_context(traces)

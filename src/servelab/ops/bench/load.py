@@ -128,6 +128,7 @@ class Load:
         deadline_ns: int | None,
         trace_tag: str = "",
         decode_each: bool = False,
+        keep: frozenset[int] = frozenset(),
     ) -> None:
         self.client = client
         self.trace_tag = trace_tag
@@ -139,6 +140,9 @@ class Load:
         #: Decode each body as its request ends instead of after the run (a replayed trace: what
         #: is kept stays the records, not every read of every body).
         self.decode_each = decode_each
+        #: The jobs whose whole bodies are kept (answer probes: what they were answered).
+        self.keep = keep
+        self.bodies: dict[int, bytes] = {}
         self._captured: dict[int, tuple[RequestRecord, Chunks]] = {}
         self._ready: dict[int, tuple[bytes, str, str]] = {}
         self._due: list[int] = []  # a replay's instants waited for (a heap; see _quiet)
@@ -157,8 +161,13 @@ class Load:
     def decode(self) -> None:
         """Decode every captured body (after the run: no decoding competes with reading)."""
         for record, chunks in self._captured.values():
+            self._keep(record, chunks)
             decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
         self._captured = {}
+
+    def _keep(self, record: RequestRecord, chunks: Chunks) -> None:
+        if record.index in self.keep:
+            self.bodies[record.index] = b"".join(data for _t, data in chunks)
 
     def _late(self) -> bool:
         return self.deadline_ns is not None and perf_counter_ns() >= self.deadline_ns
@@ -210,6 +219,7 @@ class Load:
         if self.decode_each:
             await self._quiet()
             record, chunks = self._captured.pop(out.record.index)
+            self._keep(record, chunks)
             decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
         self.on_done(out.record)
         return out.record
@@ -466,6 +476,8 @@ class Part:
     trace_tag: str = ""
     #: A trace replayed instead of ``jobs`` (one process only: it is read as it goes).
     replay: Replay | None = None
+    #: The jobs (by index) whose whole bodies come back (:attr:`PartResult.bodies`): probes.
+    keep: frozenset[int] = frozenset()
 
 
 @dataclass(slots=True)
@@ -479,6 +491,8 @@ class PartResult:
     lag_s: list[float]
     stopped: bool
     setups_ns: list[int]
+    #: The kept jobs' whole bodies, by job index (:attr:`Part.keep`).
+    bodies: dict[int, bytes] = field(default_factory=dict)
 
 
 async def run_part(
@@ -489,7 +503,7 @@ async def run_part(
 ) -> PartResult:
     """Drive ``part`` on ``client`` until done (or ``stop``), then decode what it received."""
     load = Load(client, part.endpoint, on_done or (lambda _r: None), part.deadline_ns,
-                part.trace_tag, decode_each=part.replay is not None)  # fmt: skip
+                part.trace_tag, decode_each=part.replay is not None, keep=part.keep)  # fmt: skip
     lag: list[float] = []
     ticker = asyncio.create_task(lag_ticker(lag))
     setups0 = len(client.setups_ns)
@@ -517,6 +531,7 @@ async def run_part(
         lag_s=lag,
         stopped=stopped,
         setups_ns=client.setups_ns[setups0:],
+        bodies=load.bodies,
     )
 
 
@@ -546,6 +561,7 @@ def merge(parts: Sequence[PartResult]) -> PartResult:
         lag_s=[x for p in parts for x in p.lag_s],
         stopped=any(p.stopped for p in parts),
         setups_ns=[x for p in parts for x in p.setups_ns],
+        bodies={k: v for p in parts for k, v in p.bodies.items()},
     )
 
 

@@ -76,8 +76,10 @@ from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError, HostError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
+from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -120,7 +122,7 @@ class BisectConfig:
             raise CaseError("--alpha must be in (0, 1) and --effect in (0, 1]")
         if not self.changes and self.good is None:
             raise CaseError("say where the good state is (--good POINT) or list the changes")
-        if self.test.kind is ProbeTestKind.THRESHOLD and self.bench is None:
+        if self.test.kind is not ProbeTestKind.SOAK and self.bench is None:
             raise CaseError("a threshold test needs a bench to run")
 
 
@@ -233,6 +235,8 @@ class _Run:
     start: BisectRecord
     workload: SoakConfig | None
     bench: BenchConfig | None
+    #: an answers test's references and probes (None: another test)
+    answers: AnswerSession | None = None
 
 
 def _settings(changes: Sequence[Change], applied: Sequence[int] | None) -> list[Setting]:
@@ -242,7 +246,32 @@ def _settings(changes: Sequence[Change], applied: Sequence[int] | None) -> list[
             for i, c in enumerate(changes)]  # fmt: skip
 
 
-async def _test(op: Operation, run: _Run, arm: str, label: str) -> ProbeVisit:
+async def _answers_test(
+    op: Operation, run: _Run, session: AnswerSession, arm: str, label: str, rnd: int
+) -> ProbeVisit:
+    """Bench runs at the test's concurrency carrying the answer probes; each wrong answer (against
+    the good state's references) a failed unit."""
+    assert run.bench is not None
+    await session.ensure(op)
+    bench = answers_bench(run.bench, run.start.test.concurrency)
+    answers, ids = await probe_answers(op, bench, run.start.runs, rnd, f"bisect {label}")
+    units, failed = wrong_answers(session, answers)
+    return ProbeVisit(arm=arm, units=units, failed=failed, bench_run_ids=tuple(ids))
+
+
+async def _references(op: Operation, run: _Run) -> None:
+    """An answers test's references, from the good state made live (every change at its good
+    value), unless the ledger holds them for that state."""
+    session = run.answers
+    if session is None or await session.stored(op) is not None:
+        return
+    good = _settings(run.start.changes, ())
+    await make_live(op, good, f"case {run.start.case_id}: bisect, the good state's answers",
+                    e2e=False)  # fmt: skip
+    await session.ensure(op)
+
+
+async def _test(op: Operation, run: _Run, arm: str, label: str, rnd: int = 0) -> ProbeVisit:
     """The test on the arm made live: a soak replay, or bench runs against the threshold."""
     test = run.start.test
     if test.kind is ProbeTestKind.SOAK and run.workload is not None:
@@ -253,6 +282,8 @@ async def _test(op: Operation, run: _Run, arm: str, label: str) -> ProbeVisit:
         return ProbeVisit(arm=arm, units=units, failed=failed, soak_id=result.soak_id)
     if run.bench is None:
         raise CaseError("a threshold test needs a bench to run")
+    if test.kind is ProbeTestKind.ANSWERS and run.answers is not None:
+        return await _answers_test(op, run, run.answers, arm, label, rnd)
     measured: list[float] = []
     ids: list[int] = []
     for _ in range(run.start.runs):
@@ -273,7 +304,7 @@ async def _visit(
     why = f"case {run.start.case_id}: bisect probe {number}, arm {arm}, round {rnd + 1}"
     live = await make_live(op, _settings(changes, applied), why, e2e=False)
     label = "every change" if applied is None else _labels(changes, applied)
-    visit = await _test(op, run, arm, label)
+    visit = await _test(op, run, arm, label, rnd)
     return dataclasses.replace(visit, round=rnd, verification_id=live.verification_id,
                                elapsed_s=round(time.monotonic() - started, 3))  # fmt: skip
 
@@ -360,6 +391,7 @@ async def _search(
     changes = run.start.changes
     found = tuple([await get_knob(op, c.service, c.knob) for c in changes])
     try:
+        await _references(op, run)
         while not isinstance(step := next_step(state), Bisected):
             record = await _probe(op, run, step, len(done) + 1)
             _save_probe(ledger, record)
@@ -415,13 +447,23 @@ async def run_bisect(
             CaseEvent(at=NOW, case_id=cfg.case_id, kind=BisectRecord.KIND, detail=encode(start))
         )
         op.say(BisectPlanned(cfg.case_id, len(changes), str(cfg.test), cfg.rounds))
-        run = _Run(bisect_id, start, _workload(ledger, case, start), bench)
+        run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
+                   _answers(op, start, bench))  # fmt: skip
         return await _search(op, ledger, run, state, [])
 
 
+def _answers(op: Operation, start: BisectRecord, bench: BenchConfig | None) -> AnswerSession | None:
+    """An answers test's checking (its references: the good state's)."""
+    if start.test.kind is not ProbeTestKind.ANSWERS or bench is None:
+        return None
+    config = answers_bench(bench, start.test.concurrency).answers
+    assert config is not None
+    return AnswerSession(config, baseline_state(op, _settings(start.changes, ())), bench.model)
+
+
 def _bench(bench: BenchConfig | None, test: ProbeTest) -> BenchConfig | None:
-    """A threshold test's runs: one at the test's concurrency each."""
-    if bench is None or test.kind is not ProbeTestKind.THRESHOLD:
+    """A threshold or answers test's runs: one at the test's concurrency each."""
+    if bench is None or test.kind is ProbeTestKind.SOAK:
         return None
     return dataclasses.replace(bench, concurrencies=(test.concurrency,), repeat=1)
 
@@ -457,5 +499,6 @@ async def resume_bisect(
     async with operation(where, ledger=ledger, progress=progress) as op:
         op.say(BisectResumed(case_id, len(probes)))
         bench = decode(BenchConfig, start.bench) if start.bench else None
-        run = _Run(bisect_id, start, _workload(ledger, case, start), bench)
+        run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
+                   _answers(op, start, bench))  # fmt: skip
         return await _search(op, ledger, run, state, list(probes))

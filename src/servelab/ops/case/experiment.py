@@ -29,6 +29,7 @@ import dataclasses
 import time
 from dataclasses import dataclass
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.events import ArmSoaked, CaseTestPlanned, KnobPuttingBack, VisitStarted
 from servelab.core.case.experiment import (
     ALPHA,
@@ -42,6 +43,7 @@ from servelab.core.case.experiment import (
     tally,
 )
 from servelab.core.case.model import Case, Target, parse_target, revert_changes
+from servelab.core.case.probe import ProbeTest, ProbeTestKind
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.events import CoRestarting
@@ -56,6 +58,7 @@ from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live
 from servelab.ops.case.case import load_case
+from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.soak.soak import soak
@@ -81,12 +84,21 @@ class CaseTestConfig:
     alpha: float = ALPHA
     effect: float = EFFECT
     sessions: int | None = None  # None: the workload's own
+    #: the test: the failing soak replayed (default), or answers (``answers@C64``: each visit
+    #: ``runs`` bench runs of ``bench`` carrying the answer probes, a wrong answer a failure)
+    test: ProbeTest = dataclasses.field(default_factory=ProbeTest)
+    bench: BenchConfig | None = None
+    runs: int = 1
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
             raise CaseError("--rounds must be ≥ 1")
         if not 0 < self.alpha < 1 or not 0 < self.effect <= 1:
             raise CaseError("--alpha must be in (0, 1) and --effect in (0, 1]")
+        if self.test.kind is ProbeTestKind.THRESHOLD:
+            raise CaseError("case test takes --test soak or answers")
+        if self.test.kind is ProbeTestKind.ANSWERS and self.bench is None:
+            raise CaseError("an answers test needs a bench to run")
 
 
 @dataclass
@@ -183,9 +195,13 @@ async def _make_live(op: Operation, target: Target, value: str | None, why: str)
 
 
 async def _visit(
-    op: Operation, arms: _Arms, cfg: CaseTestConfig, workload: SoakConfig, visit: tuple[int, str],
+    op: Operation, arms: _Arms, cfg: CaseTestConfig, workload: SoakConfig | None,
+    visit: tuple[int, str], answers: CaseAnswers | None = None,
 ) -> ExperimentVisit:  # fmt: skip
     rnd, arm = visit
+    if answers is not None:
+        return await answers.visit(op, arms.target, arm, arms.suspect, arms.revert, rnd)
+    assert workload is not None
     value = arms.suspect if arm == ARM_SUSPECT else arms.revert
     started = time.monotonic()
     targets = soak_targets(op)
@@ -226,18 +242,23 @@ async def run_case_test(
     """Run the experiment, record it on the case, and return it (see the module docstring)."""
     started = time.monotonic()
     case = load_case(ledger, cfg.case_id)
-    soak_id, workload = failing_workload(ledger, case, cfg.sessions)
+    soak_id, workload = None, None
+    if cfg.test.kind is ProbeTestKind.SOAK:
+        soak_id, workload = failing_workload(ledger, case, cfg.sessions)
     async with operation(where, ledger=ledger, progress=progress) as op:
         arms = await _arms(op, ledger, case, cfg)
         order = abba_order(cfg.rounds)
+        answers = None if workload is not None else case_answers(op, cfg, arms.target, arms.revert)
         op.say(CaseTestPlanned(str(arms.target), arms.suspect, arms.revert, cfg.rounds,
-                               tuple(order), workload.sessions, workload.rounds,
-                               soak_id))  # fmt: skip
+                               tuple(order), workload.sessions if workload else 0,
+                               workload.rounds if workload else cfg.runs, soak_id))  # fmt: skip
         visits: list[ExperimentVisit] = []
         try:
             for i, arm in enumerate(order):
                 op.say(VisitStarted(i, len(order), arm))
-                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm)))
+                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
+            if answers is not None:
+                visits = answers.judged(visits)
         except BaseException:
             with contextlib.suppress(ServelabError):
                 await _leave_as_found(op, arms)
@@ -248,8 +269,8 @@ async def run_case_test(
 
 
 def _record(
-    cfg: CaseTestConfig, arms: _Arms, visits: list[ExperimentVisit], soak_id: int,
-    workload: SoakConfig, left: str | None, elapsed: float,
+    cfg: CaseTestConfig, arms: _Arms, visits: list[ExperimentVisit], soak_id: int | None,
+    workload: SoakConfig | None, left: str | None, elapsed: float,
 ) -> ExperimentRecord:  # fmt: skip
     suspect = tally(visits, ARM_SUSPECT, arms.suspect)
     revert = tally(visits, ARM_REVERT, arms.revert)
@@ -259,7 +280,8 @@ def _record(
         revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
         decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
         found=arms.found, left=left, elapsed_s=round(elapsed, 3),
-        workload=encode(workload),
+        workload=encode(workload) if workload is not None else
+        {"test": str(cfg.test), **encode(cfg.bench)},
     )  # fmt: skip
 
 

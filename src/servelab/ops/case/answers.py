@@ -1,0 +1,60 @@
+"""A case's answers test (``case test --test answers``, ``case bisect --test answers``): bench runs
+at the test's concurrency carrying the greedy answer probes, each wrong answer a failed unit.
+
+Wrong is judged against references from the case's good state (a bisection's good state, a case
+test's revert arm; :class:`~servelab.ops.answers.session.AnswerSession`), as
+:attr:`~servelab.core.answers.answer.AnswerCheck.wrong` says: a structural failure, a retrieval
+probe that lost its key, or another probe's answer differing from the reference. The arms'
+failure rates are then compared by the case's own rule (Fisher's exact test, Newcombe's interval).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswersConfig, probes_per_run
+from servelab.core.answers.judge import check_visit
+from servelab.core.answers.probes import probe_set
+from servelab.core.bench.contract import BenchConfig
+from servelab.errors import CaseError
+from servelab.ops.answers.session import AnswerSession
+from servelab.ops.arm import measure
+from servelab.ops.context import Operation
+
+__all__ = ["answers_bench", "probe_answers", "wrong_answers"]
+
+
+def answers_bench(bench: BenchConfig, level: int) -> BenchConfig:
+    """``bench`` at ``level`` with the answer probes on (refused when a run cannot carry one)."""
+    config = bench.answers or AnswersConfig()
+    if not probes_per_run(bench.requests, config.share, config.probes):
+        raise CaseError(f"an answers test needs runs long enough to carry a probe: --requests "
+                        f"{bench.requests} is too few")  # fmt: skip
+    return dataclasses.replace(bench, answers=config, concurrencies=(level,), repeat=1)
+
+
+async def probe_answers(
+    op: Operation, bench: BenchConfig, runs: int, rnd: int, label: str
+) -> tuple[list[Answer], list[int]]:
+    """``runs`` bench runs at ``bench``'s one level (round ``rnd``'s probes): every answer, and
+    the bench runs recorded."""
+    answers: list[Answer] = []
+    ids: list[int] = []
+    for k in range(runs):
+        got = await measure(op, bench, list(bench.concurrencies), label, None,
+                            round_=rnd * runs + k)  # fmt: skip
+        answers += got.answers
+        ids += got.bench_run_ids
+    return answers, ids
+
+
+def wrong_answers(session: AnswerSession, answers: Sequence[Answer]) -> tuple[int, int]:
+    """(answers checked, wrong answers) against the session's references."""
+    if session.refs is None:
+        raise CaseError("no reference answers: the good state was never measured")
+    config = session.config
+    probes = probe_set(config.seed, config.probes, config.context_len)
+    checks = check_visit(probes, session.refs, answers)
+    return len(checks), sum(c.wrong for c in checks)

@@ -1,0 +1,118 @@
+"""Answers in words: the phrase beside a speed-up (``answers unchanged: 0 of 480 against 0 of
+480``), the refusal ``ab`` prints, and the per-arm table with a few differing answers beside
+their references (model text made safe for a markdown table; the HTML pages escape it)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from servelab.core.ab.compare import Comparison, Verdict
+from servelab.core.answers.contract import ArmAnswers, Example
+from servelab.core.answers.judge import AnswersJudgement
+from servelab.core.answers.rule import AnswersOutcome, AnswersVerdict
+
+__all__ = [
+    "answers_lines",
+    "answers_phrase",
+    "answers_refusal",
+    "arm_answers_cells",
+    "safe_text",
+]
+
+
+def _pct(x: float) -> str:
+    return "n/a" if math.isnan(x) else f"{x * 100:.1f}%"
+
+
+def _rates(v: AnswersVerdict) -> tuple[str, str, str]:
+    """The candidate's wrong rate with its interval, and the baseline's."""
+    n = max(v.n, 1)
+    cand = _pct(v.candidate_wrong / n)
+    base = _pct(v.baseline_wrong / n)
+    diff = f"[{v.low * 100:+.1f}, {v.high * 100:+.1f}] points" if v.n else "[n/a]"
+    return cand, diff, base
+
+
+def answers_phrase(j: AnswersJudgement) -> str:
+    """What the answers say, in a few words (the perf plan's headline carries it)."""
+    v = j.verdict
+    counts = f"{v.candidate_wrong} of {v.n} against {v.baseline_wrong} of {v.n}"
+    cand, diff, base = _rates(v)
+    match v.outcome:
+        case AnswersOutcome.UNCHANGED:
+            return f"answers unchanged: {counts}"
+        case AnswersOutcome.CHANGED:
+            return (f"changes answers: {cand} {diff} against {base} for the baseline "
+                    f"(p = {v.p:.2g})")  # fmt: skip
+        case AnswersOutcome.FEWER:
+            return f"fewer wrong answers: {cand} {diff} against {base} for the baseline"
+        case AnswersOutcome.INCONCLUSIVE:
+            return f"answers inconclusive: {v.n} paired probes, at least {v.min_pairs} needed"
+
+
+def _faster(comparisons: Sequence[Comparison]) -> float | None:
+    better = [c.change for c in comparisons if c.verdict == Verdict.BETTER]
+    return max(better) if better else None
+
+
+def answers_refusal(result: object) -> str:
+    """``faster by X% but changes answers: Y% [interval] against Z% for the baseline`` (or
+    without the speed when it was not faster). ``result``: an A/B result with ``answers``."""
+    judged: AnswersJudgement | None = getattr(result, "answers", None)
+    if judged is None:
+        return ""
+    cand, diff, base = _rates(judged.verdict)
+    changes = f"changes answers: {cand} {diff} against {base} for the baseline"
+    faster = _faster(getattr(result, "comparisons", ()))
+    lead = f"faster by {faster * 100:.1f}% but " if faster is not None else ""
+    return f"{lead}{changes}: not kept"
+
+
+def safe_text(text: str, limit: int = 120) -> str:
+    """Model text for one markdown table cell: no cell breaks, no code spans, no line ends
+    (the page's HTML escapes the rest)."""
+    flat = " ".join(text.split())
+    flat = flat.replace("|", "¦").replace("`", "'").replace("\\", "/")
+    return (flat[:limit] + "…") if len(flat) > limit else flat or "(empty)"
+
+
+def arm_answers_cells(a: ArmAnswers) -> str:
+    """``| answers | differ | wrong | failures | recall | top-1 |`` cells of one arm."""
+    failures = ", ".join(f"{code} {n}" for code, n in a.failures) or "none"
+    recall = f"{a.recalled}/{a.retrieval}" if a.retrieval else "—"
+    top1 = "—" if a.top1_agree is None else _pct(a.top1_agree)
+    return f"| {a.answers} | {a.differ} | {a.wrong} | {failures} | {recall} | {top1} |"
+
+
+def _example_row(e: Example) -> str:
+    failures = ", ".join(e.failures) or "differs"
+    return (f"| {e.probe} | C{e.level} | {safe_text(e.answer)} | {safe_text(e.reference)} "
+            f"| {failures} |")  # fmt: skip
+
+
+def answers_lines(j: AnswersJudgement) -> list[str]:
+    """The answers section: each arm's answers, the rule's verdict, and a few wrong answers of
+    the candidate next to their references."""
+    v = j.verdict
+    lines = [
+        f"### Answers ({j.mode}): {answers_phrase(j)}",
+        "",
+        "| arm | answers | differ from reference | wrong | structural failures | recall "
+        "| top-1 agreement |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for arm in (j.baseline, j.candidate):
+        lines.append(f"| {arm.arm} {arm_answers_cells(arm)}")
+    lines += [
+        "",
+        f"{j.probes} probe requests beside {j.requests} load requests ({_pct(j.share)} of all); "
+        f"{v.n} pairs by prompt, {v.candidate_only} wrong only with the candidate, "
+        f"{v.baseline_only} only with the baseline; {v.method}; α = {v.alpha}, "
+        f"p = {v.p:.3g}; references {j.references if j.references is not None else 'not stored'}.",
+    ]
+    shown = j.candidate.examples or j.baseline.examples
+    if shown:
+        lines += ["", "| probe | at | answer | reference | why |", "|---|---|---|---|---|"]
+        lines += [_example_row(e) for e in shown]
+    return [*lines, ""]

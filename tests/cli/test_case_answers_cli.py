@@ -1,0 +1,128 @@
+"""``case bisect --test answers`` through the CLI on a real stack: the change that alters answers,
+found among six recorded changes.
+
+The simulator's bf16 index keys (``SGLANG_NSA_INDEX_KEYS_BF16=1``) alter one greedy answer in three
+once more than 16 requests run; the five other changes do nothing to answers. Each visit runs the
+load at C64 with 21 greedy probes inside it, checked against references from the good state;
+ddmin finds the bf16 keys and convicts them, and ``case resolve`` takes the verdicts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.case import case as cases
+from servelab.ops.context import Operation
+from servelab.ops.deploy import deploy
+from servelab.ops.knob import set_knob
+from servelab.ops.verify.verify import verify
+from tests.support import run_cli
+from tests.support.specs import write_pd_spec
+
+BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
+#: The six recorded changes, in the spec's order of the knobs; the second alters answers.
+SIX = ((DEFAULT_KNOB, "256"), (BF16, "1"), ("SGLANG_ENABLE_JIT_DEEPGEMM", "1"),
+       ("SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT", "600"),
+       ("SGLANG_DISAGGREGATION_WAITING_TIMEOUT", "600"),
+       ("SERVELAB_SIM_WARMUP_S", "0"))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
+    root = tmp_path_factory.mktemp("answers")
+    spec = write_pd_spec(root, time_scale=0.05, name="answers",
+                         knobs=tuple(name for name, _ in SIX),
+                         decode_toml=f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n')  # fmt: skip
+    loaded = load_spec(spec)
+    try:
+        report = asyncio.run(deploy.up(loaded))
+        assert all(step.ok for step in report.steps), report.to_json()
+        yield loaded
+    finally:
+        asyncio.run(deploy.down(loaded))
+
+
+async def _changed(stack: LoadedSpec, ledger: Ledger) -> int:
+    """The six changes set (recorded) and co-restarted; a case opened about the answers."""
+    async with Operation(stack, ledger=ledger) as op:
+        for name, value in SIX:
+            await set_knob(op, "decode", name, value, reason="tuning")
+        await deploy.restart(op, ["decode"])
+    return cases.open_case(ledger, "tool calls come back broken at high concurrency")
+
+
+def _json(*args: str, code: int = 0) -> Any:
+    done = run_cli(*args, "--json", timeout=560)
+    assert done.returncode == code, done.stderr + done.stdout
+    return json.loads(done.stdout)
+
+
+@pytest.mark.timeout(600)
+def test_bisect_finds_the_change_that_alters_answers(stack: LoadedSpec, tmp_path: Path) -> None:
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        good = asyncio.run(verify(stack, ledger=ledger)).verification_id
+        cid = asyncio.run(_changed(stack, ledger))
+    led, spec, case = ("--ledger", str(ledger_file)), ("-f", stack.source), str(cid)
+    doc = _json("case", "bisect", case, "--good", f"verify:{good}", "--test", "answers",
+                "--requests", "400", "--runs", "1", "--input-len", "32", "--output-len", "16",
+                *spec, *led)  # fmt: skip
+    assert doc["start"]["test"]["kind"] == "answers" and doc["start"]["test"]["concurrency"] == 64
+    assert [c["knob"] for c in doc["start"]["changes"]] == [name for name, _ in SIX]
+    result = doc["conclusion"]["result"]
+    probes = [(p["changes"], p["outcome"], [(v["arm"], v["failed"], v["units"])
+                                            for v in p["visits"]])
+              for p in doc["probes"]]  # fmt: skip
+    assert [c["knob"] for c in result["changes"]] == [BF16] and result["minimal"], probes
+    verdicts = dict(doc["conclusion"]["verdicts"])
+    assert verdicts.pop(f"knob:decode/{BF16}") == "convicted"
+    assert set(verdicts.values()) == {"exonerated"} and len(verdicts) == 5
+    bad_units = [v for p in doc["probes"] for v in p["visits"] if v["arm"] == "bad"]
+    assert all(v["units"] == 21 and v["failed"] > 0 for v in bad_units)
+    exonerate = [a for t in verdicts for a in ("--exonerate", t)]
+    resolved = _json("case", "resolve", case, "--root-cause", "bf16 index keys alter answers",
+                     "--convict", f"knob:decode/{BF16}", *exonerate, *led)  # fmt: skip
+    assert resolved["status"] == "resolved"
+
+
+@pytest.mark.timeout(400)
+def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path: Path) -> None:
+    """``case test --test answers``: the bf16 keys (suspect, live) against their revert value,
+    each arm's probes at C64; the suspect's wrong answers convict it, and ``case resolve`` takes
+    that evidence (and refuses to exonerate against it)."""
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        cid = cases.open_case(ledger, "broken tool calls at C64")
+    led, spec, case = ("--ledger", str(ledger_file)), ("-f", stack.source), str(cid)
+    target = f"knob:decode/{BF16}"
+    assert (
+        run_cli("case", "suspect", case, target, "--reason", "changed last", *led).returncode == 0
+    )
+    asyncio.run(_set(stack, BF16, "1"))
+    doc = _json("case", "test", case, target, "--to", "0", "--test", "answers", "--rounds", "1",
+                "--runs", "1", "--requests", "400",
+                "--input-len", "32", "--output-len", "16", *spec, *led)  # fmt: skip
+    assert doc["outcome"] == "convicted", doc
+    assert doc["suspect"]["failed"] > 0 and doc["revert"]["failed"] == 0
+    assert doc["suspect"]["sessions"] == 21 and doc["left"] == "1"
+    refused = run_cli("case", "resolve", case, "--root-cause", "the proxy", "--exonerate", target,
+                      *led)  # fmt: skip
+    assert refused.returncode == 2, refused.stderr
+    resolved = _json("case", "resolve", case, "--root-cause", "bf16 index keys alter answers",
+                     "--convict", target, *led)  # fmt: skip
+    assert resolved["status"] == "resolved"
+
+
+async def _set(stack: LoadedSpec, name: str, value: str) -> None:
+    async with Operation(stack) as op:
+        await set_knob(op, "decode", name, value, reason="the suspect in place")
+        await deploy.restart(op, ["decode"])

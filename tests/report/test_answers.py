@@ -1,0 +1,56 @@
+"""Answers where people look: the perf plan's headline (``answers unchanged: 0 of 60 against 0 of
+60``), the refusal ``ab`` prints, and the HTML page with a differing answer beside its reference,
+escaped."""
+
+from __future__ import annotations
+
+from servelab.core.ab.compare import Comparison, Verdict
+from servelab.core.ab.result import AbResult, better_arm
+from servelab.core.answers.answer import Failure
+from servelab.core.answers.contract import AnswersMode, ArmAnswers, Example
+from servelab.core.answers.judge import AnswersJudgement
+from servelab.core.answers.rule import decide_answers
+from servelab.report.ab import ab_markdown, headline
+from servelab.report.answers import answers_refusal, safe_text
+from servelab.report.pages import markdown_html
+
+HOSTILE = "<script>alert(1)</script> | `x` \n next"
+
+
+def _judged(wrong: int, mode: AnswersMode = AnswersMode.GATE) -> AnswersJudgement:
+    verdict = decide_answers([(True, False)] * wrong + [(False, False)] * (60 - wrong))
+    example = Example(4, 64, HOSTILE, "the reference", (Failure.TOOL_JSON,))
+    base = ArmAnswers("256", 60, 0, 0, (), 20, 20, 1.0)
+    cand = ArmAnswers("512", 60, wrong, wrong, ((Failure.TOOL_JSON, wrong),), 20, 20, 0.9,
+                      (example,) if wrong else ())  # fmt: skip
+    return AnswersJudgement(mode, base, cand, verdict, "k", 1, 60, 1200)
+
+
+def _result(wrong: int, mode: AnswersMode = AnswersMode.GATE) -> AbResult:
+    faster = Comparison(64, 1.128, (1.08, 1.17), Verdict.BETTER, "256", "512")
+    return AbResult("decode", "K", "256", "512", comparisons=(faster,),
+                    answers=_judged(wrong, mode))  # fmt: skip
+
+
+def test_the_headline_says_answers_unchanged() -> None:
+    assert headline(_result(0)).endswith(
+        "+12.8% at C64, answers unchanged: 0 of 60 against 0 of 60"
+    )
+    assert better_arm(_result(0)) == "512"
+
+
+def test_a_faster_candidate_that_changes_answers_is_refused_and_never_better() -> None:
+    result = _result(12)
+    assert result.answers is not None and result.answers.gates
+    assert better_arm(result) is None
+    said = answers_refusal(result)
+    assert said.startswith("faster by 12.8% but changes answers: 20.0% [")
+    assert "against 0.0% for the baseline" in said
+    assert better_arm(_result(12, AnswersMode.CHECK)) == "512"  # check: shown, not gating
+
+
+def test_the_page_shows_a_differing_answer_beside_its_reference_escaped() -> None:
+    page = markdown_html(ab_markdown(_result(12)))
+    assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "the reference" in page and "tool-args-not-json" in page
+    assert safe_text(HOSTILE) == "<script>alert(1)</script> ¦ 'x' next"
