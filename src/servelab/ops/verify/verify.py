@@ -39,12 +39,11 @@ import asyncio
 import json
 import time
 from collections.abc import Awaitable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
-from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
@@ -72,21 +71,6 @@ __all__ = ["LAYERS", "verify"]
 #: The layers' names, in order (what ``verify --layer`` takes).
 LAYERS: tuple[str, ...] = tuple(layer.value for layer in Layer)
 _C = CheckCode
-
-
-@dataclass(frozen=True)
-class _FileState:
-    """A service's env file and latest backup, read once for both the config and live layers."""
-
-    path: str | None
-    env: EnvFile | None = None
-    backup: EnvFile | None = None
-    backup_path: str | None = None
-    problem: CheckCode | None = None  # the config code when the file could not be read or parsed
-    error: str | None = None
-    recorded: dict[str, KnobChangeRecord] = field(default_factory=dict)
-    #: The service declares argument knobs (checked apart): an env file without env knobs is fine.
-    arguments: bool = False
 
 
 async def verify(
