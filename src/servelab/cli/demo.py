@@ -174,7 +174,8 @@ def _answers(story: _Story, requests: int) -> None:
             f"{verdict['baseline_wrong']} of {verdict['n']} for the baseline (p = "
             f"{verdict['p']:.2g}): not kept")  # fmt: skip
     console.print(Text(said))
-    story.cmd("case", "evidence", cid, "--ab", str(doc["ab_id"]), "--note", said)
+    story.cmd("case", "evidence", cid, "--ab", str(doc["ab_id"]))
+    story.cmd("case", "evidence", cid, "--note", said)
     story.cmd("case", "resolve", cid, "--root-cause",
               "bf16 index keys alter answers above 16 running requests: not adopted")  # fmt: skip
 
