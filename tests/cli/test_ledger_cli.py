@@ -195,6 +195,21 @@ def test_an_export_writes_where_it_is_told_and_only_there(
     assert json.loads((tmp_path / "piped.json").read_text()) == json.loads(target.read_text())
 
 
+def test_an_export_onto_the_ledger_itself_is_refused(ledger_file: Path, tmp_path: Path) -> None:
+    """``ledger export`` to the ledger's own path (or a link to it, or its -wal) replaced the
+    ledger with the JSON and said "exported": it is refused, exit 2, the ledger untouched."""
+    before = ledger_file.read_bytes()
+    link = tmp_path / "link.db"
+    link.symlink_to(ledger_file)
+    wal = ledger_file.with_name(ledger_file.name + "-wal")
+    for out in (ledger_file, link, wal):
+        refused = run_cli("ledger", "export", str(out), "--ledger", str(ledger_file))
+        assert refused.returncode == 2, refused.stderr
+        assert "is the ledger being exported" in refused.stderr
+    assert ledger_file.read_bytes() == before
+    assert _ok("ledger", "stats", "--ledger", str(ledger_file)).returncode == 0
+
+
 def test_every_table_in_every_format_is_strict_json(tmp_path: Path) -> None:
     """A ledger holding a verification (its check's ``detail`` is a code, not JSON: the JSON Lines
     export crashed on it), a bench run whose summary holds NaN (one run's std) and an A/B journal:

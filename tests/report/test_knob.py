@@ -3,6 +3,8 @@ it was given (issue: "after `servelab restart decode`" acted on the embedded def
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from servelab.core.knobs.contract import KnobChange
 from servelab.report.knob import render_knob_change
 
@@ -20,3 +22,17 @@ def test_the_restart_it_asks_for_names_the_spec() -> None:
         in (text)
     )
     assert "after `servelab restart decode`" in render_knob_change(_change())  # embedded default
+
+
+def test_a_running_service_is_never_said_not_running() -> None:
+    """A change to a running service says what it runs, never "is not running" (a regression the
+    unread warning's branch brought: every change without the warning said "not running")."""
+    restart = render_knob_change(_change())
+    assert "restart needed: decode runs with" in restart and "not running" not in restart
+    same = replace(_change(), restart_needed=False, live="256")
+    assert "already runs with this value" in render_knob_change(same)
+    assert "not running" not in render_knob_change(same)
+    stopped = replace(_change(), restart_needed=False, running=False, live=None)
+    assert "decode is not running: the value is used at its next start" in (
+        render_knob_change(stopped)
+    )

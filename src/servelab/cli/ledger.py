@@ -233,13 +233,27 @@ def ledger_export(
             return export_csv(ledger, Path(out), records=not no_records, chunk_bytes=chunk_bytes)
         return export_stream(ledger, fmt, out, records=not no_records, chunk_bytes=chunk_bytes)
 
-    summary = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    where = SpecAndLedger(spec_path, ledger_path)
+    if out != "-" and _is_the_ledger(Path(out), where.ledger_path()):
+        raise click.BadParameter(
+            "is the ledger being exported (or its -wal/-shm file): writing it would destroy "
+            "it; give another path",
+            param_hint="OUT",
+        )
+    summary = run_with_ledger(where, body, create=False)
     if out == "-":
         return
     if as_json:
         print_json(summary.to_json())
     else:
         say(summary.line())
+
+
+def _is_the_ledger(out: Path, ledger: Path) -> bool:
+    """``out`` resolves (links followed) to the ledger's file or one of SQLite's beside it."""
+    target = out.resolve()
+    db = ledger.resolve()
+    return target in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm"))
 
 
 @ledger_group.command("prune")

@@ -129,10 +129,10 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
         )
     elif change.running:
         lines.append(f"  {change.service} already runs with this value; no restart needed")
-    if change.unread is not None:
-        lines.append(f"  warning: {change.name}: {describe_unread(change.unread)}")
     else:
         lines.append(f"  {change.service} is not running: the value is used at its next start")
+    if change.unread is not None:
+        lines.append(f"  warning: {change.name}: {describe_unread(change.unread)}")
     return "\n".join(lines) + "\n"
 
 

@@ -8,6 +8,7 @@ import pytest
 from servelab.core.load.records import RequestRecord
 from servelab.core.soak.agentic import Answer, Conversation
 from servelab.core.soak.fresh import (
+    MAX_FRESH_WORDS,
     FreshContext,
     UncachedPrefill,
     parse_fresh_context,
@@ -59,3 +60,14 @@ def test_the_uncached_prefill_is_the_prompt_less_what_the_cache_served() -> None
     records += [_answered(5000, None), _answered(9000, 0, ok=False)]  # unknown, failed
     assert uncached_prefill(records) == UncachedPrefill(1000, 900, 10)
     assert uncached_prefill([_answered(10, None)]) == UncachedPrefill()
+
+
+def test_a_fresh_context_no_context_holds_is_refused_as_it_is_read() -> None:
+    """A round of 10^20 words was taken, and the soak crashed mid-run (OverflowError) after it
+    had loaded the deployment and written a record."""
+    for text in ("short:48,long:99999999999999999999", f"short:48,long:{MAX_FRESH_WORDS + 1}"):
+        with pytest.raises(ValueError, match="at most 1,048,576 words a round"):
+            parse_fresh_context(text)
+    assert parse_fresh_context(f"short:48,long:{MAX_FRESH_WORDS}") == (48, MAX_FRESH_WORDS)
+    with pytest.raises(ValueError, match="at most"):
+        FreshContext(48, MAX_FRESH_WORDS + 1, 0.5)

@@ -18,9 +18,21 @@ import random
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from servelab.core.load.lengths import UNKNOWN_CONTEXT_TOKENS
 from servelab.core.load.records import RequestRecord
 
-__all__ = ["FreshContext", "UncachedPrefill", "parse_fresh_context", "uncached_prefill"]
+__all__ = [
+    "MAX_FRESH_WORDS",
+    "FreshContext",
+    "UncachedPrefill",
+    "parse_fresh_context",
+    "uncached_prefill",
+]
+
+
+#: The most fresh words a round may add: no context holds more (the longest a request may be
+#: when the server does not say, :data:`servelab.core.load.lengths.UNKNOWN_CONTEXT_TOKENS`).
+MAX_FRESH_WORDS = UNKNOWN_CONTEXT_TOKENS
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +47,10 @@ class FreshContext:
     def __post_init__(self) -> None:
         if not 1 <= self.short_words <= self.long_words:
             raise ValueError("fresh context: need 1 ≤ short ≤ long words")
+        if self.long_words > MAX_FRESH_WORDS:
+            raise ValueError(
+                f"fresh context: at most {MAX_FRESH_WORDS:,} words a round, got {self.long_words:,}"
+            )
         if not 0.0 <= self.long_share <= 1.0:
             raise ValueError(f"long share must be in [0, 1], got {self.long_share}")
 
@@ -53,6 +69,8 @@ def parse_fresh_context(text: str) -> tuple[int, int]:
             raise ValueError(f"expected short:WORDS,long:WORDS, got {text!r}")
         if not value.strip().isdigit():
             raise ValueError(f"{name}: expected a whole number of words, got {value!r}")
+        if len(value.strip()) > 9 or int(value) > MAX_FRESH_WORDS:
+            raise ValueError(f"{name}: at most {MAX_FRESH_WORDS:,} words a round, got {value!r}")
         sizes[name] = int(value)
     if set(sizes) != {"short", "long"}:
         raise ValueError(f"expected short:WORDS,long:WORDS, got {text!r}")
