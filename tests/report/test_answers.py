@@ -7,11 +7,11 @@ from __future__ import annotations
 from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.result import AbResult, better_arm
 from servelab.core.answers.answer import Failure
-from servelab.core.answers.contract import AnswersMode, ArmAnswers, Example
+from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, ArmAnswers, Example
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.answers.rule import decide_answers
 from servelab.report.ab import ab_markdown, headline
-from servelab.report.answers import answers_refusal, safe_text
+from servelab.report.answers import answers_refusal, safe_text, unchecked_phrase
 from servelab.report.pages import markdown_html
 
 HOSTILE = "<script>alert(1)</script> | `x` \n next"
@@ -54,3 +54,17 @@ def test_the_page_shows_a_differing_answer_beside_its_reference_escaped() -> Non
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "the reference" in page and "tool-args-not-json" in page
     assert safe_text(HOSTILE) == "<script>alert(1)</script> ¦ 'x' next"
+
+
+def test_answers_asked_for_but_not_checked_are_said_never_silent() -> None:
+    """An A/B asked to gate on answers whose runs cannot carry a probe (too few --requests, a
+    trace, a capacity search) said nothing: its headline and its words now say the verdict is on
+    speed alone, and why; its JSON carries the code."""
+    for why, words in (
+        (AnswersUnchecked.TOO_FEW_REQUESTS, "--requests cannot carry one probe"),
+        (AnswersUnchecked.TRACE, "a replayed trace carries no probes"),
+        (AnswersUnchecked.CAPACITY, "a capacity search carries no probes"),
+    ):
+        said = unchecked_phrase(why)
+        assert said.startswith("answers NOT checked (") and words in said
+        assert "speed alone" in said

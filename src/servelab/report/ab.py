@@ -12,7 +12,7 @@ from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, ser
 from servelab.core.ab.design import Noise, Order
 from servelab.core.ab.result import AbDesign, AbResult
 from servelab.ops.ab.plan import AbPlan
-from servelab.report.answers import answers_lines, answers_phrase
+from servelab.report.answers import answers_lines, answers_phrase, unchecked_phrase
 from servelab.report.metric import METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import ab_plot
 from servelab.report.text import level_label
@@ -47,6 +47,8 @@ def headline(result: AbResult) -> str:
     on = "" if design.metric is None else f" ({design.metric} under {design.slo})"
     head = f"{result.service} {result.knob} {result.baseline} → {result.candidate}{on}"
     answers = "" if result.answers is None else f", {answers_phrase(result.answers)}"
+    if result.answers_unchecked is not None:
+        answers = f", {unchecked_phrase(result.answers_unchecked)}"
     return f"{head}: {phrases or 'no comparison'}{answers}"
 
 

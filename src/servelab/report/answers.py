@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import assert_never
 
 from servelab.core.ab.compare import Comparison, Verdict
-from servelab.core.answers.contract import ArmAnswers, Example
+from servelab.core.answers.contract import AnswersUnchecked, ArmAnswers, Example
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.answers.rule import AnswersOutcome, AnswersVerdict
 
@@ -18,6 +19,7 @@ __all__ = [
     "answers_refusal",
     "arm_answers_cells",
     "safe_text",
+    "unchecked_phrase",
 ]
 
 
@@ -116,3 +118,17 @@ def answers_lines(j: AnswersJudgement) -> list[str]:
         lines += ["", "| probe | at | answer | reference | why |", "|---|---|---|---|---|"]
         lines += [_example_row(e) for e in shown]
     return [*lines, ""]
+
+
+def unchecked_phrase(why: AnswersUnchecked) -> str:
+    """Why answers asked for were not checked, said where the verdict would stand."""
+    match why:
+        case AnswersUnchecked.TOO_FEW_REQUESTS:
+            reason = "a run's --requests cannot carry one probe within its 5% share"
+        case AnswersUnchecked.TRACE:
+            reason = "a replayed trace carries no probes"
+        case AnswersUnchecked.CAPACITY:
+            reason = "a capacity search carries no probes"
+        case _ as never:
+            assert_never(never)
+    return f"answers NOT checked ({reason}): the verdict is on speed alone"

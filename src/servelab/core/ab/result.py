@@ -35,6 +35,7 @@ from servelab.core.ab.sequential import (
     looks_for,
 )
 from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswersUnchecked
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
@@ -199,6 +200,9 @@ class AbResult:
     design: AbDesign = field(default_factory=AbDesign)
     #: the arms' answers judged (:mod:`servelab.core.answers.judge`; None: not checked)
     answers: Annotated[AnswersJudgement | None, OMITTED_IF_NONE] = None
+    #: why answers asked for (``--answers check|gate``) were not checked (None: they were, or
+    #: ``--answers off``)
+    answers_unchecked: Annotated[AnswersUnchecked | None, OMITTED_IF_NONE] = None
 
     def throughput(self, arm: str) -> Mapping[int, tuple[float, ...]]:
         """Each concurrency's throughput of ``arm`` (its value), one value per visit."""

@@ -32,6 +32,7 @@ __all__ = [
     "AnswerReferences",
     "AnswersConfig",
     "AnswersMode",
+    "AnswersUnchecked",
     "ArmAnswers",
     "Example",
     "State",
@@ -45,6 +46,17 @@ __all__ = [
 
 #: The largest share of a run's requests probes may take.
 MAX_SHARE = 0.05
+
+
+class AnswersUnchecked(StrEnum):
+    """Why an experiment asked to check answers could not (said, never silent)."""
+
+    #: a run's requests cannot carry one probe within the probes' share
+    TOO_FEW_REQUESTS = "too_few_requests"
+    #: a replayed trace carries no probes
+    TRACE = "trace"
+    #: a capacity search carries no probes
+    CAPACITY = "capacity"
 
 
 class AnswersMode(StrEnum):

@@ -49,7 +49,7 @@ from servelab.core.ab.result import (
     kept_value,
     undecided_levels,
 )
-from servelab.core.answers.contract import probes_per_run
+from servelab.core.answers.contract import AnswersUnchecked, probes_per_run
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.bench.contract import BenchProgressFn
 from servelab.core.ledger.codec import decode, encode
@@ -63,7 +63,7 @@ from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
-__all__ = ["resume_ab", "run_ab"]
+__all__ = ["resume_ab", "run_ab", "unchecked"]
 
 
 async def _make_live(
@@ -74,15 +74,26 @@ async def _make_live(
     return arm.verification_id, arm.live[0]
 
 
-def _answers(op: Operation, cfg: AbConfig) -> AnswerSession | None:
-    """The A/B's answer checking (None: ``--answers off``, or a capacity search or a trace,
-    which carry no probes)."""
+def unchecked(cfg: AbConfig) -> AnswersUnchecked | None:
+    """Why answers asked for cannot be checked in this A/B (None: they can, or were not asked
+    for): a capacity search or a trace carries no probes, nor a run too short for one."""
     answers = cfg.answers
-    if answers is None or not answers.on or cfg.metric == AbMetric.CAPACITY:
+    if answers is None or not answers.on:
         return None
-    if cfg.bench.trace is not None or not probes_per_run(cfg.bench.requests, answers.share,
-                                                         answers.probes):  # fmt: skip
-        return None  # too few requests per run to carry one probe within the share
+    if cfg.metric == AbMetric.CAPACITY:
+        return AnswersUnchecked.CAPACITY
+    if cfg.bench.trace is not None:
+        return AnswersUnchecked.TRACE
+    if not probes_per_run(cfg.bench.requests, answers.share, answers.probes):
+        return AnswersUnchecked.TOO_FEW_REQUESTS
+    return None
+
+
+def _answers(op: Operation, cfg: AbConfig) -> AnswerSession | None:
+    """The A/B's answer checking (None: ``--answers off``, or :func:`unchecked` says why not)."""
+    answers = cfg.answers
+    if answers is None or not answers.on or unchecked(cfg) is not None:
+        return None
     state = baseline_state(op, [Setting(cfg.service, cfg.knob, cfg.baseline)])
     return AnswerSession(answers, state, cfg.bench.model)
 
@@ -229,7 +240,7 @@ async def _run(
             with contextlib.suppress(ServelabError):
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)
         raise
-    result = conclude(replace(result, visits=tuple(visits)))
+    result = conclude(replace(result, visits=tuple(visits), answers_unchecked=unchecked(cfg)))
     if answers is not None:
         await answers.stored(op)  # resumed after every baseline visit: the ledger's
         result = replace(result, answers=_judged(answers, cfg, visits))
