@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
+from servelab.core.ledger.codec import encode
+from servelab.core.load.workload import LengthDist
 from servelab.core.redaction import (
     REDACTED,
     argument_secrets,
     is_secret_name,
     redact,
     redact_headers,
+    redact_url,
     secret_values,
 )
 
@@ -77,3 +81,18 @@ def test_headers_keep_their_names_and_lose_secret_values() -> None:
 
 def test_short_values_are_left() -> None:
     assert redact("ready 512 true", ["512", "true"]) == "ready 512 true"
+
+
+def test_a_urls_password_is_redacted_wherever_it_is_stored_or_said() -> None:
+    """``bench --url http://user:PASSWORD@host`` stored and printed the password (its --json
+    config, the ledger, the error line): the one policy masks it, keeping the user and host."""
+    url = "http://user:sk-PLANTEDURL8@127.0.0.1:22713"
+    assert redact_url(url) == "http://user:***@127.0.0.1:22713"
+    said = redact(f"error: {url}/v1/models: no answer")
+    assert "sk-PLANTEDURL8" not in said and "user:***@127.0.0.1" in said
+    for plain in ("http://127.0.0.1:8000/v1", "https://user@host/x", "a:b@c", "http://h:1/@x"):
+        assert redact_url(plain) == plain  # no password: nothing to mask
+    fixed = LengthDist("fixed", 8)
+    config = BenchConfig(url=url, concurrencies=(1,), input_len=fixed, output_len=fixed)
+    assert encode(config)["url"] == "http://user:***@127.0.0.1:22713"
+    assert config.url == url  # the requests use the real one

@@ -37,10 +37,12 @@ __all__ = [
     "MIN_REDACTED_CHARS",
     "REDACTED",
     "StoredHeaders",
+    "StoredUrl",
     "argument_secrets",
     "is_secret_name",
     "redact",
     "redact_headers",
+    "redact_url",
     "redact_words",
     "secret_values",
 ]
@@ -71,6 +73,10 @@ def is_secret_name(name: str) -> bool:
     words = {word.lower() for word in _WORD.findall(name.strip("-\"' "))}
     joined = re.sub(r"[^a-z]", "", name.lower())
     return bool(words & _SECRET_WORDS) or "apikey" in joined or "accesskey" in joined
+
+
+#: A URL's user information with a password: ``scheme://user:`` then the password, up to ``@``.
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/@]+@")
 
 
 def _flag_name(word: str) -> str | None:
@@ -128,11 +134,19 @@ def _keyed(match: re.Match[str]) -> str:
 def redact(text: str, values: Iterable[str] = ()) -> str:
     """``text`` with every one of ``values`` and of their secret argument values
     (:func:`secret_values`, at least :data:`MIN_REDACTED_CHARS` long), every value after a
-    secret-looking flag, and every value of a secret-looking key replaced by :data:`REDACTED`."""
+    secret-looking flag, every value of a secret-looking key and every password of a URL
+    (``http://user:PASSWORD@host``) replaced by :data:`REDACTED`."""
     for secret in _longest_first(secret_values(values)):
         text = text.replace(secret, REDACTED)
+    text = redact_url(text)
     text = _FLAG.sub(_flag, text)
     return _KEYED.sub(_keyed, text)
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of every URL in it (``scheme://user:PASSWORD@``) replaced by
+    :data:`REDACTED`; the user name and the rest stay (what is stored and shown of ``--url``)."""
+    return _USERINFO.sub(rf"\g<head>{REDACTED}@", text)
 
 
 def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
@@ -164,3 +178,7 @@ StoredHeaders = Annotated[
     tuple[tuple[str, str], ...],
     PlainSerializer(lambda headers: [list(h) for h in redact_headers(headers)]),
 ]
+
+#: A URL as a contract stores and shows it (``--url``): encoded with its password redacted; the
+#: requests use the real one.
+StoredUrl = Annotated[str, PlainSerializer(redact_url)]

@@ -28,7 +28,7 @@ from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
 from servelab.core.load.workload import LengthDist
-from servelab.core.redaction import StoredHeaders
+from servelab.core.redaction import StoredHeaders, StoredUrl
 from servelab.core.stats import Interval, Summary
 from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.core.telemetry.summary import RunTelemetry
@@ -69,7 +69,7 @@ class BenchConfig:
     instead (its one level is :data:`TRACE_LEVEL`; ``requests`` and ``rate`` do not apply);
     ``slo`` judges every run (goodput, attainment)."""
 
-    url: str
+    url: StoredUrl
     concurrencies: tuple[int, ...] = (1,)
     requests: int = 100
     input_len: LengthDist = field(default_factory=lambda: LengthDist("fixed", 128))
