@@ -200,3 +200,14 @@ def test_the_default_lock_root_is_this_users_own(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["0", "True", f"servelab-{os.getuid()}"]
+
+
+def test_a_relative_lock_dir_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A relative ``SERVELAB_LOCK_DIR`` meant one lock per working directory: a command run from
+    another folder took a deployment a bench held."""
+    monkeypatch.setenv(LOCK_DIR_ENV, "rel")
+    with (
+        pytest.raises(OSError, match="SERVELAB_LOCK_DIR must be an absolute path, got 'rel'"),
+        hold(tmp_path, "servelab up", name="t", endpoints=[("local", 1)]),
+    ):
+        pytest.fail("took a lock under a relative directory")

@@ -183,10 +183,12 @@ def holder_of(place: Path, file: str = LOCK_FILE) -> Holder | None:
 
 
 def lock_root() -> Path:
-    """The directory of the endpoints' locks: ``$SERVELAB_LOCK_DIR``, else a directory of this
-    user's own (mode 0700) in ``/run/lock``, else in the system's temporary directory."""
+    """The directory of the endpoints' locks: ``$SERVELAB_LOCK_DIR`` (absolute), else a directory
+    of this user's own (mode 0700) in ``/run/lock``, else in the system's temporary directory."""
     named = os.environ.get(LOCK_DIR_ENV, "").strip()
     if named:
+        if not os.path.isabs(named):  # relative: two commands in two folders would not meet
+            raise HostError(f"{LOCK_DIR_ENV} must be an absolute path, got {named!r}")
         return Path(named)
     base = "/run/lock" if os.access("/run/lock", os.W_OK | os.X_OK) else tempfile.gettempdir()
     return Path(base) / f"servelab-{os.getuid()}"
