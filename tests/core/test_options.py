@@ -147,3 +147,14 @@ def test_a_header_is_name_colon_value_and_never_one_servelab_writes() -> None:
     for mine in ("Host", "content-length", "Connection", "X-Request-Id", "traceparent"):
         with pytest.raises(OptionError, match="itself"):
             parse_header(f"{mine}:x")
+
+
+def test_a_refused_header_never_quotes_its_value() -> None:
+    """A header refused echoed the whole text, token included (a token file's CRLF ending made
+    `Authorization: Bearer sk-...\\r\\n` a refusal that printed the token); a control character
+    passed and failed later as a network error, exit 1."""
+    for bad in ("Authorization: Bearer sk-PLANTED1\r\n", "Authorization Bearer sk-PLANTED1",
+                "X-Api-Key: sk-PLANTED1\x01", "Host: sk-PLANTED1"):  # fmt: skip
+        with pytest.raises(OptionError) as refused:
+            parse_header(bad)
+        assert "sk-PLANTED1" not in str(refused.value)

@@ -251,12 +251,13 @@ def parse_header(text: str) -> tuple[str, str]:
     carries. The name must be a token and not one servelab writes itself
     (:data:`RESERVED_HEADERS`); the value may not hold a line break."""
     name, sep, value = text.partition(":")
-    if not sep or not name or not set(name) <= _TCHAR:
-        raise OptionError(f"expected NAME:VALUE with NAME a header name, got {text!r}")
+    if not sep or not name or not set(name) <= _TCHAR:  # the text may be all value: never quoted
+        raise OptionError("expected NAME:VALUE with NAME a header name (a token before the colon)")
     if name.lower() in RESERVED_HEADERS:
-        raise OptionError(f"servelab sets {name} itself; it cannot be given, got {text!r}")
-    if any(c in value for c in "\r\n\0"):
-        raise OptionError(f"a header value cannot hold a line break, got {text!r}")
+        raise OptionError(f"servelab sets {name} itself; it cannot be given")
+    if any(c in value for c in "\r\n\0") or any(ord(c) < 32 and c != "\t" for c in value):
+        raise OptionError(f"the value of header {name} cannot hold a line break or a control "
+                          "character (a token file's CRLF ending?)")  # fmt: skip
     return name, value.strip()
 
 
