@@ -40,10 +40,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 from urllib.parse import quote
 
 from servelab.core.deploy.probe import ProbeResult
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.errors import RouterApiError
 from servelab.io.http.client import HttpClient
 
@@ -69,12 +70,14 @@ class RouterWorker:
     role: str
     healthy: bool
     bootstrap_port: int | None = None
-    #: smg's ``status`` (``ready``, ``draining``, ``not_ready``); None from the other routers.
-    status: str | None = None
+    #: smg's ``status`` (``ready``, ``draining``, ``not_ready``); None from the other routers
+    #: (left out of the JSON then, so a row stored before it reads the same).
+    status: Annotated[str | None, OMITTED_IF_NONE] = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "url": self.url, "role": self.role, "healthy": self.healthy,
-                "bootstrap_port": self.bootstrap_port, "status": self.status}  # fmt: skip
+        data = {"id": self.id, "url": self.url, "role": self.role, "healthy": self.healthy,
+                "bootstrap_port": self.bootstrap_port}  # fmt: skip
+        return data if self.status is None else {**data, "status": self.status}
 
 
 class RouterWorkers(Protocol):

@@ -254,7 +254,8 @@ async def _run(op: Operation, report: RollingReport, opts: RollOptions) -> None:
         if not api.can_add:  # it could take a worker out and never put it back: touch nothing
             raise RouterApiError(
                 f"a rolling restart needs to add workers back to {report.router}, and the "
-                f"{router_kind(op.spec)} router's worker API cannot: use `servelab restart`"
+                f"{op.spec.engine} router's worker API cannot ({router_kind(op.spec)}): use "
+                "`servelab restart`"
             )
         roll = _Roll(op, api, http, opts)
         for target in report.plan:
