@@ -31,8 +31,9 @@ def write_2p2d_spec(
         EXAMPLE_2P2D, EXAMPLE_PORTS)  # fmt: skip
     text = example.read_text()
     ports = free_ports(len(names))
-    for old, new in zip(names, ports, strict=True):
-        text = text.replace(old, str(new))
+    # one pass: a free port drawn equal to a later example port is not replaced again
+    new_of = dict(zip(names, map(str, ports), strict=True))
+    text = re.sub(r"\b(" + "|".join(names) + r")\b", lambda m: new_of[m.group(1)], text)
     text = re.sub(r'state_dir = ".*"', 'state_dir = "state"', text)
     text = text.replace("health_check_interval_s = 2", "health_check_interval_s = 1")
     shutil.copytree(REPO / "examples" / "env", root / "env")
