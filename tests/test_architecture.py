@@ -36,10 +36,10 @@ OVER_MAX = {
     "sim/protocol.py": 469,
     "sim/scheduler.py": 485,
     "cli/options.py": 502,
-    "core/verify/checks.py": 482,
+    "core/verify/checks.py": 489,  # +7: the e2e layer's answer codes and their data
     "ops/case/case.py": 483,
     "core/deploy/spec.py": 494,
-    "report/verify.py": 492,
+    "report/verify.py": 496,  # +4: the answer probes' check, worded in report/probes.py
     "sim/app.py": 492,
     "report/docs.py": 510,
     "ops/ab/tune.py": 527,
@@ -305,9 +305,9 @@ CORE_ORDER = [
     "knobs",
     "load",
     "telemetry",
+    "answers",  # probes, checks and the paired rule: verify, bench, ab and case compose them
     "verify",
     "restart",  # a restart: deploy's steps then verify's checks
-    "answers",  # probes, checks and the paired rule: bench, ab and case compose them
     "bench",
     "soak",
     "ab",

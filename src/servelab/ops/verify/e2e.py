@@ -61,6 +61,10 @@ class E2EOptions:
     cold_ratio: float = COLD_RATIO
     cold_min_s: float = COLD_MIN_S
     reach_requests: int = 16
+    #: Greedy answer probes after the probe (0: none), and whether their answers become the
+    #: deployment's references anew (:mod:`servelab.ops.verify.answers`).
+    answer_probes: int = 3
+    rebase_answers: bool = False
 
 
 def _prompt(words: int, salt: str) -> str:

@@ -1,0 +1,82 @@
+"""The e2e layer's answer probes, sent: a few greedy probes through the entry point, one at a time,
+checked without a reference and against the deployment's references in the ledger.
+
+The references (:class:`~servelab.io.ledger.answers.AnswerStore`) are keyed by the deployment's
+name, the served model and the probe set, not by the spec's hash: a change of a knob or of a
+fault must still be compared with the answers from before it (the state they came from is kept
+with them and shown). The first verify that finds none stores its answers as the references when
+they pass every check that needs none (no structural failure, every pass key recalled), so a
+deployment that is already wrong never becomes its own reference; ``rebase`` stores them anew.
+The rule and the wording: :mod:`servelab.core.verify.answers`, :mod:`servelab.report.verify`.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+from servelab.core.answers.answer import Answer
+from servelab.core.answers.contract import AnswerReferences, AnswersConfig, State, state_key
+from servelab.core.answers.probes import Probe, probe_set
+from servelab.core.deploy.spec import spec_hash
+from servelab.core.verify.answers import AnswerProbes, outcome_of, site_of_outcomes
+from servelab.core.verify.checks import Check, CheckCode
+from servelab.io.http.stream import StreamClient
+from servelab.io.ledger.answers import AnswerStore
+from servelab.ops.answers.probing import ProbePlan, probe_jobs, read_probe_answers
+from servelab.ops.bench.load import Part, run_part
+from servelab.ops.context import Operation
+
+__all__ = ["answers_check", "verify_probes"]
+
+_C = CheckCode
+#: The probe set verify draws from (its first probes: one of each kind, in turn).
+_CONFIG = AnswersConfig(probes=24)
+
+
+def verify_probes(count: int) -> tuple[Probe, ...]:
+    """The first ``count`` probes of the set (plain, tool, retrieval, plain, ...)."""
+    return probe_set(_CONFIG.seed, _CONFIG.probes, _CONFIG.context_len)[:count]
+
+
+def _key(op: Operation, model: str) -> str:
+    return "verify-" + state_key(State(f"verify:{op.spec.name}", ()), _CONFIG, model)
+
+
+async def _ask(base: str, model: str, probes: tuple[Probe, ...], timeout_s: float) -> list[Answer]:
+    """Each probe sent to ``base`` in turn (one slot: concurrency 1, no batch to vary with)."""
+    jobs = probe_jobs(probes, model, 0, logprobs=_CONFIG.logprobs)
+    plan = ProbePlan(jobs, [], {j.index: p.id for j, p in zip(jobs, probes, strict=True)})
+    part = Part(jobs, "/v1/chat/completions", (0,), keep=plan.keep)
+    async with StreamClient(base, concurrency=1, idle_timeout_s=timeout_s) as client:
+        got = await run_part(client, part, None)
+    return sorted(read_probe_answers(plan, got.records, got.bodies, 1), key=lambda a: a.probe)
+
+
+async def answers_check(
+    op: Operation, entry: str, base: str, model: str, *, count: int, timeout_s: float,
+    rebase: bool = False,
+) -> Check:  # fmt: skip
+    """``count`` probes through ``base`` (the entry point ``entry``), checked (module docstring)."""
+    probes = verify_probes(count)
+    started = perf_counter()
+    answers = await _ask(base, model, probes, timeout_s)
+    took = round(perf_counter() - started, 3)
+    store = AnswerStore(op.ledger) if op.ledger is not None else None
+    refs = None if store is None or rebase else store.find(_key(op, model))
+    by_probe = refs.by_probe() if refs is not None else {}
+    by_id = {a.probe: a for a in answers}
+    outcomes = tuple(outcome_of(p, by_id.get(p.id, Answer(p.id, "", error="not sent")),
+                                by_probe.get(p.id)) for p in probes)  # fmt: skip
+    data = AnswerProbes(model, outcomes, took, None if refs is None else refs.id,
+                        None if refs is None else refs.state.spec_hash,
+                        site_of_outcomes(outcomes))  # fmt: skip
+    if data.wrong:
+        return Check(entry, False, _C.E2E_ANSWERS_CHANGED, data)
+    if refs is not None:
+        return Check(entry, True, _C.E2E_ANSWERS_SAME, data)
+    if store is None:
+        return Check(entry, True, _C.E2E_ANSWERS_UNREFERENCED, data)
+    state = State(spec_hash(op.spec), ())
+    taken = store.add(AnswerReferences(_key(op, model), state, model, 1, tuple(answers)))
+    data = AnswerProbes(model, outcomes, took, taken.id, state.spec_hash)
+    return Check(entry, True, _C.E2E_ANSWERS_REFERENCES_TAKEN, data)
