@@ -46,12 +46,12 @@ OVER_MAX = {
     "io/hosts/processes.py": 515,
     "cli/common.py": 521,  # +1: the one redaction policy's import (errors and progress lines)
     "core/soak/observe.py": 532,
-    "core/soak/diagnose.py": 537,
+    "core/soak/diagnose.py": 539,  # +2: answers wrong from the KV hand-off at its layer
     "core/ab/tune.py": 543,
     "cli/case.py": 577,
     "io/http/stream.py": 559,
     "ops/bench/load.py": 590,
-    "ops/soak/soak.py": 583,
+    "ops/soak/soak.py": 583,  # the answer probes: ops/soak/answers.py
 }
 
 

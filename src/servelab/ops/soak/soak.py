@@ -66,6 +66,7 @@ from servelab.io.http.sdk import SdkClient
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Progress, silent
+from servelab.ops.soak.answers import SoakProbes
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds
@@ -125,6 +126,7 @@ class _Run:
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
     sample: tuple[int, int, JsonObject] | None = None  # the largest payload answered
+    probes: SoakProbes | None = None  # the answer probes (set once the model is known)
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
@@ -380,6 +382,8 @@ async def _traffic(run: _Run, reference: str | None) -> None:
         run.tasks = [group.create_task(_session(run, s)) for s in run.sessions]
         if reference is not None:
             group.create_task(_under_load(run, reference))
+        if run.probes is not None:
+            group.create_task(run.probes.under_load(lambda: run.inflight, lambda: run.active))
 
 
 async def _drive(run: _Run, hard_deadline: float) -> None:
@@ -388,6 +392,8 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
     run.deadline = hard_deadline - 0.2
     try:
         reference = await _reference(run) if cfg.check_determinism else None
+        if run.probes is not None:
+            await run.probes.before()
         traffic_end = hard_deadline - (_localize_reserve(cfg) if cfg.localize else 0.0)
         try:
             async with asyncio.timeout(max(0.1, traffic_end - time.monotonic())):
@@ -396,6 +402,9 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
             run.deadline_hit = True
             run.progress(SoakDeadlineReached())
         await _hold_check(run)
+        for issue, body in run.probes.issues() if run.probes is not None else []:
+            run.correctness.append(issue)
+            _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0), body)
         run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
     finally:
@@ -419,6 +428,8 @@ async def _prepare(run: _Run) -> None:
     probe_s = min(5.0, cfg.idle_timeout_s)
     model = cfg.model or await run.http.model_id(targets.entry_url, probe_s, dict(cfg.headers))
     run.model = model or "default"
+    if run.probes is not None:
+        run.probes.model, run.probes.targets = run.model, run.targets
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
         bound = max(cfg.idle_timeout_s, cfg.duration_s / 4)
@@ -533,6 +544,7 @@ async def soak(
     start = time.monotonic()
     hard_deadline = start + config.duration_s
     run = _Run(config, targets, progress or silent)
+    run.probes = SoakProbes(config, targets, "", ledger)
     watch = MetricsWatch(metric_sources(targets), timeout_s=min(2.0, config.idle_timeout_s))
     spans: tuple[Span, ...] = ()
     phases: tuple[RequestPhases, ...] | None = None

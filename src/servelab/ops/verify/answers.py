@@ -20,13 +20,12 @@ from servelab.core.answers.probes import Probe, probe_set
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.verify.answers import AnswerProbes, outcome_of, site_of_outcomes
 from servelab.core.verify.checks import Check, CheckCode
-from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.answers import AnswerStore
-from servelab.ops.answers.probing import ProbePlan, probe_jobs, read_probe_answers
-from servelab.ops.bench.load import Part, run_part
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.answers.asking import ask_probes
 from servelab.ops.context import Operation
 
-__all__ = ["answers_check", "verify_probes"]
+__all__ = ["answers_check", "deployment_references", "verify_probes"]
 
 _C = CheckCode
 #: The probe set verify draws from (its first probes: one of each kind, in turn).
@@ -38,18 +37,13 @@ def verify_probes(count: int) -> tuple[Probe, ...]:
     return probe_set(_CONFIG.seed, _CONFIG.probes, _CONFIG.context_len)[:count]
 
 
-def _key(op: Operation, model: str) -> str:
-    return "verify-" + state_key(State(f"verify:{op.spec.name}", ()), _CONFIG, model)
+def _key(name: str, model: str) -> str:
+    return "verify-" + state_key(State(f"verify:{name}", ()), _CONFIG, model)
 
 
-async def _ask(base: str, model: str, probes: tuple[Probe, ...], timeout_s: float) -> list[Answer]:
-    """Each probe sent to ``base`` in turn (one slot: concurrency 1, no batch to vary with)."""
-    jobs = probe_jobs(probes, model, 0, logprobs=_CONFIG.logprobs)
-    plan = ProbePlan(jobs, [], {j.index: p.id for j, p in zip(jobs, probes, strict=True)})
-    part = Part(jobs, "/v1/chat/completions", (0,), keep=plan.keep)
-    async with StreamClient(base, concurrency=1, idle_timeout_s=timeout_s) as client:
-        got = await run_part(client, part, None)
-    return sorted(read_probe_answers(plan, got.records, got.bodies, 1), key=lambda a: a.probe)
+def deployment_references(ledger: Ledger, name: str, model: str) -> AnswerReferences | None:
+    """The references verify keeps for deployment ``name`` serving ``model`` (None: none yet)."""
+    return AnswerStore(ledger).find(_key(name, model))
 
 
 async def answers_check(
@@ -59,10 +53,10 @@ async def answers_check(
     """``count`` probes through ``base`` (the entry point ``entry``), checked (module docstring)."""
     probes = verify_probes(count)
     started = perf_counter()
-    answers = await _ask(base, model, probes, timeout_s)
+    answers = await ask_probes(base, model, probes, timeout_s=timeout_s)
     took = round(perf_counter() - started, 3)
     store = AnswerStore(op.ledger) if op.ledger is not None else None
-    refs = None if store is None or rebase else store.find(_key(op, model))
+    refs = None if store is None or rebase else store.find(_key(op.spec.name, model))
     by_probe = refs.by_probe() if refs is not None else {}
     by_id = {a.probe: a for a in answers}
     outcomes = tuple(outcome_of(p, by_id.get(p.id, Answer(p.id, "", error="not sent")),
@@ -77,6 +71,6 @@ async def answers_check(
     if store is None:
         return Check(entry, True, _C.E2E_ANSWERS_UNREFERENCED, data)
     state = State(spec_hash(op.spec), ())
-    taken = store.add(AnswerReferences(_key(op, model), state, model, 1, tuple(answers)))
+    taken = store.add(AnswerReferences(_key(op.spec.name, model), state, model, 1, tuple(answers)))
     data = AnswerProbes(model, outcomes, took, taken.id, state.spec_hash)
     return Check(entry, True, _C.E2E_ANSWERS_REFERENCES_TAKEN, data)
