@@ -41,6 +41,11 @@ class SoakProbes:
     def on(self) -> bool:
         return self.config.answer_probes > 0
 
+    @property
+    def tokens(self) -> int:
+        """The tokens the probes received (the client's side of the client-vs-server rule)."""
+        return sum(a.tokens for a in [*self.at_c1, *self.loaded] if a.error is None)
+
     async def _ask(self) -> list[Answer]:
         cfg = self.config
         probes = verify_probes(cfg.answer_probes)

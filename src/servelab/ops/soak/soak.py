@@ -402,6 +402,7 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
             run.deadline_hit = True
             run.progress(SoakDeadlineReached())
         await _hold_check(run)
+        run.output_tokens += run.probes.tokens if run.probes is not None else 0
         for issue, body in run.probes.issues() if run.probes is not None else []:
             run.correctness.append(issue)
             _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0), body)
