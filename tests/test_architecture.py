@@ -32,7 +32,7 @@ MAX_LINES = 450
 #: The modules still over it, each at most its size today: one concept each, not yet split by
 #: meaning (a split made only to pass the gate is worse than none).
 OVER_MAX = {
-    "ops/case/bisect.py": 504,
+    "ops/case/bisect.py": 507,  # +3: a threshold test's runs judged on their answers too
     "sim/protocol.py": 469,
     "sim/scheduler.py": 485,
     "cli/options.py": 502,
@@ -48,7 +48,7 @@ OVER_MAX = {
     "core/soak/observe.py": 532,
     "core/soak/diagnose.py": 539,  # +2: answers wrong from the KV hand-off at its layer
     "core/ab/tune.py": 543,
-    "cli/case.py": 577,
+    "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
     "io/http/stream.py": 559,
     "ops/bench/load.py": 590,
     "ops/soak/soak.py": 583,  # the answer probes: ops/soak/answers.py

@@ -38,19 +38,20 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
-from servelab.core.answers.contract import AnswersConfig, AnswersUnchecked, probes_per_run
+from servelab.core.answers.contract import AnswersConfig, AnswersUnchecked
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
-from servelab.core.case.probe import TEST_FORM, ProbeTest, ProbeTestKind, parse_probe_test
+from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
 from servelab.core.options import CHANGE_FORM, parse_change
 from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import bisect as bisection
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
+from servelab.ops.case.answers import bisect_answers
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
 from servelab.report.case import (
@@ -383,9 +384,8 @@ def case_test(
 @IDLE_TIMEOUT.option()
 @workload_options()
 @click.option("--answers", "answers_mode", type=click.Choice(["gate", "off"]), default="gate",
-              show_default=True, help="A threshold test's runs carry the greedy answer probes "
-              "(5% of requests; references from the good state): a run with a wrong answer fails "
-              "however fast it was. off: speed alone.")  # fmt: skip
+              show_default=True, help="A threshold test's runs carry answer probes too: a run with "
+              "a wrong answer fails however fast (off: speed alone).")  # fmt: skip
 @click.option("--resume", is_flag=True, help="Go on with the case's unfinished bisection.")
 @spec_option
 @ledger_option
@@ -426,11 +426,15 @@ def case_bisect(
         if test_text is None:
             raise click.UsageError(f"--test {TEST_FORM} is required (or --resume)")
         test = parse_probe_test(test_text)
+        if isinstance(
+            answers := bisect_answers(test, answers_mode == "gate", requests), AnswersUnchecked
+        ):
+            err_console.print(unchecked_phrase(answers), style="yellow")
         bench = BenchConfig(
             url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
             idle_timeout_s=idle_timeout_s, input_len=workload.input_len,
             output_len=workload.output_len, seed=workload.seed, endpoint=workload.endpoint,
-            answers=_bisect_answers(test, answers_mode, requests),
+            answers=None if isinstance(answers, AnswersUnchecked) else answers,
         ) if test.kind is not ProbeTestKind.SOAK else None  # fmt: skip
         listed = tuple(Change(*c) for c in changes)
         cfg = bisection.BisectConfig(case_id, test, good, bad, listed, rounds, alpha, effect,
@@ -451,20 +455,6 @@ def case_bisect(
     for line in bisect_lines(outcome):
         say(line)
     say(f"  recorded on case {case_id} as evidence #{outcome.evidence_id}")
-
-
-def _bisect_answers(test: ProbeTest, mode: str, requests: int) -> AnswersConfig | None:
-    """The answers a bisection's runs carry: an answers test's; a threshold test's unless
-    ``--answers off`` or its runs are too short to carry a probe (then said on stderr)."""
-    if test.kind is ProbeTestKind.ANSWERS:
-        return AnswersConfig()
-    if test.kind is not ProbeTestKind.THRESHOLD or mode == "off":
-        return None
-    config = AnswersConfig()
-    if not probes_per_run(requests, config.share, config.probes):
-        say(unchecked_phrase(AnswersUnchecked.TOO_FEW_REQUESTS))
-        return None
-    return config
 
 
 def _print_case(view: cases.CaseView) -> None:

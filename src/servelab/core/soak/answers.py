@@ -41,7 +41,10 @@ def _phase(
     probes: Sequence[Probe], answers: Sequence[Answer], refs: Mapping[int, Answer], rnd: int
 ) -> list[CorrectnessIssue]:
     by_id = {a.probe: a for a in answers}
-    outcomes = [outcome_of(p, by_id[p.id], refs.get(p.id)) for p in probes if p.id in by_id]
+    # a probe whose request failed is the soak's failure to judge (a stall, an error), not a
+    # wrong answer: only answers that arrived are judged here
+    answered = [p for p in probes if p.id in by_id and by_id[p.id].error is None]
+    outcomes = [outcome_of(p, by_id[p.id], refs.get(p.id)) for p in answered]
     issues = [CorrectnessIssue(ANSWER_WRONG, PROBE_SESSION, rnd, _detail(o))
               for o in outcomes if o.wrong]  # fmt: skip
     if site_of_outcomes(outcomes) is AnswerSite.KV_TRANSFER:

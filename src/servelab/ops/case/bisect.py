@@ -457,9 +457,7 @@ async def run_bisect(
 
 def _answers(op: Operation, start: BisectRecord, bench: BenchConfig | None) -> AnswerSession | None:
     """An answers test's checking (its references: the good state's)."""
-    threshold_checks = start.test.kind is ProbeTestKind.THRESHOLD and bench is not None and \
-        bench.answers is not None and bench.answers.on  # fmt: skip
-    if (start.test.kind is not ProbeTestKind.ANSWERS and not threshold_checks) or bench is None:
+    if bench is None or (start.test.kind is not ProbeTestKind.ANSWERS and bench.answers is None):
         return None
     config = answers_bench(bench, start.test.concurrency).answers
     assert config is not None

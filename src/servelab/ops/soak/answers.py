@@ -8,14 +8,12 @@ rounds``: with the defaults (3 probes, 4 sessions of 6 rounds) 6 of 30 requests,
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.probes import probe_body
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.answers import answer_issues
 from servelab.core.soak.evidence import CorrectnessIssue
 from servelab.core.soak.result import SoakConfig, Targets
@@ -67,7 +65,7 @@ class SoakProbes:
         if self.on and active():
             self.loaded = await self._ask()
 
-    def issues(self) -> list[tuple[CorrectnessIssue, JsonObject]]:
+    def issues(self) -> list[tuple[CorrectnessIssue, bytes]]:
         """Each wrong answer (and the hand-off's signature) with a probe body to replay."""
         if not self.on or not self.at_c1:
             return []
@@ -77,5 +75,5 @@ class SoakProbes:
             refs = found.by_probe() if found is not None else None
         probes = verify_probes(self.config.answer_probes)
         # the tool-call probe's body is what a localization replays (any probe's path is the same)
-        body: JsonObject = json.loads(probe_body(probes[min(1, len(probes) - 1)], self.model))
+        body = probe_body(probes[min(1, len(probes) - 1)], self.model)
         return [(i, body) for i in answer_issues(probes, self.at_c1, self.loaded, refs)]

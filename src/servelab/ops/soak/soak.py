@@ -405,7 +405,8 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
         run.output_tokens += run.probes.tokens if run.probes is not None else 0
         for issue, body in run.probes.issues() if run.probes is not None else []:
             run.correctness.append(issue)
-            _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0), body)
+            _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0),
+                  json.loads(body))  # fmt: skip
         run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
     finally:
