@@ -28,8 +28,10 @@ from servelab.ops.context import Operation
 __all__ = ["answers_check", "deployment_references", "verify_probes"]
 
 _C = CheckCode
-#: The probe set verify draws from (its first probes: one of each kind, in turn).
-_CONFIG = AnswersConfig(probes=24)
+#: The probe set verify draws from (its first probes: one of each kind, in turn), sized against a
+#: 2,048-token context: the retrieval probe's context is 409 words, about the e2e probe's 512 (a
+#: real KV transfer, a body of a few KB that any proxy in front passes as it passes the e2e probe).
+_CONFIG = AnswersConfig(probes=24, context_len=2048)
 
 
 def verify_probes(count: int) -> tuple[Probe, ...]:
