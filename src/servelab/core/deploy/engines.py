@@ -80,8 +80,11 @@ class Engine:
     name: EngineName
     #: The decode knob a spec of this engine declares by default.
     knob: str
-    #: The router endpoint that is 200 exactly when it can serve (gates ``up``).
+    #: The router endpoint that is 200 exactly when it can serve (gates ``up``, probed by a soak's
+    #: localization).
     router_ready_path: str = "/readiness"
+    #: A worker's (and any other service's) endpoint that is 200 once it serves (gates ``up``).
+    worker_ready_path: str = "/health"
     #: The router endpoint that is 200 only while every worker is healthy (None: no such one).
     router_all_healthy_path: str | None = None
     #: Metric renames into the SGLang names (empty for SGLang itself).

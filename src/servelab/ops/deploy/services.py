@@ -85,7 +85,7 @@ def _mark(op: Operation, service: str) -> str:
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
     """One probe of the service's readiness path."""
-    url = await op.url(service, op.spec.service(service).readiness_path)
+    url = await op.url(service, op.spec.readiness_path(service))
     return await probe(url, timeout=timeout)
 
 
@@ -123,7 +123,7 @@ async def _gate(
     """
     svc = op.spec.service(record.service)
     host = op.host(record.service)
-    url = await op.url(record.service, svc.readiness_path)
+    url = await op.url(record.service, op.spec.readiness_path(record.service))
     start_timeout_s = svc.start_timeout_s if fresh else 0.0
     result = await wait_ready(
         host,
@@ -240,7 +240,7 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     recorded so ``down`` stops it."""
     svc = op.spec.service(service)
     host = op.host(service)
-    url = await op.url(service, svc.readiness_path)
+    url = await op.url(service, op.spec.readiness_path(service))
     op.say(LaunchTimedOut(service, host.name, url))
     ready = await wait_answering(url, ready_timeout_s=svc.ready_timeout_s)
     log = _log_path(op, service)

@@ -177,8 +177,7 @@ async def _run(reader: LayerReader, ctx: ReadContext) -> list[Check]:
 
 
 async def _health(op: Operation, service: str) -> list[Check]:
-    svc = op.spec.service(service)
-    path = svc.readiness_path
+    svc, path = op.spec.service(service), op.spec.readiness_path(service)
     op.say(ProbingHealth(service, path))
     try:
         base = await op.url(service)
