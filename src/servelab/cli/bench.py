@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import signal
 from contextlib import nullcontext
 from pathlib import Path
@@ -28,7 +27,7 @@ from servelab.cli.common import (
     interruption,
     ledger_option,
     notice,
-    print_json,
+    print_document,
     resolve_target,
     run,
     say,
@@ -154,13 +153,11 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
     if output.export is not None:
         files = {
             "capacity.md": safe_markdown(capacity_report.capacity_markdown(result)).encode(),
-            "capacity.json": (
-                json.dumps(capacity_report.capacity_json(result), indent=2) + "\n"
-            ).encode(),
+            "capacity.json": capacity_report.capacity_json(result).encode(),
         }
         write_files(output.export, files)
     if output.as_json:
-        print_json(capacity_report.capacity_json(result))
+        print_document(capacity_report.capacity_json(result))
     else:
         console.print(capacity_report.capacity_table(result))
         console.print(capacity_report.conclusion(result.capacity), markup=False)
@@ -212,7 +209,7 @@ def check_lengths(
 
 def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
     if as_json:
-        print_json(report.result_json(result))
+        print_document(report.result_json(result))
     else:
         console.print(report.summary_table(result))
         phases = report.phase_table(result)

@@ -19,6 +19,7 @@ from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
 from servelab.core.telemetry.unknown import TOO_SHORT
+from servelab.report.document import json_text
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
@@ -166,7 +167,7 @@ def client_warnings(result: BenchResult) -> list[str]:
     ]
 
 
-def result_json(result: BenchResult) -> JsonObject:
+def result_json(result: BenchResult) -> str:
     """``bench --json``: the result's encoding (config, levels, failed), the percentile method
     its distributions used, and a replayed trace's conversations tagged with their repeat."""
     doc: JsonObject = {**encode(result), "percentile_method": PERCENTILE_METHOD}
@@ -175,7 +176,7 @@ def result_json(result: BenchResult) -> JsonObject:
     ]
     if sessions:
         doc["sessions"] = sessions
-    return doc
+    return json_text(doc)
 
 
 def _traced(result: BenchResult) -> list[tuple[int, TraceSummary]]:

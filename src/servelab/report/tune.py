@@ -20,9 +20,10 @@ from servelab.core.ab.tune import (
     TuneState,
 )
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.ops.ab.tune import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells
+from servelab.report.document import json_text
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
 from servelab.report.text import show_value
@@ -306,9 +307,9 @@ def tune_markdown(record: TuneRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> JsonObject:
+def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> str:
     """``tune --json``: the record as the ledger stores it, its headline, and the files."""
-    return {**encode(record), "headline": headline(record), "files": list(files)}
+    return json_text({**encode(record), "headline": headline(record), "files": list(files)})
 
 
 def tune_png(record: TuneRecord) -> bytes:

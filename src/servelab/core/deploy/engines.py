@@ -38,8 +38,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from servelab.core.ledger.codec import JsonObject
-
 __all__ = [
     "ENGINES",
     "SGLANG",
@@ -49,6 +47,7 @@ __all__ = [
     "VLLM_TO_SGLANG_METRICS",
     "Engine",
     "EngineName",
+    "WorkerCounts",
     "canonical_metrics",
     "engine",
     "readiness_workers",
@@ -170,23 +169,33 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def readiness_workers(doc: object) -> JsonObject:
-    """``healthy_workers``/``total_workers`` from a router's ``/readiness`` document.
+@dataclass(frozen=True, slots=True)
+class WorkerCounts:
+    """How many of a router's workers are healthy, of how many (None: a count it gave that is
+    no integer)."""
 
-    sglang-router gives them at the top level; vllm-router per role (``{"prefill": {"healthy": h,
-    "total": t}, "decode": {...}}``: summed). Empty when the document has neither.
+    healthy: int | None
+    total: int | None
+
+
+def readiness_workers(doc: object) -> WorkerCounts | None:
+    """The worker counts of a router's ``/readiness`` document (parsed JSON).
+
+    sglang-router gives ``healthy_workers``/``total_workers`` at the top level; vllm-router per
+    role (``{"prefill": {"healthy": h, "total": t}, "decode": {...}}``: summed). None when the
+    document has neither.
     """
     if not isinstance(doc, dict):
-        return {}
+        return None
     if "healthy_workers" in doc:
-        return {key: doc.get(key) for key in ("healthy_workers", "total_workers")}
+        return WorkerCounts(_count(doc.get("healthy_workers")), _count(doc.get("total_workers")))
     healthy = total = 0
     for role in ("prefill", "decode"):
         counts = doc.get(role)
         if not isinstance(counts, dict):
-            return {}
+            return None
         h, t = _count(counts.get("healthy")), _count(counts.get("total"))
         if h is None or t is None:
-            return {}
+            return None
         healthy, total = healthy + h, total + t
-    return {"healthy_workers": healthy, "total_workers": total}
+    return WorkerCounts(healthy, total)
