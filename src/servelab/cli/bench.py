@@ -27,7 +27,7 @@ from servelab.cli.common import (
     interruption,
     ledger_option,
     notice,
-    print_document,
+    print_json,
     resolve_target,
     run,
     say,
@@ -157,7 +157,7 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
         }
         write_files(output.export, files)
     if output.as_json:
-        print_document(capacity_report.capacity_json(result))
+        print_json(capacity_report.capacity_json(result))
     else:
         console.print(capacity_report.capacity_table(result))
         console.print(capacity_report.conclusion(result.capacity), markup=False)
@@ -209,7 +209,7 @@ def check_lengths(
 
 def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
     if as_json:
-        print_document(report.result_json(result))
+        print_json(report.result_json(result))
     else:
         console.print(report.summary_table(result))
         phases = report.phase_table(result)

@@ -20,7 +20,6 @@ from servelab.cli.common import (
     err_console,
     json_option,
     ledger_option,
-    print_document,
     print_json,
     run_with_ledger,
     say,
@@ -225,7 +224,7 @@ def case_revert(
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
     if as_json:
-        print_document(revert_json(outcome))
+        print_json(revert_json(outcome))
     else:
         word = "verified live" if outcome.ok else f"NOT verified: {revert_error(outcome)}"
         say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
@@ -350,7 +349,7 @@ def case_test(
 
     outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
-        print_document(experiment_json(outcome))
+        print_json(experiment_json(outcome))
         return
     say(describe_experiment(outcome.record))
     for line in experiment_lines(outcome.record):
@@ -440,7 +439,7 @@ def case_bisect(
 
     outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
-        print_document(bisect_json(outcome))
+        print_json(bisect_json(outcome))
         return
     say(describe_bisected(outcome.start, outcome.conclusion))
     for line in bisect_lines(outcome):
@@ -535,7 +534,7 @@ def restore_cmd(
 
     outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:
-        print_document(restore_json(outcome))
+        print_json(restore_json(outcome))
     elif outcome.already_restored:
         say(f"case {case_id}: nothing to restore: already {outcome.status}")
     else:

@@ -43,9 +43,8 @@ from servelab.io.ledger.connection import LEDGER_ENV, resolve_ledger_path
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
-from servelab.report.document import json_text
 from servelab.report.progress import describe_level, describe_progress
-from servelab.report.text import level_label
+from servelab.report.text import json_text, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.core.bench.contract import BenchProgress
@@ -72,7 +71,6 @@ __all__ = [
     "json_option",
     "ledger_option",
     "notice",
-    "print_document",
     "print_json",
     "progress",
     "progress_when",
@@ -151,15 +149,10 @@ def json_option(func: F) -> F:
 
 
 def print_json(data: Any) -> None:
-    """Print ``data`` as strict JSON on stdout (plain print: no rich markup, no wrapping): a
-    number that is not finite (the std of one run, an interval without bounds) is ``null``."""
-    print_document(json_text(data))
-
-
-def print_document(text: str) -> None:
-    """Print a ``--json`` document report/ rendered (:func:`~servelab.report.document.json_text`)
-    as it is, on stdout."""
-    sys.stdout.write(text)
+    """Print a ``--json`` document on stdout (plain print: no rich markup, no wrapping): the text
+    report/ rendered (:func:`~servelab.report.text.json_text`), or JSON-ready values, printed the
+    same way (a number that is not finite, the std of one run or an open interval: ``null``)."""
+    sys.stdout.write(data if isinstance(data, str) else json_text(data))
     sys.stdout.flush()
 
 

@@ -22,7 +22,7 @@ from servelab.cli.common import (
     err_console,
     json_option,
     ledger_option,
-    print_document,
+    print_json,
     run,
     show_progress,
     spec_option,
@@ -230,7 +230,7 @@ def _rolling(
 
 def _show(document: str, text: str, as_json: bool, ok: bool) -> None:
     if as_json:
-        print_document(document)
+        print_json(document)
     else:
         console.print(text, end="", markup=False, highlight=False)
     if not ok:

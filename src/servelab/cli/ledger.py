@@ -25,7 +25,6 @@ from servelab.cli.common import (
     SpecAndLedger,
     json_option,
     ledger_option,
-    print_document,
     print_json,
     run_with_ledger,
     say,
@@ -245,7 +244,7 @@ def ledger_export(
     if out == "-":
         return
     if as_json:
-        print_document(summary.json_text())
+        print_json(summary.json_text())
     else:
         say(summary.line())
 
@@ -316,7 +315,7 @@ def ledger_stats(spec_path: Path | None, ledger_path: Path | None, as_json: bool
 
     stats = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_document(stats_json(stats))
+        print_json(stats_json(stats))
         return
     for line in stats_lines(stats):
         say(line)

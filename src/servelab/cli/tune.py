@@ -19,7 +19,6 @@ from servelab.cli.common import (
     console,
     err_console,
     ledger_option,
-    print_document,
     print_json,
     run,
     say,
@@ -117,7 +116,7 @@ def _write(out: Path, record: TuneRecord) -> list[Path]:
 def _print(output: OutputOptions, record: TuneRecord) -> None:
     files = _write(output.export, record) if output.export else []
     if output.as_json:
-        print_document(tune_json(record, [str(f) for f in files]))
+        print_json(tune_json(record, [str(f) for f in files]))
     else:
         console.print(tune_markdown(record), markup=False, highlight=False, soft_wrap=True)
         for path in files:

@@ -17,7 +17,7 @@ from servelab.cli.common import (
     SpecAndLedger,
     json_option,
     ledger_option,
-    print_document,
+    print_json,
     progress_when,
     run,
     spec_option,
@@ -91,7 +91,7 @@ def verify_command(
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
     report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
     if as_json:
-        print_document(verify_json(report))
+        print_json(verify_json(report))
     else:
         click.echo(render_verify(report), nl=False)
     ctx.exit(EXIT_OK if report.ok else EXIT_FAILED)

@@ -19,12 +19,11 @@ from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
 from servelab.core.telemetry.unknown import TOO_SHORT
-from servelab.report.document import json_text
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
-from servelab.report.text import level_label, safe_markdown
+from servelab.report.text import json_text, level_label, safe_markdown
 
 __all__ = [
     "CLIENT_REASONS",
@@ -353,7 +352,7 @@ def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     trace's conversations and ``load_ttft.png`` for an open loop (name -> bytes, or chunks
     streamed as written: ``records.jsonl``; the CLI's one writer saves them, every write
     checked)."""
-    doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
+    doc = result_json(result)
     files: dict[str, bytes | Iterable[bytes]] = {
         "summary.md": safe_markdown(summary_markdown(result)).encode(),
         "summary.csv": summary_csv(result).encode(),

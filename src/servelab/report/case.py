@@ -45,8 +45,7 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord, read_check
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
-from servelab.report.document import json_text
-from servelab.report.text import show_value
+from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
 __all__ = [

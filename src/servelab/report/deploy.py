@@ -39,8 +39,7 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
-from servelab.report.document import json_text
-from servelab.report.text import plain_text
+from servelab.report.text import json_text, plain_text
 from servelab.report.verify import check_detail, with_details
 
 __all__ = [

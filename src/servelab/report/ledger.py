@@ -27,8 +27,8 @@ from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error
-from servelab.report.document import json_text
 from servelab.report.soak.soak import soak_json
+from servelab.report.text import json_text
 from servelab.report.verify import with_details
 
 __all__ = [

@@ -23,10 +23,9 @@ from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import encode
 from servelab.ops.ab.tune import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells
-from servelab.report.document import json_text
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
-from servelab.report.text import show_value
+from servelab.report.text import json_text, show_value
 
 __all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png"]
 

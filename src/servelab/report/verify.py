@@ -52,10 +52,9 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, read_check
 from servelab.core.verify.served import Gap, Signal
-from servelab.report.document import json_text
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
-from servelab.report.text import plain_text, show_value
+from servelab.report.text import json_text, plain_text, show_value
 
 __all__ = [
     "WORKER_NOTE",

@@ -38,7 +38,6 @@ __all__ = [
     "ServiceSpec",
     "TracingSpec",
     "parse_spec",
-    "spec_from_mapping",
     "spec_hash",
     "start_order",
 ]
@@ -402,7 +401,7 @@ def parse_spec(text: str, *, source: str = "<spec>") -> DeploymentSpec:
         raise SpecError(f"not valid TOML: {exc}", source=source) from exc
     except RecursionError:
         raise SpecError(_TOO_DEEP, source=source) from None
-    return spec_from_mapping(raw, source=source)
+    return _spec_from_mapping(raw, source=source)
 
 
 def _translate(exc: ValidationError, source: str) -> SpecError:
@@ -413,7 +412,7 @@ def _translate(exc: ValidationError, source: str) -> SpecError:
     return SpecError(message, source=source, path=_loc(first["loc"]))
 
 
-def spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> DeploymentSpec:
+def _spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> DeploymentSpec:
     """Validate an already-parsed mapping (same rules and messages as :func:`parse_spec`)."""
     if "services" not in raw:
         raise SpecError("missing table [services]", source=source, path="services")
