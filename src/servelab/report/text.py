@@ -11,7 +11,7 @@ from rich.console import Console, RenderableType
 
 from servelab.core.ledger.codec import finite
 
-__all__ = ["json_text", "level_label", "plain_text", "safe_markdown", "show_value"]
+__all__ = ["json_text", "level_label", "pct", "plain_text", "safe_markdown", "show_value"]
 
 
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:
@@ -22,6 +22,11 @@ def plain_text(*renderables: RenderableType, width: int = 120) -> str:
     for renderable in renderables:
         console.print(renderable, soft_wrap=isinstance(renderable, str))
     return buffer.getvalue()
+
+
+def pct(fraction: float) -> str:
+    """``-0.113`` → ``−11.3%`` (a real minus sign), ``0.05`` → ``+5.0%``."""
+    return f"{fraction * 100:+.1f}%".replace("-", "−")
 
 
 def show_value(value: str | None) -> str:
