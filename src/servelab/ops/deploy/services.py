@@ -53,7 +53,6 @@ from servelab.io.hosts.envfiles import save_copy
 from servelab.io.hosts.processes import (
     PidRecord,
     ProcStat,
-    Readiness,
     is_alive,
     proc_stat,
     read_pid_record,
@@ -61,10 +60,9 @@ from servelab.io.hosts.processes import (
     service_mark,
     spawn,
     stop_record,
-    wait_answering,
-    wait_ready,
     write_pid_record,
 )
+from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
@@ -115,7 +113,7 @@ def _ready(record: PidRecord, state: Readiness, start_timeout_s: float) -> Ready
 async def _gate(
     op: Operation, record: PidRecord, env: dict[str, str], *, fresh: bool = False
 ) -> tuple[Readiness, Ready]:
-    """Wait for the service's readiness (see :func:`~servelab.io.hosts.processes.wait_ready`);
+    """Wait for the service's readiness (see :func:`~servelab.io.hosts.readiness.wait_ready`);
     a failure quotes its log with ``env``'s values redacted.
 
     ``fresh``: the record was just launched (its start command is waited for and progress told);
