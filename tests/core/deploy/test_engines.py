@@ -47,6 +47,10 @@ def test_each_engine_is_described_once() -> None:
     assert router_description("vllm").package == "vllm-router==0.1.17"
     assert router_description("sglang", "smg").package == "smg==1.13.0"
     assert SGLANG.router_ready_path == VLLM.router_ready_path == "/readiness"
+    assert SGLANG.worker_ready_path == VLLM.worker_ready_path == "/health"
+    # where each reports what it runs with: SGLang's older alias too, vLLM's in JSON
+    assert SGLANG.report_paths == ("/server_info", "/get_server_info")
+    assert VLLM.report_paths == ("/server_info?config_format=json",)
     assert SGLANG.router_all_healthy_path is None and VLLM.router_all_healthy_path == "/health"
 
 

@@ -95,6 +95,9 @@ class Engine:
     negatable_flags: bool = False
     #: The parser reads ``--max_num_seqs`` as ``--max-num-seqs`` (and config keys likewise).
     underscores: bool = False
+    #: Where the engine reports what it runs with, tried in order (SGLang: ``/get_server_info``
+    #: is the older alias of ``/server_info``).
+    report_paths: tuple[str, ...] = ("/server_info", "/get_server_info")
     #: ``/server_info`` answers only when the engine was started with this env variable set to 1.
     server_info_switch: str | None = None
     #: The engine's counter of the requests it finished, in its ``/metrics``.
@@ -133,6 +136,7 @@ VLLM = Engine(
     boolean_flags=_VLLM_BOOLEANS,
     negatable_flags=True,
     underscores=True,
+    report_paths=("/server_info?config_format=json",),
     server_info_switch="VLLM_SERVER_DEV_MODE",
     served_counter="vllm:request_success_total",
     metric_prefix="vllm:",

@@ -45,7 +45,6 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.core.verify.pair import FieldVerdict, PairReport, pair_fields, pair_values
 from servelab.io.http.client import HttpClient, using_client
-from servelab.ops.arguments import REPORT_PATHS
 from servelab.ops.context import Progress, silent
 from servelab.ops.soak.client import Headers, one_shot
 from servelab.ops.soak.replay import replay_matrix
@@ -186,7 +185,7 @@ async def _evidence(
 
 async def _report(http: HttpClient, url: str, engine: str, timeout: float) -> Any:
     """A worker's ``/server_info`` (its older alias on SGLang); None when it gives none."""
-    for path in REPORT_PATHS.get(engine, ()):
+    for path in ENGINES[engine].report_paths if engine in ENGINES else ():
         doc = await http.get_json(url.rstrip("/") + path, timeout=timeout)
         if isinstance(doc, dict):
             return doc
