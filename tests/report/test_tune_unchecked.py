@@ -3,6 +3,7 @@ it left live, the JSON."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 
 from servelab.core.ab.tune import TuneRule
@@ -22,8 +23,8 @@ def test_the_kept_arm_is_marked_unchecked() -> None:
     text = tune_markdown(_record(AnswersUnchecked.TRACE))
     assert "Left live: the best arm, 64 (`--keep best`), its answers NOT checked." in text
     assert "answers NOT checked (a replayed trace carries no probes)" in text
-    doc = tune_json(_record(AnswersUnchecked.CAPACITY))
+    doc = json.loads(tune_json(_record(AnswersUnchecked.CAPACITY)))
     assert doc["answers_unchecked"] == "capacity" and "answers NOT checked" in str(doc["headline"])
     checked = tune_markdown(replace(_record(None), answers_unchecked=None))
     assert "NOT checked" not in checked and "(`--keep best`)." in checked
-    assert "answers_unchecked" not in tune_json(_record(None))
+    assert "answers_unchecked" not in json.loads(tune_json(_record(None)))
