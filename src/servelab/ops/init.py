@@ -156,6 +156,8 @@ async def _workers(
             worker.bootstrap_port,
             depends_on=prefills if worker.role == "decode" else (),
         )
+        if worker.role == "prefill" and worker.bootstrap_port is None:
+            reading.gap(name, GapCode.NO_BOOTSTRAP_PORT)
         service = await _engine_report(reading, service, engine)
         found.append(replace(service, start=await _start(reading, service)))
     return found
@@ -224,7 +226,7 @@ async def _process_start(reading: _Reading, host: Host, service: str, pid: int) 
     raw = await host.read_file(f"/proc/{pid}/cmdline")
     argv = tuple(w.decode(errors="replace") for w in raw.split(b"\0")[:-1])
     reading.gap(service, GapCode.ENV_NOT_COPIED)
-    if len(argv) <= 1 and (not argv or "::" in argv[0] or " " not in argv[0]):
+    if not argv or "::" in argv[0] or not any(argv[1:]):  # smg::router and blank words
         reading.gap(service, GapCode.ARGV_REWRITTEN, argv[0] if argv else "")
         return StartFact(pid=pid)
     return StartFact(argv=argv, pid=pid)

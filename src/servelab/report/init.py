@@ -44,6 +44,8 @@ def gap_words(gap: Gap) -> str:
             )
         case GapCode.NO_ROUTER_METRICS_PORT:
             return "its Prometheus port was not found: prometheus_port is the default"
+        case GapCode.NO_BOOTSTRAP_PORT:
+            return "the router lists no bootstrap port for it (vLLM: the engine's side channel)"
         case GapCode.NO_EXEC_START:
             return f"the unit {detail}'s ExecStart could not be read"
         case _:

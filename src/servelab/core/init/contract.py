@@ -39,6 +39,9 @@ class GapCode(StrEnum):
     ROUTER_START_GUESSED = "router_start_guessed"
     #: The router's Prometheus port could not be told; the spec's default is written.
     NO_ROUTER_METRICS_PORT = "no_router_metrics_port"
+    #: The router lists no bootstrap port for the prefill (vllm-router: the NIXL side channel is
+    #: the engine's, not the router's).
+    NO_BOOTSTRAP_PORT = "no_bootstrap_port"
     #: The systemd unit's ExecStart could not be read.
     NO_EXEC_START = "no_exec_start"
 

@@ -2,9 +2,10 @@
 worker list), the services' names, a systemd unit from ``/proc/PID/cgroup``, a unit's
 ``ExecStart=`` and ``EnvironmentFile=`` from ``systemctl show``, the listening ports of a process.
 
-Worker lists (``tests/contracts/routers.toml``): sglang-router 0.3.2 lists ``id``, ``url``,
-``worker_type``, ``is_healthy``; smg 1.13 adds each worker's ``status``; vllm-router 0.1.17 lists
-no ``id`` and adds ``total`` and ``stats`` beside ``workers``.
+Worker lists (observed on the pinned routers, ``tests/cli/test_init_cli.py``): sglang-router
+0.3.2 lists each worker's ``id``, ``url``, ``worker_type``, ``is_healthy``; smg 1.13 adds each
+worker's ``status`` (and ``total``, ``stats`` beside ``workers``); vllm-router 0.1.17 lists no
+``id``.
 """
 
 from __future__ import annotations
@@ -34,10 +35,10 @@ def router_kind_of(doc: Any) -> tuple[RouterKind, bool]:
     if not isinstance(doc, dict):
         return RouterKind.SMG, True
     items = [i for i in doc.get("workers") or [] if isinstance(i, dict)]
-    if "stats" in doc or "total" in doc or any("id" not in i for i in items):
-        return RouterKind.VLLM_ROUTER, False
     if not items:
         return RouterKind.SMG, True
+    if any("id" not in i for i in items):
+        return RouterKind.VLLM_ROUTER, False
     if any("status" in i for i in items):
         return RouterKind.SMG, False
     return RouterKind.SGLANG_ROUTER, False
