@@ -1,4 +1,4 @@
-"""``servelab init --host`` against a 1P1D on smg whose three processes are systemd units, in a
+"""``servelab init --ssh`` against a 1P1D on smg whose three processes are systemd units, in a
 real systemd reached over a real sshd (:mod:`tests.support.systemd`): the spec it writes names each
 unit, its ``EnvironmentFile=`` and the variable of it that ``ExecStart=`` expands (where the
 decode's arguments live), and ``verify`` passes it unchanged (over SSH)."""
@@ -87,7 +87,7 @@ def test_init_reads_the_units_and_verify_passes(systemd: SystemdHost, tmp_path: 
     router_url = _start_units(systemd, tmp_path)
     ssh = systemd.sshd
     out = tmp_path / "init.toml"
-    done = run_cli("init", "--router", router_url, "--host", f"{ssh.ssh}:{ssh.port}",
+    done = run_cli("init", "--router", router_url, "--ssh", f"{ssh.ssh}:{ssh.port}",
                    "--identity-file", str(ssh.identity_file), "-o", str(out), "--json",
                    cwd=tmp_path, timeout=120)  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout

@@ -29,11 +29,11 @@ def _host(ssh: str | None, identity_file: str | None) -> HostSpec | None:
         return None
     user_host, _, port = ssh.partition(":")
     if port and not port.isdigit():
-        raise OptionError(f"--host {ssh}: the port after ':' must be a number")
+        raise OptionError(f"--ssh {ssh}: the port after ':' must be a number")
     try:
         return HostSpec(ssh=user_host, port=int(port or 22), identity_file=identity_file)
     except ValueError as exc:
-        raise OptionError(f"--host {ssh}: must be USER@HOST[:PORT]") from exc
+        raise OptionError(f"--ssh {ssh}: must be USER@HOST[:PORT]") from exc
 
 
 def _json(result: InitResult, written: str) -> dict[str, object]:
@@ -57,16 +57,16 @@ def _json(result: InitResult, written: str) -> dict[str, object]:
     "router_url",
     default="http://127.0.0.1:30001",
     show_default=True,
-    help="The running router's URL (as the deployment's host sees it when --host is given).",
+    help="The running router's URL (as the deployment's host sees it when --ssh is given).",
 )
 @click.option(
-    "--host",
+    "--ssh",
     "ssh",
     default=None,
     metavar="USER@HOST[:PORT]",
     help="The SSH host the deployment runs on (default: this machine).",
 )
-@click.option("--identity-file", default=None, help="The SSH key for --host.")
+@click.option("--identity-file", default=None, help="The SSH key for --ssh.")
 @click.option("--name", default="servelab", show_default=True, help="The spec's name.")
 @click.option(
     "-o",

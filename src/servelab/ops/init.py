@@ -10,7 +10,7 @@ What it reads, in order:
 - each worker's own report (SGLang: ``/server_info``, else ``/get_server_info``; vLLM:
   ``/server_info?config_format=json``, answered only under ``VLLM_SERVER_DEV_MODE=1``, and
   ``/version``): its model path and engine version;
-- on the deployment's host (this machine for loopback URLs, or the SSH host ``--host`` names, where
+- on the deployment's host (this machine for loopback URLs, or the SSH host ``--ssh`` names, where
   every URL is as that host sees it), the process listening on each service's port: its systemd
   unit (``/proc/PID/cgroup``) with the unit's ``ExecStart=`` and ``EnvironmentFile=`` and the
   variable of that file the command line expands (where the arguments live); else its own command

@@ -30,7 +30,7 @@ def gap_words(gap: Gap) -> str:
         case GapCode.NO_ENGINE_VERSION:
             return "its engine version could not be read"
         case GapCode.HOST_NOT_REACHED:
-            return f"its host {detail} is not reached (give --host USER@HOST): start is a stub"
+            return f"its host {detail} is not reached (give --ssh USER@HOST): start is a stub"
         case GapCode.NO_PROCESS:
             return f"no process found listening ({detail}): start is a stub"
         case GapCode.ARGV_REWRITTEN:

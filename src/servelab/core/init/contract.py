@@ -27,7 +27,7 @@ class GapCode(StrEnum):
     NO_SERVER_INFO = "no_server_info"
     #: The worker's engine version could not be read.
     NO_ENGINE_VERSION = "no_engine_version"
-    #: The service's host is not reachable (not loopback and no ``--host`` for it).
+    #: The service's host is not reachable (not loopback and no ``--ssh`` for it).
     HOST_NOT_REACHED = "host_not_reached"
     #: No process listens on the service's port on its host (or it could not be read).
     NO_PROCESS = "no_process"
