@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.deploy.engines import engine as engine_of
 from servelab.core.deploy.routers import ROUTERS, RouterKind
 from servelab.core.deploy.spec import HostSpec
 from servelab.core.init.contract import FoundHost, FoundService, Gap, GapCode, InitResult, StartFact
@@ -48,7 +49,6 @@ from servelab.io.hosts.host import Host
 from servelab.io.hosts.ssh import host_for
 from servelab.io.http.client import HttpClient
 from servelab.io.routerworkers import RouterWorker, router_workers
-from servelab.ops.arguments import REPORT_PATHS
 
 __all__ = ["InitOptions", "discover"]
 
@@ -165,13 +165,14 @@ async def _workers(
 
 async def _engine_report(reading: _Reading, service: FoundService, engine: str) -> FoundService:
     base = await reading.url(service.url)
+    paths = engine_of(engine).report_paths
     info: Any = None
-    for path in REPORT_PATHS[engine]:
+    for path in paths:
         info = await reading.http.get_json(base + path, timeout=_TIMEOUT_S)
         if isinstance(info, dict):
             break
     if not isinstance(info, dict):
-        reading.gap(service.name, GapCode.NO_SERVER_INFO, f"{service.url}{REPORT_PATHS[engine][0]}")
+        reading.gap(service.name, GapCode.NO_SERVER_INFO, f"{service.url}{paths[0]}")
         info = {}
     version = info.get("version")
     if not isinstance(version, str):
