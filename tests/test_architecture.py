@@ -306,6 +306,7 @@ CORE_ORDER = [
     "answers",  # probes, checks and the paired rule: verify, bench, ab and case compose them
     "verify",
     "restart",  # a restart: deploy's steps then verify's checks
+    "init",  # what `servelab init` read of a running deployment: deploy's facts
     "bench",
     "soak",
     "ab",
