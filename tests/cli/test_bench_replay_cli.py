@@ -91,7 +91,7 @@ def test_the_shipped_trace_replays_with_its_conversations_cache_and_slo(
         (("--trace", "missing.jsonl"), "Invalid value for '--trace'"),
         (("--trace", "BAD"), "line 2: input_length"),
         (("--trace", str(TRACE), "--trace-window", "900:"), "no conversation of the trace"),
-        (("--trace", str(TRACE), "--rate", "2"), "--rate and --workers do not apply"),
+        (("--trace", str(TRACE), "--rate", "2"), "--rate does not apply"),
         (("--find-capacity",), "--find-capacity needs --slo"),
         (("--slo", "ttft_p99=2h"), "Invalid value for '--slo'"),
     ],
