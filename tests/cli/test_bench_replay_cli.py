@@ -176,3 +176,8 @@ def test_a_bursty_trace_dealt_to_two_workers_is_the_one_process_replay(
     assert max(len(b) for b in bursts.values()) >= 10  # bursts of 10+ at one instant
     late_ms = sorted((r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in two)
     assert late_ms[0] >= 0 and late_ms[len(late_ms) // 2] < 20, late_ms
+    table = run_cli("bench", "--url", stack.router_url, "--trace", str(trace), "--speedup", "4",
+                    "--workers", "2", "--no-ledger", timeout=300)  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    for place in ("1st", "2nd–5th", "6th–10th"):  # the client's lateness by place in a burst
+        assert f"dispatch delay ms, {place} in a burst (client)" in table.stdout, table.stdout
