@@ -189,7 +189,7 @@ def main() -> None:
                         help="--bursty: replay this trace instead of generating one")  # fmt: skip
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workers", type=int, nargs="+", default=[1],
-                        help="--schedule/--bursty: each run by each of these --workers")  # fmt: skip
+                        help="each run by each of these --workers")  # fmt: skip
     parser.add_argument("--time-scale", type=float, default=0.25)
     parser.add_argument("--speedup", type=float, default=None,
                         help="--schedule: 4 by default; --memory: 400")  # fmt: skip
