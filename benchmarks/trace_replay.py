@@ -85,9 +85,9 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
               "| loop lag p99 ms | hit rate | load avg | by position in a burst: p99 ms (n) "
               "| client late |")  # fmt: skip
         print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
-        for k, n in ((k, n) for k in range(runs) for n in workers):
+        for j, (k, n) in enumerate((k, n) for k in range(runs) for n in workers):
             args = ["--url", stack.router_url, "--trace", str(trace), "--speedup", str(speedup),
-                    "--seed", str(k), "--warmup", "4", "--idle-timeout", "120",
+                    "--seed", str(j), "--warmup", "4", "--idle-timeout", "120",
                     "--workers", str(n)]  # fmt: skip
             with tempfile.TemporaryDirectory() as out:
                 doc, _rss, _wall = _bench([*args, "--export", out], nice)
