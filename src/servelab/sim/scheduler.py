@@ -438,7 +438,8 @@ class DecodeScheduler:
             seq.n_out += 1
             if perturb is not None:
                 perturb(seq, batch)
-            seq.emitted()
+            if (sink := seq.sink) is not None:  # Sequence.emitted, inlined: once per token
+                sink()
             if seq.n_out >= seq.target:
                 seq.done.set()
                 finished = True
