@@ -258,6 +258,7 @@ class BootstrapClient:
             while (left := deadline - time.monotonic()) > 0:
                 info = watch.rooms.get(room)
                 if info is not None:
+                    state["state"] = "WaitingForInput"  # the server answered: past bootstrapping
                     return info
                 state["state"] = "WaitingForInput" if watch.connected else "Bootstrapping"
                 fut = watch.waiters.get(room)
