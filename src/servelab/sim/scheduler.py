@@ -438,8 +438,7 @@ class DecodeScheduler:
             seq.n_out += 1
             if perturb is not None:
                 perturb(seq, batch)
-            if (sink := seq.sink) is not None:  # Sequence.emitted, inlined: once per token
-                sink()
+            seq.emitted()
             if seq.n_out >= seq.target:
                 seq.done.set()
                 finished = True
