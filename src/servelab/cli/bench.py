@@ -175,15 +175,16 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
 
 
 def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
-    """Before any load: a trace replays in one process at its own instants (``--rate`` or
-    ``--workers`` is a usage error), and the whole trace is read once (a bad line stops the
+    """Before any load: a trace replays at its own instants (``--rate`` is a usage error; with
+    ``--workers N`` its conversations are dealt to N processes on one clock), and the whole
+    trace is read once (a bad line stops the
     command, exit 2, an empty window too, and a schedule longer than the replay cap); the
     window's size goes to stderr."""
     if plan is None:
         return None
-    if load.rate is not None or load.workers > 1:
-        raise click.UsageError("--trace replays at the trace's own instants in one process: "
-                               "--rate and --workers do not apply")  # fmt: skip
+    if load.rate is not None:
+        raise click.UsageError("--trace replays at the trace's own instants: --rate does not "
+                               "apply")  # fmt: skip
     scan = scan_trace(Path(plan.path), plan.window)
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",

@@ -15,6 +15,8 @@ from rich.table import Table
 
 from servelab.core.bench.contract import BenchResult, LevelSummary
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.load.bursts import burst_places
+from servelab.core.load.records import RequestRecord
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
@@ -134,7 +136,30 @@ def summary_table(result: BenchResult) -> Table:
     per_level = [dict(_rows(level)) for level in result.levels]
     for name in names:
         table.add_row(name, *(cells[name] for cells in per_level))
+    if result.config.trace is not None and len(result.levels) == 1:
+        for name, cell in _burst_rows([r for run in result.runs for r in run.records]):
+            table.add_row(name, cell)
     return table
+
+
+def _burst_rows(records: list[RequestRecord]) -> list[tuple[str, str]]:
+    """A replay's dispatch delay by place in a burst (none without bursts): the client's
+    lateness, as no server can delay a send."""
+    return [
+        (f"dispatch delay ms, {_place(p.first, p.last)} in a burst (client)", _dist(p.dispatch_ms))
+        for p in burst_places(records)
+    ]
+
+
+def _place(first: int, last: int | None) -> str:
+    if first == last:
+        return _nth(first)
+    return f"{_nth(first)}–{_nth(last)}" if last is not None else f"{_nth(first)} on"
+
+
+def _nth(n: int) -> str:
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10 if n % 100 not in (11, 12, 13) else 0, "th")
+    return f"{n}{suffix}"
 
 
 def failure_lines(result: BenchResult) -> list[str]:

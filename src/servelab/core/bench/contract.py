@@ -106,8 +106,8 @@ class BenchConfig:
 
     def __post_init__(self) -> None:
         if self.trace is not None:
-            if self.concurrencies != (TRACE_LEVEL,) or self.rate is not None or self.workers > 1:
-                raise ValueError("a trace replay has one level, no rate and one client process")
+            if self.concurrencies != (TRACE_LEVEL,) or self.rate is not None:
+                raise ValueError("a trace replay has one level and no rate")
         elif not self.concurrencies or min(self.concurrencies) < 1:
             raise ValueError("concurrency values must be positive")
         if self.requests < 1 or self.repeat < 1 or self.warmup < 0:
