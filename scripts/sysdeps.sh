@@ -23,6 +23,7 @@ systemd=${SYSDEPS_SYSTEMD:-/lib/systemd/systemd}
 prometheus=${SYSDEPS_PROMETHEUS:-prometheus}
 nginx=${SYSDEPS_NGINX:-/usr/sbin/nginx}
 haproxy=${SYSDEPS_HAPROXY:-/usr/sbin/haproxy}
+tinyproxy=${SYSDEPS_TINYPROXY:-/usr/bin/tinyproxy}
 
 missing() {
   local need=()
@@ -33,6 +34,7 @@ missing() {
   [ -x "$systemd" ] || need+=(systemd)
   [ -x "$nginx" ] || need+=(nginx)
   [ -x "$haproxy" ] || need+=(haproxy)
+  [ -x "$tinyproxy" ] || need+=(tinyproxy)
   echo "${need[*]}"
 }
 
@@ -65,7 +67,7 @@ fi
 read -r -a still <<<"$(missing)"
 if [ ${#still[@]} -ne 0 ]; then
   echo "sysdeps: ${still[*]} still missing after the install" \
-    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy);" \
+    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy, $tinyproxy);" \
     "the SSH, browser, Prometheus, systemd and proxy tests cannot run" >&2
   exit 1
 fi

@@ -65,6 +65,7 @@ from servelab.core.load.records import (
 )
 from servelab.errors import ProtocolError
 from servelab.io.http.h1 import ResponseParser, request_head
+from servelab.io.http.forward import forward_proxy
 from servelab.io.http.neterrors import translate
 from servelab.io.http.transfer import Chunks, Connections, Resend, Transfer
 
@@ -270,6 +271,7 @@ class StreamClient:
         force_close: bool = False,
         trace_connections: bool = False,
         resend: bool = True,
+        proxy: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.concurrency = concurrency
@@ -282,6 +284,8 @@ class StreamClient:
         self._port = url.port or (443 if self._tls else 80)
         self._prefix = url.path
         self._authority = url.netloc.rpartition("@")[2]
+        #: the forward proxy the requests go through (None: straight to the target)
+        self.proxy = forward_proxy(proxy, self._tls, self._authority)
         self._connect_s = connect_timeout_s
         self._force_close = force_close
         self._resend = resend
@@ -436,7 +440,11 @@ class StreamClient:
             headers = {**headers, "x-request-id": request_id}
             if traceparent:
                 headers["traceparent"] = traceparent
-        head = request_head("POST", self._prefix + path, self._authority, headers, len(body))
+        target = self._prefix + path
+        if self.proxy is not None and not self._tls:  # the absolute form, to a forward proxy
+            target = f"http://{self._authority}{target}"
+            headers = {**headers, **self.proxy.headers}
+        head = request_head("POST", target, self._authority, headers, len(body))
         return head + body
 
     async def _exchange(
@@ -549,7 +557,19 @@ class StreamClient:
         start = perf_counter_ns()
         tls = ssl.create_default_context() if self._tls else None
         async with asyncio.timeout(self._connect_s):
-            _transport, conn = await loop.create_connection(_Conn, self._host, self._port, ssl=tls)
+            if self.proxy is None:
+                _transport, conn = await loop.create_connection(
+                    _Conn, self._host, self._port, ssl=tls
+                )
+            elif tls is None:
+                _transport, conn = await loop.create_connection(
+                    _Conn, self.proxy.host, self.proxy.port
+                )
+            else:
+                sock = await self.proxy.tunnel(loop)
+                _transport, conn = await loop.create_connection(
+                    _Conn, sock=sock, ssl=tls, server_hostname=self._host
+                )
         self.setups_ns.append(perf_counter_ns() - start)
         return conn
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servelab.report.route import route_json, route_text
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.cache import merged
 from servelab.core.soak.diagnose import Finding
@@ -64,6 +65,7 @@ def soak_json(result: SoakResult) -> JsonObject:
     doc["findings"] = [finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
     doc["exonerated"] = [{**encode(e), "text": exonerated_text(e)} for e in result.exonerated]
+    doc["targets"]["route"] = route_json(result.targets.route)
     if result.traces is None:
         del doc["traces"]
     else:
@@ -88,6 +90,7 @@ def _header(result: SoakResult) -> list[str]:
         f"{result.elapsed_s:.1f} s",
         f"  sessions completed {data.completed}/{data.count}, "
         f"rounds done {data.rounds_done}, requests {data.requests}{conns}",
+        f"  path: {route_text(result.targets.route)}",
     ]
     if result.deadline_hit:
         lines.append(f"  the {cfg.duration_s:g} s deadline ended the soak (partial results)")
