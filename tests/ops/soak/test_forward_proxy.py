@@ -1,0 +1,79 @@
+"""``servelab soak`` takes the agents' path: through the forward proxy their environment names.
+
+tinyproxy (Debian's package, a plain process) is the forward proxy, set by ``HTTP_PROXY`` in the
+soak's environment as the OpenAI SDK reads it (loopback is ``http://``, so ``HTTP_PROXY`` is the
+variable httpx reads for it; ``HTTPS_PROXY`` names the proxy for ``https://`` targets). Its
+``Timeout 1`` drops a request whose answer sends no byte for a second: a long uncached prefill
+(the slow stack, no prefix cache) is cut, a short one is not. The soak localizes the proxy and
+nothing else; ``--no-proxy`` bypasses it, and the path each took is said.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.sim.settings import ENV_WARMUP_S
+from tests.support import run_cli
+from tests.support.forward import ForwardProxy, running_tinyproxy
+from tests.support.proxies import SLOW_PREFILL_ARGS, STACK_SCALES
+from tests.support.stack import SimStack, sim_stack
+
+#: one session of three rounds, each adding 600 words: the third round's prompt (13 KB) waits
+#: past tinyproxy's one-second timeout for its first byte on the slow stack
+_SOAK = ("--sessions", "1", "--rounds", "3", "--idle-timeout", "8", "--duration", "90",
+         "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger", "--json")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def slow() -> Iterator[SimStack]:
+    with sim_stack(
+        time_scale=STACK_SCALES["slow"], env={ENV_WARMUP_S: "0"}, prefill_args=SLOW_PREFILL_ARGS
+    ) as st:
+        yield st
+
+
+@pytest.fixture
+def dropping(tmp_path: Path) -> Iterator[ForwardProxy]:
+    with running_tinyproxy(tmp_path / "tinyproxy", timeout_s=1) as proxy:
+        yield proxy
+
+
+def _soak(st: SimStack, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    clean = {"NO_PROXY": "", "no_proxy": "", "HTTPS_PROXY": "", "https_proxy": "",
+             "HTTP_PROXY": "", "http_proxy": "", "ALL_PROXY": "", "all_proxy": ""}  # fmt: skip
+    return run_cli("soak", "--url", st.router_url, *_SOAK, *args, env=clean | env, timeout=180)
+
+
+def test_a_forward_proxy_from_the_environment_that_drops_long_requests_is_localized(
+    slow: SimStack, dropping: ForwardProxy
+) -> None:
+    done = _soak(slow, env={"HTTP_PROXY": dropping.url})
+    assert done.returncode == 1, done.stderr[-3000:]
+    doc = json.loads(done.stdout)
+    route = doc["targets"]["route"]
+    assert route["path"] == "forward_proxy" and route["variable"] == "HTTP_PROXY"
+    assert route["proxy"] == dropping.url and "from HTTP_PROXY" in route["text"]
+    assert [f["layer"] for f in doc["findings"]] == ["client_proxy"], doc["findings"]
+    located = [loc["matrix"]["located"] for loc in doc["localizations"]]
+    assert {loc["layer"] for loc in located if loc["layer"]} == {"client_proxy"}
+    # the sessions went through the proxy; the router's replay hop went straight
+    assert "POST " + slow.router_url + "/v1/chat/completions" in dropping.log.read_text()
+    cells = [c for loc in doc["localizations"] for c in loc["matrix"]["cells"]]
+    assert any(c["hop"] == "router" and c["outcome"] == "ok" for c in cells)
+    assert any(c["hop"] == "entry_fresh" and c["outcome"] != "ok" for c in cells)
+
+
+def test_no_proxy_bypasses_the_environments_proxy_and_says_so(
+    slow: SimStack, dropping: ForwardProxy
+) -> None:
+    done = _soak(slow, "--no-proxy", "--no-localize", env={"HTTP_PROXY": dropping.url})
+    assert done.returncode == 0, done.stdout[-3000:]
+    doc = json.loads(done.stdout)
+    assert doc["targets"]["route"]["path"] == "direct"
+    assert doc["targets"]["route"]["text"] == "straight (--no-proxy)"
+    assert "/v1/chat/completions" not in dropping.log.read_text()
