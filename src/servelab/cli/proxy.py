@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +14,7 @@ import click
 
 from servelab.core.load.proxyroute import ProxyRoute, route
 
-__all__ = ["ProxyOptions", "proxy_options"]
+__all__ = ["ProxyOptions", "proxy_env", "proxy_options"]
 
 Command = Callable[..., Any]
 
@@ -35,6 +35,11 @@ class ProxyOptions:
             return route(target, os.environ, proxy=self.proxy, bypass=self.bypass)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--proxy or *_PROXY") from None
+
+
+def proxy_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Only the proxy variables of ``env`` (``*_PROXY``, either case): what a route reads."""
+    return {name: value for name, value in env.items() if name.lower().endswith("_proxy")}
 
 
 def proxy_options(func: Command) -> Command:

@@ -24,7 +24,6 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.cli.options import (
     CASE,
     HEADER,
@@ -38,6 +37,7 @@ from servelab.cli.options import (
     target_options,
     wait_option,
 )
+from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.slo import SLO

@@ -54,6 +54,7 @@ from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, r
 from servelab.core.verify.served import Gap, Signal
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
+from servelab.report.route import route_text
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
@@ -342,6 +343,8 @@ def _e2e(code: CheckCode, data: E2EProbe) -> str:
     )
     if data.second is not None:
         text += f"; second probe {data.second.total_s:.2f} s"
+    if data.path is not None:
+        text += f"; path: {route_text(data.path)}"
     return text
 
 

@@ -13,8 +13,8 @@ from servelab.core.load.records import REASON_CONNECTION, RequestRecord
 from servelab.io.http.client import HttpClient
 from servelab.io.http.forward import forward_proxy
 from servelab.io.http.stream import StreamClient
-from tests.support.forward import running_tinyproxy
 from tests.support import free_port
+from tests.support.forward import running_tinyproxy
 from tests.support.stack import SimStack, sim_stack
 
 

@@ -26,7 +26,8 @@ from tests.support.stack import SimStack, sim_stack
 #: one session of three rounds, each adding 600 words: the third round's prompt (13 KB) waits
 #: past tinyproxy's one-second timeout for its first byte on the slow stack
 _SOAK = ("--sessions", "1", "--rounds", "3", "--idle-timeout", "8", "--duration", "90",
-         "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger", "--json")  # fmt: skip
+         "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger",
+         "--json")  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
+from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -362,6 +363,8 @@ class E2EProbe:
     second: Omitted[RequestTiming] = None
     start: Omitted[Start] = None
     start_reason: Omitted[StartReason] = None
+    #: the path the probe took to the entry point (None: straight, no proxy variable set)
+    path: Omitted[ProxyRoute] = None
 
     @classmethod
     def of(cls, model: str, first: RequestTiming, before: tuple[int, ...] | None) -> E2EProbe:

@@ -258,10 +258,14 @@ async def model_id(base_url: str, timeout: float = 10.0) -> str | None:
 
 
 async def model_list(
-    base_url: str, timeout: float = 10.0, headers: Mapping[str, str] | None = None
+    base_url: str,
+    timeout: float = 10.0,
+    headers: Mapping[str, str] | None = None,
+    proxy: str | None = None,
 ) -> ModelList:
-    """One ``GET /v1/models`` on a client of its own (see :meth:`HttpClient.model_list`)."""
-    async with HttpClient(limit=1) as http:
+    """One ``GET /v1/models`` on a client of its own (through ``proxy``, if given; see
+    :meth:`HttpClient.model_list`)."""
+    async with HttpClient(limit=1, proxy=proxy) as http:
         return await http.model_list(base_url, timeout, headers)
 
 

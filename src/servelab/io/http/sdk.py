@@ -94,9 +94,7 @@ class SdkClient:
         hooks: dict[str, list[Callable[[Any], Awaitable[None]]]] = {
             "request": [sent], "response": [answered],
         }  # fmt: skip
-        http = openai.DefaultAsyncHttpxClient(
-            event_hooks=hooks, proxy=self.proxy, trust_env=False
-        )
+        http = openai.DefaultAsyncHttpxClient(event_hooks=hooks, proxy=self.proxy, trust_env=False)
         self._sdk = openai.AsyncOpenAI(
             base_url=self.base_url + "/v1",
             api_key="servelab",

@@ -64,8 +64,8 @@ from servelab.core.load.records import (
     http_reason,
 )
 from servelab.errors import ProtocolError
-from servelab.io.http.h1 import ResponseParser, request_head
 from servelab.io.http.forward import forward_proxy
+from servelab.io.http.h1 import ResponseParser, request_head
 from servelab.io.http.neterrors import translate
 from servelab.io.http.transfer import Chunks, Connections, Resend, Transfer
 

@@ -132,7 +132,9 @@ class _Bench:
         workers = min(config.workers, concurrency)
         async with contextlib.AsyncExitStack() as stack:
             if workers > 1:
-                spec = ClientSpec(config.url, concurrency, config.idle_timeout_s, config.headers)
+                spec = ClientSpec(
+                    config.url, concurrency, config.idle_timeout_s, config.headers, config.proxy
+                )
                 pool = await stack.enter_async_context(Workers(workers, spec))
                 driver: _Driver = _Spread(pool)
                 setups = await pool.open()
@@ -140,7 +142,7 @@ class _Bench:
                 slots = TRACE_IN_FLIGHT if config.trace is not None else concurrency
                 client = StreamClient(
                     config.url, concurrency=slots, idle_timeout_s=config.idle_timeout_s,
-                    headers=dict(config.headers),
+                    headers=dict(config.headers), proxy=config.proxy,
                 )  # fmt: skip
                 ahead = TRACE_CONNECT_AHEAD if config.trace is not None else concurrency
                 driver = _Local(await stack.enter_async_context(client), ahead)

@@ -48,6 +48,7 @@ class ClientSpec:
     concurrency: int
     idle_timeout_s: float
     headers: tuple[tuple[str, str], ...] = ()
+    proxy: str | None = None  # the forward proxy (None: straight)
 
 
 class _Worker:
@@ -81,7 +82,7 @@ class _Worker:
             spec: ClientSpec = arg
             self.client = StreamClient(
                 spec.url, concurrency=spec.concurrency, idle_timeout_s=spec.idle_timeout_s,
-                headers=dict(spec.headers),
+                headers=dict(spec.headers), proxy=spec.proxy,
             )  # fmt: skip
             await self.client.__aenter__()
             return await self.client.connect(spec.concurrency)
@@ -143,7 +144,9 @@ class Workers:
         """Every worker opens its client and its share of the connections: their set-up ns."""
         shares = self._shares(self.spec.concurrency)
         specs = [
-            ClientSpec(self.spec.url, c, self.spec.idle_timeout_s, self.spec.headers)
+            ClientSpec(
+                self.spec.url, c, self.spec.idle_timeout_s, self.spec.headers, self.spec.proxy
+            )
             for c in shares
         ]
         replies = await self._ask([("open", s) for s in specs])

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from servelab.report.route import route_json, route_text
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.cache import merged
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
+from servelab.report.route import route_json, route_text
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.conviction import exonerated_text
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
