@@ -21,7 +21,7 @@ from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run
 from servelab.core.telemetry.traces import TraceSummary
 from servelab.core.telemetry.unknown import TOO_SHORT
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
-from servelab.report.route import route_json, route_text
+from servelab.report.route import route_text
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
@@ -173,7 +173,7 @@ def result_json(result: BenchResult) -> JsonObject:
     """``bench --json``: the result's encoding (config, levels, failed), the percentile method
     its distributions used, and a replayed trace's conversations tagged with their repeat."""
     doc: JsonObject = {**encode(result), "percentile_method": PERCENTILE_METHOD}
-    doc["path"] = route_json(result.config.route or ProxyRoute())
+    doc["path"] = route_text(result.config.route or ProxyRoute())
     sessions = [
         {"repeat": run.repeat_index, **encode(s)} for run in result.runs for s in run.sessions
     ]

@@ -3,11 +3,10 @@ what decided it (:class:`~servelab.core.load.proxyroute.ProxyRoute`)."""
 
 from __future__ import annotations
 
-from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.proxyroute import ProxyRoute, RouteSource
 from servelab.core.redaction import redact_url
 
-__all__ = ["route_json", "route_text"]
+__all__ = ["route_text"]
 
 
 def _why(route: ProxyRoute) -> str:
@@ -30,10 +29,3 @@ def route_text(route: ProxyRoute) -> str:
     if route.forwarded and route.proxy is not None:
         return f"through the forward proxy {redact_url(route.proxy)} ({_why(route)})"
     return f"straight ({_why(route)})"
-
-
-def route_json(route: ProxyRoute) -> JsonObject:
-    """The route as stored, plus its ``text``."""
-    doc: JsonObject = encode(route)
-    doc["text"] = route_text(route)
-    return doc

@@ -343,9 +343,7 @@ def _e2e(code: CheckCode, data: E2EProbe) -> str:
     )
     if data.second is not None:
         text += f"; second probe {data.second.total_s:.2f} s"
-    if data.path is not None:
-        text += f"; path: {route_text(data.path)}"
-    return text
+    return text + ("" if data.path is None else f"; path: {route_text(data.path)}")
 
 
 def _start_reason(data: E2EProbe) -> str:

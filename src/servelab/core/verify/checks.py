@@ -349,7 +349,7 @@ class E2EProbe:
     """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
     point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
     before it (None: they could not be read), the second probe when one was sent, and, passed,
-    cold or warm and why."""
+    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set)."""
 
     model: str
     status: int | None
@@ -363,7 +363,6 @@ class E2EProbe:
     second: Omitted[RequestTiming] = None
     start: Omitted[Start] = None
     start_reason: Omitted[StartReason] = None
-    #: the path the probe took to the entry point (None: straight, no proxy variable set)
     path: Omitted[ProxyRoute] = None
 
     @classmethod

@@ -1,4 +1,5 @@
-"""A forward proxy in front of the streaming client, as httpx goes through one.
+"""How the streaming client reaches its target: straight, or through a forward proxy, as httpx
+goes through one.
 
 An ``http://`` target is asked for in the absolute form (``POST http://HOST:PORT/path``) on a
 connection to the proxy; an ``https://`` one through a ``CONNECT HOST:PORT`` tunnel, TLS then
@@ -11,14 +12,18 @@ from __future__ import annotations
 import asyncio
 import base64
 import socket
+import ssl
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 from urllib.parse import unquote, urlsplit
 
 from servelab.core.load.proxyroute import parse_proxy
 
-__all__ = ["ForwardProxy", "forward_proxy"]
+__all__ = ["ForwardProxy", "Via", "forward_proxy", "via"]
 
 _HEAD_MAX = 16 * 1024
+P = TypeVar("P", bound=asyncio.BaseProtocol)
 
 
 @dataclass(frozen=True)
@@ -79,3 +84,44 @@ def forward_proxy(url: str | None, tls: bool, target: str) -> ForwardProxy | Non
     if tls and ":" not in target.rsplit("]", 1)[-1]:
         target += ":443"
     return ForwardProxy(parts.hostname or "", parts.port or 80, target, headers)
+
+
+@dataclass(frozen=True)
+class Via:
+    """The way to a target: where connections go, the request target's start (the path, or the
+    absolute form through a proxy), and the headers a forward proxy is sent with each request."""
+
+    host: str
+    port: int
+    tls: bool
+    authority: str  # HOST:PORT, the Host header
+    prefix: str
+    proxy: ForwardProxy | None = None
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """``Proxy-Authorization`` on each request through a proxy in the absolute form."""
+        return {} if self.proxy is None or self.tls else self.proxy.headers
+
+    async def open(
+        self, loop: asyncio.AbstractEventLoop, factory: Callable[[], P]
+    ) -> tuple[asyncio.BaseTransport, P]:
+        """A new connection: to the target, to the proxy (absolute form), or TLS inside a
+        ``CONNECT`` tunnel."""
+        tls = ssl.create_default_context() if self.tls else None
+        if self.proxy is None:
+            return await loop.create_connection(factory, self.host, self.port, ssl=tls)
+        if tls is None:
+            return await loop.create_connection(factory, self.proxy.host, self.proxy.port)
+        sock = await self.proxy.tunnel(loop)
+        return await loop.create_connection(factory, sock=sock, ssl=tls, server_hostname=self.host)
+
+
+def via(base_url: str, proxy: str | None) -> Via:
+    """The way to ``base_url`` (through ``proxy``, if given)."""
+    url = urlsplit(base_url)
+    host, tls = url.hostname or "127.0.0.1", url.scheme == "https"
+    authority = url.netloc.rpartition("@")[2]
+    fwd = forward_proxy(proxy, tls, authority)
+    prefix = f"http://{authority}{url.path}" if fwd is not None and not tls else url.path
+    return Via(host, url.port or (443 if tls else 80), tls, authority, prefix, fwd)
