@@ -62,3 +62,26 @@ def test_the_proxys_credentials_become_proxy_authorization() -> None:
     assert fwd.target == "router.example:443"
     assert fwd.headers == {"Proxy-Authorization": "Basic dXNlcjpwQHNz"}
     assert forward_proxy(None, False, "h:1") is None
+
+
+def test_the_openai_sdk_goes_through_the_proxy_it_is_given(
+    tmp_path: Path, sim_pd: SimStack
+) -> None:
+    from servelab.io.http.sdk import SdkClient
+
+    with running_tinyproxy(tmp_path / "fwd") as proxy:
+
+        async def go() -> RequestRecord:
+            body = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":4,'
+            body += b'"stream":true}'
+            record = RequestRecord(index=0, scheduled_ns=0)
+            record.request_id = "sdk-through-proxy"
+            async with SdkClient(
+                sim_pd.router_url, idle_timeout_s=10, headers={}, proxy=proxy.url
+            ) as c:
+                await c.transfer("/v1/chat/completions", body, record)
+            return record
+
+        record = asyncio.run(go())
+        assert record.error is None, record.error_detail
+        assert f"POST {sim_pd.router_url}/v1/chat/completions" in proxy.log.read_text()
