@@ -10,17 +10,24 @@ nothing else; ``--no-proxy`` bypasses it, and the path each took is said.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from servelab.core.load.proxyroute import route
+from servelab.core.soak.result import SoakConfig
+from servelab.ops.soak.soak import soak
+from servelab.report.soak.soak import render_soak
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support import run_cli
 from tests.support.forward import ForwardProxy, running_tinyproxy
 from tests.support.proxies import SLOW_PREFILL_ARGS, STACK_SCALES
+from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack
 
 #: one session of three rounds, each adding 600 words: the third round's prompt (13 KB) waits
@@ -78,3 +85,26 @@ def test_no_proxy_bypasses_the_environments_proxy_and_says_so(
     assert doc["targets"]["route"]["path"] == "direct"
     assert doc["targets"]["route"]["text"] == "straight (--no-proxy)"
     assert "/v1/chat/completions" not in dropping.log.read_text()
+
+
+@pytest.fixture(scope="module")
+def fast() -> Iterator[SimStack]:
+    with sim_stack(time_scale=STACK_SCALES["fast"], env={ENV_WARMUP_S: "0"}) as st:
+        yield st
+
+
+def test_a_forward_proxys_pool_smaller_than_the_agents_connections_is_the_proxy_under_load(
+    fast: SimStack, tmp_path: Path
+) -> None:
+    # tinyproxy with one worker: four agents' heads wait in its queue behind 2-second answers,
+    # past the idle timeout; one at a time (or straight to the router) every request passes
+    targets = soak_targets(fast)
+    config = SoakConfig(sessions=4, rounds=3, idle_timeout_s=3.0, duration_s=90.0, max_tokens=200)
+    with running_tinyproxy(tmp_path / "pool", max_clients=1) as proxy:
+        path = route(targets.entry_url, {"HTTPS_PROXY": proxy.url, "HTTP_PROXY": proxy.url})
+        result = asyncio.run(soak(config, replace(targets, route=path)))
+    assert [f.layer.value for f in result.findings] == ["client_proxy"], render_soak(result)
+    located = [loc.matrix.located for loc in result.localizations]
+    loaded = [loc for loc in located if loc.dependence is not None]
+    assert loaded and {loc.layer for loc in loaded} == {"client_proxy"}, render_soak(result)
+    assert {loc.dependence.value for loc in loaded if loc.dependence} == {"load"}
