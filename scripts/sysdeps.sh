@@ -5,7 +5,8 @@
 # systemd (the unit tests run a private systemd as PID 1 of its own namespaces,
 # tests/support/systemd.py; nothing is enabled or started on the host), and nginx and HAProxy (the
 # proxy tests run each as a plain foreground process with its own config, pid, log and temporary
-# paths, tests/support/proxies.py; the packages' services are never started by the tests).
+# paths, tests/support/proxies.py; the packages' services are never started by the tests), and
+# tinyproxy (the forward proxy tests run it the same way, tests/support/forward.py).
 # Idempotent; needs root to install.
 #
 # Exit status: 0 when everything is there (or installed), and for a developer without root who
@@ -13,9 +14,10 @@
 # something is missing and cannot be installed: there the SSH, browser, Prometheus, systemd and
 # proxy tests must run, and `make test` stops here instead of letting them skip.
 #
-# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS, SYSDEPS_SYSTEMD, SYSDEPS_NGINX and
-# SYSDEPS_HAPROXY name the programs looked for (defaults /usr/sbin/sshd, chromium, prometheus,
-# /lib/systemd/systemd, /usr/sbin/nginx and /usr/sbin/haproxy); tests/test_sysdeps.py uses them.
+# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS, SYSDEPS_SYSTEMD, SYSDEPS_NGINX,
+# SYSDEPS_HAPROXY and SYSDEPS_TINYPROXY name the programs looked for (defaults /usr/sbin/sshd,
+# chromium, prometheus, /lib/systemd/systemd, /usr/sbin/nginx, /usr/sbin/haproxy and
+# /usr/bin/tinyproxy); tests/test_sysdeps.py uses them.
 set -euo pipefail
 sshd=${SYSDEPS_SSHD:-/usr/sbin/sshd}
 chromium=${SYSDEPS_CHROMIUM:-chromium}
