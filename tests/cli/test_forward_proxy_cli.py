@@ -65,6 +65,11 @@ def test_a_proxy_servelab_cannot_speak_is_a_usage_error(stack: SimStack, tmp_pat
     done = run_cli("bench", "--url", stack.router_url, "--proxy", "socks5://127.0.0.1:1",
                    "--no-ledger", cwd=tmp_path, env=_NO_ENV)  # fmt: skip
     assert done.returncode == 2 and "forward proxy must be http://" in done.stderr
+    assert "Invalid value for '--proxy'" in done.stderr
+    bad_env = run_cli("bench", "--url", stack.router_url, "--no-ledger", cwd=tmp_path,
+                      env=_NO_ENV | {"HTTP_PROXY": "socks5://127.0.0.1:1"})  # fmt: skip
+    assert bad_env.returncode == 2 and "HTTP_PROXY" not in bad_env.stdout
+    assert "forward proxy must be http://" in bad_env.stderr
 
 
 def test_a_bench_config_with_its_route_reads_back_from_its_encoding() -> None:

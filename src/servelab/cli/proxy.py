@@ -12,7 +12,9 @@ from typing import Any
 
 import click
 
-from servelab.core.load.proxyroute import ProxyRoute, route
+from servelab.cli.options import Parsed
+from servelab.core.load.proxyroute import ProxyRoute, parse_proxy, route
+from servelab.errors import OptionError
 
 __all__ = ["ProxyOptions", "proxy_env", "proxy_options"]
 
@@ -37,6 +39,14 @@ class ProxyOptions:
             raise click.BadParameter(str(exc), param_hint="--proxy or *_PROXY") from None
 
 
+def _proxy_url(text: str) -> str:
+    """``--proxy``'s value, refused while parsing when it is not ``http://HOST[:PORT]``."""
+    try:
+        return parse_proxy(text)
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
 def proxy_env(env: Mapping[str, str]) -> dict[str, str]:
     """Only the proxy variables of ``env`` (``*_PROXY``, either case): what a route reads."""
     return {name: value for name, value in env.items() if name.lower().endswith("_proxy")}
@@ -59,7 +69,7 @@ def proxy_options(func: Command) -> Command:
         "--proxy",
         "proxy_url",
         default=None,
-        metavar="URL",
+        type=Parsed("URL", _proxy_url),
         help="Send through this forward proxy (http://HOST:PORT), as an agent whose "
         "HTTP_PROXY/HTTPS_PROXY names it; default: those variables (and NO_PROXY), as the "
         "OpenAI SDK (httpx) reads them.",
