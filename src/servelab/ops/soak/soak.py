@@ -62,6 +62,7 @@ from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instanc
 from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
 from servelab.io.http.client import HttpClient
+from servelab.io.http.models import listed_model
 from servelab.io.http.sdk import SdkClient
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
@@ -415,11 +416,11 @@ async def _prepare(run: _Run) -> None:
     """Model, workers, and the warm-up (the engines' cold start paid and recorded)."""
     cfg, targets = run.config, run.targets
     probe_s = cfg.deadlines.probe_s
+    headers = dict(cfg.headers)
     # through a forward proxy, the model is asked of the router straight (the sessions take
     # the proxy: a failure there is theirs to meet)
     ask = targets.router_url if targets.proxy and targets.router_url else targets.entry_url
-    model = cfg.model or await run.http.model_id(ask, probe_s, dict(cfg.headers))
-    run.model = model or "default"
+    run.model = cfg.model or await listed_model(run.http, ask, probe_s, headers)
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
         bound = cfg.deadlines.warm_up_s
