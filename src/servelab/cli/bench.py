@@ -50,6 +50,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.core.answers.contract import MAX_SHARE, AnswersConfig, probes_per_run
 from servelab.core.bench.contract import (
     PLACEHOLDER_MODEL,
@@ -61,6 +62,7 @@ from servelab.core.bench.contract import (
 from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
 from servelab.core.load.lengths import longest, over_context
+from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, check_replay
 from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
@@ -244,6 +246,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
 
 @click.command("bench")
 @target_options()
+@proxy_options
 @spec_option
 @load_options()
 @workload_options()
@@ -277,6 +280,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
 @wait_option
 def bench_command(
     target: TargetOptions,
+    proxy: ProxyOptions,
     spec_path: Path | None,
     load: LoadOptions,
     workload: WorkloadOptions,
@@ -306,15 +310,18 @@ def bench_command(
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
+    path = proxy.route(url)
     if output.export is not None:
         check_directory(output.export)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
-        listed = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        # even with --model: an OpenAI server? (asked the way the load goes)
+        listed = _check_models(url, dict(headers), _forward(path))
         check_lengths(workload, scan, listed.context_length)
         model = target.model or _listed_model(url, listed)
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip
+        config = dataclasses.replace(config, route=None if path == ProxyRoute() else path)
         if check_answers:
             config = _with_answers(config)
         export = None if output.export is None or find_capacity else Exporter(output.export, config)
@@ -344,10 +351,14 @@ def _with_answers(config: BenchConfig) -> BenchConfig:
         raise click.UsageError(str(exc)) from None
 
 
-def _check_models(url: str, headers: dict[str, str]) -> ModelList:
-    """The server's model list (asked with the bench's request headers); a BenchError when it
-    is not an OpenAI server."""
-    listed = run(model_list(url, 10.0, headers))
+def _forward(path: ProxyRoute) -> str | None:
+    return path.proxy if path.forwarded else None
+
+
+def _check_models(url: str, headers: dict[str, str], proxy: str | None = None) -> ModelList:
+    """The server's model list (asked with the bench's request headers, through ``proxy`` if
+    given); a BenchError when it is not an OpenAI server."""
+    listed = run(model_list(url, 10.0, headers, proxy))
     if not listed.ok:
         raise BenchError(listed.describe())
     return listed

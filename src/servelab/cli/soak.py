@@ -37,6 +37,7 @@ from servelab.cli.options import (
     target_options,
     wait_option,
 )
+from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.slo import SLO
@@ -182,6 +183,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
 @slo_option()
 @SEED.option()
 @target_options()
+@proxy_options
 @click.option("--router-url", default=None, help="The router to compare against.")
 @click.option(
     "--router-metrics-url",
@@ -213,6 +215,7 @@ def soak_command(
     slo: SLO | None,
     seed: int,
     target: TargetOptions,
+    proxy: ProxyOptions,
     router_url: str | None,
     router_metrics_url: str | None,
     no_localize: bool,
@@ -228,6 +231,7 @@ def soak_command(
     targets, state_dir, loaded = targets_from(where, target.url, router_url)
     if router_metrics_url:
         targets = replace(targets, metrics_url=router_metrics_url.rstrip("/"))
+    targets = _routed(targets, proxy)
     config = SoakConfig(
         sessions=sessions,
         rounds=rounds,
@@ -253,6 +257,16 @@ def soak_command(
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         result = _soak(config, targets, None if no_ledger else ledger_file, case_id, traces)
     _show(result, as_json)
+
+
+def _routed(targets: Targets, proxy: ProxyOptions) -> Targets:
+    """``targets`` with the path to the entry (a forward proxy: the router, when not known
+    otherwise, is the entry reached straight, the replay's direct hop)."""
+    path = proxy.route(targets.entry_url)
+    router = targets.router_url
+    if path.forwarded and router is None:
+        router = targets.entry_url
+    return replace(targets, route=path, router_url=router)
 
 
 def _soak(

@@ -6,6 +6,7 @@ the ledger (``--ledger PATH``, else ``$SERVELAB_LEDGER``, else ``<state_dir>/led
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import Parsed
+from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.core.options import parse_positive_seconds
 from servelab.core.verify.contract import VerifyReport
 from servelab.ops.context import Operation
@@ -81,6 +83,7 @@ async def _verify(
     help="Store this verify's answers as the references anew (only when they pass the checks "
     "that need no reference).",
 )
+@proxy_options
 @click.pass_context
 def verify_command(
     ctx: click.Context,
@@ -93,6 +96,7 @@ def verify_command(
     e2e_max_tokens: int,
     answer_probes: int,
     rebase_answers: bool,
+    proxy: ProxyOptions,
 ) -> None:
     """Verify SERVICE... (default: all) in layers; every failure comes with a reason.
 
@@ -104,8 +108,12 @@ def verify_command(
             then greedy answer probes against the ledger's references (a changed answer
             fails, and says whether it went wrong at the KV hand-off)
     """
-    e2e = E2EOptions(timeout_s=e2e_timeout, max_tokens=e2e_max_tokens,
-                     answer_probes=answer_probes, rebase_answers=rebase_answers)  # fmt: skip
+    proxy.route("http://check")  # a bad --proxy or *_PROXY is a usage error before any work
+    e2e = E2EOptions(
+        timeout_s=e2e_timeout, max_tokens=e2e_max_tokens, answer_probes=answer_probes,
+        rebase_answers=rebase_answers, proxy=proxy.proxy, no_proxy=proxy.bypass,
+        env=proxy_env(os.environ),
+    )  # fmt: skip
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
     report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
     if as_json:

@@ -56,6 +56,7 @@ from servelab.core.verify.served import Gap, Signal
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
 from servelab.report.probes import describe_probes
+from servelab.report.route import route_text
 from servelab.report.text import json_text, plain_text, show_value
 
 __all__ = [
@@ -346,7 +347,7 @@ def _e2e(code: CheckCode, data: E2EProbe) -> str:
     )
     if data.second is not None:
         text += f"; second probe {data.second.total_s:.2f} s"
-    return text
+    return text + ("" if data.path is None else f"; path: {route_text(data.path)}")
 
 
 def _start_reason(data: E2EProbe) -> str:

@@ -37,6 +37,7 @@ from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
+from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,
@@ -353,7 +354,7 @@ class E2EProbe:
     """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
     point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
     before it (None: they could not be read), the second probe when one was sent, and, passed,
-    cold or warm and why."""
+    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set)."""
 
     model: str
     status: int | None
@@ -367,6 +368,7 @@ class E2EProbe:
     second: Omitted[RequestTiming] = None
     start: Omitted[Start] = None
     start_reason: Omitted[StartReason] = None
+    path: Omitted[ProxyRoute] = None
 
     @classmethod
     def of(cls, model: str, first: RequestTiming, before: tuple[int, ...] | None) -> E2EProbe:

@@ -135,14 +135,14 @@ class _Bench:
             ahead = TRACE_CONNECT_AHEAD if tracing else concurrency
             if workers > 1:
                 spec = ClientSpec(config.url, slots, config.idle_timeout_s, config.headers,
-                                  ahead=ahead if tracing else None)  # fmt: skip
+                                  config.proxy, ahead=ahead if tracing else None)  # fmt: skip
                 pool = await stack.enter_async_context(Workers(workers, spec))
                 driver: _Driver = _Spread(pool)
                 setups = await pool.open()
             else:
                 client = StreamClient(
                     config.url, concurrency=slots, idle_timeout_s=config.idle_timeout_s,
-                    headers=dict(config.headers),
+                    headers=dict(config.headers), proxy=config.proxy,
                 )  # fmt: skip
                 driver = _Local(await stack.enter_async_context(client), ahead)
                 setups = await driver.connect()

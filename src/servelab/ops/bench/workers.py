@@ -51,6 +51,7 @@ class ClientSpec:
     concurrency: int
     idle_timeout_s: float
     headers: tuple[tuple[str, str], ...] = ()
+    proxy: str | None = None  # the forward proxy (None: straight)
     #: Connections opened ahead (None: ``concurrency``; a trace's replay opens a few and more as
     #: its bursts need them).
     ahead: int | None = None
@@ -92,7 +93,7 @@ class _Worker:
             spec: ClientSpec = arg
             self.client = StreamClient(
                 spec.url, concurrency=spec.concurrency, idle_timeout_s=spec.idle_timeout_s,
-                headers=dict(spec.headers),
+                headers=dict(spec.headers), proxy=spec.proxy,
             )  # fmt: skip
             await self.client.__aenter__()
             return await self.client.connect(spec.opened)

@@ -143,9 +143,12 @@ def _session_client(run: _Run) -> StreamClient | SdkClient:
     cfg = run.config
     url, idle = run.targets.entry_url, cfg.idle_timeout_s
     if cfg.client == SoakClient.OPENAI:
-        return SdkClient(url, idle_timeout_s=idle, headers=dict(cfg.headers))
+        proxy = run.targets.proxy
+        return SdkClient(url, idle_timeout_s=idle, headers=dict(cfg.headers), proxy=proxy)
     fresh, resend = cfg.connection == "fresh", cfg.client == SoakClient.SERVELAB
-    return client(url, idle, fresh=fresh, headers=cfg.headers, resend=resend)
+    return client(
+        url, idle, fresh=fresh, headers=cfg.headers, resend=resend, proxy=run.targets.proxy
+    )
 
 
 def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, float]:
@@ -335,7 +338,8 @@ async def _reference(run: _Run) -> str | None:
     """The greedy probe at concurrency 1, before any session starts."""
     body = _probe_body(run)
     start = time.monotonic()
-    ref = await one_shot(run.targets.entry_url, body, run.config.idle_timeout_s, run.config.headers)
+    t, cfg = run.targets, run.config
+    ref = await one_shot(t.entry_url, body, cfg.idle_timeout_s, cfg.headers, t.proxy)
     run.tally(ref)
     run.determinism = Determinism(reference_ok=ref.record.ok)
     if ref.stalled:
@@ -355,7 +359,7 @@ async def _under_load(run: _Run, reference: str) -> None:
         return
     concurrency = run.inflight + 1
     loaded = await one_shot(
-        run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s, cfg.headers
+        run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s, cfg.headers, run.targets.proxy
     )
     run.tally(loaded)
     run.determinism = replace(
@@ -424,7 +428,10 @@ async def _prepare(run: _Run) -> None:
     cfg, targets = run.config, run.targets
     probe_s = cfg.deadlines.probe_s
     headers = dict(cfg.headers)
-    run.model = cfg.model or await listed_model(run.http, targets.entry_url, probe_s, headers)
+    # through a forward proxy, the model is asked of the router straight (the sessions take
+    # the proxy: a failure there is theirs to meet)
+    ask = targets.router_url if targets.proxy and targets.router_url else targets.entry_url
+    run.model = cfg.model or await listed_model(run.http, ask, probe_s, headers)
     if run.probes is not None:
         run.probes.model, run.probes.targets = run.model, run.targets
     run.targets = await _resolve_targets(run, probe_s)
