@@ -436,6 +436,17 @@ def answers_option() -> Decorator:
     )  # fmt: skip
 
 
+def answer_probes_option() -> Decorator:
+    """``--answer-probes`` as ``answer_probes: int``: the greedy probes ``verify``'s e2e layer
+    and ``soak`` send (verify after its e2e request; soak at C1 before its sessions and again
+    under load), checked against the deployment's references in the ledger."""
+    return click.option(
+        "--answer-probes", type=click.IntRange(0, 24), default=3, show_default=True,
+        help="Greedy answer probes (a plain one, a tool call, a pass key in a long context), "
+        "checked without a reference and against verify's references in the ledger (0: none).",
+    )  # fmt: skip
+
+
 def answers_config(mode: str) -> AnswersConfig | None:
     """``--answers``' config (None: off)."""
     config = AnswersConfig(AnswersMode(mode))

@@ -32,6 +32,7 @@ from servelab.cli.options import (
     SESSIONS,
     Default,
     TargetOptions,
+    answer_probes_option,
     no_ledger_option,
     slo_option,
     target_options,
@@ -191,9 +192,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     help="The router's Prometheus endpoint (http://HOST:PORT; default: from the spec).",
 )
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
-@click.option("--answer-probes", default=3, show_default=True, type=click.IntRange(0, 24),
-              help="Greedy answer probes sent at C1 before the sessions and again under load, "
-              "against verify's references (0: none).")  # fmt: skip
+@answer_probes_option()
 @ledger_option
 @no_ledger_option
 @CASE.option()

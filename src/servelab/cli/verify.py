@@ -23,7 +23,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.cli.options import Parsed
+from servelab.cli.options import Parsed, answer_probes_option
 from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.core.options import parse_positive_seconds
 from servelab.core.verify.contract import VerifyReport
@@ -70,13 +70,7 @@ async def _verify(
     help="Seconds the e2e chat completion may take (a cold first request is slow).",
 )
 @click.option("--e2e-max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
-@click.option(
-    "--answer-probes",
-    type=click.IntRange(0, 24),
-    default=3,
-    show_default=True,
-    help="Greedy answer probes after the e2e probe, against the ledger's references (0: none).",
-)
+@answer_probes_option()
 @click.option(
     "--rebase-answers",
     is_flag=True,
