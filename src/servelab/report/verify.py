@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, assert_never
 
 from rich.table import Table
@@ -20,6 +21,7 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.redaction import REDACTED, is_secret_name, mask
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -112,7 +114,8 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _process(code, data)
         case KnobLive():
             return _knob_live(data)
-        case KnobLiveVsSpec(live=live, spec=spec):
+        case KnobLiveVsSpec(knob=knob, live=real_live, spec=real_spec):
+            live, spec = mask(knob, real_live), mask(knob, real_spec)
             pinned = f", spec pins {spec}" if spec is not None else ""
             return f"live {show_value(live)}{pinned}; no env file to compare"
         case HealthProbe():
@@ -160,7 +163,28 @@ _PLACES = {
 }
 
 
-def _argument_in_file(code: CheckCode, data: ArgumentInFile) -> str:
+def _masked_in_file(data: ArgumentInFile) -> ArgumentInFile:
+    """``data`` with a secret-looking knob's values masked, as the text shows it."""
+    if not is_secret_name(data.knob):
+        return data
+    hidden = tuple(replace(o, value=mask(data.knob, o.value)) for o in data.overridden)
+    file, spec = mask(data.knob, data.file), mask(data.knob, data.spec)
+    return replace(data, file=file, spec=spec, overridden=hidden)
+
+
+def _masked_argument_live(data: ArgumentLive) -> ArgumentLive:
+    """``data`` (its verdict drawn from the real values) with a secret knob's values masked."""
+    file, live, engine = (mask(data.knob, v) for v in (data.file, data.live, data.engine))
+    return replace(data, file=file, live=live, engine=engine)
+
+
+def _masked_knob_live(data: KnobLive) -> KnobLive:
+    """``data`` (its verdict drawn from the real values) with a secret knob's values masked."""
+    return replace(data, file=mask(data.knob, data.file), live=mask(data.knob, data.live))
+
+
+def _argument_in_file(code: CheckCode, real: ArgumentInFile) -> str:
+    data = _masked_in_file(real)
     where = f" ({_PLACES.get(data.place, data.place)} {data.path})" if data.place else ""
     if data.place is None:
         value = f"set nowhere: the engine's default{'' if data.file is None else f' ({data.file})'}"
@@ -199,7 +223,8 @@ def _argv(data: ArgumentLive) -> str:
     return f"argv {show_value(data.live)} (engine default)"
 
 
-def _argument_live(code: CheckCode, data: ArgumentLive) -> str:
+def _argument_live(code: CheckCode, real: ArgumentLive) -> str:
+    data = _masked_argument_live(real)
     argv, file = _argv(data), show_value(data.file)
     if data.engine_known:
         engine = f"the engine reports {show_value(data.engine)} ({data.engine_field})"
@@ -226,24 +251,27 @@ def _argument_live(code: CheckCode, data: ArgumentLive) -> str:
 
 
 def _knob_in_file(code: CheckCode, data: KnobInFile) -> str:
+    file, spec = mask(data.knob, data.file), mask(data.knob, data.spec)
     if code is _C.CONFIG_PIN_MISMATCH:
-        return f"file {show_value(data.file)}, spec pins {data.spec}" + _config_tail(data)
-    value = f"file {data.file}" if data.file is not None else "not set in file (engine default)"
+        return f"file {show_value(file)}, spec pins {spec}" + _config_tail(data)
+    value = f"file {file}" if data.file is not None else "not set in file (engine default)"
     pinned = "; matches spec" if code is _C.CONFIG_MATCHES_SPEC else ""
     return value + pinned + _config_tail(data)
 
 
 def _config_tail(data: KnobInFile) -> str:
-    """``; changed since backup: …`` / ``; same as backup`` and a disagreeing recorded change."""
+    """``; changed since backup: …`` / ``; same as backup`` and a disagreeing recorded change
+    (a secret knob's recorded value is masked in the ledger: not compared)."""
     tail = ""
+    backup, file, recorded = (mask(data.knob, v) for v in (data.backup, data.file, data.recorded))
     if data.backup_path is not None and data.backup != data.file:
-        tail += f"; changed since backup: {show_value(data.backup)} -> {show_value(data.file)}"
+        tail += f"; changed since backup: {show_value(backup)} -> {show_value(file)}"
     elif data.backup_path is not None:
         tail += "; same as backup"
-    if data.recorded_change_id is not None and data.recorded != data.file:
+    if data.recorded_change_id is not None and data.recorded not in (data.file, REDACTED):
         tail += (
             f"; the last recorded change (#{data.recorded_change_id}) set "
-            f"{show_value(data.recorded)}: edited outside servelab?"
+            f"{show_value(recorded)}: edited outside servelab?"
         )
     return tail
 
@@ -256,7 +284,8 @@ def _process(code: CheckCode, data: LiveProcess) -> str:
     return f"pid {data.pid} ({data.pid_source}); no declared knobs"
 
 
-def _knob_live(data: KnobLive) -> str:
+def _knob_live(real: KnobLive) -> str:
+    data = _masked_knob_live(real)
     words = describe_verdict(data.verdict)
     match data.verdict:
         case LiveVerdict.MATCH:
