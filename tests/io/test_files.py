@@ -15,6 +15,7 @@ import pytest
 
 from servelab.errors import HostError
 from servelab.io.files import (
+    check_directory,
     write_atomic,
     write_files,
     write_if_changed,
@@ -308,3 +309,12 @@ def test_a_read_only_file_is_refused_and_kept_for_a_non_root_user() -> None:
         assert sorted(p.name for p in folder.iterdir()) == ["kept.txt"]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_check_directory_on_an_existing_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    """A low of issue 38's later pass: ``bench --export FILE`` said "File exists"."""
+    taken = tmp_path / "out"
+    taken.write_text("kept")
+    with pytest.raises(HostError, match="it is not a directory"):
+        check_directory(taken)
+    assert taken.read_text() == "kept"

@@ -364,7 +364,10 @@ def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], li
 
 def check_directory(directory: Path) -> None:
     """Make ``directory`` (and its parents) and prove a file can be written in it, before the
-    work whose files go there (a bench's ``--export``): a :class:`HostError` naming it if not."""
+    work whose files go there (a bench's ``--export``): a :class:`HostError` naming it if not
+    (an existing file there: "it is not a directory")."""
+    if directory.exists() and not directory.is_dir():
+        raise HostError(f"cannot write {directory}: it is not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".servelab-probe-", dir=directory)
