@@ -33,6 +33,7 @@ from servelab.core.verify.checks import (
     CheckCode,
     CheckData,
     CheckFailure,
+    CheckResult,
     E2EProbe,
     EnvFileFailure,
     EnvFileNoKnobs,
@@ -451,9 +452,18 @@ def _reach(code: CheckCode, data: WorkerReach) -> str:
 
 
 def check_json(check: CheckRecord) -> JsonObject:
-    """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its reason as
+    """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its outcome
+    as ``result`` (``pass``, ``fail``, ``skip``: a skipped layer is not a pass) and its reason as
     ``detail``."""
-    return {**flat_check(check), "detail": check_detail(check)}
+    return {**flat_check(check), "result": _result(check).value, "detail": check_detail(check)}
+
+
+def _result(check: CheckRecord) -> CheckResult:
+    if isinstance(check, Check):
+        return check.result
+    if check.code == CheckCode.E2E_SKIPPED.value:
+        return CheckResult.SKIP
+    return CheckResult.PASS if check.ok else CheckResult.FAIL
 
 
 def with_details(checks: Any) -> list[Any]:
@@ -497,7 +507,7 @@ def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
         table.add_row(
             Text(check.service),
             Text(_what(check)),
-            Text("PASS" if check.ok else "FAIL"),
+            Text(check.result.value.upper()),
             Text(check_detail(check)),
         )
     return table
@@ -506,7 +516,10 @@ def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
 def _summary(report: VerifyReport) -> str:
     failed = report.failures
     head = "PASS" if report.ok else "FAIL"
-    line = f"verify {head}: {len(report.checks) - len(failed)}/{len(report.checks)} checks passed"
+    skipped = sum(check.result is CheckResult.SKIP for check in report.checks)
+    passed = len(report.checks) - len(failed) - skipped
+    line = f"verify {head}: {passed}/{len(report.checks)} checks passed"
+    line += f", {skipped} skipped" if skipped else ""
     line += f" in {report.elapsed_s:.2f} s"
     if report.verification_id is not None:
         line += f"; recorded as verification #{report.verification_id}"
