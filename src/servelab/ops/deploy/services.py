@@ -56,6 +56,7 @@ from servelab.io.hosts.processes import (
     Readiness,
     is_alive,
     proc_stat,
+    process_name,
     read_pid_record,
     remove_pid_record,
     service_mark,
@@ -302,7 +303,8 @@ async def _stop_unrecorded(
     if owner is None:
         return StepOutcome.NOT_RUNNING, evidence
     if not ours:
-        return StepOutcome.NOT_RUNNING, replace(evidence, port_owner=PortOwner(owner))
+        name = await process_name(op.host(service), owner)
+        return StepOutcome.NOT_RUNNING, replace(evidence, port_owner=PortOwner(owner, name=name))
     host = op.host(service)
     stat = await proc_stat(host, owner)
     if stat is None:  # it ended meanwhile
