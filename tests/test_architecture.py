@@ -36,10 +36,10 @@ OVER_MAX = {
     "sim/protocol.py": 469,
     "sim/scheduler.py": 485,
     "cli/options.py": 502,
-    "core/verify/checks.py": 482,
-    "ops/case/case.py": 483,
+    "core/verify/checks.py": 489,  # +7: a secret-looking knob's values masked in three records
+    "ops/case/case.py": 486,  # +3: restore refuses a masked (secret) value
     "core/deploy/spec.py": 494,
-    "report/verify.py": 492,
+    "report/verify.py": 511,  # +19: secret knob values masked in the text, results (SKIP)
     "sim/app.py": 492,
     "report/docs.py": 510,
     "ops/ab/tune.py": 527,

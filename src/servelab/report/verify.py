@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any, assert_never
 
 from rich.table import Table
@@ -21,7 +20,7 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.redaction import REDACTED, is_secret_name, mask
+from servelab.core.redaction import REDACTED, mask
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -33,7 +32,6 @@ from servelab.core.verify.checks import (
     CheckCode,
     CheckData,
     CheckFailure,
-    CheckResult,
     E2EProbe,
     EnvFileFailure,
     EnvFileNoKnobs,
@@ -52,6 +50,13 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.masked import (
+    CheckResult,
+    masked_argument_live,
+    masked_in_file,
+    masked_knob_live,
+    result_of,
+)
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, read_check
 from servelab.core.verify.served import Gap, Signal
@@ -164,28 +169,8 @@ _PLACES = {
 }
 
 
-def _masked_in_file(data: ArgumentInFile) -> ArgumentInFile:
-    """``data`` with a secret-looking knob's values masked, as the text shows it."""
-    if not is_secret_name(data.knob):
-        return data
-    hidden = tuple(replace(o, value=mask(data.knob, o.value)) for o in data.overridden)
-    file, spec = mask(data.knob, data.file), mask(data.knob, data.spec)
-    return replace(data, file=file, spec=spec, overridden=hidden)
-
-
-def _masked_argument_live(data: ArgumentLive) -> ArgumentLive:
-    """``data`` (its verdict drawn from the real values) with a secret knob's values masked."""
-    file, live, engine = (mask(data.knob, v) for v in (data.file, data.live, data.engine))
-    return replace(data, file=file, live=live, engine=engine)
-
-
-def _masked_knob_live(data: KnobLive) -> KnobLive:
-    """``data`` (its verdict drawn from the real values) with a secret knob's values masked."""
-    return replace(data, file=mask(data.knob, data.file), live=mask(data.knob, data.live))
-
-
 def _argument_in_file(code: CheckCode, real: ArgumentInFile) -> str:
-    data = _masked_in_file(real)
+    data = masked_in_file(real)
     where = f" ({_PLACES.get(data.place, data.place)} {data.path})" if data.place else ""
     if data.place is None:
         value = f"set nowhere: the engine's default{'' if data.file is None else f' ({data.file})'}"
@@ -225,7 +210,7 @@ def _argv(data: ArgumentLive) -> str:
 
 
 def _argument_live(code: CheckCode, real: ArgumentLive) -> str:
-    data = _masked_argument_live(real)
+    data = masked_argument_live(real)
     argv, file = _argv(data), show_value(data.file)
     if data.engine_known:
         engine = f"the engine reports {show_value(data.engine)} ({data.engine_field})"
@@ -286,7 +271,7 @@ def _process(code: CheckCode, data: LiveProcess) -> str:
 
 
 def _knob_live(real: KnobLive) -> str:
-    data = _masked_knob_live(real)
+    data = masked_knob_live(real)
     words = describe_verdict(data.verdict)
     match data.verdict:
         case LiveVerdict.MATCH:
@@ -455,15 +440,7 @@ def check_json(check: CheckRecord) -> JsonObject:
     """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its outcome
     as ``result`` (``pass``, ``fail``, ``skip``: a skipped layer is not a pass) and its reason as
     ``detail``."""
-    return {**flat_check(check), "result": _result(check).value, "detail": check_detail(check)}
-
-
-def _result(check: CheckRecord) -> CheckResult:
-    if isinstance(check, Check):
-        return check.result
-    if check.code == CheckCode.E2E_SKIPPED.value:
-        return CheckResult.SKIP
-    return CheckResult.PASS if check.ok else CheckResult.FAIL
+    return {**flat_check(check), "result": result_of(check).value, "detail": check_detail(check)}
 
 
 def with_details(checks: Any) -> list[Any]:
@@ -507,7 +484,7 @@ def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
         table.add_row(
             Text(check.service),
             Text(_what(check)),
-            Text(check.result.value.upper()),
+            Text(result_of(check).value.upper()),
             Text(check_detail(check)),
         )
     return table
@@ -516,7 +493,7 @@ def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
 def _summary(report: VerifyReport) -> str:
     failed = report.failures
     head = "PASS" if report.ok else "FAIL"
-    skipped = sum(check.result is CheckResult.SKIP for check in report.checks)
+    skipped = sum(result_of(check) is CheckResult.SKIP for check in report.checks)
     passed = len(report.checks) - len(failed) - skipped
     line = f"verify {head}: {passed}/{len(report.checks)} checks passed"
     line += f", {skipped} skipped" if skipped else ""

@@ -55,7 +55,6 @@ __all__ = [
     "CheckCode",
     "CheckData",
     "CheckFailure",
-    "CheckResult",
     "E2EProbe",
     "EnvFileFailure",
     "EnvFileNoKnobs",
@@ -93,14 +92,6 @@ class Layer(StrEnum):
     PAIR = "pair"  # what each prefill/decode pair's engines report, against each other
     HEALTH = "health"  # the readiness endpoints
     E2E = "e2e"  # a streaming chat completion through the entry point
-
-
-class CheckResult(StrEnum):
-    """A check's outcome as shown and printed: a skipped layer is neither a pass nor a failure."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    SKIP = "skip"
 
 
 class CheckCode(StrEnum):
@@ -476,13 +467,6 @@ class Check:
     @property
     def layer(self) -> Layer:
         return self.code.layer
-
-    @property
-    def result(self) -> CheckResult:
-        """``skip`` for a layer not checked (:class:`LayerSkipped`), else ``pass``/``fail``."""
-        if isinstance(self.data, LayerSkipped):
-            return CheckResult.SKIP
-        return CheckResult.PASS if self.ok else CheckResult.FAIL
 
     @property
     def knob(self) -> str | None:

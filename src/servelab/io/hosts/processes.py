@@ -55,7 +55,6 @@ __all__ = [
     "launch_script",
     "parse_proc_stat",
     "proc_stat",
-    "process_name",
     "read_pid_record",
     "remove_pid_record",
     "service_mark",
@@ -133,16 +132,6 @@ def read_pid_record(state_dir: Path, service: str) -> PidRecord | None:
 def remove_pid_record(state_dir: Path, service: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         _record_path(state_dir, service).unlink()
-
-
-async def process_name(host: Host, pid: int) -> str | None:
-    """The process's name (``/proc/PID/comm``: its executable's, never its arguments, which may
-    hold a secret), or None when it cannot be read."""
-    try:
-        data = await host.read_file(f"/proc/{pid}/comm", limit=256)
-    except HostError:
-        return None
-    return data.decode("utf-8", "replace").strip() or None
 
 
 async def proc_stat(host: Host, pid: int) -> ProcStat | None:
