@@ -4,8 +4,13 @@ Secret-looking values are planted under ORDINARY names (no redaction by name can
 every env file of a real local simulated deployment (sim prefill and decode, the real
 sglang-router), and also as a malformed line (``NAME VALUE`` without ``=``). Then every command
 runs as a real process, on its success path and on a failure path: up, restart, verify, knob
-get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve, restore, report,
-ledger export. Scanned for every planted value:
+get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve/evidence/list,
+restore, report, ledger export/stats/prune/vacuum, trace generate, tune --plan (case test and
+case bisect on their failure path only: each of their visits restarts a service). A declared knob
+whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and ``knob set`` writes
+another: ``knob get|set|diff``, ``verify`` and the ledger show and store ``***``. Every command of
+the click group is run but those in :data:`NOT_RUN` (each with its reason): a new command fails
+this test until it is added. Scanned for every planted value:
 
 - every command's stdout and stderr;
 - the ledger's bytes: the main file AND its ``-wal`` (a reader held open by the test keeps the WAL
