@@ -305,6 +305,7 @@ CORE_ORDER = [
     "telemetry",
     "verify",
     "restart",  # a restart: deploy's steps then verify's checks
+    "init",  # what `servelab init` read of a running deployment: deploy's facts
     "answers",  # probes, checks and the paired rule: bench, ab and case compose them
     "bench",
     "soak",

@@ -62,6 +62,7 @@ from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instanc
 from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
 from servelab.io.http.client import HttpClient
+from servelab.io.http.models import listed_model
 from servelab.io.http.sdk import SdkClient
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
@@ -411,8 +412,8 @@ async def _prepare(run: _Run) -> None:
     """Model, workers, and the warm-up (the engines' cold start paid and recorded)."""
     cfg, targets = run.config, run.targets
     probe_s = cfg.deadlines.probe_s
-    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s, dict(cfg.headers))
-    run.model = model or "default"
+    headers = dict(cfg.headers)
+    run.model = cfg.model or await listed_model(run.http, targets.entry_url, probe_s, headers)
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
         bound = cfg.deadlines.warm_up_s
