@@ -5,7 +5,7 @@ every env file of a real local simulated deployment (sim prefill and decode, the
 sglang-router), and also as a malformed line (``NAME VALUE`` without ``=``). Then every command
 runs as a real process, on its success path and on a failure path: up, restart, verify, knob
 get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve/evidence/list,
-restore, report, ledger export/stats/prune/vacuum, trace generate, tune --plan (case test and
+restore, report, ledger export/stats/prune/vacuum, trace generate, tune --plan, init (case test and
 case bisect on their failure path only: each of their visits restarts a service). A declared knob
 whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and ``knob set`` writes
 another: ``knob get|set|diff``, ``verify`` and the ledger show and store ``***``. Every command of
@@ -33,6 +33,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +149,10 @@ def _up_restart_verify_knob(scan: Scan) -> None:
         said = scan.run("knob", command, "decode", SECRET_KNOB, "--json")
         assert "***" in said  # masked, the command still answers
         scan.run("knob", command, "decode", SECRET_KNOB)
+    router = tomllib.loads((scan.root / "servelab.toml").read_text())["services"]["router"]["url"]
+    written = str(scan.root / "init.toml")  # scanned: the spec init writes from the live stack
+    scan.run("init", "--router", router, "-o", written, "--json")
+    scan.run("init", "--router", router, "-o", written, code=2)  # failure: it exists
     scan.run("knob", "set", "decode", f"{SECRET_KNOB}={KNOB_SECRET_NEW}", "--json")
     assert f"{SECRET_KNOB}={KNOB_SECRET_NEW}" in (env / "decode.env").read_text()  # written
     scan.run("verify", "decode", "--layer", "config", "--layer", "live", "--json", code=1)
