@@ -42,12 +42,16 @@ unit: $(STAMP)
 test: $(STAMP) sysdeps lint typecheck unit
 
 # The fast tier: the pure tests (tests/core), the fuzz tier (tests/core/fuzz: hypothesis over every
-# parser and typed value a user types, 60 examples each, about 10 s), the house rules and the docs'
-# coverage; no process, no network, no service. Not a substitute for `make test`.
+# parser and typed value a user types, 60 examples each, about 10 s, run last with its time
+# printed), the house rules and the docs' coverage; no process, no network, no service. Not a
+# substitute for `make test`.
 # SERVELAB_FUZZ_EXAMPLES=2000 make quick hunts longer.
 quick: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/pytest -q -n 2 tests/core tests/core/fuzz tests/test_architecture.py tests/test_docs.py
+	$(BIN)/pytest -q -n 2 tests/core --ignore=tests/core/fuzz tests/test_architecture.py tests/test_docs.py
+	@$(BIN)/python -c "import subprocess, sys, time; t = time.monotonic(); \
+	  code = subprocess.call(['$(BIN)/pytest', '-q', '-n', '2', 'tests/core/fuzz']); \
+	  print(f'fuzz tier (tests/core/fuzz): {time.monotonic() - t:.1f} s'); sys.exit(code)"
 
 clean:
 	rm -rf $(VENV) .servelab .pytest_cache .mypy_cache .ruff_cache

@@ -150,3 +150,18 @@ def test_a_rollback_restores_the_config_file_too(restored: Deployment) -> None:
     assert dep.yaml.read_bytes() == GOOD
     assert all(step["outcome"] == "ok" for step in report["rollback_steps"]), report
     assert dep.json("knob", "diff", "decode", after=(MRR,))["live"] == "32"
+
+
+@pytest.mark.parametrize("size", [300 * 1024, 12 << 20], ids=["300KiB", "12MiB"])
+def test_a_config_file_over_the_bound_is_one_refusal_exit_2(tmp_path: Path, size: int) -> None:
+    """A low of issue 38's later pass: a 300 KiB YAML was refused with exit 2 by its parser, a
+    12 MiB one with exit 1 and another message by its reader. One bound, one message, exit 2."""
+    spec = write_pd_spec(tmp_path, knobs=(MRR,), knob=None)
+    spec.write_text(spec.read_text().replace(
+        'depends_on = ["prefill"]\n', 'depends_on = ["prefill"]\nconfig_file = "decode.yaml"\n', 1
+    ))  # fmt: skip
+    (tmp_path / "decode.yaml").write_bytes(GOOD + b"#" * size)
+    done = run_cli("knob", "get", "decode", "-f", str(spec), "--", MRR, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "larger than 262,144 bytes, the most a config file is read up to" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

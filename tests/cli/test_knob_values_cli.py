@@ -54,8 +54,10 @@ def _env_file(spec: Path) -> str:
         (f"{CHUNK}=*", "takes a whole number (the engine's parser reads it as int), not '*'"),
         (f"{MRR}=4 --disable-radix-cache", "holds white space"),
         (f"{OVERLAP}=maybe", "its value is on or off"),
+        (f"{MRR}=-4", "takes a number at least 1, not '-4'"),
+        (f"{MRR}=\uff16\uff14", "holds a digit that is not ASCII 0-9"),
     ],
-    ids=["a-flag", "empty", "glob", "two-words", "not-a-boolean"],
+    ids=["a-flag", "empty", "glob", "two-words", "not-a-boolean", "negative", "full-width"],
 )
 def test_knob_set_refuses_a_value_the_engine_would_not_read_back(
     spec: tuple[Path, PdPorts], assignment: str, message: str
@@ -73,9 +75,9 @@ def test_knob_set_refuses_a_value_the_engine_would_not_read_back(
 
 def test_a_knob_value_the_engine_takes_is_written(spec: tuple[Path, PdPorts]) -> None:
     path, _ = spec
-    done = run_cli("knob", "set", "decode", "-f", str(path), "--", f"{MRR}=-1")
+    done = run_cli("knob", "set", "decode", "-f", str(path), "--", f"{CHUNK}=-1")
     assert done.returncode == 0, done.stderr
-    assert f'SGLANG_ARGS="{MRR} -1"' in _env_file(path)  # a negative number is a value
+    assert f'{CHUNK} -1"' in _env_file(path)  # a negative number is a value (chunking off)
 
 
 @pytest.mark.parametrize(
@@ -86,8 +88,9 @@ def test_a_knob_value_the_engine_takes_is_written(spec: tuple[Path, PdPorts]) ->
         (f"decode:{MRR}=16,*", "takes a whole number"),
         ("decode:--undeclared=1,2", "is not a declared knob of 'decode'"),
         (f"nosuch:{MRR}=1,2", "nosuch"),
+        (f"decode:{MRR}=\uff16\uff14,64", "holds a digit that is not ASCII 0-9"),
     ],
-    ids=["one-setting", "maybe", "glob", "undeclared", "unknown-service"],
+    ids=["one-setting", "maybe", "glob", "undeclared", "unknown-service", "full-width"],
 )
 def test_tune_and_its_plan_refuse_alike_before_anything_runs(
     spec: tuple[Path, PdPorts], knob: str, message: str

@@ -83,9 +83,14 @@ def test_a_port_servelab_did_not_launch_is_named_and_left_alone(tmp_path: Path) 
         assert code == 0
         (step,) = json.loads(out)["steps"]
         assert step["outcome"] == "not running"
-        owner = {"pid": stranger.pid, "launched_by_servelab": False}
+        name = Path(f"/proc/{stranger.pid}/comm").read_text().strip()
+        owner = {"pid": stranger.pid, "launched_by_servelab": False, "name": name}
         assert step["evidence"]["port_owner"] == owner
         assert stranger.poll() is None and listening(port)
+        code, out, _ = _cli(tmp_path, "down")  # a low of issue 38's later pass: named in words
+        assert code == 0 and stranger.poll() is None
+        said = " ".join(out.split())
+        assert f"held by pid {stranger.pid} ({name})" in said, out
         code, out, _ = _cli(tmp_path, "status")
         assert f"{stranger.pid} (port owner)" in out
 

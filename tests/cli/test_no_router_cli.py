@@ -41,6 +41,13 @@ def test_restart_and_verify_skip_the_e2e_layer_without_a_router(
     (skipped,) = [c for c in doc["verification"]["checks"] if c["layer"] == "e2e"]
     assert skipped["code"] == "e2e.skipped" and skipped["reason"] == "no_entry_point"
     assert skipped["ok"] and skipped["detail"].startswith("skipped: the deployment has no router")
+    assert skipped["result"] == "skip"  # a low of issue 38's later pass: it read as a pass
     verified = run_cli("verify", "-f", str(spec), env=env, timeout=120)
     assert verified.returncode == 0, verified.stderr
     assert "skipped: the deployment has no router or proxy" in verified.stdout
+    (row,) = [line for line in verified.stdout.splitlines() if "skipped: the deployment" in line]
+    assert "SKIP" in row and "PASS" not in row, row
+    assert ", 1 skipped" in verified.stdout
+    doc = json.loads(run_cli("verify", "-f", str(spec), "--json", env=env, timeout=120).stdout)
+    results = {check["layer"]: check["result"] for check in doc["checks"]}
+    assert results["e2e"] == "skip" and results["health"] == "pass", results

@@ -4,8 +4,13 @@ Secret-looking values are planted under ORDINARY names (no redaction by name can
 every env file of a real local simulated deployment (sim prefill and decode, the real
 sglang-router), and also as a malformed line (``NAME VALUE`` without ``=``). Then every command
 runs as a real process, on its success path and on a failure path: up, restart, verify, knob
-get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve, restore, report,
-ledger export. Scanned for every planted value:
+get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve/evidence/list,
+restore, report, ledger export/stats/prune/vacuum, trace generate, tune --plan, init (case test and
+case bisect on their failure path only: each of their visits restarts a service). A declared knob
+whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and ``knob set`` writes
+another: ``knob get|set|diff``, ``verify`` and the ledger show and store ``***``. Every command of
+the click group is run but those in :data:`NOT_RUN` (each with its reason): a new command fails
+this test until it is added. Scanned for every planted value:
 
 - every command's stdout and stderr;
 - the ledger's bytes: the main file AND its ``-wal`` (a reader held open by the test keeps the WAL
@@ -28,6 +33,7 @@ import re
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +53,20 @@ PLANTED = {
     "router": {"UPSTREAM_NOTE": "ghp_R7bN2mQx4Lw9", "ROUTE_SALT": "salt-0a9f3c1d"},
 }
 MALFORMED = "hf_malformedZ8v1Ew"  # written as `HF_TOKEN hf_...` (no `=`)
-VALUES = [v for env in PLANTED.values() for v in env.values()] + [MALFORMED]
+#: A DECLARED knob whose name looks secret (M1 of issue 38's later pass: knob get/set/diff,
+#: verify and the ledger showed and stored its value), its value and the one ``knob set`` writes.
+SECRET_KNOB = "ENGINE_API_KEY"
+KNOB_SECRET, KNOB_SECRET_NEW = "sk-knob-Vb82nQx4Lw", "sk-knob-new-Hz7pT3cW"
+VALUES = [v for env in PLANTED.values() for v in env.values()]
+VALUES += [MALFORMED, KNOB_SECRET, KNOB_SECRET_NEW]
+#: The commands this test does not run, and why; any other command of the click group missing
+#: from the test fails it (``test_no_planted_value_leaks_from_any_command``).
+NOT_RUN = {
+    "sim decode": "a simulated engine: `up` runs it as a service (its output is a service log)",
+    "sim prefill": "a simulated engine: `up` runs it as a service (its output is a service log)",
+    "sim proxy": "the simulated faulty proxy: it reads no env file, spec or ledger",
+    "demo": "its own throw-away deployment in a temporary folder: no user input to plant",
+}
 _BACKUP = re.compile(r"\.env\.(bak|pre-restart)-")
 
 
@@ -126,6 +145,17 @@ def _up_restart_verify_knob(scan: Scan) -> None:
     scan.run("knob", "set", "decode", "PATH_HINT=x", code=2)
     scan.run("knob", "set", "decode", f"{K}=256", "--reason", "try 256")
     scan.run("knob", "diff", "decode", K)
+    for command in ("get", "diff"):
+        said = scan.run("knob", command, "decode", SECRET_KNOB, "--json")
+        assert "***" in said  # masked, the command still answers
+        scan.run("knob", command, "decode", SECRET_KNOB)
+    router = tomllib.loads((scan.root / "servelab.toml").read_text())["services"]["router"]["url"]
+    written = str(scan.root / "init.toml")  # scanned: the spec init writes from the live stack
+    scan.run("init", "--router", router, "-o", written, "--json")
+    scan.run("init", "--router", router, "-o", written, code=2)  # failure: it exists
+    scan.run("knob", "set", "decode", f"{SECRET_KNOB}={KNOB_SECRET_NEW}", "--json")
+    assert f"{SECRET_KNOB}={KNOB_SECRET_NEW}" in (env / "decode.env").read_text()  # written
+    scan.run("verify", "decode", "--layer", "config", "--layer", "live", "--json", code=1)
     scan.run("verify", "decode", "--layer", "config", "--layer", "live", code=1)  # not live yet
     scan.run("restart", "decode", "--json", timeout=150)
     scan.run("knob", "set", "decode", f"{K}=512", "--reason", "back to 512")
@@ -163,13 +193,50 @@ def _case(scan: Scan) -> None:
     scan.run("report", "--out", str(scan.root / "report-out"))
     scan.run("ledger", "export", "--json")
     scan.run("case", "show", "999", code=2)  # failure: no such case
+    scan.run("case", "list", "--json")
+    scan.run("case", "evidence", cid, "--note", "fresh connections always worked")
+    scan.run("case", "test", "999", TARGET, code=2)  # failure paths only: each visit restarts
+    scan.run("case", "bisect", "999", code=2)
+    scan.run("ledger", "stats", "--json")
+    scan.run("ledger", "prune", "--keep-records", "1")
+    scan.run("ledger", "vacuum")
+    scan.run("trace", "generate", str(scan.root / "trace.jsonl"), "--sessions", "2")
+    scan.run("tune", "--knob", f"decode:{K}=256,512", "--plan", "--concurrency", "64")
+    scan.run("tune", "--knob", "decode:PATH_HINT=a,b", "--plan", code=2)  # undeclared
+
+
+def _commands() -> set[str]:
+    """Every leaf command of servelab's click group (``knob get``, ``up``...)."""
+    import click
+
+    from servelab.cli import cli
+
+    ctx = click.Context(cli)
+
+    def walk(group: click.Group, prefix: str) -> Iterator[str]:
+        for name in group.list_commands(ctx):
+            command = group.get_command(ctx, name)
+            if isinstance(command, click.Group):
+                yield from walk(command, f"{prefix}{name} ")
+            elif command is not None:
+                yield f"{prefix}{name}"
+
+    return set(walk(cli, ""))
+
+
+def _check_every_command_ran(scan: Scan) -> None:
+    ran = {what for what, _ in scan.said}
+    missing = sorted(c for c in _commands() - set(NOT_RUN) if not any(r.startswith(c) for r in ran))
+    assert missing == [], f"commands the planted-secret test does not run: {missing}"
 
 
 @pytest.mark.timeout(900)
 def test_no_planted_value_leaks_from_any_command(tmp_path: Path) -> None:
     root = tmp_path / "dep"
-    write_pd_spec(root, time_scale=0.02, knob="512", name="leak-e2e")
+    write_pd_spec(root, time_scale=0.02, knob="512", name="leak-e2e", knobs=(K, SECRET_KNOB))
     _plant(root)
+    decode_env = root / "env" / "decode.env"
+    decode_env.write_text(decode_env.read_text() + f"{SECRET_KNOB}={KNOB_SECRET}\n")
     scan = Scan(root, root / "state" / "ledger.db")
     reader: sqlite3.Connection | None = None
     try:
@@ -189,6 +256,7 @@ def test_no_planted_value_leaks_from_any_command(tmp_path: Path) -> None:
             reader.close()
     assert live_procs_under(tmp_path) == []
     _check_no_leak(scan)
+    _check_every_command_ran(scan)
 
 
 def _printing_spec(root: Path, port: int) -> None:

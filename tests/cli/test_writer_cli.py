@@ -45,3 +45,22 @@ def test_trace_generate_keeps_a_fifo_and_a_link_and_creates_no_directory(tmp_pat
     assert "no directory" in done.stderr and str(missing) in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "no").exists()
+
+
+def test_trace_generate_dash_writes_standard_output_not_a_file_named_dash(tmp_path: Path) -> None:
+    """A low of issue 38's later pass: ``trace generate -`` wrote a file named ``-``."""
+    done = run_cli("trace", "generate", "-", "--sessions", "2", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") > 1 and done.stdout.startswith('{"session_id"')
+    assert "wrote standard output" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_generate_refuses_a_resolution_past_a_minute(tmp_path: Path) -> None:
+    """A low of issue 38's later pass: ``--resolution-ms`` had no upper bound."""
+    out = tmp_path / "t.jsonl"
+    done = run_cli("trace", "generate", str(out), "--resolution-ms", "100000000")
+    assert done.returncode == 2, done.stdout
+    assert "--resolution-ms 100000000: arrivals are recorded at 1 to 60,000 ms" in done.stderr
+    assert not out.exists()
+    assert run_cli("trace", "generate", str(out), "--resolution-ms", "60000").returncode == 0

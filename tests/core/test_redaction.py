@@ -96,3 +96,30 @@ def test_a_urls_password_is_redacted_wherever_it_is_stored_or_said() -> None:
     config = BenchConfig(url=url, concurrencies=(1,), input_len=fixed, output_len=fixed)
     assert encode(config)["url"] == "http://user:***@127.0.0.1:22713"
     assert config.url == url  # the requests use the real one
+
+
+def test_a_secret_knobs_values_are_masked_in_its_records_and_its_verdict_kept() -> None:
+    """M1 of issue 38's later pass: a declared env knob ``*_API_KEY`` was shown by ``knob get``,
+    ``knob diff`` and ``verify`` and stored in the ledger; the one policy masks it (the
+    comparisons are made on the real values first)."""
+    from servelab.core.knobs.contract import KnobDiff
+    from servelab.core.knobs.envfile import redact as redact_env
+    from servelab.core.knobs.record import KnobChangeRecord
+    from servelab.core.ledger.codec import encode
+    from servelab.core.redaction import mask
+
+    assert mask("ENGINE_API_KEY", "sk-live-1") == "***" and mask("ENGINE_API_KEY", None) is None
+    assert mask("SGLANG_SM120_MMA_TARGET_CTAS", "512") == "512"
+    diff = KnobDiff("decode", "ENGINE_API_KEY", "sk-new-22", "sk-old-11", "sk-old-11", None,
+                    "/b", "/e", 7, "process", shadowed=(("args_env", "sk-x-33"),))  # fmt: skip
+    doc = encode(diff)
+    assert "sk-" not in str(doc)
+    assert doc["file"] == doc["live"] == "***" and doc["shadowed"] == [["args_env", "***"]]
+    assert doc["verdict"] == "differs"  # file and live differ, though both show ***
+    record = encode(KnobChangeRecord(1, "t", "decode", "ENGINE_API_KEY", "sk-old-11", "sk-new"))
+    assert record["old"] == record["new"] == "***"
+    plain = encode(KnobDiff("decode", "X_CTAS", "1", None, "1", None, None, "/e", 7, "p"))
+    assert plain["file"] == "1"
+    # the env-file helper follows the one policy (its own pattern is gone)
+    assert redact_env({"HF_TOKEN": "t", "OAUTHOR_NAME": "x"}) == {"HF_TOKEN": "***",
+                                                                 "OAUTHOR_NAME": "x"}  # fmt: skip

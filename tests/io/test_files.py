@@ -15,6 +15,7 @@ import pytest
 
 from servelab.errors import HostError
 from servelab.io.files import (
+    check_directory,
     write_atomic,
     write_files,
     write_if_changed,
@@ -262,3 +263,58 @@ def test_write_atomic_streams_into_devices_and_fifos_and_follows_links(tmp_path:
     link.symlink_to(target)
     write_if_changed(link, b"new")
     assert link.is_symlink() and target.read_bytes() == b"new"
+
+
+_READ_ONLY_WRITE = """
+import sys
+from pathlib import Path
+from servelab.errors import HostError
+from servelab.io.files import write_atomic
+try:
+    write_atomic(Path(sys.argv[1]), b"new\\n")
+except HostError as exc:
+    print(exc)
+    sys.exit(3)
+"""
+
+
+def test_a_read_only_file_is_refused_and_kept_for_a_non_root_user() -> None:
+    """A 0444 file is not replaced by a user that could not open it for writing (the rename over
+    it needs only the directory's rights). The write runs as ``nobody`` when the suite is root
+    (``setpriv``), so the check is real under root too."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="servelab-ro-", dir="/tmp"))
+    try:
+        folder.chmod(0o777)
+        target = folder / "kept.txt"
+        target.write_bytes(b"old\n")
+        target.chmod(0o444)
+        prefix: list[str] = []
+        if os.geteuid() == 0:
+            setpriv = shutil.which("setpriv")
+            if setpriv is None:
+                pytest.skip("running as root without setpriv: no non-root user to write as")
+            prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+            os.chown(target, 65534, 65534)  # its own file: only the mode forbids it
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", _READ_ONLY_WRITE, str(target)],
+            capture_output=True, text=True, timeout=60, check=False,
+            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")},
+        )  # fmt: skip
+        assert done.returncode == 3, done.stdout + done.stderr
+        assert "Permission denied" in done.stdout and str(target) in done.stdout
+        assert target.read_bytes() == b"old\n"
+        assert stat.S_IMODE(target.stat().st_mode) == 0o444
+        assert sorted(p.name for p in folder.iterdir()) == ["kept.txt"]
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_check_directory_on_an_existing_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    """A low of issue 38's later pass: ``bench --export FILE`` said "File exists"."""
+    taken = tmp_path / "out"
+    taken.write_text("kept")
+    with pytest.raises(HostError, match="it is not a directory"):
+        check_directory(taken)
+    assert taken.read_text() == "kept"

@@ -105,7 +105,8 @@ def _steps() -> list[tuple[Step, JsonObject, str]]:
         (Step("a", StepOutcome.NOT_RUNNING, None, 0.0, Stopped()), {}, ""),
         (Step("a", stopped, None, 0.0, Stopped(stop_command_exit=0, port_owner=owner)),
          {"stop_command_exit": 0, "port_owner": {"pid": 9, "launched_by_servelab": False}},
-         "stop command exit 0"),
+         "stop command exit 0; its port is held by pid 9, not started by this deployment: "
+         "left alone"),
         (Step("a", failed, None, 0.0, Stopped(stop_command="timed out", unrecorded=gone,
                                               still_serving=7)),
          {"stop_command": "timed out", "unrecorded": {"pid": 8, "pgid": 8, "outcome": "stopped"},

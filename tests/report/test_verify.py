@@ -374,6 +374,7 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
     doc = json.loads(verify_json(report))
     assert doc["checks"][1] == {
         **flat_check(bad),
+        "result": "fail",
         "detail": "differs: file 1, live 2 (restart needed)",
     }
     assert doc["checks"][0]["code"] == "health.ready" and doc["ok"] is False

@@ -4,6 +4,7 @@ and ``ab --trace`` (agent sessions whose history grows turn by turn, or a long-t
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -20,9 +21,10 @@ from servelab.core.load.tracegen import (
     agentic_trace,
     chat_trace,
     check_arrivals,
+    check_resolution,
 )
 from servelab.core.options import parse_positive, parse_rate
-from servelab.io.files import write_to
+from servelab.io.files import write_stream, write_to
 
 __all__ = ["register"]
 
@@ -76,9 +78,11 @@ def generate_command(
     resolution_ms: int,
     seed: int,
 ) -> None:
-    """Write a seeded sample trace to FILE: the same options and seed write the same file."""
+    """Write a seeded sample trace to FILE (`-`: standard output): the same options and seed
+    write the same file."""
     if turns[0] < 1 or turns[1] < turns[0]:
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
+    check_resolution(resolution_ms)
     if kind == "agentic":
         agentic = replace(_AGENTIC, sessions=sessions, turns=turns, block_size=block_size,
                           resolution_ms=resolution_ms)  # fmt: skip
@@ -93,8 +97,12 @@ def generate_command(
         check_arrivals(chat.requests, chat.rate)
         entries = chat_trace(chat, seed=seed)
     counted = [0]
-    write_to(out, _lines(entries, counted))
-    notice("wrote", f"{out}: {counted[0]} line(s), block size {block_size}")
+    if str(out) == "-":  # standard output, as the usage says of a FILE of "-"
+        write_stream(sys.stdout.fileno(), _lines(entries, counted))
+    else:
+        write_to(out, _lines(entries, counted))
+    notice("wrote", f"{'standard output' if str(out) == '-' else out}: {counted[0]} line(s), "
+           f"block size {block_size}")  # fmt: skip
 
 
 def register(group: click.Group) -> None:

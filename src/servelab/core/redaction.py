@@ -13,6 +13,11 @@ and every value it stores that a user typed as a secret goes through here:
   ``SGLANG_ARGS="... --api-key sk-..."``: its words are secrets one by one, not only whole);
 - **header values** of secret-looking names (``Authorization``, ``Cookie``, ``*-Key``,
   ``*-Token``: :func:`redact_headers`), as ``bench``/``soak --header`` stores them;
+- **knob values of secret-looking names** (an env knob ``ROUTER_API_KEY``, an argument
+  ``--api-key``): :func:`mask`, and :func:`masked_serializer` for the records that carry them, so
+  ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
+  on the real values before, stay right; a secret knob's old value is therefore not in the
+  ledger: its backups hold it);
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
   appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
@@ -29,9 +34,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import PlainSerializer
+from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
     "MIN_REDACTED_CHARS",
@@ -40,6 +45,9 @@ __all__ = [
     "StoredUrl",
     "argument_secrets",
     "is_secret_name",
+    "mask",
+    "mask_fields",
+    "masked_serializer",
     "redact",
     "redact_headers",
     "redact_url",
@@ -182,3 +190,44 @@ StoredHeaders = Annotated[
 #: A URL as a contract stores and shows it (``--url``): encoded with its password redacted; the
 #: requests use the real one.
 StoredUrl = Annotated[str, PlainSerializer(redact_url)]
+
+
+def mask(name: str, value: str | None) -> str | None:
+    """A knob's ``value`` as shown and stored: :data:`REDACTED` when ``name`` is secret-looking
+    (``ROUTER_API_KEY``, ``--hf-token``: :func:`is_secret_name`); None (unset) stays None."""
+    return REDACTED if value is not None and is_secret_name(name) else value
+
+
+def _masked_item(item: Any) -> Any:
+    """One item of a list of values: a ``[place, value]`` pair or a ``{"value": ...}`` record."""
+    if isinstance(item, list | tuple) and len(item) == 2:
+        return [item[0], None if item[1] is None else REDACTED]
+    if isinstance(item, dict) and item.get("value") is not None:
+        return item | {"value": REDACTED}
+    return item
+
+
+def mask_fields(data: Any, name: str, fields: Iterable[str]) -> Any:
+    """The encoding ``data`` of a record about the knob ``name`` with its value ``fields`` masked
+    (a string, or a list of ``[place, value]`` pairs or ``{"value": ...}`` records)."""
+    if not isinstance(data, dict) or not is_secret_name(name):
+        return data
+    out = dict(data)
+    for field in fields:
+        value = out.get(field)
+        if isinstance(value, str):
+            out[field] = REDACTED
+        elif isinstance(value, list | tuple):
+            out[field] = [_masked_item(item) for item in value]
+    return out
+
+
+def masked_serializer(name_field: str, *fields: str) -> Any:
+    """A wrap serializer for a record (a dataclass) about a knob: its encoding (``--json``, the
+    ledger) with ``fields`` masked when the knob named by ``name_field`` is secret-looking. Put
+    in the class body: ``_masked = masked_serializer("name", "value")``."""
+
+    def serialize(self: Any, handler: SerializerFunctionWrapHandler) -> Any:
+        return mask_fields(handler(self), getattr(self, name_field), fields)
+
+    return model_serializer(mode="wrap")(serialize)

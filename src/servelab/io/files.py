@@ -8,7 +8,9 @@ Where a path leads, it is written there and only there (:func:`write_atomic`):
   the same directory, are flushed to disk (``fsync``), and the temporary file is renamed over the
   target, so a reader (or a crash) never sees half a file. An existing file keeps its permission
   bits, its owner and its group (``root:daemon 0640`` stays so); when the owner or group cannot be
-  given to the new file (another user's file), the write is refused, the file untouched;
+  given to the new file (another user's file), the write is refused, the file untouched; so is a
+  file this user could not open for writing (a read-only ``0444`` file of a non-root user), as
+  ``open`` would refuse it;
 - anything else that exists (a FIFO, a character device such as ``/dev/null`` or ``/dev/full``,
   ``/dev/fd/N`` of a shell's process substitution) is opened and streamed into, never renamed
   over; a directory is refused;
@@ -130,6 +132,7 @@ class AtomicFile:
         try:
             _parent_ready(self.path, parents)
             kept = _existing(self.path)
+            _check_writable(self.path, kept)
             fd, name = tempfile.mkstemp(
                 prefix=f".{self.path.name}.", suffix=".partial", dir=self.path.parent
             )
@@ -224,6 +227,14 @@ def _existing(path: Path) -> os.stat_result | None:
         return path.stat()
     except FileNotFoundError:
         return None
+
+
+def _check_writable(path: Path, kept: os.stat_result | None) -> None:
+    """Refuse to replace a file this user could not open for writing (a read-only ``0444`` file
+    of a non-root user), as ``open`` would: renaming over it needs only the directory's rights."""
+    effective = os.access in os.supports_effective_ids
+    if kept is not None and not os.access(path, os.W_OK, effective_ids=effective):
+        raise HostError(f"cannot write {path}: Permission denied (the file is read-only)")
 
 
 def _keep_attributes(fd: int, path: Path, kept: os.stat_result | None, mode: int | None) -> None:
@@ -353,7 +364,10 @@ def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], li
 
 def check_directory(directory: Path) -> None:
     """Make ``directory`` (and its parents) and prove a file can be written in it, before the
-    work whose files go there (a bench's ``--export``): a :class:`HostError` naming it if not."""
+    work whose files go there (a bench's ``--export``): a :class:`HostError` naming it if not
+    (an existing file there: "it is not a directory")."""
+    if directory.exists() and not directory.is_dir():
+        raise HostError(f"cannot write {directory}: it is not a directory")
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".servelab-probe-", dir=directory)
@@ -378,6 +392,7 @@ p={path}; b={backup}
 if [ -L "$p" ]; then p=$(readlink -f -- "$p"); fi
 if [ -d "$p" ]; then echo "$p: it is a directory" >&2; exit 1; fi
 if [ -e "$p" ] && [ ! -f "$p" ]; then cat > "$p"; exit 0; fi
+if [ -e "$p" ] && [ ! -w "$p" ]; then echo "$p: Permission denied (read-only)" >&2; exit 1; fi
 d=$(dirname -- "$p")
 if [ ! -d "$d" ]; then echo "no directory $d (create it first)" >&2; exit 1; fi
 t=$(mktemp "$d/.servelab.XXXXXX")

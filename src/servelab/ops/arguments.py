@@ -44,7 +44,7 @@ from servelab.core.knobs.serverinfo import Reported, reported_value
 from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
-from servelab.io.hosts.envfiles import read_env_bytes
+from servelab.io.hosts.envfiles import read_config_bytes, read_env_bytes
 from servelab.io.hosts.processes import read_pid_record
 from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
@@ -119,7 +119,7 @@ async def _read(op: Operation, service: str) -> _Places:
     text = None
     path = config_path(op, service)
     if path is not None:
-        data = await read_env_bytes(host, path)
+        data = await read_config_bytes(host, path)
         text = None if data is None else config_text(data, path)
         if text is not None:
             values[Place.CONFIG_FILE] = config_values(text, eng, path)
@@ -131,7 +131,7 @@ async def dropped_arguments_of(op: Operation, service: str) -> tuple[str | None,
     path = config_path(op, service)
     if path is None:
         return None, []
-    data = await read_env_bytes(op.host(service), path)
+    data = await read_config_bytes(op.host(service), path)
     if data is None:
         return path, []
     return path, dropped_arguments(config_text(data, path), service_engine(op), path)

@@ -32,6 +32,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name, parse_env_bytes
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.knobs.values import check_value
+from servelab.core.redaction import mask
 from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import (
@@ -100,7 +101,8 @@ async def live_knobs(target: SpecOrOperation) -> dict[str, str | None]:
     """Every declared knob of every running service, live, as ``{"service/NAME": value}``.
 
     What a measurement ran with (soaks record it, so a case can tell whether a soak failed with a
-    knob and passed without it). A service that is not running is left out.
+    knob and passed without it). A service that is not running is left out; a secret-looking
+    knob's value is masked (:func:`~servelab.core.redaction.mask`: it is stored).
     """
     out: dict[str, str | None] = {}
     async with operation(target) as op:
@@ -109,7 +111,7 @@ async def live_knobs(target: SpecOrOperation) -> dict[str, str | None]:
                 continue
             pid, live = await _live_values(op, name, list(svc.knobs))
             if pid is not None:
-                out.update({f"{name}/{knob}": value for knob, value in live.items()})
+                out.update({f"{name}/{knob}": mask(knob, value) for knob, value in live.items()})
     return out
 
 

@@ -15,6 +15,7 @@ from servelab.core.deploy.steps import (
     CommandReady,
     FoundServing,
     LaunchTimeoutReady,
+    PortOwner,
     Ready,
     Step,
     StepFailure,
@@ -115,11 +116,20 @@ def _step_detail(step: Step) -> str:
             return evidence.log
         case Stopped():
             code = evidence.stop_command_exit
-            return "" if code is None else f"stop command exit {code}"
+            said = "" if code is None else f"stop command exit {code}"
+            return "; ".join(w for w in (said, _stranger(evidence.port_owner)) if w)
         case FoundServing() | StepFailure():
             return ""
         case _:
             assert_never(evidence)
+
+
+def _stranger(owner: PortOwner | None) -> str:
+    """A process this deployment did not start, serving its port (left alone), named."""
+    if owner is None:
+        return ""
+    name = f" ({owner.name})" if owner.name else ""
+    return f"its port is held by pid {owner.pid}{name}, not started by this deployment: left alone"
 
 
 def _timed_out(evidence: LaunchTimeoutReady | CommandReady) -> str:

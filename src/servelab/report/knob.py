@@ -13,6 +13,7 @@ from rich.text import Text
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
+from servelab.core.redaction import mask
 from servelab.report.text import plain_text, show_value
 
 __all__ = [
@@ -65,18 +66,20 @@ _OVERRIDDEN = {
 }
 
 
-def _shadowed(shadowed: tuple[tuple[str, str | None], ...]) -> list[str]:
+def _shadowed(name: str, shadowed: tuple[tuple[str, str | None], ...]) -> list[str]:
     """A line per place whose value the winning place overrides (the engine never sees it)."""
     return [
-        f"  overridden: {_OVERRIDDEN.get(place, place)} says {show_value(value)}"
+        f"  overridden: {_OVERRIDDEN.get(place, place)} says {show_value(mask(name, value))}"
         for place, value in shadowed
     ]
 
 
 def render_knob_value(got: KnobValue) -> str:
     """``decode SGLANG_..=512  (in /path/decode.env)``, and any value it shadows."""
-    shown = f"{got.name}={got.value}" if got.value is not None else f"{got.name} is not set"
-    lines = [f"{got.service} {shown}  ({_where(got.place, got.path)})", *_shadowed(got.shadowed)]
+    value = mask(got.name, got.value)
+    shown = f"{got.name}={value}" if value is not None else f"{got.name} is not set"
+    where = _where(got.place, got.path)
+    lines = [f"{got.service} {shown}  ({where})", *_shadowed(got.name, got.shadowed)]
     return "\n".join(lines) + "\n"
 
 
@@ -106,17 +109,17 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
     restart's command line naming the spec with ``spec_args``)."""
     restart = shlex.join(["servelab", "restart", change.service, *spec_args])
     where = f"{change.service} {change.name}"
+    old, new = (show_value(mask(change.name, v)) for v in (change.old, change.new))
     if not change.changed:
-        return (
-            f"{where} is already {show_value(change.new)} in {change.env_file}; nothing written\n"
-        )
+        return f"{where} is already {new} in {change.env_file}; nothing written\n"
     into = _where(change.place, change.env_file)
-    lines = [f"{where}: {show_value(change.old)} -> {show_value(change.new)} {into}"]
+    lines = [f"{where}: {old} -> {new} {into}"]
     lines.append(f"  backup: {change.backup_path or '(none: the file did not exist)'}")
     if change.change_id is not None:
         lines.append(f"  recorded as knob change #{change.change_id}")
     if change.spec_value is not None and change.new != change.spec_value:
-        lines.append(f"  note: the spec pins {change.spec_value}; `servelab verify` will flag it")
+        pin = mask(change.name, change.spec_value)
+        lines.append(f"  note: the spec pins {pin}; `servelab verify` will flag it")
     if change.live_error is not None:
         lines.append(
             f"  could not read the live value ({change.live_error}); restart {change.service} "
@@ -124,7 +127,8 @@ def render_knob_change(change: KnobChange, spec_args: Sequence[str] = ()) -> str
         )
     elif change.restart_needed:
         lines.append(
-            f"  restart needed: {change.service} runs with {show_value(change.live)}; "
+            f"  restart needed: {change.service} runs with "
+            f"{show_value(mask(change.name, change.live))}; "
             f"the new value becomes live after `{restart}`"
         )
     elif change.running:
@@ -141,14 +145,17 @@ def render_knob_diff(diff: KnobDiff) -> str:
     table = Table(title=f"{diff.service} {diff.name}", title_justify="left")
     for column in ("spec", "file", "backup", "live"):
         table.add_column(column, no_wrap=True)
-    live = show_value(diff.live) if diff.running else "(not running)"
-    table.add_row(
-        Text(show_value(diff.spec_value) if diff.spec_value is not None else "(not pinned)"),
-        Text(show_value(diff.file)),
-        Text(show_value(diff.backup) if diff.backup_path else "(no backup)"),
-        Text(live),
+    spec, file, backup, live = (
+        show_value(mask(diff.name, v)) for v in (diff.spec_value, diff.file, diff.backup, diff.live)
     )
-    notes = [f"file:   {_where(diff.place, diff.env_file)}", *_shadowed(diff.shadowed)]
+    table.add_row(
+        Text(spec if diff.spec_value is not None else "(not pinned)"),
+        Text(file),
+        Text(backup if diff.backup_path else "(no backup)"),
+        Text(live if diff.running else "(not running)"),
+    )
+    where = _where(diff.place, diff.env_file)
+    notes = [f"file:   {where}", *_shadowed(diff.name, diff.shadowed)]
     notes.append(f"backup: {diff.backup_path or '(none)'}")
     notes.append(f"live:   pid {diff.pid} ({diff.pid_source})" if diff.running else "live:   -")
     verdict = diff.verdict

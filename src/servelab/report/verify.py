@@ -20,6 +20,7 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.redaction import REDACTED, mask
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,
@@ -50,6 +51,13 @@ from servelab.core.verify.checks import (
 )
 from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.masked import (
+    CheckResult,
+    masked_argument_live,
+    masked_in_file,
+    masked_knob_live,
+    result_of,
+)
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, read_check
 from servelab.core.verify.served import Gap, Signal
@@ -115,7 +123,8 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _process(code, data)
         case KnobLive():
             return _knob_live(data)
-        case KnobLiveVsSpec(live=live, spec=spec):
+        case KnobLiveVsSpec(knob=knob, live=real_live, spec=real_spec):
+            live, spec = mask(knob, real_live), mask(knob, real_spec)
             pinned = f", spec pins {spec}" if spec is not None else ""
             return f"live {show_value(live)}{pinned}; no env file to compare"
         case HealthProbe():
@@ -165,7 +174,8 @@ _PLACES = {
 }
 
 
-def _argument_in_file(code: CheckCode, data: ArgumentInFile) -> str:
+def _argument_in_file(code: CheckCode, real: ArgumentInFile) -> str:
+    data = masked_in_file(real)
     where = f" ({_PLACES.get(data.place, data.place)} {data.path})" if data.place else ""
     if data.place is None:
         value = f"set nowhere: the engine's default{'' if data.file is None else f' ({data.file})'}"
@@ -204,7 +214,8 @@ def _argv(data: ArgumentLive) -> str:
     return f"argv {show_value(data.live)} (engine default)"
 
 
-def _argument_live(code: CheckCode, data: ArgumentLive) -> str:
+def _argument_live(code: CheckCode, real: ArgumentLive) -> str:
+    data = masked_argument_live(real)
     argv, file = _argv(data), show_value(data.file)
     if data.engine_known:
         engine = f"the engine reports {show_value(data.engine)} ({data.engine_field})"
@@ -231,24 +242,27 @@ def _argument_live(code: CheckCode, data: ArgumentLive) -> str:
 
 
 def _knob_in_file(code: CheckCode, data: KnobInFile) -> str:
+    file, spec = mask(data.knob, data.file), mask(data.knob, data.spec)
     if code is _C.CONFIG_PIN_MISMATCH:
-        return f"file {show_value(data.file)}, spec pins {data.spec}" + _config_tail(data)
-    value = f"file {data.file}" if data.file is not None else "not set in file (engine default)"
+        return f"file {show_value(file)}, spec pins {spec}" + _config_tail(data)
+    value = f"file {file}" if data.file is not None else "not set in file (engine default)"
     pinned = "; matches spec" if code is _C.CONFIG_MATCHES_SPEC else ""
     return value + pinned + _config_tail(data)
 
 
 def _config_tail(data: KnobInFile) -> str:
-    """``; changed since backup: …`` / ``; same as backup`` and a disagreeing recorded change."""
+    """``; changed since backup: …`` / ``; same as backup`` and a disagreeing recorded change
+    (a secret knob's recorded value is masked in the ledger: not compared)."""
     tail = ""
+    backup, file, recorded = (mask(data.knob, v) for v in (data.backup, data.file, data.recorded))
     if data.backup_path is not None and data.backup != data.file:
-        tail += f"; changed since backup: {show_value(data.backup)} -> {show_value(data.file)}"
+        tail += f"; changed since backup: {show_value(backup)} -> {show_value(file)}"
     elif data.backup_path is not None:
         tail += "; same as backup"
-    if data.recorded_change_id is not None and data.recorded != data.file:
+    if data.recorded_change_id is not None and data.recorded not in (data.file, REDACTED):
         tail += (
             f"; the last recorded change (#{data.recorded_change_id}) set "
-            f"{show_value(data.recorded)}: edited outside servelab?"
+            f"{show_value(recorded)}: edited outside servelab?"
         )
     return tail
 
@@ -261,7 +275,8 @@ def _process(code: CheckCode, data: LiveProcess) -> str:
     return f"pid {data.pid} ({data.pid_source}); no declared knobs"
 
 
-def _knob_live(data: KnobLive) -> str:
+def _knob_live(real: KnobLive) -> str:
+    data = masked_knob_live(real)
     words = describe_verdict(data.verdict)
     match data.verdict:
         case LiveVerdict.MATCH:
@@ -427,9 +442,10 @@ def _reach(code: CheckCode, data: WorkerReach) -> str:
 
 
 def check_json(check: CheckRecord) -> JsonObject:
-    """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its reason as
+    """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its outcome
+    as ``result`` (``pass``, ``fail``, ``skip``: a skipped layer is not a pass) and its reason as
     ``detail``."""
-    return {**flat_check(check), "detail": check_detail(check)}
+    return {**flat_check(check), "result": result_of(check).value, "detail": check_detail(check)}
 
 
 def with_details(checks: Any) -> list[Any]:
@@ -473,7 +489,7 @@ def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
         table.add_row(
             Text(check.service),
             Text(_what(check)),
-            Text("PASS" if check.ok else "FAIL"),
+            Text(result_of(check).value.upper()),
             Text(check_detail(check)),
         )
     return table
@@ -482,7 +498,10 @@ def _layer_table(layer: Layer, checks: Sequence[Check]) -> Table:
 def _summary(report: VerifyReport) -> str:
     failed = report.failures
     head = "PASS" if report.ok else "FAIL"
-    line = f"verify {head}: {len(report.checks) - len(failed)}/{len(report.checks)} checks passed"
+    skipped = sum(result_of(check) is CheckResult.SKIP for check in report.checks)
+    passed = len(report.checks) - len(failed) - skipped
+    line = f"verify {head}: {passed}/{len(report.checks)} checks passed"
+    line += f", {skipped} skipped" if skipped else ""
     line += f" in {report.elapsed_s:.2f} s"
     if report.verification_id is not None:
         line += f"; recorded as verification #{report.verification_id}"

@@ -52,7 +52,9 @@ def test_public_api() -> None:
 
 def _without_interval_additions(doc: Any) -> Any:
     """``doc`` without what the contract added to the throughput interval (its estimate and n),
-    and without the path the load took (said since forward proxies)."""
+    and the count of requests cut by a run's end (``cut``, apart from the failures since), and
+    without the path the load took (said since forward proxies)."""
+    assert doc.pop("cut") == 0
     assert doc.pop("path") == "straight (no proxy variable set for its scheme)"
     for level in doc["levels"]:
         ci = level["output_throughput_ci"]
@@ -62,7 +64,7 @@ def _without_interval_additions(doc: Any) -> Any:
 
 def test_bench_json_keeps_every_key_and_value_users_read() -> None:
     """``bench --json`` is the encoded result plus words: the same document as before the
-    contract, but for the interval's estimate and n it now also prints."""
+    contract, but for the interval's estimate and n and the cut count it now also prints."""
     doc = json.loads(result_json(result_so_far(CONFIG, [_run()])))
     assert _without_interval_additions(doc) == json.loads(BENCH_JSON_BEFORE_CONTRACT)
 

@@ -23,12 +23,51 @@ def test_values_the_engine_reads_back_are_kept_as_the_knob_stores_them() -> None
     assert _check("--disable-overlap-schedule", "true") == "on"
     assert _check("--disable-overlap-schedule", "OFF") == "off"
     assert _check("--max-running-requests", "64") == "64"
-    assert _check("--max-running-requests", "-1") == "-1"
+    assert _check("--chunked-prefill-size", "-1") == "-1"  # a negative number, not an option
+    assert _check("--gpu-memory-utilization", "1", VLLM) == "1"
+    assert _check("--mem-fraction-static", "1e-1") == "1e-1"
     assert _check("--mem-fraction-static", "0.85") == "0.85"
     assert _check("--schedule-policy", "lpm") == "lpm"  # untyped here: as written
     assert _check("SGLANG_X", "a b *") == "a b *"  # an env value is taken as written
     assert _check("--max_num_seqs", "8", VLLM) == "8"
     assert _check("--max-running-requests", None) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("--max-running-requests", "-1", "at least 1"),
+        ("--max-running-requests", "0", "at least 1"),
+        ("--chunked-prefill-size", "-2", "at least -1"),
+        ("--mem-fraction-static", "0", "above 0 and at most 1"),
+        ("--mem-fraction-static", "1.5", "above 0 and at most 1"),
+        ("--max-running-requests", "6_4", "takes a whole number"),
+        ("--max-running-requests", "+64", "takes a whole number"),
+    ],
+)
+def test_values_out_of_range_or_spelled_otherwise_are_refused(
+    name: str, value: str, message: str
+) -> None:
+    """Issue 38's later pass, a low: a negative ``--max-running-requests`` was written; ``6_4``
+    is read as 64 by ``int`` (two arms of one setting)."""
+    with pytest.raises(KnobError, match=message):
+        _check(name, value)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("--max-running-requests", "\uff16\uff14"),  # full-width 64
+        ("--max-running-requests", "6\u0664"),  # an Arabic-Indic 4
+        ("SGLANG_SM120_MMA_TARGET_CTAS", "\uff15\uff11\uff12"),
+        ("--mem-fraction-static", "0.\uff18"),
+    ],
+)
+def test_non_ascii_digits_are_refused_for_every_kind_of_knob(name: str, value: str) -> None:
+    """M6 (issue 38's later pass): ``tune --knob decode:--max-running-requests=６４,64`` ran two
+    arms of one setting (the engine's ``int`` reads ``６４`` as 64)."""
+    with pytest.raises(KnobError, match="not ASCII 0-9"):
+        _check(name, value)
 
 
 @pytest.mark.parametrize(

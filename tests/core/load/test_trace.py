@@ -195,6 +195,9 @@ def test_a_replay_longer_than_its_cap_is_refused() -> None:
         check_replay(54_000.0, 1e-300)
     with pytest.raises(TraceError, match="over the 7-day cap"):
         check_replay(1e12, 1.0)
+    with pytest.raises(TraceError, match="raise --speedup or") as refused:  # the option's name
+        check_replay(54_000.0, 1e-300)
+    assert "--trace-speedup" not in str(refused.value)
     assert replay_seconds(1000.0, 2.0) == 0.5
     with pytest.raises(ValueError, match="finite"):
         TracePlan("t.jsonl", speedup=math.inf)

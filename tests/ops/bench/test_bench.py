@@ -17,6 +17,7 @@ from servelab.core.load.workload import LengthDist
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.results import record_run, run_payload
+from servelab.report.bench import failure_lines
 from tests.support.servers import served, streaming_app
 
 
@@ -88,6 +89,12 @@ async def test_deadline_cuts_a_stalled_run(server: str) -> None:
     assert run.deadline_hit
     assert {r.error for r in run.records} == {"run deadline"}
     assert len(run.records) == 4
+    # a low of issue 38's later pass: requests the deadline cut were counted as failures
+    assert run.metrics.n_cut == 4 and run.metrics.n_failed == 0
+    assert result.cut == 4 and result.n_failed == 0
+    assert failure_lines(result) == [
+        "C4: 4 cut by the run's end (--deadline or a stop), not counted as failures"
+    ]
 
 
 async def test_stop_event_ends_the_run_and_saves_the_partial_result(server: str) -> None:

@@ -275,6 +275,12 @@ class BenchResult:
         """Failed requests over every run."""
         return self.failed
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cut(self) -> int:
+        """Requests cut by a run's end (``--deadline``, a stop) over every run: not failures."""
+        return sum(r.metrics.n_cut for r in self.runs)
+
 
 BenchProgressFn = Callable[[BenchProgress], None]
 SaveFn = Callable[[RunResult], None]

@@ -20,6 +20,7 @@ from typing import Any
 from servelab.core.ab.compare import Comparison
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.redaction import REDACTED, is_secret_name
 from servelab.core.soak.record import SoakRunRecord
 from servelab.errors import CaseError
 
@@ -27,6 +28,7 @@ __all__ = [
     "ConcurrencyCost",
     "ConvictionTest",
     "RevertCost",
+    "check_recorded",
     "conviction_test",
     "experiment_values",
     "flip_verdict",
@@ -161,7 +163,19 @@ def revert_values(
             )
         return None, to
     last = max(mine, key=lambda c: c.id)
+    if to is None:
+        check_recorded(service, knob, last.old)
     return last.new, (to if to is not None else last.old)
+
+
+def check_recorded(service: str, knob: str, value: str | None) -> None:
+    """Refuse to write back a recorded value that the ledger holds masked (a secret-looking
+    knob's: :func:`servelab.core.redaction.mask`): it would write ``***`` into the file."""
+    if value == REDACTED and is_secret_name(knob):
+        raise CaseError(
+            f"{service}/{knob} looks secret: the ledger keeps its values masked, not what to "
+            "write back; set it with `servelab knob set` (its file's backups hold the old value)"
+        )
 
 
 # -- conviction ------------------------------------------------------------------------------------

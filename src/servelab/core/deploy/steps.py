@@ -78,10 +78,12 @@ class FoundServing:
 
 @dataclass(frozen=True)
 class PortOwner:
-    """A process without servelab's mark serving the port: named, never touched."""
+    """A process without servelab's mark serving the port: named (its pid, and its process name,
+    ``/proc/PID/comm``, when it could be read), never touched."""
 
     pid: int
     launched_by_servelab: Literal[False] = False
+    name: Annotated[str | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

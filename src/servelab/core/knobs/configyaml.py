@@ -27,7 +27,7 @@ import yaml
 
 from servelab.errors import KnobError
 
-__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "config_text", "load_config"]
+__all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "config_text", "load_config", "too_large"]
 
 #: The largest config file read.
 MAX_CONFIG_BYTES = 256 * 1024
@@ -41,6 +41,13 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
 
 
+def too_large(source: str) -> KnobError:
+    """The one refusal of a config file over :data:`MAX_CONFIG_BYTES` (bad input, exit 2), from
+    its parser and from its reader alike."""
+    return KnobError(f"{source}: larger than {MAX_CONFIG_BYTES:,} bytes, the most a config file "
+                     "is read up to")  # fmt: skip
+
+
 def _line_of(data: bytes, offset: int) -> int:
     return data.count(b"\n", 0, offset) + 1
 
@@ -49,9 +56,7 @@ def config_text(data: bytes, source: str) -> str:
     """``data`` as text, or a :class:`KnobError` naming ``source`` (and the line) when it is too
     large, not UTF-8, or binary."""
     if len(data) > MAX_CONFIG_BYTES:
-        raise KnobError(
-            f"{source}: {len(data)} bytes; a config file is read up to {MAX_CONFIG_BYTES} bytes"
-        )
+        raise too_large(source)
     if data.startswith(_WIDE_BOMS):
         raise KnobError(f"{source}:1: not UTF-8 (a UTF-16 or UTF-32 byte order mark)")
     try:

@@ -12,6 +12,7 @@ from pydantic import computed_field
 from servelab.core.knobs.rules import LiveVerdict, live_verdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.redaction import masked_serializer
 
 __all__ = ["KnobChange", "KnobDiff", "KnobValue"]
 
@@ -19,6 +20,8 @@ __all__ = ["KnobChange", "KnobDiff", "KnobValue"]
 @dataclass(frozen=True)
 class KnobValue:
     """A knob's value in its file, the place it comes from and that place's file (``path``)."""
+
+    _masked = masked_serializer("name", "value", "shadowed")
 
     service: str
     name: str
@@ -31,6 +34,8 @@ class KnobValue:
 @dataclass(frozen=True)
 class KnobChange:
     """What ``set_knob`` did. ``restart_needed``: the service runs with another value."""
+
+    _masked = masked_serializer("name", "old", "new", "live", "spec_value")
 
     service: str
     name: str
@@ -56,6 +61,8 @@ class KnobChange:
 @dataclass(frozen=True)
 class KnobDiff:
     """A knob's value in the env file, in the file's latest backup, and live (None: unset)."""
+
+    _masked = masked_serializer("name", "file", "backup", "live", "spec_value", "shadowed")
 
     service: str
     name: str

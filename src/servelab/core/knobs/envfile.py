@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
+from servelab.core.redaction import REDACTED, is_secret_name
 from servelab.errors import KnobError
 
 __all__ = [
@@ -40,8 +41,6 @@ __all__ = [
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BARE = re.compile(r"[A-Za-z0-9_./:,@%+=-]*\Z")
-_SECRET = re.compile(r"(TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|API_?KEY|PRIVATE|AUTH)", re.I)
-REDACTED = "***"
 
 
 @dataclass(frozen=True)
@@ -245,12 +244,13 @@ def diff(old: EnvFile | Mapping[str, str], new: EnvFile | Mapping[str, str]) -> 
 
 
 def redact(mapping: Mapping[str, str], *, reveal: Iterable[str] = ()) -> dict[str, str]:
-    """Values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ...) replaced by ``***``.
+    """Values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ...: the one policy,
+    :func:`servelab.core.redaction.is_secret_name`) replaced by ``***``.
 
     Names in ``reveal`` (e.g. a service's declared knobs) are always shown as they are.
     """
     shown = set(reveal)
     return {
-        name: value if name in shown or not _SECRET.search(name) else REDACTED
+        name: value if name in shown or not is_secret_name(name) else REDACTED
         for name, value in mapping.items()
     }

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.core.redaction import masked_serializer
+
 __all__ = [
     "KnobProgress",
     "KnobSetting",
@@ -21,6 +23,8 @@ __all__ = [
 class KnobSetting:
     """A knob is being set in its env file (``value`` None: removed)."""
 
+    _masked = masked_serializer("knob", "value")
+
     service: str
     knob: str
     value: str | None
@@ -30,6 +34,8 @@ class KnobSetting:
 class KnobVerifiedLive:
     """An arm's knob value is proven live (config, live and e2e passed; read back from the
     process), by verification ``verification_id``."""
+
+    _masked = masked_serializer("knob", "value")
 
     service: str
     knob: str

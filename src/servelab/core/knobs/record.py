@@ -5,12 +5,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.core.redaction import masked_serializer
+
 __all__ = ["KnobChangeRecord"]
 
 
 @dataclass(frozen=True)
 class KnobChangeRecord:
     """A declared knob's value changed in a service's env file (``None``: absent)."""
+
+    _masked = masked_serializer("name", "old", "new")
 
     id: int
     at: str

@@ -2,14 +2,18 @@
 command that takes a knob's value runs before it touches anything (``knob set``, ``ab``,
 ``tune`` and ``tune --plan``, ``case``).
 
-- any knob: no newline, carriage return or NUL (an env file line would break);
+- any knob: no newline, carriage return or NUL (an env file line would break), and no digit
+  but the ASCII ones (the engines' ``int`` reads the full-width ``６４`` as 64: ``６４`` and ``64``
+  would be two arms of one setting; refused, one rule for every kind of knob);
 - a flag (``--disable-overlap-schedule``): ``on`` or ``off``, however written (``true``, ``1``,
   ``yes``...), stored as ``on``/``off``, so ``on`` and ``true`` are one setting;
 - an argument with a value (``--max-running-requests``): not empty (written as ``--x=`` it would
   read back as the bare flag, "on"), not a flag (``--x=--disable-radix-cache`` puts an argument
   the spec never declared on the command line), no white space (an ``args_env`` variable is
   split at it), and of the argument's type where the engine's parser is known
-  (:data:`ARGUMENT_TYPES`: ``--chunked-prefill-size=*`` is not an ``int``).
+  (:data:`ARGUMENT_TYPES`: ``--chunked-prefill-size=*`` is not an ``int``), written in plain
+  ASCII (``6_4`` and ``+64`` would be read as 64 too: refused), and in the argument's range
+  (:data:`ARGUMENT_RANGES`: ``--max-running-requests=-4`` is refused).
 
 An environment variable's or a JSON key's value is taken as written otherwise.
 """
@@ -19,13 +23,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from servelab.core.deploy.engines import Engine
 from servelab.core.knobs.argv import canonical_arg
 from servelab.core.knobs.knob import Knob, KnobKind, flag_value
 from servelab.errors import KnobError
 
-__all__ = ["ARGUMENT_TYPES", "check_value"]
+__all__ = ["ARGUMENT_RANGES", "ARGUMENT_TYPES", "Range", "check_value"]
 
 #: The engines' arguments whose value has a type, as their parsers declare it (SGLang's
 #: ``srt/server_args.py`` ``add_cli_args``, vLLM's ``EngineArgs``): what servelab checks a value
@@ -43,13 +48,58 @@ ARGUMENT_TYPES: Mapping[str, Mapping[str, type]] = {
     },
 }  # fmt: skip
 
+
+@dataclass(frozen=True)
+class Range:
+    """The values an engine accepts for a typed argument: from ``low`` (above it only, when
+    ``above``) up to ``high``."""
+
+    low: float
+    high: float = math.inf
+    above: bool = False
+
+    def holds(self, number: float) -> bool:
+        return (number > self.low if self.above else number >= self.low) and number <= self.high
+
+    def words(self) -> str:
+        low = f"{'above' if self.above else 'at least'} {self.low:g}"
+        return low if math.isinf(self.high) else f"{low} and at most {self.high:g}"
+
+
+_COUNT = Range(1)
+_FRACTION = Range(0, 1, above=True)
+#: The typed arguments' ranges (the engines' parsers and their ``__post_init__`` checks;
+#: ``--chunked-prefill-size=-1`` turns chunking off in SGLang). A typed argument not named here
+#: takes any finite number.
+ARGUMENT_RANGES: Mapping[str, Mapping[str, Range]] = {
+    "sglang": {
+        "--max-running-requests": _COUNT, "--max-total-tokens": _COUNT,
+        "--max-prefill-tokens": _COUNT, "--chunked-prefill-size": Range(-1),
+        "--context-length": _COUNT, "--page-size": _COUNT, "--tp-size": _COUNT,
+        "--dp-size": _COUNT, "--cuda-graph-max-bs": _COUNT, "--mem-fraction-static": _FRACTION,
+        "--schedule-conservativeness": Range(0),
+    },
+    "vllm": {
+        "--max-num-seqs": _COUNT, "--max-num-batched-tokens": _COUNT, "--max-model-len": _COUNT,
+        "--block-size": _COUNT, "--tensor-parallel-size": _COUNT,
+        "--gpu-memory-utilization": _FRACTION,
+    },
+}  # fmt: skip
+#: A number as the knob commands accept it: ASCII digits, one sign, a point and an exponent.
+_SYNTAX: Mapping[type, re.Pattern[str]] = {
+    int: re.compile(r"-?[0-9]+\Z"),
+    float: re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z|-?(nan|inf)\Z", re.I),
+}
+
 #: A value that is an option: ``-`` then anything but a digit or a dot (``-1`` and ``-.5`` are
 #: numbers).
 _OPTION = re.compile(r"-[^0-9.]")
 
 
-def _typed(knob: Knob, value: str, kind: type) -> None:
+def _typed(knob: Knob, value: str, kind: type, bounds: Range | None) -> None:
     try:
+        if not _SYNTAX[kind].match(value):
+            raise ValueError(value)
         number = kind(value)
     except ValueError:
         raise KnobError(
@@ -58,6 +108,8 @@ def _typed(knob: Knob, value: str, kind: type) -> None:
         ) from None
     if not math.isfinite(number):
         raise KnobError(f"{knob.name} takes a finite number, not {value!r}")
+    if bounds is not None and not bounds.holds(number):
+        raise KnobError(f"{knob.name} takes a number {bounds.words()}, not {value!r}")
 
 
 def _argument(knob: Knob, value: str, engine: Engine) -> str:
@@ -71,9 +123,10 @@ def _argument(knob: Knob, value: str, engine: Engine) -> str:
     if any(c.isspace() for c in value):
         raise KnobError(f"{knob.name}'s value {value!r} holds white space: the engine's "
                         "argument list would be split at it")  # fmt: skip
-    kind = ARGUMENT_TYPES.get(engine.name, {}).get(canonical_arg(knob.arg or knob.name, engine))
+    flag = canonical_arg(knob.arg or knob.name, engine)
+    kind = ARGUMENT_TYPES.get(engine.name, {}).get(flag)
     if kind is not None:
-        _typed(knob, value, kind)
+        _typed(knob, value, kind, ARGUMENT_RANGES.get(engine.name, {}).get(flag))
     return value
 
 
@@ -84,6 +137,11 @@ def check_value(knob: Knob, value: str | None, engine: Engine) -> str | None:
         return None
     if "\n" in value or "\r" in value or "\0" in value:
         raise KnobError(f"{knob.name}: a value cannot contain a newline or NUL")
+    if any(c.isnumeric() and not c.isascii() for c in value):
+        raise KnobError(
+            f"{knob.name}: {value!r} holds a digit that is not ASCII 0-9 (the engine would read "
+            "it as another setting's number): write it with 0-9"
+        )
     match knob.kind:
         case KnobKind.FLAG:
             return flag_value(value, knob.name)

@@ -32,11 +32,12 @@ from dataclasses import dataclass
 
 from pydantic import computed_field
 
-from servelab.core.load.records import RequestRecord
+from servelab.core.load.records import FailReason, RequestRecord
 from servelab.core.load.slo import SLO, Objective, SloMetric
 from servelab.core.stats import percentile, scipy_stats
 
 __all__ = [
+    "CUT_REASONS",
     "SLO_CONFIDENCE",
     "ObjectiveResult",
     "RunMetrics",
@@ -56,6 +57,10 @@ __all__ = [
     "ttft_ns",
 ]
 
+
+#: The reasons of a request cut by the run's end (``bench --deadline``, a stop), not failed by
+#: the server: counted apart (``n_cut``), never as failures.
+CUT_REASONS = frozenset({FailReason.DEADLINE.value, FailReason.INTERRUPTED.value})
 
 #: The confidence of an objective's interval.
 SLO_CONFIDENCE = 0.95
@@ -251,6 +256,8 @@ class RunMetrics:
     #: Closed loop only: output tokens/s while every slot was busy (see :func:`steady_window_ns`).
     steady_throughput: float | None = None
     steady_window_s: float | None = None
+    #: Requests cut by the run's end (:data:`CUT_REASONS`): neither ok nor failed.
+    n_cut: int = 0
 
 
 def _window_ns(records: Sequence[RequestRecord]) -> int:
@@ -313,12 +320,14 @@ def run_metrics(
     window = window_ns if window_ns is not None else _window_ns(measured)
     seconds = window / 1e9
     ok = [r for r in measured if r.ok]
+    cut = sum(1 for r in measured if not r.ok and r.error in CUT_REASONS)
     tokens = sum(r.output_tokens for r in ok)
     good = None if slo is None else sum(1 for r in ok if meets_slo(r, slo)) / seconds
     return RunMetrics(
         n_requests=len(measured),
         n_ok=len(ok),
-        n_failed=len(measured) - len(ok),
+        n_failed=len(measured) - len(ok) - cut,
+        n_cut=cut,
         duration_s=seconds,
         output_tokens=tokens,
         output_throughput=tokens / seconds,

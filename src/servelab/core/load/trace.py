@@ -126,7 +126,7 @@ class TracePlan:
 MAX_TRACE_MS = 1e13
 #: The longest a replay may take (its conversations' starts and their delays, over the
 #: speedup): a week. A schedule past it is a mistake (a timestamp of 1e308, a delay of 1e300,
-#: ``--trace-speedup 1e-300``) that would wait forever; it is refused before any load.
+#: ``--speedup 1e-300``) that would wait forever; it is refused before any load.
 MAX_REPLAY_S = 7 * 86_400.0
 #: What a line's value may reach: lengths in tokens, instants in ms.
 _CAPS = {"input_length": MAX_TOKENS, "output_length": MAX_TOKENS,
@@ -162,7 +162,7 @@ def check_replay(span_ms: float, speedup: float) -> None:
         raise TraceError(
             f"the replay would take {seconds:,.3g} s ({span_ms / 1e3:,.3g} s of trace time at "
             f"speedup {speedup:g}), over the {MAX_REPLAY_S / 86_400:g}-day cap: raise "
-            "--trace-speedup or choose a --trace-window"
+            "--speedup or choose a --trace-window"
         )
 
 

@@ -27,7 +27,15 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, MAX_TRACE_MS
 from servelab.errors import TraceError
 
-__all__ = ["AgenticShape", "ChatShape", "agentic_trace", "chat_trace", "check_arrivals"]
+__all__ = [
+    "MAX_RESOLUTION_MS",
+    "AgenticShape",
+    "ChatShape",
+    "agentic_trace",
+    "chat_trace",
+    "check_arrivals",
+    "check_resolution",
+]
 
 #: The share of :data:`~servelab.core.load.trace.MAX_TRACE_MS` a generated trace's expected span
 #: may take: its random arrivals stay far below the cap.
@@ -44,6 +52,20 @@ def check_arrivals(count: int, rate: float) -> None:
             f"--rate {rate:g}: {count} arrivals at that rate span about {span_ms / 1e3:,.3g} s "
             f"of trace time, past the {MAX_TRACE_MS * _SPAN_SHARE / 1e3:,.0f} s a generated "
             "trace may span"
+        )
+
+
+#: The coarsest resolution a generated trace's arrivals may be recorded at (a minute; Mooncake's
+#: conversation trace records whole seconds): a coarser one puts whole bursts at one instant.
+MAX_RESOLUTION_MS = 60_000
+
+
+def check_resolution(resolution_ms: int) -> None:
+    """Refuse a ``--resolution-ms`` outside 1 to :data:`MAX_RESOLUTION_MS`."""
+    if not 1 <= resolution_ms <= MAX_RESOLUTION_MS:
+        raise TraceError(
+            f"--resolution-ms {resolution_ms}: arrivals are recorded at 1 to "
+            f"{MAX_RESOLUTION_MS:,} ms (a minute)"
         )
 
 

@@ -28,6 +28,7 @@ from typing import Annotated
 from servelab.core.knobs.knob import same_value
 from servelab.core.knobs.rules import LiveVerdict, live_verdict
 from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.redaction import masked_serializer
 
 __all__ = [
     "ArgumentDropped",
@@ -54,6 +55,8 @@ class ArgumentInFile:
     from (``place``: ``args_env``, ``spec``, ``config_file``; None: set nowhere, the engine's
     default) and that place's file (``path``), the spec's pin (``spec``), and the places it
     overrides."""
+
+    _masked = masked_serializer("knob", "file", "spec", "overridden")
 
     knob: str
     file: str | None
@@ -88,6 +91,8 @@ class ArgumentLive:
     (``live``, and where the process got it: ``cmdline``, ``config``, ``default``), what the engine
     reports (``engine``, read from ``engine_field``; ``engine_known`` False: it does not say), and
     the file-vs-process verdict."""
+
+    _masked = masked_serializer("knob", "file", "live", "engine")
 
     pid: int
     pid_source: str

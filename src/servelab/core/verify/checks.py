@@ -38,6 +38,7 @@ from pydantic import Field
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.load.proxyroute import ProxyRoute
+from servelab.core.redaction import masked_serializer
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,
@@ -237,6 +238,8 @@ class KnobInFile:
     differs (``backup``, ``backup_path``), and the ledger's last recorded change of it
     (``recorded``: the value it set; ``recorded_change_id``)."""
 
+    _masked = masked_serializer("knob", "file", "spec", "backup", "recorded")
+
     knob: str
     file: str | None
     spec: str | None
@@ -261,6 +264,8 @@ class KnobLive:
     """``live.match`` … ``live.differs``: the knob in the env file (``file``) and in the process's
     environment (``live``), and the verdict of the two."""
 
+    _masked = masked_serializer("knob", "file", "live")
+
     pid: int
     pid_source: str
     knob: str
@@ -273,6 +278,8 @@ class KnobLive:
 class KnobLiveVsSpec:
     """``live.no_env_file``: no env file to compare with, so the live value against the spec's pin
     (``file`` is always None)."""
+
+    _masked = masked_serializer("knob", "live", "spec")
 
     pid: int
     pid_source: str

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import posixpath
 
+from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES, too_large
 from servelab.core.knobs.envfile import EnvFile
 from servelab.core.knobs.rules import backup_names, parse_env_bytes
 from servelab.errors import HostError, KnobError
@@ -34,6 +35,7 @@ __all__ = [
     "list_backups",
     "previous_version",
     "prune_copies",
+    "read_config_bytes",
     "read_env_bytes",
     "read_env_file",
     "save_copy",
@@ -49,6 +51,21 @@ BACKUP_SCAN = 20  # backups read at most when looking for the previous version
 def backup_dir(state_dir: str, service: str) -> str:
     """Where the service's env-file backups live: ``<state_dir>/backups/<service>``."""
     return posixpath.join(state_dir, "backups", service)
+
+
+async def read_config_bytes(host: Host, path: str) -> bytes | None:
+    """The raw config file (a service's ``config_file``) at ``path`` on ``host``, at most
+    :data:`~servelab.core.knobs.configyaml.MAX_CONFIG_BYTES` (the one bound of its parser: a
+    larger file is bad input, :func:`~servelab.core.knobs.configyaml.too_large`); None when it
+    does not exist."""
+    try:
+        return await host.read_file(path, limit=MAX_CONFIG_BYTES)
+    except HostError as exc:
+        if not await host.exists(path):
+            return None
+        if f"larger than {MAX_CONFIG_BYTES} bytes" in str(exc):
+            raise too_large(path) from exc
+        raise
 
 
 async def read_env_bytes(host: Host, path: str) -> bytes | None:

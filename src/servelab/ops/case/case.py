@@ -49,6 +49,7 @@ from servelab.core.case.model import (
 )
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
 from servelab.core.case.revert import (
+    check_recorded,
     conviction_test,
     revert_cost,
     revert_values,
@@ -375,6 +376,8 @@ async def restore(
         raise CaseError(f"case {case_id} has nothing to restore ({view.restore_status})")
     if already_restored(view):
         return RestoreOutcome(case_id, [], [], None, status=view.restore_status)
+    for item in view.plan:
+        check_recorded(item.service, item.knob, item.restore_to)
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
     async with operation(where, ledger=ledger, progress=progress) as op:

@@ -42,7 +42,7 @@ from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_needs_reload
-from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_env_bytes
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_config_bytes
 from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
 from servelab.io.http.client import probe
 from servelab.ops.arguments import config_path
@@ -83,7 +83,7 @@ async def _config_facts(op: Operation, service: str) -> tuple[str | None, str | 
     if path is None or op.spec.service(service).role not in ("prefill", "decode"):
         return None, None
     try:
-        raw = op.written_env(service, path) or await read_env_bytes(op.host(service), path)
+        raw = op.written_env(service, path) or await read_config_bytes(op.host(service), path)
     except HostError as exc:
         return None, f"cannot read its config file: {exc}"
     if raw is None:

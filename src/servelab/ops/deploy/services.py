@@ -50,6 +50,7 @@ from servelab.core.progress import ProgressEvent
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.discovery import launched_here, unit_main_pid
 from servelab.io.hosts.envfiles import save_copy
+from servelab.io.hosts.host import Host
 from servelab.io.hosts.processes import (
     PidRecord,
     ProcStat,
@@ -279,6 +280,16 @@ async def _stop_recorded(op: Operation, service: str) -> StepOutcome:
     return outcome
 
 
+async def _process_name(host: Host, pid: int) -> str | None:
+    """The process's name (``/proc/PID/comm``: its executable's, never its arguments, which may
+    hold a secret), or None when it cannot be read."""
+    try:
+        data = await host.read_file(f"/proc/{pid}/comm", limit=256)
+    except HostError:
+        return None
+    return data.decode("utf-8", "replace").strip() or None
+
+
 async def _marked_owner(op: Operation, service: str) -> tuple[int | None, bool]:
     """The pid listening on the service's port (None: none), and whether it carries the
     service's mark (servelab launched it, or something it launched started it)."""
@@ -300,7 +311,8 @@ async def _stop_unrecorded(
     if owner is None:
         return StepOutcome.NOT_RUNNING, evidence
     if not ours:
-        return StepOutcome.NOT_RUNNING, replace(evidence, port_owner=PortOwner(owner))
+        name = await _process_name(op.host(service), owner)
+        return StepOutcome.NOT_RUNNING, replace(evidence, port_owner=PortOwner(owner, name=name))
     host = op.host(service)
     stat = await proc_stat(host, owner)
     if stat is None:  # it ended meanwhile
