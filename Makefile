@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# the tests start hundreds of Python processes: let them reuse compiled bytecode (tests/conftest.py)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test quick lint typecheck unit venv sysdeps clean
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
 from collections.abc import Iterator
 
@@ -26,6 +27,13 @@ signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 # another suite on this machine never meets this suite's locks, nor one worker another's (within a
 # test, every servelab process it starts shares its worker's).
 os.environ[LOCK_DIR_ENV] = tempfile.mkdtemp(prefix="servelab-locks-")
+
+# Bytecode is cached for this run and every process it starts: with PYTHONDONTWRITEBYTECODE set in
+# the outer environment, each of the suite's hundreds of Python processes (CLI runs, simulated
+# workers, proxies) would compile servelab from source again (about 0.6 s of CPU each), and each
+# pytest worker would rewrite every test module's asserts again at collection.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(autouse=True)
