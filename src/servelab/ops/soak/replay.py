@@ -18,7 +18,9 @@ Every streamed request is bounded by the idle timeout, every non-streamed one by
 (:mod:`servelab.core.soak.clock`; the idle timeout when none is known, a stall then undecided),
 and goes through
 :class:`~servelab.io.http.stream.StreamClient`; every turn after the first starts only while an
-idle timeout still fits before the deadline.
+idle timeout still fits before the deadline. Each request's last turn opens with a marker of its
+own, so no cell is served from the prefill of the cell before it (a prefix cache would otherwise
+make the second sending of a payload faster than the first).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.clock import DecodeRate, clock_of, expected_tokens, plain_deadline
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.replay import (
     Bisection,
     Cell,
@@ -110,11 +113,32 @@ def pairs_of(targets: Targets) -> list[tuple[WorkerTarget, WorkerTarget]]:
 
 
 def _body(body: JsonObject, stream: bool) -> JsonObject:
-    out = dict(body)
+    out = _uncached(body)
     out["stream"] = stream
     if not stream:
         out.pop("stream_options", None)
     return out
+
+
+def _uncached(body: JsonObject) -> JsonObject:
+    """``body`` with its last message's text opened by a marker no other request carries, so
+    no cell rides on another's prefill in the prefix cache: each prefills its last turn as the
+    failing request did (the earlier turns stay as cached as the soak left them). Without it, a
+    timeout that only a long uncached prefill meets passes when the same payload is sent again
+    (the cell before it cached it) and reads as load-dependent."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return dict(body)
+    last = dict(messages[-1])
+    marker = f"[replay {random.getrandbits(48):012x}] "
+    content = last.get("content")
+    if isinstance(content, str):
+        last["content"] = marker + content
+    elif isinstance(content, list):
+        last["content"] = [{"type": "text", "text": marker}, *content]
+    else:
+        return dict(body)
+    return {**body, "messages": [*messages[:-1], last]}
 
 
 def _cell(
@@ -381,7 +405,7 @@ async def replay_matrix(
     starts only while it fits before ``deadline`` (monotonic); a non-streamed one by its
     deadline from ``rate`` (the soak's own streams' decode rate; None: unknown)."""
     start = time.monotonic()
-    until = start + 8 * idle_s if deadline is None else deadline
+    until = start + Deadlines(idle_s).matrix_s if deadline is None else deadline
     plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers, rate)
     cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING, True)))
     for payload, stream in _TURNS:
