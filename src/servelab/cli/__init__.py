@@ -34,6 +34,7 @@ COMMANDS = {
     "ledger": "ledger",
     "trace": "trace",
     "demo": "demo",
+    "init": "init",
 }
 
 

@@ -51,13 +51,19 @@ from servelab.cli.options import (
     workload_options,
 )
 from servelab.core.answers.contract import MAX_SHARE, AnswersConfig, probes_per_run
-from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig, BenchResult, RunResult
+from servelab.core.bench.contract import (
+    PLACEHOLDER_MODEL,
+    TRACE_LEVEL,
+    BenchConfig,
+    BenchResult,
+    RunResult,
+)
 from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
 from servelab.core.load.lengths import longest, over_context
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, check_replay
-from servelab.errors import BenchError, OptionError, TraceError
+from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
@@ -305,8 +311,7 @@ def bench_command(
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         listed = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
         check_lengths(workload, scan, listed.context_length)
-        first_model = listed.models[0] if listed.models else None
-        model = target.model or first_model or "default"
+        model = target.model or _listed_model(url, listed)
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip
         if check_answers:
@@ -347,12 +352,23 @@ def _check_models(url: str, headers: dict[str, str]) -> ModelList:
     return listed
 
 
+def _listed_model(url: str, listed: ModelList) -> str:
+    """The first model the entry point lists; :class:`ModelNotListed` naming the URL when it
+    lists none (no placeholder is sent: smg refuses one, and a router routes by it)."""
+    if not listed.models:
+        raise ModelNotListed(
+            f"GET {url.rstrip('/')}/v1/models lists no model: give the model the entry point "
+            "serves with --model (servelab sends no placeholder)"
+        )
+    return listed.models[0]
+
+
 def bench_config(
     load: LoadOptions,
     workload: WorkloadOptions,
     *,
     url: str,
-    model: str = "default",
+    model: str = PLACEHOLDER_MODEL,
     label: str = "",
     headers: tuple[tuple[str, str], ...] = (),
     trace: TraceOptions | None = None,

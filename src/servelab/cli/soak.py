@@ -189,6 +189,9 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     help="The router's Prometheus endpoint (http://HOST:PORT; default: from the spec).",
 )
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
+@click.option("--answer-probes", default=3, show_default=True, type=click.IntRange(0, 24),
+              help="Greedy answer probes sent at C1 before the sessions and again under load, "
+              "against verify's references (0: none).")  # fmt: skip
 @ledger_option
 @no_ledger_option
 @CASE.option()
@@ -213,6 +216,7 @@ def soak_command(
     router_url: str | None,
     router_metrics_url: str | None,
     no_localize: bool,
+    answer_probes: int,
     ledger_path: Path | None,
     no_ledger: bool,
     case_id: int | None,
@@ -240,6 +244,8 @@ def soak_command(
         localize=not no_localize,
         knobs=run(live_knobs(loaded)) if loaded is not None else {},
         slo=slo,
+        answer_probes=answer_probes,
+        answers_from=loaded.spec.name if loaded is not None else None,
     )
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)

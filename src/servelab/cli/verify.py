@@ -68,6 +68,19 @@ async def _verify(
     help="Seconds the e2e chat completion may take (a cold first request is slow).",
 )
 @click.option("--e2e-max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
+@click.option(
+    "--answer-probes",
+    type=click.IntRange(0, 24),
+    default=3,
+    show_default=True,
+    help="Greedy answer probes after the e2e probe, against the ledger's references (0: none).",
+)
+@click.option(
+    "--rebase-answers",
+    is_flag=True,
+    help="Store this verify's answers as the references anew (only when they pass the checks "
+    "that need no reference).",
+)
 @click.pass_context
 def verify_command(
     ctx: click.Context,
@@ -78,6 +91,8 @@ def verify_command(
     layers: tuple[str, ...],
     e2e_timeout: float,
     e2e_max_tokens: int,
+    answer_probes: int,
+    rebase_answers: bool,
 ) -> None:
     """Verify SERVICE... (default: all) in layers; every failure comes with a reason.
 
@@ -85,9 +100,12 @@ def verify_command(
     config  each declared knob in the env file vs the spec and the file's last backup
     live    the running process's environment (/proc/PID/environ) vs the env file
     health  readiness endpoints (the router's /readiness, the workers' /health)
-    e2e     a streaming chat completion through the router: status, TTFT, cold/warm
+    e2e     a streaming chat completion through the router: status, TTFT, cold/warm;
+            then greedy answer probes against the ledger's references (a changed answer
+            fails, and says whether it went wrong at the KV hand-off)
     """
-    e2e = E2EOptions(timeout_s=e2e_timeout, max_tokens=e2e_max_tokens)
+    e2e = E2EOptions(timeout_s=e2e_timeout, max_tokens=e2e_max_tokens,
+                     answer_probes=answer_probes, rebase_answers=rebase_answers)  # fmt: skip
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
     report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
     if as_json:

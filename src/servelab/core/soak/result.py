@@ -84,6 +84,10 @@ class SoakConfig:
     model: str | None = None
     localize: bool = True
     check_determinism: bool = True
+    #: Greedy answer probes sent at C1 before the sessions and again under load (0: none), and
+    #: the deployment whose references (verify's, in the ledger) they are compared with.
+    answer_probes: int = 3
+    answers_from: Annotated[str | None, OMITTED_IF_NONE] = None
     #: Warm the engines (and record whether they were cold) before measuring.
     warm_up: bool = True
     #: What the deployment ran with, ``{"service/NAME": value}`` (recorded, not acted on): a case

@@ -62,10 +62,12 @@ from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instanc
 from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
 from servelab.io.http.client import HttpClient
+from servelab.io.http.models import listed_model
 from servelab.io.http.sdk import SdkClient
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Progress, silent
+from servelab.ops.soak.answers import SoakProbes
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds
@@ -125,6 +127,7 @@ class _Run:
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
     sample: tuple[int, int, JsonObject] | None = None  # the largest payload answered
+    probes: SoakProbes | None = None  # the answer probes (set once the model is known)
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
@@ -374,6 +377,8 @@ async def _traffic(run: _Run, reference: str | None) -> None:
         run.tasks = [group.create_task(_session(run, s)) for s in run.sessions]
         if reference is not None:
             group.create_task(_under_load(run, reference))
+        if run.probes is not None:
+            group.create_task(run.probes.under_load(lambda: run.inflight, lambda: run.active))
 
 
 async def _drive(run: _Run, hard_deadline: float) -> None:
@@ -382,6 +387,8 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
     run.deadline = hard_deadline - 0.2
     try:
         reference = await _reference(run) if cfg.check_determinism else None
+        if run.probes is not None:
+            await run.probes.before()
         traffic_end = hard_deadline - (cfg.deadlines.reserve_s if cfg.localize else 0.0)
         try:
             async with asyncio.timeout(max(0.1, traffic_end - time.monotonic())):
@@ -390,6 +397,11 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
             run.deadline_hit = True
             run.progress(SoakDeadlineReached())
         await _hold_check(run)
+        run.output_tokens += run.probes.tokens if run.probes is not None else 0
+        for issue, body in run.probes.issues() if run.probes is not None else []:
+            run.correctness.append(issue)
+            _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0),
+                  json.loads(body))  # fmt: skip
         run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
     finally:
@@ -411,8 +423,10 @@ async def _prepare(run: _Run) -> None:
     """Model, workers, and the warm-up (the engines' cold start paid and recorded)."""
     cfg, targets = run.config, run.targets
     probe_s = cfg.deadlines.probe_s
-    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s, dict(cfg.headers))
-    run.model = model or "default"
+    headers = dict(cfg.headers)
+    run.model = cfg.model or await listed_model(run.http, targets.entry_url, probe_s, headers)
+    if run.probes is not None:
+        run.probes.model, run.probes.targets = run.model, run.targets
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
         bound = cfg.deadlines.warm_up_s
@@ -527,6 +541,7 @@ async def soak(
     start = time.monotonic()
     hard_deadline = start + config.duration_s
     run = _Run(config, targets, progress or silent)
+    run.probes = SoakProbes(config, targets, "", ledger)
     watch = MetricsWatch(metric_sources(targets), timeout_s=config.deadlines.scrape_s)
     spans: tuple[Span, ...] = ()
     phases: tuple[RequestPhases, ...] | None = None
