@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# the tests start hundreds of Python processes: let them reuse compiled bytecode (tests/conftest.py)
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: demo test quick lint typecheck unit venv sysdeps clean
 
@@ -31,11 +33,12 @@ typecheck: $(STAMP)
 
 # The suite's time is mostly waits on real processes (routers, simulators, sshd, Prometheus), so it
 # runs in TEST_WORKERS parallel workers, a test file per worker at a time (its module's stack is
-# shared); the tests calibrated against wall-clock time (`solo`) then run alone. Both passes always
-# run; either failing fails the target.
+# shared), the slowest files first (tests/support/order.py, from tests/file_times.json, which
+# scripts/file_times.py writes from a run's junit report); the tests calibrated against wall-clock
+# time (`solo`) then run alone. Both passes always run; either failing fails the target.
 TEST_WORKERS ?= 3
 unit: $(STAMP)
-	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not solo"; a=$$?; \
+	@$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo"; a=$$?; \
 	$(BIN)/pytest -q -m solo; b=$$?; \
 	test $$a -eq 0 -a $$b -eq 0
 

@@ -5,6 +5,7 @@ or exits, no re-exports, one codec."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import pkgutil
 import re
@@ -59,13 +60,25 @@ def _modules() -> list[Path]:
     return sorted(p for p in SRC.rglob("*.py"))
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once per run (every rule below reads every module)."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's tree in ``ast.walk`` order, walked once per run."""
+    return tuple(ast.walk(_tree(path)))
+
+
 def _layer(path: Path) -> str | None:
     rel = path.relative_to(SRC).parts
     return rel[0] if len(rel) > 1 and rel[0] in LAYERS else None
 
 
 def _servelab_imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     found: set[str] = set()
     for node in ast.walk(tree):
         names: list[str] = []
@@ -110,8 +123,7 @@ def test_the_modules_over_the_limit_are_still_over_it() -> None:
 def test_no_print_or_exit_outside_cli(path: Path) -> None:
     if _layer(path) == "cli" or path.name == "__main__.py":
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             assert node.func.id != "print", f"print() in {path.name}:{node.lineno}"
         if isinstance(node, ast.Attribute) and node.attr == "exit":
@@ -159,8 +171,7 @@ def _imported(node: ast.AST) -> set[str]:
 
 def test_core_has_no_io_imports() -> None:
     for path in (SRC / "core").rglob("*.py"):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
+        for node in _nodes(path):
             found = _imported(node) & _CORE_BANNED
             assert not found, f"core/{path.name}:{getattr(node, 'lineno', 0)} imports {found}"
 
@@ -168,8 +179,7 @@ def test_core_has_no_io_imports() -> None:
 @pytest.mark.parametrize("path", sorted((SRC / "core").rglob("*.py")), ids=lambda p: p.name)
 def test_core_opens_no_files(path: Path) -> None:
     """No ``open()``, ``input()`` or ``print()`` in the pure layer: it computes on its input."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             assert node.func.id not in {"open", "input", "print"}, (
                 f"core/{path.name}:{node.lineno} calls {node.func.id}()"
@@ -192,8 +202,7 @@ _LOCAL_IMPORTS_ALLOWED = {
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(SRC)))
 def test_no_function_local_imports(path: Path) -> None:
     rel = str(path.relative_to(SRC))
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for func in ast.walk(tree):
+    for func in _nodes(path):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
         for node in ast.walk(func):
@@ -220,8 +229,7 @@ def test_exits_and_raw_output_only_in_cli(path: Path) -> None:
     if _layer(path) == "cli" or path.name == "__main__.py":
         return
     rel = path.relative_to(SRC)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Raise) and node.exc is not None:
             exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
             assert not (isinstance(exc, ast.Name) and exc.id == "SystemExit"), (
@@ -240,8 +248,7 @@ def test_aiohttp_and_asyncssh_only_in_io_and_sim(path: Path) -> None:
     """Third-party network clients are translated at the io/ boundary (the simulator serves)."""
     if _layer(path) in ("io", "sim"):
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if isinstance(node, ast.Import):
             mods = {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -287,7 +294,7 @@ def test_no_re_exports(path: Path) -> None:
     if path.name == "__init__.py" and path.parent not in _INIT_WITH_CODE:
         assert not path.read_text(encoding="utf-8").strip(), f"{path.relative_to(SRC)} not empty"
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     again = set(_exported(tree)) & _servelab_names_imported(tree)
     assert not again, f"{path.relative_to(SRC)} re-exports {sorted(again)}"
 
@@ -337,7 +344,7 @@ def _core_imports(path: Path) -> set[str]:
     """The core units ``path`` imports (``servelab.core.X...``, ``from servelab.core.X import
     module`` too), by :func:`_core_unit`."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(path):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -400,8 +407,7 @@ def test_one_codec(path: Path) -> None:
     rel = str(path.relative_to(SRC))
     if _layer(path) == "sim" or rel in _OTHER_SERIALIZERS or rel == "core/ledger/codec.py":
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         name = (
             node.id if isinstance(node, ast.Name)
             else node.attr if isinstance(node, ast.Attribute)
@@ -440,7 +446,7 @@ def _is_json_type(node: ast.AST) -> bool:
 
 def _json_checked() -> list[tuple[str, ast.Module]]:
     return [
-        (rel, ast.parse(path.read_text(encoding="utf-8")))
+        (rel, _tree(path))
         for path in _modules()
         if (rel := str(path.relative_to(SRC))).split("/")[0] not in _JSON_FREE_LAYERS
         and rel != "core/ledger/codec.py"
@@ -536,8 +542,7 @@ def test_every_file_is_written_by_the_one_writer(path: Path) -> None:
     rel = str(path.relative_to(SRC))
     if rel == _WRITER:
         return
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
+    for node in _nodes(path):
         if not isinstance(node, ast.Call):
             continue
         how = _write_call(node)

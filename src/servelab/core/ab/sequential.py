@@ -167,6 +167,7 @@ def pocock_level(looks: int, alpha: float = 0.05) -> float:
     return float(np.quantile(mins, alpha))
 
 
+@lru_cache(maxsize=1024)
 def rci_multiplier(n: int, looks: int, *, alpha: float = 0.05) -> float:
     """The half-width of Pocock's repeated interval in units of ``s/√n`` at look ``n`` of
     ``looks`` (inf before the first look at n = 3, and past the last)."""
