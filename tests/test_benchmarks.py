@@ -97,7 +97,13 @@ async def test_the_truth_server_streams_on_schedule_from_the_kernel_arrival(
     # (a fresh clone under load: client max 31.4 ms, server max 35.4 ms).
     client_ttft = sorted((metrics.ttft_ns(r) or 0) / 1e6 for r in records)
     assert len(client_ttft) == 4 and all(t >= 29.0 for t in client_ttft), client_ttft
-    gaps = got["gap_ms"]
-    assert isinstance(gaps, dict) and gaps["n"] == 20 and gaps["p50"] >= 4.0
+    gaps, late = got["gap_ms"], got["late_ms"]
+    assert isinstance(gaps, dict) and gaps["n"] == 20
+    # the gaps hold the 5 ms schedule unless the server itself fell behind it (a loaded machine:
+    # the tokens that came due while it was late go out at once), which its own record says
+    assert isinstance(late, dict) and (gaps["p50"] >= 4.0 or late.get("max", 0.0) >= 4.0), (
+        gaps,
+        late,
+    )
     assert _get(truth_url + "/truth/reset", "POST") == {"ok": True}
     assert _get(truth_url + "/truth")["requests"] == 0

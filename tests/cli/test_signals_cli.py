@@ -38,13 +38,20 @@ def _said(signum: int) -> str:
 
 
 def _signal_when(proc: subprocess.Popen[bytes], record: Path, before: str, signum: int) -> str:
-    """``signum`` once ``record`` (a pid record) holds a new launch; the process's stderr."""
-    deadline = time.monotonic() + 30
-    while text_or_empty(record) in ("", before):
-        assert time.monotonic() < deadline and proc.poll() is None
-        time.sleep(0.05)
-    proc.send_signal(signum)
-    _, err = proc.communicate(timeout=60)
+    """``signum`` once ``record`` (a pid record) holds a new launch; the process's stderr. The
+    process is killed if that never happens (never left running: its pipes would be reported
+    in a later test)."""
+    try:
+        deadline = time.monotonic() + 120  # a loaded machine starts Python slowly
+        while text_or_empty(record) in ("", before):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
     assert proc.returncode == 128 + signum, err
     return " ".join(err.decode().split())
 

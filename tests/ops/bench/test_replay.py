@@ -119,7 +119,9 @@ async def test_a_trace_is_replayed_at_its_instants_and_its_turns_after_their_ans
     assert records[3].scheduled_ns == records[2].end_ns + 20_000_000
     for r in records:
         assert r.ok and r.output_tokens == [3, 4, 4, 4, 2][r.index]
-        assert 0 <= dispatch_delay_ns(r) < 20_000_000
+        # sent at its instant, never before it; how late is a benchmark's claim
+        # (benchmarks/trace_replay.py), not this test's: a loaded machine delays it tens of ms
+        assert 0 <= dispatch_delay_ns(r) < 500_000_000
         assert (ttft_ns(r) or 0) > 0
     assert [r.input_tokens for r in records] == [40, 50, 70, 90, 30]
     # equal ids, equal prefixes: the server's cache finds them; a later turn finds the whole
