@@ -107,21 +107,23 @@ def _write_report(ledger: Ledger, outcome: InvestigateOutcome, out: Path | None)
 @click.option("--since", default=None, metavar="verify:ID",
               help="The last good point (default: the newest passing verification before the "
               "case was opened).")  # fmt: skip
-@click.option("--yes", is_flag=True, help="Do not ask before each co-restart (revert, restore).")
-@click.option("--max-minutes", type=float, default=None,
-              help="Stop cleanly after this many minutes (checked between steps).")  # fmt: skip
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option(
+    "--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+    help="Stop before a block that would outrun this many minutes of visits.",
+)  # fmt: skip
 @click.option("--resume", is_flag=True, help="Go on with the case's stored investigation.")
 @click.option("--title", default="investigation", show_default=True, help="A new case's title.")
 @SESSIONS.option(Default("4", "the reproducing soak and its replays"))
-@click.option("--rounds", default=4, show_default=True, type=click.IntRange(1, 100),
-              help="Rounds per agent session of the reproducing soak.")  # fmt: skip
+@click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
 @IDLE_TIMEOUT.option(Default("5", "the stall threshold of the reproducing soak"))
-@click.option("--duration", default=120.0, show_default=True, type=float,
-              help="The reproducing soak's deadline (seconds).")  # fmt: skip
+@click.option("--duration", default=120.0, show_default=True, type=click.FloatRange(1),
+              help="Total deadline of the soak, seconds (localization included). Default here: the "
+              "reproducing soak is one step of several.")  # fmt: skip
 @REQUESTS.option(Default("400", "an answers run carries 5% probes"))
 @workload_options()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              help="Directory for the report (default: report/ next to the ledger).")  # fmt: skip
+              help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
 @spec_option
 @ledger_option
 @json_option

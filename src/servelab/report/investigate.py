@@ -27,13 +27,13 @@ from servelab.core.investigate.events import (
 from servelab.core.investigate.plan import (
     Action,
     Bisect,
+    ComponentTest,
     Finish,
+    KnobTest,
     ListSuspects,
     Localize,
     Reproduce,
     Resolve,
-    TestComponent,
-    TestKnob,
 )
 from servelab.core.investigate.state import (
     Decided,
@@ -125,9 +125,9 @@ def describe_action(action: Action, state: InvestigationState) -> str:
             return "localize it (the replay matrix, verify's layers)"
         case ListSuspects():
             return f"list the changes since {state.since or 'the first record'}"
-        case TestComponent(target=target):
+        case ComponentTest(target=target):
             return f"case test {target} (through it against bypassing it)"
-        case TestKnob(suspect=s):
+        case KnobTest(suspect=s):
             return f"case test {s.target} ({show_value(s.suspected)} against {show_value(s.good)})"
         case Bisect(suspects=suspects):
             return f"case bisect over {len(suspects)} changes"
@@ -184,7 +184,7 @@ def investigate_lines(outcome: InvestigateOutcome, next_text: str | None) -> lis
     lines = [describe_state(state)]
     lines += [f"  {d.target}: {_how(d)}" for d in state.decided]
     for s in state.suspects:
-        lines.append(f"  {s.target} bought: reverting it costs {_cost(s)}")
+        lines.append(f"  {s.target}: cost of reverting it: {_cost(s)}")
     lines += [f"  reverted (convicted): {t}" for t in state.reverted]
     restored = _restored_line(state)
     if restored:
@@ -217,7 +217,7 @@ def report_markdown(state: InvestigationState, pages: list[str]) -> str:
         out.append(f"| {s.target} | {_suspect(s)} | {state.outcome_of(s.target) or 'open'} | "
                    f"{_decided_how(state, s.target)} |")  # fmt: skip
     out += ["", "## What each change was worth", ""]
-    out += [f"- {s.target}: reverting it costs {_cost(s)}" for s in state.suspects] or ["- none"]
+    out += [f"- {s.target}: cost of reverting it: {_cost(s)}" for s in state.suspects] or ["- none"]
     out += ["", "## Reverted and restored", ""]
     out += [f"- reverted (convicted): {t}" for t in state.reverted]
     out.append(f"- {_restored_line(state) or 'nothing to restore'}")

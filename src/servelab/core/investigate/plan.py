@@ -37,13 +37,13 @@ __all__ = [
     "OUTSIDE_LAYERS",
     "Action",
     "Bisect",
+    "ComponentTest",
     "Finish",
+    "KnobTest",
     "ListSuspects",
     "Localize",
     "Reproduce",
     "Resolve",
-    "TestComponent",
-    "TestKnob",
     "after_decide",
     "next_action",
     "record_decided",
@@ -72,14 +72,14 @@ class ListSuspects:
 
 
 @dataclass(frozen=True)
-class TestComponent:
+class ComponentTest:
     """``case test component:NAME``: the failing workload through it and bypassing it."""
 
     target: str
 
 
 @dataclass(frozen=True)
-class TestKnob:
+class KnobTest:
     """``case test knob:SERVICE/NAME``: the failing test with the change and without it."""
 
     suspect: SuspectChange
@@ -105,7 +105,7 @@ class Finish:
     ending: Ending
 
 
-Action = Reproduce | Localize | ListSuspects | TestComponent | TestKnob | Bisect | Resolve | Finish
+Action = Reproduce | Localize | ListSuspects | ComponentTest | KnobTest | Bisect | Resolve | Finish
 
 
 def side_of(layer: str | None, *, component: str | None) -> Side:
@@ -174,13 +174,13 @@ def _decide(state: InvestigationState) -> Action | None:
     """The cheapest experiment still to run (None: everything is decided)."""
     component = f"component:{state.component}" if state.component else None
     if state.side is Side.OUTSIDE and component and state.outcome_of(component) is None:
-        return TestComponent(component)
+        return ComponentTest(component)
     open_ = [s for s in state.suspects if state.outcome_of(s.target) is None]
     if not open_:
         return None
     proxy_guilty = component is not None and state.outcome_of(component) == "convicted"
     if proxy_guilty or len(state.suspects) == 1:
-        return TestKnob(open_[0])
+        return KnobTest(open_[0])
     if state.bisect_id is None:
         return Bisect(tuple(open_))
     return None

@@ -35,13 +35,13 @@ from servelab.core.investigate.events import (
 from servelab.core.investigate.plan import (
     Action,
     Bisect,
+    ComponentTest,
     Finish,
+    KnobTest,
     ListSuspects,
     Localize,
     Reproduce,
     Resolve,
-    TestComponent,
-    TestKnob,
     after_decide,
     next_action,
     record_decided,
@@ -229,12 +229,12 @@ async def _do(run: _Run, state: InvestigationState, action: Action) -> Investiga
             return await _localize(run, state)
         case ListSuspects():
             return _suspects(run, state)
-        case TestComponent(target=target):
+        case ComponentTest(target=target):
             run.tell(Testing("case test", (target,)))
             return _decided(run, state, [await test_target(
                 run.op, run.ledger, state.case_id, target, run.cfg.steps.component_rounds,
                 state.symptom, run.cfg.steps)])  # fmt: skip
-        case TestKnob(suspect=suspect):
+        case KnobTest(suspect=suspect):
             run.tell(Testing("case test", (suspect.target,)))
             return _decided(run, state, [await test_target(
                 run.op, run.ledger, state.case_id, suspect.target, run.cfg.steps.knob_rounds,
