@@ -42,6 +42,7 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.investigate.events import InvestigateEvent
 from servelab.core.investigate.state import Ending, Symptom
 from servelab.core.ledger.codec import encode
+from servelab.core.soak.fresh import FreshContext
 from servelab.core.soak.result import SoakConfig
 from servelab.io.files import write_atomic, write_files
 from servelab.io.ledger.ledger import Ledger
@@ -76,8 +77,10 @@ def _steps(
     sessions: int, rounds: int, idle_timeout_s: float, duration: float, requests: int,
     workload: WorkloadOptions,
 ) -> StepConfig:  # fmt: skip
+    # the soak's own default workload: short and long fresh context per round (a fault that needs
+    # a long prompt, a KV tile pinned too small, is reached)
     soak = SoakConfig(sessions=sessions, rounds=rounds, idle_timeout_s=idle_timeout_s,
-                      duration_s=duration)  # fmt: skip
+                      duration_s=duration, fresh_context=FreshContext())  # fmt: skip
     bench = BenchConfig(url="", concurrencies=(64,), requests=requests, warmup=4,
                         input_len=workload.input_len, output_len=workload.output_len,
                         seed=workload.seed, endpoint=workload.endpoint,

@@ -15,13 +15,13 @@ from typing import assert_never
 from servelab.core.case.revert import RevertCost
 from servelab.core.investigate.events import (
     BudgetSpent,
+    ExperimentStarted,
     InvestigateEvent,
     Localized,
     Reproduced,
     Resumed,
     StageStarted,
     SuspectsListed,
-    Testing,
     Verdict,
 )
 from servelab.core.investigate.plan import (
@@ -97,7 +97,7 @@ def describe_event(event: InvestigateEvent) -> str:
         case SuspectsListed(since=since, suspects=suspects):
             names = ", ".join(_suspect(s) for s in suspects) or "none"
             return f"changes since {since or 'the first record'}: {names}"
-        case Testing(how=how, targets=targets):
+        case ExperimentStarted(how=how, targets=targets):
             return f"{how}: {', '.join(targets)}"
         case Verdict(target=target, outcome=outcome, p_value=p):
             return f"{target}: {outcome}" + (f" (p={p:.3g})" if p is not None else "")

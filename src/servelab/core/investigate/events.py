@@ -14,13 +14,13 @@ from servelab.core.investigate.state import Ending, Side, Stage, SuspectChange
 
 __all__ = [
     "BudgetSpent",
+    "ExperimentStarted",
     "InvestigateEvent",
     "Localized",
     "Reproduced",
     "Resumed",
     "StageStarted",
     "SuspectsListed",
-    "Testing",
     "Verdict",
 ]
 
@@ -61,7 +61,7 @@ class SuspectsListed:
 
 
 @dataclass(frozen=True)
-class Testing:
+class ExperimentStarted:
     """An experiment begins: ``how`` is ``case test`` or ``bisect``; ``targets`` what it decides."""
 
     how: str
@@ -90,7 +90,7 @@ InvestigateEvent = (
     | Reproduced
     | Localized
     | SuspectsListed
-    | Testing
+    | ExperimentStarted
     | Verdict
     | BudgetSpent
 )

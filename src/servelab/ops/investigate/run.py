@@ -4,8 +4,9 @@ decide → resolve), each step an existing command's ops function.
 The planner (:func:`servelab.core.investigate.plan.next_action`) names the next action from the
 state; this module does it (:mod:`servelab.ops.investigate.steps`) and records the whole state on
 the case as the event ``investigate`` after every action, so Ctrl-C keeps what was decided and
-``resume`` goes on from the newest one. ``max_minutes`` is checked before each action: spent, the
-loop stops with its state kept and the next action named. Reverting a convicted knob and carrying
+``resume`` goes on from the newest one. ``max_minutes`` is checked before each action but the
+first of a run (so every run makes progress): spent, the loop stops with its state kept and the
+next action named. Reverting a convicted knob and carrying
 out the restore plan (each a co-restart) ask ``confirm`` first unless ``yes``.
 """
 
@@ -23,13 +24,13 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.case.record import CaseEvent
 from servelab.core.investigate.events import (
     BudgetSpent,
+    ExperimentStarted,
     InvestigateEvent,
     Localized,
     Reproduced,
     Resumed,
     StageStarted,
     SuspectsListed,
-    Testing,
     Verdict,
 )
 from servelab.core.investigate.plan import (
@@ -201,14 +202,14 @@ async def investigate(
     progress: Progress | None = None,
 ) -> InvestigateOutcome:
     """Run the loop until it ends or the budget is spent (see the module docstring)."""
-    started = time.monotonic()
+    started = begun = time.monotonic()
     state = _begin(ledger, cfg, tell)
     outcome = InvestigateOutcome(state, event_id=_save(ledger, state) if not cfg.resume else None)
     async with operation(where, ledger=ledger, progress=progress) as op:
         run = _Run(op, ledger, cfg, tell, confirm, phrase, outcome)
         while not isinstance(action := next_action(state), Finish):
-            spent = (time.monotonic() - started) / 60
-            if cfg.max_minutes is not None and spent >= cfg.max_minutes:
+            spent = (time.monotonic() - begun) / 60
+            if cfg.max_minutes is not None and started > begun and spent >= cfg.max_minutes:
                 tell(BudgetSpent(round(spent, 2), state.stage, state.ending))
                 outcome.stopped, outcome.next = True, action
                 break
@@ -230,17 +231,17 @@ async def _do(run: _Run, state: InvestigationState, action: Action) -> Investiga
         case ListSuspects():
             return _suspects(run, state)
         case ComponentTest(target=target):
-            run.tell(Testing("case test", (target,)))
+            run.tell(ExperimentStarted("case test", (target,)))
             return _decided(run, state, [await test_target(
                 run.op, run.ledger, state.case_id, target, run.cfg.steps.component_rounds,
                 state.symptom, run.cfg.steps)])  # fmt: skip
         case KnobTest(suspect=suspect):
-            run.tell(Testing("case test", (suspect.target,)))
+            run.tell(ExperimentStarted("case test", (suspect.target,)))
             return _decided(run, state, [await test_target(
                 run.op, run.ledger, state.case_id, suspect.target, run.cfg.steps.knob_rounds,
                 state.symptom, run.cfg.steps)])  # fmt: skip
         case Bisect(suspects=suspects):
-            run.tell(Testing("bisect", tuple(s.target for s in suspects)))
+            run.tell(ExperimentStarted("bisect", tuple(s.target for s in suspects)))
             changes = tuple(Change(s.service, s.knob, s.good, s.suspected) for s in suspects)
             bisect_id, decided = await bisect_changes(
                 run.op, run.ledger, state.case_id, changes, state.symptom, run.cfg.steps

@@ -131,7 +131,7 @@ async def reproduce_answers(op: Operation, cfg: StepConfig) -> Reproduction:
 
 def _test_of(symptom: Symptom, level: int) -> ProbeTest:
     if symptom is Symptom.ANSWERS:
-        return ProbeTest(ProbeTestKind.ANSWERS, concurrency=level)
+        return ProbeTest(ProbeTestKind.ANSWERS, "answers", level)
     return ProbeTest()
 
 
