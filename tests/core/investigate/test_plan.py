@@ -68,6 +68,21 @@ def test_changes_in_order_of_first_change_and_a_change_undone_is_no_suspect() ->
         ("B", None, "1", False), ("A", "x", "y", False)]  # fmt: skip
 
 
+def test_a_case_s_own_changes_are_never_an_operator_s() -> None:
+    changes = [
+        _change(1, "2026-01-02T00:00:00.000Z", "A", "x", "y"),
+        _change(2, "2026-01-02T00:00:01.000Z", "A", "y", "x", case_id=3),  # reverted
+        KnobChangeRecord(id=3, at="2026-01-02T00:00:02.000Z", service="decode", name="A",
+                         old="x", new="y", reason="case 3: test of knob:decode/A, arm suspect"),
+        KnobChangeRecord(id=4, at="2026-01-02T00:00:03.000Z", service="decode", name="A",
+                         old="y", new="x", reason="case test: left as found"),
+        KnobChangeRecord(id=5, at="2026-01-02T00:00:04.000Z", service="decode", name="B",
+                         old="1", new="2", reason="case bisect: left as found"),
+    ]  # fmt: skip
+    (s,) = suspects_since(changes, since_at=None, upto_id=5)
+    assert (s.knob, s.good, s.suspected, s.current, s.reverted) == ("A", "x", "y", "x", True)
+
+
 def _state(**kw: object) -> InvestigationState:
     return replace(InvestigationState(1, Symptom.HANG), **kw)  # type: ignore[arg-type]
 

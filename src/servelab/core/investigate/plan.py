@@ -34,6 +34,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.telemetry.layers import Layer
 
 __all__ = [
+    "CASE_REASON",
     "OUTSIDE_LAYERS",
     "Action",
     "Bisect",
@@ -50,6 +51,10 @@ __all__ = [
     "side_of",
     "suspects_since",
 ]
+
+#: How the reasons of the knob changes a case's commands make begin (``case 3: test of …``,
+#: ``case bisect: left as found``): never an operator's change.
+CASE_REASON = "case "
 
 #: The layers in front of the router: a proxy (or the client) is bypassed, never bisected.
 OUTSIDE_LAYERS = frozenset({Layer.CLIENT_PROXY, Layer.CLIENT})
@@ -123,9 +128,9 @@ def suspects_since(
     upto_id: int,
     ab_runs: Sequence[AbRunRecord] = (),
 ) -> tuple[SuspectChange, ...]:
-    """Every knob changed after ``since_at`` (None: ever) up to change ``upto_id``, in the order
-    of its first change: its value at the point, the newest value set outside a case, its value
-    now; what reverting it costs by the newest A/B of both values."""
+    """Every knob an operator changed after ``since_at`` (None: ever) up to change ``upto_id``,
+    in the order of its first change: its value at the point, the newest value an operator set,
+    its value now; what reverting it costs by the newest A/B of both values."""
     window = sorted(
         (c for c in changes if c.id <= upto_id and (since_at is None or c.at > since_at)),
         key=lambda c: c.id,
@@ -142,7 +147,9 @@ def _suspect(
     key: tuple[str, str], window: Sequence[KnobChangeRecord], ab_runs: Sequence[AbRunRecord]
 ) -> SuspectChange | None:
     mine = [c for c in window if (c.service, c.name) == key]
-    by_operator = [c for c in mine if c.case_id is None] or mine
+    by_operator = [c for c in mine if _by_operator(c)]
+    if not by_operator:
+        return None  # only a case's reverts, restores and experiments moved it
     good, suspected, current = mine[0].old, by_operator[-1].new, mine[-1].new
     if suspected == good:
         return None  # changed and changed back: nothing to suspect
@@ -151,6 +158,12 @@ def _suspect(
         key[0], key[1], good, suspected, current, tuple(c.id for c in mine),
         reverted=current == good, ab_id=cost.ab_id, bought=cost.points,
     )  # fmt: skip
+
+
+def _by_operator(change: KnobChangeRecord) -> bool:
+    """A change an operator made: not under a case (a revert, a restore) nor by a case's
+    experiment (``case test``'s and ``case bisect``'s arms, their reasons ``case …``)."""
+    return change.case_id is None and not (change.reason or "").startswith(CASE_REASON)
 
 
 def next_action(state: InvestigationState) -> Action:
