@@ -35,7 +35,7 @@ TARGET = f"knob:decode/{BF16}"
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
-    spec = write_pd_spec(tmp_path, time_scale=0.05, name="answers", knobs=(DEFAULT_KNOB, BF16),
+    spec = write_pd_spec(tmp_path, time_scale=0.2, name="answers", knobs=(DEFAULT_KNOB, BF16),
                          decode_toml=f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n')  # fmt: skip
     loaded = load_spec(spec)
     try:
