@@ -131,3 +131,18 @@ def _case_events(cid: int, led: tuple[str, ...]) -> list[Any]:
     done = run_cli("case", "show", str(cid), *led, "--json")
     assert done.returncode == 0, done.stderr
     return [e for e in json.loads(done.stdout)["timeline"] if e["kind"] != "evidence"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [(("--symptom", "slow", "--yes"), "--symptom slow is not investigated yet"),
+     (("--resume", "--yes"), "--resume needs --case ID"),
+     (("--json",), "--json needs --yes")],
+)  # fmt: skip
+def test_bad_input_exits_2_before_anything_runs(
+    args: tuple[str, ...], words: str, tmp_path: Path
+) -> None:
+    done = run_cli("investigate", *args, "--ledger", str(tmp_path / "l.db"))
+    assert done.returncode == 2, done.stderr + done.stdout
+    assert words in done.stderr + done.stdout
+    assert not (tmp_path / "l.db").exists()
