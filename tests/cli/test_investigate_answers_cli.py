@@ -69,8 +69,8 @@ def test_a_setting_that_changes_answers_is_convicted_for_answers(
     wall = time.monotonic() - started
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads(done.stdout)
-    restarts = sum(line.startswith("co-restart ") for line in done.stderr.splitlines())
-    print(f"investigate --symptom answers: {wall:.1f} s wall, {restarts} co-restarts\n"
+    restarts = sum(": started pid " in line for line in done.stderr.splitlines())
+    print(f"investigate --symptom answers: {wall:.1f} s wall, {restarts} service starts\n"
           + "\n".join(doc["lines"]))  # fmt: skip
     state = doc["state"]
     assert state["reproduced"] is True and state["layer"] == "correctness"

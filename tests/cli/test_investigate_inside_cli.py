@@ -73,7 +73,7 @@ def _investigate(*args: str) -> tuple[Any, str, float, int]:
 
 
 def _restarts(stderr: str) -> int:
-    return sum(line.startswith("co-restart ") for line in stderr.splitlines())
+    return sum(": started pid " in line for line in stderr.splitlines())  # a service started
 
 
 async def _changed(stack: LoadedSpec, ledger: Ledger, values: Any, title: str) -> int:
@@ -96,7 +96,7 @@ def test_a_guilty_knob_among_six_is_convicted_and_left_reverted(
     led, spec = ("--ledger", str(ledger_file)), ("-f", stack.source)
     doc, stderr, wall, code = _investigate("--case", str(cid), *SOAK_ARGS, *spec, *led)
     print(f"investigate, a guilty knob among six: {wall:.1f} s wall, {_restarts(stderr)} "
-          "co-restarts\n" + "\n".join(doc["lines"]))  # fmt: skip
+          "service starts\n" + "\n".join(doc["lines"]))  # fmt: skip
     state = doc["state"]
     assert code == 0 and state["reproduced"] is True and state["side"] == "inside"
     assert [s["knob"] for s in state["suspects"]] == [name for name, _ in SIX]
@@ -128,7 +128,7 @@ def test_a_wedged_decode_is_localized_to_the_decode_and_no_knob_is_convicted(
     assert first["next"].startswith("localize") and "--resume --case" in first["lines"][-1]
     doc, more, wall2, code = _investigate("--resume", "--case", str(cid), *SOAK_ARGS, *spec, *led)
     print(f"investigate, a wedged decode: {wall + wall2:.1f} s wall (stopped, then resumed), "
-          f"{_restarts(stderr + more)} co-restarts\n" + "\n".join(doc["lines"]))  # fmt: skip
+          f"{_restarts(stderr + more)} service starts\n" + "\n".join(doc["lines"]))  # fmt: skip
     assert "resumed at localize" in more
     state = doc["state"]
     assert code == 1 and state["reproduced"] is True
