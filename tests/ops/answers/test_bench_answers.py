@@ -18,7 +18,7 @@ from tests.support.stack import SimStack, sim_stack
 
 @pytest.fixture(scope="module")
 def bf16() -> Iterator[SimStack]:
-    with sim_stack(time_scale=0.05, decode_env={"SGLANG_NSA_INDEX_KEYS_BF16": "1"}) as stack:
+    with sim_stack(time_scale=0.2, decode_env={"SGLANG_NSA_INDEX_KEYS_BF16": "1"}) as stack:
         yield stack
 
 

@@ -18,7 +18,9 @@ Every streamed request is bounded by the idle timeout, every non-streamed one by
 (:mod:`servelab.core.soak.clock`; the idle timeout when none is known, a stall then undecided),
 and goes through
 :class:`~servelab.io.http.stream.StreamClient`; every turn after the first starts only while an
-idle timeout still fits before the deadline.
+idle timeout still fits before the deadline. Each request's last turn opens with a marker of its
+own, so no cell is served from the prefill of the cell before it (a prefix cache would otherwise
+make the second sending of a payload faster than the first).
 """
 
 from __future__ import annotations
@@ -110,11 +112,32 @@ def pairs_of(targets: Targets) -> list[tuple[WorkerTarget, WorkerTarget]]:
 
 
 def _body(body: JsonObject, stream: bool) -> JsonObject:
-    out = dict(body)
+    out = _uncached(body)
     out["stream"] = stream
     if not stream:
         out.pop("stream_options", None)
     return out
+
+
+def _uncached(body: JsonObject) -> JsonObject:
+    """``body`` with its last message's text opened by a marker no other request carries, so
+    no cell rides on another's prefill in the prefix cache: each prefills its last turn as the
+    failing request did (the earlier turns stay as cached as the soak left them). Without it, a
+    timeout that only a long uncached prefill meets passes when the same payload is sent again
+    (the cell before it cached it) and reads as load-dependent."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return dict(body)
+    last = dict(messages[-1])
+    marker = f"[replay {random.getrandbits(48):012x}] "
+    content = last.get("content")
+    if isinstance(content, str):
+        last["content"] = marker + content
+    elif isinstance(content, list):
+        last["content"] = [{"type": "text", "text": marker}, *content]
+    else:
+        return dict(body)
+    return {**body, "messages": [*messages[:-1], last]}
 
 
 def _cell(
