@@ -146,3 +146,27 @@ def test_bad_input_exits_2_before_anything_runs(
     assert done.returncode == 2, done.stderr + done.stdout
     assert words in done.stderr + done.stdout
     assert not (tmp_path / "l.db").exists()
+
+
+@pytest.mark.timeout(300)
+def test_a_symptom_that_does_not_reproduce_ends_the_investigation_saying_so(
+    tmp_path: Path,
+) -> None:
+    spec = write_pd_spec(tmp_path, time_scale=0.05, name="healthy")
+    loaded = load_spec(spec)
+    try:
+        assert all(s.ok for s in asyncio.run(deploy.up(loaded)).steps)
+        led = ("--ledger", str(tmp_path / "ledger.db"))
+        doc, stderr, _wall = _investigate("--title", "sessions hang?", "--yes", "--sessions", "2",
+                                         "--rounds", "2", "-f", str(spec), *led)  # fmt: skip
+    finally:
+        asyncio.run(deploy.down(loaded))
+    state = doc["state"]
+    assert state["reproduced"] is False and state["ending"] == "not_reproduced"
+    assert state["stage"] == "done" and state["decided"] == [] and state["suspects"] == []
+    assert "did not reproduce: 0 of 2 failed" in stderr
+    assert doc["summary"].endswith("the symptom did not reproduce; nothing convicted")
+    assert "reproduction: not reproduced (soak #" in Path(doc["report"]).read_text()
+    with Ledger.open(tmp_path / "ledger.db") as ledger:
+        case = cases.load_case(ledger, state["case_id"])
+    assert case.title == "sessions hang?" and case.status == "open"  # nothing to resolve
