@@ -21,6 +21,7 @@ from servelab.core.investigate.plan import (
     Bisect,
     ComponentTest,
     Finish,
+    GoodState,
     KnobTest,
     ListSuspects,
     Localize,
@@ -48,11 +49,12 @@ K = "SGLANG_SM120_MMA_TARGET_CTAS"
 KNOB = SuspectChange("decode", K, "256", "512", "256", (2, 3), reverted=True, ab_id=4,
                      bought=(ConcurrencyCost(64, -0.113, (-0.15, -0.08), "worse"),))  # fmt: skip
 STATE = InvestigationState(
-    7, Symptom.HANG, 3, "verify:1", "2026-01-01T00:00:00.000Z", Stage.DONE, True, 5, (),
-    "client_proxy", None, Side.OUTSIDE, "proxy", 6, (KNOB,),
-    (Decided("component:proxy", "convicted", "case test", 10, 11, 0.0286),
-     Decided(KNOB.target, "exonerated", "case test", 12, 13, 1.0)),
-    None, (), True, 14, Ending.RESOLVED,
+    7, Symptom.HANG, upto_change_id=3, since="verify:1", since_at="2026-01-01T00:00:00.000Z",
+    stage=Stage.DONE, reproduced=True, soak_id=5, layer="client_proxy", side=Side.OUTSIDE,
+    component="proxy", verification_id=6, suspects=(KNOB,),
+    decided=(Decided("component:proxy", "convicted", "case test", 10, 11, 0.0286),
+             Decided(KNOB.target, "exonerated", "case test", 12, 13, 1.0)),
+    restored=True, restore_verification_id=14, ending=Ending.RESOLVED,
 )  # fmt: skip
 
 
@@ -80,6 +82,7 @@ def test_every_event_is_worded(event: InvestigateEvent, words: str) -> None:
     [(Reproduce(), "reproduce"), (Localize(), "localize"), (ListSuspects(), "verify:1"),
      (ComponentTest("component:proxy"), "bypassing"), (KnobTest(KNOB), "512 against 256"),
      (Bisect((KNOB, KNOB)), "over 2 changes"), (Resolve(), "restore"),
+     (GoodState((KNOB,)), "the good state"),
      (Finish(Ending.RESOLVED), "resolved")],
 )  # fmt: skip
 def test_every_action_is_worded(action: Action, words: str) -> None:

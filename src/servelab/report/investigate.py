@@ -29,6 +29,7 @@ from servelab.core.investigate.plan import (
     Bisect,
     ComponentTest,
     Finish,
+    GoodState,
     KnobTest,
     ListSuspects,
     Localize,
@@ -129,6 +130,8 @@ def describe_action(action: Action, state: InvestigationState) -> str:
             return f"case test {target} (through it against bypassing it)"
         case KnobTest(suspect=s):
             return f"case test {s.target} ({show_value(s.suspected)} against {show_value(s.good)})"
+        case GoodState(suspects=suspects):
+            return f"soak the good state (the {len(suspects)} changes at their good values)"
         case Bisect(suspects=suspects):
             return f"case bisect over {len(suspects)} changes"
         case Resolve():

@@ -11,6 +11,7 @@ from servelab.core.investigate.plan import (
     Bisect,
     ComponentTest,
     Finish,
+    GoodState,
     KnobTest,
     ListSuspects,
     Localize,
@@ -121,7 +122,11 @@ def test_inside_one_change_is_tested_several_are_bisected() -> None:
     assert next_action(one) == KnobTest(_s("K1"))
     six = tuple(_s(f"K{i}") for i in range(6))
     many = _state(stage=Stage.DECIDE, side=Side.INSIDE, suspects=six)
+    assert next_action(many) == GoodState(six)  # ddmin assumes the good state good: checked
+    many = replace(many, good_fails=False)
     assert next_action(many) == Bisect(six)
+    answers = _state(stage=Stage.DECIDE, side=Side.INSIDE, suspects=six, symptom=Symptom.ANSWERS)
+    assert next_action(answers) == Bisect(six)  # its references are the good state's answers
     bisected = record_decided(replace(many, bisect_id=9), [
         Decided(s.target, "convicted" if s.knob == "K1" else "exonerated", "bisect")
         for s in six])  # fmt: skip
@@ -131,8 +136,16 @@ def test_inside_one_change_is_tested_several_are_bisected() -> None:
 
 def test_a_bisection_done_is_never_run_again() -> None:
     two = (_s("K1"), _s("K2"))
-    state = _state(stage=Stage.DECIDE, side=Side.INSIDE, suspects=two, bisect_id=3)
+    state = _state(stage=Stage.DECIDE, side=Side.INSIDE, suspects=two, bisect_id=3,
+                   good_fails=False)  # fmt: skip
     assert next_action(state) == Resolve()  # what it left undecided stays undecided
+
+
+def test_a_good_state_that_fails_too_is_never_bisected() -> None:
+    two = (_s("K1"), _s("K2"))
+    state = _state(stage=Stage.DECIDE, side=Side.INSIDE, suspects=two, good_fails=True)
+    assert next_action(state) == Resolve()  # no change explains it: none is convicted
+    assert after_decide(state).ending is Ending.UNEXPLAINED
 
 
 def test_nothing_convicted_ends_unexplained_and_nothing_to_decide_resolves() -> None:
@@ -149,7 +162,7 @@ def test_a_component_that_is_cleared_leaves_the_knobs_to_a_bisection() -> None:
     two = (_s("K1"), _s("K2"))
     state = _state(stage=Stage.DECIDE, side=Side.OUTSIDE, component="proxy", suspects=two)
     state = record_decided(state, [Decided("component:proxy", "exonerated", "case test")])
-    assert next_action(state) == Bisect(two)
+    assert next_action(state) == GoodState(two)
 
 
 def test_the_newest_verdict_counts() -> None:

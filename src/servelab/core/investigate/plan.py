@@ -11,7 +11,9 @@ by the differential (the failing workload through it and straight to the router:
 the component, nothing restarted); then each recorded engine change is tested only as far as needed
 to clear it (one ``case test`` each). A failure inside (the router, the engines, the answers) is
 decided over the recorded changes: one change by ``case test``, several by ``case bisect`` (delta
-debugging, each probe an experiment). Every verdict is an experiment's, never the order of the
+debugging, each probe an experiment), once the failing soak with every change at its good value
+passed (ddmin assumes it: a failure that state shows too is explained by no change, and none is
+bisected or convicted). Every verdict is an experiment's, never the order of the
 changes; a change no experiment decided stays inconclusive.
 """
 
@@ -29,6 +31,7 @@ from servelab.core.investigate.state import (
     Side,
     Stage,
     SuspectChange,
+    Symptom,
 )
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.telemetry.layers import Layer
@@ -40,6 +43,7 @@ __all__ = [
     "Bisect",
     "ComponentTest",
     "Finish",
+    "GoodState",
     "KnobTest",
     "ListSuspects",
     "Localize",
@@ -91,6 +95,14 @@ class KnobTest:
 
 
 @dataclass(frozen=True)
+class GoodState:
+    """Before a bisection: the failing soak with every change at its good value. ddmin assumes
+    that state good; failing too, no change explains the failure and none is bisected."""
+
+    suspects: tuple[SuspectChange, ...]
+
+
+@dataclass(frozen=True)
 class Bisect:
     """``case bisect`` over the changes: which of them make it fail."""
 
@@ -110,7 +122,10 @@ class Finish:
     ending: Ending
 
 
-Action = Reproduce | Localize | ListSuspects | ComponentTest | KnobTest | Bisect | Resolve | Finish
+Action = (
+    Reproduce | Localize | ListSuspects | ComponentTest | KnobTest | GoodState | Bisect | Resolve
+    | Finish
+)  # fmt: skip
 
 
 def side_of(layer: str | None, *, component: str | None) -> Side:
@@ -194,7 +209,9 @@ def _decide(state: InvestigationState) -> Action | None:
     proxy_guilty = component is not None and state.outcome_of(component) == "convicted"
     if proxy_guilty or len(state.suspects) == 1:
         return KnobTest(open_[0])
-    if state.bisect_id is None:
+    if state.symptom is Symptom.HANG and state.good_fails is None:
+        return GoodState(tuple(open_))
+    if state.bisect_id is None and not state.good_fails:
         return Bisect(tuple(open_))
     return None
 

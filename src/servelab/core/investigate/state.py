@@ -131,6 +131,10 @@ class InvestigationState:
     verification_id: int | None = None
     suspects: tuple[SuspectChange, ...] = ()
     decided: tuple[Decided, ...] = ()
+    #: the good state's soak before a bisection (every change at its good value): its id, and
+    #: whether it failed too (then no change explains the failure and none is bisected)
+    good_soak_id: int | None = None
+    good_fails: bool | None = None
     bisect_id: int | None = None
     reverted: tuple[str, ...] = ()
     restored: bool | None = None

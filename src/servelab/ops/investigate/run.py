@@ -38,6 +38,7 @@ from servelab.core.investigate.plan import (
     Bisect,
     ComponentTest,
     Finish,
+    GoodState,
     KnobTest,
     ListSuspects,
     Localize,
@@ -55,6 +56,7 @@ from servelab.core.investigate.state import (
     InvestigationState,
     Side,
     Stage,
+    SuspectChange,
     Symptom,
 )
 from servelab.core.knobs.record import KnobChangeRecord
@@ -69,6 +71,7 @@ from servelab.ops.investigate.steps import (
     StepConfig,
     bisect_changes,
     component_of,
+    good_state,
     reproduce_answers,
     reproduce_hang,
     test_target,
@@ -76,6 +79,7 @@ from servelab.ops.investigate.steps import (
 from servelab.ops.verify.verify import verify
 
 __all__ = [
+    "GOOD_FAILS",
     "InvestigateConfig",
     "InvestigateOutcome",
     "investigate",
@@ -83,6 +87,8 @@ __all__ = [
 ]
 
 Tell = Callable[[InvestigateEvent], None]
+#: The good state "fails too" when at least this share of its sessions failed.
+GOOD_FAILS = 0.5
 #: Asked before a co-restart: the convicted knobs to revert (``"revert"``) or the restore plan's
 #: items (``"restore"``); False: not done (the state says so).
 Confirm = Callable[[str, Sequence[RestoreItem] | Sequence[str]], bool]
@@ -240,6 +246,8 @@ async def _do(run: _Run, state: InvestigationState, action: Action) -> Investiga
             return _decided(run, state, [await test_target(
                 run.op, run.ledger, state.case_id, suspect.target, run.cfg.steps.knob_rounds,
                 state.symptom, run.cfg.steps)])  # fmt: skip
+        case GoodState(suspects=suspects):
+            return await _good_state(run, state, suspects)
         case Bisect(suspects=suspects):
             run.tell(ExperimentStarted("bisect", tuple(s.target for s in suspects)))
             changes = tuple(Change(s.service, s.knob, s.good, s.suspected) for s in suspects)
@@ -251,6 +259,22 @@ async def _do(run: _Run, state: InvestigationState, action: Action) -> Investiga
             return await _resolve(run, state)
         case Finish():
             return state
+
+
+async def _good_state(
+    run: _Run, state: InvestigationState, suspects: tuple[SuspectChange, ...]
+) -> InvestigationState:
+    """The good state soaked: failing in at least half its sessions (:data:`GOOD_FAILS`), no
+    change is bisected and each stays inconclusive (by ``good state``, the soak its evidence)."""
+    run.tell(ExperimentStarted("good state", tuple(s.target for s in suspects)))
+    changes = tuple(Change(s.service, s.knob, s.good, s.suspected) for s in suspects)
+    got = await good_state(run.op, run.ledger, state.case_id, changes)
+    fails = got.units > 0 and got.failed >= GOOD_FAILS * got.units
+    state = dataclasses.replace(state, good_soak_id=got.soak_id, good_fails=fails)
+    if not fails:
+        return state
+    decided = [Decided(s.target, "inconclusive", "good state", got.soak_id) for s in suspects]
+    return _decided(run, state, decided)
 
 
 def _decided(run: _Run, state: InvestigationState, decided: list[Decided]) -> InvestigationState:

@@ -21,11 +21,17 @@ from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTar
 from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.answers.session import AnswerSession, baseline_state
-from servelab.ops.arm import Setting
+from servelab.ops.arm import Setting, make_live
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.bisect import BisectConfig, resume_bisect, run_bisect, unfinished
 from servelab.ops.case.case import load_case
-from servelab.ops.case.experiment import CaseTestConfig, failed_sessions, run_case_test
+from servelab.ops.case.experiment import (
+    CaseTestConfig,
+    failed_sessions,
+    failing_workload,
+    run_case_test,
+    soak_targets,
+)
 from servelab.ops.context import Operation
 from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.soak.soak import soak
@@ -35,6 +41,7 @@ __all__ = [
     "StepConfig",
     "bisect_changes",
     "component_of",
+    "good_state",
     "reproduce_answers",
     "reproduce_hang",
     "spec_targets",
@@ -171,3 +178,21 @@ async def bisect_changes(
     decided = [Decided(t, verdicts.get(t, "inconclusive"), "bisect", outcome.conclusion_id,
                        outcome.evidence_id) for t in targets]  # fmt: skip
     return outcome.bisect_id, decided
+
+
+async def good_state(
+    op: Operation, ledger: Ledger, case_id: int, changes: tuple[Change, ...]
+) -> Reproduction:
+    """The case's failing soak replayed with every change at its good value (made live, proven by
+    its values), the knobs left as found after; its failed sessions."""
+    _soak_id, workload = failing_workload(ledger, load_case(ledger, case_id), None)
+    found = [Setting(c.service, c.knob, await get_knob(op, c.service, c.knob)) for c in changes]
+    good = [Setting(c.service, c.knob, c.good) for c in changes]
+    try:
+        await make_live(op, good, f"case {case_id}: investigate, the good state", e2e=False)
+        config = dataclasses.replace(workload, knobs=await live_knobs(op))
+        result = await soak(config, soak_targets(op), progress=op.say, ledger=ledger)
+    finally:
+        if [await get_knob(op, c.service, c.knob) for c in changes] != [f.value for f in found]:
+            await make_live(op, found, f"case {case_id}: investigate, left as found", e2e=False)
+    return Reproduction(failed_sessions(result), result.sessions.count, result.soak_id)
