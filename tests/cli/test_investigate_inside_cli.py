@@ -4,7 +4,8 @@ changes, and a wedged decode that no recorded change explains.
 1. Six changes recorded after a passing verification, one guilty:
    ``SGLANG_SM120_MLA_KV_TILE=16`` (the simulator's long-context fault: prompts over 1024 tokens
    never get a token out of decode; the soak's long fresh context reaches that). The hang is
-   localized inside (no proxy), the six changes are bisected (each probe an experiment), the tile
+   localized inside (no proxy), the good state (every change at its good value) passes its soak, so
+   the six changes are bisected (each probe an experiment), the tile
    is convicted and left reverted (a revert under the case, verified live), the five others are
    exonerated and kept.
 2. One change recorded (the decode knob 256 → 512), then the decode wedges (the simulator's
@@ -100,6 +101,7 @@ def test_a_guilty_knob_among_six_is_convicted_and_left_reverted(
     state = doc["state"]
     assert code == 0 and state["reproduced"] is True and state["side"] == "inside"
     assert [s["knob"] for s in state["suspects"]] == [name for name, _ in SIX]
+    assert state["good_fails"] is False and state["good_soak_id"] is not None  # then bisected
     verdicts = {d["target"]: (d["outcome"], d["by"]) for d in state["decided"]}
     assert verdicts.pop(f"knob:decode/{TILE}") == ("convicted", "bisect")
     assert set(verdicts.values()) == {("exonerated", "bisect")} and len(verdicts) == 5
