@@ -41,9 +41,7 @@ OVER_MAX = {
     "core/deploy/spec.py": 494,
     "report/verify.py": 492,
     "sim/app.py": 492,
-    "report/docs.py": 510,
     "ops/ab/tune.py": 527,
-    "io/hosts/processes.py": 515,
     "cli/common.py": 521,  # +1: the one redaction policy's import (errors and progress lines)
     "core/soak/observe.py": 532,
     "core/soak/diagnose.py": 537,
@@ -307,6 +305,7 @@ CORE_ORDER = [
     "telemetry",
     "verify",
     "restart",  # a restart: deploy's steps then verify's checks
+    "init",  # what `servelab init` read of a running deployment: deploy's facts
     "answers",  # probes, checks and the paired rule: bench, ab and case compose them
     "bench",
     "soak",
@@ -417,9 +416,10 @@ def test_one_codec(path: Path) -> None:
 #: and public functions there taking or returning one: ceilings that only come down. The target
 #: (issue 31) is 20 uses, each with its reason, and no public function; today's counts are what
 #: is left of 210 uses and 86 public functions before bench, verify, deploy and restart had their
-#: contracts (each ``--json`` builder in report/ and each stored-dict reader is one).
-MAX_JSON_TYPES = 202
-MAX_JSON_PUBLIC = 68
+#: contracts, and of 204 and 68 before the ``--json`` builders of report/ returned the document's
+#: text (what is left: the ledger export's composition, the stored-dict readers, request bodies).
+MAX_JSON_TYPES = 191
+MAX_JSON_PUBLIC = 49
 _JSON_FREE_LAYERS = ("io", "sim")
 
 

@@ -30,6 +30,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │                                     (servelab.ops.case.case: it carries the refusals)
     ├── MetricsError(ValueError)          a metrics source answered something unreadable
     ├── ProtocolError(ValueError)         a server's bytes are not valid HTTP/1.1
+    ├── ModelNotListed(LookupError)       the entry point lists no model (GET /v1/models): no
+    │                                     request can name one, and none is made up
     └── SimError(RuntimeError)            the simulator was misconfigured
 
     asyncio.CancelledError
@@ -53,6 +55,7 @@ __all__ = [
     "HostError",
     "KnobError",
     "MetricsError",
+    "ModelNotListed",
     "OptionError",
     "ProtocolError",
     "RecordError",
@@ -149,6 +152,11 @@ class CaseError(ServelabError, ValueError):
 
 class MetricsError(ServelabError, ValueError):
     """A metrics source (``/metrics``, a Prometheus server) answered something unreadable."""
+
+
+class ModelNotListed(ServelabError, LookupError):
+    """The entry point's ``GET /v1/models`` lists no model (the message names the URL): traffic
+    needs the model the router knows, never a placeholder (smg refuses one)."""
 
 
 class ProtocolError(ServelabError, ValueError):

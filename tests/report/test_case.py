@@ -3,6 +3,7 @@ their ``--json`` documents; and ``ledger export`` with every check's reason (a r
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -77,20 +78,24 @@ def test_a_revert_that_did_not_verify_says_why_in_json_and_words() -> None:
     outcome = RevertOutcome(_preview(), _change(), [], _report(bad), "512", event_id=7)
     assert not outcome.ok and outcome.failed_checks == [bad]
     assert revert_error(outcome) == _SENTENCE
-    doc = revert_json(outcome)
+    doc = json.loads(revert_json(outcome))
     assert doc["error"] == _SENTENCE and doc["ok"] is False and doc["failure"] is None
     (check,) = doc["verification"]["checks"]
     assert check["code"] == "live.differs"
     assert check["detail"] == "differs: file 512, live 256 (restart needed)"
     stopped = RevertOutcome(_preview(), _change(), [], None, None, failure="restart failed: x")
     assert revert_error(stopped) == "restart failed: x"
-    assert revert_json(stopped)["verification"] == {
+    assert json.loads(revert_json(stopped))["verification"] == {
         "ok": False, "checks": [], "error": "restart failed: x"
     }  # fmt: skip
     matched = replace(_DIFFERS, file="256", verdict=LiveVerdict.MATCH)
     good = Check("decode", True, CheckCode.LIVE_MATCH, matched)
     verified = RevertOutcome(_preview(), _change(), [], _report(good), "256")
-    assert verified.ok and revert_error(verified) is None and revert_json(verified)["error"] is None
+    assert (
+        verified.ok
+        and revert_error(verified) is None
+        and json.loads(revert_json(verified))["error"] is None
+    )
 
 
 def test_a_restore_that_did_not_verify_says_why_per_item() -> None:
@@ -98,7 +103,7 @@ def test_a_restore_that_did_not_verify_says_why_per_item() -> None:
     item = RestoreEvent("decode", K, "256", "512", "256", 5, 3, False, failed=(bad,))
     outcome = RestoreOutcome(1, [item], [], _report(bad), status="restore failed")
     assert restore_error(outcome) == _SENTENCE
-    doc = restore_json(outcome)
+    doc = json.loads(restore_json(outcome))
     assert doc["error"] == _SENTENCE and doc["items"][0]["error"] == _SENTENCE
     assert doc["items"][0]["verified"] is False
     assert doc["items"][0]["failed_checks"][0]["detail"].startswith("differs: file 512")

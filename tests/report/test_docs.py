@@ -16,20 +16,21 @@ from servelab.core.verify.record import read_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
-from servelab.report import docs
+from servelab.report import docs, perfplan
 from servelab.report.docs import (
     build_docs,
     describe_conviction,
     describe_cost,
     describe_point,
-    pct,
 )
+from servelab.report.text import pct
 from tests.support.history import K, incident
 
 
 def test_public_api() -> None:
-    for name in docs.__all__:
-        assert hasattr(docs, name), name
+    for module in (docs, perfplan):
+        for name in module.__all__:
+            assert hasattr(module, name), name
 
 
 def test_percent_uses_a_real_minus() -> None:
@@ -124,7 +125,7 @@ def test_comparison_rows_show_a_dash_for_nan_and_the_confidence_level() -> None:
     nan = float("nan")
     inconclusive = Comparison(64, nan, (nan, nan), Verdict.INCONCLUSIVE, "a", "b")
     ab = AbResult("decode", "K", "a", "b", comparisons=(inconclusive,))
-    assert docs.comparison_rows(ab) == [["C64", "a → b", "—", "—", "inconclusive"]]
+    assert perfplan.comparison_rows(ab) == [["C64", "a → b", "—", "—", "inconclusive"]]
     point = ConcurrencyCost(64, -0.1, (-0.2, -0.05), "worse", confidence=0.9)
     assert describe_point(point) == "−10.0% at C64 (90% CI −20.0% … −5.0%)"
 

@@ -11,7 +11,7 @@ from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import CAPACITY_LEVEL, AbDesign, AbMetric
 from servelab.core.ledger.codec import decode
 from servelab.report import ab as ab_report
-from servelab.report import docs, metric
+from servelab.report import metric, perfplan
 from servelab.report.plots import ab_figure
 
 
@@ -44,7 +44,7 @@ def test_a_goodput_or_capacity_ab_is_never_labelled_tokens_per_second(compared: 
     axis = ab_figure(record.result, title="t").axes[0]
     assert axis.get_ylabel() == f"{metric.METRIC_AXES[compared]} (mean ± σ)"
     assert "tokens/s" not in axis.get_ylabel()
-    page = docs.ab_markdown(record, None)
+    page = perfplan.ab_markdown(record, None)
     assert f"## Arms ({metric.METRIC_UNITS[compared]})" in page
     assert "tok/s" not in page and "tokens/s" not in page
     text = ab_report.ab_markdown(record.result)
@@ -56,12 +56,12 @@ def test_a_throughput_ab_keeps_its_unit_and_its_concurrencies() -> None:
     axis = ab_figure(record.result, title="t").axes[0]
     assert axis.get_ylabel() == "output tokens/s (mean ± σ)"
     assert axis.get_xlabel() == "concurrency"
-    assert "## Arms (tok/s)" in docs.ab_markdown(record, None)
-    assert docs.comparison_rows(record.result)[0][0] == "C64"
+    assert "## Arms (tok/s)" in perfplan.ab_markdown(record, None)
+    assert perfplan.comparison_rows(record.result)[0][0] == "C64"
 
 
 def test_a_capacity_ab_names_no_concurrency() -> None:
     record = _record(AbMetric.CAPACITY)
-    assert docs.comparison_rows(record.result)[0][0] == "capacity"
+    assert perfplan.comparison_rows(record.result)[0][0] == "capacity"
     axis = ab_figure(record.result, title="t").axes[0]
     assert [t.get_text() for t in axis.get_xticklabels()] == ["capacity"]

@@ -61,7 +61,7 @@ def test_a_stopped_roll_names_the_worker_out_and_down_and_how_to_put_it_back() -
         "servelab restart --rolling decode-1 -f s.toml" in text
     )
     assert "not rolled: decode-2" in text and text.rstrip().endswith("rolling restart: FAILED")
-    doc = rolling_json(report)
+    doc = json.loads(rolling_json(report))
     assert doc["workers"][0]["phases"][2]["detail"] == "decode-1: exited early"
     assert doc["recovery"] == ["servelab restart --rolling decode-1 -f s.toml"]
     assert doc["out"] == "decode-1" and doc["down"] is True and doc["ok"] is False

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
 
@@ -70,7 +71,7 @@ def test_the_tune_reads_as_its_ranking_eliminations_and_cost() -> None:
     assert f"Cost: {record.blocks} blocks, {len(record.visits)} visits (co-restarts)" in text
     assert "the full design, every arm in every one of 8 blocks: 24 visits" in text
     assert "Even-Dar, Mannor & Mansour 2006" in text
-    doc = tune_json(record, ["out/tune-7.md"])
+    doc = json.loads(tune_json(record, ["out/tune-7.md"]))
     assert doc["files"] == ["out/tune-7.md"] and doc["tune_id"] == 7 and doc["best"] == "512"
     assert doc == {**encode(record), "headline": headline(record), "files": ["out/tune-7.md"]}
 
@@ -93,7 +94,9 @@ def test_a_tune_on_capacity_reads_as_capacity_under_its_slo() -> None:
     assert "| rank | arm | status | capacity (geometric mean, blocks) |" in text
     assert "Capacity (the largest load meeting the SLO" in text
     assert "under the SLO tpot_p90=17.2ms per visit" in text
-    assert tune_json(record)["slo"] == "tpot_p90=17.2ms" and "slo" not in encode(_record())
+    assert json.loads(tune_json(record))["slo"] == "tpot_p90=17.2ms" and "slo" not in encode(
+        _record()
+    )
     assert tune_png(record).startswith(b"\x89PNG")
 
 
@@ -201,7 +204,9 @@ def test_a_screened_tune_reads_as_its_contrasts_then_its_ranking_and_both_costs(
         "the full grid's design, every one of its 8 arms in every one of 3 blocks: 24 visits"
         in text
     )
-    assert tune_json(record)["screening"]["follow_up"]["factors"] == ["--max-running-requests"]
+    assert json.loads(tune_json(record))["screening"]["follow_up"]["factors"] == [
+        "--max-running-requests"
+    ]
 
 
 def test_a_screening_that_leaves_nothing_says_so() -> None:

@@ -3,6 +3,7 @@ an older ledger row's stored sentence, and the JSON that carries the reasons."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from typing import Any
@@ -340,7 +341,7 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
     bad = Check("decode", False, C.LIVE_DIFFERS, _live(LiveVerdict.DIFFERS, "1", "2"))
     good = Check("router", True, C.HEALTH_READY, _PD)
     report = VerifyReport([good, bad], "h", _LAYERS, ["decode", "router"], 0.2, 9)
-    doc = verify_json(report)
+    doc = json.loads(verify_json(report))
     assert doc["checks"][1] == {
         **flat_check(bad),
         "detail": "differs: file 1, live 2 (restart needed)",
@@ -359,6 +360,6 @@ def test_a_restart_shows_its_failed_checks_reasons() -> None:
     report = RestartReport(["decode", "router"], [], verification=verification)
     assert "live/decode: differs: file 1, live 2 (restart needed)" in render_restart(report)
     assert "FAILED (1 check(s))" in render_restart(report)
-    (shown,) = restart_json(report)["verification"]["checks"]
+    (shown,) = json.loads(restart_json(report))["verification"]["checks"]
     assert (shown["code"], shown["detail"]) == ("live.differs", check_detail(bad))
-    assert restart_json(RestartReport(["decode"], []))["verification"] is None
+    assert json.loads(restart_json(RestartReport(["decode"], [])))["verification"] is None

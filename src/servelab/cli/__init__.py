@@ -35,6 +35,7 @@ COMMANDS = {
     "ledger": "ledger",
     "trace": "trace",
     "demo": "demo",
+    "init": "init",
 }
 
 

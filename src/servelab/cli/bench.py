@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import signal
 from contextlib import nullcontext
 from pathlib import Path
@@ -154,9 +153,7 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
     if output.export is not None:
         files = {
             "capacity.md": safe_markdown(capacity_report.capacity_markdown(result)).encode(),
-            "capacity.json": (
-                json.dumps(capacity_report.capacity_json(result), indent=2) + "\n"
-            ).encode(),
+            "capacity.json": capacity_report.capacity_json(result).encode(),
         }
         write_files(output.export, files)
     if output.as_json:

@@ -11,7 +11,6 @@ values); styles are given as ``style=`` or :class:`~rich.text.Text` spans.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import sys
@@ -30,7 +29,6 @@ from rich.text import Text
 
 from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
-from servelab.core.ledger.codec import finite
 from servelab.core.progress import ProgressEvent
 from servelab.core.redaction import redact
 from servelab.errors import (
@@ -46,7 +44,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.report.progress import describe_level, describe_progress
-from servelab.report.text import level_label
+from servelab.report.text import json_text, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.core.bench.contract import BenchProgress
@@ -69,7 +67,6 @@ __all__ = [
     "err_console",
     "error",
     "exit_code",
-    "failure_json",
     "interruption",
     "json_option",
     "ledger_option",
@@ -152,10 +149,10 @@ def json_option(func: F) -> F:
 
 
 def print_json(data: Any) -> None:
-    """Print ``data`` as strict JSON on stdout (plain print: no rich markup, no wrapping): a
-    number that is not finite (the std of one run, an interval without bounds) is ``null``."""
-    text = json.dumps(finite(data), indent=2, default=str, allow_nan=False)
-    sys.stdout.write(text + "\n")
+    """Print a ``--json`` document on stdout (plain print: no rich markup, no wrapping): the text
+    report/ rendered (:func:`~servelab.report.text.json_text`), or JSON-ready values, printed the
+    same way (a number that is not finite, the std of one run or an open interval: ``null``)."""
+    sys.stdout.write(data if isinstance(data, str) else json_text(data))
     sys.stdout.flush()
 
 
@@ -283,7 +280,7 @@ def _message(exc: BaseException) -> str:
     return redact(f"unexpected {type(exc).__name__}: {exc}")
 
 
-def failure_json(command: str, exc: BaseException) -> dict[str, Any]:
+def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
     """The JSON document a ``--json`` command prints when it fails."""
     return {
         "command": command,
@@ -298,7 +295,7 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     """Print ``exc`` as one line on stderr (and the JSON document under ``--json``)."""
     command = ctx.meta.get(_JSON_META)
     if command is not None:
-        print_json(failure_json(command, exc))
+        print_json(_failure_json(command, exc))
     if isinstance(exc, click.ClickException):
         return exc.exit_code  # click prints it (usage and all)
     debug = os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
@@ -319,7 +316,7 @@ class ServelabGroup(click.Group):
     Whatever a command raises (servelab errors, OS errors, anything unexpected, a stop signal)
     becomes one line on stderr and an exit code (:func:`exit_code`); SIGTERM and SIGHUP are
     handled as SIGINT is while it runs (:data:`STOP_SIGNALS`); a ``--json`` command prints its
-    failure document (:func:`failure_json`) on stdout as well. ``SERVELAB_DEBUG=1`` prints the
+    failure document (:func:`_failure_json`) on stdout as well. ``SERVELAB_DEBUG=1`` prints the
     traceback too. ``SystemExit`` and click's own exits pass through.
     """
 

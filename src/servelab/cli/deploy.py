@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import click
 
@@ -30,7 +30,6 @@ from servelab.cli.common import (
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
-from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import DeployReport
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
@@ -40,6 +39,7 @@ from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.rolling import rolling_restart
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.report.deploy import (
+    deploy_json,
     render_deploy,
     render_interruption,
     render_restart,
@@ -47,6 +47,7 @@ from servelab.report.deploy import (
     render_status,
     restart_json,
     rolling_json,
+    status_json,
 )
 
 __all__ = ["register"]
@@ -96,7 +97,7 @@ def _up_or_down(
     wait: bool,
 ) -> None:
     report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json))
-    _show(encode(report), render_deploy(report), as_json, report.ok)
+    _show(deploy_json(report), render_deploy(report), as_json, report.ok)
 
 
 @click.command("up")
@@ -145,7 +146,7 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
     """Each service: pid, url, readiness answer. Exit 1 when one is not ready."""
     statuses = run(_status(spec_path))
     ok = all(item.ready for item in statuses)
-    _show([encode(item) for item in statuses], render_status(statuses), as_json, ok)
+    _show(status_json(statuses), render_status(statuses), as_json, ok)
 
 
 @click.command("restart")
@@ -227,9 +228,9 @@ def _rolling(
     _show(rolling_json(report), render_rolling(report), as_json, report.ok)
 
 
-def _show(data: Any, text: str, as_json: bool, ok: bool) -> None:
+def _show(document: str, text: str, as_json: bool, ok: bool) -> None:
     if as_json:
-        print_json(data)
+        print_json(document)
     else:
         console.print(text, end="", markup=False, highlight=False)
     if not ok:

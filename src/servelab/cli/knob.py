@@ -1,7 +1,8 @@
 """``servelab knob get|set|diff SERVICE NAME[=VALUE]``: a service's declared knobs.
 
 A knob is an env variable or a server argument. An argument comes after ``--`` so that click does
-not read it as an option: ``servelab knob set decode -- --max-running-requests=64``.
+not read it as an option: ``servelab knob set decode -- --max-running-requests=64``; a bare flag
+there means ``on``, and the command's own options go before ``--`` (:mod:`servelab.cli.dashdash`).
 ``set`` edits the file atomically after a timestamped backup and records the change (with
 ``--reason`` and ``--case``); the new value becomes live only after a restart, and ``set`` says so.
 """
@@ -20,6 +21,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
+from servelab.cli.dashdash import KnobCommand, bare_flag_value
 from servelab.cli.options import CASE, wait_option
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.ledger.codec import encode
@@ -40,7 +42,7 @@ async def _get(spec_path: Path | None, service: str, name: str) -> KnobValue:
         return await read_knob(op, service, name)
 
 
-@knob_group.command("get")
+@knob_group.command("get", cls=KnobCommand)
 @click.argument("service")
 @click.argument("name")
 @spec_option
@@ -68,7 +70,7 @@ async def _set(
             return await set_knob(op, service, name, value, reason=reason, case_id=case_id)
 
 
-@knob_group.command("set")
+@knob_group.command("set", cls=KnobCommand)
 @click.argument("service")
 @click.argument("assignment", metavar="NAME=VALUE")
 @click.option("--reason", default=None, help="Why (recorded with the change).")
@@ -92,8 +94,11 @@ def set_command(
     """Set NAME=VALUE in SERVICE's file (backup, atomic write, recorded).
 
     An env knob goes in the env file; an argument (after ``--``: ``-- --max-running-requests=64``,
-    a flag ``-- --disable-overlap-schedule=on``) in its args_env variable or its config file."""
+    a flag ``-- --disable-overlap-schedule``, which means ``=on``) in its args_env variable or its
+    config file. Options go before ``--``."""
     name, sep, value = assignment.partition("=")
+    if not sep and not unset and (flag := bare_flag_value(name)) is not None:
+        value, sep = flag, "="  # a bare flag after `--` means on
     if unset == bool(sep):
         raise click.UsageError("give NAME=VALUE, or NAME with --unset")
     where = SpecAndLedger(spec_path, ledger_path)
@@ -110,7 +115,7 @@ async def _diff(spec_path: Path | None, service: str, name: str) -> KnobDiff:
         return await diff_knob(op, service, name)
 
 
-@knob_group.command("diff")
+@knob_group.command("diff", cls=KnobCommand)
 @click.argument("service")
 @click.argument("name")
 @spec_option

@@ -244,7 +244,7 @@ def ledger_export(
     if out == "-":
         return
     if as_json:
-        print_json(summary.to_json())
+        print_json(summary.json_text())
     else:
         say(summary.line())
 

@@ -51,7 +51,6 @@ from servelab.ops.context import Operation
 
 __all__ = [
     "CONFIG_AT_LAUNCH",
-    "REPORT_PATHS",
     "ROUTER_POLICIES",
     "ArgumentEdit",
     "argument_knob",
@@ -260,18 +259,11 @@ async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> di
     return {knob.name: reported_value(info, knob) for knob in knobs}
 
 
-#: Where each engine reports what it runs with (SGLang: ``/get_server_info`` is the older alias;
-#: vLLM: only under ``VLLM_SERVER_DEV_MODE=1``).
-REPORT_PATHS = {
-    "sglang": ("/server_info", "/get_server_info"),
-    "vllm": ("/server_info?config_format=json",),
-}
-
-
 async def engine_report(op: Operation, service: str) -> dict[str, Any] | None:
-    """A worker's own report of what it runs with (``/server_info``), None when it gives none."""
+    """A worker's own report of what it runs with (its engine's ``report_paths``: vLLM's only
+    under ``VLLM_SERVER_DEV_MODE=1``), None when it gives none."""
     try:
-        urls = [await op.url(service, path) for path in REPORT_PATHS[op.spec.engine]]
+        urls = [await op.url(service, path) for path in service_engine(op).report_paths]
     except HostError:
         return None
     async with HttpClient(limit=1) as http:

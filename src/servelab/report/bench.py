@@ -23,7 +23,7 @@ from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
-from servelab.report.text import level_label, safe_markdown
+from servelab.report.text import json_text, level_label, safe_markdown
 
 __all__ = [
     "CLIENT_REASONS",
@@ -166,7 +166,7 @@ def client_warnings(result: BenchResult) -> list[str]:
     ]
 
 
-def result_json(result: BenchResult) -> JsonObject:
+def result_json(result: BenchResult) -> str:
     """``bench --json``: the result's encoding (config, levels, failed), the percentile method
     its distributions used, and a replayed trace's conversations tagged with their repeat."""
     doc: JsonObject = {**encode(result), "percentile_method": PERCENTILE_METHOD}
@@ -175,7 +175,7 @@ def result_json(result: BenchResult) -> JsonObject:
     ]
     if sessions:
         doc["sessions"] = sessions
-    return doc
+    return json_text(doc)
 
 
 def _traced(result: BenchResult) -> list[tuple[int, TraceSummary]]:
@@ -352,7 +352,7 @@ def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:
     trace's conversations and ``load_ttft.png`` for an open loop (name -> bytes, or chunks
     streamed as written: ``records.jsonl``; the CLI's one writer saves them, every write
     checked)."""
-    doc = json.dumps(result_json(result), indent=2, default=str) + "\n"
+    doc = result_json(result)
     files: dict[str, bytes | Iterable[bytes]] = {
         "summary.md": safe_markdown(summary_markdown(result)).encode(),
         "summary.csv": summary_csv(result).encode(),

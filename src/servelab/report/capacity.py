@@ -8,11 +8,12 @@ import math
 
 from rich.table import Table
 
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
 from servelab.core.stats import PERCENTILE_METHOD
 from servelab.ops.bench.capacity import CapacityResult
 from servelab.report.slo import attainment_text, objective_text, verdict_word
+from servelab.report.text import json_text
 
 __all__ = ["capacity_json", "capacity_markdown", "capacity_table", "conclusion", "load_text"]
 
@@ -89,7 +90,7 @@ def conclusion(capacity: Capacity) -> str:
                     f"than it sends); more --requests would search higher ({sure})")  # fmt: skip
 
 
-def capacity_json(result: CapacityResult) -> JsonObject:
+def capacity_json(result: CapacityResult) -> str:
     """The search as one JSON document: config, the conclusion's codes and numbers, each probe
     with its run's SLO attainment."""
     probes = []
@@ -99,8 +100,8 @@ def capacity_json(result: CapacityResult) -> JsonObject:
                        "slo": None if run.slo is None else encode(run.slo)})  # fmt: skip
     doc = encode(result.capacity)
     doc["probes"] = probes
-    return {"config": encode(result.config), "failed": result.n_failed, **doc,
-            "conclusion": conclusion(result.capacity)}  # fmt: skip
+    head = {"config": encode(result.config), "failed": result.n_failed}
+    return json_text({**head, **doc, "conclusion": conclusion(result.capacity)})
 
 
 def capacity_markdown(result: CapacityResult) -> str:

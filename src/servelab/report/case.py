@@ -45,7 +45,7 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord, read_check
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
-from servelab.report.text import show_value
+from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
 __all__ = [
@@ -119,15 +119,15 @@ def _verification(doc: JsonObject, failure: str | None) -> JsonObject:
     return _with_reasons(verification)
 
 
-def revert_json(outcome: RevertOutcome) -> JsonObject:
+def revert_json(outcome: RevertOutcome) -> str:
     """``case revert --json``: the outcome, each check's reason and the ``error`` sentence."""
     doc: JsonObject = encode(outcome)
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = revert_error(outcome)
-    return doc
+    return json_text(doc)
 
 
-def restore_json(outcome: RestoreOutcome) -> JsonObject:
+def restore_json(outcome: RestoreOutcome) -> str:
     """``restore --json``: the outcome, each check's and each item's reason, the ``error``."""
     doc: JsonObject = encode(outcome)
     doc["items"] = [
@@ -136,7 +136,7 @@ def restore_json(outcome: RestoreOutcome) -> JsonObject:
     ]
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = restore_error(outcome)
-    return doc
+    return json_text(doc)
 
 
 # -- the verdict experiment (``case test``) and verdicts that hold ---------------------------------
@@ -201,12 +201,12 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
     return lines
 
 
-def experiment_json(outcome: CaseTestOutcome) -> JsonObject:
+def experiment_json(outcome: CaseTestOutcome) -> str:
     """``case test --json``: the record, its ids, and the rule in words."""
     doc = outcome.to_json()
     doc["summary"] = describe_experiment(outcome.record)
     doc["rule_text"] = _RULES.get(outcome.record.decision.rule, outcome.record.decision.rule)
-    return doc
+    return json_text(doc)
 
 
 def describe_refusal(refusal: Refusal) -> str:
@@ -287,9 +287,11 @@ def bisect_lines(outcome: BisectOutcome) -> list[str]:
     return lines
 
 
-def bisect_json(outcome: BisectOutcome) -> JsonObject:
+def bisect_json(outcome: BisectOutcome) -> str:
     """``case bisect --json``: the records, their ids, and the result in words."""
-    return {**outcome.to_json(), "summary": describe_bisected(outcome.start, outcome.conclusion)}
+    return json_text(
+        {**outcome.to_json(), "summary": describe_bisected(outcome.start, outcome.conclusion)}
+    )
 
 
 def describe_bisect_event(kind: str, detail: Mapping[str, Any]) -> str:

@@ -39,11 +39,12 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
-from servelab.report.text import plain_text
+from servelab.report.text import json_text, plain_text
 from servelab.report.verify import check_detail, with_details
 
 __all__ = [
     "STATUS_COLUMNS",
+    "deploy_json",
     "render_deploy",
     "render_interruption",
     "render_restart",
@@ -51,6 +52,7 @@ __all__ = [
     "render_status",
     "restart_json",
     "rolling_json",
+    "status_json",
     "status_rows",
 ]
 
@@ -83,6 +85,16 @@ def _in_router(item: ServiceStatus) -> str:
     if not item.in_router:
         return "missing"
     return "healthy" if item.router_healthy else "unhealthy"
+
+
+def deploy_json(report: DeployReport) -> str:
+    """``up``/``down --json``: the report as encoded."""
+    return json_text(encode(report))
+
+
+def status_json(statuses: list[ServiceStatus]) -> str:
+    """``status --json``: each service's status as encoded."""
+    return json_text([encode(item) for item in statuses])
 
 
 def render_status(statuses: list[ServiceStatus]) -> str:
@@ -181,13 +193,13 @@ def render_interruption(report: DeployReport | RestartReport | RollingReport) ->
     return f"restart interrupted; {_down_line(report)}\n"
 
 
-def restart_json(report: RestartReport) -> JsonObject:
+def restart_json(report: RestartReport) -> str:
     """``restart --json``: the report, its verification's checks each with its reason."""
     doc: JsonObject = encode(report)
     verification = doc.get("verification")
     if isinstance(verification, dict):
         doc["verification"] = {**verification, "checks": with_details(verification.get("checks"))}
-    return doc
+    return json_text(doc)
 
 
 # -- rolling restarts ---------------------------------------------------------------------------
@@ -294,7 +306,7 @@ def render_rolling(report: RollingReport) -> str:
     return plain_text(*parts)
 
 
-def rolling_json(report: RollingReport) -> JsonObject:
+def rolling_json(report: RollingReport) -> str:
     """``restart --rolling --json``: the report, each failed phase with its reason sentence,
     each worker's verification checks with theirs."""
     doc = report.to_json()
@@ -309,4 +321,4 @@ def rolling_json(report: RollingReport) -> JsonObject:
             }
     if report.out is not None:
         doc["out_detail"] = _out_line(report)
-    return doc
+    return json_text(doc)

@@ -28,6 +28,7 @@ from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResul
 from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error
 from servelab.report.soak.soak import soak_json
+from servelab.report.text import json_text
 from servelab.report.verify import with_details
 
 __all__ = [
@@ -230,8 +231,10 @@ class ExportSummary:
     records: int
     schema_version: int
 
-    def to_json(self) -> JsonObject:
-        return {**encode(self), "files": list(self.files), "export_version": EXPORT_VERSION}
+    def json_text(self) -> str:
+        """``ledger export --json``'s summary document."""
+        doc = {**encode(self), "files": list(self.files), "export_version": EXPORT_VERSION}
+        return json_text(doc)
 
     def line(self) -> str:
         return (f"exported {self.records:,} record(s) of {self.runs} run(s) to {self.out} "
@@ -247,9 +250,9 @@ def _size(n: int | None) -> str:
     return f"{n} B"
 
 
-def stats_json(stats: LedgerStats) -> JsonObject:
+def stats_json(stats: LedgerStats) -> str:
     """``ledger stats --json``."""
-    return {**encode(stats), "tables": [encode(t) for t in stats.tables]}
+    return json_text({**encode(stats), "tables": [encode(t) for t in stats.tables]})
 
 
 def stats_lines(stats: LedgerStats) -> list[str]:

@@ -1,14 +1,17 @@
-"""The few text helpers every renderer shares: rich renderables to plain text, and how an unset
-value reads. Pure: returns str, no I/O."""
+"""The few text helpers every renderer shares: rich renderables to plain text, how an unset
+value reads, and a ``--json`` document's text. Pure: returns str, no I/O."""
 
 from __future__ import annotations
 
 import io
+import json
 import re
 
 from rich.console import Console, RenderableType
 
-__all__ = ["level_label", "plain_text", "safe_markdown", "show_value"]
+from servelab.core.ledger.codec import finite
+
+__all__ = ["json_text", "level_label", "pct", "plain_text", "safe_markdown", "show_value"]
 
 
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:
@@ -19,6 +22,11 @@ def plain_text(*renderables: RenderableType, width: int = 120) -> str:
     for renderable in renderables:
         console.print(renderable, soft_wrap=isinstance(renderable, str))
     return buffer.getvalue()
+
+
+def pct(fraction: float) -> str:
+    """``-0.113`` → ``−11.3%`` (a real minus sign), ``0.05`` → ``+5.0%``."""
+    return f"{fraction * 100:+.1f}%".replace("-", "−")
 
 
 def show_value(value: str | None) -> str:
@@ -46,3 +54,12 @@ def safe_markdown(md: str) -> str:
         last = span.end()
     out.append(md[last:].replace("<", "&lt;"))
     return "".join(out)
+
+
+def json_text(doc: object) -> str:
+    """A ``--json`` document (``doc``: JSON-ready values) as the text a command prints: strict
+    JSON, indented; a number that is not finite (the std of one run, an interval without bounds)
+    is ``null``, a value JSON has no form for its ``str``. Each feature's ``--json`` builder
+    renders its typed contract (the codec's encoding plus words) and returns this text, so no
+    JSON dict crosses from report/ to cli/."""
+    return json.dumps(finite(doc), indent=2, default=str, allow_nan=False) + "\n"

@@ -20,12 +20,12 @@ from servelab.core.ab.tune import (
     TuneState,
 )
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.ops.ab.tune import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
-from servelab.report.text import show_value
+from servelab.report.text import json_text, show_value
 
 __all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png"]
 
@@ -306,9 +306,9 @@ def tune_markdown(record: TuneRecord) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> JsonObject:
+def tune_json(record: TuneRecord, files: Sequence[str] = ()) -> str:
     """``tune --json``: the record as the ledger stores it, its headline, and the files."""
-    return {**encode(record), "headline": headline(record), "files": list(files)}
+    return json_text({**encode(record), "headline": headline(record), "files": list(files)})
 
 
 def tune_png(record: TuneRecord) -> bytes:

@@ -54,7 +54,7 @@ from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, r
 from servelab.core.verify.served import Gap, Signal
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
-from servelab.report.text import plain_text, show_value
+from servelab.report.text import json_text, plain_text, show_value
 
 __all__ = [
     "WORKER_NOTE",
@@ -433,9 +433,9 @@ def with_details(checks: Any) -> list[Any]:
     return [check_json(read_check(c)) if isinstance(c, Mapping) else c for c in checks or ()]
 
 
-def verify_json(report: VerifyReport) -> JsonObject:
+def verify_json(report: VerifyReport) -> str:
     """``verify --json``: the report with every check's reason as ``detail``."""
-    return {**encode(report), "checks": [check_json(check) for check in report.checks]}
+    return json_text({**encode(report), "checks": [check_json(check) for check in report.checks]})
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from servelab.core.deploy.engines import (
     SGLANG_KNOB,
     VLLM,
     VLLM_KNOB,
+    WorkerCounts,
     canonical_metrics,
     engine,
     readiness_workers,
@@ -46,6 +47,10 @@ def test_each_engine_is_described_once() -> None:
     assert router_description("vllm").package == "vllm-router==0.1.17"
     assert router_description("sglang", "smg").package == "smg==1.13.0"
     assert SGLANG.router_ready_path == VLLM.router_ready_path == "/readiness"
+    assert SGLANG.worker_ready_path == VLLM.worker_ready_path == "/health"
+    # where each reports what it runs with: SGLang's older alias too, vLLM's in JSON
+    assert SGLANG.report_paths == ("/server_info", "/get_server_info")
+    assert VLLM.report_paths == ("/server_info?config_format=json",)
     assert SGLANG.router_all_healthy_path is None and VLLM.router_all_healthy_path == "/health"
 
 
@@ -111,10 +116,10 @@ def test_vllm_metric_names_become_the_names_the_rules_read() -> None:
 
 def test_readiness_worker_counts_from_either_router() -> None:
     sglang = {"status": "ready", "healthy_workers": 2, "total_workers": 2}
-    assert readiness_workers(sglang) == {"healthy_workers": 2, "total_workers": 2}
+    assert readiness_workers(sglang) == WorkerCounts(healthy=2, total=2)
     vllm = {"status": "ready", "prefill": {"healthy": 1, "total": 1},
             "decode": {"healthy": 1, "total": 2}}  # fmt: skip
-    assert readiness_workers(vllm) == {"healthy_workers": 2, "total_workers": 3}
-    assert readiness_workers({"status": "ready"}) == {} == readiness_workers("OK")
+    assert readiness_workers(vllm) == WorkerCounts(healthy=2, total=3)
+    assert readiness_workers({"status": "ready"}) is None is readiness_workers("OK")
     partial = {"prefill": {"healthy": 1}, "decode": {"healthy": 1, "total": 1}}
-    assert readiness_workers(partial) == {}
+    assert readiness_workers(partial) is None

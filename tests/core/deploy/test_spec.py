@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.deploy.engines import ENGINES
 from servelab.core.deploy.spec import (
     DEFAULT_KNOB,
     DEFAULT_SPEC_TOML,
@@ -36,8 +37,20 @@ def test_default_spec_is_the_reference_topology() -> None:
     assert spec.services["router"].port == 30001
     assert DEFAULT_KNOB in spec.services["decode"].knobs
     assert spec.entry_point == "router"
-    assert spec.services["router"].readiness_path == "/readiness"
-    assert spec.services["decode"].readiness_path == "/health"
+    assert spec.readiness_path("router") == "/readiness"
+    assert spec.readiness_path("decode") == "/health"
+
+
+def test_readiness_paths_come_from_the_engine_description() -> None:
+    """Issue 31 item 3: the spec reads the engine's facts, never a path typed beside them; a
+    service's own ``ready_path`` wins."""
+    spec = parse_spec(DEFAULT_SPEC_TOML)
+    facts = ENGINES[spec.engine]
+    assert spec.readiness_path("router") == facts.router_ready_path
+    assert spec.readiness_path("prefill") == facts.worker_ready_path
+    decode = spec.services["decode"].model_copy(update={"ready_path": "/ready-now"})
+    own = spec.model_copy(update={"services": {**spec.services, "decode": decode}})
+    assert own.readiness_path("decode") == "/ready-now"
 
 
 def test_minimal_spec_gets_a_local_host() -> None:

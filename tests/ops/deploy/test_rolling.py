@@ -4,6 +4,7 @@ the real sglang-router) on free ports, under a running closed-loop bench."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,7 +146,7 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
         r.error == REASON_INTERRUPTED or (r.ok and r.end_ns is not None and r.end_ns > stopped)
         for r in cut
     ), [(r.error, r.end_ns, stopped) for r in cut if r.error != REASON_INTERRUPTED]
-    doc = rolling_json(report)
+    doc = json.loads(rolling_json(report))
     assert doc["ok"] and doc["out"] is None and doc["recovery"] == []
     assert windows.during > 0 and windows.after > 0
     print(
@@ -201,7 +202,7 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
         in text
     )
     assert "request(s) still running after 0.0s" in text
-    doc = rolling_json(failed)
+    doc = json.loads(rolling_json(failed))
     assert doc["out"] == "decode-1" and doc["recovery"][0].startswith("servelab restart --rolling")
     assert "POST" in doc["recovery"][1] and '"worker_type": "decode"' in doc["recovery"][1]
     assert again.ok, render_rolling(again)  # the recovery command put it back

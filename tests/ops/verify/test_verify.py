@@ -125,7 +125,7 @@ async def test_every_layer_passes_and_is_recorded(loaded: LoadedSpec, tmp_path: 
     assert e2e.data.prompt_tokens >= 256  # long enough for a real KV transfer
     assert e2e.data.start in ("cold", "warm")
     assert stored is not None and stored.ok and len(stored.checks) == len(report.checks)
-    doc = verify_json(report)
+    doc = json.loads(verify_json(report))
     assert doc["ok"] is True
     assert set(doc["checks"][0]) >= {"layer", "service", "ok", "code", "detail"}
     assert [c["detail"] for c in doc["checks"]] == [check_detail(c) for c in report.checks]

@@ -38,8 +38,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from servelab.core.ledger.codec import JsonObject
-
 __all__ = [
     "ENGINES",
     "SGLANG",
@@ -49,6 +47,7 @@ __all__ = [
     "VLLM_TO_SGLANG_METRICS",
     "Engine",
     "EngineName",
+    "WorkerCounts",
     "canonical_metrics",
     "engine",
     "readiness_workers",
@@ -80,8 +79,11 @@ class Engine:
     name: EngineName
     #: The decode knob a spec of this engine declares by default.
     knob: str
-    #: The router endpoint that is 200 exactly when it can serve (gates ``up``).
+    #: The router endpoint that is 200 exactly when it can serve (gates ``up``, probed by a soak's
+    #: localization).
     router_ready_path: str = "/readiness"
+    #: A worker's (and any other service's) endpoint that is 200 once it serves (gates ``up``).
+    worker_ready_path: str = "/health"
     #: The router endpoint that is 200 only while every worker is healthy (None: no such one).
     router_all_healthy_path: str | None = None
     #: Metric renames into the SGLang names (empty for SGLang itself).
@@ -93,6 +95,9 @@ class Engine:
     negatable_flags: bool = False
     #: The parser reads ``--max_num_seqs`` as ``--max-num-seqs`` (and config keys likewise).
     underscores: bool = False
+    #: Where the engine reports what it runs with, tried in order (SGLang: ``/get_server_info``
+    #: is the older alias of ``/server_info``).
+    report_paths: tuple[str, ...] = ("/server_info", "/get_server_info")
     #: ``/server_info`` answers only when the engine was started with this env variable set to 1.
     server_info_switch: str | None = None
     #: The engine's counter of the requests it finished, in its ``/metrics``.
@@ -131,6 +136,7 @@ VLLM = Engine(
     boolean_flags=_VLLM_BOOLEANS,
     negatable_flags=True,
     underscores=True,
+    report_paths=("/server_info?config_format=json",),
     server_info_switch="VLLM_SERVER_DEV_MODE",
     served_counter="vllm:request_success_total",
     metric_prefix="vllm:",
@@ -167,23 +173,33 @@ def _count(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def readiness_workers(doc: object) -> JsonObject:
-    """``healthy_workers``/``total_workers`` from a router's ``/readiness`` document.
+@dataclass(frozen=True, slots=True)
+class WorkerCounts:
+    """How many of a router's workers are healthy, of how many (None: a count it gave that is
+    no integer)."""
 
-    sglang-router gives them at the top level; vllm-router per role (``{"prefill": {"healthy": h,
-    "total": t}, "decode": {...}}``: summed). Empty when the document has neither.
+    healthy: int | None
+    total: int | None
+
+
+def readiness_workers(doc: object) -> WorkerCounts | None:
+    """The worker counts of a router's ``/readiness`` document (parsed JSON).
+
+    sglang-router gives ``healthy_workers``/``total_workers`` at the top level; vllm-router per
+    role (``{"prefill": {"healthy": h, "total": t}, "decode": {...}}``: summed). None when the
+    document has neither.
     """
     if not isinstance(doc, dict):
-        return {}
+        return None
     if "healthy_workers" in doc:
-        return {key: doc.get(key) for key in ("healthy_workers", "total_workers")}
+        return WorkerCounts(_count(doc.get("healthy_workers")), _count(doc.get("total_workers")))
     healthy = total = 0
     for role in ("prefill", "decode"):
         counts = doc.get(role)
         if not isinstance(counts, dict):
-            return {}
+            return None
         h, t = _count(counts.get("healthy")), _count(counts.get("total"))
         if h is None or t is None:
-            return {}
+            return None
         healthy, total = healthy + h, total + t
-    return {"healthy_workers": healthy, "total_workers": total}
+    return WorkerCounts(healthy, total)

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from servelab.core.deploy.engines import SGLANG_KNOB, EngineName
+from servelab.core.deploy.engines import ENGINES, SGLANG_KNOB, EngineName
 from servelab.core.deploy.routers import Router, RouterOptions, router_description, router_problem
 from servelab.core.knobs.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
@@ -38,7 +38,6 @@ __all__ = [
     "ServiceSpec",
     "TracingSpec",
     "parse_spec",
-    "spec_from_mapping",
     "spec_hash",
     "start_order",
 ]
@@ -224,15 +223,6 @@ class ServiceSpec(_Strict):
         assert port is not None  # checked by the validator
         return port
 
-    @property
-    def readiness_path(self) -> str:
-        """Routers are probed on /readiness: sglang-router's /health is always 200 and proves
-        nothing; vllm-router's /readiness is 200 while each role has a healthy worker (its /health
-        only while every worker is; see :mod:`servelab.core.deploy.engines`)."""
-        if self.ready_path is not None:
-            return self.ready_path
-        return "/readiness" if self.role == "router" else "/health"
-
 
 class DeploymentSpec(_Strict):
     """A whole deployment: hosts and services (in the order the file gives them)."""
@@ -290,6 +280,17 @@ class DeploymentSpec(_Strict):
     def router_name(self) -> str | None:
         names = self.by_role("router")
         return names[0] if names else None
+
+    def readiness_path(self, name: str) -> str:
+        """The path service ``name`` is probed on for readiness: its ``ready_path``, else its
+        engine's (:class:`~servelab.core.deploy.engines.Engine`): a router's ``/readiness`` (its
+        ``/health`` is always 200 on sglang-router and proves nothing; vllm-router's ``/readiness``
+        is 200 while each role has a healthy worker), a worker's ``/health``."""
+        svc = self.service(name)
+        if svc.ready_path is not None:
+            return svc.ready_path
+        facts = ENGINES[self.engine]
+        return facts.router_ready_path if svc.role == "router" else facts.worker_ready_path
 
     @property
     def router(self) -> Router:
@@ -400,7 +401,7 @@ def parse_spec(text: str, *, source: str = "<spec>") -> DeploymentSpec:
         raise SpecError(f"not valid TOML: {exc}", source=source) from exc
     except RecursionError:
         raise SpecError(_TOO_DEEP, source=source) from None
-    return spec_from_mapping(raw, source=source)
+    return _spec_from_mapping(raw, source=source)
 
 
 def _translate(exc: ValidationError, source: str) -> SpecError:
@@ -411,7 +412,7 @@ def _translate(exc: ValidationError, source: str) -> SpecError:
     return SpecError(message, source=source, path=_loc(first["loc"]))
 
 
-def spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> DeploymentSpec:
+def _spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> DeploymentSpec:
     """Validate an already-parsed mapping (same rules and messages as :func:`parse_spec`)."""
     if "services" not in raw:
         raise SpecError("missing table [services]", source=source, path="services")

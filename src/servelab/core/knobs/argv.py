@@ -31,7 +31,6 @@ __all__ = [
     "canonical_arg",
     "json_get",
     "json_set",
-    "knob_json",
     "knob_value",
     "set_words",
 ]
@@ -171,14 +170,14 @@ def _new_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engi
             return [knob.arg]
         return [f"--no-{knob.arg[2:]}"] if value == OFF and engine.negatable_flags else []
     if knob.kind is KnobKind.JSON_KEY:
-        current = knob_json(words, knob, engine)
+        current = _knob_json(words, knob, engine)
         scalar = None if value is None else json_scalar(value)
         document = json_set(current, knob.keys, scalar)
         return [knob.arg, json.dumps(document, separators=(",", ":"))] if document else []
     return [] if value is None else [knob.arg, value]
 
 
-def knob_json(words: Sequence[str], knob: Knob, engine: Engine) -> JsonObject:
+def _knob_json(words: Sequence[str], knob: Knob, engine: Engine) -> JsonObject:
     """The JSON object a JSON-valued argument holds on this command line ({} when absent)."""
     assert knob.arg is not None
     raw = arg_values(words, engine).get(canonical_arg(knob.arg, engine))

@@ -24,6 +24,7 @@ from servelab.core.load.metrics import SloAttainment
 from servelab.core.load.slo import SLO
 from servelab.core.redaction import StoredHeaders
 from servelab.core.soak.conviction import Exoneration
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.fresh import FreshContext, UncachedPrefill
@@ -98,6 +99,11 @@ class SoakConfig:
             raise ValueError(f"connection must be 'reuse' or 'fresh', got {self.connection!r}")
         if self.duration_s <= 0 or self.idle_timeout_s <= 0 or self.think_time_s < 0:
             raise ValueError("duration and idle timeout must be > 0, think time ≥ 0")
+
+    @property
+    def deadlines(self) -> Deadlines:
+        """Every time budget the soak derives from its idle timeout and duration."""
+        return Deadlines(self.idle_timeout_s, self.duration_s)
 
     def knob(self, service: str, name: str) -> str | None:
         """The knob's value the soak ran with (``SERVICE/NAME``, else ``NAME``; None: absent)."""

@@ -24,8 +24,6 @@ from servelab.core.telemetry.layers import Layer
 
 __all__ = [
     "upgrade_determinism",
-    "upgrade_finding",
-    "upgrade_localization",
     "upgrade_observation",
     "upgrade_soak_result",
     "upgrade_soak_run",
@@ -60,17 +58,17 @@ def upgrade_soak_result(
     out["targets"] = {"entry_url": "", **_obj(out.get("targets"))}
     out["determinism"] = upgrade_determinism(out.get("determinism"))
     found = out.get("findings", findings)
-    out["findings"] = [f for f in map(upgrade_finding, _objs(found)) if f is not None]
+    out["findings"] = [f for f in map(_upgrade_finding, _objs(found)) if f is not None]
     observed = map(upgrade_observation, _objs(out.get("observations")))
     out["observations"] = [o for o in observed if o is not None]
     sessions = _obj(out.get("sessions"))
     out["sessions"] = {**sessions, "per_session": _objs(sessions.get("per_session"))}
-    out["localizations"] = [upgrade_localization(loc) for loc in _objs(out.get("localizations"))]
+    out["localizations"] = [_upgrade_localization(loc) for loc in _objs(out.get("localizations"))]
     out["exonerated"] = _objs(out.get("exonerated"))  # before the conviction rule: none kept
     return out
 
 
-def upgrade_localization(loc: Mapping[str, Any]) -> JsonObject:
+def _upgrade_localization(loc: Mapping[str, Any]) -> JsonObject:
     """A localization whose matrix said ``size_dependent`` (the minimal payload passed where the
     failing one failed) → its ``dependence`` (``"size"`` when true; undecided when false)."""
     out, matrix = dict(loc), _obj(loc.get("matrix"))
@@ -90,7 +88,7 @@ def upgrade_determinism(det: Any) -> JsonObject:
     return found
 
 
-def upgrade_finding(finding: Mapping[str, Any]) -> JsonObject | None:
+def _upgrade_finding(finding: Mapping[str, Any]) -> JsonObject | None:
     """A worded finding (``title``, ``advice``, ``evidence`` items ``{"id", "supports", ...}``)
     → its codes: layer, confidence, supporting and contradicting ids, worker. None: no layer
     known today."""

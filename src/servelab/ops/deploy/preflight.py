@@ -186,7 +186,7 @@ async def _is_up(op: Operation, service: str) -> bool:
     svc = op.spec.service(service)
     if await host.listening_pid(svc.port) is None:
         return False
-    url = await op.url(service, svc.readiness_path)
+    url = await op.url(service, op.spec.readiness_path(service))
     return (await probe(url, timeout=_PROBE_TIMEOUT_S)).ok
 
 

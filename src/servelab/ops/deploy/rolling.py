@@ -46,6 +46,7 @@ from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.served import engine_count
 from servelab.errors import RouterApiError, ServelabError
 from servelab.io.http.client import HttpClient
+from servelab.io.http.models import listed_model
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import (
@@ -86,8 +87,12 @@ _T = TypeVar("_T")
 class _Roll:
     """One rolling restart's shared state: the operation, the router's API, the options."""
 
-    def __init__(self, op: Operation, api: RouterWorkers, http: HttpClient, opts: RollOptions):
+    def __init__(
+        self, op: Operation, api: RouterWorkers, http: HttpClient, opts: RollOptions, model: str
+    ) -> None:
         self.op, self.api, self.http, self.opts = op, api, http, opts
+        #: The model the router lists: its routed probes name it (never a placeholder).
+        self.model = model
 
     async def until(
         self, check: Callable[[], Awaitable[tuple[bool, _T]]], timeout_s: float
@@ -167,7 +172,7 @@ async def _routed(roll: _Roll, target: RollTarget, router_url: str) -> _Outcome:
     before = await _served(roll, target)
     if before is None:
         return True, RoutedByListing()
-    model = await roll.http.model_id(router_url, 5.0) or "default"
+    model = roll.model
     sent: list[int | None] = []
 
     async def grew() -> tuple[bool, int | None]:
@@ -257,7 +262,9 @@ async def _run(op: Operation, report: RollingReport, opts: RollOptions) -> None:
                 f"{op.spec.engine} router's worker API cannot ({router_kind(op.spec)}): use "
                 "`servelab restart`"
             )
-        roll = _Roll(op, api, http, opts)
+        # before anything is taken out: a router that lists no model stops here, naming the URL
+        model = await listed_model(http, report.router_url, 5.0)
+        roll = _Roll(op, api, http, opts, model)
         for target in report.plan:
             worker = WorkerRoll(target)
             report.workers.append(worker)

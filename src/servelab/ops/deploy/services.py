@@ -53,7 +53,6 @@ from servelab.io.hosts.envfiles import save_copy
 from servelab.io.hosts.processes import (
     PidRecord,
     ProcStat,
-    Readiness,
     is_alive,
     proc_stat,
     read_pid_record,
@@ -61,10 +60,9 @@ from servelab.io.hosts.processes import (
     service_mark,
     spawn,
     stop_record,
-    wait_answering,
-    wait_ready,
     write_pid_record,
 )
+from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
@@ -85,7 +83,7 @@ def _mark(op: Operation, service: str) -> str:
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
     """One probe of the service's readiness path."""
-    url = await op.url(service, op.spec.service(service).readiness_path)
+    url = await op.url(service, op.spec.readiness_path(service))
     return await probe(url, timeout=timeout)
 
 
@@ -115,7 +113,7 @@ def _ready(record: PidRecord, state: Readiness, start_timeout_s: float) -> Ready
 async def _gate(
     op: Operation, record: PidRecord, env: dict[str, str], *, fresh: bool = False
 ) -> tuple[Readiness, Ready]:
-    """Wait for the service's readiness (see :func:`~servelab.io.hosts.processes.wait_ready`);
+    """Wait for the service's readiness (see :func:`~servelab.io.hosts.readiness.wait_ready`);
     a failure quotes its log with ``env``'s values redacted.
 
     ``fresh``: the record was just launched (its start command is waited for and progress told);
@@ -123,7 +121,7 @@ async def _gate(
     """
     svc = op.spec.service(record.service)
     host = op.host(record.service)
-    url = await op.url(record.service, svc.readiness_path)
+    url = await op.url(record.service, op.spec.readiness_path(record.service))
     start_timeout_s = svc.start_timeout_s if fresh else 0.0
     result = await wait_ready(
         host,
@@ -240,7 +238,7 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     recorded so ``down`` stops it."""
     svc = op.spec.service(service)
     host = op.host(service)
-    url = await op.url(service, svc.readiness_path)
+    url = await op.url(service, op.spec.readiness_path(service))
     op.say(LaunchTimedOut(service, host.name, url))
     ready = await wait_answering(url, ready_timeout_s=svc.ready_timeout_s)
     log = _log_path(op, service)

@@ -20,6 +20,7 @@ from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.signatures import Outcome, Phase, outcome_of, phase_of
 from servelab.io.http.stream import StreamClient
 from servelab.io.http.transfer import Resend, Transfer
@@ -160,7 +161,7 @@ def client(
     """One session's client: one keep-alive connection (``fresh``: a new one per request), the
     soak's request ``headers`` on every request; ``resend`` False: a plain client that never
     sends a request again (:class:`~servelab.io.http.stream.StreamClient`)."""
-    connect_s = min(10.0, idle_s)
+    connect_s = Deadlines(idle_s).connect_s
     return StreamClient(
         url,
         concurrency=1,

@@ -1,10 +1,11 @@
 """One localization: the replay matrix plus every other source of evidence, and the warm-up.
 
 :func:`localize` runs, for one failure, the replay matrix (:mod:`servelab.ops.soak.replay`) while it
-scrapes each engine's ``/metrics`` before and after, then probes the router (``/readiness``,
-``/workers``), every worker's ``/health``, the router's own Prometheus metrics, ``/get_loads`` and
-each engine's ``/get_load``. A source that does not answer is recorded as unknown (an empty
-scrape, ``known=False``, a load of None), never as healthy.
+scrapes each engine's ``/metrics`` before and after, then probes the router (its engine's readiness
+path, ``/readiness``, and ``/workers``), every worker's (``/health``), the router's own
+Prometheus metrics, ``/get_loads`` and each engine's ``/get_load``. A source that does not
+answer is recorded as unknown (an empty scrape, ``known=False``, a load of None), never as
+healthy.
 
 :func:`warm_up` runs before the soak measures anything: it reads whether the decodes are cold
 (their own counters of finished requests, as ``verify`` does) and, when they are (or when it cannot
@@ -18,10 +19,11 @@ import asyncio
 import time
 from typing import Any
 
-from servelab.core.deploy.engines import canonical_metrics
+from servelab.core.deploy.engines import ENGINES, canonical_metrics
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
 from servelab.core.soak.clock import DecodeRate
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.events import Localizing
 from servelab.core.soak.evidence import (
     DIAGNOSED_METRICS,
@@ -43,7 +45,6 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.core.verify.pair import FieldVerdict, PairReport, pair_fields, pair_values
 from servelab.io.http.client import HttpClient, using_client
-from servelab.ops.arguments import REPORT_PATHS
 from servelab.ops.context import Progress, silent
 from servelab.ops.soak.client import Headers, one_shot
 from servelab.ops.soak.replay import replay_matrix
@@ -93,11 +94,12 @@ async def _workers_probe(http: HttpClient, targets: Targets, timeout: float) -> 
 
 async def _probes(http: HttpClient, targets: Targets, timeout: float) -> list[Probe]:
     jobs: list[tuple[str, str, ProbeKind, Any]] = []
+    facts = ENGINES[targets.engine]  # which paths say "ready": the engine's, never typed here
     if targets.router_url:
-        readiness = http.probe(targets.router_url + "/readiness", timeout=timeout)
+        readiness = http.probe(targets.router_url + facts.router_ready_path, timeout=timeout)
         jobs.append((targets.router_service, "router", ProbeKind.READINESS, readiness))
     for w in targets.workers:
-        health = http.probe(w.url + "/health", timeout=timeout)
+        health = http.probe(w.url + facts.worker_ready_path, timeout=timeout)
         jobs.append((w.service, w.role, ProbeKind.HEALTH, health))
     results = await asyncio.gather(*(j[3] for j in jobs))
     probes = [
@@ -149,7 +151,7 @@ async def _evidence(
     rate: DecodeRate | None = None,
 ) -> Localization:
     idle, deadline = bounds
-    probe_s = min(5.0, idle)
+    probe_s = Deadlines(idle).probe_s
     t0 = time.monotonic()
     before = await _scrape(http, targets.workers, probe_s)
     until = None if deadline is None else deadline - 2 * probe_s
@@ -183,7 +185,7 @@ async def _evidence(
 
 async def _report(http: HttpClient, url: str, engine: str, timeout: float) -> Any:
     """A worker's ``/server_info`` (its older alias on SGLang); None when it gives none."""
-    for path in REPORT_PATHS.get(engine, ()):
+    for path in ENGINES[engine].report_paths if engine in ENGINES else ():
         doc = await http.get_json(url.rstrip("/") + path, timeout=timeout)
         if isinstance(doc, dict):
             return doc

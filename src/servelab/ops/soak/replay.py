@@ -39,6 +39,7 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body, payload_size
 from servelab.core.soak.clock import DecodeRate, clock_of, expected_tokens, plain_deadline
+from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.replay import (
     Bisection,
     Cell,
@@ -404,7 +405,7 @@ async def replay_matrix(
     starts only while it fits before ``deadline`` (monotonic); a non-streamed one by its
     deadline from ``rate`` (the soak's own streams' decode rate; None: unknown)."""
     start = time.monotonic()
-    until = start + 8 * idle_s if deadline is None else deadline
+    until = start + Deadlines(idle_s).matrix_s if deadline is None else deadline
     plan = _Plan(targets, failing, e2e_probe_body(model=model), idle_s, until, headers, rate)
     cells = list(await asyncio.gather(*_turn(plan, Payload.FAILING, True)))
     for payload, stream in _TURNS:

@@ -62,6 +62,7 @@ from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, instanc
 from servelab.core.telemetry.traces import RequestPhases
 from servelab.core.verify.coldstart import StartClass
 from servelab.io.http.client import HttpClient
+from servelab.io.http.models import listed_model
 from servelab.io.http.sdk import SdkClient
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
@@ -306,7 +307,8 @@ async def _hold_check(run: _Run) -> None:
     t, cfg = run.targets, run.config
     if not (t.via_proxy and t.router_url and cfg.localize and run.sample):
         return
-    if Signature.HELD in run.signatures or time.monotonic() + 3 * cfg.idle_timeout_s > run.deadline:
+    fits = time.monotonic() + cfg.deadlines.hold_check_s <= run.deadline
+    if Signature.HELD in run.signatures or not fits:
         return
     session, rnd, body = run.sample
     start = time.monotonic()
@@ -368,13 +370,6 @@ async def _under_load(run: _Run, reference: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------- soak
-def _localize_reserve(cfg: SoakConfig) -> float:
-    """Time kept after the traffic for the hold check and the localizations (the matrix's two
-    turns, a reused-connection replay, then two probe rounds and two scrapes; its later turns
-    run only while they fit)."""
-    return min(4 * cfg.idle_timeout_s + 4 * min(5.0, cfg.idle_timeout_s) + 1.0, cfg.duration_s / 2)
-
-
 async def _traffic(run: _Run, reference: str | None) -> None:
     async with asyncio.TaskGroup() as group:
         run.tasks = [group.create_task(_session(run, s)) for s in run.sessions]
@@ -388,7 +383,7 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
     run.deadline = hard_deadline - 0.2
     try:
         reference = await _reference(run) if cfg.check_determinism else None
-        traffic_end = hard_deadline - (_localize_reserve(cfg) if cfg.localize else 0.0)
+        traffic_end = hard_deadline - (cfg.deadlines.reserve_s if cfg.localize else 0.0)
         try:
             async with asyncio.timeout(max(0.1, traffic_end - time.monotonic())):
                 await _traffic(run, reference)
@@ -416,12 +411,12 @@ async def _resolve_targets(run: _Run, timeout: float) -> Targets:
 async def _prepare(run: _Run) -> None:
     """Model, workers, and the warm-up (the engines' cold start paid and recorded)."""
     cfg, targets = run.config, run.targets
-    probe_s = min(5.0, cfg.idle_timeout_s)
-    model = cfg.model or await run.http.model_id(targets.entry_url, probe_s, dict(cfg.headers))
-    run.model = model or "default"
+    probe_s = cfg.deadlines.probe_s
+    headers = dict(cfg.headers)
+    run.model = cfg.model or await listed_model(run.http, targets.entry_url, probe_s, headers)
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
-        bound = max(cfg.idle_timeout_s, cfg.duration_s / 4)
+        bound = cfg.deadlines.warm_up_s
         run.start = await warm_up(
             run.http, run.targets, run.model, bound_s=bound, idle_s=cfg.idle_timeout_s
         )
@@ -533,7 +528,7 @@ async def soak(
     start = time.monotonic()
     hard_deadline = start + config.duration_s
     run = _Run(config, targets, progress or silent)
-    watch = MetricsWatch(metric_sources(targets), timeout_s=min(2.0, config.idle_timeout_s))
+    watch = MetricsWatch(metric_sources(targets), timeout_s=config.deadlines.scrape_s)
     spans: tuple[Span, ...] = ()
     phases: tuple[RequestPhases, ...] | None = None
     interrupted = False

@@ -26,7 +26,14 @@ from servelab.core.load.identity import request_identity
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
-from servelab.core.verify.checks import Check, CheckCode, E2EProbe, RequestTiming, WorkerReach
+from servelab.core.verify.checks import (
+    Check,
+    CheckCode,
+    E2EProbe,
+    Layer,
+    RequestTiming,
+    WorkerReach,
+)
 from servelab.core.verify.coldstart import (
     COLD_MIN_S,
     COLD_RATIO,
@@ -37,10 +44,13 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.core.verify.events import ProbingWorkers
 from servelab.core.verify.served import Count, Gap, Scrapes, counted
+from servelab.errors import ModelNotListed
 from servelab.io.http.client import HttpClient, chat_body
+from servelab.io.http.models import listed_model
 from servelab.io.http.stream import StreamClient
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
+from servelab.ops.verify.layers.reader import failed
 
 __all__ = ["E2EOptions", "e2e_check", "probe_body", "reach_checks"]
 
@@ -130,7 +140,10 @@ async def e2e_check(entry: str, base: str, decode_urls: list[str], opts: E2EOpti
     cold, or when the decodes' counters cannot be read); a failed request's data holds its
     status and its error."""
     async with HttpClient() as http:
-        model = await http.model_id(base, 5.0) or "default"
+        try:
+            model = await listed_model(http, base, 5.0)
+        except ModelNotListed as exc:
+            return failed(Layer.E2E, entry, exc)[0]
         before = await _requests_served(http, decode_urls)
     first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
     probe = E2EProbe.of(model, _timing(first_rec), before)
@@ -240,7 +253,7 @@ async def reach_checks(op: Operation, opts: E2EOptions) -> list[Check]:
     urls = {name: op.spec.service(name).url for name in names}
     sources = await _sources(op, names)
     async with HttpClient() as http:
-        model = await http.model_id(base, 5.0) or "default"
+        model = await listed_model(http, base, 5.0)  # ModelNotListed: the layer's error
         before, after, sent = await _send_until_reached(http, base, model, urls, sources, opts)
     checks = []
     for name in names:

@@ -177,8 +177,7 @@ async def _run(reader: LayerReader, ctx: ReadContext) -> list[Check]:
 
 
 async def _health(op: Operation, service: str) -> list[Check]:
-    svc = op.spec.service(service)
-    path = svc.readiness_path
+    svc, path = op.spec.service(service), op.spec.readiness_path(service)
     op.say(ProbingHealth(service, path))
     try:
         base = await op.url(service)
@@ -250,10 +249,10 @@ def _with_counts(answer: HealthProbe, body: str) -> HealthProbe:
         doc = json.loads(body)
     except ValueError:
         return answer
-    counts = {key: value if isinstance(value, int) else None
-              for key, value in readiness_workers(doc).items()}  # fmt: skip
-    healthy, total = counts.get("healthy_workers"), counts.get("total_workers")
-    return replace(answer, healthy_workers=healthy, total_workers=total)
+    counts = readiness_workers(doc)
+    if counts is None:
+        return replace(answer, healthy_workers=None, total_workers=None)
+    return replace(answer, healthy_workers=counts.healthy, total_workers=counts.total)
 
 
 # -- e2e ---------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ from servelab.report.soak.words import (
 )
 from servelab.report.soak.workload import fresh_text, uncached_text
 
-__all__ = ["cache_lines", "finding_json", "page_sections", "render_soak", "slo_lines",
+__all__ = ["cache_lines", "page_sections", "render_soak", "slo_lines",
            "soak_json", "telemetry_lines"]  # fmt: skip
 
 #: Sessions listed one by one in the console (more are summed up).
@@ -38,7 +38,7 @@ _LISTED_SESSIONS = 8
 
 
 # ---------------------------------------------------------------------------------------- JSON
-def finding_json(finding: Finding, observations: Sequence[Observation]) -> JsonObject:
+def _finding_json(finding: Finding, observations: Sequence[Observation]) -> JsonObject:
     """A finding's codes with its words: title, advice, and each piece of evidence (its id,
     whether it supports the finding, its sentence, and the observation itself as ``data``)."""
     evidence = [
@@ -58,10 +58,10 @@ def finding_json(finding: Finding, observations: Sequence[Observation]) -> JsonO
 
 def soak_json(result: SoakResult) -> JsonObject:
     """The ``servelab soak --json`` document: the result as the ledger stores it, plus ``ok``,
-    each finding worded (:func:`finding_json`), and each traced request's ``last`` and
+    each finding worded, and each traced request's ``last`` and
     ``first_missing`` phases (``traces`` only when traced)."""
     doc: JsonObject = {"ok": result.ok, **encode(result)}
-    doc["findings"] = [finding_json(f, result.observations) for f in result.findings]
+    doc["findings"] = [_finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
     doc["exonerated"] = [{**encode(e), "text": exonerated_text(e)} for e in result.exonerated]
     if result.traces is None:

@@ -1,0 +1,117 @@
+"""``servelab init``: write a spec for a running deployment from what it can read (the router's
+worker list, each worker's server info, the processes or systemd units on its host); it says what
+it could not find, and the user edits the rest.
+
+Exit 0 when the spec is written, 1 when the router cannot be read, 2 on bad options (an existing
+``-o`` file without ``--force``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from servelab.cli.common import json_option, print_json, run
+from servelab.core.deploy.spec import HostSpec, parse_spec
+from servelab.core.init.contract import InitResult
+from servelab.errors import OptionError
+from servelab.io.files import write_stream, write_to
+from servelab.ops.init import InitOptions, discover
+from servelab.report.init import gap_words, init_note, spec_toml
+
+__all__ = ["register"]
+
+
+def _host(ssh: str | None, identity_file: str | None) -> HostSpec | None:
+    if ssh is None:
+        return None
+    user_host, _, port = ssh.partition(":")
+    if port and not port.isdigit():
+        raise OptionError(f"--ssh {ssh}: the port after ':' must be a number")
+    try:
+        return HostSpec(ssh=user_host, port=int(port or 22), identity_file=identity_file)
+    except ValueError as exc:
+        raise OptionError(f"--ssh {ssh}: must be USER@HOST[:PORT]") from exc
+
+
+def _json(result: InitResult, written: str) -> dict[str, object]:
+    return {
+        "ok": True,
+        "written": written,
+        "router_kind": str(result.router_kind),
+        "engine": result.engine,
+        "model": result.model,
+        "services": {s.name: {"role": s.role, "url": s.url} for s in result.services},
+        "gaps": [
+            {"service": g.service, "code": str(g.code), "detail": g.detail, "words": gap_words(g)}
+            for g in result.gaps
+        ],
+    }
+
+
+@click.command("init")
+@click.option(
+    "--router",
+    "router_url",
+    default="http://127.0.0.1:30001",
+    show_default=True,
+    help="The running router's URL (as the deployment's host sees it when --ssh is given).",
+)
+@click.option(
+    "--ssh",
+    "ssh",
+    default=None,
+    metavar="USER@HOST[:PORT]",
+    help="The SSH host the deployment runs on (default: this machine).",
+)
+@click.option("--identity-file", default=None, help="The SSH key for --ssh.")
+@click.option("--name", default="servelab", show_default=True, help="The spec's name.")
+@click.option(
+    "-o",
+    "--output",
+    "out",
+    default="servelab.toml",
+    show_default=True,
+    help="Where the spec goes ('-': standard output).",
+)
+@click.option("--force", is_flag=True, help="Overwrite the -o file if it exists.")
+@json_option
+def init_command(
+    router_url: str,
+    ssh: str | None,
+    identity_file: str | None,
+    name: str,
+    out: str,
+    force: bool,
+    as_json: bool,
+) -> None:
+    """Write a spec for the running deployment behind --router.
+
+    It reads the router's worker list (URLs, roles, bootstrap ports; smg, sglang-router or
+    vllm-router, told by its answer), each worker's server info (model, version), and on the
+    deployment's host each service's process or systemd unit (ExecStart, EnvironmentFile).
+    What it could not find is said here and in the spec's comments: edit those, then run
+    `servelab verify -f SPEC`.
+    """
+    if out != "-" and Path(out).exists() and not force:
+        raise OptionError(f"{out} exists: give --force to overwrite it, or another -o")
+    options = InitOptions(router_url, _host(ssh, identity_file), name)
+    result = run(discover(options))
+    text = spec_toml(result, router_url)
+    parse_spec(text, source=out)  # what init writes, servelab reads
+    if out == "-":
+        write_stream(sys.stdout.fileno(), text.encode())
+    else:
+        write_to(Path(out), text.encode())
+    written = "standard output" if out == "-" else out
+    if as_json:
+        print_json(_json(result, written))
+    else:
+        click.echo(init_note(result, written), nl=False, err=out == "-")
+
+
+def register(group: click.Group) -> None:
+    """Add ``init`` to the ``servelab`` command group."""
+    group.add_command(init_command)

@@ -1,0 +1,28 @@
+"""The model a request names: the one the entry point lists, or a stop naming the URL.
+
+smg routes by model (a model no worker serves answers 503 ``no_available_workers``), so every
+command that sends traffic names a model ``GET /v1/models`` lists; when none can be read it stops
+with :class:`~servelab.errors.ModelNotListed` rather than send a placeholder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from servelab.errors import ModelNotListed
+from servelab.io.http.client import HttpClient
+
+__all__ = ["listed_model"]
+
+
+async def listed_model(
+    http: HttpClient, base_url: str, timeout: float, headers: Mapping[str, str] | None = None
+) -> str:
+    """The first model ``base_url`` lists; :class:`ModelNotListed` naming the URL when none."""
+    model = await http.model_id(base_url, timeout, headers)
+    if model is None:
+        raise ModelNotListed(
+            f"GET {base_url.rstrip('/')}/v1/models lists no model (or did not answer): the "
+            "request needs the model the router serves, and servelab sends no placeholder"
+        )
+    return model

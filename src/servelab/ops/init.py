@@ -1,0 +1,282 @@
+"""``servelab init``: read a running deployment into an :class:`~servelab.core.init.contract.
+InitResult`, from which a spec is written (:mod:`servelab.report.init`).
+
+What it reads, in order:
+
+- the router's worker list (``GET /workers``; its shape tells which router answers,
+  :func:`~servelab.core.init.detect.router_kind_of`) through that router's worker API
+  (:mod:`servelab.io.routerworkers`): each worker's URL, role and bootstrap port;
+- the model the router lists (``GET /v1/models``);
+- each worker's own report (SGLang: ``/server_info``, else ``/get_server_info``; vLLM:
+  ``/server_info?config_format=json``, answered only under ``VLLM_SERVER_DEV_MODE=1``, and
+  ``/version``): its model path and engine version;
+- on the deployment's host (this machine for loopback URLs, or the SSH host ``--ssh`` names, where
+  every URL is as that host sees it), the process listening on each service's port: its systemd
+  unit (``/proc/PID/cgroup``) with the unit's ``ExecStart=`` and ``EnvironmentFile=`` and the
+  variable of that file the command line expands (where the arguments live); else its own command
+  line (``/proc/PID/cmdline``), unless it rewrote it (the routers do); the router's other
+  listening port that answers ``/metrics`` (its Prometheus port).
+
+Whatever it cannot read is a :class:`~servelab.core.init.contract.Gap`; nothing is guessed
+silently. The process environment is never copied (it may hold secrets).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+from urllib.parse import urlsplit
+
+from servelab.core.deploy.engines import engine as engine_of
+from servelab.core.deploy.routers import ROUTERS, RouterKind
+from servelab.core.deploy.spec import HostSpec
+from servelab.core.init.contract import FoundHost, FoundService, Gap, GapCode, InitResult, StartFact
+from servelab.core.init.detect import (
+    args_variable,
+    environment_files,
+    exec_start_argv,
+    listening_inodes,
+    router_kind_of,
+    service_names,
+    socket_inodes,
+    unit_of_cgroup,
+)
+from servelab.core.knobs.envfile import parse_envfile
+from servelab.errors import HostError, KnobError, RouterApiError, ServelabError
+from servelab.io.hosts.host import Host
+from servelab.io.hosts.ssh import host_for
+from servelab.io.http.client import HttpClient
+from servelab.io.routerworkers import RouterWorker, router_workers
+
+__all__ = ["InitOptions", "discover"]
+
+_TIMEOUT_S = 10.0
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+@dataclass(frozen=True)
+class InitOptions:
+    """What ``init`` is told: the router's URL (as the deployment's host sees it), the SSH host
+    the deployment runs on (None: this machine), the spec's name."""
+
+    router_url: str
+    host: HostSpec | None = None
+    name: str = "servelab"
+
+
+@dataclass
+class _Reading:
+    """One ``init``'s connections and the gaps found so far."""
+
+    http: HttpClient
+    host: Host | None
+    host_name: str
+    gaps: list[Gap]
+
+    async def url(self, url: str) -> str:
+        return url if self.host is None or self.host.is_local else await self.host.http_url(url)
+
+    def gap(self, service: str | None, code: GapCode, detail: str = "") -> None:
+        self.gaps.append(Gap(service, code, detail))
+
+
+async def discover(options: InitOptions) -> InitResult:
+    """Read the deployment behind ``options.router_url``; raises
+    :class:`~servelab.errors.RouterApiError` when its worker list cannot be read."""
+    host, host_name = _host(options)
+    try:
+        async with HttpClient() as http:
+            reading = _Reading(http, host, host_name, [])
+            return await _discover(reading, options)
+    finally:
+        if host is not None:
+            await host.aclose()
+
+
+def _host(options: InitOptions) -> tuple[Host | None, str]:
+    if options.host is not None:
+        name = (options.host.ssh or "remote").rpartition("@")[2].split(".")[0] or "remote"
+        return host_for(name, options.host), name
+    loopback = urlsplit(options.router_url).hostname in _LOOPBACK
+    return (host_for("local", HostSpec()), "local") if loopback else (None, "local")
+
+
+async def _discover(reading: _Reading, options: InitOptions) -> InitResult:
+    router_url = options.router_url.rstrip("/")
+    base = (await reading.url(router_url)).rstrip("/")
+    kind = await _router_kind(reading, base)
+    listed = await router_workers(kind, base, reading.http).list()
+    engine = ROUTERS[kind].engine
+    model = await reading.http.model_id(base, _TIMEOUT_S)
+    if model is None:
+        reading.gap(None, GapCode.NO_MODEL, f"{router_url}/v1/models")
+    workers = await _workers(reading, listed, engine)
+    router, port = await _router(reading, router_url, tuple(w.name for w in workers))
+    hosts = _hosts(reading, options)
+    return InitResult(
+        options.name, engine, kind, model, hosts, (*workers, router), tuple(reading.gaps), port
+    )
+
+
+async def _router_kind(reading: _Reading, base: str) -> RouterKind:
+    doc = await reading.http.get_json(base + "/workers", timeout=_TIMEOUT_S)
+    if doc is None:
+        raise RouterApiError(f"GET {base}/workers: no worker list (is a router listening there?)")
+    kind, guessed = router_kind_of(doc)
+    if guessed:
+        reading.gap(None, GapCode.ROUTER_KIND_GUESSED, str(kind))
+    return kind
+
+
+def _hosts(reading: _Reading, options: InitOptions) -> tuple[FoundHost, ...]:
+    spec = options.host
+    if spec is None or spec.ssh is None:
+        return (FoundHost("local"),)
+    return (
+        FoundHost("local"),
+        FoundHost(reading.host_name, spec.ssh, spec.port, spec.identity_file),
+    )
+
+
+async def _workers(
+    reading: _Reading, listed: Sequence[RouterWorker], engine: str
+) -> list[FoundService]:
+    ordered = [w for role in ("prefill", "decode") for w in listed if w.role == role]
+    names = service_names([w.role for w in ordered])
+    prefills = tuple(n for n, w in zip(names, ordered, strict=True) if w.role == "prefill")
+    found = []
+    for name, worker in zip(names, ordered, strict=True):
+        service = FoundService(
+            name,
+            worker.role,
+            worker.url,
+            reading.host_name,
+            worker.bootstrap_port,
+            depends_on=prefills if worker.role == "decode" else (),
+        )
+        if worker.role == "prefill" and worker.bootstrap_port is None:
+            reading.gap(name, GapCode.NO_BOOTSTRAP_PORT)
+        service = await _engine_report(reading, service, engine)
+        found.append(replace(service, start=await _start(reading, service)))
+    return found
+
+
+async def _engine_report(reading: _Reading, service: FoundService, engine: str) -> FoundService:
+    base = await reading.url(service.url)
+    paths = engine_of(engine).report_paths
+    info: Any = None
+    for path in paths:
+        info = await reading.http.get_json(base + path, timeout=_TIMEOUT_S)
+        if isinstance(info, dict):
+            break
+    if not isinstance(info, dict):
+        reading.gap(service.name, GapCode.NO_SERVER_INFO, f"{service.url}{paths[0]}")
+        info = {}
+    version = info.get("version")
+    if not isinstance(version, str):
+        answer = await reading.http.get_json(base + "/version", timeout=_TIMEOUT_S)
+        version = answer.get("version") if isinstance(answer, dict) else None
+    model = info.get("model_path") or await reading.http.model_id(base, _TIMEOUT_S)
+    if not isinstance(version, str):
+        reading.gap(service.name, GapCode.NO_ENGINE_VERSION)
+    return replace(
+        service,
+        model_path=model if isinstance(model, str) else None,
+        version=version if isinstance(version, str) else None,
+    )
+
+
+async def _router(
+    reading: _Reading, url: str, workers: tuple[str, ...]
+) -> tuple[FoundService, int | None]:
+    router = FoundService("router", "router", url, reading.host_name, depends_on=workers)
+    start = await _start(reading, router)
+    port = await _metrics_port(reading, router, start.pid)
+    if start.unit is None and start.argv == ():
+        reading.gap("router", GapCode.ROUTER_START_GUESSED)
+    if port is None:
+        reading.gap("router", GapCode.NO_ROUTER_METRICS_PORT)
+    return replace(router, start=start), port
+
+
+async def _start(reading: _Reading, service: FoundService) -> StartFact:
+    """How the process on the service's port starts (its unit, else its command line)."""
+    host = reading.host
+    port = urlsplit(service.url).port
+    if host is None or port is None:
+        reading.gap(service.name, GapCode.HOST_NOT_REACHED, urlsplit(service.url).hostname or "")
+        return StartFact()
+    try:
+        pid = await host.listening_pid(port)
+        if pid is None:
+            reading.gap(service.name, GapCode.NO_PROCESS, f"port {port} on {host.name}")
+            return StartFact()
+        return await _process_start(reading, host, service.name, pid)
+    except ServelabError as exc:
+        reading.gap(service.name, GapCode.NO_PROCESS, str(exc))
+        return StartFact()
+
+
+async def _process_start(reading: _Reading, host: Host, service: str, pid: int) -> StartFact:
+    cgroup = (await host.read_file(f"/proc/{pid}/cgroup")).decode(errors="replace")
+    unit = unit_of_cgroup(cgroup)
+    if unit is not None:
+        return await _unit_start(reading, host, service, unit, pid)
+    raw = await host.read_file(f"/proc/{pid}/cmdline")
+    argv = tuple(w.decode(errors="replace") for w in raw.split(b"\0")[:-1])
+    reading.gap(service, GapCode.ENV_NOT_COPIED)
+    if not argv or "::" in argv[0] or not any(argv[1:]):  # smg::router and blank words
+        reading.gap(service, GapCode.ARGV_REWRITTEN, argv[0] if argv else "")
+        return StartFact(pid=pid)
+    return StartFact(argv=argv, pid=pid)
+
+
+async def _show(host: Host, unit: str, prop: str) -> str:
+    cmd = f"systemctl show -p {prop} --value {shlex.quote(unit)}"
+    result = await host.run(cmd, timeout=_TIMEOUT_S)
+    return result.stdout if result.ok else ""
+
+
+async def _unit_start(
+    reading: _Reading, host: Host, service: str, unit: str, pid: int
+) -> StartFact:
+    exec_start = await _show(host, unit, "ExecStart")
+    argv = exec_start_argv(exec_start)
+    if argv is None:
+        reading.gap(service, GapCode.NO_EXEC_START, unit)
+    files = environment_files(await _show(host, unit, "EnvironmentFiles"))
+    env_file = files[0] if files else None
+    variables: dict[str, str] = {}
+    if env_file is not None:
+        try:
+            text = (await host.read_file(env_file)).decode(errors="replace")
+            variables = parse_envfile(text, source=env_file).as_dict()
+        except (HostError, KnobError):
+            variables = {}
+    return StartFact(
+        unit=unit,
+        exec_start=shlex.join(argv) if argv else None,
+        env_file=env_file,
+        args_env=args_variable(argv or [], variables),
+        pid=pid,
+    )
+
+
+async def _metrics_port(reading: _Reading, router: FoundService, pid: int | None) -> int | None:
+    """The router process's other listening port that answers ``/metrics`` (its Prometheus)."""
+    host = reading.host
+    if host is None or pid is None:
+        return None
+    tables = await host.run("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", timeout=_TIMEOUT_S)
+    links = await host.run(f"ls -l /proc/{pid}/fd 2>/dev/null", timeout=_TIMEOUT_S)
+    ports = listening_inodes(tables.stdout)
+    mine = sorted({ports[i] for i in socket_inodes(links.stdout) if i in ports})
+    own = urlsplit(router.url).port
+    for port in (p for p in mine if p != own):
+        url = await reading.url(f"http://127.0.0.1:{port}/metrics")
+        result = await reading.http.probe(url, timeout=_TIMEOUT_S)
+        if result.status == 200:
+            return port
+    return None
