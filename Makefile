@@ -14,7 +14,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# System packages the tests need (sshd, Chromium, Prometheus, systemd, nginx, HAProxy): scripts/sysdeps.sh.
+# System packages the tests need (sshd, Chromium, Prometheus, systemd, nginx, HAProxy, tinyproxy):
+# scripts/sysdeps.sh.
 sysdeps:
 	bash scripts/sysdeps.sh
 

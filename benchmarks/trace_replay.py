@@ -12,7 +12,10 @@ max over every request, the hit rate, and the load average while it ran.
 --sessions 72 --rate 12 --turns 1 2 --resolution-ms 1000``: ~12 sessions start on each whole
 second, as Mooncake's conversation trace records most of its arrivals), or of ``--trace FILE``;
 the dispatch delay also by a request's position in its burst (the requests scheduled at one
-instant, in the trace's order).
+instant, in the trace's order). ``--workers 1 2``: each run replayed by one bench process and by
+two worker processes (``bench --workers 2``: the conversations dealt between them, one clock),
+in turn, so the two are side by side at the same load. The dispatch delay is the client's own
+lateness (no server can delay a send); "client late" says when its p99 is above 2 ms.
 
 ``--memory``: long-tail chat traces of ``--sizes`` requests (``servelab trace generate --kind
 chat``, answers of a few tokens so the server is not the limit) replayed by ``servelab bench
@@ -22,7 +25,7 @@ resident memory of the bench process (``ru_maxrss`` from ``wait4``), next to a 1
 replay's (``--ledger``: each replay also recorded in a ledger, as ``bench`` does by default).
 
     .venv/bin/python benchmarks/trace_replay.py --schedule --runs 5 [--client-nice -10]
-    .venv/bin/python benchmarks/trace_replay.py --bursty --runs 3 [--trace FILE]
+    .venv/bin/python benchmarks/trace_replay.py --bursty --runs 3 [--trace FILE] [--workers 1 2]
     .venv/bin/python benchmarks/trace_replay.py --memory --sizes 1000 10000 100000 --speedup 200 \
         [--ledger]
 """
@@ -71,18 +74,21 @@ def _bench(
         return json.loads(out.read()), usage.ru_maxrss, time.monotonic() - t0
 
 
-def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Path = TRACE) -> None:
+def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Path = TRACE,
+             workers: tuple[int, ...] = (1,)) -> None:  # fmt: skip
     stack = start_stack(time_scale=time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"},
                         decode_args=["--enable-cache-report"])  # fmt: skip
     try:
         print(f"trace {trace.name}, speedup {speedup:g}, time scale {time_scale:g}, "
               f"client niceness {nice:+d}")  # fmt: skip
-        print("| run | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms | loop lag p99 ms "
-              "| hit rate | load avg | by position in a burst: p99 ms (n) |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
-        for k in range(runs):
+        print("| run | workers | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms "
+              "| loop lag p99 ms | hit rate | load avg | by position in a burst: p99 ms (n) "
+              "| client late |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+        for j, (k, n) in enumerate((k, n) for k in range(runs) for n in workers):
             args = ["--url", stack.router_url, "--trace", str(trace), "--speedup", str(speedup),
-                    "--seed", str(k), "--warmup", "4", "--idle-timeout", "120"]  # fmt: skip
+                    "--seed", str(j), "--warmup", "4", "--idle-timeout", "120",
+                    "--workers", str(n)]  # fmt: skip
             with tempfile.TemporaryDirectory() as out:
                 doc, _rss, _wall = _bench([*args, "--export", out], nice)
                 rows = [json.loads(line) for line in (Path(out) / "records.jsonl").open()]
@@ -91,9 +97,10 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
             d = level["dispatch_ms"]
             hit = level["cache"]["hit_rate"]
             lag = level["client"]["loop_lag_p99_ms"]
-            print(f"| {k + 1} | {level['requests']} | {d['median']:.3f} | {d['p99']:.3f} | "
+            who = f"yes (p99 {d['p99']:.1f} ms)" if d["p99"] > 2.0 else "no"
+            print(f"| {k + 1} | {n} | {level['requests']} | {d['median']:.3f} | {d['p99']:.3f} | "
                   f"{d['max']:.3f} | {late} | {lag:.1f} | {hit:.3f} | "
-                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} |")  # fmt: skip
+                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} | {who} |")  # fmt: skip
     finally:
         stack.stop()
 
@@ -181,6 +188,8 @@ def main() -> None:
     parser.add_argument("--trace", type=Path, default=None,
                         help="--bursty: replay this trace instead of generating one")  # fmt: skip
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1],
+                        help="each run by each of these --workers")  # fmt: skip
     parser.add_argument("--time-scale", type=float, default=0.25)
     parser.add_argument("--speedup", type=float, default=None,
                         help="--schedule: 4 by default; --memory: 400")  # fmt: skip
@@ -195,11 +204,13 @@ def main() -> None:
                         "the machine's other work)")  # fmt: skip
     args = parser.parse_args()
     if args.schedule:
-        schedule(args.runs, args.time_scale, args.speedup or 4.0, args.client_nice)
+        schedule(args.runs, args.time_scale, args.speedup or 4.0, args.client_nice, TRACE,
+                 tuple(args.workers))  # fmt: skip
     if args.bursty:
         with tempfile.TemporaryDirectory() as tmp:
             trace = args.trace or _bursty_trace(Path(tmp))
-            schedule(args.runs, args.time_scale, args.speedup or 1.0, args.client_nice, trace)
+            schedule(args.runs, args.time_scale, args.speedup or 1.0, args.client_nice, trace,
+                     tuple(args.workers))  # fmt: skip
     if args.memory:
         memory(args.sizes, args.speedup or 400.0, args.ledger)
     if not (args.schedule or args.bursty or args.memory):

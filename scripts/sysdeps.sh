@@ -5,7 +5,8 @@
 # systemd (the unit tests run a private systemd as PID 1 of its own namespaces,
 # tests/support/systemd.py; nothing is enabled or started on the host), and nginx and HAProxy (the
 # proxy tests run each as a plain foreground process with its own config, pid, log and temporary
-# paths, tests/support/proxies.py; the packages' services are never started by the tests).
+# paths, tests/support/proxies.py; the packages' services are never started by the tests), and
+# tinyproxy (the forward proxy tests run it the same way, tests/support/forward.py).
 # Idempotent; needs root to install.
 #
 # Exit status: 0 when everything is there (or installed), and for a developer without root who
@@ -13,9 +14,10 @@
 # something is missing and cannot be installed: there the SSH, browser, Prometheus, systemd and
 # proxy tests must run, and `make test` stops here instead of letting them skip.
 #
-# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS, SYSDEPS_SYSTEMD, SYSDEPS_NGINX and
-# SYSDEPS_HAPROXY name the programs looked for (defaults /usr/sbin/sshd, chromium, prometheus,
-# /lib/systemd/systemd, /usr/sbin/nginx and /usr/sbin/haproxy); tests/test_sysdeps.py uses them.
+# SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS, SYSDEPS_SYSTEMD, SYSDEPS_NGINX,
+# SYSDEPS_HAPROXY and SYSDEPS_TINYPROXY name the programs looked for (defaults /usr/sbin/sshd,
+# chromium, prometheus, /lib/systemd/systemd, /usr/sbin/nginx, /usr/sbin/haproxy and
+# /usr/bin/tinyproxy); tests/test_sysdeps.py uses them.
 set -euo pipefail
 sshd=${SYSDEPS_SSHD:-/usr/sbin/sshd}
 chromium=${SYSDEPS_CHROMIUM:-chromium}
@@ -23,6 +25,7 @@ systemd=${SYSDEPS_SYSTEMD:-/lib/systemd/systemd}
 prometheus=${SYSDEPS_PROMETHEUS:-prometheus}
 nginx=${SYSDEPS_NGINX:-/usr/sbin/nginx}
 haproxy=${SYSDEPS_HAPROXY:-/usr/sbin/haproxy}
+tinyproxy=${SYSDEPS_TINYPROXY:-/usr/bin/tinyproxy}
 
 missing() {
   local need=()
@@ -33,6 +36,7 @@ missing() {
   [ -x "$systemd" ] || need+=(systemd)
   [ -x "$nginx" ] || need+=(nginx)
   [ -x "$haproxy" ] || need+=(haproxy)
+  [ -x "$tinyproxy" ] || need+=(tinyproxy)
   echo "${need[*]}"
 }
 
@@ -65,7 +69,7 @@ fi
 read -r -a still <<<"$(missing)"
 if [ ${#still[@]} -ne 0 ]; then
   echo "sysdeps: ${still[*]} still missing after the install" \
-    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy);" \
+    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy, $tinyproxy);" \
     "the SSH, browser, Prometheus, systemd and proxy tests cannot run" >&2
   exit 1
 fi

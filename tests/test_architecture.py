@@ -32,24 +32,24 @@ MAX_LINES = 450
 #: The modules still over it, each at most its size today: one concept each, not yet split by
 #: meaning (a split made only to pass the gate is worse than none).
 OVER_MAX = {
-    "ops/case/bisect.py": 504,
+    "ops/case/bisect.py": 507,  # +3: a threshold test's runs judged on their answers too
     "sim/protocol.py": 469,
     "sim/scheduler.py": 485,
     "cli/options.py": 502,
-    "core/verify/checks.py": 482,
+    "core/verify/checks.py": 491,  # +9: the e2e layer's answer codes and data, the probe's path
     "ops/case/case.py": 483,
     "core/deploy/spec.py": 494,
-    "report/verify.py": 492,
+    "report/verify.py": 497,  # +5: the answer probes' check (report/probes.py), the probe's path
     "sim/app.py": 492,
     "ops/ab/tune.py": 527,
     "cli/common.py": 521,  # +1: the one redaction policy's import (errors and progress lines)
     "core/soak/observe.py": 532,
-    "core/soak/diagnose.py": 537,
+    "core/soak/diagnose.py": 539,  # +2: answers wrong from the KV hand-off at its layer
     "core/ab/tune.py": 543,
-    "cli/case.py": 577,
+    "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
     "io/http/stream.py": 559,
     "ops/bench/load.py": 590,
-    "ops/soak/soak.py": 583,
+    "ops/soak/soak.py": 583,  # the answer probes: ops/soak/answers.py
 }
 
 
@@ -303,10 +303,10 @@ CORE_ORDER = [
     "knobs",
     "load",
     "telemetry",
+    "answers",  # probes, checks and the paired rule: verify, bench, ab and case compose them
     "verify",
     "restart",  # a restart: deploy's steps then verify's checks
     "init",  # what `servelab init` read of a running deployment: deploy's facts
-    "answers",  # probes, checks and the paired rule: bench, ab and case compose them
     "bench",
     "soak",
     "ab",

@@ -91,7 +91,7 @@ def test_the_shipped_trace_replays_with_its_conversations_cache_and_slo(
         (("--trace", "missing.jsonl"), "Invalid value for '--trace'"),
         (("--trace", "BAD"), "line 2: input_length"),
         (("--trace", str(TRACE), "--trace-window", "900:"), "no conversation of the trace"),
-        (("--trace", str(TRACE), "--rate", "2"), "--rate and --workers do not apply"),
+        (("--trace", str(TRACE), "--rate", "2"), "--rate does not apply"),
         (("--find-capacity",), "--find-capacity needs --slo"),
         (("--slo", "ttft_p99=2h"), "Invalid value for '--slo'"),
     ],
@@ -139,3 +139,45 @@ def test_find_capacity_with_few_requests_says_it_was_limited_by_them(
     assert [p["load"] for p in doc["probes"]] == [4]
     assert "saturated" not in doc["conclusion"]
     assert "limited by --requests 4" in doc["conclusion"]
+
+
+def _replayed(
+    stack: SimStack, trace: Path, out: Path, *extra: str
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    done = run_cli("bench", "--url", stack.router_url, "--trace", str(trace), "--speedup", "4",
+                   "--json", "--no-ledger", "--export", str(out), *extra, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rows = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    return json.loads(done.stdout), sorted(rows, key=lambda r: r["index"])
+
+
+def test_a_bursty_trace_dealt_to_two_workers_is_the_one_process_replay(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    """``--workers 2`` with ``--trace``: the conversations dealt to two processes on one clock
+    give the same requests, numbered alike (index, conversation, prompt length), each burst's
+    requests at its one instant, as one process replays them."""
+    trace = tmp_path / "bursty.jsonl"
+    made = run_cli("trace", "generate", str(trace), "--kind", "agentic", "--sessions", "24",
+                   "--rate", "12", "--turns", "1", "2", "--output-tokens", "8",
+                   "--resolution-ms", "1000")  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    one_doc, one = _replayed(stack, trace, tmp_path / "one")
+    two_doc, two = _replayed(stack, trace, tmp_path / "two", "--workers", "2")
+    assert [r["index"] for r in two] == list(range(len(one))) and len(one) >= 24
+    keys = ("index", "session", "input_tokens")
+    assert [[r.get(k) for k in keys] for r in two] == [[r.get(k) for k in keys] for r in one]
+    assert all(r["status"] == 200 and r["error"] is None for r in two)
+    assert two_doc["config"]["workers"] == 2 and two_doc["levels"][0]["client"]["workers"] == 2
+    assert one_doc["levels"][0]["client"]["workers"] == 1
+    bursts: dict[int, list[dict[str, Any]]] = {}
+    for r in two:
+        bursts.setdefault(r["scheduled_ns"], []).append(r)
+    assert max(len(b) for b in bursts.values()) >= 10  # bursts of 10+ at one instant
+    late_ms = sorted((r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in two)
+    assert late_ms[0] >= 0 and late_ms[len(late_ms) // 2] < 20, late_ms
+    table = run_cli("bench", "--url", stack.router_url, "--trace", str(trace), "--speedup", "4",
+                    "--workers", "2", "--no-ledger", timeout=300)  # fmt: skip
+    assert table.returncode == 0, table.stderr
+    for place in ("1st", "2nd–5th", "6th–10th"):  # the client's lateness by place in a burst
+        assert f"dispatch delay ms, {place} in a burst (client)" in table.stdout, table.stdout

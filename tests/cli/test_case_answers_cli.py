@@ -126,3 +126,31 @@ async def _set(stack: LoadedSpec, name: str, value: str) -> None:
     async with Operation(stack) as op:
         await set_knob(op, "decode", name, value, reason="the suspect in place")
         await deploy.restart(op, ["decode"])
+
+
+@pytest.mark.timeout(600)
+def test_a_threshold_bisection_checks_answers_by_default(stack: LoadedSpec, tmp_path: Path) -> None:
+    """``--test throughput@C64<1`` no run can fail on speed; its runs carry the answer probes by
+    default (references from the good state), so the bf16 keys, faster but wrong, are found;
+    ``--answers off`` says nothing of them (speed alone)."""
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        cid = cases.open_case(ledger, "a faster setting that garbles answers")
+    led, spec, case = ("--ledger", str(ledger_file)), ("-f", stack.source), str(cid)
+    changes = ("--change", f"decode:{BF16}=0,1", "--change", f"decode:{DEFAULT_KNOB}=512,256")
+    load = ("--requests", "400", "--runs", "2", "--rounds", "3", "--input-len", "32",
+            "--output-len", "16")  # fmt: skip
+    doc = _json("case", "bisect", case, *changes, "--test", "throughput@C64<1", *load, *spec,
+                *led)  # fmt: skip
+    result = doc["conclusion"]["result"]
+    visits = [(v["arm"], v["failed"], v["units"], v["wrong_answers"])
+              for p in doc["probes"] for v in p["visits"]]  # fmt: skip
+    assert [c["knob"] for c in result["changes"]] == [BF16], visits
+    assert all(w > 0 for arm, _f, _u, w in visits if arm == "bad"), visits
+    assert dict(doc["conclusion"]["verdicts"])[f"knob:decode/{BF16}"] == "convicted"
+    blind = run_cli("case", "bisect", case, *changes, "--test", "throughput@C64<1", "--rounds",
+                    "1", "--answers", "off", "--requests", "64", "--runs", "1", *spec, *led,
+                    "--json", timeout=300)  # fmt: skip
+    assert blind.returncode == 0, blind.stderr
+    blind_visits = [v for p in json.loads(blind.stdout)["probes"] for v in p["visits"]]
+    assert all(v["failed"] == 0 and v["wrong_answers"] == 0 for v in blind_visits)

@@ -1,8 +1,8 @@
 """No placeholder model: when the entry point's ``GET /v1/models`` lists none, ``verify``'s e2e
 check fails naming the URL, and a soak or a rolling restart stops before it sends anything (the
-rolling restart before it takes a worker out), naming it too. The entry point here is a real
-loopback HTTP server that lists an empty worker set and answers 404 to everything else, and
-counts what it was sent."""
+rolling restart before it takes a worker out), naming it too; a bench without ``--model`` stops
+before its load. The entry point here is a real loopback HTTP server that lists an empty worker
+set and an empty model list, answers 404 to everything else, and counts what it was sent."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ class _Router(BaseHTTPRequestHandler):
         self.seen.append((self.command, self.path))
         if self.command == "GET" and self.path in ("/workers", "/readiness", "/health"):
             body = json.dumps({"workers": [], "status": "ready"}).encode()
+            self.send_response(200)
+        elif self.command == "GET" and self.path == "/v1/models":
+            body = json.dumps({"object": "list", "data": []}).encode()
             self.send_response(200)
         else:
             body = b'{"error": "not found"}'
@@ -113,3 +116,18 @@ def test_rolling_restart_stops_before_taking_a_worker_out(
     assert done.returncode == 1, done.stderr + done.stdout
     assert f"{url}/v1/models lists no model" in done.stderr + done.stdout
     assert not [path for method, path in seen if method in ("POST", "DELETE")]
+
+
+def test_bench_without_a_model_stops_before_its_load(
+    router: tuple[str, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    url, seen = router
+    done = run_cli("bench", "--url", url, "--concurrency", "1", "--requests", "2", "--no-ledger",
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode != 0, done.stderr + done.stdout
+    assert f"{url}/v1/models lists no model" in done.stderr and "--model" in done.stderr
+    assert not [path for method, path in seen if method == "POST"]
+    # with --model the load goes (and meets the 404s: no placeholder was needed)
+    given = run_cli("bench", "--url", url, "--model", "m", "--concurrency", "1", "--requests", "2",
+                    "--no-ledger", cwd=tmp_path)  # fmt: skip
+    assert given.returncode != 0 and [p for m, p in seen if m == "POST"], given.stderr

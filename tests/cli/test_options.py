@@ -103,6 +103,7 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--gpus": (("1", "8"), ("0", "x")),
     "--margin": (("1%", "0.01"), ("x", "100%")),
     "--metric": (("throughput", "goodput", "capacity"), ("latency", "")),
+    "--proxy": (("http://127.0.0.1:3128", "127.0.0.1:3128"), ("socks5://h:1", "http://", "")),
     "--duration": (("1", "30.5"), ("0", "x")),
     "--max-minutes": (("0.5", "10"), ("0", "-1", "x")),
     "--out": (("report",), ()),

@@ -223,3 +223,25 @@ def test_tune_drops_an_arm_that_changes_answers(tmp_path: Path) -> None:
         assert json.loads(live.stdout)["live"] in (None, "0")
     finally:
         run_cli("down", "-f", spec, "--ledger", ledger)
+
+
+@pytest.mark.timeout(600)
+def test_a_tune_whose_runs_cannot_carry_a_probe_says_its_answers_were_not_checked(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    """``--answers gate`` (the default) with runs of 16 requests (5% of them is less than one
+    probe): the tune runs on speed alone and says so in its headline, ``--json``, the ledger and
+    on stderr, never silently."""
+    ledger_file = tmp_path / "ledger.db"
+    doc, stderr = _cli("tune", "--knob", f"decode:{CAP}=4,64", "--concurrency", "8",
+                       "--requests", "16", "--warmup", "2", "--idle-timeout", "30",
+                       "--max-rounds", "3", "-f", stack.source,
+                       "--ledger", str(ledger_file))  # fmt: skip
+    assert doc["answers_unchecked"] == "too_few_requests"
+    assert "answers" not in doc and not doc.get("dropped")  # no probe was sent, none judged
+    assert "answers NOT checked (a run's --requests cannot carry one probe" in doc["headline"]
+    assert "answers NOT checked" in stderr
+    with Ledger.open(ledger_file) as ledger:
+        (stored,) = TuneStore(ledger).list()
+    assert stored.result is not None and stored.result.answers_unchecked == "too_few_requests"
+    assert all(v.answers is None for v in stored.result.visits)

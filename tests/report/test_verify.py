@@ -10,10 +10,14 @@ from typing import Any
 
 import pytest
 
+from servelab.core.answers.answer import Failure
+from servelab.core.answers.probes import ProbeKind
+from servelab.core.answers.transfer import AnswerSite
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
+from servelab.core.verify.answers import AnswerProbes, ProbeOutcome
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -127,6 +131,17 @@ _PAGE = PairFieldCheck("page_size", FieldRule.EQUAL, _side("64", "page_size", "c
 _UNREPORTED = PairFieldCheck(
     "page_size", FieldRule.DECODE_MULTIPLE, PairValue(False),
     _side("16", "vllm_config.cache_config.block_size"), FieldVerdict.UNKNOWN,
+)  # fmt: skip
+
+_OK = (ProbeOutcome(0, ProbeKind.PLAIN, False), ProbeOutcome(1, ProbeKind.TOOL, False),
+       ProbeOutcome(2, ProbeKind.RETRIEVAL, False, recalled=True))  # fmt: skip
+_BAD = (
+    ProbeOutcome(0, ProbeKind.PLAIN, True, at=1, first_token_agrees=True, text="The stone river",
+                 reference="The garden window"),
+    ProbeOutcome(1, ProbeKind.TOOL, True, (Failure.TOOL_JSON,), at=1, first_token_agrees=True,
+                 text='{"city": "x', reference='{"city": "Oslo"}'),
+    ProbeOutcome(2, ProbeKind.RETRIEVAL, True, recalled=False, at=1, first_token_agrees=True,
+                 text="The key 12", reference="The pass key is 123456."),
 )  # fmt: skip
 
 #: (code, data, the sentence): every row of docs/verify.md's tables, and the edges between them.
@@ -294,6 +309,21 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
     (C.E2E_SKIPPED, LayerSkipped(SkipReason.NO_ENTRY_POINT),
      "skipped: the deployment has no router or proxy to send a request through (the workers' "
      "own health is the health layer's)"),
+    (C.E2E_ANSWERS_REFERENCES_TAKEN, AnswerProbes("m", _OK, 0.41, 1, "5f0c1234abcdef"),
+     "3 greedy probe(s) at C1 in 0.41 s: no structural failure, keys recalled; stored as "
+     "references #1 (state 5f0c1234abcd)"),
+    (C.E2E_ANSWERS_SAME, AnswerProbes("m", _OK, 0.4, 1, "5f0c1234abcdef"),
+     "3 greedy probe(s) at C1 in 0.40 s: answers as references #1 (state 5f0c1234abcd)"),
+    (C.E2E_ANSWERS_UNREFERENCED, AnswerProbes("m", _OK, 0.4),
+     "3 greedy probe(s) at C1 in 0.40 s: no structural failure, keys recalled; no ledger, so no "
+     "references"),
+    (C.E2E_ANSWERS_CHANGED,
+     AnswerProbes("m", _BAD, 0.42, 1, "5f0c1234abcdef", AnswerSite.KV_TRANSFER),
+     "3 greedy probe(s) at C1 in 0.42 s: 3 of 3 wrong against references #1 (state "
+     "5f0c1234abcd); localized to the KV hand-off: in every changed answer the prefill's first "
+     "token agrees and the decode's differ from its first on (the decode continues from KV that "
+     "is not the prompt's; see the pair layer for a layout the two sides disagree on); probe 0 "
+     "(plain): differs from token 1: 'The stone river' (reference 'The garden window')"),
 ]  # fmt: skip
 
 

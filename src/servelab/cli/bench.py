@@ -50,14 +50,22 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.core.answers.contract import MAX_SHARE, AnswersConfig, probes_per_run
-from servelab.core.bench.contract import TRACE_LEVEL, BenchConfig, BenchResult, RunResult
+from servelab.core.bench.contract import (
+    PLACEHOLDER_MODEL,
+    TRACE_LEVEL,
+    BenchConfig,
+    BenchResult,
+    RunResult,
+)
 from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
 from servelab.core.load.lengths import longest, over_context
+from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, check_replay
-from servelab.errors import BenchError, OptionError, TraceError
+from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
@@ -169,15 +177,16 @@ def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | 
 
 
 def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
-    """Before any load: a trace replays in one process at its own instants (``--rate`` or
-    ``--workers`` is a usage error), and the whole trace is read once (a bad line stops the
+    """Before any load: a trace replays at its own instants (``--rate`` is a usage error; with
+    ``--workers N`` its conversations are dealt to N processes on one clock), and the whole
+    trace is read once (a bad line stops the
     command, exit 2, an empty window too, and a schedule longer than the replay cap); the
     window's size goes to stderr."""
     if plan is None:
         return None
-    if load.rate is not None or load.workers > 1:
-        raise click.UsageError("--trace replays at the trace's own instants in one process: "
-                               "--rate and --workers do not apply")  # fmt: skip
+    if load.rate is not None:
+        raise click.UsageError("--trace replays at the trace's own instants: --rate does not "
+                               "apply")  # fmt: skip
     scan = scan_trace(Path(plan.path), plan.window)
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",
@@ -237,6 +246,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
 
 @click.command("bench")
 @target_options()
+@proxy_options
 @spec_option
 @load_options()
 @workload_options()
@@ -270,6 +280,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
 @wait_option
 def bench_command(
     target: TargetOptions,
+    proxy: ProxyOptions,
     spec_path: Path | None,
     load: LoadOptions,
     workload: WorkloadOptions,
@@ -299,16 +310,18 @@ def bench_command(
     where = SpecAndLedger(spec_path, ledger_path)
     resolved, loaded, state_dir = resolve_target(where, target.url)
     url = resolved.url
+    path = proxy.route(url)
     if output.export is not None:
         check_directory(output.export)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
-        listed = _check_models(url, dict(headers))  # even with --model: an OpenAI server?
+        # even with --model: an OpenAI server? (asked the way the load goes)
+        listed = _check_models(url, dict(headers), _forward(path))
         check_lengths(workload, scan, listed.context_length)
-        first_model = listed.models[0] if listed.models else None
-        model = target.model or first_model or "default"
+        model = target.model or _listed_model(url, listed)
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip
+        config = dataclasses.replace(config, route=None if path == ProxyRoute() else path)
         if check_answers:
             config = _with_answers(config)
         export = None if output.export is None or find_capacity else Exporter(output.export, config)
@@ -338,13 +351,28 @@ def _with_answers(config: BenchConfig) -> BenchConfig:
         raise click.UsageError(str(exc)) from None
 
 
-def _check_models(url: str, headers: dict[str, str]) -> ModelList:
-    """The server's model list (asked with the bench's request headers); a BenchError when it
-    is not an OpenAI server."""
-    listed = run(model_list(url, 10.0, headers))
+def _forward(path: ProxyRoute) -> str | None:
+    return path.proxy if path.forwarded else None
+
+
+def _check_models(url: str, headers: dict[str, str], proxy: str | None = None) -> ModelList:
+    """The server's model list (asked with the bench's request headers, through ``proxy`` if
+    given); a BenchError when it is not an OpenAI server."""
+    listed = run(model_list(url, 10.0, headers, proxy))
     if not listed.ok:
         raise BenchError(listed.describe())
     return listed
+
+
+def _listed_model(url: str, listed: ModelList) -> str:
+    """The first model the entry point lists; :class:`ModelNotListed` naming the URL when it
+    lists none (no placeholder is sent: smg refuses one, and a router routes by it)."""
+    if not listed.models:
+        raise ModelNotListed(
+            f"GET {url.rstrip('/')}/v1/models lists no model: give the model the entry point "
+            "serves with --model (servelab sends no placeholder)"
+        )
+    return listed.models[0]
 
 
 def bench_config(
@@ -352,7 +380,7 @@ def bench_config(
     workload: WorkloadOptions,
     *,
     url: str,
-    model: str = "default",
+    model: str = PLACEHOLDER_MODEL,
     label: str = "",
     headers: tuple[tuple[str, str], ...] = (),
     trace: TraceOptions | None = None,

@@ -38,7 +38,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
-from servelab.core.answers.contract import AnswersConfig
+from servelab.core.answers.contract import AnswersConfig, AnswersUnchecked
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
@@ -51,7 +51,9 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import bisect as bisection
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
+from servelab.ops.case.answers import bisect_answers
 from servelab.ops.context import Operation
+from servelab.report.answers import unchecked_phrase
 from servelab.report.case import (
     bisect_json,
     bisect_lines,
@@ -381,6 +383,9 @@ def case_test(
 @WARMUP.option(Default("4", "every visit follows a co-restart, so its first requests are cold"))
 @IDLE_TIMEOUT.option()
 @workload_options()
+@click.option("--answers", "answers_mode", type=click.Choice(["gate", "off"]), default="gate",
+              show_default=True, help="A threshold test's runs carry answer probes too: a run with "
+              "a wrong answer fails however fast (off: speed alone).")  # fmt: skip
 @click.option("--resume", is_flag=True, help="Go on with the case's unfinished bisection.")
 @spec_option
 @ledger_option
@@ -401,6 +406,7 @@ def case_bisect(
     warmup: int,
     idle_timeout_s: float,
     workload: WorkloadOptions,
+    answers_mode: str,
     resume: bool,
     spec_path: Path | None,
     ledger_path: Path | None,
@@ -420,11 +426,15 @@ def case_bisect(
         if test_text is None:
             raise click.UsageError(f"--test {TEST_FORM} is required (or --resume)")
         test = parse_probe_test(test_text)
+        if isinstance(
+            answers := bisect_answers(test, answers_mode == "gate", requests), AnswersUnchecked
+        ):
+            err_console.print(unchecked_phrase(answers), style="yellow")
         bench = BenchConfig(
             url="", concurrencies=(max(test.concurrency, 1),), requests=requests, warmup=warmup,
             idle_timeout_s=idle_timeout_s, input_len=workload.input_len,
             output_len=workload.output_len, seed=workload.seed, endpoint=workload.endpoint,
-            answers=AnswersConfig() if test.kind is ProbeTestKind.ANSWERS else None,
+            answers=None if isinstance(answers, AnswersUnchecked) else answers,
         ) if test.kind is not ProbeTestKind.SOAK else None  # fmt: skip
         listed = tuple(Change(*c) for c in changes)
         cfg = bisection.BisectConfig(case_id, test, good, bad, listed, rounds, alpha, effect,

@@ -37,6 +37,7 @@ from servelab.cli.options import (
     target_options,
     wait_option,
 )
+from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.slo import SLO
@@ -182,6 +183,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
 @slo_option()
 @SEED.option()
 @target_options()
+@proxy_options
 @click.option("--router-url", default=None, help="The router to compare against.")
 @click.option(
     "--router-metrics-url",
@@ -189,6 +191,9 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     help="The router's Prometheus endpoint (http://HOST:PORT; default: from the spec).",
 )
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")
+@click.option("--answer-probes", default=3, show_default=True, type=click.IntRange(0, 24),
+              help="Greedy answer probes sent at C1 before the sessions and again under load, "
+              "against verify's references (0: none).")  # fmt: skip
 @ledger_option
 @no_ledger_option
 @CASE.option()
@@ -210,9 +215,11 @@ def soak_command(
     slo: SLO | None,
     seed: int,
     target: TargetOptions,
+    proxy: ProxyOptions,
     router_url: str | None,
     router_metrics_url: str | None,
     no_localize: bool,
+    answer_probes: int,
     ledger_path: Path | None,
     no_ledger: bool,
     case_id: int | None,
@@ -224,6 +231,7 @@ def soak_command(
     targets, state_dir, loaded = targets_from(where, target.url, router_url)
     if router_metrics_url:
         targets = replace(targets, metrics_url=router_metrics_url.rstrip("/"))
+    targets = _routed(targets, proxy)
     config = SoakConfig(
         sessions=sessions,
         rounds=rounds,
@@ -240,6 +248,8 @@ def soak_command(
         localize=not no_localize,
         knobs=run(live_knobs(loaded)) if loaded is not None else {},
         slo=slo,
+        answer_probes=answer_probes,
+        answers_from=loaded.spec.name if loaded is not None else None,
     )
     ledger_file = where.ledger_path(state_dir)
     _check_case(ledger_file, case_id)
@@ -247,6 +257,16 @@ def soak_command(
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         result = _soak(config, targets, None if no_ledger else ledger_file, case_id, traces)
     _show(result, as_json)
+
+
+def _routed(targets: Targets, proxy: ProxyOptions) -> Targets:
+    """``targets`` with the path to the entry (a forward proxy: the router, when not known
+    otherwise, is the entry reached straight, the replay's direct hop)."""
+    path = proxy.route(targets.entry_url)
+    router = targets.router_url
+    if path.forwarded and router is None:
+        router = targets.entry_url
+    return replace(targets, route=path, router_url=router)
 
 
 def _soak(

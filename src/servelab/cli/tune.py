@@ -66,6 +66,7 @@ from servelab.ops.ab.tune import (
     run_tune,
 )
 from servelab.ops.context import Operation
+from servelab.report.answers import unchecked_phrase
 from servelab.report.text import safe_markdown
 from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
 
@@ -268,6 +269,8 @@ def tune_command(
     failed = sum(v.failed_requests for v in record.all_visits)
     if failed:
         err_console.print(f"{failed} request(s) failed during the tune", style="red")
+    if record.answers_unchecked is not None:
+        err_console.print(unchecked_phrase(record.answers_unchecked), style="yellow")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
 
 

@@ -6,6 +6,7 @@ the ledger (``--ledger PATH``, else ``$SERVELAB_LEDGER``, else ``<state_dir>/led
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.options import Parsed
+from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.core.options import parse_positive_seconds
 from servelab.core.verify.contract import VerifyReport
 from servelab.ops.context import Operation
@@ -68,6 +70,20 @@ async def _verify(
     help="Seconds the e2e chat completion may take (a cold first request is slow).",
 )
 @click.option("--e2e-max-tokens", type=click.IntRange(1, 4096), default=16, show_default=True)
+@click.option(
+    "--answer-probes",
+    type=click.IntRange(0, 24),
+    default=3,
+    show_default=True,
+    help="Greedy answer probes after the e2e probe, against the ledger's references (0: none).",
+)
+@click.option(
+    "--rebase-answers",
+    is_flag=True,
+    help="Store this verify's answers as the references anew (only when they pass the checks "
+    "that need no reference).",
+)
+@proxy_options
 @click.pass_context
 def verify_command(
     ctx: click.Context,
@@ -78,6 +94,9 @@ def verify_command(
     layers: tuple[str, ...],
     e2e_timeout: float,
     e2e_max_tokens: int,
+    answer_probes: int,
+    rebase_answers: bool,
+    proxy: ProxyOptions,
 ) -> None:
     """Verify SERVICE... (default: all) in layers; every failure comes with a reason.
 
@@ -85,9 +104,16 @@ def verify_command(
     config  each declared knob in the env file vs the spec and the file's last backup
     live    the running process's environment (/proc/PID/environ) vs the env file
     health  readiness endpoints (the router's /readiness, the workers' /health)
-    e2e     a streaming chat completion through the router: status, TTFT, cold/warm
+    e2e     a streaming chat completion through the router: status, TTFT, cold/warm;
+            then greedy answer probes against the ledger's references (a changed answer
+            fails, and says whether it went wrong at the KV hand-off)
     """
-    e2e = E2EOptions(timeout_s=e2e_timeout, max_tokens=e2e_max_tokens)
+    proxy.route("http://check")  # a bad --proxy or *_PROXY is a usage error before any work
+    e2e = E2EOptions(
+        timeout_s=e2e_timeout, max_tokens=e2e_max_tokens, answer_probes=answer_probes,
+        rebase_answers=rebase_answers, proxy=proxy.proxy, no_proxy=proxy.bypass,
+        env=proxy_env(os.environ),
+    )  # fmt: skip
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
     report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
     if as_json:

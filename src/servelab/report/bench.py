@@ -15,11 +15,15 @@ from rich.table import Table
 
 from servelab.core.bench.contract import BenchResult, LevelSummary
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.load.bursts import burst_places
+from servelab.core.load.proxyroute import ProxyRoute
+from servelab.core.load.records import RequestRecord
 from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
 from servelab.core.telemetry.unknown import TOO_SHORT
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
+from servelab.report.route import route_text
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
@@ -126,7 +130,8 @@ def summary_table(result: BenchResult) -> Table:
     title = f"bench {result.config.label or result.config.url}" + (
         " (INTERRUPTED, partial)" if result.interrupted else ""
     )
-    table = Table(title=title, caption=f"percentiles: {PERCENTILE_METHOD}")
+    path = route_text(result.config.route or ProxyRoute())
+    table = Table(title=title, caption=f"percentiles: {PERCENTILE_METHOD}; path: {path}")
     table.add_column("metric (mean ± σ | median | p90 | p99)")
     for level in result.levels:
         table.add_column(level_label(level.concurrency), justify="right")
@@ -134,7 +139,30 @@ def summary_table(result: BenchResult) -> Table:
     per_level = [dict(_rows(level)) for level in result.levels]
     for name in names:
         table.add_row(name, *(cells[name] for cells in per_level))
+    if result.config.trace is not None and len(result.levels) == 1:
+        for name, cell in _burst_rows([r for run in result.runs for r in run.records]):
+            table.add_row(name, cell)
     return table
+
+
+def _burst_rows(records: list[RequestRecord]) -> list[tuple[str, str]]:
+    """A replay's dispatch delay by place in a burst (none without bursts): the client's
+    lateness, as no server can delay a send."""
+    return [
+        (f"dispatch delay ms, {_place(p.first, p.last)} in a burst (client)", _dist(p.dispatch_ms))
+        for p in burst_places(records)
+    ]
+
+
+def _place(first: int, last: int | None) -> str:
+    if first == last:
+        return _nth(first)
+    return f"{_nth(first)}–{_nth(last)}" if last is not None else f"{_nth(first)} on"
+
+
+def _nth(n: int) -> str:
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(n % 10 if n % 100 not in (11, 12, 13) else 0, "th")
+    return f"{n}{suffix}"
 
 
 def failure_lines(result: BenchResult) -> list[str]:
@@ -170,6 +198,7 @@ def result_json(result: BenchResult) -> str:
     """``bench --json``: the result's encoding (config, levels, failed), the percentile method
     its distributions used, and a replayed trace's conversations tagged with their repeat."""
     doc: JsonObject = {**encode(result), "percentile_method": PERCENTILE_METHOD}
+    doc["path"] = route_text(result.config.route or ProxyRoute())
     sessions = [
         {"repeat": run.repeat_index, **encode(s)} for run in result.runs for s in run.sessions
     ]

@@ -22,7 +22,7 @@ from servelab.core.ab.tune import (
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import encode
 from servelab.ops.ab.tune import TunePlan
-from servelab.report.answers import answers_phrase, arm_answers_cells
+from servelab.report.answers import answers_phrase, arm_answers_cells, unchecked_phrase
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
 from servelab.report.text import json_text, show_value
@@ -78,7 +78,9 @@ def headline(record: TuneRecord) -> str:
     dropped = f"; dropped for changing answers: {', '.join(record.dropped)}" if record.dropped \
         else ""  # fmt: skip
     nothing = "no rival left" if record.dropped else _nothing(record.screening)
-    return f"tune {knobs}: {each or nothing} ({best}{dropped})"
+    why = record.answers_unchecked
+    unchecked = "" if why is None else f"; {unchecked_phrase(why)}"
+    return f"tune {knobs}: {each or nothing} ({best}{dropped}){unchecked}"
 
 
 def _nothing(screening: Screening | None) -> str:
@@ -146,7 +148,8 @@ def _level(tune: LevelTune, metric: TuneMetric) -> list[str]:
 
 def _left(record: TuneRecord) -> str:
     if record.kept is not None:
-        return f"Left live: the best arm, {record.kept} (`--keep best`)."
+        unchecked = "" if record.answers_unchecked is None else ", its answers NOT checked"
+        return f"Left live: the best arm, {record.kept} (`--keep best`){unchecked}."
     values = ", ".join(f"{k.knob}={show_value(v)}" for k, v in zip(record.knobs, record.original,
                                                                  strict=True))  # fmt: skip
     return f"Left as found: {values}" + (" (restored and proven live)." if record.restored else ".")

@@ -20,6 +20,7 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -54,6 +55,8 @@ from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, r
 from servelab.core.verify.served import Gap, Signal
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
+from servelab.report.probes import describe_probes
+from servelab.report.route import route_text
 from servelab.report.text import json_text, plain_text, show_value
 
 __all__ = [
@@ -129,6 +132,8 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             return _argument_live(code, data)
         case PairReport():
             return describe_pair(data)
+        case AnswerProbes():
+            return describe_probes(code, data)
         case UnreadKnob():
             return describe_unread(data)
         case ArgumentDropped(path=path, key=key, knob=knob):
@@ -342,7 +347,7 @@ def _e2e(code: CheckCode, data: E2EProbe) -> str:
     )
     if data.second is not None:
         text += f"; second probe {data.second.total_s:.2f} s"
-    return text
+    return text + ("" if data.path is None else f"; path: {route_text(data.path)}")
 
 
 def _start_reason(data: E2EProbe) -> str:
@@ -453,7 +458,7 @@ def _what(check: Check) -> str:
             return unit
         case HealthProbe(path=path):
             return path
-        case E2EProbe(model=model):
+        case E2EProbe(model=model) | AnswerProbes(model=model):
             return model
     return ""
 

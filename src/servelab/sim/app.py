@@ -212,21 +212,21 @@ async def _stream(
     resp.headers["Cache-Control"] = "no-cache"
     await resp.prepare(request)
     worker = _worker(request)
+    finish = b""
     for item, seq in zip(req.items, seqs, strict=True):
-        await resp.write(stream_start(req, item, rid, created))
+        await resp.write(finish + stream_start(req, item, rid, created))
         writer = TokenWriter(request, req, item, seq, rid, created)
         writer.start(request)
         try:
             await writer.wait(request, worker.is_stalled(seq))
         finally:
             writer.stop()
-        await resp.write(stream_finish(req, item, seq.out, writer.sent, rid, created))
+        finish = stream_finish(req, item, seq.out, writer.sent, rid, created)
     n_outs = [s.n_out for s in seqs]
     cached, report = _cached(worker, seqs)
     usage = stream_usage(req, n_outs, rid, created, cached=cached, report=report)
-    await resp.write(usage + done_event())
     mark(req.marks, "done")
-    await resp.write_eof()
+    await resp.write_eof(finish + usage + done_event())  # the stream's end in one write
     return resp
 
 

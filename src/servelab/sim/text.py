@@ -198,6 +198,8 @@ WORDS = [
     "tile",
     "engine",
 ]
+#: Every word with its leading space, as a piece after the first (built once, not per token).
+_SPACED = tuple(" " + w for w in WORDS)
 
 
 class Kind(StrEnum):
@@ -262,11 +264,11 @@ def other_word(piece: str, draw: int) -> str:
 
 
 def _words(rng: random.Random, n: int) -> tuple[str, ...]:
-    choices = rng.choices(WORDS, k=n)
+    choices = rng.choices(_SPACED, k=n)  # the same draws as of WORDS: same length, same order
     if not choices:
         return ()
-    first = choices[0].capitalize()
-    return (first, *(" " + w for w in choices[1:]))
+    choices[0] = choices[0][1:].capitalize()
+    return tuple(choices)
 
 
 def _tool_names(tools: list[Any]) -> list[str]:

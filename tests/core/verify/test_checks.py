@@ -7,10 +7,14 @@ from typing import Any
 
 import pytest
 
+from servelab.core.answers.answer import Failure
+from servelab.core.answers.probes import ProbeKind
+from servelab.core.answers.transfer import AnswerSite
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob
 from servelab.core.ledger.codec import encode
 from servelab.core.verify import checks
+from servelab.core.verify.answers import AnswerProbes, ProbeOutcome
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -116,6 +120,9 @@ SHAPES: list[tuple[CheckData, list[str]]] = [
     (ArgumentLive(42, "pid record", MRR, "64", "64", "cmdline", LiveVerdict.MATCH),
      ["pid", "pid_source", "knob", "file", "live", "live_source", "verdict", "engine_known"]),
     (LayerSkipped(SkipReason.NO_ENTRY_POINT), ["reason"]),
+    (AnswerProbes("m", (ProbeOutcome(1, ProbeKind.TOOL, True, (Failure.TOOL_JSON,), None, 1, True,
+                                     '{"a', '{"a": 1}'),), 0.2, 3, "abc", AnswerSite.KV_TRANSFER),
+     ["model", "outcomes", "total_s", "references_id", "references_state", "site"]),
 ]  # fmt: skip
 
 

@@ -21,7 +21,8 @@ from servelab.io.http.client import chat_body
 from servelab.io.http.stream import StreamClient
 from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.load import Load, Replay
+from servelab.ops.bench.load import Load
+from servelab.ops.bench.replay import Replay
 from tests.support.servers import served
 
 GAP_S = 0.002

@@ -55,6 +55,7 @@ from servelab.core.ab.tune import (
     tune_result,
     visit_order,
 )
+from servelab.core.answers.contract import AnswersUnchecked
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
@@ -232,6 +233,9 @@ class TuneRecord:
     #: they change answers (``--answers gate``; None: answers not checked)
     answers: Annotated[tuple[AnswersJudgement, ...] | None, OMITTED_IF_NONE] = None
     dropped: Annotated[tuple[str, ...] | None, OMITTED_IF_NONE] = None
+    #: why answers asked for were not checked (a trace, a capacity search, runs too short for a
+    #: probe; None: checked, or not asked for): the best and the kept arm are then on speed alone
+    answers_unchecked: Annotated[AnswersUnchecked | None, OMITTED_IF_NONE] = None
 
     @property
     def labels(self) -> tuple[str, ...]:

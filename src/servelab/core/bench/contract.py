@@ -24,6 +24,7 @@ from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load import metrics as m
 from servelab.core.load.cache import CacheSummary, SessionSummary
 from servelab.core.load.clienthealth import ClientHealth
+from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
@@ -103,11 +104,19 @@ class BenchConfig:
     #: probes a run sends (an experiment's round: both arms of a round send the same).
     answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
     probe_round: Annotated[int | None, OMITTED_IF_NONE] = None
+    #: The path to ``url`` (``bench --proxy``/``--no-proxy``, the proxy environment); None:
+    #: straight, no proxy variable set (left out of the JSON).
+    route: Annotated[ProxyRoute | None, OMITTED_IF_NONE] = None
+
+    @property
+    def proxy(self) -> str | None:
+        """The forward proxy the requests go through (None: straight)."""
+        return None if self.route is None or not self.route.forwarded else self.route.proxy
 
     def __post_init__(self) -> None:
         if self.trace is not None:
-            if self.concurrencies != (TRACE_LEVEL,) or self.rate is not None or self.workers > 1:
-                raise ValueError("a trace replay has one level, no rate and one client process")
+            if self.concurrencies != (TRACE_LEVEL,) or self.rate is not None:
+                raise ValueError("a trace replay has one level and no rate")
         elif not self.concurrencies or min(self.concurrencies) < 1:
             raise ValueError("concurrency values must be positive")
         if self.requests < 1 or self.repeat < 1 or self.warmup < 0:

@@ -170,6 +170,8 @@ class ProbeVisit:
     bench_run_ids: tuple[int, ...] = ()
     measured: tuple[float, ...] = ()
     elapsed_s: float = 0.0
+    #: a threshold test's wrong answers over its runs (a run with one fails, however fast)
+    wrong_answers: int = 0
 
 
 @dataclass(frozen=True)

@@ -316,7 +316,9 @@ def _rule_correctness(v: _View) -> Finding | None:
     ids = [o.id for o in v.of(CorrectnessViolations) if o.healthy is False]
     if not ids:
         return None
-    return _finding(Layer.CORRECTNESS, 0.85, ids, ids[1:], [])
+    at_kv = any(o.issue == "answer_kv_transfer" for o in v.of(CorrectnessViolations))
+    layer = Layer.DECODE_TRANSFER if at_kv else Layer.CORRECTNESS  # answers wrong from the KV
+    return _finding(layer, 0.85, ids, ids[1:], [])
 
 
 _RULES: tuple[Callable[[_View], Finding | None], ...] = (

@@ -411,7 +411,7 @@ def _engine_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
 
 def _issue_observations(ev: SoakEvidence, at: _Ids) -> list[Observation]:
     obs: list[Observation] = []
-    for kind in ("tool_call_json", "nondeterministic"):
+    for kind in ("tool_call_json", "nondeterministic", "answer_wrong", "answer_kv_transfer"):
         found = [i for i in ev.issues if i.kind == kind]
         if found:
             examples = tuple(found[:_EXAMPLES])

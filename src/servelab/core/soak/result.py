@@ -21,6 +21,7 @@ from servelab.core.deploy.engines import EngineName
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
+from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.redaction import StoredHeaders
 from servelab.core.soak.conviction import Exoneration
@@ -84,6 +85,10 @@ class SoakConfig:
     model: str | None = None
     localize: bool = True
     check_determinism: bool = True
+    #: Greedy answer probes sent at C1 before the sessions and again under load (0: none), and
+    #: the deployment whose references (verify's, in the ledger) they are compared with.
+    answer_probes: int = 3
+    answers_from: Annotated[str | None, OMITTED_IF_NONE] = None
     #: Warm the engines (and record whether they were cold) before measuring.
     warm_up: bool = True
     #: What the deployment ran with, ``{"service/NAME": value}`` (recorded, not acted on): a case
@@ -137,11 +142,22 @@ class Targets:
     metrics_url: str | None = None
     #: whose PD hand-off a direct pair replay speaks (SGLang's bootstrap rooms, vLLM's NIXL legs)
     engine: EngineName = "sglang"
+    #: the path the sessions take to ``entry_url``: straight, or through a forward proxy (the
+    #: agents' client's environment, ``--proxy``); the router's replay hop is always straight
+    route: ProxyRoute = field(default_factory=ProxyRoute)
 
     @property
     def via_proxy(self) -> bool:
+        """A proxy (reverse: the entry is not the router; or forward) stands before the router."""
         router = self.router_url
+        if router is not None and self.route.forwarded:
+            return True
         return router is not None and router.rstrip("/") != self.entry_url.rstrip("/")
+
+    @property
+    def proxy(self) -> str | None:
+        """The forward proxy the entry's requests go through (None: straight)."""
+        return self.route.proxy if self.route.forwarded else None
 
 
 @dataclass(frozen=True)

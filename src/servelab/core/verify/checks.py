@@ -37,6 +37,8 @@ from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
+from servelab.core.load.proxyroute import ProxyRoute
+from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,
     ArgumentInFile,
@@ -153,6 +155,10 @@ class CheckCode(StrEnum):
     E2E_WORKER_UNREACHED = "e2e.worker_unreached"
     E2E_WORKER_UNCOUNTED = "e2e.worker_uncounted"  # no real counter of its requests: unknown, fails
     E2E_SKIPPED = "e2e.skipped"  # nothing to send it through (no router, no proxy): not a failure
+    E2E_ANSWERS_SAME = "e2e.answers_same"  # greedy probes answered as their references
+    E2E_ANSWERS_REFERENCES_TAKEN = "e2e.answers_references_taken"  # none stored: these became them
+    E2E_ANSWERS_UNREFERENCED = "e2e.answers_unreferenced"  # no ledger: checks without a reference
+    E2E_ANSWERS_CHANGED = "e2e.answers_changed"  # fails: an answer wrong or changed (and where)
 
     @property
     def layer(self) -> Layer:
@@ -348,7 +354,7 @@ class E2EProbe:
     """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
     point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
     before it (None: they could not be read), the second probe when one was sent, and, passed,
-    cold or warm and why."""
+    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set)."""
 
     model: str
     status: int | None
@@ -362,6 +368,7 @@ class E2EProbe:
     second: Omitted[RequestTiming] = None
     start: Omitted[Start] = None
     start_reason: Omitted[StartReason] = None
+    path: Omitted[ProxyRoute] = None
 
     @classmethod
     def of(cls, model: str, first: RequestTiming, before: tuple[int, ...] | None) -> E2EProbe:
@@ -403,7 +410,7 @@ CheckData = (
     CheckFailure | NoEnvFile | EnvFileFailure | EnvFileNoKnobs | KnobInFile | LiveProcess
     | KnobLive | KnobLiveVsSpec | HealthProbe | E2EProbe | WorkerReach
     | ArgumentInFile | UnitState | ArgumentLive | PairReport | UnreadKnob | ArgumentDropped
-    | LayerSkipped
+    | LayerSkipped | AnswerProbes
 )  # fmt: skip
 
 _C = CheckCode
@@ -436,6 +443,8 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),
     _C.E2E_SKIPPED: LayerSkipped,
+    **dict.fromkeys((_C.E2E_ANSWERS_SAME, _C.E2E_ANSWERS_REFERENCES_TAKEN,
+                     _C.E2E_ANSWERS_UNREFERENCED, _C.E2E_ANSWERS_CHANGED), AnswerProbes),
 }  # fmt: skip
 
 

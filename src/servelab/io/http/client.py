@@ -68,8 +68,10 @@ class HttpClient:
     session for a command's probes and JSON GETs (``aclose()`` when not used with ``async with``).
     """
 
-    def __init__(self, *, limit: int = 100) -> None:
+    def __init__(self, *, limit: int = 100, proxy: str | None = None) -> None:
         self._limit = limit
+        #: the forward proxy every request goes through (None: straight)
+        self.proxy = proxy
         self._http: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> HttpClient:
@@ -112,7 +114,7 @@ class HttpClient:
         limit = aiohttp.ClientTimeout(total=timeout)
         try:
             async with self._open().request(
-                method, url, json=json_body, headers=headers, timeout=limit
+                method, url, json=json_body, headers=headers, timeout=limit, proxy=self.proxy
             ) as response:
                 body = await _read_body(response, body_limit)
                 status = response.status
@@ -156,7 +158,9 @@ class HttpClient:
         limit = aiohttp.ClientTimeout(total=timeout)
         sent = None if headers is None else dict(headers)
         try:
-            async with self._open().get(url, timeout=limit, headers=sent) as response:
+            async with self._open().get(
+                url, timeout=limit, headers=sent, proxy=self.proxy
+            ) as response:
                 body = await _read_body(response, 64 * 1024)
                 status, content_type = response.status, response.content_type
         except (*_TRANSPORT_ERRORS, ValueError) as exc:
@@ -254,10 +258,14 @@ async def model_id(base_url: str, timeout: float = 10.0) -> str | None:
 
 
 async def model_list(
-    base_url: str, timeout: float = 10.0, headers: Mapping[str, str] | None = None
+    base_url: str,
+    timeout: float = 10.0,
+    headers: Mapping[str, str] | None = None,
+    proxy: str | None = None,
 ) -> ModelList:
-    """One ``GET /v1/models`` on a client of its own (see :meth:`HttpClient.model_list`)."""
-    async with HttpClient(limit=1) as http:
+    """One ``GET /v1/models`` on a client of its own (through ``proxy``, if given; see
+    :meth:`HttpClient.model_list`)."""
+    async with HttpClient(limit=1, proxy=proxy) as http:
         return await http.model_list(base_url, timeout, headers)
 
 

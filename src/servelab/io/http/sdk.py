@@ -55,8 +55,18 @@ class SdkMissing(ServelabError, ImportError):
 class SdkClient:
     """``async with SdkClient(url, idle_s=30, headers={...}) as c: await c.transfer(...)``."""
 
-    def __init__(self, base_url: str, *, idle_timeout_s: float, headers: Mapping[str, str]) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        idle_timeout_s: float,
+        headers: Mapping[str, str],
+        proxy: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
+        #: the forward proxy (None: straight; the environment is not read again here: the route
+        #: was decided by :func:`servelab.core.load.proxyroute.route`, httpx's own rule)
+        self.proxy = proxy
         self._idle_s = idle_timeout_s
         self._headers = dict(headers)
         self._sdk: Any = None
@@ -84,7 +94,7 @@ class SdkClient:
         hooks: dict[str, list[Callable[[Any], Awaitable[None]]]] = {
             "request": [sent], "response": [answered],
         }  # fmt: skip
-        http = openai.DefaultAsyncHttpxClient(event_hooks=hooks)
+        http = openai.DefaultAsyncHttpxClient(event_hooks=hooks, proxy=self.proxy, trust_env=False)
         self._sdk = openai.AsyncOpenAI(
             base_url=self.base_url + "/v1",
             api_key="servelab",

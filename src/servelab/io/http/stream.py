@@ -21,6 +21,7 @@ decoding competes with reading). Why this transport, and what it was measured ag
   so the server's close is the request's failure.
 - The answer's head is kept (:attr:`Transfer.headers`): which hop answered (``Server``, the
   router's ``x-request-id``) is evidence.
+- ``proxy``: through that forward proxy (:mod:`servelab.io.http.forward`).
 - :meth:`StreamClient.connect` opens connections ahead of the load: connection set-up is its own
   phase (:attr:`StreamClient.setups_ns` keeps every set-up's duration, those opened mid-run too).
 - At most ``concurrency`` requests are in flight; the rest wait for a connection (inside the
@@ -43,7 +44,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,7 +51,6 @@ from functools import partial
 from time import perf_counter_ns
 from types import TracebackType
 from typing import cast
-from urllib.parse import urlsplit
 
 from servelab.core.load.records import (
     REASON_CONNECTION,
@@ -64,6 +63,7 @@ from servelab.core.load.records import (
     http_reason,
 )
 from servelab.errors import ProtocolError
+from servelab.io.http.forward import via
 from servelab.io.http.h1 import ResponseParser, request_head
 from servelab.io.http.neterrors import translate
 from servelab.io.http.transfer import Chunks, Connections, Resend, Transfer
@@ -270,6 +270,7 @@ class StreamClient:
         force_close: bool = False,
         trace_connections: bool = False,
         resend: bool = True,
+        proxy: str | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.concurrency = concurrency
@@ -277,17 +278,13 @@ class StreamClient:
         self.connections = Connections() if trace_connections else None
         #: How long each connection this client opened took to set up (ns), in opening order.
         self.setups_ns: list[int] = []
-        url = urlsplit(self.base_url)
-        self._host, self._tls = url.hostname or "127.0.0.1", url.scheme == "https"
-        self._port = url.port or (443 if self._tls else 80)
-        self._prefix = url.path
-        self._authority = url.netloc.rpartition("@")[2]
+        self._via = via(self.base_url, proxy)  # straight, or through a forward proxy
         self._connect_s = connect_timeout_s
         self._force_close = force_close
         self._resend = resend
         self._idle_ns = round(idle_timeout_s * 1e9)
         self._tick_s = min(max(idle_timeout_s / 10, 0.01), 0.5)
-        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        self._headers = {"Content-Type": "application/json", **self._via.headers, **(headers or {})}
         if force_close:
             self._headers["Connection"] = "close"
         self._pool: list[_Conn] = []
@@ -436,7 +433,9 @@ class StreamClient:
             headers = {**headers, "x-request-id": request_id}
             if traceparent:
                 headers["traceparent"] = traceparent
-        head = request_head("POST", self._prefix + path, self._authority, headers, len(body))
+        head = request_head(
+            "POST", self._via.prefix + path, self._via.authority, headers, len(body)
+        )
         return head + body
 
     async def _exchange(
@@ -547,9 +546,8 @@ class StreamClient:
     async def _open(self) -> _Conn:
         loop = asyncio.get_running_loop()
         start = perf_counter_ns()
-        tls = ssl.create_default_context() if self._tls else None
         async with asyncio.timeout(self._connect_s):
-            _transport, conn = await loop.create_connection(_Conn, self._host, self._port, ssl=tls)
+            _transport, conn = await self._via.open(loop, _Conn)
         self.setups_ns.append(perf_counter_ns() - start)
         return conn
 

@@ -83,7 +83,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
-from servelab.ops.ab.tuneanswers import judge_arms, tune_answers
+from servelab.ops.ab.tuneanswers import judge_arms, tune_answers, tune_unchecked
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -413,7 +413,7 @@ async def _run(
         if session is not None:
             record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
         blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
-        record = conclude_tune(blocks)
+        record = replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
     except BaseException:
         # Put the original values back, but never hide why the tune stopped.
         with contextlib.suppress(ServelabError):

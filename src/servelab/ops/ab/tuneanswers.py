@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from servelab.core.ab.result import AbMetric
 from servelab.core.ab.tunerun import TuneRecord
-from servelab.core.answers.contract import AnswersMode, probes_per_run
+from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, probes_per_run
 from servelab.core.answers.events import ArmDropped
 from servelab.core.knobs.knob import same_value
 from servelab.ops.answers.session import AnswerSession, baseline_state
@@ -27,17 +27,29 @@ from servelab.ops.context import Operation
 if TYPE_CHECKING:  # the tune's config is defined by its runner, which imports this module
     from servelab.ops.ab.tune import TuneConfig
 
-__all__ = ["answers_baseline", "judge_arms", "tune_answers"]
+__all__ = ["answers_baseline", "judge_arms", "tune_answers", "tune_unchecked"]
+
+
+def tune_unchecked(cfg: TuneConfig) -> AnswersUnchecked | None:
+    """Why answers asked for cannot be checked in this tune (None: they can, or were not asked
+    for): a capacity search or a trace carries no probes, nor a run too short for one."""
+    answers, bench = cfg.answers, cfg.bench
+    if answers is None or not answers.on:
+        return None
+    if AbMetric(cfg.metric) == AbMetric.CAPACITY:
+        return AnswersUnchecked.CAPACITY
+    if bench.trace is not None:
+        return AnswersUnchecked.TRACE
+    if not probes_per_run(bench.requests, answers.share, answers.probes):
+        return AnswersUnchecked.TOO_FEW_REQUESTS
+    return None
 
 
 async def tune_answers(op: Operation, cfg: TuneConfig, record: TuneRecord) -> AnswerSession | None:
     """The tune's answer checking, its references taken from the live original state (found in
-    the ledger when resumed); None when answers are off or no run can carry a probe."""
+    the ledger when resumed); None when answers are off or :func:`tune_unchecked` says why not."""
     answers, bench = cfg.answers, cfg.bench
-    if answers is None or not answers.on or AbMetric(cfg.metric) == AbMetric.CAPACITY:
-        return None
-    if bench.trace is not None or not probes_per_run(bench.requests, answers.share,
-                                                     answers.probes):  # fmt: skip
+    if answers is None or not answers.on or tune_unchecked(cfg) is not None:
         return None
     state = baseline_state(op, cfg.settings(record.original))
     session = AnswerSession(answers, state, bench.model)

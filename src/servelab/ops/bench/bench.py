@@ -48,26 +48,25 @@ from servelab.core.load import metrics as m
 from servelab.core.load.cache import cache_summary, session_summaries
 from servelab.core.load.clienthealth import client_health
 from servelab.core.load.records import FailReason, RequestRecord
-from servelab.core.load.trace import PromptBuilder, TracePlan, session_offsets_ns
+from servelab.core.load.trace import TracePlan
 from servelab.core.load.workload import closed_loop_ramp_ns, poisson_offsets_ns
-from servelab.io.http.client import chat_body, completion_body
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.tracefile import scan_trace, trace_sessions
+from servelab.io.tracefile import scan_trace
 from servelab.ops.answers.probing import ProbePlan, plan_probes, read_probe_answers
 from servelab.ops.answers.references import take_references
 from servelab.ops.bench.load import (
     Job,
     Part,
     PartResult,
-    Replay,
     jobs_for,
     merge,
     run_part,
     slot_starts_ns,
     split,
 )
+from servelab.ops.bench.replay import ReplayPlan, replay_of
 from servelab.ops.bench.results import record_run
 from servelab.ops.bench.workers import ClientSpec, Workers, shared_t0
 from servelab.ops.telemetry.tracing import TraceCollector
@@ -129,20 +128,22 @@ class _Bench:
         """Connections, warm-up, then every repeat at one concurrency; summarise what ran."""
         config, runs = self.config, []
         self.ramp_ns = closed_loop_ramp_ns(config.ramp_s, [])
-        workers = min(config.workers, concurrency)
+        tracing = config.trace is not None
+        workers = config.workers if tracing else min(config.workers, concurrency)
         async with contextlib.AsyncExitStack() as stack:
+            slots = TRACE_IN_FLIGHT if tracing else concurrency
+            ahead = TRACE_CONNECT_AHEAD if tracing else concurrency
             if workers > 1:
-                spec = ClientSpec(config.url, concurrency, config.idle_timeout_s, config.headers)
+                spec = ClientSpec(config.url, slots, config.idle_timeout_s, config.headers,
+                                  config.proxy, ahead=ahead if tracing else None)  # fmt: skip
                 pool = await stack.enter_async_context(Workers(workers, spec))
                 driver: _Driver = _Spread(pool)
                 setups = await pool.open()
             else:
-                slots = TRACE_IN_FLIGHT if config.trace is not None else concurrency
                 client = StreamClient(
                     config.url, concurrency=slots, idle_timeout_s=config.idle_timeout_s,
-                    headers=dict(config.headers),
+                    headers=dict(config.headers), proxy=config.proxy,
                 )  # fmt: skip
-                ahead = TRACE_CONNECT_AHEAD if config.trace is not None else concurrency
                 driver = _Local(await stack.enter_async_context(client), ahead)
                 setups = await driver.connect()
             if config.warmup:
@@ -241,18 +242,10 @@ class _Bench:
         finally:
             gc.unfreeze()
 
-    def _replay(self, plan: TracePlan) -> Replay:
-        """The trace's window as it will be replayed: read as it goes, every prompt built from
-        its ids just before its request is due."""
+    def _replay(self, plan: TracePlan) -> ReplayPlan:
+        """The trace's replay as data: each process builds its own (:func:`replay_of`)."""
         c = self.config
-        make = chat_body if "chat" in c.endpoint else completion_body
-
-        def body(prompt: str, max_tokens: int) -> bytes:
-            return make(c.model, prompt, max_tokens, ignore_eos=c.ignore_eos)
-
-        held = (s for s in trace_sessions(Path(plan.path)) if plan.window.holds(s))
-        offsets = session_offsets_ns(held, plan.speedup)
-        return Replay(offsets, PromptBuilder(plan.block_size, c.seed), body, plan.speedup)
+        return ReplayPlan(plan, c.seed, c.model, c.endpoint, c.ignore_eos)
 
     def _part(self, jobs: list[Job], concurrency: int, seed: int, t0: int | None) -> Part:
         config = self.config
@@ -260,9 +253,9 @@ class _Bench:
         deadline = None if config.deadline_s is None else start + round(config.deadline_s * 1e9)
         tag = secrets.token_hex(8)  # every request's x-request-id and traceparent
         if config.trace is not None:
-            replay = self._replay(config.trace)
+            plan = self._replay(config.trace)
             return Part(jobs, config.endpoint, t0_ns=t0, deadline_ns=deadline, trace_tag=tag,
-                        replay=replay)  # fmt: skip
+                        replay=replay_of(plan), replay_plan=plan)  # fmt: skip
         if config.rate is None:
             starts = tuple(slot_starts_ns(concurrency, self.ramp_ns))
             return Part(
@@ -311,7 +304,6 @@ class _Bench:
         if probes is not None:
             answers = read_probe_answers(probes, records, got.bodies, concurrency)
             records = [r for r in records if r.index not in probes.probe_of]
-        names = {} if part.replay is None else part.replay.names
         return RunResult(
             concurrency=concurrency,
             repeat_index=k,
@@ -327,7 +319,7 @@ class _Bench:
             workers=driver.workers.n if isinstance(driver, _Spread) else 1,
             slo=None if config.slo is None else m.slo_attainment(records, config.slo),
             cache=cache_summary(records),
-            sessions=session_summaries(records, names),
+            sessions=session_summaries(records, got.names),
             answers=answers,
         )
 

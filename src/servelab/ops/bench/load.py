@@ -1,6 +1,6 @@
 """The load itself: jobs, one run's closed or open loop on one :class:`StreamClient` (or a trace's
-replay, :class:`Replay`: one process only), the lag ticker, and the stop rule; shared by one
-process (:mod:`servelab.ops.bench.bench`) and each worker process
+replay, :class:`~servelab.ops.bench.replay.Replay`), the lag ticker, and the stop rule; shared by
+one process (:mod:`servelab.ops.bench.bench`) and each worker process
 (:mod:`servelab.ops.bench.workers`).
 
 Every loop starts at a given ``t0`` (``perf_counter_ns()``, i.e. ``CLOCK_MONOTONIC``: one clock for
@@ -20,14 +20,18 @@ from dataclasses import dataclass, field, replace
 from itertools import groupby
 from operator import itemgetter
 from time import perf_counter_ns
+from typing import TYPE_CHECKING
 
 from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord, decode_chunks
-from servelab.core.load.trace import PromptBuilder, TraceSession
+from servelab.core.load.trace import TraceSession
 from servelab.core.load.workload import LengthDist, generate_requests
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.http.stream import Chain, Outgoing, StreamClient
 from servelab.io.http.transfer import Chunks
+
+if TYPE_CHECKING:
+    from servelab.ops.bench.replay import Replay, ReplayPlan
 
 __all__ = [
     "LAG_TICK_S",
@@ -37,7 +41,6 @@ __all__ = [
     "Load",
     "Part",
     "PartResult",
-    "Replay",
     "jobs_for",
     "lag_ticker",
     "merge",
@@ -383,40 +386,6 @@ class Load:
                 record.end_ns = perf_counter_ns()
 
 
-@dataclass(slots=True)
-class Replay:
-    """A trace to replay (``bench --trace``): its conversations with their start offsets (ns
-    from t0, already ``speedup`` times faster), how a turn's prompt is built, and how a body is
-    made. Requests are numbered in the order of the trace, a conversation's turns together;
-    ``names`` keeps each conversation's id by its ordinal (what the records carry)."""
-
-    sessions: Iterator[tuple[int, TraceSession]]
-    prompts: PromptBuilder
-    body: Callable[[str, int], bytes]
-    speedup: float = 1.0
-    names: dict[int, str] = field(default_factory=dict)
-    _first: dict[int, int] = field(default_factory=dict)
-    _next: int = 0
-
-    def job(self, session: TraceSession, turn: int, load: Load) -> Job:
-        """Turn ``turn`` of ``session`` as a job whose bytes ``load`` has built."""
-        if turn == 0:
-            self._first[session.ordinal] = self._next
-            self._next += len(session.turns)
-            if session.session is not None:
-                self.names[session.ordinal] = session.session
-        index = self._first[session.ordinal] + turn
-        if turn + 1 == len(session.turns):
-            del self._first[session.ordinal]
-        spec = session.turns[turn]
-        before = session.turns[turn - 1] if turn else None
-        prompt = self.prompts.prompt(spec, index, before)
-        ordinal = None if session.session is None else session.ordinal
-        job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
-        load.prepare([job])
-        return job
-
-
 def _instants(
     sessions: Iterator[tuple[int, TraceSession]],
 ) -> Iterator[tuple[int, list[TraceSession]]]:
@@ -474,8 +443,10 @@ class Part:
     #: 16 hex digits: every request gets its ``x-request-id`` and ``traceparent`` from it
     #: (:func:`~servelab.core.load.identity.request_identity`); empty: no identity headers.
     trace_tag: str = ""
-    #: A trace replayed instead of ``jobs`` (one process only: it is read as it goes).
+    #: A trace replayed instead of ``jobs`` (read as it goes); ``replay_plan``: the same as
+    #: data, what a worker process builds its share's replay from (:func:`split`).
     replay: Replay | None = None
+    replay_plan: ReplayPlan | None = None
     #: The jobs (by index) whose whole bodies come back (:attr:`PartResult.bodies`): probes.
     keep: frozenset[int] = frozenset()
 
@@ -493,6 +464,8 @@ class PartResult:
     setups_ns: list[int]
     #: The kept jobs' whole bodies, by job index (:attr:`Part.keep`).
     bodies: dict[int, bytes] = field(default_factory=dict)
+    #: A replay's conversation ids by ordinal (:attr:`Replay.names`).
+    names: dict[int, str] = field(default_factory=dict)
 
 
 async def run_part(
@@ -532,6 +505,7 @@ async def run_part(
         stopped=stopped,
         setups_ns=client.setups_ns[setups0:],
         bodies=load.bodies,
+        names={} if part.replay is None else part.replay.names,
     )
 
 
@@ -562,13 +536,19 @@ def merge(parts: Sequence[PartResult]) -> PartResult:
         stopped=any(p.stopped for p in parts),
         setups_ns=[x for p in parts for x in p.setups_ns],
         bodies={k: v for p in parts for k, v in p.bodies.items()},
+        names={k: v for p in parts for k, v in p.names.items()},
     )
 
 
 def split(part: Part, n: int) -> list[Part]:
     """``part`` dealt to ``n`` processes sharing its ``t0_ns``: closed loop, slot i to process
     i mod n and job j to the process of slot j mod C (shares in proportion to slots); open loop,
-    job j (and its offset) to process j mod n, the in-flight cap split alike."""
+    job j (and its offset) to process j mod n, the in-flight cap split alike; a trace, its
+    conversations dealt in turn (``share`` of ``shares``: each process builds its replay)."""
+    if part.replay_plan is not None:
+        plan = part.replay_plan
+        return [replace(part, replay=None, replay_plan=replace(plan, share=w, shares=n))
+                for w in range(n)]  # fmt: skip
     if part.offsets_ns is None:
         slots = len(part.starts_ns)
         return [

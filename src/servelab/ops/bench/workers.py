@@ -6,8 +6,10 @@ Every worker is a spawned process with its own event loop (uvloop) and its own
 share one ``t0_ns``: ``perf_counter_ns()`` is ``CLOCK_MONOTONIC``, one clock for every process of
 the machine, so the parent picks a t0 a moment ahead and every worker's records are on the same
 time line, merged exactly (:func:`~servelab.ops.bench.load.merge`). The parent talks to a worker
-over a pipe, one command at a time: ``open`` (a client of ``concurrency`` connections, opened
-ahead: the connect phase), ``part`` (run it, return its decoded records), ``close``. Stopping
+over a pipe, one command at a time: ``open`` (a client of ``concurrency`` slots, its share of
+the connections opened ahead: the connect phase), ``part`` (run it, return its decoded
+records; a trace's part carries its share as data, :class:`~servelab.ops.bench.replay.ReplayPlan`,
+and the worker builds the replay), ``close``. Stopping
 (``stop`` set: Ctrl-C) sends SIGTERM to every worker: each ends its part and returns what it has;
 Ctrl-C at a terminal reaches the workers too, which do the same. No worker outlives
 :class:`Workers`' ``async with``.
@@ -22,7 +24,7 @@ import multiprocessing
 import os
 import signal
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from time import perf_counter_ns
@@ -33,6 +35,7 @@ import uvloop
 
 from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.load import Part, PartResult, run_part
+from servelab.ops.bench.replay import replay_of
 
 __all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0"]
 
@@ -48,6 +51,15 @@ class ClientSpec:
     concurrency: int
     idle_timeout_s: float
     headers: tuple[tuple[str, str], ...] = ()
+    proxy: str | None = None  # the forward proxy (None: straight)
+    #: Connections opened ahead (None: ``concurrency``; a trace's replay opens a few and more as
+    #: its bursts need them).
+    ahead: int | None = None
+
+    @property
+    def opened(self) -> int:
+        """The connections opened before a run."""
+        return self.concurrency if self.ahead is None else self.ahead
 
 
 class _Worker:
@@ -81,18 +93,21 @@ class _Worker:
             spec: ClientSpec = arg
             self.client = StreamClient(
                 spec.url, concurrency=spec.concurrency, idle_timeout_s=spec.idle_timeout_s,
-                headers=dict(spec.headers),
+                headers=dict(spec.headers), proxy=spec.proxy,
             )  # fmt: skip
             await self.client.__aenter__()
-            return await self.client.connect(spec.concurrency)
+            return await self.client.connect(spec.opened)
         assert self.client is not None and self.stop is not None
         if command == "connect":
             return await self.client.connect(int(arg))
+        part: Part = arg
+        if part.replay_plan is not None:
+            part = replace(part, replay=replay_of(part.replay_plan))
         self.stop.clear()
         gc.collect()
         gc.freeze()
         try:
-            return await run_part(self.client, arg, self.stop)
+            return await run_part(self.client, part, self.stop)
         finally:
             gc.unfreeze()
 
@@ -140,18 +155,18 @@ class Workers:
         return [total // self.n + (w < total % self.n) for w in range(self.n)]
 
     async def open(self) -> list[int]:
-        """Every worker opens its client and its share of the connections: their set-up ns."""
-        shares = self._shares(self.spec.concurrency)
-        specs = [
-            ClientSpec(self.spec.url, c, self.spec.idle_timeout_s, self.spec.headers)
-            for c in shares
-        ]
+        """Every worker opens its client and its share of the connections: their set-up ns (a
+        closed loop's slots are shared too; a trace's replay gives each its full slots)."""
+        if self.spec.ahead is None:
+            specs = [replace(self.spec, concurrency=c) for c in self._shares(self.spec.concurrency)]
+        else:
+            specs = [replace(self.spec, ahead=a) for a in self._shares(self.spec.ahead)]
         replies = await self._ask([("open", s) for s in specs])
         return [x for reply in replies for x in reply]
 
     async def connect(self) -> list[int]:
         """Reopen connections the workers lost (before a run): their set-up ns."""
-        shares = self._shares(self.spec.concurrency)
+        shares = self._shares(self.spec.opened)
         replies = await self._ask([("connect", c) for c in shares])
         return [x for reply in replies for x in reply]
 

@@ -14,16 +14,32 @@ import dataclasses
 from collections.abc import Sequence
 
 from servelab.core.answers.answer import Answer
-from servelab.core.answers.contract import AnswersConfig, probes_per_run
+from servelab.core.answers.contract import AnswersConfig, AnswersUnchecked, probes_per_run
 from servelab.core.answers.judge import check_visit
 from servelab.core.answers.probes import probe_set
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.case.probe import ProbeTest, ProbeTestKind
 from servelab.errors import CaseError
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import measure
 from servelab.ops.context import Operation
 
-__all__ = ["answers_bench", "probe_answers", "wrong_answers"]
+__all__ = ["answers_bench", "bisect_answers", "probe_answers", "wrong_answers"]
+
+
+def bisect_answers(
+    test: ProbeTest, gate: bool, requests: int
+) -> AnswersConfig | AnswersUnchecked | None:
+    """The answers a bisection's runs carry: an answers test's; a threshold test's when ``gate``
+    (None: a soak test, or not ``gate``); why not when its runs are too short to carry a probe."""
+    if test.kind is ProbeTestKind.ANSWERS:
+        return AnswersConfig()
+    if test.kind is not ProbeTestKind.THRESHOLD or not gate:
+        return None
+    config = AnswersConfig()
+    if not probes_per_run(requests, config.share, config.probes):
+        return AnswersUnchecked.TOO_FEW_REQUESTS
+    return config
 
 
 def answers_bench(bench: BenchConfig, level: int) -> BenchConfig:

@@ -286,13 +286,16 @@ async def _test(op: Operation, run: _Run, arm: str, label: str, rnd: int = 0) ->
         return await _answers_test(op, run, run.answers, arm, label, rnd)
     measured: list[float] = []
     ids: list[int] = []
-    for _ in range(run.start.runs):
-        got = await measure(op, run.bench, [test.concurrency], f"bisect {label}", None)
+    wrong = []  # each run's wrong answers (a threshold test checks answers unless --answers off)
+    for k in range(run.start.runs):
+        got = await measure(op, run.bench, [test.concurrency], f"bisect {label}", None,
+                            round_=rnd * run.start.runs + k)  # fmt: skip
         measured.append(got.throughput.get(test.concurrency, 0.0))
         ids += got.bench_run_ids
-    failed = sum(test.fails(v) for v in measured)
+        wrong.append(wrong_answers(run.answers, got.answers)[1] if run.answers else 0)
+    failed = sum(test.fails(v) or w > 0 for v, w in zip(measured, wrong, strict=True))
     return ProbeVisit(arm=arm, units=len(measured), failed=failed, bench_run_ids=tuple(ids),
-                      measured=tuple(measured))  # fmt: skip
+                      measured=tuple(measured), wrong_answers=sum(wrong))  # fmt: skip
 
 
 async def _visit(
@@ -454,7 +457,7 @@ async def run_bisect(
 
 def _answers(op: Operation, start: BisectRecord, bench: BenchConfig | None) -> AnswerSession | None:
     """An answers test's checking (its references: the good state's)."""
-    if start.test.kind is not ProbeTestKind.ANSWERS or bench is None:
+    if bench is None or (start.test.kind is not ProbeTestKind.ANSWERS and bench.answers is None):
         return None
     config = answers_bench(bench, start.test.concurrency).answers
     assert config is not None

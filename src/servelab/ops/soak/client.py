@@ -156,11 +156,13 @@ async def exchange(client: Sender, body: bytes, index: int, *, stream: bool = Tr
 
 
 def client(
-    url: str, idle_s: float, *, fresh: bool, headers: Headers = (), resend: bool = True
-) -> StreamClient:
+    url: str, idle_s: float, *, fresh: bool, headers: Headers = (), resend: bool = True,
+    proxy: str | None = None,
+) -> StreamClient:  # fmt: skip
     """One session's client: one keep-alive connection (``fresh``: a new one per request), the
     soak's request ``headers`` on every request; ``resend`` False: a plain client that never
-    sends a request again (:class:`~servelab.io.http.stream.StreamClient`)."""
+    sends a request again (:class:`~servelab.io.http.stream.StreamClient`); ``proxy``: through
+    that forward proxy."""
     connect_s = Deadlines(idle_s).connect_s
     return StreamClient(
         url,
@@ -171,10 +173,14 @@ def client(
         force_close=fresh,
         trace_connections=True,
         resend=resend,
+        proxy=proxy,
     )
 
 
-async def one_shot(url: str, body: JsonObject, idle_s: float, headers: Headers = ()) -> Exchange:
-    """One request on a brand-new connection (closed afterwards); streamed as ``body`` says."""
-    async with client(url, idle_s, fresh=True, headers=headers) as c:
+async def one_shot(
+    url: str, body: JsonObject, idle_s: float, headers: Headers = (), proxy: str | None = None
+) -> Exchange:
+    """One request on a brand-new connection (closed afterwards, through ``proxy`` if given);
+    streamed as ``body`` says."""
+    async with client(url, idle_s, fresh=True, headers=headers, proxy=proxy) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body.get("stream")))

@@ -157,27 +157,30 @@ def _cell(
 
 
 async def _send(
-    url: str, body: JsonObject, plan: _Plan, bound: tuple[float, float | None] | None = None
-) -> Exchange:
-    """One request on a fresh connection, bounded by ``bound`` (default :meth:`_Plan.bound`)."""
+    url: str, body: JsonObject, plan: _Plan, bound: tuple[float, float | None] | None = None,
+    proxy: str | None = None,
+) -> Exchange:  # fmt: skip
+    """One request on a fresh connection (through ``proxy`` if given), bounded by ``bound``
+    (default :meth:`_Plan.bound`)."""
     limit, _ = plan.bound(body) if bound is None else bound
-    async with client(url, limit, fresh=True, headers=plan.headers) as c:
+    async with client(url, limit, fresh=True, headers=plan.headers, proxy=proxy) as c:
         return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
 
 
-def _url(plan: _Plan, hop: Hop) -> tuple[str, str]:
-    """The URL and target name of an entry or router hop."""
+def _url(plan: _Plan, hop: Hop) -> tuple[str, str, str | None]:
+    """The URL, target name and forward proxy of an entry or router hop (the router's hop is
+    straight; the entry's takes the forward proxy, if any)."""
     t = plan.targets
     if hop == Hop.ROUTER and t.router_url:
-        return (t.router_url if t.via_proxy else t.entry_url), t.router_service
-    return t.entry_url, "entry"
+        return (t.router_url if t.via_proxy else t.entry_url), t.router_service, None
+    return t.entry_url, "entry", t.proxy
 
 
 async def _entry_cell(plan: _Plan, hop: Hop, payload: Payload, stream: bool) -> Cell:
-    url, target = _url(plan, hop)
+    url, target, proxy = _url(plan, hop)
     sent = _body(plan.body(payload), stream)
     start, bound = time.monotonic(), plan.bound(sent)
-    ex = await _send(url, sent, plan, bound)
+    ex = await _send(url, sent, plan, bound, proxy)
     return _cell(hop, target, payload, stream, payload_size(sent), ex, start, bound[1])
 
 
@@ -185,8 +188,10 @@ async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
     """``carried`` minimal requests on one keep-alive connection, left idle ``idle_s``, then the
     failing payload, through a plain client (it never sends again: the close is the failure)."""
     sent = _body(plan.failing, True)
-    url = plan.targets.entry_url
-    async with client(url, plan.idle_s, fresh=False, headers=plan.headers, resend=False) as c:
+    url, proxy = plan.targets.entry_url, plan.targets.proxy
+    async with client(
+        url, plan.idle_s, fresh=False, headers=plan.headers, resend=False, proxy=proxy
+    ) as c:
         for i in range(carried):
             await exchange(c, json.dumps(_body(plan.minimal, False)).encode(), i, stream=False)
         if idle_s > 0:
@@ -360,10 +365,10 @@ async def _bisect_cell(
         return None if pair is None else await _pair_cell(plan, pair, Payload.BISECT, True, body)
     if loc.hop not in (Hop.ROUTER, Hop.FRESH):
         return None
-    url, target = _url(plan, loc.hop)
+    url, target, proxy = _url(plan, loc.hop)
     sent = _body(body, True)
     start = time.monotonic()
-    ex = await _send(url, sent, plan)
+    ex = await _send(url, sent, plan, proxy=proxy)
     return _cell(loc.hop, target, Payload.BISECT, True, payload_size(sent), ex, start)
 
 

@@ -67,6 +67,7 @@ from servelab.io.http.sdk import SdkClient
 from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Progress, silent
+from servelab.ops.soak.answers import SoakProbes
 from servelab.ops.soak.client import Exchange, client, exchange, one_shot
 from servelab.ops.soak.localize import discover_workers, localize, warm_up
 from servelab.ops.soak.replay import holds
@@ -126,6 +127,7 @@ class _Run:
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
     sample: tuple[int, int, JsonObject] | None = None  # the largest payload answered
+    probes: SoakProbes | None = None  # the answer probes (set once the model is known)
 
     def tally(self, ex: Exchange) -> None:
         """Count what one of the soak's own requests received (for the client-vs-server rule)."""
@@ -141,9 +143,12 @@ def _session_client(run: _Run) -> StreamClient | SdkClient:
     cfg = run.config
     url, idle = run.targets.entry_url, cfg.idle_timeout_s
     if cfg.client == SoakClient.OPENAI:
-        return SdkClient(url, idle_timeout_s=idle, headers=dict(cfg.headers))
+        proxy = run.targets.proxy
+        return SdkClient(url, idle_timeout_s=idle, headers=dict(cfg.headers), proxy=proxy)
     fresh, resend = cfg.connection == "fresh", cfg.client == SoakClient.SERVELAB
-    return client(url, idle, fresh=fresh, headers=cfg.headers, resend=resend)
+    return client(
+        url, idle, fresh=fresh, headers=cfg.headers, resend=resend, proxy=run.targets.proxy
+    )
 
 
 def _connection(c: StreamClient | SdkClient, rnd: int) -> tuple[float, int, float]:
@@ -333,7 +338,8 @@ async def _reference(run: _Run) -> str | None:
     """The greedy probe at concurrency 1, before any session starts."""
     body = _probe_body(run)
     start = time.monotonic()
-    ref = await one_shot(run.targets.entry_url, body, run.config.idle_timeout_s, run.config.headers)
+    t, cfg = run.targets, run.config
+    ref = await one_shot(t.entry_url, body, cfg.idle_timeout_s, cfg.headers, t.proxy)
     run.tally(ref)
     run.determinism = Determinism(reference_ok=ref.record.ok)
     if ref.stalled:
@@ -353,7 +359,7 @@ async def _under_load(run: _Run, reference: str) -> None:
         return
     concurrency = run.inflight + 1
     loaded = await one_shot(
-        run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s, cfg.headers
+        run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s, cfg.headers, run.targets.proxy
     )
     run.tally(loaded)
     run.determinism = replace(
@@ -375,6 +381,8 @@ async def _traffic(run: _Run, reference: str | None) -> None:
         run.tasks = [group.create_task(_session(run, s)) for s in run.sessions]
         if reference is not None:
             group.create_task(_under_load(run, reference))
+        if run.probes is not None:
+            group.create_task(run.probes.under_load(lambda: run.inflight, lambda: run.active))
 
 
 async def _drive(run: _Run, hard_deadline: float) -> None:
@@ -383,6 +391,8 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
     run.deadline = hard_deadline - 0.2
     try:
         reference = await _reference(run) if cfg.check_determinism else None
+        if run.probes is not None:
+            await run.probes.before()
         traffic_end = hard_deadline - (cfg.deadlines.reserve_s if cfg.localize else 0.0)
         try:
             async with asyncio.timeout(max(0.1, traffic_end - time.monotonic())):
@@ -391,6 +401,11 @@ async def _drive(run: _Run, hard_deadline: float) -> None:
             run.deadline_hit = True
             run.progress(SoakDeadlineReached())
         await _hold_check(run)
+        run.output_tokens += run.probes.tokens if run.probes is not None else 0
+        for issue, body in run.probes.issues() if run.probes is not None else []:
+            run.correctness.append(issue)
+            _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0),
+                  json.loads(body))  # fmt: skip
         run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
     finally:
@@ -413,7 +428,12 @@ async def _prepare(run: _Run) -> None:
     cfg, targets = run.config, run.targets
     probe_s = cfg.deadlines.probe_s
     headers = dict(cfg.headers)
-    run.model = cfg.model or await listed_model(run.http, targets.entry_url, probe_s, headers)
+    # through a forward proxy, the model is asked of the router straight (the sessions take
+    # the proxy: a failure there is theirs to meet)
+    ask = targets.router_url if targets.proxy and targets.router_url else targets.entry_url
+    run.model = cfg.model or await listed_model(run.http, ask, probe_s, headers)
+    if run.probes is not None:
+        run.probes.model, run.probes.targets = run.model, run.targets
     run.targets = await _resolve_targets(run, probe_s)
     if cfg.warm_up and (run.targets.workers or run.targets.router_url):
         bound = cfg.deadlines.warm_up_s
@@ -528,6 +548,7 @@ async def soak(
     start = time.monotonic()
     hard_deadline = start + config.duration_s
     run = _Run(config, targets, progress or silent)
+    run.probes = SoakProbes(config, targets, "", ledger)
     watch = MetricsWatch(metric_sources(targets), timeout_s=config.deadlines.scrape_s)
     spans: tuple[Span, ...] = ()
     phases: tuple[RequestPhases, ...] | None = None

@@ -19,10 +19,12 @@ per worker); :mod:`servelab.report.verify` words them.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from time import perf_counter_ns
 
 from servelab.core.load.identity import request_identity
+from servelab.core.load.proxyroute import ProxyRoute, route
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
@@ -71,6 +73,20 @@ class E2EOptions:
     cold_ratio: float = COLD_RATIO
     cold_min_s: float = COLD_MIN_S
     reach_requests: int = 16
+    #: Greedy answer probes after the probe (0: none), and whether their answers become the
+    #: deployment's references anew (:mod:`servelab.ops.verify.answers`).
+    answer_probes: int = 3
+    rebase_answers: bool = False
+    #: the proxy options and environment the path to the entry point is decided from
+    #: (:func:`servelab.core.load.proxyroute.route`): ``--proxy``, ``--no-proxy``, the
+    #: ``*_PROXY`` variables the command was run with
+    proxy: str | None = None
+    no_proxy: bool = False
+    env: Mapping[str, str] = field(default_factory=dict)
+
+    def route(self, base: str) -> ProxyRoute:
+        """The path to ``base`` (ValueError: the proxy's URL is not one)."""
+        return route(base, self.env, proxy=self.proxy, bypass=self.no_proxy)
 
 
 def _prompt(words: int, salt: str) -> str:
@@ -79,12 +95,16 @@ def _prompt(words: int, salt: str) -> str:
     return f"servelab verify probe {salt}: repeat the last word of this text. {body}"
 
 
-async def _stream_once(base: str, model: str, prompt: str, opts: E2EOptions) -> RequestRecord:
+async def _stream_once(
+    base: str, model: str, prompt: str, opts: E2EOptions, proxy: str | None = None
+) -> RequestRecord:
     record = RequestRecord(index=0, scheduled_ns=perf_counter_ns())
     record.request_id, record.traceparent = request_identity(secrets.token_hex(8), 0)
     body = chat_body(model, prompt, opts.max_tokens)
     deadline = perf_counter_ns() + int(opts.timeout_s * 1e9)
-    async with StreamClient(base, concurrency=1, idle_timeout_s=opts.timeout_s) as client:
+    async with StreamClient(
+        base, concurrency=1, idle_timeout_s=opts.timeout_s, proxy=proxy
+    ) as client:
         return await client.stream("/v1/chat/completions", body, record, deadline_ns=deadline)
 
 
@@ -139,18 +159,22 @@ async def e2e_check(entry: str, base: str, decode_urls: list[str], opts: E2EOpti
     """The e2e check of ``entry``: one streaming chat completion through ``base`` (+ a second when
     cold, or when the decodes' counters cannot be read); a failed request's data holds its
     status and its error."""
-    async with HttpClient() as http:
+    path = opts.route(base)
+    proxy = path.proxy if path.forwarded else None
+    async with HttpClient(proxy=proxy) as through, HttpClient() as http:
         try:
-            model = await listed_model(http, base, 5.0)
+            model = await listed_model(through, base, 5.0)
         except ModelNotListed as exc:
             return failed(Layer.E2E, entry, exc)[0]
         before = await _requests_served(http, decode_urls)
-    first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts)
+    first_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "a"), opts, proxy)
     probe = E2EProbe.of(model, _timing(first_rec), before)
+    probe = replace(probe, path=None if path == ProxyRoute() else path)
     if _record_failed(first_rec):
         return Check(entry, False, CheckCode.E2E_FAILED, probe)
     if needs_second_probe(before):
-        second_rec = await _stream_once(base, model, _prompt(opts.prompt_tokens, "b"), opts)
+        prompt = _prompt(opts.prompt_tokens, "b")
+        second_rec = await _stream_once(base, model, prompt, opts, proxy)
         probe = replace(probe, second=_timing(second_rec))
         if _record_failed(second_rec):
             return Check(entry, False, CheckCode.E2E_SECOND_FAILED, probe)

@@ -20,7 +20,9 @@
 - **e2e** (:mod:`servelab.ops.verify.e2e`): a streaming chat completion through the entry point
   (proxy,
   else router), with a prompt long enough to need a real KV transfer: status, TTFT, total time,
-  tokens, cold or warm; on an xPyD deployment (two or more workers of a role), then one check per
+  tokens, cold or warm; then a few greedy answer probes against the deployment's references in
+  the ledger (:mod:`servelab.ops.verify.answers`: a changed answer fails, placed at the KV hand-off
+  or later); on an xPyD deployment (two or more workers of a role), then one check per
   prefill and decode worker: a request sent through the router reached it.
 
 The config and live layers are read by the knob layers' readers, one module each, registered in
@@ -48,6 +50,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
+    E2EProbe,
     HealthProbe,
     Layer,
     LayerSkipped,
@@ -62,6 +65,7 @@ from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.verify.answers import answers_check
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
@@ -281,7 +285,29 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
     first = await e2e_check(entry, base, decodes, opts)
     if not first.ok:
         return [first]
+    checks = [first, *await _answers(op, entry, base, first, opts)]
     try:
-        return [first, *await reach_checks(op, opts)]
+        return [*checks, *await reach_checks(op, opts)]
     except ServelabError as exc:
-        return [first, *failed(Layer.E2E, op.spec.router_name or entry, exc)]
+        return [*checks, *failed(Layer.E2E, op.spec.router_name or entry, exc)]
+
+
+async def _answers(op: Operation, entry: str, base: str, first: Check, opts: E2EOptions
+                   ) -> list[Check]:  # fmt: skip
+    """The answer probes after a passed e2e probe (none when ``opts.answer_probes`` is 0)."""
+    if opts.answer_probes <= 0 or not isinstance(first.data, E2EProbe):
+        return []
+    try:
+        return [
+            await answers_check(
+                op,
+                entry,
+                base,
+                first.data.model,
+                count=opts.answer_probes,
+                timeout_s=opts.timeout_s,
+                rebase=opts.rebase_answers,
+            )
+        ]
+    except ServelabError as exc:
+        return failed(Layer.E2E, entry, exc)

@@ -16,6 +16,7 @@ from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.observe import Observation
 from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
+from servelab.report.route import route_text
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.conviction import exonerated_text
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
@@ -64,6 +65,7 @@ def soak_json(result: SoakResult) -> JsonObject:
     doc["findings"] = [_finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
     doc["exonerated"] = [{**encode(e), "text": exonerated_text(e)} for e in result.exonerated]
+    doc["targets"]["route"]["text"] = route_text(result.targets.route)
     if result.traces is None:
         del doc["traces"]
     else:
@@ -88,6 +90,7 @@ def _header(result: SoakResult) -> list[str]:
         f"{result.elapsed_s:.1f} s",
         f"  sessions completed {data.completed}/{data.count}, "
         f"rounds done {data.rounds_done}, requests {data.requests}{conns}",
+        f"  path: {route_text(result.targets.route)}",
     ]
     if result.deadline_hit:
         lines.append(f"  the {cfg.duration_s:g} s deadline ended the soak (partial results)")
