@@ -320,6 +320,7 @@ CORE_ORDER = [
     "soak",
     "ab",
     "case",
+    "investigate",  # the evidence loop: composes soak, case and verify's records
     "options",
     "progress",
     "ledger.export",

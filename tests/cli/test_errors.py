@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "case show": ("case", "show", "1"),
     "case list": ("case", "list"),
     "restore": ("restore", "1"),
+    "investigate": ("investigate", "--yes"),
     "report": ("report",),
     "ledger export": ("ledger", "export"),
     "ledger prune": ("ledger", "prune", "--keep-records", "1"),

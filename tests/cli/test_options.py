@@ -40,6 +40,7 @@ HOMONYMS = {
     ("case bisect", "--effect"): "a drop in failure rate to exclude, not a throughput change",
     ("case bisect", "--resume"): "a flag: go on with the case's unfinished bisection",
     ("case bisect", "--answers"): "whether a threshold test's runs carry probes (gate or off)",
+    ("investigate", "--resume"): "a flag: go on with the case's stored investigation",
     ("tune", "--alpha"): "the family-wise error rate of every statement of a tune",
     ("tune", "--knob"): "one knob and the values to try, repeatable for a grid",
     ("tune", "--keep"): "which arm to leave live (best), not the last arm's value",
@@ -105,6 +106,10 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--margin": (("1%", "0.01"), ("x", "100%")),
     "--metric": (("throughput", "goodput", "capacity"), ("latency", "")),
     "--proxy": (("http://127.0.0.1:3128", "127.0.0.1:3128"), ("socks5://h:1", "http://", "")),
+    "--duration": (("1", "30.5"), ("0", "x")),
+    "--max-minutes": (("0.5", "10"), ("0", "-1", "x")),
+    "--out": (("report",), ()),
+    "--rounds": (("1", "6"), ("0", "x")),
 }
 
 #: A command that needs another default says why at the end of the option's help.
@@ -181,7 +186,14 @@ def _refused(path: str, args: list[str]) -> click.BadParameter:
 
 def test_the_walk_finds_the_shared_options() -> None:
     assert {"--concurrency", "--idle-timeout", "--input-len", "--seed", "--url"} <= set(SHARED)
-    assert set(_uses("--idle-timeout")) == {"ab", "bench", "case bisect", "soak", "tune"}
+    assert set(_uses("--idle-timeout")) == {
+        "ab",
+        "bench",
+        "case bisect",
+        "investigate",
+        "soak",
+        "tune",
+    }
 
 
 def test_every_homonym_is_a_flag_of_its_command() -> None:

@@ -29,6 +29,7 @@ COMMANDS = {
     "tune": "tune",
     "soak": "soak",
     "case": "case",
+    "investigate": "investigate",
     "report": "case",
     "restore": "case",
     "ledger": "ledger",

@@ -1,0 +1,96 @@
+"""What ``servelab investigate`` tells while it runs (pure data; worded by
+:func:`servelab.report.investigate.describe_event`).
+
+The commands it composes tell their own events (a soak's, a ``case test``'s, a restart's) through
+the operation's progress; these are the loop's own moments, told through the investigation's
+callback.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from servelab.core.investigate.state import Ending, Side, Stage, SuspectChange
+
+__all__ = [
+    "BudgetSpent",
+    "ExperimentStarted",
+    "InvestigateEvent",
+    "Localized",
+    "Reproduced",
+    "Resumed",
+    "StageStarted",
+    "SuspectsListed",
+    "Verdict",
+]
+
+
+@dataclass(frozen=True)
+class StageStarted:
+    stage: Stage
+    case_id: int
+
+
+@dataclass(frozen=True)
+class Resumed:
+    case_id: int
+    stage: Stage
+    decided: int
+
+
+@dataclass(frozen=True)
+class Reproduced:
+    reproduced: bool
+    soak_id: int | None
+    failed: int
+    units: int
+
+
+@dataclass(frozen=True)
+class Localized:
+    layer: str | None
+    worker: str | None
+    side: Side
+    verification_id: int | None
+
+
+@dataclass(frozen=True)
+class SuspectsListed:
+    since: str | None
+    suspects: tuple[SuspectChange, ...]
+
+
+@dataclass(frozen=True)
+class ExperimentStarted:
+    """An experiment begins: ``how`` is ``case test`` or ``bisect``; ``targets`` what it decides."""
+
+    how: str
+    targets: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: str
+    outcome: str
+    p_value: float | None
+
+
+@dataclass(frozen=True)
+class BudgetSpent:
+    """``--max-minutes`` reached before ``stage``: stopped, its state kept."""
+
+    minutes: float
+    stage: Stage
+    ending: Ending | None
+
+
+InvestigateEvent = (
+    StageStarted
+    | Resumed
+    | Reproduced
+    | Localized
+    | SuspectsListed
+    | ExperimentStarted
+    | Verdict
+    | BudgetSpent
+)
