@@ -25,13 +25,16 @@ async def ask_probes(
     timeout_s: float,
     headers: Sequence[tuple[str, str]] = (),
     level: int = 1,
+    fresh: bool = False,
 ) -> list[Answer]:
     """Each of ``probes`` sent to ``base`` in turn (streamed, greedy, with log-probabilities);
-    their answers by probe id (``level``: the concurrency they are said to be answered at)."""
+    their answers by probe id (``level``: the concurrency they are said to be answered at;
+    ``fresh``: each on a new connection, as verify's single e2e request is, so a keep-alive
+    fault stays the soak's to find and the probes judge answers alone)."""
     jobs = probe_jobs(probes, model, 0, logprobs=True)
     plan = ProbePlan(jobs, [], {j.index: p.id for j, p in zip(jobs, probes, strict=True)})
     part = Part(jobs, "/v1/chat/completions", (0,), keep=plan.keep)
     async with StreamClient(base, concurrency=1, idle_timeout_s=timeout_s,
-                            headers=dict(headers)) as client:  # fmt: skip
+                            headers=dict(headers), force_close=fresh) as client:  # fmt: skip
         got = await run_part(client, part, None)
     return sorted(read_probe_answers(plan, got.records, got.bodies, level), key=lambda a: a.probe)

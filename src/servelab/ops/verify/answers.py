@@ -55,7 +55,7 @@ async def answers_check(
     """``count`` probes through ``base`` (the entry point ``entry``), checked (module docstring)."""
     probes = verify_probes(count)
     started = perf_counter()
-    answers = await ask_probes(base, model, probes, timeout_s=timeout_s)
+    answers = await ask_probes(base, model, probes, timeout_s=timeout_s, fresh=True)
     took = round(perf_counter() - started, 3)
     store = AnswerStore(op.ledger) if op.ledger is not None else None
     refs = None if store is None or rebase else store.find(_key(op.spec.name, model))
