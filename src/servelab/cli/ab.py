@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 from rich.markdown import Markdown
 
+from servelab.cli.answeropts import answers_config, answers_option
 from servelab.cli.bench import bench_config, check_lengths, check_trace
 from servelab.cli.common import (
     EXIT_FAILED,
@@ -36,8 +37,6 @@ from servelab.cli.options import (
     TraceOptions,
     WorkloadOptions,
     allow_unread_option,
-    answers_config,
-    answers_option,
     load_options,
     metric_option,
     output_options,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from servelab.cli.answeropts import answer_probes_option
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -32,7 +33,6 @@ from servelab.cli.options import (
     SESSIONS,
     Default,
     TargetOptions,
-    answer_probes_option,
     no_ledger_option,
     slo_option,
     target_options,

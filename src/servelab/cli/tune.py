@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from servelab.cli.answeropts import answers_config, answers_option
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -39,8 +40,6 @@ from servelab.cli.options import (
     Parsed,
     WorkloadOptions,
     allow_unread_option,
-    answers_config,
-    answers_option,
     metric_option,
     output_options,
     slo_option,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import click
 
+from servelab.cli.answeropts import answer_probes_option
 from servelab.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -23,7 +24,7 @@ from servelab.cli.common import (
     run,
     spec_option,
 )
-from servelab.cli.options import Parsed, answer_probes_option
+from servelab.cli.options import Parsed
 from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.core.options import parse_positive_seconds
 from servelab.core.verify.contract import VerifyReport

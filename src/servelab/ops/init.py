@@ -44,6 +44,7 @@ from servelab.core.init.detect import (
     unit_of_cgroup,
 )
 from servelab.core.knobs.envfile import parse_envfile
+from servelab.core.redaction import redact_words
 from servelab.errors import HostError, KnobError, RouterApiError, ServelabError
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ssh import host_for
@@ -53,6 +54,8 @@ from servelab.io.routerworkers import RouterWorker, router_workers
 __all__ = ["InitOptions", "discover"]
 
 _TIMEOUT_S = 10.0
+#: The most workers ``init`` reads from one router (each is asked for its report and process).
+MAX_WORKERS = 256
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -108,6 +111,11 @@ async def _discover(reading: _Reading, options: InitOptions) -> InitResult:
     base = (await reading.url(router_url)).rstrip("/")
     kind = await _router_kind(reading, base)
     listed = await router_workers(kind, base, reading.http).list()
+    if len(listed) > MAX_WORKERS:
+        raise RouterApiError(
+            f"GET {base}/workers lists {len(listed):,} workers: init reads at most {MAX_WORKERS}"
+        )
+    listed = [w for i, w in enumerate(listed) if _usable(reading, w, f"{i + 1} of {len(listed)}")]
     engine = ROUTERS[kind].engine
     model = await reading.http.model_id(base, _TIMEOUT_S)
     if model is None:
@@ -118,6 +126,29 @@ async def _discover(reading: _Reading, options: InitOptions) -> InitResult:
     return InitResult(
         options.name, engine, kind, model, hosts, (*workers, router), tuple(reading.gaps), port
     )
+
+
+def _usable(reading: _Reading, worker: RouterWorker, where: str) -> bool:
+    """A listed worker with an http(s) URL of a host and a port (explicit or the scheme's), and a
+    bootstrap port that is one; else a gap naming its place in the list (never its URL, which may
+    carry a secret), and it is left out: a hostile list writes nothing into the spec."""
+    try:
+        parts = urlsplit(worker.url)
+        _ = parts.port  # ValueError: not a port
+    except ValueError:
+        parts = None
+    bad = (
+        parts is None
+        or parts.scheme not in ("http", "https")
+        or not parts.hostname
+        or any(c.isspace() or c in "\"'\\" or not c.isprintable() for c in worker.url)
+        or parts.username is not None  # credentials, a query or a path: not a worker's URL
+        or bool(parts.query or parts.fragment or parts.path.strip("/"))
+        or not (worker.bootstrap_port is None or 1 <= worker.bootstrap_port <= 65535)
+    )
+    if bad:
+        reading.gap(None, GapCode.BAD_WORKER, f"worker {where}")
+    return not bad
 
 
 async def _router_kind(reading: _Reading, base: str) -> RouterKind:
@@ -230,7 +261,16 @@ async def _process_start(reading: _Reading, host: Host, service: str, pid: int) 
     if not argv or "::" in argv[0] or not any(argv[1:]):  # smg::router and blank words
         reading.gap(service, GapCode.ARGV_REWRITTEN, argv[0] if argv else "")
         return StartFact(pid=pid)
-    return StartFact(argv=argv, pid=pid)
+    return StartFact(argv=_masked(reading, service, argv), pid=pid)
+
+
+def _masked(reading: _Reading, service: str, argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` with the value after every secret-looking flag masked (the one redaction policy),
+    and a gap saying so: a spec is a file people share, never a secret's home."""
+    masked = tuple(redact_words(argv))
+    if masked != tuple(argv):
+        reading.gap(service, GapCode.SECRET_MASKED)
+    return masked
 
 
 async def _show(host: Host, unit: str, prop: str) -> str:
@@ -255,9 +295,10 @@ async def _unit_start(
             variables = parse_envfile(text, source=env_file).as_dict()
         except (HostError, KnobError):
             variables = {}
+    shown = _masked(reading, service, argv) if argv else None
     return StartFact(
         unit=unit,
-        exec_start=shlex.join(argv) if argv else None,
+        exec_start=shlex.join(shown) if shown else None,
         env_file=env_file,
         args_env=args_variable(argv or [], variables),
         pid=pid,

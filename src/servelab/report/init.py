@@ -48,6 +48,13 @@ def gap_words(gap: Gap) -> str:
             return "the router lists no bootstrap port for it (vLLM: the engine's side channel)"
         case GapCode.NO_EXEC_START:
             return f"the unit {detail}'s ExecStart could not be read"
+        case GapCode.SECRET_MASKED:
+            return (
+                "a secret in its command line is written as *** here: move it to an env file "
+                "(env_file) and name the variable there"
+            )
+        case GapCode.BAD_WORKER:
+            return f"the router lists a worker that is not one ({detail}): left out"
         case _:
             assert_never(gap.code)
 

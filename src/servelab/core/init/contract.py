@@ -44,6 +44,10 @@ class GapCode(StrEnum):
     NO_BOOTSTRAP_PORT = "no_bootstrap_port"
     #: The systemd unit's ExecStart could not be read.
     NO_EXEC_START = "no_exec_start"
+    #: A value after a secret-looking flag in its command line was masked in the spec.
+    SECRET_MASKED = "secret_masked"
+    #: A listed worker whose URL or bootstrap port is not one: left out of the spec.
+    BAD_WORKER = "bad_worker"
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,12 @@ __all__ = [
 ]
 
 #: Bodies are truncated to this many characters by default (enough for /health, /readiness,
-#: error JSON); ``probe(..., body_limit=None)`` keeps the whole body (a JSON document, /metrics).
+#: error JSON); ``probe(..., body_limit=None)`` keeps the whole body (a JSON document, /metrics)
+#: up to :data:`WHOLE_BODY_LIMIT` bytes.
 BODY_LIMIT = 500
+#: The most a whole body may hold: past it the read stops and the probe fails (an endless or
+#: hostile answer never fills the memory). An engine's /metrics or worker list is far below it.
+WHOLE_BODY_LIMIT = 64 * 2**20
 
 
 # ----------------------------------------------------------------------- the one session
@@ -219,7 +223,14 @@ async def using_client(http: HttpClient | None) -> AsyncIterator[HttpClient]:
 
 async def _read_body(response: aiohttp.ClientResponse, limit: int | None) -> str:
     if limit is None:
-        return (await response.read()).decode("utf-8", "replace")
+        whole = bytearray()
+        async for chunk in response.content.iter_chunked(1 << 16):
+            whole += chunk
+            if len(whole) > WHOLE_BODY_LIMIT:
+                raise aiohttp.ClientPayloadError(
+                    f"the answer's body is over {WHOLE_BODY_LIMIT >> 20} MiB: not read further"
+                )
+        return whole.decode("utf-8", "replace")
     raw = await response.content.read(limit * 4)
     return raw.decode("utf-8", "replace")[:limit]
 

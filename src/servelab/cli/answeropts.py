@@ -1,0 +1,40 @@
+"""The answer checks' options: ``--answers`` (ab, tune, case) and ``--answer-probes`` (verify,
+soak), declared once each (``tests/cli/test_options.py`` holds them alike everywhere)."""
+
+from __future__ import annotations
+
+import click
+
+from servelab.cli.options import Decorator
+from servelab.core.answers.contract import AnswersConfig, AnswersMode
+
+__all__ = ["answer_probes_option", "answers_config", "answers_option"]
+
+
+def answers_option() -> Decorator:
+    """``--answers`` as ``answers: str`` (an :class:`~servelab.core.answers.contract.AnswersMode`
+    value): answer probes in every arm visit of ``ab``, ``tune`` and ``case``."""
+    return click.option(
+        "--answers", type=click.Choice([m.value for m in AnswersMode]),
+        default=AnswersMode.GATE.value, show_default=True,
+        help="Greedy answer probes mixed into every arm visit (at most 5% of its requests), "
+        "checked against references from the baseline: off; check (measured and shown); gate "
+        "(and a candidate that changes answers is never a win).",
+    )  # fmt: skip
+
+
+def answer_probes_option() -> Decorator:
+    """``--answer-probes`` as ``answer_probes: int``: the greedy probes ``verify``'s e2e layer
+    and ``soak`` send (verify after its e2e request; soak at C1 before its sessions and again
+    under load), checked against the deployment's references in the ledger."""
+    return click.option(
+        "--answer-probes", type=click.IntRange(0, 24), default=3, show_default=True,
+        help="Greedy answer probes (a plain one, a tool call, a pass key in a long context), "
+        "checked without a reference and against verify's references in the ledger (0: none).",
+    )  # fmt: skip
+
+
+def answers_config(mode: str) -> AnswersConfig | None:
+    """``--answers``' config (None: off)."""
+    config = AnswersConfig(AnswersMode(mode))
+    return config if config.on else None

@@ -1,0 +1,75 @@
+"""``servelab init`` against a hostile router (issue 38's adversarial pass): a real process
+(``tests/support/hostile_router.py``) answering ``/workers`` with an endless body, 300 workers,
+URLs that would inject TOML or carry credentials and secrets, ports that are not ports; and a
+worker whose command line holds an ``--api-key``. init reads a bounded body, refuses a list too
+long to read, leaves out what is not a worker (saying where in the list), never writes a secret
+into the spec, and never ends in a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO, free_port, run_cli
+from tests.support.hostile_router import SECRET
+from tests.support.processes import wait_answering
+
+
+@contextmanager
+def _hostile(mode: str, *words: str) -> Iterator[str]:
+    port = free_port()
+    argv = [sys.executable, "-m", "tests.support.hostile_router", str(port), mode, *words]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_answering(url + "/v1/models", proc, 60)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(10)
+
+
+@pytest.mark.timeout(180)
+def test_an_endless_worker_list_is_read_to_a_bound(tmp_path: Path) -> None:
+    with _hostile("huge") as url:
+        done = run_cli("init", "--router", url, "-o", str(tmp_path / "s.toml"), timeout=150)
+    assert done.returncode == 1, done.stderr
+    assert "/workers" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.timeout(180)
+def test_a_list_too_long_to_read_is_refused_naming_its_length(tmp_path: Path) -> None:
+    with _hostile("many") as url:
+        done = run_cli("init", "--router", url, "-o", str(tmp_path / "s.toml"), timeout=150)
+    assert done.returncode == 1, done.stderr
+    assert "lists 300 workers: init reads at most 256" in done.stderr, done.stderr
+    assert not (tmp_path / "s.toml").exists()
+
+
+@pytest.mark.timeout(180)
+def test_what_is_not_a_worker_is_left_out_and_said_and_no_secret_is_written(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "s.toml"
+    with (
+        _hostile("self", "--api-key", SECRET) as decode,
+        _hostile("inject", decode, "--api-key", SECRET) as url,
+    ):
+        done = run_cli("init", "--router", url, "-o", str(spec), "--json", timeout=150)
+    assert done.returncode == 0, done.stderr
+    text = spec.read_text()
+    out = done.stdout + done.stderr + text
+    assert SECRET not in out and "pw@" not in out and "PWNED" not in out
+    assert "Traceback" not in out and "99999" not in text
+    for place in ("1 of 5", "2 of 5", "3 of 5", "4 of 5"):
+        assert f"worker {place}" in out, out
+    # the one worker kept is another hostile process: its command line, the secret masked
+    assert "[services.decode]" in text or "[services.decode-1]" in text, text
+    assert "--api-key ***" in text or "'--api-key' '***'" in text or "--api-key '***'" in text
+    assert "move it to an env file" in out

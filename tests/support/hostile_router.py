@@ -1,0 +1,83 @@
+"""A hostile router, run as its own process: ``python -m tests.support.hostile_router PORT MODE
+[DECODE_URL] [WORDS...]`` (the words only sit in its command line, as an engine's ``--api-key``
+would).
+
+It answers ``GET /workers`` as a router would, but with what ``MODE`` says:
+
+- ``huge``: an endless JSON body (a worker list that never ends);
+- ``many``: 300 workers;
+- ``inject``: a worker URL holding a quote and a newline (a TOML injection), one with
+  credentials and a secret in its query, one on port 99999, one whose bootstrap port is 10^30,
+  and ``DECODE_URL`` (another of these, in ``self`` mode) as the one decode;
+- ``self``: itself as the one decode worker (its command line is what ``init`` reads).
+
+Its own ``/v1/models`` lists ``hostile-model``; every other path is a 404.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+SECRET = "sk-PLANTEDhostile0123456789abcdef"
+
+
+def _workers(port: int, mode: str, decode: str) -> object:
+    me = f"http://127.0.0.1:{port}"
+    if mode == "many":
+        return {"workers": [{"id": str(i), "url": f"http://127.0.0.1:{i + 1}",
+                             "worker_type": "decode"} for i in range(300)]}  # fmt: skip
+    if mode == "inject":
+        return {"workers": [
+            {"id": "a", "url": me + '"\nstart = "touch PWNED"\n#', "worker_type": "prefill"},
+            {"id": "b", "url": f"http://admin:pw@127.0.0.1:{port}?token={SECRET}",
+             "worker_type": "prefill"},
+            {"id": "c", "url": "http://127.0.0.1:99999", "worker_type": "prefill"},
+            {"id": "d", "url": me, "worker_type": "prefill", "bootstrap_port": 10**30},
+            {"id": "e", "url": decode, "worker_type": "decode"},
+        ]}  # fmt: skip
+    return {"workers": [{"id": "e", "url": me, "worker_type": "decode"}]}
+
+
+def main() -> None:
+    port, mode = int(sys.argv[1]), sys.argv[2]
+    decode = sys.argv[3] if mode == "inject" else ""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            path = self.path.split("?")[0]
+            if mode == "huge" and path == "/workers":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                try:
+                    self.wfile.write(b'{"workers": ["')
+                    for _ in range(4096):  # 4 GiB, never all read
+                        self.wfile.write(b"A" * (1 << 20))
+                except OSError:
+                    pass
+                return
+            if path == "/workers":
+                body = _workers(port, mode, decode)
+            elif path == "/v1/models":
+                body = {"object": "list", "data": [{"id": "hostile-model"}]}
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+            raw = json.dumps(body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()
