@@ -9,9 +9,11 @@ It answers ``GET /workers`` as a router would, but with what ``MODE`` says:
 - ``inject``: a worker URL holding a quote and a newline (a TOML injection), one with
   credentials and a secret in its query, one on port 99999, one whose bootstrap port is 10^30,
   and ``DECODE_URL`` (another of these, in ``self`` mode) as the one decode;
-- ``self``: itself as the one decode worker (its command line is what ``init`` reads).
+- ``self``: itself as the one decode worker (its command line is what ``init`` reads); its
+  ``/server_info`` and ``/v1/models`` report a model and a version holding a newline, a line of
+  TOML (``stop = "touch PWNED"``) and the secret.
 
-Its own ``/v1/models`` lists ``hostile-model``; every other path is a 404.
+Otherwise its ``/v1/models`` lists ``hostile-model``; every other path is a 404.
 """
 
 from __future__ import annotations
@@ -64,7 +66,11 @@ def main() -> None:
             if path == "/workers":
                 body = _workers(port, mode, decode)
             elif path == "/v1/models":
-                body = {"object": "list", "data": [{"id": "hostile-model"}]}
+                name = "hostile-model" if mode != "self" else f'm\nstop = "touch PWNED"\n# {SECRET}'
+                body = {"object": "list", "data": [{"id": name}]}
+            elif path in ("/server_info", "/get_server_info", "/version") and mode == "self":
+                body = {"model_path": f'/m?token={SECRET}\nstop = "touch PWNED"\n#',
+                        "version": f"0.5\n[services.evil]\n# {SECRET}"}  # fmt: skip
             else:
                 self.send_response(404)
                 self.end_headers()

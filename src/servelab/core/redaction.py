@@ -18,6 +18,8 @@ and every value it stores that a user typed as a secret goes through here:
   ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
   on the real values before, stay right; a secret knob's old value is therefore not in the
   ledger: its backups hold it);
+- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``)
+  and **URL query parameters of secret-looking names** (``?token=...``) wherever they stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
   appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
@@ -85,6 +87,14 @@ def is_secret_name(name: str) -> bool:
 
 #: A URL's user information with a password: ``scheme://user:`` then the password, up to ``@``.
 _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/@]+@")
+#: Tokens by their well-known shapes, wherever they stand (an OpenAI ``sk-`` key, a Hugging Face
+#: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
+_SHAPED = re.compile(
+    r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+)
+#: A URL's query parameter (``?token=...``, ``&api_key=...``).
+_QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
 
 def _flag_name(word: str) -> str | None:
@@ -142,13 +152,22 @@ def _keyed(match: re.Match[str]) -> str:
 def redact(text: str, values: Iterable[str] = ()) -> str:
     """``text`` with every one of ``values`` and of their secret argument values
     (:func:`secret_values`, at least :data:`MIN_REDACTED_CHARS` long), every value after a
-    secret-looking flag, every value of a secret-looking key and every password of a URL
-    (``http://user:PASSWORD@host``) replaced by :data:`REDACTED`."""
+    secret-looking flag, every value of a secret-looking key or URL query parameter, every
+    password of a URL (``http://user:PASSWORD@host``) and every token of a well-known shape
+    (``sk-...``, ``hf_...``) replaced by :data:`REDACTED`."""
     for secret in _longest_first(secret_values(values)):
         text = text.replace(secret, REDACTED)
     text = redact_url(text)
+    text = _SHAPED.sub(REDACTED, text)
+    text = _QUERY.sub(_query, text)
     text = _FLAG.sub(_flag, text)
     return _KEYED.sub(_keyed, text)
+
+
+def _query(match: re.Match[str]) -> str:
+    if not is_secret_name(match.group("key")):
+        return match.group(0)
+    return f"{match.group('head')}{REDACTED}"
 
 
 def redact_url(text: str) -> str:

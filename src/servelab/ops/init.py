@@ -44,7 +44,7 @@ from servelab.core.init.detect import (
     unit_of_cgroup,
 )
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.redaction import redact_words
+from servelab.core.redaction import redact, redact_words
 from servelab.errors import HostError, KnobError, RouterApiError, ServelabError
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ssh import host_for
@@ -117,7 +117,7 @@ async def _discover(reading: _Reading, options: InitOptions) -> InitResult:
         )
     listed = [w for i, w in enumerate(listed) if _usable(reading, w, f"{i + 1} of {len(listed)}")]
     engine = ROUTERS[kind].engine
-    model = await reading.http.model_id(base, _TIMEOUT_S)
+    model = _reported(await reading.http.model_id(base, _TIMEOUT_S))
     if model is None:
         reading.gap(None, GapCode.NO_MODEL, f"{router_url}/v1/models")
     workers = await _workers(reading, listed, engine)
@@ -214,9 +214,23 @@ async def _engine_report(reading: _Reading, service: FoundService, engine: str) 
         reading.gap(service.name, GapCode.NO_ENGINE_VERSION)
     return replace(
         service,
-        model_path=model if isinstance(model, str) else None,
-        version=version if isinstance(version, str) else None,
+        model_path=_reported(model if isinstance(model, str) else None),
+        version=_reported(version if isinstance(version, str) else None),
     )
+
+
+#: The most of a reported string (a model path, a version) the spec keeps.
+_REPORTED_CHARS = 200
+
+
+def _reported(text: str | None) -> str | None:
+    """A string a worker or router reported, as the spec may hold it: secrets masked (the one
+    redaction policy), every control character (a newline would end a comment and write a line
+    of TOML) a space, at most :data:`_REPORTED_CHARS` characters."""
+    if text is None:
+        return None
+    clean = "".join(c if c.isprintable() else " " for c in redact(text))
+    return clean if len(clean) <= _REPORTED_CHARS else clean[: _REPORTED_CHARS - 1] + "…"
 
 
 async def _router(
