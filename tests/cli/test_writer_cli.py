@@ -64,3 +64,20 @@ def test_trace_generate_refuses_a_resolution_past_a_minute(tmp_path: Path) -> No
     assert "--resolution-ms 100000000: arrivals are recorded at 1 to 60,000 ms" in done.stderr
     assert not out.exists()
     assert run_cli("trace", "generate", str(out), "--resolution-ms", "60000").returncode == 0
+
+
+def test_a_json_document_onto_a_full_standard_output_is_one_line(tmp_path: Path) -> None:
+    """``--json > /dev/full`` (a second adversarial pass): the failure's own JSON document went
+    to the same full output and ended in a traceback; stderr says it in one line, exit 1."""
+    import subprocess
+    import sys
+
+    ledger = str(tmp_path / "l.db")
+    assert run_cli("case", "open", "x", "--ledger", ledger).returncode == 0
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "servelab", "case", "list", "--ledger", ledger, "--json"],
+            stdout=full, stderr=subprocess.PIPE, text=True, timeout=120,
+        )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr and "No space left on device" in done.stderr

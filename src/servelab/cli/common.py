@@ -11,6 +11,7 @@ values); styles are given as ``style=`` or :class:`~rich.text.Text` spans.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -295,7 +296,8 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     """Print ``exc`` as one line on stderr (and the JSON document under ``--json``)."""
     command = ctx.meta.get(_JSON_META)
     if command is not None:
-        print_json(_failure_json(command, exc))
+        with contextlib.suppress(OSError):  # standard output itself failed: stderr says it
+            print_json(_failure_json(command, exc))
     if isinstance(exc, click.ClickException):
         return exc.exit_code  # click prints it (usage and all)
     debug = os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")

@@ -517,3 +517,14 @@ def test_record_soak_attaches_it_to_the_case(tmp_path: Path) -> None:
         ("soak", failing, "client_proxy, router"),
         ("soak", clean, "no finding"),
     ]
+
+
+def test_an_id_sqlite_cannot_hold_names_no_record(tmp_path: Path) -> None:
+    # `case show 99999999999999999999` ended in "unexpected OverflowError": no row holds it
+    from servelab.core.deploy.record import DeploymentRecord
+    from servelab.io.ledger.ledger import Ledger
+
+    with Ledger.open(tmp_path / "l.db") as ledger:
+        assert ledger.get(DeploymentRecord, 10**20) is None
+        assert ledger.get(DeploymentRecord, -(10**20)) is None
+        assert ledger.list(DeploymentRecord) == []

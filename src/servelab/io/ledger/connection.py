@@ -121,6 +121,10 @@ def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
             time.sleep(0.01)
 
 
+#: SQLite's integers (a query given one outside them finds no row rather than failing).
+_SQL_MIN, _SQL_MAX = -(2**63), 2**63 - 1
+
+
 class LedgerFile:
     """The open SQLite file under a :class:`~servelab.io.ledger.ledger.Ledger`: opening and
     migrating,
@@ -254,6 +258,8 @@ class LedgerFile:
         params: tuple[Any, ...] = (),
         json_columns: frozenset[str] = JSON_COLUMNS,
     ) -> list[dict[str, Any]]:
+        if any(isinstance(p, int) and not _SQL_MIN <= p <= _SQL_MAX for p in params):
+            return []  # no row holds an integer SQLite cannot (an id of 10^20 names nothing)
         with self._read() as conn:
             cur = conn.execute(sql, params)
             return [decode_row(cur, raw, json_columns) for raw in cur.fetchall()]
