@@ -208,6 +208,20 @@ def test_write_to_streams_into_a_fifo_without_replacing_it(tmp_path: Path) -> No
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
 
 
+def test_a_fifo_no_reader_opens_is_given_up_in_a_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a blocked open() let no stop signal through (`ledger export FIFO` outlived SIGTERM)
+    import servelab.io.files as files
+
+    monkeypatch.setattr(files, "FIFO_READER_WAIT_S", 0.3)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(HostError, match=r"no reader opened the FIFO in 0\.3 s"):
+        write_to(fifo, b"data")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+
+
 def test_write_to_a_character_device_keeps_the_device() -> None:
     assert write_to(Path("/dev/null"), [b"x" * 10, b"y"]) == 11
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

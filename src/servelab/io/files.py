@@ -37,6 +37,7 @@ import filecmp
 import os
 import stat
 import tempfile
+import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -288,15 +289,42 @@ def _destination(path: Path) -> tuple[Path, os.stat_result | None]:
     return Path(os.path.realpath(path)), st
 
 
+#: How long a FIFO is waited on for a reader before the write gives up (it never blocks unbounded:
+#: a blocked ``open`` let no stop signal through).
+FIFO_READER_WAIT_S = 30.0
+
+
 def _stream_into(path: Path, data: Data, chunk_bytes: int) -> int:
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+        fd = _open_fifo(path) if stat.S_ISFIFO(os.stat(path).st_mode) else None
+        if fd is None:
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     except OSError as exc:
         raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
         return write_stream(fd, data, name=str(path), chunk_bytes=chunk_bytes)
     finally:
         os.close(fd)
+
+
+def _open_fifo(path: Path) -> int:
+    """The FIFO opened for writing once a reader has it open, polled without blocking (so a
+    signal's handler runs between tries) for :data:`FIFO_READER_WAIT_S` at most."""
+    deadline = time.monotonic() + FIFO_READER_WAIT_S
+    while True:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:  # ENXIO: no reader yet
+                raise
+            if time.monotonic() > deadline:
+                raise HostError(
+                    f"cannot write {path}: no reader opened the FIFO in {FIFO_READER_WAIT_S:g} s"
+                ) from exc
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)
+        return fd
 
 
 def write_stream(
