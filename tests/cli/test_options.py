@@ -107,7 +107,7 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--metric": (("throughput", "goodput", "capacity"), ("latency", "")),
     "--proxy": (("http://127.0.0.1:3128", "127.0.0.1:3128"), ("socks5://h:1", "http://", "")),
     "--duration": (("1", "30.5"), ("0", "x")),
-    "--max-minutes": (("0.5", "10"), ("0", "-1", "x")),
+    "--max-minutes": (("0.5", "10"), ("0", "-1", "x", "nan", "inf")),
     "--out": (("report",), ()),
     "--rounds": (("1", "6"), ("0", "x")),
 }

@@ -32,6 +32,7 @@ from servelab.cli.options import (
     REQUESTS,
     SESSIONS,
     Default,
+    Parsed,
     WorkloadOptions,
     wait_option,
     workload_options,
@@ -42,6 +43,7 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.investigate.events import InvestigateEvent
 from servelab.core.investigate.state import Ending, Symptom
 from servelab.core.ledger.codec import encode
+from servelab.core.options import parse_positive_minutes
 from servelab.core.soak.fresh import FreshContext
 from servelab.core.soak.result import SoakConfig
 from servelab.io.files import write_atomic, write_files
@@ -112,7 +114,7 @@ def _write_report(ledger: Ledger, outcome: InvestigateOutcome, out: Path | None)
               "case was opened).")  # fmt: skip
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option(
-    "--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+    "--max-minutes", type=Parsed("MINUTES", parse_positive_minutes), default=None,
     help="Stop before a block that would outrun this many minutes of visits.",
 )  # fmt: skip
 @click.option("--resume", is_flag=True, help="Go on with the case's stored investigation.")

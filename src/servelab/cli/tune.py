@@ -52,7 +52,13 @@ from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
-from servelab.core.options import KNOB_VALUES_FORM, KnobValues, parse_fraction, parse_knob_values
+from servelab.core.options import (
+    KNOB_VALUES_FORM,
+    KnobValues,
+    parse_fraction,
+    parse_knob_values,
+    parse_positive_minutes,
+)
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.tunes import TuneStore
@@ -147,7 +153,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     help="Most blocks (each visits every arm still in the running once).",
 )  # fmt: skip
 @click.option(
-    "--max-minutes", type=click.FloatRange(min=0, min_open=True), default=None,
+    "--max-minutes", type=Parsed("MINUTES", parse_positive_minutes), default=None,
     help="Stop before a block that would outrun this many minutes of visits.",
 )  # fmt: skip
 @click.option(

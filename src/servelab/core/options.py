@@ -40,6 +40,7 @@ __all__ = [
     "parse_length",
     "parse_name",
     "parse_positive",
+    "parse_positive_minutes",
     "parse_positive_seconds",
     "parse_rate",
     "parse_seconds",
@@ -116,6 +117,14 @@ def parse_positive_seconds(text: str) -> float:
     value = _finite(text, "seconds > 0")
     if value <= 0:
         raise OptionError(f"expected seconds > 0, got {text!r}")
+    return value
+
+
+def parse_positive_minutes(text: str) -> float:
+    """Minutes > 0, finite (a time budget: ``nan`` or ``inf`` would never be reached)."""
+    value = _finite(text, "minutes > 0")
+    if value <= 0:
+        raise OptionError(f"expected minutes > 0, got {text!r}")
     return value
 
 
