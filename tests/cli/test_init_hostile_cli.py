@@ -44,6 +44,14 @@ def test_an_endless_worker_list_is_read_to_a_bound(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(180)
+def test_a_list_nested_deeper_than_a_parser_goes_is_no_worker_list(tmp_path: Path) -> None:
+    with _hostile("deep") as url:
+        done = run_cli("init", "--router", url, "-o", str(tmp_path / "s.toml"), timeout=150)
+    assert done.returncode == 1, done.stderr
+    assert "no worker list" in done.stderr and "RecursionError" not in done.stderr
+
+
+@pytest.mark.timeout(180)
 def test_a_list_too_long_to_read_is_refused_naming_its_length(tmp_path: Path) -> None:
     with _hostile("many") as url:
         done = run_cli("init", "--router", url, "-o", str(tmp_path / "s.toml"), timeout=150)

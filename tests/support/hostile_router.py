@@ -6,6 +6,7 @@ It answers ``GET /workers`` as a router would, but with what ``MODE`` says:
 
 - ``huge``: an endless JSON body (a worker list that never ends);
 - ``many``: 300 workers;
+- ``deep``: 100,000 nested lists;
 - ``inject``: a worker URL holding a quote and a newline (a TOML injection), one with
   credentials and a secret in its query, one on port 99999, one whose bootstrap port is 10^30,
   and ``DECODE_URL`` (another of these, in ``self`` mode) as the one decode;
@@ -63,7 +64,9 @@ def main() -> None:
                 except OSError:
                     pass
                 return
-            if path == "/workers":
+            if mode == "deep" and path == "/workers":
+                body = None  # 100,000 nested lists: deeper than a JSON parser goes
+            elif path == "/workers":
                 body = _workers(port, mode, decode)
             elif path == "/v1/models":
                 name = "hostile-model" if mode != "self" else f'm\nstop = "touch PWNED"\n# {SECRET}'
@@ -75,7 +78,7 @@ def main() -> None:
                 self.send_response(404)
                 self.end_headers()
                 return
-            raw = json.dumps(body).encode()
+            raw = json.dumps(body).encode() if body is not None else b"[" * 10**5 + b"]" * 10**5
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(raw)))

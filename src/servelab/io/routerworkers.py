@@ -127,7 +127,7 @@ async def _list(http: HttpClient, base_url: str) -> list[RouterWorker]:
         raise _failure(f"GET {url}", result)
     try:
         items = json.loads(result.body)["workers"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise RouterApiError(f"GET {url}: not a worker list: {result.body[:160]}") from exc
     workers = [_worker(item) for item in items] if isinstance(items, list) else []
     return [worker for worker in workers if worker is not None]

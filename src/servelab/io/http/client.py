@@ -138,7 +138,7 @@ class HttpClient:
             return None
         try:
             return json.loads(result.body)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than a parser goes
             return None
 
     async def model_id(
@@ -172,7 +172,7 @@ class HttpClient:
         try:
             doc = json.loads(body)
             models = tuple(str(item["id"]) for item in doc["data"])
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):
             models, doc = None, None
         context = _context_length(doc) if models else None
         return ModelList(url, status, content_type, models, None, html_summary(body), context)
