@@ -142,8 +142,10 @@ def test_a_rollback_restores_the_config_file_too(restored: Deployment) -> None:
     """Defect 29 (issue 38): ``restart --rollback`` put back env files only; the YAML stayed
     changed after a failed restart."""
     dep = restored
-    change = dep.json("knob", "set", "decode", after=(f"{MRR}=-5",))  # the engine refuses it
-    assert change["place"] == "config_file" and change["new"] == "-5", change
+    change = dep.json("knob", "set", "decode", after=(f"{MRR}=48",))
+    assert change["place"] == "config_file" and change["new"] == "48", change
+    # then a hand edit the engine refuses (knob set itself refuses a count under 1)
+    dep.yaml.write_text(dep.yaml.read_text().replace("48", "-5"))
     report = dep.json("restart", "decode", "--rollback", code=1)
     assert report["rolled_back"] is True, report
     assert "decode" in report["config_rollback_from"], report

@@ -52,6 +52,9 @@ def test_soak_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: P
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
     assert doc["config"]["headers"] == [["X-Tenant", "a"]] and doc["sessions"]["completed"] == 2
-    refused = run_cli(*common, cwd=tmp_path)
+    # without the header the proxy refuses the model list too: no model, no placeholder sent
+    unlisted = run_cli(*common, cwd=tmp_path)
+    assert unlisted.returncode == 1 and "/v1/models" in json.loads(unlisted.stdout)["error"]
+    refused = run_cli(*common, "--model", "servelab-sim", cwd=tmp_path)
     assert refused.returncode == 1
     assert {e["status"] for e in json.loads(refused.stdout)["errors"]} == {403}

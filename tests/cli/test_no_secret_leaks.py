@@ -153,6 +153,9 @@ def _up_restart_verify_knob(scan: Scan) -> None:
     written = str(scan.root / "init.toml")  # scanned: the spec init writes from the live stack
     scan.run("init", "--router", router, "-o", written, "--json")
     scan.run("init", "--router", router, "-o", written, code=2)  # failure: it exists
+    # investigate reads the spec and the ledger (its loop runs soak, verify and case experiments,
+    # scanned above and below); a failure: no such case
+    scan.run("investigate", "--case", "999", "--yes", "--json", code=2)
     scan.run("knob", "set", "decode", f"{SECRET_KNOB}={KNOB_SECRET_NEW}", "--json")
     assert f"{SECRET_KNOB}={KNOB_SECRET_NEW}" in (env / "decode.env").read_text()  # written
     scan.run("verify", "decode", "--layer", "config", "--layer", "live", "--json", code=1)

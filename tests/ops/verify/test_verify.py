@@ -221,7 +221,11 @@ def test_check_json_shape() -> None:
         "layer": "live", "service": "decode", "ok": False, "code": "live.env_file_unreadable",
         "pid": 3, "pid_source": "pid record",
     }  # fmt: skip
-    assert check_json(check) == {**flat_check(check), "detail": "pid 3: env file unreadable"}
+    assert check_json(check) == {
+        **flat_check(check),
+        "result": "fail",
+        "detail": "pid 3: env file unreadable",
+    }
     report = VerifyReport([check], "abc", tuple(Layer), ["decode"], 0.1)
     assert encode(report)["ok"] is False and report.failures == [check]
     assert VerifyReport([], "abc", tuple(Layer), [], 0.0).ok

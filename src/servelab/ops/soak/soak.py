@@ -428,9 +428,9 @@ async def _prepare(run: _Run) -> None:
     cfg, targets = run.config, run.targets
     probe_s = cfg.deadlines.probe_s
     headers = dict(cfg.headers)
-    # through a forward proxy, the model is asked of the router straight (the sessions take
-    # the proxy: a failure there is theirs to meet)
-    ask = targets.router_url if targets.proxy and targets.router_url else targets.entry_url
+    # through a proxy (forward or in front of the router), the model is asked of the router
+    # straight: the sessions take the proxy, and a failure there is theirs to meet
+    ask = targets.router_url or targets.entry_url
     run.model = cfg.model or await listed_model(run.http, ask, probe_s, headers)
     if run.probes is not None:
         run.probes.model, run.probes.targets = run.model, run.targets
