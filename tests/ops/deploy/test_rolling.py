@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -210,8 +211,10 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
 
 
 async def _running_on(decode: str) -> None:
-    """Wait (bounded) until the decode runs a request."""
-    for _ in range(100):
+    """Wait (bounded: 60 s, a loaded machine's prefill and hand-off included) until the decode
+    runs a request."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         if running_requests(await get_json(decode + "/get_load", timeout=10.0)):
             return
         await asyncio.sleep(0.05)
