@@ -66,7 +66,15 @@ def test_what_is_not_a_worker_is_left_out_and_said_and_no_secret_is_written(
 ) -> None:
     spec = tmp_path / "s.toml"
     with (
-        _hostile("self", "--api-key", SECRET) as decode,
+        _hostile(
+            "self",
+            "--api-key",
+            SECRET,
+            "--url",
+            "redis://:REDISPW99@h:6379",
+            "--served-model-name",
+            "sk-OTHERsecret0123456789abcd",
+        ) as decode,
         _hostile("inject", decode, "--api-key", SECRET) as url,
     ):
         done = run_cli("init", "--router", url, "-o", str(spec), "--json", timeout=150)
@@ -74,6 +82,7 @@ def test_what_is_not_a_worker_is_left_out_and_said_and_no_secret_is_written(
     text = spec.read_text()
     out = done.stdout + done.stderr + text
     assert SECRET not in out and "pw@" not in out
+    assert "REDISPW99" not in out and "sk-OTHER" not in out  # a URL's password, a token's shape
     assert "Traceback" not in out and "99999" not in text
     # what the decode reported (a newline, a line of TOML, the secret) stays inside its comment
     assert not [line for line in text.splitlines() if line.startswith(("stop", "[services.evil"))]

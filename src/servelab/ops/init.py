@@ -281,7 +281,7 @@ async def _process_start(reading: _Reading, host: Host, service: str, pid: int) 
 def _masked(reading: _Reading, service: str, argv: Sequence[str]) -> tuple[str, ...]:
     """``argv`` with the value after every secret-looking flag masked (the one redaction policy),
     and a gap saying so: a spec is a file people share, never a secret's home."""
-    masked = tuple(redact_words(argv))
+    masked = tuple(redact(word) for word in redact_words(argv))  # and URLs, tokens, keys
     if masked != tuple(argv):
         reading.gap(service, GapCode.SECRET_MASKED)
     return masked

@@ -70,6 +70,12 @@ def test_non_ascii_digits_are_refused_for_every_kind_of_knob(name: str, value: s
         _check(name, value)
 
 
+def test_a_value_that_was_not_utf8_is_refused() -> None:
+    # `knob set decode NAME=$'\xff\xfe'` ended in "unexpected UnicodeEncodeError" (a third pass)
+    with pytest.raises(KnobError, match="not UTF-8"):
+        _check("SGLANG_SM120_MMA_TARGET_CTAS", "\udcff\udcfe")
+
+
 @pytest.mark.parametrize(
     ("name", "value", "message"),
     [

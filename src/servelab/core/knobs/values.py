@@ -137,6 +137,10 @@ def check_value(knob: Knob, value: str | None, engine: Engine) -> str | None:
         return None
     if "\n" in value or "\r" in value or "\0" in value:
         raise KnobError(f"{knob.name}: a value cannot contain a newline or NUL")
+    if any(
+        "\ud800" <= c <= "\udfff" for c in value
+    ):  # bytes that were not UTF-8 on the command line
+        raise KnobError(f"{knob.name}: the value is not UTF-8 text")
     if any(c.isnumeric() and not c.isascii() for c in value):
         raise KnobError(
             f"{knob.name}: {value!r} holds a digit that is not ASCII 0-9 (the engine would read "
