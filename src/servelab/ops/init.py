@@ -44,8 +44,9 @@ from servelab.core.init.detect import (
     unit_of_cgroup,
 )
 from servelab.core.knobs.envfile import parse_envfile
+from servelab.core.options import parse_url
 from servelab.core.redaction import redact, redact_words
-from servelab.errors import HostError, KnobError, RouterApiError, ServelabError
+from servelab.errors import HostError, KnobError, OptionError, RouterApiError, ServelabError
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ssh import host_for
 from servelab.io.http.client import HttpClient
@@ -133,14 +134,11 @@ def _usable(reading: _Reading, worker: RouterWorker, where: str) -> bool:
     bootstrap port that is one; else a gap naming its place in the list (never its URL, which may
     carry a secret), and it is left out: a hostile list writes nothing into the spec."""
     try:
-        parts = urlsplit(worker.url)
-        _ = parts.port  # ValueError: not a port
-    except ValueError:
+        parts = urlsplit(parse_url(worker.url))  # http(s), a host, a port that is one
+    except OptionError:
         parts = None
     bad = (
         parts is None
-        or parts.scheme not in ("http", "https")
-        or not parts.hostname
         or any(c.isspace() or c in "\"'\\" or not c.isprintable() for c in worker.url)
         or parts.username is not None  # credentials, a query or a path: not a worker's URL
         or bool(parts.query or parts.fragment or parts.path.strip("/"))
