@@ -310,7 +310,7 @@ def _run_pages(
             files[f"plots/run-{run.id}-ttft.png"] = png
         img = None if png is None else f"../plots/run-{run.id}-ttft.png"
         files[path] = run_markdown(run, img).encode()
-        level = stored_level(run.summary)
+        level = stored_level(run)
         conc = "?" if level is None else level.concurrency
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)

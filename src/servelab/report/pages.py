@@ -278,7 +278,7 @@ def _evidence_lines(evidence: Sequence[TelemetryEvidence]) -> list[str]:
 def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     """The page of one bench run: its configuration, its level summary, and the server side
     (metric deltas; the TTFT decomposition, with ``phase_plot`` inline when given)."""
-    level = stored_level(run.summary)
+    level = stored_level(run)
     conc = run.config.get("concurrency", "?") if level is None else level.concurrency
     where = level_label(conc) if isinstance(conc, int) else f"C{conc}"
     out = [f"# Bench run {run.id}: {where}" + (f" ({run.label})" if run.label else ""), ""]
