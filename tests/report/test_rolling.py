@@ -129,7 +129,7 @@ def _phases() -> list[tuple[PhaseData, JsonObject]]:
 def test_a_phases_typed_data_is_stored_as_the_dict_it_replaced() -> None:
     """The recorded roll (deployments.detail) and ``--json`` keep every key, value and order."""
     for data, old in _phases():
-        doc = Phase(RollPhase.DRAIN, True, 1.23456, data).to_json()
+        doc = encode(Phase(RollPhase.DRAIN, True, 1.23456, data))
         head = {"phase": "drain", "ok": True, "elapsed_s": 1.235}
         assert json.dumps(doc) == json.dumps({**head, **old})
 
@@ -143,7 +143,7 @@ def test_an_older_rolling_row_still_reads(tmp_path: Path) -> None:
     worker = WorkerRoll(D1, [Phase(RollPhase.REMOVE, True, 0.1, d) for d, _old in _phases()])
     report = RollingReport([D1], "router", workers=[worker])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        for detail in (old_roll, report.to_json()):
+        for detail in (old_roll, encode(report)):
             ledger.add(
                 DeploymentRecord(
                     id=0,
@@ -156,5 +156,5 @@ def test_an_older_rolling_row_still_reads(tmp_path: Path) -> None:
             )
         then, now = ledger.list(DeploymentRecord)
     assert then.detail == old_roll
-    assert now.detail == report.to_json()
+    assert now.detail == encode(report)
     assert now.detail["workers"][0]["phases"] == phases
