@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.bench.record import BenchRunRecord
+from servelab.core.ledger.codec import decode
+from servelab.core.ledger.export import LedgerExport
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 from servelab.report import pages
@@ -90,7 +92,7 @@ def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> 
         cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
         summary = {"level": LEVEL, "telemetry": TELEMETRY, "traces": TRACES}
         run_id = ledger.record_bench_run(label="base", config={}, summary=summary, records=[])
-        files = build_docs(ledger.export())
+        files = build_docs(decode(LedgerExport, ledger.export()))
     out = tmp_path / "report"
     for name, data in files.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)

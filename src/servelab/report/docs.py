@@ -256,10 +256,9 @@ def _latest_verdicts(s: KnobSummary) -> str:
     return ", ".join(f"C{c.concurrency}: {c.verdict}" for c in comps) or "—"
 
 
-def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
+def build_docs(export: LedgerExport) -> dict[str, bytes]:
     """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html;
-    from the typed export or its JSON (``ledger export``'s document)."""
-    export = ledger if isinstance(ledger, LedgerExport) else decode(LedgerExport, ledger)
+    from the typed export (``ledger export``'s document reads back as one: ``decode``)."""
     views = case_views(export)
     summaries = knob_summaries(export, views)
     files: dict[str, bytes] = {}
