@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationInfo
 
-from servelab.core.ab.result import AbResult, upgrade_ab_result
-from servelab.core.ledger.jsonvalues import obj
+from servelab.core.ab.result import AbNames, AbResult, upgrade_ab_result
+from servelab.core.ledger.jsonvalues import obj, opt_str
 
 __all__ = ["AbRunRecord"]
 
@@ -21,9 +21,9 @@ def _ab_result_of_row(doc: Any, info: ValidationInfo) -> Any:
     itself (:func:`~servelab.core.ab.result.upgrade_ab_result`)."""
     row = info.data
     config = obj(row.get("config"))
-    named = {"service": row.get("service"), "knob": row.get("knob")}
-    named |= {"baseline": config.get("baseline"), "candidate": config.get("candidate")}
-    return upgrade_ab_result(doc, named)
+    service, knob = opt_str(row.get("service")), opt_str(row.get("knob"))
+    compared = opt_str(config.get("baseline")), opt_str(config.get("candidate"))
+    return upgrade_ab_result(doc, AbNames(service, knob, *compared))
 
 
 @dataclass(frozen=True)
