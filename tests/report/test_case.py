@@ -37,7 +37,7 @@ from servelab.report.case import (
     why_failed,
 )
 from servelab.report.docs import describe_timeline_entry
-from servelab.report.ledger import ledger_json
+from servelab.report.ledger import ledger_json_chunks
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 _DIFFERS = KnobLive(42, "pid record", K, "512", "256", LiveVerdict.DIFFERS)
@@ -141,7 +141,7 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
         ledger.add(
             CaseEvent(at=NOW, case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
         )
-        doc = ledger_json(ledger.snapshot())
+        doc = json.loads("".join(ledger_json_chunks(ledger.snapshot())))
         raw = ledger.export()
     checks = doc["verifications"][0]["checks"]
     assert [c["detail"] for c in checks] == ["/health 200 in 10 ms", _SENTENCE.split(": ", 1)[1]]
