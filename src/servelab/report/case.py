@@ -12,7 +12,7 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
@@ -39,7 +39,7 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.ledger.jsonvalues import objs, opt_str
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord, read_check
@@ -294,20 +294,20 @@ def bisect_json(outcome: BisectOutcome) -> str:
     )
 
 
-def describe_bisect_event(kind: str, detail: Mapping[str, Any]) -> str:
+def describe_bisect_event(event: BisectRecord | ProbeRecord | BisectConclusion) -> str:
     """A bisection's case event (``bisect``, ``probe``, ``bisected``) in the case's timeline."""
-    if kind == BisectRecord.KIND:
-        start = decode(BisectRecord, detail)
-        return f"bisect started: {len(start.changes)} change(s), test {start.test}: " + "; ".join(
-            _change(c) for c in start.changes
-        )
-    if kind == ProbeRecord.KIND:
-        probe = decode(ProbeRecord, detail)
-        applied = ", ".join(str(i + 1) for i in probe.changes) or "none"
-        return (
-            f"bisect probe {probe.number}: changes {applied} applied: {probe.outcome.upper()} "
-            f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
-        )
-    end = decode(BisectConclusion, detail)
-    guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
-    return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"
+    match event:
+        case BisectRecord() as start:
+            changes = "; ".join(_change(c) for c in start.changes)
+            return f"bisect started: {len(start.changes)} change(s), test {start.test}: {changes}"
+        case ProbeRecord() as probe:
+            applied = ", ".join(str(i + 1) for i in probe.changes) or "none"
+            return (
+                f"bisect probe {probe.number}: changes {applied} applied: {probe.outcome.upper()} "
+                f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
+            )
+        case BisectConclusion() as end:
+            guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
+            return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"
+        case _:
+            assert_never(event)

@@ -173,8 +173,12 @@ def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == ExperimentRecord.KIND:
         return describe_experiment(decode(ExperimentRecord, d))
-    if kind in (BisectRecord.KIND, ProbeRecord.KIND, BisectConclusion.KIND):
-        return describe_bisect_event(kind, d)
+    if kind == BisectRecord.KIND:
+        return describe_bisect_event(decode(BisectRecord, d))
+    if kind == ProbeRecord.KIND:
+        return describe_bisect_event(decode(ProbeRecord, d))
+    if kind == BisectConclusion.KIND:
+        return describe_bisect_event(decode(BisectConclusion, d))
     if kind == "override":
         return describe_override(d)
     return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
