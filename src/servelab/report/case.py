@@ -25,6 +25,7 @@ from servelab.core.case.experiment import (
     Decision,
     ExperimentRecord,
 )
+from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent
 from servelab.core.case.probe import (
     BisectConclusion,
     BisectRecord,
@@ -39,10 +40,10 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.ledger.jsonvalues import objs, opt_str
+from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.jsonvalues import objs
 from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.record import CheckRecord, read_check
+from servelab.core.verify.record import CheckRecord
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
 from servelab.report.text import json_text, show_value
@@ -94,12 +95,10 @@ def restore_error(outcome: RestoreOutcome) -> str | None:
     return None if outcome.ok else _reasons(outcome.failed_checks, outcome.failure)
 
 
-def event_error(detail: Mapping[str, Any]) -> str | None:
-    """Why a recorded revert or restore event did not verify (None: it did), from its detail."""
-    if detail.get("ok"):
-        return None
-    failed = [read_check(c) for c in objs(detail.get("failed_checks"))]
-    return _reasons(failed, opt_str(detail.get("error")))
+def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
+    """Why a revert or restore event did not verify (None: it did); a recorded one's detail reads
+    as an :class:`~servelab.core.case.model.EventOutcome`."""
+    return None if event.ok else _reasons(event.failed, event.error)
 
 
 def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
@@ -109,7 +108,7 @@ def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
 def _event_json(event: Mapping[str, Any]) -> JsonObject:
     """A case event's JSON with its ``error`` sentence and its failed checks' reasons."""
     failed = with_details(event.get("failed_checks"))
-    return {**event, "failed_checks": failed, "error": event_error(event)}
+    return {**event, "failed_checks": failed, "error": event_error(decode(EventOutcome, event))}
 
 
 def _verification(doc: JsonObject, failure: str | None) -> JsonObject:

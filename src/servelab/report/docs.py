@@ -20,6 +20,7 @@ from servelab.core.bench.upgrade import stored_level
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
+    EventOutcome,
     EvidenceAdded,
     KnobChanged,
     Opened,
@@ -130,7 +131,7 @@ def describe_conviction(test: ConvictionTest) -> str:
 
 
 def _outcome(detail: Mapping[str, Any]) -> str:
-    error = event_error(detail)
+    error = event_error(decode(EventOutcome, detail))
     return "verified live" if error is None else f"FAILED ({error})"
 
 

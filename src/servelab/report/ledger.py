@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from servelab.core.ledger.codec import JsonObject, encode, finite
+from servelab.core.case.model import EventOutcome
+from servelab.core.ledger.codec import JsonObject, decode, encode, finite
 from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
@@ -82,7 +83,7 @@ def _event(row: JsonObject) -> JsonObject:
     detail = row.get("detail")
     if row.get("kind") not in _CASE_ACTIONS or not isinstance(detail, Mapping):
         return row
-    shown = {**detail, "error": event_error(detail)}
+    shown = {**detail, "error": event_error(decode(EventOutcome, detail))}
     if "failed_checks" in detail:
         shown["failed_checks"] = with_details(detail.get("failed_checks"))
     return {**row, "detail": shown}
