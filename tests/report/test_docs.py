@@ -105,6 +105,8 @@ def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger)
     before = build_docs(decode(LedgerExport, ledger.export()))
     assert "Restore plan" in before[f"cases/case-{cid}.md"].decode()
     assert "nothing to restore" in before[f"cases/case-{cid}.md"].decode()
+    page = before[f"cases/case-{cid}.md"].decode()  # the override event, read back as its type
+    assert f"override: hand — against the evidence: knob:decode/{K} convicted" in page
     # deterministic, plots included
     assert build_docs(decode(LedgerExport, ledger.export())) == before
     cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])

@@ -41,7 +41,6 @@ from servelab.core.case.verdicts import (
     Refusal,
 )
 from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.jsonvalues import objs
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.ops.case.bisect import BisectOutcome
@@ -215,14 +214,10 @@ def describe_refusal(refusal: Refusal) -> str:
     return f"{refusal.target} {refusal.verdict}: {_WHY.get(refusal.why, refusal.why)}{tail}"
 
 
-def describe_override(detail: Mapping[str, Any]) -> str:
+def describe_override(override: Override) -> str:
     """An ``override`` case event: the reason and what the evidence said."""
-    refused = [
-        describe_refusal(Refusal(str(r.get("target")), str(r.get("verdict")), str(r.get("why")),
-                                 tuple(int(i) for i in r.get("evidence_ids") or ())))
-        for r in objs(detail.get("refused"))
-    ]  # fmt: skip
-    return f"{Override.KIND}: {detail.get('reason')} — against the evidence: " + "; ".join(refused)
+    refused = "; ".join(describe_refusal(r) for r in override.refused)
+    return f"{Override.KIND}: {override.reason} — against the evidence: {refused}"
 
 
 # -- a bisection (``case bisect``) ---------------------------------------------------------------

@@ -35,6 +35,7 @@ from servelab.core.case.model import (
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
 from servelab.core.case.record import Resolution
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.case.verdicts import Override
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.export import LedgerExport
 from servelab.ops.case.case import CaseView
@@ -181,7 +182,7 @@ def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
     if kind == BisectConclusion.KIND:
         return describe_bisect_event(decode(BisectConclusion, d))
     if kind == "override":
-        return describe_override(d)
+        return describe_override(decode(Override, d))
     return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
 
 
