@@ -11,7 +11,7 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, ValidationInfo
 
 from servelab.core.ab.result import AbNames, AbResult, upgrade_ab_result
-from servelab.core.ledger.jsonvalues import obj, opt_str
+from servelab.core.ledger.jsonvalues import opt_str
 
 __all__ = ["AbRunRecord"]
 
@@ -20,9 +20,10 @@ def _ab_result_of_row(doc: Any, info: ValidationInfo) -> Any:
     """An ``ab_runs`` row's result in today's shape, named by its row where it does not name
     itself (:func:`~servelab.core.ab.result.upgrade_ab_result`)."""
     row = info.data
-    config = obj(row.get("config"))
+    config = row.get("config")
     service, knob = opt_str(row.get("service")), opt_str(row.get("knob"))
-    compared = opt_str(config.get("baseline")), opt_str(config.get("candidate"))
+    sides = ("baseline", "candidate")
+    compared = [opt_str(config.get(k)) if isinstance(config, Mapping) else None for k in sides]
     return upgrade_ab_result(doc, AbNames(service, knob, *compared))
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, PlainValidator
 
 from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.jsonvalues import obj, opt_str
+from servelab.core.ledger.jsonvalues import opt_str
 from servelab.core.verify.checks import DATA_OF, Check, CheckCode
 from servelab.errors import RecordError
 
@@ -90,8 +90,9 @@ def read_check_row(
 ) -> Check | UntypedCheck:
     """A check from the ledger's row: ``stored`` (the ``detail`` column) holds its code, or an older
     row's sentence (read as the check's ``detail``); ``data``, the decoded ``data`` column."""
-    typed = _typed(service, ok, stored, obj(data))
-    return typed or UntypedCheck(layer, service, ok, stored, obj(data))
+    fields: JsonObject = dict(data) if isinstance(data, Mapping) else {}
+    typed = _typed(service, ok, stored, fields)
+    return typed or UntypedCheck(layer, service, ok, stored, fields)
 
 
 def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) -> Check | None:
