@@ -425,10 +425,10 @@ def test_one_codec(path: Path) -> None:
 #: (issue 31) is 20 uses, each with its reason, and no public function; today's counts are what
 #: is left of 210 uses and 86 public functions before bench, verify, deploy and restart had their
 #: contracts, of 204 and 68 before the ``--json`` builders of report/ returned the document's
-#: text, and of 191 and 49 before bench's stored level, verify's flat check, the rolling restart's
+#: text, and of 191 and 49 before bench's stored run, verify's flat check, the rolling restart's
 #: report, the engine's report, the trace generator, the ledger export and the case timeline's
 #: events were read and written as their types (what is left: :data:`JSON_PUBLIC_LEFT`).
-MAX_JSON_TYPES = 177
+MAX_JSON_TYPES = 174
 MAX_JSON_PUBLIC = 26
 #: The public functions still taking or returning a JSON dict, each with its reason.
 JSON_PUBLIC_LEFT = {
