@@ -3,8 +3,9 @@
 Reproduce the symptom, localize it, list the suspects (the layer and every knob changed since the
 last good point, with what each bought), decide each by experiment (cheapest first), resolve the
 case, carry out its restore plan and write the incident report with the pages the ledger
-regenerates. Exit 0 when a suspect was convicted, 1 when the symptom did not reproduce, nothing
-was convicted, or ``--max-minutes`` stopped it (the state is kept: ``--resume``); 2 on bad input.
+regenerates. Exit 0 when a suspect was convicted, 1 when the symptom did not reproduce (a
+slowdown: or no baseline bench is recorded), nothing was convicted, or ``--max-minutes`` or a
+declined experiment stopped it (the state is kept: ``--resume``); 2 on bad input.
 """
 
 from __future__ import annotations

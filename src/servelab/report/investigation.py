@@ -50,6 +50,8 @@ def describe_layer(layer: str | None, worker: str | None = None) -> str:
 def root_cause(state: InvestigationState) -> str:
     """The case's root cause: the convicted targets and the layer localized."""
     where = describe_layer(state.layer, state.worker)
+    if state.layer is None and state.symptom is Symptom.SLOW:
+        where = "the serving path (a bench names no layer)"
     if state.convicted:
         return f"{', '.join(state.convicted)} (by experiment); localized to {where}"
     return f"localized to {where}; no recorded change convicted by experiment"

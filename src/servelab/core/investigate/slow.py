@@ -5,7 +5,8 @@ recorded in the ledger: the newest bench run whose URL is the deployment's entry
 not made by an experiment (an A/B's visit, a case's test, an investigation's own reproduction:
 their labels say so), with the runs of the same invocation (the newest levels × repeats runs
 of the same config; an interrupted run is not counted). Its config is the workload the
-reproduction replays, so the two are the same workload by construction.
+reproduction replays (its seed moved by :data:`REPRODUCE_SEED_OFFSET`: other prompts, none of
+them cached), so the two are the same workload by construction.
 
 **Slower** (:func:`compare_to_baseline`) is decided per concurrency by the A/B's unpaired
 analysis (:func:`servelab.core.stats.ratio_interval`, Fieller's interval on the ratio of mean
@@ -27,6 +28,7 @@ from servelab.core.stats import ratio_interval
 __all__ = [
     "EXPERIMENT_LABELS",
     "REPRODUCE_LABEL",
+    "REPRODUCE_SEED_OFFSET",
     "Baseline",
     "SlowPoint",
     "Slowdown",
@@ -37,6 +39,10 @@ __all__ = [
 
 #: The label of the reproduction's bench runs (never a baseline).
 REPRODUCE_LABEL = "investigate: reproduce"
+#: Added to the baseline's seed for the reproduction: the same workload (lengths, levels,
+#: requests) with other prompts, so none of the baseline's is still in the engines' prefix
+#: caches (a replay of the same prompts would be served from cache: faster than it is).
+REPRODUCE_SEED_OFFSET = 104_729
 #: How the labels of runs an experiment made begin (``ab decode K=512 round 1``, ...).
 EXPERIMENT_LABELS = ("ab ", "tune", "case ", "investigate", "bisect")
 _VERDICTS = {"A>B": Verdict.BETTER, "A<B": Verdict.WORSE, "not significant": Verdict.NO_DIFFERENCE}

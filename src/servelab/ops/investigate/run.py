@@ -24,6 +24,7 @@ from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.model import RestoreItem
 from servelab.core.case.record import CaseEvent
+from servelab.core.case.revert import revert_cost
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.investigate.events import (
     BudgetSpent,
@@ -317,13 +318,18 @@ async def _good_state(
 async def _slow_test(
     run: _Run, state: InvestigationState, suspect: SuspectChange
 ) -> InvestigationState:
-    """The change's A/B on the baseline's workload (restoring: what the slowdown cost)."""
+    """The change's A/B on the baseline's workload (restoring: what the slowdown cost); what the
+    change bought is then that A/B's."""
     assert state.slowdown is not None
     run.tell(ExperimentStarted("ab", (suspect.target,)))
     bench = baseline_bench(run.ledger, state.slowdown)
     decided = await slow_test(run.op, run.ledger, state.case_id, suspect, bench,
                               run.cfg.steps.slow_rounds, 1.0 / state.slowdown.lost)  # fmt: skip
-    return _decided(run, state, [decided])
+    cost = revert_cost(run.ledger.list(AbRunRecord), suspect.service, suspect.knob,
+                       suspect.suspected, suspect.good)  # fmt: skip
+    measured = dataclasses.replace(suspect, ab_id=cost.ab_id, bought=cost.points)
+    suspects = tuple(measured if s == suspect else s for s in state.suspects)
+    return _decided(run, dataclasses.replace(state, suspects=suspects), [decided])
 
 
 def _decided(run: _Run, state: InvestigationState, decided: list[Decided]) -> InvestigationState:

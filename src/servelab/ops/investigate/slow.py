@@ -22,6 +22,7 @@ from servelab.core.case.experiment import INCONCLUSIVE
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.investigate.slow import (
     REPRODUCE_LABEL,
+    REPRODUCE_SEED_OFFSET,
     Slowdown,
     compare_to_baseline,
     find_baseline,
@@ -50,7 +51,8 @@ class SlowReproduction:
 
 def _bench_of(run: BenchRunRecord) -> BenchConfig:
     bench = decode(BenchConfig, run.config)
-    return dataclasses.replace(bench, label=REPRODUCE_LABEL, repeat=max(2, bench.repeat))
+    return dataclasses.replace(bench, label=REPRODUCE_LABEL, repeat=max(2, bench.repeat),
+                               seed=bench.seed + REPRODUCE_SEED_OFFSET)  # fmt: skip
 
 
 def baseline_bench(ledger: Ledger, slowdown: Slowdown) -> BenchConfig:
