@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from servelab.core.ab.compare import compare_arms
+from servelab.core.ab.record import AbRunRecord
+from servelab.core.ab.result import AbArm, AbResult, ArmVisit
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.case.abtest import AbTestRecord, judge_slow
 from servelab.core.case.record import CaseEvent, CaseEvidence
@@ -58,6 +60,42 @@ def test_the_baseline_is_the_newest_operator_bench_of_the_deployment_with_its_in
     assert find_baseline(runs[4:6], [URL]) is None  # only experiments' runs: no baseline
     assert find_baseline([], [URL]) is None
     assert run_throughput(replace(runs[0], summary={"metrics": "?"})) is None
+    steady = {**runs[0].summary, "metrics": {"output_throughput": 9.0, "steady_throughput": 12.0}}
+    assert run_throughput(replace(runs[0], summary=steady)) == (16, 12.0)  # as an A/B values it
+
+
+def _ab(ab_id: int, at: str, *, kept: str | None = None, original: str | None = "64",
+        metric: str = "throughput") -> AbRunRecord:  # fmt: skip
+    visits = tuple(ArmVisit(arm, rnd, None, arm, {16: tok}, 0, (run_id,))
+                   for arm, rnd, tok, run_id in (("64", 0, 1000.0, 11), ("4", 0, 500.0, 12),
+                                                 ("4", 1, 510.0, 13), ("64", 1, 990.0, 14))
+                   )  # fmt: skip
+    arms = (
+        AbArm("64", throughput={16: (1000.0, 990.0)}),
+        AbArm("4", throughput={16: (500.0, 510.0)}),
+    )
+    result = AbResult("decode", "--max-running-requests", "64", "4", original=original, kept=kept,
+                      arms=arms, visits=visits)  # fmt: skip
+    return AbRunRecord(ab_id, at, "decode", "--max-running-requests", {"metric": metric}, result)
+
+
+def test_an_ab_is_a_baseline_by_the_arm_it_left_live() -> None:
+    visit_runs = [_run(i, 0.0, label=f"ab decode K round {i}") for i in (11, 12, 13, 14)]
+    bench = [_run(2, 1000.0), _run(3, 1010.0), _run(4, 990.0)]  # at 2026-01-0N: older
+    newer = _ab(5, "2026-02-01T00:00:00.000Z")  # restored its original, 64
+    found = find_baseline([*bench, *visit_runs], [URL], [newer])
+    assert found is not None
+    baseline, run = found
+    assert baseline.ab_id == 5 and baseline.run_ids == (11, 14) and run.id == 11
+    assert baseline.throughput == {16: (1000.0, 990.0)} and baseline.runs == 2
+    assert baseline.label == "A/B #5 decode --max-running-requests=64"
+    kept = find_baseline(visit_runs, [URL], [_ab(5, "2026-02-01", kept="4")])
+    assert kept is not None and kept[0].throughput == {16: (500.0, 510.0)}  # --keep 4: live
+    older = find_baseline([*bench, *visit_runs], [URL], [_ab(5, "2026-01-01T00:00:00.000Z")])
+    assert older is not None and older[0].ab_id is None  # the bench is newer
+    for other in (_ab(5, "2026-02-01", original="8"), _ab(5, "2026-02-01", metric="goodput")):
+        assert find_baseline(visit_runs, [URL], [other]) is None  # neither arm live; not tok/s
+    assert find_baseline(visit_runs, ["http://elsewhere"], [newer]) is None
 
 
 def test_slower_is_the_whole_interval_below_one_never_a_bare_percentage() -> None:

@@ -1,16 +1,20 @@
 """``investigate --symptom slow``: the last recorded baseline, and whether it got slower (pure).
 
-**The baseline** (:func:`find_baseline`) is the newest ``servelab bench`` of the deployment
-recorded in the ledger: the newest bench run whose URL is the deployment's entry point or router,
-not made by an experiment (an A/B's visit, a case's test, an investigation's own reproduction:
-their labels say so), with the runs of the same invocation (the newest levels × repeats runs
-of the same config; an interrupted run is not counted). Its config is the workload the
+**The baseline** (:func:`find_baseline`) is the newest ``servelab bench`` or ``servelab ab`` of
+the deployment recorded in the ledger. A bench: the newest bench run whose URL is the
+deployment's entry point or router, not made by an experiment (an A/B's visit, a case's test, an
+investigation's own reproduction: their labels say so), with the runs of the same invocation (the
+newest levels × repeats runs of the same config; an interrupted run is not counted). An A/B (of
+throughput, its runs through the deployment's router): the arm it left live (the value it kept,
+else the original it restored; an A/B that left neither arm live is no baseline), its visits'
+runs. Its config is the workload the
 reproduction replays (its seed moved by :data:`REPRODUCE_SEED_OFFSET`: other prompts, none of
 them cached), so the two are the same workload by construction.
 
 **Slower** (:func:`compare_to_baseline`) is decided per concurrency by the A/B's unpaired
-analysis (:func:`servelab.core.stats.ratio_interval`, Fieller's interval on the ratio of mean
-output throughputs, now over the baseline, 95%; :mod:`servelab.core.ab.compare`): ``worse``
+analysis (:func:`servelab.core.stats.ratio_interval`, Fieller's 95% interval on the ratio of the
+mean values, now over the baseline; :mod:`servelab.core.ab.compare`), each run valued as an A/B
+values a visit (its steady state's output tok/s when it had one: :func:`run_value`): ``worse``
 when the whole interval is below 1. A bench run is not paired with the baseline's runs (they ran
 at different times), so the A/B's paired analysis does not apply. Fewer than two runs on a side:
 ``inconclusive``, never slower.
@@ -22,7 +26,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from servelab.core.ab.compare import Verdict
+from servelab.core.ab.record import AbRunRecord
+from servelab.core.ab.result import AbMetric
 from servelab.core.bench.record import BenchRunRecord
+from servelab.core.load.metrics import RunMetrics
 from servelab.core.stats import ratio_interval
 
 __all__ = [
@@ -35,6 +42,7 @@ __all__ = [
     "compare_to_baseline",
     "find_baseline",
     "run_throughput",
+    "run_value",
 ]
 
 #: The label of the reproduction's bench runs (never a baseline).
@@ -57,6 +65,13 @@ class Baseline:
     at: str
     label: str | None
     throughput: Mapping[int, tuple[float, ...]]
+    #: the A/B it was an arm of (None: a bench)
+    ab_id: int | None = None
+
+    @property
+    def runs(self) -> int:
+        """Runs per level (the most at any level)."""
+        return max((len(v) for v in self.throughput.values()), default=0)
 
 
 @dataclass(frozen=True)
@@ -81,6 +96,7 @@ class Slowdown:
     baseline_at: str
     baseline_label: str | None
     points: tuple[SlowPoint, ...]
+    baseline_ab_id: int | None = None
 
     @property
     def slower(self) -> bool:
@@ -100,13 +116,22 @@ def _url(run: BenchRunRecord) -> str:
     return str(run.config.get("url", "")).rstrip("/")
 
 
+def run_value(metrics: RunMetrics) -> float:
+    """What a run is compared on, as an A/B values its visits: the steady state's output tok/s
+    (every slot busy) when the run had one, else the whole run's."""
+    steady = metrics.steady_throughput
+    return steady if steady is not None else metrics.output_throughput
+
+
 def run_throughput(run: BenchRunRecord) -> tuple[int, float] | None:
-    """A run's concurrency and output throughput from its stored summary (None: unreadable)."""
+    """A recorded run's concurrency and value (:func:`run_value`) from its stored summary
+    (None: unreadable)."""
     metrics = run.summary.get("metrics")
     conc = run.summary.get("concurrency")
     if not isinstance(metrics, Mapping) or not isinstance(conc, int):
         return None
-    value = metrics.get("output_throughput")
+    steady, whole = metrics.get("steady_throughput"), metrics.get("output_throughput")
+    value = steady if isinstance(steady, int | float) else whole
     return (conc, float(value)) if isinstance(value, int | float) else None
 
 
@@ -115,10 +140,38 @@ def _interrupted(run: BenchRunRecord) -> bool:
 
 
 def find_baseline(
+    runs: Sequence[BenchRunRecord], urls: Collection[str], ab_runs: Sequence[AbRunRecord] = ()
+) -> tuple[Baseline, BenchRunRecord] | None:
+    """The newest recorded bench or A/B of the deployment at ``urls`` and a run of it (its
+    config: the workload; see the module docstring); None: none recorded."""
+    found = [f for f in (_bench_baseline(runs, urls), _ab_baseline(ab_runs, runs, urls)) if f]
+    return max(found, key=lambda f: f[0].at, default=None)
+
+
+def _ab_baseline(
+    ab_runs: Sequence[AbRunRecord], runs: Sequence[BenchRunRecord], urls: Collection[str]
+) -> tuple[Baseline, BenchRunRecord] | None:
+    """The newest A/B of throughput through the deployment: the arm it left live."""
+    wanted = {u.rstrip("/") for u in urls}
+    by_id = {r.id: r for r in runs}
+    for ab in sorted(ab_runs, key=lambda a: a.id, reverse=True):
+        result = ab.result
+        left = result.kept if result.kept is not None else result.original
+        if ab.config.get("metric", AbMetric.THROUGHPUT) != AbMetric.THROUGHPUT or left not in (
+            result.baseline, result.candidate):  # fmt: skip
+            continue
+        ids = tuple(i for v in result.visits if v.arm == left for i in v.bench_run_ids)
+        mine = [by_id[i] for i in ids if i in by_id and _url(by_id[i]) in wanted]
+        if mine:
+            throughput = {c: tuple(v) for c, v in sorted(result.throughput(left).items())}
+            label = f"A/B #{ab.id} {ab.service} {ab.knob}={left}"
+            return Baseline(ids, ab.at, label, throughput, ab.id), mine[0]
+    return None
+
+
+def _bench_baseline(
     runs: Sequence[BenchRunRecord], urls: Collection[str]
 ) -> tuple[Baseline, BenchRunRecord] | None:
-    """The newest recorded bench of the deployment at ``urls`` and its newest run (its config:
-    the workload; see the module docstring); None: none recorded."""
     wanted = {u.rstrip("/") for u in urls}
     mine = sorted((r for r in runs if _url(r) in wanted and not _by_experiment(r)),
                   key=lambda r: r.id)  # fmt: skip
@@ -152,4 +205,4 @@ def compare_to_baseline(
         r = ratio_interval(cur, base, confidence=confidence)
         verdict = _VERDICTS.get(r.verdict, Verdict.INCONCLUSIVE)
         points.append(SlowPoint(conc, r.ratio, r.low, r.high, str(verdict), len(base), len(cur)))
-    return Slowdown(baseline.run_ids, baseline.at, baseline.label, tuple(points))
+    return Slowdown(baseline.run_ids, baseline.at, baseline.label, tuple(points), baseline.ab_id)

@@ -1,7 +1,7 @@
 """``investigate --symptom slow``: reproduce against the last recorded baseline, and test each
 recorded change by an A/B of its two values.
 
-Reproduce (:func:`reproduce_slow`): the newest ``servelab bench`` of the deployment
+Reproduce (:func:`reproduce_slow`): the newest ``servelab bench`` or ``ab`` of the deployment
 (:func:`servelab.core.investigate.slow.find_baseline`) is run again with its own config (at least
 two runs per concurrency, so the interval exists), recorded and attached to the case, and compared
 with it (:func:`servelab.core.investigate.slow.compare_to_baseline`). Decide (:func:`slow_test`):
@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.case.abtest import AbTestRecord, judge_slow
@@ -26,6 +27,7 @@ from servelab.core.investigate.slow import (
     Slowdown,
     compare_to_baseline,
     find_baseline,
+    run_value,
 )
 from servelab.core.investigate.state import Decided, SuspectChange
 from servelab.core.ledger.codec import decode, encode
@@ -49,9 +51,12 @@ class SlowReproduction:
     run_ids: tuple[int, ...] = ()
 
 
-def _bench_of(run: BenchRunRecord) -> BenchConfig:
+def _bench_of(run: BenchRunRecord, levels: tuple[int, ...], runs: int) -> BenchConfig:
+    """The baseline's workload at its ``levels`` with ``runs`` runs per level (at least two)
+    and other prompts."""
     bench = decode(BenchConfig, run.config)
-    return dataclasses.replace(bench, label=REPRODUCE_LABEL, repeat=max(2, bench.repeat),
+    return dataclasses.replace(bench, label=REPRODUCE_LABEL, repeat=max(2, runs),
+                               concurrencies=levels or bench.concurrencies,
                                seed=bench.seed + REPRODUCE_SEED_OFFSET)  # fmt: skip
 
 
@@ -60,22 +65,24 @@ def baseline_bench(ledger: Ledger, slowdown: Slowdown) -> BenchConfig:
     it."""
     run = ledger.get(BenchRunRecord, slowdown.baseline_ids[0], whole=False)
     assert run is not None, slowdown.baseline_ids
-    return _bench_of(run)
+    runs = max((p.n_baseline for p in slowdown.points), default=2)
+    return _bench_of(run, tuple(p.concurrency for p in slowdown.points), runs)
 
 
 async def reproduce_slow(op: Operation, ledger: Ledger, case_id: int) -> SlowReproduction:
     """The baseline's bench run again, recorded and attached to the case, and compared."""
     targets = spec_targets(op)
     urls = [u for u in (targets.entry_url, targets.router_url) if u is not None]
-    found = find_baseline(ledger.list(BenchRunRecord), urls)
+    found = find_baseline(ledger.list(BenchRunRecord), urls, ledger.list(AbRunRecord))
     if found is None:
         return SlowReproduction(None)
     baseline, newest = found
-    result = await run_bench(_bench_of(newest), ledger=ledger)
+    bench = _bench_of(newest, tuple(baseline.throughput), baseline.runs)
+    result = await run_bench(bench, ledger=ledger)
     now: dict[int, list[float]] = {}
     for run in result.runs:
         if not run.interrupted:
-            now.setdefault(run.concurrency, []).append(run.metrics.output_throughput)
+            now.setdefault(run.concurrency, []).append(run_value(run.metrics))
     ids = tuple(r.run_id for r in result.runs if r.run_id is not None)
     for run_id in ids:
         add_evidence(ledger, case_id, "run", run_id, "investigate: reproduce (slow)")
