@@ -25,6 +25,7 @@ from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.model import RestoreItem
 from servelab.core.case.record import CaseEvent
 from servelab.core.case.revert import revert_cost
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.investigate.events import (
     BudgetSpent,
@@ -91,6 +92,7 @@ __all__ = [
     "GOOD_FAILS",
     "InvestigateConfig",
     "InvestigateOutcome",
+    "experiment_restarts",
     "investigate",
     "latest_state",
 ]
@@ -243,8 +245,8 @@ async def investigate(
     return outcome
 
 
-def _restarts(run: _Run, action: Action) -> ExperimentRestarts | None:
-    """What ``action`` co-restarts (None: nothing, or not an experiment)."""
+def experiment_restarts(spec: DeploymentSpec, action: Action) -> ExperimentRestarts | None:
+    """What ``action`` co-restarts in ``spec`` (None: nothing, or not an experiment)."""
     match action:
         case KnobTest(suspect=s) | SlowTest(suspect=s):
             how, suspects = ("case test" if isinstance(action, KnobTest) else "ab"), (s,)
@@ -254,13 +256,13 @@ def _restarts(run: _Run, action: Action) -> ExperimentRestarts | None:
             how = "bisect"
         case _:
             return None
-    order = restart_plan(run.op.spec, {s.service for s in suspects})
+    order = restart_plan(spec, {s.service for s in suspects})
     return ExperimentRestarts(how, tuple(s.target for s in suspects), tuple(order))
 
 
 def _agreed(run: _Run, action: Action) -> bool:
     """An experiment that co-restarts runs once agreed (always, with ``yes``)."""
-    restarts = _restarts(run, action)
+    restarts = experiment_restarts(run.op.spec, action)
     return run.cfg.yes or restarts is None or run.confirm("experiment", [restarts])
 
 
