@@ -186,3 +186,4 @@ def test_a_change_that_made_it_slower_is_convicted_by_ab_and_left_reverted(
     assert f"ab test {TARGET} (4 against 64, A/B #" in shown.stdout
     page = (Path(doc["report"]).parent / "cases" / f"case-{cid}.md").read_text(encoding="utf-8")
     assert "investigate (slower): next: decide" in page and '"stage"' not in page
+    assert f"ab_test: ab test {TARGET}: convicted (A/B #" in page  # the evidence, by its note

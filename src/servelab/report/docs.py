@@ -220,7 +220,7 @@ def _evidence_line(kind: str, ref_id: int | None, export: LedgerExport) -> str:
 
 #: Evidence shown by its note: it names no record of another table (an experiment, a bisection's
 #: probe and end are case events).
-_NOTED = ("note", "experiment", "probe", "bisect")
+_NOTED = ("note", "experiment", "probe", "bisect", "ab_test")
 
 
 def case_markdown(view: CaseView, export: LedgerExport) -> str:
