@@ -4,7 +4,8 @@ decode behind the real sglang-router), shared by its scenarios, each with its ow
 1. No bench recorded: nothing to compare against; it says to run ``servelab bench`` (exit 1).
 2. A baseline bench, then nothing changed: the reproduction is not slower by the A/B's unpaired
    interval, so it ends "did not reproduce" (exit 1).
-3. A baseline bench at ``--max-running-requests 64``, then the change to 4 (the simulator's
+3. The decode knob tuned (recorded) before a baseline bench at ``--max-running-requests 64``
+   (so the tuning is no suspect: the baseline measured it), then the change to 4 (the simulator's
    scheduler admits at most that many into the running batch: at C16 the throughput falls). The
    first ``investigate --symptom slow`` (without ``--yes``, a real process answering ``n`` on its
    stdin) reproduces and lists the change, then asks before the A/B's co-restarts and stops
@@ -63,9 +64,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
         asyncio.run(deploy.down(loaded))
 
 
-async def _set(stack: LoadedSpec, ledger: Ledger | None, value: str, reason: str) -> None:
+async def _set(
+    stack: LoadedSpec, ledger: Ledger | None, value: str, reason: str, knob: str = MRR
+) -> None:
     async with Operation(stack, ledger=ledger) as op:
-        await set_knob(op, "decode", MRR, value, reason=reason)
+        await set_knob(op, "decode", knob, value, reason=reason)
         await deploy.restart(op, ["decode"], verify_after=False)
 
 
@@ -88,10 +91,13 @@ def _restarts(stderr: str) -> int:
     return sum(": started pid " in line for line in stderr.splitlines())  # a service started
 
 
-def _good_point(stack: LoadedSpec, ledger_file: Path) -> None:
-    """A passing verification, then the baseline bench (``servelab bench``, recorded)."""
+def _good_point(stack: LoadedSpec, ledger_file: Path, *, tuned: bool = False) -> None:
+    """A passing verification, (``tuned``: then a change, recorded), then the baseline bench
+    (``servelab bench``, recorded)."""
     with Ledger.open(ledger_file) as ledger:
         assert asyncio.run(verify(stack, ledger=ledger)).ok
+        if tuned:  # before the baseline: measured by it, never a suspect of a slowdown after it
+            asyncio.run(_set(stack, ledger, "512", "+12.8% at C64", knob=DEFAULT_KNOB))
     done = run_cli("bench", *BENCH, "-f", stack.source, "--ledger", str(ledger_file), timeout=300)
     assert done.returncode == 0, done.stderr + done.stdout
 
@@ -141,7 +147,7 @@ def test_a_change_that_made_it_slower_is_convicted_by_ab_and_left_reverted(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    _good_point(stack, ledger_file)
+    _good_point(stack, ledger_file, tuned=True)
     with Ledger.open(ledger_file) as ledger:
         asyncio.run(_set(stack, ledger, "4", "fewer running requests: less KV per batch"))
         cid = cases.open_case(ledger, "throughput fell")
@@ -165,6 +171,7 @@ def test_a_change_that_made_it_slower_is_convicted_by_ab_and_left_reverted(
     assert code == 0 and state["reproduced"] is True and state["side"] == "inside"
     (point,) = state["slowdown"]["points"]
     assert point["verdict"] == "worse" and point["high"] < 1.0
+    assert state["since"] == f"run:{state['slowdown']['baseline_ids'][0]}"  # the baseline
     assert [(s["knob"], s["good"], s["suspected"]) for s in state["suspects"]] == [
         (MRR, "64", "4")]  # fmt: skip
     (decided,) = state["decided"]

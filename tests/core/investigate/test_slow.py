@@ -103,6 +103,7 @@ def test_slower_is_the_whole_interval_below_one_never_a_bare_percentage() -> Non
     slower = compare_to_baseline(base, {16: [600.0, 610.0, 590.0]})
     (p,) = slower.points
     assert slower.slower and p.verdict == "worse" and p.high < 1.0 and slower.lost == p.ratio
+    assert slower.point == "run:1" and replace(slower, baseline_ab_id=5).point == "ab:5"
     assert (p.n_baseline, p.n_now) == (3, 3)
     noisy = compare_to_baseline(base, {16: [500.0, 1500.0, 1000.0]})  # -0% mean, wide
     assert not noisy.slower and noisy.points[0].verdict == "no significant difference"

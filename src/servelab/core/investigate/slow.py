@@ -99,6 +99,13 @@ class Slowdown:
     baseline_ab_id: int | None = None
 
     @property
+    def point(self) -> str:
+        """The baseline as a good point (``ab:ID``, or ``run:ID`` its first bench run)."""
+        if self.baseline_ab_id is not None:
+            return f"ab:{self.baseline_ab_id}"
+        return f"run:{self.baseline_ids[0]}"
+
+    @property
     def slower(self) -> bool:
         return any(p.verdict == Verdict.WORSE for p in self.points)
 

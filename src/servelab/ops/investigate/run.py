@@ -346,9 +346,10 @@ async def _reproduce_slow(run: _Run, state: InvestigationState) -> Investigation
     run.tell(SlowMeasured(got.slowdown))
     if got.slowdown is None:
         return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NO_BASELINE)
-    slower = got.slowdown.slower
-    state = dataclasses.replace(state, reproduced=slower, run_ids=got.run_ids,
-                                slowdown=got.slowdown)  # fmt: skip
+    slower, s = got.slowdown.slower, got.slowdown
+    state = dataclasses.replace(state, reproduced=slower, run_ids=got.run_ids, slowdown=s)
+    if run.cfg.since is None:  # the good point is the baseline: the changes since it are suspects
+        state = dataclasses.replace(state, since=s.point, since_at=s.baseline_at)
     if not slower:
         return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NOT_REPRODUCED)
     return dataclasses.replace(state, stage=Stage.LOCALIZE)
