@@ -110,6 +110,13 @@ def test_slower_is_the_whole_interval_below_one_never_a_bare_percentage() -> Non
     one = compare_to_baseline(base, {16: [100.0]})  # one run: no interval, never slower
     assert not one.slower and one.points[0].verdict == "inconclusive" and one.lost == 1.0
     assert compare_to_baseline(base, {64: [1.0, 2.0]}).points == ()  # no level in common
+    # 2% slower, tightly: significant, but within what another process makes: not slower
+    tight = replace(base, throughput={16: (1000.0, 1001.0, 999.0)})
+    slight = compare_to_baseline(tight, {16: [980.0, 981.0, 979.0]})
+    assert slight.points[0].high < 1.0 and not slight.slower
+    assert slight.points[0].verdict == "no significant difference"
+    # 8% slower, tightly: slower (the whole interval below SLOWER_BELOW)
+    assert compare_to_baseline(tight, {16: [920.0, 921.0, 919.0]}).slower
 
 
 def _comparisons(change: list[float], revert: list[float]) -> Any:

@@ -15,8 +15,10 @@ them cached), so the two are the same workload by construction.
 analysis (:func:`servelab.core.stats.ratio_interval`, Fieller's 95% interval on the ratio of the
 mean values, now over the baseline; :mod:`servelab.core.ab.compare`), each run valued as an A/B
 values a visit (its steady state's output tok/s when it had one: :func:`run_value`): ``worse``
-when the whole interval is below 1. A bench run is not paired with the baseline's runs (they ran
-at different times), so the A/B's paired analysis does not apply. Fewer than two runs on a side:
+when the whole interval is below :data:`SLOWER_BELOW` (0.95: at least 5% slower with 95%
+confidence; a smaller loss between two benches run at different times is within what another
+process on the machine makes, and is not called slower). A bench run is not paired with the
+baseline's runs (they ran at different times), so the A/B's paired analysis does not apply. Fewer than two runs on a side:
 ``inconclusive``, never slower.
 """
 
@@ -36,6 +38,7 @@ __all__ = [
     "EXPERIMENT_LABELS",
     "REPRODUCE_LABEL",
     "REPRODUCE_SEED_OFFSET",
+    "SLOWER_BELOW",
     "Baseline",
     "SlowPoint",
     "Slowdown",
@@ -53,6 +56,8 @@ REPRODUCE_LABEL = "investigate: reproduce"
 REPRODUCE_SEED_OFFSET = 104_729
 #: How the labels of runs an experiment made begin (``ab decode K=512 round 1``, ...).
 EXPERIMENT_LABELS = ("ab ", "tune", "case ", "investigate", "bisect")
+#: The whole interval of now/baseline below this at a level: slower there (see the docstring).
+SLOWER_BELOW = 0.95
 _VERDICTS = {"A>B": Verdict.BETTER, "A<B": Verdict.WORSE, "not significant": Verdict.NO_DIFFERENCE}
 
 
@@ -211,5 +216,7 @@ def compare_to_baseline(
         base, cur = list(baseline.throughput[conc]), list(now[conc])
         r = ratio_interval(cur, base, confidence=confidence)
         verdict = _VERDICTS.get(r.verdict, Verdict.INCONCLUSIVE)
+        if verdict is Verdict.WORSE and not r.high < SLOWER_BELOW:
+            verdict = Verdict.NO_DIFFERENCE
         points.append(SlowPoint(conc, r.ratio, r.low, r.high, str(verdict), len(base), len(cur)))
     return Slowdown(baseline.run_ids, baseline.at, baseline.label, tuple(points), baseline.ab_id)
