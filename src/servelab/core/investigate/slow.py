@@ -18,8 +18,8 @@ values a visit (its steady state's output tok/s when it had one: :func:`run_valu
 when the whole interval is below :data:`SLOWER_BELOW` (0.95: at least 5% slower with 95%
 confidence; a smaller loss between two benches run at different times is within what another
 process on the machine makes, and is not called slower). A bench run is not paired with the
-baseline's runs (they ran at different times), so the A/B's paired analysis does not apply. Fewer than two runs on a side:
-``inconclusive``, never slower.
+baseline's runs (they ran at different times), so the A/B's paired analysis does not apply.
+Fewer than two runs on a side: ``inconclusive``, never slower.
 """
 
 from __future__ import annotations
