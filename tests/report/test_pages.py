@@ -39,7 +39,7 @@ TELEMETRY = {
     ],
 }  # fmt: skip
 PHASES = {"prefill": {"p50": 6.25, "p90": 7.0, "p99": 9.5}, "kv_transfer": {"p50": 3.5}}
-#: A run's ``traces`` as ``run_payload`` stores them (the join's summary holds the phases).
+#: A run's ``traces`` as ``record_run`` stores them (the join's summary holds the phases).
 TRACES = {
     "summary": {
         "n_requests": 4,
