@@ -8,6 +8,7 @@ cleanup, record and hint) takes over as the command begins (:data:`STARTUP_HANDL
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 from types import FrameType
@@ -29,11 +30,9 @@ setattr(_interrupted_at_startup, STARTUP_HANDLER_MARK, True)
 
 def main() -> None:
     """Entry point of the ``servelab`` console script (and of ``python -m servelab``)."""
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread: the signal is not ours
         signal.signal(signal.SIGINT, _interrupted_at_startup)
-    except ValueError:  # not the main thread: the signal is not ours to handle
-        pass
-    from servelab.cli import main as cli_main  # noqa: PLC0415 (after the handler, on purpose)
+    from servelab.cli import main as cli_main  # after the handler, on purpose
 
     cli_main()
 
