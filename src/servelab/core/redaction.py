@@ -17,7 +17,9 @@ and every value it stores that a user typed as a secret goes through here:
   ``--api-key``): :func:`mask`, and :func:`masked_serializer` for the records that carry them, so
   ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
   on the real values before, stay right; a secret knob's old value is therefore not in the
-  ledger: its backups hold it);
+  ledger: its backups hold it); a knob of an ordinary name whose value is secret-shaped
+  (``knob set X=sk-...``, a URL with a password) is set on the engine as typed, and shown and
+  stored with that shape masked (:func:`mask`);
 - **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``)
   and **URL query parameters of secret-looking names** (``?token=...``) wherever they stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
@@ -213,31 +215,43 @@ StoredUrl = Annotated[str, PlainSerializer(redact_url)]
 
 def mask(name: str, value: str | None) -> str | None:
     """A knob's ``value`` as shown and stored: :data:`REDACTED` when ``name`` is secret-looking
-    (``ROUTER_API_KEY``, ``--hf-token``: :func:`is_secret_name`); None (unset) stays None."""
-    return REDACTED if value is not None and is_secret_name(name) else value
+    (``ROUTER_API_KEY``, ``--hf-token``: :func:`is_secret_name`), else the value with what
+    :func:`redact` finds in it masked (a secret-shaped value of an ordinary name: ``sk-...``,
+    ``hf_...``, a URL's password); None (unset) stays None."""
+    if value is None:
+        return None
+    return REDACTED if is_secret_name(name) else redact(value)
 
 
-def _masked_item(item: Any) -> Any:
+def _masked_value(value: Any, whole: bool) -> Any:
+    if not isinstance(value, str):
+        return value
+    return REDACTED if whole else redact(value)
+
+
+def _masked_item(item: Any, whole: bool) -> Any:
     """One item of a list of values: a ``[place, value]`` pair or a ``{"value": ...}`` record."""
     if isinstance(item, list | tuple) and len(item) == 2:
-        return [item[0], None if item[1] is None else REDACTED]
+        return [item[0], _masked_value(item[1], whole)]
     if isinstance(item, dict) and item.get("value") is not None:
-        return item | {"value": REDACTED}
+        return item | {"value": _masked_value(item["value"], whole)}
     return item
 
 
 def mask_fields(data: Any, name: str, fields: Iterable[str]) -> Any:
     """The encoding ``data`` of a record about the knob ``name`` with its value ``fields`` masked
-    (a string, or a list of ``[place, value]`` pairs or ``{"value": ...}`` records)."""
-    if not isinstance(data, dict) or not is_secret_name(name):
+    (a string, or a list of ``[place, value]`` pairs or ``{"value": ...}`` records): whole for a
+    secret-looking name, else what :func:`redact` finds in them (:func:`mask`)."""
+    if not isinstance(data, dict):
         return data
+    whole = is_secret_name(name)
     out = dict(data)
     for field in fields:
         value = out.get(field)
         if isinstance(value, str):
-            out[field] = REDACTED
+            out[field] = _masked_value(value, whole)
         elif isinstance(value, list | tuple):
-            out[field] = [_masked_item(item) for item in value]
+            out[field] = [_masked_item(item, whole) for item in value]
     return out
 
 

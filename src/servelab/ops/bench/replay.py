@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceSession, session_offsets_ns
+from servelab.core.redaction import redact
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.load import Job, Load
@@ -29,7 +30,8 @@ class Replay:
     made. Requests are numbered in the order of the trace, a conversation's turns together
     (``bases``: a conversation's first number given ahead, by ordinal: a share of the trace
     numbers its requests as the whole would); ``names`` keeps each conversation's id by its
-    ordinal (what the records carry)."""
+    ordinal (what the records carry), what the redaction policy finds in it masked (an id of a
+    secret's shape, ``sk-...``, is never stored nor shown)."""
 
     sessions: Iterator[tuple[int, TraceSession]]
     prompts: PromptBuilder
@@ -45,7 +47,7 @@ class Replay:
         if turn == 0:
             self._first[session.ordinal] = self._base(session)
             if session.session is not None:
-                self.names[session.ordinal] = session.session
+                self.names[session.ordinal] = redact(session.session)
         index = self._first[session.ordinal] + turn
         if turn + 1 == len(session.turns):
             del self._first[session.ordinal]
