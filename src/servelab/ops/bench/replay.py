@@ -10,6 +10,7 @@ process's, on the same clock (one ``t0_ns``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,10 @@ from servelab.io.http.client import chat_body, completion_body
 from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.load import Job, Load
 
-__all__ = ["Replay", "ReplayPlan", "replay_of"]
+__all__ = ["YIELD_EVERY", "Replay", "ReplayPlan", "replay_of"]
+
+#: A burst's jobs built between two yields to the loop (a stop signal waits for no more).
+YIELD_EVERY = 64
 
 
 @dataclass(slots=True)
@@ -58,6 +62,16 @@ class Replay:
         job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
         load.prepare([job])
         return job
+
+    async def first_jobs(self, burst: list[TraceSession], load: Load) -> list[Job]:
+        """The first turns of the conversations of one instant as jobs, yielding to the loop
+        every :data:`YIELD_EVERY` (a stop signal is seen while a burst's prompts are built)."""
+        jobs = []
+        for k, session in enumerate(burst, 1):
+            jobs.append(self.job(session, 0, load))
+            if k % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        return jobs
 
     def _base(self, session: TraceSession) -> int:
         base = self.bases.pop(session.ordinal, None)
