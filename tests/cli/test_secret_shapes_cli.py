@@ -91,3 +91,27 @@ def test_knob_set_of_a_secret_shaped_value_is_set_but_never_shown(
     assert exported.returncode == 0, exported.stderr
     assert KNOB in exported.stdout
     _assert_absent(secret, *outputs, exported.stdout, exported.stderr, _ledger_bytes(ledger))
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+GITLAB = "glpat-AbCdEfGhIjKlMnOpQrSt12"
+BEARER = "opaque0token0abc123DEF456"
+
+
+def test_jwts_gitlab_tokens_and_bearer_tokens_under_ordinary_headers_are_masked(
+    stack: SimStack, tmp_path: Path
+) -> None:
+    """Item 4: a JWT, a GitLab token and a bare ``Bearer X`` passed the policy whole; under a
+    header of an ordinary name, ``bench --header`` stored and showed them."""
+    ledger = tmp_path / "ledger.db"
+    done = run_cli("bench", "--url", stack.router_url, "--requests", "2", "--concurrency", "1",
+                   "--input-len", "16", "--output-len", "2", "--warmup", "0",
+                   "--header", f"X-Upstream:Bearer {BEARER}", "--header", f"X-Id:{JWT}",
+                   "--header", f"X-Gl:{GITLAB}", "--ledger", str(ledger), "--json",
+                   timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "X-Upstream" in done.stdout and "Bearer ***" in done.stdout
+    exported = run_cli("ledger", "export", "--ledger", str(ledger), "--json")
+    assert exported.returncode == 0, exported.stderr
+    for secret in (JWT, GITLAB, BEARER):
+        _assert_absent(secret, done.stdout, done.stderr, exported.stdout, _ledger_bytes(ledger))

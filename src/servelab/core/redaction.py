@@ -20,8 +20,10 @@ and every value it stores that a user typed as a secret goes through here:
   ledger: its backups hold it); a knob of an ordinary name whose value is secret-shaped
   (``knob set X=sk-...``, a URL with a password) is set on the engine as typed, and shown and
   stored with that shape masked (:func:`mask`);
-- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``)
-  and **URL query parameters of secret-looking names** (``?token=...``) wherever they stand;
+- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``,
+  GitLab's ``glpat-...``, a JWT ``eyJ....eyJ....sig``), a bearer token (``Bearer X``, with or
+  without ``Authorization:`` before it) and **URL query parameters of secret-looking names**
+  (``?token=...``) wherever they stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
   appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
@@ -93,8 +95,11 @@ _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/@]
 #: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
 _SHAPED = re.compile(
     r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"
 )
+#: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
+_BEARER = re.compile(r"(?P<head>(?<![\w-])[Bb]earer[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query parameter (``?token=...``, ``&api_key=...``).
 _QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
@@ -161,6 +166,7 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
         text = text.replace(secret, REDACTED)
     text = redact_url(text)
     text = _SHAPED.sub(REDACTED, text)
+    text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
     text = _FLAG.sub(_flag, text)
     return _KEYED.sub(_keyed, text)
@@ -179,9 +185,12 @@ def redact_url(text: str) -> str:
 
 
 def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """``headers`` with the value of every secret-looking name replaced (what is stored and
-    shown of ``--header``; the requests carry the real values)."""
-    return tuple((name, REDACTED if is_secret_name(name) else value) for name, value in headers)
+    """``headers`` with the value of every secret-looking name replaced, and what :func:`redact`
+    finds in the others (a ``Bearer X`` or a token's shape under an ordinary name): what is
+    stored and shown of ``--header``; the requests carry the real values."""
+    return tuple(
+        (name, REDACTED if is_secret_name(name) else redact(value)) for name, value in headers
+    )
 
 
 def redact_words(words: Iterable[str]) -> list[str]:
