@@ -95,6 +95,9 @@ def init_command(
     What it could not find is said here and in the spec's comments: edit those, then run
     `servelab verify -f SPEC`.
     """
+    if out == "-" and as_json:
+        raise OptionError("-o - writes the spec on standard output, where --json writes its "
+                          "document: give one of them (or -o FILE with --json)")  # fmt: skip
     if out != "-" and Path(out).exists() and not force:
         raise OptionError(f"{out} exists: give --force to overwrite it, or another -o")
     options = InitOptions(router_url, _host(ssh, identity_file), name)

@@ -10,6 +10,7 @@ bounds checked (a line over :data:`MAX_LINE_BYTES`, a burst over :data:`MAX_BURS
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,6 @@ from servelab.core.load.trace import (
     TraceReader,
     TraceSession,
     TraceWindow,
-    session_offsets_ns,
 )
 from servelab.errors import HostError, TraceError
 
@@ -68,13 +68,27 @@ class _Bounds:
     starting at one instant of the replay (:data:`MAX_BURST`) and requests in the window
     (:data:`MAX_WINDOW_REQUESTS`); a line past one stops the scan, naming the file and line."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, speedup: float) -> None:
         self.path = path
-        self.instant: int | None = None
+        self.speedup = speedup
+        self.origin: float | None = None
+        self.instant: float | None = None
         self.burst = self.requests = 0
 
-    def add(self, offset: int, session: TraceSession) -> None:
-        if offset != self.instant:
+    def _offset_ns(self, start_ms: float) -> float:
+        """A start's offset in the replay, as :func:`~servelab.core.load.trace.session_offsets_ns`
+        computes it (ns from the first start, rounded), or its float when that is not finite
+        (``--speedup 1e-300``: the replay's own cap refuses that schedule after the scan)."""
+        if self.origin is None:
+            self.origin = start_ms
+        ns = (start_ms - self.origin) * 1e6 / self.speedup
+        return round(ns) if math.isfinite(ns) else ns
+
+    def add(self, session: TraceSession) -> None:
+        """``session``, at its instant of the replay (which never goes back: an earlier start
+        goes at the instant before it)."""
+        offset = self._offset_ns(session.start_ms)
+        if self.instant is None or offset > self.instant:
             self.instant, self.burst = offset, 0
         self.burst += 1
         self.requests += len(session.turns)
@@ -96,10 +110,11 @@ def scan_trace(path: Path, window: TraceWindow, speedup: float = 1.0) -> TraceSc
     first: float | None = None
     last: float | None = None
     end = 0.0
-    bounds = _Bounds(path)
-    held = (session for session in trace_sessions(path) if window.holds(session))
-    for offset, session in session_offsets_ns(held, speedup):
-        bounds.add(offset, session)
+    bounds = _Bounds(path, speedup)
+    for session in trace_sessions(path):
+        if not window.holds(session):
+            continue
+        bounds.add(session)
         sessions += 1
         requests += len(session.turns)
         first = session.start_ms if first is None else min(first, session.start_ms)
