@@ -215,8 +215,9 @@ def ledger_group() -> None:
     "--no-records", is_flag=True, help="Leave out per-request records and received spans."
 )
 @click.option("--chunk-bytes", type=click.IntRange(min=1), default=CHUNK_BYTES, hidden=True)
-@click.option("--force", is_flag=True, help="Overwrite OUT if it is an existing file (csv: an "
-              "earlier export in the directory).")  # fmt: skip
+@click.option(
+    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
+)
 @spec_option
 @ledger_option
 @json_option

@@ -67,7 +67,9 @@ def trace_group() -> None:
               show_default=True, help="Record arrivals at this resolution: 1000 puts them on "
               "whole seconds, as Mooncake's conversation trace records most of its own, so the "
               "arrivals of one second start at one instant (bursts).")  # fmt: skip
-@click.option("--force", is_flag=True, help="Overwrite FILE if it is an existing file.")
+@click.option(
+    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
+)
 @SEED.option()
 def generate_command(
     out: Path,

@@ -45,11 +45,13 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
+    "LONGEST_QUOTED",
     "MIN_REDACTED_CHARS",
     "REDACTED",
     "StoredHeaders",
     "StoredUrl",
     "argument_secrets",
+    "clip_long",
     "is_secret_name",
     "mask",
     "mask_fields",
@@ -170,6 +172,17 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     text = _QUERY.sub(_query, text)
     text = _FLAG.sub(_flag, text)
     return _KEYED.sub(_keyed, text)
+
+
+#: The most characters of one value an error line quotes (a longer one is cut, ``…`` after it).
+LONGEST_QUOTED = 200
+_LONG_WORD = re.compile(rf"\S{{{LONGEST_QUOTED + 1},}}")
+
+
+def clip_long(text: str, limit: int = LONGEST_QUOTED) -> str:
+    """``text`` with every run of more than ``limit`` non-blank characters (a value typed whole
+    into an option, 5,000 characters of it) cut to its first ``limit``, then ``…``."""
+    return _LONG_WORD.sub(lambda m: m.group(0)[:limit] + "…", text)
 
 
 def _query(match: re.Match[str]) -> str:
