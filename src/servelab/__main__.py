@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import sys
 from types import FrameType
 
 __all__ = ["STARTUP_HANDLER_MARK", "main"]
@@ -21,7 +22,8 @@ STARTUP_HANDLER_MARK = "servelab_startup"
 
 def _interrupted_at_startup(_signum: int, _frame: FrameType | None) -> None:
     """Ctrl-C before the command began: nothing to clean up, one line, exit 130."""
-    os.write(2, b"interrupted\n")
+    sys.stderr.write("interrupted\n")
+    sys.stderr.flush()
     os._exit(130)
 
 

@@ -186,20 +186,11 @@ def _as_ctrl_c(signum: int, frame: Any) -> None:
     raise Interrupted(signum)
 
 
-def _end_startup_handler() -> None:
-    """Python's own SIGINT handler back in place of the one ``servelab.__main__`` installs for
-    the imports (a quiet exit 130): from here Ctrl-C gets the command's cleanup, record and hint,
-    and ``asyncio`` installs its own handler (it does only over Python's default)."""
-    if getattr(signal.getsignal(signal.SIGINT), "servelab_startup", False):
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-
-
 @contextmanager
 def _handling_stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP handled as SIGINT is while a command runs (main thread only)."""
     _received.clear()
     try:
-        _end_startup_handler()
         previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS[1:]}
     except ValueError:  # not the main thread: signals are not ours to handle
         previous = {}
@@ -338,7 +329,7 @@ class ServelabGroup(click.Group):
         except (click.exceptions.Exit, click.Abort):
             raise
         except click.ClickException as exc:
-            exc.message = clip_long(redact(exc.message))  # the value typed, as click quotes it
+            exc.message = clip_long(redact(exc.message))  # type: ignore[misc]  # what was typed
             _report_failure(ctx, exc)
             raise
         except (Exception, KeyboardInterrupt) as exc:
