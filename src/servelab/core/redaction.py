@@ -176,13 +176,12 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
 
 #: The most characters of one value an error line quotes (a longer one is cut, ``…`` after it).
 LONGEST_QUOTED = 200
-_LONG_WORD = re.compile(rf"\S{{{LONGEST_QUOTED + 1},}}")
 
 
 def clip_long(text: str, limit: int = LONGEST_QUOTED) -> str:
     """``text`` with every run of more than ``limit`` non-blank characters (a value typed whole
     into an option, 5,000 characters of it) cut to its first ``limit``, then ``…``."""
-    return _LONG_WORD.sub(lambda m: m.group(0)[:limit] + "…", text)
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: m.group(0)[:limit] + "…", text)
 
 
 def _query(match: re.Match[str]) -> str:
