@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceSession, session_offsets_ns
-from servelab.core.redaction import redact
+from servelab.core.redaction import clip_long, redact
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.tracefile import trace_sessions
 from servelab.ops.bench.load import Job, Load
@@ -35,7 +35,7 @@ class Replay:
     (``bases``: a conversation's first number given ahead, by ordinal: a share of the trace
     numbers its requests as the whole would); ``names`` keeps each conversation's id by its
     ordinal (what the records carry), what the redaction policy finds in it masked (an id of a
-    secret's shape, ``sk-...``, is never stored nor shown)."""
+    secret's shape, ``sk-...``, is never stored nor shown) and cut after 200 characters."""
 
     sessions: Iterator[tuple[int, TraceSession]]
     prompts: PromptBuilder
@@ -51,7 +51,7 @@ class Replay:
         if turn == 0:
             self._first[session.ordinal] = self._base(session)
             if session.session is not None:
-                self.names[session.ordinal] = redact(session.session)
+                self.names[session.ordinal] = clip_long(redact(session.session))
         index = self._first[session.ordinal] + turn
         if turn + 1 == len(session.turns):
             del self._first[session.ordinal]
