@@ -15,23 +15,25 @@ from servelab.core.ab.design import round_order
 from servelab.core.ab.tune import (
     ArmStatus,
     Comparison,
-    Misclaim,
-    Scenario,
     TuneOutcome,
     TuneRule,
     TuneState,
     block_order,
-    check_rule,
-    claimed_bounds,
     compare,
-    misclaims,
     record_block,
-    scenario_means,
-    simulate_tune,
     start_tune,
     tune_result,
     visit_order,
     williams_rows,
+)
+from servelab.core.ab.tunecheck import (
+    Misclaim,
+    Scenario,
+    check_rule,
+    claimed_bounds,
+    misclaims,
+    scenario_means,
+    simulate_tune,
 )
 from servelab.core.ledger.codec import decode, encode
 
