@@ -399,8 +399,9 @@ def _translate(exc: ValidationError, source: str) -> SpecError:
     return SpecError(message, source=source, path=_loc(first["loc"]))
 
 
-def _spec_from_mapping(raw: Mapping[str, Any], *, source: str = "<spec>") -> DeploymentSpec:
-    """Validate an already-parsed mapping (same rules and messages as :func:`parse_spec`)."""
+def _spec_from_mapping(raw: Mapping[str, object], *, source: str = "<spec>") -> DeploymentSpec:
+    """Validate an already-parsed mapping (same rules and messages as :func:`parse_spec`); its
+    values are read by the model alone."""
     if "services" not in raw:
         raise SpecError("missing table [services]", source=source, path="services")
     try:
