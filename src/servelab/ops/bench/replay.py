@@ -19,7 +19,8 @@ from servelab.core.load.trace import PromptBuilder, TracePlan, TraceSession, ses
 from servelab.core.redaction import clip_long, redact
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.tracefile import trace_sessions
-from servelab.ops.bench.load import Job, Load
+from servelab.ops.bench.jobs import Job
+from servelab.ops.bench.load import Load
 
 __all__ = ["YIELD_EVERY", "Replay", "ReplayPlan", "replay_of"]
 
