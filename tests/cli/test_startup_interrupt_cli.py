@@ -66,6 +66,8 @@ def test_ctrl_c_during_the_imports_exits_130_quietly(marker: str, entry: str) ->
     code, err = caught
     assert "Traceback" not in err, err
     assert "KeyboardInterrupt" not in err, err
-    assert code == 130, err
+    # 130; or, rarely on a loaded machine, killed by the SIGINT itself after the same one line
+    # (a shell reports both as 130)
+    assert code in (130, -signal.SIGINT), err
     assert len(err.strip().splitlines()) <= 1, err
     assert "interrupted" in err
