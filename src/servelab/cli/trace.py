@@ -26,7 +26,9 @@ from servelab.core.load.tracegen import (
 from servelab.core.options import parse_positive, parse_rate
 from servelab.io.files import write_stream, write_to
 
-__all__ = ["register"]
+__all__ = [
+    "trace_group",
+]
 
 _AGENTIC, _CHAT = AgenticShape(), ChatShape()
 
@@ -103,8 +105,3 @@ def generate_command(
         write_to(out, _lines(entries, counted))
     notice("wrote", f"{'standard output' if str(out) == '-' else out}: {counted[0]} line(s), "
            f"block size {block_size}")  # fmt: skip
-
-
-def register(group: click.Group) -> None:
-    """Add ``trace`` to the CLI."""
-    group.add_command(trace_group)
