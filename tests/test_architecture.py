@@ -259,8 +259,9 @@ def test_aiohttp_and_asyncssh_only_in_io_and_sim(path: Path) -> None:
 
 
 #: The ``__init__.py`` that hold more than nothing: the package root (its version and the one
-#: public shortcut, ``ServelabError``), ``cli/`` (the console script's group and its command table:
-#: a command's module is imported on first use) and ``sim/`` (a docstring naming its modules, nothing imported).
+#: public shortcut, ``ServelabError``), ``cli/`` (the console script's group and its command
+#: table: a command's module is imported on first use) and ``sim/`` (a docstring naming its
+#: modules, nothing imported).
 _INIT_WITH_CODE = {SRC, SRC / "cli", SRC / "sim"}
 
 

@@ -85,12 +85,13 @@ try:
     main()
 except SystemExit:
     pass
-print(json.dumps(sorted(m for m in sys.modules if m.startswith("servelab."))), file=sys.stderr)
+names = [m for m in sys.modules if m.startswith("servelab.") or m == "asyncssh"]
+print(json.dumps(sorted(names)), file=sys.stderr)
 """
 
 
 def _imported(*args: str) -> set[str]:
-    """The servelab modules a real process imported to run ``servelab ARGS``."""
+    """The servelab modules (and asyncssh) a real process imported to run ``servelab ARGS``."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
@@ -123,5 +124,8 @@ def test_a_simulated_worker_imports_no_ledger_and_no_other_command() -> None:
     assert not any(m.startswith(("servelab.io.ledger", "servelab.ops")) for m in modules)
 
 
-def test_a_command_imports_its_own_module_only() -> None:
-    assert _commands_loaded(_imported("status", "--help")) == {"servelab.cli.deploy"}
+def test_a_command_imports_its_own_module_only_and_no_ssh_client() -> None:
+    modules = _imported("status", "--help")
+    assert _commands_loaded(modules) == {"servelab.cli.deploy"}
+    assert "servelab.ops.context" in modules  # the operation context, which makes the hosts
+    assert "asyncssh" not in modules  # imported by io/hosts/host.host_for for a remote host only
