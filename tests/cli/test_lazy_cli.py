@@ -85,13 +85,14 @@ try:
     main()
 except SystemExit:
     pass
-names = [m for m in sys.modules if m.startswith("servelab.") or m == "asyncssh"]
+names = [m for m in sys.modules if m.startswith("servelab.") or m in ("asyncssh", "opentelemetry")]
 print(json.dumps(sorted(names)), file=sys.stderr)
 """
 
 
 def _imported(*args: str) -> set[str]:
-    """The servelab modules (and asyncssh) a real process imported to run ``servelab ARGS``."""
+    """The servelab modules (and asyncssh, opentelemetry) a real process imported to run
+    ``servelab ARGS``."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
@@ -122,6 +123,8 @@ def test_a_simulated_worker_imports_no_ledger_and_no_other_command() -> None:
     assert _commands_loaded(modules) == {"servelab.cli.sim"}
     assert "servelab.cli.common" not in modules
     assert not any(m.startswith(("servelab.io.ledger", "servelab.ops")) for m in modules)
+    assert "servelab.sim.tracing" in modules  # the worker's tracer, whose SDK part waits
+    assert "opentelemetry" not in modules  # for an endpoint (sim/otelspans.py)
 
 
 def test_a_command_imports_its_own_module_only_and_no_ssh_client() -> None:
