@@ -85,13 +85,14 @@ try:
     main()
 except SystemExit:
     pass
-names = [m for m in sys.modules if m.startswith("servelab.") or m in ("asyncssh", "opentelemetry")]
+others = ("asyncssh", "grpc", "opentelemetry")
+names = [m for m in sys.modules if m.startswith("servelab.") or m in others]
 print(json.dumps(sorted(names)), file=sys.stderr)
 """
 
 
 def _imported(*args: str) -> set[str]:
-    """The servelab modules (and asyncssh, opentelemetry) a real process imported to run
+    """The servelab modules (and asyncssh, grpc, opentelemetry) a real process imported to run
     ``servelab ARGS``."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
@@ -132,3 +133,10 @@ def test_a_command_imports_its_own_module_only_and_no_ssh_client() -> None:
     assert _commands_loaded(modules) == {"servelab.cli.deploy"}
     assert "servelab.ops.context" in modules  # the operation context, which makes the hosts
     assert "asyncssh" not in modules  # imported by io/hosts/host.host_for for a remote host only
+
+
+def test_bench_imports_no_trace_receiver_until_a_spec_asks_for_traces() -> None:
+    modules = _imported("bench", "--help")
+    assert _commands_loaded(modules) == {"servelab.cli.bench"}
+    assert "servelab.ops.telemetry.tracing" in modules  # the collector, whose receiver (grpc)
+    assert "grpc" not in modules and "servelab.io.otlp" not in modules  # waits for [tracing]
