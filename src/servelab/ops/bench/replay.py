@@ -17,7 +17,8 @@ from pathlib import Path
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceSession, session_offsets_ns
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.tracefile import trace_sessions
-from servelab.ops.bench.load import Job, Load
+from servelab.ops.bench.jobs import Job
+from servelab.ops.bench.load import Load
 
 __all__ = ["Replay", "ReplayPlan", "replay_of"]
 
