@@ -189,6 +189,8 @@ _LOCAL_IMPORTS_ALLOWED = {
     ("core/stats.py", "numpy"),
     # the OpenAI SDK (an optional extra) costs seconds to import; only `soak --client openai` pays.
     ("io/http/sdk.py", "openai"),
+    # the entry point installs its quiet Ctrl-C handler before the CLI's imports (about a second).
+    ("__main__.py", "servelab"),
 }
 
 

@@ -11,11 +11,14 @@ the command and that the table's help is the command's own.
 from __future__ import annotations
 
 import importlib
+import signal
 import textwrap
 from dataclasses import dataclass
+from typing import Any
 
 import click
 
+from servelab.__main__ import STARTUP_HANDLER_MARK
 from servelab.cli.boundary import ServelabGroup
 
 __all__ = ["COMMANDS", "LazyCommand", "LazyServelabGroup", "cli", "main"]
@@ -127,6 +130,20 @@ def _shortened(text: str, limit: int) -> str:
 
 class LazyServelabGroup(ServelabGroup):
     """:class:`ServelabGroup` whose commands are imported from :data:`COMMANDS` on first use."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """While the command runs, Python's own SIGINT handler in place of the quiet one
+        ``servelab.__main__`` installs for the imports and for click's own steps around the
+        command (exit 130, one line): Ctrl-C gets the command's cleanup, record and hint, and
+        ``asyncio`` installs its own handler (it does so only over Python's default)."""
+        quiet = signal.getsignal(signal.SIGINT)
+        if not getattr(quiet, STARTUP_HANDLER_MARK, False):
+            return super().invoke(ctx)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return super().invoke(ctx)
+        finally:
+            signal.signal(signal.SIGINT, quiet)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

@@ -269,8 +269,8 @@ class _Bench:
         self, driver: _Driver, concurrency: int, k: int, setups: list[int]
     ) -> RunResult:
         config, total = self.config, self.config.requests
-        if config.trace is not None:
-            total = scan_trace(Path(config.trace.path), config.trace.window).requests
+        if (trace := config.trace) is not None:
+            total = scan_trace(Path(trace.path), trace.window, trace.speedup).requests
         finished = 0
 
         seed = config.seed + 1000 * k + concurrency

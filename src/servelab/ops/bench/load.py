@@ -259,7 +259,7 @@ class Load:
         try:
             for offset, burst in _instants(plan.sessions):
                 await self._quiet()
-                jobs = [plan.job(session, 0, self) for session in burst]
+                jobs = await plan.first_jobs(burst, self)
                 await self.client.connect(len(burst))
                 if not await self._due_at(t0 + offset):
                     break
