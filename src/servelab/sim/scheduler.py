@@ -368,6 +368,8 @@ class DecodeScheduler:
         #: what may change answers token by token (None: nothing does, the fast path)
         self.perturb: Perturb | None = None
         self._crash = False
+        #: KV tokens of the pool held outside the batch (the ``kv_leak`` fault's ghosts)
+        self.held_tokens = 0
 
     def crash(self) -> None:
         """The ``scheduler_crash`` fault: the loop raises at its next step."""
@@ -396,7 +398,7 @@ class DecodeScheduler:
         self._running = [s for s in self._running if not s.cancelled]
         self._joining = [s for s in self._joining if not s.cancelled]
         limits = self._settings.limits
-        used = sum(_tokens(s) for s in self._running)
+        used = self.held_tokens + sum(_tokens(s) for s in self._running)
         admitted = 0
         for seq in self._joining:
             if len(self._running) >= limits.max_running_requests:
@@ -408,7 +410,7 @@ class DecodeScheduler:
             used += _tokens(seq)
             admitted += 1
         del self._joining[:admitted]
-        self._metrics.token_usage = used / limits.pool_tokens
+        self._metrics.token_usage = min(1.0, used / limits.pool_tokens)
 
     def _retract(self, used: int) -> int:
         """Make room for the next step's tokens (see the class); the tokens left in use."""
@@ -473,7 +475,8 @@ class DecodeScheduler:
                 continue
             now = loop.time()
             t_next = now if t_next is None else t_next
-            ctx = self._retract(sum(_tokens(s) for s in self._running))
+            used = self._retract(self.held_tokens + sum(_tokens(s) for s in self._running))
+            ctx = used - self.held_tokens  # the held pages are not read by the batch
             batch = len(self._running)
             step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))
             t_next += step
