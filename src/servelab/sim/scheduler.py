@@ -368,8 +368,7 @@ class DecodeScheduler:
         #: what may change answers token by token (None: nothing does, the fast path)
         self.perturb: Perturb | None = None
         self._crash = False
-        #: KV tokens of the pool held outside the batch (the ``kv_leak`` fault's ghosts)
-        self.held_tokens = 0
+        self.held_tokens = 0  #: KV held outside the batch (the ``kv_leak`` fault's ghosts)
 
     def crash(self) -> None:
         """The ``scheduler_crash`` fault: the loop raises at its next step."""
@@ -414,7 +413,7 @@ class DecodeScheduler:
 
     def _retract(self, used: int) -> int:
         """Make room for the next step's tokens (see the class); the tokens left in use."""
-        pool = self._settings.limits.pool_tokens
+        pool = self._settings.limits.pool_tokens - self.held_tokens  # what the batch may use
         if used + len(self._running) <= pool:
             return used
         order = sorted(self._running, key=lambda s: (s.n_out, -s.ctx_tokens))
@@ -473,10 +472,8 @@ class DecodeScheduler:
                 await self._kick.wait()
                 t_next = None
                 continue
-            now = loop.time()
-            t_next = now if t_next is None else t_next
-            used = self._retract(self.held_tokens + sum(_tokens(s) for s in self._running))
-            ctx = used - self.held_tokens  # the held pages are not read by the batch
+            t_next = loop.time() if t_next is None else t_next
+            ctx = self._retract(sum(_tokens(s) for s in self._running))
             batch = len(self._running)
             step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))
             t_next += step

@@ -73,6 +73,7 @@ __all__ = [
     "Fit",
     "creep_evidence",
     "creeping",
+    "crept",
     "fit",
 ]
 
@@ -231,3 +232,8 @@ def creep_evidence(view: ServerView | None) -> tuple[TelemetryEvidence, ...]:
         if found is not None:
             out.append(found)
     return tuple(out)
+
+
+def crept(evidence: Sequence[TelemetryEvidence], layer: Layer) -> bool:
+    """Whether the creep rule fired at ``layer`` (a finding even with nothing failed)."""
+    return any(e.rule == RULE_CREEP and e.state == FIRED and e.points_at == layer for e in evidence)

@@ -35,7 +35,7 @@ from servelab.core.soak.conviction import (
     corroborates,
     exoneration,
 )
-from servelab.core.soak.creep import RULE_CREEP, creep_evidence
+from servelab.core.soak.creep import creep_evidence, crept
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
 from servelab.core.soak.observe import (
     CorrectnessViolations,
@@ -435,16 +435,13 @@ def _fired_layer(e: TelemetryEvidence) -> Layer | None:
 def _telemetry_findings(
     found: list[Finding], evidence: tuple[TelemetryEvidence, ...], failed: bool
 ) -> list[Finding]:
-    """A finding of its own for a fired rule whose layer no other rule found: the client rule
-    and the creep rule always (the client did not see what the servers produced; a gauge that
-    never comes back is decay before anything fails), the others when requests failed."""
+    """A finding of its own for a fired rule whose layer no other rule found: the client and the
+    creep rules always (decay shows before anything fails), the others when requests failed."""
     out: list[Finding] = []
     layers = [layer for e in evidence if (layer := _fired_layer(e)) is not None]
-    crept = {e.points_at for e in evidence if e.rule == RULE_CREEP and e.state == FIRED}
     for layer in dict.fromkeys(layers):
-        if any(f.layer == layer for f in [*found, *out]):
-            continue
-        if layer != Layer.CLIENT and layer not in crept and not failed:
+        known = any(f.layer == layer for f in [*found, *out])
+        if known or (layer != Layer.CLIENT and not failed and not crept(evidence, layer)):
             continue
         ids = [e.id for e in evidence if _fired_layer(e) == layer]
         workers = {e.worker for e in evidence if e.id in ids}
