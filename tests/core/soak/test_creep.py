@@ -133,3 +133,21 @@ def test_an_engine_without_a_role_or_telemetry_is_not_judged(role: str) -> None:
     assert creep_evidence(_view(_source("e", role, {QUEUE: _leak()}))) == ()
     assert creep_evidence(None) == ()
     assert creep_evidence(ServerView(None)) == ()
+
+
+def test_gauges_are_read_when_the_engine_is_idle_so_busy_growth_is_not_a_leak() -> None:
+    running = [(float(t), 0.0 if t % 3 == 0 or t >= 56 else 2.0) for t in range(60)]
+    busy = {t: v > 0 for t, v in running}
+    # contexts grow round after round: KV in use while busy climbs, and is freed once idle
+    healthy = [(t, 0.01 * t if busy[t] else 0.0) for t, _ in running]
+    ghosts = [(t, v + 0.002 * (t // 6)) for t, v in healthy]  # ... and a leak on top
+    runs = "sglang:num_running_reqs" + SERIES
+    for usage, fires in ((healthy, False), (ghosts, True)):
+        decode = _source("decode", "decode", {runs: running, KV + SERIES: usage})
+        (reading,) = creep_evidence(_view(decode))
+        assert (reading.state == FIRED) is fires, reading
+    never_idle = [(t, 2.0) for t, _ in running]
+    climbing = [(t, 0.01 * t) for t, _ in running]
+    decode = _source("decode", "decode", {runs: never_idle, KV + SERIES: climbing})
+    # never idle: its KV usage is not judged (the running requests are, and hold steady)
+    assert [e.state for e in creep_evidence(_view(decode))] == [QUIET]

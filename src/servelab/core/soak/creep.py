@@ -16,6 +16,12 @@ over the one before. :func:`creeping` is the rule, and its noise guard: a gauge 
   half the threshold: a slow climb, not one jump (a wedge, a burst) nor a wobble;
 - the slope of the floors is positive.
 
+Every gauge but the running requests is read only at the source's **idle** samples: those with
+no request running or waiting (``sglang:num_running_reqs`` and ``sglang:num_queue_reqs``, vLLM's
+running and waiting, all 0), so a busy engine's growing contexts are never read as a leak, and an
+engine that never idles over the soak is not judged on them (a request that never finishes is the
+running gauge's creep).
+
 A healthy soak returns to its floor between rounds and at the end, so it names nothing. Fewer than
 :data:`MIN_SAMPLES` samples (a soak too short to see decay): not judged, nothing said.
 
@@ -51,6 +57,7 @@ from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     FIRED,
     KV_GAUGES,
+    QUEUE_GAUGES,
     QUIET,
     RUNNING_GAUGES,
     Cite,
@@ -200,13 +207,24 @@ def _layer(src: SourceTelemetry, role: str) -> Layer | None:
     return {"decode": Layer.DECODE_TRANSFER, "prefill": Layer.PREFILL}.get(role)
 
 
+def _idle(src: SourceTelemetry) -> set[float] | None:
+    """The times the source was idle: no request running or waiting (None: it exposes
+    neither gauge)."""
+    load = _summed(src, (*RUNNING_GAUGES, *QUEUE_GAUGES))
+    return {t for t, v in load if v == 0} if load else None
+
+
 def _source(src: SourceTelemetry, layer: Layer) -> TelemetryEvidence | None:
-    """The source's creep reading: fired with the gauges that creep, quiet when every gauge it
-    exposes was judged and none creeps, None when none could be judged."""
+    """The source's creep reading: fired with the gauges that creep, quiet when a gauge it
+    exposes was judged and none creeps, None when none could be judged. Every gauge but the
+    running requests themselves is read at the source's idle times only (:func:`_idle`)."""
     cites: list[Cite] = []
-    judged = False
+    judged, idle = False, _idle(src)
     for kind, (names, least) in KINDS.items():
-        f = fit(_summed(src, names))
+        points = _summed(src, names)
+        if idle is not None and kind != CreepKind.RUNNING:
+            points = [(t, v) for t, v in points if t in idle]
+        f = fit(points)
         if f is None:
             continue
         judged = True
