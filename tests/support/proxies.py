@@ -327,7 +327,7 @@ CLASSES = (
     # gets through: depends on the answer's length.
     ProxyClass(
         "total_timeout", "f", ProxyConfig("varnish", "total_timeout", extra=("send_timeout=2",)),
-        "slow", _SLOW | {"rounds": 2, "max_tokens": 24}, "proxy", "length",
+        "slow", _SLOW | {"rounds": 2, "max_tokens": 48, "duration_s": 120.0}, "proxy", "length",
     ),
     ProxyClass("clean_nginx", "clean", ProxyConfig("nginx"), "fast", _FAST),
     ProxyClass("clean_haproxy", "clean", ProxyConfig("haproxy"), "fast", _FAST),

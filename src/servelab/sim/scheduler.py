@@ -466,8 +466,8 @@ class DecodeScheduler:
                 await self._wait_unwedged()
                 t_next = None
                 continue
-            if not self._running:
-                self._metrics.gen_throughput = 0.0
+            if not self._running:  # (the gauge too: the last sequences may have been cancelled)
+                self._metrics.gen_throughput, self._metrics.running = 0.0, self.running
                 self._kick.clear()
                 await self._kick.wait()
                 t_next = None
