@@ -125,6 +125,17 @@ def test_the_incident_ends_with_the_proxy_convicted_and_the_knob_restored(
     assert f"case-{cid}.md" in report and "perf-plan.md" in report
     kinds = [e["kind"] for e in _case_events(cid, led)]
     assert kinds.count("investigate") >= 5 and kinds.count("experiment") == 2
+    # no A/B measured the knob it cleared and restored: said, and the line that measures it
+    ab_line = f"servelab ab -f {proxied.source} --knob decode:{DEFAULT_KNOB}=256,512"
+    assert any("not measured" in line and f"measure it: {ab_line}" in line for line in doc["lines"])
+    assert f"measure it: {ab_line}" in report
+    # each recorded state in words on the case page and in case show, not its stored JSON
+    page = (Path(doc["report"]).parent / "cases" / f"case-{cid}.md").read_text(encoding="utf-8")
+    assert "investigate (sessions hang): next: localize" in page and '"stage"' not in page
+    shown = run_cli("case", "show", str(cid), *led)
+    states = [line for line in shown.stdout.splitlines() if "investigate (sessions hang)" in line]
+    assert len(states) == kinds.count("investigate") and not any("{" in s for s in states)
+    assert f"{KNOB} exonerated by case test; restore plan carried out, verified live" in states[-1]
 
 
 def _case_events(cid: int, led: tuple[str, ...]) -> list[Any]:
@@ -135,7 +146,7 @@ def _case_events(cid: int, led: tuple[str, ...]) -> list[Any]:
 
 @pytest.mark.parametrize(
     ("args", "words"),
-    [(("--symptom", "slow", "--yes"), "--symptom slow is not investigated yet"),
+    [(("--symptom", "sluggish", "--yes"), "Invalid value for '--symptom'"),
      (("--resume", "--yes"), "--resume needs --case ID"),
      (("--json",), "--json needs --yes")],
 )  # fmt: skip

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from servelab.core.case.abtest import AbTestPoint, AbTestRecord
+from servelab.core.case.model import TimelineEntry
+from servelab.core.case.record import CaseEvent
 from servelab.core.case.revert import ConcurrencyCost
 from servelab.core.investigate.events import (
     BudgetSpent,
+    ExperimentRestarts,
     ExperimentStarted,
     InvestigateEvent,
     Localized,
     Reproduced,
     Resumed,
+    SlowMeasured,
     StageStarted,
     SuspectsListed,
     Verdict,
@@ -27,7 +34,9 @@ from servelab.core.investigate.plan import (
     Localize,
     Reproduce,
     Resolve,
+    SlowTest,
 )
+from servelab.core.investigate.slow import Slowdown, SlowPoint
 from servelab.core.investigate.state import (
     Decided,
     Ending,
@@ -36,18 +45,25 @@ from servelab.core.investigate.state import (
     Stage,
     SuspectChange,
     Symptom,
+    read_state,
 )
+from servelab.core.ledger.codec import encode
 from servelab.ops.investigate.run import InvestigateOutcome
+from servelab.report.docs import describe_timeline_entry
 from servelab.report.investigate import (
     describe_action,
     describe_event,
+    describe_restarts,
     investigate_lines,
     report_markdown,
 )
+from servelab.report.investigation import describe_ab_test, describe_investigation
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 KNOB = SuspectChange("decode", K, "256", "512", "256", (2, 3), reverted=True, ab_id=4,
                      bought=(ConcurrencyCost(64, -0.113, (-0.15, -0.08), "worse"),))  # fmt: skip
+SLOW = Slowdown((3, 4, 5), "2026-01-01T00:00:00.000Z", "good",
+                (SlowPoint(64, 0.8, 0.7, 0.9, "worse", 3, 3),))  # fmt: skip
 STATE = InvestigationState(
     7, Symptom.HANG, upto_change_id=3, since="verify:1", since_at="2026-01-01T00:00:00.000Z",
     stage=Stage.DONE, reproduced=True, soak_id=5, layer="client_proxy", side=Side.OUTSIDE,
@@ -71,6 +87,9 @@ STATE = InvestigationState(
         (ExperimentStarted("bisect", ("a", "b")), "bisect: a, b"),
         (Verdict("t", "convicted", 0.01), "t: convicted (p=0.01)"),
         (BudgetSpent(1.5, Stage.DECIDE, None), "stopped before decide"),
+        (SlowMeasured(None), "no baseline recorded: run `servelab bench` when it is good"),
+        (SlowMeasured(SLOW), "against baseline bench 'good' (runs #3, #4, #5, 2026-01-01T00:00): "
+                             "slower: C64 now/baseline 0.800 [0.700, 0.900] (Fieller 95%, n=3/3)"),
     ],
 )  # fmt: skip
 def test_every_event_is_worded(event: InvestigateEvent, words: str) -> None:
@@ -83,6 +102,7 @@ def test_every_event_is_worded(event: InvestigateEvent, words: str) -> None:
      (ComponentTest("component:proxy"), "bypassing"), (KnobTest(KNOB), "512 against 256"),
      (Bisect((KNOB, KNOB)), "over 2 changes"), (Resolve(), "restore"),
      (GoodState((KNOB,)), "the good state"),
+     (SlowTest(KNOB), "ab of knob:decode/SGLANG_SM120_MMA_TARGET_CTAS (512 against 256)"),
      (Finish(Ending.RESOLVED), "resolved")],
 )  # fmt: skip
 def test_every_action_is_worded(action: Action, words: str) -> None:
@@ -107,3 +127,52 @@ def test_a_stopped_investigation_says_what_it_would_do_next() -> None:
     lines = investigate_lines(stopped, "case test component:proxy")
     assert lines[-1] == ("  stopped by --max-minutes; next: case test component:proxy "
                          "(--resume --case 7)")  # fmt: skip
+
+
+def test_a_declined_experiment_says_so_and_what_it_would_do_next() -> None:
+    declined = InvestigateOutcome(STATE, stopped=True, declined=True)
+    lines = investigate_lines(declined, "case test knob:x")
+    assert lines[-1] == ("  stopped: the experiment's restarts were declined; next: case test "
+                         "knob:x (--resume --case 7)")  # fmt: skip
+    asked = ExperimentRestarts("ab", (KNOB.target,), ("decode", "router"))
+    assert describe_restarts(asked).startswith(f"ab of {KNOB.target}: co-restarts decode → router")
+
+
+def test_an_unmeasured_cleared_and_restored_change_offers_the_ab_that_measures_it() -> None:
+    unmeasured = replace(KNOB, ab_id=None, bought=())
+    state = replace(STATE, suspects=(unmeasured,))
+    lines = investigate_lines(InvestigateOutcome(state), None, ("-f", "my spec.toml"))
+    want = (
+        f"not measured (no recorded A/B of decode {K} compares 512 with 256); measure it: "
+        f"servelab ab -f 'my spec.toml' --knob decode:{K}=256,512"
+    )
+    assert f"  {KNOB.target}: cost of reverting it: {want}" in lines
+    assert want in report_markdown(state, [], ("-f", "my spec.toml"))
+    measured = investigate_lines(InvestigateOutcome(STATE), None, ("-f", "s.toml"))
+    assert not any("measure it" in line for line in measured)  # an A/B is recorded: as is
+    kept = investigate_lines(InvestigateOutcome(replace(state, restored=None)), None)
+    assert not any("measure it" in line for line in kept)  # not restored: nothing offered
+
+
+def test_each_recorded_state_is_worded_in_the_case_timeline_not_as_json() -> None:
+    stored = CaseEvent(kind="investigate", at="t", detail=encode(STATE), id=3, case_id=7)
+    assert read_state(stored) == STATE
+    line = describe_investigation(read_state(stored))
+    assert line == ("investigate (sessions hang): component:proxy (by experiment); localized to "
+                    "the client-side proxy in front of the router; component:proxy convicted by "
+                    "case test; knob:decode/SGLANG_SM120_MMA_TARGET_CTAS exonerated by case "
+                    "test; restore plan carried out, verified live")  # fmt: skip
+    early = replace(STATE, stage=Stage.LOCALIZE, symptom=Symptom.SLOW, slowdown=SLOW, decided=(),
+                    restored=None, ending=None)  # fmt: skip
+    assert describe_investigation(early).startswith("investigate (slower): next: localize; "
+                                                    "against baseline bench 'good'")  # fmt: skip
+    test = AbTestRecord(7, KNOB.target, "512", "256", 9, 1.25,
+                        (AbTestPoint(64, 1.3, 1.2, 1.4, "better"),), "convicted")  # fmt: skip
+    entry = TimelineEntry("t", "investigate", encode(STATE))  # as the case page reads it
+    assert describe_timeline_entry(entry) == line
+    ab_entry = TimelineEntry("t", "ab_test", encode(test))
+    assert describe_timeline_entry(ab_entry) == describe_ab_test(test)
+    with pytest.raises(ValueError, match="not an investigation"):
+        read_state(replace(stored, kind="revert"))
+    assert describe_ab_test(test).startswith(f"ab test {KNOB.target} (512 against 256, A/B #9): "
+                                             "CONVICTED; C64 revert/change 1.300")  # fmt: skip

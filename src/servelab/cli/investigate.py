@@ -3,8 +3,9 @@
 Reproduce the symptom, localize it, list the suspects (the layer and every knob changed since the
 last good point, with what each bought), decide each by experiment (cheapest first), resolve the
 case, carry out its restore plan and write the incident report with the pages the ledger
-regenerates. Exit 0 when a suspect was convicted, 1 when the symptom did not reproduce, nothing
-was convicted, or ``--max-minutes`` stopped it (the state is kept: ``--resume``); 2 on bad input.
+regenerates. Exit 0 when a suspect was convicted, 1 when the symptom did not reproduce (a
+slowdown: or no baseline bench is recorded), nothing was convicted, or ``--max-minutes`` or a
+declined experiment stopped it (the state is kept: ``--resume``); 2 on bad input.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from servelab.cli.options import (
 from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.model import RestoreItem
-from servelab.core.investigate.events import InvestigateEvent
+from servelab.core.investigate.events import ExperimentRestarts, InvestigateEvent
 from servelab.core.investigate.state import Ending, Symptom
 from servelab.core.ledger.codec import encode
 from servelab.core.options import parse_positive_minutes
@@ -55,11 +56,12 @@ from servelab.report.docs import build_docs, describe_restore_item
 from servelab.report.investigate import (
     describe_action,
     describe_event,
+    describe_restarts,
     investigate_json,
     investigate_lines,
     report_markdown,
 )
-from servelab.report.investigate import root_cause as phrase
+from servelab.report.investigation import root_cause as phrase
 
 __all__ = ["register"]
 
@@ -68,10 +70,21 @@ def _tell(event: InvestigateEvent) -> None:
     progress(describe_event(event))
 
 
-def _confirm(what: str, items: Sequence[RestoreItem] | Sequence[str]) -> bool:
+def _describe_item(item: RestoreItem | ExperimentRestarts | str) -> str:
+    if isinstance(item, RestoreItem):
+        return describe_restore_item(item)
+    if isinstance(item, ExperimentRestarts):
+        return describe_restarts(item)
+    return item
+
+
+def _confirm(
+    what: str, items: Sequence[RestoreItem] | Sequence[str] | Sequence[ExperimentRestarts]
+) -> bool:
     for item in items:
-        progress(f"{what}: " + (describe_restore_item(item) if isinstance(item, RestoreItem)
-                                else str(item)))  # fmt: skip
+        progress(f"{what}: {_describe_item(item)}")
+    if what == "experiment":
+        return click.confirm("run this experiment (its co-restarts)?", default=False, err=True)
     return click.confirm(f"{what} (co-restart in order, verified live)?", default=False, err=True)
 
 
@@ -90,13 +103,15 @@ def _steps(
     return StepConfig(soak, bench=bench)
 
 
-def _write_report(ledger: Ledger, outcome: InvestigateOutcome, out: Path | None) -> Path:
+def _write_report(
+    ledger: Ledger, outcome: InvestigateOutcome, out: Path | None, spec_args: tuple[str, ...]
+) -> Path:
     """The regenerated pages (the perf plan, the case pages) and the incident report."""
     target = out or ledger.path.parent / "report"
     written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
     pages = sorted(p for p in (*written, *unchanged) if p.endswith(".md"))
     page = target / f"investigation-case-{outcome.state.case_id}.md"
-    write_atomic(page, report_markdown(outcome.state, pages).encode(), parents=True)
+    write_atomic(page, report_markdown(outcome.state, pages, spec_args).encode(), parents=True)
     return page
 
 
@@ -147,20 +162,25 @@ def investigate_command(
                             resume)  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)
 
+    spec_args: tuple[str, ...] = ()
+
     async def body(ledger: Ledger) -> tuple[InvestigateOutcome, Path | None]:
+        nonlocal spec_args
         loaded = where.deployment()
+        spec_args = loaded.spec_args
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             outcome = await investigate(op, ledger, cfg, tell=_tell, confirm=_confirm,
                                         phrase=phrase)  # fmt: skip
-        page = _write_report(ledger, outcome, out_dir) if not outcome.stopped else None
+        page = _write_report(ledger, outcome, out_dir, spec_args) if not outcome.stopped else None
         return outcome, page
 
     outcome, page = run_with_ledger(where, body, create=True, wait=wait)
     next_text = describe_action(outcome.next, outcome.state) if outcome.next else None
     if as_json:
-        print_json(encode(investigate_json(outcome, next_text, str(page) if page else None)))
+        doc = investigate_json(outcome, next_text, str(page) if page else None, spec_args)
+        print_json(encode(doc))
     else:
-        for line in investigate_lines(outcome, next_text):
+        for line in investigate_lines(outcome, next_text, spec_args):
             say(line)
         if page is not None:
             say(f"  incident report: {page}")

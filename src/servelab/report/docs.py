@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any, assert_never
 
 from servelab.core.bench.upgrade import stored_level
+from servelab.core.case.abtest import AbTestRecord
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
@@ -32,8 +33,9 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
-from servelab.core.case.record import Resolution
+from servelab.core.case.record import CaseEvent, Resolution
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.investigate.state import InvestigationState, read_state
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.export import LedgerExport
 from servelab.ops.case.case import CaseView
@@ -45,6 +47,7 @@ from servelab.report.case import (
     event_error,
 )
 from servelab.report.html import CaseRow, KnobRow, render_index
+from servelab.report.investigation import describe_ab_test, describe_investigation
 from servelab.report.pages import PageLink, html_page, markdown_html, run_markdown, soak_markdown
 from servelab.report.perfplan import (
     COMPARISON_HEAD,
@@ -177,6 +180,10 @@ def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
         return describe_bisect_event(kind, d)
     if kind == "override":
         return describe_override(d)
+    if kind == InvestigationState.KIND:
+        return describe_investigation(read_state(CaseEvent(kind=kind, at="", detail=d)))
+    if kind == AbTestRecord.KIND:
+        return describe_ab_test(decode(AbTestRecord, d))
     return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
 
 
@@ -213,7 +220,7 @@ def _evidence_line(kind: str, ref_id: int | None, export: LedgerExport) -> str:
 
 #: Evidence shown by its note: it names no record of another table (an experiment, a bisection's
 #: probe and end are case events).
-_NOTED = ("note", "experiment", "probe", "bisect")
+_NOTED = ("note", "experiment", "probe", "bisect", "ab_test")
 
 
 def case_markdown(view: CaseView, export: LedgerExport) -> str:

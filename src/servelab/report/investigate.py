@@ -9,17 +9,21 @@ change), and what the loop would do next when its budget stopped it.
 
 from __future__ import annotations
 
+import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
 from servelab.core.case.revert import RevertCost
 from servelab.core.investigate.events import (
     BudgetSpent,
+    ExperimentRestarts,
     ExperimentStarted,
     InvestigateEvent,
     Localized,
     Reproduced,
     Resumed,
+    SlowMeasured,
     StageStarted,
     SuspectsListed,
     Verdict,
@@ -35,10 +39,9 @@ from servelab.core.investigate.plan import (
     Localize,
     Reproduce,
     Resolve,
+    SlowTest,
 )
 from servelab.core.investigate.state import (
-    Decided,
-    Ending,
     InvestigationState,
     Side,
     SuspectChange,
@@ -46,38 +49,24 @@ from servelab.core.investigate.state import (
 )
 from servelab.ops.investigate.run import InvestigateOutcome
 from servelab.report.docs import describe_cost
+from servelab.report.investigation import describe_how as _how
+from servelab.report.investigation import describe_layer as _layer
+from servelab.report.investigation import describe_slowdown, describe_state
 from servelab.report.text import show_value
 
 __all__ = [
     "InvestigateDocument",
+    "ab_command",
     "describe_action",
     "describe_event",
-    "describe_state",
+    "describe_restarts",
     "investigate_json",
     "investigate_lines",
     "report_markdown",
-    "root_cause",
 ]
-
-_LAYERS = {
-    "client_proxy": "the client-side proxy in front of the router",
-    "client": "the client",
-    "router": "the router",
-    "prefill": "the prefill",
-    "decode_transfer": "the decode and its KV-transfer path",
-    "engine_wedge": "a wedged engine",
-    "correctness": "the answers (correctness)",
-    "engine_saturation": "a saturated engine",
-    "pd_pair": "the prefill/decode pair's hand-off settings",
-}
 
 _SYMPTOMS = {Symptom.HANG: "sessions hang", Symptom.SLOW: "slower",
              Symptom.ANSWERS: "answers change"}  # fmt: skip
-
-
-def _layer(layer: str | None, worker: str | None = None) -> str:
-    text = _LAYERS.get(layer or "", layer or "no layer named")
-    return f"{text} ({worker})" if worker else text
 
 
 def describe_event(event: InvestigateEvent) -> str:
@@ -91,6 +80,8 @@ def describe_event(event: InvestigateEvent) -> str:
             where = f" (soak #{sid})" if sid is not None else ""
             word = "reproduced" if ok else "did not reproduce"
             return f"{word}: {failed} of {units} failed{where}"
+        case SlowMeasured(slowdown=slowdown):
+            return describe_slowdown(slowdown)
         case Localized(layer=layer, worker=worker, side=side, verification_id=vid):
             return (f"localized to {_layer(layer, worker)}, {side} the engines; verify #{vid}"
                     if side is Side.OUTSIDE else
@@ -113,8 +104,20 @@ def _suspect(s: SuspectChange) -> str:
     return text + (" (reverted on suspicion)" if s.reverted else "")
 
 
-def _cost(s: SuspectChange) -> str:
-    return describe_cost(RevertCost(s.service, s.knob, s.suspected, s.good, s.ab_id, s.bought))
+def _cost(s: SuspectChange, state: InvestigationState, spec_args: Sequence[str] = ()) -> str:
+    """What the change bought (its newest A/B); a change cleared and restored that no A/B
+    measured: "not measured" and the ``servelab ab`` line that measures it."""
+    text = describe_cost(RevertCost(s.service, s.knob, s.suspected, s.good, s.ab_id, s.bought))
+    cleared = s.reverted and s.target in state.exonerated and state.restored
+    if s.ab_id is not None or not cleared or s.good is None or s.suspected is None:
+        return text
+    return f"{text}; measure it: {ab_command(s, spec_args)}"
+
+
+def ab_command(s: SuspectChange, spec_args: Sequence[str] = ()) -> str:
+    """The ``servelab ab`` line that measures the change (its good value the baseline)."""
+    knob = shlex.quote(f"{s.service}:{s.knob}={s.good},{s.suspected}")
+    return shlex.join(["servelab", "ab", *spec_args]) + f" --knob {knob}"
 
 
 def describe_action(action: Action, state: InvestigationState) -> str:
@@ -130,6 +133,9 @@ def describe_action(action: Action, state: InvestigationState) -> str:
             return f"case test {target} (through it against bypassing it)"
         case KnobTest(suspect=s):
             return f"case test {s.target} ({show_value(s.suspected)} against {show_value(s.good)})"
+        case SlowTest(suspect=s):
+            return (f"ab of {s.target} ({show_value(s.suspected)} against {show_value(s.good)}) "
+                    "on the baseline's workload")  # fmt: skip
         case GoodState(suspects=suspects):
             return f"soak the good state (the {len(suspects)} changes at their good values)"
         case Bisect(suspects=suspects):
@@ -142,33 +148,10 @@ def describe_action(action: Action, state: InvestigationState) -> str:
             assert_never(action)
 
 
-def root_cause(state: InvestigationState) -> str:
-    """The case's root cause: the convicted targets and the layer localized."""
-    where = _layer(state.layer, state.worker)
-    if state.convicted:
-        return f"{', '.join(state.convicted)} (by experiment); localized to {where}"
-    return f"localized to {where}; no recorded change convicted by experiment"
-
-
-def _how(d: Decided) -> str:
-    ref = f" (evidence #{d.evidence_id})" if d.evidence_id is not None else ""
-    p = f", p={d.p_value:.3g}" if d.p_value is not None else ""
-    return f"{d.outcome} by {d.by}{p}{ref}"
-
-
-def describe_state(state: InvestigationState) -> str:
-    """One line: how it ended, or where it stands."""
-    match state.ending:
-        case Ending.NOT_REPRODUCED:
-            return f"case {state.case_id}: the symptom did not reproduce; nothing convicted"
-        case Ending.RESOLVED:
-            return f"case {state.case_id}: {root_cause(state)}"
-        case Ending.UNEXPLAINED:
-            return f"case {state.case_id}: {root_cause(state)}"
-        case None:
-            return f"case {state.case_id}: stopped at {state.stage}"
-        case _:
-            assert_never(state.ending)
+def describe_restarts(r: ExperimentRestarts) -> str:
+    """What an experiment will co-restart, asked before it runs."""
+    return (f"{r.how} of {', '.join(r.targets)}: co-restarts {' → '.join(r.services)} "
+            "for each arm (proven live each time), the knobs put back as found after")  # fmt: skip
 
 
 def _restored_line(state: InvestigationState) -> str | None:
@@ -181,30 +164,44 @@ def _restored_line(state: InvestigationState) -> str | None:
     return f"restored and verified live (verify #{state.restore_verification_id}): {names}"
 
 
-def investigate_lines(outcome: InvestigateOutcome, next_text: str | None) -> list[str]:
-    """The closing lines: each suspect's verdict and how, reverts, restore, what next."""
+def _stopped_line(outcome: InvestigateOutcome, next_text: str) -> str:
+    why = ("stopped: the experiment's restarts were declined" if outcome.declined
+           else "stopped by --max-minutes")  # fmt: skip
+    return f"  {why}; next: {next_text} (--resume --case {outcome.state.case_id})"
+
+
+def investigate_lines(
+    outcome: InvestigateOutcome, next_text: str | None, spec_args: Sequence[str] = ()
+) -> list[str]:
+    """The closing lines: the slowdown, each suspect's verdict and how, what each change
+    bought, reverts, restore, what next."""
     state = outcome.state
     lines = [describe_state(state)]
+    if state.slowdown is not None:
+        lines.append(f"  {describe_slowdown(state.slowdown)}")
     lines += [f"  {d.target}: {_how(d)}" for d in state.decided]
     for s in state.suspects:
-        lines.append(f"  {s.target}: cost of reverting it: {_cost(s)}")
+        lines.append(f"  {s.target}: cost of reverting it: {_cost(s, state, spec_args)}")
     lines += [f"  reverted (convicted): {t}" for t in state.reverted]
     restored = _restored_line(state)
     if restored:
         lines.append(f"  {restored}")
     if outcome.stopped and next_text:
-        lines.append(f"  stopped by --max-minutes; next: {next_text} (--resume --case "
-                     f"{state.case_id})")  # fmt: skip
+        lines.append(_stopped_line(outcome, next_text))
     return lines
 
 
-def report_markdown(state: InvestigationState, pages: list[str]) -> str:
+def report_markdown(
+    state: InvestigationState, pages: list[str], spec_args: Sequence[str] = ()
+) -> str:
     """The incident report: symptom, reproduction, localization, suspects and what decided each,
     what was reverted and restored and what it was worth, the regenerated pages."""
     out = [f"# Investigation of case {state.case_id}: {_SYMPTOMS[state.symptom]}", ""]
     out.append(f"- outcome: **{describe_state(state)}**")
     repro = "reproduced" if state.reproduced else "not reproduced"
     out.append(f"- reproduction: {repro}" + (f" (soak #{state.soak_id})" if state.soak_id else ""))
+    if state.symptom is Symptom.SLOW:
+        out.append(f"- {describe_slowdown(state.slowdown)}")
     out.append(
         f"- localized: {_layer(state.layer, state.worker)}"
         + (f" (verify #{state.verification_id})" if state.verification_id else "")
@@ -220,7 +217,8 @@ def report_markdown(state: InvestigationState, pages: list[str]) -> str:
         out.append(f"| {s.target} | {_suspect(s)} | {state.outcome_of(s.target) or 'open'} | "
                    f"{_decided_how(state, s.target)} |")  # fmt: skip
     out += ["", "## What each change was worth", ""]
-    out += [f"- {s.target}: cost of reverting it: {_cost(s)}" for s in state.suspects] or ["- none"]
+    out += [f"- {s.target}: cost of reverting it: {_cost(s, state, spec_args)}"
+            for s in state.suspects] or ["- none"]  # fmt: skip
     out += ["", "## Reverted and restored", ""]
     out += [f"- reverted (convicted): {t}" for t in state.reverted]
     out.append(f"- {_restored_line(state) or 'nothing to restore'}")
@@ -250,11 +248,13 @@ class InvestigateDocument:
 
 
 def investigate_json(
-    outcome: InvestigateOutcome, next_text: str | None, report: str | None
-) -> InvestigateDocument:
+    outcome: InvestigateOutcome, next_text: str | None, report: str | None,
+    spec_args: Sequence[str] = (),
+) -> InvestigateDocument:  # fmt: skip
     """The ``--json`` document of an investigation."""
     restore_ok = outcome.restore.ok if outcome.restore is not None else None
+    lines = tuple(investigate_lines(outcome, next_text, spec_args))
     return InvestigateDocument(
         outcome.state, outcome.event_id, outcome.stopped, next_text, restore_ok,
-        describe_state(outcome.state), tuple(investigate_lines(outcome, next_text)), report,
+        describe_state(outcome.state), lines, report,
     )  # fmt: skip

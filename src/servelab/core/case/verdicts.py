@@ -3,10 +3,11 @@
 The evidence of a case about one target, newest first:
 
 1. **An experiment** (``case test``, :class:`~servelab.core.case.experiment.ExperimentRecord`) on
-   the target that decided (convicted or exonerated), or **a bisection** (``case bisect``,
-   :class:`~servelab.core.case.probe.BisectConclusion`) that gave the target a verdict. The newest
-   such one is *the* evidence: a conviction it contradicts, or an exoneration it contradicts, is
-   refused.
+   the target that decided (convicted or exonerated), an A/B test of a slowdown
+   (:class:`~servelab.core.case.abtest.AbTestRecord`) that decided, or **a bisection**
+   (``case bisect``, :class:`~servelab.core.case.probe.BisectConclusion`) that gave the target a
+   verdict. The newest such one is *the* evidence: a conviction it contradicts, or an exoneration
+   it contradicts, is refused.
 2. Without a decisive experiment, **a soak pair** among the case's soaks: one that failed with the
    knob at one value and one that passed with it at another, nothing else changed (the same
    workload — sessions, rounds, connection, think time, tokens, words, seed, idle timeout —, the
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
+from servelab.core.case.abtest import AbTestRecord
 from servelab.core.case.experiment import CONVICTED, EXONERATED, INCONCLUSIVE, ExperimentRecord
 from servelab.core.case.probe import BisectConclusion
 from servelab.core.case.record import CaseEvent, CaseEvidence
@@ -111,7 +113,18 @@ def _decisions(
         if event.kind == BisectConclusion.KIND and event.id in by_event:
             verdicts = decode(BisectConclusion, event.detail).verdicts
             found += [(by_event[event.id], target, verdict) for target, verdict in verdicts]
+    found += _ab_tests(events, evidence)
     return sorted(found, key=lambda d: d[0])
+
+
+def _ab_tests(
+    events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence]
+) -> list[tuple[int, str, str]]:
+    """``(evidence id, target, verdict)`` of every decisive A/B test of a slowdown."""
+    by_event = {e.ref_id: e.id for e in evidence if e.kind == AbTestRecord.KIND}
+    tests = [(by_event[e.id], decode(AbTestRecord, e.detail)) for e in events
+             if e.kind == AbTestRecord.KIND and e.id in by_event]  # fmt: skip
+    return [(eid, t.target, t.outcome) for eid, t in tests if t.outcome != INCONCLUSIVE]
 
 
 def _other_knobs(soak: SoakRunRecord, service: str, knob: str) -> dict[str, str | None]:

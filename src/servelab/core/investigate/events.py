@@ -10,15 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from servelab.core.investigate.slow import Slowdown
 from servelab.core.investigate.state import Ending, Side, Stage, SuspectChange
 
 __all__ = [
     "BudgetSpent",
+    "ExperimentRestarts",
     "ExperimentStarted",
     "InvestigateEvent",
     "Localized",
     "Reproduced",
     "Resumed",
+    "SlowMeasured",
     "StageStarted",
     "SuspectsListed",
     "Verdict",
@@ -47,6 +50,13 @@ class Reproduced:
 
 
 @dataclass(frozen=True)
+class SlowMeasured:
+    """``--symptom slow``: the reproduction against the baseline (None: no baseline recorded)."""
+
+    slowdown: Slowdown | None
+
+
+@dataclass(frozen=True)
 class Localized:
     layer: str | None
     worker: str | None
@@ -69,6 +79,17 @@ class ExperimentStarted:
 
 
 @dataclass(frozen=True)
+class ExperimentRestarts:
+    """What an experiment will co-restart (asked first unless ``--yes``): ``how`` (``case
+    test``, ``ab``, ``good state``, ``bisect``), the ``targets`` it decides, the ``services`` in
+    their restart order (each arm, each probe restarts them)."""
+
+    how: str
+    targets: tuple[str, ...]
+    services: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Verdict:
     target: str
     outcome: str
@@ -88,6 +109,7 @@ InvestigateEvent = (
     StageStarted
     | Resumed
     | Reproduced
+    | SlowMeasured
     | Localized
     | SuspectsListed
     | ExperimentStarted

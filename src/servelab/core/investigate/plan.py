@@ -13,7 +13,8 @@ to clear it (one ``case test`` each). A failure inside (the router, the engines,
 decided over the recorded changes: one change by ``case test``, several by ``case bisect`` (delta
 debugging, each probe an experiment), once the failing soak with every change at its good value
 passed (ddmin assumes it: a failure that state shows too is explained by no change, and none is
-bisected or convicted). Every verdict is an experiment's, never the order of the
+bisected or convicted). A slowdown (``--symptom slow``) tests each recorded change by an A/B
+of its two values (:class:`SlowTest`). Every verdict is an experiment's, never the order of the
 changes; a change no experiment decided stays inconclusive.
 """
 
@@ -49,6 +50,7 @@ __all__ = [
     "Localize",
     "Reproduce",
     "Resolve",
+    "SlowTest",
     "after_decide",
     "next_action",
     "record_decided",
@@ -95,6 +97,15 @@ class KnobTest:
 
 
 @dataclass(frozen=True)
+class SlowTest:
+    """``--symptom slow``: an A/B of the change's suspected value against its good value on the
+    baseline's workload; guilty when reverting it restores throughput by the A/B rule
+    (:mod:`servelab.core.case.abtest`)."""
+
+    suspect: SuspectChange
+
+
+@dataclass(frozen=True)
 class GoodState:
     """Before a bisection: the failing soak with every change at its good value. ddmin assumes
     that state good; failing too, no change explains the failure and none is bisected."""
@@ -123,8 +134,8 @@ class Finish:
 
 
 Action = (
-    Reproduce | Localize | ListSuspects | ComponentTest | KnobTest | GoodState | Bisect | Resolve
-    | Finish
+    Reproduce | Localize | ListSuspects | ComponentTest | KnobTest | SlowTest | GoodState | Bisect
+    | Resolve | Finish
 )  # fmt: skip
 
 
@@ -206,6 +217,8 @@ def _decide(state: InvestigationState) -> Action | None:
     open_ = [s for s in state.suspects if state.outcome_of(s.target) is None]
     if not open_:
         return None
+    if state.symptom is Symptom.SLOW:
+        return SlowTest(open_[0])  # each change by its own A/B: a slowdown may add up
     proxy_guilty = component is not None and state.outcome_of(component) == "convicted"
     if proxy_guilty or len(state.suspects) == 1:
         return KnobTest(open_[0])

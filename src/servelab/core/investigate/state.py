@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import ClassVar
+from typing import Annotated, ClassVar
 
+from servelab.core.case.record import CaseEvent
 from servelab.core.case.revert import ConcurrencyCost
+from servelab.core.investigate.slow import Slowdown
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode
 
 __all__ = [
     "Decided",
@@ -25,6 +28,7 @@ __all__ = [
     "Stage",
     "SuspectChange",
     "Symptom",
+    "read_state",
 ]
 
 
@@ -61,6 +65,7 @@ class Ending(StrEnum):
     RESOLVED = "resolved"  # the case resolved with the experiments' verdicts
     NOT_REPRODUCED = "not_reproduced"  # the symptom's test passed: nothing to chase
     UNEXPLAINED = "unexplained"  # reproduced and localized, but no suspect was convicted
+    NO_BASELINE = "no_baseline"  # --symptom slow with no recorded bench to compare against
 
 
 @dataclass(frozen=True)
@@ -111,7 +116,8 @@ class InvestigationState:
     .Layer` value), ``side`` where it sits, ``component`` the service in front of the router to
     bypass; ``verification_id`` verify's layers at localization; ``bisect_id`` a bisection begun;
     ``reverted`` the convicted knobs reverted by the investigation; ``restored`` whether the
-    restore plan was carried out (None: nothing to restore)."""
+    restore plan was carried out (None: nothing to restore); ``slowdown`` a slowness's
+    reproduction against its baseline."""
 
     KIND: ClassVar[str] = "investigate"
 
@@ -141,6 +147,8 @@ class InvestigationState:
     restore_verification_id: int | None = None
     ending: Ending | None = None
     elapsed_s: float = 0.0
+    #: ``--symptom slow``: the reproduction against the last recorded baseline
+    slowdown: Annotated[Slowdown | None, OMITTED_IF_NONE] = None
 
     def outcome_of(self, target: str) -> str | None:
         """The newest verdict on ``target`` (None: not decided yet)."""
@@ -154,3 +162,11 @@ class InvestigationState:
     @property
     def exonerated(self) -> tuple[str, ...]:
         return tuple(d.target for d in self.decided if d.outcome == "exonerated")
+
+
+def read_state(event: CaseEvent) -> InvestigationState:
+    """A recorded ``investigate`` case event, read back as its state (the codec's reader: a
+    field an older event's detail lacks reads as its default)."""
+    if event.kind != InvestigationState.KIND:
+        raise ValueError(f"case event {event.id} is {event.kind!r}, not an investigation")
+    return decode(InvestigationState, event.detail)

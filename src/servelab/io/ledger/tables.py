@@ -39,9 +39,10 @@ __all__ = ["EVIDENCE_KINDS", "NOW", "TABLES", "Query", "Table", "require_case", 
 #: ``at`` of a record given to ``Ledger.add``: stamped with the ledger's clock as it is written.
 NOW: Final = ""
 
-#: ``experiment``: a ``case test``; ``probe``, ``bisect``: a ``case bisect``'s probe and its end.
+#: ``experiment``: a ``case test``; ``probe``, ``bisect``: a ``case bisect``'s probe and its end;
+#: ``ab_test``: a change's A/B for a slowdown (``investigate --symptom slow``).
 EVIDENCE_KINDS = frozenset(
-    {"run", "verify", "soak", "ab", "note", "experiment", "probe", "bisect"}
+    {"run", "verify", "soak", "ab", "note", "experiment", "probe", "bisect", "ab_test"}
 )  # fmt: skip
 
 

@@ -6,8 +6,10 @@ state; this module does it (:mod:`servelab.ops.investigate.steps`) and records t
 the case as the event ``investigate`` after every action, so Ctrl-C keeps what was decided and
 ``resume`` goes on from the newest one. ``max_minutes`` is checked before each action but the
 first of a run (so every run makes progress): spent, the loop stops with its state kept and the
-next action named. Reverting a convicted knob and carrying
-out the restore plan (each a co-restart) ask ``confirm`` first unless ``yes``.
+next action named. Each experiment that co-restarts (a knob's ``case test``, a slowdown's A/B,
+the good state, a bisection: one question each, naming what restarts), reverting a convicted knob
+and carrying out the restore plan ask ``confirm`` first unless ``yes``; an experiment declined
+stops the loop with its state kept and the action named (``declined``), as the budget does.
 """
 
 from __future__ import annotations
@@ -22,13 +24,18 @@ from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.model import RestoreItem
 from servelab.core.case.record import CaseEvent
+from servelab.core.case.revert import revert_cost
+from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.deploy.topology import restart_plan
 from servelab.core.investigate.events import (
     BudgetSpent,
+    ExperimentRestarts,
     ExperimentStarted,
     InvestigateEvent,
     Localized,
     Reproduced,
     Resumed,
+    SlowMeasured,
     StageStarted,
     SuspectsListed,
     Verdict,
@@ -44,6 +51,7 @@ from servelab.core.investigate.plan import (
     Localize,
     Reproduce,
     Resolve,
+    SlowTest,
     after_decide,
     next_action,
     record_decided,
@@ -58,15 +66,17 @@ from servelab.core.investigate.state import (
     Stage,
     SuspectChange,
     Symptom,
+    read_state,
 )
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.investigate.slow import baseline_bench, reproduce_slow, slow_test
 from servelab.ops.investigate.steps import (
     StepConfig,
     bisect_changes,
@@ -82,6 +92,7 @@ __all__ = [
     "GOOD_FAILS",
     "InvestigateConfig",
     "InvestigateOutcome",
+    "experiment_restarts",
     "investigate",
     "latest_state",
 ]
@@ -89,9 +100,12 @@ __all__ = [
 Tell = Callable[[InvestigateEvent], None]
 #: The good state "fails too" when at least this share of its sessions failed.
 GOOD_FAILS = 0.5
-#: Asked before a co-restart: the convicted knobs to revert (``"revert"``) or the restore plan's
-#: items (``"restore"``); False: not done (the state says so).
-Confirm = Callable[[str, Sequence[RestoreItem] | Sequence[str]], bool]
+#: Asked before a co-restart: the convicted knobs to revert (``"revert"``), the restore plan's
+#: items (``"restore"``), or an experiment's restarts (``"experiment"``); False: not done (the
+#: state says so; an experiment declined stops the loop).
+Confirm = Callable[
+    [str, Sequence[RestoreItem] | Sequence[str] | Sequence[ExperimentRestarts]], bool
+]
 #: The case's root cause in words, from the state (the report's: ops never words).
 Phrase = Callable[[InvestigationState], str]
 
@@ -112,8 +126,6 @@ class InvestigateConfig:
     resume: bool = False
 
     def __post_init__(self) -> None:
-        if self.symptom is Symptom.SLOW:
-            raise CaseError("--symptom slow is not investigated yet (hang and answers are)")
         if self.resume and self.case_id is None:
             raise CaseError("--resume needs --case ID (the case whose investigation goes on)")
         if self.max_minutes is not None and self.max_minutes <= 0:
@@ -123,10 +135,12 @@ class InvestigateConfig:
 @dataclass
 class InvestigateOutcome:
     """The state as recorded, whether the budget stopped it (and the action it would do next),
-    and what the resolve stage changed."""
+    and what the resolve stage changed; ``declined``: stopped because an experiment's restarts
+    were declined."""
 
     state: InvestigationState
     stopped: bool = False
+    declined: bool = False
     next: Action | None = None
     event_id: int | None = None
     reverts: list[RevertOutcome] = field(default_factory=list)
@@ -137,7 +151,7 @@ def latest_state(ledger: Ledger, case_id: int) -> InvestigationState | None:
     """The case's newest recorded investigation state (None: never investigated)."""
     case = cases.load_case(ledger, case_id)
     found = [e for e in case.events if e.kind == InvestigationState.KIND]
-    return decode(InvestigationState, found[-1].detail) if found else None
+    return read_state(found[-1]) if found else None
 
 
 def _since_point(
@@ -219,6 +233,9 @@ async def investigate(
                 tell(BudgetSpent(round(spent, 2), state.stage, state.ending))
                 outcome.stopped, outcome.next = True, action
                 break
+            if not _agreed(run, action):
+                outcome.stopped, outcome.declined, outcome.next = True, True, action
+                break
             tell(StageStarted(state.stage, state.case_id))
             state = await _do(run, state, action)
             state = dataclasses.replace(state, elapsed_s=round(
@@ -226,6 +243,27 @@ async def investigate(
             started = time.monotonic()
             outcome.state, outcome.event_id = state, _save(ledger, state)
     return outcome
+
+
+def experiment_restarts(spec: DeploymentSpec, action: Action) -> ExperimentRestarts | None:
+    """What ``action`` co-restarts in ``spec`` (None: nothing, or not an experiment)."""
+    match action:
+        case KnobTest(suspect=s) | SlowTest(suspect=s):
+            how, suspects = ("case test" if isinstance(action, KnobTest) else "ab"), (s,)
+        case GoodState(suspects=suspects):
+            how = "good state"
+        case Bisect(suspects=suspects):
+            how = "bisect"
+        case _:
+            return None
+    order = restart_plan(spec, {s.service for s in suspects})
+    return ExperimentRestarts(how, tuple(s.target for s in suspects), tuple(order))
+
+
+def _agreed(run: _Run, action: Action) -> bool:
+    """An experiment that co-restarts runs once agreed (always, with ``yes``)."""
+    restarts = experiment_restarts(run.op.spec, action)
+    return run.cfg.yes or restarts is None or run.confirm("experiment", [restarts])
 
 
 async def _do(run: _Run, state: InvestigationState, action: Action) -> InvestigationState:
@@ -246,6 +284,8 @@ async def _do(run: _Run, state: InvestigationState, action: Action) -> Investiga
             return _decided(run, state, [await test_target(
                 run.op, run.ledger, state.case_id, suspect.target, run.cfg.steps.knob_rounds,
                 state.symptom, run.cfg.steps)])  # fmt: skip
+        case SlowTest(suspect=suspect):
+            return await _slow_test(run, state, suspect)
         case GoodState(suspects=suspects):
             return await _good_state(run, state, suspects)
         case Bisect(suspects=suspects):
@@ -277,6 +317,23 @@ async def _good_state(
     return _decided(run, state, decided)
 
 
+async def _slow_test(
+    run: _Run, state: InvestigationState, suspect: SuspectChange
+) -> InvestigationState:
+    """The change's A/B on the baseline's workload (restoring: what the slowdown cost); what the
+    change bought is then that A/B's."""
+    assert state.slowdown is not None
+    run.tell(ExperimentStarted("ab", (suspect.target,)))
+    bench = baseline_bench(run.ledger, state.slowdown)
+    decided = await slow_test(run.op, run.ledger, state.case_id, suspect, bench,
+                              run.cfg.steps.slow_rounds, 1.0 / state.slowdown.lost)  # fmt: skip
+    cost = revert_cost(run.ledger.list(AbRunRecord), suspect.service, suspect.knob,
+                       suspect.suspected, suspect.good)  # fmt: skip
+    measured = dataclasses.replace(suspect, ab_id=cost.ab_id, bought=cost.points)
+    suspects = tuple(measured if s == suspect else s for s in state.suspects)
+    return _decided(run, dataclasses.replace(state, suspects=suspects), [decided])
+
+
 def _decided(run: _Run, state: InvestigationState, decided: list[Decided]) -> InvestigationState:
     for d in decided:
         run.tell(Verdict(d.target, d.outcome, d.p_value))
@@ -284,8 +341,24 @@ def _decided(run: _Run, state: InvestigationState, decided: list[Decided]) -> In
     return state if not isinstance(next_action(state), Resolve) else after_decide(state)
 
 
+async def _reproduce_slow(run: _Run, state: InvestigationState) -> InvestigationState:
+    got = await reproduce_slow(run.op, run.ledger, state.case_id)
+    run.tell(SlowMeasured(got.slowdown))
+    if got.slowdown is None:
+        return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NO_BASELINE)
+    slower, s = got.slowdown.slower, got.slowdown
+    state = dataclasses.replace(state, reproduced=slower, run_ids=got.run_ids, slowdown=s)
+    if run.cfg.since is None:  # the good point is the baseline: the changes since it are suspects
+        state = dataclasses.replace(state, since=s.point, since_at=s.baseline_at)
+    if not slower:
+        return dataclasses.replace(state, stage=Stage.DONE, ending=Ending.NOT_REPRODUCED)
+    return dataclasses.replace(state, stage=Stage.LOCALIZE)
+
+
 async def _reproduce(run: _Run, state: InvestigationState) -> InvestigationState:
     steps = run.cfg.steps
+    if state.symptom is Symptom.SLOW:
+        return await _reproduce_slow(run, state)
     if state.symptom is Symptom.ANSWERS:
         got = await reproduce_answers(run.op, steps)
     else:

@@ -52,13 +52,16 @@ __all__ = [
 @dataclass(frozen=True)
 class StepConfig:
     """How hard each step works: the reproducing soak (its sessions, rounds, idle timeout), the
-    rounds of each experiment (a component's, a knob's, a bisection probe's at most), and the
-    answers test's bench (its requests, lengths; the load's concurrency)."""
+    rounds of each experiment (a component's, a knob's, a bisection probe's at most, a
+    slowdown's A/B), and the answers test's bench (its requests, lengths; the load's
+    concurrency)."""
 
     soak: SoakConfig
     component_rounds: int = 1
     knob_rounds: int = 2
     bisect_rounds: int = 2
+    #: a slowdown's A/B of each change: its rounds (each a visit of both values)
+    slow_rounds: int = 3
     bench: BenchConfig | None = None
     answers_level: int = 64
     runs: int = 1

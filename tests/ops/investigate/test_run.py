@@ -1,0 +1,45 @@
+"""What each of ``servelab investigate``'s experiments co-restarts, asked before it runs (one
+question per experiment, naming the suspects it decides and the services in restart order)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from servelab.core.investigate.events import ExperimentRestarts
+from servelab.core.investigate.plan import (
+    Bisect,
+    ComponentTest,
+    GoodState,
+    KnobTest,
+    Localize,
+    Resolve,
+    SlowTest,
+)
+from servelab.core.investigate.state import SuspectChange
+from servelab.io.specfile import load_spec
+from servelab.ops.investigate.run import experiment_restarts
+from tests.support.specs import write_pd_spec
+
+
+def test_each_experiment_names_what_it_co_restarts_and_the_rest_ask_nothing(
+    tmp_path: Path,
+) -> None:
+    spec = load_spec(write_pd_spec(tmp_path, name="asked", proxy_args=[])).spec
+    knob = SuspectChange("decode", "K", "256", "512", "512")
+    other = SuspectChange("prefill", "P", "a", "b", "b")
+    assert experiment_restarts(spec, KnobTest(knob)) == ExperimentRestarts(
+        "case test", (knob.target,), ("decode", "router", "proxy"))  # fmt: skip
+    assert experiment_restarts(spec, SlowTest(knob)) == ExperimentRestarts(
+        "ab", (knob.target,), ("decode", "router", "proxy"))  # fmt: skip
+    good = experiment_restarts(spec, GoodState((knob, other)))
+    assert good is not None and good.how == "good state"
+    assert good.targets == (knob.target, other.target)
+    assert set(good.services) == {"prefill", "decode", "router", "proxy"}
+    assert good.services.index("router") > good.services.index("decode")  # in restart order
+    assert experiment_restarts(spec, Bisect((knob, other))) == replace_how(good, "bisect")
+    for nothing in (ComponentTest("component:proxy"), Localize(), Resolve()):
+        assert experiment_restarts(spec, nothing) is None  # the differential restarts nothing
+
+
+def replace_how(r: ExperimentRestarts, how: str) -> ExperimentRestarts:
+    return ExperimentRestarts(how, r.targets, r.services)
