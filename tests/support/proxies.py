@@ -322,11 +322,12 @@ CLASSES = (
         "slow", _SLOW | {"rounds": 2, "max_tokens": 16}, "held", "length",
     ),
     # Varnish's send_timeout is the TOTAL time to send a response (varnishd -x parameter: "Total
-    # timeout for ordinary HTTP1 responses"; its idle_send_timeout is the idle one): 2 s cuts a
-    # 24-token answer, which streams for about 4.5 s on the slow stack, while a one-token answer
-    # gets through: depends on the answer's length.
+    # timeout for ordinary HTTP1 responses"; its idle_send_timeout is the idle one): 1.5 s cuts
+    # the sessions' answers, which stream for 2-4 s on the slow stack (an agent's answer is often
+    # a short tool call, whatever max_tokens says), while a one-token answer (0.25 s) and the
+    # matrix's minimal payload (about 1 s) get through: depends on the answer's length.
     ProxyClass(
-        "total_timeout", "f", ProxyConfig("varnish", "total_timeout", extra=("send_timeout=2",)),
+        "total_timeout", "f", ProxyConfig("varnish", "total_timeout", extra=("send_timeout=1.5",)),
         "slow", _SLOW | {"rounds": 2, "max_tokens": 48, "duration_s": 120.0}, "proxy", "length",
     ),
     ProxyClass("clean_nginx", "clean", ProxyConfig("nginx"), "fast", _FAST),
