@@ -59,7 +59,8 @@ from tests.support.stack import SimStack, start_stack
 from servelab.core.load.records import REASON_DEADLINE, REASON_INTERRUPTED
 from servelab.core.load.workload import LengthDist
 from servelab.io.http.stream import StreamClient
-from servelab.ops.bench.load import Load, jobs_for, slot_starts_ns
+from servelab.ops.bench.jobs import jobs_for
+from servelab.ops.bench.load import Load, slot_starts_ns
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s, steady_throughput
 from servelab.sim.scheduler import LAG_BUCKET_S
 from servelab.sim.settings import ENV_EXTRAS

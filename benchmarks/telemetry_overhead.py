@@ -2,7 +2,7 @@
 
 One closed-loop load (C users, N requests, 64 tokens every 20 ms from the truth server,
 ``benchmarks/peers/truth_server.py``, on CPU 0) is driven by servelab's own run loop
-(:func:`servelab.ops.bench.load.run_part`, as ``bench`` runs it) in a child process pinned to CPU 1,
+(:func:`servelab.ops.bench.part.run_part`, as ``bench`` runs it) in a child process pinned to CPU 1,
 once per configuration:
 
 - ``plain``: no identity headers;
@@ -58,7 +58,9 @@ from servelab.core.load.workload import LengthDist  # noqa: E402
 from servelab.core.telemetry.summary import MetricsSource  # noqa: E402
 from servelab.io.http.stream import StreamClient  # noqa: E402
 from servelab.io.otlp import OtlpReceiver, spans_of  # noqa: E402
-from servelab.ops.bench.load import Part, jobs_for, run_part, slot_starts_ns  # noqa: E402
+from servelab.ops.bench.jobs import jobs_for  # noqa: E402
+from servelab.ops.bench.load import slot_starts_ns  # noqa: E402
+from servelab.ops.bench.part import Part, run_part  # noqa: E402
 from servelab.ops.telemetry.watch import MetricsWatch  # noqa: E402
 
 CONFIGS = ("plain", "ids", "ids+receiver", "ids+receiver+metrics")

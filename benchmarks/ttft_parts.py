@@ -46,7 +46,8 @@ from servelab.core.load import metrics  # noqa: E402
 from servelab.core.load.records import RequestRecord  # noqa: E402
 from servelab.core.load.workload import LengthDist  # noqa: E402
 from servelab.io.http.stream import StreamClient  # noqa: E402
-from servelab.ops.bench.load import Load, jobs_for, slot_starts_ns  # noqa: E402
+from servelab.ops.bench.jobs import jobs_for  # noqa: E402
+from servelab.ops.bench.load import Load, slot_starts_ns  # noqa: E402
 
 CLIENT_CPU = 1
 PATH = "/v1/chat/completions"

@@ -1,6 +1,6 @@
 """The tune rule's error rates, checked by seeded simulation against what it claims.
 
-Runs ``--runs`` simulated tunes per scenario (:func:`servelab.core.ab.tune.simulate_tune`: each
+Runs ``--runs`` simulated tunes per scenario (:func:`servelab.core.ab.tunecheck.simulate_tune`: each
 visit's value ``exp(true mean log + block effect + e)``, block effect and ``e`` drawn
 N(0, ``--noise``), 3% by default, like the simulator's run-to-run noise) with the rule's
 defaults (``--alpha``, ``--margin``, ``--max-rounds``, ``--boundary``), seeds ``--seed`` ..
@@ -9,7 +9,7 @@ equal; one best by the margin (the others exactly the margin below it); a close 
 margin below the best, the rest twice the margin below); one clearly best (the rest three margins
 below: +16% with the default 5% margin, like the incident's +12.8% at C64). For each it prints
 every error's observed rate with its 95% Wilson interval beside the rule's claimed bound
-(:func:`~servelab.core.ab.tune.claimed_bounds`), then how the tunes stopped and what they cost
+(:func:`~servelab.core.ab.tunecheck.claimed_bounds`), then how the tunes stopped and what they cost
 against the full design (every arm in every block of the budget).
 
     .venv/bin/python benchmarks/tune_rule.py --runs 2000
@@ -23,15 +23,8 @@ import time
 from pathlib import Path
 
 from servelab.core.ab.sequential import BOUNDARIES
-from servelab.core.ab.tune import (
-    Misclaim,
-    RuleCheck,
-    Scenario,
-    TuneOutcome,
-    TuneRule,
-    check_rule,
-    scenario_means,
-)
+from servelab.core.ab.tune import TuneOutcome, TuneRule
+from servelab.core.ab.tunecheck import Misclaim, RuleCheck, Scenario, check_rule, scenario_means
 from servelab.core.case.experiment import wilson_interval
 from servelab.core.ledger.codec import encode
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import aiohttp
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.io.specfile import load_spec
 from tests.support import REFERENCE_PORTS, free_ports
 from tests.support.processes import http_server, listening

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ab.result import AbArm, AbResult
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 from tests.support.specs import ROUTER_KINDS, write_pd_spec

@@ -31,7 +31,7 @@ import pytest
 from servelab.core.case.bisect import Change
 from servelab.core.case.bisectevents import ProbeStarted
 from servelab.core.case.probe import parse_probe_test
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.result import SoakConfig, Targets

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.cli.demo import proxy_spec_text
-from servelab.core.deploy.spec import DEFAULT_SPEC_TOML, parse_spec, start_order
+from servelab.core.deploy.defaultspec import DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import parse_spec, start_order
 
 
 def test_proxy_spec_is_the_default_plus_a_stalling_proxy(tmp_path: Path) -> None:

@@ -92,3 +92,18 @@ def test_what_is_not_a_worker_is_left_out_and_said_and_no_secret_is_written(
     assert "[services.decode]" in text or "[services.decode-1]" in text, text
     assert "--api-key ***" in text or "'--api-key' '***'" in text or "--api-key '***'" in text
     assert "move it to an env file" in out
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_whose_url_is_not_a_string_is_said_and_left_out(tmp_path: Path) -> None:
+    """Issue 38, third pass, item 9: an entry whose url is an int (or a list) was dropped
+    silently; it is said, by its place in the list, as every other bad entry."""
+    spec = tmp_path / "s.toml"
+    with _hostile("self") as decode, _hostile("typed", decode) as url:
+        done = run_cli("init", "--router", url, "-o", str(spec), timeout=150)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout + done.stderr
+    for place in ("1 of 3", "2 of 3"):
+        assert f"worker {place}" in out, out
+    assert "8080" not in spec.read_text()
+    assert "Traceback" not in out

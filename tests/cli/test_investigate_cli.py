@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.result import SoakConfig
 from servelab.core.verify.record import VerificationRecord

@@ -16,7 +16,7 @@ from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import encode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
-from servelab.ops.ab.tune import TuneConfig
+from servelab.ops.ab.tuneconfig import TuneConfig
 from tests.support import run_cli
 from tests.support.processes import listening
 from tests.support.specs import PdPorts, write_pd_spec

@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from tests.support import free_port, run_cli
 from tests.support.processes import live_procs_under
 from tests.support.specs import write_pd_spec

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.sim.settings import ENV_EXTRAS
 from tests.support import run_cli
 from tests.support.processes import listening

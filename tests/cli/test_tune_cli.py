@@ -29,7 +29,8 @@ from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.ab.tune import TuneConfig, run_tune
+from servelab.ops.ab.tune import run_tune
+from servelab.ops.ab.tuneconfig import TuneConfig
 from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knob
 from tests.support import run_cli

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli

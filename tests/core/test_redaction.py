@@ -12,6 +12,8 @@ from servelab.core.redaction import (
     REDACTED,
     argument_secrets,
     is_secret_name,
+    mask,
+    mask_fields,
     redact,
     redact_headers,
     redact_url,
@@ -123,3 +125,31 @@ def test_a_secret_knobs_values_are_masked_in_its_records_and_its_verdict_kept() 
     # the env-file helper follows the one policy (its own pattern is gone)
     assert redact_env({"HF_TOKEN": "t", "OAUTHOR_NAME": "x"}) == {"HF_TOKEN": "***",
                                                                  "OAUTHOR_NAME": "x"}  # fmt: skip
+
+
+JWT = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [f"token was {JWT} here", "pushed with glpat-AbCdEfGhIjKlMnOpQrSt12 ok",
+     "curl -H 'X-Up: Bearer abc123DEF456ghi' url", "Bearer abc123DEF456ghi"],
+    ids=["jwt", "gitlab", "bearer-in-text", "bare-bearer"],
+)  # fmt: skip
+def test_jwts_gitlab_tokens_and_bare_bearer_tokens_are_masked(text: str) -> None:
+    """Issue 38, third pass, item 4: these shapes passed through the policy whole."""
+    out = redact(text)
+    assert JWT not in out and "glpat-AbCd" not in out and "abc123DEF456ghi" not in out, out
+    assert REDACTED in out
+
+
+def test_a_secret_shape_under_an_ordinary_name_is_masked_in_a_records_values() -> None:
+    """A knob of an ordinary name keeps its values but for what the policy finds in them."""
+    assert mask("MY_UPSTREAM", "https://u:hunter2pw@host/v1") == "https://u:***@host/v1"
+    assert mask("MY_UPSTREAM", "sk-" + "a" * 20) == REDACTED
+    assert mask("MY_UPSTREAM", "512") == "512"
+    data = {"name": "MY_UPSTREAM", "old": "plain", "new": "hf_" + "b" * 20,
+            "shadowed": [["file", "hf_" + "c" * 20]]}  # fmt: skip
+    out = mask_fields(data, "MY_UPSTREAM", ("old", "new", "shadowed"))
+    assert out == {"name": "MY_UPSTREAM", "old": "plain", "new": REDACTED,
+                   "shadowed": [["file", REDACTED]]}  # fmt: skip

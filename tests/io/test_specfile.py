@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_ENV_FILES, DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_ENV_FILES, DEFAULT_KNOB
 from servelab.errors import SpecError
 from servelab.io.specfile import load_spec, materialize_default_env
 from tests.support import run_cli

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
 from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger

@@ -12,7 +12,7 @@ from servelab.core.ab.design import (
 )
 from servelab.core.ab.result import AbResult, ArmVisit, conclude
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.load.workload import LengthDist
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.ab.plan import AbPlan

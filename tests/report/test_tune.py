@@ -9,7 +9,8 @@ from dataclasses import replace
 from servelab.core.ab.factorial import FollowUp, screening_design
 from servelab.core.ab.result import ArmVisit
 from servelab.core.ab.screenrun import Screening, screen_factors
-from servelab.core.ab.tune import Misclaim, RuleCheck, TuneOutcome, TuneRule
+from servelab.core.ab.tune import TuneOutcome, TuneRule
+from servelab.core.ab.tunecheck import Misclaim, RuleCheck
 from servelab.core.ab.tunerun import (
     TuneKnob,
     TuneMetric,
@@ -32,7 +33,7 @@ from servelab.core.case.probe import (
     bisect_verdicts,
 )
 from servelab.core.ledger.codec import encode
-from servelab.ops.ab.tune import LevelPlan, TunePlan
+from servelab.ops.ab.tuneplan import LevelPlan, TunePlan
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.report.case import bisect_lines, describe_bisect_event, describe_bisected
 from servelab.report.tune import headline, plan_markdown, tune_json, tune_markdown, tune_png

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_SPEC_TOML, parse_spec
+from servelab.core.deploy.defaultspec import DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import parse_spec
 from servelab.core.knobs.rules import ENV_ALLOW_LIST, check_knob_name
 from servelab.sim.profile import DEFAULT_PROFILE, mla_stall_above
 from servelab.sim.settings import load_settings

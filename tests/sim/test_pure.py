@@ -10,17 +10,11 @@ from servelab.core.knobs.rules import ENV_ALLOW_LIST
 from servelab.errors import SimError
 from servelab.sim.faults import ENV_VARS, AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.protocol import (
-    GenRequest,
-    RequestError,
-    final_body,
-    parse_request,
-    stream_token,
-    token_frame,
-)
+from servelab.sim.protocol import GenRequest, RequestError, final_body, parse_request
 from servelab.sim.proxyfaults import PROXY_ENV_VARS
 from servelab.sim.settings import load_settings
 from servelab.sim.text import count_tokens, plan_output
+from servelab.sim.tokenevent import stream_token, token_frame
 
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from servelab.core.ab.result import AbResult, upgrade_ab_result
-from servelab.core.deploy.spec import DEFAULT_KNOB as K
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB as K
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
 from servelab.core.verify.record import read_check

@@ -40,12 +40,16 @@ def _workers(port: int, mode: str, decode: str) -> object:
             {"id": "d", "url": me, "worker_type": "prefill", "bootstrap_port": 10**30},
             {"id": "e", "url": decode, "worker_type": "decode"},
         ]}  # fmt: skip
+    if mode == "typed":  # URLs of the wrong JSON type
+        return {"workers": [{"id": "a", "url": 8080, "worker_type": "prefill"},
+                            {"id": "b", "url": ["http://127.0.0.1:1"], "worker_type": "prefill"},
+                            {"id": "e", "url": decode, "worker_type": "decode"}]}  # fmt: skip
     return {"workers": [{"id": "e", "url": me, "worker_type": "decode"}]}
 
 
 def main() -> None:
     port, mode = int(sys.argv[1]), sys.argv[2]
-    decode = sys.argv[3] if mode == "inject" else ""
+    decode = sys.argv[3] if mode in ("inject", "typed") else ""
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, format: str, *args: object) -> None:

@@ -8,9 +8,12 @@ case machinery, which saves every simulated worker and every short command about
 from __future__ import annotations
 
 import importlib
+import signal
+from typing import Any
 
 import click
 
+from servelab.__main__ import STARTUP_HANDLER_MARK
 from servelab.cli.common import ServelabGroup
 
 __all__ = ["COMMANDS", "LazyServelabGroup", "cli", "main"]
@@ -41,6 +44,20 @@ COMMANDS = {
 
 class LazyServelabGroup(ServelabGroup):
     """:class:`ServelabGroup` whose commands are registered by their module on first use."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        """While the command runs, Python's own SIGINT handler in place of the quiet one
+        ``servelab.__main__`` installs for the imports and for click's own steps around the
+        command (exit 130, one line): Ctrl-C gets the command's cleanup, record and hint, and
+        ``asyncio`` installs its own handler (it does so only over Python's default)."""
+        quiet = signal.getsignal(signal.SIGINT)
+        if not getattr(quiet, STARTUP_HANDLER_MARK, False):
+            return super().invoke(ctx)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            return super().invoke(ctx)
+        finally:
+            signal.signal(signal.SIGINT, quiet)
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)

@@ -187,7 +187,7 @@ def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
     if load.rate is not None:
         raise click.UsageError("--trace replays at the trace's own instants: --rate does not "
                                "apply")  # fmt: skip
-    scan = scan_trace(Path(plan.path), plan.window)
+    scan = scan_trace(Path(plan.path), plan.window, plan.speedup)
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",
                                  param_hint="--trace-window")  # fmt: skip

@@ -31,7 +31,7 @@ from rich.text import Text
 from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.progress import ProgressEvent
-from servelab.core.redaction import redact
+from servelab.core.redaction import clip_long, redact
 from servelab.errors import (
     CaseError,
     KnobError,
@@ -272,7 +272,7 @@ def _message(exc: BaseException) -> str:
     if isinstance(exc, KeyboardInterrupt):
         return _interruption(exc)
     if isinstance(exc, click.ClickException):
-        return redact(exc.format_message())
+        return clip_long(redact(exc.format_message()))
     if isinstance(exc, ServelabError):
         return redact(str(exc))
     if isinstance(exc, OSError) and exc.strerror:
@@ -329,6 +329,7 @@ class ServelabGroup(click.Group):
         except (click.exceptions.Exit, click.Abort):
             raise
         except click.ClickException as exc:
+            exc.message = clip_long(redact(exc.message))  # type: ignore[misc]  # what was typed
             _report_failure(ctx, exc)
             raise
         except (Exception, KeyboardInterrupt) as exc:

@@ -36,7 +36,12 @@ from rich.text import Text
 
 from servelab.cli.common import SpecAndLedger, console, run
 from servelab.cli.options import REPEAT, REQUESTS, Default
-from servelab.core.deploy.spec import BF16_KNOB, DEFAULT_KNOB, DEFAULT_SPEC_TOML, OVERLAP_KNOB
+from servelab.core.deploy.defaultspec import (
+    BF16_KNOB,
+    DEFAULT_KNOB,
+    DEFAULT_SPEC_TOML,
+    OVERLAP_KNOB,
+)
 from servelab.io.files import write_atomic
 from servelab.io.http.client import model_id, probe
 

@@ -3,7 +3,7 @@ worker list, each worker's server info, the processes or systemd units on its ho
 it could not find, and the user edits the rest.
 
 Exit 0 when the spec is written, 1 when the router cannot be read, 2 on bad options (an existing
-``-o`` file without ``--force``).
+``-o`` file that holds anything without ``--force``, ``-o -`` with ``--json``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from servelab.cli.common import json_option, print_json, run
 from servelab.core.deploy.spec import HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
 from servelab.errors import OptionError
-from servelab.io.files import write_stream, write_to
+from servelab.io.files import check_overwrite, write_stream, write_to
 from servelab.ops.init import InitOptions, discover
 from servelab.report.init import gap_words, init_note, spec_toml
 
@@ -76,7 +76,9 @@ def _json(result: InitResult, written: str) -> dict[str, object]:
     show_default=True,
     help="Where the spec goes ('-': standard output).",
 )
-@click.option("--force", is_flag=True, help="Overwrite the -o file if it exists.")
+@click.option(
+    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
+)
 @json_option
 def init_command(
     router_url: str,
@@ -95,8 +97,11 @@ def init_command(
     What it could not find is said here and in the spec's comments: edit those, then run
     `servelab verify -f SPEC`.
     """
-    if out != "-" and Path(out).exists() and not force:
-        raise OptionError(f"{out} exists: give --force to overwrite it, or another -o")
+    if out == "-" and as_json:
+        raise OptionError("-o - writes the spec on standard output, where --json writes its "
+                          "document: give one of them (or -o FILE with --json)")  # fmt: skip
+    if out != "-":
+        check_overwrite(Path(out), force)
     options = InitOptions(router_url, _host(ssh, identity_file), name)
     result = run(discover(options))
     text = spec_toml(result, router_url)

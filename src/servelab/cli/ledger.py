@@ -32,7 +32,14 @@ from servelab.cli.common import (
 )
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
-from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
+from servelab.io.files import (
+    CHUNK_BYTES,
+    Data,
+    check_overwrite,
+    write_atomic,
+    write_stream,
+    write_to,
+)
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.ledger import (
     ChildrenOf,
@@ -208,6 +215,9 @@ def ledger_group() -> None:
     "--no-records", is_flag=True, help="Leave out per-request records and received spans."
 )
 @click.option("--chunk-bytes", type=click.IntRange(min=1), default=CHUNK_BYTES, hidden=True)
+@click.option(
+    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
+)
 @spec_option
 @ledger_option
 @json_option
@@ -216,6 +226,7 @@ def ledger_export(
     fmt: str,
     no_records: bool,
     chunk_bytes: int,
+    force: bool,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -240,6 +251,8 @@ def ledger_export(
             "it; give another path",
             param_hint="OUT",
         )
+    if out != "-":
+        check_overwrite(Path(out) / "manifest.json" if fmt == "csv" else Path(out), force)
     summary = run_with_ledger(where, body, create=False)
     if out == "-":
         return

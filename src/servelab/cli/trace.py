@@ -21,10 +21,12 @@ from servelab.core.load.tracegen import (
     agentic_trace,
     chat_trace,
     check_arrivals,
+    check_block_size,
+    check_requests,
     check_resolution,
 )
 from servelab.core.options import parse_positive, parse_rate
-from servelab.io.files import write_stream, write_to
+from servelab.io.files import check_overwrite, write_stream, write_to
 
 __all__ = ["register"]
 
@@ -65,6 +67,9 @@ def trace_group() -> None:
               show_default=True, help="Record arrivals at this resolution: 1000 puts them on "
               "whole seconds, as Mooncake's conversation trace records most of its own, so the "
               "arrivals of one second start at one instant (bursts).")  # fmt: skip
+@click.option(
+    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
+)
 @SEED.option()
 def generate_command(
     out: Path,
@@ -76,10 +81,13 @@ def generate_command(
     output_tokens: int | None,
     block_size: int,
     resolution_ms: int,
+    force: bool,
     seed: int,
 ) -> None:
     """Write a seeded sample trace to FILE (`-`: standard output): the same options and seed
     write the same file."""
+    if str(out) != "-":
+        check_overwrite(out, force)
     if turns[0] < 1 or turns[1] < turns[0]:
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
     check_resolution(resolution_ms)
@@ -89,12 +97,16 @@ def generate_command(
         agentic = replace(agentic, rate=rate or agentic.rate,
                           output_tokens=output_tokens or agentic.output_tokens)  # fmt: skip
         check_arrivals(agentic.sessions, agentic.rate)
+        check_requests("--sessions", agentic.sessions, agentic.turns[1])
+        check_block_size(block_size, agentic.system_blocks, agentic.max_tokens)
         entries = agentic_trace(agentic, seed=seed)
     else:
         chat = replace(_CHAT, requests=requests, block_size=block_size, rate=rate or _CHAT.rate,
                        output_tokens=output_tokens or _CHAT.output_tokens,
                        resolution_ms=resolution_ms)  # fmt: skip
         check_arrivals(chat.requests, chat.rate)
+        check_requests("--requests", chat.requests)
+        check_block_size(block_size, chat.system_blocks, chat.max_input)
         entries = chat_trace(chat, seed=seed)
     counted = [0]
     if str(out) == "-":  # standard output, as the usage says of a FILE of "-"

@@ -62,14 +62,9 @@ from servelab.core.options import (
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.tunes import TuneStore
-from servelab.ops.ab.tune import (
-    DEFAULT_MAX_ROUNDS,
-    TuneConfig,
-    check_tune,
-    plan_tune,
-    resume_tune,
-    run_tune,
-)
+from servelab.ops.ab.tune import resume_tune, run_tune
+from servelab.ops.ab.tuneconfig import DEFAULT_MAX_ROUNDS, TuneConfig, check_tune
+from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
 from servelab.report.text import safe_markdown

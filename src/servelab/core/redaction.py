@@ -17,9 +17,13 @@ and every value it stores that a user typed as a secret goes through here:
   ``--api-key``): :func:`mask`, and :func:`masked_serializer` for the records that carry them, so
   ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
   on the real values before, stay right; a secret knob's old value is therefore not in the
-  ledger: its backups hold it);
-- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``)
-  and **URL query parameters of secret-looking names** (``?token=...``) wherever they stand;
+  ledger: its backups hold it); a knob of an ordinary name whose value is secret-shaped
+  (``knob set X=sk-...``, a URL with a password) is set on the engine as typed, and shown and
+  stored with that shape masked (:func:`mask`);
+- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``,
+  GitLab's ``glpat-...``, a JWT ``eyJ....eyJ....sig``), a bearer token (``Bearer X``, with or
+  without ``Authorization:`` before it) and **URL query parameters of secret-looking names**
+  (``?token=...``) wherever they stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
   appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
@@ -41,11 +45,13 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 __all__ = [
+    "LONGEST_QUOTED",
     "MIN_REDACTED_CHARS",
     "REDACTED",
     "StoredHeaders",
     "StoredUrl",
     "argument_secrets",
+    "clip_long",
     "is_secret_name",
     "mask",
     "mask_fields",
@@ -91,8 +97,11 @@ _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/@]
 #: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
 _SHAPED = re.compile(
     r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16})"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"
 )
+#: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
+_BEARER = re.compile(r"(?P<head>(?<![\w-])[Bb]earer[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query parameter (``?token=...``, ``&api_key=...``).
 _QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
@@ -159,9 +168,20 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
         text = text.replace(secret, REDACTED)
     text = redact_url(text)
     text = _SHAPED.sub(REDACTED, text)
+    text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
     text = _FLAG.sub(_flag, text)
     return _KEYED.sub(_keyed, text)
+
+
+#: The most characters of one value an error line quotes (a longer one is cut, ``…`` after it).
+LONGEST_QUOTED = 200
+
+
+def clip_long(text: str, limit: int = LONGEST_QUOTED) -> str:
+    """``text`` with every run of more than ``limit`` non-blank characters (a value typed whole
+    into an option, 5,000 characters of it) cut to its first ``limit``, then ``…``."""
+    return re.sub(rf"\S{{{limit + 1},}}", lambda m: m.group(0)[:limit] + "…", text)
 
 
 def _query(match: re.Match[str]) -> str:
@@ -177,9 +197,12 @@ def redact_url(text: str) -> str:
 
 
 def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """``headers`` with the value of every secret-looking name replaced (what is stored and
-    shown of ``--header``; the requests carry the real values)."""
-    return tuple((name, REDACTED if is_secret_name(name) else value) for name, value in headers)
+    """``headers`` with the value of every secret-looking name replaced, and what :func:`redact`
+    finds in the others (a ``Bearer X`` or a token's shape under an ordinary name): what is
+    stored and shown of ``--header``; the requests carry the real values."""
+    return tuple(
+        (name, REDACTED if is_secret_name(name) else redact(value)) for name, value in headers
+    )
 
 
 def redact_words(words: Iterable[str]) -> list[str]:
@@ -213,31 +236,43 @@ StoredUrl = Annotated[str, PlainSerializer(redact_url)]
 
 def mask(name: str, value: str | None) -> str | None:
     """A knob's ``value`` as shown and stored: :data:`REDACTED` when ``name`` is secret-looking
-    (``ROUTER_API_KEY``, ``--hf-token``: :func:`is_secret_name`); None (unset) stays None."""
-    return REDACTED if value is not None and is_secret_name(name) else value
+    (``ROUTER_API_KEY``, ``--hf-token``: :func:`is_secret_name`), else the value with what
+    :func:`redact` finds in it masked (a secret-shaped value of an ordinary name: ``sk-...``,
+    ``hf_...``, a URL's password); None (unset) stays None."""
+    if value is None:
+        return None
+    return REDACTED if is_secret_name(name) else redact(value)
 
 
-def _masked_item(item: Any) -> Any:
+def _masked_value(value: Any, whole: bool) -> Any:
+    if not isinstance(value, str):
+        return value
+    return REDACTED if whole else redact(value)
+
+
+def _masked_item(item: Any, whole: bool) -> Any:
     """One item of a list of values: a ``[place, value]`` pair or a ``{"value": ...}`` record."""
     if isinstance(item, list | tuple) and len(item) == 2:
-        return [item[0], None if item[1] is None else REDACTED]
+        return [item[0], _masked_value(item[1], whole)]
     if isinstance(item, dict) and item.get("value") is not None:
-        return item | {"value": REDACTED}
+        return item | {"value": _masked_value(item["value"], whole)}
     return item
 
 
 def mask_fields(data: Any, name: str, fields: Iterable[str]) -> Any:
     """The encoding ``data`` of a record about the knob ``name`` with its value ``fields`` masked
-    (a string, or a list of ``[place, value]`` pairs or ``{"value": ...}`` records)."""
-    if not isinstance(data, dict) or not is_secret_name(name):
+    (a string, or a list of ``[place, value]`` pairs or ``{"value": ...}`` records): whole for a
+    secret-looking name, else what :func:`redact` finds in them (:func:`mask`)."""
+    if not isinstance(data, dict):
         return data
+    whole = is_secret_name(name)
     out = dict(data)
     for field in fields:
         value = out.get(field)
         if isinstance(value, str):
-            out[field] = REDACTED
+            out[field] = _masked_value(value, whole)
         elif isinstance(value, list | tuple):
-            out[field] = [_masked_item(item) for item in value]
+            out[field] = [_masked_item(item, whole) for item in value]
     return out
 
 

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from servelab.errors import HostError
+from servelab.errors import HostError, OptionError
 
 __all__ = [
     "CHUNK_BYTES",
@@ -50,6 +50,7 @@ __all__ = [
     "AtomicFile",
     "Data",
     "check_directory",
+    "check_overwrite",
     "write_atomic",
     "write_files",
     "write_if_changed",
@@ -228,6 +229,16 @@ def _existing(path: Path) -> os.stat_result | None:
         return path.stat()
     except FileNotFoundError:
         return None
+
+
+def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
+    """The one rule of every writer of a user's file: an existing regular file (a link's target)
+    that holds anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`,
+    exit 2, the file untouched); an empty one destroys nothing, and a FIFO or a device is
+    streamed into, never "overwritten"."""
+    found = _existing(path)
+    if found is not None and stat.S_ISREG(found.st_mode) and found.st_size and not force:
+        raise OptionError(f"{path} exists: give {option} to overwrite it, or another path")
 
 
 def _check_writable(path: Path, kept: os.stat_result | None) -> None:

@@ -105,14 +105,17 @@ def _failure(what: str, result: ProbeResult) -> RouterApiError:
 
 
 def _worker(item: Any) -> RouterWorker | None:
-    """One listed worker; its id is the router's, else (vllm-router) its URL."""
-    if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+    """One listed worker; its id is the router's, else (vllm-router) its URL. An entry whose
+    ``url`` is not a string (a number, a list) is kept with an empty URL, which no service has
+    and ``init`` says is not a worker (never dropped unsaid)."""
+    if not isinstance(item, dict) or "url" not in item:
         return None
+    url = item["url"].rstrip("/") if isinstance(item["url"], str) else ""
     port, status = item.get("bootstrap_port"), item.get("status")
     worker_id = item.get("id")
     return RouterWorker(
-        id=worker_id if isinstance(worker_id, str) else str(item["url"]).rstrip("/"),
-        url=str(item.get("url", "")).rstrip("/"),
+        id=worker_id if isinstance(worker_id, str) else url,
+        url=url,
         role=str(item.get("worker_type", "")),
         healthy=bool(item.get("is_healthy")),
         bootstrap_port=port if isinstance(port, int) else None,

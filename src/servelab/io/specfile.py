@@ -15,12 +15,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.core.deploy.spec import (
-    DEFAULT_ENV_FILES,
-    DEFAULT_SPEC_TOML,
-    DeploymentSpec,
-    parse_spec,
-)
+from servelab.core.deploy.defaultspec import DEFAULT_ENV_FILES, DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import DeploymentSpec, parse_spec
 from servelab.errors import SpecError
 from servelab.io.files import write_atomic
 

@@ -2,18 +2,28 @@
 its conversations): a trace of any length is never held whole.
 
 :func:`scan_trace` reads it once before a replay: every line is checked (a bad one stops the
-command before any load) and the window's requests are counted (the progress bar's total).
+command before any load), the window's requests are counted (the progress bar's total) and its
+bounds checked (a line over :data:`MAX_LINE_BYTES`, a burst over :data:`MAX_BURST`, a window over
+:data:`MAX_WINDOW_REQUESTS`: refused, naming the file and line).
 :func:`trace_sessions` then streams it for the replay.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from servelab.core.load.trace import TraceReader, TraceSession, TraceWindow
-from servelab.errors import HostError
+from servelab.core.load.trace import (
+    MAX_BURST,
+    MAX_LINE_BYTES,
+    MAX_WINDOW_REQUESTS,
+    TraceReader,
+    TraceSession,
+    TraceWindow,
+)
+from servelab.errors import HostError, TraceError
 
 __all__ = ["TraceScan", "scan_trace", "trace_sessions"]
 
@@ -27,7 +37,10 @@ def trace_sessions(path: Path) -> Iterator[TraceSession]:
     reader = TraceReader()
     try:
         with path.open("rb") as lines:
-            for line in lines:
+            while line := lines.readline(MAX_LINE_BYTES + 1):
+                if len(line) > MAX_LINE_BYTES:
+                    raise TraceError(f"{path} line {reader.lines + 1}: longer than "
+                                     f"{MAX_LINE_BYTES:,} bytes")  # fmt: skip
                 yield from reader.feed(line)
     except OSError as exc:
         raise HostError(f"cannot read the trace {path}: {exc.strerror or exc}") from exc
@@ -50,15 +63,58 @@ class TraceScan:
     longest_line: int = 0
 
 
-def scan_trace(path: Path, window: TraceWindow) -> TraceScan:
-    """Read the whole trace once, checking every line; what ``window`` of it holds."""
+class _Bounds:
+    """The bounds of a replay checked as the scan goes (``core/load/trace.py``): conversations
+    starting at one instant of the replay (:data:`MAX_BURST`) and requests in the window
+    (:data:`MAX_WINDOW_REQUESTS`); a line past one stops the scan, naming the file and line."""
+
+    def __init__(self, path: Path, speedup: float) -> None:
+        self.path = path
+        self.speedup = speedup
+        self.origin: float | None = None
+        self.instant: float | None = None
+        self.burst = self.requests = 0
+
+    def _offset_ns(self, start_ms: float) -> float:
+        """A start's offset in the replay, as :func:`~servelab.core.load.trace.session_offsets_ns`
+        computes it (ns from the first start, rounded), or its float when that is not finite
+        (``--speedup 1e-300``: the replay's own cap refuses that schedule after the scan)."""
+        if self.origin is None:
+            self.origin = start_ms
+        ns = (start_ms - self.origin) * 1e6 / self.speedup
+        return round(ns) if math.isfinite(ns) else ns
+
+    def add(self, session: TraceSession) -> None:
+        """``session``, at its instant of the replay (which never goes back: an earlier start
+        goes at the instant before it)."""
+        offset = self._offset_ns(session.start_ms)
+        if self.instant is None or offset > self.instant:
+            self.instant, self.burst = offset, 0
+        self.burst += 1
+        self.requests += len(session.turns)
+        if self.burst > MAX_BURST:
+            raise TraceError(f"{self.path} line {session.line}: more than {MAX_BURST:,} "
+                             "conversations start at one instant of the replay (each is held "
+                             "with a connection ahead of it): spread them or choose a "
+                             "--trace-window")  # fmt: skip
+        if self.requests > MAX_WINDOW_REQUESTS:
+            raise TraceError(f"{self.path} line {session.turns[-1].line}: the window holds "
+                             f"more than {MAX_WINDOW_REQUESTS:,} requests: replay it a "
+                             "--trace-window at a time")  # fmt: skip
+
+
+def scan_trace(path: Path, window: TraceWindow, speedup: float = 1.0) -> TraceScan:
+    """Read the whole trace once, checking every line; what ``window`` of it holds (replayed
+    ``speedup`` times faster: which conversations start at one instant, :class:`_Bounds`)."""
     sessions = requests = longest = longest_line = 0
     first: float | None = None
     last: float | None = None
     end = 0.0
+    bounds = _Bounds(path, speedup)
     for session in trace_sessions(path):
         if not window.holds(session):
             continue
+        bounds.add(session)
         sessions += 1
         requests += len(session.turns)
         first = session.start_ms if first is None else min(first, session.start_ms)

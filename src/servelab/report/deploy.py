@@ -22,6 +22,7 @@ from servelab.core.deploy.steps import (
     Stopped,
 )
 from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.redaction import redact, redact_url
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.ops.deploy.rolling_results import (
     Added,
@@ -76,7 +77,8 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
         answer = item.readiness.describe() if item.readiness is not None else "-"
         if item.error is not None:
             answer = f"host did not answer: {item.error}"
-        rows.append([item.service, item.role, item.host, pid, item.url, answer, _in_router(item)])
+        url, answer = redact_url(item.url), redact(answer)  # a spec URL's password, masked
+        rows.append([item.service, item.role, item.host, pid, url, answer, _in_router(item)])
     return rows
 
 

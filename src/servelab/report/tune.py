@@ -11,17 +11,11 @@ from collections.abc import Sequence
 
 from servelab.core.ab.factorial import EffectEstimate
 from servelab.core.ab.screenrun import LevelEffects, Screening
-from servelab.core.ab.tune import (
-    ArmStatus,
-    Comparison,
-    Elimination,
-    Misclaim,
-    TuneOutcome,
-    TuneState,
-)
+from servelab.core.ab.tune import ArmStatus, Comparison, Elimination, TuneOutcome, TuneState
+from servelab.core.ab.tunecheck import Misclaim
 from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import encode
-from servelab.ops.ab.tune import TunePlan
+from servelab.ops.ab.tuneplan import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells, unchecked_phrase
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot

@@ -1,12 +1,12 @@
 """Request parsing and response rendering for the OpenAI-compatible and SGLang ``/generate`` APIs.
 
 PURE: parsing returns a :class:`GenRequest` or a :class:`RequestError` (data, never an
-exception); rendering returns bytes or JSON-ready dicts.
+exception); rendering returns bytes or JSON-ready dicts: a stream's start, finish and usage
+events and a non-streamed body here, each output token's event in :mod:`servelab.sim.tokenevent`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
@@ -21,14 +21,16 @@ __all__ = [
     "GenItem",
     "GenRequest",
     "RequestError",
+    "add_logprobs",
     "done_event",
+    "envelope",
     "final_body",
+    "generate_meta",
     "parse_request",
+    "sse",
     "stream_finish",
     "stream_start",
-    "stream_token",
     "stream_usage",
-    "token_frame",
 ]
 
 Api = Literal["chat", "completions", "generate"]
@@ -263,7 +265,8 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
 
 
 # ---------------------------------------------------------------------------------------- render
-def _sse(data: dict[str, Any]) -> bytes:
+def sse(data: dict[str, Any]) -> bytes:
+    """One server-sent event carrying ``data`` as compact JSON."""
     return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
 
 
@@ -278,7 +281,8 @@ def _object(req: GenRequest, stream: bool) -> str:
     return "text_completion"
 
 
-def _envelope(req: GenRequest, rid: str, created: int, choices: list[Any]) -> dict[str, Any]:
+def envelope(req: GenRequest, rid: str, created: int, choices: list[Any]) -> dict[str, Any]:
+    """An OpenAI stream chunk around ``choices``."""
     return {
         "id": rid,
         "object": _object(req, True),
@@ -294,10 +298,11 @@ def stream_start(req: GenRequest, item: GenItem, rid: str, created: int) -> byte
         return b""
     choice = {"index": item.index, "delta": {"role": "assistant", "content": ""}}
     choice["finish_reason"] = None
-    return _sse(_envelope(req, rid, created, [choice]))
+    return sse(envelope(req, rid, created, [choice]))
 
 
-def _generate_meta(item: GenItem, rid: str, n_out: int, finish: str | None) -> dict[str, Any]:
+def generate_meta(item: GenItem, rid: str, n_out: int, finish: str | None) -> dict[str, Any]:
+    """SGLang ``/generate``'s ``meta_info`` of ``item`` after ``n_out`` tokens."""
     return {
         "id": rid,
         "prompt_tokens": item.prompt_tokens,
@@ -306,36 +311,7 @@ def _generate_meta(item: GenItem, rid: str, n_out: int, finish: str | None) -> d
     }
 
 
-def stream_token(
-    req: GenRequest, item: GenItem, out: Output, k: int, rid: str, created: int
-) -> bytes:
-    """The event carrying output token ``k`` (0-based) of ``item``."""
-    piece = out.pieces[k]
-    if req.api == "generate":
-        text = "".join(out.pieces[: k + 1])
-        meta = _generate_meta(item, rid, k + 1, None)
-        return _sse({"text": text, "meta_info": meta, "index": item.index})
-    if req.api == "completions":
-        choice: dict[str, Any] = {"index": item.index, "text": piece}
-        _add_logprobs(req, choice, out, k, k + 1)
-        choice["finish_reason"] = None
-        return _sse(_envelope(req, rid, created, [choice]))
-    delta: dict[str, Any]
-    if out.tool_name is None:
-        delta = {"content": piece}
-    elif k == 0:
-        fn = {"name": out.tool_name, "arguments": piece}
-        delta = {"tool_calls": [{"index": 0, "id": out.tool_call_id, "type": "function"}]}
-        delta["tool_calls"][0]["function"] = fn
-    else:
-        delta = {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
-    choice = {"index": item.index, "delta": delta}
-    _add_logprobs(req, choice, out, k, k + 1)
-    choice["finish_reason"] = None
-    return _sse(_envelope(req, rid, created, [choice]))
-
-
-def _add_logprobs(
+def add_logprobs(
     req: GenRequest, choice: dict[str, Any], out: Output, start: int, stop: int
 ) -> None:
     """Add tokens ``start``..``stop``'s log-probabilities to ``choice`` when they were asked."""
@@ -345,53 +321,18 @@ def _add_logprobs(
     choice["logprobs"] = render(out, start, stop, req.logprobs)
 
 
-_SENTINEL = "\x00servelab-piece\x00"
-
-
-def token_frame(req: GenRequest, item: GenItem, out: Output, rid: str, created: int) -> TokenFrame:
-    """Pre-rendered bytes around a text token, so a token event costs one ``json.dumps(str)``.
-
-    ``frame.event(piece)`` equals ``stream_token(...)`` for plain-text chat/completions outputs;
-    ``None`` when the output needs the general path (``/generate``, tool calls).
-    """
-    if req.api == "generate" or out.tool_name is not None or req.logprobs is not None:
-        return None
-    probe = Output((_SENTINEL,), finish_reason=out.finish_reason)
-    marker = json.dumps(_SENTINEL).encode()
-    prefix, suffix = stream_token(req, item, probe, 0, rid, created).split(marker)
-    return _Frame(prefix, suffix)
-
-
-@dataclass(frozen=True)
-class _Frame:
-    prefix: bytes
-    suffix: bytes
-
-    def event(self, piece: str) -> bytes:
-        return self.prefix + _json_str(piece) + self.suffix
-
-
-@functools.lru_cache(maxsize=8192)
-def _json_str(piece: str) -> bytes:
-    """A piece as a JSON string (the output's pieces come from a small vocabulary: cached)."""
-    return json.dumps(piece).encode()
-
-
-TokenFrame = _Frame | None
-
-
 def stream_finish(
     req: GenRequest, item: GenItem, out: Output, n_out: int, rid: str, created: int
 ) -> bytes:
     """The event that closes ``item`` with its finish reason."""
     if req.api == "generate":
         text = "".join(out.pieces[:n_out])
-        meta = _generate_meta(item, rid, n_out, out.finish_reason)
-        return _sse({"text": text, "meta_info": meta, "index": item.index})
+        meta = generate_meta(item, rid, n_out, out.finish_reason)
+        return sse({"text": text, "meta_info": meta, "index": item.index})
     key = "delta" if req.api == "chat" else "text"
     choice = {"index": item.index, key: {} if key == "delta" else "", "finish_reason": None}
     choice["finish_reason"] = out.finish_reason
-    return _sse(_envelope(req, rid, created, [choice]))
+    return sse(envelope(req, rid, created, [choice]))
 
 
 def _usage(req: GenRequest, n_outs: list[int], cached: int, report: CachedTokens) -> dict[str, Any]:
@@ -424,9 +365,9 @@ def stream_usage(
     """The final usage event (``stream_options.include_usage``), OpenAI APIs only."""
     if req.api == "generate" or not req.include_usage:
         return b""
-    data = _envelope(req, rid, created, [])
+    data = envelope(req, rid, created, [])
     data["usage"] = _usage(req, n_outs, cached, report)
-    return _sse(data)
+    return sse(data)
 
 
 def _choice(req: GenRequest, item: GenItem, out: Output, n_out: int) -> dict[str, Any]:
@@ -441,7 +382,7 @@ def _choice(req: GenRequest, item: GenItem, out: Output, n_out: int) -> dict[str
             call = {"id": out.tool_call_id, "type": "function", "function": fn}
             message = {"role": "assistant", "content": None, "tool_calls": [call]}
         choice["message"] = message
-    _add_logprobs(req, choice, out, 0, n_out)
+    add_logprobs(req, choice, out, 0, n_out)
     choice["finish_reason"] = out.finish_reason
     return choice
 
@@ -457,13 +398,13 @@ def final_body(
         bodies = [
             {
                 "text": "".join(o.pieces[:n]),
-                "meta_info": _generate_meta(i, rid, n, o.finish_reason),
+                "meta_info": generate_meta(i, rid, n, o.finish_reason),
                 "index": i.index,
             }
             for i, o, n in triples
         ]
         return bodies if req.batch else bodies[0]
-    data = _envelope(req, rid, created, [_choice(req, i, o, n) for i, o, n in triples])
+    data = envelope(req, rid, created, [_choice(req, i, o, n) for i, o, n in triples])
     data["object"] = _object(req, False)
     data["usage"] = _usage(req, n_outs, cached, report)
     return data

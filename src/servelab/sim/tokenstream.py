@@ -18,8 +18,9 @@ import asyncio
 
 from aiohttp import HttpVersion11, web
 
-from servelab.sim.protocol import GenItem, GenRequest, stream_token, token_frame
+from servelab.sim.protocol import GenItem, GenRequest
 from servelab.sim.scheduler import Sequence
+from servelab.sim.tokenevent import stream_token, token_frame
 from servelab.sim.tracing import mark
 
 __all__ = ["TokenWriter"]

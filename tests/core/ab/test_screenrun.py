@@ -34,7 +34,7 @@ from servelab.core.ab.tunerun import (
 )
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import decode, encode
-from servelab.ops.ab.tune import TuneConfig
+from servelab.ops.ab.tuneconfig import TuneConfig
 
 CAP = TuneKnob("decode", "--max-running-requests", ("4", "64"))
 REPORT = TuneKnob("decode", "--enable-cache-report", ("off", "on"))

@@ -1,6 +1,6 @@
 """The rule of ``servelab tune``: the counterbalanced block order, eliminations and stops on
-hand-made blocks, the ranking's claims, resume through the codec, and the family-wise error
-rates by a small seeded simulation (the full check is benchmarks/tune_rule.py)."""
+hand-made blocks, the ranking's claims and what a truth contradicts in them, resume through the
+codec (the error rates by simulation: test_tunecheck.py)."""
 
 from __future__ import annotations
 
@@ -15,24 +15,18 @@ from servelab.core.ab.design import round_order
 from servelab.core.ab.tune import (
     ArmStatus,
     Comparison,
-    Misclaim,
-    Scenario,
     TuneOutcome,
     TuneRule,
     TuneState,
     block_order,
-    check_rule,
-    claimed_bounds,
     compare,
-    misclaims,
     record_block,
-    scenario_means,
-    simulate_tune,
     start_tune,
     tune_result,
     visit_order,
     williams_rows,
 )
+from servelab.core.ab.tunecheck import Misclaim, misclaims, simulate_tune
 from servelab.core.ledger.codec import decode, encode
 
 ARMS = ("128", "256", "384", "512", "768")
@@ -195,40 +189,3 @@ def test_misclaims_name_what_the_truth_contradicts() -> None:
     assert misclaims(equivalent, a_best) == {Misclaim.WRONG_WINNER, Misclaim.ANY_FALSE}
     b_best = {"a": 0.0, "b": 0.06}  # the right winner, but "a" is not within 5% of it
     assert misclaims(equivalent, b_best) == {Misclaim.ANY_FALSE}
-
-
-def test_the_claimed_bounds() -> None:
-    def on_best(means: dict[str, float]) -> float:
-        bounds = claimed_bounds(means, 0.05)
-        assert bounds[Misclaim.TIED_RANKED] == bounds[Misclaim.ANY_FALSE] == 0.05
-        assert bounds[Misclaim.DROPPED_BEST] == bounds[Misclaim.WRONG_WINNER]
-        return bounds[Misclaim.DROPPED_BEST]
-
-    assert on_best(scenario_means(Scenario.ALL_EQUAL, ARMS, 0.05)) == pytest.approx(0.05)
-    assert on_best(scenario_means(Scenario.ONE_BEST, ARMS, 0.05)) == pytest.approx(2 * 0.05 / 5)
-    two_best = dict.fromkeys(ARMS, 0.0) | {"384": 0.05, "512": 0.05}
-    assert on_best(two_best) == pytest.approx(0.05 * 7 / 10)
-    close = scenario_means(Scenario.CLOSE_SECOND, ARMS, 0.05)
-    assert max(close, key=close.__getitem__) == "512" and close["384"] == -math.log1p(0.05) / 2
-
-
-# -- the error rates, by a small seeded simulation --------------------------------------------
-
-RUNS = 300
-
-
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize("scenario", list(Scenario))
-def test_the_error_rates_meet_the_claims(scenario: Scenario) -> None:
-    """300 seeded tunes (5 arms, 3% noise per visit, the default rule): each misclaim's observed
-    rate is at most its claimed bound plus 3 binomial standard errors of the simulation."""
-    rule = TuneRule()
-    check = check_rule(scenario_means(scenario, ARMS, rule.margin), 0.03, rule, RUNS)
-    assert check.runs == RUNS and sum(check.outcomes.values()) == RUNS
-    for wrong, bound in check.bounds.items():
-        slack = 3 * math.sqrt(bound * (1 - bound) / RUNS)
-        assert check.errors[wrong] / RUNS <= bound + slack, (wrong, check)
-    assert check.outcomes[TuneOutcome.BUDGET] < RUNS / 2  # it mostly stops before its budget
-    if scenario is Scenario.CLEAR_BEST:  # some stop with the others all dropped
-        assert check.outcomes[TuneOutcome.BEST] > 0
-    assert check.mean_visits < check.full_visits == len(ARMS) * rule.max_rounds

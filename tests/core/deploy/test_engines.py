@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
 from servelab.core.deploy.engines import (
     SGLANG,
     SGLANG_KNOB,
@@ -17,7 +18,7 @@ from servelab.core.deploy.engines import (
 )
 from servelab.core.deploy.preflight import Requirement, requirements
 from servelab.core.deploy.routers import router_description
-from servelab.core.deploy.spec import DEFAULT_KNOB, DEFAULT_SPEC_TOML, parse_spec
+from servelab.core.deploy.spec import parse_spec
 from servelab.core.deploy.topology import router_argv, sim_argv
 from servelab.errors import SpecError
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servelab.core.deploy import preflight
+from servelab.core.deploy.defaultspec import DEFAULT_SPEC_TOML
 from servelab.core.deploy.preflight import (
     PROBLEM_ENV,
     PROBLEM_ENV_UNREADABLE,
@@ -17,7 +18,7 @@ from servelab.core.deploy.preflight import (
     problems,
     requirements,
 )
-from servelab.core.deploy.spec import DEFAULT_SPEC_TOML, parse_spec
+from servelab.core.deploy.spec import parse_spec
 from servelab.core.deploy.topology import ROUTER_MODULE
 
 SPEC = parse_spec(DEFAULT_SPEC_TOML)

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
 from servelab.core.deploy.engines import ENGINES
-from servelab.core.deploy.spec import (
-    DEFAULT_KNOB,
-    DEFAULT_SPEC_TOML,
-    parse_spec,
-    spec_hash,
-    start_order,
-)
+from servelab.core.deploy.spec import parse_spec, spec_hash, start_order
 from servelab.errors import SpecError
 
 MINIMAL = """

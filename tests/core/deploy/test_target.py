@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_SPEC_TOML, parse_spec
+from servelab.core.deploy.defaultspec import DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import parse_spec
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.errors import SpecError
 

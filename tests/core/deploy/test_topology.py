@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from servelab.core.deploy import topology
+from servelab.core.deploy.defaultspec import DEFAULT_SPEC_TOML
 from servelab.core.deploy.routers import ROUTERS
-from servelab.core.deploy.spec import DEFAULT_SPEC_TOML, DeploymentSpec, parse_spec
+from servelab.core.deploy.spec import DeploymentSpec, parse_spec
 from servelab.core.deploy.topology import (
     dependents,
     down_plan,

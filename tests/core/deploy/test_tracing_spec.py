@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_OTLP_ENDPOINT, DEFAULT_SPEC_TOML, parse_spec
+from servelab.core.deploy.defaultspec import DEFAULT_SPEC_TOML
+from servelab.core.deploy.spec import DEFAULT_OTLP_ENDPOINT, parse_spec
 from servelab.core.deploy.topology import router_argv, sim_argv
 from servelab.core.ledger.codec import encode
 from servelab.core.load.identity import request_identity

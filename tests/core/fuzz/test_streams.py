@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servelab.core.load.sse import SSEDecoder
-from servelab.core.redaction import redact
+from servelab.core.redaction import clip_long, redact
 from servelab.core.telemetry.promtext import parse_exposition
 from servelab.errors import MetricsError
 from tests.core.fuzz.support import mutated, result_or_error, texts
@@ -47,3 +47,21 @@ def test_redaction_never_raises_and_hides_flag_values(text: str, secret: str) ->
     out = redact(f"{text} --api-key {secret} {text}", [])
     assert f"--api-key {secret}" not in out
     assert redact(text, [text]) is not None
+
+
+@given(text=texts, head=st.sampled_from(["Bearer ", "x glpat-", "eyJ"]),
+       body=st.from_regex(r"[A-Za-z0-9_-]{20,40}", fullmatch=True))  # fmt: skip
+def test_redaction_hides_bearer_gitlab_and_jwt_shapes_anywhere(
+    text: str, head: str, body: str
+) -> None:
+    """Issue 38, third pass, item 4: the new shapes, inside any text."""
+    token = f"{body}.eyJ{body}.{body}" if head == "eyJ" else body
+    out = redact(f"{text} {head}{token} {text}")
+    assert f"{head}{token}" not in out
+
+
+@given(text=texts, limit=st.integers(1, 300))
+def test_clip_long_leaves_no_run_over_its_limit(text: str, limit: int) -> None:
+    """A usage error's quoted value (item 7): no run of non-blank characters over the limit."""
+    out = clip_long(text, limit)
+    assert all(len(word.rstrip("…")) <= limit for word in out.split())

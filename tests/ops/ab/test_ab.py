@@ -23,7 +23,7 @@ from servelab.core.ab.record import AbRunRecord
 from servelab.core.ab.result import AbResult, Stop
 from servelab.core.ab.sequential import Boundary
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.workload import LengthDist

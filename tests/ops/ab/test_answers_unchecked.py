@@ -9,7 +9,7 @@ from dataclasses import replace
 from servelab.core.ab.result import AbMetric, AbResult
 from servelab.core.answers.contract import AnswersConfig, AnswersMode, AnswersUnchecked
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.workload import LengthDist

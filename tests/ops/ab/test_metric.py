@@ -20,7 +20,7 @@ from servelab.core.ab.result import (
 )
 from servelab.core.ab.tunerun import TuneKnob
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import parse_slo
 from servelab.core.load.workload import LengthDist
@@ -28,7 +28,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
 from servelab.ops.ab.ab import run_ab
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.ab.tune import TuneConfig
+from servelab.ops.ab.tuneconfig import TuneConfig
 from servelab.ops.deploy import deploy
 from servelab.report.ab import ab_markdown, headline
 from tests.support.specs import write_pd_spec

@@ -13,7 +13,8 @@ from aiohttp import web
 from servelab.core.load.identity import request_identity
 from servelab.core.load.workload import LengthDist
 from servelab.io.http.stream import StreamClient
-from servelab.ops.bench.load import Job, Load, jobs_for, slot_starts_ns
+from servelab.ops.bench.jobs import Job, jobs_for
+from servelab.ops.bench.load import Load, slot_starts_ns
 from tests.support.servers import MODEL, served, streaming_app
 
 PATH = "/v1/chat/completions"

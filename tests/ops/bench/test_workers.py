@@ -14,7 +14,9 @@ from servelab.core.bench.contract import BenchConfig
 from servelab.core.load import metrics
 from servelab.core.load.workload import LengthDist
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.load import Job, Part, PartResult, merge, slot_starts_ns, split
+from servelab.ops.bench.jobs import Job
+from servelab.ops.bench.load import slot_starts_ns
+from servelab.ops.bench.part import Part, PartResult, merge, split
 from tests.support.servers import SEEN, Seen, served, streaming_app
 
 

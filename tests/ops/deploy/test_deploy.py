@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord
-from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.knobs.envfile import parse_envfile, parse_environ
 from servelab.core.ledger.codec import encode
 from servelab.errors import HealthTimeout, ServiceStartError

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from servelab.core.bench.contract import BenchConfig, BenchProgress, BenchResult
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.deploy.rolling import RollOptions, RollPhase, running_requests
-from servelab.core.deploy.spec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.core.load.records import REASON_INTERRUPTED, RequestRecord
 from servelab.core.load.workload import LengthDist

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.spec import DEFAULT_KNOB
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import (
     Check,

@@ -170,10 +170,12 @@ def revert_values(
 
 def check_recorded(service: str, knob: str, value: str | None) -> None:
     """Refuse to write back a recorded value that the ledger holds masked (a secret-looking
-    knob's: :func:`servelab.core.redaction.mask`): it would write ``***`` into the file."""
-    if value == REDACTED and is_secret_name(knob):
+    knob's, or a secret-shaped value: :func:`servelab.core.redaction.mask`): it would write
+    ``***`` into the file."""
+    if value is not None and REDACTED in value:
+        looks = "looks secret" if is_secret_name(knob) else "had a secret-shaped value"
         raise CaseError(
-            f"{service}/{knob} looks secret: the ledger keeps its values masked, not what to "
+            f"{service}/{knob} {looks}: the ledger keeps its values masked, not what to "
             "write back; set it with `servelab knob set` (its file's backups hold the old value)"
         )
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pydantic import computed_field
 
 from servelab.core.deploy.probe import ProbeResult
+from servelab.core.redaction import StoredUrl
 
 __all__ = ["ServiceStatus"]
 
@@ -21,7 +22,8 @@ class ServiceStatus:
     service: str
     role: str
     host: str
-    url: str
+    #: Encoded (``status --json``) with a password in it masked (the one redaction policy).
+    url: StoredUrl
     pid: int | None
     pid_source: str | None
     alive: bool

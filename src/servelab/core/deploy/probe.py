@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from servelab.core.redaction import StoredUrl
+
 __all__ = ["ProbeResult", "html_summary"]
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
@@ -24,9 +26,10 @@ def html_summary(body: str) -> str | None:
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """The answer to one probe: ``status`` None means no HTTP answer (see ``error``)."""
+    """The answer to one probe: ``status`` None means no HTTP answer (see ``error``); ``url``
+    encoded (``--json``, the ledger) with a password in it masked."""
 
-    url: str
+    url: StoredUrl
     status: int | None
     body: str
     elapsed_s: float

@@ -44,8 +44,11 @@ from servelab.errors import TraceError
 
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
+    "MAX_BURST",
+    "MAX_LINE_BYTES",
     "MAX_REPLAY_S",
     "MAX_TRACE_MS",
+    "MAX_WINDOW_REQUESTS",
     "PromptBuilder",
     "TracePlan",
     "TraceReader",
@@ -128,6 +131,15 @@ MAX_TRACE_MS = 1e13
 #: speedup): a week. A schedule past it is a mistake (a timestamp of 1e308, a delay of 1e300,
 #: ``--speedup 1e-300``) that would wait forever; it is refused before any load.
 MAX_REPLAY_S = 7 * 86_400.0
+#: The most conversations that may start at one instant of a replay: a burst's requests are all
+#: built and given a connection ahead of their instant, so a burst is held whole (a trace of
+#: 300,000 requests on one timestamp grew past 2 GB before this bound).
+MAX_BURST = 4096
+#: The most requests a replayed window may hold (every request's record is kept for the run's
+#: summary): a longer trace is replayed a ``--trace-window`` at a time.
+MAX_WINDOW_REQUESTS = 200_000
+#: The longest line a trace may have, in bytes (a line is read whole before it is parsed).
+MAX_LINE_BYTES = 1 << 20
 #: What a line's value may reach: lengths in tokens, instants in ms.
 _CAPS = {"input_length": MAX_TOKENS, "output_length": MAX_TOKENS,
          "timestamp": MAX_TRACE_MS, "delay": MAX_TRACE_MS}  # fmt: skip

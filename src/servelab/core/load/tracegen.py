@@ -28,12 +28,15 @@ from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, MAX_TRACE_MS
 from servelab.errors import TraceError
 
 __all__ = [
+    "MAX_GENERATED_REQUESTS",
     "MAX_RESOLUTION_MS",
     "AgenticShape",
     "ChatShape",
     "agentic_trace",
     "chat_trace",
     "check_arrivals",
+    "check_block_size",
+    "check_requests",
     "check_resolution",
 ]
 
@@ -67,6 +70,30 @@ def check_resolution(resolution_ms: int) -> None:
             f"--resolution-ms {resolution_ms}: arrivals are recorded at 1 to "
             f"{MAX_RESOLUTION_MS:,} ms (a minute)"
         )
+
+
+#: The most requests a generated trace may hold (agentic: sessions × their most turns): more
+#: than a replay takes in one window (:data:`~servelab.core.load.trace.MAX_WINDOW_REQUESTS`),
+#: far less than ``--requests 100000000`` would write.
+MAX_GENERATED_REQUESTS = 1_000_000
+
+
+def check_requests(option: str, count: int, per: int = 1) -> None:
+    """Refuse ``count`` (``--requests``, ``--sessions`` of ``per`` turns at most) over
+    :data:`MAX_GENERATED_REQUESTS` requests."""
+    if count * per > MAX_GENERATED_REQUESTS:
+        turns = f" of up to {per} turns" if per > 1 else ""
+        raise TraceError(f"{option} {count:,}{turns}: a generated trace holds at most "
+                         f"{MAX_GENERATED_REQUESTS:,} requests")  # fmt: skip
+
+
+def check_block_size(block_size: int, blocks: int, cap: int) -> None:
+    """Refuse a ``--block-size`` whose shared prefix (``blocks`` of them) leaves no prompt under
+    ``cap`` tokens: every request would be left out, an empty trace."""
+    if blocks * block_size >= cap:
+        raise TraceError(f"--block-size {block_size:,}: the {blocks} shared block(s) alone "
+                         f"reach {blocks * block_size:,} tokens, past the {cap:,}-token prompt "
+                         "cap: every request would be left out")  # fmt: skip
 
 
 def _ms(at_s: float) -> int:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from enum import StrEnum
 
-from servelab.core.redaction import is_secret_name, mask
+from servelab.core.redaction import mask
 from servelab.core.verify.arguments import ArgumentInFile, ArgumentLive
 from servelab.core.verify.checks import Check, CheckCode, KnobLive, LayerSkipped
 from servelab.core.verify.record import UntypedCheck
@@ -30,9 +30,8 @@ class CheckResult(StrEnum):
 
 
 def masked_in_file(data: ArgumentInFile) -> ArgumentInFile:
-    """``data`` with a secret-looking knob's values masked, as the text shows it."""
-    if not is_secret_name(data.knob):
-        return data
+    """``data`` with a secret-looking knob's values (a secret-shaped value's shape) masked, as the
+    text shows it."""
     hidden = tuple(replace(o, value=mask(data.knob, o.value)) for o in data.overridden)
     file, spec = mask(data.knob, data.file), mask(data.knob, data.spec)
     return replace(data, file=file, spec=spec, overridden=hidden)

@@ -1,5 +1,6 @@
-"""The streaming load client: a raw asyncio protocol per connection, a keep-alive pool, a stamp
-per read.
+"""The streaming load client: a keep-alive pool of raw asyncio connections
+(:class:`~servelab.io.http.connection.Connection`, a stamp per read), the idle watchdog, resends
+and the closed-loop chains.
 
 Every read is stamped with ``perf_counter_ns()`` in the protocol's ``data_received`` (no task
 wakes per read: the awaiting request sleeps until its response ends), its transfer framing is
@@ -43,28 +44,24 @@ in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from time import perf_counter_ns
 from types import TracebackType
-from typing import cast
 
 from servelab.core.load.records import (
     REASON_CONNECTION,
     REASON_DEADLINE,
     REASON_IDLE,
     REASON_INTERRUPTED,
-    REASON_TRUNCATED,
     RequestRecord,
     decode_chunks,
-    http_reason,
 )
-from servelab.errors import ProtocolError
+from servelab.io.http.connection import Connection, IdleWatch
 from servelab.io.http.forward import via
-from servelab.io.http.h1 import ResponseParser, request_head
+from servelab.io.http.h1 import request_head
 from servelab.io.http.neterrors import translate
 from servelab.io.http.transfer import Chunks, Connections, Resend, Transfer
 
@@ -73,8 +70,6 @@ __all__ = [
     "Outgoing",
     "StreamClient",
 ]
-
-_ERROR_BODY_MAX = 2048
 
 
 @dataclass(slots=True)
@@ -93,9 +88,9 @@ class _Started:
     """An exchange a :class:`Chain` put on the wire, waiting for its coroutine to adopt it."""
 
     out: Outgoing
-    conn: _Conn
+    conn: Connection
     got: Transfer
-    watch: _Watch
+    watch: IdleWatch
     done: asyncio.Future[None]
 
 
@@ -113,147 +108,6 @@ class Chain:
     def take(self) -> Outgoing | None:
         """The request already written for this user, if one is (its send adopts it)."""
         return None if self.started is None else self.started.out
-
-
-class _Watch:
-    """One in-flight stream as the idle watchdog sees it."""
-
-    __slots__ = ("idle", "last_ns", "scope")
-
-    def __init__(self, now_ns: int) -> None:
-        self.last_ns = now_ns
-        self.idle = False
-        self.scope: asyncio.Timeout | None = None
-
-
-class _Conn(asyncio.Protocol):
-    """One HTTP/1.1 connection: one exchange at a time, its reads stamped as they arrive."""
-
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.parser = ResponseParser()
-        self.lost = False
-        self.uses = 0  # requests it carried, the one in flight included
-        self.idle_since = time.monotonic()  # when its last answer ended
-        self._got: Transfer | None = None
-        self._watch: _Watch | None = None
-        self._done: asyncio.Future[None] | None = None
-        self._then: Callable[[_Conn, int], None] | None = None
-
-    # ------------------------------------------------------------------- asyncio callbacks
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
-        sock = self.transport.get_extra_info("socket")
-        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def data_received(self, data: bytes) -> None:
-        now = perf_counter_ns()
-        got, watch = self._got, self._watch
-        if got is None or watch is None:
-            self._close()  # bytes nobody asked for: this connection cannot be trusted
-            return
-        watch.last_ns = now
-        parser = self.parser
-        had_head = parser.head_done
-        try:
-            body = parser.feed(data)
-        except ProtocolError as exc:
-            self._fail(exc)
-            return
-        if not parser.head_done:
-            return
-        record = got.record
-        if not had_head:
-            record.first_byte_ns, record.status = now, parser.status
-            got.headers = dict(parser.headers)
-        if record.status is not None and record.status >= 300:
-            self._error_body(got, body)
-        elif body:
-            got.chunks.append((now, body))
-        if parser.done:
-            record.end_ns = end = perf_counter_ns()
-            then = self._then
-            self._finish()
-            if then is not None and record.error is None and self.reusable:
-                then(self, end)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        if self._got is None:
-            return
-        try:
-            self.parser.eof()
-        except ProtocolError as error:
-            self._fail(error, exc)
-            return
-        self._got.record.end_ns = perf_counter_ns()
-        self._finish()
-
-    # ---------------------------------------------------------------------------- exchange
-    def start(
-        self,
-        request: bytes,
-        got: Transfer,
-        watch: _Watch,
-        then: Callable[[_Conn, int], None] | None = None,
-    ) -> asyncio.Future[None]:
-        """Write ``request``; ``then(conn, end_ns)`` runs when its answer ends well."""
-        assert self.transport is not None
-        self.parser.reset()
-        self._got, self._watch, self._then = got, watch, then
-        self._done = done = asyncio.get_running_loop().create_future()
-        if self.lost or self.transport.is_closing():
-            self._fail(ProtocolError("head", "connection closed before the request was sent"))
-        else:
-            # stamped at the write, not after it: on loopback the server's receive runs inside
-            # the write, so a later stamp could come after the server saw the request
-            got.record.sent_ns = watch.last_ns = perf_counter_ns()
-            self.transport.write(request)
-        return done
-
-    @property
-    def reusable(self) -> bool:
-        return not self.lost and self._got is None and self.parser.keep_alive
-
-    def abandon(self) -> None:
-        """The request was cut (timeout, cancel): the connection is in an unknown state."""
-        self._got = self._watch = self._then = None
-        self._close()
-
-    def _error_body(self, got: Transfer, body: bytes) -> None:
-        got.error_body += body[: _ERROR_BODY_MAX - len(got.error_body)]
-        record = got.record
-        if len(got.error_body) >= _ERROR_BODY_MAX or self.parser.done:
-            record.fail(http_reason(record.status or 0), got.error_body.decode("utf-8", "replace"))
-        if len(got.error_body) >= _ERROR_BODY_MAX and not self.parser.done:
-            self.parser.keep_alive = False  # the rest is not read: not reusable
-            record.end_ns = perf_counter_ns()
-            self._finish()
-
-    def _fail(self, error: ProtocolError, cause: Exception | None = None) -> None:
-        assert self._got is not None
-        record = self._got.record
-        if error.phase == "body":
-            record.fail(REASON_TRUNCATED, str(error))
-        else:
-            detail = f"{error}" + (f" ({type(cause).__name__}: {cause})" if cause else "")
-            record.fail(REASON_CONNECTION, detail)
-        self.parser.keep_alive = False
-        record.end_ns = perf_counter_ns()
-        self._finish()
-        self._close()
-
-    def _finish(self) -> None:
-        done = self._done
-        self._got = self._watch = self._done = self._then = None
-        if done is not None and not done.done():
-            done.set_result(None)
-
-    def _close(self) -> None:
-        self.lost = True
-        if self.transport is not None:
-            self.transport.close()
 
 
 class StreamClient:
@@ -287,9 +141,9 @@ class StreamClient:
         self._headers = {"Content-Type": "application/json", **self._via.headers, **(headers or {})}
         if force_close:
             self._headers["Connection"] = "close"
-        self._pool: list[_Conn] = []
+        self._pool: list[Connection] = []
         self._slots: asyncio.Semaphore | None = None
-        self._active: set[_Watch] = set()
+        self._active: set[IdleWatch] = set()
         self._watchdog: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> StreamClient:
@@ -323,7 +177,7 @@ class StreamClient:
         opened = await asyncio.gather(
             *(self._open() for _ in range(missing)), return_exceptions=True
         )
-        conns = [c for c in opened if isinstance(c, _Conn)]
+        conns = [c for c in opened if isinstance(c, Connection)]
         self._pool.extend(conns)
         return self.setups_ns[len(self.setups_ns) - len(conns) :] if conns else []
 
@@ -374,7 +228,7 @@ class StreamClient:
         if chain is not None and chain.started is not None and chain.started.out is out:
             started, chain.started = chain.started, None
         got = Transfer(out.record, out.chunks) if started is None else started.got
-        watch = _Watch(perf_counter_ns()) if started is None else started.watch
+        watch = IdleWatch(perf_counter_ns()) if started is None else started.watch
         record = out.record
         when = None
         if deadline_ns is not None:
@@ -442,7 +296,7 @@ class StreamClient:
         self,
         request: bytes,
         got: Transfer,
-        watch: _Watch,
+        watch: IdleWatch,
         chain: Chain | None,
         started: _Started | None,
     ) -> None:
@@ -471,7 +325,7 @@ class StreamClient:
             got.resends.append(Resend(round(idle_s, 3), before_send=False))
             record.error, record.error_detail, record.end_ns = None, "", None
 
-    def _release(self, conn: _Conn, chain: Chain | None) -> None:
+    def _release(self, conn: Connection, chain: Chain | None) -> None:
         """Back to the pool, unless it carries the chain's next request or cannot be reused."""
         if chain is not None and chain.started is not None and chain.started.conn is conn:
             return
@@ -493,7 +347,7 @@ class StreamClient:
                 self._start_on(chain, conn, out)
                 return
 
-    def _handoff(self, chain: Chain, conn: _Conn, end_ns: int) -> None:
+    def _handoff(self, chain: Chain, conn: Connection, end_ns: int) -> None:
         """From the read callback: the chain's previous request ended well on ``conn``; write
         its next one there now (unless the one before is not adopted yet)."""
         if chain.started is not None:
@@ -502,15 +356,15 @@ class StreamClient:
         if out is not None:
             self._start_on(chain, conn, out)
 
-    def _start_on(self, chain: Chain, conn: _Conn, out: Outgoing) -> None:
-        got, watch = Transfer(out.record, out.chunks), _Watch(perf_counter_ns())
+    def _start_on(self, chain: Chain, conn: Connection, out: Outgoing) -> None:
+        got, watch = Transfer(out.record, out.chunks), IdleWatch(perf_counter_ns())
         out.record.sent_ns = watch.last_ns  # stamped again at the write
         self._active.add(watch)
         self._traced(conn)
         done = conn.start(out.request, got, watch, partial(self._handoff, chain))
         chain.started = _Started(out, conn, got, watch, done)
 
-    async def _conn(self, got: Transfer) -> _Conn | None:
+    async def _conn(self, got: Transfer) -> Connection | None:
         """A kept-alive connection if one is idle, else a new one (None: failure recorded). One
         the server closed is replaced (a :class:`Resend` noted), unless this is a plain client
         (``resend=False``): it is used as it is, and the request meets the close."""
@@ -535,7 +389,7 @@ class StreamClient:
         self._traced(conn)
         return conn
 
-    def _traced(self, conn: _Conn) -> None:
+    def _traced(self, conn: Connection) -> None:
         conn.uses += 1
         if self.connections is not None:
             if conn.uses == 1:
@@ -543,11 +397,11 @@ class StreamClient:
             else:
                 self.connections.reused(time.monotonic() - conn.idle_since)
 
-    async def _open(self) -> _Conn:
+    async def _open(self) -> Connection:
         loop = asyncio.get_running_loop()
         start = perf_counter_ns()
         async with asyncio.timeout(self._connect_s):
-            _transport, conn = await self._via.open(loop, _Conn)
+            _transport, conn = await self._via.open(loop, Connection)
         self.setups_ns.append(perf_counter_ns() - start)
         return conn
 

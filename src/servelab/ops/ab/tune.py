@@ -23,32 +23,20 @@ values are put back and proven live, unless ``keep_best`` and the concurrencies 
 originals are put back too. The result is the one tune record,
 :class:`~servelab.core.ab.tunerun.TuneRecord`, stored in the ledger as it is.
 
-:func:`plan_tune` (``tune --plan``) runs nothing: from the noise of the A/Bs recorded for the
-service it simulates the rule (:func:`servelab.core.ab.tune.check_rule`) with one arm better than
-the others by the effect asked.
+The config and its check are :mod:`servelab.ops.ab.tuneconfig`; ``tune --plan`` is
+:mod:`servelab.ops.ab.tuneplan`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import Annotated
+from dataclasses import replace
 
-from servelab.core.ab.factorial import Design, screening_design
-from servelab.core.ab.result import CAPACITY_LEVEL, ArmVisit
-from servelab.core.ab.screenrun import Screening, screen_factors
-from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
-from servelab.core.ab.tune import (
-    ORDER_WILLIAMS,
-    TUNE_ORDERS,
-    RuleCheck,
-    TuneOutcome,
-    TuneRule,
-    check_rule,
-)
+from servelab.core.ab.result import ArmVisit
+from servelab.core.ab.screenrun import Screening
+from servelab.core.ab.tune import TuneOutcome
 from servelab.core.ab.tuneevents import (
     PricedFrom,
     TuneArmKept,
@@ -61,144 +49,30 @@ from servelab.core.ab.tuneevents import (
 )
 from servelab.core.ab.tunerun import (
     NextBlock,
-    TuneKnob,
-    TuneMetric,
     TuneRecord,
     conclude_tune,
     follow_up_arms,
-    grid,
-    level_rule,
     objective_value,
     replay,
     screen,
     with_visits,
 )
-from servelab.core.answers.contract import AnswersConfig
-from servelab.core.bench.contract import BenchConfig, BenchProgressFn
-from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode
-from servelab.errors import BenchError, KnobError, ServelabError
+from servelab.core.bench.contract import BenchProgressFn
+from servelab.core.ledger.codec import decode, encode
+from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
-from servelab.ops.ab.plan import plan_ab
 from servelab.ops.ab.tuneanswers import judge_arms, tune_answers, tune_unchecked
+from servelab.ops.ab.tuneconfig import TuneConfig, check_tune
 from servelab.ops.answers.session import AnswerSession
-from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.arm import make_live, measure
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.knob import check_setting, get_knob
+from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
-__all__ = [
-    "DEFAULT_MAX_ROUNDS",
-    "LevelPlan",
-    "TuneConfig",
-    "TunePlan",
-    "check_tune",
-    "plan_tune",
-    "resume_tune",
-    "run_tune",
-]
-
-DEFAULT_MAX_ROUNDS = 12
-
-
-@dataclass(frozen=True)
-class TuneConfig:
-    """The knobs and their values, the measurement's template ``bench`` (its ``url`` replaced by
-    the router's, its ``repeat`` by 1 per visit; its concurrencies are the levels), the metric,
-    and the rule's settings: family-wise ``alpha``, the ``margin`` (0.05: 5%), ``max_rounds``
-    blocks, ``max_minutes`` of visits, the ``boundary`` and the ``order`` with its seed. ``gpus``
-    prices a minute; ``keep_best`` leaves the best arm live; ``screen`` screens the knobs first
-    (each at exactly two values, its low one first). Stored through the codec."""
-
-    knobs: tuple[TuneKnob, ...]
-    bench: BenchConfig
-    metric: TuneMetric = TuneMetric.THROUGHPUT
-    alpha: float = 0.05
-    margin: float = 0.05
-    max_rounds: int = DEFAULT_MAX_ROUNDS
-    max_minutes: float | None = None
-    boundary: Boundary = DEFAULT_BOUNDARY
-    order: str = ORDER_WILLIAMS
-    order_seed: int = 0
-    gpus: int = 1
-    keep_best: bool = False
-    screen: bool = False
-    #: answer probes in every visit of the tune's blocks (``--answers``; None: none)
-    answers: Annotated[AnswersConfig | None, OMITTED_IF_NONE] = None
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "metric", TuneMetric(self.metric))
-        if self.metric != TuneMetric.THROUGHPUT and self.bench.slo is None:
-            raise ValueError(f"a tune on {self.metric} needs an SLO")
-        object.__setattr__(self, "boundary", Boundary(self.boundary))
-        if not self.knobs:
-            raise ValueError("a tune needs a knob")
-        if len({(k.service, k.knob) for k in self.knobs}) != len(self.knobs):
-            raise ValueError("each knob once")
-        if self.max_minutes is not None and not self.max_minutes > 0:
-            raise ValueError("max_minutes must be > 0")
-        if self.order not in TUNE_ORDERS:
-            raise ValueError(f"unknown order {self.order!r}: one of {', '.join(TUNE_ORDERS)}")
-        self.rule()  # the rule's own checks (alpha, margin, max_rounds)
-        if self.screen:
-            self.design()  # each knob at two values, at most 8, their names distinct
-
-    def rule(self) -> TuneRule:
-        return TuneRule(self.alpha, self.margin, self.max_rounds, self.boundary, self.order,
-                        self.order_seed)  # fmt: skip
-
-    def design(self) -> Design:
-        """The screening design of the knobs (``screen``), each knob a factor by its name."""
-        return screening_design(screen_factors([(k.knob, k.values) for k in self.knobs]))
-
-    @property
-    def levels(self) -> tuple[int, ...]:
-        """What each visit's values are keyed by: the concurrencies, or, tuning capacity,
-        :data:`~servelab.core.ab.result.CAPACITY_LEVEL` alone (one search per visit)."""
-        if self.metric == TuneMetric.CAPACITY:
-            return (CAPACITY_LEVEL,)
-        return self.bench.concurrencies
-
-    @property
-    def names(self) -> str:
-        """The knobs as a listing shows them: ``decode:NAME,decode:--x``."""
-        return ",".join(f"{k.service}:{k.knob}" for k in self.knobs)
-
-    def record(
-        self, original: tuple[str | None, ...], *, tune_id: int | None, resumed: bool = False
-    ) -> TuneRecord:
-        """The tune before its first visit (screened: its arms come with the follow-up)."""
-        screening = Screening(self.design()) if self.screen else None
-        return TuneRecord(self.knobs, () if self.screen else grid(self.knobs), self.metric,
-                          self.levels, self.rule(), gpus=self.gpus, max_minutes=self.max_minutes,
-                          original=original, tune_id=tune_id, resumed=resumed,
-                          slo=None if self.bench.slo is None else self.bench.slo.text,
-                          screening=screening)  # fmt: skip
-
-    def settings(self, values: tuple[str | None, ...]) -> list[Setting]:
-        """The knobs at ``values`` (in the knobs' order)."""
-        return [Setting(k.service, k.knob, v) for k, v in zip(self.knobs, values, strict=True)]
-
-
-def check_tune(spec: DeploymentSpec, cfg: TuneConfig) -> TuneConfig:
-    """The one check of a tune's knobs and values before anything runs, for ``tune``, ``tune
-    --plan`` and ``tune --resume`` alike: every service and knob declared, every value one the
-    knob takes (:func:`~servelab.ops.knob.check_setting`), each stored the way the knob stores
-    it (a flag's ``true`` is ``on``), and no two values of a knob one setting (``on,true`` is one
-    arm, not two). The config with its values as stored, else SpecError or KnobError (exit 2)."""
-    knobs = []
-    for k in cfg.knobs:
-        stored = [check_setting(spec, k.service, k.knob, v) or "" for v in k.values]
-        for i, value in enumerate(stored):
-            if value in stored[:i]:
-                first = k.values[stored.index(value)]
-                raise KnobError(f"{k.service}:{k.knob}: {first!r} and {k.values[i]!r} are one "
-                                f"setting ({value}): each value once")  # fmt: skip
-        knobs.append(TuneKnob(k.service, k.knob, tuple(stored)))
-    return replace(cfg, knobs=tuple(knobs))
+__all__ = ["resume_tune", "run_tune"]
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -477,51 +351,3 @@ async def resume_tune(
     async with operation(target, ledger=ledger, progress=progress) as op:
         op.say(TuneResumed(tune_id, len(stored.visits)))
         return await _run(op, cfg, record, store, bench_progress)
-
-
-# -- planning -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LevelPlan:
-    """One level: the recorded noise (the SD of the per-round log ratio, measured or bounded,
-    :attr:`~servelab.core.ab.design.Noise.sd_log_ratio`) and the rule simulated on it (None: no
-    recorded noise to simulate from)."""
-
-    level: int
-    sd_log_ratio: float
-    check: RuleCheck | None
-
-
-@dataclass(frozen=True)
-class TunePlan:
-    """``tune --plan``: for ``arms`` arms, one better than the others by ``effect``, what the
-    rule takes at each level (``runs`` seeded simulated tunes), from the noise of the A/Bs
-    ``ab_ids``."""
-
-    arms: int
-    effect: float
-    runs: int
-    ab_ids: tuple[int, ...]
-    levels: tuple[LevelPlan, ...]
-
-
-def plan_tune(ledger: Ledger, cfg: TuneConfig, *, effect: float, runs: int = 200) -> TunePlan:
-    """The plan for ``cfg``'s arms (see the module docstring); nothing is run."""
-    first = cfg.knobs[0]
-    recorded = plan_ab(ledger, service=first.service,
-                       knob=first.knob if len(cfg.knobs) == 1 else None,
-                       concurrencies=cfg.levels, effect=effect, max_rounds=cfg.max_rounds,
-                       seed=cfg.order_seed, boundary=cfg.boundary)  # fmt: skip
-    labels = [a.label for a in grid(cfg.knobs)]
-    means = dict.fromkeys(labels, -math.log1p(effect)) | {labels[-1]: 0.0}
-    rule = level_rule(cfg.rule(), len(cfg.levels))
-    plans = []
-    for noise in recorded.noise:
-        sd = noise.sd_log_ratio
-        check = None
-        if math.isfinite(sd) and sd > 0:
-            # A block's log ratio is the difference of two visits: its SD is sqrt(2) a visit's.
-            check = check_rule(means, sd / math.sqrt(2.0), rule, runs, seed=cfg.order_seed)
-        plans.append(LevelPlan(noise.concurrency, sd, check))
-    return TunePlan(len(labels), effect, runs, recorded.ab_ids, tuple(plans))

@@ -14,18 +14,15 @@ eliminated, its pairs stop there.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from servelab.core.ab.result import AbMetric
 from servelab.core.ab.tunerun import TuneRecord
 from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, probes_per_run
 from servelab.core.answers.events import ArmDropped
 from servelab.core.knobs.knob import same_value
+from servelab.ops.ab.tuneconfig import TuneConfig
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.context import Operation
-
-if TYPE_CHECKING:  # the tune's config is defined by its runner, which imports this module
-    from servelab.ops.ab.tune import TuneConfig
 
 __all__ = ["answers_baseline", "judge_arms", "tune_answers", "tune_unchecked"]
 

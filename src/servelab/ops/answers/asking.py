@@ -12,7 +12,7 @@ from servelab.core.answers.answer import Answer
 from servelab.core.answers.probes import Probe
 from servelab.io.http.stream import StreamClient
 from servelab.ops.answers.probing import ProbePlan, probe_jobs, read_probe_answers
-from servelab.ops.bench.load import Part, run_part
+from servelab.ops.bench.part import Part, run_part
 
 __all__ = ["ask_probes"]
 

@@ -6,7 +6,7 @@ A run that checks answers carries :func:`~servelab.core.answers.contract.probes_
 through the same client, between the load's requests. Their jobs are numbered after the load's
 (``requests + j``); their records are kept out of the run's metrics (the load's numbers stay
 what they were without probes, their slot time aside) and their bodies come back whole
-(:attr:`~servelab.ops.bench.load.Part.keep`), read by
+(:attr:`~servelab.ops.bench.part.Part.keep`), read by
 :func:`~servelab.core.answers.answer.read_answer`.
 """
 
@@ -23,7 +23,7 @@ from servelab.core.answers.contract import (
 )
 from servelab.core.answers.probes import Probe, probe_body, probe_set
 from servelab.core.load.records import RequestRecord
-from servelab.ops.bench.load import Job
+from servelab.ops.bench.jobs import Job
 
 __all__ = ["ProbePlan", "plan_probes", "probe_jobs", "read_probe_answers"]
 

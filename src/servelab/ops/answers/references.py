@@ -17,7 +17,8 @@ from servelab.io.http.stream import StreamClient
 from servelab.io.ledger.answers import AnswerStore
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.answers.probing import ProbePlan, probe_jobs, read_probe_answers
-from servelab.ops.bench.load import Part, run_part, slot_starts_ns
+from servelab.ops.bench.load import slot_starts_ns
+from servelab.ops.bench.part import Part, run_part
 from servelab.ops.context import Progress, silent
 
 __all__ = ["references", "take_references"]

@@ -56,16 +56,9 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.tracefile import scan_trace
 from servelab.ops.answers.probing import ProbePlan, plan_probes, read_probe_answers
 from servelab.ops.answers.references import take_references
-from servelab.ops.bench.load import (
-    Job,
-    Part,
-    PartResult,
-    jobs_for,
-    merge,
-    run_part,
-    slot_starts_ns,
-    split,
-)
+from servelab.ops.bench.jobs import Job, jobs_for
+from servelab.ops.bench.load import slot_starts_ns
+from servelab.ops.bench.part import Part, PartResult, merge, run_part, split
 from servelab.ops.bench.replay import ReplayPlan, replay_of
 from servelab.ops.bench.results import record_run
 from servelab.ops.bench.workers import ClientSpec, Workers, shared_t0
@@ -276,8 +269,8 @@ class _Bench:
         self, driver: _Driver, concurrency: int, k: int, setups: list[int]
     ) -> RunResult:
         config, total = self.config, self.config.requests
-        if config.trace is not None:
-            total = scan_trace(Path(config.trace.path), config.trace.window).requests
+        if (trace := config.trace) is not None:
+            total = scan_trace(Path(trace.path), trace.window, trace.speedup).requests
         finished = 0
 
         seed = config.seed + 1000 * k + concurrency

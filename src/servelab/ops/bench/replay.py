@@ -10,16 +10,22 @@ process's, on the same clock (one ``t0_ns``).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from servelab.core.load.trace import PromptBuilder, TracePlan, TraceSession, session_offsets_ns
+from servelab.core.redaction import clip_long, redact
 from servelab.io.http.client import chat_body, completion_body
 from servelab.io.tracefile import trace_sessions
-from servelab.ops.bench.load import Job, Load
+from servelab.ops.bench.jobs import Job
+from servelab.ops.bench.load import Load
 
-__all__ = ["Replay", "ReplayPlan", "replay_of"]
+__all__ = ["YIELD_EVERY", "Replay", "ReplayPlan", "replay_of"]
+
+#: A burst's jobs built between two yields to the loop (a stop signal waits for no more).
+YIELD_EVERY = 64
 
 
 @dataclass(slots=True)
@@ -29,7 +35,8 @@ class Replay:
     made. Requests are numbered in the order of the trace, a conversation's turns together
     (``bases``: a conversation's first number given ahead, by ordinal: a share of the trace
     numbers its requests as the whole would); ``names`` keeps each conversation's id by its
-    ordinal (what the records carry)."""
+    ordinal (what the records carry), what the redaction policy finds in it masked (an id of a
+    secret's shape, ``sk-...``, is never stored nor shown) and cut after 200 characters."""
 
     sessions: Iterator[tuple[int, TraceSession]]
     prompts: PromptBuilder
@@ -45,7 +52,7 @@ class Replay:
         if turn == 0:
             self._first[session.ordinal] = self._base(session)
             if session.session is not None:
-                self.names[session.ordinal] = session.session
+                self.names[session.ordinal] = clip_long(redact(session.session))
         index = self._first[session.ordinal] + turn
         if turn + 1 == len(session.turns):
             del self._first[session.ordinal]
@@ -56,6 +63,16 @@ class Replay:
         job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
         load.prepare([job])
         return job
+
+    async def first_jobs(self, burst: list[TraceSession], load: Load) -> list[Job]:
+        """The first turns of the conversations of one instant as jobs, yielding to the loop
+        every :data:`YIELD_EVERY` (a stop signal is seen while a burst's prompts are built)."""
+        jobs = []
+        for k, session in enumerate(burst, 1):
+            jobs.append(self.job(session, 0, load))
+            if k % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        return jobs
 
     def _base(self, session: TraceSession) -> int:
         base = self.bases.pop(session.ordinal, None)

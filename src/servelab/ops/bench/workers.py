@@ -2,10 +2,10 @@
 
 Every worker is a spawned process with its own event loop (uvloop) and its own
 :class:`~servelab.io.http.stream.StreamClient`; the parent only plans and merges. One run is one
-:class:`~servelab.ops.bench.load.Part` split N ways (:func:`~servelab.ops.bench.load.split`) that
+:class:`~servelab.ops.bench.part.Part` split N ways (:func:`~servelab.ops.bench.part.split`) that
 share one ``t0_ns``: ``perf_counter_ns()`` is ``CLOCK_MONOTONIC``, one clock for every process of
 the machine, so the parent picks a t0 a moment ahead and every worker's records are on the same
-time line, merged exactly (:func:`~servelab.ops.bench.load.merge`). The parent talks to a worker
+time line, merged exactly (:func:`~servelab.ops.bench.part.merge`). The parent talks to a worker
 over a pipe, one command at a time: ``open`` (a client of ``concurrency`` slots, its share of
 the connections opened ahead: the connect phase), ``part`` (run it, return its decoded
 records; a trace's part carries its share as data, :class:`~servelab.ops.bench.replay.ReplayPlan`,
@@ -34,7 +34,7 @@ from typing import Any
 import uvloop
 
 from servelab.io.http.stream import StreamClient
-from servelab.ops.bench.load import Part, PartResult, run_part
+from servelab.ops.bench.part import Part, PartResult, run_part
 from servelab.ops.bench.replay import replay_of
 
 __all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0"]
