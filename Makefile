@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-# System packages the tests need (sshd, Chromium, Prometheus, systemd, nginx, HAProxy, tinyproxy):
+# System packages the tests need (sshd, Chromium, Prometheus, systemd, nginx, HAProxy, tinyproxy,
+# Varnish):
 # scripts/sysdeps.sh.
 sysdeps:
 	bash scripts/sysdeps.sh

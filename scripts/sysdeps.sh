@@ -6,7 +6,8 @@
 # tests/support/systemd.py; nothing is enabled or started on the host), and nginx and HAProxy (the
 # proxy tests run each as a plain foreground process with its own config, pid, log and temporary
 # paths, tests/support/proxies.py; the packages' services are never started by the tests), and
-# tinyproxy (the forward proxy tests run it the same way, tests/support/forward.py).
+# tinyproxy (the forward proxy tests run it the same way, tests/support/forward.py), and Varnish
+# (the total-response timeout class of the proxy tests, run the same way as nginx).
 # Idempotent; needs root to install.
 #
 # Exit status: 0 when everything is there (or installed), and for a developer without root who
@@ -15,9 +16,9 @@
 # proxy tests must run, and `make test` stops here instead of letting them skip.
 #
 # SYSDEPS_SSHD, SYSDEPS_CHROMIUM, SYSDEPS_PROMETHEUS, SYSDEPS_SYSTEMD, SYSDEPS_NGINX,
-# SYSDEPS_HAPROXY and SYSDEPS_TINYPROXY name the programs looked for (defaults /usr/sbin/sshd,
-# chromium, prometheus, /lib/systemd/systemd, /usr/sbin/nginx, /usr/sbin/haproxy and
-# /usr/bin/tinyproxy); tests/test_sysdeps.py uses them.
+# SYSDEPS_HAPROXY, SYSDEPS_TINYPROXY and SYSDEPS_VARNISH name the programs looked for (defaults
+# /usr/sbin/sshd, chromium, prometheus, /lib/systemd/systemd, /usr/sbin/nginx, /usr/sbin/haproxy,
+# /usr/bin/tinyproxy and /usr/sbin/varnishd); tests/test_sysdeps.py uses them.
 set -euo pipefail
 sshd=${SYSDEPS_SSHD:-/usr/sbin/sshd}
 chromium=${SYSDEPS_CHROMIUM:-chromium}
@@ -26,6 +27,7 @@ prometheus=${SYSDEPS_PROMETHEUS:-prometheus}
 nginx=${SYSDEPS_NGINX:-/usr/sbin/nginx}
 haproxy=${SYSDEPS_HAPROXY:-/usr/sbin/haproxy}
 tinyproxy=${SYSDEPS_TINYPROXY:-/usr/bin/tinyproxy}
+varnish=${SYSDEPS_VARNISH:-/usr/sbin/varnishd}
 
 missing() {
   local need=()
@@ -37,6 +39,7 @@ missing() {
   [ -x "$nginx" ] || need+=(nginx)
   [ -x "$haproxy" ] || need+=(haproxy)
   [ -x "$tinyproxy" ] || need+=(tinyproxy)
+  [ -x "$varnish" ] || need+=(varnish)
   echo "${need[*]}"
 }
 
@@ -69,7 +72,7 @@ fi
 read -r -a still <<<"$(missing)"
 if [ ${#still[@]} -ne 0 ]; then
   echo "sysdeps: ${still[*]} still missing after the install" \
-    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy, $tinyproxy);" \
+    "($sshd, $chromium, $prometheus, $systemd, $nginx, $haproxy, $tinyproxy, $varnish);" \
     "the SSH, browser, Prometheus, systemd and proxy tests cannot run" >&2
   exit 1
 fi

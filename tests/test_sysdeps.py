@@ -46,6 +46,7 @@ def _sysdeps(
     env["SYSDEPS_PROMETHEUS"] = "sh"
     env |= {"SYSDEPS_NGINX": "/bin/sh", "SYSDEPS_HAPROXY": "/bin/sh"}
     env["SYSDEPS_TINYPROXY"] = "/bin/sh"
+    env["SYSDEPS_VARNISH"] = "/bin/sh"
     if ci is not None:
         env["CI"] = ci
     if apt_exit is not None:
@@ -66,6 +67,7 @@ def test_nothing_missing_is_success_without_installing() -> None:
     env["SYSDEPS_PROMETHEUS"] = "sh"
     env |= {"SYSDEPS_NGINX": "/bin/sh", "SYSDEPS_HAPROXY": "/bin/sh"}
     env["SYSDEPS_TINYPROXY"] = "/bin/sh"
+    env["SYSDEPS_VARNISH"] = "/bin/sh"
     done = subprocess.run(
         ["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=30, check=False
     )

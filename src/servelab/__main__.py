@@ -2,7 +2,7 @@
 
 Ctrl-C in the first second of a command (while Python imports click, rich, the ledger...) would
 print a ``KeyboardInterrupt`` traceback: a handler installed before those imports exits 130 with
-one line instead. The command's own handling (:class:`servelab.cli.common.ServelabGroup`: its
+one line instead. The command's own handling (:class:`servelab.cli.boundary.ServelabGroup`: its
 cleanup, record and hint) takes over as the command begins (:data:`STARTUP_HANDLER_MARK`).
 """
 

@@ -26,6 +26,7 @@ from servelab.ops.deploy import deploy
 from servelab.ops.knob import set_knob
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
@@ -43,12 +44,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
                          knobs=tuple(name for name, _ in SIX),
                          decode_toml=f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n')  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 async def _changed(stack: LoadedSpec, ledger: Ledger) -> int:

@@ -32,7 +32,6 @@ from servelab.core.case.bisect import Change
 from servelab.core.case.bisectevents import ProbeStarted
 from servelab.core.case.probe import parse_probe_test
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig
 from servelab.io.ledger.ledger import Ledger
@@ -46,6 +45,7 @@ from servelab.ops.knob import get_knob, live_knobs, set_knob
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 TILE = "SGLANG_SM120_MLA_KV_TILE"
@@ -76,12 +76,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
         worker_env="SERVELAB_SIM_WARMUP_S=0\n", decode_toml='args_env = "SGLANG_ARGS"\n',
     )  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 def _json(*args: str, code: int = 0) -> Any:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import sqlite3
@@ -31,6 +30,7 @@ from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
 from servelab.report.docs import build_docs
 from tests.support import free_ports, run_cli
+from tests.support.deployed import deployed
 from tests.support.history import K, seed_history
 from tests.support.soakresult import failed_soak
 from tests.support.specs import SECRET, write_pd_spec
@@ -248,16 +248,10 @@ def test_restore_of_a_restored_case_restarts_nothing(ledger_file: Path, tmp_path
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
-    from servelab.ops.deploy import deploy
-
     spec = write_pd_spec(tmp_path / "dep", time_scale=0.02, secret=SECRET, name="ledger-e2e")
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 def test_revert_shows_cost_asks_then_restore_verifies(stack: LoadedSpec, ledger_file: Path) -> None:

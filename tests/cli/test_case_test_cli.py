@@ -21,7 +21,6 @@ import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import encode
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -30,6 +29,7 @@ from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.soak.soak import soak
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 TILE = "SGLANG_SM120_MLA_KV_TILE"
@@ -41,19 +41,13 @@ WORKLOAD = SoakConfig(
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
-    from servelab.ops.deploy import deploy
-
     spec = write_pd_spec(
         tmp_path, time_scale=0.02, name="guilty-knob", knobs=(DEFAULT_KNOB, TILE),
         decode_env=f"{TILE}=16\n",
     )  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 def _json(*args: str, code: int = 0) -> Any:

@@ -9,13 +9,10 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from servelab.cli.boundary import DEBUG_ENV, DEBUG_HINT, ServelabGroup, json_option
 from servelab.cli.common import (
-    DEBUG_ENV,
-    DEBUG_HINT,
-    ServelabGroup,
     SpecAndLedger,
     bench_levels,
-    json_option,
     notice,
     progress,
     progress_when,

@@ -5,7 +5,6 @@ unchanged; what it could not find (the router's rewritten argv, the environment)
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -15,8 +14,8 @@ import pytest
 
 from servelab.core.deploy.spec import DeploymentSpec, parse_spec
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.deploy import deploy
 from tests.support import free_ports, run_cli
+from tests.support.deployed import deployed
 from tests.support.xpyd import write_2p2d_spec
 
 KINDS = ("smg", "sglang-router", "vllm-router")
@@ -63,12 +62,8 @@ def running(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LoadedSpec]:
     loaded = load_spec(_write(tmp_path_factory.mktemp(f"init-{request.param}"), request.param))
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 @pytest.mark.timeout(300)

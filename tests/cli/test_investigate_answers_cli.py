@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.core.ledger.codec import encode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
@@ -27,6 +26,7 @@ from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
@@ -38,12 +38,8 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
     spec = write_pd_spec(tmp_path, time_scale=0.2, name="answers", knobs=(DEFAULT_KNOB, BF16),
                          decode_toml=f'reads_env = ["{DEFAULT_KNOB}", "{BF16}"]\n')  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 async def _changed(stack: LoadedSpec, ledger: Ledger) -> int:

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.core.ledger.codec import encode
 from servelab.core.soak.result import SoakConfig
 from servelab.core.verify.record import VerificationRecord
 from servelab.io.ledger.ledger import Ledger
@@ -37,6 +36,7 @@ from servelab.ops.knob import get_knob, live_knobs, set_knob
 from servelab.ops.soak.soak import soak
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 KNOB = f"knob:decode/{DEFAULT_KNOB}"
@@ -50,12 +50,8 @@ def proxied(tmp_path: Path) -> Iterator[LoadedSpec]:
     spec = write_pd_spec(tmp_path, time_scale=0.05, name="incident", knob="256",
                          proxy_args=["--stall-reused-after", "1"])  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 def _investigate(*args: str) -> tuple[Any, str, float]:

@@ -28,7 +28,6 @@ from typing import Any
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.core.ledger.codec import encode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
@@ -37,6 +36,7 @@ from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.http import set_faults
 from tests.support.specs import write_pd_spec
 
@@ -57,12 +57,8 @@ def stack(tmp_path: Path) -> Iterator[LoadedSpec]:
         decode_toml='args_env = "SGLANG_ARGS"\nargs = ["--admin"]\n',
     )  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 def _investigate(*args: str) -> tuple[Any, str, float, int]:

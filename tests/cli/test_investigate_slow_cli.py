@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.core.ledger.codec import encode
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
@@ -38,6 +37,7 @@ from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import verify
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 MRR = "--max-running-requests"
@@ -55,13 +55,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
         decode_toml='args_env = "SGLANG_ARGS"\nargs = ["--admin"]\n',
     )  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         asyncio.run(_set(loaded, None, "64", "setup"))
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 async def _set(

@@ -18,9 +18,9 @@ import pytest
 from servelab.core.bench.record import BenchRunRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 CAP = "--max-running-requests"
@@ -37,12 +37,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     )  # fmt: skip
     loaded = load_spec(spec)
     assert loaded.spec.router.kind == "smg"
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), report.to_json()
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 def _cli(*args: str, code: int = 0) -> Any:

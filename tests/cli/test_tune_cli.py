@@ -23,7 +23,6 @@ from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
 from servelab.core.ab.tuneevents import TuneVisitStarted
 from servelab.core.ab.tunerun import TuneKnob
 from servelab.core.bench.contract import BenchConfig
-from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
@@ -31,9 +30,9 @@ from servelab.io.ledger.tunes import TuneStore
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.ab.tune import run_tune
 from servelab.ops.ab.tuneconfig import TuneConfig
-from servelab.ops.deploy import deploy
 from servelab.ops.knob import get_knob, live_knob
 from tests.support import run_cli
+from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
 CAP = "--max-running-requests"
@@ -52,12 +51,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
         decode_toml='args_env = "SGLANG_ARGS"\n',
     )  # fmt: skip
     loaded = load_spec(spec)
-    try:
-        report = asyncio.run(deploy.up(loaded))
-        assert all(step.ok for step in report.steps), encode(report)
+    with deployed(loaded):
         yield loaded
-    finally:
-        asyncio.run(deploy.down(loaded))
 
 
 class _Stop(Exception):

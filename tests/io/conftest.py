@@ -7,8 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from servelab.core.deploy.spec import HostSpec
-from servelab.io.hosts.host import Host
-from servelab.io.hosts.ssh import host_for
+from servelab.io.hosts.host import Host, host_for
 from tests.support.sshd import SshdServer
 
 __all__ = ["host"]

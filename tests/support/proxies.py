@@ -1,11 +1,13 @@
-"""Real reverse proxies for the tests: nginx and HAProxy (Debian's packages) as plain processes.
+"""Real reverse proxies for the tests: nginx, HAProxy and Varnish (Debian's packages) as plain
+processes.
 
 Each runs in the foreground in its own process group with its own config file, pid file, logs and
 temporary paths under the test's directory, on a free loopback port, in front of an upstream (the
 real sglang-router): never the system service. A proxy is described by its kind and the
 misconfiguration it carries (:class:`ProxyConfig`: ``extra`` lines inside nginx's ``location`` /
 HAProxy's backend, ``server-options ...`` on HAProxy's server line, ``top`` lines in nginx's
-``http`` block or HAProxy's ``defaults``); :func:`config_text` writes the file,
+``http`` block or HAProxy's ``defaults``; for Varnish, ``extra`` holds ``varnishd -p`` parameters
+and ``top`` lines of its VCL); :func:`config_text` writes the file,
 :func:`proxy_argv` the command line (``up`` runs the same one from a spec), :func:`running_proxy`
 starts it and waits for it to answer. Their absence fails the test in CI or as root and skips it
 for a developer without root (:mod:`.sysdeps`).
@@ -57,14 +59,19 @@ __all__ = [
     "write_config",
 ]
 
-Kind = Literal["nginx", "haproxy"]
+Kind = Literal["nginx", "haproxy", "varnish"]
+
+#: Each kind's program (Debian installs them in /usr/sbin).
+_BINARY: dict[Kind, str] = {"nginx": "nginx", "haproxy": "haproxy", "varnish": "varnishd"}
 
 
 def proxy_binary(kind: Kind) -> str:
-    """The path of nginx or haproxy (Debian installs both in /usr/sbin), else :func:`missing`."""
-    found = shutil.which(kind) or shutil.which(kind, path="/usr/sbin:/usr/local/sbin")
+    """The path of nginx, haproxy or varnishd (Debian installs them in /usr/sbin), else
+    :func:`missing`."""
+    name = _BINARY[kind]
+    found = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin")
     if found is None:
-        missing(f"{kind} is not installed (no {kind} on PATH or in /usr/sbin)")
+        missing(f"{kind} is not installed (no {name} on PATH or in /usr/sbin)")
     return found
 
 
@@ -155,19 +162,48 @@ def _haproxy(cfg: ProxyConfig, workdir: Path, port: int, upstream: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _varnish(cfg: ProxyConfig, upstream: str) -> str:
+    """Varnish's VCL: the router as its one backend, every request passed (never cached, as in
+    front of an API); its listening address and parameters are on the command line."""
+    host, _, port = upstream.removeprefix("http://").rstrip("/").rpartition(":")
+    lines = [
+        "vcl 4.1;",
+        f'backend router {{ .host = "{host}"; .port = "{port}"; }}',
+        "sub vcl_recv { return (pass); }",
+        *cfg.top,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+#: Varnish's parameters in every config: client connections kept alive as long as nginx's
+#: default (Varnish's own 5 s would be another class, the idle close, beside the one meant).
+VARNISH_PARAMS = ("timeout_idle=75",)
+
+
 def config_text(cfg: ProxyConfig, workdir: Path, port: int, upstream: str) -> str:
     """The proxy's whole config file: listening on ``127.0.0.1:port``, forwarding to ``upstream``,
-    every path it writes under ``workdir``."""
+    every path it writes under ``workdir`` (Varnish's address is on its command line)."""
     if cfg.kind == "nginx":
         return _nginx(cfg, workdir, port, upstream)
+    if cfg.kind == "varnish":
+        return _varnish(cfg, upstream)
     return _haproxy(cfg, workdir, port, upstream)
 
 
-def proxy_argv(kind: Kind, workdir: Path, config_file: Path) -> list[str]:
-    """The foreground command line of the proxy with its own config (and prefix, for nginx)."""
+def proxy_argv(
+    kind: Kind, workdir: Path, config_file: Path, port: int = 0, params: tuple[str, ...] = ()
+) -> list[str]:
+    """The foreground command line of the proxy with its own config (and prefix, for nginx;
+    and, for Varnish, its instance directory, ``127.0.0.1:port`` and ``params``; ``-j none``: no
+    privilege separation, so it reads the test's private directory as the user it runs as)."""
     binary = proxy_binary(kind)
     if kind == "nginx":
         return [binary, "-p", str(workdir), "-c", str(config_file)]
+    if kind == "varnish":
+        opts = [arg for p in (*VARNISH_PARAMS, *params) for arg in ("-p", p)]
+        inst = ["-n", str(workdir / "varnish"), "-f", str(config_file)]
+        return [binary, "-F", "-j", "none", *inst, "-a", f"127.0.0.1:{port}", *opts, "-s",
+                "malloc,32m"]  # fmt: skip
     return [binary, "-db", "-f", str(config_file)]
 
 
@@ -197,7 +233,7 @@ def write_config(
     for kind in _NGINX_TEMPS:
         (workdir / "tmp" / kind).mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    config_file = workdir / f"{cfg.kind}.conf"
+    config_file = workdir / (f"{cfg.kind}.conf" if cfg.kind != "varnish" else "varnish.vcl")
     config_file.write_text(config_text(cfg, workdir, port, upstream))
     return RunningProxy(cfg, f"http://127.0.0.1:{port}", port, workdir, config_file)
 
@@ -208,7 +244,9 @@ def running_proxy(cfg: ProxyConfig, workdir: Path, upstream: str) -> Iterator[Ru
     end."""
     proxy = write_config(cfg, workdir, upstream)
     log = workdir / "proxy.log"
-    proc = start_process(proxy_argv(cfg.kind, workdir, proxy.config_file), log)
+    params = cfg.extra if cfg.kind == "varnish" else ()
+    argv = proxy_argv(cfg.kind, workdir, proxy.config_file, proxy.port, params)
+    proc = start_process(argv, log)
     try:
         _wait(proxy.url + "/health", proc, log)
         yield proxy
@@ -282,6 +320,15 @@ CLASSES = (
         ProxyConfig("haproxy", "buffering",
                     extra=("http-response wait-for-body time 30s at-least 64k",)),
         "slow", _SLOW | {"rounds": 2, "max_tokens": 16}, "held", "length",
+    ),
+    # Varnish's send_timeout is the TOTAL time to send a response (varnishd -x parameter: "Total
+    # timeout for ordinary HTTP1 responses"; its idle_send_timeout is the idle one): 1.5 s cuts
+    # the sessions' answers, which stream for 2-4 s on the slow stack (an agent's answer is often
+    # a short tool call, whatever max_tokens says), while a one-token answer (0.25 s) and the
+    # matrix's minimal payload (about 1 s) get through: depends on the answer's length.
+    ProxyClass(
+        "total_timeout", "f", ProxyConfig("varnish", "total_timeout", extra=("send_timeout=1.5",)),
+        "slow", _SLOW | {"rounds": 2, "max_tokens": 48, "duration_s": 120.0}, "proxy", "length",
     ),
     ProxyClass("clean_nginx", "clean", ProxyConfig("nginx"), "fast", _FAST),
     ProxyClass("clean_haproxy", "clean", ProxyConfig("haproxy"), "fast", _FAST),

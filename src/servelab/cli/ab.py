@@ -15,16 +15,11 @@ from rich.markdown import Markdown
 
 from servelab.cli.answeropts import answers_config, answers_option
 from servelab.cli.bench import bench_config, check_lengths, check_trace
+from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
 from servelab.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
     SpecAndLedger,
     bench_levels,
-    console,
-    err_console,
     ledger_option,
-    print_json,
-    run,
     say,
     show_progress,
     spec_option,
@@ -62,7 +57,10 @@ from servelab.report.ab import ab_markdown, ab_png, plan_markdown
 from servelab.report.answers import answers_refusal, unchecked_phrase
 from servelab.report.text import safe_markdown
 
-__all__ = ["AB_LOAD", "register"]
+__all__ = [
+    "AB_LOAD",
+    "ab_command",
+]
 
 #: ``ab``'s own defaults of the shared load options.
 AB_LOAD = {
@@ -319,7 +317,3 @@ def ab_command(
     if gated:
         err_console.print(answers_refusal(result), style="red", markup=False, highlight=False)
     sys.exit(EXIT_FAILED if failed or gated else EXIT_OK)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(ab_command)

@@ -17,22 +17,24 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.common import (
+from servelab.cli.boundary import (
     EXIT_FAILED,
     EXIT_OK,
-    BenchBar,
-    SpecAndLedger,
     console,
     err_console,
     interruption,
+    print_json,
+    run,
+    stop_on_signals,
+)
+from servelab.cli.common import (
+    BenchBar,
+    SpecAndLedger,
     ledger_option,
     notice,
-    print_json,
     resolve_target,
-    run,
     say,
     spec_option,
-    stop_on_signals,
 )
 from servelab.cli.options import (
     HEADER,
@@ -81,7 +83,13 @@ from servelab.report import bench as report
 from servelab.report import capacity as capacity_report
 from servelab.report.text import safe_markdown
 
-__all__ = ["Exporter", "bench_config", "check_lengths", "check_trace", "register"]
+__all__ = [
+    "Exporter",
+    "bench_command",
+    "bench_config",
+    "check_lengths",
+    "check_trace",
+]
 
 
 class Exporter:
@@ -411,8 +419,3 @@ def bench_config(
         slo=slo,
         trace=plan,
     )  # fmt: skip
-
-
-def register(group: click.Group) -> None:
-    """Add ``bench`` to the top-level group."""
-    group.add_command(bench_command)

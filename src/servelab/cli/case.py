@@ -14,13 +14,10 @@ from typing import Any
 
 import click
 
+from servelab.cli.boundary import EXIT_FAILED, err_console, json_option, print_json
 from servelab.cli.common import (
-    EXIT_FAILED,
     SpecAndLedger,
-    err_console,
-    json_option,
     ledger_option,
-    print_json,
     run_with_ledger,
     say,
     show_progress,
@@ -75,7 +72,11 @@ from servelab.report.docs import (
     describe_timeline_entry,
 )
 
-__all__ = ["register"]
+__all__ = [
+    "case_group",
+    "report_cmd",
+    "restore_cmd",
+]
 
 
 # -- case ------------------------------------------------------------------------------------
@@ -579,9 +580,3 @@ def report_cmd(
     say(f"report in {target}: {len(written)} file(s) written, {len(unchanged)} unchanged")
     for rel in written:
         say(f"  {rel}")
-
-
-def register(group: click.Group) -> None:
-    """Add ``case``, ``restore`` and ``report`` to the CLI (``ledger``: in cli/ledger.py)."""
-    for command in (case_group, restore_cmd, report_cmd):
-        group.add_command(command)

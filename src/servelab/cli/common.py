@@ -1,21 +1,16 @@
-"""What every CLI command shares: the console, exit codes, running a coroutine, common options,
-the one spec+ledger resolver, the one target resolver, the one progress printer (an operation's
-events worded by :mod:`servelab.report.progress`), and the one failure boundary
-(:class:`ServelabGroup`).
+"""What every CLI command shares beyond :mod:`servelab.cli.boundary` (the consoles, exit codes,
+``run`` and the failure boundary): the common options, the one spec+ledger resolver, the one target
+resolver, and the one progress printer (an operation's events worded by
+:mod:`servelab.report.progress`).
 
-The CLI is the only layer that prints, picks exit codes and calls ``asyncio.run``. Both consoles
-read no rich markup: everything printed may hold untrusted text (log tails, HTTP bodies, env
-values); styles are given as ``style=`` or :class:`~rich.text.Text` spans.
+The CLI is the only layer that prints, picks exit codes and calls ``asyncio.run``. Everything
+printed may hold untrusted text (log tails, HTTP bodies, env values): it is never read as rich
+markup.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
-import signal
-import sys
-import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -23,87 +18,39 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
-import uvloop
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.text import Text
 
+from servelab.cli.boundary import console, err_console, run
 from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
 from servelab.core.progress import ProgressEvent
-from servelab.core.redaction import clip_long, redact
-from servelab.errors import (
-    CaseError,
-    KnobError,
-    OptionError,
-    ServelabError,
-    SpecError,
-    TraceError,
-)
+from servelab.core.redaction import redact
 from servelab.io.ledger.connection import LEDGER_ENV, resolve_ledger_path
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
 from servelab.report.progress import describe_level, describe_progress
-from servelab.report.text import json_text, level_label
+from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.core.bench.contract import BenchProgress
 
 __all__ = [
-    "DEBUG_ENV",
-    "DEBUG_HINT",
-    "EXIT_FAILED",
-    "EXIT_INTERRUPTED",
-    "EXIT_OK",
-    "EXIT_USAGE",
-    "STOP_SIGNALS",
     "BenchBar",
-    "Interrupted",
-    "ServelabGroup",
     "SpecAndLedger",
     "base_url",
     "bench_levels",
-    "console",
-    "err_console",
-    "error",
-    "exit_code",
-    "interruption",
-    "json_option",
     "ledger_option",
     "notice",
-    "print_json",
     "progress",
     "progress_when",
     "resolve_target",
-    "run",
     "run_with_ledger",
     "say",
     "show_progress",
     "spec_option",
-    "stop_on_signals",
 ]
-
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-#: The signals a command ends on as it ends on Ctrl-C (the same cleanup, record and hint), exiting
-#: 128 + the signal's number: SIGINT 130, SIGTERM 143 (``kill``, systemd, a CI runner's
-#: timeout), SIGHUP 129 (the terminal went away).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-#: Set to 1 to see the traceback of a failure (printed before its one-line message).
-DEBUG_ENV = "SERVELAB_DEBUG"
-DEBUG_HINT = f"re-run with {DEBUG_ENV}=1 for the traceback"
-#: ``ctx.meta`` key (shared by nested contexts): the command path of a ``--json`` invocation.
-_JSON_META = "servelab.json"
-
-# Piped output (a log, `| tee`) gets 120 columns instead of rich's 80, so tables stay whole.
-console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
-err_console = Console(
-    stderr=True, highlight=False, markup=False, width=None if sys.stderr.isatty() else 120
-)
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -130,211 +77,6 @@ def ledger_option(func: F) -> F:
         default=None,
         help="Ledger file (default: $SERVELAB_LEDGER, else <state_dir>/ledger.db).",
     )(func)
-
-
-def _remember_json(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
-    if value:
-        ctx.meta[_JSON_META] = ctx.command_path.partition(" ")[2] or ctx.command_path
-    return value
-
-
-def json_option(func: F) -> F:
-    """``--json``: print one JSON document on stdout instead of tables (on failure too)."""
-    return click.option(
-        "--json",
-        "as_json",
-        is_flag=True,
-        callback=_remember_json,
-        help="Print JSON for scripts (on failure: {ok: false, error, ...}).",
-    )(func)
-
-
-def print_json(data: Any) -> None:
-    """Print a ``--json`` document on stdout (plain print: no rich markup, no wrapping): the text
-    report/ rendered (:func:`~servelab.report.text.json_text`), or JSON-ready values, printed the
-    same way (a number that is not finite, the std of one run or an open interval: ``null``)."""
-    sys.stdout.write(data if isinstance(data, str) else json_text(data))
-    sys.stdout.flush()
-
-
-def error(exc: BaseException | str) -> None:
-    """Print an error on stderr. Its text is never read as rich markup (``[services]`` stays)."""
-    err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
-
-
-class Interrupted(KeyboardInterrupt):
-    """The command was stopped by ``signum`` (one of :data:`STOP_SIGNALS`), after its cleanup."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-#: The stop signals received since the current command began, first first.
-_received: list[int] = []
-
-
-def _as_ctrl_c(signum: int, frame: Any) -> None:
-    """SIGTERM's and SIGHUP's handler: what SIGINT does now. In :func:`run`, asyncio's own
-    SIGINT handler cancels the main task (its ``finally`` blocks run) and a second signal stops
-    at once; elsewhere the command stops where it is."""
-    _received.append(signum)
-    handler = signal.getsignal(signal.SIGINT)
-    if callable(handler) and handler is not signal.default_int_handler:
-        handler(signal.SIGINT, frame)
-        return
-    raise Interrupted(signum)
-
-
-@contextmanager
-def _handling_stop_signals() -> Iterator[None]:
-    """SIGTERM and SIGHUP handled as SIGINT is while a command runs (main thread only)."""
-    _received.clear()
-    try:
-        previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS[1:]}
-    except ValueError:  # not the main thread: signals are not ours to handle
-        previous = {}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _stopped_by() -> int:
-    return _received[0] if _received else signal.SIGINT
-
-
-def run(coro: Coroutine[Any, Any, T], *, fast: bool = False) -> T:
-    """Run a coroutine. Its errors reach :class:`ServelabGroup` (one line, an exit code); a stop
-    signal (:data:`STOP_SIGNALS`) exits 128 + its number after the coroutine's own cleanup
-    (``asyncio.run`` cancels it, so its ``finally`` blocks run). ``fast``: on uvloop, the loop the
-    bench client was measured on (docs/bench.md, "The client")."""
-    with asyncio.Runner(loop_factory=uvloop.new_event_loop if fast else None) as runner:
-        try:
-            return runner.run(coro)
-        except Interrupted:
-            raise
-        except KeyboardInterrupt:
-            raise Interrupted(_stopped_by()) from None
-
-
-@contextmanager
-def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
-    """In a running loop, for the block: a stop signal sets ``stop`` instead of cancelling (the
-    caller ends its work itself, as ``bench`` keeps its partial run); yields the signals
-    received, so the caller exits as the first one says (128 + its number)."""
-    loop = asyncio.get_running_loop()
-    received: list[int] = []
-
-    def got(signum: int) -> None:
-        received.append(signum)
-        stop.set()
-
-    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
-    for sig in STOP_SIGNALS:
-        loop.add_signal_handler(sig, got, sig)
-    try:
-        yield received
-    finally:
-        for sig, handler in previous.items():
-            loop.remove_signal_handler(sig)
-            signal.signal(sig, handler)  # the loop leaves SIGTERM and SIGHUP at their defaults
-
-
-def exit_code(exc: BaseException) -> int:
-    """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage), 128 +
-    the signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else
-    1."""
-    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError)):
-        return EXIT_USAGE
-    if isinstance(exc, click.ClickException):
-        return exc.exit_code
-    if isinstance(exc, Interrupted):
-        return 128 + exc.signum
-    if isinstance(exc, KeyboardInterrupt):
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED
-
-
-def interruption(signum: int | None) -> str:
-    """``interrupted`` (Ctrl-C, or no signal known), or ``interrupted by SIGTERM``."""
-    if signum is None or signum == signal.SIGINT:
-        return "interrupted"
-    return f"interrupted by {signal.Signals(signum).name}"
-
-
-def _interruption(exc: KeyboardInterrupt) -> str:
-    return interruption(exc.signum if isinstance(exc, Interrupted) else None)
-
-
-def _message(exc: BaseException) -> str:
-    if isinstance(exc, KeyboardInterrupt):
-        return _interruption(exc)
-    if isinstance(exc, click.ClickException):
-        return clip_long(redact(exc.format_message()))
-    if isinstance(exc, ServelabError):
-        return redact(str(exc))
-    if isinstance(exc, OSError) and exc.strerror:
-        where = f"{exc.filename}: " if exc.filename else ""
-        return redact(f"{where}{exc.strerror}")
-    return redact(f"unexpected {type(exc).__name__}: {exc}")
-
-
-def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
-    """The JSON document a ``--json`` command prints when it fails."""
-    return {
-        "command": command,
-        "ok": False,
-        "error": _message(exc),
-        "error_type": type(exc).__name__,
-        "exit_code": exit_code(exc),
-    }
-
-
-def _report_failure(ctx: click.Context, exc: BaseException) -> int:
-    """Print ``exc`` as one line on stderr (and the JSON document under ``--json``)."""
-    command = ctx.meta.get(_JSON_META)
-    if command is not None:
-        with contextlib.suppress(OSError):  # standard output itself failed: stderr says it
-            print_json(_failure_json(command, exc))
-    if isinstance(exc, click.ClickException):
-        return exc.exit_code  # click prints it (usage and all)
-    debug = os.environ.get(DEBUG_ENV, "").strip() not in ("", "0")
-    if debug and not isinstance(exc, KeyboardInterrupt):
-        traceback.print_exception(exc, file=sys.stderr)
-    if isinstance(exc, KeyboardInterrupt):
-        err_console.print(_interruption(exc), style="yellow")
-    elif isinstance(exc, (ServelabError, OSError)) or debug:
-        error(_message(exc))
-    else:
-        error(f"{_message(exc)} ({DEBUG_HINT})")
-    return exit_code(exc)
-
-
-class ServelabGroup(click.Group):
-    """The top-level group: the one failure boundary of every command.
-
-    Whatever a command raises (servelab errors, OS errors, anything unexpected, a stop signal)
-    becomes one line on stderr and an exit code (:func:`exit_code`); SIGTERM and SIGHUP are
-    handled as SIGINT is while it runs (:data:`STOP_SIGNALS`); a ``--json`` command prints its
-    failure document (:func:`_failure_json`) on stdout as well. ``SERVELAB_DEBUG=1`` prints the
-    traceback too. ``SystemExit`` and click's own exits pass through.
-    """
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            with _handling_stop_signals():
-                return super().invoke(ctx)
-        except (click.exceptions.Exit, click.Abort):
-            raise
-        except click.ClickException as exc:
-            exc.message = clip_long(redact(exc.message))  # type: ignore[misc]  # what was typed
-            _report_failure(ctx, exc)
-            raise
-        except (Exception, KeyboardInterrupt) as exc:
-            code = _report_failure(ctx, exc)
-            raise SystemExit(code) from None
 
 
 def progress(message: str) -> None:

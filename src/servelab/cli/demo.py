@@ -34,7 +34,8 @@ from typing import Any
 import click
 from rich.text import Text
 
-from servelab.cli.common import SpecAndLedger, console, run
+from servelab.cli.boundary import console, run
+from servelab.cli.common import SpecAndLedger
 from servelab.cli.options import REPEAT, REQUESTS, Default
 from servelab.core.deploy.defaultspec import (
     BF16_KNOB,
@@ -45,7 +46,10 @@ from servelab.core.deploy.defaultspec import (
 from servelab.io.files import write_atomic
 from servelab.io.http.client import model_id, probe
 
-__all__ = ["proxy_spec_text", "register"]
+__all__ = [
+    "demo_command",
+    "proxy_spec_text",
+]
 
 KNOB_TARGET = f"knob:decode/{DEFAULT_KNOB}"
 OVERLAP_TARGET = f"knob:decode/{OVERLAP_KNOB}"
@@ -280,7 +284,3 @@ def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
             ("demo complete", "bold"), f" in {minutes:.1f} min; report: {out / 'index.html'}"
         )
     )
-
-
-def register(group: click.Group) -> None:
-    group.add_command(demo_command)

@@ -15,18 +15,8 @@ from typing import TypeVar
 
 import click
 
-from servelab.cli.common import (
-    EXIT_FAILED,
-    SpecAndLedger,
-    console,
-    err_console,
-    json_option,
-    ledger_option,
-    print_json,
-    run,
-    show_progress,
-    spec_option,
-)
+from servelab.cli.boundary import EXIT_FAILED, console, err_console, json_option, print_json, run
+from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
@@ -50,7 +40,12 @@ from servelab.report.deploy import (
     status_json,
 )
 
-__all__ = ["register"]
+__all__ = [
+    "down_command",
+    "restart_command",
+    "status_command",
+    "up_command",
+]
 
 T = TypeVar("T")
 
@@ -235,8 +230,3 @@ def _show(document: str, text: str, as_json: bool, ok: bool) -> None:
         console.print(text, end="", markup=False, highlight=False)
     if not ok:
         raise SystemExit(EXIT_FAILED)
-
-
-def register(group: click.Group) -> None:
-    for command in (up_command, down_command, status_command, restart_command):
-        group.add_command(command)

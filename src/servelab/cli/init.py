@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.common import json_option, print_json, run
+from servelab.cli.boundary import json_option, print_json, run
 from servelab.core.deploy.spec import HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
 from servelab.errors import OptionError
@@ -21,7 +21,9 @@ from servelab.io.files import check_overwrite, write_stream, write_to
 from servelab.ops.init import InitOptions, discover
 from servelab.report.init import gap_words, init_note, spec_toml
 
-__all__ = ["register"]
+__all__ = [
+    "init_command",
+]
 
 
 def _host(ssh: str | None, identity_file: str | None) -> HostSpec | None:
@@ -115,8 +117,3 @@ def init_command(
         print_json(_json(result, written))
     else:
         click.echo(init_note(result, written), nl=False, err=out == "-")
-
-
-def register(group: click.Group) -> None:
-    """Add ``init`` to the ``servelab`` command group."""
-    group.add_command(init_command)

@@ -15,12 +15,10 @@ from pathlib import Path
 
 import click
 
+from servelab.cli.boundary import EXIT_FAILED, json_option, print_json
 from servelab.cli.common import (
-    EXIT_FAILED,
     SpecAndLedger,
-    json_option,
     ledger_option,
-    print_json,
     progress,
     run_with_ledger,
     say,
@@ -63,7 +61,9 @@ from servelab.report.investigate import (
 )
 from servelab.report.investigation import root_cause as phrase
 
-__all__ = ["register"]
+__all__ = [
+    "investigate_command",
+]
 
 
 def _tell(event: InvestigateEvent) -> None:
@@ -186,7 +186,3 @@ def investigate_command(
             say(f"  incident report: {page}")
     if outcome.stopped or outcome.state.ending is not Ending.RESOLVED:
         raise SystemExit(EXIT_FAILED)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(investigate_command)

@@ -13,14 +13,8 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.common import (
-    SpecAndLedger,
-    json_option,
-    ledger_option,
-    print_json,
-    run,
-    spec_option,
-)
+from servelab.cli.boundary import json_option, print_json, run
+from servelab.cli.common import SpecAndLedger, ledger_option, spec_option
 from servelab.cli.dashdash import KnobCommand, bare_flag_value
 from servelab.cli.options import CASE, wait_option
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
@@ -29,7 +23,9 @@ from servelab.ops.context import Operation
 from servelab.ops.knob import diff_knob, read_knob, set_knob
 from servelab.report.knob import render_knob_change, render_knob_diff, render_knob_value
 
-__all__ = ["register"]
+__all__ = [
+    "knob_group",
+]
 
 
 @click.group("knob")
@@ -127,8 +123,3 @@ def diff_command(service: str, name: str, spec_path: Path | None, as_json: bool)
         print_json(encode(diff))
     else:
         click.echo(render_knob_diff(diff), nl=False)
-
-
-def register(group: click.Group) -> None:
-    """Add the ``knob`` group to the ``servelab`` command group."""
-    group.add_command(knob_group)

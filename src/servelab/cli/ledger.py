@@ -21,15 +21,8 @@ from typing import Any
 
 import click
 
-from servelab.cli.common import (
-    SpecAndLedger,
-    json_option,
-    ledger_option,
-    print_json,
-    run_with_ledger,
-    say,
-    spec_option,
-)
+from servelab.cli.boundary import json_option, print_json
+from servelab.cli.common import SpecAndLedger, ledger_option, run_with_ledger, say, spec_option
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import (
@@ -54,7 +47,11 @@ from servelab.report.ledger import (
     vacuum_line,
 )
 
-__all__ = ["FORMATS", "parse_age", "register"]
+__all__ = [
+    "FORMATS",
+    "ledger_group",
+    "parse_age",
+]
 
 #: ``ledger export --format``: one JSON document, JSON Lines (a line per row), CSV (a file per
 #: table in a directory).
@@ -333,8 +330,3 @@ def ledger_stats(spec_path: Path | None, ledger_path: Path | None, as_json: bool
         return
     for line in stats_lines(stats):
         say(line)
-
-
-def register(group: click.Group) -> None:
-    """Add ``ledger`` to the CLI."""
-    group.add_command(ledger_group)

@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 import click
 from click.types import ParamTypeInfoDict
 
-from servelab.cli.common import json_option
+from servelab.cli.boundary import json_option
 from servelab.core.ab.result import AbMetric
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from servelab.cli.common import err_console, run
+from servelab.cli.boundary import err_console, run
 from servelab.sim.app import serve
 from servelab.sim.engineargs import ArgsExit, Engine, parse_worker_args
 from servelab.sim.profile import DEFAULT_PROFILE
@@ -26,7 +26,7 @@ from servelab.sim.proxyfaults import ProxyFaults
 from servelab.sim.settings import Role, WorkerSettings, settings_from_args
 from servelab.sim.vllm import VLLM_PROFILE, serve_vllm
 
-__all__ = ["register"]
+__all__ = ["sim_group"]
 
 #: ``sim prefill|decode`` hand their whole command line to the engine's own parser.
 _ENGINE_STYLE: dict[str, Any] = {
@@ -81,40 +81,40 @@ def _uvloop() -> bool:
     return loop == "uvloop"
 
 
-def register(group: click.Group) -> None:
-    """Add ``sim prefill``, ``sim decode`` and ``sim proxy``."""
+@click.group("sim")
+def sim_group() -> None:
+    """The simulated PD engine (SGLang- or vLLM-compatible) and the faulty proxy."""
 
-    @group.group("sim")
-    def sim() -> None:
-        """The simulated PD engine (SGLang- or vLLM-compatible) and the faulty proxy."""
 
-    @sim.command("prefill", **_ENGINE_STYLE)
-    @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-    def prefill(argv: tuple[str, ...]) -> None:
-        """A simulated prefill worker with its KV bootstrap server (vLLM: NIXL side channel).
-        Its arguments are the engine's (``--help``)."""
-        _run_worker("prefill", argv)
+@sim_group.command("prefill", **_ENGINE_STYLE)
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def _prefill(argv: tuple[str, ...]) -> None:
+    """A simulated prefill worker with its KV bootstrap server (vLLM: NIXL side channel).
+    Its arguments are the engine's (``--help``)."""
+    _run_worker("prefill", argv)
 
-    @sim.command("decode", **_ENGINE_STYLE)
-    @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
-    def decode(argv: tuple[str, ...]) -> None:
-        """A simulated decode worker. Its arguments are the engine's (``--help``)."""
-        _run_worker("decode", argv)
 
-    @sim.command("proxy")
-    @click.option("--host", default="127.0.0.1", show_default=True)
-    @click.option("--port", type=int, required=True)
-    @click.option("--upstream", required=True, help="Base URL to forward to (the router).")
-    @click.option("--stall-reused-after", type=int, default=None, metavar="N")
-    @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
-    @click.option("--cut-after-bytes", type=int, default=None, metavar="N")
-    @click.option("--chunk-delay-ms", type=float, default=None, metavar="MS")
-    @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
-    def proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:
-        """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""
-        given = {k: v for k, v in flags.items() if _given(v)}
-        faults = ProxyFaults.from_env().updated(given)
-        err_console.print(f"servelab sim proxy on {host}:{port} -> {upstream}")
-        stop = asyncio.Event()
-        main = serve_proxy(host, port, upstream, stop, faults=faults, admin=admin)
-        run(_until_signal(main, stop))
+@sim_group.command("decode", **_ENGINE_STYLE)
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def _decode(argv: tuple[str, ...]) -> None:
+    """A simulated decode worker. Its arguments are the engine's (``--help``)."""
+    _run_worker("decode", argv)
+
+
+@sim_group.command("proxy")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, required=True)
+@click.option("--upstream", required=True, help="Base URL to forward to (the router).")
+@click.option("--stall-reused-after", type=int, default=None, metavar="N")
+@click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
+@click.option("--cut-after-bytes", type=int, default=None, metavar="N")
+@click.option("--chunk-delay-ms", type=float, default=None, metavar="MS")
+@click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
+def _proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:
+    """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""
+    given = {k: v for k, v in flags.items() if _given(v)}
+    faults = ProxyFaults.from_env().updated(given)
+    err_console.print(f"servelab sim proxy on {host}:{port} -> {upstream}")
+    stop = asyncio.Event()
+    main = serve_proxy(host, port, upstream, stop, faults=faults, admin=admin)
+    run(_until_signal(main, stop))

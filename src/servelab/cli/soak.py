@@ -10,18 +10,20 @@ from pathlib import Path
 import click
 
 from servelab.cli.answeropts import answer_probes_option
-from servelab.cli.common import (
+from servelab.cli.boundary import (
     EXIT_FAILED,
     EXIT_OK,
-    SpecAndLedger,
     console,
     err_console,
     json_option,
-    ledger_option,
     print_json,
+    run,
+)
+from servelab.cli.common import (
+    SpecAndLedger,
+    ledger_option,
     progress,
     resolve_target,
-    run,
     show_progress,
     spec_option,
 )
@@ -53,7 +55,11 @@ from servelab.ops.soak import soak as ops
 from servelab.ops.telemetry.tracing import TraceCollector, trace_collector
 from servelab.report.soak import soak as report
 
-__all__ = ["SOAK_IDLE_TIMEOUT", "register", "targets_from"]
+__all__ = [
+    "SOAK_IDLE_TIMEOUT",
+    "soak_command",
+    "targets_from",
+]
 
 #: The soak's own idle timeout: it is the stall threshold.
 SOAK_IDLE_TIMEOUT = Default(
@@ -301,8 +307,3 @@ def _show(result: SoakResult, as_json: bool) -> None:
             report.render_soak(result), markup=False, highlight=False, end="", soft_wrap=True
         )
     raise SystemExit(EXIT_OK if result.ok else EXIT_FAILED)
-
-
-def register(group: click.Group) -> None:
-    """Add ``soak`` to the CLI."""
-    group.add_command(soak_command)

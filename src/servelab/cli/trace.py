@@ -30,7 +30,9 @@ from servelab.core.load.tracegen import (
 from servelab.core.options import parse_positive, parse_rate
 from servelab.io.files import check_overwrite, write_stream, write_to
 
-__all__ = ["register"]
+__all__ = [
+    "trace_group",
+]
 
 _AGENTIC, _CHAT = AgenticShape(), ChatShape()
 
@@ -117,8 +119,3 @@ def generate_command(
         write_to(out, _lines(entries, counted))
     notice("wrote", f"{'standard output' if str(out) == '-' else out}: {counted[0]} line(s), "
            f"block size {block_size}")  # fmt: skip
-
-
-def register(group: click.Group) -> None:
-    """Add ``trace`` to the CLI."""
-    group.add_command(trace_group)

@@ -12,16 +12,11 @@ from pathlib import Path
 import click
 
 from servelab.cli.answeropts import answers_config, answers_option
+from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
 from servelab.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
     SpecAndLedger,
     bench_levels,
-    console,
-    err_console,
     ledger_option,
-    print_json,
-    run,
     say,
     show_progress,
     spec_option,
@@ -70,7 +65,9 @@ from servelab.report.answers import unchecked_phrase
 from servelab.report.text import safe_markdown
 from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
 
-__all__ = ["register"]
+__all__ = [
+    "tune_command",
+]
 
 #: ``tune``'s own defaults of the shared load options.
 TUNE_LOAD = {
@@ -272,7 +269,3 @@ def tune_command(
     if record.answers_unchecked is not None:
         err_console.print(unchecked_phrase(record.answers_unchecked), style="yellow")
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
-
-
-def register(group: click.Group) -> None:
-    group.add_command(tune_command)

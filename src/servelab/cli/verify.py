@@ -13,17 +13,8 @@ from pathlib import Path
 import click
 
 from servelab.cli.answeropts import answer_probes_option
-from servelab.cli.common import (
-    EXIT_FAILED,
-    EXIT_OK,
-    SpecAndLedger,
-    json_option,
-    ledger_option,
-    print_json,
-    progress_when,
-    run,
-    spec_option,
-)
+from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, json_option, print_json, run
+from servelab.cli.common import SpecAndLedger, ledger_option, progress_when, spec_option
 from servelab.cli.options import Parsed
 from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.core.options import parse_positive_seconds
@@ -33,7 +24,9 @@ from servelab.ops.verify.e2e import E2EOptions
 from servelab.ops.verify.verify import LAYERS, verify
 from servelab.report.verify import render_verify, verify_json
 
-__all__ = ["register"]
+__all__ = [
+    "verify_command",
+]
 
 
 async def _verify(
@@ -116,8 +109,3 @@ def verify_command(
     else:
         click.echo(render_verify(report), nl=False)
     ctx.exit(EXIT_OK if report.ok else EXIT_FAILED)
-
-
-def register(group: click.Group) -> None:
-    """Add ``verify`` to the ``servelab`` command group."""
-    group.add_command(verify_command)

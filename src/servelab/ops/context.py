@@ -33,8 +33,7 @@ from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.progress import ProgressEvent
 from servelab.errors import ServelabError
 from servelab.io.hosts.envfiles import backup_dir, write_env_file
-from servelab.io.hosts.host import Host
-from servelab.io.hosts.ssh import host_for
+from servelab.io.hosts.host import Host, host_for
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 

@@ -47,8 +47,7 @@ from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.options import parse_url
 from servelab.core.redaction import redact, redact_words
 from servelab.errors import HostError, KnobError, OptionError, RouterApiError, ServelabError
-from servelab.io.hosts.host import Host
-from servelab.io.hosts.ssh import host_for
+from servelab.io.hosts.host import Host, host_for
 from servelab.io.http.client import HttpClient
 from servelab.io.routerworkers import RouterWorker, router_workers
 

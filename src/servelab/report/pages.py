@@ -33,8 +33,8 @@ from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.core.telemetry.summary import RunTelemetry
 from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
-from servelab.report.soak.soak import page_sections
-from servelab.report.soak.words import finding_evidence, layer_advice, layer_title
+from servelab.report.soak.soak import finding_advice, page_sections
+from servelab.report.soak.words import finding_evidence, layer_title
 from servelab.report.text import level_label
 
 __all__ = [
@@ -322,7 +322,7 @@ def soak_markdown(soak: SoakRunRecord) -> str:
         out += [f"## Finding {rank}: {layer_title(f.layer)}", ""]
         out += [f"- layer: {f.layer}", f"- confidence: {f.confidence:.2f}"]
         out += [f"- worker: {f.worker}"] if f.worker else []
-        out += [f"- advice: {layer_advice(f.layer)}", ""]
+        out += [f"- advice: {finding_advice(f)}", ""]
         lines = [e for e in finding_evidence(f, doc.observations) if e.observation is not None]
         if lines:
             out += ["Evidence:", ""]

@@ -212,6 +212,7 @@ SERVELAB_OPTIONS = (
     ),
     _Option("--kv-corrupt", None, "Fault: decode from wrong KV after a PD hand-off."),
     _Option("--scheduler-crash", None, "Fault: the scheduler dies (503, exit 1)."),
+    _Option("--kv-leak", float, "Fault: a hand-off leaks its KV pages at RATE.", metavar="RATE"),
 )
 
 

@@ -19,6 +19,10 @@
   vLLM NIXL read): HTTP 200, a valid stream, an answer that differs from its first decoded token.
 - ``scheduler_crash``: the scheduler loop raises at its next step; the worker then does what the
   engine does when its scheduler process dies (``servelab.sim.app``: logged, 503, exit 1).
+- ``kv_leak`` ``RATE``: a slow leak on the decode: after each KV hand-off, with probability RATE (a
+  seeded draw), a ghost of the request is left in the transfer queue, waiting for remote KV that
+  never comes, holding the request's KV pages (``servelab.sim.leak``): the client's answer is
+  fine, ``sglang:token_usage`` and ``sglang:num_decode_transfer_queue_reqs`` never come back down.
 
 Pure data and rules; the clock and the random draws are passed in.
 """
@@ -47,6 +51,7 @@ ENV_VARS = {
     "batch_nondeterminism": "SERVELAB_SIM_BATCH_NONDETERMINISM",
     "kv_corrupt": "SERVELAB_SIM_KV_CORRUPT",
     "scheduler_crash": "SERVELAB_SIM_SCHEDULER_CRASH",
+    "kv_leak": "SERVELAB_SIM_KV_LEAK",
 }
 
 _TRUE = frozenset({"1", "true", "yes", "on"})
@@ -82,13 +87,13 @@ def parse_wedge(value: Any) -> tuple[int, float] | None:
     return n, t
 
 
-def _prob(value: Any) -> float:
+def _prob(value: Any, name: str = "transfer_fail_prob") -> float:
     try:
         p = float(value)
     except (TypeError, ValueError) as exc:
-        raise SimError(f"transfer_fail_prob must be a number, got {value!r}") from exc
+        raise SimError(f"{name} must be a number, got {value!r}") from exc
     if not 0.0 <= p <= 1.0:
-        raise SimError(f"transfer_fail_prob must be within [0, 1], got {p}")
+        raise SimError(f"{name} must be within [0, 1], got {p}")
     return p
 
 
@@ -128,6 +133,7 @@ class Faults:
     batch_nondeterminism: float = 0.0
     kv_corrupt: bool = False
     scheduler_crash: bool = False
+    kv_leak: float = 0.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Faults:
@@ -144,6 +150,8 @@ class Faults:
         new: dict[str, Any] = {}
         if "transfer_fail_prob" in changes:
             new["transfer_fail_prob"] = _prob(changes["transfer_fail_prob"])
+        if "kv_leak" in changes:
+            new["kv_leak"] = _prob(changes["kv_leak"], "kv_leak")
         if "abort_wedge" in changes:
             new["abort_wedge"] = parse_wedge(changes["abort_wedge"])
         if "corrupt_under_load" in changes:

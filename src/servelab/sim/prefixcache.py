@@ -75,6 +75,12 @@ class PrefixCache:
         """Tokens of the pool in use: cached pages and in-flight reservations."""
         return self.cached_tokens + self.reserved
 
+    @property
+    def in_use_tokens(self) -> int:
+        """Tokens requests in flight hold: their reservations and the cached pages they lock
+        (what is not evictable)."""
+        return self.reserved + sum(self.page_size for p in self._pages.values() if p.locks)
+
     def _usable(self, hashes: Sequence[int], prompt_tokens: int) -> int:
         """Leading pages of ``hashes`` that are cached (at most ``prompt - 1`` tokens)."""
         if not self.enabled:

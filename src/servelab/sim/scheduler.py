@@ -368,6 +368,7 @@ class DecodeScheduler:
         #: what may change answers token by token (None: nothing does, the fast path)
         self.perturb: Perturb | None = None
         self._crash = False
+        self.held_tokens = 0  #: KV held outside the batch (the ``kv_leak`` fault's ghosts)
 
     def crash(self) -> None:
         """The ``scheduler_crash`` fault: the loop raises at its next step."""
@@ -396,7 +397,7 @@ class DecodeScheduler:
         self._running = [s for s in self._running if not s.cancelled]
         self._joining = [s for s in self._joining if not s.cancelled]
         limits = self._settings.limits
-        used = sum(_tokens(s) for s in self._running)
+        used = self.held_tokens + sum(_tokens(s) for s in self._running)
         admitted = 0
         for seq in self._joining:
             if len(self._running) >= limits.max_running_requests:
@@ -408,11 +409,11 @@ class DecodeScheduler:
             used += _tokens(seq)
             admitted += 1
         del self._joining[:admitted]
-        self._metrics.token_usage = used / limits.pool_tokens
+        self._metrics.token_usage = min(1.0, used / limits.pool_tokens)
 
     def _retract(self, used: int) -> int:
         """Make room for the next step's tokens (see the class); the tokens left in use."""
-        pool = self._settings.limits.pool_tokens
+        pool = self._settings.limits.pool_tokens - self.held_tokens  # what the batch may use
         if used + len(self._running) <= pool:
             return used
         order = sorted(self._running, key=lambda s: (s.n_out, -s.ctx_tokens))
@@ -465,14 +466,13 @@ class DecodeScheduler:
                 await self._wait_unwedged()
                 t_next = None
                 continue
-            if not self._running:
-                self._metrics.gen_throughput = 0.0
+            if not self._running:  # (the gauge too: the last sequences may have been cancelled)
+                self._metrics.gen_throughput, self._metrics.running = 0.0, self.running
                 self._kick.clear()
                 await self._kick.wait()
                 t_next = None
                 continue
-            now = loop.time()
-            t_next = now if t_next is None else t_next
+            t_next = loop.time() if t_next is None else t_next
             ctx = self._retract(sum(_tokens(s) for s in self._running))
             batch = len(self._running)
             step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))

@@ -22,6 +22,7 @@ from servelab.sim.answers import Change, diverge, perturb_token
 from servelab.sim.bootstrap import BootstrapClient, RoomInfo, RoomStore
 from servelab.sim.faults import AbortTracker, Faults
 from servelab.sim.kvlayout import garbled, sglang_corrupts
+from servelab.sim.leak import KvLeak
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.prefixcache import page_hashes
 from servelab.sim.profile import kv_transfer_s
@@ -74,6 +75,10 @@ class Worker:
         self.rooms = RoomStore(settings.kv_layout)
         self._client = BootstrapClient()
         self._rng = random.Random(settings.seed)
+        #: the ``kv_leak`` fault's ghosts, drawn from their own seeded generator (so switching
+        #: the leak on changes no other draw)
+        self.leak = KvLeak()
+        self._leak_rng = random.Random(settings.seed + 1)
         self._waiting = 0
         self._stalled: set[Sequence] = set()
         self._fail_until = self._t0 + settings.faults.fail_fast_s
@@ -285,7 +290,9 @@ class Worker:
             seqs.append(seq)
             self.metrics.ttft.observe(time.monotonic() - t_start)
         self.metrics.generation_tokens += len(seqs)
-        self.metrics.token_usage = sched.cache.used_tokens / sched.cache.capacity
+        # SGLang's usage leaves out the evictable prefix cache (its num_used is the pool less
+        # the free and the evictable tokens): only what requests in flight hold
+        self.metrics.token_usage = sched.cache.in_use_tokens / sched.cache.capacity
         return seqs
 
     # ------------------------------------------------------------------------------ decode
@@ -312,7 +319,8 @@ class Worker:
         t_start = time.monotonic()
         deadline = t_start + self.settings.waiting_timeout_s
         self._waiting += 1
-        self.metrics.queued = self.metrics.transfer_queue = self._waiting
+        self.metrics.queued = self._waiting
+        self.metrics.transfer_queue = self._waiting + self.leak.entries
         try:
             await self._hang_until(deadline)
             kv = await self._fetch_kv(item, out, deadline) if not self.is_wedged() else None
@@ -339,10 +347,15 @@ class Worker:
             handoff = handoff or (item.room is not None and item.bootstrap_host is not None)
             seq = self._start_decode(out, kv, handoff)
             self.metrics.ttft.observe(time.monotonic() - t_start)
+            if handoff and self.leak.after_handoff(
+                self.faults.kv_leak, self._leak_rng.random(), kv.prompt_tokens
+            ):
+                self.decode_sched.held_tokens = self.leak.tokens
             return seq
         finally:
             self._waiting -= 1
-            self.metrics.queued = self.metrics.transfer_queue = self._waiting
+            self.metrics.queued = self._waiting
+            self.metrics.transfer_queue = self._waiting + self.leak.entries
 
     def _start_decode(self, out: Output, kv: RoomInfo, handoff: bool) -> Sequence:
         """The sequence that decodes on from the prefill's first token (from wrong KV after a

@@ -11,7 +11,7 @@ import pytest
 from servelab.core.deploy.spec import HostSpec
 from servelab.core.knobs.envfile import parse_environ
 from servelab.io.hosts import processes
-from servelab.io.hosts.host import Host
+from servelab.io.hosts.host import Host, host_for
 from servelab.io.hosts.processes import (
     PidRecord,
     command_status,
@@ -24,7 +24,6 @@ from servelab.io.hosts.processes import (
     stop_record,
     write_pid_record,
 )
-from servelab.io.hosts.ssh import host_for
 from servelab.io.http.client import probe
 from tests.support import free_port
 

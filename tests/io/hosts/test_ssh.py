@@ -11,7 +11,8 @@ import pytest
 from servelab.core.deploy.spec import HostSpec
 from servelab.errors import HostError, SSHError
 from servelab.io.hosts import ssh as ssh_module
-from servelab.io.hosts.ssh import SSHHost, host_for
+from servelab.io.hosts.host import host_for
+from servelab.io.hosts.ssh import SSHHost
 from tests.support import free_port
 from tests.support.sshd import SshdServer
 
@@ -84,4 +85,4 @@ async def test_aclose_is_idempotent_and_reconnects(sshd: SshdServer) -> None:
 
 
 def test_public_api() -> None:
-    assert ssh_module.__all__ == ["SSHHost", "host_for"]
+    assert ssh_module.__all__ == ["SSHHost"]

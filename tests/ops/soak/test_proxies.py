@@ -139,3 +139,15 @@ def test_the_openai_sdks_retries_are_kept_as_resends(fast: Targets, tmp_path: Pa
     # masked, kept with the status it retried after; the rate limit is still the proxy's.
     result = _soak(BY_NAME["rate_limit"], fast, tmp_path, client=SoakClient.OPENAI)
     assert result.resends and {r.status for r in result.resends} == {429}
+
+
+def test_a_total_response_timeout_cuts_long_answers_and_depends_on_their_length(
+    slow: Targets, tmp_path: Path
+) -> None:
+    # Varnish closes the connection once a response has taken send_timeout in all, however
+    # steadily its tokens come: the stream is cut (no idle stall), the router's is whole.
+    result = _soak(BY_NAME["total_timeout"], slow, tmp_path)
+    assert result.errors and not result.stalls
+    cells = {c.id: c for c in result.localizations[0].matrix.cells}
+    assert cells["matrix.router.router.failing.stream"].ok
+    assert not cells["matrix.entry_fresh.entry.failing.stream"].ok

@@ -35,6 +35,7 @@ from servelab.core.soak.conviction import (
     corroborates,
     exoneration,
 )
+from servelab.core.soak.creep import creep_evidence, crept
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
 from servelab.core.soak.observe import (
     CorrectnessViolations,
@@ -434,14 +435,13 @@ def _fired_layer(e: TelemetryEvidence) -> Layer | None:
 def _telemetry_findings(
     found: list[Finding], evidence: tuple[TelemetryEvidence, ...], failed: bool
 ) -> list[Finding]:
-    """A finding of its own for a fired rule whose layer no other rule found: the client rule
-    always (the client did not see what the servers produced), the others when requests failed."""
+    """A finding of its own for a fired rule whose layer no other rule found: the client and the
+    creep rules always (decay shows before anything fails), the others when requests failed."""
     out: list[Finding] = []
     layers = [layer for e in evidence if (layer := _fired_layer(e)) is not None]
     for layer in dict.fromkeys(layers):
-        if any(f.layer == layer for f in [*found, *out]):
-            continue
-        if layer != Layer.CLIENT and not failed:
+        known = any(f.layer == layer for f in [*found, *out])
+        if known or (layer != Layer.CLIENT and not failed and not crept(evidence, layer)):
             continue
         ids = [e.id for e in evidence if _fired_layer(e) == layer]
         workers = {e.worker for e in evidence if e.id in ids}
@@ -510,7 +510,7 @@ def diagnosis(ev: SoakEvidence, server: ServerView | None = None) -> Diagnosis:
     :class:`~servelab.core.telemetry.layers.Layer`), and those a stronger finding further out
     explains, dropped. ``server``: the run's telemetry (:mod:`servelab.core.telemetry.rules`)
     supports or contradicts the findings, and gives findings of its own."""
-    evidence = assess(server)
+    evidence = (*assess(server), *creep_evidence(server))
     obs = [*observations(ev), *telemetry_observations(evidence)]
     view = _View(ev, {o.id: o for o in obs})
     found = [f for f in (rule(view) for rule in _RULES) if f is not None]

@@ -5,7 +5,8 @@ whether a path exists, list a directory, create a directory, remove a file, repl
 atomically (optionally with a timestamped backup beside it; env-file backups go under the state
 directory instead, :mod:`servelab.io.hosts.envfiles`), read a process's raw environment, find the
 process listening on a TCP port, and give a URL this machine can use to reach a service bound on the
-host's loopback. :func:`~servelab.io.hosts.ssh.host_for` gives the host a spec names.
+host's loopback. :func:`host_for` gives the host a spec names (asyncssh imported only for a
+remote one).
 
 Errors: :class:`~servelab.errors.CommandTimeout` when a command outlives its timeout,
 :class:`~servelab.errors.HostError` (:class:`~servelab.errors.SSHError` for the connection) for the
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import os
 import signal
 import stat
@@ -24,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
+from servelab.core.deploy.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError
 from servelab.io.files import write_atomic
 
@@ -32,6 +35,7 @@ __all__ = [
     "Host",
     "LocalHost",
     "backup_name",
+    "host_for",
     "parse_proc_net_tcp",
 ]
 
@@ -257,3 +261,17 @@ def _holds_socket(pid: int, targets: set[str]) -> bool:
     except OSError:
         return False
     return False
+
+
+#: Where :class:`~servelab.io.hosts.ssh.SSHHost` is: imported by name when a host is remote, so a
+#: command on local hosts never pays for asyncssh (about 0.25 s of CPU at start-up).
+_SSH_MODULE = "servelab.io.hosts.ssh"
+
+
+def host_for(name: str, spec: HostSpec) -> Host:
+    """The host a spec's ``[hosts.NAME]`` describes: this machine when it has no ``ssh``, else
+    an :class:`~servelab.io.hosts.ssh.SSHHost` (one connection, opened on first use)."""
+    if spec.is_local:
+        return LocalHost(name)
+    remote: Host = importlib.import_module(_SSH_MODULE).SSHHost(name, spec)
+    return remote

@@ -18,9 +18,9 @@ import asyncssh
 from servelab.core.deploy.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError, SSHError
 from servelab.io.files import REMOTE_WRITE_SCRIPT
-from servelab.io.hosts.host import CommandResult, Host, LocalHost, backup_name, parse_proc_net_tcp
+from servelab.io.hosts.host import CommandResult, backup_name, parse_proc_net_tcp
 
-__all__ = ["SSHHost", "host_for"]
+__all__ = ["SSHHost"]
 
 
 class SSHHost:
@@ -203,11 +203,3 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "no answer (timed out)"
     return type(exc).__name__
-
-
-def host_for(name: str, spec: HostSpec) -> Host:
-    """The host a spec's ``[hosts.NAME]`` describes: this machine when it has no ``ssh``, else
-    an :class:`SSHHost` (one connection, opened on first use)."""
-    if spec.is_local:
-        return LocalHost(name)
-    return SSHHost(name, spec)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from servelab.core.soak.conviction import Exoneration
+from servelab.core.soak.creep import creep_evidence
 from servelab.core.soak.diagnose import Dropped, Finding, diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
@@ -125,7 +126,8 @@ def _evidences(result: Seen) -> list[SoakEvidence]:
 def conclude(result: Seen) -> Verdict:
     """Diagnose each localization's evidence; merge the findings. The run's telemetry covers the
     whole soak: it goes with the first evidence (like the correctness violations), unscoped."""
-    all_obs: list[Observation] = [*telemetry_observations(assess(result.server))]
+    evidence = (*assess(result.server), *creep_evidence(result.server))
+    all_obs: list[Observation] = [*telemetry_observations(evidence)]
     best: dict[tuple[str, str | None], Finding] = {}
     dropped: list[Dropped] = []
     cleared: list[Exoneration] = []

@@ -15,9 +15,11 @@ requests' spans are in (bounded).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Sequence
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from servelab.core.deploy.spec import DeploymentSpec, TracingSpec
 from servelab.core.load.records import RequestRecord
@@ -29,7 +31,9 @@ from servelab.core.telemetry.traces import (
     spans_by_request,
     traced,
 )
-from servelab.io.otlp import OtlpReceiver
+
+if TYPE_CHECKING:  # grpc and the OTLP protos cost every bench, ab and soak ~0.12 s of CPU
+    from servelab.io.otlp import OtlpReceiver
 
 __all__ = [
     "ANCHOR_READS",
@@ -40,6 +44,8 @@ __all__ = [
     "trace_collector",
 ]
 
+#: The receiver's module, imported by name when a collector is made (a spec with ``[tracing]``).
+_RECEIVER_MODULE = "servelab.io.otlp"
 #: The least a soak's end waits for its failed requests' spans, past its own deadline if need be
 #: (the engines' exporters batch: SGLang's every 500 ms by default, vLLM's every 5 s).
 LATE_SPANS_S = 3.0
@@ -71,7 +77,8 @@ class TraceCollector:
     """The receiver for one sweep, and the per-run join."""
 
     def __init__(self, spec: TracingSpec, *, wait_s: float | None = None) -> None:
-        self._rx = OtlpReceiver(spec.host, spec.port)
+        receiver = importlib.import_module(_RECEIVER_MODULE).OtlpReceiver
+        self._rx: OtlpReceiver = receiver(spec.host, spec.port)
         self._wait_s = spec.wait_s if wait_s is None else wait_s
 
     @property

@@ -19,6 +19,7 @@ from servelab.core.telemetry.rules import TelemetryReading
 from servelab.report.route import route_text
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.conviction import exonerated_text
+from servelab.report.soak.creep import CREEP_ADVICE, only_creep
 from servelab.report.soak.matrix import matrix_lines, start_line, undecided_lines
 from servelab.report.soak.traces import trace_lines
 from servelab.report.soak.words import (
@@ -31,7 +32,7 @@ from servelab.report.soak.words import (
 )
 from servelab.report.soak.workload import fresh_text, uncached_text
 
-__all__ = ["cache_lines", "page_sections", "render_soak", "slo_lines",
+__all__ = ["cache_lines", "finding_advice", "page_sections", "render_soak", "slo_lines",
            "soak_json", "telemetry_lines"]  # fmt: skip
 
 #: Sessions listed one by one in the console (more are summed up).
@@ -53,8 +54,13 @@ def _finding_json(finding: Finding, observations: Sequence[Observation]) -> Json
         }
         for line in finding_evidence(finding, observations)
     ]
-    words = {"title": layer_title(finding.layer), "advice": layer_advice(finding.layer)}
+    words = {"title": layer_title(finding.layer), "advice": finding_advice(finding)}
     return {**encode(finding), **words, "evidence": evidence}
+
+
+def finding_advice(finding: Finding) -> str:
+    """The advice for ``finding``: the creep's when decay alone shows it, else its layer's."""
+    return CREEP_ADVICE if only_creep(finding) else layer_advice(finding.layer)
 
 
 def soak_json(result: SoakResult) -> JsonObject:
@@ -166,7 +172,7 @@ def _finding_lines(rank: int, finding: Finding, observations: Sequence[Observati
     worker = f", worker {finding.worker}" if finding.worker else ""
     lines = [
         f"{rank}. {layer_title(finding.layer)}{worker} (confidence {finding.confidence:.2f})",
-        f"   {layer_advice(finding.layer)}",
+        f"   {finding_advice(finding)}",
     ]
     for line in finding_evidence(finding, observations):
         lines.append(f"   {'+' if line.supports else '-'} {line.text}")

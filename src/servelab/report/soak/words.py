@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import assert_never
 
+from servelab.core.soak.creep import RULE_CREEP
 from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
 from servelab.core.soak.observe import (
@@ -55,6 +56,7 @@ from servelab.core.telemetry.rules import (
 )
 from servelab.core.telemetry.unknown import Unknown
 from servelab.report.pair import describe_pair
+from servelab.report.soak.creep import creep_text
 
 __all__ = [
     "EvidenceLine",
@@ -219,6 +221,8 @@ def unknown_text(e: TelemetryEvidence) -> str:
 
 def telemetry_text(e: TelemetryEvidence) -> str:
     """One sentence for a run-telemetry rule's reading (``telemetry.<rule>.<subject>``)."""
+    if e.rule == RULE_CREEP:
+        return creep_text(e)
     what = f"{e.subject} {_RULE_WORDS.get(e.rule, e.rule)} over the run"
     if e.state == UNKNOWN:
         return f"{what}: UNKNOWN ({unknown_text(e)}; not healthy)"

@@ -1,0 +1,142 @@
+"""The command table of the lazy top-level group (``servelab.cli.COMMANDS``): every entry names a
+module that exports its command, its help is the command's own, ``--help`` lists the commands as
+click would with every module loaded, and a process imports only what the command it runs needs
+(real ``python -m servelab`` processes)."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+
+from servelab.cli import COMMANDS, cli
+from tests.support import REPO
+
+CLI_DIR = REPO / "src" / "servelab" / "cli"
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_each_entry_names_a_module_that_exports_its_command(name: str) -> None:
+    entry = COMMANDS[name]
+    module_name, _, attribute = entry.target.partition(":")
+    module = importlib.import_module(module_name)
+    assert attribute in module.__all__, f"{entry.target} is not in its module's __all__"
+    command = entry.load()
+    assert isinstance(command, click.Command)
+    assert command.name == name
+    assert command.get_short_help_str(limit=10_000) == entry.help  # --help lists the command's own
+
+
+def _top_level_commands(path: Path) -> set[str]:
+    """The module-level names of ``path`` bound by a click decorator that makes a top-level
+    command (``@click.command``/``@click.group``, not ``@a_group.command``)."""
+    found: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for deco in node.decorator_list:
+            func = deco.func if isinstance(deco, ast.Call) else deco
+            if (
+                isinstance(func, ast.Attribute)
+                and isinstance(func.value, ast.Name)
+                and func.value.id == "click"
+                and func.attr in ("command", "group")
+            ):
+                found.add(node.name)
+    return found
+
+
+def test_every_top_level_command_is_in_the_table() -> None:
+    targets = {entry.target for entry in COMMANDS.values()}
+    declared = {
+        f"servelab.cli.{path.stem}:{name}"
+        for path in sorted(CLI_DIR.glob("*.py"))
+        if path.name != "__init__.py"  # the top-level group itself
+        for name in _top_level_commands(path)
+    }
+    assert declared, "no command found: the scan is broken"
+    assert declared == targets
+
+
+@pytest.mark.parametrize("width", [50, 80, 120, 200])
+def test_help_lists_the_commands_as_click_does_with_every_module_loaded(width: int) -> None:
+    lazy_ctx = click.Context(cli, info_name="servelab", terminal_width=width)
+    lazy = lazy_ctx.make_formatter()
+    cli.format_commands(lazy_ctx, lazy)
+    loaded = click.Group("servelab", commands={n: e.load() for n, e in COMMANDS.items()})
+    eager_ctx = click.Context(loaded, info_name="servelab", terminal_width=width)
+    eager = eager_ctx.make_formatter()
+    loaded.format_commands(eager_ctx, eager)
+    assert lazy.getvalue() == eager.getvalue()
+    assert all(name in lazy.getvalue() for name in COMMANDS)
+
+
+_PROBE = """
+import json, sys
+from servelab.cli import main
+sys.argv = ["servelab", *sys.argv[1:]]
+try:
+    main()
+except SystemExit:
+    pass
+others = ("asyncssh", "grpc", "opentelemetry")
+names = [m for m in sys.modules if m.startswith("servelab.") or m in others]
+print(json.dumps(sorted(names)), file=sys.stderr)
+"""
+
+
+def _imported(*args: str) -> set[str]:
+    """The servelab modules (and asyncssh, grpc, opentelemetry) a real process imported to run
+    ``servelab ARGS``."""
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
+    )
+    return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+def _commands_loaded(modules: set[str]) -> set[str]:
+    command_modules = {e.target.partition(":")[0] for e in COMMANDS.values()}
+    return modules & command_modules
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",)], ids=["help", "version"])
+def test_help_and_version_import_no_command_and_no_ledger(args: tuple[str, ...]) -> None:
+    modules = _imported(*args)
+    assert "servelab.cli.boundary" in modules
+    assert _commands_loaded(modules) == set()
+    assert "servelab.cli.common" not in modules
+    assert not any(m.startswith(("servelab.io.ledger", "servelab.ops")) for m in modules)
+
+
+def test_a_simulated_worker_imports_no_ledger_and_no_other_command() -> None:
+    modules = _imported("sim", "decode", "--help")
+    assert _commands_loaded(modules) == {"servelab.cli.sim"}
+    assert "servelab.cli.common" not in modules
+    assert not any(m.startswith(("servelab.io.ledger", "servelab.ops")) for m in modules)
+    assert "servelab.sim.tracing" in modules  # the worker's tracer, whose SDK part waits
+    assert "opentelemetry" not in modules  # for an endpoint (sim/otelspans.py)
+
+
+def test_a_command_imports_its_own_module_only_and_no_ssh_client() -> None:
+    modules = _imported("status", "--help")
+    assert _commands_loaded(modules) == {"servelab.cli.deploy"}
+    assert "servelab.ops.context" in modules  # the operation context, which makes the hosts
+    assert "asyncssh" not in modules  # imported by io/hosts/host.host_for for a remote host only
+
+
+def test_bench_imports_no_trace_receiver_until_a_spec_asks_for_traces() -> None:
+    modules = _imported("bench", "--help")
+    assert _commands_loaded(modules) == {"servelab.cli.bench"}
+    assert "servelab.ops.telemetry.tracing" in modules  # the collector, whose receiver (grpc)
+    assert "grpc" not in modules and "servelab.io.otlp" not in modules  # waits for [tracing]
