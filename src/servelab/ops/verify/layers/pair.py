@@ -69,7 +69,7 @@ async def _side(op: Operation, service: str) -> _Side:
         return pair_values(op.spec.engine, None), error_text(exc)
     if report is None:
         return pair_values(op.spec.engine, None), f"{service}: {_NO_REPORT[op.spec.engine]}"
-    values = pair_values(op.spec.engine, report.doc)
+    values = pair_values(op.spec.engine, report)
     return with_sources(values, await _sources(op, service)), None
 
 
