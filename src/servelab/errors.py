@@ -24,6 +24,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     ├── StoreError(RuntimeError)          the ledger could not be read or written
     │   ├── SchemaError                   the ledger's schema is newer than this servelab
     │   └── RecordError(ValueError)       a stored or printed record does not fit its type
+    │       └── DamagedRow                a ledger row (a hand edit) does not read as its record
     ├── BenchError(RuntimeError)          a benchmark or A/B could not run
     ├── CaseError(ValueError)             a case command that does not fit the case's state
     │   └── VerdictRefused                verdicts the case's evidence contradicts
@@ -39,8 +40,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
                                           recorded (servelab.ops.deploy.results)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
-``TraceError`` (bad input) → 2, everything else → 1; an ``OptionError`` of a shared option's
-parser becomes click's usage error naming the option.
+``TraceError``/``DamagedRow`` (bad input) → 2, everything else → 1; an ``OptionError`` of a
+shared option's parser becomes click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ __all__ = [
     "BenchError",
     "CaseError",
     "CommandTimeout",
+    "DamagedRow",
     "DeployError",
     "DeploymentBusy",
     "HealthTimeout",
@@ -140,6 +142,10 @@ class SchemaError(StoreError):
 
 class RecordError(StoreError, ValueError):
     """A stored or printed record does not fit its type (the message names the field)."""
+
+
+class DamagedRow(RecordError):
+    """A ledger row that does not read as its record (a hand edit): names the table and the row."""
 
 
 class BenchError(ServelabError, RuntimeError):

@@ -396,8 +396,11 @@ def bench_config(
 ) -> BenchConfig:
     """The run's configuration from the load, workload, trace and SLO options (``ab`` measures
     each visit with it too, ``url`` replaced by the router's). A trace replay has one level
-    (:func:`check_trace` has refused a rate and worker processes)."""
+    (:func:`check_trace` has refused a rate and worker processes); its trace is recorded by its
+    absolute path."""
     plan = None if trace is None else trace.plan
+    if plan is not None:  # recorded by its absolute path: a replay of the row reads the same file
+        plan = dataclasses.replace(plan, path=str(Path(plan.path).resolve()))
     return BenchConfig(
         url=url,
         concurrencies=(TRACE_LEVEL,) if plan is not None else load.concurrencies,

@@ -29,6 +29,7 @@ from rich.text import Text
 from servelab.core.redaction import clip_long, redact
 from servelab.errors import (
     CaseError,
+    DamagedRow,
     KnobError,
     OptionError,
     ServelabError,
@@ -194,10 +195,11 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
 
 
 def exit_code(exc: BaseException) -> int:
-    """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage), 128 +
+    """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage, a ledger
+    row that does not read as its record), 128 +
     the signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else
     1."""
-    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError)):
+    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):
         return exc.exit_code

@@ -47,8 +47,24 @@ def describe_layer(layer: str | None, worker: str | None = None) -> str:
     return f"{text} ({worker})" if worker else text
 
 
+def _not_reproduced(state: InvestigationState) -> str:
+    symptom = _SYMPTOMS[state.symptom]
+    if state.ending is Ending.NO_BASELINE:
+        return f"did not reproduce ({symptom}): nothing to compare with: {NO_BASELINE}"
+    if state.slowdown is not None:
+        tried = describe_slowdown(state.slowdown)
+    elif state.soak_id is not None:
+        tried = f"soak #{state.soak_id} had no failed session"
+    else:
+        tried = "runs " + ", ".join(f"#{i}" for i in state.run_ids) + " answered as the references"
+    return f"did not reproduce ({symptom}): {tried}; nothing to chase"
+
+
 def root_cause(state: InvestigationState) -> str:
-    """The case's root cause: the convicted targets and the layer localized."""
+    """The case's root cause: the convicted targets and the layer localized (a symptom that did
+    not reproduce: that, and what was tried)."""
+    if state.ending in (Ending.NOT_REPRODUCED, Ending.NO_BASELINE):
+        return _not_reproduced(state)
     where = describe_layer(state.layer, state.worker)
     if state.layer is None and state.symptom is Symptom.SLOW:
         where = "the serving path (a bench names no layer)"

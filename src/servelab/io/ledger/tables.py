@@ -31,7 +31,8 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.verify.record import VerificationRecord, read_check_row
-from servelab.errors import CaseError
+from servelab.errors import CaseError, DamagedRow, RecordError
+from servelab.io.ledger.damaged import damaged_row
 from servelab.io.ledger.rows import TABLE_JSON_COLUMNS, dumps
 
 __all__ = ["EVIDENCE_KINDS", "NOW", "TABLES", "Query", "Table", "require_case", "table_of"]
@@ -74,7 +75,14 @@ class Table:
     check: Check | None = None
 
     def record(self, query: Query, row: dict[str, Any], whole: bool) -> Any:
-        return decode(self.kind, row) if self.read is None else self.read(query, row, whole)
+        """``row`` read as its record (a row that does not fit: :class:`~servelab.errors.
+        DamagedRow`, naming the table and the row)."""
+        try:
+            return decode(self.kind, row) if self.read is None else self.read(query, row, whole)
+        except DamagedRow:
+            raise
+        except RecordError as exc:
+            raise damaged_row(self.name, row, self.kind, exc) from exc
 
     def row(self, record: Any, now: str) -> dict[str, Any]:
         """``record``'s row: its encoding without ``id``, ``at`` stamped if :data:`NOW`."""

@@ -59,11 +59,15 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
 __all__ = ["resume_ab", "run_ab", "unchecked"]
+
+#: What to do when a journalled A/B's trace, recorded as a relative path, is not found here.
+RESUME_HINT = "resume from the directory the A/B ran in, or start a new `servelab ab`"
 
 
 async def _make_live(
@@ -211,6 +215,7 @@ async def resume_ab(
     if session.status == SessionStatus.FINISHED:
         raise BenchError(f"A/B {session_id} is already finished (ab_runs {session.ab_id})")
     cfg = decode(AbConfig, session.config)
+    cfg = replace(cfg, bench=recorded_trace(cfg.bench, "ab", RESUME_HINT))
     result = cfg.result(session.original, session_id=session_id, resumed=True)
     kept = list(session.visits)
     async with operation(target, ledger=ledger, progress=progress) as op:

@@ -68,11 +68,15 @@ from servelab.ops.ab.tuneanswers import judge_arms, tune_answers, tune_unchecked
 from servelab.ops.ab.tuneconfig import TuneConfig, check_tune
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import make_live, measure
+from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
 __all__ = ["resume_tune", "run_tune"]
+
+#: What to do when a journalled tune's trace, recorded as a relative path, is not found here.
+TUNE_HINT = "resume from the directory the tune ran in, or start a new `servelab tune`"
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -346,6 +350,7 @@ async def resume_tune(
         raise BenchError(f"tune {tune_id} is already finished")
     cfg = decode(TuneConfig, stored.config)
     cfg = check_tune(target.spec, cfg)  # as a new tune is: nothing runs on a value it refuses
+    cfg = replace(cfg, bench=recorded_trace(cfg.bench, "tune", TUNE_HINT))
     record = with_visits(cfg.record(stored.original, tune_id=tune_id, resumed=True),
                          stored.visits)  # fmt: skip
     async with operation(target, ledger=ledger, progress=progress) as op:

@@ -76,7 +76,12 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.investigate.slow import baseline_bench, reproduce_slow, slow_test
+from servelab.ops.investigate.slow import (
+    baseline_bench,
+    check_baseline,
+    reproduce_slow,
+    slow_test,
+)
 from servelab.ops.investigate.steps import (
     StepConfig,
     bisect_changes,
@@ -100,6 +105,8 @@ __all__ = [
 Tell = Callable[[InvestigateEvent], None]
 #: The good state "fails too" when at least this share of its sessions failed.
 GOOD_FAILS = 0.5
+#: The largest row id SQLite stores: a larger ``--since verify:ID`` names no verification.
+_MAX_ID = 2**63 - 1
 #: Asked before a co-restart: the convicted knobs to revert (``"revert"``), the restore plan's
 #: items (``"restore"``), or an experiment's restarts (``"experiment"``); False: not done (the
 #: state says so; an experiment declined stops the loop).
@@ -161,9 +168,9 @@ def _since_point(
     ``before`` (None: none recorded)."""
     if since is not None:
         kind, _, ident = since.partition(":")
-        if kind != "verify" or not ident.isdigit():
+        if kind != "verify" or not ident.isascii() or not ident.isdigit():
             raise CaseError(f"--since takes verify:ID, not {since!r}")
-        found = ledger.get(VerificationRecord, int(ident))
+        found = ledger.get(VerificationRecord, int(ident)) if int(ident) <= _MAX_ID else None
         if found is None:
             raise CaseError(f"no verification {ident} in {ledger.path}")
         return since, found.at
@@ -175,6 +182,8 @@ def _since_point(
 
 
 def _begin(ledger: Ledger, cfg: InvestigateConfig, tell: Tell) -> InvestigationState:
+    """The state to start from: resumed, or new (``--case`` checked and ``--since`` read before
+    a new case is opened: bad input opens none)."""
     if cfg.resume:
         assert cfg.case_id is not None
         state = latest_state(ledger, cfg.case_id)
@@ -186,10 +195,11 @@ def _begin(ledger: Ledger, cfg: InvestigateConfig, tell: Tell) -> InvestigationS
         case = cases.load_case(ledger, cfg.case_id)
         if case.status != "open":
             raise CaseError(f"case {cfg.case_id} is resolved; open a new case")
-        case_id, opened = cfg.case_id, case.opened_at
+        since, since_at = _since_point(ledger, cfg.since, case.opened_at)
+        case_id = cfg.case_id
     else:
-        case_id, opened = cases.open_case(ledger, cfg.title), None
-    since, since_at = _since_point(ledger, cfg.since, opened)
+        since, since_at = _since_point(ledger, cfg.since, None)  # before: nothing newer exists
+        case_id = cases.open_case(ledger, cfg.title)
     upto = max((c.id for c in ledger.list(KnobChangeRecord)), default=0)
     return InvestigationState(case_id, cfg.symptom, upto, since, since_at)
 
@@ -223,9 +233,11 @@ async def investigate(
 ) -> InvestigateOutcome:
     """Run the loop until it ends or the budget is spent (see the module docstring)."""
     started = begun = time.monotonic()
-    state = _begin(ledger, cfg, tell)
-    outcome = InvestigateOutcome(state, event_id=_save(ledger, state) if not cfg.resume else None)
     async with operation(where, ledger=ledger, progress=progress) as op:
+        if cfg.symptom is Symptom.SLOW and not cfg.resume:
+            check_baseline(op, ledger)  # its rows read and its trace is here: before any case
+        state = _begin(ledger, cfg, tell)
+        outcome = InvestigateOutcome(state, event_id=None if cfg.resume else _save(ledger, state))
         run = _Run(op, ledger, cfg, tell, confirm, phrase, outcome)
         while not isinstance(action := next_action(state), Finish):
             spent = (time.monotonic() - begun) / 60
@@ -242,7 +254,20 @@ async def investigate(
                 state.elapsed_s + time.monotonic() - started, 3))  # fmt: skip
             started = time.monotonic()
             outcome.state, outcome.event_id = state, _save(ledger, state)
+        if cfg.case_id is None and state.ending in _NOTHING_TO_CHASE:
+            _close_unreproduced(run, state)
     return outcome
+
+
+#: Endings with nothing to chase: the case this run opened is resolved with them.
+_NOTHING_TO_CHASE = frozenset({Ending.NOT_REPRODUCED, Ending.NO_BASELINE})
+
+
+def _close_unreproduced(run: _Run, state: InvestigationState) -> None:
+    """The case this run opened, its symptom not reproduced (or no baseline to compare with),
+    resolved with that as its root cause and no verdict: no open case is left behind. A case
+    given by ``--case`` stays open (the operator's: another symptom may reproduce)."""
+    cases.resolve_case(run.ledger, state.case_id, run.phrase(state))
 
 
 def experiment_restarts(spec: DeploymentSpec, action: Action) -> ExperimentRestarts | None:

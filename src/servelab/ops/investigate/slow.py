@@ -24,6 +24,7 @@ from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.investigate.slow import (
     REPRODUCE_LABEL,
     REPRODUCE_SEED_OFFSET,
+    Baseline,
     Slowdown,
     compare_to_baseline,
     find_baseline,
@@ -36,11 +37,18 @@ from servelab.io.ledger.tables import NOW
 from servelab.ops.ab.ab import run_ab
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.bench.bench import run_bench
+from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.case.case import add_evidence
 from servelab.ops.context import Operation
 from servelab.ops.investigate.steps import spec_targets
 
-__all__ = ["SlowReproduction", "baseline_bench", "reproduce_slow", "slow_test"]
+__all__ = ["SlowReproduction", "baseline_bench", "check_baseline", "reproduce_slow", "slow_test"]
+
+#: What to do when the baseline's trace, recorded as a relative path, is not found here.
+TRACE_HINT = (
+    "run investigate from the directory that bench ran in, or record a new baseline "
+    "(`servelab bench --trace FILE`, recorded by its absolute path) when the deployment is good"
+)
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,7 @@ class SlowReproduction:
 def _bench_of(run: BenchRunRecord, levels: tuple[int, ...], runs: int) -> BenchConfig:
     """The baseline's workload at its ``levels`` with ``runs`` runs per level (at least two)
     and other prompts."""
-    bench = decode(BenchConfig, run.config)
+    bench = recorded_trace(decode(BenchConfig, run.config), "bench", TRACE_HINT)
     return dataclasses.replace(bench, label=REPRODUCE_LABEL, repeat=max(2, runs),
                                concurrencies=levels or bench.concurrencies,
                                seed=bench.seed + REPRODUCE_SEED_OFFSET)  # fmt: skip
@@ -69,11 +77,23 @@ def baseline_bench(ledger: Ledger, slowdown: Slowdown) -> BenchConfig:
     return _bench_of(run, tuple(p.concurrency for p in slowdown.points), runs)
 
 
-async def reproduce_slow(op: Operation, ledger: Ledger, case_id: int) -> SlowReproduction:
-    """The baseline's bench run again, recorded and attached to the case, and compared."""
+def _baseline(op: Operation, ledger: Ledger) -> tuple[Baseline, BenchRunRecord] | None:
     targets = spec_targets(op)
     urls = [u for u in (targets.entry_url, targets.router_url) if u is not None]
-    found = find_baseline(ledger.list(BenchRunRecord), urls, ledger.list(AbRunRecord))
+    return find_baseline(ledger.list(BenchRunRecord), urls, ledger.list(AbRunRecord))
+
+
+def check_baseline(op: Operation, ledger: Ledger) -> None:
+    """Before a case is opened: the baseline's rows read and its workload (its trace) can run
+    here (a :class:`~servelab.errors.DamagedRow`, a trace not found: raised)."""
+    found = _baseline(op, ledger)
+    if found is not None:
+        _bench_of(found[1], (), 2)
+
+
+async def reproduce_slow(op: Operation, ledger: Ledger, case_id: int) -> SlowReproduction:
+    """The baseline's bench run again, recorded and attached to the case, and compared."""
+    found = _baseline(op, ledger)
     if found is None:
         return SlowReproduction(None)
     baseline, newest = found
