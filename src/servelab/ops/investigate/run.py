@@ -34,7 +34,6 @@ from servelab.core.investigate.events import (
     InvestigateEvent,
     Localized,
     Reproduced,
-    Resumed,
     SlowMeasured,
     StageStarted,
     SuspectsListed,
@@ -66,16 +65,15 @@ from servelab.core.investigate.state import (
     Stage,
     SuspectChange,
     Symptom,
-    read_state,
 )
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.investigate.begin import begin
 from servelab.ops.investigate.slow import (
     baseline_bench,
     check_baseline,
@@ -99,14 +97,11 @@ __all__ = [
     "InvestigateOutcome",
     "experiment_restarts",
     "investigate",
-    "latest_state",
 ]
 
 Tell = Callable[[InvestigateEvent], None]
 #: The good state "fails too" when at least this share of its sessions failed.
 GOOD_FAILS = 0.5
-#: The largest row id SQLite stores: a larger ``--since verify:ID`` names no verification.
-_MAX_ID = 2**63 - 1
 #: Asked before a co-restart: the convicted knobs to revert (``"revert"``), the restore plan's
 #: items (``"restore"``), or an experiment's restarts (``"experiment"``); False: not done (the
 #: state says so; an experiment declined stops the loop).
@@ -154,56 +149,6 @@ class InvestigateOutcome:
     restore: RestoreOutcome | None = None
 
 
-def latest_state(ledger: Ledger, case_id: int) -> InvestigationState | None:
-    """The case's newest recorded investigation state (None: never investigated)."""
-    case = cases.load_case(ledger, case_id)
-    found = [e for e in case.events if e.kind == InvestigationState.KIND]
-    return read_state(found[-1]) if found else None
-
-
-def _since_point(
-    ledger: Ledger, since: str | None, before: str | None
-) -> tuple[str | None, str | None]:
-    """``(point, its time)``: ``verify:ID`` given, else the newest passing verification before
-    ``before`` (None: none recorded)."""
-    if since is not None:
-        kind, _, ident = since.partition(":")
-        if kind != "verify" or not ident.isascii() or not ident.isdigit():
-            raise CaseError(f"--since takes verify:ID, not {since!r}")
-        found = ledger.get(VerificationRecord, int(ident)) if int(ident) <= _MAX_ID else None
-        if found is None:
-            raise CaseError(f"no verification {ident} in {ledger.path}")
-        return since, found.at
-    good = [
-        v for v in ledger.list(VerificationRecord) if v.ok and (before is None or v.at < before)
-    ]
-    newest = max(good, key=lambda v: v.id, default=None)
-    return (f"verify:{newest.id}", newest.at) if newest else (None, None)
-
-
-def _begin(ledger: Ledger, cfg: InvestigateConfig, tell: Tell) -> InvestigationState:
-    """The state to start from: resumed, or new (``--case`` checked and ``--since`` read before
-    a new case is opened: bad input opens none)."""
-    if cfg.resume:
-        assert cfg.case_id is not None
-        state = latest_state(ledger, cfg.case_id)
-        if state is None:
-            raise CaseError(f"case {cfg.case_id} has no investigation to resume")
-        tell(Resumed(state.case_id, state.stage, len(state.decided)))
-        return state
-    if cfg.case_id is not None:
-        case = cases.load_case(ledger, cfg.case_id)
-        if case.status != "open":
-            raise CaseError(f"case {cfg.case_id} is resolved; open a new case")
-        since, since_at = _since_point(ledger, cfg.since, case.opened_at)
-        case_id = cfg.case_id
-    else:
-        since, since_at = _since_point(ledger, cfg.since, None)  # before: nothing newer exists
-        case_id = cases.open_case(ledger, cfg.title)
-    upto = max((c.id for c in ledger.list(KnobChangeRecord)), default=0)
-    return InvestigationState(case_id, cfg.symptom, upto, since, since_at)
-
-
 def _save(ledger: Ledger, state: InvestigationState) -> int:
     return ledger.add(
         CaseEvent(at=NOW, case_id=state.case_id, kind=InvestigationState.KIND, detail=encode(state))
@@ -236,7 +181,7 @@ async def investigate(
     async with operation(where, ledger=ledger, progress=progress) as op:
         if cfg.symptom is Symptom.SLOW and not cfg.resume:
             check_baseline(op, ledger)  # its rows read and its trace is here: before any case
-        state = _begin(ledger, cfg, tell)
+        state = begin(ledger, cfg, tell)
         outcome = InvestigateOutcome(state, event_id=None if cfg.resume else _save(ledger, state))
         run = _Run(op, ledger, cfg, tell, confirm, phrase, outcome)
         while not isinstance(action := next_action(state), Finish):
