@@ -176,4 +176,7 @@ def test_a_symptom_that_does_not_reproduce_ends_the_investigation_saying_so(
     assert "reproduction: not reproduced (soak #" in Path(doc["report"]).read_text()
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         case = cases.load_case(ledger, state["case_id"])
-    assert case.title == "sessions hang?" and case.status == "open"  # nothing to resolve
+    # nothing to chase: the case it opened is resolved, no verdict, saying so (no open case left)
+    assert case.title == "sessions hang?" and case.status == "resolved" and not case.suspects
+    assert case.root_cause == (f"did not reproduce (sessions hang): soak #{state['soak_id']} had "
+                               "no failed session; nothing to chase")  # fmt: skip
