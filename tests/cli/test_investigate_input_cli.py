@@ -11,6 +11,9 @@ each scenario with its own ledger:
   ran) is not found here, exit 1, and opens no case.
 - M4: a hand-edited ``bench_runs`` row (``config = '[1,2,3]'``) is one line naming the table and
   the row, exit 2, no validator dump, and no case opened.
+- ``bench --trace`` (no stack needed: the trace is read before any load): a ``NaN`` timestamp names
+  the file, the line and the NaN; an empty trace names the file and ``--trace``, not a
+  ``--trace-window`` that was never given.
 """
 
 from __future__ import annotations
@@ -141,3 +144,18 @@ def test_a_trace_bench_is_replayed_from_another_directory_and_an_old_row_says_wh
     said = f"ledger: bench_runs row {run_id} does not read as a bench run (config: not an object)"
     assert _one_error_line(err) == f"error: {said}; fix or remove it"
     assert len(_cases(ledger)) == before
+
+
+def test_a_bad_or_empty_trace_names_the_file_and_the_option_given(tmp_path: Path) -> None:
+    nan, empty = tmp_path / "nan.jsonl", tmp_path / "empty.jsonl"
+    nan.write_text('{"timestamp": NaN, "input_length": 8, "output_length": 2}\n')
+    empty.write_text("\n\n")
+    common = ("--url", "http://127.0.0.1:9/", "--ledger", str(tmp_path / "ledger.db"))
+    done = run_cli("bench", "--trace", str(nan), *common)
+    assert done.returncode == 2, done.stderr
+    assert f"{nan} line 1: not a JSON object (NaN is not a JSON number)" in done.stderr
+    done = run_cli("bench", "--trace", str(empty), *common)
+    assert done.returncode == 2, done.stderr
+    assert f"{empty} holds no request" in done.stderr and "--trace-window" not in done.stderr
+    window = run_cli("bench", "--trace", str(empty), "--trace-window", "5:10", *common)
+    assert window.returncode == 2 and "--trace-window" in window.stderr, window.stderr

@@ -66,7 +66,7 @@ from servelab.core.load.capacity import CapacityStop
 from servelab.core.load.lengths import longest, over_context
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
-from servelab.core.load.trace import TracePlan, check_replay
+from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
 from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
 from servelab.io.files import check_directory, write_files
 from servelab.io.http.client import ModelList, model_list
@@ -196,6 +196,9 @@ def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
         raise click.UsageError("--trace replays at the trace's own instants: --rate does not "
                                "apply")  # fmt: skip
     scan = scan_trace(Path(plan.path), plan.window, plan.speedup)
+    if not scan.requests and plan.window == TraceWindow():  # no window given: the file is empty
+        raise click.BadParameter(f"{plan.path} holds no request (no line is a trace entry)",
+                                 param_hint="--trace")  # fmt: skip
     if not scan.requests:
         raise click.BadParameter("no conversation of the trace starts in the window",
                                  param_hint="--trace-window")  # fmt: skip

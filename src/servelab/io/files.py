@@ -310,6 +310,8 @@ def _stream_into(path: Path, data: Data, chunk_bytes: int) -> int:
         fd = _open_fifo(path) if stat.S_ISFIFO(os.stat(path).st_mode) else None
         if fd is None:
             fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except HostError:  # already says so (no reader came): an OSError too, not wrapped twice
+        raise
     except OSError as exc:
         raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:

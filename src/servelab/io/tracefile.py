@@ -11,7 +11,7 @@ bounds checked (a line over :data:`MAX_LINE_BYTES`, a burst over :data:`MAX_BURS
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,10 +41,20 @@ def trace_sessions(path: Path) -> Iterator[TraceSession]:
                 if len(line) > MAX_LINE_BYTES:
                     raise TraceError(f"{path} line {reader.lines + 1}: longer than "
                                      f"{MAX_LINE_BYTES:,} bytes")  # fmt: skip
-                yield from reader.feed(line)
+                yield from _named(path, reader.feed, line)
     except OSError as exc:
         raise HostError(f"cannot read the trace {path}: {exc.strerror or exc}") from exc
-    yield from reader.flush()
+    yield from _named(path, lambda _: reader.flush(), b"")
+
+
+def _named(
+    path: Path, read: Callable[[bytes], list[TraceSession]], line: bytes
+) -> list[TraceSession]:
+    """``read(line)``, a line that is not a trace entry named with the file it is in."""
+    try:
+        return read(line)
+    except TraceError as exc:
+        raise TraceError(f"{path} {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -64,6 +65,16 @@ __all__ = [
 DEFAULT_BLOCK_SIZE = 512
 #: The word each byte value draws (the list repeated to 256: a few words are a little likelier).
 _BY_BYTE = tuple(WORDS[i % len(WORDS)] for i in range(256))
+
+
+_NOT_JSON_NUMBERS = re.compile(rb"[:\[,]\s*-?(NaN|Infinity)\b")
+
+
+def _why(raw: bytes | str) -> str:
+    """Why a line is not JSON, when it is a likely slip: a NaN or an Infinity (no JSON number)."""
+    data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+    found = _NOT_JSON_NUMBERS.search(data)
+    return f" ({found.group(1).decode()} is not a JSON number)" if found else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +235,7 @@ class TraceReader:
         try:
             entry = orjson.loads(raw)
         except orjson.JSONDecodeError:
-            raise TraceError(f"line {self._line}: not a JSON object") from None
+            raise TraceError(f"line {self._line}: not a JSON object{_why(raw)}") from None
         if not isinstance(entry, dict):
             raise TraceError(f"line {self._line}: not a JSON object")
         turn = _turn(entry, self._line)
