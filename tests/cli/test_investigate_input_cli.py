@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.case.record import CaseRecord
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
@@ -159,3 +160,19 @@ def test_a_bad_or_empty_trace_names_the_file_and_the_option_given(tmp_path: Path
     assert f"{empty} holds no request" in done.stderr and "--trace-window" not in done.stderr
     window = run_cli("bench", "--trace", str(empty), "--trace-window", "5:10", *common)
     assert window.returncode == 2 and "--trace-window" in window.stderr, window.stderr
+
+
+@pytest.mark.timeout(300)
+def test_an_ab_over_a_trace_records_its_absolute_path(stack: LoadedSpec, tmp_path: Path) -> None:
+    """``ab --trace`` from another directory: its journal and its row hold the resolved path, so
+    ``ab --resume`` from anywhere replays the same file."""
+    trace = _trace(tmp_path / "tr")
+    done = run_cli("ab", "-f", str(stack.source), "--knob", f"decode:{DEFAULT_KNOB}=256,512",
+                   "--trace", "crlf.jsonl", "--repeat", "1", "--ledger", "../ab.db",
+                   cwd=tmp_path / "tr", timeout=240)  # fmt: skip
+    assert done.returncode in (0, 1), done.stderr + done.stdout
+    db = sqlite3.connect(tmp_path / "ab.db")
+    path = "json_extract(config, '$.bench.trace.path')"
+    recorded = {r[0] for t in ("ab_runs", "ab_sessions")
+                for r in db.execute(f"SELECT {path} FROM {t}")}  # fmt: skip
+    assert recorded == {str(trace.resolve())}
