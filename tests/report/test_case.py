@@ -8,13 +8,13 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
-from servelab.core.case.model import RestoreEvent, RevertEvent, TimelineEntry
+from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.case.record import CaseEvent, CaseRecord
 from servelab.core.case.revert import ConvictionTest, RevertCost
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.rules import LiveVerdict
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.verify.checks import (
     Check,
     CheckCode,
@@ -37,7 +37,7 @@ from servelab.report.case import (
     why_failed,
 )
 from servelab.report.docs import describe_timeline_entry
-from servelab.report.ledger import ledger_json
+from servelab.report.ledger import ledger_json_chunks
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 _DIFFERS = KnobLive(42, "pid record", K, "512", "256", LiveVerdict.DIFFERS)
@@ -110,16 +110,21 @@ def test_a_restore_that_did_not_verify_says_why_per_item() -> None:
     assert doc["verification"]["checks"][0]["code"] == "live.differs"
 
 
+def _stored(detail: object) -> EventOutcome:
+    """A recorded revert's or restore's detail, read as the outcome it says."""
+    return decode(EventOutcome, detail)
+
+
 def test_a_recorded_event_reads_its_reason_old_and_new() -> None:
     failed = (Check("decode", False, CheckCode.LIVE_DIFFERS, _DIFFERS),)
     new = RevertEvent("decode", K, "512", "256", 4, 3, False, failed=failed)
-    assert event_error(encode(new)) == _SENTENCE
+    assert event_error(_stored(encode(new))) == event_error(new) == _SENTENCE
     older = {"ok": False, "error": "live decode: the sentence it stored"}
-    assert event_error(older) == "live decode: the sentence it stored"
-    assert event_error({"ok": False}) == NOT_CONFIRMED
-    assert event_error({"ok": True, "error": None}) is None
+    assert event_error(_stored(older)) == "live decode: the sentence it stored"
+    assert event_error(_stored({"ok": False})) == NOT_CONFIRMED
+    assert event_error(_stored({"ok": True, "error": None})) is None
     stopped = RestoreEvent("decode", K, "256", "512", None, 5, None, False, error="timed out")
-    assert event_error(encode(stopped)) == "timed out"
+    assert event_error(_stored(encode(stopped))) == event_error(stopped) == "timed out"
     line = describe_timeline_entry(TimelineEntry("t", "revert", encode(new)))
     assert line == f"revert decode {K} → 256: FAILED ({_SENTENCE})"
 
@@ -141,7 +146,7 @@ def test_ledger_export_words_every_check(tmp_path: Path) -> None:
         ledger.add(
             CaseEvent(at=NOW, case_id=cid, kind="revert", detail={"ok": False, "error": "old"})
         )
-        doc = ledger_json(ledger.snapshot())
+        doc = json.loads("".join(ledger_json_chunks(ledger.snapshot())))
         raw = ledger.export()
     checks = doc["verifications"][0]["checks"]
     assert [c["detail"] for c in checks] == ["/health 200 in 10 ms", _SENTENCE.split(": ", 1)[1]]

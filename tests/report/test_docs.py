@@ -12,6 +12,8 @@ from servelab.core.ab.compare import Comparison, Verdict
 from servelab.core.ab.result import AbResult
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.ledger.codec import decode
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.verify.record import read_check
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -76,7 +78,7 @@ def ledger(tmp_path: Path) -> Iterator[Ledger]:
 def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
     cid = incident(ledger)
     cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
-    files = build_docs(ledger.export())
+    files = build_docs(decode(LedgerExport, ledger.export()))
     assert set(files) == {
         "perf-plan.md", f"cases/case-{cid}.md", "plots/ab-1.png", "index.html",
         # every markdown page has an HTML twin a browser shows; each A/B has its own page
@@ -100,12 +102,15 @@ def test_build_docs_holds_every_file_and_the_facts(ledger: Ledger) -> None:
 def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger) -> None:
     cid = incident(ledger)
     cases.resolve_case(ledger, cid, "the knob", convict=[f"knob:decode/{K}"], override="hand")
-    before = build_docs(ledger.export())
+    before = build_docs(decode(LedgerExport, ledger.export()))
     assert "Restore plan" in before[f"cases/case-{cid}.md"].decode()
     assert "nothing to restore" in before[f"cases/case-{cid}.md"].decode()
-    assert build_docs(ledger.export()) == before  # deterministic, plots included
+    page = before[f"cases/case-{cid}.md"].decode()  # the override event, read back as its type
+    assert f"override: hand — against the evidence: knob:decode/{K} convicted" in page
+    # deterministic, plots included
+    assert build_docs(decode(LedgerExport, ledger.export())) == before
     cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
-    after = build_docs(ledger.export())
+    after = build_docs(decode(LedgerExport, ledger.export()))
     changed = {name for name in after if after[name] != before.get(name)}
     assert changed == {
         "perf-plan.md", f"cases/case-{cid}.md", "index.html",
@@ -116,7 +121,7 @@ def test_a_changed_verdict_changes_every_file_that_depends_on_it(ledger: Ledger)
 
 
 def test_empty_ledger_still_makes_an_index(ledger: Ledger) -> None:
-    files = build_docs(ledger.export())
+    files = build_docs(decode(LedgerExport, ledger.export()))
     assert set(files) == {"perf-plan.md", "perf-plan.html", "index.html"}
     assert "No case recorded" in files["index.html"].decode()
 
@@ -141,7 +146,7 @@ def test_markdown_pages_carry_no_raw_html_from_user_text(ledger: Ledger) -> None
     ledger.record_verification(spec_hash="h", ok=True, checks=[read_check(
         {"layer": "live", "service": "decode", "ok": True, "detail": "match", "knob": K,
          "live": evil, "file": evil})])  # fmt: skip
-    files = build_docs(ledger.export())
+    files = build_docs(decode(LedgerExport, ledger.export()))
     pages = {name: data.decode() for name, data in files.items() if name.endswith(".md")}
     assert any("stall" in page for page in pages.values())
     for name, page in pages.items():

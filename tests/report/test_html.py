@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from servelab.core.ledger.codec import decode
+from servelab.core.ledger.export import LedgerExport
 from servelab.report import html
 from servelab.report.html import CaseRow, KnobRow, render_index
 from tests.support.browser import dump_dom
@@ -44,7 +46,7 @@ def _ledger_index(tmp_path: Path) -> Path:
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         cid = incident(ledger)
         cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
-        files = build_docs(ledger.export())
+        files = build_docs(decode(LedgerExport, ledger.export()))
     index = tmp_path / "index.html"
     index.write_bytes(files["index.html"])
     return index

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.bench.record import BenchRunRecord
+from servelab.core.ledger.codec import decode
+from servelab.core.ledger.export import LedgerExport
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.case import case as cases
 from servelab.report import pages
@@ -37,7 +39,7 @@ TELEMETRY = {
     ],
 }  # fmt: skip
 PHASES = {"prefill": {"p50": 6.25, "p90": 7.0, "p99": 9.5}, "kv_transfer": {"p50": 3.5}}
-#: A run's ``traces`` as ``run_payload`` stores them (the join's summary holds the phases).
+#: A run's ``traces`` as ``record_run`` stores them (the join's summary holds the phases).
 TRACES = {
     "summary": {
         "n_requests": 4,
@@ -90,7 +92,7 @@ def test_headless_chromium_shows_every_page_with_its_numbers(tmp_path: Path) -> 
         cases.resolve_case(ledger, cid, "client-side proxy", exonerate=[f"knob:decode/{K}"])
         summary = {"level": LEVEL, "telemetry": TELEMETRY, "traces": TRACES}
         run_id = ledger.record_bench_run(label="base", config={}, summary=summary, records=[])
-        files = build_docs(ledger.export())
+        files = build_docs(decode(LedgerExport, ledger.export()))
     out = tmp_path / "report"
     for name, data in files.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)

@@ -129,7 +129,7 @@ def _phases() -> list[tuple[PhaseData, JsonObject]]:
 def test_a_phases_typed_data_is_stored_as_the_dict_it_replaced() -> None:
     """The recorded roll (deployments.detail) and ``--json`` keep every key, value and order."""
     for data, old in _phases():
-        doc = Phase(RollPhase.DRAIN, True, 1.23456, data).to_json()
+        doc = encode(Phase(RollPhase.DRAIN, True, 1.23456, data))
         head = {"phase": "drain", "ok": True, "elapsed_s": 1.235}
         assert json.dumps(doc) == json.dumps({**head, **old})
 
@@ -143,7 +143,7 @@ def test_an_older_rolling_row_still_reads(tmp_path: Path) -> None:
     worker = WorkerRoll(D1, [Phase(RollPhase.REMOVE, True, 0.1, d) for d, _old in _phases()])
     report = RollingReport([D1], "router", workers=[worker])
     with Ledger.open(tmp_path / "ledger.db") as ledger:
-        for detail in (old_roll, report.to_json()):
+        for detail in (old_roll, encode(report)):
             ledger.add(
                 DeploymentRecord(
                     id=0,
@@ -156,5 +156,24 @@ def test_an_older_rolling_row_still_reads(tmp_path: Path) -> None:
             )
         then, now = ledger.list(DeploymentRecord)
     assert then.detail == old_roll
-    assert now.detail == report.to_json()
+    assert now.detail == encode(report)
     assert now.detail["workers"][0]["phases"] == phases
+
+
+def test_the_rolling_report_keeps_the_keys_and_order_it_was_written_in() -> None:
+    """``restart --rolling --json`` and the deployment row: the codec writes the report in the
+    shape the hand-written JSON had (keys, order, the plan's services, the recovery's lines)."""
+    worker = WorkerRoll(D1, [Phase(RollPhase.REMOVE, False, 0.12345, PhaseError("boom"))])
+    report = RollingReport([D1, D2], "router", "http://r", [worker], "boom", False, "decode-1",
+                           True, RECOVERY, 7)  # fmt: skip
+    doc = encode(report)
+    assert json.dumps(doc) == json.dumps({
+        "action": "restart --rolling", "ok": False, "plan": ["decode-1", "decode-2"],
+        "router": "router", "router_url": "http://r",
+        "workers": [{"service": "decode-1", "role": "decode", "url": D1.url, "ok": False,
+                     "phases": [{"phase": "remove", "ok": False, "elapsed_s": 0.123,
+                                 "reason": "error", "error": "boom"}],
+                     "verification": None}],
+        "error": "boom", "interrupted": False, "out": "decode-1", "down": True,
+        "recovery": ["servelab restart --rolling decode-1 -f s.toml"], "deployment_id": 7,
+    })  # fmt: skip

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from servelab.core.bench.contract import BenchConfig, BenchResult, RunResult
 from servelab.core.bench.record import BenchRunRecord
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.export import LedgerExport
 from servelab.core.load.clienthealth import client_health
 from servelab.core.load.metrics import run_metrics
 from servelab.core.telemetry.rules import run_evidence
@@ -96,7 +97,7 @@ def test_headless_chromium_shows_the_evidence_on_the_run_page(tmp_path: Path) ->
     chromium()  # skips for a developer without it, fails in CI or as root
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         rid = ledger.record_bench_run(label="b", config={}, summary=_summary(42.3), records=[])
-        files = build_docs(ledger.export())
+        files = build_docs(decode(LedgerExport, ledger.export()))
     out = tmp_path / "report"
     for name, data in files.items():
         (out / name).parent.mkdir(parents=True, exist_ok=True)

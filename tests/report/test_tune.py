@@ -32,7 +32,7 @@ from servelab.core.case.probe import (
     ProbeRecord,
     bisect_verdicts,
 )
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.ops.ab.tuneplan import LevelPlan, TunePlan
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.report.case import bisect_lines, describe_bisect_event, describe_bisected
@@ -138,11 +138,13 @@ def test_a_bisection_reads_as_its_changes_probes_verdicts_and_resolve_line() -> 
     assert lines[-1] == ("  resolve with: servelab case resolve 3 --root-cause ... --convict "
                          "knob:decode/SGLANG_SM120_MLA_KV_TILE --exonerate "
                          "knob:decode/--enable-metrics")  # fmt: skip
-    assert describe_bisect_event("bisect", encode(start)).startswith("bisect started: 2 change(s)")
-    assert describe_bisect_event("probe", encode(probes[0])) == (
+    assert describe_bisect_event(decode(BisectRecord, encode(start))).startswith(
+        "bisect started: 2 change(s)"
+    )
+    assert describe_bisect_event(decode(ProbeRecord, encode(probes[0]))) == (
         "bisect probe 1: changes 2 applied: GOOD after 1 round(s), p = 0.000155"
     )
-    assert describe_bisect_event("bisected", encode(end)) == (
+    assert describe_bisect_event(decode(BisectConclusion, encode(end))) == (
         "bisected: guilty decode SGLANG_SM120_MLA_KV_TILE (unset) → 16 in 1 probe(s)"
     )
 

@@ -56,13 +56,12 @@ from servelab.core.verify.pair import (
     PairReport,
     PairValue,
 )
-from servelab.core.verify.record import UntypedCheck, flat_check, read_check, read_check_row
+from servelab.core.verify.record import StoredCheck, UntypedCheck, read_check, read_check_row
 from servelab.ops.verify.e2e import E2EOptions, _classify
 from servelab.report.deploy import render_restart, restart_json
 from servelab.report.verify import (
     WORKER_NOTE,
     check_detail,
-    check_json,
     render_verify,
     verify_json,
     with_details,
@@ -373,13 +372,14 @@ def test_the_json_carries_the_code_and_the_reason() -> None:
     report = VerifyReport([good, bad], "h", _LAYERS, ["decode", "router"], 0.2, 9)
     doc = json.loads(verify_json(report))
     assert doc["checks"][1] == {
-        **flat_check(bad),
+        **encode(bad, StoredCheck),
         "result": "fail",
         "detail": "differs: file 1, live 2 (restart needed)",
     }
     assert doc["checks"][0]["code"] == "health.ready" and doc["ok"] is False
-    assert check_json(read_check(flat_check(bad))) == doc["checks"][1]
-    assert with_details([flat_check(bad), "x"]) == [doc["checks"][1], "x"]
+    again = read_check(encode(bad, StoredCheck))
+    assert with_details([encode(again, StoredCheck)])[0] == doc["checks"][1]
+    assert with_details([encode(bad, StoredCheck), "x"]) == [doc["checks"][1], "x"]
     text = render_verify(report)
     assert "FAIL live decode: differs: file 1, live 2 (restart needed)" in text
     assert "recorded as verification #9" in text

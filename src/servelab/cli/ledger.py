@@ -39,9 +39,8 @@ from servelab.report.ledger import (
     ExportSummary,
     csv_chunks,
     export_header,
-    json_chunks,
     jsonl_chunks,
-    ledger_json,
+    ledger_json_chunks,
     prune_lines,
     stats_json,
     stats_lines,
@@ -136,18 +135,19 @@ def export_stream(
     """Write the ledger as ``fmt`` (``json`` or ``jsonl``) to ``out`` (a file, or ``-``)."""
     counter = _Counter(ledger)
     if fmt == "json":
-        doc = ledger_json(ledger.snapshot(records=False))
+        export = ledger.snapshot(records=False)
         children: dict[str, dict[str, ChildrenOf]] = {
             "bench_runs": {"spans": counter.spans_of},
             "soak_runs": {"spans": counter.soak_spans_of},
         }
-        chunks = json_chunks(
-            doc, counter.records_of if records else None, children if records else None
+        chunks = ledger_json_chunks(
+            export, counter.records_of if records else None, children if records else None
         )
-        runs = len(doc["bench_runs"])
+        runs = len(export.bench_runs)
     else:
         names = _tables(ledger, records)
-        header = {**export_header(fmt, ledger.schema_version, str(ledger.path)), "tables": names}
+        head = export_header(fmt, ledger.schema_version, str(ledger.path))
+        header = {**encode(head), "tables": names}
         chunks = jsonl_chunks(header, ((t, counter.rows(t)) for t in names))
         runs = -1
     written = _to(out, _encoded(chunks), chunk_bytes)
@@ -173,7 +173,8 @@ def export_csv(
             total += write_atomic(target, _encoded(chunks), chunk_bytes=chunk_bytes, parents=True)
             done.append(target)
             rows[target.name] = counting.n
-        manifest = {**export_header("csv", ledger.schema_version, str(ledger.path)), "rows": rows}
+        head = export_header("csv", ledger.schema_version, str(ledger.path))
+        manifest = {**encode(head), "rows": rows}
         target = directory / "manifest.json"
         total += write_atomic(target, (json.dumps(manifest, indent=2) + "\n").encode())
         done.append(target)

@@ -14,10 +14,12 @@ import orjson
 
 from servelab.cli.common import notice
 from servelab.cli.options import SEED, Parsed
+from servelab.core.ledger.codec import encode
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
 from servelab.core.load.tracegen import (
     AgenticShape,
     ChatShape,
+    TraceEntry,
     agentic_trace,
     chat_trace,
     check_arrivals,
@@ -35,10 +37,10 @@ __all__ = [
 _AGENTIC, _CHAT = AgenticShape(), ChatShape()
 
 
-def _lines(entries: Iterator[dict[str, object]], counted: list[int]) -> Iterator[bytes]:
+def _lines(entries: Iterator[TraceEntry], counted: list[int]) -> Iterator[bytes]:
     for entry in entries:
         counted[0] += 1
-        yield orjson.dumps(entry) + b"\n"
+        yield orjson.dumps(encode(entry)) + b"\n"
 
 
 @click.group("trace")

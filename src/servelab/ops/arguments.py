@@ -22,7 +22,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
@@ -40,7 +39,7 @@ from servelab.core.knobs.places import (
     write_place,
 )
 from servelab.core.knobs.rules import parse_env_bytes
-from servelab.core.knobs.serverinfo import Reported, reported_value
+from servelab.core.knobs.serverinfo import EngineReport, Reported, reported_value
 from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
@@ -259,7 +258,7 @@ async def engine_arguments(op: Operation, service: str, knobs: list[Knob]) -> di
     return {knob.name: reported_value(info, knob) for knob in knobs}
 
 
-async def engine_report(op: Operation, service: str) -> dict[str, Any] | None:
+async def engine_report(op: Operation, service: str) -> EngineReport | None:
     """A worker's own report of what it runs with (its engine's ``report_paths``: vLLM's only
     under ``VLLM_SERVER_DEV_MODE=1``), None when it gives none."""
     try:
@@ -270,5 +269,5 @@ async def engine_report(op: Operation, service: str) -> dict[str, Any] | None:
         for url in urls:
             info = await http.get_json(url)
             if isinstance(info, dict):
-                return info
+                return EngineReport(info)
     return None

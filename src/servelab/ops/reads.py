@@ -36,10 +36,10 @@ async def engine_version(op: Operation, service: str) -> str | None:
             return None
         async with HttpClient(limit=1) as http:
             doc = await http.get_json(url)
-    else:
-        doc = await engine_report(op, service)
-    version = doc.get("version") if isinstance(doc, dict) else None
-    return version if isinstance(version, str) else None
+        version = doc.get("version") if isinstance(doc, dict) else None
+        return version if isinstance(version, str) else None
+    report = await engine_report(op, service)
+    return None if report is None else report.version
 
 
 def _build_reads(op: Operation, service: str, version: str | None) -> set[str]:

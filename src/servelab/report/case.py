@@ -12,7 +12,7 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, assert_never
 
 from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
@@ -25,6 +25,7 @@ from servelab.core.case.experiment import (
     Decision,
     ExperimentRecord,
 )
+from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent
 from servelab.core.case.probe import (
     BisectConclusion,
     BisectRecord,
@@ -40,9 +41,8 @@ from servelab.core.case.verdicts import (
     Refusal,
 )
 from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.jsonvalues import objs, opt_str
 from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.record import CheckRecord, read_check
+from servelab.core.verify.record import CheckRecord
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
 from servelab.report.text import json_text, show_value
@@ -94,12 +94,10 @@ def restore_error(outcome: RestoreOutcome) -> str | None:
     return None if outcome.ok else _reasons(outcome.failed_checks, outcome.failure)
 
 
-def event_error(detail: Mapping[str, Any]) -> str | None:
-    """Why a recorded revert or restore event did not verify (None: it did), from its detail."""
-    if detail.get("ok"):
-        return None
-    failed = [read_check(c) for c in objs(detail.get("failed_checks"))]
-    return _reasons(failed, opt_str(detail.get("error")))
+def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
+    """Why a revert or restore event did not verify (None: it did); a recorded one's detail reads
+    as an :class:`~servelab.core.case.model.EventOutcome`."""
+    return None if event.ok else _reasons(event.failed, event.error)
 
 
 def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
@@ -109,7 +107,7 @@ def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
 def _event_json(event: Mapping[str, Any]) -> JsonObject:
     """A case event's JSON with its ``error`` sentence and its failed checks' reasons."""
     failed = with_details(event.get("failed_checks"))
-    return {**event, "failed_checks": failed, "error": event_error(event)}
+    return {**event, "failed_checks": failed, "error": event_error(decode(EventOutcome, event))}
 
 
 def _verification(doc: JsonObject, failure: str | None) -> JsonObject:
@@ -216,14 +214,10 @@ def describe_refusal(refusal: Refusal) -> str:
     return f"{refusal.target} {refusal.verdict}: {_WHY.get(refusal.why, refusal.why)}{tail}"
 
 
-def describe_override(detail: Mapping[str, Any]) -> str:
+def describe_override(override: Override) -> str:
     """An ``override`` case event: the reason and what the evidence said."""
-    refused = [
-        describe_refusal(Refusal(str(r.get("target")), str(r.get("verdict")), str(r.get("why")),
-                                 tuple(int(i) for i in r.get("evidence_ids") or ())))
-        for r in objs(detail.get("refused"))
-    ]  # fmt: skip
-    return f"{Override.KIND}: {detail.get('reason')} — against the evidence: " + "; ".join(refused)
+    refused = "; ".join(describe_refusal(r) for r in override.refused)
+    return f"{Override.KIND}: {override.reason} — against the evidence: {refused}"
 
 
 # -- a bisection (``case bisect``) ---------------------------------------------------------------
@@ -294,20 +288,20 @@ def bisect_json(outcome: BisectOutcome) -> str:
     )
 
 
-def describe_bisect_event(kind: str, detail: Mapping[str, Any]) -> str:
+def describe_bisect_event(event: BisectRecord | ProbeRecord | BisectConclusion) -> str:
     """A bisection's case event (``bisect``, ``probe``, ``bisected``) in the case's timeline."""
-    if kind == BisectRecord.KIND:
-        start = decode(BisectRecord, detail)
-        return f"bisect started: {len(start.changes)} change(s), test {start.test}: " + "; ".join(
-            _change(c) for c in start.changes
-        )
-    if kind == ProbeRecord.KIND:
-        probe = decode(ProbeRecord, detail)
-        applied = ", ".join(str(i + 1) for i in probe.changes) or "none"
-        return (
-            f"bisect probe {probe.number}: changes {applied} applied: {probe.outcome.upper()} "
-            f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
-        )
-    end = decode(BisectConclusion, detail)
-    guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
-    return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"
+    match event:
+        case BisectRecord() as start:
+            changes = "; ".join(_change(c) for c in start.changes)
+            return f"bisect started: {len(start.changes)} change(s), test {start.test}: {changes}"
+        case ProbeRecord() as probe:
+            applied = ", ".join(str(i + 1) for i in probe.changes) or "none"
+            return (
+                f"bisect probe {probe.number}: changes {applied} applied: {probe.outcome.upper()} "
+                f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
+            )
+        case BisectConclusion() as end:
+            guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
+            return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"
+        case _:
+            assert_never(event)

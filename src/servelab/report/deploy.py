@@ -321,7 +321,7 @@ def render_rolling(report: RollingReport) -> str:
 def rolling_json(report: RollingReport) -> str:
     """``restart --rolling --json``: the report, each failed phase with its reason sentence,
     each worker's verification checks with theirs."""
-    doc = report.to_json()
+    doc = encode(report)
     for worker, item in zip(report.workers, doc["workers"], strict=True):
         for phase, entry in zip(worker.phases, item["phases"], strict=True):
             entry["detail"] = _phase_detail(worker, phase)

@@ -21,6 +21,7 @@ from servelab.core.case.abtest import AbTestRecord
 from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import (
     Case,
+    EventOutcome,
     EvidenceAdded,
     KnobChanged,
     Opened,
@@ -35,6 +36,7 @@ from servelab.core.case.model import (
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
 from servelab.core.case.record import CaseEvent, Resolution
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
+from servelab.core.case.verdicts import Override
 from servelab.core.investigate.state import InvestigationState, read_state
 from servelab.core.ledger.codec import decode
 from servelab.core.ledger.export import LedgerExport
@@ -133,7 +135,7 @@ def describe_conviction(test: ConvictionTest) -> str:
 
 
 def _outcome(detail: Mapping[str, Any]) -> str:
-    error = event_error(detail)
+    error = event_error(decode(EventOutcome, detail))
     return "verified live" if error is None else f"FAILED ({error})"
 
 
@@ -176,10 +178,14 @@ def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
         return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
     if kind == ExperimentRecord.KIND:
         return describe_experiment(decode(ExperimentRecord, d))
-    if kind in (BisectRecord.KIND, ProbeRecord.KIND, BisectConclusion.KIND):
-        return describe_bisect_event(kind, d)
+    if kind == BisectRecord.KIND:
+        return describe_bisect_event(decode(BisectRecord, d))
+    if kind == ProbeRecord.KIND:
+        return describe_bisect_event(decode(ProbeRecord, d))
+    if kind == BisectConclusion.KIND:
+        return describe_bisect_event(decode(BisectConclusion, d))
     if kind == "override":
-        return describe_override(d)
+        return describe_override(decode(Override, d))
     if kind == InvestigationState.KIND:
         return describe_investigation(read_state(CaseEvent(kind=kind, at="", detail=d)))
     if kind == AbTestRecord.KIND:
@@ -263,10 +269,9 @@ def _latest_verdicts(s: KnobSummary) -> str:
     return ", ".join(f"C{c.concurrency}: {c.verdict}" for c in comps) or "—"
 
 
-def build_docs(ledger: Mapping[str, Any] | LedgerExport) -> dict[str, bytes]:
+def build_docs(export: LedgerExport) -> dict[str, bytes]:
     """Every generated file, ``{relative path: bytes}``: perf plan, cases, plots, index.html;
-    from the typed export or its JSON (``ledger export``'s document)."""
-    export = ledger if isinstance(ledger, LedgerExport) else decode(LedgerExport, ledger)
+    from the typed export (``ledger export``'s document reads back as one: ``decode``)."""
     views = case_views(export)
     summaries = knob_summaries(export, views)
     files: dict[str, bytes] = {}
@@ -317,7 +322,7 @@ def _run_pages(
             files[f"plots/run-{run.id}-ttft.png"] = png
         img = None if png is None else f"../plots/run-{run.id}-ttft.png"
         files[path] = run_markdown(run, img).encode()
-        level = stored_level(run.summary)
+        level = stored_level(run)
         conc = "?" if level is None else level.concurrency
         runs.append(
             PageLink(f"#{run.id} C{conc} {run.label or ''}".strip(), _html_name(path), run.at)

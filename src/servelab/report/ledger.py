@@ -22,7 +22,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from servelab.core.ledger.codec import JsonObject, encode, finite
+from servelab.core.case.model import EventOutcome
+from servelab.core.ledger.codec import JsonObject, decode, encode, finite
 from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
@@ -35,12 +36,12 @@ __all__ = [
     "EXPORT_VERSION",
     "RECORD_COLUMNS",
     "ChildrenOf",
+    "ExportHeader",
     "ExportSummary",
     "csv_chunks",
     "export_header",
-    "json_chunks",
     "jsonl_chunks",
-    "ledger_json",
+    "ledger_json_chunks",
     "prune_lines",
     "stats_json",
     "stats_lines",
@@ -82,13 +83,13 @@ def _event(row: JsonObject) -> JsonObject:
     detail = row.get("detail")
     if row.get("kind") not in _CASE_ACTIONS or not isinstance(detail, Mapping):
         return row
-    shown = {**detail, "error": event_error(detail)}
+    shown = {**detail, "error": event_error(decode(EventOutcome, detail))}
     if "failed_checks" in detail:
         shown["failed_checks"] = with_details(detail.get("failed_checks"))
     return {**row, "detail": shown}
 
 
-def ledger_json(export: LedgerExport) -> JsonObject:
+def _ledger_doc(export: LedgerExport) -> JsonObject:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
     every soak's findings worded (:func:`~servelab.report.soak.soak.soak_json`)."""
     doc: JsonObject = encode(export)
@@ -104,10 +105,21 @@ def ledger_json(export: LedgerExport) -> JsonObject:
     return doc
 
 
-def export_header(fmt: str, schema_version: int, path: str) -> JsonObject:
-    """What every export says about itself: its format and versions, the ledger it came from."""
-    return {"export_format": fmt, "export_version": EXPORT_VERSION,
-            "schema_version": schema_version, "path": path, "nulls": NULL_NUMBERS}  # fmt: skip
+@dataclass(frozen=True)
+class ExportHeader:
+    """What every export says about itself (first in its JSON, its JSON Lines' first line, its
+    CSV manifest): its format and versions, the ledger it came from, why a number can be null."""
+
+    export_format: str
+    export_version: int
+    schema_version: int
+    path: str
+    nulls: str = NULL_NUMBERS
+
+
+def export_header(fmt: str, schema_version: int, path: str) -> ExportHeader:
+    """The header of an export in ``fmt`` of the ledger at ``path``."""
+    return ExportHeader(fmt, EXPORT_VERSION, schema_version, path)
 
 
 def _dump(value: Any) -> str:
@@ -119,16 +131,19 @@ def _dump(value: Any) -> str:
 ChildrenOf = Callable[[int], Iterable[Mapping[str, Any]]]
 
 
-def json_chunks(
-    doc: Mapping[str, Any],
-    records_of: ChildrenOf | None,
+def ledger_json_chunks(
+    export: LedgerExport,
+    records_of: ChildrenOf | None = None,
     children: Mapping[str, Mapping[str, ChildrenOf]] | None = None,
 ) -> Iterator[str]:
-    """:func:`ledger_json`'s document as text, in pieces, with each bench run's ``records`` drawn
-    from ``records_of(run_id)`` as it goes (one record per line); None: no records. ``children``
-    adds more per-run lists the same way: ``{"bench_runs": {"spans": spans_of}, "soak_runs":
-    {"spans": soak_spans_of}}`` puts each run's received spans in it, streamed."""
-    head = {**export_header("json", int(doc.get("schema_version") or 0), str(doc.get("path")))}
+    """The export as one JSON document (its header first; every check's reason, every failed
+    revert's or restore's, every soak's findings worded), as text in pieces, with each bench run's
+    ``records`` drawn from ``records_of(run_id)`` as it goes (one record per line); None: no
+    records. ``children`` adds more per-run lists the same way: ``{"bench_runs": {"spans":
+    spans_of}, "soak_runs": {"spans": soak_spans_of}}`` puts each run's received spans in it,
+    streamed."""
+    doc = _ledger_doc(export)
+    head = encode(export_header("json", export.schema_version, export.path))
     kinds = {key: dict(value) for key, value in (children or {}).items()}
     if records_of is not None:
         kinds["bench_runs"] = {"records": records_of, **kinds.get("bench_runs", {})}

@@ -20,13 +20,17 @@ from urllib.parse import urlsplit
 
 from servelab.core.bench.contract import LevelSummary
 from servelab.core.bench.record import BenchRunRecord
-from servelab.core.bench.upgrade import stored_level
-from servelab.core.ledger.codec import decode, encode
-from servelab.core.load.cache import CacheSummary
-from servelab.core.load.metrics import SloAttainment
+from servelab.core.bench.stored import (
+    StoredPhase,
+    StoredRun,
+    StoredTelemetry,
+    StoredTraces,
+    stored_run,
+)
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.stats import Summary
 from servelab.core.telemetry.rules import TelemetryEvidence
+from servelab.core.telemetry.summary import RunTelemetry
 from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import finding_advice, page_sections
@@ -208,61 +212,56 @@ def _level_rows(level: LevelSummary | None) -> list[tuple[str, str]]:
     ]
 
 
-def _judged_rows(summary: Mapping[str, Any]) -> list[tuple[str, str]]:
+def _judged_rows(stored: StoredRun) -> list[tuple[str, str]]:
     """The run's prefix-cache hit rate and, with an SLO, its goodput and verdicts (a run
     recorded before they were: none)."""
     rows = []
-    if isinstance(summary.get("cache"), Mapping):
-        rows.append(("prefix cache hit rate", cache_text(decode(CacheSummary, summary["cache"]))))
-    if isinstance(summary.get("slo"), Mapping):
-        goodput = (summary.get("metrics") or {}).get("goodput")
-        rows.append(("goodput req/s", _num(goodput, 2)))
-        rows += slo_rows(decode(SloAttainment, summary["slo"]))
+    if stored.cache is not None:
+        rows.append(("prefix cache hit rate", cache_text(stored.cache)))
+    if stored.slo is not None:
+        rows.append(("goodput req/s", _num(stored.goodput, 2)))
+        rows += slo_rows(stored.slo)
     return rows
 
 
-def _telemetry_lines(telemetry: Mapping[str, Any]) -> list[str]:
+def _telemetry_lines(telemetry: StoredTelemetry | RunTelemetry) -> list[str]:
+    """A run's recorded counters, or a soak's."""
     out = ["## What the router and the engines counted", ""]
-    for source in telemetry.get("sources") or ():
-        name = f"{source.get('service')} ({source.get('kind')})"
-        if source.get("state") != "ok":
-            out += [f"- {name}: unknown ({source.get('reason')})"]
+    for source in telemetry.sources:
+        name = f"{source.service} ({source.kind})"
+        if source.state != "ok":
+            out += [f"- {name}: unknown ({source.reason})"]
             continue
-        counters = sorted((source.get("counters") or {}).items())
+        counters = sorted(source.counters.items())
         out += [f"### {name}", "", "| counter | delta | per second |", "|---|---:|---:|"]
-        rates = source.get("rates") or {}
+        rates = source.rates
         out += [f"| `{k}` | {_num(v, 0)} | {_num(rates.get(k), 2)} |" for k, v in counters if v]
         out.append("")
     return out
 
 
-def run_phases(run: BenchRunRecord) -> dict[str, dict[str, float]] | None:
+def run_phases(run: BenchRunRecord) -> dict[str, StoredPhase] | None:
     """The run's per-phase TTFT percentiles (ms) as recorded, or None (tracing was off)."""
-    traces = run.summary.get("traces")
-    summary = traces.get("summary") if isinstance(traces, Mapping) else None
-    phases = summary.get("phases_ms") if isinstance(summary, Mapping) else None
-    return dict(phases) if isinstance(phases, Mapping) else None
+    traces = stored_run(run).traces
+    return None if traces is None else dict(traces.phases)
 
 
-def _phase_lines(traces: Mapping[str, Any], plot: str | None) -> list[str]:
-    summary = traces.get("summary") or {}
-    phases = summary.get("phases_ms") or {}
+def _phase_lines(summary: StoredTraces, plot: str | None) -> list[str]:
+    phases = summary.phases
     out = ["## Where the time to first token went", ""]
-    n, untraced = summary.get("n_requests", 0), summary.get("n_untraced", 0)
-    gap = _num(summary.get("max_abs_gap_ms"), 3)
-    out += [f"{summary.get('n_traced', 0)} of {n} successful request(s) traced "
+    n, untraced = summary.n_requests, summary.n_untraced
+    gap = _num(summary.max_abs_gap_ms, 3)
+    out += [f"{summary.n_traced} of {n} successful request(s) traced "
             f"({untraced} untraced: no server span, not counted as zero); "
-            f"{summary.get('n_routed', 0)} with the router's own span; the phases add up to "
+            f"{summary.n_routed} with the router's own span; the phases add up to "
             f"each traced request's TTFT within {gap} ms.", ""]  # fmt: skip
     if plot is not None:
         out += [f"![TTFT phases]({plot})", ""]
     out += ["| phase | p50 ms | p90 ms | p99 ms |", "|---|---:|---:|---:|"]
     for phase, qs in phases.items():
-        if isinstance(qs, Mapping):
-            out.append(f"| {phase} | {_num(qs.get('p50'), 2)} | {_num(qs.get('p90'), 2)} | "
-                       f"{_num(qs.get('p99'), 2)} |")  # fmt: skip
+        out.append(f"| {phase} | {_num(qs.p50, 2)} | {_num(qs.p90, 2)} | {_num(qs.p99, 2)} |")
     ret = phases.get("return")
-    note = return_note(ret.get("p50") if isinstance(ret, Mapping) else None)
+    note = return_note(None if ret is None else ret.p50)
     return [*out, "", *([note[0].upper() + note[1:] + ".", ""] if note else [])]
 
 
@@ -278,24 +277,24 @@ def _evidence_lines(evidence: Sequence[TelemetryEvidence]) -> list[str]:
 def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     """The page of one bench run: its configuration, its level summary, and the server side
     (metric deltas; the TTFT decomposition, with ``phase_plot`` inline when given)."""
-    level = stored_level(run.summary)
+    stored = stored_run(run)
+    level = stored.level
     conc = run.config.get("concurrency", "?") if level is None else level.concurrency
     where = level_label(conc) if isinstance(conc, int) else f"C{conc}"
     out = [f"# Bench run {run.id}: {where}" + (f" ({run.label})" if run.label else ""), ""]
     out += [f"Recorded {run.at}; {run.n_records} per-request record(s) kept.", ""]
     out += ["| metric | value |", "|---|---:|"]
-    out += [f"| {k} | {v} |" for k, v in [*_level_rows(level), *_judged_rows(run.summary)]]
+    out += [f"| {k} | {v} |" for k, v in [*_level_rows(level), *_judged_rows(stored)]]
     out.append("")
-    failures = run.summary.get("failures") or {}
-    if failures:
-        out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in sorted(failures.items())] + [""]
-    if isinstance(run.summary.get("telemetry"), Mapping):
-        out += _telemetry_lines(run.summary["telemetry"])
-    if isinstance(run.summary.get("telemetry_evidence"), list):
-        stored = run.summary["telemetry_evidence"]  # of any age: read as the typed readings
-        out += _evidence_lines([decode(TelemetryEvidence, d) for d in stored])
-    if isinstance(run.summary.get("traces"), Mapping):
-        out += _phase_lines(run.summary["traces"], phase_plot)
+    if stored.failures:
+        failures = sorted(stored.failures.items())
+        out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in failures] + [""]
+    if stored.telemetry is not None:
+        out += _telemetry_lines(stored.telemetry)
+    if stored.evidence is not None:
+        out += _evidence_lines(stored.evidence)
+    if stored.traces is not None:
+        out += _phase_lines(stored.traces, phase_plot)
     return "\n".join(out) + "\n"
 
 
@@ -318,7 +317,7 @@ def soak_markdown(soak: SoakRunRecord) -> str:
             f"| {len(doc.errors)} |", ""]  # fmt: skip
     out += page_sections(doc)
     if doc.telemetry is not None:
-        out += _telemetry_lines(encode(doc.telemetry))
+        out += _telemetry_lines(doc.telemetry)
     for rank, f in enumerate(doc.findings, 1):
         out += [f"## Finding {rank}: {layer_title(f.layer)}", ""]
         out += [f"- layer: {f.layer}", f"- confidence: {f.confidence:.2f}"]

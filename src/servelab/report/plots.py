@@ -115,8 +115,8 @@ def run_phase_plot(run: BenchRunRecord) -> bytes | None:
     phases = run_phases(run)
     if not phases:
         return None
-    p50 = {name: float(q.get("p50") or 0.0) for name, q in phases.items()}
-    level = stored_level(run.summary)
+    p50 = {name: q.p50 or 0.0 for name, q in phases.items()}
+    level = stored_level(run)
     conc = "?" if level is None else level.concurrency
     return ttft_phase_plot([(f"C{conc}", p50)], title=f"Bench run #{run.id}: where the TTFT went")
 

@@ -4,7 +4,7 @@ returns str).
 A check carries an outcome code and its data, a type per kind (:mod:`servelab.core.verify.checks`);
 :func:`check_detail` words it by matching on that type, for a live check and a ledger row alike (an
 older ledger's row that stored its sentence instead of a code reads that sentence).
-:func:`check_json` is a check's JSON with that sentence as ``detail``: what ``verify --json``,
+:func:`with_details` gives a check's JSON with that sentence as ``detail``: what ``verify --json``,
 ``restart --json`` and ``ledger export`` print.
 """
 
@@ -59,7 +59,7 @@ from servelab.core.verify.masked import (
     result_of,
 )
 from servelab.core.verify.pair import PairReport
-from servelab.core.verify.record import CheckRecord, UntypedCheck, flat_check, read_check
+from servelab.core.verify.record import CheckRecord, StoredCheck, UntypedCheck, read_check
 from servelab.core.verify.served import Gap, Signal
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
@@ -70,7 +70,6 @@ from servelab.report.text import json_text, plain_text, show_value
 __all__ = [
     "WORKER_NOTE",
     "check_detail",
-    "check_json",
     "render_verify",
     "verify_json",
     "with_details",
@@ -441,22 +440,23 @@ def _reach(code: CheckCode, data: WorkerReach) -> str:
 # -- JSON with the reasons ----------------------------------------------------------------------
 
 
-def check_json(check: CheckRecord) -> JsonObject:
+def _check_json(check: CheckRecord) -> JsonObject:
     """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its outcome
     as ``result`` (``pass``, ``fail``, ``skip``: a skipped layer is not a pass) and its reason as
     ``detail``."""
-    return {**flat_check(check), "result": result_of(check).value, "detail": check_detail(check)}
+    flat: JsonObject = encode(check, StoredCheck)
+    return {**flat, "result": result_of(check).value, "detail": check_detail(check)}
 
 
 def with_details(checks: Any) -> list[Any]:
     """A list of checks' flat JSON (as a ``restart`` report or a case event holds them), each with
     its reason as ``detail``; anything else in the list is left as it is."""
-    return [check_json(read_check(c)) if isinstance(c, Mapping) else c for c in checks or ()]
+    return [_check_json(read_check(c)) if isinstance(c, Mapping) else c for c in checks or ()]
 
 
 def verify_json(report: VerifyReport) -> str:
     """``verify --json``: the report with every check's reason as ``detail``."""
-    return json_text({**encode(report), "checks": [check_json(check) for check in report.checks]})
+    return json_text({**encode(report), "checks": [_check_json(check) for check in report.checks]})
 
 
 # -- tables -------------------------------------------------------------------------------------

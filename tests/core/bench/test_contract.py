@@ -8,9 +8,10 @@ import json
 from typing import Any
 
 from servelab.core.bench import contract, summary, upgrade
-from servelab.core.bench.contract import BenchConfig, LevelSummary, RunResult, RunSummary
+from servelab.core.bench.contract import BenchConfig, RunResult, RunSummary
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.bench.summary import result_so_far, run_summary, summarize_level
-from servelab.core.bench.upgrade import stored_level, upgrade_level
+from servelab.core.bench.upgrade import stored_level
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.clienthealth import ClientHealth
 from servelab.core.load.metrics import run_metrics
@@ -47,7 +48,7 @@ def test_public_api() -> None:
         "LevelSummary", "RunResult", "RunSummary", "SaveFn",
     }  # fmt: skip
     assert set(summary.__all__) == {"result_so_far", "run_summary", "summarize_level"}
-    assert set(upgrade.__all__) == {"stored_level", "upgrade_level"}
+    assert set(upgrade.__all__) == {"stored_level"}
 
 
 def _without_interval_additions(doc: Any) -> Any:
@@ -84,10 +85,15 @@ def test_the_level_has_one_shape_in_json_and_in_the_ledger() -> None:
     assert encode(back) == stored and back.level.n_ok == 4 and back.level.client.workers == 1
 
 
+def _stored(summary: dict[str, Any]) -> BenchRunRecord:
+    """A bench run's record as the ledger reads it back, holding ``summary``."""
+    return BenchRunRecord(1, "2026-12-01T00:00:00Z", None, {}, summary)
+
+
 def test_a_summary_stored_before_the_contract_reads_into_the_same_level() -> None:
     old = json.loads(BENCH_SUMMARY_BEFORE_CONTRACT)
     assert "n_ok" in old["level"] and "ok" not in old["level"]
-    level = stored_level(old)
+    level = stored_level(_stored(old))
     assert level is not None
     assert encode(level) == encode(summarize_level(2, [_run()]))
     assert (level.n_ok, level.n_requests, level.failures) == (4, 5, {"http 500": 1})
@@ -96,11 +102,15 @@ def test_a_summary_stored_before_the_contract_reads_into_the_same_level() -> Non
 
 def test_upgrading_today_s_level_leaves_it_as_it_is() -> None:
     today = encode(summarize_level(2, [_run()]))
-    assert encode(decode(LevelSummary, upgrade_level(today))) == today
+    level = stored_level(_stored({"level": today}))
+    assert level is not None and encode(level) == today
 
 
 def test_a_level_stored_with_missing_statistics_reads_them_as_unknown() -> None:
-    level = stored_level({"level": {"concurrency": 64, "n_ok": 9, "throughput": {"mean": 5.0}}})
+    level = stored_level(
+        _stored({"level": {"concurrency": 64, "n_ok": 9, "throughput": {"mean": 5.0}}})
+    )
     assert level is not None and level.concurrency == 64 and level.throughput.mean == 5.0
     assert level.ttft_ms.n == 0 and level.traces is None
-    assert stored_level({}) is None and stored_level({"level": {"concurrency": "x"}}) is None
+    assert stored_level(_stored({})) is None
+    assert stored_level(_stored({"level": {"concurrency": "x"}})) is None

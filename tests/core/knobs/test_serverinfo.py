@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servelab.core.knobs.knob import parse_knob
-from servelab.core.knobs.serverinfo import reported_value
+from servelab.core.knobs.serverinfo import EngineReport, reported_value
 
 SGLANG_INFO = {
     "model_path": "/m",
@@ -24,36 +24,37 @@ VLLM_INFO = {
         "cache_config": {"enable_prefix_caching": True},
     }
 }
+SGLANG, VLLM = EngineReport(SGLANG_INFO), EngineReport(VLLM_INFO)
 
 
 def test_sglang_fields_by_name_with_the_effective_limit_when_unset() -> None:
-    got = reported_value(SGLANG_INFO, parse_knob("--max-running-requests"))
+    got = reported_value(SGLANG, parse_knob("--max-running-requests"))
     assert (got.known, got.value) == (True, "128")
     assert got.where == "internal_states[0].effective_max_running_requests_per_dp"
-    assert reported_value(SGLANG_INFO, parse_knob("--disable-overlap-schedule")).value == "on"
-    assert reported_value(SGLANG_INFO, parse_knob("--disable-radix-cache")).value == "off"
-    assert reported_value(SGLANG_INFO, parse_knob("--mem-fraction-static")).value == "0.85"
-    assert reported_value(SGLANG_INFO, parse_knob("--chunked-prefill-size")).value == "8192"
-    topk = reported_value(SGLANG_INFO, parse_knob("--json-model-override-args.index_topk"))
+    assert reported_value(SGLANG, parse_knob("--disable-overlap-schedule")).value == "on"
+    assert reported_value(SGLANG, parse_knob("--disable-radix-cache")).value == "off"
+    assert reported_value(SGLANG, parse_knob("--mem-fraction-static")).value == "0.85"
+    assert reported_value(SGLANG, parse_knob("--chunked-prefill-size")).value == "8192"
+    topk = reported_value(SGLANG, parse_knob("--json-model-override-args.index_topk"))
     assert (topk.value, topk.where) == ("1024", "json_model_override_args.index_topk")
 
 
 def test_set_limit_is_read_from_the_field_itself() -> None:
     info = {**SGLANG_INFO, "max_running_requests": 64}
-    assert reported_value(info, parse_knob("--max-running-requests")).value == "64"
+    assert reported_value(EngineReport(info), parse_knob("--max-running-requests")).value == "64"
 
 
 def test_a_field_the_engine_does_not_report_is_unknown() -> None:
-    got = reported_value(SGLANG_INFO, parse_knob("--cuda-graph-max-bs"))
+    got = reported_value(SGLANG, parse_knob("--cuda-graph-max-bs"))
     assert not got.known and got.value is None
-    assert not reported_value({}, parse_knob("--policy")).known
+    assert not reported_value(EngineReport({}), parse_knob("--policy")).known
 
 
 def test_vllm_fields_are_found_once_anywhere_in_its_config() -> None:
-    got = reported_value(VLLM_INFO, parse_knob("--max-num-seqs"))
+    got = reported_value(VLLM, parse_knob("--max-num-seqs"))
     assert (got.known, got.value, got.where) == (
         True, "256", "vllm_config.scheduler_config.max_num_seqs",
     )  # fmt: skip
-    assert reported_value(VLLM_INFO, parse_knob("--enable-prefix-caching")).value == "on"
+    assert reported_value(VLLM, parse_knob("--enable-prefix-caching")).value == "on"
     twice = {"vllm_config": {"a": {"max_num_seqs": 1}, "b": {"max_num_seqs": 2}}}
-    assert not reported_value(twice, parse_knob("--max-num-seqs")).known
+    assert not reported_value(EngineReport(twice), parse_knob("--max-num-seqs")).known

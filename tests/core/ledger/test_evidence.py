@@ -32,9 +32,9 @@ from servelab.core.verify import record as verify_record
 from servelab.core.verify.checks import Check, CheckCode, KnobLive
 from servelab.core.verify.record import (
     CheckRecord,
+    StoredCheck,
     UntypedCheck,
     VerificationRecord,
-    flat_check,
     read_check,
     read_check_row,
 )
@@ -123,8 +123,8 @@ def test_a_check_is_flat_in_json_and_typed_when_read() -> None:
     }
     check = read_check(flat)
     assert (check.knob, check.live, check.data) == ("K", "512", {"knob": "K", "live": 512})
-    assert flat_check(check) == {**flat, "code": None}
-    typed = read_check(flat_check(DIFFERS))
+    assert encode(check, StoredCheck) == {**flat, "code": None}
+    typed = read_check(encode(DIFFERS, StoredCheck))
     assert typed == DIFFERS and (typed.knob, typed.live) == ("K", "512")
 
 
@@ -133,8 +133,9 @@ def test_a_check_code_is_told_from_an_older_rows_sentence() -> None:
     assert coded == DIFFERS and isinstance(coded, Check)
     older = read_check_row("live", "decode", False, "differs: file 1, live 2", {})
     assert older == UntypedCheck("live", "decode", False, "differs: file 1, live 2", {})
-    assert read_check(flat_check(coded)) == coded
-    assert flat_check(coded)["code"] == "live.differs" and "detail" not in flat_check(coded)
+    assert read_check(encode(coded, StoredCheck)) == coded
+    flat = encode(coded, StoredCheck)
+    assert flat["code"] == "live.differs" and "detail" not in flat
 
 
 def test_older_ab_arms_with_label_and_value_read_as_value() -> None:

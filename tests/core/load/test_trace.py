@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import orjson
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.load.trace import (
     PromptBuilder,
     TracePlan,
@@ -24,12 +27,18 @@ from servelab.core.load.trace import (
 from servelab.core.load.tracegen import (
     AgenticShape,
     ChatShape,
+    TraceEntry,
     agentic_trace,
     chat_trace,
     check_arrivals,
 )
 from servelab.errors import TraceError
 from tests.support import REPO
+
+
+def _json(entries: Iterator[TraceEntry]) -> list[dict[str, Any]]:
+    """The generated entries as the trace's lines hold them."""
+    return [encode(entry) for entry in entries]
 
 
 def _read(lines: list[dict[str, object] | str]) -> list[TraceSession]:
@@ -129,8 +138,8 @@ def test_a_later_turn_starts_with_every_word_of_the_turn_before() -> None:
 
 def test_an_agentic_trace_resends_its_history_and_waits_for_its_tools() -> None:
     shape = AgenticShape(sessions=5, turns=(3, 6), block_size=64)
-    entries = list(agentic_trace(shape, seed=3))
-    assert entries == list(agentic_trace(shape, seed=3))  # seeded
+    entries = _json(agentic_trace(shape, seed=3))
+    assert entries == _json(agentic_trace(shape, seed=3))  # seeded
     sessions = _read(entries)
     assert len(sessions) == 5 and [s.start_ms for s in sessions] == sorted(
         s.start_ms for s in sessions
@@ -149,7 +158,7 @@ def test_an_agentic_trace_resends_its_history_and_waits_for_its_tools() -> None:
 
 
 def test_a_chat_trace_is_a_long_tailed_time_ordered_mix() -> None:
-    entries = list(chat_trace(ChatShape(requests=400), seed=1))
+    entries = _json(chat_trace(ChatShape(requests=400), seed=1))
     stamps = [e["timestamp"] for e in entries]
     assert stamps == sorted(stamps) and len(entries) == 400
     inputs = sorted(int(str(e["input_length"])) for e in entries)
@@ -161,7 +170,7 @@ def test_a_chat_trace_is_a_long_tailed_time_ordered_mix() -> None:
 def test_the_shipped_trace_is_the_generators_default_agentic_trace() -> None:
     """``servelab trace generate agentic -o examples/traces/agentic.jsonl`` wrote it."""
     shipped = (REPO / "examples" / "traces" / "agentic.jsonl").read_bytes().splitlines()
-    assert shipped == [orjson.dumps(e) for e in agentic_trace(AgenticShape(), seed=0)]
+    assert shipped == [orjson.dumps(e) for e in _json(agentic_trace(AgenticShape(), seed=0))]
 
 
 @pytest.mark.parametrize(
@@ -227,11 +236,12 @@ def test_generated_arrivals_are_refused_past_what_a_trace_may_span() -> None:
 
 def test_a_trace_recorded_on_whole_seconds_starts_its_arrivals_in_bursts() -> None:
     shape = AgenticShape(sessions=40, rate=12.0, turns=(1, 2), resolution_ms=1000)
-    starts = [e["timestamp"] for e in agentic_trace(shape, seed=0) if "timestamp" in e]
+    starts = [e["timestamp"] for e in _json(agentic_trace(shape, seed=0)) if "timestamp" in e]
     assert len(starts) == 40 and all(t % 1000 == 0 for t in starts) and starts == sorted(starts)
     assert max(starts.count(t) for t in set(starts)) >= 8  # ~12 a second: bursts
-    fine = [e["timestamp"] for e in agentic_trace(replace(shape, resolution_ms=1), seed=0)
-            if "timestamp" in e]  # fmt: skip
+    finer = _json(agentic_trace(replace(shape, resolution_ms=1), seed=0))
+    fine = [e["timestamp"] for e in finer if "timestamp" in e]
     assert [t // 1000 * 1000 for t in fine] == starts  # the same arrivals, rounded down
-    chat = [e["timestamp"] for e in chat_trace(ChatShape(requests=50, resolution_ms=500), seed=1)]
+    chats = _json(chat_trace(ChatShape(requests=50, resolution_ms=500), seed=1))
+    chat = [e["timestamp"] for e in chats]
     assert all(t % 500 == 0 for t in chat) and len(set(chat)) < len(chat)

@@ -55,7 +55,7 @@ from servelab.core.verify.pair import (
     PairReport,
     PairValue,
 )
-from servelab.core.verify.record import UntypedCheck, flat_check, read_check, read_check_row
+from servelab.core.verify.record import StoredCheck, UntypedCheck, read_check, read_check_row
 
 K = "SGLANG_SM120_MMA_TARGET_CTAS"
 MRR = "--max-running-requests"
@@ -153,7 +153,7 @@ def test_every_code_carries_one_kind_and_names_its_layer() -> None:
 def test_each_kind_keeps_its_json_keys_and_reads_back(data: CheckData, keys: list[str]) -> None:
     code = next(code for code, kind in DATA_OF.items() if isinstance(data, kind))
     check = Check("decode", code is not CheckCode.LIVE_RESTART_NEEDED, code, data)
-    flat = flat_check(check)
+    flat = encode(check, StoredCheck)
     assert list(flat) == [*keys, "layer", "service", "ok", "code"]
     assert (flat["layer"], flat["code"]) == (code.layer.value, code.value)
     assert read_check(flat) == check
@@ -212,7 +212,7 @@ def test_what_cannot_be_typed_reads_as_stored() -> None:
     assert newer == UntypedCheck("live", "decode", False, None, {}, "live.someday")
     misfit = read_check_row("live", "decode", False, "live.differs", {"knob": "K"})
     assert misfit == UntypedCheck("live", "decode", False, "live.differs", {"knob": "K"})
-    assert flat_check(newer) == {"layer": "live", "service": "decode", "ok": False,
+    assert encode(newer, StoredCheck) == {"layer": "live", "service": "decode", "ok": False,
                                "code": "live.someday", "detail": None}  # fmt: skip
 
 

@@ -28,7 +28,7 @@ from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.checks import Check, CheckCode, KnobLive, WorkerReach
-from servelab.core.verify.record import UntypedCheck, VerificationRecord, flat_check, read_check
+from servelab.core.verify.record import StoredCheck, UntypedCheck, VerificationRecord, read_check
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import connection as connection_module
 from servelab.io.ledger import ledger as store_module
@@ -111,7 +111,7 @@ def test_measurement_round_trips(ledger: Ledger) -> None:
     assert change.at == "2026-09-21T14:13:20.000Z"
     verification = ledger.get(VerificationRecord, ver)
     assert verification is not None
-    assert [flat_check(c) for c in verification.checks] == [
+    assert [encode(c, StoredCheck) for c in verification.checks] == [
         {"layer": "live", "service": "decode", "ok": False, "code": None, "detail": "differs",
          "x": 1}
     ]  # fmt: skip

@@ -11,12 +11,13 @@ import pytest
 
 from servelab.core.bench.contract import BenchConfig, RunResult
 from servelab.core.bench.record import BenchRunRecord
-from servelab.core.bench.summary import result_so_far
+from servelab.core.bench.summary import result_so_far, run_summary
+from servelab.core.ledger.codec import encode
 from servelab.core.load import metrics
 from servelab.core.load.workload import LengthDist
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.results import record_run, run_payload
+from servelab.ops.bench.results import record_run
 from servelab.report.bench import failure_lines
 from tests.support.servers import served, streaming_app
 
@@ -58,8 +59,8 @@ async def test_closed_loop_sweep_with_warmup_repeats_and_saves(server: str) -> N
     assert level.gap_ms.n == 24 * 4
     assert level.ttft_ms.median > 0
     assert {"warmup", "run", "done"} <= set(progress)
-    summary, records = run_payload(saved[0])
-    assert summary["metrics"]["n_ok"] == 12 and len(records) == 12
+    summary = encode(run_summary(saved[0]))
+    assert summary["metrics"]["n_ok"] == 12 and len(saved[0].records) == 12
 
 
 async def test_open_loop_measures_from_the_scheduled_time(server: str) -> None:

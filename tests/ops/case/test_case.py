@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED
+from servelab.core.case.model import RESTORE_FAILED, RESTORE_PENDING, RESTORE_VERIFIED, EventOutcome
 from servelab.core.case.record import CaseEvent
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.errors import CaseError, KnobError, SpecError
@@ -340,7 +340,7 @@ start_timeout_s = 3
     assert error is not None and "decode" in error
     (event,) = cases.load_case(ledger, cid).events
     assert event.kind == "revert" and event.detail["ok"] is False
-    assert event_error(event.detail) == error
+    assert event_error(decode(EventOutcome, event.detail)) == error
     assert event.detail["error"] == outcome.failure and outcome.failure in error
     assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
     assert [c.new for c in ledger.list(KnobChangeRecord, case_id=cid)] == ["256"]

@@ -129,7 +129,7 @@ def test_rolling_restart_of_both_decodes_under_a_bench_loses_no_request(tmp_path
     assert [w.service for w in report.workers] == list(DECODES)
     for worker in report.workers:
         assert [phase.name for phase in worker.phases] == list(RollPhase)
-        routed = worker.phases[-1].to_json()
+        routed = encode(worker.phases[-1])
         assert routed["served_after"] > routed["served_before"]
         assert worker.verification is not None
         knobs = [c for c in worker.verification.layer("live") if c.knob == DEFAULT_KNOB]
@@ -207,7 +207,7 @@ def test_a_failed_drain_stops_the_roll_and_says_how_to_put_the_worker_back(
     assert doc["out"] == "decode-1" and doc["recovery"][0].startswith("servelab restart --rolling")
     assert "POST" in doc["recovery"][1] and '"worker_type": "decode"' in doc["recovery"][1]
     assert again.ok, render_rolling(again)  # the recovery command put it back
-    assert again.workers[0].phases[0].to_json().get("already_out") is True
+    assert encode(again.workers[0].phases[0]).get("already_out") is True
 
 
 async def _running_on(decode: str) -> None:

@@ -206,6 +206,10 @@ def test_abort_wedge_is_localized_to_decode_transfer_while_health_is_200(
     assert len(health) == 2 and all(o.healthy and o.probe.status == 200 for o in health)
     assert {o.id for o in health} <= set(result.findings[0].supporting)
     assert all(f.layer != "client_proxy" for f in result.findings)
+    # issue 37: the pair replay shows the router is not needed: only the decode's path is named,
+    # and the router is exonerated, said as such
+    assert {f.layer for f in result.findings} <= {"decode_transfer", "engine_wedge"}
+    assert {f.worker for f in result.findings} == {"decode"}, result.findings
     # every session stalled before a stream measured the decode rate: the non-streamed replays
     # had no deadline, so they are undecided (evidence of nothing), never stalls
     (loc,) = result.localizations

@@ -8,10 +8,11 @@ import time
 from dataclasses import replace
 
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bench.summary import run_summary
 from servelab.core.deploy.spec import TracingSpec
+from servelab.core.ledger.codec import encode
 from servelab.core.load.workload import LengthDist
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.results import run_payload
 from servelab.ops.telemetry.tracing import TraceCollector
 from tests.support import free_ports
 from tests.support.stack import sim_stack
@@ -41,6 +42,6 @@ async def test_requests_without_spans_are_untraced_and_the_wait_is_bounded() -> 
     assert level is not None and (level.n_requests, level.n_traced, level.n_untraced) == (6, 0, 6)
     assert level.phases == {} and level.max_abs_gap_ms is None  # no zero stands in for them
     assert took < 30  # bounded: one wait of WAIT_S, not an endless one
-    summary, records = run_payload(run)
+    summary, records = encode(run_summary(run)), [encode(r) for r in run.records]
     assert summary["traces"]["summary"]["n_untraced"] == 6
     assert all(r["request_id"].startswith("servelab-") for r in records)

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bench.summary import run_summary
 from servelab.core.deploy.spec import PrometheusSpec
 from servelab.core.ledger.codec import encode
 from servelab.core.load.workload import LengthDist
@@ -21,7 +22,6 @@ from servelab.core.telemetry.summary import MetricsSource, RunTelemetry, generat
 from servelab.io.http.client import HttpClient
 from servelab.io.specfile import load_spec
 from servelab.ops.bench.bench import run_bench
-from servelab.ops.bench.results import run_payload
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import MetricsPlan, MetricsWatch, metrics_sources
 from tests.support.prometheus import prometheus_server
@@ -173,12 +173,12 @@ async def test_every_bench_run_keeps_what_the_servers_counted(stack: SimStack) -
         assert decode is not None and decode.counter(COUNTER) == requests
         rate = generated_tokens_per_s(run.telemetry, ["decode"])
         assert rate is not None and rate > 0
-        summary, _records = run_payload(run)
+        summary = encode(run_summary(run))
         assert summary["telemetry"]["sources"][1]["service"] == "decode"
     assert _counted(stack.decode_url) - before == 2 * requests
     # without a plan nothing is watched: no telemetry, never a zero
     plain = await run_bench(replace(config, concurrencies=(2,)))
-    assert plain.runs[0].telemetry is None and "telemetry" not in run_payload(plain.runs[0])[0]
+    assert plain.runs[0].telemetry is None and "telemetry" not in encode(run_summary(plain.runs[0]))
 
 
 async def test_a_bench_run_keeps_the_telemetry_rules_reading_of_it(stack: SimStack) -> None:
@@ -189,7 +189,7 @@ async def test_a_bench_run_keeps_the_telemetry_rules_reading_of_it(stack: SimSta
     result = await run_bench(config, metrics=MetricsPlan(tuple(sources)))
     (run,) = result.runs
     assert run.telemetry is not None and run.telemetry.source("decode").role == "decode"  # type: ignore[union-attr]
-    summary, _records = run_payload(run)
+    summary = encode(run_summary(run))
     got = {e["rule"] + "." + e["subject"]: e for e in summary["telemetry_evidence"]}
     client = got["client_vs_server.decodes"]
     # The client received what the decode counted (8 tokens x 24 requests), within 25%.

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import Check, CheckCode, Layer
 from servelab.core.verify.pair import FieldVerdict, PairReport
-from servelab.core.verify.record import flat_check
+from servelab.core.verify.record import StoredCheck
 from servelab.io.specfile import load_spec
 from servelab.ops.verify.verify import verify
 from servelab.report.verify import check_detail
@@ -78,7 +79,7 @@ async def test_sglang_page_size_mismatch_fails_before_any_request(
     text = check_detail(check)
     assert "page size 64 (page_size, from its command line) on prefill" in text
     assert "vs 32 (page_size, from its command line) on decode" in text
-    assert json.loads(json.dumps(flat_check(check)))["code"] == "pair.mismatch"
+    assert json.loads(json.dumps(encode(check, StoredCheck)))["code"] == "pair.mismatch"
     assert _served(sglang.decode_url, "sglang:num_requests_total") == 0  # before any request
 
 

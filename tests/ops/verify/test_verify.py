@@ -24,12 +24,12 @@ from servelab.core.verify.checks import (
     RequestTiming,
 )
 from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.record import VerificationRecord, flat_check
+from servelab.core.verify.record import StoredCheck, VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.verify.e2e import E2EOptions, _classify
 from servelab.ops.verify.verify import LAYERS, verify
-from servelab.report.verify import check_detail, check_json, render_verify, verify_json
+from servelab.report.verify import check_detail, render_verify, verify_json, with_details
 from tests.support.specs import SECRET, PdEnv, PdPorts, pd_spec_toml
 from tests.support.stack import SimStack, start_stack
 
@@ -217,12 +217,12 @@ async def test_unknown_service_and_layer_are_refused(loaded: LoadedSpec) -> None
 
 def test_check_json_shape() -> None:
     check = Check("decode", False, CheckCode.LIVE_FILE_UNREADABLE, LiveProcess(3, "pid record"))
-    assert flat_check(check) == {
+    assert encode(check, StoredCheck) == {
         "layer": "live", "service": "decode", "ok": False, "code": "live.env_file_unreadable",
         "pid": 3, "pid_source": "pid record",
     }  # fmt: skip
-    assert check_json(check) == {
-        **flat_check(check),
+    assert with_details([encode(check, StoredCheck)])[0] == {
+        **encode(check, StoredCheck),
         "result": "fail",
         "detail": "pid 3: env file unreadable",
     }

@@ -19,7 +19,7 @@ from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
 from servelab.core.soak.upgrade import upgrade_soak_result
 from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
-from servelab.report.ledger import ledger_json
+from servelab.report.ledger import ledger_json_chunks
 from servelab.report.pages import soak_markdown
 from servelab.report.soak.matrix import probe_advice
 from servelab.report.soak.soak import render_soak, soak_json
@@ -102,7 +102,7 @@ def test_the_ledger_export_words_each_soaks_findings_and_reads_back(tmp_path: Pa
     result = every_kind_result()
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         ledger.record_soak(result)
-        doc = json.loads(json.dumps(ledger_json(ledger.snapshot())))
+        doc = json.loads("".join(ledger_json_chunks(ledger.snapshot())))
     (soak,) = doc["soak_runs"]
     top = soak["result"]["findings"][0]
     assert top["title"] == layer_title(result.findings[0].layer)

@@ -10,8 +10,8 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, ValidationInfo
 
-from servelab.core.ab.result import AbResult, upgrade_ab_result
-from servelab.core.ledger.jsonvalues import obj
+from servelab.core.ab.result import AbNames, AbResult, upgrade_ab_result
+from servelab.core.ledger.jsonvalues import opt_str
 
 __all__ = ["AbRunRecord"]
 
@@ -20,10 +20,11 @@ def _ab_result_of_row(doc: Any, info: ValidationInfo) -> Any:
     """An ``ab_runs`` row's result in today's shape, named by its row where it does not name
     itself (:func:`~servelab.core.ab.result.upgrade_ab_result`)."""
     row = info.data
-    config = obj(row.get("config"))
-    named = {"service": row.get("service"), "knob": row.get("knob")}
-    named |= {"baseline": config.get("baseline"), "candidate": config.get("candidate")}
-    return upgrade_ab_result(doc, named)
+    config = row.get("config")
+    service, knob = opt_str(row.get("service")), opt_str(row.get("knob"))
+    sides = ("baseline", "candidate")
+    compared = [opt_str(config.get(k)) if isinstance(config, Mapping) else None for k in sides]
+    return upgrade_ab_result(doc, AbNames(service, knob, *compared))
 
 
 @dataclass(frozen=True)

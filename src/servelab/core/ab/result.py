@@ -44,6 +44,7 @@ __all__ = [
     "AbArm",
     "AbDesign",
     "AbMetric",
+    "AbNames",
     "AbResult",
     "ArmVisit",
     "Decided",
@@ -365,18 +366,28 @@ def _design(doc: Mapping[str, Any], arms: Sequence[Any]) -> Any:
     return {**design, "concurrencies": sorted(levels)}
 
 
-def upgrade_ab_result(doc: Any, named: Mapping[str, Any] | None = None) -> Any:
+@dataclass(frozen=True)
+class AbNames:
+    """What an ``ab_runs`` row says of its result: its service and knob, the values its config
+    compared (None: the row does not say)."""
+
+    service: str | None = None
+    knob: str | None = None
+    baseline: str | None = None
+    candidate: str | None = None
+
+
+def upgrade_ab_result(doc: Any, named: AbNames | None = None) -> Any:
     """A stored A/B result of any servelab in today's shape (the codec reads the rest, a key
     it lacks as the field's default): arms that carry ``label`` read ``value``, a design without
-    its concurrencies gets the ones its arms measured. ``named``: what its row says of it (its
-    service and knob, the values its config compared), for a result that does not name itself;
-    else its arms' values name its baseline and candidate."""
+    its concurrencies gets the ones its arms measured. ``named``: what its row says of it, for a
+    result that does not name itself; else its arms' values name its baseline and candidate."""
     if not isinstance(doc, Mapping):
         return doc
     arms = [_arm(a) for a in doc.get("arms") or ()]
     values = [a.get("value") for a in arms if isinstance(a, Mapping)] + ["", ""]
     names = {"baseline": values[0], "candidate": values[1]}
-    names |= {k: v for k, v in (named or {}).items() if v is not None}
+    names |= {k: v for k, v in vars(named or AbNames()).items() if v is not None}
     upgraded = {**names, **doc, "arms": arms}
     if "design" in doc:
         upgraded["design"] = _design(doc, arms)

@@ -4,9 +4,9 @@ Until the level became one typed :class:`~servelab.core.bench.contract.LevelSumm
 the codec, a run's ``summary["level"]`` held the dataclass's field names (``n_ok``, ``throughput``,
 ``throughput_ci``, ``cpu_ms_per_token`` ... flat, ``traces`` with ``phases``) while ``bench --json``
 printed other keys (``ok``, ``output_throughput``, ``client: {...}``, ``ttft_phases`` with
-``phases_ms``). Nothing is rewritten on disk: :func:`upgrade_level` takes either (today's is left
-as it is) and returns today's; a level stored before a field existed reads it as empty (an
-empty sample, no traces, no SLO), a statistic missing from a stored sample as NaN.
+``phases_ms``). Nothing is rewritten on disk: :func:`stored_level` reads either (today's is left
+as it is) from a run's record into today's type; a level stored before a field existed reads it
+as empty (an empty sample, no traces, no SLO), a statistic missing from a stored sample as NaN.
 """
 
 from __future__ import annotations
@@ -16,11 +16,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from servelab.core.bench.contract import LevelSummary
+from servelab.core.bench.record import BenchRunRecord
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.stats import summarize
 from servelab.errors import RecordError
 
-__all__ = ["stored_level", "upgrade_level"]
+__all__ = ["stored_level"]
 
 #: The level's old field names → today's JSON names.
 _RENAMED = {
@@ -59,7 +60,7 @@ def _old_traces(traces: Any) -> Any:
     return traces
 
 
-def upgrade_level(doc: Mapping[str, Any]) -> JsonObject:
+def _upgrade_level(doc: Mapping[str, Any]) -> JsonObject:
     """A run's stored ``level`` of any age → today's :class:`LevelSummary` JSON."""
     out = {_RENAMED.get(k, k): v for k, v in doc.items() if k not in _CLIENT}
     client = _obj(out.pop("client", None))
@@ -77,13 +78,13 @@ def upgrade_level(doc: Mapping[str, Any]) -> JsonObject:
     }  # fmt: skip
 
 
-def stored_level(summary: Mapping[str, Any]) -> LevelSummary | None:
-    """The level of a stored run ``summary`` of any age; None when it holds none (or one that
+def stored_level(run: BenchRunRecord) -> LevelSummary | None:
+    """The level of a stored run's ``summary`` of any age; None when it holds none (or one that
     no longer reads: the page shows the run without it)."""
-    level = summary.get("level")
+    level = run.summary.get("level")
     if not isinstance(level, Mapping):
         return None
     try:
-        return decode(LevelSummary, upgrade_level(level))
+        return decode(LevelSummary, _upgrade_level(level))
     except RecordError:
         return None

@@ -39,6 +39,7 @@ __all__ = [
     "RESTORE_UNRESOLVED",
     "RESTORE_VERIFIED",
     "Case",
+    "EventOutcome",
     "EvidenceAdded",
     "KnobChanged",
     "Opened",
@@ -284,6 +285,16 @@ class RestoreEvent:
     ok: bool = False
     reverted_by: tuple[int, ...] = ()
     restart: tuple[str, ...] = ()
+    error: str | None = None
+    failed: _FailedChecks = ()
+
+
+@dataclass(frozen=True)
+class EventOutcome:
+    """What a recorded revert or restore event says of its outcome, of any age (the fields both
+    hold: ``ok``, ``error``, the ``failed`` checks; its other keys are not read)."""
+
+    ok: bool = False
     error: str | None = None
     failed: _FailedChecks = ()
 

@@ -11,6 +11,7 @@
   the field is looked up by name anywhere in it and must be found exactly once.
 
 An engine that does not report the field gives :attr:`Reported.known` False: unknown, never a pass.
+The report itself crosses layers as one :class:`EngineReport` (its decoded JSON, read here).
 """
 
 from __future__ import annotations
@@ -23,12 +24,28 @@ from typing import Any
 from servelab.core.knobs.argv import json_get
 from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind
 
-__all__ = ["EFFECTIVE_FIELDS", "Reported", "reported_value"]
+__all__ = ["EFFECTIVE_FIELDS", "EngineReport", "Reported", "reported_value"]
 
 #: Fields whose resolved value lives elsewhere when the field itself is null (SGLang).
 EFFECTIVE_FIELDS: Mapping[str, str] = {
     "max_running_requests": "effective_max_running_requests_per_dp",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class EngineReport:
+    """A worker's own report of what it runs with (``/server_info``): the engine's document as
+    decoded, open-ended (every server argument, nested config), read only by path here and by
+    :func:`servelab.core.verify.pair.pair_values`."""
+
+    #: the decoded JSON object, as the engine sent it
+    doc: Mapping[str, Any]
+
+    @property
+    def version(self) -> str | None:
+        """The release the engine reports (SGLang's ``version``), None when it does not say."""
+        version = self.doc.get("version")
+        return version if isinstance(version, str) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +105,9 @@ def _field(info: Mapping[str, Any], knob: Knob) -> tuple[str, Any] | None:
     return knob.field, value
 
 
-def reported_value(info: Mapping[str, Any], knob: Knob) -> Reported:
-    """The knob's value in an engine's ``/server_info`` document (decoded JSON)."""
-    found = _field(info, knob)
+def reported_value(report: EngineReport, knob: Knob) -> Reported:
+    """The knob's value in an engine's ``/server_info`` report."""
+    found = _field(report.doc, knob)
     if found is None:
         return Reported(False)
     where, value = found

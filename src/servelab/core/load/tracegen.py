@@ -1,7 +1,7 @@
 """Seeded sample traces in the Mooncake format (pure): the same seed writes the same lines.
 
-Two shapes, each a generator of JSON-ready entries in file order (:mod:`servelab.core.load.trace`
-reads them back):
+Two shapes, each a generator of :class:`TraceEntry` in file order (one line each, as the codec
+writes it; :mod:`servelab.core.load.trace` reads them back):
 
 - :func:`agentic_trace`: agent sessions arriving as a Poisson process. Every session starts with
   the same system prompt and tools (whole blocks, the same ids in every session), then each turn
@@ -22,8 +22,9 @@ import math
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Annotated
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, MAX_TRACE_MS
 from servelab.errors import TraceError
 
@@ -32,6 +33,7 @@ __all__ = [
     "MAX_RESOLUTION_MS",
     "AgenticShape",
     "ChatShape",
+    "TraceEntry",
     "agentic_trace",
     "chat_trace",
     "check_arrivals",
@@ -171,11 +173,26 @@ def _recorded(at_s: float, resolution_ms: int) -> int:
     return _ms(at_s) // resolution_ms * resolution_ms
 
 
+@dataclass(frozen=True, slots=True)
+class TraceEntry:
+    """One line of a Mooncake trace as written: a session's turn (``session_id``; its first turn
+    arrives at ``timestamp`` ms, the next ones a ``delay`` after the previous answer) or a lone
+    request (``timestamp``), its lengths in tokens and the hash ids of its blocks. A field that is
+    None is left out of the line."""
+
+    session_id: Annotated[str | None, OMITTED_IF_NONE] = None
+    timestamp: Annotated[int | None, OMITTED_IF_NONE] = None
+    delay: Annotated[int | None, OMITTED_IF_NONE] = None
+    input_length: int = 0
+    output_length: int = 0
+    hash_ids: tuple[int, ...] = ()
+
+
 def _blocks(tokens: int, size: int) -> int:
     return -(-tokens // size)
 
 
-def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[JsonObject]:
+def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[TraceEntry]:
     """The entries of ``shape.sessions`` agent sessions, each session's turns consecutive."""
     rng = random.Random(seed)
     size = shape.block_size
@@ -194,18 +211,17 @@ def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[JsonObject]:
                 break  # the history no longer fits: the agent starts over elsewhere
             hash_ids = full + ids.take(_blocks(prompt, size) - len(full))
             output = _lognormal(rng, shape.output_tokens, shape.spread, shape.max_tokens)
-            entry: JsonObject = {"session_id": f"agent-{seed}-{n}"}
-            if turn:
-                entry["delay"] = round(rng.lognormvariate(math.log(shape.delay_ms), shape.spread))
-            else:
-                entry["timestamp"] = _recorded(start_s, shape.resolution_ms)
-            yield entry | {"input_length": prompt, "output_length": output, "hash_ids": hash_ids}
+            delay = (
+                round(rng.lognormvariate(math.log(shape.delay_ms), shape.spread)) if turn else None
+            )
+            at = None if turn else _recorded(start_s, shape.resolution_ms)
+            yield TraceEntry(f"agent-{seed}-{n}", at, delay, prompt, output, tuple(hash_ids))
             length = prompt + output
             full = hash_ids[: prompt // size]
             added = _lognormal(rng, shape.added_tokens, shape.spread, shape.max_tokens)
 
 
-def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[JsonObject]:
+def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[TraceEntry]:
     """The entries of ``shape.requests`` single chat requests in time order."""
     rng = random.Random(seed)
     size = shape.block_size
@@ -224,5 +240,5 @@ def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[JsonObject]:
             prompt = max(prompt, len(prefix) * size + 1)
         hash_ids = prefix + ids.take(_blocks(prompt, size) - len(prefix))
         output = _lognormal(rng, shape.output_tokens, shape.output_spread, shape.max_output)
-        yield {"timestamp": _recorded(at_s, shape.resolution_ms), "input_length": prompt,
-               "output_length": output, "hash_ids": hash_ids}  # fmt: skip
+        at = _recorded(at_s, shape.resolution_ms)
+        yield TraceEntry(None, at, None, prompt, output, tuple(hash_ids))

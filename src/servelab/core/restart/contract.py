@@ -13,7 +13,7 @@ from pydantic import Field, PlainSerializer, computed_field
 from servelab.core.deploy.steps import Step
 from servelab.core.verify.checks import Check, CheckCode
 from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.record import flat_check
+from servelab.core.verify.record import FlatCheck
 
 __all__ = ["DeployReport", "RestartReport"]
 
@@ -39,9 +39,7 @@ class DeployReport:
     error: str | None = None
     interrupted: bool = False
     stopped: list[str] = field(default_factory=list)
-    pair: Annotated[
-        list[Annotated[Check, PlainSerializer(flat_check)]], Field(exclude_if=_empty)
-    ] = field(default_factory=list)
+    pair: Annotated[list[FlatCheck], Field(exclude_if=_empty)] = field(default_factory=list)
 
     @property
     def pair_mismatches(self) -> list[Check]:

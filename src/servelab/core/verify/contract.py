@@ -10,7 +10,7 @@ from typing import Annotated
 from pydantic import PlainSerializer, computed_field
 
 from servelab.core.verify.checks import Check, Layer
-from servelab.core.verify.record import flat_check
+from servelab.core.verify.record import FlatCheck
 
 __all__ = ["VerifyReport"]
 
@@ -24,7 +24,7 @@ def _ms_precision(seconds: float) -> float:
 class VerifyReport:
     """All checks of one verification; ``ok`` only if every check passed."""
 
-    checks: list[Annotated[Check, PlainSerializer(flat_check)]]
+    checks: list[FlatCheck]
     spec_hash: str
     layers: tuple[Layer, ...]
     services: list[str]

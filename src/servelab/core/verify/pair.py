@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Annotated, Any
 
+from servelab.core.knobs.serverinfo import EngineReport
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
@@ -184,9 +185,10 @@ def _reported(report: Mapping[str, Any] | None, field: PairField) -> PairValue:
     return PairValue(False)
 
 
-def pair_values(engine: str, report: Mapping[str, Any] | None) -> dict[str, PairValue]:
+def pair_values(engine: str, report: EngineReport | None) -> dict[str, PairValue]:
     """Each field's value in one engine's report (``/server_info``; None: no report)."""
-    return {f.name: _reported(report, f) for f in FIELDS.get(engine, ())}
+    doc = None if report is None else report.doc
+    return {f.name: _reported(doc, f) for f in FIELDS.get(engine, ())}
 
 
 def _number(text: str | None) -> int | None:

@@ -1,9 +1,10 @@
 """A verification's ledger record, as the ``verifications`` table holds it (pure).
 
 A check as stored: typed, or (:class:`UntypedCheck`) an older row's sentence or a code this
-servelab does not know; :func:`read_check` and :func:`read_check_row` read either, and
-:func:`flat_check` writes a check's one flat JSON shape, through the codec (:data:`StoredCheck`)
-wherever a record holds one (a verification, a case's revert, the ledger's export).
+servelab does not know; :func:`read_check` and :func:`read_check_row` read either, and the codec
+writes a check's one flat JSON shape (``encode(check, StoredCheck)``, :data:`StoredCheck`;
+:data:`FlatCheck` where the type holds typed checks only) wherever a record holds one (a
+verification, a restart, a case's revert, the ledger's export).
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, PlainValidator
 
 from servelab.core.ledger.codec import JsonObject, decode, encode
-from servelab.core.ledger.jsonvalues import obj, opt_str
+from servelab.core.ledger.jsonvalues import opt_str
 from servelab.core.verify.checks import DATA_OF, Check, CheckCode
 from servelab.errors import RecordError
 
 __all__ = [
     "CheckRecord",
+    "FlatCheck",
     "StoredCheck",
     "StoredVerification",
     "UntypedCheck",
     "VerificationRecord",
-    "flat_check",
     "read_check",
     "read_check_row",
 ]
@@ -53,10 +54,10 @@ class UntypedCheck:
         return opt_str(self.data.get("live"))
 
 
-def flat_check(check: Check | UntypedCheck) -> JsonObject:
+def _flat_check(check: Check | UntypedCheck) -> JsonObject:
     """A check's one JSON shape, flat: ``{**data, "layer", "service", "ok", "code"}`` (and an
-    untyped one's ``detail``); the codec's serializer of a check (:data:`~servelab.core.verify.
-    record.StoredCheck`), read back by :func:`read_check`."""
+    untyped one's ``detail``); the codec's serializer of a check (:data:`StoredCheck`), read back
+    by :func:`read_check`."""
     match check:
         case Check():
             data: JsonObject = encode(check.data)
@@ -71,8 +72,12 @@ _FLAT_KEYS = frozenset({"layer", "service", "ok", "code", "detail"})
 _CODES = frozenset(code.value for code in CheckCode)
 
 
-def read_check(doc: Mapping[str, Any]) -> Check | UntypedCheck:
-    """A check from its flat JSON (``code`` and the data; an older one: ``detail``, a sentence)."""
+def read_check(stored: object) -> Check | UntypedCheck:
+    """A check from its flat JSON (``code`` and the data; an older one: ``detail``, a sentence);
+    the codec's validator of a check (:data:`StoredCheck`): anything else is a ValueError."""
+    if not isinstance(stored, Mapping):
+        raise ValueError(f"a check is a JSON object, not {type(stored).__name__}")
+    doc: Mapping[str, Any] = stored
     layer, service, ok = str(doc.get("layer", "")), opt_str(doc.get("service")), bool(doc.get("ok"))
     data = {key: value for key, value in doc.items() if key not in _FLAT_KEYS}
     code = opt_str(doc.get("code"))
@@ -85,8 +90,9 @@ def read_check_row(
 ) -> Check | UntypedCheck:
     """A check from the ledger's row: ``stored`` (the ``detail`` column) holds its code, or an older
     row's sentence (read as the check's ``detail``); ``data``, the decoded ``data`` column."""
-    typed = _typed(service, ok, stored, obj(data))
-    return typed or UntypedCheck(layer, service, ok, stored, obj(data))
+    fields: JsonObject = dict(data) if isinstance(data, Mapping) else {}
+    typed = _typed(service, ok, stored, fields)
+    return typed or UntypedCheck(layer, service, ok, stored, fields)
 
 
 def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) -> Check | None:
@@ -107,10 +113,11 @@ def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) ->
 CheckRecord = Check | UntypedCheck
 
 
-#: A check inside a record: read by :func:`~servelab.core.verify.checks.read_check` (an older
-#: row's shapes too), written in its one flat shape (:func:`~servelab.core.verify.checks.
-#: flat_check`), both through the codec.
-StoredCheck = Annotated[CheckRecord, PlainValidator(read_check), PlainSerializer(flat_check)]
+#: A check inside a record: read by :func:`read_check` (an older row's shapes too), written in its
+#: one flat shape, both through the codec.
+StoredCheck = Annotated[CheckRecord, PlainValidator(read_check), PlainSerializer(_flat_check)]
+#: A typed check inside a result (a verification's, a restart's): written in the same flat shape.
+FlatCheck = Annotated[Check, PlainSerializer(_flat_check)]
 
 
 @dataclass(frozen=True)

@@ -5,25 +5,18 @@ from __future__ import annotations
 
 from servelab.core.bench.contract import BenchConfig, RunResult
 from servelab.core.bench.summary import run_summary
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.io.ledger.ledger import Ledger
 
-__all__ = ["record_run", "run_payload"]
-
-
-def run_payload(run: RunResult) -> tuple[JsonObject, list[JsonObject]]:
-    """``(summary, records)`` of one run as JSON-ready data, for the ledger's writer: the
-    summary is ``encode(run_summary(run))``."""
-    summary: JsonObject = encode(run_summary(run))
-    return summary, [encode(r) for r in run.records]
+__all__ = ["record_run"]
 
 
 def record_run(ledger: Ledger, config: BenchConfig, run: RunResult) -> int:
-    """Record one run (config, summary, every per-request record, its received spans) in the
-    ledger; its row id."""
-    summary, records = run_payload(run)
+    """Record one run (config, summary: ``encode(run_summary(run))``, every per-request record,
+    its received spans) in the ledger; its row id."""
     run.run_id = ledger.record_bench_run(
-        label=config.label or None, config=encode(config), summary=summary, records=records,
+        label=config.label or None, config=encode(config), summary=encode(run_summary(run)),
+        records=[encode(r) for r in run.records],
         spans=() if run.traces is None else run.traces.spans,
     )  # fmt: skip
     return run.run_id

@@ -41,7 +41,7 @@ from servelab.core.deploy.rolling import (
     running_requests,
 )
 from servelab.core.deploy.spec import spec_hash
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.served import engine_count
 from servelab.errors import RouterApiError, ServelabError
@@ -311,6 +311,6 @@ def _finish(op: Operation, report: RollingReport) -> None:
                 name=op.spec.name,
                 spec_hash=spec_hash(op.spec),
                 action="restart --rolling",
-                detail=report.to_json(),
+                detail=encode(report),
             )
         )

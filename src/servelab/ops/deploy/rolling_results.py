@@ -3,10 +3,15 @@
 - :class:`Phase`: one phase of one worker (:class:`servelab.core.deploy.rolling.RollPhase`): ok,
   time, and what it saw (:data:`PhaseData`, one type per phase and way it ends; a failed phase's
   ``reason``: a :class:`PhaseFailure`). Its JSON is the phase's own keys beside ``phase``,
-  ``ok`` and ``elapsed_s``, through the codec (a key absent before stays absent).
+  ``ok`` and ``elapsed_s`` (a key absent before stays absent).
 - :class:`WorkerRoll`: one worker's phases, its verification, and where it was left.
 - :class:`RollingReport`: the plan, every worker's roll, and, when it stopped, the worker left out
   of the router (and whether it is down) with the commands that put it back.
+
+Each is written by the one codec (``encode(report)``: what the ledger's deployment row holds and
+``restart --rolling --json`` prints), in the shape the hand-written JSON had: the serializers
+below only flatten a phase's data, add the derived ``ok`` (and the roll's ``action``) in front,
+and name the plan's services and the recovery's shell lines.
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Literal
+from typing import Annotated, Literal
+
+from pydantic import Field, PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 from servelab.core.deploy.rolling import RollPhase, RollTarget
 from servelab.core.deploy.steps import Step
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.contract import VerifyReport
 from servelab.io.routerworkers import RouterWorker
@@ -163,25 +170,40 @@ PhaseData = (
 )
 
 
+def _ms_precision(seconds: float) -> float:
+    return round(seconds, 3)
+
+
+def _services(plan: list[RollTarget]) -> list[str]:
+    return [target.service for target in plan]
+
+
+def _shell_lines(recovery: list[list[str]]) -> list[str]:
+    return [shlex.join(command) for command in recovery]
+
+
 @dataclass(frozen=True)
 class Phase:
     """One phase of one worker's roll: its name, outcome, time taken and what it saw."""
 
-    name: RollPhase
+    name: Annotated[RollPhase, Field(alias="phase")]
     ok: bool
-    elapsed_s: float
+    elapsed_s: Annotated[float, PlainSerializer(_ms_precision)]
     data: PhaseData
 
-    def to_json(self) -> JsonObject:
-        return {"phase": self.name.value, "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3),
-                **encode(self.data)}  # fmt: skip
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+        """``phase``, ``ok``, ``elapsed_s``, then the data's own keys (no ``data`` key)."""
+        doc: JsonObject = handler(self)
+        data = doc.pop("data")
+        return {**doc, **data}
 
 
 @dataclass
 class WorkerRoll:
     """One worker: the phases it went through (in order, the last failed when it stopped)."""
 
-    target: RollTarget
+    target: Annotated[RollTarget, Field(exclude=True)]
     phases: list[Phase] = field(default_factory=list)
     verification: VerifyReport | None = None
 
@@ -212,16 +234,12 @@ class WorkerRoll:
         restart = next((p for p in self.phases if p.name is RollPhase.RESTART), None)
         return restart is not None and not restart.ok
 
-    def to_json(self) -> JsonObject:
-        verification = self.verification
-        return {
-            "service": self.service,
-            "role": self.target.role,
-            "url": self.target.url,
-            "ok": self.ok,
-            "phases": [phase.to_json() for phase in self.phases],
-            "verification": None if verification is None else encode(verification),
-        }
+    @model_serializer(mode="wrap")
+    def _with_target(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+        """The worker (``service``, ``role``, ``url``) and ``ok`` before its phases."""
+        target = self.target
+        head = {"service": target.service, "role": target.role, "url": target.url, "ok": self.ok}
+        return {**head, **handler(self)}
 
 
 @dataclass
@@ -230,7 +248,7 @@ class RollingReport:
     worker it left out of the router (``out``), whether that worker is ``down``, and ``recovery``:
     the commands that put it back."""
 
-    plan: list[RollTarget]
+    plan: Annotated[list[RollTarget], PlainSerializer(_services)]
     router: str
     router_url: str = ""
     workers: list[WorkerRoll] = field(default_factory=list)
@@ -238,7 +256,9 @@ class RollingReport:
     interrupted: bool = False
     out: str | None = None
     down: bool = False
-    recovery: list[list[str]] = field(default_factory=list)
+    recovery: Annotated[list[list[str]], PlainSerializer(_shell_lines)] = field(
+        default_factory=list
+    )
     deployment_id: int | None = None
 
     @property
@@ -246,18 +266,7 @@ class RollingReport:
         done = len(self.workers) == len(self.plan)
         return done and all(roll.ok for roll in self.workers) and self.error is None
 
-    def to_json(self) -> JsonObject:
-        return {
-            "action": "restart --rolling",
-            "ok": self.ok,
-            "plan": [target.service for target in self.plan],
-            "router": self.router,
-            "router_url": self.router_url,
-            "workers": [roll.to_json() for roll in self.workers],
-            "error": self.error,
-            "interrupted": self.interrupted,
-            "out": self.out,
-            "down": self.down,
-            "recovery": [shlex.join(command) for command in self.recovery],
-            "deployment_id": self.deployment_id,
-        }
+    @model_serializer(mode="wrap")
+    def _with_action(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+        """``action`` and ``ok`` before the report's fields."""
+        return {"action": "restart --rolling", "ok": self.ok, **handler(self)}

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from servelab.core.deploy.engines import ENGINES, canonical_metrics
+from servelab.core.knobs.serverinfo import EngineReport
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
 from servelab.core.soak.clock import DecodeRate
@@ -183,12 +184,12 @@ async def _evidence(
     )
 
 
-async def _report(http: HttpClient, url: str, engine: str, timeout: float) -> Any:
+async def _report(http: HttpClient, url: str, engine: str, timeout: float) -> EngineReport | None:
     """A worker's ``/server_info`` (its older alias on SGLang); None when it gives none."""
     for path in ENGINES[engine].report_paths if engine in ENGINES else ():
         doc = await http.get_json(url.rstrip("/") + path, timeout=timeout)
         if isinstance(doc, dict):
-            return doc
+            return EngineReport(doc)
     return None
 
 
