@@ -153,3 +153,54 @@ def test_a_secret_shape_under_an_ordinary_name_is_masked_in_a_records_values() -
     out = mask_fields(data, "MY_UPSTREAM", ("old", "new", "shadowed"))
     assert out == {"name": "MY_UPSTREAM", "old": "plain", "new": REDACTED,
                    "shadowed": [["file", REDACTED]]}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["PGPASSWORD", "NGROK_AUTHTOKEN", "DBPASSWORD", "SECRETKEY", "DJANGO_SECRETKEY", "HFTOKEN",
+     "APITOKEN", "PASSPHRASE", "SSH_PASSPHRASE", "REDIS_PASS", "DB_PASS", "PRIVATEKEY",
+     "--adminkey", "--secretkey", "--hftoken"],
+)  # fmt: skip
+def test_names_written_as_one_word_are_secret_names(name: str) -> None:
+    """The fourth hostile pass: a secret name that never split into a secret word (one run of
+    letters, or ``*_PASS``) was stored and shown in clear by ``knob set/get/diff`` and the
+    export."""
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["max_total_tokens", "--max-num-batched-tokens", "tokenizer_path", "skip_tokenizer_init",
+     "--max-prefill-tokens", "--bypass", "--passthrough", "CUDA_VISIBLE_DEVICES",
+     "--served-model-name", "--kv-transfer-config", "SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT"],
+)  # fmt: skip
+def test_engine_knob_names_are_not_secret_names(name: str) -> None:
+    assert not is_secret_name(name)
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["github_pat_11PLANTEDtraceBBBBBBBBBBBBBB_CCCCCCCCCCCCCCCCC", "sk_live_PLANTED0123456789",
+     "rk_test_PLANTED0123456789", "AIzaSyPLANTED0123456789abcdefghijklmnopq",
+     "npm_PLANTED0123456789abcdefghijklmnopqr", "pypi-AgEIcHlwaS5vcmcPLANTED"],
+)  # fmt: skip
+def test_more_token_shapes_are_masked_wherever_they_stand(token: str) -> None:
+    said = redact(f"session {token} failed")
+    assert "PLANTED" not in said and said == "session *** failed"
+
+
+def test_signed_url_signatures_and_an_upper_case_bearer_are_masked() -> None:
+    url = "https://b/o?X-Amz-Signature=PLANTEDsig1&se=1&sig=PLANTEDsig2"
+    said = redact(f"GET {url} BEARER PLANTED3x")
+    assert "PLANTED" not in said and "se=1" in said and "BEARER ***" in said
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [("http://admin:p@PLANTEDat@127.0.0.1:41101", "http://admin:***@127.0.0.1:41101"),
+     ("http://u:PLANTED/pw@host/", "http://u:***@host/"),
+     ("http://user:pw@host/path@x", "http://user:***@host/path@x"),
+     ("http://h:1/@x", "http://h:1/@x"), ("http://127.0.0.1:8000/v1/a@b", "http://127.0.0.1:8000/v1/a@b")],
+)  # fmt: skip
+def test_a_password_with_a_raw_at_or_slash_is_masked_whole(url: str, masked: str) -> None:
+    assert redact_url(url) == masked

@@ -24,6 +24,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     Default,
     LoadOptions,
@@ -235,7 +236,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     show_default=True,
     help="--plan: the change to detect.",
 )
-@click.option("--power", default=0.8, show_default=True, type=click.FloatRange(0.01, 0.999))
+@click.option("--power", default=0.8, show_default=True, type=Finite(0.01, 0.999))
 @click.option(
     "--keep",
     metavar="better|baseline|candidate|VALUE",

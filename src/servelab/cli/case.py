@@ -23,6 +23,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     IDLE_TIMEOUT,
     REQUESTS,
@@ -293,8 +294,8 @@ def case_resolve(
               help="Visits per arm (ABBA order).")  # fmt: skip
 @REVERT_TO.option()
 @SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
-@click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
-@click.option("--effect", default=0.5, show_default=True, type=float,
+@click.option("--alpha", default=0.05, show_default=True, type=Finite(), help="Significance level.")
+@click.option("--effect", default=0.5, show_default=True, type=Finite(),
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
 @click.option("--test", "test_text", default="soak", show_default=True, metavar="TEST",
               help=f"What tells good from bad: {TEST_FORM}. Default here: the case's failing "
@@ -374,8 +375,8 @@ def case_test(
               help=f"What tells good from bad: {TEST_FORM}.")  # fmt: skip
 @click.option("--rounds", default=3, show_default=True, type=click.IntRange(1, 50),
               help="Most rounds per probe (a visit of each arm per round).")  # fmt: skip
-@click.option("--alpha", default=0.05, show_default=True, type=float, help="Significance level.")
-@click.option("--effect", default=0.5, show_default=True, type=float,
+@click.option("--alpha", default=0.05, show_default=True, type=Finite(), help="Significance level.")
+@click.option("--effect", default=0.5, show_default=True, type=Finite(),
               help="The meaningful drop in failure rate the exoneration must exclude.")  # fmt: skip
 @SESSIONS.option(Default(None, "each visit runs the failing soak's sessions"))
 @click.option("--runs", default=3, show_default=True, type=click.IntRange(1, 50),

@@ -18,6 +18,7 @@ from typing import Any
 import click
 
 from servelab.cli.boundary import err_console, run
+from servelab.cli.numbers import Finite
 from servelab.sim.app import serve
 from servelab.sim.engineargs import ArgsExit, Engine, parse_worker_args
 from servelab.sim.profile import DEFAULT_PROFILE
@@ -108,7 +109,7 @@ def _decode(argv: tuple[str, ...]) -> None:
 @click.option("--stall-reused-after", type=int, default=None, metavar="N")
 @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
 @click.option("--cut-after-bytes", type=int, default=None, metavar="N")
-@click.option("--chunk-delay-ms", type=float, default=None, metavar="MS")
+@click.option("--chunk-delay-ms", type=Finite(), default=None, metavar="MS")
 @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
 def _proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:
     """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""

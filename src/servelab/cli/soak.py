@@ -27,6 +27,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CASE,
     HEADER,
@@ -141,7 +142,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     "--think-time",
     default=0.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Finite(0),
     help="Seconds an agent waits between rounds.",
 )
 @click.option(
@@ -166,7 +167,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     "--duration",
     default=300.0,
     show_default=True,
-    type=click.FloatRange(1),
+    type=Finite(1),
     help="Total deadline of the soak, seconds (localization included).",
 )
 @IDLE_TIMEOUT.option(SOAK_IDLE_TIMEOUT)
@@ -184,7 +185,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     "--long-share",
     default=0.25,
     show_default=True,
-    type=click.FloatRange(0, 1),
+    type=Finite(0, 1),
     help="The share of rounds that add the long context (drawn from --seed, session, round).",
 )
 @slo_option()

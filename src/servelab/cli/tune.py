@@ -21,6 +21,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CONCURRENCY,
     DEADLINE,
@@ -154,7 +155,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
     "co-restart.",
 )  # fmt: skip
 @click.option(
-    "--alpha", default=0.05, show_default=True, type=click.FloatRange(0.001, 0.5),
+    "--alpha", default=0.05, show_default=True, type=Finite(0.001, 0.5),
     help="Family-wise error rate of every statement the tune makes.",
 )  # fmt: skip
 @click.option(

@@ -20,18 +20,24 @@ and every value it stores that a user typed as a secret goes through here:
   ledger: its backups hold it); a knob of an ordinary name whose value is secret-shaped
   (``knob set X=sk-...``, a URL with a password) is set on the engine as typed, and shown and
   stored with that shape masked (:func:`mask`);
-- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``xoxb-...``, ``AKIA...``,
-  GitLab's ``glpat-...``, a JWT ``eyJ....eyJ....sig``), a bearer token (``Bearer X``, with or
-  without ``Authorization:`` before it) and **URL query parameters of secret-looking names**
-  (``?token=...``) wherever they stand;
+- **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``github_pat_...``,
+  ``xoxb-...``, ``AKIA...``, GitLab's ``glpat-...``, Stripe's ``sk_live_...``, Google's
+  ``AIza...``, ``npm_...``, ``pypi-...``, a JWT ``eyJ....eyJ....sig``), a bearer token
+  (``Bearer X`` in any case, with or without ``Authorization:`` before it) and **URL query
+  parameters of secret-looking names** (``?token=...``, a signed URL's ``sig``) wherever they
+  stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
   appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
 
 A name is secret-looking when one of its words (split at ``-``, ``_`` and case changes) is
-``token``, ``secret``, ``password``, ``passwd``, ``credential(s)``, ``auth``, ``authorization``,
-``cookie``, ``key``, ``apikey`` or ``private`` (:func:`is_secret_name`): ``--max-total-tokens``
-and ``--tokenizer-path`` are not, ``--hf-token`` and ``X-Api-Key`` are. Parsers never quote a line
+``token``, ``secret``, ``password``, ``passwd``, ``pass``, ``credential(s)``, ``auth``,
+``authorization``, ``cookie``, ``key``, ``apikey``, ``private`` or ``signature``; when it holds
+``password``, ``passphrase``, ``secret``, ``privatekey``... written as one word (``PGPASSWORD``,
+``DJANGO_SECRETKEY``); or when a word ends in ``token``, ``key``, ``pass``, ``pwd`` or ``auth``
+(``HFTOKEN``, ``NGROK_AUTHTOKEN``, ``--adminkey``) (:func:`is_secret_name`):
+``--max-total-tokens``, ``--tokenizer-path`` and ``--bypass`` are not, ``--hf-token`` and
+``X-Api-Key`` are. Parsers never quote a line
 in their errors (env files, config YAML: :mod:`servelab.core.knobs.configyaml`); what would slip
 through is caught here by the key patterns.
 """
@@ -70,7 +76,8 @@ MIN_REDACTED_CHARS = 6
 
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
-     "auth", "authorization", "cookie", "key", "apikey", "private", "bearer"}
+     "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
+     "signature", "sig"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
@@ -83,25 +90,48 @@ _KEYED = re.compile(
 )
 
 
+#: Parts of a name written as one word (``PGPASSWORD``, ``DJANGO_SECRETKEY``) that say secret
+#: wherever they stand in it.
+_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "privatekey",
+                 "apikey", "accesskey")  # fmt: skip
+#: Endings of a name written as one word that say secret (``HFTOKEN``, ``NGROK_AUTHTOKEN``,
+#: ``--adminkey``, ``REDIS_PASS``); ``max_total_tokens``, ``tokenizer`` and ``bypass`` do not.
+_SECRET_ENDINGS = ("token", "key", "pass", "pwd", "auth")
+#: Names that end so and are not secrets.
+_ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
+
+
 def is_secret_name(name: str) -> bool:
     """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
     secret (see the module doc)."""
-    words = {word.lower() for word in _WORD.findall(name.strip("-\"' "))}
+    words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
+    if set(words) & _SECRET_WORDS:
+        return True
     joined = re.sub(r"[^a-z]", "", name.lower())
-    return bool(words & _SECRET_WORDS) or "apikey" in joined or "accesskey" in joined
+    if any(part in joined for part in _SECRET_PARTS):
+        return True
+    return any(word.endswith(_SECRET_ENDINGS) and word not in _ORDINARY for word in words)
 
 
-#: A URL's user information with a password: ``scheme://user:`` then the password, up to ``@``.
-_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/@]+@")
+#: A URL's user information with a password: ``scheme://user:`` then the password, up to the
+#: last ``@`` before the path (a raw ``@`` in a password: a URL parser splits at the last one).
+_USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]+@")
+#: A password with a raw ``/`` (``http://u:pa/ss@host``, not a valid URL but typed so): what
+#: follows ``user:`` is not a port (digits, then the path), up to the last ``@`` of the word.
+_USERINFO_SLASH = re.compile(
+    r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:[/?#\s]|$))[^\s@]+@"
+)
 #: Tokens by their well-known shapes, wherever they stand (an OpenAI ``sk-`` key, a Hugging Face
 #: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
 _SHAPED = re.compile(
     r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
     r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}"
-    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*)"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
+    r"|github_pat_[A-Za-z0-9_]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{30,}"
+    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,})"
 )
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
-_BEARER = re.compile(r"(?P<head>(?<![\w-])[Bb]earer[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
+_BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query parameter (``?token=...``, ``&api_key=...``).
 _QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
@@ -193,7 +223,8 @@ def _query(match: re.Match[str]) -> str:
 def redact_url(text: str) -> str:
     """``text`` with the password of every URL in it (``scheme://user:PASSWORD@``) replaced by
     :data:`REDACTED`; the user name and the rest stay (what is stored and shown of ``--url``)."""
-    return _USERINFO.sub(rf"\g<head>{REDACTED}@", text)
+    text = _USERINFO.sub(rf"\g<head>{REDACTED}@", text)
+    return _USERINFO_SLASH.sub(rf"\g<head>{REDACTED}@", text)
 
 
 def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:

@@ -18,11 +18,13 @@ __all__ = ["listed_model"]
 async def listed_model(
     http: HttpClient, base_url: str, timeout: float, headers: Mapping[str, str] | None = None
 ) -> str:
-    """The first model ``base_url`` lists; :class:`ModelNotListed` naming the URL when none."""
-    model = await http.model_id(base_url, timeout, headers)
-    if model is None:
-        raise ModelNotListed(
-            f"GET {base_url.rstrip('/')}/v1/models lists no model (or did not answer): the "
-            "request needs the model the router serves, and servelab sends no placeholder"
-        )
-    return model
+    """The first model ``base_url`` lists; :class:`ModelNotListed` naming the URL when none
+    (and, when no answer came, why: refused, timed out, a certificate not trusted)."""
+    listed = await http.model_list(base_url, timeout, headers)
+    if listed.ok and listed.models:
+        return listed.models[0]
+    why = f": {listed.error}" if listed.error else ""
+    raise ModelNotListed(
+        f"GET {base_url.rstrip('/')}/v1/models lists no model (or did not answer{why}): the "
+        "request needs the model the router serves, and servelab sends no placeholder"
+    )

@@ -1,0 +1,27 @@
+"""The one click type of a real number an option takes: finite, within its bounds.
+
+click's ``float`` and ``FloatRange`` accept ``nan`` (every comparison with it is false, so no
+bound refuses it) and ``inf``: ``soak --think-time nan`` ran a soak that never started a round and
+called it OK. :class:`Finite` refuses both as a usage error (exit 2) naming the option.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import click
+
+__all__ = ["Finite"]
+
+
+class Finite(click.FloatRange):
+    """A finite float within ``min``/``max`` (click's ``FloatRange`` arguments)."""
+
+    name = "float"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)  # nan passes every bound
+        if isinstance(number, float) and not math.isfinite(number):
+            self.fail(f"{value!r} is not a finite number.", param, ctx)
+        return number

@@ -1,0 +1,63 @@
+"""Every real-number option refuses ``nan`` and ``inf`` as a usage error (exit 2), naming it.
+
+click's own ``float`` and ``FloatRange`` let ``nan`` through every bound: ``soak --long-share nan``
+ended in "unexpected ValueError", ``soak --think-time nan`` ran a soak that never started a round
+and called it OK. ``cli/numbers.Finite`` is the one type; the architecture check below keeps it so.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+
+from servelab.cli.numbers import Finite
+from tests.support import run_cli
+
+CLI = Path(__file__).resolve().parents[2] / "src" / "servelab" / "cli"
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (("soak", "--long-share", "nan"), "--long-share"),
+        (("soak", "--think-time", "inf"), "--think-time"),
+        (("soak", "--duration", "NaN"), "--duration"),
+        (("investigate", "--duration", "nan", "--yes"), "--duration"),
+    ],
+)
+def test_nan_and_inf_are_usage_errors_naming_the_option(
+    args: tuple[str, ...], option: str, tmp_path: Path
+) -> None:
+    done = run_cli(*args, "--ledger", str(tmp_path / "l.db"), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"Invalid value for '{option}'" in done.stderr and "finite" in done.stderr
+    assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
+    assert not (tmp_path / "l.db").exists()  # refused before anything was opened
+
+
+@pytest.mark.parametrize("text", ["nan", "NaN", "-nan", "inf", "-inf", "Infinity", "1e400"])
+def test_finite_refuses_what_is_not_a_finite_number(text: str) -> None:
+    with pytest.raises(click.BadParameter):
+        Finite().convert(text, None, None)
+
+
+@pytest.mark.parametrize(("text", "value"), [("0", 0.0), ("-0", -0.0), ("1e308", 1e308)])
+def test_finite_keeps_every_finite_number_and_its_bounds(text: str, value: float) -> None:
+    assert Finite().convert(text, None, None) == value
+    with pytest.raises(click.BadParameter):
+        Finite(0, 1).convert("1.5", None, None)
+
+
+def test_every_real_number_option_is_finite() -> None:
+    """No command declares click's float or FloatRange itself (they let ``nan`` through)."""
+    found = [
+        f"{path.name}:{n}"
+        for path in sorted(CLI.glob("*.py"))
+        if path.name != "numbers.py"
+        for n, line in enumerate(path.read_text("utf-8").splitlines(), 1)
+        if re.search(r"FloatRange\(|type=float\b|click\.FLOAT\b", line)
+    ]
+    assert not found, found
