@@ -40,6 +40,10 @@ from tests.support import run_cli
 from tests.support.deployed import deployed
 from tests.support.specs import write_pd_spec
 
+#: Throughput compared between two benches run at different times: alone, after the parallel pass
+#: (under a loaded machine the guilty change's interval was [0.268, 2.493]: undecided).
+pytestmark = pytest.mark.solo
+
 MRR = "--max-running-requests"
 TARGET = f"knob:decode/{MRR}"
 BENCH = ("--concurrency", "16", "--requests", "48", "--repeat", "3", "--warmup", "4")
