@@ -204,3 +204,42 @@ def test_signed_url_signatures_and_an_upper_case_bearer_are_masked() -> None:
 )  # fmt: skip
 def test_a_password_with_a_raw_at_or_slash_is_masked_whole(url: str, masked: str) -> None:
     assert redact_url(url) == masked
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["SG.abcdefghijklmnopqrstuv.ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopq",
+     "dapi0123456789abcdef0123456789abcdef", "dop_v1_0123456789abcdef0123456789abcdef01234567",
+     "whsec_0123456789abcdefghijABCD", "shpat_0123456789abcdef0123456789abcdef",
+     "gsk_0123456789abcdefghijABCDEFGHIJ", "r8_0123456789abcdefghijABCDEFGHIJ",
+     "api_org_0123456789abcdefghijABCD",
+     "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+     "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC (cut)"],
+)  # fmt: skip
+def test_the_fifth_passs_token_shapes_are_masked(secret: str) -> None:
+    """The fifth hostile pass: SendGrid, Databricks, DigitalOcean, Stripe webhook, Shopify, Groq,
+    Replicate and Hugging Face org tokens, a PEM private key, were stored and shown in clear as a
+    knob value, a header value, a trace's session id, a usage error's quoted value."""
+    said = redact(f"value {secret} end")
+    assert said == "value *** end" or (said.startswith("value ***") and "MII" not in said), said
+
+
+def test_a_webhook_url_a_dsn_and_a_docker_auth_are_masked() -> None:
+    hook = redact("https://hooks.slack.com/services/T00000000/B00000000/XXXXPLANTEDXXXX done")
+    assert hook == "https://hooks.slack.com/services/*** done"
+    dsn = redact_url("https://abc123def4567890abc123def4567890@o1.ingest.sentry.io/1")
+    assert dsn == "https://***@o1.ingest.sentry.io/1"
+    docker = redact('{"auths":{"https://index.docker.io/v1/":{"auth":"dXNlcjpQTEFOVEVE"}}}')
+    assert "dXNlcjpQTEFOVEVE" not in docker and '"auth":***' in docker
+    assert redact("a: " * 50_000).count("a:") == 50_000  # nested keys searched to a bound
+
+
+@pytest.mark.parametrize(
+    "name", ["SENTRY_DSN", "SLACK_WEBHOOK_URL", "SERVICE_ACCOUNT_JSON", "AZURE_CONNECTION_STRING"]
+)
+def test_the_fifth_passs_secret_names(name: str) -> None:
+    assert is_secret_name(name)
+
+
+def test_the_working_directory_is_not_a_secret_name() -> None:
+    assert not is_secret_name("PWD") and not is_secret_name("OLDPWD") and is_secret_name("DB_PWD")

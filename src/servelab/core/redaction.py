@@ -77,7 +77,7 @@ MIN_REDACTED_CHARS = 6
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
      "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
-     "signature", "sig"}
+     "signature", "sig", "dsn", "webhook"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
@@ -86,24 +86,34 @@ _FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>=|[ \t]+)(?P<v
 #: up to its closing quote).
 _KEYED = re.compile(
     r"""(?P<key>(?<![\w-])["']?[A-Za-z][\w.-]*["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
-    r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;}'"][^\n,;}]*)"""
+    r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;{}\['"][^\n,;}]*)"""
+)
+#: A quoted key inside an ordinary key's value (JSON on one line: ``"https://h/": {"auth": ...``).
+_QUOTED_KEYED = re.compile(
+    r"""(?P<key>"[A-Za-z][\w.-]*"|'[A-Za-z][\w.-]*')(?P<sep>[ \t]*:[ \t]*)"""
+    r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 
 
 #: Parts of a name written as one word (``PGPASSWORD``, ``DJANGO_SECRETKEY``) that say secret
 #: wherever they stand in it.
 _SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "privatekey",
-                 "apikey", "accesskey")  # fmt: skip
+                 "apikey", "accesskey", "serviceaccount", "connectionstring",
+                 "webhook")  # fmt: skip
 #: Endings of a name written as one word that say secret (``HFTOKEN``, ``NGROK_AUTHTOKEN``,
 #: ``--adminkey``, ``REDIS_PASS``); ``max_total_tokens``, ``tokenizer`` and ``bypass`` do not.
 _SECRET_ENDINGS = ("token", "key", "pass", "pwd", "auth")
 #: Names that end so and are not secrets.
 _ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
+#: Whole names that look secret and are not (the shell's working directories).
+_ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
 
 
 def is_secret_name(name: str) -> bool:
     """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
     secret (see the module doc)."""
+    if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
+        return False
     words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
     if set(words) & _SECRET_WORDS:
         return True
@@ -128,8 +138,19 @@ _SHAPED = re.compile(
     r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}"
     r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
     r"|github_pat_[A-Za-z0-9_]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{30,}"
-    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,})"
+    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,}"
+    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?|do[por]_v1_[A-Za-z0-9]{20,}"
+    r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,})"
 )
+#: A private key's PEM block, whole (to its END line, or to the end of the text when cut).
+_PEM = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S
+)
+#: A webhook URL whose path is the secret (Slack's ``hooks.slack.com/services/T../B../...``).
+_HOOK = re.compile(r"(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/)\S+")
+#: A URL whose user is a key (a Sentry DSN ``https://KEY@o1.ingest.sentry.io/1``): a user of 16
+#: or more letters and digits, no password.
+_USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,}@")
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query parameter (``?token=...``, ``&api_key=...``).
@@ -182,10 +203,21 @@ def _flag(match: re.Match[str]) -> str:
     return f"{match.group('flag')}{match.group('sep')}{REDACTED}"
 
 
-def _keyed(match: re.Match[str]) -> str:
-    if not is_secret_name(match.group("key")):
+#: How deep an ordinary key's value is searched again for keys inside it (a bound: a hostile
+#: line of 100,000 ``a:`` would otherwise recurse as deep).
+_KEYED_DEPTH = 8
+
+
+def _keyed(match: re.Match[str], depth: int = 0) -> str:
+    key, sep, value = match.group("key"), match.group("sep"), match.group("value")
+    if is_secret_name(key):
+        return f"{key}{sep}{REDACTED}"
+    if depth >= _KEYED_DEPTH:
         return match.group(0)
-    return f"{match.group('key')}{match.group('sep')}{REDACTED}"
+    # an ordinary key's unquoted value runs to the end of the line: a quoted secret key inside
+    # it (``"https://host/": {"auth": "..."}``) is found there
+    inner = _QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)
+    return f"{key}{sep}{inner}"
 
 
 def redact(text: str, values: Iterable[str] = ()) -> str:
@@ -197,6 +229,8 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     for secret in _longest_first(secret_values(values)):
         text = text.replace(secret, REDACTED)
     text = redact_url(text)
+    text = _PEM.sub(REDACTED, text)
+    text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
     text = _SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
@@ -224,6 +258,7 @@ def redact_url(text: str) -> str:
     """``text`` with the password of every URL in it (``scheme://user:PASSWORD@``) replaced by
     :data:`REDACTED`; the user name and the rest stay (what is stored and shown of ``--url``)."""
     text = _USERINFO.sub(rf"\g<head>{REDACTED}@", text)
+    text = _USER_KEY.sub(rf"\g<head>{REDACTED}@", text)
     return _USERINFO_SLASH.sub(rf"\g<head>{REDACTED}@", text)
 
 
