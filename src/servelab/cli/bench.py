@@ -68,7 +68,7 @@ from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
 from servelab.errors import BenchError, ModelNotListed, OptionError, TraceError
-from servelab.io.files import check_directory, write_files
+from servelab.io.files import check_directory, check_overwrite, write_files
 from servelab.io.http.client import ModelList, model_list
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
@@ -165,11 +165,24 @@ async def _capacity(
     return searched, received[0] if received else None
 
 
+#: The files ``--find-capacity --export DIR`` writes.
+_CAPACITY_NAMES = ("capacity.md", "capacity.json")
+
+
+def _check_export(directory: Path, force: bool, *, capacity: bool) -> None:
+    """Before any load: ``directory`` takes a file, and holds no file the export would replace
+    (one that holds anything: an :class:`OptionError`, exit 2) unless ``--force``."""
+    check_directory(directory)
+    for name in _CAPACITY_NAMES if capacity else report.EXPORT_NAMES:
+        check_overwrite(directory / name, force)
+
+
 def _show_capacity(result: CapacityResult, output: OutputOptions, signum: int | None) -> int:
     if output.export is not None:
+        md, doc = _CAPACITY_NAMES
         files = {
-            "capacity.md": safe_markdown(capacity_report.capacity_markdown(result)).encode(),
-            "capacity.json": capacity_report.capacity_json(result).encode(),
+            md: safe_markdown(capacity_report.capacity_markdown(result)).encode(),
+            doc: capacity_report.capacity_json(result).encode(),
         }
         write_files(output.export, files)
     if output.as_json:
@@ -280,6 +293,11 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
 )
 @output_options()
 @click.option(
+    "--force",
+    is_flag=True,
+    help="With --export: replace the files an earlier export left in DIR (refused without it).",
+)
+@click.option(
     "--traces/--no-traces",
     default=True,
     show_default=True,
@@ -302,6 +320,7 @@ def bench_command(
     label: str,
     check_answers: bool,
     output: OutputOptions,
+    force: bool,
     traces: bool,
     ledger_path: Path | None,
     no_ledger: bool,
@@ -310,9 +329,11 @@ def bench_command(
     """Benchmark streaming completions; exit 0 only when no request failed (--find-capacity:
     when the SLO held at some load).
 
-    Before any load: the entry point answers a model list, ``--export``'s directory takes a file,
-    the ledger takes a write, a ``--trace`` is read whole; with a spec, the deployment's lock is
-    held (``--wait``)."""
+    Before any load: the entry point answers a model list, ``--export``'s directory takes a file
+    and holds none it would replace (unless ``--force``), the ledger takes a write, a ``--trace``
+    is read whole; with a spec, the deployment's lock is held (``--wait``)."""
+    if force and output.export is None:
+        raise click.UsageError("--force goes with --export DIR (it replaces that export's files)")
     if find_capacity and check_answers:
         raise click.UsageError("--check-answers goes with measured runs, not --find-capacity")
     if find_capacity and (slo is None or trace.plan is not None):
@@ -323,7 +344,7 @@ def bench_command(
     url = resolved.url
     path = proxy.route(url)
     if output.export is not None:
-        check_directory(output.export)
+        _check_export(output.export, force, capacity=find_capacity)
     ledger_file = None if no_ledger else where.ledger_path(state_dir)
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         # even with --model: an OpenAI server? (asked the way the load goes)

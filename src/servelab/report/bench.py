@@ -32,6 +32,7 @@ from servelab.report.text import json_text, level_label, safe_markdown
 
 __all__ = [
     "CLIENT_REASONS",
+    "EXPORT_NAMES",
     "client_warnings",
     "export_files",
     "failure_lines",
@@ -379,6 +380,19 @@ def records_jsonl_chunks(result: BenchResult) -> Iterator[bytes]:
         for record in run.records:
             row = {"concurrency": run.concurrency, "repeat": run.repeat_index}
             yield (json.dumps(row | encode(record)) + "\n").encode()
+
+
+#: Every file :func:`export_files` may write (those of traced runs, a replayed trace's sessions and
+#: an open loop included): ``bench --export`` replaces none that holds anything without ``--force``.
+EXPORT_NAMES = (
+    "summary.md",
+    "summary.csv",
+    "records.jsonl",
+    "result.json",
+    "ttft_phases.png",
+    "sessions.csv",
+    "load_ttft.png",
+)
 
 
 def export_files(result: BenchResult) -> dict[str, bytes | Iterable[bytes]]:

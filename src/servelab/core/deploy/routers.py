@@ -127,6 +127,9 @@ def router_problem(engine: str, kind: str | None, version: str | None) -> tuple[
     return None
 
 
+#: The longest router timeout or interval a spec may give (seconds): a day, as its other timeouts.
+_DAY_S = 86_400
+
 RouterKindName = Literal["sglang-router", "smg", "vllm-router"]
 
 
@@ -147,9 +150,9 @@ class RouterOptions(BaseModel):
     prefill_policy: str | None = None
     decode_policy: str | None = None
     prometheus_port: int = Field(default=29000, ge=1, le=65535)
-    worker_startup_timeout_s: int = Field(default=60, ge=1)
-    health_check_interval_s: int = Field(default=5, ge=1)
-    request_timeout_s: int | None = Field(default=None, ge=1)
+    worker_startup_timeout_s: int = Field(default=60, ge=1, le=_DAY_S)
+    health_check_interval_s: int = Field(default=5, ge=1, le=_DAY_S)
+    request_timeout_s: int | None = Field(default=None, ge=1, le=_DAY_S)
     #: ``--health-failure-threshold``/``--health-success-threshold`` (absent: the router's own).
     health_failure_threshold: int | None = Field(default=None, ge=1)
     health_success_threshold: int | None = Field(default=None, ge=1)

@@ -28,6 +28,7 @@ from servelab.errors import SpecError
 
 __all__ = [
     "DEFAULT_OTLP_ENDPOINT",
+    "MAX_TIMEOUT_S",
     "DeploymentSpec",
     "HostSpec",
     "PrometheusSpec",
@@ -41,8 +42,14 @@ __all__ = [
 Role = Literal["prefill", "decode", "router", "proxy", "generic"]
 
 
+#: The longest timeout (or wait) a spec may give: a day. Past it, or infinite, a wait would never
+#: end in practice (``up`` stuck on a service that never gets ready, a rollback that never kills).
+MAX_TIMEOUT_S = 86400.0
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # allow_inf_nan=False: every float of the spec is finite (inf/nan refused, naming the field).
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
 class HostSpec(_Strict):
@@ -52,7 +59,7 @@ class HostSpec(_Strict):
     port: int = Field(default=22, ge=1, le=65535)
     identity_file: str | None = None
     known_hosts: str | None = Field(default=None, description="known_hosts file; none = no check")
-    connect_timeout_s: float = Field(default=10.0, gt=0)
+    connect_timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S)
 
     @property
     def is_local(self) -> bool:
@@ -74,7 +81,7 @@ class PrometheusSpec(_Strict):
     #: service name -> the ``instance`` label Prometheus gives that service's metrics target;
     #: by default the ``host:port`` of the service's metrics URL.
     instances: dict[str, str] = Field(default_factory=dict)
-    timeout_s: float = Field(default=10.0, gt=0)
+    timeout_s: float = Field(default=10.0, gt=0, le=MAX_TIMEOUT_S)
 
     @field_validator("url")
     @classmethod
@@ -95,7 +102,7 @@ class TracingSpec(_Strict):
 
     endpoint: str = DEFAULT_OTLP_ENDPOINT
     #: How long a run waits, after its last request, for the spans still in the exporters' batches.
-    wait_s: float = Field(default=10.0, ge=0)
+    wait_s: float = Field(default=10.0, ge=0, le=MAX_TIMEOUT_S)
 
     @field_validator("endpoint")
     @classmethod
@@ -142,9 +149,11 @@ class ServiceSpec(_Strict):
     reads_env: list[str] = Field(default_factory=list)
     depends_on: list[str] = Field(default_factory=list)
     ready_path: str | None = None
-    ready_timeout_s: float = Field(default=120.0, gt=0)
-    start_timeout_s: float = Field(default=60.0, gt=0, description="timeout of the start command")
-    stop_grace_s: float = Field(default=10.0, ge=0)
+    ready_timeout_s: float = Field(default=120.0, gt=0, le=MAX_TIMEOUT_S)
+    start_timeout_s: float = Field(
+        default=60.0, gt=0, le=MAX_TIMEOUT_S, description="timeout of the start command"
+    )
+    stop_grace_s: float = Field(default=10.0, ge=0, le=MAX_TIMEOUT_S)
     bootstrap_port: int | None = Field(default=None, ge=1, le=65535)
     router: RouterOptions | None = None
 

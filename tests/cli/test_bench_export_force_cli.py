@@ -1,0 +1,80 @@
+"""Issue 38, fifth pass, D4, through the real CLI: ``bench --export DIR`` replaced an earlier
+export's ``summary.md``/``result.json`` silently. Like ``ledger export``, it now refuses (exit 2,
+before any load) when DIR holds a file the export would replace, unless ``--force``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import run_cli
+from tests.support.servers import SEEN, served, streaming_app
+
+PRECIOUS = b"# the summary of last week's run, kept by hand\n"
+
+
+async def _bench(url: str, tmp_path: Path, *extra: str) -> tuple[int, str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "SERVELAB_LEDGER"}
+    argv = ["--url", url, "--requests", "4", "--input-len", "8", "--output-len", "2"]
+    proc = await asyncio.create_subprocess_exec(
+        *(sys.executable, "-m", "servelab", "bench", *argv),
+        *("--json", "--ledger", str(tmp_path / "l.db"), "--export", str(tmp_path / "out")),
+        *extra,
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@pytest.mark.parametrize("name", ["summary.md", "result.json", "load_ttft.png"])
+async def test_an_earlier_export_is_kept_without_force_then_replaced_with_it(
+    tmp_path: Path, name: str
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    kept = out / name
+    kept.write_bytes(PRECIOUS)
+    app = streaming_app(gap_s=0.001)
+    async with served(app) as url:
+        code, stdout, err = await _bench(url, tmp_path)
+        assert code == 2, err
+        assert f"{kept} exists: give --force to overwrite it" in err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert kept.read_bytes() == PRECIOUS
+        assert app[SEEN].streams == 0  # refused before any load
+        assert not (tmp_path / "l.db").exists()
+        assert json.loads(stdout)["error_type"] == "OptionError"  # --json: the error as JSON too
+        assert sorted(p.name for p in out.iterdir()) == [name]
+
+        code, stdout, err = await _bench(url, tmp_path, "--force")
+    assert code == 0, err
+    assert app[SEEN].streams == 4
+    assert json.loads(stdout)["levels"][0]["ok"] == 4
+    assert json.loads((out / "result.json").read_text())["levels"][0]["ok"] == 4
+    assert (out / "summary.md").read_bytes() != PRECIOUS
+    if name == "load_ttft.png":  # a closed loop writes no load plot: the file stays as it was
+        assert kept.read_bytes() == PRECIOUS
+
+
+async def test_an_empty_file_destroys_nothing_and_needs_no_force(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "summary.md").write_bytes(b"")
+    async with served(streaming_app(gap_s=0.001)) as url:
+        code, _, err = await _bench(url, tmp_path)
+    assert code == 0, err
+    assert (out / "summary.md").stat().st_size > 0
+
+
+def test_force_without_export_is_a_usage_error(tmp_path: Path) -> None:
+    done = run_cli("bench", "--url", "http://127.0.0.1:9", "--force", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "--force goes with --export DIR" in done.stderr
