@@ -3,8 +3,9 @@ its conversations): a trace of any length is never held whole.
 
 :func:`scan_trace` reads it once before a replay: every line is checked (a bad one stops the
 command before any load), the window's requests are counted (the progress bar's total) and its
-bounds checked (a line over :data:`MAX_LINE_BYTES`, a burst over :data:`MAX_BURST`, a window over
-:data:`MAX_WINDOW_REQUESTS`: refused, naming the file and line).
+bounds checked (a line over :data:`MAX_LINE_BYTES`, a burst over :data:`MAX_BURST` conversations or
+:data:`MAX_BURST_TOKENS` prompt tokens, a window over :data:`MAX_WINDOW_REQUESTS`: refused, naming
+the file and line).
 :func:`trace_sessions` then streams it for the replay.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from servelab.core.load.trace import (
     MAX_BURST,
+    MAX_BURST_TOKENS,
     MAX_LINE_BYTES,
     MAX_WINDOW_REQUESTS,
     TraceReader,
@@ -75,15 +77,17 @@ class TraceScan:
 
 class _Bounds:
     """The bounds of a replay checked as the scan goes (``core/load/trace.py``): conversations
-    starting at one instant of the replay (:data:`MAX_BURST`) and requests in the window
-    (:data:`MAX_WINDOW_REQUESTS`); a line past one stops the scan, naming the file and line."""
+    starting at one instant of the replay (:data:`MAX_BURST`), the prompt tokens their first
+    turns ask (:data:`MAX_BURST_TOKENS`: those prompts are built ahead of the instant) and
+    requests in the window (:data:`MAX_WINDOW_REQUESTS`); a line past one stops the scan, naming
+    the file and line."""
 
     def __init__(self, path: Path, speedup: float) -> None:
         self.path = path
         self.speedup = speedup
         self.origin: float | None = None
         self.instant: float | None = None
-        self.burst = self.requests = 0
+        self.burst = self.burst_tokens = self.requests = 0
 
     def _offset_ns(self, start_ms: float) -> float:
         """A start's offset in the replay, as :func:`~servelab.core.load.trace.session_offsets_ns`
@@ -99,14 +103,20 @@ class _Bounds:
         goes at the instant before it)."""
         offset = self._offset_ns(session.start_ms)
         if self.instant is None or offset > self.instant:
-            self.instant, self.burst = offset, 0
+            self.instant, self.burst, self.burst_tokens = offset, 0, 0
         self.burst += 1
+        self.burst_tokens += session.turns[0].input_length
         self.requests += len(session.turns)
         if self.burst > MAX_BURST:
             raise TraceError(f"{self.path} line {session.line}: more than {MAX_BURST:,} "
                              "conversations start at one instant of the replay (each is held "
                              "with a connection ahead of it): spread them or choose a "
                              "--trace-window")  # fmt: skip
+        if self.burst_tokens > MAX_BURST_TOKENS:
+            raise TraceError(f"{self.path} line {session.line}: the conversations starting at "
+                             f"one instant of the replay ask more than {MAX_BURST_TOKENS:,} "
+                             "prompt tokens (each prompt is built and held ahead of its "
+                             "instant): spread them or choose a --trace-window")  # fmt: skip
         if self.requests > MAX_WINDOW_REQUESTS:
             raise TraceError(f"{self.path} line {session.turns[-1].line}: the window holds "
                              f"more than {MAX_WINDOW_REQUESTS:,} requests: replay it a "

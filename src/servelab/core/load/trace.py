@@ -46,6 +46,7 @@ from servelab.errors import TraceError
 __all__ = [
     "DEFAULT_BLOCK_SIZE",
     "MAX_BURST",
+    "MAX_BURST_TOKENS",
     "MAX_LINE_BYTES",
     "MAX_REPLAY_S",
     "MAX_TRACE_MS",
@@ -146,6 +147,12 @@ MAX_REPLAY_S = 7 * 86_400.0
 #: built and given a connection ahead of their instant, so a burst is held whole (a trace of
 #: 300,000 requests on one timestamp grew past 2 GB before this bound).
 MAX_BURST = 4096
+#: The most prompt tokens the conversations starting at one instant of a replay may ask (their
+#: first turns' ``input_length`` summed): a burst's prompts and bodies are built ahead of their
+#: instant and held until answered, about 12 MB of the client's memory a million tokens (80
+#: requests of 1,040,000 tokens on one timestamp grew past 1.1 GB before this bound), so this
+#: keeps a burst's prompts under about 0.8 GB.
+MAX_BURST_TOKENS = 64_000_000
 #: The most requests a replayed window may hold (every request's record is kept for the run's
 #: summary): a longer trace is replayed a ``--trace-window`` at a time.
 MAX_WINDOW_REQUESTS = 200_000
