@@ -22,6 +22,7 @@ from servelab.io.files import (
     write_stream,
     write_to,
 )
+from servelab.io.overwrite import unused_stem
 
 
 def test_write_atomic_creates_the_directory_and_leaves_no_temp_file(tmp_path: Path) -> None:
@@ -333,3 +334,17 @@ def test_check_directory_on_an_existing_file_says_it_is_not_a_directory(tmp_path
     with pytest.raises(HostError, match="it is not a directory"):
         check_directory(taken)
     assert taken.read_text() == "kept"
+
+
+def test_a_report_written_at_the_end_of_a_run_takes_an_unused_name(tmp_path: Path) -> None:
+    """The fifth hostile pass: ``ab``/``tune --export`` without a ledger wrote ``ab-run.md`` over
+    an earlier one. A report written after a long run neither replaces nor fails: it takes the
+    next free name (an empty file destroys nothing and is reused)."""
+    assert unused_stem(tmp_path, "ab-run", (".md", ".png")) == "ab-run"
+    (tmp_path / "ab-run.png").write_bytes(b"precious")
+    assert unused_stem(tmp_path, "ab-run", (".md", ".png")) == "ab-run-2"
+    (tmp_path / "ab-run-2.md").write_text("")
+    assert unused_stem(tmp_path, "ab-run", (".md", ".png")) == "ab-run-2"
+    (tmp_path / "ab-run-2.md").write_text("kept")
+    assert unused_stem(tmp_path, "ab-run", (".md", ".png")) == "ab-run-3"
+    assert unused_stem(tmp_path / "missing", "x", (".md",)) == "x"

@@ -50,6 +50,7 @@ from servelab.core.load.slo import SLO
 from servelab.core.options import KNOB_ARMS_FORM, KnobArms, parse_fraction, parse_knob_arms
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import AbJournal, SessionStatus
+from servelab.io.overwrite import unused_stem
 from servelab.ops.ab.ab import resume_ab, run_ab
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
@@ -116,7 +117,7 @@ def _check_resume(where: SpecAndLedger, resume: int) -> None:
 
 
 def _write(out: Path, result: AbResult) -> list[Path]:
-    stem = f"ab-{result.ab_id or 'run'}"
+    stem = unused_stem(out, f"ab-{result.ab_id or 'run'}", (".md", ".png"))
     files = {
         out / f"{stem}.md": safe_markdown(ab_markdown(result)).encode(),
         out / f"{stem}.png": ab_png(result),

@@ -17,7 +17,8 @@ from servelab.cli.boundary import json_option, print_json, run
 from servelab.core.deploy.spec import HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
 from servelab.errors import OptionError
-from servelab.io.files import check_overwrite, write_stream, write_to
+from servelab.io.files import write_stream, write_to
+from servelab.io.overwrite import check_overwrite
 from servelab.ops.init import InitOptions, discover
 from servelab.report.init import gap_words, init_note, spec_toml
 

@@ -25,15 +25,9 @@ from servelab.cli.boundary import json_option, print_json
 from servelab.cli.common import SpecAndLedger, ledger_option, run_with_ledger, say, spec_option
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
-from servelab.io.files import (
-    CHUNK_BYTES,
-    Data,
-    check_overwrite,
-    write_atomic,
-    write_stream,
-    write_to,
-)
+from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.overwrite import check_overwrite
 from servelab.report.ledger import (
     ChildrenOf,
     ExportSummary,

@@ -28,7 +28,8 @@ from servelab.core.load.tracegen import (
     check_resolution,
 )
 from servelab.core.options import parse_positive, parse_rate
-from servelab.io.files import check_overwrite, write_stream, write_to
+from servelab.io.files import write_stream, write_to
+from servelab.io.overwrite import check_overwrite
 
 __all__ = [
     "trace_group",

@@ -58,6 +58,7 @@ from servelab.core.options import (
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.tunes import TuneStore
+from servelab.io.overwrite import unused_stem
 from servelab.ops.ab.tune import resume_tune, run_tune
 from servelab.ops.ab.tuneconfig import DEFAULT_MAX_ROUNDS, TuneConfig, check_tune
 from servelab.ops.ab.tuneplan import plan_tune
@@ -104,7 +105,7 @@ def _check_resume(where: SpecAndLedger, resume: int) -> None:
 
 
 def _write(out: Path, record: TuneRecord) -> list[Path]:
-    stem = f"tune-{record.tune_id or 'run'}"
+    stem = unused_stem(out, f"tune-{record.tune_id or 'run'}", (".md", ".png"))
     files = {out / f"{stem}.md": safe_markdown(tune_markdown(record)).encode(),
              out / f"{stem}.png": tune_png(record)}  # fmt: skip
     for path, data in files.items():

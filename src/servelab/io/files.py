@@ -42,7 +42,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 
-from servelab.errors import HostError, OptionError
+from servelab.errors import HostError
+from servelab.io.overwrite import existing
 
 __all__ = [
     "CHUNK_BYTES",
@@ -50,7 +51,6 @@ __all__ = [
     "AtomicFile",
     "Data",
     "check_directory",
-    "check_overwrite",
     "write_atomic",
     "write_files",
     "write_if_changed",
@@ -133,7 +133,7 @@ class AtomicFile:
         self._tmp: Path | None = None
         try:
             _parent_ready(self.path, parents)
-            kept = _existing(self.path)
+            kept = existing(self.path)
             _check_writable(self.path, kept)
             fd, name = tempfile.mkstemp(
                 prefix=f".{self.path.name}.", suffix=".partial", dir=self.path.parent
@@ -222,23 +222,6 @@ def _parent_ready(path: Path, parents: bool) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     elif not path.parent.is_dir():
         raise HostError(f"cannot write {path}: no directory {path.parent} (create it first)")
-
-
-def _existing(path: Path) -> os.stat_result | None:
-    try:
-        return path.stat()
-    except FileNotFoundError:
-        return None
-
-
-def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
-    """The one rule of every writer of a user's file: an existing regular file (a link's target)
-    that holds anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`,
-    exit 2, the file untouched); an empty one destroys nothing, and a FIFO or a device is
-    streamed into, never "overwritten"."""
-    found = _existing(path)
-    if found is not None and stat.S_ISREG(found.st_mode) and found.st_size and not force:
-        raise OptionError(f"{path} exists: give {option} to overwrite it, or another path")
 
 
 def _check_writable(path: Path, kept: os.stat_result | None) -> None:
