@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -17,6 +15,7 @@ from pathlib import Path
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.load.trace import MAX_BURST, MAX_LINE_BYTES, MAX_WINDOW_REQUESTS
 from servelab.io.ledger.ledger import Ledger
+from tests.support.peakrss import run_measured
 from tests.support.servers import SEEN, served, streaming_app
 
 NOWHERE = "http://127.0.0.1:9"
@@ -34,19 +33,11 @@ def _write(path: Path, lines: int, spread_ms: float = 0.0) -> Path:
 
 
 def _bench(trace: Path, *extra: str) -> tuple[int, str, float, float]:
-    """``bench --trace`` as a process: its exit code, stderr, peak RSS (MB) and seconds."""
+    """``bench --trace`` as a process: its exit code, stderr, its own peak RSS (MB) and seconds."""
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "servelab", "bench", "--url", NOWHERE, "--trace", str(trace),
-         "--no-ledger", *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    with proc.stderr:
-        err = proc.stderr.read()  # until it ends (bounded: the refusal needs no server)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err.decode(), usage.ru_maxrss / 1024, time.monotonic() - started
+    args = ["bench", "--url", NOWHERE, "--trace", str(trace), "--no-ledger", *extra]
+    done, rss_mb = run_measured(args, trace.with_suffix(".rss"))
+    return done.returncode, done.stderr, rss_mb, time.monotonic() - started
 
 
 def test_300000_requests_on_one_instant_are_refused_in_little_memory(tmp_path: Path) -> None:

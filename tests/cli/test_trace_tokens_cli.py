@@ -8,13 +8,11 @@ instants, passes the scan. Nothing listens at :data:`NOWHERE` (a refusal sends n
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from servelab.core.load.trace import MAX_BURST_TOKENS, TraceWindow
 from servelab.io.tracefile import scan_trace
+from tests.support.peakrss import run_measured
 
 NOWHERE = "http://127.0.0.1:9"
 #: The peak memory (RSS) the refusal may reach: the interpreter and its imports, not the prompts.
@@ -37,23 +35,16 @@ def _write(path: Path, lines: int, spread_ms: float = 0.0) -> Path:
 def test_a_burst_over_the_token_budget_is_refused_in_little_memory(tmp_path: Path) -> None:
     assert AT_BUDGET * TOKENS == MAX_BURST_TOKENS
     trace = _write(tmp_path / "big.jsonl", AT_BUDGET + 1)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "servelab", "bench", "--url", NOWHERE, "--trace", str(trace),
-         "--no-ledger", "--deadline", "15"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stderr is not None
-    with proc.stderr:
-        err = proc.stderr.read().decode()  # until it ends (bounded: the refusal needs no server)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
+    args = ["bench", "--url", NOWHERE, "--trace", str(trace), "--no-ledger", "--deadline", "15"]
+    proc, rss_mb = run_measured(args, tmp_path / "rss")
+    err = proc.stderr
     assert proc.returncode == 2, err
     assert (
         f"{trace} line {AT_BUDGET + 1}: the conversations starting at one instant of the replay "
         f"ask more than {MAX_BURST_TOKENS:,} prompt tokens" in err
     )
     assert "Traceback" not in err and "no answer" not in err, err  # refused before any request
-    assert usage.ru_maxrss / 1024 < MAX_RSS_MB, f"peak RSS {usage.ru_maxrss / 1024:.0f} MB"
+    assert rss_mb < MAX_RSS_MB, f"peak RSS {rss_mb:.0f} MB"
 
 
 def test_a_burst_at_the_budget_or_spread_over_instants_passes_the_scan(tmp_path: Path) -> None:
