@@ -43,6 +43,16 @@ async def _until(
     raise AssertionError(f"{url} still {'un' if listed else ''}listed")
 
 
+async def _until_not_ready(api: SmgRouterWorkers, url: str) -> list[RouterWorker]:
+    """The worker's listing once it is no longer ``ready`` (a condition, waited 15 s at most)."""
+    for _ in range(150):
+        listed = [w for w in await api.list() if w.url == url]
+        if [w.status for w in listed] != ["ready"]:
+            return listed
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{url} still listed ready 15 s after its removal")
+
+
 WORKERS = tomllib.loads((REPO / "tests" / "contracts" / "routers.toml").read_text())["smg"]
 
 
@@ -87,7 +97,9 @@ async def _smg_facts(api: SmgRouterWorkers, http: HttpClient, decode: str) -> No
     assert await api.remove("not-a-uuid") is False
     gone = await http.probe(f"{api.base_url}/workers/{mine.id}", timeout=10, method="DELETE")
     assert gone.status == facts["remove"]
-    draining = [w for w in await api.list() if w.url == decode]
+    # smg queues the removal: the listing turns from ready to draining when its job runs (under
+    # a loaded machine, after the DELETE's answer), then drops the worker about 5 s later
+    draining = await _until_not_ready(api, decode)
     assert [(w.status, w.healthy) for w in draining] == [(facts["listed_after_remove"], False)]
     await _until(api, decode, listed=False)
     assert await api.add(decode, "decode") is not None
