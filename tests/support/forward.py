@@ -20,11 +20,40 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from servelab.sim.settings import ENV_WARMUP_S
 from tests.support import free_port
-from tests.support.stack import start_process, stop_process
+from tests.support.proxies import SLOW_PREFILL_ARGS, STACK_SCALES
+from tests.support.stack import SimStack, sim_stack, start_process, stop_process
 from tests.support.sysdeps import missing
 
-__all__ = ["ForwardProxy", "running_tinyproxy", "tinyproxy_binary", "tinyproxy_config"]
+__all__ = [
+    "FORWARD_SOAK",
+    "NO_ENV_PROXY",
+    "ForwardProxy",
+    "running_tinyproxy",
+    "slow_prefill_stack",
+    "tinyproxy_binary",
+    "tinyproxy_config",
+]
+
+#: The proxy variables emptied: a soak takes only the path its test sets.
+NO_ENV_PROXY = {"NO_PROXY": "", "no_proxy": "", "HTTPS_PROXY": "", "https_proxy": "",
+                "HTTP_PROXY": "", "http_proxy": "", "ALL_PROXY": "", "all_proxy": ""}  # fmt: skip
+#: One session of three rounds, each adding 600 words: on the slow stack the third round's
+#: prompt (13 KB) waits past tinyproxy's one-second timeout for its first byte.
+FORWARD_SOAK = ("--sessions", "1", "--rounds", "3", "--idle-timeout", "8", "--duration", "90",
+                "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger",
+                "--json")  # fmt: skip
+
+
+@contextlib.contextmanager
+def slow_prefill_stack() -> Iterator[SimStack]:
+    """The slow stack without the prefill's prefix cache: a growing history's first token waits
+    for its whole prompt (what a proxy's timeout needs to be met)."""
+    with sim_stack(
+        time_scale=STACK_SCALES["slow"], env={ENV_WARMUP_S: "0"}, prefill_args=SLOW_PREFILL_ARGS
+    ) as stack:
+        yield stack
 
 
 def tinyproxy_binary() -> str:

@@ -25,6 +25,7 @@ import contextlib
 import os
 import pwd
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -56,6 +57,7 @@ __all__ = [
     "running_proxy",
     "soak_through",
     "verdict",
+    "wait_answering",
     "write_config",
 ]
 
@@ -207,14 +209,21 @@ def proxy_argv(
     return [binary, "-db", "-f", str(config_file)]
 
 
-def _wait(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
-    """Until the proxy answers anything over HTTP (an upstream's error counts: it listens)."""
+def wait_answering(
+    url: str,
+    proc: subprocess.Popen[bytes],
+    log: Path,
+    timeout: float = 30.0,
+    context: ssl.SSLContext | None = None,
+) -> None:
+    """Until the proxy at ``url`` answers anything over HTTP (an upstream's error counts: it
+    listens), over TLS with ``context``; its log's tail in the error when it exits first."""
     deadline = time.monotonic() + timeout
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"proxy exited ({proc.returncode}): {log.read_text()[-1500:]}")
         try:
-            with urllib.request.urlopen(url, timeout=2):
+            with urllib.request.urlopen(url, timeout=2, context=context):
                 return
         except urllib.error.HTTPError:
             return
@@ -248,7 +257,7 @@ def running_proxy(cfg: ProxyConfig, workdir: Path, upstream: str) -> Iterator[Ru
     argv = proxy_argv(cfg.kind, workdir, proxy.config_file, proxy.port, params)
     proc = start_process(argv, log)
     try:
-        _wait(proxy.url + "/health", proc, log)
+        wait_answering(proxy.url + "/health", proc, log)
         yield proxy
     finally:
         stop_process(proc)

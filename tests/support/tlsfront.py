@@ -15,15 +15,12 @@ import os
 import pwd
 import ssl
 import subprocess
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support import free_port
-from tests.support.proxies import proxy_binary
+from tests.support.proxies import proxy_binary, wait_answering
 from tests.support.stack import start_process, stop_process
 from tests.support.sysdeps import missing
 
@@ -91,27 +88,6 @@ http {{
 """
 
 
-def _wait(
-    url: str, cert: Path, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0
-) -> None:
-    """Until the front answers over TLS, its certificate trusted (an upstream's error counts)."""
-    context = ssl.create_default_context(cafile=str(cert))
-    deadline = time.monotonic() + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"nginx exited ({proc.returncode}): {log.read_text()[-1500:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2, context=context):
-                return
-        except urllib.error.HTTPError:
-            return
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"TLS front at {url} not answering after {timeout:g} s")
-        time.sleep(0.05)
-
-
 @contextlib.contextmanager
 def running_tls_front(workdir: Path, upstream: str) -> Iterator[TlsFront]:
     """nginx serving TLS in front of ``upstream`` with its own config, certificate and paths under
@@ -126,7 +102,8 @@ def running_tls_front(workdir: Path, upstream: str) -> Iterator[TlsFront]:
     proc = start_process([proxy_binary("nginx"), "-p", str(workdir), "-c", str(conf)], log)
     try:
         url = f"https://127.0.0.1:{port}"
-        _wait(url + "/health", cert, proc, log)
+        context = ssl.create_default_context(cafile=str(cert))  # trusted: the soak's own trust
+        wait_answering(url + "/health", proc, log, context=context)
         yield TlsFront(url, port, cert, workdir)
     finally:
         stop_process(proc)

@@ -25,23 +25,23 @@ from servelab.ops.soak.soak import soak
 from servelab.report.soak.soak import render_soak
 from servelab.sim.settings import ENV_WARMUP_S
 from tests.support import run_cli
-from tests.support.forward import ForwardProxy, running_tinyproxy
-from tests.support.proxies import SLOW_PREFILL_ARGS, STACK_SCALES
+from tests.support.forward import (
+    FORWARD_SOAK,
+    NO_ENV_PROXY,
+    ForwardProxy,
+    running_tinyproxy,
+    slow_prefill_stack,
+)
+from tests.support.proxies import STACK_SCALES
 from tests.support.soak import soak_targets
 from tests.support.stack import SimStack, sim_stack
 
-#: one session of three rounds, each adding 600 words: the third round's prompt (13 KB) waits
-#: past tinyproxy's one-second timeout for its first byte on the slow stack
-_SOAK = ("--sessions", "1", "--rounds", "3", "--idle-timeout", "8", "--duration", "90",
-         "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger",
-         "--json")  # fmt: skip
+_SOAK = FORWARD_SOAK
 
 
 @pytest.fixture(scope="module")
 def slow() -> Iterator[SimStack]:
-    with sim_stack(
-        time_scale=STACK_SCALES["slow"], env={ENV_WARMUP_S: "0"}, prefill_args=SLOW_PREFILL_ARGS
-    ) as st:
+    with slow_prefill_stack() as st:
         yield st
 
 
@@ -52,9 +52,9 @@ def dropping(tmp_path: Path) -> Iterator[ForwardProxy]:
 
 
 def _soak(st: SimStack, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {"NO_PROXY": "", "no_proxy": "", "HTTPS_PROXY": "", "https_proxy": "",
-             "HTTP_PROXY": "", "http_proxy": "", "ALL_PROXY": "", "all_proxy": ""}  # fmt: skip
-    return run_cli("soak", "--url", st.router_url, *_SOAK, *args, env=clean | env, timeout=180)
+    return run_cli(
+        "soak", "--url", st.router_url, *_SOAK, *args, env=NO_ENV_PROXY | env, timeout=180
+    )
 
 
 def test_a_forward_proxy_from_the_environment_that_drops_long_requests_is_localized(

@@ -18,27 +18,24 @@ from pathlib import Path
 
 import pytest
 
-from servelab.sim.settings import ENV_WARMUP_S
 from tests.support import run_cli
-from tests.support.forward import ForwardProxy, running_tinyproxy
-from tests.support.proxies import SLOW_PREFILL_ARGS, STACK_SCALES
-from tests.support.stack import SimStack, sim_stack
+from tests.support.forward import (
+    FORWARD_SOAK,
+    NO_ENV_PROXY,
+    ForwardProxy,
+    running_tinyproxy,
+    slow_prefill_stack,
+)
+from tests.support.stack import SimStack
 from tests.support.tlsfront import TlsFront, running_tls_front
 
-#: the HTTP_PROXY test's workload (tests/ops/soak/test_forward_proxy.py): one session of three
-#: rounds adding 600 words each; the third round's first byte waits past tinyproxy's second
-_SOAK = ("--sessions", "1", "--rounds", "3", "--idle-timeout", "8", "--duration", "90",
-         "--max-tokens", "4", "--fresh-context", "short:600,long:600", "--no-ledger",
-         "--json")  # fmt: skip
-_NO_ENV_PROXY = {"NO_PROXY": "", "no_proxy": "", "HTTPS_PROXY": "", "https_proxy": "",
-                 "HTTP_PROXY": "", "http_proxy": "", "ALL_PROXY": "", "all_proxy": ""}  # fmt: skip
+#: the HTTP_PROXY test's workload (tests/ops/soak/test_forward_proxy.py)
+_SOAK = FORWARD_SOAK
 
 
 @pytest.fixture(scope="module")
 def slow() -> Iterator[SimStack]:
-    with sim_stack(
-        time_scale=STACK_SCALES["slow"], env={ENV_WARMUP_S: "0"}, prefill_args=SLOW_PREFILL_ARGS
-    ) as st:
+    with slow_prefill_stack() as st:
         yield st
 
 
@@ -56,7 +53,7 @@ def dropping(tmp_path: Path) -> Iterator[ForwardProxy]:
 
 def _soak(front: TlsFront, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     trust = {"SSL_CERT_FILE": str(front.cert)}
-    return run_cli("soak", "--url", front.url, *_SOAK, *args, env=_NO_ENV_PROXY | trust | env,
+    return run_cli("soak", "--url", front.url, *_SOAK, *args, env=NO_ENV_PROXY | trust | env,
                    timeout=180)  # fmt: skip
 
 
