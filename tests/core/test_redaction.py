@@ -243,3 +243,34 @@ def test_the_fifth_passs_secret_names(name: str) -> None:
 
 def test_the_working_directory_is_not_a_secret_name() -> None:
     assert not is_secret_name("PWD") and not is_secret_name("OLDPWD") and is_secret_name("DB_PWD")
+
+
+@pytest.mark.parametrize(
+    "secret",
+    ["ASIAPLANTEDPLANTED12", "ABIAPLANTEDPLANTED12", "ACCAPLANTEDPLANTED12",
+     "ya29.a0PLANTEDaccessTOKEN0123456789", "nvapi-PLANTED0123456789abcdefghij",
+     "xapp-1-PLANTED-0123456789", "glrt-PLANTED0123456789abcdef", "gldt-PLANTED0123456789abcdef"],
+)  # fmt: skip
+def test_the_sixth_passs_token_shapes_are_masked(secret: str) -> None:
+    assert redact(f"model {secret} end") == "model *** end"
+
+
+@pytest.mark.parametrize("name", ["ADMIN_PW", "mysql_root_pw", "PW", "--admin-pw"])
+def test_a_name_ending_in_pw_is_a_secret_name(name: str) -> None:
+    assert is_secret_name(name)
+
+
+def test_a_soaks_urls_are_stored_with_their_passwords_and_secret_queries_masked() -> None:
+    """The sixth hostile pass: ``soak --url/--router-url/--router-metrics-url`` with a password
+    or an ``access_token`` query were stored and shown whole (bench masked them)."""
+    from servelab.core.soak.result import Targets, WorkerTarget
+
+    targets = Targets(
+        "http://u:SoakPw4242@127.0.0.1:1", router_url="http://r:RouterPw77@127.0.0.1:2",
+        metrics_url="http://127.0.0.1:3/metrics?access_token=MetricsTok123",
+        workers=(WorkerTarget("decode", "decode", "http://w:WorkerPw1@127.0.0.1:4"),),
+    )  # fmt: skip
+    stored = str(encode(targets))
+    assert "Pw" not in stored and "MetricsTok123" not in stored, stored
+    assert "http://u:***@127.0.0.1:1" in stored and "access_token=***" in stored
+    assert targets.entry_url == "http://u:SoakPw4242@127.0.0.1:1"  # the requests use the real one

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_ENV_FILES, DEFAULT_KNOB
 from servelab.errors import SpecError
-from servelab.io.specfile import load_spec, materialize_default_env
+from servelab.io.specfile import MAX_SPEC_BYTES, load_spec, materialize_default_env
 from tests.support import run_cli
 
 
@@ -83,3 +84,27 @@ def test_a_spec_that_is_not_utf8_is_a_spec_error_and_a_bom_is_read(tmp_path: Pat
         load_spec(spec)
     done = run_cli("status", "-f", str(spec))
     assert done.returncode == 2 and "unexpected" not in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "huge"])
+def test_a_spec_that_is_not_a_regular_file_or_is_huge_is_refused_before_it_is_read(
+    kind: str, tmp_path: Path
+) -> None:
+    """The sixth hostile pass: ``-f /dev/zero`` read past 1.3 GB, ``-f FIFO`` waited on a writer
+    for good (SIGTERM ignored). A spec is a regular file of at most MAX_SPEC_BYTES."""
+    path = {"device": Path("/dev/zero"), "directory": tmp_path}.get(kind, tmp_path / "spec")
+    if kind == "fifo":
+        os.mkfifo(path)
+    if kind == "huge":
+        path.write_bytes(b"# " + b"x" * MAX_SPEC_BYTES + b"\n")
+    with pytest.raises(SpecError) as raised:
+        load_spec(path)
+    said = str(raised.value)
+    assert ("larger than" in said) if kind == "huge" else ("not a regular file" in said), said
+
+
+def test_the_spec_as_a_process_is_refused_from_a_fifo_with_exit_2(tmp_path: Path) -> None:
+    fifo = tmp_path / "spec.toml"
+    os.mkfifo(fifo)
+    done = run_cli("status", "-f", str(fifo), timeout=60)
+    assert done.returncode == 2 and "not a regular file (a FIFO or pipe)" in done.stderr

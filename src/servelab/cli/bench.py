@@ -36,6 +36,7 @@ from servelab.cli.common import (
     say,
     spec_option,
 )
+from servelab.cli.freetext import stored_text
 from servelab.cli.options import (
     HEADER,
     LoadOptions,
@@ -284,7 +285,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     help="Find the largest concurrency (with --rate: arrival rate) meeting --slo: ramp, "
     "bisection, stop at saturation; --concurrency START[,...,MAX] bounds it.",
 )
-@click.option("--label", default="", help="Label stored with the runs in the ledger.")
+@click.option("--label", default="", help="Label stored with the runs.", callback=stored_text)
 @click.option(
     "--check-answers",
     is_flag=True,

@@ -23,6 +23,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.freetext import stored_text
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     IDLE_TIMEOUT,
@@ -89,7 +90,7 @@ def case_group() -> None:
 
 
 @case_group.command("open")
-@click.argument("title")
+@click.argument("title", callback=stored_text)
 @spec_option
 @ledger_option
 @json_option
@@ -109,7 +110,7 @@ def case_open(title: str, spec_path: Path | None, ledger_path: Path | None, as_j
 @case_group.command("suspect")
 @click.argument("case_id", type=int)
 @click.argument("target")
-@click.option("--reason", required=True, help="Why it is suspected.")
+@click.option("--reason", required=True, help="Why it is suspected.", callback=stored_text)
 @spec_option
 @ledger_option
 @json_option
@@ -141,7 +142,7 @@ def case_suspect(
 @click.option("--verify", "verify_id", type=int, help="A recorded verification.")
 @click.option("--soak", "soak_id", type=int, help="A recorded soak.")
 @click.option("--ab", "ab_id", type=int, help="A recorded A/B experiment.")
-@click.option("--note", help="A note (what someone observed).")
+@click.option("--note", help="A note (what someone observed).", callback=stored_text)
 @spec_option
 @ledger_option
 @json_option

@@ -25,6 +25,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.freetext import stored_text
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CASE,
@@ -134,7 +135,13 @@ def _write_report(
     help="Stop before a block that would outrun this many minutes of visits.",
 )  # fmt: skip
 @click.option("--resume", is_flag=True, help="Go on with the case's stored investigation.")
-@click.option("--title", default="investigation", show_default=True, help="A new case's title.")
+@click.option(
+    "--title",
+    default="investigation",
+    show_default=True,
+    help="A new case's title.",
+    callback=stored_text,
+)
 @SESSIONS.option(Default("4", "the reproducing soak and its replays"))
 @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
 @IDLE_TIMEOUT.option(Default("5", "the stall threshold of the reproducing soak"))

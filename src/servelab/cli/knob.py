@@ -16,6 +16,7 @@ import click
 from servelab.cli.boundary import json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, spec_option
 from servelab.cli.dashdash import KnobCommand, bare_flag_value
+from servelab.cli.freetext import stored_text
 from servelab.cli.options import CASE, wait_option
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.ledger.codec import encode
@@ -69,7 +70,9 @@ async def _set(
 @knob_group.command("set", cls=KnobCommand)
 @click.argument("service")
 @click.argument("assignment", metavar="NAME=VALUE")
-@click.option("--reason", default=None, help="Why (recorded with the change).")
+@click.option(
+    "--reason", default=None, help="Why (recorded with the change).", callback=stored_text
+)
 @CASE.option()
 @click.option("--unset", is_flag=True, help="Remove NAME from the env file (give NAME alone).")
 @spec_option

@@ -77,7 +77,7 @@ MIN_REDACTED_CHARS = 6
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
      "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
-     "signature", "sig", "dsn", "webhook"}
+     "signature", "sig", "dsn", "webhook", "pw"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
@@ -102,7 +102,7 @@ _SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "pr
                  "webhook")  # fmt: skip
 #: Endings of a name written as one word that say secret (``HFTOKEN``, ``NGROK_AUTHTOKEN``,
 #: ``--adminkey``, ``REDIS_PASS``); ``max_total_tokens``, ``tokenizer`` and ``bypass`` do not.
-_SECRET_ENDINGS = ("token", "key", "pass", "pwd", "auth")
+_SECRET_ENDINGS = ("token", "key", "pass", "pwd", "pw", "auth")
 #: Names that end so and are not secrets.
 _ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
 #: Whole names that look secret and are not (the shell's working directories).
@@ -135,11 +135,13 @@ _USERINFO_SLASH = re.compile(
 #: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
 _SHAPED = re.compile(
     r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|AKIA[0-9A-Z]{16}|glpat-[A-Za-z0-9_-]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|A(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}"
+    r"|ya29\.[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}|gl(?:pat|rt|dt)-[A-Za-z0-9_-]{20,}"
     r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
     r"|github_pat_[A-Za-z0-9_]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{30,}"
     r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,}"
-    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?|do[por]_v1_[A-Za-z0-9]{20,}"
+    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?"
+    r"|do[por]_v1_[A-Za-z0-9]{20,}"
     r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,})"
 )
 #: A private key's PEM block, whole (to its END line, or to the end of the text when cut).
@@ -295,9 +297,15 @@ StoredHeaders = Annotated[
     PlainSerializer(lambda headers: [list(h) for h in redact_headers(headers)]),
 ]
 
+
 #: A URL as a contract stores and shows it (``--url``): encoded with its password redacted; the
 #: requests use the real one.
-StoredUrl = Annotated[str, PlainSerializer(redact_url)]
+def _stored_url(url: str) -> str:
+    """A URL as stored: its password and its secret-named query parameters masked."""
+    return _QUERY.sub(_query, redact_url(url))
+
+
+StoredUrl = Annotated[str, PlainSerializer(_stored_url)]
 
 
 def mask(name: str, value: str | None) -> str | None:

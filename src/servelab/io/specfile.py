@@ -12,6 +12,7 @@ or to the working directory for the embedded default, and normalised.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,26 @@ class LoadedSpec:
         return None if env_file is None else self.path(env_file)
 
 
+#: The largest spec read (a spec is a few KB; a larger file is not one).
+MAX_SPEC_BYTES = 4 << 20
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The spec file's bytes: a regular file (a link's target) of at most :data:`MAX_SPEC_BYTES`;
+    a FIFO, a device (``/dev/zero``) or a pipe (``/dev/stdin``) is refused before it is opened,
+    so nothing waits on a writer or reads without end."""
+    mode = path.stat().st_mode
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO or pipe" if stat.S_ISFIFO(mode) \
+            else "a device"  # fmt: skip
+        raise SpecError(f"not a regular file ({kind}): give the spec as a file", source=str(path))
+    with path.open("rb") as spec:
+        data = spec.read(MAX_SPEC_BYTES + 1)
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"larger than {MAX_SPEC_BYTES:,} bytes: not a spec", source=str(path))
+    return data
+
+
 def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpec:
     """Load the spec at ``path``, or ``./servelab.toml``, or the embedded default."""
     cwd = cwd or Path.cwd()
@@ -69,7 +90,7 @@ def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpe
     if path is None:
         return LoadedSpec(parse_spec(DEFAULT_SPEC_TOML, source=EMBEDDED), EMBEDDED, cwd)
     try:
-        text = path.read_bytes().decode("utf-8-sig")  # a BOM (Windows editors) is not the spec's
+        text = _read_bounded(path).decode("utf-8-sig")  # a BOM (Windows editors) is not the spec's
     except OSError as exc:
         raise SpecError(f"cannot read: {exc.strerror}", source=str(path)) from exc
     except UnicodeDecodeError as exc:

@@ -23,7 +23,7 @@ from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
-from servelab.core.redaction import StoredHeaders
+from servelab.core.redaction import StoredHeaders, StoredUrl
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.diagnose import Dropped, Finding
@@ -122,7 +122,7 @@ class WorkerTarget:
 
     service: str
     role: str
-    url: str
+    url: StoredUrl
     bootstrap_port: int | None = None
 
 
@@ -135,11 +135,11 @@ class Targets:
     before it read as SGLang's).
     """
 
-    entry_url: str
-    router_url: str | None = None
+    entry_url: StoredUrl
+    router_url: StoredUrl | None = None
     workers: tuple[WorkerTarget, ...] = ()
     router_service: str = "router"
-    metrics_url: str | None = None
+    metrics_url: StoredUrl | None = None
     #: whose PD hand-off a direct pair replay speaks (SGLang's bootstrap rooms, vLLM's NIXL legs)
     engine: EngineName = "sglang"
     #: the path the sessions take to ``entry_url``: straight, or through a forward proxy (the

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from servelab.core.redaction import StoredUrl
 from servelab.core.telemetry.promtext import (
     Exposition,
     counter_deltas,
@@ -48,7 +49,7 @@ class MetricsSource:
 
     service: str
     kind: SourceKind
-    url: str
+    url: StoredUrl
     #: How a Prometheus server names this target (``host:port`` of the scraped URL).
     instance: str = ""
     #: The engine's role in the deployment (``prefill``/``decode``; empty: unknown or a router).
@@ -102,7 +103,7 @@ class SourceTelemetry:
 
     service: str
     kind: SourceKind
-    url: str
+    url: StoredUrl
     state: Literal["ok", "unknown"]
     reason: str | None = None
     scrapes: int = 0

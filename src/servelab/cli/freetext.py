@@ -1,0 +1,31 @@
+"""Free text a user types to be stored: a run's label, a case's title, a reason, a note.
+
+It is stored in the ledger and printed back by ``case show``, ``case list``, the report and the
+pages, so it goes through the one redaction policy (a ``sk-`` key pasted into a note is stored
+``***``), its control characters become spaces (an escape sequence in a title would set the
+terminal's title, a newline would forge a timeline line), and it is at most
+:data:`LONGEST_TEXT` characters (a usage error, exit 2, beyond).
+"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+from servelab.core.redaction import redact
+
+__all__ = ["LONGEST_TEXT", "stored_text"]
+
+#: The most characters of one label, title, reason or note.
+LONGEST_TEXT = 1000
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def stored_text(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A click callback: ``value`` as it may be stored and shown (see the module doc)."""
+    if value is None:
+        return None
+    if len(value) > LONGEST_TEXT:
+        raise click.BadParameter(f"{len(value):,} characters: at most {LONGEST_TEXT:,}")
+    return redact(_CONTROL.sub(" ", value))
