@@ -7,6 +7,7 @@ set and an empty model list, answers 404 to everything else, and counts what it 
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -131,3 +132,18 @@ def test_bench_without_a_model_stops_before_its_load(
     given = run_cli("bench", "--url", url, "--model", "m", "--concurrency", "1", "--requests", "2",
                     "--no-ledger", cwd=tmp_path)  # fmt: skip
     assert given.returncode != 0 and [p for m, p in seen if m == "POST"], given.stderr
+
+
+def test_a_soak_stopped_by_no_model_is_recorded_as_not_ok(
+    router: tuple[str, list[tuple[str, str]]], tmp_path: Path
+) -> None:
+    """The sixth hostile pass: a soak that ended in "lists no model" (exit 1) was recorded in
+    the ledger as ``ok: true`` with no round run."""
+    url, _seen = router
+    ledger = tmp_path / "l.db"
+    done = run_cli("soak", "--url", url, "--sessions", "1", "--rounds", "1", "--duration", "20",
+                   "--ledger", str(ledger), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 1, done.stderr + done.stdout
+    with sqlite3.connect(ledger) as db:
+        rows = db.execute("SELECT ok FROM soak_runs").fetchall()
+    assert rows and all(not ok for (ok,) in rows), rows

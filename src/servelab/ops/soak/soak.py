@@ -564,8 +564,8 @@ async def soak(
             if traces is not None:
                 got, phases = await gather_soak_spans(traces, run.failed_ids, hard_deadline)
                 spans = tuple(got)
-    except asyncio.CancelledError:
-        interrupted = True
+    except (asyncio.CancelledError, Exception):
+        interrupted = True  # cut short (a signal, or an error such as no model listed): never ok
         raise
     finally:
         await run.http.aclose()
