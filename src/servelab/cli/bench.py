@@ -297,7 +297,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
 @click.option(
     "--force",
     is_flag=True,
-    help="With --export: replace the files an earlier export left in DIR (refused without it).",
+    help="Overwrite the output if it is an existing file holding anything.",
 )
 @click.option(
     "--traces/--no-traces",
