@@ -63,6 +63,7 @@ class PrefixCache:
         self.enabled = enabled
         self._pages: OrderedDict[int, _Page] = OrderedDict()
         self.reserved = 0
+        self._locked_pages = 0  #: pages with a lock (kept as locks change: read per batch)
         self.evicted_tokens = 0
 
     @property
@@ -79,7 +80,7 @@ class PrefixCache:
     def in_use_tokens(self) -> int:
         """Tokens requests in flight hold: their reservations and the cached pages they lock
         (what is not evictable)."""
-        return self.reserved + sum(self.page_size for p in self._pages.values() if p.locks)
+        return self.reserved + self._locked_pages * self.page_size
 
     def _usable(self, hashes: Sequence[int], prompt_tokens: int) -> int:
         """Leading pages of ``hashes`` that are cached (at most ``prompt - 1`` tokens)."""
@@ -127,7 +128,9 @@ class PrefixCache:
         lease = Lease(tuple(hashes), n, new, n * self.page_size)
         path = hashes[:n]
         for h in path:  # pinned before making room: eviction never takes the matched prefix
-            self._pages[h].locks += 1
+            page = self._pages[h]
+            self._locked_pages += page.locks == 0
+            page.locks += 1
         short = self.used_tokens + new - self.capacity
         if short > 0:
             self._evict(short)
@@ -169,3 +172,4 @@ class PrefixCache:
             page = self._pages.get(h)
             if page is not None:
                 page.locks -= 1
+                self._locked_pages -= page.locks == 0
