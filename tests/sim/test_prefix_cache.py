@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 
 import pytest
 
@@ -186,3 +187,28 @@ def test_an_admit_that_finds_no_room_unlocks_what_it_matched() -> None:
     cache.release(busy)
     big = cache.admit(page_hashes(["a", "b", "c", "d"], 1), 4)
     assert big is not None and cache.evicted_tokens == 2  # the unlocked prefix was evicted
+
+
+def test_in_use_tokens_is_reservations_plus_locked_pages_through_every_transition() -> None:
+    """``in_use_tokens`` is kept as a count (read on every prefill batch); it must equal its
+    definition, the reservations and the pages some request locks, whatever the order of admits,
+    finishes, releases and evictions."""
+    rng = random.Random(7)
+    cache = PrefixCache(64 * 16, 16)
+    leases = []
+
+    def defined() -> int:
+        return cache.reserved + sum(16 for p in cache._pages.values() if p.locks)
+
+    for _ in range(2_000):
+        if leases and rng.random() < 0.5:
+            lease = leases.pop(rng.randrange(len(leases)))
+            (cache.finish if rng.random() < 0.7 else cache.release)(lease)
+        else:
+            prefix = rng.randrange(6)
+            tokens = rng.randrange(16, 200)
+            hashes = page_hashes(list(range(prefix * 1000, prefix * 1000 + tokens)), 16)
+            lease = cache.admit(hashes, tokens)
+            if lease is not None:
+                leases.append(lease)
+        assert cache.in_use_tokens == defined()
