@@ -306,7 +306,7 @@ CLASSES = (
     ),
     ProxyClass(
         "conn_limit", "c",
-        ProxyConfig("haproxy", "conn_limit", extra=("timeout queue 300ms",
+        ProxyConfig("haproxy", "conn_limit", extra=("timeout queue 100ms",
                                                       "server-options maxconn 1")),
         "fast", _FAST | {"sessions": 6, "rounds": 3}, "proxy", "load",
     ),

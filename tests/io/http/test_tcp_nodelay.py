@@ -2,10 +2,10 @@
 the real sglang-router 0.3.2's client connections meeting the client's delayed ACK. servelab's
 client and the simulated workers turn Nagle off on their sockets; the router does not on the
 sockets it accepts, so on a kept-alive connection its first SSE chunk after the response head
-waits for the client's ACK (Linux delays it by at least 40 ms). Forcing ``TCP_NODELAY`` on the
-router's own socket (through a duplicate of its descriptor) removes the delay: the cause is that
-option, not the engines. The first request of a connection is quick (Linux ACKs at once while a
-connection is young), so only kept-alive requests show it."""
+waits for the client's ACK (Linux delays it by tens of ms: 40 here, 20 on CI's kernel). Forcing
+``TCP_NODELAY`` on the router's own socket (through a duplicate of its descriptor) removes the
+delay: the cause is that option, not the engines. The first request of a connection is quick
+(Linux ACKs at once while a connection is young), so only kept-alive requests show it."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ from tests.support.stack import SimStack, sim_stack
 
 #: Kept-alive requests per series (after each series' first, which is not counted).
 REQUESTS = 8
-#: Linux's delayed ACK is at least 40 ms: a Nagle-held chunk waits about that long, load only
-#: adds to it; without Nagle the chunk follows the head in well under a millisecond, so this bound
-#: leaves a busy machine's scheduling 20 ms of room.
-HELD_MS = 30.0
-FREE_MS = 20.0
+#: A Nagle-held chunk waits for the client's delayed ACK: about 40 ms on this machine's kernel,
+#: 20 ms read on CI's (the delay is the kernel's, not ours), load only adds to it. Without Nagle
+#: the chunk follows the head in well under a millisecond: the held wait must be at least
+#: HELD_MS and FREE_RATIO times the free one, which leaves a busy machine's scheduling room.
+HELD_MS = 10.0
+FREE_RATIO = 4.0
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def test_the_router_nagles_its_client_connections_and_that_is_the_return_phase(
             theirs.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             free = _kept_alive_ms(conn)
     print(f"head -> first token, kept alive: router as is {held:.1f} ms, NODELAY {free:.1f} ms")
-    assert held >= HELD_MS and free < FREE_MS, (held, free)
+    assert held >= HELD_MS and held >= FREE_RATIO * free, (held, free)
 
 
 def test_the_simulated_decode_turns_nagle_off_on_the_routers_connections(
