@@ -29,9 +29,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import computed_field
+
+from servelab.core.case.reached import LoadCheck, ReachedLoad
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
     "ALPHA",
@@ -42,6 +45,7 @@ __all__ = [
     "EXONERATED",
     "INCONCLUSIVE",
     "INTERVAL",
+    "NOT_SHOWN",
     "OUTCOMES",
     "RULE_BOUND",
     "RULE_NEITHER",
@@ -63,7 +67,10 @@ __all__ = [
 CONVICTED = "convicted"
 EXONERATED = "exonerated"
 INCONCLUSIVE = "inconclusive"
-OUTCOMES = (CONVICTED, EXONERATED, INCONCLUSIVE)
+#: an answers test that did not reach the load the wrong answers need: it clears nothing
+#: (:mod:`servelab.core.case.load`)
+NOT_SHOWN = "not_shown"
+OUTCOMES = (CONVICTED, EXONERATED, INCONCLUSIVE, NOT_SHOWN)
 
 ALPHA = 0.05
 EFFECT = 0.5
@@ -201,6 +208,8 @@ class ExperimentVisit:
     verification_id: int | None = None
     soak_id: int | None = None
     elapsed_s: float = 0.0
+    #: an answers test's load reached on the decode (None: a soak test, or an older record)
+    reached: Annotated[ReachedLoad | None, OMITTED_IF_NONE] = None
 
 
 def tally(visits: Sequence[ExperimentVisit], arm: str, value: str | None) -> ArmTally:
@@ -235,6 +244,9 @@ class ExperimentRecord:
     elapsed_s: float = 0.0
     #: JSON: the soak config the workload ran with (its type is the soak's, above this layer)
     workload: Mapping[str, Any] = field(default_factory=dict)
+    #: an answers test's suspect arm's reached load against the load to reach (None: a soak
+    #: test, or an older record)
+    load: Annotated[LoadCheck | None, OMITTED_IF_NONE] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
