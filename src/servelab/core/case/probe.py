@@ -43,7 +43,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from servelab.core.case.bisect import Bisected, Change, ProbeOutcome
 from servelab.core.case.experiment import (
@@ -56,6 +56,8 @@ from servelab.core.case.experiment import (
     decide,
 )
 from servelab.core.case.model import Target
+from servelab.core.case.reached import ReachedLoad
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.errors import CaseError
 
 __all__ = [
@@ -172,6 +174,9 @@ class ProbeVisit:
     elapsed_s: float = 0.0
     #: a threshold test's wrong answers over its runs (a run with one fails, however fast)
     wrong_answers: int = 0
+    #: an answers test's load reached on the decode (:mod:`servelab.core.case.load`; recorded,
+    #: not yet a guard of the probe's outcome)
+    reached: Annotated[ReachedLoad | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

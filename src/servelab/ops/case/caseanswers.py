@@ -26,8 +26,7 @@ from servelab.core.case.model import Target
 from servelab.errors import CaseError
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live
-from servelab.ops.case.answers import answers_bench, wrong_answers
-from servelab.ops.case.reached import loaded_answers
+from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.context import Operation
 
 if TYPE_CHECKING:  # the test's config is defined by its runner, which imports this module
@@ -59,8 +58,8 @@ class CaseAnswers:
                                f"case test of {target}: arm {arm}, round {rnd + 1}")  # fmt: skip
         if arm == ARM_REVERT:
             await self.session.ensure(op)
-        got, _ids, reached = await loaded_answers(op, self.bench, self.runs, rnd,
-                                                  f"case test {target} {arm}")  # fmt: skip
+        got, _ids, reached = await probe_answers(op, self.bench, self.runs, rnd,
+                                                 f"case test {target} {arm}")  # fmt: skip
         index = len(self.answers)
         self.answers[index] = got
         wrong = wrong_answers(self.session, got)[1] if self.session.refs is not None else None

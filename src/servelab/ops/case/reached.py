@@ -4,7 +4,7 @@ While the visit's bench runs go, :class:`RunningWatch` reads every decode's ``/m
 :data:`INTERVAL_S` seconds and keeps its running-requests gauge (``sglang:num_running_reqs``,
 ``vllm:num_requests_running``: the real engines' names; summed over one decode's label sets, the
 largest decode per read). When no decode answered with the gauge, the reached load is the
-client's own in-flight count from the runs' request records, and says so.
+client's own in-flight count from the runs' request records, and says so (:func:`reached_load`).
 """
 
 from __future__ import annotations
@@ -12,21 +12,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Sequence
 from types import TracebackType
 
-from servelab.core.answers.answer import Answer
-from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.load import client_load, engine_load
 from servelab.core.case.reached import RUNNING_SERIES, ReachedLoad
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
 from servelab.io.http.client import HttpClient
-from servelab.ops.arm import measure
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
-__all__ = ["INTERVAL_S", "RunningWatch", "loaded_answers"]
+__all__ = ["INTERVAL_S", "RunningWatch", "reached_load"]
 
 #: How often the decodes' gauge is read during a visit (a run at C64 lasts a few seconds).
 INTERVAL_S = 0.2
@@ -85,20 +83,7 @@ class RunningWatch:
         await self._http.aclose()
 
 
-async def loaded_answers(
-    op: Operation, bench: BenchConfig, runs: int, rnd: int, label: str
-) -> tuple[list[Answer], list[int], ReachedLoad | None]:
-    """``runs`` bench runs at ``bench``'s one level carrying round ``rnd``'s probes: every answer,
-    the bench runs recorded, and the load reached (the decode's gauge, else the client's count)."""
-    answers: list[Answer] = []
-    ids: list[int] = []
-    records: list[RequestRecord] = []
-    async with await RunningWatch.of(op) as watch:
-        for k in range(runs):
-            got = await measure(op, bench, list(bench.concurrencies), label, None,
-                                round_=rnd * runs + k)  # fmt: skip
-            answers += got.answers
-            ids += got.bench_run_ids
-            records += got.records
+def reached_load(watch: RunningWatch, records: Sequence[RequestRecord]) -> ReachedLoad | None:
+    """The load reached: the decode's gauge as ``watch`` read it, else the client's count."""
     reached = engine_load(watch.values, watch.series) if watch.series else None
-    return answers, ids, reached if reached is not None else client_load(records)
+    return reached if reached is not None else client_load(records)
