@@ -27,6 +27,8 @@ def _request_failure(timing: RequestTiming | None) -> str:
 
 
 def describe_e2e(code: CheckCode, data: E2EProbe) -> str:
+    """``e2e.passed``/``failed``/``second_failed``'s reason: the probe's timings, cold or warm and
+    why, its path; or why it failed."""
     if code is _C.E2E_FAILED:
         return f"chat completion failed: {_request_failure(data.first)}"
     if code is _C.E2E_SECOND_FAILED:
@@ -97,6 +99,8 @@ def _counter(data: WorkerReach) -> str:
 
 
 def describe_reach(code: CheckCode, data: WorkerReach) -> str:
+    """``e2e.worker_*``'s reason: the worker's counter before and after the requests sent
+    through the router, or why it could not be counted."""
     if code is _C.E2E_WORKER_UNCOUNTED:
         unknown = "not proven" if data.gap is None else "unknown"
         return (

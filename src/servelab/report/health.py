@@ -17,6 +17,8 @@ _C = CheckCode
 
 
 def describe_health(code: CheckCode, data: HealthProbe) -> str:
+    """A ``health.*`` check's reason: the endpoint's answer, and what the router's worker list
+    says against the spec."""
     if code is _C.HEALTH_UNREACHABLE:
         return f"{data.path}: unreachable: {data.error}"
     if code is _C.HEALTH_HTTP_ERROR:
