@@ -24,13 +24,13 @@ from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
-__all__ = ["INTERVAL_S", "RunningWatch", "reached_load"]
+__all__ = ["INTERVAL_S", "RunningWatch", "reached_load", "running_gauge"]
 
 #: How often the decodes' gauge is read during a visit (a run at C64 lasts a few seconds).
 INTERVAL_S = 0.2
 
 
-def _running(exp: Exposition) -> tuple[str, float] | None:
+def running_gauge(exp: Exposition) -> tuple[str, float] | None:
     """The running-requests gauge of one read (its series, summed over label sets)."""
     for series in RUNNING_SERIES:
         values = [s.value for s in exp.samples if s.name == series]
@@ -56,7 +56,7 @@ class RunningWatch:
     async def _read(self) -> None:
         got = await asyncio.gather(*(scrape_once(self._http, s, 0.0, 2.0) for s in self._decodes))
         found = [r for g in got if g.exposition is not None
-                 if (r := _running(g.exposition)) is not None]  # fmt: skip
+                 if (r := running_gauge(g.exposition)) is not None]  # fmt: skip
         if found:
             self.series = found[0][0]
             self.values.append(max(v for _s, v in found))
