@@ -23,8 +23,12 @@ from servelab.core.case.load import (
     client_load,
     engine_load,
     guard,
+    seen_at,
 )
+from servelab.core.case.probe import ARM_BAD, ARM_PROBE, ProbeRecord, ProbeVisit
 from servelab.core.case.reached import LoadReference, LoadSource, ReachedLoad, ReferenceSource
+from servelab.core.case.record import CaseEvent, CaseEvidence
+from servelab.core.ledger.codec import encode
 from servelab.core.load.records import RequestRecord
 
 GAUGE = "sglang:num_running_reqs"
@@ -70,16 +74,31 @@ def test_an_arm_reached_the_least_of_its_visits_peaks() -> None:
     assert mixed is not None and mixed.source is LoadSource.CLIENT and mixed.peak == 30
 
 
+def _rows(eid: int, event: int, kind: str, record: object) -> tuple[CaseEvent, CaseEvidence]:
+    return (CaseEvent(kind, "t", encode(record), event, 1),
+            CaseEvidence(kind, event, None, "t", eid, 1))  # fmt: skip
+
+
 def test_the_reference_is_the_least_load_wrong_answers_were_seen_at() -> None:
     earlier = ExperimentRecord(visits=(
-        _visit(ARM_SUSPECT, 3, _reached(40)), _visit(ARM_SUSPECT, 2, _reached(24)),
+        _visit(ARM_SUSPECT, 3, _reached(40)), _visit(ARM_SUSPECT, 2, _reached(30)),
         _visit(ARM_SUSPECT, 0, _reached(8)),  # no wrong answer: says nothing of the fault
         _visit(ARM_REVERT, 5, _reached(4)),  # the revert arm's wrong answers are not the fault's
         _visit(ARM_SUSPECT, 4, None)))  # fmt: skip
-    assert case_reference([(7, earlier)], 64) == LoadReference(24, ReferenceSource.CASE, 7)
+    probe = ProbeRecord(visits=(
+        ProbeVisit(arm=ARM_BAD, units=21, failed=4, reached=_reached(24)),
+        ProbeVisit(arm=ARM_PROBE, units=21, failed=6, reached=_reached(3))))  # fmt: skip
+    x_event, x_evidence = _rows(7, 70, ExperimentRecord.KIND, earlier)
+    p_event, p_evidence = _rows(9, 90, ProbeRecord.KIND, probe)
+    assert seen_at([x_event], [x_evidence]) == [(40, 7), (30, 7)]
+    got = case_reference([x_event, p_event], [x_evidence, p_evidence], 64)
+    assert got == LoadReference(24, ReferenceSource.CASE, 9)  # the bisection's bad arm
+    assert case_reference([x_event], [x_evidence], 64) == LoadReference(30, ReferenceSource.CASE, 7)
+    assert case_reference([x_event], [], 64).source is ReferenceSource.REQUESTED  # no evidence row
     none_seen = ExperimentRecord(visits=(_visit(ARM_SUSPECT, 0, _reached(64)),))
-    assert case_reference([(3, none_seen)], 64) == LoadReference(64, ReferenceSource.REQUESTED)
-    assert case_reference([], 32) == LoadReference(32, ReferenceSource.REQUESTED)
+    rows = _rows(3, 30, ExperimentRecord.KIND, none_seen)
+    assert case_reference([rows[0]], [rows[1]], 64) == LoadReference(64, ReferenceSource.REQUESTED)
+    assert case_reference([], [], 32) == LoadReference(32, ReferenceSource.REQUESTED)
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,9 @@ Its ``peak`` and ``median`` are over those samples. An arm's reached load
 median of their medians.
 
 **The reference** (:class:`LoadReference`) is the load the wrong answers were seen at: the
-smallest reached peak of an earlier answers test of the case whose suspect arm saw a wrong answer
-(:attr:`ReferenceSource.CASE`); with none, the test's requested concurrency
+smallest reached peak of a visit recorded on the case that saw a wrong answer with the suspect in
+place — an earlier answers test's suspect arm, a ``case bisect --test answers`` probe's bad arm
+(:attr:`ReferenceSource.CASE`, :func:`seen_at`); with none, the test's requested concurrency
 (:attr:`ReferenceSource.REQUESTED`).
 
 **The rule** (:func:`guard`): a test whose suspect arm saw a wrong answer and convicted stands;
@@ -41,9 +42,9 @@ from servelab.core.case.experiment import (
     CONVICTED,
     NOT_SHOWN,
     Decision,
-    ExperimentRecord,
     ExperimentVisit,
 )
+from servelab.core.case.probe import ARM_BAD, ProbeRecord, ProbeVisit
 from servelab.core.case.reached import (
     LoadCheck,
     LoadReference,
@@ -51,6 +52,9 @@ from servelab.core.case.reached import (
     ReachedLoad,
     ReferenceSource,
 )
+from servelab.core.case.record import CaseEvent, CaseEvidence
+from servelab.core.case.verdicts import experiments_of
+from servelab.core.ledger.codec import decode
 from servelab.core.load.records import RequestRecord
 
 __all__ = [
@@ -61,6 +65,7 @@ __all__ = [
     "client_load",
     "engine_load",
     "guard",
+    "seen_at",
 ]
 
 #: Why a test's outcome is "not shown" (wording in :mod:`servelab.report.case`).
@@ -110,13 +115,33 @@ def arm_load(visits: Sequence[ExperimentVisit], arm: str) -> ReachedLoad | None:
                        sum(r.samples for r in known), series)  # fmt: skip
 
 
+def _seen(visits: Sequence[ExperimentVisit | ProbeVisit], arm: str) -> list[float]:
+    """The reached peaks of ``arm``'s visits that saw a wrong answer (a failed unit)."""
+    return [v.reached.peak for v in visits
+            if v.arm == arm and v.failed > 0 and v.reached is not None]  # fmt: skip
+
+
+def seen_at(
+    events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence]
+) -> list[tuple[float, int]]:
+    """``(reached peak, evidence id)`` of every recorded visit that saw the wrong answers with the
+    suspect in place: an answers test's suspect arm, a bisection probe's bad arm."""
+    seen = [(peak, eid) for eid, x in experiments_of(events, evidence)
+            for peak in _seen(x.visits, ARM_SUSPECT)]  # fmt: skip
+    probes = {e.ref_id: e.id for e in evidence if e.kind == ProbeRecord.KIND}
+    for event in events:
+        if event.kind == ProbeRecord.KIND and event.id in probes:
+            probe = decode(ProbeRecord, event.detail)
+            seen += [(peak, probes[event.id]) for peak in _seen(probe.visits, ARM_BAD)]
+    return seen
+
+
 def case_reference(
-    experiments: Sequence[tuple[int, ExperimentRecord]], requested: int
+    events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence], requested: int
 ) -> LoadReference:
-    """The load the case's wrong answers were seen at: the least reached peak of a suspect
-    visit that saw one, over its experiments (``(evidence id, record)``); else ``requested``."""
-    seen = [(v.reached.peak, eid) for eid, x in experiments for v in x.visits
-            if v.arm == ARM_SUSPECT and v.failed > 0 and v.reached is not None]  # fmt: skip
+    """The load the case's wrong answers were seen at: the least of :func:`seen_at` (the
+    evidence that saw it); else ``requested``."""
+    seen = seen_at(events, evidence)
     if not seen:
         return LoadReference(float(requested), ReferenceSource.REQUESTED)
     level, eid = min(seen)

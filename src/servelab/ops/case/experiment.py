@@ -51,7 +51,6 @@ from servelab.core.case.probe import ProbeTest, ProbeTestKind
 from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.revert import experiment_values
-from servelab.core.case.verdicts import experiments_of
 from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.record import KnobChangeRecord
@@ -270,7 +269,7 @@ async def run_case_test(
                 await _leave_as_found(op, arms)
             raise
         left = await _leave_as_found(op, arms)
-    reference = case_reference(experiments_of(case.events, case.evidence), cfg.test.concurrency)
+    reference = case_reference(case.events, case.evidence, cfg.test.concurrency)
     record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started,
                      reference)  # fmt: skip
     return _save(ledger, record)
