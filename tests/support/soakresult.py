@@ -14,7 +14,7 @@ from servelab.core.soak.evidence import (
     ProbeKind,
     Stall,
 )
-from servelab.core.soak.observe import Observation
+from servelab.core.soak.observation import Observation
 from servelab.core.soak.replay import Bisection, Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (
     Determinism,

@@ -23,14 +23,14 @@ from servelab.core.soak.evidence import (
     parse_metrics,
     parse_workers,
 )
-from servelab.core.soak.observe import (
+from servelab.core.soak.observation import (
     CorrectnessViolations,
     EngineProgress,
     FrontAnswers,
     RouterHealth,
     is_unknown,
-    observations,
 )
+from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, UndecidedReason, undecided

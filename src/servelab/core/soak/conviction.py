@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from servelab.core.soak.evidence import ProbeKind, ReplayPath
-from servelab.core.soak.observe import (
+from servelab.core.soak.observation import (
     CorrectnessViolations,
     EngineProgress,
     FrontAnswers,

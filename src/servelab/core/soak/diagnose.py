@@ -37,7 +37,7 @@ from servelab.core.soak.conviction import (
 )
 from servelab.core.soak.creep import creep_evidence, crept
 from servelab.core.soak.evidence import EngineActivity, ProbeKind, ReplayPath, SoakEvidence
-from servelab.core.soak.observe import (
+from servelab.core.soak.observation import (
     CorrectnessViolations,
     EngineProgress,
     FreshConnectionStalls,
@@ -53,8 +53,8 @@ from servelab.core.soak.observe import (
     SignatureFailures,
     Stalls,
     TransferFailures,
-    observations,
 )
+from servelab.core.soak.observe import observations
 from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import (
     FIRED,

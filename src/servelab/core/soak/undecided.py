@@ -14,15 +14,15 @@ from enum import StrEnum
 
 from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import SoakEvidence
-from servelab.core.soak.observe import (
+from servelab.core.soak.observation import (
     FreshConnectionStalls,
     MatrixCell,
     ReusedConnectionStalls,
     SignatureFailures,
     Stalls,
     is_unknown,
-    observations,
 )
+from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Payload, Reason
 from servelab.core.telemetry.rules import ServerView, assess, telemetry_observations
 from servelab.core.verify.coldstart import Start

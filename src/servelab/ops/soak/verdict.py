@@ -28,7 +28,8 @@ from servelab.core.soak.evidence import (
     SoakEvidence,
     Stall,
 )
-from servelab.core.soak.observe import Observation, observations
+from servelab.core.soak.observation import Observation
+from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Cell, Hop, Payload
 from servelab.core.soak.signatures import Failure, Signature, stall
 from servelab.core.soak.undecided import Undecided, undecided
