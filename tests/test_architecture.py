@@ -42,7 +42,6 @@ OVER_MAX = {
     "report/verify.py": 516,  # +5: the answer probes' check (report/probes.py), the probe's path;
     # +19: secret knob values masked in the text, results (SKIP)
     "sim/app.py": 492,
-    "core/soak/diagnose.py": 539,  # +2: answers wrong from the KV hand-off at its layer
     "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
     "ops/soak/soak.py": 583,  # the answer probes: ops/soak/answers.py
 }

@@ -117,7 +117,7 @@ def standing(
 
 
 class _Finding(Protocol):
-    """What the rule reads of a finding (:class:`servelab.core.soak.diagnose.Finding`)."""
+    """What the rule reads of a finding (:class:`servelab.core.soak.finding.Finding`)."""
 
     @property
     def layer(self) -> Layer: ...

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import SoakEvidence
+from servelab.core.soak.finding import Finding
 from servelab.core.soak.observation import (
     FreshConnectionStalls,
     MatrixCell,

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.creep import creep_evidence
-from servelab.core.soak.diagnose import Dropped, Finding, diagnosis
+from servelab.core.soak.diagnose import diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     Localization,
@@ -28,6 +28,7 @@ from servelab.core.soak.evidence import (
     SoakEvidence,
     Stall,
 )
+from servelab.core.soak.finding import Dropped, Finding
 from servelab.core.soak.observation import Observation
 from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Cell, Hop, Payload
