@@ -40,7 +40,6 @@ OVER_MAX = {
     "ops/case/case.py": 486,  # +3: restore refuses a masked (secret) value
     "report/verify.py": 516,  # +5: the answer probes' check (report/probes.py), the probe's path;
     # +19: secret knob values masked in the text, results (SKIP)
-    "sim/app.py": 492,
     "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
 }
 
