@@ -34,13 +34,8 @@ MAX_LINES = 450
 #: meaning (a split made only to pass the gate is worse than none).
 OVER_MAX = {
     "ops/case/bisect.py": 507,  # +3: a threshold test's runs judged on their answers too
-    "sim/scheduler.py": 485,
     "ops/case/case.py": 486,  # +3: restore refuses a masked (secret) value
-    "sim/app.py": 492,
-    "core/soak/observe.py": 532,
-    "core/soak/diagnose.py": 539,  # +2: answers wrong from the KV hand-off at its layer
     "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
-    "ops/soak/soak.py": 583,  # the answer probes: ops/soak/answers.py
 }
 
 

@@ -23,7 +23,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.export import LedgerExport
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.finding import Finding
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.layers import Layer
