@@ -120,7 +120,6 @@ def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path
                                  "evidence_id": None}, load  # fmt: skip
     assert load["reached"]["source"] == "engine_running_gauge", load
     assert load["reached"]["peak"] > 16 and "wrong answers" in doc["load_text"], load
-    print(doc["summary"], doc["load_text"], sep="\n")
     refused = run_cli("case", "resolve", case, "--root-cause", "the proxy", "--exonerate", target,
                       *led)  # fmt: skip
     assert refused.returncode == 2, refused.stderr

@@ -89,7 +89,6 @@ def test_a_test_below_the_load_is_not_shown(stack: LoadedSpec, tmp_path: Path) -
     doc = json.loads(done.stdout)
     suspect, revert = decode(ArmTally, doc["suspect"]), decode(ArmTally, doc["revert"])
     # the rule alone: both arms differ from the references alike, an exoneration
-    print(doc["summary"], doc["load_text"], sep="\n")
     assert decide(suspect, revert).outcome == EXONERATED, doc
     assert doc["outcome"] == "not_shown" and doc["decision"]["rule"] == "load_not_reached"
     load = doc["load"]
