@@ -113,10 +113,10 @@ def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path
     assert doc["outcome"] == "convicted", doc
     assert doc["suspect"]["failed"] > 0 and doc["revert"]["failed"] == 0
     assert doc["suspect"]["sessions"] == 21 and doc["left"] == "1"
-    # the load each visit reached on the decode, against the requested concurrency (the case
-    # recorded none); the suspect arm's wrong answers convict whatever it reached
+    # the load each visit reached on the decode, against half the requested concurrency (the
+    # case recorded none); the suspect arm's wrong answers convict whatever it reached
     load = doc["load"]
-    assert load["reference"] == {"level": 64, "source": "requested_concurrency",
+    assert load["reference"] == {"level": 32, "source": "requested_concurrency",
                                  "evidence_id": None}, load  # fmt: skip
     assert load["reached"]["source"] == "engine_running_gauge", load
     assert load["reached"]["peak"] > 16 and "wrong answers" in doc["load_text"], load

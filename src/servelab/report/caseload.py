@@ -38,8 +38,8 @@ def _reference(check: LoadCheck) -> str:
         case ReferenceSource.CASE:
             return f"the wrong answers were seen at {_n(ref.level)} (evidence #{ref.evidence_id})"
         case ReferenceSource.REQUESTED:
-            return (f"the case records no load of its wrong answers: the reference is the "
-                    f"requested concurrency, {_n(ref.level)}")  # fmt: skip
+            return (f"the case records no load of its wrong answers: the reference is half "
+                    f"the requested concurrency, {_n(ref.level)}")  # fmt: skip
         case _:
             assert_never(ref.source)
 

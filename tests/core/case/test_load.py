@@ -97,8 +97,8 @@ def test_the_reference_is_the_least_load_wrong_answers_were_seen_at() -> None:
     assert case_reference([x_event], [], 64).source is ReferenceSource.REQUESTED  # no evidence row
     none_seen = ExperimentRecord(visits=(_visit(ARM_SUSPECT, 0, _reached(64)),))
     rows = _rows(3, 30, ExperimentRecord.KIND, none_seen)
-    assert case_reference([rows[0]], [rows[1]], 64) == LoadReference(64, ReferenceSource.REQUESTED)
-    assert case_reference([], [], 32) == LoadReference(32, ReferenceSource.REQUESTED)
+    assert case_reference([rows[0]], [rows[1]], 64) == LoadReference(32, ReferenceSource.REQUESTED)
+    assert case_reference([], [], 32) == LoadReference(16, ReferenceSource.REQUESTED)
 
 
 @pytest.mark.parametrize(

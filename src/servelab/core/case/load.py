@@ -21,8 +21,11 @@ median of their medians.
 **The reference** (:class:`LoadReference`) is the load the wrong answers were seen at: the
 smallest reached peak of a visit recorded on the case that saw a wrong answer with the suspect in
 place — an earlier answers test's suspect arm, a ``case bisect --test answers`` probe's bad arm
-(:attr:`ReferenceSource.CASE`, :func:`seen_at`); with none, the test's requested concurrency
-(:attr:`ReferenceSource.REQUESTED`).
+(:attr:`ReferenceSource.CASE`, :func:`seen_at`); with none, :data:`REQUESTED_SHARE` of the
+test's requested concurrency (:attr:`ReferenceSource.REQUESTED`): a PD decode runs fewer requests
+than the client keeps in flight (the rest are in the prefill or the hand-off; 42–51 of 64 on the
+simulated pair), so the whole concurrency is out of reach, while a starved client is far below
+half of it.
 
 **The rule** (:func:`guard`): a test whose suspect arm saw a wrong answer and convicted stands;
 otherwise, when the suspect arm's reached peak is below the reference (or unknown), its outcome is
@@ -58,6 +61,7 @@ from servelab.core.ledger.codec import decode
 from servelab.core.load.records import RequestRecord
 
 __all__ = [
+    "REQUESTED_SHARE",
     "RULE_LOAD_NOT_REACHED",
     "arm_load",
     "case_reference",
@@ -67,6 +71,10 @@ __all__ = [
     "guard",
     "seen_at",
 ]
+
+#: The share of the requested concurrency the decode must reach when the case records no load of
+#: its wrong answers (see the module's docstring).
+REQUESTED_SHARE = 0.5
 
 #: Why a test's outcome is "not shown" (wording in :mod:`servelab.report.case`).
 RULE_LOAD_NOT_REACHED = "load_not_reached"
@@ -140,10 +148,10 @@ def case_reference(
     events: Sequence[CaseEvent], evidence: Sequence[CaseEvidence], requested: int
 ) -> LoadReference:
     """The load the case's wrong answers were seen at: the least of :func:`seen_at` (the
-    evidence that saw it); else ``requested``."""
+    evidence that saw it); else :data:`REQUESTED_SHARE` of ``requested``."""
     seen = seen_at(events, evidence)
     if not seen:
-        return LoadReference(float(requested), ReferenceSource.REQUESTED)
+        return LoadReference(requested * REQUESTED_SHARE, ReferenceSource.REQUESTED)
     level, eid = min(seen)
     return LoadReference(level, ReferenceSource.CASE, eid)
 
