@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -237,15 +236,15 @@ def _generic_spec(tmp_path: Path, port: int, start: str, **extra: str) -> Path:
     return spec
 
 
-def test_up_on_a_port_clash_prints_its_json_failure(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+async def test_up_on_a_port_clash_prints_its_json_failure(tmp_path: Path) -> None:
+    """The port's holder answers, not ready (a listener that never answered held the pre-flight's
+    readiness probe for its whole 5 s timeout)."""
+    async with served(_answering(503, "busy", "text/plain")) as url:
+        port = int(url.rsplit(":", 1)[1])
         _generic_spec(tmp_path, port, "true")
-        result = _run("up", "--json", "--ledger", "l.db", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
-    doc = _failure_doc(result.stdout)
+        code, out, err = await _arun("up", "--json", "--ledger", "l.db", cwd=tmp_path)
+    assert code == 1, err
+    doc = _failure_doc(out)
     assert doc["command"] == "up" and doc["exit_code"] == 1
     assert str(port) in doc["error"]
 
