@@ -27,7 +27,7 @@ from servelab.core.case.verdicts import (
 )
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.conviction import Exoneration, Standing
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.finding import Finding
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.replay import Hop
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
