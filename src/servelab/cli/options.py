@@ -35,7 +35,6 @@ from servelab.core.options import (
     ENDPOINTS,
     MAX_SESSIONS,
     parse_concurrency,
-    parse_count,
     parse_directory,
     parse_endpoint,
     parse_header,
@@ -44,6 +43,7 @@ from servelab.core.options import (
     parse_positive,
     parse_positive_seconds,
     parse_rate,
+    parse_requests,
     parse_seconds,
     parse_seed,
     parse_sessions,
@@ -51,6 +51,7 @@ from servelab.core.options import (
     parse_speedup,
     parse_trace_window,
     parse_url,
+    parse_warmup,
 )
 from servelab.errors import OptionError
 
@@ -118,7 +119,7 @@ CONCURRENCY = SharedOption(
     help="Concurrency levels, comma-separated: 64,80,96 runs a sweep.", default="1",
 )  # fmt: skip
 REQUESTS = SharedOption(
-    "--requests", "requests", Parsed("N", parse_positive),
+    "--requests", "requests", Parsed("N", parse_requests),
     help="Measured requests per run (warm-up excluded).", default="100",
 )  # fmt: skip
 REPEAT = SharedOption(
@@ -127,7 +128,7 @@ REPEAT = SharedOption(
     "needs ≥ 2.", default="1",
 )  # fmt: skip
 WARMUP = SharedOption(
-    "--warmup", "warmup", Parsed("N", parse_count),
+    "--warmup", "warmup", Parsed("N", parse_warmup),
     help="Warm-up requests per concurrency level, before its runs, not measured.", default="0",
 )  # fmt: skip
 RAMP = SharedOption(

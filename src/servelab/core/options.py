@@ -16,7 +16,7 @@ from servelab.core.load.lengths import MAX_TOKENS, longest
 from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import TraceWindow
-from servelab.core.load.workload import LengthDist
+from servelab.core.load.workload import MAX_REQUESTS, LengthDist
 from servelab.errors import OptionError
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "parse_positive_minutes",
     "parse_positive_seconds",
     "parse_rate",
+    "parse_requests",
     "parse_seconds",
     "parse_seed",
     "parse_sessions",
@@ -50,6 +51,7 @@ __all__ = [
     "parse_speedup",
     "parse_trace_window",
     "parse_url",
+    "parse_warmup",
 ]
 
 #: The form ``ab --knob`` takes.
@@ -92,6 +94,16 @@ def parse_seed(text: str) -> int:
 def parse_positive(text: str) -> int:
     """A whole number ≥ 1 (requests, runs, client processes, a case id)."""
     return _whole(text, "a whole number ≥ 1", low=1)
+
+
+def parse_requests(text: str) -> int:
+    """A run's requests: 1 to :data:`~servelab.core.load.workload.MAX_REQUESTS`."""
+    return _whole(text, f"a whole number from 1 to {MAX_REQUESTS:,}", low=1, high=MAX_REQUESTS)
+
+
+def parse_warmup(text: str) -> int:
+    """A level's warm-up requests: 0 to :data:`~servelab.core.load.workload.MAX_REQUESTS`."""
+    return _whole(text, f"a whole number from 0 to {MAX_REQUESTS:,}", low=0, high=MAX_REQUESTS)
 
 
 def parse_count(text: str) -> int:

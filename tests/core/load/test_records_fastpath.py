@@ -11,6 +11,8 @@ import pytest
 
 from servelab.core.ledger.codec import encode
 from servelab.core.load.records import (
+    REASON_ABORTED,
+    REASON_EMPTY,
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
     REASON_TRUNCATED,
@@ -51,6 +53,8 @@ def _oracle_event(record: RequestRecord, state: dict[str, Any], event: Event) ->
         return
     choices = chunk.get("choices") or []
     tokens = sum(1 for c in choices if isinstance(c, dict) and _content(c))
+    if any(isinstance(c, dict) and c.get("finish_reason") == "abort" for c in choices):
+        record.fail(REASON_ABORTED, 'a choice ended with finish_reason "abort"')
     usage = chunk.get("usage")
     if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
         completion = usage["completion_tokens"]
@@ -80,6 +84,8 @@ def _oracle(reads: list[tuple[int, bytes]], end_ns: int) -> RequestRecord:
     record.end_ns = end_ns
     if not state["done"]:
         record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")
+    if not any(record.event_tokens):
+        record.fail(REASON_EMPTY, "no token streamed")
     if not record.tokens_from_usage:
         record.output_tokens = sum(record.event_tokens)
     return record

@@ -28,7 +28,7 @@ from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
-from servelab.core.load.workload import LengthDist
+from servelab.core.load.workload import MAX_REQUESTS, LengthDist
 from servelab.core.redaction import StoredHeaders, StoredUrl
 from servelab.core.stats import Interval, Summary
 from servelab.core.telemetry.rules import TelemetryEvidence
@@ -121,6 +121,8 @@ class BenchConfig:
             raise ValueError("concurrency values must be positive")
         if self.requests < 1 or self.repeat < 1 or self.warmup < 0:
             raise ValueError("requests and repeat must be ≥ 1, warmup ≥ 0")
+        if max(self.requests, self.warmup) > MAX_REQUESTS:
+            raise ValueError(f"at most {MAX_REQUESTS:,} requests a run (and a warm-up)")
         if self.rate is not None and self.rate <= 0:
             raise ValueError("rate must be positive")
         if self.workers < 1:

@@ -20,8 +20,10 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event, SSEDecoder
 
 __all__ = [
+    "REASON_ABORTED",
     "REASON_CONNECTION",
     "REASON_DEADLINE",
+    "REASON_EMPTY",
     "REASON_IDLE",
     "REASON_INTERRUPTED",
     "REASON_MALFORMED",
@@ -48,6 +50,11 @@ class FailReason(StrEnum):
     CONNECTION = "connection error"
     SERVER_ERROR = "error in stream"
     INTERRUPTED = "interrupted"
+    #: The stream ended well but carried no output token (no content, text, reasoning or
+    #: tool-call fragment): an engine that answers nothing did not answer.
+    EMPTY = "empty answer"
+    #: A choice ended with ``finish_reason: "abort"`` (SGLang's and vLLM's aborted request).
+    ABORTED = "aborted"
 
 
 REASON_MALFORMED = FailReason.MALFORMED
@@ -57,6 +64,8 @@ REASON_DEADLINE = FailReason.DEADLINE
 REASON_CONNECTION = FailReason.CONNECTION
 REASON_SERVER_ERROR = FailReason.SERVER_ERROR
 REASON_INTERRUPTED = FailReason.INTERRUPTED
+REASON_EMPTY = FailReason.EMPTY
+REASON_ABORTED = FailReason.ABORTED
 _DETAIL_MAX = 300
 
 
@@ -218,6 +227,8 @@ class StreamAccumulator:
         for c in choices:
             if isinstance(c, dict) and _content_of(c):
                 tokens += 1
+            if isinstance(c, dict) and c.get("finish_reason") == "abort":
+                self.record.fail(REASON_ABORTED, 'a choice ended with finish_reason "abort"')
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             completion = usage["completion_tokens"]
@@ -246,6 +257,8 @@ class StreamAccumulator:
         record.end_ns = t_ns
         if not self._done:
             record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")
+        if not any(record.event_tokens):  # usage counts alone are not an answer
+            record.fail(REASON_EMPTY, "no token streamed")
         if not record.tokens_from_usage:
             record.output_tokens = sum(record.event_tokens)
         return record

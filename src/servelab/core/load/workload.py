@@ -10,18 +10,20 @@ Open-loop schedules are offsets in ns from one t0; a closed loop has no precompu
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from servelab.core.load.metrics import e2e_ns
 from servelab.core.load.records import RequestRecord
 
 __all__ = [
+    "MAX_REQUESTS",
     "WORDS",
     "LengthDist",
     "RequestSpec",
     "closed_loop_ramp_ns",
     "generate_requests",
+    "iter_requests",
     "make_prompt",
     "poisson_offsets_ns",
 ]
@@ -296,6 +298,11 @@ def make_prompt(n_words: int, rng: random.Random) -> str:
     return " ".join(rng.choices(WORDS, k=n_words))
 
 
+#: The most requests one run (or one warm-up) sends: its requests are generated before it
+#: starts (about 2.5 KB each at the default lengths: ~250 MB and a few seconds at this bound).
+MAX_REQUESTS = 100_000
+
+
 def generate_requests(
     n: int,
     *,
@@ -307,20 +314,40 @@ def generate_requests(
 ) -> list[RequestSpec]:
     """``n`` requests; with ``shared_prefix_len`` each prompt starts with one of ``n_prefixes``
     shared prefixes of that many words (counted inside the input length)."""
+    return list(
+        iter_requests(
+            n,
+            input_len=input_len,
+            output_len=output_len,
+            seed=seed,
+            shared_prefix_len=shared_prefix_len,
+            n_prefixes=n_prefixes,
+        )
+    )
+
+
+def iter_requests(
+    n: int,
+    *,
+    input_len: LengthDist,
+    output_len: LengthDist,
+    seed: int,
+    shared_prefix_len: int = 0,
+    n_prefixes: int = 1,
+) -> Iterator[RequestSpec]:
+    """:func:`generate_requests`'s requests one at a time, in order (the same ones)."""
     if n < 0 or shared_prefix_len < 0 or n_prefixes < 1:
         raise ValueError(
             "n, shared_prefix_len and n_prefixes must be non-negative (n_prefixes ≥ 1)"
         )
     rng = random.Random(seed)
     prefixes = [make_prompt(shared_prefix_len, rng) for _ in range(n_prefixes)]
-    specs = []
     for i in range(n):
         total = input_len.sample(rng)
         out = output_len.sample(rng)
         own = make_prompt(max(total - shared_prefix_len, 1), rng)
         prompt = f"{prefixes[i % n_prefixes]} {own}" if shared_prefix_len else own
-        specs.append(RequestSpec(i, prompt, len(prompt.split()), out))
-    return specs
+        yield RequestSpec(i, prompt, len(prompt.split()), out)
 
 
 def poisson_offsets_ns(n: int, rate: float, *, seed: int) -> list[int]:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import cast
 
+from servelab.core.load.liveness import DataLines
 from servelab.core.load.records import REASON_CONNECTION, REASON_TRUNCATED, http_reason
 from servelab.errors import ProtocolError
 from servelab.io.http.h1 import ResponseParser
@@ -35,6 +36,14 @@ class IdleWatch:
         self.scope: asyncio.Timeout | None = None
 
 
+def _data_lines(parser: ResponseParser) -> DataLines | None:
+    """An event stream's line state (its ``data:`` lines alone keep it alive); None: any other
+    answer, whose every byte counts."""
+    ok = parser.status is not None and parser.status < 300
+    stream = "text/event-stream" in parser.headers.get("content-type", "").lower()
+    return DataLines() if ok and stream else None
+
+
 class Connection(asyncio.Protocol):
     """One HTTP/1.1 connection: one exchange at a time, its reads stamped as they arrive."""
 
@@ -48,6 +57,7 @@ class Connection(asyncio.Protocol):
         self._watch: IdleWatch | None = None
         self._done: asyncio.Future[None] | None = None
         self._then: Callable[[Connection, int], None] | None = None
+        self._lines: DataLines | None = None  # an event stream's lines: what the idle watch counts
 
     # ------------------------------------------------------------------- asyncio callbacks
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -62,7 +72,6 @@ class Connection(asyncio.Protocol):
         if got is None or watch is None:
             self._close()  # bytes nobody asked for: this connection cannot be trusted
             return
-        watch.last_ns = now
         parser = self.parser
         had_head = parser.head_done
         try:
@@ -71,15 +80,21 @@ class Connection(asyncio.Protocol):
             self._fail(exc)
             return
         if not parser.head_done:
+            watch.last_ns = now  # the head's bytes count
             return
         record = got.record
         if not had_head:
+            watch.last_ns = now
             record.first_byte_ns, record.status = now, parser.status
             got.headers = dict(parser.headers)
+            self._lines = _data_lines(parser)
         if record.status is not None and record.status >= 300:
+            watch.last_ns = now
             self._error_body(got, body)
         elif body:
             got.chunks.append((now, body))
+            if self._lines is None or self._lines.feed(body):
+                watch.last_ns = now  # an event stream's comments and blank lines do not count
         if parser.done:
             record.end_ns = end = perf_counter_ns()
             then = self._then

@@ -35,10 +35,11 @@ decoding competes with reading). Why this transport, and what it was measured ag
 
 Every stream failure is written into the record, never raised: HTTP status (+ truncated body),
 malformed or truncated stream, idle timeout, run deadline, connection error. The idle timeout (no
-byte for ``idle_timeout_s``, response head included) is one watchdog task per client scanning the
-in-flight streams' last-read stamps, so a read costs no timer re-arm; it expires the stream's own
-``asyncio.timeout_at`` scope (the one that also enforces the run deadline). Only cancellation
-(Ctrl-C) propagates, after marking the record.
+byte of the head, then no byte of an event stream's ``data:`` lines, for ``idle_timeout_s``: an
+engine sending only ``: keepalive`` comments is idle; :mod:`servelab.core.load.liveness`) is one
+watchdog task per client scanning the in-flight streams' last-read stamps, so a read costs no
+timer re-arm; it expires the stream's own ``asyncio.timeout_at`` scope (the one that also enforces
+the run deadline). Only cancellation (Ctrl-C) propagates, after marking the record.
 """
 
 from __future__ import annotations
@@ -108,6 +109,14 @@ class Chain:
     def take(self) -> Outgoing | None:
         """The request already written for this user, if one is (its send adopts it)."""
         return None if self.started is None else self.started.out
+
+
+def _idle_detail(record: RequestRecord) -> str:
+    """Why the idle timeout fired: no byte at all, or (an event stream's comments, blank lines
+    and other fields do not count) no data."""
+    if record.first_byte_ns is None:
+        return "no bytes from the server within the idle timeout"
+    return "no data line from the server within the idle timeout (comments do not count)"
 
 
 class StreamClient:
@@ -241,7 +250,7 @@ class StreamClient:
                     await self._exchange(out.request, got, watch, chain, started)
         except TimeoutError:
             if watch.idle:
-                record.fail(REASON_IDLE, "no bytes from the server within the idle timeout")
+                record.fail(REASON_IDLE, _idle_detail(record))
             else:
                 record.fail(REASON_DEADLINE, "the run deadline passed mid-request")
         except asyncio.CancelledError:

@@ -56,7 +56,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.tracefile import scan_trace
 from servelab.ops.answers.probing import ProbePlan, plan_probes, read_probe_answers
 from servelab.ops.answers.references import take_references
-from servelab.ops.bench.jobs import Job, jobs_for
+from servelab.ops.bench.jobs import Job, build_jobs
 from servelab.ops.bench.load import slot_starts_ns
 from servelab.ops.bench.part import Part, PartResult, merge, run_part, split
 from servelab.ops.bench.replay import ReplayPlan, replay_of
@@ -192,11 +192,13 @@ class _Bench:
             run.traces = await self.traces.collect(run.records, anchor)
         return run
 
-    def _jobs(self, n: int, seed: int) -> list[Job]:
+    async def _jobs(self, n: int, seed: int) -> list[Job]:
+        """The run's jobs, built with the stop event watched (a large run takes seconds)."""
         c = self.config
-        return jobs_for(
+        return await build_jobs(
             n,
             seed,
+            self.stop,
             input_len=c.input_len,
             output_len=c.output_len,
             shared_prefix_len=c.shared_prefix_len,
@@ -212,7 +214,7 @@ class _Bench:
         return shared_t0() if isinstance(driver, _Spread) else None
 
     async def _warmup(self, driver: _Driver, concurrency: int) -> None:
-        jobs = self._jobs(self.config.warmup, self.config.seed + 999_983)
+        jobs = await self._jobs(self.config.warmup, self.config.seed + 999_983)
         self.progress(BenchProgress("warmup", concurrency, 0, 0, len(jobs)))
         starts = tuple(slot_starts_ns(max(min(concurrency, len(jobs)), 1), 0))
         part = Part(
@@ -274,7 +276,7 @@ class _Bench:
         finished = 0
 
         seed = config.seed + 1000 * k + concurrency
-        jobs = [] if config.trace is not None else self._jobs(total, seed)
+        jobs = [] if config.trace is not None else await self._jobs(total, seed)
         probes = self._probes(total, concurrency, k)
         sent = total  # the requests progress counts: the load's and the probes'
         if probes is not None:

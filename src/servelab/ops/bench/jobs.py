@@ -4,12 +4,16 @@ The loops that send them are :mod:`servelab.ops.bench.load`."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
-from servelab.core.load.workload import LengthDist, generate_requests
+from servelab.core.load.workload import LengthDist, generate_requests, iter_requests
 from servelab.io.http.client import chat_body, completion_body
 
-__all__ = ["Job", "jobs_for"]
+__all__ = ["BUILD_BATCH", "Job", "build_jobs", "jobs_for"]
+
+#: How many jobs :func:`build_jobs` builds between two looks at its stop event (~20 ms).
+BUILD_BATCH = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +51,32 @@ def jobs_for(
         Job(s.index, s.input_len, make(model, s.prompt, s.output_len, ignore_eos=ignore_eos))
         for s in specs
     ]
+
+
+async def build_jobs(
+    n: int,
+    seed: int,
+    stop: asyncio.Event | None,
+    *,
+    input_len: LengthDist,
+    output_len: LengthDist,
+    shared_prefix_len: int,
+    model: str,
+    endpoint: str,
+    ignore_eos: bool,
+) -> list[Job]:
+    """:func:`jobs_for`'s jobs, built on a running loop: it yields every :data:`BUILD_BATCH`
+    jobs, so a stop signal is acted on while a large run is prepared; once ``stop`` is set it
+    returns the jobs built so far (the run then stops before sending any)."""
+    make = chat_body if "chat" in endpoint else completion_body
+    specs = iter_requests(n, input_len=input_len, output_len=output_len, seed=seed,
+                          shared_prefix_len=shared_prefix_len)  # fmt: skip
+    jobs: list[Job] = []
+    for s in specs:
+        if len(jobs) % BUILD_BATCH == 0 and len(jobs):
+            await asyncio.sleep(0)
+            if stop is not None and stop.is_set():
+                break
+        jobs.append(Job(s.index, s.input_len, make(model, s.prompt, s.output_len,
+                                                   ignore_eos=ignore_eos)))  # fmt: skip
+    return jobs
