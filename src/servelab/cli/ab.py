@@ -287,7 +287,8 @@ def ab_command(
         raise click.UsageError(f"--metric {metric} needs --slo")
     if AbMetric(metric) == AbMetric.CAPACITY and trace.plan is not None:
         raise click.UsageError("--metric capacity searches generated load: not with --trace")
-    check_lengths(workload, check_trace(trace.plan, load), None)  # no server asked: the cap
+    check_lengths(workload, check_trace(trace.plan, load), None,  # no server asked: the cap
+                  max(load.requests, load.warmup))  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip

@@ -64,7 +64,7 @@ from servelab.core.bench.contract import (
 )
 from servelab.core.bench.summary import result_so_far
 from servelab.core.load.capacity import CapacityStop
-from servelab.core.load.lengths import longest, over_context
+from servelab.core.load.lengths import longest, over_context, over_run
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan, TraceWindow, check_replay
@@ -225,10 +225,14 @@ def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
 
 
 def check_lengths(
-    workload: WorkloadOptions, scan: TraceScan | None, context_length: int | None
+    workload: WorkloadOptions,
+    scan: TraceScan | None,
+    context_length: int | None,
+    requests: int = 0,
 ) -> None:
     """Before any prompt is built: the longest request (prompt and output tokens) fits the
-    model's context (the cap when the server does not say it), exit 2 naming what is too long
+    model's context (the cap when the server does not say it), and a run of ``requests`` (the
+    larger of a run's and a warm-up's) fits the run's bound, exit 2 naming what is too long
     (``core/load/lengths.py``)."""
     if scan is not None:
         why = over_context(scan.longest, context_length)
@@ -240,6 +244,9 @@ def check_lengths(
     why = over_context(tokens, context_length)
     if why is not None:
         raise OptionError(f"--input-len + --output-len reach {tokens:,} tokens a request, {why}")
+    why = over_run(requests, workload.input_len)
+    if why is not None:
+        raise OptionError(f"--requests {requests:,} of --input-len: {why}")
 
 
 def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:
@@ -351,7 +358,7 @@ def bench_command(
     with nullcontext() if loaded is None else where.exclusive(wait=wait, kind=Hold.MEASURE):
         # even with --model: an OpenAI server? (asked the way the load goes)
         listed = _check_models(url, dict(headers), _forward(path))
-        check_lengths(workload, scan, listed.context_length)
+        check_lengths(workload, scan, listed.context_length, max(load.requests, load.warmup))
         model = target.model or _listed_model(url, listed)
         config = bench_config(load, workload, url=url, model=model, label=label,
                               headers=headers, trace=trace, slo=slo)  # fmt: skip

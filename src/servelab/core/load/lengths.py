@@ -11,7 +11,9 @@ checked up front:
   ``GET /v1/models``, which SGLang and vLLM both list): prompt and output together must fit, as
   both engines refuse a request whose prompt and ``max_tokens`` pass it (SGLang's
   ``_validate_one_request``, vLLM's ``_validate_input``);
-- against :data:`UNKNOWN_CONTEXT_TOKENS` when the server does not say it.
+- against :data:`UNKNOWN_CONTEXT_TOKENS` when the server does not say it;
+- a run's prompts together (its requests, each built before it starts, at most
+  :data:`~servelab.core.load.workload.MAX_REQUESTS`) against :data:`MAX_RUN_WORDS`.
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from __future__ import annotations
 from servelab.core.load.workload import LengthDist
 
 __all__ = [
+    "MAX_RUN_WORDS",
     "MAX_TOKENS",
     "NORMAL_SIGMAS",
     "UNKNOWN_CONTEXT_TOKENS",
     "context_limit",
     "longest",
     "over_context",
+    "over_run",
 ]
 
 #: The most tokens one request may have (prompt and output), whatever the server: 16 Mi, past
@@ -33,6 +37,10 @@ MAX_TOKENS = 1 << 24
 #: The most tokens one request may have when the server does not say its context length: 1 Mi
 #: (a prompt of about 7 MB), past the context of the models PD deployments serve.
 UNKNOWN_CONTEXT_TOKENS = 1 << 20
+#: The most prompt words one run (or warm-up) builds before it starts, at its prompts' mean
+#: length: 25 M, about 500 MB of prompts and request bytes (100,000 requests of 128 words, the
+#: most a run sends, peak at 330 MB in all).
+MAX_RUN_WORDS = 25_000_000
 #: A normal length distribution's largest draw, counted at its mean plus this many σ.
 NORMAL_SIGMAS = 6
 
@@ -64,3 +72,13 @@ def over_context(tokens: int, context_length: int | None) -> str | None:
         return (f"over {limit:,} tokens, the cap when the server does not list its context "
                 "length (max_model_len in /v1/models)")  # fmt: skip
     return f"over the model's context length of {limit:,} tokens (max_model_len in /v1/models)"
+
+
+def over_run(requests: int, input_len: LengthDist) -> str | None:
+    """Why a run of ``requests`` prompts drawn from ``input_len`` is refused before it is built
+    (None: it fits :data:`MAX_RUN_WORDS`)."""
+    words = requests * max(input_len.value, input_len.minimum)
+    if words <= MAX_RUN_WORDS:
+        return None
+    return (f"{words:,.0f} prompt words built before the run starts, over {MAX_RUN_WORDS:,}: "
+            "fewer requests a run (and more --repeat), or shorter prompts")  # fmt: skip
