@@ -225,28 +225,21 @@ def check_trace(plan: TracePlan | None, load: LoadOptions) -> TraceScan | None:
 
 
 def check_lengths(
-    workload: WorkloadOptions,
-    scan: TraceScan | None,
-    context_length: int | None,
-    requests: int = 0,
+    workload: WorkloadOptions, scan: TraceScan | None, context_length: int | None, runs: int = 0
 ) -> None:
-    """Before any prompt is built: the longest request (prompt and output tokens) fits the
-    model's context (the cap when the server does not say it), and a run of ``requests`` (the
-    larger of a run's and a warm-up's) fits the run's bound, exit 2 naming what is too long
-    (``core/load/lengths.py``)."""
+    """Before any prompt is built: the longest request fits the model's context (the cap when
+    the server does not say it) and a run of ``runs`` requests its bound, exit 2 naming what is
+    too long (``core/load/lengths.py``)."""
     if scan is not None:
-        why = over_context(scan.longest, context_length)
-        if why is not None:
+        if (why := over_context(scan.longest, context_length)) is not None:
             raise TraceError(f"line {scan.longest_line}: {scan.longest:,} tokens (input_length "
                              f"+ output_length), {why}")  # fmt: skip
         return
     tokens = longest(workload.input_len) + longest(workload.output_len)
-    why = over_context(tokens, context_length)
-    if why is not None:
+    if (why := over_context(tokens, context_length)) is not None:
         raise OptionError(f"--input-len + --output-len reach {tokens:,} tokens a request, {why}")
-    why = over_run(requests, workload.input_len)
-    if why is not None:
-        raise OptionError(f"--requests {requests:,} of --input-len: {why}")
+    if (why := over_run(runs, workload.input_len)) is not None:
+        raise OptionError(f"--requests {runs:,} of --input-len: {why}")
 
 
 def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path | None) -> int:

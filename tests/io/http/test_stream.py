@@ -59,9 +59,8 @@ async def test_at_most_concurrency_requests_in_flight(server: str) -> None:
 async def test_a_kept_alive_connection_the_server_closed_is_replaced() -> None:
     async def once(request: web.Request) -> web.Response:
         await request.read()
-        return web.Response(
-            text='data: {"choices":[]}\n\ndata: [DONE]\n\n', headers={"Connection": "keep-alive"}
-        )
+        token = 'data: {"choices":[{"index":0,"delta":{"content":"x"}}]}\n\n'
+        return web.Response(text=token + "data: [DONE]\n\n", headers={"Connection": "keep-alive"})
 
     app = web.Application(handler_args={"keepalive_timeout": 0.2})
     app.router.add_post("/once", once)
