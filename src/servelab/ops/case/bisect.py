@@ -2,14 +2,14 @@
 
 The changes come from two points of the ledger (:func:`servelab.ops.case.changes.find_changes`:
 ``now``, a time, ``verify:ID``, ``backup:PATH``), every declared knob whose value differs between
-them, or are listed. The search is ddmin (:mod:`servelab.core.case.bisect`); each probe is a controlled
-experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with some of the
-changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted and proven
-live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then tested:
-the case's failing soak replayed (``soak``, as ``case test`` replays it:
+them, or are listed. The search is ddmin (:mod:`servelab.core.case.bisect`); each probe is a
+controlled experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with some
+of the changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted and
+proven live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then
+tested: the case's failing soak replayed (``soak``, as ``case test`` replays it:
 :func:`servelab.ops.case.experiment.failing_workload`), or bench runs through the router against a
-threshold. The knob changes a visit makes are recorded, not under the case (the case's restore
-plan is made of its reverts alone).
+threshold. The knob changes a visit makes are recorded, not under the case (the case's restore plan
+is made of its reverts alone).
 
 Everything is recorded on the case as it happens: the bisection's start (event ``bisect``), each
 probe as it ends (event ``probe``, and evidence ``probe``), the guilty changes and the verdicts
