@@ -44,6 +44,7 @@ through is caught here by the key patterns.
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any
@@ -86,7 +87,19 @@ _FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>=|[ \t]+)(?P<v
 #: up to its closing quote).
 _KEYED = re.compile(
     r"""(?P<key>(?<![\w-])["']?[A-Za-z][\w.-]*["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
-    r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;{}\['"][^\n,;}]*)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
+)
+#: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
+#: ``, #cached-token: 0``, ``, token usage: 0.1``); else the separator is part of the value
+#: (``PASSWORD=ab,cd``, ``password=x;tail``) and it is masked to the end of the line.
+_NEXT_KEY = re.compile(
+    r"""[,;][ \t]*[#"']?(?:[A-Za-z][\w.-]*[ ]){0,2}[A-Za-z][\w.-]*["']?[ \t]*[:=]"""
+)
+#: A YAML block scalar (``api_key: |``, ``password: >-``): its more-indented lines are its value.
+_BLOCK = re.compile(
+    r"""(?m)^(?P<head>(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>["']?[A-Za-z][\w.-]*["']?)"""
+    r"""[ \t]*:[ \t]*)[|>][0-9+-]{0,2}[ \t]*(?:\#[^\n]*)?$"""
+    r"""(?:\n(?:[ \t]*(?=\n|\Z)|(?P=indent)[ \t]+[^\n]*))*"""
 )
 #: A quoted key inside an ordinary key's value (JSON on one line: ``"https://h/": {"auth": ...``).
 _QUOTED_KEYED = re.compile(
@@ -155,6 +168,28 @@ _HOOK = re.compile(r"(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/
 _USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,}@")
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
+#: A ``Basic`` credential (``Authorization: Basic dXNlcjpwdw==`` or the word alone before one):
+#: what follows is masked when it reads as base64 of ``user:password`` or is token-like
+#: (:func:`_credential_like`), so ``Basic auth is off`` stays.
+_BASIC = re.compile(
+    r"(?P<head>(?<![\w-])(?i:basic)[ \t]+)(?P<value>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=.-])"
+)
+#: A password glued to ``-p`` (``mysql -uroot -pSECRET``): masked after a client that reads it so
+#: (:data:`_P_CLIENTS`), else unless it reads as a port (``-p8080``, ``-p127.0.0.1:80:80``) or a
+#: word of lower-case letters (``-pthread``, ``-pix_fmt``) or a cluster of three letters (``-pR``).
+_GLUED_P = re.compile(r"(?P<head>(?<![\w-])-p)(?P<value>[^\s'\"]+)")
+#: How far before a ``-p`` its client's name is looked for (a bound on hostile lines).
+_CLIENT_REACH = 256
+_P_CLIENTS = re.compile(r"(?<![\w-])(?:mysql\w*|mariadb\w*|sshpass|mysqlsh)(?![\w-])")
+_NOT_A_PASSWORD = re.compile(r"[\d.:/-]+(?:/(?:tcp|udp|sctp))?|[a-z_-]+|[A-Za-z]{1,3}")
+#: ``user:password`` after ``-u``/``--user`` (curl, wget) or ``--proxy-user``/``-U``, and
+#: OpenSSL's ``pass:PASSWORD``: the password is masked, the user stays; ``-u 1000:1000`` (a
+#: uid:gid) and ``-u http://...`` are not credentials.
+_USER_PASS = re.compile(
+    r"""(?P<head>(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?["']?"""
+    r"""(?P<user>[^\s:'"/@]*):)(?P<value>(?!//)[^\s'"]+)"""
+    r"""|(?P<pass>(?<![\w-])pass:)(?P<word>[^\s'"]+)"""
+)
 #: A URL's query parameter (``?token=...``, ``&api_key=...``).
 _QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
@@ -235,9 +270,89 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
     text = _SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
+    text = _BASIC.sub(_basic, text)
     text = _QUERY.sub(_query, text)
+    text = _GLUED_P.sub(_glued_p, text)
+    text = _USER_PASS.sub(_user_pass, text)
     text = _FLAG.sub(_flag, text)
-    return _KEYED.sub(_keyed, text)
+    text = _BLOCK.sub(_block, text)
+    return _keyed_values(text)
+
+
+def _credential_like(value: str) -> bool:
+    """Whether the word after ``Basic`` is a credential: base64 of ``user:password``, or a
+    token (12 characters or more with a digit or ``+/=``), not a word (``auth``)."""
+    try:
+        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+    except ValueError:
+        decoded = b""
+    return b":" in decoded or (len(value) >= 12 and bool(re.search(r"[\d+/=]", value)))
+
+
+def _basic(match: re.Match[str]) -> str:
+    if not _credential_like(match.group("value")):
+        return match.group(0)
+    return f"{match.group('head')}{REDACTED}"
+
+
+def _glued_p(match: re.Match[str]) -> str:
+    text, start = match.string, match.start()
+    since = max(0, start - _CLIENT_REACH)
+    line = text[max(since, text.rfind("\n", since, start) + 1) : start]
+    if _P_CLIENTS.search(line) is None and _NOT_A_PASSWORD.fullmatch(match.group("value")):
+        return match.group(0)
+    return f"{match.group('head')}{REDACTED}"
+
+
+def _user_pass(match: re.Match[str]) -> str:
+    if match.group("pass") is not None:
+        return f"{match.group('pass')}{REDACTED}"
+    if (match.group("user") or "x").isdigit() and match.group("value").isdigit():
+        return match.group(0)  # a uid:gid
+    return f"{match.group('head')}{REDACTED}"
+
+
+def _block(match: re.Match[str]) -> str:
+    """A secret key's block scalar masked: its lines indented past the key's column."""
+    if not is_secret_name(match.group("key")):
+        return match.group(0)
+    column = match.start("key") - match.start()
+    lines = match.group(0).split("\n")
+    kept = 1
+    while kept < len(lines) and (
+        not lines[kept].strip() or len(lines[kept]) - len(lines[kept].lstrip()) > column
+    ):
+        kept += 1
+    return "\n".join([f"{match.group('head')}{REDACTED}", *lines[kept:]])
+
+
+def _keyed_values(text: str) -> str:
+    """:data:`_KEYED`'s substitution, where a secret's unquoted value runs on past a ``,`` or
+    ``;`` that no other key follows (:data:`_NEXT_KEY`) to the end of its line."""
+    out: list[str] = []
+    pos = 0
+    for match in _KEYED.finditer(text):
+        if match.start() < pos:
+            continue
+        out.append(text[pos : match.start()])
+        out.append(_keyed(match))
+        pos = match.end()
+        if is_secret_name(match.group("key")) and match.group("value")[:1] not in "\"'":
+            pos = _value_end(text, pos)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_VALUE_STOP = re.compile(r"[\n,;}]")
+
+
+def _value_end(text: str, pos: int) -> int:
+    """Where an unquoted value that stopped at ``pos`` ends: past each ``,``/``;`` no key
+    follows, up to the end of the line or a ``}``."""
+    while pos < len(text) and text[pos] in ",;" and _NEXT_KEY.match(text, pos) is None:
+        stop = _VALUE_STOP.search(text, pos + 1)
+        pos = len(text) if stop is None else stop.start()
+    return pos
 
 
 #: The most characters of one value an error line quotes (a longer one is cut, ``…`` after it).
