@@ -44,12 +44,13 @@ through is caught here by the key patterns.
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any
 
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
+
+from servelab.core.credentials import mask_credentials
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -168,28 +169,6 @@ _HOOK = re.compile(r"(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/
 _USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,}@")
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
-#: A ``Basic`` credential (``Authorization: Basic dXNlcjpwdw==`` or the word alone before one):
-#: what follows is masked when it reads as base64 of ``user:password`` or is token-like
-#: (:func:`_credential_like`), so ``Basic auth is off`` stays.
-_BASIC = re.compile(
-    r"(?P<head>(?<![\w-])(?i:basic)[ \t]+)(?P<value>[A-Za-z0-9+/]{4,}={0,2})(?![\w+/=.-])"
-)
-#: A password glued to ``-p`` (``mysql -uroot -pSECRET``): masked after a client that reads it so
-#: (:data:`_P_CLIENTS`), else unless it reads as a port (``-p8080``, ``-p127.0.0.1:80:80``) or a
-#: word of lower-case letters (``-pthread``, ``-pix_fmt``) or a cluster of three letters (``-pR``).
-_GLUED_P = re.compile(r"(?P<head>(?<![\w-])-p)(?P<value>[^\s'\"]+)")
-#: How far before a ``-p`` its client's name is looked for (a bound on hostile lines).
-_CLIENT_REACH = 256
-_P_CLIENTS = re.compile(r"(?<![\w-])(?:mysql\w*|mariadb\w*|sshpass|mysqlsh)(?![\w-])")
-_NOT_A_PASSWORD = re.compile(r"[\d.:/-]+(?:/(?:tcp|udp|sctp))?|[a-z_-]+|[A-Za-z]{1,3}")
-#: ``user:password`` after ``-u``/``--user`` (curl, wget) or ``--proxy-user``/``-U``, and
-#: OpenSSL's ``pass:PASSWORD``: the password is masked, the user stays; ``-u 1000:1000`` (a
-#: uid:gid) and ``-u http://...`` are not credentials.
-_USER_PASS = re.compile(
-    r"""(?P<head>(?<![\w-])(?:-u|-U|--user|--proxy-user)(?:[ \t]+|=)?["']?"""
-    r"""(?P<user>[^\s:'"/@]*):)(?P<value>(?!//)[^\s'"]+)"""
-    r"""|(?P<pass>(?<![\w-])pass:)(?P<word>[^\s'"]+)"""
-)
 #: A URL's query parameter (``?token=...``, ``&api_key=...``).
 _QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
@@ -270,46 +249,11 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
     text = _SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
-    text = _BASIC.sub(_basic, text)
     text = _QUERY.sub(_query, text)
-    text = _GLUED_P.sub(_glued_p, text)
-    text = _USER_PASS.sub(_user_pass, text)
+    text = mask_credentials(text, REDACTED)
     text = _FLAG.sub(_flag, text)
     text = _BLOCK.sub(_block, text)
     return _keyed_values(text)
-
-
-def _credential_like(value: str) -> bool:
-    """Whether the word after ``Basic`` is a credential: base64 of ``user:password``, or a
-    token (12 characters or more with a digit or ``+/=``), not a word (``auth``)."""
-    try:
-        decoded = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
-    except ValueError:
-        decoded = b""
-    return b":" in decoded or (len(value) >= 12 and bool(re.search(r"[\d+/=]", value)))
-
-
-def _basic(match: re.Match[str]) -> str:
-    if not _credential_like(match.group("value")):
-        return match.group(0)
-    return f"{match.group('head')}{REDACTED}"
-
-
-def _glued_p(match: re.Match[str]) -> str:
-    text, start = match.string, match.start()
-    since = max(0, start - _CLIENT_REACH)
-    line = text[max(since, text.rfind("\n", since, start) + 1) : start]
-    if _P_CLIENTS.search(line) is None and _NOT_A_PASSWORD.fullmatch(match.group("value")):
-        return match.group(0)
-    return f"{match.group('head')}{REDACTED}"
-
-
-def _user_pass(match: re.Match[str]) -> str:
-    if match.group("pass") is not None:
-        return f"{match.group('pass')}{REDACTED}"
-    if (match.group("user") or "x").isdigit() and match.group("value").isdigit():
-        return match.group(0)  # a uid:gid
-    return f"{match.group('head')}{REDACTED}"
 
 
 def _block(match: re.Match[str]) -> str:
