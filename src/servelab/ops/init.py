@@ -110,6 +110,7 @@ class _Reading:
         )
         self.read += len(got.body)
         if got.error == oversize(ANSWER_BYTES):
+            self.read += ANSWER_BYTES  # read before it was given up
             self.gap(service, GapCode.ANSWER_TOO_LARGE, path)
             return None
         try:
