@@ -34,18 +34,8 @@ MAX_LINES = 450
 #: meaning (a split made only to pass the gate is worse than none).
 OVER_MAX = {
     "ops/case/bisect.py": 507,  # +3: a threshold test's runs judged on their answers too
-    "sim/scheduler.py": 485,
-    "cli/options.py": 483,
-    "core/verify/checks.py": 498,  # +9: the e2e layer's answer codes and data, the probe's path;
-    # +7: a secret-looking knob's values masked in three records
     "ops/case/case.py": 486,  # +3: restore refuses a masked (secret) value
-    "report/verify.py": 516,  # +5: the answer probes' check (report/probes.py), the probe's path;
-    # +19: secret knob values masked in the text, results (SKIP)
-    "sim/app.py": 492,
-    "core/soak/observe.py": 532,
-    "core/soak/diagnose.py": 539,  # +2: answers wrong from the KV hand-off at its layer
     "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
-    "ops/soak/soak.py": 583,  # the answer probes: ops/soak/answers.py
 }
 
 

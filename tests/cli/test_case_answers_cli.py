@@ -64,6 +64,8 @@ def _json(*args: str, code: int = 0) -> Any:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.solo  # as the case test below: a starved client keeps the decode under the bf16
+# keys' 16 running requests, the bad state seldom fails and the probes cannot be told apart
 def test_bisect_finds_the_change_that_alters_answers(stack: LoadedSpec, tmp_path: Path) -> None:
     ledger_file = tmp_path / "ledger.db"
     with Ledger.open(ledger_file) as ledger:
@@ -113,6 +115,13 @@ def test_case_test_convicts_a_knob_for_wrong_answers(stack: LoadedSpec, tmp_path
     assert doc["outcome"] == "convicted", doc
     assert doc["suspect"]["failed"] > 0 and doc["revert"]["failed"] == 0
     assert doc["suspect"]["sessions"] == 21 and doc["left"] == "1"
+    # the load each visit reached on the decode, against half the requested concurrency (the
+    # case recorded none); the suspect arm's wrong answers convict whatever it reached
+    load = doc["load"]
+    assert load["reference"] == {"level": 32, "source": "requested_concurrency",
+                                 "evidence_id": None}, load  # fmt: skip
+    assert load["reached"]["source"] == "engine_running_gauge", load
+    assert load["reached"]["peak"] > 16 and "wrong answers" in doc["load_text"], load
     refused = run_cli("case", "resolve", case, "--root-cause", "the proxy", "--exonerate", target,
                       *led)  # fmt: skip
     assert refused.returncode == 2, refused.stderr

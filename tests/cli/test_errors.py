@@ -8,7 +8,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -17,13 +16,12 @@ from typing import Any
 
 import click
 import pytest
-from aiohttp import web
 
 from servelab.cli import cli
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import load_spec
 from tests.support import REPO, free_port
-from tests.support.servers import served, streaming_app
+from tests.support.servers import answering_app, served, streaming_app
 
 #: Every command that reads a spec, with the arguments it needs to get that far.
 COMMANDS: dict[str, tuple[str, ...]] = {
@@ -237,15 +235,15 @@ def _generic_spec(tmp_path: Path, port: int, start: str, **extra: str) -> Path:
     return spec
 
 
-def test_up_on_a_port_clash_prints_its_json_failure(tmp_path: Path) -> None:
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
+async def test_up_on_a_port_clash_prints_its_json_failure(tmp_path: Path) -> None:
+    """The port's holder answers, not ready (a listener that never answered held the pre-flight's
+    readiness probe for its whole 5 s timeout)."""
+    async with served(answering_app(503, "busy", "text/plain")) as url:
+        port = int(url.rsplit(":", 1)[1])
         _generic_spec(tmp_path, port, "true")
-        result = _run("up", "--json", "--ledger", "l.db", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
-    doc = _failure_doc(result.stdout)
+        code, out, err = await _arun("up", "--json", "--ledger", "l.db", cwd=tmp_path)
+    assert code == 1, err
+    doc = _failure_doc(out)
     assert doc["command"] == "up" and doc["exit_code"] == 1
     assert str(port) in doc["error"]
 
@@ -312,15 +310,6 @@ def test_untrusted_readiness_bodies_print_as_text(tmp_path: Path) -> None:
 # -- bench --url: the model list first -------------------------------------------------------
 
 
-def _answering(status: int, body: str, content_type: str) -> web.Application:
-    async def answer(_request: web.Request) -> web.Response:
-        return web.Response(status=status, text=body, content_type=content_type)
-
-    app = web.Application()
-    app.router.add_route("*", "/{tail:.*}", answer)
-    return app
-
-
 HTML = "<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head><body>hi</body></html>"
 
 
@@ -336,7 +325,7 @@ HTML = "<!DOCTYPE html><html><head><title>Welcome to nginx!</title></head><body>
 async def test_bench_url_that_is_not_an_openai_server_is_one_line(
     status: int, body: str, content_type: str, words: list[str], tmp_path: Path
 ) -> None:
-    async with served(_answering(status, body, content_type)) as url:
+    async with served(answering_app(status, body, content_type)) as url:
         code, out, err = await _arun("bench", "--url", url, "--no-ledger", cwd=tmp_path)
     assert code == 1
     line = _one_line(err)

@@ -14,7 +14,7 @@ import pytest
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.proxyroute import ProxyPath, RouteSource, route
-from servelab.core.verify.checks import E2EProbe
+from servelab.core.verify.e2e import E2EProbe
 from servelab.ops.verify.e2e import E2EOptions, e2e_check
 from tests.support import run_cli
 from tests.support.forward import ForwardProxy, running_tinyproxy

@@ -8,6 +8,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -42,15 +43,24 @@ def _records(n: int, run: int) -> list[dict[str, object]]:
     return out
 
 
-@pytest.fixture
-def ledger_file(tmp_path: Path) -> Path:
-    path = tmp_path / "ledger.db"
+@pytest.fixture(scope="module")
+def _seeded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("seeded") / "ledger.db"
     with Ledger.open(path) as ledger:
         for run in range(RUNS):
             ledger.record_bench_run(label=f"r{run}", config={"run": run}, summary={"ok": 1},
                                     records=_records(PER_RUN, run))  # fmt: skip
         case = ledger.add(CaseRecord(id=0, at=NOW, title="hang", status="open"))
         ledger.add(CaseEvidence(at=NOW, case_id=case, kind="run", ref_id=1, note=None))
+    assert sorted(p.name for p in path.parent.iterdir()) == ["ledger.db"]  # no -wal left
+    return path
+
+
+@pytest.fixture
+def ledger_file(_seeded: Path, tmp_path: Path) -> Path:
+    """A test's own copy of the module's seeded ledger (tests prune and vacuum it)."""
+    path = tmp_path / "ledger.db"
+    shutil.copyfile(_seeded, path)
     return path
 
 

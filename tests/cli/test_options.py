@@ -20,13 +20,13 @@ from click.testing import CliRunner
 from servelab.cli import cli
 from servelab.cli.options import (
     SHARED_OPTIONS,
-    Default,
     LoadOptions,
     WorkloadOptions,
     load_options,
     no_ledger_option,
     workload_options,
 )
+from servelab.cli.sharedoption import Default
 from servelab.core.load.workload import LengthDist
 from tests.support import REPO
 

@@ -15,16 +15,10 @@ from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    E2EProbe,
-    HealthProbe,
-    KnobLive,
-    Layer,
-    RequestTiming,
-)
+from servelab.core.verify.checks import Check, CheckCode, KnobLive, Layer
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.e2e import E2EProbe, RequestTiming
+from servelab.core.verify.health import HealthProbe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.report.case import (

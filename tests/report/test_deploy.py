@@ -23,8 +23,9 @@ from servelab.core.deploy.steps import (
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.restart.contract import DeployReport, RestartReport
-from servelab.core.verify.checks import Check, CheckCode, HealthProbe, KnobLive, Layer
+from servelab.core.verify.checks import Check, CheckCode, KnobLive, Layer
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.health import HealthProbe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.report.deploy import _step_detail, render_restart, status_rows

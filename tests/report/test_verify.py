@@ -30,10 +30,8 @@ from servelab.core.verify.checks import (
     CheckCode,
     CheckData,
     CheckFailure,
-    E2EProbe,
     EnvFileFailure,
     EnvFileNoKnobs,
-    HealthProbe,
     KnobInFile,
     KnobLive,
     KnobLiveVsSpec,
@@ -41,14 +39,12 @@ from servelab.core.verify.checks import (
     LayerSkipped,
     LiveProcess,
     NoEnvFile,
-    RequestTiming,
     SkipReason,
-    StaleWorker,
-    WorkerListing,
-    WorkerReach,
 )
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.e2e import E2EProbe, RequestTiming, WorkerReach
+from servelab.core.verify.health import HealthProbe, StaleWorker, WorkerListing
 from servelab.core.verify.pair import (
     FieldRule,
     FieldVerdict,
@@ -59,13 +55,8 @@ from servelab.core.verify.pair import (
 from servelab.core.verify.record import StoredCheck, UntypedCheck, read_check, read_check_row
 from servelab.ops.verify.e2e import E2EOptions, _classify
 from servelab.report.deploy import render_restart, restart_json
-from servelab.report.verify import (
-    WORKER_NOTE,
-    check_detail,
-    render_verify,
-    verify_json,
-    with_details,
-)
+from servelab.report.health import WORKER_NOTE
+from servelab.report.verify import check_detail, render_verify, verify_json, with_details
 from tests.support import REPO
 
 C = CheckCode

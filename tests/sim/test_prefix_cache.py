@@ -11,10 +11,11 @@ import pytest
 from servelab.sim.engineargs import parse_worker_args
 from servelab.sim.limits import CachedTokens
 from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.prefillscheduler import PrefillScheduler
 from servelab.sim.prefixcache import PrefixCache, page_hashes
 from servelab.sim.profile import DEFAULT_PROFILE, prefill_chunk_s
 from servelab.sim.protocol import final_body, parse_request
-from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
+from servelab.sim.scheduler import DecodeScheduler, Sequence
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import plan_output
 

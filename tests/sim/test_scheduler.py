@@ -12,16 +12,9 @@ import pytest
 from servelab.sim.engineargs import parse_worker_args
 from servelab.sim.limits import Limits, resolve
 from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.prefillscheduler import PrefillJob, order_waiting, take_batch
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s
-from servelab.sim.scheduler import (
-    LAG_BUCKET_S,
-    DecodeScheduler,
-    PrefillJob,
-    Sequence,
-    _Lag,
-    order_waiting,
-    take_batch,
-)
+from servelab.sim.scheduler import LAG_BUCKET_S, DecodeScheduler, Sequence, StepLag
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import plan_output
 
@@ -70,7 +63,7 @@ async def test_knob_512_is_faster_at_c64_by_the_model_ratio() -> None:
 
 
 def test_the_lateness_histogram_counts_each_step_in_its_bucket() -> None:
-    lag = _Lag()
+    lag = StepLag()
     for late in (0.0, 0.00005, 0.00015, 0.00215, 5.0):
         lag.add(late)
     got = lag.as_json()

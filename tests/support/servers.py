@@ -18,7 +18,7 @@ from aiohttp import web
 
 from tests.support import free_port
 
-__all__ = ["MODEL", "SEEN", "Seen", "serve", "served", "streaming_app"]
+__all__ = ["MODEL", "SEEN", "Seen", "answering_app", "serve", "served", "streaming_app"]
 
 #: The model id ``streaming_app`` lists at ``/v1/models``.
 MODEL = "sim-model"
@@ -85,6 +85,17 @@ async def _models(_request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [{"id": MODEL, "object": "model"}]})
 
 
+def answering_app(status: int, body: str, content_type: str) -> web.Application:
+    """Every request, any method and path, answered ``status`` with ``body`` at once."""
+
+    async def answer(_request: web.Request) -> web.Response:
+        return web.Response(status=status, text=body, content_type=content_type)
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", answer)
+    return app
+
+
 def streaming_app(gap_s: float = 0.002) -> web.Application:
     """Chat streams at ``/v1/...``; faulty ones at ``/stall``, ``/fail``, ``/malformed``."""
     app = web.Application()
@@ -98,19 +109,20 @@ def streaming_app(gap_s: float = 0.002) -> web.Application:
     return app
 
 
-async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
-    """Start ``app`` on a free loopback port; return the runner and the base URL."""
+async def serve(app: web.Application, port: int | None = None) -> tuple[web.AppRunner, str]:
+    """Start ``app`` on loopback ``port`` (None: a free one); return the runner and the base
+    URL."""
     runner = web.AppRunner(app, handle_signals=False, shutdown_timeout=0.5)
     await runner.setup()
-    port = free_port()
+    port = free_port() if port is None else port
     await web.TCPSite(runner, "127.0.0.1", port).start()
     return runner, f"http://127.0.0.1:{port}"
 
 
 @contextlib.asynccontextmanager
-async def served(app: web.Application) -> AsyncIterator[str]:
+async def served(app: web.Application, port: int | None = None) -> AsyncIterator[str]:
     """:func:`serve` as a context manager: yields the base URL, cleans the runner up after."""
-    runner, url = await serve(app)
+    runner, url = await serve(app, port)
     try:
         yield url
     finally:

@@ -4,7 +4,6 @@ evidence (pure: no process, no network), for the tests of its storage and its wo
 from __future__ import annotations
 
 from servelab.core.soak.clock import Clock
-from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
@@ -14,7 +13,8 @@ from servelab.core.soak.evidence import (
     ProbeKind,
     Stall,
 )
-from servelab.core.soak.observe import Observation
+from servelab.core.soak.finding import Finding
+from servelab.core.soak.observation import Observation
 from servelab.core.soak.replay import Bisection, Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (
     Determinism,

@@ -26,10 +26,8 @@ from servelab.cli.common import (
 )
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
-    Default,
     LoadOptions,
     OutputOptions,
-    Parsed,
     TraceOptions,
     WorkloadOptions,
     allow_unread_option,
@@ -41,6 +39,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
 from servelab.core.ab.result import AbMetric, AbResult

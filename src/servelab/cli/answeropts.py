@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from servelab.cli.options import Decorator
+from servelab.cli.sharedoption import Decorator
 from servelab.core.answers.contract import AnswersConfig, AnswersMode
 
 __all__ = ["answer_probes_option", "answers_config", "answers_option"]

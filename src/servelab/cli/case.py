@@ -31,12 +31,11 @@ from servelab.cli.options import (
     REVERT_TO,
     SESSIONS,
     WARMUP,
-    Default,
-    Parsed,
     WorkloadOptions,
     wait_option,
     workload_options,
 )
+from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.answers.contract import AnswersConfig, AnswersUnchecked
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change

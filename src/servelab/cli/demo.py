@@ -36,7 +36,8 @@ from rich.text import Text
 
 from servelab.cli.boundary import console, run
 from servelab.cli.common import SpecAndLedger
-from servelab.cli.options import REPEAT, REQUESTS, Default
+from servelab.cli.options import REPEAT, REQUESTS
+from servelab.cli.sharedoption import Default
 from servelab.core.deploy.defaultspec import (
     BF16_KNOB,
     DEFAULT_KNOB,

@@ -32,12 +32,11 @@ from servelab.cli.options import (
     IDLE_TIMEOUT,
     REQUESTS,
     SESSIONS,
-    Default,
-    Parsed,
     WorkloadOptions,
     wait_option,
     workload_options,
 )
+from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.model import RestoreItem

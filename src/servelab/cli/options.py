@@ -7,7 +7,9 @@ each handed to the command as one frozen dataclass instead of loose keyword argu
     @workload_options()
     def ab_command(load: LoadOptions, workload: WorkloadOptions, ...) -> None: ...
 
-A command that needs another default passes a :class:`Default`; its help then ends with
+Each is a :class:`~servelab.cli.sharedoption.SharedOption` (:mod:`servelab.cli.sharedoption`
+says what one is). A command that needs another default passes a
+:class:`~servelab.cli.sharedoption.Default`; its help then ends with
 ``Default here: WHY.`` (click shows the value). ``tests/cli/test_options.py`` walks every command
 and checks that an option two commands share is declared, helped, defaulted and parsed alike.
 A parser's :class:`~servelab.errors.OptionError` becomes click's usage error naming the option
@@ -17,15 +19,15 @@ A parser's :class:`~servelab.errors.OptionError` becomes click's usage error nam
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 import click
-from click.types import ParamTypeInfoDict
 
 from servelab.cli.boundary import json_option
+from servelab.cli.sharedoption import Command, Decorator, Default, Parsed, SharedOption
 from servelab.core.ab.result import AbMetric
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist
@@ -80,11 +82,8 @@ __all__ = [
     "URL",
     "WARMUP",
     "WORKERS",
-    "Default",
     "LoadOptions",
     "OutputOptions",
-    "Parsed",
-    "SharedOption",
     "TargetOptions",
     "TraceOptions",
     "WorkloadOptions",
@@ -99,68 +98,6 @@ __all__ = [
     "wait_option",
     "workload_options",
 ]
-
-T = TypeVar("T")
-#: A command function, before or after click turns it into a command.
-Command = Callable[..., Any]
-Decorator = Callable[[Command], Command]
-
-
-class _ParsedInfo(ParamTypeInfoDict):
-    parser: str
-
-
-class Parsed(click.ParamType[T], Generic[T]):
-    """A click type that parses with one pure parser; its :class:`OptionError` becomes click's
-    ``BadParameter`` (``Invalid value for '--input-len': ...``, exit 2)."""
-
-    def __init__(self, metavar: str, parser: Callable[[str], T]) -> None:
-        self.name = metavar
-        self.parser = parser
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> T:
-        try:
-            return self.parser(value)
-        except OptionError as exc:
-            self.fail(str(exc), param, ctx)
-
-    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
-        return self.name  # as written: [/v1/chat/completions|/v1/completions] stays lower case
-
-    def to_info_dict(self) -> _ParsedInfo:
-        """click's description of the type, with the parser named (two parsers never look alike)."""
-        return {**super().to_info_dict(), "parser": self.parser.__qualname__}
-
-
-@dataclass(frozen=True)
-class Default:
-    """A command's own default for a shared option, and why that command needs it (its help
-    says so: ``Default here: WHY.``). ``value`` None: no value (the command works it out)."""
-
-    value: str | None
-    why: str
-
-
-@dataclass(frozen=True)
-class SharedOption:
-    """One option as every command that takes it declares it. ``default`` is text, parsed by the
-    same parser as a typed value."""
-
-    flag: str
-    dest: str
-    type: Parsed[Any]
-    help: str
-    default: str | None = None
-    #: given any number of times (the command gets a tuple of the values)
-    multiple: bool = False
-
-    def option(self, default: Default | None = None) -> Decorator:
-        """The click option, with ``default`` instead of the shared one where a command needs it."""
-        value = self.default if default is None else default.value
-        note = "" if default is None else f" Default here: {default.why}."
-        return click.option(self.flag, self.dest, type=self.type, default=value,
-                            show_default=value is not None, help=self.help + note,
-                            multiple=self.multiple)  # fmt: skip
 
 
 def _path(text: str) -> Path:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from servelab.cli.options import Parsed
+from servelab.cli.sharedoption import Parsed
 from servelab.core.load.proxyroute import ProxyRoute, parse_proxy, route
 from servelab.errors import OptionError
 

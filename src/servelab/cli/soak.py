@@ -34,7 +34,6 @@ from servelab.cli.options import (
     IDLE_TIMEOUT,
     SEED,
     SESSIONS,
-    Default,
     TargetOptions,
     no_ledger_option,
     slo_option,
@@ -42,6 +41,7 @@ from servelab.cli.options import (
     wait_option,
 )
 from servelab.cli.proxy import ProxyOptions, proxy_options
+from servelab.cli.sharedoption import Default
 from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.slo import SLO

@@ -13,7 +13,8 @@ import click
 import orjson
 
 from servelab.cli.common import notice
-from servelab.cli.options import SEED, Parsed
+from servelab.cli.options import SEED
+from servelab.cli.sharedoption import Parsed
 from servelab.core.ledger.codec import encode
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
 from servelab.core.load.tracegen import (

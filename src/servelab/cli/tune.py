@@ -31,9 +31,7 @@ from servelab.cli.options import (
     REQUESTS,
     WARMUP,
     WORKERS,
-    Default,
     OutputOptions,
-    Parsed,
     WorkloadOptions,
     allow_unread_option,
     metric_option,
@@ -42,6 +40,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord

@@ -15,8 +15,8 @@ import click
 from servelab.cli.answeropts import answer_probes_option
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, progress_when, spec_option
-from servelab.cli.options import Parsed
 from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
+from servelab.cli.sharedoption import Parsed
 from servelab.core.options import parse_positive_seconds
 from servelab.core.verify.contract import VerifyReport
 from servelab.ops.context import Operation

@@ -37,6 +37,7 @@ from servelab.core.bench.contract import (
 )
 from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
+from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
 from servelab.core.verify.checks import Check
@@ -180,6 +181,8 @@ class Measured:
     #: the answer probes' answers (empty: answers not checked); the load requests beside them
     answers: tuple[Answer, ...] = ()
     requests: int = 0
+    #: every run's request records (the client's own view of its load)
+    records: tuple[RequestRecord, ...] = ()
 
 
 async def measure(
@@ -214,6 +217,7 @@ async def measure(
     served: dict[int, float] = {}
     run_ids: list[int] = []
     answers: list[Answer] = []
+    records: list[RequestRecord] = []
     failed = requests = 0
     for conc in levels:
         config = replace(template, concurrencies=(conc,))
@@ -224,6 +228,7 @@ async def measure(
         bench_s[conc] = time.monotonic() - t0
         run_ids += [r.run_id for r in result.runs if r.run_id is not None]
         answers += [a for r in result.runs for a in r.answers]
+        records += [rec for r in result.runs for rec in r.records]
         requests += sum(len(r.records) for r in result.runs)
         failed += result.n_failed
         for lvl in result.levels:
@@ -231,7 +236,8 @@ async def measure(
         counted = [generated_tokens_per_s(r.telemetry, decodes) for r in result.runs if r.telemetry]
         if metric == AbMetric.THROUGHPUT and counted and counted[-1] is not None:
             served[conc] = counted[-1]  # the servers' own tok/s: a cross-check of throughput
-    return Measured(values, bench_s, served, failed, tuple(run_ids), tuple(answers), requests)
+    return Measured(values, bench_s, served, failed, tuple(run_ids), tuple(answers), requests,
+                    tuple(records))  # fmt: skip
 
 
 def _value(metric: AbMetric, level: LevelSummary) -> float:

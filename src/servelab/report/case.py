@@ -19,12 +19,14 @@ from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
     RULE_NEITHER,
+    RULE_NOT_PERSISTED,
     RULE_NOT_REPRODUCED,
     RULE_SIGNIFICANT,
     ArmTally,
     Decision,
     ExperimentRecord,
 )
+from servelab.core.case.load import RULE_LOAD_NOT_REACHED
 from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent
 from servelab.core.case.probe import (
     BisectConclusion,
@@ -45,6 +47,7 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
+from servelab.report.caseload import LOAD_RULE, describe_load, load_clause
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
@@ -143,7 +146,10 @@ _RULES = {
     RULE_SIGNIFICANT: "p < α and the failure rate drops with the revert",
     RULE_BOUND: "the interval's upper bound is below the meaningful effect δ",
     RULE_NOT_REPRODUCED: "the failure did not reproduce with the suspect in place",
+    RULE_NOT_PERSISTED: "the revert arm never failed: reverting may have cured a failure too "
+    "rare to bound",
     RULE_NEITHER: "neither significant nor bounded below the meaningful effect",
+    RULE_LOAD_NOT_REACHED: LOAD_RULE,
 }
 
 _WHY = {
@@ -170,11 +176,12 @@ def describe_experiment(record: ExperimentRecord) -> str:
     """One line: the outcome, the arms, the p-value and the interval."""
     d: Decision = record.decision
     lo, hi = d.interval
+    load = f"; {load_clause(record.load)}" if record.load is not None else ""
     return (
-        f"case test {record.target}: {d.outcome.upper()} — suspect "
+        f"case test {record.target}: {d.outcome.replace('_', ' ').upper()} — suspect "
         f"{show_value(record.suspect_value)}: {_arm(record.suspect)}; revert "
         f"{show_value(record.revert_value)}: {_arm(record.revert)}; p = {d.p_value:.3g}, "
-        f"difference {d.difference:+.2f} [{lo:+.2f}, {hi:+.2f}]"
+        f"difference {d.difference:+.2f} [{lo:+.2f}, {hi:+.2f}]{load}"
     )
 
 
@@ -184,6 +191,7 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
     lines = [
         f"  visit {i + 1}: arm {v.arm} {show_value(v.value)}: {v.failed}/{v.sessions} failed"
         + (f" (soak #{v.soak_id})" if v.soak_id is not None else "")
+        + (f", load {v.reached.peak:g}" if v.reached is not None else "")
         + f", {v.elapsed_s:.1f} s"
         for i, v in enumerate(record.visits)
     ]
@@ -193,6 +201,8 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
         f"[{d.interval[0]:+.2f}, {d.interval[1]:+.2f}] (δ = {d.effect:g})",
         f"  rule: {d.outcome} because {_RULES.get(d.rule, d.rule)}",
     ]
+    if record.load is not None:
+        lines.append(f"  load: {describe_load(record.load, d)}")
     if record.found is not None or record.left is not None:
         lines.append(f"  knob left as found: {show_value(record.left)}")
     lines.append(f"  took {record.elapsed_s:.1f} s")
@@ -204,6 +214,8 @@ def experiment_json(outcome: CaseTestOutcome) -> str:
     doc = outcome.to_json()
     doc["summary"] = describe_experiment(outcome.record)
     doc["rule_text"] = _RULES.get(outcome.record.decision.rule, outcome.record.decision.rule)
+    load = outcome.record.load
+    doc["load_text"] = describe_load(load, outcome.record.decision) if load is not None else None
     return json_text(doc)
 
 

@@ -3,14 +3,16 @@ returns str).
 
 A check carries an outcome code and its data, a type per kind (:mod:`servelab.core.verify.checks`);
 :func:`check_detail` words it by matching on that type, for a live check and a ledger row alike (an
-older ledger's row that stored its sentence instead of a code reads that sentence).
+older ledger's row that stored its sentence instead of a code reads that sentence). The config and
+live layers' sentences are here; a layer with words of its own has its module: the pair's
+(:mod:`servelab.report.pair`), the readiness endpoints' (:mod:`servelab.report.health`), the e2e
+requests' (:mod:`servelab.report.e2e`) and the answer probes' (:mod:`servelab.report.probes`).
 :func:`with_details` gives a check's JSON with that sentence as ``detail``: what ``verify --json``,
 ``restart --json`` and ``ledger export`` print.
 """
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any, assert_never
 
@@ -33,10 +35,8 @@ from servelab.core.verify.checks import (
     CheckCode,
     CheckData,
     CheckFailure,
-    E2EProbe,
     EnvFileFailure,
     EnvFileNoKnobs,
-    HealthProbe,
     KnobInFile,
     KnobLive,
     KnobLiveVsSpec,
@@ -44,13 +44,11 @@ from servelab.core.verify.checks import (
     LayerSkipped,
     LiveProcess,
     NoEnvFile,
-    RequestTiming,
     SkipReason,
-    WorkerListing,
-    WorkerReach,
 )
-from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.e2e import E2EProbe, WorkerReach
+from servelab.core.verify.health import HealthProbe
 from servelab.core.verify.masked import (
     CheckResult,
     masked_argument_live,
@@ -60,23 +58,19 @@ from servelab.core.verify.masked import (
 )
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.record import CheckRecord, StoredCheck, UntypedCheck, read_check
-from servelab.core.verify.served import Gap, Signal
+from servelab.report.e2e import describe_e2e, describe_reach
+from servelab.report.health import describe_health
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
 from servelab.report.probes import describe_probes
-from servelab.report.route import route_text
 from servelab.report.text import json_text, plain_text, show_value
 
 __all__ = [
-    "WORKER_NOTE",
     "check_detail",
     "render_verify",
     "verify_json",
     "with_details",
 ]
-
-#: What a PD worker's passing health check does not prove.
-WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (see e2e)"
 
 _TITLES = {
     Layer.CONFIG: "config: env file vs spec and backup",
@@ -127,11 +121,11 @@ def _reason(code: CheckCode, data: CheckData) -> str:
             pinned = f", spec pins {spec}" if spec is not None else ""
             return f"live {show_value(live)}{pinned}; no env file to compare"
         case HealthProbe():
-            return _health(code, data)
+            return describe_health(code, data)
         case E2EProbe():
-            return _e2e(code, data)
+            return describe_e2e(code, data)
         case WorkerReach():
-            return _reach(code, data)
+            return describe_reach(code, data)
         case ArgumentInFile():
             return _argument_in_file(code, data)
         case UnitState():
@@ -290,151 +284,6 @@ def _knob_live(real: KnobLive) -> str:
             return f"differs: file {data.file}, live {data.live} (restart needed)"
         case _:
             assert_never(data.verdict)
-
-
-def _health(code: CheckCode, data: HealthProbe) -> str:
-    if code is _C.HEALTH_UNREACHABLE:
-        return f"{data.path}: unreachable: {data.error}"
-    if code is _C.HEALTH_HTTP_ERROR:
-        return f"{data.path}: HTTP {data.status}: {data.body or ''}"
-    ready = _ready(data)
-    if code is _C.HEALTH_WORKER_READY:
-        return f"{ready}; {WORKER_NOTE}"
-    if code is _C.HEALTH_WORKERS_MISSING:
-        return (
-            f"{ready}; but the router does not list {', '.join(data.missing or ())} "
-            "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
-        )
-    if code is _C.HEALTH_WORKERS_MISREGISTERED:
-        wrong = [_misregistered(row) for row in data.workers or () if row.misregistered]
-        return f"{ready}; but the router registered {'; '.join(wrong)}"
-    if code is _C.HEALTH_WORKERS_UNKNOWN:
-        stale = [f"{w.url} ({w.role or 'no role'}; remove it: `{shlex.join(w.remove)}`)"
-                 for w in data.unknown or ()]  # fmt: skip
-        return f"{ready}; but the router lists a worker the spec does not have: {', '.join(stale)}"
-    return ready
-
-
-def _misregistered(row: WorkerListing) -> str:
-    parts = []
-    if row.router_role is not None:
-        parts.append(f"as {row.router_role} (the spec: {row.role})")
-    if row.router_bootstrap_port is not None:
-        parts.append(
-            f"with bootstrap port {row.router_bootstrap_port} (the spec: {row.spec_bootstrap_port})"
-        )
-    return f"{row.service} " + " and ".join(parts)
-
-
-def _ready(data: HealthProbe) -> str:
-    text = f"{data.path} {data.status} in {data.elapsed_s * 1000:.0f} ms"
-    if data.healthy_workers is not None:
-        text += f" ({data.healthy_workers}/{data.total_workers} workers healthy)"
-    if data.workers:
-        text += "; router lists " + ", ".join(_listed(row) for row in data.workers)
-    return text
-
-
-def _listed(row: WorkerListing) -> str:
-    if not row.listed:
-        return f"{row.service} missing"
-    return f"{row.service} {'healthy' if row.healthy else 'unhealthy'}"
-
-
-def _request_failure(timing: RequestTiming | None) -> str:
-    """Why one e2e request failed: its error (``HTTP 500``, ``idle timeout``...) and what came with
-    it, else that the stream held no content token."""
-    if timing is None or timing.error is None:
-        return "no content tokens in the stream"
-    snippet = timing.error_detail or ""
-    return timing.error.replace("http ", "HTTP ", 1) + (f": {snippet}" if snippet else "")
-
-
-def _e2e(code: CheckCode, data: E2EProbe) -> str:
-    if code is _C.E2E_FAILED:
-        return f"chat completion failed: {_request_failure(data.first)}"
-    if code is _C.E2E_SECOND_FAILED:
-        return "first request ok, the second failed: " + _request_failure(data.second)
-    text = (
-        f"{data.status} in {data.total_s:.2f} s, TTFT {data.ttft_s or 0:.2f} s, "
-        f"{data.completion_tokens} tokens; {data.start} ({_start_reason(data)})"
-    )
-    if data.second is not None:
-        text += f"; second probe {data.second.total_s:.2f} s"
-    return text + ("" if data.path is None else f"; path: {route_text(data.path)}")
-
-
-def _start_reason(data: E2EProbe) -> str:
-    """Why the first request counts as cold or warm (:mod:`servelab.core.verify.coldstart`),
-    with the timings it was judged on."""
-    second_s = data.second.total_s if data.second is not None else 0.0
-    match data.start_reason:
-        case StartReason.FIRST_SINCE_START:
-            return "first request since the decode started"
-        case StartReason.SERVED_BEFORE:
-            before = data.decode_requests_before
-            served = sum(before) if before is not None else "some"
-            return f"decode served {served} request(s) before"
-        case StartReason.NO_SECOND_PROBE:
-            return "no second probe to compare with"
-        case StartReason.SLOWER_THAN_SECOND:
-            times = data.total_s / max(second_s, 1e-6)
-            return f"{times:.1f}x slower than an immediate second probe"
-        case StartReason.SECOND_PROBE:
-            return f"an immediate second probe took {second_s:.2f} s"
-        case None:
-            return "no reason recorded"
-        case _:
-            assert_never(data.start_reason)
-
-
-def _gap(gap: Gap | None) -> str:
-    """Why a worker's requests could not be counted (:class:`Gap`; None: an older row's)."""
-    match gap:
-        case Gap.NO_METRICS:
-            return (
-                "its /metrics did not answer (SGLang serves it only with --enable-metrics) and "
-                "the router's per-worker counter could not be read"
-            )
-        case Gap.NO_ENGINE_SERIES:
-            return (
-                "its /metrics has none of the engine's series (vLLM: --disable-log-stats) and "
-                "the router's per-worker counter could not be read"
-            )
-        case None:
-            return "no served-request counter (not a servelab sim)"
-        case _:
-            assert_never(gap)
-
-
-def _counter(data: WorkerReach) -> str:
-    """The counter a reach was read by: its name and whose (an older row: "served requests")."""
-    match data.signal:
-        case Signal.ENGINE:
-            return f"its {data.counter}"
-        case Signal.ROUTER:
-            return f"the router's {data.counter}"
-        case None:
-            return "served requests"
-        case _:
-            assert_never(data.signal)
-
-
-def _reach(code: CheckCode, data: WorkerReach) -> str:
-    if code is _C.E2E_WORKER_UNCOUNTED:
-        unknown = "not proven" if data.gap is None else "unknown"
-        return (
-            f"{unknown}: {_gap(data.gap)}; {data.requests_sent} request(s) went through {data.via}"
-        )
-    if code is _C.E2E_WORKER_UNREACHED:
-        return (
-            f"not reached through {data.via}: {_counter(data)} stayed at {data.served_before} over "
-            f"{data.requests_sent} request(s) (HTTP {', '.join(str(s) for s in data.statuses)})"
-        )
-    return (
-        f"reached through {data.via}: {_counter(data)} {data.served_before} -> "
-        f"{data.served_after} after {data.requests_sent} request(s)"
-    )
 
 
 # -- JSON with the reasons ----------------------------------------------------------------------

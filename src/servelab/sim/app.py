@@ -20,13 +20,12 @@ the prefill queue, its KV reservation released), so it holds up no later request
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from aiohttp import web
 
@@ -34,23 +33,11 @@ from servelab.errors import SimError
 from servelab.sim.bootstrap import bootstrap_app
 from servelab.sim.engineargs import SglangArgs
 from servelab.sim.httplog import server_logger
-from servelab.sim.limits import CachedTokens
-from servelab.sim.protocol import (
-    Api,
-    GenRequest,
-    RequestError,
-    done_event,
-    final_body,
-    parse_request,
-    stream_finish,
-    stream_start,
-    stream_usage,
-)
-from servelab.sim.scheduler import Sequence
+from servelab.sim.protocol import Api, GenRequest, RequestError, done_event, parse_request
+from servelab.sim.respond import client_gone, request_facts, respond, unless_gone
 from servelab.sim.serverinfo import sglang_server_info
 from servelab.sim.settings import WorkerSettings
-from servelab.sim.tokenstream import TokenWriter
-from servelab.sim.tracing import RequestFacts, mark
+from servelab.sim.tracing import mark
 from servelab.sim.worker import TransferError, Worker
 
 __all__ = [
@@ -58,17 +45,12 @@ __all__ = [
     "WORKER_KEY",
     "make_app",
     "quiet_gc",
-    "request_facts",
     "serve",
     "serve_apps",
-    "unless_gone",
 ]
 
 WORKER_KEY = web.AppKey("worker", Worker)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-T = TypeVar("T")
-#: Seconds between two looks at a waiting request's connection.
-_GONE_POLL_S = 0.5
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> web.Response:
@@ -167,114 +149,6 @@ async def _read(request: web.Request, api: Api) -> GenRequest | web.Response:
     return parsed
 
 
-def _gone(request: web.Request) -> bool:
-    transport = request.transport
-    return transport is None or transport.is_closing()
-
-
-async def unless_gone(request: web.Request, work: Awaitable[T]) -> T:
-    """``work`` (a prefill, a wait for KV), cancelled when the request's client goes away first,
-    as an engine aborts a request whose connection closed; then :class:`ConnectionResetError`."""
-    task = asyncio.ensure_future(work)
-    try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=_GONE_POLL_S)
-            if done:
-                return task.result()
-            if _gone(request):
-                raise ConnectionResetError("client went away")
-    finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-
-
-async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:
-    """Wait for every sequence; False if the client went away first."""
-    for seq in seqs:
-        while not seq.done.is_set():
-            try:
-                await asyncio.wait_for(seq.done.wait(), 0.5)
-            except TimeoutError:
-                transport = request.transport
-                if transport is None or transport.is_closing():
-                    return False
-    return True
-
-
-async def _stream(
-    request: web.Request, req: GenRequest, seqs: list[Sequence], rid: str, created: int
-) -> web.StreamResponse:
-    """Stream the items one after the other; each item's token events are written by the step
-    loop (:class:`~servelab.sim.tokenstream.TokenWriter`), this handler writes the rest."""
-    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
-    resp.headers["Cache-Control"] = "no-cache"
-    await resp.prepare(request)
-    worker = _worker(request)
-    finish = b""
-    for item, seq in zip(req.items, seqs, strict=True):
-        await resp.write(finish + stream_start(req, item, rid, created))
-        writer = TokenWriter(request, req, item, seq, rid, created)
-        writer.start(request)
-        try:
-            await writer.wait(request, worker.is_stalled(seq))
-        finally:
-            writer.stop()
-        finish = stream_finish(req, item, seq.out, writer.sent, rid, created)
-    n_outs = [s.n_out for s in seqs]
-    cached, report = _cached(worker, seqs)
-    usage = stream_usage(req, n_outs, rid, created, cached=cached, report=report)
-    mark(req.marks, "done")
-    await resp.write_eof(finish + usage + done_event())  # the stream's end in one write
-    return resp
-
-
-async def _respond(
-    request: web.Request, worker: Worker, req: GenRequest, seqs: list[Sequence],
-    rid: str | None = None,
-) -> web.StreamResponse:  # fmt: skip
-    """Answer the sequences (streamed or whole); ``rid``: the response's id (SGLang's request
-    id), a fresh one by default."""
-    rid = rid or uuid.uuid4().hex
-    created = int(time.time())
-    try:
-        if req.stream:
-            resp = await _stream(request, req, seqs, rid, created)
-        else:
-            if not await _wait_done(request, seqs):
-                raise ConnectionResetError("client went away")
-            outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
-            cached, report = _cached(worker, seqs)
-            body = final_body(req, outs, n_outs, rid, created, cached=cached, report=report)
-            mark(req.marks, "done")
-            resp = web.json_response(body)
-    except (ConnectionError, asyncio.CancelledError) as exc:
-        for seq in seqs:
-            seq.cancelled = True
-        worker.release(seqs)
-        if worker.settings.role == "decode":
-            worker.record_abort()
-        if not isinstance(exc, ConnectionError):
-            raise
-        return _client_gone()
-    worker.finished()
-    return resp
-
-
-def _client_gone() -> web.Response:
-    """What a handler returns when its client went away: aiohttp fails to write it on the
-    closed connection and moves on quietly (a raised error would be logged with its traceback,
-    about 2.5 ms of CPU for every client that leaves mid-answer)."""
-    return web.Response(status=499, text="client closed the request")
-
-
-def _cached(worker: Worker, seqs: list[Sequence]) -> tuple[int, CachedTokens]:
-    """The prompt tokens the prefix cache held, and how the engine's arguments say to report
-    them (``final_body``/``stream_usage``)."""
-    return sum(s.cached_tokens for s in seqs), worker.settings.limits.cached_tokens
-
-
 def _engine_error(status: int, message: str) -> web.Response:
     """SGLang's answer to an abort with a status (``http_exception_handler``'s ErrorResponse)."""
     body = {"object": "error", "message": message, "type": str(status), "param": None}
@@ -314,18 +188,6 @@ def _generation(api: Api) -> Handler:
     return handler
 
 
-def request_facts(worker: Worker, req: GenRequest, rid: str) -> RequestFacts:
-    """What the request's spans carry besides its marks (its first item's room and sizes)."""
-    item = req.items[0] if req.items else None
-    return RequestFacts(
-        rid=rid,
-        room=None if item is None else item.room,
-        prompt_tokens=0 if item is None else item.prompt_tokens,
-        max_tokens=0 if item is None else item.max_tokens,
-        model=worker.settings.served_model_name,
-    )
-
-
 def _too_long(worker: Worker, req: GenRequest) -> web.Response | None:
     """SGLang's 400 for a prompt as long as the model's context or longer (``tokenizer_manager``
     ``_validate_one_request``): the OpenAI routes answer its ErrorResponse as it is, ``/generate``
@@ -360,15 +222,15 @@ async def _generate(
         try:
             if worker.settings.role == "prefill":
                 seqs = await unless_gone(request, worker.prefill_items(parsed))
-                return await _respond(request, worker, parsed, seqs, rid)
+                return await respond(request, worker, parsed, seqs, rid)
             result = await unless_gone(request, worker.decode_items(parsed))
         except ConnectionResetError:  # the client went away first: the request is cancelled
             if worker.settings.role == "decode":
                 worker.record_abort()
-            return _client_gone()
+            return client_gone()
         if isinstance(result, TransferError):
             return await _transfer_failed(request, parsed, result)
-        return await _respond(request, worker, parsed, result, rid)
+        return await respond(request, worker, parsed, result, rid)
     finally:
         worker.metrics.requests += 1  # SGLang counts a request once it finished, however it did
 

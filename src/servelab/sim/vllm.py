@@ -43,17 +43,7 @@ from aiohttp import web
 
 from servelab.core.deploy.engines import VLLM_KNOB
 from servelab.errors import SimError
-from servelab.sim.app import (
-    WORKER_KEY,
-    _cached,
-    _client_gone,
-    _respond,
-    faults,
-    health,
-    request_facts,
-    serve_apps,
-    unless_gone,
-)
+from servelab.sim.app import WORKER_KEY, faults, health, serve_apps
 from servelab.sim.engineargs import VllmArgs
 from servelab.sim.envreads import vllm_warnings
 from servelab.sim.metrics import WorkerMetrics
@@ -69,6 +59,7 @@ from servelab.sim.nixl import (
 )
 from servelab.sim.profile import DEFAULT_PROFILE
 from servelab.sim.protocol import Api, GenRequest, RequestError, final_body, parse_request
+from servelab.sim.respond import cached_usage, client_gone, request_facts, respond, unless_gone
 from servelab.sim.serverinfo import VLLM_SIM_VERSION, vllm_server_info
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.tracing import mark
@@ -239,7 +230,7 @@ async def _prefill_leg(request: web.Request, req: GenRequest) -> web.Response:
     x_id = request.headers.get("X-Request-Id")
     held = state.blocks.hold(f"cmpl-{x_id or uuid.uuid4().hex}", items, time.monotonic())
     created = int(time.time())
-    cached, report = _cached(worker, seqs)
+    cached, report = cached_usage(worker, seqs)
     outs, n_outs = [s.out for s in seqs], [s.n_out for s in seqs]
     body = final_body(req, outs, n_outs, held.request_id, created, cached=cached, report=report)
     side_port = worker.settings.bootstrap_port or worker.settings.port
@@ -276,7 +267,7 @@ async def _decode_leg(request: web.Request, req: GenRequest, params: Any) -> web
         state.note("decode", x_id, 500, result.message)
         return _error(500, result.message, "InternalServerError")
     state.note("decode", x_id, 200)
-    return await _respond(request, worker, req, result)
+    return await respond(request, worker, req, result)
 
 
 def _generation(api: Api) -> Handler:
@@ -297,7 +288,7 @@ def _generation(api: Api) -> Handler:
         try:
             return await _serve_leg(request, req, params)
         except ConnectionResetError:  # the client went away first: the request is cancelled
-            return _client_gone()
+            return client_gone()
         finally:
             facts = request_facts(worker, req, uuid.uuid4().hex)
             worker.tracer.finish(request.headers, req.marks, facts)
@@ -312,7 +303,7 @@ async def _serve_leg(request: web.Request, req: GenRequest, params: Any) -> web.
         return await _decode_leg(request, req, params)
     if isinstance(params, dict) and params.get("do_remote_decode") is True:
         return await _prefill_leg(request, req)
-    return await _respond(
+    return await respond(
         request, worker, req, await unless_gone(request, worker.prefill_items(req))
     )
 

@@ -24,10 +24,11 @@ from servelab.sim.faults import AbortTracker, Faults
 from servelab.sim.kvlayout import garbled, sglang_corrupts
 from servelab.sim.leak import KvLeak
 from servelab.sim.metrics import WorkerMetrics
+from servelab.sim.prefillscheduler import PrefillScheduler
 from servelab.sim.prefixcache import page_hashes
 from servelab.sim.profile import kv_transfer_s
 from servelab.sim.protocol import GenItem, GenRequest
-from servelab.sim.scheduler import DecodeScheduler, PrefillScheduler, Sequence
+from servelab.sim.scheduler import DecodeScheduler, Sequence
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import Output, plan_output, tokenize
 from servelab.sim.tracing import SimTracer, mark

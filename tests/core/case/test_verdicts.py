@@ -8,6 +8,7 @@ from typing import Any
 from servelab.core.case.experiment import (
     ARM_REVERT,
     ARM_SUSPECT,
+    NOT_SHOWN,
     ArmTally,
     ExperimentRecord,
     decide,
@@ -27,7 +28,7 @@ from servelab.core.case.verdicts import (
 )
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.conviction import Exoneration, Standing
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.finding import Finding
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.replay import Hop
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
@@ -155,3 +156,18 @@ def test_an_override_carries_the_refusals() -> None:
         "refused": [{"target": KNOB, "verdict": "exonerated", "why": WHY_EXPERIMENT_CONTRADICTS,
                      "evidence_ids": [3]}],
     }  # fmt: skip
+
+
+def test_an_answers_test_not_shown_decides_nothing() -> None:
+    """A test below the load its wrong answers need (``not_shown``) neither supports nor refuses
+    a verdict; the same test at the load (exonerated) refuses a conviction."""
+    shown = _experiment(KNOB, (6, 6), (6, 6))
+    assert shown.outcome == "exonerated"
+    not_shown = replace(shown, decision=replace(shown.decision, outcome=NOT_SHOWN,
+                                                rule="load_not_reached"))  # fmt: skip
+    evidence = [_evidence(20, ExperimentRecord.KIND, 5)]
+    assert refusals({KNOB: "exonerated"}, [_event(5, not_shown)], evidence, {}) == []
+    (refused,) = refusals({KNOB: "convicted"}, [_event(5, not_shown)], evidence, {})
+    assert refused.why == WHY_NO_SUPPORT  # not the experiment: it showed nothing
+    (refused,) = refusals({KNOB: "convicted"}, [_event(5, shown)], evidence, {})
+    assert refused == Refusal(KNOB, "convicted", WHY_EXPERIMENT_CONTRADICTS, (20,))

@@ -10,7 +10,7 @@ import pytest
 import servelab.core.soak.diagnose as diagnose_mod
 import servelab.core.soak.evidence as evidence_mod
 import servelab.core.soak.observe as observe_mod
-from servelab.core.soak.diagnose import DropReason, diagnose, diagnosis
+from servelab.core.soak.diagnose import diagnose, diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     EngineActivity,
@@ -23,14 +23,15 @@ from servelab.core.soak.evidence import (
     parse_metrics,
     parse_workers,
 )
-from servelab.core.soak.observe import (
+from servelab.core.soak.finding import DropReason
+from servelab.core.soak.observation import (
     CorrectnessViolations,
     EngineProgress,
     FrontAnswers,
     RouterHealth,
     is_unknown,
-    observations,
 )
+from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import NextProbe, UndecidedReason, undecided

@@ -10,8 +10,8 @@ import pytest
 
 import servelab.core.soak.result as result_mod
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.observe import Observation
+from servelab.core.soak.finding import Finding
+from servelab.core.soak.observation import Observation
 from servelab.core.soak.result import (
     Determinism,
     FailedRequest,

@@ -10,7 +10,7 @@ from dataclasses import replace
 import servelab.core.telemetry.rules as rules_mod
 from servelab.core.soak.diagnose import diagnose
 from servelab.core.soak.evidence import Replay, ReplayPath, SoakEvidence, Stall
-from servelab.core.soak.observe import is_unknown
+from servelab.core.soak.observation import is_unknown
 from servelab.core.soak.signatures import Outcome, Phase
 from servelab.core.soak.undecided import undecided
 from servelab.core.telemetry.rules import (

@@ -30,10 +30,8 @@ from servelab.core.verify.checks import (
     CheckCode,
     CheckData,
     CheckFailure,
-    E2EProbe,
     EnvFileFailure,
     EnvFileNoKnobs,
-    HealthProbe,
     KnobInFile,
     KnobLive,
     KnobLiveVsSpec,
@@ -41,13 +39,11 @@ from servelab.core.verify.checks import (
     LayerSkipped,
     LiveProcess,
     NoEnvFile,
-    RequestTiming,
     SkipReason,
-    StaleWorker,
-    WorkerListing,
-    WorkerReach,
 )
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.e2e import E2EProbe, RequestTiming, WorkerReach
+from servelab.core.verify.health import HealthProbe, StaleWorker, WorkerListing
 from servelab.core.verify.pair import (
     FieldRule,
     FieldVerdict,

@@ -23,11 +23,12 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.export import LedgerExport
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.finding import Finding
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.core.telemetry.layers import Layer
-from servelab.core.verify.checks import Check, CheckCode, KnobLive, WorkerReach
+from servelab.core.verify.checks import Check, CheckCode, KnobLive
+from servelab.core.verify.e2e import WorkerReach
 from servelab.core.verify.record import StoredCheck, UntypedCheck, VerificationRecord, read_check
 from servelab.errors import CaseError, SchemaError, StoreError
 from servelab.io.ledger import connection as connection_module

@@ -9,7 +9,7 @@ left as it was found. Bypassing the proxy (straight to the router) convicts the 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,7 +18,6 @@ import pytest
 from servelab.core.case.experiment import CONVICTED, EXONERATED, RULE_BOUND, RULE_SIGNIFICANT
 from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.soak.result import SoakConfig, Targets
 from servelab.errors import CaseError
@@ -30,6 +29,7 @@ from servelab.ops.knob import get_knob, live_knob, live_knobs
 from servelab.ops.soak.soak import soak
 from servelab.report.case import describe_experiment, experiment_lines
 from servelab.report.progress import describe_progress
+from tests.support.deployed import deployed
 from tests.support.history import K, seed_history
 from tests.support.specs import write_pd_spec
 
@@ -38,20 +38,16 @@ KNOB = f"knob:decode/{K}"
 WORKLOAD = SoakConfig(sessions=3, rounds=3, idle_timeout_s=1.5, duration_s=40, localize=False)
 
 
-@pytest.fixture
-async def stack(tmp_path: Path) -> AsyncIterator[LoadedSpec]:
-    from servelab.ops.deploy import deploy
-
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
+    """One stack for the module: an experiment leaves the knob as it found it, and bypassing the
+    proxy restarts nothing."""
     spec = write_pd_spec(
-        tmp_path, time_scale=0.02, name="case-test", proxy_args=["--stall-reused-after", "2"]
-    )
-    loaded = load_spec(spec)
-    try:
-        report = await deploy.up(loaded)
-        assert all(step.ok for step in report.steps), encode(report)
+        tmp_path_factory.mktemp("case-test"), time_scale=0.02, name="case-test",
+        proxy_args=["--stall-reused-after", "2"],
+    )  # fmt: skip
+    with deployed(load_spec(spec)) as loaded:
         yield loaded
-    finally:
-        await deploy.down(loaded)
 
 
 async def _failing_case(stack: LoadedSpec, ledger: Ledger, suspect: str) -> int:

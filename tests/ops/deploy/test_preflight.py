@@ -21,6 +21,7 @@ from servelab.ops.deploy import deploy
 from tests.support import free_ports, run_cli
 from tests.support.processes import listening, live_procs_under
 from tests.support.progress import lines
+from tests.support.servers import answering_app, served
 from tests.support.specs import PdPorts, write_pd_spec
 
 PY = sys.executable
@@ -119,9 +120,8 @@ async def test_a_taken_port_of_a_later_service_starts_nothing(
     tmp_path: Path, ledger: Ledger
 ) -> None:
     loaded, ports = _two_services(tmp_path)
-    with socket.socket() as squatter:
-        squatter.bind(("127.0.0.1", ports[1]))
-        squatter.listen()
+    # the squatter answers, not ready: a silent listener held the readiness probe for its 5 s
+    async with served(answering_app(503, "busy", "text/plain"), ports[1]):
         said: list[str] = []
         with pytest.raises(ServiceStartError) as info:
             await deploy.up(loaded, ledger=ledger, progress=lines(said))

@@ -22,7 +22,7 @@ from servelab.core.case.record import CaseEvidence, CaseRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.progress import ProgressEvent
 from servelab.core.soak.events import EnginesStarted, Localizing, SoakStarted, StallSeen
-from servelab.core.soak.observe import ProbeResult, ReplayResult
+from servelab.core.soak.observation import ProbeResult, ReplayResult
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.io.ledger.ledger import Ledger

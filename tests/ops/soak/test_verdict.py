@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from servelab.core.load.records import REASON_IDLE
 from servelab.core.soak.evidence import Localization, Probe, ProbeKind, Stall
-from servelab.core.soak.observe import Stalls
+from servelab.core.soak.observation import Stalls
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.signatures import Failure, Outcome, Phase, Signature
 from servelab.core.soak.undecided import UndecidedReason

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.verify.checks import CheckCode, WorkerReach
+from servelab.core.verify.checks import CheckCode
+from servelab.core.verify.e2e import WorkerReach
 from servelab.core.verify.served import Gap, Signal
 from servelab.io.specfile import load_spec
 from servelab.ops.context import Operation

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.verify.checks import CheckCode, HealthProbe
+from servelab.core.verify.checks import CheckCode
+from servelab.core.verify.health import HealthProbe
 from servelab.io.specfile import load_spec
 from servelab.ops.verify.verify import verify
 from servelab.report.verify import check_detail

@@ -15,15 +15,9 @@ import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    E2EProbe,
-    Layer,
-    LiveProcess,
-    RequestTiming,
-)
+from servelab.core.verify.checks import Check, CheckCode, Layer, LiveProcess
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.e2e import E2EProbe, RequestTiming
 from servelab.core.verify.record import StoredCheck, VerificationRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec

@@ -4,7 +4,7 @@ supports a finding."""
 from __future__ import annotations
 
 from servelab.core.soak.creep import RULE_CREEP
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.finding import Finding
 from servelab.core.telemetry.layers import Layer
 from servelab.core.telemetry.rules import FIRED, QUIET, UNKNOWN, Cite, TelemetryEvidence
 from servelab.report.soak.creep import CREEP_ADVICE, creep_text

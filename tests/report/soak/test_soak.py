@@ -8,10 +8,10 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, Stall
+from servelab.core.soak.finding import Finding
 from servelab.core.soak.fresh import FreshContext, UncachedPrefill
-from servelab.core.soak.observe import Stalls
+from servelab.core.soak.observation import Stalls
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.replay import Cell, Hop, Matrix, Payload, locate
 from servelab.core.soak.result import (

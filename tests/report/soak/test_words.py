@@ -12,7 +12,7 @@ import pytest
 
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.export import LedgerExport
-from servelab.core.soak.observe import RouterHealth
+from servelab.core.soak.observation import RouterHealth
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.soak.result import SoakResult
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason

@@ -18,9 +18,11 @@ the revert would spare at least half the sessions):
 - **convicted** when ``p < α`` and ``d > 0`` (the failure rate drops with the revert);
 - **inconclusive** when the suspect arm never failed (the failure did not reproduce: nothing to
   explain), or when neither of the other rules holds;
-- **exonerated** when the interval's upper bound is below ``δ``: the experiment excludes the
-  revert curing a meaningful share of the failures (both arms failing alike, with enough
-  sessions, lands here).
+- **exonerated** when the interval's upper bound is below ``δ`` and the revert arm failed too:
+  the experiment excludes the revert curing a meaningful share of the failures (both arms
+  failing alike, with enough sessions, lands here); a revert arm that never failed may have
+  cured a failure too rare for ``δ`` to bound (2 of 21 against 0 of 21 bounds ``d`` under 0.29,
+  yet every failure went with the revert), so that is **inconclusive** (``RULE_NOT_PERSISTED``).
 """
 
 from __future__ import annotations
@@ -29,9 +31,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import computed_field
+
+from servelab.core.case.reached import LoadCheck, ReachedLoad
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
     "ALPHA",
@@ -42,9 +47,11 @@ __all__ = [
     "EXONERATED",
     "INCONCLUSIVE",
     "INTERVAL",
+    "NOT_SHOWN",
     "OUTCOMES",
     "RULE_BOUND",
     "RULE_NEITHER",
+    "RULE_NOT_PERSISTED",
     "RULE_NOT_REPRODUCED",
     "RULE_SIGNIFICANT",
     "TEST",
@@ -63,7 +70,10 @@ __all__ = [
 CONVICTED = "convicted"
 EXONERATED = "exonerated"
 INCONCLUSIVE = "inconclusive"
-OUTCOMES = (CONVICTED, EXONERATED, INCONCLUSIVE)
+#: an answers test that did not reach the load the wrong answers need: it clears nothing
+#: (:mod:`servelab.core.case.load`)
+NOT_SHOWN = "not_shown"
+OUTCOMES = (CONVICTED, EXONERATED, INCONCLUSIVE, NOT_SHOWN)
 
 ALPHA = 0.05
 EFFECT = 0.5
@@ -78,6 +88,7 @@ RULE_SIGNIFICANT = "p_below_alpha_and_fewer_failures_with_the_revert"
 RULE_BOUND = "upper_bound_below_effect"
 RULE_NOT_REPRODUCED = "suspect_arm_never_failed"
 RULE_NEITHER = "neither_rule_holds"
+RULE_NOT_PERSISTED = "revert_arm_never_failed"
 
 
 @dataclass(frozen=True)
@@ -173,8 +184,10 @@ def decide(
         outcome, rule = CONVICTED, RULE_SIGNIFICANT
     elif suspect.failed == 0:
         outcome, rule = INCONCLUSIVE, RULE_NOT_REPRODUCED
-    elif ci[1] < effect:
+    elif ci[1] < effect and revert.failed > 0:
         outcome, rule = EXONERATED, RULE_BOUND
+    elif ci[1] < effect:
+        outcome, rule = INCONCLUSIVE, RULE_NOT_PERSISTED
     else:
         outcome, rule = INCONCLUSIVE, RULE_NEITHER
     return Decision(outcome, rule, p, d, ci, alpha, effect, confidence)
@@ -201,6 +214,8 @@ class ExperimentVisit:
     verification_id: int | None = None
     soak_id: int | None = None
     elapsed_s: float = 0.0
+    #: an answers test's load reached on the decode (None: a soak test, or an older record)
+    reached: Annotated[ReachedLoad | None, OMITTED_IF_NONE] = None
 
 
 def tally(visits: Sequence[ExperimentVisit], arm: str, value: str | None) -> ArmTally:
@@ -235,6 +250,9 @@ class ExperimentRecord:
     elapsed_s: float = 0.0
     #: JSON: the soak config the workload ran with (its type is the soak's, above this layer)
     workload: Mapping[str, Any] = field(default_factory=dict)
+    #: an answers test's suspect arm's reached load against the load to reach (None: a soak
+    #: test, or an older record)
+    load: Annotated[LoadCheck | None, OMITTED_IF_NONE] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

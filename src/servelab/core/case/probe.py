@@ -21,7 +21,8 @@ bad state as the suspect and the probe as its revert, at ``alpha / R`` for at mo
 - **good** when the probe fails significantly less than the bad state (the changes it leaves out
   cure it: the test's ``convicted``);
 - **bad** when the interval on ``rate(bad) − rate(probe)`` lies below the meaningful effect ``δ``
-  (the probe fails like the bad state: ``exonerated``);
+  and the probe failed too (the probe fails like the bad state: ``exonerated``; a probe that
+  never failed against a bad state that seldom did is not bad: it goes on to the next round);
 - after ``R`` rounds without either, **undecided** (also when the bad state never failed: the
   failure did not reproduce).
 
@@ -43,7 +44,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from servelab.core.case.bisect import Bisected, Change, ProbeOutcome
 from servelab.core.case.experiment import (
@@ -56,6 +57,8 @@ from servelab.core.case.experiment import (
     decide,
 )
 from servelab.core.case.model import Target
+from servelab.core.case.reached import ReachedLoad
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.errors import CaseError
 
 __all__ = [
@@ -172,6 +175,9 @@ class ProbeVisit:
     elapsed_s: float = 0.0
     #: a threshold test's wrong answers over its runs (a run with one fails, however fast)
     wrong_answers: int = 0
+    #: an answers test's load reached on the decode (:mod:`servelab.core.case.load`; recorded,
+    #: not yet a guard of the probe's outcome)
+    reached: Annotated[ReachedLoad | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,7 @@ def _decisions(
     """``(evidence id, target, verdict)`` of every decisive experiment and every verdict of a
     bisection, oldest first."""
     found = [(eid, x.target, x.outcome) for eid, x in experiments_of(events, evidence)
-             if x.outcome != INCONCLUSIVE]  # fmt: skip
+             if x.outcome in (CONVICTED, EXONERATED)]  # fmt: skip
     by_event = {e.ref_id: e.id for e in evidence if e.kind == "bisect"}
     for event in events:
         if event.kind == BisectConclusion.KIND and event.id in by_event:

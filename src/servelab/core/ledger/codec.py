@@ -13,9 +13,9 @@ answer) is typed :data:`JsonObject`, which says why it is a dict: data that cros
 typed record instead.
 
 A field's JSON name may differ from its Python name (``Annotated[str, Field(alias="from")]``:
-``from`` is a keyword); a field annotated with :data:`OMITTED_IF_NONE` is left out of the JSON
-while it is None. A property marked ``@computed_field`` is written too (a derived number the JSON
-shows) and ignored when read.
+``from`` is a keyword); a field annotated with :data:`OMITTED_IF_NONE` (or typed ``Omitted[X]``)
+is left out of the JSON while it is None. A property marked ``@computed_field`` is written too (a
+derived number the JSON shows) and ignored when read.
 
 Decoding is lax where JSON is lossy (a list reads as a tuple, an int as a float, ``"64"`` as the
 key 64) and ignores keys the type does not name. A row written by an older servelab whose shape
@@ -28,14 +28,14 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
 from servelab.errors import RecordError
 
-__all__ = ["OMITTED_IF_NONE", "JsonObject", "decode", "encode", "finite"]
+__all__ = ["OMITTED_IF_NONE", "JsonObject", "Omitted", "decode", "encode", "finite"]
 
 T = TypeVar("T")
 
@@ -51,6 +51,8 @@ def _is_none(value: Any) -> bool:
 
 #: ``Annotated[X | None, OMITTED_IF_NONE]``: the field is left out of the JSON while it is None.
 OMITTED_IF_NONE: Any = Field(exclude_if=_is_none)
+#: ``Omitted[X]``: ``X | None``, left out of the JSON while it is None (a datum not known).
+Omitted = Annotated[T | None, OMITTED_IF_NONE]
 
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 _VALIDATORS: dict[Any, SchemaValidator] = {}

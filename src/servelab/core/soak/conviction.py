@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from servelab.core.soak.evidence import ProbeKind, ReplayPath
-from servelab.core.soak.observe import (
+from servelab.core.soak.observation import (
     CorrectnessViolations,
     EngineProgress,
     FrontAnswers,
@@ -117,7 +117,7 @@ def standing(
 
 
 class _Finding(Protocol):
-    """What the rule reads of a finding (:class:`servelab.core.soak.diagnose.Finding`)."""
+    """What the rule reads of a finding (:class:`servelab.core.soak.finding.Finding`)."""
 
     @property
     def layer(self) -> Layer: ...

@@ -26,10 +26,10 @@ from servelab.core.load.slo import SLO
 from servelab.core.redaction import StoredHeaders, StoredUrl
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.deadlines import Deadlines
-from servelab.core.soak.diagnose import Dropped, Finding
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
+from servelab.core.soak.finding import Dropped, Finding
 from servelab.core.soak.fresh import FreshContext, UncachedPrefill
-from servelab.core.soak.observe import Observation
+from servelab.core.soak.observation import Observation
 from servelab.core.soak.signatures import Failure
 from servelab.core.soak.undecided import Undecided
 from servelab.core.telemetry.summary import RunTelemetry

@@ -12,17 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.soak.diagnose import Finding
 from servelab.core.soak.evidence import SoakEvidence
-from servelab.core.soak.observe import (
+from servelab.core.soak.finding import Finding
+from servelab.core.soak.observation import (
     FreshConnectionStalls,
     MatrixCell,
     ReusedConnectionStalls,
     SignatureFailures,
     Stalls,
     is_unknown,
-    observations,
 )
+from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Payload, Reason
 from servelab.core.telemetry.rules import ServerView, assess, telemetry_observations
 from servelab.core.verify.coldstart import Start

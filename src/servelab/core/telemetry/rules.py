@@ -190,7 +190,7 @@ class TelemetryEvidence:
 @dataclass(frozen=True, slots=True)
 class TelemetryReading:
     """One piece of run-telemetry evidence as a soak's numbered fact
-    (``telemetry.<rule>.<subject>``; one of :data:`servelab.core.soak.observe.Observation`)."""
+    (``telemetry.<rule>.<subject>``; one of :data:`servelab.core.soak.observation.Observation`)."""
 
     id: str
     subject: str

@@ -3,9 +3,13 @@
 A :class:`Check` carries the service it is about, pass/fail, one :class:`CheckCode`
 (``LAYER.OUTCOME``: short, stable, stored in the ledger; ``LAYER.error``: an error stopped the
 layer's check) and its data: one frozen dataclass per kind of fact (:data:`CheckData`; which code
-carries which kind: :data:`DATA_OF`). The sentence a person reads is rendered from the data by
-:func:`servelab.report.verify.check_detail`, matching on its type; nothing below ``report/`` words a
-check.
+carries which kind: :data:`DATA_OF`). An env knob's data (the config and live layers) is here; the
+other kinds live with their layer: an argument knob's in :mod:`servelab.core.verify.arguments`, the
+pair's in :mod:`~servelab.core.verify.pair`, the readiness endpoints' in
+:mod:`~servelab.core.verify.health`, the e2e requests' in :mod:`~servelab.core.verify.e2e` and the
+answer probes' in :mod:`~servelab.core.verify.answers`. The sentence a person reads is rendered
+from the data by :func:`servelab.report.verify.check_detail`, matching on its type; nothing below
+``report/`` words a check.
 
 In JSON (``verify --json``, a restart's report, a case event's failed checks, the ledger's export) a
 check is flat: ``{**data, "layer", "service", "ok", "code"}``, its data encoded by
@@ -31,13 +35,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Annotated, TypeVar
-
-from pydantic import Field
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
-from servelab.core.load.proxyroute import ProxyRoute
+from servelab.core.ledger.codec import Omitted
 from servelab.core.redaction import masked_serializer
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
@@ -47,9 +48,9 @@ from servelab.core.verify.arguments import (
     ArgumentVerdict,
     UnitState,
 )
-from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.e2e import E2EProbe, WorkerReach
+from servelab.core.verify.health import HealthProbe
 from servelab.core.verify.pair import PairReport
-from servelab.core.verify.served import Gap, Signal
 
 __all__ = [
     "DATA_OF",
@@ -57,10 +58,8 @@ __all__ = [
     "CheckCode",
     "CheckData",
     "CheckFailure",
-    "E2EProbe",
     "EnvFileFailure",
     "EnvFileNoKnobs",
-    "HealthProbe",
     "KnobInFile",
     "KnobLive",
     "KnobLiveVsSpec",
@@ -68,22 +67,8 @@ __all__ = [
     "LayerSkipped",
     "LiveProcess",
     "NoEnvFile",
-    "RequestTiming",
     "SkipReason",
-    "StaleWorker",
-    "WorkerListing",
-    "WorkerReach",
 ]
-
-T = TypeVar("T")
-
-
-def _unknown(value: object) -> bool:
-    return value is None
-
-
-#: A datum left out of a check's JSON while it is not known (None).
-Omitted = Annotated[T | None, Field(exclude_if=_unknown)]
 
 
 class Layer(StrEnum):
@@ -287,130 +272,6 @@ class KnobLiveVsSpec:
     live: str | None
     spec: str | None
     file: None = None
-
-
-@dataclass(frozen=True)
-class WorkerListing:
-    """One of the spec's workers in the router's own worker list: ``listed``, ``healthy``; when the
-    router registered it otherwise than the spec says, the role it lists (``router_role``) or the
-    bootstrap port it lists against the spec's (``router_bootstrap_port``,
-    ``spec_bootstrap_port``) (:mod:`servelab.core.verify.routerview`)."""
-
-    service: str
-    url: str
-    role: str
-    listed: bool
-    healthy: bool
-    router_role: Omitted[str] = None
-    router_bootstrap_port: Omitted[int] = None
-    spec_bootstrap_port: Omitted[int] = None
-
-    @property
-    def misregistered(self) -> bool:
-        return self.router_role is not None or self.router_bootstrap_port is not None
-
-
-@dataclass(frozen=True)
-class StaleWorker:
-    """A worker the router lists that the spec does not have, and the command that removes it."""
-
-    url: str
-    role: str
-    id: str
-    remove: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class HealthProbe:
-    """``health.*`` but ``health.error``: the readiness endpoint's answer (``status`` None: nothing
-    answered, ``error`` says why; a non-2xx answer's ``body``, its first 160 characters). A router's
-    also: the worker counts of its readiness document, and its own worker list against the spec's
-    workers (``workers``, ``missing``), or why that list could not be read (``workers_error``)."""
-
-    path: str
-    status: int | None
-    elapsed_s: float
-    error: Omitted[str] = None
-    body: Omitted[str] = None
-    healthy_workers: Omitted[int] = None
-    total_workers: Omitted[int] = None
-    workers: Omitted[tuple[WorkerListing, ...]] = None
-    missing: Omitted[tuple[str, ...]] = None
-    workers_error: Omitted[str] = None
-    #: Workers the router lists that the spec does not have (stale registrations).
-    unknown: Omitted[tuple[StaleWorker, ...]] = None
-
-
-@dataclass(frozen=True)
-class RequestTiming:
-    """One streamed request: status, TTFT, total time, tokens, and why it failed (``error``: a
-    reason of :mod:`servelab.core.load.records`; ``error_detail``: the first 200 characters of what
-    came with it)."""
-
-    status: int | None
-    ttft_s: float | None
-    total_s: float
-    completion_tokens: int
-    prompt_tokens: int
-    error: str | None
-    error_detail: Omitted[str] = None
-
-
-@dataclass(frozen=True)
-class E2EProbe:
-    """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
-    point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
-    before it (None: they could not be read), the second probe when one was sent, and, passed,
-    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set)."""
-
-    model: str
-    status: int | None
-    ttft_s: float | None
-    total_s: float
-    completion_tokens: int
-    prompt_tokens: int
-    error: str | None
-    error_detail: Omitted[str] = None
-    decode_requests_before: tuple[int, ...] | None = None
-    second: Omitted[RequestTiming] = None
-    start: Omitted[Start] = None
-    start_reason: Omitted[StartReason] = None
-    path: Omitted[ProxyRoute] = None
-
-    @classmethod
-    def of(cls, model: str, first: RequestTiming, before: tuple[int, ...] | None) -> E2EProbe:
-        """The probe whose first request is ``first``."""
-        return cls(
-            model, first.status, first.ttft_s, first.total_s, first.completion_tokens,
-            first.prompt_tokens, first.error, first.error_detail, before,
-        )  # fmt: skip
-
-    @property
-    def first(self) -> RequestTiming:
-        return RequestTiming(
-            self.status, self.ttft_s, self.total_s, self.completion_tokens, self.prompt_tokens,
-            self.error, self.error_detail,
-        )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class WorkerReach:
-    """``e2e.worker_reached``, ``…unreached``, ``…uncounted`` (xPyD): a real counter of the
-    worker's requests (``counter``, read by ``signal``: its own ``/metrics`` or the router's
-    per-worker counter, :mod:`servelab.core.verify.served`) before and after ``requests_sent``
-    small requests through ``via`` (the router), and the statuses they got. Uncounted: ``gap``
-    says why no counter could be read (an older ledger's row has none: it was "not a servelab
-    sim")."""
-
-    role: str
-    via: str
-    served_before: int | None
-    served_after: int | None
-    requests_sent: int
-    statuses: tuple[int | None, ...]
-    signal: Omitted[Signal] = None
-    counter: Omitted[str] = None
-    gap: Omitted[Gap] = None
 
 
 CheckData = (

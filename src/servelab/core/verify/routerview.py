@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from servelab.core.verify.checks import WorkerListing
+from servelab.core.verify.health import WorkerListing
 
 __all__ = ["ListedWorker", "SpecWorker", "router_view"]
 

@@ -19,9 +19,12 @@ from servelab.core.answers.judge import check_visit
 from servelab.core.answers.probes import probe_set
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.probe import ProbeTest, ProbeTestKind
+from servelab.core.case.reached import ReachedLoad
+from servelab.core.load.records import RequestRecord
 from servelab.errors import CaseError
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import measure
+from servelab.ops.case.reached import RunningWatch, reached_load
 from servelab.ops.context import Operation
 
 __all__ = ["answers_bench", "bisect_answers", "probe_answers", "wrong_answers"]
@@ -53,17 +56,20 @@ def answers_bench(bench: BenchConfig, level: int) -> BenchConfig:
 
 async def probe_answers(
     op: Operation, bench: BenchConfig, runs: int, rnd: int, label: str
-) -> tuple[list[Answer], list[int]]:
-    """``runs`` bench runs at ``bench``'s one level (round ``rnd``'s probes): every answer, and
-    the bench runs recorded."""
+) -> tuple[list[Answer], list[int], ReachedLoad | None]:
+    """``runs`` bench runs at ``bench``'s one level (round ``rnd``'s probes): every answer, the
+    bench runs recorded, and the load they reached (:mod:`servelab.ops.case.reached`)."""
     answers: list[Answer] = []
     ids: list[int] = []
-    for k in range(runs):
-        got = await measure(op, bench, list(bench.concurrencies), label, None,
-                            round_=rnd * runs + k)  # fmt: skip
-        answers += got.answers
-        ids += got.bench_run_ids
-    return answers, ids
+    records: list[RequestRecord] = []
+    async with await RunningWatch.of(op) as watch:
+        for k in range(runs):
+            got = await measure(op, bench, list(bench.concurrencies), label, None,
+                                round_=rnd * runs + k)  # fmt: skip
+            answers += got.answers
+            ids += got.bench_run_ids
+            records += got.records
+    return answers, ids, reached_load(watch, records)
 
 
 def wrong_answers(session: AnswerSession, answers: Sequence[Answer]) -> tuple[int, int]:

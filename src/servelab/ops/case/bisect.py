@@ -254,9 +254,9 @@ async def _answers_test(
     assert run.bench is not None
     await session.ensure(op)
     bench = answers_bench(run.bench, run.start.test.concurrency)
-    answers, ids = await probe_answers(op, bench, run.start.runs, rnd, f"bisect {label}")
+    answers, ids, got = await probe_answers(op, bench, run.start.runs, rnd, f"bisect {label}")
     units, failed = wrong_answers(session, answers)
-    return ProbeVisit(arm=arm, units=units, failed=failed, bench_run_ids=tuple(ids))
+    return ProbeVisit(arm=arm, units=units, failed=failed, bench_run_ids=tuple(ids), reached=got)
 
 
 async def _references(op: Operation, run: _Run) -> None:

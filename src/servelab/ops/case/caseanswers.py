@@ -5,7 +5,9 @@ the greedy answer probes (:mod:`servelab.ops.case.answers`); the references are 
 (its first visit takes them, or the ledger holds them for that state). A visit before the
 references existed keeps its answers and is judged at the end with the rest
 (:meth:`CaseAnswers.judged`): each visit's units are its answers, its failures the wrong ones,
-and the case's rule compares the arms (Fisher's exact test, Newcombe's interval).
+and the case's rule compares the arms (Fisher's exact test, Newcombe's interval). Each visit
+records the load it reached on the decode (:mod:`servelab.ops.case.reached`): a suspect arm
+below the load the wrong answers need clears nothing (:mod:`servelab.core.case.load`).
 """
 
 from __future__ import annotations
@@ -56,14 +58,14 @@ class CaseAnswers:
                                f"case test of {target}: arm {arm}, round {rnd + 1}")  # fmt: skip
         if arm == ARM_REVERT:
             await self.session.ensure(op)
-        got, _ids = await probe_answers(op, self.bench, self.runs, rnd,
-                                        f"case test {target} {arm}")  # fmt: skip
+        got, _ids, reached = await probe_answers(op, self.bench, self.runs, rnd,
+                                                 f"case test {target} {arm}")  # fmt: skip
         index = len(self.answers)
         self.answers[index] = got
         wrong = wrong_answers(self.session, got)[1] if self.session.refs is not None else None
         op.say(ArmAnswered(arm, value, wrong, len(got)))
         return ExperimentVisit(rnd, arm, value, len(got), wrong or 0, live.verification_id, None,
-                               round(time.monotonic() - started, 3))  # fmt: skip
+                               round(time.monotonic() - started, 3), reached)  # fmt: skip
 
     def judged(self, visits: Sequence[ExperimentVisit]) -> list[ExperimentVisit]:
         """Every visit's answers checked against the references (now taken)."""

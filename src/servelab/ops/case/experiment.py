@@ -17,6 +17,9 @@ each visit is short). Two arms:
 The arms are counterbalanced, ABBA (:func:`~servelab.core.case.experiment.abba_order`), ``rounds``
 visits each. A session fails when it stalled, hit an error, or did not finish its rounds. The
 decision is :func:`servelab.core.case.experiment.decide` (Fisher's exact test, Newcombe's interval).
+An answers test (``--test answers``) records the load each visit reached on the decode; a suspect
+arm below the load the case's wrong answers were seen at (else the requested concurrency) cannot
+exonerate: its outcome is ``not_shown`` (:mod:`servelab.core.case.load`).
 The knob is left as it was found (also when the experiment stops early). The experiment is
 recorded as the case event ``experiment`` and attached to the case as evidence of kind
 ``experiment`` (its ``ref_id`` the event); each visit's soak is recorded (not attached).
@@ -42,8 +45,10 @@ from servelab.core.case.experiment import (
     decide,
     tally,
 )
+from servelab.core.case.load import arm_load, case_reference, check_load, guard
 from servelab.core.case.model import Case, Target, parse_target, revert_changes
 from servelab.core.case.probe import ProbeTest, ProbeTestKind
+from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.events import CoRestarting
@@ -264,24 +269,30 @@ async def run_case_test(
                 await _leave_as_found(op, arms)
             raise
         left = await _leave_as_found(op, arms)
-    record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started)
+    reference = case_reference(case.events, case.evidence, cfg.test.concurrency)
+    record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started,
+                     reference)  # fmt: skip
     return _save(ledger, record)
 
 
 def _record(
     cfg: CaseTestConfig, arms: _Arms, visits: list[ExperimentVisit], soak_id: int | None,
-    workload: SoakConfig | None, left: str | None, elapsed: float,
+    workload: SoakConfig | None, left: str | None, elapsed: float, reference: LoadReference,
 ) -> ExperimentRecord:  # fmt: skip
     suspect = tally(visits, ARM_SUSPECT, arms.suspect)
     revert = tally(visits, ARM_REVERT, arms.revert)
     decision = decide(suspect, revert, alpha=cfg.alpha, effect=cfg.effect)
+    load = None
+    if cfg.test.kind is ProbeTestKind.ANSWERS:
+        load = check_load(arm_load(visits, ARM_SUSPECT), reference)
+        decision = guard(decision, load)
     return ExperimentRecord(
         case_id=cfg.case_id, target=str(arms.target), suspect_value=arms.suspect,
         revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
         decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
         found=arms.found, left=left, elapsed_s=round(elapsed, 3),
         workload=encode(workload) if workload is not None else
-        {"test": str(cfg.test), **encode(cfg.bench)},
+        {"test": str(cfg.test), **encode(cfg.bench)}, load=load,
     )  # fmt: skip
 
 

@@ -134,7 +134,7 @@ async def reproduce_answers(op: Operation, cfg: StepConfig) -> Reproduction:
                 for s, svc in op.spec.services.items() for k in svc.knobs]  # fmt: skip
     session = AnswerSession(bench.answers, baseline_state(op, settings), bench.model)
     await session.ensure(op)
-    answers, ids = await probe_answers(op, bench, cfg.runs, 0, "investigate: reproduce")
+    answers, ids, _load = await probe_answers(op, bench, cfg.runs, 0, "investigate: reproduce")
     units, failed = wrong_answers(session, answers)
     return Reproduction(failed, units, None, tuple(ids), str(Layer.CORRECTNESS), None)
 

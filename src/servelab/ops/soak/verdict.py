@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.creep import creep_evidence
-from servelab.core.soak.diagnose import Dropped, Finding, diagnosis
+from servelab.core.soak.diagnose import diagnosis
 from servelab.core.soak.evidence import (
     CorrectnessIssue,
     Localization,
@@ -28,7 +28,9 @@ from servelab.core.soak.evidence import (
     SoakEvidence,
     Stall,
 )
-from servelab.core.soak.observe import Observation, observations
+from servelab.core.soak.finding import Dropped, Finding
+from servelab.core.soak.observation import Observation
+from servelab.core.soak.observe import observations
 from servelab.core.soak.replay import Cell, Hop, Payload
 from servelab.core.soak.signatures import Failure, Signature, stall
 from servelab.core.soak.undecided import Undecided, undecided

@@ -12,7 +12,7 @@
   read: unknown, with the reason, and the check fails).
 
 This module returns typed checks (:class:`~servelab.core.verify.checks.Check`: an
-:class:`~servelab.core.verify.checks.E2EProbe`, a :class:`~servelab.core.verify.checks.WorkerReach`
+:class:`~servelab.core.verify.e2e.E2EProbe`, a :class:`~servelab.core.verify.e2e.WorkerReach`
 per worker); :mod:`servelab.report.verify` words them.
 """
 
@@ -28,14 +28,7 @@ from servelab.core.load.proxyroute import ProxyRoute, route
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.promtext import Exposition
 from servelab.core.telemetry.summary import MetricsSource
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    E2EProbe,
-    Layer,
-    RequestTiming,
-    WorkerReach,
-)
+from servelab.core.verify.checks import Check, CheckCode, Layer
 from servelab.core.verify.coldstart import (
     COLD_MIN_S,
     COLD_RATIO,
@@ -44,6 +37,7 @@ from servelab.core.verify.coldstart import (
     decode_counts,
     needs_second_probe,
 )
+from servelab.core.verify.e2e import E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.events import ProbingWorkers
 from servelab.core.verify.served import Count, Gap, Scrapes, counted
 from servelab.errors import ModelNotListed

@@ -47,18 +47,11 @@ from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.verify.checks import (
-    Check,
-    CheckCode,
-    E2EProbe,
-    HealthProbe,
-    Layer,
-    LayerSkipped,
-    SkipReason,
-    StaleWorker,
-)
+from servelab.core.verify.checks import Check, CheckCode, Layer, LayerSkipped, SkipReason
 from servelab.core.verify.contract import VerifyReport
+from servelab.core.verify.e2e import E2EProbe
 from servelab.core.verify.events import ProbingE2E, ProbingHealth
+from servelab.core.verify.health import HealthProbe, StaleWorker
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError
 from servelab.io.http.client import HttpClient, probe

@@ -5,7 +5,7 @@ reading through :func:`creep_text`, ``report.soak.soak`` gives :data:`CREEP_ADVI
 from __future__ import annotations
 
 from servelab.core.soak.creep import RULE_CREEP
-from servelab.core.soak.diagnose import Finding
+from servelab.core.soak.finding import Finding
 from servelab.core.telemetry.rules import QUIET, UNKNOWN, Cite, TelemetryEvidence
 
 __all__ = ["CREEP_ADVICE", "creep_text", "only_creep"]

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.load.cache import merged
-from servelab.core.soak.diagnose import Finding
-from servelab.core.soak.observe import Observation
+from servelab.core.soak.finding import Finding
+from servelab.core.soak.observation import Observation
 from servelab.core.soak.result import SoakClient, SoakResult
 from servelab.core.telemetry.rules import TelemetryReading
 from servelab.report.route import route_text

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import assert_never
 
 from servelab.core.soak.creep import RULE_CREEP
-from servelab.core.soak.diagnose import Dropped, DropReason, Finding
 from servelab.core.soak.evidence import ReplayPath
-from servelab.core.soak.observe import (
+from servelab.core.soak.finding import Dropped, DropReason, Finding
+from servelab.core.soak.observation import (
     CorrectnessViolations,
     EngineProgress,
     EngineStart,

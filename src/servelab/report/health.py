@@ -1,0 +1,67 @@
+"""The health layer's sentences: a readiness endpoint's answer and, for a router, its own
+worker list against the spec's (:mod:`servelab.core.verify.health`; no I/O, returns str)."""
+
+from __future__ import annotations
+
+import shlex
+
+from servelab.core.verify.checks import CheckCode
+from servelab.core.verify.health import HealthProbe, WorkerListing
+
+__all__ = ["WORKER_NOTE", "describe_health"]
+
+#: What a PD worker's passing health check does not prove.
+WORKER_NOTE = "a PD worker's own health check never exercises the KV transfer (see e2e)"
+
+_C = CheckCode
+
+
+def describe_health(code: CheckCode, data: HealthProbe) -> str:
+    """A ``health.*`` check's reason: the endpoint's answer, and what the router's worker list
+    says against the spec."""
+    if code is _C.HEALTH_UNREACHABLE:
+        return f"{data.path}: unreachable: {data.error}"
+    if code is _C.HEALTH_HTTP_ERROR:
+        return f"{data.path}: HTTP {data.status}: {data.body or ''}"
+    ready = _ready(data)
+    if code is _C.HEALTH_WORKER_READY:
+        return f"{ready}; {WORKER_NOTE}"
+    if code is _C.HEALTH_WORKERS_MISSING:
+        return (
+            f"{ready}; but the router does not list {', '.join(data.missing or ())} "
+            "(out of the router: `servelab restart --rolling NAME` puts a worker back)"
+        )
+    if code is _C.HEALTH_WORKERS_MISREGISTERED:
+        wrong = [_misregistered(row) for row in data.workers or () if row.misregistered]
+        return f"{ready}; but the router registered {'; '.join(wrong)}"
+    if code is _C.HEALTH_WORKERS_UNKNOWN:
+        stale = [f"{w.url} ({w.role or 'no role'}; remove it: `{shlex.join(w.remove)}`)"
+                 for w in data.unknown or ()]  # fmt: skip
+        return f"{ready}; but the router lists a worker the spec does not have: {', '.join(stale)}"
+    return ready
+
+
+def _misregistered(row: WorkerListing) -> str:
+    parts = []
+    if row.router_role is not None:
+        parts.append(f"as {row.router_role} (the spec: {row.role})")
+    if row.router_bootstrap_port is not None:
+        parts.append(
+            f"with bootstrap port {row.router_bootstrap_port} (the spec: {row.spec_bootstrap_port})"
+        )
+    return f"{row.service} " + " and ".join(parts)
+
+
+def _ready(data: HealthProbe) -> str:
+    text = f"{data.path} {data.status} in {data.elapsed_s * 1000:.0f} ms"
+    if data.healthy_workers is not None:
+        text += f" ({data.healthy_workers}/{data.total_workers} workers healthy)"
+    if data.workers:
+        text += "; router lists " + ", ".join(_listed(row) for row in data.workers)
+    return text
+
+
+def _listed(row: WorkerListing) -> str:
+    if not row.listed:
+        return f"{row.service} missing"
+    return f"{row.service} {'healthy' if row.healthy else 'unhealthy'}"

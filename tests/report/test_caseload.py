@@ -1,0 +1,40 @@
+"""The reached load of an answers test, in one line."""
+
+from __future__ import annotations
+
+from servelab.core.case.experiment import CONVICTED, EXONERATED, NOT_SHOWN, Decision
+from servelab.core.case.reached import (
+    LoadCheck,
+    LoadReference,
+    LoadSource,
+    ReachedLoad,
+    ReferenceSource,
+)
+from servelab.report.caseload import describe_load, load_clause
+
+
+def test_not_shown_says_what_was_reached_against_what() -> None:
+    check = LoadCheck(ReachedLoad(LoadSource.ENGINE, 9, 7, 14, "sglang:num_running_reqs"),
+                      LoadReference(24, ReferenceSource.CASE, 3), False)  # fmt: skip
+    assert describe_load(check, Decision(NOT_SHOWN)) == (
+        "reached 9 running requests on the decode (sglang:num_running_reqs; median 7 over 14 "
+        "samples); the wrong answers were seen at 24 (evidence #3): not shown — rerun with more "
+        "load or less competing CPU"
+    )
+    assert load_clause(check) == "load 9 of 24"
+    assert describe_load(check, Decision(CONVICTED)).endswith(
+        "below it, but wrong answers convict at any load"
+    )
+
+
+def test_the_client_witness_and_the_requested_reference_are_named() -> None:
+    check = LoadCheck(ReachedLoad(LoadSource.CLIENT, 64, 60, 400),
+                      LoadReference(64, ReferenceSource.REQUESTED), True)  # fmt: skip
+    text = describe_load(check, Decision(EXONERATED))
+    assert text.startswith("reached 64 requests in flight at the client (the decode's gauge did "
+                           "not answer; median 60 over 400 samples)")  # fmt: skip
+    reference = "the reference is half the requested concurrency, 64: reached"
+    assert f"{reference}, so the verdict stands" in text
+    unknown = LoadCheck(None, LoadReference(64, ReferenceSource.REQUESTED), False)
+    assert describe_load(unknown, Decision(NOT_SHOWN)).startswith("reached an unknown load")
+    assert load_clause(unknown) == "load unknown of 64"
