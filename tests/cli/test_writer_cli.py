@@ -120,3 +120,19 @@ def test_init_output_force_refuses_a_link(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"cannot write {link}: it is a symbolic link (to {victim})" in done.stderr
     assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n" and link.is_symlink()
+
+
+def test_trace_generate_to_dev_stdout_redirected_to_a_file(tmp_path: Path) -> None:
+    """``/dev/stdout`` is a link (to ``/proc/self/fd/1``, to the shell's file): it names the
+    descriptor, which is written; it is no link refused."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "trace.jsonl"
+    with out.open("wb") as held:
+        done = subprocess.run(
+            [sys.executable, "-m", "servelab", "trace", "generate", "/dev/stdout", "--sessions",
+             "1"], stdout=held, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().count("\n") > 1 and out.read_text().startswith('{"session_id"')

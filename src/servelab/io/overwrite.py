@@ -35,7 +35,7 @@ def link_refusal(path: Path) -> str | None:
     to nothing (a link planted in an export's folder would send the bytes anywhere, and
     ``--force`` replace what it names: ``/etc/passwd``); None for anything else (a link to a
     device or a FIFO, ``/dev/stdout``, is streamed into: nothing is replaced)."""
-    if not path.is_symlink():
+    if not path.is_symlink() or descriptor(path) is not None:  # /dev/stdout: its descriptor
         return None
     try:
         end = path.stat()
