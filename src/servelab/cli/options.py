@@ -120,7 +120,7 @@ CONCURRENCY = SharedOption(
 )  # fmt: skip
 REQUESTS = SharedOption(
     "--requests", "requests", Parsed("N", parse_requests),
-    help="Measured requests per run (warm-up excluded), at most 100,000.", default="100",
+    help="Measured requests per run (warm-up excluded).", default="100",
 )  # fmt: skip
 REPEAT = SharedOption(
     "--repeat", "repeat", Parsed("N", parse_positive),
