@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from servelab.core.load.workload import LengthDist, generate_requests, iter_requests
 from servelab.io.http.client import chat_body, completion_body
 
-__all__ = ["BUILD_BATCH", "Job", "build_jobs", "jobs_for"]
+__all__ = ["BUILD_WORDS", "Job", "build_jobs", "jobs_for"]
 
-#: How many jobs :func:`build_jobs` builds between two looks at its stop event (~20 ms).
-BUILD_BATCH = 512
+#: How many prompt words :func:`build_jobs` builds between two looks at its stop event (512
+#: requests of 128 words, ~20 ms; a prompt is never cut, so one very long prompt is one look).
+BUILD_WORDS = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +66,21 @@ async def build_jobs(
     endpoint: str,
     ignore_eos: bool,
 ) -> list[Job]:
-    """:func:`jobs_for`'s jobs, built on a running loop: it yields every :data:`BUILD_BATCH`
-    jobs, so a stop signal is acted on while a large run is prepared; once ``stop`` is set it
-    returns the jobs built so far (the run then stops before sending any)."""
+    """:func:`jobs_for`'s jobs, built on a running loop: it yields every :data:`BUILD_WORDS`
+    prompt words, so a stop signal is acted on while a large run is prepared; once ``stop`` is
+    set it returns the jobs built so far (the run then stops before sending any)."""
     make = chat_body if "chat" in endpoint else completion_body
     specs = iter_requests(n, input_len=input_len, output_len=output_len, seed=seed,
                           shared_prefix_len=shared_prefix_len)  # fmt: skip
     jobs: list[Job] = []
+    words = 0
     for s in specs:
-        if len(jobs) % BUILD_BATCH == 0 and len(jobs):
+        if words >= BUILD_WORDS:
+            words = 0
             await asyncio.sleep(0)
             if stop is not None and stop.is_set():
                 break
+        words += s.input_len
         jobs.append(Job(s.index, s.input_len, make(model, s.prompt, s.output_len,
                                                    ignore_eos=ignore_eos)))  # fmt: skip
     return jobs
