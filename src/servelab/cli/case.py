@@ -211,11 +211,12 @@ def case_revert(
 
 @case_group.command("resolve")
 @click.argument("case_id", type=int)
-@click.option("--root-cause", required=True, help="What the cause was.")
+@click.option("--root-cause", required=True, help="What the cause was.", callback=stored_text)
 @click.option("--exonerate", multiple=True, help="A target cleared of suspicion (repeatable).")
 @click.option("--convict", multiple=True, help="A target found guilty (repeatable).")
 @click.option("--override", "override", default=None, metavar="REASON",
-              help="Give verdicts the evidence refuses; the reason is recorded.")  # fmt: skip
+              help="Give verdicts the evidence refuses; the reason is recorded.",
+              callback=stored_text)  # fmt: skip
 @spec_option
 @ledger_option
 @json_option
