@@ -17,7 +17,7 @@ import click
 
 from servelab.cli.boundary import EXIT_FAILED, console, err_console, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import MAX_SECONDS, Finite
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
@@ -167,7 +167,7 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
 @click.option(
     "--drain-timeout",
     "drain_timeout_s",
-    type=Finite(min=0),
+    type=Finite(min=0, max=MAX_SECONDS),
     default=RollOptions.drain_timeout_s,
     show_default=True,
     help="With --rolling: seconds to wait for a worker's in-flight requests to finish.",

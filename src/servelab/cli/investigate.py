@@ -26,7 +26,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
-from servelab.cli.numbers import Finite
+from servelab.cli.numbers import MAX_RUN_SECONDS, Finite
 from servelab.cli.options import (
     CASE,
     IDLE_TIMEOUT,
@@ -144,7 +144,7 @@ def _write_report(
 @SESSIONS.option(Default("4", "the reproducing soak and its replays"))
 @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
 @IDLE_TIMEOUT.option(Default("5", "the stall threshold of the reproducing soak"))
-@click.option("--duration", default=120.0, show_default=True, type=Finite(1),
+@click.option("--duration", default=120.0, show_default=True, type=Finite(1, MAX_RUN_SECONDS),
               help="Total deadline of the soak, seconds (localization included). Default here: the "
               "reproducing soak is one step of several.")  # fmt: skip
 @REQUESTS.option(Default("400", "an answers run carries 5% probes"))

@@ -2,7 +2,9 @@
 
 click's ``float`` and ``FloatRange`` accept ``nan`` (every comparison with it is false, so no
 bound refuses it) and ``inf``: ``soak --think-time nan`` ran a soak that never started a round and
-called it OK. :class:`Finite` refuses both as a usage error (exit 2) naming the option.
+called it OK. :class:`Finite` refuses both as a usage error (exit 2) naming the option. A time
+gets its maximum too (:data:`MAX_SECONDS`, a day; :data:`MAX_RUN_SECONDS`, a week for a run's
+whole duration): ``soak --think-time 1e308`` is refused, not slept.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from typing import Any
 
 import click
 
-__all__ = ["Finite"]
+from servelab.core.options import MAX_RUN_SECONDS, MAX_SECONDS
+
+__all__ = ["MAX_RUN_SECONDS", "MAX_SECONDS", "Finite"]
 
 
 class Finite(click.FloatRange):

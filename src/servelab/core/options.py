@@ -3,7 +3,11 @@ that takes the option (``cli/options.py`` declares each option once and names it
 
 Each parser takes the text as typed and returns the typed value, or raises
 :class:`~servelab.errors.OptionError` saying what it expected; the CLI turns that into a usage
-error naming the option (exit 2). Numbers must be finite: ``nan`` and ``inf`` are refused.
+error naming the option (exit 2). Numbers must be finite: ``nan`` and ``inf`` are refused, and
+bounded: a time at most :data:`MAX_SECONDS` (a day, as a spec's timeouts), a rate within
+:data:`MIN_RATE`..:data:`MAX_RATE`, a length's parameters at most
+:data:`~servelab.core.load.lengths.MAX_TOKENS` (``--deadline 1e308`` or ``--rate 1e-308`` once
+ended in an OverflowError). A number out of range is said with ``%g``, never 300 digits.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from servelab.core.deploy.spec import MAX_TIMEOUT_S
 from servelab.core.load.lengths import MAX_TOKENS, longest
 from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
-from servelab.core.load.trace import TraceWindow
+from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.errors import OptionError
 
@@ -24,7 +29,12 @@ __all__ = [
     "ENDPOINTS",
     "KNOB_ARMS_FORM",
     "KNOB_VALUES_FORM",
+    "MAX_MINUTES",
+    "MAX_RATE",
+    "MAX_RUN_SECONDS",
+    "MAX_SECONDS",
     "MAX_SESSIONS",
+    "MIN_RATE",
     "RESERVED_HEADERS",
     "KnobArms",
     "KnobValues",
@@ -62,6 +72,16 @@ CHANGE_FORM = "SERVICE:NAME=FROM,TO"
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 #: The most concurrent agent sessions a soak runs.
 MAX_SESSIONS = 4096
+#: The longest timeout, deadline or ramp an option may give: a day, as a spec's timeouts.
+MAX_SECONDS = MAX_TIMEOUT_S
+#: The longest a run may be given (``soak --duration``): a week, as a trace replay's cap.
+MAX_RUN_SECONDS = MAX_REPLAY_S
+#: The longest time budget (``--max-minutes``): the same week.
+MAX_MINUTES = MAX_RUN_SECONDS / 60
+#: The fastest arrival rate: a million requests a second, past any client's reach.
+MAX_RATE = 1e6
+#: The slowest arrival rate: one request a day (its Poisson gaps stay finite nanoseconds).
+MIN_RATE = 1 / MAX_SECONDS
 
 
 def _whole(text: str, expected: str, low: int | None = None, high: int | None = None) -> int:
@@ -104,36 +124,57 @@ def parse_sessions(text: str) -> int:
     return _whole(text, f"a whole number from 1 to {MAX_SESSIONS}", low=1, high=MAX_SESSIONS)
 
 
+def _shown(value: float) -> str:
+    """A number in an error: whole ones up to 10^15 in full (16,777,216), others with ``%g``."""
+    return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def _echoed(text: str) -> str:
+    """The text as typed, quoted, cut to its first 24 characters (not 400 digits)."""
+    return repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
+
+
+def _over(value: float, most: float, unit: str) -> float:
+    """``value`` unless it passes ``most`` (said with ``%g``: 1e+308, never its 309 digits)."""
+    if value > most:
+        raise OptionError(f"{_shown(value)} {unit} is over the most allowed, {_shown(most)} {unit}")
+    return value
+
+
 def parse_seconds(text: str) -> float:
-    """Seconds ≥ 0 (a ramp: 0 starts everyone at once)."""
+    """Seconds ≥ 0, at most :data:`MAX_SECONDS` (a ramp: 0 starts everyone at once)."""
     value = _finite(text, "seconds ≥ 0")
     if value < 0:
         raise OptionError(f"expected seconds ≥ 0, got {text!r}")
-    return value
+    return _over(value, MAX_SECONDS, "s")
 
 
 def parse_positive_seconds(text: str) -> float:
-    """Seconds > 0 (an idle timeout, a deadline)."""
+    """Seconds > 0, at most :data:`MAX_SECONDS` (an idle timeout, a deadline)."""
     value = _finite(text, "seconds > 0")
     if value <= 0:
         raise OptionError(f"expected seconds > 0, got {text!r}")
-    return value
+    return _over(value, MAX_SECONDS, "s")
 
 
 def parse_positive_minutes(text: str) -> float:
-    """Minutes > 0, finite (a time budget: ``nan`` or ``inf`` would never be reached)."""
+    """Minutes > 0, at most :data:`MAX_MINUTES` (a time budget: ``nan`` or ``inf`` would never be
+    reached)."""
     value = _finite(text, "minutes > 0")
     if value <= 0:
         raise OptionError(f"expected minutes > 0, got {text!r}")
-    return value
+    return _over(value, MAX_MINUTES, "minutes")
 
 
 def parse_rate(text: str) -> float:
-    """Requests per second > 0."""
+    """Requests per second > 0, from :data:`MIN_RATE` (one a day) to :data:`MAX_RATE`."""
     value = _finite(text, "requests per second > 0")
     if value <= 0:
         raise OptionError(f"expected requests per second > 0, got {text!r}")
-    return value
+    if value < MIN_RATE:
+        raise OptionError(f"{value:g} requests per second is under the least allowed, "
+                          "one a day (1/86400)")  # fmt: skip
+    return _over(value, MAX_RATE, "requests per second")
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
@@ -160,10 +201,12 @@ def parse_length(text: str) -> LengthDist:
             raise ValueError(text)
         if not (math.isfinite(value) and math.isfinite(spread)):
             raise ValueError(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a whole number past any float
         raise OptionError(
-            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {text!r}"
+            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {_echoed(text)}"
         ) from None
+    for number in (value, spread):  # before longest(): 6 σ of 1e308 is no number
+        _over(number, MAX_TOKENS, "tokens")
     try:  # a fixed length stays whole, LengthDist("fixed", 64), as configs recorded it before
         dist = LengthDist(kind, value, spread) if len(parts) == 3 else LengthDist(kind, int(value))
     except ValueError as exc:  # its own rule: a known kind, a length ≥ 1, a spread ≥ 0

@@ -12,6 +12,7 @@ as healthy.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -264,6 +265,8 @@ def parse_metrics(text: str) -> dict[str, float]:
         try:
             value = float(fields[0])
         except ValueError:
+            continue
+        if not math.isfinite(value):  # NaN or ±Inf: not reported
             continue
         name = name_part.strip()
         values[name] = values.get(name, 0.0) + value

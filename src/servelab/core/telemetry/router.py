@@ -13,6 +13,7 @@ unknown, never healthy.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -100,7 +101,7 @@ def parse_labeled(text: str) -> list[Sample]:
             value = float(fields[0]) if fields else None
         except ValueError:
             value = None
-        if value is not None:
+        if value is not None and math.isfinite(value):  # NaN or ±Inf: not reported
             samples.append((name.strip(), _labels(labels), value))
     return samples
 
