@@ -17,10 +17,11 @@ import click
 
 from servelab.cli.boundary import EXIT_FAILED, console, err_console, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
-from servelab.cli.numbers import MAX_SECONDS, Finite
+from servelab.cli.numbers import Finite
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
+from servelab.core.options import MAX_SECONDS
 from servelab.core.restart.contract import DeployReport
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec

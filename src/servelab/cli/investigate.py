@@ -26,7 +26,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
-from servelab.cli.numbers import MAX_RUN_SECONDS, Finite
+from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CASE,
     IDLE_TIMEOUT,
@@ -43,7 +43,7 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.investigate.events import ExperimentRestarts, InvestigateEvent
 from servelab.core.investigate.state import Ending, Symptom
 from servelab.core.ledger.codec import encode
-from servelab.core.options import parse_positive_minutes
+from servelab.core.options import MAX_RUN_SECONDS, parse_positive_minutes
 from servelab.core.soak.fresh import FreshContext
 from servelab.core.soak.result import SoakConfig
 from servelab.io.files import write_atomic, write_files

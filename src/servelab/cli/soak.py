@@ -27,7 +27,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
-from servelab.cli.numbers import MAX_RUN_SECONDS, MAX_SECONDS, Finite
+from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CASE,
     HEADER,
@@ -46,6 +46,7 @@ from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.routers import RouterOptions
 from servelab.core.load.lengths import MAX_TOKENS
 from servelab.core.load.slo import SLO
+from servelab.core.options import MAX_RUN_SECONDS, MAX_SECONDS
 from servelab.core.soak.fresh import FreshContext, parse_fresh_context
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
