@@ -18,7 +18,7 @@ from servelab.core.telemetry.promtext import (
     parse_exposition,
     series_key,
 )
-from servelab.core.telemetry.router import parse_labeled
+from servelab.core.telemetry.router import parse_labeled, parse_loads
 from servelab.core.verify.coldstart import decode_counts
 from servelab.core.verify.served import engine_count
 from servelab.errors import MetricsError
@@ -135,3 +135,10 @@ def test_a_count_that_is_nan_or_overflows_is_not_reported() -> None:
     assert engine_count(big) is None  # a sum past every float: no number
     assert decode_counts([HOSTILE, big]) is None
     assert engine_count("sglang:num_requests_total 7\n") == 7
+
+
+def test_loads_and_summed_metrics_that_are_no_finite_number_are_not_reported() -> None:
+    body = ('{"workers": [{"worker": "http://a", "load": NaN}, {"worker": "http://b", "load": '
+            f'{"9" * 400}}}, {{"worker": "http://c", "load": 2}}]}}')  # fmt: skip
+    assert parse_loads(body) == {"http://c": 2.0}
+    assert parse_metrics("x 1e308\nx 1e308\ny 1\n") == {"y": 1.0}

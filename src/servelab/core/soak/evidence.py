@@ -270,7 +270,7 @@ def parse_metrics(text: str) -> dict[str, float]:
             continue
         name = name_part.strip()
         values[name] = values.get(name, 0.0) + value
-    return values
+    return {name: v for name, v in values.items() if math.isfinite(v)}  # overflowed: not reported
 
 
 def parse_workers(body: str) -> list[tuple[str, str]]:

@@ -138,7 +138,14 @@ def _mean(samples: list[Sample], histogram: str) -> float | None:
 
 
 def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A JSON number as a finite float (None: another type, NaN, ±Infinity or past every float)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # an integer of 400 digits raises OverflowError
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def parse_loads(body: str | None) -> dict[str, float] | None:
