@@ -48,6 +48,7 @@ __all__ = [
     "parse_knob_arms",
     "parse_knob_values",
     "parse_length",
+    "parse_load_rate",
     "parse_name",
     "parse_positive",
     "parse_positive_minutes",
@@ -167,14 +168,22 @@ def parse_positive_minutes(text: str) -> float:
 
 
 def parse_rate(text: str) -> float:
-    """Requests per second > 0, from :data:`MIN_RATE` (one a day) to :data:`MAX_RATE`."""
+    """Requests per second > 0, at most :data:`MAX_RATE` (``trace generate`` says itself what a
+    rate too slow for a trace would span)."""
     value = _finite(text, "requests per second > 0")
     if value <= 0:
         raise OptionError(f"expected requests per second > 0, got {text!r}")
+    return _over(value, MAX_RATE, "requests per second")
+
+
+def parse_load_rate(text: str) -> float:
+    """A load's arrivals per second: :func:`parse_rate`, and at least :data:`MIN_RATE` (one a
+    day: ``--rate 1e-308`` made a gap past every float)."""
+    value = parse_rate(text)
     if value < MIN_RATE:
         raise OptionError(f"{value:g} requests per second is under the least allowed, "
                           "one a day (1/86400)")  # fmt: skip
-    return _over(value, MAX_RATE, "requests per second")
+    return value
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
