@@ -29,12 +29,13 @@ HUGE_ID = "99999999999999999999"
         (("bench", "--idle-timeout", "1e308"), "--idle-timeout", "86,400 s"),
         (("bench", "--ramp", "1e308"), "--ramp", "86,400 s"),
         (("bench", "--rate", "1e-308"), "--rate", "one a day"),
-        (("bench", "--input-len", "normal:10:1e308"), "--input-len", "16,777,216 tokens"),
+        (("bench", "--input-len", "normal:10:1e308"), "--input-len", "reaches 1e+308 tokens"),
         (("bench", "--output-len", "9" * 400), "--output-len", "(400 characters)"),
         (("soak", "--idle-timeout", "1e308"), "--idle-timeout", "86,400 s"),
         (("soak", "--think-time", "1e308"), "--think-time", "1e+308"),
         (("soak", "--duration", "1e308"), "--duration", "1e+308"),
         (("soak", "--max-tokens", HUGE_ID), "--max-tokens", "16777216"),
+        (("soak", "--sessions", "9" * 400), "--sessions", "(400 characters)"),
     ],
 )
 def test_a_huge_number_is_a_usage_error_naming_the_option(

@@ -89,9 +89,9 @@ def _whole(text: str, expected: str, low: int | None = None, high: int | None = 
     try:
         value = int(text)
     except ValueError:
-        raise OptionError(f"expected {expected}, got {text!r}") from None
+        raise OptionError(f"expected {expected}, got {_echoed(text)}") from None
     if (low is not None and value < low) or (high is not None and value > high):
-        raise OptionError(f"expected {expected}, got {text!r}")
+        raise OptionError(f"expected {expected}, got {_echoed(text)}")
     return value
 
 
@@ -99,9 +99,9 @@ def _finite(text: str, expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise OptionError(f"expected {expected}, got {text!r}") from None
+        raise OptionError(f"expected {expected}, got {_echoed(text)}") from None
     if not math.isfinite(value):
-        raise OptionError(f"expected {expected}, got {text!r}")
+        raise OptionError(f"expected {expected}, got {_echoed(text)}")
     return value
 
 
@@ -130,6 +130,11 @@ def _shown(value: float) -> str:
     return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
 
 
+def _cut(text: str) -> str:
+    """The text as typed, cut to its first 24 characters (not 400 digits)."""
+    return text if len(text) <= 24 else f"{text[:24]}… ({len(text):,} characters)"
+
+
 def _echoed(text: str) -> str:
     """The text as typed, quoted, cut to its first 24 characters (not 400 digits)."""
     return repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
@@ -146,7 +151,7 @@ def parse_seconds(text: str) -> float:
     """Seconds ≥ 0, at most :data:`MAX_SECONDS` (a ramp: 0 starts everyone at once)."""
     value = _finite(text, "seconds ≥ 0")
     if value < 0:
-        raise OptionError(f"expected seconds ≥ 0, got {text!r}")
+        raise OptionError(f"expected seconds ≥ 0, got {_echoed(text)}")
     return _over(value, MAX_SECONDS, "s")
 
 
@@ -154,7 +159,7 @@ def parse_positive_seconds(text: str) -> float:
     """Seconds > 0, at most :data:`MAX_SECONDS` (an idle timeout, a deadline)."""
     value = _finite(text, "seconds > 0")
     if value <= 0:
-        raise OptionError(f"expected seconds > 0, got {text!r}")
+        raise OptionError(f"expected seconds > 0, got {_echoed(text)}")
     return _over(value, MAX_SECONDS, "s")
 
 
@@ -163,7 +168,7 @@ def parse_positive_minutes(text: str) -> float:
     reached)."""
     value = _finite(text, "minutes > 0")
     if value <= 0:
-        raise OptionError(f"expected minutes > 0, got {text!r}")
+        raise OptionError(f"expected minutes > 0, got {_echoed(text)}")
     return _over(value, MAX_MINUTES, "minutes")
 
 
@@ -172,7 +177,7 @@ def parse_rate(text: str) -> float:
     rate too slow for a trace would span)."""
     value = _finite(text, "requests per second > 0")
     if value <= 0:
-        raise OptionError(f"expected requests per second > 0, got {text!r}")
+        raise OptionError(f"expected requests per second > 0, got {_echoed(text)}")
     return _over(value, MAX_RATE, "requests per second")
 
 
@@ -188,7 +193,7 @@ def parse_load_rate(text: str) -> float:
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
     """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``)."""
-    expected = f"concurrency must be positive integers, got {text!r}"
+    expected = f"concurrency must be positive integers, got {_echoed(text)}"
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
@@ -214,14 +219,15 @@ def parse_length(text: str) -> LengthDist:
         raise OptionError(
             f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {_echoed(text)}"
         ) from None
-    for number in (value, spread):  # before longest(): 6 σ of 1e308 is no number
-        _over(number, MAX_TOKENS, "tokens")
+    if max(value, spread) > MAX_TOKENS:  # before longest(): 6 σ of 1e308 is no number
+        raise OptionError(f"{_cut(text)} reaches {_shown(max(value, spread))} tokens, over "
+                          f"{MAX_TOKENS:,}: longer than any model's context")  # fmt: skip
     try:  # a fixed length stays whole, LengthDist("fixed", 64), as configs recorded it before
         dist = LengthDist(kind, value, spread) if len(parts) == 3 else LengthDist(kind, int(value))
     except ValueError as exc:  # its own rule: a known kind, a length ≥ 1, a spread ≥ 0
         raise OptionError(str(exc)) from None
     if longest(dist) > MAX_TOKENS:  # refused before any prompt is built (core/load/lengths.py)
-        raise OptionError(f"{text} reaches {longest(dist):,} tokens, over {MAX_TOKENS:,}: "
+        raise OptionError(f"{_cut(text)} reaches {longest(dist):,} tokens, over {MAX_TOKENS:,}: "
                           "longer than any model's context")  # fmt: skip
     return dist
 
@@ -381,7 +387,7 @@ def parse_speedup(text: str) -> float:
     """A factor > 0 (``2``: twice as fast as recorded; ``0.5``: half as fast)."""
     value = _finite(text, "a factor > 0")
     if value <= 0:
-        raise OptionError(f"expected a factor > 0, got {text!r}")
+        raise OptionError(f"expected a factor > 0, got {_echoed(text)}")
     return value
 
 
@@ -390,7 +396,7 @@ def _seconds_of(text: str) -> float:
     try:
         return parse_duration_ms(text) / 1e3 if text.strip()[-1:].isalpha() else float(text)
     except ValueError:
-        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {text!r}") from None
+        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {_echoed(text)}") from None
 
 
 def parse_trace_window(text: str) -> TraceWindow:
@@ -398,12 +404,14 @@ def parse_trace_window(text: str) -> TraceWindow:
     out (``:300`` from the start, ``600:`` to the end)."""
     start, sep, end = text.partition(":")
     if not sep:
-        raise OptionError(f"expected START:END (seconds, either may be left out), got {text!r}")
+        raise OptionError(
+            f"expected START:END (seconds, either may be left out), got {_echoed(text)}"
+        )
     low = _seconds_of(start) if start.strip() else 0.0
     high = _seconds_of(end) if end.strip() else None
     if not math.isfinite(low) or (high is not None and not math.isfinite(high)):
-        raise OptionError(f"expected finite seconds, got {text!r}")
+        raise OptionError(f"expected finite seconds, got {_echoed(text)}")
     try:
         return TraceWindow(low, high)
     except ValueError:
-        raise OptionError(f"expected 0 ≤ START < END, got {text!r}") from None
+        raise OptionError(f"expected 0 ≤ START < END, got {_echoed(text)}") from None
