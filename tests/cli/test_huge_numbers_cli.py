@@ -1,8 +1,9 @@
 """Issue 38, seventh pass, H5/H6/M7/M10, through the real CLI: huge finite numbers.
 
 ``bench --deadline 1e308`` (``--idle-timeout``, ``--ramp``, ``--rate 1e-308``, ``--input-len
-normal:10:1e308``, ``soak --idle-timeout 1e308``) ended in "unexpected OverflowError"; ``soak
---max-tokens 99999999999999999999`` was sent to the router; ``ab``/``tune --resume
+normal:10:1e308``, ``soak --idle-timeout 1e308``) ended in "unexpected OverflowError"; ``ledger
+prune --older-than 99999999999d`` in "unexpected ValueError: year -273788674 is out of range";
+``soak --max-tokens 99999999999999999999`` was sent to the router; ``ab``/``tune --resume
 99999999999999999999`` raised OverflowError in sqlite3. Each is refused: a usage error (exit 2)
 naming the option, the number said with ``%g`` (never 300 digits), nothing opened or sent.
 """
@@ -36,6 +37,8 @@ HUGE_ID = "99999999999999999999"
         (("soak", "--duration", "1e308"), "--duration", "1e+308"),
         (("soak", "--max-tokens", HUGE_ID), "--max-tokens", "16777216"),
         (("soak", "--sessions", "9" * 400), "--sessions", "(400 characters)"),
+        (("ledger", "prune", "--older-than", "99999999999d"), "--older-than", "100 years"),
+        (("ledger", "prune", "--older-than", "9" * 400 + "d"), "--older-than", "100 years"),
     ],
 )
 def test_a_huge_number_is_a_usage_error_naming_the_option(
