@@ -43,7 +43,7 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.investigate.events import ExperimentRestarts, InvestigateEvent
 from servelab.core.investigate.state import Ending, Symptom
 from servelab.core.ledger.codec import encode
-from servelab.core.options import parse_positive_minutes
+from servelab.core.options import MAX_RUN_SECONDS, parse_positive_minutes
 from servelab.core.soak.fresh import FreshContext
 from servelab.core.soak.result import SoakConfig
 from servelab.io.files import write_atomic, write_files
@@ -144,7 +144,7 @@ def _write_report(
 @SESSIONS.option(Default("4", "the reproducing soak and its replays"))
 @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
 @IDLE_TIMEOUT.option(Default("5", "the stall threshold of the reproducing soak"))
-@click.option("--duration", default=120.0, show_default=True, type=Finite(1),
+@click.option("--duration", default=120.0, show_default=True, type=Finite(1, MAX_RUN_SECONDS),
               help="Total deadline of the soak, seconds (localization included). Default here: the "
               "reproducing soak is one step of several.")  # fmt: skip
 @REQUESTS.option(Default("400", "an answers run carries 5% probes"))
