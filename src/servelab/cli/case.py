@@ -44,8 +44,8 @@ from servelab.core.case.experiment import ExperimentRecord
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.core.case.probe import TEST_FORM, ProbeTestKind, parse_probe_test
 from servelab.core.options import CHANGE_FORM, parse_change
-from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.outdir import write_out_dir
 from servelab.ops.case import bisect as bisection
 from servelab.ops.case import case as cases
 from servelab.ops.case import experiment as casetest
@@ -559,17 +559,22 @@ def restore_cmd(
 @click.command("report")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
+@click.option("--force", is_flag=True,
+              help="Overwrite files in the directory that servelab's last pages there did not "
+              "write (links are never written through).")  # fmt: skip
 @spec_option
 @ledger_option
 @json_option
 def report_cmd(
-    out_dir: Path | None, spec_path: Path | None, ledger_path: Path | None, as_json: bool
-) -> None:
+    out_dir: Path | None, force: bool, spec_path: Path | None, ledger_path: Path | None,
+    as_json: bool,
+) -> None:  # fmt: skip
     """Write the perf plan, one page per case, plots and an HTML index, from the ledger alone."""
 
     async def body(ledger: Ledger) -> tuple[Path, list[str], list[str]]:
         target = out_dir or ledger.path.parent / "report"
-        written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
+        docs = build_docs(ledger.snapshot(records=False))
+        written, unchanged = write_out_dir(target, docs, force)
         return target, written, unchanged
 
     where = SpecAndLedger(spec_path, ledger_path)
