@@ -16,6 +16,7 @@ from servelab.core.case.record import CaseRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from tests.support import run_cli
+from tests.support.specs import write_pd_spec
 
 NOTES = b"my own notes\n"
 VICTIM = b"the victim's own bytes\n"
@@ -123,3 +124,52 @@ def test_an_empty_file_destroys_nothing_and_needs_no_force(ledger: Path, tmp_pat
     code, _, err = _report(ledger, out)
     assert code == 0, err
     assert (out / "perf-plan.md").stat().st_size > 0
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_investigate_refuses_its_out_dir_before_any_work(
+    tmp_path: Path, victim: Path, force: bool
+) -> None:
+    """``investigate --out DIR`` writes the same pages (and its incident report) by the same
+    rule, checked before the first soak: no deployment is up here, and none is reached."""
+    spec = write_pd_spec(tmp_path, time_scale=0.05, name="refused")
+    out = tmp_path / "rep"
+    out.mkdir()
+    (out / "perf-plan.md").write_bytes(NOTES)
+    (out / "index.html").symlink_to(victim)
+    extra = ("--force",) if force else ()
+    done = run_cli("investigate", "-f", str(spec), "--ledger", str(tmp_path / "l.db"), "--yes",
+                   "--out", str(out), *extra)  # fmt: skip
+    assert done.returncode == 2, done.stderr + done.stdout
+    assert str(out / "index.html") in done.stderr and "symbolic link" in done.stderr
+    _one_line(done.stderr)
+    assert victim.read_bytes() == VICTIM and (out / "perf-plan.md").read_bytes() == NOTES
+    assert "investigate case" not in done.stderr + done.stdout  # no case opened, nothing reproduced
+    (out / "index.html").unlink()
+    done = run_cli("investigate", "-f", str(spec), "--ledger", str(tmp_path / "l.db"), "--yes",
+                   "--out", str(out), *extra)  # fmt: skip
+    if not force:
+        assert done.returncode == 2, done.stderr + done.stdout
+        assert f"{out / 'perf-plan.md'} exist(s)" in done.stderr and "--force" in done.stderr
+        assert (out / "perf-plan.md").read_bytes() == NOTES
+    else:  # past the check: the first step runs (and fails: no deployment is up)
+        assert done.returncode == 1, done.stderr + done.stdout
+        assert "investigate case 1: reproduce" in done.stderr + done.stdout
+
+
+def test_ledger_export_csv_keeps_a_table_file_without_force(ledger: Path, tmp_path: Path) -> None:
+    """``ledger export --format csv DIR`` checked only ``DIR/manifest.json``: a ``cases.csv`` of
+    one's own there was replaced (and, on a failed export, removed)."""
+    out = tmp_path / "folder"
+    out.mkdir()
+    (out / "cases.csv").write_bytes(NOTES)
+    args = ("ledger", "export", "--format", "csv", str(out), "--ledger", str(ledger))
+    refused = run_cli(*args)
+    assert refused.returncode == 2, refused.stderr
+    assert f"{out / 'cases.csv'} exists: give --force to overwrite it" in refused.stderr
+    _one_line(refused.stderr)
+    assert sorted(p.name for p in out.iterdir()) == ["cases.csv"]
+    assert (out / "cases.csv").read_bytes() == NOTES
+    done = run_cli(*args, "--force")
+    assert done.returncode == 0, done.stderr
+    assert b"agentic sessions hang" in (out / "cases.csv").read_bytes()
