@@ -559,9 +559,7 @@ def restore_cmd(
 @click.command("report")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
-@click.option("--force", is_flag=True,
-              help="Overwrite files in the directory that servelab's last pages there did not "
-              "write (links are never written through).")  # fmt: skip
+@click.option("--force", is_flag=True, help="Overwrite files there that servelab did not write.")
 @spec_option
 @ledger_option
 @json_option
