@@ -19,7 +19,7 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from servelab.errors import OptionError
+from servelab.errors import HostError, OptionError
 from servelab.io.files import write_files, write_if_changed
 from servelab.io.overwrite import existing
 
@@ -80,6 +80,17 @@ def _replaced(path: Path, data: bytes, recorded: str | None) -> bool:
     return True
 
 
+def _a_directory(out_dir: Path) -> None:
+    """A :class:`~servelab.errors.HostError` (exit 1, one line) when ``out_dir``, or the nearest
+    of its parents that exists, is not a directory: nothing can be written there."""
+    for path in (out_dir, *out_dir.parents):
+        if path.exists() or path.is_symlink():
+            if not path.is_dir():
+                where = "it" if path == out_dir else str(path)
+                raise HostError(f"cannot write {out_dir}: {where} is not a directory")
+            return
+
+
 def _named(paths: list[Path]) -> str:
     shown = ", ".join(str(p) for p in paths[:_NAMED])
     more = len(paths) - _NAMED
@@ -92,6 +103,7 @@ def check_out_dir(
     """Refuse (:class:`~servelab.errors.OptionError`, exit 2, nothing written) a link among
     ``files``' paths under ``out_dir``, ``option`` or not, and, without ``option``, a file there
     the pages would replace (see the module doc); both named."""
+    _a_directory(out_dir)
     links = [p for rel in sorted({*files, MANIFEST}) if (p := _linked(out_dir, rel)) is not None]
     if links:
         raise OptionError(
