@@ -292,6 +292,7 @@ def test_no_re_exports(path: Path) -> None:
 # progress and the ledger's export, which import every feature, sit on top.
 CORE_ORDER = [
     "ledger",  # codec, jsonvalues, retention: what every record is encoded with
+    "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "stats",
     "deploy",
