@@ -173,3 +173,18 @@ def test_ledger_export_csv_keeps_a_table_file_without_force(ledger: Path, tmp_pa
     done = run_cli(*args, "--force")
     assert done.returncode == 0, done.stderr
     assert b"agentic sessions hang" in (out / "cases.csv").read_bytes()
+
+
+def test_ledger_export_csv_never_writes_a_table_through_a_link(
+    ledger: Path, tmp_path: Path, victim: Path
+) -> None:
+    out = tmp_path / "folder"
+    out.mkdir()
+    (out / "cases.csv").symlink_to(victim)
+    done = run_cli("ledger", "export", "--format", "csv", str(out), "--ledger", str(ledger),
+                   "--force")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert str(out / "cases.csv") in done.stderr and "symbolic link" in done.stderr
+    _one_line(done.stderr)
+    assert victim.read_bytes() == VICTIM
+    assert sorted(p.name for p in out.iterdir()) == ["cases.csv"]  # refused before any table
