@@ -240,7 +240,9 @@ def ledger_export(
         )
 
     async def body(ledger: Ledger) -> ExportSummary:
-        if fmt == "csv":
+        if fmt == "csv":  # every table's file, by the rule manifest.json was checked by
+            for table in _tables(ledger, not no_records):
+                check_overwrite(Path(out) / f"{table}.csv", force)
             return export_csv(ledger, Path(out), records=not no_records, chunk_bytes=chunk_bytes)
         return export_stream(ledger, fmt, out, records=not no_records, chunk_bytes=chunk_bytes)
 
