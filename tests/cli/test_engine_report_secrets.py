@@ -64,3 +64,19 @@ def test_a_token_in_a_reported_model_name_is_masked_and_still_compared(
     doc = json.loads(said["verify --json"])
     codes = [check["code"] for check in doc["checks"]]
     assert "pair.mismatch" in codes, codes  # the real names differ: compared before masking
+
+
+@pytest.mark.timeout(240)
+def test_a_token_in_the_listed_model_is_masked_in_a_bench(stack: SimStack, tmp_path: Path) -> None:
+    """``bench`` names the model the router lists (the decode's name, token and all: the
+    requests carry the real name and succeed) and shows and stores it masked."""
+    small = ("--requests", "2", "--input-len", "8", "--output-len", "4", "--json")
+    done = run_cli("bench", "--url", stack.router_url, *small, cwd=tmp_path,
+                   env={"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = {"bench --json": done.stdout + done.stderr}
+    for ledger in tmp_path.glob("ledger.db*"):
+        said[ledger.name] = ledger.read_bytes().decode("latin-1")
+    leaked = {what: [s for s in (PREFILL, DECODE) if s in text] for what, text in said.items()}
+    assert {what: found for what, found in leaked.items() if found} == {}
+    assert '"model": "m ***"' in done.stdout, done.stdout

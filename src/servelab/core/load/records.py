@@ -18,6 +18,7 @@ import orjson
 
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event, SSEDecoder
+from servelab.core.redaction import redact
 
 __all__ = [
     "REASON_CONNECTION",
@@ -58,6 +59,9 @@ REASON_CONNECTION = FailReason.CONNECTION
 REASON_SERVER_ERROR = FailReason.SERVER_ERROR
 REASON_INTERRUPTED = FailReason.INTERRUPTED
 _DETAIL_MAX = 300
+#: How much of a failure's detail is searched for secrets before it is cut to _DETAIL_MAX (a
+#: bound: an endless error body is not searched whole).
+_REDACTED_FROM = 8 * _DETAIL_MAX
 
 
 def http_reason(status: int) -> str:
@@ -101,10 +105,12 @@ class RequestRecord:
         return self.error is None and self.end_ns is not None
 
     def fail(self, reason: str, detail: str = "") -> None:
-        """Mark the request failed; the first reason wins."""
+        """Mark the request failed; the first reason wins. ``detail`` (often the engine's own
+        words) is kept with what the one redaction policy finds in it masked (a token an error
+        message quotes), masked before it is cut so no token is cut out of its shape."""
         if self.error is None:
             self.error = reason
-            self.error_detail = detail[:_DETAIL_MAX]
+            self.error_detail = redact(detail[:_REDACTED_FROM])[:_DETAIL_MAX]
 
 
 def cached_tokens(usage: Mapping[str, Any]) -> int | None:
