@@ -59,9 +59,19 @@ REASON_CONNECTION = FailReason.CONNECTION
 REASON_SERVER_ERROR = FailReason.SERVER_ERROR
 REASON_INTERRUPTED = FailReason.INTERRUPTED
 _DETAIL_MAX = 300
-#: How much of a failure's detail is searched for secrets before it is cut to _DETAIL_MAX (a
-#: bound: an endless error body is not searched whole).
-_REDACTED_FROM = 8 * _DETAIL_MAX
+#: The end of a failure's detail searched for secrets: its first _DETAIL_MAX characters and the
+#: rest of the word there, up to this many more (a token there is searched whole).
+_WORD_TAIL = re.compile(r"\S{0,64}")
+
+
+def _quoted_detail(detail: str) -> str:
+    """``detail`` as a record keeps it: what the one redaction policy finds in it masked (a
+    token an engine's error message quotes), then cut to :data:`_DETAIL_MAX` characters. Only
+    the kept part and the word it cuts are searched (a bound: this runs on the client's loop),
+    so the cut never leaves a token's first characters in view."""
+    tail = _WORD_TAIL.match(detail, min(len(detail), _DETAIL_MAX))
+    end = _DETAIL_MAX if tail is None else tail.end()
+    return redact(detail[:end])[:_DETAIL_MAX]
 
 
 def http_reason(status: int) -> str:
@@ -106,11 +116,10 @@ class RequestRecord:
 
     def fail(self, reason: str, detail: str = "") -> None:
         """Mark the request failed; the first reason wins. ``detail`` (often the engine's own
-        words) is kept with what the one redaction policy finds in it masked (a token an error
-        message quotes), masked before it is cut so no token is cut out of its shape."""
+        words) is kept with a token in it masked (:func:`_quoted_detail`)."""
         if self.error is None:
             self.error = reason
-            self.error_detail = redact(detail[:_REDACTED_FROM])[:_DETAIL_MAX]
+            self.error_detail = _quoted_detail(detail)
 
 
 def cached_tokens(usage: Mapping[str, Any]) -> int | None:
