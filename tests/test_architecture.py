@@ -32,11 +32,7 @@ ALLOWED = {
 MAX_LINES = 450
 #: The modules still over it, each at most its size today: one concept each, not yet split by
 #: meaning (a split made only to pass the gate is worse than none).
-OVER_MAX = {
-    "ops/case/bisect.py": 507,  # +3: a threshold test's runs judged on their answers too
-    "ops/case/case.py": 486,  # +3: restore refuses a masked (secret) value
-    "cli/case.py": 587,  # +10: case bisect --answers gate|off, said when unchecked
-}
+OVER_MAX: dict[str, int] = {}
 
 
 def _modules() -> list[Path]:
@@ -292,6 +288,7 @@ def test_no_re_exports(path: Path) -> None:
 # progress and the ledger's export, which import every feature, sit on top.
 CORE_ORDER = [
     "ledger",  # codec, jsonvalues, retention: what every record is encoded with
+    "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "stats",
     "deploy",

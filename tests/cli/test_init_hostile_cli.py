@@ -107,3 +107,29 @@ def test_a_worker_whose_url_is_not_a_string_is_said_and_left_out(tmp_path: Path)
         assert f"worker {place}" in out, out
     assert "8080" not in spec.read_text()
     assert "Traceback" not in out
+
+
+@pytest.mark.timeout(180)
+def test_each_workers_answer_is_read_to_one_mib(tmp_path: Path) -> None:
+    """The sixth hostile pass: init read each engine answer (``/server_info``,
+    ``/get_server_info``, ``/version``, ``/v1/models``) up to 64 MiB: 541 MB peak for three
+    hostile workers. Each is read to 1 MiB, said by the worker's name and its path."""
+    from tests.support.peakrss import run_measured
+
+    spec = tmp_path / "s.toml"
+    with (
+        _hostile("bloated") as one,
+        _hostile("bloated") as two,
+        _hostile("bloated") as three,
+        _hostile("fanout", one, two, three) as url,
+    ):
+        done, peak_mb = run_measured(
+            ["init", "--router", url, "-o", str(spec)], tmp_path / "mark", timeout=150
+        )
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    for name in ("decode-1", "decode-2", "decode-3"):
+        assert f"worker {name}'s /server_info answer is over 1 MiB" in out, out
+    assert "the router's /v1/models answer is over 1 MiB" in out, out
+    assert "Traceback" not in out and spec.exists()
+    assert peak_mb < 90, f"init's peak RSS was {peak_mb:.0f} MB"

@@ -125,3 +125,20 @@ def test_an_argument_knob_comes_after_double_dash(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "on or off" in bad.stderr
     undeclared = run_cli("knob", "get", "decode", "--", "--schedule-policy", cwd=tmp_path)
     assert undeclared.returncode == 2 and "not a declared knob" in undeclared.stderr
+
+
+def test_knob_get_shows_and_encodes_a_values_edge_blanks_exactly(tmp_path: Path) -> None:
+    """The sixth hostile pass: ``knob set`` stored ``"x "`` and ``knob get`` showed ``x`` (the
+    env-file reader dropped a double-quoted value's trailing blank): the page quotes a value with
+    edge blanks, ``--json`` carries it exactly."""
+    root = _workdir(tmp_path)
+    for typed, page in (("x ", f'{KNOB}="x "  ('), (" y\t", f'{KNOB}=" y\\t"  (')):
+        done = run_cli("knob", "set", "decode", f"{KNOB}={typed}", cwd=root)
+        assert done.returncode == 0, done.stderr
+        got = run_cli("knob", "get", "decode", KNOB, cwd=root)
+        assert got.returncode == 0 and page in got.stdout, got.stdout
+        doc = json.loads(run_cli("knob", "get", "decode", KNOB, "--json", cwd=root).stdout)
+        assert doc["value"] == typed
+    plain = run_cli("knob", "set", "decode", f"{KNOB}=512", cwd=root)
+    assert plain.returncode == 0
+    assert f"{KNOB}=512  (" in run_cli("knob", "get", "decode", KNOB, cwd=root).stdout

@@ -185,14 +185,18 @@ def test_csv_needs_a_directory(ledger_file: Path) -> None:
 def test_an_export_writes_where_it_is_told_and_only_there(
     ledger_file: Path, tmp_path: Path
 ) -> None:
-    """A link is followed (not replaced), /dev/null stays a device, a shell's ``>(...)`` gets the
-    whole document, and /dev/full fails saying so (issue: the atomic rename replaced them)."""
+    """A link is neither replaced nor written through (refused, exit 2: the sixth hostile pass),
+    /dev/null stays a device, a shell's ``>(...)`` gets the whole document, and /dev/full fails
+    saying so (issue: the atomic rename replaced them)."""
     led = ("--no-records", "--ledger", str(ledger_file))
     target = tmp_path / "kept.json"
     link = tmp_path / "latest.json"
     link.symlink_to(target)
-    _ok("ledger", "export", str(link), *led)
-    assert link.is_symlink() and json.loads(target.read_text())["cases"][0]["title"] == "hang"
+    refused = run_cli("ledger", "export", str(link), *led)
+    assert refused.returncode == 2 and "it is a symbolic link" in refused.stderr
+    assert link.is_symlink() and not target.exists()
+    _ok("ledger", "export", str(target), *led)
+    assert json.loads(target.read_text())["cases"][0]["title"] == "hang"
     _ok("ledger", "export", "/dev/null", *led)
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
     full = run_cli("ledger", "export", "/dev/full", *led)

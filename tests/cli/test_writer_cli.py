@@ -37,8 +37,11 @@ def test_trace_generate_keeps_a_fifo_and_a_link_and_creates_no_directory(tmp_pat
     target.write_text("")
     link = tmp_path / "trace.jsonl"
     link.symlink_to(target)
-    assert run_cli("trace", "generate", str(link), "--sessions", "2").returncode == 0
-    assert link.is_symlink() and target.read_bytes().count(b"\n") > 1
+    refused = run_cli("trace", "generate", str(link), "--sessions", "2")
+    assert (
+        refused.returncode == 2 and f"cannot write {link}: it is a symbolic link" in refused.stderr
+    )
+    assert link.is_symlink() and target.read_bytes() == b""  # the link and its target kept
     missing = tmp_path / "no" / "such" / "trace.jsonl"
     done = run_cli("trace", "generate", str(missing))
     assert done.returncode in (1, 2)
@@ -81,3 +84,55 @@ def test_a_json_document_onto_a_full_standard_output_is_one_line(tmp_path: Path)
         )  # fmt: skip
     assert done.returncode == 1, done.stderr
     assert "Traceback" not in done.stderr and "No space left on device" in done.stderr
+
+
+def _planted(tmp_path: Path) -> tuple[Path, Path]:
+    """A file outside the export folder, and the folder (made) where a link to it is planted."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    folder = tmp_path / "export"
+    folder.mkdir()
+    return victim, folder
+
+
+def test_bench_export_force_refuses_a_link_planted_in_its_folder(tmp_path: Path) -> None:
+    """The sixth hostile pass: ``bench --export --force DIR`` wrote through ``DIR/records.jsonl
+    -> /etc/passwd``: refused before any load, exit 2, naming the path; the target unchanged."""
+    victim, export = _planted(tmp_path)
+    link = export / "records.jsonl"
+    link.symlink_to(victim)
+    done = run_cli("bench", "--url", "http://127.0.0.1:9", "--concurrency", "1", "--requests",
+                   "1", "--export", str(export), "--force")  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot write {link}: it is a symbolic link (to {victim})" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n" and link.is_symlink()
+
+
+def test_init_output_force_refuses_a_link(tmp_path: Path) -> None:
+    """The sixth hostile pass: ``init -o FILE --force`` with FILE a link to a file outside."""
+    victim, folder = _planted(tmp_path)
+    link = folder / "servelab.toml"
+    link.symlink_to(victim)
+    done = run_cli("init", "--router", "http://127.0.0.1:9", "-o", str(link), "--force")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"cannot write {link}: it is a symbolic link (to {victim})" in done.stderr
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n" and link.is_symlink()
+
+
+def test_trace_generate_to_dev_stdout_redirected_to_a_file(tmp_path: Path) -> None:
+    """``/dev/stdout`` is a link (to ``/proc/self/fd/1``, to the shell's file): it names the
+    descriptor, which is written; it is no link refused."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "trace.jsonl"
+    with out.open("wb") as held:
+        done = subprocess.run(
+            [sys.executable, "-m", "servelab", "trace", "generate", "/dev/stdout", "--sessions",
+             "1"], stdout=held, stderr=subprocess.PIPE, text=True, timeout=120, check=False,
+        )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.read_text().count("\n") > 1 and out.read_text().startswith('{"session_id"')

@@ -274,3 +274,60 @@ def test_a_soaks_urls_are_stored_with_their_passwords_and_secret_queries_masked(
     assert "Pw" not in stored and "MetricsTok123" not in stored, stored
     assert "http://u:***@127.0.0.1:1" in stored and "access_token=***" in stored
     assert targets.entry_url == "http://u:SoakPw4242@127.0.0.1:1"  # the requests use the real one
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [("Authorization: Basic dXNlcjpQbGFudGVkOTk=", "dXNlcjpQbGFudGVkOTk="),
+     ("-H 'X-Upstream: Basic dXNlcjpQbGFudGVkOTk=' url", "dXNlcjpQbGFudGVkOTk="),
+     ("sent basic dXNlcjpQbGFudGVkOTk to the proxy", "dXNlcjpQbGFudGVkOTk"),
+     ("mysql -uroot -pPlanted99 db", "Planted99"), ("'-pPLANTEDpw'", "PLANTEDpw"),
+     ("mysql -h db -p4242 app", "4242"), ("sshpass -pPlanted99 ssh host", "Planted99"),
+     ('"curl -u admin:Planted99 http://h/"', "Planted99"),
+     ("curl --user admin:Planted99 http://h/", "Planted99"),
+     ("curl --user=admin:Planted99 http://h/", "Planted99"),
+     ("PASSWORD=Planted99,tail", "tail"), ("password=Planted99;tail", "tail"),
+     ("api_key: |\n  Planted99\n  second-line\nmodel: m", "Planted99"),
+     ("a:\n  password: >-\n    Planted99\n    folded\n  next: 1", "folded"),
+     ('{"password": "ab\\"Planted99", "model": "m"}', "Planted99"),
+     ("password: 'it''s Planted99'", "Planted99")],
+    ids=["basic-header", "basic-other-header", "basic-word", "mysql-p", "quoted-p", "mysql-digits",
+         "sshpass", "curl-u", "curl-user", "curl-user-eq", "comma-tail", "semicolon-tail",
+         "yaml-literal", "yaml-folded", "json-escaped-quote", "yaml-single-quote"],
+)  # fmt: skip
+def test_the_sixth_passs_credential_shapes_in_free_text_are_masked(text: str, secret: str) -> None:
+    """The sixth hostile pass: these reached a command, a header, a trace's text or a note as
+    typed (a Basic credential, a glued ``-p``, curl's ``user:password``, the part of a value past
+    a ``,``/``;``, a YAML block scalar, a JSON value with an escaped quote)."""
+    said = redact(text)
+    assert secret not in said and REDACTED in said, said
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [("password=Planted99;next=value", "password=***;next=value"),
+     ("Password=Planted99;Server=db;User=app", "Password=***;Server=db;User=app"),
+     ("api_key: |\n  Planted99\nmodel: m", "api_key: ***\nmodel: m"),
+     ("  - password: |\n      Planted99\n    other: 2", "  - password: ***\n    other: 2"),
+     ('{"password": "ab\\"Planted99", "model": "m"}', '{"password": ***, "model": "m"}'),
+     ("curl -u admin:Planted99 http://h/", "curl -u admin:*** http://h/"),
+     ("mysql -uroot -pPlanted99 db", "mysql -uroot -p*** db")],
+)  # fmt: skip
+def test_what_follows_a_masked_value_stays_readable(text: str, kept: str) -> None:
+    """The next ``;key=`` pair's key, the YAML keys after a block, the JSON after an escaped
+    value, the user of a ``user:password`` and the words after a glued ``-p`` stay."""
+    assert redact(text) == kept
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["-p 8080", "-p8080", "docker run -p127.0.0.1:8080:80 img", "patch -p1 < fix.diff",
+     "gcc -pthread -O2 x.c", "cp -pR a b", "mkdir -pv dir", "Basic auth is off",
+     "Basic ConfigurationManager", "docker run -u 1000:1000 img", "bench -u http://h:8000/v1",
+     "psql -U postgres db", "notes: |\n  plain text\nnext: 1", "a: 1, b: 2",
+     "#new-seq: 1, token usage: 0.00, #running-req: 0"],
+)  # fmt: skip
+def test_ordinary_text_like_a_credential_stays_readable(text: str) -> None:
+    """No over-masking: a port after ``-p``, compiler and file flags, the words ``Basic auth``,
+    a uid:gid, a URL after ``-u``, an ordinary block scalar, keys after a ``,``."""
+    assert redact(text) == text

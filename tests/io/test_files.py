@@ -186,15 +186,35 @@ def test_a_stream_whose_reader_left_raises(tmp_path: Path) -> None:
         os.close(write_end)
 
 
-def test_write_to_follows_a_link_and_writes_its_target(tmp_path: Path) -> None:
+def test_a_deployments_file_is_written_through_its_link(tmp_path: Path) -> None:
+    """``follow_links=True`` (env and config files, which an operator may link on purpose): the
+    link kept, its target written."""
     target = tmp_path / "real.json"
     target.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(target)
-    assert write_to(link, [b"new ", b"bytes"]) == 9
+    assert write_atomic(link, [b"new ", b"bytes"], follow_links=True) == 9
     assert link.is_symlink() and os.readlink(link) == str(target)
     assert target.read_bytes() == b"new bytes"
     assert write_to(tmp_path / "fresh.json", b"x") == 1 and (tmp_path / "fresh.json").is_file()
+
+
+def test_write_to_refuses_a_link_and_keeps_it_and_its_target(tmp_path: Path) -> None:
+    """The sixth hostile pass: a link planted where an export goes (``DIR/requests.jsonl ->
+    /etc/passwd``) was written through, ``--force`` replacing its target."""
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    with pytest.raises(HostError, match=r"link\.json: it is a symbolic link \(to .*real\.json\)"):
+        write_to(link, [b"new ", b"bytes"])
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    assert target.read_bytes() == b"old"
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere.json")
+    with pytest.raises(HostError, match="symbolic link"):
+        write_atomic(dangling, b"x")
+    assert not (tmp_path / "nowhere.json").exists() and dangling.is_symlink()
 
 
 def test_write_to_streams_into_a_fifo_without_replacing_it(tmp_path: Path) -> None:
@@ -259,9 +279,9 @@ def test_a_missing_parent_directory_is_an_error_naming_the_path(tmp_path: Path) 
     assert not (tmp_path / "no").exists()
 
 
-def test_write_atomic_streams_into_devices_and_fifos_and_follows_links(tmp_path: Path) -> None:
+def test_write_atomic_streams_into_devices_and_fifos_and_refuses_links(tmp_path: Path) -> None:
     """Defect 1 (issue 38): every writer, not only ``ledger export``'s, keeps a device, a FIFO
-    and a link what they are."""
+    and a link what they are (a link to a regular file: refused, its target kept)."""
     with pytest.raises(HostError, match="No space left"):
         write_atomic(Path("/dev/full"), b"data")
     assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
@@ -277,7 +297,10 @@ def test_write_atomic_streams_into_devices_and_fifos_and_follows_links(tmp_path:
     target.write_text("old")
     link = tmp_path / "link.txt"
     link.symlink_to(target)
-    write_if_changed(link, b"new")
+    with pytest.raises(HostError, match="symbolic link"):
+        write_if_changed(link, b"new")
+    assert link.is_symlink() and target.read_bytes() == b"old"
+    write_atomic(link, b"new", follow_links=True)
     assert link.is_symlink() and target.read_bytes() == b"new"
 
 
@@ -348,3 +371,35 @@ def test_a_report_written_at_the_end_of_a_run_takes_an_unused_name(tmp_path: Pat
     (tmp_path / "ab-run-2.md").write_text("kept")
     assert unused_stem(tmp_path, "ab-run", (".md", ".png")) == "ab-run-3"
     assert unused_stem(tmp_path / "missing", "x", (".md",)) == "x"
+
+
+def test_write_files_refuses_a_planted_link_to_a_file_outside(tmp_path: Path) -> None:
+    """The sixth hostile pass: ``bench --export --force DIR`` with ``DIR/requests.jsonl`` (or a
+    folder of it) a link to a file outside: the outside file stays as it was."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    victim = outside / "passwd"
+    victim.write_text("root:x:0:0\n")
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "requests.jsonl").symlink_to(victim)
+    (export / "cases").symlink_to(outside)
+    with pytest.raises(HostError, match=r"requests\.jsonl: it is a symbolic link"):
+        write_files(export, {"requests.jsonl": b"{}\n"})
+    with pytest.raises(HostError, match=r"export/cases is a symbolic link"):
+        write_files(export, {"cases/passwd": b"pwned\n"})
+    assert victim.read_text() == "root:x:0:0\n" and sorted(p.name for p in outside.iterdir()) == [
+        "passwd"
+    ]
+    assert (export / "requests.jsonl").is_symlink()
+
+
+def test_a_descriptors_name_is_written_to_that_descriptor(tmp_path: Path) -> None:
+    """``-o /dev/stdout > FILE``: the name leads through links to a regular file; it is the open
+    descriptor that is written (at its offset), the file never replaced."""
+    out = tmp_path / "out.txt"
+    with out.open("wb") as held:
+        fd = held.fileno()
+        assert write_to(Path(f"/dev/fd/{fd}"), b"one\n") == 4
+        assert write_to(Path(f"/proc/self/fd/{fd}"), b"two\n") == 4
+    assert out.read_bytes() == b"one\ntwo\n"

@@ -10,6 +10,9 @@ It answers ``GET /workers`` as a router would, but with what ``MODE`` says:
 - ``inject``: a worker URL holding a quote and a newline (a TOML injection), one with
   credentials and a secret in its query, one on port 99999, one whose bootstrap port is 10^30,
   and ``DECODE_URL`` (another of these, in ``self`` mode) as the one decode;
+- ``bloated``: a worker whose ``/server_info``, ``/get_server_info``, ``/version`` and
+  ``/v1/models`` are endless JSON bodies; ``fanout`` lists the URLs after ``MODE`` as its decode
+  workers (three ``bloated`` ones) and answers as ``bloated`` does;
 - ``self``: itself as the one decode worker (its command line is what ``init`` reads); its
   ``/server_info`` and ``/v1/models`` report a model and a version holding a newline, a line of
   TOML (``stop = "touch PWNED"``) and the secret.
@@ -44,7 +47,14 @@ def _workers(port: int, mode: str, decode: str) -> object:
         return {"workers": [{"id": "a", "url": 8080, "worker_type": "prefill"},
                             {"id": "b", "url": ["http://127.0.0.1:1"], "worker_type": "prefill"},
                             {"id": "e", "url": decode, "worker_type": "decode"}]}  # fmt: skip
+    if mode == "fanout":
+        urls = sys.argv[3:]
+        return {"workers": [{"id": u, "url": u, "worker_type": "decode"} for u in urls]}
     return {"workers": [{"id": "e", "url": me, "worker_type": "decode"}]}
+
+
+#: What ``bloated`` answers without end.
+_ENDLESS = ("/server_info", "/get_server_info", "/version", "/v1/models")
 
 
 def main() -> None:
@@ -57,7 +67,8 @@ def main() -> None:
 
         def do_GET(self) -> None:
             path = self.path.split("?")[0]
-            if mode == "huge" and path == "/workers":
+            endless = mode in ("bloated", "fanout") and path in _ENDLESS
+            if (mode == "huge" and path == "/workers") or endless:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.end_headers()

@@ -50,6 +50,8 @@ from typing import Annotated, Any
 
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
+from servelab.core.credentials import mask_credentials
+
 __all__ = [
     "LONGEST_QUOTED",
     "MIN_REDACTED_CHARS",
@@ -87,7 +89,19 @@ _FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>=|[ \t]+)(?P<v
 #: up to its closing quote).
 _KEYED = re.compile(
     r"""(?P<key>(?<![\w-])["']?[A-Za-z][\w.-]*["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
-    r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;{}\['"][^\n,;}]*)"""
+    r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
+)
+#: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
+#: ``, #cached-token: 0``, ``, token usage: 0.1``); else the separator is part of the value
+#: (``PASSWORD=ab,cd``, ``password=x;tail``) and it is masked to the end of the line.
+_NEXT_KEY = re.compile(
+    r"""[,;][ \t]*[#"']?(?:[A-Za-z][\w.-]*[ ]){0,2}[A-Za-z][\w.-]*["']?[ \t]*[:=]"""
+)
+#: A YAML block scalar (``api_key: |``, ``password: >-``): its more-indented lines are its value.
+_BLOCK = re.compile(
+    r"""(?m)^(?P<head>(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>["']?[A-Za-z][\w.-]*["']?)"""
+    r"""[ \t]*:[ \t]*)[|>][0-9+-]{0,2}[ \t]*(?:\#[^\n]*)?$"""
+    r"""(?:\n(?:[ \t]*(?=\n|\Z)|(?P=indent)[ \t]+[^\n]*))*"""
 )
 #: A quoted key inside an ordinary key's value (JSON on one line: ``"https://h/": {"auth": ...``).
 _QUOTED_KEYED = re.compile(
@@ -237,8 +251,53 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     text = _SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
+    text = mask_credentials(text, REDACTED)
     text = _FLAG.sub(_flag, text)
-    return _KEYED.sub(_keyed, text)
+    text = _BLOCK.sub(_block, text)
+    return _keyed_values(text)
+
+
+def _block(match: re.Match[str]) -> str:
+    """A secret key's block scalar masked: its lines indented past the key's column."""
+    if not is_secret_name(match.group("key")):
+        return match.group(0)
+    column = match.start("key") - match.start()
+    lines = match.group(0).split("\n")
+    kept = 1
+    while kept < len(lines) and (
+        not lines[kept].strip() or len(lines[kept]) - len(lines[kept].lstrip()) > column
+    ):
+        kept += 1
+    return "\n".join([f"{match.group('head')}{REDACTED}", *lines[kept:]])
+
+
+def _keyed_values(text: str) -> str:
+    """:data:`_KEYED`'s substitution, where a secret's unquoted value runs on past a ``,`` or
+    ``;`` that no other key follows (:data:`_NEXT_KEY`) to the end of its line."""
+    out: list[str] = []
+    pos = 0
+    for match in _KEYED.finditer(text):
+        if match.start() < pos:
+            continue
+        out.append(text[pos : match.start()])
+        out.append(_keyed(match))
+        pos = match.end()
+        if is_secret_name(match.group("key")) and match.group("value")[:1] not in "\"'":
+            pos = _value_end(text, pos)
+    out.append(text[pos:])
+    return "".join(out)
+
+
+_VALUE_STOP = re.compile(r"[\n,;}]")
+
+
+def _value_end(text: str, pos: int) -> int:
+    """Where an unquoted value that stopped at ``pos`` ends: past each ``,``/``;`` no key
+    follows, up to the end of the line or a ``}``."""
+    while pos < len(text) and text[pos] in ",;" and _NEXT_KEY.match(text, pos) is None:
+        stop = _VALUE_STOP.search(text, pos + 1)
+        pos = len(text) if stop is None else stop.start()
+    return pos
 
 
 #: The most characters of one value an error line quotes (a longer one is cut, ``…`` after it).

@@ -3,7 +3,12 @@ files, their backups, pid records); ``tests/test_architecture.py`` fails on any 
 
 Where a path leads, it is written there and only there (:func:`write_atomic`):
 
-- a symbolic link is followed, never replaced: its target is written;
+- a symbolic link to a regular file (or to nothing) is never written through: it is refused,
+  naming the path, link and target untouched (:func:`~servelab.io.overwrite.link_refusal`: a
+  link planted in an export's folder, ``DIR/requests.jsonl -> /etc/passwd``); so is a link
+  among the folders :func:`write_files` writes. A deployment's env and config files (an
+  operator may link them on purpose) are written through their link (``follow_links=True``); a
+  link to a device or a FIFO is streamed into; ``/dev/stdout``, ``/dev/fd/N`` use that descriptor;
 - a regular file (or a new one) is written whole or not at all: the bytes go to a temporary file in
   the same directory, are flushed to disk (``fsync``), and the temporary file is renamed over the
   target, so a reader (or a crash) never sees half a file. An existing file keeps its permission
@@ -43,7 +48,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servelab.errors import HostError
-from servelab.io.overwrite import existing
+from servelab.io.overwrite import descriptor, existing, link_refusal, linked_folder
 
 __all__ = [
     "CHUNK_BYTES",
@@ -256,12 +261,17 @@ def write_atomic(
     mode: int | None = None,
     parents: bool = False,
     chunk_bytes: int = CHUNK_BYTES,
+    follow_links: bool = False,
 ) -> int:
     """Write ``data`` where ``path`` leads (see the module doc); the number of bytes written.
 
     ``mode``: a regular file's permission bits (default: the replaced file's, else 0o644);
-    ``parents``: create missing parent directories (else they are an error naming the path)."""
-    target, st = _destination(path)
+    ``parents``: create missing parent directories (else they are an error naming the path);
+    ``follow_links``: write a link's target (a deployment's file), else refuse the link."""
+    fd = descriptor(path)
+    if fd is not None:
+        return write_stream(fd, data, name=str(path), chunk_bytes=chunk_bytes)
+    target, st = _destination(path, follow_links)
     if st is not None and not stat.S_ISREG(st.st_mode):
         return _stream_into(path, data, chunk_bytes)
     with AtomicFile(target, mode=mode, chunk_bytes=chunk_bytes, parents=parents) as out:
@@ -270,8 +280,11 @@ def write_atomic(
     return out.written
 
 
-def _destination(path: Path) -> tuple[Path, os.stat_result | None]:
-    """Where ``path`` leads at the end of its links, and what is there (None: nothing yet)."""
+def _destination(path: Path, follow_links: bool = False) -> tuple[Path, os.stat_result | None]:
+    """Where ``path`` leads (its link's end with ``follow_links``, else itself: a link to a
+    regular file refused), and what is there (None: nothing yet)."""
+    if not follow_links and (refused := link_refusal(path)) is not None:
+        raise HostError(refused)
     try:
         st = os.stat(path)  # follows links: what the path names in the end
     except FileNotFoundError:
@@ -280,7 +293,7 @@ def _destination(path: Path) -> tuple[Path, os.stat_result | None]:
         raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
     if st is not None and stat.S_ISDIR(st.st_mode):
         raise HostError(f"cannot write {path}: it is a directory")
-    return Path(os.path.realpath(path)), st
+    return (Path(os.path.realpath(path)) if follow_links else Path(path)), st
 
 
 #: How long a FIFO is waited on for a reader before the write gives up (it never blocks unbounded:
@@ -298,6 +311,8 @@ def _stream_into(path: Path, data: Data, chunk_bytes: int) -> int:
     except OSError as exc:
         raise HostError(f"cannot write {path}: {exc.strerror or exc}") from exc
     try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):  # a link swapped in since: never written through
+            raise HostError(f"cannot write {path}: it became a regular file; nothing written")
         return write_stream(fd, data, name=str(path), chunk_bytes=chunk_bytes)
     finally:
         os.close(fd)
@@ -381,6 +396,8 @@ def write_files(out_dir: Path, files: Mapping[str, Data]) -> tuple[list[str], li
     written: list[str] = []
     unchanged: list[str] = []
     for rel, data in sorted(files.items()):
+        if (refused := linked_folder(out_dir, rel)) is not None:
+            raise HostError(refused)
         changed = write_if_changed(out_dir / rel, data, parents=True)
         (written if changed else unchanged).append(rel)
     return written, unchanged

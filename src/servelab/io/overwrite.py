@@ -1,16 +1,25 @@
 """Whether a writer may replace what is at a path: the one rule every writer of a user's file
-follows (``--force``), and the unused name a report written at the end of a long run takes."""
+follows (``--force``; never through a symbolic link), what a descriptor's name names, and the
+unused name a report written at the end of a long run takes."""
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 
 from servelab.errors import HostError, OptionError
 
-__all__ = ["check_overwrite", "existing", "unused_stem"]
+__all__ = [
+    "check_overwrite",
+    "descriptor",
+    "existing",
+    "link_refusal",
+    "linked_folder",
+    "unused_stem",
+]
 
 
 def existing(path: Path) -> os.stat_result | None:
@@ -21,11 +30,64 @@ def existing(path: Path) -> os.stat_result | None:
         return None
 
 
+def link_refusal(path: Path) -> str | None:
+    """Why ``path`` is not written, when it is a symbolic link that leads to a regular file or
+    to nothing (a link planted in an export's folder would send the bytes anywhere, and
+    ``--force`` replace what it names: ``/etc/passwd``); None for anything else (a link to a
+    device or a FIFO, ``/dev/stdout``, is streamed into: nothing is replaced)."""
+    if not path.is_symlink() or descriptor(path) is not None:  # /dev/stdout: its descriptor
+        return None
+    try:
+        end = path.stat()
+    except OSError:  # a dangling link, or a loop
+        end = None
+    if end is not None and not stat.S_ISREG(end.st_mode):
+        return None
+    return (
+        f"cannot write {path}: it is a symbolic link (to {os.readlink(path)}), and servelab "
+        "writes no file through a link: remove the link, or name the file itself"
+    )
+
+
+#: The names of a process's open descriptors: written to the descriptor itself.
+_DESCRIPTOR = re.compile(
+    r"/dev/(?:fd/(?P<fd>\d+)|(?P<std>stdout|stderr))|/proc/self/fd/(?P<own>\d+)"
+)
+
+
+def descriptor(path: Path) -> int | None:
+    """The descriptor ``path`` names (``/dev/stdout``: 1, ``/dev/fd/5``: 5), else None."""
+    named = _DESCRIPTOR.fullmatch(str(path))
+    if named is None:
+        return None
+    if named.group("std"):
+        return 1 if named.group("std") == "stdout" else 2
+    return int(named.group("fd") or named.group("own"))
+
+
+def linked_folder(out_dir: Path, rel: str) -> str | None:
+    """Why ``out_dir/rel`` is not written when a folder of ``rel`` under ``out_dir`` is a
+    symbolic link (``DIR/cases -> /etc``); None when none is."""
+    folder = out_dir
+    for part in Path(rel).parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink():
+            return (
+                f"cannot write {out_dir / rel}: {folder} is a symbolic link, and servelab writes "
+                "no file through a link: remove the link"
+            )
+    return None
+
+
 def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
-    """The one rule of every writer of a user's file: an existing regular file (a link's target)
-    that holds anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`,
-    exit 2, the file untouched); an empty one destroys nothing, and a FIFO or a device is
-    streamed into, never "overwritten"."""
+    """The one rule of every writer of a user's file: an existing regular file that holds
+    anything is overwritten only with ``option`` (:class:`~servelab.errors.OptionError`, exit 2,
+    the file untouched); an empty one destroys nothing, a FIFO or a device is streamed into,
+    never "overwritten", and a link to a regular file (or to nothing) is refused, ``option`` or
+    not (:func:`link_refusal`), before any work."""
+    refused = link_refusal(path)
+    if refused is not None:
+        raise OptionError(refused)
     found = existing(path)
     if found is not None and stat.S_ISREG(found.st_mode) and found.st_size and not force:
         raise OptionError(f"{path} exists: give {option} to overwrite it, or another path")
@@ -37,7 +99,9 @@ def unused_stem(directory: Path, stem: str, suffixes: Iterable[str]) -> str:
     run without a ledger) never replaces an earlier one, and never fails for it either."""
     for n in range(1, 10_000):
         name = stem if n == 1 else f"{stem}-{n}"
-        taken = (existing(directory / f"{name}{suffix}") for suffix in suffixes)
-        if not any(f is not None and stat.S_ISREG(f.st_mode) and f.st_size for f in taken):
+        paths = [directory / f"{name}{suffix}" for suffix in suffixes]
+        taken = [existing(p) for p in paths if not p.is_symlink()]
+        linked = any(p.is_symlink() for p in paths)  # never written through: taken
+        if not linked and not any(f and stat.S_ISREG(f.st_mode) and f.st_size for f in taken):
             return name
     raise HostError(f"cannot write {directory}/{stem}*: 10,000 earlier ones are there")

@@ -23,6 +23,7 @@ silently. The process environment is never copied (it may hold secrets).
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -32,7 +33,16 @@ from urllib.parse import urlsplit
 from servelab.core.deploy.engines import engine as engine_of
 from servelab.core.deploy.routers import ROUTERS, RouterKind
 from servelab.core.deploy.spec import HostSpec
-from servelab.core.init.contract import FoundHost, FoundService, Gap, GapCode, InitResult, StartFact
+from servelab.core.init.contract import (
+    ANSWER_BYTES,
+    ANSWERS_BYTES,
+    FoundHost,
+    FoundService,
+    Gap,
+    GapCode,
+    InitResult,
+    StartFact,
+)
 from servelab.core.init.detect import (
     args_variable,
     environment_files,
@@ -48,7 +58,7 @@ from servelab.core.options import parse_url
 from servelab.core.redaction import redact, redact_words
 from servelab.errors import HostError, KnobError, OptionError, RouterApiError, ServelabError
 from servelab.io.hosts.host import Host, host_for
-from servelab.io.http.client import HttpClient
+from servelab.io.http.client import HttpClient, oversize
 from servelab.io.routerworkers import RouterWorker, router_workers
 
 __all__ = ["InitOptions", "discover"]
@@ -71,18 +81,50 @@ class InitOptions:
 
 @dataclass
 class _Reading:
-    """One ``init``'s connections and the gaps found so far."""
+    """One ``init``'s connections, the gaps found so far and the bytes of answers read."""
 
     http: HttpClient
     host: Host | None
     host_name: str
     gaps: list[Gap]
+    read: int = 0
 
     async def url(self, url: str) -> str:
         return url if self.host is None or self.host.is_local else await self.host.http_url(url)
 
     def gap(self, service: str | None, code: GapCode, detail: str = "") -> None:
         self.gaps.append(Gap(service, code, detail))
+
+    async def answer(self, base: str, path: str, service: str | None) -> Any:
+        """The JSON document at ``base + path``, read to :data:`ANSWER_BYTES` (over them: a gap
+        naming ``service``'s answer, None); None when there is none; a
+        :class:`~servelab.errors.RouterApiError` once all answers are over
+        :data:`ANSWERS_BYTES`."""
+        if self.read > ANSWERS_BYTES:
+            raise RouterApiError(
+                f"the deployment's answers are over {ANSWERS_BYTES >> 20} MiB together: init "
+                "reads no more (a real deployment's are a few MiB)"
+            )
+        got = await self.http.probe(
+            base + path, timeout=_TIMEOUT_S, body_limit=None, whole_limit=ANSWER_BYTES
+        )
+        self.read += len(got.body)
+        if got.error == oversize(ANSWER_BYTES):
+            self.read += ANSWER_BYTES  # read before it was given up
+            self.gap(service, GapCode.ANSWER_TOO_LARGE, path)
+            return None
+        try:
+            return json.loads(got.body) if got.status == 200 else None
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than a parser goes
+            return None
+
+    async def model(self, base: str, service: str | None) -> str | None:
+        """The first model ``GET /v1/models`` at ``base`` lists (None: none)."""
+        doc = await self.answer(base, "/v1/models", service)
+        try:
+            return str(doc["data"][0]["id"])
+        except (KeyError, IndexError, TypeError):
+            return None
 
 
 async def discover(options: InitOptions) -> InitResult:
@@ -117,7 +159,7 @@ async def _discover(reading: _Reading, options: InitOptions) -> InitResult:
         )
     listed = [w for i, w in enumerate(listed) if _usable(reading, w, f"{i + 1} of {len(listed)}")]
     engine = ROUTERS[kind].engine
-    model = _reported(await reading.http.model_id(base, _TIMEOUT_S))
+    model = _reported(await reading.model(base, None))
     if model is None:
         reading.gap(None, GapCode.NO_MODEL, f"{router_url}/v1/models")
     workers = await _workers(reading, listed, engine)
@@ -149,7 +191,12 @@ def _usable(reading: _Reading, worker: RouterWorker, where: str) -> bool:
 
 
 async def _router_kind(reading: _Reading, base: str) -> RouterKind:
-    doc = await reading.http.get_json(base + "/workers", timeout=_TIMEOUT_S)
+    doc = await reading.answer(base, "/workers", None)
+    if reading.gaps and reading.gaps[-1].code == GapCode.ANSWER_TOO_LARGE:
+        raise RouterApiError(
+            f"GET {base}/workers: the router's /workers answer is over {ANSWER_BYTES >> 20} MiB: "
+            "not read (a real one is under 64 KiB)"
+        )
     if doc is None:
         raise RouterApiError(f"GET {base}/workers: no worker list (is a router listening there?)")
     kind, guessed = router_kind_of(doc)
@@ -196,7 +243,7 @@ async def _engine_report(reading: _Reading, service: FoundService, engine: str) 
     paths = engine_of(engine).report_paths
     info: Any = None
     for path in paths:
-        info = await reading.http.get_json(base + path, timeout=_TIMEOUT_S)
+        info = await reading.answer(base, path, service.name)
         if isinstance(info, dict):
             break
     if not isinstance(info, dict):
@@ -204,9 +251,9 @@ async def _engine_report(reading: _Reading, service: FoundService, engine: str) 
         info = {}
     version = info.get("version")
     if not isinstance(version, str):
-        answer = await reading.http.get_json(base + "/version", timeout=_TIMEOUT_S)
+        answer = await reading.answer(base, "/version", service.name)
         version = answer.get("version") if isinstance(answer, dict) else None
-    model = info.get("model_path") or await reading.http.model_id(base, _TIMEOUT_S)
+    model = info.get("model_path") or await reading.model(base, service.name)
     if not isinstance(version, str):
         reading.gap(service.name, GapCode.NO_ENGINE_VERSION)
     return replace(

@@ -19,6 +19,7 @@ from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
     RULE_NEITHER,
+    RULE_NOT_PERSISTED,
     RULE_NOT_REPRODUCED,
     RULE_SIGNIFICANT,
     ArmTally,
@@ -145,6 +146,8 @@ _RULES = {
     RULE_SIGNIFICANT: "p < α and the failure rate drops with the revert",
     RULE_BOUND: "the interval's upper bound is below the meaningful effect δ",
     RULE_NOT_REPRODUCED: "the failure did not reproduce with the suspect in place",
+    RULE_NOT_PERSISTED: "the revert arm never failed: reverting may have cured a failure too "
+    "rare to bound",
     RULE_NEITHER: "neither significant nor bounded below the meaningful effect",
     RULE_LOAD_NOT_REACHED: LOAD_RULE,
 }

@@ -12,7 +12,7 @@ import shlex
 from typing import assert_never
 
 from servelab.core.deploy.routers import ROUTERS
-from servelab.core.init.contract import FoundService, Gap, GapCode, InitResult
+from servelab.core.init.contract import ANSWER_BYTES, FoundService, Gap, GapCode, InitResult
 from servelab.core.redaction import redact
 
 __all__ = ["gap_words", "init_note", "spec_toml"]
@@ -26,6 +26,12 @@ def gap_words(gap: Gap) -> str:
             return f"the router's worker list does not tell its kind: {detail} is a guess"
         case GapCode.NO_MODEL:
             return f"no model listed at {detail}: traffic needs one (verify stops there)"
+        case GapCode.ANSWER_TOO_LARGE:
+            who = f"worker {gap.service}" if gap.service else "the router"
+            return (
+                f"{who}'s {detail} answer is over {ANSWER_BYTES >> 20} MiB: not read "
+                "(a real one is under 64 KiB)"
+            )
         case GapCode.NO_SERVER_INFO:
             return f"no server info at {detail} (vLLM: only with VLLM_SERVER_DEV_MODE=1)"
         case GapCode.NO_ENGINE_VERSION:

@@ -77,7 +77,7 @@ def _shadowed(name: str, shadowed: tuple[tuple[str, str | None], ...]) -> list[s
 def render_knob_value(got: KnobValue) -> str:
     """``decode SGLANG_..=512  (in /path/decode.env)``, and any value it shadows."""
     value = mask(got.name, got.value)
-    shown = f"{got.name}={value}" if value is not None else f"{got.name} is not set"
+    shown = f"{got.name}={show_value(value)}" if value is not None else f"{got.name} is not set"
     where = _where(got.place, got.path)
     lines = [f"{got.service} {shown}  ({where})", *_shadowed(got.name, got.shadowed)]
     return "\n".join(lines) + "\n"

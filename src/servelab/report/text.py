@@ -30,8 +30,11 @@ def pct(fraction: float) -> str:
 
 
 def show_value(value: str | None) -> str:
-    """A knob value as the reports show it: ``(unset)`` for None."""
-    return "(unset)" if value is None else value
+    """A knob value as the reports show it: ``(unset)`` for None; quoted (as JSON quotes it)
+    when it starts or ends with a blank, which a bare ``x `` would hide."""
+    if value is None:
+        return "(unset)"
+    return json.dumps(value, ensure_ascii=False) if value != value.strip() else value
 
 
 def level_label(concurrency: int) -> str:

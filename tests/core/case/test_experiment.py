@@ -15,6 +15,7 @@ from servelab.core.case.experiment import (
     INCONCLUSIVE,
     RULE_BOUND,
     RULE_NEITHER,
+    RULE_NOT_PERSISTED,
     RULE_NOT_REPRODUCED,
     RULE_SIGNIFICANT,
     ArmTally,
@@ -80,6 +81,9 @@ def test_newcombe_interval_matches_the_published_example() -> None:
         ((2, 2, 2, 2), INCONCLUSIVE, RULE_NEITHER),  # too few sessions to exclude an effect
         ((3, 3, 0, 3), INCONCLUSIVE, RULE_NEITHER),  # p = 0.1: not significant at 3 each
         ((0, 6, 6, 6), INCONCLUSIVE, RULE_NOT_REPRODUCED),
+        # bounded under 0.29, but every failure went with the revert: a rare failure it may cure
+        ((2, 21, 0, 21), INCONCLUSIVE, RULE_NOT_PERSISTED),
+        ((2, 21, 1, 21), EXONERATED, RULE_BOUND),
     ],
 )
 def test_the_rule(counts: tuple[int, int, int, int], outcome: str, rule: str) -> None:

@@ -119,6 +119,8 @@ def test_a_probe_is_judged_against_the_bad_state_at_alpha_over_its_looks() -> No
     assert judge((4, 4), (0, 4)) is None  # p = 0.029: enough at one look, not at 0.05/3
     assert judge((4, 4), (0, 4), rounds=1) is ProbeOutcome.GOOD
     assert judge((0, 8), (0, 8)) is None  # the bad state never failed: nothing reproduced
+    # a bad state failing 2 of 21 and a probe none: bounded under 0.5, but not failing alike
+    assert judge((2, 21), (0, 21)) is None
 
 
 def _six_with(guilty: set[int]) -> tuple[tuple[Change, ...], Bisected]:

@@ -122,3 +122,13 @@ def test_redact_hides_secrets_but_reveals_declared() -> None:
 def test_public_api() -> None:
     for name in envfile.__all__:
         assert hasattr(envfile, name)
+
+
+def test_a_double_quoted_value_keeps_its_edge_blanks_as_systemd_does() -> None:
+    """The sixth hostile pass: ``K="x "`` (what ``knob set K='x '`` writes) read back as ``x``;
+    an unquoted value still loses its trailing blanks."""
+    from servelab.core.knobs.envfile import parse_envfile, render_value
+
+    for value in ("x ", " y", "a\t", " "):
+        assert parse_envfile(f"K={render_value(value)}\n").as_dict() == {"K": value}
+    assert parse_envfile("K=x  \nL='z '\n").as_dict() == {"K": "x", "L": "z "}

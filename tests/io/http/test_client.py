@@ -205,6 +205,7 @@ def test_public_api() -> None:
         "get_json",
         "model_id",
         "model_list",
+        "oversize",
         "probe",
         "using_client",
     }

@@ -18,9 +18,11 @@ the revert would spare at least half the sessions):
 - **convicted** when ``p < α`` and ``d > 0`` (the failure rate drops with the revert);
 - **inconclusive** when the suspect arm never failed (the failure did not reproduce: nothing to
   explain), or when neither of the other rules holds;
-- **exonerated** when the interval's upper bound is below ``δ``: the experiment excludes the
-  revert curing a meaningful share of the failures (both arms failing alike, with enough
-  sessions, lands here).
+- **exonerated** when the interval's upper bound is below ``δ`` and the revert arm failed too:
+  the experiment excludes the revert curing a meaningful share of the failures (both arms
+  failing alike, with enough sessions, lands here); a revert arm that never failed may have
+  cured a failure too rare for ``δ`` to bound (2 of 21 against 0 of 21 bounds ``d`` under 0.29,
+  yet every failure went with the revert), so that is **inconclusive** (``RULE_NOT_PERSISTED``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ __all__ = [
     "OUTCOMES",
     "RULE_BOUND",
     "RULE_NEITHER",
+    "RULE_NOT_PERSISTED",
     "RULE_NOT_REPRODUCED",
     "RULE_SIGNIFICANT",
     "TEST",
@@ -85,6 +88,7 @@ RULE_SIGNIFICANT = "p_below_alpha_and_fewer_failures_with_the_revert"
 RULE_BOUND = "upper_bound_below_effect"
 RULE_NOT_REPRODUCED = "suspect_arm_never_failed"
 RULE_NEITHER = "neither_rule_holds"
+RULE_NOT_PERSISTED = "revert_arm_never_failed"
 
 
 @dataclass(frozen=True)
@@ -180,8 +184,10 @@ def decide(
         outcome, rule = CONVICTED, RULE_SIGNIFICANT
     elif suspect.failed == 0:
         outcome, rule = INCONCLUSIVE, RULE_NOT_REPRODUCED
-    elif ci[1] < effect:
+    elif ci[1] < effect and revert.failed > 0:
         outcome, rule = EXONERATED, RULE_BOUND
+    elif ci[1] < effect:
+        outcome, rule = INCONCLUSIVE, RULE_NOT_PERSISTED
     else:
         outcome, rule = INCONCLUSIVE, RULE_NEITHER
     return Decision(outcome, rule, p, d, ci, alpha, effect, confidence)

@@ -21,7 +21,8 @@ bad state as the suspect and the probe as its revert, at ``alpha / R`` for at mo
 - **good** when the probe fails significantly less than the bad state (the changes it leaves out
   cure it: the test's ``convicted``);
 - **bad** when the interval on ``rate(bad) − rate(probe)`` lies below the meaningful effect ``δ``
-  (the probe fails like the bad state: ``exonerated``);
+  and the probe failed too (the probe fails like the bad state: ``exonerated``; a probe that
+  never failed against a bad state that seldom did is not bad: it goes on to the next round);
 - after ``R`` rounds without either, **undecided** (also when the bad state never failed: the
   failure did not reproduce).
 

@@ -13,7 +13,23 @@ from enum import StrEnum
 from servelab.core.deploy.engines import EngineName
 from servelab.core.deploy.routers import RouterKind
 
-__all__ = ["FoundHost", "FoundService", "Gap", "GapCode", "InitResult", "StartFact"]
+__all__ = [
+    "ANSWERS_BYTES",
+    "ANSWER_BYTES",
+    "FoundHost",
+    "FoundService",
+    "Gap",
+    "GapCode",
+    "InitResult",
+    "StartFact",
+]
+
+#: The most bytes ``init`` reads of one answer (``/workers``, ``/server_info``, ``/version``,
+#: ``/v1/models``): a real ``/server_info`` is under 64 KiB.
+ANSWER_BYTES = 1 << 20
+#: The most bytes of all the answers of one ``init`` together (256 workers' real reports are a
+#: few MiB).
+ANSWERS_BYTES = 32 << 20
 
 
 class GapCode(StrEnum):
@@ -48,6 +64,8 @@ class GapCode(StrEnum):
     SECRET_MASKED = "secret_masked"
     #: A listed worker whose URL or bootstrap port is not one: left out of the spec.
     BAD_WORKER = "bad_worker"
+    #: An answer over :data:`ANSWER_BYTES` (its path is the detail): not read.
+    ANSWER_TOO_LARGE = "answer_too_large"
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ Pure: text in, data out. The syntax accepted is the one systemd reads (``man sys
 - ``NAME=VALUE`` with ``NAME`` made of letters, digits and ``_`` (not starting with a digit);
   blanks around the ``=`` and around the line are ignored;
 - a value may be wholly single-quoted (literal) or double-quoted (``\\"``, ``\\\\``, ``\\$`` and
-  ``\\``` escapes); an unquoted value keeps inner blanks, loses trailing ones, and a backslash
-  escapes the next character;
+  ``\\``` escapes), keeping every blank inside its quotes; an unquoted value keeps inner blanks,
+  loses trailing ones, and a backslash escapes the next character;
 - a line ending in a backslash continues on the next line.
 
 ``export NAME=VALUE`` is shell syntax that systemd does **not** accept in an EnvironmentFile (it
@@ -166,13 +166,15 @@ def _unquote(raw: str, where: str) -> str:
     if raw[:1] == '"':
         if len(raw) < 2 or raw[-1] != '"' or (raw.endswith('\\"') and not raw.endswith('\\\\"')):
             raise KnobError(f"{where}: unterminated double quote")
-        return _unescape(raw[1:-1], where)
+        return _unescape(raw[1:-1], where, quoted=True)
     if raw[:1] == "'":
         raise KnobError(f"{where}: unterminated single quote")
     return _unescape(raw, where)
 
 
-def _unescape(body: str, where: str) -> str:
+def _unescape(body: str, where: str, *, quoted: bool = False) -> str:
+    """``body`` with its escapes read; blanks at its end dropped unless it was double-quoted
+    (systemd keeps them there: ``K="x "`` is ``x `` with its space)."""
     out: list[str] = []
     i = 0
     while i < len(body):
@@ -187,7 +189,8 @@ def _unescape(body: str, where: str) -> str:
             continue
         out.append(char)
         i += 1
-    return "".join(out).rstrip(" \t")
+    value = "".join(out)
+    return value if quoted else value.rstrip(" \t")
 
 
 def _parse_line(number: int, raw: str, source: str) -> EnvLine:

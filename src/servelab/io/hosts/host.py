@@ -221,16 +221,16 @@ def _read_bounded(path: Path, limit: int | None) -> bytes:
 
 
 def _write_atomic(path: Path, data: bytes, backup: bool) -> str | None:
-    """The one writer (:mod:`servelab.io.files`: a link followed, owner, group and mode kept; a
-    new file owner-only: env files hold secrets); with ``backup``, a copy of the current file
-    beside it first."""
+    """The one writer (:mod:`servelab.io.files`: a deployment's file written through its link,
+    owner, group and mode kept; a new file owner-only: env files hold secrets); with ``backup``,
+    a copy of the current file beside it first (never through a link)."""
     backup_path = None
     exists = path.exists()
     if exists and backup:
         backup_path = backup_name(str(path))
         mode = path.stat().st_mode & 0o7777
         write_atomic(Path(backup_path), path.read_bytes(), mode=mode)
-    write_atomic(path, data, mode=None if exists else 0o600)
+    write_atomic(path, data, mode=None if exists else 0o600, follow_links=True)
     return backup_path
 
 

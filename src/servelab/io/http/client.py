@@ -42,6 +42,7 @@ __all__ = [
     "get_json",
     "model_id",
     "model_list",
+    "oversize",
     "probe",
     "using_client",
 ]
@@ -53,6 +54,12 @@ BODY_LIMIT = 500
 #: The most a whole body may hold: past it the read stops and the probe fails (an endless or
 #: hostile answer never fills the memory). An engine's /metrics or worker list is far below it.
 WHOLE_BODY_LIMIT = 64 * 2**20
+
+
+def oversize(limit: int) -> str:
+    """The error of a probe whose whole body is over ``limit`` bytes (``over 1 MiB``)."""
+    size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+    return f"the answer's body is over {size}: not read further"
 
 
 # ----------------------------------------------------------------------- the one session
@@ -108,11 +115,13 @@ class HttpClient:
         json_body: Any = None,
         headers: dict[str, str] | None = None,
         body_limit: int | None = BODY_LIMIT,
+        whole_limit: int = WHOLE_BODY_LIMIT,
     ) -> ProbeResult:
         """Send one request to ``url`` and report status, body and elapsed time.
 
-        The body is cut to ``body_limit`` characters; None keeps all of it. ``timeout`` bounds the
-        whole exchange, body included.
+        The body is cut to ``body_limit`` characters; None keeps all of it, up to ``whole_limit``
+        bytes (past them the probe fails: :func:`oversize`). ``timeout`` bounds the whole
+        exchange, body included.
         """
         start = time.perf_counter()
         limit = aiohttp.ClientTimeout(total=timeout)
@@ -120,7 +129,7 @@ class HttpClient:
             async with self._open().request(
                 method, url, json=json_body, headers=headers, timeout=limit, proxy=self.proxy
             ) as response:
-                body = await _read_body(response, body_limit)
+                body = await _read_body(response, body_limit, whole_limit)
                 status = response.status
         except (*_TRANSPORT_ERRORS, ValueError) as exc:
             error = translate(exc, timeout_s=timeout)[1]
@@ -221,15 +230,15 @@ async def using_client(http: HttpClient | None) -> AsyncIterator[HttpClient]:
         yield own
 
 
-async def _read_body(response: aiohttp.ClientResponse, limit: int | None) -> str:
+async def _read_body(
+    response: aiohttp.ClientResponse, limit: int | None, whole_limit: int = WHOLE_BODY_LIMIT
+) -> str:
     if limit is None:
         whole = bytearray()
         async for chunk in response.content.iter_chunked(1 << 16):
             whole += chunk
-            if len(whole) > WHOLE_BODY_LIMIT:
-                raise aiohttp.ClientPayloadError(
-                    f"the answer's body is over {WHOLE_BODY_LIMIT >> 20} MiB: not read further"
-                )
+            if len(whole) > whole_limit:
+                raise aiohttp.ClientPayloadError(oversize(whole_limit))
         return whole.decode("utf-8", "replace")
     raw = await response.content.read(limit * 4)
     return raw.decode("utf-8", "replace")[:limit]

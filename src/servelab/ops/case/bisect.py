@@ -1,15 +1,15 @@
 """``case bisect``: which of the changes between a good state and a bad one make it bad.
 
-The changes come from two points of the ledger (:mod:`servelab.core.case.points`: ``now``, a
-time, ``verify:ID``, ``backup:PATH``), every declared knob whose value differs between them, or
-are listed. The search is ddmin (:mod:`servelab.core.case.bisect`); each probe is a controlled
-experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with some of the
-changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted and proven
-live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then tested:
-the case's failing soak replayed (``soak``, as ``case test`` replays it:
+The changes come from two points of the ledger (:func:`servelab.ops.case.changes.find_changes`:
+``now``, a time, ``verify:ID``, ``backup:PATH``), every declared knob whose value differs between
+them, or are listed. The search is ddmin (:mod:`servelab.core.case.bisect`); each probe is a
+controlled experiment (:mod:`servelab.core.case.probe`): the probe's arm (the good state with some
+of the changes) against the bad state's, visit by visit, each visit's knobs set, co-restarted and
+proven live (:func:`servelab.ops.arm.make_live`, as ``ab`` and ``tune`` make their arms), then
+tested: the case's failing soak replayed (``soak``, as ``case test`` replays it:
 :func:`servelab.ops.case.experiment.failing_workload`), or bench runs through the router against a
-threshold. The knob changes a visit makes are recorded, not under the case (the case's restore
-plan is made of its reverts alone).
+threshold. The knob changes a visit makes are recorded, not under the case (the case's restore plan
+is made of its reverts alone).
 
 Everything is recorded on the case as it happens: the bisection's start (event ``bisect``), each
 probe as it ends (event ``probe``, and evidence ``probe``), the guilty changes and the verdicts
@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import posixpath
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import (
@@ -43,15 +41,6 @@ from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeD
 from servelab.core.case.events import ArmSoaked, VisitStarted
 from servelab.core.case.experiment import ALPHA, EFFECT, ArmTally
 from servelab.core.case.model import Case
-from servelab.core.case.points import (
-    KnobKey,
-    Point,
-    PointKind,
-    backup_time,
-    changes_between,
-    parse_point,
-    values_at,
-)
 from servelab.core.case.probe import (
     ARM_BAD,
     ARM_PROBE,
@@ -67,20 +56,16 @@ from servelab.core.case.probe import (
     round_order,
 )
 from servelab.core.case.record import CaseEvent, CaseEvidence
-from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.soak.result import SoakConfig
-from servelab.core.verify.checks import Check, KnobInFile, KnobLive
-from servelab.core.verify.record import VerificationRecord
-from servelab.errors import CaseError, HostError, ServelabError
+from servelab.errors import CaseError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.answers.session import AnswerSession, baseline_state
-from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
+from servelab.ops.case.changes import find_changes
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob, live_knobs
@@ -89,7 +74,6 @@ from servelab.ops.soak.soak import soak
 __all__ = [
     "BisectConfig",
     "BisectOutcome",
-    "find_changes",
     "resume_bisect",
     "run_bisect",
     "unfinished",
@@ -144,84 +128,6 @@ class BisectOutcome:
                 "probes": [encode(p) for p in self.probes],
                 "conclusion": encode(self.conclusion), "conclusion_id": self.conclusion_id,
                 "evidence_id": self.evidence_id, "left": list(self.left)}  # fmt: skip
-
-
-# -- the changes between two points -------------------------------------------------------------
-
-
-def _declared(op: Operation) -> list[KnobKey]:
-    return [(name, knob) for name, svc in op.spec.services.items() for knob in svc.knobs]
-
-
-def _ledger_time(text: str) -> str:
-    """An ISO 8601 time as the ledger writes its times (UTC, milliseconds, ``Z``; no zone: UTC)."""
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise CaseError(f"{text!r} is not a time (2026-03-01T12:00:00Z)") from None
-    moment = moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-async def _backup_values(
-    op: Operation, path: str, history: Sequence[KnobChangeRecord]
-) -> dict[KnobKey, str | None]:
-    """A backup no recorded change names: its service's env knobs from the file, the rest from
-    the history at the time in its name."""
-    at = backup_time(path)
-    out = values_at(history, at=at) if at is not None else {}
-    base = posixpath.basename(path)
-    for service in op.spec.services:
-        env = op.env_path(service)
-        if env is None or not base.startswith(posixpath.basename(env) + "."):
-            continue
-        try:
-            parsed = parse_env_bytes(await op.host(service).read_file(path), path)
-        except HostError as exc:
-            raise CaseError(f"cannot read the backup {path}: {exc}") from exc
-        for knob in op.spec.services[service].knobs:
-            if argument_knob(op, knob).is_env:
-                out[(service, knob)] = parsed.get(knob)
-        return out
-    raise CaseError(f"{path} is not a backup of any service's env file")
-
-
-async def _values(
-    op: Operation, ledger: Ledger, point: Point, history: Sequence[KnobChangeRecord]
-) -> dict[KnobKey, str | None]:
-    """The declared knobs' values at ``point`` (a knob not known there is absent)."""
-    match point.kind:
-        case PointKind.NOW:
-            return {key: await get_knob(op, *key) for key in _declared(op)}
-        case PointKind.TIME:
-            return values_at(history, at=_ledger_time(point.value))
-        case PointKind.VERIFY:
-            found = ledger.get(VerificationRecord, int(point.value))
-            if found is None:
-                raise CaseError(f"no verification {point.value} in {ledger.path}")
-            out = values_at(history, at=found.at)
-            checks = [c for c in found.checks if isinstance(c, Check)]
-            out |= {(c.service, c.data.knob): c.data.file for c in checks
-                    if isinstance(c.data, KnobInFile)}  # fmt: skip
-            out |= {(c.service, c.data.knob): c.data.live for c in checks
-                    if isinstance(c.data, KnobLive)}  # fmt: skip
-            return out
-        case PointKind.BACKUP:
-            took = next((c for c in history if c.backup_path == point.value), None)
-            if took is not None:
-                return values_at(history, before_id=took.id)
-            return await _backup_values(op, point.value, history)
-
-
-async def find_changes(
-    target: SpecOrOperation, ledger: Ledger, good: str, bad: str = "now"
-) -> tuple[Change, ...]:
-    """Every declared knob whose value differs between points ``good`` and ``bad``."""
-    history = ledger.list(KnobChangeRecord)
-    async with operation(target, ledger=ledger) as op:
-        before = await _values(op, ledger, parse_point(good), history)
-        after = await _values(op, ledger, parse_point(bad), history)
-        return changes_between(before, after, _declared(op))
 
 
 # -- a probe ---------------------------------------------------------------------------------

@@ -1,14 +1,15 @@
 """Cases: open one, name suspects, attach evidence, revert a suspect knob, resolve, restore.
 
-Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment: they set the
-knob (``servelab.ops.knob.set_knob``, recorded under the case), co-restart the changed services and
-their dependents in start order (``servelab.ops.deploy.deploy.restart`` by
-:func:`servelab.core.deploy.topology.restart_plan`, the one restart rule that ``restart`` and the
-A/B use too), and run a layered verify that proves the value live plus an e2e probe
-(``servelab.ops.verify.verify.verify``). What they did comes back typed
-(:class:`Applied`: the ``KnobChange``s, the restart ``Step``s, the ``VerifyReport``) and is
-recorded as the case event's ``RevertEvent``/``RestoreEvent`` (:mod:`servelab.core.case.model`).
-All of it runs in one :class:`~servelab.ops.context.Operation` (one SSH connection per host).
+Every step is recorded in the ledger. ``revert`` and ``restore`` change a deployment through
+:func:`servelab.ops.case.apply.apply_knobs`: they set the knob (``servelab.ops.knob.set_knob``,
+recorded under the case), co-restart the changed services and their dependents in start order
+(``servelab.ops.deploy.deploy.restart`` by :func:`servelab.core.deploy.topology.restart_plan`, the
+one restart rule that ``restart`` and the A/B use too), and run a layered verify that proves the
+value live plus an e2e probe (``servelab.ops.verify.verify.verify``). What they did comes back
+typed (:class:`~servelab.ops.case.apply.Applied`: the ``KnobChange``s, the restart ``Step``s, the
+``VerifyReport``) and is recorded as the case event's ``RevertEvent``/``RestoreEvent``
+(:mod:`servelab.core.case.model`). All of it runs in one
+:class:`~servelab.ops.context.Operation` (one SSH connection per host).
 
 No printing and no wording here; progress goes through a callback. A revert or restore that did not
 verify carries why as data (``failure``: the restart or verify that did not complete; else the
@@ -20,7 +21,7 @@ evidence would convict the knob) before it asks to go on.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.record import BenchRunRecord
@@ -30,7 +31,6 @@ from servelab.core.case.contract import (
     RevertPreview,
     failed_checks_of,
 )
-from servelab.core.case.events import StepFailed
 from servelab.core.case.model import (
     CASE_RESOLVED,
     RESTORE_VERIFIED,
@@ -55,30 +55,21 @@ from servelab.core.case.revert import (
     revert_values,
 )
 from servelab.core.case.verdicts import Override, Refusal, refusals
-from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.deploy.steps import Step, StepFailure
-from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.contract import KnobChange
-from servelab.core.knobs.events import KnobSetting
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
 from servelab.core.ledger.codec import JsonObject, encode
 from servelab.core.soak.record import SoakRunRecord
-from servelab.core.verify.checks import Check
-from servelab.core.verify.contract import VerifyReport
-from servelab.core.verify.events import VerifyingLayers
-from servelab.core.verify.record import CheckRecord, VerificationRecord
-from servelab.errors import CaseError, DeployError, ServelabError
+from servelab.core.verify.record import VerificationRecord
+from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
-from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.knob import get_knob, set_knob
-from servelab.ops.verify.verify import LAYERS, verify
+from servelab.ops.case.apply import Applied, apply_knobs, check_records, live_value
+from servelab.ops.context import Progress, SpecOrOperation, operation
+from servelab.ops.knob import get_knob
 
 __all__ = [
-    "Applied",
     "CaseView",
     "VerdictRefused",
     "add_evidence",
@@ -344,8 +335,8 @@ async def revert(
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
-        done = await _apply(op, ledger, preview.case_id, wanted, reason, op.say)
-    live = _live_value(done.report, preview.service, preview.knob)
+        done = await apply_knobs(op, ledger, preview.case_id, wanted, reason, op.say)
+    live = live_value(done.report, preview.service, preview.knob)
     outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
                             failure=done.error)  # fmt: skip
     event = RevertEvent(
@@ -354,7 +345,7 @@ async def revert(
         verification_id=done.verification_id, ok=outcome.ok,
         restart=tuple(s.outcome for s in done.steps), error=done.error,
         cost_ab_id=preview.cost.ab_id, cost=preview.cost.points,
-        failed=_records(outcome.failed_checks),
+        failed=check_records(outcome.failed_checks),
     )  # fmt: skip
     outcome.event_id = ledger.add(
         CaseEvent(at=NOW, case_id=preview.case_id, kind="revert", detail=encode(event))
@@ -381,7 +372,7 @@ async def restore(
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
     async with operation(where, ledger=ledger, progress=progress) as op:
-        done = await _apply(op, ledger, case_id, wanted, reason, op.say)
+        done = await apply_knobs(op, ledger, case_id, wanted, reason, op.say)
     outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
     for item, change in zip(view.plan, done.changes, strict=True):
         event = _restore_event(item, change, done)
@@ -400,87 +391,11 @@ def already_restored(view: CaseView) -> bool:
 
 
 def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:
-    live = _live_value(done.report, item.service, item.knob)
+    live = live_value(done.report, item.service, item.knob)
     verified = done.report is not None and done.report.ok and live == item.restore_to
     return RestoreEvent(
         service=item.service, knob=item.knob, from_value=item.current, value=item.restore_to,
         live=live, change_id=change.change_id, verification_id=done.verification_id,
         ok=verified, reverted_by=item.change_ids, restart=tuple(s.outcome for s in done.steps),
-        error=done.error, failed=_records(failed_checks_of(done.report)),
+        error=done.error, failed=check_records(failed_checks_of(done.report)),
     )  # fmt: skip
-
-
-# -- the shared apply step -------------------------------------------------------------------
-
-
-@dataclass
-class Applied:
-    """What ``_apply`` did: the knob changes, the restart steps, and the verify report.
-
-    ``report`` is None when the restart or the verify did not complete; ``error`` says why.
-    """
-
-    changes: list[KnobChange]
-    steps: list[Step] = field(default_factory=list)
-    report: VerifyReport | None = None
-    error: str | None = None
-
-    @property
-    def verification_id(self) -> int | None:
-        return None if self.report is None else self.report.verification_id
-
-
-async def _apply(
-    op: Operation,
-    ledger: Ledger,
-    case_id: int,
-    wanted: Sequence[tuple[str, str, str | None]],
-    reason: str,
-    say: Progress,
-) -> Applied:
-    """Set the knobs, co-restart, verify. A failed restart or verify is returned, not raised:
-    the knob change is already recorded, so the case event must record how it ended."""
-    done = Applied([])
-    for service, knob, value in wanted:
-        say(KnobSetting(service, knob, value))
-        change = await set_knob(
-            op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
-        )
-        done.changes.append(change)
-    order = restart_plan(op.spec, [s for s, _k, _v in wanted])
-    try:
-        done.steps = await _restart(op, ledger, order, say)
-        done.report = await _verify(op, ledger, say)
-    except ServelabError as exc:
-        say(StepFailed(str(exc)))
-        done.error = str(exc)
-    return done
-
-
-async def _restart(op: Operation, ledger: Ledger, order: list[str], say: Progress) -> list[Step]:
-    say(CoRestarting(tuple(order)))
-    report = await deploy_restart(
-        op, order, verify_after=False, rollback=False, progress=say, ledger=ledger
-    )
-    failed = [s for s in report.steps if s.outcome == "failed"]
-    if failed:
-        evidence = failed[0].evidence
-        why = evidence.error if isinstance(evidence, StepFailure) else "see its log"
-        raise DeployError(f"restart of {failed[0].service} failed: {why}")
-    return list(report.steps)
-
-
-async def _verify(op: Operation, ledger: Ledger, say: Progress) -> VerifyReport:
-    say(VerifyingLayers(LAYERS))
-    return await verify(op, ledger=ledger, progress=say)
-
-
-def _records(checks: list[Check]) -> tuple[CheckRecord, ...]:
-    return tuple(checks)
-
-
-def _live_value(report: VerifyReport | None, service: str, knob: str) -> str | None:
-    for check in report.layer("live") if report is not None else []:
-        if (check.service, check.knob) == (service, knob):
-            return check.live
-    return None
