@@ -61,3 +61,12 @@ def test_every_real_number_option_is_finite() -> None:
         if re.search(r"FloatRange\(|type=float\b|click\.FLOAT\b", line)
     ]
     assert not found, found
+
+
+def test_a_bounded_finite_says_finite_first_then_the_bound() -> None:
+    """``inf`` past a maximum is said not finite (not "out of range"); 1e308 is out of range."""
+    with pytest.raises(click.BadParameter, match="not a finite number"):
+        Finite(0, 86400).convert("inf", None, None)
+    with pytest.raises(click.BadParameter, match=r"1e\+308 is not in the range"):
+        Finite(0, 86400).convert("1e308", None, None)
+    assert Finite(0, 86400).convert("86400", None, None) == 86400.0

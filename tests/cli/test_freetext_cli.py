@@ -37,3 +37,43 @@ def test_a_title_over_the_bound_is_a_usage_error(tmp_path: Path) -> None:
     done = run_cli("case", "open", "--ledger", str(tmp_path / "l.db"), "a" * 100_000)
     assert done.returncode == 2 and "100,000 characters: at most 1,000" in done.stderr
     assert len(done.stderr) < 2_000  # not echoed whole
+
+
+ROOT = "leaked sk-proj-ROOTPLANTEDAAAAAAAAAAAAAA password=RootPLANTED22 \x1b[31mRED"
+OVERRIDE = "because ghp_OVERRIDEPLANTEDBBBBBBBBBBBBBBBBBB \x1b]0;pwn\x07"
+
+
+def test_a_resolution_s_root_cause_and_override_are_stored_masked(tmp_path: Path) -> None:
+    """The seventh hostile pass: ``case resolve --root-cause/--override`` were stored and printed
+    raw (secrets, escape sequences, any length)."""
+    ledger = str(tmp_path / "ledger.db")
+    assert run_cli("case", "open", "--ledger", ledger, "hangs").returncode == 0
+    done = run_cli("case", "resolve", "1", "--root-cause", ROOT, "--override", OVERRIDE,
+                   "--convict", "component:proxy", "--ledger", ledger)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    shown = run_cli("case", "show", "1", "--ledger", ledger)
+    exported = run_cli("ledger", "export", "--ledger", ledger)
+    for out in (done, shown, exported):
+        assert "PLANTED" not in out.stdout + out.stderr and "\x1b" not in out.stdout, out.stdout
+    assert "leaked ***" in shown.stdout, shown.stdout
+    assert "PLANTED" not in Path(ledger).read_bytes().decode("utf-8", "replace")
+    long = run_cli("case", "resolve", "1", "--root-cause", "a" * 130_000, "--convict",
+                   "component:proxy", "--ledger", ledger)  # fmt: skip
+    assert long.returncode == 2 and "130,000 characters" in long.stderr and len(long.stderr) < 2_000
+
+
+def test_a_target_that_is_a_secret_or_a_text_is_refused_unechoed(tmp_path: Path) -> None:
+    """``case suspect N component:<token>`` stored and showed the token; a 100,000-character
+    component name was stored and printed (the same for resolve's ``--convict``)."""
+    ledger = str(tmp_path / "ledger.db")
+    assert run_cli("case", "open", "--ledger", ledger, "hangs").returncode == 0
+    secret = "component:sk-proj-TARGETPLANTEDAAAAAAAAAAAA"
+    for args in (("suspect", "1", secret, "--reason", "r"),
+                 ("resolve", "1", "--root-cause", "x", "--convict", secret)):  # fmt: skip
+        done = run_cli("case", *args, "--ledger", ledger)
+        assert done.returncode == 2 and "looks like a secret" in done.stderr, done.stderr
+        assert "PLANTED" not in done.stdout + done.stderr
+    huge = run_cli("case", "suspect", "1", "component:" + "a" * 100_000, "--reason", "r",
+                   "--ledger", ledger)  # fmt: skip
+    assert huge.returncode == 2 and "at most 200" in huge.stderr and len(huge.stderr) < 2_000
+    assert "PLANTED" not in Path(ledger).read_bytes().decode("utf-8", "replace")

@@ -54,24 +54,27 @@ HOMONYMS = {
     ("trace generate", "--rate"): "arrivals per second written into a trace, not sent",
 }
 
+#: Lengths whose parameters pass every float or every context (issue 38 H5: an OverflowError).
+HUGE_LEN = ("normal:10:1e308", "uniform:1e308:0", "normal:1e300:1e300", "9" * 400)
+
 #: Values each shared option must accept (parsed alike everywhere) and refuse (exit 2, naming it).
 PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--concurrency": (("1", "64,80,96", "4, 8,"), ("0", "", ",", "x", "1,-2", "0,4", "1.5")),
     "--requests": (("1", "256"), ("0", "-1", "x", "1.5")),
     "--repeat": (("1", "3"), ("0", "-1", "x")),
     "--warmup": (("0", "4"), ("-1", "x", "1.5")),
-    "--ramp": (("0", "2.5"), ("-1", "x", "nan", "inf")),
-    "--rate": (("0.5", "100"), ("0", "-1", "x", "nan", "inf")),
-    "--deadline": (("0.5", "60"), ("0", "-1", "x", "nan", "inf")),
-    "--idle-timeout": (("0.5", "30"), ("0", "-1", "x", "nan", "inf")),
+    "--ramp": (("0", "2.5", "86400"), ("-1", "x", "nan", "inf", "1e308", "86401")),
+    "--rate": (("0.5", "100", "1e6", "0.0001"), ("0", "-1", "x", "nan", "inf", "1e-308", "1e308")),
+    "--deadline": (("0.5", "60", "86400"), ("0", "-1", "x", "nan", "inf", "1e308", "86401")),
+    "--idle-timeout": (("0.5", "30"), ("0", "-1", "x", "nan", "inf", "1e308")),
     "--workers": (("1", "2"), ("0", "x")),
     "--input-len": (
         ("64", "uniform:128:32", "normal:128:16"),
-        ("uniform:128", "zipf:1:2", "0", "x", "uniform:1:x", "uniform:128:-1", "64:32"),
+        ("uniform:128", "zipf:1:2", "0", "x", "uniform:1:x", "uniform:128:-1", "64:32", *HUGE_LEN),
     ),
     "--output-len": (
         ("64", "uniform:128:32", "normal:128:16"),
-        ("uniform:128", "zipf:1:2", "0", "x", "uniform:1:x", "uniform:128:-1", "64:32"),
+        ("uniform:128", "zipf:1:2", "0", "x", "uniform:1:x", "uniform:128:-1", "64:32", *HUGE_LEN),
     ),
     "--seed": (("0", "42", "-1"), ("x", "1.5")),
     "--answers": (("off", "check", "gate"), ("maybe", "")),
@@ -106,8 +109,8 @@ PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "--margin": (("1%", "0.01"), ("x", "100%")),
     "--metric": (("throughput", "goodput", "capacity"), ("latency", "")),
     "--proxy": (("http://127.0.0.1:3128", "127.0.0.1:3128"), ("socks5://h:1", "http://", "")),
-    "--duration": (("1", "30.5"), ("0", "x")),
-    "--max-minutes": (("0.5", "10"), ("0", "-1", "x", "nan", "inf")),
+    "--duration": (("1", "30.5", "604800"), ("0", "x", "1e308", "604801")),
+    "--max-minutes": (("0.5", "10", "10080"), ("0", "-1", "x", "nan", "inf", "1e308", "10081")),
     "--out": (("report",), ()),
     "--rounds": (("1", "6"), ("0", "x")),
 }

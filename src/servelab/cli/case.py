@@ -29,8 +29,8 @@ from servelab.cli.freetext import stored_text
 from servelab.cli.options import REVERT_TO, wait_option
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.model import CASE_RESOLVED, Case
-from servelab.io.files import write_files
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.outdir import write_out_dir
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation
 from servelab.report.case import restore_error, restore_json, revert_error, revert_json
@@ -211,11 +211,12 @@ def case_revert(
 
 @case_group.command("resolve")
 @click.argument("case_id", type=int)
-@click.option("--root-cause", required=True, help="What the cause was.")
+@click.option("--root-cause", required=True, help="What the cause was.", callback=stored_text)
 @click.option("--exonerate", multiple=True, help="A target cleared of suspicion (repeatable).")
 @click.option("--convict", multiple=True, help="A target found guilty (repeatable).")
 @click.option("--override", "override", default=None, metavar="REASON",
-              help="Give verdicts the evidence refuses; the reason is recorded.")  # fmt: skip
+              help="Give verdicts the evidence refuses; the reason is recorded.",
+              callback=stored_text)  # fmt: skip
 @spec_option
 @ledger_option
 @json_option
@@ -360,17 +361,20 @@ def restore_cmd(
 @click.command("report")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
+@click.option("--force", is_flag=True, help="Overwrite files there that servelab did not write.")
 @spec_option
 @ledger_option
 @json_option
 def report_cmd(
-    out_dir: Path | None, spec_path: Path | None, ledger_path: Path | None, as_json: bool
-) -> None:
+    out_dir: Path | None, force: bool, spec_path: Path | None, ledger_path: Path | None,
+    as_json: bool,
+) -> None:  # fmt: skip
     """Write the perf plan, one page per case, plots and an HTML index, from the ledger alone."""
 
     async def body(ledger: Ledger) -> tuple[Path, list[str], list[str]]:
         target = out_dir or ledger.path.parent / "report"
-        written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
+        docs = build_docs(ledger.snapshot(records=False))
+        written, unchanged = write_out_dir(target, docs, force)
         return target, written, unchanged
 
     where = SpecAndLedger(spec_path, ledger_path)

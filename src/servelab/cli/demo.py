@@ -274,7 +274,7 @@ def demo_command(repeat: int, requests: int, keep_up: bool) -> None:
         _answers(story, max(requests, 400))
         _incident(story, spec, soak_args)
         story.chapter("6. Docs from the evidence")
-        story.cmd("report", "--out", str(out))
+        story.cmd("report", "--out", str(out), "--force")  # over the A/B exports in out/ab
     finally:
         if not keep_up:
             story.chapter("Tear-down")

@@ -21,6 +21,7 @@ from servelab.cli.numbers import Finite
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
+from servelab.core.options import MAX_SECONDS
 from servelab.core.restart.contract import DeployReport
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
@@ -167,7 +168,7 @@ def status_command(spec_path: Path | None, as_json: bool) -> None:
 @click.option(
     "--drain-timeout",
     "drain_timeout_s",
-    type=Finite(min=0),
+    type=Finite(min=0, max=MAX_SECONDS),
     default=RollOptions.drain_timeout_s,
     show_default=True,
     help="With --rolling: seconds to wait for a worker's in-flight requests to finish.",

@@ -43,11 +43,11 @@ from servelab.core.case.model import RestoreItem
 from servelab.core.investigate.events import ExperimentRestarts, InvestigateEvent
 from servelab.core.investigate.state import Ending, Symptom
 from servelab.core.ledger.codec import encode
-from servelab.core.options import parse_positive_minutes
+from servelab.core.options import MAX_RUN_SECONDS, parse_positive_minutes
 from servelab.core.soak.fresh import FreshContext
 from servelab.core.soak.result import SoakConfig
-from servelab.io.files import write_atomic, write_files
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.outdir import check_out_dir, write_out_dir
 from servelab.ops.context import Operation
 from servelab.ops.investigate.run import InvestigateConfig, InvestigateOutcome, investigate
 from servelab.ops.investigate.steps import StepConfig
@@ -104,16 +104,28 @@ def _steps(
     return StepConfig(soak, bench=bench)
 
 
+def _report_dir(ledger: Ledger, out: Path | None) -> Path:
+    return out or ledger.path.parent / "report"
+
+
+def _check_report(ledger: Ledger, out: Path | None, force: bool) -> None:
+    """Before any work: the pages as they would be now may be written in the directory (a file
+    servelab did not write there is kept without ``--force``; a link never written through)."""
+    check_out_dir(_report_dir(ledger, out), build_docs(ledger.snapshot(records=False)), force)
+
+
 def _write_report(
-    ledger: Ledger, outcome: InvestigateOutcome, out: Path | None, spec_args: tuple[str, ...]
-) -> Path:
+    ledger: Ledger, outcome: InvestigateOutcome, out: Path | None, spec_args: tuple[str, ...],
+    force: bool,
+) -> Path:  # fmt: skip
     """The regenerated pages (the perf plan, the case pages) and the incident report."""
-    target = out or ledger.path.parent / "report"
-    written, unchanged = write_files(target, build_docs(ledger.snapshot(records=False)))
-    pages = sorted(p for p in (*written, *unchanged) if p.endswith(".md"))
-    page = target / f"investigation-case-{outcome.state.case_id}.md"
-    write_atomic(page, report_markdown(outcome.state, pages, spec_args).encode(), parents=True)
-    return page
+    target = _report_dir(ledger, out)
+    docs = build_docs(ledger.snapshot(records=False))
+    pages = sorted(p for p in docs if p.endswith(".md"))
+    name = f"investigation-case-{outcome.state.case_id}.md"
+    docs[name] = report_markdown(outcome.state, pages, spec_args).encode()
+    write_out_dir(target, docs, force)
+    return target / name
 
 
 @click.command("investigate")
@@ -144,13 +156,16 @@ def _write_report(
 @SESSIONS.option(Default("4", "the reproducing soak and its replays"))
 @click.option("--rounds", default=6, show_default=True, type=click.IntRange(1, 10_000))
 @IDLE_TIMEOUT.option(Default("5", "the stall threshold of the reproducing soak"))
-@click.option("--duration", default=120.0, show_default=True, type=Finite(1),
+@click.option("--duration", default=120.0, show_default=True, type=Finite(1, MAX_RUN_SECONDS),
               help="Total deadline of the soak, seconds (localization included). Default here: the "
               "reproducing soak is one step of several.")  # fmt: skip
 @REQUESTS.option(Default("400", "an answers run carries 5% probes"))
 @workload_options()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
+@click.option("--force", is_flag=True,
+              help="Overwrite files in --out that servelab's last pages there did not write "
+              "(links are never written through).")  # fmt: skip
 @spec_option
 @ledger_option
 @json_option
@@ -158,7 +173,7 @@ def _write_report(
 def investigate_command(
     symptom: str, case_id: int | None, since: str | None, yes: bool, max_minutes: float | None,
     resume: bool, title: str, sessions: int, rounds: int, idle_timeout_s: float,
-    duration: float, requests: int, workload: WorkloadOptions, out_dir: Path | None,
+    duration: float, requests: int, workload: WorkloadOptions, out_dir: Path | None, force: bool,
     spec_path: Path | None, ledger_path: Path | None, as_json: bool, wait: bool,
 ) -> None:  # fmt: skip
     """Reproduce, localize, list the suspects, decide each by experiment, resolve and restore."""
@@ -175,10 +190,12 @@ def investigate_command(
         nonlocal spec_args
         loaded = where.deployment()
         spec_args = loaded.spec_args
+        _check_report(ledger, out_dir, force)
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             outcome = await investigate(op, ledger, cfg, tell=_tell, confirm=_confirm,
                                         phrase=phrase)  # fmt: skip
-        page = _write_report(ledger, outcome, out_dir, spec_args) if not outcome.stopped else None
+        stopped = outcome.stopped
+        page = None if stopped else _write_report(ledger, outcome, out_dir, spec_args, force)
         return outcome, page
 
     outcome, page = run_with_ledger(where, body, create=True, wait=wait)

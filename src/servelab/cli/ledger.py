@@ -54,12 +54,20 @@ _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
 _UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
+#: The oldest age ``--older-than`` may give: a century (``99999999999d`` reached before year 1
+#: and ended in "unexpected ValueError: year -273788674 is out of range").
+MAX_AGE_S = 100 * 365.25 * 86400
+
+
 def parse_age(text: str) -> float:
-    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` as seconds."""
+    """``30d``, ``12h``, ``2w``, ``90m``, ``45s`` as seconds (at most :data:`MAX_AGE_S`)."""
     match = _AGE.match(text.lower())
     if match is None:
-        raise ValueError(f"{text!r} is not an age (e.g. 30d, 12h, 2w, 90m)")
-    return float(match[1]) * _UNIT_S[match[2]]
+        raise ValueError(f"{text[:24]!r} is not an age (e.g. 30d, 12h, 2w, 90m)")
+    age = float(match[1]) * _UNIT_S[match[2]]  # 400 digits: inf
+    if not age <= MAX_AGE_S:
+        raise ValueError(f"{text[:24]!r} is over the oldest age allowed, 100 years")
+    return age
 
 
 def _age_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> float | None:
@@ -232,7 +240,9 @@ def ledger_export(
         )
 
     async def body(ledger: Ledger) -> ExportSummary:
-        if fmt == "csv":
+        if fmt == "csv":  # every table's file, by the rule manifest.json was checked by
+            for table in _tables(ledger, not no_records):
+                check_overwrite(Path(out) / f"{table}.csv", force)
             return export_csv(ledger, Path(out), records=not no_records, chunk_bytes=chunk_bytes)
         return export_stream(ledger, fmt, out, records=not no_records, chunk_bytes=chunk_bytes)
 

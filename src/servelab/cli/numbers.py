@@ -2,7 +2,9 @@
 
 click's ``float`` and ``FloatRange`` accept ``nan`` (every comparison with it is false, so no
 bound refuses it) and ``inf``: ``soak --think-time nan`` ran a soak that never started a round and
-called it OK. :class:`Finite` refuses both as a usage error (exit 2) naming the option.
+called it OK. :class:`Finite` refuses both as a usage error (exit 2) naming the option. A time
+gets its maximum too (``core/options.MAX_SECONDS``, a day; ``MAX_RUN_SECONDS``, a week for a
+run's whole duration): ``soak --think-time 1e308`` is refused, not slept.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ class Finite(click.FloatRange):
     name = "float"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)  # nan passes every bound
+        number = click.FLOAT.convert(value, param, ctx)  # first: nan passes every bound
         if isinstance(number, float) and not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
-        return number
+        return super().convert(number, param, ctx)

@@ -40,10 +40,10 @@ from servelab.core.options import (
     parse_endpoint,
     parse_header,
     parse_length,
+    parse_load_rate,
     parse_name,
     parse_positive,
     parse_positive_seconds,
-    parse_rate,
     parse_seconds,
     parse_seed,
     parse_sessions,
@@ -136,7 +136,7 @@ RAMP = SharedOption(
     "0: all at once).",
 )  # fmt: skip
 RATE = SharedOption(
-    "--rate", "rate", Parsed("PER_SECOND", parse_rate),
+    "--rate", "rate", Parsed("PER_SECOND", parse_load_rate),
     help="Open loop: Poisson arrivals per second (the concurrency caps the requests in flight).",
 )  # fmt: skip
 DEADLINE = SharedOption(

@@ -44,7 +44,9 @@ from servelab.cli.proxy import ProxyOptions, proxy_options
 from servelab.cli.sharedoption import Default
 from servelab.core.case.record import CaseRecord
 from servelab.core.deploy.routers import RouterOptions
+from servelab.core.load.lengths import MAX_TOKENS
 from servelab.core.load.slo import SLO
+from servelab.core.options import MAX_RUN_SECONDS, MAX_SECONDS
 from servelab.core.soak.fresh import FreshContext, parse_fresh_context
 from servelab.core.soak.result import SoakClient, SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.errors import CaseError
@@ -142,7 +144,7 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     "--think-time",
     default=0.0,
     show_default=True,
-    type=Finite(0),
+    type=Finite(0, MAX_SECONDS),
     help="Seconds an agent waits between rounds.",
 )
 @click.option(
@@ -167,11 +169,11 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
     "--duration",
     default=300.0,
     show_default=True,
-    type=Finite(1),
+    type=Finite(1, MAX_RUN_SECONDS),
     help="Total deadline of the soak, seconds (localization included).",
 )
 @IDLE_TIMEOUT.option(SOAK_IDLE_TIMEOUT)
-@click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1))
+@click.option("--max-tokens", default=24, show_default=True, type=click.IntRange(1, MAX_TOKENS))
 @click.option(
     "--fresh-context",
     "fresh_sizes",

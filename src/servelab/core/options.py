@@ -3,7 +3,11 @@ that takes the option (``cli/options.py`` declares each option once and names it
 
 Each parser takes the text as typed and returns the typed value, or raises
 :class:`~servelab.errors.OptionError` saying what it expected; the CLI turns that into a usage
-error naming the option (exit 2). Numbers must be finite: ``nan`` and ``inf`` are refused.
+error naming the option (exit 2). Numbers must be finite: ``nan`` and ``inf`` are refused, and
+bounded: a time at most :data:`MAX_SECONDS` (a day, as a spec's timeouts), a rate within
+:data:`MIN_RATE`..:data:`MAX_RATE`, a length's parameters at most
+:data:`~servelab.core.load.lengths.MAX_TOKENS` (``--deadline 1e308`` or ``--rate 1e-308`` once
+ended in an OverflowError). A number out of range is said with ``%g``, never 300 digits.
 """
 
 from __future__ import annotations
@@ -12,10 +16,11 @@ import math
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from servelab.core.deploy.spec import MAX_TIMEOUT_S
 from servelab.core.load.lengths import MAX_TOKENS, longest
 from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
-from servelab.core.load.trace import TraceWindow
+from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.errors import OptionError
 
@@ -24,7 +29,12 @@ __all__ = [
     "ENDPOINTS",
     "KNOB_ARMS_FORM",
     "KNOB_VALUES_FORM",
+    "MAX_MINUTES",
+    "MAX_RATE",
+    "MAX_RUN_SECONDS",
+    "MAX_SECONDS",
     "MAX_SESSIONS",
+    "MIN_RATE",
     "RESERVED_HEADERS",
     "KnobArms",
     "KnobValues",
@@ -38,6 +48,7 @@ __all__ = [
     "parse_knob_arms",
     "parse_knob_values",
     "parse_length",
+    "parse_load_rate",
     "parse_name",
     "parse_positive",
     "parse_positive_minutes",
@@ -62,15 +73,25 @@ CHANGE_FORM = "SERVICE:NAME=FROM,TO"
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 #: The most concurrent agent sessions a soak runs.
 MAX_SESSIONS = 4096
+#: The longest timeout, deadline or ramp an option may give: a day, as a spec's timeouts.
+MAX_SECONDS = MAX_TIMEOUT_S
+#: The longest a run may be given (``soak --duration``): a week, as a trace replay's cap.
+MAX_RUN_SECONDS = MAX_REPLAY_S
+#: The longest time budget (``--max-minutes``): the same week.
+MAX_MINUTES = MAX_RUN_SECONDS / 60
+#: The fastest arrival rate: a million requests a second, past any client's reach.
+MAX_RATE = 1e6
+#: The slowest arrival rate: one request a day (its Poisson gaps stay finite nanoseconds).
+MIN_RATE = 1 / MAX_SECONDS
 
 
 def _whole(text: str, expected: str, low: int | None = None, high: int | None = None) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise OptionError(f"expected {expected}, got {text!r}") from None
+        raise OptionError(f"expected {expected}, got {_echoed(text)}") from None
     if (low is not None and value < low) or (high is not None and value > high):
-        raise OptionError(f"expected {expected}, got {text!r}")
+        raise OptionError(f"expected {expected}, got {_echoed(text)}")
     return value
 
 
@@ -78,9 +99,9 @@ def _finite(text: str, expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise OptionError(f"expected {expected}, got {text!r}") from None
+        raise OptionError(f"expected {expected}, got {_echoed(text)}") from None
     if not math.isfinite(value):
-        raise OptionError(f"expected {expected}, got {text!r}")
+        raise OptionError(f"expected {expected}, got {_echoed(text)}")
     return value
 
 
@@ -104,41 +125,75 @@ def parse_sessions(text: str) -> int:
     return _whole(text, f"a whole number from 1 to {MAX_SESSIONS}", low=1, high=MAX_SESSIONS)
 
 
+def _shown(value: float) -> str:
+    """A number in an error: whole ones up to 10^15 in full (16,777,216), others with ``%g``."""
+    return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:g}"
+
+
+def _cut(text: str) -> str:
+    """The text as typed, cut to its first 24 characters (not 400 digits)."""
+    return text if len(text) <= 24 else f"{text[:24]}… ({len(text):,} characters)"
+
+
+def _echoed(text: str) -> str:
+    """The text as typed, quoted, cut to its first 24 characters (not 400 digits)."""
+    return repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
+
+
+def _over(value: float, most: float, unit: str) -> float:
+    """``value`` unless it passes ``most`` (said with ``%g``: 1e+308, never its 309 digits)."""
+    if value > most:
+        raise OptionError(f"{_shown(value)} {unit} is over the most allowed, {_shown(most)} {unit}")
+    return value
+
+
 def parse_seconds(text: str) -> float:
-    """Seconds ≥ 0 (a ramp: 0 starts everyone at once)."""
+    """Seconds ≥ 0, at most :data:`MAX_SECONDS` (a ramp: 0 starts everyone at once)."""
     value = _finite(text, "seconds ≥ 0")
     if value < 0:
-        raise OptionError(f"expected seconds ≥ 0, got {text!r}")
-    return value
+        raise OptionError(f"expected seconds ≥ 0, got {_echoed(text)}")
+    return _over(value, MAX_SECONDS, "s")
 
 
 def parse_positive_seconds(text: str) -> float:
-    """Seconds > 0 (an idle timeout, a deadline)."""
+    """Seconds > 0, at most :data:`MAX_SECONDS` (an idle timeout, a deadline)."""
     value = _finite(text, "seconds > 0")
     if value <= 0:
-        raise OptionError(f"expected seconds > 0, got {text!r}")
-    return value
+        raise OptionError(f"expected seconds > 0, got {_echoed(text)}")
+    return _over(value, MAX_SECONDS, "s")
 
 
 def parse_positive_minutes(text: str) -> float:
-    """Minutes > 0, finite (a time budget: ``nan`` or ``inf`` would never be reached)."""
+    """Minutes > 0, at most :data:`MAX_MINUTES` (a time budget: ``nan`` or ``inf`` would never be
+    reached)."""
     value = _finite(text, "minutes > 0")
     if value <= 0:
-        raise OptionError(f"expected minutes > 0, got {text!r}")
-    return value
+        raise OptionError(f"expected minutes > 0, got {_echoed(text)}")
+    return _over(value, MAX_MINUTES, "minutes")
 
 
 def parse_rate(text: str) -> float:
-    """Requests per second > 0."""
+    """Requests per second > 0, at most :data:`MAX_RATE` (``trace generate`` says itself what a
+    rate too slow for a trace would span)."""
     value = _finite(text, "requests per second > 0")
     if value <= 0:
-        raise OptionError(f"expected requests per second > 0, got {text!r}")
+        raise OptionError(f"expected requests per second > 0, got {_echoed(text)}")
+    return _over(value, MAX_RATE, "requests per second")
+
+
+def parse_load_rate(text: str) -> float:
+    """A load's arrivals per second: :func:`parse_rate`, and at least :data:`MIN_RATE` (one a
+    day: ``--rate 1e-308`` made a gap past every float)."""
+    value = parse_rate(text)
+    if value < MIN_RATE:
+        raise OptionError(f"{value:g} requests per second is under the least allowed, "
+                          "one a day (1/86400)")  # fmt: skip
     return value
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
     """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``)."""
-    expected = f"concurrency must be positive integers, got {text!r}"
+    expected = f"concurrency must be positive integers, got {_echoed(text)}"
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
@@ -160,16 +215,19 @@ def parse_length(text: str) -> LengthDist:
             raise ValueError(text)
         if not (math.isfinite(value) and math.isfinite(spread)):
             raise ValueError(text)
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: a whole number past any float
         raise OptionError(
-            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {text!r}"
+            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {_echoed(text)}"
         ) from None
+    if max(value, spread) > MAX_TOKENS:  # before longest(): 6 σ of 1e308 is no number
+        raise OptionError(f"{_cut(text)} reaches {_shown(max(value, spread))} tokens, over "
+                          f"{MAX_TOKENS:,}: longer than any model's context")  # fmt: skip
     try:  # a fixed length stays whole, LengthDist("fixed", 64), as configs recorded it before
         dist = LengthDist(kind, value, spread) if len(parts) == 3 else LengthDist(kind, int(value))
     except ValueError as exc:  # its own rule: a known kind, a length ≥ 1, a spread ≥ 0
         raise OptionError(str(exc)) from None
     if longest(dist) > MAX_TOKENS:  # refused before any prompt is built (core/load/lengths.py)
-        raise OptionError(f"{text} reaches {longest(dist):,} tokens, over {MAX_TOKENS:,}: "
+        raise OptionError(f"{_cut(text)} reaches {longest(dist):,} tokens, over {MAX_TOKENS:,}: "
                           "longer than any model's context")  # fmt: skip
     return dist
 
@@ -329,7 +387,7 @@ def parse_speedup(text: str) -> float:
     """A factor > 0 (``2``: twice as fast as recorded; ``0.5``: half as fast)."""
     value = _finite(text, "a factor > 0")
     if value <= 0:
-        raise OptionError(f"expected a factor > 0, got {text!r}")
+        raise OptionError(f"expected a factor > 0, got {_echoed(text)}")
     return value
 
 
@@ -338,7 +396,7 @@ def _seconds_of(text: str) -> float:
     try:
         return parse_duration_ms(text) / 1e3 if text.strip()[-1:].isalpha() else float(text)
     except ValueError:
-        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {text!r}") from None
+        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {_echoed(text)}") from None
 
 
 def parse_trace_window(text: str) -> TraceWindow:
@@ -346,12 +404,14 @@ def parse_trace_window(text: str) -> TraceWindow:
     out (``:300`` from the start, ``600:`` to the end)."""
     start, sep, end = text.partition(":")
     if not sep:
-        raise OptionError(f"expected START:END (seconds, either may be left out), got {text!r}")
+        raise OptionError(
+            f"expected START:END (seconds, either may be left out), got {_echoed(text)}"
+        )
     low = _seconds_of(start) if start.strip() else 0.0
     high = _seconds_of(end) if end.strip() else None
     if not math.isfinite(low) or (high is not None and not math.isfinite(high)):
-        raise OptionError(f"expected finite seconds, got {text!r}")
+        raise OptionError(f"expected finite seconds, got {_echoed(text)}")
     try:
         return TraceWindow(low, high)
     except ValueError:
-        raise OptionError(f"expected 0 ≤ START < END, got {text!r}") from None
+        raise OptionError(f"expected 0 ≤ START < END, got {_echoed(text)}") from None

@@ -6,6 +6,7 @@ import math
 
 import pytest
 
+from servelab.core.soak.evidence import parse_metrics
 from servelab.core.telemetry import promtext
 from servelab.core.telemetry.promtext import (
     Exposition,
@@ -17,6 +18,9 @@ from servelab.core.telemetry.promtext import (
     parse_exposition,
     series_key,
 )
+from servelab.core.telemetry.router import parse_labeled, parse_loads
+from servelab.core.verify.coldstart import decode_counts
+from servelab.core.verify.served import engine_count
 from servelab.errors import MetricsError
 from servelab.sim.metrics import WorkerMetrics
 
@@ -40,8 +44,10 @@ def test_samples_labels_escapes_and_special_values() -> None:
     exp = parse_exposition(TEXT)
     values = exp.values()
     assert values[series_key("smg_worker_cb_state", {"worker": "http://127.0.0.1:2"})] == 1.0
-    assert values[series_key("odd", {"path": 'a"b\\c\nd', "x": "1"})] == math.inf
-    assert math.isnan(values[series_key("nan_metric")])
+    # NaN and ±Inf are read and not reported (a reader may count on finite values: issue 38 H4)
+    assert series_key("odd", {"path": 'a"b\\c\nd', "x": "1"}) not in values
+    assert series_key("nan_metric") not in values
+    assert all(math.isfinite(v) for v in values.values())
     assert values[series_key("plain_total")] == 300.0
     assert exp.types == {"smg_worker_cb_state": "gauge", "odd": "counter"}
 
@@ -104,3 +110,35 @@ def test_gauge_series_keeps_every_point() -> None:
         (2.0, parse_exposition("g 3\n")),
     ]
     assert gauge_series(scrapes, "g") == {(): [(0.0, 1.0), (2.0, 3.0)]}
+
+
+HOSTILE = """\
+sglang:num_requests_total{m="a"} NaN
+sglang:num_running_reqs{m="a"} +Inf
+sglang:num_queue_reqs{m="a"} -Inf
+sglang:num_running_reqs{m="b"} 3
+"""
+
+
+def test_no_parser_reports_a_sample_that_is_no_finite_number() -> None:
+    """Issue 38 H4: every Prometheus text reader leaves NaN and ±Inf out (int() of one crashed
+    verify, soak and case test)."""
+    exp = parse_exposition(HOSTILE)
+    assert [(s.name, s.value) for s in exp.samples] == [("sglang:num_running_reqs", 3.0)]
+    assert parse_labeled(HOSTILE) == [("sglang:num_running_reqs", {"m": "b"}, 3.0)]
+    assert parse_metrics(HOSTILE) == {"sglang:num_running_reqs": 3.0}
+
+
+def test_a_count_that_is_nan_or_overflows_is_not_reported() -> None:
+    big = 'sglang:num_requests_total{m="a"} 1e308\nsglang:num_requests_total{m="b"} 1e308\n'
+    assert engine_count(HOSTILE) == 0  # the engine's series are there, its counter is not: 0
+    assert engine_count(big) is None  # a sum past every float: no number
+    assert decode_counts([HOSTILE, big]) is None
+    assert engine_count("sglang:num_requests_total 7\n") == 7
+
+
+def test_loads_and_summed_metrics_that_are_no_finite_number_are_not_reported() -> None:
+    body = ('{"workers": [{"worker": "http://a", "load": NaN}, {"worker": "http://b", "load": '
+            f'{"9" * 400}}}, {{"worker": "http://c", "load": 2}}]}}')  # fmt: skip
+    assert parse_loads(body) == {"http://c": 2.0}
+    assert parse_metrics("x 1e308\nx 1e308\ny 1\n") == {"y": 1.0}

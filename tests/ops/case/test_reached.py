@@ -62,3 +62,11 @@ def test_vllm_names_its_gauge_its_own_way() -> None:
             'vllm:num_requests_running{engine="1",model_name="m"} 7\n')  # fmt: skip
     assert running_gauge(parse_exposition(text)) == ("vllm:num_requests_running", 12.0)
     assert running_gauge(parse_exposition("sglang:num_queue_reqs 3\n")) is None
+
+
+def test_a_gauge_that_is_nan_or_overflows_is_no_reading() -> None:
+    """Issue 38 H4: a NaN gauge is not reported; two of 1e308 sum past every float: no reading."""
+    nan = 'sglang:num_running_reqs{dp="0"} NaN\nvllm:num_requests_running 4\n'
+    assert running_gauge(parse_exposition(nan)) == ("vllm:num_requests_running", 4.0)
+    big = 'sglang:num_running_reqs{dp="0"} 1e308\nsglang:num_running_reqs{dp="1"} 1e308\n'
+    assert running_gauge(parse_exposition(big)) is None

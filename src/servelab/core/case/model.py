@@ -26,6 +26,7 @@ from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Resol
 from servelab.core.case.revert import ConcurrencyCost, RevertCost, revert_cost
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode
+from servelab.core.redaction import redact
 from servelab.core.verify.record import StoredCheck
 from servelab.errors import CaseError
 
@@ -92,8 +93,21 @@ class Target:
         return f"component:{self.name}"
 
 
+#: The longest target: a knob's or a component's name is a name, not a text.
+LONGEST_TARGET = 200
+
+
 def parse_target(text: str) -> Target:
-    """Parse a target; :class:`CaseError` names the two accepted forms."""
+    """Parse a target; :class:`CaseError` names the two accepted forms. A target is stored and
+    shown as it is, so one over :data:`LONGEST_TARGET` characters, or one the redaction policy
+    would mask (a token as a component's name), is refused without being echoed."""
+    if len(text) > LONGEST_TARGET:
+        raise CaseError(f"bad target: {len(text):,} characters, at most {LONGEST_TARGET}")
+    if redact(text) != text:
+        raise CaseError(
+            "bad target: it holds what looks like a secret (not stored, not shown); name the "
+            "knob or the component by its role (e.g. component:proxy)"
+        )
     match = _TARGET.match(text.strip())
     if match is None:
         raise CaseError(

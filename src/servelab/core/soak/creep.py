@@ -47,6 +47,7 @@ direct evidence), and a finding of its own even when no request failed.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -183,7 +184,7 @@ def _summed(src: SourceTelemetry, names: Sequence[str]) -> list[tuple[float, flo
         if key.split("{", 1)[0] in names:
             for at, value in points:
                 total[at] = total.get(at, 0.0) + value
-    return sorted(total.items())
+    return sorted((at, v) for at, v in total.items() if math.isfinite(v))  # overflowed: none
 
 
 def _threshold(kind: CreepKind, least: float, f: Fit) -> float:

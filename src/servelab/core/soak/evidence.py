@@ -12,6 +12,7 @@ as healthy.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -265,9 +266,11 @@ def parse_metrics(text: str) -> dict[str, float]:
             value = float(fields[0])
         except ValueError:
             continue
+        if not math.isfinite(value):  # NaN or ±Inf: not reported
+            continue
         name = name_part.strip()
         values[name] = values.get(name, 0.0) + value
-    return values
+    return {name: v for name, v in values.items() if math.isfinite(v)}  # overflowed: not reported
 
 
 def parse_workers(body: str) -> list[tuple[str, str]]:

@@ -1,7 +1,10 @@
 """Prometheus text exposition, parsed without I/O, and what two scrapes of it say about a run.
 
 :func:`parse_exposition` reads the text format a ``/metrics`` endpoint serves (``# TYPE`` lines,
-samples with escaped label values, ``NaN``/``+Inf``, optional timestamps). The run rules are pure:
+samples with escaped label values, ``NaN``/``+Inf``, optional timestamps). A sample whose value is
+``NaN``, ``+Inf`` or ``-Inf`` is read and left out: it is not reported (a gauge or a counter that
+says NaN says no number; every reader after the parser may count on finite values). The run rules
+are pure:
 
 - a **counter** becomes the run's delta (``after − before``; a value that went down means the
   process restarted, so the delta is the value after, as Prometheus' ``increase`` treats a reset)
@@ -131,7 +134,9 @@ def parse_exposition(text: str, source: str = "metrics") -> Exposition:
             if len(parts) >= 4 and parts[1] == "TYPE" and parts[3] in _KINDS:
                 types[parts[2]] = parts[3]
             continue
-        samples.append(_sample(line, f"{source}: line {number}"))
+        sample = _sample(line, f"{source}: line {number}")
+        if math.isfinite(sample.value):  # NaN or ±Inf: not reported
+            samples.append(sample)
     return Exposition(tuple(samples), types)
 
 

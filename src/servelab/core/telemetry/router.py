@@ -13,6 +13,7 @@ unknown, never healthy.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -100,7 +101,7 @@ def parse_labeled(text: str) -> list[Sample]:
             value = float(fields[0]) if fields else None
         except ValueError:
             value = None
-        if value is not None:
+        if value is not None and math.isfinite(value):  # NaN or ±Inf: not reported
             samples.append((name.strip(), _labels(labels), value))
     return samples
 
@@ -137,7 +138,14 @@ def _mean(samples: list[Sample], histogram: str) -> float | None:
 
 
 def _number(value: object) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+    """A JSON number as a finite float (None: another type, NaN, ±Infinity or past every float)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)  # an integer of 400 digits raises OverflowError
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
 
 
 def parse_loads(body: str | None) -> dict[str, float] | None:

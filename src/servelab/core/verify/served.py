@@ -23,6 +23,7 @@ count does not restart with the engine.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -74,12 +75,12 @@ class Count:
         return self.after > self.before
 
 
-def _sum(exp: Exposition, name: str, labels: dict[str, str]) -> int:
-    """The summed value of ``name``'s samples that carry ``labels``."""
+def _sum(exp: Exposition, name: str, labels: dict[str, str]) -> int | None:
+    """The summed value of ``name``'s samples that carry ``labels`` (None: the sum is no finite
+    number, as two samples near 1e308 make: not reported, like a NaN sample)."""
     wanted = labels.items()
-    return round(
-        sum(s.value for s in exp.samples if s.name == name and wanted <= dict(s.labels).items())
-    )
+    total = sum(s.value for s in exp.samples if s.name == name and wanted <= dict(s.labels).items())
+    return round(total) if math.isfinite(total) else None
 
 
 def engine_served(own: Exposition | None) -> tuple[str, int] | None:
@@ -89,7 +90,8 @@ def engine_served(own: Exposition | None) -> tuple[str, int] | None:
         return None
     for desc in ENGINES.values():
         if any(s.name.startswith(desc.metric_prefix) for s in own.samples):
-            return desc.served_counter, _sum(own, desc.served_counter, {})
+            total = _sum(own, desc.served_counter, {})
+            return None if total is None else (desc.served_counter, total)
     return None
 
 
@@ -110,7 +112,8 @@ def _router_served(router: Exposition | None, url: str) -> tuple[str, int] | Non
     for desc in ENGINES.values():
         if any(s.name.startswith(desc.router_metric_prefix) for s in router.samples):
             labels = {"worker": url.rstrip("/"), **desc.router_worker_match}
-            return desc.router_worker_counter, _sum(router, desc.router_worker_counter, labels)
+            total = _sum(router, desc.router_worker_counter, labels)
+            return None if total is None else (desc.router_worker_counter, total)
     return None
 
 

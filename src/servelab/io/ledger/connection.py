@@ -31,6 +31,7 @@ __all__ = [
     "LedgerFile",
     "connect",
     "default_ledger_path",
+    "names_nothing",
     "prepare",
     "resolve_ledger_path",
     "writable",
@@ -123,6 +124,12 @@ def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
 
 #: SQLite's integers (a query given one outside them finds no row rather than failing).
 _SQL_MIN, _SQL_MAX = -(2**63), 2**63 - 1
+
+
+def names_nothing(params: tuple[Any, ...]) -> bool:
+    """Whether a query's parameters hold an integer SQLite cannot store (an id of 10^20): no
+    row holds it, so the query finds nothing (sqlite3 would raise OverflowError instead)."""
+    return any(isinstance(p, int) and not _SQL_MIN <= p <= _SQL_MAX for p in params)
 
 
 class LedgerFile:
@@ -258,7 +265,7 @@ class LedgerFile:
         params: tuple[Any, ...] = (),
         json_columns: frozenset[str] = JSON_COLUMNS,
     ) -> list[dict[str, Any]]:
-        if any(isinstance(p, int) and not _SQL_MIN <= p <= _SQL_MAX for p in params):
+        if names_nothing(params):
             return []  # no row holds an integer SQLite cannot (an id of 10^20 names nothing)
         with self._read() as conn:
             cur = conn.execute(sql, params)

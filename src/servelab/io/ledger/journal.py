@@ -25,6 +25,7 @@ from typing import Any
 from servelab.core.ab.result import ArmVisit
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import StoreError
+from servelab.io.ledger.connection import names_nothing
 from servelab.io.ledger.ledger import Ledger
 
 __all__ = ["AbJournal", "AbSession", "SessionStatus"]
@@ -103,6 +104,8 @@ class AbJournal:
 
     def get(self, session_id: int) -> AbSession | None:
         """The session and its visits in plan order (None when there is no such session)."""
+        if names_nothing((session_id,)):
+            return None  # an id past SQLite's integers (10^20) names no A/B
         with self._ledger._read() as conn:
             row = conn.execute(
                 "SELECT id, service, knob, config, original, status, ab_id FROM ab_sessions "

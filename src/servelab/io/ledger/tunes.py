@@ -20,6 +20,7 @@ from servelab.core.ab.result import ArmVisit
 from servelab.core.ab.tunerun import TuneRecord
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import StoreError
+from servelab.io.ledger.connection import names_nothing
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
 
@@ -82,6 +83,8 @@ class TuneStore:
 
     def get(self, tune_id: int) -> StoredTune | None:
         """The tune with its visits in order (None: no such tune)."""
+        if names_nothing((tune_id,)):
+            return None  # an id past SQLite's integers (10^20) names no tune
         with self._ledger._read() as conn:
             row = conn.execute(
                 "SELECT id, at, knobs, config, original, status, result FROM tune_runs "

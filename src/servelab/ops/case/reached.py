@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -34,8 +35,8 @@ def running_gauge(exp: Exposition) -> tuple[str, float] | None:
     """The running-requests gauge of one read (its series, summed over label sets)."""
     for series in RUNNING_SERIES:
         values = [s.value for s in exp.samples if s.name == series]
-        if values:
-            return series, sum(values)
+        if values and math.isfinite(total := sum(values)):  # near-1e308 samples: not reported
+            return series, total
     return None
 
 

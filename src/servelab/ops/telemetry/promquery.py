@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,15 +80,17 @@ def _own(data: Any) -> list[Mapping[str, Any]]:
 
 
 def _vector(data: Any, types: Mapping[str, str]) -> Exposition:
-    rows = _own(data)
-    return Exposition(tuple(_sample(r, r["value"]) for r in rows), types)
+    samples = (_sample(r, r["value"]) for r in _own(data))
+    return Exposition(tuple(s for s in samples if math.isfinite(s.value)), types)  # NaN: none
 
 
 def _matrix(data: Any, types: Mapping[str, str], start: float) -> list[Scrape]:
     by_time: dict[float, list[Sample]] = {}
     for row in _own(data):
         for point in row.get("values") or []:
-            by_time.setdefault(float(point[0]), []).append(_sample(row, point))
+            sample = _sample(row, point)
+            if math.isfinite(sample.value):  # NaN or ±Inf: not reported, as in a scrape
+                by_time.setdefault(float(point[0]), []).append(sample)
     return [Scrape(t - start, Exposition(tuple(s), types)) for t, s in sorted(by_time.items())]
 
 
