@@ -38,6 +38,7 @@ from servelab.cli.common import (
 )
 from servelab.cli.freetext import stored_text
 from servelab.cli.options import (
+    FORCE_HELP,
     HEADER,
     LoadOptions,
     OutputOptions,
@@ -294,11 +295,7 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
     "first at C1: answers that differ, structural failures, recall.",
 )
 @output_options()
-@click.option(
-    "--force",
-    is_flag=True,
-    help="Overwrite the output if it is an existing file holding anything.",
-)
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @click.option(
     "--traces/--no-traces",
     default=True,

@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from servelab.cli.boundary import json_option, print_json, run
+from servelab.cli.options import FORCE_HELP
 from servelab.core.deploy.spec import HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
 from servelab.core.redaction import redact
@@ -93,9 +94,7 @@ def _json(result: InitResult, written: str) -> dict[str, object]:
     show_default=True,
     help="Where the spec goes ('-': standard output).",
 )
-@click.option(
-    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
-)
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @json_option
 def init_command(
     router_url: str,

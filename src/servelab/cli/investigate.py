@@ -29,6 +29,7 @@ from servelab.cli.freetext import stored_text
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CASE,
+    FORCE_HELP,
     IDLE_TIMEOUT,
     REQUESTS,
     SESSIONS,
@@ -164,8 +165,7 @@ def _write_report(
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
 @click.option("--force", is_flag=True,
-              help="Overwrite files in --out that servelab's last pages there did not write "
-              "(links are never written through).")  # fmt: skip
+              help=FORCE_HELP)  # fmt: skip
 @spec_option
 @ledger_option
 @json_option

@@ -23,6 +23,7 @@ import click
 
 from servelab.cli.boundary import json_option, print_json
 from servelab.cli.common import SpecAndLedger, ledger_option, run_with_ledger, say, spec_option
+from servelab.cli.options import FORCE_HELP
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
@@ -215,9 +216,7 @@ def ledger_group() -> None:
     "--no-records", is_flag=True, help="Leave out per-request records and received spans."
 )
 @click.option("--chunk-bytes", type=click.IntRange(min=1), default=CHUNK_BYTES, hidden=True)
-@click.option(
-    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
-)
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @spec_option
 @ledger_option
 @json_option

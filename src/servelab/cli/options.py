@@ -416,3 +416,7 @@ def wait_option(func: Command) -> Command:
         help="If another command holds the deployment (its lock), wait for it to end instead of "
         "refusing.",
     )(func)
+
+
+#: ``--force``'s help, alike on every command that writes a file or a folder (tested).
+FORCE_HELP = "Overwrite output that already holds something (links are never written through)."

@@ -13,7 +13,7 @@ import click
 import orjson
 
 from servelab.cli.common import notice
-from servelab.cli.options import SEED
+from servelab.cli.options import FORCE_HELP, SEED
 from servelab.cli.sharedoption import Parsed
 from servelab.core.ledger.codec import encode
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
@@ -73,9 +73,7 @@ def trace_group() -> None:
               show_default=True, help="Record arrivals at this resolution: 1000 puts them on "
               "whole seconds, as Mooncake's conversation trace records most of its own, so the "
               "arrivals of one second start at one instant (bursts).")  # fmt: skip
-@click.option(
-    "--force", is_flag=True, help="Overwrite the output if it is an existing file holding anything."
-)
+@click.option("--force", is_flag=True, help=FORCE_HELP)
 @SEED.option()
 def generate_command(
     out: Path,
