@@ -56,3 +56,12 @@ def test_every_gap_is_said_in_the_spec_and_the_note() -> None:
     assert "# prefill: no process found listening (port 30000 on gpu)" in text
     for code in GapCode:  # each code has words (assert_never keeps it so for mypy)
         assert gap_words(Gap("x", code, "d"))
+
+
+def test_the_header_comment_says_the_router_url_masked_on_one_line() -> None:
+    """Issue 38 (M4): the comment quoted ``--router`` as typed, a password and all (the CLI now
+    refuses such a URL; the comment masks whatever reaches it, and a newline cannot end it)."""
+    text = spec_toml(_result(), 'http://ops:Pw9secretXYZ@127.0.0.1:30001/\nstart = "x"')
+    assert "Pw9secretXYZ" not in text
+    assert "# Written by `servelab init --router http://ops:***@127.0.0.1:30001/ start" in text
+    assert parse_spec(text).services["router"].start == "router"

@@ -17,6 +17,7 @@ from servelab.cli.boundary import json_option, print_json, run
 from servelab.cli.options import FORCE_HELP
 from servelab.core.deploy.spec import HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
+from servelab.core.redaction import redact
 from servelab.errors import OptionError
 from servelab.io.files import write_stream, write_to
 from servelab.io.overwrite import check_overwrite
@@ -38,6 +39,19 @@ def _host(ssh: str | None, identity_file: str | None) -> HostSpec | None:
         return HostSpec(ssh=user_host, port=int(port or 22), identity_file=identity_file)
     except ValueError as exc:
         raise OptionError(f"--ssh {ssh}: must be USER@HOST[:PORT]") from exc
+
+
+def _router_url(url: str) -> str:
+    """``--router`` as init may write it into the spec: refused when it holds a credential (a
+    password, a key as its user, a secret query parameter: what the one redaction policy masks),
+    which the spec would keep in clear; the error quotes it masked."""
+    if redact(url) != url:
+        raise OptionError(
+            f"--router {redact(url)} holds a credential, which init would write into the "
+            "spec: give the router's URL without it (a router that wants a key takes it as "
+            "its --api-key: add it to the router's args in the spec, or to its env file)"
+        )
+    return url
 
 
 def _json(result: InitResult, written: str) -> dict[str, object]:
@@ -102,6 +116,7 @@ def init_command(
     if out == "-" and as_json:
         raise OptionError("-o - writes the spec on standard output, where --json writes its "
                           "document: give one of them (or -o FILE with --json)")  # fmt: skip
+    router_url = _router_url(router_url)
     if out != "-":
         check_overwrite(Path(out), force)
     options = InitOptions(router_url, _host(ssh, identity_file), name)

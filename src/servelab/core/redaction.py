@@ -57,6 +57,7 @@ __all__ = [
     "MIN_REDACTED_CHARS",
     "REDACTED",
     "StoredHeaders",
+    "StoredText",
     "StoredUrl",
     "argument_secrets",
     "clip_long",
@@ -365,6 +366,11 @@ def _stored_url(url: str) -> str:
 
 
 StoredUrl = Annotated[str, PlainSerializer(_stored_url)]
+
+#: Text quoted from elsewhere as a contract stores and shows it (an engine's answer: a health
+#: body, a model name it reports): encoded with what :func:`redact` finds in it masked; the
+#: comparisons and parsers read the real text.
+StoredText = Annotated[str, PlainSerializer(lambda text: redact(text))]
 
 
 def mask(name: str, value: str | None) -> str | None:

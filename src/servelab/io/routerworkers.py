@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Protocol
 from urllib.parse import quote
 
-from servelab.core.deploy.probe import ProbeResult
+from servelab.core.deploy.probe import ProbeResult, quoted
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.errors import RouterApiError
 from servelab.io.http.client import HttpClient
@@ -131,7 +131,7 @@ async def _list(http: HttpClient, base_url: str) -> list[RouterWorker]:
     try:
         items = json.loads(result.body)["workers"]
     except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise RouterApiError(f"GET {url}: not a worker list: {result.body[:160]}") from exc
+        raise RouterApiError(f"GET {url}: not a worker list: {quoted(result.body)}") from exc
     workers = [_worker(item) for item in items] if isinstance(items, list) else []
     return [worker for worker in workers if worker is not None]
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 
 from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob, judge_argument, judge_env
+from servelab.core.redaction import redact
 from servelab.errors import HostError, KnobError
 from servelab.io.http.client import HttpClient
 from servelab.ops.arguments import engine_report
@@ -37,7 +38,7 @@ async def engine_version(op: Operation, service: str) -> str | None:
         async with HttpClient(limit=1) as http:
             doc = await http.get_json(url)
         version = doc.get("version") if isinstance(doc, dict) else None
-        return version if isinstance(version, str) else None
+        return redact(version) if isinstance(version, str) else None  # quoted and stored
     report = await engine_report(op, service)
     return None if report is None else report.version
 

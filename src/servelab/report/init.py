@@ -13,6 +13,7 @@ from typing import assert_never
 
 from servelab.core.deploy.routers import ROUTERS
 from servelab.core.init.contract import ANSWER_BYTES, FoundService, Gap, GapCode, InitResult
+from servelab.core.redaction import redact
 
 __all__ = ["gap_words", "init_note", "spec_toml"]
 
@@ -137,8 +138,9 @@ def _hosts(result: InitResult) -> list[str]:
 def spec_toml(result: InitResult, router_url: str) -> str:
     """The spec of the deployment ``init`` read, as TOML (comments say what it could not find)."""
     router = ROUTERS[result.router_kind]
+    shown = "".join(c if c.isprintable() else " " for c in redact(router_url))  # one line
     head = [
-        f"# Written by `servelab init --router {router_url}`: {router.kind} "
+        f"# Written by `servelab init --router {shown}`: {router.kind} "
         f"(tested: {router.version}), {result.engine} workers, model "
         f"{result.model or '(none listed)'}.",
         "# Edit what the comments say was not found; then `servelab verify -f THIS_FILE`.",

@@ -22,7 +22,7 @@ from rich.text import Text
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.redaction import REDACTED, mask
+from servelab.core.redaction import REDACTED, mask, redact
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,
@@ -324,7 +324,7 @@ def _what(check: Check) -> str:
         case HealthProbe(path=path):
             return path
         case E2EProbe(model=model) | AnswerProbes(model=model):
-            return model
+            return redact(model)  # the entry point's name for it: a token in it masked
     return ""
 
 

@@ -58,3 +58,11 @@ def test_vllm_fields_are_found_once_anywhere_in_its_config() -> None:
     assert reported_value(VLLM, parse_knob("--enable-prefix-caching")).value == "on"
     twice = {"vllm_config": {"a": {"max_num_seqs": 1}, "b": {"max_num_seqs": 2}}}
     assert not reported_value(EngineReport(twice), parse_knob("--max-num-seqs")).known
+
+
+def test_a_token_in_the_reported_version_is_masked() -> None:
+    """Issue 38's seventh pass: the version is quoted (a knob not read by that version) and
+    stored; a token an engine puts in it is masked where the report is read."""
+    report = EngineReport({"version": "0.5.4 ghp_VVVVplanted0123456789abcdef"})
+    assert report.version == "0.5.4 ***"
+    assert EngineReport({"version": "0.5.4"}).version == "0.5.4"

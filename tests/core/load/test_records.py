@@ -217,3 +217,16 @@ def test_blobs_written_before_version_2_still_read() -> None:
     record.request_id, record.traceparent = request_identity("00000000000000ab", record.index)
     record.cached_tokens, record.session = 40, 2
     assert unpack_record(packed_v1(record)) == encode(record)
+
+
+@pytest.mark.parametrize("at", [0, 150, 280, 296, 299])
+def test_a_failures_detail_is_kept_with_its_tokens_masked_wherever_it_is_cut(at: int) -> None:
+    """An engine's error message quoting a token (issue 38's seventh pass): the kept detail
+    masks it, a token across the 300-character cut too (never its first characters in view)."""
+    token = "sk-proj-AAAAhostile0123456789abcdefXYZ"
+    record = RequestRecord(index=0, scheduled_ns=0)
+    record.fail("http 500", "x" * at + f" {token} " + "y" * 400)
+    assert record.error == "http 500" and len(record.error_detail) <= 300
+    assert "sk-" not in record.error_detail and "AAAA" not in record.error_detail
+    if at < 290:
+        assert "***" in record.error_detail

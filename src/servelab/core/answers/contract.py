@@ -26,6 +26,7 @@ from enum import StrEnum
 from servelab.core.answers.answer import Answer, AnswerCheck, Failure
 from servelab.core.answers.probes import Probe, ProbeKind
 from servelab.core.answers.rule import ALPHA, MIN_PAIRS, PairKey
+from servelab.core.redaction import StoredText
 
 __all__ = [
     "MAX_SHARE",
@@ -141,7 +142,7 @@ class AnswerReferences:
 
     key: str
     state: State
-    model: str
+    model: StoredText  # encoded with a token in it masked (the key holds the real name's hash)
     concurrency: int
     answers: tuple[Answer, ...]
     id: int | None = None

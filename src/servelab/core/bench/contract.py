@@ -29,7 +29,7 @@ from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
-from servelab.core.redaction import StoredHeaders, StoredUrl
+from servelab.core.redaction import StoredHeaders, StoredText, StoredUrl
 from servelab.core.stats import Interval, Summary
 from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.core.telemetry.summary import RunTelemetry
@@ -83,8 +83,9 @@ class BenchConfig:
     seed: int = 0
     #: The model every request names; the placeholder until a command resolves it from the
     #: entry point's ``/v1/models`` (``bench`` from its first model, ``ab``/``tune``/``case
-    #: bisect`` in :func:`servelab.ops.arm.served_model`).
-    model: str = PLACEHOLDER_MODEL
+    #: bisect`` in :func:`servelab.ops.arm.served_model`); encoded with a token in it masked
+    #: (an engine's name for its model: :data:`~servelab.core.redaction.StoredText`).
+    model: StoredText = PLACEHOLDER_MODEL
     label: str = ""
     endpoint: str = "/v1/chat/completions"
     slo: SLO | None = None

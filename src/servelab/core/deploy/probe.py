@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from servelab.core.redaction import StoredUrl
+from servelab.core.redaction import StoredText, StoredUrl, redact
 
-__all__ = ["ProbeResult", "html_summary"]
+__all__ = ["ProbeResult", "html_summary", "quoted"]
 
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
@@ -20,20 +20,34 @@ def html_summary(body: str) -> str | None:
     if not head.startswith(("<!doctype html", "<html")):
         return None
     title = _TITLE.search(body)
-    name = " ".join(title.group(1).split())[:80] if title else ""
+    name = redact(" ".join(title.group(1).split()))[:80] if title else ""
     return f'(HTML page "{name}")' if name else "(HTML page)"
+
+
+#: The most characters of an answer's body a line quotes.
+QUOTED_CHARS = 160
+
+
+def quoted(body: str) -> str:
+    """An answer's body as one line quotes it: on one line, secrets masked (the one redaction
+    policy, before the cut, so no token is cut out of its shape), its first
+    :data:`QUOTED_CHARS` characters."""
+    return redact(" ".join(body.split()))[:QUOTED_CHARS]
 
 
 @dataclass(frozen=True)
 class ProbeResult:
-    """The answer to one probe: ``status`` None means no HTTP answer (see ``error``); ``url``
-    encoded (``--json``, the ledger) with a password in it masked."""
+    """The answer to one probe: ``status`` None means no HTTP answer (see ``error``). What the
+    engine said is quoted through the one redaction policy: ``url`` encoded (``--json``, the
+    ledger, ``ledger export``) with a password in it masked, ``body`` and ``error`` with what
+    :func:`~servelab.core.redaction.redact` finds in them (a token in a ``/health`` body), and
+    :meth:`describe` the same; the parsers (a worker list, a metric page) read the real body."""
 
     url: StoredUrl
     status: int | None
-    body: str
+    body: StoredText
     elapsed_s: float
-    error: str | None = None
+    error: StoredText | None = None
 
     @property
     def ok(self) -> bool:
@@ -42,6 +56,6 @@ class ProbeResult:
     def describe(self) -> str:
         """A one-line summary: ``HTTP 503 {"status":"starting"}`` or ``no answer: <error>``."""
         if self.status is None:
-            return f"no answer: {self.error}"
-        snippet = html_summary(self.body) or " ".join(self.body.split())[:160]
+            return f"no answer: {redact(self.error or '')}"
+        snippet = html_summary(self.body) or quoted(self.body)
         return f"HTTP {self.status} {snippet}".rstrip()

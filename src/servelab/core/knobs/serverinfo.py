@@ -23,6 +23,7 @@ from typing import Any
 
 from servelab.core.knobs.argv import json_get
 from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind
+from servelab.core.redaction import redact
 
 __all__ = ["EFFECTIVE_FIELDS", "EngineReport", "Reported", "reported_value"]
 
@@ -43,9 +44,10 @@ class EngineReport:
 
     @property
     def version(self) -> str | None:
-        """The release the engine reports (SGLang's ``version``), None when it does not say."""
+        """The release the engine reports (SGLang's ``version``), None when it does not say; a
+        token in it masked (the one redaction policy: it is quoted and stored as said)."""
         version = self.doc.get("version")
-        return version if isinstance(version, str) else None
+        return redact(version) if isinstance(version, str) else None
 
 
 @dataclass(frozen=True, slots=True)

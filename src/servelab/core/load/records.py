@@ -18,6 +18,7 @@ import orjson
 
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event, SSEDecoder
+from servelab.core.redaction import redact
 
 __all__ = [
     "REASON_ABORTED",
@@ -67,6 +68,19 @@ REASON_INTERRUPTED = FailReason.INTERRUPTED
 REASON_EMPTY = FailReason.EMPTY
 REASON_ABORTED = FailReason.ABORTED
 _DETAIL_MAX = 300
+#: The end of a failure's detail searched for secrets: its first _DETAIL_MAX characters and the
+#: rest of the word there, up to this many more (a token there is searched whole).
+_WORD_TAIL = re.compile(r"\S{0,64}")
+
+
+def _quoted_detail(detail: str) -> str:
+    """``detail`` as a record keeps it: what the one redaction policy finds in it masked (a
+    token an engine's error message quotes), then cut to :data:`_DETAIL_MAX` characters. Only
+    the kept part and the word it cuts are searched (a bound: this runs on the client's loop),
+    so the cut never leaves a token's first characters in view."""
+    tail = _WORD_TAIL.match(detail, min(len(detail), _DETAIL_MAX))
+    end = _DETAIL_MAX if tail is None else tail.end()
+    return redact(detail[:end])[:_DETAIL_MAX]
 
 
 def http_reason(status: int) -> str:
@@ -110,10 +124,11 @@ class RequestRecord:
         return self.error is None and self.end_ns is not None
 
     def fail(self, reason: str, detail: str = "") -> None:
-        """Mark the request failed; the first reason wins."""
+        """Mark the request failed; the first reason wins. ``detail`` (often the engine's own
+        words) is kept with a token in it masked (:func:`_quoted_detail`)."""
         if self.error is None:
             self.error = reason
-            self.error_detail = detail[:_DETAIL_MAX]
+            self.error_detail = _quoted_detail(detail)
 
 
 def cached_tokens(usage: Mapping[str, Any]) -> int | None:

@@ -23,7 +23,7 @@ from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
-from servelab.core.redaction import StoredHeaders, StoredUrl
+from servelab.core.redaction import StoredHeaders, StoredText, StoredUrl
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
@@ -82,7 +82,7 @@ class SoakConfig:
     #: each round's new turn short or long by a seeded mix (None: ``turn_words`` every round)
     fresh_context: FreshContext | None = None
     seed: int = 0
-    model: str | None = None
+    model: StoredText | None = None  # encoded with a token in it masked
     localize: bool = True
     check_determinism: bool = True
     #: Greedy answer probes sent at C1 before the sessions and again under load (0: none), and
@@ -252,7 +252,7 @@ class SoakResult:
 
     config: SoakConfig
     targets: Targets
-    model: str = ""
+    model: StoredText = ""  # as the entry point lists it; encoded with a token in it masked
     elapsed_s: float = 0.0
     interrupted: bool = False
     deadline_hit: bool = False

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from servelab.core.answers.answer import TEXT_MAX, Answer, Failure, check_answer
 from servelab.core.answers.probes import Probe, ProbeKind
 from servelab.core.answers.transfer import AnswerSite, Divergence, diverge_at, site_of
+from servelab.core.redaction import StoredText
 
 __all__ = ["AnswerProbes", "ProbeOutcome", "outcome_of", "site_of_outcomes"]
 
@@ -46,9 +47,10 @@ class ProbeOutcome:
 class AnswerProbes:
     """``e2e.answers_*``: the probes sent through ``entry`` (one at a time), their outcomes, the
     references compared with (their ledger row and the spec hash of the state they came from;
-    None: none), where the changed ones went wrong, and the probes' wall time."""
+    None: none), where the changed ones went wrong, and the probes' wall time; ``model``
+    encoded with a token in it masked."""
 
-    model: str
+    model: StoredText
     outcomes: tuple[ProbeOutcome, ...]
     total_s: float
     references_id: int | None = None

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from servelab.core.ledger.codec import Omitted
 from servelab.core.load.proxyroute import ProxyRoute
+from servelab.core.redaction import StoredText
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.served import Gap, Signal
 
@@ -36,9 +37,10 @@ class E2EProbe:
     """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
     point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
     before it (None: they could not be read), the second probe when one was sent, and, passed,
-    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set)."""
+    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set).
+    ``model`` is the entry point's (``/v1/models``), encoded with a token in it masked."""
 
-    model: str
+    model: StoredText
     status: int | None
     ttft_s: float | None
     total_s: float

@@ -34,6 +34,7 @@ from typing import Annotated, Any
 
 from servelab.core.knobs.serverinfo import EngineReport
 from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.redaction import redact
 
 __all__ = [
     "FIELDS",
@@ -47,6 +48,7 @@ __all__ = [
     "fields_of",
     "pair_fields",
     "pair_values",
+    "quoted",
     "with_sources",
 ]
 
@@ -220,15 +222,26 @@ def compare_field(rule: FieldRule, prefill: PairValue, decode: PairValue) -> Fie
     return FieldVerdict.MATCH if ok else FieldVerdict.MISMATCH
 
 
+def quoted(value: PairValue) -> PairValue:
+    """``value`` as a check quotes it: what the engine reported, with what the one redaction
+    policy finds in it masked (a token in a served model name: ``m ghp_...`` is ``m ***``)."""
+    if value.value is None:
+        return value
+    return replace(value, value=redact(value.value))
+
+
 def pair_fields(
     engine: str, prefill: Mapping[str, PairValue], decode: Mapping[str, PairValue]
 ) -> tuple[PairFieldCheck, ...]:
-    """Every field of one pair, compared (a side absent from the mapping is unknown)."""
+    """Every field of one pair, compared on the values the engines reported (a side absent from
+    the mapping is unknown), each side then kept :func:`quoted` (secrets masked), so the check,
+    its ``--json``, its ledger row and its words never carry a token an engine put in a name."""
     unknown = PairValue(False)
     checks: list[PairFieldCheck] = []
     for f in FIELDS.get(engine, ()):
         p, d = prefill.get(f.name, unknown), decode.get(f.name, unknown)
-        checks.append(PairFieldCheck(f.name, f.rule, p, d, compare_field(f.rule, p, d)))
+        verdict = compare_field(f.rule, p, d)
+        checks.append(PairFieldCheck(f.name, f.rule, quoted(p), quoted(d), verdict))
     return tuple(checks)
 
 

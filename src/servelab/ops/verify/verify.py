@@ -44,6 +44,7 @@ from collections.abc import Awaitable, Iterable
 from dataclasses import replace
 
 from servelab.core.deploy.engines import readiness_workers
+from servelab.core.deploy.probe import quoted
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
 from servelab.core.knobs.record import KnobChangeRecord
@@ -186,7 +187,7 @@ async def _health(op: Operation, service: str) -> list[Check]:
         unreachable = replace(answer, error=result.error)
         return [Check(service, False, _C.HEALTH_UNREACHABLE, unreachable)]
     if not 200 <= result.status < 300:
-        body = " ".join(result.body.split())[:160]
+        body = quoted(result.body)  # secrets masked (the one redaction policy)
         return [Check(service, False, _C.HEALTH_HTTP_ERROR, replace(answer, body=body))]
     if svc.role == "router":
         answer = await _router_view(op, base, _with_counts(answer, result.body))

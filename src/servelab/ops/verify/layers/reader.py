@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import FileValue
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.redaction import redact
 from servelab.core.verify.checks import Check, CheckCode, CheckFailure, EnvFileFailure, Layer
 from servelab.errors import ServelabError
 from servelab.ops.arguments import argument_knob, read_places
@@ -29,8 +30,9 @@ __all__ = ["LayerReader", "ReadContext", "ServiceReads", "error_text", "failed"]
 
 
 def error_text(exc: ServelabError) -> str:
-    """An error as a check names it: its type and message."""
-    return f"{type(exc).__name__}: {exc}"
+    """An error as a check names it: its type and message, secrets masked (the one redaction
+    policy: a message may quote what an engine or router answered)."""
+    return f"{type(exc).__name__}: {redact(str(exc))}"
 
 
 def failed(layer: Layer, service: str, exc: ServelabError, file: str | None = None) -> list[Check]:
