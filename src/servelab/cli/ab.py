@@ -46,7 +46,14 @@ from servelab.core.ab.result import AbMetric, AbResult
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ledger.codec import encode
 from servelab.core.load.slo import SLO
-from servelab.core.options import KNOB_ARMS_FORM, KnobArms, parse_fraction, parse_knob_arms
+from servelab.core.options import (
+    KNOB_ARMS_FORM,
+    MAX_ROUNDS,
+    KnobArms,
+    parse_ab_rounds,
+    parse_fraction,
+    parse_knob_arms,
+)
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.overwrite import unused_stem
@@ -204,10 +211,10 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @click.option("--until-decided", is_flag=True, help="Stop once every C is decided (anytime-valid).")
 @click.option(
     "--max-rounds",
-    default=DEFAULT_MAX_ROUNDS,
+    default=str(DEFAULT_MAX_ROUNDS),
     show_default=True,
-    type=click.IntRange(2),
-    help="Most rounds with --until-decided (and for --plan).",
+    type=Parsed("ROUNDS", parse_ab_rounds),
+    help=f"Most rounds with --until-decided (and for --plan); at most {MAX_ROUNDS}.",
 )
 @click.option(
     "--margin", type=Parsed("FRACTION", parse_fraction), default=None,

@@ -268,6 +268,9 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
         said = f"{interruption(signum)}: partial results shown and saved"
         err_console.print(said, style="yellow")
         return 128 + (signum or signal.SIGINT)
+    if (nothing := report.nothing_sent_line(result)) is not None:  # a bench must send to pass
+        notice("failed:", nothing, "bold red")
+        return EXIT_FAILED
     return EXIT_FAILED if result.n_failed else EXIT_OK
 
 

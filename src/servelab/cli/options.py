@@ -34,6 +34,7 @@ from servelab.core.load.workload import LengthDist
 from servelab.core.options import (
     ENDPOINTS,
     MAX_SESSIONS,
+    parse_block_size,
     parse_concurrency,
     parse_directory,
     parse_endpoint,
@@ -179,7 +180,7 @@ TRACE = SharedOption(
     "--rate and --input/--output-len do not apply.",
 )  # fmt: skip
 TRACE_BLOCK_SIZE = SharedOption(
-    "--trace-block-size", "block_size", Parsed("TOKENS", parse_positive),
+    "--trace-block-size", "block_size", Parsed("TOKENS", parse_block_size),
     help="Tokens per hash id of the --trace.", default=str(DEFAULT_BLOCK_SIZE),
 )  # fmt: skip
 SPEEDUP = SharedOption(

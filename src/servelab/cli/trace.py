@@ -28,7 +28,7 @@ from servelab.core.load.tracegen import (
     check_requests,
     check_resolution,
 )
-from servelab.core.options import parse_positive, parse_rate
+from servelab.core.options import parse_block_size, parse_positive, parse_rate
 from servelab.io.files import write_stream, write_to
 from servelab.io.overwrite import check_overwrite
 
@@ -66,7 +66,7 @@ def trace_group() -> None:
 @click.option("--output-tokens", type=Parsed("TOKENS", parse_positive), default=None,
               help=f"Median answer length (default: agentic {_AGENTIC.output_tokens:g}, chat "
               f"{_CHAT.output_tokens:g}).")  # fmt: skip
-@click.option("--block-size", type=Parsed("TOKENS", parse_positive),
+@click.option("--block-size", type=Parsed("TOKENS", parse_block_size),
               default=str(DEFAULT_BLOCK_SIZE), show_default=True,
               help="Tokens per hash id (give bench --trace-block-size the same).")  # fmt: skip
 @click.option("--resolution-ms", type=Parsed("MS", parse_positive), default="1",

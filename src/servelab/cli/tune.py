@@ -49,10 +49,12 @@ from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
     KNOB_VALUES_FORM,
+    MAX_ROUNDS,
     KnobValues,
     parse_fraction,
     parse_knob_values,
     parse_positive_minutes,
+    parse_tune_rounds,
 )
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus
@@ -142,8 +144,9 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @metric_option()
 @answers_option()
 @click.option(
-    "--max-rounds", default=DEFAULT_MAX_ROUNDS, show_default=True, type=click.IntRange(3),
-    help="Most blocks (each visits every arm still in the running once).",
+    "--max-rounds", default=str(DEFAULT_MAX_ROUNDS), show_default=True,
+    type=Parsed("ROUNDS", parse_tune_rounds),
+    help=f"Most blocks (each visits every arm still in the running once); at most {MAX_ROUNDS}.",
 )  # fmt: skip
 @click.option(
     "--max-minutes", type=Parsed("MINUTES", parse_positive_minutes), default=None,

@@ -37,6 +37,7 @@ __all__ = [
     "export_files",
     "failure_lines",
     "load_plot",
+    "nothing_sent_line",
     "phase_lines",
     "phase_markdown",
     "phase_plot",
@@ -181,6 +182,14 @@ def failure_lines(result: BenchResult) -> list[str]:
             lines.append(f"{level_label(level.concurrency)}: {cut} cut by the run's end "
                          "(--deadline or a stop), not counted as failures")  # fmt: skip
     return lines
+
+
+def nothing_sent_line(result: BenchResult) -> str | None:
+    """Why a bench that sent no request failed (``--deadline 1e-300`` passed before the first
+    send); None: it sent some."""
+    if any(level.n_requests for level in result.levels):
+        return None
+    return "no request was sent before the run's end (--deadline or a stop): nothing measured"
 
 
 def recorded_line(result: BenchResult, ledger: str) -> str | None:

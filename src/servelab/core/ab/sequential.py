@@ -156,14 +156,17 @@ def pocock_level(looks: int, alpha: float = 0.05) -> float:
         return math.nan
     np = numpy_module()
     x = np.random.default_rng(POCOCK_SEED).standard_normal((POCOCK_SIMS, looks))
-    n = np.arange(1, looks + 1)
-    csum, csq = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
-    means = csum / n
-    var = (csq - n * means * means) / np.maximum(n - 1, 1)
-    mins = np.ones(POCOCK_SIMS)
-    for k in range(FIRST_LOOK, looks + 1):
-        t = np.abs(means[:, k - 1]) / np.sqrt(var[:, k - 1] / k)
-        mins = np.minimum(mins, 2.0 * scipy_stats().t.sf(t, k - 1))
+    # running sums a look at a time (the same additions as cumsum, so the same level): one
+    # copy of the draws, not six (50 looks: 80 MB, not 480)
+    total, squares, mins = np.zeros(POCOCK_SIMS), np.zeros(POCOCK_SIMS), np.ones(POCOCK_SIMS)
+    for k in range(1, looks + 1):
+        column = x[:, k - 1]
+        total, squares = total + column, squares + column * column
+        if k >= FIRST_LOOK:
+            mean = total / k
+            var = (squares - k * mean * mean) / max(k - 1, 1)
+            t = np.abs(mean) / np.sqrt(var / k)
+            mins = np.minimum(mins, 2.0 * scipy_stats().t.sf(t, k - 1))
     return float(np.quantile(mins, alpha))
 
 

@@ -59,6 +59,7 @@ from servelab.core.case.experiment import (
 from servelab.core.case.model import Target
 from servelab.core.case.reached import ReachedLoad
 from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.load.workload import MAX_REQUESTS
 from servelab.errors import CaseError
 
 __all__ = [
@@ -120,10 +121,21 @@ class ProbeTest:
         return measured < self.value if self.below else measured > self.value
 
 
+def _check_level(raw: str) -> None:
+    """Refuse a test's ``@C`` level past :data:`MAX_REQUESTS` (a run's most requests): the bench
+    it runs would hold a slot each (``answers@C99999999999999999999`` raised MemoryError)."""
+    level = re.match(r"^\w+@C(\d+)", raw)
+    if level is not None and (len(level[1]) > 9 or int(level[1]) > MAX_REQUESTS):
+        shown = raw if len(raw) <= 24 else f"{raw[:24]}… ({len(raw):,} characters)"
+        raise CaseError(f"--test {shown!r}: its level is over the most allowed, "
+                        f"C{MAX_REQUESTS:,} (a run's most requests)")  # fmt: skip
+
+
 def parse_probe_test(text: str) -> ProbeTest:
     """``soak``, ``answers`` (``answers@C32``) or ``throughput@C64<3000`` (:class:`CaseError`
     otherwise)."""
     raw = text.strip()
+    _check_level(raw)
     if raw == "soak":
         return ProbeTest()
     if (answers := _ANSWERS.match(raw)) is not None:

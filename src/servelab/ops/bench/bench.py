@@ -125,7 +125,8 @@ class _Bench:
         workers = config.workers if tracing else min(config.workers, concurrency)
         async with contextlib.AsyncExitStack() as stack:
             slots = TRACE_IN_FLIGHT if tracing else concurrency
-            ahead = TRACE_CONNECT_AHEAD if tracing else concurrency
+            # connections opened ahead: no more than a run's or warm-up's requests could use
+            ahead = TRACE_CONNECT_AHEAD if tracing else min(concurrency, self._most_requests())
             if workers > 1:
                 spec = ClientSpec(config.url, slots, config.idle_timeout_s, config.headers,
                                   config.proxy, ahead=ahead if tracing else None)  # fmt: skip
@@ -207,6 +208,11 @@ class _Bench:
             ignore_eos=c.ignore_eos,
         )
 
+    def _most_requests(self) -> int:
+        """The most requests one part sends: a run's (with its probes, at most as many again)
+        or the warm-up's."""
+        return max(2 * self.config.requests, self.config.warmup, 1)
+
     def _t0(self, driver: _Driver) -> int | None:
         """Worker processes share a t0 a moment ahead (each prepares its share's requests
         before it); one process starts the part when it has prepared them (None): a t0 taken
@@ -252,7 +258,7 @@ class _Bench:
             return Part(jobs, config.endpoint, t0_ns=t0, deadline_ns=deadline, trace_tag=tag,
                         replay=replay_of(plan), replay_plan=plan)  # fmt: skip
         if config.rate is None:
-            starts = tuple(slot_starts_ns(concurrency, self.ramp_ns))
+            starts = tuple(slot_starts_ns(concurrency, self.ramp_ns, len(jobs)))
             return Part(
                 jobs, config.endpoint, starts, t0_ns=t0, deadline_ns=deadline, trace_tag=tag
             )

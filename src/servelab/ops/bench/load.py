@@ -327,6 +327,8 @@ def _no_next(_end_ns: int) -> Outgoing | None:
     return None
 
 
-def slot_starts_ns(concurrency: int, ramp_ns: int) -> list[int]:
-    """Slot i of C sends its first request ``i * ramp_ns / C`` after t0."""
-    return [i * ramp_ns // concurrency for i in range(concurrency)]
+def slot_starts_ns(concurrency: int, ramp_ns: int, used: int | None = None) -> list[int]:
+    """Slot i of C sends its first request ``i * ramp_ns / C`` after t0; only the first ``used``
+    slots (a run's jobs: a slot past them would never send) when given."""
+    slots = concurrency if used is None else max(min(concurrency, used), 1)
+    return [i * ramp_ns // concurrency for i in range(slots)]
