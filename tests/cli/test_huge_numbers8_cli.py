@@ -64,6 +64,7 @@ def test_a_number_that_sizes_memory_is_a_usage_error_naming_the_option(
     args: tuple[str, ...], option: str, said: str, tmp_path: Path
 ) -> None:
     led = () if args[0] == "trace" else ("--ledger", str(tmp_path / "l.db"))
+    led += ("--url", NOWHERE) if args[0] == "bench" else ()
     done = run_cli(*args, *led, cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr
     assert f"Invalid value for '{option}'" in done.stderr and said in done.stderr, done.stderr
