@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from servelab.core.ab.result import AbArm, AbResult
+from servelab.core.ab.rounds import MAX_ROUNDS
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.core.options import MAX_ROUNDS
 from servelab.io.ledger.ledger import Ledger
 from tests.support import REPO, free_ports, run_cli
 from tests.support.peakrss import run_measured
@@ -63,7 +63,7 @@ BENCH_RSS_MB = 300
 def test_a_number_that_sizes_memory_is_a_usage_error_naming_the_option(
     args: tuple[str, ...], option: str, said: str, tmp_path: Path
 ) -> None:
-    led = () if args[0] == "trace" else ("--ledger", str(tmp_path / "l.db"))
+    led: tuple[str, ...] = () if args[0] == "trace" else ("--ledger", str(tmp_path / "l.db"))
     led += ("--url", NOWHERE) if args[0] == "bench" else ()
     done = run_cli(*args, *led, cwd=tmp_path, timeout=60)
     assert done.returncode == 2, done.stderr

@@ -41,6 +41,7 @@ from servelab.cli.options import (
     workload_options,
 )
 from servelab.cli.sharedoption import Default, Parsed
+from servelab.core.ab.rounds import MAX_ROUNDS, parse_tune_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
@@ -49,12 +50,10 @@ from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
     KNOB_VALUES_FORM,
-    MAX_ROUNDS,
     KnobValues,
     parse_fraction,
     parse_knob_values,
     parse_positive_minutes,
-    parse_tune_rounds,
 )
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import SessionStatus

@@ -32,7 +32,6 @@ __all__ = [
     "MAX_BLOCK_SIZE",
     "MAX_MINUTES",
     "MAX_RATE",
-    "MAX_ROUNDS",
     "MAX_RUN_SECONDS",
     "MAX_SECONDS",
     "MAX_SESSIONS",
@@ -40,7 +39,6 @@ __all__ = [
     "RESERVED_HEADERS",
     "KnobArms",
     "KnobValues",
-    "parse_ab_rounds",
     "parse_block_size",
     "parse_change",
     "parse_concurrency",
@@ -65,7 +63,6 @@ __all__ = [
     "parse_slo",
     "parse_speedup",
     "parse_trace_window",
-    "parse_tune_rounds",
     "parse_url",
     "parse_warmup",
 ]
@@ -80,9 +77,6 @@ CHANGE_FORM = "SERVICE:NAME=FROM,TO"
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 #: The most concurrent agent sessions a soak runs.
 MAX_SESSIONS = 4096
-#: The most rounds an A/B or a tune may plan or run (``--max-rounds``): Pocock's boundary is
-#: simulated over this many looks (200,000 × looks normal draws: 1,000,000 asked 8 GB).
-MAX_ROUNDS = 50
 #: The most tokens a trace's hash id may stand for (``--trace-block-size``, ``trace generate
 #: --block-size``): real caches page by 16 to 512; each id's words are built and cached whole.
 MAX_BLOCK_SIZE = 65_536
@@ -136,16 +130,6 @@ def parse_requests(text: str) -> int:
 def parse_warmup(text: str) -> int:
     """A level's warm-up requests: 0 to :data:`~servelab.core.load.workload.MAX_REQUESTS`."""
     return _whole(text, f"a whole number from 0 to {MAX_REQUESTS:,}", low=0, high=MAX_REQUESTS)
-
-
-def parse_ab_rounds(text: str) -> int:
-    """An A/B's ``--max-rounds``: 2 to :data:`MAX_ROUNDS`."""
-    return _whole(text, f"a whole number from 2 to {MAX_ROUNDS}", low=2, high=MAX_ROUNDS)
-
-
-def parse_tune_rounds(text: str) -> int:
-    """A tune's ``--max-rounds``: 3 (Pocock's first look) to :data:`MAX_ROUNDS`."""
-    return _whole(text, f"a whole number from 3 to {MAX_ROUNDS}", low=3, high=MAX_ROUNDS)
 
 
 def parse_block_size(text: str) -> int:
