@@ -348,15 +348,17 @@ def test_ordinary_text_like_a_credential_stays_readable(text: str) -> None:
      ("https://app/cb#access_token=Planted99&state=s", "https://app/cb#access_token=***&state=s"),
      ("sshpass -p Planted99 ssh -p 2222 host", "sshpass -p *** ssh -p 2222 host"),
      ("passcode=Planted99", "passcode=***"), ("creds: Planted99", "creds: ***"),
-     ("pswd=Planted99", "pswd=***")],
+     ("pswd=Planted99", "pswd=***"), ("x; sessionid=Planted99; Path=/", "x; sessionid=***; Path=/"),
+     ("GET /app;jsessionid=Planted99 HTTP/1.1", "GET /app;jsessionid=***")],
     ids=["called-process-error", "json-argv", "hf-token", "escaped-quote", "odbc-pwd",
          "odbc-braced", "pwd-semicolon", "url-fragment", "sshpass-space", "passcode", "creds",
-         "pswd"],
+         "pswd", "sessionid", "jsessionid"],
 )  # fmt: skip
 def test_the_eighth_passs_listed_and_connection_forms_are_masked(text: str, kept: str) -> None:
     """The eighth hostile pass (issue 38): an argv list as ``CalledProcessError`` or JSON prints
     it, ODBC's ``Pwd=`` in a connection string, a URL fragment's ``access_token``, ``sshpass -p
-    X`` and the names ``passcode``/``creds``/``pswd`` were shown as typed."""
+    X`` and the names ``passcode``/``creds``/``pswd``/``sessionid`` were shown as typed (a secret
+    key's unquoted value is masked to the end of its line, as before)."""
     said = redact(text)
     assert said == kept and "Planted99" not in said
 
@@ -385,7 +387,8 @@ def test_the_eighth_passs_token_shapes_are_masked(secret: str) -> None:
      "Command '['python', '-m', 'sglang.launch_server', '--port', '30001']' returned 1",
      "PWD=/home/user", "export PWD=/home/user; cd ..", "cd $PWD; make", "OLDPWD=/tmp PWD=/srv",
      "https://docs/page#section-2", "xai-grok is a model", "hvs.short", "tskey-docs",
-     "sshpass -f pwfile ssh -p 2222 host", "pwd=/srv/app"],
+     "sshpass -f pwfile ssh -p 2222 host", "pwd=/srv/app",
+     '{"session_id": "s1", "timestamp": 0, "input_length": 5}'],
 )  # fmt: skip
 def test_the_eighth_passs_ordinary_text_stays_readable(text: str) -> None:
     """No over-masking: an argv list's ordinary flags, the shell's ``PWD`` (a path), a URL

@@ -123,6 +123,9 @@ _SECRET_ENDINGS = ("token", "key", "pass", "pwd", "pw", "auth")
 _ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
 #: Whole names that look secret and are not (the shell's working directories).
 _ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
+#: A web session's cookie written as one word (``sessionid``, ``JSESSIONID``, ``PHPSESSID``);
+#: ``session_id`` (a trace's conversation, an A/B's journal id) is an ordinary name.
+_SESSION_COOKIES = ("sessionid", "phpsessid")
 
 
 def is_secret_name(name: str) -> bool:
@@ -130,6 +133,8 @@ def is_secret_name(name: str) -> bool:
     secret (see the module doc)."""
     if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
         return False
+    if name.strip("-\"' ").lower().endswith(_SESSION_COOKIES):
+        return True
     words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
     if set(words) & _SECRET_WORDS:
         return True
