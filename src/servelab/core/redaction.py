@@ -28,7 +28,10 @@ and every value it stores that a user typed as a secret goes through here:
   stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
-  appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
+  appear, so a tail or an error that quotes such a line shows ``api-key: ***``;
+- **listed forms** (:mod:`servelab.core.listed`): the element after a secret flag in an argv list
+  as ``CalledProcessError`` or JSON prints it (``['--api-key', '***']``) and ODBC's ``Pwd=`` in a
+  connection string; **credentials in command text** (:mod:`servelab.core.credentials`).
 
 A name is secret-looking when one of its words (split at ``-``, ``_`` and case changes) is
 ``token``, ``secret``, ``password``, ``passwd``, ``pass``, ``credential(s)``, ``auth``,
