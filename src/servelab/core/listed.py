@@ -47,6 +47,8 @@ def mask_listed(text: str, mask: str, is_secret: Callable[[str], bool]) -> str:
         return f"{match.group('head')}{mask}{match.group('tail')}"
 
     text = _LISTED.sub(listed, text)
+    if "pwd" not in text.lower():  # a plain search first: the pattern is slow to try everywhere
+        return text
     return _PWD.sub(lambda m: _pwd(m, mask), text)
 
 
