@@ -289,6 +289,7 @@ def test_no_re_exports(path: Path) -> None:
 CORE_ORDER = [
     "ledger",  # codec, jsonvalues, retention: what every record is encoded with
     "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
+    "listed",  # argv lists as Python/JSON print them, ODBC's Pwd=: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "stats",
     "deploy",

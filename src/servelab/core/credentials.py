@@ -11,7 +11,8 @@
   (a space) is never a password;
 - the password of ``user:password`` after ``-u``/``--user``/``-U``/``--proxy-user`` (curl, wget),
   the user kept; ``-u 1000:1000`` (a uid:gid) and ``-u http://...`` are not credentials; and
-  OpenSSL's ``pass:PASSWORD``.
+  OpenSSL's ``pass:PASSWORD``;
+- ``sshpass -p PASSWORD`` (a space after ``-p``: sshpass reads the next word so).
 """
 
 from __future__ import annotations
@@ -44,11 +45,18 @@ _USER_PASS = re.compile(
     r"""|(?P<pass>(?<![\w-])pass:)(?P<word>[^\s'"]+)"""
 )
 
+#: ``sshpass -p PASSWORD``: the word after sshpass's ``-p`` (other options may come before it).
+_SSHPASS_P = re.compile(
+    r"(?P<head>(?<![\w-])sshpass(?:[ \t]+-[A-Za-oq-z]\S*)*[ \t]+-p[ \t]+)(?P<value>[^\s'\"]+)"
+)
+
 
 def mask_credentials(text: str, mask: str) -> str:
     """``text`` with every credential of the module doc replaced by ``mask``."""
     text = _BASIC.sub(lambda m: _basic(m, mask), text)
     text = _GLUED_P.sub(lambda m: _glued_p(m, mask), text)
+    if "sshpass" in text:  # a plain search first: the pattern is slow to try everywhere
+        text = _SSHPASS_P.sub(rf"\g<head>{mask}", text)
     return _USER_PASS.sub(lambda m: _user_pass(m, mask), text)
 
 

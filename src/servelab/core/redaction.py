@@ -28,7 +28,10 @@ and every value it stores that a user typed as a secret goes through here:
   stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
   ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
-  appear, so a tail or an error that quotes such a line shows ``api-key: ***``.
+  appear, so a tail or an error that quotes such a line shows ``api-key: ***``;
+- **listed forms** (:mod:`servelab.core.listed`): the element after a secret flag in an argv list
+  as ``CalledProcessError`` or JSON prints it (``['--api-key', '***']``) and ODBC's ``Pwd=`` in a
+  connection string; **credentials in command text** (:mod:`servelab.core.credentials`).
 
 A name is secret-looking when one of its words (split at ``-``, ``_`` and case changes) is
 ``token``, ``secret``, ``password``, ``passwd``, ``pass``, ``credential(s)``, ``auth``,
@@ -51,6 +54,7 @@ from typing import Annotated, Any
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 from servelab.core.credentials import mask_credentials
+from servelab.core.listed import mask_listed
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -80,7 +84,7 @@ MIN_REDACTED_CHARS = 6
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
      "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
-     "signature", "sig", "dsn", "webhook", "pw"}
+     "signature", "sig", "dsn", "webhook", "pw", "passcode", "creds", "pswd"}
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
@@ -114,7 +118,7 @@ _QUOTED_KEYED = re.compile(
 #: wherever they stand in it.
 _SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "privatekey",
                  "apikey", "accesskey", "serviceaccount", "connectionstring",
-                 "webhook")  # fmt: skip
+                 "webhook", "passcode")  # fmt: skip
 #: Endings of a name written as one word that say secret (``HFTOKEN``, ``NGROK_AUTHTOKEN``,
 #: ``--adminkey``, ``REDIS_PASS``); ``max_total_tokens``, ``tokenizer`` and ``bypass`` do not.
 _SECRET_ENDINGS = ("token", "key", "pass", "pwd", "pw", "auth")
@@ -122,6 +126,9 @@ _SECRET_ENDINGS = ("token", "key", "pass", "pwd", "pw", "auth")
 _ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
 #: Whole names that look secret and are not (the shell's working directories).
 _ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
+#: A web session's cookie written as one word (``sessionid``, ``JSESSIONID``, ``PHPSESSID``);
+#: ``session_id`` (a trace's conversation, an A/B's journal id) is an ordinary name.
+_SESSION_COOKIES = ("sessionid", "phpsessid")
 
 
 def is_secret_name(name: str) -> bool:
@@ -129,6 +136,8 @@ def is_secret_name(name: str) -> bool:
     secret (see the module doc)."""
     if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
         return False
+    if name.strip("-\"' ").lower().endswith(_SESSION_COOKIES):
+        return True
     words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
     if set(words) & _SECRET_WORDS:
         return True
@@ -157,11 +166,17 @@ _SHAPED = re.compile(
     r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,}"
     r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?"
     r"|do[por]_v1_[A-Za-z0-9]{20,}"
-    r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,})"
+    r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,}"
+    r"|xai-[A-Za-z0-9]{20,}|dckr_pat_[A-Za-z0-9_-]{20,}|hvs\.[A-Za-z0-9_-]{20,}"
+    r"|GOCSPX-[A-Za-z0-9_-]{20,}|tskey-[A-Za-z0-9-]{20,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{20,}"
+    r"|AGE-SECRET-KEY-1[0-9A-Z]{20,})"
 )
-#: A private key's PEM block, whole (to its END line, or to the end of the text when cut).
+#: A private key's PEM block, whole (to its END line, or to the end of the text when cut); a PGP
+#: ``PRIVATE KEY BLOCK`` too.
 _PEM = re.compile(
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)", re.S
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----.*?"
+    r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
+    re.S,
 )
 #: A webhook URL whose path is the secret (Slack's ``hooks.slack.com/services/T../B../...``).
 _HOOK = re.compile(r"(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/)\S+")
@@ -170,8 +185,8 @@ _HOOK = re.compile(r"(?P<head>hooks\.slack\.com/(?:services|workflows|triggers)/
 _USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,}@")
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
-#: A URL's query parameter (``?token=...``, ``&api_key=...``).
-_QUERY = re.compile(r"(?P<head>[?&;](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
+#: A URL's query or fragment parameter (``?token=...``, ``&api_key=...``, ``#access_token=``).
+_QUERY = re.compile(r"(?P<head>[?&;#](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
 
 
 def _flag_name(word: str) -> str | None:
@@ -252,6 +267,7 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
     text = mask_credentials(text, REDACTED)
+    text = mask_listed(text, REDACTED, is_secret_name)
     text = _FLAG.sub(_flag, text)
     text = _BLOCK.sub(_block, text)
     return _keyed_values(text)
