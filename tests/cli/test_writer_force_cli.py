@@ -68,8 +68,8 @@ def test_trace_generate_keeps_an_existing_file_without_force(tmp_path: Path) -> 
         (("--kind", "chat", "--requests", str(10**8)),
          f"--requests 100,000,000: a generated trace holds at most {MAX_GENERATED_REQUESTS:,}"),
         (("--sessions", str(10**6)), "--sessions 1,000,000 of up to 8 turns: a generated trace"),
-        (("--block-size", str(10**9)), "--block-size 1,000,000,000: the 4 shared block(s) alone"),
-        (("--kind", "chat", "--block-size", str(10**9)), "past the 16,384-token prompt cap"),
+        (("--block-size", "65536"), "--block-size 65,536: the 4 shared block(s) alone"),
+        (("--kind", "chat", "--block-size", "65536"), "past the 16,384-token prompt cap"),
     ],
     ids=["chat-requests", "agentic-sessions", "agentic-block", "chat-block"],
 )  # fmt: skip
