@@ -103,10 +103,10 @@ class Failure:
     """One failed request as the soak saw it: where, what it carried, what it got.
 
     ``idle_s``: how long its kept-alive connection sat unused before it (0 on a new one);
-    ``in_flight``: the soak's requests in flight when it was sent, itself included (the load it
-    met); ``server`` the answer's ``Server`` header; ``echoed_id`` whether the answer carried the
-    request's own ``x-request-id`` back (the router returns it, a proxy's own error page does
-    not; None: no answer head came).
+    ``in_flight``: the most of the soak's requests in flight at once while it was out, itself
+    included (the load it met); ``server`` the answer's ``Server`` header; ``echoed_id`` whether
+    the answer carried the request's own ``x-request-id`` back (the router returns it, a proxy's
+    own error page does not; None: no answer head came).
     """
 
     signature: Signature

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
+from servelab.core.soak.inflight import InFlight
 from servelab.core.soak.result import Determinism, FailedRequest, SoakConfig, Targets
 from servelab.core.soak.signatures import Failure, Signature
 from servelab.core.verify.coldstart import StartClass
@@ -45,7 +46,7 @@ class SoakRun:
     determinism: Determinism = field(default_factory=Determinism)
     start: StartClass | None = None
     deadline_hit: bool = False
-    inflight: int = 0
+    load: InFlight = field(default_factory=InFlight)  # the sessions' requests out
     tasks: list[asyncio.Task[None]] = field(default_factory=list)  # the sessions
     locators: list[asyncio.Task[None]] = field(default_factory=list)
     signatures: list[Signature] = field(default_factory=list)  # localized (or being localized)

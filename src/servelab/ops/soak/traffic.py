@@ -93,12 +93,11 @@ async def _session(run: SoakRun, tally: SessionTally) -> None:
         for rnd in range(cfg.rounds):
             body = conv.request_body(model=run.model, max_tokens=cfg.max_tokens)
             raw = json.dumps(body).encode()
-            run.inflight += 1
-            in_flight, sent_at = run.inflight, time.monotonic()
+            ticket, sent_at = run.load.start(), time.monotonic()
             try:
                 ex = await exchange(session_client, raw, rnd)
             finally:
-                run.inflight -= 1
+                in_flight = run.load.end(ticket)
                 tally.requests += 1
             tally.records.append(ex.record)
             conn = _connection(session_client, rnd)
@@ -274,12 +273,12 @@ async def _under_load(run: SoakRun, reference: str) -> None:
     cfg = run.config
     want = min(cfg.sessions, max(2, cfg.sessions // 2))
     give_up = time.monotonic() + cfg.duration_s / 2
-    while run.inflight < want and run.active and time.monotonic() < give_up:
+    while run.load.now < want and run.active and time.monotonic() < give_up:
         await asyncio.sleep(0.02)
     if not run.active:
         run.determinism = replace(run.determinism, sessions_ended_first=True)
         return
-    concurrency = run.inflight + 1
+    concurrency = run.load.now + 1
     loaded = await one_shot(
         run.targets.entry_url, _probe_body(run), cfg.idle_timeout_s, cfg.headers, run.targets.proxy
     )
@@ -304,7 +303,7 @@ async def _traffic(run: SoakRun, reference: str | None) -> None:
         if reference is not None:
             group.create_task(_under_load(run, reference))
         if run.probes is not None:
-            group.create_task(run.probes.under_load(lambda: run.inflight, lambda: run.active))
+            group.create_task(run.probes.under_load(lambda: run.load.now, lambda: run.active))
 
 
 async def drive(run: SoakRun, hard_deadline: float) -> None:
