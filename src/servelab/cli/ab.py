@@ -24,6 +24,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     LoadOptions,
@@ -312,7 +313,7 @@ def ab_command(
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
     with where.exclusive(wait=wait):
-        result = run(_ab(where, cfg, resume, allow_unread))
+        result = run(noting(_ab(where, cfg, resume, allow_unread)))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:

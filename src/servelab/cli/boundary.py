@@ -54,6 +54,7 @@ __all__ = [
     "exit_code",
     "interruption",
     "json_option",
+    "note_interruption",
     "print_json",
     "run",
     "stop_on_signals",
@@ -124,6 +125,16 @@ class Interrupted(KeyboardInterrupt):
 
 #: The stop signals received since the current command began, first first.
 _received: list[int] = []
+#: What the current command's interruption left, as the command noted it while it stopped: the
+#: lines printed before ``interrupted``, and the fields its ``--json`` failure document gets.
+_left: list[tuple[str, dict[str, Any]]] = []
+
+
+def note_interruption(text: str, fields: dict[str, Any]) -> None:
+    """Note what the command's interruption left (what is down, what was put back): ``text`` is
+    printed on stderr before the ``interrupted`` line, ``fields`` join the ``--json`` failure
+    document."""
+    _left.append((text, fields))
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:
@@ -142,6 +153,7 @@ def _as_ctrl_c(signum: int, frame: Any) -> None:
 def _handling_stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP handled as SIGINT is while a command runs (main thread only)."""
     _received.clear()
+    _left.clear()
     try:
         previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS[1:]}
     except ValueError:  # not the main thread: signals are not ours to handle
@@ -235,14 +247,18 @@ def _message(exc: BaseException) -> str:
 
 
 def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
-    """The JSON document a ``--json`` command prints when it fails."""
-    return {
+    """The JSON document a ``--json`` command prints when it fails (interrupted: with the
+    fields the command noted, :func:`note_interruption`)."""
+    doc = {
         "command": command,
         "ok": False,
         "error": _message(exc),
         "error_type": type(exc).__name__,
         "exit_code": exit_code(exc),
     }
+    for _text, fields in _left if isinstance(exc, KeyboardInterrupt) else ():
+        doc = {**fields, **doc}
+    return doc
 
 
 def _report_failure(ctx: click.Context, exc: BaseException) -> int:
@@ -257,6 +273,8 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     if debug and not isinstance(exc, KeyboardInterrupt):
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, KeyboardInterrupt):
+        for text, _fields in _left:
+            err_console.print(text.rstrip(), style="yellow", soft_wrap=True)
         err_console.print(_interruption(exc), style="yellow")
     elif isinstance(exc, (ServelabError, OSError)) or debug:
         error(_message(exc))

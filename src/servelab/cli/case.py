@@ -26,6 +26,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
+from servelab.cli.interrupted import noting
 from servelab.cli.options import FORCE_HELP, REVERT_TO, wait_option
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.model import CASE_RESOLVED, Case
@@ -196,7 +197,7 @@ def case_revert(
                 return None
             return await cases.revert(op, ledger, preview)
 
-    outcome = run_with_ledger(where, body, create=False, wait=wait)
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if outcome is None:
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
@@ -346,7 +347,7 @@ def restore_cmd(
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await cases.restore(op, ledger, case_id)
 
-    outcome = run_with_ledger(where, body, create=False, wait=wait)
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if as_json:
         print_json(restore_json(outcome))
     elif outcome.already_restored:

@@ -21,6 +21,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CONCURRENCY,
@@ -264,7 +265,9 @@ def tune_command(
     if resume is not None:
         _check_resume(where, resume)
     with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
-        record = run(_tune(where, None if resume is not None else cfg, resume, allow_unread))
+        record = run(
+            noting(_tune(where, None if resume is not None else cfg, resume, allow_unread))
+        )
     _print(output, record)
     failed = sum(v.failed_requests for v in record.all_visits)
     if failed:

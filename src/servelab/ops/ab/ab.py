@@ -29,6 +29,7 @@ verify and live read-back go through the same hosts (one SSH connection per host
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from dataclasses import replace
@@ -52,6 +53,7 @@ from servelab.core.ab.result import (
 from servelab.core.answers.contract import AnswersUnchecked, probes_per_run
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.bench.contract import BenchProgressFn
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
@@ -61,6 +63,7 @@ from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -236,11 +239,14 @@ async def _run(
     session_id = result.design.session_id
     answers = _answers(op, cfg)
     try:
-        await _visits(op, cfg, result, journal, bench_progress, visits, answers)
-    except BaseException:
-        # Put the original value back, but never hide why the experiment stopped.
-        with contextlib.suppress(ServelabError):
-            await _restore(op, cfg, result.original)
+        async with as_found(op, [KnobBack(cfg.service, cfg.knob, result.original)]):
+            await _visits(op, cfg, result, journal, bench_progress, visits, answers)
+    except BaseException as exc:
+        # Put the original value back, but never hide why the experiment stopped (a stop
+        # signal: put back already, :func:`~servelab.ops.deploy.putback.as_found`).
+        if not isinstance(exc, asyncio.CancelledError):
+            with contextlib.suppress(ServelabError):
+                await _restore(op, cfg, result.original)
         if journal is not None and session_id is not None:
             with contextlib.suppress(ServelabError):
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)

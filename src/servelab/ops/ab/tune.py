@@ -29,6 +29,7 @@ The config and its check are :mod:`servelab.ops.ab.tuneconfig`; ``tune --plan`` 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ from servelab.core.ab.tunerun import (
     with_visits,
 )
 from servelab.core.bench.contract import BenchProgressFn
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
@@ -70,6 +72,7 @@ from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import make_live, measure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -282,20 +285,24 @@ async def _run(
     """The screening's blocks (if any is left), the tune's, then the knobs left as asked; the
     record worked out and stored. ``priced``: the budget was priced before (else the first
     visit prices it)."""
+    found = [KnobBack(s.service, s.knob, s.value) for s in cfg.settings(record.original)]
     try:
-        session = await tune_answers(op, cfg, record)
-        if record.screening is not None and record.screening.follow_up is None:
-            record = await _screen(op, cfg, record, record.screening, store, bench_progress,
-                                   priced=priced)  # fmt: skip
-            priced = True
-        if session is not None:
-            record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
-        blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
-        record = replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
-    except BaseException:
-        # Put the original values back, but never hide why the tune stopped.
-        with contextlib.suppress(ServelabError):
-            await _restore(op, cfg, record)
+        async with as_found(op, found):  # a stop signal: the original values put back
+            session = await tune_answers(op, cfg, record)
+            if record.screening is not None and record.screening.follow_up is None:
+                record = await _screen(op, cfg, record, record.screening, store, bench_progress,
+                                       priced=priced)  # fmt: skip
+                priced = True
+            if session is not None:
+                record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
+            blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
+            record = replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
+    except BaseException as exc:
+        # Put the original values back, but never hide why the tune stopped (a stop signal:
+        # put back already).
+        if not isinstance(exc, asyncio.CancelledError):
+            with contextlib.suppress(ServelabError):
+                await _restore(op, cfg, record)
         if store is not None and record.tune_id is not None:
             with contextlib.suppress(ServelabError):
                 store.set_status(record.tune_id, SessionStatus.INTERRUPTED)
