@@ -36,8 +36,11 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     └── SimError(RuntimeError)            the simulator was misconfigured
 
     asyncio.CancelledError
-    └── DeployInterrupted                 up/restart cancelled; carries the report already
-                                          recorded (servelab.ops.deploy.results)
+    ├── DeployInterrupted                 up/restart cancelled; carries the report already
+    │                                     recorded (servelab.ops.deploy.results)
+    └── PutBackInterrupted                a knob-changing command stopped by a signal; carries
+                                          what putting the deployment back did
+                                          (servelab.ops.deploy.putback)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
 ``TraceError``/``DamagedRow`` (bad input) → 2, everything else → 1; an ``OptionError`` of a

@@ -19,6 +19,7 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -47,6 +48,7 @@ __all__ = [
     "EXIT_USAGE",
     "STOP_SIGNALS",
     "Interrupted",
+    "Left",
     "ServelabGroup",
     "console",
     "err_console",
@@ -125,16 +127,30 @@ class Interrupted(KeyboardInterrupt):
 
 #: The stop signals received since the current command began, first first.
 _received: list[int] = []
-#: What the current command's interruption left, as the command noted it while it stopped: the
-#: lines printed before ``interrupted``, and the fields its ``--json`` failure document gets.
-_left: list[tuple[str, dict[str, Any]]] = []
 
 
-def note_interruption(text: str, fields: dict[str, Any]) -> None:
-    """Note what the command's interruption left (what is down, what was put back): ``text`` is
-    printed on stderr before the ``interrupted`` line, ``fields`` join the ``--json`` failure
-    document."""
-    _left.append((text, fields))
+@dataclass(frozen=True)
+class Left:
+    """What a command's interruption left (what is down, what was put back), as the command
+    noted it while it stopped (:func:`note_interruption`): ``text`` is printed on stderr before
+    the ``interrupted`` line; the ``--json`` failure document gets ``record`` (JSON-ready) under
+    ``key`` and, unless ``down`` is None (an ``up`` or a rolling restart, whose record says what
+    it did), ``down`` and ``recovery`` (one shell line, or null)."""
+
+    text: str
+    down: tuple[str, ...] | None
+    recovery: str | None
+    key: str
+    record: object
+
+
+#: What the current command's interruption left, noted while it stopped.
+_left: list[Left] = []
+
+
+def note_interruption(left: Left) -> None:
+    """Note what the command's interruption left (see :class:`Left`)."""
+    _left.append(left)
 
 
 def _as_ctrl_c(signum: int, frame: Any) -> None:
@@ -256,8 +272,10 @@ def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
         "error_type": type(exc).__name__,
         "exit_code": exit_code(exc),
     }
-    for _text, fields in _left if isinstance(exc, KeyboardInterrupt) else ():
-        doc = {**fields, **doc}
+    for left in _left if isinstance(exc, KeyboardInterrupt) else ():
+        doc = {left.key: left.record, **doc}
+        if left.down is not None:
+            doc = {"down": list(left.down), "recovery": left.recovery, **doc}
     return doc
 
 
@@ -273,8 +291,8 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     if debug and not isinstance(exc, KeyboardInterrupt):
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, KeyboardInterrupt):
-        for text, _fields in _left:
-            err_console.print(text.rstrip(), style="yellow", soft_wrap=True)
+        for left in _left:
+            err_console.print(left.text.rstrip(), style="yellow", soft_wrap=True)
         err_console.print(_interruption(exc), style="yellow")
     elif isinstance(exc, (ServelabError, OSError)) or debug:
         error(_message(exc))

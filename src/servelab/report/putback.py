@@ -1,10 +1,7 @@
-"""What a command stopped by a signal left, in words and as ``--json`` fields (returns data only).
-
-Two kinds: a command that changes knobs put the deployment back as it found it, or could not
-(:class:`~servelab.core.deploy.putback.PutBack`); an ``up``/``restart``/rolling restart names what
-it stopped or left down (its report, :func:`servelab.report.deploy.render_interruption`). The
-fields join the failure document a ``--json`` command prints (``down``, ``recovery``, and the
-encoded ``put_back`` or ``report``).
+"""What a command that changes knobs did when a stop signal ended it, in words (returns str):
+the deployment put back as it found it, or, when that could not finish, the services left down
+and the commands that bring them back (:class:`~servelab.core.deploy.putback.PutBack`). An
+interrupted ``up``/``restart`` is worded by :func:`servelab.report.deploy.render_interruption`.
 """
 
 from __future__ import annotations
@@ -12,11 +9,8 @@ from __future__ import annotations
 import shlex
 
 from servelab.core.deploy.putback import KnobBack, PutBack
-from servelab.core.ledger.codec import JsonObject, encode
-from servelab.core.restart.contract import DeployReport, RestartReport
-from servelab.ops.deploy.rolling_results import RollingReport
 
-__all__ = ["interruption_fields", "put_back_fields", "render_put_back"]
+__all__ = ["render_put_back"]
 
 
 def _value(value: str | None) -> str:
@@ -51,23 +45,3 @@ def render_put_back(put: PutBack) -> str:
             f"  down: {', '.join(put.down)}; bring them back with: {shlex.join(put.recovery)}"
         )
     return "\n".join(lines) + "\n"
-
-
-def put_back_fields(put: PutBack) -> JsonObject:
-    """The failure document's fields: ``down``, ``recovery`` (a shell line, or null) and the
-    encoded ``put_back``."""
-    return {
-        "down": list(put.down),
-        "recovery": shlex.join(put.recovery) if put.recovery else None,
-        "put_back": encode(put),
-    }
-
-
-def interruption_fields(report: DeployReport | RestartReport | RollingReport) -> JsonObject:
-    """An interrupted ``up``/``restart``/rolling restart: its encoded ``report``, and for a
-    restart what it left ``down`` and the ``recovery`` command."""
-    fields: JsonObject = {"report": encode(report)}
-    if isinstance(report, RestartReport):
-        fields["down"] = list(report.down)
-        fields["recovery"] = shlex.join(report.recovery) if report.recovery else None
-    return fields
