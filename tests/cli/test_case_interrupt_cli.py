@@ -198,3 +198,18 @@ def test_a_stop_signal_during_an_arms_co_restart_puts_the_original_value_back(
     assert "stopped; the deployment is as this command found it" in err
     assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in err and "Traceback" not in err
     _as_found(stack)
+
+
+@pytest.mark.timeout(400)
+def test_ctrl_c_during_a_case_bisect_co_restart_puts_the_deployment_back(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    ledger_file = tmp_path / "ledger.db"
+    cid = _case(ledger_file)
+    proc = _start(stack, ledger_file, "case", "bisect", cid, "--change",
+                  f"decode:{DEFAULT_KNOB}=128,{FOUND}", "--test", "throughput@C2<1",
+                  "--answers", "off", "--runs", "1", *LOAD[2:])  # fmt: skip
+    code, _out, err = _stop(stack, proc, [signal.SIGINT])
+    assert code == 130, err
+    assert "stopped; the deployment is as this command found it" in err and "Traceback" not in err
+    _as_found(stack)

@@ -29,7 +29,6 @@ verify and live read-back go through the same hosts (one SSH connection per host
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from dataclasses import replace
@@ -238,15 +237,17 @@ async def _run(
     record it."""
     session_id = result.design.session_id
     answers = _answers(op, cfg)
+    found = [KnobBack(cfg.service, cfg.knob, result.original)]
     try:
-        async with as_found(op, [KnobBack(cfg.service, cfg.knob, result.original)]):
-            await _visits(op, cfg, result, journal, bench_progress, visits, answers)
-    except BaseException as exc:
-        # Put the original value back, but never hide why the experiment stopped (a stop
-        # signal: put back already, :func:`~servelab.ops.deploy.putback.as_found`).
-        if not isinstance(exc, asyncio.CancelledError):
-            with contextlib.suppress(ServelabError):
-                await _restore(op, cfg, result.original)
+        async with as_found(op, found):  # a stop signal, here or restoring: put back as found
+            try:
+                await _visits(op, cfg, result, journal, bench_progress, visits, answers)
+            except Exception:
+                # Put the original value back, but never hide why the experiment stopped.
+                with contextlib.suppress(ServelabError):
+                    await _restore(op, cfg, result.original)
+                raise
+    except BaseException:
         if journal is not None and session_id is not None:
             with contextlib.suppress(ServelabError):
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)
@@ -256,10 +257,11 @@ async def _run(
         await answers.stored(op)  # resumed after every baseline visit: the ledger's
         result = replace(result, answers=_judged(answers, cfg, visits))
     kept = kept_value(cfg.keep, result)
-    if kept is None:
-        await _restore(op, cfg, result.original)
-    else:
-        await _keep(op, cfg, kept, visits)
+    async with as_found(op, found):
+        if kept is None:
+            await _restore(op, cfg, result.original)
+        else:
+            await _keep(op, cfg, kept, visits)
     result = replace(result, restored=kept is None, kept=kept)
     if op.ledger is not None:
         ab_id = op.ledger.record_ab(config=encode(cfg), result=result)

@@ -29,7 +29,6 @@ The config and its check are :mod:`servelab.ops.ab.tuneconfig`; ``tune --plan`` 
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import time
 from collections.abc import Sequence
@@ -287,30 +286,45 @@ async def _run(
     visit prices it)."""
     found = [KnobBack(s.service, s.knob, s.value) for s in cfg.settings(record.original)]
     try:
-        async with as_found(op, found):  # a stop signal: the original values put back
-            session = await tune_answers(op, cfg, record)
-            if record.screening is not None and record.screening.follow_up is None:
-                record = await _screen(op, cfg, record, record.screening, store, bench_progress,
-                                       priced=priced)  # fmt: skip
-                priced = True
-            if session is not None:
-                record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
-            blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
-            record = replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
-    except BaseException as exc:
-        # Put the original values back, but never hide why the tune stopped (a stop signal:
-        # put back already).
-        if not isinstance(exc, asyncio.CancelledError):
-            with contextlib.suppress(ServelabError):
-                await _restore(op, cfg, record)
+        async with as_found(op, found):  # a stop signal, here or restoring: put back as found
+            try:
+                record = await _search(op, cfg, record, store, bench_progress, priced=priced)
+            except Exception:
+                # Put the original values back, but never hide why the tune stopped.
+                with contextlib.suppress(ServelabError):
+                    await _restore(op, cfg, record)
+                raise
+    except BaseException:
         if store is not None and record.tune_id is not None:
             with contextlib.suppress(ServelabError):
                 store.set_status(record.tune_id, SessionStatus.INTERRUPTED)
         raise
-    record = await _leave(op, cfg, record)
+    async with as_found(op, found):
+        record = await _leave(op, cfg, record)
     if store is not None and record.tune_id is not None:
         store.finish(record.tune_id, record)
     return record
+
+
+async def _search(
+    op: Operation,
+    cfg: TuneConfig,
+    record: TuneRecord,
+    store: TuneStore | None,
+    bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool,
+) -> TuneRecord:
+    """The screening's blocks (if any is left), then the tune's; the record worked out."""
+    session = await tune_answers(op, cfg, record)
+    if record.screening is not None and record.screening.follow_up is None:
+        record = await _screen(op, cfg, record, record.screening, store, bench_progress,
+                               priced=priced)  # fmt: skip
+        priced = True
+    if session is not None:
+        record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
+    blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
+    return replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
 
 
 async def run_tune(
