@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -18,14 +19,20 @@ from servelab.core.soak.agentic import (
     compare_texts,
     e2e_probe_body,
     greedy_probe_body,
-    payload_size,
     tool_result,
 )
+from servelab.core.soak.body import ChatBody
 
 
 def _chunk(delta: dict[str, object], finish: str | None = None) -> Event:
     data = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return Event(json.dumps(data), 0)
+
+
+def _sent(body: ChatBody) -> dict[str, Any]:
+    """The body as the engine reads it."""
+    doc: dict[str, Any] = json.loads(body.encoded())
+    return doc
 
 
 def test_public_api_is_explicit() -> None:
@@ -36,8 +43,8 @@ def test_public_api_is_explicit() -> None:
 def test_same_seed_and_session_give_the_same_conversation() -> None:
     a, b = Conversation(3, seed=7), Conversation(3, seed=7)
     assert a.request_body(model="m", max_tokens=8) == b.request_body(model="m", max_tokens=8)
-    other = Conversation(4, seed=7).request_body(model="m", max_tokens=8)
-    assert other["messages"] != a.request_body(model="m", max_tokens=8)["messages"]
+    other = _sent(Conversation(4, seed=7).request_body(model="m", max_tokens=8))
+    assert other["messages"] != _sent(a.request_body(model="m", max_tokens=8))["messages"]
     assert Conversation(3, seed=8).messages != a.messages
 
 
@@ -45,11 +52,13 @@ def test_every_round_carries_the_whole_conversation_and_the_tools() -> None:
     conv = Conversation(0, seed=0, turn_words=10)
     sizes = []
     for i in range(4):
-        body = conv.request_body(model="m", max_tokens=16)
+        sent = conv.request_body(model="m", max_tokens=16)
+        body = _sent(sent)
         assert body["tools"] == list(TOOLS)
         assert body["stream"] is True and body["temperature"] == 0
         assert body["messages"][0]["role"] == "system"
-        sizes.append(payload_size(body))
+        sizes.append(sent.size)
+        assert sent.size == len(json.dumps(body).encode())
         conv.add_answer(Answer(f"answer {i}"))
     assert sizes == sorted(sizes) and len(set(sizes)) == 4
     assert conv.round == 4
@@ -141,7 +150,7 @@ def test_probe_bodies_are_fixed_for_a_seed() -> None:
     assert greedy_probe_body(model="m", max_tokens=8, seed=1) != greedy_probe_body(
         model="m", max_tokens=8, seed=2
     )
-    assert e2e_probe_body(model="m")["max_tokens"] == 4
+    assert _sent(e2e_probe_body(model="m"))["max_tokens"] == 4
 
 
 def test_turn_words_must_be_positive() -> None:

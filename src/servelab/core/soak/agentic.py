@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event
 from servelab.core.load.workload import make_prompt
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.fresh import FreshContext
 
 __all__ = [
@@ -32,7 +33,6 @@ __all__ = [
     "compare_texts",
     "e2e_probe_body",
     "greedy_probe_body",
-    "payload_size",
     "tool_result",
 ]
 
@@ -224,11 +224,6 @@ def tool_result(call: ToolCall, *, seed: int, words: int) -> str:
     return f"[{call.name} ok] " + make_prompt(max(words, 1), rng)
 
 
-def payload_size(body: JsonObject) -> int:
-    """Bytes of ``body`` serialised as the client sends it."""
-    return len(json.dumps(body).encode())
-
-
 class Conversation:
     """One agent session's growing conversation (deterministic for ``seed`` and ``session``)."""
 
@@ -260,18 +255,18 @@ class Conversation:
         task = make_prompt(self.words(), self._rng)
         return f"Session {self.session}, task {self.round}: {task}"
 
-    def request_body(self, *, model: str, max_tokens: int) -> JsonObject:
+    def request_body(self, *, model: str, max_tokens: int) -> ChatBody:
         """The next request: the whole conversation, the tools, greedy, streamed with usage."""
-        return {
-            "model": model,
-            "messages": [dict(m) for m in self.messages],
-            "tools": [dict(t) for t in TOOLS],
-            "tool_choice": "auto",
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        return ChatBody.of(
+            model=model,
+            messages=[dict(m) for m in self.messages],
+            tools=[dict(t) for t in TOOLS],
+            tool_choice="auto",
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
 
     def add_answer(self, answer: Answer) -> None:
         """Append the answer, then tool results for its calls, or else the next user turn."""
@@ -295,26 +290,26 @@ class Conversation:
             self.messages.append({"role": "user", "content": self._user_turn()})
 
 
-def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> JsonObject:
+def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> ChatBody:
     """A fixed greedy request (same every time for ``seed``) for the determinism check."""
     rng = random.Random(seed ^ 0x5EED)
     prompt = "Determinism probe: " + make_prompt(32, rng)
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    return ChatBody.of(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
 
 
-def e2e_probe_body(*, model: str) -> JsonObject:
+def e2e_probe_body(*, model: str) -> ChatBody:
     """A tiny streamed request: does a completion get through at all?"""
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": "servelab soak e2e probe"}],
-        "max_tokens": 4,
-        "temperature": 0,
-        "stream": True,
-    }
+    return ChatBody.of(
+        model=model,
+        messages=[{"role": "user", "content": "servelab soak e2e probe"}],
+        max_tokens=4,
+        temperature=0,
+        stream=True,
+    )
