@@ -28,8 +28,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import cast
 from time import perf_counter_ns
+from typing import cast
 
 import aiohttp
 import httptools
