@@ -14,6 +14,7 @@ from servelab.core.soak.agentic import (
     Answer,
     AnswerAssembler,
     Conversation,
+    Message,
     ToolCall,
     check_answer,
     compare_texts,
@@ -62,7 +63,7 @@ def test_every_round_carries_the_whole_conversation_and_the_tools() -> None:
         conv.add_answer(Answer(f"answer {i}"))
     assert sizes == sorted(sizes) and len(set(sizes)) == 4
     assert conv.round == 4
-    roles = [m["role"] for m in conv.messages]
+    roles = [m.role for m in conv.messages]
     assert roles == ["system", "user"] + ["assistant", "user"] * 4
 
 
@@ -70,11 +71,17 @@ def test_tool_calls_get_synthetic_results_in_the_next_round() -> None:
     conv = Conversation(1, seed=0)
     call = ToolCall(0, "call_1", "read_file", '{"path": "a.py"}')
     conv.add_answer(Answer("", (call,), "tool_calls"))
-    assistant, tool = conv.messages[-2], conv.messages[-1]
-    assert assistant["tool_calls"][0]["function"] == {
+    assistant, tool = _sent(conv.request_body(model="m", max_tokens=8))["messages"][-2:]
+    assert conv.messages[-2:] == [
+        Message("assistant", "", (call,)),
+        Message("tool", tool["content"], tool_call_id="call_1"),
+    ]
+    assert list(assistant) == ["role", "content", "tool_calls"]
+    assert assistant["tool_calls"] == [{"id": "call_1", "type": "function", "function": {
         "name": "read_file",
         "arguments": '{"path": "a.py"}',
-    }
+    }}]  # fmt: skip
+    assert list(tool) == ["role", "tool_call_id", "content"]
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1"
     assert tool["content"] == tool_result(call, seed=0, words=conv.turn_words)
     assert tool["content"].startswith("[read_file ok] ")

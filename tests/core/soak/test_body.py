@@ -15,6 +15,7 @@ from servelab.core.soak.agentic import (
     TOOLS,
     Answer,
     Conversation,
+    Message,
     ToolCall,
     e2e_probe_body,
     greedy_probe_body,
@@ -32,8 +33,21 @@ def _bytes(doc: dict[str, Any]) -> bytes:
 
 
 # -- the dict code the soak ran before, as it was ----------------------------------------------
+def _old_message(m: Message) -> dict[str, Any]:
+    """A message as the conversation held it, a dict per role."""
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    message: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in m.tool_calls
+        ]
+    return message
+
+
 def _old_request_body(conv: Conversation, model: str, max_tokens: int) -> dict[str, Any]:
-    return {"model": model, "messages": [dict(m) for m in conv.messages],
+    return {"model": model, "messages": [_old_message(m) for m in conv.messages],
             "tools": [dict(t) for t in TOOLS], "tool_choice": "auto", "max_tokens": max_tokens,
             "temperature": 0, "stream": True,
             "stream_options": {"include_usage": True}}  # fmt: skip

@@ -27,6 +27,7 @@ __all__ = [
     "Answer",
     "AnswerAssembler",
     "Conversation",
+    "Message",
     "ToolCall",
     "Violation",
     "check_answer",
@@ -93,6 +94,32 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation: its role and text; an assistant's tool calls; a tool
+    result's call id."""
+
+    role: str
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+def _sent(message: Message) -> JsonObject:
+    """``message`` as the request carries it: ``role``, a tool result's ``tool_call_id``,
+    ``content``, an assistant's ``tool_calls`` (OpenAI's function calls), in that order."""
+    doc: JsonObject = {"role": message.role}
+    if message.tool_call_id is not None:
+        doc["tool_call_id"] = message.tool_call_id
+    doc["content"] = message.content
+    if message.tool_calls:
+        doc["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,9 +267,9 @@ class Conversation:
         self._rng = random.Random(seed * 1_000_003 + session)
         self.turn_words = turn_words
         self.round = 0
-        self.messages: list[JsonObject] = [
-            {"role": "system", "content": _SYSTEM},
-            {"role": "user", "content": self._user_turn()},
+        self.messages: list[Message] = [
+            Message("system", _SYSTEM),
+            Message("user", self._user_turn()),
         ]
 
     def words(self) -> int:
@@ -259,7 +286,7 @@ class Conversation:
         """The next request: the whole conversation, the tools, greedy, streamed with usage."""
         return ChatBody.of(
             model=model,
-            messages=[dict(m) for m in self.messages],
+            messages=[_sent(m) for m in self.messages],
             tools=[dict(t) for t in TOOLS],
             tool_choice="auto",
             max_tokens=max_tokens,
@@ -270,24 +297,14 @@ class Conversation:
 
     def add_answer(self, answer: Answer) -> None:
         """Append the answer, then tool results for its calls, or else the next user turn."""
-        message: JsonObject = {"role": "assistant", "content": answer.text}
-        if answer.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in answer.tool_calls
-            ]
-        self.messages.append(message)
+        self.messages.append(Message("assistant", answer.text, answer.tool_calls))
         self.round += 1
         if answer.tool_calls:
             for call in answer.tool_calls:
                 content = tool_result(call, seed=self._seed, words=self.words())
-                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+                self.messages.append(Message("tool", content, tool_call_id=call.id))
         else:
-            self.messages.append({"role": "user", "content": self._user_turn()})
+            self.messages.append(Message("user", self._user_turn()))
 
 
 def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> ChatBody:
