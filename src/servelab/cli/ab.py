@@ -61,7 +61,7 @@ from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
-from servelab.report.answers import answers_refusal, unchecked_phrase
+from servelab.report.answers import answers_phrase, answers_refusal, unchecked_phrase
 from servelab.report.text import safe_markdown
 
 __all__ = [
@@ -321,6 +321,9 @@ def ab_command(
         err_console.print("some comparisons are inconclusive: add --repeat", style="yellow")
     if result.answers_unchecked is not None:
         err_console.print(unchecked_phrase(result.answers_unchecked), style="yellow")
+    if result.answers is not None and result.answers.unshown:
+        err_console.print(answers_phrase(result.answers), style="yellow", markup=False,
+                          highlight=False)  # fmt: skip
     gated = result.answers is not None and result.answers.gates
     if gated:
         err_console.print(answers_refusal(result), style="red", markup=False, highlight=False)

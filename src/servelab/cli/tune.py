@@ -65,7 +65,13 @@ from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
 from servelab.report.text import safe_markdown
-from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
+from servelab.report.tune import (
+    plan_markdown,
+    tune_json,
+    tune_markdown,
+    tune_png,
+    unshown_phrase,
+)
 
 __all__ = [
     "tune_command",
@@ -271,4 +277,7 @@ def tune_command(
         err_console.print(f"{failed} request(s) failed during the tune", style="red")
     if record.answers_unchecked is not None:
         err_console.print(unchecked_phrase(record.answers_unchecked), style="yellow")
+    if record.best_unshown:
+        err_console.print(unshown_phrase(record), style="yellow", markup=False,
+                          highlight=False)  # fmt: skip
     sys.exit(EXIT_FAILED if failed else EXIT_OK)
