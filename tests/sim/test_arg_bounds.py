@@ -111,3 +111,18 @@ def test_the_cli_says_one_error_with_exit_2_and_no_traceback(argv: list[str]) ->
     assert "Traceback" not in done.stderr and "unexpected" not in done.stderr
     assert f"argument {argv[-2]}" in done.stderr or "argument --config" in done.stderr
     assert argv[-1] in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--port", "99999"], "'--port': 99999"),
+        (["--port", "1", "--cut-after-bytes", "-1"], "'--cut-after-bytes': -1"),
+        (["--port", "1", "--stall-reused-after", "-3"], "'--stall-reused-after': -3"),
+        (["--port", "1", "--chunk-delay-ms", "1e300"], "'--chunk-delay-ms': 1e+300"),
+    ],
+)
+def test_the_proxy_checks_its_numbers_too(argv: list[str], named: str) -> None:
+    done = run_cli("sim", "proxy", "--upstream", "http://127.0.0.1:9", *argv, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert named in done.stderr and "Traceback" not in done.stderr
