@@ -47,7 +47,7 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.ops.case.bisect import BisectOutcome
 from servelab.ops.case.experiment import CaseTestOutcome
-from servelab.report.caseload import LOAD_RULE, describe_load, load_clause
+from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
@@ -245,10 +245,11 @@ def _applied(changes: tuple[Change, ...], indices: tuple[int, ...]) -> str:
 
 
 def _probe_line(record: ProbeRecord, changes: tuple[Change, ...]) -> str:
+    load = "" if record.load is None else f"; {probe_load(record.load)}"
     return (
         f"  probe {record.number}: the good state with {_applied(changes, record.changes)}: "
         f"{record.outcome.upper()} after {record.rounds} round(s) — {_arm(record.probe)} with "
-        f"it, {_arm(record.bad)} in the bad state; p = {record.decision.p_value:.3g}"
+        f"it, {_arm(record.bad)} in the bad state; p = {record.decision.p_value:.3g}{load}"
     )
 
 
