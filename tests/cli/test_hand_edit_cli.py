@@ -71,7 +71,7 @@ def test_restore_goes_ahead_when_the_file_holds_what_servelab_wrote(tmp_path: Pa
     cid, _ = _resolved_case(ledger_file)
     done = run_cli("restore", cid, "-f", str(spec), "--ledger", str(ledger_file))
     assert done.returncode == 1, done.stdout + done.stderr  # got as far as the restart
-    assert "edited by hand" not in done.stderr
+    assert "changed since" not in done.stderr
     assert env.read_text() == f"{K}=512\nOTHER=1\n"
 
 
@@ -96,7 +96,7 @@ def test_case_revert_refuses_a_hand_edit_back_to_an_older_value(tmp_path: Path) 
     assert env.read_text() == f"{K}=512\nOTHER=1\n"
     assert not (tmp_path / "state" / "logs").exists()
     refused_to = run_cli("case", "revert", str(cid), TARGET, "--to", "128", "--yes", *led)
-    assert refused_to.returncode == 2 and "edited by hand since" in refused_to.stderr
+    assert refused_to.returncode == 2 and "the file was changed since" in refused_to.stderr
     forced = run_cli("case", "revert", str(cid), TARGET, "--to", "128", "--yes", "--force", *led)
     assert forced.returncode == 1, forced.stdout + forced.stderr  # the restart fails (exit 3)
     assert env.read_text() == f"{K}=128\nOTHER=1\n"

@@ -42,6 +42,7 @@ async def refuse_hand_edits(
         raise CaseError(
             f"{now.path}: {knob} is {_shown(mask(knob, now.value))} there, not "
             f"{_shown(last.new)} as servelab last wrote it (change #{last.id}): the file was "
-            f"edited by hand since; {command} would overwrite that edit. Check the file, then "
-            f"run {command} again with --force to overwrite it"
+            f"changed since (edited by hand, or put back by `restart --rollback`); {command} "
+            f"would overwrite that. Check the file, then run {command} again with --force to "
+            "overwrite it"
         )
