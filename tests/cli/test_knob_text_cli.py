@@ -9,7 +9,7 @@ from pathlib import Path
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from tests.support import free_port, run_cli
-from tests.support.specs import write_decode_spec
+from tests.support.specs import write_decode_spec, write_pd_spec
 
 
 def _spec(tmp_path: Path, env: bytes) -> tuple[Path, Path]:
@@ -53,3 +53,13 @@ def test_an_env_file_in_utf16_is_refused_and_left_as_it_is(tmp_path: Path) -> No
         assert f"{env_file}: the file is UTF-16LE (byte order mark FF FE)" in done.stderr
         assert "NAME=VALUE" not in done.stderr
     assert env_file.read_bytes() == raw  # never rewritten as UTF-8
+
+
+def test_tune_refuses_an_arm_with_a_zero_width_space_before_anything_runs(tmp_path: Path) -> None:
+    spec = write_pd_spec(tmp_path)
+    arms = f"decode:{DEFAULT_KNOB}=256,5\u200b12"
+    for extra in (["--plan"], []):
+        done = run_cli("tune", *extra, "--knob", arms, "-f", str(spec), timeout=120)
+        assert done.returncode == 2, (extra, done.stdout, done.stderr)
+        assert "U+200B ZERO WIDTH SPACE, at position 2" in done.stderr
+    assert not (tmp_path / "state" / "logs").exists()  # nothing was started
