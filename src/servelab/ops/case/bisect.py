@@ -58,7 +58,7 @@ from servelab.core.case.probe import (
 )
 from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
-from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.result import SoakConfig
 from servelab.errors import CaseError, ServelabError
 from servelab.io.ledger.ledger import Ledger
@@ -124,12 +124,6 @@ class BisectOutcome:
     conclusion_id: int
     evidence_id: int
     left: tuple[str | None, ...]
-
-    def to_json(self) -> JsonObject:
-        return {"bisect_id": self.bisect_id, "start": encode(self.start),
-                "probes": [encode(p) for p in self.probes],
-                "conclusion": encode(self.conclusion), "conclusion_id": self.conclusion_id,
-                "evidence_id": self.evidence_id, "left": list(self.left)}  # fmt: skip
 
 
 # -- a probe ---------------------------------------------------------------------------------
