@@ -50,11 +50,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
+from servelab.core.confusables import fold
 from servelab.core.credentials import mask_credentials
-from servelab.core.listed import mask_listed
+from servelab.core.listed import mask_encoded, mask_listed
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -88,11 +90,12 @@ _SECRET_WORDS = frozenset(
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
-_FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>=|[ \t]+)(?P<value>(?!--)\S+)")
+_FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[^\W\d_][\w-]*)(?P<sep>=|[ \t]+)(?P<value>(?!--)\S+)")
 #: ``name: value`` / ``name=value`` / ``"name": "value"`` up to the end of the line (a quoted value
 #: up to its closing quote).
 _KEYED = re.compile(
-    r"""(?P<key>(?<![\w-])["']?[A-Za-z][\w.-]*["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
+    r"""(?P<key>(?<![\w-])["']?[^\W\d_][\w.\u200b-\u200d\u2060\ufeff-]*["']?)"""
+    r"""(?P<sep>[ \t]*[:=][ \t]*)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 #: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
@@ -134,12 +137,13 @@ _SESSION_COOKIES = ("sessionid", "phpsessid")
 def is_secret_name(name: str) -> bool:
     """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
     secret (see the module doc)."""
+    name = fold(name)  # a homoglyph (a Cyrillic а), a full-width letter, a zero-width space
     if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
         return False
     if name.strip("-\"' ").lower().endswith(_SESSION_COOKIES):
         return True
     words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
-    if set(words) & _SECRET_WORDS:
+    if set(words) & _SECRET_WORDS or (len(words) > 1 and words[-1] == "session"):
         return True
     joined = re.sub(r"[^a-z]", "", name.lower())
     if any(part in joined for part in _SECRET_PARTS):
@@ -186,7 +190,10 @@ _USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query or fragment parameter (``?token=...``, ``&api_key=...``, ``#access_token=``).
-_QUERY = re.compile(r"(?P<head>[?&;#](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
+#: Its name may be percent-encoded (``?api%5Fkey=``): it is decoded to be read.
+_QUERY = re.compile(
+    r"(?P<head>[?&;#](?P<key>(?:[^\W\d_]|%[0-9A-Fa-f]{2})[\w.%-]*)=)(?P<value>[^&#\s]+)"
+)
 
 
 def _flag_name(word: str) -> str | None:
@@ -258,8 +265,19 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     secret-looking flag, every value of a secret-looking key or URL query parameter, every
     password of a URL (``http://user:PASSWORD@host``) and every token of a well-known shape
     (``sk-...``, ``hf_...``) replaced by :data:`REDACTED`."""
-    for secret in _longest_first(secret_values(values)):
-        text = text.replace(secret, REDACTED)
+    secrets = _longest_first(secret_values(values))
+
+    def masked(text: str) -> str:
+        for secret in secrets:
+            text = text.replace(secret, REDACTED)
+        return _masked(text)
+
+    # a percent-encoded word is masked when its decoded form holds a secret (``sk%2D...``)
+    return mask_encoded(masked(text), REDACTED, lambda word: masked(word) != word)
+
+
+def _masked(text: str) -> str:
+    """:func:`redact` but for the values it is given and the percent-encoded words."""
     text = redact_url(text)
     text = _PEM.sub(REDACTED, text)
     text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
@@ -327,7 +345,7 @@ def clip_long(text: str, limit: int = LONGEST_QUOTED) -> str:
 
 
 def _query(match: re.Match[str]) -> str:
-    if not is_secret_name(match.group("key")):
+    if not is_secret_name(unquote(match.group("key"))):
         return match.group(0)
     return f"{match.group('head')}{REDACTED}"
 
@@ -378,7 +396,8 @@ StoredHeaders = Annotated[
 #: requests use the real one.
 def _stored_url(url: str) -> str:
     """A URL as stored: its password and its secret-named query parameters masked."""
-    return _QUERY.sub(_query, redact_url(url))
+    url = _SHAPED.sub(REDACTED, _QUERY.sub(_query, redact_url(url)))
+    return mask_encoded(url, REDACTED, lambda word: redact(word) != word)
 
 
 StoredUrl = Annotated[str, PlainSerializer(_stored_url)]
