@@ -50,6 +50,7 @@ from servelab.core.load.slo import SLO
 from servelab.core.options import (
     KNOB_ARMS_FORM,
     KnobArms,
+    parse_effect,
     parse_fraction,
     parse_knob_arms,
 )
@@ -237,7 +238,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @click.option("--plan", is_flag=True, help="Rounds needed, from recorded A/Bs; runs nothing.")
 @click.option(
     "--effect",
-    type=Parsed("FRACTION", parse_fraction),
+    type=Parsed("FRACTION", parse_effect),
     default="5%",
     show_default=True,
     help="--plan: the change to detect.",

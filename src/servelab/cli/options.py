@@ -33,7 +33,9 @@ from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.core.options import (
     ENDPOINTS,
+    MAX_REPEAT,
     MAX_SESSIONS,
+    MAX_WORKERS,
     parse_block_size,
     parse_concurrency,
     parse_directory,
@@ -44,6 +46,7 @@ from servelab.core.options import (
     parse_name,
     parse_positive,
     parse_positive_seconds,
+    parse_repeat,
     parse_requests,
     parse_seconds,
     parse_seed,
@@ -53,6 +56,7 @@ from servelab.core.options import (
     parse_trace_window,
     parse_url,
     parse_warmup,
+    parse_workers,
 )
 from servelab.errors import OptionError
 from servelab.io.outdir import not_a_directory
@@ -136,9 +140,9 @@ REQUESTS = SharedOption(
     help="Measured requests per run (warm-up excluded).", default="100",
 )  # fmt: skip
 REPEAT = SharedOption(
-    "--repeat", "repeat", Parsed("N", parse_positive),
+    "--repeat", "repeat", Parsed("N", parse_repeat),
     help="Runs per concurrency; in an A/B, rounds (each visits both arms once). A Student-t CI "
-    "needs ≥ 2.", default="1",
+    f"needs ≥ 2; at most {MAX_REPEAT:,}.", default="1",
 )  # fmt: skip
 WARMUP = SharedOption(
     "--warmup", "warmup", Parsed("N", parse_warmup),
@@ -162,8 +166,9 @@ IDLE_TIMEOUT = SharedOption(
     help="Fail a stream after this many seconds without a byte.", default="60",
 )  # fmt: skip
 WORKERS = SharedOption(
-    "--workers", "workers", Parsed("N", parse_positive),
-    help="Client processes sharing the users on one clock (at most one per user).", default="1",
+    "--workers", "workers", Parsed("N", parse_workers),
+    help="Client processes sharing the users on one clock (at most one per user; 1 to "
+    f"{MAX_WORKERS}).", default="1",
 )  # fmt: skip
 
 # -- the workload: what each request asks for -----------------------------------------------

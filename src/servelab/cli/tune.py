@@ -51,6 +51,7 @@ from servelab.core.load.slo import SLO
 from servelab.core.options import (
     KNOB_VALUES_FORM,
     KnobValues,
+    parse_effect,
     parse_fraction,
     parse_knob_values,
     parse_positive_minutes,
@@ -185,7 +186,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
 @click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
 @click.option(
-    "--effect", type=Parsed("FRACTION", parse_fraction), default="5%", show_default=True,
+    "--effect", type=Parsed("FRACTION", parse_effect), default="5%", show_default=True,
     help="--plan: the change to detect.",
 )  # fmt: skip
 @click.option(
