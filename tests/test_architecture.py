@@ -308,6 +308,7 @@ CORE_ORDER = [
     "case",
     "investigate",  # the evidence loop: composes soak, case and verify's records
     "options",
+    "bounds",  # the load's counts and a plan's change: parsers on top of options
     "progress",
     "ledger.export",
 ]

@@ -32,7 +32,7 @@ def test_an_out_that_is_not_a_directory_is_a_usage_error_naming_it(
 def test_trace_generate_says_what_its_caps_changed(tmp_path: Path) -> None:
     """``--output-tokens 100000`` wrote every answer at 2,048 tokens without a word."""
     code, out, err = _run(tmp_path, "trace", "generate", "--kind", "chat", "--requests", "5",
-                          "--output-tokens", "100000", "--json", str(tmp_path / "t.jsonl"))  # fmt: skip
+                          "--output-tokens", "100000", "--json", str(tmp_path / "t"))  # fmt: skip
     assert code == 0, err
     assert "capped 5 answer(s) cut to 2,048 tokens" in err, err
     capped = json.loads(out)["capped"]
@@ -64,6 +64,8 @@ def test_a_plan_for_no_change_is_refused(tmp_path: Path, command: str) -> None:
     [("--repeat", "1001", "1 to 1,000"), ("--repeat", "99999999999999999999", "1 to 1,000"),
      ("--workers", "65", "1 to 64")],
 )  # fmt: skip
-def test_repeat_and_workers_are_bounded(tmp_path: Path, option: str, value: str, bound: str) -> None:
+def test_repeat_and_workers_are_bounded(
+    tmp_path: Path, option: str, value: str, bound: str
+) -> None:
     code, _out, err = _run(tmp_path, "bench", option, value)
     assert code == 2 and f"Invalid value for '{option}'" in err and bound in err, err

@@ -162,8 +162,13 @@ def test_a_refused_header_never_quotes_its_value() -> None:
 
 def test_repeat_and_workers_are_bounded() -> None:
     """Issue 38, eighth hostile pass: ``--repeat`` and ``--workers`` took any whole number."""
-    from servelab.core.options import MAX_REPEAT, MAX_WORKERS, parse_effect, parse_repeat
-    from servelab.core.options import parse_workers
+    from servelab.core.bounds import (
+        MAX_REPEAT,
+        MAX_WORKERS,
+        parse_effect,
+        parse_repeat,
+        parse_workers,
+    )
 
     assert parse_repeat(str(MAX_REPEAT)) == MAX_REPEAT and parse_workers("64") == MAX_WORKERS
     for parse, bad in ((parse_repeat, "1001"), (parse_repeat, "0"), (parse_workers, "65"),

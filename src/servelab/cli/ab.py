@@ -45,12 +45,12 @@ from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
 from servelab.core.ab.result import AbMetric, AbResult
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_ab_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
+from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
     KNOB_ARMS_FORM,
     KnobArms,
-    parse_effect,
     parse_fraction,
     parse_knob_arms,
 )

@@ -29,13 +29,12 @@ import click
 from servelab.cli.boundary import json_option
 from servelab.cli.sharedoption import Command, Decorator, Default, Parsed, SharedOption
 from servelab.core.ab.result import AbMetric
+from servelab.core.bounds import MAX_REPEAT, MAX_WORKERS, parse_repeat, parse_workers
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.core.options import (
     ENDPOINTS,
-    MAX_REPEAT,
     MAX_SESSIONS,
-    MAX_WORKERS,
     parse_block_size,
     parse_concurrency,
     parse_directory,
@@ -46,7 +45,6 @@ from servelab.core.options import (
     parse_name,
     parse_positive,
     parse_positive_seconds,
-    parse_repeat,
     parse_requests,
     parse_seconds,
     parse_seed,
@@ -56,7 +54,6 @@ from servelab.core.options import (
     parse_trace_window,
     parse_url,
     parse_warmup,
-    parse_workers,
 )
 from servelab.errors import OptionError
 from servelab.io.outdir import not_a_directory

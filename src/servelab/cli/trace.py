@@ -97,7 +97,9 @@ def generate_command(
     if str(out) != "-":
         check_overwrite(out, force)
     elif as_json:
-        raise click.BadParameter("needs a FILE: standard output holds the trace", param_hint="--json")
+        raise click.BadParameter(
+            "needs a FILE: standard output holds the trace", param_hint="--json"
+        )
     if turns[0] < 1 or turns[1] < turns[0]:
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
     check_resolution(resolution_ms)

@@ -46,12 +46,12 @@ from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
     KNOB_VALUES_FORM,
     KnobValues,
-    parse_effect,
     parse_fraction,
     parse_knob_values,
     parse_positive_minutes,

@@ -33,10 +33,8 @@ __all__ = [
     "MAX_MINUTES",
     "MAX_RATE",
     "MAX_RUN_SECONDS",
-    "MAX_REPEAT",
     "MAX_SECONDS",
     "MAX_SESSIONS",
-    "MAX_WORKERS",
     "MIN_RATE",
     "RESERVED_HEADERS",
     "KnobArms",
@@ -47,7 +45,6 @@ __all__ = [
     "parse_count",
     "parse_directory",
     "parse_endpoint",
-    "parse_effect",
     "parse_fraction",
     "parse_header",
     "parse_knob_arms",
@@ -59,7 +56,6 @@ __all__ = [
     "parse_positive_minutes",
     "parse_positive_seconds",
     "parse_rate",
-    "parse_repeat",
     "parse_requests",
     "parse_seconds",
     "parse_seed",
@@ -69,7 +65,6 @@ __all__ = [
     "parse_trace_window",
     "parse_url",
     "parse_warmup",
-    "parse_workers",
 ]
 
 #: The form ``ab --knob`` takes.
@@ -82,10 +77,6 @@ CHANGE_FORM = "SERVICE:NAME=FROM,TO"
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
 #: The most concurrent agent sessions a soak runs.
 MAX_SESSIONS = 4096
-#: The most runs per level (``--repeat``): a Student-t CI is tight long before.
-MAX_REPEAT = 1000
-#: The most client processes (``bench --workers``): each is a Python process of its own.
-MAX_WORKERS = 64
 #: The most tokens a trace's hash id may stand for (``--trace-block-size``, ``trace generate
 #: --block-size``): real caches page by 16 to 512; each id's words are built and cached whole.
 MAX_BLOCK_SIZE = 65_536
@@ -129,16 +120,6 @@ def parse_seed(text: str) -> int:
 def parse_positive(text: str) -> int:
     """A whole number ≥ 1 (requests, runs, client processes, a case id)."""
     return _whole(text, "a whole number ≥ 1", low=1)
-
-
-def parse_repeat(text: str) -> int:
-    """Runs per level (``--repeat``): 1 to :data:`MAX_REPEAT`."""
-    return _whole(text, f"a whole number from 1 to {MAX_REPEAT:,}", low=1, high=MAX_REPEAT)
-
-
-def parse_workers(text: str) -> int:
-    """Client processes (``--workers``): 1 to :data:`MAX_WORKERS`."""
-    return _whole(text, f"a whole number from 1 to {MAX_WORKERS}", low=1, high=MAX_WORKERS)
 
 
 def parse_requests(text: str) -> int:
@@ -318,15 +299,6 @@ def parse_fraction(text: str) -> float:
         raise OptionError(f"{text!r} is not a fraction (1% or 0.01)") from None
     if not 0.0 <= value < 1.0:
         raise OptionError(f"{text!r} is out of range (0% .. 100%)")
-    return value
-
-
-def parse_effect(text: str) -> float:
-    """A change to detect (``--plan --effect``): a fraction as :func:`parse_fraction` reads it,
-    above 0 (no change is nothing to detect: every power needs no round and none is enough)."""
-    value = parse_fraction(text)
-    if value <= 0.0:
-        raise OptionError(f"{text!r} is no change: nothing to detect (give one above 0, e.g. 5%)")
     return value
 
 

@@ -55,7 +55,7 @@ from urllib.parse import unquote
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 from servelab.core.confusables import fold
-from servelab.core.credentials import mask_credentials
+from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
 
 __all__ = [
@@ -158,22 +158,6 @@ _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]+
 #: follows ``user:`` is not a port (digits, then the path), up to the last ``@`` of the word.
 _USERINFO_SLASH = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:[/?#\s]|$))[^\s@]+@"
-)
-#: Tokens by their well-known shapes, wherever they stand (an OpenAI ``sk-`` key, a Hugging Face
-#: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
-_SHAPED = re.compile(
-    r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|A(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}"
-    r"|ya29\.[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}|gl(?:pat|rt|dt)-[A-Za-z0-9_-]{20,}"
-    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
-    r"|github_pat_[A-Za-z0-9_]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{30,}"
-    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,}"
-    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?"
-    r"|do[por]_v1_[A-Za-z0-9]{20,}"
-    r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,}"
-    r"|xai-[A-Za-z0-9]{20,}|dckr_pat_[A-Za-z0-9_-]{20,}|hvs\.[A-Za-z0-9_-]{20,}"
-    r"|GOCSPX-[A-Za-z0-9_-]{20,}|tskey-[A-Za-z0-9-]{20,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{20,}"
-    r"|AGE-SECRET-KEY-1[0-9A-Z]{20,})"
 )
 #: A private key's PEM block, whole (to its END line, or to the end of the text when cut); a PGP
 #: ``PRIVATE KEY BLOCK`` too.
@@ -281,7 +265,7 @@ def _masked(text: str) -> str:
     text = redact_url(text)
     text = _PEM.sub(REDACTED, text)
     text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
-    text = _SHAPED.sub(REDACTED, text)
+    text = SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
     text = mask_credentials(text, REDACTED)
@@ -396,7 +380,7 @@ StoredHeaders = Annotated[
 #: requests use the real one.
 def _stored_url(url: str) -> str:
     """A URL as stored: its password and its secret-named query parameters masked."""
-    url = _SHAPED.sub(REDACTED, _QUERY.sub(_query, redact_url(url)))
+    url = SHAPED.sub(REDACTED, _QUERY.sub(_query, redact_url(url)))
     return mask_encoded(url, REDACTED, lambda word: redact(word) != word)
 
 

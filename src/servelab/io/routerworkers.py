@@ -142,13 +142,12 @@ def parse_worker_list(url: str, body: str) -> list[RouterWorker]:
     except (ValueError, RecursionError) as exc:  # not JSON, or nested deeper than a parser goes
         raise WorkerListError(f"GET {url}: not a worker list: {quoted(body)}") from exc
     if not isinstance(doc, dict) or "workers" not in doc:
-        what = f"{_kind(doc)} without a \"workers\" list" if isinstance(doc, dict) else _kind(doc)
+        what = f'{_kind(doc)} without a "workers" list' if isinstance(doc, dict) else _kind(doc)
         raise WorkerListError(f"GET {url}: not a worker list: {what}: {quoted(body)}")
     items = doc["workers"]
     if not isinstance(items, list):
         raise WorkerListError(
-            f'GET {url}: not a worker list: "workers" is {_kind(items)}, not a list: '
-            f"{quoted(body)}"
+            f'GET {url}: not a worker list: "workers" is {_kind(items)}, not a list: {quoted(body)}'
         )
     for place, item in enumerate(items, 1):
         if not isinstance(item, dict):

@@ -2,7 +2,8 @@
 command that takes a knob's value runs before it touches anything (``knob set``, ``ab``,
 ``tune`` and ``tune --plan``, ``case``).
 
-- any knob: at most :data:`MAX_VALUE_BYTES` (4 KiB) long; no newline, carriage return or NUL (an env file line would break), and no digit
+- any knob: at most :data:`MAX_VALUE_BYTES` (4 KiB) long; no newline, carriage return or NUL
+  (an env file line would break), and no digit
   but the ASCII ones (the engines' ``int`` reads the full-width ``６４`` as 64: ``６４`` and ``64``
   would be two arms of one setting; refused, one rule for every kind of knob);
 - a flag (``--disable-overlap-schedule``): ``on`` or ``off``, however written (``true``, ``1``,

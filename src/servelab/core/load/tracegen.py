@@ -260,7 +260,9 @@ def agentic_trace(
             added = _lognormal(rng, shape.added_tokens, shape.spread, shape.max_tokens, None)
 
 
-def chat_trace(shape: ChatShape, *, seed: int, capped: Capped | None = None) -> Iterator[TraceEntry]:
+def chat_trace(
+    shape: ChatShape, *, seed: int, capped: Capped | None = None
+) -> Iterator[TraceEntry]:
     """The entries of ``shape.requests`` single chat requests in time order (what the caps
     changed counted in ``capped``)."""
     tally = Capped() if capped is None else capped
