@@ -83,7 +83,7 @@ def _line_end(text: str, pos: int) -> int:
 #: An XML element and its text (a CDATA section, or text without markup), its end tag the same.
 _XML = re.compile(
     r"(?P<head><(?P<tag>[^\W\d][\w:.-]*)(?:\s[^<>]*)?>)"
-    r"(?P<value><!\[CDATA\[.*?\]\]>|[^<]+)(?P<tail></(?P=tag)\s*>)",
+    r"(?P<value><!\[CDATA\[.{0,4096}?\]\]>|[^<]+)(?P<tail></(?P=tag)\s*>)",
     re.S,
 )
 
@@ -141,7 +141,7 @@ def _value_end(lines: list[str], at: int, key: re.Match[str]) -> int:
 
 
 #: A word holding a percent-encoded byte (a URL's query value, a path segment).
-_ENCODED = re.compile(r"[^\s?&#=/\"'<>]*%[0-9A-Fa-f]{2}[^\s?&#=/\"'<>]*")
+_ENCODED = re.compile(r"(?<![^\s?&#=/\"'<>])[^\s?&#=/\"'<>]*%[0-9A-Fa-f]{2}[^\s?&#=/\"'<>]*")
 #: How many times a word is decoded (``%252D`` is ``%2D`` once decoded, ``-`` twice).
 _DECODINGS = 3
 
@@ -151,15 +151,26 @@ def mask_encoded(text: str, mask: str, finds: Callable[[str], bool]) -> str:
     what ``finds`` reads as a secret (see the module doc)."""
     if "%" not in text:
         return text
+    known: dict[str, str] = {}
 
     def word(match: re.Match[str]) -> str:
-        decoded, seen = match.group(0), ""
-        for _ in range(_DECODINGS):
-            if decoded == seen:
-                break
-            seen, decoded = decoded, unquote(decoded)
-            if finds(decoded):
-                return mask
-        return match.group(0)
+        if match.group(0) not in known:
+            known[match.group(0)] = _decoded_word(match.group(0), mask, finds)
+        return known[match.group(0)]
 
     return _ENCODED.sub(word, text)
+
+
+#: What a decoded word holds for it to be searched: a separator or a token's length.
+_WORTH = re.compile(r"[-_=:@.+/ ]|[^%\s]{16}")
+
+
+def _decoded_word(encoded: str, mask: str, finds: Callable[[str], bool]) -> str:
+    decoded, seen = encoded, ""
+    for _ in range(_DECODINGS):
+        if decoded == seen:
+            break
+        seen, decoded = decoded, unquote(decoded)
+        if decoded != seen and _WORTH.search(decoded) and finds(decoded):
+            return mask
+    return encoded

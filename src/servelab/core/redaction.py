@@ -251,13 +251,17 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     (``sk-...``, ``hf_...``) replaced by :data:`REDACTED`."""
     secrets = _longest_first(secret_values(values))
 
-    def masked(text: str) -> str:
+    def replaced(text: str) -> str:
         for secret in secrets:
             text = text.replace(secret, REDACTED)
-        return _masked(text)
+        return text
+
+    def holds(word: str) -> bool:  # a decoded word: what one word of a URL can hold
+        said = _keyed_values(_FLAG.sub(_flag, _QUERY.sub(_query, replaced(word))))
+        return _BEARER.sub(REDACTED, SHAPED.sub(REDACTED, redact_url(said))) != word
 
     # a percent-encoded word is masked when its decoded form holds a secret (``sk%2D...``)
-    return mask_encoded(masked(text), REDACTED, lambda word: masked(word) != word)
+    return mask_encoded(_masked(replaced(text)), REDACTED, holds)
 
 
 def _masked(text: str) -> str:
