@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from servelab.io.ledger.ledger import Ledger
 from tests.support import run_cli
 
 
@@ -20,13 +21,14 @@ def _run(tmp_path: Path, *args: str) -> tuple[int, str, str]:
 
 
 @pytest.mark.parametrize("command", ["report", "investigate"])
-def test_an_out_that_is_not_a_directory_is_a_usage_error_naming_it(
-    tmp_path: Path, command: str
-) -> None:
-    """``report --out /dev/full`` exited 1; it is refused while the options are read (exit 2)."""
+def test_an_out_that_is_a_device_is_one_line_naming_it(tmp_path: Path, command: str) -> None:
+    """``report --out /dev/full``: one line naming the path, exit 1 (the documented code of a
+    file that cannot be written), checked before any work (``investigate`` runs no step)."""
+    Ledger.open(tmp_path / "ledger.db").close()
     code, _out, err = _run(tmp_path, command, "--out", "/dev/full")
-    assert code == 2, err
-    assert "Invalid value for '--out': cannot write /dev/full: it is not a directory" in err, err
+    assert code == 1, err
+    assert err.strip() == "error: cannot write /dev/full: it is not a directory", err
+    assert not (tmp_path / ".servelab" / "ledger.db").exists()
 
 
 def test_trace_generate_says_what_its_caps_changed(tmp_path: Path) -> None:
@@ -50,6 +52,17 @@ def test_a_knob_value_over_4_kib_is_refused_before_a_tune_plans(tmp_path: Path) 
                            f"decode:SGLANG_SM120_MMA_TARGET_CTAS={huge},512")  # fmt: skip
     assert code == 2 and "a value of 5,000 bytes: at most 4,096 (4 KiB)" in err, err
     assert huge not in err
+
+
+def test_an_ab_plan_checks_both_arms_as_a_tune_does(tmp_path: Path) -> None:
+    """``ab --plan`` planned a knob value over 4 KiB and an undeclared knob; ``tune --plan``
+    refused both."""
+    huge = "7" * 5000
+    code, _out, err = _run(tmp_path, "ab", "--plan", "--knob",
+                           f"decode:SGLANG_SM120_MMA_TARGET_CTAS={huge},512")  # fmt: skip
+    assert code == 2 and "a value of 5,000 bytes: at most 4,096 (4 KiB)" in err, err
+    code, _out, err = _run(tmp_path, "ab", "--plan", "--knob", "decode:SGLANG_NOPE=1,2")
+    assert code == 2 and "'SGLANG_NOPE' is not a declared knob of 'decode'" in err, err
 
 
 @pytest.mark.parametrize("command", ["ab", "tune"])

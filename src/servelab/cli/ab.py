@@ -110,6 +110,16 @@ def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> A
         )
 
 
+def _check_arms(where: SpecAndLedger, arms: KnobArms) -> None:
+    """Both arms' values checked before anything runs or is planned, as ``tune`` does (an
+    undeclared knob, a value the knob cannot take, one over 4 KiB: exit 2)."""
+    from servelab.ops.knob import check_setting
+
+    spec = where.spec().spec
+    for value in (arms.baseline, arms.candidate):
+        check_setting(spec, arms.service, arms.name, value)
+
+
 def _check_resume(where: SpecAndLedger, resume: int) -> None:
     """Refuse an unknown or finished journal id before anything runs (exit 2)."""
     with where.ledger() as ledger:
@@ -300,6 +310,8 @@ def ab_command(
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
     measure = _Measure(load, workload, trace, slo)
+    if arms is not None:
+        _check_arms(where, arms)
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")

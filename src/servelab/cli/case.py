@@ -26,7 +26,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
-from servelab.cli.options import FORCE_HELP, REVERT_TO, out_directory, wait_option
+from servelab.cli.options import FORCE_HELP, REVERT_TO, wait_option
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.model import CASE_RESOLVED, Case
 from servelab.io.ledger.ledger import Ledger
@@ -360,7 +360,6 @@ def restore_cmd(
 
 @click.command("report")
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              callback=out_directory,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
 @click.option("--force", is_flag=True, help=FORCE_HELP)
 @spec_option

@@ -34,7 +34,6 @@ from servelab.cli.options import (
     REQUESTS,
     SESSIONS,
     WorkloadOptions,
-    out_directory,
     wait_option,
     workload_options,
 )
@@ -164,7 +163,6 @@ def _write_report(
 @REQUESTS.option(Default("400", "an answers run carries 5% probes"))
 @workload_options()
 @click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
-              callback=out_directory,
               help="Directory for the docs (default: report/ next to the ledger).")  # fmt: skip
 @click.option("--force", is_flag=True,
               help=FORCE_HELP)  # fmt: skip

@@ -56,7 +56,6 @@ from servelab.core.options import (
     parse_warmup,
 )
 from servelab.errors import OptionError
-from servelab.io.outdir import not_a_directory
 
 __all__ = [
     "CASE",
@@ -95,7 +94,6 @@ __all__ = [
     "load_options",
     "metric_option",
     "no_ledger_option",
-    "out_directory",
     "output_options",
     "slo_option",
     "target_options",
@@ -103,16 +101,6 @@ __all__ = [
     "wait_option",
     "workload_options",
 ]
-
-
-def out_directory(ctx: click.Context, param: click.Parameter, value: Path | None) -> Path | None:
-    """A click callback for a directory of pages (``report``/``investigate --out``): one that
-    cannot be a directory (a file, ``/dev/full``) is a usage error naming it (exit 2), before any
-    work."""
-    reason = None if value is None else not_a_directory(value)
-    if reason is not None:
-        raise click.BadParameter(reason)
-    return value
 
 
 def _path(text: str) -> Path:

@@ -23,7 +23,7 @@ from servelab.errors import HostError, OptionError
 from servelab.io.files import write_files, write_if_changed
 from servelab.io.overwrite import existing
 
-__all__ = ["MANIFEST", "check_out_dir", "not_a_directory", "write_out_dir"]
+__all__ = ["MANIFEST", "check_out_dir", "write_out_dir"]
 
 #: The record of the files servelab wrote in the directory, ``{"files": {path: sha256}}``.
 MANIFEST = ".servelab-written.json"
@@ -80,24 +80,15 @@ def _replaced(path: Path, data: bytes, recorded: str | None) -> bool:
     return True
 
 
-def not_a_directory(out_dir: Path) -> str | None:
-    """Why no page can be written under ``out_dir``: it, or the nearest of its parents that
-    exists, is not a directory (a file, ``/dev/full``); None when it can be a directory."""
+def _a_directory(out_dir: Path) -> None:
+    """A :class:`~servelab.errors.HostError` (exit 1, one line) when ``out_dir``, or the nearest
+    of its parents that exists, is not a directory: nothing can be written there."""
     for path in (out_dir, *out_dir.parents):
         if path.exists() or path.is_symlink():
             if not path.is_dir():
                 where = "it" if path == out_dir else str(path)
-                return f"cannot write {out_dir}: {where} is not a directory"
-            return None
-    return None
-
-
-def _a_directory(out_dir: Path) -> None:
-    """A :class:`~servelab.errors.HostError` (exit 1, one line) when ``out_dir`` is not a
-    directory (:func:`not_a_directory`): nothing can be written there."""
-    reason = not_a_directory(out_dir)
-    if reason is not None:
-        raise HostError(reason)
+                raise HostError(f"cannot write {out_dir}: {where} is not a directory")
+            return
 
 
 def _named(paths: list[Path]) -> str:
