@@ -61,6 +61,7 @@ from servelab.ops.ab.ab import resume_ab, run_ab
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
+from servelab.ops.knob import check_setting
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
 from servelab.report.answers import answers_refusal, unchecked_phrase
 from servelab.report.text import safe_markdown
@@ -113,8 +114,6 @@ def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> A
 def _check_arms(where: SpecAndLedger, arms: KnobArms) -> None:
     """Both arms' values checked before anything runs or is planned, as ``tune`` does (an
     undeclared knob, a value the knob cannot take, one over 4 KiB: exit 2)."""
-    from servelab.ops.knob import check_setting
-
     spec = where.spec().spec
     for value in (arms.baseline, arms.candidate):
         check_setting(spec, arms.service, arms.name, value)
