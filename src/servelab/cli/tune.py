@@ -46,6 +46,7 @@ from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
@@ -191,7 +192,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
 @click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
 @click.option(
-    "--effect", type=Parsed("FRACTION", parse_fraction), default="5%", show_default=True,
+    "--effect", type=Parsed("FRACTION", parse_effect), default="5%", show_default=True,
     help="--plan: the change to detect.",
 )  # fmt: skip
 @click.option(
