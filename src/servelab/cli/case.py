@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -34,7 +33,14 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.outdir import write_out_dir
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation
-from servelab.report.case import restore_error, restore_json, revert_error, revert_json
+from servelab.report.case import (
+    case_json,
+    case_list_json,
+    restore_error,
+    restore_json,
+    revert_error,
+    revert_json,
+)
 from servelab.report.docs import (
     build_docs,
     describe_conviction,
@@ -48,6 +54,9 @@ __all__ = [
     "report_cmd",
     "restore_cmd",
 ]
+
+#: ``--force``'s help on the commands that write a knob back (``restore``, ``case revert``).
+HAND_EDIT_HELP = "Write the knob back even if its file was edited by hand since servelab wrote it."
 
 
 # -- case ------------------------------------------------------------------------------------
@@ -163,6 +172,7 @@ def _print_preview(preview: RevertPreview) -> None:
 @click.argument("target")
 @REVERT_TO.option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option
 @json_option
@@ -172,6 +182,7 @@ def case_revert(
     target: str,
     to_value: str | None,
     yes: bool,
+    force: bool,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -195,7 +206,7 @@ def case_revert(
                 _print_preview(preview)
             if not yes and not click.confirm("revert it?", default=False, err=True):
                 return None
-            return await cases.revert(op, ledger, preview)
+            return await cases.revert(op, ledger, preview, force=force)
 
     outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if outcome is None:
@@ -248,7 +259,7 @@ def case_resolve(
     where = SpecAndLedger(spec_path, ledger_path)
     view, before = run_with_ledger(where, body, create=False)
     if as_json:
-        print_json(view.to_json())
+        print_json(case_json(view))
         return
     if before.status == CASE_RESOLVED:
         say(f"case {case_id} resolved again: {root_cause}")
@@ -290,7 +301,7 @@ def case_show(
 
     view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_json(view.to_json())
+        print_json(case_json(view))
     else:
         _print_case(view)
 
@@ -307,16 +318,10 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
 
     views = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_json([_brief(v) for v in views])
+        print_json(case_list_json(views))
         return
     for v in views:
         say(f"{v.case.id:>4}  {v.case.status:<9} {v.restore_status:<22} {v.case.title}")
-
-
-def _brief(view: cases.CaseView) -> dict[str, Any]:
-    c = view.case
-    return {"id": c.id, "title": c.title, "status": c.status, "root_cause": c.root_cause,
-            "opened_at": c.opened_at, "restore_status": view.restore_status}  # fmt: skip
 
 
 # -- restore, report, ledger -----------------------------------------------------------------
@@ -324,16 +329,24 @@ def _brief(view: cases.CaseView) -> dict[str, Any]:
 
 @click.command("restore")
 @click.argument("case_id", type=int)
+@click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option
 @json_option
 @wait_option
 def restore_cmd(
-    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool, wait: bool
+    case_id: int,
+    force: bool,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+    wait: bool,
 ) -> None:
     """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e.
 
     The restart is the changed services and their dependents in start order (as ``restart`` plans).
+    A knob whose file was edited by hand since servelab last wrote it is refused (exit 2, naming
+    the file and the key) before anything is written, unless ``--force``.
     """
 
     where = SpecAndLedger(spec_path, ledger_path)
@@ -345,7 +358,7 @@ def restore_cmd(
             for item in view.plan:
                 say(f"restore: {describe_restore_item(item)}")
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
-            return await cases.restore(op, ledger, case_id)
+            return await cases.restore(op, ledger, case_id, force=force)
 
     outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if as_json:

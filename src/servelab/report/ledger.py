@@ -28,7 +28,7 @@ from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.case import event_error
-from servelab.report.soak.soak import soak_json
+from servelab.report.soak.soak import soak_document
 from servelab.report.text import json_text
 from servelab.report.verify import with_details
 
@@ -91,12 +91,12 @@ def _event(row: JsonObject) -> JsonObject:
 
 def _ledger_doc(export: LedgerExport) -> JsonObject:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
-    every soak's findings worded (:func:`~servelab.report.soak.soak.soak_json`)."""
+    every soak's findings worded (:func:`~servelab.report.soak.soak.soak_document`)."""
     doc: JsonObject = encode(export)
     doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
     doc["verifications"] = [_verification(row) for row in doc["verifications"]]
     doc["soak_runs"] = [
-        {**row, "result": soak_json(soak.result)}
+        {**row, "result": soak_document(soak.result)}
         for row, soak in zip(doc["soak_runs"], export.soak_runs, strict=True)
     ]
     doc["cases"] = [

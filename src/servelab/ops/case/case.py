@@ -59,13 +59,14 @@ from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case.apply import Applied, apply_knobs, check_records, live_value
+from servelab.ops.case.handedit import refuse_hand_edits
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
 
@@ -107,21 +108,6 @@ class CaseView:
     timeline: list[TimelineEntry]
     plan: list[RestoreItem]
     restore_status: str
-
-    def to_json(self) -> JsonObject:
-        return {
-            **encode(self.case),
-            "timeline": [_entry_json(e) for e in self.timeline],
-            "restore_plan": [encode(i) for i in self.plan],
-            "restore_status": self.restore_status,
-        }
-
-
-def _entry_json(entry: TimelineEntry) -> JsonObject:
-    """A timeline entry as ``case show --json`` prints it: a recorded event's detail as stored,
-    any other entry's data through the codec."""
-    data = dict(entry.data) if isinstance(entry.data, Mapping) else encode(entry.data)
-    return {"at": entry.at, "kind": entry.kind, "data": data}
 
 
 def load_case(ledger: Ledger, case_id: int) -> Case:
@@ -330,11 +316,16 @@ async def revert(
     preview: RevertPreview,
     *,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> RevertOutcome:
-    """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
+    """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event.
+    A knob edited by hand since servelab last wrote it is refused first, unless ``force``."""
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
+        if not force:
+            await refuse_hand_edits(op, ledger, [(preview.service, preview.knob)],
+                                    command="case revert")  # fmt: skip
         done = await apply_knobs(op, ledger, preview.case_id, wanted, reason, op.say)
     live = live_value(done.report, preview.service, preview.knob)
     outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
@@ -357,9 +348,15 @@ async def revert(
 
 
 async def restore(
-    where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+    where: SpecOrOperation,
+    ledger: Ledger,
+    case_id: int,
+    *,
+    progress: Progress | None = None,
+    force: bool = False,
 ) -> RestoreOutcome:
-    """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
+    """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded.
+    A knob edited by hand since servelab last wrote it is refused first, unless ``force``."""
     view = view_case(ledger, case_id)
     if view.case.status != CASE_RESOLVED:
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
@@ -372,6 +369,8 @@ async def restore(
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
     async with operation(where, ledger=ledger, progress=progress) as op:
+        if not force:
+            await refuse_hand_edits(op, ledger, [(s, k) for s, k, _v in wanted], command="restore")
         done = await apply_knobs(op, ledger, case_id, wanted, reason, op.say)
     outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
     for item, change in zip(view.plan, done.changes, strict=True):
