@@ -38,12 +38,16 @@ from tests.support.specs import write_pd_spec
 TARGET = f"knob:decode/{DEFAULT_KNOB}"
 FOUND = "512"
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+#: A second declared knob (unset): a bisection needs two changes to probe anything.
+JIT = "SGLANG_ENABLE_JIT_DEEPGEMM"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
     root = tmp_path_factory.mktemp("interrupt")
-    loaded = load_spec(write_pd_spec(root, time_scale=0.05, name="interrupt", knob=FOUND))
+    spec = write_pd_spec(root, time_scale=0.05, name="interrupt", knob=FOUND,
+                         knobs=(DEFAULT_KNOB, JIT))  # fmt: skip
+    loaded = load_spec(spec)
     with deployed(loaded):
         yield loaded
 
@@ -207,9 +211,11 @@ def test_ctrl_c_during_a_case_bisect_co_restart_puts_the_deployment_back(
     ledger_file = tmp_path / "ledger.db"
     cid = _case(ledger_file)
     proc = _start(stack, ledger_file, "case", "bisect", cid, "--change",
-                  f"decode:{DEFAULT_KNOB}=128,{FOUND}", "--test", "throughput@C2<1",
+                  f"decode:{DEFAULT_KNOB}=128,{FOUND}", "--change", f"decode:{JIT}=1,",
+                  "--test", "throughput@C2<1",
                   "--answers", "off", "--runs", "1", *LOAD[2:])  # fmt: skip
     code, _out, err = _stop(stack, proc, [signal.SIGINT])
     assert code == 130, err
     assert "stopped; the deployment is as this command found it" in err and "Traceback" not in err
     _as_found(stack)
+    assert asyncio.run(get_knob(stack, "decode", JIT)) is None
