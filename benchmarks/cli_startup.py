@@ -8,8 +8,9 @@ of one run. Given several trees (``--src LABEL=DIR``, each a ``src`` folder put 
 falls on each alike, and prints them side by side with the ratio of each to the first.
 
 The commands: eight ``--help`` (the group's own, ``bench``, ``verify``, ``knob get``, ``ledger
-stats``, ``sim decode``, ``up``, ``case show``) and two real ones on a temporary copy of ``examples/local-sim.toml``:
-``knob get decode SGLANG_SM120_MMA_TARGET_CTAS`` and ``ledger stats`` on an empty ledger.
+stats``, ``sim decode``, ``up``, ``case show``) and two real ones on a temporary copy of
+``examples/local-sim.toml``: ``knob get decode SGLANG_SM120_MMA_TARGET_CTAS`` and ``ledger stats``
+on an empty ledger.
 
     git archive main src | tar -x -C /tmp/before
     .venv/bin/python benchmarks/cli_startup.py --runs 7 --src before=/tmp/before/src --src after=src
