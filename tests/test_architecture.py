@@ -187,6 +187,9 @@ _LOCAL_IMPORTS_ALLOWED = {
     ("ops/reads.py", "servelab"),
     # the A/B result's types (about 0.1 s of CPU): only `ab` and `tune`, which take --metric, pay.
     ("cli/options.py", "servelab"),
+    # the co-restart and verify machinery (aiohttp with it, about 0.3 s): only `case revert` and
+    # `restore` pay, not `case open/show/list/suspect/evidence/resolve`.
+    ("ops/case/case.py", "servelab"),
 }
 
 

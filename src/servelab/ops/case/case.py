@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.record import BenchRunRecord
@@ -65,9 +66,11 @@ from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.ops.case.apply import Applied, apply_knobs, check_records, live_value
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
+
+if TYPE_CHECKING:  # the knob-setting, co-restart and verify machinery (aiohttp with it): only
+    from servelab.ops.case.apply import Applied  # revert and restore import it, when they run
 
 __all__ = [
     "CaseView",
@@ -332,6 +335,8 @@ async def revert(
     progress: Progress | None = None,
 ) -> RevertOutcome:
     """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
+    from servelab.ops.case.apply import apply_knobs, check_records, live_value  # a co-restart
+
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
@@ -360,6 +365,8 @@ async def restore(
     where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
 ) -> RestoreOutcome:
     """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
+    from servelab.ops.case.apply import apply_knobs  # the co-restart machinery: only here
+
     view = view_case(ledger, case_id)
     if view.case.status != CASE_RESOLVED:
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
@@ -391,6 +398,8 @@ def already_restored(view: CaseView) -> bool:
 
 
 def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:
+    from servelab.ops.case.apply import check_records, live_value  # loaded by restore() already
+
     live = live_value(done.report, item.service, item.knob)
     verified = done.report is not None and done.report.ok and live == item.restore_to
     return RestoreEvent(
