@@ -190,6 +190,8 @@ _LOCAL_IMPORTS_ALLOWED = {
     # the co-restart and verify machinery (aiohttp with it, about 0.3 s): only `case revert` and
     # `restore` pay, not `case open/show/list/suspect/evidence/resolve`.
     ("ops/case/case.py", "servelab"),
+    # every feature's progress events and their words: only a command that prints progress pays.
+    ("cli/common.py", "servelab"),
 }
 
 
