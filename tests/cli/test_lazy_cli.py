@@ -159,8 +159,11 @@ def test_a_command_that_asks_no_engine_imports_no_http_client(args: tuple[str, .
     assert "servelab.cli.caseexperiment" not in modules  # case test/bisect: when asked for
 
 
-def test_the_ledger_imports_the_ab_and_soak_results_only_for_their_records() -> None:
-    modules = _imported("knob", "get", "--help")
+@pytest.mark.parametrize("args", _NO_ENGINE_ASKED[:2], ids=lambda a: " ".join(a[:2]))
+def test_the_ledger_imports_the_ab_and_soak_results_only_for_their_records(
+    args: tuple[str, ...],
+) -> None:
+    modules = _imported(*args)
     assert "servelab.io.ledger.ledger" in modules
     assert "servelab.core.ab.result" not in modules and "servelab.core.soak.result" not in modules
 
