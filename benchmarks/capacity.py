@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -43,7 +44,7 @@ def model_capacity(limit_ms: float, lo: int, hi: int, knob: int, in_len: int, ou
     return best
 
 
-def measure(args: argparse.Namespace, knob: int) -> dict[str, object]:
+def measure(args: argparse.Namespace, knob: int) -> dict[str, Any]:
     stack = start_stack(time_scale=args.time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"},
                         decode_env={KNOB: str(knob)})  # fmt: skip
     try:
@@ -96,7 +97,7 @@ def main() -> None:
         print(
             f"{k1} over {k0}: model {m1 / m0 - 1:+.1%}, found "
             f"{float(d1['capacity']) / float(d0['capacity']) - 1:+.1%}"
-        )  # type: ignore[arg-type]
+        )
 
 
 if __name__ == "__main__":

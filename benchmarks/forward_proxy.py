@@ -30,6 +30,7 @@ from tests.support.forward import running_tinyproxy  # noqa: E402
 from tests.support.proxies import (  # noqa: E402
     SLOW_PREFILL_ARGS,
     STACK_SCALES,
+    Stack,
     engines_idle,
     verdict,
 )
@@ -46,7 +47,7 @@ __all__ = ["main"]
 #: Each class: the stack's time scale, tinyproxy's Timeout and MaxClients, the soak, and what the
 #: failure must depend on (``timeout``: a long uncached prefill cut; ``pool``: one worker, four
 #: agents' heads waiting in its queue behind 2-second answers).
-_CLASSES = {
+_CLASSES: dict[str, tuple[Stack, int, int, SoakConfig, str]] = {
     "timeout": ("slow", 1, 100, SoakConfig(sessions=1, rounds=3, idle_timeout_s=8.0,
                 duration_s=90.0, max_tokens=4, turn_words=600, check_determinism=False), "size"),
     "pool": ("fast", 600, 1, SoakConfig(sessions=4, rounds=3, idle_timeout_s=3.0,

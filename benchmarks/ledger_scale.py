@@ -39,6 +39,7 @@ from servelab.core.load.identity import request_identity  # noqa: E402
 from servelab.core.load.records import RequestRecord  # noqa: E402
 from servelab.io.ledger.admin import file_bytes  # noqa: E402
 from servelab.io.ledger.ledger import Ledger  # noqa: E402
+from servelab.ops.case.case import add_evidence, open_case  # noqa: E402
 
 __all__ = ["build", "main"]
 
@@ -82,8 +83,8 @@ def build(path: Path, n: int, seed: int = 0) -> float:
             summary = {"concurrency": 256, "metrics": {"ttft_p99_ms": 900.0}}
             ledger.record_bench_run(label=f"c256-{run}", config={"concurrency": [256]},
                                     summary=summary, records=records)  # fmt: skip
-        case = ledger.create_case(title="agentic sessions hang")
-        ledger.add_evidence(case_id=case, kind="run", ref_id=1, note="the first run")
+        case = open_case(ledger, "agentic sessions hang")
+        add_evidence(ledger, case, "run", 1, "the first run")
     return time.perf_counter() - start
 
 

@@ -33,6 +33,7 @@ Usage: .venv/bin/python benchmarks/peers.py [--conc 64,256,1024]
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 VENVS = REPO / ".servelab" / "bench-venvs"
@@ -127,22 +129,23 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _pin(cpu: int):
+def _pin(cpu: int) -> Callable[[], None]:
     return lambda: os.sched_setaffinity(0, {cpu})
 
 
-def _get(url: str, method: str = "GET") -> dict:
+def _get(url: str, method: str = "GET") -> dict[str, Any]:
     req = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)
     with urllib.request.urlopen(req, timeout=10) as resp:
-        return json.loads(resp.read())
+        doc: dict[str, Any] = json.loads(resp.read())
+        return doc
 
 
-def truth(url: str, *, reset: bool = False) -> dict:
+def truth(url: str, *, reset: bool = False) -> dict[str, Any]:
     """The truth server's record (``reset``: forget it first and return the acknowledgement)."""
     return _get(url + "/truth/reset", "POST") if reset else _get(url + "/truth")
 
 
-def start_truth(port: int, gap_ms: float, prefill_ms: float, cpu: int) -> subprocess.Popen:
+def start_truth(port: int, gap_ms: float, prefill_ms: float, cpu: int) -> subprocess.Popen[bytes]:
     """The truth server on ``port``, pinned to ``cpu``, once it answers."""
     cmd = [sys.executable, str(TRUTH), "--port", str(port), "--gap-ms", str(gap_ms)]
     server = subprocess.Popen([*cmd, "--prefill-ms", str(prefill_ms)], preexec_fn=_pin(cpu))
@@ -185,7 +188,8 @@ class CpuSampler(threading.Thread):
 
     def __init__(self, pid: int) -> None:
         super().__init__(daemon=True)
-        self.pid, self.samples, self.done = pid, [], threading.Event()
+        self.pid, self.done = pid, threading.Event()
+        self.samples: list[tuple[int, float]] = []
         self.max_procs = 0
 
     def run(self) -> None:
@@ -257,7 +261,9 @@ def servelab_cmd(url: str, conc: int, n: int, workers: int, ramp0: bool = False)
     ]
 
 
-def run_servelab(url: str, conc: int, n: int, workers: int = 1, ramp0: bool = False) -> dict:
+def run_servelab(
+    url: str, conc: int, n: int, workers: int = 1, ramp0: bool = False
+) -> dict[str, Any]:
     out, sampler, wall = run_client(servelab_cmd(url, conc, n, workers, ramp0))
     level = json.loads(out)["levels"][0]
     return {
@@ -315,7 +321,7 @@ def _aiperf_cmd(exe: Path, url: str, conc: int, n: int, tokenizer: Path, art: Pa
     ]
 
 
-def run_aiperf(url: str, conc: int, n: int) -> dict:
+def run_aiperf(url: str, conc: int, n: int) -> dict[str, Any]:
     exe, tokenizer = ensure_aiperf(), ensure_tokenizer()
     art = VENVS / "artifacts" / f"aiperf-c{conc}"
     shutil.rmtree(art, ignore_errors=True)
@@ -357,7 +363,7 @@ def ensure_venv(name: str, packages: list[str], then: list[str] | None = None) -
     return venv / "bin"
 
 
-def run_guidellm(url: str, conc: int, n: int) -> dict:
+def run_guidellm(url: str, conc: int, n: int) -> dict[str, Any]:
     bin_dir = ensure_venv("guidellm", ["guidellm", "tokenizers"])
     out_file = VENVS / "artifacts" / f"guidellm-c{conc}.json"
     out_file.parent.mkdir(parents=True, exist_ok=True)
@@ -388,7 +394,9 @@ def run_guidellm(url: str, conc: int, n: int) -> dict:
     }
 
 
-def _serving_result(doc: dict, n: int, sampler: CpuSampler, wall: float) -> dict:
+def _serving_result(
+    doc: dict[str, Any], n: int, sampler: CpuSampler, wall: float
+) -> dict[str, Any]:
     """A row from the result file SGLang's ``bench_serving`` and vLLM's ``bench serve`` share
     (the former grew from the latter)."""
     return {
@@ -413,7 +421,7 @@ SGLANG_BENCH_DEPS = [
 ]  # fmt: skip
 
 
-def run_sglang(url: str, conc: int, n: int) -> dict:
+def run_sglang(url: str, conc: int, n: int) -> dict[str, Any]:
     if not (VENVS / "sglang" / ".installed").exists() and not os.environ.get(
         "PEERS_INSTALL_SGLANG"
     ):
@@ -458,7 +466,7 @@ def ensure_vllm() -> Path:
     return ensure_venv("vllm", ["--no-deps", "vllm"], then=VLLM_BENCH_DEPS) / "python"
 
 
-def run_vllm(url: str, conc: int, n: int) -> dict:
+def run_vllm(url: str, conc: int, n: int) -> dict[str, Any]:
     if not (VENVS / "vllm" / ".installed").exists() and not os.environ.get("PEERS_INSTALL_SGLANG"):
         raise RuntimeError(
             "not installed here: it needs torch (SGLang's client venv, about 6 GB); set "
@@ -487,13 +495,17 @@ def run_vllm(url: str, conc: int, n: int) -> dict:
 NOT_RUN: dict[str, str] = {}
 
 
-def runners() -> dict[str, Callable[[str, int, int], dict]]:
-    found: dict[str, Callable[[str, int, int], dict]] = {
+def _servelab_workers(workers: int, url: str, conc: int, n: int) -> dict[str, Any]:
+    return run_servelab(url, conc, n, workers)
+
+
+def runners() -> dict[str, Callable[[str, int, int], dict[str, Any]]]:
+    found: dict[str, Callable[[str, int, int], dict[str, Any]]] = {
         "servelab": lambda url, c, n: run_servelab(url, c, n, 1),
         "aiperf": run_aiperf,
     }
     for w in (2, 4, 8):
-        found[f"servelab-w{w}"] = lambda url, c, n, w=w: run_servelab(url, c, n, w)
+        found[f"servelab-w{w}"] = functools.partial(_servelab_workers, w)
     found["servelab-r0"] = lambda url, c, n: run_servelab(url, c, n, 1, ramp0=True)
     found["servelab-w2-r0"] = lambda url, c, n: run_servelab(url, c, n, 2, ramp0=True)
     found.update({"guidellm": run_guidellm, "sglang": run_sglang, "vllm": run_vllm})
@@ -515,7 +527,8 @@ def main() -> None:
     parser.add_argument("--client-cpus", default="1", help="CPUs the client may use, e.g. 1")
     args = parser.parse_args()
     CLIENT_CPUS.update(int(c) for c in args.client_cpus.split(","))
-    table_rows, known, failed = [], runners(), {}
+    table_rows, known = [], runners()
+    failed: dict[str, str] = {}
     for conc in (int(c) for c in args.conc.split(",")):
         gap = args.gap_ms if conc < 1024 else args.gap_ms_1024
         port = free_port()
@@ -549,14 +562,14 @@ def main() -> None:
         print(f"- {name}: not run: {why}")
 
 
-def _connect(res: dict) -> str:
+def _connect(res: dict[str, Any]) -> str:
     phase = res.get("connect")
     if not phase or not phase.get("n"):
         return "in TTFT"
     return f"{phase['n']} × p99 {phase['p99']:.2f}"
 
 
-def table(rows: list[tuple]) -> str:
+def table(rows: list[tuple[Any, ...]]) -> str:
     head = (
         "| client | C | N | gap ms | % of served tok/s | CPU ms/token (tree; self) | TTFT p99 ms "
         "(truth) | dispatch p99 ms | gap p99 ms (truth) | server late p99 ms | server socket wait "

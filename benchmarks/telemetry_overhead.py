@@ -37,6 +37,7 @@ import time
 import timeit
 from pathlib import Path
 from time import perf_counter_ns
+from typing import Any
 
 from aiohttp import web
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -86,7 +87,11 @@ async def _peer(otlp: str, metrics_port: int, n_spans: int, duration_s: float) -
     """Serve /metrics and export ``n_spans`` spans evenly over ``duration_s``."""
     text = _exposition()
     app = web.Application()
-    app.router.add_get("/metrics", lambda _r: web.Response(text=text))
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(text=text)
+
+    app.router.add_get("/metrics", metrics)
     runner = web.AppRunner(app)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", metrics_port).start()
@@ -125,7 +130,9 @@ async def _load(url: str, conc: int, n: int, tag: str) -> tuple[float, int]:
     return got.cpu_s, sum(r.output_tokens for r in got.records if r.ok)
 
 
-async def _child(config: str, url: str, conc: int, n: int, otlp_port: int, metrics: str) -> dict:
+async def _child(
+    config: str, url: str, conc: int, n: int, otlp_port: int, metrics: str
+) -> dict[str, Any]:
     tag = "" if config == "plain" else "00112233445566aa"
     await _load(url, max(conc // 8, 1), conc, tag)  # warm-up
     async with contextlib.AsyncExitStack() as stack:
@@ -153,7 +160,7 @@ def _spawn_peer(otlp_port: int, metrics_port: int, n_spans: int, duration_s: flo
     return peer
 
 
-def _measure(config: str, url: str, sizes: list[str], n: int, expect_s: float) -> dict:
+def _measure(config: str, url: str, sizes: list[str], n: int, expect_s: float) -> dict[str, Any]:
     otlp_port, metrics_port = free_port(), free_port()
     peer = _spawn_peer(otlp_port, metrics_port, n * SPANS_PER_REQUEST, expect_s)
     try:
@@ -203,7 +210,8 @@ def _export_request(n: int) -> bytes:
                 common_pb2.KeyValue(key=key, value=common_pb2.AnyValue(string_value=value))
             )
         scope.spans.append(span)
-    return req.SerializeToString()
+    encoded: bytes = req.SerializeToString()
+    return encoded
 
 
 def micro() -> None:

@@ -41,6 +41,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -55,7 +56,7 @@ SERVELAB = [sys.executable, "-m", "servelab"]
 
 def _bench(
     args: list[str], nice: int = 0, ledger: Path | None = None
-) -> tuple[dict[str, object], int, float]:
+) -> tuple[dict[str, Any], int, float]:
     """``servelab bench ARGS --json`` as a child (its niceness raised by ``nice``, lowered
     when negative), recording in ``ledger`` (None: no ledger): its document, its peak RSS (KiB,
     from ``wait4``), wall seconds."""
@@ -93,7 +94,7 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
                 doc, _rss, _wall = _bench([*args, "--export", out], nice)
                 rows = [json.loads(line) for line in (Path(out) / "records.jsonl").open()]
             late = sum((r["sent_ns"] - r["scheduled_ns"]) > 1e6 for r in rows)
-            (level,) = doc["levels"]  # type: ignore[misc]
+            (level,) = doc["levels"]
             d = level["dispatch_ms"]
             hit = level["cache"]["hit_rate"]
             lag = level["client"]["loop_lag_p99_ms"]
@@ -161,7 +162,7 @@ def memory(sizes: list[int], speedup: float, ledger: bool) -> None:
                 args = ["--url", url, "--trace", str(path), "--speedup", str(speedup),
                         "--idle-timeout", "120"]  # fmt: skip
                 doc, rss, wall = _bench(args, ledger=Path(tmp) / f"l{n}.db" if ledger else None)
-                (level,) = doc["levels"]  # type: ignore[misc]
+                (level,) = doc["levels"]
                 rows.append((n, path.stat().st_size, words, rss, wall, level["ok"]))
         where = "recorded in a ledger" if ledger else "no ledger"
         print(f"long-tail chat traces, 4-token answers, speedup {speedup:g}, truth server, {where}")

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 from time import perf_counter_ns
+from typing import cast
 
 import aiohttp
 import httptools
@@ -63,7 +64,7 @@ class _HtConn(asyncio.Protocol):
         self.now = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
         self.now = perf_counter_ns()

@@ -40,7 +40,7 @@ from time import perf_counter_ns
 try:
     import uvloop
 except ImportError:  # pragma: no cover - the project venv has it
-    uvloop = None
+    uvloop = None  # type: ignore[assignment]
 
 WORDS = ("kernel", "router", "decode", "prefill", "cache", "token", "batch", "engine")
 GAP_S = 0.02
@@ -289,11 +289,11 @@ class Conn:
                 return
             body = self.buf[end + 4 : end + 4 + length]
             self.buf = self.buf[end + 4 + length :]
-            line = head.split(" ", 2)
-            if line[1].startswith("/v1/chat/completions") and line[0] == "POST":
+            request_line = head.split(" ", 2)
+            if request_line[1].startswith("/v1/chat/completions") and request_line[0] == "POST":
                 self.loop.call_soon(self.chat, body, arrival)
             else:
-                self.handle(line, body)
+                self.handle(request_line, body)
 
     def chat(self, body: bytes, arrival: Arrival) -> None:
         if not self.closed:

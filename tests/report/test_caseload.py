@@ -10,7 +10,7 @@ from servelab.core.case.reached import (
     ReachedLoad,
     ReferenceSource,
 )
-from servelab.report.caseload import describe_load, load_clause
+from servelab.report.caseload import describe_load, load_clause, probe_load
 
 
 def test_not_shown_says_what_was_reached_against_what() -> None:
@@ -38,3 +38,16 @@ def test_the_client_witness_and_the_requested_reference_are_named() -> None:
     unknown = LoadCheck(None, LoadReference(64, ReferenceSource.REQUESTED), False)
     assert describe_load(unknown, Decision(NOT_SHOWN)).startswith("reached an unknown load")
     assert load_clause(unknown) == "load unknown of 64"
+
+
+def test_a_probe_s_arm_below_its_bad_arm_s_load_is_not_shown_good() -> None:
+    low = LoadCheck(ReachedLoad(LoadSource.ENGINE, 6, 5, 9, "vllm:num_requests_running"),
+                    LoadReference(30, ReferenceSource.PROBE), False)  # fmt: skip
+    assert probe_load(low) == (
+        "its arm reached 6 running requests on the decode (vllm:num_requests_running; median 5 "
+        "over 9 samples); the bad state's wrong answers in this probe were seen at 30 (75% of it "
+        "needed): not shown good"
+    )
+    high = LoadCheck(ReachedLoad(LoadSource.ENGINE, 41, 38, 9, "vllm:num_requests_running"),
+                     LoadReference(30, ReferenceSource.PROBE), True)  # fmt: skip
+    assert probe_load(high) == "its arm reached the load (load 41 of 30)"

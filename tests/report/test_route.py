@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from servelab.core.load.proxyroute import ProxyRoute, route
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.report.route import route_text
@@ -29,7 +31,7 @@ def test_the_soak_says_its_path_in_text_and_json() -> None:
     assert "  path: through the forward proxy http://127.0.0.1:3128 (from HTTP_PROXY)\n" in (
         render_soak(result)
     )
-    doc = soak_json(result)
+    doc = json.loads(soak_json(result))
     assert doc["targets"]["route"] == {
         "path": "forward_proxy", "source": "env", "proxy": "http://127.0.0.1:3128",
         "variable": "HTTP_PROXY",

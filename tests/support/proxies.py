@@ -30,7 +30,7 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
@@ -281,7 +281,7 @@ class ProxyClass:
     letter: str  # a-e, or "clean"
     proxy: ProxyConfig
     stack: Stack
-    soak: dict[str, object]
+    soak: Mapping[str, object]
     reason: str | None = None  # the matrix's located reason (None: no finding at all)
     dependence: str | None = None  # what the failure depends on (None: not asserted)
 

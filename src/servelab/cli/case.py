@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -33,7 +32,14 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.outdir import write_out_dir
 from servelab.ops.case import case as cases
 from servelab.ops.context import Operation
-from servelab.report.case import restore_error, restore_json, revert_error, revert_json
+from servelab.report.case import (
+    case_json,
+    case_list_json,
+    restore_error,
+    restore_json,
+    revert_error,
+    revert_json,
+)
 from servelab.report.docs import (
     build_docs,
     describe_conviction,
@@ -268,7 +274,7 @@ def case_resolve(
     where = SpecAndLedger(spec_path, ledger_path)
     view, before = run_with_ledger(where, body, create=False)
     if as_json:
-        print_json(view.to_json())
+        print_json(case_json(view))
         return
     if before.status == CASE_RESOLVED:
         say(f"case {case_id} resolved again: {root_cause}")
@@ -310,7 +316,7 @@ def case_show(
 
     view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_json(view.to_json())
+        print_json(case_json(view))
     else:
         _print_case(view)
 
@@ -327,16 +333,10 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
 
     views = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
     if as_json:
-        print_json([_brief(v) for v in views])
+        print_json(case_list_json(views))
         return
     for v in views:
         say(f"{v.case.id:>4}  {v.case.status:<9} {v.restore_status:<22} {v.case.title}")
-
-
-def _brief(view: cases.CaseView) -> dict[str, Any]:
-    c = view.case
-    return {"id": c.id, "title": c.title, "status": c.status, "root_cause": c.root_cause,
-            "opened_at": c.opened_at, "restore_status": view.restore_status}  # fmt: skip
 
 
 # -- restore, report, ledger -----------------------------------------------------------------

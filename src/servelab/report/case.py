@@ -27,7 +27,7 @@ from servelab.core.case.experiment import (
     ExperimentRecord,
 )
 from servelab.core.case.load import RULE_LOAD_NOT_REACHED
-from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent
+from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent, TimelineEntry
 from servelab.core.case.probe import (
     BisectConclusion,
     BisectRecord,
@@ -45,18 +45,21 @@ from servelab.core.case.verdicts import (
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
-from servelab.report.caseload import LOAD_RULE, describe_load, load_clause
+from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
 if TYPE_CHECKING:  # only annotations: the ops machinery (aiohttp with it) is not imported to word
     from servelab.ops.case.bisect import BisectOutcome
+    from servelab.ops.case.case import CaseView
     from servelab.ops.case.experiment import CaseTestOutcome
 
 __all__ = [
     "NOT_CONFIRMED",
     "bisect_json",
     "bisect_lines",
+    "case_json",
+    "case_list_json",
     "describe_bisect_event",
     "describe_bisected",
     "describe_evidence",
@@ -120,6 +123,33 @@ def _verification(doc: JsonObject, failure: str | None) -> JsonObject:
     that did not complete: not ok, no checks, its error)."""
     verification = doc["verification"] or {"ok": False, "checks": [], "error": failure}
     return _with_reasons(verification)
+
+
+def _entry_json(entry: TimelineEntry) -> JsonObject:
+    """A timeline entry as ``case show --json`` prints it: a recorded event's detail as stored,
+    any other entry's data through the codec."""
+    data = dict(entry.data) if isinstance(entry.data, Mapping) else encode(entry.data)
+    return {"at": entry.at, "kind": entry.kind, "data": data}
+
+
+def case_json(view: CaseView) -> str:
+    """``case show --json`` (and ``case resolve --json``): the case, its timeline (each entry's
+    data as recorded), its restore plan and where the restore stands."""
+    timeline = [_entry_json(e) for e in view.timeline]
+    plan = [encode(i) for i in view.plan]
+    doc = {**encode(view.case), "timeline": timeline, "restore_plan": plan}
+    return json_text({**doc, "restore_status": view.restore_status})
+
+
+def case_list_json(views: Sequence[CaseView]) -> str:
+    """``case list --json``: each case's id, title, status, root cause, when it was opened and
+    where its restore stands."""
+    return json_text([
+        {"id": v.case.id, "title": v.case.title, "status": v.case.status,
+         "root_cause": v.case.root_cause, "opened_at": v.case.opened_at,
+         "restore_status": v.restore_status}
+        for v in views
+    ])  # fmt: skip
 
 
 def revert_json(outcome: RevertOutcome) -> str:
@@ -213,7 +243,8 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
 
 def experiment_json(outcome: CaseTestOutcome) -> str:
     """``case test --json``: the record, its ids, and the rule in words."""
-    doc = outcome.to_json()
+    ids = {"event_id": outcome.event_id, "evidence_id": outcome.evidence_id}
+    doc: JsonObject = {**encode(outcome.record), **ids}
     doc["summary"] = describe_experiment(outcome.record)
     doc["rule_text"] = _RULES.get(outcome.record.decision.rule, outcome.record.decision.rule)
     load = outcome.record.load
@@ -247,10 +278,11 @@ def _applied(changes: tuple[Change, ...], indices: tuple[int, ...]) -> str:
 
 
 def _probe_line(record: ProbeRecord, changes: tuple[Change, ...]) -> str:
+    load = "" if record.load is None else f"; {probe_load(record.load)}"
     return (
         f"  probe {record.number}: the good state with {_applied(changes, record.changes)}: "
         f"{record.outcome.upper()} after {record.rounds} round(s) — {_arm(record.probe)} with "
-        f"it, {_arm(record.bad)} in the bad state; p = {record.decision.p_value:.3g}"
+        f"it, {_arm(record.bad)} in the bad state; p = {record.decision.p_value:.3g}{load}"
     )
 
 
@@ -297,9 +329,8 @@ def bisect_lines(outcome: BisectOutcome) -> list[str]:
 
 def bisect_json(outcome: BisectOutcome) -> str:
     """``case bisect --json``: the records, their ids, and the result in words."""
-    return json_text(
-        {**outcome.to_json(), "summary": describe_bisected(outcome.start, outcome.conclusion)}
-    )
+    summary = describe_bisected(outcome.start, outcome.conclusion)
+    return json_text({**encode(outcome), "summary": summary})
 
 
 def describe_bisect_event(event: BisectRecord | ProbeRecord | BisectConclusion) -> str:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from typing import assert_never
 
 from servelab.core.case.experiment import CONVICTED, Decision
+from servelab.core.case.load import PROBE_SHARE
 from servelab.core.case.reached import LoadCheck, LoadSource, ReachedLoad, ReferenceSource
 
-__all__ = ["LOAD_RULE", "describe_load", "load_clause"]
+__all__ = ["LOAD_RULE", "describe_load", "load_clause", "probe_load"]
 
 #: The rule :data:`servelab.core.case.load.RULE_LOAD_NOT_REACHED`, in words.
 LOAD_RULE = "the suspect arm never reached the load the wrong answers need: it clears nothing"
@@ -40,6 +41,9 @@ def _reference(check: LoadCheck) -> str:
         case ReferenceSource.REQUESTED:
             return (f"the case records no load of its wrong answers: the reference is half "
                     f"the requested concurrency, {_n(ref.level)}")  # fmt: skip
+        case ReferenceSource.PROBE:
+            return (f"the bad state's wrong answers in this probe were seen at {_n(ref.level)} "
+                    f"({PROBE_SHARE:.0%} of it needed)")  # fmt: skip
         case _:
             assert_never(ref.source)
 
@@ -62,3 +66,12 @@ def load_clause(check: LoadCheck) -> str:
     """A short clause for a headline: ``load 9 of 24``."""
     reached = "unknown" if check.reached is None else _n(check.reached.peak)
     return f"load {reached} of {_n(check.reference.level)}"
+
+
+def probe_load(check: LoadCheck) -> str:
+    """A bisection probe's arm against the load to reach: ``its arm reached 6 running requests
+    on the decode (...); the bad state's wrong answers in this probe were seen at 24: not shown
+    good``, or ``its arm reached the load (40 of 24)``."""
+    if check.enough:
+        return f"its arm reached the load ({load_clause(check)})"
+    return f"its arm {_reached(check.reached)}; {_reference(check)}: not shown good"

@@ -93,14 +93,14 @@ def _event(row: JsonObject) -> JsonObject:
 
 def _ledger_doc(export: LedgerExport) -> JsonObject:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
-    every soak's findings worded (:func:`~servelab.report.soak.soak.soak_json`)."""
-    from servelab.report.soak.soak import soak_json  # the export's: not `ledger stats`'
+    every soak's findings worded (:func:`~servelab.report.soak.soak.soak_document`)."""
+    from servelab.report.soak.soak import soak_document  # the export's: not `ledger stats`'
 
     doc: JsonObject = encode(export)
     doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
     doc["verifications"] = [_verification(row) for row in doc["verifications"]]
     doc["soak_runs"] = [
-        {**row, "result": soak_json(soak.result)}
+        {**row, "result": soak_document(soak.result)}
         for row, soak in zip(doc["soak_runs"], export.soak_runs, strict=True)
     ]
     doc["cases"] = [

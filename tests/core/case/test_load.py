@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from servelab.core.case.bisect import ProbeOutcome
 from servelab.core.case.experiment import (
     ARM_REVERT,
     ARM_SUSPECT,
@@ -23,6 +24,8 @@ from servelab.core.case.load import (
     client_load,
     engine_load,
     guard,
+    guard_probe,
+    probe_reference,
     seen_at,
 )
 from servelab.core.case.probe import ARM_BAD, ARM_PROBE, ProbeRecord, ProbeVisit
@@ -123,3 +126,46 @@ def test_a_test_below_the_load_cannot_exonerate(
     assert got.outcome == expected
     assert (got.rule == RULE_LOAD_NOT_REACHED) is (expected == NOT_SHOWN)
     assert got.p_value == 0.5  # the numbers are kept
+
+
+def _probe_visit(arm: str, failed: int, peak: float | None) -> ProbeVisit:
+    reached = None if peak is None else _reached(peak)
+    return ProbeVisit(arm=arm, units=21, failed=failed, reached=reached)
+
+
+FALLBACK = LoadReference(32.0, ReferenceSource.REQUESTED)
+
+
+def test_a_probe_reference_is_where_its_bad_arm_failed_else_the_case_s() -> None:
+    visits = [_probe_visit(ARM_BAD, 3, 40), _probe_visit(ARM_BAD, 1, 28),
+              _probe_visit(ARM_BAD, 0, 9), _probe_visit(ARM_PROBE, 2, 5)]  # fmt: skip
+    assert probe_reference(visits, FALLBACK) == LoadReference(28.0, ReferenceSource.PROBE)
+    clean = [_probe_visit(ARM_BAD, 0, 40), _probe_visit(ARM_PROBE, 0, 40)]
+    assert probe_reference(clean, FALLBACK) is FALLBACK
+
+
+@pytest.mark.parametrize(
+    ("probe_peak", "outcome", "want"),
+    [
+        (30.0, ProbeOutcome.GOOD, ProbeOutcome.GOOD),  # reached where the bad arm failed
+        (22.5, ProbeOutcome.GOOD, ProbeOutcome.GOOD),  # three quarters of it: a peak's spread
+        (22.0, ProbeOutcome.GOOD, None),
+        (6.0, ProbeOutcome.GOOD, None),  # a starved probe arm clears nothing: not decided yet
+        (None, ProbeOutcome.GOOD, None),  # its load unknown: the same
+        (6.0, ProbeOutcome.BAD, ProbeOutcome.BAD),  # failing as the bad state: at any load
+        (6.0, None, None),
+    ],
+)
+def test_a_probe_below_the_load_is_not_shown_good(
+    probe_peak: float | None, outcome: ProbeOutcome | None, want: ProbeOutcome | None
+) -> None:
+    visits = [_probe_visit(ARM_BAD, 4, 30), _probe_visit(ARM_PROBE, 0, probe_peak)]
+    decision = Decision(CONVICTED, "significant", 0.001)
+    got, ruled, check = guard_probe(outcome, decision, visits, FALLBACK)
+    assert got is want
+    assert check.reference == LoadReference(30.0, ReferenceSource.PROBE)
+    assert check.enough is (probe_peak is not None and probe_peak >= 22.5)
+    if outcome is ProbeOutcome.GOOD and want is None:
+        assert ruled.rule == RULE_LOAD_NOT_REACHED and ruled.p_value == 0.001
+    else:
+        assert ruled is decision

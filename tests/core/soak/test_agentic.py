@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -13,19 +14,26 @@ from servelab.core.soak.agentic import (
     Answer,
     AnswerAssembler,
     Conversation,
+    Message,
     ToolCall,
     check_answer,
     compare_texts,
     e2e_probe_body,
     greedy_probe_body,
-    payload_size,
     tool_result,
 )
+from servelab.core.soak.body import ChatBody
 
 
 def _chunk(delta: dict[str, object], finish: str | None = None) -> Event:
     data = {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
     return Event(json.dumps(data), 0)
+
+
+def _sent(body: ChatBody) -> dict[str, Any]:
+    """The body as the engine reads it."""
+    doc: dict[str, Any] = json.loads(body.encoded())
+    return doc
 
 
 def test_public_api_is_explicit() -> None:
@@ -36,8 +44,8 @@ def test_public_api_is_explicit() -> None:
 def test_same_seed_and_session_give_the_same_conversation() -> None:
     a, b = Conversation(3, seed=7), Conversation(3, seed=7)
     assert a.request_body(model="m", max_tokens=8) == b.request_body(model="m", max_tokens=8)
-    other = Conversation(4, seed=7).request_body(model="m", max_tokens=8)
-    assert other["messages"] != a.request_body(model="m", max_tokens=8)["messages"]
+    other = _sent(Conversation(4, seed=7).request_body(model="m", max_tokens=8))
+    assert other["messages"] != _sent(a.request_body(model="m", max_tokens=8))["messages"]
     assert Conversation(3, seed=8).messages != a.messages
 
 
@@ -45,15 +53,17 @@ def test_every_round_carries_the_whole_conversation_and_the_tools() -> None:
     conv = Conversation(0, seed=0, turn_words=10)
     sizes = []
     for i in range(4):
-        body = conv.request_body(model="m", max_tokens=16)
+        sent = conv.request_body(model="m", max_tokens=16)
+        body = _sent(sent)
         assert body["tools"] == list(TOOLS)
         assert body["stream"] is True and body["temperature"] == 0
         assert body["messages"][0]["role"] == "system"
-        sizes.append(payload_size(body))
+        sizes.append(sent.size)
+        assert sent.size == len(json.dumps(body).encode())
         conv.add_answer(Answer(f"answer {i}"))
     assert sizes == sorted(sizes) and len(set(sizes)) == 4
     assert conv.round == 4
-    roles = [m["role"] for m in conv.messages]
+    roles = [m.role for m in conv.messages]
     assert roles == ["system", "user"] + ["assistant", "user"] * 4
 
 
@@ -61,11 +71,17 @@ def test_tool_calls_get_synthetic_results_in_the_next_round() -> None:
     conv = Conversation(1, seed=0)
     call = ToolCall(0, "call_1", "read_file", '{"path": "a.py"}')
     conv.add_answer(Answer("", (call,), "tool_calls"))
-    assistant, tool = conv.messages[-2], conv.messages[-1]
-    assert assistant["tool_calls"][0]["function"] == {
+    assistant, tool = _sent(conv.request_body(model="m", max_tokens=8))["messages"][-2:]
+    assert conv.messages[-2:] == [
+        Message("assistant", "", (call,)),
+        Message("tool", tool["content"], tool_call_id="call_1"),
+    ]
+    assert list(assistant) == ["role", "content", "tool_calls"]
+    assert assistant["tool_calls"] == [{"id": "call_1", "type": "function", "function": {
         "name": "read_file",
         "arguments": '{"path": "a.py"}',
-    }
+    }}]  # fmt: skip
+    assert list(tool) == ["role", "tool_call_id", "content"]
     assert tool["role"] == "tool" and tool["tool_call_id"] == "call_1"
     assert tool["content"] == tool_result(call, seed=0, words=conv.turn_words)
     assert tool["content"].startswith("[read_file ok] ")
@@ -141,7 +157,7 @@ def test_probe_bodies_are_fixed_for_a_seed() -> None:
     assert greedy_probe_body(model="m", max_tokens=8, seed=1) != greedy_probe_body(
         model="m", max_tokens=8, seed=2
     )
-    assert e2e_probe_body(model="m")["max_tokens"] == 4
+    assert _sent(e2e_probe_body(model="m"))["max_tokens"] == 4
 
 
 def test_turn_words_must_be_positive() -> None:

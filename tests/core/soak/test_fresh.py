@@ -40,11 +40,11 @@ def test_the_option_reads_short_and_long_and_refuses_anything_else() -> None:
 
 def test_a_long_round_adds_long_new_context_to_the_conversation() -> None:
     conv = Conversation(0, seed=3, fresh=FreshContext(10, 500, 1.0))
-    assert len(str(conv.messages[-1]["content"]).split()) > 500  # the first turn already long
+    assert len(conv.messages[-1].content.split()) > 500  # the first turn already long
     conv.add_answer(Answer("ok"))
-    assert len(str(conv.messages[-1]["content"]).split()) > 500
+    assert len(conv.messages[-1].content.split()) > 500
     plain = Conversation(0, seed=3)
-    assert len(str(plain.messages[-1]["content"]).split()) < 60  # no mix: turn_words each round
+    assert len(plain.messages[-1].content.split()) < 60  # no mix: turn_words each round
 
 
 def _answered(prompt: int, cached: int | None, ok: bool = True) -> RequestRecord:

@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 
 import servelab.core.soak.replay as replay_mod
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.replay import (
     Cell,
     Dependence,
@@ -17,7 +18,6 @@ from servelab.core.soak.replay import (
     dependence,
     held,
     locate,
-    shrink,
     varied,
 )
 from servelab.core.soak.signatures import Outcome
@@ -89,7 +89,7 @@ def test_bisection_halves_until_close_and_shrink_keeps_the_conversation_valid() 
     assert bisect_next(100, 10_100, 0) == 5100
     assert bisect_next(100, 300, 0) is None
     assert bisect_next(100, 10_100, 4) is None
-    body = {
+    doc = {
         "model": "m",
         "tools": [{"type": "function", "function": {"name": "read_file"}}],
         "messages": [
@@ -100,11 +100,13 @@ def test_bisection_halves_until_close_and_shrink_keeps_the_conversation_valid() 
             {"role": "user", "content": "c" * 4000},
         ],
     }
-    small = shrink(body, 2500)
-    assert len(json.dumps(small).encode()) <= 2500
-    assert small["messages"][0]["role"] == "system" and small["tools"] == body["tools"]
+    body = ChatBody.of(**doc)
+    shrunk = body.shrunk(2500)
+    small = json.loads(shrunk.encoded())
+    assert len(json.dumps(small).encode()) <= 2500 and shrunk.size <= 2500
+    assert small["messages"][0]["role"] == "system" and small["tools"] == doc["tools"]
     assert small["messages"][1]["role"] == "user"  # no tool result left without its call
-    assert len(body["messages"]) == 5  # the original is untouched
+    assert len(json.loads(body.encoded())["messages"]) == 5  # the original is untouched
 
 
 def _timed(hop: Hop, first: float, gap: float = 0.05, **kw: str) -> Cell:
@@ -199,14 +201,16 @@ def test_what_a_failure_depends_on_is_decided_by_probes_that_vary_one_thing() ->
 
 
 def test_the_probes_vary_one_thing_of_the_failing_payload() -> None:
-    failing = {
-        "model": "m", "messages": [{"role": "user", "content": "x" * 900}],
-        "tools": [{"type": "function"}], "tool_choice": "auto", "max_tokens": 24,
-    }  # fmt: skip
-    minimal = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 4}
-    small = varied(failing, minimal, Payload.SMALL_PROMPT)
-    assert small["messages"] == minimal["messages"] and small["max_tokens"] == 24
+    failing = ChatBody.of(
+        model="m", messages=[{"role": "user", "content": "x" * 900}],
+        tools=[{"type": "function"}], tool_choice="auto", max_tokens=24,
+    )  # fmt: skip
+    minimal = ChatBody.of(model="m", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    small = json.loads(varied(failing, minimal, Payload.SMALL_PROMPT).encoded())
+    assert small["messages"] == json.loads(minimal.encoded())["messages"]
+    assert small["max_tokens"] == 24
     assert "tools" not in small and "tool_choice" not in small
-    short = varied(failing, minimal, Payload.SHORT_ANSWER)
-    assert short["messages"] == failing["messages"] and short["max_tokens"] == 1
+    short = json.loads(varied(failing, minimal, Payload.SHORT_ANSWER).encoded())
+    assert short["messages"] == json.loads(failing.encoded())["messages"]
+    assert short["max_tokens"] == 1
     assert varied(failing, minimal, Payload.FAILING) is failing

@@ -12,13 +12,11 @@ import pytest
 
 import servelab.core.soak.upgrade as upgrade_mod
 from servelab.core.ledger.codec import decode, encode
+from servelab.core.soak.evidence import Probe
+from servelab.core.soak.observation import ProbeResult
 from servelab.core.soak.record import read_soak_run
 from servelab.core.soak.result import Determinism, SoakResult
-from servelab.core.soak.upgrade import (
-    upgrade_determinism,
-    upgrade_observation,
-    upgrade_soak_result,
-)
+from servelab.core.soak.upgrade import read_soak_result
 from tests.support.soakresult import every_kind_result
 
 OLDER = json.loads((Path(__file__).parent / "data" / "older_soaks.json").read_text())
@@ -57,7 +55,7 @@ def test_a_real_older_row_reads_typed(row: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("doc", _documents(), ids=lambda d: str(len(d["observations"])))
 def test_every_older_observation_and_finding_keeps_its_ids(doc: dict[str, Any]) -> None:
-    result = decode(SoakResult, upgrade_soak_result(doc))
+    result = read_soak_result(doc)
     assert [(o.id, o.subject, o.healthy) for o in result.observations] == [
         (o["id"], o["subject"], o["healthy"]) for o in doc["observations"]
     ]
@@ -81,9 +79,12 @@ def test_the_findings_table_stands_in_for_a_result_without_findings() -> None:
 
 def test_todays_result_goes_through_unchanged() -> None:
     stored = json.loads(json.dumps(encode(every_kind_result())))
-    assert upgrade_soak_result(stored) == stored
-    assert decode(SoakResult, upgrade_soak_result(stored)) == every_kind_result()
-    assert all(upgrade_observation(o) == o for o in stored["observations"])
+    assert json.loads(json.dumps(encode(read_soak_result(stored)))) == stored
+    assert read_soak_result(stored) == every_kind_result()
+    assert decode(SoakResult, stored) == every_kind_result()  # nothing to upgrade
+    for obs in stored["observations"]:  # each kind of today's, alone, as it was
+        (read,) = read_soak_result({"observations": [obs]}).observations
+        assert json.loads(json.dumps(encode(read))) == obs
 
 
 @pytest.mark.parametrize(
@@ -109,7 +110,7 @@ def test_todays_result_goes_through_unchanged() -> None:
 def test_the_older_determinism_shape_left_out_what_it_had_not_measured(
     doc: dict[str, Any] | None, det: Determinism
 ) -> None:
-    assert decode(Determinism, upgrade_determinism(doc)) == det
+    assert read_soak_result({"determinism": doc}).determinism == det
 
 
 def test_partial_rows_read_with_defaults() -> None:
@@ -131,16 +132,17 @@ def test_older_knob_values_read_as_text_and_the_config_column_fills_in() -> None
 
 
 def test_an_observation_of_no_known_kind_is_left_out() -> None:
-    assert upgrade_observation({"id": "weird.thing", "subject": "x", "data": {}}) is None
-    scoped = upgrade_observation(
-        {"id": "http_5xx:probe.router.readiness", "subject": "router", "healthy": False,
-         "data": {"role": "router", "kind": "readiness", "status": 503, "elapsed_s": 0.1,
-                  "detail": "HTTP 503"}}
-    )  # fmt: skip
-    assert scoped is not None and scoped["kind"] == "probe"
-    assert scoped["probe"] == {"role": "router", "kind": "readiness", "status": 503,
-                               "elapsed_s": 0.1, "detail": "HTTP 503", "service": "router",
-                               "ok": False}  # fmt: skip
+    weird = {"id": "weird.thing", "subject": "x", "data": {}}
+    assert read_soak_result({"observations": [weird]}).observations == ()
+    older = {"id": "http_5xx:probe.router.readiness", "subject": "router", "healthy": False,
+             "data": {"role": "router", "kind": "readiness", "status": 503, "elapsed_s": 0.1,
+                      "detail": "HTTP 503"}}  # fmt: skip
+    (scoped,) = read_soak_result({"observations": [weird, older]}).observations
+    assert isinstance(scoped, ProbeResult) and encode(scoped)["kind"] == "probe"
+    assert (scoped.id, scoped.subject, scoped.healthy) == (older["id"], "router", False)
+    assert scoped.probe == decode(Probe, {"role": "router", "kind": "readiness", "status": 503,
+                                          "elapsed_s": 0.1, "detail": "HTTP 503",
+                                          "service": "router", "ok": False})  # fmt: skip
 
 
 def test_an_older_matrix_said_size_dependent_and_now_says_what_it_depends_on() -> None:
@@ -151,7 +153,7 @@ def test_an_older_matrix_said_size_dependent_and_now_says_what_it_depends_on() -
             located = loc["matrix"]["located"]
             located.pop("dependence")
             located["size_dependent"] = said
-        back = decode(SoakResult, upgrade_soak_result(older))
+        back = read_soak_result(older)
         assert {loc.matrix.located.dependence for loc in back.localizations} == {now}
         assert all(loc.matrix.located.size_dependent is said for loc in back.localizations)
 
@@ -159,7 +161,7 @@ def test_an_older_matrix_said_size_dependent_and_now_says_what_it_depends_on() -
 def test_a_soak_stored_before_the_conviction_rule_reads_with_no_exoneration() -> None:
     stored = json.loads(json.dumps(encode(every_kind_result())))
     assert stored["exonerated"] and stored["exonerated"][0]["standing"] == "exonerated"
-    today = decode(SoakResult, upgrade_soak_result(stored))
+    today = read_soak_result(stored)
     assert today.exonerated == every_kind_result().exonerated  # through the codec, typed
     clocks = {c.clock for loc in today.localizations for c in loc.matrix.cells}
     assert {"deadline", "undecided"} <= clocks
@@ -168,7 +170,7 @@ def test_a_soak_stored_before_the_conviction_rule_reads_with_no_exoneration() ->
     for loc in older["localizations"]:
         for cell in loc["matrix"]["cells"]:
             cell.pop("clock"), cell.pop("deadline_s")
-    back = decode(SoakResult, upgrade_soak_result(older))
+    back = read_soak_result(older)
     assert back.exonerated == ()
     assert {c.clock for loc in back.localizations for c in loc.matrix.cells} == {"idle"}
     for row in _rows():

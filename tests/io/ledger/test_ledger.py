@@ -30,7 +30,7 @@ from servelab.core.telemetry.layers import Layer
 from servelab.core.verify.checks import Check, CheckCode, KnobLive
 from servelab.core.verify.e2e import WorkerReach
 from servelab.core.verify.record import StoredCheck, UntypedCheck, VerificationRecord, read_check
-from servelab.errors import CaseError, SchemaError, StoreError
+from servelab.errors import CaseError, RecordError, SchemaError, StoreError
 from servelab.io.ledger import connection as connection_module
 from servelab.io.ledger import ledger as store_module
 from servelab.io.ledger.connection import default_ledger_path, resolve_ledger_path
@@ -470,6 +470,45 @@ def test_an_older_ledger_with_duplicated_fields_is_read_typed(tmp_path: Path) ->
     # (the config keeps its bench's own ``label``: only the arms' is gone)
     assert '"label"' not in json.dumps(export["ab_runs"][0]["result"])
     assert '"verified"' not in json.dumps(export)
+
+
+_OLDER_SOAKS = Path(__file__).parents[2] / "core" / "soak" / "data" / "older_soaks.json"
+
+
+def test_an_older_soak_row_reads_typed_from_the_file_and_its_export(tmp_path: Path) -> None:
+    """A soak row and its findings as an older servelab stored them (worded findings, the
+    observations' ``data``), columns as written: the ledger reads it typed, its export reads
+    back the same, and a soak run without its id is a RecordError naming it."""
+    (row, *_) = json.loads(_OLDER_SOAKS.read_text())["rows"]
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("BEGIN IMMEDIATE")
+    migrate(raw, source=str(path))
+    raw.execute(
+        "INSERT INTO soak_runs (id, at, ok, config, result) VALUES (?, ?, ?, ?, ?)",
+        tuple(row[k] for k in ("id", "at", "ok", "config", "result")),
+    )
+    for text in row["findings"]:
+        finding = json.loads(text)
+        raw.execute(
+            "INSERT INTO soak_findings (soak_id, layer, confidence, finding) VALUES (?, ?, ?, ?)",
+            (row["id"], finding["layer"], finding["confidence"], text),
+        )
+    raw.execute("COMMIT")
+    raw.close()
+    with Ledger.open(path) as ledger:
+        soak = ledger.get(SoakRunRecord, row["id"])
+        export = ledger.export()
+    assert soak is not None and (soak.id, soak.at, soak.ok) == (row["id"], row["at"], False)
+    assert [f.layer for f in soak.result.findings] == [
+        json.loads(f)["layer"] for f in row["findings"]
+    ]
+    assert soak.result.config.knobs == json.loads(row["config"])["knobs"]
+    assert len(soak.result.observations) == len(json.loads(row["result"])["observations"])
+    (again,) = decode(LedgerExport, export).soak_runs
+    assert again == soak
+    with pytest.raises(RecordError, match="id"):
+        decode(LedgerExport, {**export, "soak_runs": [{"at": row["at"], "result": {}}]})
 
 
 def _soak_doc(ok: bool, layers: list[str]) -> SoakResult:

@@ -26,7 +26,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.case import case as cases
-from servelab.report.case import event_error, revert_error
+from servelab.report.case import case_json, event_error, revert_error
 from tests.support import free_ports
 from tests.support.history import K, seed_history
 from tests.support.progress import lines
@@ -151,7 +151,7 @@ def test_a_second_resolve_keeps_the_first_in_the_timeline(ledger: Ledger) -> Non
     assert first.case.verdict(target) == "convicted"
     again = cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
     assert again.case.root_cause == "the proxy" and again.case.verdict(target) == "exonerated"
-    resolved = [e for e in again.to_json()["timeline"] if e["kind"] == "resolved"]
+    resolved = [e for e in json.loads(case_json(again))["timeline"] if e["kind"] == "resolved"]
     assert [e["data"]["root_cause"] for e in resolved] == ["the knob", "the proxy"]
     assert resolved[0]["at"] == first.case.resolved_at
     assert resolved[0]["data"]["verdicts"] == {target: "convicted"}
@@ -411,7 +411,7 @@ def test_the_timeline_json_keeps_the_shape_it_had_as_dicts(ledger: Ledger) -> No
     ledger.add(CaseEvent(at=NOW, case_id=cid, kind="revert", detail=older))
     cases.resolve_case(ledger, cid, "the knob", convict=[target], override="by hand")
     cases.resolve_case(ledger, cid, "the proxy", exonerate=[target])
-    doc = cases.view_case(ledger, cid).to_json()["timeline"]
+    doc = json.loads(case_json(cases.view_case(ledger, cid)))["timeline"]
     assert all(list(entry) == ["at", "kind", "data"] for entry in doc)
     shown = [(e["kind"], json.dumps(e["data"])) for e in doc if e["kind"] != "override"]
     first = {"root_cause": "the knob", "verdicts": {target: "convicted"},

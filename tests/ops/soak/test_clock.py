@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.clock import Clock, measured_rate
 from servelab.core.soak.replay import Payload, Reason
 from servelab.core.soak.signatures import Failure, Signature
@@ -19,15 +20,15 @@ from tests.support.stack import sim_stack
 IDLE_S = 1.0
 
 
-def _body(model: str) -> dict[str, object]:
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": "write a long answer " * 20}],
-        "max_tokens": 48,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+def _body(model: str) -> ChatBody:
+    return ChatBody.of(
+        model=model,
+        messages=[{"role": "user", "content": "write a long answer " * 20}],
+        max_tokens=48,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
 
 
 def test_a_non_streamed_answer_slower_than_the_idle_timeout_is_not_a_failure() -> None:

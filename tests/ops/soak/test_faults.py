@@ -8,6 +8,7 @@ it; the localization's wall time is printed (``LOCTIME ...``) for the closing no
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Iterator
 
@@ -173,7 +174,9 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> 
     top = result.findings[0]
     assert (top.layer, top.worker) == ("decode_transfer", "decode1"), result.findings
     assert encode(result)["findings"][0]["worker"] == "decode1"  # stored
-    assert soak_json(result)["findings"][0]["evidence"][0]["text"] == "worker: decode1"  # worded
+    assert (
+        json.loads(soak_json(result))["findings"][0]["evidence"][0]["text"] == "worker: decode1"
+    )  # worded
     assert "worker decode1" in render_soak(result)
     obs = {o.id: o for o in result.observations}
     assert obs["metrics.decode1.progress"].healthy is None  # unknown, not healthy
@@ -192,6 +195,6 @@ def test_one_of_two_decodes_wedged_with_health_200_and_no_metrics_is_named() -> 
         assert "matrix.pair.prefill+decode1.failing.stream" in e.because, text
     if result.exonerated:
         assert "straight to the prefill/decode pair, without the router" in text, text
-    assert [e["standing"] for e in soak_json(result)["exonerated"]] == [
+    assert [e["standing"] for e in json.loads(soak_json(result))["exonerated"]] == [
         e.standing for e in result.exonerated
     ]

@@ -8,6 +8,7 @@ router's own counters point at its workers. A clean soak fires no rule.
 from __future__ import annotations
 
 import asyncio
+import json
 import urllib.request
 from collections.abc import Iterator
 
@@ -72,7 +73,7 @@ def test_failing_transfers_fire_the_transfer_rule_citing_the_decodes_counter(
     router = obs["telemetry.router_errors.router"]
     assert router.healthy is True and router.evidence.state == "quiet"
     # Stored and worded with the metric.
-    evidence = soak_json(result)["findings"][0]["evidence"]
+    evidence = json.loads(soak_json(result))["findings"][0]["evidence"]
     assert any(e["id"] == "telemetry.engine_transfer.decode" for e in evidence)
     assert f"{FAILED}" in render_soak(result)
 

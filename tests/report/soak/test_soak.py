@@ -60,7 +60,7 @@ def _result() -> SoakResult:
 
 
 def test_the_document_holds_the_numbers_and_the_worded_findings() -> None:
-    doc = soak_json(_result())
+    doc = json.loads(soak_json(_result()))
     assert set(doc) == DOC_KEYS
     assert doc["ok"] is False and doc["elapsed_s"] == 1.235 and doc["model"] == "sim"
     sessions = doc["sessions"]
@@ -80,7 +80,9 @@ def test_the_document_holds_the_numbers_and_the_worded_findings() -> None:
         "reference_ok": True, "under_load_ok": None, "concurrency": None, "same_text": None,
         "sessions_ended_first": True,
     }  # fmt: skip
-    assert soak_json(replace(_result(), findings=()))["findings"] == []  # none: none worded
+    assert (
+        json.loads(soak_json(replace(_result(), findings=())))["findings"] == []
+    )  # none: none worded
 
 
 def test_the_recorded_result_reads_back_equal(tmp_path: Path) -> None:
@@ -124,7 +126,7 @@ def _localized() -> SoakResult:
 
 def test_the_matrix_is_stored_with_the_soak_and_printed_as_a_table(tmp_path: Path) -> None:
     result = _localized()
-    doc = soak_json(result)
+    doc = json.loads(soak_json(result))
     (loc,) = doc["localizations"]
     assert loc["failure"]["signature"] == "stall_head" and loc["elapsed_s"] == 2.3
     assert loc["matrix"]["located"]["layer"] == "client_proxy"
@@ -157,7 +159,7 @@ def test_no_finding_says_why_and_which_probe_would_tell() -> None:
     assert "conflicting: failure.stall_head" in text
     assert "unknown (no answer, not healthy): router_metrics" in text
     assert "next probe: soak longer or with more sessions" in text
-    assert soak_json(result)["undecided"] == {
+    assert json.loads(soak_json(result))["undecided"] == {
         "reason": "not_reproduced",
         "conflicting": ["failure.stall_head"],
         "unknown": ["router_metrics"],
@@ -174,7 +176,7 @@ def test_exonerations_and_cell_clocks_are_said_in_every_output() -> None:
     assert "straight to the router, without the proxy in front of it" in text
     assert "[deadline 4.5 s from its expected answer]" in text
     assert "UNDECIDED after 2.00 s: not streamed and no deadline known" in text
-    doc = soak_json(result)
+    doc = json.loads(soak_json(result))
     assert [(e["layer"], e["standing"], e["by"]) for e in doc["exonerated"]] == [
         (cleared.layer, "exonerated", "router")
     ]
@@ -194,7 +196,7 @@ def test_the_fresh_context_and_the_uncached_prefill_are_said_beside_the_hit_rate
     assert "uncached prefill per request: max 1510 tokens, p90 1320 (over 12 request(s))" in text
     page = "\n".join(page_sections(told))
     assert "Fresh context per round: short 48" in page and "max 1510 tokens" in page
-    doc = soak_json(told)
+    doc = json.loads(soak_json(told))
     assert doc["uncached"] == {"max_tokens": 1510, "p90_tokens": 1320, "requests": 12}
     assert doc["config"]["fresh_context"] == {
         "short_words": 48,

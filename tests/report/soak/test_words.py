@@ -14,9 +14,8 @@ from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.export import LedgerExport
 from servelab.core.soak.observation import RouterHealth
 from servelab.core.soak.record import SoakRunRecord, read_soak_run
-from servelab.core.soak.result import SoakResult
 from servelab.core.soak.undecided import NextProbe, Undecided, UndecidedReason
-from servelab.core.soak.upgrade import upgrade_soak_result
+from servelab.core.soak.upgrade import read_soak_result
 from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
 from servelab.report.ledger import ledger_json_chunks
@@ -50,7 +49,7 @@ def test_every_kind_of_observation_and_every_layer_has_words() -> None:
 @pytest.mark.parametrize("doc", _older_documents(), ids=lambda d: str(len(d["observations"])))
 def test_an_older_rows_findings_read_as_the_words_it_stored(doc: dict[str, Any]) -> None:
     """The words are rendered from the upgraded codes exactly as an older servelab stored them."""
-    result = decode(SoakResult, upgrade_soak_result(doc))
+    result = read_soak_result(doc)
     for finding, old in zip(result.findings, doc["findings"], strict=True):
         assert (layer_title(finding.layer), layer_advice(finding.layer)) == (
             old["title"], old["advice"]

@@ -31,6 +31,14 @@ half of it.
 otherwise, when the suspect arm's reached peak is below the reference (or unknown), its outcome is
 :data:`~servelab.core.case.experiment.NOT_SHOWN` (rule :data:`RULE_LOAD_NOT_REACHED`), never
 exonerated: the load the fault needs was never reached.
+
+**A bisection's probe** (:func:`guard_probe`) is the same rule turned round: a probe is "good"
+when its arm (the good state with some of the changes) gave no wrong answer while the bad state
+did, which clears those changes only if the probe's arm reached the load the bad arm's wrong
+answers were seen at in the same probe (:func:`probe_reference`; with none seen yet, the case's
+reference): :data:`PROBE_SHARE` of it, as a decode's peak varies from run to run (42–51 of 64 on
+the simulated pair). Below it, the probe is not decided yet (it runs its next round; with none
+left it is undecided). A "bad" probe (its arm failing as the bad state does) stands at any load.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
+from servelab.core.case.bisect import ProbeOutcome
 from servelab.core.case.experiment import (
     ARM_SUSPECT,
     CONVICTED,
@@ -47,7 +56,7 @@ from servelab.core.case.experiment import (
     Decision,
     ExperimentVisit,
 )
-from servelab.core.case.probe import ARM_BAD, ProbeRecord, ProbeVisit
+from servelab.core.case.probe import ARM_BAD, ARM_PROBE, ProbeRecord, ProbeVisit
 from servelab.core.case.reached import (
     LoadCheck,
     LoadReference,
@@ -61,6 +70,7 @@ from servelab.core.ledger.codec import decode
 from servelab.core.load.records import RequestRecord
 
 __all__ = [
+    "PROBE_SHARE",
     "REQUESTED_SHARE",
     "RULE_LOAD_NOT_REACHED",
     "arm_load",
@@ -69,12 +79,18 @@ __all__ = [
     "client_load",
     "engine_load",
     "guard",
+    "guard_probe",
+    "probe_reference",
     "seen_at",
 ]
 
 #: The share of the requested concurrency the decode must reach when the case records no load of
 #: its wrong answers (see the module's docstring).
 REQUESTED_SHARE = 0.5
+
+#: The share of the load a probe's bad arm failed at that the probe's arm must reach (a decode's
+#: peak varies run to run by a few requests; a starved client stays far below).
+PROBE_SHARE = 0.75
 
 #: Why a test's outcome is "not shown" (wording in :mod:`servelab.report.case`).
 RULE_LOAD_NOT_REACHED = "load_not_reached"
@@ -108,7 +124,7 @@ def client_load(records: Iterable[RequestRecord]) -> ReachedLoad | None:
                        len(met))  # fmt: skip
 
 
-def arm_load(visits: Sequence[ExperimentVisit], arm: str) -> ReachedLoad | None:
+def arm_load(visits: Sequence[ExperimentVisit | ProbeVisit], arm: str) -> ReachedLoad | None:
     """``arm``'s reached load: the least peak of its visits, the median of their medians (None
     when a visit of it recorded none: its load is unknown)."""
     loads = [v.reached for v in visits if v.arm == arm]
@@ -166,3 +182,30 @@ def guard(decision: Decision, check: LoadCheck) -> Decision:
     if decision.outcome == CONVICTED or check.enough:
         return decision
     return replace(decision, outcome=NOT_SHOWN, rule=RULE_LOAD_NOT_REACHED)
+
+
+def probe_reference(visits: Sequence[ProbeVisit], fallback: LoadReference) -> LoadReference:
+    """The load a probe's bad arm saw its wrong answers at: the least reached peak of its visits
+    that failed (:attr:`ReferenceSource.PROBE`); ``fallback`` while none did."""
+    seen = _seen(visits, ARM_BAD)
+    return LoadReference(min(seen), ReferenceSource.PROBE) if seen else fallback
+
+
+def guard_probe(
+    outcome: ProbeOutcome | None,
+    decision: Decision,
+    visits: Sequence[ProbeVisit],
+    fallback: LoadReference,
+) -> tuple[ProbeOutcome | None, Decision, LoadCheck]:
+    """A probe's outcome after a round, unless it is "good" and the probe's arm did not reach
+    :func:`probe_reference` (:data:`PROBE_SHARE` of it when the bad arm failed in this probe):
+    then not decided yet, the decision's rule
+    :data:`RULE_LOAD_NOT_REACHED`. The load check is returned either way."""
+    reference, reached = probe_reference(visits, fallback), arm_load(visits, ARM_PROBE)
+    check = check_load(reached, reference)
+    if reference.source is ReferenceSource.PROBE:
+        check = replace(check, enough=reached is not None
+                        and reached.peak >= PROBE_SHARE * reference.level)  # fmt: skip
+    if outcome is not ProbeOutcome.GOOD or check.enough:
+        return outcome, decision, check
+    return None, replace(decision, rule=RULE_LOAD_NOT_REACHED), check

@@ -57,7 +57,7 @@ from servelab.core.case.experiment import (
     decide,
 )
 from servelab.core.case.model import Target
-from servelab.core.case.reached import ReachedLoad
+from servelab.core.case.reached import LoadCheck, ReachedLoad
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.workload import MAX_REQUESTS
 from servelab.errors import CaseError
@@ -187,8 +187,8 @@ class ProbeVisit:
     elapsed_s: float = 0.0
     #: a threshold test's wrong answers over its runs (a run with one fails, however fast)
     wrong_answers: int = 0
-    #: an answers test's load reached on the decode (:mod:`servelab.core.case.load`; recorded,
-    #: not yet a guard of the probe's outcome)
+    #: an answers test's load reached on the decode (:mod:`servelab.core.case.load`: a probe's
+    #: arm below the load its bad arm failed at cannot be called good)
     reached: Annotated[ReachedLoad | None, OMITTED_IF_NONE] = None
 
 
@@ -211,6 +211,8 @@ class ProbeRecord:
     decision: Decision = field(default_factory=Decision)
     visits: tuple[ProbeVisit, ...] = ()
     elapsed_s: float = 0.0
+    #: an answers test's load check of the probe's arm (:func:`servelab.core.case.load.guard_probe`)
+    load: Annotated[LoadCheck | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

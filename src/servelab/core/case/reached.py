@@ -31,6 +31,7 @@ class ReferenceSource(StrEnum):
 
     CASE = "case_evidence"
     REQUESTED = "requested_concurrency"
+    PROBE = "probe_bad_arm"  # a bisection probe's bad arm, in the same probe
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,6 @@ __all__ = [
     "FailReason",
     "RequestRecord",
     "StreamAccumulator",
-    "cached_tokens",
     "decode_chunks",
     "http_reason",
 ]
@@ -131,7 +130,7 @@ class RequestRecord:
             self.error_detail = _quoted_detail(detail)
 
 
-def cached_tokens(usage: Mapping[str, Any]) -> int | None:
+def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
     """The cached prompt tokens a ``usage`` object reports: ``prompt_tokens_details
     .cached_tokens``, 0 for a ``null`` details object (SGLang with ``--enable-cache-report``
     when none was cached), None when it says nothing (no details: the report is off)."""
@@ -254,7 +253,7 @@ class StreamAccumulator:
             self.record.tokens_from_usage = True
             if isinstance(usage.get("prompt_tokens"), int):
                 self.record.input_tokens = usage["prompt_tokens"]
-            cached = cached_tokens(usage)
+            cached = _cached_tokens(usage)
             if cached is not None:
                 self.record.cached_tokens = cached
         if tokens or choices:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.sse import Event
 from servelab.core.load.workload import make_prompt
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.fresh import FreshContext
 
 __all__ = [
@@ -26,13 +27,13 @@ __all__ = [
     "Answer",
     "AnswerAssembler",
     "Conversation",
+    "Message",
     "ToolCall",
     "Violation",
     "check_answer",
     "compare_texts",
     "e2e_probe_body",
     "greedy_probe_body",
-    "payload_size",
     "tool_result",
 ]
 
@@ -93,6 +94,32 @@ class ToolCall:
     id: str
     name: str
     arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message of a conversation: its role and text; an assistant's tool calls; a tool
+    result's call id."""
+
+    role: str
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+def _sent(message: Message) -> JsonObject:
+    """``message`` as the request carries it: ``role``, a tool result's ``tool_call_id``,
+    ``content``, an assistant's ``tool_calls`` (OpenAI's function calls), in that order."""
+    doc: JsonObject = {"role": message.role}
+    if message.tool_call_id is not None:
+        doc["tool_call_id"] = message.tool_call_id
+    doc["content"] = message.content
+    if message.tool_calls:
+        doc["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in message.tool_calls
+        ]
+    return doc
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,11 +251,6 @@ def tool_result(call: ToolCall, *, seed: int, words: int) -> str:
     return f"[{call.name} ok] " + make_prompt(max(words, 1), rng)
 
 
-def payload_size(body: JsonObject) -> int:
-    """Bytes of ``body`` serialised as the client sends it."""
-    return len(json.dumps(body).encode())
-
-
 class Conversation:
     """One agent session's growing conversation (deterministic for ``seed`` and ``session``)."""
 
@@ -245,9 +267,9 @@ class Conversation:
         self._rng = random.Random(seed * 1_000_003 + session)
         self.turn_words = turn_words
         self.round = 0
-        self.messages: list[JsonObject] = [
-            {"role": "system", "content": _SYSTEM},
-            {"role": "user", "content": self._user_turn()},
+        self.messages: list[Message] = [
+            Message("system", _SYSTEM),
+            Message("user", self._user_turn()),
         ]
 
     def words(self) -> int:
@@ -260,61 +282,51 @@ class Conversation:
         task = make_prompt(self.words(), self._rng)
         return f"Session {self.session}, task {self.round}: {task}"
 
-    def request_body(self, *, model: str, max_tokens: int) -> JsonObject:
+    def request_body(self, *, model: str, max_tokens: int) -> ChatBody:
         """The next request: the whole conversation, the tools, greedy, streamed with usage."""
-        return {
-            "model": model,
-            "messages": [dict(m) for m in self.messages],
-            "tools": [dict(t) for t in TOOLS],
-            "tool_choice": "auto",
-            "max_tokens": max_tokens,
-            "temperature": 0,
-            "stream": True,
-            "stream_options": {"include_usage": True},
-        }
+        return ChatBody.of(
+            model=model,
+            messages=[_sent(m) for m in self.messages],
+            tools=[dict(t) for t in TOOLS],
+            tool_choice="auto",
+            max_tokens=max_tokens,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
 
     def add_answer(self, answer: Answer) -> None:
         """Append the answer, then tool results for its calls, or else the next user turn."""
-        message: JsonObject = {"role": "assistant", "content": answer.text}
-        if answer.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in answer.tool_calls
-            ]
-        self.messages.append(message)
+        self.messages.append(Message("assistant", answer.text, answer.tool_calls))
         self.round += 1
         if answer.tool_calls:
             for call in answer.tool_calls:
                 content = tool_result(call, seed=self._seed, words=self.words())
-                self.messages.append({"role": "tool", "tool_call_id": call.id, "content": content})
+                self.messages.append(Message("tool", content, tool_call_id=call.id))
         else:
-            self.messages.append({"role": "user", "content": self._user_turn()})
+            self.messages.append(Message("user", self._user_turn()))
 
 
-def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> JsonObject:
+def greedy_probe_body(*, model: str, max_tokens: int, seed: int) -> ChatBody:
     """A fixed greedy request (same every time for ``seed``) for the determinism check."""
     rng = random.Random(seed ^ 0x5EED)
     prompt = "Determinism probe: " + make_prompt(32, rng)
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": prompt}],
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
+    return ChatBody.of(
+        model=model,
+        messages=[{"role": "user", "content": prompt}],
+        max_tokens=max_tokens,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
 
 
-def e2e_probe_body(*, model: str) -> JsonObject:
+def e2e_probe_body(*, model: str) -> ChatBody:
     """A tiny streamed request: does a completion get through at all?"""
-    return {
-        "model": model,
-        "messages": [{"role": "user", "content": "servelab soak e2e probe"}],
-        "max_tokens": 4,
-        "temperature": 0,
-        "stream": True,
-    }
+    return ChatBody.of(
+        model=model,
+        messages=[{"role": "user", "content": "servelab soak e2e probe"}],
+        max_tokens=4,
+        temperature=0,
+        stream=True,
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+__all__ = ["InFlight"]
+
 
 @dataclass(slots=True)
 class InFlight:

@@ -26,17 +26,16 @@ pair that fails names its worker (the one common to every failing pair and absen
 working one). What the failure depends on (:class:`Dependence`) is decided at the located hop by
 probes that each vary one thing (:func:`dependence`): the prompt (:attr:`Payload.SMALL_PROMPT`)
 or the answer's length (:attr:`Payload.SHORT_ANSWER`); a size-dependent failure is then bisected
-(:func:`bisect_next`, :func:`shrink`) through that hop.
+(:func:`bisect_next`, :meth:`~servelab.core.soak.body.ChatBody.shrunk`) through that hop.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.clock import Clock
 from servelab.core.soak.signatures import Outcome
 from servelab.core.telemetry.layers import Layer
@@ -55,7 +54,6 @@ __all__ = [
     "dependence",
     "held",
     "locate",
-    "shrink",
     "varied",
 ]
 
@@ -410,38 +408,13 @@ def bisect_next(ok_bytes: int, fail_bytes: int, steps: int) -> int | None:
     return (ok_bytes + fail_bytes) // 2
 
 
-def _size(body: JsonObject) -> int:
-    return len(json.dumps(body).encode())
-
-
-def shrink(body: JsonObject, limit: int) -> JsonObject:
-    """``body`` cut down to about ``limit`` bytes: the oldest turns dropped (system and tools
-    kept, no tool result left without its call), then the last turn's text truncated."""
-    messages = [dict(m) for m in body.get("messages", [])]
-    system = [m for m in messages if m.get("role") == "system"]
-    turns = [m for m in messages if m.get("role") != "system"]
-    out = dict(body)
-    while len(turns) > 1 and _size(out | {"messages": system + turns}) > limit:
-        turns.pop(0)
-        while len(turns) > 1 and turns[0].get("role") in ("tool", "assistant"):
-            turns.pop(0)
-    out["messages"] = system + turns
-    last = turns[-1] if turns else None
-    if last is not None and isinstance(last.get("content"), str):
-        excess = _size(out) - limit
-        if excess > 0:
-            last["content"] = last["content"][: max(1, len(last["content"]) - excess)]
-    return out
-
-
-def varied(failing: JsonObject, minimal: JsonObject, payload: Payload) -> JsonObject:
+def varied(failing: ChatBody, minimal: ChatBody, payload: Payload) -> ChatBody:
     """The probe that varies one thing of ``failing``: the prompt
     (:attr:`Payload.SMALL_PROMPT`: the minimal payload's messages, no tools, the same answer
     length) or the answer (:attr:`Payload.SHORT_ANSWER`: the same prompt, the minimal payload's
     answer length); any other payload is ``failing`` itself."""
     if payload == Payload.SMALL_PROMPT:
-        small = {k: v for k, v in failing.items() if k not in ("tools", "tool_choice")}
-        return small | {"messages": list(minimal["messages"])}
+        return failing.prompt_of(minimal)
     if payload == Payload.SHORT_ANSWER:
-        return failing | {"max_tokens": 1}
+        return failing.with_fields(max_tokens=1)
     return failing

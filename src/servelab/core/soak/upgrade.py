@@ -1,13 +1,15 @@
-"""The older stored shapes of a soak, read into today's (pure; JSON in, JSON out).
+"""The older stored shapes of a soak, read into today's (pure; stored JSON in, the typed result
+out: :func:`read_soak_result`).
 
 Until the soak's result became one typed :class:`~servelab.core.soak.result.SoakResult`, a soak
 row held a hand-made document: findings worded (``title``, ``advice``, ``evidence`` sentences),
 each observation ``{"id", "subject", "healthy", "data"}`` with its facts in ``data``, the
 determinism probe without the fields it had not measured, the config beside the result, the
-findings also in the ``soak_findings`` table. Nothing is rewritten on disk: each reader here takes
-such a value (or today's: they leave it as it is) and returns today's shape for
-:func:`servelab.core.ledger.codec.decode`. The words of an old finding are dropped (report words
-its layer and evidence again); an old observation whose id names no kind known today is dropped.
+findings also in the ``soak_findings`` table. Nothing is rewritten on disk: the upgraders here
+(private: stored JSON of any age in, today's JSON out, today's left as it is) turn such a value
+into today's shape, and :func:`read_soak_result` decodes it, once, into the type. The words of
+an old finding are dropped (report words its layer and evidence again); an old observation whose
+id names no kind known today is dropped.
 A soak stored before the conviction rule (:mod:`servelab.core.soak.conviction`) kept no
 exonerations and its matrix cells no clock: it reads with none, each cell judged by the idle
 timeout as it was then.
@@ -15,19 +17,15 @@ timeout as it was then.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.ledger.codec import JsonObject, decode
+from servelab.core.soak.result import SoakResult
 from servelab.core.soak.signatures import Signature
 from servelab.core.telemetry.layers import Layer
 
-__all__ = [
-    "upgrade_determinism",
-    "upgrade_observation",
-    "upgrade_soak_result",
-    "upgrade_soak_run",
-]
+__all__ = ["read_soak_result"]
 
 
 def _obj(value: Any) -> JsonObject:
@@ -38,28 +36,25 @@ def _objs(value: Any) -> list[JsonObject]:
     return [dict(v) for v in value or () if isinstance(v, Mapping)]
 
 
-def upgrade_soak_run(row: Mapping[str, Any]) -> JsonObject:
-    """A ``soak_runs`` row (JSON columns decoded, ``findings`` its ``soak_findings``) or an
-    export's soak run, of any age → ``{"id", "at", "ok", "result"}``."""
-    result = upgrade_soak_result(_obj(row.get("result")), row.get("config"), row.get("findings"))
-    return {"id": row["id"], "at": row["at"], "ok": row.get("ok"), "result": result}
+def read_soak_result(doc: object, config: object = None, findings: object = None) -> SoakResult:
+    """A soak's stored result (decoded JSON) of any age, typed. ``config`` and ``findings``: what
+    its row kept beside it (a ``soak_runs`` row's ``config`` column, its ``soak_findings``), read
+    when the result lacks them. A value that does not fit is a RecordError."""
+    return decode(SoakResult, _upgrade_result(_obj(doc), config, findings))
 
 
-def upgrade_soak_result(
-    doc: Mapping[str, Any], config: Any = None, findings: Sequence[Any] | None = None
-) -> JsonObject:
-    """A soak's stored result of any age → today's. ``config`` and ``findings``: what the row
-    kept beside it, read when the result lacks them."""
+def _upgrade_result(doc: JsonObject, config: Any, findings: Any) -> JsonObject:
+    """A soak's stored result of any age → today's JSON."""
     out = dict(doc)
     cfg = _obj(out.get("config") or config)
     knobs = _obj(cfg.get("knobs")).items()
     cfg["knobs"] = {str(k): None if v is None else str(v) for k, v in knobs}
     out["config"] = cfg
     out["targets"] = {"entry_url": "", **_obj(out.get("targets"))}
-    out["determinism"] = upgrade_determinism(out.get("determinism"))
+    out["determinism"] = _upgrade_determinism(out.get("determinism"))
     found = out.get("findings", findings)
     out["findings"] = [f for f in map(_upgrade_finding, _objs(found)) if f is not None]
-    observed = map(upgrade_observation, _objs(out.get("observations")))
+    observed = map(_upgrade_observation, _objs(out.get("observations")))
     out["observations"] = [o for o in observed if o is not None]
     sessions = _obj(out.get("sessions"))
     out["sessions"] = {**sessions, "per_session": _objs(sessions.get("per_session"))}
@@ -79,7 +74,7 @@ def _upgrade_localization(loc: Mapping[str, Any]) -> JsonObject:
     return out
 
 
-def upgrade_determinism(det: Any) -> JsonObject:
+def _upgrade_determinism(det: Any) -> JsonObject:
     """Not measured (None) reads as nothing measured; the older shape left the fields it had not
     measured out and said ``"under_load_ok": null`` when every session ended first."""
     found = _obj(det)
@@ -198,7 +193,7 @@ def _kind(base: str) -> tuple[str, _Fields, str] | None:
     return None
 
 
-def upgrade_observation(obs: Mapping[str, Any]) -> JsonObject | None:
+def _upgrade_observation(obs: Mapping[str, Any]) -> JsonObject | None:
     """An older ``{"id", "subject", "healthy", "data"}`` observation → today's (its ``kind``
     and typed fields); today's is returned as it is. None: an id of no kind known today."""
     if "kind" in obs:

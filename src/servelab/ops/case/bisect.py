@@ -40,6 +40,7 @@ from servelab.core.case.bisect import (
 from servelab.core.case.bisectevents import BisectPlanned, BisectResumed, ProbeDecided, ProbeStarted
 from servelab.core.case.events import ArmSoaked, VisitStarted
 from servelab.core.case.experiment import ALPHA, EFFECT, ArmTally
+from servelab.core.case.load import case_reference, guard_probe
 from servelab.core.case.model import Case
 from servelab.core.case.probe import (
     ARM_BAD,
@@ -55,8 +56,9 @@ from servelab.core.case.probe import (
     judge_probe,
     round_order,
 )
+from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
-from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.result import SoakConfig
 from servelab.errors import CaseError, ServelabError
 from servelab.io.ledger.ledger import Ledger
@@ -123,12 +125,6 @@ class BisectOutcome:
     evidence_id: int
     left: tuple[str | None, ...]
 
-    def to_json(self) -> JsonObject:
-        return {"bisect_id": self.bisect_id, "start": encode(self.start),
-                "probes": [encode(p) for p in self.probes],
-                "conclusion": encode(self.conclusion), "conclusion_id": self.conclusion_id,
-                "evidence_id": self.evidence_id, "left": list(self.left)}  # fmt: skip
-
 
 # -- a probe ---------------------------------------------------------------------------------
 
@@ -143,6 +139,9 @@ class _Run:
     bench: BenchConfig | None
     #: an answers test's references and probes (None: another test)
     answers: AnswerSession | None = None
+    #: an answers test's load to reach when a probe's bad arm has not failed yet (None: another
+    #: test; :func:`servelab.core.case.load.guard_probe`)
+    reference: LoadReference | None = None
 
 
 def _settings(changes: Sequence[Change], applied: Sequence[int] | None) -> list[Setting]:
@@ -233,7 +232,7 @@ async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> Prob
     labels = tuple(f"{c.knob}={c.bad}" for c in step.changes)
     op.say(ProbeStarted(number, labels))
     visits: list[ProbeVisit] = []
-    outcome = None
+    outcome, load = None, None
     for rnd in range(start.rounds):
         for arm in round_order(rnd):
             op.say(VisitStarted(len(visits), 2 * start.rounds, arm))
@@ -241,6 +240,8 @@ async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> Prob
         bad, probe = _tally(visits, ARM_BAD), _tally(visits, ARM_PROBE)
         outcome, decision = judge_probe(bad, probe, alpha=start.alpha, effect=start.effect,
                                         rounds=start.rounds)  # fmt: skip
+        if run.reference is not None:
+            outcome, decision, load = guard_probe(outcome, decision, visits, run.reference)
         if outcome is not None:
             break
     decided = outcome or ProbeOutcome.UNDECIDED
@@ -248,8 +249,8 @@ async def _probe(op: Operation, run: _Run, step: NextProbe, number: int) -> Prob
     op.say(ProbeDecided(number, decided, rounds, probe.failed, probe.sessions, bad.failed,
                         bad.sessions, decision.p_value))  # fmt: skip
     return ProbeRecord(start.case_id, run.bisect_id, number, step.indices, decided, rounds, bad,
-                       probe, decision, tuple(visits),
-                       round(time.monotonic() - started, 3))  # fmt: skip
+                       probe, decision, tuple(visits), round(time.monotonic() - started, 3),
+                       load)  # fmt: skip
 
 
 # -- the bisection ---------------------------------------------------------------------------
@@ -357,7 +358,7 @@ async def run_bisect(
         )
         op.say(BisectPlanned(cfg.case_id, len(changes), str(cfg.test), cfg.rounds))
         run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
-                   _answers(op, start, bench))  # fmt: skip
+                   _answers(op, start, bench), _reference(case, start))  # fmt: skip
         return await _search(op, ledger, run, state, [])
 
 
@@ -368,6 +369,14 @@ def _answers(op: Operation, start: BisectRecord, bench: BenchConfig | None) -> A
     config = answers_bench(bench, start.test.concurrency).answers
     assert config is not None
     return AnswerSession(config, baseline_state(op, _settings(start.changes, ())), bench.model)
+
+
+def _reference(case: Case, start: BisectRecord) -> LoadReference | None:
+    """An answers test's load to reach while a probe's bad arm has not failed: where the case's
+    wrong answers were seen (:func:`~servelab.core.case.load.case_reference`)."""
+    if start.test.kind is not ProbeTestKind.ANSWERS:
+        return None
+    return case_reference(case.events, case.evidence, start.test.concurrency)
 
 
 def _bench(bench: BenchConfig | None, test: ProbeTest) -> BenchConfig | None:
@@ -409,5 +418,5 @@ async def resume_bisect(
         op.say(BisectResumed(case_id, len(probes)))
         bench = decode(BenchConfig, start.bench) if start.bench else None
         run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
-                   _answers(op, start, bench))  # fmt: skip
+                   _answers(op, start, bench), _reference(case, start))  # fmt: skip
         return await _search(op, ledger, run, state, list(probes))

@@ -60,7 +60,7 @@ from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
@@ -110,21 +110,6 @@ class CaseView:
     timeline: list[TimelineEntry]
     plan: list[RestoreItem]
     restore_status: str
-
-    def to_json(self) -> JsonObject:
-        return {
-            **encode(self.case),
-            "timeline": [_entry_json(e) for e in self.timeline],
-            "restore_plan": [encode(i) for i in self.plan],
-            "restore_status": self.restore_status,
-        }
-
-
-def _entry_json(entry: TimelineEntry) -> JsonObject:
-    """A timeline entry as ``case show --json`` prints it: a recorded event's detail as stored,
-    any other entry's data through the codec."""
-    data = dict(entry.data) if isinstance(entry.data, Mapping) else encode(entry.data)
-    return {"at": entry.at, "kind": entry.kind, "data": data}
 
 
 def load_case(ledger: Ledger, case_id: int) -> Case:

@@ -54,7 +54,7 @@ from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
 from servelab.errors import CaseError, ServelabError
@@ -113,10 +113,6 @@ class CaseTestOutcome:
     record: ExperimentRecord
     event_id: int | None = None
     evidence_id: int | None = None
-
-    def to_json(self) -> JsonObject:
-        return {**encode(self.record), "event_id": self.event_id,
-                "evidence_id": self.evidence_id}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,11 @@ from itertools import pairwise
 from time import perf_counter_ns
 from typing import Protocol
 
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.identity import request_identity
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord, StreamAccumulator
 from servelab.core.load.sse import SSEDecoder
 from servelab.core.soak.agentic import Answer, AnswerAssembler
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.signatures import Outcome, Phase, outcome_of, phase_of
 from servelab.io.http.stream import StreamClient
@@ -178,9 +178,9 @@ def client(
 
 
 async def one_shot(
-    url: str, body: JsonObject, idle_s: float, headers: Headers = (), proxy: str | None = None
+    url: str, body: ChatBody, idle_s: float, headers: Headers = (), proxy: str | None = None
 ) -> Exchange:
     """One request on a brand-new connection (closed afterwards, through ``proxy`` if given);
     streamed as ``body`` says."""
     async with client(url, idle_s, fresh=True, headers=headers, proxy=proxy) as c:
-        return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body.get("stream")))
+        return await exchange(c, body.encoded(), -1, stream=body.stream)

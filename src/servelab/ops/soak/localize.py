@@ -21,8 +21,8 @@ from typing import Any
 
 from servelab.core.deploy.engines import ENGINES, canonical_metrics
 from servelab.core.knobs.serverinfo import EngineReport
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import e2e_probe_body
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.clock import DecodeRate
 from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.events import Localizing
@@ -145,7 +145,7 @@ async def _evidence(
     http: HttpClient,
     targets: Targets,
     failure: Failure,
-    body: JsonObject,
+    body: ChatBody,
     model: str,
     bounds: tuple[float, float | None],
     headers: Headers,
@@ -209,7 +209,7 @@ async def _pairs(http: HttpClient, targets: Targets, timeout: float) -> tuple[Pa
 async def localize(
     targets: Targets,
     failure: Failure,
-    body: JsonObject,
+    body: ChatBody,
     *,
     model: str,
     idle_timeout_s: float,
@@ -237,7 +237,7 @@ async def _served(http: HttpClient, targets: Targets) -> list[int] | None:
     return None if counts is None else list(counts)
 
 
-async def _timed(url: str, body: JsonObject, idle: float) -> float | None:
+async def _timed(url: str, body: ChatBody, idle: float) -> float | None:
     start = time.monotonic()
     ex = await one_shot(url, body, idle)
     return time.monotonic() - start if ex.record.ok else None

@@ -35,10 +35,10 @@ from time import perf_counter_ns
 from typing import Any
 from urllib.parse import urlsplit
 
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
-from servelab.core.soak.agentic import e2e_probe_body, payload_size
-from servelab.core.soak.clock import DecodeRate, clock_of, expected_tokens, plain_deadline
+from servelab.core.soak.agentic import e2e_probe_body
+from servelab.core.soak.body import ChatBody
+from servelab.core.soak.clock import DecodeRate, clock_of, plain_deadline
 from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.replay import (
     Bisection,
@@ -52,7 +52,6 @@ from servelab.core.soak.replay import (
     dependence,
     held,
     locate,
-    shrink,
     varied,
 )
 from servelab.core.soak.result import Targets, WorkerTarget
@@ -72,22 +71,22 @@ class _Plan:
     """What every cell of one matrix shares: where, the payloads, the bounds."""
 
     targets: Targets
-    failing: JsonObject
-    minimal: JsonObject
+    failing: ChatBody
+    minimal: ChatBody
     idle_s: float
     deadline: float
     headers: Headers = ()
     rate: DecodeRate | None = None  # the soak's own streams' decode rate (None: unknown)
 
-    def bound(self, body: object) -> tuple[float, float | None]:
+    def bound(self, body: ChatBody) -> tuple[float, float | None]:
         """How long a request of ``body`` may go without a byte, and the deadline that judges
         it: a stream, the idle timeout (no deadline); a non-streamed answer, its deadline from
         its expected length (:func:`~servelab.core.soak.clock.plain_deadline`), else (no rate
         known, or the deadline does not fit before the matrix's own) the idle timeout, or what
         is left when more, with no deadline (a stall then is undecided)."""
-        if not isinstance(body, dict) or body.get("stream"):
+        if body.stream:
             return self.idle_s, None
-        deadline = plain_deadline(expected_tokens(body), self.rate)
+        deadline = plain_deadline(body.expected_tokens, self.rate)
         left = self.deadline - time.monotonic()
         if deadline is None or deadline > left:
             return max(self.idle_s, min(left, deadline or 0.0)), None
@@ -97,7 +96,7 @@ class _Plan:
         """``turns`` more idle timeouts fit before the deadline."""
         return time.monotonic() + turns * self.idle_s <= self.deadline
 
-    def body(self, payload: Payload) -> JsonObject:
+    def body(self, payload: Payload) -> ChatBody:
         return (
             self.minimal
             if payload == Payload.MINIMAL
@@ -112,33 +111,13 @@ def pairs_of(targets: Targets) -> list[tuple[WorkerTarget, WorkerTarget]]:
     return [(p, d) for p in prefills for d in decodes]
 
 
-def _body(body: JsonObject, stream: bool) -> JsonObject:
-    out = _uncached(body)
-    out["stream"] = stream
-    if not stream:
-        out.pop("stream_options", None)
-    return out
-
-
-def _uncached(body: JsonObject) -> JsonObject:
-    """``body`` with its last message's text opened by a marker no other request carries, so
-    no cell rides on another's prefill in the prefix cache: each prefills its last turn as the
-    failing request did (the earlier turns stay as cached as the soak left them). Without it, a
-    timeout that only a long uncached prefill meets passes when the same payload is sent again
-    (the cell before it cached it) and reads as load-dependent."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
-        return dict(body)
-    last = dict(messages[-1])
-    marker = f"[replay {random.getrandbits(48):012x}] "
-    content = last.get("content")
-    if isinstance(content, str):
-        last["content"] = marker + content
-    elif isinstance(content, list):
-        last["content"] = [{"type": "text", "text": marker}, *content]
-    else:
-        return dict(body)
-    return {**body, "messages": [*messages[:-1], last]}
+def _body(body: ChatBody, stream: bool) -> ChatBody:
+    """``body`` streamed or not, its last message's text opened by a marker no other request
+    carries, so no cell rides on another's prefill in the prefix cache: each prefills its last
+    turn as the failing request did (the earlier turns stay as cached as the soak left them).
+    Without it, a timeout that only a long uncached prefill meets passes when the same payload
+    is sent again (the cell before it cached it) and reads as load-dependent."""
+    return body.uncached(f"[replay {random.getrandbits(48):012x}] ").streamed(stream)
 
 
 def _cell(
@@ -157,14 +136,14 @@ def _cell(
 
 
 async def _send(
-    url: str, body: JsonObject, plan: _Plan, bound: tuple[float, float | None] | None = None,
+    url: str, body: ChatBody, plan: _Plan, bound: tuple[float, float | None] | None = None,
     proxy: str | None = None,
 ) -> Exchange:  # fmt: skip
     """One request on a fresh connection (through ``proxy`` if given), bounded by ``bound``
     (default :meth:`_Plan.bound`)."""
     limit, _ = plan.bound(body) if bound is None else bound
     async with client(url, limit, fresh=True, headers=plan.headers, proxy=proxy) as c:
-        return await exchange(c, json.dumps(body).encode(), -1, stream=bool(body["stream"]))
+        return await exchange(c, body.encoded(), -1, stream=body.stream)
 
 
 def _url(plan: _Plan, hop: Hop) -> tuple[str, str, str | None]:
@@ -181,7 +160,7 @@ async def _entry_cell(plan: _Plan, hop: Hop, payload: Payload, stream: bool) -> 
     sent = _body(plan.body(payload), stream)
     start, bound = time.monotonic(), plan.bound(sent)
     ex = await _send(url, sent, plan, bound, proxy)
-    return _cell(hop, target, payload, stream, payload_size(sent), ex, start, bound[1])
+    return _cell(hop, target, payload, stream, sent.size, ex, start, bound[1])
 
 
 async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
@@ -193,21 +172,21 @@ async def _reused_cell(plan: _Plan, carried: int, idle_s: float) -> Cell:
         url, plan.idle_s, fresh=False, headers=plan.headers, resend=False, proxy=proxy
     ) as c:
         for i in range(carried):
-            await exchange(c, json.dumps(_body(plan.minimal, False)).encode(), i, stream=False)
+            await exchange(c, _body(plan.minimal, False).encoded(), i, stream=False)
         if idle_s > 0:
             await asyncio.sleep(idle_s)
         start = time.monotonic()
-        ex = await exchange(c, json.dumps(sent).encode(), carried)
-    cell = _cell(Hop.REUSED, "entry", Payload.FAILING, True, payload_size(sent), ex, start)
+        ex = await exchange(c, sent.encoded(), carried)
+    cell = _cell(Hop.REUSED, "entry", Payload.FAILING, True, sent.size, ex, start)
     return replace(cell, idle_s=round(idle_s, 3))
 
 
-async def _prefill_leg(url: str, body: JsonObject, plan: _Plan) -> tuple[Exchange, Any]:
+async def _prefill_leg(url: str, body: ChatBody, plan: _Plan) -> tuple[Exchange, Any]:
     """A vLLM prefill leg: the exchange and the ``kv_transfer_params`` its answer carries (None:
     it failed, or answered without them)."""
     record = RequestRecord(index=-1, scheduled_ns=perf_counter_ns())
     async with client(url, plan.idle_s, fresh=True, headers=plan.headers) as c:
-        got = await c.transfer(CHAT, json.dumps(body).encode(), record)
+        got = await c.transfer(CHAT, body.encoded(), record)
     ex = Exchange(record, got.received_bytes)
     if record.error is not None:
         return ex, None
@@ -223,26 +202,21 @@ async def _prefill_leg(url: str, body: JsonObject, plan: _Plan) -> tuple[Exchang
 
 
 async def _nixl_legs(
-    prefill: WorkerTarget, decode: WorkerTarget, body: JsonObject, plan: _Plan,
+    prefill: WorkerTarget, decode: WorkerTarget, body: ChatBody, plan: _Plan,
     bound: tuple[float, float | None],
 ) -> tuple[Exchange, Exchange | None]:  # fmt: skip
     """vllm-router's hand-off, sent by hand: the prefill leg (one token, not streamed, asking for
     a remote decode), then the decode leg: the client's body with the params the prefill
     answered, which the decode pulls the KV with (no decode leg when the prefill failed)."""
-    leg = {**body, "max_tokens": 1, "min_tokens": 1, "stream": False,
-           "kv_transfer_params": _REMOTE_DECODE}  # fmt: skip
-    leg.pop("stream_options", None)
-    if "max_completion_tokens" in leg:
-        leg["max_completion_tokens"] = 1
-    pre, params = await _prefill_leg(prefill.url, leg, plan)
+    pre, params = await _prefill_leg(prefill.url, body.prefill_leg(_REMOTE_DECODE), plan)
     if params is None:
         return pre, None
-    return pre, await _send(decode.url, {**body, "kv_transfer_params": params}, plan, bound)
+    return pre, await _send(decode.url, body.with_fields(kv_transfer_params=params), plan, bound)
 
 
 async def _pair_cell(
     plan: _Plan, pair: tuple[WorkerTarget, WorkerTarget], payload: Payload, stream: bool,
-    body: JsonObject | None = None,
+    body: ChatBody | None = None,
 ) -> Cell:  # fmt: skip
     """The router's PD request, sent by hand: SGLang's, the same body to prefill and decode at
     once; vLLM's, its two legs (:func:`_nixl_legs`)."""
@@ -253,17 +227,17 @@ async def _pair_cell(
     if plan.targets.engine == "vllm":
         pre, dec = await _nixl_legs(prefill, decode, sent, plan, bound)
     else:
-        sent |= {
-            "bootstrap_host": urlsplit(prefill.url).hostname,
-            "bootstrap_port": prefill.bootstrap_port,
-            "bootstrap_room": random.getrandbits(_ROOM_BITS),
-        }
+        sent = sent.with_fields(
+            bootstrap_host=urlsplit(prefill.url).hostname,
+            bootstrap_port=prefill.bootstrap_port,
+            bootstrap_room=random.getrandbits(_ROOM_BITS),
+        )
         pre, dec = await asyncio.gather(
             _send(prefill.url, sent, plan, bound), _send(decode.url, sent, plan, bound)
         )
     failed, side = (dec, "decode") if pre.record.ok and dec is not None else (pre, "prefill")
     target = f"{prefill.service}+{decode.service}"
-    cell = _cell(Hop.PAIR, target, payload, stream, payload_size(sent), failed, start, bound[1])
+    cell = _cell(Hop.PAIR, target, payload, stream, sent.size, failed, start, bound[1])
     ok = pre.record.ok and dec is not None and dec.record.ok
     return replace(cell, side="" if ok else side, prefill=prefill.service, decode=decode.service)
 
@@ -353,9 +327,7 @@ async def _probe_cells(plan: _Plan, loc: Located, cells: Sequence[Cell]) -> list
     return probes
 
 
-async def _bisect_cell(
-    plan: _Plan, loc: Located, cells: list[Cell], body: JsonObject
-) -> Cell | None:
+async def _bisect_cell(plan: _Plan, loc: Located, cells: list[Cell], body: ChatBody) -> Cell | None:
     if loc.hop == Hop.PAIR:
         pair = next(
             (p for p in pairs_of(plan.targets) if f"{p[0].service}+{p[1].service}" in
@@ -369,7 +341,7 @@ async def _bisect_cell(
     sent = _body(body, True)
     start = time.monotonic()
     ex = await _send(url, sent, plan, proxy=proxy)
-    return _cell(loc.hop, target, Payload.BISECT, True, payload_size(sent), ex, start)
+    return _cell(loc.hop, target, Payload.BISECT, True, sent.size, ex, start)
 
 
 async def _bisect(plan: _Plan, loc: Located, cells: list[Cell]) -> Bisection | None:
@@ -377,12 +349,12 @@ async def _bisect(plan: _Plan, loc: Located, cells: list[Cell]) -> Bisection | N
     started only while one more idle timeout fits before the deadline."""
     if not loc.size_dependent or loc.hop is None:
         return None
-    ok_bytes, fail_bytes = payload_size(plan.body(Payload.SMALL_PROMPT)), payload_size(plan.failing)
+    ok_bytes, fail_bytes = plan.body(Payload.SMALL_PROMPT).size, plan.failing.size
     steps: list[Cell] = []
     while (size := bisect_next(ok_bytes, fail_bytes, len(steps))) is not None:
         if not plan.fits():
             break
-        cell = await _bisect_cell(plan, loc, cells, shrink(plan.failing, size))
+        cell = await _bisect_cell(plan, loc, cells, plan.failing.shrunk(size))
         if cell is None:
             break
         steps.append(cell)
@@ -396,7 +368,7 @@ async def _bisect(plan: _Plan, loc: Located, cells: list[Cell]) -> Bisection | N
 async def replay_matrix(
     targets: Targets,
     failure: Failure,
-    failing: JsonObject,
+    failing: ChatBody,
     *,
     model: str,
     idle_s: float,
@@ -431,9 +403,7 @@ async def replay_matrix(
     return Matrix(tuple(cells), loc, bisection, time.monotonic() - start)
 
 
-async def holds(
-    targets: Targets, body: JsonObject, *, idle_s: float, headers: Headers = ()
-) -> bool:
+async def holds(targets: Targets, body: ChatBody, *, idle_s: float, headers: Headers = ()) -> bool:
     """``body`` streamed straight to the router, then through the entry point (one after the
     other, so neither shares an engine batch with the other): whether the entry holds the stream
     the router streams (:func:`~servelab.core.soak.replay.held`)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall
 from servelab.core.soak.inflight import InFlight
 from servelab.core.soak.result import Determinism, FailedRequest, SoakConfig, Targets
@@ -59,7 +59,7 @@ class SoakRun:
     replays: list[tuple[float, float]] = field(default_factory=list)  # localizations (monotonic)
     traffic_done: asyncio.Event = field(default_factory=asyncio.Event)
     one_at_a_time: asyncio.Lock = field(default_factory=asyncio.Lock)  # the localizations
-    sample: tuple[int, int, JsonObject] | None = None  # the largest payload answered
+    sample: tuple[int, int, ChatBody] | None = None  # the largest payload answered
     probes: SoakProbes | None = None  # the answer probes (set once the model is known)
 
     def tally(self, ex: Exchange) -> None:

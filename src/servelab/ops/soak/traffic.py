@@ -19,18 +19,16 @@ and within the deadline (:func:`drive`).
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from dataclasses import dataclass, replace
 
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.soak.agentic import (
     Conversation,
     check_answer,
     compare_texts,
     greedy_probe_body,
-    payload_size,
 )
+from servelab.core.soak.body import ChatBody
 from servelab.core.soak.events import RequestResent, SoakDeadlineReached, StallSeen, StreamHeld
 from servelab.core.soak.evidence import CorrectnessIssue, MaskedResend, Stall
 from servelab.core.soak.result import Determinism, FailedRequest, SoakClient
@@ -53,7 +51,7 @@ class _Sent:
     it (itself included), its connection's age, the requests it carried before and how long it
     sat idle, and when it was sent and ended (monotonic)."""
 
-    body: JsonObject
+    body: ChatBody
     round: int
     in_flight: int = 1
     conn: tuple[float, int, float] = (0.0, 0, 0.0)
@@ -92,7 +90,7 @@ async def _session(run: SoakRun, tally: SessionTally) -> None:
     async with session_client:
         for rnd in range(cfg.rounds):
             body = conv.request_body(model=run.model, max_tokens=cfg.max_tokens)
-            raw = json.dumps(body).encode()
+            raw = body.encoded()
             ticket, sent_at = run.load.start(), time.monotonic()
             try:
                 ex = await exchange(session_client, raw, rnd)
@@ -119,7 +117,7 @@ def _account(run: SoakRun, tally: SessionTally, sent: _Sent, ex: Exchange) -> bo
     _masked(run, tally.session, sent, ex)
     for v in check_answer(ex.answer):
         run.correctness.append(CorrectnessIssue(v.kind, tally.session, rnd, v.detail))
-        size, (age, carried, _) = payload_size(body), sent.conn
+        size, (age, carried, _) = body.size, sent.conn
         _fail(run, Failure(Signature.CORRECTNESS, tally.session, rnd, size, age, carried), body)
     if ex.stalled:
         _note_stall(run, tally.session, sent, ex)
@@ -134,8 +132,8 @@ def _account(run: SoakRun, tally: SessionTally, sent: _Sent, ex: Exchange) -> bo
         _fail(run, _failure(tally.session, sent, ex), body)
         return False
     run.router_echoes = run.router_echoes or ex.echoed_id is True
-    size = payload_size(body)
-    if run.sample is None or payload_size(run.sample[2]) < size:
+    size = body.size
+    if run.sample is None or run.sample[2].size < size:
         run.sample = (tally.session, rnd, body)
     return True
 
@@ -150,7 +148,7 @@ def _masked(run: SoakRun, session: int, sent: _Sent, ex: Exchange) -> None:
         run.progress(RequestResent(session, sent.round))
     if ex.resends and len(run.resends) >= 2:
         age, carried, _ = sent.conn
-        last, size = ex.resends[-1], payload_size(sent.body)
+        last, size = ex.resends[-1], sent.body.size
         if last.status is None:  # the server closed the connection: replayed on a reused one
             failure = Failure(
                 Signature.RESENT, session, sent.round, size, age, max(1, carried),
@@ -168,7 +166,7 @@ def _failure(session: int, sent: _Sent, ex: Exchange) -> Failure:
     age, carried, idle = sent.conn
     detail = rec.error_detail[:300]
     return Failure(
-        sig, session, sent.round, payload_size(sent.body), round(age, 3), carried, rec.status,
+        sig, session, sent.round, sent.body.size, round(age, 3), carried, rec.status,
         rec.error or "", detail, ex.received_bytes, ex.phase, round(idle, 1), sent.in_flight,
         ex.server, ex.echoed_id,
     )  # fmt: skip
@@ -176,7 +174,7 @@ def _failure(session: int, sent: _Sent, ex: Exchange) -> Failure:
 
 def _note_stall(run: SoakRun, session: int, sent: _Sent, ex: Exchange) -> None:
     """Record a stall (session -1: the C1 probe) and localize its signature once."""
-    size, received = payload_size(sent.body), (ex.received_bytes, ex.received_events, ex.phase)
+    size, received = sent.body.size, (ex.received_bytes, ex.received_events, ex.phase)
     rnd = sent.round
     run.failed_ids.append(FailedId(ex.record.request_id, session, rnd, Outcome.STALLED))
     age, carried, _ = sent.conn
@@ -188,7 +186,7 @@ def _note_stall(run: SoakRun, session: int, sent: _Sent, ex: Exchange) -> None:
     _fail(run, _failure(session, sent, ex), sent.body)
 
 
-def _fail(run: SoakRun, failure: Failure, body: JsonObject) -> None:
+def _fail(run: SoakRun, failure: Failure, body: ChatBody) -> None:
     """Keep the failure; start a localization when its signature is new and the budget lasts."""
     run.failures.append(failure)
     if not run.config.localize or not to_localize([failure], run.signatures):
@@ -197,7 +195,7 @@ def _fail(run: SoakRun, failure: Failure, body: JsonObject) -> None:
     run.locators.append(asyncio.create_task(_localize(run, failure, body)))
 
 
-async def _localize(run: SoakRun, failure: Failure, body: JsonObject) -> None:
+async def _localize(run: SoakRun, failure: Failure, body: ChatBody) -> None:
     """One localization, once the sessions' traffic is over and one at a time (its replays then
     meet only the load they send themselves), within the deadline; its span is kept (a replay
     window)."""
@@ -244,12 +242,12 @@ async def _hold_check(run: SoakRun) -> None:
         run.replays.append((start, time.monotonic()))
     if found:
         run.progress(StreamHeld(session, rnd))
-        held = Failure(Signature.HELD, session, rnd, payload_size(body), 0.0, 0)
+        held = Failure(Signature.HELD, session, rnd, body.size, 0.0, 0)
         _fail(run, held, body)
 
 
 # ---------------------------------------------------------------------------------- determinism
-def _probe_body(run: SoakRun) -> JsonObject:
+def _probe_body(run: SoakRun) -> ChatBody:
     return greedy_probe_body(
         model=run.model, max_tokens=run.config.max_tokens, seed=run.config.seed
     )
@@ -293,7 +291,7 @@ async def _under_load(run: SoakRun, reference: str) -> None:
     if violation is not None:
         run.correctness.append(CorrectnessIssue(violation.kind, -1, -1, violation.detail))
         body = _probe_body(run)
-        _fail(run, Failure(Signature.CORRECTNESS, -1, -1, payload_size(body), 0.0, 0), body)
+        _fail(run, Failure(Signature.CORRECTNESS, -1, -1, body.size, 0.0, 0), body)
 
 
 # ------------------------------------------------------------------------------------- traffic
@@ -326,7 +324,7 @@ async def drive(run: SoakRun, hard_deadline: float) -> None:
         for issue, body in run.probes.issues() if run.probes is not None else []:
             run.correctness.append(issue)
             _fail(run, Failure(Signature.CORRECTNESS, issue.session, issue.round, 0, 0.0, 0),
-                  json.loads(body))  # fmt: skip
+                  ChatBody.decoded(body))  # fmt: skip
         run.traffic_done.set()
         await asyncio.gather(*run.locators, return_exceptions=True)
     finally:

@@ -1,5 +1,5 @@
 """A soak's result for people: the console summary, and the ``soak --json`` document with its
-findings worded (pure; returns str, or JSON-ready values).
+findings worded (pure; returns str, or the document's JSON-ready values for the ledger export).
 
 The result (:class:`~servelab.core.soak.result.SoakResult`) holds codes, ids and numbers; the
 sentences are :mod:`servelab.report.soak.words`. Both renderings work from a live result and from
@@ -31,9 +31,10 @@ from servelab.report.soak.words import (
     telemetry_text,
 )
 from servelab.report.soak.workload import fresh_text, uncached_text
+from servelab.report.text import json_text
 
 __all__ = ["cache_lines", "finding_advice", "page_sections", "render_soak", "slo_lines",
-           "soak_json", "telemetry_lines"]  # fmt: skip
+           "soak_document", "soak_json", "telemetry_lines"]  # fmt: skip
 
 #: Sessions listed one by one in the console (more are summed up).
 _LISTED_SESSIONS = 8
@@ -63,10 +64,20 @@ def finding_advice(finding: Finding) -> str:
     return CREEP_ADVICE if only_creep(finding) else layer_advice(finding.layer)
 
 
-def soak_json(result: SoakResult) -> JsonObject:
-    """The ``servelab soak --json`` document: the result as the ledger stores it, plus ``ok``,
-    each finding worded, and each traced request's ``last`` and
-    ``first_missing`` phases (``traces`` only when traced)."""
+def soak_json(result: SoakResult) -> str:
+    """``servelab soak --json``: the result as the ledger stores it, plus ``ok``, each finding
+    worded, and each traced request's ``last`` and ``first_missing`` phases (``traces`` only
+    when traced)."""
+    return json_text(_document(result))
+
+
+def soak_document(result: SoakResult) -> object:
+    """:func:`soak_json`'s document as JSON-ready values, for the ledger export to embed as each
+    soak run's ``result`` (opaque to the caller, which embeds it as it is)."""
+    return _document(result)
+
+
+def _document(result: SoakResult) -> JsonObject:
     doc: JsonObject = {"ok": result.ok, **encode(result)}
     doc["findings"] = [_finding_json(f, result.observations) for f in result.findings]
     doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]

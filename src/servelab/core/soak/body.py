@@ -1,0 +1,152 @@
+"""A chat-completions request body as the soak sends it (pure): :class:`ChatBody`.
+
+The soak sends bodies of two shapes, each in its own key order: its agentic rounds and probes
+(:mod:`servelab.core.soak.agentic`) and, when a wrong answer is localized, an answer probe's body
+(:func:`servelab.core.answers.probes.probe_body`). The replay matrix changes them (streamed or
+not, a marker against the prefix cache, the prompt or the answer's length varied, the
+conversation shrunk, the PD hand-off's fields added), and every byte it sends must be what the
+same change to the body as a JSON object gives: a key changed stays where it was, a key added
+goes last. So the body is kept here as its ordered JSON object, which no other module sees:
+the soak builds one with :meth:`ChatBody.of` (keys in the order given), changes it through the
+methods below (each returns a new body), and the HTTP client gets :meth:`ChatBody.encoded`, the
+bytes, once per send; :attr:`ChatBody.size` is their length (a cell's ``payload_bytes``, a
+failure's payload size).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from servelab.core.ledger.codec import JsonObject
+from servelab.core.soak.clock import expected_tokens
+
+__all__ = ["ChatBody"]
+
+#: The keys a probe of a smaller prompt leaves out (the tools are part of the prompt).
+_TOOL_KEYS = ("tools", "tool_choice")
+
+
+class ChatBody:
+    """One chat-completions request body, immutable: its JSON object, in its key order."""
+
+    __slots__ = ("_doc", "_raw")
+
+    def __init__(self) -> None:
+        self._doc: JsonObject = {}
+        self._raw: bytes | None = None
+
+    @classmethod
+    def of(cls, **fields: object) -> ChatBody:
+        """A body of ``fields``, in the order given (``model=..., messages=[...], ...``)."""
+        return _wrap(fields)
+
+    @classmethod
+    def decoded(cls, raw: bytes) -> ChatBody:
+        """A body sent as ``raw`` (JSON bytes of an object; anything else is a ValueError)."""
+        doc = json.loads(raw)
+        if not isinstance(doc, dict):
+            raise ValueError("a chat request body is a JSON object")
+        return _wrap(doc)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ChatBody) and self._doc == other._doc
+
+    __hash__ = None  # type: ignore[assignment]  # mutable inside, compared by value
+
+    def __repr__(self) -> str:
+        return f"ChatBody({self.size} bytes)"
+
+    def encoded(self) -> bytes:
+        """The bytes sent: the object as ``json.dumps`` writes it, UTF-8."""
+        if self._raw is None:
+            self._raw = json.dumps(self._doc).encode()
+        return self._raw
+
+    @property
+    def size(self) -> int:
+        """Bytes of the body as sent."""
+        return len(self.encoded())
+
+    @property
+    def stream(self) -> bool:
+        """The answer is streamed."""
+        return bool(self._doc.get("stream"))
+
+    @property
+    def expected_tokens(self) -> int | None:
+        """The longest answer it may get (:func:`~servelab.core.soak.clock.expected_tokens`)."""
+        return expected_tokens(self._doc)
+
+    def with_fields(self, **fields: object) -> ChatBody:
+        """``fields`` set: a key the body has keeps its place, a new one goes last."""
+        return _wrap({**self._doc, **fields})
+
+    def streamed(self, stream: bool) -> ChatBody:
+        """Streamed or not; not streamed, without ``stream_options`` (a streamed body keeps
+        whatever it had)."""
+        out = {**self._doc, "stream": stream}
+        if not stream:
+            out.pop("stream_options", None)
+        return _wrap(out)
+
+    def uncached(self, marker: str) -> ChatBody:
+        """The last message's text opened by ``marker`` (a text part first, when its content is
+        a list of parts); a body whose last message has no text is left as it is."""
+        messages = self._doc.get("messages")
+        if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+            return self
+        last = dict(messages[-1])
+        content = last.get("content")
+        if isinstance(content, str):
+            last["content"] = marker + content
+        elif isinstance(content, list):
+            last["content"] = [{"type": "text", "text": marker}, *content]
+        else:
+            return self
+        return _wrap({**self._doc, "messages": [*messages[:-1], last]})
+
+    def prompt_of(self, other: ChatBody) -> ChatBody:
+        """This body with ``other``'s messages and no tools (the answer's length kept)."""
+        small = {k: v for k, v in self._doc.items() if k not in _TOOL_KEYS}
+        return _wrap(small | {"messages": list(other._doc["messages"])})
+
+    def prefill_leg(self, remote: Mapping[str, object]) -> ChatBody:
+        """vllm-router's prefill leg of this body: one token, not streamed, with
+        ``kv_transfer_params`` ``remote`` (asking for a remote decode)."""
+        leg = {**self._doc, "max_tokens": 1, "min_tokens": 1, "stream": False,
+               "kv_transfer_params": dict(remote)}  # fmt: skip
+        leg.pop("stream_options", None)
+        if "max_completion_tokens" in leg:
+            leg["max_completion_tokens"] = 1
+        return _wrap(leg)
+
+    def shrunk(self, limit: int) -> ChatBody:
+        """Cut down to about ``limit`` bytes: the oldest turns dropped (system and tools kept,
+        no tool result left without its call), then the last turn's text truncated."""
+        messages = [dict(m) for m in self._doc.get("messages", [])]
+        system = [m for m in messages if m.get("role") == "system"]
+        turns = [m for m in messages if m.get("role") != "system"]
+        out = dict(self._doc)
+        while len(turns) > 1 and _size(out | {"messages": system + turns}) > limit:
+            turns.pop(0)
+            while len(turns) > 1 and turns[0].get("role") in ("tool", "assistant"):
+                turns.pop(0)
+        out["messages"] = system + turns
+        last = turns[-1] if turns else None
+        if last is not None and isinstance(last.get("content"), str):
+            excess = _size(out) - limit
+            if excess > 0:
+                last["content"] = last["content"][: max(1, len(last["content"]) - excess)]
+        return _wrap(out)
+
+
+def _wrap(doc: Mapping[str, Any]) -> ChatBody:
+    body = ChatBody()
+    body._doc = dict(doc)
+    return body
+
+
+def _size(doc: JsonObject) -> int:
+    return len(json.dumps(doc).encode())
