@@ -305,6 +305,8 @@ def test_no_re_exports(path: Path) -> None:
 # progress and the ledger's export, which import every feature, sit on top.
 CORE_ORDER = [
     "ledger",  # codec, jsonvalues, retention: what every record is encoded with
+    "printable",  # text from the network with its control characters escaped
+    "confusables",  # a name as it reads (NFKC, homoglyphs): redaction's secret names use it
     "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
     "listed",  # argv lists as Python/JSON print them, ODBC's Pwd=: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
@@ -323,6 +325,7 @@ CORE_ORDER = [
     "case",
     "investigate",  # the evidence loop: composes soak, case and verify's records
     "options",
+    "bounds",  # the load's counts and a plan's change: parsers on top of options
     "progress",
     "ledger.export",
 ]

@@ -14,6 +14,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
     │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
     │   ├── RouterApiError                the router's worker API answered otherwise than expected
+    │   │   └── WorkerListError(ValueError) its worker list (200) is not of a worker list's shape
     │   └── DeploymentBusy                another command holds the deployment's lock
     │                                     (servelab.io.lock: it carries the holder)
     ├── HostError(OSError)                running commands or touching files on a host failed
@@ -40,8 +41,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
                                           recorded (servelab.ops.deploy.results)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
-``TraceError``/``DamagedRow`` (bad input) → 2, everything else → 1; an ``OptionError`` of a
-shared option's parser becomes click's usage error naming the option.
+``TraceError``/``DamagedRow`` (bad input) and ``WorkerListError`` (a router's worker list of
+another shape) → 2, everything else → 1; an ``OptionError`` of a shared option's parser becomes
+click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "TraceError",
+    "WorkerListError",
 ]
 
 
@@ -106,6 +109,12 @@ class CommandTimeout(DeployError, TimeoutError):
 
 class RouterApiError(DeployError):
     """The router's worker API did not answer as expected (status, body in the message)."""
+
+
+class WorkerListError(RouterApiError, ValueError):
+    """The router answered its worker list (``GET /workers`` 200) with a body of another shape
+    (not JSON, not an object, ``workers`` not a list, an entry not an object): the message names
+    the URL and what was wrong."""
 
 
 class DeploymentBusy(DeployError):

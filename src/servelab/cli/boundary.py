@@ -35,6 +35,7 @@ from servelab.errors import (
     ServelabError,
     SpecError,
     TraceError,
+    WorkerListError,
 )
 from servelab.report.text import json_text
 
@@ -196,10 +197,11 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
 
 def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage, a ledger
-    row that does not read as its record), 128 +
+    row that does not read as its record, a router's worker list of another shape), 128 +
     the signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else
     1."""
-    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow)):
+    bad_input = (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow)
+    if isinstance(exc, (*bad_input, WorkerListError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):
         return exc.exit_code

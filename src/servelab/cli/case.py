@@ -57,6 +57,9 @@ __all__ = [
     "restore_cmd",
 ]
 
+#: ``--force``'s help on the commands that write a knob back (``restore``, ``case revert``).
+HAND_EDIT_HELP = "Write the knob back even if its file was edited by hand since servelab wrote it."
+
 
 # -- case ------------------------------------------------------------------------------------
 
@@ -189,6 +192,7 @@ def _print_preview(preview: RevertPreview) -> None:
 @click.argument("target")
 @REVERT_TO.option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option
 @json_option
@@ -198,6 +202,7 @@ def case_revert(
     target: str,
     to_value: str | None,
     yes: bool,
+    force: bool,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -221,7 +226,7 @@ def case_revert(
                 _print_preview(preview)
             if not yes and not click.confirm("revert it?", default=False, err=True):
                 return None
-            return await cases.revert(op, ledger, preview)
+            return await cases.revert(op, ledger, preview, force=force)
 
     outcome = run_with_ledger(where, body, create=False, wait=wait)
     if outcome is None:
@@ -344,16 +349,24 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
 
 @click.command("restore")
 @click.argument("case_id", type=int)
+@click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option
 @json_option
 @wait_option
 def restore_cmd(
-    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool, wait: bool
+    case_id: int,
+    force: bool,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+    wait: bool,
 ) -> None:
     """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e.
 
     The restart is the changed services and their dependents in start order (as ``restart`` plans).
+    A knob whose file was edited by hand since servelab last wrote it is refused (exit 2, naming
+    the file and the key) before anything is written, unless ``--force``.
     """
 
     where = SpecAndLedger(spec_path, ledger_path)
@@ -365,7 +378,7 @@ def restore_cmd(
             for item in view.plan:
                 say(f"restore: {describe_restore_item(item)}")
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
-            return await cases.restore(op, ledger, case_id)
+            return await cases.restore(op, ledger, case_id, force=force)
 
     outcome = run_with_ledger(where, body, create=False, wait=wait)
     if as_json:

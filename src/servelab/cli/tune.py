@@ -46,6 +46,7 @@ from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
@@ -65,7 +66,13 @@ from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
 from servelab.report.text import safe_markdown
-from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
+from servelab.report.tune import (
+    plan_markdown,
+    tune_json,
+    tune_markdown,
+    tune_png,
+    unshown_phrase,
+)
 
 __all__ = [
     "tune_command",
@@ -185,7 +192,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
 @click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
 @click.option(
-    "--effect", type=Parsed("FRACTION", parse_fraction), default="5%", show_default=True,
+    "--effect", type=Parsed("FRACTION", parse_effect), default="5%", show_default=True,
     help="--plan: the change to detect.",
 )  # fmt: skip
 @click.option(
@@ -271,4 +278,7 @@ def tune_command(
         err_console.print(f"{failed} request(s) failed during the tune", style="red")
     if record.answers_unchecked is not None:
         err_console.print(unchecked_phrase(record.answers_unchecked), style="yellow")
+    if record.best_unshown:
+        err_console.print(unshown_phrase(record), style="yellow", markup=False,
+                          highlight=False)  # fmt: skip
     sys.exit(EXIT_FAILED if failed else EXIT_OK)

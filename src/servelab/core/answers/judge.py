@@ -23,7 +23,7 @@ from servelab.core.answers.contract import (
     wrong_by_pair,
 )
 from servelab.core.answers.probes import Probe, probe_set
-from servelab.core.answers.rule import AnswersVerdict, decide_answers, pairs
+from servelab.core.answers.rule import AnswersOutcome, AnswersVerdict, decide_answers, pairs
 
 __all__ = ["AnswersJudgement", "ArmVisitAnswers", "check_visit", "judge"]
 
@@ -56,6 +56,18 @@ class AnswersJudgement:
     def gates(self) -> bool:
         """True when the candidate changes answers and the mode makes that a refusal."""
         return self.mode is AnswersMode.GATE and self.verdict.changes
+
+    @property
+    def unshown(self) -> bool:
+        """True when the mode gates and the answers were not shown unchanged (too few pairs to
+        say): the candidate is not refused, but not kept on its speed alone either."""
+        return self.mode is AnswersMode.GATE and self.verdict.outcome is AnswersOutcome.INCONCLUSIVE
+
+    @property
+    def holds_back(self) -> bool:
+        """True when the candidate must not be kept: it changes answers, or they were not shown
+        unchanged (:attr:`gates`, :attr:`unshown`)."""
+        return self.gates or self.unshown
 
     @property
     def share(self) -> float:

@@ -257,7 +257,9 @@ async def _screen(
 
 async def _leave(op: Operation, cfg: TuneConfig, record: TuneRecord) -> TuneRecord:
     """The best arm made live and left (``keep_best``), else the original values put back."""
-    if cfg.keep_best:
+    if cfg.keep_best and record.best_unshown:
+        op.say(TuneArmKept(None, record.best))
+    elif cfg.keep_best:
         op.say(TuneArmKept(record.best))
         if record.best is not None:
             await make_live(op, cfg.settings(record.arm(record.best).values), "tune: keep best")

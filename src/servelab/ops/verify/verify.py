@@ -54,7 +54,7 @@ from servelab.core.verify.e2e import E2EProbe
 from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.health import HealthProbe, StaleWorker
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
-from servelab.errors import ServelabError
+from servelab.errors import ServelabError, WorkerListError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
@@ -190,7 +190,11 @@ async def _health(op: Operation, service: str) -> list[Check]:
         body = quoted(result.body)  # secrets masked (the one redaction policy)
         return [Check(service, False, _C.HEALTH_HTTP_ERROR, replace(answer, body=body))]
     if svc.role == "router":
-        answer = await _router_view(op, base, _with_counts(answer, result.body))
+        try:
+            answer = await _router_view(op, base, _with_counts(answer, result.body))
+        except WorkerListError as exc:  # a worker list of another shape: not a pass
+            answer = replace(_with_counts(answer, result.body), workers_error=error_text(exc))
+            return [Check(service, False, _C.HEALTH_WORKERS_UNREADABLE, answer)]
         failing = _router_code(answer)
         if failing is not None:
             return [Check(service, False, failing, answer)]
@@ -202,10 +206,13 @@ async def _health(op: Operation, service: str) -> list[Check]:
 async def _router_view(op: Operation, base: str, answer: HealthProbe) -> HealthProbe:
     """The router's own worker list against the spec's workers: ``workers`` (service, url,
     role, listed, healthy) and ``missing`` (the spec's workers it does not list); only
-    ``workers_error`` when its worker API cannot be read (another router, or none)."""
+    ``workers_error`` when its worker API cannot be read (another router, or none); raises
+    :class:`~servelab.errors.WorkerListError` when it answers a list of another shape."""
     async with HttpClient() as http:
         try:
             listed = await router_workers(router_kind(op.spec), base, http).list()
+        except WorkerListError:
+            raise
         except ServelabError as exc:
             return replace(answer, workers_error=error_text(exc))
     names = [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]
