@@ -108,7 +108,7 @@ def _measure(
 
 def _table(trees: list[tuple[str, Path]], samples: dict[tuple[str, str], list[Sample]]) -> str:
     names = [t for t, _ in trees]
-    head = f"{'command':<22}" + "".join(f"{n + ' cpu s':>14}{n + ' wall s':>14}" for n in names)
+    head = f"{'command':<22}" + "".join(f"{n + ' cpu s':>15}{n + ' wall s':>15}" for n in names)
     if len(names) > 1:
         head += "".join(f"{n + '/' + names[0]:>18}" for n in names[1:])
     lines = [head, "-" * len(head)]
@@ -116,12 +116,12 @@ def _table(trees: list[tuple[str, Path]], samples: dict[tuple[str, str], list[Sa
     for label, _ in COMMANDS:
         cpu = {n: statistics.median(s.cpu for s in samples[(label, n)]) for n in names}
         wall = {n: statistics.median(s.wall for s in samples[(label, n)]) for n in names}
-        row = f"{label:<22}" + "".join(f"{cpu[n]:>14.3f}{wall[n]:>14.3f}" for n in names)
+        row = f"{label:<22}" + "".join(f"{cpu[n]:>15.3f}{wall[n]:>15.3f}" for n in names)
         row += "".join(f"{cpu[n] / cpu[names[0]]:>18.2f}" for n in names[1:])
         lines.append(row)
         for n in names:
             totals[n] += cpu[n]
-    total = f"{'sum of medians':<22}" + "".join(f"{totals[n]:>14.3f}{'':>14}" for n in names)
+    total = f"{'sum of medians':<22}" + "".join(f"{totals[n]:>15.3f}{'':>15}" for n in names)
     total += "".join(f"{totals[n] / totals[names[0]]:>18.2f}" for n in names[1:])
     lines += ["-" * len(head), total]
     return "\n".join(lines)
