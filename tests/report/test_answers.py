@@ -71,6 +71,9 @@ def test_too_few_pairs_to_show_answers_unchanged_is_never_kept_under_the_gate() 
         "+11.6% at C64, answers inconclusive: 2 of 10 against 0 of 10 wrong, at least 20 paired "
         "probes needed: not kept on its speed alone"
     )
+    clean = _few(0, 10)  # too few pairs, but no sign of a change: kept on its speed
+    assert clean.answers is not None and not clean.answers.unshown and better_arm(clean) == "512"
+    assert headline(clean).endswith("at least 20 paired probes needed")
     checked = _few(2, 10, AnswersMode.CHECK)  # check: shown, not gating
     assert checked.answers is not None and not checked.answers.unshown
     assert better_arm(checked) == "512"

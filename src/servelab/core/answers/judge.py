@@ -59,9 +59,13 @@ class AnswersJudgement:
 
     @property
     def unshown(self) -> bool:
-        """True when the mode gates and the answers were not shown unchanged (too few pairs to
-        say): the candidate is not refused, but not kept on its speed alone either."""
-        return self.mode is AnswersMode.GATE and self.verdict.outcome is AnswersOutcome.INCONCLUSIVE
+        """True when the mode gates, too few pairs could show the answers unchanged and the
+        candidate got more of them wrong than the baseline: not refused (not significant), but
+        not kept on its speed alone either. With no more wrong than the baseline there is no
+        sign of a change to hold it back for."""
+        v = self.verdict
+        return (self.mode is AnswersMode.GATE and v.outcome is AnswersOutcome.INCONCLUSIVE
+                and v.candidate_wrong > v.baseline_wrong)  # fmt: skip
 
     @property
     def holds_back(self) -> bool:
