@@ -177,6 +177,23 @@ _LOCAL_IMPORTS_ALLOWED = {
     ("io/http/sdk.py", "openai"),
     # the entry point installs its quiet Ctrl-C handler before the CLI's imports (about a second).
     ("__main__.py", "servelab"),
+    # the A/B and soak records (their results' types) cost about 0.3 s of CPU: only a command that
+    # reads or writes them pays, not every one that opens the ledger (benchmarks/cli_startup.py).
+    ("io/ledger/tables.py", "servelab"),
+    ("io/ledger/ledger.py", "servelab"),
+    # aiohttp costs about 0.25 s of CPU: `knob get/set/diff` read files, and ask an engine (and
+    # import the HTTP client) only on the paths that do.
+    ("ops/arguments.py", "servelab"),
+    ("ops/reads.py", "servelab"),
+    # the A/B result's types (about 0.1 s of CPU): only `ab` and `tune`, which take --metric, pay.
+    ("cli/options.py", "servelab"),
+    # the co-restart and verify machinery (aiohttp with it, about 0.3 s): only `case revert` and
+    # `restore` pay, not `case open/show/list/suspect/evidence/resolve`.
+    ("ops/case/case.py", "servelab"),
+    # every feature's progress events and their words: only a command that prints progress pays.
+    ("cli/common.py", "servelab"),
+    # the case and soak words of `ledger export` (about 0.4 s): `ledger stats/prune/vacuum` skip.
+    ("report/ledger.py", "servelab"),
 }
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
+from servelab.cli import LazyCommand
 from servelab.cli.boundary import EXIT_FAILED, err_console, json_option, print_json
-from servelab.cli.caseexperiment import experiments
 from servelab.cli.common import (
     SpecAndLedger,
     ledger_option,
@@ -50,6 +50,9 @@ from servelab.report.docs import (
 )
 
 __all__ = [
+    "EXPERIMENTS",
+    "EXPERIMENT_NAMES",
+    "CaseGroup",
     "case_group",
     "report_cmd",
     "restore_cmd",
@@ -62,13 +65,31 @@ HAND_EDIT_HELP = "Write the knob back even if its file was edited by hand since 
 # -- case ------------------------------------------------------------------------------------
 
 
-@click.group("case")
+#: ``case test`` and ``case bisect``: their group, imported when one of them is asked for (the load,
+#: answers and bisect machinery, aiohttp with it: about half a second of CPU that ``case open``,
+#: ``show``, ``list``... do not pay).
+EXPERIMENTS = LazyCommand("servelab.cli.caseexperiment:experiments", "case test, case bisect")
+EXPERIMENT_NAMES = ("bisect", "test")
+
+
+class CaseGroup(click.Group):
+    """``case``: its own commands, and the experiments of :data:`EXPERIMENTS` loaded on use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *EXPERIMENT_NAMES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in EXPERIMENT_NAMES and cmd_name not in self.commands:
+            loaded = EXPERIMENTS.load()
+            found = loaded.commands if isinstance(loaded, click.Group) else {}
+            for name, command in found.items():
+                self.add_command(command, name)
+        return self.commands.get(cmd_name)
+
+
+@click.group("case", cls=CaseGroup)
 def case_group() -> None:
     """Investigate an incident: suspects, evidence, reverts with their cost, verdicts."""
-
-
-for _experiment in experiments.commands.values():  # case test, case bisect
-    case_group.add_command(_experiment)
 
 
 @case_group.command("open")

@@ -28,7 +28,6 @@ import click
 
 from servelab.cli.boundary import json_option
 from servelab.cli.sharedoption import Command, Decorator, Default, Parsed, SharedOption
-from servelab.core.ab.result import AbMetric
 from servelab.core.bounds import MAX_REPEAT, MAX_WORKERS, parse_repeat, parse_workers
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist
@@ -353,6 +352,8 @@ def trace_options() -> Decorator:
 def metric_option() -> Decorator:
     """``--metric`` as ``metric: str`` (an :class:`~servelab.core.ab.result.AbMetric` value):
     what ``ab`` and ``tune`` compare arms on."""
+    from servelab.core.ab.result import AbMetric  # the A/B result's types: only ab and tune pay
+
     return click.option(
         "--metric", type=click.Choice([m.value for m in AbMetric]),
         default=AbMetric.THROUGHPUT.value, show_default=True,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.record import BenchRunRecord
@@ -65,10 +66,12 @@ from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.ops.case.apply import Applied, apply_knobs, check_records, live_value
 from servelab.ops.case.handedit import refuse_hand_edits
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
+
+if TYPE_CHECKING:  # the knob-setting, co-restart and verify machinery (aiohttp with it): only
+    from servelab.ops.case.apply import Applied  # revert and restore import it, when they run
 
 __all__ = [
     "CaseView",
@@ -320,6 +323,8 @@ async def revert(
 ) -> RevertOutcome:
     """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event.
     A knob edited by hand since servelab last wrote it is refused first, unless ``force``."""
+    from servelab.ops.case.apply import apply_knobs, check_records, live_value  # a co-restart
+
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
@@ -357,6 +362,8 @@ async def restore(
 ) -> RestoreOutcome:
     """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded.
     A knob edited by hand since servelab last wrote it is refused first, unless ``force``."""
+    from servelab.ops.case.apply import apply_knobs  # the co-restart machinery: only here
+
     view = view_case(ledger, case_id)
     if view.case.status != CASE_RESOLVED:
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
@@ -390,6 +397,8 @@ def already_restored(view: CaseView) -> bool:
 
 
 def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:
+    from servelab.ops.case.apply import check_records, live_value  # loaded by restore() already
+
     live = live_value(done.report, item.service, item.knob)
     verified = done.report is not None and done.report.ok and live == item.restore_to
     return RestoreEvent(

@@ -53,11 +53,13 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.e2e import E2EProbe
 from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.health import HealthProbe, StaleWorker
+from servelab.core.verify.pair import listening_bootstrap
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
 from servelab.errors import ServelabError, WorkerListError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
+from servelab.ops.arguments import engine_report
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.verify.answers import answers_check
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
@@ -198,9 +200,24 @@ async def _health(op: Operation, service: str) -> list[Check]:
         failing = _router_code(answer)
         if failing is not None:
             return [Check(service, False, failing, answer)]
+    if svc.role == "prefill" and svc.bootstrap_port is not None:
+        listening = await _listening_bootstrap(op, service)
+        if listening is not None and listening != svc.bootstrap_port:
+            wrong = replace(answer, listening_bootstrap_port=listening,
+                            spec_bootstrap_port=svc.bootstrap_port)  # fmt: skip
+            return [Check(service, False, _C.HEALTH_BOOTSTRAP_MISMATCH, wrong)]
     worker = svc.role in ("prefill", "decode")
     code = _C.HEALTH_WORKER_READY if worker else _C.HEALTH_READY
     return [Check(service, True, code, answer)]
+
+
+async def _listening_bootstrap(op: Operation, service: str) -> int | None:
+    """The KV bootstrap port a prefill reports it listens on (SGLang's ``/server_info``; None:
+    not reported, or no report: vLLM's NIXL side channel is not in its report)."""
+    try:
+        return listening_bootstrap(await engine_report(op, service))
+    except ServelabError:
+        return None
 
 
 async def _router_view(op: Operation, base: str, answer: HealthProbe) -> HealthProbe:
