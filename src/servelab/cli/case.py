@@ -25,7 +25,6 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
-from servelab.cli.interrupted import noting
 from servelab.cli.options import FORCE_HELP, REVERT_TO, wait_option
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome, RevertPreview
 from servelab.core.case.model import CASE_RESOLVED, Case
@@ -229,6 +228,8 @@ def case_revert(
                 return None
             return await cases.revert(op, ledger, preview, force=force)
 
+    from servelab.cli.interrupted import noting  # the put-back's machinery: only when it runs
+
     outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if outcome is None:
         err_console.print("not reverted")
@@ -380,6 +381,8 @@ def restore_cmd(
                 say(f"restore: {describe_restore_item(item)}")
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             return await cases.restore(op, ledger, case_id, force=force)
+
+    from servelab.cli.interrupted import noting  # the put-back's machinery: only when it runs
 
     outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if as_json:
