@@ -190,6 +190,9 @@ _LOCAL_IMPORTS_ALLOWED = {
     # the co-restart and verify machinery (aiohttp with it, about 0.3 s): only `case revert` and
     # `restore` pay, not `case open/show/list/suspect/evidence/resolve`.
     ("ops/case/case.py", "servelab"),
+    # the same for the words of a revert or restore stopped by a signal (cli/interrupted.py, the
+    # put-back's machinery with it): `case show` and the other reads stay light.
+    ("cli/case.py", "servelab"),
     # every feature's progress events and their words: only a command that prints progress pays.
     ("cli/common.py", "servelab"),
     # the case and soak words of `ledger export` (about 0.4 s): `ledger stats/prune/vacuum` skip.
