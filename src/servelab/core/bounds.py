@@ -9,14 +9,7 @@ from __future__ import annotations
 from servelab.core.options import parse_fraction
 from servelab.errors import OptionError
 
-__all__ = [
-    "MAX_REPEAT",
-    "MAX_WORKERS",
-    "parse_effect",
-    "parse_repeat",
-    "parse_workers",
-    "whole_number",
-]
+__all__ = ["MAX_REPEAT", "MAX_WORKERS", "parse_effect", "parse_repeat", "parse_workers"]
 
 #: The most runs per level (``--repeat``): a Student-t CI is tight long before.
 MAX_REPEAT = 1000
@@ -24,28 +17,26 @@ MAX_REPEAT = 1000
 MAX_WORKERS = 64
 
 
-def whole_number(text: str, low: int, high: int) -> int:
-    """A whole number from ``low`` to ``high`` typed as ``text`` (an option's value), or an
-    :class:`~servelab.errors.OptionError` saying the range and what was typed (clipped)."""
-    expected = f"expected a whole number from {low:,} to {high:,}"
+def _count(text: str, high: int) -> int:
+    expected = f"expected a whole number from 1 to {high:,}"
     shown = repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
     try:
         value = int(text)
     except ValueError:
         raise OptionError(f"{expected}, got {shown}") from None
-    if not low <= value <= high:
+    if not 1 <= value <= high:
         raise OptionError(f"{expected}, got {shown}")
     return value
 
 
 def parse_repeat(text: str) -> int:
     """Runs per level (``--repeat``): 1 to :data:`MAX_REPEAT`."""
-    return whole_number(text, 1, MAX_REPEAT)
+    return _count(text, MAX_REPEAT)
 
 
 def parse_workers(text: str) -> int:
     """Client processes (``--workers``): 1 to :data:`MAX_WORKERS`."""
-    return whole_number(text, 1, MAX_WORKERS)
+    return _count(text, MAX_WORKERS)
 
 
 def parse_effect(text: str) -> float:
