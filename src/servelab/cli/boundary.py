@@ -96,6 +96,7 @@ def json_option(func: F) -> F:
         "--json",
         "as_json",
         is_flag=True,
+        is_eager=True,  # noted before any other option can fail (``--json`` may come last)
         callback=_remember_json,
         help="Print JSON for scripts (on failure: {ok: false, error, ...}).",
     )(func)
