@@ -177,6 +177,26 @@ _LOCAL_IMPORTS_ALLOWED = {
     ("io/http/sdk.py", "openai"),
     # the entry point installs its quiet Ctrl-C handler before the CLI's imports (about a second).
     ("__main__.py", "servelab"),
+    # the A/B and soak records (their results' types) cost about 0.3 s of CPU: only a command that
+    # reads or writes them pays, not every one that opens the ledger (benchmarks/cli_startup.py).
+    ("io/ledger/tables.py", "servelab"),
+    ("io/ledger/ledger.py", "servelab"),
+    # aiohttp costs about 0.25 s of CPU: `knob get/set/diff` read files, and ask an engine (and
+    # import the HTTP client) only on the paths that do.
+    ("ops/arguments.py", "servelab"),
+    ("ops/reads.py", "servelab"),
+    # the A/B result's types (about 0.1 s of CPU): only `ab` and `tune`, which take --metric, pay.
+    ("cli/options.py", "servelab"),
+    # the co-restart and verify machinery (aiohttp with it, about 0.3 s): only `case revert` and
+    # `restore` pay, not `case open/show/list/suspect/evidence/resolve`.
+    ("ops/case/case.py", "servelab"),
+    # the same for the words of a revert or restore stopped by a signal (cli/interrupted.py, the
+    # put-back's machinery with it): `case show` and the other reads stay light.
+    ("cli/case.py", "servelab"),
+    # every feature's progress events and their words: only a command that prints progress pays.
+    ("cli/common.py", "servelab"),
+    # the case and soak words of `ledger export` (about 0.4 s): `ledger stats/prune/vacuum` skip.
+    ("report/ledger.py", "servelab"),
 }
 
 
@@ -288,6 +308,8 @@ def test_no_re_exports(path: Path) -> None:
 # progress and the ledger's export, which import every feature, sit on top.
 CORE_ORDER = [
     "ledger",  # codec, jsonvalues, retention: what every record is encoded with
+    "printable",  # text from the network with its control characters escaped
+    "confusables",  # a name as it reads (NFKC, homoglyphs): redaction's secret names use it
     "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
     "listed",  # argv lists as Python/JSON print them, ODBC's Pwd=: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
@@ -306,6 +328,7 @@ CORE_ORDER = [
     "case",
     "investigate",  # the evidence loop: composes soak, case and verify's records
     "options",
+    "bounds",  # the load's counts and a plan's change: parsers on top of options
     "progress",
     "ledger.export",
 ]

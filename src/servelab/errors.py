@@ -14,6 +14,7 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
     │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
     │   ├── RouterApiError                the router's worker API answered otherwise than expected
+    │   │   └── WorkerListError(ValueError) its worker list (200) is not of a worker list's shape
     │   ├── DeploymentBusy                another command holds the deployment's lock
     │   │                                 (servelab.io.lock: it carries the holder)
     │   └── RestartLeftDown               a restart failed once it had stopped services
@@ -39,12 +40,16 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     └── SimError(RuntimeError)            the simulator was misconfigured
 
     asyncio.CancelledError
-    └── DeployInterrupted                 up/restart cancelled; carries the report already
-                                          recorded (servelab.ops.deploy.results)
+    ├── DeployInterrupted                 up/restart cancelled; carries the report already
+    │                                     recorded (servelab.ops.deploy.results)
+    └── PutBackInterrupted                a knob-changing command stopped by a signal; carries
+                                          what putting the deployment back did
+                                          (servelab.ops.deploy.putback)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
-``TraceError``/``DamagedRow`` (bad input) → 2, everything else → 1; an ``OptionError`` of a
-shared option's parser becomes click's usage error naming the option.
+``TraceError``/``DamagedRow`` (bad input) and ``WorkerListError`` (a router's worker list of
+another shape) → 2, everything else → 1; an ``OptionError`` of a shared option's parser becomes
+click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "TraceError",
+    "WorkerListError",
 ]
 
 
@@ -109,6 +115,12 @@ class CommandTimeout(DeployError, TimeoutError):
 
 class RouterApiError(DeployError):
     """The router's worker API did not answer as expected (status, body in the message)."""
+
+
+class WorkerListError(RouterApiError, ValueError):
+    """The router answered its worker list (``GET /workers`` 200) with a body of another shape
+    (not JSON, not an object, ``workers`` not a list, an entry not an object): the message names
+    the URL and what was wrong."""
 
 
 class DeploymentBusy(DeployError):

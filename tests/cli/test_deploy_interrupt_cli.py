@@ -3,6 +3,7 @@ log, as real processes: what is down is said and recorded, nothing is left runni
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import time
@@ -111,3 +112,39 @@ def test_markup_in_a_service_log_is_printed_as_text_and_up_cleans_up(tmp_path: P
         row = ledger.list(DeploymentRecord)[-1]
     assert row.action == "up" and row.detail["ok"] is False
     assert row.detail["stopped"] == ["bad", "good"]
+
+
+def test_ctrl_c_during_restart_json_names_what_is_down_and_how_to_bring_it_back(
+    tmp_path: Path,
+) -> None:
+    a, b = free_ports(2)
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'name = "t"\nstate_dir = "state"\n'
+        + generic_service("a", a, 'ready_path = "/ready-a"\n')
+        + generic_service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
+    )
+    marker = tmp_path / "ready-a"
+    marker.write_text("ok")
+    env = {"SERVELAB_LEDGER": str(tmp_path / "ledger.db")}
+    try:
+        assert run_cli("up", "-f", str(spec), env=env).returncode == 0
+        marker.unlink()  # a's next start never gets ready
+        record = tmp_path / "state" / "run" / "a.json"
+        before = record.read_text()
+        proc = servelab_process(tmp_path, "restart", "a", "-f", str(spec), "--no-verify", "--json")
+        deadline = time.monotonic() + 120
+        while text_or_empty(record) in ("", before):  # a's new launch
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err
+        doc = json.loads(out)
+        assert (doc["ok"], doc["exit_code"], doc["error"]) == (False, 130, "interrupted")
+        assert (doc["down"], doc["recovery"]) == (["a", "b"], f"servelab up -f {spec}")
+        assert doc["report"]["interrupted"] is True and doc["report"]["down"] == ["a", "b"]
+        assert "restart interrupted; down: a, b" in " ".join(err.decode().split())
+    finally:
+        run_cli("down", "-f", str(spec), env=env)
+    assert live_procs_under(tmp_path) == []

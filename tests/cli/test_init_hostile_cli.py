@@ -133,3 +133,27 @@ def test_each_workers_answer_is_read_to_one_mib(tmp_path: Path) -> None:
     assert "the router's /v1/models answer is over 1 MiB" in out, out
     assert "Traceback" not in out and spec.exists()
     assert peak_mb < 90, f"init's peak RSS was {peak_mb:.0f} MB"
+
+
+@pytest.mark.timeout(180)
+def test_a_worker_list_of_another_shape_is_refused_naming_the_router(tmp_path: Path) -> None:
+    """Issue 38, eighth hostile pass: ``{"workers": "oops"}`` (200) was read as no workers: a
+    spec of none written, exit 0. It is refused (exit 2), naming the URL and what was wrong."""
+    spec = tmp_path / "s.toml"
+    with _hostile("garbage") as url:
+        done = run_cli("init", "--router", url, "-o", str(spec), timeout=150)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"GET {url}/workers: not a worker list" in done.stderr, done.stderr
+    assert '"workers" is a string, not a list' in done.stderr
+    assert not spec.exists() and "Traceback" not in done.stderr
+
+
+@pytest.mark.timeout(180)
+def test_control_characters_a_router_lists_never_reach_the_terminal(tmp_path: Path) -> None:
+    """An ``ESC`` sequence, a ``NUL`` and a newline in a listed worker are said escaped."""
+    spec = tmp_path / "s.toml"
+    with _hostile("escapes") as url:
+        done = run_cli("init", "--router", url, "-o", str(spec), "--json", timeout=150)
+    out = done.stdout + done.stderr + (spec.read_text() if spec.exists() else "")
+    assert "\x1b" not in out and "\x00" not in out and "\x07" not in out, repr(out)
+    assert "Traceback" not in out

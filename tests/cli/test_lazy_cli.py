@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -85,15 +86,15 @@ try:
     main()
 except SystemExit:
     pass
-others = ("asyncssh", "grpc", "opentelemetry")
+others = ("aiohttp", "asyncssh", "grpc", "opentelemetry")
 names = [m for m in sys.modules if m.startswith("servelab.") or m in others]
 print(json.dumps(sorted(names)), file=sys.stderr)
 """
 
 
 def _imported(*args: str) -> set[str]:
-    """The servelab modules (and asyncssh, grpc, opentelemetry) a real process imported to run
-    ``servelab ARGS``."""
+    """The servelab modules (and aiohttp, asyncssh, grpc, opentelemetry) a real process imported
+    to run ``servelab ARGS``."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
@@ -140,3 +141,47 @@ def test_bench_imports_no_trace_receiver_until_a_spec_asks_for_traces() -> None:
     assert _commands_loaded(modules) == {"servelab.cli.bench"}
     assert "servelab.ops.telemetry.tracing" in modules  # the collector, whose receiver (grpc)
     assert "grpc" not in modules and "servelab.io.otlp" not in modules  # waits for [tracing]
+
+
+_NO_ENGINE_ASKED = [
+    ("knob", "get", "--help"),
+    ("ledger", "stats", "--help"),
+    ("case", "show", "--help"),
+]
+
+
+@pytest.mark.parametrize("args", _NO_ENGINE_ASKED, ids=lambda a: " ".join(a[:2]))
+def test_a_command_that_asks_no_engine_imports_no_http_client(args: tuple[str, ...]) -> None:
+    modules = _imported(*args)
+    assert _commands_loaded(modules) == {COMMANDS[args[0]].target.partition(":")[0]}
+    assert "aiohttp" not in modules and "servelab.io.http.client" not in modules
+    assert "servelab.core.progress" not in modules  # every feature's events: printing imports them
+    assert "servelab.cli.caseexperiment" not in modules  # case test/bisect: when asked for
+
+
+@pytest.mark.parametrize("args", _NO_ENGINE_ASKED[:2], ids=lambda a: " ".join(a[:2]))
+def test_the_ledger_imports_the_ab_and_soak_results_only_for_their_records(
+    args: tuple[str, ...],
+) -> None:
+    modules = _imported(*args)
+    assert "servelab.io.ledger.ledger" in modules
+    assert "servelab.core.ab.result" not in modules and "servelab.core.soak.result" not in modules
+
+
+def test_case_lists_its_experiments_and_loads_them_when_asked() -> None:
+    modules = _imported("case", "test", "--help")
+    assert "servelab.cli.caseexperiment" in modules
+    group = COMMANDS["case"].load()
+    assert isinstance(group, click.Group)
+    ctx = click.Context(group, info_name="case")
+    assert {"test", "bisect", "show"} <= set(group.list_commands(ctx))
+    assert all(group.get_command(ctx, name) is not None for name in ("test", "bisect"))
+
+
+def test_a_real_knob_get_imports_no_http_client(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "examples" / "env", tmp_path / "env")
+    shutil.copy(REPO / "examples" / "local-sim.toml", tmp_path / "servelab.toml")
+    spec = str(tmp_path / "servelab.toml")
+    modules = _imported("knob", "get", "-f", spec, "decode", "SGLANG_SM120_MMA_TARGET_CTAS")
+    assert "servelab.ops.knob" in modules  # it ran: read the env file, asked no engine
+    assert "aiohttp" not in modules and "servelab.core.progress" not in modules

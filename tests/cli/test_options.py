@@ -52,6 +52,8 @@ HOMONYMS = {
     ("trace generate", "--sessions"): "agent sessions written into a trace, not run at once",
     ("trace generate", "--requests"): "requests written into a trace, not measured per run",
     ("trace generate", "--rate"): "arrivals per second written into a trace, not sent",
+    ("restore", "--force"): "write a knob back over a hand edit, not overwrite an output file",
+    ("case revert", "--force"): "write a knob back over a hand edit, not overwrite an output file",
 }
 
 #: Lengths whose parameters pass every float or every context (issue 38 H5: an OverflowError).

@@ -10,8 +10,10 @@ with a secret in each kind of input:
 - the decode's **config YAML** (``api-key: "sk-...`` on a malformed line);
 - the **spec** (the router's ``args = ["--api-key", "sk-..."]``: the router then asks every client
   for it);
-- request **headers** (``bench``/``soak --header 'Authorization: Bearer sk-...'`` and
-  ``X-Api-Key``).
+- request **headers** (``bench``/``soak --header 'Authorization: Bearer sk-...'``,
+  ``X-Api-Key``, and ``X-Session``/``X-Api-Session`` holding a value of no known shape);
+- a config YAML key written with a **homoglyph** (``pаssword`` with a Cyrillic ``а``): the engine
+  refuses ``--pаssword VALUE`` and its usage error, quoted in the log tail, names the value.
 
 Every command runs as a real process; scanned for every planted secret: its stdout and stderr
 (``--json`` documents included, log tails quoted in them), the ledger file's bytes and its
@@ -41,7 +43,10 @@ ARGS = "sk-PLANTED-args-9Lw2Vb"
 YAML = "sk-PLANTED-yaml-3Kd8Pn"
 SPEC = "sk-PLANTED-spec-7Rt5Hc"
 HEADER = "sk-PLANTED-header-2Jf6Ws"
-SECRETS = (ENV, ARGS, YAML, SPEC, HEADER)
+#: Values of no known token shape: only the name rule (``*-Session``, a homoglyph) masks them.
+SESSION = "PLANTEDsession7Kq2Xw"
+HOMOGLYPH = "PLANTEDhomoglyph4Rt8"
+SECRETS = (ENV, ARGS, YAML, SPEC, HEADER, SESSION, HOMOGLYPH)
 GOOD_ARGS = "SGLANG_ARGS=--max-running-requests 32\n"
 GOOD_YAML = "chunked-prefill-size: 2048\n"
 #: Inputs and their copies (env files, the YAML, the spec, backups), and the services' own logs.
@@ -98,7 +103,16 @@ def _deployment(root: Path) -> None:
 
 
 def _headers() -> list[str]:
-    return ["--header", f"Authorization: Bearer {SPEC}", "--header", f"X-Api-Key: {HEADER}"]
+    return [
+        "--header",
+        f"Authorization: Bearer {SPEC}",
+        "--header",
+        f"X-Api-Key: {HEADER}",
+        "--header",
+        f"X-Session: {SESSION}",
+        "--header",
+        f"X-Api-Session: {SESSION}",
+    ]
 
 
 def _load(scan: Scan) -> None:
@@ -117,7 +131,11 @@ def _bad_yaml(scan: Scan) -> None:
     scan.run("knob", "get", "decode", "--", "--chunked-prefill-size", codes=(2,))
     scan.run("restart", "decode", "--json", codes=(2,))
     scan.run("verify", "--json", codes=(1,))
+    yaml.write_text(f"{GOOD_YAML}p\u0430ssword: {HOMOGLYPH}\n")  # a Cyrillic а
+    said = scan.run("restart", "decode", "--json", codes=(1,))
+    assert "ssword" in said  # the engine's refusal is quoted, the value masked
     yaml.write_text(GOOD_YAML)
+    scan.run("up", "--json", codes=(0, 1))
 
 
 def _bad_args(scan: Scan) -> None:

@@ -158,3 +158,24 @@ def test_a_refused_header_never_quotes_its_value() -> None:
         with pytest.raises(OptionError) as refused:
             parse_header(bad)
         assert "sk-PLANTED1" not in str(refused.value)
+
+
+def test_repeat_and_workers_are_bounded() -> None:
+    """Issue 38, eighth hostile pass: ``--repeat`` and ``--workers`` took any whole number."""
+    from servelab.core.bounds import (
+        MAX_REPEAT,
+        MAX_WORKERS,
+        parse_effect,
+        parse_repeat,
+        parse_workers,
+    )
+
+    assert parse_repeat(str(MAX_REPEAT)) == MAX_REPEAT and parse_workers("64") == MAX_WORKERS
+    for parse, bad in ((parse_repeat, "1001"), (parse_repeat, "0"), (parse_workers, "65"),
+                       (parse_repeat, "99999999999999999999"), (parse_workers, "0")):  # fmt: skip
+        with pytest.raises(OptionError, match="a whole number from 1 to"):
+            parse(bad)
+    assert parse_effect("5%") == pytest.approx(0.05)
+    for bad in ("0", "0%", "0.0"):
+        with pytest.raises(OptionError, match="is no change: nothing to detect"):
+            parse_effect(bad)

@@ -394,3 +394,72 @@ def test_the_eighth_passs_ordinary_text_stays_readable(text: str) -> None:
     """No over-masking: an argv list's ordinary flags, the shell's ``PWD`` (a path), a URL
     fragment, words that start like a token, ssh's own ``-p``."""
     assert redact(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [("X-Session: Planted99", "X-Session: ***"), ("X-Api-Session: Planted99", "X-Api-Session: ***"),
+     ("X-Client-Secret: Planted99", "X-Client-Secret: ***"),
+     ("X-Proxy-Auth: Planted99", "X-Proxy-Auth: ***"),
+     ("GET /v1?api_key=sk%2DPlanted99xxxxxxxxxxxx&x=1", "GET /v1?api_key=***"),
+     ("GET /v1?q=sk%2DPlanted99xxxxxxxxxxxxxxxx&x=1", "GET /v1?q=***&x=1"),
+     ("GET /v1?q=sk%252DPlanted99xxxxxxxxxxxxxx", "GET /v1?q=***"),
+     ("GET /v1?access%5Ftoken=Planted99&x=1", "GET /v1?access%5Ftoken=***&x=1"),
+     ("GET /v1?%74oken=Planted99", "GET /v1?%74oken=***"),
+     ("GET /v1?token%3DPlanted99 HTTP/1.1", "GET /v1?*** HTTP/1.1"),
+     ("GET /v1?token=Planted99", "GET /v1?token=***"),
+     ("http://ops:Planted99@db:5432/x", "http://ops:***@db:5432/x"),
+     ("http://ops:pa%40Planted99@db/x", "http://ops:***@db/x"),
+     ("<password>Planted99</password>", "<password>***</password>"),
+     ("<cfg><apiKey>Planted99</apiKey><port>80</port></cfg>",
+      "<cfg><apiKey>***</apiKey><port>80</port></cfg>"),
+     ('<ns:Token kind="a">Planted99</ns:Token>', '<ns:Token kind="a">***</ns:Token>'),
+     ("<password><![CDATA[Plan<ted99]]></password>", "<password>***</password>"),
+     ("api-key:\n  Planted99\nport: 80", "api-key:\n  ***\nport: 80"),
+     ("engine:\n  api-key:  # the key\n    Planted99\n    more99\n  port: 80",
+      "engine:\n  api-key:  ***\n    ***\n  port: 80"),
+     ("api_keys:\n- Planted99\n- Other99x\nport: 80", "api_keys:\n***\nport: 80"),
+     ("pаssword: Planted99", "pаssword: ***"), ("--pаssword Planted99", "--pаssword ***"),
+     ("ΑPI_KΕY=Planted99", "ΑPI_KΕY=***"), ("ＡＰＩ＿ＫＥＹ=Planted99", "ＡＰＩ＿ＫＥＹ=***"),
+     ("pass\u200bword: Planted99", "pass\u200bword: ***")],
+    ids=["x-session", "x-api-session", "x-secret", "x-auth", "encoded-key-value",
+         "encoded-token", "twice-encoded", "encoded-name", "encoded-name-start",
+         "encoded-equals", "query-token", "userinfo", "encoded-userinfo", "xml-password",
+         "xml-apikey", "xml-namespaced", "xml-cdata", "yaml-next-line", "yaml-nested",
+         "yaml-list", "cyrillic-a", "cyrillic-flag", "greek", "full-width", "zero-width"],
+)  # fmt: skip
+def test_the_ninth_passs_redaction_shapes_are_masked(text: str, kept: str) -> None:
+    """Issue 38, eighth hostile pass: a ``*-Session`` header, percent-encoded secrets in URLs,
+    XML elements, a YAML key whose value is on the next line and names written with homoglyphs
+    (a Cyrillic ``а``, Greek capitals, full-width letters, a zero-width space) were shown as
+    typed. The fold is for the name only: the value is masked, the name shown as written."""
+    said = redact(text)
+    assert said == kept and "Planted99" not in said
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["session: 3", '{"session_id": "s1", "session": 2}', "--num-sessions 4",
+     "GET /v1/models?limit=10%2C20", "path: /a%20b/c", "<port>8080</port>", "<name>x</name>",
+     "engine:\n  port: 80\n  model: m", "tokenizer:\n  name: llama", "X-Tenant: acme",
+     "name: сервер"],
+)  # fmt: skip
+def test_the_ninth_passs_ordinary_text_stays_readable(text: str) -> None:
+    """No over-masking: a session number, an encoded comma, ordinary XML and YAML below an
+    ordinary key, an ordinary header, a Cyrillic value."""
+    assert redact(text) == text
+
+
+def test_a_urls_encoded_token_is_masked_where_it_is_stored() -> None:
+    from pydantic import TypeAdapter
+
+    from servelab.core.redaction import StoredUrl
+
+    stored = TypeAdapter(StoredUrl).dump_python("http://h/v1?q=sk%2DPlanted99xxxxxxxxxxxxxxxx")
+    assert stored == "http://h/v1?q=***"
+
+
+def test_a_homoglyph_name_is_a_secret_name_and_a_header_keeps_its_spelling() -> None:
+    assert is_secret_name("pаssword") and is_secret_name("X-Api-Sessiоn")
+    assert redact_headers([("X-Session", "Planted99")]) == (("X-Session", REDACTED),)
+    assert not is_secret_name("session") and not is_secret_name("session_id")

@@ -49,6 +49,36 @@ def test_a_faster_candidate_that_changes_answers_is_refused_and_never_better() -
     assert better_arm(_result(12, AnswersMode.CHECK)) == "512"  # check: shown, not gating
 
 
+def _few(wrong: int, pairs: int, mode: AnswersMode = AnswersMode.GATE) -> AbResult:
+    verdict = decide_answers([(True, False)] * wrong + [(False, False)] * (pairs - wrong))
+    base = ArmAnswers("256", pairs, 0, 0, (), 0, 0, 1.0)
+    cand = ArmAnswers("512", pairs, wrong, wrong, (), 0, 0, 1.0)
+    judged = AnswersJudgement(mode, base, cand, verdict, "k", 1, pairs, 100)
+    faster = Comparison(64, 1.116, (1.08, 1.15), Verdict.BETTER, "256", "512")
+    return AbResult("decode", "K", "256", "512", comparisons=(faster,), answers=judged)
+
+
+def test_too_few_pairs_to_show_answers_unchanged_is_never_kept_under_the_gate() -> None:
+    # the ninth hostile pass: 8 of 18 wrong against 0 was "inconclusive" and kept as better
+    lopsided = _few(8, 18)
+    assert lopsided.answers is not None and lopsided.answers.gates
+    assert better_arm(lopsided) is None
+    # not significant with too few pairs: not refused, but not kept on its speed alone
+    unsure = _few(2, 10)
+    assert unsure.answers is not None and not unsure.answers.gates and unsure.answers.unshown
+    assert better_arm(unsure) is None
+    assert headline(unsure).endswith(
+        "+11.6% at C64, answers inconclusive: 2 of 10 against 0 of 10 wrong, at least 20 paired "
+        "probes needed: not kept on its speed alone"
+    )
+    clean = _few(0, 10)  # too few pairs, but no sign of a change: kept on its speed
+    assert clean.answers is not None and not clean.answers.unshown and better_arm(clean) == "512"
+    assert headline(clean).endswith("at least 20 paired probes needed")
+    checked = _few(2, 10, AnswersMode.CHECK)  # check: shown, not gating
+    assert checked.answers is not None and not checked.answers.unshown
+    assert better_arm(checked) == "512"
+
+
 def test_the_page_shows_a_differing_answer_beside_its_reference_escaped() -> None:
     page = markdown_html(ab_markdown(_result(12)))
     assert "<script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -8,8 +8,10 @@ from dataclasses import replace
 
 from servelab.core.ab.tune import TuneRule
 from servelab.core.ab.tunerun import TuneArm, TuneKnob, TuneMetric, TuneRecord
-from servelab.core.answers.contract import AnswersUnchecked
-from servelab.report.tune import tune_json, tune_markdown
+from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, ArmAnswers
+from servelab.core.answers.judge import AnswersJudgement
+from servelab.core.answers.rule import decide_answers
+from servelab.report.tune import headline, tune_json, tune_markdown, unshown_phrase
 
 
 def _record(why: AnswersUnchecked | None) -> TuneRecord:
@@ -28,3 +30,25 @@ def test_the_kept_arm_is_marked_unchecked() -> None:
     checked = tune_markdown(replace(_record(None), answers_unchecked=None))
     assert "NOT checked" not in checked and "(`--keep best`)." in checked
     assert "answers_unchecked" not in json.loads(tune_json(_record(None)))
+
+
+def _judged(arm: str, wrong: int, pairs: int) -> AnswersJudgement:
+    verdict = decide_answers([(True, False)] * wrong + [(False, False)] * (pairs - wrong))
+    base = ArmAnswers("4", pairs, 0, 0, (), 0, 0, 1.0)
+    cand = ArmAnswers(arm, pairs, wrong, wrong, (), 0, 0, 1.0)
+    return AnswersJudgement(AnswersMode.GATE, base, cand, verdict, "k", 1, pairs, 100)
+
+
+def test_a_best_arm_whose_answers_too_few_pairs_show_unchanged_is_said_on_speed_alone() -> None:
+    unsure = replace(_record(None), best="64", kept=None, answers=(_judged("64", 2, 10),))
+    assert unsure.best_unshown
+    assert headline(unsure).endswith(
+        "; the best arm's answers inconclusive (too few probe pairs): on speed alone"
+    )
+    said = unshown_phrase(unsure)
+    assert said.startswith("the best arm, 64, is best on speed alone: too few probe pairs")
+    assert "2 of 10 against 0 of 10 wrong" in said and said.endswith("not kept — add --requests")
+    shown = replace(unsure, answers=(_judged("64", 0, 30),))
+    assert not shown.best_unshown and "speed alone" not in headline(shown)
+    other = replace(unsure, answers=(_judged("16", 2, 10),))  # another arm's: not the best's
+    assert not other.best_unshown

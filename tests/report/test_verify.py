@@ -156,6 +156,18 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
      "/readiness 200 in 9 ms; but the router lists a worker the spec does not have: "
      "http://10.0.0.9:30002 (decode; remove it: `curl -X DELETE "
      "http://127.0.0.1:30001/workers/w7`)"),
+    (C.HEALTH_WORKERS_UNREADABLE,
+     HealthProbe("/readiness", 200, 0.009, workers_error="WorkerListError: GET http://r/workers: "
+                 'not a worker list: "workers" is a string, not a list: {"workers": "oops"}'),
+     "/readiness 200 in 9 ms; but the router's worker list cannot be read: WorkerListError: GET "
+     'http://r/workers: not a worker list: "workers" is a string, not a list: {"workers": '
+     '"oops"}'),
+    (C.HEALTH_BOOTSTRAP_MISMATCH,
+     HealthProbe("/health", 200, 0.004, listening_bootstrap_port=41199, spec_bootstrap_port=41198),
+     "/health 200 in 4 ms; but it listens for the KV bootstrap on port 41199, while the spec "
+     "says 41198 (the port the router tells each decode): every hand-off would wait on the wrong "
+     "port — make the spec's bootstrap_port and the engine's --disaggregation-bootstrap-port the "
+     "same"),
     (C.LIVE_KNOB_UNREAD, UnreadKnob("VLLM_ATTENTION_BACKENDS", "vllm", "0.26.0",
                                     ReadVerdict.NOT_READ, "VLLM_ATTENTION_BACKEND"),
      "not read by vLLM 0.26.0 (did you mean VLLM_ATTENTION_BACKEND?): the engine ignores it, so "

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import os
 import random
+import resource
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["REFERENCE_PORTS", "REPO", "free_port", "free_ports", "run_cli"]
+__all__ = ["CLI_COUNT_ENV", "REFERENCE_PORTS", "REPO", "free_port", "free_ports", "run_cli"]
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -73,13 +75,25 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+#: Set to a file's path, every :func:`run_cli` call appends a line to it: the CPU seconds of the
+#: process (its user + system time, as ``RUSAGE_CHILDREN`` grew while it ran), its wall seconds
+#: and its first two arguments, tab-separated (``benchmarks/cli_calls.py`` sums them).
+CLI_COUNT_ENV = "SERVELAB_TEST_CLI_COUNT"
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def run_cli(
     *args: str, cwd: Path | None = None, timeout: float = 120, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Run ``python -m servelab ARGS`` as a real process and capture its output."""
     full_env = dict(os.environ)
     full_env.update(env or {})
-    return subprocess.run(
+    cpu, wall = _children_cpu(), time.perf_counter()
+    done = subprocess.run(
         [sys.executable, "-m", "servelab", *args],
         cwd=cwd,
         env=full_env,
@@ -88,3 +102,8 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+    if count := os.environ.get(CLI_COUNT_ENV):
+        cpu, wall = _children_cpu() - cpu, time.perf_counter() - wall
+        with open(count, "a", encoding="utf-8") as fh:  # one short line: appends do not interleave
+            fh.write(f"{cpu:.4f}\t{wall:.4f}\t{' '.join(args[:2])}\n")
+    return done

@@ -17,6 +17,11 @@ It answers ``GET /workers`` as a router would, but with what ``MODE`` says:
   ``/server_info`` and ``/v1/models`` report a model and a version holding a newline, a line of
   TOML (``stop = "touch PWNED"``) and the secret.
 
+- ``garbage``: ``{"workers": "oops"}`` (200, not a list);
+- ``escapes``: one worker whose id, URL, role and status hold an ``ESC [`` sequence, a ``NUL``
+  and a newline; in these two modes ``/readiness`` and ``/health`` answer 200 (a router verify
+  reads).
+
 Otherwise its ``/v1/models`` lists ``hostile-model``; every other path is a 404.
 """
 
@@ -47,6 +52,12 @@ def _workers(port: int, mode: str, decode: str) -> object:
         return {"workers": [{"id": "a", "url": 8080, "worker_type": "prefill"},
                             {"id": "b", "url": ["http://127.0.0.1:1"], "worker_type": "prefill"},
                             {"id": "e", "url": decode, "worker_type": "decode"}]}  # fmt: skip
+    if mode == "garbage":
+        return {"workers": "oops"}
+    if mode == "escapes":
+        bad = "\x1b[2J\x1b]0;PWNED\x07\x00\n"
+        return {"workers": [{"id": "w" + bad, "url": f"http://127.0.0.1:9{bad}",
+                             "worker_type": "decode" + bad, "status": bad}]}  # fmt: skip
     if mode == "fanout":
         urls = sys.argv[3:]
         return {"workers": [{"id": u, "url": u, "worker_type": "decode"} for u in urls]}
@@ -83,6 +94,8 @@ def main() -> None:
                 body = None  # 100,000 nested lists: deeper than a JSON parser goes
             elif path == "/workers":
                 body = _workers(port, mode, decode)
+            elif path in ("/readiness", "/health") and mode in ("garbage", "escapes"):
+                body = {"status": "ok"}
             elif path == "/v1/models":
                 name = "hostile-model" if mode != "self" else f'm\nstop = "touch PWNED"\n# {SECRET}'
                 body = {"object": "list", "data": [{"id": name}]}

@@ -24,6 +24,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     LoadOptions,
@@ -45,6 +46,7 @@ from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
 from servelab.core.ab.result import AbMetric, AbResult
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_ab_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
+from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
@@ -60,8 +62,9 @@ from servelab.ops.ab.ab import resume_ab, run_ab
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
+from servelab.ops.knob import check_setting
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
-from servelab.report.answers import answers_refusal, unchecked_phrase
+from servelab.report.answers import answers_phrase, answers_refusal, unchecked_phrase
 from servelab.report.text import safe_markdown
 
 __all__ = [
@@ -107,6 +110,14 @@ def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> A
             seed=cfg.bench.seed,
             boundary=cfg.boundary,
         )
+
+
+def _check_arms(where: SpecAndLedger, arms: KnobArms) -> None:
+    """Both arms' values checked before anything runs or is planned, as ``tune`` does (an
+    undeclared knob, a value the knob cannot take, one over 4 KiB: exit 2)."""
+    spec = where.spec().spec
+    for value in (arms.baseline, arms.candidate):
+        check_setting(spec, arms.service, arms.name, value)
 
 
 def _check_resume(where: SpecAndLedger, resume: int) -> None:
@@ -237,7 +248,7 @@ def _print(output: OutputOptions, result: AbResult) -> None:
 @click.option("--plan", is_flag=True, help="Rounds needed, from recorded A/Bs; runs nothing.")
 @click.option(
     "--effect",
-    type=Parsed("FRACTION", parse_fraction),
+    type=Parsed("FRACTION", parse_effect),
     default="5%",
     show_default=True,
     help="--plan: the change to detect.",
@@ -299,6 +310,8 @@ def ab_command(
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
     measure = _Measure(load, workload, trace, slo)
+    if arms is not None:
+        _check_arms(where, arms)
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
@@ -312,7 +325,7 @@ def ab_command(
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
     with where.exclusive(wait=wait):
-        result = run(_ab(where, cfg, resume, allow_unread))
+        result = run(noting(_ab(where, cfg, resume, allow_unread)))
     _print(output, result)
     failed = sum(v.failed_requests for v in result.visits)
     if failed:
@@ -321,6 +334,9 @@ def ab_command(
         err_console.print("some comparisons are inconclusive: add --repeat", style="yellow")
     if result.answers_unchecked is not None:
         err_console.print(unchecked_phrase(result.answers_unchecked), style="yellow")
+    if result.answers is not None and result.answers.unshown:
+        err_console.print(answers_phrase(result.answers), style="yellow", markup=False,
+                          highlight=False)  # fmt: skip
     gated = result.answers is not None and result.answers.gates
     if gated:
         err_console.print(answers_refusal(result), style="red", markup=False, highlight=False)

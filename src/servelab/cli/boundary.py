@@ -19,6 +19,7 @@ import sys
 import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import click
@@ -35,6 +36,7 @@ from servelab.errors import (
     ServelabError,
     SpecError,
     TraceError,
+    WorkerListError,
 )
 from servelab.report.text import json_text
 
@@ -47,6 +49,7 @@ __all__ = [
     "EXIT_USAGE",
     "STOP_SIGNALS",
     "Interrupted",
+    "Left",
     "ServelabGroup",
     "console",
     "err_console",
@@ -54,6 +57,7 @@ __all__ = [
     "exit_code",
     "interruption",
     "json_option",
+    "note_interruption",
     "print_json",
     "run",
     "stop_on_signals",
@@ -129,6 +133,30 @@ class Interrupted(KeyboardInterrupt):
 _received: list[int] = []
 
 
+@dataclass(frozen=True)
+class Left:
+    """What a command's interruption left (what is down, what was put back), as the command
+    noted it while it stopped (:func:`note_interruption`): ``text`` is printed on stderr before
+    the ``interrupted`` line; the ``--json`` failure document gets ``record`` (JSON-ready) under
+    ``key`` and, unless ``down`` is None (an ``up`` or a rolling restart, whose record says what
+    it did), ``down`` and ``recovery`` (one shell line, or null)."""
+
+    text: str
+    down: tuple[str, ...] | None
+    recovery: str | None
+    key: str
+    record: object
+
+
+#: What the current command's interruption left, noted while it stopped.
+_left: list[Left] = []
+
+
+def note_interruption(left: Left) -> None:
+    """Note what the command's interruption left (see :class:`Left`)."""
+    _left.append(left)
+
+
 def _as_ctrl_c(signum: int, frame: Any) -> None:
     """SIGTERM's and SIGHUP's handler: what SIGINT does now. In :func:`run`, asyncio's own
     SIGINT handler cancels the main task (its ``finally`` blocks run) and a second signal stops
@@ -145,6 +173,7 @@ def _as_ctrl_c(signum: int, frame: Any) -> None:
 def _handling_stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP handled as SIGINT is while a command runs (main thread only)."""
     _received.clear()
+    _left.clear()
     try:
         previous = {sig: signal.signal(sig, _as_ctrl_c) for sig in STOP_SIGNALS[1:]}
     except ValueError:  # not the main thread: signals are not ours to handle
@@ -199,10 +228,11 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
 
 def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage, a ledger
-    row that does not read as its record), 128 +
+    row that does not read as its record, a router's worker list of another shape), 128 +
     the signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else
     1."""
-    if isinstance(exc, (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow)):
+    bad_input = (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow)
+    if isinstance(exc, (*bad_input, WorkerListError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):
         return exc.exit_code
@@ -238,14 +268,20 @@ def _message(exc: BaseException) -> str:
 
 
 def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
-    """The JSON document a ``--json`` command prints when it fails."""
-    return {
+    """The JSON document a ``--json`` command prints when it fails (interrupted: with the
+    fields the command noted, :func:`note_interruption`)."""
+    doc = {
         "command": command,
         "ok": False,
         "error": _message(exc),
         "error_type": type(exc).__name__,
         "exit_code": exit_code(exc),
     }
+    for left in _left if isinstance(exc, KeyboardInterrupt) else ():
+        doc = {left.key: left.record, **doc}
+        if left.down is not None:
+            doc = {"down": list(left.down), "recovery": left.recovery, **doc}
+    return doc
 
 
 def _json_command(ctx: click.Context, exc: BaseException) -> str | None:
@@ -273,6 +309,8 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     if debug and not isinstance(exc, KeyboardInterrupt):
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, KeyboardInterrupt):
+        for left in _left:
+            err_console.print(left.text.rstrip(), style="yellow", soft_wrap=True)
         err_console.print(_interruption(exc), style="yellow")
     elif isinstance(exc, (ServelabError, OSError)) or debug:
         error(_message(exc))

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import click
 
+from servelab.cli import LazyCommand
 from servelab.cli.boundary import EXIT_FAILED, err_console, json_option, print_json
-from servelab.cli.caseexperiment import experiments
 from servelab.cli.common import (
     SpecAndLedger,
     ledger_option,
@@ -49,22 +49,46 @@ from servelab.report.docs import (
 )
 
 __all__ = [
+    "EXPERIMENTS",
+    "EXPERIMENT_NAMES",
+    "CaseGroup",
     "case_group",
     "report_cmd",
     "restore_cmd",
 ]
 
+#: ``--force``'s help on the commands that write a knob back (``restore``, ``case revert``).
+HAND_EDIT_HELP = "Write the knob back even if its file was edited by hand since servelab wrote it."
+
 
 # -- case ------------------------------------------------------------------------------------
 
 
-@click.group("case")
+#: ``case test`` and ``case bisect``: their group, imported when one of them is asked for (the load,
+#: answers and bisect machinery, aiohttp with it: about half a second of CPU that ``case open``,
+#: ``show``, ``list``... do not pay).
+EXPERIMENTS = LazyCommand("servelab.cli.caseexperiment:experiments", "case test, case bisect")
+EXPERIMENT_NAMES = ("bisect", "test")
+
+
+class CaseGroup(click.Group):
+    """``case``: its own commands, and the experiments of :data:`EXPERIMENTS` loaded on use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *EXPERIMENT_NAMES})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in EXPERIMENT_NAMES and cmd_name not in self.commands:
+            loaded = EXPERIMENTS.load()
+            found = loaded.commands if isinstance(loaded, click.Group) else {}
+            for name, command in found.items():
+                self.add_command(command, name)
+        return self.commands.get(cmd_name)
+
+
+@click.group("case", cls=CaseGroup)
 def case_group() -> None:
     """Investigate an incident: suspects, evidence, reverts with their cost, verdicts."""
-
-
-for _experiment in experiments.commands.values():  # case test, case bisect
-    case_group.add_command(_experiment)
 
 
 @case_group.command("open")
@@ -168,6 +192,7 @@ def _print_preview(preview: RevertPreview) -> None:
 @click.argument("target")
 @REVERT_TO.option()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option
 @json_option
@@ -177,6 +202,7 @@ def case_revert(
     target: str,
     to_value: str | None,
     yes: bool,
+    force: bool,
     spec_path: Path | None,
     ledger_path: Path | None,
     as_json: bool,
@@ -200,9 +226,11 @@ def case_revert(
                 _print_preview(preview)
             if not yes and not click.confirm("revert it?", default=False, err=True):
                 return None
-            return await cases.revert(op, ledger, preview)
+            return await cases.revert(op, ledger, preview, force=force)
 
-    outcome = run_with_ledger(where, body, create=False, wait=wait)
+    from servelab.cli.interrupted import noting  # the put-back's machinery: only when it runs
+
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if outcome is None:
         err_console.print("not reverted")
         raise SystemExit(EXIT_FAILED)
@@ -323,16 +351,24 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
 
 @click.command("restore")
 @click.argument("case_id", type=int)
+@click.option("--force", is_flag=True, help=HAND_EDIT_HELP)
 @spec_option
 @ledger_option
 @json_option
 @wait_option
 def restore_cmd(
-    case_id: int, spec_path: Path | None, ledger_path: Path | None, as_json: bool, wait: bool
+    case_id: int,
+    force: bool,
+    spec_path: Path | None,
+    ledger_path: Path | None,
+    as_json: bool,
+    wait: bool,
 ) -> None:
     """Apply a resolved case's restore plan: set, co-restart in order, verify live + e2e.
 
     The restart is the changed services and their dependents in start order (as ``restart`` plans).
+    A knob whose file was edited by hand since servelab last wrote it is refused (exit 2, naming
+    the file and the key) before anything is written, unless ``--force``.
     """
 
     where = SpecAndLedger(spec_path, ledger_path)
@@ -344,9 +380,11 @@ def restore_cmd(
             for item in view.plan:
                 say(f"restore: {describe_restore_item(item)}")
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
-            return await cases.restore(op, ledger, case_id)
+            return await cases.restore(op, ledger, case_id, force=force)
 
-    outcome = run_with_ledger(where, body, create=False, wait=wait)
+    from servelab.cli.interrupted import noting  # the put-back's machinery: only when it runs
+
+    outcome = run_with_ledger(where, lambda led: noting(body(led)), create=False, wait=wait)
     if as_json:
         print_json(restore_json(outcome))
     elif outcome.already_restored:

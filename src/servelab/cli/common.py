@@ -24,17 +24,16 @@ from rich.text import Text
 from servelab.cli.boundary import console, err_console, run
 from servelab.core.deploy.ownership import owned_endpoints
 from servelab.core.deploy.target import LoadTarget, load_target
-from servelab.core.progress import ProgressEvent
 from servelab.core.redaction import redact
 from servelab.io.ledger.connection import LEDGER_ENV, resolve_ledger_path
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold, Holder, hold
 from servelab.io.specfile import LoadedSpec, load_spec, materialize_default_env
-from servelab.report.progress import describe_level, describe_progress
 from servelab.report.text import level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command (and every simulator) ~0.7 s to import
     from servelab.core.bench.contract import BenchProgress
+    from servelab.core.progress import ProgressEvent
 
 __all__ = [
     "BenchBar",
@@ -90,6 +89,8 @@ def progress(message: str) -> None:
 
 def show_progress(event: ProgressEvent) -> None:
     """An operation's progress event as a :func:`progress` line, worded by ``report/``."""
+    from servelab.report.progress import describe_progress  # every feature's events: on use
+
     progress(describe_progress(event))
 
 
@@ -104,6 +105,8 @@ def progress_when(show: bool) -> Callable[[ProgressEvent], None]:
 
 def bench_levels(event: BenchProgress) -> None:
     """Bench progress as :func:`progress` lines: one per measured level (for the A/B's arms)."""
+    from servelab.report.progress import describe_level  # every feature's events: on use
+
     line = describe_level(event)
     if line is not None:
         progress(line)

@@ -15,16 +15,9 @@ from typing import TypeVar
 
 import click
 
-from servelab.cli.boundary import (
-    EXIT_FAILED,
-    console,
-    err_console,
-    error,
-    json_option,
-    print_json,
-    run,
-)
+from servelab.cli.boundary import EXIT_FAILED, console, error, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import wait_option
 from servelab.core.deploy.contract import ServiceStatus
@@ -35,13 +28,12 @@ from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy import deploy
-from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
+from servelab.ops.deploy.results import RestartLeftDown
 from servelab.ops.deploy.rolling import rolling_restart
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.report.deploy import (
     deploy_json,
     render_deploy,
-    render_interruption,
     render_restart,
     render_rolling,
     render_status,
@@ -82,12 +74,7 @@ async def _with_ledger(
 ) -> T:
     with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger, progress=say) as op:
-            try:
-                return await action(op)
-            except DeployInterrupted as exc:  # a signal: say what is down, then exit 128+N
-                text = render_interruption(exc.report).rstrip()
-                err_console.print(text, style="yellow", markup=False, soft_wrap=True)
-                raise
+            return await noting(action(op))  # a signal: what is down said, then exit 128+N
 
 
 def _quiet(as_json: bool) -> Progress | None:

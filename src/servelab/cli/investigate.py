@@ -26,6 +26,7 @@ from servelab.cli.common import (
     spec_option,
 )
 from servelab.cli.freetext import stored_text
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CASE,
@@ -198,7 +199,7 @@ def investigate_command(
         page = None if stopped else _write_report(ledger, outcome, out_dir, spec_args, force)
         return outcome, page
 
-    outcome, page = run_with_ledger(where, body, create=True, wait=wait)
+    outcome, page = run_with_ledger(where, lambda led: noting(body(led)), create=True, wait=wait)
     next_text = describe_action(outcome.next, outcome.state) if outcome.next else None
     if as_json:
         doc = investigate_json(outcome, next_text, str(page) if page else None, spec_args)

@@ -27,3 +27,10 @@ class Finite(click.FloatRange):
         if isinstance(number, float) and not math.isfinite(number):
             self.fail(f"{value!r} is not a finite number.", param, ctx)
         return super().convert(number, param, ctx)
+
+    def _describe_range(self) -> str:
+        """The bounds as ``--help`` shows them: none without a bound (click's ``x<=None``), one
+        side alone, or both."""
+        if self.min is None and self.max is None:
+            return ""
+        return super()._describe_range()

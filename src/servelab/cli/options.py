@@ -28,7 +28,7 @@ import click
 
 from servelab.cli.boundary import json_option
 from servelab.cli.sharedoption import Command, Decorator, Default, Parsed, SharedOption
-from servelab.core.ab.result import AbMetric
+from servelab.core.bounds import MAX_REPEAT, MAX_WORKERS, parse_repeat, parse_workers
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE, TracePlan, TraceWindow
 from servelab.core.load.workload import LengthDist
 from servelab.core.options import (
@@ -124,9 +124,9 @@ REQUESTS = SharedOption(
     help="Measured requests per run (warm-up excluded).", default="100",
 )  # fmt: skip
 REPEAT = SharedOption(
-    "--repeat", "repeat", Parsed("N", parse_positive),
+    "--repeat", "repeat", Parsed("N", parse_repeat),
     help="Runs per concurrency; in an A/B, rounds (each visits both arms once). A Student-t CI "
-    "needs ≥ 2.", default="1",
+    f"needs ≥ 2; at most {MAX_REPEAT:,}.", default="1",
 )  # fmt: skip
 WARMUP = SharedOption(
     "--warmup", "warmup", Parsed("N", parse_warmup),
@@ -150,8 +150,9 @@ IDLE_TIMEOUT = SharedOption(
     help="Fail a stream after this many seconds without a byte.", default="60",
 )  # fmt: skip
 WORKERS = SharedOption(
-    "--workers", "workers", Parsed("N", parse_positive),
-    help="Client processes sharing the users on one clock (at most one per user).", default="1",
+    "--workers", "workers", Parsed("N", parse_workers),
+    help="Client processes sharing the users on one clock (at most one per user; 1 to "
+    f"{MAX_WORKERS}).", default="1",
 )  # fmt: skip
 
 # -- the workload: what each request asks for -----------------------------------------------
@@ -351,6 +352,8 @@ def trace_options() -> Decorator:
 def metric_option() -> Decorator:
     """``--metric`` as ``metric: str`` (an :class:`~servelab.core.ab.result.AbMetric` value):
     what ``ab`` and ``tune`` compare arms on."""
+    from servelab.core.ab.result import AbMetric  # the A/B result's types: only ab and tune pay
+
     return click.option(
         "--metric", type=click.Choice([m.value for m in AbMetric]),
         default=AbMetric.THROUGHPUT.value, show_default=True,

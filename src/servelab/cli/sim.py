@@ -104,12 +104,12 @@ def _decode(argv: tuple[str, ...]) -> None:
 
 @sim_group.command("proxy")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, required=True)
+@click.option("--port", type=click.IntRange(1, 65_535), required=True)
 @click.option("--upstream", required=True, help="Base URL to forward to (the router).")
-@click.option("--stall-reused-after", type=int, default=None, metavar="N")
+@click.option("--stall-reused-after", type=click.IntRange(min=0), default=None, metavar="N")
 @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
-@click.option("--cut-after-bytes", type=int, default=None, metavar="N")
-@click.option("--chunk-delay-ms", type=Finite(), default=None, metavar="MS")
+@click.option("--cut-after-bytes", type=click.IntRange(min=0), default=None, metavar="N")
+@click.option("--chunk-delay-ms", type=Finite(min=0, max=86_400_000), default=None, metavar="MS")
 @click.option("--admin", is_flag=True, help="Expose /_servelab/faults (loopback only).")
 def _proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> None:
     """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""

@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 import orjson
 
+from servelab.cli.boundary import json_option, print_json
 from servelab.cli.common import notice
 from servelab.cli.options import FORCE_HELP, SEED
 from servelab.cli.sharedoption import Parsed
@@ -19,6 +20,7 @@ from servelab.core.ledger.codec import encode
 from servelab.core.load.trace import DEFAULT_BLOCK_SIZE
 from servelab.core.load.tracegen import (
     AgenticShape,
+    Capped,
     ChatShape,
     TraceEntry,
     agentic_trace,
@@ -75,6 +77,7 @@ def trace_group() -> None:
               "arrivals of one second start at one instant (bursts).")  # fmt: skip
 @click.option("--force", is_flag=True, help=FORCE_HELP)
 @SEED.option()
+@json_option
 def generate_command(
     out: Path,
     kind: str,
@@ -87,14 +90,20 @@ def generate_command(
     resolution_ms: int,
     force: bool,
     seed: int,
+    as_json: bool,
 ) -> None:
     """Write a seeded sample trace to FILE (`-`: standard output): the same options and seed
     write the same file."""
     if str(out) != "-":
         check_overwrite(out, force)
+    elif as_json:
+        raise click.BadParameter(
+            "needs a FILE: standard output holds the trace", param_hint="--json"
+        )
     if turns[0] < 1 or turns[1] < turns[0]:
         raise click.BadParameter("MIN ≥ 1 and MAX ≥ MIN", param_hint="--turns")
     check_resolution(resolution_ms)
+    capped = Capped()
     if kind == "agentic":
         agentic = replace(_AGENTIC, sessions=sessions, turns=turns, block_size=block_size,
                           resolution_ms=resolution_ms)  # fmt: skip
@@ -103,7 +112,7 @@ def generate_command(
         check_arrivals(agentic.sessions, agentic.rate)
         check_requests("--sessions", agentic.sessions, agentic.turns[1])
         check_block_size(block_size, agentic.system_blocks, agentic.max_tokens)
-        entries = agentic_trace(agentic, seed=seed)
+        entries = agentic_trace(agentic, seed=seed, capped=capped)
     else:
         chat = replace(_CHAT, requests=requests, block_size=block_size, rate=rate or _CHAT.rate,
                        output_tokens=output_tokens or _CHAT.output_tokens,
@@ -111,11 +120,34 @@ def generate_command(
         check_arrivals(chat.requests, chat.rate)
         check_requests("--requests", chat.requests)
         check_block_size(block_size, chat.system_blocks, chat.max_input)
-        entries = chat_trace(chat, seed=seed)
+        entries = chat_trace(chat, seed=seed, capped=capped)
     counted = [0]
     if str(out) == "-":  # standard output, as the usage says of a FILE of "-"
         write_stream(sys.stdout.fileno(), _lines(entries, counted))
     else:
         write_to(out, _lines(entries, counted))
+    if as_json:
+        print_json({"out": str(out), "lines": counted[0], "block_size": block_size,
+                    "capped": _capped_json(capped)})  # fmt: skip
     notice("wrote", f"{'standard output' if str(out) == '-' else out}: {counted[0]} line(s), "
            f"block size {block_size}")  # fmt: skip
+    if capped.any:
+        notice("capped", _capped_text(capped))
+
+
+def _capped_json(capped: Capped) -> dict[str, int]:
+    return {"output_cap": capped.output_cap, "input_cap": capped.input_cap,
+            "outputs": capped.outputs, "inputs": capped.inputs, "turns": capped.turns}  # fmt: skip
+
+
+def _capped_text(capped: Capped) -> str:
+    """What the caps changed, in one line (only what they did change)."""
+    parts = []
+    if capped.outputs:
+        parts.append(f"{capped.outputs:,} answer(s) cut to {capped.output_cap:,} tokens")
+    if capped.inputs:
+        parts.append(f"{capped.inputs:,} prompt(s) cut to {capped.input_cap:,} tokens")
+    if capped.turns:
+        parts.append(f"{capped.turns:,} turn(s) left out: their session's history passed "
+                     f"{capped.input_cap:,} tokens")  # fmt: skip
+    return "; ".join(parts) + " (the generator's caps)"

@@ -21,6 +21,7 @@ from servelab.cli.common import (
     show_progress,
     spec_option,
 )
+from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
 from servelab.cli.options import (
     CONCURRENCY,
@@ -46,6 +47,7 @@ from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
 from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.slo import SLO
 from servelab.core.options import (
@@ -65,7 +67,13 @@ from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
 from servelab.report.text import safe_markdown
-from servelab.report.tune import plan_markdown, tune_json, tune_markdown, tune_png
+from servelab.report.tune import (
+    plan_markdown,
+    tune_json,
+    tune_markdown,
+    tune_png,
+    unshown_phrase,
+)
 
 __all__ = [
     "tune_command",
@@ -185,7 +193,7 @@ def _print(output: OutputOptions, record: TuneRecord) -> None:
 @click.option("--resume", type=int, default=None, help="Resume the interrupted tune ID.")
 @click.option("--plan", is_flag=True, help="What the rule takes, from recorded A/Bs; runs nothing.")
 @click.option(
-    "--effect", type=Parsed("FRACTION", parse_fraction), default="5%", show_default=True,
+    "--effect", type=Parsed("FRACTION", parse_effect), default="5%", show_default=True,
     help="--plan: the change to detect.",
 )  # fmt: skip
 @click.option(
@@ -264,11 +272,16 @@ def tune_command(
     if resume is not None:
         _check_resume(where, resume)
     with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
-        record = run(_tune(where, None if resume is not None else cfg, resume, allow_unread))
+        record = run(
+            noting(_tune(where, None if resume is not None else cfg, resume, allow_unread))
+        )
     _print(output, record)
     failed = sum(v.failed_requests for v in record.all_visits)
     if failed:
         err_console.print(f"{failed} request(s) failed during the tune", style="red")
     if record.answers_unchecked is not None:
         err_console.print(unchecked_phrase(record.answers_unchecked), style="yellow")
+    if record.best_unshown:
+        err_console.print(unshown_phrase(record), style="yellow", markup=False,
+                          highlight=False)  # fmt: skip
     sys.exit(EXIT_FAILED if failed else EXIT_OK)

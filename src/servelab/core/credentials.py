@@ -12,7 +12,9 @@
 - the password of ``user:password`` after ``-u``/``--user``/``-U``/``--proxy-user`` (curl, wget),
   the user kept; ``-u 1000:1000`` (a uid:gid) and ``-u http://...`` are not credentials; and
   OpenSSL's ``pass:PASSWORD``;
-- ``sshpass -p PASSWORD`` (a space after ``-p``: sshpass reads the next word so).
+- ``sshpass -p PASSWORD`` (a space after ``-p``: sshpass reads the next word so);
+- tokens of well-known shapes (:data:`SHAPED`: ``sk-...``, ``hf_...``, ``ghp_...``, a JWT...),
+  which the policy masks wherever they stand.
 """
 
 from __future__ import annotations
@@ -20,7 +22,24 @@ from __future__ import annotations
 import base64
 import re
 
-__all__ = ["mask_credentials"]
+__all__ = ["SHAPED", "mask_credentials"]
+
+#: Tokens by their well-known shapes, wherever they stand (an OpenAI ``sk-`` key, a Hugging Face
+#: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
+SHAPED = re.compile(
+    r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
+    r"|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|A(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}"
+    r"|ya29\.[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}|gl(?:pat|rt|dt)-[A-Za-z0-9_-]{20,}"
+    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
+    r"|github_pat_[A-Za-z0-9_]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{30,}"
+    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,}"
+    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?"
+    r"|do[por]_v1_[A-Za-z0-9]{20,}"
+    r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,}"
+    r"|xai-[A-Za-z0-9]{20,}|dckr_pat_[A-Za-z0-9_-]{20,}|hvs\.[A-Za-z0-9_-]{20,}"
+    r"|GOCSPX-[A-Za-z0-9_-]{20,}|tskey-[A-Za-z0-9-]{20,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{20,}"
+    r"|AGE-SECRET-KEY-1[0-9A-Z]{20,})"
+)
 
 #: A ``Basic`` credential (``Authorization: Basic dXNlcjpwdw==`` or the word alone before one):
 #: what follows is masked when it reads as base64 of ``user:password`` or is token-like

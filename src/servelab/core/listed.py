@@ -9,15 +9,23 @@
   (``Server=db;Uid=sa;Pwd=SECRET;``, ``PWD=SECRET;``, a ``{braced}`` value too): ``PWD`` alone
   is the shell's working directory, an ordinary name, so it is masked only there, and a path
   (``PWD=/home/user;``) outside a string with a ``Server``/``Uid``/``Database``/``Driver`` key
-  stays.
+  stays;
+- markup: an XML element of a secret-looking name (``<password>X</password>``,
+  ``<apiKey>X</apiKey>``, ``<ns:token a="b">X</ns:token>``, a CDATA section too), its text masked,
+  its tags kept;
+- a YAML key of a secret-looking name whose value is on the next lines (``api-key:`` then
+  ``  sk-...`` indented below it, or a ``- item`` list): those lines are one ``***``;
+- percent-encoded text (``?q=sk%2D...``, ``token%3D...``): a word holding ``%XX`` is decoded (up
+  to three times: ``%252D``) and masked whole when its decoded form holds a secret.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from urllib.parse import unquote
 
-__all__ = ["mask_listed"]
+__all__ = ["mask_encoded", "mask_listed"]
 
 #: A quoted flag then, after a ``,``, a quoted element (Python's repr or JSON of an argv list).
 _LISTED = re.compile(
@@ -47,6 +55,10 @@ def mask_listed(text: str, mask: str, is_secret: Callable[[str], bool]) -> str:
         return f"{match.group('head')}{mask}{match.group('tail')}"
 
     text = _LISTED.sub(listed, text)
+    if "</" in text:  # a plain search first, as below
+        text = _XML.sub(lambda m: _element(m, mask, is_secret), text)
+    if _EMPTY_VALUE.search(text) is not None:
+        text = _next_lines(text, mask, is_secret)
     if "pwd" not in text.lower():  # a plain search first: the pattern is slow to try everywhere
         return text
     return _PWD.sub(lambda m: _pwd(m, mask), text)
@@ -66,3 +78,99 @@ def _pwd(match: re.Match[str], mask: str) -> str:
 def _line_end(text: str, pos: int) -> int:
     end = text.find("\n", pos)
     return len(text) if end < 0 else end
+
+
+#: An XML element and its text (a CDATA section, or text without markup), its end tag the same.
+_XML = re.compile(
+    r"(?P<head><(?P<tag>[^\W\d][\w:.-]*)(?:\s[^<>]*)?>)"
+    r"(?P<value><!\[CDATA\[.{0,4096}?\]\]>|[^<]+)(?P<tail></(?P=tag)\s*>)",
+    re.S,
+)
+
+
+def _element(match: re.Match[str], mask: str, is_secret: Callable[[str], bool]) -> str:
+    if not is_secret(match.group("tag").rpartition(":")[2]):
+        return match.group(0)
+    return f"{match.group('head')}{mask}{match.group('tail')}"
+
+
+#: A key with nothing after its colon but a comment, an anchor or a tag (its value below it).
+_KEY_ALONE = re.compile(
+    r"""(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>["']?[^\W\d_][\w.-]*["']?)[ \t]*:"""
+    r"""[ \t]*(?:[&!][^\s#]*[ \t]*)?(?:\#[^\n]*)?\r?"""
+)
+_EMPTY_VALUE = re.compile(r"(?m):[ \t]*(?:[&!][^\s#]*[ \t]*)?(?:#[^\n]*)?\r?$\n")
+
+
+def _next_lines(text: str, mask: str, is_secret: Callable[[str], bool]) -> str:
+    """Each secret key's value written on the lines below it (more indented than the key, or a
+    ``- item`` at the key's own indent) replaced by one line ``***`` at their indent."""
+    lines = text.split("\n")
+    out: list[str] = []
+    at = 0
+    while at < len(lines):
+        line = lines[at]
+        out.append(line)
+        at += 1
+        key = _KEY_ALONE.fullmatch(line)
+        if key is None or not is_secret(key.group("key")):
+            continue
+        end = _value_end(lines, at, key)
+        if end > at:
+            first = next(line for line in lines[at:end] if line.strip())
+            out.append(first[: len(first) - len(first.lstrip())] + mask)
+            at = end
+    return "\n".join(out)
+
+
+def _value_end(lines: list[str], at: int, key: re.Match[str]) -> int:
+    """Where the value below ``key`` (its lines from ``at``) ends; blank lines at its end are
+    not part of it."""
+    column, indent = key.start("key"), len(key.group("indent"))
+    end = at
+    for pos in range(at, len(lines)):
+        line = lines[pos]
+        depth = len(line) - len(line.lstrip())
+        if not line.strip():
+            continue
+        listed = key.group("item") is None and depth == indent and line.lstrip().startswith("-")
+        if depth <= column and not listed:
+            break
+        end = pos + 1
+    return end
+
+
+#: A word holding a percent-encoded byte (a URL's query value, a path segment).
+_ENCODED = re.compile(r"(?<![^\s?&#=/\"'<>])[^\s?&#=/\"'<>]*%[0-9A-Fa-f]{2}[^\s?&#=/\"'<>]*")
+#: How many times a word is decoded (``%252D`` is ``%2D`` once decoded, ``-`` twice).
+_DECODINGS = 3
+
+
+def mask_encoded(text: str, mask: str, finds: Callable[[str], bool]) -> str:
+    """``text`` with every word holding ``%XX`` replaced by ``mask`` when its decoded form holds
+    what ``finds`` reads as a secret (see the module doc)."""
+    if "%" not in text:
+        return text
+    known: dict[str, str] = {}
+
+    def word(match: re.Match[str]) -> str:
+        if match.group(0) not in known:
+            known[match.group(0)] = _decoded_word(match.group(0), mask, finds)
+        return known[match.group(0)]
+
+    return _ENCODED.sub(word, text)
+
+
+#: What a decoded word holds for it to be searched: a separator or a token's length.
+_WORTH = re.compile(r"[-_=:@.+/ ]|[^%\s]{16}")
+
+
+def _decoded_word(encoded: str, mask: str, finds: Callable[[str], bool]) -> str:
+    decoded, seen = encoded, ""
+    for _ in range(_DECODINGS):
+        if decoded == seen:
+            break
+        seen, decoded = decoded, unquote(decoded)
+        if decoded != seen and _WORTH.search(decoded) and finds(decoded):
+            return mask
+    return encoded

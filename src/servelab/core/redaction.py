@@ -50,11 +50,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from typing import Annotated, Any
+from urllib.parse import unquote
 
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
-from servelab.core.credentials import mask_credentials
-from servelab.core.listed import mask_listed
+from servelab.core.confusables import fold
+from servelab.core.credentials import SHAPED, mask_credentials
+from servelab.core.listed import mask_encoded, mask_listed
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -88,11 +90,12 @@ _SECRET_WORDS = frozenset(
 )  # fmt: skip
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
-_FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[A-Za-z][\w-]*)(?P<sep>=|[ \t]+)(?P<value>(?!--)\S+)")
+_FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[^\W\d_][\w-]*)(?P<sep>=|[ \t]+)(?P<value>(?!--)\S+)")
 #: ``name: value`` / ``name=value`` / ``"name": "value"`` up to the end of the line (a quoted value
 #: up to its closing quote).
 _KEYED = re.compile(
-    r"""(?P<key>(?<![\w-])["']?[A-Za-z][\w.-]*["']?)(?P<sep>[ \t]*[:=][ \t]*)"""
+    r"""(?P<key>(?<![\w-])["']?[^\W\d_][\w.\u200b-\u200d\u2060\ufeff-]*["']?)"""
+    r"""(?P<sep>[ \t]*[:=][ \t]*)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 #: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
@@ -134,12 +137,13 @@ _SESSION_COOKIES = ("sessionid", "phpsessid")
 def is_secret_name(name: str) -> bool:
     """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
     secret (see the module doc)."""
+    name = fold(name)  # a homoglyph (a Cyrillic а), a full-width letter, a zero-width space
     if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
         return False
     if name.strip("-\"' ").lower().endswith(_SESSION_COOKIES):
         return True
     words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
-    if set(words) & _SECRET_WORDS:
+    if set(words) & _SECRET_WORDS or (len(words) > 1 and words[-1] == "session"):
         return True
     joined = re.sub(r"[^a-z]", "", name.lower())
     if any(part in joined for part in _SECRET_PARTS):
@@ -154,22 +158,6 @@ _USERINFO = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)[^\s/]+
 #: follows ``user:`` is not a port (digits, then the path), up to the last ``@`` of the word.
 _USERINFO_SLASH = re.compile(
     r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*:)(?!\d+(?:[/?#\s]|$))[^\s@]+@"
-)
-#: Tokens by their well-known shapes, wherever they stand (an OpenAI ``sk-`` key, a Hugging Face
-#: ``hf_`` token, GitHub's ``ghp_``..., Slack's ``xox?-``, an AWS access key id).
-_SHAPED = re.compile(
-    r"(?<![\w-])(?:sk-[A-Za-z0-9_-]{16,}|hf_[A-Za-z0-9]{16,}|gh[pousr]_[A-Za-z0-9]{20,}"
-    r"|xox[abprs]-[A-Za-z0-9-]{10,}|xapp-[A-Za-z0-9-]{10,}|A(?:KIA|SIA|BIA|CCA)[0-9A-Z]{16}"
-    r"|ya29\.[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}|gl(?:pat|rt|dt)-[A-Za-z0-9_-]{20,}"
-    r"|eyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*"
-    r"|github_pat_[A-Za-z0-9_]{20,}|[sr]k_(?:live|test)_[A-Za-z0-9]{10,}|AIza[0-9A-Za-z_-]{30,}"
-    r"|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{16,}"
-    r"|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}|dapi[0-9a-f]{20,}(?:-\d+)?"
-    r"|do[por]_v1_[A-Za-z0-9]{20,}"
-    r"|(?:whsec|shpat|shpss|shpca|shppa|gsk|r8|api_org)_[A-Za-z0-9]{20,}"
-    r"|xai-[A-Za-z0-9]{20,}|dckr_pat_[A-Za-z0-9_-]{20,}|hvs\.[A-Za-z0-9_-]{20,}"
-    r"|GOCSPX-[A-Za-z0-9_-]{20,}|tskey-[A-Za-z0-9-]{20,}|sq0(?:atp|csp)-[A-Za-z0-9_-]{20,}"
-    r"|AGE-SECRET-KEY-1[0-9A-Z]{20,})"
 )
 #: A private key's PEM block, whole (to its END line, or to the end of the text when cut); a PGP
 #: ``PRIVATE KEY BLOCK`` too.
@@ -186,7 +174,10 @@ _USER_KEY = re.compile(r"(?P<head>\b[A-Za-z][A-Za-z0-9+.-]*://)[A-Za-z0-9_-]{16,
 #: A bearer token wherever it stands (``Bearer X`` without ``Authorization:`` before it).
 _BEARER = re.compile(r"(?P<head>(?<![\w-])(?i:bearer)[ \t]+)(?!\*\*\*)[A-Za-z0-9._~+/=-]{6,}")
 #: A URL's query or fragment parameter (``?token=...``, ``&api_key=...``, ``#access_token=``).
-_QUERY = re.compile(r"(?P<head>[?&;#](?P<key>[A-Za-z][\w.-]*)=)(?P<value>[^&#\s]+)")
+#: Its name may be percent-encoded (``?api%5Fkey=``): it is decoded to be read.
+_QUERY = re.compile(
+    r"(?P<head>[?&;#](?P<key>(?:[^\W\d_]|%[0-9A-Fa-f]{2})[\w.%-]*)=)(?P<value>[^&#\s]+)"
+)
 
 
 def _flag_name(word: str) -> str | None:
@@ -258,12 +249,27 @@ def redact(text: str, values: Iterable[str] = ()) -> str:
     secret-looking flag, every value of a secret-looking key or URL query parameter, every
     password of a URL (``http://user:PASSWORD@host``) and every token of a well-known shape
     (``sk-...``, ``hf_...``) replaced by :data:`REDACTED`."""
-    for secret in _longest_first(secret_values(values)):
-        text = text.replace(secret, REDACTED)
+    secrets = _longest_first(secret_values(values))
+
+    def replaced(text: str) -> str:
+        for secret in secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+    def holds(word: str) -> bool:  # a decoded word: what one word of a URL can hold
+        said = _keyed_values(_FLAG.sub(_flag, _QUERY.sub(_query, replaced(word))))
+        return _BEARER.sub(REDACTED, SHAPED.sub(REDACTED, redact_url(said))) != word
+
+    # a percent-encoded word is masked when its decoded form holds a secret (``sk%2D...``)
+    return mask_encoded(_masked(replaced(text)), REDACTED, holds)
+
+
+def _masked(text: str) -> str:
+    """:func:`redact` but for the values it is given and the percent-encoded words."""
     text = redact_url(text)
     text = _PEM.sub(REDACTED, text)
     text = _HOOK.sub(rf"\g<head>{REDACTED}", text)
-    text = _SHAPED.sub(REDACTED, text)
+    text = SHAPED.sub(REDACTED, text)
     text = _BEARER.sub(rf"\g<head>{REDACTED}", text)
     text = _QUERY.sub(_query, text)
     text = mask_credentials(text, REDACTED)
@@ -327,7 +333,7 @@ def clip_long(text: str, limit: int = LONGEST_QUOTED) -> str:
 
 
 def _query(match: re.Match[str]) -> str:
-    if not is_secret_name(match.group("key")):
+    if not is_secret_name(unquote(match.group("key"))):
         return match.group(0)
     return f"{match.group('head')}{REDACTED}"
 
@@ -378,7 +384,8 @@ StoredHeaders = Annotated[
 #: requests use the real one.
 def _stored_url(url: str) -> str:
     """A URL as stored: its password and its secret-named query parameters masked."""
-    return _QUERY.sub(_query, redact_url(url))
+    url = SHAPED.sub(REDACTED, _QUERY.sub(_query, redact_url(url)))
+    return mask_encoded(url, REDACTED, lambda word: redact(word) != word)
 
 
 StoredUrl = Annotated[str, PlainSerializer(_stored_url)]

@@ -45,7 +45,8 @@ from urllib.parse import quote
 
 from servelab.core.deploy.probe import ProbeResult, quoted
 from servelab.core.ledger.codec import OMITTED_IF_NONE
-from servelab.errors import RouterApiError
+from servelab.core.printable import printable
+from servelab.errors import RouterApiError, WorkerListError
 from servelab.io.http.client import HttpClient
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "SglangRouterWorkers",
     "SmgRouterWorkers",
     "VllmRouterWorkers",
+    "parse_worker_list",
     "removal_command",
     "router_workers",
 ]
@@ -104,23 +106,57 @@ def _failure(what: str, result: ProbeResult) -> RouterApiError:
     return RouterApiError(f"{what}: {result.describe()}")
 
 
-def _worker(item: Any) -> RouterWorker | None:
+def _worker(item: dict[str, Any]) -> RouterWorker | None:
     """One listed worker; its id is the router's, else (vllm-router) its URL. An entry whose
     ``url`` is not a string (a number, a list) is kept with an empty URL, which no service has
-    and ``init`` says is not a worker (never dropped unsaid)."""
-    if not isinstance(item, dict) or "url" not in item:
+    and ``init`` says is not a worker (never dropped unsaid). Every string is the router's text:
+    its control characters escaped (:func:`~servelab.core.printable.printable`)."""
+    if "url" not in item:
         return None
-    url = item["url"].rstrip("/") if isinstance(item["url"], str) else ""
+    url = printable(item["url"].rstrip("/")) if isinstance(item["url"], str) else ""
     port, status = item.get("bootstrap_port"), item.get("status")
     worker_id = item.get("id")
     return RouterWorker(
-        id=worker_id if isinstance(worker_id, str) else url,
+        id=printable(worker_id) if isinstance(worker_id, str) else url,
         url=url,
-        role=str(item.get("worker_type", "")),
+        role=printable(str(item.get("worker_type", ""))),
         healthy=bool(item.get("is_healthy")),
         bootstrap_port=port if isinstance(port, int) else None,
-        status=status if isinstance(status, str) else None,
+        status=printable(status) if isinstance(status, str) else None,
     )
+
+
+def _kind(value: Any) -> str:
+    """A JSON value's kind, as an error names it."""
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    return "null" if value is None else names.get(type(value), "a number")
+
+
+def parse_worker_list(url: str, body: str) -> list[RouterWorker]:
+    """The workers of a ``GET /workers`` answer (``url``: where it came from; sans-I/O): an
+    object whose ``workers`` is a list of objects. A body of another shape raises
+    :class:`~servelab.errors.WorkerListError` naming ``url`` and what was wrong (never a list
+    read as empty)."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError) as exc:  # not JSON, or nested deeper than a parser goes
+        raise WorkerListError(f"GET {url}: not a worker list: {quoted(body)}") from exc
+    if not isinstance(doc, dict) or "workers" not in doc:
+        what = f'{_kind(doc)} without a "workers" list' if isinstance(doc, dict) else _kind(doc)
+        raise WorkerListError(f"GET {url}: not a worker list: {what}: {quoted(body)}")
+    items = doc["workers"]
+    if not isinstance(items, list):
+        raise WorkerListError(
+            f'GET {url}: not a worker list: "workers" is {_kind(items)}, not a list: {quoted(body)}'
+        )
+    for place, item in enumerate(items, 1):
+        if not isinstance(item, dict):
+            raise WorkerListError(
+                f"GET {url}: not a worker list: worker {place} of {len(items)} is "
+                f"{_kind(item)}, not an object: {quoted(json.dumps(item))}"
+            )
+    workers = [_worker(item) for item in items]
+    return [worker for worker in workers if worker is not None]
 
 
 async def _list(http: HttpClient, base_url: str) -> list[RouterWorker]:
@@ -128,12 +164,7 @@ async def _list(http: HttpClient, base_url: str) -> list[RouterWorker]:
     result = await http.probe(url, timeout=_TIMEOUT_S, body_limit=None)
     if result.status != 200:
         raise _failure(f"GET {url}", result)
-    try:
-        items = json.loads(result.body)["workers"]
-    except (ValueError, KeyError, TypeError, RecursionError) as exc:
-        raise RouterApiError(f"GET {url}: not a worker list: {quoted(result.body)}") from exc
-    workers = [_worker(item) for item in items] if isinstance(items, list) else []
-    return [worker for worker in workers if worker is not None]
+    return parse_worker_list(url, result.body)
 
 
 class SglangRouterWorkers:

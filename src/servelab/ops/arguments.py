@@ -45,7 +45,6 @@ from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
 from servelab.io.hosts.envfiles import read_config_bytes, read_env_bytes
 from servelab.io.hosts.processes import read_pid_record
-from servelab.io.http.client import HttpClient
 from servelab.ops.context import Operation
 
 __all__ = [
@@ -235,6 +234,8 @@ async def _router_policy(op: Operation, service: str, knob: Knob) -> Reported:
     svc = op.spec.service(service)
     if knob.name not in ROUTER_POLICIES or svc.start != "router" or svc.router is None:
         return Reported(False)
+    from servelab.io.http.client import HttpClient  # aiohttp: only when an engine is asked
+
     base = await op.host(service).http_url(f"http://127.0.0.1:{svc.router.prometheus_port}")
     async with HttpClient(limit=1) as http:
         got = await http.probe(base + "/metrics", timeout=5.0, body_limit=None)
@@ -265,6 +266,8 @@ async def engine_report(op: Operation, service: str) -> EngineReport | None:
         urls = [await op.url(service, path) for path in service_engine(op).report_paths]
     except HostError:
         return None
+    from servelab.io.http.client import HttpClient  # aiohttp: only when an engine is asked
+
     async with HttpClient(limit=1) as http:
         for url in urls:
             info = await http.get_json(url)

@@ -28,19 +28,22 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.progress import ProgressEvent
 from servelab.errors import ServelabError
 from servelab.io.hosts.envfiles import backup_dir, write_env_file
 from servelab.io.hosts.host import Host, host_for
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
 
+if TYPE_CHECKING:  # every feature's events: imported by what words them (report/), not here
+    from servelab.core.progress import ProgressEvent
+
 __all__ = ["Operation", "Progress", "SpecOrOperation", "operation", "silent"]
 
 #: What an operation tells its caller while it runs: one typed event at a time.
-Progress = Callable[[ProgressEvent], None]
+Progress = Callable[["ProgressEvent"], None]
 
 
 def silent(_event: ProgressEvent) -> None:

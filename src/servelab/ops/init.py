@@ -55,6 +55,7 @@ from servelab.core.init.detect import (
 )
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.options import parse_url
+from servelab.core.printable import printable
 from servelab.core.redaction import redact, redact_words
 from servelab.errors import HostError, KnobError, OptionError, RouterApiError, ServelabError
 from servelab.io.hosts.host import Host, host_for
@@ -270,10 +271,11 @@ _REPORTED_CHARS = 200
 def _reported(text: str | None) -> str | None:
     """A string a worker or router reported, as the spec may hold it: secrets masked (the one
     redaction policy), every control character (a newline would end a comment and write a line
-    of TOML) a space, at most :data:`_REPORTED_CHARS` characters."""
+    of TOML) escaped (:func:`~servelab.core.printable.printable`, the one sanitizer of text from
+    the network), at most :data:`_REPORTED_CHARS` characters."""
     if text is None:
         return None
-    clean = "".join(c if c.isprintable() else " " for c in redact(text))
+    clean = printable(redact(text))
     return clean if len(clean) <= _REPORTED_CHARS else clean[: _REPORTED_CHARS - 1] + "…"
 
 

@@ -16,7 +16,6 @@ from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob, judge_argument, judge_env
 from servelab.core.redaction import redact
 from servelab.errors import HostError, KnobError
-from servelab.io.http.client import HttpClient
 from servelab.ops.arguments import engine_report
 from servelab.ops.context import Operation
 from servelab.sim.engineargs import Engine as SimEngine
@@ -35,6 +34,8 @@ async def engine_version(op: Operation, service: str) -> str | None:
             url = await op.url(service, "/version")
         except HostError:
             return None
+        from servelab.io.http.client import HttpClient  # aiohttp: only when an engine is asked
+
         async with HttpClient(limit=1) as http:
             doc = await http.get_json(url)
         version = doc.get("version") if isinstance(doc, dict) else None

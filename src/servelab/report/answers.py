@@ -50,7 +50,9 @@ def answers_phrase(j: AnswersJudgement) -> str:
         case AnswersOutcome.FEWER:
             return f"fewer wrong answers: {cand} {diff} against {base} for the baseline"
         case AnswersOutcome.INCONCLUSIVE:
-            return f"answers inconclusive: {v.n} paired probes, at least {v.min_pairs} needed"
+            held = ": not kept on its speed alone" if j.unshown else ""
+            return (f"answers inconclusive: {counts} wrong, at least {v.min_pairs} paired probes "
+                    f"needed{held}")  # fmt: skip
 
 
 def _faster(comparisons: Sequence[Comparison]) -> float | None:

@@ -12,7 +12,7 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
@@ -45,12 +45,14 @@ from servelab.core.case.verdicts import (
 from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
-from servelab.ops.case.bisect import BisectOutcome
-from servelab.ops.case.case import CaseView
-from servelab.ops.case.experiment import CaseTestOutcome
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
+
+if TYPE_CHECKING:  # only annotations: the ops machinery (aiohttp with it) is not imported to word
+    from servelab.ops.case.bisect import BisectOutcome
+    from servelab.ops.case.case import CaseView
+    from servelab.ops.case.experiment import CaseTestOutcome
 
 __all__ = [
     "NOT_CONFIRMED",

@@ -34,6 +34,15 @@ def describe_health(code: CheckCode, data: HealthProbe) -> str:
     if code is _C.HEALTH_WORKERS_MISREGISTERED:
         wrong = [_misregistered(row) for row in data.workers or () if row.misregistered]
         return f"{ready}; but the router registered {'; '.join(wrong)}"
+    if code is _C.HEALTH_WORKERS_UNREADABLE:
+        return f"{ready}; but the router's worker list cannot be read: {data.workers_error}"
+    if code is _C.HEALTH_BOOTSTRAP_MISMATCH:
+        return (
+            f"{ready}; but it listens for the KV bootstrap on port {data.listening_bootstrap_port},"
+            f" while the spec says {data.spec_bootstrap_port} (the port the router tells each "
+            "decode): every hand-off would wait on the wrong port — make the spec's "
+            "bootstrap_port and the engine's --disaggregation-bootstrap-port the same"
+        )
     if code is _C.HEALTH_WORKERS_UNKNOWN:
         stale = [f"{w.url} ({w.role or 'no role'}; remove it: `{shlex.join(w.remove)}`)"
                  for w in data.unknown or ()]  # fmt: skip

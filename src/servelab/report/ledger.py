@@ -20,17 +20,16 @@ import io
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from servelab.core.case.model import EventOutcome
 from servelab.core.ledger.codec import JsonObject, decode, encode, finite
-from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
-from servelab.report.case import event_error
-from servelab.report.soak.soak import soak_document
 from servelab.report.text import json_text
 from servelab.report.verify import with_details
+
+if TYPE_CHECKING:  # every record of the export: imported by the export's words, when they run
+    from servelab.core.ledger.export import LedgerExport
 
 __all__ = [
     "EXPORT_VERSION",
@@ -83,6 +82,9 @@ def _event(row: JsonObject) -> JsonObject:
     detail = row.get("detail")
     if row.get("kind") not in _CASE_ACTIONS or not isinstance(detail, Mapping):
         return row
+    from servelab.core.case.model import EventOutcome  # the export's: not `ledger stats`'
+    from servelab.report.case import event_error
+
     shown = {**detail, "error": event_error(decode(EventOutcome, detail))}
     if "failed_checks" in detail:
         shown["failed_checks"] = with_details(detail.get("failed_checks"))
@@ -92,6 +94,8 @@ def _event(row: JsonObject) -> JsonObject:
 def _ledger_doc(export: LedgerExport) -> JsonObject:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
     every soak's findings worded (:func:`~servelab.report.soak.soak.soak_document`)."""
+    from servelab.report.soak.soak import soak_document  # the export's: not `ledger stats`'
+
     doc: JsonObject = encode(export)
     doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
     doc["verifications"] = [_verification(row) for row in doc["verifications"]]

@@ -283,6 +283,9 @@ def _tune(
         case TuneLevelStopped(level=level, outcome=outcome, winner=winner):
             won = f"winner {winner}" if winner is not None else "no winner"
             return f"C{level}: stopped ({outcome}), {won}"
+        case TuneArmKept(arm=None, unshown=str(unshown)):
+            return (f"the best arm, {unshown}, is best on speed alone (too few probe pairs to "
+                    f"show its answers unchanged): putting the original values back")  # fmt: skip
         case TuneArmKept(arm=None):
             return "no arm is best at every level: putting the original values back"
         case TuneArmKept(arm=arm):

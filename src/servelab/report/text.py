@@ -9,6 +9,7 @@ import re
 
 from rich.console import Console, RenderableType
 
+from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.ledger.codec import finite
 
 __all__ = ["json_text", "level_label", "pct", "plain_text", "safe_markdown", "show_value"]
@@ -31,9 +32,13 @@ def pct(fraction: float) -> str:
 
 def show_value(value: str | None) -> str:
     """A knob value as the reports show it: ``(unset)`` for None; quoted (as JSON quotes it)
-    when it starts or ends with a blank, which a bare ``x `` would hide."""
+    when it starts or ends with a blank, which a bare ``x `` would hide; quoted with each
+    invisible character escaped (``"\\u200b384"``) when it holds one (a zero-width space, a bidi
+    control...), which would hide it too."""
     if value is None:
         return "(unset)"
+    if escape_invisible(value) != value:
+        return '"' + escape_invisible(value.replace("\\", "\\\\").replace('"', '\\"')) + '"'
     return json.dumps(value, ensure_ascii=False) if value != value.strip() else value
 
 

@@ -21,7 +21,7 @@ from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metr
 from servelab.report.plots import tune_plot
 from servelab.report.text import json_text, show_value
 
-__all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png"]
+__all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png", "unshown_phrase"]
 
 _STOPS = {
     TuneOutcome.RUNNING: "not stopped by the rule",
@@ -74,7 +74,17 @@ def headline(record: TuneRecord) -> str:
     nothing = "no rival left" if record.dropped else _nothing(record.screening)
     why = record.answers_unchecked
     unchecked = "" if why is None else f"; {unchecked_phrase(why)}"
+    if record.best_unshown:
+        unchecked += "; the best arm's answers inconclusive (too few probe pairs): on speed alone"
     return f"tune {knobs}: {each or nothing} ({best}{dropped}){unchecked}"
+
+
+def unshown_phrase(record: TuneRecord) -> str:
+    """Why the best arm is not kept when the answers gate could not show its answers unchanged."""
+    judged = next((j for j in record.answers or () if j.candidate.arm == record.best), None)
+    counts = "" if judged is None else f" ({answers_phrase(judged)})"
+    return (f"the best arm, {record.best}, is best on speed alone: too few probe pairs to show "
+            f"its answers unchanged{counts}; not kept — add --requests")  # fmt: skip
 
 
 def _nothing(screening: Screening | None) -> str:

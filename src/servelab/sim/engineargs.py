@@ -37,6 +37,7 @@ from typing import Any, Literal, NoReturn
 import yaml
 
 from servelab.errors import SimError
+from servelab.sim.argbounds import out_of_bounds
 
 __all__ = [
     "SCHEDULE_POLICIES",
@@ -337,7 +338,8 @@ def _config_file(argv: Sequence[str]) -> tuple[int, Path] | None:
         raise SimError("No config file specified after --config flag!")
     path = Path(argv[at[0] + 1])
     if path.suffix.lower() not in (".yaml", ".yml"):
-        raise SimError(f"Config file must be YAML format, got: {path.suffix}")
+        suffix = path.suffix or "no suffix"
+        raise SimError(f"Config file must be YAML format (.yaml/.yml), got: {suffix} ({path})")
     return at[0], path
 
 
@@ -372,10 +374,12 @@ def expand_config(argv: Sequence[str], engine: Engine, bools: set[str]) -> list[
     at, path = found
     try:
         data = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as exc:
+    except OSError as exc:
+        raise SimError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
+    except (yaml.YAMLError, ValueError) as exc:
         raise SimError(f"cannot read config file {path}: {exc}") from exc
     if not isinstance(data, dict):
-        raise SimError("Config file must contain a dictionary at root level")
+        raise SimError(f"Config file must contain a dictionary at root level ({path})")
     return [*_config_args(data, engine, bools), *argv[:at], *argv[at + 2 :]]
 
 
@@ -383,13 +387,18 @@ def expand_config(argv: Sequence[str], engine: Engine, bools: set[str]) -> list[
 def parse_worker_args(role: Role, argv: Sequence[str]) -> ParsedArgs:
     """Parse a worker's command line (``--config`` expanded) as its engine would.
 
+    A number outside its bounds (:mod:`servelab.sim.argbounds`) and a config file that cannot be
+    read are usage errors too, naming the option (or the file) and the value.
     Raises :class:`ArgsExit` (usage error: status 2; ``--help``: 0) and :class:`SimError` for a
     config file that cannot be used, or a ``--disaggregation-mode`` that is not the role.
     """
     engine = _engine_of(argv)
     parser = _parser(engine, role)
     bools = {a.dest for a in parser._actions if isinstance(a, argparse._StoreTrueAction)}
-    args = expand_config(argv, engine, bools)
+    try:
+        args = expand_config(argv, engine, bools)
+    except SimError as exc:
+        parser.error(f"argument --config: {exc}")
     ns = vars(parser.parse_args([_dashes(a) for a in args] if engine is Engine.VLLM else args))
     cls: type[ServerArgs] = VllmArgs if engine is Engine.VLLM else SglangArgs
     server = cls(**{f.name: ns.pop(f.name) for f in dataclasses.fields(cls)})
@@ -399,4 +408,8 @@ def parse_worker_args(role: Role, argv: Sequence[str]) -> ParsedArgs:
     if mode not in ("null", role):
         parser.error(f"--disaggregation-mode {mode} does not match `servelab sim {role}`")
     given = {k: v for k, v in ns.items() if v is not None}
+    outside = out_of_bounds({**dataclasses.asdict(server), **given})
+    if outside is not None:
+        flag, value, bound = outside
+        parser.error(f"argument {flag}: {value!r} is not {bound.describe()}")
     return ParsedArgs(engine, role, server, given)

@@ -113,8 +113,8 @@ def _non_negative(name: str, value: Any) -> float:
         x = float(value)
     except (TypeError, ValueError) as exc:
         raise SimError(f"{name} must be a number, got {value!r}") from exc
-    if x < 0:
-        raise SimError(f"{name} must be >= 0, got {x}")
+    if not x >= 0 or x == float("inf"):
+        raise SimError(f"{name} must be a finite number >= 0, got {x}")
     return x
 
 

@@ -10,6 +10,7 @@ effect on the model and ``server_args`` what the engine reports (both resolved o
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -155,6 +156,8 @@ def _number(env: Mapping[str, str], name: str, default: float, *, positive: bool
         value = float(raw)
     except ValueError as exc:
         raise SimError(f"{name} must be a number, got {raw!r}") from exc
+    if not math.isfinite(value):
+        raise SimError(f"{name} must be a finite number, got {raw!r}")
     if value < 0 or (positive and value == 0):
         raise SimError(f"{name} must be {'> 0' if positive else '>= 0'}, got {raw!r}")
     return value

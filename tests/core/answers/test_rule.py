@@ -46,8 +46,20 @@ def test_the_outcomes() -> None:
     assert fewer.outcome is AnswersOutcome.FEWER and fewer.high < 0
     same = decide_answers([(True, True)] * 5 + [(False, False)] * 25)
     assert same.outcome is AnswersOutcome.UNCHANGED and same.p == 1.0
-    few = decide_answers([(True, False)] * 10)
-    assert few.outcome is AnswersOutcome.INCONCLUSIVE  # fewer pairs than the rule needs
+    few = decide_answers([(True, False)] * 2 + [(False, False)] * 8)
+    assert few.outcome is AnswersOutcome.INCONCLUSIVE  # fewer pairs than "unchanged" needs
+    assert not few.changes and few.p >= 0.05
+
+
+def test_a_significant_change_stands_with_few_pairs() -> None:
+    # 8 of 18 wrong against none (the ninth hostile pass): p = 0.0078 is no "too few to say";
+    # a gate that read it as inconclusive kept a faster setting that broke one answer in two
+    lopsided = decide_answers([(True, False)] * 8 + [(False, False)] * 10)
+    assert lopsided.outcome is AnswersOutcome.CHANGED and lopsided.changes
+    assert lopsided.p < 0.01 and lopsided.low > 0 and lopsided.n < lopsided.min_pairs
+    assert decide_answers([(True, False)] * 10).outcome is AnswersOutcome.CHANGED
+    better = decide_answers([(False, True)] * 8 + [(False, False)] * 10)
+    assert better.outcome is AnswersOutcome.FEWER
 
 
 def test_pairs_are_matched_by_round_level_and_probe() -> None:

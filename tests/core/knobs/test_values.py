@@ -112,3 +112,15 @@ def test_the_typed_arguments_agree_with_the_simulators_parser(engine: object, cl
             assert kinds == {table[flag]}, flag
         elif kinds <= {int, float} and f.name not in ("port", "disaggregation_bootstrap_port"):
             pytest.fail(f"{flag} is a number in the simulator's parser, untyped here")
+
+
+@pytest.mark.parametrize("name", ["SGLANG_X", "--max-running-requests", "--json-arg.key"])
+def test_a_value_over_4_kib_is_refused_for_every_kind_of_knob(name: str) -> None:
+    """Issue 38, eighth hostile pass: ``tune --knob decode:X=<5,000 characters>`` was accepted
+    (written, restarted and stored); a value is at most 4 KiB, in UTF-8 bytes."""
+    with pytest.raises(KnobError, match="a value of 4,097 bytes: at most 4,096"):
+        _check(name, "7" * 4097)
+    with pytest.raises(KnobError, match="a value of 4,098 bytes"):
+        _check(name, "é" * 2049)
+    if name == "SGLANG_X":
+        assert _check(name, "7" * 4096) == "7" * 4096

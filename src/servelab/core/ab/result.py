@@ -275,10 +275,11 @@ def _stopped(result: AbResult) -> Stop:
 def better_arm(result: AbResult) -> str | None:
     """The arm the concluded verdicts favour: the candidate when it is better at some
     concurrency and worse at none, the baseline when the other way round; None when no verdict
-    decided it, or they disagree. A candidate that changes answers (gated) is never better."""
+    decided it, or they disagree. A candidate that changes answers (gated) is never better, nor
+    one whose answers a gate could not show unchanged (too few probe pairs: its speed alone)."""
     verdicts = {c.verdict for c in result.comparisons}
     if Verdict.BETTER in verdicts and Verdict.WORSE not in verdicts:
-        if result.answers is not None and result.answers.gates:
+        if result.answers is not None and result.answers.holds_back:
             return None
         return result.candidate
     if Verdict.WORSE in verdicts and Verdict.BETTER not in verdicts:

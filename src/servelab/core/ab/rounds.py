@@ -6,7 +6,7 @@ dimension exceeded". The pure parsers of the option, their :class:`OptionError` 
 
 from __future__ import annotations
 
-from servelab.errors import OptionError
+from servelab.core.bounds import whole_number
 
 __all__ = ["MAX_ROUNDS", "parse_ab_rounds", "parse_tune_rounds"]
 
@@ -14,23 +14,11 @@ __all__ = ["MAX_ROUNDS", "parse_ab_rounds", "parse_tune_rounds"]
 MAX_ROUNDS = 50
 
 
-def _rounds(text: str, low: int) -> int:
-    expected = f"expected a whole number from {low} to {MAX_ROUNDS}"
-    shown = repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
-    try:
-        value = int(text)
-    except ValueError:
-        raise OptionError(f"{expected}, got {shown}") from None
-    if not low <= value <= MAX_ROUNDS:
-        raise OptionError(f"{expected}, got {shown}")
-    return value
-
-
 def parse_ab_rounds(text: str) -> int:
     """An A/B's ``--max-rounds``: 2 to :data:`MAX_ROUNDS`."""
-    return _rounds(text, 2)
+    return whole_number(text, 2, MAX_ROUNDS)
 
 
 def parse_tune_rounds(text: str) -> int:
     """A tune's ``--max-rounds``: 3 (Pocock's first look) to :data:`MAX_ROUNDS`."""
-    return _rounds(text, 3)
+    return whole_number(text, 3, MAX_ROUNDS)

@@ -90,9 +90,11 @@ class TuneLevelStopped:
 @dataclass(frozen=True)
 class TuneArmKept:
     """``tune --keep best``: ``arm`` is made live and left (None: no arm is best at every level,
-    the original values are put back)."""
+    the original values are put back); ``unshown``: the best arm, not kept, as the answers gate
+    could not show its answers unchanged."""
 
     arm: str | None
+    unshown: str | None = None
 
 
 class PricedFrom(StrEnum):

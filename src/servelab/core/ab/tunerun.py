@@ -248,6 +248,13 @@ class TuneRecord:
         return next(a for a in self.arms if a.label == label)
 
     @property
+    def best_unshown(self) -> bool:
+        """True when the best arm's answers a gate could not show unchanged (too few probe
+        pairs): it is best on speed alone and ``--keep best`` does not keep it."""
+        judged = [j for j in self.answers or () if j.candidate.arm == self.best]
+        return any(j.unshown for j in judged)
+
+    @property
     def blocks(self) -> int:
         """Blocks begun (the last may be incomplete)."""
         return max((v.round + 1 for v in self.visits), default=0)

@@ -23,7 +23,7 @@ from servelab.core.answers.contract import (
     wrong_by_pair,
 )
 from servelab.core.answers.probes import Probe, probe_set
-from servelab.core.answers.rule import AnswersVerdict, decide_answers, pairs
+from servelab.core.answers.rule import AnswersOutcome, AnswersVerdict, decide_answers, pairs
 
 __all__ = ["AnswersJudgement", "ArmVisitAnswers", "check_visit", "judge"]
 
@@ -56,6 +56,22 @@ class AnswersJudgement:
     def gates(self) -> bool:
         """True when the candidate changes answers and the mode makes that a refusal."""
         return self.mode is AnswersMode.GATE and self.verdict.changes
+
+    @property
+    def unshown(self) -> bool:
+        """True when the mode gates, too few pairs could show the answers unchanged and the
+        candidate got more of them wrong than the baseline: not refused (not significant), but
+        not kept on its speed alone either. With no more wrong than the baseline there is no
+        sign of a change to hold it back for."""
+        v = self.verdict
+        return (self.mode is AnswersMode.GATE and v.outcome is AnswersOutcome.INCONCLUSIVE
+                and v.candidate_wrong > v.baseline_wrong)  # fmt: skip
+
+    @property
+    def holds_back(self) -> bool:
+        """True when the candidate must not be kept: it changes answers, or they were not shown
+        unchanged (:attr:`gates`, :attr:`unshown`)."""
+        return self.gates or self.unshown
 
     @property
     def share(self) -> float:

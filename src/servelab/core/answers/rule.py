@@ -22,7 +22,9 @@ Outcomes (:class:`AnswersOutcome`), at ``α`` (default 0.05):
   answers (a gate: never a win, whatever its speed);
 - **fewer** when ``p < α`` and the upper bound is below 0: the candidate gets more answers right
   than the baseline (a recall fix, say);
-- **inconclusive** with fewer than ``min_pairs`` pairs (default 20): too few probes to say;
+- **inconclusive** when neither, with fewer than ``min_pairs`` pairs (default 20): too few
+  probes to say the answers are unchanged (a significant change is one at any ``n``: the exact
+  test holds with few pairs, and 8 of 18 wrong against none is not "too few to say");
 - **unchanged** otherwise: not shown to change answers at ``α`` with ``n`` pairs.
 """
 
@@ -113,12 +115,12 @@ def decide_answers(
     p = mcnemar_exact_p(f, g)
     ci = newcombe_paired_interval(both, f, g, neither, 1 - alpha)
     outcome = AnswersOutcome.UNCHANGED
-    if n < min_pairs:
-        outcome = AnswersOutcome.INCONCLUSIVE
-    elif p < alpha and ci.low > 0:
+    if p < alpha and ci.low > 0:
         outcome = AnswersOutcome.CHANGED
     elif p < alpha and ci.high < 0:
         outcome = AnswersOutcome.FEWER
+    elif n < min_pairs:
+        outcome = AnswersOutcome.INCONCLUSIVE
     diff = ci.estimate if n else math.nan
     return AnswersVerdict(outcome, n, both + g, both + f, f, g, p, diff, ci.low, ci.high,
                           alpha, min_pairs)  # fmt: skip

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from servelab.core.printable import printable
 from servelab.core.redaction import StoredText, StoredUrl, redact
 
 __all__ = ["ProbeResult", "html_summary", "quoted"]
@@ -31,8 +32,9 @@ QUOTED_CHARS = 160
 def quoted(body: str) -> str:
     """An answer's body as one line quotes it: on one line, secrets masked (the one redaction
     policy, before the cut, so no token is cut out of its shape), its first
-    :data:`QUOTED_CHARS` characters."""
-    return redact(" ".join(body.split()))[:QUOTED_CHARS]
+    :data:`QUOTED_CHARS` characters, its control characters escaped (an ``ESC`` from the network
+    never reaches a terminal: :func:`~servelab.core.printable.printable`)."""
+    return printable(redact(" ".join(body.split()))[:QUOTED_CHARS])
 
 
 @dataclass(frozen=True)

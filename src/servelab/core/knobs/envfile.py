@@ -28,6 +28,7 @@ from servelab.core.redaction import REDACTED, is_secret_name
 from servelab.errors import KnobError
 
 __all__ = [
+    "BOM",
     "EnvChange",
     "EnvFile",
     "EnvLine",
@@ -39,6 +40,8 @@ __all__ = [
     "select",
 ]
 
+#: The byte order mark a UTF-8 file may begin with (an editor's, on Windows), as text.
+BOM = "\ufeff"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BARE = re.compile(r"[A-Za-z0-9_./:,@%+=-]*\Z")
 
@@ -74,6 +77,8 @@ class EnvFile:
     lines: tuple[EnvLine, ...] = ()
     source: str = "<env>"
     trailing_newline: bool = field(default=True)
+    #: the file began with a UTF-8 byte order mark: read past, and written back
+    bom: bool = False
 
     def get(self, name: str) -> str | None:
         """The value systemd would use (the last assignment wins), or None."""
@@ -113,7 +118,8 @@ class EnvFile:
 
     def render(self) -> str:
         text = "\n".join(line.text for line in self.lines)
-        return text + "\n" if self.lines and self.trailing_newline else text
+        text = text + "\n" if self.lines and self.trailing_newline else text
+        return BOM + text if self.bom else text
 
 
 def _last_index(lines: tuple[EnvLine, ...], name: str) -> int | None:
@@ -210,13 +216,17 @@ def _parse_line(number: int, raw: str, source: str) -> EnvLine:
 
 
 def parse_envfile(text: str, *, source: str = "<env>") -> EnvFile:
-    """Parse systemd EnvironmentFile text. Raises :class:`KnobError` naming ``source:line``."""
+    """Parse systemd EnvironmentFile text. Raises :class:`KnobError` naming ``source:line``.
+
+    A leading UTF-8 byte order mark is read past and kept (:attr:`EnvFile.bom`)."""
+    bom = text.startswith(BOM)
+    text = text[len(BOM) :] if bom else text
     trailing = text.endswith("\n") or not text
     body = text[:-1] if text.endswith("\n") else text
     if not body and trailing:
-        return EnvFile((), source, True)
+        return EnvFile((), source, True, bom)
     lines = tuple(_parse_line(n, raw, source) for n, raw in _logical_lines(body))
-    return EnvFile(lines, source, trailing)
+    return EnvFile(lines, source, trailing, bom)
 
 
 def parse_environ(raw: bytes) -> dict[str, str]:

@@ -117,8 +117,27 @@ def backup_names(listing: Iterable[str], base: str, kind: str = "bak") -> list[s
     return sorted(name for name in listing if pattern.match(name))
 
 
+#: Byte order marks of encodings an env file must not be in (systemd reads UTF-8), longest first.
+_FOREIGN_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32LE", "FF FE 00 00"),
+    (b"\x00\x00\xfe\xff", "UTF-32BE", "00 00 FE FF"),
+    (b"\xff\xfe", "UTF-16LE", "FF FE"),
+    (b"\xfe\xff", "UTF-16BE", "FE FF"),
+)
+
+
 def parse_env_bytes(raw: bytes, path: str) -> EnvFile:
-    """Parse an env file; a parse error names the file and line but never echoes the line."""
+    """Parse an env file; a parse error names the file and line but never echoes the line.
+
+    A UTF-8 byte order mark is read past (and kept when the file is rewritten); a file in UTF-16
+    or UTF-32 is refused, naming the file and the encoding: systemd reads env files as UTF-8, and
+    servelab never rewrites one in another encoding."""
+    for mark, encoding, shown in _FOREIGN_BOMS:
+        if raw.startswith(mark):
+            raise KnobError(
+                f"{path}: the file is {encoding} (byte order mark {shown}), not UTF-8, which "
+                f"systemd reads; convert it (iconv -f {encoding} -t UTF-8) and try again"
+            )
     try:
         return parse_envfile(raw.decode("utf-8", "replace"), source=path)
     except KnobError as exc:

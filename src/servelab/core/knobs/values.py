@@ -2,7 +2,10 @@
 command that takes a knob's value runs before it touches anything (``knob set``, ``ab``,
 ``tune`` and ``tune --plan``, ``case``).
 
-- any knob: no newline, carriage return or NUL (an env file line would break), and no digit
+- any knob: at most :data:`MAX_VALUE_BYTES` (4 KiB) long; no newline, carriage return or NUL
+  (an env file line would break), no character a terminal does not show (Unicode format and
+  control characters: a zero-width space, a bidi control, a BOM, a tab: ``5\\u200b12`` looks
+  like ``512``), and no digit
   but the ASCII ones (the engines' ``int`` reads the full-width ``６４`` as 64: ``６４`` and ``64``
   would be two arms of one setting; refused, one rule for every kind of knob);
 - a flag (``--disable-overlap-schedule``): ``on`` or ``off``, however written (``true``, ``1``,
@@ -27,10 +30,11 @@ from dataclasses import dataclass
 
 from servelab.core.deploy.engines import Engine
 from servelab.core.knobs.argv import canonical_arg
+from servelab.core.knobs.invisible import escape_invisible, invisible_at, name_of
 from servelab.core.knobs.knob import Knob, KnobKind, flag_value
 from servelab.errors import KnobError
 
-__all__ = ["ARGUMENT_RANGES", "ARGUMENT_TYPES", "Range", "check_value"]
+__all__ = ["ARGUMENT_RANGES", "ARGUMENT_TYPES", "MAX_VALUE_BYTES", "Range", "check_value"]
 
 #: The engines' arguments whose value has a type, as their parsers declare it (SGLang's
 #: ``srt/server_args.py`` ``add_cli_args``, vLLM's ``EngineArgs``): what servelab checks a value
@@ -85,6 +89,9 @@ ARGUMENT_RANGES: Mapping[str, Mapping[str, Range]] = {
         "--gpu-memory-utilization": _FRACTION,
     },
 }  # fmt: skip
+#: The longest value a knob takes, in UTF-8 bytes (an engine setting is a word or a short JSON
+#: document; a longer one is a paste gone wrong, and would be written, restarted and stored).
+MAX_VALUE_BYTES = 4096
 #: A number as the knob commands accept it: ASCII digits, one sign, a point and an exponent.
 _SYNTAX: Mapping[type, re.Pattern[str]] = {
     int: re.compile(r"-?[0-9]+\Z"),
@@ -130,17 +137,35 @@ def _argument(knob: Knob, value: str, engine: Engine) -> str:
     return value
 
 
+def _check_visible(knob: Knob, value: str) -> None:
+    """Refuse a value holding a character a terminal does not show (zero-width, bidi control,
+    BOM, control: :mod:`servelab.core.knobs.invisible`), naming it and its position."""
+    found = invisible_at(value)
+    if found is not None:
+        at, char = found
+        raise KnobError(
+            f'{knob.name}: the value "{escape_invisible(value)}" holds an invisible character, '
+            f"{name_of(char)}, at position {at}: type the value again without it"
+        )
+
+
 def check_value(knob: Knob, value: str | None, engine: Engine) -> str | None:
     """``value`` as ``knob`` stores it (a flag's ``true`` is ``on``; None: the knob removed),
     else a KnobError saying what is wrong with it (see the module docstring)."""
     if value is None:
         return None
+    if len(value.encode(errors="surrogateescape")) > MAX_VALUE_BYTES:
+        raise KnobError(
+            f"{knob.name}: a value of {len(value.encode(errors='surrogateescape')):,} bytes: at "
+            f"most {MAX_VALUE_BYTES:,} (4 KiB)"
+        )
     if "\n" in value or "\r" in value or "\0" in value:
         raise KnobError(f"{knob.name}: a value cannot contain a newline or NUL")
     if any(
         "\ud800" <= c <= "\udfff" for c in value
     ):  # bytes that were not UTF-8 on the command line
         raise KnobError(f"{knob.name}: the value is not UTF-8 text")
+    _check_visible(knob, value)
     if any(c.isnumeric() and not c.isascii() for c in value):
         raise KnobError(
             f"{knob.name}: {value!r} holds a digit that is not ASCII 0-9 (the engine would read "

@@ -13,7 +13,10 @@ writes it; :mod:`servelab.core.load.trace` reads them back):
   answer lengths are log-normal (a few very long prompts), half of them opening with one of a few
   popular system prompts (Zipf's law).
 
-Lengths are in tokens; a hash id names one block of ``block_size`` tokens.
+Lengths are in tokens; a hash id names one block of ``block_size`` tokens. What the shapes' caps
+changed (an answer cut to its cap, a chat prompt cut to its cap, an agent's turns left out once its
+history no longer fits) is counted in the :class:`Capped` a caller passes, so it is said, never
+done silently.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ __all__ = [
     "MAX_GENERATED_REQUESTS",
     "MAX_RESOLUTION_MS",
     "AgenticShape",
+    "Capped",
     "ChatShape",
     "TraceEntry",
     "agentic_trace",
@@ -152,8 +156,34 @@ class ChatShape:
     resolution_ms: int = 1
 
 
-def _lognormal(rng: random.Random, median: float, spread: float, cap: int) -> int:
-    return max(1, min(cap, round(rng.lognormvariate(math.log(median), spread))))
+@dataclass
+class Capped:
+    """What a generation's caps changed, counted as its entries are drawn: answers cut to
+    ``output_cap`` tokens, prompts cut to ``input_cap`` (chat), turns left out because an
+    agent's history passed ``input_cap`` (agentic)."""
+
+    output_cap: int = 0
+    input_cap: int = 0
+    outputs: int = 0
+    inputs: int = 0
+    turns: int = 0
+
+    @property
+    def any(self) -> bool:
+        """Whether anything was capped."""
+        return bool(self.outputs or self.inputs or self.turns)
+
+    def count(self, what: str, n: int = 1) -> None:
+        setattr(self, what, getattr(self, what) + n)
+
+
+def _lognormal(
+    rng: random.Random, median: float, spread: float, cap: int, capped: tuple[Capped, str] | None
+) -> int:
+    drawn = round(rng.lognormvariate(math.log(median), spread))
+    if drawn > cap and capped is not None:
+        capped[0].count(capped[1])
+    return max(1, min(cap, drawn))
 
 
 class _Ids:
@@ -192,8 +222,13 @@ def _blocks(tokens: int, size: int) -> int:
     return -(-tokens // size)
 
 
-def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[TraceEntry]:
-    """The entries of ``shape.sessions`` agent sessions, each session's turns consecutive."""
+def agentic_trace(
+    shape: AgenticShape, *, seed: int, capped: Capped | None = None
+) -> Iterator[TraceEntry]:
+    """The entries of ``shape.sessions`` agent sessions, each session's turns consecutive (what
+    the caps changed counted in ``capped``)."""
+    tally = Capped() if capped is None else capped
+    tally.output_cap = tally.input_cap = shape.max_tokens
     rng = random.Random(seed)
     size = shape.block_size
     system = list(range(shape.system_blocks))
@@ -204,13 +239,17 @@ def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[TraceEntry]:
             start_s += rng.expovariate(shape.rate)
         length = shape.system_blocks * size
         full = list(system)  # the ids of the history's full blocks, in order
-        added = _lognormal(rng, shape.first_tokens, shape.spread, shape.max_tokens)
-        for turn in range(rng.randint(*shape.turns)):
+        added = _lognormal(rng, shape.first_tokens, shape.spread, shape.max_tokens, None)
+        planned = rng.randint(*shape.turns)
+        for turn in range(planned):
             prompt = length + added
             if prompt > shape.max_tokens:
+                tally.count("turns", planned - turn)
                 break  # the history no longer fits: the agent starts over elsewhere
             hash_ids = full + ids.take(_blocks(prompt, size) - len(full))
-            output = _lognormal(rng, shape.output_tokens, shape.spread, shape.max_tokens)
+            output = _lognormal(
+                rng, shape.output_tokens, shape.spread, shape.max_tokens, (tally, "outputs")
+            )
             delay = (
                 round(rng.lognormvariate(math.log(shape.delay_ms), shape.spread)) if turn else None
             )
@@ -218,11 +257,16 @@ def agentic_trace(shape: AgenticShape, *, seed: int) -> Iterator[TraceEntry]:
             yield TraceEntry(f"agent-{seed}-{n}", at, delay, prompt, output, tuple(hash_ids))
             length = prompt + output
             full = hash_ids[: prompt // size]
-            added = _lognormal(rng, shape.added_tokens, shape.spread, shape.max_tokens)
+            added = _lognormal(rng, shape.added_tokens, shape.spread, shape.max_tokens, None)
 
 
-def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[TraceEntry]:
-    """The entries of ``shape.requests`` single chat requests in time order."""
+def chat_trace(
+    shape: ChatShape, *, seed: int, capped: Capped | None = None
+) -> Iterator[TraceEntry]:
+    """The entries of ``shape.requests`` single chat requests in time order (what the caps
+    changed counted in ``capped``)."""
+    tally = Capped() if capped is None else capped
+    tally.output_cap, tally.input_cap = shape.max_output, shape.max_input
     rng = random.Random(seed)
     size = shape.block_size
     systems = [list(range(k * shape.system_blocks, (k + 1) * shape.system_blocks))
@@ -233,12 +277,16 @@ def chat_trace(shape: ChatShape, *, seed: int) -> Iterator[TraceEntry]:
     for n in range(shape.requests):
         if n:
             at_s += rng.expovariate(shape.rate)
-        prompt = _lognormal(rng, shape.input_tokens, shape.input_spread, shape.max_input)
+        prompt = _lognormal(
+            rng, shape.input_tokens, shape.input_spread, shape.max_input, (tally, "inputs")
+        )
         prefix: list[int] = []
         if systems and rng.random() < shape.system_share:
             prefix = rng.choices(systems, weights)[0]
             prompt = max(prompt, len(prefix) * size + 1)
         hash_ids = prefix + ids.take(_blocks(prompt, size) - len(prefix))
-        output = _lognormal(rng, shape.output_tokens, shape.output_spread, shape.max_output)
+        output = _lognormal(
+            rng, shape.output_tokens, shape.output_spread, shape.max_output, (tally, "outputs")
+        )
         at = _recorded(at_s, shape.resolution_ms)
         yield TraceEntry(None, at, None, prompt, output, tuple(hash_ids))

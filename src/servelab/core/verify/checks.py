@@ -132,6 +132,8 @@ class CheckCode(StrEnum):
     HEALTH_WORKERS_MISSING = "health.workers_missing"  # the router does not list some workers
     HEALTH_WORKERS_MISREGISTERED = "health.workers_misregistered"  # wrong role or bootstrap port
     HEALTH_WORKERS_UNKNOWN = "health.workers_unknown"  # the router lists a worker the spec lacks
+    HEALTH_WORKERS_UNREADABLE = "health.workers_unreadable"  # its worker list: another shape
+    HEALTH_BOOTSTRAP_MISMATCH = "health.bootstrap_mismatch"  # a prefill listens on another port
 
     E2E_ERROR = "e2e.error"
     E2E_FAILED = "e2e.failed"
@@ -306,7 +308,8 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
     _C.LIVE_NO_ENV_FILE: KnobLiveVsSpec,
     **dict.fromkeys((_C.HEALTH_UNREACHABLE, _C.HEALTH_HTTP_ERROR, _C.HEALTH_READY,
                      _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING,
-                     _C.HEALTH_WORKERS_MISREGISTERED, _C.HEALTH_WORKERS_UNKNOWN), HealthProbe),
+                     _C.HEALTH_WORKERS_MISREGISTERED, _C.HEALTH_WORKERS_UNKNOWN,
+                     _C.HEALTH_WORKERS_UNREADABLE, _C.HEALTH_BOOTSTRAP_MISMATCH), HealthProbe),
     **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),

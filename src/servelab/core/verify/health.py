@@ -62,3 +62,7 @@ class HealthProbe:
     workers_error: Omitted[str] = None
     #: Workers the router lists that the spec does not have (stale registrations).
     unknown: Omitted[tuple[StaleWorker, ...]] = None
+    #: A prefill's KV bootstrap port as it reports it, against the spec's (the port the router
+    #: tells each decode): ``health.bootstrap_mismatch`` when they differ.
+    listening_bootstrap_port: Omitted[int] = None
+    spec_bootstrap_port: Omitted[int] = None

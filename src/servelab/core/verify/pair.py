@@ -37,6 +37,7 @@ from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.redaction import redact
 
 __all__ = [
+    "BOOTSTRAP_REPORT",
     "FIELDS",
     "FieldRule",
     "FieldVerdict",
@@ -46,6 +47,7 @@ __all__ = [
     "PairValue",
     "compare_field",
     "fields_of",
+    "listening_bootstrap",
     "pair_fields",
     "pair_values",
     "quoted",
@@ -191,6 +193,22 @@ def pair_values(engine: str, report: EngineReport | None) -> dict[str, PairValue
     """Each field's value in one engine's report (``/server_info``; None: no report)."""
     doc = None if report is None else report.doc
     return {f.name: _reported(doc, f) for f in FIELDS.get(engine, ())}
+
+
+#: Where an SGLang prefill reports the port its KV bootstrap server listens on (``/server_info``:
+#: every ``ServerArgs`` field; ``--disaggregation-bootstrap-port``).
+BOOTSTRAP_REPORT = "disaggregation_bootstrap_port"
+
+
+def listening_bootstrap(report: EngineReport | None) -> int | None:
+    """The KV bootstrap port a prefill's report says it listens on (None: not reported, or not
+    a port)."""
+    if report is None:
+        return None
+    value = report.doc.get(BOOTSTRAP_REPORT)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        return None
+    return value
 
 
 def _number(text: str | None) -> int | None:

@@ -37,10 +37,8 @@ import builtins
 import dataclasses
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from servelab.core.ab.record import AbRunRecord
-from servelab.core.ab.result import AbResult
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.case.record import (
     CaseEvent,
@@ -53,10 +51,7 @@ from servelab.core.case.record import (
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
-from servelab.core.ledger.export import LedgerExport
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
-from servelab.core.soak.record import SoakRunRecord
-from servelab.core.soak.result import SoakResult
 from servelab.core.telemetry.spans import Span
 from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import StoreError
@@ -89,6 +84,11 @@ from servelab.io.ledger.rows import (
 )
 from servelab.io.ledger.tables import require_case, table_of
 from servelab.io.ledger.unsaved import kept_on_failure
+
+if TYPE_CHECKING:  # the A/B and soak results cost a third of a second to import: only their users
+    from servelab.core.ab.result import AbResult
+    from servelab.core.ledger.export import LedgerExport
+    from servelab.core.soak.result import SoakResult
 
 __all__ = [
     "READ_BATCH",
@@ -381,6 +381,10 @@ class Ledger(LedgerFile):
 
     def snapshot(self, *, records: bool = True) -> LedgerExport:
         """Every record in the ledger (bench runs with their per-request records unless not)."""
+        from servelab.core.ab.record import AbRunRecord  # heavy: only the export needs them
+        from servelab.core.ledger.export import LedgerExport
+        from servelab.core.soak.record import SoakRunRecord
+
         runs = self.list(BenchRunRecord)
         full = [self.get(BenchRunRecord, r.id) for r in runs] if records else runs
         return LedgerExport(

@@ -9,6 +9,11 @@ or by the table's own reader where the record gathers rows of another table (a v
 checks, a soak's findings, a bench run's per-request records). The schema is
 :mod:`servelab.io.ledger.migrations`'; nothing here changes what a row holds.
 
+The tables of the A/B and soak records are made at the first use of :func:`table_of` for a type
+not among the others, which imports those records then (their results' types, about a third of a
+second of CPU): a command that opens the ledger without reading or writing those (``ledger
+stats``, ``knob set``) does not pay.
+
 A few records carry rules of their own, checked in the write's transaction: a case's suspect,
 evidence and event need the case; a target is a suspect of a case once; evidence is of a known
 kind.
@@ -17,23 +22,25 @@ kind.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.soak.record import SoakRunRecord, read_soak_run
 from servelab.core.verify.record import VerificationRecord, read_check_row
 from servelab.errors import CaseError, DamagedRow, RecordError
 from servelab.io.ledger.damaged import damaged_row
 from servelab.io.ledger.rows import TABLE_JSON_COLUMNS, dumps
+
+if TYPE_CHECKING:
+    from servelab.core.soak.record import SoakRunRecord
 
 __all__ = ["EVIDENCE_KINDS", "NOW", "TABLES", "Query", "Table", "require_case", "table_of"]
 
@@ -148,22 +155,22 @@ def _bench_run(query: Query, row: dict[str, Any], whole: bool) -> BenchRunRecord
 
 
 def _soak_run(query: Query, row: dict[str, Any], _whole: bool) -> SoakRunRecord:
+    from servelab.core.soak.record import read_soak_run  # imported by tables() already
+
     sql = "SELECT finding FROM soak_findings WHERE soak_id = ? ORDER BY id"
     return read_soak_run({**row, "findings": [r["finding"] for r in query(sql, (row["id"],))]})
 
 
 _CASE = frozenset({"case_id"})
 
-#: Every record type the ledger stores, by its type.
-TABLES: Mapping[type[Any], Table] = {
+#: The records whose types are light to import, by type: found without importing the others.
+_LIGHT: Mapping[type[Any], Table] = {
     table.kind: table
     for table in (
         Table(DeploymentRecord, "deployments"),
         Table(KnobChangeRecord, "knob_changes", frozenset({"service", "name", "case_id"})),
         Table(VerificationRecord, "verifications", read=_verification),
         Table(BenchRunRecord, "bench_runs", read=_bench_run),
-        Table(AbRunRecord, "ab_runs", frozenset({"service", "knob"})),
-        Table(SoakRunRecord, "soak_runs", read=_soak_run),
         Table(CaseRecord, "cases"),
         Table(Suspect, "case_suspects", _CASE, check=_new_suspect),
         Table(CaseEvidence, "case_evidence", _CASE, check=_new_evidence),
@@ -172,9 +179,39 @@ TABLES: Mapping[type[Any], Table] = {
 }
 
 
+@functools.cache
+def _every_table() -> Mapping[type[Any], Table]:
+    from servelab.core.ab.record import AbRunRecord
+    from servelab.core.soak.record import SoakRunRecord
+
+    heavy = (
+        Table(AbRunRecord, "ab_runs", frozenset({"service", "knob"})),
+        Table(SoakRunRecord, "soak_runs", read=_soak_run),
+    )
+    return {**_LIGHT, **{table.kind: table for table in heavy}}
+
+
+class _Tables(Mapping[type[Any], Table]):
+    """Every table, made at the first read (the A/B and soak records imported then)."""
+
+    def __getitem__(self, kind: type[Any]) -> Table:
+        return _every_table()[kind]
+
+    def __iter__(self) -> Iterator[type[Any]]:
+        return iter(_every_table())
+
+    def __len__(self) -> int:
+        return len(_every_table())
+
+
+#: Every record type the ledger stores, by its type (made at the first read: the A/B and soak
+#: records, heavy to import, are imported then, not with the ledger).
+TABLES: Mapping[type[Any], Table] = _Tables()
+
+
 def table_of(kind: type[Any]) -> Table:
     """The table of records of ``kind`` (a ``TypeError`` for a type the ledger does not store)."""
-    found = TABLES.get(kind)
+    found = _LIGHT.get(kind) or TABLES.get(kind)
     if found is None:
         raise TypeError(f"the ledger stores no {getattr(kind, '__name__', kind)}")
     return found

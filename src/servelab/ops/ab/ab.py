@@ -52,6 +52,7 @@ from servelab.core.ab.result import (
 from servelab.core.answers.contract import AnswersUnchecked, probes_per_run
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.bench.contract import BenchProgressFn
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
@@ -61,6 +62,7 @@ from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -235,12 +237,17 @@ async def _run(
     record it."""
     session_id = result.design.session_id
     answers = _answers(op, cfg)
+    found = [KnobBack(cfg.service, cfg.knob, result.original)]
     try:
-        await _visits(op, cfg, result, journal, bench_progress, visits, answers)
+        async with as_found(op, found):  # a stop signal, here or restoring: put back as found
+            try:
+                await _visits(op, cfg, result, journal, bench_progress, visits, answers)
+            except Exception:
+                # Put the original value back, but never hide why the experiment stopped.
+                with contextlib.suppress(ServelabError):
+                    await _restore(op, cfg, result.original)
+                raise
     except BaseException:
-        # Put the original value back, but never hide why the experiment stopped.
-        with contextlib.suppress(ServelabError):
-            await _restore(op, cfg, result.original)
         if journal is not None and session_id is not None:
             with contextlib.suppress(ServelabError):
                 journal.set_status(session_id, SessionStatus.INTERRUPTED)
@@ -250,10 +257,11 @@ async def _run(
         await answers.stored(op)  # resumed after every baseline visit: the ledger's
         result = replace(result, answers=_judged(answers, cfg, visits))
     kept = kept_value(cfg.keep, result)
-    if kept is None:
-        await _restore(op, cfg, result.original)
-    else:
-        await _keep(op, cfg, kept, visits)
+    async with as_found(op, found):
+        if kept is None:
+            await _restore(op, cfg, result.original)
+        else:
+            await _keep(op, cfg, kept, visits)
     result = replace(result, restored=kept is None, kept=kept)
     if op.ledger is not None:
         ab_id = op.ledger.record_ab(config=encode(cfg), result=result)

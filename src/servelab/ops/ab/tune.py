@@ -58,6 +58,7 @@ from servelab.core.ab.tunerun import (
     with_visits,
 )
 from servelab.core.bench.contract import BenchProgressFn
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
@@ -70,6 +71,7 @@ from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import make_live, measure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -257,7 +259,9 @@ async def _screen(
 
 async def _leave(op: Operation, cfg: TuneConfig, record: TuneRecord) -> TuneRecord:
     """The best arm made live and left (``keep_best``), else the original values put back."""
-    if cfg.keep_best:
+    if cfg.keep_best and record.best_unshown:
+        op.say(TuneArmKept(None, record.best))
+    elif cfg.keep_best:
         op.say(TuneArmKept(record.best))
         if record.best is not None:
             await make_live(op, cfg.settings(record.arm(record.best).values), "tune: keep best")
@@ -282,28 +286,47 @@ async def _run(
     """The screening's blocks (if any is left), the tune's, then the knobs left as asked; the
     record worked out and stored. ``priced``: the budget was priced before (else the first
     visit prices it)."""
+    found = [KnobBack(s.service, s.knob, s.value) for s in cfg.settings(record.original)]
     try:
-        session = await tune_answers(op, cfg, record)
-        if record.screening is not None and record.screening.follow_up is None:
-            record = await _screen(op, cfg, record, record.screening, store, bench_progress,
-                                   priced=priced)  # fmt: skip
-            priced = True
-        if session is not None:
-            record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
-        blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
-        record = replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
+        async with as_found(op, found):  # a stop signal, here or restoring: put back as found
+            try:
+                record = await _search(op, cfg, record, store, bench_progress, priced=priced)
+            except Exception:
+                # Put the original values back, but never hide why the tune stopped.
+                with contextlib.suppress(ServelabError):
+                    await _restore(op, cfg, record)
+                raise
     except BaseException:
-        # Put the original values back, but never hide why the tune stopped.
-        with contextlib.suppress(ServelabError):
-            await _restore(op, cfg, record)
         if store is not None and record.tune_id is not None:
             with contextlib.suppress(ServelabError):
                 store.set_status(record.tune_id, SessionStatus.INTERRUPTED)
         raise
-    record = await _leave(op, cfg, record)
+    async with as_found(op, found):
+        record = await _leave(op, cfg, record)
     if store is not None and record.tune_id is not None:
         store.finish(record.tune_id, record)
     return record
+
+
+async def _search(
+    op: Operation,
+    cfg: TuneConfig,
+    record: TuneRecord,
+    store: TuneStore | None,
+    bench_progress: BenchProgressFn | None,
+    *,
+    priced: bool,
+) -> TuneRecord:
+    """The screening's blocks (if any is left), then the tune's; the record worked out."""
+    session = await tune_answers(op, cfg, record)
+    if record.screening is not None and record.screening.follow_up is None:
+        record = await _screen(op, cfg, record, record.screening, store, bench_progress,
+                               priced=priced)  # fmt: skip
+        priced = True
+    if session is not None:
+        record = judge_arms(op, session, cfg, record)  # resumed: the drops so far
+    blocks = await _blocks(op, cfg, record, store, bench_progress, session, priced=priced)
+    return replace(conclude_tune(blocks), answers_unchecked=tune_unchecked(cfg))
 
 
 async def run_tune(

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.case.events import StepFailed
 from servelab.core.deploy.events import CoRestarting
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.contract import KnobChange
@@ -25,7 +26,8 @@ from servelab.errors import DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.knob import set_knob
+from servelab.ops.deploy.putback import as_found
+from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import LAYERS, verify
 
 __all__ = ["Applied", "apply_knobs", "check_records", "live_value"]
@@ -59,19 +61,21 @@ async def apply_knobs(
     """Set the knobs, co-restart, verify. A failed restart or verify is returned, not raised:
     the knob change is already recorded, so the case event must record how it ended."""
     done = Applied([])
-    for service, knob, value in wanted:
-        say(KnobSetting(service, knob, value))
-        change = await set_knob(
-            op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
-        )
-        done.changes.append(change)
-    order = restart_plan(op.spec, [s for s, _k, _v in wanted])
-    try:
-        done.steps = await _restart(op, ledger, order, say)
-        done.report = await _verify(op, ledger, say)
-    except ServelabError as exc:
-        say(StepFailed(str(exc)))
-        done.error = str(exc)
+    found = [KnobBack(s, k, await get_knob(op, s, k)) for s, k, _v in wanted]
+    async with as_found(op, found):  # a stop signal: the knobs put back, the services up
+        for service, knob, value in wanted:
+            say(KnobSetting(service, knob, value))
+            change = await set_knob(
+                op, service, knob, value, reason=reason, case_id=case_id, ledger=ledger
+            )
+            done.changes.append(change)
+        order = restart_plan(op.spec, [s for s, _k, _v in wanted])
+        try:
+            done.steps = await _restart(op, ledger, order, say)
+            done.report = await _verify(op, ledger, say)
+        except ServelabError as exc:
+            say(StepFailed(str(exc)))
+            done.error = str(exc)
     return done
 
 

@@ -58,6 +58,7 @@ from servelab.core.case.probe import (
 )
 from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.result import SoakConfig
 from servelab.errors import CaseError, ServelabError
@@ -70,6 +71,7 @@ from servelab.ops.case.case import load_case
 from servelab.ops.case.changes import find_changes
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.soak.soak import soak
 
@@ -300,18 +302,20 @@ async def _search(
     left as found, also when interrupted."""
     changes = run.start.changes
     found = tuple([await get_knob(op, c.service, c.knob) for c in changes])
-    try:
-        await _references(op, run)
-        while not isinstance(step := next_step(state), Bisected):
-            record = await _probe(op, run, step, len(done) + 1)
-            _save_probe(ledger, record)
-            done.append(record)
-            state = record_probe(state, record.outcome)
-    except BaseException:
-        with contextlib.suppress(ServelabError):
-            await _leave(op, changes, found)
-        raise
-    left = await _leave(op, changes, found)
+    knobs = [KnobBack(c.service, c.knob, v) for c, v in zip(changes, found, strict=True)]
+    async with as_found(op, knobs):  # a stop signal: the deployment put back
+        try:
+            await _references(op, run)
+            while not isinstance(step := next_step(state), Bisected):
+                record = await _probe(op, run, step, len(done) + 1)
+                _save_probe(ledger, record)
+                done.append(record)
+                state = record_probe(state, record.outcome)
+        except Exception:
+            with contextlib.suppress(ServelabError):
+                await _leave(op, changes, found)
+            raise
+        left = await _leave(op, changes, found)
     conclusion, event, evidence = _conclude(ledger, run, step, done)
     return BisectOutcome(run.bisect_id, run.start, tuple(done), conclusion, event, evidence, left)
 

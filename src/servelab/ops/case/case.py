@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.bench.record import BenchRunRecord
@@ -65,9 +66,12 @@ from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.ops.case.apply import Applied, apply_knobs, check_records, live_value
+from servelab.ops.case.handedit import refuse_hand_edits
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import get_knob
+
+if TYPE_CHECKING:  # the knob-setting, co-restart and verify machinery (aiohttp with it): only
+    from servelab.ops.case.apply import Applied  # revert and restore import it, when they run
 
 __all__ = [
     "CaseView",
@@ -315,11 +319,18 @@ async def revert(
     preview: RevertPreview,
     *,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> RevertOutcome:
-    """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event."""
+    """Apply a previewed revert: set the knob, co-restart, verify live + e2e, record the event.
+    A knob edited by hand since servelab last wrote it is refused first, unless ``force``."""
+    from servelab.ops.case.apply import apply_knobs, check_records, live_value  # a co-restart
+
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
+        if not force:
+            await refuse_hand_edits(op, ledger, [(preview.service, preview.knob)],
+                                    command="case revert")  # fmt: skip
         done = await apply_knobs(op, ledger, preview.case_id, wanted, reason, op.say)
     live = live_value(done.report, preview.service, preview.knob)
     outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
@@ -342,9 +353,17 @@ async def revert(
 
 
 async def restore(
-    where: SpecOrOperation, ledger: Ledger, case_id: int, *, progress: Progress | None = None
+    where: SpecOrOperation,
+    ledger: Ledger,
+    case_id: int,
+    *,
+    progress: Progress | None = None,
+    force: bool = False,
 ) -> RestoreOutcome:
-    """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded."""
+    """Apply the case's restore plan: knobs set, ordered co-restart, layered verify, recorded.
+    A knob edited by hand since servelab last wrote it is refused first, unless ``force``."""
+    from servelab.ops.case.apply import apply_knobs  # the co-restart machinery: only here
+
     view = view_case(ledger, case_id)
     if view.case.status != CASE_RESOLVED:
         raise CaseError(f"case {case_id} is not resolved; resolve it with its verdicts first")
@@ -357,6 +376,8 @@ async def restore(
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
     async with operation(where, ledger=ledger, progress=progress) as op:
+        if not force:
+            await refuse_hand_edits(op, ledger, [(s, k) for s, k, _v in wanted], command="restore")
         done = await apply_knobs(op, ledger, case_id, wanted, reason, op.say)
     outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
     for item, change in zip(view.plan, done.changes, strict=True):
@@ -376,6 +397,8 @@ def already_restored(view: CaseView) -> bool:
 
 
 def _restore_event(item: RestoreItem, change: KnobChange, done: Applied) -> RestoreEvent:
+    from servelab.ops.case.apply import check_records, live_value  # loaded by restore() already
+
     live = live_value(done.report, item.service, item.knob)
     verified = done.report is not None and done.report.ok and live == item.restore_to
     return RestoreEvent(

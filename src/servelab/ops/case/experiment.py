@@ -52,6 +52,7 @@ from servelab.core.case.reached import LoadReference
 from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.events import CoRestarting
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
@@ -65,6 +66,7 @@ from servelab.ops.arm import Setting, make_live
 from servelab.ops.case.case import load_case
 from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
+from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob, live_knobs
 from servelab.ops.soak.soak import soak
 
@@ -222,6 +224,13 @@ async def _visit(
     )  # fmt: skip
 
 
+def _found(arms: _Arms) -> list[KnobBack]:
+    """The knob as found (nothing for a component: nothing is changed)."""
+    if arms.target.kind != "knob":
+        return []
+    return [KnobBack(str(arms.target.service), arms.target.name, arms.found)]
+
+
 async def _leave_as_found(op: Operation, arms: _Arms) -> str | None:
     """Put the knob back as it was found (nothing to do for a component); the value left."""
     if arms.target.kind != "knob":
@@ -254,17 +263,18 @@ async def run_case_test(
                                tuple(order), workload.sessions if workload else 0,
                                workload.rounds if workload else cfg.runs, soak_id))  # fmt: skip
         visits: list[ExperimentVisit] = []
-        try:
-            for i, arm in enumerate(order):
-                op.say(VisitStarted(i, len(order), arm))
-                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
-            if answers is not None:
-                visits = answers.judged(visits)
-        except BaseException:
-            with contextlib.suppress(ServelabError):
-                await _leave_as_found(op, arms)
-            raise
-        left = await _leave_as_found(op, arms)
+        async with as_found(op, _found(arms)):  # a stop signal: the deployment put back
+            try:
+                for i, arm in enumerate(order):
+                    op.say(VisitStarted(i, len(order), arm))
+                    visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
+                if answers is not None:
+                    visits = answers.judged(visits)
+            except Exception:
+                with contextlib.suppress(ServelabError):
+                    await _leave_as_found(op, arms)
+                raise
+            left = await _leave_as_found(op, arms)
     reference = case_reference(case.events, case.evidence, cfg.test.concurrency)
     record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started,
                      reference)  # fmt: skip

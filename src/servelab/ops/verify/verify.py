@@ -53,11 +53,13 @@ from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.e2e import E2EProbe
 from servelab.core.verify.events import ProbingE2E, ProbingHealth
 from servelab.core.verify.health import HealthProbe, StaleWorker
+from servelab.core.verify.pair import listening_bootstrap
 from servelab.core.verify.routerview import ListedWorker, SpecWorker, router_view
-from servelab.errors import ServelabError
+from servelab.errors import ServelabError, WorkerListError
 from servelab.io.http.client import HttpClient, probe
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.routerworkers import removal_command, router_workers
+from servelab.ops.arguments import engine_report
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.verify.answers import answers_check
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
@@ -190,22 +192,44 @@ async def _health(op: Operation, service: str) -> list[Check]:
         body = quoted(result.body)  # secrets masked (the one redaction policy)
         return [Check(service, False, _C.HEALTH_HTTP_ERROR, replace(answer, body=body))]
     if svc.role == "router":
-        answer = await _router_view(op, base, _with_counts(answer, result.body))
+        try:
+            answer = await _router_view(op, base, _with_counts(answer, result.body))
+        except WorkerListError as exc:  # a worker list of another shape: not a pass
+            answer = replace(_with_counts(answer, result.body), workers_error=error_text(exc))
+            return [Check(service, False, _C.HEALTH_WORKERS_UNREADABLE, answer)]
         failing = _router_code(answer)
         if failing is not None:
             return [Check(service, False, failing, answer)]
+    if svc.role == "prefill" and svc.bootstrap_port is not None:
+        listening = await _listening_bootstrap(op, service)
+        if listening is not None and listening != svc.bootstrap_port:
+            wrong = replace(answer, listening_bootstrap_port=listening,
+                            spec_bootstrap_port=svc.bootstrap_port)  # fmt: skip
+            return [Check(service, False, _C.HEALTH_BOOTSTRAP_MISMATCH, wrong)]
     worker = svc.role in ("prefill", "decode")
     code = _C.HEALTH_WORKER_READY if worker else _C.HEALTH_READY
     return [Check(service, True, code, answer)]
 
 
+async def _listening_bootstrap(op: Operation, service: str) -> int | None:
+    """The KV bootstrap port a prefill reports it listens on (SGLang's ``/server_info``; None:
+    not reported, or no report: vLLM's NIXL side channel is not in its report)."""
+    try:
+        return listening_bootstrap(await engine_report(op, service))
+    except ServelabError:
+        return None
+
+
 async def _router_view(op: Operation, base: str, answer: HealthProbe) -> HealthProbe:
     """The router's own worker list against the spec's workers: ``workers`` (service, url,
     role, listed, healthy) and ``missing`` (the spec's workers it does not list); only
-    ``workers_error`` when its worker API cannot be read (another router, or none)."""
+    ``workers_error`` when its worker API cannot be read (another router, or none); raises
+    :class:`~servelab.errors.WorkerListError` when it answers a list of another shape."""
     async with HttpClient() as http:
         try:
             listed = await router_workers(router_kind(op.spec), base, http).list()
+        except WorkerListError:
+            raise
         except ServelabError as exc:
             return replace(answer, workers_error=error_text(exc))
     names = [*op.spec.by_role("prefill"), *op.spec.by_role("decode")]

@@ -1,0 +1,53 @@
+"""What a command stopped by a signal left, said: :func:`noting` wraps a command's coroutine and
+notes (:func:`servelab.cli.boundary.note_interruption`) what its interruption carries, for the
+failure boundary to print on stderr before ``interrupted`` and to add to the ``--json`` failure
+document (``down``, ``recovery``, and ``put_back`` or ``report``; exit 128 + the signal):
+
+- :class:`~servelab.ops.deploy.putback.PutBackInterrupted` (``case test``/``revert``/``restore``/
+  ``bisect``, ``ab``, ``tune``): the deployment put back as found, or the services left down and
+  the command that brings them back;
+- :class:`~servelab.ops.deploy.results.DeployInterrupted` (``up``, ``restart``, a rolling
+  restart): what it stopped, or left down and the command that brings it back.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from servelab.cli.boundary import Left, note_interruption
+from servelab.core.ledger.codec import encode
+from servelab.core.restart.contract import RestartReport
+from servelab.ops.deploy.putback import PutBackInterrupted
+from servelab.ops.deploy.results import DeployInterrupted
+from servelab.report.deploy import render_interruption
+from servelab.report.putback import render_put_back
+
+__all__ = ["noting"]
+
+T = TypeVar("T")
+
+
+def _line(argv: tuple[str, ...] | list[str]) -> str | None:
+    return shlex.join(argv) if argv else None
+
+
+async def noting(work: Awaitable[T]) -> T:
+    """Await ``work``; stopped by a signal, note what it left, then let the stop go on."""
+    try:
+        return await work
+    except PutBackInterrupted as exc:
+        put = exc.put_back
+        text = render_put_back(put)
+        note_interruption(Left(text, put.down, _line(put.recovery), "put_back", encode(put)))
+        raise
+    except DeployInterrupted as exc:
+        report = exc.report
+        text = render_interruption(report)
+        if isinstance(report, RestartReport):
+            left = Left(text, tuple(report.down), _line(report.recovery), "report", encode(report))
+        else:  # up, a rolling restart: the report says what it stopped, or left out
+            left = Left(text, None, None, "report", encode(report))
+        note_interruption(left)
+        raise

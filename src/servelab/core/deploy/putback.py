@@ -1,0 +1,66 @@
+"""What a command stopped by a signal did to leave the deployment as it found it (pure data).
+
+A command that changes knobs and co-restarts services (``case test``, ``case revert``,
+``case restore``, ``case bisect``, ``ab``, ``tune``) notes each knob's value as it found it; a stop
+signal in the middle (Ctrl-C, SIGTERM, SIGHUP) puts those values back and brings the services
+back up (:mod:`servelab.ops.deploy.putback`). :class:`PutBack` says what that did, or, when it
+could not finish (a second signal, a service that would not start), which services are down and
+the command that brings them back. Stored nowhere on its own: the CLI prints it (text and
+``--json``); report words it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Annotated
+
+from pydantic import PlainSerializer, computed_field
+
+__all__ = ["KnobBack", "PutBack"]
+
+
+def _command(argv: tuple[str, ...]) -> str | None:
+    """The recovery command as one shell line (None: nothing to recover)."""
+    return shlex.join(argv) if argv else None
+
+
+def _commands(argvs: tuple[tuple[str, ...], ...]) -> list[str]:
+    return [shlex.join(argv) for argv in argvs]
+
+
+@dataclass(frozen=True)
+class KnobBack:
+    """``service``'s ``knob`` at ``value`` (None: unset): as a command found it."""
+
+    service: str
+    knob: str
+    value: str | None
+
+
+@dataclass(frozen=True)
+class PutBack:
+    """The deployment after a stop signal ended a command that changes it.
+
+    ``written``: the knobs written back to the value found; ``restarted``: the services
+    co-restarted so the processes run with them; ``down``: the services left down (empty: every
+    one is up); ``recovery``: the command that brings them back (``servelab up -f SPEC``);
+    ``not_written``: the knobs still at another value than found (their file), ``fixes`` the
+    commands that write them back; ``error``: why the
+    put-back did not finish; ``interrupted``: a second signal stopped it."""
+
+    written: tuple[KnobBack, ...] = ()
+    restarted: tuple[str, ...] = ()
+    down: tuple[str, ...] = ()
+    recovery: Annotated[tuple[str, ...], PlainSerializer(_command)] = ()
+    not_written: tuple[KnobBack, ...] = ()
+    #: The command that writes each knob of ``not_written`` back (``servelab knob set ...``).
+    fixes: Annotated[tuple[tuple[str, ...], ...], PlainSerializer(_commands)] = ()
+    error: str | None = None
+    interrupted: bool = False
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def ok(self) -> bool:
+        """Everything as found: every knob back, every service up."""
+        return not self.down and not self.not_written and self.error is None

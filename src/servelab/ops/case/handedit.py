@@ -1,0 +1,48 @@
+"""A hand edit is never overwritten silently (issue 38, the eighth pass): before ``restore`` or
+``case revert`` writes a knob back, the value its file holds now is compared with what servelab
+last wrote there (the newest change the ledger holds for that knob). When they differ, someone
+edited the file since: the command refuses, naming the file and the key, unless ``--force``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from servelab.core.knobs.invisible import escape_invisible
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.core.redaction import REDACTED, mask
+from servelab.errors import CaseError
+from servelab.io.ledger.ledger import Ledger
+from servelab.ops.context import Operation
+from servelab.ops.knob import read_knob
+
+__all__ = ["refuse_hand_edits"]
+
+
+def _shown(value: str | None) -> str:
+    return "unset" if value is None else escape_invisible(value)
+
+
+async def refuse_hand_edits(
+    op: Operation, ledger: Ledger, knobs: Iterable[tuple[str, str]], *, command: str
+) -> None:
+    """Raise :class:`CaseError` (exit 2) for the first ``(service, knob)`` whose file value is not
+    the one servelab last wrote (its newest recorded change), naming the file and the key; a
+    knob with no recorded change, or whose recorded value is masked, is not compared."""
+    for service, knob in knobs:
+        recorded = ledger.list(KnobChangeRecord, service=service, name=knob)
+        if not recorded:
+            continue
+        last = max(recorded, key=lambda c: c.id)
+        if last.new is not None and REDACTED in last.new:
+            continue  # the ledger keeps no value to compare with
+        now = await read_knob(op, service, knob)
+        if mask(knob, now.value) == last.new:
+            continue
+        raise CaseError(
+            f"{now.path}: {knob} is {_shown(mask(knob, now.value))} there, not "
+            f"{_shown(last.new)} as servelab last wrote it (change #{last.id}): the file was "
+            f"changed since (edited by hand, or put back by `restart --rollback`); {command} "
+            f"would overwrite that. Check the file, then run {command} again with --force to "
+            "overwrite it"
+        )

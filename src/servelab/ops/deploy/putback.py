@@ -1,0 +1,218 @@
+"""Leave the deployment as a command found it when a stop signal ends the command midway.
+
+``case test``, ``case revert``/``restore``, ``case bisect``, ``ab`` and ``tune`` change knobs and
+co-restart services (the changed services and their dependents, in start order). A stop signal
+(Ctrl-C, SIGTERM, SIGHUP: the task cancelled) can land anywhere: between a knob's write and its
+restart, with the router stopped and the decode starting, during a measurement of an arm.
+:func:`as_found` wraps such a block: on a cancellation it runs :func:`put_back` and raises
+:class:`PutBackInterrupted` carrying what it did (:class:`~servelab.core.deploy.putback.PutBack`),
+so the CLI says it (text and ``--json``) and exits 128 + the signal.
+
+:func:`put_back` writes each knob back to the value found (recorded, as ``knob set`` records),
+then co-restarts the services (and their dependents) when one is down or runs with another value
+than found; nothing is restarted when everything already is as found. It runs in a task of its own
+(a fresh cancellation count, so the timeouts inside it work as usual) with the stop signals
+taken over: a second signal cancels the put-back itself (never a ``KeyboardInterrupt`` raised in
+the middle of a write), and the result names exactly the services left down and the command that
+brings them back (``servelab up -f SPEC``), as an interrupted ``restart`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from servelab.core.case.events import KnobPuttingBack
+from servelab.core.deploy.putback import KnobBack, PutBack
+from servelab.core.deploy.spec import start_order
+from servelab.core.deploy.topology import restart_plan
+from servelab.core.knobs.knob import OFF, KnobKind, same_value
+from servelab.core.restart.contract import RestartReport
+from servelab.errors import DeployError, ServelabError
+from servelab.ops.arguments import argument_knob
+from servelab.ops.context import Operation
+from servelab.ops.deploy.deploy import restart
+from servelab.ops.deploy.results import DeployInterrupted
+from servelab.ops.deploy.services import readiness, tolerant
+from servelab.ops.knob import get_knob, live_knob, set_knob
+
+__all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back"]
+
+#: The reason recorded with each knob written back.
+REASON = "put back as found: the command was stopped by a signal"
+#: The signals a put-back takes over while it runs (a second one stops it).
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class PutBackInterrupted(asyncio.CancelledError):
+    """A command was stopped by a signal and put the deployment back (or could not finish):
+    a :class:`asyncio.CancelledError` that carries the
+    :class:`~servelab.core.deploy.putback.PutBack`. Catch it as ``CancelledError``."""
+
+    def __init__(self, put_back: PutBack) -> None:
+        super().__init__()
+        self.put_back = put_back
+
+
+@contextlib.asynccontextmanager
+async def as_found(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[None]:
+    """For the block: cancelled (a stop signal), ``found`` is put back (:func:`put_back`) and
+    :class:`PutBackInterrupted` raised, carrying what was done. Other errors pass untouched."""
+    try:
+        yield
+    except PutBackInterrupted:
+        raise  # an inner block put back already
+    except asyncio.CancelledError as exc:
+        done = await put_back(op, found, left_down=_left_down(exc))
+        raise PutBackInterrupted(done) from exc
+
+
+def _left_down(exc: BaseException) -> tuple[str, ...]:
+    """The services an interrupted ``restart`` left down (none when no restart was cut)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, DeployInterrupted) and isinstance(seen.report, RestartReport):
+            return tuple(seen.report.down)
+        seen = seen.__cause__ or seen.__context__
+    return ()
+
+
+async def put_back(
+    op: Operation, found: Sequence[KnobBack], *, left_down: Sequence[str] = ()
+) -> PutBack:
+    """Put ``found`` back and the services up (see the module docstring); never raises: what it
+    could not do is in the result."""
+    work = asyncio.get_running_loop().create_task(_PutBack(op, tuple(found), left_down).run())
+    with _signals_cancel(work):
+        try:
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:  # cancelled from outside: stop the put-back, say so
+            work.cancel()
+            return await work
+
+
+@contextlib.contextmanager
+def _signals_cancel(task: asyncio.Task[PutBack]) -> Iterator[None]:
+    """For the block, a stop signal cancels ``task`` (main thread only; the handlers there
+    before are put back after)."""
+    loop = asyncio.get_running_loop()
+    previous = {}
+    for sig in _STOP_SIGNALS:
+        handler = signal.getsignal(sig)
+        try:
+            loop.add_signal_handler(sig, task.cancel)
+        except (ValueError, RuntimeError, NotImplementedError):  # not ours to handle here
+            continue
+        previous[sig] = handler
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+
+@dataclass
+class _PutBack:
+    """One put-back's state: what is written, what is known down."""
+
+    op: Operation
+    found: tuple[KnobBack, ...]
+    left_down: Sequence[str]
+    written: list[KnobBack] = field(default_factory=list)
+    restarted: tuple[str, ...] = ()
+    down: set[str] = field(default_factory=set)
+
+    async def run(self) -> PutBack:
+        self.down = set(self.left_down)
+        self.op = self.op.derive(progress=tolerant(self.op.say))
+        try:
+            await self._write()
+            await self._restart()
+        except DeployInterrupted as exc:  # a second signal, during the co-restart
+            if isinstance(exc.report, RestartReport):
+                self._after(exc.report)
+            return await self._result(interrupted=True)
+        except asyncio.CancelledError:  # a second signal, before or after it
+            return await self._result(interrupted=True)
+        except ServelabError as exc:
+            self.down |= set(await self._not_ready())
+            return await self._result(error=str(exc))
+        return await self._result()
+
+    async def _write(self) -> None:
+        for knob in self.found:
+            if await get_knob(self.op, knob.service, knob.knob) != knob.value:
+                self.op.say(KnobPuttingBack(knob.service, knob.knob, knob.value))
+                await set_knob(self.op, knob.service, knob.knob, knob.value, reason=REASON)
+                self.written.append(knob)
+
+    async def _restart(self) -> None:
+        services = list(dict.fromkeys(knob.service for knob in self.found))
+        if not services or not await self._needed(restart_plan(self.op.spec, services)):
+            return
+        report = await restart(self.op, services, verify_after=False)
+        self._after(report)
+        if not report.ok:
+            failed = ", ".join(step.service for step in report.steps if not step.ok)
+            raise DeployError(f"{failed or 'a service'} did not start again")
+
+    def _after(self, report: RestartReport) -> None:
+        started = {step.service for step in report.steps if step.ok}
+        self.down = (self.down - started) | set(report.down)
+        self.restarted = tuple(name for name in report.plan if name in started)
+
+    async def _needed(self, plan: list[str]) -> bool:
+        """A service of ``plan`` down or not ready, or a knob live at another value."""
+        if self.down or await self._not_ready(plan):
+            return True
+        for knob in self.found:
+            if not same_value(await live_knob(self.op, knob.service, knob.knob), self._live(knob)):
+                return True
+        return False
+
+    def _live(self, knob: KnobBack) -> str | None:
+        """The value the process shows for ``knob``: a flag's as ``on``/``off`` (unset: off)."""
+        parsed = argument_knob(self.op, knob.knob)
+        if parsed.kind is KnobKind.FLAG and knob.value is None:
+            return OFF
+        return parsed.normalize(knob.value)
+
+    async def _not_ready(self, plan: Sequence[str] | None = None) -> list[str]:
+        """The services of ``plan`` (default: of the knobs) whose readiness is not 200."""
+        if plan is None:
+            plan = restart_plan(self.op.spec, [knob.service for knob in self.found])
+        out = []
+        for name in plan:
+            with contextlib.suppress(ServelabError):
+                if (await readiness(self.op, name, timeout=3.0)).ok:
+                    continue
+            out.append(name)
+        return out
+
+    async def _result(self, *, interrupted: bool = False, error: str | None = None) -> PutBack:
+        down = tuple(name for name in start_order(self.op.spec) if name in self.down)
+        written = {(k.service, k.knob) for k in self.written}
+        unsure = [k for k in self.found if (k.service, k.knob) not in written]
+        not_written = tuple([k for k in unsure if not await self._as_found(k)])
+        recovery = ("servelab", "up", *self.op.loaded.spec_args) if down else ()
+        fixes = tuple(self._fix(knob) for knob in not_written)
+        return PutBack(tuple(self.written), self.restarted, down, recovery, not_written, fixes,
+                       error, interrupted)  # fmt: skip
+
+    def _fix(self, knob: KnobBack) -> tuple[str, ...]:
+        """The ``knob set`` command that writes ``knob`` back."""
+        command = ("servelab", "knob", "set", *self.op.loaded.spec_args)
+        if knob.value is None:
+            return (*command, "--unset", knob.service, knob.knob)
+        setting = f"{knob.knob}={knob.value}"
+        dashes = ("--",) if knob.knob.startswith("-") else ()
+        return (*command, knob.service, *dashes, setting)
+
+    async def _as_found(self, knob: KnobBack) -> bool:
+        with contextlib.suppress(ServelabError):
+            return await get_knob(self.op, knob.service, knob.knob) == knob.value
+        return False

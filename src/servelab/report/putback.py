@@ -1,0 +1,47 @@
+"""What a command that changes knobs did when a stop signal ended it, in words (returns str):
+the deployment put back as it found it, or, when that could not finish, the services left down
+and the commands that bring them back (:class:`~servelab.core.deploy.putback.PutBack`). An
+interrupted ``up``/``restart`` is worded by :func:`servelab.report.deploy.render_interruption`.
+"""
+
+from __future__ import annotations
+
+import shlex
+
+from servelab.core.deploy.putback import KnobBack, PutBack
+
+__all__ = ["render_put_back"]
+
+
+def _value(value: str | None) -> str:
+    return "unset" if value is None else value
+
+
+def _knobs(knobs: tuple[KnobBack, ...]) -> str:
+    return ", ".join(f"{k.service} {k.knob}={_value(k.value)}" for k in knobs)
+
+
+def render_put_back(put: PutBack) -> str:
+    """What the put-back did: the deployment as found, or what is down and how to fix it."""
+    if put.ok:
+        done = [f"wrote back {_knobs(put.written)}"] if put.written else []
+        done += [f"co-restarted {', '.join(put.restarted)}"] if put.restarted else []
+        did = "; ".join(done) or "nothing had changed"
+        return f"stopped; the deployment is as this command found it ({did})\n"
+    if put.interrupted:
+        why = "a second signal stopped putting it back"
+    else:
+        why = f"putting it back failed: {put.error}"
+    lines = [f"stopped; the deployment is NOT as this command found it ({why})"]
+    if put.written:
+        lines.append(f"  written back: {_knobs(put.written)}")
+    for knob, fix in zip(put.not_written, put.fixes, strict=True):
+        lines.append(
+            f"  {knob.service} {knob.knob} is not back at {_value(knob.value)} in its file; "
+            f"put it back with: {shlex.join(fix)}"
+        )
+    if put.down:
+        lines.append(
+            f"  down: {', '.join(put.down)}; bring them back with: {shlex.join(put.recovery)}"
+        )
+    return "\n".join(lines) + "\n"

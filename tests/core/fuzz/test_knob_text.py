@@ -1,0 +1,59 @@
+"""The fuzz tier over a knob value's characters and an env file's encoding (issue 38, the eighth
+pass): a value with an invisible character anywhere is refused naming its position, whatever the
+knob; an env file with a UTF-8 BOM reads as the same file without it and is written back with
+it; the same file in UTF-16 is refused, never read as another file."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.knobs.knob import parse_knob
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.knobs.values import check_value
+from servelab.errors import KnobError, ServelabError
+from tests.core.fuzz.support import mutated, result_or_error, texts, utf8
+
+ENV = 'SGLANG_SM120_MMA_TARGET_CTAS=512\n# note\nSGLANG_ARGS="--max-running-requests 32"\n'
+NAMES = ["--max-running-requests", "--disable-overlap-schedule", "--schedule-policy",
+         "SGLANG_SM120_MMA_TARGET_CTAS", "--mem-fraction-static"]  # fmt: skip
+INVISIBLE = st.sampled_from(
+    ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202a", "\u202e", "\u2066", "\u2069",
+     "\u00ad", "\u061c", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\u2029", "\U000e0001"]
+)  # fmt: skip
+
+
+@given(
+    name=st.sampled_from(NAMES),
+    value=st.one_of(texts, st.sampled_from(["512", "on", "lpm", "0.8"])),
+    char=INVISIBLE,
+    at=st.integers(0, 200),
+)
+def test_an_invisible_character_anywhere_in_a_value_is_refused(
+    name: str, value: str, char: str, at: int
+) -> None:
+    at = min(at, len(value))
+    typed = value[:at] + char + value[at:]
+    for engine in (SGLANG, VLLM):
+        knob = result_or_error(parse_knob, name, engine)
+        if isinstance(knob, ServelabError):
+            continue
+        got = result_or_error(check_value, knob, typed, engine)
+        assert isinstance(got, KnobError), repr(typed)
+
+
+@given(text=mutated(ENV))
+def test_a_bom_is_read_past_and_kept_and_utf16_is_refused(text: str) -> None:
+    plain = result_or_error(parse_env_bytes, utf8(text), "fuzz.env")
+    with_bom = result_or_error(parse_env_bytes, b"\xef\xbb\xbf" + utf8(text), "fuzz.env")
+    if isinstance(plain, ServelabError) or text.startswith("\ufeff"):
+        return
+    assert not isinstance(with_bom, ServelabError), str(with_bom)
+    assert with_bom.as_dict() == plain.as_dict()
+    assert with_bom.render().encode("utf-8", "surrogatepass").startswith(b"\xef\xbb\xbf")
+    for encoding in ("utf-16", "utf-32"):
+        refused = result_or_error(
+            parse_env_bytes, text.encode(encoding, "surrogatepass"), "fuzz.env"
+        )
+        assert isinstance(refused, KnobError) and "fuzz.env: the file is UTF-" in str(refused)

@@ -1,0 +1,71 @@
+"""The fuzz tier over what the eighth hostile pass added (issue 38): the bounds' parsers
+(``--repeat``, ``--workers``, ``--effect``), a router's worker list (any body: its workers or a
+:class:`~servelab.errors.WorkerListError`, the router's strings printable), the one sanitizer of
+network text, and the redaction policy over hostile text (never an exception; a planted secret
+under a secret name, a homoglyph's, an XML element's, an encoded one, never kept)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from servelab.core import bounds
+from servelab.core.printable import printable
+from servelab.core.redaction import redact
+from servelab.errors import WorkerListError
+from servelab.io.routerworkers import parse_worker_list
+from tests.core.fuzz.support import mutated, result_or_error, texts
+
+_CONTROLS = [chr(c) for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029, 0x202E]]
+_LIST = json.dumps(
+    {"workers": [{"id": "a", "url": "http://h:1", "worker_type": "decode", "status": "ready"}]}
+)
+
+
+@pytest.mark.parametrize(
+    "parse",
+    [getattr(bounds, name) for name in bounds.__all__ if name.startswith("parse_")],
+    ids=lambda f: f.__name__,
+)
+@given(text=texts)
+def test_every_bound_value(parse: Callable[[str], Any], text: str) -> None:
+    result_or_error(parse, text)
+
+
+@given(body=st.one_of(texts, mutated(_LIST)))
+def test_any_worker_list_body_gives_workers_or_one_error(body: str) -> None:
+    got = result_or_error(parse_worker_list, "http://r/workers", body, errors=(WorkerListError,))
+    if isinstance(got, WorkerListError):
+        assert not any(c in str(got) for c in _CONTROLS), repr(str(got))
+        return
+    for worker in got:
+        shown = worker.id + worker.url + worker.role + (worker.status or "")
+        assert not any(c in shown for c in _CONTROLS), repr(shown)
+
+
+@given(text=texts)
+def test_printable_escapes_every_control_and_keeps_the_rest(text: str) -> None:
+    shown = printable(text)
+    assert not any(c in shown for c in _CONTROLS)
+    if not any(c in text for c in _CONTROLS):
+        assert shown == text
+
+
+_SECRET = "Zq8PLANTEDvalue"
+
+
+@given(
+    noise=texts,
+    form=st.sampled_from(
+        ["X-Session: {}", "p\u0430ssword: {}", "<apiKey>{}</apiKey>", "api-key:\n  {}",
+         "GET /v1?token%3D{}", "GET /v1?access%5Ftoken={}"]
+    ),
+)  # fmt: skip
+def test_a_secret_in_any_new_shape_never_survives_redaction(noise: str, form: str) -> None:
+    said = redact(noise.replace("\n", " ").replace("<", " ") + "\n" + form.format(_SECRET))
+    assert _SECRET not in said, repr(said)

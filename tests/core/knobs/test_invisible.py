@@ -1,0 +1,90 @@
+"""A knob value holding a character a terminal does not show is refused, naming it and its
+position, and a stored one is shown escaped (issue 38, the eighth pass); an env file's UTF-8 BOM
+is read past and kept, a UTF-16 or UTF-32 file refused naming the file and the encoding."""
+
+from __future__ import annotations
+
+import pytest
+
+from servelab.core.deploy.engines import SGLANG
+from servelab.core.knobs.envfile import parse_envfile
+from servelab.core.knobs.invisible import escape_invisible, invisible_at
+from servelab.core.knobs.knob import parse_knob
+from servelab.core.knobs.rules import parse_env_bytes
+from servelab.core.knobs.values import check_value
+from servelab.errors import KnobError
+from servelab.report.text import show_value
+
+CTAS = "SGLANG_SM120_MMA_TARGET_CTAS"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "named"),
+    [
+        ("--max-running-requests", "5\u200b12", "U+200B ZERO WIDTH SPACE, at position 2"),
+        ("--max-running-requests", "\u200b384", "U+200B ZERO WIDTH SPACE, at position 1"),
+        (
+            "SGLANG_SM120_MMA_TARGET_CTAS",
+            "\ufeff512",
+            "U+FEFF ZERO WIDTH NO-BREAK SPACE, at position 1",
+        ),
+        (
+            "SGLANG_SM120_MMA_TARGET_CTAS",
+            "51\u202e2",
+            "U+202E RIGHT-TO-LEFT OVERRIDE, at position 3",
+        ),
+        (CTAS, "a\u2066b", "U+2066 LEFT-TO-RIGHT ISOLATE, at position 2"),
+        (CTAS, "a\tb", "U+0009, at position 2"),
+        (CTAS, "ab\x1b[31m", "U+001B, at position 3"),
+        ("--disable-overlap-schedule", "on\u200d", "U+200D ZERO WIDTH JOINER, at position 3"),
+        (CTAS, "x\u00ady", "U+00AD SOFT HYPHEN, at position 2"),
+    ],
+)
+def test_a_value_with_an_invisible_character_is_refused_naming_its_position(
+    name: str, value: str, named: str
+) -> None:
+    with pytest.raises(KnobError) as caught:
+        check_value(parse_knob(name, SGLANG), value, SGLANG)
+    assert named in str(caught.value)
+    assert escape_invisible(value) in str(caught.value)  # the value shown, escaped
+
+
+def test_visible_values_pass_and_an_invisible_one_is_found() -> None:
+    assert check_value(parse_knob("SGLANG_X", SGLANG), "é 😀 a-b", SGLANG) == "é 😀 a-b"
+    assert invisible_at("512") is None
+    assert invisible_at("5\u200b12") == (2, "\u200b")
+
+
+def test_a_stored_value_with_an_invisible_character_is_shown_escaped() -> None:
+    assert show_value("\u200b384") == '"\\u200b384"'
+    assert show_value("5\u200b12") == '"5\\u200b12"'
+    assert show_value('a"b\u202e') == '"a\\"b\\u202e"'
+    assert show_value("384") == "384" and show_value(" x") == '" x"'
+
+
+def test_an_env_file_with_a_utf8_bom_is_read_and_written_back_with_it() -> None:
+    raw = "\ufeffA=1\nB=2\n".encode()
+    env = parse_env_bytes(raw, "/etc/x.env")
+    assert env.as_dict() == {"A": "1", "B": "2"} and env.bom
+    assert env.set("A", "3").render().encode() == "\ufeffA=3\nB=2\n".encode()
+    assert parse_envfile("A=1\n").render() == "A=1\n"  # no BOM: none added
+    assert parse_env_bytes(b"\xef\xbb\xbf", "/x.env").render() == "\ufeff"
+
+
+@pytest.mark.parametrize(
+    ("encoding", "named"),
+    [
+        ("utf-16", "UTF-16LE (byte order mark FF FE)"),
+        ("utf-16-be", "UTF-16BE (byte order mark FE FF)"),
+        ("utf-32", "UTF-32LE (byte order mark FF FE 00 00)"),
+    ],
+)
+def test_an_env_file_in_utf16_or_utf32_is_refused_naming_the_file_and_the_encoding(
+    encoding: str, named: str
+) -> None:
+    raw = "A=1\n".encode(encoding)
+    if encoding == "utf-16-be":
+        raw = b"\xfe\xff" + raw
+    with pytest.raises(KnobError) as caught:
+        parse_env_bytes(raw, "/etc/x.env")
+    assert str(caught.value).startswith("/etc/x.env: the file is ") and named in str(caught.value)

@@ -1,0 +1,43 @@
+"""A stopped command's put-back in words (:mod:`servelab.report.putback`): every part of a
+:class:`~servelab.core.deploy.putback.PutBack` that is not as found is named, with its fix."""
+
+from __future__ import annotations
+
+from servelab.core.deploy.putback import KnobBack, PutBack
+from servelab.core.ledger.codec import encode
+from servelab.report.putback import render_put_back
+
+KNOB = KnobBack("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "512")
+FLAG = KnobBack("decode", "--disable-radix-cache", None)
+
+
+def test_as_found_says_what_it_did_or_that_nothing_had_changed() -> None:
+    done = PutBack(written=(KNOB,), restarted=("decode", "router"))
+    assert done.ok and render_put_back(done) == (
+        "stopped; the deployment is as this command found it (wrote back decode "
+        "SGLANG_SM120_MMA_TARGET_CTAS=512; co-restarted decode, router)\n"
+    )
+    assert "(nothing had changed)" in render_put_back(PutBack())
+
+
+def test_what_is_not_as_found_is_named_with_the_command_that_fixes_it() -> None:
+    fix = ("servelab", "knob", "set", "-f", "s.toml", "decode", "--unset", FLAG.knob)
+    left = PutBack(
+        written=(KNOB,), down=("decode", "router"), recovery=("servelab", "up", "-f", "s.toml"),
+        not_written=(FLAG,), fixes=(fix,), interrupted=True,
+    )  # fmt: skip
+    text = render_put_back(left)
+    assert not left.ok
+    assert "NOT as this command found it (a second signal stopped putting it back)" in text
+    assert "written back: decode SGLANG_SM120_MMA_TARGET_CTAS=512" in text
+    assert f"decode {FLAG.knob} is not back at unset in its file; put it back with: " in text
+    assert "servelab knob set -f s.toml decode --unset --disable-radix-cache" in text
+    assert "down: decode, router; bring them back with: servelab up -f s.toml" in text
+    doc = encode(left)
+    assert doc["recovery"] == "servelab up -f s.toml" and doc["ok"] is False
+    assert doc["fixes"] == ["servelab knob set -f s.toml decode --unset --disable-radix-cache"]
+
+
+def test_a_failed_put_back_says_why() -> None:
+    failed = PutBack(down=("router",), recovery=("servelab", "up"), error="router did not start")
+    assert "(putting it back failed: router did not start)" in render_put_back(failed)
