@@ -15,8 +15,11 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
     │   ├── RouterApiError                the router's worker API answered otherwise than expected
     │   │   └── WorkerListError(ValueError) its worker list (200) is not of a worker list's shape
-    │   └── DeploymentBusy                another command holds the deployment's lock
-    │                                     (servelab.io.lock: it carries the holder)
+    │   ├── DeploymentBusy                another command holds the deployment's lock
+    │   │                                 (servelab.io.lock: it carries the holder)
+    │   └── RestartLeftDown               a restart failed once it had stopped services
+    │                                     (servelab.ops.deploy.results: it carries the
+    │                                     report: what is down, the command to bring it back)
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line

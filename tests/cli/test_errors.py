@@ -204,6 +204,46 @@ def test_a_ledger_that_does_not_exist_is_refused_and_not_created(
     assert list(tmp_path.iterdir()) == [], "nothing may be created"
 
 
+@pytest.mark.parametrize("command", NEEDS_A_LEDGER)
+def test_an_empty_file_is_not_a_ledger_and_stays_empty(command: str, tmp_path: Path) -> None:
+    """A 0-byte file (``touch``, a wrong path) is refused as a missing one is: SQLite would
+    otherwise make it a new ledger under a command that only reads."""
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    result = _run(*COMMANDS[command], "--ledger", str(empty), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert f"no ledger at {empty}: the file is empty" in _one_line(result.stderr)
+    assert empty.stat().st_size == 0 and list(tmp_path.iterdir()) == [empty], "nothing written"
+
+
+#: Commands with an option that fails before ``--json`` is read when ``--json`` comes last.
+JSON_LAST = [
+    ("bench", "--requests", "-1"),
+    ("soak", "--sessions", "0"),
+    ("ledger", "prune", "--older-than", "xyz"),
+    ("bench", "--concurrency", "zero"),
+    ("ledger", "export", "--format", "xml"),
+    ("knob", "set", "decode", "X=1", "--case", "abc"),
+    ("bench", "--no-such-option"),  # click's parser refuses it before any option is read
+    ("ledger", "prune", "--no-such-option"),
+]
+
+
+@pytest.mark.parametrize("args", JSON_LAST, ids=[" ".join(a) for a in JSON_LAST])
+def test_json_last_still_prints_the_failure_document(args: tuple[str, ...], tmp_path: Path) -> None:
+    result = _run(*args, "--json", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    doc = _failure_doc(result.stdout)
+    command = " ".join(a for a in args[:2] if a[0] != "-")
+    assert doc["exit_code"] == 2 and doc["command"] == command
+    assert doc["error_type"] in ("BadParameter", "NoSuchOption")
+
+
+def test_json_after_a_separator_is_an_argument_not_the_flag(tmp_path: Path) -> None:
+    result = _run("knob", "set", "decode", "--case", "abc", "--", "--json", cwd=tmp_path)
+    assert result.returncode == 2 and result.stdout == "", result.stdout
+
+
 def test_errors_name_the_spec_file_and_normalised_paths(tmp_path: Path) -> None:
     shutil.copytree(REPO / "examples", tmp_path / "examples")
     spec = Path("examples") / "local-sim.toml"

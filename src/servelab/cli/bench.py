@@ -254,14 +254,8 @@ def _show(result: BenchResult, as_json: bool, signum: int | None, ledger: Path |
         recorded = None if ledger is None else report.recorded_line(result, str(ledger))
         if recorded is not None:
             say(recorded)
-    for line in report.phase_lines(result):
-        notice("untraced:", line)
-    for line in report.return_lines(result):
-        notice("return phase:", line)
-    for line in report.telemetry_lines(result):
-        notice("run telemetry:", line)
-    for line in report.client_warnings(result):
-        notice("client warning:", line)
+    for label, line in report.notices(result):
+        notice(label, line)
     for line in report.failure_lines(result):
         notice("failed:", line, "bold red")
     if result.interrupted:

@@ -77,6 +77,8 @@ DEBUG_ENV = "SERVELAB_DEBUG"
 DEBUG_HINT = f"re-run with {DEBUG_ENV}=1 for the traceback"
 #: ``ctx.meta`` key (shared by nested contexts): the command path of a ``--json`` invocation.
 _JSON_META = "servelab.json"
+#: ``ctx.meta`` key: the words after ``servelab`` (a usage error before ``--json`` is read).
+_ARGV_META = "servelab.argv"
 
 # Piped output (a log, `| tee`) gets 120 columns instead of rich's 80, so tables stay whole.
 console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
@@ -100,6 +102,7 @@ def json_option(func: F) -> F:
         "--json",
         "as_json",
         is_flag=True,
+        is_eager=True,  # noted before any other option can fail (``--json`` may come last)
         callback=_remember_json,
         help="Print JSON for scripts (on failure: {ok: false, error, ...}).",
     )(func)
@@ -281,9 +284,22 @@ def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
     return doc
 
 
+def _json_command(ctx: click.Context, exc: BaseException) -> str | None:
+    """The command path of a ``--json`` invocation; for a usage error that came before the
+    flag was read (an unknown option), whether ``--json`` is among the words before ``--``."""
+    command = ctx.meta.get(_JSON_META)
+    if command is not None or not isinstance(exc, click.UsageError):
+        return command
+    words: list[str] = ctx.meta.get(_ARGV_META, [])
+    if "--json" not in (words[: words.index("--")] if "--" in words else words):
+        return None
+    path = (exc.ctx or ctx).command_path
+    return path.partition(" ")[2] or path
+
+
 def _report_failure(ctx: click.Context, exc: BaseException) -> int:
     """Print ``exc`` as one line on stderr (and the JSON document under ``--json``)."""
-    command = ctx.meta.get(_JSON_META)
+    command = _json_command(ctx, exc)
     if command is not None:
         with contextlib.suppress(OSError):  # standard output itself failed: stderr says it
             print_json(_failure_json(command, exc))
@@ -312,6 +328,10 @@ class ServelabGroup(click.Group):
     failure document (:func:`_failure_json`) on stdout as well. ``SERVELAB_DEBUG=1`` prints the
     traceback too. ``SystemExit`` and click's own exits pass through.
     """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV_META] = list(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:

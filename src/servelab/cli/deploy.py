@@ -15,7 +15,7 @@ from typing import TypeVar
 
 import click
 
-from servelab.cli.boundary import EXIT_FAILED, console, json_option, print_json, run
+from servelab.cli.boundary import EXIT_FAILED, console, error, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, show_progress, spec_option
 from servelab.cli.interrupted import noting
 from servelab.cli.numbers import Finite
@@ -28,6 +28,7 @@ from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy import deploy
+from servelab.ops.deploy.results import RestartLeftDown
 from servelab.ops.deploy.rolling import rolling_restart
 from servelab.ops.deploy.rolling_results import RollingReport
 from servelab.report.deploy import (
@@ -185,14 +186,21 @@ def restart_command(
     if rolling:
         _rolling(services, where, as_json, wait, (no_verify, rollback), drain_timeout_s)
         return
-    report = _operate(
-        where,
-        wait,
-        lambda op: deploy.restart(
-            op, list(services) or None, verify_after=not no_verify, rollback=rollback
-        ),
-        _quiet(as_json),
-    )
+    try:
+        report = _operate(
+            where,
+            wait,
+            lambda op: deploy.restart(
+                op, list(services) or None, verify_after=not no_verify, rollback=rollback
+            ),
+            _quiet(as_json),
+        )
+    except RestartLeftDown as exc:  # --json: the report (error, down, recovery); one line too
+        if not as_json:
+            raise
+        print_json(restart_json(exc.report))
+        error(exc)
+        raise SystemExit(EXIT_FAILED) from None
     _show(restart_json(report), render_restart(report), as_json, report.ok)
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "failure_lines",
     "load_plot",
     "nothing_sent_line",
+    "notices",
     "phase_lines",
     "phase_markdown",
     "phase_plot",
@@ -182,6 +183,26 @@ def failure_lines(result: BenchResult) -> list[str]:
             lines.append(f"{level_label(level.concurrency)}: {cut} cut by the run's end "
                          "(--deadline or a stop), not counted as failures")  # fmt: skip
     return lines
+
+
+def notices(result: BenchResult) -> list[tuple[str, str]]:
+    """What bench says on stderr after its table (before its failures), as (label, line); a
+    level where the engine's ``usage`` counts were not believed says so."""
+    usage = [
+        f"{level_label(level.concurrency)}: {level.usage_disagreed} request(s): the engine's "
+        "token counts were not believable (negative, not whole, or far from what it streamed); "
+        "its streamed content events were counted instead"
+        for level in result.levels
+        if level.usage_disagreed
+    ]
+    labelled = (
+        ("untraced:", phase_lines(result)),
+        ("return phase:", return_lines(result)),
+        ("run telemetry:", telemetry_lines(result)),
+        ("client warning:", client_warnings(result)),
+        ("usage disagreed:", usage),
+    )
+    return [(label, line) for label, lines in labelled for line in lines]
 
 
 def nothing_sent_line(result: BenchResult) -> str | None:

@@ -54,10 +54,12 @@ def test_public_api() -> None:
 def _without_interval_additions(doc: Any) -> Any:
     """``doc`` without what the contract added to the throughput interval (its estimate and n),
     and the count of requests cut by a run's end (``cut``, apart from the failures since), and
-    without the path the load took (said since forward proxies)."""
+    without the path the load took (said since forward proxies), and the count of requests whose
+    usage was not believed (``usage_disagreed``)."""
     assert doc.pop("cut") == 0
     assert doc.pop("path") == "straight (no proxy variable set for its scheme)"
     for level in doc["levels"]:
+        assert level.pop("usage_disagreed") == 0  # added with the bounds on usage counts
         ci = level["output_throughput_ci"]
         assert (ci.pop("estimate"), ci.pop("n")) == (level["output_throughput"]["mean"], 1)
     return doc

@@ -56,22 +56,44 @@ def _oracle_event(record: RequestRecord, state: dict[str, Any], event: Event) ->
     if any(isinstance(c, dict) and c.get("finish_reason") == "abort" for c in choices):
         record.fail(REASON_ABORTED, 'a choice ended with finish_reason "abort"')
     usage = chunk.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        completion = usage["completion_tokens"]
-        if tokens and completion > state["seen"]:
-            tokens = completion - state["seen"]
-        state["seen"] = completion
-        record.output_tokens, record.tokens_from_usage = completion, True
-        if isinstance(usage.get("prompt_tokens"), int):
-            record.input_tokens = usage["prompt_tokens"]
+    counted = tokens
+    state["content"] += 1 if tokens else 0
+    if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+        tokens = _oracle_usage(record, state, usage, tokens)
     if tokens or choices:
+        state["counted"].append(counted)
         record.event_ns.append(event.t_ns)
         record.event_tokens.append(tokens)
 
 
+def _believed(value: object, bound: int) -> bool:
+    return type(value) is int and 0 <= value <= bound
+
+
+def _oracle_usage(
+    record: RequestRecord, state: dict[str, Any], usage: dict[str, Any], tokens: int
+) -> int:
+    """Usage taken while every count is a whole number in bounds (64 tokens a content event,
+    10^7 prompt tokens); after one that is not, ignored and the record flagged."""
+    if record.usage_disagreed:
+        return tokens
+    completion, prompt = usage["completion_tokens"], usage.get("prompt_tokens")
+    believed = _believed(completion, 64 * max(1, state["content"]))
+    if not believed or (prompt is not None and not _believed(prompt, 10**7)):
+        record.usage_disagreed, record.tokens_from_usage, record.input_tokens = True, False, 0
+        return tokens
+    if tokens and completion > state["seen"]:
+        tokens = completion - state["seen"]
+    state["seen"] = completion
+    record.output_tokens, record.tokens_from_usage = completion, True
+    if type(prompt) is int:
+        record.input_tokens = prompt
+    return tokens
+
+
 def _oracle(reads: list[tuple[int, bytes]], end_ns: int) -> RequestRecord:
     record = RequestRecord(index=0, scheduled_ns=0)
-    state: dict[str, Any] = {"done": False, "broken": False, "seen": 0}
+    state: dict[str, Any] = {"done": False, "broken": False, "seen": 0, "content": 0, "counted": []}
     decoder = SSEDecoder()
     for t_ns, data in reads:
         for event in decoder.feed(data, t_ns):
@@ -86,6 +108,11 @@ def _oracle(reads: list[tuple[int, bytes]], end_ns: int) -> RequestRecord:
         record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")
     if not any(record.event_tokens):
         record.fail(REASON_EMPTY, "no token streamed")
+    too_few = record.output_tokens < sum(1 for t in record.event_tokens if t)
+    if record.tokens_from_usage and too_few:
+        record.usage_disagreed, record.tokens_from_usage, record.input_tokens = True, False, 0
+    if record.usage_disagreed:
+        record.event_tokens = state["counted"]
     if not record.tokens_from_usage:
         record.output_tokens = sum(record.event_tokens)
     return record

@@ -226,6 +226,9 @@ class LevelSummary:
     cache: CacheSummary = field(default_factory=CacheSummary)
     #: the repeats' answer probes against the references (None: not checked)
     answers: Annotated[ArmAnswers | None, OMITTED_IF_NONE] = None
+    #: requests whose engine ``usage`` counts were not believed (negative, not whole, past the
+    #: bound, fewer than the content events): their counted events stood instead
+    usage_disagreed: int = 0
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -74,6 +74,7 @@ def summarize_level(
         traces=_level_traces(runs),
         slo=None if slo is None else m.slo_attainment(records, slo),
         cache=cache_summary(records),
+        usage_disagreed=sum(1 for r in records if r.usage_disagreed),
     )
 
 

@@ -78,6 +78,8 @@ def _packable(data: Mapping[str, Any]) -> bool:
     ints = all(type(data[k]) is int for k in _INT_FIELDS)
     optional = all(data[k] is None or type(data[k]) is int for k in _OPTIONAL_INTS)
     flags = type(data["tokens_from_usage"]) is bool and type(data["warmup"]) is bool
+    # a record whose usage was not believed (a hostile engine's, rare) is stored as JSON
+    flags = flags and data["usage_disagreed"] is False
     error = data["error"]
     texts = type(data["error_detail"]) is str and (error is None or type(error) is str)
     texts = texts and type(data["request_id"]) is str and type(data["traceparent"]) is str
@@ -230,6 +232,7 @@ def unpack_record(blob: bytes) -> JsonObject:
         "error_detail": texts[1],
         "output_tokens": out_tokens,
         "tokens_from_usage": bool(flags & _F_USAGE),
+        "usage_disagreed": False,
         "warmup": bool(flags & _F_WARMUP),
         "event_ns": list(accumulate(deltas, initial=sent))[1:],
         "event_tokens": tokens,

@@ -102,6 +102,10 @@ class RequestRecord:
     error_detail: str = ""
     output_tokens: int = 0
     tokens_from_usage: bool = False
+    #: The engine's ``usage`` counts were not believable (:func:`usage_count`: not a whole
+    #: number, negative, beyond the bound, fewer completion tokens than content events): the
+    #: counted content events stand instead, and report/ says "usage disagreed".
+    usage_disagreed: bool = False
     warmup: bool = False
     event_ns: list[int] = field(default_factory=list)
     event_tokens: list[int] = field(default_factory=list)
@@ -143,6 +147,20 @@ def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
     return cached if type(cached) is int and cached >= 0 else None
 
 
+#: The most completion tokens one content event is believed to carry (SGLang's and vLLM's
+#: ``--stream-interval`` and speculative decoding put a few in one; 64 is past any of them):
+#: a ``usage.completion_tokens`` above 64 x the content events seen is not believed.
+TOKENS_PER_EVENT_MAX = 64
+#: The most prompt tokens a ``usage.prompt_tokens`` is believed at (10^7: past any context).
+PROMPT_TOKENS_MAX = 10**7
+
+
+def usage_count(value: object, bound: int) -> int | None:
+    """``value`` as a usage count when it is believable: a whole number (not a bool, not a
+    float) from 0 to ``bound``; None otherwise."""
+    return value if type(value) is int and 0 <= value <= bound else None
+
+
 def _content_of(choice: JsonObject) -> str:
     """The text a choice's chunk carries: its content, reasoning, or a tool call's arguments (an
     agent's answer is often a tool call: its fragments are its tokens)."""
@@ -171,13 +189,20 @@ def _arguments(delta: JsonObject) -> str:
 class StreamAccumulator:
     """Feeds decoded events into a :class:`RequestRecord` (sans-I/O; the client owns the socket)."""
 
-    __slots__ = ("_broken", "_done", "_usage_seen", "record")
+    __slots__ = ("_broken", "_done", "_sent", "_shaped", "_tally", "_usage_seen", "record")
 
     def __init__(self, record: RequestRecord) -> None:
         self.record = record
         self._done = False
         self._broken = False
         self._usage_seen = 0
+        #: the content events among the first ``_tally[0]`` events: ``_tally[1]`` (kept up to
+        #: date only when usage is read, so the one-token fast path costs nothing more)
+        self._tally = [0, 0]
+        #: the client's own prompt and cache counts, put back when usage is not believed
+        self._sent = (record.input_tokens, record.cached_tokens)
+        #: (event position, the tokens counted) of each event whose count usage set
+        self._shaped: list[tuple[int, int]] = []
 
     @property
     def done(self) -> bool:
@@ -244,21 +269,56 @@ class StreamAccumulator:
             if isinstance(c, dict) and c.get("finish_reason") == "abort":
                 self.record.fail(REASON_ABORTED, 'a choice ended with finish_reason "abort"')
         usage = chunk.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            completion = usage["completion_tokens"]
-            if tokens and completion > self._usage_seen:
-                tokens = completion - self._usage_seen
-            self._usage_seen = completion
-            self.record.output_tokens = completion
-            self.record.tokens_from_usage = True
-            if isinstance(usage.get("prompt_tokens"), int):
-                self.record.input_tokens = usage["prompt_tokens"]
-            cached = _cached_tokens(usage)
-            if cached is not None:
-                self.record.cached_tokens = cached
+        if isinstance(usage, dict) and usage.get("completion_tokens") is not None:
+            tokens = self._on_usage(usage, tokens)
         if tokens or choices:
             self.record.event_ns.append(t_ns)
             self.record.event_tokens.append(tokens)
+
+    def _on_usage(self, usage: Mapping[str, object], tokens: int) -> int:
+        """Take a chunk's ``usage`` when believable (:func:`usage_count`); returns the chunk's
+        tokens (usage's increase when the chunk carries content). After one unbelievable count
+        usage is ignored: the record is flagged and keeps its counted events."""
+        record = self.record
+        if record.usage_disagreed:
+            return tokens
+        bound = TOKENS_PER_EVENT_MAX * max(1, self._content_events() + (tokens > 0))
+        completion = usage_count(usage["completion_tokens"], bound)
+        prompt = usage.get("prompt_tokens")
+        if completion is None or (
+            prompt is not None and usage_count(prompt, PROMPT_TOKENS_MAX) is None
+        ):
+            self._disagree()
+            return tokens
+        if tokens and completion > self._usage_seen:
+            self._shaped.append((len(record.event_tokens), tokens))
+            tokens = completion - self._usage_seen
+        self._usage_seen = completion
+        record.output_tokens = completion
+        record.tokens_from_usage = True
+        if type(prompt) is int:
+            record.input_tokens = prompt
+        cached = _cached_tokens(usage)
+        if cached is not None:
+            record.cached_tokens = cached
+        return tokens
+
+    def _content_events(self) -> int:
+        """The events so far that carried content (each carries at least one token)."""
+        tokens = self.record.event_tokens
+        self._tally[1] += sum(1 for t in tokens[self._tally[0] :] if t)
+        self._tally[0] = len(tokens)
+        return self._tally[1]
+
+    def _disagree(self) -> None:
+        """Usage is not believed: the counted events stand (the ones usage set put back)."""
+        record = self.record
+        for position, counted in self._shaped:
+            record.event_tokens[position] = counted
+        self._shaped.clear()
+        record.usage_disagreed = True
+        record.tokens_from_usage = False
+        record.input_tokens, record.cached_tokens = self._sent
 
     def finish(self, t_ns: int, tail: list[Event]) -> RequestRecord:
         """End of body at ``t_ns``; ``tail`` is the decoder's ``flush()``. Returns the record."""
@@ -273,6 +333,8 @@ class StreamAccumulator:
             record.fail(REASON_TRUNCATED, "stream ended without data: [DONE]")
         if not any(record.event_tokens):  # usage counts alone are not an answer
             record.fail(REASON_EMPTY, "no token streamed")
+        if record.tokens_from_usage and record.output_tokens < self._content_events():
+            self._disagree()  # fewer tokens than the events that each carried one
         if not record.tokens_from_usage:
             record.output_tokens = sum(record.event_tokens)
         return record

@@ -83,7 +83,9 @@ def connect(
 ) -> sqlite3.Connection:
     """A connection to the ledger at ``path`` (autocommit: the ledger opens its transactions).
 
-    ``create=False``: a missing file is a :class:`StoreError`, and nothing is created.
+    ``create=False``: a missing or empty file (0 bytes: SQLite would make it a new database; a
+    ledger always has its header page, WAL or not) is a :class:`StoreError`, and nothing is
+    written.
     ``read_only``: a connection that only reads.
     """
     if create:
@@ -92,6 +94,10 @@ def connect(
     if not path.is_file():
         raise StoreError(
             f"no ledger at {path} (nothing recorded there; check --ledger/{LEDGER_ENV})"
+        )
+    if path.stat().st_size == 0:  # SQLite would make it a new ledger; a real one has a header
+        raise StoreError(
+            f"no ledger at {path}: the file is empty, not a ledger (check --ledger/{LEDGER_ENV})"
         )
     if read_only:
         return _read_only(path, busy_timeout_s)

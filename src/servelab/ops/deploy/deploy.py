@@ -24,7 +24,9 @@
   state before the last ``knob set``; the current file is first copied aside as
   ``PATH.pre-restart-STAMP``) and restarts again. Its report (and ledger row) names the services
   it left down and the command that brings them back (``servelab up -f SPEC``); cancelled, it
-  raises :class:`DeployInterrupted` carrying that report.
+  raises :class:`DeployInterrupted` carrying that report; failing otherwise once it stopped
+  services (a write, a host), :class:`RestartLeftDown` carrying it. Before anything stops, the
+  pre-flight also proves every place it writes writable (:mod:`servelab.ops.deploy.writable`).
 
 A shell ``start`` command may return (``systemctl restart X``, a script that daemonizes) or stay
 in the foreground (``python serve.py``): a service that is ready while its command still runs is
@@ -58,8 +60,9 @@ from servelab.io.routerworkers import RouterWorker, router_workers
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start
-from servelab.ops.deploy.results import DeployInterrupted
+from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
+from servelab.ops.deploy.writable import check_writable
 from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
@@ -81,11 +84,16 @@ def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
     )
 
 
-async def _preflight(op: Operation, action: str, plan: list[str]) -> None:
-    """:func:`~servelab.ops.deploy.preflight.check_before_start`; a failure is recorded, then
-    raised."""
+async def _preflight(
+    op: Operation, action: str, plan: list[str], *, rollback: bool = False
+) -> None:
+    """:func:`~servelab.ops.deploy.preflight.check_before_start`, and for ``restart`` (which
+    stops first) :func:`~servelab.ops.deploy.writable.check_writable`; a failure is recorded,
+    then raised."""
     try:
         await check_before_start(op, plan, restarting=action == "restart")
+        if action == "restart":
+            await check_writable(op, plan, rollback=rollback)
     except ServelabError as exc:
         _record(op, action, {"ok": False, "error": str(exc), "preflight": True, "steps": []})
         raise
@@ -306,22 +314,46 @@ async def restart(
     brings them back; cancelled (Ctrl-C), it raises :class:`DeployInterrupted` carrying it."""
     async with operation(target, ledger=ledger, progress=progress) as op:
         plan = restart_plan(op.spec, services)
-        await _preflight(op, "restart", plan)
+        await _preflight(op, "restart", plan, rollback=rollback)
         report = RestartReport(plan, [])
         down: set[str] = set()
         try:
             await _restart(op, report, down, verify_after=verify_after, rollback=rollback)
         except BaseException as exc:
             report.interrupted = isinstance(exc, asyncio.CancelledError)
-            report.error = "interrupted" if report.interrupted else (str(exc) or type(exc).__name__)
+            report.error = "interrupted" if report.interrupted else _cause(exc)
             _note_down(op, report, down)
-            report.deployment_id = _record(op, "restart", encode(report))
+            _record_restart(op, report)
             if report.interrupted:
                 raise DeployInterrupted(report) from exc
+            if report.down and isinstance(exc, Exception):  # never a raw OSError: say what is down
+                raise RestartLeftDown(report) from exc
             raise
         _note_down(op, report, down)
-        report.deployment_id = _record(op, "restart", encode(report))
+        if not _record_restart(op, report):
+            raise RestartLeftDown(report)
     return report
+
+
+def _cause(exc: BaseException) -> str:
+    """What went wrong, in one line (an OS error as ``PATH: what``, without its errno)."""
+    if isinstance(exc, OSError) and not isinstance(exc, ServelabError) and exc.strerror:
+        return f"{exc.filename}: {exc.strerror}" if exc.filename else exc.strerror
+    return str(exc) or type(exc).__name__
+
+
+def _record_restart(op: Operation, report: RestartReport) -> bool:
+    """Record the restart in the ledger; False when that failed while services are down (the
+    report's ``error`` says it), raising only when nothing is down."""
+    try:
+        report.deployment_id = _record(op, "restart", encode(report))
+    except (ServelabError, OSError) as exc:
+        if not report.down:
+            raise
+        unrecorded = f"not recorded in the ledger: {_cause(exc)}"
+        report.error = unrecorded if report.error is None else f"{report.error}; {unrecorded}"
+        return False
+    return True
 
 
 async def _restart(

@@ -1,0 +1,129 @@
+"""The write pre-flight of ``up`` and ``restart``: before anything stops or starts, every place
+the command will write is proved writable, so a restart never stops a service and then fails to
+write what it needs to start it again (issue 38).
+
+- this machine: the pid records' directory (``<state_dir>/run``: a file is created and removed
+  in it) and each existing pid record of the plan (replaced or removed), and the ledger file;
+- each service's host: its log's directory (``<state_dir>/logs``) and log file, the directory of
+  a shell command's status file (``<state_dir>/run`` there), and its backup directory when it
+  has a ``config_file`` (a copy of the file the engine reads is kept there at each launch) or the
+  restart may roll back (then also the env and config files a rollback writes).
+
+A directory that does not exist yet is created (as the command would); a probe left in an
+append-only directory cannot be removed, and that directory is refused with the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from servelab.errors import CommandTimeout, HostError
+from servelab.io.files import check_directory
+from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
+from servelab.ops.arguments import config_path
+from servelab.ops.context import Operation
+
+__all__ = ["Place", "check_writable", "places"]
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A directory (a file is created and removed in it) or a file (written if it exists) that
+    a command will write on ``service``'s host (None: this machine), and what it holds there."""
+
+    service: str | None
+    path: str
+    what: str
+    directory: bool
+
+
+def _host_places(op: Operation, service: str, *, rollback: bool) -> list[Place]:
+    state = op.state_dir(service)
+    found = [
+        Place(service, f"{state}/logs", f"{service}'s log", True),
+        Place(service, f"{state}/logs/{service}.log", f"{service}'s log", False),
+    ]
+    if op.spec.service(service).start is not None:
+        found.append(Place(service, f"{state}/run", f"{service}'s start status", True))
+    config = config_path(op, service)
+    if config is not None or rollback:
+        found.append(Place(service, op.backup_dir(service), f"{service}'s backups", True))
+    if rollback:
+        env = op.env_path(service)
+        found += [Place(service, p, f"{service}'s rollback", False) for p in (env, config) if p]
+    return found
+
+
+def places(op: Operation, plan: list[str], *, rollback: bool) -> list[Place]:
+    """Every place :func:`check_writable` checks for ``plan``, this machine's first."""
+    run = op.loaded.state_dir / "run"
+    found = [Place(None, str(run), "pid records", True)]
+    found += [Place(None, str(run / f"{name}.json"), "pid records", False) for name in plan]
+    if op.ledger is not None:
+        found.append(Place(None, str(op.ledger.path), "the ledger", False))
+    for name in plan:
+        found += _host_places(op, name, rollback=rollback)
+    return found
+
+
+def _local_refused(place: Place) -> bool:
+    if place.directory:
+        try:
+            check_directory(Path(place.path))
+        except HostError:
+            return True
+        return False
+    return os.path.lexists(place.path) and not os.access(place.path, os.W_OK)
+
+
+def _probe_script(checked: list[Place]) -> str:
+    """A ``sh`` script printing each place of ``checked`` it cannot write, one a line."""
+    lines = []
+    for place in checked:
+        path = shlex.quote(place.path)
+        if place.directory:
+            probe = shlex.quote(f"{place.path}/.servelab-probe-XXXXXX")
+            test = f'{{ mkdir -p -- {path} && t=$(mktemp {probe}) && rm -f -- "$t"; }}'
+        else:
+            test = f"{{ [ ! -e {path} ] || [ -w {path} ]; }}"
+        lines.append(f"{test} 2>/dev/null || printf '%s\\n' {path}")
+    return "\n".join(lines) + "\n"
+
+
+async def _refused_on(op: Operation, service: str, checked: list[Place]) -> list[Place]:
+    """The places of ``checked`` (on ``service``'s host) that cannot be written."""
+    host = op.host(service)
+    if host.is_local:
+        return [place for place in checked if _local_refused(place)]
+    script = shlex.join(["sh", "-c", _probe_script(checked)])  # not ``sh -s``: that is a launch
+    try:
+        result = await host.run(script, timeout=QUERY_TIMEOUT_S)
+    except CommandTimeout as exc:
+        raise HostError(f"{host.name}: the write pre-flight did not answer: {exc}") from exc
+    refused = set(result.stdout.splitlines())
+    return [place for place in checked if place.path in refused]
+
+
+def _where(op: Operation, place: Place) -> str:
+    return "local" if place.service is None else op.host(place.service).name
+
+
+async def check_writable(op: Operation, plan: list[str], *, rollback: bool) -> None:
+    """Raise a :class:`~servelab.errors.HostError` naming each place of :func:`places` that
+    cannot be written (nothing has been stopped or started)."""
+    by_host: dict[str, tuple[str | None, dict[str, Place]]] = {}
+    for place in places(op, plan, rollback=rollback):
+        host = _where(op, place)
+        by_host.setdefault(host, (place.service, {}))[1].setdefault(place.path, place)
+    refused: list[Place] = []
+    for service, checked in by_host.values():
+        if service is None:
+            refused += [place for place in checked.values() if _local_refused(place)]
+        else:
+            refused += await _refused_on(op, service, list(checked.values()))
+    if refused:
+        said = "; ".join(f"{_where(op, p)}: cannot write {p.path} ({p.what})" for p in refused)
+        raise HostError(f"{said} (pre-flight: nothing was started or stopped)")
