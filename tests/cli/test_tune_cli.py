@@ -103,6 +103,8 @@ def test_a_tune_is_interrupted_resumed_and_keeps_the_best_arm(
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.solo  # three runs of it beside a parallel suite and a demo (load 5-8) read the no-op
+# knob as active: the machine's drift between blocks outgrew its ±30% margin at C8
 def test_a_screening_of_three_knobs_tunes_only_the_one_that_matters(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
