@@ -463,3 +463,22 @@ def test_a_homoglyph_name_is_a_secret_name_and_a_header_keeps_its_spelling() -> 
     assert is_secret_name("pаssword") and is_secret_name("X-Api-Sessiоn")
     assert redact_headers([("X-Session", "Planted99")]) == (("X-Session", REDACTED),)
     assert not is_secret_name("session") and not is_secret_name("session_id")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "user=x password=Zx9SECRETvalue1",
+        "connecting: host=db user=svc password=Zx9SECRETvalue1",
+        "ts=1 level=info token=Zx9SECRETvalue1",
+        "k=v PGPASSWORD=Zx9SECRETvalue1",
+        "host=db port=5432 api_key=Zx9SECRETvalue1 sslmode=require",
+    ],
+)
+def test_a_secret_key_after_an_ordinary_one_on_the_line_is_masked(line: str) -> None:
+    # the tenth hostile pass: logfmt and libpq strings; the first key's value ran to the end of
+    # the line and the secret key inside it was never matched
+    masked = redact(line)
+    assert "Zx9SECRETvalue1" not in masked and "***" in masked
+    assert masked.split("=")[0] == line.split("=")[0]  # the ordinary key kept as it was
+    assert redact("ttft=12ms tpot=3ms note=fine") == "ttft=12ms tpot=3ms note=fine"

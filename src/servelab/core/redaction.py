@@ -26,9 +26,9 @@ and every value it stores that a user typed as a secret goes through here:
   (``Bearer X`` in any case, with or without ``Authorization:`` before it) and **URL query
   parameters of secret-looking names** (``?token=...``, a signed URL's ``sig``) wherever they
   stand;
-- **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file,
-  ``API_KEY=...``, ``Authorization: Bearer ...``): :func:`redact` replaces them wherever they
-  appear, so a tail or an error that quotes such a line shows ``api-key: ***``;
+- **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file, ``API_KEY=...``,
+  ``Authorization: Bearer ...``, a logfmt line's ``token=...`` after other keys): :func:`redact`
+  replaces them wherever they appear (a tail quoting such a line shows ``api-key: ***``);
 - **listed forms** (:mod:`servelab.core.listed`): the element after a secret flag in an argv list
   as ``CalledProcessError`` or JSON prints it (``['--api-key', '***']``) and ODBC's ``Pwd=`` in a
   connection string; **credentials in command text** (:mod:`servelab.core.credentials`).
@@ -40,9 +40,8 @@ A name is secret-looking when one of its words (split at ``-``, ``_`` and case c
 ``DJANGO_SECRETKEY``); or when a word ends in ``token``, ``key``, ``pass``, ``pwd`` or ``auth``
 (``HFTOKEN``, ``NGROK_AUTHTOKEN``, ``--adminkey``) (:func:`is_secret_name`):
 ``--max-total-tokens``, ``--tokenizer-path`` and ``--bypass`` are not, ``--hf-token`` and
-``X-Api-Key`` are. Parsers never quote a line
-in their errors (env files, config YAML: :mod:`servelab.core.knobs.configyaml`); what would slip
-through is caught here by the key patterns.
+``X-Api-Key`` are. Parsers never quote a line in their errors (env files, config YAML:
+:mod:`servelab.core.knobs.configyaml`); what would slip through is caught by the key patterns.
 """
 
 from __future__ import annotations
@@ -226,21 +225,23 @@ def _flag(match: re.Match[str]) -> str:
     return f"{match.group('flag')}{match.group('sep')}{REDACTED}"
 
 
-#: How deep an ordinary key's value is searched again for keys inside it (a bound: a hostile
-#: line of 100,000 ``a:`` would otherwise recurse as deep).
-_KEYED_DEPTH = 8
+#: How deep an ordinary key's value is searched for keys again: a secret key after up to 24
+#: others on a line is found (logfmt); a bound on hostile lines (1 MB of ``a=b``: 0.74 s CPU).
+_KEYED_DEPTH = 24
+_AFTER_WORD = re.compile(r"(?P<word>\S+\s+)(?P<rest>\S.*)", re.S)  # a first word, the rest
 
 
 def _keyed(match: re.Match[str], depth: int = 0) -> str:
     key, sep, value = match.group("key"), match.group("sep"), match.group("value")
-    if is_secret_name(key):
-        return f"{key}{sep}{REDACTED}"
-    if depth >= _KEYED_DEPTH:
-        return match.group(0)
-    # an ordinary key's unquoted value runs to the end of the line: a quoted secret key inside
-    # it (``"https://host/": {"auth": "..."}``) is found there
-    inner = _QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)
-    return f"{key}{sep}{inner}"
+    if is_secret_name(key) or depth >= _KEYED_DEPTH:
+        return f"{key}{sep}{REDACTED}" if is_secret_name(key) else match.group(0)
+    # an ordinary key's unquoted value runs to the end of the line: a quoted secret key in it
+    # (``"https://host/": {"auth": "..."}``) is found there, and past its first word (a URL's
+    # own parameters are the URL rule's) a secret key (logfmt, libpq: ``user=u password=...``)
+    after = _AFTER_WORD.match(value)
+    if after is not None and not value.startswith(("'", '"')):
+        value = after["word"] + _KEYED.sub(lambda m: _keyed(m, depth + 1), after["rest"])
+    return f"{key}{sep}{_QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)}"
 
 
 def redact(text: str, values: Iterable[str] = ()) -> str:
