@@ -132,13 +132,16 @@ def test_knob_get_shows_and_encodes_a_values_edge_blanks_exactly(tmp_path: Path)
     env-file reader dropped a double-quoted value's trailing blank): the page quotes a value with
     edge blanks, ``--json`` carries it exactly."""
     root = _workdir(tmp_path)
-    for typed, page in (("x ", f'{KNOB}="x "  ('), (" y\t", f'{KNOB}=" y\\t"  (')):
+    for typed, page in (("x ", f'{KNOB}="x "  ('), (" y ", f'{KNOB}=" y "  (')):
         done = run_cli("knob", "set", "decode", f"{KNOB}={typed}", cwd=root)
         assert done.returncode == 0, done.stderr
         got = run_cli("knob", "get", "decode", KNOB, cwd=root)
         assert got.returncode == 0 and page in got.stdout, got.stdout
         doc = json.loads(run_cli("knob", "get", "decode", KNOB, "--json", cwd=root).stdout)
         assert doc["value"] == typed
+    # a tab, a control character, is refused since the eighth pass (invisible in a terminal)
+    tab = run_cli("knob", "set", "decode", f"{KNOB}= y\t", cwd=root)
+    assert tab.returncode == 2 and "U+0009" in tab.stderr, tab.stderr
     plain = run_cli("knob", "set", "decode", f"{KNOB}=512", cwd=root)
     assert plain.returncode == 0
     assert f"{KNOB}=512  (" in run_cli("knob", "get", "decode", KNOB, cwd=root).stdout
