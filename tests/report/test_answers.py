@@ -5,7 +5,7 @@ escaped."""
 from __future__ import annotations
 
 from servelab.core.ab.compare import Comparison, Verdict
-from servelab.core.ab.result import AbResult, better_arm
+from servelab.core.ab.result import AbResult, better_arm, kept_value
 from servelab.core.answers.answer import Failure
 from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, ArmAnswers, Example
 from servelab.core.answers.judge import AnswersJudgement
@@ -47,6 +47,10 @@ def test_a_faster_candidate_that_changes_answers_is_refused_and_never_better() -
     assert said.startswith("faster by 12.8% but changes answers: 20.0% [")
     assert "against 0.0% for the baseline" in said
     assert better_arm(_result(12, AnswersMode.CHECK)) == "512"  # check: shown, not gating
+    # the tenth hostile pass: `--keep candidate` kept it live while saying "not kept"
+    assert kept_value("candidate", result) is None and kept_value("512", result) is None
+    assert kept_value("baseline", result) == "256"
+    assert kept_value("candidate", _result(12, AnswersMode.CHECK)) == "512"
 
 
 def _few(wrong: int, pairs: int, mode: AnswersMode = AnswersMode.GATE) -> AbResult:

@@ -290,7 +290,8 @@ def better_arm(result: AbResult) -> str | None:
 def kept_value(keep: str | None, result: AbResult) -> str | None:
     """The value a concluded A/B leaves live (None: the original, restored): ``better`` the
     arm :func:`better_arm` names (None when it names none), ``baseline``/``candidate`` that
-    arm's value, any other text that value."""
+    arm's value, any other text that value. A candidate the answers gate refuses (it changes
+    answers) is never kept, whichever way it is asked for: the original is restored."""
     match keep:
         case None:
             return None
@@ -299,9 +300,11 @@ def kept_value(keep: str | None, result: AbResult) -> str | None:
         case Keep.BASELINE:
             return result.baseline
         case Keep.CANDIDATE:
-            return result.candidate
+            value = result.candidate
         case _:
-            return keep
+            value = keep
+    gated = result.answers is not None and result.answers.gates
+    return None if gated and value == result.candidate else value
 
 
 def conclude(result: AbResult) -> AbResult:
