@@ -268,8 +268,8 @@ def _message(exc: BaseException) -> str:
 
 
 def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
-    """The JSON document a ``--json`` command prints when it fails (interrupted: with the
-    fields the command noted, :func:`note_interruption`)."""
+    """The JSON document a ``--json`` command prints when it fails (with the fields the command
+    noted, :func:`note_interruption`: interrupted, or failed leaving services down)."""
     doc = {
         "command": command,
         "ok": False,
@@ -277,7 +277,7 @@ def _failure_json(command: str, exc: BaseException) -> dict[str, Any]:
         "error_type": type(exc).__name__,
         "exit_code": exit_code(exc),
     }
-    for left in _left if isinstance(exc, KeyboardInterrupt) else ():
+    for left in _left:
         doc = {left.key: left.record, **doc}
         if left.down is not None:
             doc = {"down": list(left.down), "recovery": left.recovery, **doc}

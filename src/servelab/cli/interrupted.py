@@ -8,6 +8,11 @@ document (``down``, ``recovery``, and ``put_back`` or ``report``; exit 128 + the
   the command that brings them back;
 - :class:`~servelab.ops.deploy.results.DeployInterrupted` (``up``, ``restart``, a rolling
   restart): what it stopped, or left down and the command that brings it back.
+
+A failure that left services down (:class:`~servelab.ops.deploy.results.RestartLeftDown`: an
+arm's restart of ``ab``, ``tune``, ``case test``/``bisect`` that did not come up, nor the
+put-back after it) is noted the same way, without a signal: its one line names them already,
+and the ``--json`` failure document gets ``down``, ``recovery`` and the ``report``.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from servelab.cli.boundary import Left, note_interruption
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
 from servelab.ops.deploy.putback import PutBackInterrupted
-from servelab.ops.deploy.results import DeployInterrupted
+from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.report.deploy import render_interruption
 from servelab.report.putback import render_put_back
 
@@ -34,9 +39,15 @@ def _line(argv: tuple[str, ...] | list[str]) -> str | None:
 
 
 async def noting(work: Awaitable[T]) -> T:
-    """Await ``work``; stopped by a signal, note what it left, then let the stop go on."""
+    """Await ``work``; stopped by a signal (or failed leaving services down), note what it
+    left, then let the stop go on."""
     try:
         return await work
+    except RestartLeftDown as exc:  # its line names what is down: no text of its own
+        report = exc.report
+        note_interruption(Left("", tuple(report.down), _line(report.recovery), "report",
+                               encode(report)))  # fmt: skip
+        raise
     except PutBackInterrupted as exc:
         put = exc.put_back
         text = render_put_back(put)

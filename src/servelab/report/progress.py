@@ -211,13 +211,13 @@ def _knob(
 ) -> str:  # fmt: skip
     match event:
         case KnobSetting(service=service, knob=knob, value=value):
-            return f"set {service} {knob}={value}"
+            return f"unset {service} {knob}" if value is None else f"set {service} {knob}={value}"
         case CoRestarting(order=order):
             return f"co-restart {' → '.join(order)} (the changed services and their dependents)"
         case VerifyingLayers(layers=layers):
             return f"verify {', '.join(layers)}"
         case KnobVerifiedLive(service=service, knob=knob, value=value, verification_id=vid):
-            return f"{service} {knob}={value} verified live (verification {vid})"
+            return f"{service} {_setting(knob, value)}, verified live (verification {vid})"
         case StepFailed(error=error):
             return f"failed: {error}"
         case AbJournalStarted(session_id=sid, spec_args=spec_args):
@@ -230,7 +230,7 @@ def _knob(
             arm = f"arm {e.knob}={e.value}"
             return f"round {e.round_index + 1}/{e.rounds} ({e.first}→{e.second}): {arm}"
         case KnobRestoring(service=service, knob=knob, value=value):
-            return f"restoring {service} {knob} {'unset' if value is None else f'={value}'}"
+            return f"restoring {service} {_setting(knob, value)}"
         case KnobKept(service=service, knob=knob, value=value, rule=rule):
             why = "" if rule == value else f" (the {rule} arm)"
             return f"keeping {service} {knob}={value}{why} (--keep)"
@@ -241,9 +241,14 @@ def _knob(
         case ArmSoaked(arm=arm, value=value, failed=failed, sessions=sessions):
             return f"arm {arm} ({value}): {failed}/{sessions} sessions failed"
         case KnobPuttingBack(service=service, knob=knob, value=value):
-            return f"putting {service} {knob} back as found ({value})"
+            return f"putting {service} {knob} back as found ({'unset' if value is None else value})"
         case _:
             assert_never(event)
+
+
+def _setting(knob: str, value: str | None) -> str:
+    """``KNOB=VALUE``, or ``KNOB unset`` (None: the knob is not set)."""
+    return f"{knob} unset" if value is None else f"{knob}={value}"
 
 
 def _case_test(e: CaseTestPlanned) -> str:

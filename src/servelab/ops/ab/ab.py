@@ -60,6 +60,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.armfailure import put_back_on_failure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
@@ -239,14 +240,10 @@ async def _run(
     answers = _answers(op, cfg)
     found = [KnobBack(cfg.service, cfg.knob, result.original)]
     try:
-        async with as_found(op, found):  # a stop signal, here or restoring: put back as found
-            try:
-                await _visits(op, cfg, result, journal, bench_progress, visits, answers)
-            except Exception:
-                # Put the original value back, but never hide why the experiment stopped.
-                with contextlib.suppress(ServelabError):
-                    await _restore(op, cfg, result.original)
-                raise
+        # A stop signal, or a failure (an arm's restart that did not come up, its why kept):
+        # the original value put back, what is still down named.
+        async with as_found(op, found), put_back_on_failure(op, found):
+            await _visits(op, cfg, result, journal, bench_progress, visits, answers)
     except BaseException:
         if journal is not None and session_id is not None:
             with contextlib.suppress(ServelabError):
@@ -257,7 +254,7 @@ async def _run(
         await answers.stored(op)  # resumed after every baseline visit: the ledger's
         result = replace(result, answers=_judged(answers, cfg, visits))
     kept = kept_value(cfg.keep, result)
-    async with as_found(op, found):
+    async with as_found(op, found), put_back_on_failure(op, found):
         if kept is None:
             await _restore(op, cfg, result.original)
         else:

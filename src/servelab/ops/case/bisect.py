@@ -20,7 +20,6 @@ and goes on. The knobs are left as they were found, also when interrupted.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -61,11 +60,12 @@ from servelab.core.case.record import CaseEvent, CaseEvidence
 from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.soak.result import SoakConfig
-from servelab.errors import CaseError, ServelabError
+from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
+from servelab.ops.armfailure import put_back_on_failure
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
 from servelab.ops.case.changes import find_changes
@@ -303,18 +303,14 @@ async def _search(
     changes = run.start.changes
     found = tuple([await get_knob(op, c.service, c.knob) for c in changes])
     knobs = [KnobBack(c.service, c.knob, v) for c, v in zip(changes, found, strict=True)]
-    async with as_found(op, knobs):  # a stop signal: the deployment put back
-        try:
-            await _references(op, run)
-            while not isinstance(step := next_step(state), Bisected):
-                record = await _probe(op, run, step, len(done) + 1)
-                _save_probe(ledger, record)
-                done.append(record)
-                state = record_probe(state, record.outcome)
-        except Exception:
-            with contextlib.suppress(ServelabError):
-                await _leave(op, changes, found)
-            raise
+    # A stop signal, or a failure (a probe's restart that did not come up): put back as found.
+    async with as_found(op, knobs), put_back_on_failure(op, knobs):
+        await _references(op, run)
+        while not isinstance(step := next_step(state), Bisected):
+            record = await _probe(op, run, step, len(done) + 1)
+            _save_probe(ledger, record)
+            done.append(record)
+            state = record_probe(state, record.outcome)
         left = await _leave(op, changes, found)
     conclusion, event, evidence = _conclude(ledger, run, step, done)
     return BisectOutcome(run.bisect_id, run.start, tuple(done), conclusion, event, evidence, left)

@@ -27,7 +27,6 @@ recorded as the case event ``experiment`` and attached to the case as evidence o
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import time
 from dataclasses import dataclass
@@ -58,11 +57,12 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
-from servelab.errors import CaseError, ServelabError
+from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live
+from servelab.ops.armfailure import put_back_on_failure
 from servelab.ops.case.case import load_case
 from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -263,17 +263,13 @@ async def run_case_test(
                                tuple(order), workload.sessions if workload else 0,
                                workload.rounds if workload else cfg.runs, soak_id))  # fmt: skip
         visits: list[ExperimentVisit] = []
-        async with as_found(op, _found(arms)):  # a stop signal: the deployment put back
-            try:
-                for i, arm in enumerate(order):
-                    op.say(VisitStarted(i, len(order), arm))
-                    visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
-                if answers is not None:
-                    visits = answers.judged(visits)
-            except Exception:
-                with contextlib.suppress(ServelabError):
-                    await _leave_as_found(op, arms)
-                raise
+        # A stop signal, or a failure (an arm's restart that did not come up): put back as found.
+        async with as_found(op, _found(arms)), put_back_on_failure(op, _found(arms)):
+            for i, arm in enumerate(order):
+                op.say(VisitStarted(i, len(order), arm))
+                visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
+            if answers is not None:
+                visits = answers.judged(visits)
             left = await _leave_as_found(op, arms)
     reference = case_reference(case.events, case.evidence, cfg.test.concurrency)
     record = _record(cfg, arms, visits, soak_id, workload, left, time.monotonic() - started,

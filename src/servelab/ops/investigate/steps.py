@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Change
 from servelab.core.case.probe import ProbeTest, ProbeTestKind
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.investigate.state import Decided, Symptom
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets, WorkerTarget
 from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live
+from servelab.ops.armfailure import put_back_on_failure
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.bisect import BisectConfig, resume_bisect, run_bisect, unfinished
 from servelab.ops.case.case import load_case
@@ -191,11 +193,13 @@ async def good_state(
     _soak_id, workload = failing_workload(ledger, load_case(ledger, case_id), None)
     found = [Setting(c.service, c.knob, await get_knob(op, c.service, c.knob)) for c in changes]
     good = [Setting(c.service, c.knob, c.good) for c in changes]
-    try:
-        await make_live(op, good, f"case {case_id}: investigate, the good state", e2e=False)
-        config = dataclasses.replace(workload, knobs=await live_knobs(op))
-        result = await soak(config, soak_targets(op), progress=op.say, ledger=ledger)
-    finally:
-        if [await get_knob(op, c.service, c.knob) for c in changes] != [f.value for f in found]:
-            await make_live(op, found, f"case {case_id}: investigate, left as found", e2e=False)
+    back = [KnobBack(f.service, f.knob, f.value) for f in found]
+    async with put_back_on_failure(op, back):  # an arm's restart that did not come up, too
+        try:
+            await make_live(op, good, f"case {case_id}: investigate, the good state", e2e=False)
+            config = dataclasses.replace(workload, knobs=await live_knobs(op))
+            result = await soak(config, soak_targets(op), progress=op.say, ledger=ledger)
+        finally:
+            if [await get_knob(op, c.service, c.knob) for c in changes] != [f.value for f in found]:
+                await make_live(op, found, f"case {case_id}: investigate, left as found", e2e=False)
     return Reproduction(failed_sessions(result), result.sessions.count, result.soak_id)
