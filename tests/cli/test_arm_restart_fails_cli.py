@@ -29,7 +29,10 @@ from urllib.parse import urlsplit
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.armfailure import REASON
 from servelab.ops.knob import get_knob, live_knob
 from tests.support import run_cli
 from tests.support.deployed import deployed
@@ -143,6 +146,9 @@ def test_an_arm_whose_restart_fails_puts_back_and_names_what_is_left_down(
             assert doc["report"]["down"] == down
         # The knob was written back before the put-back's co-restart: the recovery is all.
         assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
+        with Ledger.open(tmp_path / "ledger.db") as ledger:
+            changes = [(c.old, c.new, c.reason) for c in ledger.list(KnobChangeRecord)]
+        assert changes[0][0] == FOUND and changes[-1][1:] == (FOUND, REASON), changes
     finally:
         assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
     _as_found(stack)

@@ -25,7 +25,10 @@ from servelab.ops.context import Operation
 from servelab.ops.deploy.putback import put_back
 from servelab.ops.deploy.results import RestartLeftDown
 
-__all__ = ["put_back_on_failure"]
+__all__ = ["REASON", "put_back_on_failure"]
+
+#: The reason recorded with each knob written back.
+REASON = "put back as found: the command failed"
 
 
 @contextlib.asynccontextmanager
@@ -47,7 +50,7 @@ async def _put_back(
     op: Operation, found: Sequence[KnobBack], exc: Exception, left_down: Sequence[str]
 ) -> None:
     """``found`` put back; :class:`RestartLeftDown` when something is still down."""
-    put = await put_back(op, found, left_down=left_down)
+    put = await put_back(op, found, left_down=left_down, reason=REASON)
     if put.down:
         raise RestartLeftDown(_left_down(op, found, put, exc)) from exc
 
