@@ -33,6 +33,7 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.armfailure import REASON
+from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knob
 from tests.support import run_cli
 from tests.support.deployed import deployed
@@ -40,6 +41,7 @@ from tests.support.generic import text_or_empty
 from tests.support.specs import write_pd_spec
 
 FOUND = "512"
+TARGET = f"knob:decode/{DEFAULT_KNOB}"
 LOAD = ("--concurrency", "2", "--requests", "12", "--warmup", "2", "--output-len", "8",
         "--input-len", "32", "--answers", "off")  # fmt: skip
 COMMANDS = {
@@ -188,4 +190,35 @@ def test_a_port_freed_after_the_arms_restart_failed_is_put_back_up(
     assert (doc["error_type"], "down" in doc) == ("BenchError", False), doc
     assert "restart for arm 256 failed (decode): arm not measured" in err
     assert "putting decode" in err and "Traceback" not in err
+    _as_found(stack)
+
+
+@pytest.mark.timeout(400)
+def test_a_case_tests_arm_whose_restart_fails_names_what_is_left_down(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    ledger_file = tmp_path / "ledger.db"
+    with Ledger.open(ledger_file) as ledger:
+        cid = cases.open_case(ledger, "sessions hang")
+        cases.add_suspect(ledger, cid, TARGET, "the latest change")
+    argv = [sys.executable, "-m", "servelab", "case", "test", str(cid), TARGET, "--to", "128",
+            "--test", "answers@C4", "--rounds", "1", "--runs", "1", "--requests", "64",
+            "--json", "-f", stack.source, "--ledger", str(ledger_file)]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    holder = _take_port(stack, proc)
+    try:
+        code, out, err = _ended(proc)
+        down = [s for s in stack.spec.services if not _answers(stack, s)]
+    finally:
+        holder.close()
+    recovery = f"servelab up -f {stack.source}"
+    try:
+        assert (code, down) == (1, ["decode", "router"]), err
+        doc = json.loads(out)
+        assert (doc["error_type"], doc["down"], doc["recovery"]) == ("RestartLeftDown", down,
+                                                                     recovery)  # fmt: skip
+        assert f"down: decode, router; bring them back with: {recovery}" in err
+        assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
+    finally:
+        assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
     _as_found(stack)
