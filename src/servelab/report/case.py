@@ -11,6 +11,7 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
@@ -46,6 +47,7 @@ from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
+from servelab.report.putback import after_failure
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
@@ -92,14 +94,33 @@ def why_failed(verification: VerifyReport | None, failure: str | None = None) ->
     return _reasons(verification.failures if verification is not None else [], failure)
 
 
+def _put_back(outcome: RevertOutcome | RestoreOutcome) -> str:
+    """``; `` and what putting the knobs back after a failed restart did (empty: no put-back)."""
+    return "" if outcome.put_back is None else f"; {after_failure(outcome.put_back)}"
+
+
 def revert_error(outcome: RevertOutcome) -> str | None:
-    """Why the revert did not verify (None: it did)."""
-    return None if outcome.ok else _reasons(outcome.failed_checks, outcome.failure)
+    """Why the revert did not verify (None: it did), and what a failed restart's put-back did."""
+    if outcome.ok:
+        return None
+    return _reasons(outcome.failed_checks, outcome.failure) + _put_back(outcome)
 
 
 def restore_error(outcome: RestoreOutcome) -> str | None:
-    """Why the restore did not verify (None: it did)."""
-    return None if outcome.ok else _reasons(outcome.failed_checks, outcome.failure)
+    """Why the restore did not verify (None: it did), and what a failed restart's put-back did."""
+    if outcome.ok:
+        return None
+    return _reasons(outcome.failed_checks, outcome.failure) + _put_back(outcome)
+
+
+def _left(doc: JsonObject, outcome: RevertOutcome | RestoreOutcome) -> JsonObject:
+    """``doc`` with ``down`` and ``recovery`` (one shell line) on top when a failed restart's
+    put-back ran, as an interrupted command's failure document has them."""
+    put = outcome.put_back
+    if put is None:
+        return doc
+    recovery = shlex.join(put.recovery) if put.recovery else None
+    return {"down": list(put.down), "recovery": recovery, **doc}
 
 
 def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
@@ -157,7 +178,7 @@ def revert_json(outcome: RevertOutcome) -> str:
     doc: JsonObject = encode(outcome)
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = revert_error(outcome)
-    return json_text(doc)
+    return json_text(_left(doc, outcome))
 
 
 def restore_json(outcome: RestoreOutcome) -> str:
@@ -169,7 +190,7 @@ def restore_json(outcome: RestoreOutcome) -> str:
     ]
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = restore_error(outcome)
-    return json_text(doc)
+    return json_text(_left(doc, outcome))
 
 
 # -- the verdict experiment (``case test``) and verdicts that hold ---------------------------------
