@@ -15,7 +15,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
-from servelab.core.case.bisect import Change
+from servelab.core.case.bisect import Bisected, Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
@@ -307,13 +307,28 @@ def _probe_line(record: ProbeRecord, changes: tuple[Change, ...]) -> str:
     )
 
 
-def describe_bisected(start: BisectRecord, conclusion: BisectConclusion) -> str:
-    """One line: the guilty changes and what finding them took."""
-    result = conclusion.result
+def _found(result: Bisected) -> str:
+    """The bisection's finding in a few words: ``guilty`` the changes, only when the result is
+    shown 1-minimal; else ``not proven`` and which changes were not shown needed."""
     guilty = "; ".join(_change(c) for c in result.changes) or "none"
-    shown = "1-minimal" if result.minimal else "not shown minimal (an undecided probe)"
+    if result.minimal:
+        return f"guilty {guilty}"
+    unproven = ", ".join(result.changes[result.indices.index(i)].knob for i in result.unproven
+                         if i in result.indices)  # fmt: skip
     return (
-        f"case bisect: guilty {guilty} ({shown}), found in {result.probes} probe(s) over "
+        f"not proven: bad with {guilty}, but {unproven} not shown needed (removing it was "
+        "undecided)"
+    )
+
+
+def describe_bisected(start: BisectRecord, conclusion: BisectConclusion) -> str:
+    """One line: the guilty changes (or, not shown 1-minimal, "not proven") and what finding
+    them took."""
+    result = conclusion.result
+    shown = "1-minimal" if result.minimal else "not shown minimal: an undecided probe"
+    return (
+        f"case bisect: {_found(result)} ({shown}), found in {result.probes} "
+        "probe(s) over "
         f"{len(start.changes)} change(s) ({conclusion.visits} visits, "
         f"{conclusion.elapsed_s:.0f} s)"
     )
@@ -367,7 +382,6 @@ def describe_bisect_event(event: BisectRecord | ProbeRecord | BisectConclusion) 
                 f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
             )
         case BisectConclusion() as end:
-            guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
-            return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"
+            return f"bisected: {_found(end.result)} in {end.result.probes} probe(s)"
         case _:
             assert_never(event)
