@@ -113,14 +113,14 @@ def restore_error(outcome: RestoreOutcome) -> str | None:
     return _reasons(outcome.failed_checks, outcome.failure) + _put_back(outcome)
 
 
-def _left(doc: JsonObject, outcome: RevertOutcome | RestoreOutcome) -> JsonObject:
-    """``doc`` with ``down`` and ``recovery`` (one shell line) on top when a failed restart's
-    put-back ran, as an interrupted command's failure document has them."""
+def _left(outcome: RevertOutcome | RestoreOutcome) -> tuple[list[str], str | None] | None:
+    """The services a failed restart's put-back left down and the command that brings them back
+    (one shell line, or None), for the ``--json`` document's ``down`` and ``recovery`` as an
+    interrupted command's failure document has them; None: no put-back ran."""
     put = outcome.put_back
     if put is None:
-        return doc
-    recovery = shlex.join(put.recovery) if put.recovery else None
-    return {"down": list(put.down), "recovery": recovery, **doc}
+        return None
+    return list(put.down), shlex.join(put.recovery) if put.recovery else None
 
 
 def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
@@ -178,7 +178,10 @@ def revert_json(outcome: RevertOutcome) -> str:
     doc: JsonObject = encode(outcome)
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = revert_error(outcome)
-    return json_text(_left(doc, outcome))
+    left = _left(outcome)
+    if left is not None:
+        doc = {"down": left[0], "recovery": left[1], **doc}
+    return json_text(doc)
 
 
 def restore_json(outcome: RestoreOutcome) -> str:
@@ -190,7 +193,10 @@ def restore_json(outcome: RestoreOutcome) -> str:
     ]
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = restore_error(outcome)
-    return json_text(_left(doc, outcome))
+    left = _left(outcome)
+    if left is not None:
+        doc = {"down": left[0], "recovery": left[1], **doc}
+    return json_text(doc)
 
 
 # -- the verdict experiment (``case test``) and verdicts that hold ---------------------------------
