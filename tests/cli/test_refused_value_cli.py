@@ -62,7 +62,8 @@ def test_ab_keeping_a_value_the_engine_refuses_puts_the_original_back(
     ledger = tmp_path / "ledger.db"
     done = run_cli(
         "ab", "-f", stack.source, "--ledger", str(ledger),
-        "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--repeat", "1", "--concurrency", "1", "--requests", "4", "--warmup", "0",
+        "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--repeat", "1", "--concurrency", "1",
+        "--requests", "4", "--warmup", "0",
         "--output-len", "8", "--input-len", "16", "--keep", REFUSED, timeout=280,
     )  # fmt: skip
     assert done.returncode == 1, (done.stdout, done.stderr)
