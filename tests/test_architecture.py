@@ -445,8 +445,8 @@ JSON_PUBLIC_LEFT = {
     # the JSON edge itself: a JSON value inside an argument, a stored record's packed encoding,
     # a row of any table streamed as it is
     "core/knobs/argv.py:json_set": "a knob inside a JSON-valued argument edits that JSON",
-    "core/load/packed.py:pack_record": "packs a stored record's encoding, of any age (io/ledger)",
-    "core/load/packed.py:unpack_record": "its inverse: the stored encoding back",
+    "io/ledger/packed.py:pack_record": "packs a stored record's encoding, of any age (io/ledger)",
+    "io/ledger/packed.py:unpack_record": "its inverse: the stored encoding back",
     "report/ledger.py:csv_chunks": "streams raw rows of every table, any age, as CSV",
     "report/ledger.py:jsonl_chunks": "streams raw rows of every table, any age, as JSON Lines",
 }

@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 
 from servelab.core.ledger.codec import encode
-from servelab.core.load.packed import pack_record
+from servelab.io.ledger.packed import pack_record
 from servelab.core.load.records import RequestRecord
 
 __all__ = [
@@ -282,7 +282,7 @@ BENCH_JSON_BEFORE_CONTRACT = (
 
 def packed_v1(record: RequestRecord) -> bytes:
     """``record`` in the compact form servelab wrote before version 2 (the ids as two texts),
-    by the layout's own words (:mod:`servelab.core.load.packed`): version byte 1, the same
+    by the layout's own words (:mod:`servelab.io.ledger.packed`): version byte 1, the same
     body, then (when any is set) each id as a varint length and UTF-8, and the two numbers + 1."""
     bare = dataclasses.replace(
         record, request_id="", traceparent="", cached_tokens=None, session=None

@@ -8,7 +8,7 @@ import pytest
 
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.identity import request_identity
-from servelab.core.load.packed import pack_record, unpack_record
+from servelab.io.ledger.packed import pack_record, unpack_record
 from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from servelab.core.ledger.codec import encode
-from servelab.core.load.packed import pack_record, unpack_record
+from servelab.io.ledger.packed import pack_record, unpack_record
 from servelab.core.soak.finding import Finding
 from servelab.core.telemetry.spans import Span
 from servelab.core.verify.checks import Check
