@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from servelab.core.ledger.codec import JsonObject, decode, encode, finite
+from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.text import json_text
@@ -180,14 +181,16 @@ def _runs_chunks(
 
 
 def jsonl_chunks(
-    header: Mapping[str, Any], tables: Iterable[tuple[str, Iterable[Mapping[str, Any]]]]
+    header: ExportHeader, tables: Sequence[tuple[str, Iterable[RawRow]]]
 ) -> Iterator[str]:
-    """JSON Lines: the header (``"table": "_export"``), then one line per row, each tagged with
-    its ``table`` (a per-request record's row: ``run_id``, ``seq``, ``record``)."""
-    yield _dump({"table": "_export", **header}) + "\n"
+    """JSON Lines: the header (``"table": "_export"``, the names of ``tables`` last), then one
+    line per row, each tagged with its ``table`` (a per-request record's row: ``run_id``,
+    ``seq``, ``record``)."""
+    names = [table for table, _ in tables]
+    yield _dump({"table": "_export", **encode(header), "tables": names}) + "\n"
     for table, rows in tables:
         for row in rows:
-            yield _dump({"table": table, **row}) + "\n"
+            yield _dump({"table": table, **row.values}) + "\n"
 
 
 def _csv_line(values: Iterable[Any]) -> str:
@@ -205,7 +208,7 @@ def _cell(value: Any) -> Any:
 def csv_chunks(
     table: str,
     columns: Sequence[str],
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[RawRow],
     json_columns: frozenset[str] = frozenset(),
 ) -> Iterator[str]:
     """One table as CSV: a header line of ``columns``, then a line per row, its ``json_columns``
@@ -214,11 +217,12 @@ def csv_chunks(
     if table == "bench_records":
         yield _csv_line(RECORD_COLUMNS)
         for row in rows:
-            yield _csv_line(_record_cells(row))
+            yield _csv_line(_record_cells(row.values))
         return
     yield _csv_line(columns)
     for row in rows:
-        yield _csv_line(_json_cell(row.get(c)) if c in json_columns else _cell(row.get(c))
+        values = row.values
+        yield _csv_line(_json_cell(values.get(c)) if c in json_columns else _cell(values.get(c))
                         for c in columns)  # fmt: skip
 
 
