@@ -441,7 +441,7 @@ def test_one_codec(path: Path) -> None:
 #: key was set on its text (``core/knobs/argv.py`` ``json_key_set``), the export's raw rows
 #: became ``core/ledger/rawrow.py`` ``RawRow`` and a bisection's bench and a case test's workload
 #: were read as their types (what is left: :data:`JSON_PUBLIC_LEFT`).
-MAX_JSON_TYPES = 124
+MAX_JSON_TYPES = 119
 MAX_JSON_PUBLIC = 0
 #: The public functions still taking or returning a JSON dict, each with its reason (none).
 JSON_PUBLIC_LEFT: dict[str, str] = {}

@@ -17,7 +17,6 @@ import re
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -87,17 +86,17 @@ class _Counter:
         self.runs = 0
         self.records = 0
 
-    def records_of(self, run_id: int) -> Iterator[dict[str, Any]]:
+    def records_of(self, run_id: int) -> Iterator[RawRow]:
         self.runs += 1
         for record in self.ledger.iter_bench_records(run_id):
             self.records += 1
-            yield record
+            yield RawRow(record)
 
-    def spans_of(self, run_id: int) -> Iterator[dict[str, Any]]:
-        return (encode(s) for s in self.ledger.iter_spans(run_id=run_id))
+    def spans_of(self, run_id: int) -> Iterator[RawRow]:
+        return (RawRow(encode(s)) for s in self.ledger.iter_spans(run_id=run_id))
 
-    def soak_spans_of(self, soak_id: int) -> Iterator[dict[str, Any]]:
-        return (encode(s) for s in self.ledger.iter_spans(soak_id=soak_id))
+    def soak_spans_of(self, soak_id: int) -> Iterator[RawRow]:
+        return (RawRow(encode(s)) for s in self.ledger.iter_spans(soak_id=soak_id))
 
     def rows(self, table: str) -> Iterator[RawRow]:
         for row in self.ledger.iter_rows(table):

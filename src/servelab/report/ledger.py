@@ -132,8 +132,9 @@ def _dump(value: Any) -> str:
     return json.dumps(finite(value), separators=(",", ":"), default=str, allow_nan=False)
 
 
-#: Where a run's children come from in a JSON export: ``(run id) -> its rows``.
-ChildrenOf = Callable[[int], Iterable[Mapping[str, Any]]]
+#: Where a run's children come from in a JSON export: ``(run id) -> its rows`` (each written as
+#: it is: a per-request record as stored, a received span).
+ChildrenOf = Callable[[int], Iterable[RawRow]]
 
 
 def ledger_json_chunks(
@@ -174,7 +175,7 @@ def _runs_chunks(
         for name, rows_of in children.items():
             yield f',"{name}":['
             for j, row in enumerate(rows_of(int(run["id"]))):
-                yield (",\n      " if j else "\n      ") + _dump(row)
+                yield (",\n      " if j else "\n      ") + _dump(row.values)
             yield "]"
         yield "}"
     yield "\n  ]"
@@ -217,7 +218,7 @@ def csv_chunks(
     if table == "bench_records":
         yield _csv_line(RECORD_COLUMNS)
         for row in rows:
-            yield _csv_line(_record_cells(row.values))
+            yield _csv_line(_record_cells(row))
         return
     yield _csv_line(columns)
     for row in rows:
@@ -230,7 +231,8 @@ def _json_cell(value: Any) -> str:
     return "" if value is None else _dump(value)
 
 
-def _record_cells(row: Mapping[str, Any]) -> list[Any]:
+def _record_cells(raw: RawRow) -> list[Any]:
+    row = raw.values
     record = row.get("record")
     if not isinstance(record, Mapping) or record.keys() != _RECORD_FIELDS:
         return [row.get("run_id"), row.get("seq"), *[""] * len(_RECORD_FIELDS), _dump(record)]
