@@ -12,7 +12,9 @@ document (``down``, ``recovery``, and ``put_back`` or ``report``; exit 128 + the
 A failure that left services down (:class:`~servelab.ops.deploy.results.RestartLeftDown`: an
 arm's restart of ``ab``, ``tune``, ``case test``/``bisect`` that did not come up, nor the
 put-back after it) is noted the same way, without a signal: its one line names them already,
-and the ``--json`` failure document gets ``down``, ``recovery`` and the ``report``.
+and the ``--json`` failure document gets ``down``, ``recovery`` and the ``report``; so is a
+value put back after it failed (:class:`~servelab.ops.deploy.refused.PutBackAfterFailure`:
+``ab``'s last step), with its ``put_back``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from servelab.cli.boundary import Left, note_interruption
 from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import RestartReport
 from servelab.ops.deploy.putback import PutBackInterrupted
+from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.report.deploy import render_interruption
 from servelab.report.putback import render_put_back
@@ -44,9 +47,12 @@ async def noting(work: Awaitable[T]) -> T:
     try:
         return await work
     except RestartLeftDown as exc:  # its line names what is down: no text of its own
-        report = exc.report
-        note_interruption(Left("", tuple(report.down), _line(report.recovery), "report",
-                               encode(report)))  # fmt: skip
+        down, recovery = tuple(exc.report.down), _line(exc.report.recovery)
+        note_interruption(Left("", down, recovery, "report", encode(exc.report)))
+        raise
+    except PutBackAfterFailure as exc:  # its line says what putting back did
+        put = exc.put_back
+        note_interruption(Left("", put.down, _line(put.recovery), "put_back", encode(put)))
         raise
     except PutBackInterrupted as exc:
         put = exc.put_back

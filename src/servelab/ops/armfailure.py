@@ -3,7 +3,7 @@
 ``ab``, ``tune``, ``case test``, ``case bisect`` and ``investigate`` make arms live
 (:func:`servelab.ops.arm.make_live`: knobs set, a co-restart, a proof). When a block of them
 fails (an arm's restart that did not come up, e.g. a port another process holds; an arm not
-live; its measurement), :func:`put_back_on_failure` writes back each knob as the command found
+live; its measurement), :func:`as_found_on_failure` writes back each knob as the command found
 it with the shared put-back (:func:`servelab.ops.deploy.putback.put_back`: it co-restarts when a
 service is down or a knob runs another value) and lets the failure go on. When the deployment is
 still down after that, the failure is a :class:`~servelab.ops.deploy.results.RestartLeftDown`
@@ -23,21 +23,24 @@ from servelab.core.restart.contract import RestartReport
 from servelab.errors import DeployError
 from servelab.ops.context import Operation
 from servelab.ops.deploy.putback import put_back
+from servelab.ops.deploy.refused import PutBackAfterFailure
 from servelab.ops.deploy.results import RestartLeftDown
 
-__all__ = ["REASON", "put_back_on_failure"]
+__all__ = ["REASON", "as_found_on_failure"]
 
 #: The reason recorded with each knob written back.
 REASON = "put back as found: the command failed"
 
 
 @contextlib.asynccontextmanager
-async def put_back_on_failure(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[None]:
+async def as_found_on_failure(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[None]:
     """For the block: an error (an :class:`Exception`) puts ``found`` back (services brought up)
     and goes on; :class:`RestartLeftDown` instead when a service is still down after that (a
     stop signal during the put-back stops it, and what it left down is named the same way)."""
     try:
         yield
+    except PutBackAfterFailure:  # put back already (servelab.ops.deploy.refused): it says what
+        raise
     except RestartLeftDown as exc:  # the arm's restart itself left services down
         await _put_back(op, found, exc, exc.report.down)  # still down: raises
         raise DeployError(f"{exc.report.error}: arm not measured; put back as found") from exc

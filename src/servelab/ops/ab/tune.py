@@ -69,7 +69,7 @@ from servelab.ops.ab.tuneanswers import judge_arms, tune_answers, tune_unchecked
 from servelab.ops.ab.tuneconfig import TuneConfig, check_tune
 from servelab.ops.answers.session import AnswerSession
 from servelab.ops.arm import make_live, measure
-from servelab.ops.armfailure import put_back_on_failure
+from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
@@ -291,14 +291,14 @@ async def _run(
     try:
         # A stop signal, or a failure (an arm's restart that did not come up, its why kept):
         # the original values put back, what is still down named.
-        async with as_found(op, found), put_back_on_failure(op, found):
+        async with as_found(op, found), as_found_on_failure(op, found):
             record = await _search(op, cfg, record, store, bench_progress, priced=priced)
     except BaseException:
         if store is not None and record.tune_id is not None:
             with contextlib.suppress(ServelabError):
                 store.set_status(record.tune_id, SessionStatus.INTERRUPTED)
         raise
-    async with as_found(op, found), put_back_on_failure(op, found):
+    async with as_found(op, found), as_found_on_failure(op, found):
         record = await _leave(op, cfg, record)
     if store is not None and record.tune_id is not None:
         store.finish(record.tune_id, record)

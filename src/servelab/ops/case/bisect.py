@@ -65,7 +65,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
-from servelab.ops.armfailure import put_back_on_failure
+from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.case import load_case
 from servelab.ops.case.changes import find_changes
@@ -304,7 +304,7 @@ async def _search(
     found = tuple([await get_knob(op, c.service, c.knob) for c in changes])
     knobs = [KnobBack(c.service, c.knob, v) for c, v in zip(changes, found, strict=True)]
     # A stop signal, or a failure (a probe's restart that did not come up): put back as found.
-    async with as_found(op, knobs), put_back_on_failure(op, knobs):
+    async with as_found(op, knobs), as_found_on_failure(op, knobs):
         await _references(op, run)
         while not isinstance(step := next_step(state), Bisected):
             record = await _probe(op, run, step, len(done) + 1)
@@ -351,8 +351,7 @@ async def run_bisect(
         bench = _bench(cfg.bench, cfg.test)
         start = BisectRecord(cfg.case_id, state.changes, cfg.test, cfg.good or "",
                              cfg.bad if cfg.good else "", cfg.rounds, cfg.alpha, cfg.effect,
-                             soak_id, cfg.sessions, cfg.runs,
-                             encode(bench) if bench is not None else {})  # fmt: skip
+                             soak_id, cfg.sessions, cfg.runs, bench)  # fmt: skip
         bisect_id = ledger.add(
             CaseEvent(at=NOW, case_id=cfg.case_id, kind=BisectRecord.KIND, detail=encode(start))
         )
@@ -416,7 +415,6 @@ async def resume_bisect(
         state = record_probe(state, probe.outcome)
     async with operation(where, ledger=ledger, progress=progress) as op:
         op.say(BisectResumed(case_id, len(probes)))
-        bench = decode(BenchConfig, start.bench) if start.bench else None
-        run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
-                   _answers(op, start, bench), _reference(case, start))  # fmt: skip
+        run = _Run(bisect_id, start, _workload(ledger, case, start), start.bench,
+                   _answers(op, start, start.bench), _reference(case, start))  # fmt: skip
         return await _search(op, ledger, run, state, list(probes))

@@ -38,6 +38,7 @@ from servelab.core.case.experiment import (
     ARM_REVERT,
     ARM_SUSPECT,
     EFFECT,
+    BenchWorkload,
     ExperimentRecord,
     ExperimentVisit,
     abba_order,
@@ -62,7 +63,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.arguments import argument_knob
 from servelab.ops.arm import Setting, make_live
-from servelab.ops.armfailure import put_back_on_failure
+from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.case.case import load_case
 from servelab.ops.case.caseanswers import CaseAnswers, case_answers
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -264,7 +265,7 @@ async def run_case_test(
                                workload.rounds if workload else cfg.runs, soak_id))  # fmt: skip
         visits: list[ExperimentVisit] = []
         # A stop signal, or a failure (an arm's restart that did not come up): put back as found.
-        async with as_found(op, _found(arms)), put_back_on_failure(op, _found(arms)):
+        async with as_found(op, _found(arms)), as_found_on_failure(op, _found(arms)):
             for i, arm in enumerate(order):
                 op.say(VisitStarted(i, len(order), arm))
                 visits.append(await _visit(op, arms, cfg, workload, (i // 2, arm), answers))
@@ -293,9 +294,14 @@ def _record(
         revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
         decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
         found=arms.found, left=left, elapsed_s=round(elapsed, 3),
-        workload=encode(workload) if workload is not None else
-        {"test": str(cfg.test), **encode(cfg.bench)}, load=load,
+        workload=workload if workload is not None else _bench_workload(cfg), load=load,
     )  # fmt: skip
+
+
+def _bench_workload(cfg: CaseTestConfig) -> BenchWorkload:
+    """An answers test's workload: the test and its bench (one it needs: checked up front)."""
+    assert cfg.bench is not None, "an answers test needs a bench"
+    return BenchWorkload(str(cfg.test), cfg.bench)
 
 
 def _save(ledger: Ledger, record: ExperimentRecord) -> CaseTestOutcome:

@@ -23,7 +23,7 @@ from servelab.core.telemetry.layers import Layer
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live
-from servelab.ops.armfailure import put_back_on_failure
+from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answers
 from servelab.ops.case.bisect import BisectConfig, resume_bisect, run_bisect, unfinished
 from servelab.ops.case.case import load_case
@@ -194,7 +194,7 @@ async def good_state(
     found = [Setting(c.service, c.knob, await get_knob(op, c.service, c.knob)) for c in changes]
     good = [Setting(c.service, c.knob, c.good) for c in changes]
     back = [KnobBack(f.service, f.knob, f.value) for f in found]
-    async with put_back_on_failure(op, back):  # an arm's restart that did not come up, too
+    async with as_found_on_failure(op, back):  # an arm's restart that did not come up, too
         try:
             await make_live(op, good, f"case {case_id}: investigate, the good state", e2e=False)
             config = dataclasses.replace(workload, knobs=await live_knobs(op))
