@@ -1,0 +1,121 @@
+"""What the CLI error tests share (tests/cli/test_errors*.py): every command that reads a spec,
+the CLI run as a real process (synchronously, or from an async test beside a loopback server),
+and the checks that a failure is one line on stderr and, with ``--json``, a failure document."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "COMMANDS",
+    "NEEDS_A_LEDGER",
+    "arun",
+    "failure_doc",
+    "generic_spec",
+    "newer_ledger",
+    "one_line",
+    "run",
+]
+
+#: Every command that reads a spec, with the arguments it needs to get that far.
+COMMANDS: dict[str, tuple[str, ...]] = {
+    "up": ("up",),
+    "down": ("down",),
+    "status": ("status",),
+    "restart": ("restart",),
+    "verify": ("verify",),
+    "knob get": ("knob", "get", "decode", "X"),
+    "knob set": ("knob", "set", "decode", "X=1"),
+    "knob diff": ("knob", "diff", "decode", "X"),
+    "bench": ("bench",),
+    "ab": ("ab", "--knob", "decode:X=1,2"),
+    "tune": ("tune", "--knob", "decode:X=1,2"),
+    "soak": ("soak",),
+    "case open": ("case", "open", "t"),
+    "case suspect": ("case", "suspect", "1", "knob:decode/X", "--reason", "r"),
+    "case evidence": ("case", "evidence", "1", "--note", "n"),
+    "case revert": ("case", "revert", "1", "knob:decode/X", "--yes"),
+    "case resolve": ("case", "resolve", "1", "--root-cause", "r"),
+    "case test": ("case", "test", "1", "knob:decode/X"),
+    "case bisect": ("case", "bisect", "1", "--change", "decode:X=1,2", "--test", "soak"),
+    "case show": ("case", "show", "1"),
+    "case list": ("case", "list"),
+    "restore": ("restore", "1"),
+    "investigate": ("investigate", "--yes"),
+    "report": ("report",),
+    "ledger export": ("ledger", "export"),
+    "ledger prune": ("ledger", "prune", "--keep-records", "1"),
+    "ledger vacuum": ("ledger", "vacuum"),
+    "ledger stats": ("ledger", "stats"),
+}
+
+#: Commands that only read the ledger, or need a case already in it: they never create one.
+NEEDS_A_LEDGER = [k for k in COMMANDS if k.startswith(("case ", "restore", "report", "ledger"))]
+NEEDS_A_LEDGER.remove("case open")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("SERVELAB_LEDGER", "SERVELAB_DEBUG")}
+    return env | extra
+
+
+def run(*args: str, cwd: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``python -m servelab ARGS`` in ``cwd``, without the outer ledger or debug setting."""
+    return subprocess.run(
+        [sys.executable, "-m", "servelab", *args], cwd=cwd, env=_env(), capture_output=True,
+        text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+
+
+async def arun(*args: str, cwd: Path) -> tuple[int, str, str]:
+    """:func:`run` from an async test (its loopback server keeps serving): code, stdout, stderr."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "servelab", *args, cwd=cwd, env=_env(),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(proc.communicate(), 60)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+def one_line(stderr: str) -> str:
+    """The one non-blank line of ``stderr`` (the test fails on a traceback or more lines)."""
+    assert "Traceback" not in stderr, stderr
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+def failure_doc(stdout: str) -> dict[str, Any]:
+    """The ``--json`` failure document on ``stdout`` (``ok`` false, an error said)."""
+    doc = json.loads(stdout)
+    assert doc["ok"] is False and doc["error"], doc
+    return dict(doc)
+
+
+def newer_ledger(path: Path) -> Path:
+    """A SQLite file at ``path`` whose schema version is newer than any servelab's."""
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA user_version = 99")
+    return path
+
+
+def generic_spec(tmp_path: Path, port: int, start: str, **extra: str) -> Path:
+    """``servelab.toml`` in ``tmp_path``: one generic service on ``port`` started by ``start``."""
+    (tmp_path / "env").mkdir(exist_ok=True)
+    (tmp_path / "env" / "w.env").write_text("", encoding="utf-8")
+    lines = [f"{k} = {v}" for k, v in extra.items()]
+    spec = tmp_path / "servelab.toml"
+    spec.write_text(
+        'state_dir = "state"\n[services.w]\nrole = "generic"\n'
+        f'url = "http://127.0.0.1:{port}"\nstart = {json.dumps(start)}\n'
+        'env_file = "env/w.env"\n' + "\n".join(lines) + "\n",
+        encoding="utf-8",
+    )
+    return spec
