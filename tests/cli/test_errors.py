@@ -1,6 +1,7 @@
 """Every command fails in one clear line on stderr (no traceback), with the documented exit code;
 ``--json`` commands print their JSON document with ``ok: false`` then: a spec that is not TOML, for
-every command that reads one. Real processes, real files. The other failures are in the
+every command of the deployment and the load that reads one (the case and ledger commands are
+tests/cli/test_errors_case_cli.py). Real processes, real files. The other failures are in the
 ``test_errors_*`` files beside this one (ledgers, ``--json`` placement, ``up``, ``bench --url``),
 split so that the parallel pass can give them to different workers."""
 
@@ -13,10 +14,10 @@ import pytest
 
 from servelab.cli import cli
 from tests.support.clierrors import (
+    CASE_AND_LEDGER,
     COMMANDS,
-    failure_doc,
-    one_line,
-    run,
+    DEPLOY_AND_LOAD,
+    check_a_bad_spec,
 )
 
 
@@ -44,23 +45,12 @@ def test_every_command_that_reads_a_spec_is_covered() -> None:
         if any(param.name == "spec_path" for param in command.params)
     }
     assert reading == set(COMMANDS)
+    assert sorted(CASE_AND_LEDGER + DEPLOY_AND_LOAD) == sorted(COMMANDS)  # each file gives its own
 
 
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-@pytest.mark.parametrize("command", sorted(COMMANDS))
+@pytest.mark.parametrize("command", DEPLOY_AND_LOAD)
 def test_a_bad_spec_is_one_line_exit_2_for_every_command(
     command: str, as_json: bool, tmp_path: Path
 ) -> None:
-    bad = tmp_path / "bad.toml"
-    bad.write_text("[services\n", encoding="utf-8")
-    json_flag = ("--json",) if as_json else ()
-    result = run(*COMMANDS[command], "-f", str(bad), *json_flag, cwd=tmp_path)
-    assert result.returncode == 2, result.stderr
-    line = one_line(result.stderr)
-    assert line.startswith(f"error: {bad}: not valid TOML"), line
-    if as_json:
-        doc = failure_doc(result.stdout)
-        assert "not valid TOML" in doc["error"] and doc["exit_code"] == 2
-    else:
-        assert result.stdout == ""
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"], "nothing written"
+    check_a_bad_spec(command, as_json, tmp_path)

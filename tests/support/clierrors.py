@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "CASE_AND_LEDGER",
     "COMMANDS",
+    "DEPLOY_AND_LOAD",
     "NEEDS_A_LEDGER",
     "arun",
+    "check_a_bad_spec",
     "failure_doc",
     "generic_spec",
     "newer_ledger",
@@ -55,6 +58,13 @@ COMMANDS: dict[str, tuple[str, ...]] = {
     "ledger vacuum": ("ledger", "vacuum"),
     "ledger stats": ("ledger", "stats"),
 }
+
+#: The case, restore, investigate, report and ledger commands (tests/cli/test_errors_case_cli.py
+#: gives each a bad spec); the others are the deployment's and the load's (test_errors.py).
+CASE_AND_LEDGER = sorted(
+    k for k in COMMANDS if k.startswith(("case ", "restore", "investigate", "report", "ledger"))
+)
+DEPLOY_AND_LOAD = sorted(set(COMMANDS) - set(CASE_AND_LEDGER))
 
 #: Commands that only read the ledger, or need a case already in it: they never create one.
 NEEDS_A_LEDGER = [k for k in COMMANDS if k.startswith(("case ", "restore", "report", "ledger"))]
@@ -119,3 +129,21 @@ def generic_spec(tmp_path: Path, port: int, start: str, **extra: str) -> Path:
         encoding="utf-8",
     )
     return spec
+
+
+def check_a_bad_spec(command: str, as_json: bool, tmp_path: Path) -> None:
+    """``command`` given a spec that is not TOML: exit 2, one line on stderr naming the file (with
+    ``--json`` the failure document, else nothing on stdout), nothing written."""
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[services\n", encoding="utf-8")
+    json_flag = ("--json",) if as_json else ()
+    result = run(*COMMANDS[command], "-f", str(bad), *json_flag, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    line = one_line(result.stderr)
+    assert line.startswith(f"error: {bad}: not valid TOML"), line
+    if as_json:
+        doc = failure_doc(result.stdout)
+        assert "not valid TOML" in doc["error"] and doc["exit_code"] == 2
+    else:
+        assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.toml"], "nothing written"
