@@ -65,6 +65,7 @@ from servelab.ops.verify.answers import answers_check
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
+from servelab.ops.verify.longprompt import engine_limits
 
 __all__ = ["LAYERS", "verify"]
 
@@ -300,7 +301,8 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
         decodes = [await op.url(name) for name in op.spec.by_role("decode")]
     except ServelabError as exc:
         return failed(Layer.E2E, entry, exc)
-    first = await e2e_check(entry, base, decodes, opts)
+    limits = await engine_limits(op, opts.max_tokens)
+    first = await e2e_check(entry, base, decodes, opts, limits)
     if not first.ok:
         return [first]
     checks = [first, *await _answers(op, entry, base, first, opts)]
