@@ -303,7 +303,7 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
         return failed(Layer.E2E, entry, exc)
     limits = await engine_limits(op, opts.max_tokens)
     first = await e2e_check(entry, base, decodes, opts, limits)
-    if not first.ok:
+    if not first.ok and first.code is not CheckCode.E2E_LONG_FAILED:  # short prompts went through
         return [first]
     checks = [first, *await _answers(op, entry, base, first, opts)]
     try:
