@@ -28,8 +28,8 @@ def _request_failure(timing: RequestTiming | None) -> str:
 
 
 def describe_e2e(code: CheckCode, data: E2EProbe) -> str:
-    """``e2e.passed``/``failed``/``second_failed``'s reason: the probe's timings, cold or warm and
-    why, its path; or why it failed."""
+    """``e2e.passed``/``failed``/``second_failed``/``long_failed``'s reason: the probe's timings,
+    cold or warm and why, the long prompt's, its path; or why it failed."""
     if code is _C.E2E_FAILED:
         return f"chat completion failed: {_request_failure(data.first)}"
     if code is _C.E2E_SECOND_FAILED:

@@ -3,7 +3,10 @@
 - **the probe** (:func:`e2e_check`): one streaming chat completion through the entry point (proxy,
   else router) with a prompt long enough to need a real KV transfer: status, TTFT, total time,
   tokens, cold or warm (from the decodes' own counters of finished requests in their
-  ``/metrics``; + a second probe when those cannot be read, or say cold).
+  ``/metrics``; + a second probe when those cannot be read, or say cold), then ONE long prompt
+  sized from the engines' own input limit, capped (:mod:`servelab.ops.verify.longprompt`: a KV
+  transfer that fails only for long prompts fails ``e2e.long_failed``; no limit read: skipped,
+  and said in the check's data).
 - **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
   each prefill's and decode's real counter of its requests is read (its own ``/metrics``, else
   the router's per-worker counter: :mod:`servelab.core.verify.served`), small requests are sent

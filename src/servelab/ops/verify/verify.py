@@ -20,10 +20,12 @@
 - **e2e** (:mod:`servelab.ops.verify.e2e`): a streaming chat completion through the entry point
   (proxy,
   else router), with a prompt long enough to need a real KV transfer: status, TTFT, total time,
-  tokens, cold or warm; then a few greedy answer probes against the deployment's references in
-  the ledger (:mod:`servelab.ops.verify.answers`: a changed answer fails, placed at the KV hand-off
-  or later); on an xPyD deployment (two or more workers of a role), then one check per
-  prefill and decode worker: a request sent through the router reached it.
+  tokens, cold or warm; one long prompt sized from the engines' own input limit (at most 8,192
+  tokens: :mod:`servelab.ops.verify.longprompt`); then a few greedy answer probes against the
+  deployment's references in the ledger (:mod:`servelab.ops.verify.answers`: a changed answer
+  fails, placed at the KV hand-off or later); on an xPyD deployment (two or more workers of a
+  role), then one check per prefill and decode worker: a request sent through the router
+  reached it.
 
 The config and live layers are read by the knob layers' readers, one module each, registered in
 :data:`servelab.ops.verify.layers.registry.READERS` (file, service manager, process, engine);
