@@ -17,9 +17,12 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   │   └── WorkerListError(ValueError) its worker list (200) is not of a worker list's shape
     │   ├── DeploymentBusy                another command holds the deployment's lock
     │   │                                 (servelab.io.lock: it carries the holder)
-    │   └── RestartLeftDown               a restart failed once it had stopped services
-    │                                     (servelab.ops.deploy.results: it carries the
-    │                                     report: what is down, the command to bring it back)
+    │   ├── RestartLeftDown               a restart failed once it had stopped services
+    │   │                                 (servelab.ops.deploy.results: it carries the
+    │   │                                 report: what is down, the command to bring it back)
+    │   └── PutBackAfterFailure           a set value the deployment would not take, put back
+    │                                     as found (servelab.ops.deploy.refused: it carries
+    │                                     what the put-back did, or what is down)
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line

@@ -81,11 +81,16 @@ def _left_down(exc: BaseException) -> tuple[str, ...]:
 
 
 async def put_back(
-    op: Operation, found: Sequence[KnobBack], *, left_down: Sequence[str] = ()
+    op: Operation,
+    found: Sequence[KnobBack],
+    *,
+    left_down: Sequence[str] = (),
+    reason: str = REASON,
 ) -> PutBack:
-    """Put ``found`` back and the services up (see the module docstring); never raises: what it
-    could not do is in the result."""
-    work = asyncio.get_running_loop().create_task(_PutBack(op, tuple(found), left_down).run())
+    """Put ``found`` back and the services up (see the module docstring), each knob written back
+    recorded with ``reason``; never raises: what it could not do is in the result."""
+    job = _PutBack(op, tuple(found), left_down, reason=reason)
+    work = asyncio.get_running_loop().create_task(job.run())
     with _signals_cancel(work):
         try:
             return await asyncio.shield(work)
@@ -122,6 +127,7 @@ class _PutBack:
     op: Operation
     found: tuple[KnobBack, ...]
     left_down: Sequence[str]
+    reason: str = REASON
     written: list[KnobBack] = field(default_factory=list)
     restarted: tuple[str, ...] = ()
     down: set[str] = field(default_factory=set)
@@ -147,7 +153,7 @@ class _PutBack:
         for knob in self.found:
             if await get_knob(self.op, knob.service, knob.knob) != knob.value:
                 self.op.say(KnobPuttingBack(knob.service, knob.knob, knob.value))
-                await set_knob(self.op, knob.service, knob.knob, knob.value, reason=REASON)
+                await set_knob(self.op, knob.service, knob.knob, knob.value, reason=self.reason)
                 self.written.append(knob)
 
     async def _restart(self) -> None:
