@@ -54,13 +54,14 @@ def expected_tables(version: int) -> Mapping[str, frozenset[str]]:
 
 
 def _tables(conn: sqlite3.Connection) -> dict[str, frozenset[str]]:
-    names = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    rows = conn.execute(
+        "SELECT m.name, c.name FROM sqlite_master AS m LEFT JOIN pragma_table_info(m.name) AS c "
+        "WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%'"
     ).fetchall()
-    return {
-        str(name): frozenset(str(col[1]) for col in conn.execute(f'PRAGMA table_info("{name}")'))
-        for (name,) in names
-    }
+    columns: dict[str, set[str]] = {}
+    for table, column in rows:
+        columns.setdefault(str(table), set()).update(() if column is None else (str(column),))
+    return {table: frozenset(names) for table, names in columns.items()}
 
 
 def not_a_file(path: Path) -> str | None:
@@ -83,8 +84,9 @@ def look(path: Path, busy_timeout_s: float) -> Found:
     uri = path.absolute().as_uri()
     try:
         return _look(f"{uri}?mode=ro", busy_timeout_s)
-    except sqlite3.OperationalError:
-        pass
+    except sqlite3.OperationalError as exc:
+        if "locked" in str(exc) or "busy" in str(exc):  # a writer held it past the timeout
+            raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
     except sqlite3.DatabaseError as exc:
         raise StoreError(f"{path}: not a usable ledger: {exc}") from exc
     try:
