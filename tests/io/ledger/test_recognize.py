@@ -190,3 +190,21 @@ def test_a_current_ledger_opens_for_every_command(tmp_path: Path) -> None:
     for opening in OPENINGS.values():
         with Ledger.open(path, **opening) as ledger:
             assert [c.title for c in ledger.list(CaseRecord)] == ["kept"]
+
+
+def test_a_reading_command_opens_a_ledger_a_writer_holds_without_writing(tmp_path: Path) -> None:
+    """Only reading, no write transaction: a writer holding the ledger neither blocks the reader
+    nor makes it say "cannot start a write" (a writing open does wait, then fails)."""
+    path = tmp_path / "l.db"
+    with Ledger.open(path) as ledger:
+        ledger.add(CaseRecord(id=0, at=NOW, title="kept", status="open"))
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    try:
+        with Ledger.open(path, create=False, reads_only=True, busy_timeout_s=0.2) as ledger:
+            assert [c.title for c in ledger.list(CaseRecord)] == ["kept"]
+        with pytest.raises(StoreError, match="cannot start a write"):
+            Ledger.open(path, create=False, busy_timeout_s=0.2)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()

@@ -194,16 +194,20 @@ class LedgerFile:
             if read_only:
                 ledger._check_readable()
             else:
-                ledger._prepare(busy_timeout_s)
+                ledger._prepare(busy_timeout_s, upgrade=not reads_only)
         except BaseException:
             conn.close()
             raise
         return ledger
 
-    def _prepare(self, busy_timeout_s: float) -> None:
+    def _prepare(self, busy_timeout_s: float, *, upgrade: bool) -> None:
+        """The pragmas, then the missing migrations (``upgrade=False``, a command that only
+        reads: none, no write transaction; :mod:`~servelab.io.ledger.recognize` found today's
+        schema)."""
         prepare(self._conn, self._path, busy_timeout_s)
-        with self._write() as conn:
-            migrate(conn, source=str(self._path))
+        if upgrade:
+            with self._write() as conn:
+                migrate(conn, source=str(self._path))
 
     def _check_readable(self) -> None:
         """A ledger opened to read only: its schema must be today's (no migration can run)."""
