@@ -208,3 +208,18 @@ def test_a_reading_command_opens_a_ledger_a_writer_holds_without_writing(tmp_pat
     finally:
         writer.execute("ROLLBACK")
         writer.close()
+
+
+@pytest.mark.parametrize("opening", sorted(OPENINGS))
+def test_a_file_that_is_not_sqlite_is_bad_input_and_left_alone(
+    opening: str, tmp_path: Path
+) -> None:
+    text = tmp_path / "notes.txt"
+    text.write_text("not a database at all\n" * 100, encoding="utf-8")
+    digest = _digest(text)
+    with pytest.raises(NotALedger) as info:
+        Ledger.open(text, **OPENINGS[opening])
+    assert str(info.value) == (
+        f"{text}: not a usable ledger: file is not a database (check --ledger/SERVELAB_LEDGER)"
+    )
+    _unchanged(text, digest)

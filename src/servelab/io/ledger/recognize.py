@@ -87,8 +87,10 @@ def look(path: Path, busy_timeout_s: float) -> Found:
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):  # a writer held it past the timeout
             raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
-    except sqlite3.DatabaseError as exc:
-        raise StoreError(f"{path}: not a usable ledger: {exc}") from exc
+    except sqlite3.DatabaseError as exc:  # not SQLite at all (a text file, a wrong path)
+        raise NotALedger(
+            f"{path}: not a usable ledger: {exc} (check --ledger/SERVELAB_LEDGER)"
+        ) from exc
     try:
         return _look(f"{uri}?immutable=1", busy_timeout_s)
     except sqlite3.Error as exc:
