@@ -267,7 +267,8 @@ async def set_knob(
     An env knob goes in the env file; an argument knob in the place
     :func:`~servelab.core.knobs.places.write_place` picks (refused before anything is touched when
     the spec names none). Nothing is written or recorded when the file already holds ``value``.
-    The change is recorded (in ``ledger``, else the operation's) right after the write.
+    The change is recorded (in ``ledger``, else the operation's) right after the write; a ledger
+    that cannot take a record (read-only, a full disk) is refused first, nothing written.
     ``restart_needed`` is true when the service runs with another value (or its live value could
     not be read: ``live_error``).
     """
@@ -281,6 +282,8 @@ async def set_knob(
         ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
+        if op.ledger is not None:  # a change never goes unrecorded: a full or read-only ledger
+            op.ledger.check_writable()  # is refused before the file is touched
         written = await _write(op, service, knob, value)
         old, path, backup_path, changed, place = written
         change_id = None
