@@ -13,14 +13,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.cli.test_restart_writes_cli import SLOW_STOP, _wait_for
 from tests.support import free_ports, run_cli
-from tests.support.generic import generic_service
+from tests.support.generic import generic_service, servelab_process
 
 
 @contextmanager
@@ -56,13 +58,22 @@ def fill(mount: Path) -> None:
             pass
 
 
-def _spec(tmp_path: Path) -> tuple[Path, dict[str, int]]:
+def _spec(tmp_path: Path, slow_b: bool = False) -> tuple[Path, dict[str, int]]:
+    """Services a and b (b depends on a); ``slow_b``: b, on SIGTERM, waits for ``go``."""
     a, b = free_ports(2)
+    b_table = generic_service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
+    if slow_b:
+        (tmp_path / "slow.py").write_text(SLOW_STOP)
+        start = f"exec {sys.executable} {tmp_path / 'slow.py'} {b} {tmp_path}"
+        b_table = (
+            f'[services.b]\nrole = "generic"\nurl = "http://127.0.0.1:{b}"\n'
+            f'start = \'{start}\'\nready_path = "/"\ndepends_on = ["a"]\n'
+        )
     spec = tmp_path / "servelab.toml"
     spec.write_text(
         'name = "t"\nstate_dir = "state"\n'
         + generic_service("a", a, 'ready_path = "/"\n')
-        + generic_service("b", b, 'ready_path = "/"\ndepends_on = ["a"]\n')
+        + b_table
     )
     return spec, {"a": a, "b": b}
 
@@ -84,9 +95,7 @@ def _pids(state: Path) -> dict[str, int]:
     return {p.stem: json.loads(p.read_text())["pid"] for p in run.glob("*.json")}
 
 
-def test_a_pid_record_that_cannot_be_written_stops_what_was_started(
-    tmp_path: Path, tiny: Path
-) -> None:
+def test_a_full_state_disk_is_refused_before_anything_stops(tmp_path: Path, tiny: Path) -> None:
     spec, ports = _spec(tmp_path)
     try:
         assert run_cli("up", "-f", str(spec), env=_env(tmp_path)).returncode == 0
@@ -94,10 +103,44 @@ def test_a_pid_record_that_cannot_be_written_stops_what_was_started(
         fill(tiny)
         result = run_cli("restart", "b", "-f", str(spec), "--json", env=_env(tmp_path))
         assert result.returncode == 1, result.stderr
-        assert "Traceback" not in result.stderr
         doc = json.loads(result.stdout)
+        assert doc["error_type"] == "HostError", doc
+        assert (
+            f"local: cannot write {tiny / 'run'} (pid records): its disk is full: "
+            in (doc["error"])
+        )
+        assert "KiB free, under 64 KiB" in doc["error"], doc
+        assert "nothing was started or stopped" in doc["error"]
+        assert _pids(tiny) == before and _serving(ports["b"]) is not None
+    finally:
+        (tiny / "filler").unlink(missing_ok=True)
+        run_cli("down", "-f", str(spec), env=_env(tmp_path))
+
+
+def test_a_pid_record_that_cannot_be_written_stops_what_was_started(
+    tmp_path: Path, tiny: Path
+) -> None:
+    """The disk fills while b is being stopped (after the pre-flight): the b launched again
+    cannot be recorded, so it is stopped and named, never left serving unrecorded."""
+    spec, ports = _spec(tmp_path, slow_b=True)
+    try:
+        assert run_cli("up", "-f", str(spec), env=_env(tmp_path)).returncode == 0
+        before = _pids(tiny)
+        proc = servelab_process(tmp_path, "restart", "b", "-f", str(spec), "--json")
+        try:
+            _wait_for(tmp_path / "term", proc)  # b is being stopped: past the pre-flight
+            fill(tiny)
+            (tmp_path / "go").write_text("x")
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        assert proc.returncode == 1, err
+        assert b"Traceback" not in err
+        doc = json.loads(out)
         assert doc["down"] == ["b"] and doc["recovery"] == f"servelab up -f {spec}", doc
-        said = json.dumps(doc["steps"])
+        said = json.dumps(doc["steps"]) + str(doc["error"])
         assert "its pid record could not be written" in said and "No space left" in said, said
         assert f"(port {ports['b']} on local)" in said and "stopped it" in said, said
         assert _serving(ports["b"]) is None  # nothing left running unrecorded
@@ -105,6 +148,7 @@ def test_a_pid_record_that_cannot_be_written_stops_what_was_started(
         assert _pids(tiny)["a"] == before["a"]
     finally:
         (tiny / "filler").unlink(missing_ok=True)
+        (tmp_path / "go").write_text("x")
         run_cli("down", "-f", str(spec), env=_env(tmp_path))
 
 
