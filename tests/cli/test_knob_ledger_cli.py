@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from servelab.errors import StoreError
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import load_spec
+from servelab.ops.knob import set_knob
 from tests.support import free_port, run_cli
 from tests.support.specs import write_decode_spec
 
@@ -61,3 +64,22 @@ def test_knob_set_refuses_a_ledger_it_cannot_write_before_touching_the_file(
     assert "Traceback" not in done.stderr
     assert env.read_text() == f"{KNOB}=512\nOTHER=1\n"  # the file untouched
     assert not (tmp_path / "state" / "backups").exists()  # no backup taken either
+
+
+class _CheckedEarlier(Ledger):
+    """The real ledger, its pre-check taken as passed: the disk filled after it."""
+
+    def check_writable(self) -> None:
+        return None
+
+
+async def test_a_record_that_fails_after_the_check_puts_the_file_back(
+    tmp_path: Path, unwritable_ledger: Path
+) -> None:
+    spec = write_decode_spec(
+        tmp_path, free_port(), knobs=(KNOB,), env_text=f"{KNOB}=512\nOTHER=1\n"
+    )
+    env = tmp_path / "env" / "decode.env"
+    with _CheckedEarlier.open(unwritable_ledger) as ledger, pytest.raises((StoreError, OSError)):
+        await set_knob(load_spec(spec), "decode", KNOB, "256", ledger=ledger)
+    assert env.read_text() == f"{KNOB}=512\nOTHER=1\n"  # written, then put back
