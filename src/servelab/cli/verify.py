@@ -35,17 +35,11 @@ __all__ = [
 
 
 async def _verify(
-    spec_path: Path | None,
-    services: list[str],
-    layers: tuple[str, ...],
-    ledger_path: Path | None,
-    e2e: E2EOptions,
-    wait: bool,
+    where: SpecAndLedger, services: list[str], layers: tuple[str, ...], e2e: E2EOptions
 ) -> VerifyReport:
-    where = SpecAndLedger(spec_path, ledger_path)
     loaded = where.deployment()
     say = progress_when(sys.stderr.isatty())
-    with where.exclusive(wait=wait, kind=Hold.INSPECT), where.ledger() as ledger:
+    with where.ledger() as ledger:
         async with Operation(loaded, ledger=ledger, progress=say) as op:
             return await verify(op, services or None, layers=layers, e2e=e2e)
 
@@ -111,7 +105,9 @@ def verify_command(
         env=proxy_env(os.environ),
     )  # fmt: skip
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
-    report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e, wait))
+    where = SpecAndLedger(spec_path, ledger_path)
+    with where.exclusive(wait=wait, kind=Hold.INSPECT):  # outside the loop: a wait is a sleep
+        report = run(_verify(where, list(services), chosen, e2e))
     if as_json:
         print_json(verify_json(report))
     else:
