@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.markdown import Markdown
 
-from servelab.cli.answeropts import answers_config, answers_option
+from servelab.cli.answeropts import answers_config, answers_option, refuse_unkeepable
 from servelab.cli.bench import bench_config, check_lengths, check_trace
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
 from servelab.cli.common import (
@@ -43,7 +43,7 @@ from servelab.cli.options import (
 from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
-from servelab.core.ab.result import AbMetric, AbResult
+from servelab.core.ab.result import AbMetric, AbResult, Keep
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_ab_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.bounds import parse_effect
@@ -58,7 +58,7 @@ from servelab.core.options import (
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.overwrite import unused_stem
-from servelab.ops.ab.ab import resume_ab, run_ab
+from servelab.ops.ab.ab import resume_ab, run_ab, unchecked
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
@@ -324,6 +324,8 @@ def ab_command(
     if resume is not None:
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
+    if cfg is not None and keep in (Keep.BETTER, Keep.CANDIDATE, cfg.candidate):
+        refuse_unkeepable(cfg.answers, unchecked(cfg), f"--keep {keep}")
     with where.exclusive(wait=wait):
         result = run(noting(_ab(where, cfg, resume, allow_unread)))
     _print(output, result)
