@@ -183,3 +183,27 @@ def test_down_on_a_full_state_disk_still_stops_everything(
             for place in (tiny, led):
                 (place / "filler").unlink(missing_ok=True)
             run_cli("down", "-f", str(spec), env=env)
+
+
+def test_up_on_a_full_state_disk_stops_what_it_launched_and_names_it(
+    tmp_path: Path, tiny: Path
+) -> None:
+    spec, ports = _spec(tmp_path)
+    (tiny / "logs").mkdir()
+    (tiny / "run").mkdir()
+    fill(tiny)
+    try:
+        result = run_cli("up", "-f", str(spec), "--json", env=_env(tmp_path))
+        assert result.returncode == 1, result.stderr
+        doc = json.loads(result.stdout)
+        assert doc["error_type"] == "ServiceStartError", doc
+        assert (
+            doc["error"].startswith("a: started as pid ")
+            and f"(port {ports['a']} " in (doc["error"])
+        )
+        assert "its pid record could not be written" in doc["error"]
+        assert doc["error"].endswith("No space left on device); stopped it"), doc
+        assert _serving(ports["a"]) is None and _serving(ports["b"]) is None
+    finally:
+        (tiny / "filler").unlink(missing_ok=True)
+        run_cli("down", "-f", str(spec), env=_env(tmp_path))
