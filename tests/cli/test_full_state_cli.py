@@ -185,9 +185,11 @@ def test_down_on_a_full_state_disk_still_stops_everything(
             run_cli("down", "-f", str(spec), env=env)
 
 
-def test_up_on_a_full_state_disk_stops_what_it_launched_and_names_it(
+def test_up_on_a_full_state_disk_is_refused_before_anything_starts(
     tmp_path: Path, tiny: Path
 ) -> None:
+    """``up``'s write pre-flight sees the full disk (the launch-then-record path is the
+    restart test's above: there the disk fills after the pre-flight)."""
     spec, ports = _spec(tmp_path)
     (tiny / "logs").mkdir()
     (tiny / "run").mkdir()
@@ -196,13 +198,12 @@ def test_up_on_a_full_state_disk_stops_what_it_launched_and_names_it(
         result = run_cli("up", "-f", str(spec), "--json", env=_env(tmp_path))
         assert result.returncode == 1, result.stderr
         doc = json.loads(result.stdout)
-        assert doc["error_type"] == "ServiceStartError", doc
+        assert doc["error_type"] == "HostError", doc
         assert (
-            doc["error"].startswith("a: started as pid ")
-            and f"(port {ports['a']} " in (doc["error"])
+            f"local: cannot write {tiny / 'run'} (pid records): its disk is full: "
+            in (doc["error"])
         )
-        assert "its pid record could not be written" in doc["error"]
-        assert doc["error"].endswith("No space left on device); stopped it"), doc
+        assert "nothing was started or stopped" in doc["error"], doc
         assert _serving(ports["a"]) is None and _serving(ports["b"]) is None
     finally:
         (tiny / "filler").unlink(missing_ok=True)

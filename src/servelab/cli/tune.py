@@ -41,6 +41,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.resumed import refuse_options_with_resume
 from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_tune_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
@@ -273,6 +274,7 @@ def tune_command(
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)
     if resume is not None:
+        refuse_options_with_resume("tune")
         _check_resume(where, resume)
     with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
         record = run(
