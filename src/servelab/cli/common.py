@@ -204,6 +204,11 @@ class SpecAndLedger:
                     f"took over the lock {lock.taken_over_path} from "
                     f"{lock.taken_over.describe()}, which ended without releasing it",
                 )
+            if lock.unnamed is not None:
+                path, why = lock.unnamed
+                notice(
+                    "lock:", f"cannot write this command's name into {path} ({why}); held unnamed"
+                )
             yield
 
     def ledger_path(self, state_dir: Path | None = None) -> Path:
