@@ -8,11 +8,11 @@ get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve/
 restore, report, ledger export/stats/prune/vacuum, trace generate, tune --plan, init (case test and
 case bisect on their failure path only: each of their visits restarts a service), and the
 simulator's own usage errors (``sim decode --api-key ...``, ``sim prefill --config`` of a malformed
-file holding a key). ``bench`` sends session and access headers (``X-Session-Id``, ``X-Access``). A declared knob
-whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and ``knob set`` writes
-another: ``knob get|set|diff``, ``verify`` and the ledger show and store ``***``. Every command of
-the click group is run but those in :data:`NOT_RUN` (each with its reason): a new command fails
-this test until it is added. Scanned for every planted value:
+file holding a key); ``bench`` sends session and access headers (``X-Session-Id``, ``X-Access``).
+A declared knob whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and
+``knob set`` writes another: ``knob get|set|diff``, ``verify`` and the ledger show and store
+``***``. Every command of the click group is run but those in :data:`NOT_RUN` (each with its
+reason): a new command fails this test until it is added. Scanned for every planted value:
 
 - every command's stdout and stderr;
 - the ledger's bytes: the main file AND its ``-wal`` (a reader held open by the test keeps the WAL
@@ -218,7 +218,7 @@ def _case(scan: Scan) -> None:
 
 def _simulator(scan: Scan) -> None:
     """The simulator's own failure paths (its running output is a service log, not scanned)."""
-    bad = scan.root / "bad.yaml"
+    bad = scan.root / "env" / "sim-bad.yaml"  # an input, the secret's home: not scanned
     bad.write_text(f'max-running-requests: 8\napi-key: "{SIM_SECRETS[1]}\nx: [\n')
     port = str(free_port())
     scan.run("sim", "decode", "--port", port, "--api-key", SIM_SECRETS[0], "--bogus", code=2)

@@ -1,4 +1,4 @@
-"""A name as the redaction policy reads it (:func:`servelab.core.redaction.is_secret_name`):
+"""A name as the redaction policy reads it (:func:`servelab.core.secretnames.is_secret_name`):
 ``pаssword`` with a Cyrillic ``а``, ``ＡＰＩ_ＫＥＹ`` in full-width letters and ``pass\u200bword``
 with a zero-width space look like ``password`` to a reader, so they are read as it.
 

@@ -65,7 +65,6 @@ __all__ = [
     "StoredUrl",
     "argument_secrets",
     "clip_long",
-    "is_secret_name",
     "mask",
     "mask_fields",
     "masked_serializer",

@@ -26,7 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from servelab.core.redaction import REDACTED, is_secret_name
+from servelab.core.redaction import REDACTED
+from servelab.core.secretnames import is_secret_name
 from servelab.errors import KnobError
 
 __all__ = [
@@ -282,7 +283,7 @@ def diff(old: EnvFile | Mapping[str, str], new: EnvFile | Mapping[str, str]) -> 
 
 def redact(mapping: Mapping[str, str], *, reveal: Iterable[str] = ()) -> dict[str, str]:
     """Values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ...: the one policy,
-    :func:`servelab.core.redaction.is_secret_name`) replaced by ``***``.
+    :func:`servelab.core.secretnames.is_secret_name`) replaced by ``***``.
 
     Names in ``reveal`` (e.g. a service's declared knobs) are always shown as they are.
     """
