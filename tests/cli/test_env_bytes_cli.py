@@ -8,7 +8,7 @@ from pathlib import Path
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from tests.support import free_port, run_cli
-from tests.support.specs import write_decode_spec
+from tests.support.specs import write_decode_spec, write_pd_spec
 
 
 def test_knob_set_keeps_the_latin1_bytes_of_another_variable(tmp_path: Path) -> None:
@@ -22,3 +22,23 @@ def test_knob_set_keeps_the_latin1_bytes_of_another_variable(tmp_path: Path) -> 
     done = run_cli("knob", "set", "decode", f"{DEFAULT_KNOB}=512", "-f", str(spec))
     assert done.returncode == 0, (done.stdout, done.stderr)
     assert env_file.read_bytes() == raw.replace(b"=256", b"=512")
+
+
+def test_an_argument_knob_keeps_the_latin1_bytes_of_its_variables_other_words(
+    tmp_path: Path,
+) -> None:
+    """``knob set decode -- --max-running-requests=48`` rewrites the ``args_env`` variable: its
+    other words (a served model name with a Latin-1 byte) and the other lines keep their bytes."""
+    spec = write_pd_spec(
+        tmp_path, knobs=(DEFAULT_KNOB, "--max-running-requests"),
+        decode_toml='args_env = "SGLANG_ARGS"\n',
+    )  # fmt: skip
+    env_file = tmp_path / "env" / "decode.env"
+    before = env_file.read_bytes()
+    words = b'SGLANG_ARGS="--served-model-name caf\xe9 --max-running-requests 32"\n'
+    env_file.write_bytes(before + b"NOTE=na\xefve\n" + words)
+    done = run_cli("knob", "set", "decode", "-f", str(spec), "--", "--max-running-requests=48")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    after = env_file.read_bytes()
+    assert after.startswith(before + b"NOTE=na\xefve\n"), after
+    assert b"caf\xe9" in after and b"--max-running-requests 48" in after, after
