@@ -87,10 +87,13 @@ _ESCAPED = r"\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}"
 #: A key's other characters: a word's, ``.`` and ``-``, and what a key may hide in it (zero-width
 #: characters, the soft hyphen, combining marks, variation selectors).
 _KEY_CHAR = r"[\w.\u00ad\u0300-\u036f\u034f\u200b-\u200d\u2060\ufe00-\ufe0f\ufeff-]"
+#: What a key never starts after: a word's character, an escape's backslash, a hidden one.
+_INSIDE = r"[\w\\\u00ad\u0300-\u036f\u034f\u200b-\u200d\u2060\ufe00-\ufe0f\ufeff-]"
 #: ``name: value`` / ``name=value`` / ``"name": "value"`` / ``name<TAB>value`` up to the end of
-#: the line (a quoted value up to its closing quote).
+#: the line (a quoted value up to its closing quote). A key never starts inside a word or an
+#: escape (``\\u0077``'s ``u``): one try per word, not one per character of a long run.
 _KEYED = re.compile(
-    rf"""(?P<key>(?<![\w-])["']?(?:[^\W\d_]|{_ESCAPED})(?:{_KEY_CHAR}|{_ESCAPED})*["']?)"""
+    rf"""(?P<key>(?<!{_INSIDE})["']?(?:[^\W\d_]|{_ESCAPED})(?:{_KEY_CHAR}|{_ESCAPED})*["']?)"""
     r"""(?P<sep>[ \t]*[:=][ \t]*|\t+)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
