@@ -437,20 +437,15 @@ def test_one_codec(path: Path) -> None:
 #: report, the engine's report, the trace generator, the ledger export and the case timeline's
 #: events were read and written as their types, and of 172 and 25 before a stored soak had one
 #: typed reader, the case outcomes' ``--json`` moved to report/case and a soak's request body and
-#: messages were typed (``core/soak/body.py`` ``ChatBody``; what is left:
-#: :data:`JSON_PUBLIC_LEFT`).
-MAX_JSON_TYPES = 136
-MAX_JSON_PUBLIC = 5
-#: The public functions still taking or returning a JSON dict, each with its reason.
-JSON_PUBLIC_LEFT = {
-    # the JSON edge itself: a JSON value inside an argument, a stored record's packed encoding,
-    # a row of any table streamed as it is
-    "core/knobs/argv.py:json_set": "a knob inside a JSON-valued argument edits that JSON",
-    "core/load/packed.py:pack_record": "packs a stored record's encoding, of any age (io/ledger)",
-    "core/load/packed.py:unpack_record": "its inverse: the stored encoding back",
-    "report/ledger.py:csv_chunks": "streams raw rows of every table, any age, as CSV",
-    "report/ledger.py:jsonl_chunks": "streams raw rows of every table, any age, as JSON Lines",
-}
+#: messages were typed (``core/soak/body.py`` ``ChatBody``), and of 136 and 5 before the packed
+#: per-request records moved to the ledger (``io/ledger/packed.py``), a JSON-valued argument's
+#: key was set on its text (``core/knobs/argv.py`` ``json_key_set``), the export's raw rows
+#: became ``core/ledger/rawrow.py`` ``RawRow`` and a bisection's bench and a case test's workload
+#: were read as their types (what is left: :data:`JSON_PUBLIC_LEFT`).
+MAX_JSON_TYPES = 119
+MAX_JSON_PUBLIC = 0
+#: The public functions still taking or returning a JSON dict, each with its reason (none).
+JSON_PUBLIC_LEFT: dict[str, str] = {}
 _JSON_FREE_LAYERS = ("io", "sim")
 
 

@@ -14,12 +14,16 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   ├── HealthTimeout(TimeoutError)   readiness not reached before the deadline
     │   ├── CommandTimeout(TimeoutError)  a start/stop command outlived its timeout
     │   ├── RouterApiError                the router's worker API answered otherwise than expected
-    │   │   └── WorkerListError(ValueError) its worker list (200) is not of a worker list's shape
+    │   │   └── WorkerListError(ValueError) its worker list (200) is not of a worker list's shape,
+    │   │                                 or not one init can use (over a bound, no prefill/decode)
     │   ├── DeploymentBusy                another command holds the deployment's lock
     │   │                                 (servelab.io.lock: it carries the holder)
-    │   └── RestartLeftDown               a restart failed once it had stopped services
-    │                                     (servelab.ops.deploy.results: it carries the
-    │                                     report: what is down, the command to bring it back)
+    │   ├── RestartLeftDown               a restart failed once it had stopped services
+    │   │                                 (servelab.ops.deploy.results: it carries the
+    │   │                                 report: what is down, the command to bring it back)
+    │   └── PutBackAfterFailure           a set value the deployment would not take, put back
+    │                                     as found (servelab.ops.deploy.refused: it carries
+    │                                     what the put-back did, or what is down)
     ├── HostError(OSError)                running commands or touching files on a host failed
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
@@ -48,8 +52,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
 ``TraceError``/``DamagedRow`` (bad input) and ``WorkerListError`` (a router's worker list of
-another shape) → 2, everything else → 1; an ``OptionError`` of a shared option's parser becomes
-click's usage error naming the option.
+another shape, or one ``init`` cannot use) → 2, everything else → 1; an ``OptionError`` of a
+shared option's parser becomes click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -119,8 +123,10 @@ class RouterApiError(DeployError):
 
 class WorkerListError(RouterApiError, ValueError):
     """The router answered its worker list (``GET /workers`` 200) with a body of another shape
-    (not JSON, not an object, ``workers`` not a list, an entry not an object): the message names
-    the URL and what was wrong."""
+    (not JSON, not an object, ``workers`` not a list, an entry not an object), or, for ``init``,
+    with one it cannot use (over its size bound, more workers than it reads, no usable prefill or
+    decode worker, answers over their bound together): the message names the URL and what was
+    wrong."""
 
 
 class DeploymentBusy(DeployError):

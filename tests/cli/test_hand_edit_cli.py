@@ -32,6 +32,12 @@ def _spec(tmp_path: Path, value: str) -> tuple[Path, Path]:
     return spec, env
 
 
+def _written(ledger_file: Path) -> list[str | None]:
+    """Every value servelab wrote to the knob, in order (the ledger's knob changes)."""
+    with Ledger.open(ledger_file) as ledger:
+        return [c.new for c in sorted(ledger.list(KnobChangeRecord, name=K), key=lambda c: c.id)]
+
+
 def _resolved_case(ledger_file: Path) -> tuple[str, int]:
     """A case that reverted the knob 512 -> 256 and exonerated it: its plan restores 512."""
     with Ledger.open(ledger_file) as ledger:
@@ -62,7 +68,10 @@ def test_restore_refuses_a_hand_edit_then_force_overwrites_it(tmp_path: Path) ->
     assert not (tmp_path / "state" / "logs").exists()  # nothing restarted
     forced = run_cli("restore", cid, "--force", *led)
     assert forced.returncode == 1, forced.stdout + forced.stderr  # the restart fails (exit 3)
-    assert env.read_text() == f"{K}=512\nOTHER=1\n"  # the plan's value, written over the edit
+    assert _written(ledger_file)[-2:] == ["512", "300"]  # the plan's value, written over the edit
+    # The restart failed: the value found is put back (tenth pass), the service named down.
+    assert env.read_text() == f"{K}=300\nOTHER=1\n"
+    assert "down: decode; bring them back with: servelab up" in forced.stdout + forced.stderr
 
 
 def test_restore_goes_ahead_when_the_file_holds_what_servelab_wrote(tmp_path: Path) -> None:
@@ -72,7 +81,8 @@ def test_restore_goes_ahead_when_the_file_holds_what_servelab_wrote(tmp_path: Pa
     done = run_cli("restore", cid, "-f", str(spec), "--ledger", str(ledger_file))
     assert done.returncode == 1, done.stdout + done.stderr  # got as far as the restart
     assert "changed since" not in done.stderr
-    assert env.read_text() == f"{K}=512\nOTHER=1\n"
+    assert _written(ledger_file)[-2:] == ["512", "256"]  # written, then put back as found
+    assert env.read_text() == f"{K}=256\nOTHER=1\n"
 
 
 def test_case_revert_refuses_a_hand_edit_back_to_an_older_value(tmp_path: Path) -> None:
@@ -99,4 +109,6 @@ def test_case_revert_refuses_a_hand_edit_back_to_an_older_value(tmp_path: Path) 
     assert refused_to.returncode == 2 and "the file was changed since" in refused_to.stderr
     forced = run_cli("case", "revert", str(cid), TARGET, "--to", "128", "--yes", "--force", *led)
     assert forced.returncode == 1, forced.stdout + forced.stderr  # the restart fails (exit 3)
-    assert env.read_text() == f"{K}=128\nOTHER=1\n"
+    assert _written(ledger_file)[-2:] == ["128", "512"]  # written, then put back as found
+    assert env.read_text() == f"{K}=512\nOTHER=1\n"
+    assert "down: decode; bring them back with: servelab up" in forced.stdout + forced.stderr

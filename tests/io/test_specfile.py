@@ -108,3 +108,23 @@ def test_the_spec_as_a_process_is_refused_from_a_fifo_with_exit_2(tmp_path: Path
     os.mkfifo(fifo)
     done = run_cli("status", "-f", str(fifo), timeout=60)
     assert done.returncode == 2 and "not a regular file (a FIFO or pipe)" in done.stderr
+
+
+def test_a_state_dir_that_is_a_file_is_the_spec_s_fault_said_at_its_key(tmp_path: Path) -> None:
+    """The ninth pass: a ``state_dir`` naming a file gave each command its own "File exists"
+    (the lock, the ledger); it is a spec error at ``state_dir`` now, exit 2, nothing written."""
+    (tmp_path / "afile").write_text("x\n", encoding="utf-8")
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'name = "t"\nstate_dir = "afile"\n\n[services.router]\nrole = "router"\n'
+        'url = "http://127.0.0.1:9"\nstart = "true"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(SpecError, match="afile exists and is not a directory"):
+        load_spec(spec)
+    result = run_cli("down", "-f", str(spec), "--json")
+    assert result.returncode == 2, result.stderr
+    assert "is not a directory" in result.stdout
+    assert (tmp_path / "afile").read_text(encoding="utf-8") == "x\n"
+    (tmp_path / "afile").unlink()
+    assert load_spec(spec).state_dir == tmp_path / "afile"

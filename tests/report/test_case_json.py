@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Bisected, Change, ProbeOutcome, next_step, record_probe
 from servelab.core.case.bisect import start_bisect as start
 from servelab.core.case.experiment import (
@@ -35,6 +36,7 @@ from servelab.core.case.probe import (
 from servelab.core.case.record import CaseEvent
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
+from servelab.core.soak.result import SoakConfig
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
@@ -73,7 +75,8 @@ def _bisection() -> BisectOutcome:
     while not isinstance(step := next_step(state), Bisected):
         state = record_probe(state, ProbeOutcome.BAD if 1 in step.indices else ProbeOutcome.GOOD)
     test = parse_probe_test("throughput@C64<1500")
-    begun = BisectRecord(1, changes, test, "2026-03-01T10:00:00Z", "now", 3, bench={"runs": 2})
+    bench = BenchConfig("http://127.0.0.1:8000", concurrencies=(64,), repeat=2)
+    begun = BisectRecord(1, changes, test, "2026-03-01T10:00:00Z", "now", 3, bench=bench)
     probe = ProbeRecord(1, 40, 1, (0, 1), ProbeOutcome.BAD, 1, ArmTally(ARM_BAD, None, 3, 3),
                         ArmTally(ARM_PROBE, None, 3, 3))  # fmt: skip
     end = BisectConclusion(1, 40, step, bisect_verdicts(changes, step), 12, 80.5)
@@ -89,7 +92,8 @@ def test_bisect_json_is_the_outcome_as_it_was_written_by_hand() -> None:
     summary = describe_bisected(outcome.start, outcome.conclusion)
     doc = json.loads(bisect_json(outcome))
     assert _ordered(doc) == _ordered(json.loads(json.dumps({**by_hand, "summary": summary})))
-    assert doc["left"] == ["0", None, "1"] and doc["start"]["bench"] == {"runs": 2}
+    assert doc["left"] == ["0", None, "1"] and doc["start"]["bench"]["repeat"] == 2
+    assert doc["start"]["bench"] == encode(outcome.start.bench)
 
 
 def test_experiment_json_is_the_record_and_its_ids_then_words() -> None:
@@ -99,7 +103,7 @@ def test_experiment_json_is_the_record_and_its_ids_then_words() -> None:
     record = ExperimentRecord(
         case_id=1, target=TARGET, suspect_value="512", revert_value="256", rounds=1,
         workload_soak_id=3, decision=decide(suspect, revert), suspect=suspect, revert=revert,
-        visits=visits, found="512", left="512", elapsed_s=8.1, workload={"sessions": 3},
+        visits=visits, found="512", left="512", elapsed_s=8.1, workload=SoakConfig(sessions=3),
     )  # fmt: skip
     doc = json.loads(experiment_json(CaseTestOutcome(record, 7, 8)))
     head = {**encode(record), "event_id": 7, "evidence_id": 8}

@@ -17,17 +17,22 @@ It answers ``GET /workers`` as a router would, but with what ``MODE`` says:
   ``/server_info`` and ``/v1/models`` report a model and a version holding a newline, a line of
   TOML (``stop = "touch PWNED"``) and the secret.
 
-- ``garbage``: ``{"workers": "oops"}`` (200, not a list);
+- ``garbage``: ``{"workers": "oops"}`` (200, not a list); ``empty``: ``{"workers": []}``;
 - ``escapes``: one worker whose id, URL, role and status hold an ``ESC [`` sequence, a ``NUL``
   and a newline; in these two modes ``/readiness`` and ``/health`` answer 200 (a router verify
   reads).
 
 Otherwise its ``/v1/models`` lists ``hostile-model``; every other path is a 404.
+
+With ``HOSTILE_PREFILL`` set (a URL) in its environment, ``inject``, ``typed`` and ``fanout``
+list that URL last as a usable prefill worker (``init`` writes no spec without a prefill and a
+decode).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,6 +40,17 @@ SECRET = "sk-PLANTEDhostile0123456789abcdef"
 
 
 def _workers(port: int, mode: str, decode: str) -> object:
+    listed = _listed(port, mode, decode)
+    prefill = os.environ.get("HOSTILE_PREFILL")
+    workers = listed["workers"]
+    if prefill and mode in ("inject", "typed", "fanout") and isinstance(workers, list):
+        workers.append(
+            {"id": "p", "url": prefill, "worker_type": "prefill", "bootstrap_port": 45678}
+        )
+    return listed
+
+
+def _listed(port: int, mode: str, decode: str) -> dict[str, object]:
     me = f"http://127.0.0.1:{port}"
     if mode == "many":
         return {"workers": [{"id": str(i), "url": f"http://127.0.0.1:{i + 1}",
@@ -54,6 +70,8 @@ def _workers(port: int, mode: str, decode: str) -> object:
                             {"id": "e", "url": decode, "worker_type": "decode"}]}  # fmt: skip
     if mode == "garbage":
         return {"workers": "oops"}
+    if mode == "empty":
+        return {"workers": []}
     if mode == "escapes":
         bad = "\x1b[2J\x1b]0;PWNED\x07\x00\n"
         return {"workers": [{"id": "w" + bad, "url": f"http://127.0.0.1:9{bad}",

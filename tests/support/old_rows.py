@@ -23,8 +23,8 @@ from __future__ import annotations
 import dataclasses
 
 from servelab.core.ledger.codec import encode
-from servelab.core.load.packed import pack_record
 from servelab.core.load.records import RequestRecord
+from servelab.io.ledger.packed import pack_record
 
 __all__ = [
     "AB_RUN_BEFORE_CODEC",
@@ -32,6 +32,8 @@ __all__ = [
     "AB_VISITS_BEFORE_CODEC",
     "BENCH_JSON_BEFORE_CONTRACT",
     "BENCH_SUMMARY_BEFORE_CONTRACT",
+    "BISECT_BEFORE_TYPED_BENCH",
+    "EXPERIMENT_WORKLOADS_BEFORE_TYPED",
     "FIRST_AB_RUN",
     "packed_v1",
 ]
@@ -280,9 +282,48 @@ BENCH_JSON_BEFORE_CONTRACT = (
 )
 
 
+#: A bisection's start (the case event ``bisect``'s detail) as stored while its ``bench`` was read
+#: as JSON: a threshold test's bench config, written before ``workers``, ``headers``, ``ramp_s``
+#: and ``trace`` existed, and a soak test's, which had none (``{}``).
+BISECT_BEFORE_TYPED_BENCH = (
+    '{"alpha":0.05,"bad":"now","bench":{"concurrencies":[64],"deadline_s":null,"endpoint":"/v1/cha'
+    't/completions","idle_timeout_s":60.0,"ignore_eos":true,"input_len":{"kind":"fixed","minimum":1'
+    ',"spread":0.0,"value":128.0},"label":"","model":"default","output_len":{"kind":"fixed","minimu'
+    'm":1,"spread":0.0,"value":64.0},"rate":null,"repeat":1,"requests":64,"seed":0,"shared_prefix_l'
+    'en":0,"slo":null,"url":"http://127.0.0.1:8000","warmup":0},"case_id":3,"changes":[{"bad":"1","'
+    'good":"0","knob":"K0","service":"decode"},{"bad":"1","good":"0","knob":"K1","service":"decode"'
+    '}],"effect":0.5,"good":"2026-03-01T10:00:00Z","rounds":3,"runs":1,"sessions":null,"test":{"bel'
+    'ow":true,"concurrency":64,"kind":"threshold","metric":"throughput","value":1500.0},"workload_s'
+    'oak_id":null}',
+    '{"alpha":0.05,"bad":"now","bench":{},"case_id":3,"changes":[{"bad":"1","good":"0","knob":"K0",'
+    '"service":"decode"},{"bad":"1","good":"0","knob":"K1","service":"decode"}],"effect":0.5,"good"'
+    ':"2026-03-01T10:00:00Z","rounds":3,"runs":1,"sessions":2,"test":{"below":true,"concurrency":0,'
+    '"kind":"soak","metric":"","value":0.0},"workload_soak_id":7}',
+)
+
+
+#: A ``case test``'s ``workload`` (its experiment event's detail) as stored while it was read as
+#: JSON: a soak test's soak config (written before ``client``, ``headers``, ``fresh_context``,
+#: ``warm_up`` and ``answer_probes`` existed), an answers test's bench flat under its ``test``
+#: (before ``workers``, ``headers``, ``ramp_s``, ``trace``), an experiment of no data's, and one
+#: that no longer reads as either (a soak config whose ``sessions`` is 0).
+EXPERIMENT_WORKLOADS_BEFORE_TYPED = (
+    '{"check_determinism":true,"connection":"reuse","duration_s":300.0,"idle_timeout_s":30.0,"kno'
+    'bs":{},"localize":true,"max_tokens":24,"model":null,"rounds":4,"seed":7,"sessions":3,"think_t'
+    'ime_s":0.0,"turn_words":48}',
+    '{"concurrencies":[8],"deadline_s":null,"endpoint":"/v1/chat/completions","idle_timeout_s":60.'
+    '0,"ignore_eos":true,"input_len":{"kind":"fixed","minimum":1,"spread":0.0,"value":128.0},"labe'
+    'l":"","model":"default","output_len":{"kind":"fixed","minimum":1,"spread":0.0,"value":64.0},"'
+    'rate":null,"repeat":1,"requests":40,"seed":0,"shared_prefix_len":0,"slo":null,"test":"answers'
+    '@C8","url":"http://127.0.0.1:8000","warmup":0}',
+    "{}",
+    '{"sessions":0,"rounds":4}',
+)
+
+
 def packed_v1(record: RequestRecord) -> bytes:
     """``record`` in the compact form servelab wrote before version 2 (the ids as two texts),
-    by the layout's own words (:mod:`servelab.core.load.packed`): version byte 1, the same
+    by the layout's own words (:mod:`servelab.io.ledger.packed`): version byte 1, the same
     body, then (when any is set) each id as a varint length and UTF-8, and the two numbers + 1."""
     bare = dataclasses.replace(
         record, request_id="", traceparent="", cached_tokens=None, session=None

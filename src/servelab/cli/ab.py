@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 from rich.markdown import Markdown
 
-from servelab.cli.answeropts import answers_config, answers_option
+from servelab.cli.answeropts import answers_config, answers_option, refuse_unkeepable
 from servelab.cli.bench import bench_config, check_lengths, check_trace
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
 from servelab.cli.common import (
@@ -40,10 +40,11 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.resumed import refuse_options_with_resume
 from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
-from servelab.core.ab.result import AbMetric, AbResult
+from servelab.core.ab.result import AbMetric, AbResult, Keep
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_ab_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.bounds import parse_effect
@@ -58,11 +59,11 @@ from servelab.core.options import (
 from servelab.io.files import write_atomic
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.overwrite import unused_stem
-from servelab.ops.ab.ab import resume_ab, run_ab
+from servelab.ops.ab.ab import resume_ab, run_ab, unchecked
+from servelab.ops.ab.checks import check_arms, check_keep
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
-from servelab.ops.knob import check_setting
 from servelab.report.ab import ab_markdown, ab_png, plan_markdown
 from servelab.report.answers import answers_phrase, answers_refusal, unchecked_phrase
 from servelab.report.text import safe_markdown
@@ -112,12 +113,13 @@ def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> A
         )
 
 
-def _check_arms(where: SpecAndLedger, arms: KnobArms) -> None:
-    """Both arms' values checked before anything runs or is planned, as ``tune`` does (an
-    undeclared knob, a value the knob cannot take, one over 4 KiB: exit 2)."""
+def _check_arms(where: SpecAndLedger, arms: KnobArms, keep: str | None) -> None:
+    """Both arms' values and ``--keep`` checked before anything runs or is planned, as ``tune``
+    does (an undeclared knob, a value the knob cannot take, one over 4 KiB, two values of one
+    setting, a ``--keep`` no A/B could leave live: exit 2; :mod:`servelab.ops.ab.checks`)."""
     spec = where.spec().spec
-    for value in (arms.baseline, arms.candidate):
-        check_setting(spec, arms.service, arms.name, value)
+    check_arms(spec, arms.service, arms.name, (arms.baseline, arms.candidate))
+    check_keep(spec, arms.service, arms.name, keep)
 
 
 def _check_resume(where: SpecAndLedger, resume: int) -> None:
@@ -311,7 +313,7 @@ def ab_command(
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
     measure = _Measure(load, workload, trace, slo)
     if arms is not None:
-        _check_arms(where, arms)
+        _check_arms(where, arms, keep)
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
@@ -322,8 +324,11 @@ def ab_command(
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)
     if resume is not None:
+        refuse_options_with_resume("A/B")
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
+    if cfg is not None and keep in (Keep.BETTER, Keep.CANDIDATE, cfg.candidate):
+        refuse_unkeepable(cfg.answers, unchecked(cfg), f"--keep {keep}")
     with where.exclusive(wait=wait):
         result = run(noting(_ab(where, cfg, resume, allow_unread)))
     _print(output, result)

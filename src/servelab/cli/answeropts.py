@@ -6,9 +6,10 @@ from __future__ import annotations
 import click
 
 from servelab.cli.sharedoption import Decorator
-from servelab.core.answers.contract import AnswersConfig, AnswersMode
+from servelab.core.answers.contract import AnswersConfig, AnswersMode, AnswersUnchecked
+from servelab.report.answers import unkeepable_phrase
 
-__all__ = ["answer_probes_option", "answers_config", "answers_option"]
+__all__ = ["answer_probes_option", "answers_config", "answers_option", "refuse_unkeepable"]
 
 
 def answers_option() -> Decorator:
@@ -38,3 +39,13 @@ def answers_config(mode: str) -> AnswersConfig | None:
     """``--answers``' config (None: off)."""
     config = AnswersConfig(AnswersMode(mode))
     return config if config.on else None
+
+
+def refuse_unkeepable(
+    answers: AnswersConfig | None, why: AnswersUnchecked | None, option: str
+) -> None:
+    """``--answers gate`` with ``option`` (``--keep better``), which can keep only a candidate
+    whose answers are shown unchanged, where no probe can be sent (``why``): refused before
+    anything runs. It used to run the whole A/B and keep the faster arm unchecked."""
+    if answers is not None and answers.mode is AnswersMode.GATE and why is not None:
+        raise click.UsageError(unkeepable_phrase(option, why))

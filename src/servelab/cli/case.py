@@ -219,6 +219,7 @@ def case_revert(
 
     async def body(ledger: Ledger) -> RevertOutcome | None:
         loaded = where.deployment()
+        cases.check_revert_to(loaded.spec, target, to_value)  # before asking: nothing changed
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             current = await cases.current_value(op, target)
             preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)

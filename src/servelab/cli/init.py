@@ -2,8 +2,11 @@
 worker list, each worker's server info, the processes or systemd units on its host); it says what
 it could not find, and the user edits the rest.
 
-Exit 0 when the spec is written, 1 when the router cannot be read, 2 on bad options (an existing
-``-o`` file that holds anything without ``--force``, ``-o -`` with ``--json``).
+Exit 0 when the spec is written; 2 on bad input: bad options (an existing ``-o`` file that holds
+anything without ``--force``, ``-o -`` with ``--json``) and whatever the router answers that init
+cannot use (:class:`~servelab.errors.WorkerListError`: over a bound, not a worker list, no usable
+prefill or decode worker; never a spec of 0 prefill or 0 decode); 1 when the router cannot be
+read at all.
 """
 
 from __future__ import annotations

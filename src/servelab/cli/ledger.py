@@ -15,9 +15,8 @@ import io
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -25,6 +24,7 @@ from servelab.cli.boundary import json_option, print_json
 from servelab.cli.common import SpecAndLedger, ledger_option, run_with_ledger, say, spec_option
 from servelab.cli.options import FORCE_HELP
 from servelab.core.ledger.codec import encode
+from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.io.files import CHUNK_BYTES, Data, write_atomic, write_stream, write_to
 from servelab.io.ledger.ledger import Ledger
@@ -86,25 +86,25 @@ class _Counter:
         self.runs = 0
         self.records = 0
 
-    def records_of(self, run_id: int) -> Iterator[dict[str, Any]]:
+    def records_of(self, run_id: int) -> Iterator[RawRow]:
         self.runs += 1
         for record in self.ledger.iter_bench_records(run_id):
             self.records += 1
-            yield record
+            yield RawRow(record)
 
-    def spans_of(self, run_id: int) -> Iterator[dict[str, Any]]:
-        return (encode(s) for s in self.ledger.iter_spans(run_id=run_id))
+    def spans_of(self, run_id: int) -> Iterator[RawRow]:
+        return (RawRow(encode(s)) for s in self.ledger.iter_spans(run_id=run_id))
 
-    def soak_spans_of(self, soak_id: int) -> Iterator[dict[str, Any]]:
-        return (encode(s) for s in self.ledger.iter_spans(soak_id=soak_id))
+    def soak_spans_of(self, soak_id: int) -> Iterator[RawRow]:
+        return (RawRow(encode(s)) for s in self.ledger.iter_spans(soak_id=soak_id))
 
-    def rows(self, table: str) -> Iterator[dict[str, Any]]:
+    def rows(self, table: str) -> Iterator[RawRow]:
         for row in self.ledger.iter_rows(table):
             if table == "bench_records":
                 self.records += 1
             elif table == "bench_runs":
                 self.runs += 1
-            yield row
+            yield RawRow(row)
 
 
 def _encoded(chunks: Iterable[str]) -> Iterator[bytes]:
@@ -150,8 +150,7 @@ def export_stream(
     else:
         names = _tables(ledger, records)
         head = export_header(fmt, ledger.schema_version, str(ledger.path))
-        header = {**encode(head), "tables": names}
-        chunks = jsonl_chunks(header, ((t, counter.rows(t)) for t in names))
+        chunks = jsonl_chunks(head, [(t, counter.rows(t)) for t in names])
         runs = -1
     written = _to(out, _encoded(chunks), chunk_bytes)
     runs = counter.runs if runs < 0 else runs
@@ -192,11 +191,11 @@ def export_csv(
 
 
 class _CountRows:
-    def __init__(self, rows: Iterable[Mapping[str, Any]]) -> None:
+    def __init__(self, rows: Iterable[RawRow]) -> None:
         self._rows = rows
         self.n = 0
 
-    def __iter__(self) -> Iterator[Mapping[str, Any]]:
+    def __iter__(self) -> Iterator[RawRow]:
         for row in self._rows:
             self.n += 1
             yield row

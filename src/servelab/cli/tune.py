@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from servelab.cli.answeropts import answers_config, answers_option
+from servelab.cli.answeropts import answers_config, answers_option, refuse_unkeepable
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, console, err_console, print_json, run
 from servelab.cli.common import (
     SpecAndLedger,
@@ -41,6 +41,7 @@ from servelab.cli.options import (
     wait_option,
     workload_options,
 )
+from servelab.cli.resumed import refuse_options_with_resume
 from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_tune_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
@@ -62,6 +63,7 @@ from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.tunes import TuneStore
 from servelab.io.overwrite import unused_stem
 from servelab.ops.ab.tune import resume_tune, run_tune
+from servelab.ops.ab.tuneanswers import tune_unchecked
 from servelab.ops.ab.tuneconfig import DEFAULT_MAX_ROUNDS, TuneConfig, check_tune
 from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
@@ -259,6 +261,8 @@ def tune_command(
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         cfg = check_tune(where.spec().spec, cfg)  # tune and --plan refuse alike, before anything
+        if cfg.keep_best:
+            refuse_unkeepable(cfg.answers, tune_unchecked(cfg), "--keep best")
     if plan:
         if cfg is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_VALUES_FORM}")
@@ -270,6 +274,7 @@ def tune_command(
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)
     if resume is not None:
+        refuse_options_with_resume("tune")
         _check_resume(where, resume)
     with where.exclusive(wait=wait):  # one operator at a time: the tune restarts the deployment
         record = run(

@@ -98,7 +98,19 @@ def load_spec(path: Path | None = None, *, cwd: Path | None = None) -> LoadedSpe
                         source=str(path)) from exc  # fmt: skip
     loaded = LoadedSpec(parse_spec(text, source=str(path)), str(path), path.resolve().parent)
     _check_local_env_dirs(loaded)
+    _check_state_dir(loaded)
     return loaded
+
+
+def _check_state_dir(loaded: LoadedSpec) -> None:
+    """A ``state_dir`` that exists as something other than a directory (a file, a FIFO) is the
+    spec's fault, said at its key: each command that writes there failed with its own
+    "File exists" (the lock, the ledger)."""
+    state = loaded.state_dir
+    if state.exists() and not state.is_dir():
+        raise SpecError(
+            f"{state} exists and is not a directory", source=loaded.source, path="state_dir"
+        )
 
 
 def _check_local_env_dirs(loaded: LoadedSpec) -> None:

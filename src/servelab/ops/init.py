@@ -57,7 +57,14 @@ from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.options import parse_url
 from servelab.core.printable import printable
 from servelab.core.redaction import redact, redact_words
-from servelab.errors import HostError, KnobError, OptionError, RouterApiError, ServelabError
+from servelab.errors import (
+    HostError,
+    KnobError,
+    OptionError,
+    RouterApiError,
+    ServelabError,
+    WorkerListError,
+)
 from servelab.io.hosts.host import Host, host_for
 from servelab.io.http.client import HttpClient, oversize
 from servelab.io.routerworkers import RouterWorker, router_workers
@@ -89,6 +96,10 @@ class _Reading:
     host_name: str
     gaps: list[Gap]
     read: int = 0
+    #: The router's URL, as the errors of what it (or a worker it lists) answered name it.
+    router: str = ""
+    #: The status of the last answer read (None: no HTTP answer).
+    status: int | None = None
 
     async def url(self, url: str) -> str:
         return url if self.host is None or self.host.is_local else await self.host.http_url(url)
@@ -99,17 +110,18 @@ class _Reading:
     async def answer(self, base: str, path: str, service: str | None) -> Any:
         """The JSON document at ``base + path``, read to :data:`ANSWER_BYTES` (over them: a gap
         naming ``service``'s answer, None); None when there is none; a
-        :class:`~servelab.errors.RouterApiError` once all answers are over
+        :class:`~servelab.errors.WorkerListError` (bad input: exit 2) once all answers are over
         :data:`ANSWERS_BYTES`."""
         if self.read > ANSWERS_BYTES:
-            raise RouterApiError(
-                f"the deployment's answers are over {ANSWERS_BYTES >> 20} MiB together: init "
-                "reads no more (a real deployment's are a few MiB)"
+            raise WorkerListError(
+                f"{self.router}: the deployment's answers are over {ANSWERS_BYTES >> 20} MiB "
+                "together: init reads no more (a real deployment's are a few MiB)"
             )
         got = await self.http.probe(
             base + path, timeout=_TIMEOUT_S, body_limit=None, whole_limit=ANSWER_BYTES
         )
         self.read += len(got.body)
+        self.status = got.status
         if got.error == oversize(ANSWER_BYTES):
             self.read += ANSWER_BYTES  # read before it was given up
             self.gap(service, GapCode.ANSWER_TOO_LARGE, path)
@@ -130,11 +142,14 @@ class _Reading:
 
 async def discover(options: InitOptions) -> InitResult:
     """Read the deployment behind ``options.router_url``; raises
-    :class:`~servelab.errors.RouterApiError` when its worker list cannot be read."""
+    :class:`~servelab.errors.RouterApiError` when its worker list cannot be read (exit 1), and
+    :class:`~servelab.errors.WorkerListError` when what the router answered cannot be used
+    (exit 2: over a bound, not a worker list, no usable prefill or decode)."""
     host, host_name = _host(options)
     try:
         async with HttpClient() as http:
-            reading = _Reading(http, host, host_name, [])
+            router = options.router_url.rstrip("/")
+            reading = _Reading(http, host, host_name, [], router=router)
             return await _discover(reading, options)
     finally:
         if host is not None:
@@ -155,10 +170,12 @@ async def _discover(reading: _Reading, options: InitOptions) -> InitResult:
     kind = await _router_kind(reading, base)
     listed = await router_workers(kind, base, reading.http).list()
     if len(listed) > MAX_WORKERS:
-        raise RouterApiError(
+        raise WorkerListError(
             f"GET {base}/workers lists {len(listed):,} workers: init reads at most {MAX_WORKERS}"
         )
-    listed = [w for i, w in enumerate(listed) if _usable(reading, w, f"{i + 1} of {len(listed)}")]
+    usable = [_usable(reading, w, f"{i + 1} of {len(listed)}") for i, w in enumerate(listed)]
+    _check_roles(base, listed, usable)
+    listed = [w for w, ok in zip(listed, usable, strict=True) if ok]
     engine = ROUTERS[kind].engine
     model = _reported(await reading.model(base, None))
     if model is None:
@@ -191,12 +208,43 @@ def _usable(reading: _Reading, worker: RouterWorker, where: str) -> bool:
     return not bad
 
 
+def _check_roles(base: str, listed: Sequence[RouterWorker], usable: Sequence[bool]) -> None:
+    """Refuse (:class:`~servelab.errors.WorkerListError`, exit 2) a list without a usable
+    prefill and a usable decode worker: a spec is never written without one of each. The message
+    names the router's URL, what it lacks and why each worker was left out (by its place)."""
+    roles = {w.role for w, ok in zip(listed, usable, strict=True) if ok}
+    lacks = [role for role in ("prefill", "decode") if role not in roles]
+    if not lacks:
+        return
+    why = []
+    for place, (worker, ok) in enumerate(zip(listed, usable, strict=True), 1):
+        where = f"worker {place} of {len(listed)}"
+        if not ok:
+            why.append(f"{where}: not an http(s)://host[:port] URL, or a bad bootstrap port")
+        elif worker.role not in ("prefill", "decode"):
+            why.append(f"{where}: its role {worker.role!r} is neither prefill nor decode")
+    said = f" ({'; '.join(why)})" if why else ""
+    raise WorkerListError(
+        f"GET {base}/workers: lists {len(listed)} worker(s), no usable "
+        f"{' and no usable '.join(lacks)} worker{said}: init writes no spec without one "
+        "prefill and one decode"
+    )
+
+
 async def _router_kind(reading: _Reading, base: str) -> RouterKind:
+    """Which router answers, by its worker list's shape. An answer that is there but not a
+    worker list (over 1 MiB, not JSON, nested deeper than a parser goes) is bad input from the
+    router (:class:`~servelab.errors.WorkerListError`, exit 2); no answer, or an HTTP error, is
+    a router that cannot be read (:class:`~servelab.errors.RouterApiError`, exit 1)."""
     doc = await reading.answer(base, "/workers", None)
     if reading.gaps and reading.gaps[-1].code == GapCode.ANSWER_TOO_LARGE:
-        raise RouterApiError(
+        raise WorkerListError(
             f"GET {base}/workers: the router's /workers answer is over {ANSWER_BYTES >> 20} MiB: "
             "not read (a real one is under 64 KiB)"
+        )
+    if doc is None and reading.status == 200:
+        raise WorkerListError(
+            f"GET {base}/workers: not a worker list: not JSON, or nested deeper than a parser reads"
         )
     if doc is None:
         raise RouterApiError(f"GET {base}/workers: no worker list (is a router listening there?)")

@@ -20,6 +20,7 @@ __all__ = [
     "arm_answers_cells",
     "safe_text",
     "unchecked_phrase",
+    "unkeepable_phrase",
 ]
 
 
@@ -124,13 +125,26 @@ def answers_lines(j: AnswersJudgement) -> list[str]:
 
 def unchecked_phrase(why: AnswersUnchecked) -> str:
     """Why answers asked for were not checked, said where the verdict would stand."""
+    return f"answers NOT checked ({_unchecked_reason(why)}): the verdict is on speed alone"
+
+
+def unkeepable_phrase(option: str, why: AnswersUnchecked) -> str:
+    """Why ``--answers gate`` refuses ``option`` (``--keep better``) before anything runs: it
+    could keep only a candidate whose answers are shown unchanged, and none can be shown here."""
+    hint = "add --requests (19 or more per run)" if why is AnswersUnchecked.TOO_FEW_REQUESTS \
+        else "a generated load can carry them"  # fmt: skip
+    return (f"--answers gate cannot check answers here ({_unchecked_reason(why)}), so {option} "
+            f"could never keep the candidate: {hint}, or say --answers check to keep on speed "
+            "alone with its answers said unchecked")  # fmt: skip
+
+
+def _unchecked_reason(why: AnswersUnchecked) -> str:
     match why:
         case AnswersUnchecked.TOO_FEW_REQUESTS:
-            reason = "a run's --requests cannot carry one probe within its 5% share"
+            return "a run's --requests cannot carry one probe within its 5% share"
         case AnswersUnchecked.TRACE:
-            reason = "a replayed trace carries no probes"
+            return "a replayed trace carries no probes"
         case AnswersUnchecked.CAPACITY:
-            reason = "a capacity search carries no probes"
+            return "a capacity search carries no probes"
         case _ as never:
             assert_never(never)
-    return f"answers NOT checked ({reason}): the verdict is on speed alone"

@@ -11,10 +11,11 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
-from servelab.core.case.bisect import Change
+from servelab.core.case.bisect import Bisected, Change
 from servelab.core.case.contract import RestoreOutcome, RevertOutcome
 from servelab.core.case.experiment import (
     RULE_BOUND,
@@ -46,6 +47,7 @@ from servelab.core.ledger.codec import JsonObject, decode, encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
+from servelab.report.putback import after_failure
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import check_detail, with_details
 
@@ -92,14 +94,33 @@ def why_failed(verification: VerifyReport | None, failure: str | None = None) ->
     return _reasons(verification.failures if verification is not None else [], failure)
 
 
+def _put_back(outcome: RevertOutcome | RestoreOutcome) -> str:
+    """``; `` and what putting the knobs back after a failed restart did (empty: no put-back)."""
+    return "" if outcome.put_back is None else f"; {after_failure(outcome.put_back)}"
+
+
 def revert_error(outcome: RevertOutcome) -> str | None:
-    """Why the revert did not verify (None: it did)."""
-    return None if outcome.ok else _reasons(outcome.failed_checks, outcome.failure)
+    """Why the revert did not verify (None: it did), and what a failed restart's put-back did."""
+    if outcome.ok:
+        return None
+    return _reasons(outcome.failed_checks, outcome.failure) + _put_back(outcome)
 
 
 def restore_error(outcome: RestoreOutcome) -> str | None:
-    """Why the restore did not verify (None: it did)."""
-    return None if outcome.ok else _reasons(outcome.failed_checks, outcome.failure)
+    """Why the restore did not verify (None: it did), and what a failed restart's put-back did."""
+    if outcome.ok:
+        return None
+    return _reasons(outcome.failed_checks, outcome.failure) + _put_back(outcome)
+
+
+def _left(outcome: RevertOutcome | RestoreOutcome) -> tuple[list[str], str | None] | None:
+    """The services a failed restart's put-back left down and the command that brings them back
+    (one shell line, or None), for the ``--json`` document's ``down`` and ``recovery`` as an
+    interrupted command's failure document has them; None: no put-back ran."""
+    put = outcome.put_back
+    if put is None:
+        return None
+    return list(put.down), shlex.join(put.recovery) if put.recovery else None
 
 
 def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
@@ -157,6 +178,9 @@ def revert_json(outcome: RevertOutcome) -> str:
     doc: JsonObject = encode(outcome)
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = revert_error(outcome)
+    left = _left(outcome)
+    if left is not None:
+        doc = {"down": left[0], "recovery": left[1], **doc}
     return json_text(doc)
 
 
@@ -169,6 +193,9 @@ def restore_json(outcome: RestoreOutcome) -> str:
     ]
     doc["verification"] = _verification(doc, outcome.failure)
     doc["error"] = restore_error(outcome)
+    left = _left(outcome)
+    if left is not None:
+        doc = {"down": left[0], "recovery": left[1], **doc}
     return json_text(doc)
 
 
@@ -286,13 +313,28 @@ def _probe_line(record: ProbeRecord, changes: tuple[Change, ...]) -> str:
     )
 
 
-def describe_bisected(start: BisectRecord, conclusion: BisectConclusion) -> str:
-    """One line: the guilty changes and what finding them took."""
-    result = conclusion.result
+def _found(result: Bisected) -> str:
+    """The bisection's finding in a few words: ``guilty`` the changes, only when the result is
+    shown 1-minimal; else ``not proven`` and which changes were not shown needed."""
     guilty = "; ".join(_change(c) for c in result.changes) or "none"
-    shown = "1-minimal" if result.minimal else "not shown minimal (an undecided probe)"
+    if result.minimal:
+        return f"guilty {guilty}"
+    unproven = ", ".join(result.changes[result.indices.index(i)].knob for i in result.unproven
+                         if i in result.indices)  # fmt: skip
     return (
-        f"case bisect: guilty {guilty} ({shown}), found in {result.probes} probe(s) over "
+        f"not proven: bad with {guilty}, but {unproven} not shown needed (removing it was "
+        "undecided)"
+    )
+
+
+def describe_bisected(start: BisectRecord, conclusion: BisectConclusion) -> str:
+    """One line: the guilty changes (or, not shown 1-minimal, "not proven") and what finding
+    them took."""
+    result = conclusion.result
+    shown = "1-minimal" if result.minimal else "not shown minimal: an undecided probe"
+    return (
+        f"case bisect: {_found(result)} ({shown}), found in {result.probes} "
+        "probe(s) over "
         f"{len(start.changes)} change(s) ({conclusion.visits} visits, "
         f"{conclusion.elapsed_s:.0f} s)"
     )
@@ -346,7 +388,6 @@ def describe_bisect_event(event: BisectRecord | ProbeRecord | BisectConclusion) 
                 f"after {probe.rounds} round(s), p = {probe.decision.p_value:.3g}"
             )
         case BisectConclusion() as end:
-            guilty = "; ".join(_change(c) for c in end.result.changes) or "none"
-            return f"bisected: guilty {guilty} in {end.result.probes} probe(s)"
+            return f"bisected: {_found(end.result)} in {end.result.probes} probe(s)"
         case _:
             assert_never(event)

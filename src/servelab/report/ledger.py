@@ -23,6 +23,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from servelab.core.ledger.codec import JsonObject, decode, encode, finite
+from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.text import json_text
@@ -131,8 +132,9 @@ def _dump(value: Any) -> str:
     return json.dumps(finite(value), separators=(",", ":"), default=str, allow_nan=False)
 
 
-#: Where a run's children come from in a JSON export: ``(run id) -> its rows``.
-ChildrenOf = Callable[[int], Iterable[Mapping[str, Any]]]
+#: Where a run's children come from in a JSON export: ``(run id) -> its rows`` (each written as
+#: it is: a per-request record as stored, a received span).
+ChildrenOf = Callable[[int], Iterable[RawRow]]
 
 
 def ledger_json_chunks(
@@ -173,21 +175,23 @@ def _runs_chunks(
         for name, rows_of in children.items():
             yield f',"{name}":['
             for j, row in enumerate(rows_of(int(run["id"]))):
-                yield (",\n      " if j else "\n      ") + _dump(row)
+                yield (",\n      " if j else "\n      ") + _dump(row.values)
             yield "]"
         yield "}"
     yield "\n  ]"
 
 
 def jsonl_chunks(
-    header: Mapping[str, Any], tables: Iterable[tuple[str, Iterable[Mapping[str, Any]]]]
+    header: ExportHeader, tables: Sequence[tuple[str, Iterable[RawRow]]]
 ) -> Iterator[str]:
-    """JSON Lines: the header (``"table": "_export"``), then one line per row, each tagged with
-    its ``table`` (a per-request record's row: ``run_id``, ``seq``, ``record``)."""
-    yield _dump({"table": "_export", **header}) + "\n"
+    """JSON Lines: the header (``"table": "_export"``, the names of ``tables`` last), then one
+    line per row, each tagged with its ``table`` (a per-request record's row: ``run_id``,
+    ``seq``, ``record``)."""
+    names = [table for table, _ in tables]
+    yield _dump({"table": "_export", **encode(header), "tables": names}) + "\n"
     for table, rows in tables:
         for row in rows:
-            yield _dump({"table": table, **row}) + "\n"
+            yield _dump({"table": table, **row.values}) + "\n"
 
 
 def _csv_line(values: Iterable[Any]) -> str:
@@ -205,7 +209,7 @@ def _cell(value: Any) -> Any:
 def csv_chunks(
     table: str,
     columns: Sequence[str],
-    rows: Iterable[Mapping[str, Any]],
+    rows: Iterable[RawRow],
     json_columns: frozenset[str] = frozenset(),
 ) -> Iterator[str]:
     """One table as CSV: a header line of ``columns``, then a line per row, its ``json_columns``
@@ -218,7 +222,8 @@ def csv_chunks(
         return
     yield _csv_line(columns)
     for row in rows:
-        yield _csv_line(_json_cell(row.get(c)) if c in json_columns else _cell(row.get(c))
+        values = row.values
+        yield _csv_line(_json_cell(values.get(c)) if c in json_columns else _cell(values.get(c))
                         for c in columns)  # fmt: skip
 
 
@@ -226,7 +231,8 @@ def _json_cell(value: Any) -> str:
     return "" if value is None else _dump(value)
 
 
-def _record_cells(row: Mapping[str, Any]) -> list[Any]:
+def _record_cells(raw: RawRow) -> list[Any]:
+    row = raw.values
     record = row.get("record")
     if not isinstance(record, Mapping) or record.keys() != _RECORD_FIELDS:
         return [row.get("run_id"), row.get("seq"), *[""] * len(_RECORD_FIELDS), _dump(record)]

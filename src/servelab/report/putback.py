@@ -10,7 +10,7 @@ import shlex
 
 from servelab.core.deploy.putback import KnobBack, PutBack
 
-__all__ = ["render_put_back"]
+__all__ = ["after_failure", "render_put_back"]
 
 
 def _value(value: str | None) -> str:
@@ -45,3 +45,20 @@ def render_put_back(put: PutBack) -> str:
             f"  down: {', '.join(put.down)}; bring them back with: {shlex.join(put.recovery)}"
         )
     return "\n".join(lines) + "\n"
+
+
+def after_failure(put: PutBack) -> str:
+    """What putting the deployment back after a failed restart did, in one clause: as found, or
+    what is not back, what is down and the command that brings it back."""
+    if put.ok:
+        done = [f"wrote back {_knobs(put.written)}"] if put.written else []
+        done += [f"co-restarted {', '.join(put.restarted)}"] if put.restarted else []
+        return f"put back as found ({'; '.join(done) or 'nothing had changed'})"
+    parts = [f"NOT put back as found ({put.error or 'stopped by a second signal'})"]
+    for knob, fix in zip(put.not_written, put.fixes, strict=True):
+        parts.append(f"{knob.service} {knob.knob} is not back at {_value(knob.value)} in its "
+                     f"file; put it back with: {shlex.join(fix)}")  # fmt: skip
+    if put.down:
+        parts.append(f"down: {', '.join(put.down)}; bring them back with: "
+                     f"{shlex.join(put.recovery)}")  # fmt: skip
+    return "; ".join(parts)

@@ -7,6 +7,7 @@ import json
 import pytest
 from scipy.stats import fisher_exact
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.experiment import (
     ARM_REVERT,
     ARM_SUSPECT,
@@ -19,6 +20,7 @@ from servelab.core.case.experiment import (
     RULE_NOT_REPRODUCED,
     RULE_SIGNIFICANT,
     ArmTally,
+    BenchWorkload,
     Decision,
     ExperimentRecord,
     ExperimentVisit,
@@ -30,6 +32,8 @@ from servelab.core.case.experiment import (
     wilson_interval,
 )
 from servelab.core.ledger.codec import decode, encode
+from servelab.core.soak.result import SoakConfig
+from tests.support.old_rows import EXPERIMENT_WORKLOADS_BEFORE_TYPED
 
 
 def _arms(sf: int, sn: int, rf: int, rn: int) -> tuple[ArmTally, ArmTally]:
@@ -120,7 +124,7 @@ def test_the_record_round_trips_through_json() -> None:
     record = ExperimentRecord(
         case_id=1, target="knob:decode/K", suspect_value="512", revert_value="256", rounds=2,
         workload_soak_id=3, decision=decide(suspect, revert), suspect=suspect, revert=revert,
-        visits=visits, found="512", left="512", elapsed_s=16.0, workload={"sessions": 3},
+        visits=visits, found="512", left="512", elapsed_s=16.0, workload=SoakConfig(sessions=3),
     )  # fmt: skip
     doc = encode(record)
     assert doc["outcome"] == CONVICTED and doc["suspect"]["rate"] == 1.0
@@ -128,3 +132,25 @@ def test_the_record_round_trips_through_json() -> None:
     assert again == record and again.outcome == CONVICTED
     assert decode(Decision, {"p_value": 0.0}).p_value == 0.0  # a zero stays zero
     assert decode(ExperimentRecord, {}).outcome == INCONCLUSIVE
+
+
+def test_an_experiment_stored_before_its_workload_was_typed_reads_the_same() -> None:
+    """The workload was the stored JSON, read by nothing but the record's own JSON: a soak's
+    config reads as that config, an answers test's flat bench as its test and bench, ``{}`` or a
+    workload that no longer reads as None; each read is stored again as it was (the fields added
+    since with their defaults)."""
+    soak, bench, empty, unreadable = (json.loads(t) for t in EXPERIMENT_WORKLOADS_BEFORE_TYPED)
+    read = decode(ExperimentRecord, {"case_id": 2, "workload": soak}).workload
+    assert read == decode(SoakConfig, soak)
+    assert isinstance(read, SoakConfig) and (read.sessions, read.rounds, read.seed) == (3, 4, 7)
+    again = encode(ExperimentRecord(workload=read))["workload"]
+    assert {k: again[k] for k in soak} == soak and list(again) == list(encode(read))
+    answers = decode(ExperimentRecord, {"workload": bench}).workload
+    assert isinstance(answers, BenchWorkload) and answers.test == "answers@C8"
+    assert answers.bench == decode(BenchConfig, {k: v for k, v in bench.items() if k != "test"})
+    assert answers.bench.requests == 40 and answers.bench.concurrencies == (8,)
+    stored = encode(ExperimentRecord(workload=answers))["workload"]
+    assert next(iter(stored)) == "test" and {k: stored[k] for k in bench} == bench
+    assert decode(ExperimentRecord, {"workload": empty}).workload is None
+    assert decode(ExperimentRecord, {"workload": unreadable}).workload is None
+    assert encode(ExperimentRecord())["workload"] == {}

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Bisected, Change, ProbeOutcome, next_step, record_probe
 from servelab.core.case.bisect import start_bisect as start
 from servelab.core.case.experiment import ArmTally
@@ -37,6 +38,7 @@ from servelab.core.case.verdicts import WHY_EXPERIMENT_CONTRADICTS, refusals
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
 from servelab.errors import CaseError
+from tests.support.old_rows import BISECT_BEFORE_TYPED_BENCH
 
 CTAS = "SGLANG_SM120_MMA_TARGET_CTAS"
 
@@ -163,14 +165,34 @@ def test_resolve_takes_a_bisections_verdicts() -> None:
     assert refusals({guilty: "convicted"}, events, [], {})[0].evidence_ids == ()  # not evidence
 
 
+_BENCH = BenchConfig("http://127.0.0.1:8000", concurrencies=(64,), requests=64)
+
+
 def test_the_records_read_back_through_the_codec() -> None:
     changes, result = _six_with({0, 5})
     test = parse_probe_test("throughput@C64<1500")
     records = [
-        BisectRecord(1, changes, test, "2026-03-01T10:00:00Z", "now", 3, bench={"requests": 64}),
+        BisectRecord(1, changes, test, "2026-03-01T10:00:00Z", "now", 3, bench=_BENCH),
+        BisectRecord(1, changes, parse_probe_test("soak"), "2026-03-01T10:00:00Z", "now", 3),
         ProbeRecord(1, 40, 2, (0, 1, 2), ProbeOutcome.BAD, 1, ArmTally(ARM_BAD, None, 3, 3),
                     ArmTally(ARM_PROBE, None, 3, 3)),
         BisectConclusion(1, 40, result, bisect_verdicts(changes, result), 12, 80.5),
     ]  # fmt: skip
     for record in records:
         assert decode(type(record), json.loads(json.dumps(encode(record)))) == record
+
+
+def test_a_bisection_stored_before_its_bench_was_typed_reads_the_same() -> None:
+    """The bench was JSON read by ``decode(BenchConfig, start.bench) if start.bench else None``
+    when a bisection resumed: it reads as that config (an older one, without the fields added
+    since, too), a soak test's ``{}`` as none, and each is stored again as it was."""
+    threshold, soak = (json.loads(text) for text in BISECT_BEFORE_TYPED_BENCH)
+    read = decode(BisectRecord, threshold)
+    assert read.bench == decode(BenchConfig, threshold["bench"])
+    assert read.bench.requests == 64 and read.bench.concurrencies == (64,)
+    assert read.bench.workers == 1 and read.bench.headers == ()
+    assert {k: encode(read)["bench"][k] for k in threshold["bench"]} == threshold["bench"]
+    assert encode(read) == {**threshold, "bench": encode(read.bench)}
+    none = decode(BisectRecord, soak)
+    assert none.bench is None and none.workload_soak_id == 7
+    assert encode(none) == soak

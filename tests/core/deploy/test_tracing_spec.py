@@ -10,10 +10,10 @@ from servelab.core.deploy.spec import DEFAULT_OTLP_ENDPOINT, parse_spec
 from servelab.core.deploy.topology import router_argv, sim_argv
 from servelab.core.ledger.codec import encode
 from servelab.core.load.identity import request_identity
-from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.traces import ClockAnchor, join_records
 from servelab.errors import SpecError
+from servelab.io.ledger.packed import pack_record, unpack_record
 
 
 def _spec(extra: str, engine: str = "sglang"):  # type: ignore[no-untyped-def]

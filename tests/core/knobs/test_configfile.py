@@ -88,3 +88,21 @@ def test_a_file_that_is_not_a_mapping_is_refused() -> None:
     assert edit_config("", parse_knob("--max-running-requests"), "8", SGLANG) == (
         "max-running-requests: 8\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("held", "said"),
+    [("'5'", "holds JSON that is not an object"), ("'x{'", "does not hold JSON")],
+)
+def test_a_json_valued_key_that_holds_no_json_object_is_refused_as_on_the_command_line(
+    held: str, said: str
+) -> None:
+    """A JSON key is set inside the object its argument holds: a file's value that is no JSON
+    object is refused the way the command line's is (it was replaced, or a bare decode error)."""
+    knob = parse_knob("--speculative-config.num_speculative_tokens", VLLM)
+    text = f"speculative-config: {held}\n"
+    with pytest.raises(KnobError, match=said):
+        edit_config(text, knob, "4", VLLM)
+    edited = edit_config("speculative-config: '{\"a\": 1}'\n", knob, "4", VLLM)
+    assert edited == 'speculative-config: \'{"a":1,"num_speculative_tokens":4}\'\n'
+    assert edit_config(edited, knob, None, VLLM) == "speculative-config: '{\"a\":1}'\n"

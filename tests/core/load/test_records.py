@@ -8,7 +8,6 @@ import pytest
 
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.identity import request_identity
-from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.load.records import (
     REASON_MALFORMED,
     REASON_SERVER_ERROR,
@@ -18,6 +17,7 @@ from servelab.core.load.records import (
     decode_chunks,
 )
 from servelab.core.load.sse import SSEDecoder
+from servelab.io.ledger.packed import pack_record, unpack_record
 from tests.support.old_rows import packed_v1
 
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.load.records import (
     PROMPT_TOKENS_MAX,
     TOKENS_PER_EVENT_MAX,
@@ -19,6 +18,7 @@ from servelab.core.load.records import (
     decode_chunks,
     usage_count,
 )
+from servelab.io.ledger.packed import pack_record, unpack_record
 
 
 def _event(obj: dict[str, Any]) -> bytes:

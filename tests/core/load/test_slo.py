@@ -126,3 +126,18 @@ def test_every_percentile_and_limit_is_shown_exactly_as_the_parser_reads_it(text
     assert parse_slo(slo.text) == slo
     assert "p100" not in slo.text and "e" not in slo.text.split("_p")[1].split("=")[0]
     assert exact(99.99999) == "99.99999" and exact(2000.0) == "2000" and exact(1e-05) == "0.00001"
+
+
+@pytest.mark.parametrize("text", ["e2e_p50=1e-300ms", "ttft_p99=0.5us", "ttft_p99=1e6min"])
+def test_a_limit_no_clock_measures_or_no_request_waits_is_refused(text: str) -> None:
+    """The ninth pass: ``e2e_p50=1e-300ms`` was accepted (a limit no request can meet, read as
+    an SLO missed by every request); a limit is from 1 µs to 24 h, said in the error."""
+    with pytest.raises(ValueError, match="from 1us to 24h"):
+        parse_slo(text)
+
+
+def test_the_limits_bounds_themselves_are_accepted() -> None:
+    assert (
+        parse_slo("ttft_p99=1us,e2e_p99=24h".replace("24h", "1440min")).objectives[1].limit_ms
+        == 86_400_000
+    )

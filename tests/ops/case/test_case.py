@@ -314,6 +314,7 @@ async def test_revert_resolve_restore_end_to_end(stack: LoadedSpec, tmp_path: Pa
 
 
 async def test_a_failed_restart_is_recorded_not_hidden(ledger: Ledger, tmp_path: Path) -> None:
+    """A revert whose restart fails: the event records why, and the put-back what is down."""
     (port,) = free_ports(1)
     (tmp_path / "decode.env").write_text(f"{K}=512\n")
     spec = tmp_path / "servelab.toml"
@@ -340,10 +341,17 @@ start_timeout_s = 3
     assert error is not None and "decode" in error
     (event,) = cases.load_case(ledger, cid).events
     assert event.kind == "revert" and event.detail["ok"] is False
-    assert event_error(decode(EventOutcome, event.detail)) == error
-    assert event.detail["error"] == outcome.failure and outcome.failure in error
-    assert f"{K}=256" in (tmp_path / "decode.env").read_text()  # the file change stands, recorded
+    assert event.detail["error"] == outcome.failure and outcome.failure is not None
+    assert event_error(decode(EventOutcome, event.detail)) == outcome.failure
+    # The failed restart is followed by the put-back (tenth pass, H3): the value found is written
+    # back (recorded, not under the case); this service never starts, so the error names it down
+    # and the command that brings it back.
+    assert error.startswith(outcome.failure)
+    assert outcome.put_back is not None and outcome.put_back.down == ("decode",)
+    assert "NOT put back as found" in error and "down: decode; bring them back with: " in error
+    assert f"{K}=512" in (tmp_path / "decode.env").read_text()
     assert [c.new for c in ledger.list(KnobChangeRecord, case_id=cid)] == ["256"]
+    assert [c.new for c in ledger.list(KnobChangeRecord)][-1] == "512"
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from pydantic import computed_field
 
 from servelab.core.case.model import RESTORE_VERIFIED, RestoreEvent
 from servelab.core.case.revert import ConvictionTest, RevertCost
+from servelab.core.deploy.putback import PutBack
 from servelab.core.deploy.steps import Step
 from servelab.core.knobs.contract import KnobChange
 from servelab.core.verify.checks import Check
@@ -51,6 +52,8 @@ class RevertOutcome:
     live: str | None
     event_id: int | None = None
     failure: str | None = None  # why the restart or the verify did not complete
+    #: the restart failed: what putting the knob back as found did (its ``down``, ``recovery``)
+    put_back: PutBack | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -75,6 +78,8 @@ class RestoreOutcome:
     status: str = ""
     event_ids: list[int] = field(default_factory=list)
     failure: str | None = None  # why the restart or the verify did not complete
+    #: the restart failed: what putting the knobs back as found did (its ``down``, ``recovery``)
+    put_back: PutBack | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -33,10 +33,18 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Annotated, Any, ClassVar
 
-from pydantic import computed_field
+from pydantic import (
+    BeforeValidator,
+    SerializerFunctionWrapHandler,
+    WrapSerializer,
+    computed_field,
+)
 
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.reached import LoadCheck, ReachedLoad
-from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode
+from servelab.core.soak.result import SoakConfig
+from servelab.errors import RecordError
 
 __all__ = [
     "ALPHA",
@@ -56,6 +64,7 @@ __all__ = [
     "RULE_SIGNIFICANT",
     "TEST",
     "ArmTally",
+    "BenchWorkload",
     "Decision",
     "ExperimentRecord",
     "ExperimentVisit",
@@ -225,6 +234,38 @@ def tally(visits: Sequence[ExperimentVisit], arm: str, value: str | None) -> Arm
 
 
 @dataclass(frozen=True)
+class BenchWorkload:
+    """A threshold or answers test's workload: the test (as written) and the bench config its
+    arms ran; stored flat, ``{"test": ..., **bench}``, as it always was."""
+
+    test: str
+    bench: BenchConfig
+
+
+def _workload_of(value: Any) -> Any:
+    """A stored workload read as its type: flat with a ``test``, a bench's; else a soak's config;
+    ``{}`` (an experiment of no data), or one that no longer reads, None: nothing reads it but
+    the record's own JSON, and the ledger export shows the row as stored."""
+    if not isinstance(value, Mapping):
+        return value
+    try:
+        if "test" in value:
+            bench = decode(BenchConfig, {k: v for k, v in value.items() if k != "test"})
+            return BenchWorkload(str(value["test"]), bench)
+        return decode(SoakConfig, value) if value else None
+    except RecordError:
+        return None
+
+
+def _stored_workload(value: Any, encoded: SerializerFunctionWrapHandler) -> Any:
+    if value is None:
+        return {}
+    if isinstance(value, BenchWorkload):
+        return {"test": value.test, **encode(value.bench)}
+    return encoded(value)
+
+
+@dataclass(frozen=True)
 class ExperimentRecord:
     """A ``case test``: what was tested, every visit, the arms' tallies and the decision.
 
@@ -248,8 +289,13 @@ class ExperimentRecord:
     found: str | None = None
     left: str | None = None
     elapsed_s: float = 0.0
-    #: JSON: the soak config the workload ran with (its type is the soak's, above this layer)
-    workload: Mapping[str, Any] = field(default_factory=dict)
+    #: what the arms ran: a soak test's soak config, a threshold or answers test's bench (None:
+    #: an older record's, or one that no longer reads; stored as ``{}``)
+    workload: Annotated[
+        SoakConfig | BenchWorkload | None,
+        BeforeValidator(_workload_of),
+        WrapSerializer(_stored_workload),
+    ] = None
     #: an answers test's suspect arm's reached load against the load to reach (None: a soak
     #: test, or an older record)
     load: Annotated[LoadCheck | None, OMITTED_IF_NONE] = None

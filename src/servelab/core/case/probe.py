@@ -41,11 +41,14 @@ assumed to keep it bad, as ddmin assumes). A guilty change whose removal was und
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar
 
+from pydantic import BeforeValidator, SerializerFunctionWrapHandler, WrapSerializer
+
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.bisect import Bisected, Change, ProbeOutcome
 from servelab.core.case.experiment import (
     ALPHA,
@@ -215,6 +218,16 @@ class ProbeRecord:
     load: Annotated[LoadCheck | None, OMITTED_IF_NONE] = None
 
 
+def _none_if_empty(value: Any) -> Any:
+    """A bisection's stored ``bench`` of a soak test, ``{}``, reads as None."""
+    return None if value == {} else value
+
+
+def _empty_if_none(value: BenchConfig | None, encoded: SerializerFunctionWrapHandler) -> Any:
+    """No bench (a soak test's) is stored as ``{}``, as every bisection stored it."""
+    return {} if value is None else encoded(value)
+
+
 @dataclass(frozen=True)
 class BisectRecord:
     """A bisection started (the case event ``bisect``): the changes, the test, the points they
@@ -235,8 +248,11 @@ class BisectRecord:
     workload_soak_id: int | None = None
     sessions: int | None = None
     runs: int = 1
-    #: JSON: a threshold test's bench config (its type, ops' BenchConfig, is above this layer)
-    bench: Mapping[str, Any] = field(default_factory=dict)
+    #: a threshold or answers test's bench config, one run at the test's concurrency a visit
+    #: (None: a soak test's; stored as ``{}``, as it always was)
+    bench: Annotated[
+        BenchConfig | None, BeforeValidator(_none_if_empty), WrapSerializer(_empty_if_none)
+    ] = None
 
 
 @dataclass(frozen=True)

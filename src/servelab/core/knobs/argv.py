@@ -30,7 +30,7 @@ __all__ = [
     "arg_values",
     "canonical_arg",
     "json_get",
-    "json_set",
+    "json_key_set",
     "knob_value",
     "set_words",
 ]
@@ -105,9 +105,9 @@ def json_get(document: Any, keys: Sequence[str]) -> tuple[bool, Any]:
     return True, node
 
 
-def json_set(document: Any, keys: Sequence[str], value: object | None) -> JsonObject:
+def _json_set(document: JsonObject, keys: Sequence[str], value: object | None) -> JsonObject:
     """A copy of the JSON object with the key path set to ``value`` (None: the key removed)."""
-    root: JsonObject = dict(document) if isinstance(document, dict) else {}
+    root = dict(document)
     node = root
     for key in keys[:-1]:
         child = node.get(key)
@@ -118,6 +118,16 @@ def json_set(document: Any, keys: Sequence[str], value: object | None) -> JsonOb
     else:
         node[keys[-1]] = value
     return root
+
+
+def json_key_set(text: str | None, knob: Knob, value: str | None) -> str | None:
+    """The JSON text of the knob's JSON-valued argument (``text``; None: absent) with the knob's
+    key set to ``value`` (None: the key removed), compact; None when no key is left. Text that is
+    not a JSON object is refused (:class:`~servelab.errors.KnobError`)."""
+    current = {} if text is None else _json_object(text, knob)
+    scalar = None if value is None else json_scalar(value)
+    document = _json_set(current, knob.keys, scalar)
+    return json.dumps(document, separators=(",", ":")) if document else None
 
 
 def _json_text(value: Any) -> str:
@@ -170,18 +180,10 @@ def _new_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engi
             return [knob.arg]
         return [f"--no-{knob.arg[2:]}"] if value == OFF and engine.negatable_flags else []
     if knob.kind is KnobKind.JSON_KEY:
-        current = _knob_json(words, knob, engine)
-        scalar = None if value is None else json_scalar(value)
-        document = json_set(current, knob.keys, scalar)
-        return [knob.arg, json.dumps(document, separators=(",", ":"))] if document else []
+        raw = arg_values(words, engine).get(canonical_arg(knob.arg, engine))
+        text = json_key_set(raw, knob, value)
+        return [] if text is None else [knob.arg, text]
     return [] if value is None else [knob.arg, value]
-
-
-def _knob_json(words: Sequence[str], knob: Knob, engine: Engine) -> JsonObject:
-    """The JSON object a JSON-valued argument holds on this command line ({} when absent)."""
-    assert knob.arg is not None
-    raw = arg_values(words, engine).get(canonical_arg(knob.arg, engine))
-    return {} if raw is None else _json_object(raw, knob)
 
 
 def set_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engine) -> list[str]:

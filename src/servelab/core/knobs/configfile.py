@@ -25,9 +25,9 @@ import re
 from typing import Any
 
 from servelab.core.deploy.engines import Engine
-from servelab.core.knobs.argv import canonical_arg, json_set, knob_value
+from servelab.core.knobs.argv import canonical_arg, json_key_set, knob_value
 from servelab.core.knobs.configyaml import load_config
-from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar, same_value
+from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, same_value
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
@@ -119,11 +119,10 @@ def _new_lines(text: str, knob: Knob, value: str | None, engine: Engine, source:
         return [f"no-{key}: true"] if value == OFF and engine.negatable_flags else []
     if knob.kind is KnobKind.JSON_KEY:
         raw = config_values(text, engine, source).get(canonical_arg(knob.arg, engine))
-        current = json.loads(raw) if raw else {}
-        document = json_set(current, knob.keys, None if value is None else json_scalar(value))
-        if not document:
+        document = json_key_set(raw or None, knob, value)
+        if document is None:
             return []
-        quoted = json.dumps(document, separators=(",", ":")).replace("'", "''")
+        quoted = document.replace("'", "''")
         return [f"{key}: '{quoted}'"]
     return [] if value is None else [f"{key}: {_scalar(value)}"]
 

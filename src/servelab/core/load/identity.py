@@ -1,7 +1,7 @@
 """A request's identity: the ``x-request-id`` and W3C ``traceparent`` every request servelab
 sends carries (pure), so the servers' spans find its record (:mod:`servelab.core.telemetry.traces`)
 and the ledger can store the pair as the 8 bytes it is made from
-(:func:`servelab.core.load.packed.pack_record`)."""
+(:func:`servelab.io.ledger.packed.pack_record`)."""
 
 from __future__ import annotations
 

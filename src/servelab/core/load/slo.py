@@ -6,7 +6,7 @@ percentile is then within the limit too). The metrics are the ones ``bench`` rep
 (:mod:`servelab.core.load.metrics`): ``ttft`` and ``e2e`` per request, ``tpot`` per request of
 two or more output tokens, ``itl`` per gap between two content events. Any percentile from 0 to
 100 (excluded) is allowed (``p50``, ``p90``, ``p99.9``); a limit is a duration with its unit
-(``60ms``, ``2s``, ``1.5min``).
+(``60ms``, ``2s``, ``1.5min``) from 1 µs to 24 h.
 
 Whether a run met an SLO, and its goodput, is :func:`servelab.core.load.metrics.slo_attainment`.
 """
@@ -20,6 +20,8 @@ from decimal import Decimal
 from enum import StrEnum
 
 __all__ = [
+    "LIMIT_MAX_MS",
+    "LIMIT_MIN_MS",
     "SLO",
     "SLO_FORM",
     "Objective",
@@ -32,6 +34,9 @@ __all__ = [
 #: The form ``--slo`` takes.
 SLO_FORM = "METRIC_pP=LIMIT[,...] (METRIC: ttft, itl, tpot, e2e; LIMIT: 60ms, 2s, 1.5min)"
 
+#: The limits an objective may name: a microsecond (below it no clock here measures) to a day.
+LIMIT_MIN_MS = 1e-3
+LIMIT_MAX_MS = 24 * 3600e3
 _UNITS_MS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "min": 60e3}
 _DURATION = re.compile(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*(us|ms|s|min)\s*")
 _OBJECTIVE = re.compile(r"\s*([a-z0-9]+)_p([0-9]*\.?[0-9]+)\s*=(.*)")
@@ -61,6 +66,11 @@ class Objective:
             raise ValueError(f"a percentile is above 0 and below 100, got {self.percentile}")
         if not (math.isfinite(self.limit_ms) and self.limit_ms > 0):
             raise ValueError(f"a limit is a positive duration, got {self.limit_ms} ms")
+        if not LIMIT_MIN_MS <= self.limit_ms <= LIMIT_MAX_MS:
+            raise ValueError(
+                f"a limit is from 1us to 24h (no clock measures less, no request waits more),"
+                f" got {self.limit_ms:.3g} ms"
+            )
 
     @property
     def share(self) -> float:

@@ -24,8 +24,9 @@ from typing import Any
 
 from servelab.core.ab.result import ArmVisit
 from servelab.core.ledger.codec import decode, encode
-from servelab.errors import StoreError
+from servelab.errors import DamagedRow, RecordError, StoreError
 from servelab.io.ledger.connection import names_nothing
+from servelab.io.ledger.damaged import misfit
 from servelab.io.ledger.ledger import Ledger
 
 __all__ = ["AbJournal", "AbSession", "SessionStatus"]
@@ -37,6 +38,8 @@ class SessionStatus(StrEnum):
     RUNNING = "running"
     INTERRUPTED = "interrupted"
     FINISHED = "finished"
+    #: every visit ran, but its last step (restore, or ``--keep``) failed: the original put back
+    FAILED = "failed"
 
 
 _SCHEMA = (
@@ -113,7 +116,7 @@ class AbJournal:
                 (session_id,),
             ).fetchone()
             visits = conn.execute(
-                "SELECT visit FROM ab_visits WHERE session_id = ? ORDER BY position",
+                "SELECT visit, position FROM ab_visits WHERE session_id = ? ORDER BY position",
                 (session_id,),
             ).fetchall()
         if row is None:
@@ -122,11 +125,40 @@ class AbJournal:
             session_id=int(row[0]),
             service=str(row[1]),
             knob=str(row[2]),
-            config=_loads(row[3]),
+            config=self._config(session_id, row[3]),
             original=None if row[4] is None else str(row[4]),
-            status=SessionStatus(row[5]),
+            status=self._status(session_id, row[5]),
             ab_id=None if row[6] is None else int(row[6]),
-            visits=tuple(decode(ArmVisit, _loads(v[0])) for v in visits),
+            visits=tuple(self._visit(session_id, v[1], v[0]) for v in visits),
+        )
+
+    def _visit(self, session_id: int, position: int, text: str) -> ArmVisit:
+        """A stored visit read back, else one line naming the file, the visit and the field."""
+        try:
+            return decode(ArmVisit, _loads(text))
+        except (RecordError, StoreError) as exc:
+            where = f"ab_visits (A/B {session_id}, visit {position})"
+            raise self.damaged(where, "an A/B visit", exc) from None
+
+    def _config(self, session_id: int, text: str) -> dict[str, Any]:
+        try:
+            return _loads(text)
+        except StoreError as exc:
+            raise self.damaged(f"ab_sessions (A/B {session_id}) config", "an A/B", exc) from None
+
+    def _status(self, session_id: int, text: object) -> SessionStatus:
+        try:
+            return SessionStatus(str(text))
+        except ValueError as exc:
+            where = f"ab_sessions (A/B {session_id})"
+            raise self.damaged(where, "an A/B session", exc) from None
+
+    def damaged(self, where: str, what: str, exc: Exception) -> DamagedRow:
+        """The one-line error of a journal row that does not read as ``what`` (a hand edit):
+        the ledger's file, the row and the first field that does not fit (exit 2)."""
+        return DamagedRow(
+            f"{self._ledger.path}: the A/B journal's {where} does not read as {what} "
+            f"({misfit(exc)}); fix it, or start a new `servelab ab`"
         )
 
 

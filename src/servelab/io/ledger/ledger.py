@@ -26,7 +26,7 @@ of any size streams instead, run by run and record by record (:meth:`Ledger.iter
 during a traced bench run or soak are rows of their own (``spans``, written in the run's
 transaction, read back as :class:`~servelab.core.telemetry.spans.Span` by :meth:`Ledger.spans`; the
 streaming export carries them, :meth:`Ledger.export` does not). Per-request records are stored
-compactly (:func:`servelab.core.load.packed.pack_record`) and decoded when read;
+compactly (:func:`servelab.io.ledger.packed.pack_record`) and decoded when read;
 :meth:`Ledger.prune_records`, :meth:`Ledger.vacuum` and :meth:`Ledger.stats` keep the file's size
 in hand.
 """

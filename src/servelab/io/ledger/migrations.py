@@ -85,7 +85,7 @@ CREATE INDEX case_events_by_case ON case_events(case_id);
 
 # Version 4: per-request records may be pruned (the run keeps its summary and says when its
 # records went), and are written in the compact form of
-# :func:`servelab.core.load.packed.pack_record` (a BLOB in ``bench_records.record``). Rows written
+# :func:`servelab.io.ledger.packed.pack_record` (a BLOB in ``bench_records.record``). Rows written
 # before stay JSON text and read as before; ``servelab ledger vacuum`` rewrites them compactly.
 _V4_RETENTION = """
 ALTER TABLE bench_runs ADD COLUMN records_pruned_at TEXT;

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import Any, assert_never
 
 from servelab.core.ledger.codec import encode
-from servelab.core.load.packed import pack_record, unpack_record
 from servelab.core.soak.finding import Finding
 from servelab.core.telemetry.spans import Span
 from servelab.core.verify.checks import Check
 from servelab.core.verify.record import CheckRecord, UntypedCheck
 from servelab.errors import CaseError, StoreError
+from servelab.io.ledger.packed import pack_record, unpack_record
 
 __all__ = [
     "JSON_COLUMNS",

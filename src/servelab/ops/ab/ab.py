@@ -54,15 +54,17 @@ from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.bench.contract import BenchProgressFn
 from servelab.core.deploy.putback import KnobBack
 from servelab.core.ledger.codec import decode, encode
-from servelab.errors import BenchError, ServelabError
+from servelab.errors import BenchError, RecordError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
+from servelab.ops.ab.checks import check_arms, check_keep
 from servelab.ops.ab.config import AbConfig
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.bench.recorded import recorded_trace
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
+from servelab.ops.deploy.refused import put_back_on_failure
 from servelab.ops.knob import get_knob
 from servelab.ops.reads import refuse_unread
 
@@ -70,6 +72,8 @@ __all__ = ["resume_ab", "run_ab", "unchecked"]
 
 #: What to do when a journalled A/B's trace, recorded as a relative path, is not found here.
 RESUME_HINT = "resume from the directory the A/B ran in, or start a new `servelab ab`"
+#: The reason recorded with the original value written back when the A/B's last step failed.
+KEEP_FAILED = "ab: put back as found: the A/B's last step failed"
 
 
 async def _make_live(
@@ -188,6 +192,8 @@ async def run_ab(
     if cfg.baseline == cfg.candidate:
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
+        check_arms(op.spec, cfg.service, cfg.knob, (cfg.baseline, cfg.candidate))
+        check_keep(op.spec, cfg.service, cfg.knob, cfg.keep)
         if not allow_unread:
             await refuse_unread(op, cfg.service, [cfg.knob])
         original = await get_knob(op, cfg.service, cfg.knob)
@@ -216,7 +222,10 @@ async def resume_ab(
         raise BenchError(f"no A/B {session_id} in the journal of {ledger.path}")
     if session.status == SessionStatus.FINISHED:
         raise BenchError(f"A/B {session_id} is already finished (ab_runs {session.ab_id})")
-    cfg = decode(AbConfig, session.config)
+    try:
+        cfg = decode(AbConfig, session.config)
+    except RecordError as exc:
+        raise journal.damaged(f"ab_sessions (A/B {session_id}) config", "an A/B", exc) from None
     cfg = replace(cfg, bench=recorded_trace(cfg.bench, "ab", RESUME_HINT))
     result = cfg.result(session.original, session_id=session_id, resumed=True)
     kept = list(session.visits)
@@ -257,11 +266,16 @@ async def _run(
         await answers.stored(op)  # resumed after every baseline visit: the ledger's
         result = replace(result, answers=_judged(answers, cfg, visits))
     kept = kept_value(cfg.keep, result)
-    async with as_found(op, found):
-        if kept is None:
-            await _restore(op, cfg, result.original)
-        else:
-            await _keep(op, cfg, kept, visits)
+    try:
+        async with as_found(op, found):
+            await _leave(op, cfg, kept, result.original, visits)
+    except BaseException as exc:
+        if journal is not None and session_id is not None:
+            failed = isinstance(exc, Exception)  # else a stop signal: put back, interrupted
+            with contextlib.suppress(ServelabError):
+                journal.set_status(session_id, SessionStatus.FAILED if failed
+                                   else SessionStatus.INTERRUPTED)  # fmt: skip
+        raise
     result = replace(result, restored=kept is None, kept=kept)
     if op.ledger is not None:
         ab_id = op.ledger.record_ab(config=encode(cfg), result=result)
@@ -289,6 +303,23 @@ async def _restore(op: Operation, cfg: AbConfig, original: str | None) -> None:
     """Put the original value back, live."""
     op.say(KnobRestoring(cfg.service, cfg.knob, original))
     await _make_live(op, cfg, original, "ab: restore the original value")
+
+
+async def _leave(
+    op: Operation, cfg: AbConfig, kept: str | None, original: str | None, visits: list[ArmVisit]
+) -> None:
+    """The A/B's last step: the original value restored, or ``kept`` left live. A value the
+    deployment does not take (the engine exits on it) puts the original back and raises
+    :class:`~servelab.ops.deploy.refused.PutBackAfterFailure` naming what it did."""
+    try:
+        if kept is None:
+            await _restore(op, cfg, original)
+        else:
+            await _keep(op, cfg, kept, visits)
+    except ServelabError as exc:
+        what = "restoring the original value" if kept is None else f"keeping {kept}"
+        await put_back_on_failure(op, [KnobBack(cfg.service, cfg.knob, original)],
+                                  BenchError(f"{what} failed: {exc}"), KEEP_FAILED)  # fmt: skip
 
 
 async def _keep(op: Operation, cfg: AbConfig, value: str, visits: list[ArmVisit]) -> None:

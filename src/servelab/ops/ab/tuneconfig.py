@@ -16,6 +16,7 @@ from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord, grid
 from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.knobs.knob import same_value
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.errors import KnobError
 from servelab.ops.arm import Setting
@@ -109,14 +110,16 @@ def check_tune(spec: DeploymentSpec, cfg: TuneConfig) -> TuneConfig:
     """The one check of a tune's knobs and values before anything runs, for ``tune``, ``tune
     --plan`` and ``tune --resume`` alike: every service and knob declared, every value one the
     knob takes (:func:`~servelab.ops.knob.check_setting`), each stored the way the knob stores
-    it (a flag's ``true`` is ``on``), and no two values of a knob one setting (``on,true`` is one
-    arm, not two). The config with its values as stored, else SpecError or KnobError (exit 2)."""
+    it (a flag's ``true`` is ``on``), and no two values of a knob one setting (``on,true`` and
+    ``256,0256`` are one arm each, not two). The config with its values as stored, else
+    SpecError or KnobError (exit 2)."""
     knobs = []
     for k in cfg.knobs:
         stored = [check_setting(spec, k.service, k.knob, v) or "" for v in k.values]
         for i, value in enumerate(stored):
-            if value in stored[:i]:
-                first = k.values[stored.index(value)]
+            earlier = [j for j in range(i) if same_value(stored[j], value)]
+            if earlier:  # ``on`` and ``true``, ``256`` and ``0256``: one setting
+                first = k.values[earlier[0]]
                 raise KnobError(f"{k.service}:{k.knob}: {first!r} and {k.values[i]!r} are one "
                                 f"setting ({value}): each value once")  # fmt: skip
         knobs.append(TuneKnob(k.service, k.knob, tuple(stored)))

@@ -3,7 +3,10 @@ case, co-restart the changed services and their dependents in start order
 (:func:`servelab.core.deploy.topology.restart_plan`, the one restart rule), and run a layered
 verify that proves the values live plus an e2e probe. A failed restart or verify comes back as
 data (:attr:`Applied.error`), not raised: the knob changes are already recorded, so the case event
-must record how it ended.
+must record how it ended. A failed restart (the engine exits on the value, a readiness timeout)
+does not leave the deployment down: the knobs are put back as found and the services brought up
+again (the shared put-back, :func:`servelab.ops.deploy.putback.put_back`), and what that did, or
+the services left down and the command that brings them back, is :attr:`Applied.put_back`.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from dataclasses import dataclass, field
 
 from servelab.core.case.events import StepFailed
 from servelab.core.deploy.events import CoRestarting
-from servelab.core.deploy.putback import KnobBack
+from servelab.core.deploy.putback import KnobBack, PutBack
 from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.contract import KnobChange
@@ -26,11 +29,14 @@ from servelab.errors import DeployError, ServelabError
 from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.deploy import restart as deploy_restart
-from servelab.ops.deploy.putback import as_found
+from servelab.ops.deploy.putback import as_found, put_back
 from servelab.ops.knob import get_knob, set_knob
 from servelab.ops.verify.verify import LAYERS, verify
 
 __all__ = ["Applied", "apply_knobs", "check_records", "live_value"]
+
+#: Why a knob written back after a failed restart was: the reason recorded with it.
+REFUSED = "put back as found, the restart with the new value failed"
 
 
 @dataclass
@@ -44,6 +50,8 @@ class Applied:
     steps: list[Step] = field(default_factory=list)
     report: VerifyReport | None = None
     error: str | None = None
+    #: the restart failed: what putting the knobs back as found did (None: it did not fail)
+    put_back: PutBack | None = None
 
     @property
     def verification_id(self) -> int | None:
@@ -72,6 +80,12 @@ async def apply_knobs(
         order = restart_plan(op.spec, [s for s, _k, _v in wanted])
         try:
             done.steps = await _restart(op, ledger, order, say)
+        except ServelabError as exc:  # the engine refused the value: the knobs as found, up
+            say(StepFailed(str(exc)))
+            done.error = str(exc)
+            done.put_back = await put_back(op, found, reason=f"{reason}: {REFUSED}")
+            return done
+        try:
             done.report = await _verify(op, ledger, say)
         except ServelabError as exc:
             say(StepFailed(str(exc)))

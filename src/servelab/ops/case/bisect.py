@@ -355,8 +355,7 @@ async def run_bisect(
         bench = _bench(cfg.bench, cfg.test)
         start = BisectRecord(cfg.case_id, state.changes, cfg.test, cfg.good or "",
                              cfg.bad if cfg.good else "", cfg.rounds, cfg.alpha, cfg.effect,
-                             soak_id, cfg.sessions, cfg.runs,
-                             encode(bench) if bench is not None else {})  # fmt: skip
+                             soak_id, cfg.sessions, cfg.runs, bench)  # fmt: skip
         bisect_id = ledger.add(
             CaseEvent(at=NOW, case_id=cfg.case_id, kind=BisectRecord.KIND, detail=encode(start))
         )
@@ -420,7 +419,6 @@ async def resume_bisect(
         state = record_probe(state, probe.outcome)
     async with operation(where, ledger=ledger, progress=progress) as op:
         op.say(BisectResumed(case_id, len(probes)))
-        bench = decode(BenchConfig, start.bench) if start.bench else None
-        run = _Run(bisect_id, start, _workload(ledger, case, start), bench,
-                   _answers(op, start, bench), _reference(case, start))  # fmt: skip
+        run = _Run(bisect_id, start, _workload(ledger, case, start), start.bench,
+                   _answers(op, start, start.bench), _reference(case, start))  # fmt: skip
         return await _search(op, ledger, run, state, list(probes))

@@ -68,7 +68,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case.handedit import refuse_hand_edits
 from servelab.ops.context import Progress, SpecOrOperation, operation
-from servelab.ops.knob import get_knob
+from servelab.ops.knob import check_setting, get_knob
 
 if TYPE_CHECKING:  # the knob-setting, co-restart and verify machinery (aiohttp with it): only
     from servelab.ops.case.apply import Applied  # revert and restore import it, when they run
@@ -79,6 +79,7 @@ __all__ = [
     "add_evidence",
     "add_suspect",
     "already_restored",
+    "check_revert_to",
     "current_value",
     "list_cases",
     "load_case",
@@ -307,6 +308,13 @@ def _not_set_by_a_change(
     )
 
 
+def check_revert_to(spec: DeploymentSpec, target: str, value: str | None) -> None:
+    """Refuse a ``--to`` value the knob cannot take before anything is asked or changed (the
+    knob's value check, :func:`~servelab.ops.knob.check_setting`: KnobError, exit 2)."""
+    parsed = _knob_target(target)
+    check_setting(spec, str(parsed.service), parsed.name, value)
+
+
 async def current_value(where: SpecOrOperation, target: str) -> str | None:
     """The knob's value in the service's env file now."""
     parsed = _knob_target(target)
@@ -328,13 +336,14 @@ async def revert(
     reason = f"case {preview.case_id}: reverted under suspicion ({preview.target})"
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
+        check_setting(op.spec, preview.service, preview.knob, preview.revert_to)
         if not force:
             await refuse_hand_edits(op, ledger, [(preview.service, preview.knob)],
                                     command="case revert")  # fmt: skip
         done = await apply_knobs(op, ledger, preview.case_id, wanted, reason, op.say)
     live = live_value(done.report, preview.service, preview.knob)
     outcome = RevertOutcome(preview, done.changes[0], done.steps, done.report, live,
-                            failure=done.error)  # fmt: skip
+                            failure=done.error, put_back=done.put_back)  # fmt: skip
     event = RevertEvent(
         service=preview.service, knob=preview.knob, from_value=preview.current,
         to=preview.revert_to, change_id=done.changes[0].change_id,
@@ -379,7 +388,8 @@ async def restore(
         if not force:
             await refuse_hand_edits(op, ledger, [(s, k) for s, k, _v in wanted], command="restore")
         done = await apply_knobs(op, ledger, case_id, wanted, reason, op.say)
-    outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error)
+    outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error,
+                             put_back=done.put_back)  # fmt: skip
     for item, change in zip(view.plan, done.changes, strict=True):
         event = _restore_event(item, change, done)
         outcome.items.append(event)

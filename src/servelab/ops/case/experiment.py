@@ -39,6 +39,7 @@ from servelab.core.case.experiment import (
     ARM_REVERT,
     ARM_SUSPECT,
     EFFECT,
+    BenchWorkload,
     ExperimentRecord,
     ExperimentVisit,
     abba_order,
@@ -297,9 +298,14 @@ def _record(
         revert_value=arms.revert, rounds=cfg.rounds, workload_soak_id=soak_id,
         decision=decision, suspect=suspect, revert=revert, visits=tuple(visits),
         found=arms.found, left=left, elapsed_s=round(elapsed, 3),
-        workload=encode(workload) if workload is not None else
-        {"test": str(cfg.test), **encode(cfg.bench)}, load=load,
+        workload=workload if workload is not None else _bench_workload(cfg), load=load,
     )  # fmt: skip
+
+
+def _bench_workload(cfg: CaseTestConfig) -> BenchWorkload:
+    """An answers test's workload: the test and its bench (one it needs: checked up front)."""
+    assert cfg.bench is not None, "an answers test needs a bench"
+    return BenchWorkload(str(cfg.test), cfg.bench)
 
 
 def _save(ledger: Ledger, record: ExperimentRecord) -> CaseTestOutcome:

@@ -25,8 +25,9 @@
   ``PATH.pre-restart-STAMP``) and restarts again. Its report (and ledger row) names the services
   it left down and the command that brings them back (``servelab up -f SPEC``); cancelled, it
   raises :class:`DeployInterrupted` carrying that report; failing otherwise once it stopped
-  services (a write, a host), :class:`RestartLeftDown` carrying it. Before anything stops, the
-  pre-flight also proves every place it writes writable (:mod:`servelab.ops.deploy.writable`).
+  services (a write, a host), :class:`RestartLeftDown` carrying it. Before anything stops (or,
+  for ``up``, starts), the pre-flight also proves every place it writes writable
+  (:mod:`servelab.ops.deploy.writable`).
 
 A shell ``start`` command may return (``systemctl restart X``, a script that daemonizes) or stay
 in the foreground (``python serve.py``): a service that is ready while its command still runs is
@@ -87,13 +88,12 @@ def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
 async def _preflight(
     op: Operation, action: str, plan: list[str], *, rollback: bool = False
 ) -> None:
-    """:func:`~servelab.ops.deploy.preflight.check_before_start`, and for ``restart`` (which
-    stops first) :func:`~servelab.ops.deploy.writable.check_writable`; a failure is recorded,
-    then raised."""
+    """:func:`~servelab.ops.deploy.preflight.check_before_start`, then
+    :func:`~servelab.ops.deploy.writable.check_writable` (``up`` and ``restart``: before
+    anything starts or stops); a failure is recorded, then raised."""
     try:
         await check_before_start(op, plan, restarting=action == "restart")
-        if action == "restart":
-            await check_writable(op, plan, rollback=rollback)
+        await check_writable(op, plan, rollback=rollback)
     except ServelabError as exc:
         _record(op, action, {"ok": False, "error": str(exc), "preflight": True, "steps": []})
         raise

@@ -10,11 +10,14 @@ so the CLI says it (text and ``--json``) and exits 128 + the signal.
 
 :func:`put_back` writes each knob back to the value found (recorded, as ``knob set`` records),
 then co-restarts the services (and their dependents) when one is down or runs with another value
-than found; nothing is restarted when everything already is as found. It runs in a task of its own
-(a fresh cancellation count, so the timeouts inside it work as usual) with the stop signals
-taken over: a second signal cancels the put-back itself (never a ``KeyboardInterrupt`` raised in
-the middle of a write), and the result names exactly the services left down and the command that
-brings them back (``servelab up -f SPEC``), as an interrupted ``restart`` does.
+than found; nothing is restarted when everything already is as found. Before it starts anything,
+what the interrupted step started is stopped and each port is free
+(:func:`~servelab.ops.deploy.settle.settle`; a launch cut by the signal is finished and recorded
+first, so it is stopped: it never holds the port the put-back's engine needs). It runs in a task
+of its own (a fresh cancellation count, so the timeouts inside it work as usual) with the stop
+signals taken over: a second signal cancels the put-back itself (never a ``KeyboardInterrupt``
+raised in the middle of a write), and the result names exactly the services left down and the
+command that brings them back (``servelab up -f SPEC``), as an interrupted ``restart`` does.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from servelab.ops.context import Operation
 from servelab.ops.deploy.deploy import restart
 from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.services import readiness, tolerant
+from servelab.ops.deploy.settle import settle
 from servelab.ops.knob import get_knob, live_knob, set_knob
 
 __all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back"]
@@ -81,11 +85,16 @@ def _left_down(exc: BaseException) -> tuple[str, ...]:
 
 
 async def put_back(
-    op: Operation, found: Sequence[KnobBack], *, left_down: Sequence[str] = ()
+    op: Operation,
+    found: Sequence[KnobBack],
+    *,
+    left_down: Sequence[str] = (),
+    reason: str = REASON,
 ) -> PutBack:
-    """Put ``found`` back and the services up (see the module docstring); never raises: what it
-    could not do is in the result."""
-    work = asyncio.get_running_loop().create_task(_PutBack(op, tuple(found), left_down).run())
+    """Put ``found`` back and the services up (see the module docstring), each knob written back
+    recorded with ``reason``; never raises: what it could not do is in the result."""
+    job = _PutBack(op, tuple(found), left_down, reason=reason)
+    work = asyncio.get_running_loop().create_task(job.run())
     with _signals_cancel(work):
         try:
             return await asyncio.shield(work)
@@ -122,6 +131,7 @@ class _PutBack:
     op: Operation
     found: tuple[KnobBack, ...]
     left_down: Sequence[str]
+    reason: str = REASON
     written: list[KnobBack] = field(default_factory=list)
     restarted: tuple[str, ...] = ()
     down: set[str] = field(default_factory=set)
@@ -147,13 +157,16 @@ class _PutBack:
         for knob in self.found:
             if await get_knob(self.op, knob.service, knob.knob) != knob.value:
                 self.op.say(KnobPuttingBack(knob.service, knob.knob, knob.value))
-                await set_knob(self.op, knob.service, knob.knob, knob.value, reason=REASON)
+                await set_knob(self.op, knob.service, knob.knob, knob.value, reason=self.reason)
                 self.written.append(knob)
 
     async def _restart(self) -> None:
         services = list(dict.fromkeys(knob.service for knob in self.found))
-        if not services or not await self._needed(restart_plan(self.op.spec, services)):
+        plan = restart_plan(self.op.spec, services)
+        if not services or not await self._needed(plan):
             return
+        self.down |= set(plan)  # stopped from here on, until started again
+        await settle(self.op, plan)  # what the interrupted step started: stopped, ports free
         report = await restart(self.op, services, verify_after=False)
         self._after(report)
         if not report.ok:

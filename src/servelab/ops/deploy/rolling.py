@@ -16,7 +16,10 @@ router),
    :func:`servelab.core.verify.served.engine_count`; without it, the router's listing is the
    evidence).
 
-The first phase that fails stops the roll: the report names the worker left out of the router,
+Before the first worker is taken out, the pre-flights run (the ports and files each worker needs,
+:mod:`servelab.ops.deploy.preflight`, and every place the roll writes,
+:mod:`servelab.ops.deploy.writable`: a refusal changes nothing). The first phase that fails stops
+the roll: the report names the worker left out of the router,
 whether it is down, and the commands that put it back. Cancelled (Ctrl-C), it raises
 :class:`~servelab.ops.deploy.results.DeployInterrupted` carrying the report. The roll is recorded
 in the ledger as a ``restart --rolling`` deployment.
@@ -75,6 +78,7 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
+from servelab.ops.deploy.writable import check_writable
 from servelab.ops.verify.e2e import probe_body
 from servelab.ops.verify.verify import verify
 
@@ -286,6 +290,7 @@ async def rolling_restart(
         router = op.spec.router_name
         assert router is not None  # rolling_plan refuses a deployment without one
         await check_before_start(op, [t.service for t in plan], restarting=True)
+        await check_writable(op, [t.service for t in plan], rollback=False)  # before any remove
         report = RollingReport(plan, router)
         op.say(RollingPlanned(tuple(t.service for t in plan)))
         try:

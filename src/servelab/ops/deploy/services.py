@@ -15,6 +15,7 @@ Every failure message that quotes a service's log has the service's env values r
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shlex
 import sys
@@ -164,6 +165,20 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     return record
 
 
+async def _launch_recorded(op: Operation, service: str, env: dict[str, str]) -> PidRecord:
+    """:func:`_launch`, never cut between the launch and the pid record: cancelled meanwhile (a
+    stop signal), the launch is finished and recorded first, then the cancellation goes on, so
+    the caller's cleanup finds and stops the process (else it would run unrecorded and take the
+    port from the next start: issue 38)."""
+    launch = asyncio.ensure_future(_launch(op, service, env))
+    try:
+        return await asyncio.shield(launch)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await launch
+        raise
+
+
 async def _config_at_launch(op: Operation, service: str) -> dict[str, str]:
     """A copy of the service's ``config_file`` as its engine reads it at this launch (in the
     backup directory, ``NAME.launched-STAMP``), for the pid record: a later edit of the file is
@@ -206,7 +221,7 @@ async def start(op: Operation, service: str) -> Step:
     started = time.monotonic()
     env = await _env(op, service)
     try:
-        record = await _launch(op, service, env)
+        record = await _launch_recorded(op, service, env)
     except CommandTimeout:
         return await _launch_timed_out(op, service, started)
     ready, evidence = await _gate(op, record, env, fresh=True)

@@ -1,6 +1,7 @@
-"""The write pre-flight of ``up`` and ``restart``: before anything stops or starts, every place
-the command will write is proved writable, so a restart never stops a service and then fails to
-write what it needs to start it again (issue 38).
+"""The write pre-flight of ``up``, ``restart`` and ``restart --rolling``: before anything stops
+or starts, every place the command will write is proved writable, so a restart never stops a
+service and then fails to write what it needs to start it again, and ``up`` never starts one it
+cannot record (issue 38).
 
 - this machine: the pid records' directory (``<state_dir>/run``: a file is created and removed
   in it) and each existing pid record of the plan (replaced or removed), and the ledger file;

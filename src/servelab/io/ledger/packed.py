@@ -1,4 +1,5 @@
-"""The compact form of a request record: how the ledger stores one (pure, lossless).
+"""The compact form of a request record: how the ledger stores one (pure, lossless; the
+ledger's row encoding, so it lives with the ledger: it takes and gives the stored JSON).
 
 One ``bytes`` value instead of ~1.3 kB of JSON; :func:`pack_record` and :func:`unpack_record`
 are each other's inverse over ``encode(record)`` dicts (:func:`~servelab.core.ledger.codec.encode`).

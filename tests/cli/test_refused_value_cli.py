@@ -1,0 +1,119 @@
+"""A value the engine refuses at start-up (the simulated decode exits on
+``SGLANG_SM120_MMA_TARGET_CTAS=0``: it must be >= 1) in the last step of ``ab --keep`` and in
+``case revert --to``: the deployment is put back as the command found it (the knob at its value,
+every service answering), the command says so and exits 1; the A/B's journal session is marked
+``failed``, not left ``running`` (tenth pass, H2 and H3). Real processes on a real stack.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.io.ledger.journal import AbJournal, SessionStatus
+from servelab.io.ledger.ledger import Ledger
+from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.case import case as cases
+from servelab.ops.knob import get_knob, live_knob
+from tests.support import run_cli
+from tests.support.deployed import deployed
+from tests.support.specs import write_pd_spec
+
+FOUND = "512"
+#: The value the simulated decode exits on (the knob's check takes any text for an env knob).
+REFUSED = "0"
+TARGET = f"knob:decode/{DEFAULT_KNOB}"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
+    root = tmp_path_factory.mktemp("refused")
+    loaded = load_spec(write_pd_spec(root, time_scale=0.05, name="refused", knob=FOUND))
+    with deployed(loaded):
+        yield loaded
+
+
+def _answers(loaded: LoadedSpec, service: str) -> bool:
+    url = loaded.spec.services[service].url.rstrip("/")
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
+            return bool(resp.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _as_found(loaded: LoadedSpec) -> None:
+    assert asyncio.run(get_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
+    assert asyncio.run(live_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
+    assert [s for s in loaded.spec.services if not _answers(loaded, s)] == []
+
+
+@pytest.mark.timeout(300)
+def test_ab_keeping_a_value_the_engine_refuses_puts_the_original_back(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    done = run_cli(
+        "ab", "-f", stack.source, "--ledger", str(ledger),
+        "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--repeat", "1", "--concurrency", "1",
+        "--requests", "4", "--warmup", "0",
+        "--output-len", "8", "--input-len", "16", "--keep", REFUSED, timeout=280,
+    )  # fmt: skip
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    last = done.stderr.strip().splitlines()[-1]
+    assert f"keeping {REFUSED} failed" in last and "put back as found" in last, done.stderr
+    assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in last, last
+    assert "Traceback" not in done.stderr
+    _as_found(stack)
+    with Ledger.open(ledger) as led:
+        session = AbJournal(led).get(1)
+    assert session is not None and session.status == SessionStatus.FAILED
+    assert len(session.visits) == 2  # the measurement itself is kept
+
+
+def _case(ledger_file: Path) -> str:
+    with Ledger.open(ledger_file) as ledger:
+        cid = cases.open_case(ledger, "sessions hang")
+        cases.add_suspect(ledger, cid, TARGET, "the latest change")
+    return str(cid)
+
+
+@pytest.mark.timeout(300)
+def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    cid = _case(ledger)
+    args = ("case", "revert", cid, TARGET, "--to", REFUSED, "--yes", "-f", stack.source,
+            "--ledger", str(ledger))  # fmt: skip
+    done = run_cli(*args, "--json", timeout=280)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    doc = json.loads(done.stdout)
+    assert doc["ok"] is False and doc["down"] == [] and doc["recovery"] is None
+    assert doc["put_back"]["ok"] is True
+    assert "put back as found" in doc["error"] and f"{DEFAULT_KNOB}={FOUND}" in doc["error"]
+    assert "co-restarted decode, router" in doc["error"]
+    _as_found(stack)
+    text = run_cli(*args, timeout=280)
+    assert text.returncode == 1, text.stderr
+    assert "NOT verified" in text.stdout + text.stderr and "put back as found" in text.stdout
+    _as_found(stack)
+
+
+def test_case_revert_to_a_value_the_knob_refuses_changes_nothing(
+    stack: LoadedSpec, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.db"
+    cid = _case(ledger)
+    done = run_cli("case", "revert", cid, TARGET, "--to", "5\u200b12", "--yes", "-f",
+                   stack.source, "--ledger", str(ledger), "--json")  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "invisible character" in done.stderr
+    _as_found(stack)
