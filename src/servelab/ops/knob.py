@@ -343,7 +343,7 @@ async def _write(
         return old, path, None, False, "env_file"
     base = env if env is not None else parse_envfile("", source=path)
     new_env = base.set(knob.name, value) if value is not None else base.unset(knob.name)
-    backup = await op.write_env(service, path, new_env.render().encode(), backup=env is not None)
+    backup = await op.write_env(service, path, new_env.encode(), backup=env is not None)
     return old, path, backup, True, "env_file"
 
 
