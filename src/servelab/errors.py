@@ -31,6 +31,8 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     ├── TraceError(ValueError)            a trace file's line is not a trace entry
     ├── StoreError(RuntimeError)          the ledger could not be read or written
     │   ├── SchemaError                   the ledger's schema is newer than this servelab
+    │   ├── NotALedger(ValueError)        the file is not a (complete) servelab ledger: another
+    │   │                                 program's SQLite database, a FIFO (refused unwritten)
     │   └── RecordError(ValueError)       a stored or printed record does not fit its type
     │       └── DamagedRow                a ledger row (a hand edit) does not read as its record
     ├── BenchError(RuntimeError)          a benchmark or A/B could not run
@@ -51,9 +53,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
                                           (servelab.ops.deploy.putback)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
-``TraceError``/``DamagedRow`` (bad input) and ``WorkerListError`` (a router's worker list of
-another shape, or one ``init`` cannot use) → 2, everything else → 1; an ``OptionError`` of a
-shared option's parser becomes click's usage error naming the option.
+``TraceError``/``DamagedRow``/``NotALedger`` (bad input) and ``WorkerListError`` (a router's
+worker list of another shape, or one ``init`` cannot use) → 2, everything else → 1; an
+``OptionError`` of a shared option's parser becomes click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ __all__ = [
     "KnobError",
     "MetricsError",
     "ModelNotListed",
+    "NotALedger",
     "OptionError",
     "ProtocolError",
     "RecordError",
@@ -159,6 +162,11 @@ class StoreError(ServelabError, RuntimeError):
 
 class SchemaError(StoreError):
     """The ledger was written by a newer servelab (its schema version is higher than ours)."""
+
+
+class NotALedger(StoreError, ValueError):
+    """The ledger's path holds something else: not a regular file, another program's SQLite
+    database, or a servelab schema version whose tables are missing (nothing is written to it)."""
 
 
 class RecordError(StoreError, ValueError):

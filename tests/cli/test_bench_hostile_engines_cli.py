@@ -174,7 +174,9 @@ async def test_a_large_run_stops_on_sigterm_while_it_is_prepared(tmp_path: Path)
                 proc.kill()
                 await proc.communicate()
     assert proc.returncode == 143, err.decode()
-    assert took < 1.5, f"SIGTERM acted on after {took:.2f} s"
+    # about a second on a quiet machine; 1.87-2.18 s at load 8 on 2 cores (the bound was 1.5 s):
+    # 4 s still tells a signal acted on mid-build from one left until the build's end
+    assert took < 4.0, f"SIGTERM acted on after {took:.2f} s"
     assert json.loads(out)["interrupted"] is True
 
 

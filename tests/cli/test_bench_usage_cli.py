@@ -96,8 +96,24 @@ async def test_the_text_output_says_usage_disagreed(tmp_path: Path) -> None:
 
 
 async def test_a_believable_count_is_taken(tmp_path: Path) -> None:
-    """Two tokens an event (``--stream-interval 2``): 128 believed, not flagged."""
-    result = await _run({"prompt_tokens": 3, "completion_tokens": 2 * EVENTS}, tmp_path, "--json")
+    """Two tokens an event (``--stream-interval 2``): 128 believed, not flagged (the request
+    asks 128: usage above its ``max_tokens`` is not believed)."""
+    two_each = {"prompt_tokens": 3, "completion_tokens": 2 * EVENTS}
+    result = await _run(two_each, tmp_path, "--json", "--output-len", str(2 * EVENTS))
     assert result.returncode == 0, result.stderr
+    level = json.loads(result.stdout)["levels"][0]
+    assert (level["usage_disagreed"], level["output_tokens_from_usage"]) == (0, True)
+
+
+async def test_a_count_above_max_tokens_is_not_taken(tmp_path: Path) -> None:
+    """Issue 38, the tenth pass: 1,000 completion tokens for a request of ``max_tokens`` 100
+    (within 64 an event, so the event bound alone believed it): not taken; 100 is."""
+    above = {"prompt_tokens": 3, "completion_tokens": 1000}
+    result = await _run(above, tmp_path, "--json", "--output-len", "100")
+    assert result.returncode == 0, result.stderr
+    level = json.loads(result.stdout)["levels"][0]
+    assert (level["ok"], level["usage_disagreed"]) == (3, 3)
+    at_cap = {"prompt_tokens": 3, "completion_tokens": 100}
+    result = await _run(at_cap, tmp_path, "--json", "--output-len", "100", "--no-ledger")
     level = json.loads(result.stdout)["levels"][0]
     assert (level["usage_disagreed"], level["output_tokens_from_usage"]) == (0, True)

@@ -112,3 +112,24 @@ def test_case_revert_refuses_a_hand_edit_back_to_an_older_value(tmp_path: Path) 
     assert _written(ledger_file)[-2:] == ["128", "512"]  # written, then put back as found
     assert env.read_text() == f"{K}=512\nOTHER=1\n"
     assert "down: decode; bring them back with: servelab up" in forced.stdout + forced.stderr
+
+
+def test_restore_and_revert_refuse_an_env_file_that_is_gone_forced_or_not(tmp_path: Path) -> None:
+    """The env file deleted: without the check, ``restore`` said the knob was "unset there" (a
+    hand edit), and ``--force`` created a file holding only the knob (OTHER lost) and restarted."""
+    ledger_file = tmp_path / "l" / "ledger.db"
+    spec, env = _spec(tmp_path, "256")
+    cid, _ = _resolved_case(ledger_file)
+    backups = tmp_path / "state" / "backups" / "decode"
+    backups.mkdir(parents=True)
+    (backups / "decode.env.bak-20261206T000000Z").write_text(f"{K}=256\nOTHER=1\n")
+    env.unlink()
+    led = ("-f", str(spec), "--ledger", str(ledger_file))
+    for argv in (("restore", cid), ("restore", cid, "--force")):
+        refused = run_cli(*argv, *led)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        line = " ".join(refused.stderr.split())
+        assert f"local:{env}: decode's env file does not exist (deleted?)" in line, line
+        assert "decode.env.bak-20261206T000000Z" in line and "Traceback" not in line
+        assert not env.exists()  # nothing written
+        assert not (tmp_path / "state" / "logs").exists()  # nothing restarted

@@ -6,11 +6,13 @@ sglang-router), and also as a malformed line (``NAME VALUE`` without ``=``). The
 runs as a real process, on its success path and on a failure path: up, restart, verify, knob
 get/set/diff, bench, ab (small), soak (short), case open/suspect/revert/resolve/evidence/list,
 restore, report, ledger export/stats/prune/vacuum, trace generate, tune --plan, init (case test and
-case bisect on their failure path only: each of their visits restarts a service). A declared knob
-whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and ``knob set`` writes
-another: ``knob get|set|diff``, ``verify`` and the ledger show and store ``***``. Every command of
-the click group is run but those in :data:`NOT_RUN` (each with its reason): a new command fails
-this test until it is added. Scanned for every planted value:
+case bisect on their failure path only: each of their visits restarts a service), and the
+simulator's own usage errors (``sim decode --api-key ...``, ``sim prefill --config`` of a malformed
+file holding a key); ``bench`` sends session and access headers (``X-Session-Id``, ``X-Access``).
+A declared knob whose name looks secret (``ENGINE_API_KEY``) holds a planted value too, and
+``knob set`` writes another: ``knob get|set|diff``, ``verify`` and the ledger show and store
+``***``. Every command of the click group is run but those in :data:`NOT_RUN` (each with its
+reason): a new command fails this test until it is added. Scanned for every planted value:
 
 - every command's stdout and stderr;
 - the ledger's bytes: the main file AND its ``-wal`` (a reader held open by the test keeps the WAL
@@ -57,13 +59,17 @@ MALFORMED = "hf_malformedZ8v1Ew"  # written as `HF_TOKEN hf_...` (no `=`)
 #: verify and the ledger showed and stored its value), its value and the one ``knob set`` writes.
 SECRET_KNOB = "ENGINE_API_KEY"
 KNOB_SECRET, KNOB_SECRET_NEW = "sk-knob-Vb82nQx4Lw", "sk-knob-new-Hz7pT3cW"
+#: Request headers whose names say a session or an access grant (issue 38, the tenth pass: a
+#: ``bench --header`` stored them verbatim in ``--json`` and the ledger), ordinary-looking values.
+HEADERS = {"X-Session-Id": "sess-4Qw9Zr7Lp2", "X-Access": "acc-Tq5Wn8Yx3V"}
+#: What the simulator is given on its command line and in a malformed ``--config`` (its stderr
+#: quoted both: "unrecognized arguments: --api-key sk-...", the YAML error's line).
+SIM_SECRETS = ("sk-simArg-Pq72Lx9Wm", "sk-simYaml-Ne48Rt2Vb")
 VALUES = [v for env in PLANTED.values() for v in env.values()]
-VALUES += [MALFORMED, KNOB_SECRET, KNOB_SECRET_NEW]
+VALUES += [MALFORMED, KNOB_SECRET, KNOB_SECRET_NEW, *HEADERS.values(), *SIM_SECRETS]
 #: The commands this test does not run, and why; any other command of the click group missing
 #: from the test fails it (``test_no_planted_value_leaks_from_any_command``).
 NOT_RUN = {
-    "sim decode": "a simulated engine: `up` runs it as a service (its output is a service log)",
-    "sim prefill": "a simulated engine: `up` runs it as a service (its output is a service log)",
     "sim proxy": "the simulated faulty proxy: it reads no env file, spec or ledger",
     "demo": "its own throw-away deployment in a temporary folder: no user input to plant",
 }
@@ -170,7 +176,9 @@ def _up_restart_verify_knob(scan: Scan) -> None:
 
 def _measure(scan: Scan) -> None:
     small = ("--requests", "3", "--input-len", "8", "--output-len", "4")
-    scan.run("bench", *small, "--export", str(scan.root / "bench-out"), timeout=120)
+    headers = [arg for name, value in HEADERS.items() for arg in ("--header", f"{name}:{value}")]
+    scan.run("bench", *small, *headers, "--export", str(scan.root / "bench-out"), timeout=120)
+    scan.run("bench", *small, *headers, "--json", "--no-ledger", timeout=120)
     dead = f"http://127.0.0.1:{free_port()}"
     scan.run("bench", "--url", dead, *small, "--no-ledger", code=1)  # failure: nothing there
     scan.run(
@@ -206,6 +214,15 @@ def _case(scan: Scan) -> None:
     scan.run("trace", "generate", str(scan.root / "trace.jsonl"), "--sessions", "2")
     scan.run("tune", "--knob", f"decode:{K}=256,512", "--plan", "--concurrency", "64")
     scan.run("tune", "--knob", "decode:PATH_HINT=a,b", "--plan", code=2)  # undeclared
+
+
+def _simulator(scan: Scan) -> None:
+    """The simulator's own failure paths (its running output is a service log, not scanned)."""
+    bad = scan.root / "env" / "sim-bad.yaml"  # an input, the secret's home: not scanned
+    bad.write_text(f'max-running-requests: 8\napi-key: "{SIM_SECRETS[1]}\nx: [\n')
+    port = str(free_port())
+    scan.run("sim", "decode", "--port", port, "--api-key", SIM_SECRETS[0], "--bogus", code=2)
+    scan.run("sim", "prefill", "--port", port, "--config", str(bad), code=2)
 
 
 def _commands() -> set[str]:
@@ -250,6 +267,7 @@ def test_no_planted_value_leaks_from_any_command(tmp_path: Path) -> None:
         reader.execute("SELECT count(*) FROM sqlite_master").fetchall()
         _measure(scan)
         _case(scan)
+        _simulator(scan)
         scan.run("status")
         assert any(path.name.endswith(".json") for path in (root / "state" / "run").iterdir())
         scan.wal.append(scan.ledger.with_name("ledger.db-wal").read_bytes())

@@ -1,7 +1,9 @@
 """``servelab tune`` on a real stack: an argument knob's arms made live through the real router,
 the worse one dropped at the first look, the tune interrupted and resumed from its journal, the
 best arm kept; ``--screen`` of three knobs where only the cap matters; and ``--plan`` from a
-recorded A/B.
+recorded A/B. An arm dropped for its answers, on a stack of its own, is
+tests/cli/test_tune_answers_cli.py; ``--plan`` and the refusals that need no stack are
+tests/cli/test_tune_plan_cli.py.
 
 The decode's running batch capped at 4 against 64, at C32: the cap makes a request wait for a slot,
 about a seventh of the throughput, which the rule shows after block 3 (its first look) whatever
@@ -12,14 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
 from servelab.core.ab.tuneevents import TuneVisitStarted
 from servelab.core.ab.tunerun import TuneKnob
 from servelab.core.bench.contract import BenchConfig
@@ -139,41 +139,6 @@ def test_a_screening_of_three_knobs_tunes_only_the_one_that_matters(
     assert asyncio.run(get_knob(stack, "decode", CAP)) == original  # put back
 
 
-def test_a_screened_knob_takes_exactly_two_values() -> None:
-    done = run_cli("tune", "--screen", "--knob", f"decode:{CAP}=4,32,64", "--knob",
-                   f"decode:{REPORT}=off,on", timeout=60)  # fmt: skip
-    assert done.returncode == 2, done.stderr
-    assert f"screening takes each knob at exactly two values: {CAP} has 3" in done.stderr
-
-
-def _recorded_ab(ledger: Ledger) -> int:
-    """An A/B of the decode's CTAS as ``ab`` records one: 4 rounds of 256 and 512 at C64."""
-    shared, own = (0.01, -0.02, 0.015, -0.005), {"256": (0.0, 0.01, -0.01, 0.005),
-                                                  "512": (0.012, -0.004, 0.0, -0.01)}  # fmt: skip
-    visits = tuple(
-        ArmVisit(arm, rnd, None, arm, {64: base * math.exp(shared[rnd] + own[arm][rnd])}, 0)
-        for rnd in range(4) for arm, base in (("256", 1500.0), ("512", 1700.0))
-    )  # fmt: skip
-    result = conclude(AbResult("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "256", "512",
-                               visits=visits, design=AbDesign(concurrencies=(64,))))  # fmt: skip
-    return ledger.record_ab(config={}, result=result)
-
-
-def test_a_plan_simulates_the_rule_on_the_recorded_noise(tmp_path: Path) -> None:
-    ledger_file = tmp_path / "ledger.db"
-    with Ledger.open(ledger_file) as ledger:
-        ab_id = _recorded_ab(ledger)
-    led = ("--ledger", str(ledger_file))
-    knob = "decode:SGLANG_SM120_MMA_TARGET_CTAS=256,512,768"
-    plan, _ = _cli("tune", "--knob", knob, "--plan", "--concurrency", "64,96", *led)
-    assert plan["arms"] == 3 and plan["ab_ids"] == [ab_id] and plan["effect"] == 0.05
-    at64, at96 = plan["levels"]
-    assert at96["check"] is None  # nothing recorded at C96: nothing to simulate from
-    check = at64["check"]
-    assert check["runs"] == 200 and check["full_visits"] == 3 * 12
-    assert 3 <= check["mean_blocks"] <= 12 and check["mean_visits"] < check["full_visits"]
-
-
 def test_a_tune_whose_first_block_outruns_its_budget_says_so_before_it_is_spent(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
@@ -189,38 +154,6 @@ def test_a_tune_whose_first_block_outruns_its_budget_says_so_before_it_is_spent(
     assert warning in stderr and "(this tune's first visit)" in stderr, stderr
     assert stderr.index(warning) < stderr.index("visit 2/3"), stderr
     assert doc["time_budget_hit"] and len(doc["visits"]) == 3 and doc["restored"]
-
-
-BF16 = "SGLANG_NSA_INDEX_KEYS_BF16"
-
-
-@pytest.mark.timeout(240)
-def test_tune_drops_an_arm_that_changes_answers(tmp_path: Path) -> None:
-    """The bf16 index keys are faster in the simulator but alter one answer in three above 16
-    running requests: after the first block (21 probes per visit at C64) the arm is dropped for
-    its answers, never the best, and the tune's record says why."""
-    spec = str(write_pd_spec(tmp_path, knob="512", time_scale=0.05,
-                             knobs=("SGLANG_SM120_MMA_TARGET_CTAS", BF16),
-                             decode_toml=f'reads_env = ["{BF16}"]\n'))  # fmt: skip
-    ledger = str(tmp_path / "ledger.db")
-    assert run_cli("up", "-f", spec, "--ledger", ledger).returncode == 0
-    try:
-        done = run_cli(
-            "tune", "-f", spec, "--ledger", ledger, "--knob", f"decode:{BF16}=0,1",
-            "--concurrency", "64", "--requests", "400", "--warmup", "4", "--input-len", "32",
-            "--output-len", "16", "--max-rounds", "3", "--keep", "best", "--json", timeout=220,
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-        doc = json.loads(done.stdout)
-        assert doc["dropped"] == ["1"] and doc["best"] != "1"
-        (judged,) = doc["answers"]
-        assert judged["candidate"]["arm"] == "1" and judged["verdict"]["outcome"] == "changed"
-        assert judged["verdict"]["low"] > 0 and judged["baseline"]["wrong"] == 0
-        assert "arm 1 dropped: it changes answers" in done.stderr
-        live = run_cli("knob", "diff", "decode", BF16, "-f", spec, "--json")
-        assert json.loads(live.stdout)["live"] in (None, "0")
-    finally:
-        run_cli("down", "-f", spec, "--ledger", ledger)
 
 
 @pytest.mark.timeout(600)

@@ -96,6 +96,10 @@ def test_verify_passes_all_four_layers_through_the_vllm_router(deployment: Deplo
     e2e = next(c for c in checks if c["layer"] == "e2e")
     assert e2e["ok"] and e2e["completion_tokens"] > 0 and e2e["prompt_tokens"] > 500
     assert e2e["start"] == "cold" and e2e["decode_requests_before"] == [0]  # via /server_info
+    long = e2e["long"]  # sized from vLLM's /v1/models max_model_len less the output tokens
+    assert {x["field"] for x in long["limits"]} == {"max_model_len"} and long["status"] == 200
+    assert all(x["tokens"] > 8192 for x in long["limits"]) and long["size"] == 8192
+    assert long["completion_tokens"] > 0 and "skipped" not in long
 
 
 def test_bench_and_knob_diff(deployment: Deployment) -> None:

@@ -11,7 +11,6 @@ from servelab.core.load.workload import LengthDist
 from servelab.core.redaction import (
     REDACTED,
     argument_secrets,
-    is_secret_name,
     mask,
     mask_fields,
     redact,
@@ -19,6 +18,7 @@ from servelab.core.redaction import (
     redact_url,
     secret_values,
 )
+from servelab.core.secretnames import is_secret_name
 
 TOKEN = "sk-PLANTED-9xQ2"
 

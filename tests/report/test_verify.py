@@ -45,6 +45,7 @@ from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.e2e import E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.health import HealthProbe, StaleWorker, WorkerListing
+from servelab.core.verify.longprompt import EngineLimit, LongProbe, LongSkip
 from servelab.core.verify.pair import (
     FieldRule,
     FieldVerdict,
@@ -82,6 +83,13 @@ def _e2e(status: int | None, total_s: float, ttft_s: float | None, error: str | 
 
 def _second(total_s: float, error: str | None = None, detail: str | None = None) -> RequestTiming:
     return RequestTiming(None if error else 200, 0.01, total_s, 16, 512, error, detail)
+
+
+_LIMIT = EngineLimit("prefill", "max_req_input_len", 163_834)
+_LONG_SENT = LongProbe(8192, (_LIMIT,), None, 200, 0.16, 0.17, 8188, 16)
+_LONG_SKIPPED = LongProbe(None, (EngineLimit("prefill", "max_model_len", None),), LongSkip.NO_LIMIT)
+_LONG_FAILED = LongProbe(8192, (_LIMIT,), None, 200, None, 0.2, None, 0, "error in stream",
+                         "Decode transfer failed")  # fmt: skip
 
 
 def _reach(before: int | None, after: int | None, sent: int,
@@ -259,6 +267,20 @@ CASES: list[tuple[CheckCode, CheckData, str]] = [
                         start_reason=StartReason.SECOND_PROBE),
      "200 in 0.12 s, TTFT 0.05 s, 16 tokens; warm (an immediate second probe took 0.10 s); "
      "second probe 0.10 s"),
+    (C.E2E_PASSED, _e2e(200, 0.09, 0.02, before=(2,), start=Start.WARM,
+                        start_reason=StartReason.SERVED_BEFORE, long=_LONG_SENT),
+     "200 in 0.09 s, TTFT 0.02 s, 16 tokens; warm (decode served 2 request(s) before); long "
+     "prompt 8,188 tokens (capped at 8,192; prefill's max_req_input_len 163,834) 0.17 s, TTFT "
+     "0.16 s"),
+    (C.E2E_PASSED, _e2e(200, 0.09, 0.02, before=(2,), start=Start.WARM,
+                        start_reason=StartReason.SERVED_BEFORE, long=_LONG_SKIPPED),
+     "200 in 0.09 s, TTFT 0.02 s, 16 tokens; warm (decode served 2 request(s) before); long "
+     "prompt skipped: no worker said its input limit (prefill max_model_len)"),
+    (C.E2E_LONG_FAILED, _e2e(200, 0.09, 0.02, long=_LONG_FAILED),
+     "short prompts ok, a long prompt of 8,192 tokens (capped at 8,192; prefill's "
+     "max_req_input_len 163,834) failed (status 200): error in stream: Decode transfer failed; "
+     "the KV transfer of long prompts fails (transfer buffers smaller than the longest prompt the "
+     "engines admit?)"),
     (C.HEALTH_WORKERS_MISSING, _ROUTER,
      "/readiness 200 in 9 ms (3/3 workers healthy); router lists decode-1 missing, decode-2 "
      "healthy; but the router does not list decode-1 (out of the router: `servelab restart "

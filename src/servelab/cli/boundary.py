@@ -32,6 +32,7 @@ from servelab.errors import (
     CaseError,
     DamagedRow,
     KnobError,
+    NotALedger,
     OptionError,
     ServelabError,
     SpecError,
@@ -228,10 +229,10 @@ def stop_on_signals(stop: asyncio.Event) -> Iterator[list[int]]:
 
 def exit_code(exc: BaseException) -> int:
     """The exit code of a failure: 2 bad input (spec, knob, case, option, trace, usage, a ledger
-    row that does not read as its record, a router's worker list of another shape), 128 +
-    the signal's number when a stop signal ended it (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP), else
-    1."""
-    bad_input = (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow)
+    row that does not read as its record, a file that is not a servelab ledger, a router's worker
+    list of another shape), 128 + the signal's number when a stop signal ended it (130 Ctrl-C,
+    143 SIGTERM, 129 SIGHUP), else 1."""
+    bad_input = (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow, NotALedger)
     if isinstance(exc, (*bad_input, WorkerListError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):

@@ -322,7 +322,9 @@ def case_show(
     async def body(ledger: Ledger) -> cases.CaseView:
         return cases.view_case(ledger, case_id)
 
-    view = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    view = run_with_ledger(
+        SpecAndLedger(spec_path, ledger_path), body, create=False, reads_only=True
+    )
     if as_json:
         print_json(case_json(view))
     else:
@@ -339,7 +341,9 @@ def case_list(spec_path: Path | None, ledger_path: Path | None, as_json: bool) -
     async def body(ledger: Ledger) -> list[cases.CaseView]:
         return cases.list_cases(ledger)
 
-    views = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    views = run_with_ledger(
+        SpecAndLedger(spec_path, ledger_path), body, create=False, reads_only=True
+    )
     if as_json:
         print_json(case_list_json(views))
         return
@@ -417,7 +421,7 @@ def report_cmd(
         return target, written, unchanged
 
     where = SpecAndLedger(spec_path, ledger_path)
-    target, written, unchanged = run_with_ledger(where, body, create=False)
+    target, written, unchanged = run_with_ledger(where, body, create=False, reads_only=True)
     if as_json:
         print_json({"out": str(target), "index": str(target / "index.html"),
                     "written": written, "unchanged": unchanged})  # fmt: skip

@@ -204,6 +204,11 @@ class SpecAndLedger:
                     f"took over the lock {lock.taken_over_path} from "
                     f"{lock.taken_over.describe()}, which ended without releasing it",
                 )
+            if lock.unnamed is not None:
+                path, why = lock.unnamed
+                notice(
+                    "lock:", f"cannot write this command's name into {path} ({why}); held unnamed"
+                )
             yield
 
     def ledger_path(self, state_dir: Path | None = None) -> Path:
@@ -213,13 +218,17 @@ class SpecAndLedger:
         return resolve_ledger_path(None, state_dir or self.spec().state_dir)
 
     @contextmanager
-    def ledger(self, state_dir: Path | None = None, *, create: bool = True) -> Iterator[Ledger]:
+    def ledger(
+        self, state_dir: Path | None = None, *, create: bool = True, reads_only: bool = False
+    ) -> Iterator[Ledger]:
         """The ledger, opened (and closed after the block).
 
         ``create=False`` (commands that only read it, or need a case already in it): a ledger
         that does not exist is refused with a :class:`~servelab.errors.StoreError`, nothing made.
+        ``reads_only`` (commands that only read it): an older ledger is refused, not upgraded.
         """
-        with Ledger.open(self.ledger_path(state_dir), create=create) as ledger:
+        path = self.ledger_path(state_dir)
+        with Ledger.open(path, create=create, reads_only=reads_only) as ledger:
             yield ledger
 
 
@@ -256,11 +265,12 @@ def run_with_ledger(
     *,
     create: bool = True,
     wait: bool | None = None,
+    reads_only: bool = False,
 ) -> T:
-    """:func:`run` ``body(ledger)`` with the command's ledger open around it (``create``: see
-    :meth:`SpecAndLedger.ledger`); ``wait`` not None: holding the deployment's lock too
-    (:meth:`SpecAndLedger.exclusive`), taken once the ledger is open (a ledger refused makes
-    nothing, not even the state directory)."""
+    """:func:`run` ``body(ledger)`` with the command's ledger open around it (``create``,
+    ``reads_only``: see :meth:`SpecAndLedger.ledger`); ``wait`` not None: holding the
+    deployment's lock too (:meth:`SpecAndLedger.exclusive`), taken once the ledger is open (a
+    ledger refused makes nothing, not even the state directory)."""
     locked = nullcontext() if wait is None else where.exclusive(wait=wait)
-    with where.ledger(create=create) as ledger, locked:
+    with where.ledger(create=create, reads_only=reads_only) as ledger, locked:
         return run(body(ledger))

@@ -89,6 +89,8 @@ def _up_or_down(
     wait: bool,
 ) -> None:
     report = _operate(where, wait, lambda op: action(op, list(services) or None), _quiet(as_json))
+    if report.error is not None:  # down, not recorded: it stopped all the same
+        error(f"{report.action}: {report.error}")
     _show(deploy_json(report), render_deploy(report), as_json, report.ok)
 
 

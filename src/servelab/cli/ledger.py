@@ -253,7 +253,7 @@ def ledger_export(
         )
     if out != "-":
         check_overwrite(Path(out) / "manifest.json" if fmt == "csv" else Path(out), force)
-    summary = run_with_ledger(where, body, create=False)
+    summary = run_with_ledger(where, body, create=False, reads_only=True)
     if out == "-":
         return
     if as_json:
@@ -326,7 +326,9 @@ def ledger_stats(spec_path: Path | None, ledger_path: Path | None, as_json: bool
     async def body(ledger: Ledger) -> LedgerStats:
         return ledger.stats()
 
-    stats = run_with_ledger(SpecAndLedger(spec_path, ledger_path), body, create=False)
+    stats = run_with_ledger(
+        SpecAndLedger(spec_path, ledger_path), body, create=False, reads_only=True
+    )
     if as_json:
         print_json(stats_json(stats))
         return

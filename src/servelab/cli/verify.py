@@ -1,7 +1,10 @@
 """``servelab verify [SERVICE...]``: layered verification (config, live, health, e2e).
 
-Exit 0 only if every check passes, 1 otherwise, 2 on a bad spec. Every verification is recorded in
-the ledger (``--ledger PATH``, else ``$SERVELAB_LEDGER``, else ``<state_dir>/ledger.db``).
+Exit 0 only if every check passes, 1 otherwise, 2 on a bad spec. It holds the deployment's change
+lock as it reads (:attr:`~servelab.io.lock.Hold.INSPECT`): during a restart, ``up``, ``down`` or a
+rolling restart it refuses naming the holder, or waits with ``--wait``. Every verification is
+recorded in the ledger (``--ledger PATH``, else ``$SERVELAB_LEDGER``, else
+``<state_dir>/ledger.db``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ import click
 from servelab.cli.answeropts import answer_probes_option
 from servelab.cli.boundary import EXIT_FAILED, EXIT_OK, json_option, print_json, run
 from servelab.cli.common import SpecAndLedger, ledger_option, progress_when, spec_option
+from servelab.cli.options import wait_option
 from servelab.cli.proxy import ProxyOptions, proxy_env, proxy_options
 from servelab.cli.sharedoption import Parsed
 from servelab.core.options import parse_positive_seconds
 from servelab.core.verify.contract import VerifyReport
+from servelab.io.lock import Hold
 from servelab.ops.context import Operation
 from servelab.ops.verify.e2e import E2EOptions
 from servelab.ops.verify.verify import LAYERS, verify
@@ -30,13 +35,8 @@ __all__ = [
 
 
 async def _verify(
-    spec_path: Path | None,
-    services: list[str],
-    layers: tuple[str, ...],
-    ledger_path: Path | None,
-    e2e: E2EOptions,
+    where: SpecAndLedger, services: list[str], layers: tuple[str, ...], e2e: E2EOptions
 ) -> VerifyReport:
-    where = SpecAndLedger(spec_path, ledger_path)
     loaded = where.deployment()
     say = progress_when(sys.stderr.isatty())
     with where.ledger() as ledger:
@@ -72,6 +72,7 @@ async def _verify(
     "that need no reference).",
 )
 @proxy_options
+@wait_option
 @click.pass_context
 def verify_command(
     ctx: click.Context,
@@ -85,6 +86,7 @@ def verify_command(
     answer_probes: int,
     rebase_answers: bool,
     proxy: ProxyOptions,
+    wait: bool,
 ) -> None:
     """Verify SERVICE... (default: all) in layers; every failure comes with a reason.
 
@@ -103,7 +105,9 @@ def verify_command(
         env=proxy_env(os.environ),
     )  # fmt: skip
     chosen = tuple(layer for layer in LAYERS if layer in layers) if layers else LAYERS
-    report = run(_verify(spec_path, list(services), chosen, ledger_path, e2e))
+    where = SpecAndLedger(spec_path, ledger_path)
+    with where.exclusive(wait=wait, kind=Hold.INSPECT):  # outside the loop: a wait is a sleep
+        report = run(_verify(where, list(services), chosen, e2e))
     if as_json:
         print_json(verify_json(report))
     else:

@@ -12,7 +12,8 @@ and every value it stores that a user typed as a secret goes through here:
   ``--secret``, ``--hf-token``...), inside an env value too (the ``args_env`` variable such as
   ``SGLANG_ARGS="... --api-key sk-..."``: its words are secrets one by one, not only whole);
 - **header values** of secret-looking names (``Authorization``, ``Cookie``, ``*-Key``,
-  ``*-Token``: :func:`redact_headers`), as ``bench``/``soak --header`` stores them;
+  ``*-Token``, and for a header a session's or an access grant's: ``X-Session-Id``, ``X-Access``:
+  :func:`redact_headers`), as ``bench``/``soak --header`` stores them;
 - **knob values of secret-looking names** (an env knob ``ROUTER_API_KEY``, an argument
   ``--api-key``): :func:`mask`, and :func:`masked_serializer` for the records that carry them, so
   ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
@@ -28,20 +29,18 @@ and every value it stores that a user typed as a secret goes through here:
   stand;
 - **values of secret-looking keys** in text (``api-key: "sk-..."`` of a YAML file, ``API_KEY=...``,
   ``Authorization: Bearer ...``, a logfmt line's ``token=...`` after other keys): :func:`redact`
-  replaces them wherever they appear (a tail quoting such a line shows ``api-key: ***``);
+  replaces them wherever they appear (a tail quoting such a line shows ``api-key: ***``), with
+  ``:``, ``=`` or a tab between key and value (``password<TAB>...``), a key written with a JSON
+  escape (``"pass\\u0077ord"``), a soft hyphen or a combining mark in it;
 - **listed forms** (:mod:`servelab.core.listed`): the element after a secret flag in an argv list
   as ``CalledProcessError`` or JSON prints it (``['--api-key', '***']``) and ODBC's ``Pwd=`` in a
   connection string; **credentials in command text** (:mod:`servelab.core.credentials`).
 
-A name is secret-looking when one of its words (split at ``-``, ``_`` and case changes) is
-``token``, ``secret``, ``password``, ``passwd``, ``pass``, ``credential(s)``, ``auth``,
-``authorization``, ``cookie``, ``key``, ``apikey``, ``private`` or ``signature``; when it holds
-``password``, ``passphrase``, ``secret``, ``privatekey``... written as one word (``PGPASSWORD``,
-``DJANGO_SECRETKEY``); or when a word ends in ``token``, ``key``, ``pass``, ``pwd`` or ``auth``
-(``HFTOKEN``, ``NGROK_AUTHTOKEN``, ``--adminkey``) (:func:`is_secret_name`):
-``--max-total-tokens``, ``--tokenizer-path`` and ``--bypass`` are not, ``--hf-token`` and
-``X-Api-Key`` are. Parsers never quote a line in their errors (env files, config YAML:
-:mod:`servelab.core.knobs.configyaml`); what would slip through is caught by the key patterns.
+Which names are secret-looking is :mod:`servelab.core.secretnames` (:func:`is_secret_name`, read
+through :func:`~servelab.core.confusables.fold`): ``--max-total-tokens``, ``--tokenizer-path``
+and ``--bypass`` are not, ``--hf-token``, ``X-Api-Key`` and ``ᴘassword`` are. Parsers never
+quote a line in their errors (env files, config YAML: :mod:`servelab.core.knobs.configyaml`);
+what would slip through is caught by the key patterns.
 """
 
 from __future__ import annotations
@@ -53,9 +52,9 @@ from urllib.parse import unquote
 
 from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
-from servelab.core.confusables import fold
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
+from servelab.core.secretnames import is_secret_header, is_secret_name
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -66,7 +65,6 @@ __all__ = [
     "StoredUrl",
     "argument_secrets",
     "clip_long",
-    "is_secret_name",
     "mask",
     "mask_fields",
     "masked_serializer",
@@ -82,19 +80,21 @@ REDACTED = "***"
 #: The shortest value replaced by its text.
 MIN_REDACTED_CHARS = 6
 
-_SECRET_WORDS = frozenset(
-    {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
-     "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
-     "signature", "sig", "dsn", "webhook", "pw", "passcode", "creds", "pswd"}
-)  # fmt: skip
-_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 #: ``--flag VALUE`` or ``--flag=VALUE`` (the value is not another flag).
 _FLAG = re.compile(r"(?P<flag>(?<![\w-])--?[^\W\d_][\w-]*)(?P<sep>=|[ \t]+)(?P<value>(?!--)\S+)")
-#: ``name: value`` / ``name=value`` / ``"name": "value"`` up to the end of the line (a quoted value
-#: up to its closing quote).
+#: One character of a key written as a JSON or Python escape (``\\u0077``, ``\\x77``).
+_ESCAPED = r"\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}"
+#: A key's other characters: a word's, ``.`` and ``-``, and what a key may hide in it (zero-width
+#: characters, the soft hyphen, combining marks, variation selectors).
+_KEY_CHAR = r"[\w.\u00ad\u0300-\u036f\u034f\u200b-\u200d\u2060\ufe00-\ufe0f\ufeff-]"
+#: What a key never starts after: a word's character, an escape's backslash, a hidden one.
+_INSIDE = r"[\w\\\u00ad\u0300-\u036f\u034f\u200b-\u200d\u2060\ufe00-\ufe0f\ufeff-]"
+#: ``name: value`` / ``name=value`` / ``"name": "value"`` / ``name<TAB>value`` up to the end of
+#: the line (a quoted value up to its closing quote). A key never starts inside a word or an
+#: escape (``\\u0077``'s ``u``): one try per word, not one per character of a long run.
 _KEYED = re.compile(
-    r"""(?P<key>(?<![\w-])["']?[^\W\d_][\w.\u200b-\u200d\u2060\ufeff-]*["']?)"""
-    r"""(?P<sep>[ \t]*[:=][ \t]*)"""
+    rf"""(?P<key>(?<!{_INSIDE})["']?(?:[^\W\d_]|{_ESCAPED})(?:{_KEY_CHAR}|{_ESCAPED})*["']?)"""
+    r"""(?P<sep>[ \t]*[:=][ \t]*|\t+)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 #: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
@@ -111,43 +111,10 @@ _BLOCK = re.compile(
 )
 #: A quoted key inside an ordinary key's value (JSON on one line: ``"https://h/": {"auth": ...``).
 _QUOTED_KEYED = re.compile(
-    r"""(?P<key>"[A-Za-z][\w.-]*"|'[A-Za-z][\w.-]*')(?P<sep>[ \t]*:[ \t]*)"""
+    rf"""(?P<key>"(?:{_KEY_CHAR}|{_ESCAPED})+"|'(?:{_KEY_CHAR}|{_ESCAPED})+')"""
+    r"""(?P<sep>[ \t]*:[ \t]*)"""
     r"""(?P<value>"[^"\n]*"?|'[^'\n]*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
-
-
-#: Parts of a name written as one word (``PGPASSWORD``, ``DJANGO_SECRETKEY``) that say secret
-#: wherever they stand in it.
-_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "privatekey",
-                 "apikey", "accesskey", "serviceaccount", "connectionstring",
-                 "webhook", "passcode")  # fmt: skip
-#: Endings of a name written as one word that say secret (``HFTOKEN``, ``NGROK_AUTHTOKEN``,
-#: ``--adminkey``, ``REDIS_PASS``); ``max_total_tokens``, ``tokenizer`` and ``bypass`` do not.
-_SECRET_ENDINGS = ("token", "key", "pass", "pwd", "pw", "auth")
-#: Names that end so and are not secrets.
-_ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
-#: Whole names that look secret and are not (the shell's working directories).
-_ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
-#: A web session's cookie written as one word (``sessionid``, ``JSESSIONID``, ``PHPSESSID``);
-#: ``session_id`` (a trace's conversation, an A/B's journal id) is an ordinary name.
-_SESSION_COOKIES = ("sessionid", "phpsessid")
-
-
-def is_secret_name(name: str) -> bool:
-    """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
-    secret (see the module doc)."""
-    name = fold(name)  # a homoglyph (a Cyrillic а), a full-width letter, a zero-width space
-    if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
-        return False
-    if name.strip("-\"' ").lower().endswith(_SESSION_COOKIES):
-        return True
-    words = [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
-    if set(words) & _SECRET_WORDS or (len(words) > 1 and words[-1] == "session"):
-        return True
-    joined = re.sub(r"[^a-z]", "", name.lower())
-    if any(part in joined for part in _SECRET_PARTS):
-        return True
-    return any(word.endswith(_SECRET_ENDINGS) and word not in _ORDINARY for word in words)
 
 
 #: A URL's user information with a password: ``scheme://user:`` then the password, up to the
@@ -352,7 +319,7 @@ def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str],
     finds in the others (a ``Bearer X`` or a token's shape under an ordinary name): what is
     stored and shown of ``--header``; the requests carry the real values."""
     return tuple(
-        (name, REDACTED if is_secret_name(name) else redact(value)) for name, value in headers
+        (name, REDACTED if is_secret_header(name) else redact(value)) for name, value in headers
     )
 
 

@@ -10,6 +10,9 @@ A deployment's lock is two files per place, held with ``flock(2)``:
   (``bench`` and ``soak`` with a spec) and by every change that would disturb it (all of the above
   but ``restart --rolling``, which exists to run under traffic).
 
+``verify`` holds the change lock as it reads (:attr:`Hold.INSPECT`): it never judges a
+half-restarted deployment, and it runs beside a measurement.
+
 So a rolling restart runs under a ``bench -f SPEC`` of the same deployment (:attr:`Hold.ROLL` takes
 the change lock only), while a plain restart, ``up``, ``down`` or an A/B refuses to run under a
 measurement, naming it (:attr:`Hold.CHANGE` takes both); two measurements, or two changes, never
@@ -26,6 +29,11 @@ dead process. Each file also names its holder (command, pid, start time) for the
 command prints; a holder that ends empties it, so a name found there once the lock is free is a
 holder that died (``kill -9``, a crash, the machine): the next command takes the lock over and
 says so (:attr:`DeploymentLock.taken_over`). A waiter (``--wait``) holds nothing while it waits.
+
+A lock file whose holder's name cannot be written (a full disk, a read-only state directory:
+an existing file is then opened read-only, as ``flock(2)`` needs no write) is held all the same,
+unnamed: the lock is the ``flock``, the name only words a refusal ("another command"), so ``down``
+on a full disk still stops the deployment. :attr:`DeploymentLock.unnamed` says which file and why.
 
 The file descriptors are not inherited (``O_CLOEXEC``): a service a command launches never holds
 its lock. Within one process the lock is re-entrant: code that takes it while its command already
@@ -84,12 +92,15 @@ class Hold(StrEnum):
     MEASURE = "measure"
     #: Restarts workers one at a time through the router (restart --rolling): under traffic.
     ROLL = "roll"
+    #: Reads and judges it (verify): never during a change or a rolling restart; beside traffic.
+    INSPECT = "inspect"
 
 
 _FILES: dict[Hold, tuple[str, ...]] = {
     Hold.CHANGE: (LOCK_FILE, TRAFFIC_FILE),
     Hold.MEASURE: (TRAFFIC_FILE,),
     Hold.ROLL: (LOCK_FILE,),
+    Hold.INSPECT: (LOCK_FILE,),
 }
 
 
@@ -120,6 +131,8 @@ class _FileLock:
     taken_over: Holder | None
     fd: int
     depth: int = 1
+    #: Why this process's name could not be written into the file (None: it was written).
+    unnamed: str | None = None
 
     def release(self) -> None:
         """Empty the file (the holder ended well) and unlock it; the last of nested holds only."""
@@ -145,6 +158,12 @@ class DeploymentLock:
     _files: tuple[_FileLock, ...]
     _key: tuple[Path, ...]
     _depth: int = 1
+
+    @property
+    def unnamed(self) -> tuple[Path, str] | None:
+        """The first file held without this process's name in it, and why (None: all named)."""
+        found = next((lock for lock in self._files if lock.unnamed is not None), None)
+        return None if found is None or found.unnamed is None else (found.path, found.unnamed)
 
     def release(self) -> None:
         """Release every file; the last of nested holds of the same files only."""
@@ -230,12 +249,32 @@ def _refusal(name: str, path: Path, holder: Holder | None) -> DeploymentBusy:
     )
 
 
-def _open(path: Path) -> int:
+def _open(path: Path) -> tuple[int, str | None]:
+    """The lock file opened for writing, or read-only when only that is possible (a read-only
+    or full state directory where it exists: then why it cannot be written)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644), None
     except OSError as exc:
-        raise HostError(f"cannot open the deployment lock {path}: {exc.strerror}") from exc
+        why = exc.strerror or str(exc)
+        try:
+            return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW), why
+        except OSError:
+            pass
+        raise HostError(f"cannot open the deployment lock {path}: {why}") from exc
+
+
+def _name(fd: int, holder: Holder) -> str | None:
+    """Write ``holder`` into the held file; why it could not be (None: written)."""
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
+        os.fsync(fd)
+    except OSError as exc:  # a full disk: the flock holds all the same, unnamed
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)  # never half a name
+        return exc.strerror or str(exc)
+    return None
 
 
 def _take(path: Path, holder: Holder) -> _FileLock | Holder | None:
@@ -245,20 +284,18 @@ def _take(path: Path, holder: Holder) -> _FileLock | Holder | None:
     if held is not None:
         held.depth += 1
         return held
-    fd = _open(path)
+    fd, unwritable = _open(path)
     try:
         if not _try(fd):
             busy = _read(fd)
             os.close(fd)
             return busy
         left = _read(fd)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, (json.dumps(asdict(holder)) + "\n").encode(), 0)
-        os.fsync(fd)
+        unnamed = unwritable if unwritable is not None else _name(fd, holder)
     except BaseException:
         os.close(fd)
         raise
-    lock = _FILES_HELD[path] = _FileLock(path, left, fd)
+    lock = _FILES_HELD[path] = _FileLock(path, left, fd, unnamed=unnamed)
     return lock
 
 

@@ -177,10 +177,10 @@ async def write_argument(
         path = op.env_path(service)
         assert path is not None  # the spec requires env_file with args_env
         env = places.env if places.env is not None else parse_envfile("", source=path)
-        words = set_words(split_args(env.get(svc.args_env)), knob, value, eng)
-        data = env.set(svc.args_env, _args_env_value(words, knob)).render().encode()
+        words = set_words(split_args(env.exact(svc.args_env)), knob, value, eng)
+        data = env.set(svc.args_env, _args_env_value(words, knob)).encode()
         exists = places.env is not None
-        old = None if places.env is None else places.env.render().encode()
+        old = None if places.env is None else places.env.encode()
     else:
         path = config_path(op, service) or ""
         text = places.config_text or ""

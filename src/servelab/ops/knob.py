@@ -267,7 +267,9 @@ async def set_knob(
     An env knob goes in the env file; an argument knob in the place
     :func:`~servelab.core.knobs.places.write_place` picks (refused before anything is touched when
     the spec names none). Nothing is written or recorded when the file already holds ``value``.
-    The change is recorded (in ``ledger``, else the operation's) right after the write.
+    The change is recorded (in ``ledger``, else the operation's) right after the write; a ledger
+    that cannot take a record (read-only, a full disk) is refused first, nothing written; one
+    that fails the record after all (the disk filled meanwhile) has the file put back.
     ``restart_needed`` is true when the service runs with another value (or its live value could
     not be read: ``live_error``).
     """
@@ -281,11 +283,18 @@ async def set_knob(
         ):
             raise CaseError(f"unknown case {case_id}: open one with `servelab case open TITLE`")
         knob = argument_knob(op, name)
+        if op.ledger is not None:  # a change never goes unrecorded: a full or read-only ledger
+            op.ledger.check_writable()  # is refused before the file is touched
         written = await _write(op, service, knob, value)
         old, path, backup_path, changed, place = written
         change_id = None
         if changed:
-            change_id = _record_change(op, service, name, old, value, reason, case_id, backup_path)
+            try:
+                change_id = _record_change(op, service, name, old, value, reason, case_id,
+                                           backup_path)  # fmt: skip
+            except BaseException:  # the disk filled since the check: never a change unrecorded
+                await _put_back(op, service, path, backup_path)
+                raise
         pid, live, live_error = await _live_value(op, service, name)
         if pid is not None and not knob.is_env and same_value(live, value):
             live = await _engine_value(op, service, knob, live)
@@ -334,8 +343,15 @@ async def _write(
         return old, path, None, False, "env_file"
     base = env if env is not None else parse_envfile("", source=path)
     new_env = base.set(knob.name, value) if value is not None else base.unset(knob.name)
-    backup = await op.write_env(service, path, new_env.render().encode(), backup=env is not None)
+    backup = await op.write_env(service, path, new_env.encode(), backup=env is not None)
     return old, path, backup, True, "env_file"
+
+
+async def _put_back(op: Operation, service: str, path: str, backup_path: str | None) -> None:
+    """Write the file back as it was before this change (its backup), when it had one."""
+    if backup_path is not None:
+        data = await op.host(service).read_file(backup_path, limit=MAX_FILE_BYTES)
+        await op.write_env(service, path, data, backup=False)
 
 
 def _record_change(

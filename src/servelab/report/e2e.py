@@ -9,6 +9,7 @@ from typing import assert_never
 from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.coldstart import StartReason
 from servelab.core.verify.e2e import E2EProbe, RequestTiming, WorkerReach
+from servelab.core.verify.longprompt import LONG_PROMPT_CAP, LongProbe, LongSkip
 from servelab.core.verify.served import Gap, Signal
 from servelab.report.route import route_text
 
@@ -27,19 +28,64 @@ def _request_failure(timing: RequestTiming | None) -> str:
 
 
 def describe_e2e(code: CheckCode, data: E2EProbe) -> str:
-    """``e2e.passed``/``failed``/``second_failed``'s reason: the probe's timings, cold or warm and
-    why, its path; or why it failed."""
+    """``e2e.passed``/``failed``/``second_failed``/``long_failed``'s reason: the probe's timings,
+    cold or warm and why, the long prompt's, its path; or why it failed."""
     if code is _C.E2E_FAILED:
         return f"chat completion failed: {_request_failure(data.first)}"
     if code is _C.E2E_SECOND_FAILED:
         return "first request ok, the second failed: " + _request_failure(data.second)
+    if code is _C.E2E_LONG_FAILED and data.long is not None:
+        return _long_failed(data.long)
     text = (
         f"{data.status} in {data.total_s:.2f} s, TTFT {data.ttft_s or 0:.2f} s, "
         f"{data.completion_tokens} tokens; {data.start} ({_start_reason(data)})"
     )
     if data.second is not None:
         text += f"; second probe {data.second.total_s:.2f} s"
+    if data.long is not None:
+        text += f"; {_long_passed(data.long)}"
     return text + ("" if data.path is None else f"; path: {route_text(data.path)}")
+
+
+def _sized_from(long: LongProbe) -> str:
+    """Where the long prompt's size came from: the limit it was sized from, or the cap."""
+    read = [limit for limit in long.limits if limit.tokens is not None]
+    if not read:
+        return "no limit read"
+    least = min(read, key=lambda limit: limit.tokens or 0)
+    capped = long.size == LONG_PROMPT_CAP
+    source = f"{least.service}'s {least.field} {least.tokens:,}"
+    return f"capped at {LONG_PROMPT_CAP:,}; {source}" if capped else f"sized from {source}"
+
+
+def _long_passed(long: LongProbe) -> str:
+    """The long prompt's timing, or why none was sent."""
+    match long.skipped:
+        case LongSkip.NO_LIMIT:
+            asked = ", ".join(f"{limit.service} {limit.field}" for limit in long.limits)
+            return f"long prompt skipped: no worker said its input limit ({asked or 'none asked'})"
+        case LongSkip.NOT_LONGER:
+            return f"long prompt skipped: the input limit ({_sized_from(long)}) is not longer"
+        case None:
+            return (
+                f"long prompt {long.prompt_tokens or long.size:,} tokens ({_sized_from(long)}) "
+                f"{long.total_s or 0:.2f} s, TTFT {long.ttft_s or 0:.2f} s"
+            )
+        case _:
+            assert_never(long.skipped)
+
+
+def _long_failed(long: LongProbe) -> str:
+    """Why the long prompt failed: its size, where the size came from, its status and error."""
+    timing = RequestTiming(long.status, long.ttft_s, long.total_s or 0.0,
+                           long.completion_tokens or 0, long.prompt_tokens or 0, long.error,
+                           long.error_detail)  # fmt: skip
+    status = "no status" if long.status is None else f"status {long.status}"
+    return (
+        f"short prompts ok, a long prompt of {long.size or 0:,} tokens ({_sized_from(long)}) "
+        f"failed ({status}): {_request_failure(timing)}; the KV transfer of long prompts fails "
+        "(transfer buffers smaller than the longest prompt the engines admit?)"
+    )
 
 
 def _start_reason(data: E2EProbe) -> str:

@@ -9,7 +9,10 @@ argparse parser per engine and role (``docs/sim.md``, "Arguments"):
   ``store_true`` (no value, no ``--no-`` form). ``--config FILE.yaml`` (``.yaml``/``.yml``): each
   key becomes ``--key`` exactly as written, ``true`` gives the bare flag, ``false`` is dropped, a
   list gives the flag then its items, a mapping its JSON; the file's arguments go before the
-  command line's, so the command line wins (``server_args_config_parser.py``).
+  command line's, so the command line wins (``server_args_config_parser.py``). The file is
+  read by servelab's one bounded loader (:func:`~servelab.core.knobs.configyaml.load_config`:
+  anchors and aliases refused, 256 KiB and 32 levels at most, errors naming the line, never
+  quoting it), so an alias bomb is a usage error, not a process that grows without bound.
 - vLLM (``FlexibleArgumentParser``): a flag may be spelt with ``_`` or ``-``; booleans are
   ``--x/--no-x``; ``--config`` as SGLang's, except that a YAML ``false`` is dropped for every
   key (write ``no-enable-prefix-caching: true``).
@@ -34,9 +37,9 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, NoReturn
 
-import yaml
-
-from servelab.errors import SimError
+from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES, load_config
+from servelab.core.redaction import redact
+from servelab.errors import KnobError, SimError
 from servelab.sim.argbounds import out_of_bounds
 
 __all__ = [
@@ -243,8 +246,10 @@ class _Parser(argparse.ArgumentParser):
         raise ArgsExit(status, "".join(self._printed) + (message or ""))
 
     def error(self, message: str) -> NoReturn:
+        """argparse's usage error, its message masked by the one redaction policy: it may quote
+        a secret typed on the command line (``unrecognized arguments: --api-key sk-...``)."""
         self._printed.append(self.format_usage())
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {redact(message)}\n")
 
 
 def _dashes(arg: str) -> str:
@@ -373,11 +378,14 @@ def expand_config(argv: Sequence[str], engine: Engine, bools: set[str]) -> list[
         return list(argv)
     at, path = found
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        with path.open("rb") as file:
+            raw = file.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise SimError(f"cannot read config file {path}: {exc.strerror or exc}") from exc
-    except (yaml.YAMLError, ValueError) as exc:
-        raise SimError(f"cannot read config file {path}: {exc}") from exc
+    try:
+        data = load_config(raw, str(path)) or {}
+    except KnobError as exc:  # bounded, and never quoting the file's line (it may hold a key)
+        raise SimError(f"cannot read config file {exc}") from None
     if not isinstance(data, dict):
         raise SimError(f"Config file must contain a dictionary at root level ({path})")
     return [*_config_args(data, engine, bools), *argv[:at], *argv[at + 2 :]]

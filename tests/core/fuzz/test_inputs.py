@@ -84,6 +84,7 @@ def test_env_file(data: bytes) -> None:
     if not isinstance(got, ServelabError):
         again = parse_envfile(got.render(), source="again.env")  # what servelab writes reads back
         assert again.as_dict() == got.as_dict()
+        assert got.encode() == data  # every byte kept, UTF-8 or not (issue 38, the tenth pass)
 
 
 @given(

@@ -20,7 +20,9 @@ NAMES = ["--max-running-requests", "--disable-overlap-schedule", "--schedule-pol
          "SGLANG_SM120_MMA_TARGET_CTAS", "--mem-fraction-static"]  # fmt: skip
 INVISIBLE = st.sampled_from(
     ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u202a", "\u202e", "\u2066", "\u2069",
-     "\u00ad", "\u061c", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\u2029", "\U000e0001"]
+     "\u00ad", "\u061c", "\t", "\x1b", "\x7f", "\x85", "\u2028", "\u2029", "\U000e0001",
+     "\u3164", "\u115f", "\u1160", "\uffa0", "\u034f", "\u17b4", "\u17b5", "\ufe0f",
+     "\ufe00", "\U000e0100", "\u180b", "\u00a0", "\u2007", "\u202f", "\u3000", "\u2800"]
 )  # fmt: skip
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from servelab.core import bounds
 from servelab.core.printable import printable
-from servelab.core.redaction import redact
+from servelab.core.redaction import REDACTED, redact, redact_headers
 from servelab.errors import WorkerListError
 from servelab.io.routerworkers import parse_worker_list
 from tests.core.fuzz.support import mutated, result_or_error, texts
@@ -63,9 +63,21 @@ _SECRET = "Zq8PLANTEDvalue"
     noise=texts,
     form=st.sampled_from(
         ["X-Session: {}", "p\u0430ssword: {}", "<apiKey>{}</apiKey>", "api-key:\n  {}",
-         "GET /v1?token%3D{}", "GET /v1?access%5Ftoken={}"]
+         "GET /v1?token%3D{}", "GET /v1?access%5Ftoken={}", "password\t{}",
+         '{{"pass\\u0077ord": "{}"}}', "pass\u00adword: {}", "pa\u0301ssword: {}",
+         "\u1d18assword: {}", "api_\u1d0bey={}", "pass\u034fword={}"]
     ),
 )  # fmt: skip
 def test_a_secret_in_any_new_shape_never_survives_redaction(noise: str, form: str) -> None:
     said = redact(noise.replace("\n", " ").replace("<", " ") + "\n" + form.format(_SECRET))
     assert _SECRET not in said, repr(said)
+
+
+@given(
+    name=st.sampled_from(["X-Session-Id", "x-session-id", "X-Access", "X-Access-Token",
+                          "X-AccessToken", "x_access_token", "Session-Id", "X-CSRF-Token"]),
+    value=texts,
+)  # fmt: skip
+def test_a_session_or_access_header_is_never_stored(name: str, value: str) -> None:
+    """Issue 38, the tenth pass: ``--header 'X-Session-Id: ...'`` was stored verbatim."""
+    assert redact_headers([(name, value + _SECRET)]) == ((name, REDACTED),)

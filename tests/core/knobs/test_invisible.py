@@ -49,6 +49,34 @@ def test_a_value_with_an_invisible_character_is_refused_naming_its_position(
     assert escape_invisible(value) in str(caught.value)  # the value shown, escaped
 
 
+@pytest.mark.parametrize(
+    ("char", "named"),
+    [
+        ("\u3164", "U+3164 HANGUL FILLER"),
+        ("\u115f", "U+115F HANGUL CHOSEONG FILLER"),
+        ("\u1160", "U+1160 HANGUL JUNGSEONG FILLER"),
+        ("\uffa0", "U+FFA0 HALFWIDTH HANGUL FILLER"),
+        ("\u034f", "U+034F COMBINING GRAPHEME JOINER"),
+        ("\u17b4", "U+17B4 KHMER VOWEL INHERENT AQ"),
+        ("\ufe0f", "U+FE0F VARIATION SELECTOR-16"),
+        ("\U000e0100", "U+E0100 VARIATION SELECTOR-17"),
+        ("\u180b", "U+180B MONGOLIAN FREE VARIATION SELECTOR ONE"),
+        ("\u00a0", "U+00A0 NO-BREAK SPACE"),
+        ("\u3000", "U+3000 IDEOGRAPHIC SPACE"),
+        ("\u2007", "U+2007 FIGURE SPACE"),
+        ("\u2800", "U+2800 BRAILLE PATTERN BLANK"),
+    ],
+)
+def test_a_blank_letter_mark_or_space_is_refused_as_invisible(char: str, named: str) -> None:
+    """Characters of categories Lo, Mn, Zs and So that draw as nothing (issue 38, the tenth
+    pass): each was taken as a visible value before."""
+    with pytest.raises(KnobError) as caught:
+        check_value(parse_knob(CTAS, SGLANG), f"5{char}12", SGLANG)
+    assert f"{named}, at position 2" in str(caught.value)
+    assert show_value(f"5{char}12") == '"' + escape_invisible(f"5{char}12") + '"'
+    assert escape_invisible(char).startswith("\\u") or escape_invisible(char).startswith("\\U")
+
+
 def test_visible_values_pass_and_an_invisible_one_is_found() -> None:
     assert check_value(parse_knob("SGLANG_X", SGLANG), "é 😀 a-b", SGLANG) == "é 😀 a-b"
     assert invisible_at("512") is None

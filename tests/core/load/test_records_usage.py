@@ -114,3 +114,19 @@ def test_a_disagreed_record_is_kept_whole_by_the_ledger_form() -> None:
     blob = pack_record(encode(believed))
     assert blob is not None
     assert decode(RequestRecord, unpack_record(blob)) == believed
+
+
+def test_a_completion_count_above_max_tokens_is_not_taken() -> None:
+    """Issue 38, the tenth pass: 10 content events and ``max_tokens`` 16; usage says 600 (within
+    64 a content event, above what the request allowed): not believed."""
+    events = [*(_content() for _ in range(10)), _event({"choices": [], "usage": {
+        "prompt_tokens": 3, "completion_tokens": 600}})]  # fmt: skip
+    reads = [(10 * (i + 1), e) for i, e in enumerate([*events, b"data: [DONE]\n\n"])]
+    capped = decode_chunks(RequestRecord(0, 0, input_tokens=7), reads, 10_000, max_tokens=16)
+    assert (capped.output_tokens, capped.usage_disagreed) == (10, True)
+    unknown = decode_chunks(RequestRecord(0, 0, input_tokens=7), reads, 10_000)
+    assert (unknown.output_tokens, unknown.usage_disagreed) == (600, False)  # no max_tokens
+    events[-1] = _event({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 16}})
+    reads = [(10 * (i + 1), e) for i, e in enumerate([*events, b"data: [DONE]\n\n"])]
+    at_cap = decode_chunks(RequestRecord(0, 0, input_tokens=7), reads, 10_000, max_tokens=16)
+    assert (at_cap.output_tokens, at_cap.usage_disagreed) == (16, False)

@@ -20,7 +20,8 @@ from typing import Any
 from servelab.core.ab.compare import Comparison
 from servelab.core.ab.record import AbRunRecord
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.redaction import REDACTED, is_secret_name
+from servelab.core.redaction import REDACTED
+from servelab.core.secretnames import is_secret_name
 from servelab.core.soak.record import SoakRunRecord
 from servelab.errors import CaseError
 

@@ -15,7 +15,9 @@ would make the unit fail to start): it is rejected with a :class:`~servelab.erro
 the line, so a file servelab accepts is one systemd accepts.
 
 Editing keeps every other line byte for byte (comments, order, blank lines): :meth:`EnvFile.set`
-rewrites only the assignment it changes, and appends a new one at the end.
+rewrites only the assignment it changes, and appends a new one at the end. A byte that is not
+UTF-8 (a Latin-1 ``\\xe9``) is read as Python's ``surrogateescape`` keeps it: the line's text holds
+it, so :meth:`EnvFile.encode` writes it back unchanged; the value read shows it as U+FFFD.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from servelab.core.redaction import REDACTED, is_secret_name
+from servelab.core.redaction import REDACTED
+from servelab.core.secretnames import is_secret_name
 from servelab.errors import KnobError
 
 __all__ = [
@@ -84,6 +87,14 @@ class EnvFile:
         """The value systemd would use (the last assignment wins), or None."""
         return self.as_dict().get(name)
 
+    def exact(self, name: str) -> str | None:
+        """:meth:`get`, with each byte that was not UTF-8 kept (as a lone surrogate), for a
+        value rewritten in part (the words of an ``args_env`` variable)."""
+        last = _last_index(self.lines, name)
+        if last is None:
+            return None
+        return _unquote(self.lines[last].text.strip().partition("=")[2], self.source)
+
     def __contains__(self, name: object) -> bool:
         return name in self.as_dict()
 
@@ -117,9 +128,14 @@ class EnvFile:
         return replace(self, lines=tuple(line for line in self.lines if line.name != name))
 
     def render(self) -> str:
+        """The file's text (a byte that was not UTF-8 is in it as a lone surrogate)."""
         text = "\n".join(line.text for line in self.lines)
         text = text + "\n" if self.lines and self.trailing_newline else text
         return BOM + text if self.bom else text
+
+    def encode(self) -> bytes:
+        """The file's bytes: every line not edited as it was read, byte for byte."""
+        return self.render().encode("utf-8", "surrogateescape")
 
 
 def _last_index(lines: tuple[EnvLine, ...], name: str) -> int | None:
@@ -212,7 +228,16 @@ def _parse_line(number: int, raw: str, source: str) -> EnvLine:
         raise KnobError(f"{where}: 'export' is shell syntax; systemd EnvironmentFile rejects it")
     if not _NAME.match(name):
         raise KnobError(f"{where}: {name!r} is not a valid environment variable name")
-    return EnvLine(raw, name, _unquote(value, where))
+    return EnvLine(raw, name, _readable(_unquote(value, where)))
+
+
+#: A byte that was not UTF-8, as ``surrogateescape`` reads it (U+DC80-U+DCFF).
+_ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
+
+
+def _readable(value: str) -> str:
+    """``value`` with each byte that was not UTF-8 shown as U+FFFD (its line keeps the byte)."""
+    return _ESCAPED_BYTE.sub("\ufffd", value)
 
 
 def parse_envfile(text: str, *, source: str = "<env>") -> EnvFile:
@@ -258,7 +283,7 @@ def diff(old: EnvFile | Mapping[str, str], new: EnvFile | Mapping[str, str]) -> 
 
 def redact(mapping: Mapping[str, str], *, reveal: Iterable[str] = ()) -> dict[str, str]:
     """Values of secret-looking names (TOKEN, SECRET, PASSWORD, API_KEY, ...: the one policy,
-    :func:`servelab.core.redaction.is_secret_name`) replaced by ``***``.
+    :func:`servelab.core.secretnames.is_secret_name`) replaced by ``***``.
 
     Names in ``reveal`` (e.g. a service's declared knobs) are always shown as they are.
     """

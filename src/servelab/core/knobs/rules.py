@@ -131,7 +131,9 @@ def parse_env_bytes(raw: bytes, path: str) -> EnvFile:
 
     A UTF-8 byte order mark is read past (and kept when the file is rewritten); a file in UTF-16
     or UTF-32 is refused, naming the file and the encoding: systemd reads env files as UTF-8, and
-    servelab never rewrites one in another encoding."""
+    servelab never rewrites one in another encoding. Bytes that are not UTF-8 (``NAME=caf\\xe9``
+    in Latin-1) are kept as they are: the values read show each as U+FFFD, and the lines not
+    edited are written back byte for byte (:meth:`~servelab.core.knobs.envfile.EnvFile.encode`)."""
     for mark, encoding, shown in _FOREIGN_BOMS:
         if raw.startswith(mark):
             raise KnobError(
@@ -139,7 +141,7 @@ def parse_env_bytes(raw: bytes, path: str) -> EnvFile:
                 f"systemd reads; convert it (iconv -f {encoding} -t UTF-8) and try again"
             )
     try:
-        return parse_envfile(raw.decode("utf-8", "replace"), source=path)
+        return parse_envfile(raw.decode("utf-8", "surrogateescape"), source=path)
     except KnobError as exc:
         where = re.match(r"(.*?:\d+): ", str(exc))
         place = where.group(1) if where else path

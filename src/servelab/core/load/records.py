@@ -149,7 +149,8 @@ def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
 
 #: The most completion tokens one content event is believed to carry (SGLang's and vLLM's
 #: ``--stream-interval`` and speculative decoding put a few in one; 64 is past any of them):
-#: a ``usage.completion_tokens`` above 64 x the content events seen is not believed.
+#: a ``usage.completion_tokens`` above 64 x the content events seen is not believed, nor one
+#: above the request's ``max_tokens`` when it is known (an engine stops there).
 TOKENS_PER_EVENT_MAX = 64
 #: The most prompt tokens a ``usage.prompt_tokens`` is believed at (10^7: past any context).
 PROMPT_TOKENS_MAX = 10**7
@@ -189,10 +190,13 @@ def _arguments(delta: JsonObject) -> str:
 class StreamAccumulator:
     """Feeds decoded events into a :class:`RequestRecord` (sans-I/O; the client owns the socket)."""
 
-    __slots__ = ("_broken", "_done", "_sent", "_shaped", "_tally", "_usage_seen", "record")
+    __slots__ = ("_broken", "_done", "_limit", "_sent", "_shaped", "_tally", "_usage_seen",
+                 "record")  # fmt: skip
 
-    def __init__(self, record: RequestRecord) -> None:
+    def __init__(self, record: RequestRecord, max_tokens: int | None = None) -> None:
         self.record = record
+        #: the request's ``max_tokens`` (None: not known): usage above it is not believed
+        self._limit = max_tokens
         self._done = False
         self._broken = False
         self._usage_seen = 0
@@ -283,6 +287,7 @@ class StreamAccumulator:
         if record.usage_disagreed:
             return tokens
         bound = TOKENS_PER_EVENT_MAX * max(1, self._content_events() + (tokens > 0))
+        bound = bound if self._limit is None else min(bound, self._limit)
         completion = usage_count(usage["completion_tokens"], bound)
         prompt = usage.get("prompt_tokens")
         if completion is None or (
@@ -341,15 +346,19 @@ class StreamAccumulator:
 
 
 def decode_chunks(
-    record: RequestRecord, chunks: Iterable[tuple[int, bytes]], end_ns: int
+    record: RequestRecord,
+    chunks: Iterable[tuple[int, bytes]],
+    end_ns: int,
+    max_tokens: int | None = None,
 ) -> RequestRecord:
     """Decode a body captured as ``(perf_counter_ns at read, bytes)`` pairs into ``record``.
 
     Each event keeps the stamp of the read that completed it, exactly as if it had been decoded
-    on arrival; ``end_ns`` is when the body ended.
+    on arrival; ``end_ns`` is when the body ended; ``max_tokens``: the request's, when known
+    (usage above it is not believed).
     """
     decoder = SSEDecoder()
-    acc = StreamAccumulator(record)
+    acc = StreamAccumulator(record, max_tokens)
     whole, on_data, on_events, feed = decoder.whole, acc.on_data, acc.on_events, decoder.feed
     for t_ns, data in chunks:
         payloads = whole(data)

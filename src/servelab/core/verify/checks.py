@@ -138,6 +138,7 @@ class CheckCode(StrEnum):
     E2E_ERROR = "e2e.error"
     E2E_FAILED = "e2e.failed"
     E2E_SECOND_FAILED = "e2e.second_failed"
+    E2E_LONG_FAILED = "e2e.long_failed"  # the long prompt (sized from the engines' limit) failed
     E2E_PASSED = "e2e.passed"
     E2E_WORKER_REACHED = "e2e.worker_reached"  # xPyD: one per prefill and decode worker
     E2E_WORKER_UNREACHED = "e2e.worker_unreached"
@@ -310,7 +311,8 @@ DATA_OF: Mapping[CheckCode, type[CheckData]] = {
                      _C.HEALTH_WORKER_READY, _C.HEALTH_WORKERS_MISSING,
                      _C.HEALTH_WORKERS_MISREGISTERED, _C.HEALTH_WORKERS_UNKNOWN,
                      _C.HEALTH_WORKERS_UNREADABLE, _C.HEALTH_BOOTSTRAP_MISMATCH), HealthProbe),
-    **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_PASSED), E2EProbe),
+    **dict.fromkeys((_C.E2E_FAILED, _C.E2E_SECOND_FAILED, _C.E2E_LONG_FAILED, _C.E2E_PASSED),
+                   E2EProbe),
     **dict.fromkeys((_C.E2E_WORKER_REACHED, _C.E2E_WORKER_UNREACHED, _C.E2E_WORKER_UNCOUNTED),
                     WorkerReach),
     _C.E2E_SKIPPED: LayerSkipped,

@@ -12,6 +12,7 @@ from servelab.core.ledger.codec import Omitted
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.redaction import StoredText
 from servelab.core.verify.coldstart import Start, StartReason
+from servelab.core.verify.longprompt import LongProbe
 from servelab.core.verify.served import Gap, Signal
 
 __all__ = ["E2EProbe", "RequestTiming", "WorkerReach"]
@@ -34,10 +35,12 @@ class RequestTiming:
 
 @dataclass(frozen=True)
 class E2EProbe:
-    """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``: the chat completion through the entry
-    point (its :class:`RequestTiming` inline), the decodes' own counters of finished requests
-    before it (None: they could not be read), the second probe when one was sent, and, passed,
-    cold or warm and why; ``path``: how it went (None: straight, no proxy variable set).
+    """``e2e.passed``, ``e2e.failed``, ``e2e.second_failed``, ``e2e.long_failed``: the chat
+    completion through the entry point (its :class:`RequestTiming` inline), the decodes' own
+    counters of finished requests before it (None: they could not be read), the second probe when
+    one was sent, cold or warm and why; ``path``: how it went (None: straight, no proxy variable
+    set); ``long``: the long prompt (:mod:`servelab.core.verify.longprompt`; None: an older row,
+    or the first probes failed before it).
     ``model`` is the entry point's (``/v1/models``), encoded with a token in it masked."""
 
     model: StoredText
@@ -53,6 +56,7 @@ class E2EProbe:
     start: Omitted[Start] = None
     start_reason: Omitted[StartReason] = None
     path: Omitted[ProxyRoute] = None
+    long: Omitted[LongProbe] = None
 
     @classmethod
     def of(cls, model: str, first: RequestTiming, before: tuple[int, ...] | None) -> E2EProbe:

@@ -22,8 +22,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from servelab.errors import StoreError
+from servelab.errors import NotALedger, StoreError
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate, schema_version
+from servelab.io.ledger.recognize import check, look, not_a_file
 from servelab.io.ledger.rows import JSON_COLUMNS, decode_row, insert
 
 __all__ = [
@@ -138,6 +139,15 @@ def names_nothing(params: tuple[Any, ...]) -> bool:
     return any(isinstance(p, int) and not _SQL_MIN <= p <= _SQL_MAX for p in params)
 
 
+def _recognize(path: Path, busy_timeout_s: float, *, create: bool, reads_only: bool) -> None:
+    """Refuse what is at ``path`` unless it is a ledger this command may open (nothing there, or
+    an empty file: :func:`connect` decides)."""
+    if kind := not_a_file(path):
+        raise NotALedger(f"{path} is {kind}, not a ledger file (check --ledger/{LEDGER_ENV})")
+    if path.is_file() and path.stat().st_size > 0:
+        check(path, look(path, busy_timeout_s), reads_only=reads_only, creates=create)
+
+
 class LedgerFile:
     """The open SQLite file under a :class:`~servelab.io.ledger.ledger.Ledger`: opening and
     migrating,
@@ -159,14 +169,21 @@ class LedgerFile:
         clock: Callable[[], float] | None = None,
         busy_timeout_s: float = 30.0,
         create: bool = True,
+        reads_only: bool = False,
     ) -> Self:
         """Open (creating it and its directory if needed) and migrate the ledger at ``path``.
 
         ``create=False``: a ledger that does not exist is refused with a
         :class:`~servelab.errors.StoreError` and nothing is created (no directory, no file); one
         that cannot be written is opened to read only (a write to it fails).
+        ``reads_only`` (a command that only reads; implies ``create=False``): an older ledger is
+        refused, not upgraded.
+        An existing file is looked at read-only first (:mod:`servelab.io.ledger.recognize`): one
+        that is not a servelab ledger is refused with :class:`~servelab.errors.NotALedger`.
         """
         path = Path(path)
+        create = create and not reads_only
+        _recognize(path, busy_timeout_s, create=create, reads_only=reads_only)
         read_only = not create and path.is_file() and not writable(path)
         try:
             conn = connect(path, busy_timeout_s, create, read_only=read_only)
@@ -177,16 +194,20 @@ class LedgerFile:
             if read_only:
                 ledger._check_readable()
             else:
-                ledger._prepare(busy_timeout_s)
+                ledger._prepare(busy_timeout_s, upgrade=not reads_only)
         except BaseException:
             conn.close()
             raise
         return ledger
 
-    def _prepare(self, busy_timeout_s: float) -> None:
+    def _prepare(self, busy_timeout_s: float, *, upgrade: bool) -> None:
+        """The pragmas, then the missing migrations (``upgrade=False``, a command that only
+        reads: none, no write transaction; :mod:`~servelab.io.ledger.recognize` found today's
+        schema)."""
         prepare(self._conn, self._path, busy_timeout_s)
-        with self._write() as conn:
-            migrate(conn, source=str(self._path))
+        if upgrade:
+            with self._write() as conn:
+                migrate(conn, source=str(self._path))
 
     def _check_readable(self) -> None:
         """A ledger opened to read only: its schema must be today's (no migration can run)."""

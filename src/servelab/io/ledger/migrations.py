@@ -11,7 +11,7 @@ import sqlite3
 
 from servelab.errors import SchemaError
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "migrate", "schema_version", "statements", "too_new"]
 
 _V1_RECORDS = """
 CREATE TABLE deployments (
@@ -163,16 +163,22 @@ def migrate(conn: sqlite3.Connection, *, source: str, upto: int = SCHEMA_VERSION
     """
     found = schema_version(conn)
     if found > SCHEMA_VERSION:
-        raise SchemaError(
-            f"{source}: ledger schema version {found} is newer than this servelab supports "
-            f"({SCHEMA_VERSION}); upgrade servelab or point --ledger/SERVELAB_LEDGER elsewhere"
-        )
+        raise too_new(source, found)
     for version in range(found + 1, upto + 1):
-        for statement in _statements(MIGRATIONS[version - 1]):
+        for statement in statements(MIGRATIONS[version - 1]):
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {version:d}")
     return found
 
 
-def _statements(script: str) -> list[str]:
+def too_new(source: str, found: int) -> SchemaError:
+    """The refusal of a ledger at schema version ``found``, newer than this servelab's."""
+    return SchemaError(
+        f"{source}: ledger schema version {found} is newer than this servelab supports "
+        f"({SCHEMA_VERSION}); upgrade servelab or point --ledger/SERVELAB_LEDGER elsewhere"
+    )
+
+
+def statements(script: str) -> list[str]:
+    """A migration's SQL statements, one by one."""
     return [s.strip() for s in script.split(";") if s.strip()]

@@ -19,13 +19,15 @@ BUILD_WORDS = 65_536
 
 @dataclass(frozen=True, slots=True)
 class Job:
-    """One request to send: its place in the run, its prompt's length, its body, and (a turn
-    of a replayed conversation) the conversation's ordinal."""
+    """One request to send: its place in the run, its prompt's length, its body, (a turn of a
+    replayed conversation) the conversation's ordinal, and the ``max_tokens`` its body asks
+    (None: not known; usage above it is not believed)."""
 
     index: int
     input_len: int
     body: bytes
     session: int | None = None
+    max_tokens: int | None = None
 
 
 def jobs_for(
@@ -49,7 +51,12 @@ def jobs_for(
     )
     make = chat_body if "chat" in endpoint else completion_body
     return [
-        Job(s.index, s.input_len, make(model, s.prompt, s.output_len, ignore_eos=ignore_eos))
+        Job(
+            s.index,
+            s.input_len,
+            make(model, s.prompt, s.output_len, ignore_eos=ignore_eos),
+            max_tokens=s.output_len,
+        )
         for s in specs
     ]
 
@@ -82,5 +89,6 @@ async def build_jobs(
                 break
         words += s.input_len
         jobs.append(Job(s.index, s.input_len, make(model, s.prompt, s.output_len,
-                                                   ignore_eos=ignore_eos)))  # fmt: skip
+                                                   ignore_eos=ignore_eos),
+                        max_tokens=s.output_len))  # fmt: skip
     return jobs

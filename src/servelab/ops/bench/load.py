@@ -75,6 +75,8 @@ class Load:
         self.bodies: dict[int, bytes] = {}
         self._captured: dict[int, tuple[RequestRecord, Chunks]] = {}
         self._ready: dict[int, tuple[bytes, str, str]] = {}
+        #: each job's ``max_tokens`` when known: the bound of the usage its answer reports
+        self._max_tokens: dict[int, int] = {}
         self._due: list[int] = []  # a replay's instants waited for (a heap; see _quiet)
         self._done_due: Counter[int] = Counter()
 
@@ -92,8 +94,12 @@ class Load:
         """Decode every captured body (after the run: no decoding competes with reading)."""
         for record, chunks in self._captured.values():
             self._keep(record, chunks)
-            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
+            self._decode(record, chunks)
         self._captured = {}
+
+    def _decode(self, record: RequestRecord, chunks: Chunks) -> None:
+        limit = self._max_tokens.pop(record.index, None)
+        decode_chunks(record, chunks, record.end_ns or perf_counter_ns(), limit)
 
     def _keep(self, record: RequestRecord, chunks: Chunks) -> None:
         if record.index in self.keep:
@@ -139,6 +145,8 @@ class Load:
         ready = self._ready.pop(job.index, None) or self._build(job)
         request, record.request_id, record.traceparent = ready  # x-request-id, traceparent
         self.records.append(record)
+        if job.max_tokens is not None:
+            self._max_tokens[job.index] = job.max_tokens
         chunks: Chunks = []
         self._captured[job.index] = (record, chunks)
         return Outgoing(self.endpoint, request, record, chunks)
@@ -150,7 +158,7 @@ class Load:
             await self._quiet()
             record, chunks = self._captured.pop(out.record.index)
             self._keep(record, chunks)
-            decode_chunks(record, chunks, record.end_ns or perf_counter_ns())
+            self._decode(record, chunks)
         self.on_done(out.record)
         return out.record
 

@@ -60,7 +60,8 @@ class Replay:
         before = session.turns[turn - 1] if turn else None
         prompt = self.prompts.prompt(spec, index, before)
         ordinal = None if session.session is None else session.ordinal
-        job = Job(index, spec.input_length, self.body(prompt, spec.output_length), ordinal)
+        body = self.body(prompt, spec.output_length)
+        job = Job(index, spec.input_length, body, ordinal, max_tokens=spec.output_length)
         load.prepare([job])
         return job
 

@@ -67,6 +67,7 @@ from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case.handedit import refuse_hand_edits
+from servelab.ops.case.missing import refuse_missing_env_files
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import check_setting, get_knob
 
@@ -337,6 +338,7 @@ async def revert(
     wanted = [(preview.service, preview.knob, preview.revert_to)]
     async with operation(where, ledger=ledger, progress=progress) as op:
         check_setting(op.spec, preview.service, preview.knob, preview.revert_to)
+        await refuse_missing_env_files(op, [preview.service], command="case revert")
         if not force:
             await refuse_hand_edits(op, ledger, [(preview.service, preview.knob)],
                                     command="case revert")  # fmt: skip
@@ -385,6 +387,7 @@ async def restore(
     wanted = [(i.service, i.knob, i.restore_to) for i in view.plan]
     reason = f"case {case_id}: restore ({', '.join(i.target for i in view.plan)} exonerated)"
     async with operation(where, ledger=ledger, progress=progress) as op:
+        await refuse_missing_env_files(op, [s for s, _k, _v in wanted], command="restore")
         if not force:
             await refuse_hand_edits(op, ledger, [(s, k) for s, k, _v in wanted], command="restore")
         done = await apply_knobs(op, ledger, case_id, wanted, reason, op.say)

@@ -160,11 +160,17 @@ async def down(
     progress: Progress | None = None,
     ledger: Ledger | None = None,
 ) -> DeployReport:
-    """Stop ``services`` (default: all) and their dependents, dependents first. Idempotent."""
+    """Stop ``services`` (default: all) and their dependents, dependents first. Idempotent.
+
+    A ledger that cannot record it (a full disk) does not undo the stop: the report's ``error``
+    says it was not recorded (the report fails)."""
     async with operation(target, ledger=ledger, progress=progress) as op:
         steps = [await stop_safely(op, name) for name in down_plan(op.spec, services)]
         report = DeployReport("down", steps)
-        report.deployment_id = _record(op, "down", encode(report))
+        try:
+            report.deployment_id = _record(op, "down", encode(report))
+        except (ServelabError, OSError) as exc:
+            report.error = f"not recorded in the ledger: {_cause(exc)}"
     return report
 
 

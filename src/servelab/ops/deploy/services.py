@@ -68,6 +68,7 @@ from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
+from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.preflight import env_bytes
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
@@ -145,6 +146,9 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
         argv += ["--config", str(op.loaded.path(svc.config_file))]
     status_file = None if argv is not None else f"{op.state_dir(service)}/run/{service}.status"
+    # The config copy is taken before the launch: nothing that can fail comes between the launch
+    # and its pid record, and a record that cannot be written stops the process (keep_record).
+    launched = await _config_at_launch(op, service) if svc.config_file is not None else {}
     record = await spawn(
         host,
         service=service,
@@ -158,9 +162,9 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
         args_env=svc.args_env if argv is not None else None,
         mark=_mark(op, service),
     )
-    if svc.config_file is not None:
-        record = replace(record, extra={**record.extra, **await _config_at_launch(op, service)})
-    write_pid_record(op.loaded.state_dir, record)
+    if launched:
+        record = replace(record, extra={**record.extra, **launched})
+    await keep_record(op, record)
     op.say(ServiceStarted(service, record.pid, host.name, record.log))
     return record
 
@@ -207,7 +211,7 @@ async def _adopt_service_pid(op: Operation, record: PidRecord, *, foreground: bo
         return record
     served = {"pid": stat.pid, "pgid": stat.pgid, "starttime": stat.starttime}
     adopted = replace(record, extra={**record.extra, "served_by": served})
-    write_pid_record(op.loaded.state_dir, adopted)
+    await keep_record(op, adopted)
     return adopted
 
 

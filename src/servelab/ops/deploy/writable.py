@@ -11,7 +11,10 @@ cannot record (issue 38).
   restart may roll back (then also the env and config files a rollback writes).
 
 A directory that does not exist yet is created (as the command would); a probe left in an
-append-only directory cannot be removed, and that directory is refused with the rest.
+append-only directory cannot be removed, and that directory is refused with the rest. A
+directory (and the ledger) on a disk with less than :data:`MIN_FREE_BYTES` free for this user
+is refused too, saying how much is free (a full disk lets an empty file be made, then fails the
+first record written); on an SSH host, where ``df -Pk`` answers.
 """
 
 from __future__ import annotations
@@ -27,7 +30,13 @@ from servelab.io.hosts.discovery import QUERY_TIMEOUT_S
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
 
-__all__ = ["Place", "check_writable", "places"]
+__all__ = ["MIN_FREE_BYTES", "Place", "check_writable", "places"]
+
+#: The least free space a place's disk must have (pid records, a log's lines, a ledger row).
+MIN_FREE_BYTES = 64 * 1024
+
+
+_LEDGER = "the ledger"
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,20 +73,43 @@ def places(op: Operation, plan: list[str], *, rollback: bool) -> list[Place]:
     found = [Place(None, str(run), "pid records", True)]
     found += [Place(None, str(run / f"{name}.json"), "pid records", False) for name in plan]
     if op.ledger is not None:
-        found.append(Place(None, str(op.ledger.path), "the ledger", False))
+        found.append(Place(None, str(op.ledger.path), _LEDGER, False))
     for name in plan:
         found += _host_places(op, name, rollback=rollback)
     return found
 
 
-def _local_refused(place: Place) -> bool:
+def _free_bytes(path: str) -> int | None:
+    """The bytes free for this user on the disk of ``path`` (or of its nearest existing parent);
+    None when that cannot be read."""
+    here = Path(path)
+    while not here.exists() and here != here.parent:
+        here = here.parent
+    try:
+        info = os.statvfs(here)
+    except OSError:
+        return None
+    return info.f_bavail * info.f_frsize
+
+
+def _local_refused(place: Place) -> str | None:
+    """Why ``place`` (on this machine) cannot be written; None: it can."""
     if place.directory:
         try:
             check_directory(Path(place.path))
         except HostError:
-            return True
-        return False
-    return os.path.lexists(place.path) and not os.access(place.path, os.W_OK)
+            return ""
+    elif os.path.lexists(place.path) and not os.access(place.path, os.W_OK):
+        return ""
+    if place.directory or place.what == _LEDGER:
+        free = _free_bytes(place.path)
+        if free is not None and free < MIN_FREE_BYTES:
+            return _full(free)
+    return None
+
+
+def _full(free: int) -> str:
+    return f"its disk is full: {free // 1024} KiB free, under {MIN_FREE_BYTES // 1024} KiB"
 
 
 def _probe_script(checked: list[Place]) -> str:
@@ -91,21 +123,38 @@ def _probe_script(checked: list[Place]) -> str:
         else:
             test = f"{{ [ ! -e {path} ] || [ -w {path} ]; }}"
         lines.append(f"{test} 2>/dev/null || printf '%s\\n' {path}")
+        if place.directory:  # its free KiB, where df answers
+            kib = MIN_FREE_BYTES // 1024
+            lines.append(
+                f"a=$(df -Pk -- {path} 2>/dev/null | awk 'NR==2 {{print $4}}'); "
+                f"case $a in ''|*[!0-9]*) ;; *) [ \"$a\" -ge {kib} ] || "
+                f"printf 'full\\t%s\\t%s\\n' \"$a\" {path};; esac"
+            )
     return "\n".join(lines) + "\n"
 
 
-async def _refused_on(op: Operation, service: str, checked: list[Place]) -> list[Place]:
-    """The places of ``checked`` (on ``service``'s host) that cannot be written."""
+async def _refused_on(op: Operation, service: str, checked: list[Place]) -> list[tuple[Place, str]]:
+    """The places of ``checked`` (on ``service``'s host) that cannot be written, and why."""
     host = op.host(service)
     if host.is_local:
-        return [place for place in checked if _local_refused(place)]
+        return _refused_here(checked)
     script = shlex.join(["sh", "-c", _probe_script(checked)])  # not ``sh -s``: that is a launch
     try:
         result = await host.run(script, timeout=QUERY_TIMEOUT_S)
     except CommandTimeout as exc:
         raise HostError(f"{host.name}: the write pre-flight did not answer: {exc}") from exc
-    refused = set(result.stdout.splitlines())
-    return [place for place in checked if place.path in refused]
+    said: dict[str, str] = {}
+    for line in result.stdout.splitlines():
+        full = line.split("\t", 2)
+        if len(full) == 3 and full[0] == "full" and full[1].isdigit():
+            said.setdefault(full[2], _full(int(full[1]) * 1024))
+        else:
+            said[line] = ""
+    return [(place, said[place.path]) for place in checked if place.path in said]
+
+
+def _refused_here(checked: list[Place]) -> list[tuple[Place, str]]:
+    return [(p, why) for p in checked if (why := _local_refused(p)) is not None]
 
 
 def _where(op: Operation, place: Place) -> str:
@@ -119,12 +168,15 @@ async def check_writable(op: Operation, plan: list[str], *, rollback: bool) -> N
     for place in places(op, plan, rollback=rollback):
         host = _where(op, place)
         by_host.setdefault(host, (place.service, {}))[1].setdefault(place.path, place)
-    refused: list[Place] = []
+    refused: list[tuple[Place, str]] = []
     for service, checked in by_host.values():
         if service is None:
-            refused += [place for place in checked.values() if _local_refused(place)]
+            refused += _refused_here(list(checked.values()))
         else:
             refused += await _refused_on(op, service, list(checked.values()))
     if refused:
-        said = "; ".join(f"{_where(op, p)}: cannot write {p.path} ({p.what})" for p in refused)
+        said = "; ".join(
+            f"{_where(op, p)}: cannot write {p.path} ({p.what}){': ' + why if why else ''}"
+            for p, why in refused
+        )
         raise HostError(f"{said} (pre-flight: nothing was started or stopped)")

@@ -90,17 +90,18 @@ class Exchange:
         return max(b - a for a, b in pairwise(stamps)) / 1e9
 
 
-def _decoded(got: Transfer) -> Exchange:
+def _decoded(got: Transfer, max_tokens: int | None = None) -> Exchange:
     """The answer's stamped reads through the SSE decoder, the record and the answer assembler,
     exactly as if decoded on arrival: the stream's own failures (malformed, server error) come
-    before a transport failure that cut it, and only a stream that ended is finished."""
+    before a transport failure that cut it, and only a stream that ended is finished; usage
+    above the request's ``max_tokens`` is not believed."""
     record = got.record
     ex = Exchange(record, got.received_bytes, headers=got.headers, resends=got.resends)
     if record.status is None or record.status >= 300:
         return ex
     cut = None if record.error is None else (record.error, record.error_detail)
     record.error, record.error_detail = None, ""
-    decoder, acc, asm = SSEDecoder(), StreamAccumulator(record), AnswerAssembler()
+    decoder, acc, asm = SSEDecoder(), StreamAccumulator(record, max_tokens), AnswerAssembler()
     for t_ns, data in got.chunks:
         events = decoder.feed(data, t_ns)
         ex.received_events += len(events)
@@ -152,7 +153,16 @@ async def exchange(client: Sender, body: bytes, index: int, *, stream: bool = Tr
     record = RequestRecord(index=index, scheduled_ns=perf_counter_ns())
     record.request_id, record.traceparent = request_identity(secrets.token_hex(8), index)
     got = await client.transfer(CHAT, body, record)
-    return _decoded(got) if stream else _plain(got)
+    return _decoded(got, _max_tokens(body)) if stream else _plain(got)
+
+
+def _max_tokens(body: bytes) -> int | None:
+    """The ``max_tokens`` a request body asks (servelab wrote it), None when it asks none."""
+    try:
+        value = json.loads(body).get("max_tokens")
+    except (ValueError, AttributeError):
+        return None
+    return value if type(value) is int else None
 
 
 def client(

@@ -3,7 +3,10 @@
 - **the probe** (:func:`e2e_check`): one streaming chat completion through the entry point (proxy,
   else router) with a prompt long enough to need a real KV transfer: status, TTFT, total time,
   tokens, cold or warm (from the decodes' own counters of finished requests in their
-  ``/metrics``; + a second probe when those cannot be read, or say cold).
+  ``/metrics``; + a second probe when those cannot be read, or say cold), then ONE long prompt
+  sized from the engines' own input limit, capped (:mod:`servelab.ops.verify.longprompt`: a KV
+  transfer that fails only for long prompts fails ``e2e.long_failed``; no limit read: skipped,
+  and said in the check's data).
 - **every worker reached** (:func:`reach_checks`, xPyD only: a role with two or more workers):
   each prefill's and decode's real counter of its requests is read (its own ``/metrics``, else
   the router's per-worker counter: :mod:`servelab.core.verify.served`), small requests are sent
@@ -39,6 +42,7 @@ from servelab.core.verify.coldstart import (
 )
 from servelab.core.verify.e2e import E2EProbe, RequestTiming, WorkerReach
 from servelab.core.verify.events import ProbingWorkers
+from servelab.core.verify.longprompt import EngineLimit
 from servelab.core.verify.served import Count, Gap, Scrapes, counted
 from servelab.errors import ModelNotListed
 from servelab.io.http.client import HttpClient, chat_body
@@ -47,6 +51,7 @@ from servelab.io.http.stream import StreamClient
 from servelab.ops.context import Operation
 from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 from servelab.ops.verify.layers.reader import failed
+from servelab.ops.verify.longprompt import long_probe
 
 __all__ = ["E2EOptions", "e2e_check", "probe_body", "reach_checks"]
 
@@ -149,10 +154,14 @@ def _classify(
     return classify_start(before, first_s, second_s, ratio=opts.cold_ratio, min_s=opts.cold_min_s)
 
 
-async def e2e_check(entry: str, base: str, decode_urls: list[str], opts: E2EOptions) -> Check:
+async def e2e_check(
+    entry: str, base: str, decode_urls: list[str], opts: E2EOptions,
+    limits: tuple[EngineLimit, ...] = (),
+) -> Check:  # fmt: skip
     """The e2e check of ``entry``: one streaming chat completion through ``base`` (+ a second when
-    cold, or when the decodes' counters cannot be read); a failed request's data holds its
-    status and its error."""
+    cold, or when the decodes' counters cannot be read), then one long prompt sized from the
+    engines' ``limits`` (:mod:`servelab.ops.verify.longprompt`; none read: skipped, and said); a
+    failed request's data holds its status and its error."""
     path = opts.route(base)
     proxy = path.proxy if path.forwarded else None
     async with HttpClient(proxy=proxy) as through, HttpClient() as http:
@@ -175,6 +184,13 @@ async def e2e_check(entry: str, base: str, decode_urls: list[str], opts: E2EOpti
     second_s = None if probe.second is None else probe.second.total_s
     start = _classify(before, probe.total_s, second_s, opts)
     probe = replace(probe, start=start.start, start_reason=start.reason)
+
+    async def send(prompt: str) -> RequestTiming:
+        return _timing(await _stream_once(base, model, prompt, opts, proxy))
+
+    probe = replace(probe, long=await long_probe(limits, first_rec.input_tokens, send))
+    if probe.long is not None and probe.long.failed:
+        return Check(entry, False, CheckCode.E2E_LONG_FAILED, probe)
     return Check(entry, True, CheckCode.E2E_PASSED, probe)
 
 

@@ -20,10 +20,12 @@
 - **e2e** (:mod:`servelab.ops.verify.e2e`): a streaming chat completion through the entry point
   (proxy,
   else router), with a prompt long enough to need a real KV transfer: status, TTFT, total time,
-  tokens, cold or warm; then a few greedy answer probes against the deployment's references in
-  the ledger (:mod:`servelab.ops.verify.answers`: a changed answer fails, placed at the KV hand-off
-  or later); on an xPyD deployment (two or more workers of a role), then one check per
-  prefill and decode worker: a request sent through the router reached it.
+  tokens, cold or warm; one long prompt sized from the engines' own input limit (at most 8,192
+  tokens: :mod:`servelab.ops.verify.longprompt`); then a few greedy answer probes against the
+  deployment's references in the ledger (:mod:`servelab.ops.verify.answers`: a changed answer
+  fails, placed at the KV hand-off or later); on an xPyD deployment (two or more workers of a
+  role), then one check per prefill and decode worker: a request sent through the router
+  reached it.
 
 The config and live layers are read by the knob layers' readers, one module each, registered in
 :data:`servelab.ops.verify.layers.registry.READERS` (file, service manager, process, engine);
@@ -65,6 +67,7 @@ from servelab.ops.verify.answers import answers_check
 from servelab.ops.verify.e2e import E2EOptions, e2e_check, reach_checks
 from servelab.ops.verify.layers.reader import LayerReader, ReadContext, error_text, failed
 from servelab.ops.verify.layers.registry import READERS
+from servelab.ops.verify.longprompt import engine_limits
 
 __all__ = ["LAYERS", "verify"]
 
@@ -300,8 +303,9 @@ async def _e2e(op: Operation, opts: E2EOptions) -> list[Check]:
         decodes = [await op.url(name) for name in op.spec.by_role("decode")]
     except ServelabError as exc:
         return failed(Layer.E2E, entry, exc)
-    first = await e2e_check(entry, base, decodes, opts)
-    if not first.ok:
+    limits = await engine_limits(op, opts.max_tokens)
+    first = await e2e_check(entry, base, decodes, opts, limits)
+    if not first.ok and first.code is not CheckCode.E2E_LONG_FAILED:  # short prompts went through
         return [first]
     checks = [first, *await _answers(op, entry, base, first, opts)]
     try:

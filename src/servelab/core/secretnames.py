@@ -1,0 +1,86 @@
+"""Which names say their value is a secret (pure): the name half of the one redaction policy
+(:mod:`servelab.core.redaction` masks the values).
+
+A name is secret-looking when one of its words (split at ``-``, ``_`` and case changes) is
+``token``, ``secret``, ``password``, ``passwd``, ``pass``, ``credential(s)``, ``auth``,
+``authorization``, ``cookie``, ``key``, ``apikey``, ``private`` or ``signature``; when it holds
+``password``, ``passphrase``, ``secret``, ``privatekey``... written as one word (``PGPASSWORD``,
+``DJANGO_SECRETKEY``); or when a word ends in ``token``, ``key``, ``pass``, ``pwd`` or ``auth``
+(``HFTOKEN``, ``NGROK_AUTHTOKEN``, ``--adminkey``) (:func:`is_secret_name`).
+
+A name is read as a reader reads it (:func:`~servelab.core.confusables.fold`: homoglyphs, full-width
+and small-capital letters, zero-width characters, soft hyphens and combining marks), and a JSON
+escape in it is read first (``"pass\\u0077ord"`` is ``password``).
+
+A request header is secret-looking by that rule, or when one of its words is ``session``,
+``access``, ``csrf``, ``xsrf`` or ``sid`` (``X-Session-Id``, ``X-Access``: a header carries a
+session's or an access grant's value; as an env variable or a YAML key ``session_id`` is an
+ordinary name) (:func:`is_secret_header`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from servelab.core.confusables import fold
+
+__all__ = ["is_secret_header", "is_secret_name"]
+
+_SECRET_WORDS = frozenset(
+    {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
+     "auth", "authorization", "cookie", "key", "apikey", "private", "bearer", "pass",
+     "signature", "sig", "dsn", "webhook", "pw", "passcode", "creds", "pswd"}
+)  # fmt: skip
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+#: Parts of a name written as one word (``PGPASSWORD``, ``DJANGO_SECRETKEY``) that say secret
+#: wherever they stand in it.
+_SECRET_PARTS = ("password", "passwd", "passphrase", "secret", "credential", "privatekey",
+                 "apikey", "accesskey", "serviceaccount", "connectionstring",
+                 "webhook", "passcode")  # fmt: skip
+#: Endings of a name written as one word that say secret (``HFTOKEN``, ``NGROK_AUTHTOKEN``,
+#: ``--adminkey``, ``REDIS_PASS``); ``max_total_tokens``, ``tokenizer`` and ``bypass`` do not.
+_SECRET_ENDINGS = ("token", "key", "pass", "pwd", "pw", "auth")
+#: Names that end so and are not secrets.
+_ORDINARY = frozenset({"bypass", "hotkey", "monkey", "turkey", "whiskey", "jockey", "hockey"})
+#: Whole names that look secret and are not (the shell's working directories).
+_ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
+#: A web session's cookie written as one word (``sessionid``, ``JSESSIONID``, ``PHPSESSID``);
+#: ``session_id`` (a trace's conversation, an A/B's journal id) is an ordinary name.
+_SESSION_COOKIES = ("sessionid", "phpsessid")
+#: Words that make a header's value a secret (not an env variable's or a key's).
+_HEADER_WORDS = frozenset({"session", "access", "csrf", "xsrf", "sid", "sessid"})
+#: A JSON (or Python) escape of one character in a quoted key: ``\\u0077``, ``\\x77``.
+_ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})")
+
+
+def _unescaped(name: str) -> str:
+    if "\\" not in name:
+        return name
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), name)
+
+
+def _words(name: str) -> list[str]:
+    return [word.lower() for word in _WORD.findall(name.strip("-\"' "))]
+
+
+def is_secret_name(name: str) -> bool:
+    """Whether ``name`` (an env variable, a flag, a header, a YAML key) looks like it holds a
+    secret (see the module doc)."""
+    name = fold(_unescaped(name))  # a homoglyph (a Cyrillic а), a full-width letter, ...
+    if name.strip("-\"' ").lower() in _ORDINARY_NAMES:
+        return False
+    if name.strip("-\"' ").lower().endswith(_SESSION_COOKIES):
+        return True
+    words = _words(name)
+    if set(words) & _SECRET_WORDS or (len(words) > 1 and words[-1] == "session"):
+        return True
+    joined = re.sub(r"[^a-z]", "", name.lower())
+    if any(part in joined for part in _SECRET_PARTS):
+        return True
+    return any(word.endswith(_SECRET_ENDINGS) and word not in _ORDINARY for word in words)
+
+
+def is_secret_header(name: str) -> bool:
+    """Whether a request header's value is a secret: :func:`is_secret_name`, or a word of the
+    name says a session or an access grant (``X-Session-Id``, ``X-Access``)."""
+    return is_secret_name(name) or bool(set(_words(fold(name))) & _HEADER_WORDS)
