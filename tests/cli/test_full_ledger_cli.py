@@ -5,8 +5,6 @@ ran to its end, then printed only the write error). Real processes, a real full 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,31 +13,17 @@ import pytest
 
 from servelab.io.ledger.ledger import Ledger
 from tests.support.servers import SEEN, served, streaming_app
+from tests.support.tmpfs import fill, tmpfs
 
 
 @pytest.fixture
 def full_ledger(tmp_path: Path) -> Iterator[Path]:
     """A ledger on a 256 KiB tmpfs that is then filled to the last byte."""
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "tiny") as mount:
         with Ledger.open(mount / "l.db"):
             pass
-        with (mount / "filler").open("wb", buffering=0) as filler:
-            try:
-                while True:
-                    filler.write(b"\0" * 512)
-            except OSError:  # ENOSPC: full
-                pass
+        fill(mount)
         yield mount / "l.db"
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 async def _run(*args: str) -> tuple[int, str]:

@@ -11,11 +11,10 @@ real full tmpfs (mounting one needs root, as CI has).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -23,22 +22,7 @@ import pytest
 from tests.cli.test_restart_writes_cli import SLOW_STOP, _wait_for
 from tests.support import free_ports, run_cli
 from tests.support.generic import generic_service, servelab_process
-
-
-@contextmanager
-def tmpfs(mount: Path) -> Iterator[Path]:
-    """A 256 KiB tmpfs at ``mount``, unmounted at the end (skips without root)."""
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
-        yield mount
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
+from tests.support.tmpfs import fill, tmpfs
 
 
 @pytest.fixture
@@ -46,16 +30,6 @@ def tiny(tmp_path: Path) -> Iterator[Path]:
     """A 256 KiB tmpfs at ``tmp_path/state`` (a deployment's state dir)."""
     with tmpfs(tmp_path / "state") as mount:
         yield mount
-
-
-def fill(mount: Path) -> None:
-    """Fill ``mount`` to its last byte."""
-    with (mount / "filler").open("ab", buffering=0) as filler:
-        try:
-            while True:
-                filler.write(b"\0" * 512)
-        except OSError:  # ENOSPC: full
-            pass
 
 
 def _spec(tmp_path: Path, slow_b: bool = False) -> tuple[Path, dict[str, int]]:

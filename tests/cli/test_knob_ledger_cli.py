@@ -4,7 +4,6 @@ the env file is touched. Real processes, real mounts (root, as CI has)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +16,7 @@ from servelab.io.specfile import load_spec
 from servelab.ops.knob import set_knob
 from tests.support import free_port, run_cli
 from tests.support.specs import write_decode_spec
+from tests.support.tmpfs import fill, tmpfs
 
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
 
@@ -24,29 +24,14 @@ KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
 @pytest.fixture(params=["read-only", "full"])
 def unwritable_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Path]:
     """A ledger (made, so it exists) on a 256 KiB tmpfs then remounted read-only, or filled."""
-    mount = tmp_path / "led"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "led") as mount:
         with Ledger.open(mount / "l.db"):
             pass
         if request.param == "read-only":
             subprocess.run(["mount", "-o", "remount,ro", str(mount)], check=True)
         else:
-            with (mount / "filler").open("wb", buffering=0) as filler:
-                try:
-                    while True:
-                        filler.write(b"\0" * 512)
-                except OSError:  # ENOSPC: full
-                    pass
+            fill(mount)
         yield mount / "l.db"
-    finally:
-        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_knob_set_refuses_a_ledger_it_cannot_write_before_touching_the_file(

@@ -18,6 +18,7 @@ import pytest
 
 from tests.support import run_cli
 from tests.support.ledgerexport import ok, seed
+from tests.support.tmpfs import tmpfs
 
 
 @pytest.fixture(scope="module")
@@ -49,18 +50,8 @@ def test_a_reader_that_leaves_early_fails_the_export(ledger_file: Path) -> None:
 
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
-    mount = tmp_path / "tiny"
-    mount.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root (CI runs as root)")
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with tmpfs(tmp_path / "tiny") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=False)
 
 
 @pytest.mark.parametrize("fmt", ["json", "jsonl", "csv"])
