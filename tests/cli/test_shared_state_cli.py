@@ -72,8 +72,9 @@ def _down_leaves_prod(root: Path, port: int, pid: int) -> None:
     assert _alive(pid) and listening(port)
     code, out, err = _cli(root, "down", "-f", "staging.toml")  # in words too
     assert code == 0, err
-    said = _squeezed(out)  # the table wraps the cell
-    assert _squeezed(f"{state_dir} is shared with deployment 'prod'") in said, out
+    said = _squeezed(out)  # the table wraps the cell, and cuts a long path short with "…"
+    assert _squeezed(f"the state folder {state_dir[:40]}") in said, out
+    assert _squeezed("is shared with deployment 'prod'") in said, out
     assert _squeezed(f"(pid {pid}) is that deployment's, left alone") in said
     assert (root / ".servelab" / "run" / "a.json").exists()
 
