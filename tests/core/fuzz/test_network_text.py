@@ -2,7 +2,8 @@
 (``--repeat``, ``--workers``, ``--effect``), a router's worker list (any body: its workers or a
 :class:`~servelab.errors.WorkerListError`, the router's strings printable), the one sanitizer of
 network text, and the redaction policy over hostile text (never an exception; a planted secret
-under a secret name, a homoglyph's, an XML element's, an encoded one, never kept)."""
+under a secret name, a homoglyph's, an XML element's, an encoded one, a Kubernetes env pair's,
+one after a no-break space, never kept)."""
 
 from __future__ import annotations
 
@@ -65,7 +66,12 @@ _SECRET = "Zq8PLANTEDvalue"
         ["X-Session: {}", "p\u0430ssword: {}", "<apiKey>{}</apiKey>", "api-key:\n  {}",
          "GET /v1?token%3D{}", "GET /v1?access%5Ftoken={}", "password\t{}",
          '{{"pass\\u0077ord": "{}"}}', "pass\u00adword: {}", "pa\u0301ssword: {}",
-         "\u1d18assword: {}", "api_\u1d0bey={}", "pass\u034fword={}"]
+         "\u1d18assword: {}", "api_\u1d0bey={}", "pass\u034fword={}",
+         "- name: DB_PASSWORD\n  value: {}", '{{"name":"API_KEY","value":"{}"}}',
+         "env: [{{name: API_KEY, value: {}}}]", '{{"key":"password","value":"{}"}}',
+         "PASSWORD\u00a0=\u00a0{}", "token\u2003:\u2003{}", '[["Authorization","{}"]]',
+         "pwd={}", "password\r={}", "password -> {}", "X-Client-Cert: {}",
+         "X-Vercel-Protection-Bypass: {}"]
     ),
 )  # fmt: skip
 def test_a_secret_in_any_new_shape_never_survives_redaction(noise: str, form: str) -> None:
