@@ -112,6 +112,8 @@ PLANTED = "Zq8sKx2PlantedValue"
         "password\r=" + PLANTED,
         "password -> " + PLANTED,
         "password => " + PLANTED,
+        "this->password = " + PLANTED,
+        "a -> api_key: " + PLANTED,
         "X-Vercel-Protection-Bypass: " + PLANTED,
         "x-client-cert=" + PLANTED,
     ],
@@ -164,7 +166,7 @@ def test_bypass_and_cert_are_secret_only_as_a_header() -> None:
     ["- name: PASSWORD\n" + "  x: 1\n" * 50_000, "name: token\n" * 50_000,
      "{name: key, value: " + "v" * 1990 + "}" * 500, "[('Cookie', '" + " " * 500_000,
      "password\u00a0" * 100_000, "- name: API_KEY\n  value: a" + " " * 300_000 + "b",
-     '{"a": "' + " " * 1990 + ", " * 300_000],
+     '{"a": "' + " " * 1990 + ", " * 300_000, "a->" * 300_000, "a => " * 200_000],
 )  # fmt: skip
 def test_hostile_pairs_take_linear_time(text: str) -> None:
     started = time.perf_counter()

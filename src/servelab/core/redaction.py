@@ -210,7 +210,9 @@ def _keyed(match: re.Match[str], depth: int = 0) -> str:
     # (``"https://host/": {"auth": "..."}``) is found there, and past its first word (a URL's
     # own parameters are the URL rule's) a secret key (logfmt, libpq: ``user=u password=...``)
     after = _AFTER_WORD.match(value)
-    if after is not None and not value.startswith(("'", '"')):
+    if ">" in sep and not value.startswith(("'", '"')):  # ``this->password = X``: an arrow is
+        value = _KEYED.sub(lambda m: _keyed(m, depth + 1), value)  # a separator, its value a key
+    elif after is not None and not value.startswith(("'", '"')):
         value = after["word"] + _KEYED.sub(lambda m: _keyed(m, depth + 1), after["rest"])
     return f"{key}{sep}{_QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)}"
 
