@@ -96,6 +96,8 @@ PLANTED = "Zq8sKx2PlantedValue"
         "        - name: DB_PASSWORD\n          value: " + PLANTED + "\n",
         '- name: API_KEY\n  # a comment\n  value: "' + PLANTED + '"\r\n',
         '{\n    "name": "HF_TOKEN",\n    "value": "' + PLANTED + '"\n}',
+        "- value: " + PLANTED + "\n  name: DB_PASSWORD\n- value: x\n  name: PORT",
+        '{\n  "value": "' + PLANTED + '",\n  "name": "API_KEY"\n}',
         "env: [{name: API_KEY, value: " + PLANTED + "}]",
         '{"key":"password","value":"' + PLANTED + '"}',
         '{"name":"API_KEY","value":"' + PLANTED + '"}',
@@ -136,6 +138,9 @@ def test_a_pair_keeps_its_shape_and_its_neighbours() -> None:
     "text",
     [
         "- name: PORT\n  value: '8080'\n- name: MODEL\n  value: qwen-7b",
+        "- name: PORT\n  value: '8080'\n- name: DB_PASSWORD\n  valueFrom: {}",
+        '[\n  {\n    "name": "PORT",\n    "value": "8080"\n  },\n  {\n    "name": "API_KEY",\n'
+        '    "valueFrom": {}\n  }\n]',
         '{"name": "model", "value": "qwen-7b"}',
         "env: [{name: LOG_LEVEL, value: debug}]",
         '[["Accept","application/json"]]',
@@ -166,7 +171,8 @@ def test_bypass_and_cert_are_secret_only_as_a_header() -> None:
     ["- name: PASSWORD\n" + "  x: 1\n" * 50_000, "name: token\n" * 50_000,
      "{name: key, value: " + "v" * 1990 + "}" * 500, "[('Cookie', '" + " " * 500_000,
      "password\u00a0" * 100_000, "- name: API_KEY\n  value: a" + " " * 300_000 + "b",
-     '{"a": "' + " " * 1990 + ", " * 300_000, "a->" * 300_000, "a => " * 200_000],
+     '{"a": "' + " " * 1990 + ", " * 300_000, "a->" * 300_000, "a => " * 200_000,
+     "  value: x\n" * 50_000 + "  name: token\n" * 50_000],
 )  # fmt: skip
 def test_hostile_pairs_take_linear_time(text: str) -> None:
     started = time.perf_counter()

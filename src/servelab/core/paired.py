@@ -3,7 +3,8 @@
 
 - a Kubernetes-style env list: ``- name: DB_PASSWORD`` then ``  value: X`` on a line below it
   (the same item: the ``value`` key at the ``name`` key's column), pretty-printed JSON
-  (``"name": "API_KEY",`` then ``"value": "X"``) too;
+  (``"name": "API_KEY",`` then ``"value": "X"``) too, and the value above its name in the same
+  item (``- value: X`` then ``  name: DB_PASSWORD``);
 - a one-line object with a ``name``/``key``/``header`` field and a ``value`` field, in either
   order: the flow form ``env: [{name: API_KEY, value: X}]`` and JSON
   ``{"key":"password","value":"X"}``, ``{"Name":"API_KEY","Value":"X"}``;
@@ -112,8 +113,43 @@ def _below(text: str, mask: str, is_secret: Callable[[str], bool]) -> str:
         if lines is None:
             lines = text.split("\n")
         row, counted = row + text.count("\n", counted, match.start()), match.start()
-        _mask_value_below(lines, row, len(match["indent"]), mask)
+        column = len(match["indent"])
+        _mask_value_below(lines, row, column, mask)
+        if not match["indent"].strip():  # not an item's first line: its value may be above
+            _mask_value_above(lines, row, column, mask)
     return text if lines is None else "\n".join(lines)
+
+
+def _mask_value(lines: list[str], at: int, column: int, mask: str) -> bool:
+    """The value of line ``at``'s ``value`` key at ``column`` masked; whether it was one."""
+    found = _VALUE_LINE.match(lines[at], column)
+    if found is None:
+        return False
+    line, value = lines[at], _masked(found["value"], mask)
+    lines[at] = line[: found.start("value")] + value + line[found.end("value") :]
+    return True
+
+
+#: A line's indent, a ``- `` item's dash included (its key's column).
+_ITEM_INDENT = re.compile(r"[ \t]*(?:-[ \t]+)?")
+
+
+def _mask_value_above(lines: list[str], row: int, column: int, mask: str) -> None:
+    """A ``value`` line above the name (``- value: X`` then ``  name: DB_PASSWORD``), in the same
+    item: up to the item's ``- `` line or a line less indented."""
+    for at in range(row - 1, max(-1, row - 1 - _REACH), -1):
+        line = lines[at]
+        if not line.strip():
+            continue
+        indent = _ITEM_INDENT.match(line)
+        key_column = 0 if indent is None else indent.end()
+        item = line.lstrip().startswith("-")
+        if key_column < column or (item and key_column != column):
+            return
+        if key_column == column and (_mask_value(lines, at, column, mask) or item):
+            return
+        if key_column == column and _OTHER_NAME.match(line, column):
+            return
 
 
 def _mask_value_below(lines: list[str], row: int, column: int, mask: str) -> None:
@@ -126,10 +162,5 @@ def _mask_value_below(lines: list[str], row: int, column: int, mask: str) -> Non
             return
         if depth > column:
             continue
-        found = _VALUE_LINE.match(line, depth)
-        if found is not None:
-            value = _masked(found["value"], mask)
-            lines[at] = line[: found.start("value")] + value + line[found.end("value") :]
-            return
-        if _OTHER_NAME.match(line, depth):
+        if _mask_value(lines, at, depth, mask) or _OTHER_NAME.match(line, depth):
             return
