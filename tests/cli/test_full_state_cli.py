@@ -11,6 +11,7 @@ real full tmpfs (mounting one needs root, as CI has).
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -126,17 +127,29 @@ def test_a_pid_record_that_cannot_be_written_stops_what_was_started(
         run_cli("down", "-f", str(spec), env=_env(tmp_path))
 
 
-@pytest.mark.parametrize("full_ledger", [False, True], ids=["ledger-elsewhere", "full-ledger"])
+@pytest.mark.parametrize(
+    ("full_ledger", "unopenable"), [(False, False), (True, False), (True, True)],
+    ids=["ledger-elsewhere", "full-ledger", "ledger-cannot-open"],
+)  # fmt: skip
 def test_down_on_a_full_state_disk_still_stops_everything(
-    tmp_path: Path, tiny: Path, full_ledger: bool
+    tmp_path: Path, tiny: Path, full_ledger: bool, unopenable: bool
 ) -> None:
+    """``unopenable`` (the twelfth pass): the ledger's WAL files gone when the disk fills, so
+    SQLite cannot even open it ("disk I/O error": no room for the WAL's index); ``down`` stopped
+    nothing then. It stops everything, and says the disk is full and the stop not recorded."""
     spec, ports = _spec(tmp_path)
     with ExitStack() as stack:
-        led = stack.enter_context(tmpfs(tmp_path / "led")) if full_ledger else tmp_path
+        size = "1m" if unopenable else "256k"  # room to put the ledger at rest before filling
+        led = stack.enter_context(tmpfs(tmp_path / "led", size)) if full_ledger else tmp_path
         env = {"SERVELAB_LEDGER": str(led / "ledger.db")}
         try:
             assert run_cli("up", "-f", str(spec), env=env).returncode == 0
             (tiny / "lock").write_bytes(b"")  # emptied by the last holder, as a lock file is
+            if unopenable:  # a ledger at rest: no -wal, no -shm beside it
+                conn = sqlite3.connect(led / "ledger.db")
+                conn.execute("PRAGMA journal_mode = DELETE")
+                conn.close()
+                assert not (led / "ledger.db-shm").exists()
             fill(tiny)
             if full_ledger:
                 fill(led)
@@ -151,6 +164,7 @@ def test_down_on_a_full_state_disk_still_stops_everything(
                 assert result.returncode == 1, result.stderr
                 assert "error: down: not recorded in the ledger" in result.stderr
                 assert doc["ok"] is False and "full" in doc["error"], doc
+                assert "not a usable ledger" not in result.stderr
             else:
                 assert result.returncode == 0, result.stderr
         finally:

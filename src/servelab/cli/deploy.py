@@ -24,6 +24,7 @@ from servelab.core.deploy.contract import ServiceStatus
 from servelab.core.deploy.rolling import RollOptions
 from servelab.core.options import MAX_SECONDS
 from servelab.core.restart.contract import DeployReport
+from servelab.errors import NotALedger, StoreError
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
@@ -125,7 +126,31 @@ def down_command(
     wait: bool,
 ) -> None:
     """Stop SERVICES (default: all) and their dependents, dependents first. Idempotent."""
-    _up_or_down(deploy.down, services, SpecAndLedger(spec_path, ledger_path), as_json, wait)
+    where = SpecAndLedger(spec_path, ledger_path)
+    try:
+        _up_or_down(deploy.down, services, where, as_json, wait)
+    except StoreError as exc:
+        if isinstance(exc, NotALedger):  # --ledger names another file: the user's mistake
+            raise
+        _down_unrecorded(services, where, as_json, wait, exc)
+
+
+def _down_unrecorded(
+    services: tuple[str, ...], where: SpecAndLedger, as_json: bool, wait: bool, exc: StoreError
+) -> None:
+    """``down`` with a ledger that cannot even be opened (its disk full, unreadable): the
+    deployment is stopped all the same, and the report says it was not recorded (exit 1)."""
+    loaded = where.deployment()
+
+    async def _stop() -> DeployReport:
+        async with Operation(loaded, progress=_quiet(as_json)) as op:
+            return await noting(deploy.down(op, list(services) or None))
+
+    with where.exclusive(wait=wait):
+        report = run(_stop())
+    report.error = f"not recorded in the ledger: {exc}"
+    error(f"{report.action}: {report.error}")
+    _show(deploy_json(report), render_deploy(report), as_json, False)
 
 
 async def _status(spec_path: Path | None) -> list[ServiceStatus]:

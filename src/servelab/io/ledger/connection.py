@@ -12,6 +12,7 @@ so. One at an older schema is refused, since its readers expect today's tables.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import threading
 import time
@@ -114,7 +115,24 @@ def prepare(conn: sqlite3.Connection, path: Path, busy_timeout_s: float) -> None
         _set_wal(conn, busy_timeout_s)
         conn.execute("PRAGMA synchronous = FULL")
     except sqlite3.DatabaseError as exc:
+        if full := _full_disk(path):  # SQLite says "disk I/O error" (the WAL's index not made)
+            raise StoreError(f"{path}: cannot open the ledger: {full}") from exc
         raise StoreError(f"{path}: not a usable ledger: {exc}") from exc
+
+
+#: Free space under which a ledger's disk is called full when SQLite fails on it.
+_FULL_BYTES = 64 << 10
+
+
+def _full_disk(path: Path) -> str | None:
+    """ "its disk is full (N KiB free)" when ``path``'s file system has under ``_FULL_BYTES``
+    free (None: it has room, or cannot be asked): said instead of SQLite's "disk I/O error",
+    which reads as a broken ledger."""
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return None
+    return f"its disk is full ({free // 1024} KiB free)" if free < _FULL_BYTES else None
 
 
 def _set_wal(conn: sqlite3.Connection, busy_timeout_s: float) -> None:
