@@ -102,10 +102,10 @@ def _element(match: re.Match[str], mask: str, is_secret: Callable[[str], bool]) 
 
 #: A key with nothing after its colon but a comment, an anchor or a tag (its value below it).
 _KEY_ALONE = re.compile(
-    r"""(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>["']?[^\W\d_][\w.-]*["']?)[ \t]*:"""
-    r"""[ \t]*(?:[&!][^\s#]*[ \t]*)?(?:\#[^\n]*)?\r?"""
+    r"""(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>["']?[^\W\d_][\w.-]*["']?)[^\S\n]*:"""
+    r"""[^\S\n]*(?:[&!][^\s#]*[^\S\n]*)?(?:\#[^\n]*)?\r?"""
 )
-_EMPTY_VALUE = re.compile(r"(?m):[ \t]*(?:[&!][^\s#]*[ \t]*)?(?:#[^\n]*)?\r?$\n")
+_EMPTY_VALUE = re.compile(r"(?m):[^\S\n]*(?:[&!][^\s#]*[^\S\n]*)?(?:#[^\n]*)?\r?$\n")
 
 
 def _next_lines(text: str, mask: str, is_secret: Callable[[str], bool]) -> str:

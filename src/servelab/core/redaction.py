@@ -110,7 +110,7 @@ _NEXT_KEY = re.compile(
 #: A YAML block scalar (``api_key: |``, ``password: >-``): its more-indented lines are its value.
 _BLOCK = re.compile(
     r"""(?m)^(?P<head>(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>["']?[A-Za-z][\w.-]*["']?)"""
-    r"""[ \t]*:[ \t]*)[|>][0-9+-]{0,2}[ \t]*(?:\#[^\n]*)?$"""
+    r"""[^\S\n]*:[^\S\n]*)[|>][0-9+-]{0,2}[^\S\n]*(?:\#[^\n]*)?$"""
     r"""(?:\n(?:[ \t]*(?=\n|\Z)|(?P=indent)[ \t]+[^\n]*))*"""
 )
 #: A quoted key inside an ordinary key's value (JSON on one line: ``"https://h/": {"auth": ...``).
