@@ -174,7 +174,9 @@ def test_bypass_and_cert_are_secret_only_as_a_header() -> None:
      "{name: key, value: " + "v" * 1990 + "}" * 500, "[('Cookie', '" + " " * 500_000,
      "password\u00a0" * 100_000, "- name: API_KEY\n  value: a" + " " * 300_000 + "b",
      '{"a": "' + " " * 1990 + ", " * 300_000, "a->" * 300_000, "a => " * 200_000,
-     "  value: x\n" * 50_000 + "  name: token\n" * 50_000, (":" + "\u00a0" * 1000) * 1000],
+     "  value: x\n" * 50_000 + "  name: token\n" * 50_000, (":" + "\u00a0" * 1000) * 1000,
+     "- name: API_KEY\n  value: a" + " " * 300_000 + ",,", "name: a" + " " * 300_000 + ",,x",
+     ("{" + "a" * 1998 + "}") * 500 + "value"],
 )  # fmt: skip
 def test_hostile_pairs_take_linear_time(text: str) -> None:
     started = time.perf_counter()
