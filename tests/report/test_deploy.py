@@ -13,6 +13,7 @@ from servelab.core.deploy.steps import (
     CommandReady,
     FoundServing,
     LaunchTimeoutReady,
+    OthersRecord,
     PortOwner,
     Ready,
     Step,
@@ -112,6 +113,11 @@ def _steps() -> list[tuple[Step, JsonObject, str]]:
                                               still_serving=7)),
          {"stop_command": "timed out", "unrecorded": {"pid": 8, "pgid": 8, "outcome": "stopped"},
           "still_serving": 7}, ""),
+        (Step("a", StepOutcome.NOT_RUNNING, None, 0.0,
+              Stopped(others_record=OthersRecord("prod", 5, "/srv/.servelab"))),
+         {"others_record": {"deployment": "prod", "pid": 5, "state_dir": "/srv/.servelab"}},
+         "the state folder /srv/.servelab is shared with deployment 'prod': its pid record "
+         "(pid 5) is that deployment's, left alone (give each spec its own state_dir)"),
         (Step("a", failed, None, 0.0, StepFailure("a: not ready")), {"error": "a: not ready"},
          "a: not ready"),
     ]  # fmt: skip

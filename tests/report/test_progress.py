@@ -52,6 +52,7 @@ from servelab.core.deploy.events import (
     CoRestarting,
     EnvFileRestored,
     LaunchTimedOut,
+    OtherDeploymentsRecord,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -116,6 +117,9 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (ServiceAlreadyUp("decode", 77, by_servelab=False),
      "decode: already up (pid 77, not started by servelab)"),
     (ServiceStopped("decode", StepOutcome.STOPPED), "decode: stopped"),
+    (OtherDeploymentsRecord("decode", "prod", 12, "/srv/.servelab"),
+     "decode: the state folder /srv/.servelab is shared with deployment 'prod': its pid record "
+     "(pid 12) is that deployment's, left alone (give each spec its own state_dir)"),
     (ServiceStopped("decode", StepOutcome.NOT_RUNNING), "decode: not running"),
     (StopFailed("decode", "HostError: gone"), "decode: could not stop: HostError: gone"),
     (ServiceFailed("decode", "exited early"), "decode: failed: exited early"),

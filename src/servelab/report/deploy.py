@@ -8,13 +8,14 @@ from typing import assert_never
 from rich.console import RenderableType
 from rich.table import Table
 
-from servelab.core.deploy.contract import ServiceStatus
+from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.rolling import RollPhase
 from servelab.core.deploy.steps import (
     CommandReady,
     FoundServing,
     LaunchTimeoutReady,
+    OthersRecord,
     PortOwner,
     Ready,
     Step,
@@ -41,6 +42,7 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
+from servelab.report.progress import others_words
 from servelab.report.text import json_text, plain_text
 from servelab.report.verify import check_detail, with_details
 
@@ -68,6 +70,8 @@ def status_rows(statuses: list[ServiceStatus]) -> list[list[str]]:
     for item in statuses:
         if item.pid is None:
             pid = "-"
+            if (item.pid_source or "").startswith(OTHERS_RECORD):
+                pid += f" ({OTHERS_RECORD})"  # its deployment and pid: in --json
         else:
             pid = f"{item.pid}" + ("" if item.alive else " (dead)")
             if item.unrecorded:
@@ -119,7 +123,8 @@ def _step_detail(step: Step) -> str:
         case Stopped():
             code = evidence.stop_command_exit
             said = "" if code is None else f"stop command exit {code}"
-            return "; ".join(w for w in (said, _stranger(evidence.port_owner)) if w)
+            words = (said, _stranger(evidence.port_owner), _others(evidence.others_record))
+            return "; ".join(w for w in words if w)
         case FoundServing() | StepFailure():
             return ""
         case _:
@@ -132,6 +137,11 @@ def _stranger(owner: PortOwner | None) -> str:
         return ""
     name = f" ({owner.name})" if owner.name else ""
     return f"its port is held by pid {owner.pid}{name}, not started by this deployment: left alone"
+
+
+def _others(others: OthersRecord | None) -> str:
+    """Another deployment's pid record in a shared state folder (left alone), named."""
+    return "" if others is None else others_words(others.deployment, others.pid, others.state_dir)
 
 
 def _timed_out(evidence: LaunchTimeoutReady | CommandReady) -> str:

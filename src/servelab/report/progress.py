@@ -48,6 +48,7 @@ from servelab.core.deploy.events import (
     CoRestarting,
     EnvFileRestored,
     LaunchTimedOut,
+    OtherDeploymentsRecord,
     RestartPlanned,
     RollingPlanned,
     RollPhaseFailed,
@@ -86,7 +87,15 @@ from servelab.report.text import level_label
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
     from servelab.core.bench.contract import BenchProgress
 
-__all__ = ["describe_level", "describe_progress"]
+__all__ = ["describe_level", "describe_progress", "others_words"]
+
+
+def others_words(deployment: str, pid: int, state_dir: str) -> str:
+    """Another deployment's pid record found in a shared state folder, left alone."""
+    return (
+        f"the state folder {state_dir} is shared with deployment {deployment!r}: its pid record "
+        f"(pid {pid}) is that deployment's, left alone (give each spec its own state_dir)"
+    )
 
 
 def describe_progress(event: ProgressEvent) -> str:
@@ -96,7 +105,7 @@ def describe_progress(event: ProgressEvent) -> str:
             ServiceStarted() | StartCommandOutlived() | LaunchTimedOut() | ServiceReady()
             | ServiceAlreadyUp() | ServiceStopped() | StopFailed() | ServiceFailed() | UpUndone()
             | RestartPlanned() | EnvFileRestored() | UnitReloaded() | RollingPlanned()
-            | RollPhaseStarted() | RollPhaseFailed()
+            | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
         ):  # fmt: skip
             return _deploy(event)
         case ReadingEnvFile(service=service):
@@ -158,7 +167,8 @@ def _over_budget(e: TuneOverBudget) -> str:
 def _deploy(
     event: ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady
     | ServiceAlreadyUp | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned
-    | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted | RollPhaseFailed,
+    | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted | RollPhaseFailed
+    | OtherDeploymentsRecord,
 ) -> str:  # fmt: skip
     match event:
         case ServiceStarted(service=service, pid=pid, host=host, log=log):
@@ -181,6 +191,8 @@ def _deploy(
             return f"{service}: already up (pid {pid}, not started by servelab)"
         case ServiceStopped(service=service, outcome=outcome):
             return f"{service}: {outcome}"
+        case OtherDeploymentsRecord(service=service, deployment=other, pid=pid, state_dir=where):
+            return f"{service}: {others_words(other, pid, where)}"
         case StopFailed(service=service, error=error):
             return f"{service}: could not stop: {error}"
         case ServiceFailed(service=service, error=error):

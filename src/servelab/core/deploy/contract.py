@@ -12,7 +12,11 @@ from pydantic import computed_field
 from servelab.core.deploy.probe import ProbeResult
 from servelab.core.redaction import StoredUrl
 
-__all__ = ["ServiceStatus"]
+__all__ = ["OTHERS_RECORD", "ServiceStatus"]
+
+#: How ``pid_source`` begins when the service's pid record in the state folder is another
+#: deployment's (two specs share the folder): not this service's process, so ``pid`` is None.
+OTHERS_RECORD = "another deployment's record"
 
 
 @dataclass

@@ -18,6 +18,7 @@ __all__ = [
     "DeployProgress",
     "EnvFileRestored",
     "LaunchTimedOut",
+    "OtherDeploymentsRecord",
     "RestartPlanned",
     "RollPhaseFailed",
     "RollPhaseStarted",
@@ -88,6 +89,17 @@ class ServiceAlreadyUp:
     pid: int
     by_servelab: bool
     recorded_again: bool = False
+
+
+@dataclass(frozen=True)
+class OtherDeploymentsRecord:
+    """The service's pid record in the state folder is another deployment's (two specs share the
+    folder): left alone, neither stopped nor adopted."""
+
+    service: str
+    deployment: str
+    pid: int
+    state_dir: str
 
 
 @dataclass(frozen=True)
@@ -174,6 +186,7 @@ DeployProgress = (
     | LaunchTimedOut
     | ServiceReady
     | ServiceAlreadyUp
+    | OtherDeploymentsRecord
     | ServiceStopped
     | StopFailed
     | ServiceFailed

@@ -27,6 +27,7 @@ __all__ = [
     "CommandReady",
     "FoundServing",
     "LaunchTimeoutReady",
+    "OthersRecord",
     "PortOwner",
     "Ready",
     "Step",
@@ -96,16 +97,28 @@ class UnrecordedStop:
 
 
 @dataclass(frozen=True)
+class OthersRecord:
+    """The service's pid record in the state folder (``state_dir``) is another deployment's:
+    two specs share the folder. Its process (``pid``) was left alone."""
+
+    deployment: str
+    pid: int
+    state_dir: str
+
+
+@dataclass(frozen=True)
 class Stopped:
     """What stopping a service saw: the stop command's exit status, or why it did not end
     (``stop_command``: its timeout), a stranger on the port, an unrecorded process stopped, and
-    the pid of one of servelab's that still serves (the step failed)."""
+    the pid of one of servelab's that still serves (the step failed); another deployment's pid
+    record found in a shared state folder, left alone."""
 
     stop_command_exit: Annotated[int | None, OMITTED_IF_NONE] = None
     stop_command: Annotated[str | None, OMITTED_IF_NONE] = None
     port_owner: Annotated[PortOwner | None, OMITTED_IF_NONE] = None
     unrecorded: Annotated[UnrecordedStop | None, OMITTED_IF_NONE] = None
     still_serving: Annotated[int | None, OMITTED_IF_NONE] = None
+    others_record: Annotated[OthersRecord | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

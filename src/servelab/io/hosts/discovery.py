@@ -26,11 +26,11 @@ from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import LiveValue, live_value
 from servelab.errors import CommandTimeout, HostError, KnobError
 from servelab.io.hosts.host import Host
+from servelab.io.hosts.ownrecord import read_own_record
 from servelab.io.hosts.processes import (
     SERVICE_MARK,
     is_alive,
     proc_stat,
-    read_pid_record,
     service_mark,
 )
 from servelab.io.specfile import LoadedSpec
@@ -95,7 +95,7 @@ async def daemon_reload(host: Host) -> None:
 
 
 async def _from_record(loaded: LoadedSpec, service: str, host: Host) -> ProcessRef | None:
-    record = read_pid_record(loaded.state_dir, service)
+    record = (await read_own_record(host, loaded.state_dir, service, loaded.spec.name)).record
     if record is None or not await is_alive(host, record):
         return None
     if record.command is not None:  # a shell start command: the server is a child in its group

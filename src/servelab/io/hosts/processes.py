@@ -45,6 +45,7 @@ from servelab.io.hosts.host import Host
 __all__ = [
     "LAUNCHER",
     "LAUNCH_TIMEOUT_S",
+    "MARK_KEY",
     "SERVICE_MARK",
     "PidRecord",
     "ProcStat",
@@ -153,6 +154,8 @@ async def is_alive(host: Host, record: PidRecord) -> bool:
 
 #: The variable in the environment of every process servelab launches: ``<deployment>/<service>``.
 SERVICE_MARK = "SERVELAB_SERVICE"
+#: The pid record's ``extra`` key holding that mark: whose record it is (io/hosts/ownrecord.py).
+MARK_KEY = "mark"
 
 
 def service_mark(deployment: str, service: str) -> str:
@@ -295,6 +298,7 @@ async def spawn(
         command=command,
         status_file=status_file,
         unit=unit,
+        extra={} if mark is None else {MARK_KEY: mark},
     )
 
 

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from servelab.core.deploy.contract import ServiceStatus
+from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
 from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord
@@ -53,7 +53,7 @@ from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import MAX_FILE_BYTES, latest_backup, save_copy
-from servelab.io.hosts.processes import read_pid_record
+from servelab.io.hosts.ownrecord import read_own_record
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -186,9 +186,11 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
     shown.pid, shown.alive, shown.readiness = proc.pid, proc.pid is not None, answer
     if shown.alive:
         shown.pid_source, shown.unrecorded = proc.source, proc.unrecorded
-    record = read_pid_record(op.loaded.state_dir, service)
-    if not shown.alive and record is not None:  # recorded, but dead: shown as such
-        shown.pid, shown.pid_source = record.pid, "pid record"
+    read = await read_own_record(op.host(service), op.loaded.state_dir, service, op.spec.name)
+    if not shown.alive and read.record is not None:  # recorded, but dead: shown as such
+        shown.pid, shown.pid_source = read.record.pid, "pid record"
+    elif not shown.alive and read.other is not None:  # a shared state folder: not this one's
+        shown.pid_source = f"{OTHERS_RECORD} ({read.other!r}, pid {read.other_pid})"
     return shown
 
 

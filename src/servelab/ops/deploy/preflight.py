@@ -43,10 +43,11 @@ from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError
 from servelab.io.hosts.discovery import QUERY_TIMEOUT_S, daemon_reload, unit_needs_reload
 from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_config_bytes
-from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat, read_pid_record
+from servelab.io.hosts.processes import PidRecord, is_alive, proc_stat
 from servelab.io.http.client import probe
 from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation
+from servelab.ops.deploy.ownership import own_record
 
 __all__ = ["check_before_start", "env_bytes", "preflight_message"]
 
@@ -109,7 +110,7 @@ def _groups(record: PidRecord | None) -> set[int]:
 async def _port_states(op: Operation, service: str, *, restarting: bool) -> tuple[PortState, ...]:
     svc = op.spec.service(service)
     host = op.host(service)
-    groups = _groups(read_pid_record(op.loaded.state_dir, service))
+    groups = _groups(await own_record(op, service))
     stopped_by_command = restarting and (svc.stop is not None or svc.unit is not None)
     states = []
     for claim in bound_ports(svc):
@@ -180,7 +181,7 @@ async def _facts(op: Operation, service: str, *, restarting: bool) -> ServiceFac
 async def _is_up(op: Operation, service: str) -> bool:
     """``up`` will skip it: its recorded process is alive, or its port's owner is ready."""
     host = op.host(service)
-    record = read_pid_record(op.loaded.state_dir, service)
+    record = await own_record(op, service)
     if record is not None and await is_alive(host, record):
         return True
     svc = op.spec.service(service)

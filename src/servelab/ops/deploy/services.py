@@ -38,6 +38,7 @@ from servelab.core.deploy.steps import (
     CommandReady,
     FoundServing,
     LaunchTimeoutReady,
+    OthersRecord,
     PortOwner,
     Ready,
     Step,
@@ -53,11 +54,11 @@ from servelab.io.hosts.discovery import launched_here, unit_main_pid
 from servelab.io.hosts.envfiles import save_copy
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.processes import (
+    MARK_KEY,
     PidRecord,
     ProcStat,
     is_alive,
     proc_stat,
-    read_pid_record,
     remove_pid_record,
     service_mark,
     spawn,
@@ -69,6 +70,7 @@ from servelab.io.http.client import probe
 from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.launched import keep_record
+from servelab.ops.deploy.ownership import own_record, read_own
 from servelab.ops.deploy.preflight import env_bytes
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
@@ -248,7 +250,7 @@ def _record_of(op: Operation, service: str, stat: ProcStat, why: str) -> PidReco
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         command=svc.start,
         unit=svc.unit,
-        extra={"adopted": why},
+        extra={"adopted": why, MARK_KEY: _mark(op, service)},
     )
 
 
@@ -280,11 +282,12 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     return Step(service, outcome, pid, time.monotonic() - started, evidence)
 
 
-async def _stop_recorded(op: Operation, service: str) -> StepOutcome:
-    """Stop the recorded process group (and the adopted serving one); drop the record."""
-    record = read_pid_record(op.loaded.state_dir, service)
+async def _stop_recorded(op: Operation, service: str) -> tuple[StepOutcome, OthersRecord | None]:
+    """Stop the recorded process group (and the adopted serving one); drop the record. Another
+    deployment's record (a shared state folder) is left alone, returned."""
+    record, others = await read_own(op, service)
     if record is None:
-        return StepOutcome.NOT_RUNNING
+        return StepOutcome.NOT_RUNNING, others
     host = op.host(service)
     grace = op.spec.service(service).stop_grace_s
     outcome = await stop_record(host, record, grace=grace)
@@ -296,7 +299,7 @@ async def _stop_recorded(op: Operation, service: str) -> StepOutcome:
         second = await stop_record(host, other, grace=grace)
         outcome = outcome if second is StepOutcome.NOT_RUNNING else second
     remove_pid_record(op.loaded.state_dir, service)
-    return outcome
+    return outcome, None
 
 
 async def _process_name(host: Host, pid: int) -> str | None:
@@ -358,7 +361,8 @@ async def stop(op: Operation, service: str) -> Step:
             evidence = Stopped(stop_command_exit=result.exit_status)
         except CommandTimeout as exc:
             evidence = Stopped(stop_command=str(exc))
-    outcome = await _stop_recorded(op, service)
+    outcome, others = await _stop_recorded(op, service)
+    evidence = replace(evidence, others_record=others)
     if command is not None and outcome is StepOutcome.NOT_RUNNING:
         outcome = StepOutcome.STOPPED
     left, evidence = await _stop_unrecorded(op, service, evidence)
@@ -393,8 +397,8 @@ async def stop_safely(op: Operation, service: str) -> Step:
 async def already_up(op: Operation, service: str) -> Step | None:
     """A Step when the service already runs and is ready; raises when its port is taken by a
     process that is not ready. A ready process with the service's mark but no record (its record
-    was lost) is recorded again, as servelab's."""
-    record = read_pid_record(op.loaded.state_dir, service)
+    was lost) is recorded again, as servelab's. Another deployment's record is not adopted."""
+    record = await own_record(op, service, say=True)
     host = op.host(service)
     if record is not None and await is_alive(host, record):
         _state, gated = await _gate(op, record, await _env(op, service))

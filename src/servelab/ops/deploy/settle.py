@@ -20,8 +20,9 @@ import time
 
 from servelab.errors import ServiceStartError
 from servelab.io.hosts.discovery import launched_here
-from servelab.io.hosts.processes import PidRecord, is_alive, read_pid_record, service_mark
+from servelab.io.hosts.processes import PidRecord, is_alive, service_mark
 from servelab.ops.context import Operation
+from servelab.ops.deploy.ownership import own_record
 from servelab.ops.deploy.services import stop
 
 __all__ = ["SETTLE_S", "settle"]
@@ -71,7 +72,7 @@ async def _until_free(
 async def settle(op: Operation, plan: list[str]) -> None:
     """Stop ``plan``'s services (dependents first), then wait until each one's recorded process
     is gone and its port free (module docstring)."""
-    records = {name: read_pid_record(op.loaded.state_dir, name) for name in plan}
+    records = {name: await own_record(op, name) for name in plan}
     for name in reversed(plan):
         await stop(op, name)
     deadline = time.monotonic() + SETTLE_S

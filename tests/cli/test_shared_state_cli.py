@@ -1,0 +1,127 @@
+"""Two specs beside each other share the default state folder (``.servelab``), so one finds the
+other's pid record of a service of the same name (issue 38, H2): it is never stopped, adopted or
+shown as this deployment's, and the command says the folder is shared. Real processes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import free_ports, run_cli
+from tests.support.generic import generic_service
+from tests.support.processes import listening, live_procs_under
+
+
+def _cli(root: Path, *args: str) -> tuple[int, str, str]:
+    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
+    return done.returncode, done.stdout, done.stderr
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+@pytest.fixture
+def prod_up(tmp_path: Path) -> Iterator[tuple[Path, list[int], int]]:
+    """``prod.toml`` (deployment prod) up; ``staging.toml`` beside it, the same service name on
+    another port; both with the default state folder. Yields the folder, ports, prod's pid."""
+    ports = free_ports(2)
+    for name, port in (("prod", ports[0]), ("staging", ports[1])):
+        spec = f'name = "{name}"\n' + generic_service("a", port, 'ready_path = "/"\n')
+        (tmp_path / f"{name}.toml").write_text(spec)
+    try:
+        code, _, err = _cli(tmp_path, "up", "-f", "prod.toml")
+        assert code == 0, err
+        record = json.loads((tmp_path / ".servelab" / "run" / "a.json").read_text())
+        assert record["extra"]["mark"] == "prod/a"
+        yield tmp_path, ports, record["pid"]
+    finally:
+        _cli(tmp_path, "down", "-f", "staging.toml")
+        _cli(tmp_path, "down", "-f", "prod.toml")
+    assert live_procs_under(tmp_path) == []
+
+
+def _squeezed(text: str) -> str:
+    """The text without white space or table borders."""
+    return "".join(c for c in text if not c.isspace() and c != "│")
+
+
+def _forget_mark(root: Path) -> None:
+    """Make the record an older one: without the deployment's mark."""
+    path = root / ".servelab" / "run" / "a.json"
+    record = json.loads(path.read_text())
+    del record["extra"]["mark"]
+    path.write_text(json.dumps(record))
+
+
+def _down_leaves_prod(root: Path, port: int, pid: int) -> None:
+    code, out, err = _cli(root, "down", "-f", "staging.toml", "--json")
+    assert code == 0, err
+    (step,) = json.loads(out)["steps"]
+    assert step["outcome"] == "not running"
+    state_dir = str(root / ".servelab")
+    others = {"deployment": "prod", "pid": pid, "state_dir": state_dir}
+    assert step["evidence"]["others_record"] == others
+    assert _alive(pid) and listening(port)
+    code, out, err = _cli(root, "down", "-f", "staging.toml")  # in words too
+    assert code == 0, err
+    said = _squeezed(out)  # the table wraps the cell
+    assert _squeezed(f"{state_dir} is shared with deployment 'prod'") in said, out
+    assert _squeezed(f"(pid {pid}) is that deployment's, left alone") in said
+    assert (root / ".servelab" / "run" / "a.json").exists()
+
+
+def test_down_and_status_of_another_spec_leave_its_process_alone(
+    prod_up: tuple[Path, list[int], int],
+) -> None:
+    root, ports, pid = prod_up
+    code, out, _ = _cli(root, "status", "-f", "staging.toml", "--json")
+    assert code == 1  # staging's service is not up
+    (shown,) = json.loads(out)
+    assert shown["pid"] is None and not shown["alive"]
+    assert shown["pid_source"] == f"another deployment's record ('prod', pid {pid})"
+    code, out, _ = _cli(root, "status", "-f", "staging.toml")
+    assert "- (another deployment's" in out, out  # the cell wraps
+    _down_leaves_prod(root, ports[0], pid)
+    code, out, _ = _cli(root, "status", "-f", "prod.toml", "--json")  # still prod's own
+    (shown,) = json.loads(out)
+    assert code == 0 and shown["alive"] and shown["ready"]
+    assert shown["pid_source"] == "port owner in the recorded process group"
+
+
+def test_an_older_record_is_known_by_its_process_mark(
+    prod_up: tuple[Path, list[int], int],
+) -> None:
+    root, ports, pid = prod_up
+    _forget_mark(root)
+    _down_leaves_prod(root, ports[0], pid)
+    code, out, err = _cli(root, "down", "-f", "prod.toml", "--json")  # its own: stopped
+    assert code == 0, err
+    assert json.loads(out)["steps"][0]["outcome"] == "stopped"
+    assert not _alive(pid) and not listening(ports[0])
+
+
+def test_up_of_another_spec_does_not_adopt_and_each_down_stops_its_own(
+    prod_up: tuple[Path, list[int], int],
+) -> None:
+    root, ports, pid = prod_up
+    code, _, err = _cli(root, "up", "-f", "staging.toml")
+    assert code == 0, err
+    assert "already up" not in err and "shared with deployment 'prod'" in err
+    assert listening(ports[1]) and _alive(pid)
+    code, out, _ = _cli(root, "status", "-f", "staging.toml", "--json")
+    staging = json.loads(out)[0]["pid"]
+    assert staging not in (None, pid)
+    code, out, err = _cli(root, "down", "-f", "prod.toml", "--json")
+    assert code == 0, err
+    assert json.loads(out)["steps"][0]["outcome"] == "stopped"
+    assert not _alive(pid) and not listening(ports[0]) and _alive(staging)
+    assert _cli(root, "down", "-f", "staging.toml")[0] == 0
+    assert not _alive(staging) and not listening(ports[1])
