@@ -312,6 +312,7 @@ CORE_ORDER = [
     "confusables",  # a name as it reads (NFKC, homoglyphs): redaction's secret names use it
     "credentials",  # credentials in command text (Basic, a glued -p, -u user:pw): redaction uses it
     "listed",  # argv lists as Python/JSON print them, ODBC's Pwd=: redaction uses it
+    "paired",  # names and values side by side (a Kubernetes env list): redaction uses it
     "secretnames",  # which names (and headers) say secret: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "stats",

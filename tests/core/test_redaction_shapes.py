@@ -82,3 +82,103 @@ def test_long_runs_of_escapes_and_marks_take_linear_time(text: str) -> None:
     started = time.perf_counter()
     redact(text)
     assert time.perf_counter() - started < 10
+
+
+# The twelfth pass (H3): name/value pairs, Unicode spaces around the separator, and the medium
+# shapes (a header pair list, ``pwd=X``, ``password\r=X``, ``password -> X``, bypass/cert headers).
+PLANTED = "Zq8sKx2PlantedValue"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "env:\n- name: DB_PASSWORD\n  value: " + PLANTED + "\n- name: PORT\n  value: '8080'\n",
+        "        - name: DB_PASSWORD\n          value: " + PLANTED + "\n",
+        '- name: API_KEY\n  # a comment\n  value: "' + PLANTED + '"\r\n',
+        '{\n    "name": "HF_TOKEN",\n    "value": "' + PLANTED + '"\n}',
+        "- value: " + PLANTED + "\n  name: DB_PASSWORD\n- value: x\n  name: PORT",
+        '{\n  "value": "' + PLANTED + '",\n  "name": "API_KEY"\n}',
+        "env: [{name: API_KEY, value: " + PLANTED + "}]",
+        '{"key":"password","value":"' + PLANTED + '"}',
+        '{"name":"API_KEY","value":"' + PLANTED + '"}',
+        '[{"Value": "' + PLANTED + '", "Name": "db_secret"}]',
+        "PASSWORD\u00a0=\u00a0" + PLANTED,
+        "PASSWORD\u2003:\u2003" + PLANTED,
+        "api_key\u3000=" + PLANTED,
+        "token\u202f:" + PLANTED,
+        "api_key:\u00a0\n  " + PLANTED + "\n",
+        "api_key:\u00a0|\n  " + PLANTED + "\n",
+        '[["Authorization","' + PLANTED + '"]]',
+        "headers=[('X-Api-Key', '" + PLANTED + "')]",
+        "pwd=" + PLANTED,
+        "started\npwd=" + PLANTED + "\n",
+        "user=u pwd=" + PLANTED + " host=h",
+        "password\r=" + PLANTED,
+        "password -> " + PLANTED,
+        "password => " + PLANTED,
+        "this->password = " + PLANTED,
+        "a -> api_key: " + PLANTED,
+        "X-Vercel-Protection-Bypass: " + PLANTED,
+        "x-client-cert=" + PLANTED,
+    ],
+)
+def test_a_twelfth_pass_shape_is_masked(text: str) -> None:
+    said = redact(text)
+    assert PLANTED not in said and REDACTED in said, repr(said)
+
+
+def test_a_pair_keeps_its_shape_and_its_neighbours() -> None:
+    text = "- name: DB_PASSWORD\n  value: " + PLANTED + "\n- name: PORT\n  value: '8080'"
+    assert redact(text) == "- name: DB_PASSWORD\n  value: ***\n- name: PORT\n  value: '8080'"
+    assert redact('{"name":"API_KEY","value":"' + PLANTED + '"}') == (
+        '{"name":"API_KEY","value":"***"}'
+    )
+    assert redact('[["Authorization","' + PLANTED + '"]]') == '[["Authorization","***"]]'
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- name: PORT\n  value: '8080'\n- name: MODEL\n  value: qwen-7b",
+        "- name: PORT\n  value: '8080'\n- name: DB_PASSWORD\n  valueFrom: {}",
+        '[\n  {\n    "name": "PORT",\n    "value": "8080"\n  },\n  {\n    "name": "API_KEY",\n'
+        '    "valueFrom": {}\n  }\n]',
+        '{"name": "model", "value": "qwen-7b"}',
+        "env: [{name: LOG_LEVEL, value: debug}]",
+        '[["Accept","application/json"]]',
+        "- name: DB_PASSWORD\n  valueFrom:\n    configMapKeyRef: {name: db}",
+        "the password is strong enough",  # ``is`` is prose, not a separator
+        "prefill -> decode: 3 requests",
+        "PWD=/home/user",
+        "PWD=$HOME",
+        "pwd = the working directory",
+        "Total:\u00a0512 tokens",
+        "X-Request-Id: abc-123-def",
+    ],
+)
+def test_ordinary_pairs_and_prose_are_kept(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_bypass_and_cert_are_secret_only_as_a_header() -> None:
+    for name in ["X-Vercel-Protection-Bypass", "X-Client-Cert", "X-SSL-Client-Certificate"]:
+        assert is_secret_header(name)
+        assert redact_headers([(name, PLANTED)]) == ((name, REDACTED),)
+    assert not is_secret_name("--bypass") and not is_secret_name("cert_path")
+    assert redact("--ssl-certfile /etc/tls/cert.pem") == "--ssl-certfile /etc/tls/cert.pem"
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["- name: PASSWORD\n" + "  x: 1\n" * 50_000, "name: token\n" * 50_000,
+     "{name: key, value: " + "v" * 1990 + "}" * 500, "[('Cookie', '" + " " * 500_000,
+     "password\u00a0" * 100_000, "- name: API_KEY\n  value: a" + " " * 300_000 + "b",
+     '{"a": "' + " " * 1990 + ", " * 300_000, "a->" * 300_000, "a => " * 200_000,
+     "  value: x\n" * 50_000 + "  name: token\n" * 50_000, (":" + "\u00a0" * 1000) * 1000,
+     "- name: API_KEY\n  value: a" + " " * 300_000 + ",,", "name: a" + " " * 300_000 + ",,x",
+     ("{" + "a" * 1998 + "}") * 500 + "value"],
+)  # fmt: skip
+def test_hostile_pairs_take_linear_time(text: str) -> None:
+    started = time.perf_counter()
+    redact(text)
+    assert time.perf_counter() - started < 10

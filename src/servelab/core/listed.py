@@ -7,9 +7,10 @@
   ``['--port', '30000']`` stays;
 - ODBC's ``Pwd=``/``PWD=`` in a ``;``-separated connection string
   (``Server=db;Uid=sa;Pwd=SECRET;``, ``PWD=SECRET;``, a ``{braced}`` value too): ``PWD`` alone
-  is the shell's working directory, an ordinary name, so it is masked only there, and a path
-  (``PWD=/home/user;``) outside a string with a ``Server``/``Uid``/``Database``/``Driver`` key
-  stays;
+  is the shell's working directory, an ordinary name, so a path (``PWD=/home/user``,
+  ``PWD=$HOME``) outside a string with a ``Server``/``Uid``/``Database``/``Driver`` key stays,
+  and so do words after a spaced ``=`` (``pwd = the working directory``); else its first word
+  is masked (``pwd=SECRET`` at the end of a line, ``user=u pwd=SECRET host=h``);
 - markup: an XML element of a secret-looking name (``<password>X</password>``,
   ``<apiKey>X</apiKey>``, ``<ns:token a="b">X</ns:token>``, a CDATA section too), its text masked,
   its tags kept;
@@ -69,10 +70,15 @@ def _pwd(match: re.Match[str], mask: str) -> str:
     line = text[text.rfind("\n", 0, start) + 1 : _line_end(text, match.end())]
     connection = _CONNECTION_KEYS.search(line) is not None
     in_list = match.group("end") == ";" or text[max(0, start - 1) : start] == ";"
-    if not connection and (not in_list or _PATH.match(match.group("value"))):
+    value, head, end = match.group("value"), match.group("head"), match.group("end") or ""
+    if not connection and _PATH.match(value):
         return match.group(0)
-    end = match.group("end") or ""
-    return f"{match.group('head')}{mask}{end}"
+    if not connection and not in_list:  # its first word, glued to ``=`` or alone after it
+        first = value.split()[0]
+        if value.strip() != first and re.search(r"\s=|=\s", head) is not None:
+            return match.group(0)
+        return f"{head}{mask}{value[len(first) :]}{end}"
+    return f"{head}{mask}{end}"
 
 
 def _line_end(text: str, pos: int) -> int:
@@ -96,10 +102,10 @@ def _element(match: re.Match[str], mask: str, is_secret: Callable[[str], bool]) 
 
 #: A key with nothing after its colon but a comment, an anchor or a tag (its value below it).
 _KEY_ALONE = re.compile(
-    r"""(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>["']?[^\W\d_][\w.-]*["']?)[ \t]*:"""
-    r"""[ \t]*(?:[&!][^\s#]*[ \t]*)?(?:\#[^\n]*)?\r?"""
+    r"""(?P<indent>[ \t]*)(?P<item>-[ \t]+)?(?P<key>["']?[^\W\d_][\w.-]*["']?)[^\S\n]*:"""
+    r"""[^\S\n]*(?:[&!][^\s#]*[^\S\n]*)?(?:\#[^\n]*)?\r?"""
 )
-_EMPTY_VALUE = re.compile(r"(?m):[ \t]*(?:[&!][^\s#]*[ \t]*)?(?:#[^\n]*)?\r?$\n")
+_EMPTY_VALUE = re.compile(r"(?m):[^\S\n]*(?:[&!][^\s#]*[^\S\n]*)?(?:#[^\n]*)?\r?$\n")
 
 
 def _next_lines(text: str, mask: str, is_secret: Callable[[str], bool]) -> str:

@@ -54,7 +54,8 @@ from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_seria
 
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
-from servelab.core.secretnames import is_secret_header, is_secret_name
+from servelab.core.paired import mask_pairs
+from servelab.core.secretnames import is_secret_header, is_secret_key, is_secret_name
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -89,12 +90,15 @@ _ESCAPED = r"\\u[0-9A-Fa-f]{4}|\\x[0-9A-Fa-f]{2}"
 _KEY_CHAR = r"[\w.\u00ad\u0300-\u036f\u034f\u200b-\u200d\u2060\ufe00-\ufe0f\ufeff-]"
 #: What a key never starts after: a word's character, an escape's backslash, a hidden one.
 _INSIDE = r"[\w\\\u00ad\u0300-\u036f\u034f\u200b-\u200d\u2060\ufe00-\ufe0f\ufeff-]"
+#: What may stand around a key's ``:`` or ``=``: blanks, any Unicode space (a no-break space),
+#: a carriage return, a zero-width character; never a line's end.
+_GAP = r"[^\S\n]"
 #: ``name: value`` / ``name=value`` / ``"name": "value"`` / ``name<TAB>value`` up to the end of
 #: the line (a quoted value up to its closing quote). A key never starts inside a word or an
 #: escape (``\\u0077``'s ``u``): one try per word, not one per character of a long run.
 _KEYED = re.compile(
     rf"""(?P<key>(?<!{_INSIDE})["']?(?:[^\W\d_]|{_ESCAPED})(?:{_KEY_CHAR}|{_ESCAPED})*["']?)"""
-    r"""(?P<sep>[ \t]*[:=][ \t]*|\t+)"""
+    rf"""(?P<sep>{_GAP}*(?:->|=>|[:=]){_GAP}*|\t+)"""
     r"""(?P<value>"(?:[^"\\\n]|\\.)*"?|'(?:[^'\n]|'')*'?|[^\s,;{}\['"][^\n,;}]*)"""
 )
 #: What ends a secret's unquoted value at a ``,`` or ``;``: another key follows (``;Server=h``,
@@ -106,7 +110,7 @@ _NEXT_KEY = re.compile(
 #: A YAML block scalar (``api_key: |``, ``password: >-``): its more-indented lines are its value.
 _BLOCK = re.compile(
     r"""(?m)^(?P<head>(?P<indent>[ \t]*)(?:-[ \t]+)?(?P<key>["']?[A-Za-z][\w.-]*["']?)"""
-    r"""[ \t]*:[ \t]*)[|>][0-9+-]{0,2}[ \t]*(?:\#[^\n]*)?$"""
+    r"""[^\S\n]*:[^\S\n]*)[|>][0-9+-]{0,2}[^\S\n]*(?:\#[^\n]*)?$"""
     r"""(?:\n(?:[ \t]*(?=\n|\Z)|(?P=indent)[ \t]+[^\n]*))*"""
 )
 #: A quoted key inside an ordinary key's value (JSON on one line: ``"https://h/": {"auth": ...``).
@@ -200,13 +204,15 @@ _AFTER_WORD = re.compile(r"(?P<word>\S+\s+)(?P<rest>\S.*)", re.S)  # a first wor
 
 def _keyed(match: re.Match[str], depth: int = 0) -> str:
     key, sep, value = match.group("key"), match.group("sep"), match.group("value")
-    if is_secret_name(key) or depth >= _KEYED_DEPTH:
-        return f"{key}{sep}{REDACTED}" if is_secret_name(key) else match.group(0)
+    if is_secret_key(key) or depth >= _KEYED_DEPTH:
+        return f"{key}{sep}{REDACTED}" if is_secret_key(key) else match.group(0)
     # an ordinary key's unquoted value runs to the end of the line: a quoted secret key in it
     # (``"https://host/": {"auth": "..."}``) is found there, and past its first word (a URL's
     # own parameters are the URL rule's) a secret key (logfmt, libpq: ``user=u password=...``)
     after = _AFTER_WORD.match(value)
-    if after is not None and not value.startswith(("'", '"')):
+    if ">" in sep and not value.startswith(("'", '"')):  # ``this->password = X``: an arrow is
+        value = _KEYED.sub(lambda m: _keyed(m, depth + 1), value)  # a separator, its value a key
+    elif after is not None and not value.startswith(("'", '"')):
         value = after["word"] + _KEYED.sub(lambda m: _keyed(m, depth + 1), after["rest"])
     return f"{key}{sep}{_QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)}"
 
@@ -242,6 +248,7 @@ def _masked(text: str) -> str:
     text = _QUERY.sub(_query, text)
     text = mask_credentials(text, REDACTED)
     text = mask_listed(text, REDACTED, is_secret_name)
+    text = mask_pairs(text, REDACTED, is_secret_key)
     text = _FLAG.sub(_flag, text)
     text = _BLOCK.sub(_block, text)
     return _keyed_values(text)
@@ -272,7 +279,7 @@ def _keyed_values(text: str) -> str:
         out.append(text[pos : match.start()])
         out.append(_keyed(match))
         pos = match.end()
-        if is_secret_name(match.group("key")) and match.group("value")[:1] not in "\"'":
+        if is_secret_key(match.group("key")) and match.group("value")[:1] not in "\"'":
             pos = _value_end(text, pos)
     out.append(text[pos:])
     return "".join(out)

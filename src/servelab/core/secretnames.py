@@ -13,9 +13,12 @@ and small-capital letters, zero-width characters, soft hyphens and combining mar
 escape in it is read first (``"pass\\u0077ord"`` is ``password``).
 
 A request header is secret-looking by that rule, or when one of its words is ``session``,
-``access``, ``csrf``, ``xsrf`` or ``sid`` (``X-Session-Id``, ``X-Access``: a header carries a
-session's or an access grant's value; as an env variable or a YAML key ``session_id`` is an
-ordinary name) (:func:`is_secret_header`).
+``access``, ``csrf``, ``xsrf``, ``sid``, ``bypass``, ``cert`` or ``certificate``
+(``X-Session-Id``, ``X-Access``, ``X-Vercel-Protection-Bypass``, ``X-Client-Cert``: a header
+carries a session's, an access grant's, a protection bypass's or a client certificate's value;
+as an env variable, a flag or a YAML key ``session_id``, ``--bypass`` and ``cert_path`` are
+ordinary names) (:func:`is_secret_header`). A key in text (``X-Client-Cert: ...`` in a log
+line) is read as a header when it starts with ``X-`` (:func:`is_secret_key`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 
 from servelab.core.confusables import fold
 
-__all__ = ["is_secret_header", "is_secret_name"]
+__all__ = ["is_secret_header", "is_secret_key", "is_secret_name"]
 
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
@@ -48,7 +51,9 @@ _ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
 #: ``session_id`` (a trace's conversation, an A/B's journal id) is an ordinary name.
 _SESSION_COOKIES = ("sessionid", "phpsessid")
 #: Words that make a header's value a secret (not an env variable's or a key's).
-_HEADER_WORDS = frozenset({"session", "access", "csrf", "xsrf", "sid", "sessid"})
+_HEADER_WORDS = frozenset(
+    {"session", "access", "csrf", "xsrf", "sid", "sessid", "bypass", "cert", "certificate"}
+)
 #: A JSON (or Python) escape of one character in a quoted key: ``\\u0077``, ``\\x77``.
 _ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})")
 
@@ -84,3 +89,11 @@ def is_secret_header(name: str) -> bool:
     """Whether a request header's value is a secret: :func:`is_secret_name`, or a word of the
     name says a session or an access grant (``X-Session-Id``, ``X-Access``)."""
     return is_secret_name(name) or bool(set(_words(fold(name))) & _HEADER_WORDS)
+
+
+def is_secret_key(name: str) -> bool:
+    """Whether a key in text (``name: value``, ``name=value``) looks secret: :func:`is_secret_name`,
+    or for a header's name (``X-...``) :func:`is_secret_header`."""
+    if is_secret_name(name):
+        return True
+    return fold(name).lstrip("\"' ").lower().startswith("x-") and is_secret_header(name)
