@@ -14,7 +14,10 @@ from pathlib import Path
 import pytest
 
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
-from tests.cli.test_errors import COMMANDS, NEEDS_A_LEDGER, _arun, _one_line, _run
+from tests.support.clierrors import COMMANDS, NEEDS_A_LEDGER
+from tests.support.clierrors import arun as _arun
+from tests.support.clierrors import one_line as _one_line
+from tests.support.clierrors import run as _run
 from tests.support.servers import served, streaming_app
 
 #: Commands that open an existing ledger, reading or writing, and one that makes a new one.

@@ -57,9 +57,15 @@ def test_nginx_as_the_specs_proxy_is_started_verified_localized_and_bypassed(
     try:
         assert up.returncode == 0, up.stderr
         assert "proxy" in up.stdout
-        checked = _json("verify", *f)
+        # a chat completion through nginx; its long prompt (8,192 tokens) is past the body limit:
+        # verify fails on it, naming the refusal, where before only the soak found the proxy
+        checked = _json("verify", *f, code=1)
         e2e = [c for c in checked["checks"] if c["layer"] == "e2e"]
-        assert e2e and all(c["ok"] for c in e2e), e2e  # a chat completion through nginx
+        (entry,) = [c for c in e2e if c["code"].startswith("e2e.long")]
+        assert entry["code"] == "e2e.long_failed" and "status 413" in entry["detail"], entry
+        assert "short prompts ok" in entry["detail"]
+        assert "the entry point refuses long prompts" in entry["detail"], entry
+        assert all(c["ok"] for c in e2e if c is not entry), e2e
         case = _json("case", "open", "agents fail behind the proxy", *led)["id"]
         failing = _json("soak", *f, *led, "--sessions", "4", "--rounds", "10", "--idle-timeout",
                         "3", "--duration", "60", "--case", str(case), code=1)  # fmt: skip

@@ -81,10 +81,15 @@ def _long_failed(long: LongProbe) -> str:
                            long.completion_tokens or 0, long.prompt_tokens or 0, long.error,
                            long.error_detail)  # fmt: skip
     status = "no status" if long.status is None else f"status {long.status}"
+    refused = long.status is not None and 400 <= long.status < 500
+    cause = (  # a 4xx: refused on the way in (a proxy's body limit); else past it
+        "the entry point refuses long prompts (a body limit in a proxy in front?)" if refused
+        else "the KV transfer of long prompts fails (transfer buffers smaller than the longest "
+        "prompt the engines admit?)"
+    )  # fmt: skip
     return (
         f"short prompts ok, a long prompt of {long.size or 0:,} tokens ({_sized_from(long)}) "
-        f"failed ({status}): {_request_failure(timing)}; the KV transfer of long prompts fails "
-        "(transfer buffers smaller than the longest prompt the engines admit?)"
+        f"failed ({status}): {_request_failure(timing)}; {cause}"
     )
 
 

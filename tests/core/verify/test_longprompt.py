@@ -62,3 +62,9 @@ def test_the_long_prompt_is_worded_sent_skipped_and_failed() -> None:
         "4,000) failed (status 500): HTTP 500: transfer failed; the KV transfer of long prompts "
         "fails (transfer buffers smaller than the longest prompt the engines admit?)"
     )
+    # a 4xx is the entry point's refusal (the final run's nginx with a 6 KB body limit: 413)
+    refused = LongProbe(8192, (P,), None, 413, None, 0.01, None, 0, "http 413", "Too Large")
+    assert _check(CheckCode.E2E_LONG_FAILED, refused).endswith(
+        "failed (status 413): HTTP 413: Too Large; the entry point refuses long prompts (a body "
+        "limit in a proxy in front?)"
+    )
