@@ -95,6 +95,8 @@ def test_the_guilty_knob_is_convicted_and_stays_reverted(stack: LoadedSpec, tmp_
     assert doc["decision"]["test"] == "Fisher's exact test (two-sided)"
     assert (doc["found"], doc["left"]) == (None, None)  # left as found: reverted
     assert "visit 1/2: arm suspect" in done.stderr and "verified live" in done.stderr
+    # the guilty tile fails verify's long prompt too: the arm is measured, and that is said
+    assert "its long prompt failed (e2e.long_failed)" in done.stderr, done.stderr
     assert asyncio.run(get_knob(stack, "decode", TILE)) is None
 
     refused = run_cli("case", "resolve", case, "--root-cause", "the proxy", "--exonerate", TARGET,

@@ -145,6 +145,9 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (VerifyingLayers(("config", "live", "health", "e2e")), "verify config, live, health, e2e"),
     (KnobVerifiedLive("decode", K, "512", 9), f"decode {K}=512, verified live (verification 9)"),
     (KnobVerifiedLive("decode", K, None, 9), f"decode {K} unset, verified live (verification 9)"),
+    (KnobVerifiedLive("decode", K, "16", 9, long_failed=True),
+     f"decode {K}=16, verified live (verification 9); its long prompt failed (e2e.long_failed), "
+     "its short prompts passed"),
     (StepFailed("restart of decode failed: x"), "failed: restart of decode failed: x"),
     (AbJournalStarted(3), "A/B journal 3: resume with `servelab ab --resume 3` if interrupted"),
     (

@@ -109,6 +109,7 @@ async def make_live(
     read_back = {(s.service, argument_knob(op, s.knob).name) for s in settings}
     # a long prompt that fails is a finding of the arm, not a sign it is not live: its short
     # prompts went through (the guilty arm of a case test fails long prompts; its test says so)
+    long_failed = any(c.code is CheckCode.E2E_LONG_FAILED for c in proof.failures)
     failures = [c for c in proof.failures if not _hidden_by_process(c, read_back)
                 and c.code is not CheckCode.E2E_LONG_FAILED]  # fmt: skip
     if failures or wrong:
@@ -116,7 +117,7 @@ async def make_live(
         reasons = "; ".join(failed) or "; ".join(wrong)
         raise BenchError(f"arm {arm_label(settings)} is not live ({reasons}): arm not measured")
     for s in settings:
-        op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id))
+        op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id, long_failed))
     return LiveArm(proof.verification_id, live)
 
 

@@ -229,7 +229,10 @@ def _knob(
         case VerifyingLayers(layers=layers):
             return f"verify {', '.join(layers)}"
         case KnobVerifiedLive(service=service, knob=knob, value=value, verification_id=vid):
-            return f"{service} {_setting(knob, value)}, verified live (verification {vid})"
+            said = f"{service} {_setting(knob, value)}, verified live (verification {vid})"
+            if event.long_failed:
+                said += "; its long prompt failed (e2e.long_failed), its short prompts passed"
+            return said
         case StepFailed(error=error):
             return f"failed: {error}"
         case AbJournalStarted(session_id=sid, spec_args=spec_args):

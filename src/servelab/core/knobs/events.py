@@ -33,7 +33,8 @@ class KnobSetting:
 @dataclass(frozen=True)
 class KnobVerifiedLive:
     """An arm's knob value is proven live (config, live and e2e passed; read back from the
-    process), by verification ``verification_id``."""
+    process), by verification ``verification_id``; ``long_failed``: its short prompts went
+    through but verify's long prompt failed (the arm's finding, said, not a reason to stop)."""
 
     _masked = masked_serializer("knob", "value")
 
@@ -41,6 +42,7 @@ class KnobVerifiedLive:
     knob: str
     value: str | None
     verification_id: int | None
+    long_failed: bool = False
 
 
 KnobProgress = KnobSetting | KnobVerifiedLive
