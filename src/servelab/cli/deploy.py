@@ -25,6 +25,7 @@ from servelab.core.deploy.rolling import RollOptions
 from servelab.core.options import MAX_SECONDS
 from servelab.core.restart.contract import DeployReport
 from servelab.errors import NotALedger, StoreError
+from servelab.io.ledger.ledger import Ledger
 from servelab.io.lock import Hold
 from servelab.io.specfile import LoadedSpec
 from servelab.ops.context import Operation, Progress
@@ -74,8 +75,17 @@ async def _with_ledger(
     say: Progress | None,
 ) -> T:
     with where.ledger() as ledger:
-        async with Operation(loaded, ledger=ledger, progress=say) as op:
-            return await noting(action(op))  # a signal: what is down said, then exit 128+N
+        return await _in_operation(loaded, action, say, ledger)
+
+
+async def _in_operation(
+    loaded: LoadedSpec,
+    action: Callable[[Operation], Awaitable[T]],
+    say: Progress | None,
+    ledger: Ledger | None = None,
+) -> T:
+    async with Operation(loaded, ledger=ledger, progress=say) as op:
+        return await noting(action(op))  # a signal: what is down said, then exit 128+N
 
 
 def _quiet(as_json: bool) -> Progress | None:
@@ -141,13 +151,9 @@ def _down_unrecorded(
     """``down`` with a ledger that cannot even be opened (its disk full, unreadable): the
     deployment is stopped all the same, and the report says it was not recorded (exit 1)."""
     loaded = where.deployment()
-
-    async def _stop() -> DeployReport:
-        async with Operation(loaded, progress=_quiet(as_json)) as op:
-            return await noting(deploy.down(op, list(services) or None))
-
     with where.exclusive(wait=wait):
-        report = run(_stop())
+        report = run(_in_operation(loaded, lambda op: deploy.down(op, list(services) or None),
+                                   _quiet(as_json)))  # fmt: skip
     report.error = f"not recorded in the ledger: {exc}"
     error(f"{report.action}: {report.error}")
     _show(deploy_json(report), render_deploy(report), as_json, False)
