@@ -31,7 +31,7 @@ def test_bench_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: 
     ok = run_cli(*common, "--header", "X-Tenant: a", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
-    assert doc["failed"] == 0 and doc["config"]["headers"] == [["X-Tenant", "a"]]
+    assert doc["failed"] == 0 and doc["config"]["headers"] == [["X-Tenant", "***"]]
     refused = run_cli(*common, cwd=tmp_path)  # its model lookup is refused first
     assert refused.returncode == 1 and "403" in refused.stderr + refused.stdout
 
@@ -51,7 +51,7 @@ def test_soak_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: P
     ok = run_cli(*common, "--header", "X-Tenant:a", cwd=tmp_path)
     assert ok.returncode == 0, ok.stderr
     doc = json.loads(ok.stdout)
-    assert doc["config"]["headers"] == [["X-Tenant", "a"]] and doc["sessions"]["completed"] == 2
+    assert doc["config"]["headers"] == [["X-Tenant", "***"]] and doc["sessions"]["completed"] == 2
     # without the header the proxy refuses the model list too: no model, no placeholder sent
     unlisted = run_cli(*common, cwd=tmp_path)
     assert unlisted.returncode == 1 and "/v1/models" in json.loads(unlisted.stdout)["error"]

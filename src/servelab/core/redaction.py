@@ -11,9 +11,10 @@ and every value it stores that a user typed as a secret goes through here:
 - **argument values after secret-looking flags** (``--api-key X``, ``--token=X``, ``--password``,
   ``--secret``, ``--hf-token``...), inside an env value too (the ``args_env`` variable such as
   ``SGLANG_ARGS="... --api-key sk-..."``: its words are secrets one by one, not only whole);
-- **header values** of secret-looking names (``Authorization``, ``Cookie``, ``*-Key``,
-  ``*-Token``, and for a header a session's or an access grant's: ``X-Session-Id``, ``X-Access``:
-  :func:`redact_headers`), as ``bench``/``soak --header`` stores them;
+- **header values**: as ``bench``/``soak --header`` stores them, every value but a standard
+  plain header's (``Accept``, ``Content-Type``, ``User-Agent``, ...: :func:`redact_headers`); in
+  text, those of secret-looking names (``Authorization``, ``Cookie``, ``*-Key``, ``*-Token``, and
+  for an ``X-`` key a session's or an access grant's: ``X-Session-Id``, ``X-Access``);
 - **knob values of secret-looking names** (an env knob ``ROUTER_API_KEY``, an argument
   ``--api-key``): :func:`mask`, and :func:`masked_serializer` for the records that carry them, so
   ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
@@ -55,7 +56,7 @@ from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_seria
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
 from servelab.core.paired import mask_pairs
-from servelab.core.secretnames import is_secret_header, is_secret_key, is_secret_name
+from servelab.core.secretnames import is_plain_header, is_secret_key, is_secret_name
 
 __all__ = [
     "LONGEST_QUOTED",
@@ -322,11 +323,12 @@ def redact_url(text: str) -> str:
 
 
 def redact_headers(headers: Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
-    """``headers`` with the value of every secret-looking name replaced, and what :func:`redact`
-    finds in the others (a ``Bearer X`` or a token's shape under an ordinary name): what is
-    stored and shown of ``--header``; the requests carry the real values."""
+    """``headers`` with the value of every header but the standard plain ones replaced
+    (:func:`~servelab.core.secretnames.is_plain_header`: a vendor's header name says nothing of
+    its value), and what :func:`redact` finds in a plain one's (a token's shape): what is stored
+    and shown of ``--header``; the requests carry the real values."""
     return tuple(
-        (name, REDACTED if is_secret_header(name) else redact(value)) for name, value in headers
+        (name, redact(value) if is_plain_header(name) else REDACTED) for name, value in headers
     )
 
 

@@ -17,8 +17,12 @@ A request header is secret-looking by that rule, or when one of its words is ``s
 (``X-Session-Id``, ``X-Access``, ``X-Vercel-Protection-Bypass``, ``X-Client-Cert``: a header
 carries a session's, an access grant's, a protection bypass's or a client certificate's value;
 as an env variable, a flag or a YAML key ``session_id``, ``--bypass`` and ``cert_path`` are
-ordinary names) (:func:`is_secret_header`). A key in text (``X-Client-Cert: ...`` in a log
-line) is read as a header when it starts with ``X-`` (:func:`is_secret_key`).
+ordinary names) (:func:`is_secret_header`). A header a user sends (``bench``/``soak --header``) is
+judged the other way round: its value is a secret unless its name is one of the standard headers
+that carry none (``Accept``, ``Content-Type``, ``User-Agent``, ...: :func:`is_plain_header`), since
+no list of names finds every vendor's (``X-Honeycomb-Team``, ``Pwd``, ``X-Psk``). A key in text
+(``X-Client-Cert: ...`` in a log line) is read as a header when it starts with ``X-``
+(:func:`is_secret_key`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import re
 
 from servelab.core.confusables import fold
 
-__all__ = ["is_secret_header", "is_secret_key", "is_secret_name"]
+__all__ = ["is_plain_header", "is_secret_header", "is_secret_key", "is_secret_name"]
 
 _SECRET_WORDS = frozenset(
     {"token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
@@ -97,3 +101,21 @@ def is_secret_key(name: str) -> bool:
     if is_secret_name(name):
         return True
     return fold(name).lstrip("\"' ").lower().startswith("x-") and is_secret_header(name)
+
+
+#: Request headers whose values carry no secret: the standard content-negotiation, caching,
+#: client and forwarding headers (RFC 9110, 9111, 7239 and their common ``X-Forwarded-*`` forms).
+_PLAIN_HEADERS = frozenset(
+    {"accept", "accept-charset", "accept-encoding", "accept-language", "cache-control",
+     "content-encoding", "content-language", "content-type", "dnt", "forwarded", "origin",
+     "pragma", "prefer", "priority", "referer", "user-agent", "via", "x-forwarded-for",
+     "x-forwarded-host", "x-forwarded-port", "x-forwarded-proto", "x-real-ip"}
+)  # fmt: skip
+
+
+def is_plain_header(name: str) -> bool:
+    """Whether a header the user sends carries no secret: its name is, letter for letter (ASCII,
+    any case), one of the standard headers in :data:`_PLAIN_HEADERS`; any other header's value
+    (a tenant, a team key, a password under a vendor's name, a look-alike of a plain name) is
+    stored and shown as a secret."""
+    return name.isascii() and name.strip().lower() in _PLAIN_HEADERS
