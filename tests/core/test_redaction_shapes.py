@@ -30,8 +30,12 @@ def test_a_session_or_access_header_is_redacted(name: str) -> None:
     "name", ["Accept", "Content-Type", "X-Request-Id", "X-Tenant", "User-Agent"]
 )
 def test_an_ordinary_header_is_kept(name: str) -> None:
+    """An ordinary header's name in text is not secret-looking; as a stored ``--header``, only a
+    standard plain header keeps its value (a vendor's ``X-Tenant`` is masked: the thirteenth
+    pass)."""
     assert not is_secret_header(name)
-    assert redact_headers([(name, "plain-value")]) == ((name, "plain-value"),)
+    kept = name in ("Accept", "Content-Type", "User-Agent")
+    assert redact_headers([(name, "plain-value")]) == ((name, "plain-value" if kept else REDACTED),)
 
 
 def test_session_id_stays_an_ordinary_name_outside_headers() -> None:
@@ -182,3 +186,36 @@ def test_hostile_pairs_take_linear_time(text: str) -> None:
     started = time.perf_counter()
     redact(text)
     assert time.perf_counter() - started < 10
+
+
+# The thirteenth pass: a header's ``Name: value`` in free text, read by the header rule when the
+# key is written as a header's name; ordinary headers and log keys stay.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "X-Authentication: " + PLANTED,
+        "X-Authn: " + PLANTED,
+        "Session-Id: " + PLANTED,
+        "Cf-Access-Jwt-Assertion: " + PLANTED,
+        "Ssl-Client-Cert: " + PLANTED,
+        "got header Proxy-Authorization: Basic " + PLANTED,
+        'Authorization: Digest username="u", response="' + PLANTED + '"',
+        "proxy-authorization: Negotiate x, " + PLANTED,
+        'headers=[(b"x-api-key", b"' + PLANTED + '")]',
+        "[(b'authorization', b'Bearer " + PLANTED + "')]",
+    ],
+)
+def test_a_header_pair_in_free_text_is_masked(text: str) -> None:
+    said = redact(text)
+    assert PLANTED not in said and REDACTED in said, repr(said)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Content-Type: application/json", "X-Request-Id: req-4242", "Accept: text/event-stream",
+     "Access-Control-Allow-Origin: https://ui.example", "Access-Control-Allow-Credentials: true",
+     "session_id: conv-000017", "access-log: true", "Access: granted", "Connection: keep-alive",
+     "X-Authenticated-User: alice"],
+)  # fmt: skip
+def test_an_ordinary_header_or_log_key_in_free_text_stays(text: str) -> None:
+    assert redact(text) == text

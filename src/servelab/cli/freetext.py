@@ -3,7 +3,9 @@
 It is stored in the ledger and printed back by ``case show``, ``case list``, the report and the
 pages, so it goes through the one redaction policy (a ``sk-`` key pasted into a note is stored
 ``***``), its control characters become spaces (an escape sequence in a title would set the
-terminal's title, a newline would forge a timeline line), and it is at most
+terminal's title, a newline would forge a timeline line), every other invisible character is
+written as its escape (:mod:`servelab.core.knobs.invisible`: a bidi override U+202E, which would
+draw the rest of a title backwards, is stored ``\\u202e``), and it is at most
 :data:`LONGEST_TEXT` characters (a usage error, exit 2, beyond).
 """
 
@@ -13,6 +15,7 @@ import re
 
 import click
 
+from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.redaction import redact
 
 __all__ = ["LONGEST_TEXT", "stored_text"]
@@ -28,4 +31,4 @@ def stored_text(ctx: click.Context, param: click.Parameter, value: str | None) -
         return None
     if len(value) > LONGEST_TEXT:
         raise click.BadParameter(f"{len(value):,} characters: at most {LONGEST_TEXT:,}")
-    return redact(_CONTROL.sub(" ", value))
+    return escape_invisible(redact(_CONTROL.sub(" ", value)))

@@ -9,7 +9,8 @@
   order: the flow form ``env: [{name: API_KEY, value: X}]`` and JSON
   ``{"key":"password","value":"X"}``, ``{"Name":"API_KEY","Value":"X"}``;
 - a pair in a list of pairs as JSON or Python prints headers: ``[["Authorization","X"]]``,
-  ``[('X-Client-Cert', 'X')]``.
+  ``[('X-Client-Cert', 'X')]``, and as bytes (an ASGI scope's, h11's raw headers):
+  ``[(b"x-api-key", b"X")]``.
 
 The value is masked, its quotes kept; a pair whose name is not secret-looking
 (``- name: PORT`` / ``value: "8080"``) stays.
@@ -50,7 +51,8 @@ _FIELD = re.compile(
 _NAME_FIELDS = frozenset({"name", "key", "header"})
 #: A two-element list or tuple of quoted strings: ``["Authorization", "X"]``.
 _PAIR = re.compile(
-    r"""(?P<head>[\[(][ \t]*(?P<q>["'])(?P<name>[^"'\\\n]{1,200})(?P=q)[ \t]*,[ \t]*(?P<q2>["']))"""
+    r"""(?P<head>[\[(][ \t]*b?(?P<q>["'])(?P<name>[^"'\\\n]{1,200})(?P=q)"""
+    r"""[ \t]*,[ \t]*b?(?P<q2>["']))"""
     r"""(?P<value>(?:\\.|(?!(?P=q2))[^\\\n])*)(?P<tail>(?P=q2)[ \t]*[\])])"""
 )
 

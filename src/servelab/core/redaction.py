@@ -281,9 +281,23 @@ def _keyed_values(text: str) -> str:
         out.append(_keyed(match))
         pos = match.end()
         if is_secret_key(match.group("key")) and match.group("value")[:1] not in "\"'":
-            pos = _value_end(text, pos)
+            pos = _line_end(text, pos) if _whole_line(match["key"]) else _value_end(text, pos)
     out.append(text[pos:])
     return "".join(out)
+
+
+#: Headers whose value is a credential up to the end of its line, however many ``,`` parts it
+#: has (``Authorization: Digest username="u", response="..."``).
+_CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization"})
+
+
+def _whole_line(key: str) -> bool:
+    return key.strip("\"' ").lower() in _CREDENTIAL_HEADERS
+
+
+def _line_end(text: str, pos: int) -> int:
+    end = text.find("\n", pos)
+    return len(text) if end < 0 else end
 
 
 _VALUE_STOP = re.compile(r"[\n,;}]")

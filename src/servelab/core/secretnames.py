@@ -13,16 +13,20 @@ and small-capital letters, zero-width characters, soft hyphens and combining mar
 escape in it is read first (``"pass\\u0077ord"`` is ``password``).
 
 A request header is secret-looking by that rule, or when one of its words is ``session``,
-``access``, ``csrf``, ``xsrf``, ``sid``, ``bypass``, ``cert`` or ``certificate``
-(``X-Session-Id``, ``X-Access``, ``X-Vercel-Protection-Bypass``, ``X-Client-Cert``: a header
-carries a session's, an access grant's, a protection bypass's or a client certificate's value;
-as an env variable, a flag or a YAML key ``session_id``, ``--bypass`` and ``cert_path`` are
-ordinary names) (:func:`is_secret_header`). A header a user sends (``bench``/``soak --header``) is
-judged the other way round: its value is a secret unless its name is one of the standard headers
-that carry none (``Accept``, ``Content-Type``, ``User-Agent``, ...: :func:`is_plain_header`), since
-no list of names finds every vendor's (``X-Honeycomb-Team``, ``Pwd``, ``X-Psk``). A key in text
-(``X-Client-Cert: ...`` in a log line) is read as a header when it starts with ``X-``
-(:func:`is_secret_key`).
+``access``, ``csrf``, ``xsrf``, ``sid``, ``bypass``, ``cert``, ``certificate``,
+``authentication``, ``authn`` or ``authz`` (``X-Session-Id``, ``X-Access``,
+``X-Vercel-Protection-Bypass``, ``X-Client-Cert``, ``X-Authentication``: a header carries a
+session's, an access grant's, a protection bypass's, a client certificate's or an
+authentication's value; as an env variable, a flag or a YAML key ``session_id``, ``--bypass`` and
+``cert_path`` are ordinary names; CORS's ``Access-Control-*`` headers are ordinary)
+(:func:`is_secret_header`). A key in free text (a log tail, an error message) is read as a
+header when it is written as one: it starts with ``X-``, or it is capitalised words joined by
+``-`` (``Session-Id: ...``, ``Cf-Access-Jwt-Assertion: ...``); ``session_id: 4`` and
+``access-log: true`` are not (:func:`is_secret_key`). A header a user sends (``bench``/``soak
+--header``) is judged the other way round: its value is a secret unless its name is one of the
+standard headers that carry none (``Accept``, ``Content-Type``, ``User-Agent``, ...:
+:func:`is_plain_header`), since no list of names finds every vendor's (``X-Honeycomb-Team``,
+``Pwd``, ``X-Psk``).
 """
 
 from __future__ import annotations
@@ -56,8 +60,14 @@ _ORDINARY_NAMES = frozenset({"pwd", "oldpwd"})
 _SESSION_COOKIES = ("sessionid", "phpsessid")
 #: Words that make a header's value a secret (not an env variable's or a key's).
 _HEADER_WORDS = frozenset(
-    {"session", "access", "csrf", "xsrf", "sid", "sessid", "bypass", "cert", "certificate"}
-)
+    {"session", "access", "csrf", "xsrf", "sid", "sessid", "bypass", "cert", "certificate",
+     "authentication", "authn", "authz"}
+)  # fmt: skip
+#: A header's name as HTTP writes it (``Session-Id``, ``Cf-Access-Jwt-Assertion``): words of a
+#: capital and small letters or digits, joined by ``-``; or any name starting ``X-``.
+_HEADER_SHAPE = re.compile(r"(?:[Xx]-[\w-]+|[A-Z][a-z0-9]*(?:-[A-Z][A-Za-z0-9]*)+)\Z")
+#: Headers of those words that carry no secret: CORS's (``Access-Control-Allow-Origin``).
+_ORDINARY_HEADERS = ("access-control-",)
 #: A JSON (or Python) escape of one character in a quoted key: ``\\u0077``, ``\\x77``.
 _ESCAPE = re.compile(r"\\u([0-9A-Fa-f]{4})|\\x([0-9A-Fa-f]{2})")
 
@@ -91,16 +101,22 @@ def is_secret_name(name: str) -> bool:
 
 def is_secret_header(name: str) -> bool:
     """Whether a request header's value is a secret: :func:`is_secret_name`, or a word of the
-    name says a session or an access grant (``X-Session-Id``, ``X-Access``)."""
-    return is_secret_name(name) or bool(set(_words(fold(name))) & _HEADER_WORDS)
+    name says a session, an access grant or an authentication (``X-Session-Id``, ``X-Access``,
+    ``X-Authentication``); CORS's ``Access-Control-*`` are not."""
+    folded = fold(name).strip("\"' ")
+    if folded.lower().startswith(_ORDINARY_HEADERS):
+        return False
+    return is_secret_name(name) or bool(set(_words(folded)) & _HEADER_WORDS)
 
 
 def is_secret_key(name: str) -> bool:
     """Whether a key in text (``name: value``, ``name=value``) looks secret: :func:`is_secret_name`,
-    or for a header's name (``X-...``) :func:`is_secret_header`."""
-    if is_secret_name(name):
-        return True
-    return fold(name).lstrip("\"' ").lower().startswith("x-") and is_secret_header(name)
+    or for a key written as a header's name (``X-...``, ``Session-Id``: :data:`_HEADER_SHAPE`; a
+    log line quoting a request's headers) :func:`is_secret_header`. A lower-case or underscored
+    key (``session_id: 4``, ``access-log: true``) is not read as a header."""
+    if _HEADER_SHAPE.match(fold(name).strip("\"' ")) is not None:
+        return is_secret_header(name)
+    return is_secret_name(name)
 
 
 #: Request headers whose values carry no secret: the standard content-negotiation, caching,

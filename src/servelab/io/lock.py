@@ -34,6 +34,8 @@ A lock file whose holder's name cannot be written (a full disk, a read-only stat
 an existing file is then opened read-only, as ``flock(2)`` needs no write) is held all the same,
 unnamed: the lock is the ``flock``, the name only words a refusal ("another command"), so ``down``
 on a full disk still stops the deployment. :attr:`DeploymentLock.unnamed` says which file and why.
+Anything else standing where a lock file should be (a directory, a FIFO, a link) is a
+:class:`~servelab.errors.HostError` naming the path and what it is; nothing waits on a FIFO.
 
 The file descriptors are not inherited (``O_CLOEXEC``): a service a command launches never holds
 its lock. Within one process the lock is re-entrant: code that takes it while its command already
@@ -194,7 +196,10 @@ def _read(fd: int) -> Holder | None:
 
 def holder_of(place: Path, file: str = LOCK_FILE) -> Holder | None:
     """Who the lock file ``file`` of ``place`` (a state directory, or :func:`endpoint_dir`) names
-    (None: no file, empty, or unreadable); the lock itself is not tried."""
+    (None: no file, empty, unreadable, or not a regular file: a FIFO is never read); the lock
+    itself is not tried."""
+    if _not_a_file(place / file) is not None:
+        return None
     try:
         return _parse((place / file).read_bytes()[:_MAX_HOLDER_BYTES])
     except OSError:
@@ -249,19 +254,60 @@ def _refusal(name: str, path: Path, holder: Holder | None) -> DeploymentBusy:
     )
 
 
+#: How a lock file is opened: never through a link, never inherited, and never waiting (a FIFO
+#: put where the file should be would block an open for reading until a writer came).
+_FLAGS = os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def _not_a_file(path: Path) -> str | None:
+    """What stands at ``path`` when it is there and is not a regular file (``a directory``)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    return "a symbolic link" if stat.S_ISLNK(mode) else "a device or socket"
+
+
+def _refuse_other(path: Path, fd: int | None = None) -> None:
+    """A :class:`~servelab.errors.HostError` naming ``path`` and what it is when it is not a
+    regular file (a directory or a FIFO put there: flock would hold it, but its holder could
+    not be read or written), closing ``fd``."""
+    kind = _not_a_file(path)
+    if kind is None and fd is not None and not stat.S_ISREG(os.fstat(fd).st_mode):
+        kind = "not a regular file"
+    if kind is None:
+        return
+    if fd is not None:
+        os.close(fd)
+    raise HostError(
+        f"the deployment lock {path} is {kind}, not a lock file: remove it (servelab makes "
+        "the file again)"
+    )
+
+
 def _open(path: Path) -> tuple[int, str | None]:
     """The lock file opened for writing, or read-only when only that is possible (a read-only
-    or full state directory where it exists: then why it cannot be written)."""
+    or full state directory where it exists: then why it cannot be written). Anything but a
+    regular file there (a directory, a FIFO, a link) is a HostError naming it, never a wait."""
+    _refuse_other(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644), None
+        fd, why = os.open(path, os.O_RDWR | os.O_CREAT | _FLAGS, 0o644), None
     except OSError as exc:
         why = exc.strerror or str(exc)
         try:
-            return os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW), why
+            fd = os.open(path, os.O_RDONLY | _FLAGS)
         except OSError:
-            pass
-        raise HostError(f"cannot open the deployment lock {path}: {why}") from exc
+            _refuse_other(path)
+            raise HostError(f"cannot open the deployment lock {path}: {why}") from exc
+    _refuse_other(path, fd)
+    return fd, why
 
 
 def _name(fd: int, holder: Holder) -> str | None:

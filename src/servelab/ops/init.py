@@ -56,7 +56,7 @@ from servelab.core.init.detect import (
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.options import parse_url
 from servelab.core.printable import printable
-from servelab.core.redaction import redact, redact_words
+from servelab.core.redaction import clip_long, redact, redact_url, redact_words
 from servelab.errors import (
     HostError,
     KnobError,
@@ -66,7 +66,7 @@ from servelab.errors import (
     WorkerListError,
 )
 from servelab.io.hosts.host import Host, host_for
-from servelab.io.http.client import HttpClient, oversize
+from servelab.io.http.client import REDIRECTED, HttpClient, oversize
 from servelab.io.routerworkers import RouterWorker, router_workers
 
 __all__ = ["InitOptions", "discover"]
@@ -100,6 +100,8 @@ class _Reading:
     router: str = ""
     #: The status of the last answer read (None: no HTTP answer).
     status: int | None = None
+    #: Where the last answer redirected to, redacted (None: it did not; init follows none).
+    redirect: str | None = None
 
     async def url(self, url: str) -> str:
         return url if self.host is None or self.host.is_local else await self.host.http_url(url)
@@ -118,10 +120,14 @@ class _Reading:
                 "together: init reads no more (a real deployment's are a few MiB)"
             )
         got = await self.http.probe(
-            base + path, timeout=_TIMEOUT_S, body_limit=None, whole_limit=ANSWER_BYTES
-        )
+            base + path, timeout=_TIMEOUT_S, body_limit=None, whole_limit=ANSWER_BYTES,
+            follow_redirects=False,
+        )  # fmt: skip
         self.read += len(got.body)
         self.status = got.status
+        where = (got.error or "").removeprefix(REDIRECTED).strip()
+        redirected = got.error is not None and got.error.startswith(REDIRECTED)
+        self.redirect = clip_long(printable(redact(redact_url(where)))) if redirected else None
         if got.error == oversize(ANSWER_BYTES):
             self.read += ANSWER_BYTES  # read before it was given up
             self.gap(service, GapCode.ANSWER_TOO_LARGE, path)
@@ -245,6 +251,12 @@ async def _router_kind(reading: _Reading, base: str) -> RouterKind:
     if doc is None and reading.status == 200:
         raise WorkerListError(
             f"GET {base}/workers: not a worker list: not JSON, or nested deeper than a parser reads"
+        )
+    if reading.redirect is not None:
+        raise RouterApiError(
+            f"GET {base}/workers: redirected ({reading.status}) to {reading.redirect or '?'}, not "
+            "followed: something in front of the router (an auth proxy, a login page) answered; "
+            "give init the router's own URL"
         )
     if doc is None:
         raise RouterApiError(f"GET {base}/workers: no worker list (is a router listening there?)")

@@ -5,10 +5,13 @@ it; the same file in UTF-16 is refused, never read as another file."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.knobs.invisible import OTHER_DEFAULT_IGNORABLE, escape_invisible
 from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.knobs.values import check_value
@@ -59,3 +62,42 @@ def test_a_bom_is_read_past_and_kept_and_utf16_is_refused(text: str) -> None:
             parse_env_bytes, text.encode(encoding, "surrogatepass"), "fuzz.env"
         )
         assert isinstance(refused, KnobError) and "fuzz.env: the file is UTF-" in str(refused)
+
+
+#: The categories a terminal does not show as themselves (issue 38, the thirteenth pass: private
+#: use, U+F8FF and the planes 15 and 16, passed as visible).
+_HIDDEN_CATEGORIES = frozenset({"Cf", "Cc", "Zl", "Zp", "Co", "Cs", "Cn"})
+
+
+@given(
+    char=st.one_of(
+        st.characters(),
+        st.characters(min_codepoint=0xE000, max_codepoint=0xF8FF),
+        st.characters(min_codepoint=0xF0000, max_codepoint=0x10FFFF),
+        st.characters(min_codepoint=0xE0000, max_codepoint=0xE0FFF),
+        st.sampled_from(["\U0001d159", "\u0f0c", "\u2011", "\u202f", "\u2065", "\ufff0"]),
+    ),
+    at=st.integers(0, 3),
+)
+def test_a_character_is_refused_by_its_properties_not_a_list(char: str, at: int) -> None:
+    """Any character of a hidden category, any space but the ASCII one, any default ignorable
+    code point and any no-break form is refused in a value, wherever it stands; a letter, a
+    digit or a punctuation mark of its own (not a no-break form) is taken."""
+    category = unicodedata.category(char)
+    code = ord(char)
+    hidden = (
+        category in _HIDDEN_CATEGORIES
+        or (category == "Zs" and char != " ")
+        or 0xE0000 <= code <= 0xE0FFF  # tags, variation selectors 17-256, reserved: ignorable
+        or any(low <= code <= high for low, high in OTHER_DEFAULT_IGNORABLE)
+        or unicodedata.decomposition(char).startswith("<noBreak>")
+        or char == "\U0001d159"
+    )
+    value = "512"[:at] + char + "512"[at:]
+    knob = parse_knob("SGLANG_X", SGLANG)
+    got = result_or_error(check_value, knob, value, SGLANG)
+    if hidden:
+        assert isinstance(got, KnobError) and f"at position {at + 1}" in str(got), ascii(value)
+        assert escape_invisible(value) != value
+    elif category[0] in "LP" and not char.isnumeric():
+        assert got == value, ascii(value)

@@ -116,3 +116,27 @@ def test_an_env_file_in_utf16_or_utf32_is_refused_naming_the_file_and_the_encodi
     with pytest.raises(KnobError) as caught:
         parse_env_bytes(raw, "/etc/x.env")
     assert str(caught.value).startswith("/etc/x.env: the file is ") and named in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("char", "named"),
+    [
+        ("\uf8ff", "U+F8FF"),  # private use (Co): Apple's logo on one machine, blank on another
+        ("\ue000", "U+E000"),
+        ("\U000ffffd", "U+FFFFD"),  # plane 15
+        ("\U0010fffd", "U+10FFFD"),  # plane 16
+        ("\U0001d159", "U+1D159 MUSICAL SYMBOL NULL NOTEHEAD"),  # a blank reference glyph
+        ("\u0f0c", "U+0F0C TIBETAN MARK DELIMITER TSHEG BSTAR, drawn as U+0F0B"),  # <noBreak>
+        ("\u2011", "U+2011 NON-BREAKING HYPHEN, drawn as U+2010"),
+        ("\u2065", "U+2065"),  # unassigned (Cn), a default ignorable
+        ("\U000e0041", "U+E0041 TAG LATIN CAPITAL LETTER A"),
+    ],
+)
+def test_private_use_blank_glyphs_and_no_break_forms_are_refused(char: str, named: str) -> None:
+    """Decided by Unicode properties (issue 38, the thirteenth pass): private use (Co), the
+    planes 15 and 16, unassigned code points, default ignorables, ``<noBreak>`` forms, blank
+    reference glyphs; each was taken as a visible value before."""
+    with pytest.raises(KnobError) as caught:
+        check_value(parse_knob(CTAS, SGLANG), f"5{char}12", SGLANG)
+    assert f"{named}, at position 2" in str(caught.value)
+    assert show_value(f"5{char}12") == '"' + escape_invisible(f"5{char}12") + '"'

@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
 
+from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
@@ -28,13 +29,19 @@ __all__ = [
 ]
 
 
+def _shown(title: object) -> object:
+    return escape_invisible(title) if isinstance(title, str) else title
+
+
 @dataclass(frozen=True)
 class CaseRecord:
     """A case's own row (its suspects, evidence and events are rows of their own)."""
 
     id: int
     at: str
-    title: str
+    #: Read with each invisible character escaped (a bidi override U+202E stored by an older
+    #: servelab, or written by hand, is shown as ``\\u202e`` in text, markdown and HTML).
+    title: Annotated[str, BeforeValidator(_shown)]
     status: str
     root_cause: str | None = None
     resolved_at: str | None = None

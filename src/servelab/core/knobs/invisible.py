@@ -1,15 +1,27 @@
-"""Characters a knob value must not hide (pure): Unicode format and control characters, spaces
-other than the ASCII one, and the characters that draw as nothing.
+"""Characters a knob value must not hide (pure), decided by their Unicode properties, not by a
+list of examples.
 
-A zero-width space (U+200B), a byte order mark (U+FEFF), a bidi control (U+202E, U+2066...), a
-soft hyphen or a control character is invisible in a terminal: ``5\\u200b12`` looks like ``512``,
-and an engine reads neither as 512. So are a no-break or ideographic space (U+00A0, U+3000: any
-space separator but the ASCII space), a variation selector or the combining grapheme joiner
-(U+FE0F, U+034F), the Khmer inherent vowels (U+17B4, U+17B5), the Hangul fillers (U+115F, U+1160,
-U+3164, U+FFA0) and the blank braille pattern (U+2800): letters or marks by category, blank on
-screen. :func:`invisible_at` finds the first one (the knob commands
-refuse such a value, naming the position); :func:`escape_invisible` writes each one as its
-``\\uXXXX`` escape, so a value already stored with one is shown with it rather than hiding it.
+A character is refused (:func:`invisible_at`) when a terminal does not show it as itself:
+
+- its general category says so: format (Cf: zero-width characters, bidi controls such as
+  U+202E, the BOM, the soft hyphen, the musical formatting characters), control (Cc), line and
+  paragraph separators (Zl, Zp), private use (Co: U+E000-U+F8FF and the planes 15 and 16, drawn
+  as whatever a font puts there, often nothing), surrogates (Cs) and code points not assigned
+  (Cn); and any space separator (Zs) but the ASCII space (U+00A0, U+3000);
+- it is a default ignorable code point (Unicode's ``Default_Ignorable_Code_Point``: the above
+  Cf, the variation selectors, and ``Other_Default_Ignorable_Code_Point``:
+  :data:`OTHER_DEFAULT_IGNORABLE`, such as the combining grapheme joiner U+034F, the Khmer
+  inherent vowels and the Hangul fillers), which a renderer draws as nothing;
+- its decomposition is a ``<noBreak>`` one (U+0F0C TIBETAN MARK DELIMITER TSHEG BSTAR, U+2011
+  NON-BREAKING HYPHEN): drawn as the character it decomposes to, so it looks like another one;
+- its reference glyph is blank (:data:`BLANK_CHARACTERS`: the blank braille pattern U+2800 and
+  the musical symbol null notehead U+1D159, a spacer): the one class the Unicode Character
+  Database has no property for, so it is named here.
+
+``5\\u200b12`` looks like ``512``, and an engine reads neither as 512. :func:`invisible_at` finds
+the first such character (the knob commands refuse such a value, naming the position);
+:func:`escape_invisible` writes each one as its ``\\uXXXX`` escape, so a value (or a case's
+title) already stored with one is shown with it rather than hiding it.
 """
 
 from __future__ import annotations
@@ -19,25 +31,32 @@ import unicodedata
 __all__ = [
     "BLANK_CHARACTERS",
     "INVISIBLE_CATEGORIES",
+    "OTHER_DEFAULT_IGNORABLE",
     "escape_invisible",
     "invisible_at",
     "name_of",
 ]
 
-#: Unicode categories whose characters are not seen: format (Cf: zero-width, bidi controls, BOM,
-#: soft hyphen), control (Cc), line and paragraph separators (Zl, Zp).
-INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Zl", "Zp"})
-#: Characters of other categories that draw as nothing: the combining grapheme joiner, the
-#: Khmer inherent vowels, the Hangul fillers and the blank braille pattern.
-BLANK_CHARACTERS = frozenset("\u034f\u17b4\u17b5\u115f\u1160\u3164\uffa0\u2800")
+#: Unicode categories whose characters are not seen as themselves: format (Cf), control (Cc),
+#: line and paragraph separators (Zl, Zp), private use (Co), surrogates (Cs), unassigned (Cn).
+INVISIBLE_CATEGORIES = frozenset({"Cf", "Cc", "Zl", "Zp", "Co", "Cs", "Cn"})
+#: Unicode's ``Other_Default_Ignorable_Code_Point`` (``PropList.txt``, stable since 5.0), as
+#: inclusive ranges; with Cf and the variation selectors it makes ``Default_Ignorable_Code_Point``.
+OTHER_DEFAULT_IGNORABLE = (
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x2065, 0x2065), (0x3164, 0x3164),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0xE0000, 0xE0000), (0xE0002, 0xE001F),
+    (0xE0080, 0xE00FF), (0xE01F0, 0xE0FFF),
+)  # fmt: skip
+#: Characters whose reference glyph is blank and which no Unicode property marks: the blank
+#: braille pattern and the musical symbol null notehead (a spacer among noteheads).
+BLANK_CHARACTERS = frozenset("\u2800\U0001d159")
+
+#: The variation selectors: U+FE00-FE0F, U+E0100-E01EF and the Mongolian free ones.
+_VARIATION_SELECTORS = ((0xFE00, 0xFE0F), (0xE0100, 0xE01EF), (0x180B, 0x180D), (0x180F, 0x180F))
 
 
-#: The Mongolian free variation selectors (the others are U+FE00-FE0F and U+E0100-E01EF).
-_MONGOLIAN_SELECTORS = frozenset({0x180B, 0x180C, 0x180D, 0x180F})
-
-
-def _variation_selector(code: int) -> bool:
-    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF or code in _MONGOLIAN_SELECTORS
+def _within(code: int, ranges: tuple[tuple[int, int], ...]) -> bool:
+    return any(low <= code <= high for low, high in ranges)
 
 
 def _invisible(char: str) -> bool:
@@ -46,7 +65,10 @@ def _invisible(char: str) -> bool:
         return True
     if category == "Zs":
         return char != " "
-    return category == "Mn" and _variation_selector(ord(char))
+    code = ord(char)
+    if _within(code, OTHER_DEFAULT_IGNORABLE) or _within(code, _VARIATION_SELECTORS):
+        return True
+    return unicodedata.decomposition(char).startswith("<noBreak>")
 
 
 def invisible_at(text: str) -> tuple[int, str] | None:
@@ -58,10 +80,14 @@ def invisible_at(text: str) -> tuple[int, str] | None:
 
 
 def name_of(char: str) -> str:
-    """``U+200B ZERO WIDTH SPACE`` (a control character has no name: ``U+0009``)."""
+    """``U+200B ZERO WIDTH SPACE`` (a control character has no name: ``U+0009``); a no-break
+    form says what it is drawn as (``U+2011 NON-BREAKING HYPHEN, drawn as U+2010``)."""
     name = unicodedata.name(char, "")
     code = f"U+{ord(char):04X}"
-    return f"{code} {name}" if name else code
+    named = f"{code} {name}" if name else code
+    tag, _, drawn = unicodedata.decomposition(char).partition(" ")
+    shown = tag == "<noBreak>" and drawn and unicodedata.category(char) != "Zs"  # not a space
+    return f"{named}, drawn as U+{drawn}" if shown else named
 
 
 def escape_invisible(text: str) -> str:

@@ -35,6 +35,7 @@ from servelab.io.http.neterrors import translate
 
 __all__ = [
     "BODY_LIMIT",
+    "REDIRECTED",
     "HttpClient",
     "ModelList",
     "chat_body",
@@ -71,6 +72,11 @@ def _session(limit: int) -> aiohttp.ClientSession:
         timeout=aiohttp.ClientTimeout(total=None),
         cookie_jar=aiohttp.DummyCookieJar(),
     )
+
+
+#: How a probe that does not follow redirects says it was redirected: ``redirected to LOCATION``
+#: (the ``Location`` header as sent: redact it before showing it).
+REDIRECTED = "redirected to "
 
 
 # ---------------------------------------------------------------------------------- probes
@@ -116,21 +122,28 @@ class HttpClient:
         headers: dict[str, str] | None = None,
         body_limit: int | None = BODY_LIMIT,
         whole_limit: int = WHOLE_BODY_LIMIT,
+        follow_redirects: bool = True,
     ) -> ProbeResult:
         """Send one request to ``url`` and report status, body and elapsed time.
 
         The body is cut to ``body_limit`` characters; None keeps all of it, up to ``whole_limit``
         bytes (past them the probe fails: :func:`oversize`). ``timeout`` bounds the whole
-        exchange, body included.
+        exchange, body included. ``follow_redirects=False``: a redirect (3xx) is the answer,
+        its body empty and its ``error`` :func:`redirected` to its ``Location``.
         """
         start = time.perf_counter()
         limit = aiohttp.ClientTimeout(total=timeout)
         try:
             async with self._open().request(
-                method, url, json=json_body, headers=headers, timeout=limit, proxy=self.proxy
-            ) as response:
-                body = await _read_body(response, body_limit, whole_limit)
+                method, url, json=json_body, headers=headers, timeout=limit, proxy=self.proxy,
+                allow_redirects=follow_redirects,
+            ) as response:  # fmt: skip
                 status = response.status
+                if not follow_redirects and 300 <= status < 400:
+                    where = response.headers.get("Location", "")
+                    return ProbeResult(url, status, "", time.perf_counter() - start,
+                                       REDIRECTED + where)  # fmt: skip
+                body = await _read_body(response, body_limit, whole_limit)
         except (*_TRANSPORT_ERRORS, ValueError) as exc:
             error = translate(exc, timeout_s=timeout)[1]
             return ProbeResult(url, None, "", time.perf_counter() - start, error)

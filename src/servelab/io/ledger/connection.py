@@ -163,7 +163,8 @@ def _recognize(path: Path, busy_timeout_s: float, *, create: bool, reads_only: b
     if kind := not_a_file(path):
         raise NotALedger(f"{path} is {kind}, not a ledger file (check --ledger/{LEDGER_ENV})")
     if path.is_file() and path.stat().st_size > 0:
-        check(path, look(path, busy_timeout_s), reads_only=reads_only, creates=create)
+        found = look(path, busy_timeout_s, may_write=not reads_only)
+        check(path, found, reads_only=reads_only, creates=create)
 
 
 class LedgerFile:

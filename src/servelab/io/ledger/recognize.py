@@ -5,7 +5,9 @@ read-only (``mode=ro``, no journal-mode change, nothing created beside a rollbac
 its schema version and tables are compared with what the migrations make. A path that is not a
 regular file (a FIFO, a directory, a device), an SQLite database of another program (a table
 servelab never makes) and an incomplete one (a schema version whose tables or columns are missing)
-are refused with :class:`~servelab.errors.NotALedger` (exit 2), nothing written. A command that
+are refused with :class:`~servelab.errors.NotALedger` (exit 2), nothing written. A rollback
+journal left by a writer killed mid-write is rolled back by a command that may write (SQLite's
+own recovery) and named, with what to do, by one that only reads (:func:`look`). A command that
 only reads never creates or upgrades: an empty database is refused as a missing ledger is, and an
 older ledger is refused with the command that upgrades it.
 """
@@ -13,6 +15,7 @@ older ledger is refused with the command that upgrades it.
 from __future__ import annotations
 
 import functools
+import os
 import sqlite3
 import stat
 from collections.abc import Mapping
@@ -77,16 +80,24 @@ def not_a_file(path: Path) -> str | None:
     return "a FIFO or pipe" if stat.S_ISFIFO(mode) else "a device or socket"
 
 
-def look(path: Path, busy_timeout_s: float) -> Found:
+def look(path: Path, busy_timeout_s: float, *, may_write: bool = False) -> Found:
     """Read ``path``'s schema version and tables through a connection that only reads
     (``mode=ro``; ``immutable=1`` when SQLite cannot keep a WAL file's shared memory beside it,
-    a read-only directory)."""
+    a read-only directory).
+
+    A hot rollback journal beside it (``PATH-journal``, left by a writer killed mid-write) is
+    rolled back first when ``may_write`` (SQLite's own recovery, what any writer's open does);
+    otherwise it is a :class:`~servelab.errors.StoreError` saying so and what to do (read past
+    it, the file would read as "malformed")."""
     uri = path.absolute().as_uri()
     try:
         return _look(f"{uri}?mode=ro", busy_timeout_s)
     except sqlite3.OperationalError as exc:
         if "locked" in str(exc) or "busy" in str(exc):  # a writer held it past the timeout
             raise StoreError(f"{path}: cannot open the ledger: {exc}") from exc
+        if getattr(exc, "sqlite_errorname", "") == "SQLITE_READONLY_ROLLBACK":
+            _roll_back(path, busy_timeout_s, may_write=may_write)
+            return look(path, busy_timeout_s)
     except sqlite3.DatabaseError as exc:  # not SQLite at all (a text file, a wrong path)
         raise NotALedger(
             f"{path}: not a usable ledger: {exc} (check --ledger/SERVELAB_LEDGER)"
@@ -95,6 +106,34 @@ def look(path: Path, busy_timeout_s: float) -> Found:
         return _look(f"{uri}?immutable=1", busy_timeout_s)
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: not a usable ledger: {exc}") from exc
+
+
+def _interrupted(path: Path) -> str:
+    return (
+        f"{path}: a write to the ledger was interrupted (a servelab killed or crashed while "
+        f"writing): its rollback journal {path.name}-journal is still beside it"
+    )
+
+
+def _roll_back(path: Path, busy_timeout_s: float, *, may_write: bool) -> None:
+    """Roll back the interrupted write whose journal is beside ``path`` (SQLite does it on the
+    first read of a connection that may write), else say what it is and what to do."""
+    if not may_write or not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
+        raise StoreError(
+            f"{_interrupted(path)}; this command cannot roll it back (it only reads, or the file "
+            "or its directory is read-only): run a command that writes the ledger where it can "
+            f"be written (`servelab ledger vacuum --ledger {path}`); never delete the journal "
+            "(the ledger would be left corrupt)"
+        )
+    try:
+        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=rw", timeout=busy_timeout_s,
+                               uri=True)  # fmt: skip
+        try:
+            conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{_interrupted(path)}; rolling it back failed: {exc}") from exc
 
 
 def _look(uri: str, busy_timeout_s: float) -> Found:
