@@ -116,3 +116,21 @@ def test_a_level_stored_with_missing_statistics_reads_them_as_unknown() -> None:
     assert level.ttft_ms.n == 0 and level.traces is None
     assert stored_level(_stored({})) is None
     assert stored_level(_stored({"level": {"concurrency": "x"}})) is None
+
+
+def test_a_level_stored_with_the_dataclass_s_phases_and_a_partial_client_reads() -> None:
+    """The older level's TTFT phases under ``traces``/``phases`` read as ``ttft_phases``/
+    ``phases_ms``; a ``client`` missing a field takes it from the flat older field, then the
+    default."""
+    phases = {"queue": {"p50": 1.0, "p90": 2.0, "p99": 3.0}}
+    old = {"concurrency": 8, "n_ok": 3, "n_requests": 3, "workers": 2, "client_reasons": ["cpu"],
+           "client": {"loop_lag_p99_ms": 4.5},
+           "traces": {"n_requests": 3, "n_traced": 2, "n_routed": 0, "max_abs_gap_ms": None,
+                      "phases": phases}}  # fmt: skip
+    level = stored_level(_stored({"level": old}))
+    assert level is not None and level.traces is not None
+    assert (level.traces.n_traced, level.traces.phases["queue"].p99) == (2, 3.0)
+    assert (level.client.workers, level.client.reasons, level.client.loop_lag_p99_ms) == (
+        2, ("cpu",), 4.5)  # fmt: skip
+    assert (level.client.loop_lag_max_ms, level.client.cpu_ms_per_token) == (0.0, None)
+    assert (level.n_ok, level.failures, level.goodput) == (3, {}, None)

@@ -122,6 +122,12 @@ def test_partial_rows_read_with_defaults() -> None:
     assert soak.result.errors[0].detail == "" and soak.result.errors[0].error == "connection error"
 
 
+@pytest.mark.parametrize("part", ["findings", "observations", "localizations", "exonerated"])
+def test_a_list_stored_as_a_number_reads_as_none_kept(part: str) -> None:
+    """A damaged row's list that is a number reads as empty (it was a TypeError: a traceback)."""
+    assert getattr(read_soak_result({part: 5}), part) == ()
+
+
 def test_older_knob_values_read_as_text_and_the_config_column_fills_in() -> None:
     row = {"id": 1, "at": AT, "ok": False, "result": {},
            "config": {"sessions": 2, "knobs": {"decode/K": "512", "K": "1", "N": 7}}}  # fmt: skip

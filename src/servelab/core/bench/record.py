@@ -3,11 +3,11 @@ through :mod:`servelab.core.ledger.codec`)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
-from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.bench.shapes import StoredBenchConfig, StoredRequestRecord, StoredRunSummary
+from servelab.core.ledger.codec import OMITTED_IF_NONE, Stored
 
 __all__ = ["BenchRunRecord"]
 
@@ -19,11 +19,11 @@ class BenchRunRecord:
     id: int
     at: str
     label: str | None
-    #: JSON, as bench wrote them: its config and its run's summary (types above this layer)
-    config: Mapping[str, Any]
-    summary: Mapping[str, Any]
+    #: as bench wrote them, of any age: its config and its run's summary
+    config: Stored[StoredBenchConfig]
+    summary: Stored[StoredRunSummary]
     n_records: int = 0
-    #: JSON: the per-request records as stored (older ledgers hold other shapes too)
-    records: Annotated[tuple[Mapping[str, Any], ...] | None, OMITTED_IF_NONE] = None
+    #: the per-request records as stored (older ledgers hold other shapes too)
+    records: Annotated[tuple[Stored[StoredRequestRecord], ...] | None, OMITTED_IF_NONE] = None
     #: when ``ledger prune`` removed its records
     records_pruned_at: Annotated[str | None, OMITTED_IF_NONE] = None

@@ -117,7 +117,7 @@ def _lenient(kind: type[T], value: object) -> T | None:
         return None
 
 
-def _counts(failures: Mapping[object, object]) -> dict[str, int]:
+def _counts(failures: Mapping[str, object]) -> dict[str, int]:
     return {
         str(k): v for k, v in failures.items() if isinstance(v, int) and not isinstance(v, bool)
     }

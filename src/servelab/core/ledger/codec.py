@@ -17,6 +17,11 @@ A field's JSON name may differ from its Python name (``Annotated[str, Field(alia
 is left out of the JSON while it is None. A property marked ``@computed_field`` is written too (a
 derived number the JSON shows) and ignored when read.
 
+A part stored as it was written, of any age (a bench run's config, summary and per-request
+records, each a ``TypedDict`` of the keys its readers read), is typed :data:`Stored`: decoding
+checks it is a JSON object and keeps it as it came, encoding writes it back as it is (its
+non-finite floats as ``null``), so ``ledger export`` gives the bytes it always gave.
+
 Decoding is lax where JSON is lossy (a list reads as a tuple, an int as a float, ``"64"`` as the
 key 64) and ignores keys the type does not name. A row written by an older servelab whose shape
 differs is not this module's concern: its reader (``upgrade_*`` beside the type) turns it into
@@ -35,7 +40,7 @@ from pydantic_core import SchemaValidator, core_schema
 
 from servelab.errors import RecordError
 
-__all__ = ["OMITTED_IF_NONE", "JsonObject", "Omitted", "decode", "encode", "finite"]
+__all__ = ["OMITTED_IF_NONE", "JsonObject", "Omitted", "Stored", "decode", "encode", "finite"]
 
 T = TypeVar("T")
 
@@ -53,6 +58,30 @@ def _is_none(value: Any) -> bool:
 OMITTED_IF_NONE: Any = Field(exclude_if=_is_none)
 #: ``Omitted[X]``: ``X | None``, left out of the JSON while it is None (a datum not known).
 Omitted = Annotated[T | None, OMITTED_IF_NONE]
+
+
+def _json_object(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    return value
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+class _AsStored:
+    """The schema of :data:`Stored`: a JSON object read and written as it is (its type's own
+    schema is never built: it names keys for mypy and the readers, not for the codec)."""
+
+    def __get_pydantic_core_schema__(self, _source: Any, _handler: Any) -> Any:
+        return core_schema.no_info_plain_validator_function(
+            _json_object, serialization=core_schema.plain_serializer_function_ser_schema(_as_is)
+        )
+
+
+#: ``Stored[X]`` (``X`` a ``TypedDict``): a JSON object stored as it was written, of any age.
+Stored = Annotated[T, _AsStored()]
 
 _ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
 _VALIDATORS: dict[Any, SchemaValidator] = {}

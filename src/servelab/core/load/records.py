@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 import orjson
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.load.chat import ChatChoice, ChatChunk, ChatDelta, ChatUsage, chunk_of
 from servelab.core.load.sse import Event, SSEDecoder
 from servelab.core.redaction import redact
 
@@ -134,7 +133,7 @@ class RequestRecord:
             self.error_detail = _quoted_detail(detail)
 
 
-def _cached_tokens(usage: Mapping[str, Any]) -> int | None:
+def _cached_tokens(usage: ChatUsage) -> int | None:
     """The cached prompt tokens a ``usage`` object reports: ``prompt_tokens_details
     .cached_tokens``, 0 for a ``null`` details object (SGLang with ``--enable-cache-report``
     when none was cached), None when it says nothing (no details: the report is off)."""
@@ -162,7 +161,7 @@ def usage_count(value: object, bound: int) -> int | None:
     return value if type(value) is int and 0 <= value <= bound else None
 
 
-def _content_of(choice: JsonObject) -> str:
+def _content_of(choice: ChatChoice) -> str:
     """The text a choice's chunk carries: its content, reasoning, or a tool call's arguments (an
     agent's answer is often a tool call: its fragments are its tokens)."""
     delta = choice.get("delta")
@@ -173,7 +172,7 @@ def _content_of(choice: JsonObject) -> str:
     return text if isinstance(text, str) else ""
 
 
-def _arguments(delta: JsonObject) -> str:
+def _arguments(delta: ChatDelta) -> str:
     """The argument fragments of a delta's tool calls, joined ("" without any)."""
     calls = delta.get("tool_calls")
     if not isinstance(calls, list):
@@ -238,11 +237,12 @@ class StreamAccumulator:
             self.record.event_tokens.append(1 if token.end(1) > token.start(1) else 0)
         else:
             try:
-                chunk = orjson.loads(data)
+                parsed = orjson.loads(data)
             except orjson.JSONDecodeError:  # not strict JSON, or not UTF-8: the standard way
-                chunk = _NOT_STRICT
+                parsed = _NOT_STRICT
+            chunk = chunk_of(parsed) if type(parsed) is dict else None
             if (
-                type(chunk) is dict
+                chunk is not None
                 and "error" not in chunk
                 and chunk.get("object") != "error"
                 and not _inexact(chunk)
@@ -252,8 +252,9 @@ class StreamAccumulator:
                 text = data.decode("utf-8", "replace")
                 self._on_parsed(_parse(text), text, t_ns)
 
-    def _on_parsed(self, chunk: object, data: str, t_ns: int) -> None:
-        if not isinstance(chunk, dict):
+    def _on_parsed(self, parsed: object, data: str, t_ns: int) -> None:
+        chunk = chunk_of(parsed)
+        if chunk is None:
             self._break(REASON_MALFORMED, data)
         elif "error" in chunk or chunk.get("object") == "error":
             self._break(REASON_SERVER_ERROR, data)
@@ -264,7 +265,7 @@ class StreamAccumulator:
         self._broken = True
         self.record.fail(reason, detail)
 
-    def _on_chunk(self, chunk: JsonObject, t_ns: int) -> None:
+    def _on_chunk(self, chunk: ChatChunk, t_ns: int) -> None:
         choices = chunk.get("choices") or []
         tokens = 0
         for c in choices:
@@ -279,7 +280,7 @@ class StreamAccumulator:
             self.record.event_ns.append(t_ns)
             self.record.event_tokens.append(tokens)
 
-    def _on_usage(self, usage: Mapping[str, object], tokens: int) -> int:
+    def _on_usage(self, usage: ChatUsage, tokens: int) -> int:
         """Take a chunk's ``usage`` when believable (:func:`usage_count`); returns the chunk's
         tokens (usage's increase when the chunk carries content). After one unbelievable count
         usage is ignored: the record is flagged and keeps its counted events."""
@@ -394,7 +395,7 @@ _ONE_TOKEN = re.compile(
 )
 
 
-def _inexact(chunk: JsonObject) -> bool:
+def _inexact(chunk: ChatChunk) -> bool:
     """orjson reads an integer beyond 64 bits as a float, the standard library as an int: the
     only difference in what the interpretation reads (the usage counts)."""
     usage = chunk.get("usage")
@@ -408,12 +409,13 @@ def _parse(data: str) -> object:
     by orjson where that gives the same, else by ``json`` (NaN, Infinity, lone surrogates, a
     byte-order mark, integers beyond 64 bits)."""
     try:
-        chunk = orjson.loads(data)
+        parsed = orjson.loads(data)
     except orjson.JSONDecodeError:
         pass
     else:
-        if type(chunk) is not dict or not _inexact(chunk):
-            return chunk
+        chunk = chunk_of(parsed) if type(parsed) is dict else None
+        if chunk is None or not _inexact(chunk):
+            return parsed
     try:
         return json.loads(data)
     except ValueError:

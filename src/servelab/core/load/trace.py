@@ -32,10 +32,10 @@ import hashlib
 import math
 import re
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any
+from typing import Literal, TypedDict
 
 import orjson
 
@@ -52,6 +52,7 @@ __all__ = [
     "MAX_TRACE_MS",
     "MAX_WINDOW_REQUESTS",
     "PromptBuilder",
+    "TraceLine",
     "TracePlan",
     "TraceReader",
     "TraceSession",
@@ -165,7 +166,23 @@ _CAPS = {"input_length": MAX_TOKENS, "output_length": MAX_TOKENS,
 _BOM = b"\xef\xbb\xbf"
 
 
-def _number(entry: Mapping[str, Any], key: str, line: int, *, whole: bool) -> float | None:
+class TraceLine(TypedDict, total=False):
+    """One line of a Mooncake trace: the fields read (the module docstring), as the format
+    types them; a line's values are checked where read (:func:`_number`, :func:`_turn`), each
+    error naming the line and the field."""
+
+    timestamp: float
+    input_length: int
+    output_length: int
+    hash_ids: list[int]
+    session_id: str | int
+    delay: float
+
+
+_NumberKey = Literal["timestamp", "input_length", "output_length", "delay"]
+
+
+def _number(entry: TraceLine, key: _NumberKey, line: int, *, whole: bool) -> float | None:
     value = entry.get(key)
     if value is None:
         return None
@@ -196,7 +213,7 @@ def check_replay(span_ms: float, speedup: float) -> None:
         )
 
 
-def _turn(entry: Mapping[str, Any], line: int) -> TraceTurn:
+def _turn(entry: TraceLine, line: int) -> TraceTurn:
     sizes = [_number(entry, key, line, whole=True) for key in ("input_length", "output_length")]
     if sizes[0] is None or sizes[0] < 1:
         raise TraceError(f"line {line}: input_length (a whole number ≥ 1) is required")
@@ -240,7 +257,7 @@ class TraceReader:
         if not raw.strip():
             return []
         try:
-            entry = orjson.loads(raw)
+            entry: TraceLine = orjson.loads(raw)  # checked below, field by field
         except orjson.JSONDecodeError:
             raise TraceError(f"line {self._line}: not a JSON object{_why(raw)}") from None
         if not isinstance(entry, dict):

@@ -16,7 +16,7 @@ import json
 import random
 from dataclasses import dataclass, field
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.load.chat import ChatChoice, ChatMessage, ChatTool, ChunkToolCall, chunk_of
 from servelab.core.load.sse import Event
 from servelab.core.load.workload import make_prompt
 from servelab.core.soak.body import ChatBody
@@ -38,7 +38,7 @@ __all__ = [
 ]
 
 #: Tool definitions sent with every agentic request (OpenAI "function" tools).
-TOOLS: tuple[JsonObject, ...] = (
+TOOLS: tuple[ChatTool, ...] = (
     {
         "type": "function",
         "function": {
@@ -107,13 +107,15 @@ class Message:
     tool_call_id: str | None = None
 
 
-def _sent(message: Message) -> JsonObject:
+def _sent(message: Message) -> ChatMessage:
     """``message`` as the request carries it: ``role``, a tool result's ``tool_call_id``,
     ``content``, an assistant's ``tool_calls`` (OpenAI's function calls), in that order."""
-    doc: JsonObject = {"role": message.role}
+    doc: ChatMessage
     if message.tool_call_id is not None:
-        doc["tool_call_id"] = message.tool_call_id
-    doc["content"] = message.content
+        doc = {"role": message.role, "tool_call_id": message.tool_call_id,
+               "content": message.content}  # fmt: skip
+    else:
+        doc = {"role": message.role, "content": message.content}
     if message.tool_calls:
         doc["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
@@ -167,16 +169,16 @@ class AnswerAssembler:
         if event.data == "[DONE]":
             return
         try:
-            chunk = json.loads(event.data)
+            chunk = chunk_of(json.loads(event.data))
         except ValueError:
             return
-        if not isinstance(chunk, dict):
+        if chunk is None:
             return
         for choice in chunk.get("choices") or []:
             if isinstance(choice, dict):
                 self._on_choice(choice)
 
-    def _on_choice(self, choice: JsonObject) -> None:
+    def _on_choice(self, choice: ChatChoice) -> None:
         if isinstance(choice.get("finish_reason"), str):
             self._finish = choice["finish_reason"]
         delta = choice.get("delta")
@@ -190,7 +192,7 @@ class AnswerAssembler:
             if isinstance(raw, dict):
                 self._on_call(raw)
 
-    def _on_call(self, raw: JsonObject) -> None:
+    def _on_call(self, raw: ChunkToolCall) -> None:
         index = raw.get("index", len(self._calls))
         part = self._calls.setdefault(index if isinstance(index, int) else 0, _PartialCall())
         if isinstance(raw.get("id"), str) and raw["id"]:
@@ -287,7 +289,7 @@ class Conversation:
         return ChatBody.of(
             model=model,
             messages=[_sent(m) for m in self.messages],
-            tools=[dict(t) for t in TOOLS],
+            tools=[t.copy() for t in TOOLS],
             tool_choice="auto",
             max_tokens=max_tokens,
             temperature=0,

@@ -16,16 +16,12 @@ failure's payload size).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
-from servelab.core.ledger.codec import JsonObject
+from servelab.core.load.chat import ChatFields, ChatRequest, KvTransferParams
 from servelab.core.soak.clock import expected_tokens
 
 __all__ = ["ChatBody"]
-
-#: The keys a probe of a smaller prompt leaves out (the tools are part of the prompt).
-_TOOL_KEYS = ("tools", "tool_choice")
 
 
 class ChatBody:
@@ -34,18 +30,18 @@ class ChatBody:
     __slots__ = ("_doc", "_raw")
 
     def __init__(self) -> None:
-        self._doc: JsonObject = {}
+        self._doc: ChatRequest = {"model": "", "messages": []}
         self._raw: bytes | None = None
 
     @classmethod
-    def of(cls, **fields: object) -> ChatBody:
+    def of(cls, **fields: Unpack[ChatRequest]) -> ChatBody:
         """A body of ``fields``, in the order given (``model=..., messages=[...], ...``)."""
         return _wrap(fields)
 
     @classmethod
     def decoded(cls, raw: bytes) -> ChatBody:
         """A body sent as ``raw`` (JSON bytes of an object; anything else is a ValueError)."""
-        doc = json.loads(raw)
+        doc: ChatRequest = json.loads(raw)  # servelab's own body, sent before: read back as one
         if not isinstance(doc, dict):
             raise ValueError("a chat request body is a JSON object")
         return _wrap(doc)
@@ -79,14 +75,15 @@ class ChatBody:
         """The longest answer it may get (:func:`~servelab.core.soak.clock.expected_tokens`)."""
         return expected_tokens(self._doc)
 
-    def with_fields(self, **fields: object) -> ChatBody:
+    def with_fields(self, **fields: Unpack[ChatFields]) -> ChatBody:
         """``fields`` set: a key the body has keeps its place, a new one goes last."""
-        return _wrap({**self._doc, **fields})
+        out: ChatRequest = {**self._doc, **fields}
+        return _wrap(out)
 
     def streamed(self, stream: bool) -> ChatBody:
         """Streamed or not; not streamed, without ``stream_options`` (a streamed body keeps
         whatever it had)."""
-        out = {**self._doc, "stream": stream}
+        out: ChatRequest = {**self._doc, "stream": stream}
         if not stream:
             out.pop("stream_options", None)
         return _wrap(out)
@@ -97,7 +94,7 @@ class ChatBody:
         messages = self._doc.get("messages")
         if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
             return self
-        last = dict(messages[-1])
+        last = messages[-1].copy()
         content = last.get("content")
         if isinstance(content, str):
             last["content"] = marker + content
@@ -109,14 +106,17 @@ class ChatBody:
 
     def prompt_of(self, other: ChatBody) -> ChatBody:
         """This body with ``other``'s messages and no tools (the answer's length kept)."""
-        small = {k: v for k, v in self._doc.items() if k not in _TOOL_KEYS}
-        return _wrap(small | {"messages": list(other._doc["messages"])})
+        small = self._doc.copy()
+        small.pop("tools", None)  # the tools are part of the prompt
+        small.pop("tool_choice", None)
+        small["messages"] = list(other._doc["messages"])
+        return _wrap(small)
 
-    def prefill_leg(self, remote: Mapping[str, object]) -> ChatBody:
+    def prefill_leg(self, remote: KvTransferParams) -> ChatBody:
         """vllm-router's prefill leg of this body: one token, not streamed, with
         ``kv_transfer_params`` ``remote`` (asking for a remote decode)."""
-        leg = {**self._doc, "max_tokens": 1, "min_tokens": 1, "stream": False,
-               "kv_transfer_params": dict(remote)}  # fmt: skip
+        leg: ChatRequest = {**self._doc, "max_tokens": 1, "min_tokens": 1, "stream": False,
+                            "kv_transfer_params": remote.copy()}  # fmt: skip
         leg.pop("stream_options", None)
         if "max_completion_tokens" in leg:
             leg["max_completion_tokens"] = 1
@@ -125,28 +125,29 @@ class ChatBody:
     def shrunk(self, limit: int) -> ChatBody:
         """Cut down to about ``limit`` bytes: the oldest turns dropped (system and tools kept,
         no tool result left without its call), then the last turn's text truncated."""
-        messages = [dict(m) for m in self._doc.get("messages", [])]
+        messages = [m.copy() for m in self._doc.get("messages", [])]
         system = [m for m in messages if m.get("role") == "system"]
         turns = [m for m in messages if m.get("role") != "system"]
-        out = dict(self._doc)
-        while len(turns) > 1 and _size(out | {"messages": system + turns}) > limit:
+        out = self._doc.copy()
+        while len(turns) > 1 and _size({**out, "messages": system + turns}) > limit:
             turns.pop(0)
             while len(turns) > 1 and turns[0].get("role") in ("tool", "assistant"):
                 turns.pop(0)
         out["messages"] = system + turns
         last = turns[-1] if turns else None
-        if last is not None and isinstance(last.get("content"), str):
+        text = None if last is None else last.get("content")
+        if last is not None and isinstance(text, str):
             excess = _size(out) - limit
             if excess > 0:
-                last["content"] = last["content"][: max(1, len(last["content"]) - excess)]
+                last["content"] = text[: max(1, len(text) - excess)]
         return _wrap(out)
 
 
-def _wrap(doc: Mapping[str, Any]) -> ChatBody:
+def _wrap(doc: ChatRequest) -> ChatBody:
     body = ChatBody()
-    body._doc = dict(doc)
+    body._doc = doc.copy()
     return body
 
 
-def _size(doc: JsonObject) -> int:
+def _size(doc: ChatRequest) -> int:
     return len(json.dumps(doc).encode())

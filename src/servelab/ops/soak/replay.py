@@ -35,6 +35,7 @@ from time import perf_counter_ns
 from typing import Any
 from urllib.parse import urlsplit
 
+from servelab.core.load.chat import KvTransferParams
 from servelab.core.load.records import REASON_MALFORMED, RequestRecord
 from servelab.core.soak.agentic import e2e_probe_body
 from servelab.core.soak.body import ChatBody
@@ -62,8 +63,10 @@ __all__ = ["holds", "pairs_of", "replay_matrix"]
 
 _ROOM_BITS = 63
 #: What vllm-router puts in a prefill leg (vllm-router 0.1.17, ``vllm_pd_router.rs``).
-_REMOTE_DECODE = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
-                  "remote_block_ids": None, "remote_host": None, "remote_port": None}  # fmt: skip
+_REMOTE_DECODE: KvTransferParams = {
+    "do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+    "remote_block_ids": None, "remote_host": None, "remote_port": None,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
