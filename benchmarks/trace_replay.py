@@ -99,9 +99,11 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
               "| client late |")  # fmt: skip
         print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
         plan = [(k, n, t) for k in range(runs) for n in workers for t in trees]
-        for j, (k, n, (tree, src)) in enumerate(plan):  # interleaved: load falls on each alike
+        # interleaved: load falls on each tree alike; a seed each: no replay finds the prompts
+        # of the one before it in the server's cache (the same seed's would all be hits)
+        for j, (k, n, (tree, src)) in enumerate(plan):
             args = ["--url", stack.router_url, "--trace", str(trace), "--speedup", str(speedup),
-                    "--seed", str(j // len(trees)), "--warmup", str(WARMUP),
+                    "--seed", str(j), "--warmup", str(WARMUP),
                     "--idle-timeout", "120", "--workers", str(n)]  # fmt: skip
             with tempfile.TemporaryDirectory() as out:
                 doc, _rss, _wall = _bench([*args, "--export", out], nice, src=src)
