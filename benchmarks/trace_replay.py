@@ -6,7 +6,8 @@ Two measurements, each printed as a table (run with ``--schedule``, ``--memory``
 times through the real sglang-router and the simulated workers (cache report on), each by
 ``servelab bench --trace`` as a real process; per run the dispatch delay (a request's send −
 its scheduled instant: a start's recorded offset, a later turn's answer + its delay) p50 / p99 /
-max over every request, the hit rate, and the load average while it ran.
+max over every request, the hit rate, the load average while it ran, and the latest request of
+the replay's first instant (the moment its clock starts).
 
 ``--bursty``: the same, of a burst-heavy trace instead (``servelab trace generate --kind agentic
 --sessions 72 --rate 12 --turns 1 2 --resolution-ms 1000``: ~12 sessions start on each whole
@@ -96,8 +97,8 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
               "starts (before it, on that instant's time)")  # fmt: skip
         print("| run | tree | workers | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms "
               "| loop lag p99 ms | hit rate | load avg | by position in a burst: p99 ms (n) "
-              "| client late |")  # fmt: skip
-        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+              "| first instant: max ms (n) | client late |")  # fmt: skip
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
         plan = [(k, n, t) for k in range(runs) for n in workers for t in trees]
         # interleaved: load falls on each tree alike; a seed each: no replay finds the prompts
         # of the one before it in the server's cache (the same seed's would all be hits)
@@ -116,7 +117,8 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
             who = f"yes (p99 {d['p99']:.1f} ms)" if d["p99"] > 2.0 else "no"
             print(f"| {k + 1} | {tree} | {n} | {level['requests']} | {d['median']:.3f} | "
                   f"{d['p99']:.3f} | {d['max']:.3f} | {late} | {lag:.1f} | {hit:.3f} | "
-                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} | {who} |")  # fmt: skip
+                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} | {_first_instant(rows)} | "
+                  f"{who} |")  # fmt: skip
     finally:
         stack.stop()
 
@@ -132,6 +134,14 @@ def _by_position(rows: list[dict[str, int]]) -> str:
             key = "1st" if pos == 1 else "2-5" if pos <= 5 else "6-10" if pos <= 10 else "11+"
             groups[key].append((row["sent_ns"] - row["scheduled_ns"]) / 1e6)
     return ", ".join(f"{key} {_p99(ms):.2f} ({len(ms)})" for key, ms in groups.items() if ms)
+
+
+def _first_instant(rows: list[dict[str, int]]) -> str:
+    """The dispatch delay of the requests of the replay's first instant (its clock's start): the
+    latest of them, and how many there are."""
+    first = min(r["scheduled_ns"] for r in rows)
+    ms = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in rows if r["scheduled_ns"] == first]
+    return f"{max(ms):.2f} ({len(ms)})"
 
 
 def _p99(values: list[float]) -> float:
