@@ -6,7 +6,8 @@ Two measurements, each printed as a table (run with ``--schedule``, ``--memory``
 times through the real sglang-router and the simulated workers (cache report on), each by
 ``servelab bench --trace`` as a real process; per run the dispatch delay (a request's send −
 its scheduled instant: a start's recorded offset, a later turn's answer + its delay) p50 / p99 /
-max over every request, the hit rate, and the load average while it ran.
+max over every request, the hit rate, the load average while it ran, and the latest request of
+the replay's first instant (the moment its clock starts).
 
 ``--bursty``: the same, of a burst-heavy trace instead (``servelab trace generate --kind agentic
 --sessions 72 --rate 12 --turns 1 2 --resolution-ms 1000``: ~12 sessions start on each whole
@@ -15,7 +16,11 @@ the dispatch delay also by a request's position in its burst (the requests sched
 instant, in the trace's order). ``--workers 1 2``: each run replayed by one bench process and by
 two worker processes (``bench --workers 2``: the conversations dealt between them, one clock),
 in turn, so the two are side by side at the same load. The dispatch delay is the client's own
-lateness (no server can delay a send); "client late" says when its p99 is above 2 ms.
+lateness (no server can delay a send); "client late" says when its p99 is above 2 ms. ``--src
+LABEL=DIR`` (repeatable): each run by each of these ``src`` folders' code in turn (``PYTHONPATH``),
+interleaved on one stack so the machine's load falls on each alike: a change before and after
+it side by side (``git archive main src | tar -x -C /tmp/before``, then ``--src before=/tmp/
+before/src --src after=src``).
 
 ``--memory``: long-tail chat traces of ``--sizes`` requests (``servelab trace generate --kind
 chat``, answers of a few tokens so the server is not the limit) replayed by ``servelab bench
@@ -25,7 +30,8 @@ resident memory of the bench process (``ru_maxrss`` from ``wait4``), next to a 1
 replay's (``--ledger``: each replay also recorded in a ledger, as ``bench`` does by default).
 
     .venv/bin/python benchmarks/trace_replay.py --schedule --runs 5 [--client-nice -10]
-    .venv/bin/python benchmarks/trace_replay.py --bursty --runs 3 [--trace FILE] [--workers 1 2]
+    .venv/bin/python benchmarks/trace_replay.py --bursty --runs 3 [--trace FILE] [--workers 1 2] \
+        [--src before=/tmp/before/src --src after=src]
     .venv/bin/python benchmarks/trace_replay.py --memory --sizes 1000 10000 100000 --speedup 200 \
         [--ledger]
 """
@@ -52,19 +58,21 @@ from tests.support.stack import start_stack  # noqa: E402
 
 TRACE = ROOT / "examples" / "traces" / "agentic.jsonl"
 SERVELAB = [sys.executable, "-m", "servelab"]
+WARMUP = 4  # requests each bench sends before its run (--warmup)
 
 
 def _bench(
-    args: list[str], nice: int = 0, ledger: Path | None = None
+    args: list[str], nice: int = 0, ledger: Path | None = None, src: Path | None = None
 ) -> tuple[dict[str, Any], int, float]:
     """``servelab bench ARGS --json`` as a child (its niceness raised by ``nice``, lowered
-    when negative), recording in ``ledger`` (None: no ledger): its document, its peak RSS (KiB,
-    from ``wait4``), wall seconds."""
+    when negative; ``src``: that ``src`` folder's code, not this tree's), recording in ``ledger``
+    (None: no ledger): its document, its peak RSS (KiB, from ``wait4``), wall seconds."""
     t0 = time.monotonic()
+    env = None if src is None else dict(os.environ, PYTHONPATH=str(src))
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         where = ["--no-ledger"] if ledger is None else ["--ledger", str(ledger)]
         proc = subprocess.Popen([*SERVELAB, "bench", *args, "--json", *where],
-                                stdout=out, stderr=err,
+                                stdout=out, stderr=err, env=env,
                                 preexec_fn=(lambda: os.nice(nice)) if nice else None)  # fmt: skip
         _pid, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -76,22 +84,30 @@ def _bench(
 
 
 def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Path = TRACE,
-             workers: tuple[int, ...] = (1,)) -> None:  # fmt: skip
+             workers: tuple[int, ...] = (1,),
+             trees: tuple[tuple[str, Path | None], ...] = (("this", None),)) -> None:  # fmt: skip
     stack = start_stack(time_scale=time_scale, env={"SERVELAB_SIM_WARMUP_S": "0"},
                         decode_args=["--enable-cache-report"])  # fmt: skip
     try:
         print(f"trace {trace.name}, speedup {speedup:g}, time scale {time_scale:g}, "
               f"client niceness {nice:+d}")  # fmt: skip
-        print("| run | workers | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms "
+        print(f"warm-up: each bench sends {WARMUP} closed-loop requests on its kept-alive "
+              "connections before its replay (--warmup); since a07d4a58 a replay also builds "
+              "its first instant's requests and opens their connections before its clock "
+              "starts (before it, on that instant's time)")  # fmt: skip
+        print("| run | tree | workers | requests | dispatch p50 ms | p99 ms | max ms | over 1 ms "
               "| loop lag p99 ms | hit rate | load avg | by position in a burst: p99 ms (n) "
-              "| client late |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
-        for j, (k, n) in enumerate((k, n) for k in range(runs) for n in workers):
+              "| first instant: max ms (n) | client late |")  # fmt: skip
+        print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|")
+        plan = [(k, n, t) for k in range(runs) for n in workers for t in trees]
+        # interleaved: load falls on each tree alike; a seed each: no replay finds the prompts
+        # of the one before it in the server's cache (the same seed's would all be hits)
+        for j, (k, n, (tree, src)) in enumerate(plan):
             args = ["--url", stack.router_url, "--trace", str(trace), "--speedup", str(speedup),
-                    "--seed", str(j), "--warmup", "4", "--idle-timeout", "120",
-                    "--workers", str(n)]  # fmt: skip
+                    "--seed", str(j), "--warmup", str(WARMUP),
+                    "--idle-timeout", "120", "--workers", str(n)]  # fmt: skip
             with tempfile.TemporaryDirectory() as out:
-                doc, _rss, _wall = _bench([*args, "--export", out], nice)
+                doc, _rss, _wall = _bench([*args, "--export", out], nice, src=src)
                 rows = [json.loads(line) for line in (Path(out) / "records.jsonl").open()]
             late = sum((r["sent_ns"] - r["scheduled_ns"]) > 1e6 for r in rows)
             (level,) = doc["levels"]
@@ -99,9 +115,10 @@ def schedule(runs: int, time_scale: float, speedup: float, nice: int, trace: Pat
             hit = level["cache"]["hit_rate"]
             lag = level["client"]["loop_lag_p99_ms"]
             who = f"yes (p99 {d['p99']:.1f} ms)" if d["p99"] > 2.0 else "no"
-            print(f"| {k + 1} | {n} | {level['requests']} | {d['median']:.3f} | {d['p99']:.3f} | "
-                  f"{d['max']:.3f} | {late} | {lag:.1f} | {hit:.3f} | "
-                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} | {who} |")  # fmt: skip
+            print(f"| {k + 1} | {tree} | {n} | {level['requests']} | {d['median']:.3f} | "
+                  f"{d['p99']:.3f} | {d['max']:.3f} | {late} | {lag:.1f} | {hit:.3f} | "
+                  f"{os.getloadavg()[0]:.1f} | {_by_position(rows)} | {_first_instant(rows)} | "
+                  f"{who} |")  # fmt: skip
     finally:
         stack.stop()
 
@@ -117,6 +134,14 @@ def _by_position(rows: list[dict[str, int]]) -> str:
             key = "1st" if pos == 1 else "2-5" if pos <= 5 else "6-10" if pos <= 10 else "11+"
             groups[key].append((row["sent_ns"] - row["scheduled_ns"]) / 1e6)
     return ", ".join(f"{key} {_p99(ms):.2f} ({len(ms)})" for key, ms in groups.items() if ms)
+
+
+def _first_instant(rows: list[dict[str, int]]) -> str:
+    """The dispatch delay of the requests of the replay's first instant (its clock's start): the
+    latest of them, and how many there are."""
+    first = min(r["scheduled_ns"] for r in rows)
+    ms = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in rows if r["scheduled_ns"] == first]
+    return f"{max(ms):.2f} ({len(ms)})"
 
 
 def _p99(values: list[float]) -> float:
@@ -200,18 +225,24 @@ def main() -> None:
         action="store_true",
         help="--memory: record each replay in a ledger (its writer's memory too)",
     )
+    parser.add_argument("--src", action="append", default=[], metavar="LABEL=DIR",
+                        help="--schedule/--bursty: a src folder to measure, interleaved with the "
+                        "others run by run (repeatable; default: this tree's)")  # fmt: skip
     parser.add_argument("--client-nice", type=int, default=0,
-                        help="--schedule: the bench process's niceness change (-10: ahead of "
-                        "the machine's other work)")  # fmt: skip
+                        help="--schedule/--bursty: the bench process's niceness change (-10: "
+                        "ahead of the machine's other work)")  # fmt: skip
     args = parser.parse_args()
+    trees: tuple[tuple[str, Path | None], ...] = tuple(
+        (label, Path(folder).resolve()) for label, _, folder in (s.partition("=") for s in args.src)
+    ) or (("this", None),)
     if args.schedule:
         schedule(args.runs, args.time_scale, args.speedup or 4.0, args.client_nice, TRACE,
-                 tuple(args.workers))  # fmt: skip
+                 tuple(args.workers), trees)  # fmt: skip
     if args.bursty:
         with tempfile.TemporaryDirectory() as tmp:
             trace = args.trace or _bursty_trace(Path(tmp))
             schedule(args.runs, args.time_scale, args.speedup or 1.0, args.client_nice, trace,
-                     tuple(args.workers))  # fmt: skip
+                     tuple(args.workers), trees)  # fmt: skip
     if args.memory:
         memory(args.sizes, args.speedup or 400.0, args.ledger)
     if not (args.schedule or args.bursty or args.memory):

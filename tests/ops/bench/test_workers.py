@@ -4,6 +4,7 @@ one clock, records merged exactly; the split of a run's part, and the connect ph
 from __future__ import annotations
 
 import asyncio
+import os
 import statistics
 from collections.abc import AsyncIterator
 from time import perf_counter_ns
@@ -17,6 +18,7 @@ from servelab.ops.bench.bench import run_bench
 from servelab.ops.bench.jobs import Job
 from servelab.ops.bench.load import slot_starts_ns
 from servelab.ops.bench.part import Part, PartResult, merge, split
+from servelab.ops.bench.workers import ClientSpec, Workers, worker_cpus
 from tests.support.servers import SEEN, Seen, served, streaming_app
 
 
@@ -55,6 +57,19 @@ async def test_two_workers_share_one_clock_and_merge_every_record(server: str) -
     assert result.runs[1].setup_ns == []  # kept alive into the next run
     level = result.levels[0]
     assert (level.client.workers, level.n_ok, level.connect_ms.n) == (2, 32, 4)
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to deal")
+async def test_each_worker_is_held_to_a_cpu_of_its_own(server: str) -> None:
+    """Two workers on two or more CPUs run on two different ones: left to the kernel, both were
+    often woken on one core, and at a trace's instant one cut the other's burst (docs/bench.md)."""
+    allowed = sorted(os.sched_getaffinity(0))
+    async with Workers(2, ClientSpec(server, concurrency=2, idle_timeout_s=5.0)) as workers:
+        assert await workers.open()  # both answered: each opened its connection
+        held = [os.sched_getaffinity(pid) for pid in workers.pids]
+    assert held == [{allowed[0]}, {allowed[1]}]
+    assert worker_cpus(1) == [None]  # one worker: anywhere
+    assert worker_cpus(3)[2] == {allowed[2 % len(allowed)]}  # more workers than CPUs: in turn
 
 
 async def test_low_concurrency_looks_the_same_in_one_or_two_processes() -> None:

@@ -1,7 +1,8 @@
 """``bench --workers N``: N client processes on one clock, each driving a share of the users.
 
 Every worker is a spawned process with its own event loop (uvloop) and its own
-:class:`~servelab.io.http.stream.StreamClient`; the parent only plans and merges. One run is one
+:class:`~servelab.io.http.stream.StreamClient`, held to a CPU of its own (:func:`worker_cpus`);
+the parent only plans and merges. One run is one
 :class:`~servelab.ops.bench.part.Part` split N ways (:func:`~servelab.ops.bench.part.split`) that
 share one ``t0_ns``: ``perf_counter_ns()`` is ``CLOCK_MONOTONIC``, one clock for every process of
 the machine, so the parent picks a t0 a moment ahead and every worker's records are on the same
@@ -37,7 +38,7 @@ from servelab.io.http.stream import StreamClient
 from servelab.ops.bench.part import Part, PartResult, run_part
 from servelab.ops.bench.replay import replay_of
 
-__all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0"]
+__all__ = ["START_AHEAD_S", "ClientSpec", "Workers", "shared_t0", "worker_cpus"]
 
 #: How far ahead of now the parent sets a run's shared t0 (every worker must have it by then).
 START_AHEAD_S = 0.5
@@ -126,12 +127,15 @@ class Workers:
 
     async def __aenter__(self) -> Workers:
         context = multiprocessing.get_context("spawn")
-        for _ in range(self.n):
+        for cpus in worker_cpus(self.n):
             parent, child = context.Pipe()
             proc = context.Process(target=_worker_main, args=(child,), daemon=True)
             proc.start()
             child.close()
             self._procs.append((proc, parent))
+            if cpus is not None and proc.pid is not None:
+                with contextlib.suppress(OSError):  # a worker that could not be held runs anywhere
+                    os.sched_setaffinity(proc.pid, cpus)
         return self
 
     async def __aexit__(
@@ -150,6 +154,11 @@ class Workers:
                 await asyncio.to_thread(proc.join, 5)
             pipe.close()
         self._procs = []
+
+    @property
+    def pids(self) -> list[int]:
+        """The worker processes' ids, in share order."""
+        return [proc.pid for proc, _pipe in self._procs if proc.pid is not None]
 
     def _shares(self, total: int) -> list[int]:
         return [total // self.n + (w < total % self.n) for w in range(self.n)]
@@ -195,6 +204,19 @@ class Workers:
             return await asyncio.to_thread(pipe.recv)
         except EOFError:
             raise RuntimeError("a bench worker process died") from None
+
+
+def worker_cpus(n: int) -> list[set[int] | None]:
+    """The CPU each of ``n`` workers is held to: the CPUs this process may use, dealt in turn
+    (None: any, with one worker, one CPU, or no affinity on this platform). Left to the kernel,
+    two workers that sleep between a trace's instants were often woken on one core, and at an
+    instant one waited for the other's burst (and the router it woke) while the other core ran
+    something else: a burst's share cut for 2-26 ms (docs/bench.md)."""
+    getter = getattr(os, "sched_getaffinity", None)
+    allowed = sorted(getter(0)) if getter is not None and n > 1 else []
+    if len(allowed) < 2:
+        return [None] * n
+    return [{allowed[w % len(allowed)]} for w in range(n)]
 
 
 def shared_t0() -> int:
