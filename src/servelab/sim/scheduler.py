@@ -188,11 +188,12 @@ class DecodeScheduler:
             self._kick.set()
         seq.emitted()
 
-    def _admit(self) -> None:
+    def _admit(self) -> int:
+        """Let joining sequences in while they fit; the KV tokens the batch holds."""
         self._running = [s for s in self._running if not s.cancelled]
         self._joining = [s for s in self._joining if not s.cancelled]
         limits = self._settings.limits
-        used = self.held_tokens + sum(_tokens(s) for s in self._running)
+        used = self.held_tokens + sum([s.ctx_tokens + s.n_out for s in self._running])
         admitted = 0
         for seq in self._joining:
             if len(self._running) >= limits.max_running_requests:
@@ -205,6 +206,7 @@ class DecodeScheduler:
             admitted += 1
         del self._joining[:admitted]
         self._metrics.token_usage = min(1.0, used / limits.pool_tokens)
+        return used - self.held_tokens
 
     def _retract(self, used: int) -> int:
         """Make room for the next step's tokens (see the class); the tokens left in use."""
@@ -234,7 +236,9 @@ class DecodeScheduler:
             seq.n_out += 1
             if perturb is not None:
                 perturb(seq, batch)
-            seq.emitted()
+            sink = seq.sink  # (Sequence.emitted, inlined: once per token)
+            if sink is not None:
+                sink()
             if seq.n_out >= seq.target:
                 seq.done.set()
                 finished = True
@@ -256,7 +260,7 @@ class DecodeScheduler:
         t_next: float | None = None
         while True:
             check_crash(self._crash)
-            self._admit()
+            held = self._admit()
             if self._is_wedged():
                 await self._wait_unwedged()
                 t_next = None
@@ -268,7 +272,7 @@ class DecodeScheduler:
                 t_next = None
                 continue
             t_next = loop.time() if t_next is None else t_next
-            ctx = self._retract(sum(_tokens(s) for s in self._running))
+            ctx = self._retract(held)
             batch = len(self._running)
             step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))
             t_next += step
