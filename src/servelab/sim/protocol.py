@@ -265,9 +265,13 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
 
 
 # ---------------------------------------------------------------------------------------- render
+#: ``json.dumps(..., separators=(",", ":"))`` without building an encoder per call
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def sse(data: dict[str, Any]) -> bytes:
     """One server-sent event carrying ``data`` as compact JSON."""
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + _COMPACT.encode(data).encode() + b"\n\n"
 
 
 def done_event() -> bytes:
