@@ -7,9 +7,11 @@ step time (times the time scale), measured from one t0, so event-loop overhead n
 a late step is followed at once by the next (catch-up) and the lag is recorded.
 
 Emitting a step is cheap: per running sequence one integer increment and one call of its sink,
-which writes the token's event to the connection from the step loop itself (one pre-rendered
-frame + ``json.dumps(piece)`` per token, ``servelab.sim.tokenstream``): no coroutine wakes per
-token. A handler wakes once, when its sequence is done.
+which writes the token's event to the connection from the step loop itself (a ready HTTP/1.1
+chunk from a block rendered ahead, ``servelab.sim.tokenstream``): no coroutine wakes per token.
+A handler wakes once, when its sequence is done. The loop's timer wakes a step up to
+:data:`EARLY_S` early and the step sleeps the rest in the kernel (:func:`sleep_until`): asyncio
+rounds a timer's wait up to whole milliseconds.
 
 Smallest practical time scale on a 2-core box (prefill + decode + real router + a streaming
 closed-loop client, 128 in / 64 out, C64..C96, measured with ``benchmarks/sim_calibration.py``):

@@ -1,9 +1,11 @@
 """Token events written to their connections from the decode step loop.
 
 A streaming response registers a :class:`TokenWriter` as its sequence's sink; the scheduler calls
-it right after each step (``Sequence.sink``), and it renders the step's new token events and
-writes them to the connection's transport at once, as one HTTP/1.1 chunk: no coroutine wakes
-per token, so a step over a batch of B sequences costs B small writes inside one loop callback.
+it right after each step (``Sequence.sink``), and it writes the step's new token events to the
+connection's transport at once, as one HTTP/1.1 chunk: no coroutine wakes per token, so a step
+over a batch of B sequences costs B small writes inside one loop callback. A plain-text output's
+events are rendered :data:`_BLOCK` at a time, each already framed as its chunk, so a token costs
+a list index and a write.
 The handler sleeps until its sequence is done (or its client went away) and only writes the
 response's first and last events itself, through aiohttp.
 
