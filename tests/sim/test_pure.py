@@ -10,7 +10,7 @@ from servelab.core.knobs.rules import ENV_ALLOW_LIST
 from servelab.errors import SimError
 from servelab.sim.faults import ENV_VARS, AbortTracker, Faults, parse_flag, parse_wedge
 from servelab.sim.metrics import WorkerMetrics
-from servelab.sim.protocol import GenRequest, RequestError, final_body, parse_request
+from servelab.sim.protocol import GenRequest, RequestError, decode_body, final_body, parse_request
 from servelab.sim.proxyfaults import PROXY_ENV_VARS
 from servelab.sim.settings import load_settings
 from servelab.sim.text import count_tokens, plan_output
@@ -188,3 +188,31 @@ def test_token_frame_matches_the_general_renderer(api: str) -> None:
     assert token_frame(gen, gen.items[0], out, "rid", 5) is None
     if tool_out.tool_name is not None:
         assert token_frame(req, req.items[0], tool_out, "rid", 5) is None
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b'{"model": "m", "messages": [{"role": "user", "content": "caf\\u00e9 \xe2\x82\xac"}]}',
+        b'{"bootstrap_room": 123456789012345678901234, "max_tokens": 18446744073709551616}',
+        b'{"bootstrap_room": 9223372036854775807, "t": -0, "f": 1.5e3, "e": 0.1}',
+        b'{"temperature": NaN, "top_p": Infinity, "x": -Infinity}',
+        b'{"content": "\\ud800 lone"}',
+        b'{"a": 1, "a": 2}',
+        b"[1, 2, 3]",
+        b"\xef\xbb\xbf{}",
+        b'"text"',
+    ],
+)
+def test_a_body_decodes_as_the_standard_library_decodes_it(raw: bytes) -> None:
+    got, want = decode_body(raw), json.loads(raw)
+    assert repr(got) == repr(want)  # NaN too, and ints stay ints
+
+
+@pytest.mark.parametrize("raw", [b"{", b"", b"\xff\xfe{", b'{"a": 1}x'])
+def test_a_bad_body_raises_what_the_standard_library_raises(raw: bytes) -> None:
+    with pytest.raises(ValueError) as ours:
+        decode_body(raw)
+    with pytest.raises(ValueError) as theirs:
+        json.loads(raw)
+    assert type(ours.value) is type(theirs.value)

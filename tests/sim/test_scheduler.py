@@ -14,7 +14,14 @@ from servelab.sim.limits import Limits, resolve
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.prefillscheduler import PrefillJob, order_waiting, take_batch
 from servelab.sim.profile import DEFAULT_PROFILE, decode_step_s
-from servelab.sim.scheduler import LAG_BUCKET_S, DecodeScheduler, Sequence, StepLag
+from servelab.sim.scheduler import (
+    EARLY_S,
+    LAG_BUCKET_S,
+    DecodeScheduler,
+    Sequence,
+    StepLag,
+    sleep_until,
+)
 from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import plan_output
 
@@ -60,6 +67,35 @@ async def test_knob_512_is_faster_at_c64_by_the_model_ratio() -> None:
     model = _expected(512, 0.05, 64, 40) / _expected(256, 0.05, 64, 40)
     assert fast < slow
     assert abs(fast / slow - model) < 0.08
+
+
+class _TimerLog(asyncio.SelectorEventLoop):
+    """A real event loop that notes when each timer asked for is due."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.due: list[float] = []
+
+    def call_at(self, when, callback, *args, context=None):  # type: ignore[no-untyped-def,override]
+        self.due.append(when)
+        return super().call_at(when, callback, *args, context=context)
+
+
+def test_a_step_sleeps_its_last_millisecond_in_the_kernel() -> None:
+    """asyncio's timers wait whole milliseconds, rounded up (a step woke up to 1 ms late): the
+    loop's timer is set :data:`EARLY_S` before the deadline, the rest is slept in the kernel,
+    and the step never wakes early. A short step is woken a tenth of itself early at most."""
+    loop = _TimerLog()
+    try:
+        for step in (0.02, 0.004):
+            loop.due.clear()
+            deadline = loop.time() + 0.0035
+            loop.run_until_complete(sleep_until(loop, deadline, step))
+            assert loop.time() >= deadline
+            early = min(EARLY_S, step / 10)
+            assert loop.due and max(loop.due) <= deadline - early / 2, (loop.due, deadline)
+    finally:
+        loop.close()
 
 
 def test_the_lateness_histogram_counts_each_step_in_its_bucket() -> None:

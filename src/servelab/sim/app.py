@@ -33,7 +33,14 @@ from servelab.errors import SimError
 from servelab.sim.bootstrap import bootstrap_app
 from servelab.sim.engineargs import SglangArgs
 from servelab.sim.httplog import server_logger
-from servelab.sim.protocol import Api, GenRequest, RequestError, done_event, parse_request
+from servelab.sim.protocol import (
+    Api,
+    GenRequest,
+    RequestError,
+    decode_body,
+    done_event,
+    parse_request,
+)
 from servelab.sim.respond import client_gone, request_facts, respond, unless_gone
 from servelab.sim.serverinfo import sglang_server_info
 from servelab.sim.settings import WorkerSettings
@@ -140,7 +147,7 @@ async def faults(request: web.Request) -> web.Response:
 # ------------------------------------------------------------------------------------ generation
 async def _read(request: web.Request, api: Api) -> GenRequest | web.Response:
     try:
-        body = json.loads(await request.read())
+        body = decode_body(await request.read())
     except (ValueError, UnicodeDecodeError):
         return _error(400, "the request body is not valid JSON")
     parsed = parse_request(api, body, _worker(request).settings.served_model_name)

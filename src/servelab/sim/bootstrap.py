@@ -192,6 +192,12 @@ class _Watch:
         self.waiters = {}
 
 
+def _look_again(fut: asyncio.Future[RoomInfo | None]) -> None:
+    """A waiter's time to look at its room and its deadline again."""
+    if not fut.done():
+        fut.set_result(None)
+
+
 class BootstrapClient:
     """The decode side: find a room on a prefill's bootstrap server, within a deadline."""
 
@@ -264,8 +270,11 @@ class BootstrapClient:
                 fut = watch.waiters.get(room)
                 if fut is None or fut.done():
                     fut = watch.waiters[room] = loop.create_future()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(fut), min(left, _RECHECK_S))
+                recheck = loop.call_later(min(left, _RECHECK_S), _look_again, fut)
+                try:  # (a timer, not wait_for; shielded: items of one request share a room)
+                    await asyncio.shield(fut)
+                finally:
+                    recheck.cancel()
             return None
         finally:
             watch.waiters.pop(room, None)

@@ -8,8 +8,11 @@ events and a non-streamed body here, each output token's event in :mod:`servelab
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, assert_never
+
+import orjson
 
 from servelab.sim.limits import CachedTokens
 from servelab.sim.logprobs import chat_logprobs, completion_logprobs, requested_logprobs
@@ -22,6 +25,7 @@ __all__ = [
     "GenRequest",
     "RequestError",
     "add_logprobs",
+    "decode_body",
     "done_event",
     "envelope",
     "final_body",
@@ -264,10 +268,30 @@ def parse_request(api: Api, body: Any, served_model: str) -> GenRequest | Reques
     )  # fmt: skip
 
 
+#: 19 digits in a row: an integer orjson would read beyond 64 bits (as a float, not an int)
+_LONG_DIGITS = re.compile(rb"[0-9]{19}")
+
+
+def decode_body(raw: bytes) -> Any:
+    """A request body as ``json.loads`` reads it (raising what it raises), by orjson when that
+    gives the same: not for a body with 19 digits in a row (orjson reads an integer beyond 64
+    bits as a float) nor for one orjson refuses (NaN, lone surrogates, bad UTF-8: ``json``)."""
+    if not _LONG_DIGITS.search(raw):
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(raw)
+
+
 # ---------------------------------------------------------------------------------------- render
+#: ``json.dumps(..., separators=(",", ":"))`` without building an encoder per call
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
 def sse(data: dict[str, Any]) -> bytes:
     """One server-sent event carrying ``data`` as compact JSON."""
-    return b"data: " + json.dumps(data, separators=(",", ":")).encode() + b"\n\n"
+    return b"data: " + _COMPACT.encode(data).encode() + b"\n\n"
 
 
 def done_event() -> bytes:

@@ -9,11 +9,10 @@ once its client went away (:func:`client_gone`), the prompt tokens the prefix ca
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -43,22 +42,69 @@ def _gone(request: web.Request) -> bool:
     return transport is None or transport.is_closing()
 
 
+class _Watch:
+    """The requests of one event loop awaiting work while their client may leave: one timer
+    looks at all their connections every :data:`_GONE_POLL_S` and cancels the handler of each
+    whose connection closed (not a task, a waiter and a timer per request)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.tasks: dict[asyncio.Task[Any], web.Request] = {}
+        self.fired: set[asyncio.Task[Any]] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def add(self, task: asyncio.Task[Any], request: web.Request) -> None:
+        self.tasks[task] = request
+        if self.timer is None:
+            self.timer = self.loop.call_later(_GONE_POLL_S, self.sweep)
+
+    def discard(self, task: asyncio.Task[Any]) -> bool:
+        """Stop watching ``task``; whether it was cancelled because its client went away."""
+        self.tasks.pop(task, None)
+        if not self.tasks:
+            if self.timer is not None:
+                self.timer.cancel()
+                self.timer = None
+            _WATCHES.pop(self.loop, None)
+        if task in self.fired:
+            self.fired.discard(task)
+            return True
+        return False
+
+    def sweep(self) -> None:
+        self.timer = None
+        for task, request in list(self.tasks.items()):
+            if task not in self.fired and _gone(request):
+                self.fired.add(task)
+                task.cancel()  # raised inside the work it awaits (the only await while watched)
+        if self.tasks:
+            self.timer = self.loop.call_later(_GONE_POLL_S, self.sweep)
+
+
+_WATCHES: dict[asyncio.AbstractEventLoop, _Watch] = {}
+
+
 async def unless_gone(request: web.Request, work: Awaitable[T]) -> T:
     """``work`` (a prefill, a wait for KV), cancelled when the request's client goes away first,
-    as an engine aborts a request whose connection closed; then :class:`ConnectionResetError`."""
-    task = asyncio.ensure_future(work)
+    as an engine aborts a request whose connection closed; then :class:`ConnectionResetError`.
+    Awaited in the handler's own task, looked after by its loop's :class:`_Watch`."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = task.get_loop()
+    watch = _WATCHES.get(loop)
+    if watch is None:
+        watch = _WATCHES[loop] = _Watch(loop)
+    watch.add(task, request)
     try:
-        while True:
-            done, _ = await asyncio.wait({task}, timeout=_GONE_POLL_S)
-            if done:
-                return task.result()
-            if _gone(request):
-                raise ConnectionResetError("client went away")
+        return await work
+    except asyncio.CancelledError:
+        if not watch.discard(task):
+            raise
+        task.uncancel()
+        raise ConnectionResetError("client went away") from None
     finally:
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        if watch.discard(task):  # cancelled for its client, but the work finished anyway
+            task.uncancel()
 
 
 async def _wait_done(request: web.Request, seqs: list[Sequence]) -> bool:

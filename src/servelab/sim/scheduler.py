@@ -7,9 +7,11 @@ step time (times the time scale), measured from one t0, so event-loop overhead n
 a late step is followed at once by the next (catch-up) and the lag is recorded.
 
 Emitting a step is cheap: per running sequence one integer increment and one call of its sink,
-which writes the token's event to the connection from the step loop itself (one pre-rendered
-frame + ``json.dumps(piece)`` per token, ``servelab.sim.tokenstream``): no coroutine wakes per
-token. A handler wakes once, when its sequence is done.
+which writes the token's event to the connection from the step loop itself (a ready HTTP/1.1
+chunk from a block rendered ahead, ``servelab.sim.tokenstream``): no coroutine wakes per token.
+A handler wakes once, when its sequence is done. The loop's timer wakes a step up to
+:data:`EARLY_S` early and the step sleeps the rest in the kernel (:func:`sleep_until`): asyncio
+rounds a timer's wait up to whole milliseconds.
 
 Smallest practical time scale on a 2-core box (prefill + decode + real router + a streaming
 closed-loop client, 128 in / 64 out, C64..C96, measured with ``benchmarks/sim_calibration.py``):
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -34,6 +37,7 @@ from servelab.sim.settings import WorkerSettings
 from servelab.sim.text import Output
 
 __all__ = [
+    "EARLY_S",
     "LAG_BUCKET_S",
     "RETRACT_DECODE_STEPS",
     "DecodeScheduler",
@@ -42,6 +46,7 @@ __all__ = [
     "StepLag",
     "TokenSink",
     "check_crash",
+    "sleep_until",
 ]
 
 
@@ -118,6 +123,22 @@ class StepLag:
         }
 
 
+#: How early the event loop wakes a step at most: asyncio rounds a timer's wait up to whole
+#: milliseconds (epoll's timeout), so a timer fires up to 1 ms late; the step sleeps the rest of
+#: its wait in the kernel instead (precise to tens of µs), holding the loop that long at most.
+EARLY_S = 0.001
+
+
+async def sleep_until(loop: asyncio.AbstractEventLoop, deadline: float, step: float) -> None:
+    """Until ``deadline`` (the loop's clock): on the loop's timer up to :data:`EARLY_S` (a
+    tenth of ``step`` for short steps) before it, then in the kernel for what is left."""
+    early = min(EARLY_S, step / 10)
+    await asyncio.sleep(max(0.0, deadline - loop.time() - early))
+    rest = deadline - loop.time()
+    if rest > 0:
+        time.sleep(rest)
+
+
 def check_crash(crash: bool) -> None:
     if crash:
         raise SimError("the scheduler_crash fault: the scheduler loop raised")
@@ -188,11 +209,12 @@ class DecodeScheduler:
             self._kick.set()
         seq.emitted()
 
-    def _admit(self) -> None:
+    def _admit(self) -> int:
+        """Let joining sequences in while they fit; the KV tokens the batch holds."""
         self._running = [s for s in self._running if not s.cancelled]
         self._joining = [s for s in self._joining if not s.cancelled]
         limits = self._settings.limits
-        used = self.held_tokens + sum(_tokens(s) for s in self._running)
+        used = self.held_tokens + sum([s.ctx_tokens + s.n_out for s in self._running])
         admitted = 0
         for seq in self._joining:
             if len(self._running) >= limits.max_running_requests:
@@ -205,6 +227,7 @@ class DecodeScheduler:
             admitted += 1
         del self._joining[:admitted]
         self._metrics.token_usage = min(1.0, used / limits.pool_tokens)
+        return used - self.held_tokens
 
     def _retract(self, used: int) -> int:
         """Make room for the next step's tokens (see the class); the tokens left in use."""
@@ -234,7 +257,9 @@ class DecodeScheduler:
             seq.n_out += 1
             if perturb is not None:
                 perturb(seq, batch)
-            seq.emitted()
+            sink = seq.sink  # (Sequence.emitted, inlined: once per token)
+            if sink is not None:
+                sink()
             if seq.n_out >= seq.target:
                 seq.done.set()
                 finished = True
@@ -256,7 +281,7 @@ class DecodeScheduler:
         t_next: float | None = None
         while True:
             check_crash(self._crash)
-            self._admit()
+            held = self._admit()
             if self._is_wedged():
                 await self._wait_unwedged()
                 t_next = None
@@ -268,11 +293,11 @@ class DecodeScheduler:
                 t_next = None
                 continue
             t_next = loop.time() if t_next is None else t_next
-            ctx = self._retract(sum(_tokens(s) for s in self._running))
+            ctx = self._retract(held)
             batch = len(self._running)
             step = self._settings.scaled(self._settings.decode_step_s(batch, ctx))
             t_next += step
-            await asyncio.sleep(max(0.0, t_next - loop.time()))
+            await sleep_until(loop, t_next, step)
             self.lag.add(max(0.0, loop.time() - t_next))
             if self._is_wedged():
                 continue

@@ -22,6 +22,7 @@ import random
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
+from itertools import filterfalse
 from typing import Any
 
 from servelab.sim.recall import (
@@ -237,8 +238,16 @@ class Output:
 
 
 def count_tokens(text: str) -> int:
-    """Tokens of ``text`` for the built-in word-level tokenizer: words and punctuation marks."""
-    return len(_TOKEN_RE.findall(text))
+    """Tokens of ``text`` for the built-in word-level tokenizer: words and punctuation marks.
+
+    Counted per whitespace-separated part (no token spans whitespace): a part of word
+    characters only is one token (``str.isalnum`` is ``\\w`` but the underscore), any other
+    part is counted by the tokenizer's pattern."""
+    parts = text.split()
+    n = len(parts)
+    for part in filterfalse(str.isalnum, parts):
+        n += len(_TOKEN_RE.findall(part)) - 1
+    return n
 
 
 def tokenize(text: str) -> list[str]:

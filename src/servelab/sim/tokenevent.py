@@ -8,10 +8,19 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from servelab.sim.protocol import GenItem, GenRequest, add_logprobs, envelope, generate_meta, sse
+from servelab.sim.protocol import (
+    Api,
+    GenItem,
+    GenRequest,
+    add_logprobs,
+    envelope,
+    generate_meta,
+    sse,
+)
 from servelab.sim.text import Output
 
 __all__ = ["TokenFrame", "stream_token", "token_frame"]
@@ -47,20 +56,35 @@ def stream_token(
 
 
 _SENTINEL = "\x00servelab-piece\x00"
+_ID_HEAD = b'data: {"id":""'
 
 
 def token_frame(req: GenRequest, item: GenItem, out: Output, rid: str, created: int) -> TokenFrame:
     """Pre-rendered bytes around a text token, so a token event costs one ``json.dumps(str)``.
 
     ``frame.event(piece)`` equals ``stream_token(...)`` for plain-text chat/completions outputs;
-    ``None`` when the output needs the general path (``/generate``, tool calls).
+    ``None`` when the output needs the general path (``/generate``, tool calls). The bytes that
+    do not depend on the request's id and time are rendered once per (API, model, index).
     """
     if req.api == "generate" or out.tool_name is not None or req.logprobs is not None:
         return None
-    probe = Output((_SENTINEL,), finish_reason=out.finish_reason)
-    marker = json.dumps(_SENTINEL).encode()
-    prefix, suffix = stream_token(req, item, probe, 0, rid, created).split(marker)
-    return _Frame(prefix, suffix)
+    between, tail, suffix = _template(req.api, req.model, item.index)
+    head = b"%b%b%b%d" % (_ID_HEAD[:-2], json.dumps(rid).encode(), between, created)
+    return _Frame(head + tail, suffix)
+
+
+@functools.lru_cache(maxsize=256)
+def _template(api: Api, model: str, index: int) -> tuple[bytes, bytes, bytes]:
+    """A text token's event rendered once with an empty id and ``created`` 0, cut into what
+    lies between the id and ``created``'s value, what follows that value up to the piece, and
+    what follows the piece: the envelope's keys come in the order id, object, created, model."""
+    req = GenRequest(api, model, True, False, None, (), (), False)
+    probe, item = Output((_SENTINEL,)), GenItem(index, "", 0, 1)
+    prefix, suffix = stream_token(req, item, probe, 0, "", 0).split(json.dumps(_SENTINEL).encode())
+    cut = prefix.index(b',"model":')
+    head, tail = prefix[:cut], prefix[cut:]
+    assert head.startswith(_ID_HEAD) and head.endswith(b'"created":0'), head
+    return head[len(_ID_HEAD) : -1], tail, suffix
 
 
 @dataclass(frozen=True)
@@ -70,6 +94,14 @@ class _Frame:
 
     def event(self, piece: str) -> bytes:
         return self.prefix + _json_str(piece) + self.suffix
+
+    def chunks(self, pieces: Sequence[str], chunked: bool) -> list[bytes]:
+        """The events of ``pieces``, each framed as one HTTP/1.1 chunk when ``chunked``."""
+        prefix, suffix = self.prefix, self.suffix
+        bodies = [prefix + _json_str(p) + suffix for p in pieces]
+        if not chunked:
+            return bodies
+        return [b"%x\r\n%b\r\n" % (len(b), b) for b in bodies]
 
 
 @functools.lru_cache(maxsize=8192)

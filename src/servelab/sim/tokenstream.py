@@ -1,9 +1,11 @@
 """Token events written to their connections from the decode step loop.
 
 A streaming response registers a :class:`TokenWriter` as its sequence's sink; the scheduler calls
-it right after each step (``Sequence.sink``), and it renders the step's new token events and
-writes them to the connection's transport at once, as one HTTP/1.1 chunk: no coroutine wakes
-per token, so a step over a batch of B sequences costs B small writes inside one loop callback.
+it right after each step (``Sequence.sink``), and it writes the step's new token events to the
+connection's transport at once, as one HTTP/1.1 chunk: no coroutine wakes per token, so a step
+over a batch of B sequences costs B small writes inside one loop callback. A plain-text output's
+events are rendered :data:`_BLOCK` at a time, each already framed as its chunk, so a token costs
+a list index and a write.
 The handler sleeps until its sequence is done (or its client went away) and only writes the
 response's first and last events itself, through aiohttp.
 
@@ -26,6 +28,11 @@ from servelab.sim.tracing import mark
 __all__ = ["TokenWriter"]
 
 
+#: Token events rendered ahead at a time (each a ready HTTP/1.1 chunk): a long answer is
+#: rendered block by block, never all at once inside one step.
+_BLOCK = 64
+
+
 class TokenWriter:
     """Writes ``seq``'s token events of one item to the request's connection as they come."""
 
@@ -38,6 +45,10 @@ class TokenWriter:
         self._req, self._item, self._seq = req, item, seq
         self._rid, self._created = rid, created
         self._frame = token_frame(req, item, seq.out, rid, created)
+        #: ready chunks of tokens ``_base`` .. ``_base + len(_chunks)`` of ``_out``
+        self._out = seq.out
+        self._chunks: list[bytes] = []
+        self._base = 0
         self.sent = 0
         self.gone = False
 
@@ -58,8 +69,8 @@ class TokenWriter:
     def __call__(self) -> None:
         """Write the tokens emitted since the last call (the step loop calls this)."""
         seq = self._seq
-        n = seq.n_out
-        if n <= self.sent or self.gone:
+        n, sent = seq.n_out, self.sent
+        if n <= sent or self.gone:
             return
         transport = self._transport
         if transport is None or transport.is_closing():
@@ -67,20 +78,30 @@ class TokenWriter:
             seq.cancelled = True
             seq.done.set()
             return
-        frame = self._frame
-        if frame is not None and n == self.sent + 1:  # the common case: one token a step
-            body = frame.event(seq.out.pieces[self.sent])
-        elif frame is not None:
-            body = b"".join(frame.event(p) for p in seq.out.pieces[self.sent : n])
+        k = sent - self._base
+        if n == sent + 1 and seq.out is self._out and 0 <= k < len(self._chunks):
+            data = self._chunks[k]  # the common case: one token a step, rendered ahead
+        else:
+            data = self._render(seq, sent, n)
+        if not sent:  # stamped before the write: the client may read it at once
+            mark(self._req.marks, "first_token")
+        transport.write(data)
+        self.sent = n
+
+    def _render(self, seq: Sequence, sent: int, n: int) -> bytes:
+        """The bytes of tokens ``sent`` .. ``n``; renders the next block ahead when the output
+        is plain text and its tokens come one a step."""
+        frame, out = self._frame, seq.out
+        if frame is not None and n == sent + 1 and out is self._out:
+            self._base = sent
+            self._chunks = frame.chunks(out.pieces[sent : sent + _BLOCK], self._chunked)
+            return self._chunks[0]
+        if frame is not None:
+            body = b"".join(frame.event(p) for p in out.pieces[sent:n])
         else:
             req, item, rid, created = self._req, self._item, self._rid, self._created
-            body = b"".join(
-                stream_token(req, item, seq.out, k, rid, created) for k in range(self.sent, n)
-            )
-        if not self.sent:  # stamped before the write: the client may read it at once
-            mark(self._req.marks, "first_token")
-        transport.write(b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body)
-        self.sent = n
+            body = b"".join(stream_token(req, item, out, k, rid, created) for k in range(sent, n))
+        return b"%x\r\n%b\r\n" % (len(body), body) if self._chunked else body
 
     async def wait(self, request: web.Request, stalled: bool) -> None:
         """Until the sequence is done; raise ``ConnectionResetError`` if the client went away

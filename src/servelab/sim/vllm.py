@@ -29,7 +29,6 @@ prefill's bootstrap port is its NIXL side channel (vLLM's ``VLLM_NIXL_SIDE_CHANN
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import time
@@ -58,7 +57,14 @@ from servelab.sim.nixl import (
     transfer_params,
 )
 from servelab.sim.profile import DEFAULT_PROFILE
-from servelab.sim.protocol import Api, GenRequest, RequestError, final_body, parse_request
+from servelab.sim.protocol import (
+    Api,
+    GenRequest,
+    RequestError,
+    decode_body,
+    final_body,
+    parse_request,
+)
 from servelab.sim.respond import cached_usage, client_gone, request_facts, respond, unless_gone
 from servelab.sim.serverinfo import VLLM_SIM_VERSION, vllm_server_info
 from servelab.sim.settings import WorkerSettings
@@ -213,7 +219,7 @@ async def version(_: web.Request) -> web.Response:
 # ------------------------------------------------------------------------------------ generation
 async def _read(request: web.Request, api: Api) -> tuple[GenRequest, Any] | web.Response:
     try:
-        body = json.loads(await request.read())
+        body = decode_body(await request.read())
     except (ValueError, UnicodeDecodeError):
         return _error(400, "the request body is not valid JSON", "BadRequestError")
     parsed = parse_request(api, body, request.app[WORKER_KEY].settings.served_model_name)

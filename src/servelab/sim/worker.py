@@ -146,6 +146,8 @@ class Worker:
 
     async def warmup(self) -> None:
         """Pay the one-time warm-up (scaled); concurrent callers share it."""
+        if self._warmup is not None and self._warmup.done():
+            return  # paid: no shield (a future and two callbacks) per request
         if self._warmup is None:
             seconds = self.settings.scaled(self.settings.warmup_s)
             self._warmup = asyncio.create_task(asyncio.sleep(seconds))
@@ -382,9 +384,12 @@ class Worker:
         self.metrics.prompt_tokens += sum(i.prompt_tokens for i in req.items)
         corrupt = self.faults.corrupts(self.decode_sched.running + self._waiting)
         outs = [self._plan(req, item, corrupt) for item in req.items]
-        results = await asyncio.gather(
-            *(self._acquire(i, o, handoff) for i, o in zip(req.items, outs, strict=True))
-        )
+        if len(outs) == 1:  # the common case: no task and no gather
+            results = [await self._acquire(req.items[0], outs[0], handoff)]
+        else:
+            results = await asyncio.gather(
+                *(self._acquire(i, o, handoff) for i, o in zip(req.items, outs, strict=True))
+            )
         seqs = [r for r in results if isinstance(r, Sequence)]
         errors = [r for r in results if isinstance(r, TransferError)]
         if errors:  # as SGLang: a transfer that failed never reaches the waiting queue
