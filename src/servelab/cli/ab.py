@@ -263,8 +263,9 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     metavar="better|baseline|candidate|VALUE",
     default=None,
     help="At the end, leave this value live instead of restoring the original: the better arm "
-    "(the original is restored when no arm is better), one arm, or a value. An interrupted A/B "
-    "always restores.",
+    "(the original is restored when no arm is better), or one arm, by its word or its value "
+    "(compared as the knob takes it: 064 names the arm 64, which is what is kept). An "
+    "interrupted A/B always restores.",
 )
 @allow_unread_option
 @output_options()
