@@ -316,6 +316,7 @@ CORE_ORDER = [
     "secretnames",  # which names (and headers) say secret: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "stats",
+    "whole",  # the one parser of a whole number a user types: ab's --max-rounds and options use it
     "deploy",
     "knobs",
     "load",

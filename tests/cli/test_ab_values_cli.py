@@ -16,6 +16,7 @@ import pytest
 
 from servelab.core.ab.result import ArmVisit
 from servelab.core.bench.contract import BenchConfig
+from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.io.ledger.journal import AbJournal
 from servelab.io.ledger.ledger import Ledger
@@ -32,7 +33,7 @@ LOAD = ("--requests", "4", "--concurrency", "1", "--warmup", "0")
 @pytest.fixture
 def spec(tmp_path: Path) -> Iterator[tuple[Path, PdPorts]]:
     ports = PdPorts.free(proxy=False)
-    path = write_pd_spec(tmp_path, ports=ports, knobs=(MRR, OVERLAP), knob=None,
+    path = write_pd_spec(tmp_path, ports=ports, knobs=(MRR, OVERLAP, DEFAULT_KNOB), knob=None,
                          decode_env="SGLANG_ARGS=--max-running-requests 32\n")  # fmt: skip
     text = path.read_text().replace(
         'depends_on = ["prefill"]\n', 'depends_on = ["prefill"]\nargs_env = "SGLANG_ARGS"\n', 1
@@ -101,6 +102,61 @@ def test_a_keep_no_ab_could_leave_live_is_refused_before_the_journal_starts(
     assert message in done.stderr, done.stderr
     assert _sessions(ledger) == 0
     assert not any(listening(port) for port in ports.listened())
+
+
+@pytest.mark.parametrize(
+    ("knob", "keep", "message"),
+    [
+        (f"{MRR}=16,32", "", "--keep '' is empty: name one arm's value as typed ('16' or '32')"),
+        (f"{MRR}=16,32", " 16", "--keep ' 16' has white space around it"),
+        (f"{MRR}=16,32", "99999999999999999999", "(64 bits: at most 9,223,372,036,854,775,807)"),
+        (f"{MRR}=64,128", "256", "--keep '256' names neither arm of the A/B ('64' or '128')"),
+        (f"{DEFAULT_KNOB}=256,512", "", "--keep '' is empty"),
+        (f"{DEFAULT_KNOB}=256,512", " 512", "--keep ' 512' has white space around it"),
+        (f"{DEFAULT_KNOB}=256,512", "512 ", "--keep '512 ' has white space around it"),
+        (f"{DEFAULT_KNOB}=256,512", "384", "--keep '384' names neither arm"),
+        (f"{OVERLAP}=off,on", "maybe", "--keep 'maybe' is not a value"),
+    ],
+    ids=["arg-empty", "arg-blank", "arg-past-int64", "arg-neither-arm", "env-empty", "env-blank",
+         "env-blank-after", "env-neither-arm", "flag-not-a-value"],
+)  # fmt: skip
+def test_a_keep_that_names_no_arm_is_refused_before_anything_runs(
+    spec: tuple[Path, PdPorts], tmp_path: Path, knob: str, keep: str, message: str
+) -> None:
+    """The thirteenth pass: ``--keep ''`` and ``--keep ' 512'`` were taken for an env knob (the
+    arms' text is stripped: neither can name an arm), ``--keep 99999999999999999999`` for an
+    integer argument, and any value that names neither arm (never measured) was kept."""
+    path, ports = spec
+    ledger = tmp_path / "ledger.db"
+    done = run_cli("ab", "-f", str(path), "--knob", f"decode:{knob}", "--keep", keep, *LOAD,
+                   "--ledger", str(ledger))  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert message in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "Traceback" not in done.stderr
+    assert _sessions(ledger) == 0
+    assert not any(listening(port) for port in ports.listened())
+
+
+@pytest.mark.parametrize(
+    ("knob", "keep"),
+    [(f"{MRR}=16,32", "token=abcdefgh"), (f"{DEFAULT_KNOB}=256,512", "password:hunter2x")],
+    ids=["arg", "env"],
+)
+def test_a_masked_keep_leaves_the_refusal_whole(
+    spec: tuple[Path, PdPorts], tmp_path: Path, knob: str, keep: str
+) -> None:
+    """A ``--keep`` the redaction policy masks (``token=...``) was quoted in the refusal, and
+    its mask ran to the end of the line: ``--keep 'token=***``, the rest of the sentence gone.
+    Now the whole value is shown as ``***`` and the sentence stays whole, secret-free."""
+    path, _ = spec
+    done = run_cli("ab", "-f", str(path), "--knob", f"decode:{knob}", "--keep", keep, *LOAD,
+                   "--ledger", str(tmp_path / "ledger.db"), "--json")  # fmt: skip
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    error = json.loads(done.stdout)["error"]
+    assert error.startswith("--keep *** (masked: it looks like a secret) "), error
+    assert error.endswith(("takes", "or better, baseline or candidate")), error
+    secret = keep.split("=")[-1].split(":")[-1]  # abcdefgh, hunter2x
+    assert secret not in done.stdout + done.stderr
 
 
 @pytest.mark.parametrize("command", ["ab", "tune"])

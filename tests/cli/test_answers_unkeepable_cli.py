@@ -32,7 +32,7 @@ def test_ab_refuses_a_keep_the_gate_could_never_honour(spec: str, keep: str) -> 
     assert done.returncode == 2, (NOT_UP, done.stderr)
     doc = json.loads(done.stdout)
     assert doc["ok"] is False
-    assert f"--keep {keep} could never keep the candidate" in doc["error"]
+    assert f"--keep {keep} is refused: under --answers gate" in doc["error"]
     assert "cannot carry one probe" in doc["error"] and "--answers check" in doc["error"]
 
 
@@ -50,7 +50,7 @@ def test_tune_refuses_keep_best_the_gate_could_never_honour(spec: str) -> None:
     done = run_cli("tune", "-f", spec, "--knob", f"decode:{DEFAULT_KNOB}=512,256",
                    "--requests", "18", "--keep", "best")  # fmt: skip
     assert done.returncode == 2, done.stderr
-    assert "--keep best could never keep the candidate" in done.stderr
+    assert "--keep best is refused: under --answers gate" in done.stderr
 
 
 @pytest.mark.parametrize(
@@ -66,5 +66,16 @@ def test_what_the_gate_can_honour_is_not_refused(spec: str, args: tuple[str, ...
     with hold(load_spec(Path(spec)).state_dir, "servelab test", name="t"):
         done = run_cli("ab", "-f", spec, "--knob", f"decode:{DEFAULT_KNOB}=512,256", *extra,
                        *args)  # fmt: skip
-    assert done.returncode != 0 and "could never keep the candidate" not in done.stderr
+    assert done.returncode != 0 and "is refused: under --answers gate" not in done.stderr
     assert "servelab test" in done.stderr, done.stderr
+
+
+def test_the_candidate_in_another_spelling_is_refused_by_the_gate_too(spec: str) -> None:
+    """The thirteenth pass: ``--keep 0256`` (the candidate ``256`` in another spelling) was not
+    taken for the candidate, so the gate's rule let it through and an unchecked candidate would
+    have been kept. The deployment's lock is held: without the rule the A/B stops there."""
+    with hold(load_spec(Path(spec)).state_dir, "servelab test", name="t"):
+        done = run_cli("ab", "-f", spec, "--knob", f"decode:{DEFAULT_KNOB}=512,256",
+                       "--requests", "18", "--keep", "0256")  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--keep 0256 is refused: under --answers gate" in done.stderr, done.stderr

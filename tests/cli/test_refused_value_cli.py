@@ -1,5 +1,6 @@
 """A value the engine refuses at start-up (the simulated decode exits on
-``SGLANG_SM120_MMA_TARGET_CTAS=0``: it must be >= 1) in the last step of ``ab --keep`` and in
+``SGLANG_SM120_MMA_TARGET_CTAS=0``: it must be >= 1) in the last step of ``ab --keep`` (a
+journalled A/B resumed: ``--keep`` now names an arm, which the engine took) and in
 ``case revert --to``: the deployment is put back as the command found it (the knob at its value,
 every service answering), the command says so and exits 1; the A/B's journal session is marked
 ``failed``, not left ``running`` (tenth pass, H2 and H3). Real processes on a real stack.
@@ -16,10 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from servelab.core.ab.result import ArmVisit
+from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.core.ledger.codec import encode
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.ops.ab.config import AbConfig
 from servelab.ops.case import case as cases
 from servelab.ops.knob import get_knob, live_knob
 from tests.support import run_cli
@@ -55,17 +60,30 @@ def _as_found(loaded: LoadedSpec) -> None:
     assert [s for s in loaded.spec.services if not _answers(loaded, s)] == []
 
 
+def _journal_keeping(ledger_file: Path, keep: str) -> int:
+    """An A/B of ``256,512`` journalled with both its visits done and ``keep`` stored, as a
+    journal written before ``--keep`` had to name an arm could hold it (``ab`` now refuses such
+    a value up front: ``tests/cli/test_ab_values_cli.py``)."""
+    bench = BenchConfig(url="", concurrencies=(1,), requests=4, warmup=0)
+    cfg = AbConfig("decode", DEFAULT_KNOB, "256", "512", bench, repeat=1, keep=keep)
+    with Ledger.open(ledger_file) as ledger:
+        journal = AbJournal(ledger)
+        sid = journal.start(service="decode", knob=DEFAULT_KNOB, config=encode(cfg),
+                            original=FOUND)  # fmt: skip
+        for position, arm in enumerate(("256", "512")):
+            journal.add_visit(sid, position, ArmVisit(arm, 0, None, arm, {1: 100.0}, 0,
+                                                      position=position))  # fmt: skip
+    return sid
+
+
 @pytest.mark.timeout(300)
 def test_ab_keeping_a_value_the_engine_refuses_puts_the_original_back(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.db"
-    done = run_cli(
-        "ab", "-f", stack.source, "--ledger", str(ledger),
-        "--knob", f"decode:{DEFAULT_KNOB}=256,512", "--repeat", "1", "--concurrency", "1",
-        "--requests", "4", "--warmup", "0",
-        "--output-len", "8", "--input-len", "16", "--keep", REFUSED, timeout=280,
-    )  # fmt: skip
+    sid = _journal_keeping(ledger, REFUSED)
+    done = run_cli("ab", "-f", stack.source, "--ledger", str(ledger), "--resume", str(sid),
+                   timeout=280)  # fmt: skip
     assert done.returncode == 1, (done.stdout, done.stderr)
     last = done.stderr.strip().splitlines()[-1]
     assert f"keeping {REFUSED} failed" in last and "put back as found" in last, done.stderr
@@ -73,7 +91,7 @@ def test_ab_keeping_a_value_the_engine_refuses_puts_the_original_back(
     assert "Traceback" not in done.stderr
     _as_found(stack)
     with Ledger.open(ledger) as led:
-        session = AbJournal(led).get(1)
+        session = AbJournal(led).get(sid)
     assert session is not None and session.status == SessionStatus.FAILED
     assert len(session.visits) == 2  # the measurement itself is kept
 

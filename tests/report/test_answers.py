@@ -49,6 +49,7 @@ def test_a_faster_candidate_that_changes_answers_is_refused_and_never_better() -
     assert better_arm(_result(12, AnswersMode.CHECK)) == "512"  # check: shown, not gating
     # the tenth hostile pass: `--keep candidate` kept it live while saying "not kept"
     assert kept_value("candidate", result) is None and kept_value("512", result) is None
+    assert kept_value("0512", result) is None  # another spelling of the candidate: refused too
     assert kept_value("baseline", result) == "256"
     assert kept_value("candidate", _result(12, AnswersMode.CHECK)) == "512"
 

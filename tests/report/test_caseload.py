@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servelab.core.case.experiment import CONVICTED, EXONERATED, NOT_SHOWN, Decision
+from servelab.core.case.load import case_reference, check_load
 from servelab.core.case.reached import (
     LoadCheck,
     LoadReference,
@@ -21,7 +22,7 @@ def test_not_shown_says_what_was_reached_against_what() -> None:
         "samples); the wrong answers were seen at 24 (evidence #3): not shown — rerun with more "
         "load or less competing CPU"
     )
-    assert load_clause(check) == "load 9 of 24"
+    assert load_clause(check) == "load 9 (24 needed)"
     assert describe_load(check, Decision(CONVICTED)).endswith(
         "below it, but wrong answers convict at any load"
     )
@@ -37,7 +38,7 @@ def test_the_client_witness_and_the_requested_reference_are_named() -> None:
     assert f"{reference}, so the verdict stands" in text
     unknown = LoadCheck(None, LoadReference(64, ReferenceSource.REQUESTED), False)
     assert describe_load(unknown, Decision(NOT_SHOWN)).startswith("reached an unknown load")
-    assert load_clause(unknown) == "load unknown of 64"
+    assert load_clause(unknown) == "load unknown (64 needed)"
 
 
 def test_a_probe_s_arm_below_its_bad_arm_s_load_is_not_shown_good() -> None:
@@ -50,4 +51,13 @@ def test_a_probe_s_arm_below_its_bad_arm_s_load_is_not_shown_good() -> None:
     )
     high = LoadCheck(ReachedLoad(LoadSource.ENGINE, 41, 38, 9, "vllm:num_requests_running"),
                      LoadReference(30, ReferenceSource.PROBE), True)  # fmt: skip
-    assert probe_load(high) == "its arm reached the load (load 41 of 30)"
+    assert probe_load(high) == "its arm reached the load (41; the bad arm's wrong answers at 30)"
+
+
+def test_a_load_above_its_reference_is_not_said_as_a_count_above_its_total() -> None:
+    """The thirteenth pass: an answers ``case test`` at C4 said "load 4 of 2" (4 reached, half
+    the requested 4 needed): the numbers were right, the clause read as 4 out of a total of 2."""
+    check = check_load(ReachedLoad(LoadSource.CLIENT, 4, 4, 12), case_reference([], [], 4))
+    assert check.enough
+    assert load_clause(check) == "load 4 (2 needed)"
+    assert " of " not in load_clause(check)

@@ -113,13 +113,15 @@ def _plan(where: SpecAndLedger, cfg: AbConfig, effect: float, power: float) -> A
         )
 
 
-def _check_arms(where: SpecAndLedger, arms: KnobArms, keep: str | None) -> None:
+def _check_arms(where: SpecAndLedger, arms: KnobArms, keep: str | None) -> str | None:
     """Both arms' values and ``--keep`` checked before anything runs or is planned, as ``tune``
     does (an undeclared knob, a value the knob cannot take, one over 4 KiB, two values of one
-    setting, a ``--keep`` no A/B could leave live: exit 2; :mod:`servelab.ops.ab.checks`)."""
+    setting, a ``--keep`` that names neither arm: exit 2; :mod:`servelab.ops.ab.checks`); the
+    ``--keep`` the A/B stores (a value: the arm's own spelling of it)."""
     spec = where.spec().spec
-    check_arms(spec, arms.service, arms.name, (arms.baseline, arms.candidate))
-    check_keep(spec, arms.service, arms.name, keep)
+    values = (arms.baseline, arms.candidate)
+    check_arms(spec, arms.service, arms.name, values)
+    return check_keep(spec, arms.service, arms.name, keep, values)
 
 
 def _check_resume(where: SpecAndLedger, resume: int) -> None:
@@ -261,8 +263,9 @@ def _print(output: OutputOptions, result: AbResult) -> None:
     metavar="better|baseline|candidate|VALUE",
     default=None,
     help="At the end, leave this value live instead of restoring the original: the better arm "
-    "(the original is restored when no arm is better), one arm, or a value. An interrupted A/B "
-    "always restores.",
+    "(the original is restored when no arm is better), or one arm, by its word or its value "
+    "(compared as the knob takes it: 064 names the arm 64, which is what is kept). An "
+    "interrupted A/B always restores.",
 )
 @allow_unread_option
 @output_options()
@@ -309,11 +312,12 @@ def ab_command(
     check_lengths(workload, check_trace(trace.plan, load), None,  # no server asked: the cap
                   max(load.requests, load.warmup))  # fmt: skip
     where = SpecAndLedger(spec_path, ledger_path)
+    typed = keep
+    if arms is not None:
+        keep = _check_arms(where, arms, keep)
     design = _Design(Order(order), order_seed, until_decided, max_rounds, margin,
                      Boundary(boundary), gpus, keep, AbMetric(metric), answers)  # fmt: skip
     measure = _Measure(load, workload, trace, slo)
-    if arms is not None:
-        _check_arms(where, arms, keep)
     if plan:
         if arms is None:
             raise click.UsageError(f"--plan needs --knob {KNOB_ARMS_FORM}")
@@ -328,7 +332,7 @@ def ab_command(
         _check_resume(where, resume)
     cfg = None if resume is not None or arms is None else _config(arms, measure, design)
     if cfg is not None and keep in (Keep.BETTER, Keep.CANDIDATE, cfg.candidate):
-        refuse_unkeepable(cfg.answers, unchecked(cfg), f"--keep {keep}")
+        refuse_unkeepable(cfg.answers, unchecked(cfg), f"--keep {typed}")
     with where.exclusive(wait=wait):
         result = run(noting(_ab(where, cfg, resume, allow_unread)))
     _print(output, result)

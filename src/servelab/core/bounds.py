@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from servelab.core.options import parse_fraction
+from servelab.core.whole import parse_whole
 from servelab.errors import OptionError
 
 __all__ = ["MAX_REPEAT", "MAX_WORKERS", "parse_effect", "parse_repeat", "parse_workers"]
@@ -18,15 +19,7 @@ MAX_WORKERS = 64
 
 
 def _count(text: str, high: int) -> int:
-    expected = f"expected a whole number from 1 to {high:,}"
-    shown = repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
-    try:
-        value = int(text)
-    except ValueError:
-        raise OptionError(f"{expected}, got {shown}") from None
-    if not 1 <= value <= high:
-        raise OptionError(f"{expected}, got {shown}")
-    return value
+    return parse_whole(text, f"a whole number from 1 to {high:,}", 1, high)
 
 
 def parse_repeat(text: str) -> int:

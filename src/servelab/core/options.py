@@ -22,6 +22,7 @@ from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
+from servelab.core.whole import echoed, parse_whole
 from servelab.errors import OptionError
 
 __all__ = [
@@ -92,59 +93,51 @@ MAX_RATE = 1e6
 MIN_RATE = 1 / MAX_SECONDS
 
 
-def _whole(text: str, expected: str, low: int | None = None, high: int | None = None) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise OptionError(f"expected {expected}, got {_echoed(text)}") from None
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise OptionError(f"expected {expected}, got {_echoed(text)}")
-    return value
-
-
 def _finite(text: str, expected: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise OptionError(f"expected {expected}, got {_echoed(text)}") from None
+        raise OptionError(f"expected {expected}, got {echoed(text)}") from None
     if not math.isfinite(value):
-        raise OptionError(f"expected {expected}, got {_echoed(text)}")
+        raise OptionError(f"expected {expected}, got {echoed(text)}")
     return value
 
 
 def parse_seed(text: str) -> int:
     """Any whole number (``0``, ``42``, ``-1``)."""
-    return _whole(text, "a whole number")
+    return parse_whole(text, "a whole number")
 
 
 def parse_positive(text: str) -> int:
     """A whole number ≥ 1 (requests, runs, client processes, a case id)."""
-    return _whole(text, "a whole number ≥ 1", low=1)
+    return parse_whole(text, "a whole number ≥ 1", low=1)
 
 
 def parse_requests(text: str) -> int:
     """A run's requests: 1 to :data:`~servelab.core.load.workload.MAX_REQUESTS`."""
-    return _whole(text, f"a whole number from 1 to {MAX_REQUESTS:,}", low=1, high=MAX_REQUESTS)
+    return parse_whole(text, f"a whole number from 1 to {MAX_REQUESTS:,}", low=1, high=MAX_REQUESTS)
 
 
 def parse_warmup(text: str) -> int:
     """A level's warm-up requests: 0 to :data:`~servelab.core.load.workload.MAX_REQUESTS`."""
-    return _whole(text, f"a whole number from 0 to {MAX_REQUESTS:,}", low=0, high=MAX_REQUESTS)
+    return parse_whole(text, f"a whole number from 0 to {MAX_REQUESTS:,}", low=0, high=MAX_REQUESTS)
 
 
 def parse_block_size(text: str) -> int:
     """Tokens per trace hash id: 1 to :data:`MAX_BLOCK_SIZE`."""
-    return _whole(text, f"a whole number from 1 to {MAX_BLOCK_SIZE:,}", low=1, high=MAX_BLOCK_SIZE)
+    return parse_whole(
+        text, f"a whole number from 1 to {MAX_BLOCK_SIZE:,}", low=1, high=MAX_BLOCK_SIZE
+    )
 
 
 def parse_count(text: str) -> int:
     """A whole number ≥ 0 (warm-up requests)."""
-    return _whole(text, "a whole number ≥ 0", low=0)
+    return parse_whole(text, "a whole number ≥ 0", low=0)
 
 
 def parse_sessions(text: str) -> int:
     """A soak's concurrent agent sessions: 1 to :data:`MAX_SESSIONS`."""
-    return _whole(text, f"a whole number from 1 to {MAX_SESSIONS}", low=1, high=MAX_SESSIONS)
+    return parse_whole(text, f"a whole number from 1 to {MAX_SESSIONS}", low=1, high=MAX_SESSIONS)
 
 
 def _shown(value: float) -> str:
@@ -155,11 +148,6 @@ def _shown(value: float) -> str:
 def _cut(text: str) -> str:
     """The text as typed, cut to its first 24 characters (not 400 digits)."""
     return text if len(text) <= 24 else f"{text[:24]}… ({len(text):,} characters)"
-
-
-def _echoed(text: str) -> str:
-    """The text as typed, quoted, cut to its first 24 characters (not 400 digits)."""
-    return repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
 
 
 def _over(value: float, most: float, unit: str) -> float:
@@ -173,7 +161,7 @@ def parse_seconds(text: str) -> float:
     """Seconds ≥ 0, at most :data:`MAX_SECONDS` (a ramp: 0 starts everyone at once)."""
     value = _finite(text, "seconds ≥ 0")
     if value < 0:
-        raise OptionError(f"expected seconds ≥ 0, got {_echoed(text)}")
+        raise OptionError(f"expected seconds ≥ 0, got {echoed(text)}")
     return _over(value, MAX_SECONDS, "s")
 
 
@@ -181,7 +169,7 @@ def parse_positive_seconds(text: str) -> float:
     """Seconds > 0, at most :data:`MAX_SECONDS` (an idle timeout, a deadline)."""
     value = _finite(text, "seconds > 0")
     if value <= 0:
-        raise OptionError(f"expected seconds > 0, got {_echoed(text)}")
+        raise OptionError(f"expected seconds > 0, got {echoed(text)}")
     return _over(value, MAX_SECONDS, "s")
 
 
@@ -190,7 +178,7 @@ def parse_positive_minutes(text: str) -> float:
     reached)."""
     value = _finite(text, "minutes > 0")
     if value <= 0:
-        raise OptionError(f"expected minutes > 0, got {_echoed(text)}")
+        raise OptionError(f"expected minutes > 0, got {echoed(text)}")
     return _over(value, MAX_MINUTES, "minutes")
 
 
@@ -199,7 +187,7 @@ def parse_rate(text: str) -> float:
     rate too slow for a trace would span)."""
     value = _finite(text, "requests per second > 0")
     if value <= 0:
-        raise OptionError(f"expected requests per second > 0, got {_echoed(text)}")
+        raise OptionError(f"expected requests per second > 0, got {echoed(text)}")
     return _over(value, MAX_RATE, "requests per second")
 
 
@@ -214,8 +202,11 @@ def parse_load_rate(text: str) -> float:
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
-    """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``)."""
-    expected = f"concurrency must be positive integers, got {_echoed(text)}"
+    """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``). A level given
+    twice (``4,4``, ``4,04``) is refused naming it: each level is one row of the results, its runs
+    one sample, and an A/B compares the arms level by level (two runs of one level would read as
+    two levels, or the second overwrite the first)."""
+    expected = f"concurrency must be positive integers, got {echoed(text)}"
     try:
         values = tuple(int(part) for part in text.split(",") if part.strip())
     except ValueError:
@@ -223,8 +214,14 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     if not values or min(values) < 1:
         raise OptionError(expected)
     if max(values) > MAX_REQUESTS:  # more slots than a run's most requests could ever fill
-        raise OptionError(f"concurrency {_echoed(text)} is over the most allowed, "
+        raise OptionError(f"concurrency {echoed(text)} is over the most allowed, "
                           f"{MAX_REQUESTS:,} (a run's most requests)")  # fmt: skip
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:
+        raise OptionError(
+            f"concurrency {echoed(text)} gives {', '.join(map(str, repeated))} more than once: "
+            "name each level once (--repeat runs a level again)"
+        )
     return values
 
 
@@ -242,7 +239,7 @@ def parse_length(text: str) -> LengthDist:
             raise ValueError(text)
     except (ValueError, OverflowError):  # OverflowError: a whole number past any float
         raise OptionError(
-            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {_echoed(text)}"
+            f"length must be N, uniform:N:SPREAD or normal:MEAN:STD, got {echoed(text)}"
         ) from None
     if max(value, spread) > MAX_TOKENS:  # before longest(): 6 σ of 1e308 is no number
         raise OptionError(f"{_cut(text)} reaches {_shown(max(value, spread))} tokens, over "
@@ -412,7 +409,7 @@ def parse_speedup(text: str) -> float:
     """A factor > 0 (``2``: twice as fast as recorded; ``0.5``: half as fast)."""
     value = _finite(text, "a factor > 0")
     if value <= 0:
-        raise OptionError(f"expected a factor > 0, got {_echoed(text)}")
+        raise OptionError(f"expected a factor > 0, got {echoed(text)}")
     return value
 
 
@@ -421,7 +418,7 @@ def _seconds_of(text: str) -> float:
     try:
         return parse_duration_ms(text) / 1e3 if text.strip()[-1:].isalpha() else float(text)
     except ValueError:
-        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {_echoed(text)}") from None
+        raise OptionError(f"expected seconds (90, 90s, 1.5min), got {echoed(text)}") from None
 
 
 def parse_trace_window(text: str) -> TraceWindow:
@@ -430,13 +427,13 @@ def parse_trace_window(text: str) -> TraceWindow:
     start, sep, end = text.partition(":")
     if not sep:
         raise OptionError(
-            f"expected START:END (seconds, either may be left out), got {_echoed(text)}"
+            f"expected START:END (seconds, either may be left out), got {echoed(text)}"
         )
     low = _seconds_of(start) if start.strip() else 0.0
     high = _seconds_of(end) if end.strip() else None
     if not math.isfinite(low) or (high is not None and not math.isfinite(high)):
-        raise OptionError(f"expected finite seconds, got {_echoed(text)}")
+        raise OptionError(f"expected finite seconds, got {echoed(text)}")
     try:
         return TraceWindow(low, high)
     except ValueError:
-        raise OptionError(f"expected 0 ≤ START < END, got {_echoed(text)}") from None
+        raise OptionError(f"expected 0 ≤ START < END, got {echoed(text)}") from None

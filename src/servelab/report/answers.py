@@ -130,12 +130,25 @@ def unchecked_phrase(why: AnswersUnchecked) -> str:
 
 def unkeepable_phrase(option: str, why: AnswersUnchecked) -> str:
     """Why ``--answers gate`` refuses ``option`` (``--keep better``) before anything runs: it
-    could keep only a candidate whose answers are shown unchanged, and none can be shown here."""
-    hint = "add --requests (19 or more per run)" if why is AnswersUnchecked.TOO_FEW_REQUESTS \
-        else "a generated load can carry them"  # fmt: skip
-    return (f"--answers gate cannot check answers here ({_unchecked_reason(why)}), so {option} "
-            f"could never keep the candidate: {hint}, or say --answers check to keep on speed "
-            "alone with its answers said unchecked")  # fmt: skip
+    may leave a candidate live, the gate leaves one live only once its answers are shown
+    unchanged, and no answers can be checked here; then what to do instead."""
+    return (f"{option} is refused: under --answers gate a candidate is left live only when its "
+            f"answers are shown unchanged, and no answers can be checked here "
+            f"({_unchecked_reason(why)}). {_checkable(why)}, or use --answers check to keep "
+            "on speed alone (its answers reported as unchecked)")  # fmt: skip
+
+
+def _checkable(why: AnswersUnchecked) -> str:
+    """What lets answers be checked, said to the user who cannot check them."""
+    match why:
+        case AnswersUnchecked.TOO_FEW_REQUESTS:
+            return "Add --requests (19 or more per run) so each run carries a probe"
+        case AnswersUnchecked.TRACE:
+            return "Measure a generated load instead of the trace (it carries probes)"
+        case AnswersUnchecked.CAPACITY:
+            return "Compare on --metric throughput or goodput (their runs carry probes)"
+        case _ as never:
+            assert_never(never)
 
 
 def _unchecked_reason(why: AnswersUnchecked) -> str:

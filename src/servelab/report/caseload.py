@@ -62,16 +62,21 @@ def describe_load(check: LoadCheck, decision: Decision) -> str:
     return f"{_reached(check.reached)}; {_reference(check)}: {_meaning(check, decision)}"
 
 
+def _peak(check: LoadCheck) -> str:
+    return "unknown" if check.reached is None else _n(check.reached.peak)
+
+
 def load_clause(check: LoadCheck) -> str:
-    """A short clause for a headline: ``load 9 of 24``."""
-    reached = "unknown" if check.reached is None else _n(check.reached.peak)
-    return f"load {reached} of {_n(check.reference.level)}"
+    """A short clause for a headline: ``load 9 (24 needed)``: what the suspect arm reached and
+    the reference it had to reach (not a count of a total: ``load 4 of 2`` read as one)."""
+    return f"load {_peak(check)} ({_n(check.reference.level)} needed)"
 
 
 def probe_load(check: LoadCheck) -> str:
     """A bisection probe's arm against the load to reach: ``its arm reached 6 running requests
     on the decode (...); the bad state's wrong answers in this probe were seen at 24: not shown
-    good``, or ``its arm reached the load (40 of 24)``."""
+    good``, or ``its arm reached the load (40; the bad arm's wrong answers at 24)``."""
     if check.enough:
-        return f"its arm reached the load ({load_clause(check)})"
+        return (f"its arm reached the load ({_peak(check)}; the bad arm's wrong answers at "
+                f"{_n(check.reference.level)})")  # fmt: skip
     return f"its arm {_reached(check.reached)}; {_reference(check)}: not shown good"

@@ -159,5 +159,8 @@ def test_keep_names_the_better_arm_one_arm_or_a_value() -> None:
     assert kept_value("better", _verdicts(undecided)) is None  # nothing better: restore
     assert kept_value("baseline", _verdicts(better)) == "256"
     assert kept_value("candidate", _verdicts(worse)) == "512"
-    assert kept_value("384", _verdicts(better)) == "384"
+    assert kept_value("384", _verdicts(better)) == "384"  # a journal from before the arm rule
+    # a value names its arm compared as a number, kept in the arm's spelling (not "0256")
+    assert kept_value("0256", _verdicts(better)) == "256"
+    assert kept_value("512.0", _verdicts(worse)) == "512"
     assert kept_value(None, _verdicts(better)) is None

@@ -56,6 +56,9 @@ def test_flag_values_read_on_and_off() -> None:
 def test_values_agree_as_numbers_too() -> None:
     assert same_value("0.85", "0.850") and same_value("64", "64.0")
     assert not same_value("64", "32") and not same_value(None, "64")
+    # whole numbers compared exactly (as floats, 2**53 + 1 and 2**53 were one setting)
+    assert not same_value("9007199254740993", "9007199254740992")
+    assert same_value("064", "64") and same_value("9007199254740993", "09007199254740993")
     assert same_value(None, None) and same_value("fcfs", "fcfs")
 
 

@@ -30,6 +30,7 @@ def test_values_the_engine_reads_back_are_kept_as_the_knob_stores_them() -> None
     assert _check("--schedule-policy", "lpm") == "lpm"  # untyped here: as written
     assert _check("SGLANG_X", "a b *") == "a b *"  # an env value is taken as written
     assert _check("--max_num_seqs", "8", VLLM) == "8"
+    assert _check("--max-running-requests", "9223372036854775807") == "9223372036854775807"
     assert _check("--max-running-requests", None) is None
 
 
@@ -43,6 +44,9 @@ def test_values_the_engine_reads_back_are_kept_as_the_knob_stores_them() -> None
         ("--mem-fraction-static", "1.5", "above 0 and at most 1"),
         ("--max-running-requests", "6_4", "takes a whole number"),
         ("--max-running-requests", "+64", "takes a whole number"),
+        ("--max-running-requests", "99999999999999999999", "64 bits"),
+        ("--chunked-prefill-size", "-9223372036854775809", "64 bits"),
+        ("--max-total-tokens", "9223372036854775808", "64 bits"),
     ],
 )
 def test_values_out_of_range_or_spelled_otherwise_are_refused(

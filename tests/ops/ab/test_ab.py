@@ -28,7 +28,7 @@ from servelab.core.knobs.events import KnobVerifiedLive
 from servelab.core.ledger.codec import decode, encode
 from servelab.core.load.workload import LengthDist
 from servelab.core.progress import ProgressEvent
-from servelab.errors import BenchError
+from servelab.errors import BenchError, KnobError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
@@ -280,12 +280,17 @@ async def test_an_interrupted_ab_resumes_from_the_journal(
 
 @pytest.mark.timeout(300)
 async def test_keep_leaves_the_value_it_names_live(quick: LoadedSpec) -> None:
-    """``--keep 384``: neither arm nor the original, set, co-restarted and proven live at the end
-    (issue: ``--keep`` kept whichever arm the counterbalanced order visited last)."""
+    """``--keep 0256``: the arm visited first, named in another spelling, set, co-restarted and
+    proven live at the end in the arm's own spelling, ``256`` (issue: ``--keep`` kept whichever
+    arm the counterbalanced order visited last; the thirteenth pass: ``--keep 064`` kept a third
+    spelling). A value that names neither arm is refused before anything runs."""
     cfg = replace(_config(1, (1,), 4), keep="384")
-    result = await run_ab(quick, replace(cfg, bench=replace(cfg.bench, warmup=0)))
-    assert result.kept == "384" and not result.restored
-    assert (await diff_knob(quick, "decode", DEFAULT_KNOB)).live == "384"
+    with pytest.raises(KnobError, match="names neither arm"):
+        await run_ab(quick, cfg)
+    cfg = replace(cfg, keep="0256", bench=replace(cfg.bench, warmup=0))
+    result = await run_ab(quick, cfg)
+    assert result.kept == "256" and not result.restored
+    assert (await diff_knob(quick, "decode", DEFAULT_KNOB)).live == "256"
     assert [v.arm for v in result.visits] == ["256", "512"]
 
 

@@ -37,6 +37,7 @@ from servelab.core.ab.sequential import (
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswersUnchecked
 from servelab.core.answers.judge import AnswersJudgement
+from servelab.core.knobs.knob import same_value
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
@@ -290,8 +291,11 @@ def better_arm(result: AbResult) -> str | None:
 def kept_value(keep: str | None, result: AbResult) -> str | None:
     """The value a concluded A/B leaves live (None: the original, restored): ``better`` the
     arm :func:`better_arm` names (None when it names none), ``baseline``/``candidate`` that
-    arm's value, any other text that value. A candidate the answers gate refuses (it changes
-    answers) is never kept, whichever way it is asked for: the original is restored."""
+    arm's value, any other text the arm it names, compared as numbers (``064`` is the arm
+    ``64``) and kept in the arm's own spelling (``ab`` refuses a value that names neither arm
+    up front; a journal written before that rule keeps what it asked for). A candidate the
+    answers gate refuses (it changes answers) is never kept, whichever way it is asked for:
+    the original is restored."""
     match keep:
         case None:
             return None
@@ -302,7 +306,8 @@ def kept_value(keep: str | None, result: AbResult) -> str | None:
         case Keep.CANDIDATE:
             value = result.candidate
         case _:
-            value = keep
+            named = (arm for arm in (result.candidate, result.baseline) if same_value(keep, arm))
+            value = next(named, keep)
     gated = result.answers is not None and result.answers.gates
     return None if gated and value == result.candidate else value
 

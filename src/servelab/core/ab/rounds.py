@@ -6,7 +6,7 @@ dimension exceeded". The pure parsers of the option, their :class:`OptionError` 
 
 from __future__ import annotations
 
-from servelab.errors import OptionError
+from servelab.core.whole import parse_whole
 
 __all__ = ["MAX_ROUNDS", "parse_ab_rounds", "parse_tune_rounds"]
 
@@ -15,15 +15,7 @@ MAX_ROUNDS = 50
 
 
 def _rounds(text: str, low: int) -> int:
-    expected = f"expected a whole number from {low} to {MAX_ROUNDS}"
-    shown = repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
-    try:
-        value = int(text)
-    except ValueError:
-        raise OptionError(f"{expected}, got {shown}") from None
-    if not low <= value <= MAX_ROUNDS:
-        raise OptionError(f"{expected}, got {shown}")
-    return value
+    return parse_whole(text, f"a whole number from {low} to {MAX_ROUNDS}", low, MAX_ROUNDS)
 
 
 def parse_ab_rounds(text: str) -> int:

@@ -126,6 +126,13 @@ def json_scalar(value: str) -> object:
     return parsed if isinstance(parsed, int | float | bool | str) or parsed is None else value
 
 
+def _as_whole(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
 def _as_number(value: str) -> float | None:
     try:
         return float(value)
@@ -140,5 +147,8 @@ def same_value(a: str | None, b: str | None) -> bool:
         return a is b
     if a == b:
         return True
+    i, j = _as_whole(a), _as_whole(b)
+    if i is not None and j is not None:  # exactly: 2**53 + 1 and 2**53 are two settings
+        return i == j
     x, y = _as_number(a), _as_number(b)
     return x is not None and y is not None and x == y

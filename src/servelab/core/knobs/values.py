@@ -16,7 +16,8 @@ command that takes a knob's value runs before it touches anything (``knob set``,
   split at it), and of the argument's type where the engine's parser is known
   (:data:`ARGUMENT_TYPES`: ``--chunked-prefill-size=*`` is not an ``int``), written in plain
   ASCII (``6_4`` and ``+64`` would be read as 64 too: refused), and in the argument's range
-  (:data:`ARGUMENT_RANGES`: ``--max-running-requests=-4`` is refused).
+  (:data:`ARGUMENT_RANGES`: ``--max-running-requests=-4`` is refused), a whole number within
+  64 bits (``99999999999999999999`` is past what the engine's tensors and counters hold).
 
 An environment variable's or a JSON key's value is taken as written otherwise.
 """
@@ -103,6 +104,11 @@ _SYNTAX: Mapping[type, re.Pattern[str]] = {
 _OPTION = re.compile(r"-[^0-9.]")
 
 
+def _cut(value: str) -> str:
+    """``value`` quoted, cut to its first 24 characters (not 4,000 digits)."""
+    return repr(value) if len(value) <= 24 else f"{value[:24]!r}… ({len(value):,} characters)"
+
+
 def _typed(knob: Knob, value: str, kind: type, bounds: Range | None) -> None:
     try:
         if not _SYNTAX[kind].match(value):
@@ -115,6 +121,11 @@ def _typed(knob: Knob, value: str, kind: type, bounds: Range | None) -> None:
         ) from None
     if not math.isfinite(number):
         raise KnobError(f"{knob.name} takes a finite number, not {value!r}")
+    if kind is int and not -(2**63) <= number < 2**63:
+        raise KnobError(
+            f"{knob.name} takes a whole number the engine can hold (64 bits: at most "
+            f"{2**63 - 1:,}), not {_cut(value)}"
+        )
     if bounds is not None and not bounds.holds(number):
         raise KnobError(f"{knob.name} takes a number {bounds.words()}, not {value!r}")
 

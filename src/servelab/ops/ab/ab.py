@@ -194,7 +194,8 @@ async def run_ab(
         raise BenchError("the two arms have the same value")
     async with operation(target, ledger=ledger, progress=progress) as op:
         check_arms(op.spec, cfg.service, cfg.knob, (cfg.baseline, cfg.candidate))
-        check_keep(op.spec, cfg.service, cfg.knob, cfg.keep)
+        arms = (cfg.baseline, cfg.candidate)
+        cfg = replace(cfg, keep=check_keep(op.spec, cfg.service, cfg.knob, cfg.keep, arms))
         if not allow_unread:
             await refuse_unread(op, cfg.service, [cfg.knob])
         original = await get_knob(op, cfg.service, cfg.knob)

@@ -7,11 +7,16 @@ and ``true``, a number's ``256`` and ``0256`` (each as the knob stores it, compa
 :func:`~servelab.core.knobs.knob.same_value` compares layers) would run two arms of one setting.
 
 ``--keep`` (:func:`check_keep`), the value an A/B leaves live at its end: ``better``,
-``baseline`` and ``candidate`` name an arm; any other text is a value, which must be one the knob
-takes (:func:`~servelab.ops.knob.check_setting`: an undeclared knob, a value the knob
-cannot take, one over 4 KiB refused, exit 2). A keyword written in another case (``Better``) is
-refused as a misspelling rather than written into the env file as a value. The check runs before
-the A/B measures anything or starts its journal, so a bad ``--keep`` changes nothing.
+``baseline`` and ``candidate`` name an arm; any other text must be one of the two arms' values,
+compared as the knob takes them (``064`` names the arm ``64``, ``true`` the arm ``on``), and the
+arm's own spelling is what is kept, never a third one: a value that names neither arm (it was
+never measured), a value the knob cannot take (:func:`~servelab.ops.knob.check_setting`), an
+empty value or one with white space around it (the arms never hold any: their text is
+stripped) are refused, exit 2. A keyword written in another case (``Better``) is refused as a
+misspelling rather than taken as a value. The check runs before the A/B measures anything or
+starts its journal, so a bad ``--keep`` changes nothing. A refused value is shown quoted, or as
+``***`` when the redaction policy would mask any of it (a masked ``token=...`` would swallow the
+rest of the sentence).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 from servelab.core.ab.result import Keep
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.knob import same_value
+from servelab.core.redaction import REDACTED, redact
 from servelab.errors import KnobError
 from servelab.ops.knob import check_setting
 
@@ -35,16 +41,44 @@ def check_arms(spec: DeploymentSpec, service: str, knob: str, values: tuple[str,
         )
 
 
-def check_keep(spec: DeploymentSpec, service: str, knob: str, keep: str | None) -> None:
-    """Refuse a ``keep`` no A/B of ``service``'s ``knob`` could leave live (KnobError, exit 2)."""
+def _shown(value: str) -> str:
+    """``value`` as a refusal shows it: quoted (escapes for what a terminal does not show), cut
+    to 40 characters, or ``***`` whole when :func:`~servelab.core.redaction.redact` would mask
+    any of it."""
+    if redact(value) != value:
+        return f"{REDACTED} (masked: it looks like a secret)"
+    return repr(value) if len(value) <= 40 else f"{value[:40]!r}… ({len(value):,} characters)"
+
+
+def check_keep(
+    spec: DeploymentSpec, service: str, knob: str, keep: str | None, arms: tuple[str, str]
+) -> str | None:
+    """``keep`` as the A/B stores it: None, a :class:`~servelab.core.ab.result.Keep` word, or the
+    arm's own value (``arms``: baseline, candidate) that ``keep`` names; a ``keep`` no A/B of
+    ``service``'s ``knob`` with these arms could leave live is a KnobError (exit 2)."""
     if keep is None or keep in tuple(Keep):
-        return
+        return keep
     if keep.strip().lower() in tuple(Keep):
         raise KnobError(
-            f"--keep {keep!r}: did you mean {keep.strip().lower()}? (better, baseline and "
-            "candidate are written in lower case; any other text is a value of the knob)"
+            f"--keep {_shown(keep)}: did you mean {keep.strip().lower()}? (better, baseline and "
+            "candidate are written in lower case; any other text is one arm's value)"
+        )
+    if not keep.strip() or keep != keep.strip():
+        what = "is empty" if not keep.strip() else "has white space around it"
+        raise KnobError(
+            f"--keep {_shown(keep)} {what}: name one arm's value as typed "
+            f"({_shown(arms[0])} or {_shown(arms[1])}), or better, baseline or candidate"
         )
     try:
-        check_setting(spec, service, knob, keep)
+        stored = check_setting(spec, service, knob, keep)
     except KnobError as exc:
-        raise KnobError(f"--keep {keep!r} is not a value {knob} takes: {exc}") from None
+        why = "" if redact(str(exc)) != str(exc) else f": {exc}"
+        raise KnobError(f"--keep {_shown(keep)} is not a value {knob} takes{why}") from None
+    for arm in arms:
+        if same_value(stored, check_setting(spec, service, knob, arm)):
+            return arm
+    raise KnobError(
+        f"--keep {_shown(keep)} names neither arm of the A/B ({_shown(arms[0])} or "
+        f"{_shown(arms[1])}): --keep leaves live a value the A/B measured; name one of them, "
+        "or better, baseline or candidate"
+    )
