@@ -444,8 +444,10 @@ def test_one_codec(path: Path) -> None:
 #: became ``core/ledger/rawrow.py`` ``RawRow`` and a bisection's bench and a case test's workload
 #: were read as their types, and of 119 before an answer's stream chunks, a probe's body and
 #: schema, and a Prometheus server's answers were read as TypedDicts and typed series
-#: (``core/telemetry/promapi.py``) (what is left: :data:`JSON_PUBLIC_LEFT`).
-MAX_JSON_TYPES = 111
+#: (``core/telemetry/promapi.py``), and of 111 before a deploy row's preflight refusal was typed and
+#: a rolling restart's recovery body came from the router's own adapter (what is left:
+#: :data:`JSON_PUBLIC_LEFT`).
+MAX_JSON_TYPES = 109
 MAX_JSON_PUBLIC = 0
 #: The public functions still taking or returning a JSON dict, each with its reason (none).
 JSON_PUBLIC_LEFT: dict[str, str] = {}
