@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, assert_never
 
 from servelab.core.case.bisect import Bisected, Change
@@ -43,13 +44,20 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.codec import JsonObject, Omitted, encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
+from servelab.report.document import Worded, document_text
 from servelab.report.putback import after_failure
 from servelab.report.text import json_text, show_value
-from servelab.report.verify import check_detail, with_details
+from servelab.report.verify import (
+    CheckDocument,
+    VerificationWords,
+    check_detail,
+    check_document,
+    verification_document,
+)
 
 if TYPE_CHECKING:  # only annotations: the ops machinery (aiohttp with it) is not imported to word
     from servelab.ops.case.bisect import BisectOutcome
@@ -58,6 +66,11 @@ if TYPE_CHECKING:  # only annotations: the ops machinery (aiohttp with it) is no
 
 __all__ = [
     "NOT_CONFIRMED",
+    "ActionWords",
+    "EventWords",
+    "ExperimentWords",
+    "LeftDown",
+    "NotVerified",
     "bisect_json",
     "bisect_lines",
     "case_json",
@@ -129,21 +142,64 @@ def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
     return None if event.ok else _reasons(event.failed, event.error)
 
 
-def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
-    return {**verification, "checks": with_details(verification.get("checks"))}
+@dataclass(frozen=True)
+class NotVerified:
+    """The verification of a restart or verify that did not complete: not ok, no checks, its
+    error."""
+
+    ok: bool
+    checks: tuple[CheckDocument, ...]
+    error: str | None
 
 
-def _event_json(event: Mapping[str, Any]) -> JsonObject:
-    """A case event's JSON with its ``error`` sentence and its failed checks' reasons."""
-    failed = with_details(event.get("failed_checks"))
-    return {**event, "failed_checks": failed, "error": event_error(decode(EventOutcome, event))}
+@dataclass(frozen=True)
+class EventWords:
+    """A revert's or restore's event with whether it verified, its failed checks with their
+    reasons, and its ``error`` sentence."""
+
+    verified: bool
+    failed_checks: list[CheckDocument]
+    error: str | None
 
 
-def _verification(doc: JsonObject, failure: str | None) -> JsonObject:
+@dataclass(frozen=True)
+class ActionWords:
+    """A revert's or restore's outcome: its verification with each check's reason (or what
+    stopped it), its items with theirs (a restore), and its ``error`` sentence."""
+
+    verification: Worded[VerifyReport, VerificationWords] | NotVerified
+    error: str | None
+    items: Omitted[list[Worded[RestoreEvent, EventWords]]] = None
+
+
+@dataclass(frozen=True)
+class LeftDown:
+    """What a failed restart's put-back left down, and the command that brings it back."""
+
+    down: list[str]
+    recovery: str | None
+
+
+def _verification(
+    verification: VerifyReport | None, failure: str | None
+) -> Worded[VerifyReport, VerificationWords] | NotVerified:
     """The verification as ``--json`` shows it, each check with its reason (a restart or verify
     that did not complete: not ok, no checks, its error)."""
-    verification = doc["verification"] or {"ok": False, "checks": [], "error": failure}
-    return _with_reasons(verification)
+    if verification is None:
+        return NotVerified(False, (), failure)
+    return verification_document(verification)
+
+
+def _event(event: RestoreEvent) -> Worded[RestoreEvent, EventWords]:
+    """A restore item's JSON with whether it verified, its failed checks' reasons and its
+    ``error`` sentence."""
+    failed = [check_document(c) for c in event.failed]
+    return Worded(event, EventWords(event.ok, failed, event_error(event)))
+
+
+def _head(outcome: RevertOutcome | RestoreOutcome) -> LeftDown | None:
+    left = _left(outcome)
+    return None if left is None else LeftDown(*left)
 
 
 def _entry_json(entry: TimelineEntry) -> JsonObject:
@@ -175,28 +231,16 @@ def case_list_json(views: Sequence[CaseView]) -> str:
 
 def revert_json(outcome: RevertOutcome) -> str:
     """``case revert --json``: the outcome, each check's reason and the ``error`` sentence."""
-    doc: JsonObject = encode(outcome)
-    doc["verification"] = _verification(doc, outcome.failure)
-    doc["error"] = revert_error(outcome)
-    left = _left(outcome)
-    if left is not None:
-        doc = {"down": left[0], "recovery": left[1], **doc}
-    return json_text(doc)
+    words = ActionWords(_verification(outcome.verification, outcome.failure), revert_error(outcome))
+    return document_text(Worded(outcome, words, head=_head(outcome)))
 
 
 def restore_json(outcome: RestoreOutcome) -> str:
     """``restore --json``: the outcome, each check's and each item's reason, the ``error``."""
-    doc: JsonObject = encode(outcome)
-    doc["items"] = [
-        _event_json({**item, "verified": event.ok})
-        for item, event in zip(doc["items"], outcome.items, strict=True)
-    ]
-    doc["verification"] = _verification(doc, outcome.failure)
-    doc["error"] = restore_error(outcome)
-    left = _left(outcome)
-    if left is not None:
-        doc = {"down": left[0], "recovery": left[1], **doc}
-    return json_text(doc)
+    verification = _verification(outcome.verification, outcome.failure)
+    items = [_event(item) for item in outcome.items]
+    words = ActionWords(verification, restore_error(outcome), items)
+    return document_text(Worded(outcome, words, head=_head(outcome)))
 
 
 # -- the verdict experiment (``case test``) and verdicts that hold ---------------------------------
@@ -268,15 +312,27 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class ExperimentWords:
+    """A verdict experiment's ids and its words: the summary, the rule, the load."""
+
+    event_id: int | None
+    evidence_id: int | None
+    summary: str
+    rule_text: str
+    load_text: str | None
+
+
 def experiment_json(outcome: CaseTestOutcome) -> str:
     """``case test --json``: the record, its ids, and the rule in words."""
-    ids = {"event_id": outcome.event_id, "evidence_id": outcome.evidence_id}
-    doc: JsonObject = {**encode(outcome.record), **ids}
-    doc["summary"] = describe_experiment(outcome.record)
-    doc["rule_text"] = _RULES.get(outcome.record.decision.rule, outcome.record.decision.rule)
-    load = outcome.record.load
-    doc["load_text"] = describe_load(load, outcome.record.decision) if load is not None else None
-    return json_text(doc)
+    record = outcome.record
+    load = record.load
+    words = ExperimentWords(
+        outcome.event_id, outcome.evidence_id, describe_experiment(record),
+        _RULES.get(record.decision.rule, record.decision.rule),
+        describe_load(load, record.decision) if load is not None else None,
+    )  # fmt: skip
+    return document_text(Worded(record, words))
 
 
 def describe_refusal(refusal: Refusal) -> str:
