@@ -27,16 +27,18 @@ W = TypeVar("W")
 
 class Worded(Generic[C, W]):
     """``contract``'s encoding (as ``kind``, default its own class) with ``head``'s words before
-    its keys and ``words``' after (each a dataclass of words, or None: none). Not a dataclass
+    its keys and ``words``' after (each a dataclass of words, or None: none), without the keys
+    named in ``omit`` (a part the document leaves out when it is empty). Not a dataclass
     itself: the codec encodes it whole, never field by field."""
 
-    __slots__ = ("contract", "head", "kind", "words")
+    __slots__ = ("contract", "head", "kind", "omit", "words")
 
     def __init__(
         self, contract: C, words: W | None = None, *, head: object | None = None,
-        kind: object | None = None,
+        kind: object | None = None, omit: tuple[str, ...] = (),
     ) -> None:  # fmt: skip
         self.contract, self.words, self.head, self.kind = contract, words, head, kind
+        self.omit = omit
 
     def _encoded(self) -> JsonObject:
         """The document as JSON-ready values (what the codec's :func:`encode` gives for it): the
@@ -44,7 +46,8 @@ class Worded(Generic[C, W]):
         body = encode(self.contract, self.kind)
         head = {} if self.head is None else encode(self.head)
         tail = {} if self.words is None else encode(self.words)
-        return {**head, **body, **tail}
+        merged = {**head, **body, **tail}
+        return {key: value for key, value in merged.items() if key not in self.omit}
 
     @classmethod
     def __get_pydantic_core_schema__(
