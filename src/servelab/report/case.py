@@ -12,8 +12,7 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
 from servelab.core.case.bisect import Bisected, Change
@@ -29,7 +28,11 @@ from servelab.core.case.experiment import (
     ExperimentRecord,
 )
 from servelab.core.case.load import RULE_LOAD_NOT_REACHED
-from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent, TimelineEntry
+from servelab.core.case.model import (
+    EventOutcome,
+    RestoreEvent,
+    RevertEvent,
+)
 from servelab.core.case.probe import (
     BisectConclusion,
     BisectRecord,
@@ -44,15 +47,23 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import JsonObject, Omitted, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
+from servelab.report.casedocument import (
+    ActionWords,
+    CaseWords,
+    EntryDocument,
+    EventWords,
+    ExperimentWords,
+    LeftDown,
+    NotVerified,
+)
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
 from servelab.report.document import Worded, document_text
 from servelab.report.putback import after_failure
 from servelab.report.text import json_text, show_value
 from servelab.report.verify import (
-    CheckDocument,
     VerificationWords,
     check_detail,
     check_document,
@@ -66,11 +77,6 @@ if TYPE_CHECKING:  # only annotations: the ops machinery (aiohttp with it) is no
 
 __all__ = [
     "NOT_CONFIRMED",
-    "ActionWords",
-    "EventWords",
-    "ExperimentWords",
-    "LeftDown",
-    "NotVerified",
     "bisect_json",
     "bisect_lines",
     "case_json",
@@ -142,44 +148,6 @@ def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
     return None if event.ok else _reasons(event.failed, event.error)
 
 
-@dataclass(frozen=True)
-class NotVerified:
-    """The verification of a restart or verify that did not complete: not ok, no checks, its
-    error."""
-
-    ok: bool
-    checks: tuple[CheckDocument, ...]
-    error: str | None
-
-
-@dataclass(frozen=True)
-class EventWords:
-    """A revert's or restore's event with whether it verified, its failed checks with their
-    reasons, and its ``error`` sentence."""
-
-    verified: bool
-    failed_checks: list[CheckDocument]
-    error: str | None
-
-
-@dataclass(frozen=True)
-class ActionWords:
-    """A revert's or restore's outcome: its verification with each check's reason (or what
-    stopped it), its items with theirs (a restore), and its ``error`` sentence."""
-
-    verification: Worded[VerifyReport, VerificationWords] | NotVerified
-    error: str | None
-    items: Omitted[list[Worded[RestoreEvent, EventWords]]] = None
-
-
-@dataclass(frozen=True)
-class LeftDown:
-    """What a failed restart's put-back left down, and the command that brings it back."""
-
-    down: list[str]
-    recovery: str | None
-
-
 def _verification(
     verification: VerifyReport | None, failure: str | None
 ) -> Worded[VerifyReport, VerificationWords] | NotVerified:
@@ -202,20 +170,12 @@ def _head(outcome: RevertOutcome | RestoreOutcome) -> LeftDown | None:
     return None if left is None else LeftDown(*left)
 
 
-def _entry_json(entry: TimelineEntry) -> JsonObject:
-    """A timeline entry as ``case show --json`` prints it: a recorded event's detail as stored,
-    any other entry's data through the codec."""
-    data = dict(entry.data) if isinstance(entry.data, Mapping) else encode(entry.data)
-    return {"at": entry.at, "kind": entry.kind, "data": data}
-
-
 def case_json(view: CaseView) -> str:
     """``case show --json`` (and ``case resolve --json``): the case, its timeline (each entry's
     data as recorded), its restore plan and where the restore stands."""
-    timeline = [_entry_json(e) for e in view.timeline]
-    plan = [encode(i) for i in view.plan]
-    doc = {**encode(view.case), "timeline": timeline, "restore_plan": plan}
-    return json_text({**doc, "restore_status": view.restore_status})
+    timeline = [EntryDocument(e.at, e.kind, e.data) for e in view.timeline]
+    words = CaseWords(timeline, list(view.plan), view.restore_status)
+    return document_text(Worded(view.case, words))
 
 
 def case_list_json(views: Sequence[CaseView]) -> str:
@@ -310,17 +270,6 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
         lines.append(f"  knob left as found: {show_value(record.left)}")
     lines.append(f"  took {record.elapsed_s:.1f} s")
     return lines
-
-
-@dataclass(frozen=True)
-class ExperimentWords:
-    """A verdict experiment's ids and its words: the summary, the rule, the load."""
-
-    event_id: int | None
-    evidence_id: int | None
-    summary: str
-    rule_text: str
-    load_text: str | None
 
 
 def experiment_json(outcome: CaseTestOutcome) -> str:
