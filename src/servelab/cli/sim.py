@@ -29,11 +29,9 @@ from servelab.sim.vllm import VLLM_PROFILE, serve_vllm
 
 __all__ = ["sim_group"]
 
-#: ``sim prefill|decode`` hand their whole command line to the engine's own parser.
-_ENGINE_STYLE: dict[str, Any] = {
-    "context_settings": {"ignore_unknown_options": True, "allow_extra_args": False},
-    "add_help_option": False,
-}
+#: ``sim prefill|decode`` hand their whole command line to the engine's own parser (click's
+#: context settings; with ``add_help_option=False``, ``--help`` is the engine's).
+_ENGINE_CONTEXT = {"ignore_unknown_options": True, "allow_extra_args": False}
 
 
 async def _until_signal(main: Any, stop: asyncio.Event) -> None:
@@ -87,7 +85,7 @@ def sim_group() -> None:
     """The simulated PD engine (SGLang- or vLLM-compatible) and the faulty proxy."""
 
 
-@sim_group.command("prefill", **_ENGINE_STYLE)
+@sim_group.command("prefill", context_settings=_ENGINE_CONTEXT, add_help_option=False)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def _prefill(argv: tuple[str, ...]) -> None:
     """A simulated prefill worker with its KV bootstrap server (vLLM: NIXL side channel).
@@ -95,7 +93,7 @@ def _prefill(argv: tuple[str, ...]) -> None:
     _run_worker("prefill", argv)
 
 
-@sim_group.command("decode", **_ENGINE_STYLE)
+@sim_group.command("decode", context_settings=_ENGINE_CONTEXT, add_help_option=False)
 @click.argument("argv", nargs=-1, type=click.UNPROCESSED)
 def _decode(argv: tuple[str, ...]) -> None:
     """A simulated decode worker. Its arguments are the engine's (``--help``)."""

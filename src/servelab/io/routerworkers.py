@@ -55,6 +55,7 @@ __all__ = [
     "SglangRouterWorkers",
     "SmgRouterWorkers",
     "VllmRouterWorkers",
+    "add_worker_json",
     "parse_worker_list",
     "removal_command",
     "router_workers",
@@ -100,6 +101,19 @@ class RouterWorkers(Protocol):
     async def remove(self, worker_id: str) -> bool:
         """Ask the router to drop the worker; False when it did not know the id."""
         ...
+
+
+def _add_body(url: str, role: str, bootstrap_port: int | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"url": url, "worker_type": role}
+    if bootstrap_port is not None:
+        body["bootstrap_port"] = bootstrap_port
+    return body
+
+
+def add_worker_json(url: str, role: str, bootstrap_port: int | None = None) -> str:
+    """The JSON text of the ``POST /workers`` body that adds the worker (as :meth:`add` sends
+    it; a recovery line's ``curl -d`` carries it)."""
+    return json.dumps(_add_body(url, role, bootstrap_port))
 
 
 def _failure(what: str, result: ProbeResult) -> RouterApiError:
@@ -180,9 +194,7 @@ class SglangRouterWorkers:
         return await _list(self._http, self.base_url)
 
     async def add(self, url: str, role: str, bootstrap_port: int | None = None) -> str | None:
-        body: dict[str, Any] = {"url": url, "worker_type": role}
-        if bootstrap_port is not None:
-            body["bootstrap_port"] = bootstrap_port
+        body = _add_body(url, role, bootstrap_port)
         where = self.base_url + "/workers"
         result = await self._http.probe(
             where, timeout=_TIMEOUT_S, method="POST", json_body=body, body_limit=None

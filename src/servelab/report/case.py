@@ -12,7 +12,7 @@ that the knob's live value was not confirmed. An older ledger's event stored tha
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, assert_never
 
 from servelab.core.case.bisect import Bisected, Change
@@ -28,7 +28,11 @@ from servelab.core.case.experiment import (
     ExperimentRecord,
 )
 from servelab.core.case.load import RULE_LOAD_NOT_REACHED
-from servelab.core.case.model import EventOutcome, RestoreEvent, RevertEvent, TimelineEntry
+from servelab.core.case.model import (
+    EventOutcome,
+    RestoreEvent,
+    RevertEvent,
+)
 from servelab.core.case.probe import (
     BisectConclusion,
     BisectRecord,
@@ -43,13 +47,28 @@ from servelab.core.case.verdicts import (
     Override,
     Refusal,
 )
-from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.contract import VerifyReport
 from servelab.core.verify.record import CheckRecord
+from servelab.report.casedocument import (
+    ActionWords,
+    CaseWords,
+    EntryDocument,
+    EventWords,
+    ExperimentWords,
+    LeftDown,
+    NotVerified,
+)
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
+from servelab.report.document import Worded, document_text
 from servelab.report.putback import after_failure
 from servelab.report.text import json_text, show_value
-from servelab.report.verify import check_detail, with_details
+from servelab.report.verify import (
+    VerificationWords,
+    check_detail,
+    check_document,
+    verification_document,
+)
 
 if TYPE_CHECKING:  # only annotations: the ops machinery (aiohttp with it) is not imported to word
     from servelab.ops.case.bisect import BisectOutcome
@@ -129,37 +148,34 @@ def event_error(event: EventOutcome | RevertEvent | RestoreEvent) -> str | None:
     return None if event.ok else _reasons(event.failed, event.error)
 
 
-def _with_reasons(verification: Mapping[str, Any]) -> JsonObject:
-    return {**verification, "checks": with_details(verification.get("checks"))}
-
-
-def _event_json(event: Mapping[str, Any]) -> JsonObject:
-    """A case event's JSON with its ``error`` sentence and its failed checks' reasons."""
-    failed = with_details(event.get("failed_checks"))
-    return {**event, "failed_checks": failed, "error": event_error(decode(EventOutcome, event))}
-
-
-def _verification(doc: JsonObject, failure: str | None) -> JsonObject:
+def _verification(
+    verification: VerifyReport | None, failure: str | None
+) -> Worded[VerifyReport, VerificationWords] | NotVerified:
     """The verification as ``--json`` shows it, each check with its reason (a restart or verify
     that did not complete: not ok, no checks, its error)."""
-    verification = doc["verification"] or {"ok": False, "checks": [], "error": failure}
-    return _with_reasons(verification)
+    if verification is None:
+        return NotVerified(False, (), failure)
+    return verification_document(verification)
 
 
-def _entry_json(entry: TimelineEntry) -> JsonObject:
-    """A timeline entry as ``case show --json`` prints it: a recorded event's detail as stored,
-    any other entry's data through the codec."""
-    data = dict(entry.data) if isinstance(entry.data, Mapping) else encode(entry.data)
-    return {"at": entry.at, "kind": entry.kind, "data": data}
+def _event(event: RestoreEvent) -> Worded[RestoreEvent, EventWords]:
+    """A restore item's JSON with whether it verified, its failed checks' reasons and its
+    ``error`` sentence."""
+    failed = [check_document(c) for c in event.failed]
+    return Worded(event, EventWords(event.ok, failed, event_error(event)))
+
+
+def _head(outcome: RevertOutcome | RestoreOutcome) -> LeftDown | None:
+    left = _left(outcome)
+    return None if left is None else LeftDown(*left)
 
 
 def case_json(view: CaseView) -> str:
     """``case show --json`` (and ``case resolve --json``): the case, its timeline (each entry's
     data as recorded), its restore plan and where the restore stands."""
-    timeline = [_entry_json(e) for e in view.timeline]
-    plan = [encode(i) for i in view.plan]
-    doc = {**encode(view.case), "timeline": timeline, "restore_plan": plan}
-    return json_text({**doc, "restore_status": view.restore_status})
+    timeline = [EntryDocument(e.at, e.kind, e.data) for e in view.timeline]
+    words = CaseWords(timeline, list(view.plan), view.restore_status)
+    return document_text(Worded(view.case, words))
 
 
 def case_list_json(views: Sequence[CaseView]) -> str:
@@ -175,28 +191,16 @@ def case_list_json(views: Sequence[CaseView]) -> str:
 
 def revert_json(outcome: RevertOutcome) -> str:
     """``case revert --json``: the outcome, each check's reason and the ``error`` sentence."""
-    doc: JsonObject = encode(outcome)
-    doc["verification"] = _verification(doc, outcome.failure)
-    doc["error"] = revert_error(outcome)
-    left = _left(outcome)
-    if left is not None:
-        doc = {"down": left[0], "recovery": left[1], **doc}
-    return json_text(doc)
+    words = ActionWords(_verification(outcome.verification, outcome.failure), revert_error(outcome))
+    return document_text(Worded(outcome, words, head=_head(outcome)))
 
 
 def restore_json(outcome: RestoreOutcome) -> str:
     """``restore --json``: the outcome, each check's and each item's reason, the ``error``."""
-    doc: JsonObject = encode(outcome)
-    doc["items"] = [
-        _event_json({**item, "verified": event.ok})
-        for item, event in zip(doc["items"], outcome.items, strict=True)
-    ]
-    doc["verification"] = _verification(doc, outcome.failure)
-    doc["error"] = restore_error(outcome)
-    left = _left(outcome)
-    if left is not None:
-        doc = {"down": left[0], "recovery": left[1], **doc}
-    return json_text(doc)
+    verification = _verification(outcome.verification, outcome.failure)
+    items = [_event(item) for item in outcome.items]
+    words = ActionWords(verification, restore_error(outcome), items)
+    return document_text(Worded(outcome, words, head=_head(outcome)))
 
 
 # -- the verdict experiment (``case test``) and verdicts that hold ---------------------------------
@@ -270,13 +274,14 @@ def experiment_lines(record: ExperimentRecord) -> list[str]:
 
 def experiment_json(outcome: CaseTestOutcome) -> str:
     """``case test --json``: the record, its ids, and the rule in words."""
-    ids = {"event_id": outcome.event_id, "evidence_id": outcome.evidence_id}
-    doc: JsonObject = {**encode(outcome.record), **ids}
-    doc["summary"] = describe_experiment(outcome.record)
-    doc["rule_text"] = _RULES.get(outcome.record.decision.rule, outcome.record.decision.rule)
-    load = outcome.record.load
-    doc["load_text"] = describe_load(load, outcome.record.decision) if load is not None else None
-    return json_text(doc)
+    record = outcome.record
+    load = record.load
+    words = ExperimentWords(
+        outcome.event_id, outcome.evidence_id, describe_experiment(record),
+        _RULES.get(record.decision.rule, record.decision.rule),
+        describe_load(load, record.decision) if load is not None else None,
+    )  # fmt: skip
+    return document_text(Worded(record, words))
 
 
 def describe_refusal(refusal: Refusal) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from typing import assert_never
 
 from rich.console import RenderableType
@@ -22,9 +23,10 @@ from servelab.core.deploy.steps import (
     StepFailure,
     Stopped,
 )
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.redaction import redact, redact_url
 from servelab.core.restart.contract import DeployReport, RestartReport
+from servelab.core.verify.contract import VerifyReport
 from servelab.ops.deploy.rolling_results import (
     Added,
     AlreadyOut,
@@ -42,12 +44,19 @@ from servelab.ops.deploy.rolling_results import (
     Verified,
     WorkerRoll,
 )
+from servelab.report.document import Worded, document_text
 from servelab.report.progress import others_words
 from servelab.report.text import json_text, plain_text
-from servelab.report.verify import check_detail, with_details
+from servelab.report.verify import (
+    VerificationWords,
+    check_detail,
+    verification_document,
+    with_details,
+)
 
 __all__ = [
     "STATUS_COLUMNS",
+    "RestartWords",
     "deploy_json",
     "render_deploy",
     "render_interruption",
@@ -215,13 +224,18 @@ def render_interruption(report: DeployReport | RestartReport | RollingReport) ->
     return f"restart interrupted; {_down_line(report)}\n"
 
 
+@dataclass(frozen=True)
+class RestartWords:
+    """A restart's verification with each check's reason, in place of the bare one."""
+
+    verification: Worded[VerifyReport, VerificationWords] | None
+
+
 def restart_json(report: RestartReport) -> str:
     """``restart --json``: the report, its verification's checks each with its reason."""
-    doc: JsonObject = encode(report)
-    verification = doc.get("verification")
-    if isinstance(verification, dict):
-        doc["verification"] = {**verification, "checks": with_details(verification.get("checks"))}
-    return json_text(doc)
+    done = report.verification
+    words = RestartWords(None if done is None else verification_document(done))
+    return document_text(Worded(report, words))
 
 
 # -- rolling restarts ---------------------------------------------------------------------------

@@ -134,8 +134,8 @@ def describe_conviction(test: ConvictionTest) -> str:
     return f"{head}; on record: failing with it {fail}, passing without it {passing} ({tail})"
 
 
-def _outcome(detail: Mapping[str, Any]) -> str:
-    error = event_error(decode(EventOutcome, detail))
+def _outcome(outcome: EventOutcome) -> str:
+    error = event_error(outcome)
     return "verified live" if error is None else f"FAILED ({error})"
 
 
@@ -175,7 +175,8 @@ def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
         return _describe_resolution(decode(Resolution, d))
     if kind in ("revert", "restore"):
         value = d.get("to", d.get("value"))
-        return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {_outcome(d)}"
+        outcome = _outcome(decode(EventOutcome, d))
+        return f"{kind} {d.get('service')} {d.get('knob')} → {show_value(value)}: {outcome}"
     if kind == ExperimentRecord.KIND:
         return describe_experiment(decode(ExperimentRecord, d))
     if kind == BisectRecord.KIND:

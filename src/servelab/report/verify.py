@@ -14,6 +14,7 @@ requests' (:mod:`servelab.report.e2e`) and the answer probes' (:mod:`servelab.re
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, assert_never
 
 from rich.table import Table
@@ -21,7 +22,7 @@ from rich.text import Text
 
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.redaction import REDACTED, mask, redact
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
@@ -58,16 +59,22 @@ from servelab.core.verify.masked import (
 )
 from servelab.core.verify.pair import PairReport
 from servelab.core.verify.record import CheckRecord, StoredCheck, UntypedCheck, read_check
+from servelab.report.document import Worded, document_text
 from servelab.report.e2e import describe_e2e, describe_reach
 from servelab.report.health import describe_health
 from servelab.report.knob import describe_unread, describe_verdict
 from servelab.report.pair import describe_pair
 from servelab.report.probes import describe_probes
-from servelab.report.text import json_text, plain_text, show_value
+from servelab.report.text import plain_text, show_value
 
 __all__ = [
+    "CheckDocument",
+    "CheckWords",
+    "VerificationWords",
     "check_detail",
+    "check_document",
     "render_verify",
+    "verification_document",
     "verify_json",
     "with_details",
 ]
@@ -289,23 +296,50 @@ def _knob_live(real: KnobLive) -> str:
 # -- JSON with the reasons ----------------------------------------------------------------------
 
 
-def _check_json(check: CheckRecord) -> JsonObject:
-    """The check's flat JSON (``{**data, "layer", "service", "ok", "code"}``) with its outcome
-    as ``result`` (``pass``, ``fail``, ``skip``: a skipped layer is not a pass) and its reason as
-    ``detail``."""
-    flat: JsonObject = encode(check, StoredCheck)
-    return {**flat, "result": result_of(check).value, "detail": check_detail(check)}
+@dataclass(frozen=True)
+class CheckWords:
+    """A check's words in its ``--json``: its outcome (``pass``, ``fail``, ``skip``: a skipped
+    layer is not a pass) and its reason."""
+
+    result: str
+    detail: str
+
+
+#: A check as ``--json`` shows it: its flat JSON (``{**data, "layer", "service", "ok", "code"}``)
+#: with its words.
+CheckDocument = Worded[CheckRecord, CheckWords]
+
+
+@dataclass(frozen=True)
+class VerificationWords:
+    """A verification's checks, each with its words, in place of its bare checks."""
+
+    checks: list[CheckDocument]
+
+
+def check_document(check: CheckRecord) -> CheckDocument:
+    """The check's flat JSON with its outcome as ``result`` and its reason as ``detail``."""
+    words = CheckWords(result_of(check).value, check_detail(check))
+    return Worded(check, words, kind=StoredCheck)
+
+
+def verification_document(report: VerifyReport) -> Worded[VerifyReport, VerificationWords]:
+    """The verification with every check's reason (``verify --json``, and inside a restart's or a
+    case action's document)."""
+    return Worded(report, VerificationWords([check_document(c) for c in report.checks]))
 
 
 def with_details(checks: Any) -> list[Any]:
-    """A list of checks' flat JSON (as a ``restart`` report or a case event holds them), each with
-    its reason as ``detail``; anything else in the list is left as it is."""
-    return [_check_json(read_check(c)) if isinstance(c, Mapping) else c for c in checks or ()]
+    """A list of checks' flat JSON as stored (a stored restart report's or case event's), each
+    with its reason as ``detail``; anything else in the list is left as it is."""
+    return [
+        encode(check_document(read_check(c))) if isinstance(c, Mapping) else c for c in checks or ()
+    ]
 
 
 def verify_json(report: VerifyReport) -> str:
     """``verify --json``: the report with every check's reason as ``detail``."""
-    return json_text({**encode(report), "checks": [_check_json(check) for check in report.checks]})
+    return document_text(verification_document(report))
 
 
 # -- tables -------------------------------------------------------------------------------------

@@ -108,3 +108,14 @@ def test_an_arm_summary_keeps_a_wrong_answer_beside_its_reference() -> None:
     assert (arm.answers, arm.differ, arm.wrong) == (2, 1, 1)
     (example,) = arm.examples
     assert example.answer.startswith("<b>") and example.reference == "a" * 24
+
+
+def test_a_chunk_field_of_the_wrong_shape_makes_the_stream_malformed() -> None:
+    """Each chunk is read once as its typed fields: a field of the wrong shape is a malformed
+    stream (a request failure), not a field passed over."""
+    good = read_answer(PLAIN.id, _text(["a", "b"]))
+    assert good.error is None and good.text == "ab"
+    bad = _sse({"choices": [{"index": 0, "delta": {"content": ["a"]}}]})
+    assert read_answer(PLAIN.id, bad).error == "malformed stream"
+    bad = _sse({"choices": [{"delta": {"content": "a"}}], "usage": {"completion_tokens": "many"}})
+    assert read_answer(PLAIN.id, bad).error == "malformed stream"

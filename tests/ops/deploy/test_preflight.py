@@ -114,6 +114,13 @@ async def test_a_missing_env_file_of_a_later_service_starts_nothing(
     _nothing_started(loaded, tmp_path, ports)
     rows = ledger.list(DeploymentRecord)
     assert rows and rows[-1].detail["ok"] is False
+    # the refusal's stored shape, key for key (a typed detail since: ``PreflightFailed``)
+    assert rows[-1].detail == {
+        "ok": False,
+        "error": str(info.value),
+        "preflight": True,
+        "steps": [],
+    }
 
 
 async def test_a_taken_port_of_a_later_service_starts_nothing(

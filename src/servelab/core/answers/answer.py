@@ -25,11 +25,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+
+from typing_extensions import TypedDict  # pydantic reads it on Python 3.11 (its dependency)
 
 from servelab.core.answers.probes import Probe, ProbeKind
-from servelab.core.answers.schema import schema_errors
+from servelab.core.answers.schema import JsonSchema, schema_errors
+from servelab.core.ledger.codec import decode
 from servelab.core.load.sse import SSEDecoder
+from servelab.errors import RecordError
 
 __all__ = ["TEXT_MAX", "Answer", "AnswerCheck", "Failure", "check_answer", "read_answer"]
 
@@ -92,6 +95,53 @@ class AnswerCheck:
         return self.differs
 
 
+class _TopLogprob(TypedDict, total=False):
+    token: str | None
+    logprob: float | None
+
+
+class _Position(TypedDict, total=False):
+    token: str | None
+    top_logprobs: list[_TopLogprob] | None
+
+
+class _Logprobs(TypedDict, total=False):
+    content: list[_Position] | None
+
+
+class _Function(TypedDict, total=False):
+    name: str | None
+    arguments: str | None
+
+
+class _Call(TypedDict, total=False):
+    function: _Function | None
+
+
+class _Delta(TypedDict, total=False):
+    content: str | None
+    tool_calls: list[_Call] | None
+
+
+class _Choice(TypedDict, total=False):
+    delta: _Delta | None
+    finish_reason: str | None
+    logprobs: _Logprobs | None
+
+
+class _Usage(TypedDict, total=False):
+    completion_tokens: int | None
+
+
+class _Chunk(TypedDict, total=False):
+    """The fields of a streamed chat-completions chunk an answer is read from (OpenAI's; what
+    SGLang and vLLM send), each checked once by the codec as the chunk is read: a field of the
+    wrong shape makes the stream malformed."""
+
+    usage: _Usage | None
+    choices: list[_Choice] | None
+
+
 class _Reader:
     """The parts of a chat stream an answer is made of, fed one event's data at a time."""
 
@@ -108,55 +158,58 @@ class _Reader:
         if data == "[DONE]":
             return
         try:
-            chunk = json.loads(data)
+            raw = json.loads(data)
         except ValueError:
             self.error = self.error or "malformed stream"
             return
-        if not isinstance(chunk, dict) or "error" in chunk or chunk.get("object") == "error":
+        if not isinstance(raw, dict) or "error" in raw or raw.get("object") == "error":
             self.error = self.error or "error in stream"
             return
-        usage = chunk.get("usage")
-        if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-            self.tokens = usage["completion_tokens"]
+        try:
+            chunk = decode(_Chunk, raw)
+        except RecordError:
+            self.error = self.error or "malformed stream"
+            return
+        tokens = (chunk.get("usage") or {}).get("completion_tokens")
+        if tokens is not None:
+            self.tokens = tokens
         for choice in chunk.get("choices") or []:
-            if isinstance(choice, dict):
-                self._choice(choice)
+            self._choice(choice)
 
-    def _choice(self, choice: dict[str, Any]) -> None:
-        delta = choice.get("delta")
-        delta = delta if isinstance(delta, dict) else {}
-        if isinstance(delta.get("content"), str) and delta["content"]:
-            self.text.append(delta["content"])
+    def _choice(self, choice: _Choice) -> None:
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        if content:
+            self.text.append(content)
             self.chunks += 1
         for call in delta.get("tool_calls") or []:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
+            fn = call.get("function")
+            if fn is not None:
                 self.tool_name = fn.get("name") or self.tool_name
-                if isinstance(fn.get("arguments"), str):
-                    self.text.append(fn["arguments"])
+                arguments = fn.get("arguments")
+                if arguments is not None:
+                    self.text.append(arguments)
                     self.chunks += 1
-        if isinstance(choice.get("finish_reason"), str):
-            self.finish = choice["finish_reason"]
-        logprobs = choice.get("logprobs")
-        content = logprobs.get("content") if isinstance(logprobs, dict) else None
-        for item in content if isinstance(content, list) else []:
+        finish = choice.get("finish_reason")
+        if finish is not None:
+            self.finish = finish
+        logprobs = choice.get("logprobs") or {}
+        for item in logprobs.get("content") or []:
             self.top1.append(_top1(item))
 
 
-def _top1(item: Any) -> str:
+def _top1(item: _Position) -> str:
     """A position's most likely token: the first of its ``top_logprobs`` by log-probability,
     else the token chosen."""
-    if not isinstance(item, dict):
-        return ""
-    top = [t for t in item.get("top_logprobs") or [] if isinstance(t, dict)]
+    top = item.get("top_logprobs") or []
     if top:
-        return str(max(top, key=_logprob).get("token", ""))
-    return str(item.get("token", ""))
+        return max(top, key=_logprob).get("token") or ""
+    return item.get("token") or ""
 
 
-def _logprob(item: dict[str, Any]) -> float:
+def _logprob(item: _TopLogprob) -> float:
     value = item.get("logprob")
-    return float(value) if isinstance(value, int | float) else float("-inf")
+    return float("-inf") if value is None else value
 
 
 def read_answer(probe: int, body: bytes, error: str | None = None, level: int = 0) -> Answer:
@@ -196,7 +249,7 @@ def _failures(probe: Probe, answer: Answer) -> list[Failure]:
     return out
 
 
-def _tool_failures(arguments: str, schema: dict[str, Any]) -> list[Failure]:
+def _tool_failures(arguments: str, schema: JsonSchema) -> list[Failure]:
     try:
         value = json.loads(arguments)
     except ValueError:

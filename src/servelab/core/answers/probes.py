@@ -23,12 +23,15 @@ import json
 import random
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import NotRequired, TypedDict
+
+from servelab.core.answers.schema import JsonSchema
 
 __all__ = [
     "PASS_KEY_QUESTION",
     "PROBE_SEED",
     "Probe",
+    "ProbeBody",
     "ProbeKind",
     "probe_body",
     "probe_set",
@@ -109,7 +112,7 @@ _FILLER = (
     "back",
     "again.",
 )
-_TOOLS = (
+_TOOLS: tuple[tuple[str, str, dict[str, JsonSchema], list[str]], ...] = (
     ("get_weather", "Look up the weather of a city.",
      {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}},
      ["city"]),
@@ -121,6 +124,41 @@ _TOOLS = (
      {"text": {"type": "string"}, "minutes": {"type": "integer"}, "urgent": {"type": "boolean"}},
      ["text"]),
 )  # fmt: skip
+
+
+class _Message(TypedDict):
+    role: str
+    content: str
+
+
+class _Function(TypedDict):
+    name: str
+    description: str
+    parameters: JsonSchema
+
+
+class _Tool(TypedDict):
+    type: str
+    function: _Function
+
+
+class _StreamOptions(TypedDict):
+    include_usage: bool
+
+
+class ProbeBody(TypedDict):
+    """A probe's chat-completions body as sent (OpenAI's fields, in this order)."""
+
+    model: str
+    messages: list[_Message]
+    max_tokens: int
+    temperature: float
+    seed: int
+    stream: bool
+    stream_options: _StreamOptions
+    tools: NotRequired[list[_Tool]]
+    logprobs: NotRequired[bool]
+    top_logprobs: NotRequired[int]
 
 
 class ProbeKind(StrEnum):
@@ -140,7 +178,7 @@ class Probe:
     kind: ProbeKind
     messages: tuple[tuple[str, str], ...]
     max_tokens: int
-    tool: tuple[str, str, dict[str, Any]] | None = None
+    tool: tuple[str, str, JsonSchema] | None = None
     key: str | None = None
     depth: float | None = None
     prompt_tokens: int = 0
@@ -164,8 +202,8 @@ def _plain(pid: int, rng: random.Random) -> Probe:
 
 def _tool(pid: int, rng: random.Random) -> Probe:
     name, description, properties, required = _TOOLS[pid % len(_TOOLS)]
-    schema = {"type": "object", "properties": properties, "required": required,
-              "additionalProperties": False}  # fmt: skip
+    schema: JsonSchema = {"type": "object", "properties": properties, "required": required,
+                          "additionalProperties": False}  # fmt: skip
     ask = " ".join(rng.choices(_WORDS, k=6))
     text = f"Call {name} for this request: {ask}."
     return Probe(pid, ProbeKind.TOOL, (("user", text),), _MAX_TOKENS["tool"],
@@ -208,7 +246,7 @@ def probe_set(seed: int, n: int, context_len: int) -> tuple[Probe, ...]:
 def probe_body(probe: Probe, model: str, *, logprobs: bool = True) -> bytes:
     """The chat-completions body of ``probe`` as sent (JSON bytes): greedy, seeded, streamed with
     usage."""
-    body: dict[str, Any] = {
+    body: ProbeBody = {
         "model": model,
         "messages": [{"role": role, "content": text} for role, text in probe.messages],
         "max_tokens": probe.max_tokens,

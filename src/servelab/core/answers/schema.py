@@ -10,7 +10,20 @@ not use one.
 
 from __future__ import annotations
 
-__all__ = ["schema_errors"]
+from typing import TypedDict
+
+__all__ = ["JsonSchema", "schema_errors"]
+
+
+class JsonSchema(TypedDict, total=False):
+    """A JSON schema of the subset the probes use (the keywords :func:`schema_errors` checks)."""
+
+    type: str
+    properties: dict[str, JsonSchema]
+    required: list[str]
+    enum: list[str | int | float | bool | None]
+    additionalProperties: bool
+
 
 _TYPES: dict[str, tuple[type, ...]] = {
     "object": (dict,),
@@ -36,7 +49,7 @@ def _type_ok(value: object, kind: str) -> bool:
     )
 
 
-def schema_errors(value: object, schema: dict[str, object], path: str = "$") -> list[str]:
+def schema_errors(value: object, schema: JsonSchema, path: str = "$") -> list[str]:
     """Where ``value`` breaks ``schema``: one short code-like string per violation (empty: it
     satisfies it)."""
     errors: list[str] = []
@@ -51,7 +64,7 @@ def schema_errors(value: object, schema: dict[str, object], path: str = "$") -> 
     return errors
 
 
-def _object_errors(value: dict[str, object], schema: dict[str, object], path: str) -> list[str]:
+def _object_errors(value: dict[str, object], schema: JsonSchema, path: str) -> list[str]:
     props = schema.get("properties")
     props = props if isinstance(props, dict) else {}
     required = schema.get("required")

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["DeploymentRecord"]
+__all__ = ["DeploymentRecord", "PreflightFailed"]
 
 
 @dataclass(frozen=True)
@@ -21,3 +21,18 @@ class DeploymentRecord:
     action: str
     #: JSON: the report the deploy operation wrote (its type is above this layer, in ops/deploy)
     detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreflightFailed:
+    """A bring-up's or restart's ``detail`` when its preflight refused it (nothing started or
+    stopped): not ok, the refusal, no steps (its keys in the order stored before it was typed)."""
+
+    ok: Literal[False]
+    error: str
+    preflight: Literal[True]
+    steps: tuple[()]
+
+    @classmethod
+    def of(cls, error: str) -> PreflightFailed:
+        return cls(False, error, True, ())

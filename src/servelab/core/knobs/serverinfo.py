@@ -82,9 +82,9 @@ def _nested(node: Any, name: str, path: str = "") -> Iterator[tuple[str, Any]]:
             yield from _nested(value, name, where)
 
 
-def _effective(info: Mapping[str, Any], field: str) -> tuple[str, Any] | None:
+def _effective(report: EngineReport, field: str) -> tuple[str, Any] | None:
     inner = EFFECTIVE_FIELDS.get(field)
-    states = info.get("internal_states")
+    states = report.doc.get("internal_states")
     if inner is None or not isinstance(states, list) or not states:
         return None
     first = states[0]
@@ -93,8 +93,9 @@ def _effective(info: Mapping[str, Any], field: str) -> tuple[str, Any] | None:
     return f"internal_states[0].{inner}", first[inner]
 
 
-def _field(info: Mapping[str, Any], knob: Knob) -> tuple[str, Any] | None:
+def _field(report: EngineReport, knob: Knob) -> tuple[str, Any] | None:
     """(where, raw value) of the knob's argument field, or None when it is not reported."""
+    info = report.doc
     config = info.get("vllm_config")
     if isinstance(config, dict):
         found = list(_nested(config, knob.field, "vllm_config"))
@@ -103,13 +104,13 @@ def _field(info: Mapping[str, Any], knob: Knob) -> tuple[str, Any] | None:
         return None
     value = info[knob.field]
     if value is None:
-        return _effective(info, knob.field) or (knob.field, None)
+        return _effective(report, knob.field) or (knob.field, None)
     return knob.field, value
 
 
 def reported_value(report: EngineReport, knob: Knob) -> Reported:
     """The knob's value in an engine's ``/server_info`` report."""
-    found = _field(report.doc, knob)
+    found = _field(report, knob)
     if found is None:
         return Reported(False)
     where, value = found

@@ -160,8 +160,8 @@ class PairReport:
         return tuple(f for f in self.fields if f.verdict is FieldVerdict.MISMATCH)
 
 
-def _lookup(report: Mapping[str, Any], path: str) -> tuple[bool, Any]:
-    node: Any = report
+def _lookup(report: EngineReport, path: str) -> tuple[bool, Any]:
+    node: Any = report.doc
     for part in path.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return False, None
@@ -179,7 +179,7 @@ def _text(value: Any) -> str | None:
     return str(value)
 
 
-def _reported(report: Mapping[str, Any] | None, field: PairField) -> PairValue:
+def _reported(report: EngineReport | None, field: PairField) -> PairValue:
     if report is None:
         return PairValue(False)
     for path in field.report:
@@ -191,8 +191,7 @@ def _reported(report: Mapping[str, Any] | None, field: PairField) -> PairValue:
 
 def pair_values(engine: str, report: EngineReport | None) -> dict[str, PairValue]:
     """Each field's value in one engine's report (``/server_info``; None: no report)."""
-    doc = None if report is None else report.doc
-    return {f.name: _reported(doc, f) for f in FIELDS.get(engine, ())}
+    return {f.name: _reported(report, f) for f in FIELDS.get(engine, ())}
 
 
 #: Where an SGLang prefill reports the port its KV bootstrap server listens on (``/server_info``:

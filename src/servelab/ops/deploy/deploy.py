@@ -43,12 +43,12 @@ import time
 from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
 from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
 from servelab.core.deploy.outcomes import StepOutcome
-from servelab.core.deploy.record import DeploymentRecord
+from servelab.core.deploy.record import DeploymentRecord, PreflightFailed
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import spec_hash
 from servelab.core.deploy.steps import Step, StepFailure
 from servelab.core.deploy.topology import down_plan, restart_plan, up_plan
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
@@ -70,7 +70,9 @@ from servelab.ops.verify.verify import verify
 __all__ = ["down", "restart", "restart_service", "status", "up"]
 
 
-def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
+def _record(
+    op: Operation, action: str, report: DeployReport | RestartReport | PreflightFailed
+) -> int | None:
     if op.ledger is None:
         return None
     return op.ledger.add(
@@ -80,7 +82,7 @@ def _record(op: Operation, action: str, detail: JsonObject) -> int | None:
             name=op.spec.name,
             spec_hash=spec_hash(op.spec),
             action=action,
-            detail=detail,
+            detail=encode(report),
         )
     )
 
@@ -95,7 +97,7 @@ async def _preflight(
         await check_before_start(op, plan, restarting=action == "restart")
         await check_writable(op, plan, rollback=rollback)
     except ServelabError as exc:
-        _record(op, action, {"ok": False, "error": str(exc), "preflight": True, "steps": []})
+        _record(op, action, PreflightFailed.of(str(exc)))
         raise
 
 
@@ -114,7 +116,7 @@ async def up(
         if steps and all(step.ok for step in steps):
             ready = [step.service for step in steps]
             report.pair = await pair_checks(op, ready)  # once everything is ready
-        report.deployment_id = _record(op, "up", encode(report))
+        report.deployment_id = _record(op, "up", report)
     return report
 
 
@@ -149,7 +151,7 @@ async def _undo_up(
     stops = [await stop_safely(safe, name) for name in reversed(started)]
     report = DeployReport("up", steps, error=reason, interrupted=interrupted)
     report.stopped = [step.service for step in stops]
-    report.deployment_id = _record(op, "up", encode(report))
+    report.deployment_id = _record(op, "up", report)
     return report
 
 
@@ -168,7 +170,7 @@ async def down(
         steps = [await stop_safely(op, name) for name in down_plan(op.spec, services)]
         report = DeployReport("down", steps)
         try:
-            report.deployment_id = _record(op, "down", encode(report))
+            report.deployment_id = _record(op, "down", report)
         except (ServelabError, OSError) as exc:
             report.error = f"not recorded in the ledger: {_cause(exc)}"
     return report
@@ -354,7 +356,7 @@ def _record_restart(op: Operation, report: RestartReport) -> bool:
     """Record the restart in the ledger; False when that failed while services are down (the
     report's ``error`` says it), raising only when nothing is down."""
     try:
-        report.deployment_id = _record(op, "restart", encode(report))
+        report.deployment_id = _record(op, "restart", report)
     except (ServelabError, OSError) as exc:
         if not report.down:
             raise

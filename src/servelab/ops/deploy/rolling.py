@@ -28,7 +28,6 @@ in the ledger as a ``restart --rolling`` deployment.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -44,7 +43,7 @@ from servelab.core.deploy.rolling import (
     running_requests,
 )
 from servelab.core.deploy.spec import spec_hash
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import encode
 from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.served import engine_count
 from servelab.errors import RouterApiError, ServelabError
@@ -55,6 +54,7 @@ from servelab.io.ledger.tables import NOW
 from servelab.io.routerworkers import (
     RouterWorker,
     RouterWorkers,
+    add_worker_json,
     router_workers,
 )
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
@@ -239,12 +239,10 @@ def _recovery(op: Operation, report: RollingReport, target: RollTarget) -> list[
     spec = [] if op.loaded.embedded else ["-f", op.loaded.source]
     commands = [["servelab", "restart", "--rolling", target.service, *spec]]
     if not report.down:
-        body: JsonObject = {"url": target.url, "worker_type": target.role}
-        if target.bootstrap_port is not None:
-            body["bootstrap_port"] = target.bootstrap_port
+        body = add_worker_json(target.url, target.role, target.bootstrap_port)
         router = op.spec.service(report.router).url
         commands.append(["curl", "-sS", "-X", "POST", f"{router}/workers", "-H",
-                         "Content-Type: application/json", "-d", json.dumps(body)])  # fmt: skip
+                         "Content-Type: application/json", "-d", body])  # fmt: skip
     return commands
 
 

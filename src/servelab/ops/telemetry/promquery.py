@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from servelab.core.deploy.spec import PrometheusSpec
+from servelab.core.telemetry.promapi import PromSeries, read_metadata, read_series
 from servelab.core.telemetry.promtext import Exposition, Sample
 from servelab.core.telemetry.summary import (
     MetricsSource,
@@ -34,7 +35,6 @@ from servelab.io.http.client import HttpClient
 
 __all__ = ["PrometheusWindow", "prometheus_telemetry", "query"]
 
-_DROP = frozenset({"__name__", "job", "instance"})
 #: The series Prometheus adds to every target itself: not the target's own metrics.
 _SYNTHETIC = frozenset({
     "up", "scrape_duration_seconds", "scrape_samples_scraped", "scrape_series_added",
@@ -68,37 +68,28 @@ async def query(
     return doc.get("data")
 
 
-def _sample(item: Mapping[str, Any], value: Any) -> Sample:
-    metric = item.get("metric") or {}
-    labels = tuple(sorted((k, str(v)) for k, v in metric.items() if k not in _DROP))
-    return Sample(str(metric.get("__name__", "")), labels, float(value[1]))
-
-
-def _own(data: Any) -> list[Mapping[str, Any]]:
-    rows = (data or {}).get("result") or []
-    return [r for r in rows if (r.get("metric") or {}).get("__name__") not in _SYNTHETIC]
+def _own(data: Any, where: str) -> list[PromSeries]:
+    """The series of a query's ``data`` that are the target's own (not Prometheus' synthetic)."""
+    return [s for s in read_series(data, where) if s.name not in _SYNTHETIC]
 
 
 def _vector(data: Any, types: Mapping[str, str]) -> Exposition:
-    samples = (_sample(r, r["value"]) for r in _own(data))
+    samples = (Sample(s.name, s.labels, s.points[0][1]) for s in _own(data, "/api/v1/query"))
     return Exposition(tuple(s for s in samples if math.isfinite(s.value)), types)  # NaN: none
 
 
 def _matrix(data: Any, types: Mapping[str, str], start: float) -> list[Scrape]:
     by_time: dict[float, list[Sample]] = {}
-    for row in _own(data):
-        for point in row.get("values") or []:
-            sample = _sample(row, point)
-            if math.isfinite(sample.value):  # NaN or ±Inf: not reported, as in a scrape
-                by_time.setdefault(float(point[0]), []).append(sample)
+    for series in _own(data, "/api/v1/query_range"):
+        for t, value in series.points:
+            if math.isfinite(value):  # NaN or ±Inf: not reported, as in a scrape
+                by_time.setdefault(t, []).append(Sample(series.name, series.labels, value))
     return [Scrape(t - start, Exposition(tuple(s), types)) for t, s in sorted(by_time.items())]
 
 
 async def _types(http: HttpClient, prom: PrometheusSpec) -> dict[str, str]:
     data = await query(http, prom.url, "/api/v1/metadata", {}, prom.timeout_s)
-    return {
-        name: str(entries[0].get("type", "")) for name, entries in (data or {}).items() if entries
-    }
+    return read_metadata(data, "/api/v1/metadata")
 
 
 async def _scraped_after(
@@ -109,9 +100,9 @@ async def _scraped_after(
     deadline = time.monotonic() + prom.timeout_s
     while True:
         data = await query(http, prom.url, "/api/v1/query", {"query": expr}, prom.timeout_s)
-        rows = (data or {}).get("result") or []
-        if rows and float(rows[0]["value"][1]) >= end:
-            return float(rows[0]["value"][1])
+        rows = read_series(data, "/api/v1/query")
+        if rows and rows[0].points[0][1] >= end:
+            return rows[0].points[0][1]
         if time.monotonic() > deadline:
             raise MetricsError(
                 f"Prometheus has not scraped {instance} since the run ended "

@@ -9,13 +9,18 @@ a ledger row's alike.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from servelab.core.ledger.codec import JsonObject, encode
+from servelab.core.ledger.codec import Omitted, encode
 from servelab.core.load.cache import merged
-from servelab.core.soak.finding import Finding
+from servelab.core.load.proxyroute import ProxyRoute
+from servelab.core.soak.conviction import Exoneration
+from servelab.core.soak.finding import Dropped, Finding
 from servelab.core.soak.observation import Observation
-from servelab.core.soak.result import SoakClient, SoakResult
+from servelab.core.soak.result import SoakClient, SoakResult, SoakTraces, Targets
 from servelab.core.telemetry.rules import TelemetryReading
+from servelab.core.telemetry.traces import RequestPhases
+from servelab.report.document import Worded, document_text
 from servelab.report.route import route_text
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.conviction import exonerated_text
@@ -31,32 +36,100 @@ from servelab.report.soak.words import (
     telemetry_text,
 )
 from servelab.report.soak.workload import fresh_text, uncached_text
-from servelab.report.text import json_text
 
-__all__ = ["cache_lines", "finding_advice", "page_sections", "render_soak", "slo_lines",
-           "soak_document", "soak_json", "telemetry_lines"]  # fmt: skip
+__all__ = ["EvidenceDocument", "FindingWords", "Ok", "PhaseWords", "SoakWords", "TargetsWords",
+           "Text", "TracesWords", "Worker", "cache_lines", "finding_advice", "page_sections",
+           "render_soak", "slo_lines", "soak_document", "soak_json", "telemetry_lines"]  # fmt: skip
 
 #: Sessions listed one by one in the console (more are summed up).
 _LISTED_SESSIONS = 8
 
 
 # ---------------------------------------------------------------------------------------- JSON
-def _finding_json(finding: Finding, observations: Sequence[Observation]) -> JsonObject:
+@dataclass(frozen=True)
+class Worker:
+    """The evidence line of the worker a finding singles out (its ``data``)."""
+
+    worker: str | None
+
+
+@dataclass(frozen=True)
+class EvidenceDocument:
+    """One piece of a finding's evidence: its id, whether it supports the finding, its sentence,
+    and the observation itself (or the worker singled out) as ``data``."""
+
+    id: str
+    supports: bool
+    text: str
+    data: Worded[object, None]
+
+
+@dataclass(frozen=True)
+class FindingWords:
+    """A finding's words: its layer's title, the advice, and its evidence."""
+
+    title: str
+    advice: str
+    evidence: list[EvidenceDocument]
+
+
+@dataclass(frozen=True)
+class Text:
+    """A sentence beside a dropped finding, an exonerated layer or the route."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class PhaseWords:
+    """A traced request's last phase reached and the first that never ended."""
+
+    last: str | None
+    first_missing: str | None
+
+
+@dataclass(frozen=True)
+class TracesWords:
+    requests: list[Worded[RequestPhases, PhaseWords]]
+
+
+@dataclass(frozen=True)
+class TargetsWords:
+    route: Worded[ProxyRoute, Text]
+
+
+@dataclass(frozen=True)
+class Ok:
+    ok: bool
+
+
+@dataclass(frozen=True)
+class SoakWords:
+    """``soak --json``'s words, each in place of the result's own key."""
+
+    findings: list[Worded[Finding, FindingWords]]
+    dropped: list[Worded[Dropped, Text]]
+    exonerated: list[Worded[Exoneration, Text]]
+    targets: Worded[Targets, TargetsWords]
+    traces: Omitted[Worded[SoakTraces, TracesWords]] = None
+
+
+def _finding(
+    finding: Finding, observations: Sequence[Observation]
+) -> Worded[Finding, FindingWords]:
     """A finding's codes with its words: title, advice, and each piece of evidence (its id,
     whether it supports the finding, its sentence, and the observation itself as ``data``)."""
     evidence = [
-        {
-            "id": line.id,
-            "supports": line.supports,
-            "text": line.text,
-            "data": {"worker": finding.worker}
-            if line.observation is None
-            else encode(line.observation),
-        }
+        EvidenceDocument(
+            line.id,
+            line.supports,
+            line.text,
+            Worded(Worker(finding.worker) if line.observation is None else line.observation),
+        )
         for line in finding_evidence(finding, observations)
     ]
-    words = {"title": layer_title(finding.layer), "advice": finding_advice(finding)}
-    return {**encode(finding), **words, "evidence": evidence}
+    words = FindingWords(layer_title(finding.layer), finding_advice(finding), evidence)
+    return Worded(finding, words)
 
 
 def finding_advice(finding: Finding) -> str:
@@ -68,29 +141,29 @@ def soak_json(result: SoakResult) -> str:
     """``servelab soak --json``: the result as the ledger stores it, plus ``ok``, each finding
     worded, and each traced request's ``last`` and ``first_missing`` phases (``traces`` only
     when traced)."""
-    return json_text(_document(result))
+    return document_text(_document(result))
 
 
 def soak_document(result: SoakResult) -> object:
     """:func:`soak_json`'s document as JSON-ready values, for the ledger export to embed as each
     soak run's ``result`` (opaque to the caller, which embeds it as it is)."""
-    return _document(result)
+    document: object = encode(_document(result))
+    return document
 
 
-def _document(result: SoakResult) -> JsonObject:
-    doc: JsonObject = {"ok": result.ok, **encode(result)}
-    doc["findings"] = [_finding_json(f, result.observations) for f in result.findings]
-    doc["dropped"] = [{**encode(d), "text": dropped_text(d)} for d in result.dropped]
-    doc["exonerated"] = [{**encode(e), "text": exonerated_text(e)} for e in result.exonerated]
-    doc["targets"]["route"]["text"] = route_text(result.targets.route)
-    if result.traces is None:
-        del doc["traces"]
-    else:
-        doc["traces"]["requests"] = [
-            {**encode(p), "last": p.last, "first_missing": p.first_missing}
-            for p in result.traces.requests
-        ]
-    return doc
+def _document(result: SoakResult) -> Worded[SoakResult, SoakWords]:
+    route = result.targets.route
+    traces = result.traces
+    words = SoakWords(
+        [_finding(f, result.observations) for f in result.findings],
+        [Worded(d, Text(dropped_text(d))) for d in result.dropped],
+        [Worded(e, Text(exonerated_text(e))) for e in result.exonerated],
+        Worded(result.targets, TargetsWords(Worded(route, Text(route_text(route))))),
+        None if traces is None else Worded(traces, TracesWords([
+            Worded(p, PhaseWords(p.last, p.first_missing)) for p in traces.requests
+        ])),
+    )  # fmt: skip
+    return Worded(result, words, head=Ok(result.ok), omit=() if traces else ("traces",))
 
 
 # ------------------------------------------------------------------------------------- console
