@@ -230,6 +230,10 @@ def _knob(
             return f"verify {', '.join(layers)}"
         case KnobVerifiedLive(service=service, knob=knob, value=value, verification_id=vid):
             said = f"{service} {_setting(knob, value)}, verified live (verification {vid})"
+            if event.pair_failed:
+                said = (f"{service} {_setting(knob, value)}, live but not verified: its pair layer "
+                        f"failed ({'; '.join(event.pair_failed)}; verification {vid}): "
+                        "measured, never kept")  # fmt: skip
             if event.long_failed:
                 said += "; its long prompt failed (e2e.long_failed), its short prompts passed"
             return said
@@ -303,6 +307,9 @@ def _tune(
         case TuneLevelStopped(level=level, outcome=outcome, winner=winner):
             won = f"winner {winner}" if winner is not None else "no winner"
             return f"C{level}: stopped ({outcome}), {won}"
+        case TuneArmKept(arm=None, pair_failed=str(failed)):
+            return (f"the best arm, {failed}, failed the pair layer when made live (its engines "
+                    f"disagree on the KV hand-off): putting the original values back")  # fmt: skip
         case TuneArmKept(arm=None, unshown=str(unshown)):
             return (f"the best arm, {unshown}, is best on speed alone (too few probe pairs to "
                     f"show its answers unchanged): putting the original values back")  # fmt: skip
