@@ -8,6 +8,7 @@ terminal's title when ``case list`` printed it; a 100,000-character title was ec
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from tests.support import run_cli
@@ -31,6 +32,21 @@ def test_a_title_and_a_note_are_stored_masked_and_without_control_characters(
     assert "slow after rotating ***" in listed.stdout and "fake: resolved" in listed.stdout
     assert "\nfake: resolved" not in listed.stdout  # the newline did not forge a line
     assert "PLANTED" not in Path(ledger).read_bytes().decode("utf-8", "replace")
+
+
+def test_a_note_is_stored_whole_its_secret_masked_on_its_own_line(tmp_path: Path) -> None:
+    """The thirteenth hostile pass: a note's newline became a space before redaction, so a secret
+    masked to the end of its line took the second line with it, in the ledger itself."""
+    ledger = tmp_path / "ledger.db"
+    assert run_cli("case", "open", "--ledger", str(ledger), "hangs").returncode == 0
+    note = "first line token=abc123XYZ then more words\nsecond line stays?"
+    done = run_cli("case", "evidence", "1", "--note", note, "--ledger", str(ledger))
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(ledger) as db:
+        (stored,) = db.execute("SELECT note FROM case_evidence").fetchone()
+    assert stored == "first line token=*** second line stays?"
+    shown = run_cli("case", "show", "1", "--ledger", str(ledger))
+    assert "second line stays?" in shown.stdout and "abc123XYZ" not in shown.stdout
 
 
 def test_a_title_over_the_bound_is_a_usage_error(tmp_path: Path) -> None:

@@ -145,6 +145,9 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (VerifyingLayers(("config", "live", "health", "e2e")), "verify config, live, health, e2e"),
     (KnobVerifiedLive("decode", K, "512", 9), f"decode {K}=512, verified live (verification 9)"),
     (KnobVerifiedLive("decode", K, None, 9), f"decode {K} unset, verified live (verification 9)"),
+    (KnobVerifiedLive("decode", K, "2048", 9, pair_failed=("pair decode: pair.mismatch",)),
+     f"decode {K}=2048, live but not verified: its pair layer failed (pair decode: pair.mismatch; "
+     "verification 9): measured, never kept"),
     (KnobVerifiedLive("decode", K, "16", 9, long_failed=True),
      f"decode {K}=16, verified live (verification 9); its long prompt failed (e2e.long_failed), "
      "its short prompts passed"),
@@ -179,6 +182,9 @@ LINES: list[tuple[ProgressEvent, str]] = [
     (TuneLevelStopped(96, "budget", None), "C96: stopped (budget), no winner"),
     (TuneArmKept("512"), "keeping the best arm, 512"),
     (TuneArmKept(None), "no arm is best at every level: putting the original values back"),
+    (TuneArmKept(None, pair_failed="512"),
+     "the best arm, 512, failed the pair layer when made live (its engines disagree on the KV "
+     "hand-off): putting the original values back"),
     (TuneScreened(3, ("--max-running-requests",), ("--enable-cache-report", "X")),
      "screening stopped after 3 block(s): tuning --max-running-requests (--enable-cache-report, X "
      "held at their low value)"),
@@ -189,6 +195,11 @@ LINES: list[tuple[ProgressEvent, str]] = [
      "arm 1 dropped: it changes answers (8 of 21 wrong against 0 of 21 for 0)"),
     (ArmAnswered("suspect", "1", 7, 21), "arm suspect (1): 7/21 answers wrong"),
     (ArmAnswered("suspect", "1", None, 21), "arm suspect (1): 21 answers (judged at the end)"),
+    # an unset arm is the engine default, never "None" (the thirteenth hostile pass)
+    (ArmAnswered("revert", None, 0, 21), "arm revert (the engine default): 0/21 answers wrong"),
+    (CaseTestPlanned(f"knob:decode/{K}", "64", None, 1, ("suspect", "revert"), 0, 2, None),
+     f"case test knob:decode/{K}: 64 against the engine default, 1 round(s) each (S R), 2 bench "
+     "run(s) with answer probes per visit"),
     (TuneScreened(4, (), ("A", "B")),
      "screening stopped after 4 block(s): no knob left to tune, the original values are kept"),
     (TuneOverBudget(20, 4.0, PricedFrom.FIRST_VISIT, 20 * 4.0 / 60, 20 * 4.0 / 60 * 12, 0.5),

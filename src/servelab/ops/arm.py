@@ -4,12 +4,16 @@ What ``ab``, ``tune`` and ``case bisect`` share (each visit of an arm is one cal
 
 - :func:`make_live`: set every knob of the arm in its file (``set_knob``: a backup, the change
   recorded), co-restart the services whose knobs they are and their dependents in start order
-  (``restart``, the one restart rule), then prove the arm live: the config, live and e2e layers of
-  ``verify`` (e2e also pays the cold first request, which would otherwise land in the
+  (``restart``, the one restart rule), then prove the arm live: the config, live, pair and e2e
+  layers of ``verify`` (e2e also pays the cold first request, which would otherwise land in the
   measurement) and each value read back from the process (``/proc/PID/environ``, or
   ``/proc/PID/cmdline`` for an argument knob). An arm that is not live is not measured: a
   :class:`~servelab.errors.BenchError` says which layer or value disagreed. A bisection's arms
   skip the e2e layer: an arm may be the broken state itself, and its test exercises the path.
+  A pair the pair layer fails (its engines disagree on what the KV hand-off needs, or a field is
+  not reported by both) is the arm's finding, as a failed long prompt is: said on its progress
+  line and in :attr:`LiveArm.pair_failed`, the arm measured, but never kept (``ab --keep``,
+  ``tune --keep-best``).
   A process whose argv and environment are unreadable in ``/proc`` (sglang-router 0.3.2 writes
   ``sglang::router`` over them) proves an argument by its own report
   (:func:`~servelab.ops.arguments.engine_arguments`: a router's policy from its metrics).
@@ -40,7 +44,7 @@ from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive
-from servelab.core.verify.checks import Check, CheckCode
+from servelab.core.verify.checks import Check, CheckCode, Layer
 from servelab.errors import BenchError
 from servelab.io.http.client import HttpClient
 from servelab.ops.arguments import argument_knob, engine_arguments
@@ -85,14 +89,25 @@ class LiveArm:
 
     verification_id: int | None
     live: tuple[str | None, ...]
+    #: the pair layer's failed checks (``pair SERVICE: CODE``; empty: every pair agrees): the
+    #: arm's finding, measured but never kept (a pair mismatch gives wrong answers or failed
+    #: requests with no error)
+    pair_failed: tuple[str, ...] = ()
 
 
 async def make_live(
-    op: Operation, settings: Sequence[Setting], reason: str, *, e2e: bool = True
+    op: Operation,
+    settings: Sequence[Setting],
+    reason: str,
+    *,
+    e2e: bool = True,
+    answers_tested: bool = False,
 ) -> LiveArm:
     """Set each knob, co-restart, and prove the arm live (end to end unless not ``e2e``: an arm
     that may be broken, a bisection's, is proven by its values and its path left to its test);
-    raise when it is not."""
+    raise when it is not. With ``answers_tested`` (a test that measures the arm's answers), an
+    e2e check failed by ``e2e.answers_changed`` alone does not make the arm not live: its
+    answers differ, which is what the test measures."""
     for s in settings:
         await set_knob(op, s.service, s.knob, s.value, reason=reason)
     services = list(dict.fromkeys(s.service for s in settings))
@@ -101,7 +116,7 @@ async def make_live(
         failed = [s.service for s in report.steps if not s.ok]
         values = ", ".join(str(s.value) for s in settings)
         raise BenchError(f"restart for arm {values} failed ({', '.join(failed)}): arm not measured")
-    layers = ("config", "live", "e2e") if e2e else ("config", "live")
+    layers = ("config", "live", "pair", "e2e") if e2e else ("config", "live", "pair")
     proof = await verify(op.quiet(), services, layers=layers)
     live = tuple([await _read_back(op, s) for s in settings])
     wrong = [f"live value {v!r}" for s, v in zip(settings, live, strict=True)
@@ -110,15 +125,22 @@ async def make_live(
     # a long prompt that fails is a finding of the arm, not a sign it is not live: its short
     # prompts went through (the guilty arm of a case test fails long prompts; its test says so)
     long_failed = any(c.code is CheckCode.E2E_LONG_FAILED for c in proof.failures)
+    # a pair that disagrees is the arm's finding too (its engines came up with these values):
+    # said, measured, never kept; the other layers say whether the arm is live
+    pair_failed = tuple(f"pair {c.service}: {c.code}" for c in proof.failures
+                        if c.layer is Layer.PAIR)  # fmt: skip
+    findings = {CheckCode.E2E_LONG_FAILED} | ({CheckCode.E2E_ANSWERS_CHANGED}
+                                             if answers_tested else set())  # fmt: skip
     failures = [c for c in proof.failures if not _hidden_by_process(c, read_back)
-                and c.code is not CheckCode.E2E_LONG_FAILED]  # fmt: skip
+                and c.code not in findings and c.layer is not Layer.PAIR]  # fmt: skip
     if failures or wrong:
         failed = [f"{c.layer} {c.service}: {c.code}" for c in failures]
         reasons = "; ".join(failed) or "; ".join(wrong)
         raise BenchError(f"arm {arm_label(settings)} is not live ({reasons}): arm not measured")
     for s in settings:
-        op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id, long_failed))
-    return LiveArm(proof.verification_id, live)
+        op.say(KnobVerifiedLive(s.service, s.knob, s.value, proof.verification_id, long_failed,
+                                pair_failed))  # fmt: skip
+    return LiveArm(proof.verification_id, live, pair_failed)
 
 
 async def _read_back(op: Operation, setting: Setting) -> str | None:

@@ -13,6 +13,7 @@ from typing import assert_never
 from servelab.core.case.abtest import AbTestRecord
 from servelab.core.investigate.slow import Slowdown, SlowPoint
 from servelab.core.investigate.state import Decided, Ending, InvestigationState, Stage, Symptom
+from servelab.report.text import arm_value
 
 __all__ = [
     "NO_BASELINE",
@@ -131,6 +132,7 @@ def describe_ab_test(t: AbTestRecord) -> str:
         f"C{p.concurrency} revert/change {p.ratio:.3f} [{p.low:.3f}, {p.high:.3f}]: {p.verdict}"
         for p in t.points
     )
-    return (f"ab test {t.target} ({t.suspect_value} against {t.revert_value}, A/B #{t.ab_id}): "
+    return (f"ab test {t.target} ({arm_value(t.suspect_value)} against "
+            f"{arm_value(t.revert_value)}, A/B #{t.ab_id}): "
             f"{t.outcome.upper()}; {points or 'nothing measured'}; restoring needs "
             f"{t.restore:.3f}")  # fmt: skip

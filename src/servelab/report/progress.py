@@ -82,7 +82,7 @@ from servelab.core.verify.events import (
     ReadingLiveEnv,
     VerifyingLayers,
 )
-from servelab.report.text import level_label
+from servelab.report.text import arm_value, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
     from servelab.core.bench.contract import BenchProgress
@@ -136,9 +136,9 @@ def describe_progress(event: ProgressEvent) -> str:
             return (f"arm {arm} dropped: it changes answers ({wrong} of {n} wrong against "
                     f"{bw} of {n} for {base})")  # fmt: skip
         case ArmAnswered(arm=arm, value=value, wrong=None, answers=n):
-            return f"arm {arm} ({value}): {n} answers (judged at the end)"
+            return f"arm {arm} ({arm_value(value)}): {n} answers (judged at the end)"
         case ArmAnswered(arm=arm, value=value, wrong=wrong, answers=n):
-            return f"arm {arm} ({value}): {wrong}/{n} answers wrong"
+            return f"arm {arm} ({arm_value(value)}): {wrong}/{n} answers wrong"
         case ReferencesReused(id=rid, n=n):
             return f"answers: reusing {n} reference answers of the same state (references {rid})"
         case TuneScreened(blocks=blocks, factors=()):
@@ -230,6 +230,10 @@ def _knob(
             return f"verify {', '.join(layers)}"
         case KnobVerifiedLive(service=service, knob=knob, value=value, verification_id=vid):
             said = f"{service} {_setting(knob, value)}, verified live (verification {vid})"
+            if event.pair_failed:
+                said = (f"{service} {_setting(knob, value)}, live but not verified: its pair layer "
+                        f"failed ({'; '.join(event.pair_failed)}; verification {vid}): "
+                        "measured, never kept")  # fmt: skip
             if event.long_failed:
                 said += "; its long prompt failed (e2e.long_failed), its short prompts passed"
             return said
@@ -269,11 +273,13 @@ def _setting(knob: str, value: str | None) -> str:
 def _case_test(e: CaseTestPlanned) -> str:
     order = " ".join(arm[0].upper() for arm in e.order)
     if e.soak_id is None:
-        return (f"case test {e.target}: {e.suspect} against {e.revert}, {e.rounds} round(s) "
+        return (f"case test {e.target}: {arm_value(e.suspect)} against {arm_value(e.revert)}, "
+                f"{e.rounds} round(s) "
                 f"each ({order}), {e.session_rounds} bench run(s) with answer probes per "
                 "visit")  # fmt: skip
     return (
-        f"case test {e.target}: {e.suspect} against {e.revert}, {e.rounds} round(s) each "
+        f"case test {e.target}: {arm_value(e.suspect)} against {arm_value(e.revert)}, "
+        f"{e.rounds} round(s) each "
         f"({order}), {e.sessions} session(s) x {e.session_rounds} rounds per visit (the "
         f"workload of soak #{e.soak_id})"
     )
@@ -303,6 +309,9 @@ def _tune(
         case TuneLevelStopped(level=level, outcome=outcome, winner=winner):
             won = f"winner {winner}" if winner is not None else "no winner"
             return f"C{level}: stopped ({outcome}), {won}"
+        case TuneArmKept(arm=None, pair_failed=str(failed)):
+            return (f"the best arm, {failed}, failed the pair layer when made live (its engines "
+                    f"disagree on the KV hand-off): putting the original values back")  # fmt: skip
         case TuneArmKept(arm=None, unshown=str(unshown)):
             return (f"the best arm, {unshown}, is best on speed alone (too few probe pairs to "
                     f"show its answers unchanged): putting the original values back")  # fmt: skip

@@ -12,7 +12,15 @@ from rich.console import Console, RenderableType
 from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.ledger.codec import finite
 
-__all__ = ["json_text", "level_label", "pct", "plain_text", "safe_markdown", "show_value"]
+__all__ = [
+    "arm_value",
+    "json_text",
+    "level_label",
+    "pct",
+    "plain_text",
+    "safe_markdown",
+    "show_value",
+]
 
 
 def plain_text(*renderables: RenderableType, width: int = 120) -> str:
@@ -40,6 +48,12 @@ def show_value(value: str | None) -> str:
     if escape_invisible(value) != value:
         return '"' + escape_invisible(value.replace("\\", "\\\\").replace('"', '\\"')) + '"'
     return json.dumps(value, ensure_ascii=False) if value != value.strip() else value
+
+
+def arm_value(value: str | None) -> str:
+    """An arm's knob value as the progress and reports say it: :func:`show_value`, and
+    ``the engine default`` for an unset knob (never ``None``)."""
+    return "the engine default" if value is None else show_value(value)
 
 
 def level_label(concurrency: int) -> str:

@@ -115,6 +115,9 @@ class ArmVisit:
     server_throughput: Mapping[int, float] = field(default_factory=dict)
     #: what its answer probes were answered (None: answers not checked)
     answers: Annotated[tuple[Answer, ...] | None, OMITTED_IF_NONE] = None
+    #: the pair layer's failed checks when the arm was made live (None: every pair agreed):
+    #: the arm is measured, but never kept
+    pair_failed: Annotated[tuple[str, ...] | None, OMITTED_IF_NONE] = None
 
     @property
     def cost(self) -> VisitCost:
@@ -294,22 +297,31 @@ def kept_value(keep: str | None, result: AbResult) -> str | None:
     arm's value, any other text the arm it names, compared as numbers (``064`` is the arm
     ``64``) and kept in the arm's own spelling (``ab`` refuses a value that names neither arm
     up front; a journal written before that rule keeps what it asked for). A candidate the
-    answers gate refuses (it changes answers) is never kept, whichever way it is asked for:
-    the original is restored."""
+    answers gate refuses (it changes answers) is never kept, whichever way it is asked for, nor
+    an arm whose pair layer failed in any visit (:attr:`ArmVisit.pair_failed`): the original is
+    restored."""
     match keep:
         case None:
             return None
         case Keep.BETTER:
-            return better_arm(result)
+            value = better_arm(result)
+            return None if _pair_failed(result, value) else value
         case Keep.BASELINE:
-            return result.baseline
+            return None if _pair_failed(result, result.baseline) else result.baseline
         case Keep.CANDIDATE:
             value = result.candidate
         case _:
             named = (arm for arm in (result.candidate, result.baseline) if same_value(keep, arm))
             value = next(named, keep)
     gated = result.answers is not None and result.answers.gates
-    return None if gated and value == result.candidate else value
+    if gated and value == result.candidate:
+        return None
+    return None if _pair_failed(result, value) else value
+
+
+def _pair_failed(result: AbResult, value: str | None) -> bool:
+    """Whether a visit of the arm at ``value`` failed the pair layer (never kept)."""
+    return any(v.pair_failed for v in result.visits if v.arm == value)
 
 
 def conclude(result: AbResult) -> AbResult:

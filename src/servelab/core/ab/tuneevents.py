@@ -91,10 +91,12 @@ class TuneLevelStopped:
 class TuneArmKept:
     """``tune --keep best``: ``arm`` is made live and left (None: no arm is best at every level,
     the original values are put back); ``unshown``: the best arm, not kept, as the answers gate
-    could not show its answers unchanged."""
+    could not show its answers unchanged; ``pair_failed``: the best arm, not kept, as its pair
+    layer failed (its engines disagree on the KV hand-off)."""
 
     arm: str | None
     unshown: str | None = None
+    pair_failed: str | None = None
 
 
 class PricedFrom(StrEnum):

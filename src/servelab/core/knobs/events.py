@@ -34,7 +34,9 @@ class KnobSetting:
 class KnobVerifiedLive:
     """An arm's knob value is proven live (config, live and e2e passed; read back from the
     process), by verification ``verification_id``; ``long_failed``: its short prompts went
-    through but verify's long prompt failed (the arm's finding, said, not a reason to stop)."""
+    through but verify's long prompt failed (the arm's finding, said, not a reason to stop);
+    ``pair_failed``: the pair layer's failed checks (``pair SERVICE: CODE``), the arm's finding
+    too: it is live but not verified, measured but never kept."""
 
     _masked = masked_serializer("knob", "value")
 
@@ -43,6 +45,7 @@ class KnobVerifiedLive:
     value: str | None
     verification_id: int | None
     long_failed: bool = False
+    pair_failed: tuple[str, ...] = ()
 
 
 KnobProgress = KnobSetting | KnobVerifiedLive

@@ -79,10 +79,11 @@ KEEP_FAILED = "ab: put back as found: the A/B's last step failed"
 
 async def _make_live(
     op: Operation, cfg: AbConfig, value: str | None, reason: str
-) -> tuple[int | None, str | None]:
-    """The arm at ``value`` made live (:func:`servelab.ops.arm.make_live`): its proof."""
+) -> tuple[int | None, str | None, tuple[str, ...]]:
+    """The arm at ``value`` made live (:func:`servelab.ops.arm.make_live`): its proof, and
+    the pair layer's failed checks (the arm's finding)."""
     arm = await make_live(op, [Setting(cfg.service, cfg.knob, value)], reason)
-    return arm.verification_id, arm.live[0]
+    return arm.verification_id, arm.live[0], arm.pair_failed
 
 
 def unchecked(cfg: AbConfig) -> AnswersUnchecked | None:
@@ -148,9 +149,9 @@ async def _visit(
     first, second = (cfg.baseline, cfg.candidate)[:: 1 if baseline_first else -1]
     op.say(AbVisitStarted(rnd, cfg.rounds, first, second, cfg.knob, value))
     t0 = time.monotonic()
-    vid, live = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
+    vid, live, pair_failed = await _make_live(op, cfg, value, f"ab: arm {value}, round {rnd + 1}")
     visit = ArmVisit(value, rnd, vid, live, {}, 0, (), position, f"{first}→{second}",
-                     time.monotonic() - t0)  # fmt: skip
+                     time.monotonic() - t0, pair_failed=pair_failed or None)  # fmt: skip
     return await _measure(op, cfg, visit, levels, bench_progress, session)
 
 
@@ -325,4 +326,6 @@ async def _keep(op: Operation, cfg: AbConfig, value: str, visits: list[ArmVisit]
     co-restarted and proven live."""
     op.say(KnobKept(cfg.service, cfg.knob, value, cfg.keep or value))
     if not visits or visits[-1].arm != value:
-        await _make_live(op, cfg, value, f"ab: keep {value} ({cfg.keep})")
+        _, _, pair_failed = await _make_live(op, cfg, value, f"ab: keep {value} ({cfg.keep})")
+        if pair_failed:  # a value no visit measured: its pair layer is checked here
+            raise BenchError(f"{value}'s pair layer failed ({'; '.join(pair_failed)}): not kept")

@@ -122,7 +122,8 @@ async def _visit(
     visit = ArmVisit(label, block.block - 1, live.verification_id, _live_label(cfg, live.live),
                      got.throughput, got.failed_requests, got.bench_run_ids, position,
                      "→".join(block.order), overhead, got.bench_s, got.server_throughput,
-                     None if session is None else got.answers)  # fmt: skip
+                     None if session is None else got.answers,
+                     live.pair_failed or None)  # fmt: skip
     missing = [c for c in levels if objective_value(cfg.metric, visit, c) is None]
     if missing:
         at = ", ".join(f"C{c}" for c in missing)
@@ -262,6 +263,8 @@ async def _leave(op: Operation, cfg: TuneConfig, record: TuneRecord) -> TuneReco
     """The best arm made live and left (``keep_best``), else the original values put back."""
     if cfg.keep_best and record.best_unshown:
         op.say(TuneArmKept(None, record.best))
+    elif cfg.keep_best and record.best is not None and _pair_failed(record, record.best):
+        op.say(TuneArmKept(None, pair_failed=record.best))  # the arm's finding: never kept
     elif cfg.keep_best:
         op.say(TuneArmKept(record.best))
         if record.best is not None:
@@ -269,6 +272,11 @@ async def _leave(op: Operation, cfg: TuneConfig, record: TuneRecord) -> TuneReco
             return replace(record, kept=record.best)
     await _restore(op, cfg, record)
     return replace(record, restored=True)
+
+
+def _pair_failed(record: TuneRecord, label: str) -> bool:
+    """Whether a visit of arm ``label`` failed the pair layer (the arm's finding: never kept)."""
+    return any(v.pair_failed for v in record.all_visits if v.arm == label)
 
 
 async def _restore(op: Operation, cfg: TuneConfig, record: TuneRecord) -> None:

@@ -54,8 +54,11 @@ class CaseAnswers:
         started = time.monotonic()
         value = suspect if arm != ARM_REVERT else revert
         service = str(target.service)
+        # its answers differing (e2e.answers_changed) is what this test measures, not a sign
+        # the arm is not live
         live = await make_live(op, [Setting(service, target.name, value)],
-                               f"case test of {target}: arm {arm}, round {rnd + 1}")  # fmt: skip
+                               f"case test of {target}: arm {arm}, round {rnd + 1}",
+                               answers_tested=True)  # fmt: skip
         if arm == ARM_REVERT:
             await self.session.ensure(op)
         got, _ids, reached = await probe_answers(op, self.bench, self.runs, rnd,
