@@ -51,6 +51,7 @@ from servelab.core.deploy import events as deploy_events
 from servelab.core.deploy.events import (
     CoRestarting,
     EnvFileRestored,
+    KnobNotAsFile,
     LaunchTimedOut,
     OtherDeploymentsRecord,
     RestartPlanned,
@@ -116,6 +117,12 @@ LINES: list[tuple[ProgressEvent, str]] = [
     ),
     (ServiceAlreadyUp("decode", 77, by_servelab=False),
      "decode: already up (pid 77, not started by servelab)"),
+    (KnobNotAsFile("decode", "SGLANG_X", "1024", "512", ("servelab", "restart", "decode")),
+     "warning: decode runs SGLANG_X=1024, its file says 512; apply the file with: servelab "
+     "restart decode"),
+    (KnobNotAsFile("decode", "HF_TOKEN", "hf_secretvalue", None, ("servelab", "restart")),
+     "warning: decode runs HF_TOKEN=***, its file says unset; apply the file with: servelab "
+     "restart"),
     (ServiceStopped("decode", StepOutcome.STOPPED), "decode: stopped"),
     (OtherDeploymentsRecord("decode", "prod", 12, "/srv/.servelab"),
      "decode: the state folder /srv/.servelab is shared with deployment 'prod': its pid record "

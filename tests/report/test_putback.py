@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from servelab.core.deploy.putback import KnobBack, PutBack
+from dataclasses import replace
+
+from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.ledger.codec import encode
-from servelab.report.putback import render_put_back
+from servelab.report.putback import after_failure, render_put_back
 
 KNOB = KnobBack("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "512")
 FLAG = KnobBack("decode", "--disable-radix-cache", None)
@@ -41,3 +43,24 @@ def test_what_is_not_as_found_is_named_with_the_command_that_fixes_it() -> None:
 def test_a_failed_put_back_says_why() -> None:
     failed = PutBack(down=("router",), recovery=("servelab", "up"), error="router did not start")
     assert "(putting it back failed: router did not start)" in render_put_back(failed)
+
+
+def test_a_service_still_running_another_value_is_named_with_both_values_and_the_restart() -> None:
+    still = StillLive("decode", KNOB.knob, "1024", "512")
+    fix = ("servelab", "restart", "-f", "s.toml", "decode")
+    left = PutBack(down=("router",), recovery=fix, interrupted=True, still_live=(still,))
+    text = render_put_back(left)
+    assert not left.ok
+    assert "  decode: still running SGLANG_SM120_MMA_TARGET_CTAS=1024 (file: 512)\n" in text
+    assert "  router: down\n  put back with: servelab restart -f s.toml decode\n" in text
+    assert "down: router;" not in text  # the restart brings it back: no second command
+    assert after_failure(replace(left, interrupted=False, error="x")).endswith(
+        "decode: still running SGLANG_SM120_MMA_TARGET_CTAS=1024 (file: 512); router: down; "
+        "put back with: servelab restart -f s.toml decode"
+    )
+    doc = encode(left)
+    assert doc["still_live"] == [{"service": "decode", "knob": KNOB.knob, "live": "1024",
+                                  "file": "512"}]  # fmt: skip
+    assert doc["recovery"] == "servelab restart -f s.toml decode" and doc["ok"] is False
+    secret = encode(replace(left, still_live=(StillLive("decode", "HF_TOKEN", "hf_x1", None),)))
+    assert secret["still_live"][0]["live"] == "***"

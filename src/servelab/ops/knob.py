@@ -61,6 +61,7 @@ __all__ = [
     "get_knob",
     "live_knob",
     "live_knobs",
+    "not_as_file",
     "read_knob",
     "set_knob",
 ]
@@ -173,6 +174,14 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
         pid=proc.pid,
         pid_source=proc.source,
     )
+
+
+async def not_as_file(target: SpecOrOperation, service: str) -> list[KnobDiff]:
+    """The declared knobs ``service``'s running process holds at another value than its file
+    (read as ``knob diff`` reads them; empty when it is not running or every one matches)."""
+    async with operation(target) as op:
+        diffs = [await diff_knob(op, service, name) for name in op.spec.service(service).knobs]
+    return [d for d in diffs if d.verdict is not None and not d.verdict.ok]
 
 
 async def _backup_value(

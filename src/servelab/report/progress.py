@@ -47,6 +47,7 @@ from servelab.core.case.events import (
 from servelab.core.deploy.events import (
     CoRestarting,
     EnvFileRestored,
+    KnobNotAsFile,
     LaunchTimedOut,
     OtherDeploymentsRecord,
     RestartPlanned,
@@ -65,6 +66,7 @@ from servelab.core.deploy.events import (
 )
 from servelab.core.knobs.events import KnobSetting, KnobVerifiedLive
 from servelab.core.progress import ProgressEvent
+from servelab.core.redaction import mask
 from servelab.core.soak.events import (
     EnginesStarted,
     Localizing,
@@ -98,14 +100,18 @@ def others_words(deployment: str, pid: int, state_dir: str) -> str:
     )
 
 
+def _unset(value: str | None) -> str:
+    return "unset" if value is None else value
+
+
 def describe_progress(event: ProgressEvent) -> str:
     """The event as one line."""
     match event:
         case (
             ServiceStarted() | StartCommandOutlived() | LaunchTimedOut() | ServiceReady()
-            | ServiceAlreadyUp() | ServiceStopped() | StopFailed() | ServiceFailed() | UpUndone()
-            | RestartPlanned() | EnvFileRestored() | UnitReloaded() | RollingPlanned()
-            | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
+            | ServiceAlreadyUp() | KnobNotAsFile() | ServiceStopped() | StopFailed()
+            | ServiceFailed() | UpUndone() | RestartPlanned() | EnvFileRestored() | UnitReloaded()
+            | RollingPlanned() | RollPhaseStarted() | RollPhaseFailed() | OtherDeploymentsRecord()
         ):  # fmt: skip
             return _deploy(event)
         case ReadingEnvFile(service=service):
@@ -166,9 +172,9 @@ def _over_budget(e: TuneOverBudget) -> str:
 
 def _deploy(
     event: ServiceStarted | StartCommandOutlived | LaunchTimedOut | ServiceReady
-    | ServiceAlreadyUp | ServiceStopped | StopFailed | ServiceFailed | UpUndone | RestartPlanned
-    | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted | RollPhaseFailed
-    | OtherDeploymentsRecord,
+    | ServiceAlreadyUp | KnobNotAsFile | ServiceStopped | StopFailed | ServiceFailed | UpUndone
+    | RestartPlanned | EnvFileRestored | UnitReloaded | RollingPlanned | RollPhaseStarted
+    | RollPhaseFailed | OtherDeploymentsRecord,
 ) -> str:  # fmt: skip
     match event:
         case ServiceStarted(service=service, pid=pid, host=host, log=log):
@@ -189,6 +195,10 @@ def _deploy(
             return f"{service}: already up (pid {pid})"
         case ServiceAlreadyUp(service=service, pid=pid):
             return f"{service}: already up (pid {pid}, not started by servelab)"
+        case KnobNotAsFile(service=service, knob=knob, live=live, file=file, fix=fix):
+            runs, says = (_unset(mask(knob, v)) for v in (live, file))
+            return (f"warning: {service} runs {knob}={runs}, its file says {says}; apply the "
+                    f"file with: {shlex.join(fix)}")  # fmt: skip
         case ServiceStopped(service=service, outcome=outcome):
             return f"{service}: {outcome}"
         case OtherDeploymentsRecord(service=service, deployment=other, pid=pid, state_dir=where):

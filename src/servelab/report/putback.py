@@ -1,14 +1,16 @@
 """What a command that changes knobs did when a stop signal ended it, in words (returns str):
-the deployment put back as it found it, or, when that could not finish, the services left down
-and the commands that bring them back (:class:`~servelab.core.deploy.putback.PutBack`). An
-interrupted ``up``/``restart`` is worded by :func:`servelab.report.deploy.render_interruption`.
+the deployment put back as it found it, or, when that could not finish, the services left down,
+those still running another value than their file, and the commands that fix them
+(:class:`~servelab.core.deploy.putback.PutBack`). An interrupted ``up``/``restart`` is worded
+by :func:`servelab.report.deploy.render_interruption`.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from servelab.core.deploy.putback import KnobBack, PutBack
+from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
+from servelab.core.redaction import mask
 
 __all__ = ["after_failure", "render_put_back"]
 
@@ -19,6 +21,26 @@ def _value(value: str | None) -> str:
 
 def _knobs(knobs: tuple[KnobBack, ...]) -> str:
     return ", ".join(f"{k.service} {k.knob}={_value(k.value)}" for k in knobs)
+
+
+def _still(still: StillLive) -> str:
+    """A service still running another value than its file's."""
+    live, file = (_value(mask(still.knob, v)) for v in (still.live, still.file))
+    return f"{still.service}: still running {still.knob}={live} (file: {file})"
+
+
+def _left(put: PutBack) -> list[str]:
+    """What runs with another value than its file, what is down, and the command that fixes
+    both (one clause each)."""
+    if not put.still_live:
+        if not put.down:
+            return []
+        return [f"down: {', '.join(put.down)}; bring them back with: {shlex.join(put.recovery)}"]
+    return [
+        *(_still(s) for s in put.still_live),
+        *(f"{name}: down" for name in put.down),
+        f"put back with: {shlex.join(put.recovery)}",
+    ]
 
 
 def render_put_back(put: PutBack) -> str:
@@ -40,10 +62,7 @@ def render_put_back(put: PutBack) -> str:
             f"  {knob.service} {knob.knob} is not back at {_value(knob.value)} in its file; "
             f"put it back with: {shlex.join(fix)}"
         )
-    if put.down:
-        lines.append(
-            f"  down: {', '.join(put.down)}; bring them back with: {shlex.join(put.recovery)}"
-        )
+    lines += [f"  {clause}" for clause in _left(put)]
     return "\n".join(lines) + "\n"
 
 
@@ -58,7 +77,4 @@ def after_failure(put: PutBack) -> str:
     for knob, fix in zip(put.not_written, put.fixes, strict=True):
         parts.append(f"{knob.service} {knob.knob} is not back at {_value(knob.value)} in its "
                      f"file; put it back with: {shlex.join(fix)}")  # fmt: skip
-    if put.down:
-        parts.append(f"down: {', '.join(put.down)}; bring them back with: "
-                     f"{shlex.join(put.recovery)}")  # fmt: skip
-    return "; ".join(parts)
+    return "; ".join([*parts, *_left(put)])

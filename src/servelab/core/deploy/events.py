@@ -17,6 +17,7 @@ __all__ = [
     "CoRestarting",
     "DeployProgress",
     "EnvFileRestored",
+    "KnobNotAsFile",
     "LaunchTimedOut",
     "OtherDeploymentsRecord",
     "RestartPlanned",
@@ -89,6 +90,18 @@ class ServiceAlreadyUp:
     pid: int
     by_servelab: bool
     recorded_again: bool = False
+
+
+@dataclass(frozen=True)
+class KnobNotAsFile:
+    """A service found already up runs ``knob`` at ``live``, another value than its file's
+    (``file``; None: unset), as ``knob diff`` reads them; ``fix`` applies the file."""
+
+    service: str
+    knob: str
+    live: str | None
+    file: str | None
+    fix: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -186,6 +199,7 @@ DeployProgress = (
     | LaunchTimedOut
     | ServiceReady
     | ServiceAlreadyUp
+    | KnobNotAsFile
     | OtherDeploymentsRecord
     | ServiceStopped
     | StopFailed

@@ -17,7 +17,9 @@ from typing import Annotated
 
 from pydantic import PlainSerializer, computed_field
 
-__all__ = ["KnobBack", "PutBack"]
+from servelab.core.redaction import masked_serializer
+
+__all__ = ["KnobBack", "PutBack", "StillLive"]
 
 
 def _command(argv: tuple[str, ...]) -> str | None:
@@ -39,6 +41,19 @@ class KnobBack:
 
 
 @dataclass(frozen=True)
+class StillLive:
+    """``service`` still runs with ``knob`` at ``live``, another value than its file's (``file``;
+    None: unset), as ``knob diff`` reads them: a put-back cut before it co-restarted it."""
+
+    _masked = masked_serializer("knob", "live", "file")
+
+    service: str
+    knob: str
+    live: str | None
+    file: str | None
+
+
+@dataclass(frozen=True)
 class PutBack:
     """The deployment after a stop signal ended a command that changes it.
 
@@ -47,7 +62,11 @@ class PutBack:
     one is up); ``recovery``: the command that brings them back (``servelab up -f SPEC``);
     ``not_written``: the knobs still at another value than found (their file), ``fixes`` the
     commands that write them back; ``error``: why the
-    put-back did not finish; ``interrupted``: a second signal stopped it."""
+    put-back did not finish; ``interrupted``: a second signal stopped it. When it did not finish,
+    ``down`` and ``still_live`` are read from the processes (never assumed from the step that was
+    cut): ``still_live`` the knobs a running service holds at another value than its file, and
+    then ``recovery`` is the ``servelab restart -f SPEC SERVICE...`` that applies the files
+    (it also starts what is down)."""
 
     written: tuple[KnobBack, ...] = ()
     restarted: tuple[str, ...] = ()
@@ -58,9 +77,11 @@ class PutBack:
     fixes: Annotated[tuple[tuple[str, ...], ...], PlainSerializer(_commands)] = ()
     error: str | None = None
     interrupted: bool = False
+    still_live: tuple[StillLive, ...] = ()
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def ok(self) -> bool:
         """Everything as found: every knob back, every service up."""
-        return not self.down and not self.not_written and self.error is None
+        return (not self.down and not self.not_written and not self.still_live
+                and self.error is None)  # fmt: skip

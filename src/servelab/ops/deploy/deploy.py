@@ -3,11 +3,13 @@
 
 - :func:`up` starts services in dependency order, each gated on readiness (its ``readiness_path``
   polled until 200 or ``ready_timeout_s``; a process that exits meanwhile fails at once). Services
-  already up and ready are skipped. On any failure (a service, Ctrl-C, a progress callback that
-  raises) it stops what *it* started, the one that was starting too, in reverse order, records the
-  failure in the ledger, and re-raises: :class:`~servelab.errors.HealthTimeout` or
-  :class:`~servelab.errors.ServiceStartError` naming the service, its last probe answer and its
-  log; cancelled, :class:`DeployInterrupted` carrying the report (which services it stopped).
+  already up and ready are skipped (each declared knob it runs at another value than its file's
+  warned about, with the restart that applies the file). On any failure (a service, Ctrl-C, a
+  progress callback that raises) it stops what *it* started, the one that was starting too, in
+  reverse order, records the failure in the ledger, and re-raises:
+  :class:`~servelab.errors.HealthTimeout` or :class:`~servelab.errors.ServiceStartError`
+  naming the service, its last probe answer and its log; cancelled, :class:`DeployInterrupted`
+  carrying the report (which services it stopped).
 - :func:`down` stops services in reverse dependency order through their process groups
   (SIGTERM, SIGKILL after ``stop_grace_s``), or their ``stop`` command / systemd unit, and then
   whatever servelab launched that still serves their ports. Idempotent. A host that does not
@@ -41,7 +43,13 @@ import asyncio
 import time
 
 from servelab.core.deploy.contract import OTHERS_RECORD, ServiceStatus
-from servelab.core.deploy.events import EnvFileRestored, RestartPlanned, ServiceFailed, UpUndone
+from servelab.core.deploy.events import (
+    EnvFileRestored,
+    KnobNotAsFile,
+    RestartPlanned,
+    ServiceFailed,
+    UpUndone,
+)
 from servelab.core.deploy.outcomes import StepOutcome
 from servelab.core.deploy.record import DeploymentRecord, PreflightFailed
 from servelab.core.deploy.rolling import router_kind
@@ -64,6 +72,7 @@ from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.writable import check_writable
+from servelab.ops.knob import not_as_file
 from servelab.ops.verify.layers.pair import pair_checks
 from servelab.ops.verify.verify import verify
 
@@ -129,6 +138,8 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
             if step is None:
                 started.append(name)  # before it runs: a failure midway stops it too
                 step = await start(op, name)
+            else:
+                await _warn_not_as_file(op, name)
             steps.append(step)
     except BaseException as exc:  # whatever happened (a progress callback too): stop, record
         report = await _undo_up(op, steps, started, exc)
@@ -136,6 +147,20 @@ async def _up(op: Operation, services: list[str] | None) -> list[Step]:
             raise DeployInterrupted(report) from exc
         raise
     return steps
+
+
+async def _warn_not_as_file(op: Operation, name: str) -> None:
+    """Warn, per knob, when ``name`` (found already up) runs another value than its file's
+    (read as ``knob diff`` reads it), with the restart that applies the file."""
+    if not op.spec.service(name).knobs:
+        return
+    fix = ("servelab", "restart", *op.loaded.spec_args, name)
+    try:
+        drifted = await not_as_file(op, name)
+    except ServelabError:  # unreadable here: ``knob diff`` names why
+        return
+    for d in drifted:
+        op.say(KnobNotAsFile(name, d.name, d.live, d.file, fix))
 
 
 async def _undo_up(

@@ -18,6 +18,10 @@ of its own (a fresh cancellation count, so the timeouts inside it work as usual)
 signals taken over: a second signal cancels the put-back itself (never a ``KeyboardInterrupt``
 raised in the middle of a write), and the result names exactly the services left down and the
 command that brings them back (``servelab up -f SPEC``), as an interrupted ``restart`` does.
+What is down, and which knob a running service still holds at another value than its file
+(the value of the step that was cut: an A/B's candidate), is then read from the services and
+their processes as ``knob diff`` reads them, never assumed from the step the signal cut; a
+service still running another value is put back with ``servelab restart -f SPEC SERVICE``.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from servelab.core.case.events import KnobPuttingBack
-from servelab.core.deploy.putback import KnobBack, PutBack
+from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.deploy.spec import start_order
 from servelab.core.deploy.topology import restart_plan
 from servelab.core.knobs.knob import OFF, KnobKind, same_value
@@ -41,7 +45,7 @@ from servelab.ops.deploy.deploy import restart
 from servelab.ops.deploy.results import DeployInterrupted
 from servelab.ops.deploy.services import readiness, tolerant
 from servelab.ops.deploy.settle import settle
-from servelab.ops.knob import get_knob, live_knob, set_knob
+from servelab.ops.knob import get_knob, live_knob, not_as_file, set_knob
 
 __all__ = ["REASON", "PutBackInterrupted", "as_found", "put_back"]
 
@@ -207,14 +211,40 @@ class _PutBack:
         return out
 
     async def _result(self, *, interrupted: bool = False, error: str | None = None) -> PutBack:
+        still: tuple[StillLive, ...] = ()
+        if interrupted or error is not None:  # cut midway: what runs is read, never assumed
+            with contextlib.suppress(asyncio.CancelledError):  # a third signal: what is known
+                self.down, still = await self._as_it_runs()
         down = tuple(name for name in start_order(self.op.spec) if name in self.down)
         written = {(k.service, k.knob) for k in self.written}
         unsure = [k for k in self.found if (k.service, k.knob) not in written]
         not_written = tuple([k for k in unsure if not await self._as_found(k)])
-        recovery = ("servelab", "up", *self.op.loaded.spec_args) if down else ()
+        recovery: tuple[str, ...] = ()
+        if still:  # a restart of those services applies their files and starts what is down
+            stale = list(dict.fromkeys([s.service for s in still]))
+            plan = restart_plan(self.op.spec, stale)
+            stale += [name for name in down if name not in plan]
+            recovery = ("servelab", "restart", *self.op.loaded.spec_args, *stale)
+        elif down:
+            recovery = ("servelab", "up", *self.op.loaded.spec_args)
         fixes = tuple(self._fix(knob) for knob in not_written)
         return PutBack(tuple(self.written), self.restarted, down, recovery, not_written, fixes,
-                       error, interrupted)  # fmt: skip
+                       error, interrupted, still)  # fmt: skip
+
+    async def _as_it_runs(self) -> tuple[set[str], tuple[StillLive, ...]]:
+        """(the services down, the knobs a running one holds at another value than its file),
+        read from the processes: of the services known down and the knobs' restart plan."""
+        plan = restart_plan(self.op.spec, [knob.service for knob in self.found])
+        looked = [name for name in start_order(self.op.spec) if name in self.down or name in plan]
+        down = set(await self._not_ready(looked))
+        still: list[StillLive] = []
+        for name in looked:
+            if name in down or not self.op.spec.service(name).knobs:
+                continue
+            with contextlib.suppress(ServelabError):
+                still += [StillLive(name, d.name, d.live, d.file)
+                          for d in await not_as_file(self.op, name)]  # fmt: skip
+        return down, tuple(still)
 
     def _fix(self, knob: KnobBack) -> tuple[str, ...]:
         """The ``knob set`` command that writes ``knob`` back."""
