@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import socket
 import sqlite3
 import subprocess
@@ -221,4 +222,54 @@ def test_a_case_tests_arm_whose_restart_fails_names_what_is_left_down(
         assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
     finally:
         assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
+    _as_found(stack)
+
+
+def _putting_back(ledger_file: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until the ledger holds the put-back's write of the knob (the put-back under way)."""
+    deadline = time.monotonic() + 120
+    query = "SELECT count(*) FROM knob_changes WHERE reason = ?"
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no put-back seen: {proc.communicate(timeout=60)[1].decode()}")
+        try:
+            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True, timeout=1) as db:
+                if db.execute(query, (REASON,)).fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_one_ctrl_c_during_the_arm_failure_put_back_lets_it_finish_and_says_so(
+    stack: LoadedSpec, tmp_path: Path, as_json: bool
+) -> None:
+    # issue 38 (thirteenth pass): one Ctrl-C there aborted the put-back (exit 1, down named).
+    ledger_file = tmp_path / "ledger.db"
+    extra = ("--json",) if as_json else ()
+    proc = _start(stack, ledger_file, *COMMANDS["ab"], *extra)
+    holder = _take_port(stack, proc)
+    try:
+        _restart_failed(ledger_file, proc)
+    finally:
+        holder.close()
+    _putting_back(ledger_file, proc)
+    proc.send_signal(signal.SIGINT)
+    code, out, err = _ended(proc)
+    try:
+        assert code == 130, err
+        assert "failed: restart for arm 256 failed (decode): arm not measured" in err, err
+        assert "stopped; the deployment is as this command found it" in err, err
+        assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in err and "Traceback" not in err
+        if as_json:
+            doc = json.loads(out)
+            assert (doc["exit_code"], doc["error"], doc["down"]) == (130, "interrupted", [])
+            put = doc["put_back"]
+            assert put["ok"] is True and put["interrupted"] is False, put
+            assert put["failure"].startswith("restart for arm 256 failed (decode)"), put
+    finally:
+        if not all(_answers(stack, s) for s in stack.spec.services):
+            assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
     _as_found(stack)

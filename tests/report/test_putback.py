@@ -41,3 +41,12 @@ def test_what_is_not_as_found_is_named_with_the_command_that_fixes_it() -> None:
 def test_a_failed_put_back_says_why() -> None:
     failed = PutBack(down=("router",), recovery=("servelab", "up"), error="router did not start")
     assert "(putting it back failed: router did not start)" in render_put_back(failed)
+
+
+def test_a_failures_put_back_a_signal_came_during_says_the_failure_first() -> None:
+    done = PutBack(written=(KNOB,), restarted=("decode",), failure="restart for arm 256 failed")
+    lines = render_put_back(done).splitlines()
+    assert lines[0] == "failed: restart for arm 256 failed"
+    assert lines[1].startswith("stopped; the deployment is as this command found it")
+    assert encode(done)["failure"] == "restart for arm 256 failed"
+    assert "failed:" not in render_put_back(PutBack())

@@ -22,7 +22,13 @@ def _knobs(knobs: tuple[KnobBack, ...]) -> str:
 
 
 def render_put_back(put: PutBack) -> str:
-    """What the put-back did: the deployment as found, or what is down and how to fix it."""
+    """What the put-back did: the deployment as found, or what is down and how to fix it; first,
+    the failure that started it when a stop signal came during it."""
+    first = f"failed: {put.failure}\n" if put.failure else ""
+    return first + _stopped(put)
+
+
+def _stopped(put: PutBack) -> str:
     if put.ok:
         done = [f"wrote back {_knobs(put.written)}"] if put.written else []
         done += [f"co-restarted {', '.join(put.restarted)}"] if put.restarted else []

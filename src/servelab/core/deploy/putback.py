@@ -47,7 +47,9 @@ class PutBack:
     one is up); ``recovery``: the command that brings them back (``servelab up -f SPEC``);
     ``not_written``: the knobs still at another value than found (their file), ``fixes`` the
     commands that write them back; ``error``: why the
-    put-back did not finish; ``interrupted``: a second signal stopped it."""
+    put-back did not finish; ``interrupted``: a second signal stopped it; ``failure``: the
+    command's failure that started the put-back, when a stop signal came during it (the put-back
+    went on to its end and the command then stopped as the signal says; None otherwise)."""
 
     written: tuple[KnobBack, ...] = ()
     restarted: tuple[str, ...] = ()
@@ -58,6 +60,7 @@ class PutBack:
     fixes: Annotated[tuple[tuple[str, ...], ...], PlainSerializer(_commands)] = ()
     error: str | None = None
     interrupted: bool = False
+    failure: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
