@@ -100,11 +100,37 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
     assert doc["put_back"]["ok"] is True
     assert "put back as found" in doc["error"] and f"{DEFAULT_KNOB}={FOUND}" in doc["error"]
     assert "co-restarted decode, router" in doc["error"]
+    # In the order it happened (thirteenth pass: it said "reverted ... NOT verified" first):
+    # the revert failed, what was put back, whether that is verified.
+    error = doc["error"]
+    assert error.startswith("restart of decode failed"), error
+    assert error.index("restart of decode failed") < error.index("put back as found"), error
+    assert error.endswith("verified: every knob live at the value found, every service ready")
+    assert doc["put_back"]["verified"] is True
     _as_found(stack)
     text = run_cli(*args, timeout=280)
     assert text.returncode == 1, text.stderr
-    assert "NOT verified" in text.stdout + text.stderr and "put back as found" in text.stdout
+    lines = text.stdout.splitlines()
+    failed = [i for i, line in enumerate(lines) if line.startswith(f"revert of {DEFAULT_KNOB}")]
+    assert failed and f"→ {REFUSED} failed: restart of decode failed" in lines[failed[0]], lines
+    then = [i for i, line in enumerate(lines) if line.startswith("then put back as found (")]
+    assert then and then[0] > failed[0], lines  # after the failure and its log's tail
+    assert lines[then[0]].startswith(f"then put back as found (wrote back decode {DEFAULT_KNOB}")
+    assert lines[then[0]].endswith(
+        "verified: every knob live at the value found, every service ready"
+    )
+    assert not any(line.startswith("reverted ") for line in lines), lines
     _as_found(stack)
+    # The put-backs are in the case's timeline, each after its failed revert.
+    show = run_cli("case", "show", cid, "-f", stack.source, "--ledger", str(ledger), timeout=60)
+    timeline = [line.strip() for line in show.stdout.splitlines()]
+    events = [line.split("  ", 1)[-1] for line in timeline if "revert" in line]
+    put = (f"revert failed; put back as found (wrote back decode {DEFAULT_KNOB}={FOUND}; "
+           "co-restarted decode, router): verified live")  # fmt: skip
+    assert [e for e in events if e.startswith("revert failed")] == [put, put], timeline
+    reverts = [i for i, e in enumerate(events) if e.startswith("revert decode")]
+    puts = [i for i, e in enumerate(events) if e == put]
+    assert len(reverts) == 2 and all(r < p for r, p in zip(reverts, puts, strict=True)), events
 
 
 def test_case_revert_to_a_value_the_knob_refuses_changes_nothing(

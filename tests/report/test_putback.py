@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from servelab.core.case.record import PutBackEvent
 from servelab.core.deploy.putback import KnobBack, PutBack
-from servelab.core.ledger.codec import encode
-from servelab.report.putback import render_put_back
+from servelab.core.ledger.codec import decode, encode
+from servelab.report.putback import after_failure, describe_put_back, render_put_back
 
 KNOB = KnobBack("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "512")
 FLAG = KnobBack("decode", "--disable-radix-cache", None)
@@ -50,3 +51,22 @@ def test_a_failures_put_back_a_signal_came_during_says_the_failure_first() -> No
     assert lines[1].startswith("stopped; the deployment is as this command found it")
     assert encode(done)["failure"] == "restart for arm 256 failed"
     assert "failed:" not in render_put_back(PutBack())
+
+
+def test_a_case_put_back_event_says_what_was_put_back_and_whether_it_is_verified() -> None:
+    done = PutBackEvent("revert", (KNOB,), ("decode", "router"), (), True, True)
+    stored = decode(PutBackEvent, encode(done))  # as the case's timeline reads it back
+    assert describe_put_back(stored) == (
+        "revert failed; put back as found (wrote back decode SGLANG_SM120_MMA_TARGET_CTAS=512; "
+        "co-restarted decode, router): verified live"
+    )
+    left = PutBackEvent(
+        "restore", (), ("decode",), ("router",), False, False, "router did not start"
+    )
+    assert describe_put_back(left) == (
+        "restore failed; NOT put back as found (router did not start; co-restarted decode)"
+        "; down: router"
+    )
+    unproven = PutBack(written=(KNOB,))
+    assert after_failure(unproven).endswith("NOT verified: a knob's live value or a service's "
+                                            "readiness was not as found")  # fmt: skip

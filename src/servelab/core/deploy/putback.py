@@ -49,7 +49,9 @@ class PutBack:
     commands that write them back; ``error``: why the
     put-back did not finish; ``interrupted``: a second signal stopped it; ``failure``: the
     command's failure that started the put-back, when a stop signal came during it (the put-back
-    went on to its end and the command then stopped as the signal says; None otherwise)."""
+    went on to its end and the command then stopped as the signal says; None otherwise);
+    ``verified``: after it, every knob was read live at the value found and every service was
+    ready (False: not so, or not read)."""
 
     written: tuple[KnobBack, ...] = ()
     restarted: tuple[str, ...] = ()
@@ -61,6 +63,7 @@ class PutBack:
     error: str | None = None
     interrupted: bool = False
     failure: str | None = None
+    verified: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property

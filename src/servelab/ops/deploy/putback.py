@@ -249,8 +249,19 @@ class _PutBack:
         not_written = tuple([k for k in unsure if not await self._as_found(k)])
         recovery = ("servelab", "up", *self.op.loaded.spec_args) if down else ()
         fixes = tuple(self._fix(knob) for knob in not_written)
+        verified = not (interrupted or error or down or not_written) and await self._verified()
         return PutBack(tuple(self.written), self.restarted, down, recovery, not_written, fixes,
-                       error, interrupted)  # fmt: skip
+                       error, interrupted, verified=verified)  # fmt: skip
+
+    async def _verified(self) -> bool:
+        """Every knob live at the value found, every service of the plan ready."""
+        with contextlib.suppress(ServelabError):
+            for knob in self.found:
+                live = await live_knob(self.op, knob.service, knob.knob)
+                if not same_value(live, self._live(knob)):
+                    return False
+            return not await self._not_ready()
+        return False
 
     def _fix(self, knob: KnobBack) -> tuple[str, ...]:
         """The ``knob set`` command that writes ``knob`` back."""
