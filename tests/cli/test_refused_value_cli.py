@@ -7,10 +7,7 @@ every service answering), the command says so and exits 1; the A/B's journal ses
 
 from __future__ import annotations
 
-import asyncio
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,40 +16,17 @@ import pytest
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.case import case as cases
-from servelab.ops.knob import get_knob, live_knob
+from servelab.io.specfile import LoadedSpec
 from tests.support import run_cli
-from tests.support.deployed import deployed
-from tests.support.specs import write_pd_spec
+from tests.support.putbacks import FOUND, TARGET, as_found, pd_stack, suspect_case
 
-FOUND = "512"
 #: The value the simulated decode exits on (the knob's check takes any text for an env knob).
 REFUSED = "0"
-TARGET = f"knob:decode/{DEFAULT_KNOB}"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
-    root = tmp_path_factory.mktemp("refused")
-    loaded = load_spec(write_pd_spec(root, time_scale=0.05, name="refused", knob=FOUND))
-    with deployed(loaded):
-        yield loaded
-
-
-def _answers(loaded: LoadedSpec, service: str) -> bool:
-    url = loaded.spec.services[service].url.rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _as_found(loaded: LoadedSpec) -> None:
-    assert asyncio.run(get_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert asyncio.run(live_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert [s for s in loaded.spec.services if not _answers(loaded, s)] == []
+    yield from pd_stack(tmp_path_factory, "refused")
 
 
 @pytest.mark.timeout(300)
@@ -71,18 +45,11 @@ def test_ab_keeping_a_value_the_engine_refuses_puts_the_original_back(
     assert f"keeping {REFUSED} failed" in last and "put back as found" in last, done.stderr
     assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in last, last
     assert "Traceback" not in done.stderr
-    _as_found(stack)
+    as_found(stack)
     with Ledger.open(ledger) as led:
         session = AbJournal(led).get(1)
     assert session is not None and session.status == SessionStatus.FAILED
     assert len(session.visits) == 2  # the measurement itself is kept
-
-
-def _case(ledger_file: Path) -> str:
-    with Ledger.open(ledger_file) as ledger:
-        cid = cases.open_case(ledger, "sessions hang")
-        cases.add_suspect(ledger, cid, TARGET, "the latest change")
-    return str(cid)
 
 
 @pytest.mark.timeout(300)
@@ -90,7 +57,7 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.db"
-    cid = _case(ledger)
+    cid = suspect_case(ledger)
     args = ("case", "revert", cid, TARGET, "--to", REFUSED, "--yes", "-f", stack.source,
             "--ledger", str(ledger))  # fmt: skip
     done = run_cli(*args, "--json", timeout=280)
@@ -107,7 +74,7 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
     assert error.index("restart of decode failed") < error.index("put back as found"), error
     assert error.endswith("verified: every knob live at the value found, every service ready")
     assert doc["put_back"]["verified"] is True
-    _as_found(stack)
+    as_found(stack)
     text = run_cli(*args, timeout=280)
     assert text.returncode == 1, text.stderr
     lines = text.stdout.splitlines()
@@ -120,7 +87,7 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
         "verified: every knob live at the value found, every service ready"
     )
     assert not any(line.startswith("reverted ") for line in lines), lines
-    _as_found(stack)
+    as_found(stack)
     # The put-backs are in the case's timeline, each after its failed revert.
     show = run_cli("case", "show", cid, "-f", stack.source, "--ledger", str(ledger), timeout=60)
     timeline = [line.strip() for line in show.stdout.splitlines()]
@@ -137,9 +104,9 @@ def test_case_revert_to_a_value_the_knob_refuses_changes_nothing(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.db"
-    cid = _case(ledger)
+    cid = suspect_case(ledger)
     done = run_cli("case", "revert", cid, TARGET, "--to", "5\u200b12", "--yes", "-f",
                    stack.source, "--ledger", str(ledger), "--json")  # fmt: skip
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "invisible character" in done.stderr
-    _as_found(stack)
+    as_found(stack)
