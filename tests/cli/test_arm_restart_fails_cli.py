@@ -14,14 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
+import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -31,17 +28,22 @@ import pytest
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.armfailure import REASON
-from servelab.ops.case import case as cases
-from servelab.ops.knob import get_knob, live_knob
+from servelab.ops.knob import get_knob
 from tests.support import run_cli
-from tests.support.deployed import deployed
 from tests.support.generic import text_or_empty
-from tests.support.specs import write_pd_spec
+from tests.support.putbacks import (
+    FOUND,
+    TARGET,
+    answers,
+    as_found,
+    ended,
+    pd_stack,
+    start,
+    suspect_case,
+)
 
-FOUND = "512"
-TARGET = f"knob:decode/{DEFAULT_KNOB}"
 LOAD = ("--concurrency", "2", "--requests", "12", "--warmup", "2", "--output-len", "8",
         "--input-len", "32", "--answers", "off")  # fmt: skip
 COMMANDS = {
@@ -52,28 +54,11 @@ COMMANDS = {
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
-    root = tmp_path_factory.mktemp("armfails")
-    spec = write_pd_spec(root, time_scale=0.05, name="armfails", knob=FOUND,
-                         knobs=(DEFAULT_KNOB,))  # fmt: skip
-    loaded = load_spec(spec)
-    with deployed(loaded):
-        yield loaded
-
-
-def _answers(loaded: LoadedSpec, service: str) -> bool:
-    url = loaded.spec.services[service].url.rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    yield from pd_stack(tmp_path_factory, "armfails")
 
 
 def _start(loaded: LoadedSpec, ledger_file: Path, *args: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "servelab", *args, "--knob",
-            f"decode:{DEFAULT_KNOB}=256,128", "-f", loaded.source, "--ledger",
-            str(ledger_file)]  # fmt: skip
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    return start(loaded, ledger_file, *args, "--knob", f"decode:{DEFAULT_KNOB}=256,128")
 
 
 def _take_port(loaded: LoadedSpec, proc: subprocess.Popen[bytes]) -> socket.socket:
@@ -103,23 +88,6 @@ def _take_port(loaded: LoadedSpec, proc: subprocess.Popen[bytes]) -> socket.sock
     return holder
 
 
-def _ended(proc: subprocess.Popen[bytes]) -> tuple[int, str, str]:
-    try:
-        out, err = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-    return proc.returncode, out.decode(), " ".join(err.decode().split())
-
-
-def _as_found(loaded: LoadedSpec) -> None:
-    """The knob at its value in the file and in the process, every service answering."""
-    assert asyncio.run(get_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert asyncio.run(live_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert [s for s in loaded.spec.services if not _answers(loaded, s)] == []
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("command", ["ab", "tune"])
 @pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
@@ -130,8 +98,8 @@ def test_an_arm_whose_restart_fails_puts_back_and_names_what_is_left_down(
     proc = _start(stack, tmp_path / "ledger.db", *COMMANDS[command], *extra)
     holder = _take_port(stack, proc)
     try:
-        code, out, err = _ended(proc)
-        down = [s for s in stack.spec.services if not _answers(stack, s)]
+        code, out, err = ended(proc)
+        down = [s for s in stack.spec.services if not answers(stack, s)]
     finally:
         holder.close()
     recovery = f"servelab up -f {stack.source}"
@@ -153,7 +121,7 @@ def test_an_arm_whose_restart_fails_puts_back_and_names_what_is_left_down(
         assert changes[0][0] == FOUND and changes[-1][1:] == (FOUND, REASON), changes
     finally:
         assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
-    _as_found(stack)
+    as_found(stack)
 
 
 def _restart_failed(ledger_file: Path, proc: subprocess.Popen[bytes]) -> None:
@@ -184,13 +152,13 @@ def test_a_port_freed_after_the_arms_restart_failed_is_put_back_up(
         _restart_failed(ledger_file, proc)
     finally:
         holder.close()
-    code, out, err = _ended(proc)
+    code, out, err = ended(proc)
     assert code == 1, err
     doc = json.loads(out)
     assert (doc["error_type"], "down" in doc) == ("BenchError", False), doc
     assert "restart for arm 256 failed (decode): arm not measured" in err
     assert "putting decode" in err and "Traceback" not in err
-    _as_found(stack)
+    as_found(stack)
 
 
 @pytest.mark.timeout(400)
@@ -198,17 +166,14 @@ def test_a_case_tests_arm_whose_restart_fails_names_what_is_left_down(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    with Ledger.open(ledger_file) as ledger:
-        cid = cases.open_case(ledger, "sessions hang")
-        cases.add_suspect(ledger, cid, TARGET, "the latest change")
-    argv = [sys.executable, "-m", "servelab", "case", "test", str(cid), TARGET, "--to", "128",
-            "--test", "answers@C4", "--rounds", "1", "--runs", "1", "--requests", "64",
-            "--json", "-f", stack.source, "--ledger", str(ledger_file)]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cid = suspect_case(ledger_file)
+    proc = start(stack, ledger_file, "case", "test", cid, TARGET, "--to", "128", "--test",
+                 "answers@C4", "--rounds", "1", "--runs", "1", "--requests", "64",
+                 "--json")  # fmt: skip
     holder = _take_port(stack, proc)
     try:
-        code, out, err = _ended(proc)
-        down = [s for s in stack.spec.services if not _answers(stack, s)]
+        code, out, err = ended(proc)
+        down = [s for s in stack.spec.services if not answers(stack, s)]
     finally:
         holder.close()
     recovery = f"servelab up -f {stack.source}"
@@ -221,4 +186,54 @@ def test_a_case_tests_arm_whose_restart_fails_names_what_is_left_down(
         assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
     finally:
         assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
-    _as_found(stack)
+    as_found(stack)
+
+
+def _putting_back(ledger_file: Path, proc: subprocess.Popen[bytes]) -> None:
+    """Wait until the ledger holds the put-back's write of the knob (the put-back under way)."""
+    deadline = time.monotonic() + 120
+    query = "SELECT count(*) FROM knob_changes WHERE reason = ?"
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            pytest.fail(f"no put-back seen: {proc.communicate(timeout=60)[1].decode()}")
+        try:
+            with sqlite3.connect(f"file:{ledger_file}?mode=ro", uri=True, timeout=1) as db:
+                if db.execute(query, (REASON,)).fetchone()[0]:
+                    return
+        except sqlite3.Error:
+            pass
+        time.sleep(0.02)
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_one_ctrl_c_during_the_arm_failure_put_back_lets_it_finish_and_says_so(
+    stack: LoadedSpec, tmp_path: Path, as_json: bool
+) -> None:
+    # issue 38 (thirteenth pass): one Ctrl-C there aborted the put-back (exit 1, down named).
+    ledger_file = tmp_path / "ledger.db"
+    extra = ("--json",) if as_json else ()
+    proc = _start(stack, ledger_file, *COMMANDS["ab"], *extra)
+    holder = _take_port(stack, proc)
+    try:
+        _restart_failed(ledger_file, proc)
+    finally:
+        holder.close()
+    _putting_back(ledger_file, proc)
+    proc.send_signal(signal.SIGINT)
+    code, out, err = ended(proc)
+    try:
+        assert code == 130, err
+        assert "failed: restart for arm 256 failed (decode): arm not measured" in err, err
+        assert "stopped; the deployment is as this command found it" in err, err
+        assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in err and "Traceback" not in err
+        if as_json:
+            doc = json.loads(out)
+            assert (doc["exit_code"], doc["error"], doc["down"]) == (130, "interrupted", [])
+            put = doc["put_back"]
+            assert put["ok"] is True and put["interrupted"] is False, put
+            assert put["failure"].startswith("restart for arm 256 failed (decode)"), put
+    finally:
+        if not all(answers(stack, s) for s in stack.spec.services):
+            assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
+    as_found(stack)

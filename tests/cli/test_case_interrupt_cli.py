@@ -12,13 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,16 +23,21 @@ import pytest
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.specfile import LoadedSpec, load_spec
-from servelab.ops.case import case as cases
-from servelab.ops.knob import get_knob, live_knob
+from servelab.io.specfile import LoadedSpec
+from servelab.ops.knob import get_knob
 from tests.support import run_cli
-from tests.support.deployed import deployed
 from tests.support.generic import text_or_empty
-from tests.support.specs import write_pd_spec
+from tests.support.putbacks import (
+    FOUND,
+    TARGET,
+    answers,
+    as_found,
+    ended,
+    pd_stack,
+    start,
+    suspect_case,
+)
 
-TARGET = f"knob:decode/{DEFAULT_KNOB}"
-FOUND = "512"
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 #: A second declared knob (unset): a bisection needs two changes to probe anything.
 JIT = "SGLANG_ENABLE_JIT_DEEPGEMM"
@@ -44,35 +45,7 @@ JIT = "SGLANG_ENABLE_JIT_DEEPGEMM"
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
-    root = tmp_path_factory.mktemp("interrupt")
-    spec = write_pd_spec(root, time_scale=0.05, name="interrupt", knob=FOUND,
-                         knobs=(DEFAULT_KNOB, JIT))  # fmt: skip
-    loaded = load_spec(spec)
-    with deployed(loaded):
-        yield loaded
-
-
-def _answers(loaded: LoadedSpec, service: str) -> bool:
-    url = loaded.spec.services[service].url.rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _case(ledger_file: Path) -> str:
-    """A case with the knob as its suspect."""
-    with Ledger.open(ledger_file) as ledger:
-        cid = cases.open_case(ledger, "sessions hang")
-        cases.add_suspect(ledger, cid, TARGET, "the latest change")
-    return str(cid)
-
-
-def _start(loaded: LoadedSpec, ledger_file: Path, *args: str) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "servelab", *args, "-f", loaded.source, "--ledger",
-            str(ledger_file)]  # fmt: skip
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ)
+    yield from pd_stack(tmp_path_factory, "interrupt", knobs=(DEFAULT_KNOB, JIT))
 
 
 def _relaunched(proc: subprocess.Popen[bytes], record: Path, before: str) -> str:
@@ -88,7 +61,7 @@ def _relaunched(proc: subprocess.Popen[bytes], record: Path, before: str) -> str
 
 def _stop(
     loaded: LoadedSpec, proc: subprocess.Popen[bytes], signums: list[int]
-) -> tuple[int | None, str, str]:
+) -> tuple[int, str, str]:
     """Send ``signums[0]`` once the co-restart is under way, each next one once the decode is
     launched again (the put-back's co-restart); the exit code, stdout and stderr (one line)."""
     record = loaded.state_dir / "run" / "decode.json"
@@ -97,19 +70,12 @@ def _stop(
         for signum in signums:
             seen = _relaunched(proc, record, seen)
             proc.send_signal(signum)
-        out, err = proc.communicate(timeout=240)
-    finally:
+    except BaseException:
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    return proc.returncode, out.decode(), " ".join(err.decode().split())
-
-
-def _as_found(loaded: LoadedSpec) -> None:
-    """The knob at its value in the file and in the process, every service answering."""
-    assert asyncio.run(get_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert asyncio.run(live_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert [s for s in loaded.spec.services if not _answers(loaded, s)] == []
+        raise
+    return ended(proc)
 
 
 @pytest.mark.timeout(400)
@@ -118,14 +84,14 @@ def test_a_stop_signal_during_a_case_test_co_restart_puts_the_deployment_back(
     stack: LoadedSpec, tmp_path: Path, signum: int
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    cid = _case(ledger_file)
-    proc = _start(stack, ledger_file, "case", "test", cid, TARGET, "--to", "128", "--test",
-                  "answers@C4", "--rounds", "1", "--runs", "1", "--requests", "64")  # fmt: skip
+    cid = suspect_case(ledger_file)
+    proc = start(stack, ledger_file, "case", "test", cid, TARGET, "--to", "128", "--test",
+                 "answers@C4", "--rounds", "1", "--runs", "1", "--requests", "64")  # fmt: skip
     code, _out, err = _stop(stack, proc, [signum])
     assert code == 128 + signum, err
     assert "stopped; the deployment is as this command found it" in err
     assert "co-restarted decode, router" in err and "Traceback" not in err
-    _as_found(stack)
+    as_found(stack)
 
 
 @pytest.mark.timeout(400)
@@ -133,9 +99,9 @@ def test_ctrl_c_during_a_case_revert_puts_the_knob_back_and_says_so_in_json(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    cid = _case(ledger_file)
-    proc = _start(stack, ledger_file, "case", "revert", cid, TARGET, "--to", "128", "--yes",
-                  "--json")  # fmt: skip
+    cid = suspect_case(ledger_file)
+    proc = start(stack, ledger_file, "case", "revert", cid, TARGET, "--to", "128", "--yes",
+                 "--json")  # fmt: skip
     code, out, err = _stop(stack, proc, [signal.SIGINT])
     assert code == 130, err
     doc = json.loads(out)
@@ -145,7 +111,7 @@ def test_ctrl_c_during_a_case_revert_puts_the_knob_back_and_says_so_in_json(
     assert put["ok"] is True and put["restarted"] == ["decode", "router"]
     assert put["written"] == [{"service": "decode", "knob": DEFAULT_KNOB, "value": FOUND}]
     assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in err
-    _as_found(stack)
+    as_found(stack)
     with Ledger.open(ledger_file) as ledger:  # both writes recorded: the revert, the put-back
         changes = [(c.old, c.new) for c in ledger.list(KnobChangeRecord)]
     assert changes == [(FOUND, "128"), ("128", FOUND)]
@@ -157,14 +123,14 @@ def test_a_second_signal_names_exactly_what_is_down_and_how_to_bring_it_back(
     stack: LoadedSpec, tmp_path: Path, as_json: bool
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    cid = _case(ledger_file)
+    cid = suspect_case(ledger_file)
     extra = ("--json",) if as_json else ()
-    proc = _start(stack, ledger_file, "case", "revert", cid, TARGET, "--to", "128", "--yes",
-                  *extra)  # fmt: skip
+    proc = start(stack, ledger_file, "case", "revert", cid, TARGET, "--to", "128", "--yes",
+                 *extra)  # fmt: skip
     try:
         code, out, err = _stop(stack, proc, [signal.SIGTERM, signal.SIGINT])
         assert code == 143, err  # the first signal's
-        down = [s for s in stack.spec.services if not _answers(stack, s)]
+        down = [s for s in stack.spec.services if not answers(stack, s)]
         assert down and "decode" in down, err  # the put-back's co-restart was cut
         recovery = f"servelab up -f {stack.source}"
         assert "the deployment is NOT as this command found it" in err
@@ -178,7 +144,7 @@ def test_a_second_signal_names_exactly_what_is_down_and_how_to_bring_it_back(
         assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
     finally:
         assert run_cli("up", "-f", stack.source, timeout=300).returncode == 0
-    _as_found(stack)
+    as_found(stack)
 
 
 LOAD = ("--concurrency", "2", "--requests", "12", "--warmup", "2", "--output-len", "8",
@@ -195,13 +161,13 @@ def test_a_stop_signal_during_an_arms_co_restart_puts_the_original_value_back(
     stack: LoadedSpec, tmp_path: Path, command: tuple[str, ...], signum: int
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    proc = _start(stack, ledger_file, *command, "--knob", f"decode:{DEFAULT_KNOB}=256,128",
-                  *LOAD)  # fmt: skip
+    proc = start(stack, ledger_file, *command, "--knob", f"decode:{DEFAULT_KNOB}=256,128",
+                 *LOAD)  # fmt: skip
     code, _out, err = _stop(stack, proc, [signum])
     assert code == 128 + signum, err
     assert "stopped; the deployment is as this command found it" in err
     assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in err and "Traceback" not in err
-    _as_found(stack)
+    as_found(stack)
 
 
 @pytest.mark.timeout(400)
@@ -209,13 +175,13 @@ def test_ctrl_c_during_a_case_bisect_co_restart_puts_the_deployment_back(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    cid = _case(ledger_file)
-    proc = _start(stack, ledger_file, "case", "bisect", cid, "--change",
-                  f"decode:{DEFAULT_KNOB}=128,{FOUND}", "--change", f"decode:{JIT}=1,",
-                  "--test", "throughput@C2<1",
-                  "--answers", "off", "--runs", "1", *LOAD[2:])  # fmt: skip
+    cid = suspect_case(ledger_file)
+    proc = start(stack, ledger_file, "case", "bisect", cid, "--change",
+                 f"decode:{DEFAULT_KNOB}=128,{FOUND}", "--change", f"decode:{JIT}=1,",
+                 "--test", "throughput@C2<1",
+                 "--answers", "off", "--runs", "1", *LOAD[2:])  # fmt: skip
     code, _out, err = _stop(stack, proc, [signal.SIGINT])
     assert code == 130, err
     assert "stopped; the deployment is as this command found it" in err and "Traceback" not in err
-    _as_found(stack)
+    as_found(stack)
     assert asyncio.run(get_knob(stack, "decode", JIT)) is None

@@ -167,3 +167,35 @@ def test_a_config_file_over_the_bound_is_one_refusal_exit_2(tmp_path: Path, size
     assert done.returncode == 2, done.stdout + done.stderr
     assert "larger than 262,144 bytes, the most a config file is read up to" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_rollback_puts_back_the_files_the_running_decode_was_started_from(
+    restored: Deployment,
+) -> None:
+    """``restart --rollback`` restored each file's latest backup (the file before the last
+    ``knob set``): after two ``knob set``s without a restart in between, a value that never ran
+    (the first set's); a hand edit of the env file was kept. It puts back the files as the running
+    decode was started from them (thirteenth pass)."""
+    dep = restored
+    env_file = dep.spec.parent / "env" / "decode.env"
+    env_before = env_file.read_bytes()
+    try:
+        dep.json("knob", "set", "decode", after=(f"{MRR}=48",))
+        assert dep.json("restart", "decode", "--no-verify")["ok"] is True
+        ran = dep.yaml.read_bytes()  # what the decode now runs with: 48
+        dep.json("knob", "set", "decode", after=(f"{MRR}=40",))  # never restarted
+        dep.json("knob", "set", "decode", after=(f"{MRR}=44",))
+        dep.yaml.write_text(dep.yaml.read_text().replace("44", "-5"))  # the engine refuses it
+        env_file.write_bytes(env_before + b"HAND_EDITED=1\n")
+        report = dep.json("restart", "decode", "--rollback", code=1)
+        assert report["rolled_back"] is True, report
+        assert all(step["outcome"] == "ok" for step in report["rollback_steps"]), report
+        assert dep.yaml.read_bytes() == ran  # 48, not 40 (the file before the last knob set)
+        assert env_file.read_bytes() == env_before
+        assert ".launched-" in report["config_rollback_from"]["decode"], report
+        assert ".launched-" in report["rollback_from"]["decode"], report
+        assert dep.json("knob", "diff", "decode", after=(MRR,))["live"] == "48"
+    finally:
+        env_file.write_bytes(env_before)
+        dep.yaml.write_bytes(GOOD)
+        assert dep.cli("restart", "decode", "--no-verify").returncode == 0

@@ -27,8 +27,8 @@ import pytest
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.knob import get_knob, live_knob
-from tests.cli.test_case_interrupt_cli import FOUND, TARGET, _answers, _case
 from tests.support.deployed import deployed
+from tests.support.putbacks import FOUND, TARGET, answers, suspect_case
 from tests.support.specs import write_pd_spec
 
 #: ``sh`` for servelab's launcher: the first ``sh -s`` after ``arm`` exists runs the launch,
@@ -90,7 +90,7 @@ def test_a_signal_while_an_arms_decode_launches_leaves_no_engine_behind(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger_file = tmp_path / "ledger.db"
-    cid = _case(ledger_file)
+    cid = suspect_case(ledger_file)
     gate = tmp_path / "gate"
     argv = [sys.executable, "-m", "servelab", "case", "test", cid, TARGET, "--to", "128",
             "--test", "answers@C4", "--rounds", "1", "--runs", "1", "--requests", "64",
@@ -115,6 +115,6 @@ def test_a_signal_while_an_arms_decode_launches_leaves_no_engine_behind(
     assert "Traceback" not in err
     assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
     assert asyncio.run(live_knob(stack, "decode", DEFAULT_KNOB)) == FOUND, err
-    assert [s for s in stack.spec.services if not _answers(stack, s)] == [], err
+    assert [s for s in stack.spec.services if not answers(stack, s)] == [], err
     recorded = json.loads(record.read_text())["pid"]
     assert _marked(stack, "decode") == {recorded}, err  # the arm's engine is gone

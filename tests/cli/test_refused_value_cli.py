@@ -8,10 +8,7 @@ every service answering), the command says so and exits 1; the A/B's journal ses
 
 from __future__ import annotations
 
-import asyncio
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,41 +20,18 @@ from servelab.core.deploy.defaultspec import DEFAULT_KNOB
 from servelab.core.ledger.codec import encode
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
-from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.ab.config import AbConfig
-from servelab.ops.case import case as cases
-from servelab.ops.knob import get_knob, live_knob
 from tests.support import run_cli
-from tests.support.deployed import deployed
-from tests.support.specs import write_pd_spec
+from tests.support.putbacks import FOUND, TARGET, as_found, pd_stack, suspect_case
 
-FOUND = "512"
 #: The value the simulated decode exits on (the knob's check takes any text for an env knob).
 REFUSED = "0"
-TARGET = f"knob:decode/{DEFAULT_KNOB}"
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
-    root = tmp_path_factory.mktemp("refused")
-    loaded = load_spec(write_pd_spec(root, time_scale=0.05, name="refused", knob=FOUND))
-    with deployed(loaded):
-        yield loaded
-
-
-def _answers(loaded: LoadedSpec, service: str) -> bool:
-    url = loaded.spec.services[service].url.rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _as_found(loaded: LoadedSpec) -> None:
-    assert asyncio.run(get_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert asyncio.run(live_knob(loaded, "decode", DEFAULT_KNOB)) == FOUND
-    assert [s for s in loaded.spec.services if not _answers(loaded, s)] == []
+    yield from pd_stack(tmp_path_factory, "refused")
 
 
 def _journal_keeping(ledger_file: Path, keep: str) -> int:
@@ -89,18 +63,11 @@ def test_ab_keeping_a_value_the_engine_refuses_puts_the_original_back(
     assert f"keeping {REFUSED} failed" in last and "put back as found" in last, done.stderr
     assert f"wrote back decode {DEFAULT_KNOB}={FOUND}" in last, last
     assert "Traceback" not in done.stderr
-    _as_found(stack)
+    as_found(stack)
     with Ledger.open(ledger) as led:
         session = AbJournal(led).get(sid)
     assert session is not None and session.status == SessionStatus.FAILED
     assert len(session.visits) == 2  # the measurement itself is kept
-
-
-def _case(ledger_file: Path) -> str:
-    with Ledger.open(ledger_file) as ledger:
-        cid = cases.open_case(ledger, "sessions hang")
-        cases.add_suspect(ledger, cid, TARGET, "the latest change")
-    return str(cid)
 
 
 @pytest.mark.timeout(300)
@@ -108,7 +75,7 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.db"
-    cid = _case(ledger)
+    cid = suspect_case(ledger)
     args = ("case", "revert", cid, TARGET, "--to", REFUSED, "--yes", "-f", stack.source,
             "--ledger", str(ledger))  # fmt: skip
     done = run_cli(*args, "--json", timeout=280)
@@ -118,20 +85,46 @@ def test_case_revert_to_a_value_the_engine_refuses_puts_the_knob_back(
     assert doc["put_back"]["ok"] is True
     assert "put back as found" in doc["error"] and f"{DEFAULT_KNOB}={FOUND}" in doc["error"]
     assert "co-restarted decode, router" in doc["error"]
-    _as_found(stack)
+    # In the order it happened (thirteenth pass: it said "reverted ... NOT verified" first):
+    # the revert failed, what was put back, whether that is verified.
+    error = doc["error"]
+    assert error.startswith("restart of decode failed"), error
+    assert error.index("restart of decode failed") < error.index("put back as found"), error
+    assert error.endswith("verified: every knob live at the value found, every service ready")
+    assert doc["put_back"]["verified"] is True
+    as_found(stack)
     text = run_cli(*args, timeout=280)
     assert text.returncode == 1, text.stderr
-    assert "NOT verified" in text.stdout + text.stderr and "put back as found" in text.stdout
-    _as_found(stack)
+    lines = text.stdout.splitlines()
+    failed = [i for i, line in enumerate(lines) if line.startswith(f"revert of {DEFAULT_KNOB}")]
+    assert failed and f"→ {REFUSED} failed: restart of decode failed" in lines[failed[0]], lines
+    then = [i for i, line in enumerate(lines) if line.startswith("then put back as found (")]
+    assert then and then[0] > failed[0], lines  # after the failure and its log's tail
+    assert lines[then[0]].startswith(f"then put back as found (wrote back decode {DEFAULT_KNOB}")
+    assert lines[then[0]].endswith(
+        "verified: every knob live at the value found, every service ready"
+    )
+    assert not any(line.startswith("reverted ") for line in lines), lines
+    as_found(stack)
+    # The put-backs are in the case's timeline, each after its failed revert.
+    show = run_cli("case", "show", cid, "-f", stack.source, "--ledger", str(ledger), timeout=60)
+    timeline = [line.strip() for line in show.stdout.splitlines()]
+    events = [line.split("  ", 1)[-1] for line in timeline if "revert" in line]
+    put = (f"revert failed; put back as found (wrote back decode {DEFAULT_KNOB}={FOUND}; "
+           "co-restarted decode, router): verified live")  # fmt: skip
+    assert [e for e in events if e.startswith("revert failed")] == [put, put], timeline
+    reverts = [i for i, e in enumerate(events) if e.startswith("revert decode")]
+    puts = [i for i, e in enumerate(events) if e == put]
+    assert len(reverts) == 2 and all(r < p for r, p in zip(reverts, puts, strict=True)), events
 
 
 def test_case_revert_to_a_value_the_knob_refuses_changes_nothing(
     stack: LoadedSpec, tmp_path: Path
 ) -> None:
     ledger = tmp_path / "ledger.db"
-    cid = _case(ledger)
+    cid = suspect_case(ledger)
     done = run_cli("case", "revert", cid, TARGET, "--to", "5\u200b12", "--yes", "-f",
                    stack.source, "--ledger", str(ledger), "--json")  # fmt: skip
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "invisible character" in done.stderr
-    _as_found(stack)
+    as_found(stack)

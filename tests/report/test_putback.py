@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from servelab.core.case.record import PutBackEvent
 from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
-from servelab.core.ledger.codec import encode
-from servelab.report.putback import after_failure, render_put_back
+from servelab.core.ledger.codec import decode, encode
+from servelab.report.putback import after_failure, describe_put_back, render_put_back
 
 KNOB = KnobBack("decode", "SGLANG_SM120_MMA_TARGET_CTAS", "512")
 FLAG = KnobBack("decode", "--disable-radix-cache", None)
@@ -64,3 +65,31 @@ def test_a_service_still_running_another_value_is_named_with_both_values_and_the
     assert doc["recovery"] == "servelab restart -f s.toml decode" and doc["ok"] is False
     secret = encode(replace(left, still_live=(StillLive("decode", "HF_TOKEN", "hf_x1", None),)))
     assert secret["still_live"][0]["live"] == "***"
+
+
+def test_a_failures_put_back_a_signal_came_during_says_the_failure_first() -> None:
+    done = PutBack(written=(KNOB,), restarted=("decode",), failure="restart for arm 256 failed")
+    lines = render_put_back(done).splitlines()
+    assert lines[0] == "failed: restart for arm 256 failed"
+    assert lines[1].startswith("stopped; the deployment is as this command found it")
+    assert encode(done)["failure"] == "restart for arm 256 failed"
+    assert "failed:" not in render_put_back(PutBack())
+
+
+def test_a_case_put_back_event_says_what_was_put_back_and_whether_it_is_verified() -> None:
+    done = PutBackEvent("revert", (KNOB,), ("decode", "router"), (), True, True)
+    stored = decode(PutBackEvent, encode(done))  # as the case's timeline reads it back
+    assert describe_put_back(stored) == (
+        "revert failed; put back as found (wrote back decode SGLANG_SM120_MMA_TARGET_CTAS=512; "
+        "co-restarted decode, router): verified live"
+    )
+    left = PutBackEvent(
+        "restore", (), ("decode",), ("router",), False, False, "router did not start"
+    )
+    assert describe_put_back(left) == (
+        "restore failed; NOT put back as found (router did not start; co-restarted decode)"
+        "; down: router"
+    )
+    unproven = PutBack(written=(KNOB,))
+    assert after_failure(unproven).endswith("NOT verified: a knob's live value or a service's "
+                                            "readiness was not as found")  # fmt: skip

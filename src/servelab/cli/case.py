@@ -37,8 +37,8 @@ from servelab.report.case import (
     case_list_json,
     restore_error,
     restore_json,
-    revert_error,
     revert_json,
+    revert_lines,
 )
 from servelab.report.docs import (
     build_docs,
@@ -238,8 +238,8 @@ def case_revert(
     if as_json:
         print_json(revert_json(outcome))
     else:
-        word = "verified live" if outcome.ok else f"NOT verified: {revert_error(outcome)}"
-        say(f"reverted {outcome.preview.knob} → {outcome.preview.revert_to}: {word}")
+        for line in revert_lines(outcome):
+            say(line)
     if not outcome.ok:
         raise SystemExit(EXIT_FAILED)
 

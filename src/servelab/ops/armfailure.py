@@ -35,8 +35,10 @@ REASON = "put back as found: the command failed"
 @contextlib.asynccontextmanager
 async def as_found_on_failure(op: Operation, found: Sequence[KnobBack]) -> AsyncIterator[None]:
     """For the block: an error (an :class:`Exception`) puts ``found`` back (services brought up)
-    and goes on; :class:`RestartLeftDown` instead when a service is still down after that (a
-    stop signal during the put-back stops it, and what it left down is named the same way)."""
+    and goes on; :class:`RestartLeftDown` instead when a service is still down after that. A
+    stop signal during the put-back lets it finish, then stops the command as that signal says
+    (:class:`~servelab.ops.deploy.putback.PutBackInterrupted`, carrying the failure); a second
+    one stops the put-back itself, and what it left down is named."""
     try:
         yield
     except PutBackAfterFailure:  # put back already (servelab.ops.deploy.refused): it says what
@@ -53,7 +55,7 @@ async def _put_back(
     op: Operation, found: Sequence[KnobBack], exc: Exception, left_down: Sequence[str]
 ) -> None:
     """``found`` put back; :class:`RestartLeftDown` when something is still down."""
-    put = await put_back(op, found, left_down=left_down, reason=REASON)
+    put = await put_back(op, found, left_down=left_down, reason=REASON, failure=str(exc))
     if put.down:
         raise RestartLeftDown(_left_down(op, found, put, exc)) from exc
 

@@ -94,6 +94,7 @@ __all__ = [
     "restore_json",
     "revert_error",
     "revert_json",
+    "revert_lines",
     "why_failed",
 ]
 
@@ -123,6 +124,18 @@ def revert_error(outcome: RevertOutcome) -> str | None:
     if outcome.ok:
         return None
     return _reasons(outcome.failed_checks, outcome.failure) + _put_back(outcome)
+
+
+def revert_lines(outcome: RevertOutcome) -> list[str]:
+    """``case revert``'s last lines, in the order things happened: reverted and verified, or
+    not; a restart that failed, then what was put back and whether that is verified."""
+    what = f"{outcome.preview.knob} → {outcome.preview.revert_to}"
+    if outcome.ok:
+        return [f"reverted {what}: verified live"]
+    if outcome.put_back is None:
+        return [f"reverted {what}: NOT verified: {revert_error(outcome)}"]
+    failed = _reasons(outcome.failed_checks, outcome.failure)
+    return [f"revert of {what} failed: {failed}", f"then {after_failure(outcome.put_back)}"]
 
 
 def restore_error(outcome: RestoreOutcome) -> str | None:

@@ -34,7 +34,7 @@ from servelab.core.case.model import (
     timeline,
 )
 from servelab.core.case.probe import BisectConclusion, BisectRecord, ProbeRecord
-from servelab.core.case.record import CaseEvent, Resolution
+from servelab.core.case.record import CaseEvent, PutBackEvent, Resolution
 from servelab.core.case.revert import ConcurrencyCost, ConvictionTest, RevertCost
 from servelab.core.case.verdicts import Override
 from servelab.core.investigate.state import InvestigationState, read_state
@@ -60,6 +60,7 @@ from servelab.report.perfplan import (
     perf_plan_markdown,
 )
 from servelab.report.plots import ab_plot, run_phase_plot
+from servelab.report.putback import describe_put_back
 from servelab.report.text import pct, safe_markdown, show_value
 
 __all__ = [
@@ -191,6 +192,8 @@ def _describe_event(kind: str, d: Mapping[str, Any]) -> str:
         return describe_investigation(read_state(CaseEvent(kind=kind, at="", detail=d)))
     if kind == AbTestRecord.KIND:
         return describe_ab_test(decode(AbTestRecord, d))
+    if kind == PutBackEvent.KIND:
+        return describe_put_back(decode(PutBackEvent, d))
     return f"{kind}: {json.dumps(dict(d), sort_keys=True, default=str)}"
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import shlex
 
+from servelab.core.case.record import PutBackEvent
 from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.redaction import mask
 
-__all__ = ["after_failure", "render_put_back"]
+__all__ = ["after_failure", "describe_put_back", "render_put_back"]
 
 
 def _value(value: str | None) -> str:
@@ -44,7 +45,13 @@ def _left(put: PutBack) -> list[str]:
 
 
 def render_put_back(put: PutBack) -> str:
-    """What the put-back did: the deployment as found, or what is down and how to fix it."""
+    """What the put-back did: the deployment as found, or what is down and how to fix it; first,
+    the failure that started it when a stop signal came during it."""
+    first = f"failed: {put.failure}\n" if put.failure else ""
+    return first + _stopped(put)
+
+
+def _stopped(put: PutBack) -> str:
     if put.ok:
         done = [f"wrote back {_knobs(put.written)}"] if put.written else []
         done += [f"co-restarted {', '.join(put.restarted)}"] if put.restarted else []
@@ -66,15 +73,35 @@ def render_put_back(put: PutBack) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _verified(put: PutBack) -> str:
+    if put.verified:
+        return "verified: every knob live at the value found, every service ready"
+    return "NOT verified: a knob's live value or a service's readiness was not as found"
+
+
 def after_failure(put: PutBack) -> str:
-    """What putting the deployment back after a failed restart did, in one clause: as found, or
-    what is not back, what is down and the command that brings it back."""
+    """What putting the deployment back after a failed restart did, in one clause: as found (and
+    whether that was verified live), or what is not back, what is down and the command that
+    brings it back."""
     if put.ok:
         done = [f"wrote back {_knobs(put.written)}"] if put.written else []
         done += [f"co-restarted {', '.join(put.restarted)}"] if put.restarted else []
-        return f"put back as found ({'; '.join(done) or 'nothing had changed'})"
+        return f"put back as found ({'; '.join(done) or 'nothing had changed'}); {_verified(put)}"
     parts = [f"NOT put back as found ({put.error or 'stopped by a second signal'})"]
     for knob, fix in zip(put.not_written, put.fixes, strict=True):
         parts.append(f"{knob.service} {knob.knob} is not back at {_value(knob.value)} in its "
                      f"file; put it back with: {shlex.join(fix)}")  # fmt: skip
     return "; ".join([*parts, *_left(put)])
+
+
+def describe_put_back(event: PutBackEvent) -> str:
+    """A case's put-back event (a revert's or restore's restart failed), one timeline line."""
+    done = [f"wrote back {_knobs(event.written)}"] if event.written else []
+    done += [f"co-restarted {', '.join(event.restarted)}"] if event.restarted else []
+    did = "; ".join(done) or "nothing had changed"
+    if not event.ok:
+        why = event.error or "stopped by a second signal"
+        down = f"; down: {', '.join(event.down)}" if event.down else ""
+        return f"{event.after} failed; NOT put back as found ({why}; {did}){down}"
+    check = "verified live" if event.live_as_found else "NOT verified live"
+    return f"{event.after} failed; put back as found ({did}): {check}"

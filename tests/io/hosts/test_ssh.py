@@ -27,6 +27,19 @@ async def test_ssh_connection_reused(sshd: SshdServer) -> None:
         await remote.aclose()
 
 
+async def test_an_empty_file_is_written_over_ssh(sshd: SshdServer, tmp_path: Path) -> None:
+    """asyncssh sends no end of file for empty input: the write's ``cat`` waited until its
+    timeout (a launch copy of an empty env file, the router's, hung ``up`` over SSH)."""
+    remote = SSHHost("remote", sshd.host_spec())
+    try:
+        target = tmp_path / "router.env"
+        target.write_bytes(b"OLD=1\n")
+        await asyncio.wait_for(remote.write_file_atomic(str(target), b"", backup=False), 20)
+        assert target.read_bytes() == b""
+    finally:
+        await remote.aclose()
+
+
 async def test_ssh_connect_failure_is_ssh_error(tmp_path: Path) -> None:
     spec = HostSpec(ssh="root@127.0.0.1", port=free_port(), connect_timeout_s=2)
     remote = host_for("nowhere", spec)

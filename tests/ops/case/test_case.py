@@ -339,8 +339,10 @@ start_timeout_s = 3
     assert not outcome.ok
     error = revert_error(outcome)
     assert error is not None and "decode" in error
-    (event,) = cases.load_case(ledger, cid).events
+    (event, put) = cases.load_case(ledger, cid).events  # the revert, then its put-back
     assert event.kind == "revert" and event.detail["ok"] is False
+    assert put.kind == "put_back" and put.detail["after"] == "revert"
+    assert put.detail["ok"] is False and put.detail["down"] == ["decode"]
     assert event.detail["error"] == outcome.failure and outcome.failure is not None
     assert event_error(decode(EventOutcome, event.detail)) == outcome.failure
     # The failed restart is followed by the put-back (tenth pass, H3): the value found is written

@@ -22,6 +22,7 @@ from servelab.io.hosts.processes import read_pid_record
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.deploy import deploy
+from servelab.ops.deploy.rollback import ENV_AT_LAUNCH
 from servelab.report.deploy import render_restart
 from tests.support import free_ports
 from tests.support.processes import listening, live_procs_under
@@ -93,15 +94,20 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
             parse_envfile(env_path.read_text()).set(DEFAULT_KNOB, "256").render().encode(),
         )
         assert backup is not None
+        # the rollback puts back the file the running decode was started from (its launch copy)
+        launched = read_pid_record(loaded.state_dir, "decode")
+        assert launched is not None and isinstance(launched.extra.get(ENV_AT_LAUNCH), str)
+        ran = launched.extra[ENV_AT_LAUNCH]
+        assert Path(ran).read_bytes() == Path(backup).read_bytes()  # as before the edit
         restarted = await deploy.restart(loaded, ["decode"], rollback=True, ledger=ledger)
         assert restarted.plan == ["decode", "router"]
         assert [s.outcome for s in restarted.steps] == [StepOutcome.OK, StepOutcome.OK]
         assert restarted.verification is not None and not restarted.verification.ok
-        assert restarted.rolled_back and restarted.rollback_from == {"decode": backup}
+        assert restarted.rolled_back and restarted.rollback_from == {"decode": ran}
         assert [s.outcome for s in restarted.rollback_steps] == [StepOutcome.OK, StepOutcome.OK]
         assert not restarted.ok
         text = render_restart(restarted)
-        assert f"rolled back env files: decode <- {backup}" in text
+        assert f"rolled back env files: decode <- {ran}" in text
         assert "verification: FAILED" in text and text.rstrip().endswith("restart: FAILED")
         assert parse_envfile(env_path.read_text()).get(DEFAULT_KNOB) == "512"
         assert Path(restarted.backups["decode"]).read_text().count(f"{DEFAULT_KNOB}=256") == 1

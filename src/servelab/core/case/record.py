@@ -15,6 +15,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import BeforeValidator
 
+from servelab.core.deploy.putback import KnobBack
 from servelab.core.knobs.invisible import escape_invisible
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
@@ -23,6 +24,7 @@ __all__ = [
     "CaseEvidence",
     "CaseExport",
     "CaseRecord",
+    "PutBackEvent",
     "Resolution",
     "Suspect",
     "upgrade_event_detail",
@@ -111,6 +113,25 @@ class Resolution:
     superseded_at: Annotated[str | None, OMITTED_IF_NONE] = None
 
     KIND: ClassVar[str] = "resolved"
+
+
+@dataclass(frozen=True)
+class PutBackEvent:
+    """A case event: a ``revert``'s or ``restore``'s restart failed (``after``) and the knobs
+    were put back as found: the knobs ``written`` back, the services ``restarted``,
+    those left ``down``; ``ok``: as found, ``live_as_found``: every knob then read live at the
+    value found (not named ``verified``: an older event's key, read into ``ok``:
+    :func:`upgrade_event_detail`); ``error``: why it did not finish."""
+
+    after: str
+    written: tuple[KnobBack, ...] = ()
+    restarted: tuple[str, ...] = ()
+    down: tuple[str, ...] = ()
+    ok: bool = False
+    live_as_found: bool = False
+    error: str | None = None
+
+    KIND: ClassVar[str] = "put_back"
 
 
 @dataclass(frozen=True)

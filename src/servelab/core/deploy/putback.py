@@ -66,7 +66,10 @@ class PutBack:
     ``down`` and ``still_live`` are read from the processes (never assumed from the step that was
     cut): ``still_live`` the knobs a running service holds at another value than its file, and
     then ``recovery`` is the ``servelab restart -f SPEC SERVICE...`` that applies the files
-    (it also starts what is down)."""
+    (it also starts what is down). ``failure``: the command's failure that started the put-back,
+    when a stop signal came during it (the put-back went on to its end and the command then
+    stopped as the signal says; None otherwise); ``verified``: after it, every knob was read live
+    at the value found and every service was ready (False: not so, or not read)."""
 
     written: tuple[KnobBack, ...] = ()
     restarted: tuple[str, ...] = ()
@@ -78,6 +81,8 @@ class PutBack:
     error: str | None = None
     interrupted: bool = False
     still_live: tuple[StillLive, ...] = ()
+    failure: str | None = None
+    verified: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -65,8 +65,10 @@ class SSHHost:
 
     async def run(self, cmd: str, *, timeout: float, input: bytes | None = None) -> CommandResult:
         conn = await self._connection()
+        # Empty input is an empty stdin (asyncssh writes no end of file for b"": `cat` would wait).
+        stdin: Any = {"stdin": asyncssh.DEVNULL} if input == b"" else {"input": input}
         try:
-            result = await conn.run(cmd, input=input, timeout=timeout, encoding=None)
+            result = await conn.run(cmd, timeout=timeout, encoding=None, **stdin)
         except asyncssh.TimeoutError as exc:
             raise CommandTimeout(
                 f"{self.name}: command timed out after {timeout}s over SSH: {cmd}"

@@ -83,7 +83,8 @@ async def apply_knobs(
         except ServelabError as exc:  # the engine refused the value: the knobs as found, up
             say(StepFailed(str(exc)))
             done.error = str(exc)
-            done.put_back = await put_back(op, found, reason=f"{reason}: {REFUSED}")
+            done.put_back = await put_back(op, found, reason=f"{reason}: {REFUSED}",
+                                           failure=str(exc))  # fmt: skip
             return done
         try:
             done.report = await _verify(op, ledger, say)

@@ -48,7 +48,7 @@ from servelab.core.case.model import (
     restore_status,
     timeline,
 )
-from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
+from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, PutBackEvent, Suspect
 from servelab.core.case.revert import (
     check_recorded,
     conviction_test,
@@ -56,6 +56,7 @@ from servelab.core.case.revert import (
     revert_values,
 )
 from servelab.core.case.verdicts import Override, Refusal, refusals
+from servelab.core.deploy.putback import PutBack
 from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.contract import KnobChange
 from servelab.core.knobs.record import KnobChangeRecord
@@ -357,7 +358,17 @@ async def revert(
     outcome.event_id = ledger.add(
         CaseEvent(at=NOW, case_id=preview.case_id, kind="revert", detail=encode(event))
     )
+    _record_put_back(ledger, preview.case_id, "revert", done.put_back)
     return outcome
+
+
+def _record_put_back(ledger: Ledger, case_id: int, after: str, put: PutBack | None) -> None:
+    """A failed restart's put-back, as a case event after the ``revert``'s or ``restore``'s."""
+    if put is None:
+        return
+    event = PutBackEvent(after, put.written, put.restarted, put.down, put.ok, put.verified,
+                         put.error)  # fmt: skip
+    ledger.add(CaseEvent(at=NOW, case_id=case_id, kind=PutBackEvent.KIND, detail=encode(event)))
 
 
 # -- restore ---------------------------------------------------------------------------------
@@ -399,6 +410,7 @@ async def restore(
         outcome.event_ids.append(
             ledger.add(CaseEvent(at=NOW, case_id=case_id, kind="restore", detail=encode(event)))
         )
+    _record_put_back(ledger, case_id, "restore", done.put_back)
     outcome.status = view_case(ledger, case_id).restore_status
     return outcome
 

@@ -22,9 +22,9 @@
   session that would not close), is judged by readiness, re-probed until ``ready_timeout_s``, and
   the step says "command timed out; service healthy" with the evidence. Then it verifies
   (:func:`servelab.ops.verify.verify.verify`) and, with ``rollback=True``, when the restart or its
-  verification fails, restores each env file from its latest backup taken before the restart (the
-  state before the last ``knob set``; the current file is first copied aside as
-  ``PATH.pre-restart-STAMP``) and restarts again. Its report (and ledger row) names the services
+  verification fails, puts back each env file and config file as the running service was started
+  from it (:mod:`servelab.ops.deploy.rollback`; the current file is first copied aside as
+  ``NAME.pre-restart-STAMP``) and restarts again. Its report (and ledger row) names the services
   it left down and the command that brings them back (``servelab up -f SPEC``); cancelled, it
   raises :class:`DeployInterrupted` carrying that report; failing otherwise once it stopped
   services (a write, a host), :class:`RestartLeftDown` carrying it. Before anything stops (or,
@@ -60,7 +60,7 @@ from servelab.core.ledger.codec import encode
 from servelab.core.restart.contract import DeployReport, RestartReport
 from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
-from servelab.io.hosts.envfiles import MAX_FILE_BYTES, latest_backup, save_copy
+from servelab.io.hosts.envfiles import MAX_FILE_BYTES
 from servelab.io.hosts.ownrecord import read_own_record
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
@@ -70,6 +70,7 @@ from servelab.ops.arguments import config_path
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.preflight import check_before_start
 from servelab.ops.deploy.results import DeployInterrupted, RestartLeftDown
+from servelab.ops.deploy.rollback import prepare_rollback
 from servelab.ops.deploy.services import already_up, readiness, start, stop, stop_safely, tolerant
 from servelab.ops.deploy.writable import check_writable
 from servelab.ops.knob import not_as_file
@@ -250,32 +251,6 @@ async def _router_listing(op: Operation) -> dict[str, RouterWorker] | None:
             return None
 
 
-async def _prepare_rollback(op: Operation, plan: list[str], report: RestartReport) -> None:
-    """Before the restart: copy each env file and config file aside (``NAME.pre-restart-STAMP``
-    in the service's backup directory under the state dir) and note the backup a rollback
-    restores: the file's latest ``.bak-`` (the state before its last edit)."""
-    for name in plan:
-        host, backups = op.host(name), op.backup_dir(name)
-        path = op.env_path(name)
-        if path is not None:
-            copy = await save_copy(host, path, backups, kind="pre-restart")
-            if copy is None:
-                raise HostError(f"{host.name}: cannot read {path}: no such file")
-            report.backups[name] = copy
-            previous = await latest_backup(host, path, backups)
-            if previous is not None:
-                report.rollback_from[name] = previous
-        config = config_path(op, name)
-        copy = (
-            None if config is None else await save_copy(host, config, backups, kind="pre-restart")
-        )
-        if config is not None and copy is not None:
-            report.config_backups[name] = copy
-            previous = await latest_backup(host, config, backups)
-            if previous is not None:
-                report.config_rollback_from[name] = previous
-
-
 async def _restore_files(op: Operation, report: RestartReport) -> None:
     """Put back each env file and config file a rollback restores."""
     for name, source in report.rollback_from.items():
@@ -396,7 +371,7 @@ async def _restart(
 ) -> None:
     plan = report.plan
     if rollback:
-        await _prepare_rollback(op, plan, report)
+        await prepare_rollback(op, plan, report)
     op.say(RestartPlanned(tuple(plan)))
     await _co_restart(op, plan, report.steps, down)
     if verify_after and all(step.ok for step in report.steps):

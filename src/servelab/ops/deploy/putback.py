@@ -22,6 +22,13 @@ What is down, and which knob a running service still holds at another value than
 (the value of the step that was cut: an A/B's candidate), is then read from the services and
 their processes as ``knob diff`` reads them, never assumed from the step the signal cut; a
 service still running another value is put back with ``servelab restart -f SPEC SERVICE``.
+
+A put-back a failure started (``failure``: an arm's restart that did not come up, a value the
+engine refused) follows the same rule: no signal has stopped the command yet, so the first one
+is held (the put-back goes on to its end) and the second stops it. With a signal held, the
+command then stops as that signal says: the signal is handed to the handler that was there before
+(the command's own: exit 128 + the signal) and :class:`PutBackInterrupted` is raised, carrying
+what the put-back did and the failure that started it.
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from servelab.core.case.events import KnobPuttingBack
 from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
@@ -94,38 +102,66 @@ async def put_back(
     *,
     left_down: Sequence[str] = (),
     reason: str = REASON,
+    failure: str | None = None,
 ) -> PutBack:
     """Put ``found`` back and the services up (see the module docstring), each knob written back
-    recorded with ``reason``; never raises: what it could not do is in the result."""
+    recorded with ``reason``; what it could not do is in the result. ``failure``: the error that
+    started it (None: a stop signal did); then a first signal is held and, once the put-back
+    ended, :class:`PutBackInterrupted` raised (the only thing it raises)."""
     job = _PutBack(op, tuple(found), left_down, reason=reason)
     work = asyncio.get_running_loop().create_task(job.run())
-    with _signals_cancel(work):
+    held: list[int] | None = None if failure is None else []
+    with _signals_cancel(work, held) as previous:
         try:
-            return await asyncio.shield(work)
+            done = await asyncio.shield(work)
         except asyncio.CancelledError:  # cancelled from outside: stop the put-back, say so
             work.cancel()
-            return await work
+            done = await work
+    if held:  # one signal came during a failure's put-back: it finished; now stop as it says
+        done = replace(done, failure=failure)
+        _hand_over(held[0], previous.get(held[0]))
+        with contextlib.suppress(asyncio.CancelledError):  # the command's own cancellation
+            await asyncio.sleep(0)
+        raise PutBackInterrupted(done)
+    return done
+
+
+def _hand_over(signum: int, handler: Any) -> None:
+    """``signum`` given to ``handler``, the one there before the put-back (the command's: it
+    cancels the command and notes the signal for its exit code)."""
+    if callable(handler) and handler is not signal.default_int_handler:
+        handler(signum, None)
 
 
 @contextlib.contextmanager
-def _signals_cancel(task: asyncio.Task[PutBack]) -> Iterator[None]:
+def _signals_cancel(
+    task: asyncio.Task[PutBack], held: list[int] | None = None
+) -> Iterator[dict[int, Any]]:
     """For the block, a stop signal cancels ``task`` (main thread only; the handlers there
-    before are put back after)."""
+    before are put back after, and yielded). ``held`` (a failure's put-back): the first signal
+    is only noted there, the second cancels."""
     loop = asyncio.get_running_loop()
-    previous = {}
+    previous: dict[int, Any] = {}
+
+    def stop(signum: int) -> None:
+        if held is not None and not held:
+            held.append(signum)
+            return
+        task.cancel()
+
     for sig in _STOP_SIGNALS:
         handler = signal.getsignal(sig)
         try:
-            loop.add_signal_handler(sig, task.cancel)
+            loop.add_signal_handler(sig, stop, sig)
         except (ValueError, RuntimeError, NotImplementedError):  # not ours to handle here
             continue
         previous[sig] = handler
     try:
-        yield
+        yield previous
     finally:
-        for sig, handler in previous.items():
-            loop.remove_signal_handler(sig)
-            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        for signum, handler in previous.items():
+            loop.remove_signal_handler(signum)
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
 @dataclass
@@ -228,8 +264,9 @@ class _PutBack:
         elif down:
             recovery = ("servelab", "up", *self.op.loaded.spec_args)
         fixes = tuple(self._fix(knob) for knob in not_written)
+        verified = not (interrupted or error or down or not_written) and await self._verified()
         return PutBack(tuple(self.written), self.restarted, down, recovery, not_written, fixes,
-                       error, interrupted, still)  # fmt: skip
+                       error, interrupted, still, verified=verified)  # fmt: skip
 
     async def _as_it_runs(self) -> tuple[set[str], tuple[StillLive, ...]]:
         """(the services down, the knobs a running one holds at another value than its file),
@@ -245,6 +282,16 @@ class _PutBack:
                 still += [StillLive(name, d.name, d.live, d.file)
                           for d in await not_as_file(self.op, name)]  # fmt: skip
         return down, tuple(still)
+
+    async def _verified(self) -> bool:
+        """Every knob live at the value found, every service of the plan ready."""
+        with contextlib.suppress(ServelabError):
+            for knob in self.found:
+                live = await live_knob(self.op, knob.service, knob.knob)
+                if not same_value(live, self._live(knob)):
+                    return False
+            return not await self._not_ready()
+        return False
 
     def _fix(self, knob: KnobBack) -> tuple[str, ...]:
         """The ``knob set`` command that writes ``knob`` back."""

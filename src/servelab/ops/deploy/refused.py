@@ -58,5 +58,5 @@ async def put_back_on_failure(
 ) -> NoReturn:
     """Put ``found`` back (each knob written back recorded with ``reason``) and the services up,
     then raise :class:`PutBackAfterFailure` from ``error``."""
-    done = await put_back(op, found, reason=reason)
+    done = await put_back(op, found, reason=reason, failure=str(error))
     raise PutBackAfterFailure(str(error), done) from error

@@ -51,7 +51,6 @@ from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.progress import ProgressEvent
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.discovery import launched_here, unit_main_pid
-from servelab.io.hosts.envfiles import save_copy
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.processes import (
     MARK_KEY,
@@ -67,11 +66,11 @@ from servelab.io.hosts.processes import (
 )
 from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
-from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import own_record, read_own
 from servelab.ops.deploy.preflight import env_bytes
+from servelab.ops.deploy.rollback import files_at_launch
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
 
@@ -148,9 +147,11 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
         argv += ["--config", str(op.loaded.path(svc.config_file))]
     status_file = None if argv is not None else f"{op.state_dir(service)}/run/{service}.status"
-    # The config copy is taken before the launch: nothing that can fail comes between the launch
-    # and its pid record, and a record that cannot be written stops the process (keep_record).
-    launched = await _config_at_launch(op, service) if svc.config_file is not None else {}
+    # The copies of the env and config files are taken before the launch: nothing that can fail
+    # comes between the launch and its pid record, and a record that cannot be written stops the
+    # process (keep_record). The config copy is what the process read (live_argument); both are
+    # what restart --rollback puts back (servelab.ops.deploy.rollback).
+    launched = await files_at_launch(op, service)
     record = await spawn(
         host,
         service=service,
@@ -183,17 +184,6 @@ async def _launch_recorded(op: Operation, service: str, env: dict[str, str]) -> 
         with contextlib.suppress(Exception):
             await launch
         raise
-
-
-async def _config_at_launch(op: Operation, service: str) -> dict[str, str]:
-    """A copy of the service's ``config_file`` as its engine reads it at this launch (in the
-    backup directory, ``NAME.launched-STAMP``), for the pid record: a later edit of the file is
-    not what the process runs with (:func:`servelab.ops.arguments.live_argument`)."""
-    path = config_path(op, service)
-    if path is None:
-        return {}
-    copy = await save_copy(op.host(service), path, op.backup_dir(service), kind="launched")
-    return {} if copy is None else {CONFIG_AT_LAUNCH: copy}
 
 
 async def _adopt_service_pid(op: Operation, record: PidRecord, *, foreground: bool) -> PidRecord:

@@ -7,8 +7,9 @@ cannot record (issue 38).
   in it) and each existing pid record of the plan (replaced or removed), and the ledger file;
 - each service's host: its log's directory (``<state_dir>/logs``) and log file, the directory of
   a shell command's status file (``<state_dir>/run`` there), and its backup directory when it
-  has a ``config_file`` (a copy of the file the engine reads is kept there at each launch) or the
-  restart may roll back (then also the env and config files a rollback writes).
+  has an env file or a ``config_file`` (a copy of each file as the launch reads it is kept there
+  at each launch: what ``restart --rollback`` puts back) or the restart may roll back (then
+  also the env and config files a rollback writes).
 
 A directory that does not exist yet is created (as the command would); a probe left in an
 append-only directory cannot be removed, and that directory is refused with the rest. A
@@ -59,7 +60,7 @@ def _host_places(op: Operation, service: str, *, rollback: bool) -> list[Place]:
     if op.spec.service(service).start is not None:
         found.append(Place(service, f"{state}/run", f"{service}'s start status", True))
     config = config_path(op, service)
-    if config is not None or rollback:
+    if config is not None or op.env_path(service) is not None or rollback:
         found.append(Place(service, op.backup_dir(service), f"{service}'s backups", True))
     if rollback:
         env = op.env_path(service)
