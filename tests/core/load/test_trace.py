@@ -232,6 +232,10 @@ def test_generated_arrivals_are_refused_past_what_a_trace_may_span() -> None:
     check_arrivals(8, 1e-6)  # 81 days between sessions: a long trace, still a trace
     with pytest.raises(TraceError, match="--rate 1e-300: 8 arrivals"):
         check_arrivals(8, 1e-300)
+    # a span past what a float holds is said as such (the thirteenth pass: "about inf s")
+    with pytest.raises(TraceError, match="span more than 1e308 s of trace time") as refused:
+        check_arrivals(8, 1e-308)
+    assert "inf" not in str(refused.value)
 
 
 def test_a_trace_recorded_on_whole_seconds_starts_its_arrivals_in_bursts() -> None:

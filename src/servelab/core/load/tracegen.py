@@ -57,8 +57,9 @@ def check_arrivals(count: int, rate: float) -> None:
     1e-300`` would write timestamps no reader takes."""
     span_ms = max(count - 1, 1) / rate * 1e3
     if not span_ms <= MAX_TRACE_MS * _SPAN_SHARE:
+        span = f"about {span_ms / 1e3:,.3g} s" if math.isfinite(span_ms) else "more than 1e308 s"
         raise TraceError(
-            f"--rate {rate:g}: {count} arrivals at that rate span about {span_ms / 1e3:,.3g} s "
+            f"--rate {rate:g}: {count} arrivals at that rate span {span} "
             f"of trace time, past the {MAX_TRACE_MS * _SPAN_SHARE / 1e3:,.0f} s a generated "
             "trace may span"
         )
