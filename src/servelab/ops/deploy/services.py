@@ -59,18 +59,16 @@ from servelab.io.hosts.processes import (
     ProcStat,
     is_alive,
     proc_stat,
-    remove_pid_record,
-    service_mark,
     spawn,
+    spec_mark,
     stop_record,
-    write_pid_record,
 )
 from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.arguments import CONFIG_AT_LAUNCH, config_path
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.launched import keep_record
-from servelab.ops.deploy.ownership import own_record, read_own
+from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
@@ -83,7 +81,7 @@ def _log_path(op: Operation, service: str) -> str:
 
 
 def _mark(op: Operation, service: str) -> str:
-    return service_mark(op.spec.name, service)
+    return spec_mark(op.spec, service)
 
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
@@ -274,7 +272,7 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     stat = await proc_stat(host, owner) if owner else None
     if stat is not None:
         why = "port owner after the launch command timed out"
-        write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
+        await write_own(op, _record_of(op, service, stat, why))
     evidence = LaunchTimeoutReady(ready.last, ready.probes, f"{host.name}:{log}")
     outcome = StepOutcome.TIMED_OUT_HEALTHY
     op.say(ServiceReady(service, outcome, time.monotonic() - started))
@@ -298,7 +296,7 @@ async def _stop_recorded(op: Operation, service: str) -> tuple[StepOutcome, Othe
         )
         second = await stop_record(host, other, grace=grace)
         outcome = outcome if second is StepOutcome.NOT_RUNNING else second
-    remove_pid_record(op.loaded.state_dir, service)
+    await forget_own(op, service)
     return outcome, None
 
 
@@ -415,7 +413,7 @@ async def already_up(op: Operation, service: str) -> Step | None:
         stat = await proc_stat(host, owner) if ours else None
         if stat is not None:
             why = "port owner launched by servelab; its pid record was lost"
-            write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
+            await write_own(op, _record_of(op, service, stat, why))
         evidence = FoundServing(answer, recorded_again=True if stat is not None else None)
         op.say(ServiceAlreadyUp(service, owner, by_servelab=ours, recorded_again=ours))
         return Step(service, StepOutcome.ALREADY_UP, owner, 0.0, evidence)
