@@ -215,3 +215,14 @@ def test_two_deployments_in_one_folder_never_see_each_others_backups(tmp_path: P
     finally:
         _cli(tmp_path, "down", "-f", str(beta))
     assert live_procs_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "", " "])
+def test_a_name_that_is_not_one_path_segment_is_refused(tmp_path: Path, name: str) -> None:
+    """Issue 38 M5: the name becomes ``~/.servelab/<name>`` over SSH: one line, exit 2."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"name = {json.dumps(name)}\n" + generic_service("a", free_ports(1)[0]))
+    for extra in ((), ("--json",)):
+        code, _, err = _cli(tmp_path, "status", "-f", str(spec), *extra)
+        assert code == 2 and err.count("\n") == 1, err
+        assert "spec.toml: name:" in err and "Traceback" not in err
