@@ -167,6 +167,9 @@ def test_two_copies_of_one_spec_in_one_folder_never_touch_each_other(twins: Path
     canary = _pids(root, "canary.toml")
     assert all(canary.values()) and not set(canary.values()) & set(staging.values())
     assert _pids(root, "staging.toml") == staging  # each its own, not the other's
+    logs = root / ".servelab" / "logs"
+    assert (logs / "decode.log").read_text().count("--- servelab start") == 1  # staging's alone
+    assert len(list(logs.glob("decode@local:*.log"))) == 1  # canary's, kept aside
     code, _, err = _cli(root, "down", "-f", "canary.toml")
     assert code == 0, err
     assert all(_alive(pid) for pid in staging.values() if pid)
@@ -176,6 +179,7 @@ def test_two_copies_of_one_spec_in_one_folder_never_touch_each_other(twins: Path
     assert code == 0, err
     assert all(_alive(pid) for pid in staging.values() if pid)
     assert _pids(root, "staging.toml") == staging
+    assert (logs / "decode.log").read_text().count("--- servelab start") == 1
 
 
 def _web_spec(root: Path, name: str, shared: Path, port: int, secret: str) -> Path:

@@ -53,6 +53,7 @@ from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceSta
 from servelab.io.hosts.discovery import launched_here, unit_main_pid
 from servelab.io.hosts.envfiles import save_copy
 from servelab.io.hosts.host import Host
+from servelab.io.hosts.ownrecord import record_place
 from servelab.io.hosts.processes import (
     MARK_KEY,
     PidRecord,
@@ -76,8 +77,9 @@ __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"
 _PROBE_TIMEOUT_S = 5.0
 
 
-def _log_path(op: Operation, service: str) -> str:
-    return f"{op.state_dir(service)}/logs/{service}.log"
+def _log_path(op: Operation, service: str, at: str | None = None) -> str:
+    """``logs/<service>.log``; kept aside (``at``, :func:`write_own`): ``<service>@<at>.log``."""
+    return f"{op.state_dir(service)}/logs/{service if at is None else f'{service}@{at}'}.log"
 
 
 def _mark(op: Operation, service: str) -> str:
@@ -145,14 +147,18 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     argv = service_argv(op.spec, service, sys.executable)
     if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
         argv += ["--config", str(op.loaded.path(svc.config_file))]
-    status_file = None if argv is not None else f"{op.state_dir(service)}/run/{service}.status"
+    # Another deployment's live record holds the service's place (a shared state folder): its
+    # log and status file are kept aside too, under the service's address, as its record is.
+    at = await record_place(host, op.loaded.state_dir, service, _mark(op, service))
+    named = service if at is None else f"{service}@{at}"
+    status_file = None if argv is not None else f"{op.state_dir(service)}/run/{named}.status"
     # The config copy is taken before the launch: nothing that can fail comes between the launch
     # and its pid record, and a record that cannot be written stops the process (keep_record).
     launched = await _config_at_launch(op, service) if svc.config_file is not None else {}
     record = await spawn(
         host,
         service=service,
-        log=_log_path(op, service),
+        log=_log_path(op, service, at),
         env=env,
         argv=argv,
         command=None if argv is not None else svc.start,
