@@ -10,6 +10,7 @@ from pathlib import Path
 
 from servelab.core.case.record import CaseRecord
 from servelab.core.knobs.record import KnobChangeRecord
+from servelab.io.hosts.envfiles import file_backup_dir
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case import case as cases
@@ -120,7 +121,7 @@ def test_restore_and_revert_refuse_an_env_file_that_is_gone_forced_or_not(tmp_pa
     ledger_file = tmp_path / "l" / "ledger.db"
     spec, env = _spec(tmp_path, "256")
     cid, _ = _resolved_case(ledger_file)
-    backups = tmp_path / "state" / "backups" / "decode"
+    backups = Path(file_backup_dir(str(tmp_path / "state" / "backups" / "decode"), str(env)))
     backups.mkdir(parents=True)
     (backups / "decode.env.bak-20261206T000000Z").write_text(f"{K}=256\nOTHER=1\n")
     env.unlink()

@@ -93,7 +93,7 @@ def test_the_quick_start_example_gets_no_file_beside_its_env_files(tmp_path: Pat
         assert done.returncode == 0, done.stderr
         backup = Path(json.loads(done.stdout)["backup_path"])
         state = tmp_path / ".servelab" / "local-sim"
-        assert backup.parent.resolve() == state / "backups" / "decode"
+        assert backup.parent.parent.resolve() == state / "backups" / "decode"
         diff = _run_cli("knob", "diff", *spec, "decode", KNOB, "--json", env=env)
         assert diff.returncode == 0 and json.loads(diff.stdout)["backup_path"] == str(backup)
     assert {p.name: p.read_bytes() for p in env_dir.iterdir()} == before  # set back: identical

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
+from servelab.io.hosts.processes import spec_mark
 from servelab.io.specfile import LoadedSpec, load_spec
 from servelab.ops.knob import get_knob, live_knob
 from tests.support.deployed import deployed
@@ -74,7 +75,7 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes]) -> None:
 
 def _marked(loaded: LoadedSpec, service: str) -> set[int]:
     """The processes carrying ``service``'s mark (servelab launched them)."""
-    mark = f"SERVELAB_SERVICE={loaded.spec.name}/{service}".encode()
+    mark = f"SERVELAB_SERVICE={spec_mark(loaded.spec, service)}".encode()
     found = set()
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:

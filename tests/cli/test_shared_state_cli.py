@@ -1,6 +1,7 @@
 """Two specs beside each other share the default state folder (``.servelab``), so one finds the
 other's pid record of a service of the same name (issue 38, H2): it is never stopped, adopted or
-shown as this deployment's, and the command says the folder is shared. Real processes."""
+shown as this deployment's, and the command says the folder is shared; also when both specs have
+one name (H1: a copy of a spec on other ports). Real processes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from tests.support import free_ports, run_cli
-from tests.support.generic import generic_service
+from tests.support.generic import HTTP_SERVER, generic_service
 from tests.support.processes import listening, live_procs_under
+from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
 
 
 def _cli(root: Path, *args: str) -> tuple[int, str, str]:
@@ -40,7 +42,7 @@ def prod_up(tmp_path: Path) -> Iterator[tuple[Path, list[int], int]]:
         code, _, err = _cli(tmp_path, "up", "-f", "prod.toml")
         assert code == 0, err
         record = json.loads((tmp_path / ".servelab" / "run" / "a.json").read_text())
-        assert record["extra"]["mark"] == "prod/a"
+        assert record["extra"]["mark"] == f"prod/a@local:{ports[0]}"
         yield tmp_path, ports, record["pid"]
     finally:
         _cli(tmp_path, "down", "-f", "staging.toml")
@@ -126,3 +128,105 @@ def test_up_of_another_spec_does_not_adopt_and_each_down_stops_its_own(
     assert not _alive(pid) and not listening(ports[0]) and _alive(staging)
     assert _cli(root, "down", "-f", "staging.toml")[0] == 0
     assert not _alive(staging) and not listening(ports[1])
+
+
+def _pids(root: Path, spec: str) -> dict[str, int | None]:
+    _, out, _ = _cli(root, "status", "-f", spec, "--json")
+    return {shown["service"]: shown["pid"] for shown in json.loads(out)}
+
+
+@pytest.fixture
+def twins(tmp_path: Path) -> Iterator[Path]:
+    """``staging.toml`` and ``canary.toml`` beside each other: one simulated PD spec copied, on
+    other ports, neither with ``name`` nor ``state_dir`` (one name, one state folder)."""
+    PdEnv().write(tmp_path / "env")
+    for spec in ("staging.toml", "canary.toml"):
+        text = pd_spec_toml(PdPorts.free(proxy=False), name="servelab", state_dir=".servelab")
+        text = text.replace('name = "servelab"\nstate_dir = ".servelab"\n', "")
+        (tmp_path / spec).write_text(text)
+    try:
+        yield tmp_path
+    finally:
+        _cli(tmp_path, "down", "-f", "canary.toml")
+        _cli(tmp_path, "down", "-f", "staging.toml")
+    assert live_procs_under(tmp_path) == []
+
+
+@pytest.mark.timeout(600)
+def test_two_copies_of_one_spec_in_one_folder_never_touch_each_other(twins: Path) -> None:
+    """Issue 38 H1: one name, one state folder, two specs: ``up``, ``status``, ``down`` and
+    ``restart`` of one never stop, adopt or show the other's processes."""
+    root = twins
+    code, _, err = _cli(root, "up", "-f", "staging.toml")
+    assert code == 0, err
+    staging = _pids(root, "staging.toml")
+    assert all(staging.values()), staging
+    code, _, err = _cli(root, "up", "-f", "canary.toml")
+    assert code == 0, err
+    assert "shared with deployment 'servelab@local:" in err, err
+    canary = _pids(root, "canary.toml")
+    assert all(canary.values()) and not set(canary.values()) & set(staging.values())
+    assert _pids(root, "staging.toml") == staging  # each its own, not the other's
+    logs = root / ".servelab" / "logs"
+    assert (logs / "decode.log").read_text().count("--- servelab start") == 1  # staging's alone
+    assert len(list(logs.glob("decode@local:*.log"))) == 1  # canary's, kept aside
+    code, _, err = _cli(root, "down", "-f", "canary.toml")
+    assert code == 0, err
+    assert all(_alive(pid) for pid in staging.values() if pid)
+    assert not any(_alive(pid) for pid in canary.values() if pid)
+    assert _cli(root, "up", "-f", "canary.toml")[0] == 0
+    code, _, err = _cli(root, "restart", "-f", "canary.toml", "decode")
+    assert code == 0, err
+    assert all(_alive(pid) for pid in staging.values() if pid)
+    assert _pids(root, "staging.toml") == staging
+    assert (logs / "decode.log").read_text().count("--- servelab start") == 1
+
+
+def _web_spec(root: Path, name: str, shared: Path, port: int, secret: str) -> Path:
+    """``root/spec.toml``: deployment ``name``, state folder ``shared``, one generic service
+    ``decode`` whose env file (``root/env/decode.env``) holds its port and ``secret``."""
+    (root / "env").mkdir(parents=True)
+    (root / "env" / "decode.env").write_text(f"WEB_PORT={port}\nSECRET_TOKEN={secret}\nK=1\n")
+    start = HTTP_SERVER.replace("{port}", "$WEB_PORT")
+    (root / "spec.toml").write_text(
+        f'name = "{name}"\nstate_dir = "{shared}"\n[services.decode]\nrole = "generic"\n'
+        f'url = "http://127.0.0.1:{port}"\nstart = \'{start}\'\nready_path = "/"\n'
+        'ready_timeout_s = 10\nenv_file = "env/decode.env"\nknobs = ["K"]\n'
+    )
+    return root / "spec.toml"
+
+
+@pytest.mark.timeout(300)
+def test_two_deployments_in_one_folder_never_see_each_others_backups(tmp_path: Path) -> None:
+    """Issue 38 H5: alpha's backup is never shown as beta's, nor restored into beta's file."""
+    shared, ports = tmp_path / "shared", free_ports(2)
+    alpha = _web_spec(tmp_path / "a", "alpha", shared, ports[0], "sk-alpha-secret")
+    beta = _web_spec(tmp_path / "b", "beta", shared, ports[1], "sk-beta-secret")
+    code, _, err = _cli(tmp_path, "knob", "set", "-f", str(alpha), "decode", "K=333")
+    assert code == 0, err
+    code, out, err = _cli(tmp_path, "knob", "diff", "-f", str(beta), "decode", "K", "--json")
+    assert code == 0, err
+    assert json.loads(out)["backup_path"] is None, out  # alpha's is not beta's
+    try:
+        code, _, err = _cli(tmp_path, "up", "-f", str(beta))
+        assert code == 0, err
+        env = tmp_path / "b" / "env" / "decode.env"
+        env.write_text("WEB_PORT=bogus\nSECRET_TOKEN=sk-beta-secret\nK=1\n")  # beta's broken
+        code, _, _ = _cli(tmp_path, "restart", "-f", str(beta), "decode", "--rollback")
+        assert code != 0
+        assert "sk-alpha-secret" not in env.read_text()  # never alpha's file
+        assert "K=333" not in env.read_text()
+    finally:
+        _cli(tmp_path, "down", "-f", str(beta))
+    assert live_procs_under(tmp_path) == []
+
+
+@pytest.mark.parametrize("name", ["../../etc", "a/b", "", " "])
+def test_a_name_that_is_not_one_path_segment_is_refused(tmp_path: Path, name: str) -> None:
+    """Issue 38 M5: the name becomes ``~/.servelab/<name>`` over SSH: one line, exit 2."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(f"name = {json.dumps(name)}\n" + generic_service("a", free_ports(1)[0]))
+    for extra in ((), ("--json",)):
+        code, _, err = _cli(tmp_path, "status", "-f", str(spec), *extra)
+        assert code == 2 and err.count("\n") == 1, err
+        assert "spec.toml: name:" in err and "Traceback" not in err

@@ -74,7 +74,7 @@ async def test_set_writes_atomically_with_backup_and_record(workdir: Path) -> No
         assert removed.new is None and await get_knob(loaded, "decode", "OTHER_KNOB") is None
     backups = workdir / "state" / "backups" / "decode"
     assert await latest_backup(LocalHost(), str(path), str(backups)) == removed.backup_path
-    assert len(list(backups.glob("decode.env.bak-*"))) == 3
+    assert len(list(backups.glob("decode.env-*/decode.env.bak-*"))) == 3
     assert sorted(p.name for p in (workdir / "env").iterdir()) == ["decode.env"]  # none beside
     for db in workdir.glob("ledger.db*"):
         assert SECRET.encode() not in db.read_bytes()
@@ -167,6 +167,8 @@ async def test_over_ssh_backups_go_to_the_remote_state_dir(
         change = await set_knob(op, "decode", KNOB, "256")
         diff = await diff_knob(op, "decode", KNOB)
     assert change.backup_path is not None
-    assert Path(change.backup_path).parent == tmp_path / "remote-state" / "backups" / "decode"
+    assert (
+        Path(change.backup_path).parent.parent == tmp_path / "remote-state" / "backups" / "decode"
+    )
     assert (diff.file, diff.backup, diff.backup_path) == ("256", "512", change.backup_path)
     assert sorted(p.name for p in (tmp_path / "env").iterdir()) == ["decode.env"]

@@ -44,7 +44,7 @@ from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
 from servelab.io.hosts.envfiles import read_config_bytes, read_env_bytes
-from servelab.io.hosts.processes import read_pid_record
+from servelab.io.hosts.processes import read_pid_record, spec_address
 from servelab.ops.context import Operation
 
 __all__ = [
@@ -213,13 +213,16 @@ CONFIG_AT_LAUNCH = "config_at_launch"
 def _config_read(op: Operation, service: str, pid: int) -> str | None:
     """The copy of the config file servelab kept when it launched ``pid`` (None: not launched
     by servelab, or before it kept one): what that process read, whatever the file holds now."""
-    record = read_pid_record(op.loaded.state_dir, service)
-    if record is None:
-        return None
-    served = record.extra.get("served_by")
-    pids = {record.pid, served.get("pid") if isinstance(served, dict) else None}
-    copy = record.extra.get(CONFIG_AT_LAUNCH)
-    return copy if pid in pids and isinstance(copy, str) else None
+    for at in (None, spec_address(op.spec, service)):  # its own, or kept aside (a shared folder)
+        record = read_pid_record(op.loaded.state_dir, service, at)
+        if record is None:
+            continue
+        served = record.extra.get("served_by")
+        pids = {record.pid, served.get("pid") if isinstance(served, dict) else None}
+        copy = record.extra.get(CONFIG_AT_LAUNCH)
+        if pid in pids and isinstance(copy, str):
+            return copy
+    return None
 
 
 #: A router's policy arguments, and the workers each one picks (sglang-router 0.3.2, smg 1.13).

@@ -4,6 +4,8 @@ exception."""
 
 from __future__ import annotations
 
+import json
+import posixpath
 from collections.abc import Callable
 from typing import Any
 
@@ -119,3 +121,22 @@ def test_trace_lines(lines: list[str | bytes]) -> None:
     for line in lines:
         result_or_error(reader.feed, line)
     result_or_error(reader.flush)
+
+
+@given(name=st.one_of(texts, st.sampled_from(["../../etc", "a/b", "", " ", ".", "..", "-x", "é"])))
+def test_deployment_name_is_one_safe_path_segment(name: str) -> None:
+    """A spec's ``name`` becomes a folder (over SSH ``~/.servelab/<name>``) and a mark (issue 38
+    M5): whatever a user types, it is refused, or accepted only as one plain path segment."""
+    body = SPEC.split("\n", 1)[1]
+    spec = result_or_error(
+        lambda t: parse_spec(t, source="fuzz.toml"), f"name = {_toml(name)}\n{body}"
+    )
+    if not isinstance(spec, ServelabError):
+        assert spec.name == posixpath.basename(spec.name) and spec.name not in ("", ".", "..")
+        assert spec.name.strip() == spec.name and "/" not in spec.name and "\\" not in spec.name
+        assert spec.name.isascii() and spec.name.isprintable()
+
+
+def _toml(text: str) -> str:
+    """``text`` as a TOML basic string."""
+    return json.dumps(text)

@@ -10,7 +10,9 @@ from servelab.errors import KnobError
 from servelab.io.hosts import envfiles
 from servelab.io.hosts.envfiles import (
     BACKUP_KEEP,
+    ORIGIN,
     backup_dir,
+    file_backup_dir,
     latest_backup,
     list_backups,
     previous_version,
@@ -65,11 +67,14 @@ async def test_backups_go_under_the_state_dir_pruned_to_the_last_n(
     assert not (tmp_path / "state").exists()
     made = [await write_env_file(host, str(path), f"K={i}\n".encode(), backup_dir=where)
             for i in range(1, BACKUP_KEEP + 4)]  # fmt: skip
-    assert all(m is not None and m.startswith(f"{where}/decode.env.bak-") for m in made)
+    own = file_backup_dir(where, str(path))  # one folder per file, named by its path
+    assert own.startswith(f"{where}/decode.env-")
+    assert all(m is not None and m.startswith(f"{own}/decode.env.bak-") for m in made)
     assert sorted(p.name for p in (tmp_path / "env").iterdir()) == ["decode.env"]
     kept = await list_backups(host, str(path), where)
     assert kept == list(reversed(made))[:BACKUP_KEEP]  # newest first, the oldest three pruned
-    assert len(list(Path(where).iterdir())) == BACKUP_KEEP
+    assert len(list(Path(own).glob("decode.env.bak-*"))) == BACKUP_KEEP
+    assert (Path(own) / ORIGIN).read_text() == str(path)
     assert Path(kept[0]).read_bytes() == f"K={BACKUP_KEEP + 2}\n".encode()
     assert Path(kept[0]).stat().st_mode & 0o077 == 0  # a backup may hold secrets: owner only
     previous = await previous_version(host, str(path), path.read_bytes(), where)
@@ -84,7 +89,8 @@ async def test_backups_of_older_servelab_beside_the_file_are_still_read(
     legacy = await host.write_file_atomic(str(path), b"K=2\n")  # beside the file, as before
     newer = await write_env_file(host, str(path), b"K=3\n", backup_dir=where)
     copy = await save_copy(host, str(path), where, kind="pre-restart")
-    assert copy is not None and copy.startswith(f"{where}/decode.env.pre-restart-")
+    own = file_backup_dir(where, str(path))
+    assert copy is not None and copy.startswith(f"{own}/decode.env.pre-restart-")
     assert await list_backups(host, str(path), where) == [newer, legacy]  # copies are not backups
     assert await latest_backup(host, str(path), where) == newer
     assert await save_copy(host, str(tmp_path / "missing.env"), where, kind="pre-restart") is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.ownrecord import OwnRecord, read_own_record
+from servelab.io.hosts.ownrecord import OwnRecord, read_own_record, same_deployment
 from servelab.io.hosts.processes import PidRecord, read_pid_record, write_pid_record
 
 
@@ -16,15 +16,35 @@ def _record(pid: int, extra: dict[str, object]) -> PidRecord:
 
 
 async def test_a_kept_mark_names_the_deployment(host: Host, tmp_path: Path) -> None:
-    write_pid_record(tmp_path, _record(2**22 + 7, {"mark": "prod/a"}))  # no such process
-    mine = await read_own_record(host, tmp_path, "a", "prod")
+    write_pid_record(tmp_path, _record(2**22 + 7, {"mark": "prod/a@local:9"}))  # no such process
+    mine = await read_own_record(host, tmp_path, "a", "prod/a@local:9")
     assert mine == OwnRecord(read_pid_record(tmp_path, "a"))
-    assert await read_own_record(host, tmp_path, "a", "staging") == OwnRecord(
+    assert await read_own_record(host, tmp_path, "a", "staging/a@local:8") == OwnRecord(
         None, "prod", 2**22 + 7
     )
 
 
+async def test_one_name_on_another_address_is_another_deployment(
+    host: Host, tmp_path: Path
+) -> None:
+    """Two copies of one spec (same name, other ports) in one folder (issue 38 H1)."""
+    write_pid_record(tmp_path, _record(2**22 + 7, {"mark": "servelab/a@local:9"}))
+    assert await read_own_record(host, tmp_path, "a", "servelab/a@local:8") == OwnRecord(
+        None, "servelab@local:9", 2**22 + 7
+    )
+
+
+async def test_an_older_mark_without_an_address_is_known_by_its_name(
+    host: Host, tmp_path: Path
+) -> None:
+    write_pid_record(tmp_path, _record(2**22 + 7, {"mark": "prod/a"}))
+    assert (await read_own_record(host, tmp_path, "a", "prod/a@local:9")).record is not None
+    assert not same_deployment("prod/b", "prod/a@local:9")
+    assert not same_deployment("prod/a@local:8", "prod/a@local:9")
+    assert not same_deployment(None, "prod/a@local:9")
+
+
 async def test_an_older_dead_record_stays_this_deployments(host: Host, tmp_path: Path) -> None:
     write_pid_record(tmp_path, _record(2**22 + 7, {}))
-    assert (await read_own_record(host, tmp_path, "a", "staging")).record is not None
-    assert await read_own_record(host, tmp_path, "b", "staging") == OwnRecord(None)
+    assert (await read_own_record(host, tmp_path, "a", "staging/a@local:8")).record is not None
+    assert await read_own_record(host, tmp_path, "b", "staging/b@local:8") == OwnRecord(None)

@@ -112,7 +112,8 @@ async def test_sim_stack_up_status_restart_rollback_down(tmp_path: Path, ledger:
         assert parse_envfile(env_path.read_text()).get(DEFAULT_KNOB) == "512"
         assert Path(restarted.backups["decode"]).read_text().count(f"{DEFAULT_KNOB}=256") == 1
         copy = Path(restarted.backups["decode"])  # the pre-restart copy: under the state dir
-        assert copy.parent == loaded.state_dir / "backups" / "decode"
+        assert copy.parent.parent == loaded.state_dir / "backups" / "decode"
+        assert copy.parent.name.startswith("decode.env-")  # one folder per file
         assert copy.name.startswith("decode.env.pre-restart-")
         assert not list(env_path.parent.glob("*.pre-restart-*"))
         decode = read_pid_record(loaded.state_dir, "decode")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -28,6 +29,7 @@ from servelab.errors import SpecError
 
 __all__ = [
     "DEFAULT_OTLP_ENDPOINT",
+    "DEPLOYMENT_NAME",
     "MAX_TIMEOUT_S",
     "DeploymentSpec",
     "HostSpec",
@@ -220,6 +222,11 @@ class ServiceSpec(_Strict):
         return port
 
 
+#: What a deployment's ``name`` may be: one safe path segment (it names the remote state folder
+#: ``.servelab/<name>`` and the pid records' marks), never ``..``, ``/``, spaces or empty.
+DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
 class DeploymentSpec(_Strict):
     """A whole deployment: hosts and services (in the order the file gives them)."""
 
@@ -239,6 +246,16 @@ class DeploymentSpec(_Strict):
     @property
     def source(self) -> str:
         return self._source
+
+    @field_validator("name")
+    @classmethod
+    def _name_is_one_segment(cls, value: str) -> str:
+        if not DEPLOYMENT_NAME.fullmatch(value):
+            raise ValueError(
+                "must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit "
+                "(it names a folder: no '/', '..', spaces or empty name)"
+            )
+        return value
 
     @field_validator("hosts")
     @classmethod

@@ -26,12 +26,12 @@ from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import LiveValue, live_value
 from servelab.errors import CommandTimeout, HostError, KnobError
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.ownrecord import read_own_record
+from servelab.io.hosts.ownrecord import read_own_record, same_deployment
 from servelab.io.hosts.processes import (
     SERVICE_MARK,
     is_alive,
     proc_stat,
-    service_mark,
+    spec_mark,
 )
 from servelab.io.specfile import LoadedSpec
 
@@ -95,7 +95,9 @@ async def daemon_reload(host: Host) -> None:
 
 
 async def _from_record(loaded: LoadedSpec, service: str, host: Host) -> ProcessRef | None:
-    record = (await read_own_record(host, loaded.state_dir, service, loaded.spec.name)).record
+    record = (
+        await read_own_record(host, loaded.state_dir, service, spec_mark(loaded.spec, service))
+    ).record
     if record is None or not await is_alive(host, record):
         return None
     if record.command is not None:  # a shell start command: the server is a child in its group
@@ -118,7 +120,7 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
             return ProcessRef(main_pid, f"systemd unit {svc.unit}")
     owner = await host.listening_pid(svc.port)
     if owner is not None:
-        if await launched_here(host, owner, service_mark(loaded.spec.name, service)):
+        if await launched_here(host, owner, spec_mark(loaded.spec, service)):
             return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
         return ProcessRef(owner, f"owner of port {svc.port}")
     return ProcessRef(None, "no pid record, unit or listener")
@@ -132,7 +134,7 @@ async def launched_here(host: Host, pid: int, mark: str) -> bool:
         environ = await host.read_environ(pid)
     except HostError:
         return False
-    return select(parse_environ(environ), [SERVICE_MARK]).get(SERVICE_MARK) == mark
+    return same_deployment(select(parse_environ(environ), [SERVICE_MARK]).get(SERVICE_MARK), mark)
 
 
 async def _cmdline(host: Host, pid: int) -> list[str]:

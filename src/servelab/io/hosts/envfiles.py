@@ -1,12 +1,17 @@
 """A service's env file and its timestamped backups, on the service's host (local or SSH).
 
 The env file is what the service's next start uses. Before each change a copy of it is kept as
-``<backup_dir>/<name>.bak-<UTC stamp>``, where the backup directory is
+``<backup_dir>/<name>-<path digest>/<name>.bak-<UTC stamp>``, where the backup directory is
 ``<state_dir>/backups/<service>`` on the service's host (:func:`backup_dir`; over SSH the remote
 state directory), never beside the file: the env file may be tracked (``examples/env/``), and
 nothing but its own content may change there. Only the newest :data:`BACKUP_KEEP` backups of a file
 are kept; older ones are removed after each new one. A restart's ``.pre-restart-`` copies live
 there too (:func:`save_copy`), pruned the same way.
+
+One folder per file, named by its path and holding an ``origin`` file with the path: two
+deployments sharing a state folder (issue 38 H5) never see, nor restore, each other's backups, and a
+backup is only ever read for the file it is a copy of. Backups an older servelab kept straight in
+``backups/<service>/`` (whose file is unknown) are no longer read.
 
 Older servelab kept its backups beside the file (``<path>.bak-<stamp>``): they are still read
 (merged with the state directory's, newest first), never pruned or removed.
@@ -18,6 +23,7 @@ file and line, never the line itself (:func:`~servelab.core.knobs.rules.parse_en
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 
 from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES, too_large
@@ -30,7 +36,9 @@ __all__ = [
     "BACKUP_KEEP",
     "BACKUP_SCAN",
     "MAX_FILE_BYTES",
+    "ORIGIN",
     "backup_dir",
+    "file_backup_dir",
     "latest_backup",
     "list_backups",
     "previous_version",
@@ -49,8 +57,41 @@ BACKUP_SCAN = 20  # backups read at most when looking for the previous version
 
 
 def backup_dir(state_dir: str, service: str) -> str:
-    """Where the service's env-file backups live: ``<state_dir>/backups/<service>``."""
+    """Where the service's env-file backups live: ``<state_dir>/backups/<service>``; each file's
+    in its own folder there (:func:`file_backup_dir`)."""
     return posixpath.join(state_dir, "backups", service)
+
+
+def file_backup_dir(directory: str, path: str) -> str:
+    """The folder of ``path``'s backups under ``directory`` (a service's :func:`backup_dir`):
+    ``<base name>-<12 hex of the path's SHA-256>``. Two deployments sharing a state folder (two
+    ``decode.env`` in two folders, issue 38 H5) never share one; its :data:`ORIGIN` file names
+    the path, checked before any backup of it is read."""
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    return posixpath.join(directory, f"{posixpath.basename(path)}-{digest}")
+
+
+#: The file in each :func:`file_backup_dir` naming the path its backups are copies of.
+ORIGIN = "origin"
+
+
+async def _own_folder(host: Host, directory: str, path: str, *, make: bool) -> str | None:
+    """``path``'s backup folder under ``directory`` when its :data:`ORIGIN` is ``path`` (made,
+    with ``make``, when it is missing); None when it names another file."""
+    folder = file_backup_dir(directory, path)
+    origin = posixpath.join(folder, ORIGIN)
+    try:
+        named = await host.read_file(origin, limit=MAX_FILE_BYTES)
+    except HostError:
+        if await host.exists(origin):
+            return None
+        if make:
+            await host.makedirs(folder)
+            await host.write_file_atomic(
+                origin, path.encode("utf-8", "surrogateescape"), backup=False
+            )
+        return folder
+    return folder if named == path.encode("utf-8", "surrogateescape") else None
 
 
 async def read_config_bytes(host: Host, path: str) -> bytes | None:
@@ -86,12 +127,16 @@ async def read_env_file(host: Host, path: str) -> EnvFile | None:
 
 
 async def save_copy(host: Host, path: str, directory: str, *, kind: str = "bak") -> str | None:
-    """Copy the file at ``path`` to ``directory/<name>.<kind>-<UTC stamp>`` (owner-only), then
-    prune that kind's copies to the newest :data:`BACKUP_KEEP`; None when there is no file."""
+    """Copy the file at ``path`` to ``<its folder>/<name>.<kind>-<UTC stamp>`` (owner-only; its
+    folder: :func:`file_backup_dir` under ``directory``), then prune that kind's copies to the
+    newest :data:`BACKUP_KEEP`; None when there is no file."""
     current = await read_env_bytes(host, path)
     if current is None:
         return None
-    await host.makedirs(directory)
+    folder = await _own_folder(host, directory, path, make=True)
+    if folder is None:
+        raise HostError(f"{file_backup_dir(directory, path)}: holds the backups of another file")
+    directory = folder
     stamped = posixpath.basename(backup_name(path))
     copy = posixpath.join(directory, stamped.replace(".bak-", f".{kind}-", 1))
     await host.write_file_atomic(copy, current, backup=False)
@@ -130,10 +175,12 @@ async def _listing(host: Host, directory: str) -> list[str]:
 
 
 async def list_backups(host: Host, path: str, backup_dir: str | None) -> list[str]:
-    """Paths of the backups of ``path``, newest first: those in ``backup_dir`` and, from older
-    servelab, those beside the file (``<path>.bak-<UTC stamp>``)."""
+    """Paths of the backups of ``path``, newest first: those in its folder under ``backup_dir``
+    (:func:`file_backup_dir`, when its origin is ``path``) and, from older servelab, those beside
+    the file (``<path>.bak-<UTC stamp>``)."""
     directory, base = posixpath.split(path)
-    places = dict.fromkeys(p for p in (backup_dir, directory or ".") if p is not None)
+    own = None if backup_dir is None else await _own_folder(host, backup_dir, path, make=False)
+    places = dict.fromkeys(p for p in (own, directory or ".") if p is not None)
     found = [
         posixpath.join(place, name)
         for place in places

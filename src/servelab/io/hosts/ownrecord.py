@@ -3,7 +3,9 @@ files beside each other, default ``state_dir``) write the same ``run/<service>.j
 deployment can find the other's record of a service of the same name.
 
 A record names the deployment that wrote it: its ``extra[MARK_KEY]`` holds the
-:data:`~servelab.io.hosts.processes.SERVICE_MARK` value its process was launched with. An older
+:data:`~servelab.io.hosts.processes.SERVICE_MARK` value its process was launched with: the
+deployment's name, the service and the service's host and port, so two specs that share a folder
+AND a name (two copies of one spec on other ports) are told apart too. An older
 record without it is known by the mark its live process carries in ``/proc/PID/environ``; when
 neither tells (a dead or unreadable process), it is taken as this deployment's, as before.
 :func:`read_own_record` is how every command reads a record it acts on: another deployment's is
@@ -26,7 +28,13 @@ from servelab.io.hosts.processes import (
     read_pid_record,
 )
 
-__all__ = ["OwnRecord", "read_own_record", "record_deployment"]
+__all__ = [
+    "OwnRecord",
+    "read_own_record",
+    "record_deployment",
+    "record_place",
+    "same_deployment",
+]
 
 
 @dataclass(frozen=True)
@@ -37,32 +45,88 @@ class OwnRecord:
     record: PidRecord | None
     other: str | None = None
     other_pid: int | None = None
+    #: Where ``record`` was read: None, ``run/<service>.json``; else the address it was kept
+    #: aside at (``run/<service>@<address>.json``) while another's held the first.
+    at: str | None = None
 
 
 def _deployment(mark: object) -> str | None:
     return (mark.rpartition("/")[0] or None) if isinstance(mark, str) else None
 
 
-async def record_deployment(host: Host, record: PidRecord) -> str | None:
-    """The deployment that wrote ``record``: its mark, else its live process's (None: unknown)."""
+def _mark_of(mark: object) -> str | None:
+    return mark if isinstance(mark, str) and mark.rpartition("/")[0] else None
+
+
+async def _record_mark(host: Host, record: PidRecord) -> str | None:
+    """The mark ``record`` was written with, else its live process's (None: unknown)."""
     if MARK_KEY in record.extra:
-        return _deployment(record.extra[MARK_KEY])
+        return _mark_of(record.extra[MARK_KEY])
     if not await is_alive(host, record):
         return None
     try:
         environ = await host.read_environ(record.pid)
     except HostError:
         return None
-    return _deployment(select(parse_environ(environ), [SERVICE_MARK]).get(SERVICE_MARK))
+    return _mark_of(select(parse_environ(environ), [SERVICE_MARK]).get(SERVICE_MARK))
 
 
-async def read_own_record(host: Host, state_dir: Path, service: str, deployment: str) -> OwnRecord:
-    """``service``'s pid record in ``state_dir`` if the deployment named ``deployment`` wrote it
-    (or who did is unknown); another deployment's record is returned as ``other`` only."""
+async def record_deployment(host: Host, record: PidRecord) -> str | None:
+    """The deployment that wrote ``record``: its mark's, else its live process's (None: unknown)."""
+    return _deployment(await _record_mark(host, record))
+
+
+def same_deployment(found: str | None, mark: str) -> bool:
+    """Whether mark ``found`` is ``mark``'s deployment: the same mark, or an older servelab's mark
+    (without the service's address) of the same deployment name."""
+    if found is None or found == mark:
+        return found is not None
+    name, _, service = found.rpartition("/")
+    ours, _, own_service = mark.rpartition("/")
+    return "@" not in service and (name, service) == (ours, own_service.partition("@")[0])
+
+
+def _named(found: str, mark: str) -> str:
+    """How another deployment is named: its name, with its service's address when the name is
+    this deployment's own too (two specs of one name)."""
+    name = _deployment(found) or found
+    if name != _deployment(mark):
+        return name
+    address = found.rpartition("/")[2].partition("@")[2]
+    return f"{name}@{address}" if address else name
+
+
+async def read_own_record(host: Host, state_dir: Path, service: str, mark: str) -> OwnRecord:
+    """``service``'s pid record in ``state_dir`` if this deployment wrote it (its mark is ``mark``,
+    :func:`~servelab.io.hosts.processes.spec_mark`), or who did is unknown; another deployment's
+    record (another name, or the same name serving another address) is returned as ``other``,
+    and then this deployment's own kept aside (:func:`record_place`), if any, as ``record``."""
+    record = read_pid_record(state_dir, service)
+    at = _address(mark)
+    aside = None if at is None else read_pid_record(state_dir, service, at)
+    if record is None:
+        return OwnRecord(None) if aside is None else OwnRecord(aside, at=at)
+    found = await _record_mark(host, record)
+    if found is None or same_deployment(found, mark):
+        return OwnRecord(record)
+    if aside is not None:
+        return OwnRecord(aside, at=at)
+    return OwnRecord(None, _named(found, mark), record.pid)
+
+
+def _address(mark: str) -> str | None:
+    return mark.rpartition("/")[2].partition("@")[2] or None
+
+
+async def record_place(host: Host, state_dir: Path, service: str, mark: str) -> str | None:
+    """Where this deployment writes ``service``'s pid record: None, ``run/<service>.json``;
+    while another deployment's live record holds that (a shared state folder), aside under the
+    service's address, so neither loses its record (a router that rewrites its environment
+    cannot be told by its mark once its record is gone)."""
     record = read_pid_record(state_dir, service)
     if record is None:
-        return OwnRecord(None)
-    owner = await record_deployment(host, record)
-    if owner is None or owner == deployment:
-        return OwnRecord(record)
-    return OwnRecord(None, owner, record.pid)
+        return None
+    found = await _record_mark(host, record)
+    if found is None or same_deployment(found, mark) or not await is_alive(host, record):
+        return None
+    return _address(mark)

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from servelab.core.deploy.outcomes import StepOutcome
+from servelab.core.deploy.spec import DeploymentSpec
 from servelab.core.knobs.places import split_args
 from servelab.core.redaction import redact, redact_words
 from servelab.errors import CommandTimeout, HostError, ServiceStartError
@@ -59,6 +60,8 @@ __all__ = [
     "remove_pid_record",
     "service_mark",
     "spawn",
+    "spec_address",
+    "spec_mark",
     "stop_record",
     "tail",
     "write_pid_record",
@@ -107,19 +110,21 @@ class PidRecord:
         return asdict(self) | {"argv": argv, "command": self.command and redact(self.command)}
 
 
-def _record_path(state_dir: Path, service: str) -> Path:
-    return state_dir / "run" / f"{service}.json"
+def _record_path(state_dir: Path, service: str, at: str | None = None) -> Path:
+    """``run/<service>.json``; with ``at`` (a service's ``<host>:<port>``), the record a
+    deployment keeps there while another deployment's holds the first (issue 38 H1)."""
+    return state_dir / "run" / (f"{service}.json" if at is None else f"{service}@{at}.json")
 
 
-def write_pid_record(state_dir: Path, record: PidRecord) -> Path:
-    path = _record_path(state_dir, record.service)
+def write_pid_record(state_dir: Path, record: PidRecord, at: str | None = None) -> Path:
+    path = _record_path(state_dir, record.service, at)
     write_atomic(path, (json.dumps(record.to_json(), indent=2) + "\n").encode(), parents=True)
     return path
 
 
-def read_pid_record(state_dir: Path, service: str) -> PidRecord | None:
+def read_pid_record(state_dir: Path, service: str, at: str | None = None) -> PidRecord | None:
     """The service's pid record, or None (missing or unreadable: treated as not started)."""
-    path = _record_path(state_dir, service)
+    path = _record_path(state_dir, service, at)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return PidRecord(**data)
@@ -127,9 +132,9 @@ def read_pid_record(state_dir: Path, service: str) -> PidRecord | None:
         return None
 
 
-def remove_pid_record(state_dir: Path, service: str) -> None:
+def remove_pid_record(state_dir: Path, service: str, at: str | None = None) -> None:
     with contextlib.suppress(FileNotFoundError):
-        _record_path(state_dir, service).unlink()
+        _record_path(state_dir, service, at).unlink()
 
 
 async def proc_stat(host: Host, pid: int) -> ProcStat | None:
@@ -158,9 +163,23 @@ SERVICE_MARK = "SERVELAB_SERVICE"
 MARK_KEY = "mark"
 
 
-def service_mark(deployment: str, service: str) -> str:
-    """The value of :data:`SERVICE_MARK` for ``service`` of the deployment named ``deployment``."""
-    return f"{deployment}/{service}"
+def service_mark(deployment: str, service: str, address: str | None = None) -> str:
+    """The value of :data:`SERVICE_MARK` for ``service`` of the deployment named ``deployment``,
+    serving at ``address`` (``<host>:<port>``): ``<deployment>/<service>@<address>``. The address
+    tells apart two specs of one name sharing a state folder (issue 38 H1); a mark without it
+    (``<deployment>/<service>``) is an older servelab's."""
+    return f"{deployment}/{service}" + ("" if address is None else f"@{address}")
+
+
+def spec_address(spec: DeploymentSpec, service: str) -> str:
+    """Where ``service`` of ``spec`` serves: ``<host>:<port>``."""
+    svc = spec.service(service)
+    return f"{svc.host}:{svc.port}"
+
+
+def spec_mark(spec: DeploymentSpec, service: str) -> str:
+    """The mark of ``service`` of ``spec``: its name, the service, the service's host and port."""
+    return service_mark(spec.name, service, spec_address(spec, service))
 
 
 #: Seconds the launcher (``sh -s`` reading :func:`launch_script` on stdin) may take to return.

@@ -62,6 +62,7 @@ from servelab.errors import DeployError, HostError, ServelabError
 from servelab.io.hosts.discovery import find_process
 from servelab.io.hosts.envfiles import MAX_FILE_BYTES
 from servelab.io.hosts.ownrecord import read_own_record
+from servelab.io.hosts.processes import spec_mark
 from servelab.io.http.client import HttpClient
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
@@ -214,7 +215,9 @@ async def _status_one(op: Operation, service: str) -> ServiceStatus:
     shown.pid, shown.alive, shown.readiness = proc.pid, proc.pid is not None, answer
     if shown.alive:
         shown.pid_source, shown.unrecorded = proc.source, proc.unrecorded
-    read = await read_own_record(op.host(service), op.loaded.state_dir, service, op.spec.name)
+    read = await read_own_record(
+        op.host(service), op.loaded.state_dir, service, spec_mark(op.spec, service)
+    )
     if not shown.alive and read.record is not None:  # recorded, but dead: shown as such
         shown.pid, shown.pid_source = read.record.pid, "pid record"
     elif not shown.alive and read.other is not None:  # a shared state folder: not this one's

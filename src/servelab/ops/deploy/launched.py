@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from servelab.errors import ServelabError, ServiceStartError
-from servelab.io.hosts.processes import PidRecord, stop_record, write_pid_record
+from servelab.io.hosts.processes import PidRecord, stop_record
 from servelab.ops.context import Operation
+from servelab.ops.deploy.ownership import write_own
 
 __all__ = ["keep_record"]
 
@@ -36,7 +37,7 @@ async def keep_record(op: Operation, record: PidRecord) -> Path:
     :class:`~servelab.errors.ServiceStartError` naming it (a failed start: the caller's usual
     path, which stops, records and says what is down)."""
     try:
-        return write_pid_record(op.loaded.state_dir, record)
+        return await write_own(op, record)
     except OSError as exc:
         svc = op.spec.service(record.service)
         host = op.host(record.service)

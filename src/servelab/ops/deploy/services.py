@@ -52,23 +52,22 @@ from servelab.core.progress import ProgressEvent
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.discovery import launched_here, unit_main_pid
 from servelab.io.hosts.host import Host
+from servelab.io.hosts.ownrecord import record_place
 from servelab.io.hosts.processes import (
     MARK_KEY,
     PidRecord,
     ProcStat,
     is_alive,
     proc_stat,
-    remove_pid_record,
-    service_mark,
     spawn,
+    spec_mark,
     stop_record,
-    write_pid_record,
 )
 from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation, Progress
 from servelab.ops.deploy.launched import keep_record
-from servelab.ops.deploy.ownership import own_record, read_own
+from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
 from servelab.ops.deploy.rollback import files_at_launch
 
@@ -77,12 +76,13 @@ __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"
 _PROBE_TIMEOUT_S = 5.0
 
 
-def _log_path(op: Operation, service: str) -> str:
-    return f"{op.state_dir(service)}/logs/{service}.log"
+def _log_path(op: Operation, service: str, at: str | None = None) -> str:
+    """``logs/<service>.log``; kept aside (``at``, :func:`write_own`): ``<service>@<at>.log``."""
+    return f"{op.state_dir(service)}/logs/{service if at is None else f'{service}@{at}'}.log"
 
 
 def _mark(op: Operation, service: str) -> str:
-    return service_mark(op.spec.name, service)
+    return spec_mark(op.spec, service)
 
 
 async def readiness(op: Operation, service: str, timeout: float = _PROBE_TIMEOUT_S) -> ProbeResult:
@@ -146,7 +146,11 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     argv = service_argv(op.spec, service, sys.executable)
     if argv is not None and svc.config_file is not None and svc.role in ("prefill", "decode"):
         argv += ["--config", str(op.loaded.path(svc.config_file))]
-    status_file = None if argv is not None else f"{op.state_dir(service)}/run/{service}.status"
+    # Another deployment's live record holds the service's place (a shared state folder): its
+    # log and status file are kept aside too, under the service's address, as its record is.
+    at = await record_place(host, op.loaded.state_dir, service, _mark(op, service))
+    named = service if at is None else f"{service}@{at}"
+    status_file = None if argv is not None else f"{op.state_dir(service)}/run/{named}.status"
     # The copies of the env and config files are taken before the launch: nothing that can fail
     # comes between the launch and its pid record, and a record that cannot be written stops the
     # process (keep_record). The config copy is what the process read (live_argument); both are
@@ -155,7 +159,7 @@ async def _launch(op: Operation, service: str, env: dict[str, str]) -> PidRecord
     record = await spawn(
         host,
         service=service,
-        log=_log_path(op, service),
+        log=_log_path(op, service, at),
         env=env,
         argv=argv,
         command=None if argv is not None else svc.start,
@@ -264,7 +268,7 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     stat = await proc_stat(host, owner) if owner else None
     if stat is not None:
         why = "port owner after the launch command timed out"
-        write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
+        await write_own(op, _record_of(op, service, stat, why))
     evidence = LaunchTimeoutReady(ready.last, ready.probes, f"{host.name}:{log}")
     outcome = StepOutcome.TIMED_OUT_HEALTHY
     op.say(ServiceReady(service, outcome, time.monotonic() - started))
@@ -288,7 +292,7 @@ async def _stop_recorded(op: Operation, service: str) -> tuple[StepOutcome, Othe
         )
         second = await stop_record(host, other, grace=grace)
         outcome = outcome if second is StepOutcome.NOT_RUNNING else second
-    remove_pid_record(op.loaded.state_dir, service)
+    await forget_own(op, service)
     return outcome, None
 
 
@@ -405,7 +409,7 @@ async def already_up(op: Operation, service: str) -> Step | None:
         stat = await proc_stat(host, owner) if ours else None
         if stat is not None:
             why = "port owner launched by servelab; its pid record was lost"
-            write_pid_record(op.loaded.state_dir, _record_of(op, service, stat, why))
+            await write_own(op, _record_of(op, service, stat, why))
         evidence = FoundServing(answer, recorded_again=True if stat is not None else None)
         op.say(ServiceAlreadyUp(service, owner, by_servelab=ours, recorded_again=ours))
         return Step(service, StepOutcome.ALREADY_UP, owner, 0.0, evidence)

@@ -20,7 +20,7 @@ import time
 
 from servelab.errors import ServiceStartError
 from servelab.io.hosts.discovery import launched_here
-from servelab.io.hosts.processes import PidRecord, is_alive, service_mark
+from servelab.io.hosts.processes import PidRecord, is_alive, spec_mark
 from servelab.ops.context import Operation
 from servelab.ops.deploy.ownership import own_record
 from servelab.ops.deploy.services import stop
@@ -55,9 +55,7 @@ async def _until_free(
             break
         await asyncio.sleep(_POLL_S)
     host = op.host(service)
-    ours = owner is not None and await launched_here(
-        host, owner, service_mark(op.spec.name, service)
-    )
+    ours = owner is not None and await launched_here(host, owner, spec_mark(op.spec, service))
     if pid is None and not ours:
         return  # a process without servelab's mark holds the port: the pre-flight names it
     said = [f"pid {pid} still runs"] if pid is not None else []
