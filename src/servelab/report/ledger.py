@@ -20,9 +20,11 @@ import io
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from servelab.core.ledger.codec import JsonObject, decode, encode, finite
+from pydantic import JsonValue
+
+from servelab.core.ledger.codec import decode, encode, finite
 from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
@@ -67,11 +69,20 @@ _RECORD_FIELDS = frozenset(RECORD_COLUMNS[2:-1])
 _CASE_ACTIONS = ("revert", "restore")
 
 
-def _verification(doc: Mapping[str, Any]) -> JsonObject:
+#: A row of the export (or a part of one) as JSON: a record's encoding, words added.
+Row: TypeAlias = dict[str, JsonValue]
+
+
+def _rows(value: JsonValue) -> list[Row]:
+    """The rows of an encoded list of records (each an object: a dataclass's encoding)."""
+    return [row for row in value if isinstance(row, dict)] if isinstance(value, list) else []
+
+
+def _verification(doc: Mapping[str, JsonValue]) -> Row:
     return {**doc, "checks": with_details(doc.get("checks"))}
 
 
-def _deployment(row: JsonObject) -> JsonObject:
+def _deployment(row: Row) -> Row:
     detail = row.get("detail")
     verification = detail.get("verification") if isinstance(detail, Mapping) else None
     if not isinstance(detail, Mapping) or not isinstance(verification, Mapping):
@@ -79,7 +90,7 @@ def _deployment(row: JsonObject) -> JsonObject:
     return {**row, "detail": {**detail, "verification": _verification(verification)}}
 
 
-def _event(row: JsonObject) -> JsonObject:
+def _event(row: Row) -> Row:
     detail = row.get("detail")
     if row.get("kind") not in _CASE_ACTIONS or not isinstance(detail, Mapping):
         return row
@@ -92,20 +103,21 @@ def _event(row: JsonObject) -> JsonObject:
     return {**row, "detail": shown}
 
 
-def _ledger_doc(export: LedgerExport) -> JsonObject:
+def _ledger_doc(export: LedgerExport) -> Row:
     """The export as JSON, with every check's reason, every failed revert's or restore's, and
     every soak's findings worded (:func:`~servelab.report.soak.soak.soak_document`)."""
     from servelab.report.soak.soak import soak_document  # the export's: not `ledger stats`'
 
-    doc: JsonObject = encode(export)
-    doc["deployments"] = [_deployment(row) for row in doc["deployments"]]
-    doc["verifications"] = [_verification(row) for row in doc["verifications"]]
+    doc: Row = encode(export)
+    doc["deployments"] = [_deployment(row) for row in _rows(doc["deployments"])]
+    doc["verifications"] = [_verification(row) for row in _rows(doc["verifications"])]
     doc["soak_runs"] = [
-        {**row, "result": soak_document(soak.result)}
-        for row, soak in zip(doc["soak_runs"], export.soak_runs, strict=True)
+        {**row, "result": encode(soak_document(soak.result))}
+        for row, soak in zip(_rows(doc["soak_runs"]), export.soak_runs, strict=True)
     ]
     doc["cases"] = [
-        {**case, "events": [_event(event) for event in case["events"]]} for case in doc["cases"]
+        {**case, "events": [_event(event) for event in _rows(case["events"])]}
+        for case in _rows(doc["cases"])
     ]
     return doc
 
@@ -165,16 +177,14 @@ def ledger_json_chunks(
     yield "\n}\n"
 
 
-def _runs_chunks(
-    runs: Iterable[Mapping[str, Any]], children: Mapping[str, ChildrenOf]
-) -> Iterator[str]:
+def _runs_chunks(runs: JsonValue, children: Mapping[str, ChildrenOf]) -> Iterator[str]:
     yield "["
-    for i, run in enumerate(runs):
+    for i, run in enumerate(_rows(runs)):
         yield ",\n    " if i else "\n    "
         yield _dump({k: v for k, v in run.items() if k not in children})[:-1]
         for name, rows_of in children.items():
             yield f',"{name}":['
-            for j, row in enumerate(rows_of(int(run["id"]))):
+            for j, row in enumerate(rows_of(int(str(run["id"])))):  # the row's integer id
                 yield (",\n      " if j else "\n      ") + _dump(row.values)
             yield "]"
         yield "}"

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, TypeAlias
 
-from pydantic import PlainSerializer, PlainValidator
+from pydantic import JsonValue, PlainSerializer, PlainValidator
 
-from servelab.core.ledger.codec import JsonObject, decode, encode
+from servelab.core.ledger.codec import decode, encode
 from servelab.core.ledger.jsonvalues import opt_str
 from servelab.core.verify.checks import DATA_OF, Check, CheckCode
 from servelab.errors import RecordError
@@ -32,6 +32,11 @@ __all__ = [
 ]
 
 
+#: A check's JSON as stored (its flat shape, or its data alone): JSON values by key, decoded by
+#: the codec into the check's data type where its code is known (:func:`read_check`).
+CheckJson: TypeAlias = Mapping[str, JsonValue]
+
+
 @dataclass(frozen=True)
 class UntypedCheck:
     """A stored check this servelab cannot type: its ``detail`` (the sentence an older ledger
@@ -42,7 +47,7 @@ class UntypedCheck:
     service: str | None
     ok: bool
     detail: str | None
-    data: Mapping[str, Any] = field(default_factory=dict)
+    data: CheckJson = field(default_factory=dict)
     code: str | None = None
 
     @property
@@ -54,13 +59,13 @@ class UntypedCheck:
         return opt_str(self.data.get("live"))
 
 
-def _flat_check(check: Check | UntypedCheck) -> JsonObject:
+def _flat_check(check: Check | UntypedCheck) -> CheckJson:
     """A check's one JSON shape, flat: ``{**data, "layer", "service", "ok", "code"}`` (and an
     untyped one's ``detail``); the codec's serializer of a check (:data:`StoredCheck`), read back
     by :func:`read_check`."""
     match check:
         case Check():
-            data: JsonObject = encode(check.data)
+            data: CheckJson = encode(check.data)
             return {**data, "layer": check.layer.value, "service": check.service, "ok": check.ok,
                     "code": check.code.value}  # fmt: skip
         case UntypedCheck():
@@ -77,7 +82,7 @@ def read_check(stored: object) -> Check | UntypedCheck:
     the codec's validator of a check (:data:`StoredCheck`): anything else is a ValueError."""
     if not isinstance(stored, Mapping):
         raise ValueError(f"a check is a JSON object, not {type(stored).__name__}")
-    doc: Mapping[str, Any] = stored
+    doc: CheckJson = stored
     layer, service, ok = str(doc.get("layer", "")), opt_str(doc.get("service")), bool(doc.get("ok"))
     data = {key: value for key, value in doc.items() if key not in _FLAT_KEYS}
     code = opt_str(doc.get("code"))
@@ -86,16 +91,16 @@ def read_check(stored: object) -> Check | UntypedCheck:
 
 
 def read_check_row(
-    layer: str, service: str | None, ok: bool, stored: str | None, data: Any
+    layer: str, service: str | None, ok: bool, stored: str | None, data: object
 ) -> Check | UntypedCheck:
     """A check from the ledger's row: ``stored`` (the ``detail`` column) holds its code, or an older
     row's sentence (read as the check's ``detail``); ``data``, the decoded ``data`` column."""
-    fields: JsonObject = dict(data) if isinstance(data, Mapping) else {}
+    fields: CheckJson = dict(data) if isinstance(data, Mapping) else {}
     typed = _typed(service, ok, stored, fields)
     return typed or UntypedCheck(layer, service, ok, stored, fields)
 
 
-def _typed(service: str | None, ok: bool, code: str | None, data: JsonObject) -> Check | None:
+def _typed(service: str | None, ok: bool, code: str | None, data: CheckJson) -> Check | None:
     """The typed check, or None when the code is not one of :class:`CheckCode` or the data does
     not fit its type."""
     if service is None or code not in _CODES:

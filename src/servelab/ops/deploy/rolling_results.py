@@ -17,15 +17,21 @@ and name the plan's services and the recovery's shell lines.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeAlias
 
-from pydantic import Field, PlainSerializer, SerializerFunctionWrapHandler, model_serializer
+from pydantic import (
+    Field,
+    JsonValue,
+    PlainSerializer,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 from servelab.core.deploy.rolling import RollPhase, RollTarget
 from servelab.core.deploy.steps import Step
-from servelab.core.ledger.codec import JsonObject
 from servelab.core.verify.checks import CheckCode
 from servelab.core.verify.contract import VerifyReport
 from servelab.io.routerworkers import RouterWorker
@@ -182,6 +188,10 @@ def _shell_lines(recovery: list[list[str]]) -> list[str]:
     return [shlex.join(command) for command in recovery]
 
 
+#: A part of the report as JSON (the serializers' own keys merged with the fields' encoding).
+Flat: TypeAlias = Mapping[str, JsonValue]
+
+
 @dataclass(frozen=True)
 class Phase:
     """One phase of one worker's roll: its name, outcome, time taken and what it saw."""
@@ -192,11 +202,11 @@ class Phase:
     data: PhaseData
 
     @model_serializer(mode="wrap")
-    def _flat(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+    def _flat(self, handler: SerializerFunctionWrapHandler) -> Flat:
         """``phase``, ``ok``, ``elapsed_s``, then the data's own keys (no ``data`` key)."""
-        doc: JsonObject = handler(self)
-        data = doc.pop("data")
-        return {**doc, **data}
+        doc: dict[str, JsonValue] = handler(self)
+        data = doc.pop("data")  # a dataclass's encoding: always an object
+        return {**doc, **(data if isinstance(data, dict) else {})}
 
 
 @dataclass
@@ -235,10 +245,15 @@ class WorkerRoll:
         return restart is not None and not restart.ok
 
     @model_serializer(mode="wrap")
-    def _with_target(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+    def _with_target(self, handler: SerializerFunctionWrapHandler) -> Flat:
         """The worker (``service``, ``role``, ``url``) and ``ok`` before its phases."""
         target = self.target
-        head = {"service": target.service, "role": target.role, "url": target.url, "ok": self.ok}
+        head: Flat = {
+            "service": target.service,
+            "role": target.role,
+            "url": target.url,
+            "ok": self.ok,
+        }
         return {**head, **handler(self)}
 
 
@@ -267,6 +282,6 @@ class RollingReport:
         return done and all(roll.ok for roll in self.workers) and self.error is None
 
     @model_serializer(mode="wrap")
-    def _with_action(self, handler: SerializerFunctionWrapHandler) -> JsonObject:
+    def _with_action(self, handler: SerializerFunctionWrapHandler) -> Flat:
         """``action`` and ``ok`` before the report's fields."""
         return {"action": "restart --rolling", "ok": self.ok, **handler(self)}
