@@ -79,5 +79,7 @@ def test_set_replaces_the_abbreviation(dep: Deployment) -> None:
         text = dep.yaml.read_text()
         assert "max-running:" not in text and "max-running-requests: 64" in text, text
         assert text.startswith("# the decode's engine settings\n"), text
+        diff = dep.json("knob", "diff", "decode", after=(MRR,))
+        assert (diff["file"], diff["backup"], diff["live"]) == ("64", "48", "48"), diff
     finally:
         dep.yaml.write_bytes(ABBREVIATED)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
@@ -34,6 +34,7 @@ from servelab.core.knobs.places import (
     FileValue,
     LiveValue,
     Place,
+    abbreviated_in,
     file_value,
     split_args,
     write_place,
@@ -150,9 +151,14 @@ async def dropped_arguments_of(op: Operation, service: str) -> tuple[str | None,
 
 
 async def read_places(op: Operation, service: str, knob: Knob) -> FileValue:
-    """The knob's file value: the winning place's, and what it shadows."""
+    """The knob's file value: the winning place's, and what it shadows; where the engine's flags
+    are not known, the words that may abbreviate the knob's flag (its value is then uncertain)."""
     places = await _read(op, service)
-    return file_value(places.values, knob, service_engine(op))
+    eng = service_engine(op)
+    got = file_value(places.values, knob, eng)
+    if service_flags(op, service) is not None:
+        return got  # abbreviations were read as the engine reads them
+    return replace(got, abbreviated=abbreviated_in(places.values, knob, eng))
 
 
 @dataclass(frozen=True)
