@@ -21,6 +21,8 @@ def test_a_unique_prefix_is_the_flag_an_exact_or_ambiguous_one_is_not() -> None:
     assert expand_arg("--max", FLAGS) == "--max"  # ambiguous: argparse refuses it
     assert expand_arg("--port", FLAGS) == "--port"  # an exact flag wins over a longer one
     assert expand_arg("--max-running", None) == "--max-running"  # flags not known
+    # both engines merge a --config file only when the word is written in full
+    assert expand_arg("--conf", FLAGS | {"--config"}) == "--conf"
 
 
 def test_the_command_line_reads_an_abbreviation_as_its_flag() -> None:

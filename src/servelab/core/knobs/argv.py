@@ -32,6 +32,7 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
 __all__ = [
+    "EXACT_ONLY",
     "abbreviations",
     "arg_values",
     "canonical_arg",
@@ -48,14 +49,20 @@ def canonical_arg(arg: str, engine: Engine) -> str:
     return "--" + arg[2:].replace("_", "-") if engine.underscores else arg
 
 
+#: Flags both engines look for as the exact word before argparse runs (``--config``: its file is
+#: merged only when written in full), so an abbreviation of one is never read as it.
+EXACT_ONLY = frozenset({"--config"})
+
+
 def expand_arg(arg: str, flags: Collection[str] | None) -> str:
     """``arg`` (canonical) as a parser with ``flags`` reads it: a unique prefix of one of its
     flags is that flag (argparse's ``allow_abbrev``); an exact flag, an ambiguous or unknown
-    prefix, or any word when ``flags`` is None (not known) stays as it is."""
+    prefix, a prefix of ``--config`` (:data:`EXACT_ONLY`), or any word when ``flags`` is None
+    (not known) stays as it is."""
     if flags is None or arg in flags or not arg.startswith("--") or len(arg) <= 2:
         return arg
     matches = [flag for flag in flags if flag.startswith(arg)]
-    return matches[0] if len(matches) == 1 else arg
+    return matches[0] if len(matches) == 1 and matches[0] not in EXACT_ONLY else arg
 
 
 def abbreviations(names: Iterable[str], knob: Knob, engine: Engine) -> list[str]:
