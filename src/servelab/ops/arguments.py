@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
@@ -34,6 +34,7 @@ from servelab.core.knobs.places import (
     FileValue,
     LiveValue,
     Place,
+    abbreviated_in,
     file_value,
     split_args,
     write_place,
@@ -46,6 +47,8 @@ from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
 from servelab.io.hosts.envfiles import read_config_bytes, read_env_bytes
 from servelab.io.hosts.processes import read_pid_record, spec_address
 from servelab.ops.context import Operation
+from servelab.sim.engineargs import Engine as SimEngine
+from servelab.sim.engineargs import engine_flags
 
 __all__ = [
     "CONFIG_AT_LAUNCH",
@@ -60,6 +63,7 @@ __all__ = [
     "place_path",
     "read_places",
     "service_engine",
+    "service_flags",
     "write_argument",
 ]
 
@@ -67,6 +71,16 @@ __all__ = [
 def service_engine(op: Operation) -> Engine:
     """The parser rules of the deployment's engine (a router's arguments read the same way)."""
     return engine(op.spec.engine)
+
+
+def service_flags(op: Operation, service: str) -> frozenset[str] | None:
+    """The flags the service's engine parser reads: known for a simulated worker (the simulator's
+    parser is its engine's), not for another engine (None). With them, an abbreviated flag
+    (argparse's ``allow_abbrev``) is read and edited as the flag the engine takes it for."""
+    svc = op.spec.service(service)
+    if svc.start != "sim" or svc.role not in ("prefill", "decode"):
+        return None
+    return engine_flags(SimEngine(op.spec.engine), "prefill" if svc.role == "prefill" else "decode")
 
 
 def argument_knob(op: Operation, name: str) -> Knob:
@@ -103,6 +117,7 @@ async def _read(op: Operation, service: str) -> _Places:
     svc = op.spec.service(service)
     host = op.host(service)
     eng = service_engine(op)
+    flags = service_flags(op, service)
     values: dict[Place, dict[str, str]] = {}
     env = None
     if svc.args_env is not None:
@@ -110,17 +125,17 @@ async def _read(op: Operation, service: str) -> _Places:
         raw = None if path is None else await read_env_bytes(host, path)
         env = None if raw is None or path is None else parse_env_bytes(raw, path)
         words = split_args(None if env is None else env.get(svc.args_env))
-        values[Place.ARGS_ENV] = arg_values(words, eng)
+        values[Place.ARGS_ENV] = arg_values(words, eng, flags)
     argv = service_argv(op.spec, service, sys.executable)
     if argv is not None:
-        values[Place.SPEC] = arg_values(argv, eng)
+        values[Place.SPEC] = arg_values(argv, eng, flags)
     text = None
     path = config_path(op, service)
     if path is not None:
         data = await read_config_bytes(host, path)
         text = None if data is None else config_text(data, path)
         if text is not None:
-            values[Place.CONFIG_FILE] = config_values(text, eng, path)
+            values[Place.CONFIG_FILE] = config_values(text, eng, path, flags)
     return _Places(values, env, text)
 
 
@@ -136,9 +151,14 @@ async def dropped_arguments_of(op: Operation, service: str) -> tuple[str | None,
 
 
 async def read_places(op: Operation, service: str, knob: Knob) -> FileValue:
-    """The knob's file value: the winning place's, and what it shadows."""
+    """The knob's file value: the winning place's, and what it shadows; where the engine's flags
+    are not known, the words that may abbreviate the knob's flag (its value is then uncertain)."""
     places = await _read(op, service)
-    return file_value(places.values, knob, service_engine(op))
+    eng = service_engine(op)
+    got = file_value(places.values, knob, eng)
+    if service_flags(op, service) is not None:
+        return got  # abbreviations were read as the engine reads them
+    return replace(got, abbreviated=abbreviated_in(places.values, knob, eng))
 
 
 @dataclass(frozen=True)
@@ -169,6 +189,7 @@ async def write_argument(
     """Give the knob ``value`` (None: the engine's default) in the place a set writes to."""
     svc = op.spec.service(service)
     eng = service_engine(op)
+    flags = service_flags(op, service)
     places = await _read(op, service)
     before = file_value(places.values, knob, eng)
     place = write_place(svc, service, before)
@@ -177,14 +198,14 @@ async def write_argument(
         path = op.env_path(service)
         assert path is not None  # the spec requires env_file with args_env
         env = places.env if places.env is not None else parse_envfile("", source=path)
-        words = set_words(split_args(env.exact(svc.args_env)), knob, value, eng)
+        words = set_words(split_args(env.exact(svc.args_env)), knob, value, eng, flags)
         data = env.set(svc.args_env, _args_env_value(words, knob)).encode()
         exists = places.env is not None
         old = None if places.env is None else places.env.encode()
     else:
         path = config_path(op, service) or ""
         text = places.config_text or ""
-        data = edit_config(text, knob, value, eng, path).encode()
+        data = edit_config(text, knob, value, eng, path, flags).encode()
         exists = places.config_text is not None
         old = None if places.config_text is None else text.encode()
     if data == old:
@@ -203,7 +224,8 @@ async def live_argument(
     if proc.pid is None:
         return proc, {}
     read = _config_read(op, service, proc.pid)
-    return proc, await read_live_args(host, proc.pid, knobs, service_engine(op), config=read)
+    eng, flags = service_engine(op), service_flags(op, service)
+    return proc, await read_live_args(host, proc.pid, knobs, eng, config=read, flags=flags)
 
 
 #: The pid record's key for the copy of the config file a launch read.

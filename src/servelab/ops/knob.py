@@ -50,6 +50,7 @@ from servelab.ops.arguments import (
     place_path,
     read_places,
     service_engine,
+    service_flags,
     write_argument,
 )
 from servelab.ops.context import Operation, SpecOrOperation, operation
@@ -136,7 +137,8 @@ async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobVal
             place = None if now.place is None else str(now.place)
             shadowed = tuple((str(where), value) for where, value in now.shadowed)
             path = place_path(op, service, now.place)
-            return KnobValue(service, name, now.value, place, path, shadowed)
+            short = tuple((str(where), word) for where, word in now.abbreviated) or None
+            return KnobValue(service, name, now.value, place, path, shadowed, short)
         path = _env_path(op, service)
         env = await read_env_file(op.host(service), path)
     return KnobValue(service, name, None if env is None else env.get(name), "env_file", path)
@@ -201,11 +203,11 @@ async def _backup_value(
     if found is None:
         return None, None
     backup_path, data = found
-    eng = service_engine(op)
+    eng, flags = service_engine(op), service_flags(op, service)
     if place is Place.ARGS_ENV and svc.args_env is not None:
         words = split_args(parse_env_bytes(data, backup_path).get(svc.args_env))
-        return backup_path, knob_value(arg_values(words, eng), knob, eng)
-    return backup_path, knob_value(config_values(data, eng, backup_path), knob, eng)
+        return backup_path, knob_value(arg_values(words, eng, flags), knob, eng)
+    return backup_path, knob_value(config_values(data, eng, backup_path, flags), knob, eng)
 
 
 async def _previous_bytes(
@@ -240,6 +242,7 @@ async def _diff_argument(op: Operation, service: str, knob: Knob) -> KnobDiff:
         pid_source=proc_source,
         place=None if now.place is None else str(now.place),
         shadowed=tuple((str(place), value) for place, value in now.shadowed),
+        abbreviated=tuple((str(place), word) for place, word in now.abbreviated) or None,
     )
 
 

@@ -16,10 +16,8 @@ from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob, judge_argument, judge_env
 from servelab.core.redaction import redact
 from servelab.errors import HostError, KnobError
-from servelab.ops.arguments import engine_report
+from servelab.ops.arguments import engine_report, service_flags
 from servelab.ops.context import Operation
-from servelab.sim.engineargs import Engine as SimEngine
-from servelab.sim.engineargs import engine_flags
 from servelab.sim.envreads import SIM_READS
 
 __all__ = ["engine_version", "knob_reads", "refuse_unread"]
@@ -51,15 +49,6 @@ def _build_reads(op: Operation, service: str, version: str | None) -> set[str]:
     return extra
 
 
-def _flags(op: Operation, service: str) -> frozenset[str] | None:
-    """The flags the service's engine parser reads: known for a simulated worker (the simulator's
-    parser is its engine's), not for another engine (None)."""
-    svc = op.spec.service(service)
-    if svc.start != "sim" or svc.role not in ("prefill", "decode"):
-        return None
-    return engine_flags(SimEngine(op.spec.engine), "prefill" if svc.role == "prefill" else "decode")
-
-
 async def knob_reads(op: Operation, service: str, names: Iterable[str]) -> list[UnreadKnob]:
     """Each knob of ``names`` judged against what the service's engine reads: an env knob against
     its release's variables, an argument knob against its parser (a simulated worker's; another
@@ -69,7 +58,7 @@ async def knob_reads(op: Operation, service: str, names: Iterable[str]) -> list[
     if op.spec.service(service).role not in ("prefill", "decode"):
         return [UnreadKnob(n, op.spec.engine, None, ReadVerdict.NOT_JUDGED) for n in names]
     version = await engine_version(op, service)
-    extra, flags = _build_reads(op, service, version), _flags(op, service)
+    extra, flags = _build_reads(op, service, version), service_flags(op, service)
     return [
         judge_env(name, op.spec.engine, version, extra)
         if parse_knob(name).is_env

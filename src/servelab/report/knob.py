@@ -74,12 +74,23 @@ def _shadowed(name: str, shadowed: tuple[tuple[str, str | None], ...]) -> list[s
     ]
 
 
+def _abbreviated(name: str, abbreviated: tuple[tuple[str, str], ...] | None) -> list[str]:
+    """A line per word that may be the knob's flag abbreviated: the value read is uncertain."""
+    return [
+        f"  uncertain: {_OVERRIDDEN.get(place, place)} gives {word}, which the engine takes "
+        f"for {name} if it is a unique prefix of no other flag (argparse's abbreviations); "
+        "this engine's flag list is not known here: write the full flag"
+        for place, word in abbreviated or ()
+    ]
+
+
 def render_knob_value(got: KnobValue) -> str:
     """``decode SGLANG_..=512  (in /path/decode.env)``, and any value it shadows."""
     value = mask(got.name, got.value)
     shown = f"{got.name}={show_value(value)}" if value is not None else f"{got.name} is not set"
     where = _where(got.place, got.path)
     lines = [f"{got.service} {shown}  ({where})", *_shadowed(got.name, got.shadowed)]
+    lines += _abbreviated(got.name, got.abbreviated)
     return "\n".join(lines) + "\n"
 
 
@@ -156,6 +167,7 @@ def render_knob_diff(diff: KnobDiff) -> str:
     )
     where = _where(diff.place, diff.env_file)
     notes = [f"file:   {where}", *_shadowed(diff.name, diff.shadowed)]
+    notes += _abbreviated(diff.name, diff.abbreviated)
     notes.append(f"backup: {diff.backup_path or '(none)'}")
     notes.append(f"live:   pid {diff.pid} ({diff.pid_source})" if diff.running else "live:   -")
     verdict = diff.verdict

@@ -8,7 +8,12 @@ The engines parse their arguments with argparse (SGLang's ``ServerArgs``, vLLM's
   and the engine's default for vLLM, where ``--no-x`` is ``off``;
 - vLLM reads ``--max_num_seqs`` as ``--max-num-seqs``; SGLang only knows the dashed form;
 - words before the first ``--`` option (the program, ``serve``, vLLM's positional model) are not
-  arguments. argparse's abbreviations (a unique prefix of a flag) are not expanded.
+  arguments;
+- argparse's ``allow_abbrev`` is on in both: a unique prefix of a flag IS that flag
+  (``--max-running 48`` is ``--max-running-requests 48``). Where the parser's flags are known
+  (``flags``: a simulated worker's), such a word is read, and edited, as the flag it stands for;
+  where they are not, it cannot be told from another flag, so it is read as written and
+  :func:`abbreviations` names the words that may stand for a knob (its read is uncertain).
 
 :func:`arg_values` reads a whole command line (``/proc/PID/cmdline``, or the words of an
 ``args_env`` variable); :func:`knob_value` reads one knob out of it; :func:`set_words` edits the
@@ -18,7 +23,7 @@ words so that the engine will read the knob's new value, keeping every other wor
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from servelab.core.deploy.engines import Engine
@@ -27,8 +32,11 @@ from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 
 __all__ = [
+    "EXACT_ONLY",
+    "abbreviations",
     "arg_values",
     "canonical_arg",
+    "expand_arg",
     "json_get",
     "json_key_set",
     "knob_value",
@@ -39,6 +47,32 @@ __all__ = [
 def canonical_arg(arg: str, engine: Engine) -> str:
     """``arg`` as its engine's parser names it (vLLM: underscores read as dashes)."""
     return "--" + arg[2:].replace("_", "-") if engine.underscores else arg
+
+
+#: Flags both engines look for as the exact word before argparse runs (``--config``: its file is
+#: merged only when written in full), so an abbreviation of one is never read as it.
+EXACT_ONLY = frozenset({"--config"})
+
+
+def expand_arg(arg: str, flags: Collection[str] | None) -> str:
+    """``arg`` (canonical) as a parser with ``flags`` reads it: a unique prefix of one of its
+    flags is that flag (argparse's ``allow_abbrev``); an exact flag, an ambiguous or unknown
+    prefix, a prefix of ``--config`` (:data:`EXACT_ONLY`), or any word when ``flags`` is None
+    (not known) stays as it is."""
+    if flags is None or arg in flags or not arg.startswith("--") or len(arg) <= 2:
+        return arg
+    matches = [flag for flag in flags if flag.startswith(arg)]
+    return matches[0] if len(matches) == 1 and matches[0] not in EXACT_ONLY else arg
+
+
+def abbreviations(names: Iterable[str], knob: Knob, engine: Engine) -> list[str]:
+    """The argument names among ``names`` (canonical, as :func:`arg_values` gives them) that are
+    a strict prefix of the knob's flag: where the parser's flags are not known, each may be the
+    knob abbreviated (argparse reads a unique prefix as the flag) or another flag; the knob's
+    value is then uncertain."""
+    assert knob.arg is not None, "an env knob is not an argument"
+    arg = canonical_arg(knob.arg, engine)
+    return sorted({n for n in names if len(n) > 2 and n != arg and arg.startswith(n)})
 
 
 def _is_boolean(arg: str, engine: Engine) -> bool:
@@ -59,8 +93,11 @@ def _takes_value(arg: str, following: str | None, engine: Engine) -> bool:
     return following is not None and not following.startswith("--")
 
 
-def _options(words: Sequence[str], engine: Engine) -> list[tuple[int, int, str, str | None]]:
-    """Every option: (first index, word count, canonical name, value; None for a bare flag)."""
+def _options(
+    words: Sequence[str], engine: Engine, flags: Collection[str] | None = None
+) -> list[tuple[int, int, str, str | None]]:
+    """Every option: (first index, word count, canonical name, value; None for a bare flag); a
+    unique prefix of one of ``flags`` (when known) named as that flag."""
     found: list[tuple[int, int, str, str | None]] = []
     i = next((k for k, word in enumerate(words) if word.startswith("--")), len(words))
     while i < len(words):
@@ -69,7 +106,7 @@ def _options(words: Sequence[str], engine: Engine) -> list[tuple[int, int, str, 
             i += 1
             continue
         name, eq, value = word.partition("=")
-        name = canonical_arg(name, engine)
+        name = expand_arg(canonical_arg(name, engine), flags)
         if eq:
             found.append((i, 1, name, value))
             i += 1
@@ -82,11 +119,14 @@ def _options(words: Sequence[str], engine: Engine) -> list[tuple[int, int, str, 
     return found
 
 
-def arg_values(words: Sequence[str], engine: Engine) -> dict[str, str]:
+def arg_values(
+    words: Sequence[str], engine: Engine, flags: Collection[str] | None = None
+) -> dict[str, str]:
     """Each argument's final value (the last occurrence wins); a bare flag reads ``on`` and
-    vLLM's ``--no-x`` reads ``--x`` ``off``."""
+    vLLM's ``--no-x`` reads ``--x`` ``off``; with the parser's ``flags``, an abbreviation reads
+    as the flag it stands for."""
     values: dict[str, str] = {}
-    for _, _, name, value in _options(words, engine):
+    for _, _, name, value in _options(words, engine, flags):
         base = _negated(name, engine)
         if base is not None:
             values[base] = OFF
@@ -162,17 +202,25 @@ def knob_value(values: Mapping[str, str], knob: Knob, engine: Engine) -> str | N
     return raw
 
 
-def _occurrences(words: Sequence[str], knob: Knob, engine: Engine) -> list[tuple[int, int, str]]:
+def _occurrences(
+    words: Sequence[str], knob: Knob, engine: Engine, flags: Collection[str] | None
+) -> list[tuple[int, int, str]]:
     assert knob.arg is not None
     arg = canonical_arg(knob.arg, engine)
     spans = []
-    for start, count, name, _ in _options(words, engine):
+    for start, count, name, _ in _options(words, engine, flags):
         if name == arg or _negated(name, engine) == arg:
             spans.append((start, count, words[start]))
     return spans
 
 
-def _new_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engine) -> list[str]:
+def _new_words(
+    words: Sequence[str],
+    knob: Knob,
+    value: str | None,
+    engine: Engine,
+    flags: Collection[str] | None,
+) -> list[str]:
     """The words that give the knob ``value`` (none: the engine's default or off)."""
     assert knob.arg is not None
     if knob.kind is KnobKind.FLAG:
@@ -180,21 +228,28 @@ def _new_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engi
             return [knob.arg]
         return [f"--no-{knob.arg[2:]}"] if value == OFF and engine.negatable_flags else []
     if knob.kind is KnobKind.JSON_KEY:
-        raw = arg_values(words, engine).get(canonical_arg(knob.arg, engine))
+        raw = arg_values(words, engine, flags).get(canonical_arg(knob.arg, engine))
         text = json_key_set(raw, knob, value)
         return [] if text is None else [knob.arg, text]
     return [] if value is None else [knob.arg, value]
 
 
-def set_words(words: Sequence[str], knob: Knob, value: str | None, engine: Engine) -> list[str]:
+def set_words(
+    words: Sequence[str],
+    knob: Knob,
+    value: str | None,
+    engine: Engine,
+    flags: Collection[str] | None = None,
+) -> list[str]:
     """``words`` edited so that the engine reads ``value`` for the knob (None: unset it).
 
-    Every occurrence of the argument goes; the new one takes the place of the last (or comes
-    last), in the form the last one used (``--x=v`` or ``--x v``).
+    Every occurrence of the argument goes (with the parser's ``flags``, its abbreviations too,
+    so the engine gets one value); the new one takes the place of the last (or comes last), in
+    the form the last one used (``--x=v`` or ``--x v``).
     """
     value = knob.normalize(value)
-    spans = _occurrences(words, knob, engine)
-    new = _new_words(words, knob, value, engine)
+    spans = _occurrences(words, knob, engine, flags)
+    new = _new_words(words, knob, value, engine, flags)
     if spans and len(new) == 2 and "=" in spans[-1][2]:
         new = [f"{new[0]}={new[1]}"]
     at = spans[-1][0] if spans else len(words)

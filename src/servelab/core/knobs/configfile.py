@@ -9,7 +9,10 @@ so the command line wins over the file and the file over the default
   turned off is a key removed; any other value is passed as its ``str()``: a JSON-valued
   argument must be a JSON string in the file;
 - vLLM takes dashes or underscores; a ``false`` is dropped too, so a flag is turned off with
-  ``no-x: true``; a mapping value is passed as its JSON.
+  ``no-x: true``; a mapping value is passed as its JSON;
+- a key becomes a word the engine's argparse reads, so a key that is a unique prefix of a flag
+  (``max-running: 48``) is that flag: with the parser's ``flags`` known, it is read and edited as
+  that flag (:func:`~servelab.core.knobs.argv.expand_arg`).
 
 :func:`config_values` gives the arguments a file holds in the form of
 :func:`~servelab.core.knobs.argv.arg_values`, so one reader serves the command line and the file.
@@ -22,10 +25,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Collection
 from typing import Any
 
 from servelab.core.deploy.engines import Engine
-from servelab.core.knobs.argv import canonical_arg, json_key_set, knob_value
+from servelab.core.knobs.argv import canonical_arg, expand_arg, json_key_set, knob_value
 from servelab.core.knobs.configyaml import load_config
 from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, same_value
 from servelab.core.ledger.codec import JsonObject
@@ -56,12 +60,18 @@ def _as_argument(value: Any, engine: Engine) -> str:
     return str(value)
 
 
-def config_values(text: str | bytes, engine: Engine, source: str = "<config>") -> dict[str, str]:
+def config_values(
+    text: str | bytes,
+    engine: Engine,
+    source: str = "<config>",
+    flags: Collection[str] | None = None,
+) -> dict[str, str]:
     """The arguments the file gives its engine: ``{--arg: value}``, a ``true`` flag ``on``, a
-    dropped ``false`` absent, vLLM's ``no-x: true`` as ``--x`` ``off``."""
+    dropped ``false`` absent, vLLM's ``no-x: true`` as ``--x`` ``off``; with the parser's
+    ``flags``, a key that abbreviates a flag as that flag."""
     values: dict[str, str] = {}
     for key, value in _document(text, source).items():
-        arg = canonical_arg(f"--{key}", engine)
+        arg = expand_arg(canonical_arg(f"--{key}", engine), flags)
         if value is True:
             negated = engine.negatable_flags and arg.startswith("--no-")
             values["--" + arg[5:] if negated else arg] = OFF if negated else ON
@@ -81,19 +91,21 @@ def dropped_arguments(text: str | bytes, engine: Engine, source: str = "<config>
     return [canonical_arg(f"--{key}", engine) for key, value in doc.items() if value is False]
 
 
-def _matches(key: str, knob: Knob, engine: Engine) -> bool:
+def _matches(key: str, knob: Knob, engine: Engine, flags: Collection[str] | None) -> bool:
     assert knob.arg is not None
-    name = canonical_arg(f"--{key}", engine)
+    name = expand_arg(canonical_arg(f"--{key}", engine), flags)
     target = canonical_arg(knob.arg, engine)
     return name == target or (engine.negatable_flags and name == f"--no-{target[2:]}")
 
 
-def _key_lines(lines: list[str], knob: Knob, engine: Engine, source: str) -> list[int]:
+def _key_lines(
+    lines: list[str], knob: Knob, engine: Engine, source: str, flags: Collection[str] | None
+) -> list[int]:
     """The indices of the top-level lines that set the knob's argument (single-line values)."""
     found = []
     for i, line in enumerate(lines):
         m = _TOP_KEY.match(line)
-        if m is None or not _matches(m.group("key"), knob, engine):
+        if m is None or not _matches(m.group("key"), knob, engine, flags):
             continue
         rest = m.group("rest").strip()
         following = lines[i + 1] if i + 1 < len(lines) else ""
@@ -110,7 +122,14 @@ def _scalar(value: str) -> str:
     return value if _NUMBER.match(value) else json.dumps(value)
 
 
-def _new_lines(text: str, knob: Knob, value: str | None, engine: Engine, source: str) -> list[str]:
+def _new_lines(
+    text: str,
+    knob: Knob,
+    value: str | None,
+    engine: Engine,
+    source: str,
+    flags: Collection[str] | None,
+) -> list[str]:
     assert knob.arg is not None
     key = knob.arg[2:]
     if knob.kind is KnobKind.FLAG:
@@ -118,7 +137,7 @@ def _new_lines(text: str, knob: Knob, value: str | None, engine: Engine, source:
             return [f"{key}: true"]
         return [f"no-{key}: true"] if value == OFF and engine.negatable_flags else []
     if knob.kind is KnobKind.JSON_KEY:
-        raw = config_values(text, engine, source).get(canonical_arg(knob.arg, engine))
+        raw = config_values(text, engine, source, flags).get(canonical_arg(knob.arg, engine))
         document = json_key_set(raw or None, knob, value)
         if document is None:
             return []
@@ -128,13 +147,19 @@ def _new_lines(text: str, knob: Knob, value: str | None, engine: Engine, source:
 
 
 def edit_config(
-    text: str, knob: Knob, value: str | None, engine: Engine, source: str = "<config>"
+    text: str,
+    knob: Knob,
+    value: str | None,
+    engine: Engine,
+    source: str = "<config>",
+    flags: Collection[str] | None = None,
 ) -> str:
-    """``text`` with the knob set to ``value`` (None: the key removed, the engine's default)."""
+    """``text`` with the knob set to ``value`` (None: the key removed, the engine's default);
+    with the parser's ``flags``, a key abbreviating the knob's flag goes too."""
     value = knob.normalize(value)
     lines = text.splitlines()
-    at = _key_lines(lines, knob, engine, source)
-    new = _new_lines(text, knob, value, engine, source)
+    at = _key_lines(lines, knob, engine, source, flags)
+    new = _new_lines(text, knob, value, engine, source, flags)
     place = at[-1] if at else len(lines)
     if at and len(new) == 1:
         rest = lines[place].split(":", 1)[1].strip()
@@ -143,7 +168,7 @@ def edit_config(
     kept = [line for i, line in enumerate(lines) if i not in set(at)]
     place -= sum(1 for i in at if i < place)
     edited = "\n".join([*kept[:place], *new, *kept[place:]]) + "\n"
-    got = knob_value(config_values(edited, engine, source), knob, engine)
+    got = knob_value(config_values(edited, engine, source, flags), knob, engine)
     flag_default = OFF if knob.kind is KnobKind.FLAG and not engine.negatable_flags else None
     if not same_value(got, flag_default if value is None else value):
         raise KnobError(f"{source}: the edit of {knob.name} would read back {got!r}, not {value!r}")

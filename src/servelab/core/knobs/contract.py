@@ -29,6 +29,9 @@ class KnobValue:
     place: str | None
     path: str
     shadowed: tuple[tuple[str, str | None], ...] = ()
+    #: ``[place, word]`` for each word that may be the knob's flag abbreviated, where the engine's
+    #: flags are not known: the value is uncertain (left out of the JSON while None).
+    abbreviated: Annotated[tuple[tuple[str, str], ...] | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,8 @@ class KnobDiff:
     #: engine's default); and the places whose values it hides (``[place, value]``).
     place: str | None = "env_file"
     shadowed: tuple[tuple[str, str | None], ...] = ()
+    #: As :attr:`KnobValue.abbreviated`: the file value is uncertain.
+    abbreviated: Annotated[tuple[tuple[str, str], ...] | None, OMITTED_IF_NONE] = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property

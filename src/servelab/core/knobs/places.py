@@ -24,7 +24,7 @@ from enum import StrEnum
 
 from servelab.core.deploy.engines import Engine
 from servelab.core.deploy.spec import ServiceSpec
-from servelab.core.knobs.argv import canonical_arg, knob_value
+from servelab.core.knobs.argv import abbreviations, canonical_arg, knob_value
 from servelab.core.knobs.knob import Knob
 from servelab.errors import KnobError
 
@@ -34,6 +34,7 @@ __all__ = [
     "LiveSource",
     "LiveValue",
     "Place",
+    "abbreviated_in",
     "file_value",
     "live_value",
     "split_args",
@@ -60,6 +61,23 @@ class FileValue:
     value: str | None
     place: Place | None
     shadowed: tuple[tuple[Place, str | None], ...] = ()
+    #: Where the parser's flags are not known: (place, word) for each word that is a strict
+    #: prefix of the knob's flag, which the engine may take for the knob (an uncertain value).
+    abbreviated: tuple[tuple[Place, str], ...] = ()
+
+
+def abbreviated_in(
+    sources: Mapping[Place, Mapping[str, str]], knob: Knob, engine: Engine
+) -> tuple[tuple[Place, str], ...]:
+    """(place, word) for each argument of the places that may be the knob's flag abbreviated
+    (:func:`~servelab.core.knobs.argv.abbreviations`): the check for when the flags are not
+    known."""
+    return tuple(
+        (place, word)
+        for place in PRECEDENCE
+        if place in sources
+        for word in abbreviations(sources[place], knob, engine)
+    )
 
 
 def split_args(value: str | None) -> list[str]:

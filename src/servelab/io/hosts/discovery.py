@@ -14,7 +14,7 @@ passwords) is narrowed away inside it.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from servelab.core.deploy.engines import Engine
@@ -144,21 +144,29 @@ async def _cmdline(host: Host, pid: int) -> list[str]:
 
 
 async def read_live_args(
-    host: Host, pid: int, knobs: Sequence[Knob], engine: Engine, *, config: str | None = None
+    host: Host,
+    pid: int,
+    knobs: Sequence[Knob],
+    engine: Engine,
+    *,
+    config: str | None = None,
+    flags: Collection[str] | None = None,
 ) -> dict[str, LiveValue]:
     """The live values of argument ``knobs`` only (``{knob name: LiveValue}``): the process's
     command line parsed as its engine parses it, its ``--config`` file (read through
     ``/proc/PID/cwd`` when relative) merged under it. ``config``: a copy of that file as the
     process read it, read instead of the file as it is now. The other words (an ``--api-key``)
-    stay inside this function. A config file that cannot be read now counts as absent."""
+    stay inside this function. A config file that cannot be read now counts as absent. With the
+    parser's ``flags``, an abbreviated flag reads as the flag it stands for."""
     words = await _cmdline(host, pid)
-    cmdline = arg_values(words, engine)
+    cmdline = arg_values(words, engine, flags)
     read = None
     path = cmdline.get("--config")
     if path is not None:
         where = config or (path if path.startswith("/") else f"/proc/{pid}/cwd/{path}")
         try:
-            read = config_values(await host.read_file(where, limit=MAX_CONFIG_BYTES), engine, where)
+            data = await host.read_file(where, limit=MAX_CONFIG_BYTES)
+            read = config_values(data, engine, where, flags)
         except (HostError, KnobError):
             read = None
     return {knob.name: live_value(cmdline, read, knob, engine) for knob in knobs}
