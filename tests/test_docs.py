@@ -12,7 +12,6 @@ import click
 import pytest
 
 from servelab.cli import cli
-from servelab.core.deploy.engines import ENGINES
 from servelab.core.deploy.routers import RouterOptions
 from servelab.core.deploy.spec import (
     DeploymentSpec,
@@ -20,6 +19,7 @@ from servelab.core.deploy.spec import (
     PrometheusSpec,
     ServiceSpec,
 )
+from servelab.core.engines import ENGINES
 from tests.support import REPO
 
 DOCS = REPO / "docs"
@@ -187,7 +187,7 @@ def test_every_folder_in_architecture_md_tree_lists_its_modules() -> None:
 
 #: What the code reads instead of the simulator's own served-request counter (``servelab.
 #: requests_served`` in its ``/server_info``): the engines' own counters, named in
-#: ``core/deploy/engines.py``.
+#: ``core/engines.py``.
 _SERVED_COUNTERS = ("sglang:num_requests_total", "vllm:request_success_total")
 
 

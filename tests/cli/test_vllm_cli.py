@@ -20,7 +20,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from servelab.core.deploy.engines import VLLM_KNOB
+from servelab.core.engines import VLLM_KNOB
 from servelab.io.specfile import load_spec
 from tests.support import REPO, free_ports, run_cli
 from tests.support.http import set_faults

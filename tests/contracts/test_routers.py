@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from servelab.core.deploy.engines import ENGINES
+from servelab.core.engines import ENGINES
 from servelab.core.load.identity import request_identity
 from servelab.core.telemetry.promtext import parse_exposition
 from servelab.core.telemetry.router import WORKER_SELECTION, parse_loads, routing_policy

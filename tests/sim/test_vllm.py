@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from servelab.core.deploy.engines import VLLM_KNOB, canonical_metrics
+from servelab.core.engines import VLLM_KNOB, canonical_metrics
 from servelab.core.soak.evidence import parse_metrics
 from servelab.sim.metrics import WorkerMetrics
 from servelab.sim.nixl import BlockStore, KvItem, NixlError, remote_prefill, transfer_params

@@ -1,6 +1,6 @@
 """Which of vllm-router 0.1.17's endpoints tell the truth about readiness (observed, not assumed).
 
-The facts :mod:`servelab.core.deploy.engines` encodes: the router does not listen until every worker
+The facts :mod:`servelab.core.engines` encodes: the router does not listen until every worker
 is healthy; then ``/liveness`` is always 200, ``/health`` is 200 only while every worker is healthy,
 ``/readiness`` while each role has a healthy worker (two decodes, one down: 200 with 1/2,
 while ``/health`` is 503); both follow its health checker.
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.engines import VLLM
+from servelab.core.engines import VLLM
 from tests.support import free_ports
 from tests.support.stack import start_process, stop_process, wait_http
 from tests.support.vllmstack import VllmStack

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 import click
 
-from servelab.core.knobs.knob import ON
+from servelab.core.knob import ON
 
 __all__ = ["KnobCommand", "bare_flag_value", "misplaced_option"]
 

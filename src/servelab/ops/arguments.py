@@ -23,13 +23,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from servelab.core.deploy.engines import Engine, engine
 from servelab.core.deploy.topology import service_argv
+from servelab.core.engines import Engine, engine
+from servelab.core.knob import Knob, parse_knob
 from servelab.core.knobs.argv import arg_values, set_words
 from servelab.core.knobs.configfile import config_values, dropped_arguments, edit_config
 from servelab.core.knobs.configyaml import config_text
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
-from servelab.core.knobs.knob import Knob, parse_knob
 from servelab.core.knobs.places import (
     FileValue,
     LiveValue,

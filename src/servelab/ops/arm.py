@@ -39,8 +39,8 @@ from servelab.core.bench.contract import (
     BenchProgressFn,
     LevelSummary,
 )
+from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.knobs.events import KnobVerifiedLive
-from servelab.core.knobs.knob import OFF, KnobKind, same_value
 from servelab.core.load.records import RequestRecord
 from servelab.core.telemetry.summary import generated_tokens_per_s
 from servelab.core.verify.arguments import ArgumentLive

@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from servelab.core.deploy.engines import engine as engine_of
 from servelab.core.deploy.routers import ROUTERS, RouterKind
 from servelab.core.deploy.spec import HostSpec
+from servelab.core.engines import engine as engine_of
 from servelab.core.init.contract import (
     ANSWER_BYTES,
     ANSWERS_BYTES,

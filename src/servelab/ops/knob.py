@@ -1,7 +1,7 @@
 """Knob operations: get, set, diff a service's declared knob, and read knobs live.
 
 A knob is an environment variable a service reads at start-up, or a server argument (a value, a
-flag, a key of a JSON-valued argument: :mod:`servelab.core.knobs.knob`), declared in the spec under
+flag, a key of a JSON-valued argument: :mod:`servelab.core.knob`), declared in the spec under
 ``knobs``. Its value lives in three places: the file (the env file; for an argument, the place
 :mod:`servelab.core.knobs.places` picks: ``args_env``, the spec's own command line, the
 ``--config`` file), the latest backup of that file (what it was before the last change) and the
@@ -20,13 +20,13 @@ operation takes an :class:`~servelab.ops.context.Operation` (its hosts are reuse
 from __future__ import annotations
 
 from servelab.core.case.record import CaseRecord
-from servelab.core.deploy.engines import engine
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.engines import engine
+from servelab.core.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.argv import arg_values, knob_value
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.contract import KnobChange, KnobDiff, KnobValue
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.knobs.knob import Knob, parse_knob, same_value
 from servelab.core.knobs.places import Place, split_args
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import check_knob_name, parse_env_bytes

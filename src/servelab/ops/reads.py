@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from servelab.core.knobs.knob import parse_knob
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.unread import ReadVerdict, UnreadKnob, judge_argument, judge_env
 from servelab.core.redaction import redact
 from servelab.errors import HostError, KnobError

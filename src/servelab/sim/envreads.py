@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from servelab.core.deploy.engines import SGLANG_KNOB, VLLM_KNOB
+from servelab.core.engines import SGLANG_KNOB, VLLM_KNOB
 from servelab.core.knobs.engineenv import env_list
 
 __all__ = ["SIM_READS", "unknown_vllm_variables", "vllm_warnings"]

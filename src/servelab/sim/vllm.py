@@ -22,7 +22,7 @@ schedulers, cold start, knobs, fault switches), behind vLLM's HTTP face and the 
   kept in the extras' ``servelab.recent_requests``; a traced leg's ``llm_request`` span carries it
   as ``gen_ai.request.id`` (``servelab.sim.tracing``).
 
-The decode knob is :data:`~servelab.core.deploy.engines.VLLM_KNOB` (:data:`VLLM_PROFILE`); the
+The decode knob is :data:`~servelab.core.engines.VLLM_KNOB` (:data:`VLLM_PROFILE`); the
 prefill's bootstrap port is its NIXL side channel (vLLM's ``VLLM_NIXL_SIDE_CHANNEL_PORT``).
 """
 
@@ -40,7 +40,7 @@ from typing import Any
 
 from aiohttp import web
 
-from servelab.core.deploy.engines import VLLM_KNOB
+from servelab.core.engines import VLLM_KNOB
 from servelab.errors import SimError
 from servelab.sim.app import WORKER_KEY, faults, health, serve_apps
 from servelab.sim.engineargs import VllmArgs

@@ -6,7 +6,11 @@ from __future__ import annotations
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
-from servelab.core.deploy.engines import (
+from servelab.core.deploy.preflight import Requirement, requirements
+from servelab.core.deploy.routers import router_description
+from servelab.core.deploy.spec import parse_spec
+from servelab.core.deploy.topology import router_argv, sim_argv
+from servelab.core.engines import (
     SGLANG,
     SGLANG_KNOB,
     VLLM,
@@ -16,10 +20,6 @@ from servelab.core.deploy.engines import (
     engine,
     readiness_workers,
 )
-from servelab.core.deploy.preflight import Requirement, requirements
-from servelab.core.deploy.routers import router_description
-from servelab.core.deploy.spec import parse_spec
-from servelab.core.deploy.topology import router_argv, sim_argv
 from servelab.errors import SpecError
 
 VLLM_SPEC = (

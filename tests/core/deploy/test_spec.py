@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB, DEFAULT_SPEC_TOML
-from servelab.core.deploy.engines import ENGINES
 from servelab.core.deploy.spec import parse_spec, spec_hash, start_order
+from servelab.core.engines import ENGINES
 from servelab.errors import SpecError
 
 MINIMAL = """

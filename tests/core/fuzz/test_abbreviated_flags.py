@@ -11,9 +11,9 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from servelab.core.deploy.engines import SGLANG
+from servelab.core.engines import SGLANG
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.argv import arg_values, knob_value, set_words
-from servelab.core.knobs.knob import parse_knob
 
 NAMES = st.text("ab", min_size=1, max_size=4).map(lambda s: "--x" + s)
 FLAG_SETS = st.lists(NAMES, min_size=1, max_size=6, unique=True).map(frozenset)

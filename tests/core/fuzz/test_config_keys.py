@@ -9,10 +9,10 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.argv import knob_value
 from servelab.core.knobs.configfile import config_values, edit_config
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.redaction import redact
 
 KNOBS = ["--max-running-requests", "--chunked-prefill-size", "--schedule-policy"]

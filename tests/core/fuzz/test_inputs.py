@@ -14,12 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from servelab.core import options
-from servelab.core.deploy.engines import SGLANG, VLLM
 from servelab.core.deploy.spec import parse_spec
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.argv import arg_values, set_words
 from servelab.core.knobs.configfile import config_values, edit_config
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.places import split_args
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.load.trace import TraceReader

@@ -10,9 +10,9 @@ import unicodedata
 from hypothesis import given
 from hypothesis import strategies as st
 
-from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.invisible import OTHER_DEFAULT_IGNORABLE, escape_invisible
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.knobs.values import check_value
 from servelab.errors import KnobError, ServelabError

@@ -4,10 +4,10 @@ are not (issue 38; ``../shared/notes/engine-contracts.md`` §2)."""
 
 from __future__ import annotations
 
-from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.argv import abbreviations, arg_values, expand_arg, knob_value, set_words
 from servelab.core.knobs.configfile import config_values, edit_config
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.places import Place, abbreviated_in, file_value
 
 MRR = "--max-running-requests"

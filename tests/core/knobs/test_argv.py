@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import OFF, ON, KnobKind, parse_knob, same_value
 from servelab.core.knobs.argv import arg_values, knob_value, set_words
-from servelab.core.knobs.knob import OFF, ON, KnobKind, parse_knob, same_value
 from servelab.errors import KnobError
 
 SG_LINE = ["python3", "-m", "sglang.launch_server", "--model-path", "/m", "--port=30002",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from servelab.core.deploy.engines import SGLANG, VLLM
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import OFF, ON, parse_knob
 from servelab.core.knobs.argv import knob_value
 from servelab.core.knobs.configfile import config_values, edit_config
-from servelab.core.knobs.knob import OFF, ON, parse_knob
 from servelab.errors import KnobError
 
 SG_FILE = """\

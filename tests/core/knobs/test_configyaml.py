@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from servelab.core.deploy.engines import SGLANG
+from servelab.core.engines import SGLANG
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES, MAX_DEPTH, load_config
 from servelab.errors import KnobError

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.deploy.engines import SGLANG
+from servelab.core.engines import SGLANG
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.invisible import escape_invisible, invisible_at
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.knobs.values import check_value
 from servelab.errors import KnobError

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from servelab.core.deploy.engines import SGLANG, VLLM
 from servelab.core.deploy.spec import ServiceSpec
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import OFF, ON, parse_knob
 from servelab.core.knobs.argv import arg_values
 from servelab.core.knobs.configfile import config_values
-from servelab.core.knobs.knob import OFF, ON, parse_knob
 from servelab.core.knobs.places import FileValue, Place, file_value, split_args, write_place
 from servelab.errors import KnobError
 

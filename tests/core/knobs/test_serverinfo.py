@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servelab.core.knobs.knob import parse_knob
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.serverinfo import EngineReport, reported_value
 
 SGLANG_INFO = {

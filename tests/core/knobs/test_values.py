@@ -8,8 +8,8 @@ import typing
 
 import pytest
 
-from servelab.core.deploy.engines import SGLANG, VLLM
-from servelab.core.knobs.knob import parse_knob
+from servelab.core.engines import SGLANG, VLLM
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.values import ARGUMENT_TYPES, check_value
 from servelab.errors import KnobError
 from servelab.sim.engineargs import SglangArgs, VllmArgs

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from servelab.core.deploy.engines import SGLANG
-from servelab.core.knobs.knob import parse_knob
+from servelab.core.engines import SGLANG
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.places import LiveSource, LiveValue
 from servelab.io.hosts import discovery
 from servelab.io.hosts.discovery import find_process, read_live, read_live_args, unit_main_pid

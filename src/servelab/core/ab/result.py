@@ -37,7 +37,7 @@ from servelab.core.ab.sequential import (
 from servelab.core.answers.answer import Answer
 from servelab.core.answers.contract import AnswersUnchecked
 from servelab.core.answers.judge import AnswersJudgement
-from servelab.core.knobs.knob import same_value
+from servelab.core.knob import same_value
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [

@@ -5,12 +5,12 @@ spec; used when no spec file is given."""
 
 from __future__ import annotations
 
-from servelab.core.deploy.engines import SGLANG_KNOB
+from servelab.core.engines import SGLANG_KNOB
 
 __all__ = ["BF16_KNOB", "DEFAULT_ENV_FILES", "DEFAULT_KNOB", "DEFAULT_SPEC_TOML", "OVERLAP_KNOB"]
 
 #: The reference deployment's decode knob (split-K GEMM target CTAs on SM120); a vLLM deployment's
-#: is :data:`servelab.core.deploy.engines.VLLM_KNOB`.
+#: is :data:`servelab.core.engines.VLLM_KNOB`.
 DEFAULT_KNOB = SGLANG_KNOB
 #: The reference incident's other change: overlap scheduling turned off while the hang was chased.
 OVERLAP_KNOB = "--disable-overlap-schedule"

@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from servelab.core.deploy.engines import EngineName
 from servelab.core.deploy.routers import SMG, RouterOptions, router_description
 from servelab.core.deploy.spec import ServiceSpec
+from servelab.core.engines import EngineName
 
 __all__ = [
     "PROBLEM_ENV",

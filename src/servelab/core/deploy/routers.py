@@ -30,7 +30,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from servelab.core.deploy.engines import EngineName
+from servelab.core.engines import EngineName
 
 __all__ = [
     "ROUTERS",

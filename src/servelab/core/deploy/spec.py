@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
-from servelab.core.deploy.engines import ENGINES, EngineName
 from servelab.core.deploy.routers import Router, RouterOptions, router_description, router_problem
-from servelab.core.knobs.knob import KnobKind, parse_knob
+from servelab.core.engines import ENGINES, EngineName
+from servelab.core.knob import KnobKind, parse_knob
 from servelab.errors import SpecError
 
 __all__ = [
@@ -296,7 +296,7 @@ class DeploymentSpec(_Strict):
 
     def readiness_path(self, name: str) -> str:
         """The path service ``name`` is probed on for readiness: its ``ready_path``, else its
-        engine's (:class:`~servelab.core.deploy.engines.Engine`): a router's ``/readiness`` (its
+        engine's (:class:`~servelab.core.engines.Engine`): a router's ``/readiness`` (its
         ``/health`` is always 200 on sglang-router and proves nothing; vllm-router's ``/readiness``
         is 200 while each role has a healthy worker), a worker's ``/health``."""
         svc = self.service(name)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.deploy.engines import EngineName
 from servelab.core.deploy.routers import RouterKind
+from servelab.core.engines import EngineName
 
 __all__ = [
     "ANSWERS_BYTES",

@@ -26,8 +26,8 @@ import json
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
-from servelab.core.deploy.engines import Engine
-from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, json_scalar
+from servelab.core.engines import Engine
+from servelab.core.knob import OFF, ON, Knob, KnobKind, json_scalar
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 

@@ -28,10 +28,10 @@ import re
 from collections.abc import Collection
 from typing import Any
 
-from servelab.core.deploy.engines import Engine
+from servelab.core.engines import Engine
+from servelab.core.knob import OFF, ON, Knob, KnobKind, same_value
 from servelab.core.knobs.argv import canonical_arg, expand_arg, json_key_set, knob_value
 from servelab.core.knobs.configyaml import load_config
-from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind, same_value
 from servelab.core.ledger.codec import JsonObject
 from servelab.errors import KnobError
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.deploy.engines import Engine
 from servelab.core.deploy.spec import ServiceSpec
+from servelab.core.engines import Engine
+from servelab.core.knob import Knob
 from servelab.core.knobs.argv import abbreviations, canonical_arg, knob_value
-from servelab.core.knobs.knob import Knob
 from servelab.errors import KnobError
 
 __all__ = [

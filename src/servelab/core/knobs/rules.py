@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from servelab.core.deploy.spec import DeploymentSpec, ServiceSpec
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.envfile import EnvFile, parse_envfile
-from servelab.core.knobs.knob import parse_knob
 from servelab.errors import KnobError
 
 __all__ = [

@@ -21,8 +21,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from servelab.core.knob import OFF, ON, Knob, KnobKind
 from servelab.core.knobs.argv import json_get
-from servelab.core.knobs.knob import OFF, ON, Knob, KnobKind
 from servelab.core.redaction import redact
 
 __all__ = ["EFFECTIVE_FIELDS", "EngineReport", "Reported", "reported_value"]

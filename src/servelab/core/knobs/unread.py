@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Annotated
 
+from servelab.core.knob import parse_knob
 from servelab.core.knobs.engineenv import env_list
-from servelab.core.knobs.knob import parse_knob
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = ["ReadVerdict", "UnreadKnob", "judge_argument", "judge_env"]

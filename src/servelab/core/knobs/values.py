@@ -29,10 +29,10 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from servelab.core.deploy.engines import Engine
+from servelab.core.engines import Engine
+from servelab.core.knob import Knob, KnobKind, flag_value
 from servelab.core.knobs.argv import canonical_arg
 from servelab.core.knobs.invisible import escape_invisible, invisible_at, name_of
-from servelab.core.knobs.knob import Knob, KnobKind, flag_value
 from servelab.errors import KnobError
 
 __all__ = ["ARGUMENT_RANGES", "ARGUMENT_TYPES", "MAX_VALUE_BYTES", "Range", "check_value"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Annotated
 
-from servelab.core.deploy.engines import EngineName
+from servelab.core.engines import EngineName
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment

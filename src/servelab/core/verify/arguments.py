@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated
 
-from servelab.core.knobs.knob import same_value
+from servelab.core.knob import same_value
 from servelab.core.knobs.rules import LiveVerdict, live_verdict
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.redaction import masked_serializer

@@ -3,7 +3,7 @@
 Two real signals count a PD worker's requests, both Prometheus counters (``tests/contracts/``):
 
 1. **The engine's own** (:attr:`Signal.ENGINE`): the requests it finished, in its ``/metrics``
-   (:attr:`~servelab.core.deploy.engines.Engine.served_counter`): SGLang's
+   (:attr:`~servelab.core.engines.Engine.served_counter`): SGLang's
    ``sglang:num_requests_total`` (only with ``--enable-metrics``; the series appears once a
    request finished), vLLM's ``vllm:request_success_total`` over every ``finished_reason`` (on
    unless ``--disable-log-stats``).
@@ -12,7 +12,7 @@ Two real signals count a PD worker's requests, both Prometheus counters (``tests
    answered successfully), vllm-router 0.1.17's ``vllm_router_processed_requests_total{worker=
    URL}``; the series appear once first observed.
 
-Reading is engine-blind, as :func:`~servelab.core.deploy.engines.canonical_metrics` is: a scrape
+Reading is engine-blind, as :func:`~servelab.core.engines.canonical_metrics` is: a scrape
 holds one engine's (or one router's) names. The engine's counter is read when its ``/metrics``
 answered with the engine's own series; else the router's; else the worker cannot be counted and
 :class:`Gap` says why. A count needs the same signal before and after (:func:`counted`).
@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.deploy.engines import ENGINES
+from servelab.core.engines import ENGINES
 from servelab.core.telemetry.promtext import Exposition, parse_exposition
 from servelab.errors import MetricsError
 

@@ -17,12 +17,12 @@ import shlex
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
-from servelab.core.deploy.engines import Engine
+from servelab.core.engines import Engine
+from servelab.core.knob import Knob
 from servelab.core.knobs.argv import arg_values
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.configyaml import MAX_CONFIG_BYTES
 from servelab.core.knobs.envfile import parse_environ, select
-from servelab.core.knobs.knob import Knob
 from servelab.core.knobs.places import LiveValue, live_value
 from servelab.errors import CommandTimeout, HostError, KnobError
 from servelab.io.hosts.host import Host

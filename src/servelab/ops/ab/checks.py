@@ -4,7 +4,7 @@ changed): its two arms, and ``--keep``.
 The arms (:func:`check_arms`): each a value the knob takes
 (:func:`~servelab.ops.knob.check_setting`), and not one setting written twice: a flag's ``on``
 and ``true``, a number's ``256`` and ``0256`` (each as the knob stores it, compared as
-:func:`~servelab.core.knobs.knob.same_value` compares layers) would run two arms of one setting.
+:func:`~servelab.core.knob.same_value` compares layers) would run two arms of one setting.
 
 ``--keep`` (:func:`check_keep`), the value an A/B leaves live at its end: ``better``,
 ``baseline`` and ``candidate`` name an arm; any other text must be one of the two arms' values,
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from servelab.core.ab.result import Keep
 from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.knobs.knob import same_value
+from servelab.core.knob import same_value
 from servelab.core.redaction import REDACTED, redact
 from servelab.errors import KnobError
 from servelab.ops.knob import check_setting

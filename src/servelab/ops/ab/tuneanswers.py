@@ -19,7 +19,7 @@ from servelab.core.ab.result import AbMetric
 from servelab.core.ab.tunerun import TuneRecord
 from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, probes_per_run
 from servelab.core.answers.events import ArmDropped
-from servelab.core.knobs.knob import same_value
+from servelab.core.knob import same_value
 from servelab.ops.ab.tuneconfig import TuneConfig
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.context import Operation

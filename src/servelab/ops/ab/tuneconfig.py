@@ -16,7 +16,7 @@ from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord, grid
 from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DeploymentSpec
-from servelab.core.knobs.knob import same_value
+from servelab.core.knob import same_value
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.errors import KnobError
 from servelab.ops.arm import Setting

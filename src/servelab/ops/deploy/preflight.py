@@ -23,7 +23,6 @@ from __future__ import annotations
 import shlex
 import sys
 
-from servelab.core.deploy.engines import engine
 from servelab.core.deploy.events import UnitReloaded
 from servelab.core.deploy.preflight import (
     PROBLEM_ENV,
@@ -38,6 +37,7 @@ from servelab.core.deploy.preflight import (
     problems,
     requirements,
 )
+from servelab.core.engines import engine
 from servelab.core.knobs.configfile import config_values
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.errors import CommandTimeout, HostError, KnobError, ServiceStartError

@@ -44,7 +44,7 @@ from servelab.core.case.events import KnobPuttingBack
 from servelab.core.deploy.putback import KnobBack, PutBack, StillLive
 from servelab.core.deploy.spec import start_order
 from servelab.core.deploy.topology import restart_plan
-from servelab.core.knobs.knob import OFF, KnobKind, same_value
+from servelab.core.knob import OFF, KnobKind, same_value
 from servelab.core.restart.contract import RestartReport
 from servelab.errors import DeployError, ServelabError
 from servelab.ops.arguments import argument_knob

@@ -19,7 +19,7 @@ import asyncio
 import time
 from typing import Any
 
-from servelab.core.deploy.engines import ENGINES, canonical_metrics
+from servelab.core.engines import ENGINES, canonical_metrics
 from servelab.core.knobs.serverinfo import EngineReport
 from servelab.core.soak.agentic import e2e_probe_body
 from servelab.core.soak.body import ChatBody

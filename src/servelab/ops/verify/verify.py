@@ -45,10 +45,10 @@ import time
 from collections.abc import Awaitable, Iterable
 from dataclasses import replace
 
-from servelab.core.deploy.engines import readiness_workers
 from servelab.core.deploy.probe import quoted
 from servelab.core.deploy.rolling import router_kind
 from servelab.core.deploy.spec import DeploymentSpec, spec_hash
+from servelab.core.engines import readiness_workers
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.verify.checks import Check, CheckCode, Layer, LayerSkipped, SkipReason
 from servelab.core.verify.contract import VerifyReport

@@ -10,7 +10,7 @@ probe was routed (a router reports its policy only once it has routed one).
 
 from __future__ import annotations
 
-from servelab.core.knobs.knob import Knob
+from servelab.core.knob import Knob
 from servelab.core.knobs.places import FileValue, LiveSource, LiveValue
 from servelab.core.verify.arguments import ArgumentLive, argument_verdict
 from servelab.core.verify.checks import Check, CheckCode, Layer

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from servelab.core.deploy.spec import DeploymentSpec
+from servelab.core.knob import Knob, same_value
 from servelab.core.knobs.argv import canonical_arg
 from servelab.core.knobs.envfile import EnvFile
-from servelab.core.knobs.knob import Knob, same_value
 from servelab.core.knobs.places import FileValue
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.knobs.rules import parse_env_bytes, tracked_names

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 
-from servelab.core.knobs.knob import parse_knob
+from servelab.core.knob import parse_knob
 from servelab.core.verify.checks import Check, CheckCode, Layer
 from servelab.core.verify.pair import (
     FieldVerdict,

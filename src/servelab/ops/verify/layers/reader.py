@@ -17,7 +17,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from servelab.core.knobs.knob import Knob
+from servelab.core.knob import Knob
 from servelab.core.knobs.places import FileValue
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.redaction import redact

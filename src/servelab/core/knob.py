@@ -7,7 +7,7 @@ A knob is written as an operator writes it:
 - ``--max-running-requests``: a server argument with a value (``--x 64`` or ``--x=64``);
 - ``--disable-overlap-schedule``: a boolean flag, valued ``on`` or ``off`` (``true``/``false``
   are read as the same). An argument is a flag when its engine says so
-  (:attr:`~servelab.core.deploy.engines.Engine.boolean_flags`) or its name says so: SGLang and
+  (:attr:`~servelab.core.engines.Engine.boolean_flags`) or its name says so: SGLang and
   vLLM spell every boolean ``--enable-…`` or ``--disable-…`` except the few the engine lists;
 - ``--json-model-override-args.index_topk``: the key ``index_topk`` of the JSON object an
   argument holds (vLLM's own dotted form, ``--kv-transfer-config.kv_role``, reads the same).
@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from servelab.core.deploy.engines import Engine
+from servelab.core.engines import Engine
 from servelab.errors import KnobError
 
 __all__ = [
