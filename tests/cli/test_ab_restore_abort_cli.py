@@ -103,8 +103,19 @@ def test_a_second_ctrl_c_during_the_restore_says_what_really_runs(
         proc.send_signal(signal.SIGINT)
         _until_down(stack, "router", proc)  # the put-back under way: the router stopped first
         proc.send_signal(signal.SIGINT)
-        out = proc.communicate(timeout=240)[0].decode()
+        # stdout read apart: communicate() would read stderr too, racing the reader for its
+        # last lines (the put-back's words, printed after the second signal)
+        pipe = proc.stdout
+        assert pipe is not None
+        outs: list[bytes] = []
+        stdout = threading.Thread(target=lambda: outs.append(pipe.read()), daemon=True)
+        stdout.start()
+        proc.wait(timeout=240)
+        stdout.join(timeout=60)
+        out = b"".join(outs).decode()
         reader.join(timeout=60)
+        pipe.close()
+        proc.stderr.close()
         while (line := lines.get_nowait()) is not None:
             seen.append(line)
         err = " ".join("".join(seen).split())
