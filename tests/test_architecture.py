@@ -510,15 +510,7 @@ JSON_VALUE_MAPPINGS = {
 
 
 def _is_json_value_mapping(node: ast.AST) -> bool:
-    if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
-        return False
-    base = node.value
-    name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
-    if name not in ("dict", "Mapping", "MutableMapping") or len(node.slice.elts) != 2:
-        return False
-    key, value = node.slice.elts
-    value_name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
-    return isinstance(key, ast.Name) and key.id == "str" and value_name == "JsonValue"
+    return _str_mapping_to(node) == "JsonValue"
 
 
 def test_json_valued_mappings_stay_in_the_stored_shapes() -> None:
@@ -532,18 +524,23 @@ def test_json_valued_mappings_stay_in_the_stored_shapes() -> None:
     assert not stale, f"a reason for a file that holds none (remove it): {stale}"
 
 
-def _is_json_type(node: ast.AST) -> bool:
-    if isinstance(node, ast.Name | ast.Attribute):
-        return (node.id if isinstance(node, ast.Name) else node.attr) == "JsonObject"
+def _str_mapping_to(node: ast.AST) -> str | None:
+    """The value type's name of a ``dict``/``Mapping``/``MutableMapping[str, V]`` annotation."""
     if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
-        return False
+        return None
     base = node.value
     name = base.id if isinstance(base, ast.Name) else getattr(base, "attr", None)
     if name not in ("dict", "Mapping", "MutableMapping") or len(node.slice.elts) != 2:
-        return False
+        return None
     key, value = node.slice.elts
     value_name = value.id if isinstance(value, ast.Name) else getattr(value, "attr", None)
-    return isinstance(key, ast.Name) and key.id == "str" and value_name == "Any"
+    return value_name if isinstance(key, ast.Name) and key.id == "str" else None
+
+
+def _is_json_type(node: ast.AST) -> bool:
+    if isinstance(node, ast.Name | ast.Attribute):
+        return (node.id if isinstance(node, ast.Name) else node.attr) == "JsonObject"
+    return _str_mapping_to(node) == "Any"
 
 
 def _json_checked() -> list[tuple[str, ast.Module]]:
