@@ -24,8 +24,9 @@ Not scanned, on purpose: the logs of the services themselves (``<state>/logs/``)
 services' own output (a service may print its environment; servelab only appends a start stamp,
 and redacts every env value of the service in the tail it quotes when the service fails: the
 second test plants values in services that print their environment),
-and the env files and their backups (``NAME.env.bak-*``, ``NAME.env.pre-restart-*``): they are
-the secrets' home. One stack is shared by the whole test, with small requests and a short soak.
+and the env files and their backups (``NAME.env.bak-*``, ``.pre-restart-*``, ``.launched-*``):
+they are the secrets' home. One stack is shared by the whole test, with small requests and a
+short soak.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ NOT_RUN = {
     "sim proxy": "the simulated faulty proxy: it reads no env file, spec or ledger",
     "demo": "its own throw-away deployment in a temporary folder: no user input to plant",
 }
-_BACKUP = re.compile(r"\.env\.(bak|pre-restart)-")
+_BACKUP = re.compile(r"\.env\.(bak|pre-restart|launched)-")
 
 
 @dataclass

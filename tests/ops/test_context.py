@@ -79,7 +79,7 @@ async def test_an_arm_visit_opens_one_ssh_connection_per_host(
     before = sshd.logins()
     with Ledger.open(tmp_path / "ledger.db") as ledger:
         async with Operation(remote, ledger=ledger, progress=lines(messages)) as op:
-            vid, live = await _make_live(op, _ab_config(), "256", "measure the connections")
+            vid, live, _pair = await _make_live(op, _ab_config(), "256", "measure the connections")
             diff = await diff_knob(op, "decode", DEFAULT_KNOB)
             assert sorted(op.hosts) == ["remote", "remote2"]
         assert op.hosts == {}  # closed together

@@ -200,6 +200,7 @@ def test_public_api() -> None:
         "BODY_LIMIT",
         "HttpClient",
         "ModelList",
+        "REDIRECTED",
         "chat_body",
         "completion_body",
         "get_json",

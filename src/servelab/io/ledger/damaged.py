@@ -39,7 +39,8 @@ def misfit(exc: BaseException) -> str:
         return "does not fit"
     first = errors[0]
     where = ".".join(str(part) for part in first["loc"]) or "the row"
-    what = "not an object" if first["type"] in _OBJECT_TYPES else str(first["msg"]).lower()
+    msg = str(first["msg"]).lower()  # a stored JSON field's own check says "not a JSON object"
+    what = "not an object" if first["type"] in _OBJECT_TYPES or msg.endswith("json object") else msg
     more = f", and {len(errors) - 1} more" if len(errors) > 1 else ""
     return f"{where}: {what}{more}"
 
