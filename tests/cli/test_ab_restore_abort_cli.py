@@ -19,8 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -28,13 +26,11 @@ from typing import IO
 import pytest
 
 from servelab.core.deploy.defaultspec import DEFAULT_KNOB
-from servelab.io.specfile import LoadedSpec, load_spec
+from servelab.io.specfile import LoadedSpec
 from servelab.ops.knob import diff_knob, get_knob
 from tests.support import run_cli
-from tests.support.deployed import deployed
-from tests.support.specs import write_pd_spec
+from tests.support.putbacks import FOUND, answers, pd_stack
 
-FOUND = "512"
 CANDIDATE = "1024"
 LOAD = ("--concurrency", "2", "--requests", "10", "--repeat", "1", "--warmup", "1",
         "--output-len", "8", "--input-len", "32", "--answers", "off")  # fmt: skip
@@ -42,20 +38,7 @@ LOAD = ("--concurrency", "2", "--requests", "10", "--repeat", "1", "--warmup", "
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LoadedSpec]:
-    root = tmp_path_factory.mktemp("restoreabort")
-    spec = write_pd_spec(root, time_scale=0.05, name="restoreabort", knob=FOUND)
-    loaded = load_spec(spec)
-    with deployed(loaded):
-        yield loaded
-
-
-def _answers(loaded: LoadedSpec, service: str) -> bool:
-    url = loaded.spec.services[service].url.rstrip("/")
-    try:
-        with urllib.request.urlopen(f"{url}/health", timeout=5) as resp:
-            return bool(resp.status == 200)
-    except (urllib.error.URLError, OSError):
-        return False
+    yield from pd_stack(tmp_path_factory, "restoreabort")
 
 
 def _lines(stream: IO[bytes], into: queue.Queue[str | None]) -> None:
@@ -80,7 +63,7 @@ def _wait_line(lines: queue.Queue[str | None], seen: list[str], text: str) -> No
 def _until_down(loaded: LoadedSpec, service: str, proc: subprocess.Popen[bytes]) -> None:
     """Wait (bounded) until ``service`` stops answering /health, or the command ends."""
     deadline = time.monotonic() + 120
-    while _answers(loaded, service) and proc.poll() is None and time.monotonic() < deadline:
+    while answers(loaded, service) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.02)
 
 
@@ -123,7 +106,7 @@ def test_a_second_ctrl_c_during_the_restore_says_what_really_runs(
         assert "Traceback" not in err
         diff = asyncio.run(diff_knob(stack, "decode", DEFAULT_KNOB))
         assert diff.file == FOUND  # written back before the put-back's co-restart
-        down = [s for s in stack.spec.services if not _answers(stack, s)]
+        down = [s for s in stack.spec.services if not answers(stack, s)]
         candidate = diff.running and diff.live != diff.file  # the cut left it running
         spec = f"-f {stack.source}"
         if not as_json:
@@ -158,7 +141,7 @@ def test_a_second_ctrl_c_during_the_restore_says_what_really_runs(
         assert run_cli("restart", "-f", stack.source, "decode", timeout=300).returncode == 0
     assert asyncio.run(get_knob(stack, "decode", DEFAULT_KNOB)) == FOUND
     assert asyncio.run(diff_knob(stack, "decode", DEFAULT_KNOB)).live == FOUND
-    assert [s for s in stack.spec.services if not _answers(stack, s)] == []
+    assert [s for s in stack.spec.services if not answers(stack, s)] == []
 
 
 @pytest.mark.timeout(300)
