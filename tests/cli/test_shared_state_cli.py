@@ -182,6 +182,33 @@ def test_two_copies_of_one_spec_in_one_folder_never_touch_each_other(twins: Path
     assert (logs / "decode.log").read_text().count("--- servelab start") == 1
 
 
+@pytest.mark.timeout(600)
+def test_a_record_kept_aside_is_not_a_third_spec_of_another_name(twins: Path) -> None:
+    """Fifteenth pass, H1: canary's records sit aside under its addresses; a third spec in the
+    folder serving those addresses under another name (canary's file renamed) finds them there:
+    they are canary's, never stopped, adopted or shown as the third's."""
+    root = twins
+    for spec in ("staging.toml", "canary.toml"):
+        code, _, err = _cli(root, "up", "-f", spec)
+        assert code == 0, err
+    canary = _pids(root, "canary.toml")
+    assert all(canary.values()), canary
+    (root / "other.toml").write_text('name = "other"\n' + (root / "canary.toml").read_text())
+    try:
+        _, out, _ = _cli(root, "status", "-f", "other.toml", "--json")
+        for row in json.loads(out):  # what holds its ports is shown, never as its own record
+            assert row["pid_source"] == row["pid_source"].split(",")[0], row
+            assert row["pid_source"].startswith("owner of port "), row
+        code, _, err = _cli(root, "down", "-f", "other.toml")
+        assert all(_alive(pid) for pid in canary.values() if pid), err
+        _, _, err = _cli(root, "up", "-f", "other.toml")  # canary's ports: never adopted
+        assert err.count("not started by servelab") == 3, err
+        assert _pids(root, "canary.toml") == canary  # its records are still its own
+    finally:
+        _cli(root, "down", "-f", "other.toml")
+    assert all(_alive(pid) for pid in canary.values() if pid)
+
+
 def _web_spec(root: Path, name: str, shared: Path, port: int, secret: str) -> Path:
     """``root/spec.toml``: deployment ``name``, state folder ``shared``, one generic service
     ``decode`` whose env file (``root/env/decode.env``) holds its port and ``secret``."""

@@ -100,18 +100,25 @@ async def read_own_record(host: Host, state_dir: Path, service: str, mark: str) 
     """``service``'s pid record in ``state_dir`` if this deployment wrote it (its mark is ``mark``,
     :func:`~servelab.io.hosts.processes.spec_mark`), or who did is unknown; another deployment's
     record (another name, or the same name serving another address) is returned as ``other``,
-    and then this deployment's own kept aside (:func:`record_place`), if any, as ``record``."""
+    and then this deployment's own kept aside (:func:`record_place`), if any, as ``record``; a
+    record kept aside at this deployment's address by another deployment is that one's."""
     record = read_pid_record(state_dir, service)
+    other = OwnRecord(None)
+    if record is not None:
+        found = await _record_mark(host, record)
+        if found is None or same_deployment(found, mark):
+            return OwnRecord(record)
+        other = OwnRecord(None, _named(found, mark), record.pid)
     at = _address(mark)
     aside = None if at is None else read_pid_record(state_dir, service, at)
-    if record is None:
-        return OwnRecord(None) if aside is None else OwnRecord(aside, at=at)
-    found = await _record_mark(host, record)
+    if aside is None:
+        return other
+    # A record kept aside is keyed by the address alone: a third spec in the folder serving that
+    # address under another name finds it there, and it is not that spec's (fifteenth pass, H1).
+    found = await _record_mark(host, aside)
     if found is None or same_deployment(found, mark):
-        return OwnRecord(record)
-    if aside is not None:
         return OwnRecord(aside, at=at)
-    return OwnRecord(None, _named(found, mark), record.pid)
+    return other if other.other is not None else OwnRecord(None, _named(found, mark), aside.pid)
 
 
 def _address(mark: str) -> str | None:
