@@ -35,7 +35,7 @@ from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import finding_advice, page_sections
 from servelab.report.soak.words import finding_evidence, layer_title
-from servelab.report.text import code_spans, level_label
+from servelab.report.text import code_spans, level_label, md_code, md_text
 
 __all__ = [
     "CSS",
@@ -242,14 +242,15 @@ def _telemetry_lines(telemetry: StoredTelemetry | RunTelemetry) -> list[str]:
     """A run's recorded counters, or a soak's."""
     out = ["## What the router and the engines counted", ""]
     for source in telemetry.sources:
-        name = f"{source.service} ({source.kind})"
+        name = md_text(f"{source.service} ({source.kind})")
         if source.state != "ok":
-            out += [f"- {name}: unknown ({source.reason})"]
+            out += [f"- {name}: unknown ({md_text(str(source.reason))})"]
             continue
         counters = sorted(source.counters.items())
         out += [f"### {name}", "", "| counter | delta | per second |", "|---|---:|---:|"]
         rates = source.rates
-        out += [f"| `{k}` | {_num(v, 0)} | {_num(rates.get(k), 2)} |" for k, v in counters if v]
+        out += [f"| {md_code(k, cell=True)} | {_num(v, 0)} | {_num(rates.get(k), 2)} |"
+                for k, v in counters if v]  # fmt: skip
         out.append("")
     return out
 
@@ -295,14 +296,14 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     level = stored.level
     conc = run.config.get("concurrency", "?") if level is None else level.concurrency
     where = level_label(conc) if isinstance(conc, int) else f"C{conc}"
-    out = [f"# Bench run {run.id}: {where}" + (f" ({run.label})" if run.label else ""), ""]
+    out = [f"# Bench run {run.id}: {where}" + (f" ({md_text(run.label)})" if run.label else ""), ""]
     out += [f"Recorded {run.at}; {run.n_records} per-request record(s) kept.", ""]
     out += ["| metric | value |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in [*_level_rows(level), *_judged_rows(stored)]]
     out.append("")
     if stored.failures:
         failures = sorted(stored.failures.items())
-        out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in failures] + [""]
+        out += ["## Failures", ""] + [f"- {md_text(f'{k}: {v}')}" for k, v in failures] + [""]
     if stored.telemetry is not None:
         out += _telemetry_lines(stored.telemetry)
     if stored.evidence is not None:
