@@ -3,6 +3,7 @@ value reads, and a ``--json`` document's text. Pure: returns str, no I/O."""
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import re
@@ -68,9 +69,10 @@ def level_label(concurrency: int) -> str:
 
 #: A line ending as CommonMark reads one: user text put into a page never breaks its line.
 _LINE_END = re.compile(r"\r\n|\r|\n")
-#: What user text escapes with a backslash: code spans, emphasis, link brackets, table pipes, a
-#: GFM bare URL's ``://``; ``_`` only where it could open or close emphasis (not inside a word).
-_MD_SPECIAL = re.compile(r"[\\`*\[\]|~]|:(?=//)|(?<![^\W_])_|_(?![^\W_])")
+#: What user text escapes with a backslash: code spans, emphasis, link brackets, table pipes.
+_MD_ESCAPES = str.maketrans({c: "\\" + c for c in "\\`*[]|~"})
+#: ``_`` where it could open or close emphasis (not inside a word), a GFM bare URL's ``://``.
+_MD_SPECIAL = re.compile(r"(?<![^\W_])_|_(?![^\W_])|:(?=//)")
 
 
 def md_text(text: str) -> str:
@@ -79,7 +81,7 @@ def md_text(text: str) -> str:
     closes in it (``<`` and ``&`` become entities, the rest a backslash escape) and its line
     endings become blanks, so it stays on the line it was put on."""
     one = _LINE_END.sub(" ", text).replace("&", "&amp;").replace("<", "&lt;")
-    return _MD_SPECIAL.sub(lambda m: "\\" + m.group(0), one)
+    return _MD_SPECIAL.sub(r"\\\g<0>", one.translate(_MD_ESCAPES))
 
 
 def md_code(text: str, *, cell: bool = False) -> str:
@@ -98,42 +100,32 @@ def md_code(text: str, *, cell: bool = False) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
-def _run_end(text: str, i: int) -> int:
-    while i < len(text) and text[i] == "`":
-        i += 1
-    return i
-
-
-def _closer(text: str, i: int, length: int) -> tuple[int, int] | None:
-    """The next backtick string of exactly ``length`` from ``i`` (backslashes escape nothing in
-    a code span)."""
-    while (i := text.find("`", i)) != -1:
-        end = _run_end(text, i)
-        if end - i == length:
-            return i, end
-        i = end
-    return None
+#: Text up to the next string of backticks no backslash escapes (the escapes read past).
+_TO_RUN = re.compile(r"(?:[^`\\]+|\\.)*+(`+)", re.S)
+_RUN = re.compile("`+")
 
 
 def code_spans(text: str) -> Iterator[tuple[int, int, str]]:
     """Each code span of one line (or one table cell) as CommonMark pairs them: ``(start, end,
     content)``. A backtick string not escaped by a backslash opens one, and only the next
-    backtick string of the same length closes it (a lone backtick is text); the content loses
-    one blank at each end when it has one at both and is not all blanks."""
-    i = 0
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-        elif text[i] != "`":
-            i += 1
-        elif (close := _closer(text, end := _run_end(text, i), end - i)) is None:
-            i = end
-        else:
-            content = text[end : close[0]]
-            if len(content) > 1 and content[0] == content[-1] == " " and content.strip(" "):
-                content = content[1:-1]
-            yield i, close[1], content
-            i = close[1]
+    backtick string of the same length closes it (a lone backtick is text; backslashes escape
+    nothing inside); the content loses one blank at each end when it has one at both and is not
+    all blanks. Each closer is looked up, never searched for: linear in the text however its
+    backticks are laid out."""
+    runs: dict[int, list[int]] = {}
+    for run in _RUN.finditer(text):
+        runs.setdefault(run.end() - run.start(), []).append(run.start())
+    pos = 0
+    while (m := _TO_RUN.match(text, pos)) is not None:
+        opened, pos = m.start(1), m.end(1)
+        starts = runs.get(pos - opened, [])
+        if (k := bisect.bisect_left(starts, pos)) == len(starts):
+            continue
+        content = text[pos : starts[k]]
+        if len(content) > 1 and content[0] == content[-1] == " " and content.strip(" "):
+            content = content[1:-1]
+        pos = starts[k] + pos - opened
+        yield opened, pos, content
 
 
 #: A table cell's edge: a ``|`` no backslash escapes.
