@@ -221,3 +221,34 @@ def test_restore_of_a_restored_case_restarts_nothing(ledger_file: Path, tmp_path
     assert not (tmp_path / "state" / "logs").exists()  # nothing was started
     doc = _json("restore", cid, "-f", str(spec), *led)
     assert doc["ok"] and doc["already_restored"] and doc["items"] == [] and doc["restart"] == []
+
+
+def test_report_pages_show_user_text_as_text_never_html_nor_a_link(
+    ledger_file: Path, tmp_path: Path
+) -> None:
+    """Issue 38, defect D: a lone backtick in a case's title shifted the page's code spans so
+    that a later note's ``<img onerror>`` was written raw into ``cases/case-1.md``; a title
+    ``[x](javascript:alert(1))`` was a live link there and in the perf plan."""
+    from markdown_it import MarkdownIt
+
+    led = ("--ledger", str(ledger_file))
+    title = "a ` b [x](javascript:alert(1))"
+    cid = str(_json("case", "open", title, *led)["id"])
+    _json("case", "suspect", cid, TARGET, "--reason", "col | umn <b>", *led)
+    _json("case", "evidence", cid, "--note", "<img src=x onerror=alert(1)>", *led)
+    _json("case", "resolve", cid, "--root-cause", "![i](https://evil/x.png)",
+          "--exonerate", TARGET, "--override", "by hand", *led)  # fmt: skip
+    out = tmp_path / "docs"
+    assert "cases/case-1.md" in _json("report", "--out", str(out), *led)["written"]
+    render = MarkdownIt("commonmark").enable("table")
+    for name in ("cases/case-1.md", "perf-plan.md"):
+        tokens = render.parse((out / name).read_text())
+        found = [t for tok in tokens for t in [tok, *(tok.children or [])]]
+        assert not [t.content for t in found if t.type.startswith("html")], name
+        targets = [t.attrs for t in found if t.type in ("link_open", "image")]
+        assert all(str(a.get("src", a.get("href"))).startswith("plots/") for a in targets), name
+    page = render.render((out / "cases/case-1.md").read_text())
+    assert f"<h1>Case 1: {title}</h1>" in page  # shown as written
+    assert "<td>col | umn &lt;b&gt;</td>" in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    twin = (out / "cases/case-1.html").read_text()
+    assert "<img" not in twin and "<a " not in twin and "[x](javascript:alert(1))" in twin

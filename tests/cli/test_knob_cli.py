@@ -145,3 +145,19 @@ def test_knob_get_shows_and_encodes_a_values_edge_blanks_exactly(tmp_path: Path)
     plain = run_cli("knob", "set", "decode", f"{KNOB}=512", cwd=root)
     assert plain.returncode == 0
     assert f"{KNOB}=512  (" in run_cli("knob", "get", "decode", KNOB, cwd=root).stdout
+
+
+def test_set_on_a_crlf_env_file_keeps_its_line_ends(tmp_path: Path) -> None:
+    """Issue 38, defect D: ``knob set`` wrote its line of a CRLF env file with LF alone (the
+    other lines kept CRLF); ``knob get`` reads the value without the CR."""
+    env_text = f"# d\r\n{KNOB}=256\r\nOTHER=a\r\n"
+    write_decode_spec(tmp_path, free_port(), knobs=(KNOB,), env_text=env_text)
+    env = tmp_path / "env" / "decode.env"
+    assert env.read_bytes() == env_text.encode()  # CRLF, as written
+    got = run_cli("knob", "get", "decode", KNOB, "--json", cwd=tmp_path)
+    assert got.returncode == 0 and json.loads(got.stdout)["value"] == "256", got.stderr
+    done = run_cli("knob", "set", "decode", f"{KNOB}=512", "--reason", "crlf", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert env.read_bytes() == f"# d\r\n{KNOB}=512\r\nOTHER=a\r\n".encode()
+    got = run_cli("knob", "get", "decode", KNOB, "--json", cwd=tmp_path)
+    assert json.loads(got.stdout)["value"] == "512"

@@ -61,3 +61,18 @@ def test_the_readers_read_it_and_a_writer_fails_in_one_line(
     assert written.returncode == 1 and len(written.stderr.strip().splitlines()) == 1
     assert "readonly" in written.stderr and "unexpected" not in written.stderr
     assert sorted(p.name for p in read_only_ledger.parent.iterdir()) == before
+
+
+def test_a_ledger_path_named_like_a_secret_keeps_its_reason(tmp_path: Path) -> None:
+    """Issue 38, defect D: ``ledger stats --ledger /etc/passwd`` said ``error: /etc/passwd:
+    ***`` (the redaction read ``passwd:`` as a secret key): the reason is shown."""
+    for path in (Path("/etc/passwd"), tmp_path / "secrets" / "db_password"):
+        path.parent.mkdir(exist_ok=True)
+        if not path.exists():
+            path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+        result = run_cli("ledger", "stats", "--ledger", str(path))
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.strip() == (
+            f"error: {path}: not a usable ledger: file is not a database "
+            "(check --ledger/SERVELAB_LEDGER)"
+        ), result.stderr

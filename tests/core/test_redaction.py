@@ -502,3 +502,18 @@ def test_a_secret_key_after_an_ordinary_one_on_the_line_is_masked(line: str) -> 
     assert "Zx9SECRETvalue1" not in masked and "***" in masked
     assert masked.split("=")[0] == line.split("=")[0]  # the ordinary key kept as it was
     assert redact("ttft=12ms tpot=3ms note=fine") == "ttft=12ms tpot=3ms note=fine"
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [("/etc/passwd: not a usable ledger: file is not a database",) * 2,
+     ("/run/secrets/db_password: Permission denied",) * 2,
+     ("/etc/passwd: token=sk-PLANTED-9xQ2", "/etc/passwd: token=***"),
+     ("a/password=hunter2", "a/password=***"), ("db/password:hunter2", "db/password:***"),
+     ("password: hunter2", "password: ***"), ("the passwd: hunter2", "the passwd: ***")],
+)  # fmt: skip
+def test_a_path_named_like_a_secret_is_not_a_key(text: str, shown: str) -> None:
+    """Issue 38, defect D: ``ledger stats --ledger /etc/passwd`` said ``/etc/passwd: ***``, its
+    whole reason masked as if ``passwd`` were a key; a path's last name before ``: `` is a file
+    and what went wrong with it, its reason still searched for secrets."""
+    assert redact(text) == shown

@@ -16,6 +16,7 @@ from servelab.ops.case import case as cases
 from servelab.report import pages
 from servelab.report.docs import build_docs
 from servelab.report.pages import markdown_html, run_markdown
+from servelab.report.text import safe_markdown
 from tests.support.browser import dump_dom
 from tests.support.history import K, incident
 from tests.support.sysdeps import chromium
@@ -123,3 +124,31 @@ def test_a_link_in_user_text_that_would_run_something_stays_text(target: str) ->
     kept = markdown_html("see [the run](runs/run-1.md) and [docs](https://example.org/a)")
     assert '<a href="runs/run-1.html">the run</a>' in kept
     assert '<a href="https://example.org/a">docs</a>' in kept
+
+
+def test_a_run_page_shows_a_hostile_label_as_text() -> None:
+    """Issue 38, defect D: a run's label ``[x](javascript:…)`` was a live link in its markdown
+    page, and a lone backtick in it paired with the page's own code spans."""
+    from markdown_it import MarkdownIt
+
+    label = "[x](javascript:alert(1)) ` <img src=x onerror=alert(1)>"
+    run = BenchRunRecord(7, "2026-12-01T00:00:00Z", label, {}, {
+        "level": LEVEL, "telemetry": TELEMETRY}, 100)  # fmt: skip
+    md = safe_markdown(run_markdown(run))
+    tokens = MarkdownIt("commonmark").enable("table").parse(md)
+    found = [t for tok in tokens for t in [tok, *(tok.children or [])]]
+    assert not [t for t in found if t.type.startswith("html") or t.type in ("link_open", "image")]
+    heading = "".join(t.content for t in tokens[1].children or [])
+    assert heading == f"Bench run 7: C64 ({label})"
+    assert '`sglang:num_requests_total{model_name="sim"}` | 100 | 10.00 |' in md  # still code
+    html = markdown_html(md)
+    assert "<img" not in html and "<a " not in html and "[x](javascript:alert(1)) `" in html
+
+
+def test_the_html_twin_reads_escapes_and_code_spans_as_commonmark_does() -> None:
+    html = markdown_html(
+        "a \\[x\\](javascript:1) \\`&lt;b> \\*\\*no\\*\\* ``a`b`` `` `c` ``\n\n"
+        "| k | v |\n|---|---|\n| ``x\\|y`` | p \\| q |\n"
+    )
+    assert "a [x](javascript:1) `&lt;b&gt; **no** <code>a`b</code> <code>`c`</code>" in html
+    assert "<td><code>x|y</code></td><td>p | q</td>" in html

@@ -203,16 +203,24 @@ _KEYED_DEPTH = 24
 _AFTER_WORD = re.compile(r"(?P<word>\S+\s+)(?P<rest>\S.*)", re.S)  # a first word, the rest
 
 
+def _secret_keyed(match: re.Match[str]) -> bool:
+    """A secret-looking key's value, but not a path's last name before ``: `` and a blank (a file
+    and what went wrong: ``/etc/passwd: not a usable ledger``); ``a/password=X`` is masked."""
+    sep, at = match.group("sep"), match.start()
+    path = at > 0 and match.string[at - 1] == "/" and sep.strip() == ":" and sep[-1].isspace()
+    return is_secret_key(match.group("key")) and not path
+
+
 def _keyed(match: re.Match[str], depth: int = 0) -> str:
     key, sep, value = match.group("key"), match.group("sep"), match.group("value")
-    if is_secret_key(key) or depth >= _KEYED_DEPTH:
-        return f"{key}{sep}{REDACTED}" if is_secret_key(key) else match.group(0)
+    if (secret := _secret_keyed(match)) or depth >= _KEYED_DEPTH:
+        return f"{key}{sep}{REDACTED}" if secret else match.group(0)
     # an ordinary key's unquoted value runs to the end of the line: a quoted secret key in it
     # (``"https://host/": {"auth": "..."}``) is found there, and past its first word (a URL's
     # own parameters are the URL rule's) a secret key (logfmt, libpq: ``user=u password=...``)
     after = _AFTER_WORD.match(value)
-    if ">" in sep and not value.startswith(("'", '"')):  # ``this->password = X``: an arrow is
-        value = _KEYED.sub(lambda m: _keyed(m, depth + 1), value)  # a separator, its value a key
+    if (">" in sep or is_secret_key(key)) and not value.startswith(("'", '"')):  # ``a->b = X``,
+        value = _KEYED.sub(lambda m: _keyed(m, depth + 1), value)  # ``/etc/passwd: x``: all of it
     elif after is not None and not value.startswith(("'", '"')):
         value = after["word"] + _KEYED.sub(lambda m: _keyed(m, depth + 1), after["rest"])
     return f"{key}{sep}{_QUOTED_KEYED.sub(lambda m: _keyed(m, depth + 1), value)}"
@@ -280,7 +288,7 @@ def _keyed_values(text: str) -> str:
         out.append(text[pos : match.start()])
         out.append(_keyed(match))
         pos = match.end()
-        if is_secret_key(match.group("key")) and match.group("value")[:1] not in "\"'":
+        if _secret_keyed(match) and match.group("value")[:1] not in "\"'":
             pos = _line_end(text, pos) if _whole_line(match["key"]) else _value_end(text, pos)
     out.append(text[pos:])
     return "".join(out)

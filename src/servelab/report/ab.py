@@ -15,7 +15,7 @@ from servelab.ops.ab.plan import AbPlan
 from servelab.report.answers import answers_lines, answers_phrase, unchecked_phrase
 from servelab.report.metric import METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import ab_plot
-from servelab.report.text import level_label
+from servelab.report.text import level_label, md_code, md_text
 
 __all__ = ["ab_markdown", "ab_png", "change_phrase", "headline", "plan_markdown"]
 
@@ -89,7 +89,8 @@ def _visits_table(result: AbResult) -> list[str]:
     for i, v in enumerate(result.visits, 1):
         thr = " | ".join(f"{v.throughput[c]:.1f}" if c in v.throughput else "—" for c in levels)
         lines.append(
-            f"| {i} | {v.round + 1} | {v.order} | {result.knob}={v.arm} | {v.verification_id} "
+            f"| {i} | {v.round + 1} | {v.order} | {md_text(f'{result.knob}={v.arm}')} "
+            f"| {v.verification_id} "
             f"| {thr} |"
         )
     return lines
@@ -124,7 +125,8 @@ def _server_table(result: AbResult) -> list[str]:
         "against the client (steady state):",
         "",
         "| C | server ratio | client ratio | " + " | ".join(
-            f"{result.knob}={arm} server tok/s" for arm in (result.baseline, result.candidate))
+            md_text(f"{result.knob}={arm}") + " server tok/s"
+            for arm in (result.baseline, result.candidate))
         + f" | client and servers (±{RATIO_TOLERANCE * 100:g}%) |",
         "|---|---|---|---|---|---|",
     ]  # fmt: skip
@@ -205,7 +207,7 @@ def _anomaly_line(knob: str, a: Anomaly) -> str:
     ci = "n/a" if math.isnan(lo) else f"{lo * 100:.1f}% .. {hi * 100:.1f}%"
     head = "anomaly" if a.significant else "not flagged (not significant)"
     return (
-        f"- {head}: with {knob}={a.arm}, throughput at C{a.concurrency} "
+        f"- {head}: with {md_text(f'{knob}={a.arm}')}, throughput at C{a.concurrency} "
         f"({a.throughput:.1f} tok/s, n={a.n}) is {a.drop * 100:.1f}% below C{a.previous} "
         f"({a.previous_throughput:.1f} tok/s, n={a.n_previous}); drop 90% CI {ci}, "
         f"Welch one-sided p={a.p_value:.3g}"
@@ -220,11 +222,12 @@ def ab_markdown(result: AbResult) -> str:
     unit = METRIC_UNITS[design.compared]
     slo = f" under the SLO {design.slo}" if design.slo else ""
     lines = [
-        f"## {result.service} `{knob}`: {baseline} → {candidate}",
+        f"## {md_text(result.service)} {md_code(knob)}: {md_text(f'{baseline} → {candidate}')}",
         "",
         f"**{headline(result)}**",
         "",
-        f"| C | {knob}={baseline} {unit} | {knob}={candidate} {unit} | change | 95% CI | verdict |",
+        f"| C | {md_text(f'{knob}={baseline}')} {unit} | {md_text(f'{knob}={candidate}')} {unit} "
+        "| change | 95% CI | verdict |",
         "|---|---|---|---|---|---|",
     ]
     for c in result.comparisons:
@@ -257,7 +260,7 @@ def ab_markdown(result: AbResult) -> str:
 
 def plan_markdown(plan: AbPlan) -> str:
     """``ab --plan``: the noise found and the rounds each design needs."""
-    knob = f" `{plan.knob}`" if plan.knob else ""
+    knob = f" {md_code(plan.knob)}" if plan.knob else ""
     lines = [
         f"## A/B plan: {plan.service}{knob}, change {_pct(plan.effect)}, power {plan.power:g}, "
         f"α {plan.alpha:g}",

@@ -61,7 +61,7 @@ from servelab.report.perfplan import (
 )
 from servelab.report.plots import ab_plot, run_phase_plot
 from servelab.report.putback import describe_put_back
-from servelab.report.text import pct, safe_markdown, show_value
+from servelab.report.text import md_code, md_text, pct, safe_markdown, show_value
 
 __all__ = [
     "build_docs",
@@ -234,24 +234,30 @@ _NOTED = ("note", "experiment", "probe", "bisect", "ab_test")
 
 
 def case_markdown(view: CaseView, export: LedgerExport) -> str:
-    """One case: status, suspects and verdicts, evidence, timeline, restore plan and status."""
+    """One case: status, suspects and verdicts, evidence, timeline, restore plan and status. Every
+    sentence holding user text (a title, a note, a reason, a knob value) goes in through
+    :func:`~servelab.report.text.md_text`, a target through
+    :func:`~servelab.report.text.md_code`: no user text opens a code span, a link or a tag."""
     case = view.case
-    out = [f"# Case {case.id}: {case.title}", ""]
-    out += [f"- status: **{case.status}**", f"- opened: {case.opened_at}"]
+    out = [f"# Case {case.id}: {md_text(case.title)}", ""]
+    out += [f"- status: **{md_text(case.status)}**", f"- opened: {md_text(case.opened_at)}"]
     if case.root_cause:
-        out.append(f"- root cause: {case.root_cause} (resolved {case.resolved_at})")
-    out += [f"- restore: **{view.restore_status}**", "", "## Suspects", ""]
+        resolved = f"{case.root_cause} (resolved {case.resolved_at})"
+        out.append(f"- root cause: {md_text(resolved)}")
+    out += [f"- restore: **{md_text(view.restore_status)}**", "", "## Suspects", ""]
     out += _suspect_table(case)
     out += ["", "## Evidence", ""]
     out += [
-        f"- {e.at}: " + (f"{e.kind}: {e.note}" if e.kind in _NOTED else
-                         _evidence_line(e.kind, e.ref_id, export))
+        "- " + md_text(f"{e.at}: " + (f"{e.kind}: {e.note}" if e.kind in _NOTED else
+                                      _evidence_line(e.kind, e.ref_id, export)))
         for e in case.evidence
     ] or ["(none)"]  # fmt: skip
     out += ["", "## Timeline", ""]
-    out += [f"- {e.at} — {describe_timeline_entry(e)}" for e in view.timeline]
+    out += [f"- {md_text(f'{e.at} — {describe_timeline_entry(e)}')}" for e in view.timeline]
     out += ["", "## Restore plan", ""]
-    out += [f"- {describe_restore_item(i)}" for i in view.plan] or [f"({view.restore_status})"]
+    out += [f"- {md_text(describe_restore_item(i))}" for i in view.plan] or [
+        f"({md_text(view.restore_status)})"
+    ]
     return "\n".join(out) + "\n"
 
 
@@ -259,7 +265,11 @@ def _suspect_table(case: Case) -> list[str]:
     if not case.suspects:
         return ["(none)"]
     rows = ["| target | reason | verdict |", "|---|---|---|"]
-    rows += [f"| `{s.target}` | {s.reason or ''} | {s.verdict or 'open'} |" for s in case.suspects]
+    rows += [
+        f"| {md_code(s.target, cell=True)} | {md_text(s.reason or '')} | "
+        f"{md_text(s.verdict or 'open')} |"
+        for s in case.suspects
+    ]
     return rows
 
 

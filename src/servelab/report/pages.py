@@ -35,7 +35,7 @@ from servelab.report.runnotes import evidence_rows, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.soak import finding_advice, page_sections
 from servelab.report.soak.words import finding_evidence, layer_title
-from servelab.report.text import level_label
+from servelab.report.text import code_spans, level_label, md_code, md_text
 
 __all__ = [
     "CSS",
@@ -71,17 +71,19 @@ class PageLink:
 
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(([^)\s]+)\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(([^)\s]+)\)")
-_CODE = re.compile(r"`([^`]+)`")
+#: A backslash escape: the ASCII punctuation character after it is text (CommonMark).
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 _BLOCK = re.compile(r"(#|\||\s*[-*]\s)")
 
 
 def html_page(title: str, body: str) -> str:
     """A whole self-contained page: inline CSS, no script, no external resource (``title``: a
-    markdown heading, its ``&lt;`` a ``<``)."""
+    markdown heading, its ``&lt;`` a ``<``, its ``\\[`` a ``[``)."""
+    title = escape(unescape(_ESCAPED.sub(r"\1", title)))
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{escape(unescape(title))}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+        f"<title>{title}</title><style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
     )
 
 
@@ -109,12 +111,14 @@ def _link(m: re.Match[str]) -> str:
 
 
 def _inline(text: str, images: Mapping[str, bytes]) -> str:
-    """Escape ``text``, then turn code spans, bold, images and links into HTML."""
-    codes: list[str] = []
+    """Escape ``text``, then turn code spans, bold, images and links into HTML; a code span and
+    a backslash-escaped character are set aside first (as CommonMark reads them), so neither
+    becomes markup."""
+    kept: list[str] = []
 
-    def keep_code(m: re.Match[str]) -> str:
-        codes.append(f"<code>{escape(m.group(1))}</code>")
-        return f"\x00{len(codes) - 1}\x00"
+    def keep(html: str) -> str:
+        kept.append(html)
+        return f"\x00{len(kept) - 1}\x00"
 
     def image(m: re.Match[str]) -> str:
         alt, src = m.group(1), m.group(2)
@@ -124,15 +128,25 @@ def _inline(text: str, images: Mapping[str, bytes]) -> str:
             return m.group(0)
         return f'<img alt="{escape(alt)}" src="{escape(src)}">'
 
-    out = escape(unescape(_CODE.sub(keep_code, text)), quote=False)  # &lt; is a <, shown
+    text, parts, last = text.replace("\x00", "\ufffd"), [], 0
+    for start, end, content in code_spans(text):
+        parts += [text[last:start], keep(f"<code>{escape(content)}</code>")]
+        last = end
+    text = "".join([*parts, text[last:]])
+    text = _ESCAPED.sub(lambda m: keep(escape(m.group(1))), text)
+    out = escape(unescape(text), quote=False)  # &lt; is a <, shown
     out = _IMAGE.sub(image, out)
     out = _LINK.sub(_link, out)
     out = _BOLD.sub(r"<strong>\1</strong>", out)
-    return re.sub("\x00(\\d+)\x00", lambda m: codes[int(m.group(1))], out)
+    return re.sub("\x00(\\d+)\x00", lambda m: kept[int(m.group(1))], out)
 
 
 def _cells(line: str) -> list[str]:
-    return [c.strip() for c in line.strip().strip("|").split("|")]
+    """A table row's cells: split at each ``|`` no backslash escapes, ``\\|`` then a ``|`` (as
+    GFM reads a row, code spans too)."""
+    row = line.strip().removeprefix("|")
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)]
 
 
 def _table(lines: Sequence[str], images: Mapping[str, bytes]) -> list[str]:
@@ -228,14 +242,15 @@ def _telemetry_lines(telemetry: StoredTelemetry | RunTelemetry) -> list[str]:
     """A run's recorded counters, or a soak's."""
     out = ["## What the router and the engines counted", ""]
     for source in telemetry.sources:
-        name = f"{source.service} ({source.kind})"
+        name = md_text(f"{source.service} ({source.kind})")
         if source.state != "ok":
-            out += [f"- {name}: unknown ({source.reason})"]
+            out += [f"- {name}: unknown ({md_text(str(source.reason))})"]
             continue
         counters = sorted(source.counters.items())
         out += [f"### {name}", "", "| counter | delta | per second |", "|---|---:|---:|"]
         rates = source.rates
-        out += [f"| `{k}` | {_num(v, 0)} | {_num(rates.get(k), 2)} |" for k, v in counters if v]
+        out += [f"| {md_code(k, cell=True)} | {_num(v, 0)} | {_num(rates.get(k), 2)} |"
+                for k, v in counters if v]  # fmt: skip
         out.append("")
     return out
 
@@ -281,14 +296,14 @@ def run_markdown(run: BenchRunRecord, phase_plot: str | None = None) -> str:
     level = stored.level
     conc = run.config.get("concurrency", "?") if level is None else level.concurrency
     where = level_label(conc) if isinstance(conc, int) else f"C{conc}"
-    out = [f"# Bench run {run.id}: {where}" + (f" ({run.label})" if run.label else ""), ""]
+    out = [f"# Bench run {run.id}: {where}" + (f" ({md_text(run.label)})" if run.label else ""), ""]
     out += [f"Recorded {run.at}; {run.n_records} per-request record(s) kept.", ""]
     out += ["| metric | value |", "|---|---:|"]
     out += [f"| {k} | {v} |" for k, v in [*_level_rows(level), *_judged_rows(stored)]]
     out.append("")
     if stored.failures:
         failures = sorted(stored.failures.items())
-        out += ["## Failures", ""] + [f"- {k}: {v}" for k, v in failures] + [""]
+        out += ["## Failures", ""] + [f"- {md_text(f'{k}: {v}')}" for k, v in failures] + [""]
     if stored.telemetry is not None:
         out += _telemetry_lines(stored.telemetry)
     if stored.evidence is not None:

@@ -21,7 +21,7 @@ from servelab.report.ab import headline
 from servelab.report.answers import answers_lines
 from servelab.report.metric import METRIC_UNITS, metric_where
 from servelab.report.plots import arm_curve
-from servelab.report.text import pct, show_value
+from servelab.report.text import md_code, md_text, pct, show_value
 
 __all__ = [
     "COMPARISON_HEAD",
@@ -107,7 +107,7 @@ def _arms_table(ab: AbRunRecord) -> list[str]:
         at = {c: (m, s, n) for c, m, s, n in curve}
         cells = [f"{_fmt(at[c][0])} ± {_fmt(at[c][1])} (n={at[c][2]})" if c in at else "—"
                  for c in concs]  # fmt: skip
-        rows.append(f"| {value} | " + " | ".join(cells) + " |")
+        rows.append(f"| {md_text(str(value))} | " + " | ".join(cells) + " |")
     return rows
 
 
@@ -132,7 +132,7 @@ def _comparison_table(ab: AbRunRecord) -> list[str]:
     if not rows:
         return ["(no comparisons)"]
     out = ["| " + " | ".join(COMPARISON_HEAD) + " |", "|---" * len(COMPARISON_HEAD) + "|"]
-    return out + ["| " + " | ".join(r) + " |" for r in rows]
+    return out + ["| " + " | ".join(map(md_text, r)) + " |" for r in rows]
 
 
 def _anomaly_lines(ab: AbRunRecord) -> list[str]:
@@ -141,19 +141,23 @@ def _anomaly_lines(ab: AbRunRecord) -> list[str]:
         drop = f"{a.drop * 100:.1f}% below C{a.previous}" if math.isfinite(a.drop) else ""
         test = f"Welch one-sided p={a.p_value:.3g}" if math.isfinite(a.p_value) else ""
         tail = "; ".join(part for part in (drop, test) if part)
-        out.append(f"- arm {a.arm}: {a.kind} at C{a.concurrency}" + (f" ({tail})" if tail else ""))
+        arm = md_text(f"arm {a.arm}: {a.kind}")
+        out.append(f"- {arm} at C{a.concurrency}" + (f" ({tail})" if tail else ""))
     return out or ["- none"]
 
 
 def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
-    out = [f"## {s.service} `{s.knob}`", ""]
+    out = [f"## {md_text(s.service)} {md_code(s.knob)}", ""]
     if s.live is not None:
         where = f"verification #{s.live.verification_id}, {s.live.at}"
-        out.append(f"- current live value: **{show_value(s.live.value)}** ({where})")
+        out.append(f"- current live value: **{md_text(show_value(s.live.value))}** ({where})")
     else:
         out.append("- current live value: not verified live yet")
-    out.append(f"- env file value (last recorded change): {show_value(s.file_value)}")
-    out += [f"- case {cid} ({title}): **{verdict}**" for cid, title, verdict in s.verdicts]
+    out.append(f"- env file value (last recorded change): {md_text(show_value(s.file_value))}")
+    out += [
+        f"- case {cid} ({md_text(title)}): **{md_text(verdict)}**"
+        for cid, title, verdict in s.verdicts
+    ]
     for ab in s.ab_runs:
         out += ["", f"### A/B #{ab.id} ({ab.at})", "", f"**{headline(ab.result)}**", ""]
         out += [*_arms_table(ab), "", *_comparison_table(ab)]
@@ -163,9 +167,12 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
     if s.changes:
         out += ["", "### Changes", ""]
         out += [
-            f"- #{c.id} {c.at}: {show_value(c.old)} → {show_value(c.new)}"
-            + (f" under case {c.case_id}" if c.case_id else "")
-            + (f" — {c.reason}" if c.reason else "")
+            "- "
+            + md_text(
+                f"#{c.id} {c.at}: {show_value(c.old)} → {show_value(c.new)}"
+                + (f" under case {c.case_id}" if c.case_id else "")
+                + (f" — {c.reason}" if c.reason else "")
+            )
             for c in s.changes
         ]
     return [*out, ""]
@@ -173,7 +180,8 @@ def _knob_section(s: KnobSummary, plots: Mapping[int, str]) -> list[str]:
 
 def ab_markdown(ab: AbRunRecord, plot: str | None) -> str:
     """The page of one A/B experiment: the arms, the comparisons, the anomalies, the plot."""
-    out = [f"# A/B #{ab.id}: {ab.service} `{ab.knob}`", "", f"Recorded {ab.at}.", ""]
+    head = f"# A/B #{ab.id}: {md_text(ab.service)} {md_code(ab.knob)}"
+    out = [head, "", f"Recorded {md_text(ab.at)}.", ""]
     unit = METRIC_UNITS[ab.result.design.compared]
     out += [f"## Arms ({unit})", "", *_arms_table(ab), "", "## Comparisons", ""]
     out += [*_comparison_table(ab), "", "## Anomalies", "", *_anomaly_lines(ab)]

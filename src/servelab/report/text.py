@@ -3,9 +3,11 @@ value reads, and a ``--json`` document's text. Pure: returns str, no I/O."""
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
 import re
+from collections.abc import Iterator
 
 from rich.console import Console, RenderableType
 
@@ -14,8 +16,11 @@ from servelab.core.ledger.codec import finite
 
 __all__ = [
     "arm_value",
+    "code_spans",
     "json_text",
     "level_label",
+    "md_code",
+    "md_text",
     "pct",
     "plain_text",
     "safe_markdown",
@@ -62,19 +67,92 @@ def level_label(concurrency: int) -> str:
     return "trace" if concurrency == 0 else f"C{concurrency}"
 
 
-#: A code span, as :mod:`servelab.report.pages` reads one (its text is literal in markdown).
-_CODE_SPAN = re.compile(r"`[^`]+`")
+#: A line ending as CommonMark reads one: user text put into a page never breaks its line.
+_LINE_END = re.compile(r"\r\n|\r|\n")
+#: What user text escapes with a backslash: code spans, emphasis, link brackets, table pipes.
+_MD_ESCAPES = str.maketrans({c: "\\" + c for c in "\\`*[]|~"})
+#: ``_`` where it could open or close emphasis (not inside a word), a GFM bare URL's ``://``.
+_MD_SPECIAL = re.compile(r"(?<![^\W_])_|_(?![^\W_])|:(?=//)")
+
+
+def md_text(text: str) -> str:
+    """User text (a case title, a note, a reason, a label) as markdown that shows it as written
+    and is nothing else: no code span, emphasis, link, image, table cell or raw HTML opens or
+    closes in it (``<`` and ``&`` become entities, the rest a backslash escape) and its line
+    endings become blanks, so it stays on the line it was put on."""
+    one = _LINE_END.sub(" ", text).replace("&", "&amp;").replace("<", "&lt;")
+    return _MD_SPECIAL.sub(r"\\\g<0>", one.translate(_MD_ESCAPES))
+
+
+def md_code(text: str, *, cell: bool = False) -> str:
+    """User text (a knob value, a knob's name, a target) as one code span that holds exactly it:
+    a backtick fence longer than any run of backticks inside, padded with a blank where
+    CommonMark would strip one; line endings become blanks; ``cell``: inside a pipe table, where
+    a ``|`` is written ``\\|``. The empty text shows as ``""`` in code."""
+    body = _LINE_END.sub(" ", text)
+    if cell:
+        body = body.replace("|", "\\|")
+    if not body:
+        return '`""`'
+    fence = "`" * (max((len(run) for run in re.findall("`+", body)), default=0) + 1)
+    stripped = len(body) > 1 and body[0] == body[-1] == " " and body.strip(" ") != ""
+    pad = " " if "`" in (body[0], body[-1]) or stripped else ""
+    return f"{fence}{pad}{body}{pad}{fence}"
+
+
+#: Text up to the next string of backticks no backslash escapes (the escapes read past).
+_TO_RUN = re.compile(r"(?:[^`\\]+|\\.)*+(`+)", re.S)
+_RUN = re.compile("`+")
+
+
+def code_spans(text: str) -> Iterator[tuple[int, int, str]]:
+    """Each code span of one line (or one table cell) as CommonMark pairs them: ``(start, end,
+    content)``. A backtick string not escaped by a backslash opens one, and only the next
+    backtick string of the same length closes it (a lone backtick is text; backslashes escape
+    nothing inside); the content loses one blank at each end when it has one at both and is not
+    all blanks. Each closer is looked up, never searched for: linear in the text however its
+    backticks are laid out."""
+    runs: dict[int, list[int]] = {}
+    for run in _RUN.finditer(text):
+        runs.setdefault(run.end() - run.start(), []).append(run.start())
+    pos = 0
+    while (m := _TO_RUN.match(text, pos)) is not None:
+        opened, pos = m.start(1), m.end(1)
+        starts = runs.get(pos - opened, [])
+        if (k := bisect.bisect_left(starts, pos)) == len(starts):
+            continue
+        content = text[pos : starts[k]]
+        if len(content) > 1 and content[0] == content[-1] == " " and content.strip(" "):
+            content = content[1:-1]
+        pos = starts[k] + pos - opened
+        yield opened, pos, content
+
+
+#: A table cell's edge: a ``|`` no backslash escapes.
+_CELL_EDGE = re.compile(r"(?<!\\)\|")
+
+
+def _escape_outside_code(text: str) -> str:
+    out, last = [], 0
+    for start, end, _ in code_spans(text):
+        out += [text[last:start].replace("<", "&lt;"), text[start:end]]
+        last = end
+    return "".join([*out, text[last:].replace("<", "&lt;")])
 
 
 def safe_markdown(md: str) -> str:
-    """A markdown page whose user text (a case title, a knob value, a reason) cannot carry raw
-    HTML: every ``<`` outside a code span becomes ``&lt;`` (shown as ``<`` by every renderer,
-    never read as a tag: ``<script>`` stays text)."""
-    out, last = [], 0
-    for span in _CODE_SPAN.finditer(md):
-        out += [md[last : span.start()].replace("<", "&lt;"), span.group(0)]
-        last = span.end()
-    out.append(md[last:].replace("<", "&lt;"))
+    """The last guard of a markdown page (user text is already escaped where it is put, by
+    :func:`md_text` and :func:`md_code`): every ``<`` outside a code span becomes ``&lt;``
+    (shown as ``<``, never read as a tag). Code spans are found as CommonMark finds them, one
+    line at a time and, in a pipe table's row, one cell at a time, so a lone backtick can never
+    turn a later ``<script>`` into "code" that a renderer then reads as HTML."""
+    out = []
+    for line in md.splitlines(keepends=True):
+        if line.lstrip().startswith("|"):
+            cells = _CELL_EDGE.split(line)
+            out.append("|".join(_escape_outside_code(cell) for cell in cells))
+        else:
+            out.append(_escape_outside_code(line))
     return "".join(out)
 
 

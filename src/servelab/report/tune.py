@@ -19,7 +19,7 @@ from servelab.ops.ab.tuneplan import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells, unchecked_phrase
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
-from servelab.report.text import json_text, show_value
+from servelab.report.text import json_text, md_code, md_text, show_value
 
 __all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png", "unshown_phrase"]
 
@@ -153,10 +153,11 @@ def _level(tune: LevelTune, metric: TuneMetric) -> list[str]:
 def _left(record: TuneRecord) -> str:
     if record.kept is not None:
         unchecked = "" if record.answers_unchecked is None else ", its answers NOT checked"
-        return f"Left live: the best arm, {record.kept} (`--keep best`){unchecked}."
+        return f"Left live: the best arm, {md_text(record.kept)} (`--keep best`){unchecked}."
     values = ", ".join(f"{k.knob}={show_value(v)}" for k, v in zip(record.knobs, record.original,
                                                                  strict=True))  # fmt: skip
-    return f"Left as found: {values}" + (" (restored and proven live)." if record.restored else ".")
+    restored = " (restored and proven live)." if record.restored else "."
+    return f"Left as found: {md_text(values)}{restored}"
 
 
 def _change(x: float) -> str:
@@ -284,7 +285,7 @@ def _slo(record: TuneRecord) -> str:
 def tune_markdown(record: TuneRecord) -> str:
     """The tune: per concurrency the ranking, the eliminations and the stop; then the agreed
     best, how the knobs were left, the method and the cost."""
-    knobs = ", ".join(f"{k.service} `{k.knob}`" for k in record.knobs)
+    knobs = ", ".join(f"{md_text(k.service)} {md_code(k.knob)}" for k in record.knobs)
     rule = record.rule
     arms = f"{len(record.arms)} arms" if record.screening is None else \
         f"screened, {len(record.arms)} arms followed up"  # fmt: skip
@@ -292,7 +293,8 @@ def tune_markdown(record: TuneRecord) -> str:
     for tune in record.tunes:
         lines += _level(tune, record.metric)
     best = (
-        f"Best at every level (the winner, or equivalent to it, at each): **{record.best}**."
+        "Best at every level (the winner, or equivalent to it, at each): "
+        f"**{md_text(record.best)}**."
         if record.best is not None
         else "No arm is best at every level (a level made no claim, or their winners differ)."
     )

@@ -132,3 +132,25 @@ def test_a_double_quoted_value_keeps_its_edge_blanks_as_systemd_does() -> None:
     for value in ("x ", " y", "a\t", " "):
         assert parse_envfile(f"K={render_value(value)}\n").as_dict() == {"K": value}
     assert parse_envfile("K=x  \nL='z '\n").as_dict() == {"K": "x", "L": "z "}
+
+
+@pytest.mark.parametrize(
+    ("text", "edit", "written"),
+    [("A=1\r\nB=2\r\n# c\r\n", ("set", "A", "x"), "A=x\r\nB=2\r\n# c\r\n"),
+     ("A=1\r\nB=2\r\n", ("set", "C", "3"), "A=1\r\nB=2\r\nC=3\r\n"),
+     ("A=1\r\nB=2", ("set", "C", "3"), "A=1\r\nB=2\r\nC=3"),
+     ("A=1\r\nB=2", ("unset", "B", ""), "A=1"),
+     ("A=1\nB=2\n", ("set", "C", "3"), "A=1\nB=2\nC=3\n"),
+     ("A=1\r\nB=2\n", ("set", "B", "y"), "A=1\r\nB=y\n")],
+)  # fmt: skip
+def test_an_edit_keeps_the_files_own_line_ends(
+    text: str, edit: tuple[str, str, str], written: str
+) -> None:
+    """Issue 38, defect D: ``knob set`` on a CRLF env file wrote its line with LF alone (a file
+    of mixed line ends); the value read is the same without the CR."""
+    env = parse_envfile(text)
+    assert env.get("A") == "1"
+    op, name, value = edit
+    edited = env.set(name, value) if op == "set" else env.unset(name)
+    assert edited.render() == written
+    assert parse_envfile(written).as_dict() == edited.as_dict()

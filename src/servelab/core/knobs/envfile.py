@@ -110,12 +110,19 @@ class EnvFile:
         return result
 
     def set(self, name: str, value: str) -> EnvFile:
-        """Set ``name``: rewrite its last assignment in place (dropping earlier ones), or append."""
+        """Set ``name``: rewrite its last assignment in place (dropping earlier ones), or append;
+        with the file's own line ends (a CRLF file's new line ends in CRLF: :meth:`_cr`)."""
         _check_name(name, self.source)
-        new_line = EnvLine(f"{name}={render_value(value)}", name, value)
+        text = f"{name}={render_value(value)}"
         last = _last_index(self.lines, name)
         if last is None:
-            return replace(self, lines=(*self.lines, new_line))
+            lines, cr = list(self.lines), self._cr()
+            if lines and cr and not lines[-1].text.endswith(cr):  # no longer the last line
+                lines[-1] = replace(lines[-1], text=lines[-1].text + cr)
+            ending = cr if self.trailing_newline or not lines else ""
+            return replace(self, lines=(*lines, EnvLine(text + ending, name, value)))
+        cr = "\r" if self.lines[last].text.endswith("\r") else ""
+        new_line = EnvLine(text + cr, name, value)
         kept = [
             new_line if i == last else line
             for i, line in enumerate(self.lines)
@@ -124,8 +131,17 @@ class EnvFile:
         return replace(self, lines=tuple(kept))
 
     def unset(self, name: str) -> EnvFile:
-        """Remove every assignment of ``name`` (comments stay)."""
-        return replace(self, lines=tuple(line for line in self.lines if line.name != name))
+        """Remove every assignment of ``name`` (comments stay); a file without a last line end
+        still ends without one (no lone CR of a CRLF line left at its end)."""
+        lines = [line for line in self.lines if line.name != name]
+        if lines and not self.trailing_newline and self.lines[-1].name == name:
+            lines[-1] = replace(lines[-1], text=lines[-1].text.removesuffix("\r"))
+        return replace(self, lines=tuple(lines))
+
+    def _cr(self) -> str:
+        """``\r`` when the file's lines end in CRLF (each line's text keeps the CR it was read
+        with, the join adds the LF), else empty."""
+        return "\r" if any(line.text.endswith("\r") for line in self.lines) else ""
 
     def render(self) -> str:
         """The file's text (a byte that was not UTF-8 is in it as a lone surrogate)."""
