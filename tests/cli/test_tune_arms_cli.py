@@ -5,6 +5,7 @@ tests/cli/test_tune_cli.py (its shared stack): nothing here needs one."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -12,6 +13,8 @@ from servelab.core.ab.factorial import LETTERS
 from servelab.core.ab.result import AbDesign, AbResult, ArmVisit, conclude
 from servelab.core.ab.tunerun import MAX_ARMS
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tunes import TuneStore
+from tests.support import run_cli
 from tests.support.peakrss import run_measured
 from tests.support.specs import write_pd_spec
 
@@ -79,3 +82,38 @@ def test_a_hostile_grid_is_refused_quickly_in_bounded_memory(tmp_path: Path) -> 
 def test_every_screenings_follow_up_fits_under_the_cap() -> None:
     """A screening takes up to ``len(LETTERS)`` knobs at two values each: its full grid fits."""
     assert 2 ** len(LETTERS) <= MAX_ARMS
+
+
+def _recorded_tune(ledger_file: Path) -> None:
+    """A tune of one finished visit of 2 minutes (90 s to make it live, 30 s of runs)."""
+    with Ledger.open(ledger_file) as ledger:
+        store = TuneStore(ledger)
+        tune = store.start(knobs="decode:SGLANG_SM120_MMA_TARGET_CTAS", config={}, original=["1"])
+        store.add_visit(tune, 0, ArmVisit("256", 0, None, "256", {64: 1500.0}, 0,
+                                          overhead_s=90.0, bench_s={64: 30.0}))  # fmt: skip
+
+
+def test_a_plan_past_its_budget_says_so_before_any_tune_starts(tmp_path: Path) -> None:
+    """``tune --plan --max-minutes 1`` of a 3-arm grid at 2 minutes a visit: the first block
+    alone takes 6 minutes, said in the plan, its ``--json`` and on stderr, as the tune says it
+    before its first visit; within the budget, or with nothing recorded to price it, nothing."""
+    ledger_file = tmp_path / "ledger.db"
+    _recorded_ab(ledger_file)
+    args = ("tune", "--plan", "--knob", f"{CTAS}=256,512,768", "--concurrency", "64",
+            "-f", _spec(tmp_path), "--ledger", str(ledger_file))  # fmt: skip
+    unpriced = run_cli(*args, "--max-minutes", "1", "--json", timeout=120)
+    assert unpriced.returncode == 0 and "over_budget" not in json.loads(unpriced.stdout)
+    _recorded_tune(ledger_file)
+    warning = ("warning: --max-minutes 1 is shorter than the first block: 3 visit(s) at 120.0 s "
+               "each (the latest recorded tune's mean visit) take about 6.0 min")  # fmt: skip
+    text = run_cli(*args, "--max-minutes", "1", timeout=120)
+    assert text.returncode == 0 and warning in " ".join(text.stdout.split()), text.stdout
+    as_json = run_cli(*args, "--max-minutes", "1", "--json", timeout=120)
+    assert json.loads(as_json.stdout)["over_budget"] == {
+        "visits": 3, "visit_s": 120.0, "priced_from": "recorded", "first_block_min": 6.0,
+        "full_min": 72.0, "max_minutes": 1.0,
+    }  # fmt: skip
+    assert warning in " ".join(as_json.stderr.split()), as_json.stderr
+    within = run_cli(*args, "--max-minutes", "7", "--json", timeout=120)
+    assert within.returncode == 0 and "over_budget" not in json.loads(within.stdout)
+    assert "warning" not in within.stderr

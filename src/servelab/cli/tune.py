@@ -68,6 +68,7 @@ from servelab.ops.ab.tuneconfig import DEFAULT_MAX_ROUNDS, TuneConfig, check_tun
 from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
+from servelab.report.progress import over_budget_phrase
 from servelab.report.text import safe_markdown
 from servelab.report.tune import (
     plan_markdown,
@@ -274,6 +275,9 @@ def tune_command(
             sized = plan_tune(ledger, cfg, effect=effect)
         if output.as_json:
             print_json(encode(sized))
+            if sized.over_budget is not None:  # said before any tune starts, as the tune says it
+                err_console.print(over_budget_phrase(sized.over_budget), style="yellow",
+                                  markup=False, highlight=False)  # fmt: skip
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

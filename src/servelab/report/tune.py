@@ -19,6 +19,7 @@ from servelab.ops.ab.tuneplan import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells, unchecked_phrase
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
+from servelab.report.progress import over_budget_phrase
 from servelab.report.text import json_text, show_value
 
 __all__ = [
@@ -358,6 +359,8 @@ def plan_markdown(plan: TunePlan) -> str:
             f"{o[TuneOutcome.WITHIN_MARGIN]} / {o[TuneOutcome.BUDGET]} "
             f"| {c.errors[Misclaim.WRONG_WINNER]}/{c.runs} |"
         )
+    if plan.over_budget is not None:
+        lines += ["", over_budget_phrase(plan.over_budget)]
     return "\n".join(lines) + "\n"
 
 
