@@ -18,9 +18,10 @@ import click
 
 from servelab.cli.boundary import json_option, print_json, run
 from servelab.cli.options import FORCE_HELP
-from servelab.core.deploy.spec import HostSpec, parse_spec
+from servelab.core.deploy.spec import DEPLOYMENT_NAME, DEPLOYMENT_NAME_RULE, HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
 from servelab.core.redaction import redact
+from servelab.core.whole import echoed
 from servelab.errors import OptionError
 from servelab.io.files import write_stream, write_to
 from servelab.io.overwrite import check_overwrite
@@ -72,6 +73,14 @@ def _json(result: InitResult, written: str) -> dict[str, object]:
     }
 
 
+def _deployment_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    """``--name`` checked as the spec checks it, before the router is asked anything (it was
+    refused by the written spec's check, which named ``-o``'s file: ``-``)."""
+    if not DEPLOYMENT_NAME.fullmatch(value):
+        raise click.BadParameter(f"{DEPLOYMENT_NAME_RULE}; got {echoed(value)}")
+    return value
+
+
 @click.command("init")
 @click.option(
     "--router",
@@ -88,7 +97,10 @@ def _json(result: InitResult, written: str) -> dict[str, object]:
     help="The SSH host the deployment runs on (default: this machine).",
 )
 @click.option("--identity-file", default=None, help="The SSH key for --ssh.")
-@click.option("--name", default="servelab", show_default=True, help="The spec's name.")
+@click.option(
+    "--name", default="servelab", show_default=True, callback=_deployment_name,
+    help="The spec's name.",
+)  # fmt: skip
 @click.option(
     "-o",
     "--output",

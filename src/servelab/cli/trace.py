@@ -8,6 +8,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
@@ -52,8 +53,18 @@ def trace_group() -> None:
     """Sample traces for bench --trace and ab --trace."""
 
 
+class _File(click.Path):
+    """``trace generate``'s FILE: an empty name is refused as the argument's (``Path("")`` is
+    ``.``, the current folder, which the writer then refused with exit 1)."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value == "":
+            self.fail("an empty name names no file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 @trace_group.command("generate")
-@click.argument("out", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("out", metavar="FILE", type=_File(dir_okay=False, path_type=Path))
 @click.option("--kind", type=click.Choice(["agentic", "chat"]), default="agentic",
               show_default=True, help="Agent sessions, or a long-tail chat mix.")  # fmt: skip
 @click.option("--sessions", type=Parsed("N", parse_positive), default=str(_AGENTIC.sessions),

@@ -46,7 +46,7 @@ from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_tune_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS
-from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord
+from servelab.core.ab.tunerun import MAX_ARMS, TuneKnob, TuneMetric, TuneRecord, arm_count
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.bounds import parse_effect
 from servelab.core.ledger.codec import decode, encode
@@ -68,9 +68,11 @@ from servelab.ops.ab.tuneconfig import DEFAULT_MAX_ROUNDS, TuneConfig, check_tun
 from servelab.ops.ab.tuneplan import plan_tune
 from servelab.ops.context import Operation
 from servelab.report.answers import unchecked_phrase
+from servelab.report.progress import over_budget_phrase
 from servelab.report.text import safe_markdown
 from servelab.report.tune import (
     plan_markdown,
+    too_many_arms,
     tune_json,
     tune_markdown,
     tune_png,
@@ -245,6 +247,9 @@ def tune_command(
     where = SpecAndLedger(spec_path, ledger_path)
     cfg = None
     if knobs:
+        counts = [len(k.values) for k in knobs]  # counted before any arm, spec read or write
+        if arm_count(counts) > MAX_ARMS:
+            raise click.UsageError(too_many_arms(counts, MAX_ARMS))
         # The template of every measurement: at the spec's router, one run per level and visit.
         bench = BenchConfig(
             url="", concurrencies=concurrencies, requests=requests, warmup=warmup, ramp_s=ramp_s,
@@ -270,6 +275,9 @@ def tune_command(
             sized = plan_tune(ledger, cfg, effect=effect)
         if output.as_json:
             print_json(encode(sized))
+            if sized.over_budget is not None:  # said before any tune starts, as the tune says it
+                err_console.print(over_budget_phrase(sized.over_budget), style="yellow",
+                                  markup=False, highlight=False)  # fmt: skip
         else:
             console.print(plan_markdown(sized), markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_OK)

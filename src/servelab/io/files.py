@@ -48,7 +48,7 @@ from pathlib import Path
 from types import TracebackType
 
 from servelab.errors import HostError
-from servelab.io.overwrite import descriptor, existing, link_refusal, linked_folder
+from servelab.io.overwrite import descriptor, existing, link_refusal, linked_folder, unwritten
 
 __all__ = [
     "CHUNK_BYTES",
@@ -150,7 +150,7 @@ class AtomicFile:
             raise
         except OSError as exc:
             self.discard()
-            raise HostError(f"cannot write {self.path}: {exc.strerror or exc}") from exc
+            raise HostError(unwritten(self.path, exc)) from exc
         self._fd = fd
         self._sink = _Sink(fd, str(self.path), chunk_bytes)
 

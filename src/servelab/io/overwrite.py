@@ -19,6 +19,7 @@ __all__ = [
     "link_refusal",
     "linked_folder",
     "unused_stem",
+    "unwritten",
 ]
 
 
@@ -91,6 +92,18 @@ def check_overwrite(path: Path, force: bool, option: str = "--force") -> None:
     found = existing(path)
     if found is not None and stat.S_ISREG(found.st_mode) and found.st_size and not force:
         raise OptionError(f"{path} exists: give {option} to overwrite it, or another path")
+
+
+def unwritten(path: Path, exc: OSError) -> str:
+    """Why ``path`` was not written: the system's words, and, when the temporary file beside it
+    (``.NAME.*``, renamed over it once whole) could not be made, that its folder takes none
+    (``/proc/self/mem``: "No such file or directory" alone named a file that is there)."""
+    why = exc.strerror or str(exc)
+    made = Path(str(exc.filename or ""))
+    if made.parent == path.parent and made.name.startswith(f".{path.name}."):
+        return (f"cannot write {path}: a file is written whole through a temporary file beside "
+                f"it, and its folder {path.parent} takes no new file ({why})")  # fmt: skip
+    return f"cannot write {path}: {why}"
 
 
 def unused_stem(directory: Path, stem: str, suffixes: Iterable[str]) -> str:

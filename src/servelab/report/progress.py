@@ -89,7 +89,7 @@ from servelab.report.text import arm_value, level_label
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
     from servelab.core.bench.contract import BenchProgress
 
-__all__ = ["describe_level", "describe_progress", "others_words"]
+__all__ = ["describe_level", "describe_progress", "others_words", "over_budget_phrase"]
 
 
 def others_words(deployment: str, pid: int, state_dir: str) -> str:
@@ -155,12 +155,12 @@ def describe_progress(event: ProgressEvent) -> str:
             return (f"screening stopped after {blocks} block(s): tuning {', '.join(factors)}"
                     f"{held}")  # fmt: skip
         case TuneOverBudget():
-            return _over_budget(event)
+            return over_budget_phrase(event)
         case _:
             return _knob(event)
 
 
-def _over_budget(e: TuneOverBudget) -> str:
+def over_budget_phrase(e: TuneOverBudget) -> str:
     """The tune's first block against ``--max-minutes``, with the estimate and its price."""
     priced = ("the latest recorded tune's mean visit" if e.priced_from == PricedFrom.RECORDED
               else "this tune's first visit")  # fmt: skip

@@ -19,9 +19,18 @@ from servelab.ops.ab.tuneplan import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells, unchecked_phrase
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
+from servelab.report.progress import over_budget_phrase
 from servelab.report.text import json_text, md_code, md_text, show_value
 
-__all__ = ["headline", "plan_markdown", "tune_json", "tune_markdown", "tune_png", "unshown_phrase"]
+__all__ = [
+    "headline",
+    "plan_markdown",
+    "too_many_arms",
+    "tune_json",
+    "tune_markdown",
+    "tune_png",
+    "unshown_phrase",
+]
 
 _STOPS = {
     TuneOutcome.RUNNING: "not stopped by the rule",
@@ -352,4 +361,26 @@ def plan_markdown(plan: TunePlan) -> str:
             f"{o[TuneOutcome.WITHIN_MARGIN]} / {o[TuneOutcome.BUDGET]} "
             f"| {c.errors[Misclaim.WRONG_WINNER]}/{c.runs} |"
         )
+    if plan.over_budget is not None:
+        lines += ["", over_budget_phrase(plan.over_budget)]
     return "\n".join(lines) + "\n"
+
+
+def _arms(counts: Sequence[int]) -> str:
+    """The product of ``counts``, exact up to 10^15, else its power of ten (never the digits of
+    a product of thousands of knobs)."""
+    total = 1
+    for n in counts:
+        total *= n
+        if total > 10**15:
+            return f"about 10^{math.floor(sum(math.log10(c) for c in counts))}"
+    return f"{total:,}"
+
+
+def too_many_arms(counts: Sequence[int], cap: int) -> str:
+    """``tune --knob``'s grid past :data:`~servelab.core.ab.tunerun.MAX_ARMS`: its arms (the
+    product of the knobs' value counts), the cap, and how to narrow it."""
+    shown = " × ".join(f"{n:,}" for n in counts[:6]) + (" × …" if len(counts) > 6 else "")
+    return (f"{_arms(counts)} arms ({shown} values), more than a tune takes ({cap:,}): every "
+            "arm is a co-restart in every block. Narrow the grid: fewer values per --knob, fewer "
+            "knobs per tune, or --screen first (up to 8 knobs at two values each)")  # fmt: skip

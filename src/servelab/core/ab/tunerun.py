@@ -37,7 +37,8 @@ every one of ``max_rounds`` blocks, priced at the visits measured
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Annotated, assert_never
 
@@ -60,6 +61,7 @@ from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 
 __all__ = [
+    "MAX_ARMS",
     "LevelTune",
     "NextBlock",
     "TuneArm",
@@ -67,6 +69,7 @@ __all__ = [
     "TuneMetric",
     "TuneRecord",
     "agreed_best",
+    "arm_count",
     "conclude_tune",
     "follow_up_arms",
     "grid",
@@ -78,6 +81,11 @@ __all__ = [
     "with_visits",
 ]
 
+
+#: The most arms a tune takes: 2^8, the full grid of the most knobs a screening takes (eight, at
+#: two values each). Every arm is a co-restart in every block, and ``tune --plan`` simulates the
+#: rule over all of them (about two minutes at 256 arms on a loaded two-core machine).
+MAX_ARMS = 256
 
 #: What a tune maximizes at each level: an A/B's metrics (stored: values unchanged). Each visit
 #: keeps its values under ``throughput`` whatever the metric, as an A/B's visit does.
@@ -99,6 +107,12 @@ class TuneArm:
 
     label: str
     values: tuple[str, ...]
+
+
+def arm_count(value_counts: Iterable[int]) -> int:
+    """The arms of a grid whose knobs take these many values each: their product, counted before
+    any arm is built (:data:`MAX_ARMS` is checked on it)."""
+    return math.prod(value_counts)
 
 
 def grid(knobs: Sequence[TuneKnob]) -> tuple[TuneArm, ...]:

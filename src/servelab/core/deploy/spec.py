@@ -30,6 +30,7 @@ from servelab.errors import SpecError
 __all__ = [
     "DEFAULT_OTLP_ENDPOINT",
     "DEPLOYMENT_NAME",
+    "DEPLOYMENT_NAME_RULE",
     "MAX_TIMEOUT_S",
     "DeploymentSpec",
     "HostSpec",
@@ -225,6 +226,9 @@ class ServiceSpec(_Strict):
 #: What a deployment's ``name`` may be: one safe path segment (it names the remote state folder
 #: ``.servelab/<name>`` and the pid records' marks), never ``..``, ``/``, spaces or empty.
 DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: What :data:`DEPLOYMENT_NAME` asks, as the spec's check and ``init --name`` say it.
+DEPLOYMENT_NAME_RULE = ("must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit (it "
+                        "names a folder: no '/', '..', spaces or empty name)")  # fmt: skip
 
 
 class DeploymentSpec(_Strict):
@@ -251,10 +255,7 @@ class DeploymentSpec(_Strict):
     @classmethod
     def _name_is_one_segment(cls, value: str) -> str:
         if not DEPLOYMENT_NAME.fullmatch(value):
-            raise ValueError(
-                "must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit "
-                "(it names a folder: no '/', '..', spaces or empty name)"
-            )
+            raise ValueError(DEPLOYMENT_NAME_RULE)
         return value
 
     @field_validator("hosts")

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
+from servelab.core.whole import echoed
+
 __all__ = [
     "LIMIT_MAX_MS",
     "LIMIT_MIN_MS",
@@ -135,7 +137,10 @@ def parse_slo(text: str) -> SLO:
         except ValueError:
             known = ", ".join(SloMetric)
             raise ValueError(f"unknown SLO metric {name!r}: one of {known}") from None
-        objectives.append(Objective(metric, float(pct), parse_duration_ms(limit)))
+        percentile = float(pct)  # the typed text is what a refusal quotes, never its rounding
+        if not 0.0 < percentile < 100.0:  # p99.9999999999999999 is 100.0 as a float
+            raise ValueError(f"a percentile is above 0 and below 100, got {echoed('p' + pct)}")
+        objectives.append(Objective(metric, percentile, parse_duration_ms(limit)))
     if not objectives:
         raise ValueError(f"expected {SLO_FORM}, got {text!r}")
     return SLO(tuple(objectives))

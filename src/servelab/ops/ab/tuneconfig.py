@@ -12,7 +12,7 @@ from servelab.core.ab.result import CAPACITY_LEVEL
 from servelab.core.ab.screenrun import Screening, screen_factors
 from servelab.core.ab.sequential import DEFAULT_BOUNDARY, Boundary
 from servelab.core.ab.tune import ORDER_WILLIAMS, TUNE_ORDERS, TuneRule
-from servelab.core.ab.tunerun import TuneKnob, TuneMetric, TuneRecord, grid
+from servelab.core.ab.tunerun import MAX_ARMS, TuneKnob, TuneMetric, TuneRecord, arm_count, grid
 from servelab.core.answers.contract import AnswersConfig
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.deploy.spec import DeploymentSpec
@@ -59,6 +59,9 @@ class TuneConfig:
         object.__setattr__(self, "boundary", Boundary(self.boundary))
         if not self.knobs:
             raise ValueError("a tune needs a knob")
+        if arm_count(len(k.values) for k in self.knobs) > MAX_ARMS:  # counted, never built
+            raise ValueError(f"a tune takes at most {MAX_ARMS} arms (the product of the knobs' "
+                             "value counts)")  # fmt: skip
         if len({(k.service, k.knob) for k in self.knobs}) != len(self.knobs):
             raise ValueError("each knob once")
         if self.max_minutes is not None and not self.max_minutes > 0:

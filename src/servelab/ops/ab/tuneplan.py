@@ -1,15 +1,21 @@
 """``tune --plan``: what the tune rule would take at each level, simulated on the noise of the
 A/Bs recorded for the service (:func:`servelab.core.ab.tunecheck.check_rule`, one arm better than
-the others by the effect asked); nothing is run."""
+the others by the effect asked), and, with ``--max-minutes``, the first block priced as ``tune``
+prices it before its first visit (:mod:`servelab.ops.ab.budget`); nothing is run."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
 from servelab.core.ab.tunecheck import RuleCheck, check_rule
+from servelab.core.ab.tuneevents import PricedFrom, TuneOverBudget
 from servelab.core.ab.tunerun import grid, level_rule
+from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.tunes import TuneStore
+from servelab.ops.ab.budget import over_budget, recorded_visit_s
 from servelab.ops.ab.plan import plan_ab
 from servelab.ops.ab.tuneconfig import TuneConfig
 
@@ -31,13 +37,15 @@ class LevelPlan:
 class TunePlan:
     """``tune --plan``: for ``arms`` arms, one better than the others by ``effect``, what the
     rule takes at each level (``runs`` seeded simulated tunes), from the noise of the A/Bs
-    ``ab_ids``."""
+    ``ab_ids``; ``over_budget``: the first block past ``--max-minutes``, priced at the latest
+    recorded tune's mean visit (None: within it, no budget, or no tune recorded)."""
 
     arms: int
     effect: float
     runs: int
     ab_ids: tuple[int, ...]
     levels: tuple[LevelPlan, ...]
+    over_budget: Annotated[TuneOverBudget | None, OMITTED_IF_NONE] = None
 
 
 def plan_tune(ledger: Ledger, cfg: TuneConfig, *, effect: float, runs: int = 200) -> TunePlan:
@@ -58,4 +66,9 @@ def plan_tune(ledger: Ledger, cfg: TuneConfig, *, effect: float, runs: int = 200
             # A block's log ratio is the difference of two visits: its SD is sqrt(2) a visit's.
             check = check_rule(means, sd / math.sqrt(2.0), rule, runs, seed=cfg.order_seed)
         plans.append(LevelPlan(noise.concurrency, sd, check))
-    return TunePlan(len(labels), effect, runs, recorded.ab_ids, tuple(plans))
+    price = None if cfg.max_minutes is None else recorded_visit_s(TuneStore(ledger))
+    late = None
+    if price is not None and cfg.max_minutes is not None:
+        late = over_budget(len(labels), cfg.max_rounds, price, cfg.max_minutes,
+                           PricedFrom.RECORDED)  # fmt: skip
+    return TunePlan(len(labels), effect, runs, recorded.ab_ids, tuple(plans), late)
