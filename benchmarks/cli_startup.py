@@ -16,8 +16,8 @@ up to its first ``/health`` 200, then SIGTERM): the CPU of the process from exec
 
 The processes run as the suite runs them (the Makefile unexports ``PYTHONDONTWRITEBYTECODE`` and
 ``tests/conftest.py`` drops it): bytecode cached, each command run once unmeasured first, so the
-figures are the imports and not the compiler. ``--no-bytecode`` measures them as with
-``PYTHONDONTWRITEBYTECODE=1`` instead (every process compiles every module it imports).
+figures are the imports and not the compiler (with ``PYTHONDONTWRITEBYTECODE=1`` kept, a tree
+without ``__pycache__``, as ``git archive`` makes it, would compile servelab in every run).
 
     git archive main src | tar -x -C /tmp/before
     .venv/bin/python benchmarks/cli_startup.py --runs 7 --src before=/tmp/before/src --src after=src
@@ -78,22 +78,20 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _env(src: Path, bytecode: bool) -> dict[str, str]:
-    """The environment of a measured process: ``src`` first on the path, and bytecode cached
-    (as the suite has it) unless ``bytecode`` is False."""
+def _env(src: Path) -> dict[str, str]:
+    """The environment of a measured process: ``src`` first on the path, and bytecode written
+    and reused (as the suite has it)."""
     env = dict(os.environ, PYTHONPATH=str(src))
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    if not bytecode:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
-def _run(src: Path, args: list[str], cwd: Path, bytecode: bool) -> Sample:
+def _run(src: Path, args: list[str], cwd: Path) -> Sample:
     cpu0, wall0 = _children_cpu(), time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "servelab", *args],
         cwd=cwd,
-        env=_env(src, bytecode),
+        env=_env(src),
         capture_output=True,
         text=True,
         check=False,
@@ -112,7 +110,7 @@ def _healthy(url: str) -> bool:
         return False
 
 
-def _sim_start(src: Path, port: int, cwd: Path, bytecode: bool) -> Sample:
+def _sim_start(src: Path, port: int, cwd: Path) -> Sample:
     """A simulated decode engine from exec to its first ``/health`` 200 (wall), and its CPU from
     exec to its exit after SIGTERM."""
     args = ["sim", "decode", "--port", str(port), "--admin", "--enable-metrics"]
@@ -120,7 +118,7 @@ def _sim_start(src: Path, port: int, cwd: Path, bytecode: bool) -> Sample:
     proc = subprocess.Popen(
         [sys.executable, "-m", "servelab", *args],
         cwd=cwd,
-        env=_env(src, bytecode),
+        env=_env(src),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -148,7 +146,7 @@ def _workdir(src: Path) -> tuple[Path, dict[str, str]]:
     shutil.copy(ROOT / "examples" / "local-sim.toml", work / "servelab.toml")
     ledger = work / "ledger.db"
     make = "import sys; from servelab.io.ledger.ledger import Ledger; Ledger.open(sys.argv[1])"
-    subprocess.run([sys.executable, "-c", make, str(ledger)], env=_env(src, True), check=True)
+    subprocess.run([sys.executable, "-c", make, str(ledger)], env=_env(src), check=True)
     return work, {"spec": str(work / "servelab.toml"), "ledger": str(ledger)}
 
 
@@ -158,7 +156,6 @@ def _measure(
     work: Path,
     fill: dict[str, str],
     *,
-    bytecode: bool = True,
     sim_port: int = 0,
     only: frozenset[str] = frozenset(),
 ) -> dict[tuple[str, str], list[Sample]]:
@@ -168,14 +165,14 @@ def _measure(
             continue
         filled = [a.format(**fill) for a in args]
         for _tree, src in trees:  # unmeasured: the bytecode written, as the suite finds it
-            _run(src, filled, work, bytecode)
+            _run(src, filled, work)
         for _ in range(runs):
             for tree, src in trees:  # interleaved: load falls on each tree alike
-                samples.setdefault((label, tree), []).append(_run(src, filled, work, bytecode))
+                samples.setdefault((label, tree), []).append(_run(src, filled, work))
     if sim_port and (not only or SIM_START in only):
         for _ in range(runs):
             for tree, src in trees:
-                sample = _sim_start(src, sim_port, work, bytecode)
+                sample = _sim_start(src, sim_port, work)
                 samples.setdefault((SIM_START, tree), []).append(sample)
     return samples
 
@@ -220,11 +217,6 @@ def main(argv: list[str] | None = None) -> int:
         help="also measure a simulated engine's start, on this free loopback port",
     )
     parser.add_argument(
-        "--no-bytecode",
-        action="store_true",
-        help="run as with PYTHONDONTWRITEBYTECODE=1 (every process compiles what it imports)",
-    )
-    parser.add_argument(
         "--only",
         action="append",
         default=[],
@@ -245,15 +237,13 @@ def main(argv: list[str] | None = None) -> int:
             max(1, ns.runs),
             work,
             fill,
-            bytecode=not ns.no_bytecode,
             sim_port=ns.sim_port,
             only=frozenset(ns.only),
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load = f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after"
-    cached = "compiled every run" if ns.no_bytecode else "bytecode cached"
-    print(f"median of {ns.runs} runs per command and tree ({cached}); {load}")
+    print(f"median of {ns.runs} runs per command and tree (bytecode cached); {load}")
     print(_table(trees, samples))
     return 0
 
