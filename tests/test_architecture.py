@@ -177,8 +177,9 @@ _LOCAL_IMPORTS_ALLOWED = {
     ("io/http/sdk.py", "openai"),
     # the entry point installs its quiet Ctrl-C handler before the CLI's imports (about a second).
     ("__main__.py", "servelab"),
-    # the A/B and soak records (their results' types) cost about 0.3 s of CPU: only a command that
-    # reads or writes them pays, not every one that opens the ledger (benchmarks/cli_startup.py).
+    # the A/B and soak records (their results' types) cost about 0.3 s of CPU, verify's records
+    # (its checks, the answers and SSE parsers with them) about 0.1 s: only a command that reads
+    # or writes them pays, not every one that opens the ledger (benchmarks/cli_startup.py).
     ("io/ledger/tables.py", "servelab"),
     ("io/ledger/ledger.py", "servelab"),
     # aiohttp costs about 0.25 s of CPU: `knob get/set/diff` read files, and ask an engine (and
@@ -195,7 +196,8 @@ _LOCAL_IMPORTS_ALLOWED = {
     ("cli/case.py", "servelab"),
     # every feature's progress events and their words: only a command that prints progress pays.
     ("cli/common.py", "servelab"),
-    # the case and soak words of `ledger export` (about 0.4 s): `ledger stats/prune/vacuum` skip.
+    # the case, soak and verify words of `ledger export` (about 0.5 s): `ledger stats/prune/vacuum`
+    # skip them.
     ("report/ledger.py", "servelab"),
 }
 

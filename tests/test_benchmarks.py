@@ -6,6 +6,8 @@ measurements, docs/bench.md)."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 import time
@@ -107,3 +109,28 @@ async def test_the_truth_server_streams_on_schedule_from_the_kernel_arrival(
     )
     assert _get(truth_url + "/truth/reset", "POST") == {"ok": True}
     assert _get(truth_url + "/truth")["requests"] == 0
+
+
+def test_cli_startup_measures_with_bytecode_cached_as_the_suite_runs(tmp_path: Path) -> None:
+    """benchmarks/cli_startup.py measures what the suite pays: its processes write and reuse
+    bytecode even when the outer environment sets ``PYTHONDONTWRITEBYTECODE`` (the Makefile
+    and tests/conftest.py drop it for the suite), so a tree without ``__pycache__`` gets one."""
+    src = tmp_path / "src"
+    shutil.copytree(
+        Path(__file__).resolve().parents[1] / "src",
+        src,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    assert not list(src.rglob("__pycache__"))
+    script = [sys.executable, str(BENCHMARKS / "cli_startup.py"), "--runs", "1"]
+    done = subprocess.run(
+        [*script, "--only=--help", "--src", f"copy={src}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=dict(os.environ, PYTHONDONTWRITEBYTECODE="1"),
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "bytecode cached" in done.stdout
+    assert list((src / "servelab" / "cli" / "__pycache__").glob("boundary.*.pyc"))
+    assert done.stdout.count("\n--help ") == 1, done.stdout

@@ -168,6 +168,18 @@ def test_the_ledger_imports_the_ab_and_soak_results_only_for_their_records(
     assert "servelab.core.ab.result" not in modules and "servelab.core.soak.result" not in modules
 
 
+@pytest.mark.parametrize("args", _NO_ENGINE_ASKED[:2], ids=lambda a: " ".join(a[:2]))
+def test_the_ledger_imports_the_verification_records_only_for_them(args: tuple[str, ...]) -> None:
+    """Verify's records (its checks, with the answers and SSE parsers) are imported by a command
+    that reads or writes a verification, not by every one that opens the ledger."""
+    modules = _imported(*args)
+    assert "servelab.io.ledger.ledger" in modules
+    assert not any(m.startswith("servelab.core.verify") for m in modules), sorted(
+        m for m in modules if m.startswith("servelab.core.verify")
+    )
+    assert "servelab.report.verify" not in modules
+
+
 def test_case_lists_its_experiments_and_loads_them_when_asked() -> None:
     modules = _imported("case", "test", "--help")
     assert "servelab.cli.caseexperiment" in modules

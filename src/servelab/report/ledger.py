@@ -29,7 +29,6 @@ from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
 from servelab.report.text import json_text
-from servelab.report.verify import with_details
 
 if TYPE_CHECKING:  # every record of the export: imported by the export's words, when they run
     from servelab.core.ledger.export import LedgerExport
@@ -79,6 +78,8 @@ def _rows(value: JsonValue) -> list[Row]:
 
 
 def _verification(doc: Mapping[str, JsonValue]) -> Row:
+    from servelab.report.verify import with_details  # the export's: not `ledger stats`'
+
     return {**doc, "checks": with_details(doc.get("checks"))}
 
 
@@ -96,6 +97,7 @@ def _event(row: Row) -> Row:
         return row
     from servelab.core.case.model import EventOutcome  # the export's: not `ledger stats`'
     from servelab.report.case import event_error
+    from servelab.report.verify import with_details
 
     shown = {**detail, "error": event_error(decode(EventOutcome, detail))}
     if "failed_checks" in detail:

@@ -129,6 +129,17 @@ def test_a_type_the_ledger_does_not_store_is_refused(ledger: Ledger) -> None:
         ledger.add("a row")
 
 
+def test_a_lookalike_of_a_heavy_record_is_refused() -> None:
+    """The heavy records' tables are found by the type's module and name, then by the type
+    itself: a class of the same name elsewhere (or made to look like one) has no table."""
+    lookalike = type("VerificationRecord", (), {"__module__": "servelab.core.verify.record"})
+    with pytest.raises(TypeError, match="stores no VerificationRecord"):
+        table_of(lookalike)
+    with pytest.raises(TypeError, match="stores no"):
+        table_of(42)  # type: ignore[arg-type]
+    assert table_of(VerificationRecord).name == "verifications"
+
+
 def test_a_tables_rule_is_checked_in_the_write(ledger: Ledger) -> None:
     with pytest.raises(CaseError, match=r"no case 3 in .*ledger\.db"):
         ledger.add(CaseEvent("revert", NOW, {}, case_id=3))

@@ -53,7 +53,6 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.telemetry.spans import Span
-from servelab.core.verify.record import CheckRecord, VerificationRecord
 from servelab.errors import StoreError
 from servelab.io.ledger.admin import (
     compact_batch,
@@ -69,7 +68,6 @@ from servelab.io.ledger.connection import (
 from servelab.io.ledger.rows import (
     SPAN_COLUMNS,
     TABLE_JSON_COLUMNS,
-    check_row,
     decode_record,
     decode_row,
     dumps,
@@ -82,13 +80,14 @@ from servelab.io.ledger.rows import (
 from servelab.io.ledger.rows import (
     filters as rows_where,
 )
-from servelab.io.ledger.tables import require_case, table_of
+from servelab.io.ledger.tables import check_row, require_case, table_of
 from servelab.io.ledger.unsaved import kept_on_failure
 
 if TYPE_CHECKING:  # the A/B and soak results cost a third of a second to import: only their users
     from servelab.core.ab.result import AbResult
     from servelab.core.ledger.export import LedgerExport
     from servelab.core.soak.result import SoakResult
+    from servelab.core.verify.record import CheckRecord
 
 __all__ = [
     "READ_BATCH",
@@ -384,6 +383,7 @@ class Ledger(LedgerFile):
         from servelab.core.ab.record import AbRunRecord  # heavy: only the export needs them
         from servelab.core.ledger.export import LedgerExport
         from servelab.core.soak.record import SoakRunRecord
+        from servelab.core.verify.record import VerificationRecord
 
         runs = self.list(BenchRunRecord)
         full = [self.get(BenchRunRecord, r.id) for r in runs] if records else runs

@@ -1,5 +1,5 @@
-"""How the ledger's values become SQLite row values and back (JSON columns, booleans, the check
-and finding rows, per-request records in their compact form, ``WHERE`` clauses), and the two small
+"""How the ledger's values become SQLite row values and back (JSON columns, booleans, the finding
+rows, per-request records in their compact form, ``WHERE`` clauses), and the two small
 statements every writer shares (an ``INSERT``, a verdict). :mod:`servelab.io.ledger.ledger` opens
 the transactions.
 """
@@ -12,13 +12,11 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any
 
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.finding import Finding
 from servelab.core.telemetry.spans import Span
-from servelab.core.verify.checks import Check
-from servelab.core.verify.record import CheckRecord, UntypedCheck
 from servelab.errors import CaseError, StoreError
 from servelab.io.ledger.packed import pack_record, unpack_record
 
@@ -26,7 +24,6 @@ __all__ = [
     "JSON_COLUMNS",
     "SPAN_COLUMNS",
     "TABLE_JSON_COLUMNS",
-    "check_row",
     "decode_record",
     "decode_row",
     "dumps",
@@ -116,27 +113,6 @@ def decode_row(
             value = bool(value)
         out[name] = value
     return out
-
-
-def check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
-    """A check's row: its code in ``detail`` and its data through the codec (a check read untyped:
-    its code or sentence, and its data, as they were read)."""
-    stored: str | None
-    match check:
-        case Check():
-            stored, data = check.code.value, encode(check.data)
-        case UntypedCheck():
-            stored, data = check.code or check.detail, dict(check.data)
-        case _:
-            assert_never(check)
-    return {
-        "verification_id": verification_id,
-        "layer": check.layer,
-        "service": check.service,
-        "ok": int(check.ok),
-        "detail": stored,
-        "data": dumps(data),
-    }
 
 
 def finding_row(soak_id: int, finding: Finding) -> dict[str, Any]:

@@ -9,10 +9,10 @@ or by the table's own reader where the record gathers rows of another table (a v
 checks, a soak's findings, a bench run's per-request records). The schema is
 :mod:`servelab.io.ledger.migrations`'; nothing here changes what a row holds.
 
-The tables of the A/B and soak records are made at the first use of :func:`table_of` for a type
-not among the others, which imports those records then (their results' types, about a third of a
-second of CPU): a command that opens the ledger without reading or writing those (``ledger
-stats``, ``knob set``) does not pay.
+The tables of the verification, A/B and soak records are made each at the first use of
+:func:`table_of` for its type, which imports that record then (verify's checks, about a tenth of a
+second of CPU; the A/B and soak results' types, about a third): a command that opens the ledger
+without reading or writing those (``ledger stats``, ``knob set``, ``case show``) does not pay.
 
 A few records carry rules of their own, checked in the write's transaction: a case's suspect,
 evidence and event need the case; a target is a suspect of a case once; evidence is of a known
@@ -27,22 +27,31 @@ import sqlite3
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, assert_never
 
 from servelab.core.bench.record import BenchRunRecord
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Suspect
 from servelab.core.deploy.record import DeploymentRecord
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import decode, encode
-from servelab.core.verify.record import VerificationRecord, read_check_row
 from servelab.errors import CaseError, DamagedRow, RecordError
 from servelab.io.ledger.damaged import damaged_row
 from servelab.io.ledger.rows import TABLE_JSON_COLUMNS, dumps
 
 if TYPE_CHECKING:
     from servelab.core.soak.record import SoakRunRecord
+    from servelab.core.verify.record import CheckRecord, VerificationRecord
 
-__all__ = ["EVIDENCE_KINDS", "NOW", "TABLES", "Query", "Table", "require_case", "table_of"]
+__all__ = [
+    "EVIDENCE_KINDS",
+    "NOW",
+    "TABLES",
+    "Query",
+    "Table",
+    "check_row",
+    "require_case",
+    "table_of",
+]
 
 #: ``at`` of a record given to ``Ledger.add``: stamped with the ledger's clock as it is written.
 NOW: Final = ""
@@ -134,7 +143,33 @@ def _new_event(conn: sqlite3.Connection, event: CaseEvent, path: Path) -> None:
     require_case(conn, event.case_id, path)
 
 
+def check_row(verification_id: int, check: CheckRecord) -> dict[str, Any]:
+    """A check's row: its code in ``detail`` and its data through the codec (a check read untyped:
+    its code or sentence, and its data, as they were read)."""
+    from servelab.core.verify.checks import Check as VerifiedCheck  # the caller's: imported
+    from servelab.core.verify.record import UntypedCheck
+
+    stored: str | None
+    match check:
+        case VerifiedCheck():
+            stored, data = check.code.value, encode(check.data)
+        case UntypedCheck():
+            stored, data = check.code or check.detail, dict(check.data)
+        case _:
+            assert_never(check)
+    return {
+        "verification_id": verification_id,
+        "layer": check.layer,
+        "service": check.service,
+        "ok": int(check.ok),
+        "detail": stored,
+        "data": dumps(data),
+    }
+
+
 def _verification(query: Query, row: dict[str, Any], _whole: bool) -> VerificationRecord:
+    from servelab.core.verify.record import VerificationRecord, read_check_row  # by its table
+
     checks = query(
         "SELECT layer, service, ok, detail, data FROM verification_checks "
         "WHERE verification_id = ? ORDER BY id",
@@ -169,7 +204,6 @@ _LIGHT: Mapping[type[Any], Table] = {
     for table in (
         Table(DeploymentRecord, "deployments"),
         Table(KnobChangeRecord, "knob_changes", frozenset({"service", "name", "case_id"})),
-        Table(VerificationRecord, "verifications", read=_verification),
         Table(BenchRunRecord, "bench_runs", read=_bench_run),
         Table(CaseRecord, "cases"),
         Table(Suspect, "case_suspects", _CASE, check=_new_suspect),
@@ -180,19 +214,44 @@ _LIGHT: Mapping[type[Any], Table] = {
 
 
 @functools.cache
-def _every_table() -> Mapping[type[Any], Table]:
+def _verification_table() -> Table:
+    from servelab.core.verify.record import VerificationRecord
+
+    return Table(VerificationRecord, "verifications", read=_verification)
+
+
+@functools.cache
+def _ab_table() -> Table:
     from servelab.core.ab.record import AbRunRecord
+
+    return Table(AbRunRecord, "ab_runs", frozenset({"service", "knob"}))
+
+
+@functools.cache
+def _soak_table() -> Table:
     from servelab.core.soak.record import SoakRunRecord
 
-    heavy = (
-        Table(AbRunRecord, "ab_runs", frozenset({"service", "knob"})),
-        Table(SoakRunRecord, "soak_runs", read=_soak_run),
-    )
+    return Table(SoakRunRecord, "soak_runs", read=_soak_run)
+
+
+#: The records whose types are heavy to import, by the type's module and name: each table made
+#: (its record imported) at the first use of its own type, or of :data:`TABLES`.
+_HEAVY: Mapping[str, Callable[[], Table]] = {
+    "servelab.core.verify.record.VerificationRecord": _verification_table,
+    "servelab.core.ab.record.AbRunRecord": _ab_table,
+    "servelab.core.soak.record.SoakRunRecord": _soak_table,
+}
+
+
+@functools.cache
+def _every_table() -> Mapping[type[Any], Table]:
+    heavy = [made() for made in _HEAVY.values()]
     return {**_LIGHT, **{table.kind: table for table in heavy}}
 
 
 class _Tables(Mapping[type[Any], Table]):
-    """Every table, made at the first read (the A/B and soak records imported then)."""
+    """Every table, made at the first read (the verification, A/B and soak records imported
+    then)."""
 
     def __getitem__(self, kind: type[Any]) -> Table:
         return _every_table()[kind]
@@ -204,14 +263,17 @@ class _Tables(Mapping[type[Any], Table]):
         return len(_every_table())
 
 
-#: Every record type the ledger stores, by its type (made at the first read: the A/B and soak
-#: records, heavy to import, are imported then, not with the ledger).
+#: Every record type the ledger stores, by its type (made at the first read: the verification,
+#: A/B and soak records, heavy to import, are imported then, not with the ledger).
 TABLES: Mapping[type[Any], Table] = _Tables()
 
 
 def table_of(kind: type[Any]) -> Table:
     """The table of records of ``kind`` (a ``TypeError`` for a type the ledger does not store)."""
-    found = _LIGHT.get(kind) or TABLES.get(kind)
+    found = _LIGHT.get(kind)
+    name = f"{getattr(kind, '__module__', '')}.{getattr(kind, '__qualname__', '')}"
+    if found is None and (made := _HEAVY.get(name)):
+        found = made() if made().kind is kind else None
     if found is None:
         raise TypeError(f"the ledger stores no {getattr(kind, '__name__', kind)}")
     return found
