@@ -4,12 +4,14 @@ run through the real router; the client's own count when the decode's metrics ar
 from __future__ import annotations
 
 import asyncio
+import statistics
 from collections.abc import Iterator
 
 import pytest
 
 from servelab.core.bench.contract import BenchConfig
 from servelab.core.case.reached import LoadSource
+from servelab.core.load.metrics import e2e_ns
 from servelab.core.load.records import RequestRecord
 from servelab.core.load.workload import LengthDist
 from servelab.core.telemetry.promtext import parse_exposition
@@ -36,6 +38,35 @@ async def _watched(stack: SimStack) -> tuple[RunningWatch, list[RequestRecord]]:
     async with RunningWatch([decode], interval_s=0.05) as watch:
         result = await run_bench(config)
     return watch, [r for run in result.runs for r in run.records]
+
+
+async def _burst(stack: SimStack) -> tuple[RunningWatch, list[RequestRecord]]:
+    """An answers visit's shape: C64, 400 short requests (about a second), the default watch."""
+    config = BenchConfig(url=stack.router_url, concurrencies=(64,), requests=400, warmup=0,
+                         model="sim-model", input_len=LengthDist("fixed", 32),
+                         output_len=LengthDist("fixed", 16))  # fmt: skip
+    decode = MetricsSource("decode", "engine", f"{stack.decode_url}/metrics", role="decode")
+    async with RunningWatch([decode]) as watch:
+        result = await run_bench(config)
+    return watch, [r for run in result.runs for r in run.records]
+
+
+@pytest.mark.timeout(120)
+def test_the_watch_reads_every_wave_of_a_short_run(stack: SimStack) -> None:
+    """Issue 34/38 (fixE): a closed loop at C64 sends in waves, and the decode's gauge swings
+    from 0 to its crest and back within one request's E2E (0, 25, 0, 0, 28 read under load);
+    one read per 0.2 s was one per wave, and could read the troughs of a one-second run (a
+    suspect arm that gave the bf16 keys' wrong answers recorded "load 11"). The default watch
+    reads the decode at least twice per median E2E of the run, and sees the crest."""
+    watch, records = asyncio.run(_burst(stack))
+    got = reached_load(watch, records)
+    assert got is not None and got.source is LoadSource.ENGINE, got
+    done = [r for r in records if r.end_ns is not None]
+    e2e = statistics.median(x for r in done if (x := e2e_ns(r)) is not None)
+    # from the first token out (a fresh stack's first requests wait their cold start idle)
+    span = max(r.end_ns or 0 for r in done) - min(r.first_byte_ns or r.end_ns or 0 for r in done)
+    assert len(records) == 400 and got.samples >= 2 * span / e2e, (got, span, e2e)
+    assert got.peak > 16, got
 
 
 @pytest.mark.timeout(120)

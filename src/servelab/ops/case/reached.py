@@ -10,8 +10,8 @@ client's own in-flight count from the runs' request records, and says so (:func:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
+import threading
 import time
 from collections.abc import Sequence
 from types import TracebackType
@@ -27,8 +27,10 @@ from servelab.ops.telemetry.watch import metrics_sources, scrape_once
 
 __all__ = ["INTERVAL_S", "RunningWatch", "reached_load", "running_gauge"]
 
-#: How often the decodes' gauge is read during a visit (a run at C64 lasts a few seconds).
-INTERVAL_S = 0.2
+#: How often the decodes' gauge is read during a visit: a closed loop sends in waves, and the
+#: decode's count swings from none to its crest and back within one request's E2E (about 0.1 s
+#: for an answers visit's short requests; such a run at C64 lasts about a second).
+INTERVAL_S = 0.02
 
 
 def running_gauge(exp: Exposition) -> tuple[str, float] | None:
@@ -41,12 +43,15 @@ def running_gauge(exp: Exposition) -> tuple[str, float] | None:
 
 
 class RunningWatch:
-    """Reads the decodes' running-requests gauge around the ``async with`` body."""
+    """Reads the decodes' running-requests gauge around the ``async with`` body, from a thread of
+    its own (its own event loop and HTTP session): on the caller's loop a read waited behind the
+    bench client's work, and a starved client read the gauge a few times a second at most."""
 
     def __init__(self, decodes: list[MetricsSource], interval_s: float = INTERVAL_S) -> None:
         self._decodes, self._interval = decodes, interval_s
-        self._http = HttpClient()
-        self._task: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failed: BaseException | None = None
         self.values: list[float] = []
         self.series = ""
 
@@ -54,34 +59,42 @@ class RunningWatch:
     async def of(cls, op: Operation) -> RunningWatch:
         return cls([s for s in await metrics_sources(op) if s.role == "decode"])
 
-    async def _read(self) -> None:
-        got = await asyncio.gather(*(scrape_once(self._http, s, 0.0, 2.0) for s in self._decodes))
+    async def _read(self, http: HttpClient) -> None:
+        got = await asyncio.gather(*(scrape_once(http, s, 0.0, 2.0) for s in self._decodes))
         found = [r for g in got if g.exposition is not None
                  if (r := running_gauge(g.exposition)) is not None]  # fmt: skip
         if found:
             self.series = found[0][0]
             self.values.append(max(v for _s, v in found))
 
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._loop())
+        except BaseException as exc:  # raised again in the caller's task, at the exit
+            self._failed = exc
+
     async def _loop(self) -> None:
-        while True:
-            started = time.monotonic()
-            await self._read()
-            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+        async with HttpClient() as http:
+            while not self._stop.is_set():
+                started = time.monotonic()
+                await self._read(http)
+                await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
 
     async def __aenter__(self) -> RunningWatch:
         if self._decodes:
-            self._task = asyncio.create_task(self._loop())
+            self._thread = threading.Thread(target=self._run, name="running-watch", daemon=True)
+            self._thread.start()
         return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:  # fmt: skip
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._http.aclose()
+        self._stop.set()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+        if self._failed is not None and exc is None:
+            raise self._failed
 
 
 def reached_load(watch: RunningWatch, records: Sequence[RequestRecord]) -> ReachedLoad | None:
