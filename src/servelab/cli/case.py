@@ -222,7 +222,9 @@ def case_revert(
         cases.check_revert_to(loaded.spec, target, to_value)  # before asking: nothing changed
         async with Operation(loaded, ledger=ledger, progress=show_progress) as op:
             current = await cases.current_value(op, target)
-            preview = cases.revert_preview(ledger, case_id, target, current=current, to=to_value)
+            preview = cases.revert_preview(
+                ledger, case_id, target, current=current, to=to_value, deployment=op.spec.name
+            )
             if not as_json:
                 _print_preview(preview)
             if not yes and not click.confirm("revert it?", default=False, err=True):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from servelab.core.deploy.defaultspec import DEFAULT_ENV_FILES, DEFAULT_SPEC_TOML
 from servelab.core.deploy.spec import DeploymentSpec, parse_spec
@@ -56,6 +56,15 @@ class LoadedSpec:
     @property
     def state_dir(self) -> Path:
         return self.path(self.spec.state_dir)
+
+    def state_dir_on(self, local: bool) -> str:
+        """The state directory on a service's host: locally the spec's; over SSH (``local``
+        False) the spec's when absolute, else ``.servelab/<spec name>`` under the login
+        directory."""
+        if local:
+            return str(self.state_dir)
+        configured = PurePosixPath(self.spec.state_dir)
+        return str(configured) if configured.is_absolute() else f".servelab/{self.spec.name}"
 
     def env_file(self, service: str) -> Path | None:
         env_file = self.spec.service(service).env_file

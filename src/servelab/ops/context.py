@@ -26,7 +26,6 @@ import contextlib
 import copy
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from pathlib import PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -104,10 +103,7 @@ class Operation:
     def state_dir(self, service: str) -> str:
         """The state directory on the service's host: locally the spec's; over SSH the spec's
         when absolute, else ``.servelab/<spec name>`` under the login directory."""
-        if self.host(service).is_local:
-            return str(self.loaded.state_dir)
-        configured = PurePosixPath(self.spec.state_dir)
-        return str(configured) if configured.is_absolute() else f".servelab/{self.spec.name}"
+        return self.loaded.state_dir_on(self.host(service).is_local)
 
     def backup_dir(self, service: str) -> str:
         """Where the service's env-file backups live on its host (``<state_dir>/backups/NAME``)."""

@@ -390,6 +390,7 @@ def _record_change(
             reason=reason,
             case_id=case_id,
             backup_path=backup_path,
+            deployment=op.spec.name,
         )
     )
 

@@ -22,6 +22,7 @@ from servelab.core.deploy.steps import (
     Step,
     StepFailure,
     Stopped,
+    UnprovenOwner,
 )
 from servelab.core.ledger.codec import encode
 from servelab.core.redaction import redact, redact_url
@@ -122,7 +123,7 @@ def render_status(statuses: list[ServiceStatus]) -> str:
 
 def _step_detail(step: Step) -> str:
     evidence = step.evidence
-    if step.outcome is StepOutcome.FAILED:
+    if step.outcome is StepOutcome.FAILED and not isinstance(evidence, Stopped):
         return evidence.error if isinstance(evidence, StepFailure) else ""
     match evidence:
         case LaunchTimeoutReady() | CommandReady() if step.outcome is StepOutcome.TIMED_OUT_HEALTHY:
@@ -132,7 +133,12 @@ def _step_detail(step: Step) -> str:
         case Stopped():
             code = evidence.stop_command_exit
             said = "" if code is None else f"stop command exit {code}"
-            words = (said, _stranger(evidence.port_owner), _others(evidence.others_record))
+            words = (
+                said,
+                _stranger(evidence.port_owner),
+                _others(evidence.others_record),
+                _unproven(evidence.unproven_owner),
+            )
             return "; ".join(w for w in words if w)
         case FoundServing() | StepFailure():
             return ""
@@ -146,6 +152,19 @@ def _stranger(owner: PortOwner | None) -> str:
         return ""
     name = f" ({owner.name})" if owner.name else ""
     return f"its port is held by pid {owner.pid}{name}, not started by this deployment: left alone"
+
+
+def _unproven(owner: UnprovenOwner | None) -> str:
+    """A process on the port that cannot be told this deployment's: named, with how to stop it."""
+    if owner is None:
+        return ""
+    name = f" ({owner.name})" if owner.name else ""
+    return (
+        f"port {owner.port} on {owner.host} is held by pid {owner.pid}{name}, which cannot be "
+        "told this deployment's (no mark in its environment, its output not this service's "
+        f"log): not stopped; if it is this deployment's, stop it on {owner.host} with "
+        f"`kill -TERM {owner.pid}`"
+    )
 
 
 def _others(others: OthersRecord | None) -> str:

@@ -115,7 +115,7 @@ def test_a_missing_column_is_named(tmp_path: Path) -> None:
 
 def test_a_table_of_its_own_in_a_ledger_is_refused(tmp_path: Path) -> None:
     path = _ledger_at(tmp_path / "l.db", SCHEMA_VERSION, "CREATE TABLE notes (text)")
-    said = r"not a servelab ledger \(version 7, tables not servelab's: notes\)"
+    said = rf"not a servelab ledger \(version {SCHEMA_VERSION}, tables not servelab's: notes\)"
     with pytest.raises(NotALedger, match=said):
         Ledger.open(path, create=False, reads_only=True)
 

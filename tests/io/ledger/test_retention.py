@@ -113,7 +113,7 @@ def test_an_old_ledger_migrates_reads_its_json_rows_and_vacuum_compacts_them(
     path = tmp_path / "old.db"
     recs = _legacy_ledger(path)
     with Ledger.open(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 7
+        assert ledger.schema_version == SCHEMA_VERSION == 8
         old = ledger.get(BenchRunRecord, 1)
         assert old is not None and old.records is not None and old.records_pruned_at is None
         assert [dict(r) for r in old.records] == recs

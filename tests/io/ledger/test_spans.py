@@ -72,7 +72,7 @@ def test_an_old_ledger_migrates_to_the_spans_table(tmp_path: Path) -> None:
     raw.execute("COMMIT")
     raw.close()
     with Ledger.open(path) as ledger:
-        assert ledger.schema_version == SCHEMA_VERSION == 7
+        assert ledger.schema_version == SCHEMA_VERSION == 8
         assert "spans" in ledger.table_names()
         assert ledger.spans(run_id=1) == []  # the old run: no spans, none invented
         new = ledger.record_bench_run(label=None, config={}, summary={}, records=[],

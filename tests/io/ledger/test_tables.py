@@ -84,7 +84,7 @@ def test_a_record_is_written_as_the_old_writers_wrote_it(ledger: Ledger) -> None
         (1, AT, "pd", "h", "up", '{"a":[1,2],"b":1}')
     ]
     assert _raw(ledger, "SELECT * FROM knob_changes") == [
-        (1, AT, "decode", "K", None, "512", "ab", None, None)
+        (1, AT, "decode", "K", None, "512", "ab", None, None, None)
     ]
     assert _raw(ledger, "SELECT * FROM cases") == [(1, AT, "hang", "open", None, None)]
     assert _raw(ledger, "SELECT * FROM case_suspects") == [

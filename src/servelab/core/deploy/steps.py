@@ -34,6 +34,7 @@ __all__ = [
     "StepEvidence",
     "StepFailure",
     "Stopped",
+    "UnprovenOwner",
     "UnrecordedStop",
 ]
 
@@ -88,6 +89,18 @@ class PortOwner:
 
 
 @dataclass(frozen=True)
+class UnprovenOwner:
+    """A process serving the port that cannot be told this deployment's or not (its environment
+    unreadable or written over, its output not the service's log): never stopped, and the step
+    fails; its pid, the port, the host it runs on, its process name when it could be read."""
+
+    pid: int
+    port: int
+    host: str
+    name: Annotated[str | None, OMITTED_IF_NONE] = None
+
+
+@dataclass(frozen=True)
 class UnrecordedStop:
     """A process with servelab's mark but no pid record, stopped: its pid, group and outcome."""
 
@@ -111,7 +124,8 @@ class Stopped:
     """What stopping a service saw: the stop command's exit status, or why it did not end
     (``stop_command``: its timeout), a stranger on the port, an unrecorded process stopped, and
     the pid of one of servelab's that still serves (the step failed); another deployment's pid
-    record found in a shared state folder, left alone."""
+    record found in a shared state folder, left alone; a port owner whose owner cannot be told
+    (the step failed)."""
 
     stop_command_exit: Annotated[int | None, OMITTED_IF_NONE] = None
     stop_command: Annotated[str | None, OMITTED_IF_NONE] = None
@@ -119,6 +133,7 @@ class Stopped:
     unrecorded: Annotated[UnrecordedStop | None, OMITTED_IF_NONE] = None
     still_serving: Annotated[int | None, OMITTED_IF_NONE] = None
     others_record: Annotated[OthersRecord | None, OMITTED_IF_NONE] = None
+    unproven_owner: Annotated[UnprovenOwner | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,8 @@ __all__ = ["KnobChangeRecord"]
 
 @dataclass(frozen=True)
 class KnobChangeRecord:
-    """A declared knob's value changed in a service's env file (``None``: absent)."""
+    """A declared knob's value changed in a service's env file (``None``: absent), by the
+    deployment named ``deployment`` (None: a change recorded before the ledger kept it)."""
 
     _masked = masked_serializer("name", "old", "new")
 
@@ -25,6 +26,7 @@ class KnobChangeRecord:
     reason: str | None = None
     case_id: int | None = None
     backup_path: str | None = None
+    deployment: str | None = None
 
     @property
     def target(self) -> str:

@@ -3,8 +3,10 @@
 One lookup for every command (status, verify, knob, restart's adoption of a launcher's server):
 the pid servelab recorded when it is still alive (for a shell start command: the port's owner in
 the recorded process group), else the systemd unit's ``MainPID``, else the owner of the service's
-port, which :func:`launched_here` tells as servelab's by the mark every process it launches
-carries (:data:`~servelab.io.hosts.processes.SERVICE_MARK`). Every remote query shares one
+port, which :func:`owner_of` tells as servelab's by the mark every process it launches
+carries (:data:`~servelab.io.hosts.processes.SERVICE_MARK`), or, when its environment no longer
+shows it (the real sglang-router writes its process title over its argv and environment), by its
+stdout or stderr being this deployment's log file of the service. Every remote query shares one
 timeout, :data:`QUERY_TIMEOUT_S`.
 
 Only the names asked for leave :func:`read_live`: the rest of ``/proc/PID/environ`` (tokens,
@@ -16,6 +18,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 
 from servelab.core.engines import Engine
 from servelab.core.knob import Knob
@@ -31,18 +34,23 @@ from servelab.io.hosts.processes import (
     SERVICE_MARK,
     is_alive,
     proc_stat,
+    service_log,
+    spec_address,
     spec_mark,
 )
 from servelab.io.specfile import LoadedSpec
 
 __all__ = [
     "QUERY_TIMEOUT_S",
+    "Ownership",
     "ProcessRef",
     "daemon_reload",
     "find_process",
     "launched_here",
+    "owner_of",
     "read_live",
     "read_live_args",
+    "service_logs",
     "unit_main_pid",
     "unit_needs_reload",
 ]
@@ -120,21 +128,64 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
             return ProcessRef(main_pid, f"systemd unit {svc.unit}")
     owner = await host.listening_pid(svc.port)
     if owner is not None:
-        if await launched_here(host, owner, spec_mark(loaded.spec, service)):
+        logs = service_logs(loaded, service, host)
+        if await launched_here(host, owner, spec_mark(loaded.spec, service), logs):
             return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
         return ProcessRef(owner, f"owner of port {svc.port}")
     return ProcessRef(None, "no pid record, unit or listener")
 
 
-async def launched_here(host: Host, pid: int, mark: str) -> bool:
-    """Whether process ``pid`` carries ``mark`` (:func:`~servelab.io.hosts.processes.service_mark`)
-    in its environment: servelab launched it, or something servelab launched started it. A
-    process whose environment cannot be read (another user's) is not servelab's."""
+class Ownership(StrEnum):
+    """Whose the process serving a service's port is, as far as it can be told."""
+
+    #: This deployment's: its mark in the environment, or its stdout/stderr is the service's log.
+    OURS = "ours"
+    #: Not this deployment's: an environment without the mark (a stranger's), or another's mark.
+    NOT_OURS = "not ours"
+    #: Not told: its environment unreadable (another user's) or written over, its output elsewhere.
+    UNKNOWN = "unknown"
+
+
+def service_logs(loaded: LoadedSpec, service: str, host: Host) -> tuple[str, str]:
+    """The log files this deployment launches ``service`` with on ``host``: the first place, and
+    the one aside (:func:`~servelab.io.hosts.ownrecord.record_place`)."""
+    state_dir = loaded.state_dir_on(host.is_local)
+    at = spec_address(loaded.spec, service)
+    return service_log(state_dir, service), service_log(state_dir, service, at)
+
+
+async def _writes_to(host: Host, pid: int, logs: Sequence[str]) -> bool:
+    """Whether process ``pid``'s stdout or stderr is one of the regular files ``logs`` (the same
+    file, by device and inode: a path that is a link to /dev/null proves nothing)."""
+    found = await host.file_ids([f"/proc/{pid}/fd/1", f"/proc/{pid}/fd/2", *logs])
+    outputs, ours = found[:2], {i for i in found[2:] if i is not None}
+    return any(i is not None and i in ours for i in outputs)
+
+
+async def owner_of(host: Host, pid: int, mark: str, logs: Sequence[str] = ()) -> Ownership:
+    """Whose process ``pid`` is (:class:`Ownership`): the deployment of ``mark``
+    (:func:`~servelab.io.hosts.processes.service_mark`) launched it, or something it launched
+    started it, when its environment carries that mark or, when the environment shows no mark,
+    its stdout or stderr is one of ``logs`` (the service's log files: :func:`service_logs`).
+    Another deployment's mark is never this one's, whatever the process writes to."""
     try:
-        environ = await host.read_environ(pid)
+        environ: dict[str, str] | None = parse_environ(await host.read_environ(pid))
     except HostError:
-        return False
-    return same_deployment(select(parse_environ(environ), [SERVICE_MARK]).get(SERVICE_MARK), mark)
+        environ = None
+    found = (environ or {}).get(SERVICE_MARK)
+    if same_deployment(found, mark):
+        return Ownership.OURS
+    if found is not None:
+        return Ownership.NOT_OURS
+    if logs and await _writes_to(host, pid, logs):
+        return Ownership.OURS
+    return Ownership.NOT_OURS if environ else Ownership.UNKNOWN
+
+
+async def launched_here(host: Host, pid: int, mark: str, logs: Sequence[str] = ()) -> bool:
+    """Whether process ``pid`` is proven this deployment's (:func:`owner_of`): a process whose
+    environment cannot be read (another user's) and that does not write to ``logs`` is not."""
+    return await owner_of(host, pid, mark, logs) is Ownership.OURS
 
 
 async def _cmdline(host: Host, pid: int) -> list[str]:

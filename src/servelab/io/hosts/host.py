@@ -3,7 +3,8 @@
 reused). Both offer the same coroutines: run a shell command with a timeout, read a file, tell
 whether a path exists, list a directory, create a directory, remove a file, replace a file
 atomically (optionally with a timestamped backup beside it; env-file backups go under the state
-directory instead, :mod:`servelab.io.hosts.envfiles`), read a process's raw environment, find the
+directory instead, :mod:`servelab.io.hosts.envfiles`), read a process's raw environment, tell
+which regular files some paths open (a process's ``/proc/PID/fd/1``: its log), find the
 process listening on a TCP port, and give a URL this machine can use to reach a service bound on the
 host's loopback. :func:`host_for` gives the host a spec names (asyncssh imported only for a
 remote one).
@@ -21,6 +22,7 @@ import importlib
 import os
 import signal
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +34,7 @@ from servelab.io.files import write_atomic
 
 __all__ = [
     "CommandResult",
+    "FileId",
     "Host",
     "LocalHost",
     "backup_name",
@@ -51,6 +54,10 @@ class CommandResult:
     @property
     def ok(self) -> bool:
         return self.exit_status == 0
+
+
+#: A regular file's identity: its device and inode (``stat -L``), the same through every path to it.
+FileId = tuple[int, int]
 
 
 class Host(Protocol):
@@ -80,6 +87,12 @@ class Host(Protocol):
     async def remove(self, path: str) -> None: ...
 
     async def read_environ(self, pid: int) -> bytes: ...
+
+    async def file_ids(self, paths: Sequence[str]) -> list[FileId | None]:
+        """Each path's :data:`FileId` (links followed: ``/proc/PID/fd/1`` is the file the process
+        writes to); None where it is not a regular file or cannot be looked at (another user's
+        process)."""
+        ...
 
     async def listening_pid(self, port: int) -> int | None: ...
 
@@ -189,6 +202,9 @@ class LocalHost:
     async def read_environ(self, pid: int) -> bytes:
         return await self.read_file(f"/proc/{pid}/environ")
 
+    async def file_ids(self, paths: Sequence[str]) -> list[FileId | None]:
+        return await asyncio.to_thread(lambda: [_file_id(path) for path in paths])
+
     async def listening_pid(self, port: int) -> int | None:
         return await asyncio.to_thread(_local_listening_pid, port)
 
@@ -201,6 +217,14 @@ class LocalHost:
 
 def _text(data: bytes | None) -> str:
     return (data or b"").decode("utf-8", "replace")
+
+
+def _file_id(path: str) -> FileId | None:
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):  # gone, not ours to look at, or a NUL in the path
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
 
 
 def _kill_group(pid: int) -> None:

@@ -58,6 +58,7 @@ __all__ = [
     "proc_stat",
     "read_pid_record",
     "remove_pid_record",
+    "service_log",
     "service_mark",
     "spawn",
     "spec_address",
@@ -175,6 +176,12 @@ def spec_address(spec: DeploymentSpec, service: str) -> str:
     """Where ``service`` of ``spec`` serves: ``<host>:<port>``."""
     svc = spec.service(service)
     return f"{svc.host}:{svc.port}"
+
+
+def service_log(state_dir: str, service: str, at: str | None = None) -> str:
+    """The service's log file: ``<state_dir>/logs/<service>.log``; with ``at`` (its record kept
+    aside while another deployment's holds the first place), ``<service>@<at>.log``."""
+    return f"{state_dir}/logs/{service if at is None else f'{service}@{at}'}.log"
 
 
 def spec_mark(spec: DeploymentSpec, service: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,7 +19,12 @@ import asyncssh
 from servelab.core.deploy.spec import HostSpec
 from servelab.errors import CommandTimeout, HostError, SSHError
 from servelab.io.files import REMOTE_WRITE_SCRIPT
-from servelab.io.hosts.host import CommandResult, backup_name, parse_proc_net_tcp
+from servelab.io.hosts.host import (
+    CommandResult,
+    FileId,
+    backup_name,
+    parse_proc_net_tcp,
+)
 
 __all__ = ["SSHHost"]
 
@@ -145,6 +151,15 @@ class SSHHost:
     async def read_environ(self, pid: int) -> bytes:
         return await self.read_file(f"/proc/{pid}/environ")
 
+    async def file_ids(self, paths: Sequence[str]) -> list[FileId | None]:
+        """One line per path, in order (``-``: none), from one command."""
+        if not paths:
+            return []
+        each = (f"stat -L -c '%d %i %F' -- {shlex.quote(p)} 2>/dev/null || echo -" for p in paths)
+        result = await self.run("; ".join(each), timeout=self._file_timeout)
+        lines = result.stdout.splitlines()
+        return [_file_id(lines[i] if i < len(lines) else "-") for i in range(len(paths))]
+
     async def listening_pid(self, port: int) -> int | None:
         tables = await self.run("cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", timeout=30)
         # Header lines ("sl local_address ...") never match: their state column is "st".
@@ -205,3 +220,11 @@ def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "no answer (timed out)"
     return type(exc).__name__
+
+
+def _file_id(line: str) -> FileId | None:
+    """``stat -c '%d %i %F'``'s line as a :data:`FileId`; None unless a regular file's."""
+    device, _, rest = line.partition(" ")
+    inode, _, kind = rest.partition(" ")
+    ok = device.isdigit() and inode.isdigit() and kind.startswith("regular")
+    return (int(device), int(inode)) if ok else None

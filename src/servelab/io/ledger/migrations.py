@@ -143,9 +143,17 @@ CREATE TABLE answer_references (
 CREATE INDEX answer_references_by_key ON answer_references(key, id);
 """
 
+# Version 8: a knob change names the deployment (the spec's ``name``) that made it, so two
+# deployments sharing one ledger each read their own knob history (``case revert``'s, ``restore``'s
+# hand-edit check). A change recorded before is anyone's (NULL).
+_V8_CHANGE_DEPLOYMENT = """
+ALTER TABLE knob_changes ADD COLUMN deployment TEXT;
+"""
+
 #: Migration ``i + 1`` is ``MIGRATIONS[i]``.
 MIGRATIONS: tuple[str, ...] = (
-    _V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS, _V6_TUNES, _V7_ANSWERS
+    _V1_RECORDS, _V2_CASES, _V3_INDEXES, _V4_RETENTION, _V5_SPANS, _V6_TUNES, _V7_ANSWERS,
+    _V8_CHANGE_DEPLOYMENT,
 )  # fmt: skip
 SCHEMA_VERSION = len(MIGRATIONS)
 

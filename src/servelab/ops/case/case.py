@@ -67,7 +67,7 @@ from servelab.core.verify.record import VerificationRecord
 from servelab.errors import CaseError
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
-from servelab.ops.case.handedit import refuse_hand_edits
+from servelab.ops.case.handedit import knob_history, refuse_hand_edits
 from servelab.ops.case.missing import refuse_missing_env_files
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import check_setting, get_knob
@@ -267,12 +267,19 @@ def _knob_target(text: str) -> Target:
 
 
 def revert_preview(
-    ledger: Ledger, case_id: int, target: str, *, current: str | None, to: str | None = None
+    ledger: Ledger,
+    case_id: int,
+    target: str,
+    *,
+    current: str | None,
+    to: str | None = None,
+    deployment: str | None = None,
 ) -> RevertPreview:
     """The revert of ``target`` under an open case in which it is a suspect.
 
     ``current`` is the knob's value in the env file now; the revert goes to the value before the
-    last recorded change (or ``to``).
+    last recorded change (or ``to``) of the deployment named ``deployment`` (None: any
+    deployment's; :func:`~servelab.ops.case.handedit.knob_history`).
     """
     parsed = _knob_target(target)
     service, knob = str(parsed.service), parsed.name
@@ -282,7 +289,11 @@ def revert_preview(
             f"{parsed} is not a suspect of case {case_id}; first: "
             f"servelab case suspect {case_id} {parsed} --reason ..."
         )
-    recorded = ledger.list(KnobChangeRecord, service=service, name=knob)
+    recorded = (
+        ledger.list(KnobChangeRecord, service=service, name=knob)
+        if deployment is None
+        else knob_history(ledger, deployment, service, knob)
+    )
     changes = [c for c in recorded if c.new == current]
     if not changes and recorded and to is None:
         raise CaseError(_not_set_by_a_change(service, knob, current, recorded))

@@ -2,6 +2,8 @@
 ``case revert`` writes a knob back, the value its file holds now is compared with what servelab
 last wrote there (the newest change the ledger holds for that knob). When they differ, someone
 edited the file since: the command refuses, naming the file and the key, unless ``--force``.
+The history read is this deployment's (:func:`knob_history`): another deployment sharing the
+ledger writes its own file.
 """
 
 from __future__ import annotations
@@ -16,7 +18,17 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.ops.context import Operation
 from servelab.ops.knob import read_knob
 
-__all__ = ["refuse_hand_edits"]
+__all__ = ["knob_history", "refuse_hand_edits"]
+
+
+def knob_history(
+    ledger: Ledger, deployment: str, service: str, knob: str
+) -> list[KnobChangeRecord]:
+    """The recorded changes of ``service``'s ``knob`` made by the deployment named
+    ``deployment``, oldest first; a change recorded before the ledger named its deployment
+    counts as this one's (as it did)."""
+    rows = ledger.list(KnobChangeRecord, service=service, name=knob)
+    return [row for row in rows if row.deployment in (None, deployment)]
 
 
 def _shown(value: str | None) -> str:
@@ -30,7 +42,7 @@ async def refuse_hand_edits(
     the one servelab last wrote (its newest recorded change), naming the file and the key; a
     knob with no recorded change, or whose recorded value is masked, is not compared."""
     for service, knob in knobs:
-        recorded = ledger.list(KnobChangeRecord, service=service, name=knob)
+        recorded = knob_history(ledger, op.spec.name, service, knob)
         if not recorded:
             continue
         last = max(recorded, key=lambda c: c.id)

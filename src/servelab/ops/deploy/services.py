@@ -44,13 +44,14 @@ from servelab.core.deploy.steps import (
     Step,
     StepFailure,
     Stopped,
+    UnprovenOwner,
     UnrecordedStop,
 )
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.progress import ProgressEvent
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
-from servelab.io.hosts.discovery import launched_here, unit_main_pid
+from servelab.io.hosts.discovery import Ownership, owner_of, service_logs, unit_main_pid
 from servelab.io.hosts.host import Host
 from servelab.io.hosts.ownrecord import record_place
 from servelab.io.hosts.processes import (
@@ -59,6 +60,7 @@ from servelab.io.hosts.processes import (
     ProcStat,
     is_alive,
     proc_stat,
+    service_log,
     spawn,
     spec_mark,
     stop_record,
@@ -78,7 +80,7 @@ _PROBE_TIMEOUT_S = 5.0
 
 def _log_path(op: Operation, service: str, at: str | None = None) -> str:
     """``logs/<service>.log``; kept aside (``at``, :func:`write_own`): ``<service>@<at>.log``."""
-    return f"{op.state_dir(service)}/logs/{service if at is None else f'{service}@{at}'}.log"
+    return service_log(op.state_dir(service), service, at)
 
 
 def _mark(op: Operation, service: str) -> str:
@@ -306,28 +308,36 @@ async def _process_name(host: Host, pid: int) -> str | None:
     return data.decode("utf-8", "replace").strip() or None
 
 
-async def _marked_owner(op: Operation, service: str) -> tuple[int | None, bool]:
-    """The pid listening on the service's port (None: none), and whether it carries the
-    service's mark (servelab launched it, or something it launched started it)."""
+async def _marked_owner(op: Operation, service: str) -> tuple[int | None, Ownership]:
+    """The pid listening on the service's port (None: none), and whose it is: this
+    deployment's when it carries the service's mark or writes to the service's log
+    (:func:`~servelab.io.hosts.discovery.owner_of`)."""
     host = op.host(service)
     owner = await host.listening_pid(op.spec.service(service).port)
     if owner is None:
-        return None, False
-    return owner, await launched_here(host, owner, _mark(op, service))
+        return None, Ownership.NOT_OURS
+    logs = service_logs(op.loaded, service, host)
+    return owner, await owner_of(host, owner, _mark(op, service), logs)
 
 
 async def _stop_unrecorded(
     op: Operation, service: str, evidence: Stopped
 ) -> tuple[StepOutcome, Stopped]:
-    """Stop the process group of whatever still serves the service's port with its mark once its
-    record's processes are stopped (its record was lost, or it left its group); a port owner
-    without the mark is named in the evidence and left alone. FAILED while a marked process
-    still serves after that. Returns the outcome and ``evidence`` with what it saw."""
-    owner, ours = await _marked_owner(op, service)
+    """Stop the process group of whatever still serves the service's port as this deployment's
+    (its mark, or its output to the service's log) once its record's processes are stopped (its
+    record was lost, or it left its group); a port owner proven not this deployment's is named in
+    the evidence and left alone; one whose owner cannot be told is named and the step FAILED (it
+    is not stopped, and the deployment is not down). FAILED while one of this deployment's still
+    serves after that. Returns the outcome and ``evidence`` with what it saw."""
+    owner, whose = await _marked_owner(op, service)
     if owner is None:
         return StepOutcome.NOT_RUNNING, evidence
-    if not ours:
+    if whose is not Ownership.OURS:
         name = await _process_name(op.host(service), owner)
+        if whose is Ownership.UNKNOWN:
+            port = op.spec.service(service).port
+            unproven = UnprovenOwner(owner, port, op.host(service).name, name)
+            return StepOutcome.FAILED, replace(evidence, unproven_owner=unproven)
         return StepOutcome.NOT_RUNNING, replace(evidence, port_owner=PortOwner(owner, name=name))
     host = op.host(service)
     stat = await proc_stat(host, owner)
@@ -336,8 +346,8 @@ async def _stop_unrecorded(
     record = _record_of(op, service, stat, "port owner launched by servelab, not recorded")
     outcome = await stop_record(host, record, grace=op.spec.service(service).stop_grace_s)
     evidence = replace(evidence, unrecorded=UnrecordedStop(owner, stat.pgid, outcome))
-    still, ours = await _marked_owner(op, service)
-    if still is not None and ours:
+    still, whose = await _marked_owner(op, service)
+    if still is not None and whose is Ownership.OURS:
         return StepOutcome.FAILED, replace(evidence, still_serving=still)
     return outcome, evidence
 
@@ -401,9 +411,10 @@ async def already_up(op: Operation, service: str) -> Step | None:
     if record is not None:
         await _stop_recorded(op, service)  # a stale record (or an orphaned group)
     svc = op.spec.service(service)
-    owner, ours = await _marked_owner(op, service)
+    owner, whose = await _marked_owner(op, service)
     if owner is None:
         return None
+    ours = whose is Ownership.OURS
     answer = await readiness(op, service)
     if answer.ok:
         stat = await proc_stat(host, owner) if ours else None

@@ -19,7 +19,7 @@ import asyncio
 import time
 
 from servelab.errors import ServiceStartError
-from servelab.io.hosts.discovery import launched_here
+from servelab.io.hosts.discovery import launched_here, service_logs
 from servelab.io.hosts.processes import PidRecord, is_alive, spec_mark
 from servelab.ops.context import Operation
 from servelab.ops.deploy.ownership import own_record
@@ -55,7 +55,9 @@ async def _until_free(
             break
         await asyncio.sleep(_POLL_S)
     host = op.host(service)
-    ours = owner is not None and await launched_here(host, owner, spec_mark(op.spec, service))
+    logs = service_logs(op.loaded, service, host)
+    mark = spec_mark(op.spec, service)
+    ours = owner is not None and await launched_here(host, owner, mark, logs)
     if pid is None and not ours:
         return  # a process without servelab's mark holds the port: the pre-flight names it
     said = [f"pid {pid} still runs"] if pid is not None else []

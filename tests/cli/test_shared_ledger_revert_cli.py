@@ -1,0 +1,85 @@
+"""Two deployments (two specs in two folders) sharing one ledger (issue 38): ``case revert`` of
+one reads its own knob history only. The other's later change of a knob of the same service and
+name is not "what servelab last wrote there", so it is no hand edit to refuse with ``--force``.
+Real processes; the spec's only service cannot start (``exit 3``), so a revert that got as far
+as its restart fails with exit 1 and shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.io.ledger.ledger import Ledger
+from tests.support import free_ports, run_cli
+from tests.support.history import K
+
+TARGET = f"knob:decode/{K}"
+
+
+def _spec(folder: Path, name: str) -> Path:
+    (port,) = free_ports(1)
+    folder.mkdir()
+    (folder / "decode.env").write_text(f"{K}=256\n")
+    spec = folder / "servelab.toml"
+    spec.write_text(
+        f'name = "{name}"\nstate_dir = "state"\n[services.decode]\nrole = "generic"\n'
+        f'url = "http://127.0.0.1:{port}"\nstart = "exit 3"\nenv_file = "decode.env"\n'
+        f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
+    )
+    return spec
+
+
+def test_case_revert_reads_this_deployments_knob_history_only(tmp_path: Path) -> None:
+    ledger_file = tmp_path / "shared" / "ledger.db"
+    led = ("--ledger", str(ledger_file))
+    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    for spec, value in ((alpha, "512"), (beta, "128")):  # alpha's change, then beta's
+        done = run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led)
+        assert done.returncode == 0, done.stdout + done.stderr
+    with Ledger.open(ledger_file) as ledger:
+        changes = sorted(ledger.list(KnobChangeRecord, name=K), key=lambda c: c.id)
+    assert [c.new for c in changes] == ["512", "128"]
+    opened = run_cli("case", "open", "hang", "--json", *led)
+    cid = str(json.loads(opened.stdout)["id"])
+    assert (
+        run_cli(
+            "case", "suspect", cid, TARGET, "--reason", "latest", "-f", str(alpha), *led
+        ).returncode
+        == 0
+    )
+    done = run_cli("case", "revert", cid, TARGET, "--yes", "-f", str(alpha), *led)
+    said = done.stdout + done.stderr
+    assert f"change #{changes[1].id}" not in said and "--force" not in said, said
+    assert done.returncode == 1, said  # past the check: its restart fails (exit 3)
+    with Ledger.open(ledger_file) as ledger:
+        after = sorted(ledger.list(KnobChangeRecord, name=K), key=lambda c: c.id)[2:]
+    # the revert, then its put-back after the failed restart: both alpha's
+    assert [(c.old, c.new, c.deployment) for c in after] == [
+        ("512", "256", "alpha"),
+        ("256", "512", "alpha"),
+    ]
+    assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=128\n"  # beta's never touched
+
+
+def test_a_hand_edit_in_this_deployment_is_still_refused(tmp_path: Path) -> None:
+    ledger_file = tmp_path / "shared" / "ledger.db"
+    led = ("--ledger", str(ledger_file))
+    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    for spec, value in ((alpha, "512"), (beta, "128")):
+        assert (
+            run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led).returncode == 0
+        )
+    (tmp_path / "a" / "decode.env").write_text(f"{K}=300\n")  # by hand, after alpha's change
+    opened = run_cli("case", "open", "hang", "--json", *led)
+    cid = str(json.loads(opened.stdout)["id"])
+    assert (
+        run_cli(
+            "case", "suspect", cid, TARGET, "--reason", "latest", "-f", str(alpha), *led
+        ).returncode
+        == 0
+    )
+    done = run_cli("case", "revert", cid, TARGET, "--yes", "--to", "256", "-f", str(alpha), *led)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "not 512 as servelab last wrote it (change #1)" in done.stderr, done.stderr
+    assert (tmp_path / "a" / "decode.env").read_text() == f"{K}=300\n"
