@@ -29,7 +29,7 @@ from servelab.core.knobs.envfile import parse_environ, select
 from servelab.core.knobs.places import LiveValue, live_value
 from servelab.errors import CommandTimeout, HostError, KnobError
 from servelab.io.hosts.host import Host
-from servelab.io.hosts.ownrecord import read_own_record, same_deployment
+from servelab.io.hosts.ownrecord import others_places, read_own_record, same_deployment
 from servelab.io.hosts.processes import (
     SERVICE_MARK,
     is_alive,
@@ -128,7 +128,7 @@ async def find_process(loaded: LoadedSpec, service: str, host: Host) -> ProcessR
             return ProcessRef(main_pid, f"systemd unit {svc.unit}")
     owner = await host.listening_pid(svc.port)
     if owner is not None:
-        logs = service_logs(loaded, service, host)
+        logs = await service_logs(loaded, service, host)
         if await launched_here(host, owner, spec_mark(loaded.spec, service), logs):
             return ProcessRef(owner, f"owner of port {svc.port}, launched by servelab", True)
         return ProcessRef(owner, f"owner of port {svc.port}")
@@ -146,12 +146,18 @@ class Ownership(StrEnum):
     UNKNOWN = "unknown"
 
 
-def service_logs(loaded: LoadedSpec, service: str, host: Host) -> tuple[str, str]:
+async def service_logs(loaded: LoadedSpec, service: str, host: Host) -> tuple[str, ...]:
     """The log files this deployment launches ``service`` with on ``host``: the first place, and
-    the one aside (:func:`~servelab.io.hosts.ownrecord.record_place`)."""
+    the one aside (:func:`~servelab.io.hosts.ownrecord.record_place`); a place whose record is
+    another deployment's is left out (:func:`~servelab.io.hosts.ownrecord.others_places`: its
+    log is that deployment's)."""
     state_dir = loaded.state_dir_on(host.is_local)
     at = spec_address(loaded.spec, service)
-    return service_log(state_dir, service), service_log(state_dir, service, at)
+    mark = spec_mark(loaded.spec, service)
+    taken = await others_places(host, loaded.state_dir, service, mark)
+    return tuple(
+        service_log(state_dir, service, place) for place in (None, at) if place not in taken
+    )
 
 
 async def _writes_to(host: Host, pid: int, logs: Sequence[str]) -> bool:

@@ -30,6 +30,7 @@ from servelab.io.hosts.processes import (
 
 __all__ = [
     "OwnRecord",
+    "others_places",
     "read_own_record",
     "record_deployment",
     "record_place",
@@ -119,6 +120,22 @@ async def read_own_record(host: Host, state_dir: Path, service: str, mark: str) 
     if found is None or same_deployment(found, mark):
         return OwnRecord(aside, at=at)
     return other if other.other is not None else OwnRecord(None, _named(found, mark), aside.pid)
+
+
+async def others_places(host: Host, state_dir: Path, service: str, mark: str) -> set[str | None]:
+    """The places of ``service``'s record (None: ``run/<service>.json``; an address: kept aside
+    there) that hold another deployment's record: the log beside such a record is that
+    deployment's, so writing to it proves nothing about ``mark``'s (a third spec in a shared
+    folder serving another's address under another name: fifteenth pass, H1)."""
+    taken: set[str | None] = set()
+    for place in dict.fromkeys((None, _address(mark))):
+        record = read_pid_record(state_dir, service, place)
+        if record is None:
+            continue
+        found = await _record_mark(host, record)
+        if found is not None and not same_deployment(found, mark):
+            taken.add(place)
+    return taken
 
 
 def _address(mark: str) -> str | None:

@@ -316,7 +316,7 @@ async def _marked_owner(op: Operation, service: str) -> tuple[int | None, Owners
     owner = await host.listening_pid(op.spec.service(service).port)
     if owner is None:
         return None, Ownership.NOT_OURS
-    logs = service_logs(op.loaded, service, host)
+    logs = await service_logs(op.loaded, service, host)
     return owner, await owner_of(host, owner, _mark(op, service), logs)
 
 

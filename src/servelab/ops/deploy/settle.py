@@ -55,7 +55,7 @@ async def _until_free(
             break
         await asyncio.sleep(_POLL_S)
     host = op.host(service)
-    logs = service_logs(op.loaded, service, host)
+    logs = await service_logs(op.loaded, service, host)
     mark = spec_mark(op.spec, service)
     ours = owner is not None and await launched_here(host, owner, mark, logs)
     if pid is None and not ours:
