@@ -81,10 +81,20 @@ class HttpUrl:
         return f"{self.scheme}://{at}{self.netloc}{self.path}"
 
 
+def _userinfo_masked(text: str) -> str:
+    """``text`` with all between the first ``:`` after its scheme and its last ``@`` masked: a
+    password, however broken the URL around it (a space in it, junk before the scheme), is
+    never quoted; an ``@`` in a path masks more than needed, never less."""
+    start = text.find("://")
+    start = 0 if start < 0 else start + 3
+    colon, at = text.find(":", start), text.rfind("@")
+    return text if not 0 <= colon < at else f"{text[: colon + 1]}{REDACTED}{text[at:]}"
+
+
 def shown_url(text: str) -> str:
     """``text`` as an error quotes it: its password (and any secret shape) masked, quoted, cut to
     its first :data:`_QUOTED` characters."""
-    masked = redact(redact_url(text))
+    masked = redact(redact_url(_userinfo_masked(text)))
     if len(masked) <= _QUOTED:
         return repr(masked)
     return f"{masked[:_QUOTED]!r}… ({len(text):,} characters)"
@@ -114,6 +124,8 @@ def parse_http_url(text: str, *, port_required: bool = False) -> HttpUrl:
     if "?" in tail or "#" in tail:
         raise _refused(text, "no query (?) or fragment (#): servelab appends its own paths")
     userinfo, at, hostport = authority.rpartition("@")
+    if "[" in userinfo or "]" in userinfo:
+        raise _refused(text, "no '[' or ']' in a user or password: percent-encode them")
     user, colon, password = userinfo.partition(":")
     host, port = _host_port(text, hostport)
     if port is None and port_required:
