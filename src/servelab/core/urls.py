@@ -129,7 +129,7 @@ def parse_http_url(text: str, *, port_required: bool = False) -> HttpUrl:
     user, colon, password = userinfo.partition(":")
     host, port = _host_port(text, hostport)
     if port is None and port_required:
-        raise _refused(text, "with its port, from 1 to 65535: http://127.0.0.1:30000")
+        raise _refused(text, "an explicit port, from 1 to 65535")
     return HttpUrl(scheme.lower(), host, port, tail, user if at else None,
                    password if colon else None)  # fmt: skip
 

@@ -76,14 +76,14 @@ class HostSpec(_Strict):
         return value
 
 
-def _server_url(value: str, must: str, port_required: bool) -> str:
+def _server_url(value: str, example: str, port_required: bool) -> str:
     """A spec's server URL (:func:`~servelab.core.urls.parse_http_url`), without its trailing
-    ``/``; else a ValueError saying what it ``must`` be and why this one is not (never quoting
-    it: its password), which the spec's error names with the file and the field."""
+    ``/``; else a ValueError saying why it is not one, and an ``example`` (never quoting it: its
+    password), which the spec's error names with the file and the field."""
     try:
         parse_http_url(value, port_required=port_required)
     except UrlError as exc:
-        raise ValueError(f"{must} ({exc.why})") from None
+        raise ValueError(f"must be an http URL ({exc.why}), e.g. {example}") from None
     return value.rstrip("/")
 
 
@@ -100,7 +100,7 @@ class PrometheusSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        return _server_url(value, "must be an http URL, e.g. http://127.0.0.1:9090", False)
+        return _server_url(value, "http://127.0.0.1:9090", False)
 
 
 #: Where spans go when ``[tracing]`` gives no endpoint: OTLP/gRPC's usual port, on loopback.
@@ -171,8 +171,7 @@ class ServiceSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        must = "must be an http URL with an explicit port (1 to 65535), e.g. http://127.0.0.1:30000"
-        return _server_url(value, must, True)
+        return _server_url(value, "http://127.0.0.1:30000", True)
 
     @field_validator("start")
     @classmethod
