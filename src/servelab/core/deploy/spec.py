@@ -118,9 +118,13 @@ class TracingSpec(_Strict):
     @field_validator("endpoint")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or "/" in value or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be HOST:PORT (OTLP/gRPC, no scheme), e.g. 127.0.0.1:4317")
+        must = "must be HOST:PORT (OTLP/gRPC, no scheme), e.g. 127.0.0.1:4317"
+        if any(c in value for c in "/@?#"):
+            raise ValueError(must)
+        try:  # the one parser's host and port: an IPv6 host in brackets ([::1]:4317)
+            parse_http_url(f"http://{value}", port_required=True)
+        except UrlError as exc:
+            raise ValueError(f"{must} ({exc.why})") from None
         return value
 
     @property
