@@ -76,14 +76,14 @@ class HostSpec(_Strict):
         return value
 
 
-def _server_url(value: str, example: str, port_required: bool) -> str:
+def _server_url(value: str, must: str, port_required: bool) -> str:
     """A spec's server URL (:func:`~servelab.core.urls.parse_http_url`), without its trailing
-    ``/``; else a ValueError saying why it is not one, and an ``example`` (never quoting it: its
+    ``/``; else a ValueError, ``must`` with why in its ``{}`` (never quoting the URL: its
     password), which the spec's error names with the file and the field."""
     try:
         parse_http_url(value, port_required=port_required)
     except UrlError as exc:
-        raise ValueError(f"must be an http URL ({exc.why}), e.g. {example}") from None
+        raise ValueError(must.format(exc.why)) from None
     return value.rstrip("/")
 
 
@@ -100,7 +100,7 @@ class PrometheusSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        return _server_url(value, "http://127.0.0.1:9090", False)
+        return _server_url(value, "must be an http URL ({}), e.g. http://127.0.0.1:9090", False)
 
 
 #: Where spans go when ``[tracing]`` gives no endpoint: OTLP/gRPC's usual port, on loopback.
@@ -118,13 +118,10 @@ class TracingSpec(_Strict):
     @field_validator("endpoint")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        must = "must be HOST:PORT (OTLP/gRPC, no scheme), e.g. 127.0.0.1:4317"
+        must = "must be HOST:PORT (OTLP/gRPC, no scheme{}), e.g. 127.0.0.1:4317"
         if any(c in value for c in "/@?#"):
-            raise ValueError(must)
-        try:  # the one parser's host and port: an IPv6 host in brackets ([::1]:4317)
-            parse_http_url(f"http://{value}", port_required=True)
-        except UrlError as exc:
-            raise ValueError(f"{must} ({exc.why})") from None
+            raise ValueError(must.format(""))
+        _server_url(f"http://{value}", must.format(": {}"), True)  # [::1]:4317, a port 1-65535
         return value
 
     @property
@@ -175,7 +172,7 @@ class ServiceSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        return _server_url(value, "http://127.0.0.1:30000", True)
+        return _server_url(value, "must be an http URL ({}), e.g. http://127.0.0.1:30000", True)
 
     @field_validator("start")
     @classmethod
