@@ -319,6 +319,7 @@ CORE_ORDER = [
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
     "stats",
     "whole",  # the one parser of a whole number a user types: ab's --max-rounds and options use it
+    "urls",  # the one parser of a server URL a user types: options and the spec's fields use it
     "engines",  # each engine's facts (readiness paths, metrics names, default knob)
     "knob",  # a knob itself (name, kind, value comparison): a spec validates its knobs with it
     "deploy",

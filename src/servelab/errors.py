@@ -28,6 +28,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
     │   └── SSHError(ConnectionError)     the SSH connection itself failed
     ├── KnobError(ValueError)             unknown service/knob, bad env file line
     ├── OptionError(ValueError)           a command-line option's text does not parse
+    ├── UrlError(ValueError)              a typed server URL is not http(s)://HOST[:PORT][/PATH]
+    │                                     (servelab.core.urls; an option or a spec field says
+    │                                     which)
     ├── TraceError(ValueError)            a trace file's line is not a trace entry
     ├── StoreError(RuntimeError)          the ledger could not be read or written
     │   ├── SchemaError                   the ledger's schema is newer than this servelab
@@ -53,9 +56,9 @@ errors (aiohttp, asyncssh, sqlite3, pydantic) are translated at one boundary wit
                                           (servelab.ops.deploy.putback)
 
 The CLI maps them to exit codes: ``SpecError``/``KnobError``/``CaseError``/``OptionError``/
-``TraceError``/``DamagedRow``/``NotALedger`` (bad input) and ``WorkerListError`` (a router's
-worker list of another shape, or one ``init`` cannot use) → 2, everything else → 1; an
-``OptionError`` of a shared option's parser becomes click's usage error naming the option.
+``UrlError``/``TraceError``/``DamagedRow``/``NotALedger`` (bad input) and ``WorkerListError``
+(a router's worker list of another shape, or one ``init`` cannot use) → 2, everything else → 1;
+an ``OptionError`` of a shared option's parser becomes click's usage error naming the option.
 """
 
 from __future__ import annotations
@@ -85,6 +88,7 @@ __all__ = [
     "SpecError",
     "StoreError",
     "TraceError",
+    "UrlError",
     "WorkerListError",
 ]
 
@@ -150,6 +154,16 @@ class KnobError(ServelabError, ValueError):
 
 class OptionError(ServelabError, ValueError):
     """A command-line option's text does not parse (the message says what was expected)."""
+
+
+class UrlError(ServelabError, ValueError):
+    """A server URL a user typed (an option's, a spec field's) is not one servelab takes: the
+    message says why, its password masked (:mod:`servelab.core.urls`); ``why`` is the reason alone,
+    without the URL (a spec's error names its field instead)."""
+
+    def __init__(self, message: str, why: str = "") -> None:
+        super().__init__(message)
+        self.why = why or message
 
 
 class TraceError(ServelabError, ValueError):

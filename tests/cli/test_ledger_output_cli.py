@@ -106,3 +106,31 @@ def test_an_export_onto_the_ledger_itself_is_refused(ledger_file: Path, tmp_path
         assert "is the ledger being exported" in refused.stderr
     assert ledger_file.read_bytes() == before
     assert ok("ledger", "stats", "--ledger", str(ledger_file)).returncode == 0
+
+
+@pytest.mark.parametrize("kind", ["file", "fifo", "device", "dangling link"])
+def test_csv_into_something_that_is_not_a_directory_is_refused(
+    ledger_file: Path, tmp_path: Path, kind: str
+) -> None:
+    """``--format csv OUT`` writes a file per table into the directory OUT: an OUT that is a file
+    (a FIFO, /dev/full, a link to nowhere) once ended in exit 1 ``OUT/manifest.json: Not a
+    directory``; it is refused, exit 2, naming OUT and why, nothing written."""
+    out = tmp_path / "out.csv"
+    if kind == "file":
+        out.write_text("kept\n")
+    elif kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "dangling link":
+        out.symlink_to(tmp_path / "nowhere")
+    else:
+        out = Path("/dev/full")
+    before = sorted(tmp_path.iterdir())
+    for extra in ([], ["--json"]):
+        done = run_cli("ledger", "export", "--format", "csv", str(out), "--ledger",
+                       str(ledger_file), *extra, cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 2, done.stdout + done.stderr
+        said = json.loads(done.stdout)["error"] if extra else done.stderr
+        assert "Invalid value for OUT" in said and f"{str(out)!r} is not one" in said, said
+    assert sorted(tmp_path.iterdir()) == before
+    if kind == "file":
+        assert out.read_text() == "kept\n"

@@ -37,6 +37,7 @@ from servelab.errors import (
     ServelabError,
     SpecError,
     TraceError,
+    UrlError,
     WorkerListError,
 )
 from servelab.report.text import json_text
@@ -232,7 +233,8 @@ def exit_code(exc: BaseException) -> int:
     row that does not read as its record, a file that is not a servelab ledger, a router's worker
     list of another shape), 128 + the signal's number when a stop signal ended it (130 Ctrl-C,
     143 SIGTERM, 129 SIGHUP), else 1."""
-    bad_input = (SpecError, KnobError, CaseError, OptionError, TraceError, DamagedRow, NotALedger)
+    bad_input = (SpecError, KnobError, CaseError, OptionError, UrlError, TraceError, DamagedRow,
+                 NotALedger)  # fmt: skip
     if isinstance(exc, (*bad_input, WorkerListError)):
         return EXIT_USAGE
     if isinstance(exc, click.ClickException):

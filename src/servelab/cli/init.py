@@ -18,8 +18,10 @@ import click
 
 from servelab.cli.boundary import json_option, print_json, run
 from servelab.cli.options import FORCE_HELP
+from servelab.cli.sharedoption import Parsed
 from servelab.core.deploy.spec import DEPLOYMENT_NAME, DEPLOYMENT_NAME_RULE, HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
+from servelab.core.options import parse_url
 from servelab.core.redaction import redact
 from servelab.core.whole import echoed
 from servelab.errors import OptionError
@@ -48,14 +50,15 @@ def _host(ssh: str | None, identity_file: str | None) -> HostSpec | None:
 def _router_url(url: str) -> str:
     """``--router`` as init may write it into the spec: refused when it holds a credential (a
     password, a key as its user, a secret query parameter: what the one redaction policy masks),
-    which the spec would keep in clear; the error quotes it masked."""
+    which the spec would keep in clear, then when it is not a server's URL
+    (:func:`~servelab.core.options.parse_url`); the error quotes it masked."""
     if redact(url) != url:
         raise OptionError(
-            f"--router {redact(url)} holds a credential, which init would write into the "
+            f"{redact(url)} holds a credential, which init would write into the "
             "spec: give the router's URL without it (a router that wants a key takes it as "
             "its --api-key: add it to the router's args in the spec, or to its env file)"
         )
-    return url
+    return parse_url(url)
 
 
 def _json(result: InitResult, written: str) -> dict[str, object]:
@@ -85,6 +88,7 @@ def _deployment_name(_ctx: click.Context, _param: click.Parameter, value: str) -
 @click.option(
     "--router",
     "router_url",
+    type=Parsed("URL", _router_url),
     default="http://127.0.0.1:30001",
     show_default=True,
     help="The running router's URL (as the deployment's host sees it when --ssh is given).",
@@ -131,7 +135,6 @@ def init_command(
     if out == "-" and as_json:
         raise OptionError("-o - writes the spec on standard output, where --json writes its "
                           "document: give one of them (or -o FILE with --json)")  # fmt: skip
-    router_url = _router_url(router_url)
     if out != "-":
         check_overwrite(Path(out), force)
     options = InitOptions(router_url, _host(ssh, identity_file), name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -235,6 +236,12 @@ def ledger_export(
     if fmt == "csv" and out == "-":
         raise click.BadParameter(
             "csv writes one file per table: give a directory", param_hint="OUT"
+        )
+    if fmt == "csv" and os.path.lexists(out) and not Path(out).is_dir():
+        raise click.BadParameter(  # a file, a FIFO, /dev/full, a dangling link: not a directory
+            f"csv writes one file per table into a directory, and {out!r} is not one (give a "
+            "directory, or --format json or jsonl for one file)",
+            param_hint="OUT",
         )
 
     async def body(ledger: Ledger) -> ExportSummary:

@@ -82,6 +82,7 @@ __all__ = [
     "TRACE_BLOCK_SIZE",
     "TRACE_WINDOW",
     "URL",
+    "URL_TYPE",
     "WARMUP",
     "WORKERS",
     "LoadOptions",
@@ -201,8 +202,12 @@ SLO_OPTION = SharedOption(
 )  # fmt: skip
 
 # -- the target: where the requests go ------------------------------------------------------
+#: A server's URL, parsed once (:func:`servelab.core.urls.parse_http_url`): ``--url``, ``soak
+#: --router-url`` and ``--router-metrics-url`` take it; ``init --router`` its own (credentials
+#: refused first).
+URL_TYPE: Parsed[str] = Parsed("URL", parse_url)
 URL = SharedOption(
-    "--url", "url", Parsed("URL", parse_url),
+    "--url", "url", URL_TYPE,
     help="Entry point to load: any OpenAI-compatible base URL, or its .../v1 (default: the "
     "spec's proxy, else its router).",
 )  # fmt: skip

@@ -19,6 +19,7 @@ import click
 
 from servelab.cli.boundary import err_console, run
 from servelab.cli.numbers import Finite
+from servelab.cli.options import URL_TYPE
 from servelab.sim.app import serve
 from servelab.sim.engineargs import ArgsExit, Engine, parse_worker_args
 from servelab.sim.profile import DEFAULT_PROFILE
@@ -103,7 +104,9 @@ def _decode(argv: tuple[str, ...]) -> None:
 @sim_group.command("proxy")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(1, 65_535), required=True)
-@click.option("--upstream", required=True, help="Base URL to forward to (the router).")
+@click.option(
+    "--upstream", required=True, type=URL_TYPE, help="Base URL to forward to (the router)."
+)
 @click.option("--stall-reused-after", type=click.IntRange(min=0), default=None, metavar="N")
 @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")
 @click.option("--cut-after-bytes", type=click.IntRange(min=0), default=None, metavar="N")

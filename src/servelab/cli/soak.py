@@ -34,6 +34,7 @@ from servelab.cli.options import (
     IDLE_TIMEOUT,
     SEED,
     SESSIONS,
+    URL_TYPE,
     TargetOptions,
     no_ledger_option,
     slo_option,
@@ -194,10 +195,11 @@ def _fresh_sizes(_ctx: object, _param: object, value: str) -> tuple[int, int] | 
 @SEED.option()
 @target_options()
 @proxy_options
-@click.option("--router-url", default=None, help="The router to compare against.")
+@click.option("--router-url", default=None, type=URL_TYPE, help="The router to compare against.")
 @click.option(
     "--router-metrics-url",
     default=None,
+    type=URL_TYPE,
     help="The router's Prometheus endpoint (http://HOST:PORT; default: from the spec).",
 )
 @click.option("--no-localize", is_flag=True, help="Detect stalls but do not localize them.")

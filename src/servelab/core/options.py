@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from urllib.parse import urlsplit
 
 from servelab.core.deploy.spec import MAX_TIMEOUT_S
 from servelab.core.load.lengths import MAX_TOKENS, longest
@@ -22,8 +21,9 @@ from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
+from servelab.core.urls import parse_http_url
 from servelab.core.whole import echoed, parse_whole
-from servelab.errors import OptionError
+from servelab.errors import OptionError, UrlError
 
 __all__ = [
     "CHANGE_FORM",
@@ -262,14 +262,13 @@ def parse_endpoint(text: str) -> str:
 
 
 def parse_url(text: str) -> str:
-    """An ``http://`` or ``https://`` URL with a host (returned as given)."""
+    """A server's ``http://`` or ``https://`` URL, as :func:`~servelab.core.urls.parse_http_url`
+    takes it (a host, a port from 1 to 65535, no query), returned as given; the error quotes it
+    with its password masked."""
     try:
-        parts = urlsplit(text)
-        port_ok = parts.port is None or parts.port > 0
-    except ValueError:
-        port_ok = False
-    if not port_ok or parts.scheme not in ("http", "https") or not parts.hostname:
-        raise OptionError(f"expected an http:// or https:// URL with a host, got {text!r}")
+        parse_http_url(text)
+    except UrlError as exc:
+        raise OptionError(str(exc)) from None
     return text
 
 

@@ -73,6 +73,24 @@ def test_url_without_port_is_refused() -> None:
     assert "explicit port" in str(err)
 
 
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [("http://[::1", "bracket is never closed"), ("http://127.0.0.1:99999", "1 to 65535"),
+     ("ftp://x:1", "not ftp://"), ("garbage", "HOST[:PORT]"), ("", "empty"),
+     ("http://h:1/?x=1", "no query"), ("http://u:sk-secret@[::1]:99999", "1 to 65535")],
+)  # fmt: skip
+@pytest.mark.parametrize("field", ["services.w.url", "prometheus.url"])
+def test_a_malformed_url_names_the_file_and_the_field(url: str, why: str, field: str) -> None:
+    """The one URL parser (core/urls.py): a port past 65535 or a query was once taken, an open
+    IPv6 bracket said urllib's words; the password is never quoted."""
+    if field == "prometheus.url":
+        err = _error(f'{MINIMAL}\n[prometheus]\nurl = "{url}"\n')
+    else:
+        err = _error(MINIMAL.replace("http://127.0.0.1:9000", url))
+    assert err.path == field and str(err).startswith(f"my.toml: {field}: "), str(err)
+    assert why in str(err) and "sk-secret" not in str(err), str(err)
+
+
 def test_dependency_cycle_is_named() -> None:
     text = DEFAULT_SPEC_TOML.replace('depends_on = ["prefill"]', 'depends_on = ["router"]')
     err = _error(text)

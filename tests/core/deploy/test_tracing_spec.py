@@ -30,11 +30,20 @@ def test_an_empty_tracing_table_means_loopback_4317() -> None:
     assert _spec("").tracing is None
 
 
-@pytest.mark.parametrize("bad", ["http://127.0.0.1:4317", "127.0.0.1", "host:0", ":4317"])
+@pytest.mark.parametrize(
+    "bad", ["http://127.0.0.1:4317", "127.0.0.1", "host:0", ":4317", "[::1:4317", "::1:4317",
+            "[zz]:4317", "a b:4317", "h:99999", "u:sk-secret@h:4317"],
+)  # fmt: skip
 def test_a_bad_endpoint_names_the_file_and_the_field(bad: str) -> None:
     with pytest.raises(SpecError) as err:
         _spec(f'\n[tracing]\nendpoint = "{bad}"\n')
     assert "t.toml" in str(err.value) and "tracing.endpoint" in str(err.value)
+    assert "sk-secret" not in str(err.value)
+
+
+def test_an_ipv6_endpoint_in_brackets_is_taken() -> None:
+    spec = _spec('\n[tracing]\nendpoint = "[::1]:4317"\n')
+    assert spec.tracing is not None and (spec.tracing.host, spec.tracing.port) == ("::1", 4317)
 
 
 def test_engines_get_their_trace_switches_and_the_router_keeps_the_clients_trace() -> None:

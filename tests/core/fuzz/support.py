@@ -1,7 +1,8 @@
 """What every fuzzed parser must do with any input: give a result or raise one typed
 :class:`~servelab.errors.ServelabError` of the bad-input kind the CLI turns into one line and
-exit 2 (``SpecError``, ``KnobError``, ``OptionError``, ``TraceError``), never another exception;
-and the strategies that make hostile inputs (random text, a valid text mutated, bytes)."""
+exit 2 (``SpecError``, ``KnobError``, ``OptionError``, ``TraceError``, ``UrlError``), never
+another exception; and the strategies that make hostile inputs (random text, a valid text
+mutated, bytes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ from typing import Any, TypeVar
 
 from hypothesis import strategies as st
 
-from servelab.errors import CaseError, KnobError, OptionError, ServelabError, SpecError, TraceError
+from servelab.errors import (
+    CaseError,
+    KnobError,
+    OptionError,
+    ServelabError,
+    SpecError,
+    TraceError,
+    UrlError,
+)
 
 __all__ = ["BAD_INPUT", "mutated", "result_or_error", "texts", "utf8"]
 
@@ -18,7 +27,7 @@ T = TypeVar("T")
 
 #: The errors the CLI reports as bad input (one line, exit 2).
 BAD_INPUT: tuple[type[ServelabError], ...] = (
-    SpecError, KnobError, OptionError, TraceError, CaseError,
+    SpecError, KnobError, OptionError, TraceError, CaseError, UrlError,
 )  # fmt: skip
 
 #: Characters that break parsers: quotes, escapes, separators, controls, a BOM, surrogates' kin.

@@ -25,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError,
 from servelab.core.deploy.routers import Router, RouterOptions, router_description, router_problem
 from servelab.core.engines import ENGINES, EngineName
 from servelab.core.knob import KnobKind, parse_knob
-from servelab.errors import SpecError
+from servelab.core.urls import parse_http_url
+from servelab.errors import SpecError, UrlError
 
 __all__ = [
     "DEFAULT_OTLP_ENDPOINT",
@@ -76,6 +77,17 @@ class HostSpec(_Strict):
         return value
 
 
+def _server_url(value: str, must: str, port_required: bool) -> str:
+    """A spec's server URL (:func:`~servelab.core.urls.parse_http_url`), without its trailing
+    ``/``; else a ValueError, ``must`` with why in its ``{}`` (never quoting the URL: its
+    password), which the spec's error names with the file and the field."""
+    try:
+        parse_http_url(value, port_required=port_required)
+    except UrlError as exc:
+        raise ValueError(must.format(exc.why)) from None
+    return value.rstrip("/")
+
+
 class PrometheusSpec(_Strict):
     """A Prometheus server that already scrapes the deployment: servelab asks it (range queries
     over each run's window) instead of scraping the endpoints itself."""
@@ -89,10 +101,7 @@ class PrometheusSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError("must be an http URL, e.g. http://127.0.0.1:9090")
-        return value.rstrip("/")
+        return _server_url(value, "must be an http URL ({}), e.g. http://127.0.0.1:9090", False)
 
 
 #: Where spans go when ``[tracing]`` gives no endpoint: OTLP/gRPC's usual port, on loopback.
@@ -110,9 +119,10 @@ class TracingSpec(_Strict):
     @field_validator("endpoint")
     @classmethod
     def _host_port(cls, value: str) -> str:
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or "/" in value or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("must be HOST:PORT (OTLP/gRPC, no scheme), e.g. 127.0.0.1:4317")
+        must = "must be HOST:PORT (OTLP/gRPC, no scheme{}), e.g. 127.0.0.1:4317"
+        if any(c in value for c in "/@?#"):
+            raise ValueError(must.format(""))
+        _server_url(f"http://{value}", must.format(": {}"), True)  # [::1]:4317, a port 1-65535
         return value
 
     @property
@@ -163,17 +173,7 @@ class ServiceSpec(_Strict):
     @field_validator("url")
     @classmethod
     def _http_url(cls, value: str) -> str:
-        parts = urlsplit(value)
-        try:
-            port = parts.port
-        except ValueError:  # past 65535
-            port = None
-        if parts.scheme not in ("http", "https") or not parts.hostname or not port:
-            raise ValueError(
-                "must be an http URL with an explicit port (1 to 65535), e.g. "
-                "http://127.0.0.1:30000"
-            )
-        return value.rstrip("/")
+        return _server_url(value, "must be an http URL ({}), e.g. http://127.0.0.1:30000", True)
 
     @field_validator("start")
     @classmethod

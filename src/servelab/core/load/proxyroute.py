@@ -27,6 +27,8 @@ from urllib.parse import urlsplit
 
 from servelab.core.ledger.codec import OMITTED_IF_NONE
 from servelab.core.redaction import StoredUrl
+from servelab.core.urls import parse_http_url, shown_url
+from servelab.errors import UrlError
 
 __all__ = ["ProxyPath", "ProxyRoute", "RouteSource", "parse_proxy", "route"]
 
@@ -64,15 +66,21 @@ class ProxyRoute:
 
 
 def parse_proxy(url: str) -> str:
-    """``url`` as a forward proxy's URL (``HOST:PORT`` reads as ``http://HOST:PORT``); ValueError
-    when it is not ``http://HOST[:PORT]``."""
+    """``url`` as a forward proxy's URL (``HOST:PORT`` reads as ``http://HOST:PORT``); a
+    ValueError (a :class:`~servelab.errors.UrlError`) when it is not ``http://HOST[:PORT]``, as
+    :func:`~servelab.core.urls.parse_http_url` reads it (a port from 1 to 65535, an IPv6 host in
+    brackets), quoting it with its password masked."""
     text = url.strip()
     full = text if "://" in text else f"http://{text}"
-    parts = urlsplit(full)
-    if parts.scheme != "http" or not parts.hostname:
-        raise ValueError(f"a forward proxy must be http://HOST:PORT, got {url!r}")
-    if parts.path not in ("", "/") or parts.query:
-        raise ValueError(f"a forward proxy's URL has no path, got {url!r}")
+    try:
+        parsed = parse_http_url(full)
+    except UrlError as exc:
+        raise UrlError(f"a forward proxy must be http://HOST:PORT ({exc.why}), got "
+                       f"{shown_url(url)}", exc.why) from None  # fmt: skip
+    if parsed.scheme != "http":
+        raise UrlError(f"a forward proxy must be http://HOST:PORT, got {shown_url(url)}")
+    if parsed.path not in ("", "/"):
+        raise UrlError(f"a forward proxy's URL has no path, got {shown_url(url)}")
     return full.rstrip("/")
 
 
