@@ -58,19 +58,18 @@ def write_owner(conn: sqlite3.Connection, kind: RunKind, run_id: int, owner: Jou
 
 
 def read_owner(ledger: Ledger, kind: RunKind, run_id: int) -> JournalOwner | None:
-    """Run ``run_id``'s owner (None: recorded before runs named theirs)."""
+    """Run ``run_id``'s owner (None: recorded before runs named theirs, or a row or table that
+    does not read as one: a hand edit; the caller then decides as for an older run)."""
     if names_nothing((run_id,)):
         return None
     with ledger._read() as conn:
-        known = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (OWNERS_TABLE,)
-        ).fetchone()
-        if known is None:
-            return None
-        row = conn.execute(
-            f"SELECT deployment, mark, spec FROM {OWNERS_TABLE} WHERE kind = ? AND run_id = ?",
-            (kind, run_id),
-        ).fetchone()
+        try:
+            row = conn.execute(
+                f"SELECT deployment, mark, spec FROM {OWNERS_TABLE} WHERE kind = ? AND run_id = ?",
+                (kind, run_id),
+            ).fetchone()
+        except sqlite3.OperationalError:
+            return None  # no such table (an older ledger), or one of other columns
     if row is None or not all(isinstance(v, str) for v in row):
         return None
     return JournalOwner(deployment=row[0], mark=row[1], spec=row[2])
