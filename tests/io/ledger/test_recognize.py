@@ -16,6 +16,7 @@ from servelab.errors import NotALedger, SchemaError, StoreError
 from servelab.io.ledger import journal
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.migrations import SCHEMA_VERSION, migrate
+from servelab.io.ledger.owners import OWNERS_TABLE, JournalOwner
 from servelab.io.ledger.recognize import JOURNAL_TABLES, expected_tables
 from servelab.io.ledger.tables import NOW
 
@@ -124,11 +125,15 @@ def test_the_ab_journal_tables_are_servelabs(tmp_path: Path) -> None:
     path = tmp_path / "l.db"
     with Ledger.open(path) as ledger:
         journal.AbJournal(ledger).get(1)  # makes the journal's tables
-        assert set(ledger.table_names()) >= JOURNAL_TABLES
+        assert set(ledger.table_names()) >= JOURNAL_TABLES - {OWNERS_TABLE}
+        owner = JournalOwner("dep-a", "dep-a/decode@local:1", "/x/a/servelab.toml")
+        journal.AbJournal(ledger).start(service="decode", knob="K", config={}, original=None,
+                                        owner=owner)  # fmt: skip
+        assert set(ledger.table_names()) >= JOURNAL_TABLES  # the owners' table: on first write
     with Ledger.open(path, create=False, reads_only=True) as ledger:
         assert ledger.list(CaseRecord) == []
     made = {s.split()[5] for s in journal._SCHEMA}  # CREATE TABLE IF NOT EXISTS <name> (
-    assert made == JOURNAL_TABLES
+    assert made | {OWNERS_TABLE} == JOURNAL_TABLES
     assert not JOURNAL_TABLES & set(expected_tables(SCHEMA_VERSION))
 
 

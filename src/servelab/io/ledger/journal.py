@@ -28,6 +28,7 @@ from servelab.errors import DamagedRow, RecordError, StoreError
 from servelab.io.ledger.connection import names_nothing
 from servelab.io.ledger.damaged import misfit
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.owners import JournalOwner, RunKind, write_owner
 
 __all__ = ["AbJournal", "AbSession", "SessionStatus"]
 
@@ -79,16 +80,26 @@ class AbJournal:
                 conn.execute(statement)
 
     def start(
-        self, *, service: str, knob: str, config: Mapping[str, Any], original: str | None
+        self,
+        *,
+        service: str,
+        knob: str,
+        config: Mapping[str, Any],
+        original: str | None,
+        owner: JournalOwner | None = None,
     ) -> int:
-        """A new session, ``running``; its id is what ``ab --resume`` takes."""
+        """A new session, ``running``, of the deployment ``owner`` names
+        (:mod:`servelab.io.ledger.owners`); its id is what ``ab --resume`` takes."""
         with self._ledger._write() as conn:
             cur = conn.execute(
                 "INSERT INTO ab_sessions (service, knob, config, original, status) "
                 "VALUES (?, ?, ?, ?, ?)",
                 (service, knob, json.dumps(dict(config)), original, SessionStatus.RUNNING),
             )
-            return int(cur.lastrowid or 0)
+            session_id = int(cur.lastrowid or 0)
+            if owner is not None:
+                write_owner(conn, RunKind.AB, session_id, owner)
+            return session_id
 
     def add_visit(self, session_id: int, position: int, visit: ArmVisit) -> None:
         """Save one finished visit (its own transaction: a crash later keeps it)."""

@@ -27,9 +27,9 @@ from servelab.io.ledger.migrations import MIGRATIONS, SCHEMA_VERSION, statements
 
 __all__ = ["Found", "check", "expected_tables", "look", "not_a_file"]
 
-#: Tables servelab makes outside the migrations: the A/B journal's, created on first use
-#: (:mod:`servelab.io.ledger.journal`).
-JOURNAL_TABLES = frozenset({"ab_sessions", "ab_visits"})
+#: Tables servelab makes outside the migrations: the A/B journal's and the journalled runs'
+#: owners, created on first use (:mod:`servelab.io.ledger.journal`, :mod:`~.owners`).
+JOURNAL_TABLES = frozenset({"ab_sessions", "ab_visits", "journal_owners"})
 
 #: Most names listed in one refusal (the rest counted).
 _LISTED = 8

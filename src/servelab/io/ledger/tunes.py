@@ -23,6 +23,7 @@ from servelab.errors import StoreError
 from servelab.io.ledger.connection import names_nothing
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.owners import JournalOwner, RunKind, write_owner
 
 __all__ = ["StoredTune", "TuneStore"]
 
@@ -49,9 +50,15 @@ class TuneStore:
         self._ledger = ledger
 
     def start(
-        self, *, knobs: str, config: Mapping[str, Any], original: Sequence[str | None]
+        self,
+        *,
+        knobs: str,
+        config: Mapping[str, Any],
+        original: Sequence[str | None],
+        owner: JournalOwner | None = None,
     ) -> int:
-        """A new tune, ``running``; its id is what ``tune --resume`` takes."""
+        """A new tune, ``running``, of the deployment ``owner`` names
+        (:mod:`servelab.io.ledger.owners`); its id is what ``tune --resume`` takes."""
         with self._ledger._write() as conn:
             cur = conn.execute(
                 "INSERT INTO tune_runs (at, knobs, config, original, status) "
@@ -59,7 +66,10 @@ class TuneStore:
                 (self._ledger._now(), knobs, json.dumps(dict(config)), json.dumps(list(original)),
                  SessionStatus.RUNNING),
             )  # fmt: skip
-            return int(cur.lastrowid or 0)
+            tune_id = int(cur.lastrowid or 0)
+            if owner is not None:
+                write_owner(conn, RunKind.TUNE, tune_id, owner)
+            return tune_id
 
     def add_visit(self, tune_id: int, position: int, visit: ArmVisit) -> None:
         """Save one finished visit (its own transaction)."""

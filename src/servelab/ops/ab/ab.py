@@ -57,8 +57,10 @@ from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, RecordError, ServelabError
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.owners import RunKind
 from servelab.ops.ab.checks import check_arms, check_keep
 from servelab.ops.ab.config import AbConfig
+from servelab.ops.ab.owner import journal_owner, refuse_anothers_run, refuse_unowned_elsewhere
 from servelab.ops.answers.session import AnswerSession, baseline_state
 from servelab.ops.arm import Setting, make_live, measure
 from servelab.ops.armfailure import as_found_on_failure
@@ -204,7 +206,8 @@ async def run_ab(
         session_id = None
         if journal is not None:
             session_id = journal.start(service=cfg.service, knob=cfg.knob, config=encode(cfg),
-                                       original=original)  # fmt: skip
+                                       original=original,
+                                       owner=journal_owner(op, cfg.service))  # fmt: skip
             op.say(AbJournalStarted(session_id, op.loaded.spec_args))
         result = cfg.result(original, session_id=session_id)
         return await _run(op, cfg, result, journal, bench_progress, [])
@@ -218,7 +221,8 @@ async def resume_ab(
     progress: Progress | None = None,
     bench_progress: BenchProgressFn | None = None,
 ) -> AbResult:
-    """Pick up journalled A/B ``session_id``: keep its finished visits, run the rest of its plan."""
+    """Pick up journalled A/B ``session_id``: keep its finished visits, run the rest of its plan.
+    Another deployment's A/B is refused first (:mod:`servelab.ops.ab.owner`), nothing changed."""
     journal = AbJournal(ledger)
     session = journal.get(session_id)
     if session is None:
@@ -230,9 +234,13 @@ async def resume_ab(
     except RecordError as exc:
         raise journal.damaged(f"ab_sessions (A/B {session_id}) config", "an A/B", exc) from None
     cfg = replace(cfg, bench=recorded_trace(cfg.bench, "ab", RESUME_HINT))
+    owned = refuse_anothers_run(ledger, RunKind.AB, session_id, target, cfg.service)
     result = cfg.result(session.original, session_id=session_id, resumed=True)
     kept = list(session.visits)
     async with operation(target, ledger=ledger, progress=progress) as op:
+        if not owned:
+            setting = (cfg.service, cfg.knob, session.original)
+            await refuse_unowned_elsewhere(op, RunKind.AB, session_id, [setting])
         op.say(AbResumed(session_id, len(kept)))
         return await _run(op, cfg, result, journal, bench_progress, kept)
 

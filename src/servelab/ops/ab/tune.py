@@ -63,8 +63,10 @@ from servelab.core.ledger.codec import decode, encode
 from servelab.errors import BenchError, ServelabError
 from servelab.io.ledger.journal import SessionStatus
 from servelab.io.ledger.ledger import Ledger
+from servelab.io.ledger.owners import RunKind
 from servelab.io.ledger.tunes import TuneStore
 from servelab.ops.ab.budget import mean_visit_s, over_budget, recorded_visit_s
+from servelab.ops.ab.owner import journal_owner, refuse_anothers_run, refuse_unowned_elsewhere
 from servelab.ops.ab.tuneanswers import judge_arms, tune_answers, tune_unchecked
 from servelab.ops.ab.tuneconfig import TuneConfig, check_tune
 from servelab.ops.answers.session import AnswerSession
@@ -353,7 +355,8 @@ async def run_tune(
         store = TuneStore(op.ledger) if op.ledger is not None else None
         tune_id = None
         if store is not None:
-            tune_id = store.start(knobs=cfg.names, config=encode(cfg), original=original)
+            tune_id = store.start(knobs=cfg.names, config=encode(cfg), original=original,
+                                  owner=journal_owner(op, cfg.knobs[0].service))  # fmt: skip
         record = cfg.record(original, tune_id=tune_id)
         first = record.arms if record.screening is None else record.screening.design.runs
         op.say(TuneStarted(tune_id, len(first), cfg.levels, cfg.max_rounds))
@@ -377,10 +380,16 @@ async def resume_tune(
     if stored.status == SessionStatus.FINISHED:
         raise BenchError(f"tune {tune_id} is already finished")
     cfg = decode(TuneConfig, stored.config)
+    # another deployment's tune refused first (:mod:`servelab.ops.ab.owner`), nothing changed
+    owned = refuse_anothers_run(ledger, RunKind.TUNE, tune_id, target, cfg.knobs[0].service)
     cfg = check_tune(target.spec, cfg)  # as a new tune is: nothing runs on a value it refuses
     cfg = replace(cfg, bench=recorded_trace(cfg.bench, "tune", TUNE_HINT))
     record = with_visits(cfg.record(stored.original, tune_id=tune_id, resumed=True),
                          stored.visits)  # fmt: skip
     async with operation(target, ledger=ledger, progress=progress) as op:
+        if not owned:
+            pairs = zip(cfg.knobs, stored.original, strict=False)
+            settings = [(k.service, k.knob, v) for k, v in pairs]
+            await refuse_unowned_elsewhere(op, RunKind.TUNE, tune_id, settings)
         op.say(TuneResumed(tune_id, len(stored.visits)))
         return await _run(op, cfg, record, store, bench_progress)
