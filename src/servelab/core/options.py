@@ -335,18 +335,29 @@ RESERVED_HEADERS = frozenset(
 _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
+#: A header value's characters: visible US-ASCII, space, tab (RFC 9110 5.5's SHOULD). Not its
+#: obs-text (0x80-0xFF): aiohttp writes UTF-8, the raw stream client Latin-1 (two headers).
+_FIELD_CHARS = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\t"}
+
+
 def parse_header(text: str) -> tuple[str, str]:
     """``NAME:VALUE`` → ``(NAME, VALUE)`` (the value stripped): a request header every request
     carries. The name must be a token and not one servelab writes itself
-    (:data:`RESERVED_HEADERS`); the value may not hold a line break."""
+    (:data:`RESERVED_HEADERS`); the value only :data:`_FIELD_CHARS` (no line break, control
+    character or DEL; nothing non-ASCII). A refusal names the header, never its value."""
     name, sep, value = text.partition(":")
     if not sep or not name or not set(name) <= _TCHAR:  # the text may be all value: never quoted
         raise OptionError("expected NAME:VALUE with NAME a header name (a token before the colon)")
     if name.lower() in RESERVED_HEADERS:
         raise OptionError(f"servelab sets {name} itself; it cannot be given")
-    if any(c in value for c in "\r\n\0") or any(ord(c) < 32 and c != "\t" for c in value):
+    outside = set(value) - _FIELD_CHARS
+    if any(ord(c) < 0x20 or c == "\x7f" for c in outside):
         raise OptionError(f"the value of header {name} cannot hold a line break or a control "
-                          "character (a token file's CRLF ending?)")  # fmt: skip
+                          "character, DEL included (a token file's CRLF ending?)")  # fmt: skip
+    if outside:
+        raise OptionError(f"the value of header {name} holds a character that is not US-ASCII "
+                          "(a pasted symbol or non-breaking space?): a header's value is sent "
+                          "as visible ASCII, space and tab only")  # fmt: skip
     return name, value.strip()
 
 
