@@ -22,7 +22,7 @@ from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
-from servelab.core.whole import echoed, parse_whole
+from servelab.core.whole import ascii_int, comma_items, echoed, parse_whole
 from servelab.errors import OptionError
 
 __all__ = [
@@ -202,13 +202,13 @@ def parse_load_rate(text: str) -> float:
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
-    """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``). A level given
-    twice (``4,4``, ``4,04``) is refused naming it: each level is one row of the results, its runs
-    one sample, and an A/B compares the arms level by level (two runs of one level would read as
-    two levels, or the second overwrite the first)."""
+    """``"64,80,96"`` → ``(64, 80, 96)`` (``"4, 8,"`` too; ``"1,,2"``, ``"１"``: refused). A
+    level twice (``4,4``, ``4,04``) is refused naming it: each level is one row of the results,
+    its runs one sample, and an A/B compares the arms level by level (two runs of one level would
+    read as two levels, or the second overwrite the first)."""
     expected = f"concurrency must be positive integers, got {echoed(text)}"
     try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
+        values = tuple(ascii_int(part) for part in comma_items(text))
     except ValueError:
         raise OptionError(expected) from None
     if not values or min(values) < 1:
