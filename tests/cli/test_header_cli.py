@@ -58,3 +58,25 @@ def test_soak_sends_the_header_on_every_request(proxy: RunningProxy, tmp_path: P
     refused = run_cli(*common, "--model", "servelab-sim", cwd=tmp_path)
     assert refused.returncode == 1
     assert {e["status"] for e in json.loads(refused.stdout)["errors"]} == {403}
+
+
+def test_a_header_value_http_cannot_carry_is_refused_up_front(
+    proxy: RunningProxy, tmp_path: Path
+) -> None:
+    """Issue 38, fifteenth pass (M1/M2): DEL failed at the model lookup as "no answer:
+    ValueError: Forbidden control character" (exit 1), a '✓' as an "unexpected
+    UnicodeEncodeError" (exit 1), and soak said "/v1/models lists no model" for both, on each
+    of its clients. Now: exit 2 before anything is sent, the header named, its value never."""
+    bench = ["bench", "--url", proxy.url, "--requests", "2", "--concurrency", "1",
+             "--output-len", "4", "--no-ledger"]  # fmt: skip
+    soak = ["soak", "--url", proxy.url, "--sessions", "1", "--rounds", "1", "--idle-timeout",
+            "3", "--duration", "10", "--no-record", "--no-localize"]  # fmt: skip
+    commands = [bench, *([*soak, "--client", c] for c in ("servelab", "naive", "openai"))]
+    for bad in ("\x7f", "\u2713", "\u00e9"):
+        for command in commands:
+            refused = run_cli(*command, "--header", "X-Tenant: a",
+                              "--header", f"Authorization: Bearer sk-PLANTED1{bad}",
+                              cwd=tmp_path)  # fmt: skip
+            said = refused.stdout + refused.stderr
+            assert refused.returncode == 2, (command, bad, said)
+            assert "header Authorization" in said and "PLANTED1" not in said, said

@@ -61,8 +61,11 @@ HUGE_LEN = ("normal:10:1e308", "uniform:1e308:0", "normal:1e300:1e300", "9" * 40
 
 #: Values each shared option must accept (parsed alike everywhere) and refuse (exit 2, naming it).
 PROBES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "--concurrency": (("1", "64,80,96", "4, 8,"), ("0", "", ",", "x", "1,-2", "0,4", "1.5")),
-    "--requests": (("1", "256"), ("0", "-1", "x", "1.5")),
+    "--concurrency": (
+        ("1", "64,80,96", "4, 8,"),
+        ("0", "", ",", "x", "1,-2", "0,4", "1.5", "1,,2", ",4", "4,8,,", "\uff11", "6\u0664"),
+    ),
+    "--requests": (("1", "256"), ("0", "-1", "x", "1.5", "\uff11\uff10")),
     "--repeat": (("1", "3"), ("0", "-1", "x")),
     "--warmup": (("0", "4"), ("-1", "x", "1.5")),
     "--ramp": (("0", "2.5", "86400"), ("-1", "x", "nan", "inf", "1e308", "86401")),

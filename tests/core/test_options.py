@@ -160,6 +160,22 @@ def test_a_refused_header_never_quotes_its_value() -> None:
         assert "sk-PLANTED1" not in str(refused.value)
 
 
+def test_a_header_value_holds_visible_ascii_space_and_tab_only() -> None:
+    """Issue 38, fifteenth pass (M1/M2): DEL passed and failed at aiohttp ("Forbidden control
+    character"), a non-Latin-1 character as an "unexpected UnicodeEncodeError", both exit 1;
+    a Latin-1 one went out as UTF-8 through aiohttp, as Latin-1 through the raw client."""
+    for bad, why in (("\x7f", "control character, DEL"), ("\x1b[0m", "control character"),
+                     ("\u2713", "not US-ASCII"), ("\u00e9", "not US-ASCII"),
+                     ("\u00a0", "not US-ASCII"), ("\x85", "not US-ASCII"),
+                     ("\ufeff", "not US-ASCII"), ("\uff11", "not US-ASCII"),
+                     ("\udcff", "not US-ASCII")):  # fmt: skip
+        with pytest.raises(OptionError, match=why) as refused:
+            parse_header(f"Authorization: Bearer sk-PLANTED1{bad}x")
+        assert "sk-PLANTED1" not in str(refused.value) and "Authorization" in str(refused.value)
+    visible = "".join(chr(c) for c in range(0x21, 0x7F))
+    assert parse_header(f"X-A: a\tb c{visible}") == ("X-A", f"a\tb c{visible}")
+
+
 def test_repeat_and_workers_are_bounded() -> None:
     """Issue 38, eighth hostile pass: ``--repeat`` and ``--workers`` took any whole number."""
     from servelab.core.bounds import (

@@ -45,3 +45,15 @@ def test_a_level_given_twice_is_refused_naming_it(text: str, repeated: str) -> N
     with pytest.raises(OptionError, match=f"gives {repeated} more than once"):
         parse_concurrency(text)
     assert parse_concurrency("4,8") == (4, 8)
+
+
+def test_digits_of_another_script_and_a_lost_level_are_refused() -> None:
+    """Issue 38, fifteenth pass (low): a full-width ``１`` was taken as 1 (``int`` reads any
+    script's digits) and ``--concurrency 1,,2`` as ``1,2`` (an empty level skipped)."""
+    for text in ("\uff11", "\u0663", "1\uff10", "\U0001d7d9"):
+        with pytest.raises(OptionError, match="expected a whole number"):
+            parse_requests(text)
+    for text in ("1,,2", ",4", "4,8,,", "1, ,2", "\uff11", "4,\uff18"):
+        with pytest.raises(OptionError, match="concurrency must be positive integers"):
+            parse_concurrency(text)
+    assert parse_concurrency("4, 8,") == (4, 8) and parse_concurrency(" 4 ") == (4,)

@@ -4,13 +4,15 @@ escaped."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from servelab.core.ab.compare import Comparison, Verdict
-from servelab.core.ab.result import AbResult, better_arm, kept_value
+from servelab.core.ab.result import AbResult, NotKept, better_arm, kept_value, not_kept
 from servelab.core.answers.answer import Failure
 from servelab.core.answers.contract import AnswersMode, AnswersUnchecked, ArmAnswers, Example
 from servelab.core.answers.judge import AnswersJudgement
 from servelab.core.answers.rule import decide_answers
-from servelab.report.ab import ab_markdown, headline
+from servelab.report.ab import ab_markdown, headline, not_kept_phrase
 from servelab.report.answers import answers_refusal, safe_text, unchecked_phrase
 from servelab.report.pages import markdown_html
 
@@ -82,6 +84,28 @@ def test_too_few_pairs_to_show_answers_unchanged_is_never_kept_under_the_gate() 
     checked = _few(2, 10, AnswersMode.CHECK)  # check: shown, not gating
     assert checked.answers is not None and not checked.answers.unshown
     assert better_arm(checked) == "512"
+
+
+def test_the_gate_keeps_no_spelling_of_a_candidate_whose_answers_were_not_shown_unchanged() -> None:
+    """Issue 38, fifteenth pass (H4): ``--keep candidate`` or ``--keep 512`` kept a candidate the
+    headline said was "not kept on its speed alone" (kept_value asked ``gates`` only)."""
+    spellings = ("candidate", "512", "0512", "512.0", "better")
+    for judged, why in ((_few(2, 10), NotKept.ANSWERS_UNSHOWN),
+                        (_few(8, 18), NotKept.ANSWERS_CHANGED)):  # fmt: skip
+        for keep in spellings:
+            assert kept_value(keep, judged) is None, keep
+            assert not_kept(keep, judged) == (None if keep == "better" else why), keep
+        assert kept_value("baseline", judged) == "256" and not_kept("256", judged) is None
+        said = not_kept_phrase(replace(judged, restored=True, not_kept=why))
+        assert said.startswith("--keep: the candidate 512 is NOT kept: under --answers gate")
+        assert "the original value put back" in said
+    unsure = replace(_few(2, 10), restored=True, not_kept=NotKept.ANSWERS_UNSHOWN)
+    assert "**--keep: the candidate 512 is NOT kept" in ab_markdown(unsure)
+    assert not_kept_phrase(_few(2, 10)) == "" and "NOT kept" not in ab_markdown(_few(2, 10))
+    # answers shown unchanged enough (no more wrong than the baseline), or only checked: kept
+    for kept in (_few(0, 10), _few(2, 10, AnswersMode.CHECK), _few(8, 18, AnswersMode.CHECK)):
+        for keep in spellings:
+            assert kept_value(keep, kept) == "512" and not_kept(keep, kept) is None, keep
 
 
 def test_the_page_shows_a_differing_answer_beside_its_reference_escaped() -> None:

@@ -44,7 +44,7 @@ from servelab.cli.resumed import refuse_options_with_resume
 from servelab.cli.sharedoption import Default, Parsed
 from servelab.core.ab.compare import Verdict
 from servelab.core.ab.design import ORDER_ABBA, ORDERS, Order
-from servelab.core.ab.result import AbMetric, AbResult, Keep
+from servelab.core.ab.result import AbMetric, AbResult, Keep, NotKept
 from servelab.core.ab.rounds import MAX_ROUNDS, parse_ab_rounds
 from servelab.core.ab.sequential import BOUNDARIES, DEFAULT_BOUNDARY, Boundary
 from servelab.core.bounds import parse_effect
@@ -64,7 +64,7 @@ from servelab.ops.ab.checks import check_arms, check_keep
 from servelab.ops.ab.config import DEFAULT_MAX_ROUNDS, AbConfig
 from servelab.ops.ab.plan import AbPlan, plan_ab
 from servelab.ops.context import Operation
-from servelab.report.ab import ab_markdown, ab_png, plan_markdown
+from servelab.report.ab import ab_markdown, ab_png, not_kept_phrase, plan_markdown
 from servelab.report.answers import answers_phrase, answers_refusal, unchecked_phrase
 from servelab.report.text import safe_markdown
 
@@ -349,4 +349,9 @@ def ab_command(
     gated = result.answers is not None and result.answers.gates
     if gated:
         err_console.print(answers_refusal(result), style="red", markup=False, highlight=False)
-    sys.exit(EXIT_FAILED if failed or gated else EXIT_OK)
+    # a candidate --keep named, held back by the gate: refused as a gated one is (exit 1)
+    held = result.not_kept in (NotKept.ANSWERS_CHANGED, NotKept.ANSWERS_UNSHOWN)
+    if result.not_kept is not None:
+        err_console.print(not_kept_phrase(result), style="red" if held else "yellow",
+                          markup=False, highlight=False)  # fmt: skip
+    sys.exit(EXIT_FAILED if failed or gated or held else EXIT_OK)

@@ -22,7 +22,7 @@ from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
 from servelab.core.urls import parse_http_url
-from servelab.core.whole import echoed, parse_whole
+from servelab.core.whole import ascii_int, comma_items, echoed, parse_whole
 from servelab.errors import OptionError, UrlError
 
 __all__ = [
@@ -202,13 +202,13 @@ def parse_load_rate(text: str) -> float:
 
 
 def parse_concurrency(text: str) -> tuple[int, ...]:
-    """``"64,80,96"`` → ``(64, 80, 96)`` (empty items are skipped: ``"4, 8,"``). A level given
-    twice (``4,4``, ``4,04``) is refused naming it: each level is one row of the results, its runs
-    one sample, and an A/B compares the arms level by level (two runs of one level would read as
-    two levels, or the second overwrite the first)."""
+    """``"64,80,96"`` → ``(64, 80, 96)`` (``"4, 8,"`` too; ``"1,,2"``, ``"１"``: refused). A
+    level twice (``4,4``, ``4,04``) is refused naming it: each level is one row of the results,
+    its runs one sample, and an A/B compares the arms level by level (two runs of one level would
+    read as two levels, or the second overwrite the first)."""
     expected = f"concurrency must be positive integers, got {echoed(text)}"
     try:
-        values = tuple(int(part) for part in text.split(",") if part.strip())
+        values = tuple(ascii_int(part) for part in comma_items(text))
     except ValueError:
         raise OptionError(expected) from None
     if not values or min(values) < 1:
@@ -334,18 +334,29 @@ RESERVED_HEADERS = frozenset(
 _TCHAR = frozenset("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
+#: A header value's characters: visible US-ASCII, space, tab (RFC 9110 5.5's SHOULD). Not its
+#: obs-text (0x80-0xFF): aiohttp writes UTF-8, the raw stream client Latin-1 (two headers).
+_FIELD_CHARS = frozenset(chr(c) for c in range(0x20, 0x7F)) | {"\t"}
+
+
 def parse_header(text: str) -> tuple[str, str]:
     """``NAME:VALUE`` → ``(NAME, VALUE)`` (the value stripped): a request header every request
     carries. The name must be a token and not one servelab writes itself
-    (:data:`RESERVED_HEADERS`); the value may not hold a line break."""
+    (:data:`RESERVED_HEADERS`); the value only :data:`_FIELD_CHARS` (no line break, control
+    character or DEL; nothing non-ASCII). A refusal names the header, never its value."""
     name, sep, value = text.partition(":")
     if not sep or not name or not set(name) <= _TCHAR:  # the text may be all value: never quoted
         raise OptionError("expected NAME:VALUE with NAME a header name (a token before the colon)")
     if name.lower() in RESERVED_HEADERS:
         raise OptionError(f"servelab sets {name} itself; it cannot be given")
-    if any(c in value for c in "\r\n\0") or any(ord(c) < 32 and c != "\t" for c in value):
+    outside = set(value) - _FIELD_CHARS
+    if any(ord(c) < 0x20 or c == "\x7f" for c in outside):
         raise OptionError(f"the value of header {name} cannot hold a line break or a control "
-                          "character (a token file's CRLF ending?)")  # fmt: skip
+                          "character, DEL included (a token file's CRLF ending?)")  # fmt: skip
+    if outside:
+        raise OptionError(f"the value of header {name} holds a character that is not US-ASCII "
+                          "(a pasted symbol or non-breaking space?): a header's value is sent "
+                          "as visible ASCII, space and tab only")  # fmt: skip
     return name, value.strip()
 
 

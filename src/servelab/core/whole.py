@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from servelab.errors import OptionError
 
-__all__ = ["echoed", "parse_whole"]
+__all__ = ["ascii_int", "comma_items", "echoed", "parse_whole"]
 
 
 def echoed(text: str) -> str:
@@ -17,12 +17,31 @@ def echoed(text: str) -> str:
     return repr(text) if len(text) <= 24 else f"{text[:24]!r}… ({len(text):,} characters)"
 
 
+def ascii_int(text: str) -> int:
+    """``int(text)`` of ASCII text only (ValueError otherwise): ``int`` reads any script's
+    digits, so a full-width ``１`` was taken as 1 and an Arabic-Indic ``٣`` as 3."""
+    if not text.isascii():
+        raise ValueError(text)
+    return int(text)
+
+
+def comma_items(text: str) -> list[str]:
+    """The items of a comma-separated list (``4,8``; one trailing comma allowed: ``4, 8,``);
+    ValueError for an empty one before the last (``1,,2``, ``,4``: a level lost, not skipped)."""
+    items = text.split(",")
+    if len(items) > 1 and not items[-1].strip():
+        items.pop()
+    if any(not item.strip() for item in items):
+        raise ValueError(text)
+    return items
+
+
 def parse_whole(text: str, expected: str, low: int | None = None, high: int | None = None) -> int:
     """``text`` as a whole number from ``low`` to ``high`` (None: unbounded on that side), else
     an OptionError ``expected {expected}, got {text}``."""
     try:
-        value = int(text)
-    except ValueError:  # a float, a word, or past Python's 4,300-digit limit
+        value = ascii_int(text)
+    except ValueError:  # a float, a word, another script's digits, past 4,300 digits
         raise OptionError(f"expected {expected}, got {echoed(text)}") from None
     if (low is not None and value < low) or (high is not None and value > high):
         raise OptionError(f"expected {expected}, got {echoed(text)}")

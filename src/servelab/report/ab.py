@@ -6,18 +6,21 @@ from __future__ import annotations
 
 import math
 import statistics
+from typing import assert_never
 
 from servelab.core.ab.compare import Anomaly, Comparison, Verdict
 from servelab.core.ab.crosscheck import RATIO_TOLERANCE, ServerDisagreement, server_ratios
 from servelab.core.ab.design import Noise, Order
-from servelab.core.ab.result import AbDesign, AbResult
+from servelab.core.ab.result import AbDesign, AbResult, NotKept
 from servelab.ops.ab.plan import AbPlan
 from servelab.report.answers import answers_lines, answers_phrase, unchecked_phrase
 from servelab.report.metric import METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import ab_plot
 from servelab.report.text import level_label, md_code, md_text
 
-__all__ = ["ab_markdown", "ab_png", "change_phrase", "headline", "plan_markdown"]
+__all__ = [
+    "ab_markdown", "ab_png", "change_phrase", "headline", "not_kept_phrase", "plan_markdown",
+]  # fmt: skip
 
 
 def _pct(x: float) -> str:
@@ -50,6 +53,24 @@ def headline(result: AbResult) -> str:
     if result.answers_unchecked is not None:
         answers = f", {unchecked_phrase(result.answers_unchecked)}"
     return f"{head}: {phrases or 'no comparison'}{answers}"
+
+
+def not_kept_phrase(result: AbResult) -> str:
+    """Why the value ``--keep`` named was not left live, and what was instead ("" when it was,
+    or none was named)."""
+    back = "the original value put back" if result.restored else "nothing put back"
+    match result.not_kept:
+        case None:
+            return ""
+        case NotKept.ANSWERS_CHANGED | NotKept.ANSWERS_UNSHOWN:
+            said = "" if result.answers is None else f", and here {answers_phrase(result.answers)}"
+            return (f"--keep: the candidate {result.candidate} is NOT kept: under --answers gate "
+                    f"a candidate is left live only when its answers are shown unchanged{said}; "
+                    f"{back}")  # fmt: skip
+        case NotKept.PAIR_FAILED:
+            return f"--keep: NOT kept: the arm's pair layer failed in a visit; {back}"
+        case _ as unreachable:
+            assert_never(unreachable)
 
 
 def _interval(lo: float, hi: float) -> str:
@@ -226,6 +247,7 @@ def ab_markdown(result: AbResult) -> str:
         "",
         f"**{headline(result)}**",
         "",
+        *([f"**{md_text(not_kept_phrase(result))}**", ""] if result.not_kept is not None else []),
         f"| C | {md_text(f'{knob}={baseline}')} {unit} | {md_text(f'{knob}={candidate}')} {unit} "
         "| change | 95% CI | verdict |",
         "|---|---|---|---|---|---|",

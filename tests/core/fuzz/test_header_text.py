@@ -8,7 +8,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
+from servelab.core.options import parse_header
 from servelab.core.redaction import redact
+from servelab.errors import OptionError
 
 SECRET_HEADERS = ["X-Api-Key", "Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie",
                   "X-Auth-Token", "X-Authentication", "Session-Id", "X-Session-Id",
@@ -46,3 +48,32 @@ def test_a_secret_header_s_value_in_free_text_is_masked(
 def test_an_ordinary_header_s_value_stays(name: str, value: str, prefix: str) -> None:
     text = f"{prefix}{name}: {value}"
     assert redact(text) == text
+
+
+#: What HTTP/1.1 carries the same way through every client: visible US-ASCII, space, tab.
+FIELD = "".join(chr(c) for c in range(0x20, 0x7F)) + "\t"
+
+
+@given(name=st.sampled_from(SECRET_HEADERS + ORDINARY_HEADERS[:1]),
+       before=st.text(alphabet=FIELD, max_size=30), after=st.text(alphabet=FIELD, max_size=30),
+       bad=st.characters(exclude_characters=FIELD))  # fmt: skip
+def test_a_header_value_outside_visible_ascii_is_refused_naming_only_the_header(
+    name: str, before: str, after: str, bad: str
+) -> None:
+    """Issue 38, the fifteenth pass: DEL, any control character and anything not US-ASCII are
+    refused up front (exit 2 at the CLI), naming the header, never quoting its value."""
+    value = f"sk-PLANTED1{before}{bad}{after}"
+    try:
+        parse_header(f"{name}: {value}")
+    except OptionError as refused:
+        assert name in str(refused) and "PLANTED1" not in str(refused)
+    else:
+        raise AssertionError(f"accepted {bad!r}")
+
+
+@given(value=st.text(alphabet=FIELD, max_size=60))
+def test_a_visible_ascii_header_value_is_taken_and_sends_the_same_bytes_everywhere(
+    value: str,
+) -> None:
+    _, taken = parse_header(f"X-Tenant:{value}")
+    assert taken == value.strip() and taken.encode("latin-1") == taken.encode("utf-8")

@@ -50,11 +50,13 @@ __all__ = [
     "ArmVisit",
     "Decided",
     "Keep",
+    "NotKept",
     "Stop",
     "arm_throughput",
     "better_arm",
     "conclude",
     "kept_value",
+    "not_kept",
     "undecided_levels",
     "upgrade_ab_result",
 ]
@@ -67,6 +69,14 @@ class Keep(StrEnum):
     BETTER = "better"
     BASELINE = "baseline"
     CANDIDATE = "candidate"
+
+
+class NotKept(StrEnum):
+    """Why the value ``--keep`` named was not left live (stored: values unchanged)."""
+
+    ANSWERS_CHANGED = "answers changed"
+    ANSWERS_UNSHOWN = "answers not shown unchanged"
+    PAIR_FAILED = "pair layer failed"
 
 
 class AbMetric(StrEnum):
@@ -188,7 +198,8 @@ class AbDesign:
 class AbResult:
     """What an A/B of ``service``'s ``knob`` (``baseline`` against ``candidate``) found; ``ab_id``
     is its ``ab_runs`` row once recorded, ``original`` the knob's value before it, ``restored``
-    whether that value came back, ``kept`` the value left live instead (``--keep``)."""
+    whether that value came back, ``kept`` the value left live instead (``--keep``), ``not_kept``
+    why the value ``--keep`` named was not."""
 
     service: str
     knob: str
@@ -197,6 +208,8 @@ class AbResult:
     original: str | None = None
     restored: bool = False
     kept: Annotated[str | None, OMITTED_IF_NONE] = None
+    #: why the value ``--keep`` named was not kept (None: it was, or none was named)
+    not_kept: Annotated[NotKept | None, OMITTED_IF_NONE] = None
     arms: tuple[AbArm, ...] = ()
     comparisons: tuple[Comparison, ...] = ()
     anomalies: tuple[Anomaly, ...] = ()
@@ -296,27 +309,39 @@ def kept_value(keep: str | None, result: AbResult) -> str | None:
     arm :func:`better_arm` names (None when it names none), ``baseline``/``candidate`` that
     arm's value, any other text the arm it names, compared as numbers (``064`` is the arm
     ``64``) and kept in the arm's own spelling (``ab`` refuses a value that names neither arm
-    up front; a journal written before that rule keeps what it asked for). A candidate the
-    answers gate refuses (it changes answers) is never kept, whichever way it is asked for, nor
-    an arm whose pair layer failed in any visit (:attr:`ArmVisit.pair_failed`): the original is
+    up front; a journal written before that rule keeps what it asked for). A value
+    :func:`not_kept` refuses is never kept, whichever way it is asked for: the original is
     restored."""
+    return None if not_kept(keep, result) is not None else _asked(keep, result)
+
+
+def not_kept(keep: str | None, result: AbResult) -> NotKept | None:
+    """Why the value ``keep`` names is not left live (None: it is, or none was named): the
+    candidate, under the answers gate, unless its answers were shown unchanged (it changes
+    them, or too few probe pairs showed them unchanged: :attr:`AnswersJudgement.holds_back`);
+    any arm whose pair layer failed in a visit (:attr:`ArmVisit.pair_failed`)."""
+    value, judged = _asked(keep, result), result.answers
+    if value is None:
+        return None
+    if value == result.candidate and judged is not None and judged.holds_back:
+        return NotKept.ANSWERS_CHANGED if judged.gates else NotKept.ANSWERS_UNSHOWN
+    return NotKept.PAIR_FAILED if _pair_failed(result, value) else None
+
+
+def _asked(keep: str | None, result: AbResult) -> str | None:
+    """The arm's value ``keep`` names (``better``: :func:`better_arm`'s; None: none)."""
     match keep:
         case None:
             return None
         case Keep.BETTER:
-            value = better_arm(result)
-            return None if _pair_failed(result, value) else value
+            return better_arm(result)
         case Keep.BASELINE:
-            return None if _pair_failed(result, result.baseline) else result.baseline
+            return result.baseline
         case Keep.CANDIDATE:
-            value = result.candidate
+            return result.candidate
         case _:
             named = (arm for arm in (result.candidate, result.baseline) if same_value(keep, arm))
-            value = next(named, keep)
-    gated = result.answers is not None and result.answers.gates
-    if gated and value == result.candidate:
-        return None
-    return None if _pair_failed(result, value) else value
+            return next(named, keep)
 
 
 def _pair_failed(result: AbResult, value: str | None) -> bool:

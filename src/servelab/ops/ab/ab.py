@@ -47,6 +47,7 @@ from servelab.core.ab.result import (
     ArmVisit,
     conclude,
     kept_value,
+    not_kept,
     undecided_levels,
 )
 from servelab.core.answers.contract import AnswersUnchecked, probes_per_run
@@ -283,7 +284,8 @@ async def _run(
                 journal.set_status(session_id, SessionStatus.FAILED if failed
                                    else SessionStatus.INTERRUPTED)  # fmt: skip
         raise
-    result = replace(result, restored=kept is None, kept=kept)
+    why = not_kept(cfg.keep, result)
+    result = replace(result, restored=kept is None, kept=kept, not_kept=why)
     if op.ledger is not None:
         ab_id = op.ledger.record_ab(config=encode(cfg), result=result)
         result = replace(result, ab_id=ab_id)
