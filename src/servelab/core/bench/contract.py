@@ -29,7 +29,7 @@ from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
-from servelab.core.redaction import StoredHeaders, StoredText, StoredUrl
+from servelab.core.redacted import StoredHeaders, StoredText, StoredUrl
 from servelab.core.stats import Interval, Summary
 from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.core.telemetry.summary import RunTelemetry

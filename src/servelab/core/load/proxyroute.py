@@ -26,7 +26,7 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 from servelab.core.ledger.codec import OMITTED_IF_NONE
-from servelab.core.redaction import StoredUrl
+from servelab.core.redacted import StoredUrl
 
 __all__ = ["ProxyPath", "ProxyRoute", "RouteSource", "parse_proxy", "route"]
 
