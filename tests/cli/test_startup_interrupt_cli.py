@@ -5,7 +5,8 @@ The signal is sent when the process has loaded a given extension module (read fr
 ``/proc/PID/maps``): one loaded early in ``servelab.cli``'s imports, one in the middle, and
 three only by the command's own module (``bench``: pydantic's core, SQLite's, aiohttp's parser;
 after the command began, where its own handling takes over). PyYAML's ``_yaml`` was the last one
-until the YAML parser was imported only where a ``--config`` file is parsed. Both entry points are tried: ``python -m servelab`` and the ``servelab`` console script.
+until the YAML parser was imported only where a ``--config`` file is parsed. Both entry points
+are tried: ``python -m servelab`` and the ``servelab`` console script.
 """
 
 from __future__ import annotations
