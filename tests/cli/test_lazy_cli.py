@@ -153,6 +153,16 @@ def test_help_and_a_simulated_worker_import_no_pydantic_rich_or_yaml(
     assert "servelab.report.jsontext" in modules  # and --json's failure document printed
 
 
+@pytest.mark.parametrize("args", [("up", "--help"), ("restart", "--help")], ids=["up", "restart"])
+def test_deploy_imports_no_other_features_progress_events(args: tuple[str, ...]) -> None:
+    """``up``/``restart`` tell deploy's own events; every feature's (``core/progress.py``: A/B,
+    tune, soak, bisect...) and their words come with printing them (``cli/common.py``)."""
+    modules = _imported(*args)
+    assert "servelab.ops.deploy.deploy" in modules and "servelab.report.deploy" in modules
+    assert "servelab.core.progress" not in modules and "servelab.report.progress" not in modules
+    assert not any(m.startswith(("servelab.core.ab", "servelab.core.soak.events")) for m in modules)
+
+
 def test_a_command_that_prints_tables_still_gets_its_consoles() -> None:
     modules = _imported("ledger", "stats", "--help")
     assert {"pydantic", "rich"} <= modules  # the ledger's records, and the consoles on use

@@ -46,7 +46,7 @@ from servelab.ops.deploy.rolling_results import (
 )
 from servelab.report.document import Worded, document_text
 from servelab.report.jsontext import json_text
-from servelab.report.progress import others_words
+from servelab.report.othersrecord import others_words
 from servelab.report.text import plain_text
 from servelab.report.verify import (
     VerificationWords,
