@@ -199,6 +199,11 @@ _LOCAL_IMPORTS_ALLOWED = {
     # the case, soak and verify words of `ledger export` (about 0.5 s): `ledger stats/prune/vacuum`
     # skip them.
     ("report/ledger.py", "servelab"),
+    # rich costs about 25 ms of CPU: the consoles are made on first use, so `servelab --help` and
+    # a simulated engine's start skip it (tests/cli/test_lazy_cli.py).
+    ("cli/boundary.py", "rich"),
+    # PyYAML costs about 10 ms: only a `--config` file's parse pays (tests/cli/test_lazy_cli.py).
+    ("core/knobs/configyaml.py", "yaml"),
 }
 
 
@@ -317,6 +322,7 @@ CORE_ORDER = [
     "paired",  # names and values side by side (a Kubernetes env list): redaction uses it
     "secretnames",  # which names (and headers) say secret: redaction uses it
     "redaction",  # the one redaction policy: what every feature stores and shows goes through it
+    "redacted",  # the policy as the serializer types of the contracts (pydantic): they use it
     "stats",
     "whole",  # the one parser of a whole number a user types: ab's --max-rounds and options use it
     "urls",  # the one parser of a server URL a user types: options and the spec's fields use it

@@ -86,15 +86,15 @@ try:
     main()
 except SystemExit:
     pass
-others = ("aiohttp", "asyncssh", "grpc", "opentelemetry")
+others = ("aiohttp", "asyncssh", "grpc", "opentelemetry", "pydantic", "rich", "yaml")
 names = [m for m in sys.modules if m.startswith("servelab.") or m in others]
 print(json.dumps(sorted(names)), file=sys.stderr)
 """
 
 
 def _imported(*args: str) -> set[str]:
-    """The servelab modules (and aiohttp, asyncssh, grpc, opentelemetry) a real process imported
-    to run ``servelab ARGS``."""
+    """The servelab modules (and aiohttp, asyncssh, grpc, opentelemetry, pydantic, rich, yaml) a
+    real process imported to run ``servelab ARGS``."""
     done = subprocess.run(
         [sys.executable, "-c", _PROBE, *args],
         capture_output=True,
@@ -104,6 +104,13 @@ def _imported(*args: str) -> set[str]:
         cwd=REPO,
     )
     return set(json.loads(done.stderr.strip().splitlines()[-1]))
+
+
+#: What ``servelab --help`` and a simulated engine's start do without (about 40, 25 and 10 ms of
+#: CPU a process: ``benchmarks/cli_startup.py``): the codec's pydantic, the consoles' rich (made
+#: on first use, ``cli/boundary.py``) and PyYAML (a ``--config`` file's parse,
+#: ``core/knobs/configyaml.py``).
+_HEAVY_FOR_A_START = {"pydantic", "rich", "yaml"}
 
 
 def _commands_loaded(modules: set[str]) -> set[str]:
@@ -127,6 +134,38 @@ def test_a_simulated_worker_imports_no_ledger_and_no_other_command() -> None:
     assert not any(m.startswith(("servelab.io.ledger", "servelab.ops")) for m in modules)
     assert "servelab.sim.tracing" in modules  # the worker's tracer, whose SDK part waits
     assert "opentelemetry" not in modules  # for an endpoint (sim/otelspans.py)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("--help",), ("--version",), ("sim", "decode", "--help"), ("sim", "prefill", "--help")],
+    ids=["help", "version", "sim decode", "sim prefill"],
+)
+def test_help_and_a_simulated_worker_import_no_pydantic_rich_or_yaml(
+    args: tuple[str, ...],
+) -> None:
+    """The simulator imports all it runs at its module's top (no function-level import in sim/:
+    tests/test_architecture.py), so its ``--help`` loads what its start loads, but for the line
+    it prints (plain ``click.echo``) and a ``--config`` file's parse."""
+    modules = _imported(*args)
+    assert modules & _HEAVY_FOR_A_START == set()
+    assert "servelab.core.redaction" in modules  # error lines are redacted all the same
+    assert "servelab.report.jsontext" in modules  # and --json's failure document printed
+
+
+@pytest.mark.parametrize("args", [("up", "--help"), ("restart", "--help")], ids=["up", "restart"])
+def test_deploy_imports_no_other_features_progress_events(args: tuple[str, ...]) -> None:
+    """``up``/``restart`` tell deploy's own events; every feature's (``core/progress.py``: A/B,
+    tune, soak, bisect...) and their words come with printing them (``cli/common.py``)."""
+    modules = _imported(*args)
+    assert "servelab.ops.deploy.deploy" in modules and "servelab.report.deploy" in modules
+    assert "servelab.core.progress" not in modules and "servelab.report.progress" not in modules
+    assert not any(m.startswith(("servelab.core.ab", "servelab.core.soak.events")) for m in modules)
+
+
+def test_a_command_that_prints_tables_still_gets_its_consoles() -> None:
+    modules = _imported("ledger", "stats", "--help")
+    assert {"pydantic", "rich"} <= modules  # the ledger's records, and the consoles on use
 
 
 def test_a_command_imports_its_own_module_only_and_no_ssh_client() -> None:

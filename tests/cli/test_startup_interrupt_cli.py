@@ -2,9 +2,11 @@
 with one line, never a ``KeyboardInterrupt`` traceback (issue 38, third pass, item 3).
 
 The signal is sent when the process has loaded a given extension module (read from
-``/proc/PID/maps``): one loaded early in ``servelab.cli``'s imports, one in the middle, one only
-by the command's own module (``bench``: after the command began, where its own handling takes
-over). Both entry points are tried: ``python -m servelab`` and the ``servelab`` console script.
+``/proc/PID/maps``): one loaded early in ``servelab.cli``'s imports, one in the middle, and
+three only by the command's own module (``bench``: pydantic's core, SQLite's, aiohttp's parser;
+after the command began, where its own handling takes over). PyYAML's ``_yaml`` was the last one
+until the YAML parser was imported only where a ``--config`` file is parsed. Both entry points
+are tried: ``python -m servelab`` and the ``servelab`` console script.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 #: Extension modules, in the order a ``bench --help`` loads them.
-MARKERS = ("_ssl.", "_pydantic_core.", "_sqlite3.", "_yaml.")
+MARKERS = ("_ssl.", "unicodedata.", "_pydantic_core.", "_sqlite3.", "_http_parser.")
 CONSOLE_SCRIPT = Path(sys.executable).parent / "servelab"
 
 

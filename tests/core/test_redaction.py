@@ -473,7 +473,7 @@ def test_the_ninth_passs_ordinary_text_stays_readable(text: str) -> None:
 def test_a_urls_encoded_token_is_masked_where_it_is_stored() -> None:
     from pydantic import TypeAdapter
 
-    from servelab.core.redaction import StoredUrl
+    from servelab.core.redacted import StoredUrl
 
     stored = TypeAdapter(StoredUrl).dump_python("http://h/v1?q=sk%2DPlanted99xxxxxxxxxxxxxxxx")
     assert stored == "http://h/v1?q=***"

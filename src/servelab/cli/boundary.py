@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import sys
@@ -20,12 +21,10 @@ import traceback
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 import uvloop
-from rich.console import Console
-from rich.text import Text
 
 from servelab.core.redaction import clip_long, redact
 from servelab.errors import (
@@ -40,7 +39,10 @@ from servelab.errors import (
     UrlError,
     WorkerListError,
 )
-from servelab.report.text import json_text
+from servelab.report.jsontext import json_text
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 __all__ = [
     "DEBUG_ENV",
@@ -82,11 +84,36 @@ _JSON_META = "servelab.json"
 #: ``ctx.meta`` key: the words after ``servelab`` (a usage error before ``--json`` is read).
 _ARGV_META = "servelab.argv"
 
-# Piped output (a log, `| tee`) gets 120 columns instead of rich's 80, so tables stay whole.
-console = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
-err_console = Console(
-    stderr=True, highlight=False, markup=False, width=None if sys.stderr.isatty() else 120
-)
+#: The console of standard output, and :data:`err_console` standard error's: made on first use
+#: (:func:`_consoles`, through the module's ``__getattr__``); declared here, never assigned.
+console: Console
+err_console: Console
+
+
+@functools.cache
+def _consoles() -> tuple[Console, Console]:
+    """:data:`console` and :data:`err_console`, made the first time one is used: rich costs
+    about 25 ms of CPU to import, which ``servelab --help`` and a simulated engine's start skip
+    (``benchmarks/cli_startup.py``). Piped output (a log, ``| tee``) gets 120 columns instead of
+    rich's 80, so tables stay whole."""
+    from rich.console import Console
+
+    out = Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 120)
+    err = Console(
+        stderr=True, highlight=False, markup=False, width=None if sys.stderr.isatty() else 120
+    )
+    return out, err
+
+
+def __getattr__(name: str) -> Console:
+    """``console`` (stdout) and ``err_console`` (stderr): the two rich consoles, made on first
+    use (:func:`_consoles`), one each for the process."""
+    if name == "console":
+        return _consoles()[0]
+    if name == "err_console":
+        return _consoles()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,15 +139,18 @@ def json_option(func: F) -> F:
 
 def print_json(data: Any) -> None:
     """Print a ``--json`` document on stdout (plain print: no rich markup, no wrapping): the text
-    report/ rendered (:func:`~servelab.report.text.json_text`), or JSON-ready values, printed the
-    same way (a number that is not finite, the std of one run or an open interval: ``null``)."""
+    report/ rendered (:func:`~servelab.report.jsontext.json_text`), or JSON-ready values,
+    printed the same way (a number that is not finite, the std of one run or an open interval:
+    ``null``)."""
     sys.stdout.write(data if isinstance(data, str) else json_text(data))
     sys.stdout.flush()
 
 
 def error(exc: BaseException | str) -> None:
     """Print an error on stderr. Its text is never read as rich markup (``[services]`` stays)."""
-    err_console.print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
+    from rich.text import Text
+
+    _consoles()[1].print(Text.assemble(("error: ", "bold red"), str(exc)), soft_wrap=True)
 
 
 class Interrupted(KeyboardInterrupt):
@@ -313,8 +343,8 @@ def _report_failure(ctx: click.Context, exc: BaseException) -> int:
         traceback.print_exception(exc, file=sys.stderr)
     if isinstance(exc, KeyboardInterrupt):
         for left in _left:
-            err_console.print(left.text.rstrip(), style="yellow", soft_wrap=True)
-        err_console.print(_interruption(exc), style="yellow")
+            _consoles()[1].print(left.text.rstrip(), style="yellow", soft_wrap=True)
+        _consoles()[1].print(_interruption(exc), style="yellow")
     elif isinstance(exc, (ServelabError, OSError)) or debug:
         error(_message(exc))
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from servelab.cli.boundary import err_console, run
+from servelab.cli.boundary import run
 from servelab.cli.numbers import Finite
 from servelab.cli.options import URL_TYPE
 from servelab.sim.app import serve
@@ -43,9 +43,12 @@ async def _until_signal(main: Any, stop: asyncio.Event) -> None:
 
 
 async def _worker_main(settings: WorkerSettings, engine: Engine) -> None:
-    err_console.print(
-        f"servelab sim {settings.role} ({engine}) on {settings.host}:{settings.port} "
-        f"({settings.profile.knob_name}={settings.target_ctas}, time scale {settings.time_scale:g})"
+    where = f"{settings.host}:{settings.port}"
+    knob = f"{settings.profile.knob_name}={settings.target_ctas}"
+    click.echo(
+        f"servelab sim {settings.role} ({engine}) on {where} ({knob}, time scale "
+        f"{settings.time_scale:g})",
+        err=True,
     )
     stop = asyncio.Event()
     if engine is Engine.VLLM:
@@ -116,7 +119,7 @@ def _proxy(host: str, port: int, upstream: str, admin: bool, **flags: Any) -> No
     """A reverse proxy with fault switches (env SERVELAB_PROXY_*; flags win)."""
     given = {k: v for k, v in flags.items() if _given(v)}
     faults = ProxyFaults.from_env().updated(given)
-    err_console.print(f"servelab sim proxy on {host}:{port} -> {upstream}")
+    click.echo(f"servelab sim proxy on {host}:{port} -> {upstream}", err=True)
     stop = asyncio.Event()
     main = serve_proxy(host, port, upstream, stop, faults=faults, admin=admin)
     run(_until_signal(main, stop))

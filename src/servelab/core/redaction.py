@@ -16,12 +16,12 @@ and every value it stores that a user typed as a secret goes through here:
   text, those of secret-looking names (``Authorization``, ``Cookie``, ``*-Key``, ``*-Token``, and
   for an ``X-`` key a session's or an access grant's: ``X-Session-Id``, ``X-Access``);
 - **knob values of secret-looking names** (an env knob ``ROUTER_API_KEY``, an argument
-  ``--api-key``): :func:`mask`, and :func:`masked_serializer` for the records that carry them, so
-  ``knob get/set/diff``, ``verify`` and the ledger show and store ``***`` (the comparisons, made
-  on the real values before, stay right; a secret knob's old value is therefore not in the
-  ledger: its backups hold it); a knob of an ordinary name whose value is secret-shaped
-  (``knob set X=sk-...``, a URL with a password) is set on the engine as typed, and shown and
-  stored with that shape masked (:func:`mask`);
+  ``--api-key``): :func:`mask`, and ``masked_serializer`` (:mod:`servelab.core.redacted`) for the
+  records that carry them, so ``knob get/set/diff``, ``verify`` and the ledger show and store
+  ``***`` (the comparisons, made on the real values before, stay right; a secret knob's old value is
+  therefore not in the ledger: its backups hold it); a knob of an ordinary name whose value is
+  secret-shaped (``knob set X=sk-...``, a URL with a password) is set on the engine as typed, and
+  shown and stored with that shape masked (:func:`mask`);
 - **tokens of well-known shapes** (``sk-...``, ``hf_...``, ``ghp_...``, ``github_pat_...``,
   ``xoxb-...``, ``AKIA...``, GitLab's ``glpat-...``, Stripe's ``sk_live_...``, Google's
   ``AIza...``, ``npm_...``, ``pypi-...``, a JWT ``eyJ....eyJ....sig``), a bearer token
@@ -48,10 +48,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Any
 from urllib.parse import unquote
-
-from pydantic import PlainSerializer, SerializerFunctionWrapHandler, model_serializer
 
 from servelab.core.credentials import SHAPED, mask_credentials
 from servelab.core.listed import mask_encoded, mask_listed
@@ -62,19 +60,16 @@ __all__ = [
     "LONGEST_QUOTED",
     "MIN_REDACTED_CHARS",
     "REDACTED",
-    "StoredHeaders",
-    "StoredText",
-    "StoredUrl",
     "argument_secrets",
     "clip_long",
     "mask",
     "mask_fields",
-    "masked_serializer",
     "redact",
     "redact_headers",
     "redact_url",
     "redact_words",
     "secret_values",
+    "stored_url",
 ]
 
 #: What a secret is replaced by.
@@ -371,28 +366,12 @@ def redact_words(words: Iterable[str]) -> list[str]:
     return out
 
 
-#: Request headers as a contract stores and shows them (``bench``/``soak --header``): encoded with
-#: every secret-looking value redacted; the requests carry the real values.
-StoredHeaders = Annotated[
-    tuple[tuple[str, str], ...],
-    PlainSerializer(lambda headers: [list(h) for h in redact_headers(headers)]),
-]
-
-
-#: A URL as a contract stores and shows it (``--url``): encoded with its password redacted; the
-#: requests use the real one.
-def _stored_url(url: str) -> str:
-    """A URL as stored: its password and its secret-named query parameters masked."""
+def stored_url(url: str) -> str:
+    """A URL as a contract stores and shows it (``--url``: ``StoredUrl``, in
+    :mod:`servelab.core.redacted`): its password and its secret-named query parameters masked;
+    the requests use the real one."""
     url = SHAPED.sub(REDACTED, _QUERY.sub(_query, redact_url(url)))
     return mask_encoded(url, REDACTED, lambda word: redact(word) != word)
-
-
-StoredUrl = Annotated[str, PlainSerializer(_stored_url)]
-
-#: Text quoted from elsewhere as a contract stores and shows it (an engine's answer: a health
-#: body, a model name it reports): encoded with what :func:`redact` finds in it masked; the
-#: comparisons and parsers read the real text.
-StoredText = Annotated[str, PlainSerializer(lambda text: redact(text))]
 
 
 def mask(name: str, value: str | None) -> str | None:
@@ -435,14 +414,3 @@ def mask_fields(data: Any, name: str, fields: Iterable[str]) -> Any:
         elif isinstance(value, list | tuple):
             out[field] = [_masked_item(item, whole) for item in value]
     return out
-
-
-def masked_serializer(name_field: str, *fields: str) -> Any:
-    """A wrap serializer for a record (a dataclass) about a knob: its encoding (``--json``, the
-    ledger) with ``fields`` masked when the knob named by ``name_field`` is secret-looking. Put
-    in the class body: ``_masked = masked_serializer("name", "value")``."""
-
-    def serialize(self: Any, handler: SerializerFunctionWrapHandler) -> Any:
-        return mask_fields(handler(self), getattr(self, name_field), fields)
-
-    return model_serializer(mode="wrap")(serialize)

@@ -23,12 +23,13 @@ from servelab.core.stats import PERCENTILE_METHOD, Interval, Summary
 from servelab.core.telemetry.rules import QUIET, UNKNOWN, TelemetryEvidence, run_evidence
 from servelab.core.telemetry.traces import TraceSummary
 from servelab.core.telemetry.unknown import TOO_SHORT
+from servelab.report.jsontext import json_text
 from servelab.report.plots import load_ttft_plot, ttft_phase_plot
 from servelab.report.route import route_text
 from servelab.report.runnotes import evidence_lines, return_note
 from servelab.report.slo import cache_text, slo_rows
 from servelab.report.soak.words import unknown_text
-from servelab.report.text import json_text, level_label, safe_markdown
+from servelab.report.text import level_label, safe_markdown
 
 __all__ = [
     "CLIENT_REASONS",

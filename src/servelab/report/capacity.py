@@ -12,8 +12,8 @@ from servelab.core.ledger.codec import encode
 from servelab.core.load.capacity import Capacity, CapacityStop, LoadKind
 from servelab.core.stats import PERCENTILE_METHOD
 from servelab.ops.bench.capacity import CapacityResult
+from servelab.report.jsontext import json_text
 from servelab.report.slo import attainment_text, objective_text, verdict_word
-from servelab.report.text import json_text
 
 __all__ = ["capacity_json", "capacity_markdown", "capacity_table", "conclusion", "load_text"]
 

@@ -61,8 +61,9 @@ from servelab.report.casedocument import (
 )
 from servelab.report.caseload import LOAD_RULE, describe_load, load_clause, probe_load
 from servelab.report.document import Worded, document_text
+from servelab.report.jsontext import json_text
 from servelab.report.putback import after_failure
-from servelab.report.text import json_text, show_value
+from servelab.report.text import show_value
 from servelab.report.verify import (
     VerificationWords,
     check_detail,

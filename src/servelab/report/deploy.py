@@ -46,8 +46,9 @@ from servelab.ops.deploy.rolling_results import (
     WorkerRoll,
 )
 from servelab.report.document import Worded, document_text
-from servelab.report.progress import others_words
-from servelab.report.text import json_text, plain_text
+from servelab.report.jsontext import json_text
+from servelab.report.othersrecord import others_words
+from servelab.report.text import plain_text
 from servelab.report.verify import (
     VerificationWords,
     check_detail,

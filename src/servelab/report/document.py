@@ -17,7 +17,7 @@ from pydantic import GetCoreSchemaHandler
 from pydantic_core import core_schema
 
 from servelab.core.ledger.codec import JsonObject, encode
-from servelab.report.text import json_text
+from servelab.report.jsontext import json_text
 
 __all__ = ["Worded", "document_text"]
 
@@ -61,5 +61,5 @@ class Worded(Generic[C, W]):
 
 
 def document_text(document: Worded[C, W]) -> str:
-    """The text a command prints for ``document`` (:func:`~servelab.report.text.json_text`)."""
+    """The text a command prints for ``document`` (:func:`~servelab.report.jsontext.json_text`)."""
     return json_text(encode(document))

@@ -24,11 +24,12 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from pydantic import JsonValue
 
-from servelab.core.ledger.codec import decode, encode, finite
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.jsonvalues import finite
 from servelab.core.ledger.rawrow import RawRow
 from servelab.core.ledger.retention import LedgerStats, PruneResult, VacuumResult
 from servelab.core.load.records import RequestRecord
-from servelab.report.text import json_text
+from servelab.report.jsontext import json_text
 
 if TYPE_CHECKING:  # every record of the export: imported by the export's words, when they run
     from servelab.core.ledger.export import LedgerExport

@@ -84,20 +84,13 @@ from servelab.core.verify.events import (
     ReadingLiveEnv,
     VerifyingLayers,
 )
+from servelab.report.othersrecord import others_words
 from servelab.report.text import arm_value, level_label
 
 if TYPE_CHECKING:  # the bench's modules cost every command ~0.7 s to import; only its type is used
     from servelab.core.bench.contract import BenchProgress
 
-__all__ = ["describe_level", "describe_progress", "others_words", "over_budget_phrase"]
-
-
-def others_words(deployment: str, pid: int, state_dir: str) -> str:
-    """Another deployment's pid record found in a shared state folder, left alone."""
-    return (
-        f"the state folder {state_dir} is shared with deployment {deployment!r}: its pid record "
-        f"(pid {pid}) is that deployment's, left alone (give each spec its own state_dir)"
-    )
+__all__ = ["describe_level", "describe_progress", "over_budget_phrase"]
 
 
 def _unset(value: str | None) -> str:

@@ -1,5 +1,6 @@
 """The few text helpers every renderer shares: rich renderables to plain text, how an unset
-value reads, and a ``--json`` document's text. Pure: returns str, no I/O."""
+value reads, Markdown's escapes. Pure: returns str, no I/O. (A ``--json`` document's text is
+:mod:`servelab.report.jsontext`.)"""
 
 from __future__ import annotations
 
@@ -12,12 +13,10 @@ from collections.abc import Iterator
 from rich.console import Console, RenderableType
 
 from servelab.core.knobs.invisible import escape_invisible
-from servelab.core.ledger.codec import finite
 
 __all__ = [
     "arm_value",
     "code_spans",
-    "json_text",
     "level_label",
     "md_code",
     "md_text",
@@ -154,12 +153,3 @@ def safe_markdown(md: str) -> str:
         else:
             out.append(_escape_outside_code(line))
     return "".join(out)
-
-
-def json_text(doc: object) -> str:
-    """A ``--json`` document (``doc``: JSON-ready values) as the text a command prints: strict
-    JSON, indented; a number that is not finite (the std of one run, an interval without bounds)
-    is ``null``, a value JSON has no form for its ``str``. Each feature's ``--json`` builder
-    renders its typed contract (the codec's encoding plus words) and returns this text, so no
-    JSON dict crosses from report/ to cli/."""
-    return json.dumps(finite(doc), indent=2, default=str, allow_nan=False) + "\n"

@@ -17,10 +17,11 @@ from servelab.core.ab.tunerun import LevelTune, TuneMetric, TuneRecord
 from servelab.core.ledger.codec import encode
 from servelab.ops.ab.tuneplan import TunePlan
 from servelab.report.answers import answers_phrase, arm_answers_cells, unchecked_phrase
+from servelab.report.jsontext import json_text
 from servelab.report.metric import METRIC_AXES, METRIC_UNITS, METRIC_WORDS, metric_where
 from servelab.report.plots import tune_plot
 from servelab.report.progress import over_budget_phrase
-from servelab.report.text import json_text, md_code, md_text, show_value
+from servelab.report.text import md_code, md_text, show_value
 
 __all__ = [
     "headline",

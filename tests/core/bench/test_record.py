@@ -9,7 +9,8 @@ import pytest
 
 import servelab.core.bench.shapes as shapes
 from servelab.core.bench.record import BenchRunRecord
-from servelab.core.ledger.codec import decode, encode, finite
+from servelab.core.ledger.codec import decode, encode
+from servelab.core.ledger.jsonvalues import finite
 from servelab.errors import RecordError
 from tests.support.old_rows import BENCH_SUMMARY_BEFORE_CONTRACT
 

@@ -12,7 +12,8 @@ from typing import Annotated
 import pytest
 from pydantic import Field, computed_field
 
-from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode, finite
+from servelab.core.ledger.codec import OMITTED_IF_NONE, decode, encode
+from servelab.core.ledger.jsonvalues import finite
 from servelab.errors import RecordError, StoreError
 
 

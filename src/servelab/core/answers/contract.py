@@ -26,7 +26,7 @@ from enum import StrEnum
 from servelab.core.answers.answer import Answer, AnswerCheck, Failure
 from servelab.core.answers.probes import Probe, ProbeKind
 from servelab.core.answers.rule import ALPHA, MIN_PAIRS, PairKey
-from servelab.core.redaction import StoredText
+from servelab.core.redacted import StoredText
 
 __all__ = [
     "MAX_SHARE",

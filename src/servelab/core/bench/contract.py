@@ -29,7 +29,7 @@ from servelab.core.load.records import RequestRecord
 from servelab.core.load.slo import SLO
 from servelab.core.load.trace import TracePlan
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
-from servelab.core.redaction import StoredHeaders, StoredText, StoredUrl
+from servelab.core.redacted import StoredHeaders, StoredText, StoredUrl
 from servelab.core.stats import Interval, Summary
 from servelab.core.telemetry.rules import TelemetryEvidence
 from servelab.core.telemetry.summary import RunTelemetry
@@ -84,7 +84,7 @@ class BenchConfig:
     #: The model every request names; the placeholder until a command resolves it from the
     #: entry point's ``/v1/models`` (``bench`` from its first model, ``ab``/``tune``/``case
     #: bisect`` in :func:`servelab.ops.arm.served_model`); encoded with a token in it masked
-    #: (an engine's name for its model: :data:`~servelab.core.redaction.StoredText`).
+    #: (an engine's name for its model: :data:`~servelab.core.redacted.StoredText`).
     model: StoredText = PLACEHOLDER_MODEL
     label: str = ""
     endpoint: str = "/v1/chat/completions"
@@ -97,7 +97,7 @@ class BenchConfig:
     #: Client processes sharing the users (``bench --workers``), at most one per user.
     workers: int = 1
     #: Request headers every request carries (``bench --header NAME:VALUE``); encoded with
-    #: secret-looking values redacted (:data:`~servelab.core.redaction.StoredHeaders`).
+    #: secret-looking values redacted (:data:`~servelab.core.redacted.StoredHeaders`).
     headers: StoredHeaders = ()
     trace: TracePlan | None = None
     #: Greedy answer probes mixed into each run (``bench --check-answers``, the A/B's arms;

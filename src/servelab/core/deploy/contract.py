@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pydantic import computed_field
 
 from servelab.core.deploy.probe import ProbeResult
-from servelab.core.redaction import StoredUrl
+from servelab.core.redacted import StoredUrl
 
 __all__ = ["OTHERS_RECORD", "ServiceStatus"]
 

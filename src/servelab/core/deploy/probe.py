@@ -8,7 +8,8 @@ import re
 from dataclasses import dataclass
 
 from servelab.core.printable import printable
-from servelab.core.redaction import StoredText, StoredUrl, redact
+from servelab.core.redacted import StoredText, StoredUrl
+from servelab.core.redaction import redact
 
 __all__ = ["ProbeResult", "html_summary", "quoted"]
 

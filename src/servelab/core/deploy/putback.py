@@ -17,7 +17,7 @@ from typing import Annotated
 
 from pydantic import PlainSerializer, computed_field
 
-from servelab.core.redaction import masked_serializer
+from servelab.core.redacted import masked_serializer
 
 __all__ = ["KnobBack", "PutBack", "StillLive"]
 

@@ -15,17 +15,21 @@ may build is capped while it builds:
 Every refusal and every syntax error is a :class:`~servelab.errors.KnobError` naming the file and
 the line, never quoting it: a malformed ``api-key: "sk-...`` line stays out of the message (and so
 out of stderr, ``--json`` and the ledger).
+
+PyYAML is imported when a file is parsed (about 10 ms of CPU a process): a simulated engine or a
+command started without ``--config`` skips it.
 """
 
 from __future__ import annotations
 
 import codecs
 import re
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from servelab.errors import KnobError
+
+if TYPE_CHECKING:
+    import yaml
 
 __all__ = ["MAX_CONFIG_BYTES", "MAX_DEPTH", "config_text", "load_config", "too_large"]
 
@@ -71,10 +75,13 @@ def config_text(data: bytes, source: str) -> str:
     return text
 
 
-#: libyaml's loader when PyYAML was built with it (a hundred times faster), else PyYAML's own.
-_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-_OPENS = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
-_CLOSES = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+def _loader() -> type[yaml.SafeLoader]:
+    """libyaml's loader when PyYAML was built with it (a hundred times faster), else PyYAML's
+    own."""
+    import yaml
+
+    loader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return loader
 
 
 def _refusal(source: str, event: yaml.Event, what: str) -> KnobError:
@@ -85,15 +92,19 @@ def _refusal(source: str, event: yaml.Event, what: str) -> KnobError:
 def _check_events(text: str, source: str) -> None:
     """Refuse an anchor, an alias or a nesting deeper than :data:`MAX_DEPTH` as the parser
     meets it, before any node is built."""
+    import yaml
+
+    opens = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+    closes = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
     depth = 0
-    for event in yaml.parse(text, Loader=_LOADER):
+    for event in yaml.parse(text, Loader=_loader()):
         if isinstance(event, yaml.AliasEvent):
             raise _refusal(source, event, "an alias (*name): config files are read without aliases")
         if getattr(event, "anchor", None) is not None:
             raise _refusal(
                 source, event, "an anchor (&name): config files are read without anchors"
             )
-        depth += isinstance(event, _OPENS) - isinstance(event, _CLOSES)
+        depth += isinstance(event, opens) - isinstance(event, closes)
         if depth > MAX_DEPTH:
             raise _refusal(source, event, f"nested deeper than {MAX_DEPTH} levels")
 
@@ -107,11 +118,13 @@ def _syntax(exc: yaml.YAMLError, source: str) -> KnobError:
 
 def load_config(data: bytes | str, source: str) -> Any:
     """The YAML document in ``data`` (None when empty), bounded as the module says."""
+    import yaml
+
     raw = data if isinstance(data, bytes) else data.encode("utf-8", "surrogatepass")
     text = config_text(raw, source)
     try:
         _check_events(text, source)
-        return yaml.load(text, Loader=_LOADER)
+        return yaml.load(text, Loader=_loader())
     except yaml.YAMLError as exc:
         raise _syntax(exc, source) from None
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:

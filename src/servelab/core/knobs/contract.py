@@ -12,7 +12,7 @@ from pydantic import computed_field
 from servelab.core.knobs.rules import LiveVerdict, live_verdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import OMITTED_IF_NONE
-from servelab.core.redaction import masked_serializer
+from servelab.core.redacted import masked_serializer
 
 __all__ = ["KnobChange", "KnobDiff", "KnobValue"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from servelab.core.redaction import masked_serializer
+from servelab.core.redacted import masked_serializer
 
 __all__ = ["KnobChangeRecord"]
 

@@ -38,9 +38,10 @@ from typing import Annotated, Any, TypeVar
 from pydantic import Field, TypeAdapter, ValidationError
 from pydantic_core import SchemaValidator, core_schema
 
+from servelab.core.ledger.jsonvalues import finite
 from servelab.errors import RecordError
 
-__all__ = ["OMITTED_IF_NONE", "JsonObject", "Omitted", "Stored", "decode", "encode", "finite"]
+__all__ = ["OMITTED_IF_NONE", "JsonObject", "Omitted", "Stored", "decode", "encode"]
 
 T = TypeVar("T")
 
@@ -121,17 +122,6 @@ def _validator(kind: Any) -> SchemaValidator:
     if found is None:
         found = _VALIDATORS[kind] = SchemaValidator(_null_as_nan(_adapter(kind).core_schema))
     return found
-
-
-def finite(value: Any) -> Any:
-    """``value`` with every non-finite float (NaN, ±inf) inside it replaced by None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite(v) for v in value]
-    return value
 
 
 def encode(value: Any, kind: Any = None) -> Any:

@@ -26,7 +26,7 @@ from typing import Annotated
 from urllib.parse import urlsplit
 
 from servelab.core.ledger.codec import OMITTED_IF_NONE
-from servelab.core.redaction import StoredUrl
+from servelab.core.redacted import StoredUrl
 from servelab.core.urls import parse_http_url, shown_url
 from servelab.errors import UrlError
 

@@ -23,7 +23,7 @@ from servelab.core.load.cache import CacheSummary
 from servelab.core.load.metrics import SloAttainment
 from servelab.core.load.proxyroute import ProxyRoute
 from servelab.core.load.slo import SLO
-from servelab.core.redaction import StoredHeaders, StoredText, StoredUrl
+from servelab.core.redacted import StoredHeaders, StoredText, StoredUrl
 from servelab.core.soak.conviction import Exoneration
 from servelab.core.soak.deadlines import Deadlines
 from servelab.core.soak.evidence import CorrectnessIssue, Localization, MaskedResend, Stall

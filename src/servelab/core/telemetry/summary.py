@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from servelab.core.redaction import StoredUrl
+from servelab.core.redacted import StoredUrl
 from servelab.core.telemetry.promtext import (
     Exposition,
     counter_deltas,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from servelab.core.answers.answer import TEXT_MAX, Answer, Failure, check_answer
 from servelab.core.answers.probes import Probe, ProbeKind
 from servelab.core.answers.transfer import AnswerSite, Divergence, diverge_at, site_of
-from servelab.core.redaction import StoredText
+from servelab.core.redacted import StoredText
 
 __all__ = ["AnswerProbes", "ProbeOutcome", "outcome_of", "site_of_outcomes"]
 

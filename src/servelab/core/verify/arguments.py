@@ -28,7 +28,7 @@ from typing import Annotated
 from servelab.core.knob import same_value
 from servelab.core.knobs.rules import LiveVerdict, live_verdict
 from servelab.core.ledger.codec import OMITTED_IF_NONE
-from servelab.core.redaction import masked_serializer
+from servelab.core.redacted import masked_serializer
 
 __all__ = [
     "ArgumentDropped",

@@ -39,7 +39,7 @@ from enum import StrEnum
 from servelab.core.knobs.rules import LiveVerdict
 from servelab.core.knobs.unread import UnreadKnob
 from servelab.core.ledger.codec import Omitted
-from servelab.core.redaction import masked_serializer
+from servelab.core.redacted import masked_serializer
 from servelab.core.verify.answers import AnswerProbes
 from servelab.core.verify.arguments import (
     ArgumentDropped,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from servelab.core.ledger.codec import Omitted
 from servelab.core.load.proxyroute import ProxyRoute
-from servelab.core.redaction import StoredText
+from servelab.core.redacted import StoredText
 from servelab.core.verify.coldstart import Start, StartReason
 from servelab.core.verify.longprompt import LongProbe
 from servelab.core.verify.served import Gap, Signal

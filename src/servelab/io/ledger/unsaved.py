@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from servelab.core.ledger.codec import finite
+from servelab.core.ledger.jsonvalues import finite
 from servelab.errors import HostError, StoreError
 from servelab.io.files import write_atomic
 

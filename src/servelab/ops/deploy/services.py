@@ -22,6 +22,7 @@ import sys
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from servelab.core.deploy.events import (
     LaunchTimedOut,
@@ -49,7 +50,6 @@ from servelab.core.deploy.steps import (
 )
 from servelab.core.deploy.topology import service_argv
 from servelab.core.knobs.rules import parse_env_bytes
-from servelab.core.progress import ProgressEvent
 from servelab.errors import CommandTimeout, HealthTimeout, HostError, ServiceStartError
 from servelab.io.hosts.discovery import Ownership, owner_of, service_logs, unit_main_pid
 from servelab.io.hosts.host import Host
@@ -72,6 +72,9 @@ from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
 from servelab.ops.deploy.rollback import files_at_launch
+
+if TYPE_CHECKING:  # every feature's events (ab, soak, case...): imported by what words them
+    from servelab.core.progress import ProgressEvent
 
 __all__ = ["already_up", "readiness", "start", "stop", "stop_safely", "tolerant"]
 

@@ -1,0 +1,16 @@
+"""The words for another deployment's pid record found in a shared state folder (pure: returns
+str). Apart from :mod:`servelab.report.progress` (every feature's progress events) so that
+``up``/``down``/``restart``'s report (:mod:`servelab.report.deploy`) imports no other feature's
+events."""
+
+from __future__ import annotations
+
+__all__ = ["others_words"]
+
+
+def others_words(deployment: str, pid: int, state_dir: str) -> str:
+    """Another deployment's pid record found in a shared state folder, left alone."""
+    return (
+        f"the state folder {state_dir} is shared with deployment {deployment!r}: its pid record "
+        f"(pid {pid}) is that deployment's, left alone (give each spec its own state_dir)"
+    )
