@@ -27,8 +27,8 @@ from servelab.core.options import (
     parse_seconds,
     parse_seed,
     parse_sessions,
-    parse_url,
 )
+from servelab.core.urls import parse_url
 from servelab.errors import OptionError
 
 

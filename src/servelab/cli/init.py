@@ -21,8 +21,8 @@ from servelab.cli.options import FORCE_HELP
 from servelab.cli.sharedoption import Parsed
 from servelab.core.deploy.spec import DEPLOYMENT_NAME, DEPLOYMENT_NAME_RULE, HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
-from servelab.core.options import parse_url
 from servelab.core.redaction import redact
+from servelab.core.urls import parse_url
 from servelab.core.whole import echoed
 from servelab.errors import OptionError
 from servelab.io.files import write_stream, write_to
@@ -51,7 +51,7 @@ def _router_url(url: str) -> str:
     """``--router`` as init may write it into the spec: refused when it holds a credential (a
     password, a key as its user, a secret query parameter: what the one redaction policy masks),
     which the spec would keep in clear, then when it is not a server's URL
-    (:func:`~servelab.core.options.parse_url`); the error quotes it masked."""
+    (:func:`~servelab.core.urls.parse_url`); the error quotes it masked."""
     if redact(url) != url:
         raise OptionError(
             f"{redact(url)} holds a credential, which init would write into the "

@@ -51,9 +51,9 @@ from servelab.core.options import (
     parse_slo,
     parse_speedup,
     parse_trace_window,
-    parse_url,
     parse_warmup,
 )
+from servelab.core.urls import parse_url
 from servelab.errors import OptionError
 
 __all__ = [

@@ -19,7 +19,8 @@ import click
 
 from servelab.cli.boundary import run
 from servelab.cli.numbers import Finite
-from servelab.cli.options import URL_TYPE
+from servelab.cli.sharedoption import Parsed
+from servelab.core.urls import parse_url
 from servelab.sim.app import serve
 from servelab.sim.engineargs import ArgsExit, Engine, parse_worker_args
 from servelab.sim.profile import DEFAULT_PROFILE
@@ -108,7 +109,10 @@ def _decode(argv: tuple[str, ...]) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=click.IntRange(1, 65_535), required=True)
 @click.option(
-    "--upstream", required=True, type=URL_TYPE, help="Base URL to forward to (the router)."
+    "--upstream",
+    required=True,
+    type=Parsed("URL", parse_url),
+    help="Base URL to forward to (the router).",
 )
 @click.option("--stall-reused-after", type=click.IntRange(min=0), default=None, metavar="N")
 @click.option("--buffer", is_flag=True, help="Send each response whole once it finished.")

@@ -21,9 +21,8 @@ from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
-from servelab.core.urls import parse_http_url
 from servelab.core.whole import ascii_int, comma_items, echoed, parse_whole
-from servelab.errors import OptionError, UrlError
+from servelab.errors import OptionError
 
 __all__ = [
     "CHANGE_FORM",
@@ -64,7 +63,6 @@ __all__ = [
     "parse_slo",
     "parse_speedup",
     "parse_trace_window",
-    "parse_url",
     "parse_warmup",
 ]
 
@@ -258,17 +256,6 @@ def parse_endpoint(text: str) -> str:
     """One of :data:`ENDPOINTS`."""
     if text not in ENDPOINTS:
         raise OptionError(f"expected one of {', '.join(ENDPOINTS)}, got {text!r}")
-    return text
-
-
-def parse_url(text: str) -> str:
-    """A server's ``http://`` or ``https://`` URL, as :func:`~servelab.core.urls.parse_http_url`
-    takes it (a host, a port from 1 to 65535, no query), returned as given; the error quotes it
-    with its password masked."""
-    try:
-        parse_http_url(text)
-    except UrlError as exc:
-        raise OptionError(str(exc)) from None
     return text
 
 

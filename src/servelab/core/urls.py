@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 
 from servelab.core.redaction import REDACTED, redact, redact_url
-from servelab.errors import UrlError
+from servelab.errors import OptionError, UrlError
 
 __all__ = [
     "MAX_HOST_CHARS",
@@ -29,6 +29,7 @@ __all__ = [
     "URL_FORM",
     "HttpUrl",
     "parse_http_url",
+    "parse_url",
     "shown_url",
 ]
 
@@ -165,3 +166,14 @@ def _port(text: str, port: str) -> int:
     if not (port.isascii() and port.isdigit()) or len(port) > 5 or not 0 < int(port) < 65536:
         raise _refused(text, "a port from 1 to 65535")
     return int(port)
+
+
+def parse_url(text: str) -> str:
+    """A server's ``http://`` or ``https://`` URL, as :func:`parse_http_url`
+    takes it (a host, a port from 1 to 65535, no query), returned as given; the error quotes it
+    with its password masked."""
+    try:
+        parse_http_url(text)
+    except UrlError as exc:
+        raise OptionError(str(exc)) from None
+    return text

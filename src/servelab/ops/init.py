@@ -54,9 +54,9 @@ from servelab.core.init.detect import (
     unit_of_cgroup,
 )
 from servelab.core.knobs.envfile import parse_envfile
-from servelab.core.options import parse_url
 from servelab.core.printable import printable
 from servelab.core.redaction import clip_long, redact, redact_url, redact_words
+from servelab.core.urls import parse_url
 from servelab.errors import (
     HostError,
     KnobError,

@@ -11,8 +11,7 @@ from urllib.parse import urlsplit
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from servelab.core.options import parse_url
-from servelab.core.urls import HttpUrl, parse_http_url
+from servelab.core.urls import HttpUrl, parse_http_url, parse_url
 from servelab.errors import OptionError, UrlError
 from tests.core.fuzz.support import mutated, result_or_error, texts
 
