@@ -282,6 +282,7 @@ class RevertEvent:
     cost_ab_id: int | None = None
     cost: tuple[ConcurrencyCost, ...] = ()
     failed: _FailedChecks = ()
+    spec: str | None = None  # the spec file it ran with (None: recorded before it was named)
 
 
 @dataclass(frozen=True)
