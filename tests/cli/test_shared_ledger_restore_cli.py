@@ -63,10 +63,18 @@ def test_restore_of_another_deployments_revert_is_refused(tmp_path: Path) -> Non
     forced = run_cli("restore", cid, "--force", "-f", str(beta), *led)
     assert forced.returncode == 2 and "was alpha's" in forced.stderr, forced.stderr
     assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=128\n"
+    # beta's later change of its own knob is no "changed again since" of alpha's plan
+    moved = run_cli("knob", "set", "decode", f"{K}=64", "-f", str(beta), *led)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    shown = run_cli("case", "show", cid, *led)
+    assert shown.returncode == 0 and "256 → 512" in shown.stdout, shown.stdout + shown.stderr
+    assert "changed again since" not in shown.stdout, shown.stdout
     # its own deployment restores it: past the checks, its restart fails (exit 1)
+    written = len(_written(Path(led[1])))
     own = run_cli("restore", cid, "-f", str(alpha), *led)
     assert own.returncode == 1, own.stdout + own.stderr
-    assert _written(Path(led[1]))[len(before) :] == [("512", "alpha"), ("256", "alpha")]
+    assert "changed again since" not in own.stdout + own.stderr
+    assert _written(Path(led[1]))[written:] == [("512", "alpha"), ("256", "alpha")]
 
 
 def test_case_revert_from_another_deployment_of_a_case_holding_ones_revert_is_refused(

@@ -51,7 +51,8 @@ def _with(deployment: str, spec: str | None, command: str) -> str:
 
 def _others(case: Case, ids: Sequence[int], ours: str) -> str | None:
     """Another deployment than ``ours`` that recorded one of the changes ``ids``, if any."""
-    names = sorted({c.deployment for c in case.changes if c.id in ids} - {None, ours})
+    found = (c.deployment for c in case.changes if c.id in ids)
+    names = sorted({name for name in found if name is not None and name != ours})
     return names[0] if names else None
 
 
