@@ -253,6 +253,11 @@ class BisectRecord:
     bench: Annotated[
         BenchConfig | None, BeforeValidator(_none_if_empty), WrapSerializer(_empty_if_none)
     ] = None
+    #: the deployment it was started on (issue 38): its spec's name, the mark of its first
+    #: change's service (``spec_mark``) and the spec file; None: recorded before it was named
+    deployment: str | None = None
+    mark: str | None = None
+    spec: str | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,14 @@ naming that deployment and the spec to restore it with (the revert event's ``spe
 recorded with one); so is a revert of a knob the case already holds another deployment's change
 of (the case's plan would mix both).
 
+A bisection (``case bisect --resume``, ``investigate --resume``) is the deployment's it was
+started on: its probes were measured there and its visits set its change values there, so its
+start (:class:`~servelab.core.case.probe.BisectRecord`) names the deployment as a journalled A/B
+does (:mod:`servelab.ops.ab.owner`: the mark of its first change's service), and resuming it from
+another is refused the same way; one recorded before it was named is resumed only where each
+change's file holds its ``bad`` value, as an interrupted bisection leaves its own deployment (the
+knobs put back as found: the bad state, ``now``).
+
 A revert recorded before changes named their deployment cannot be told by its owner: it is
 restored only where the knob's file holds the value the revert left (as its own deployment's
 does), else refused the same way, unless ``--force`` (the caller's hand-edit override).
@@ -19,15 +27,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from servelab.core.case.bisect import Change
 from servelab.core.case.contract import RevertPreview
 from servelab.core.case.model import Case, RestoreItem, RevertEvent
+from servelab.core.case.probe import BisectRecord
 from servelab.core.ledger.codec import decode
 from servelab.errors import CaseError
+from servelab.io.hosts.ownrecord import same_deployment
+from servelab.io.hosts.processes import spec_mark
 from servelab.io.specfile import EMBEDDED
 from servelab.ops.context import Operation
 from servelab.ops.knob import get_knob
 
-__all__ = ["refuse_anothers_restore", "refuse_anothers_revert"]
+__all__ = [
+    "bisect_owner",
+    "refuse_anothers_bisect",
+    "refuse_anothers_restore",
+    "refuse_anothers_revert",
+]
 
 
 def _spec_of(case: Case, change_ids: Sequence[int]) -> str | None:
@@ -101,3 +118,43 @@ def refuse_anothers_revert(op: Operation, case: Case, preview: RevertPreview) ->
             f"deployment's ({op.spec.name}); {_with(other, _spec_of(case, ids), 'revert')}, or "
             "open a case for this deployment"
         )
+
+
+def bisect_owner(op: Operation, changes: Sequence[Change]) -> tuple[str, str, str]:
+    """This deployment as a bisection of ``changes`` names it: the spec's name, the mark of the
+    first change's service ("" when the spec has no such service) and the spec file."""
+    service = changes[0].service if changes else ""
+    mark = spec_mark(op.spec, service) if service in op.spec.services else ""
+    return op.spec.name, mark, op.loaded.source
+
+
+async def refuse_anothers_bisect(op: Operation, bisect_id: int, start: BisectRecord) -> None:
+    """Raise :class:`CaseError` (exit 2) before a bisection started on another deployment than
+    ``op``'s is resumed (see the module docstring). Reads only."""
+    what = f"case {start.case_id}'s bisection {bisect_id}"
+    tail = "resume it with -f the spec it ran with, or start a new bisection"
+    service = start.changes[0].service if start.changes else ""
+    here = spec_mark(op.spec, service) if service in op.spec.services else None
+    if start.deployment is not None and start.mark is not None:
+        if here is not None and same_deployment(start.mark, here):
+            return
+        whose = start.deployment
+        if whose == op.spec.name:
+            address = start.mark.rpartition("/")[2].partition("@")[2]
+            whose = f"{whose}@{address}" if address else whose
+        raise CaseError(
+            f"{what} was started on {whose}, not this deployment ({op.spec.name}): its probes "
+            f"were measured there; {_with(start.deployment, start.spec, 'resume')}"
+        )
+    for change in start.changes:
+        head = f"{what} was recorded before a bisection named its deployment, and"
+        if change.service not in op.spec.services:
+            raise CaseError(f"{head} this deployment has no service {change.service}: {tail}")
+        found = await get_knob(op, change.service, change.knob)
+        if found != change.bad:
+            now = "unset" if found is None else found
+            bad = "unset" if change.bad is None else change.bad
+            raise CaseError(
+                f"{head} this deployment's {change.service} {change.knob} is {now}, not its bad "
+                f"value {bad} (another deployment's bisection, or a value changed since): {tail}"
+            )
