@@ -83,3 +83,22 @@ def test_a_hand_edit_in_this_deployment_is_still_refused(tmp_path: Path) -> None
     assert done.returncode == 2, done.stdout + done.stderr
     assert "not 512 as servelab last wrote it (change #1)" in done.stderr, done.stderr
     assert (tmp_path / "a" / "decode.env").read_text() == f"{K}=300\n"
+
+
+def test_case_test_reads_this_deployments_knob_history_only(tmp_path: Path) -> None:
+    """alpha set 512 (from 256), then beta set 128 and 512: the newest change that set alpha's
+    current 512 is beta's, so a `case test` in alpha took beta's 128 as the revert arm."""
+    ledger_file = tmp_path / "shared" / "ledger.db"
+    led = ("--ledger", str(ledger_file))
+    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    for spec, value in ((alpha, "512"), (beta, "128"), (beta, "512")):
+        done = run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led)
+        assert done.returncode == 0, done.stdout + done.stderr
+    cid = str(json.loads(run_cli("case", "open", "hang", "--json", *led).stdout)["id"])
+    assert run_cli("case", "suspect", cid, TARGET, "--reason", "x", *led).returncode == 0
+    done = run_cli("case", "test", cid, TARGET, "--test", "answers@C2", "--rounds", "1",
+                   "--requests", "64", "-f", str(alpha), *led, timeout=300)  # fmt: skip
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said  # its first visit's restart fails (exit 3)
+    assert f"case test {TARGET}: 512 against 256," in said, said
+    assert (tmp_path / "a" / "decode.env").read_text() == f"{K}=512\n"  # put back as found

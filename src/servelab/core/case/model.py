@@ -25,7 +25,7 @@ from servelab.core.ab.record import AbRunRecord
 from servelab.core.case.record import CaseEvent, CaseEvidence, CaseRecord, Resolution, Suspect
 from servelab.core.case.revert import ConcurrencyCost, RevertCost, revert_cost
 from servelab.core.knobs.record import KnobChangeRecord
-from servelab.core.ledger.codec import decode
+from servelab.core.ledger.codec import Omitted, decode
 from servelab.core.redaction import redact
 from servelab.core.verify.record import StoredCheck
 from servelab.errors import CaseError
@@ -282,6 +282,7 @@ class RevertEvent:
     cost_ab_id: int | None = None
     cost: tuple[ConcurrencyCost, ...] = ()
     failed: _FailedChecks = ()
+    spec: Omitted[str] = None  # the spec file it ran with (None: recorded before it was named)
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ from servelab.core.case.experiment import (
 )
 from servelab.core.case.model import Target
 from servelab.core.case.reached import LoadCheck, ReachedLoad
-from servelab.core.ledger.codec import OMITTED_IF_NONE
+from servelab.core.ledger.codec import OMITTED_IF_NONE, Omitted
 from servelab.core.load.workload import MAX_REQUESTS
 from servelab.errors import CaseError
 
@@ -253,6 +253,12 @@ class BisectRecord:
     bench: Annotated[
         BenchConfig | None, BeforeValidator(_none_if_empty), WrapSerializer(_empty_if_none)
     ] = None
+    #: the deployment it was started on (issue 38): its spec's name, the mark of its first
+    #: change's service (``spec_mark``) and the spec file; None: recorded before it was named
+    #: (then not stored: an older record is stored again as it was)
+    deployment: Omitted[str] = None
+    mark: Omitted[str] = None
+    spec: Omitted[str] = None
 
 
 @dataclass(frozen=True)

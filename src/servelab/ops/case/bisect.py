@@ -70,6 +70,7 @@ from servelab.ops.case.answers import answers_bench, probe_answers, wrong_answer
 from servelab.ops.case.case import load_case
 from servelab.ops.case.changes import find_changes
 from servelab.ops.case.experiment import failed_sessions, failing_workload, soak_targets
+from servelab.ops.case.whose import bisect_owner, refuse_anothers_bisect
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob, live_knobs
@@ -351,7 +352,8 @@ async def run_bisect(
         bench = _bench(cfg.bench, cfg.test)
         start = BisectRecord(cfg.case_id, state.changes, cfg.test, cfg.good or "",
                              cfg.bad if cfg.good else "", cfg.rounds, cfg.alpha, cfg.effect,
-                             soak_id, cfg.sessions, cfg.runs, bench)  # fmt: skip
+                             soak_id, cfg.sessions, cfg.runs, bench,
+                             *bisect_owner(op, state.changes))  # fmt: skip
         bisect_id = ledger.add(
             CaseEvent(at=NOW, case_id=cfg.case_id, kind=BisectRecord.KIND, detail=encode(start))
         )
@@ -414,6 +416,7 @@ async def resume_bisect(
             raise CaseError(f"bisection {bisect_id}'s probe {probe.number} is not the one it asked")
         state = record_probe(state, probe.outcome)
     async with operation(where, ledger=ledger, progress=progress) as op:
+        await refuse_anothers_bisect(op, bisect_id, start)
         op.say(BisectResumed(case_id, len(probes)))
         run = _Run(bisect_id, start, _workload(ledger, case, start), start.bench,
                    _answers(op, start, start.bench), _reference(case, start))  # fmt: skip

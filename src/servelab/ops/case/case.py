@@ -69,6 +69,7 @@ from servelab.io.ledger.ledger import Ledger
 from servelab.io.ledger.tables import NOW
 from servelab.ops.case.handedit import knob_history, refuse_hand_edits
 from servelab.ops.case.missing import refuse_missing_env_files
+from servelab.ops.case.whose import refuse_anothers_restore, refuse_anothers_revert
 from servelab.ops.context import Progress, SpecOrOperation, operation
 from servelab.ops.knob import check_setting, get_knob
 
@@ -137,10 +138,11 @@ def view_case(ledger: Ledger, case_id: int) -> CaseView:
 
 
 def _later_changes(ledger: Ledger, case: Case) -> list[KnobChangeRecord]:
-    knobs = {(c.service, c.name) for c in case.changes}
-    return [
-        row for s, n in sorted(knobs) for row in ledger.list(KnobChangeRecord, service=s, name=n)
-    ]
+    """The case's knobs' changes by the deployment that made the case's (issue 38; unnamed: any)."""
+    knobs = {(c.service, c.name): c.deployment for c in case.changes}
+    return [row for (s, n), dep in sorted(knobs.items(), key=lambda kv: kv[0])
+            for row in ledger.list(KnobChangeRecord, service=s, name=n)
+            if dep is None or row.deployment in (None, dep)]  # fmt: skip
 
 
 def list_cases(ledger: Ledger) -> list[CaseView]:
@@ -351,6 +353,7 @@ async def revert(
     async with operation(where, ledger=ledger, progress=progress) as op:
         check_setting(op.spec, preview.service, preview.knob, preview.revert_to)
         await refuse_missing_env_files(op, [preview.service], command="case revert")
+        refuse_anothers_revert(op, load_case(ledger, preview.case_id), preview)
         if not force:
             await refuse_hand_edits(op, ledger, [(preview.service, preview.knob)],
                                     command="case revert")  # fmt: skip
@@ -364,7 +367,7 @@ async def revert(
         verification_id=done.verification_id, ok=outcome.ok,
         restart=tuple(s.outcome for s in done.steps), error=done.error,
         cost_ab_id=preview.cost.ab_id, cost=preview.cost.points,
-        failed=check_records(outcome.failed_checks),
+        failed=check_records(outcome.failed_checks), spec=op.loaded.source,
     )  # fmt: skip
     outcome.event_id = ledger.add(
         CaseEvent(at=NOW, case_id=preview.case_id, kind="revert", detail=encode(event))
@@ -412,6 +415,7 @@ async def restore(
         await refuse_missing_env_files(op, [s for s, _k, _v in wanted], command="restore")
         if not force:
             await refuse_hand_edits(op, ledger, [(s, k) for s, k, _v in wanted], command="restore")
+        await refuse_anothers_restore(op, view.case, view.plan, force=force)
         done = await apply_knobs(op, ledger, case_id, wanted, reason, op.say)
     outcome = RestoreOutcome(case_id, [], done.steps, done.report, failure=done.error,
                              put_back=done.put_back)  # fmt: skip

@@ -54,7 +54,6 @@ from servelab.core.case.revert import experiment_values
 from servelab.core.deploy.events import CoRestarting
 from servelab.core.deploy.putback import KnobBack
 from servelab.core.deploy.topology import restart_plan
-from servelab.core.knobs.record import KnobChangeRecord
 from servelab.core.ledger.codec import encode
 from servelab.core.soak.record import SoakRunRecord
 from servelab.core.soak.result import SoakConfig, SoakResult, Targets
@@ -66,6 +65,7 @@ from servelab.ops.arm import Setting, make_live
 from servelab.ops.armfailure import as_found_on_failure
 from servelab.ops.case.case import load_case
 from servelab.ops.case.caseanswers import CaseAnswers, case_answers
+from servelab.ops.case.handedit import knob_history
 from servelab.ops.context import Operation, Progress, SpecOrOperation, operation
 from servelab.ops.deploy.putback import as_found
 from servelab.ops.knob import get_knob, live_knobs
@@ -181,9 +181,11 @@ async def _arms(op: Operation, ledger: Ledger, case: Case, cfg: CaseTestConfig) 
         return _Arms(target, spec.services[entry].url.rstrip("/"), router, None)
     service = str(target.service)
     found = await get_knob(op, service, target.name)
-    recorded = ledger.list(KnobChangeRecord, service=service, name=target.name)
+    # this deployment's history and reverts (issue 38: another sharing the ledger has its own)
+    recorded = knob_history(ledger, op.spec.name, service, target.name)
+    mine = [c for c in revert_changes(case) if c.deployment in (None, op.spec.name)]
     suspect, revert = experiment_values(
-        revert_changes(case), recorded, service, target.name, current=found, to=cfg.to
+        mine, recorded, service, target.name, current=found, to=cfg.to
     )
     return _Arms(target, suspect, revert, found)
 

@@ -1,0 +1,90 @@
+"""Two deployments (two specs in two folders) sharing one ledger (issue 38): ``restore`` of a
+case whose revert one of them recorded is refused (exit 2) from the other, before anything is
+written or restarted, naming the deployment and the spec to restore it with; ``case revert``
+from the other of a knob the case holds the first one's change of, the same. Real processes
+and files; each spec's only service cannot start (``exit 3``), so a command that got past the
+checks fails its restart (exit 1) and shows it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from servelab.core.knobs.record import KnobChangeRecord
+from servelab.io.ledger.ledger import Ledger
+from tests.cli.test_shared_ledger_revert_cli import TARGET, _spec
+from tests.support import run_cli
+from tests.support.history import K
+
+
+def _written(ledger_file: Path) -> list[tuple[str | None, str | None]]:
+    with Ledger.open(ledger_file) as ledger:
+        return [(c.new, c.deployment) for c in ledger.list(KnobChangeRecord, name=K)]
+
+
+def _reverted_in_alpha(tmp_path: Path) -> tuple[Path, Path, tuple[str, str], str]:
+    """alpha set 512 and beta 128; a case suspects the knob; alpha's revert of it (512 -> 256)
+    got as far as its restart, which failed: its put-back (256 -> 512) is the case's too."""
+    ledger_file = tmp_path / "shared" / "ledger.db"
+    led = ("--ledger", str(ledger_file))
+    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    for spec, value in ((alpha, "512"), (beta, "128")):
+        done = run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led)
+        assert done.returncode == 0, done.stdout + done.stderr
+    cid = str(json.loads(run_cli("case", "open", "hang", "--json", *led).stdout)["id"])
+    done = run_cli("case", "suspect", cid, TARGET, "--reason", "latest", "-f", str(alpha), *led)
+    assert done.returncode == 0, done.stderr
+    done = run_cli("case", "revert", cid, TARGET, "--yes", "-f", str(alpha), *led)
+    assert done.returncode == 1, done.stdout + done.stderr  # past the checks: the restart fails
+    return alpha, beta, led, cid
+
+
+def test_restore_of_another_deployments_revert_is_refused(tmp_path: Path) -> None:
+    alpha, beta, led, cid = _reverted_in_alpha(tmp_path)
+    # alpha's file holds 256 as its revert left it (the put-back undone by hand: the plan then
+    # restores 512, and nothing in alpha's history says otherwise)
+    (tmp_path / "a" / "decode.env").write_text(f"{K}=256\n")
+    with Ledger.open(Path(led[1])) as ledger:
+        ledger.add(KnobChangeRecord(id=0, at="2026-12-06T00:00:00Z", service="decode", name=K,
+                                    case_id=int(cid), old="512", new="256", reason="again",
+                                    deployment="alpha"))  # fmt: skip
+    done = run_cli("case", "resolve", cid, "--root-cause", "proxy", "--exonerate", TARGET, *led)
+    assert done.returncode == 0, done.stdout + done.stderr
+    before = _written(Path(led[1]))
+    refused = run_cli("restore", cid, "-f", str(beta), *led)
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, said
+    assert f"case {cid}'s revert of {TARGET} was alpha's, not this deployment's (beta)" in said
+    assert f"restore it with -f {alpha}" in said and "Traceback" not in said
+    assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=128\n"  # never written
+    assert not (tmp_path / "b" / "state" / "logs").exists()  # nothing restarted
+    assert _written(Path(led[1])) == before
+    # forced or not: --force overrides a hand edit, not another deployment's case
+    forced = run_cli("restore", cid, "--force", "-f", str(beta), *led)
+    assert forced.returncode == 2 and "was alpha's" in forced.stderr, forced.stderr
+    assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=128\n"
+    # beta's later change of its own knob is no "changed again since" of alpha's plan
+    moved = run_cli("knob", "set", "decode", f"{K}=64", "-f", str(beta), *led)
+    assert moved.returncode == 0, moved.stdout + moved.stderr
+    shown = run_cli("case", "show", cid, *led)
+    assert shown.returncode == 0 and "256 → 512" in shown.stdout, shown.stdout + shown.stderr
+    assert "changed again since" not in shown.stdout, shown.stdout
+    # its own deployment restores it: past the checks, its restart fails (exit 1)
+    written = len(_written(Path(led[1])))
+    own = run_cli("restore", cid, "-f", str(alpha), *led)
+    assert own.returncode == 1, own.stdout + own.stderr
+    assert "changed again since" not in own.stdout + own.stderr
+    assert _written(Path(led[1]))[written:] == [("512", "alpha"), ("256", "alpha")]
+
+
+def test_case_revert_from_another_deployment_of_a_case_holding_ones_revert_is_refused(
+    tmp_path: Path,
+) -> None:
+    _alpha, beta, led, cid = _reverted_in_alpha(tmp_path)
+    before = _written(Path(led[1]))
+    refused = run_cli("case", "revert", cid, TARGET, "--yes", "--to", "64", "-f", str(beta), *led)
+    said = " ".join((refused.stdout + refused.stderr).split())
+    assert refused.returncode == 2, said
+    assert f"case {cid} holds alpha's revert of {TARGET}, not this deployment's (beta)" in said
+    assert (tmp_path / "b" / "decode.env").read_text() == f"{K}=128\n"
+    assert _written(Path(led[1])) == before
