@@ -9,7 +9,6 @@ file holds its original value."""
 
 from __future__ import annotations
 
-import random
 import re
 import sqlite3
 from pathlib import Path
@@ -20,25 +19,10 @@ from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
 from tests.support import free_ports, run_cli
 from tests.support.history import K
+from tests.support.unstartable import unstartable_spec
 
-_rng = random.Random()
 LOAD = ("--concurrency", "2", "--requests", "4", "--warmup", "0", "--answers", "off",
         "--allow-unread")  # fmt: skip
-
-
-def _spec(folder: Path, name: str, value: str, port: int | None = None) -> Path:
-    (port,) = (
-        (port,) if port is not None else free_ports(1, draw=lambda: _rng.randint(26000, 26499))
-    )
-    folder.mkdir()
-    (folder / "decode.env").write_text(f"{K}={value}\n")
-    spec = folder / "servelab.toml"
-    spec.write_text(
-        f'name = "{name}"\nstate_dir = "state"\n[services.decode]\nrole = "generic"\n'
-        f'url = "http://127.0.0.1:{port}"\nstart = "exit 3"\nenv_file = "decode.env"\n'
-        f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
-    )
-    return spec
 
 
 def _started(kind: str, spec: Path, led: tuple[str, ...]) -> int:
@@ -65,8 +49,8 @@ def _changes(ledger_file: Path) -> int:
 def test_resume_from_another_deployment_is_refused(tmp_path: Path, kind: str) -> None:
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    alpha = _spec(tmp_path / "a", "dep-a", "256")
-    beta = _spec(tmp_path / "b", "dep-b", "512")
+    alpha = unstartable_spec(tmp_path / "a", "dep-a", "256")
+    beta = unstartable_spec(tmp_path / "b", "dep-b", "512")
     run_id = _started(kind, alpha, led)
     before = _changes(ledger_file)
     done = run_cli(kind, "--resume", str(run_id), "-f", str(beta), *led, timeout=300)
@@ -89,9 +73,9 @@ def test_a_copy_of_the_spec_on_another_port_is_another_deployment(tmp_path: Path
     """Two specs of one name (a copy on other ports) are told apart by the service's address."""
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    port_a, port_b = free_ports(2, draw=lambda: _rng.randint(26000, 26499))
-    alpha = _spec(tmp_path / "a", "dep", "256", port_a)
-    copy = _spec(tmp_path / "b", "dep", "512", port_b)
+    port_a, port_b = free_ports(2)
+    alpha = unstartable_spec(tmp_path / "a", "dep", "256", port_a)
+    copy = unstartable_spec(tmp_path / "b", "dep", "512", port_b)
     run_id = _started("ab", alpha, led)
     done = run_cli("ab", "--resume", str(run_id), "-f", str(copy), *led, timeout=300)
     said = " ".join((done.stdout + done.stderr).split())
@@ -107,8 +91,8 @@ def test_a_run_journalled_before_runs_named_their_deployment(tmp_path: Path, kin
     holds its original value: from dep-b (512, not 256) refused; from dep-a past the check."""
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    alpha = _spec(tmp_path / "a", "dep-a", "256")
-    beta = _spec(tmp_path / "b", "dep-b", "512")
+    alpha = unstartable_spec(tmp_path / "a", "dep-a", "256")
+    beta = unstartable_spec(tmp_path / "b", "dep-b", "512")
     run_id = _started(kind, alpha, led)
     with sqlite3.connect(ledger_file) as conn:
         conn.execute("DROP TABLE journal_owners")  # as an older servelab left it

@@ -20,8 +20,9 @@ from servelab.core.deploy.defaultspec import DEFAULT_KNOB as K
 from servelab.io.ledger.journal import AbJournal, SessionStatus
 from servelab.io.ledger.ledger import Ledger
 from servelab.io.specfile import LoadedSpec
-from tests.support import free_ports, run_cli
+from tests.support import run_cli
 from tests.support.putbacks import FOUND, as_found, pd_stack, start
+from tests.support.unstartable import unstartable_spec
 
 LOAD = ("--concurrency", "2", "--requests", "10", "--repeat", "2", "--warmup", "1",
         "--output-len", "8", "--input-len", "32", "--answers", "off",
@@ -37,19 +38,6 @@ def _lines(stream: IO[bytes], into: queue.Queue[str | None]) -> None:
     for raw in stream:
         into.put(raw.decode(errors="replace"))
     into.put(None)
-
-
-def _other(folder: Path) -> Path:
-    (port,) = free_ports(1)
-    folder.mkdir()
-    (folder / "decode.env").write_text(f"{K}=1024\n")
-    spec = folder / "servelab.toml"
-    spec.write_text(
-        f'name = "dep-b"\nstate_dir = "state"\n[services.decode]\nrole = "generic"\n'
-        f'url = "http://127.0.0.1:{port}"\nstart = "exit 3"\nenv_file = "decode.env"\n'
-        f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
-    )
-    return spec
 
 
 @pytest.mark.timeout(600)
@@ -85,7 +73,7 @@ def test_an_ab_ctrl_c_d_in_dep_a_is_not_resumed_from_dep_b(
         session = AbJournal(ledger).get(1)
     assert session is not None and session.status == SessionStatus.INTERRUPTED
     assert len(session.visits) == 1 and session.original == FOUND
-    other = _other(tmp_path / "b")
+    other = unstartable_spec(tmp_path / "b", "dep-b", "1024")
     done = run_cli("ab", "--resume", "1", "-f", str(other), "--ledger", str(ledger_file))
     said = " ".join((done.stdout + done.stderr).split())
     assert done.returncode == 2, said

@@ -17,9 +17,9 @@ import pytest
 
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
-from tests.cli.test_shared_ledger_revert_cli import _spec
 from tests.support import run_cli
 from tests.support.history import K
+from tests.support.unstartable import unstartable_spec
 
 K2 = "OTHER_KNOB"
 TEST = ("--test", "throughput@C2<3000", "--runs", "1", "--requests", "4", "--warmup", "0",
@@ -27,7 +27,7 @@ TEST = ("--test", "throughput@C2<3000", "--runs", "1", "--requests", "4", "--war
 
 
 def _two_knob_spec(folder: Path, name: str, env: str) -> Path:
-    spec = _spec(folder, name)
+    spec = unstartable_spec(folder, name)
     spec.write_text(spec.read_text().replace(f'knobs = ["{K}"]', f'knobs = ["{K}", "{K2}"]'))
     (folder / "decode.env").write_text(env)
     return spec

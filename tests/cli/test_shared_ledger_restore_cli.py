@@ -12,9 +12,10 @@ from pathlib import Path
 
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
-from tests.cli.test_shared_ledger_revert_cli import TARGET, _spec
+from tests.cli.test_shared_ledger_revert_cli import TARGET
 from tests.support import run_cli
 from tests.support.history import K
+from tests.support.unstartable import alpha_and_beta
 
 
 def _written(ledger_file: Path) -> list[tuple[str | None, str | None]]:
@@ -27,7 +28,7 @@ def _reverted_in_alpha(tmp_path: Path) -> tuple[Path, Path, tuple[str, str], str
     got as far as its restart, which failed: its put-back (256 -> 512) is the case's too."""
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    alpha, beta = alpha_and_beta(tmp_path)
     for spec, value in ((alpha, "512"), (beta, "128")):
         done = run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led)
         assert done.returncode == 0, done.stdout + done.stderr

@@ -11,29 +11,17 @@ from pathlib import Path
 
 from servelab.core.knobs.record import KnobChangeRecord
 from servelab.io.ledger.ledger import Ledger
-from tests.support import free_ports, run_cli
+from tests.support import run_cli
 from tests.support.history import K
+from tests.support.unstartable import alpha_and_beta
 
 TARGET = f"knob:decode/{K}"
-
-
-def _spec(folder: Path, name: str) -> Path:
-    (port,) = free_ports(1)
-    folder.mkdir()
-    (folder / "decode.env").write_text(f"{K}=256\n")
-    spec = folder / "servelab.toml"
-    spec.write_text(
-        f'name = "{name}"\nstate_dir = "state"\n[services.decode]\nrole = "generic"\n'
-        f'url = "http://127.0.0.1:{port}"\nstart = "exit 3"\nenv_file = "decode.env"\n'
-        f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
-    )
-    return spec
 
 
 def test_case_revert_reads_this_deployments_knob_history_only(tmp_path: Path) -> None:
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    alpha, beta = alpha_and_beta(tmp_path)
     for spec, value in ((alpha, "512"), (beta, "128")):  # alpha's change, then beta's
         done = run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led)
         assert done.returncode == 0, done.stdout + done.stderr
@@ -65,7 +53,7 @@ def test_case_revert_reads_this_deployments_knob_history_only(tmp_path: Path) ->
 def test_a_hand_edit_in_this_deployment_is_still_refused(tmp_path: Path) -> None:
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    alpha, beta = alpha_and_beta(tmp_path)
     for spec, value in ((alpha, "512"), (beta, "128")):
         assert (
             run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led).returncode == 0
@@ -90,7 +78,7 @@ def test_case_test_reads_this_deployments_knob_history_only(tmp_path: Path) -> N
     current 512 is beta's, so a `case test` in alpha took beta's 128 as the revert arm."""
     ledger_file = tmp_path / "shared" / "ledger.db"
     led = ("--ledger", str(ledger_file))
-    alpha, beta = _spec(tmp_path / "a", "alpha"), _spec(tmp_path / "b", "beta")
+    alpha, beta = alpha_and_beta(tmp_path)
     for spec, value in ((alpha, "512"), (beta, "128"), (beta, "512")):
         done = run_cli("knob", "set", "decode", f"{K}={value}", "-f", str(spec), *led)
         assert done.returncode == 0, done.stdout + done.stderr

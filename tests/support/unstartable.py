@@ -1,0 +1,34 @@
+"""A deployment whose one service cannot start, for tests of what a command refuses before it
+restarts anything: two of them sharing one ledger (``--ledger``) are two deployments, and a
+command that gets past its checks fails at its restart (``exit 3``), so how far it got shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.support import free_ports
+from tests.support.history import K
+
+__all__ = ["alpha_and_beta", "unstartable_spec"]
+
+
+def unstartable_spec(folder: Path, name: str, value: str = "256", port: int | None = None) -> Path:
+    """``folder/servelab.toml``: deployment ``name`` (state folder ``folder/state``), one
+    generic ``decode`` on ``port`` (default: a free one) whose start exits 3, its env file
+    ``folder/decode.env`` holding the reference knob ``K`` at ``value``."""
+    (port,) = (port,) if port is not None else free_ports(1)
+    folder.mkdir()
+    (folder / "decode.env").write_text(f"{K}={value}\n")
+    spec = folder / "servelab.toml"
+    spec.write_text(
+        f'name = "{name}"\nstate_dir = "state"\n[services.decode]\nrole = "generic"\n'
+        f'url = "http://127.0.0.1:{port}"\nstart = "exit 3"\nenv_file = "decode.env"\n'
+        f'knobs = ["{K}"]\nready_timeout_s = 3\nstart_timeout_s = 3\n'
+    )
+    return spec
+
+
+def alpha_and_beta(root: Path) -> tuple[Path, Path]:
+    """Deployments ``alpha`` (``root/a``) and ``beta`` (``root/b``), each an
+    :func:`unstartable_spec` with the knob at 256."""
+    return unstartable_spec(root / "a", "alpha"), unstartable_spec(root / "b", "beta")
