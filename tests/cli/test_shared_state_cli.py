@@ -257,3 +257,36 @@ def test_a_name_that_is_not_one_path_segment_is_refused(tmp_path: Path, name: st
         code, _, err = _cli(tmp_path, "status", "-f", str(spec), *extra)
         assert code == 2 and err.count("\n") == 1, err
         assert "spec.toml: name:" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("table", "name"),
+    [
+        ("services", "../../victim"),
+        ("services", "/tmp/abs"),
+        ("services", "x\ny"),
+        ("services", "a b"),
+        ("hosts", "../../hx"),
+    ],
+)
+def test_a_service_or_host_name_that_is_not_one_path_segment_is_refused(
+    tmp_path: Path, table: str, name: str
+) -> None:
+    """Sixteenth pass, H1: a service's name names its pid record, log and backups: a service
+    ``../../victim`` wrote its pid record over ``victim.json`` outside the state folder, and
+    ``down`` deleted it. Refused before anything is written, naming the table."""
+    victim = tmp_path / "victim.json"
+    victim.write_text("precious\n")
+    (port,) = free_ports(1)
+    quoted = json.dumps(name)
+    if table == "services":
+        spec = generic_service(quoted, port)
+    else:
+        spec = f'[hosts.{quoted}]\nssh = "u@127.0.0.1"\n' + generic_service("a", port)
+    (tmp_path / "st").mkdir()
+    (tmp_path / "st" / "spec.toml").write_text('state_dir = "state"\n' + spec)
+    for command in ("up", "down", "status"):
+        code, _, err = _cli(tmp_path / "st", command, "-f", "spec.toml")
+        assert code == 2 and f"spec.toml: {table}:" in err and "Traceback" not in err, err
+    assert victim.read_text() == "precious\n" and not (tmp_path / "victim.log").exists()
+    assert not (tmp_path / "st" / "state").exists()

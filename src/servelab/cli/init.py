@@ -19,7 +19,8 @@ import click
 from servelab.cli.boundary import json_option, print_json, run
 from servelab.cli.options import FORCE_HELP
 from servelab.cli.sharedoption import Parsed
-from servelab.core.deploy.spec import DEPLOYMENT_NAME, DEPLOYMENT_NAME_RULE, HostSpec, parse_spec
+from servelab.core.deploy.names import SAFE_NAME_RULE, unsafe_name
+from servelab.core.deploy.spec import HostSpec, parse_spec
 from servelab.core.init.contract import InitResult
 from servelab.core.redaction import redact
 from servelab.core.urls import parse_url
@@ -79,8 +80,8 @@ def _json(result: InitResult, written: str) -> dict[str, object]:
 def _deployment_name(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
     """``--name`` checked as the spec checks it, before the router is asked anything (it was
     refused by the written spec's check, which named ``-o``'s file: ``-``)."""
-    if not DEPLOYMENT_NAME.fullmatch(value):
-        raise click.BadParameter(f"{DEPLOYMENT_NAME_RULE}; got {echoed(value)}")
+    if unsafe_name([value]) is not None:
+        raise click.BadParameter(f"{SAFE_NAME_RULE}; got {echoed(value)}")
     return value
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import tomllib
 from collections.abc import Mapping
 from typing import Any, Literal
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
+from servelab.core.deploy.names import SAFE_NAME_RULE, unsafe_name
 from servelab.core.deploy.routers import Router, RouterOptions, router_description, router_problem
 from servelab.core.engines import ENGINES, EngineName
 from servelab.core.knob import KnobKind, parse_knob
@@ -30,8 +30,6 @@ from servelab.errors import SpecError, UrlError
 
 __all__ = [
     "DEFAULT_OTLP_ENDPOINT",
-    "DEPLOYMENT_NAME",
-    "DEPLOYMENT_NAME_RULE",
     "MAX_TIMEOUT_S",
     "DeploymentSpec",
     "HostSpec",
@@ -223,14 +221,6 @@ class ServiceSpec(_Strict):
         return port
 
 
-#: What a deployment's ``name`` may be: one safe path segment (it names the remote state folder
-#: ``.servelab/<name>`` and the pid records' marks), never ``..``, ``/``, spaces or empty.
-DEPLOYMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-#: What :data:`DEPLOYMENT_NAME` asks, as the spec's check and ``init --name`` say it.
-DEPLOYMENT_NAME_RULE = ("must be 1-64 of A-Z a-z 0-9 . _ - starting with a letter or digit (it "
-                        "names a folder: no '/', '..', spaces or empty name)")  # fmt: skip
-
-
 class DeploymentSpec(_Strict):
     """A whole deployment: hosts and services (in the order the file gives them)."""
 
@@ -254,8 +244,8 @@ class DeploymentSpec(_Strict):
     @field_validator("name")
     @classmethod
     def _name_is_one_segment(cls, value: str) -> str:
-        if not DEPLOYMENT_NAME.fullmatch(value):
-            raise ValueError(DEPLOYMENT_NAME_RULE)
+        if unsafe_name([value]) is not None:
+            raise ValueError(SAFE_NAME_RULE)
         return value
 
     @field_validator("hosts")
@@ -319,6 +309,9 @@ def _loc(loc: tuple[int | str, ...]) -> str:
 
 
 def _check_semantics(spec: DeploymentSpec, source: str) -> None:
+    for kind, names in (("services", spec.services), ("hosts", spec.hosts)):
+        if (bad := unsafe_name(names)) is not None:
+            raise SpecError(f"the name {bad!r} {SAFE_NAME_RULE}", source=source, path=kind)
     for name, svc in spec.services.items():
         where = f"services.{name}"
         if svc.host not in spec.hosts:
