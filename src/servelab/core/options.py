@@ -21,7 +21,7 @@ from servelab.core.load.slo import SLO, parse_duration_ms
 from servelab.core.load.slo import parse_slo as _slo
 from servelab.core.load.trace import MAX_REPLAY_S, TraceWindow
 from servelab.core.load.workload import MAX_REQUESTS, LengthDist
-from servelab.core.whole import ascii_int, comma_items, echoed, parse_whole
+from servelab.core.whole import ascii_int, comma_count, comma_items, echoed, parse_whole
 from servelab.errors import OptionError
 
 __all__ = [
@@ -30,6 +30,7 @@ __all__ = [
     "KNOB_ARMS_FORM",
     "KNOB_VALUES_FORM",
     "MAX_BLOCK_SIZE",
+    "MAX_LEVELS",
     "MAX_MINUTES",
     "MAX_RATE",
     "MAX_RUN_SECONDS",
@@ -74,6 +75,9 @@ KNOB_VALUES_FORM = "SERVICE:NAME=VALUE,VALUE[,...]"
 CHANGE_FORM = "SERVICE:NAME=FROM,TO"
 #: The OpenAI endpoints a load can stream from.
 ENDPOINTS = ("/v1/chat/completions", "/v1/completions")
+#: The most levels ``--concurrency`` names: each is a row of the results, and every visit of an
+#: ``ab`` or ``tune`` runs them all (the docs and the demo use at most 5).
+MAX_LEVELS = 64
 #: The most concurrent agent sessions a soak runs.
 MAX_SESSIONS = 4096
 #: The most tokens a trace's hash id may stand for (``--trace-block-size``, ``trace generate
@@ -203,7 +207,11 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     """``"64,80,96"`` → ``(64, 80, 96)`` (``"4, 8,"`` too; ``"1,,2"``, ``"１"``: refused). A
     level twice (``4,4``, ``4,04``) is refused naming it: each level is one row of the results,
     its runs one sample, and an A/B compares the arms level by level (two runs of one level would
-    read as two levels, or the second overwrite the first)."""
+    read as two levels, or the second overwrite the first). At most :data:`MAX_LEVELS` levels,
+    counted before any is parsed."""
+    if (count := comma_count(text)) > MAX_LEVELS:
+        raise OptionError(f"concurrency {echoed(text)} names {count:,} levels, over the most "
+                          f"allowed, {MAX_LEVELS}")  # fmt: skip
     expected = f"concurrency must be positive integers, got {echoed(text)}"
     try:
         values = tuple(ascii_int(part) for part in comma_items(text))
@@ -214,7 +222,7 @@ def parse_concurrency(text: str) -> tuple[int, ...]:
     if max(values) > MAX_REQUESTS:  # more slots than a run's most requests could ever fill
         raise OptionError(f"concurrency {echoed(text)} is over the most allowed, "
                           f"{MAX_REQUESTS:,} (a run's most requests)")  # fmt: skip
-    repeated = sorted({v for v in values if values.count(v) > 1})
+    repeated = sorted({v for v in values if values.count(v) > 1})  # ≤ MAX_LEVELS²: 4,096
     if repeated:
         raise OptionError(
             f"concurrency {echoed(text)} gives {', '.join(map(str, repeated))} more than once: "

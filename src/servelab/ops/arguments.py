@@ -44,7 +44,7 @@ from servelab.core.knobs.serverinfo import EngineReport, Reported, reported_valu
 from servelab.core.telemetry.router import WORKER_SELECTION, routing_policy
 from servelab.errors import HostError, KnobError
 from servelab.io.hosts.discovery import ProcessRef, find_process, read_live_args
-from servelab.io.hosts.envfiles import read_config_bytes, read_env_bytes
+from servelab.io.hosts.envfiles import env_field, read_config_bytes, read_env_bytes
 from servelab.io.hosts.processes import read_pid_record, spec_address
 from servelab.ops.context import Operation
 from servelab.sim.engineargs import Engine as SimEngine
@@ -122,7 +122,7 @@ async def _read(op: Operation, service: str) -> _Places:
     env = None
     if svc.args_env is not None:
         path = op.env_path(service)
-        raw = None if path is None else await read_env_bytes(host, path)
+        raw = None if path is None else await read_env_bytes(host, path, field=env_field(service))
         env = None if raw is None or path is None else parse_env_bytes(raw, path)
         words = split_args(None if env is None else env.get(svc.args_env))
         values[Place.ARGS_ENV] = arg_values(words, eng, flags)

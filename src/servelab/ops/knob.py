@@ -37,6 +37,7 @@ from servelab.errors import CaseError, HostError, KnobError
 from servelab.io.hosts.discovery import find_process, read_live
 from servelab.io.hosts.envfiles import (
     MAX_FILE_BYTES,
+    env_field,
     previous_version,
     read_env_bytes,
     read_env_file,
@@ -140,7 +141,7 @@ async def read_knob(target: SpecOrOperation, service: str, name: str) -> KnobVal
             short = tuple((str(where), word) for where, word in now.abbreviated) or None
             return KnobValue(service, name, now.value, place, path, shadowed, short)
         path = _env_path(op, service)
-        env = await read_env_file(op.host(service), path)
+        env = await read_env_file(op.host(service), path, field=env_field(service))
     return KnobValue(service, name, None if env is None else env.get(name), "env_file", path)
 
 
@@ -158,7 +159,7 @@ async def diff_knob(target: SpecOrOperation, service: str, name: str) -> KnobDif
             return await _diff_argument(op, service, knob)
         path = _env_path(op, service)
         host = op.host(service)
-        raw = await read_env_bytes(host, path)
+        raw = await read_env_bytes(host, path, field=env_field(service))
         env = None if raw is None else parse_env_bytes(raw, path)
         previous = await previous_version(host, path, raw, op.backup_dir(service))
         backup_path, backup = previous if previous is not None else (None, None)
@@ -349,7 +350,7 @@ async def _write(
         edit = await write_argument(op, service, knob, value)
         return edit.before.value, edit.path, edit.backup_path, edit.changed, str(edit.place)
     path = _env_path(op, service)
-    env = await read_env_file(op.host(service), path)
+    env = await read_env_file(op.host(service), path, field=env_field(service))
     old = None if env is None else env.get(knob.name)
     if old == value:
         return old, path, None, False, "env_file"

@@ -4,6 +4,7 @@ exception."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import posixpath
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from servelab.core.knobs.envfile import parse_envfile
 from servelab.core.knobs.places import split_args
 from servelab.core.knobs.rules import parse_env_bytes
 from servelab.core.load.trace import TraceReader
+from servelab.core.whole import comma_count, comma_items
 from servelab.errors import ServelabError
 from tests.core.fuzz.support import mutated, result_or_error, texts, utf8
 
@@ -66,6 +68,22 @@ KNOBS = ["--max-running-requests", "--disable-radix-cache", "--chunked-prefill-s
 @given(text=texts)
 def test_every_option_value(parse: Callable[[str], Any], text: str) -> None:
     result_or_error(parse, text)
+
+
+@given(
+    text=st.one_of(
+        texts,
+        st.lists(st.sampled_from(["1", " 2", "", " ", ",", "\u00a0", "x"]), max_size=80).map(
+            ",".join
+        ),
+    )
+)
+def test_concurrency_lists_counted_as_split(text: str) -> None:
+    """The count bounding ``--concurrency`` before it is split is the split's (issue 38)."""
+    with contextlib.suppress(ValueError):  # an empty item before the last: refused, any count
+        assert comma_count(text) == len(comma_items(text))
+    got = result_or_error(options.parse_concurrency, text)
+    assert isinstance(got, ServelabError) or 1 <= len(got) <= options.MAX_LEVELS
 
 
 @given(text=st.one_of(texts, mutated("decode:SGLANG_X=256,512"), mutated("ttft_p99=2s")))

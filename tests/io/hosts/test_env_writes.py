@@ -12,8 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from servelab.errors import HostError
-from servelab.io.hosts.envfiles import MAX_FILE_BYTES, read_env_bytes, write_env_file
+from servelab.errors import HostError, KnobError
+from servelab.io.hosts.envfiles import (
+    MAX_FILE_BYTES,
+    env_field,
+    read_env_bytes,
+    read_env_file,
+    write_env_file,
+)
 from servelab.io.hosts.host import Host
 
 KNOB = "SGLANG_SM120_MMA_TARGET_CTAS"
@@ -77,3 +83,29 @@ async def test_a_fifo_or_a_huge_file_is_refused_unread(host: Host, tmp_path: Pat
         await read_env_bytes(host, str(huge))
     with pytest.raises(HostError, match="not a regular file"):
         await read_env_bytes(host, "/dev/zero")
+
+
+async def test_a_service_env_file_refused_unread_is_bad_input_naming_its_field(
+    host: Host, tmp_path: Path
+) -> None:
+    """Issue 38: a service's env file too large, a FIFO or a device was "error: local: cannot
+    read ...", exit 1; read as the spec's field, it is a KnobError (exit 2) naming the field and
+    the file, locally and over SSH (one reader: ``Host.read_file``'s bound)."""
+    field = env_field("decode")
+    fifo = tmp_path / "decode.env"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge.env"
+    with huge.open("wb") as out:
+        out.truncate(MAX_FILE_BYTES + 1)
+    cases = (
+        (str(fifo), "not a regular file"),
+        ("/dev/zero", "not a regular file"),
+        (str(huge), "larger than 1,048,576 bytes, the most an env file is read up to"),
+    )
+    for path, said in cases:
+        with pytest.raises(KnobError) as refused:
+            await asyncio.wait_for(read_env_bytes(host, path, field=field), 30)
+        assert str(refused.value).startswith(f"{path} (services.decode.env_file): {said}")
+        with pytest.raises(KnobError, match=field):
+            await asyncio.wait_for(read_env_file(host, path, field=field), 30)
+    assert await read_env_bytes(host, str(tmp_path / "none.env"), field=field) is None

@@ -38,6 +38,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "ORIGIN",
     "backup_dir",
+    "env_field",
     "file_backup_dir",
     "latest_backup",
     "list_backups",
@@ -109,20 +110,44 @@ async def read_config_bytes(host: Host, path: str) -> bytes | None:
         raise
 
 
-async def read_env_bytes(host: Host, path: str) -> bytes | None:
+def env_field(service: str) -> str:
+    """The spec's field naming ``service``'s env file, as a refusal names it."""
+    return f"services.{service}.env_file"
+
+
+def _refusal(exc: HostError, field: str, path: str) -> KnobError | None:
+    """A service's env file refused unread by :meth:`Host.read_file` (over :data:`MAX_FILE_BYTES`,
+    a FIFO, a device: locally and over SSH alike) as bad input (exit 2) naming the spec's field
+    and the file; None for any other failure (a host unreachable, a permission)."""
+    said = str(exc)
+    if said.endswith(f"larger than {MAX_FILE_BYTES} bytes"):
+        why = f"larger than {MAX_FILE_BYTES:,} bytes, the most an env file is read up to"
+    elif said.endswith("not a regular file"):
+        why = "not a regular file (a FIFO, a device or a directory), never read"
+    else:
+        return None
+    return KnobError(f"{path} ({field}): {why}")
+
+
+async def read_env_bytes(host: Host, path: str, *, field: str | None = None) -> bytes | None:
     """The raw env (or config) file at ``path`` on ``host``, at most :data:`MAX_FILE_BYTES`;
-    None when it does not exist."""
+    None when it does not exist. With ``field`` (the spec's, ``services.decode.env_file``), one
+    too large or not a regular file is a :class:`KnobError` naming it and the file (exit 2)."""
     try:
         return await host.read_file(path, limit=MAX_FILE_BYTES)
-    except HostError:
+    except HostError as exc:
         if not await host.exists(path):
             return None
+        refused = None if field is None else _refusal(exc, field, path)
+        if refused is not None:
+            raise refused from exc
         raise
 
 
-async def read_env_file(host: Host, path: str) -> EnvFile | None:
-    """The parsed env file at ``path`` on ``host``; None when it does not exist."""
-    raw = await read_env_bytes(host, path)
+async def read_env_file(host: Host, path: str, *, field: str | None = None) -> EnvFile | None:
+    """The parsed env file at ``path`` on ``host`` (``field``: :func:`read_env_bytes`); None when
+    it does not exist."""
+    raw = await read_env_bytes(host, path, field=field)
     return None if raw is None else parse_env_bytes(raw, path)
 
 
