@@ -68,6 +68,7 @@ from servelab.io.hosts.processes import (
 from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation, Progress
+from servelab.ops.deploy.collision import refuse_foreign, refuse_not_listing
 from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
@@ -418,8 +419,12 @@ async def already_up(op: Operation, service: str) -> Step | None:
     if owner is None:
         return None
     ours = whose is Ownership.OURS
+    if not ours:
+        await refuse_foreign(op, service, owner)
     answer = await readiness(op, service)
     if answer.ok:
+        if not ours and svc.role == "router":
+            await refuse_not_listing(op, service, owner)
         stat = await proc_stat(host, owner) if ours else None
         if stat is not None:
             why = "port owner launched by servelab; its pid record was lost"
