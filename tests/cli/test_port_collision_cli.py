@@ -91,7 +91,7 @@ def test_up_over_another_deployments_router_fails(
     assert f"port {ports.router}" in err, err
     assert "does not list prefill, decode" in err, err
     assert "already up" not in err, err
-    code, _, err = _cli(root, "down", "-f", str(zeta))  # the router, beta's, is not zeta's
+    _, _, err = _cli(root, "down", "-f", str(zeta))  # the router, beta's, is not zeta's
     assert all(_alive(pid) for pid in pids.values()), err
 
 
