@@ -192,14 +192,16 @@ async def owner_of(host: Host, pid: int, mark: str, logs: Sequence[str] = ()) ->
 async def others_mark(host: Host, pid: int, mark: str) -> str | None:
     """The mark process ``pid`` carries when it is ANOTHER deployment's (not ``mark``'s:
     :func:`~servelab.io.hosts.ownrecord.same_deployment`); None when it carries none (a
-    stranger's, or its environment unreadable or written over) or this deployment's. Only the
-    mark leaves this function, never the rest of the environment."""
+    stranger's, a value naming no deployment, or its environment unreadable or written over) or
+    this deployment's. Only the mark leaves this function, never the rest of the environment."""
     try:
         found = select(parse_environ(await host.read_environ(pid)), [SERVICE_MARK])
     except HostError:
         return None
     other = found.get(SERVICE_MARK)
-    return None if other is None or same_deployment(other, mark) else other
+    if other is None or not other.rpartition("/")[0]:  # no deployment named: not a mark
+        return None
+    return None if same_deployment(other, mark) else other
 
 
 async def launched_here(host: Host, pid: int, mark: str, logs: Sequence[str] = ()) -> bool:

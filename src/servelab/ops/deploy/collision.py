@@ -11,6 +11,7 @@ lacks this spec's workers: then it serves another set of workers and the step fa
 
 from __future__ import annotations
 
+from servelab.core.printable import printable
 from servelab.errors import ServiceStartError
 from servelab.io.hosts.discovery import others_mark
 from servelab.io.hosts.processes import spec_mark
@@ -20,9 +21,16 @@ from servelab.ops.verify.verify import router_missing
 __all__ = ["refuse_foreign", "refuse_not_listing"]
 
 
+#: Characters of another process's mark quoted at most (the mark is that process's to set).
+_MARK_CHARS = 160
+
+
 def _of_deployment(mark: str) -> str:
-    """``<deployment>/<service>@<address>`` as words: ``service@address of deployment NAME``."""
-    name, _, service = mark.rpartition("/")
+    """``<deployment>/<service>@<address>`` as words: ``service@address of deployment NAME``
+    (control characters escaped, cut to :data:`_MARK_CHARS`)."""
+    if len(mark) > _MARK_CHARS:
+        mark = mark[:_MARK_CHARS] + "…"
+    name, _, service = printable(mark).rpartition("/")
     return f"{service} of deployment {name}" if name else f"marked {mark}"
 
 
