@@ -205,7 +205,8 @@ def test_a_record_kept_aside_is_not_a_third_spec_of_another_name(twins: Path) ->
         # Sixteenth pass, H1: a port held by another deployment's marked process fails the step
         # (it was "already up, not started by servelab" and ok before).
         assert code == 1, err
-        assert "of deployment canary: this spec's port collides with it" in err, err
+        assert f"is held by pid {canary['prefill']}, prefill@" in err, err
+        assert "this spec's port collides with it" in err, err
         assert "started by servelab" not in err, err
         assert _pids(root, "canary.toml") == canary  # its records are still its own
     finally:
