@@ -201,8 +201,13 @@ def test_a_record_kept_aside_is_not_a_third_spec_of_another_name(twins: Path) ->
             assert row["pid_source"].startswith("owner of port "), row
         code, _, err = _cli(root, "down", "-f", "other.toml")
         assert all(_alive(pid) for pid in canary.values() if pid), err
-        _, _, err = _cli(root, "up", "-f", "other.toml")  # canary's ports: never adopted
-        assert err.count("not started by servelab") == 3, err
+        code, _, err = _cli(root, "up", "-f", "other.toml")  # canary's ports: never adopted
+        # Sixteenth pass, H1: a port held by another deployment's marked process fails the step
+        # (it was "already up, not started by servelab" and ok before).
+        assert code == 1, err
+        assert f"is held by pid {canary['prefill']}, prefill@" in err, err
+        assert "this spec's port collides with it" in err, err
+        assert "started by servelab" not in err, err
         assert _pids(root, "canary.toml") == canary  # its records are still its own
     finally:
         _cli(root, "down", "-f", "other.toml")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["fill", "tmpfs"]
+__all__ = ["fill", "read_only", "tmpfs"]
 
 
 @contextmanager
@@ -41,3 +41,23 @@ def fill(mount: Path) -> None:
                 filler.write(b"\0" * 512)
         except OSError:  # ENOSPC: full
             pass
+
+
+@contextmanager
+def read_only(folder: Path) -> Iterator[Path]:
+    """``folder`` (an existing folder) bind-mounted over itself read-only, unmounted at the end
+    (``mount --bind F F; mount -o remount,ro,bind F``)."""
+    if os.geteuid() != 0:
+        pytest.skip("a read-only bind mount needs root (CI runs as root)")
+    done = subprocess.run(["mount", "--bind", str(folder), str(folder)],
+                          capture_output=True, text=True, check=False)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {done.stderr.strip()}")
+    try:
+        done = subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)],
+                              capture_output=True, text=True, check=False)  # fmt: skip
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount read-only here: {done.stderr.strip()}")
+        yield folder
+    finally:
+        subprocess.run(["umount", str(folder)], check=False)

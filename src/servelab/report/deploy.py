@@ -139,6 +139,7 @@ def _step_detail(step: Step) -> str:
                 _stranger(evidence.port_owner),
                 _others(evidence.others_record),
                 _unproven(evidence.unproven_owner),
+                _stale(evidence.stale_record),
             )
             return "; ".join(w for w in words if w)
         case FoundServing() | StepFailure():
@@ -165,6 +166,16 @@ def _unproven(owner: UnprovenOwner | None) -> str:
         "told this deployment's (no mark in its environment, its output not this service's "
         f"log): not stopped; if it is this deployment's, stop it on {owner.host} with "
         f"`kill -TERM {owner.pid}`"
+    )
+
+
+def _stale(why: str | None) -> str:
+    """A pid record left behind once its processes were stopped (a read-only state folder)."""
+    if why is None:
+        return ""
+    return (
+        f"WARNING: its pid record could not be removed ({why}): it stays, stale; its "
+        "processes are stopped (its pid dead) and later commands read it as not running"
     )
 
 

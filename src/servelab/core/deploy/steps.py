@@ -125,7 +125,7 @@ class Stopped:
     (``stop_command``: its timeout), a stranger on the port, an unrecorded process stopped, and
     the pid of one of servelab's that still serves (the step failed); another deployment's pid
     record found in a shared state folder, left alone; a port owner whose owner cannot be told
-    (the step failed)."""
+    (the step failed); why its record could not be removed once its processes were stopped."""
 
     stop_command_exit: Annotated[int | None, OMITTED_IF_NONE] = None
     stop_command: Annotated[str | None, OMITTED_IF_NONE] = None
@@ -134,6 +134,9 @@ class Stopped:
     still_serving: Annotated[int | None, OMITTED_IF_NONE] = None
     others_record: Annotated[OthersRecord | None, OMITTED_IF_NONE] = None
     unproven_owner: Annotated[UnprovenOwner | None, OMITTED_IF_NONE] = None
+    #: Why the stopped processes' pid record could not be removed (a read-only state folder):
+    #: it stays, stale (its pid dead), and later commands read it as not running.
+    stale_record: Annotated[str | None, OMITTED_IF_NONE] = None
 
 
 @dataclass(frozen=True)

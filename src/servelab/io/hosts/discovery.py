@@ -47,6 +47,7 @@ __all__ = [
     "daemon_reload",
     "find_process",
     "launched_here",
+    "others_mark",
     "owner_of",
     "read_live",
     "read_live_args",
@@ -186,6 +187,21 @@ async def owner_of(host: Host, pid: int, mark: str, logs: Sequence[str] = ()) ->
     if logs and await _writes_to(host, pid, logs):
         return Ownership.OURS
     return Ownership.NOT_OURS if environ else Ownership.UNKNOWN
+
+
+async def others_mark(host: Host, pid: int, mark: str) -> str | None:
+    """The mark process ``pid`` carries when it is ANOTHER deployment's (not ``mark``'s:
+    :func:`~servelab.io.hosts.ownrecord.same_deployment`); None when it carries none (a
+    stranger's, a value naming no deployment, or its environment unreadable or written over) or
+    this deployment's. Only the mark leaves this function, never the rest of the environment."""
+    try:
+        found = select(parse_environ(await host.read_environ(pid)), [SERVICE_MARK])
+    except HostError:
+        return None
+    other = found.get(SERVICE_MARK)
+    if other is None or not other.rpartition("/")[0]:  # no deployment named: not a mark
+        return None
+    return None if same_deployment(other, mark) else other
 
 
 async def launched_here(host: Host, pid: int, mark: str, logs: Sequence[str] = ()) -> bool:

@@ -68,6 +68,7 @@ from servelab.io.hosts.processes import (
 from servelab.io.hosts.readiness import Readiness, wait_answering, wait_ready
 from servelab.io.http.client import probe
 from servelab.ops.context import Operation, Progress
+from servelab.ops.deploy.collision import refuse_foreign, refuse_not_listing
 from servelab.ops.deploy.launched import keep_record
 from servelab.ops.deploy.ownership import forget_own, own_record, read_own, write_own
 from servelab.ops.deploy.preflight import env_bytes
@@ -281,12 +282,15 @@ async def _launch_timed_out(op: Operation, service: str, started: float) -> Step
     return Step(service, outcome, pid, time.monotonic() - started, evidence)
 
 
-async def _stop_recorded(op: Operation, service: str) -> tuple[StepOutcome, OthersRecord | None]:
+async def _stop_recorded(
+    op: Operation, service: str
+) -> tuple[StepOutcome, OthersRecord | None, str | None]:
     """Stop the recorded process group (and the adopted serving one); drop the record. Another
-    deployment's record (a shared state folder) is left alone, returned."""
+    deployment's record (a shared state folder) is left alone, returned. A record that cannot
+    be removed (a read-only state folder) stays, stale: why is returned, the outcome kept."""
     record, others = await read_own(op, service)
     if record is None:
-        return StepOutcome.NOT_RUNNING, others
+        return StepOutcome.NOT_RUNNING, others, None
     host = op.host(service)
     grace = op.spec.service(service).stop_grace_s
     outcome = await stop_record(host, record, grace=grace)
@@ -297,8 +301,11 @@ async def _stop_recorded(op: Operation, service: str) -> tuple[StepOutcome, Othe
         )
         second = await stop_record(host, other, grace=grace)
         outcome = outcome if second is StepOutcome.NOT_RUNNING else second
-    await forget_own(op, service)
-    return outcome, None
+    try:
+        await forget_own(op, service)
+    except OSError as exc:  # its processes are stopped: the record stays, stale (a dead pid)
+        return outcome, None, f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": ")
+    return outcome, None, None
 
 
 async def _process_name(host: Host, pid: int) -> str | None:
@@ -368,8 +375,8 @@ async def stop(op: Operation, service: str) -> Step:
             evidence = Stopped(stop_command_exit=result.exit_status)
         except CommandTimeout as exc:
             evidence = Stopped(stop_command=str(exc))
-    outcome, others = await _stop_recorded(op, service)
-    evidence = replace(evidence, others_record=others)
+    outcome, others, stale = await _stop_recorded(op, service)
+    evidence = replace(evidence, others_record=others, stale_record=stale)
     if command is not None and outcome is StepOutcome.NOT_RUNNING:
         outcome = StepOutcome.STOPPED
     left, evidence = await _stop_unrecorded(op, service, evidence)
@@ -418,8 +425,12 @@ async def already_up(op: Operation, service: str) -> Step | None:
     if owner is None:
         return None
     ours = whose is Ownership.OURS
+    if not ours:
+        await refuse_foreign(op, service, owner)
     answer = await readiness(op, service)
     if answer.ok:
+        if not ours and svc.role == "router":
+            await refuse_not_listing(op, service, owner)
         stat = await proc_stat(host, owner) if ours else None
         if stat is not None:
             why = "port owner launched by servelab; its pid record was lost"

@@ -1,0 +1,110 @@
+"""``up`` of a spec whose port is another live deployment's (issue 38, sixteenth pass H1): zeta,
+its own state folder, points its router port (or a worker's port) at beta's. ``up -f zeta`` fails
+naming the pid and port, never "already up" and ok; beta is left running as it was; what zeta
+started is stopped. Real routers, real processes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from tests.support import free_ports, run_cli
+from tests.support.processes import live_procs_under
+from tests.support.specs import PdEnv, PdPorts, pd_spec_toml
+
+_SERVICES = ("prefill", "decode", "router")
+
+
+def _cli(root: Path, *args: str) -> tuple[int, str, str]:
+    done = run_cli(*args, cwd=root, env={"SERVELAB_LEDGER": str(root / "ledger.db")})
+    return done.returncode, done.stdout, done.stderr
+
+
+def _pids(state: Path) -> dict[str, int]:
+    return {s: int(json.loads((state / "run" / f"{s}.json").read_text())["pid"]) for s in _SERVICES}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rpartition(")")[2].split()[0] not in ("Z", "X")
+
+
+def _write(folder: Path, name: str, ports: PdPorts) -> Path:
+    """``folder/spec.toml`` (deployment ``name``, state folder ``folder/state``) and env files."""
+    folder.mkdir()
+    PdEnv().write(folder / "env")
+    spec = folder / "spec.toml"
+    spec.write_text(pd_spec_toml(ports, name=name, env_dir=str(folder / "env")))
+    return spec
+
+
+@pytest.fixture
+def beta(tmp_path: Path) -> Iterator[tuple[Path, PdPorts, dict[str, int]]]:
+    """Deployment beta up (its own folder), its ports and pids."""
+    ports = PdPorts.free(proxy=False)
+    spec = _write(tmp_path / "beta", "beta", ports)
+    code, _, err = _cli(tmp_path, "up", "-f", str(spec))
+    assert code == 0, err
+    try:
+        yield tmp_path, ports, _pids(tmp_path / "beta" / "state")
+    finally:
+        _cli(tmp_path, "down", "-f", str(spec))
+    assert live_procs_under(tmp_path) == []
+
+
+def _zeta(root: Path, ports: PdPorts) -> Path:
+    return _write(root / "zeta", "zeta", ports)
+
+
+def _up_zeta_fails(root: Path, zeta: Path, beta_pids: dict[str, int]) -> str:
+    """``up -f zeta`` fails; beta's processes all still run, its records unchanged; zeta's
+    workers are stopped. Returns stderr."""
+    code, out, err = _cli(root, "up", "-f", str(zeta))
+    assert code == 1, out + err
+    assert "up: ok" not in out + err, out + err
+    assert all(_alive(pid) for pid in beta_pids.values()), err
+    assert _pids(root / "beta" / "state") == beta_pids
+    run = root / "zeta" / "state" / "run"
+    assert not any(run.glob("*.json")) if run.exists() else True, list(run.iterdir())
+    return err
+
+
+@pytest.mark.timeout(600)
+def test_up_over_another_deployments_router_fails(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """The real sglang-router writes over its environment: its owner cannot be told by its
+    mark, but its worker list is readable and lacks zeta's workers: the router step fails."""
+    root, ports, pids = beta
+    prefill, bootstrap, decode, metrics = free_ports(4)
+    own = replace(ports, prefill=prefill, bootstrap=bootstrap, decode=decode, metrics=metrics)
+    zeta = _zeta(root, own)
+    err = _up_zeta_fails(root, zeta, pids)
+    assert f"held by pid {pids['router']}" in err, err
+    assert f"port {ports.router}" in err, err
+    assert "does not list prefill, decode" in err, err
+    assert "already up" not in err, err
+    _, _, err = _cli(root, "down", "-f", str(zeta))  # the router, beta's, is not zeta's
+    assert all(_alive(pid) for pid in pids.values()), err
+
+
+@pytest.mark.timeout(600)
+def test_up_over_another_deployments_worker_fails(
+    beta: tuple[Path, PdPorts, dict[str, int]],
+) -> None:
+    """A worker's port held by a process carrying beta's mark: the step fails naming beta."""
+    root, ports, pids = beta
+    bootstrap, decode, router, metrics = free_ports(4)
+    own = replace(ports, bootstrap=bootstrap, decode=decode, router=router, metrics=metrics)
+    zeta = _zeta(root, own)
+    err = _up_zeta_fails(root, zeta, pids)
+    assert f"prefill: port {ports.prefill} on local is held by pid {pids['prefill']}" in err, err
+    assert "of deployment beta: this spec's port collides with it" in err, err
+    assert "already up" not in err, err
